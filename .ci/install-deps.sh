@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs sdtrain's build and test dependencies from Debian's packages.
+# Idempotent: skips packages that are already installed. Used by README and .ci/run.
+set -euo pipefail
+pkgs=(build-essential cmake pkg-config git
+      libglib2.0-dev libpng-dev zlib1g-dev libstb-dev
+      libopenblas-dev libcjson-dev abigail-tools python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,172 @@
+/* ops.h - the one dispatch interface every backend implements.
+ *
+ * Models call sdt_ops functions through a backend table and never know whether
+ * the CPU or the CUDA backend runs them. Every op is a pair of plain functions,
+ * forward and backward (llm.c style); backward reads what forward saved.
+ *
+ * Conventions, shared by all ops and both backends:
+ *  - All tensors of one call live on the backend's device.
+ *  - Compute is fp32; inputs of any float dtype are read, outputs are rounded
+ *    to the output tensor's dtype at storage (so f16 overflows to inf for real).
+ *  - Saved statistics (mean, rstd, attention probabilities) are f32 tensors.
+ *  - Backward ACCUMULATES (+=) into every gradient tensor it is given, inputs
+ *    and weights alike; the caller zeroes them. A NULL gradient is skipped.
+ *    This makes residual branches and gradient accumulation free.
+ *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
+ *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
+ *  - Every function returns 0 on success; nonzero means the backend failed
+ *    (a CUDA error, out of memory, a shape mismatch) and be->error holds a sentence.
+ */
+#ifndef SDT_KERNELS_OPS_H
+#define SDT_KERNELS_OPS_H
+
+#include "tensor.h"
+
+typedef enum sdt_activation {
+    SDT_ACT_IDENTITY = 0,
+    SDT_ACT_RELU,
+    SDT_ACT_LEAKY_RELU, /* slope 0.01, torch.nn.LeakyReLU default */
+    SDT_ACT_ELU,        /* alpha 1 */
+    SDT_ACT_GELU,       /* exact erf form, torch.nn.GELU() */
+    SDT_ACT_QUICK_GELU, /* x * sigmoid(1.702 x), CLIP's activation */
+    SDT_ACT_SILU,       /* x * sigmoid(x), a.k.a. swish */
+    SDT_ACT_TANH,
+    SDT_ACT_SIGMOID,
+    SDT_ACT_MISH,       /* x * tanh(softplus(x)) */
+    SDT_ACT_COUNT
+} sdt_activation;
+
+typedef struct sdt_backend sdt_backend;
+
+struct sdt_backend {
+    const char *name;   /* "cpu" or "cuda" */
+    sdt_device device;
+    void *ctx;          /* backend-private state: scratch, handles, stream */
+    char error[256];    /* last failure, a sentence */
+
+    /* ---- memory ---- */
+    void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure */
+    void (*free)(sdt_backend *be, void *ptr);
+    int (*upload)(sdt_backend *be, void *dst, const void *host_src, size_t bytes);
+    int (*download)(sdt_backend *be, void *host_dst, const void *src, size_t bytes);
+    int (*zero)(sdt_backend *be, sdt_tensor *t);
+    int (*synchronize)(sdt_backend *be);
+    void (*destroy)(sdt_backend *be);
+
+    /* ---- tensor utilities ---- */
+    /* dst = src with dtype conversion; same numel. */
+    int (*convert)(sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src);
+    /* dst += alpha * src; same numel. */
+    int (*axpy)(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src);
+    /* x *= alpha in place. */
+    int (*scale)(sdt_backend *be, sdt_tensor *x, float alpha);
+    /* out[b, j, i] = x[b, i, j] for x [B, M, N] (NCHW <-> NLC). Its own backward
+     * is the transpose of dout, accumulated. */
+    int (*transpose_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
+    int (*transpose_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout);
+    /* Counts non-finite values (for anomaly mode and the NaN fallback). */
+    int (*count_nonfinite)(sdt_backend *be, const sdt_tensor *x, int64_t *count);
+
+    /* ---- embedding: torch.nn.Embedding + learned position embedding ---- */
+    /* out [B, T, C] = table[tokens[b, t]] + (pos ? pos[t] : 0); tokens i32 [B, T]. */
+    int (*embedding_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens,
+                             const sdt_tensor *table, const sdt_tensor *pos);
+    int (*embedding_backward)(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos,
+                              const sdt_tensor *dout, const sdt_tensor *tokens);
+
+    /* ---- normalisation ---- */
+    /* torch.nn.LayerNorm over the last dim C of x [N, C]; mean/rstd [N] f32. */
+    int (*layernorm_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                             const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, float eps);
+    int (*layernorm_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                              const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                              const sdt_tensor *mean, const sdt_tensor *rstd);
+    /* torch.nn.GroupNorm on x [B, C, spatial...]; mean/rstd [B, groups] f32. */
+    int (*groupnorm_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                             const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta,
+                             int groups, float eps);
+    int (*groupnorm_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                              const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                              const sdt_tensor *mean, const sdt_tensor *rstd, int groups);
+
+    /* ---- matmul-shaped ops ---- */
+    /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. */
+    int (*linear_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
+                          const sdt_tensor *w, const sdt_tensor *b);
+    int (*linear_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w);
+    /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */
+    int (*conv2d_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                          const sdt_tensor *b, int stride, int pad);
+    int (*conv2d_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w,
+                           int stride, int pad);
+    /* torch.nn.functional.scaled_dot_product_attention with scale 1/sqrt(head_dim):
+     * q [B, Tq, H*D], k and v [B, Tk, H*D], out [B, Tq, H*D]. causal masks j > i.
+     * probs [B, H, Tq, Tk] f32 saves the softmax for backward; when probs is NULL
+     * forward saves nothing and backward recomputes it. */
+    int (*attention_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, const sdt_tensor *q,
+                             const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
+    int (*attention_backward)(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                              const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
+                              const sdt_tensor *v, const sdt_tensor *probs, int heads, bool causal);
+    /* Numerically stable softmax over the last dim. Backward reads the forward output. */
+    int (*softmax_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
+    int (*softmax_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out);
+
+    /* ---- elementwise ---- */
+    int (*activation_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act);
+    int (*activation_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout,
+                               const sdt_tensor *x, sdt_activation act);
+    /* diffusers GEGLU: x [..., 2C] -> value, gate = chunk(2, -1); out [..., C] = value * gelu(gate). */
+    int (*geglu_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
+    int (*geglu_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x);
+    /* out = a + b (same shape; out may alias a or b). Backward is axpy of dout into each. */
+    int (*add_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b);
+    /* x [B, C, spatial...] += v [B, C] broadcast over spatial (ResBlock time embedding).
+     * Backward: dv[b, c] += sum over spatial of dout. */
+    int (*add_channel_forward)(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v);
+    int (*add_channel_backward)(sdt_backend *be, sdt_tensor *dv, const sdt_tensor *dout);
+    /* torch.cat([a, b], dim=1) for NCHW. */
+    int (*concat_channels_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b);
+    int (*concat_channels_backward)(sdt_backend *be, sdt_tensor *da, sdt_tensor *db, const sdt_tensor *dout);
+    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW. */
+    int (*upsample_nearest2x_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
+    int (*upsample_nearest2x_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout);
+    /* Inverted dropout (torch.nn.Dropout in training): mask [same shape] f32 holds
+     * 0 or 1/(1-p), drawn from a counter-based RNG keyed by seed, so it is reproducible. */
+    int (*dropout_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x,
+                           float p, uint64_t seed);
+    int (*dropout_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *mask);
+
+    /* ---- diffusion-specific ---- */
+    /* diffusers get_timestep_embedding: t [B] f32 -> out [B, dim];
+     * half = dim/2, freq_i = exp(-ln(max_period) * i / (half - shift)); emb = [sin, cos]
+     * (or [cos, sin] when flip_sin_to_cos). SD 1.x: flip_sin_to_cos=true, shift=0. */
+    int (*timestep_embedding)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t, bool flip_sin_to_cos,
+                              float downscale_freq_shift, float max_period);
+    /* loss = mean over all elements of w * (pred - target)^2 (w = 1 when weight is NULL),
+     * written to host *loss as a double. */
+    int (*mse_loss_forward)(sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target,
+                            const sdt_tensor *weight);
+    /* dpred += dloss * d(loss)/d(pred). */
+    int (*mse_loss_backward)(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
+                             const sdt_tensor *target, const sdt_tensor *weight);
+
+    /* ---- optimisation ---- */
+    /* *sumsq += sum of squares of every element of each tensor (double accumulation). */
+    int (*sum_squares)(sdt_backend *be, double *sumsq, const sdt_tensor *const *tensors, int count);
+    /* The scaler's fused pass: each grad *= inv_scale; *found_inf set true if any
+     * element (before or after scaling) is not finite. */
+    int (*unscale_check)(sdt_backend *be, sdt_tensor *const *grads, int count, float inv_scale, bool *found_inf);
+    /* torch.optim.AdamW step (decoupled weight decay, bias correction with step >= 1):
+     * param, m, v f32; grad f32 multiplied by grad_scale first (clipping folded in). */
+    int (*adamw_update)(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v,
+                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                        float grad_scale);
+};
+
+/* Creates the CPU backend (always available). threads <= 0 means OpenMP's default. */
+sdt_backend *sdt_backend_cpu_create(int threads);
+
+#endif
