@@ -1,0 +1,45 @@
+/* weights.h - a checkpoint's tensors in one canonical key space.
+ *
+ * Whatever layout a checkpoint comes in (single-file LDM safetensors, a
+ * diffusers folder), its tensors are reachable here under the LDM single-file
+ * names: "model.diffusion_model.*", "cond_stage_model.transformer.text_model.*",
+ * "first_stage_model.*". Models look their parameters up by those names and
+ * check shapes; they never see file formats.
+ *
+ * Tensors stay in the file's dtype (F32, F16, BF16) unless the caller asks for
+ * a conversion. On the CPU they point straight into the memory-mapped file.
+ *
+ * Error convention for models/ (and plugin internals): functions that can fail
+ * return false (or NULL) and write one sentence naming the file, the key and
+ * the fix into err[err_size].
+ */
+#ifndef SDT_MODELS_WEIGHTS_H
+#define SDT_MODELS_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tensor.h"
+
+typedef struct sdt_weights sdt_weights;
+
+/* Opens a checkpoint: a .safetensors file (LDM layout) or a diffusers folder
+ * (unet/, text_encoder/, vae/). */
+sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size);
+void sdt_weights_close(sdt_weights *w);
+
+/* The tensor under a canonical key, or NULL when the checkpoint lacks it. */
+const sdt_tensor *sdt_weights_get(const sdt_weights *w, const char *key);
+/* Like sdt_weights_get, but a missing key or a shape other than shape[0..ndim)
+ * is an error sentence naming the checkpoint file and the key. */
+const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape,
+                                      char *err, size_t err_size);
+/* Number of tensors and the i-th canonical key (for config detection and listing). */
+size_t sdt_weights_count(const sdt_weights *w);
+const char *sdt_weights_key(const sdt_weights *w, size_t i);
+/* The path the weights came from, and a short hash as hosts show it
+ * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
+const char *sdt_weights_path(const sdt_weights *w);
+bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_size);
+
+#endif
