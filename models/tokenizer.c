@@ -131,8 +131,20 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
             return false;
         }
         int32_t id = (int32_t)d;
+        if (!g_utf8_validate(e->string, -1, NULL)) {
+            snprintf(err, err_size, "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it",
+                     name, id);
+            cJSON_Delete(root);
+            return false;
+        }
+        if (g_hash_table_contains(t->vocab, e->string)) {
+            snprintf(err, err_size, "%s: token '%.60s' appears twice; the file is damaged, re-download it", name,
+                     e->string);
+            cJSON_Delete(root);
+            return false;
+        }
         char *key = g_strdup(e->string);
-        g_hash_table_replace(t->vocab, key, GINT_TO_POINTER(id + 1));
+        g_hash_table_insert(t->vocab, key, GINT_TO_POINTER(id + 1));
         set_id_text(t, id, key);
         if (id > max_id) max_id = id;
     }
