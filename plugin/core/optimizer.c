@@ -234,8 +234,9 @@ sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, char *err, size_t er
     return SDT_CORE_OK;
 }
 
-void sdt_optimizer_note_backward(sdt_optimizer *opt, bool scaled)
+void sdt_optimizer_note_backward(sdt_optimizer *opt, float loss_scale)
 {
+    bool scaled = loss_scale != 1.0f; /* a disabled scaler seeds backward with 1 */
     opt->backward_count++;
     if (opt->grads_stale) opt->added_to_stale = true;
     /* Once any pass added scaled values, the sum is scaled until unscaled. */

@@ -17,6 +17,8 @@
  * see UNSCALED gradients: while the grads still carry a loss scale (noted by
  * note_backward(scaled = true) and cleared by the scaler's unscale) clipping
  * and stepping are refused with SDT_CORE_GRADS_STILL_SCALED.
+ *
+ * Lifetime: destroy a scaler before the optimizers it scales.
  */
 #ifndef SDT_CORE_OPTIMIZER_H
 #define SDT_CORE_OPTIMIZER_H
@@ -66,9 +68,9 @@ const char *sdt_optimizer_find_shared_param(const sdt_optimizer *a, const sdt_op
 
 /* Zeroes every trainable grad and forgets the backward passes. */
 sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, char *err, size_t err_size);
-/* A backward pass accumulated into this optimizer's grads; scaled says whether the
- * loss it came from was multiplied by a loss scale. */
-void sdt_optimizer_note_backward(sdt_optimizer *opt, bool scaled);
+/* A backward pass accumulated into this optimizer's grads, seeded with loss_scale
+ * (sdt_scaler_get_scale: 1 without scaling, so the grads count as unscaled). */
+void sdt_optimizer_note_backward(sdt_optimizer *opt, float loss_scale);
 /* Backward passes since the last step (taken or skipped) or zero_grad. */
 int sdt_optimizer_backward_count(const sdt_optimizer *opt);
 /* True when a backward accumulated onto grads a previous step already used

@@ -64,13 +64,13 @@ static inline void toy_free(toy *t)
     }
 }
 
-/* One backward pass: grad += f32(loss_scale * raw[i]) for every element of every
- * parameter (raw is one value for all, or NULL to use raw_each). */
-static inline void toy_backward_fill(toy *t, float loss_scale, float raw, bool scaled)
+/* One backward pass seeded with loss_scale: grad += f32(loss_scale * raw) for every
+ * element of every parameter. */
+static inline void toy_backward_fill(toy *t, float loss_scale, float raw)
 {
     for (int i = 0; i < t->count; i++)
         for (int64_t j = 0; j < t->size; j++) t->grad[i][j] += loss_scale * raw;
-    sdt_optimizer_note_backward(t->opt, scaled);
+    sdt_optimizer_note_backward(t->opt, loss_scale);
 }
 
 /* Random raw grads ~ N(0, 1), times the scale, accumulated; raw copies what was used. */
@@ -82,7 +82,7 @@ static inline void toy_backward_random(toy *t, sdt_test_rng *rng, float loss_sca
             if (raw_out) raw_out[i * t->size + j] = raw;
             t->grad[i][j] += loss_scale * raw;
         }
-    sdt_optimizer_note_backward(t->opt, loss_scale != 1.0f);
+    sdt_optimizer_note_backward(t->opt, loss_scale);
 }
 
 static inline void toy_zero(toy *t)
@@ -150,7 +150,7 @@ static inline sdt_core_status scaled_iteration(sdt_scaler *sc, toy *toys, int n,
     float s = sdt_scaler_get_scale(sc);
     for (int k = 0; k < n; k++) {
         toy_zero(&toys[k]);
-        toy_backward_fill(&toys[k], s, raw[k], true);
+        toy_backward_fill(&toys[k], s, raw[k]);
     }
     for (int k = 0; k < n; k++) {
         st = sdt_scaler_step(sc, toys[k].opt, stepped ? &stepped[k] : NULL, err, err_size);

@@ -73,7 +73,7 @@ static void test_stage_errors(void)
     toy t;
     sdt_scaler *sc = scaler_for(&t, "hyper");
     toy_zero(&t);
-    toy_backward_fill(&t, 1024.0f, 1.0f, true);
+    toy_backward_fill(&t, 1024.0f, 1.0f);
     CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
     float g = t.grad[0][0];
     EXPECT(sdt_scaler_unscale(sc, t.opt, err, sizeof err), SDT_CORE_UNSCALE_TWICE, "hyper");
@@ -83,7 +83,7 @@ static void test_stage_errors(void)
     EXPECT(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err), SDT_CORE_STEP_TWICE, "hyper");
     /* forgot update(): the next iteration's step is E10 again */
     toy_zero(&t);
-    toy_backward_fill(&t, 1024.0f, 1.0f, true);
+    toy_backward_fill(&t, 1024.0f, 1.0f);
     EXPECT(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err), SDT_CORE_STEP_TWICE, "hyper");
     CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
     EXPECT(sdt_scaler_update(sc, NULL, err, sizeof err), SDT_CORE_UPDATE_WITHOUT_RECORDS, "hyper");
@@ -98,7 +98,7 @@ static void test_not_scaled(void)
     toy_init(&t, be, "early", 1, 2, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 1024.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     sdt_scaler_attach(sc, t.opt, err, sizeof err);
-    toy_backward_fill(&t, 1.0f, 1.0f, true);
+    toy_backward_fill(&t, 1.0f, 1.0f);
     EXPECT(sdt_scaler_unscale(sc, t.opt, err, sizeof err), SDT_CORE_NOT_SCALED, "early");
     EXPECT(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err), SDT_CORE_NOT_SCALED, "early");
     EXPECT(sdt_scaler_update(sc, NULL, err, sizeof err), SDT_CORE_NOT_SCALED, "early");
@@ -112,7 +112,7 @@ static void test_not_owned_and_ownership(void)
     sdt_scaler *sa = scaler_for(&a, "mine");
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     toy_init(&b, be, "stranger", 1, 4, &hp, &rng);
-    toy_backward_fill(&b, 1024.0f, 1.0f, true);
+    toy_backward_fill(&b, 1024.0f, 1.0f);
     EXPECT(sdt_scaler_step(sa, b.opt, NULL, err, sizeof err), SDT_CORE_NOT_OWNED, "stranger");
     CHECK(strstr(err, "'mine'") != NULL, "NOT_OWNED must also name the scaler's own optimizer: %s", err);
     EXPECT(sdt_scaler_unscale(sa, b.opt, err, sizeof err), SDT_CORE_NOT_OWNED, "stranger");
@@ -175,7 +175,7 @@ static void test_no_gradient_flow(void)
     toy t;
     sdt_scaler *sc = scaler_for(&t, "placeholder");
     toy_zero(&t);
-    toy_backward_fill(&t, 1024.0f, 0.0f, true); /* backward ran, every gradient exactly zero */
+    toy_backward_fill(&t, 1024.0f, 0.0f); /* backward ran, every gradient exactly zero */
     float *p0 = toy_snapshot(&t);
     EXPECT(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err), SDT_CORE_NO_GRADIENT_FLOW, "placeholder");
     CHECK(strstr(err, "[name]") != NULL, "the sentence must point at the template / truncation: %s", err);
@@ -190,7 +190,7 @@ static void test_grads_still_scaled(void)
     toy t;
     sdt_scaler *sc = scaler_for(&t, "clipper");
     toy_zero(&t);
-    toy_backward_fill(&t, 1024.0f, 1.0f, true);
+    toy_backward_fill(&t, 1024.0f, 1.0f);
     double norm;
     EXPECT(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, err, sizeof err), SDT_CORE_GRADS_STILL_SCALED, "clipper");
     EXPECT(sdt_optimizer_clip_grad_value(t.opt, 1.0f, err, sizeof err), SDT_CORE_GRADS_STILL_SCALED, "clipper");

@@ -79,7 +79,7 @@ static void run_scaling_case(bool clip)
         toy_backward_random(&amp, &rng, s, raw);
         toy_zero(&ctl);
         for (int i = 0; i < 2; i++) memcpy(ctl.grad[i], raw + i * 8, 8 * sizeof(float));
-        sdt_optimizer_note_backward(ctl.opt, false);
+        sdt_optimizer_note_backward(ctl.opt, 1.0f);
         if (it == SKIP) amp.grad[1][3] = INFINITY;
         if (clip) {
             double scaled_norm = 0, norm = 0;
@@ -129,7 +129,7 @@ static void test_accumulation(void)
         double scaled;
         float before = sdt_scaler_get_scale(sc);
         sdt_scaler_scale_loss(sc, 0.5, 1, &scaled, err, sizeof err);
-        toy_backward_fill(&t, sdt_scaler_get_scale(sc), 0.5f, true);
+        toy_backward_fill(&t, sdt_scaler_get_scale(sc), 0.5f);
         if (batch % 2 == 0) {
             CHECK(sdt_scaler_get_scale(sc) == before, "scale must not change between micro-batches");
             continue;
@@ -289,7 +289,7 @@ static void test_disabled_identity(void)
         toy_zero(&ctl);
         toy_backward_random(&t, &rng, 1.0f, raw);
         memcpy(ctl.grad[0], raw, sizeof raw);
-        sdt_optimizer_note_backward(ctl.opt, false);
+        sdt_optimizer_note_backward(ctl.opt, 1.0f);
         CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale is a no-op");
         CHECK(memcmp(t.grad[0], raw, sizeof raw) == 0, "disabled unscale must not touch the grads");
         bool stepped = false;
@@ -318,13 +318,13 @@ static void test_update_variants(void)
     sdt_scaler_attach(sc, t.opt, err, sizeof err);
     sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
     toy_zero(&t);
-    toy_backward_fill(&t, 8.0f, 1.0f, true);
+    toy_backward_fill(&t, 8.0f, 1.0f);
     CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
     CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK && sdt_scaler_get_scale(sc) == 16.0f,
           "update after unscale only: %g, want 16", (double)sdt_scaler_get_scale(sc));
     sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
     toy_zero(&t);
-    toy_backward_fill(&t, 16.0f, 1.0f, true);
+    toy_backward_fill(&t, 16.0f, 1.0f);
     sdt_scaler_unscale(sc, t.opt, err, sizeof err);
     int64_t tracker = sdt_scaler_growth_tracker(sc);
     CHECK(sdt_scaler_update_to(sc, 1024.0, err, sizeof err) == SDT_CORE_OK, "update_to: %s", err);
@@ -365,7 +365,7 @@ static void test_fp16_overflow_sequence(void)
         sdt_tensor tg = sdt_tensor_make(g16, SDT_F32, SDT_DEVICE_CPU, 1, (int64_t[]){100});
         CHECK(be->convert(be, &tg, &th) == 0, "convert: %s", be->error);
         memcpy(t.grad[0], g16, sizeof g16);
-        sdt_optimizer_note_backward(t.opt, true);
+        sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(t.grad[0][7] == want_grad[it], "iter %d: scaled grad %g, want %g", it, (double)t.grad[0][7], (double)want_grad[it]);
         CHECK(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err) == SDT_CORE_OK, "step: %s", err);
         CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
@@ -392,8 +392,8 @@ static void test_accumulation_and_not_zeroed(void)
     sdt_scaler_attach(sc, t.opt, err, sizeof err);
     sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
     toy_zero(&t);
-    toy_backward_fill(&t, 4.0f, 1.0f, true);
-    toy_backward_fill(&t, 4.0f, 1.0f, true);
+    toy_backward_fill(&t, 4.0f, 1.0f);
+    toy_backward_fill(&t, 4.0f, 1.0f);
     sdt_scaler_unscale(sc, t.opt, err, sizeof err);
     CHECK(t.grad[0][0] == 2.0f, "two backward passes: unscaled grad %g, want 2", (double)t.grad[0][0]);
     sdt_scaler_step(sc, t.opt, NULL, err, sizeof err);
@@ -401,11 +401,11 @@ static void test_accumulation_and_not_zeroed(void)
     CHECK(sink.warnings == 0, "accumulating before a step is not a warning");
 
     toy_zero(&t);
-    toy_backward_fill(&t, 4.0f, 1.0f, true);
+    toy_backward_fill(&t, 4.0f, 1.0f);
     sdt_scaler_step(sc, t.opt, NULL, err, sizeof err);
     CHECK(t.grad[0][0] == 1.0f, "iteration 1: unscaled grad 1");
     sdt_scaler_update(sc, NULL, err, sizeof err);
-    toy_backward_fill(&t, 4.0f, 1.0f, true); /* no zero_grad */
+    toy_backward_fill(&t, 4.0f, 1.0f); /* no zero_grad */
     CHECK(t.grad[0][0] == 5.0f, "iteration 2 without zero_grad: grad 5");
     CHECK(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err) == SDT_CORE_OK, "step proceeds like torch: %s", err);
     CHECK(t.grad[0][0] == 1.25f, "unscaled grad %g, want 1.25", (double)t.grad[0][0]);

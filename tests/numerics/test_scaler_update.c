@@ -77,7 +77,7 @@ static void test_reciprocal_precision(void)
     toy_zero(&t);
     t.grad[0][0] = 1.0f;
     t.grad[0][1] = 3.0f;
-    sdt_optimizer_note_backward(t.opt, true);
+    sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
     CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
     CHECK((double)t.grad[0][0] == 0.3333333432674408, "1 * inv(3) = %.17g, want 0.3333333432674408", (double)t.grad[0][0]);
     CHECK(t.grad[0][1] == 3.0f * (float)(1.0 / 3.0), "3 * inv(3) must be the fp32 product");
@@ -101,7 +101,7 @@ static void test_unscale_values(void)
         sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
         toy_zero(&t);
         memcpy(t.grad[0], cases[c], sizeof cases[c]);
-        sdt_optimizer_note_backward(t.opt, true);
+        sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
         CHECK(sdt_scaler_found_inf(sc, t.opt) == want_found[c], "case %d: found_inf %d", c, sdt_scaler_found_inf(sc, t.opt));
         for (int j = 0; j < 3; j++) {

@@ -121,7 +121,7 @@ static int run(FILE *f)
         for (int k = 0; k < n && st == SDT_CORE_OK; k++) {
             st = sdt_optimizer_zero_grad(so[k].opt, err, sizeof err);
             for (int64_t j = 0; j < size; j++) so[k].grad[j] = s * so[k].raw[j]; /* one fp32 multiply, as autograd */
-            sdt_optimizer_note_backward(so[k].opt, true);
+            sdt_optimizer_note_backward(so[k].opt, s);
         }
         for (int k = 0; k < n && st == SDT_CORE_OK; k++)
             if (unscale_first[k]) st = sdt_scaler_unscale(sc, so[k].opt, err, sizeof err);
