@@ -22,6 +22,10 @@
 
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum sdt_activation {
     SDT_ACT_IDENTITY = 0,
     SDT_ACT_RELU,
@@ -168,5 +172,9 @@ struct sdt_backend {
 
 /* Creates the CPU backend (always available). threads <= 0 means OpenMP's default. */
 sdt_backend *sdt_backend_cpu_create(int threads);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
