@@ -253,7 +253,9 @@ static void test_loss_and_optim(void)
 
 int main(void)
 {
-    void *mod = dlopen(SDT_CUDA_MODULE_PATH, RTLD_NOW | RTLD_LOCAL);
+    /* SDT_CUDA_MODULE overrides the build-tree path (a build carried to another machine). */
+    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
+    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!mod) {
         printf("cuda_ops: SKIP, CUDA module not loadable: %s\n", dlerror());
         return SDT_TEST_SKIP;
