@@ -141,7 +141,7 @@ int cuda_unscale_check(sdt_backend *be, sdt_tensor *const *grads, int count, flo
     }
     int h = 0;
     if (cuda_download(be, &h, c->flag, sizeof(int))) return -1;
-    *found_inf = h != 0;
+    if (h) *found_inf = true; /* only ever set, like the CPU backend */
     return 0;
 }
 

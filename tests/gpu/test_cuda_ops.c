@@ -236,13 +236,14 @@ static void test_loss_and_optim(void)
     compare(&m, 1e-5, "adamw m");
     compare(&v, 1e-5, "adamw v");
     /* unscale_check: finite grads pass, an inf is found */
-    bool fc = true, fg = true;
+    bool fc = false, fg = false;
     sdt_tensor *gc[1] = {&dp.c}, *gg[1] = {&dp.g};
     RUN2(cpu->unscale_check(cpu, gc, 1, 0.25f, &fc), gpu->unscale_check(gpu, gg, 1, 0.25f, &fg), "unscale");
     CHECK(!fc && !fg, "unscale_check: finite grads flagged (cpu %d gpu %d)", fc, fg);
     compare(&dp, 1e-6, "unscaled grads");
     float inf = INFINITY;
     gpu->upload(gpu, (float *)dp.g.data + 17, &inf, sizeof(float));
+    fg = false;
     RUN2(0, gpu->unscale_check(gpu, gg, 1, 0.25f, &fg), "unscale inf");
     CHECK(fg, "unscale_check: an inf gradient was not found on the GPU");
     int64_t count = 0;
