@@ -93,12 +93,12 @@ sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm
 /* torch.nn.utils.clip_grad_value_: every grad element clamped to [-clip_value, clip_value]. */
 sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_value, char *err, size_t err_size);
 
-/* SDT_CORE_NO_TRAINABLE_PARAMS or SDT_CORE_NO_BACKWARD (no backward since zero_grad),
+/* SDT_CORE_NO_TRAINABLE_PARAMS or SDT_CORE_NO_BACKWARD (no backward since the last step or zero_grad),
  * the checks a step and the scaler's unscale make before touching anything. */
 sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, char *err, size_t err_size);
 
-/* One AdamW step over the trainable parameters. Refuses: no backward since
- * zero_grad (SDT_CORE_NO_BACKWARD), grads still scaled, every grad exactly zero
+/* One AdamW step over the trainable parameters. Refuses: no backward since the
+ * last step or zero_grad (SDT_CORE_NO_BACKWARD), grads still scaled, every grad exactly zero
  * (SDT_CORE_NO_GRADIENT_FLOW). */
 sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, char *err, size_t err_size);
 /* A step the scaler skipped: state untouched, but the grads count as used. */

@@ -115,6 +115,40 @@ static void test_clip_grad_value_and_zero(void)
     toy_free(&t);
 }
 
+/* Resume: a fresh optimizer given the params, m, v and step count continues exactly. */
+static void test_resume(void)
+{
+    sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
+    toy a, b;
+    toy_init(&a, be, "before", 1, 16, &hp, &rng);
+    toy_init(&b, be, "after", 1, 16, &hp, NULL);
+    char err[512];
+    for (int s = 0; s < 3; s++) {
+        toy_zero(&a);
+        toy_backward_random(&a, &rng, 1.0f, NULL);
+        sdt_optimizer_step(a.opt, err, sizeof err);
+    }
+    sdt_tensor *ma, *va, *mb, *vb;
+    sdt_optimizer_param_views(a.opt, 0, NULL, NULL, NULL, &ma, &va);
+    sdt_optimizer_param_views(b.opt, 0, NULL, NULL, NULL, &mb, &vb);
+    memcpy(b.param[0], a.param[0], 16 * sizeof(float));
+    memcpy(mb->data, ma->data, 16 * sizeof(float));
+    memcpy(vb->data, va->data, 16 * sizeof(float));
+    sdt_optimizer_set_step_count(b.opt, sdt_optimizer_step_count(a.opt));
+    float raw[16];
+    toy_zero(&a);
+    toy_zero(&b);
+    toy_backward_random(&a, &rng, 1.0f, raw);
+    memcpy(b.grad[0], raw, sizeof raw);
+    sdt_optimizer_note_backward(b.opt, 1.0f);
+    sdt_optimizer_step(a.opt, err, sizeof err);
+    sdt_optimizer_step(b.opt, err, sizeof err);
+    CHECK(memcmp(a.param[0], b.param[0], sizeof raw) == 0 && sdt_optimizer_step_count(b.opt) == 4,
+          "a resumed optimizer must continue bit for bit (bias correction uses the restored step)");
+    toy_free(&a);
+    toy_free(&b);
+}
+
 int main(void)
 {
     rng = sdt_test_rng_from_env("optimizer_adamw");
@@ -123,6 +157,7 @@ int main(void)
     test_adamw_matches_reference(0.01f);
     test_clip_grad_norm();
     test_clip_grad_value_and_zero();
+    test_resume();
     be->destroy(be);
     return sdt_test_finish("optimizer_adamw");
 }
