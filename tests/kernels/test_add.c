@@ -37,9 +37,11 @@ static void check_add_channel(sdt_backend *be, sdt_test_rng *r, int64_t batch, i
     channel_ctx c = {batch * ch, h * w};
     int64_t nx = c.bc * c.spatial;
     float *x = kt_randn(r, nx, 1.0), *x0 = kt_copy(x, nx), *v = kt_randn(r, c.bc, 1.0);
-    float *dy = kt_randn(r, nx, 1.0), *dv = kt_randn(r, c.bc, 1.0), *base = kt_copy(dv, c.bc);
+    float *dy = kt_randn(r, nx, 1.0);
+    kt_grad dv = kt_grad_make(r, c.bc);
     sdt_tensor tx = kt_f32(x, 4, batch, ch, h, w), tv = kt_f32(v, 2, batch, ch, 0, 0);
-    sdt_tensor tdy = kt_f32(dy, 4, batch, ch, h, w), tdv = kt_f32(dv, 2, batch, ch, 0, 0);
+    sdt_tensor tdy = kt_f32(dy, 4, batch, ch, h, w), tdv = kt_f32(dv.fresh, 2, batch, ch, 0, 0);
+    sdt_tensor tacc = kt_f32(dv.acc, 2, batch, ch, 0, 0);
     double *vd = kt_to_double(v, c.bc), *dyd = kt_to_double(dy, nx);
     double *yref = kt_alloc((size_t)nx * sizeof(double)), *dvref = kt_alloc((size_t)c.bc * sizeof(double));
     ref_broadcast(vd, yref, &c);
@@ -53,16 +55,17 @@ static void check_add_channel(sdt_backend *be, sdt_test_rng *r, int64_t batch, i
     double fwd = sdt_rel_err_fd(x, yref, nx);
     CHECK(fwd < 1e-6, "add_channel forward [%lld,%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)ch,
           (long long)h, (long long)w, fwd);
-    CHECK(be->add_channel_backward(be, &tdv, &tdy) == 0, "add_channel backward failed: %s", be->error);
-    double *inc = kt_increment(dv, base, c.bc);
-    double bwd = sdt_rel_err_dd(inc, dvref, c.bc);
+    CHECK(be->add_channel_backward(be, &tdv, &tdy) == 0 && be->add_channel_backward(be, &tacc, &tdy) == 0,
+          "add_channel backward failed: %s", be->error);
+    CHECK(kt_grad_accumulated(&dv), "add_channel backward must accumulate into dv");
+    double bwd = sdt_rel_err_fd(dv.fresh, dvref, c.bc);
     CHECK(bwd < 1e-4, "add_channel backward: f32 vs float64 rel err %.3g", bwd);
     double fd = sdt_fd_check_vjp(ref_broadcast, &c, vd, c.bc, dyd, nx, dvref);
     CHECK(fd < 1e-6, "add_channel: float64 gradient vs finite differences rel err %.3g", fd);
     sdt_tensor wrong = kt_f32(v, 2, batch, ch + 1, 0, 0);
     CHECK(be->add_channel_forward(be, &tx, &wrong) != 0, "add_channel must reject v whose C differs from x's");
-    free(x), free(x0), free(v), free(dy), free(dv), free(base), free(vd), free(dyd), free(yref), free(dvref),
-        free(inc);
+    free(x), free(x0), free(v), free(dy), free(vd), free(dyd), free(yref), free(dvref);
+    kt_grad_free(&dv);
 }
 
 int main(void)

@@ -52,21 +52,23 @@ static void check_statistics(sdt_backend *be, sdt_backend *be1, sdt_test_rng *r,
 static void check_backward(sdt_backend *be, sdt_test_rng *r, int64_t n, float p)
 {
     float *x = kt_randn(r, n, 1.0), *y = kt_alloc((size_t)n * sizeof(float)), *mask = kt_alloc((size_t)n * 4);
-    float *dy = kt_randn(r, n, 1.0), *dx = kt_randn(r, n, 1.0), *base = kt_copy(dx, n);
-    sdt_tensor tx = kt_f32(x, 1, n, 0, 0, 0), ty = tx, tm = tx, tdy = tx, tdx = tx;
-    ty.data = y, tm.data = mask, tdy.data = dy, tdx.data = dx;
+    float *dy = kt_randn(r, n, 1.0);
+    kt_grad dx = kt_grad_make(r, n);
+    sdt_tensor tx = kt_f32(x, 1, n, 0, 0, 0), ty = tx, tm = tx, tdy = tx, tdx = tx, tacc = tx;
+    ty.data = y, tm.data = mask, tdy.data = dy, tdx.data = dx.fresh, tacc.data = dx.acc;
     CHECK(be->dropout_forward(be, &ty, &tm, &tx, p, sdt_test_next(r)) == 0, "dropout failed: %s", be->error);
-    CHECK(be->dropout_backward(be, &tdx, &tdy, &tm) == 0, "dropout backward failed: %s", be->error);
+    CHECK(be->dropout_backward(be, &tdx, &tdy, &tm) == 0 && be->dropout_backward(be, &tacc, &tdy, &tm) == 0,
+          "dropout backward failed: %s", be->error);
+    CHECK(kt_grad_accumulated(&dx), "dropout backward must accumulate into dx");
     double *xd = kt_to_double(x, n), *dyd = kt_to_double(dy, n), *md = kt_to_double(mask, n);
     double *dxref = kt_alloc((size_t)n * sizeof(double));
     for (int64_t i = 0; i < n; i++) dxref[i] = dyd[i] * md[i];
-    double *inc = kt_increment(dx, base, n);
-    CHECK(sdt_rel_err_dd(inc, dxref, n) < 1e-6, "dropout backward (n=%lld) must add dout * mask", (long long)n);
+    CHECK(sdt_rel_err_fd(dx.fresh, dxref, n) < 1e-6, "dropout backward (n=%lld) must be dout * mask", (long long)n);
     drop_ctx c = {md, n};
     double fd = sdt_fd_check_vjp(ref_dropout, &c, xd, n, dyd, n, dxref);
     CHECK(fd < 1e-6, "dropout: float64 gradient vs finite differences rel err %.3g", fd);
-    free(x), free(y), free(mask), free(dy), free(dx), free(base), free(xd), free(dyd), free(md), free(dxref),
-        free(inc);
+    free(x), free(y), free(mask), free(dy), free(xd), free(dyd), free(md), free(dxref);
+    kt_grad_free(&dx);
 }
 
 int main(void)

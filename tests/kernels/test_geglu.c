@@ -39,9 +39,10 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     geglu_ctx g = {batch * t, c};
     int64_t nx = g.rows * 2 * c, ny = g.rows * c;
     float *x = kt_randn(r, nx, 1.5), *y = kt_alloc((size_t)ny * sizeof(float)), *dy = kt_randn(r, ny, 1.0);
-    float *dx = kt_randn(r, nx, 1.0), *base = kt_copy(dx, nx);
+    kt_grad dx = kt_grad_make(r, nx);
     sdt_tensor tx = kt_f32(x, 3, batch, t, 2 * c, 0), ty = kt_f32(y, 3, batch, t, c, 0);
-    sdt_tensor tdy = kt_f32(dy, 3, batch, t, c, 0), tdx = kt_f32(dx, 3, batch, t, 2 * c, 0);
+    sdt_tensor tdy = kt_f32(dy, 3, batch, t, c, 0), tdx = kt_f32(dx.fresh, 3, batch, t, 2 * c, 0);
+    sdt_tensor tacc = kt_f32(dx.acc, 3, batch, t, 2 * c, 0);
     double *xd = kt_to_double(x, nx), *dyd = kt_to_double(dy, ny);
     double *yref = kt_alloc((size_t)ny * sizeof(double)), *dxref = kt_alloc((size_t)nx * sizeof(double));
     ref_forward(xd, yref, &g);
@@ -50,16 +51,18 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     CHECK(be->geglu_forward(be, &ty, &tx) == 0, "geglu forward failed: %s", be->error);
     double fwd = sdt_rel_err_fd(y, yref, ny);
     CHECK(fwd < 1e-5, "geglu forward [%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)t, (long long)c, fwd);
-    CHECK(be->geglu_backward(be, &tdx, &tdy, &tx) == 0, "geglu backward failed: %s", be->error);
-    double *inc = kt_increment(dx, base, nx);
-    double bwd = sdt_rel_err_dd(inc, dxref, nx);
+    CHECK(be->geglu_backward(be, &tdx, &tdy, &tx) == 0 && be->geglu_backward(be, &tacc, &tdy, &tx) == 0,
+          "geglu backward failed: %s", be->error);
+    CHECK(kt_grad_accumulated(&dx), "geglu backward must accumulate into dx");
+    double bwd = sdt_rel_err_fd(dx.fresh, dxref, nx);
     CHECK(bwd < 1e-4, "geglu backward: f32 vs float64 rel err %.3g", bwd);
     double fd = sdt_fd_check_vjp(ref_forward, &g, xd, nx, dyd, ny, dxref);
     CHECK(fd < 1e-6, "geglu: float64 gradient vs finite differences rel err %.3g", fd);
 
     sdt_tensor wrong = kt_f32(y, 3, batch, t, c + 1, 0);
     CHECK(be->geglu_forward(be, &wrong, &tx) != 0, "geglu must reject out whose last dim is not half of x's");
-    free(x), free(y), free(dy), free(dx), free(base), free(xd), free(dyd), free(yref), free(dxref), free(inc);
+    free(x), free(y), free(dy), free(xd), free(dyd), free(yref), free(dxref);
+    kt_grad_free(&dx);
 }
 
 int main(void)

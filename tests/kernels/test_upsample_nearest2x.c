@@ -30,9 +30,10 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     up_ctx u = {batch * ch, h, w};
     int64_t nx = u.planes * h * w, ny = 4 * nx;
     float *x = kt_randn(r, nx, 1.0), *y = kt_alloc((size_t)ny * sizeof(float)), *dy = kt_randn(r, ny, 1.0);
-    float *dx = kt_randn(r, nx, 1.0), *base = kt_copy(dx, nx);
+    kt_grad dx = kt_grad_make(r, nx);
     sdt_tensor tx = kt_f32(x, 4, batch, ch, h, w), ty = kt_f32(y, 4, batch, ch, 2 * h, 2 * w);
-    sdt_tensor tdy = kt_f32(dy, 4, batch, ch, 2 * h, 2 * w), tdx = kt_f32(dx, 4, batch, ch, h, w);
+    sdt_tensor tdy = kt_f32(dy, 4, batch, ch, 2 * h, 2 * w), tdx = kt_f32(dx.fresh, 4, batch, ch, h, w);
+    sdt_tensor tacc = kt_f32(dx.acc, 4, batch, ch, h, w);
     double *xd = kt_to_double(x, nx), *dyd = kt_to_double(dy, ny);
     double *yref = kt_alloc((size_t)ny * sizeof(double)), *dxref = kt_alloc((size_t)nx * sizeof(double));
     ref_upsample(xd, yref, &u);
@@ -41,15 +42,17 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     CHECK(be->upsample_nearest2x_forward(be, &ty, &tx) == 0, "upsample forward failed: %s", be->error);
     CHECK(sdt_rel_err_fd(y, yref, ny) == 0, "upsample forward [%lld,%lld,%lld,%lld] is not exact", (long long)batch,
           (long long)ch, (long long)h, (long long)w);
-    CHECK(be->upsample_nearest2x_backward(be, &tdx, &tdy) == 0, "upsample backward failed: %s", be->error);
-    double *inc = kt_increment(dx, base, nx);
-    double bwd = sdt_rel_err_dd(inc, dxref, nx);
+    CHECK(be->upsample_nearest2x_backward(be, &tdx, &tdy) == 0 && be->upsample_nearest2x_backward(be, &tacc, &tdy) == 0,
+          "upsample backward failed: %s", be->error);
+    CHECK(kt_grad_accumulated(&dx), "upsample backward must accumulate into dx");
+    double bwd = sdt_rel_err_fd(dx.fresh, dxref, nx);
     CHECK(bwd < 1e-4, "upsample backward: f32 vs float64 rel err %.3g", bwd);
     double fd = sdt_fd_check_vjp(ref_upsample, &u, xd, nx, dyd, ny, dxref);
     CHECK(fd < 1e-6, "upsample: float64 gradient vs finite differences rel err %.3g", fd);
     sdt_tensor wrong = kt_f32(y, 4, batch, ch, 2 * h, 2 * w - 1);
     CHECK(be->upsample_nearest2x_forward(be, &wrong, &tx) != 0, "upsample must reject an out that is not 2x");
-    free(x), free(y), free(dy), free(dx), free(base), free(xd), free(dyd), free(yref), free(dxref), free(inc);
+    free(x), free(y), free(dy), free(xd), free(dyd), free(yref), free(dxref);
+    kt_grad_free(&dx);
 }
 
 int main(void)
