@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_context.h"
 #include "ops.h"
 #include "sdt_test.h"
 
 /* Three threads by default: an odd count exercises uneven OpenMP partitions.
- * SDT_TEST_THREADS overrides it. */
+ * SDT_TEST_THREADS overrides it. Every loop runs threaded, however small, so the
+ * tests' odd little shapes exercise the parallel paths too. */
 static inline sdt_backend *kt_backend(void)
 {
     const char *e = getenv("SDT_TEST_THREADS");
@@ -19,6 +21,7 @@ static inline sdt_backend *kt_backend(void)
         fprintf(stderr, "could not create the CPU backend\n");
         exit(1);
     }
+    ((cpu_context *)be->ctx)->parallel_min_work = 0;
     return be;
 }
 

@@ -1,6 +1,6 @@
 /* test_optimizer - the optimisation ops: sum_squares (double accumulation across tensors and
  * dtypes, added to the caller's value), unscale_check (torch's fused unscale: every grad
- * scaled, found_inf set by inf or NaN anywhere and never cleared), and adamw_update over
+ * scaled, found_inf set by an inf or NaN input anywhere and never cleared, f16 grads), and adamw_update over
  * several steps against a float64 torch.optim.AdamW reference. */
 #include <string.h>
 
@@ -76,7 +76,20 @@ static void check_unscale(sdt_backend *be, sdt_test_rng *r)
     bool found = false;
     CHECK(be->unscale_check(be, one, 1, 1.0f, &found) == 0 && !found && memcmp(v, v0, sizeof v) == 0,
           "inv_scale 1 must leave finite grads unchanged and unflagged");
-    CHECK(be->unscale_check(be, one, 1, 1e10f, &found) == 0 && found, "a grad that overflows when scaled must flag");
+    /* torch tests the input, not the product: a finite grad that overflows when scaled is not flagged */
+    CHECK(be->unscale_check(be, one, 1, 1e10f, &found) == 0 && !found && isinf(v[0]),
+          "a finite grad that overflows only when scaled must become inf without setting found_inf (torch)");
+
+    /* f16 grads: the check reads the stored values, the product is rounded back to f16 */
+    uint16_t h[3] = {sdt_f32_to_f16(60000.0f), sdt_f32_to_f16(-3.0f), 0x7c00u};
+    sdt_tensor th = sdt_tensor_4d(h, SDT_F16, 1, 2, 0, 0, 0);
+    sdt_tensor *half[1] = {&th};
+    found = false;
+    CHECK(be->unscale_check(be, half, 1, 0.5f, &found) == 0 && !found, "f16 60000 is finite and must not flag");
+    CHECK(sdt_f16_to_f32(h[0]) == 30000.0f && sdt_f16_to_f32(h[1]) == -1.5f, "f16 grads must be scaled in place");
+    th.shape[0] = 3;
+    CHECK(be->unscale_check(be, half, 1, 0.5f, &found) == 0 && found && h[2] == 0x7c00u,
+          "an f16 inf must flag and stay inf");
 }
 
 typedef struct adam_hp {
