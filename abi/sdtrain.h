@@ -109,12 +109,12 @@ typedef enum sdt_precision {
     SDT_PRECISION_FORCE_32BIT = 0x7fffffff
 } sdt_precision;
 
-typedef enum sdt_device {
-    SDT_DEVICE_AUTO = 0, /* CUDA when libsdtrain_cuda.so and a GPU are usable, else CPU */
-    SDT_DEVICE_CPU = 1,
-    SDT_DEVICE_CUDA = 2, /* CUDA or an error; never a silent CPU run */
-    SDT_DEVICE_FORCE_32BIT = 0x7fffffff
-} sdt_device;
+typedef enum sdt_device_choice {
+    SDT_DEVICE_CHOICE_AUTO = 0, /* CUDA when libsdtrain_cuda.so and a GPU are usable, else CPU */
+    SDT_DEVICE_CHOICE_CPU = 1,
+    SDT_DEVICE_CHOICE_CUDA = 2, /* CUDA or an error; never a silent CPU run */
+    SDT_DEVICE_CHOICE_FORCE_32BIT = 0x7fffffff
+} sdt_device_choice;
 
 /* Training health after one optimizer step. Output struct: set struct_size before a get call. */
 typedef struct sdt_metrics {
@@ -257,7 +257,7 @@ typedef struct sdt_ti_config {
     uint32_t height;                  /* [512] */
     uint32_t latent_sampling;         /* sdt_latent_sampling [ONCE] */
     uint32_t precision;               /* sdt_precision [FP32] */
-    uint32_t device;                  /* sdt_device [AUTO] */
+    uint32_t device;                  /* sdt_device_choice [AUTO] */
     uint32_t clip_skip;               /* [1] 1 = last CLIP layer, 2 = the one before, ... */
     uint32_t max_consecutive_nonfinite; /* [10] stop (state saved) after this many bad steps in a row */
     uint32_t preview_steps;           /* [20] sampler steps for a preview */
@@ -299,7 +299,7 @@ typedef struct sdt_ti_config {
 typedef struct sdt_prepare_info {
     uint32_t struct_size;
     uint32_t precision;               /* sdt_precision that will be used */
-    uint32_t device;                  /* SDT_DEVICE_CPU or SDT_DEVICE_CUDA, as resolved */
+    uint32_t device;                  /* SDT_DEVICE_CHOICE_CPU or SDT_DEVICE_CHOICE_CUDA, as resolved */
     uint32_t vectors;                 /* rows of the embedding */
     uint32_t embedding_dim;           /* width of each row */
     uint32_t batch_size;              /* after clamping */
@@ -323,22 +323,22 @@ typedef enum sdt_run_state {
     SDT_RUN_FORCE_32BIT = 0x7fffffff
 } sdt_run_state;
 
-typedef enum sdt_embedding_format {
-    SDT_EMBEDDING_FORMAT_UNKNOWN = 0,
-    SDT_EMBEDDING_FORMAT_SAFETENSORS = 1,      /* one tensor, e.g. emb_params [N, dim] */
-    SDT_EMBEDDING_FORMAT_SAFETENSORS_SDXL = 2, /* clip_l [N, 768] and clip_g [N, 1280] */
-    SDT_EMBEDDING_FORMAT_A1111_PT = 3,         /* torch zip with string_to_param */
-    SDT_EMBEDDING_FORMAT_PNG_CHUNK = 4,        /* PNG with an sd-ti-embedding text chunk */
-    SDT_EMBEDDING_FORMAT_PNG_PIXELS = 5,       /* PNG with the payload hidden in the pixels */
-    SDT_EMBEDDING_FORMAT_TRAINING_STATE = 6,   /* a full-state checkpoint of this plugin */
-    SDT_EMBEDDING_FORMAT_FORCE_32BIT = 0x7fffffff
-} sdt_embedding_format;
+typedef enum sdt_embedding_file_format {
+    SDT_EMBEDDING_FILE_UNKNOWN = 0,
+    SDT_EMBEDDING_FILE_SAFETENSORS = 1,      /* one tensor, e.g. emb_params [N, dim] */
+    SDT_EMBEDDING_FILE_SAFETENSORS_SDXL = 2, /* clip_l [N, 768] and clip_g [N, 1280] */
+    SDT_EMBEDDING_FILE_A1111_PT = 3,         /* torch zip with string_to_param */
+    SDT_EMBEDDING_FILE_PNG_CHUNK = 4,        /* PNG with an sd-ti-embedding text chunk */
+    SDT_EMBEDDING_FILE_PNG_PIXELS = 5,       /* PNG with the payload hidden in the pixels */
+    SDT_EMBEDDING_FILE_TRAINING_STATE = 6,   /* a full-state checkpoint of this plugin */
+    SDT_EMBEDDING_FILE_FORCE_32BIT = 0x7fffffff
+} sdt_embedding_file_format;
 
 /* What inspect() read from a file. Output struct: set struct_size first. Text fields are
  * NUL-terminated and truncated to fit. */
 typedef struct sdt_embedding_info {
     uint32_t struct_size;
-    uint32_t format;                  /* sdt_embedding_format */
+    uint32_t format;                  /* sdt_embedding_file_format */
     uint32_t vectors;
     uint32_t embedding_dim;           /* SDXL: 768 + 1280 */
     int64_t step;                     /* -1 when the file does not record it */
@@ -425,10 +425,10 @@ typedef struct sdt_ti_factory {
 
 #define SDT_FACTORY_SCALER "sdtrain.scaler/1"
 
-typedef struct sdt_scaler sdt_scaler; /* opaque */
+typedef struct sdt_loss_scaler sdt_loss_scaler; /* opaque */
 
 /* Input struct: fill with config_defaults() first. */
-typedef struct sdt_scaler_config {
+typedef struct sdt_loss_scaler_config {
     uint32_t struct_size;
     uint32_t optimizer_count;   /* [1] optimizers sharing this scale, indexed 0..count-1 */
     int64_t growth_interval;    /* [2000] clean steps before the scale grows; > 0 */
@@ -439,39 +439,39 @@ typedef struct sdt_scaler_config {
     double backoff_factor;      /* [0.5] in (0, 1) */
     double min_scale;           /* [0] the scale never backs off below this (0 = no floor) */
     bool enabled;               /* [true] false = identity: scale 1, every step taken */
-} sdt_scaler_config;
+} sdt_loss_scaler_config;
 
-typedef struct sdt_scaler_factory {
+typedef struct sdt_loss_scaler_factory {
     uint32_t struct_size;
-    /* [any thread] Defaults as listed in sdt_scaler_config. */
-    sdt_status (*config_defaults)(sdt_scaler_config *config);
+    /* [any thread] Defaults as listed in sdt_loss_scaler_config. */
+    sdt_status (*config_defaults)(sdt_loss_scaler_config *config);
     /* [main thread] Validates config and creates a scaler; errors go to err. */
-    sdt_status (*create)(const sdt_scaler_config *config, sdt_scaler **out, char *err, uint32_t err_size);
+    sdt_status (*create)(const sdt_loss_scaler_config *config, sdt_loss_scaler **out, char *err, uint32_t err_size);
     /* [main thread] NULL is a no-op. */
-    void (*destroy)(sdt_scaler *scaler);
+    void (*destroy)(sdt_loss_scaler *scaler);
     /* [any thread] As sdt_ti_factory.get_last_error. */
-    sdt_status (*get_last_error)(const sdt_scaler *scaler, char *buf, uint32_t buf_size, uint32_t *needed);
+    sdt_status (*get_last_error)(const sdt_loss_scaler *scaler, char *buf, uint32_t buf_size, uint32_t *needed);
     /* [main thread] *scaled = loss * scale (loss unchanged when disabled). */
-    sdt_status (*scale_loss)(sdt_scaler *scaler, float loss, float *scaled);
+    sdt_status (*scale_loss)(sdt_loss_scaler *scaler, float loss, float *scaled);
     /* [main thread] Multiplies every gradient of one optimizer by 1/scale in place and checks
      * them for NaN/Inf in the same pass. grads[i] has counts[i] floats. *found_inf (may be NULL)
      * tells whether this optimizer's step will be skipped. Twice before update() is misuse. */
-    sdt_status (*unscale)(sdt_scaler *scaler, uint32_t optimizer, float *const *grads,
+    sdt_status (*unscale)(sdt_loss_scaler *scaler, uint32_t optimizer, float *const *grads,
                           const uint64_t *counts, uint32_t buffer_count, bool *found_inf);
     /* [main thread] Records the step of one optimizer; *should_step is false when its gradients
      * were not finite. Without unscale() since the last update() it is misuse (the
      * "No inf checks were recorded" case), reported instead of guessed. */
-    sdt_status (*should_step)(sdt_scaler *scaler, uint32_t optimizer, bool *should_step);
+    sdt_status (*should_step)(sdt_loss_scaler *scaler, uint32_t optimizer, bool *should_step);
     /* [main thread] Ends the iteration: backs off on any overflow, else counts toward growth. */
-    sdt_status (*update)(sdt_scaler *scaler);
+    sdt_status (*update)(sdt_loss_scaler *scaler);
     /* [any thread] The current scale (1 when disabled). */
-    sdt_status (*get_scale)(const sdt_scaler *scaler, double *scale);
+    sdt_status (*get_scale)(const sdt_loss_scaler *scaler, double *scale);
     /* [main thread] Copies the state (scale, growth tracker, factors) into buf, a versioned
      * little-endian blob. buf NULL or too small: *needed tells the size. Only between iterations. */
-    sdt_status (*save_state)(const sdt_scaler *scaler, void *buf, uint32_t buf_size, uint32_t *needed);
+    sdt_status (*save_state)(const sdt_loss_scaler *scaler, void *buf, uint32_t buf_size, uint32_t *needed);
     /* [main thread] Restores a blob from save_state; a corrupt or foreign blob is BAD_FORMAT. */
-    sdt_status (*load_state)(sdt_scaler *scaler, const void *buf, uint32_t buf_size);
-} sdt_scaler_factory;
+    sdt_status (*load_state)(sdt_loss_scaler *scaler, const void *buf, uint32_t buf_size);
+} sdt_loss_scaler_factory;
 
 /* Reserved for a later minor version: "sdtrain.hypernetwork/1". */
 

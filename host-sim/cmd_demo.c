@@ -48,7 +48,7 @@ static void demo_config(sdt_ti_config *c, const char *embedding, const char *mod
     c->preview_every = c->save_every;
     c->write_csv_every = 1;
     c->preview_steps = 10;
-    c->device = SDT_DEVICE_CPU;
+    c->device = SDT_DEVICE_CHOICE_CPU;
 }
 
 static int run_demo(const char *out, const char *model, const char *dataset, int64_t max_steps, uint64_t seed,

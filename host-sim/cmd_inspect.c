@@ -9,12 +9,12 @@
 static const char *format_name(uint32_t format)
 {
     switch (format) {
-    case SDT_EMBEDDING_FORMAT_SAFETENSORS: return "safetensors";
-    case SDT_EMBEDDING_FORMAT_SAFETENSORS_SDXL: return "safetensors (SDXL clip_l + clip_g)";
-    case SDT_EMBEDDING_FORMAT_A1111_PT: return "A1111 .pt";
-    case SDT_EMBEDDING_FORMAT_PNG_CHUNK: return "PNG card (sd-ti-embedding chunk)";
-    case SDT_EMBEDDING_FORMAT_PNG_PIXELS: return "PNG card (data in pixels)";
-    case SDT_EMBEDDING_FORMAT_TRAINING_STATE: return "sdtrain training state";
+    case SDT_EMBEDDING_FILE_SAFETENSORS: return "safetensors";
+    case SDT_EMBEDDING_FILE_SAFETENSORS_SDXL: return "safetensors (SDXL clip_l + clip_g)";
+    case SDT_EMBEDDING_FILE_A1111_PT: return "A1111 .pt";
+    case SDT_EMBEDDING_FILE_PNG_CHUNK: return "PNG card (sd-ti-embedding chunk)";
+    case SDT_EMBEDDING_FILE_PNG_PIXELS: return "PNG card (data in pixels)";
+    case SDT_EMBEDDING_FILE_TRAINING_STATE: return "sdtrain training state";
     default: return "unknown";
     }
 }

@@ -7,6 +7,6 @@
 extern const sdt_ti_factory sdt_ti_factory_table;
 
 /* The scaler factory, or NULL while this build has no internal scaler wired in. */
-const sdt_scaler_factory *sdt_scaler_factory_get(void);
+const sdt_loss_scaler_factory *sdt_loss_scaler_factory_get(void);
 
 #endif

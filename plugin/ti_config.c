@@ -15,7 +15,7 @@ void ti_config_set_defaults(sdt_ti_config *c)
     c->height = 512;
     c->latent_sampling = SDT_LATENT_ONCE;
     c->precision = SDT_PRECISION_FP32;
-    c->device = SDT_DEVICE_AUTO;
+    c->device = SDT_DEVICE_CHOICE_AUTO;
     c->clip_skip = 1;
     c->max_consecutive_nonfinite = 10;
     c->preview_steps = 20;
@@ -57,7 +57,7 @@ static bool check_enums(const sdt_ti_config *c, char *err, size_t err_size)
         return fail(err, err_size, "config.latent_sampling is not one of once, deterministic or random; pick one of those.");
     if (c->precision > SDT_PRECISION_BF16)
         return fail(err, err_size, "config.precision is not one of fp32, fp16 or bf16; pick one of those.");
-    if (c->device > SDT_DEVICE_CUDA)
+    if (c->device > SDT_DEVICE_CHOICE_CUDA)
         return fail(err, err_size, "config.device is not one of auto, cpu or cuda; pick one of those.");
     return true;
 }

@@ -4,21 +4,21 @@
 #include "sdtrain.h"
 
 __attribute__((visibility("default"))) void sdt_abi_types_anchor(
-    const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_scaler_factory *scaler,
+    const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_loss_scaler_factory *scaler,
     const sdt_ti_config *config, const sdt_embedding_spec *spec, const sdt_prepare_info *prepare,
     const sdt_metrics *metrics, const sdt_embedding_info *info, const sdt_host_callbacks *callbacks,
-    const sdt_preview *preview, const sdt_saved_file *saved, const sdt_scaler_config *scaler_config,
+    const sdt_preview *preview, const sdt_saved_file *saved, const sdt_loss_scaler_config *scaler_config,
     sdt_status status, sdt_run_state state, sdt_file_kind kind, sdt_clip_mode clip, sdt_latent_sampling latent,
-    sdt_precision precision, sdt_device device, sdt_embedding_format format, sdt_log_level level);
+    sdt_precision precision, sdt_device_choice device, sdt_embedding_file_format format, sdt_log_level level);
 
-void sdt_abi_types_anchor(const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_scaler_factory *scaler,
+void sdt_abi_types_anchor(const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_loss_scaler_factory *scaler,
                           const sdt_ti_config *config, const sdt_embedding_spec *spec,
                           const sdt_prepare_info *prepare, const sdt_metrics *metrics,
                           const sdt_embedding_info *info, const sdt_host_callbacks *callbacks,
                           const sdt_preview *preview, const sdt_saved_file *saved,
-                          const sdt_scaler_config *scaler_config, sdt_status status, sdt_run_state state,
+                          const sdt_loss_scaler_config *scaler_config, sdt_status status, sdt_run_state state,
                           sdt_file_kind kind, sdt_clip_mode clip, sdt_latent_sampling latent,
-                          sdt_precision precision, sdt_device device, sdt_embedding_format format,
+                          sdt_precision precision, sdt_device_choice device, sdt_embedding_file_format format,
                           sdt_log_level level)
 {
     (void)entry; (void)ti; (void)scaler; (void)config; (void)spec; (void)prepare; (void)metrics; (void)info;
