@@ -27,6 +27,10 @@
  *     Host callbacks are called on the thread that made the call that causes them.
  *  8. The plugin never calls exit(), abort() or assert() on any input.
  *
+ * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.scaler/1"
+ * (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
+ * module libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
+ *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
  */
 #ifndef SDTRAIN_H
@@ -357,7 +361,8 @@ typedef struct sdt_ti_factory {
     uint32_t struct_size;
 
     /* [any thread] Fills *config with the defaults listed in sdt_ti_config. Set
-     * config->struct_size = sizeof(*config) first; only that many bytes are written. */
+     * config->struct_size = sizeof(*config) first; only that many bytes are written. Default
+     * strings point to constants inside the plugin, valid while it is loaded. */
     sdt_status (*config_defaults)(sdt_ti_config *config);
 
     /* [main thread] Creates a trainer. The callbacks table is copied (NULL = no callbacks).
