@@ -9,6 +9,7 @@
 
 #include "copy_out.h"
 #include "factories.h"
+#include "runtime_pins.h"
 #include "status.h"
 
 #ifndef SDT_PLUGIN_VERSION
@@ -38,6 +39,7 @@ static sdt_status plugin_init(sdt_version host_version, char *err, uint32_t err_
     }
     /* A newer minor on the host side is fine too: it may only use what this plugin's
      * factory tables declare (their struct_size says which functions exist). */
+    sdt_pin_unsafe_runtimes();
     atomic_fetch_add(&init_count, 1);
     write_error(err, err_size, SDT_STATUS_OK, "");
     return SDT_STATUS_OK;
