@@ -263,6 +263,14 @@ sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_pat
 
 sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size)
 {
+    if (g_file_test(dir, G_FILE_TEST_IS_REGULAR)) { /* a vocab.json given directly: merges.txt beside it */
+        char *folder = g_path_get_dirname(dir);
+        char *m = g_build_filename(folder, "merges.txt", NULL);
+        sdt_tokenizer *t = sdt_tokenizer_load(dir, m, err, err_size);
+        g_free(m);
+        g_free(folder);
+        return t;
+    }
     const char *subs[] = {"tokenizer", ""};
     for (int i = 0; i < 2; i++) {
         char *v = g_build_filename(dir, subs[i], "vocab.json", NULL);
