@@ -33,6 +33,7 @@ struct sdt_weights {
     int n_files;
     GArray *entries;   /* weight_entry */
     GHashTable *index; /* canonical key -> position + 1 */
+    GHashTable *unusable; /* canonical key (owned) -> dtype name, for tensors no model can use (I64, F64, ...) */
     char hash[11];
 };
 
@@ -209,7 +210,8 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     sdt_tensor t;
     char verr[16];
     if (!sdt_st_entry_tensor(st, e, &t, verr, sizeof(verr))) {
-        g_free(key); /* integer buffers such as position_ids: no model parameter, left out */
+        /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
+        g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
     }
     size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
@@ -317,6 +319,7 @@ sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
     w->path = g_strdup(path);
     w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
     w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    w->unusable = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     bool ok;
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         w->is_folder = true;
@@ -340,6 +343,7 @@ void sdt_weights_close(sdt_weights *w)
     for (guint i = 0; w->entries && i < w->entries->len; i++) g_free(g_array_index(w->entries, weight_entry, i).key);
     if (w->entries) g_array_free(w->entries, TRUE);
     if (w->index) g_hash_table_destroy(w->index);
+    if (w->unusable) g_hash_table_destroy(w->unusable);
     for (int i = 0; i < w->n_files; i++) sdt_st_close(w->files[i]);
     g_free(w->hash_file);
     g_free(w->path);
@@ -383,7 +387,11 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
     if (!e) {
         bool present;
         const char *sub = component_of(w, key, &present);
-        if (w->is_folder && !present)
+        const char *dtype = g_hash_table_lookup(w->unusable, key);
+        if (dtype)
+            snprintf(err, err_size, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
+                     "to F32, F16 or BF16", w->path, key, dtype);
+        else if (w->is_folder && !present)
             snprintf(err, err_size, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
                      "part of the model or use a complete checkpoint", w->path, key, sub);
         else
