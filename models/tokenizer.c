@@ -12,7 +12,7 @@
 #define START_TOKEN "<|startoftext|>"
 #define END_TOKEN "<|endoftext|>"
 #define WORD_END "</w>"
-#define MAX_VOCAB_ID (1 << 24) /* far above any CLIP vocabulary; bounds the id table */
+#define MAX_VOCAB_ID (1 << 22) /* far above any BPE vocabulary; bounds the id table (32 MiB) */
 #define CACHE_LIMIT 100000     /* words; the cache is emptied when it grows past this */
 
 /* CLIP's pre-tokenizer (simple_tokenizer.py), matched case-insensitively. */
