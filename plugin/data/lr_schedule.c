@@ -152,15 +152,15 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
             if (colon && step != -1 && step <= 0)
                 return fail(out, err, err_size,
                             "learning rate schedule: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", len, b);
-            if (colon && step != -1 && step <= prev_step)
-                return fail(out, err, err_size,
-                            "learning rate schedule: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
-                            "entry's step %" PRId64 "; steps must increase from left to right", len, b, step, prev_step);
             if (ended && closing)
                 return fail(out, err, err_size,
                             "learning rate schedule: entry \"%.*s\" comes after \"%.*s\", which already runs to Max steps; "
                             "give \"%.*s\" an end step (RATE:STEP) or remove the later entries", len, b, closing_len,
                             closing, closing_len, closing);
+            if (colon && step != -1 && step <= prev_step)
+                return fail(out, err, err_size,
+                            "learning rate schedule: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
+                            "entry's step %" PRId64 "; steps must increase from left to right", len, b, step, prev_step);
             if (colon && step != -1) prev_step = step;
             if (!ended) {
                 if (!colon || step == -1) {
@@ -170,9 +170,11 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
                     closing = b;
                     closing_len = len;
                 } else if (step > cur_step) {
-                    if (!push_segment(out, rate, step < max_steps ? step : max_steps))
+                    int64_t end = step < max_steps ? step : max_steps;
+                    if ((out->n_segments == 0 || end > out->segments[out->n_segments - 1].end_step) &&
+                        !push_segment(out, rate, end))
                         return fail(out, err, err_size, "learning rate schedule: out of memory");
-                    if (step > max_steps) ended = true; /* the rest is beyond this run; still syntax-checked */
+                    if (step >= max_steps) ended = true; /* the rest is beyond this run; still syntax-checked */
                 } else {
                     last_passed = step;
                 }
