@@ -54,12 +54,30 @@ static bool check_nonempty_file(const char *path, FILE **fp, char *err, size_t e
     return true;
 }
 
+/* stb_image refuses PNG headers above 2^30 bytes of pixels as "unknown type";
+ * reading the IHDR ourselves lets such files be refused for their size, by name. */
+static bool png_header_size(FILE *fp, sdt_image_header *h)
+{
+    unsigned char b[26];
+    rewind(fp);
+    if (fread(b, 1, sizeof(b), fp) != sizeof(b) || memcmp(b, "\x89PNG\r\n\x1a\n", 8) || memcmp(b + 12, "IHDR", 4))
+        return false;
+    uint32_t w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+    uint32_t hh = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    if (w == 0 || hh == 0 || w > INT32_MAX || hh > INT32_MAX) return false;
+    h->width = (int)w;
+    h->height = (int)hh;
+    h->channels = b[25] == 6 || b[25] == 4 ? (b[25] == 6 ? 4 : 2) : 3;
+    return true;
+}
+
 bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t err_size)
 {
     FILE *fp;
     memset(h, 0, sizeof(*h));
     if (!check_nonempty_file(path, &fp, err, err_size)) return false;
     int ok = stbi_info_from_file(fp, &h->width, &h->height, &h->channels);
+    if (!ok) ok = png_header_size(fp, h);
     fclose(fp);
     if (!ok || h->width <= 0 || h->height <= 0) {
         const char *why = stbi_failure_reason();
