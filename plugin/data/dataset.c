@@ -185,7 +185,7 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, char 
     GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
     for (const char *name; (name = g_dir_read_name(dir));) g_ptr_array_add(names, g_strdup(name));
     g_dir_close(dir);
-    qsort(names->pdata, names->len, sizeof(char *), compare_names);
+    if (names->len) qsort(names->pdata, names->len, sizeof(char *), compare_names);
 
     bool interrupted = false;
     for (guint i = 0; i < names->len && !interrupted; i++) {
