@@ -1,5 +1,8 @@
 /* embedding_png_card.c - A1111's PNG embedding card: write with libpng, read by walking the chunks.
  *
+ * The picture carries A1111's pixel-hidden copy too (card_pixels.h), so the
+ * card still loads after a service strips its metadata.
+ *
  * The reader walks chunks itself (signature, length, type, CRC) instead of
  * decoding the picture: the card's data sits in a text chunk that may come
  * after IDAT, and a hand walk over a bounded buffer is simple to make safe
@@ -15,11 +18,13 @@
 #include <zlib.h>
 
 #include "atomic_file.h"
+#include "card_pixels.h"
 #include "embedding_file.h"
 
 #define CARD_SIZE 256
 #define MAX_CARD_FILE (512u << 20)
 #define MAX_TEXT (256u << 20) /* inflated text chunk limit */
+#define MAX_CARD_PIXELS (64u << 20)
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -103,19 +108,25 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
     }
     char *json = sdt_embedding_a1111_json(e);
     gchar *b64 = json ? g_base64_encode((const guchar *)json, strlen(json)) : NULL;
-    free(json);
     uint8_t *card = rgb ? NULL : generated_card(e);
-    if (!b64 || (!rgb && !card)) {
+    uint8_t *composed = NULL;
+    int composed_w = 0, pic_h = rgb ? rgb_h : CARD_SIZE;
+    char why[256] = "out of memory";
+    if (b64 && (rgb || card))
+        sdt_card_pixels_compose(json, e->vectors, e->dim, rgb ? rgb : card, rgb ? rgb_w : CARD_SIZE, pic_h, &composed,
+                                &composed_w, why, sizeof(why));
+    free(json);
+    free(card);
+    if (!composed) {
         g_free(b64);
-        free(card);
-        snprintf(err, err_size, "%s: out of memory building the PNG card", path);
+        snprintf(err, err_size, "%s: building the PNG card failed (%s)", path, why);
         return false;
     }
     sdt_atomic_file f;
     bool ok = sdt_atomic_begin(&f, path, err, err_size);
     if (ok) {
         png_failure failure = {""};
-        if (!write_png(f.fp, rgb ? rgb : card, rgb ? rgb_w : CARD_SIZE, rgb ? rgb_h : CARD_SIZE, b64, &failure)) {
+        if (!write_png(f.fp, composed, composed_w, pic_h, b64, &failure)) {
             snprintf(err, err_size, "%s: writing the PNG card failed (%s); the previous file, if any, is unchanged",
                      path, failure.message);
             sdt_atomic_abort(&f);
@@ -125,7 +136,7 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
         }
     }
     g_free(b64);
-    free(card);
+    free(composed);
     return ok;
 }
 
@@ -134,43 +145,6 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
 static uint32_t be32(const uint8_t *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Inflates a zlib stream, up to MAX_TEXT bytes. Newly allocated, NUL-terminated. */
-static char *inflate_text(const uint8_t *data, size_t size, size_t *out_len)
-{
-    z_stream zs;
-    memset(&zs, 0, sizeof(zs));
-    if (inflateInit(&zs) != Z_OK) return NULL;
-    size_t cap = size * 4 + 1024, len = 0;
-    char *out = NULL;
-    int rc = Z_OK;
-    zs.next_in = (Bytef *)data;
-    zs.avail_in = (uInt)size;
-    while (rc == Z_OK) {
-        if (cap > MAX_TEXT + 1) cap = MAX_TEXT + 1;
-        char *grown = realloc(out, cap + 1);
-        if (!grown || len >= cap) {
-            rc = Z_MEM_ERROR;
-            if (grown) out = grown;
-            break;
-        }
-        out = grown;
-        zs.next_out = (Bytef *)out + len;
-        zs.avail_out = (uInt)(cap - len);
-        rc = inflate(&zs, Z_NO_FLUSH);
-        len = cap - zs.avail_out;
-        if (rc == Z_OK && zs.avail_out == 0) cap *= 2;
-        else if (rc == Z_OK || rc == Z_BUF_ERROR) rc = Z_DATA_ERROR; /* truncated stream */
-    }
-    inflateEnd(&zs);
-    if (rc != Z_STREAM_END) {
-        free(out);
-        return NULL;
-    }
-    out[len] = 0;
-    *out_len = len;
-    return out;
 }
 
 /* The text of the sd-ti-embedding chunk in tEXt / zTXt / iTXt data, or NULL
@@ -199,7 +173,7 @@ static char *card_text(const char *type, const uint8_t *d, size_t n, size_t *len
         }
     }
     if (compressed) {
-        char *text = inflate_text(p, (size_t)(end - p), len);
+        char *text = sdt_inflate_limited(p, (size_t)(end - p), MAX_TEXT, len);
         if (!text) goto bad;
         return text;
     }
@@ -212,6 +186,39 @@ static char *card_text(const char *type, const uint8_t *d, size_t n, size_t *len
 bad:
     *damaged = true;
     return NULL;
+}
+
+/* No text chunk: look for the copy hidden in the pixels (libpng's simplified reader). */
+static bool decode_from_pixels(const void *png, size_t size, const char *origin, sdt_embedding *e, char *err,
+                               size_t err_size)
+{
+    png_image img;
+    memset(&img, 0, sizeof(img));
+    img.version = PNG_IMAGE_VERSION;
+    uint8_t *rgb = NULL;
+    char why[256] = "";
+    bool decoded = png_image_begin_read_from_memory(&img, png, size) &&
+                   (uint64_t)img.width * img.height <= MAX_CARD_PIXELS;
+    if (decoded) {
+        img.format = PNG_FORMAT_RGB;
+        rgb = malloc(PNG_IMAGE_SIZE(img));
+        decoded = rgb && png_image_finish_read(&img, NULL, rgb, 0, NULL);
+    }
+    png_image_free(&img);
+    size_t len = 0;
+    char *json = decoded ? sdt_card_pixels_extract(rgb, (int)img.width, (int)img.height, &len, why, sizeof(why)) : NULL;
+    free(rgb);
+    if (!json) {
+        snprintf(err, err_size,
+                 "%s: this PNG has no \"%s\" text chunk and no embedding hidden in its pixels (%s), so it is not an "
+                 "embedding card", origin, SDT_PNG_CARD_KEYWORD, decoded ? why : "the picture cannot be decoded");
+        return false;
+    }
+    char *stem = sdt_path_stem(origin);
+    bool ok = sdt_embedding_from_a1111_json(json, len, origin, stem, e, err, err_size);
+    free(stem);
+    free(json);
+    return ok;
 }
 
 bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, char *err,
@@ -263,10 +270,7 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         if (!strcmp(type, "IEND")) break;
         pos += (size_t)n + 12;
     }
-    snprintf(err, err_size,
-             "%s: this PNG has no \"%s\" text chunk, so it is not an embedding card (cards whose metadata was "
-             "stripped cannot be read)", origin, SDT_PNG_CARD_KEYWORD);
-    return false;
+    return decode_from_pixels(png, size, origin, e, err, err_size);
 }
 
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, char *err, size_t err_size)

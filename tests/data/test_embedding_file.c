@@ -7,6 +7,7 @@
 
 #include "data_test_util.h"
 #include "embedding_file.h"
+#include "card_pixels.h"
 #include "image_io.h"
 #include "safetensors.h"
 #include "sdt_test.h"
@@ -49,6 +50,75 @@ static void check_same(const sdt_embedding *a, const sdt_embedding *b, bool with
     if (with_init_text) CHECK(str_eq(a->init_text, b->init_text), "%s: init text", what);
 }
 
+/* The card with its text chunks removed (as an image host strips metadata) still loads from its pixels. */
+static void check_pixel_copy(const char *path, const sdt_embedding *want, const char *what)
+{
+    gchar *data = NULL;
+    gsize size = 0;
+    CHECK(g_file_get_contents(path, &data, &size, NULL), "read %s", path);
+    GByteArray *stripped = g_byte_array_new();
+    g_byte_array_append(stripped, (const guint8 *)data, 8);
+    int removed = 0;
+    for (size_t pos = 8; pos + 12 <= size;) {
+        const uint8_t *b = (const uint8_t *)data + pos;
+        uint32_t n = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+        if (memcmp(b + 4, "tEXt", 4)) g_byte_array_append(stripped, b, n + 12);
+        else removed++;
+        pos += (size_t)n + 12;
+    }
+    CHECK(removed == 1, "%s: one tEXt chunk", what);
+    sdt_embedding back;
+    char err[1024];
+    bool ok = sdt_embedding_png_card_decode(stripped->data, stripped->len, path, &back, err, sizeof(err));
+    CHECK(ok, "%s: loads from the pixels alone: %s", what, err);
+    if (ok) {
+        check_same(want, &back, false, what);
+        sdt_embedding_free(&back);
+    }
+    /* an ordinary picture has no hidden data */
+    GByteArray *plain = png_solid(16, 16, 90, 90, 90);
+    png_end(plain);
+    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "p.png", &back, err, sizeof(err)) &&
+              strstr(err, "no embedding hidden"), "plain picture: %s", err);
+    g_byte_array_unref(plain);
+    g_byte_array_unref(stripped);
+    g_free(data);
+}
+
+static void test_keystream(void)
+{
+    /* A1111's reference list (image_embedding.py test code) starts 253, 242, 127, 44. */
+    uint8_t k[4];
+    sdt_card_keystream(k, 4);
+    CHECK(k[0] == 253 && k[1] == 242 && k[2] == 127 && k[3] == 44, "keystream %u %u %u %u", k[0], k[1], k[2], k[3]);
+}
+
+static void test_pixels_with_black_border(sdt_test_rng *rng)
+{
+    /* The hidden copy is found after black borders are added around the card (crop_black). */
+    const char *json = "{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [[0.25, -1.5, 3.0]]}}, \"name\": \"b\"}";
+    float style[3] = {0.25f, -1.5f, 3.0f};
+    enum { W = 20, H = 16 };
+    uint8_t pic[W * H * 3];
+    for (size_t i = 0; i < sizeof(pic); i++) pic[i] = (uint8_t)(sdt_test_next(rng) & 0xff);
+    uint8_t *card = NULL;
+    int cw = 0;
+    char err[256];
+    CHECK(sdt_card_pixels_compose(json, style, 3, pic, W, H, &card, &cw, err, sizeof(err)), "compose: %s", err);
+    if (!card) return;
+    int top = 3, left = 5, BW = cw + left + 2, BH = H + top + 4;
+    uint8_t *big = calloc((size_t)BW * BH * 3, 1);
+    for (int y = 0; y < H; y++) memcpy(big + ((size_t)(y + top) * BW + left) * 3, card + (size_t)y * cw * 3, (size_t)cw * 3);
+    size_t len = 0;
+    char *got = sdt_card_pixels_extract(big, BW, BH, &len, err, sizeof(err));
+    CHECK(got && len == strlen(json) && !strcmp(got, json), "extracted after cropping: %s", got ? got : err);
+    free(got);
+    memset(big, 0, (size_t)BW * BH * 3);
+    CHECK(!sdt_card_pixels_extract(big, BW, BH, &len, err, sizeof(err)) && err[0], "all black: nothing");
+    free(big);
+    free(card);
+}
+
 static void test_round_trips(sdt_test_rng *rng)
 {
     char err[1024];
@@ -88,7 +158,9 @@ static void test_round_trips(sdt_test_rng *rng)
     check_same(&e, &back, false, "png card");
     sdt_embedding_free(&back);
     sdt_image_header h;
-    CHECK(sdt_image_probe(card, &h, err, sizeof(err)) && h.width == 256 && h.height == 256, "the card is a 256x256 image");
+    CHECK(sdt_image_probe(card, &h, err, sizeof(err)) && h.width > 258 && h.height == 256,
+          "the card is the 256x256 picture with the hidden blocks beside it (%dx%d)", h.width, h.height);
+    check_pixel_copy(card, &e, "card");
 
     uint8_t picture[40 * 24 * 3];
     for (size_t i = 0; i < sizeof(picture); i++) picture[i] = (uint8_t)i;
@@ -99,7 +171,8 @@ static void test_round_trips(sdt_test_rng *rng)
           "load xl card by content: %s", err);
     check_same(&sdxl, &back, false, "sdxl png card");
     sdt_embedding_free(&back);
-    CHECK(sdt_image_probe(card_xl, &h, err, sizeof(err)) && h.width == 40 && h.height == 24, "caller's picture used");
+    CHECK(sdt_image_probe(card_xl, &h, err, sizeof(err)) && h.width > 42 && h.height == 24, "caller's picture used");
+    check_pixel_copy(card_xl, &sdxl, "sdxl card");
 
     CHECK(sdt_embedding_load(st, &back, &fmt, err, sizeof(err)) && fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS,
           "load st by content");
@@ -350,6 +423,8 @@ int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("embedding_file");
     tmp_dir = g_dir_make_tmp("sdt-emb-XXXXXX", NULL);
+    test_keystream();
+    test_pixels_with_black_border(&rng);
     test_round_trips(&rng);
     test_foreign_safetensors(&rng);
     test_a1111_cards();
