@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#define MAX_JSON (256u << 20)
+#define MAX_JSON (64u << 20)
 
 void sdt_card_keystream(uint8_t *out, size_t n)
 {

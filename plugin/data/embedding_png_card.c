@@ -23,8 +23,8 @@
 
 #define CARD_SIZE 256
 #define MAX_CARD_FILE (512u << 20)
-#define MAX_TEXT (256u << 20) /* inflated text chunk limit */
-#define MAX_CARD_PIXELS (64u << 20)
+#define MAX_TEXT (64u << 20) /* inflated text chunk limit (a 75 x 2048 card is ~5 MB) */
+#define MAX_CARD_PIXELS (32u << 20)
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -231,11 +231,14 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         return false;
     }
     size_t pos = 8;
+    bool complete = false; /* every chunk in bounds up to IEND: only then is libpng given the file */
+    uint64_t pixels = UINT64_MAX;
     while (size - pos >= 12) {
         uint32_t n = be32(b + pos);
         char type[5] = {0};
         memcpy(type, b + pos + 4, 4);
         if (n > size - pos - 12) break; /* truncated: stop here */
+        if (!strcmp(type, "IHDR") && n >= 8) pixels = (uint64_t)be32(b + pos + 8) * be32(b + pos + 12);
         const uint8_t *data = b + pos + 8;
         uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b + pos + 4, n + 4);
         if (crc != be32(data + n)) {
@@ -267,8 +270,18 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                 return ok;
             }
         }
-        if (!strcmp(type, "IEND")) break;
+        if (!strcmp(type, "IEND")) {
+            complete = true;
+            break;
+        }
         pos += (size_t)n + 12;
+    }
+    /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
+    if (!complete || pixels > MAX_CARD_PIXELS) {
+        snprintf(err, err_size,
+                 "%s: this PNG has no \"%s\" text chunk, and it is %s, so the pixels were not searched for an "
+                 "embedding", origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
+        return false;
     }
     return decode_from_pixels(png, size, origin, e, err, err_size);
 }
