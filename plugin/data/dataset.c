@@ -144,6 +144,14 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
         return;
     }
     ds->items = grown;
+    if (opt->item_ready && !opt->item_ready(opt->user, &item, why, sizeof(why))) {
+        add_warning(ds, why);
+        free(item.caption);
+        free(item.pixels);
+        free(item.loss_weight);
+        free(item.path);
+        return;
+    }
     ds->items[ds->n_items++] = item;
 }
 

@@ -24,6 +24,8 @@
 #define SDT_DATASET_DEFAULT_MAX_PIXELS (64ll * 1024 * 1024) /* 8192 x 8192 */
 #define SDT_LATENT_FACTOR 8                                 /* VAE downsampling */
 
+typedef struct sdt_dataset_item sdt_dataset_item;
+
 typedef struct sdt_dataset_options {
     const char *folder;
     int width, height;        /* resize target (multiples of 8) */
@@ -32,15 +34,20 @@ typedef struct sdt_dataset_options {
     int64_t max_pixels;       /* per image, checked from the header; 0 = default */
     sdt_caption_rules caption;
     const volatile int *cancel; /* optional: nonzero stops loading ("interrupted") */
+    /* Optional, called as soon as an item is loaded, e.g. to encode its latent and
+     * drop its pixels so a large dataset never sits in memory as pixels. Returning
+     * false drops the item, and err becomes its warning. */
+    bool (*item_ready)(void *user, sdt_dataset_item *item, char *err, size_t err_size);
+    void *user;
 } sdt_dataset_options;
 
-typedef struct sdt_dataset_item {
+struct sdt_dataset_item {
     char *path;
     char *caption;      /* the [filewords] */
     int width, height;  /* of pixels (after resize) */
     float *pixels;      /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
     float *loss_weight; /* [height/8, width/8], or NULL = weight 1 everywhere */
-} sdt_dataset_item;
+};
 
 typedef struct sdt_dataset {
     sdt_dataset_item *items;

@@ -84,6 +84,13 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
         if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
         return sdt_embedding_load_png_card(path, e, err, err_size);
     }
+    /* .pt/.bin embeddings are torch pickles (a zip archive, or a bare pickle): name them plainly. */
+    if (got >= 2 && ((magic[0] == 'P' && magic[1] == 'K') || magic[0] == 0x80)) {
+        snprintf(err, err_size,
+                 "%s: this is a PyTorch .pt/.bin file (a Python pickle), which sdtrain does not execute; convert it to "
+                 ".safetensors first", path);
+        return false;
+    }
     /* safetensors starts with a little-endian header length, then '{'. */
     if (got == 8 || g_str_has_suffix(path, ".safetensors")) {
         if (format) *format = SDT_EMBEDDING_FORMAT_SAFETENSORS;

@@ -43,6 +43,18 @@ static bool warned_about(const sdt_dataset *ds, const char *name)
     return false;
 }
 
+static bool item_ready_drop_bmp(void *user, sdt_dataset_item *item, char *err, size_t err_size)
+{
+    (*(int *)user)++;
+    free(item->pixels); /* as a trainer does once the latent is cached */
+    item->pixels = NULL;
+    if (g_str_has_suffix(item->path, ".bmp")) {
+        snprintf(err, err_size, "%s: refused by the callback", item->path);
+        return false;
+    }
+    return true;
+}
+
 static void test_formats_and_bad_files(sdt_test_rng *rng)
 {
     char *dir = g_dir_make_tmp("sdt-dataset-XXXXXX", NULL);
@@ -69,6 +81,10 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
                                  "\x01\x00\x00\x02\x02\x44\x01\x00;";
     write_bytes(dir, "e-white.gif", gif, sizeof(gif) - 1);
     write_bytes(dir, "e-white.txt", "white, [name] square\n", 21);
+    GString *ppm = g_string_new("P6\n16 8\n255\n");
+    for (int i = 0; i < 16 * 8; i++) g_string_append_len(ppm, "\x0a\x14\x1e", 3);
+    write_bytes(dir, "j-netpbm.ppm", ppm->str, ppm->len);
+    g_string_free(ppm, TRUE);
 
     /* the bad ones */
     write_bytes(dir, "f-empty.png", "", 0);
@@ -89,10 +105,14 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     g_free(sub);
 
     sdt_dataset ds;
+    const sdt_dataset_item *it0;
     char err[1024] = "";
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
     CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load: %s", err);
-    CHECK(ds.n_items == 5, "png, bmp, tga, jpg and gif load: got %d", ds.n_items);
+    CHECK(ds.n_items == 6, "png, bmp, tga, jpg, gif and ppm load: got %d", ds.n_items);
+    it0 = find_item(&ds, "j-netpbm.ppm");
+    CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f && fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
+          "ppm colour");
     const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "notes.json", "subfolder"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(warned_about(&ds, bad[i]), "%s is named in a warning", bad[i]);
@@ -104,6 +124,7 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     }
 
     const sdt_dataset_item *it = find_item(&ds, "01-random.png");
+    (void)it0;
     CHECK(it && it->width == W && it->height == H && it->pixels, "random png kept at 64x64");
     if (it && it->pixels) {
         int bad_px = 0;
@@ -133,10 +154,20 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     CHECK(ds.items[0].pixels == NULL, "pixels dropped");
     sdt_dataset_free(&ds);
 
+    /* item_ready sees every item as it loads; it can drop pixels or refuse an item. */
+    int calls = 0;
+    opt.item_ready = item_ready_drop_bmp;
+    opt.user = &calls;
+    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load with a callback");
+    CHECK(calls == 6 && ds.n_items == 5 && warned_about(&ds, "refused by the callback"), "callback: %d calls", calls);
+    for (int i = 0; i < ds.n_items; i++) CHECK(ds.items[i].pixels == NULL, "pixels dropped by the callback");
+    sdt_dataset_free(&ds);
+    opt.item_ready = NULL;
+
     /* A lower pixel limit turns large images into warnings too. */
     opt.max_pixels = 32 * 32;
     CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load with a limit");
-    CHECK(ds.n_items == 1 && warned_about(&ds, "01-random.png"), "64x64 refused at a 1024-pixel limit");
+    CHECK(ds.n_items == 2 && warned_about(&ds, "01-random.png"), "64x64 refused at a 1024-pixel limit (the gif and ppm stay)");
     sdt_dataset_free(&ds);
 
     /* Do not resize: 32x48 and 64x64 keep their sizes; the 1x1 GIF is not a multiple of 8. */
