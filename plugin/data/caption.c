@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "path_util.h"
+
 static GRegex *compile_word_regex(const char *pattern, char *err, size_t err_size)
 {
     GError *gerr = NULL;
@@ -35,26 +37,9 @@ bool sdt_caption_rules_check(const sdt_caption_rules *rules, char *err, size_t e
     return true;
 }
 
-/* File name without folder and without the last extension (os.path.splitext). */
-static char *file_stem(const char *path)
-{
-    char *base = g_path_get_basename(path);
-    char *dot = strrchr(base, '.');
-    /* splitext keeps leading dots: ".hidden" has no extension. */
-    if (dot && dot != base) {
-        bool only_dots_before = true;
-        for (char *q = base; q < dot; q++)
-            if (*q != '.') only_dots_before = false;
-        if (!only_dots_before) *dot = 0;
-    }
-    char *stem = strdup(base);
-    g_free(base);
-    return stem;
-}
-
 char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules *rules, char *err, size_t err_size)
 {
-    char *stem = file_stem(image_path);
+    char *stem = sdt_path_stem(image_path);
     if (!stem) return NULL;
     /* Drop the "00012-3-" style counter prefix that batch tools add. */
     const char *p = stem;
@@ -96,7 +81,7 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
 {
     /* "<path without extension>.txt", as A1111 builds it from os.path.splitext(path). */
     char *dir = g_path_get_dirname(image_path);
-    char *stem = file_stem(image_path);
+    char *stem = sdt_path_stem(image_path);
     char *txt_name = g_strconcat(stem ? stem : "", ".txt", NULL);
     char *txt_path = g_build_filename(dir, txt_name, NULL);
     g_free(dir);

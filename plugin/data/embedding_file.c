@@ -21,16 +21,6 @@ const char *sdt_embedding_format_name(sdt_embedding_format f)
     }
 }
 
-char *sdt_path_stem(const char *path)
-{
-    char *base = g_path_get_basename(path);
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base) *dot = 0;
-    char *stem = strdup(base);
-    g_free(base);
-    return stem;
-}
-
 bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool overwrite, char *err, size_t err_size)
 {
     if (!e->vectors || e->n_vectors <= 0 || e->dim <= 0) {

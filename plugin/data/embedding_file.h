@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "embedding.h"
+#include "path_util.h"
 
 #define SDT_PNG_CARD_KEYWORD "sd-ti-embedding"
 
@@ -68,7 +69,5 @@ bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool ove
 /* Allocates e->vectors for a loaded file (no name rules: the name is data here). */
 bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, char *err,
                                 size_t err_size);
-/* File name without folder and extension (the name A1111 gives a loaded file). Newly allocated. */
-char *sdt_path_stem(const char *path);
 
 #endif
