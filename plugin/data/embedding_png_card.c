@@ -232,6 +232,7 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
     }
     size_t pos = 8;
     bool complete = false; /* every chunk in bounds up to IEND: only then is libpng given the file */
+    char text_err[512] = "";
     uint64_t pixels = UINT64_MAX;
     while (size - pos >= 12) {
         uint32_t n = be32(b + pos);
@@ -243,31 +244,32 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b + pos + 4, n + 4);
         if (crc != be32(data + n)) {
             snprintf(err, err_size, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged", origin,
-                     g_ascii_isprint(type[0]) ? type : "?", pos);
+                     g_ascii_isalpha(type[0]) && g_ascii_isalpha(type[1]) && g_ascii_isalpha(type[2]) && g_ascii_isalpha(type[3]) ? type : "?",
+                     pos);
             return false;
         }
-        if (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt")) {
+        if (!text_err[0] && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
             size_t len = 0;
             bool damaged;
             char *text = card_text(type, data, n, &len, &damaged);
-            if (damaged) {
-                snprintf(err, err_size, "%s: the %s chunk \"%s\" cannot be read; the card is damaged", origin, type,
-                         SDT_PNG_CARD_KEYWORD);
-                return false;
-            }
+            if (damaged)
+                snprintf(text_err, sizeof(text_err), "%s: the %s chunk \"%s\" cannot be read; the card is damaged",
+                         origin, type, SDT_PNG_CARD_KEYWORD);
             if (text) {
                 gsize raw_len = 0;
                 guchar *raw = g_base64_decode(text, &raw_len);
                 free(text);
                 char *stem = sdt_path_stem(origin);
                 bool ok = raw && raw_len &&
-                          sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, err, err_size);
+                          sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, text_err,
+                                                        sizeof(text_err));
                 if (!raw || !raw_len)
-                    snprintf(err, err_size, "%s: the \"%s\" chunk holds no base64 data; the card is damaged", origin,
-                             SDT_PNG_CARD_KEYWORD);
+                    snprintf(text_err, sizeof(text_err), "%s: the \"%s\" chunk holds no base64 data; the card is damaged",
+                             origin, SDT_PNG_CARD_KEYWORD);
                 free(stem);
                 g_free(raw);
-                return ok;
+                if (ok) return true;
+                /* A damaged text chunk: the copy in the pixels may still be whole. */
             }
         }
         if (!strcmp(type, "IEND")) {
@@ -277,6 +279,11 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         pos += (size_t)n + 12;
     }
     /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
+    if (text_err[0]) {
+        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, err, err_size)) return true;
+        snprintf(err, err_size, "%s", text_err);
+        return false;
+    }
     if (!complete || pixels > MAX_CARD_PIXELS) {
         snprintf(err, err_size,
                  "%s: this PNG has no \"%s\" text chunk, and it is %s, so the pixels were not searched for an "

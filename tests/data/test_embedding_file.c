@@ -75,6 +75,19 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
         check_same(want, &back, false, what);
         sdt_embedding_free(&back);
     }
+    /* a damaged text chunk (bad JSON, valid CRC) falls back to the pixel copy */
+    GByteArray *broken = g_byte_array_new();
+    g_byte_array_append(broken, stripped->data, stripped->len - 12); /* without IEND */
+    const char bad_text[] = SDT_PNG_CARD_KEYWORD "\0e3t7ZGFtYWdlZA==";
+    png_chunk(broken, "tEXt", bad_text, sizeof(bad_text) - 1);
+    png_end(broken);
+    ok = sdt_embedding_png_card_decode(broken->data, broken->len, path, &back, err, sizeof(err));
+    CHECK(ok, "%s: damaged text chunk, pixels used: %s", what, err);
+    if (ok) {
+        check_same(want, &back, false, what);
+        sdt_embedding_free(&back);
+    }
+    g_byte_array_unref(broken);
     /* an ordinary picture has no hidden data */
     GByteArray *plain = png_solid(16, 16, 90, 90, 90);
     png_end(plain);
@@ -186,7 +199,8 @@ static void test_round_trips(sdt_test_rng *rng)
 
     /* inspect */
     char *json = sdt_embedding_inspect_file(st, err, sizeof(err));
-    cJSON *j = json ? cJSON_Parse(json) : NULL;
+    cJSON *j;
+    j = json ? cJSON_Parse(json) : NULL;
     CHECK(j && cJSON_GetObjectItem(j, "vectors")->valueint == e.n_vectors &&
               cJSON_GetObjectItem(j, "dim")->valueint == 768 && cJSON_IsTrue(cJSON_GetObjectItem(j, "finite")) &&
               cJSON_GetArraySize(cJSON_GetObjectItem(j, "norms")) == e.n_vectors &&
@@ -194,6 +208,13 @@ static void test_round_trips(sdt_test_rng *rng)
           "inspect JSON: %s", json ? json : err);
     cJSON_Delete(j);
     free(json);
+    e.vectors[0] = NAN;
+    json = sdt_embedding_describe_json(&e, SDT_EMBEDDING_FORMAT_SAFETENSORS, NULL);
+    j = json ? cJSON_Parse(json) : NULL;
+    CHECK(j && cJSON_IsFalse(cJSON_GetObjectItem(j, "finite")), "inspect reports non-finite values");
+    cJSON_Delete(j);
+    free(json);
+    e.vectors[0] = 0;
     CHECK(sdt_embedding_inspect_file("/nonexistent/x.png", err, sizeof(err)) == NULL && strstr(err, "x.png"),
           "inspect of a missing file: %s", err);
 
@@ -314,6 +335,10 @@ static void test_a1111_cards(void)
           "1-D tensor, name from the file: %s", err);
     sdt_embedding_free(&e);
     g_byte_array_unref(one_d);
+    GByteArray *bad_json = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [[1.0, \"x\"]]}}}", "tEXt");
+    CHECK(!sdt_embedding_png_card_decode(bad_json->data, bad_json->len, "bad.png", &e, err, sizeof(err)) &&
+              strstr(err, "not a number"), "a damaged card without a pixel copy reports the text error: %s", err);
+    g_byte_array_unref(bad_json);
 }
 
 static void test_names_and_saves(sdt_test_rng *rng)
