@@ -1,9 +1,8 @@
 /* checkpoint_gen.c - random-weight checkpoints; see checkpoint_gen.h.
  *
- * The diffusers folder layout needs the inverse of weights.c's diffusers->LDM
- * name map; that map lives with models-st and has no inverse yet, so only the
- * single-file LDM layout is written for now (sdt_weights reads both, and the
- * LDM file is what single-file hosts load).
+ * Both layouts come from one list of canonical tensors; the diffusers folder
+ * renames them with diffusers_names.h and splits them over unet/, text_encoder/
+ * and vae/ (safetensors only: no config.json, which sdtrain does not need).
  */
 #include "checkpoint_gen.h"
 
@@ -12,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "diffusers_names.h"
 #include "safetensors.h"
 
 static uint64_t splitmix64(uint64_t *s)
@@ -137,44 +140,112 @@ static void free_items(gen_ctx *g)
     free(g->items);
 }
 
-bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size)
+static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, char *err, size_t err_size)
 {
-    if (spec->layout != SDT_CKPT_LDM) {
-        snprintf(err, err_size, "%s: the diffusers folder layout cannot be written yet (no LDM->diffusers name map); "
-                 "write the single-file LDM layout instead", path);
+    sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
+    if (!items) {
+        snprintf(err, err_size, "%s: out of memory", path);
         return false;
     }
+    for (size_t i = 0; i < g->n; i++) {
+        items[i].name = g->items[i].name;
+        items[i].dtype = sdt_st_dtype_of(spec->dtype);
+        items[i].ndim = g->items[i].ndim;
+        items[i].shape = g->items[i].shape;
+        items[i].data = g->items[i].data;
+    }
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)spec->seed);
+    sdt_st_kv meta[4] = {{"format", "pt"},
+                         {"sdtrain_generator", "sdt-make-checkpoint"},
+                         {"sdtrain_config", sd_family_name(spec->config.family)},
+                         {"sdtrain_seed", seed}};
+    bool ok = sdt_st_write(path, items, g->n, meta, 4, err, err_size);
+    free(items);
+    return ok;
+}
+
+static bool make_folder(const char *path, char *err, size_t err_size)
+{
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) return true;
+    snprintf(err, err_size, "%s: cannot create the folder (%s)", path, strerror(errno));
+    return false;
+}
+
+/* Renames every tensor to its diffusers name and writes one file per part. */
+static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, char *err,
+                            size_t err_size)
+{
+    if (!make_folder(path, err, err_size)) return false;
+    sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
+    char **names = calloc(g->n ? g->n : 1, sizeof(*names));
+    int *parts = calloc(g->n ? g->n : 1, sizeof(*parts));
+    int64_t(*shapes)[4] = calloc(g->n ? g->n : 1, sizeof(*shapes));
+    bool ok = items && names && parts && shapes;
+    if (!ok) snprintf(err, err_size, "%s: out of memory", path);
+    for (size_t i = 0; ok && i < g->n; i++) {
+        sdt_diffusers_part part;
+        bool as_linear;
+        names[i] = sdt_diffusers_name(g->items[i].name, cfg, &part, &as_linear);
+        if (!names[i]) {
+            snprintf(err, err_size, "%s: no diffusers name for '%s'", path, g->items[i].name);
+            ok = false;
+            break;
+        }
+        parts[i] = (int)part;
+        memcpy(shapes[i], g->items[i].shape, sizeof(shapes[i]));
+        items[i].ndim = as_linear ? 2 : g->items[i].ndim;
+        items[i].shape = shapes[i];
+        items[i].name = names[i];
+        items[i].dtype = sdt_st_dtype_of(spec->dtype);
+        items[i].data = g->items[i].data;
+    }
+    sdt_st_kv meta[1] = {{"format", "pt"}};
+    for (int p = 0; ok && p < SDT_DIFFUSERS_PART_COUNT; p++) {
+        size_t n = 0;
+        sdt_st_write_item *sel = calloc(g->n ? g->n : 1, sizeof(*sel));
+        if (!sel) {
+            snprintf(err, err_size, "%s: out of memory", path);
+            ok = false;
+            break;
+        }
+        for (size_t i = 0; i < g->n; i++)
+            if (parts[i] == p) sel[n++] = items[i];
+        if (n) {
+            char dir[4096], file[4200];
+            snprintf(dir, sizeof(dir), "%s/%s", path, sdt_diffusers_folder((sdt_diffusers_part)p));
+            snprintf(file, sizeof(file), "%s/%s.safetensors", dir, sdt_diffusers_file_base((sdt_diffusers_part)p));
+            ok = make_folder(dir, err, err_size) && sdt_st_write(file, sel, n, meta, 1, err, err_size);
+        }
+        free(sel);
+    }
+    for (size_t i = 0; names && i < g->n; i++) free(names[i]);
+    free(items), free(names), free(parts), free(shapes);
+    return ok;
+}
+
+bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size)
+{
     if (spec->dtype != SDT_F32 && spec->dtype != SDT_F16 && spec->dtype != SDT_BF16) {
         snprintf(err, err_size, "%s: checkpoints are written as F32, F16 or BF16", path);
         return false;
     }
+    sd_config cfg = spec->config;
+    if (spec->layout == SDT_CKPT_DIFFUSERS && cfg.clip.layout == CLIP_LAYOUT_OPENCLIP) {
+        /* diffusers stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
+         * unused last layers already cut (23 of 24), so its default output is the same. */
+        cfg.clip.layout = CLIP_LAYOUT_HF;
+        cfg.clip.layers -= cfg.clip.default_skip - 1;
+        cfg.clip.default_skip = 1;
+    }
     gen_ctx g = {.spec = spec, .err = err, .err_size = err_size};
-    bool ok = sd_params(&spec->config, collect, &g, err, err_size) && !g.failed;
+    bool ok = sd_params(&cfg, collect, &g, err, err_size) && !g.failed;
     if (g.failed)
         snprintf(err, err_size, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
                  g.failed_key);
-    sdt_st_write_item *items = ok ? calloc(g.n ? g.n : 1, sizeof(*items)) : NULL;
-    if (ok && !items) {
-        snprintf(err, err_size, "checkpoint generator: out of memory");
-        ok = false;
-    }
-    if (ok) {
-        for (size_t i = 0; i < g.n; i++) {
-            items[i].name = g.items[i].name;
-            items[i].dtype = sdt_st_dtype_of(spec->dtype);
-            items[i].ndim = g.items[i].ndim;
-            items[i].shape = g.items[i].shape;
-            items[i].data = g.items[i].data;
-        }
-        char seed[32];
-        snprintf(seed, sizeof(seed), "%llu", (unsigned long long)spec->seed);
-        sdt_st_kv meta[4] = {{"format", "pt"},
-                             {"sdtrain_generator", "sdt-make-checkpoint"},
-                             {"sdtrain_config", sd_family_name(spec->config.family)},
-                             {"sdtrain_seed", seed}};
-        ok = sdt_st_write(path, items, g.n, meta, 4, err, err_size);
-    }
-    free(items);
+    if (ok)
+        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, err, err_size)
+                                          : write_diffusers(path, spec, &cfg, &g, err, err_size);
     free_items(&g);
     return ok;
 }

@@ -18,7 +18,7 @@
 
 typedef enum sdt_ckpt_layout {
     SDT_CKPT_LDM = 0,   /* one .safetensors file with LDM keys */
-    SDT_CKPT_DIFFUSERS, /* a folder (unet/, text_encoder/, vae/): not available yet, see checkpoint_gen.c */
+    SDT_CKPT_DIFFUSERS, /* a folder: unet/, text_encoder/, vae/ (safetensors, diffusers names) */
 } sdt_ckpt_layout;
 
 typedef struct sdt_ckpt_spec {
@@ -31,7 +31,8 @@ typedef struct sdt_ckpt_spec {
     bool vae_only;      /* write only the VAE */
 } sdt_ckpt_spec;
 
-/* Writes the checkpoint atomically. false + err sentence on failure. */
+/* Writes the checkpoint (each file atomically; a diffusers folder is created if
+ * missing). false + err sentence on failure. */
 bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size);
 
 /* The value stream of one parameter: fills n floats as the generator does. */

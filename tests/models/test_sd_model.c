@@ -159,13 +159,62 @@ static void test_generator_determinism(sdt_test_rng *rng)
         }
         sdt_weights_close(b);
     }
-    spec.layout = SDT_CKPT_DIFFUSERS;
-    err[0] = 0;
-    CHECK(!sdt_ckpt_generate(p2, &spec, err, sizeof(err)) && strstr(err, "diffusers"),
-          "the unsupported diffusers layout was not refused clearly (%s)", err);
     sdt_weights_close(a);
     sdt_weights_close(c);
     unlink(p1), unlink(p2), unlink(p3);
+}
+
+static void remove_folder(const char *dir)
+{
+    static const char *subs[] = {"unet/diffusion_pytorch_model.safetensors", "text_encoder/model.safetensors",
+                                 "vae/diffusion_pytorch_model.safetensors", "unet", "text_encoder", "vae", ""};
+    char p[1024];
+    for (int i = 0; i < 7; i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, subs[i]);
+        remove(p);
+    }
+}
+
+/* The same seed written as one LDM file and as a diffusers folder: reading the folder
+ * back through weights.c's diffusers->LDM map gives every canonical key with the same
+ * shape and bytes (so both layouts load the same model). */
+static void test_diffusers_roundtrip(sdt_test_rng *rng)
+{
+    char ldm[512], dir[600], err[512] = "";
+    mt_temp_path(ldm, sizeof(ldm), "ldm");
+    snprintf(dir, sizeof(dir), "%s.d", ldm);
+    uint64_t seed = sdt_test_next(rng);
+    sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    spec.dtype = SDT_F32;
+    spec.seed = seed;
+    spec.perturb_all = true;
+    CHECK(sdt_ckpt_generate(dir, &spec, err, sizeof(err)), "diffusers generate: %s", err);
+    sdt_weights *b = sdt_weights_open(dir, err, sizeof(err));
+    CHECK(b != NULL, "opening the diffusers folder: %s", err);
+    if (b) {
+        CHECK(sdt_weights_count(a) == sdt_weights_count(b), "LDM file has %zu tensors, diffusers folder %zu",
+              sdt_weights_count(a), sdt_weights_count(b));
+        int64_t bad = 0;
+        for (size_t i = 0; i < sdt_weights_count(a); i++) {
+            const char *key = sdt_weights_key(a, i);
+            const sdt_tensor *x = sdt_weights_get(a, key), *y = sdt_weights_get(b, key);
+            bool same = y && sdt_tensor_same_shape(x, y) && tensors_equal(a, b, key);
+            if (!same && bad++ < 5) fprintf(stderr, "  key %s differs or is missing in the diffusers folder\n", key);
+        }
+        CHECK(bad == 0, "%lld canonical keys differ between the two layouts", (long long)bad);
+        sd_config ca, cb;
+        CHECK(sd_config_detect(a, &ca, err, sizeof(err)) && sd_config_detect(b, &cb, err, sizeof(err)) &&
+                  cb.family == SD_FAMILY_TINY && ca.family == cb.family,
+              "both layouts should detect as tiny: %s", err);
+        sdt_weights_close(b);
+    }
+    sdt_weights_close(a);
+    unlink(ldm);
+    remove_folder(dir);
 }
 
 int main(void)
@@ -176,6 +225,7 @@ int main(void)
     test_detect_and_load(&rng, be);
     test_openclip_roundtrip(&rng);
     test_generator_determinism(&rng);
+    test_diffusers_roundtrip(&rng);
     be->destroy(be);
     return sdt_test_finish("models_test_sd_model");
 }
