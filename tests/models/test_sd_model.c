@@ -7,6 +7,7 @@
  * clear error.
  */
 #include "checkpoint_gen.h"
+#include "diffusers_names.h"
 #include "model_test_util.h"
 #include "sd_model.h"
 
@@ -217,6 +218,48 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
     remove_folder(dir);
 }
 
+/* Pairs from diffusers' convert_diffusers_to_original_stable_diffusion.py for SD 1.5. */
+static void test_known_sd1_names(void)
+{
+    static const char *pairs[][2] = {
+        {"first_stage_model.decoder.up.3.block.0.conv1.weight", "decoder.up_blocks.0.resnets.0.conv1.weight"},
+        {"first_stage_model.decoder.up.1.upsample.conv.bias", "decoder.up_blocks.2.upsamplers.0.conv.bias"},
+        {"first_stage_model.encoder.down.1.block.0.nin_shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"},
+        {"first_stage_model.encoder.down.2.downsample.conv.weight", "encoder.down_blocks.2.downsamplers.0.conv.weight"},
+        {"first_stage_model.encoder.mid.attn_1.q.weight", "encoder.mid_block.attentions.0.to_q.weight"},
+        {"first_stage_model.decoder.mid.attn_1.proj_out.bias", "decoder.mid_block.attentions.0.to_out.0.bias"},
+        {"first_stage_model.decoder.mid.block_2.norm1.weight", "decoder.mid_block.resnets.1.norm1.weight"},
+        {"first_stage_model.encoder.norm_out.bias", "encoder.conv_norm_out.bias"},
+        {"first_stage_model.quant_conv.weight", "quant_conv.weight"},
+        {"cond_stage_model.transformer.text_model.final_layer_norm.weight", "text_model.final_layer_norm.weight"},
+#if SD_MODEL_HAVE_UNET
+        {"model.diffusion_model.time_embed.2.weight", "time_embedding.linear_2.weight"},
+        {"model.diffusion_model.input_blocks.3.0.op.weight", "down_blocks.0.downsamplers.0.conv.weight"},
+        {"model.diffusion_model.input_blocks.5.1.proj_in.weight", "down_blocks.1.attentions.1.proj_in.weight"},
+        {"model.diffusion_model.input_blocks.4.0.skip_connection.bias", "down_blocks.1.resnets.0.conv_shortcut.bias"},
+        {"model.diffusion_model.input_blocks.10.0.emb_layers.1.weight", "down_blocks.3.resnets.0.time_emb_proj.weight"},
+        {"model.diffusion_model.middle_block.2.out_layers.3.weight", "mid_block.resnets.1.conv2.weight"},
+        {"model.diffusion_model.middle_block.1.transformer_blocks.0.attn2.to_k.weight",
+         "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"},
+        {"model.diffusion_model.output_blocks.2.1.conv.weight", "up_blocks.0.upsamplers.0.conv.weight"},
+        {"model.diffusion_model.output_blocks.5.2.conv.bias", "up_blocks.1.upsamplers.0.conv.bias"},
+        {"model.diffusion_model.output_blocks.8.2.conv.weight", "up_blocks.2.upsamplers.0.conv.weight"},
+        {"model.diffusion_model.output_blocks.11.1.norm.weight", "up_blocks.3.attentions.2.norm.weight"},
+        {"model.diffusion_model.output_blocks.7.0.in_layers.2.weight", "up_blocks.2.resnets.1.conv1.weight"},
+        {"model.diffusion_model.out.2.bias", "conv_out.bias"},
+#endif
+    };
+    sd_config sd1 = sd_config_preset(SD_FAMILY_SD1);
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        sdt_diffusers_part part;
+        bool lin;
+        char *name = sdt_diffusers_name(pairs[i][0], &sd1, &part, &lin);
+        CHECK(name && !strcmp(name, pairs[i][1]), "%s -> %s, expected %s", pairs[i][0], name ? name : "(none)",
+              pairs[i][1]);
+        free(name);
+    }
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_sd_model");
@@ -226,6 +269,7 @@ int main(void)
     test_openclip_roundtrip(&rng);
     test_generator_determinism(&rng);
     test_diffusers_roundtrip(&rng);
+    test_known_sd1_names();
     be->destroy(be);
     return sdt_test_finish("models_test_sd_model");
 }
