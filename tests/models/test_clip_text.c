@@ -162,6 +162,9 @@ static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, 
 
 /* ---------------------------------------------------------------- running the C model */
 
+/* Activation storage of run_model (the f16 check switches it). */
+static sdt_dtype g_act_dtype = SDT_F32;
+
 typedef struct run_result {
     float *out;   /* [B, T, C] */
     float *drows; /* [R, C] when dout was given */
@@ -176,7 +179,7 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, B, T, 0, 0);
     sdt_tensor rows_t = mt_tensor(rows, SDT_F32, 2, R, C, 0, 0);
     clip_text_inputs in = {.tokens = &tok, .rows = R ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov,
-                           .clip_skip = clip_skip, .act_dtype = SDT_F32};
+                           .clip_skip = clip_skip, .act_dtype = g_act_dtype};
     sdt_tensor dout_t = mt_tensor((void *)dout, SDT_F32, 3, B, T, C, 0);
     float *drows = mt_alloc((size_t)(R ? R : 1) * C * sizeof(float));
     sdt_tensor drows_t = mt_tensor(drows, SDT_F32, 2, R, C, 0, 0);
@@ -197,7 +200,7 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     if (ok && dout) ok = clip_text_backward(m, be, &arena, &acts, &dout_t, &drows_t, err, err_size);
     if (ok) {
         res->out = mt_alloc((size_t)B * T * C * sizeof(float));
-        memcpy(res->out, acts.out.data, (size_t)B * T * C * sizeof(float));
+        sdt_load_f32(acts.out.data, acts.out.dtype, res->out, (int64_t)B * T * C);
         res->drows = drows;
         res->peak = meas.peak;
         if (arena.overflowed) {
@@ -311,6 +314,24 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
         CHECK(fabs(res.drows[i] - fd) <= 1e-3 * gmax, "d row element %d: analytic %.6g fd %.6g (max |grad| %.3g)", i,
               res.drows[i], fd, gmax);
     }
+
+    /* f16 activations (the mixed-precision path): close to the reference at f16 accuracy. */
+    run_result half;
+    g_act_dtype = SDT_F16;
+    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &half, err, sizeof(err))) {
+        double eh = sdt_rel_err_fd(half.out, ref_out, (int64_t)n_out);
+        double *g32 = mt_alloc((size_t)R * C * sizeof(double));
+        for (int i = 0; i < R * C; i++) g32[i] = res.drows[i];
+        double gh = sdt_rel_err_fd(half.drows, g32, (int64_t)R * C);
+        printf("f16 activations: forward rel err %.3g, row gradient rel err %.3g (vs f32)\n", eh, gh);
+        CHECK(eh <= 1e-2, "f16-activation forward rel err %.3g", eh);
+        CHECK(gh <= 3e-2, "f16-activation row gradient rel err %.3g against f32", gh);
+        CHECK(half.peak < res.peak, "f16 activations should need less memory (%zu vs %zu bytes)", half.peak, res.peak);
+        free(g32), free(half.out), free(half.drows);
+    } else {
+        CHECK(false, "f16 activations: %s", err);
+    }
+    g_act_dtype = SDT_F32;
     free(res.out), free(res.drows);
 
     /* CLIP skip 2: the penultimate layer, then the final layernorm. */

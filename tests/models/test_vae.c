@@ -210,13 +210,14 @@ static bool encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_t
     return ok;
 }
 
-static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, char *err, size_t n)
+static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt, char *err,
+                   size_t n)
 {
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
-    if (!vae_decode(m, be, &meas, latents, SDT_F32, image, err, n)) return false;
+    if (!vae_decode(m, be, &meas, latents, dt, image, err, n)) return false;
     if (!sdt_arena_init(&arena, be, meas.peak)) return snprintf(err, n, "arena: %s", be->error), false;
-    bool ok = vae_decode(m, be, &arena, latents, SDT_F32, image, err, n);
+    bool ok = vae_decode(m, be, &arena, latents, dt, image, err, n);
     printf("decode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
     return ok;
@@ -285,13 +286,18 @@ int main(void)
         /* Decoder vs reference, on the sampled latents. */
         float *dec = mt_alloc(n_img * sizeof(float));
         sdt_tensor dec_t = mt_tensor(dec, SDT_F32, 4, B, 3, H, W);
-        if (decode(&m, be, &lat_t, &dec_t, err, sizeof(err))) {
+        if (decode(&m, be, &lat_t, &dec_t, SDT_F32, err, sizeof(err))) {
             img li = img_new(B, Z, h, wl);
             for (size_t i = 0; i < n_lat; i++) li.d[i] = lat[i];
             img ref = ref_decode(&li, &m);
             double ed = sdt_rel_err_fd(dec, ref.d, (int64_t)n_img);
             printf("decode rel err %.3g\n", ed);
             CHECK(ed <= 1e-4, "decoder differs from the float64 reference: %.3g", ed);
+            /* f16 activations (preview decoding in half precision), f32 output. */
+            CHECK(decode(&m, be, &lat_t, &dec_t, SDT_F16, err, sizeof(err)), "f16 decode: %s", err);
+            double eh = sdt_rel_err_fd(dec, ref.d, (int64_t)n_img);
+            printf("decode with f16 activations rel err %.3g\n", eh);
+            CHECK(eh <= 1e-2, "f16-activation decoder rel err %.3g", eh);
             free(li.d), free(ref.d);
         } else {
             CHECK(false, "decode: %s", err);
