@@ -31,7 +31,7 @@ static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, cons
                         op, (long long)q->shape[2], heads);
     const int64_t kdims[3] = {q->shape[0], -1, q->shape[2]};
     if (cpu_check_shape(be, op, "k [B, Tk, H*D]", k, 3, kdims)) return -1;
-    if (cpu_check_grad(be, op, "v", v, k) || cpu_check_tensor(be, op, "v", v)) return -1;
+    if (cpu_check_like(be, op, "v", v, "k", k) || cpu_check_tensor(be, op, "v", v)) return -1;
     if (causal && q->shape[1] != k->shape[1])
         return cpu_fail(be, "%s: causal attention needs Tq == Tk but q has %lld tokens and k has %lld.", op,
                         (long long)q->shape[1], (long long)k->shape[1]);
@@ -69,7 +69,7 @@ int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, c
     const char *op = "attention_forward";
     attn_geom g;
     if (attn_check(be, op, q, k, v, probs, heads, causal, &g)) return -1;
-    if (cpu_check_grad(be, op, "out", out, q) || cpu_check_tensor(be, op, "out", out)) return -1;
+    if (cpu_check_like(be, op, "out", out, "q", q) || cpu_check_tensor(be, op, "out", out)) return -1;
     const float *qf = cpu_read_f32(be, q, 0);
     const float *kf = cpu_read_f32(be, k, 1);
     const float *vf = cpu_read_f32(be, v, 2);
@@ -101,9 +101,9 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
     const char *op = "attention_backward";
     attn_geom g;
     if (attn_check(be, op, q, k, v, probs, heads, causal, &g)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_grad(be, op, "dout", dout, q) ||
-        cpu_check_grad(be, op, "dq", dq, q) || cpu_check_grad(be, op, "dk", dk, k) ||
-        cpu_check_grad(be, op, "dv", dv, v))
+    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "q", q) ||
+        cpu_check_like(be, op, "dq", dq, "q", q) || cpu_check_like(be, op, "dk", dk, "k", k) ||
+        cpu_check_like(be, op, "dv", dv, "v", v))
         return -1;
     if (!dq && !dk && !dv) return 0;
     const float *dof = cpu_read_f32(be, dout, 0);

@@ -165,7 +165,7 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
 {
     conv_geom g;
     if (conv_check(be, OP_BWD, "dout", dout, x, w, NULL, stride, pad, &g)) return -1;
-    if (cpu_check_grad(be, OP_BWD, "dx", dx, x) || cpu_check_grad(be, OP_BWD, "dw", dw, w)) return -1;
+    if (cpu_check_like(be, OP_BWD, "dx", dx, "x", x) || cpu_check_like(be, OP_BWD, "dw", dw, "w", w)) return -1;
     const int64_t bdims[1] = {g.oc};
     if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
 

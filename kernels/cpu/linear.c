@@ -69,7 +69,7 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
                         const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
 {
     if (linear_check(be, OP_BWD, "dout", dout, x, w)) return -1;
-    if (cpu_check_grad(be, OP_BWD, "dx", dx, x) || cpu_check_grad(be, OP_BWD, "dw", dw, w)) return -1;
+    if (cpu_check_like(be, OP_BWD, "dx", dx, "x", x) || cpu_check_like(be, OP_BWD, "dw", dw, "w", w)) return -1;
     const int64_t bdims[1] = {w->shape[0]};
     if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
 
