@@ -8,8 +8,8 @@
  * col2im are split across OpenMP threads by input channel.
  */
 #include "cpu_check.h"
+#include "cpu_gemm.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 static const char *OP_FWD = "conv2d_forward";
@@ -136,7 +136,7 @@ int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, co
             beta = 1.0f;
         }
         if (!direct) im2col(&g, xb, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.oc, np, rows, 1.0f, wf, rows,
+        cpu_sgemm(be, false, false, g.oc, np, rows, 1.0f, wf, rows,
                     direct ? xb : col, np, beta, ob, np);
     }
     free(col);
@@ -190,15 +190,15 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         if (dw) {
             /* dw [OC, rows] += dout_b [OC, P] x col_b^T [P, rows] */
             if (!direct) im2col(&g, xf + xoff, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.oc, rows, np, 1.0f, dob, np,
+            cpu_sgemm(be, false, true, g.oc, rows, np, 1.0f, dob, np,
                         direct ? xf + xoff : col, np, 1.0f, dwf, rows);
         }
         if (dx && direct) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, np, g.oc, 1.0f, wf, rows, dob, np,
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
                         1.0f, dxf + xoff, np);
         } else if (dx) {
             /* dcol [rows, P] = w^T x dout_b, then scattered back into dx_b. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, np, g.oc, 1.0f, wf, rows, dob, np,
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
                         0.0f, col, np);
             col2im_add(&g, col, dxf + xoff);
         }
