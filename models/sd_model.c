@@ -1,7 +1,9 @@
 /* sd_model.c - config detection and loading of a whole checkpoint; see sd_model.h. */
 #include "sd_model.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *sd_family_name(sd_family f)
@@ -116,10 +118,57 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *
     return true;
 }
 
+typedef struct finite_ctx {
+    const sdt_weights *w;
+    float *buf;
+    char *err;
+    size_t err_size;
+    bool bad;
+} finite_ctx;
+
+#define FINITE_CHUNK 65536
+
+static bool check_one(void *user, const sdt_param_info *p)
+{
+    finite_ctx *f = user;
+    const sdt_tensor *t = sdt_weights_get(f->w, p->key);
+    if (!t || t->dtype == SDT_I32) return true; /* missing keys are the loaders' errors */
+    int64_t n = sdt_tensor_numel(t);
+    size_t es = sdt_dtype_size(t->dtype);
+    for (int64_t i = 0; i < n; i += FINITE_CHUNK) {
+        int64_t m = n - i < FINITE_CHUNK ? n - i : FINITE_CHUNK;
+        sdt_load_f32((const uint8_t *)t->data + (size_t)i * es, t->dtype, f->buf, m);
+        for (int64_t k = 0; k < m; k++)
+            if (!isfinite(f->buf[k])) {
+                snprintf(f->err, f->err_size, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
+                         "re-download or re-convert it", sdt_weights_path(f->w), p->key,
+                         isnan(f->buf[k]) ? "NaN" : "Inf", (long long)(i + k));
+                f->bad = true;
+                return false;
+            }
+    }
+    return true;
+}
+
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size)
+{
+    finite_ctx f = {w, malloc(FINITE_CHUNK * sizeof(float)), err, err_size, false};
+    if (!f.buf) {
+        snprintf(err, err_size, "sd_model: out of memory checking the weights");
+        return false;
+    }
+    char enum_err[256];
+    bool ok = sd_params(cfg, check_one, &f, enum_err, sizeof(enum_err));
+    free(f.buf);
+    if (!ok && !f.bad) snprintf(err, err_size, "%s", enum_err);
+    return ok;
+}
+
 bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
 {
     memset(m, 0, sizeof(*m));
     if (!sd_config_detect(w, &m->cfg, err, err_size)) return false;
+    if (!sd_weights_check_finite(&m->cfg, w, err, err_size)) return false;
     if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
 #if SD_MODEL_HAVE_UNET
     m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);

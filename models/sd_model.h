@@ -69,8 +69,12 @@ typedef struct sd_model {
 #endif
 } sd_model;
 
-/* Detects the config and binds every part's weights (w must outlive the model).
- * be owns the VAE's derived downsample kernels. */
+/* Every parameter of the config is finite (host scan of the CPU weights); a NaN
+ * or Inf is an error naming the file and the key. */
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size);
+
+/* Detects the config, checks the weights are finite and binds every part's
+ * weights (w must outlive the model). be owns the VAE's derived downsample kernels. */
 bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
 void sd_model_free(sd_model *m);
 
