@@ -376,6 +376,21 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     }
     free(own);
 
+    /* Token rows for initialising an embedding are the table's rows. */
+    int32_t ids[3] = {tokens[0], tokens[7], (int32_t)cfg.vocab - 1};
+    float *tr = mt_alloc((size_t)3 * C * sizeof(float));
+    sdt_tensor tr_t = mt_tensor(tr, SDT_F32, 2, 3, C, 0, 0);
+    CHECK(clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)), "token rows: %s", err);
+    double tdiff = 0;
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < C; c++) tdiff = fmax(tdiff, fabs(tr[i * C + c] - r.tok[(size_t)ids[i] * C + c]));
+    CHECK(tdiff == 0, "token rows differ from the embedding table by %.3g", tdiff);
+    ids[1] = cfg.vocab;
+    err[0] = 0;
+    CHECK(!clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)) && strstr(err, "vocabulary"),
+          "an out-of-vocabulary id was accepted (%s)", err);
+    free(tr);
+
     /* Bad inputs: clear errors, no crash. */
     sdt_arena meas;
     sdt_arena_init_measure(&meas, be);
