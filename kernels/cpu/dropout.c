@@ -1,0 +1,64 @@
+/* dropout.c - inverted dropout as torch.nn.Dropout in training: keep with probability 1-p,
+ * scale kept values by 1/(1-p). The keep decision for element i is a pure function of
+ * (seed, i) (a splitmix64 hash, counter-based), so masks are reproducible across runs,
+ * thread counts and backends that use the same hash. */
+#include "cpu_context.h"
+
+/* splitmix64's finaliser: a bijective mix with full avalanche. */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 24 random bits (exact in float), for element `index` under `seed`. */
+static float dropout_uniform(uint64_t seed, uint64_t index)
+{
+    uint64_t h = mix64(mix64(seed) + (index + 1) * 0x9E3779B97F4A7C15ull);
+    return (float)(h >> 40) * (1.0f / 16777216.0f);
+}
+
+int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p,
+                        uint64_t seed)
+{
+    if (cpu_check_same_numel(be, "dropout_forward", "out", out, "x", x) ||
+        cpu_check_same_numel(be, "dropout_forward", "mask", mask, "x", x) ||
+        cpu_check_f32(be, "dropout_forward", "mask", mask))
+        return -1;
+    if (!(p >= 0.0f && p <= 1.0f))
+        return cpu_fail(be, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
+    int64_t n = sdt_tensor_numel(x);
+    if (n == 0) return 0;
+    const float *xs = cpu_read_f32(be, x, 0);
+    float *o = cpu_write_begin(be, out, 1, false);
+    float *m = mask->data;
+    if (!xs || !o) return -1;
+    /* p == 1 drops everything (torch returns zeros rather than 0 * inf) */
+    float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = dropout_uniform(seed, (uint64_t)i) >= p ? keep_scale : 0.0f;
+        o[i] = xs[i] * m[i];
+    }
+    cpu_write_end(be, out, o);
+    return 0;
+}
+
+int cpu_dropout_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *mask)
+{
+    if (!dx) return 0;
+    if (cpu_check_same_numel(be, "dropout_backward", "dx", dx, "dout", dout) ||
+        cpu_check_same_numel(be, "dropout_backward", "mask", mask, "dout", dout))
+        return -1;
+    int64_t n = sdt_tensor_numel(dout);
+    if (n == 0) return 0;
+    const float *g = cpu_read_f32(be, dout, 0);
+    const float *m = cpu_read_f32(be, mask, 1);
+    float *gx = cpu_write_begin(be, dx, 2, true);
+    if (!g || !m || !gx) return -1;
+    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t i = 0; i < n; i++) gx[i] += g[i] * m[i];
+    cpu_write_end(be, dx, gx);
+    return 0;
+}

@@ -1,0 +1,106 @@
+/* embedding.c - torch.nn.Embedding lookup plus an optional learned position
+ * embedding (CLIP's token_embedding + position_embedding) on the CPU.
+ *
+ * tokens i32 [B, T], table [V, C], pos [P, C] with P >= T (row t is added at
+ * position t), out [B, T, C]. Backward scatter-adds dout into the rows of
+ * dtable that the tokens picked (repeats add up) and sums dout over the batch
+ * into dpos.
+ */
+#include "cpu_check.h"
+
+/* tokens must be i32 [B, T]; with vocab > 0 every id must lie in [0, vocab).
+ * Ids are checked before anything is read or written. */
+static int embedding_check_tokens(sdt_backend *be, const char *op, const sdt_tensor *tokens, int64_t vocab)
+{
+    if (!tokens || !tokens->data || tokens->dtype != SDT_I32 || tokens->ndim != 2 ||
+        tokens->device != SDT_DEVICE_CPU)
+        return cpu_fail(be, "%s: tokens must be an i32 CPU tensor [B, T].", op);
+    const int32_t *ids = tokens->data;
+    for (int64_t i = 0; vocab > 0 && i < sdt_tensor_numel(tokens); i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return cpu_fail(be, "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
+                            "check the tokenizer and the embedding table.", op, (int)ids[i], (long long)i,
+                            (long long)vocab);
+    return 0;
+}
+
+/* pos (or dpos) must be [P, C] with P >= T. */
+static int embedding_check_pos(sdt_backend *be, const char *op, const char *name, const sdt_tensor *pos,
+                               int64_t t, int64_t c)
+{
+    const int64_t pdims[2] = {-1, c};
+    if (cpu_check_shape(be, op, name, pos, 2, pdims)) return -1;
+    if (pos->shape[0] < t)
+        return cpu_fail(be, "%s: %s has %lld positions but the sequence has %lld tokens; give it at least T rows.",
+                        op, name, (long long)pos->shape[0], (long long)t);
+    return 0;
+}
+
+int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens,
+                          const sdt_tensor *table, const sdt_tensor *pos)
+{
+    const char *op = "embedding_forward";
+    const int64_t any2[2] = {-1, -1};
+    if (cpu_check_shape(be, op, "table [V, C]", table, 2, any2) ||
+        embedding_check_tokens(be, op, tokens, table->shape[0]))
+        return -1;
+    if (pos && embedding_check_pos(be, op, "pos [P, C]", pos, tokens->shape[1], table->shape[1])) return -1;
+    const int64_t odims[3] = {tokens->shape[0], tokens->shape[1], table->shape[1]};
+    if (cpu_check_shape(be, op, "out [B, T, C]", out, 3, odims)) return -1;
+    const int64_t bt = sdt_tensor_numel(tokens), t = tokens->shape[1], c = table->shape[1];
+    const int32_t *ids = tokens->data;
+    const float *tf = cpu_read_f32(be, table, 0);
+    const float *pf = cpu_read_f32(be, pos, 1);
+    float *of = cpu_write_begin(be, out, 2, false);
+    if (!tf || (pos && !pf) || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t i = 0; i < bt; i++) {
+        const float *row = tf + (int64_t)ids[i] * c;
+        const float *prow = pf ? pf + (i % t) * c : NULL;
+        float *orow = of + i * c;
+        for (int64_t j = 0; j < c; j++) orow[j] = row[j] + (prow ? prow[j] : 0.0f);
+    }
+    cpu_write_end(be, out, of);
+    return 0;
+}
+
+int cpu_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos, const sdt_tensor *dout,
+                           const sdt_tensor *tokens)
+{
+    const char *op = "embedding_backward";
+    if (!dtable && !dpos) return 0;
+    if (embedding_check_tokens(be, op, tokens, 0)) return -1;
+    const int64_t b = tokens->shape[0], t = tokens->shape[1];
+    const int64_t ddims[3] = {b, t, -1};
+    if (cpu_check_shape(be, op, "dout [B, T, C]", dout, 3, ddims)) return -1;
+    const int64_t c = dout->shape[2];
+    const int64_t tdims[2] = {-1, c};
+    if (dtable && (cpu_check_shape(be, op, "dtable [V, C]", dtable, 2, tdims) ||
+                   embedding_check_tokens(be, op, tokens, dtable->shape[0])))
+        return -1;
+    if (dpos && embedding_check_pos(be, op, "dpos [P, C]", dpos, t, c)) return -1;
+    const float *dof = cpu_read_f32(be, dout, 0);
+    float *dtf = cpu_write_begin(be, dtable, 1, true);
+    float *dpf = cpu_write_begin(be, dpos, 2, true);
+    if (!dof || (dtable && !dtf) || (dpos && !dpf)) return cpu_fail_oom(be, op, sdt_tensor_nbytes(dout));
+    const int32_t *ids = dtable ? tokens->data : NULL;
+    /* Threads own column blocks, so repeated token ids never race. */
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t j0 = 0; j0 < c; j0 += 32) {
+        const int64_t j1 = j0 + 32 < c ? j0 + 32 : c;
+        for (int64_t i = 0; i < b * t; i++) {
+            const float *drow = dof + i * c;
+            if (dtf) {
+                float *trow = dtf + (int64_t)ids[i] * c;
+                for (int64_t j = j0; j < j1; j++) trow[j] += drow[j];
+            }
+            if (dpf) {
+                float *prow = dpf + (i % t) * c;
+                for (int64_t j = j0; j < j1; j++) prow[j] += drow[j];
+            }
+        }
+    }
+    cpu_write_end(be, dtable, dtf);
+    cpu_write_end(be, dpos, dpf);
+    return 0;
+}

@@ -1,0 +1,158 @@
+/* groupnorm.c - torch.nn.GroupNorm on the CPU.
+ *
+ * x [B, C, spatial...]; the C channels split into `groups` contiguous groups,
+ * and each (image, group) block of (C/groups) * spatial values is normalised
+ * on its own. mean and rstd [B, groups] (f32) are saved for backward; gamma and
+ * beta [C] are per channel and may be NULL (affine=False).
+ */
+#include "cpu_check.h"
+#include "norm_stats.h"
+
+typedef struct gn_geom {
+    int64_t batch, c, groups, spatial, cpg; /* cpg: channels per group */
+} gn_geom;
+
+static int groupnorm_check(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
+                           const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                           gn_geom *g)
+{
+    if (cpu_check_tensor(be, op, "x", x)) return -1;
+    if (x->ndim < 2)
+        return cpu_fail(be, "%s: x has %d dimension(s) but [B, C, spatial...] needs at least 2.", op, x->ndim);
+    const int64_t c = x->shape[1];
+    if (groups < 1 || c % groups != 0)
+        return cpu_fail(be, "%s: %lld channels do not split into %d groups; use a group count that divides C.", op,
+                        (long long)c, groups);
+    const int64_t cdims[1] = {c};
+    if (gamma && cpu_check_shape(be, op, "gamma [C]", gamma, 1, cdims)) return -1;
+    if (beta && cpu_check_shape(be, op, "beta [C]", beta, 1, cdims)) return -1;
+    const int64_t sdims[2] = {x->shape[0], groups};
+    if (cpu_check_shape(be, op, "mean [B, groups]", mean, 2, sdims) ||
+        cpu_check_shape(be, op, "rstd [B, groups]", rstd, 2, sdims))
+        return -1;
+    g->batch = x->shape[0];
+    g->c = c;
+    g->groups = groups;
+    g->cpg = c / groups;
+    g->spatial = 1;
+    for (int i = 2; i < x->ndim; i++) g->spatial *= x->shape[i];
+    return 0;
+}
+
+int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                          const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
+                          float eps)
+{
+    const char *op = "groupnorm_forward";
+    gn_geom g;
+    if (groupnorm_check(be, op, x, gamma, beta, mean, rstd, groups, &g)) return -1;
+    if (cpu_check_tensor(be, op, "out", out) || cpu_check_grad(be, op, "out", out, x)) return -1;
+    const float *xf = cpu_read_f32(be, x, 0);
+    const float *gf = cpu_read_f32(be, gamma, 1);
+    const float *bf = cpu_read_f32(be, beta, 2);
+    float *of = cpu_write_begin(be, out, 3, false);
+    float *mf = cpu_write_begin(be, mean, 4, false);
+    float *rf = cpu_write_begin(be, rstd, 5, false);
+    if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
+        return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
+    const int64_t block = g.cpg * g.spatial;
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t bg = 0; bg < g.batch * g.groups; bg++) {
+        const float *xb = xf + bg * block;
+        float *ob = of + bg * block;
+        cpu_norm_stats(xb, block, eps, &mf[bg], &rf[bg]);
+        const float mu = mf[bg], rs = rf[bg];
+        const int64_t c0 = (bg % g.groups) * g.cpg;
+        for (int64_t ci = 0; ci < g.cpg; ci++) {
+            const float scale = gf ? gf[c0 + ci] : 1.0f, shift = bf ? bf[c0 + ci] : 0.0f;
+            for (int64_t s = 0; s < g.spatial; s++) {
+                const int64_t i = ci * g.spatial + s;
+                ob[i] = (xb[i] - mu) * rs * scale + shift;
+            }
+        }
+    }
+    cpu_write_end(be, out, of);
+    cpu_write_end(be, mean, mf);
+    cpu_write_end(be, rstd, rf);
+    return 0;
+}
+
+/* One (image, group) block: dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * gamma[c]. */
+static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, const float *x,
+                               const float *gamma, int64_t c0, float mu, float rs)
+{
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t ci = 0; ci < g->cpg; ci++) {
+        const float scale = gamma ? gamma[c0 + ci] : 1.0f;
+        for (int64_t s = 0; s < g->spatial; s++) {
+            const int64_t i = ci * g->spatial + s;
+            const double gi = (double)dout[i] * scale;
+            sum_g += gi;
+            sum_gx += gi * ((x[i] - mu) * rs);
+        }
+    }
+    const double n = (double)(g->cpg * g->spatial);
+    const float mg = (float)(sum_g / n), mgx = (float)(sum_gx / n);
+    for (int64_t ci = 0; ci < g->cpg; ci++) {
+        const float scale = gamma ? gamma[c0 + ci] : 1.0f;
+        for (int64_t s = 0; s < g->spatial; s++) {
+            const int64_t i = ci * g->spatial + s;
+            dx[i] += rs * (dout[i] * scale - mg - (x[i] - mu) * rs * mgx);
+        }
+    }
+}
+
+int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                           const sdt_tensor *mean, const sdt_tensor *rstd, int groups)
+{
+    const char *op = "groupnorm_backward";
+    gn_geom g;
+    if (groupnorm_check(be, op, x, gamma, NULL, mean, rstd, groups, &g)) return -1;
+    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_grad(be, op, "dout", dout, x) ||
+        cpu_check_grad(be, op, "dx", dx, x))
+        return -1;
+    const int64_t cdims[1] = {g.c};
+    if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||
+        (dbeta && cpu_check_shape(be, op, "dbeta [C]", dbeta, 1, cdims)))
+        return -1;
+    const float *dof = cpu_read_f32(be, dout, 0);
+    const float *xf = cpu_read_f32(be, x, 1);
+    const float *gf = cpu_read_f32(be, gamma, 2);
+    const float *mf = cpu_read_f32(be, mean, 3);
+    const float *rf = cpu_read_f32(be, rstd, 4);
+    float *dxf = cpu_write_begin(be, dx, 5, true);
+    float *dgf = cpu_write_begin(be, dgamma, 6, true);
+    float *dbf = cpu_write_begin(be, dbeta, 7, true);
+    if (!dof || !xf || (gamma && !gf) || !mf || !rf || (dx && !dxf) || (dgamma && !dgf) || (dbeta && !dbf))
+        return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
+    const int64_t block = g.cpg * g.spatial;
+    if (dxf) {
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+        for (int64_t bg = 0; bg < g.batch * g.groups; bg++)
+            groupnorm_dx_block(&g, dxf + bg * block, dof + bg * block, xf + bg * block, gf,
+                               (bg % g.groups) * g.cpg, mf[bg], rf[bg]);
+    }
+    if (dgf || dbf) {
+        /* Per channel, summed over images and spatial positions; threads own channels. */
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+        for (int64_t c = 0; c < g.c; c++) {
+            double sg = 0, sb = 0;
+            for (int64_t b = 0; b < g.batch; b++) {
+                const int64_t bg = b * g.groups + c / g.cpg;
+                const int64_t off = (b * g.c + c) * g.spatial;
+                for (int64_t s = 0; s < g.spatial; s++) {
+                    const float d = dof[off + s];
+                    sg += (double)d * ((xf[off + s] - mf[bg]) * rf[bg]);
+                    sb += d;
+                }
+            }
+            if (dgf) dgf[c] += (float)sg;
+            if (dbf) dbf[c] += (float)sb;
+        }
+    }
+    cpu_write_end(be, dx, dxf);
+    cpu_write_end(be, dgamma, dgf);
+    cpu_write_end(be, dbeta, dbf);
+    return 0;
+}

@@ -1,0 +1,131 @@
+/* layernorm.c - torch.nn.LayerNorm over the last dimension on the CPU.
+ *
+ * x [..., C] is viewed as rows [N, C]; mean and rstd [N] (f32) are saved for
+ * backward. gamma and beta [C] may be NULL (elementwise_affine=False).
+ */
+#include "cpu_check.h"
+#include "norm_stats.h"
+
+static int layernorm_check(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
+                           const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd)
+{
+    if (cpu_check_tensor(be, op, "x", x)) return -1;
+    const int64_t cdims[1] = {cpu_last_dim(x)};
+    if (gamma && cpu_check_shape(be, op, "gamma [C]", gamma, 1, cdims)) return -1;
+    if (beta && cpu_check_shape(be, op, "beta [C]", beta, 1, cdims)) return -1;
+    const int64_t rows = cpu_rows(x);
+    if (cpu_check_tensor(be, op, "mean", mean) || cpu_check_tensor(be, op, "rstd", rstd)) return -1;
+    if (sdt_tensor_numel(mean) != rows || sdt_tensor_numel(rstd) != rows)
+        return cpu_fail(be, "%s: mean and rstd hold %lld and %lld values but x has %lld rows; size them [N].", op,
+                        (long long)sdt_tensor_numel(mean), (long long)sdt_tensor_numel(rstd), (long long)rows);
+    return 0;
+}
+
+int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                          const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, float eps)
+{
+    const char *op = "layernorm_forward";
+    if (layernorm_check(be, op, x, gamma, beta, mean, rstd)) return -1;
+    if (cpu_check_tensor(be, op, "out", out) || cpu_check_grad(be, op, "out", out, x)) return -1;
+    const int64_t rows = cpu_rows(x), c = cpu_last_dim(x);
+    const float *xf = cpu_read_f32(be, x, 0);
+    const float *gf = cpu_read_f32(be, gamma, 1);
+    const float *bf = cpu_read_f32(be, beta, 2);
+    float *of = cpu_write_begin(be, out, 3, false);
+    float *mf = cpu_write_begin(be, mean, 4, false);
+    float *rf = cpu_write_begin(be, rstd, 5, false);
+    if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
+        return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = xf + r * c;
+        float *orow = of + r * c;
+        cpu_norm_stats(xr, c, eps, &mf[r], &rf[r]);
+        const float mu = mf[r], rs = rf[r];
+        for (int64_t i = 0; i < c; i++) {
+            const float xhat = (xr[i] - mu) * rs;
+            orow[i] = (gf ? xhat * gf[i] : xhat) + (bf ? bf[i] : 0.0f);
+        }
+    }
+    cpu_write_end(be, out, of);
+    cpu_write_end(be, mean, mf);
+    cpu_write_end(be, rstd, rf);
+    return 0;
+}
+
+/* dx_r += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * gamma. */
+static void layernorm_dx_row(float *dx, const float *dout, const float *x, const float *gamma, int64_t c,
+                             float mu, float rs)
+{
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t i = 0; i < c; i++) {
+        const double g = (double)dout[i] * (gamma ? gamma[i] : 1.0f);
+        sum_g += g;
+        sum_gx += g * ((x[i] - mu) * rs);
+    }
+    const float mg = (float)(sum_g / (double)c), mgx = (float)(sum_gx / (double)c);
+    for (int64_t i = 0; i < c; i++) {
+        const float g = dout[i] * (gamma ? gamma[i] : 1.0f);
+        const float xhat = (x[i] - mu) * rs;
+        dx[i] += rs * (g - mg - xhat * mgx);
+    }
+}
+
+/* dgamma[i] += sum_r dout * xhat, dbeta[i] += sum_r dout; threads own column blocks. */
+static void layernorm_affine_grads(float *dgamma, float *dbeta, const float *dout, const float *x,
+                                   const float *mean, const float *rstd, int64_t rows, int64_t c,
+                                   int threads)
+{
+    enum { BLOCK = 64 };
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i0 = 0; i0 < c; i0 += BLOCK) {
+        const int64_t i1 = i0 + BLOCK < c ? i0 + BLOCK : c;
+        double sg[BLOCK] = {0}, sb[BLOCK] = {0};
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = i0; i < i1; i++) {
+                const float d = dout[r * c + i];
+                sg[i - i0] += (double)d * ((x[r * c + i] - mean[r]) * rstd[r]);
+                sb[i - i0] += d;
+            }
+        for (int64_t i = i0; i < i1; i++) {
+            if (dgamma) dgamma[i] += (float)sg[i - i0];
+            if (dbeta) dbeta[i] += (float)sb[i - i0];
+        }
+    }
+}
+
+int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                           const sdt_tensor *mean, const sdt_tensor *rstd)
+{
+    const char *op = "layernorm_backward";
+    if (layernorm_check(be, op, x, gamma, NULL, mean, rstd)) return -1;
+    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_grad(be, op, "dout", dout, x) ||
+        cpu_check_grad(be, op, "dx", dx, x))
+        return -1;
+    const int64_t cdims[1] = {cpu_last_dim(x)};
+    if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||
+        (dbeta && cpu_check_shape(be, op, "dbeta [C]", dbeta, 1, cdims)))
+        return -1;
+    const int64_t rows = cpu_rows(x), c = cpu_last_dim(x);
+    const float *dof = cpu_read_f32(be, dout, 0);
+    const float *xf = cpu_read_f32(be, x, 1);
+    const float *gf = cpu_read_f32(be, gamma, 2);
+    const float *mf = cpu_read_f32(be, mean, 3);
+    const float *rf = cpu_read_f32(be, rstd, 4);
+    float *dxf = cpu_write_begin(be, dx, 5, true);
+    float *dgf = cpu_write_begin(be, dgamma, 6, true);
+    float *dbf = cpu_write_begin(be, dbeta, 7, true);
+    if (!dof || !xf || (gamma && !gf) || !mf || !rf || (dx && !dxf) || (dgamma && !dgf) || (dbeta && !dbf))
+        return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
+    if (dxf) {
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+        for (int64_t r = 0; r < rows; r++)
+            layernorm_dx_row(dxf + r * c, dof + r * c, xf + r * c, gf, c, mf[r], rf[r]);
+    }
+    if (dgf || dbf) layernorm_affine_grads(dgf, dbf, dof, xf, mf, rf, rows, c, cpu_threads(be));
+    cpu_write_end(be, dx, dxf);
+    cpu_write_end(be, dgamma, dgf);
+    cpu_write_end(be, dbeta, dbf);
+    return 0;
+}

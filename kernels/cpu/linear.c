@@ -1,0 +1,100 @@
+/* linear.c - torch.nn.functional.linear on the CPU: out = x w^T + b via OpenBLAS sgemm.
+ *
+ * x [..., C] is viewed as a matrix [N, C]; w is [OC, C] (PyTorch layout), so the
+ * forward is one row-major sgemm with w transposed. Backward accumulates:
+ * dx += dout w, dw += dout^T x (beta = 1), db += column sums of dout.
+ */
+#include "cpu_check.h"
+
+#include <cblas.h>
+
+static const char *OP_FWD = "linear_forward";
+static const char *OP_BWD = "linear_backward";
+
+/* Checks x [..., C], w [OC, C], b [OC] and a result with x's leading dims and OC last. */
+static int linear_check(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
+                        const sdt_tensor *x, const sdt_tensor *w)
+{
+    if (cpu_check_tensor(be, op, "x", x)) return -1;
+    int64_t c = cpu_last_dim(x);
+    const int64_t wdims[2] = {-1, c};
+    if (cpu_check_shape(be, op, "w [OC, C]", w, 2, wdims)) return -1;
+    int64_t odims[SDT_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) odims[i] = x->shape[i];
+    odims[x->ndim - 1] = w->shape[0];
+    return cpu_check_shape(be, op, out_name, out, x->ndim, odims);
+}
+
+int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
+                       const sdt_tensor *w, const sdt_tensor *b)
+{
+    if (linear_check(be, OP_FWD, "out", out, x, w)) return -1;
+    const int64_t bdims[1] = {w->shape[0]};
+    if (b && cpu_check_shape(be, OP_FWD, "b [OC]", b, 1, bdims)) return -1;
+
+    const int n = (int)cpu_rows(x), c = (int)cpu_last_dim(x), oc = (int)w->shape[0];
+    const float *xf = cpu_read_f32(be, x, 0);
+    const float *wf = cpu_read_f32(be, w, 1);
+    const float *bf = cpu_read_f32(be, b, 2);
+    float *of = cpu_write_begin(be, out, 3, false);
+    if (!xf || !wf || (b && !bf) || !of) return cpu_fail_oom(be, OP_FWD, sdt_tensor_nbytes(out));
+
+    /* Seeding out with the bias lets sgemm add the product in the same pass (beta = 1). */
+    float beta = 0.0f;
+    if (bf) {
+#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+        for (int i = 0; i < n; i++)
+            for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
+    cpu_write_end(be, out, of);
+    return 0;
+}
+
+/* db[o] += sum over rows of dout[:, o]; rows split across threads, columns stay contiguous. */
+static void linear_bias_grad(float *db, const float *dout, int n, int oc, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int o0 = 0; o0 < oc; o0 += 64) {
+        int o1 = o0 + 64 < oc ? o0 + 64 : oc;
+        double acc[64] = {0};
+        for (int i = 0; i < n; i++)
+            for (int o = o0; o < o1; o++) acc[o - o0] += dout[(int64_t)i * oc + o];
+        for (int o = o0; o < o1; o++) db[o] += (float)acc[o - o0];
+    }
+}
+
+int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
+                        const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
+{
+    if (linear_check(be, OP_BWD, "dout", dout, x, w)) return -1;
+    if (cpu_check_grad(be, OP_BWD, "dx", dx, x) || cpu_check_grad(be, OP_BWD, "dw", dw, w)) return -1;
+    const int64_t bdims[1] = {w->shape[0]};
+    if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
+
+    const int n = (int)cpu_rows(x), c = (int)cpu_last_dim(x), oc = (int)w->shape[0];
+    const float *dof = cpu_read_f32(be, dout, 0);
+    if (!dof) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dout));
+    if (dx) {
+        const float *wf = cpu_read_f32(be, w, 1);
+        float *dxf = cpu_write_begin(be, dx, 3, true);
+        if (!wf || !dxf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dx));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
+        cpu_write_end(be, dx, dxf);
+    }
+    if (dw) {
+        const float *xf = cpu_read_f32(be, x, 2);
+        float *dwf = cpu_write_begin(be, dw, 4, true);
+        if (!xf || !dwf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dw));
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dof, oc, xf, c, 1.0f, dwf, c);
+        cpu_write_end(be, dw, dwf);
+    }
+    if (db) {
+        float *dbf = cpu_write_begin(be, db, 5, true);
+        if (!dbf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(db));
+        linear_bias_grad(dbf, dof, n, oc, cpu_threads(be));
+        cpu_write_end(be, db, dbf);
+    }
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* mse_loss.c - F.mse_loss(pred, target, reduction="mean"), optionally weighted per element:
+ * loss = mean(w * (pred - target)^2). Accumulated in double, so the loss does not depend on
+ * the thread count beyond the last bits. */
+#include "cpu_context.h"
+
+static int mse_check(sdt_backend *be, const char *op, const sdt_tensor *pred, const sdt_tensor *target,
+                     const sdt_tensor *weight)
+{
+    if (cpu_check_same_numel(be, op, "pred", pred, "target", target)) return -1;
+    if (weight && cpu_check_same_numel(be, op, "weight", weight, "pred", pred)) return -1;
+    return 0;
+}
+
+int cpu_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target,
+                         const sdt_tensor *weight)
+{
+    if (mse_check(be, "mse_loss_forward", pred, target, weight)) return -1;
+    int64_t n = sdt_tensor_numel(pred);
+    if (n == 0) return cpu_fail(be, "mse_loss_forward: pred is empty; the mean of nothing is undefined.");
+    const float *p = cpu_read_f32(be, pred, 0);
+    const float *y = cpu_read_f32(be, target, 1);
+    const float *w = cpu_read_f32(be, weight, 2);
+    if (!p || !y || (weight && !w)) return -1;
+    double sum = 0;
+    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static) reduction(+ : sum)
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)p[i] - (double)y[i];
+        sum += (w ? (double)w[i] : 1.0) * d * d;
+    }
+    *loss = sum / (double)n;
+    return 0;
+}
+
+int cpu_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
+                          const sdt_tensor *target, const sdt_tensor *weight)
+{
+    if (!dpred) return 0;
+    if (mse_check(be, "mse_loss_backward", pred, target, weight) ||
+        cpu_check_same_numel(be, "mse_loss_backward", "dpred", dpred, "pred", pred))
+        return -1;
+    int64_t n = sdt_tensor_numel(pred);
+    if (n == 0) return 0;
+    const float *p = cpu_read_f32(be, pred, 0);
+    const float *y = cpu_read_f32(be, target, 1);
+    const float *w = cpu_read_f32(be, weight, 2);
+    float *g = cpu_write_begin(be, dpred, 3, true);
+    if (!p || !y || (weight && !w) || !g) return -1;
+    float coef = (float)(2.0 * (double)dloss / (double)n);
+    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    for (int64_t i = 0; i < n; i++) g[i] += coef * (w ? w[i] : 1.0f) * (p[i] - y[i]);
+    cpu_write_end(be, dpred, g);
+    return 0;
+}

@@ -1,0 +1,447 @@
+/* weights.c - checkpoints in the canonical LDM key space; see weights.h.
+ *
+ * A single-file checkpoint is used as is. A diffusers folder is mapped name by
+ * name the way diffusers' scripts/convert_diffusers_to_original_stable_diffusion.py
+ * does, generalised over the number of levels and res-blocks per level so tiny
+ * configurations map too (the level layout is read from the names present).
+ */
+#include "weights.h"
+
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+#define MAX_LEVELS 16
+#define MAX_FILES 3
+
+typedef struct weight_entry {
+    char *key;              /* canonical */
+    const char *source;     /* the name in the file (owned by the safetensors entry) */
+    const char *file;       /* the file it lives in */
+    sdt_tensor tensor;
+} weight_entry;
+
+struct sdt_weights {
+    char *path;
+    char *hash_file;
+    bool is_folder;
+    bool has_unet, has_text, has_vae;
+    sdt_safetensors *files[MAX_FILES];
+    int n_files;
+    GArray *entries;   /* weight_entry */
+    GHashTable *index; /* canonical key -> position + 1 */
+    char hash[11];
+};
+
+/* ---- name mapping -------------------------------------------------------------- */
+
+/* Matches "<prefix><int>." at the start of s; on success sets *idx and returns the rest. */
+static const char *match_indexed(const char *s, const char *prefix, int *idx)
+{
+    size_t n = strlen(prefix);
+    if (strncmp(s, prefix, n) != 0) return NULL;
+    s += n;
+    if (*s < '0' || *s > '9') return NULL;
+    long v = 0;
+    while (*s >= '0' && *s <= '9' && v < 1000000) v = v * 10 + (*s++ - '0');
+    if (*s != '.') return NULL;
+    *idx = (int)v;
+    return s + 1;
+}
+
+static const char *match_prefix(const char *s, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(s, prefix, n) == 0 ? s + n : NULL;
+}
+
+/* Replaces the first dotted component of rest according to pairs {from, to, ...}. */
+static char *rename_head(const char *rest, const char *const *pairs)
+{
+    for (int i = 0; pairs[i]; i += 2) {
+        size_t n = strlen(pairs[i]);
+        if (strncmp(rest, pairs[i], n) == 0 && (rest[n] == '.' || rest[n] == 0))
+            return g_strconcat(pairs[i + 1], rest + n, NULL);
+    }
+    return g_strdup(rest);
+}
+
+static const char *const unet_resnet_names[] = {
+    "norm1", "in_layers.0", "conv1", "in_layers.2", "time_emb_proj", "emb_layers.1",
+    "norm2", "out_layers.0", "conv2", "out_layers.3", "conv_shortcut", "skip_connection", NULL};
+static const char *const vae_resnet_names[] = {"conv_shortcut", "nin_shortcut", NULL};
+static const char *const vae_attn_names[] = {"group_norm", "norm", "query", "q", "key", "k", "value", "v",
+                                              "proj_attn", "proj_out", "to_q", "q", "to_k", "k", "to_v", "v",
+                                              "to_out.0", "proj_out", NULL};
+static const char *const unet_fixed_names[] = {
+    "time_embedding.linear_1.weight", "time_embed.0.weight", "time_embedding.linear_1.bias", "time_embed.0.bias",
+    "time_embedding.linear_2.weight", "time_embed.2.weight", "time_embedding.linear_2.bias", "time_embed.2.bias",
+    "conv_in.weight", "input_blocks.0.0.weight", "conv_in.bias", "input_blocks.0.0.bias",
+    "conv_norm_out.weight", "out.0.weight", "conv_norm_out.bias", "out.0.bias",
+    "conv_out.weight", "out.2.weight", "conv_out.bias", "out.2.bias", NULL};
+
+/* What the level layout of a diffusers UNet is, read from its names. */
+typedef struct unet_layout {
+    int resnets_per_down; /* res-blocks per down level; up levels have one more */
+    bool up_has_attn[MAX_LEVELS];
+} unet_layout;
+
+static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *err, size_t err_size)
+{
+    memset(l, 0, sizeof(*l));
+    for (size_t i = 0; i < sdt_st_count(st); i++) {
+        const char *name = sdt_st_at(st, i)->name, *rest;
+        int lvl, j;
+        if ((rest = match_indexed(name, "down_blocks.", &lvl)) && (rest = match_indexed(rest, "resnets.", &j)) &&
+            j + 1 > l->resnets_per_down)
+            l->resnets_per_down = j + 1;
+        if ((rest = match_indexed(name, "up_blocks.", &lvl)) || (rest = match_indexed(name, "down_blocks.", &lvl))) {
+            if (lvl >= MAX_LEVELS) {
+                snprintf(err, err_size, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
+                         "Stable Diffusion UNet", sdt_st_path(st), name, lvl, MAX_LEVELS);
+                return false;
+            }
+            if (match_prefix(name, "up_blocks.") && match_prefix(rest, "attentions.")) l->up_has_attn[lvl] = true;
+        }
+    }
+    return true;
+}
+
+static char *unet_key(const char *name, const unet_layout *l)
+{
+    const int per = l->resnets_per_down + 1; /* LDM input_blocks per level: res-blocks + downsampler */
+    const char *rest;
+    int i, j;
+    for (int k = 0; unet_fixed_names[k]; k += 2)
+        if (strcmp(name, unet_fixed_names[k]) == 0) return g_strdup(unet_fixed_names[k + 1]);
+    if ((rest = match_indexed(name, "down_blocks.", &i))) {
+        const char *r2;
+        if ((r2 = match_indexed(rest, "resnets.", &j))) {
+            char *tail = rename_head(r2, unet_resnet_names);
+            char *k = g_strdup_printf("input_blocks.%d.0.%s", per * i + j + 1, tail);
+            g_free(tail);
+            return k;
+        }
+        if ((r2 = match_indexed(rest, "attentions.", &j))) return g_strdup_printf("input_blocks.%d.1.%s", per * i + j + 1, r2);
+        if ((r2 = match_prefix(rest, "downsamplers.0.conv."))) return g_strdup_printf("input_blocks.%d.0.op.%s", per * (i + 1), r2);
+    }
+    if ((rest = match_indexed(name, "up_blocks.", &i))) {
+        const char *r2;
+        if ((r2 = match_indexed(rest, "resnets.", &j))) {
+            char *tail = rename_head(r2, unet_resnet_names);
+            char *k = g_strdup_printf("output_blocks.%d.0.%s", per * i + j, tail);
+            g_free(tail);
+            return k;
+        }
+        if ((r2 = match_indexed(rest, "attentions.", &j))) return g_strdup_printf("output_blocks.%d.1.%s", per * i + j, r2);
+        if ((r2 = match_prefix(rest, "upsamplers.0.")))
+            return g_strdup_printf("output_blocks.%d.%d.%s", per * i + per - 1, l->up_has_attn[i] ? 2 : 1, r2);
+    }
+    if ((rest = match_prefix(name, "mid_block.attentions.0."))) return g_strconcat("middle_block.1.", rest, NULL);
+    if ((rest = match_indexed(name, "mid_block.resnets.", &j))) {
+        char *tail = rename_head(rest, unet_resnet_names);
+        char *k = g_strdup_printf("middle_block.%d.%s", 2 * j, tail);
+        g_free(tail);
+        return k;
+    }
+    return g_strdup(name); /* unknown names keep their spelling, as the reference script does */
+}
+
+/* Levels of the decoder (its up blocks are numbered in reverse in LDM). */
+static int vae_decoder_levels(const sdt_safetensors *st)
+{
+    int levels = 0, i;
+    for (size_t k = 0; k < sdt_st_count(st); k++)
+        if (match_indexed(sdt_st_at(st, k)->name, "decoder.up_blocks.", &i) && i + 1 > levels) levels = i + 1;
+    return levels;
+}
+
+/* Maps a VAE name; *attn_linear is set for the attention projections LDM stores as 1x1 convs. */
+static char *vae_key(const char *name, int dec_levels, bool *attn_linear)
+{
+    *attn_linear = false;
+    const char *part = match_prefix(name, "encoder.") ? "encoder" : match_prefix(name, "decoder.") ? "decoder" : NULL;
+    if (!part) return g_strdup(name);
+    const char *rest = name + strlen(part) + 1, *r2;
+    int i, j;
+    char *tail = NULL, *key = NULL;
+    if ((r2 = match_indexed(rest, "down_blocks.", &i)) && (r2 = match_indexed(r2, "resnets.", &j))) {
+        tail = rename_head(r2, vae_resnet_names);
+        key = g_strdup_printf("%s.down.%d.block.%d.%s", part, i, j, tail);
+    } else if ((r2 = match_indexed(rest, "down_blocks.", &i)) && (r2 = match_prefix(r2, "downsamplers.0."))) {
+        key = g_strdup_printf("%s.down.%d.downsample.%s", part, i, r2);
+    } else if ((r2 = match_indexed(rest, "up_blocks.", &i)) && (r2 = match_indexed(r2, "resnets.", &j))) {
+        tail = rename_head(r2, vae_resnet_names);
+        key = g_strdup_printf("%s.up.%d.block.%d.%s", part, dec_levels - 1 - i, j, tail);
+    } else if ((r2 = match_indexed(rest, "up_blocks.", &i)) && (r2 = match_prefix(r2, "upsamplers.0."))) {
+        key = g_strdup_printf("%s.up.%d.upsample.%s", part, dec_levels - 1 - i, r2);
+    } else if ((r2 = match_indexed(rest, "mid_block.resnets.", &j))) {
+        tail = rename_head(r2, vae_resnet_names);
+        key = g_strdup_printf("%s.mid.block_%d.%s", part, j + 1, tail);
+    } else if ((r2 = match_prefix(rest, "mid_block.attentions.0."))) {
+        tail = rename_head(r2, vae_attn_names);
+        *attn_linear = g_str_has_suffix(tail, ".weight") && strcmp(tail, "norm.weight") != 0;
+        key = g_strdup_printf("%s.mid.attn_1.%s", part, tail);
+    } else if ((r2 = match_prefix(rest, "conv_norm_out."))) {
+        key = g_strdup_printf("%s.norm_out.%s", part, r2);
+    } else {
+        key = g_strdup(name);
+    }
+    g_free(tail);
+    return key;
+}
+
+static char *clip_key(const char *name)
+{
+    return g_strconcat("cond_stage_model.transformer.", name, NULL);
+}
+
+/* ---- building the key space ------------------------------------------------------ */
+
+typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE } component;
+
+static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
+                      char *err, size_t err_size)
+{
+    sdt_tensor t;
+    char verr[16];
+    if (!sdt_st_entry_tensor(st, e, &t, verr, sizeof(verr))) {
+        g_free(key); /* integer buffers such as position_ids: no model parameter, left out */
+        return true;
+    }
+    size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
+    if (prev) {
+        const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
+        snprintf(err, err_size, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
+                 "checkpoint", w->path, p->source, p->file, e->name, sdt_st_path(st), key);
+        g_free(key);
+        return false;
+    }
+    if (to_conv1x1 && t.ndim == 2) { /* diffusers linear [C,C] -> LDM conv [C,C,1,1], same bytes */
+        t.ndim = 4;
+        t.shape[2] = t.shape[3] = 1;
+    }
+    weight_entry we = {key, e->name, sdt_st_path(st), t};
+    g_array_append_val(w->entries, we);
+    g_hash_table_insert(w->index, key, GSIZE_TO_POINTER(w->entries->len));
+    return true;
+}
+
+static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err, size_t err_size)
+{
+    w->files[w->n_files++] = st;
+    unet_layout layout;
+    if (c == COMP_UNET && !unet_layout_scan(st, &layout, err, err_size)) return false;
+    int dec_levels = c == COMP_VAE ? vae_decoder_levels(st) : 0;
+    for (size_t i = 0; i < sdt_st_count(st); i++) {
+        const sdt_st_entry *e = sdt_st_at(st, i);
+        char *key = NULL, *mapped;
+        bool conv1x1 = false;
+        switch (c) {
+        case COMP_LDM: key = g_strdup(e->name); break;
+        case COMP_UNET:
+            mapped = unet_key(e->name, &layout);
+            key = g_strconcat("model.diffusion_model.", mapped, NULL);
+            g_free(mapped);
+            break;
+        case COMP_TEXT: key = clip_key(e->name); break;
+        case COMP_VAE:
+            mapped = vae_key(e->name, dec_levels, &conv1x1);
+            key = g_strconcat("first_stage_model.", mapped, NULL);
+            g_free(mapped);
+            break;
+        }
+        if (!add_entry(w, key, st, e, conv1x1, err, err_size)) return false;
+    }
+    return true;
+}
+
+/* Opens <dir>/<sub>/<base>.safetensors, else the .fp16 variant; NULL + *missing when neither exists. */
+static sdt_safetensors *open_component(const char *dir, const char *sub, const char *base, char **used_path,
+                                       bool *missing, char *err, size_t err_size)
+{
+    const char *variants[] = {"%s.safetensors", "%s.fp16.safetensors"};
+    *missing = true;
+    for (int v = 0; v < 2; v++) {
+        char *file = g_strdup_printf(variants[v], base);
+        char *p = g_build_filename(dir, sub, file, NULL);
+        g_free(file);
+        if (g_file_test(p, G_FILE_TEST_EXISTS)) {
+            *missing = false;
+            sdt_safetensors *st = sdt_st_open(p, err, err_size);
+            if (st) *used_path = p;
+            else g_free(p);
+            return st;
+        }
+        g_free(p);
+    }
+    return NULL;
+}
+
+static bool open_folder(sdt_weights *w, char *err, size_t err_size)
+{
+    static const struct {
+        const char *sub, *base;
+        component c;
+    } parts[] = {{"unet", "diffusion_pytorch_model", COMP_UNET},
+                 {"text_encoder", "model", COMP_TEXT},
+                 {"vae", "diffusion_pytorch_model", COMP_VAE}};
+    bool *have[] = {&w->has_unet, &w->has_text, &w->has_vae};
+    for (int i = 0; i < 3; i++) {
+        char *used = NULL;
+        bool missing;
+        sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, err, err_size);
+        if (!st && !missing) return false;
+        if (!st) continue;
+        *have[i] = true;
+        if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(used);
+        g_free(used);
+        if (!add_file(w, st, parts[i].c, err, err_size)) return false;
+    }
+    if (!w->n_files) {
+        snprintf(err, err_size, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
+                 "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants); give a "
+                 ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
+        return false;
+    }
+    if (!w->hash_file) w->hash_file = g_strdup(sdt_st_path(w->files[0]));
+    return true;
+}
+
+sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
+{
+    sdt_weights *w = g_new0(sdt_weights, 1);
+    w->path = g_strdup(path);
+    w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
+    w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    bool ok;
+    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+        w->is_folder = true;
+        ok = open_folder(w, err, err_size);
+    } else {
+        sdt_safetensors *st = sdt_st_open(path, err, err_size);
+        ok = st && add_file(w, st, COMP_LDM, err, err_size);
+        w->has_unet = w->has_text = w->has_vae = true;
+        w->hash_file = g_strdup(path);
+    }
+    if (!ok) {
+        sdt_weights_close(w);
+        return NULL;
+    }
+    return w;
+}
+
+void sdt_weights_close(sdt_weights *w)
+{
+    if (!w) return;
+    for (guint i = 0; w->entries && i < w->entries->len; i++) g_free(g_array_index(w->entries, weight_entry, i).key);
+    if (w->entries) g_array_free(w->entries, TRUE);
+    if (w->index) g_hash_table_destroy(w->index);
+    for (int i = 0; i < w->n_files; i++) sdt_st_close(w->files[i]);
+    g_free(w->hash_file);
+    g_free(w->path);
+    g_free(w);
+}
+
+static const weight_entry *find_entry(const sdt_weights *w, const char *key)
+{
+    size_t i = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
+    return i ? &g_array_index(w->entries, weight_entry, i - 1) : NULL;
+}
+
+const sdt_tensor *sdt_weights_get(const sdt_weights *w, const char *key)
+{
+    const weight_entry *e = find_entry(w, key);
+    return e ? &e->tensor : NULL;
+}
+
+static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* Which diffusers subfolder a canonical key comes from, and whether that part was found. */
+static const char *component_of(const sdt_weights *w, const char *key, bool *present)
+{
+    if (g_str_has_prefix(key, "model.diffusion_model.")) return *present = w->has_unet, "unet/";
+    if (g_str_has_prefix(key, "cond_stage_model.")) return *present = w->has_text, "text_encoder/";
+    if (g_str_has_prefix(key, "first_stage_model.")) return *present = w->has_vae, "vae/";
+    *present = true;
+    return "";
+}
+
+const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, char *err,
+                                      size_t err_size)
+{
+    const weight_entry *e = find_entry(w, key);
+    if (!e) {
+        bool present;
+        const char *sub = component_of(w, key, &present);
+        if (w->is_folder && !present)
+            snprintf(err, err_size, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
+                     "part of the model or use a complete checkpoint", w->path, key, sub);
+        else
+            snprintf(err, err_size, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
+                     "than the configuration detected; use a complete Stable Diffusion checkpoint", w->path, key);
+        return NULL;
+    }
+    bool same = e->tensor.ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = e->tensor.shape[i] == shape[i];
+    if (!same) {
+        char have[128], want[128];
+        shape_text(e->tensor.ndim, e->tensor.shape, have, sizeof(have));
+        shape_text(ndim, shape, want, sizeof(want));
+        if (strcmp(e->source, key) != 0)
+            snprintf(err, err_size, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
+                     "checkpoint does not match the configuration (another model family or a damaged file)",
+                     w->path, key, e->source, e->file, have, want);
+        else
+            snprintf(err, err_size, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
+                     "configuration (another model family or a damaged file)", w->path, key, have, want);
+        return NULL;
+    }
+    return &e->tensor;
+}
+
+size_t sdt_weights_count(const sdt_weights *w) { return w->entries->len; }
+
+const char *sdt_weights_key(const sdt_weights *w, size_t i)
+{
+    return i < w->entries->len ? g_array_index(w->entries, weight_entry, i).key : NULL;
+}
+
+const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
+
+bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_size)
+{
+    if (!w->hash[0]) {
+        FILE *f = fopen(w->hash_file, "rb");
+        if (!f) {
+            snprintf(err, err_size, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
+            return false;
+        }
+        GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+        enum { CHUNK = 1 << 20 };
+        guchar *buf = g_malloc(CHUNK);
+        size_t n;
+        while ((n = fread(buf, 1, CHUNK, f)) > 0) g_checksum_update(sum, buf, (gssize)n);
+        bool failed = ferror(f);
+        fclose(f);
+        g_free(buf);
+        if (failed) {
+            g_checksum_free(sum);
+            snprintf(err, err_size, "%s: reading the file for its hash failed; check the disk", w->hash_file);
+            return false;
+        }
+        snprintf(w->hash, sizeof(w->hash), "%.10s", g_checksum_get_string(sum));
+        g_checksum_free(sum);
+    }
+    memcpy(out, w->hash, 11);
+    return true;
+}

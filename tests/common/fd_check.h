@@ -1,0 +1,63 @@
+/* fd_check.h - float64 helpers for checking an op's backward (header only).
+ *
+ * The pattern every kernel test follows:
+ *   1. write the op's float64 reference forward  y = f(x)  and backward  dx = J^T dy;
+ *   2. pick a fixed random dy and define the scalar loss L(x) = sum(dy * f(x))
+ *      (sdt_fd_dot), so dL/dx is exactly what the backward computes;
+ *   3. sdt_fd_check() compares the float64 analytic gradient with central finite
+ *      differences of L (should be < 1e-6), and the f32 backward is compared with
+ *      the float64 analytic gradient (sdt_rel_err_fd from sdt_test.h, < 1e-4).
+ */
+#ifndef SDT_FD_CHECK_H
+#define SDT_FD_CHECK_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "sdt_test.h"
+
+/* A scalar loss of the (perturbed) parameter vector x; ctx carries everything else. */
+typedef double (*sdt_fd_loss_fn)(const double *x, void *ctx);
+
+/* Central-difference step: truncation ~h^2, roundoff ~1e-16/h, both far below 1e-6. */
+#define SDT_FD_STEP 1e-5
+
+static inline double sdt_fd_dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static inline void sdt_fd_to_double(const float *src, double *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
+/* grad[i] = (L(x + h e_i) - L(x - h e_i)) / 2h. x is perturbed in place and restored. */
+static inline void sdt_fd_gradient(sdt_fd_loss_fn loss, void *ctx, double *x, int64_t n, double h, double *grad)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double saved = x[i];
+        x[i] = saved + h;
+        double up = loss(x, ctx);
+        x[i] = saved - h;
+        double down = loss(x, ctx);
+        x[i] = saved;
+        grad[i] = (up - down) / (2.0 * h);
+    }
+}
+
+/* Relative error (max-norm, as sdt_rel_err_dd) of `analytic` against finite differences
+ * of `loss` at x. Returns +inf if memory runs out, so the caller's CHECK fails. */
+static inline double sdt_fd_check(sdt_fd_loss_fn loss, void *ctx, double *x, int64_t n, const double *analytic)
+{
+    double *fd = malloc((size_t)(n > 0 ? n : 1) * sizeof *fd);
+    if (!fd) return INFINITY;
+    sdt_fd_gradient(loss, ctx, x, n, SDT_FD_STEP, fd);
+    double err = sdt_rel_err_dd(analytic, fd, n);
+    free(fd);
+    return err;
+}
+
+#endif
