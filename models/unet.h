@@ -68,10 +68,10 @@ sdt_unet_config sdt_unet_config_tiny(void);
 int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
 bool sdt_unet_config_validate(const sdt_unet_config *c, char *err, size_t err_size);
 /* Reads the config from tensor names and shapes only. Two things are not in
- * the weights: the head split (SD2 / linear projections or context 1024 ->
- * head_dim 64; model_channels 320 -> 8 heads; any other size -> 2 heads, the
- * tiny convention) and v-prediction (false; the caller sets it from the
- * user's choice or the checkpoint's companion config). */
+ * the weights: the head split (model_channels 320: linear projections or
+ * context 1024 -> SD2, head_dim 64, else SD1, 8 heads; any other size -> 2
+ * heads, the tiny convention) and v-prediction (false; the caller sets it from
+ * the user's choice or the checkpoint's companion config). */
 bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *err, size_t err_size);
 
 /* Visits every parameter of the config (canonical key, shape, init for the

@@ -144,12 +144,16 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *er
     int depth = 0;
     while (find(w, P "middle_block.1.transformer_blocks.%d.norm1.weight", depth, 0)) depth++;
     c.transformer_depth = depth;
-    if (c.linear_proj || c.context_dim == 1024) {
+    /* The head split is not in the weights: the published 320-channel models
+     * map to their family, any other size uses the tiny convention. */
+    c.head_dim = 0;
+    if (c.model_channels != 320) {
+        c.num_heads = 2;
+    } else if (c.linear_proj || c.context_dim == 1024) {
         c.num_heads = 0;
         c.head_dim = 64;
     } else {
-        c.num_heads = c.model_channels == 320 ? 8 : 2;
-        c.head_dim = 0;
+        c.num_heads = 8;
     }
     c.v_prediction = false;
     if (!sdt_unet_config_validate(&c, err, err_size)) return false;
