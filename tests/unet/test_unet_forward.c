@@ -49,6 +49,23 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     CHECK(peak_ck < peak && peak_inf < peak, "%s: checkpointing/inference do not save memory (%zu, %zu vs %zu)",
           label, peak_ck, peak_inf, peak);
 
+    /* Half-precision activations (weights stay f32): close to f32, and backward runs. */
+    for (int d = 0; d < 2; d++) {
+        sdt_unet_options half = opt;
+        half.act_dtype = d ? SDT_BF16 : SDT_F16;
+        float *g = kt_alloc((size_t)sdt_tensor_numel(&in.ctx) * 4);
+        CHECK(ut_run(u, be, &half, &in, y2, g, NULL), "%s %s forward/backward failed", label, d ? "bf16" : "f16");
+        double e = 0, m = 1e-30;
+        for (int64_t i = 0; i < n; i++) {
+            e = fmax(e, fabs(y2[i] - y1[i]));
+            m = fmax(m, fabs(y1[i]));
+        }
+        CHECK(e / m < (d ? 1e-1 : 2e-2), "%s: %s output differs from f32 by %g (relative to max)", label,
+              d ? "bf16" : "f16", e / m);
+        CHECK(all_finite(g, sdt_tensor_numel(&in.ctx)), "%s: %s d(context) not finite", label, d ? "bf16" : "f16");
+        free(g);
+    }
+
     /* Each batch row depends only on its own inputs: run row 1 alone. */
     ut_inputs one = in;
     one.B = 1;

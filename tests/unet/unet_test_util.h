@@ -190,7 +190,7 @@ static inline bool ut_run(sdt_unet *u, sdt_backend *be, const sdt_unet_options *
     char err[512];
     sdt_tensor out;
     bool ok = sdt_unet_forward(u, be, &a, &o, &in->lat, &in->ts, &in->ctx, &out, err, sizeof err);
-    if (ok && out_host) memcpy(out_host, out.data, sdt_tensor_nbytes(&out));
+    if (ok && out_host) sdt_load_f32(out.data, out.dtype, out_host, sdt_tensor_numel(&out));
     if (ok && dctx_host) {
         memset(dctx_host, 0, sdt_tensor_nbytes(&in->ctx));
         sdt_tensor dctx = kt_f32(dctx_host, 3, in->B, in->T, in->ctx.shape[2], 0);
