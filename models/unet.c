@@ -220,6 +220,8 @@ static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tenso
     if (context->ndim != 3 || context->shape[0] != B || context->shape[2] != cfg->context_dim || context->shape[1] < 1)
         return unet_fail(c, "unet forward: context must be [%lld, T, %d] (batch, tokens, context width)", (long long)B,
                          cfg->context_dim);
+    if (context->dtype == SDT_I32 || latents->dtype == SDT_I32)
+        return unet_fail(c, "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
     if (c->dt != SDT_F32 && c->dt != SDT_F16 && c->dt != SDT_BF16)
         return unet_fail(c, "unet forward: act_dtype must be f32, f16 or bf16");
     return true;
@@ -289,6 +291,7 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     }
     u->context = context;
     u->emb_act = c.emb_act;
+    u->fwd_arena = arena;
     u->fwd_mark = sdt_arena_mark(arena);
     u->have_forward = opt->for_backward;
     return true;
@@ -302,6 +305,9 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
     if (!u->have_forward)
         return unet_fail(&c, "unet backward: no forward with for_backward set ran before it; run sdt_unet_forward "
                              "with options.for_backward = true first");
+    if (arena != u->fwd_arena || sdt_arena_mark(arena) < u->fwd_mark)
+        return unet_fail(&c, "unet backward: the arena is not the forward's or was rewound below the forward's "
+                             "activations; pass the forward's arena unchanged");
     unet_unit *last = &u->units[u->unit_count - 1];
     if (!sdt_tensor_same_shape(d_out, &last->out))
         return unet_fail(&c, "unet backward: d_out must have the forward output's shape [B, %d, H, W]",
@@ -328,5 +334,26 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
     if (ok && !c.measuring) ok = unet_arena_ok(&c, "backward");
     free(d);
     sdt_arena_rewind(arena, mark);
+    return ok;
+}
+
+bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
+                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, char *err, size_t err_size)
+{
+    const sdt_unet_config *cfg = &u->cfg;
+    sdt_unet_options o = opt ? *opt : sdt_unet_options_default();
+    o.for_backward = o.for_backward || with_backward;
+    int64_t lat_shape[4] = {batch, cfg->in_channels, height, width};
+    int64_t ctx_shape[3] = {batch, tokens, cfg->context_dim};
+    sdt_tensor lat = sdt_tensor_make(NULL, SDT_F32, be->device, 4, lat_shape);
+    sdt_tensor ts = sdt_tensor_make(NULL, SDT_F32, be->device, 1, &batch);
+    sdt_tensor ctx = sdt_tensor_make(NULL, o.act_dtype, be->device, 3, ctx_shape);
+    sdt_arena a;
+    sdt_arena_init_measure(&a, be);
+    sdt_tensor out;
+    bool ok = sdt_unet_forward(u, be, &a, &o, &lat, &ts, &ctx, &out, err, err_size) &&
+              (!with_backward || sdt_unet_backward(u, be, &a, &out, &ctx, err, err_size));
+    u->have_forward = false; /* nothing real was saved */
+    if (ok) *bytes = a.peak;
     return ok;
 }

@@ -16,6 +16,9 @@
  * no weight gradients, and no backward through blocks that cannot reach the
  * context (conv_in, the time embedding, the first ResBlocks).
  *
+ * One sdt_unet runs one forward/backward pair at a time (it keeps the
+ * forward's saved state); use one per worker thread.
+ *
  * Memory: every activation comes from an sdt_arena. Run forward (+ backward)
  * once on a measuring arena (sdt_arena_init_measure) with the real batch and
  * latent size, read arena.peak, and allocate that; the same calls then fit.
@@ -145,6 +148,11 @@ sdt_unet_options sdt_unet_options_default(void); /* f32, for_backward, no checkp
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
                       sdt_tensor *out, char *err, size_t err_size);
+/* Arena bytes that forward (and backward) need for this batch, latent size
+ * and token count, without running anything (inputs are not needed). The
+ * context is taken to be in opt->act_dtype. */
+bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
+                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, char *err, size_t err_size);
 /* After sdt_unet_forward with for_backward: d_context [B, T, context_dim]
  * += d(out)/d(context)^T d_out, through every attn2 K/V projection and every
  * hook. Uses arena space above the forward's and gives it back on return. */

@@ -58,7 +58,7 @@ sdt_tensor unet_view(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int6
 
 /* ---- layers ---- */
 typedef struct unet_resblock {
-    char name[96];
+    char name[192];
     int in_ch, out_ch;
     unet_norm norm1, norm2;
     unet_conv conv1, conv2, skip; /* skip.w NULL: identity */
@@ -68,7 +68,7 @@ typedef struct unet_resblock {
 } unet_resblock;
 
 typedef struct unet_attention {
-    char name[128];
+    char name[192];
     int index;             /* global attention layer index */
     bool cross;
     int q_width, kv_width, inner, heads;
@@ -80,7 +80,7 @@ typedef struct unet_attention {
 } unet_attention;
 
 typedef struct unet_tblock {
-    char name[128];
+    char name[192];
     unet_norm ln1, ln2, ln3; /* groups unused */
     unet_attention attn1, attn2;
     unet_linear ff1, ff2;
@@ -89,7 +89,7 @@ typedef struct unet_tblock {
 } unet_tblock;
 
 typedef struct unet_transformer {
-    char name[96];
+    char name[192];
     int ch, inner, depth;
     unet_norm norm;
     bool linear_proj;
@@ -101,7 +101,7 @@ typedef struct unet_transformer {
 } unet_transformer;
 
 typedef struct unet_sampler {
-    char name[96];
+    char name[192];
     bool up;
     unet_conv conv;
     sdt_tensor upx; /* saved: the upsampled input */
@@ -158,6 +158,7 @@ struct sdt_unet {
     sdt_unet_kv_hook fwd_hook;
     const sdt_tensor *context;
     sdt_tensor emb_act;
+    const sdt_arena *fwd_arena;
     size_t fwd_mark;
 };
 

@@ -85,6 +85,12 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_arena a;
     size_t need = ut_measure(u, be, &opt, &in, false);
     CHECK(need == peak, "%s: measured %zu bytes, the real run peaked at %zu", label, need, peak);
+    size_t by_size = 0, with_bwd = 0;
+    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, false, &by_size, err, sizeof err) && by_size == peak,
+          "%s: sdt_unet_measure gave %zu, the real run %zu (%s)", label, by_size, peak, err);
+    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, true, &with_bwd, err, sizeof err) &&
+              with_bwd == ut_measure(u, be, &opt, &in, true) && with_bwd > by_size,
+          "%s: sdt_unet_measure with backward gave %zu", label, with_bwd);
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
     bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err);

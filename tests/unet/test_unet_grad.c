@@ -85,7 +85,15 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     CHECK(peak_ck < peak, "%s: checkpointing did not reduce the peak (%zu vs %zu)", label, peak_ck, peak);
     printf("%s: arena peak %zu bytes, %zu with checkpointing\n", label, peak, peak_ck);
 
-    /* Backward without a forward that saved is an error. */
+    /* Backward on a rewound arena, or without a forward that saved, is an error. */
+    sdt_arena real;
+    CHECK(sdt_arena_init(&real, be, peak), "arena");
+    sdt_tensor y;
+    CHECK(sdt_unet_forward(u, be, &real, &opt, &in.lat, &in.ts, &in.ctx, &y, err, sizeof err), "forward: %s", err);
+    sdt_arena_rewind(&real, 0);
+    CHECK(!sdt_unet_backward(u, be, &real, &y, &in.ctx, err, sizeof err) && strstr(err, "rewound"),
+          "backward on a rewound arena accepted: %s", err);
+    sdt_arena_release(&real);
     sdt_arena m;
     sdt_arena_init_measure(&m, be);
     sdt_unet_options inf = opt;
