@@ -73,17 +73,42 @@ sdt_unet_options sdt_unet_options_default(void)
 
 /* ---- layers and units ---- */
 
+static const char *layer_name(const unet_layer *l)
+{
+    switch (l->kind) {
+    case UNET_LAYER_CONV_IN: return "input_blocks.0.0";
+    case UNET_LAYER_RES: return l->res->name;
+    case UNET_LAYER_ST: return l->st->name;
+    case UNET_LAYER_SAMPLER: return l->sampler->name;
+    case UNET_LAYER_HEAD: return "out";
+    }
+    return "?";
+}
+
+/* Anomaly mode: the first non-finite value is an error naming where it appeared. */
+static bool check_finite(unet_ctx *c, const sdt_tensor *t, const char *where, const char *what)
+{
+    if (!c->opt->anomaly_check || c->measuring) return true;
+    int64_t bad = 0;
+    UNET_OP(c, where, c->be->count_nonfinite(c->be, t, &bad));
+    if (bad)
+        return unet_fail(c, "unet anomaly: %lld non-finite values in the %s of %s (the first layer to produce one)",
+                         (long long)bad, what, where);
+    return true;
+}
+
 static bool layer_forward(unet_ctx *c, unet_layer *l, const sdt_tensor *x)
 {
     l->x = *x;
+    bool ok = false;
     switch (l->kind) {
-    case UNET_LAYER_CONV_IN: return unet_conv_forward(c, &l->conv_in, "input_blocks.0.0", x, &l->out);
-    case UNET_LAYER_RES: return unet_res_forward(c, l->res, x, &l->out);
-    case UNET_LAYER_ST: return unet_st_forward(c, l->st, x, c->context, &l->out);
-    case UNET_LAYER_SAMPLER: return unet_sampler_forward(c, l->sampler, x, &l->out);
-    case UNET_LAYER_HEAD: return unet_head_forward(c, l->head, x, &l->out);
+    case UNET_LAYER_CONV_IN: ok = unet_conv_forward(c, &l->conv_in, "input_blocks.0.0", x, &l->out); break;
+    case UNET_LAYER_RES: ok = unet_res_forward(c, l->res, x, &l->out); break;
+    case UNET_LAYER_ST: ok = unet_st_forward(c, l->st, x, c->context, &l->out); break;
+    case UNET_LAYER_SAMPLER: ok = unet_sampler_forward(c, l->sampler, x, &l->out); break;
+    case UNET_LAYER_HEAD: ok = unet_head_forward(c, l->head, x, &l->out); break;
     }
-    return unet_fail(c, "unet: unknown layer kind %d", (int)l->kind);
+    return ok && check_finite(c, &l->out, layer_name(l), "output");
 }
 
 static bool layer_backward(unet_ctx *c, unet_layer *l, const sdt_tensor *d_out, sdt_tensor *d_x, sdt_tensor *d_context)
@@ -193,6 +218,7 @@ static bool unit_backward(unet_ctx *c, unet_unit *un, const sdt_tensor *d_out, s
         }
         if (!layer_backward(c, l, &d_cur, dx, d_context)) return false;
         if (!dx) break;
+        if (!check_finite(c, dx, layer_name(l), "input gradient")) return false;
         d_cur = *dx;
         if (i == 0 && un->skip_from >= 0)
             UNET_OP(c, un->name, c->be->concat_channels_backward(c->be, d_x, d_skip, &d_cur));

@@ -137,6 +137,9 @@ typedef struct sdt_unet_options {
     bool for_backward;            /* save what backward needs; false = inference (keeps less) */
     bool checkpointing;           /* save block outputs only; recompute each block in backward */
     const sdt_unet_kv_hook *hook; /* NULL: identity */
+    bool anomaly_check;           /* count non-finite values after every layer (and every unit's
+                                   * input gradient in backward); the first one found is an error
+                                   * naming the layer. Costs a pass over each output. */
 } sdt_unet_options;
 
 sdt_unet_options sdt_unet_options_default(void); /* f32, for_backward, no checkpointing, no hook */

@@ -113,6 +113,38 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_weights_close(w);
 }
 
+/* A NaN weight: anomaly mode names the first layer whose output is not finite. */
+static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
+{
+    char err[512];
+    sdt_unet_config cfg = sdt_unet_config_tiny();
+    ut_poison_key = SDT_UNET_KEY_PREFIX "middle_block.1.transformer_blocks.0.ff.net.2.bias";
+    sdt_weights *w = ut_random_unet(&cfg, rng, dir, "poisoned", NULL, NULL, NULL, 0);
+    ut_poison_key = NULL;
+    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
+    CHECK(u != NULL, "load: %s", err);
+    if (!u) return;
+    ut_inputs in = ut_make_inputs(&cfg, rng, 1, 8, 8, 3);
+    sdt_unet_options opt = sdt_unet_options_default();
+    opt.anomaly_check = true;
+    sdt_arena a;
+    CHECK(sdt_arena_init(&a, be, ut_measure(u, be, &opt, &in, false)), "arena");
+    sdt_tensor out;
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err) &&
+              strstr(err, "non-finite") && strstr(err, "middle_block.1"),
+          "anomaly mode did not name middle_block.1: %s", err);
+    sdt_arena_rewind(&a, 0);
+    opt.anomaly_check = false;
+    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err), "forward: %s", err);
+    int64_t bad = 0;
+    be->count_nonfinite(be, &out, &bad);
+    CHECK(bad > 0, "a NaN weight did not reach the output");
+    sdt_arena_release(&a);
+    ut_free_inputs(&in);
+    sdt_unet_free(u);
+    sdt_weights_close(w);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("unet_forward");
@@ -124,6 +156,7 @@ int main(void)
     tiny2.linear_proj = true;
     tiny2.transformer_depth = 2;
     check_config(&tiny2, "tiny-linear", &rng, be, dir);
+    check_anomaly(&rng, be, dir);
     ut_cleanup(dir);
     be->destroy(be);
     return sdt_test_finish("unet_forward");

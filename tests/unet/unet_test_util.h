@@ -29,6 +29,9 @@ typedef struct ut_params {
     const char *misshape_key;  /* write this key with its first dim + 1 */
 } ut_params;
 
+/* When set, the first element of this key is written as NaN (anomaly test). */
+static const char *ut_poison_key = NULL;
+
 static inline bool ut_collect(void *user, const sdt_param_info *info)
 {
     ut_params *ps = user;
@@ -58,6 +61,7 @@ static inline bool ut_collect(void *user, const sdt_param_info *info)
         case SDT_INIT_ZEROS: p->data[i] = (float)(0.1 * z); break;
         }
     }
+    if (ut_poison_key && !strcmp(info->key, ut_poison_key)) p->data[0] = NAN;
     return true;
 }
 
