@@ -22,6 +22,10 @@
 
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum sdt_activation {
     SDT_ACT_IDENTITY = 0,
     SDT_ACT_RELU,
@@ -156,8 +160,10 @@ struct sdt_backend {
     /* ---- optimisation ---- */
     /* *sumsq += sum of squares of every element of each tensor (double accumulation). */
     int (*sum_squares)(sdt_backend *be, double *sumsq, const sdt_tensor *const *tensors, int count);
-    /* The scaler's fused pass: each grad *= inv_scale; *found_inf set true if any
-     * element (before or after scaling) is not finite. */
+    /* The scaler's fused pass, torch._amp_foreach_non_finite_check_and_unscale_: each
+     * grad *= inv_scale (done even for non-finite values); *found_inf is set true if any
+     * element is not finite BEFORE scaling (as torch, the product is not tested), and
+     * never cleared, so one flag can collect several calls, as torch's found_inf tensor does. */
     int (*unscale_check)(sdt_backend *be, sdt_tensor *const *grads, int count, float inv_scale, bool *found_inf);
     /* torch.optim.AdamW step (decoupled weight decay, bias correction with step >= 1):
      * param, m, v f32; grad f32 multiplied by grad_scale first (clipping folded in). */
@@ -168,5 +174,9 @@ struct sdt_backend {
 
 /* Creates the CPU backend (always available). threads <= 0 means OpenMP's default. */
 sdt_backend *sdt_backend_cpu_create(int threads);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -14,6 +14,10 @@
 
 #define SDT_MAX_DIMS 5
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum sdt_dtype {
     SDT_F32 = 0,
     SDT_F16 = 1,
@@ -57,5 +61,9 @@ float sdt_round_to_dtype(float x, sdt_dtype dtype);
 /* Bulk conversions between a host tensor's storage and f32 (CPU only). */
 void sdt_load_f32(const void *src, sdt_dtype dtype, float *dst, int64_t n);
 void sdt_store_f32(const float *src, void *dst, sdt_dtype dtype, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

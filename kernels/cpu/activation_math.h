@@ -1,6 +1,8 @@
 /* activation_math.h - value and derivative of every sdt_activation, PyTorch semantics.
  * Shared by the activation op and GEGLU (which gates with GELU). Float in, float out:
- * the CPU backend computes in fp32 like PyTorch's CPU kernels. */
+ * the CPU backend computes in fp32 like PyTorch's CPU kernels, but avoids their
+ * cancellations (1 + erf(x) for x << 0, 1 - sigmoid, 1 - tanh^2 in the tails) so every
+ * value is accurate to a few float ulps of itself: the CPU backend is the reference. */
 #ifndef SDT_KERNELS_CPU_ACTIVATION_MATH_H
 #define SDT_KERNELS_CPU_ACTIVATION_MATH_H
 
@@ -25,14 +27,27 @@ static inline float act_softplus(float x)
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
+/* Phi(x), the standard normal CDF: 0.5 * (1 + erf(x / sqrt 2)) written with erfc. */
+static inline float act_normal_cdf(float x)
+{
+    return 0.5f * erfcf(-x * ACT_INV_SQRT2);
+}
+
 static inline float act_gelu(float x)
 {
-    return 0.5f * x * (1.0f + erff(x * ACT_INV_SQRT2));
+    return x * act_normal_cdf(x);
 }
 
 static inline float act_gelu_grad(float x)
 {
-    return 0.5f * (1.0f + erff(x * ACT_INV_SQRT2)) + x * ACT_INV_SQRT_2PI * expf(-0.5f * x * x);
+    return act_normal_cdf(x) + x * ACT_INV_SQRT_2PI * expf(-0.5f * x * x);
+}
+
+/* 1 - tanh(x)^2 = sech(x)^2; coshf overflows to inf for |x| > 89 and the result is 0, as it should. */
+static inline float act_sech2(float x)
+{
+    float c = coshf(x);
+    return 1.0f / (c * c);
 }
 
 static inline float act_value(sdt_activation act, float x)
@@ -59,25 +74,17 @@ static inline float act_derivative(sdt_activation act, float x)
     case SDT_ACT_LEAKY_RELU: return x > 0.0f ? 1.0f : ACT_LEAKY_SLOPE;
     case SDT_ACT_ELU: return x > 0.0f ? 1.0f : ACT_ELU_ALPHA * expf(x);
     case SDT_ACT_GELU: return act_gelu_grad(x);
+    /* 1 - sigmoid(z) is computed as sigmoid(-z) */
     case SDT_ACT_QUICK_GELU: {
-        float s = act_sigmoid(ACT_QUICK_GELU_K * x);
-        return s + ACT_QUICK_GELU_K * x * s * (1.0f - s);
+        float kx = ACT_QUICK_GELU_K * x;
+        return act_sigmoid(kx) * (1.0f + kx * act_sigmoid(-kx));
     }
-    case SDT_ACT_SILU: {
-        float s = act_sigmoid(x);
-        return s * (1.0f + x * (1.0f - s));
-    }
-    case SDT_ACT_TANH: {
-        float t = tanhf(x);
-        return 1.0f - t * t;
-    }
-    case SDT_ACT_SIGMOID: {
-        float s = act_sigmoid(x);
-        return s * (1.0f - s);
-    }
+    case SDT_ACT_SILU: return act_sigmoid(x) * (1.0f + x * act_sigmoid(-x));
+    case SDT_ACT_TANH: return act_sech2(x);
+    case SDT_ACT_SIGMOID: return act_sigmoid(x) * act_sigmoid(-x);
     case SDT_ACT_MISH: {
-        float t = tanhf(act_softplus(x));
-        return t + x * (1.0f - t * t) * act_sigmoid(x);
+        float sp = act_softplus(x);
+        return tanhf(sp) + x * act_sech2(sp) * act_sigmoid(x);
     }
     default: return 1.0f;
     }

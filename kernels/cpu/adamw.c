@@ -36,7 +36,7 @@ int cpu_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad,
     float neg_step_size = (float)(-((double)lr / bias1));
     float bias2_sqrt = (float)sqrt(bias2);
 
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale;
         p[i] *= decay;

@@ -37,15 +37,15 @@ int cpu_check_shape(sdt_backend *be, const char *op, const char *name, const sdt
                     cpu_shape_str(t, got, sizeof got), want);
 }
 
-int cpu_check_grad(sdt_backend *be, const char *op, const char *name, const sdt_tensor *grad,
-                   const sdt_tensor *like)
+int cpu_check_like(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t,
+                   const char *like_name, const sdt_tensor *like)
 {
-    if (!grad) return 0;
-    if (cpu_check_tensor(be, op, name, grad)) return -1;
-    if (sdt_tensor_same_shape(grad, like)) return 0;
+    if (!t) return 0;
+    if (cpu_check_tensor(be, op, name, t)) return -1;
+    if (sdt_tensor_same_shape(t, like)) return 0;
     char got[96], want[96];
-    return cpu_fail(be, "%s: gradient %s has shape %s but must match %s.", op, name,
-                    cpu_shape_str(grad, got, sizeof got), cpu_shape_str(like, want, sizeof want));
+    return cpu_fail(be, "%s: %s has shape %s but must match %s's shape %s.", op, name,
+                    cpu_shape_str(t, got, sizeof got), like_name, cpu_shape_str(like, want, sizeof want));
 }
 
 int64_t cpu_rows(const sdt_tensor *t)

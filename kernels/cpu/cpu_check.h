@@ -18,10 +18,10 @@ const char *cpu_shape_str(const sdt_tensor *t, char *buf, size_t size);
 int cpu_check_shape(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t,
                     int ndim, const int64_t *dims);
 
-/* Checks that a gradient (when non-NULL) has exactly the shape of the tensor
- * it is the gradient of. */
-int cpu_check_grad(sdt_backend *be, const char *op, const char *name, const sdt_tensor *grad,
-                   const sdt_tensor *like);
+/* Checks that t (skipped when NULL: an optional gradient) has exactly the
+ * shape of `like` (an output of its input, a gradient of its tensor). */
+int cpu_check_like(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t,
+                   const char *like_name, const sdt_tensor *like);
 
 /* Rows and last-dimension length of t viewed as a matrix [rows, last]. */
 int64_t cpu_rows(const sdt_tensor *t);

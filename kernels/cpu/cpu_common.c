@@ -55,7 +55,7 @@ void cpu_scratch_release(sdt_backend *be)
 static void load_parallel(sdt_backend *be, const void *src, sdt_dtype dtype, float *dst, int64_t n)
 {
     size_t esize = sdt_dtype_size(dtype);
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t start = 0; start < n; start += CPU_CONVERT_CHUNK) {
         int64_t len = n - start < CPU_CONVERT_CHUNK ? n - start : CPU_CONVERT_CHUNK;
         sdt_load_f32((const char *)src + (size_t)start * esize, dtype, dst + start, len);
@@ -65,7 +65,7 @@ static void load_parallel(sdt_backend *be, const void *src, sdt_dtype dtype, flo
 static void store_parallel(sdt_backend *be, const float *src, void *dst, sdt_dtype dtype, int64_t n)
 {
     size_t esize = sdt_dtype_size(dtype);
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t start = 0; start < n; start += CPU_CONVERT_CHUNK) {
         int64_t len = n - start < CPU_CONVERT_CHUNK ? n - start : CPU_CONVERT_CHUNK;
         sdt_store_f32(src + start, (char *)dst + (size_t)start * esize, dtype, len);

@@ -36,7 +36,7 @@ int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, cons
     if (!xs || !o) return -1;
     /* p == 1 drops everything (torch returns zeros rather than 0 * inf) */
     float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) {
         m[i] = dropout_uniform(seed, (uint64_t)i) >= p ? keep_scale : 0.0f;
         o[i] = xs[i] * m[i];
@@ -57,7 +57,7 @@ int cpu_dropout_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout
     const float *m = cpu_read_f32(be, mask, 1);
     float *gx = cpu_write_begin(be, dx, 2, true);
     if (!g || !m || !gx) return -1;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) gx[i] += g[i] * m[i];
     cpu_write_end(be, dx, gx);
     return 0;

@@ -46,7 +46,7 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     const char *op = "groupnorm_forward";
     gn_geom g;
     if (groupnorm_check(be, op, x, gamma, beta, mean, rstd, groups, &g)) return -1;
-    if (cpu_check_tensor(be, op, "out", out) || cpu_check_grad(be, op, "out", out, x)) return -1;
+    if (cpu_check_tensor(be, op, "out", out) || cpu_check_like(be, op, "out", out, "x", x)) return -1;
     const float *xf = cpu_read_f32(be, x, 0);
     const float *gf = cpu_read_f32(be, gamma, 1);
     const float *bf = cpu_read_f32(be, beta, 2);
@@ -109,8 +109,8 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     const char *op = "groupnorm_backward";
     gn_geom g;
     if (groupnorm_check(be, op, x, gamma, NULL, mean, rstd, groups, &g)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_grad(be, op, "dout", dout, x) ||
-        cpu_check_grad(be, op, "dx", dx, x))
+    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "x", x) ||
+        cpu_check_like(be, op, "dx", dx, "x", x))
         return -1;
     const int64_t cdims[1] = {g.c};
     if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||

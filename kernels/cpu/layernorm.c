@@ -26,7 +26,7 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
 {
     const char *op = "layernorm_forward";
     if (layernorm_check(be, op, x, gamma, beta, mean, rstd)) return -1;
-    if (cpu_check_tensor(be, op, "out", out) || cpu_check_grad(be, op, "out", out, x)) return -1;
+    if (cpu_check_tensor(be, op, "out", out) || cpu_check_like(be, op, "out", out, "x", x)) return -1;
     const int64_t rows = cpu_rows(x), c = cpu_last_dim(x);
     const float *xf = cpu_read_f32(be, x, 0);
     const float *gf = cpu_read_f32(be, gamma, 1);
@@ -100,8 +100,8 @@ int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
 {
     const char *op = "layernorm_backward";
     if (layernorm_check(be, op, x, gamma, NULL, mean, rstd)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_grad(be, op, "dout", dout, x) ||
-        cpu_check_grad(be, op, "dx", dx, x))
+    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "x", x) ||
+        cpu_check_like(be, op, "dx", dx, "x", x))
         return -1;
     const int64_t cdims[1] = {cpu_last_dim(x)};
     if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||

@@ -5,8 +5,8 @@
  * dx += dout w, dw += dout^T x (beta = 1), db += column sums of dout.
  */
 #include "cpu_check.h"
+#include "cpu_gemm.h"
 
-#include <cblas.h>
 
 static const char *OP_FWD = "linear_forward";
 static const char *OP_BWD = "linear_backward";
@@ -47,7 +47,7 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
             for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
+    cpu_sgemm(be, false, true, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
     cpu_write_end(be, out, of);
     return 0;
 }
@@ -69,7 +69,7 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
                         const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
 {
     if (linear_check(be, OP_BWD, "dout", dout, x, w)) return -1;
-    if (cpu_check_grad(be, OP_BWD, "dx", dx, x) || cpu_check_grad(be, OP_BWD, "dw", dw, w)) return -1;
+    if (cpu_check_like(be, OP_BWD, "dx", dx, "x", x) || cpu_check_like(be, OP_BWD, "dw", dw, "w", w)) return -1;
     const int64_t bdims[1] = {w->shape[0]};
     if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
 
@@ -80,14 +80,14 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         const float *wf = cpu_read_f32(be, w, 1);
         float *dxf = cpu_write_begin(be, dx, 3, true);
         if (!wf || !dxf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dx));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
+        cpu_sgemm(be, false, false, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
         cpu_write_end(be, dx, dxf);
     }
     if (dw) {
         const float *xf = cpu_read_f32(be, x, 2);
         float *dwf = cpu_write_begin(be, dw, 4, true);
         if (!xf || !dwf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dw));
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dof, oc, xf, c, 1.0f, dwf, c);
+        cpu_sgemm(be, true, false, oc, c, n, 1.0f, dof, oc, xf, c, 1.0f, dwf, c);
         cpu_write_end(be, dw, dwf);
     }
     if (db) {

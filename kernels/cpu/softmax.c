@@ -31,14 +31,15 @@ void cpu_softmax_row_backward(float *dx, const float *dy, const float *y, int n,
 
 int cpu_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
-    if (cpu_check_tensor(be, "softmax_forward", "x", x) || cpu_check_grad(be, "softmax_forward", "out", out, x) ||
-        cpu_check_tensor(be, "softmax_forward", "out", out))
+    const char *op = "softmax_forward";
+    if (cpu_check_tensor(be, op, "x", x) || cpu_check_tensor(be, op, "out", out) ||
+        cpu_check_like(be, op, "out", out, "x", x))
         return -1;
     const int64_t rows = cpu_rows(x);
     const int n = (int)cpu_last_dim(x);
     const float *xf = cpu_read_f32(be, x, 0);
     float *of = cpu_write_begin(be, out, 1, false);
-    if (!xf || !of) return cpu_fail_oom(be, "softmax_forward", sdt_tensor_nbytes(out));
+    if (!xf || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
 #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
     for (int64_t r = 0; r < rows; r++) cpu_softmax_row(of + r * n, xf + r * n, n);
     cpu_write_end(be, out, of);
@@ -49,7 +50,7 @@ int cpu_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout
 {
     const char *op = "softmax_backward";
     if (cpu_check_tensor(be, op, "out", out) || cpu_check_tensor(be, op, "dout", dout) ||
-        cpu_check_grad(be, op, "dout", dout, out) || cpu_check_grad(be, op, "dx", dx, out))
+        cpu_check_like(be, op, "dout", dout, "out", out) || cpu_check_like(be, op, "dx", dx, "out", out))
         return -1;
     if (!dx) return 0;
     const int64_t rows = cpu_rows(out);

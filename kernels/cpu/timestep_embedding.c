@@ -26,7 +26,7 @@ int cpu_timestep_embedding(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t
     if (!ts || !o) return -1;
     double log_period = log((double)max_period), denom = (double)half - (double)downscale_freq_shift;
     int64_t sin_at = flip_sin_to_cos ? half : 0, cos_at = flip_sin_to_cos ? 0 : half;
-    #pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+    #pragma omp parallel for num_threads(cpu_threads_for(be, batch * dim)) schedule(static)
     for (int64_t b = 0; b < batch; b++) {
         float *row = o + b * dim;
         for (int64_t i = 0; i < half; i++) {

@@ -60,4 +60,36 @@ static inline double sdt_fd_check(sdt_fd_loss_fn loss, void *ctx, double *x, int
     return err;
 }
 
+/* ---- vector-Jacobian products of a forward y = f(x) ----
+ * Most ops are checked this way: the loss is L(x) = sum(dy * f(x)) for a fixed dy, whose
+ * gradient is J^T dy, exactly what a backward returns. For ops with several inputs, wrap
+ * the forward once per input (the others held fixed in ctx) and check each. */
+typedef void (*sdt_fd_forward_fn)(const double *x, double *y, void *ctx);
+
+typedef struct sdt_fd_vjp {
+    sdt_fd_forward_fn forward;
+    void *ctx;
+    const double *dy;
+    double *y; /* scratch of ny doubles */
+    int64_t ny;
+} sdt_fd_vjp;
+
+static inline double sdt_fd_vjp_loss(const double *x, void *arg)
+{
+    sdt_fd_vjp *v = arg;
+    v->forward(x, v->y, v->ctx);
+    return sdt_fd_dot(v->dy, v->y, v->ny);
+}
+
+/* Relative error of analytic_dx (the float64 backward's J^T dy) against finite differences. */
+static inline double sdt_fd_check_vjp(sdt_fd_forward_fn forward, void *ctx, double *x, int64_t nx, const double *dy,
+                                      int64_t ny, const double *analytic_dx)
+{
+    sdt_fd_vjp v = {forward, ctx, dy, malloc((size_t)(ny > 0 ? ny : 1) * sizeof(double)), ny};
+    if (!v.y) return INFINITY;
+    double err = sdt_fd_check(sdt_fd_vjp_loss, &v, x, nx, analytic_dx);
+    free(v.y);
+    return err;
+}
+
 #endif

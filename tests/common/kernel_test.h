@@ -6,11 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu_context.h"
 #include "ops.h"
 #include "sdt_test.h"
 
 /* Three threads by default: an odd count exercises uneven OpenMP partitions.
- * SDT_TEST_THREADS overrides it. */
+ * SDT_TEST_THREADS overrides it. Every loop runs threaded, however small, so the
+ * tests' odd little shapes exercise the parallel paths too. */
 static inline sdt_backend *kt_backend(void)
 {
     const char *e = getenv("SDT_TEST_THREADS");
@@ -19,6 +21,7 @@ static inline sdt_backend *kt_backend(void)
         fprintf(stderr, "could not create the CPU backend\n");
         exit(1);
     }
+    ((cpu_context *)be->ctx)->parallel_min_work = 0;
     return be;
 }
 
@@ -60,12 +63,35 @@ static inline sdt_tensor kt_f32(float *data, int ndim, int64_t d0, int64_t d1, i
     return sdt_tensor_4d(data, SDT_F32, ndim, d0, d1, d2, d3);
 }
 
-/* The increment a backward added to a gradient buffer that started at `base`. */
-static inline double *kt_increment(const float *after, const float *base, int64_t n)
+/* Gradient buffers for checking a backward. Run it twice: into `fresh` (zeros), which is
+ * the pure gradient to compare with the float64 reference, and into `acc` (random `base`),
+ * which must end as base + fresh: backward accumulates. */
+typedef struct kt_grad {
+    float *fresh, *acc, *base;
+    int64_t n;
+} kt_grad;
+
+static inline kt_grad kt_grad_make(sdt_test_rng *r, int64_t n)
 {
-    double *d = kt_alloc((size_t)n * sizeof *d);
-    for (int64_t i = 0; i < n; i++) d[i] = (double)after[i] - (double)base[i];
-    return d;
+    kt_grad g = {kt_alloc((size_t)n * sizeof(float)), kt_randn(r, n, 1.0), NULL, n};
+    g.base = kt_copy(g.acc, n);
+    return g;
+}
+
+/* acc == base + fresh up to the rounding of one float add (bitwise unless the compiler fuses). */
+static inline int kt_grad_accumulated(const kt_grad *g)
+{
+    for (int64_t i = 0; i < g->n; i++) {
+        double want = (double)g->base[i] + (double)g->fresh[i];
+        double tol = 2e-7 * (fabs((double)g->base[i]) + fabs((double)g->fresh[i])) + 1e-37;
+        if (!(fabs((double)g->acc[i] - want) <= tol)) return 0;
+    }
+    return 1;
+}
+
+static inline void kt_grad_free(kt_grad *g)
+{
+    free(g->fresh), free(g->acc), free(g->base);
 }
 
 #endif

@@ -87,6 +87,7 @@ static inline void op_check_rejects(sdt_backend *be, int rc, const char *op, con
     CHECK(rc == 0 || strstr(be->error, op) != NULL, "%s error for %s does not name the op: '%s'", op, why,
           be->error);
     if (rc != 0) printf("  rejected %s: %s\n", why, be->error);
+    fflush(stdout);
 }
 
 #endif

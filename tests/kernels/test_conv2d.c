@@ -135,6 +135,7 @@ int main(void)
     run_case(be, &rng, 2, 2, 7, 6, 3, 3, 2, 1, SDT_F32);  /* 3x3 stride 2 pad 1 (downsample) */
     run_case(be, &rng, 2, 5, 3, 7, 11, 1, 1, 0, SDT_F32); /* 1x1: direct GEMM, no im2col */
     run_case(be, &rng, 1, 3, 5, 5, 2, 1, 2, 0, SDT_F32);  /* 1x1 stride 2 through im2col */
+    run_case(be, &rng, 1, 2, 7, 8, 3, 3, 3, 2, SDT_F32);  /* stride 3 pad 2: windows hanging over both edges */
     run_case(be, &rng, 1, 3, 5, 4, 2, 3, 1, 1, SDT_F16);  /* f16 input storage */
     check_rejects(be);
     be->destroy(be);

@@ -1,0 +1,308 @@
+/* backend_cuda.cu - the CUDA backend: context, memory, tensor utilities, GEMM
+ * helpers and the dispatch table. Built as the module libsdtrain_cuda.so, which
+ * the plugin opens at run time, so hosts without CUDA never load it. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cuda.h"
+#include "cuda_ops.h"
+
+int cuda_fail(sdt_backend *be, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(be->error, sizeof(be->error), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+void *cuda_alloc(sdt_backend *be, size_t bytes)
+{
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cuda_fail(be, "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
+                  bytes >> 20, cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+void cuda_free(sdt_backend *be, void *ptr)
+{
+    (void)be;
+    if (ptr) cudaFree(ptr);
+}
+
+int cuda_upload(sdt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx_of(be)->stream));
+    CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
+    return 0;
+}
+
+int cuda_download(sdt_backend *be, void *dst, const void *src, size_t bytes)
+{
+    CUDA_TRY(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx_of(be)->stream));
+    CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
+    return 0;
+}
+
+int cuda_zero(sdt_backend *be, sdt_tensor *t)
+{
+    CUDA_TRY(be, cudaMemsetAsync(t->data, 0, sdt_tensor_nbytes(t), ctx_of(be)->stream));
+    return 0;
+}
+
+int cuda_synchronize(sdt_backend *be)
+{
+    CUDA_TRY(be, cudaStreamSynchronize(ctx_of(be)->stream));
+    return 0;
+}
+
+void cuda_destroy(sdt_backend *be)
+{
+    if (!be) return;
+    cuda_ctx *c = ctx_of(be);
+    if (c) {
+        cudaStreamSynchronize(c->stream);
+        for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) cudaFree(c->scratch[i]);
+        cudaFree(c->reduce);
+        cudaFree(c->reduce_d);
+        cudaFree(c->flag);
+        if (c->cudnn) cudnnDestroy(c->cudnn);
+        if (c->cublas) cublasDestroy(c->cublas);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
+{
+    cuda_ctx *c = ctx_of(be);
+    if (c->scratch_size[slot] >= bytes) return c->scratch[slot];
+    cudaStreamSynchronize(c->stream);
+    cudaFree(c->scratch[slot]);
+    c->scratch[slot] = NULL;
+    c->scratch_size[slot] = 0;
+    size_t want = bytes + bytes / 4; /* headroom: shapes grow a little across blocks */
+    if (cudaMalloc(&c->scratch[slot], want) != cudaSuccess) {
+        cuda_fail(be, "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
+        return NULL;
+    }
+    c->scratch_size[slot] = want;
+    return c->scratch[slot];
+}
+
+/* ------------------------------------------------------ tensor utilities */
+
+__global__ void convert_kernel(void *dst, int dt, const void *src, int sdt, int64_t n)
+{
+    GRID_STRIDE(i, n) st(dst, dt, i, ld(src, sdt, i));
+}
+
+int cuda_convert_raw(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t n)
+{
+    if (n == 0) return 0;
+    if (dst_dtype == src_dtype) {
+        CUDA_TRY(be, cudaMemcpyAsync(dst, src, (size_t)n * sdt_dtype_size((sdt_dtype)src_dtype), cudaMemcpyDeviceToDevice,
+                                     ctx_of(be)->stream));
+        return 0;
+    }
+    convert_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst, dst_dtype, src, src_dtype, n);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+const float *cuda_read_f32(sdt_backend *be, const sdt_tensor *t, int slot)
+{
+    if (!t) return NULL;
+    if (t->dtype == SDT_F32) return (const float *)t->data;
+    int64_t n = sdt_tensor_numel(t);
+    float *buf = (float *)cuda_scratch(be, slot, (size_t)n * sizeof(float));
+    if (!buf || cuda_convert_raw(be, buf, SDT_F32, t->data, t->dtype, n)) return NULL;
+    return buf;
+}
+
+int cuda_convert(sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src)
+{
+    if (sdt_tensor_numel(dst) != sdt_tensor_numel(src)) return cuda_fail(be, "convert: element counts differ");
+    return cuda_convert_raw(be, dst->data, dst->dtype, src->data, src->dtype, sdt_tensor_numel(src));
+}
+
+__global__ void axpy_kernel(void *dst, int dt, float alpha, const void *src, int sdt, int64_t n)
+{
+    GRID_STRIDE(i, n) st(dst, dt, i, ld(dst, dt, i) + alpha * ld(src, sdt, i));
+}
+
+int cuda_axpy(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src)
+{
+    int64_t n = sdt_tensor_numel(dst);
+    if (n != sdt_tensor_numel(src)) return cuda_fail(be, "axpy: element counts differ");
+    axpy_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst->data, dst->dtype, alpha, src->data, src->dtype, n);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+__global__ void scale_kernel(void *x, int dt, float alpha, int64_t n)
+{
+    GRID_STRIDE(i, n) st(x, dt, i, ld(x, dt, i) * alpha);
+}
+
+int cuda_scale(sdt_backend *be, sdt_tensor *x, float alpha)
+{
+    int64_t n = sdt_tensor_numel(x);
+    scale_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(x->data, x->dtype, alpha, n);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+/* out[b, j, i] (op)= x[b, i, j]; x is [B, M, N]. */
+__global__ void transpose_kernel(void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N, int accumulate)
+{
+    int64_t total = B * M * N;
+    GRID_STRIDE(idx, total)
+    {
+        int64_t b = idx / (M * N), r = idx % (M * N), i = r / N, j = r % N;
+        int64_t o = b * M * N + j * M + i;
+        float v = ld(x, xdt, idx);
+        st(out, odt, o, accumulate ? ld(out, odt, o) + v : v);
+    }
+}
+
+static void last2(const sdt_tensor *t, int64_t *B, int64_t *M, int64_t *N)
+{
+    *M = t->shape[t->ndim - 2];
+    *N = t->shape[t->ndim - 1];
+    *B = sdt_tensor_numel(t) / (*M * *N);
+}
+
+int cuda_transpose_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
+{
+    int64_t B, M, N;
+    last2(x, &B, &M, &N);
+    transpose_kernel<<<grid_for(B * M * N, 256), 256, 0, ctx_of(be)->stream>>>(out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+int cuda_transpose_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout)
+{
+    int64_t B, M, N;
+    last2(dout, &B, &M, &N);
+    transpose_kernel<<<grid_for(B * M * N, 256), 256, 0, ctx_of(be)->stream>>>(dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+__global__ void count_nonfinite_kernel(const void *x, int dt, int64_t n, unsigned long long *count)
+{
+    unsigned long long local = 0;
+    GRID_STRIDE(i, n) local += !isfinite(ld(x, dt, i));
+    if (local) atomicAdd(count, local);
+}
+
+int cuda_count_nonfinite(sdt_backend *be, const sdt_tensor *x, int64_t *count)
+{
+    cuda_ctx *c = ctx_of(be);
+    unsigned long long *d = (unsigned long long *)c->reduce_d, h = 0;
+    CUDA_TRY(be, cudaMemsetAsync(d, 0, sizeof(*d), c->stream));
+    int64_t n = sdt_tensor_numel(x);
+    count_nonfinite_kernel<<<grid_for(n, 256), 256, 0, c->stream>>>(x->data, x->dtype, n, d);
+    CUDA_LAUNCHED(be);
+    if (cuda_download(be, &h, d, sizeof(h))) return -1;
+    *count = (int64_t)h;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ GEMM */
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap operands. */
+int cuda_gemm_f32(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    CUBLAS_TRY(be, cublasSgemm(ctx_of(be)->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    return 0;
+}
+
+int cuda_gemm_f32_batched(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                          int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                          long long sc, int batch)
+{
+    CUBLAS_TRY(be, cublasSgemmStridedBatched(ctx_of(be)->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, sb, A, lda, sa,
+                                             &beta, C, ldc, sc, batch));
+    return 0;
+}
+
+/* ----------------------------------------------------------------- table */
+
+static void fill_table(sdt_backend *be)
+{
+#define SET(f) be->f = cuda_##f
+    SET(alloc); SET(free); SET(upload); SET(download); SET(zero); SET(synchronize); SET(destroy);
+    SET(convert); SET(axpy); SET(scale); SET(transpose_forward); SET(transpose_backward); SET(count_nonfinite);
+    SET(embedding_forward); SET(embedding_backward);
+    SET(layernorm_forward); SET(layernorm_backward); SET(groupnorm_forward); SET(groupnorm_backward);
+    SET(linear_forward); SET(linear_backward); SET(conv2d_forward); SET(conv2d_backward);
+    SET(attention_forward); SET(attention_backward); SET(softmax_forward); SET(softmax_backward);
+    SET(activation_forward); SET(activation_backward); SET(geglu_forward); SET(geglu_backward);
+    SET(add_forward); SET(add_channel_forward); SET(add_channel_backward);
+    SET(concat_channels_forward); SET(concat_channels_backward);
+    SET(upsample_nearest2x_forward); SET(upsample_nearest2x_backward);
+    SET(dropout_forward); SET(dropout_backward);
+    SET(timestep_embedding); SET(mse_loss_forward); SET(mse_loss_backward);
+    SET(sum_squares); SET(unscale_check); SET(adamw_update);
+#undef SET
+}
+
+extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char *err, size_t err_size)
+{
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(err, err_size, "no CUDA device is usable (%s); training runs on the CPU instead",
+                 e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+        return NULL;
+    }
+    if (device < 0 || device >= count) {
+        snprintf(err, err_size, "CUDA device %d does not exist (this machine has %d); choose 0..%d", device, count, count - 1);
+        return NULL;
+    }
+    sdt_backend *be = (sdt_backend *)calloc(1, sizeof(*be));
+    cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof(*c));
+    if (!be || !c) {
+        free(be);
+        free(c);
+        snprintf(err, err_size, "out of host memory creating the CUDA backend");
+        return NULL;
+    }
+    be->name = "cuda";
+    be->device = SDT_DEVICE_CUDA;
+    be->ctx = c;
+    c->device = device;
+    fill_table(be);
+    const char *what = NULL;
+    if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
+        what = "a CUDA stream";
+    else if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS)
+        what = "a cuBLAS handle";
+    else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(c->cudnn, c->stream) != CUDNN_STATUS_SUCCESS)
+        what = "a cuDNN handle (is libcudnn.so.9 installed?)";
+    else if (cudaMalloc(&c->reduce, 64 * sizeof(float)) != cudaSuccess ||
+             cudaMalloc(&c->reduce_d, 64 * sizeof(double)) != cudaSuccess || cudaMalloc(&c->flag, 64 * sizeof(int)) != cudaSuccess)
+        what = "reduction buffers";
+    if (what) {
+        snprintf(err, err_size, "cannot create %s on CUDA device %d; training runs on the CPU instead", what, device);
+        cuda_destroy(be);
+        return NULL;
+    }
+    /* Exact fp32 GEMMs by default: parity with the CPU reference matters more than TF32 speed here. */
+    cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+    return be;
+}

@@ -1,0 +1,23 @@
+/* backend_cuda.h - the CUDA backend module's one entry point (C interface).
+ * The plugin resolves sdt_backend_cuda_create with dlsym from libsdtrain_cuda.so. */
+#ifndef SDT_KERNELS_BACKEND_CUDA_H
+#define SDT_KERNELS_BACKEND_CUDA_H
+
+#include <stddef.h>
+
+#include "../ops.h"
+
+#define SDT_CUDA_EXPORT __attribute__((visibility("default")))
+#define SDT_CUDA_CREATE_SYMBOL "sdt_backend_cuda_create"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Creates the backend on a device; NULL plus a sentence in err when CUDA is unusable. */
+typedef sdt_backend *(*sdt_backend_cuda_create_fn)(int device, char *err, size_t err_size);
+SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char *err, size_t err_size);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

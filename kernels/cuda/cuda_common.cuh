@@ -1,0 +1,94 @@
+/* cuda_common.cuh - what every CUDA op file shares: the backend context, error
+ * handling that returns a status (never exits), dtype-generic loads and stores,
+ * scratch buffers and launch helpers. Internal to kernels/cuda. */
+#ifndef SDT_KERNELS_CUDA_COMMON_CUH
+#define SDT_KERNELS_CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../ops.h"
+
+#define SDT_CUDA_SCRATCH_SLOTS 8
+
+typedef struct cuda_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    void *scratch[SDT_CUDA_SCRATCH_SLOTS];
+    size_t scratch_size[SDT_CUDA_SCRATCH_SLOTS];
+    float *reduce;        /* small device buffer for reductions */
+    double *reduce_d;
+    int *flag;
+} cuda_ctx;
+
+static inline cuda_ctx *ctx_of(sdt_backend *be) { return (cuda_ctx *)be->ctx; }
+
+int cuda_fail(sdt_backend *be, const char *fmt, ...);
+
+#define CUDA_TRY(be, call)                                                                            \
+    do {                                                                                              \
+        cudaError_t e_ = (call);                                                                      \
+        if (e_ != cudaSuccess) return cuda_fail(be, "CUDA error in %s: %s", #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define CUBLAS_TRY(be, call)                                                                          \
+    do {                                                                                              \
+        cublasStatus_t s_ = (call);                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) return cuda_fail(be, "cuBLAS error %d in %s", (int)s_, #call); \
+    } while (0)
+#define CUDNN_TRY(be, call)                                                                           \
+    do {                                                                                              \
+        cudnnStatus_t s_ = (call);                                                                    \
+        if (s_ != CUDNN_STATUS_SUCCESS) return cuda_fail(be, "cuDNN error in %s: %s", #call, cudnnGetErrorString(s_)); \
+    } while (0)
+/* After a kernel launch: launch errors become a status. */
+#define CUDA_LAUNCHED(be) CUDA_TRY(be, cudaGetLastError())
+
+/* Dtype-generic element access: compute is always float. */
+__device__ __forceinline__ float ld(const void *p, int dtype, int64_t i)
+{
+    switch (dtype) {
+    case SDT_F16: return __half2float(((const __half *)p)[i]);
+    case SDT_BF16: return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+__device__ __forceinline__ void st(void *p, int dtype, int64_t i, float v)
+{
+    switch (dtype) {
+    case SDT_F16: ((__half *)p)[i] = __float2half_rn(v); break;
+    case SDT_BF16: ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+/* Accumulating store: p[i] += v, rounded to p's dtype. */
+__device__ __forceinline__ void acc(void *p, int dtype, int64_t i, float v) { st(p, dtype, i, ld(p, dtype, i) + v); }
+
+static inline unsigned grid_for(int64_t n, int block)
+{
+    int64_t g = (n + block - 1) / block;
+    return (unsigned)(g > 65535LL * 32 ? 65535LL * 32 : (g < 1 ? 1 : g));
+}
+#define GRID_STRIDE(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+/* A device scratch buffer of at least bytes in the given slot (grown on demand). */
+void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);
+/* A float32 view of t: t's data when f32, else converted into scratch slot. */
+const float *cuda_read_f32(sdt_backend *be, const sdt_tensor *t, int slot);
+/* Converts n elements between dtypes on the device. */
+int cuda_convert_raw(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t n);
+/* Row-major C[M,N] = alpha * op(A) op(B) + beta * C, f32 data, lda/ldb/ldc are row lengths. */
+int cuda_gemm_f32(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+/* Strided-batched version: batch i uses A + i*sa, B + i*sb, C + i*sc. */
+int cuda_gemm_f32_batched(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                          int lda, long long sa, const float *B, int ldb, long long sb, float beta, float *C, int ldc,
+                          long long sc, int batch);
+
+#endif

@@ -1,0 +1,43 @@
+/* ddim_sampler.c - see ddim_sampler.h. */
+#include "ddim_sampler.h"
+
+#include <math.h>
+#include <stddef.h>
+
+int sdt_ddim_timestep(int steps, int i)
+{
+    int ratio = SDT_DDPM_STEPS / steps;
+    return (steps - 1 - i) * ratio + 1; /* steps_offset = 1 */
+}
+
+int sdt_ddim_sample(const sdt_noise_schedule *s, const sdt_ddim_config *cfg, float *x, int64_t n, float *scratch,
+                    sdt_denoise_fn fn, void *user)
+{
+    float *cond = scratch, *uncond = scratch + n, *eps = scratch + 2 * n;
+    bool guided = cfg->cfg_scale != 1.0f;
+    int ratio = SDT_DDPM_STEPS / cfg->steps;
+    for (int i = 0; i < cfg->steps; i++) {
+        int t = sdt_ddim_timestep(cfg->steps, i);
+        int prev = t - ratio;
+        int rc = fn(user, x, t, cond, guided ? uncond : NULL);
+        if (rc) return rc;
+        double a = s->alphas_cumprod[t];
+        /* set_alpha_to_one = false: the final step lands on acp[0], not 1. */
+        double ap = prev >= 0 ? s->alphas_cumprod[prev] : s->alphas_cumprod[0];
+        double sa = sqrt(a), sb = sqrt(1.0 - a), sap = sqrt(ap), sbp = sqrt(1.0 - ap);
+        for (int64_t k = 0; k < n; k++) {
+            double out = guided ? uncond[k] + cfg->cfg_scale * (cond[k] - uncond[k]) : cond[k];
+            double x0, e;
+            if (cfg->v_prediction) {
+                x0 = sa * x[k] - sb * out;
+                e = sa * out + sb * x[k];
+            } else {
+                e = out;
+                x0 = (x[k] - sb * e) / sa;
+            }
+            eps[k] = (float)e;
+            x[k] = (float)(sap * x0 + sbp * e);
+        }
+    }
+    return 0;
+}

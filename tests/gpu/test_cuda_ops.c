@@ -1,0 +1,288 @@
+/* test_cuda_ops.c - every CUDA op against the CPU reference backend, forward and
+ * backward (gradients pre-filled, so accumulation is checked too), in f32 and
+ * with f16/bf16 storage. Skips (77) when the CUDA module or a GPU is absent. */
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+
+#include "../../kernels/cuda/backend_cuda.h"
+#include "ops.h"
+#include "sdt_test.h"
+
+static sdt_backend *cpu, *gpu;
+static sdt_test_rng rng;
+
+/* One logical tensor held on both backends. */
+typedef struct pair {
+    sdt_tensor c, g;
+} pair;
+
+static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale)
+{
+    pair p;
+    p.c = sdt_tensor_make(NULL, dt, SDT_DEVICE_CPU, ndim, shape);
+    p.g = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
+    size_t bytes = sdt_tensor_nbytes(&p.c);
+    int64_t n = sdt_tensor_numel(&p.c);
+    p.c.data = cpu->alloc(cpu, bytes);
+    p.g.data = gpu->alloc(gpu, bytes);
+    float *tmp = malloc((size_t)n * sizeof(float));
+    sdt_test_fill_normal(&rng, tmp, n, scale);
+    if (dt == SDT_I32) {
+        for (int64_t i = 0; i < n; i++) ((int32_t *)p.c.data)[i] = (int32_t)(fabsf(tmp[i]) * 1000) % (int32_t)scale;
+    } else {
+        sdt_store_f32(tmp, p.c.data, dt, n);
+    }
+    gpu->upload(gpu, p.g.data, p.c.data, bytes);
+    free(tmp);
+    return p;
+}
+#define MAKE(dt, scale, ...) make(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale)
+
+static void drop(pair *p)
+{
+    cpu->free(cpu, p->c.data);
+    gpu->free(gpu, p->g.data);
+}
+
+/* Relative max error of the GPU copy against the CPU copy. */
+static void compare(const pair *p, double tol, const char *what)
+{
+    int64_t n = sdt_tensor_numel(&p->c);
+    float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+    void *raw = malloc(sdt_tensor_nbytes(&p->g));
+    gpu->synchronize(gpu);
+    gpu->download(gpu, raw, p->g.data, sdt_tensor_nbytes(&p->g));
+    sdt_load_f32(raw, p->g.dtype, a, n);
+    sdt_load_f32(p->c.data, p->c.dtype, b, n);
+    double num = 0, den = 1e-20;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num || d != d) num = d;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    CHECK(num / den <= tol, "%s: GPU vs CPU relative error %.3g > %.3g", what, num / den, tol);
+    free(a);
+    free(b);
+    free(raw);
+}
+
+#define RUN2(call_c, call_g, what)                                                                          \
+    do {                                                                                                    \
+        int rc_c = (call_c), rc_g = (call_g);                                                               \
+        CHECK(rc_c == 0, "%s: CPU failed: %s", what, cpu->error);                                           \
+        CHECK(rc_g == 0, "%s: GPU failed: %s", what, gpu->error);                                           \
+    } while (0)
+
+static double tol_for(sdt_dtype dt) { return dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 4e-3 : 3e-2; }
+
+static void test_linear(sdt_dtype dt)
+{
+    pair x = MAKE(dt, 1, 3, 37, 45), w = MAKE(dt, 0.2, 29, 45), b = MAKE(SDT_F32, 1, 29), out = MAKE(dt, 1, 3, 37, 29);
+    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g), "linear fwd");
+    compare(&out, tol_for(dt), "linear forward");
+    pair dout = MAKE(dt, 1, 3, 37, 29), dx = MAKE(dt, 1, 3, 37, 45), dw = MAKE(SDT_F32, 1, 29, 45), db = MAKE(SDT_F32, 1, 29);
+    RUN2(cpu->linear_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c),
+         gpu->linear_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g), "linear bwd");
+    compare(&dx, tol_for(dt), "linear dx");
+    compare(&dw, tol_for(dt), "linear dw");
+    compare(&db, tol_for(dt), "linear db");
+    drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+
+static void test_conv(sdt_dtype dt, int k, int stride)
+{
+    int pad = k / 2;
+    int64_t H = 13, W = 10, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
+    pair x = MAKE(dt, 1, 2, 7, H, W), w = MAKE(dt, 0.2, 11, 7, k, k), b = MAKE(SDT_F32, 1, 11), out = MAKE(dt, 1, 2, 11, OH, OW);
+    char name[64];
+    snprintf(name, sizeof name, "conv2d %dx%d stride %d %s", k, k, stride, sdt_dtype_name(dt));
+    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad), gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad),
+         name);
+    compare(&out, tol_for(dt), name);
+    pair dout = MAKE(dt, 1, 2, 11, OH, OW), dx = MAKE(dt, 1, 2, 7, H, W), dw = MAKE(SDT_F32, 1, 11, 7, k, k), db = MAKE(SDT_F32, 1, 11);
+    RUN2(cpu->conv2d_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c, stride, pad),
+         gpu->conv2d_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g, stride, pad), name);
+    compare(&dx, tol_for(dt), "conv dx");
+    compare(&dw, tol_for(dt), "conv dw");
+    compare(&db, tol_for(dt), "conv db");
+    drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+
+static void test_attention(sdt_dtype dt, int64_t Tq, int64_t Tk, bool causal, bool save)
+{
+    int H = 3;
+    int64_t HD = 3 * 8, B = 2;
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), out = MAKE(dt, 1, B, Tq, HD);
+    pair probs = MAKE(SDT_F32, 1, B, H, Tq, Tk);
+    sdt_tensor *pc = save ? &probs.c : NULL, *pg = save ? &probs.g : NULL;
+    RUN2(cpu->attention_forward(cpu, &out.c, pc, &q.c, &k.c, &v.c, H, causal),
+         gpu->attention_forward(gpu, &out.g, pg, &q.g, &k.g, &v.g, H, causal), "attention fwd");
+    compare(&out, tol_for(dt), causal ? "causal attention forward" : "attention forward");
+    pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+    RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, pc, H, causal),
+         gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, pg, H, causal), "attention bwd");
+    compare(&dq, tol_for(dt), "attention dq");
+    compare(&dk, tol_for(dt), "attention dk");
+    compare(&dv, tol_for(dt), "attention dv");
+    drop(&q), drop(&k), drop(&v), drop(&out), drop(&probs), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+}
+
+static void test_norms(sdt_dtype dt)
+{
+    pair x = MAKE(dt, 2, 5, 33), g = MAKE(SDT_F32, 1, 33), b = MAKE(SDT_F32, 1, 33), out = MAKE(dt, 1, 5, 33);
+    pair mean = MAKE(SDT_F32, 1, 5), rstd = MAKE(SDT_F32, 1, 5);
+    RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
+         gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), "layernorm fwd");
+    compare(&out, tol_for(dt), "layernorm forward");
+    pair dout = MAKE(dt, 1, 5, 33), dx = MAKE(dt, 1, 5, 33), dg = MAKE(SDT_F32, 1, 33), dbb = MAKE(SDT_F32, 1, 33);
+    RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
+         gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), "layernorm bwd");
+    compare(&dx, tol_for(dt), "layernorm dx");
+    compare(&dg, tol_for(dt), "layernorm dgamma");
+    compare(&dbb, tol_for(dt), "layernorm dbeta");
+    drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
+
+    pair gx = MAKE(dt, 2, 2, 12, 5, 7), gg = MAKE(SDT_F32, 1, 12), gb = MAKE(SDT_F32, 1, 12), gout = MAKE(dt, 1, 2, 12, 5, 7);
+    pair gm = MAKE(SDT_F32, 1, 2, 4), gr = MAKE(SDT_F32, 1, 2, 4);
+    RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, 4, 1e-6f),
+         gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, 4, 1e-6f), "groupnorm fwd");
+    compare(&gout, tol_for(dt), "groupnorm forward");
+    pair gdo = MAKE(dt, 1, 2, 12, 5, 7), gdx = MAKE(dt, 1, 2, 12, 5, 7), gdg = MAKE(SDT_F32, 1, 12), gdb = MAKE(SDT_F32, 1, 12);
+    RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gm.c, &gr.c, 4),
+         gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gm.g, &gr.g, 4), "groupnorm bwd");
+    compare(&gdx, tol_for(dt), "groupnorm dx");
+    compare(&gdg, tol_for(dt), "groupnorm dgamma");
+    compare(&gdb, tol_for(dt), "groupnorm dbeta");
+    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb);
+}
+
+static void test_elementwise(sdt_dtype dt)
+{
+    for (int act = 0; act < SDT_ACT_COUNT; act++) {
+        pair x = MAKE(dt, 2, 7, 19), out = MAKE(dt, 1, 7, 19), dout = MAKE(dt, 1, 7, 19), dx = MAKE(dt, 1, 7, 19);
+        char name[48];
+        snprintf(name, sizeof name, "activation %d", act);
+        RUN2(cpu->activation_forward(cpu, &out.c, &x.c, act), gpu->activation_forward(gpu, &out.g, &x.g, act), name);
+        compare(&out, tol_for(dt), name);
+        RUN2(cpu->activation_backward(cpu, &dx.c, &dout.c, &x.c, act), gpu->activation_backward(gpu, &dx.g, &dout.g, &x.g, act), name);
+        compare(&dx, tol_for(dt), name);
+        drop(&x), drop(&out), drop(&dout), drop(&dx);
+    }
+    pair x = MAKE(dt, 1, 3, 10), out = MAKE(dt, 1, 3, 5), dout = MAKE(dt, 1, 3, 5), dx = MAKE(dt, 1, 3, 10);
+    RUN2(cpu->geglu_forward(cpu, &out.c, &x.c), gpu->geglu_forward(gpu, &out.g, &x.g), "geglu");
+    compare(&out, tol_for(dt), "geglu forward");
+    RUN2(cpu->geglu_backward(cpu, &dx.c, &dout.c, &x.c), gpu->geglu_backward(gpu, &dx.g, &dout.g, &x.g), "geglu bwd");
+    compare(&dx, tol_for(dt), "geglu backward");
+    drop(&x), drop(&out), drop(&dout), drop(&dx);
+
+    pair h = MAKE(dt, 1, 2, 6, 3, 5), v = MAKE(dt, 1, 2, 6), dv = MAKE(SDT_F32, 1, 2, 6);
+    RUN2(cpu->add_channel_forward(cpu, &h.c, &v.c), gpu->add_channel_forward(gpu, &h.g, &v.g), "add_channel");
+    compare(&h, tol_for(dt), "add_channel forward");
+    RUN2(cpu->add_channel_backward(cpu, &dv.c, &h.c), gpu->add_channel_backward(gpu, &dv.g, &h.g), "add_channel bwd");
+    compare(&dv, tol_for(dt), "add_channel backward");
+    pair a = MAKE(dt, 1, 2, 4, 3, 5), cat = MAKE(dt, 1, 2, 10, 3, 5), da = MAKE(dt, 1, 2, 4, 3, 5), dh = MAKE(dt, 1, 2, 6, 3, 5);
+    RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g), "concat");
+    compare(&cat, tol_for(dt), "concat forward");
+    RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), "concat bwd");
+    compare(&da, tol_for(dt), "concat backward a");
+    compare(&dh, tol_for(dt), "concat backward b");
+    pair up = MAKE(dt, 1, 2, 6, 6, 10), dup = MAKE(dt, 1, 2, 6, 3, 5);
+    RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g), "upsample");
+    compare(&up, tol_for(dt), "upsample forward");
+    RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g), "upsample bwd");
+    compare(&dup, tol_for(dt), "upsample backward");
+    drop(&h), drop(&v), drop(&dv), drop(&a), drop(&cat), drop(&da), drop(&dh), drop(&up), drop(&dup);
+
+    pair t = MAKE(SDT_F32, 300, 4), emb = MAKE(dt, 1, 4, 31);
+    RUN2(cpu->timestep_embedding(cpu, &emb.c, &t.c, true, 0, 10000), gpu->timestep_embedding(gpu, &emb.g, &t.g, true, 0, 10000), "timestep");
+    compare(&emb, dt == SDT_F32 ? 2e-3 : tol_for(dt), "timestep embedding"); /* sin of args ~1e3 */
+    drop(&t), drop(&emb);
+
+    pair tok = MAKE(SDT_I32, 50, 2, 7), table = MAKE(dt, 1, 50, 12), pos = MAKE(dt, 1, 7, 12), eo = MAKE(dt, 1, 2, 7, 12);
+    RUN2(cpu->embedding_forward(cpu, &eo.c, &tok.c, &table.c, &pos.c), gpu->embedding_forward(gpu, &eo.g, &tok.g, &table.g, &pos.g), "embedding");
+    compare(&eo, tol_for(dt), "embedding forward");
+    pair dtab = MAKE(SDT_F32, 1, 50, 12), dpos = MAKE(SDT_F32, 1, 7, 12);
+    RUN2(cpu->embedding_backward(cpu, &dtab.c, &dpos.c, &eo.c, &tok.c), gpu->embedding_backward(gpu, &dtab.g, &dpos.g, &eo.g, &tok.g), "embedding bwd");
+    compare(&dtab, tol_for(dt), "embedding dtable");
+    compare(&dpos, tol_for(dt), "embedding dpos");
+    drop(&tok), drop(&table), drop(&pos), drop(&eo), drop(&dtab), drop(&dpos);
+}
+
+static void test_loss_and_optim(void)
+{
+    pair p = MAKE(SDT_F32, 1, 3, 4, 8, 8), t = MAKE(SDT_F32, 1, 3, 4, 8, 8), w = MAKE(SDT_F32, 1, 3, 4, 8, 8), dp = MAKE(SDT_F32, 1, 3, 4, 8, 8);
+    double lc = 0, lg = 0;
+    RUN2(cpu->mse_loss_forward(cpu, &lc, &p.c, &t.c, &w.c), gpu->mse_loss_forward(gpu, &lg, &p.g, &t.g, &w.g), "mse");
+    CHECK(fabs(lc - lg) <= 1e-5 * fabs(lc), "mse loss GPU %.9g vs CPU %.9g", lg, lc);
+    RUN2(cpu->mse_loss_backward(cpu, &dp.c, 0.5f, &p.c, &t.c, &w.c), gpu->mse_loss_backward(gpu, &dp.g, 0.5f, &p.g, &t.g, &w.g), "mse bwd");
+    compare(&dp, 1e-5, "mse backward");
+    const sdt_tensor *lc_list[2] = {&p.c, &t.c}, *lg_list[2] = {&p.g, &t.g};
+    double sc = 0, sg = 0;
+    RUN2(cpu->sum_squares(cpu, &sc, lc_list, 2), gpu->sum_squares(gpu, &sg, lg_list, 2), "sum_squares");
+    CHECK(fabs(sc - sg) <= 1e-9 * sc, "sum_squares GPU %.12g vs CPU %.12g", sg, sc);
+    pair m = MAKE(SDT_F32, 0.1, 3, 4, 8, 8), v = MAKE(SDT_F32, 0.1, 3, 4, 8, 8);
+    /* v must be non-negative: square it on both sides via a fresh upload */
+    float *hv = malloc(sizeof(float) * 768);
+    memcpy(hv, v.c.data, sizeof(float) * 768);
+    for (int i = 0; i < 768; i++) hv[i] *= hv[i];
+    memcpy(v.c.data, hv, sizeof(float) * 768);
+    gpu->upload(gpu, v.g.data, hv, sizeof(float) * 768);
+    free(hv);
+    for (int step = 1; step <= 3; step++)
+        RUN2(cpu->adamw_update(cpu, &p.c, &dp.c, &m.c, &v.c, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 0.5f),
+             gpu->adamw_update(gpu, &p.g, &dp.g, &m.g, &v.g, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, step, 0.5f), "adamw");
+    compare(&p, 1e-5, "adamw params");
+    compare(&m, 1e-5, "adamw m");
+    compare(&v, 1e-5, "adamw v");
+    /* unscale_check: finite grads pass, an inf is found */
+    bool fc = false, fg = false;
+    sdt_tensor *gc[1] = {&dp.c}, *gg[1] = {&dp.g};
+    RUN2(cpu->unscale_check(cpu, gc, 1, 0.25f, &fc), gpu->unscale_check(gpu, gg, 1, 0.25f, &fg), "unscale");
+    CHECK(!fc && !fg, "unscale_check: finite grads flagged (cpu %d gpu %d)", fc, fg);
+    compare(&dp, 1e-6, "unscaled grads");
+    float inf = INFINITY;
+    gpu->upload(gpu, (float *)dp.g.data + 17, &inf, sizeof(float));
+    fg = false;
+    RUN2(0, gpu->unscale_check(gpu, gg, 1, 0.25f, &fg), "unscale inf");
+    CHECK(fg, "unscale_check: an inf gradient was not found on the GPU");
+    int64_t count = 0;
+    RUN2(0, gpu->count_nonfinite(gpu, &dp.g, &count), "count_nonfinite");
+    CHECK(count == 1, "count_nonfinite: %lld, want 1", (long long)count);
+    drop(&p), drop(&t), drop(&w), drop(&dp), drop(&m), drop(&v);
+}
+
+int main(void)
+{
+    /* SDT_CUDA_MODULE overrides the build-tree path (a build carried to another machine). */
+    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
+    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!mod) {
+        printf("cuda_ops: SKIP, CUDA module not loadable: %s\n", dlerror());
+        return SDT_TEST_SKIP;
+    }
+    sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL);
+    char err[256] = "";
+    gpu = create ? create(0, err, sizeof err) : NULL;
+    if (!gpu) {
+        printf("cuda_ops: SKIP, %s\n", err);
+        return SDT_TEST_SKIP;
+    }
+    cpu = sdt_backend_cpu_create(0);
+    rng = sdt_test_rng_from_env("cuda_ops");
+    sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
+    for (int i = 0; i < 3; i++) {
+        test_linear(dts[i]);
+        test_conv(dts[i], 3, 1);
+        test_conv(dts[i], 3, 2);
+        test_conv(dts[i], 1, 1);
+        test_attention(dts[i], 11, 11, true, true);
+        test_attention(dts[i], 13, 7, false, false);
+        test_norms(dts[i]);
+        test_elementwise(dts[i]);
+    }
+    test_loss_and_optim();
+    gpu->destroy(gpu);
+    cpu->destroy(cpu);
+    return sdt_test_finish("cuda_ops");
+}

@@ -1,0 +1,172 @@
+/* test_attention.c - scaled dot-product attention (torch.nn.functional.
+ * scaled_dot_product_attention, scale 1/sqrt(D)) forward and backward on the CPU:
+ * self, causal self and cross-attention (Tq != Tk), with saved and recomputed
+ * probabilities, against a float64 reference and finite differences. */
+#include "op_check.h"
+
+typedef struct attn_ref {
+    int64_t b, tq, tk, h, d;
+    bool causal;
+    double *q, *k, *v;
+    const double *dout;
+} attn_ref;
+
+static int64_t at(const attn_ref *r, int64_t t_len, int64_t bb, int64_t t, int64_t hh)
+{
+    return (bb * t_len + t) * r->h * r->d + hh * r->d;
+}
+
+/* probs [B, H, Tq, Tk] and out [B, Tq, H*D]. */
+static void attn_forward_ref(const attn_ref *r, double *probs, double *out)
+{
+    const double scale = 1.0 / sqrt((double)r->d);
+    for (int64_t bb = 0; bb < r->b; bb++)
+        for (int64_t hh = 0; hh < r->h; hh++)
+            for (int64_t i = 0; i < r->tq; i++) {
+                double *p = probs + ((bb * r->h + hh) * r->tq + i) * r->tk;
+                double max = -INFINITY;
+                for (int64_t j = 0; j < r->tk; j++) {
+                    double s = 0;
+                    for (int64_t e = 0; e < r->d; e++)
+                        s += r->q[at(r, r->tq, bb, i, hh) + e] * r->k[at(r, r->tk, bb, j, hh) + e];
+                    p[j] = (r->causal && j > i) ? -INFINITY : s * scale;
+                    if (p[j] > max) max = p[j];
+                }
+                double sum = 0;
+                for (int64_t j = 0; j < r->tk; j++) sum += (p[j] = exp(p[j] - max));
+                for (int64_t j = 0; j < r->tk; j++) p[j] /= sum;
+                for (int64_t e = 0; e < r->d; e++) {
+                    double o = 0;
+                    for (int64_t j = 0; j < r->tk; j++) o += p[j] * r->v[at(r, r->tk, bb, j, hh) + e];
+                    out[at(r, r->tq, bb, i, hh) + e] = o;
+                }
+            }
+}
+
+static double attn_loss(const double *param, void *ctx)
+{
+    (void)param;
+    const attn_ref *r = ctx;
+    double *p = op_zeros_d(r->b * r->h * r->tq * r->tk), *out = op_zeros_d(r->b * r->tq * r->h * r->d);
+    attn_forward_ref(r, p, out);
+    double l = sdt_fd_dot(out, r->dout, r->b * r->tq * r->h * r->d);
+    free(p);
+    free(out);
+    return l;
+}
+
+static void attn_backward_ref(const attn_ref *r, double *dq, double *dk, double *dv)
+{
+    const double scale = 1.0 / sqrt((double)r->d);
+    double *probs = op_zeros_d(r->b * r->h * r->tq * r->tk), *out = op_zeros_d(r->b * r->tq * r->h * r->d);
+    double *dp = op_zeros_d(r->tk);
+    attn_forward_ref(r, probs, out);
+    for (int64_t bb = 0; bb < r->b; bb++)
+        for (int64_t hh = 0; hh < r->h; hh++)
+            for (int64_t i = 0; i < r->tq; i++) {
+                const double *p = probs + ((bb * r->h + hh) * r->tq + i) * r->tk;
+                const double *go = r->dout + at(r, r->tq, bb, i, hh);
+                double dot = 0;
+                for (int64_t j = 0; j < r->tk; j++) {
+                    dp[j] = 0;
+                    for (int64_t e = 0; e < r->d; e++) {
+                        dp[j] += go[e] * r->v[at(r, r->tk, bb, j, hh) + e];
+                        dv[at(r, r->tk, bb, j, hh) + e] += p[j] * go[e];
+                    }
+                    dot += dp[j] * p[j];
+                }
+                for (int64_t j = 0; j < r->tk; j++) {
+                    const double ds = p[j] * (dp[j] - dot) * scale;
+                    for (int64_t e = 0; e < r->d; e++) {
+                        dq[at(r, r->tq, bb, i, hh) + e] += ds * r->k[at(r, r->tk, bb, j, hh) + e];
+                        dk[at(r, r->tk, bb, j, hh) + e] += ds * r->q[at(r, r->tq, bb, i, hh) + e];
+                    }
+                }
+            }
+    free(probs);
+    free(out);
+    free(dp);
+}
+
+static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, int64_t tk, int64_t h, int64_t d,
+                     bool causal, bool save_probs, sdt_dtype qdtype)
+{
+    char what[128];
+    snprintf(what, sizeof what, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s%s q:%s", (long long)b, (long long)tq,
+             (long long)tk, (long long)h, (long long)d, causal ? " causal" : "",
+             save_probs ? " saved-probs" : " recomputed-probs", sdt_dtype_name(qdtype));
+    const int64_t nq = b * tq * h * d, nk = b * tk * h * d, np = b * h * tq * tk;
+    float *q = op_rand(rng, nq, 1.0), *k = op_rand(rng, nk, 1.0), *v = op_rand(rng, nk, 1.0);
+    uint16_t *q16 = malloc((size_t)nq * 2);
+    if (qdtype != SDT_F32) {
+        sdt_store_f32(q, q16, qdtype, nq);
+        sdt_load_f32(q16, qdtype, q, nq);
+    }
+    const int64_t qs[3] = {b, tq, h * d}, ks[3] = {b, tk, h * d}, ps[4] = {b, h, tq, tk};
+    sdt_tensor tq_ = sdt_tensor_make(qdtype == SDT_F32 ? (void *)q : (void *)q16, qdtype, SDT_DEVICE_CPU, 3, qs);
+    sdt_tensor tk_ = op_tensor(k, 3, ks), tv = op_tensor(v, 3, ks);
+    float *out = op_rand(rng, nq, 1.0), *probs = op_rand(rng, np, 1.0);
+    sdt_tensor tout = op_tensor(out, 3, qs), tp = op_tensor(probs, 4, ps);
+    CHECK(be->attention_forward(be, &tout, save_probs ? &tp : NULL, &tq_, &tk_, &tv, (int)h, causal) == 0,
+          "%s forward failed: %s", what, be->error);
+
+    float *dout = op_rand(rng, nq, 1.0);
+    attn_ref r = {b, tq, tk, h, d, causal, op_to_double(q, nq), op_to_double(k, nk), op_to_double(v, nk),
+                  op_to_double(dout, nq)};
+    double *ref_p = op_zeros_d(np), *ref_o = op_zeros_d(nq);
+    attn_forward_ref(&r, ref_p, ref_o);
+    op_check_forward(what, out, ref_o, nq);
+    char name[192];
+    if (save_probs) {
+        snprintf(name, sizeof name, "%s probs", what);
+        op_check_forward(name, probs, ref_p, np);
+    }
+
+    float *dq = op_rand(rng, nq, 1.0), *dk = op_rand(rng, nk, 1.0), *dv = op_rand(rng, nk, 1.0);
+    float *dq0 = op_copy(dq, nq), *dk0 = op_copy(dk, nk), *dv0 = op_copy(dv, nk);
+    sdt_tensor tdout = op_tensor(dout, 3, qs), tdq = op_tensor(dq, 3, qs), tdk = op_tensor(dk, 3, ks),
+               tdv = op_tensor(dv, 3, ks);
+    CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_probs ? &tp : NULL, (int)h,
+                                 causal) == 0,
+          "%s backward failed: %s", what, be->error);
+    double *gq = op_zeros_d(nq), *gk = op_zeros_d(nk), *gv = op_zeros_d(nk);
+    attn_backward_ref(&r, gq, gk, gv);
+    snprintf(name, sizeof name, "%s dq", what);
+    op_check_grad(name, dq, dq0, gq, nq, attn_loss, &r, r.q);
+    snprintf(name, sizeof name, "%s dk", what);
+    op_check_grad(name, dk, dk0, gk, nk, attn_loss, &r, r.k);
+    snprintf(name, sizeof name, "%s dv", what);
+    op_check_grad(name, dv, dv0, gv, nk, attn_loss, &r, r.v);
+    free(q); free(q16); free(k); free(v); free(out); free(probs); free(dout); free(ref_p); free(ref_o);
+    free(dq); free(dk); free(dv); free(dq0); free(dk0); free(dv0); free(gq); free(gk); free(gv);
+    free(r.q); free(r.k); free(r.v); free((void *)r.dout);
+}
+
+static void check_rejects(sdt_backend *be)
+{
+    float buf[256] = {0};
+    const int64_t qs[3] = {1, 4, 6}, ks[3] = {1, 3, 6};
+    sdt_tensor q = op_tensor(buf, 3, qs), k = op_tensor(buf, 3, ks), out = op_tensor(buf, 3, qs);
+    op_check_rejects(be, be->attention_forward(be, &out, NULL, &q, &k, &k, 4, false), "attention_forward",
+                     "a head count that does not divide H*D");
+    op_check_rejects(be, be->attention_forward(be, &out, NULL, &q, &k, &k, 2, true), "attention_forward",
+                     "causal with Tq != Tk");
+}
+
+int main(void)
+{
+    printf("op: attention\n");
+    sdt_test_rng rng = sdt_test_rng_from_env("test_attention");
+    sdt_backend *be = sdt_backend_cpu_create(2);
+    if (!be) return 1;
+    run_case(be, &rng, 2, 5, 5, 2, 3, false, true, SDT_F32);  /* self */
+    run_case(be, &rng, 2, 6, 6, 2, 5, true, true, SDT_F32);   /* causal self (CLIP) */
+    run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);  /* causal, probs recomputed in backward */
+    run_case(be, &rng, 2, 7, 3, 3, 4, false, true, SDT_F32);  /* cross-attention Tq > Tk */
+    run_case(be, &rng, 1, 2, 11, 2, 3, false, false, SDT_F32); /* cross-attention Tq < Tk, recomputed */
+    run_case(be, &rng, 1, 1, 1, 1, 1, false, true, SDT_F32);  /* everything 1 */
+    run_case(be, &rng, 1, 5, 4, 2, 3, false, true, SDT_F16);  /* f16 q storage */
+    check_rejects(be);
+    be->destroy(be);
+    return sdt_test_finish("test_attention");
+}

@@ -1,0 +1,153 @@
+/* test_groupnorm.c - groupnorm (torch.nn.GroupNorm) forward and backward on the CPU
+ * against float64 and finite differences: several groups, one group, one channel
+ * per group, 1-d and 2-d spatial extents, with and without affine parameters. */
+#include "op_check.h"
+
+typedef struct gn_ref {
+    int64_t b, c, s, groups; /* s: spatial size */
+    double eps;
+    double *x, *gamma, *beta;
+    const double *dout;
+} gn_ref;
+
+static void gn_stats(const gn_ref *r, int64_t bg, double *mean, double *rstd)
+{
+    const int64_t n = r->c / r->groups * r->s;
+    const double *x = r->x + bg * n;
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; i++) m += x[i];
+    m /= (double)n;
+    for (int64_t i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *rstd = 1.0 / sqrt(v / (double)n + r->eps);
+}
+
+/* Channel of flat index i, and its (image, group) block. */
+static int64_t gn_channel(const gn_ref *r, int64_t i) { return (i / r->s) % r->c; }
+static int64_t gn_block(const gn_ref *r, int64_t i) { return i / (r->c / r->groups * r->s); }
+
+static void gn_forward_ref(const gn_ref *r, double *y, double *mean, double *rstd)
+{
+    for (int64_t bg = 0; bg < r->b * r->groups; bg++) gn_stats(r, bg, &mean[bg], &rstd[bg]);
+    for (int64_t i = 0; i < r->b * r->c * r->s; i++) {
+        const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
+        y[i] = (r->x[i] - mean[bg]) * rstd[bg] * (r->gamma ? r->gamma[ch] : 1.0) + (r->beta ? r->beta[ch] : 0.0);
+    }
+}
+
+static double gn_loss(const double *param, void *ctx)
+{
+    (void)param;
+    const gn_ref *r = ctx;
+    const int64_t n = r->b * r->c * r->s;
+    double *y = op_zeros_d(n), *m = op_zeros_d(r->b * r->groups), *s = op_zeros_d(r->b * r->groups);
+    gn_forward_ref(r, y, m, s);
+    double l = sdt_fd_dot(y, r->dout, n);
+    free(y); free(m); free(s);
+    return l;
+}
+
+static void gn_backward_ref(const gn_ref *r, double *dx, double *dgamma, double *dbeta)
+{
+    const int64_t n = r->b * r->c * r->s, nb = r->b * r->groups, per = r->c / r->groups * r->s;
+    double *mean = op_zeros_d(nb), *rstd = op_zeros_d(nb), *sg = op_zeros_d(nb), *sgx = op_zeros_d(nb);
+    for (int64_t bg = 0; bg < nb; bg++) gn_stats(r, bg, &mean[bg], &rstd[bg]);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
+        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = r->dout[i] * (r->gamma ? r->gamma[ch] : 1.0);
+        sg[bg] += g;
+        sgx[bg] += g * xhat;
+        dgamma[ch] += r->dout[i] * xhat;
+        dbeta[ch] += r->dout[i];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
+        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = r->dout[i] * (r->gamma ? r->gamma[ch] : 1.0);
+        dx[i] += rstd[bg] * (g - sg[bg] / (double)per - xhat * sgx[bg] / (double)per);
+    }
+    free(mean); free(rstd); free(sg); free(sgx);
+}
+
+/* x [b, c, h, w] when w > 0, else [b, c, h]. */
+static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, int64_t h, int64_t w, int groups,
+                     bool affine, sdt_dtype xdtype)
+{
+    char what[112];
+    snprintf(what, sizeof what, "groupnorm x[%lld,%lld,%lld,%lld] groups %d%s x:%s", (long long)b, (long long)c,
+             (long long)h, (long long)w, groups, affine ? " affine" : "", sdt_dtype_name(xdtype));
+    const int64_t s = h * (w > 0 ? w : 1), n = b * c * s, nb = b * groups;
+    const float eps = 1e-5f;
+    float *x = op_rand(rng, n, 1.0), *gamma = op_rand(rng, c, 1.0), *beta = op_rand(rng, c, 1.0);
+    uint16_t *x16 = malloc((size_t)n * 2);
+    if (xdtype != SDT_F32) {
+        sdt_store_f32(x, x16, xdtype, n);
+        sdt_load_f32(x16, xdtype, x, n);
+    }
+    const int64_t xs[4] = {b, c, h, w}, cs[1] = {c}, ss[2] = {b, groups};
+    const int nd = w > 0 ? 4 : 3;
+    sdt_tensor tx = sdt_tensor_make(xdtype == SDT_F32 ? (void *)x : (void *)x16, xdtype, SDT_DEVICE_CPU, nd, xs);
+    sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
+    float *y = op_rand(rng, n, 1.0), *mean = op_rand(rng, nb, 1.0), *rstd = op_rand(rng, nb, 1.0);
+    sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
+    CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps) == 0,
+          "%s forward failed: %s", what, be->error);
+    float *dout = op_rand(rng, n, 1.0);
+    gn_ref r = {b, c, s, groups, eps, op_to_double(x, n), affine ? op_to_double(gamma, c) : NULL,
+                affine ? op_to_double(beta, c) : NULL, op_to_double(dout, n)};
+    double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
+    gn_forward_ref(&r, ref, rm, rr);
+    op_check_forward(what, y, ref, n);
+    char name[160];
+    snprintf(name, sizeof name, "%s mean", what);
+    op_check_forward(name, mean, rm, nb);
+    snprintf(name, sizeof name, "%s rstd", what);
+    op_check_forward(name, rstd, rr, nb);
+
+    float *dx = op_rand(rng, n, 1.0), *dg = op_rand(rng, c, 1.0), *db = op_rand(rng, c, 1.0);
+    float *dx0 = op_copy(dx, n), *dg0 = op_copy(dg, c), *db0 = op_copy(db, c);
+    sdt_tensor tdout = op_tensor(dout, nd, xs), tdx = op_tensor(dx, nd, xs), tdg = op_tensor(dg, 1, cs),
+               tdb = op_tensor(db, 1, cs);
+    CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
+                                 affine ? &tg : NULL, &tm, &trs, groups) == 0,
+          "%s backward failed: %s", what, be->error);
+    double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
+    gn_backward_ref(&r, gx, gg, gb);
+    snprintf(name, sizeof name, "%s dx", what);
+    op_check_grad(name, dx, dx0, gx, n, gn_loss, &r, r.x);
+    if (affine) {
+        snprintf(name, sizeof name, "%s dgamma", what);
+        op_check_grad(name, dg, dg0, gg, c, gn_loss, &r, r.gamma);
+        snprintf(name, sizeof name, "%s dbeta", what);
+        op_check_grad(name, db, db0, gb, c, gn_loss, &r, r.beta);
+    }
+    free(x); free(x16); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
+    free(ref); free(rm); free(rr); free(dx); free(dg); free(db); free(dx0); free(dg0); free(db0);
+    free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);
+}
+
+static void check_rejects(sdt_backend *be)
+{
+    float buf[128] = {0};
+    const int64_t xs[4] = {1, 6, 2, 2}, ss[2] = {1, 4};
+    sdt_tensor x = op_tensor(buf, 4, xs), y = op_tensor(buf, 4, xs), m = op_tensor(buf, 2, ss);
+    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 4, 1e-5f), "groupnorm_forward",
+                     "4 groups for 6 channels");
+    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 3, 1e-5f), "groupnorm_forward",
+                     "mean sized for another group count");
+}
+
+int main(void)
+{
+    printf("op: groupnorm\n");
+    sdt_test_rng rng = sdt_test_rng_from_env("test_groupnorm");
+    sdt_backend *be = sdt_backend_cpu_create(2);
+    if (!be) return 1;
+    run_case(be, &rng, 2, 6, 3, 5, 3, true, SDT_F32);
+    run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32);   /* one group, 1-d spatial */
+    run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32);   /* one channel per group */
+    run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32);  /* no affine */
+    run_case(be, &rng, 2, 4, 3, 3, 2, true, SDT_BF16);
+    check_rejects(be);
+    be->destroy(be);
+    return sdt_test_finish("test_groupnorm");
+}
