@@ -1,0 +1,93 @@
+/* test_tokenizer_clip.c - the real CLIP ViT-L/14 tokenizer files (SD 1.x), when
+ * present: known token ids. Skips (77) when the files are absent.
+ *
+ * Files: $SDT_CLIP_TOKENIZER_DIR, else shared/data/clip-vit-l-14-tokenizer beside
+ * (or above) the checkout. They are reference data, never copied into the project.
+ * Expected ids: the first two were checked with transformers' CLIPTokenizer
+ * (shared/data/.../README.md); the others were computed with OpenAI's
+ * simple_tokenizer algorithm (tests/parity/clip_simple_tokenizer.py). */
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "io_test_util.h"
+#include "sdt_test.h"
+
+static char *find_tokenizer_dir(void)
+{
+    const char *env = getenv("SDT_CLIP_TOKENIZER_DIR");
+    const char *up[] = {"..", "../..", "."};
+    for (size_t i = 0; i < G_N_ELEMENTS(up); i++) {
+        char *d = env && *env ? g_strdup(env)
+                              : g_build_filename(SDT_SOURCE_DIR, up[i], "shared", "data", "clip-vit-l-14-tokenizer", NULL);
+        char *v = g_build_filename(d, "vocab.json", NULL);
+        bool ok = g_file_test(v, G_FILE_TEST_EXISTS);
+        g_free(v);
+        if (ok) return d;
+        g_free(d);
+    }
+    return NULL;
+}
+
+static void expect(sdt_tokenizer *t, const char *text, const int32_t *want, size_t n_want)
+{
+    int32_t ids[SDT_CLIP_CONTEXT];
+    sdt_encode_report rep;
+    char err[256];
+    sdt_encode_options o = sdt_encode_defaults();
+    CHECK(sdt_tokenizer_encode(t, text, &o, ids, &rep, err, sizeof(err)), "encode: %s", err);
+    bool same = (size_t)rep.end_index + 1 == n_want && memcmp(ids, want, n_want * sizeof(int32_t)) == 0;
+    GString *g = g_string_new(NULL);
+    for (int i = 0; i <= rep.end_index; i++) g_string_append_printf(g, " %d", ids[i]);
+    CHECK(same, "\"%s\" -> [%s ]", text, g->str);
+    g_string_free(g, TRUE);
+}
+#define EXPECT(t, text, ...)                                               \
+    do {                                                                   \
+        const int32_t w_[] = {__VA_ARGS__};                                \
+        expect(t, text, w_, sizeof(w_) / sizeof(w_[0]));                   \
+    } while (0)
+
+int main(void)
+{
+    char *dir = find_tokenizer_dir();
+    if (!dir) {
+        printf("test_tokenizer_clip: no CLIP tokenizer files (set SDT_CLIP_TOKENIZER_DIR); skipped\n");
+        return SDT_TEST_SKIP;
+    }
+    char err[512] = "";
+    sdt_tokenizer *t = sdt_tokenizer_load_dir(dir, err, sizeof(err));
+    CHECK(t != NULL, "loading %s: %s", dir, err);
+    if (t) {
+        CHECK(sdt_tokenizer_vocab_size(t) == 49408 && sdt_tokenizer_bos(t) == 49406 && sdt_tokenizer_eos(t) == 49407,
+              "vocab %d, start %d, end %d", sdt_tokenizer_vocab_size(t), sdt_tokenizer_bos(t), sdt_tokenizer_eos(t));
+        EXPECT(t, "a photo of a cat", 49406, 320, 1125, 539, 320, 2368, 49407);
+        EXPECT(t, "An astronaut riding a horse, 4k, trending on ArtStation!!", 49406, 550, 18376, 6765, 320, 4558, 267,
+               275, 330, 267, 6087, 525, 1486, 2631, 748, 49407);
+        EXPECT(t, "Don't stop\xe2\x80\x94it's 8K!!", 49406, 847, 713, 1691, 2005, 585, 568, 279, 330, 748, 49407);
+        EXPECT(t, "caf\xc3\xa9 na\xc3\xafve Stra\xc3\x9f" "e", 49406, 15304, 1097, 35689, 563, 1894, 127, 253, 324, 49407);
+        EXPECT(t, "(masterpiece:1.2), 1girl &amp; 2 cats \xf0\x9f\x90\xb1", 49406, 263, 12066, 281, 272, 269, 273, 2361,
+               272, 1611, 261, 273, 3989, 22979, 49407);
+        EXPECT(t, "The QUICK   brown\tfox", 49406, 518, 3712, 2866, 3240, 49407);
+        /* A placeholder takes the next id and is never split. */
+        int32_t toy;
+        CHECK(sdt_tokenizer_add_token(t, "<cat-toy>", -1, &toy, err, sizeof(err)) && toy == 49408, "placeholder id %d", toy);
+        EXPECT(t, "a photo of <cat-toy>", 49406, 320, 1125, 539, 49408, 49407);
+        /* 80 words: 75 fit, 5 are reported cut. */
+        GString *s = g_string_new(NULL);
+        for (int i = 0; i < 80; i++) g_string_append(s, i == 78 ? "<cat-toy> " : "cat ");
+        int32_t ids[SDT_CLIP_CONTEXT];
+        sdt_encode_report rep;
+        sdt_encode_options o = sdt_encode_defaults();
+        o.watch_id = toy;
+        sdt_tokenizer_encode(t, s->str, &o, ids, &rep, err, sizeof(err));
+        CHECK(rep.n_text_tokens == 80 && rep.n_cut == 5 && rep.watch_cut && !rep.watch_kept && ids[76] == 49407 &&
+                  ids[75] == 2368,
+              "long prompt: %d tokens, %d cut, placeholder cut %d", rep.n_text_tokens, rep.n_cut, rep.watch_cut);
+        g_string_free(s, TRUE);
+        sdt_tokenizer_free(t);
+    }
+    g_free(dir);
+    return sdt_test_finish("test_tokenizer_clip");
+}
