@@ -34,24 +34,18 @@ sd_config sd_config_preset(sd_family f)
     case SD_FAMILY_SD1:
         c.clip = clip_config_sd1();
         c.vae = vae_config_sd();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_sd1();
-#endif
         break;
     case SD_FAMILY_SD2:
         c.clip = clip_config_sd2();
         c.vae = vae_config_sd();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_sd2(false);
-#endif
         break;
     default:
         c.family = SD_FAMILY_TINY;
         c.clip = clip_config_tiny();
         c.vae = vae_config_tiny();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_tiny();
-#endif
         break;
     }
     return c;
@@ -93,9 +87,7 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t er
     memset(&c, 0, sizeof(c));
     if (!clip_config_detect(w, &c.clip, err, err_size) || !vae_config_detect(w, &c.vae, err, err_size))
         return false;
-#if SD_MODEL_HAVE_UNET
     if (!sdt_unet_config_detect(w, &c.unet, err, err_size)) return false;
-#endif
     c.family = family_of(&c);
     *cfg = c;
     return true;
@@ -108,9 +100,7 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *
         snprintf(err, err_size, "sd_model: enumerating the text encoder's parameters stopped");
         return false;
     }
-#if SD_MODEL_HAVE_UNET
     if (!sdt_unet_enumerate_params(&cfg->unet, visit, user, err, err_size)) return false;
-#endif
     if (!vae_params(&cfg->vae, visit, user)) {
         snprintf(err, err_size, "sd_model: enumerating the VAE's parameters stopped");
         return false;
@@ -170,10 +160,8 @@ bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err
     if (!sd_config_detect(w, &m->cfg, err, err_size)) return false;
     if (!sd_weights_check_finite(&m->cfg, w, err, err_size)) return false;
     if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
-#if SD_MODEL_HAVE_UNET
     m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);
     if (!m->unet) return false;
-#endif
     if (!vae_load(&m->vae, &m->cfg.vae, w, be, err, err_size)) {
         sd_model_free(m);
         return false;
@@ -183,9 +171,7 @@ bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err
 
 void sd_model_free(sd_model *m)
 {
-#if SD_MODEL_HAVE_UNET
     if (m->unet) sdt_unet_free(m->unet);
     m->unet = NULL;
-#endif
     if (m->vae.be) vae_free(&m->vae);
 }

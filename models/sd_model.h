@@ -5,10 +5,8 @@
  * without being told what it is. What weights cannot say (v-prediction, the
  * latent scaling factor) takes SD's published values; the caller may override.
  *
- * UNet integration: models/unet.h (branch unet) supplies sdt_unet_config,
- * sdt_unet_config_detect, sdt_unet_enumerate_params and sdt_unet_load. Until
- * that header is in the tree, SD_MODEL_HAVE_UNET is 0 and the UNet is skipped
- * (configs, parameter lists and checkpoints then cover CLIP and the VAE only).
+ * The UNet comes from models/unet.h (sdt_unet_config_detect, sdt_unet_enumerate_params,
+ * sdt_unet_load); sd_model only ties the three parts together.
  */
 #ifndef SDT_MODELS_SD_MODEL_H
 #define SDT_MODELS_SD_MODEL_H
@@ -19,18 +17,10 @@
 #include "clip_text.h"
 #include "ops.h"
 #include "param_list.h"
+#include "unet.h"
 #include "vae.h"
 #include "weights.h"
 
-#if defined(__has_include)
-#if __has_include("unet.h")
-#include "unet.h"
-#define SD_MODEL_HAVE_UNET 1
-#endif
-#endif
-#ifndef SD_MODEL_HAVE_UNET
-#define SD_MODEL_HAVE_UNET 0
-#endif
 
 typedef enum sd_family {
     SD_FAMILY_CUSTOM = 0, /* a valid architecture of no published size */
@@ -43,9 +33,7 @@ typedef struct sd_config {
     sd_family family;
     clip_config clip;
     vae_config vae;
-#if SD_MODEL_HAVE_UNET
     sdt_unet_config unet;
-#endif
 } sd_config;
 
 /* "tiny", "sd1", "sd2", "custom". */
@@ -64,9 +52,7 @@ typedef struct sd_model {
     sd_config cfg;
     clip_text_model clip;
     vae_model vae;
-#if SD_MODEL_HAVE_UNET
     sdt_unet *unet;
-#endif
 } sd_model;
 
 /* Every parameter of the config is finite (host scan of the CPU weights); a NaN

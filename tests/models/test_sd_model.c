@@ -302,7 +302,6 @@ static void test_known_sd1_names(void)
         {"first_stage_model.encoder.norm_out.bias", "encoder.conv_norm_out.bias"},
         {"first_stage_model.quant_conv.weight", "quant_conv.weight"},
         {"cond_stage_model.transformer.text_model.final_layer_norm.weight", "text_model.final_layer_norm.weight"},
-#if SD_MODEL_HAVE_UNET
         {"model.diffusion_model.time_embed.2.weight", "time_embedding.linear_2.weight"},
         {"model.diffusion_model.input_blocks.3.0.op.weight", "down_blocks.0.downsamplers.0.conv.weight"},
         {"model.diffusion_model.input_blocks.5.1.proj_in.weight", "down_blocks.1.attentions.1.proj_in.weight"},
@@ -317,7 +316,6 @@ static void test_known_sd1_names(void)
         {"model.diffusion_model.output_blocks.11.1.norm.weight", "up_blocks.3.attentions.2.norm.weight"},
         {"model.diffusion_model.output_blocks.7.0.in_layers.2.weight", "up_blocks.2.resnets.1.conv1.weight"},
         {"model.diffusion_model.out.2.bias", "conv_out.bias"},
-#endif
     };
     sd_config sd1 = sd_config_preset(SD_FAMILY_SD1);
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
