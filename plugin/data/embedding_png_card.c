@@ -11,7 +11,6 @@
 #include <glib.h>
 #include <math.h>
 #include <png.h>
-#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "atomic_file.h"
 #include "card_pixels.h"
 #include "embedding_file.h"
+#include "png_write.h"
 
 #define CARD_SIZE 256
 #define MAX_CARD_FILE (512u << 20)
@@ -27,23 +27,6 @@
 #define MAX_CARD_PIXELS (32u << 20)
 
 /* ---- writing ------------------------------------------------------------ */
-
-typedef struct png_failure {
-    char message[256];
-} png_failure;
-
-static void on_png_error(png_structp png, png_const_charp msg)
-{
-    png_failure *f = png_get_error_ptr(png);
-    snprintf(f->message, sizeof(f->message), "%s", msg);
-    png_longjmp(png, 1);
-}
-
-static void on_png_warning(png_structp png, png_const_charp msg)
-{
-    (void)png;
-    (void)msg;
-}
 
 /* A picture of the vectors: one band per vector, columns sample its values. */
 static uint8_t *generated_card(const sdt_embedding *e)
@@ -65,37 +48,6 @@ static uint8_t *generated_card(const sdt_embedding *e)
             p[2] = border ? 24 : (uint8_t)(128 - 110 * v);
         }
     return rgb;
-}
-
-/* Writes the PNG to fp; false + message on a libpng error. */
-static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *text, png_failure *failure)
-{
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, failure, on_png_error, on_png_warning);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    if (!info) {
-        snprintf(failure->message, sizeof(failure->message), "out of memory");
-        png_destroy_write_struct(&png, NULL);
-        return false;
-    }
-    if (setjmp(png_jmpbuf(png))) {
-        png_destroy_write_struct(&png, &info);
-        return false;
-    }
-    png_init_io(png, fp);
-    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
-                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_text chunk;
-    memset(&chunk, 0, sizeof(chunk));
-    chunk.compression = PNG_TEXT_COMPRESSION_NONE; /* tEXt, as A1111 writes it */
-    chunk.key = (png_charp)SDT_PNG_CARD_KEYWORD;
-    chunk.text = (png_charp)text;
-    chunk.text_length = strlen(text);
-    png_set_text(png, info, &chunk, 1);
-    png_write_info(png, info);
-    for (int y = 0; y < h; y++) png_write_row(png, rgb + (size_t)y * (size_t)w * 3);
-    png_write_end(png, info);
-    png_destroy_write_struct(&png, &info);
-    return true;
 }
 
 bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const uint8_t *rgb, int rgb_w, int rgb_h,
@@ -122,19 +74,7 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
         snprintf(err, err_size, "%s: building the PNG card failed (%s)", path, why);
         return false;
     }
-    sdt_atomic_file f;
-    bool ok = sdt_atomic_begin(&f, path, err, err_size);
-    if (ok) {
-        png_failure failure = {""};
-        if (!write_png(f.fp, composed, composed_w, pic_h, b64, &failure)) {
-            snprintf(err, err_size, "%s: writing the PNG card failed (%s); the previous file, if any, is unchanged",
-                     path, failure.message);
-            sdt_atomic_abort(&f);
-            ok = false;
-        } else {
-            ok = sdt_atomic_commit(&f, err, err_size);
-        }
-    }
+    bool ok = sdt_png_write_rgb(path, composed, composed_w, pic_h, SDT_PNG_CARD_KEYWORD, b64, err, err_size);
     g_free(b64);
     free(composed);
     return ok;
