@@ -88,6 +88,9 @@ typedef struct sdt_unet sdt_unet;
 /* Binds every parameter from w (shape-checked, errors name the key). The
  * weights must outlive the UNet and live on the device of the backend used. */
 sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *err, size_t err_size);
+/* The same network without weights: only for measuring (sdt_unet_measure or
+ * a measuring arena) before a checkpoint is loaded; running it is an error. */
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size);
 void sdt_unet_free(sdt_unet *u);
 const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u);
 
