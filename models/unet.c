@@ -297,6 +297,9 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     unet_ctx c;
     ctx_init(&c, u, be, arena, opt, err, err_size);
     u->have_forward = false;
+    if (!u->bound && !c.measuring)
+        return unet_fail(&c, "unet forward: this UNet was created without weights (for measuring); load it with "
+                             "sdt_unet_load to run it");
     if (!check_inputs(&c, latents, timesteps, context)) return false;
     c.context = context;
     if (!time_embedding(&c, timesteps, latents->shape[0])) return false;

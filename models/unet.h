@@ -88,6 +88,9 @@ typedef struct sdt_unet sdt_unet;
 /* Binds every parameter from w (shape-checked, errors name the key). The
  * weights must outlive the UNet and live on the device of the backend used. */
 sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *err, size_t err_size);
+/* The same network without weights: only for measuring (sdt_unet_measure or
+ * a measuring arena) before a checkpoint is loaded; running it is an error. */
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size);
 void sdt_unet_free(sdt_unet *u);
 const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u);
 
@@ -99,7 +102,7 @@ const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u);
  * A1111 hooks both kinds and picks its module by width, so a hypernetwork
  * with modules 768 and 320/640/1280 acts on cross- and self-attention alike;
  * a hook that wants only cross-attention answers false in `wants` for the rest.
- * Without a hook (or when `wants` says no) the K/V input is the context itself. */
+ * Without a hook (or when `wants` says no) the K/V input passes unchanged. */
 typedef enum sdt_unet_kv {
     SDT_UNET_K = 0,
     SDT_UNET_V = 1,
@@ -116,7 +119,9 @@ typedef struct sdt_unet_kv_hook {
     void *user;
     /* NULL means every site. Must answer the same for the same site within a step. */
     bool (*wants)(void *user, const sdt_unet_hook_site *site);
-    /* out [B, T, width] = f(in); out is UNet arena memory, written fully.
+    /* out [B, T, width] = f(in); out is UNet arena memory in act_dtype (in is the
+     * context tensor as given for cross-attention, arena memory for self-attention),
+     * and must be written fully.
      * recompute is true when gradient checkpointing runs the block again in
      * backward: the hook must return the same values (same dropout masks).
      * Returns 0, or nonzero after which the UNet reports "hook failed at layer N". */

@@ -345,6 +345,29 @@ bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit
     return ok;
 }
 
+static bool unbound_bind(unet_binder *b, const sdt_tensor **slot, const char *key, int ndim, const int64_t *shape,
+                         sdt_param_init init, float std)
+{
+    (void)b, (void)key, (void)ndim, (void)shape, (void)init, (void)std;
+    *slot = NULL;
+    return true;
+}
+
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size)
+{
+    sdt_unet *u = calloc(1, sizeof *u);
+    if (!u) {
+        snprintf(err, err_size, "unet: out of host memory");
+        return NULL;
+    }
+    unet_binder b = {unbound_bind, err, err_size};
+    if (!unet_build(u, c, &b)) {
+        sdt_unet_free(u);
+        return NULL;
+    }
+    return u;
+}
+
 typedef struct load_binder {
     unet_binder base;
     const sdt_weights *w;
@@ -372,6 +395,7 @@ sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *er
         sdt_unet_free(u);
         return NULL;
     }
+    u->bound = true;
     return u;
 }
 

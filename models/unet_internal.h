@@ -145,6 +145,7 @@ typedef struct unet_unit {
 
 struct sdt_unet {
     sdt_unet_config cfg;
+    bool bound; /* parameters come from weights; false: a plan for measuring only */
     unet_linear time1, time2;
     unet_layer *layers;
     int layer_count, layer_cap;

@@ -455,8 +455,11 @@ static bool write_openclip_copy(const char *path, const clip_text_model *m, char
         const char *p = "cond_stage_model.model.transformer.resblocks";
         ITEM(&L->ln1_w, "%s.%d.ln_1.weight", p, i);
         ITEM(&L->ln1_b, "%s.%d.ln_1.bias", p, i);
+        /* Items keep shape pointers: point them at the arrays that outlive this loop. */
         ITEM(&wt, "%s.%d.attn.in_proj_weight", p, i);
+        items[k - 1].shape = shapes[2 * i];
         ITEM(&bt, "%s.%d.attn.in_proj_bias", p, i);
+        items[k - 1].shape = shapes[2 * i + 1];
         ITEM(&L->o_w, "%s.%d.attn.out_proj.weight", p, i);
         ITEM(&L->o_b, "%s.%d.attn.out_proj.bias", p, i);
         ITEM(&L->ln2_w, "%s.%d.ln_2.weight", p, i);

@@ -438,7 +438,7 @@ def check_vae(c, size, seed, gen, device, dtype, report, image_size):
 def record(path, device, dtype, seed, report, elapsed):
     card = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    new = not os.path.exists(path)
+    new = not os.path.exists(path) or "| date |" not in open(path).read()
     with open(path, "a") as f:
         if new:
             f.write("# Parity runs\n\n| date | script | reference device | torch dtype | seed | size | check | rel err | tol | ok |\n"

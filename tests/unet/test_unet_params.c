@@ -111,10 +111,50 @@ static void check_detect_and_load(sdt_test_rng *rng)
     ut_cleanup(dir);
 }
 
+/* Memory planning without weights: the SD 1.5 UNet measured at 512 px. */
+static void check_unbound_measure(void)
+{
+    char err[512];
+    sdt_backend *be = kt_backend();
+    sdt_unet_config sd1 = sdt_unet_config_sd1();
+    sdt_unet *u = sdt_unet_create_unbound(&sd1, err, sizeof err);
+    CHECK(u != NULL, "unbound: %s", err);
+    if (!u) return;
+    sdt_unet_options opt = sdt_unet_options_default(), ck = opt, inf = opt;
+    ck.checkpointing = true;
+    inf.for_backward = false;
+    size_t full = 0, light = 0, infer = 0, fwd = 0;
+    CHECK(sdt_unet_measure(u, be, &opt, 1, 64, 64, 77, true, &full, err, sizeof err), "measure: %s", err);
+    CHECK(sdt_unet_measure(u, be, &opt, 1, 64, 64, 77, false, &fwd, err, sizeof err), "measure: %s", err);
+    CHECK(sdt_unet_measure(u, be, &ck, 1, 64, 64, 77, true, &light, err, sizeof err), "measure: %s", err);
+    CHECK(sdt_unet_measure(u, be, &inf, 1, 64, 64, 77, false, &infer, err, sizeof err), "measure: %s", err);
+    printf("SD 1.5 UNet, batch 1, 512 px, f32 activations: forward+backward %.0f MiB (%.0f MiB with checkpointing), "
+           "forward for backward %.0f MiB, inference %.0f MiB\n",
+           full / 1048576.0, light / 1048576.0, fwd / 1048576.0, infer / 1048576.0);
+    CHECK(light < full / 2 && infer < fwd && fwd < full, "implausible SD 1.5 memory plan");
+    size_t b2 = 0;
+    CHECK(sdt_unet_measure(u, be, &opt, 2, 64, 64, 77, true, &b2, err, sizeof err) && b2 > full * 19 / 10,
+          "batch 2 does not need about twice the memory (%zu vs %zu)", b2, full);
+    sdt_arena a;
+    CHECK(sdt_arena_init(&a, be, 1 << 20), "arena");
+    int64_t shape[4] = {1, 4, 8, 8}, cs[3] = {1, 77, 768};
+    float lat[256] = {0}, t = 1;
+    static float ctx[77 * 768];
+    sdt_tensor tl = sdt_tensor_make(lat, SDT_F32, SDT_DEVICE_CPU, 4, shape);
+    sdt_tensor tt = sdt_tensor_make(&t, SDT_F32, SDT_DEVICE_CPU, 1, shape);
+    sdt_tensor tc = sdt_tensor_make(ctx, SDT_F32, SDT_DEVICE_CPU, 3, cs), out;
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &tl, &tt, &tc, &out, err, sizeof err) && strstr(err, "without weights"),
+          "running an unbound UNet was not refused: %s", err);
+    sdt_arena_release(&a);
+    sdt_unet_free(u);
+    be->destroy(be);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("unet_params");
     check_published_sizes();
     check_detect_and_load(&rng);
+    check_unbound_measure();
     return sdt_test_finish("unet_params");
 }
