@@ -154,11 +154,10 @@ bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *e
     return ok;
 }
 
-bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
 {
     memset(m, 0, sizeof(*m));
-    if (!sd_config_detect(w, &m->cfg, err, err_size)) return false;
-    if (!sd_weights_check_finite(&m->cfg, w, err, err_size)) return false;
+    m->cfg = *cfg;
     if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
     m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);
     if (!m->unet) return false;
@@ -167,6 +166,15 @@ bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err
         return false;
     }
     return true;
+}
+
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+{
+    sd_config cfg;
+    memset(m, 0, sizeof(*m));
+    if (!sd_config_detect(w, &cfg, err, err_size)) return false;
+    if (!sd_weights_check_finite(&cfg, w, err, err_size)) return false;
+    return sd_model_bind(m, &cfg, w, be, err, err_size);
 }
 
 void sd_model_free(sd_model *m)

@@ -62,6 +62,9 @@ bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *e
 /* Detects the config, checks the weights are finite and binds every part's
  * weights (w must outlive the model). be owns the VAE's derived downsample kernels. */
 bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+/* Binds an already detected config to weights without scanning them: for copies made
+ * by sdt_weights_materialize (GPU memory, other dtypes) of weights checked before. */
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
 void sd_model_free(sd_model *m);
 
 #endif
