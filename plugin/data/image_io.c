@@ -120,6 +120,16 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     return pixels;
 }
 
+bool sdt_image_resize_f32(const float *in, int in_w, int in_h, int channels, float *out, int out_w, int out_h)
+{
+    if (in_w == out_w && in_h == out_h) {
+        memcpy(out, in, (size_t)in_w * (size_t)in_h * (size_t)channels * sizeof(float));
+        return true;
+    }
+    return stbir_resize_float_generic(in, in_w, in_h, 0, out, out_w, out_h, 0, channels, STBIR_ALPHA_CHANNEL_NONE, 0,
+                                      STBIR_EDGE_CLAMP, STBIR_FILTER_CATMULLROM, STBIR_COLORSPACE_LINEAR, NULL) != 0;
+}
+
 bool sdt_image_resize_u8(const uint8_t *in, int in_w, int in_h, int channels, uint8_t *out, int out_w, int out_h)
 {
     if (in_w == out_w && in_h == out_h) {

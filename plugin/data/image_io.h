@@ -26,8 +26,11 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t er
 uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,
                           char *err, size_t err_size);
 
-/* Resizes interleaved 8-bit channels with a Catmull-Rom (bicubic) filter and
- * clamped edges, close to PIL's BICUBIC on 8-bit images. false on allocation failure. */
+/* Resizes one or more interleaved float channels with a Catmull-Rom (bicubic)
+ * filter and clamped edges, close to PIL's BICUBIC. false on allocation failure. */
+bool sdt_image_resize_f32(const float *in, int in_w, int in_h, int channels, float *out, int out_w, int out_h);
+
+/* The same for interleaved 8-bit channels, rounding like PIL does on 8-bit images. */
 bool sdt_image_resize_u8(const uint8_t *in, int in_w, int in_h, int channels, uint8_t *out, int out_w, int out_h);
 
 #endif
