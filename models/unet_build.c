@@ -104,11 +104,6 @@ static bool add_unit(walk *w, const char *name, int skip_from)
 static bool add_resblock(walk *w, const char *prefix, int in_ch, int out_ch)
 {
     const sdt_unet_config *c = w->cfg;
-    if (in_ch % c->norm_groups) {
-        snprintf(w->b->err, w->b->err_size, "unet config: %s takes %d channels, not divisible by norm_groups %d",
-                 prefix, in_ch, c->norm_groups);
-        return false;
-    }
     unet_layer *l = add_layer(w, UNET_LAYER_RES);
     unet_resblock *r = l ? calloc(1, sizeof *r) : NULL;
     if (!r) return out_of_memory(w);
