@@ -12,7 +12,7 @@
 #define START_TOKEN "<|startoftext|>"
 #define END_TOKEN "<|endoftext|>"
 #define WORD_END "</w>"
-#define MAX_VOCAB_ID (1 << 24) /* far above any CLIP vocabulary; bounds the id table */
+#define MAX_VOCAB_ID (1 << 22) /* far above any BPE vocabulary; bounds the id table (32 MiB) */
 #define CACHE_LIMIT 100000     /* words; the cache is emptied when it grows past this */
 
 /* CLIP's pre-tokenizer (simple_tokenizer.py), matched case-insensitively. */
@@ -131,8 +131,20 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
             return false;
         }
         int32_t id = (int32_t)d;
+        if (!g_utf8_validate(e->string, -1, NULL)) {
+            snprintf(err, err_size, "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it",
+                     name, id);
+            cJSON_Delete(root);
+            return false;
+        }
+        if (g_hash_table_contains(t->vocab, e->string)) {
+            snprintf(err, err_size, "%s: token '%.60s' appears twice; the file is damaged, re-download it", name,
+                     e->string);
+            cJSON_Delete(root);
+            return false;
+        }
         char *key = g_strdup(e->string);
-        g_hash_table_replace(t->vocab, key, GINT_TO_POINTER(id + 1));
+        g_hash_table_insert(t->vocab, key, GINT_TO_POINTER(id + 1));
         set_id_text(t, id, key);
         if (id > max_id) max_id = id;
     }
@@ -251,6 +263,14 @@ sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_pat
 
 sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size)
 {
+    if (g_file_test(dir, G_FILE_TEST_IS_REGULAR)) { /* a vocab.json given directly: merges.txt beside it */
+        char *folder = g_path_get_dirname(dir);
+        char *m = g_build_filename(folder, "merges.txt", NULL);
+        sdt_tokenizer *t = sdt_tokenizer_load(dir, m, err, err_size);
+        g_free(m);
+        g_free(folder);
+        return t;
+    }
     const char *subs[] = {"tokenizer", ""};
     for (int i = 0; i < 2; i++) {
         char *v = g_build_filename(dir, subs[i], "vocab.json", NULL);

@@ -13,7 +13,8 @@
  * scaled down.
  *
  * usage: kernels_cpu [out.json]   (default bench_kernels_cpu.json)
- * Environment: SDT_BENCH_REPEATS, rounds of 3 samples per side (default 5). Not a ctest test: timings are
+ * Environment: SDT_BENCH_REPEATS, rounds of 3 samples per side (default 5);
+ * SDT_BENCH_THREADS, threads for both the backend and the reference (default: all). Not a ctest test: timings are
  * reported, never asserted.
  */
 #include <cblas.h>
@@ -304,13 +305,16 @@ int main(int argc, char **argv)
     const int count = (int)(sizeof cases / sizeof cases[0]);
     bench_result res[sizeof cases / sizeof cases[0]];
 
-    sdt_backend *be = sdt_backend_cpu_create(0);
+    const char *thr_env = getenv("SDT_BENCH_THREADS");
+    const int want_threads = thr_env && atoi(thr_env) > 0 ? atoi(thr_env) : 0;
+    if (want_threads) openblas_set_num_threads(want_threads);
+    /* OpenBLAS's thread count, read before the backend pins it to 1. */
+    const int threads = openblas_get_num_threads();
+    sdt_backend *be = sdt_backend_cpu_create(threads);
     if (!be) {
         fprintf(stderr, "kernels_cpu: could not create the CPU backend\n");
         return 1;
     }
-    /* OpenBLAS's own default thread count, read before the backend pins it to 1. */
-    const int threads = openblas_get_num_threads();
     printf("kernels_cpu: %d threads (backend OpenMP and reference OpenBLAS), best of %d rounds x 3 samples\n", threads, repeats);
     printf("%-34s %18s %10s %10s %9s %9s\n", "case", "1st GEMM m x n x k", "op GF/s", "sgemm GF/s", "op/sgemm",
            "(cpu)");

@@ -42,7 +42,8 @@ static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, cons
     const int64_t pdims[4] = {q->shape[0], heads, q->shape[1], k->shape[1]};
     if (probs && cpu_check_shape(be, op, "probs [B, H, Tq, Tk]", probs, 4, pdims)) return -1;
     *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
-                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, cpu_threads(be)};
+                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, 1};
+    g->threads = cpu_threads_for(be, (int64_t)g->tq * g->tk);
     g->scale = (float)(1.0 / sqrt((double)g->d));
     return 0;
 }

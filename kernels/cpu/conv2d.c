@@ -54,7 +54,8 @@ static int conv_check(sdt_backend *be, const char *op, const char *out_name, con
     const int64_t bdims[1] = {w->shape[0]};
     if (b && cpu_check_shape(be, op, "b [OC]", b, 1, bdims)) return -1;
     *g = (conv_geom){(int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
-                     (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, cpu_threads(be)};
+                     (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, 1};
+    g->threads = cpu_threads_for(be, (int64_t)conv_rows(g) * conv_pixels(g));
     return 0;
 }
 

@@ -4,8 +4,9 @@
 #include <cblas.h>
 #include <pthread.h>
 
-/* Below this many multiply-adds a fork costs more than it saves. */
-#define GEMM_PARALLEL_MIN_MACS 262144.0
+/* Multiply-adds per "element" of cpu_threads_for's work measure: a GEMM below
+ * 8 x parallel_min_work (262144 by default) multiply-adds runs on one thread. */
+#define GEMM_MACS_PER_WORK 8
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
@@ -20,8 +21,7 @@ void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
     pthread_once(&blas_once, blas_single_threaded);
     if (m <= 0 || n <= 0) return;
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    int parts = cpu_threads(be);
-    if ((double)m * n * k < GEMM_PARALLEL_MIN_MACS) parts = 1;
+    const int parts = cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
     /* Split the longer side of C into panels; the 16-multiple keeps panels on SIMD/cache-line boundaries. */
     const bool split_n = n >= m;
     const int len = split_n ? n : m;

@@ -42,7 +42,7 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
     /* Seeding out with the bias lets sgemm add the product in the same pass (beta = 1). */
     float beta = 0.0f;
     if (bf) {
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, (int64_t)n * oc)) schedule(static)
         for (int i = 0; i < n; i++)
             for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
         beta = 1.0f;
@@ -93,7 +93,7 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
     if (db) {
         float *dbf = cpu_write_begin(be, db, 5, true);
         if (!dbf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(db));
-        linear_bias_grad(dbf, dof, n, oc, cpu_threads(be));
+        linear_bias_grad(dbf, dof, n, oc, cpu_threads_for(be, (int64_t)n * oc));
         cpu_write_end(be, db, dbf);
     }
     return 0;

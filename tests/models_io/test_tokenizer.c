@@ -256,6 +256,10 @@ static void test_bad_files(const char *dir)
     expect_load_error(dir, "{\"a\": \"x\", \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'a'", "vocab id a string");
     expect_load_error(dir, "{\"big\": 1e12, \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'big'", "vocab id huge");
     expect_load_error(dir, "{\"a</w>\": 0}", "", "vocab", "<|startoftext|>", "no special tokens");
+    expect_load_error(dir, "{\"a\": 0, \"a\": 1, \"<|startoftext|>\": 2, \"<|endoftext|>\": 3}", "", "vocab", "'a'",
+                      "vocab duplicate token"); /* found by fuzz_tokenizer */
+    expect_load_error(dir, "{\"c</w\xfb>\": 0, \"<|startoftext|>\": 2, \"<|endoftext|>\": 3}", "", "vocab", "UTF-8",
+                      "vocab token not UTF-8"); /* found by fuzz_tokenizer */
     expect_load_error(dir, ok_vocab, "#version: 0.2\na b\nmalformed\n", "merges", "line 3", "merges one symbol");
     expect_load_error(dir, ok_vocab, "#version: 0.2\na b c\n", "merges", "line 2", "merges three symbols");
     expect_load_error(dir, ok_vocab, "#version: 0.2\na  b\n", "merges", "line 2", "merges double space");
@@ -295,6 +299,11 @@ int main(void)
     sdt_tokenizer *t2 = sdt_tokenizer_load_dir(tokdir, err, sizeof(err)); /* the tokenizer folder itself */
     CHECK(t2 != NULL, "loading from the tokenizer folder: %s", err);
     sdt_tokenizer_free(t2);
+    char *vocab_file = g_build_filename(tokdir, "vocab.json", NULL);
+    t2 = sdt_tokenizer_load_dir(vocab_file, err, sizeof(err)); /* a vocab.json path: merges.txt beside it */
+    CHECK(t2 != NULL, "loading from a vocab.json path: %s", err);
+    sdt_tokenizer_free(t2);
+    g_free(vocab_file);
     test_bad_files(dir);
     io_rm_tree(model);
     io_rm_tree(dir);

@@ -1,0 +1,487 @@
+/* sdtrain.h - the stable C ABI of libsdtrain.so. The only header a host needs.
+ *
+ * sdtrain trains Stable Diffusion textual-inversion embeddings (and, later, hypernetworks)
+ * on the GPU or the CPU, with its own mixed-precision loss scaler and a NaN/Inf fallback.
+ * The full contract, as numbered testable rules, is docs/abi.md; the essentials:
+ *
+ *  1. The plugin exports ONE symbol, the const struct `sdtrain_entry` (name: SDTRAIN_ENTRY_SYMBOL).
+ *     Everything else is reached through it: entry -> init -> get_factory(id) -> functions.
+ *  2. Versions: a host passes the ABI version it was compiled against (SDT_ABI_VERSION) to init.
+ *     The same major works (minors only add); another major is refused with
+ *     SDT_STATUS_VERSION_MISMATCH and a sentence, never a crash.
+ *  3. Every struct that crosses the boundary starts with `uint32_t struct_size` (= sizeof as the
+ *     writer was compiled). The plugin reads only the first struct_size bytes of an input struct
+ *     and uses defaults for the rest; it writes only the first struct_size bytes of an output struct.
+ *     Fields are only ever appended, never reordered or removed.
+ *  4. Handles are opaque. Every function returns an sdt_status. Each handle keeps the sentence of
+ *     its last error (cause and fix), which the host copies out with get_last_error.
+ *  5. Nothing is freed across the boundary: strings and blobs come back copied into buffers the
+ *     host owns ("copy-out": buffer, capacity, and an optional out-count of bytes needed,
+ *     including the terminating NUL). Strings the host passes in are borrowed for the call only.
+ *  6. No global state beyond the init reference count: two handles never share anything.
+ *  7. Threads: every function states where it may be called:
+ *       [any thread]     callable from any thread, also while run() is in progress on another;
+ *       [main thread]    one thread at a time per handle and never while run() is in progress
+ *                        on that handle (it need not literally be the process's main thread);
+ *       [worker thread]  blocking work; the host calls it from a thread it can afford to block.
+ *     Host callbacks are called on the thread that made the call that causes them.
+ *  8. The plugin never calls exit(), abort() or assert() on any input.
+ *
+ * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.scaler/1"
+ * (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
+ * module libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
+ *
+ * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
+ */
+#ifndef SDTRAIN_H
+#define SDTRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Versions ----------------------------------------------------------------------------- */
+
+#define SDT_ABI_VERSION_MAJOR 1
+#define SDT_ABI_VERSION_MINOR 0
+#define SDT_ABI_VERSION_PATCH 0
+
+typedef struct sdt_version {
+    uint32_t major; /* incompatible changes; must match exactly */
+    uint32_t minor; /* additions only: new factories, fields appended to structs */
+    uint32_t patch; /* no interface change */
+} sdt_version;
+
+/* The version this header describes, as a value (C and C++). */
+#define SDT_ABI_VERSION_INIT { SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH }
+
+/* Export macro, used by the plugin on its one symbol. Hosts never need it. */
+#if defined(_WIN32)
+#define SDT_EXPORT __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SDT_EXPORT __attribute__((visibility("default")))
+#else
+#define SDT_EXPORT
+#endif
+
+/* ---- Status codes ------------------------------------------------------------------------- */
+
+/* Zero is success, positive values are successful outcomes worth telling apart, negative values
+ * are errors; for each error the handle's last-error sentence says what happened and the fix.
+ * New codes may be added in minor versions: treat an unknown negative code as an error. */
+typedef enum sdt_status {
+    SDT_STATUS_OK = 0,
+    SDT_STATUS_INTERRUPTED = 1,          /* run() stopped because interrupt() was called; state saved */
+    SDT_STATUS_INVALID_ARGUMENT = -1,    /* a NULL pointer, a bad enum value, a field out of range */
+    SDT_STATUS_VERSION_MISMATCH = -2,    /* the host speaks another ABI major version */
+    SDT_STATUS_NOT_INITIALIZED = -3,     /* a call before init() or after the last deinit() */
+    SDT_STATUS_UNSUPPORTED = -4,         /* this build of the plugin cannot do this (yet) */
+    SDT_STATUS_OUT_OF_MEMORY = -5,       /* host or device memory ran out */
+    SDT_STATUS_IO = -6,                  /* a file could not be read, written or renamed */
+    SDT_STATUS_BAD_FORMAT = -7,          /* a file was read but its contents are not what was expected */
+    SDT_STATUS_VALIDATION = -8,          /* prepare() found a problem with the job (the sentence says which) */
+    SDT_STATUS_BAD_STATE = -9,           /* the call is not allowed now (run before prepare, run twice...) */
+    SDT_STATUS_BUFFER_TOO_SMALL = -10,   /* a copy-out buffer was too small; the output is truncated */
+    SDT_STATUS_ALREADY_EXISTS = -11,     /* a file exists and overwrite was not asked for */
+    SDT_STATUS_NOT_FOUND = -12,          /* a file, folder or id does not exist */
+    SDT_STATUS_NUMERICAL = -13,          /* training diverged (too many non-finite steps); last good state saved */
+    SDT_STATUS_SCALER_MISUSE = -14,      /* the loss scaler was called out of order (the sentence says how) */
+    SDT_STATUS_NO_GRADIENT = -15,        /* a trainable parameter receives no gradient */
+    SDT_STATUS_DEVICE = -16,             /* the GPU backend failed or is unavailable */
+    SDT_STATUS_INTERNAL = -17,           /* a bug in the plugin; please report the sentence */
+    SDT_STATUS_FORCE_32BIT = 0x7fffffff  /* keeps the enum 32 bits wide on every compiler */
+} sdt_status;
+
+/* ---- Host callbacks ----------------------------------------------------------------------- */
+
+typedef enum sdt_log_level {
+    SDT_LOG_DEBUG = 0,
+    SDT_LOG_INFO = 1,
+    SDT_LOG_WARNING = 2,
+    SDT_LOG_ERROR = 3,
+    SDT_LOG_FORCE_32BIT = 0x7fffffff
+} sdt_log_level;
+
+typedef enum sdt_precision {
+    SDT_PRECISION_FP32 = 0,
+    SDT_PRECISION_FP16 = 1, /* with loss scaling */
+    SDT_PRECISION_BF16 = 2, /* no scaling needed; needs compute capability >= 8.0 on CUDA */
+    SDT_PRECISION_FORCE_32BIT = 0x7fffffff
+} sdt_precision;
+
+typedef enum sdt_device_choice {
+    SDT_DEVICE_CHOICE_AUTO = 0, /* CUDA when libsdtrain_cuda.so and a GPU are usable, else CPU */
+    SDT_DEVICE_CHOICE_CPU = 1,
+    SDT_DEVICE_CHOICE_CUDA = 2, /* CUDA or an error; never a silent CPU run */
+    SDT_DEVICE_CHOICE_FORCE_32BIT = 0x7fffffff
+} sdt_device_choice;
+
+/* Training health after one optimizer step. Output struct: set struct_size before a get call. */
+typedef struct sdt_metrics {
+    uint32_t struct_size;
+    uint32_t precision;        /* sdt_precision in use now (changes to FP32 when the fallback fires) */
+    int64_t step;              /* optimizer steps done, counting from the embedding's stored step */
+    int64_t max_steps;         /* where the run stops (max steps or the schedule's last step) */
+    int64_t epoch;             /* 0-based */
+    int64_t epoch_step;        /* optimizer step within the epoch, 0-based */
+    int64_t skipped_steps;     /* steps skipped for non-finite gradients or loss, whole run */
+    double loss;               /* mean loss of the step (unscaled); NaN when the step was skipped */
+    double grad_norm;          /* L2 norm of the unscaled gradients before clipping */
+    double learn_rate;         /* learning rate used for the step (after any backoff) */
+    double loss_scale;         /* current loss scale; 1 when not scaling */
+    double images_per_second;  /* recent training throughput */
+    double elapsed_seconds;    /* wall time of this run() so far */
+    bool fallback_fired;       /* the one-shot NaN/Inf fallback to fp32 has happened */
+} sdt_metrics;
+
+/* A preview image, valid only during the preview_ready callback. */
+typedef struct sdt_preview {
+    uint32_t struct_size;
+    uint32_t width;
+    uint32_t height;
+    uint32_t channels;         /* 3: RGB, 8 bits each, rows top to bottom, no padding */
+    int64_t step;
+    const uint8_t *pixels;     /* width*height*channels bytes */
+    const char *path;          /* the PNG already written, UTF-8 */
+    const char *prompt;        /* the prompt it was sampled from */
+} sdt_preview;
+
+typedef enum sdt_file_kind {
+    SDT_FILE_EMBEDDING = 0,          /* the final or current embedding (.safetensors) */
+    SDT_FILE_EMBEDDING_SNAPSHOT = 1, /* a copy saved every N steps */
+    SDT_FILE_EMBEDDING_CARD = 2,     /* an A1111 PNG card (sd-ti-embedding chunk) */
+    SDT_FILE_TRAINING_STATE = 3,     /* a full-state checkpoint for resuming */
+    SDT_FILE_LOSS_CSV = 4,
+    SDT_FILE_SETTINGS = 5,           /* the settings JSON of the run */
+    SDT_FILE_PREVIEW = 6,
+    SDT_FILE_FORCE_32BIT = 0x7fffffff
+} sdt_file_kind;
+
+/* A file the plugin has finished writing (atomically), valid only during the callback. */
+typedef struct sdt_saved_file {
+    uint32_t struct_size;
+    uint32_t kind;             /* sdt_file_kind */
+    int64_t step;
+    const char *path;          /* UTF-8 */
+} sdt_saved_file;
+
+/* The table a host passes when it creates a handle. The plugin copies the table (the first
+ * struct_size bytes), so the host's struct need not outlive the call; user_data must outlive
+ * the handle. Every callback may be NULL. Callbacks run on the thread of the call that causes
+ * them (for training: the worker thread inside run()); pointers they receive are valid only
+ * during the callback. A callback may call interrupt(), get_metrics() and get_run_state() on
+ * the same handle, nothing else on it. */
+typedef struct sdt_host_callbacks {
+    uint32_t struct_size;
+    void *user_data;
+    void (*log)(void *user_data, sdt_log_level level, const char *message);
+    void (*metrics)(void *user_data, const sdt_metrics *metrics);          /* after every optimizer step */
+    void (*preview_ready)(void *user_data, const sdt_preview *preview);
+    void (*file_saved)(void *user_data, const sdt_saved_file *file);
+} sdt_host_callbacks;
+
+/* ---- The entry point ---------------------------------------------------------------------- */
+
+#define SDTRAIN_ENTRY_SYMBOL "sdtrain_entry"
+
+typedef struct sdt_entry {
+    /* The ABI version the plugin implements. First field forever, so any host can read it. */
+    sdt_version abi_version;
+    /* The plugin's own release, e.g. "0.1.0" (static string, valid while loaded). */
+    const char *plugin_version;
+
+    /* [main thread] Reference-counted: every successful init needs one deinit. host_version is
+     * SDT_ABI_VERSION as the host was compiled. A different major returns
+     * SDT_STATUS_VERSION_MISMATCH and copies a sentence into err (err may be NULL). */
+    sdt_status (*init)(sdt_version host_version, char *err, uint32_t err_size);
+
+    /* [main thread] Drops one init reference. Extra calls are harmless. All handles must have
+     * been destroyed before the last deinit. */
+    void (*deinit)(void);
+
+    /* [any thread] Returns the factory with this id ("sdtrain.textual_inversion/1", ...) cast to
+     * const void *, or NULL when the id is unknown or the plugin is not initialised. The table is
+     * static in the plugin: valid until the last deinit. */
+    const void *(*get_factory)(const char *factory_id);
+
+    /* [any thread] A short constant name for a status, e.g. "SDT_STATUS_IO" (never NULL). */
+    const char *(*status_name)(sdt_status status);
+} sdt_entry;
+
+/* Signature of the exported object, for hosts that look it up with dlsym/GModule:
+ *   const sdt_entry *entry = (const sdt_entry *)dlsym(lib, SDTRAIN_ENTRY_SYMBOL); */
+#ifdef SDTRAIN_BUILDING_PLUGIN
+SDT_EXPORT extern const sdt_entry sdtrain_entry;
+#endif
+
+/* ---- Textual inversion: "sdtrain.textual_inversion/1" ------------------------------------- */
+
+#define SDT_FACTORY_TEXTUAL_INVERSION "sdtrain.textual_inversion/1"
+
+typedef struct sdt_ti_trainer sdt_ti_trainer; /* opaque */
+
+/* Input to create_embedding. */
+typedef struct sdt_embedding_spec {
+    uint32_t struct_size;
+    uint32_t vectors_per_token; /* 1..75 */
+    const char *name;           /* sanitised to [A-Za-z0-9._- ]; the file is <output_dir>/<name>.safetensors */
+    const char *init_text;      /* tokenised; vector i = token row floor(i*n/N); NULL or "" = zeros */
+    const char *model_path;     /* the SD checkpoint (file or diffusers folder) whose text encoder sets the width */
+    const char *output_dir;     /* must exist */
+    bool overwrite;             /* false: an existing file is an SDT_STATUS_ALREADY_EXISTS error */
+} sdt_embedding_spec;
+
+typedef enum sdt_clip_mode {
+    SDT_CLIP_DISABLED = 0,
+    SDT_CLIP_VALUE = 1,         /* clamp each unscaled gradient element to +-clip_value */
+    SDT_CLIP_NORM = 2,          /* rescale the unscaled gradients to a total L2 norm <= clip_value */
+    SDT_CLIP_FORCE_32BIT = 0x7fffffff
+} sdt_clip_mode;
+
+typedef enum sdt_latent_sampling {
+    SDT_LATENT_ONCE = 0,          /* one VAE draw per image, cached for the run */
+    SDT_LATENT_DETERMINISTIC = 1, /* the VAE mean, cached */
+    SDT_LATENT_RANDOM = 2,        /* a fresh draw every time an image is used */
+    SDT_LATENT_FORCE_32BIT = 0x7fffffff
+} sdt_latent_sampling;
+
+/* The Train tab. Input struct: fill it with config_defaults(), then change what you need.
+ * Strings are UTF-8 paths or text, borrowed for the duration of prepare() (the plugin copies
+ * them); NULL means "not set" (the default applies where one exists). Defaults in brackets. */
+typedef struct sdt_ti_config {
+    uint32_t struct_size;
+    uint32_t batch_size;              /* [1] clamped to the number of images */
+    uint32_t grad_accum_steps;        /* [1] */
+    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; applied to unscaled gradients */
+    uint32_t width;                   /* [512] 64..2048, multiple of 8 */
+    uint32_t height;                  /* [512] */
+    uint32_t latent_sampling;         /* sdt_latent_sampling [ONCE] */
+    uint32_t precision;               /* sdt_precision [FP32] */
+    uint32_t device;                  /* sdt_device_choice [AUTO] */
+    uint32_t clip_skip;               /* [1] 1 = last CLIP layer, 2 = the one before, ... */
+    uint32_t max_consecutive_nonfinite; /* [10] stop (state saved) after this many bad steps in a row */
+    uint32_t preview_steps;           /* [20] sampler steps for a preview */
+    uint32_t preview_width;           /* [0] 0 = the training width */
+    uint32_t preview_height;          /* [0] 0 = the training height */
+    uint32_t cpu_threads;             /* [0] 0 = the plugin's choice */
+    uint32_t reserved0;               /* [0] keeps the 64-bit fields aligned; must be 0 */
+    int64_t max_steps;                /* [100000] total optimizer steps, counted from the stored step */
+    int64_t save_every;               /* [500] save a copy every N steps, 0 = never */
+    int64_t preview_every;            /* [500] save a preview image every N steps, 0 = never */
+    int64_t write_csv_every;          /* [500] write the loss CSV every N steps, 0 = never */
+    uint64_t seed;                    /* [0] training RNG seed */
+    int64_t preview_seed;             /* [-1] -1 = random */
+    double tag_dropout;               /* [0] probability of dropping each caption tag, 0..1 */
+    double lr_backoff;                /* [0.5] learning-rate factor applied when the fp32 fallback fires */
+    double preview_cfg_scale;         /* [7.0] classifier-free guidance scale */
+    double loss_scale_init;           /* [65536] fp16 only: the initial loss scale */
+    const char *embedding_path;       /* the embedding to train (any format inspect reads) */
+    const char *model_path;           /* the SD checkpoint: file or diffusers folder */
+    const char *learn_rate;           /* ["0.005"] schedule "RATE[:STEP], ..." (A1111 grammar) */
+    const char *clip_value;           /* ["0.1"] same schedule grammar */
+    const char *dataset_dir;          /* flat folder of images with optional <stem>.txt captions */
+    const char *log_dir;              /* ["textual_inversion"]; outputs go to <log_dir>/<date>/<name>/ */
+    const char *template_file;        /* prompt template file with [name] and [filewords] */
+    const char *filename_word_regex;  /* [""] caption from filename: words matching this regex */
+    const char *filename_join_string; /* [" "] joins those words */
+    const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
+    const char *preview_negative_prompt; /* [""] */
+    const char *preview_sampler;      /* ["euler"] "euler" or "ddim" */
+    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from */
+    bool varsize;                     /* [false] do not resize; images are bucketed by size */
+    bool shuffle_tags;                /* [false] shuffle caption tags split by ',' */
+    bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
+    bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
+    bool anomaly_mode;                /* [false] check every layer for non-finite values (slow) */
+} sdt_ti_config;
+
+/* What prepare() found. Output struct: set struct_size first. */
+typedef struct sdt_prepare_info {
+    uint32_t struct_size;
+    uint32_t precision;               /* sdt_precision that will be used */
+    uint32_t device;                  /* SDT_DEVICE_CHOICE_CPU or SDT_DEVICE_CHOICE_CUDA, as resolved */
+    uint32_t vectors;                 /* rows of the embedding */
+    uint32_t embedding_dim;           /* width of each row */
+    uint32_t batch_size;              /* after clamping */
+    uint32_t grad_accum_steps;        /* after clamping */
+    uint32_t reserved0;
+    int64_t dataset_images;
+    int64_t steps_per_epoch;
+    int64_t start_step;               /* the embedding's stored step, or the resumed step */
+    int64_t max_steps;                /* where the run will stop */
+    uint64_t memory_estimate_bytes;   /* peak on the chosen device */
+    uint64_t memory_available_bytes;  /* what the device reported as free; 0 = unknown */
+} sdt_prepare_info;
+
+typedef enum sdt_run_state {
+    SDT_RUN_IDLE = 0,        /* created, nothing prepared */
+    SDT_RUN_PREPARED = 1,    /* prepare() succeeded; run() may be called */
+    SDT_RUN_RUNNING = 2,
+    SDT_RUN_FINISHED = 3,    /* reached max steps; final files saved */
+    SDT_RUN_INTERRUPTED = 4, /* stopped by interrupt(); state saved */
+    SDT_RUN_FAILED = 5,      /* stopped by an error; last good state saved when possible */
+    SDT_RUN_FORCE_32BIT = 0x7fffffff
+} sdt_run_state;
+
+typedef enum sdt_embedding_file_format {
+    SDT_EMBEDDING_FILE_UNKNOWN = 0,
+    SDT_EMBEDDING_FILE_SAFETENSORS = 1,      /* one tensor, e.g. emb_params [N, dim] */
+    SDT_EMBEDDING_FILE_SAFETENSORS_SDXL = 2, /* clip_l [N, 768] and clip_g [N, 1280] */
+    SDT_EMBEDDING_FILE_A1111_PT = 3,         /* torch zip with string_to_param */
+    SDT_EMBEDDING_FILE_PNG_CHUNK = 4,        /* PNG with an sd-ti-embedding text chunk */
+    SDT_EMBEDDING_FILE_PNG_PIXELS = 5,       /* PNG with the payload hidden in the pixels */
+    SDT_EMBEDDING_FILE_TRAINING_STATE = 6,   /* a full-state checkpoint of this plugin */
+    SDT_EMBEDDING_FILE_FORCE_32BIT = 0x7fffffff
+} sdt_embedding_file_format;
+
+/* What inspect() read from a file. Output struct: set struct_size first. Text fields are
+ * NUL-terminated and truncated to fit. */
+typedef struct sdt_embedding_info {
+    uint32_t struct_size;
+    uint32_t format;                  /* sdt_embedding_file_format */
+    uint32_t vectors;
+    uint32_t embedding_dim;           /* SDXL: 768 + 1280 */
+    int64_t step;                     /* -1 when the file does not record it */
+    double vector_norm_mean;          /* mean L2 norm of the rows */
+    bool all_finite;                  /* false when any value is NaN or Inf */
+    char name[256];
+    char init_text[256];
+    char checkpoint_name[256];
+    char checkpoint_hash[72];
+} sdt_embedding_info;
+
+/* The textual-inversion factory. A table of functions: the host calls them through the pointer
+ * that get_factory returned. struct_size lets a host check that a function appended in a later
+ * minor version is present: offsetof(sdt_ti_factory, fn) < struct_size. */
+typedef struct sdt_ti_factory {
+    uint32_t struct_size;
+
+    /* [any thread] Fills *config with the defaults listed in sdt_ti_config. Set
+     * config->struct_size = sizeof(*config) first; only that many bytes are written. Default
+     * strings point to constants inside the plugin, valid while it is loaded. */
+    sdt_status (*config_defaults)(sdt_ti_config *config);
+
+    /* [main thread] Creates a trainer. The callbacks table is copied (NULL = no callbacks).
+     * On failure *out is NULL and the sentence is copied into err (err may be NULL). */
+    sdt_status (*create)(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out,
+                         char *err, uint32_t err_size);
+
+    /* [main thread] Destroys a trainer; NULL is a no-op. Not while run() is in progress:
+     * interrupt() and wait for run() to return first. */
+    void (*destroy)(sdt_ti_trainer *trainer);
+
+    /* [any thread] Copies the sentence of the last failed call on this handle ("" when none)
+     * into buf. *needed (may be NULL) receives the size needed including the NUL. */
+    sdt_status (*get_last_error)(const sdt_ti_trainer *trainer, char *buf, uint32_t buf_size,
+                                 uint32_t *needed);
+
+    /* [worker thread] Creates an embedding file from spec and copies its path into path_buf
+     * (may be NULL). Loads the model's text encoder: may take seconds. */
+    sdt_status (*create_embedding)(sdt_ti_trainer *trainer, const sdt_embedding_spec *spec,
+                                   char *path_buf, uint32_t path_buf_size, uint32_t *needed);
+
+    /* [worker thread] Validates the whole job before any training work (every input, the
+     * dataset, templates, the token window, the LR schedule, memory) and loads what run() needs.
+     * On success the state is SDT_RUN_PREPARED and *info (may be NULL) is filled. Calling it
+     * again replaces the previous preparation. */
+    sdt_status (*prepare)(sdt_ti_trainer *trainer, const sdt_ti_config *config,
+                          sdt_prepare_info *info);
+
+    /* [worker thread] Trains until max steps, an error, or interrupt(). Blocks; calls the host
+     * callbacks on this thread. Returns SDT_STATUS_OK (finished, files saved),
+     * SDT_STATUS_INTERRUPTED (stopped after a whole step, state saved) or an error. */
+    sdt_status (*run)(sdt_ti_trainer *trainer);
+
+    /* [any thread] Asks run() to stop after the current optimizer step and save. Returns at
+     * once; safe to call many times, before run() (then run() stops after saving at once)
+     * or with no run at all. The request is cleared by the next prepare(). */
+    sdt_status (*interrupt)(sdt_ti_trainer *trainer);
+
+    /* [any thread] The current state (sdt_run_state) of the handle. */
+    sdt_status (*get_run_state)(const sdt_ti_trainer *trainer, sdt_run_state *state);
+
+    /* [any thread] The metrics of the latest finished step (all zero before the first). */
+    sdt_status (*get_metrics)(const sdt_ti_trainer *trainer, sdt_metrics *metrics);
+
+    /* [main thread] Writes a full-state checkpoint (embedding, optimizer moments, scaler, step,
+     * schedule position, RNG, data order) atomically to path. Needs a prepared trainer. */
+    sdt_status (*save_state)(sdt_ti_trainer *trainer, const char *path);
+
+    /* [main thread] Loads a full-state checkpoint into a prepared trainer; run() continues it
+     * bit for bit (on the CPU). The same as setting resume_state_path in the config. */
+    sdt_status (*load_state)(sdt_ti_trainer *trainer, const char *path);
+
+    /* [any thread] Reads an embedding file of any supported format. info and json_buf may each
+     * be NULL; json_buf receives the same facts (and all metadata) as one JSON object. */
+    sdt_status (*inspect)(sdt_ti_trainer *trainer, const char *path, sdt_embedding_info *info,
+                          char *json_buf, uint32_t json_buf_size, uint32_t *json_needed);
+} sdt_ti_factory;
+
+/* ---- The loss scaler: "sdtrain.scaler/1" --------------------------------------------------- */
+/* PyTorch GradScaler semantics (init scale 2^16, growth 2, backoff 0.5, interval 2000), one
+ * state per optimizer (READY -> UNSCALED -> STEPPED), misuse reported as a status with a sentence.
+ * For hosts that run their own training loop over float32 gradient buffers. Per iteration:
+ *   scale_loss -> (host backward) -> unscale (per optimizer) -> host clips -> should_step (per
+ *   optimizer; the host applies its optimizer only when told to) -> update. */
+
+#define SDT_FACTORY_SCALER "sdtrain.scaler/1"
+
+typedef struct sdt_loss_scaler sdt_loss_scaler; /* opaque */
+
+/* Input struct: fill with config_defaults() first. */
+typedef struct sdt_loss_scaler_config {
+    uint32_t struct_size;
+    uint32_t optimizer_count;   /* [1] optimizers sharing this scale, indexed 0..count-1 */
+    int64_t growth_interval;    /* [2000] clean steps before the scale grows; > 0 */
+    uint32_t hysteresis;        /* [1] overflows tolerated before backing off (1 = PyTorch) */
+    uint32_t reserved0;
+    double init_scale;          /* [65536] finite, > 0 */
+    double growth_factor;       /* [2.0] > 1 */
+    double backoff_factor;      /* [0.5] in (0, 1) */
+    double min_scale;           /* [0] the scale never backs off below this (0 = no floor) */
+    bool enabled;               /* [true] false = identity: scale 1, every step taken */
+} sdt_loss_scaler_config;
+
+typedef struct sdt_loss_scaler_factory {
+    uint32_t struct_size;
+    /* [any thread] Defaults as listed in sdt_loss_scaler_config. */
+    sdt_status (*config_defaults)(sdt_loss_scaler_config *config);
+    /* [main thread] Validates config and creates a scaler; errors go to err. */
+    sdt_status (*create)(const sdt_loss_scaler_config *config, sdt_loss_scaler **out, char *err, uint32_t err_size);
+    /* [main thread] NULL is a no-op. */
+    void (*destroy)(sdt_loss_scaler *scaler);
+    /* [any thread] As sdt_ti_factory.get_last_error. */
+    sdt_status (*get_last_error)(const sdt_loss_scaler *scaler, char *buf, uint32_t buf_size, uint32_t *needed);
+    /* [main thread] *scaled = loss * scale (loss unchanged when disabled). */
+    sdt_status (*scale_loss)(sdt_loss_scaler *scaler, float loss, float *scaled);
+    /* [main thread] Multiplies every gradient of one optimizer by 1/scale in place and checks
+     * them for NaN/Inf in the same pass. grads[i] has counts[i] floats. *found_inf (may be NULL)
+     * tells whether this optimizer's step will be skipped. Twice before update() is misuse. */
+    sdt_status (*unscale)(sdt_loss_scaler *scaler, uint32_t optimizer, float *const *grads,
+                          const uint64_t *counts, uint32_t buffer_count, bool *found_inf);
+    /* [main thread] Records the step of one optimizer; *should_step is false when its gradients
+     * were not finite. Without unscale() since the last update() it is misuse (the
+     * "No inf checks were recorded" case), reported instead of guessed. */
+    sdt_status (*should_step)(sdt_loss_scaler *scaler, uint32_t optimizer, bool *should_step);
+    /* [main thread] Ends the iteration: backs off on any overflow, else counts toward growth. */
+    sdt_status (*update)(sdt_loss_scaler *scaler);
+    /* [any thread] The current scale (1 when disabled). */
+    sdt_status (*get_scale)(const sdt_loss_scaler *scaler, double *scale);
+    /* [main thread] Copies the state (scale, growth tracker, factors) into buf, a versioned
+     * little-endian blob. buf NULL or too small: *needed tells the size. Only between iterations. */
+    sdt_status (*save_state)(const sdt_loss_scaler *scaler, void *buf, uint32_t buf_size, uint32_t *needed);
+    /* [main thread] Restores a blob from save_state; a corrupt or foreign blob is BAD_FORMAT. */
+    sdt_status (*load_state)(sdt_loss_scaler *scaler, const void *buf, uint32_t buf_size);
+} sdt_loss_scaler_factory;
+
+/* Reserved for a later minor version: "sdtrain.hypernetwork/1". */
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SDTRAIN_H */

@@ -1,0 +1,81 @@
+/* cli_common.c - parsing, errors and plugin opening shared by the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "exit_codes.h"
+#include "train_session.h"
+
+gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv)
+{
+    GError *gerr = NULL;
+    if (!g_option_context_parse(ctx, argc, argv, &gerr)) {
+        fprintf(stderr, "sdt-host %s: %s\nTry 'sdt-host %s --help'.\n", command, gerr->message, command);
+        g_clear_error(&gerr);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+int cli_error(const char *sentence)
+{
+    fprintf(stderr, "sdt-host: %s\n", sentence);
+    return SDT_EXIT_ERROR;
+}
+
+int cli_usage_error(const char *command, const char *sentence)
+{
+    fprintf(stderr, "sdt-host %s: %s\nTry 'sdt-host %s --help'.\n", command, sentence, command);
+    return SDT_EXIT_USAGE;
+}
+
+int cli_trainer_open(cli_trainer *t, const char *plugin_path)
+{
+    memset(t, 0, sizeof *t);
+    char *error = NULL;
+    if (!host_plugin_open(&t->plugin, plugin_path, &error)) {
+        int status = cli_error(error);
+        g_free(error);
+        host_plugin_close(&t->plugin);
+        return status;
+    }
+    t->factory = host_plugin_factory(&t->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error);
+    if (!t->factory) {
+        int status = cli_error(error);
+        g_free(error);
+        host_plugin_close(&t->plugin);
+        return status;
+    }
+    sdt_host_callbacks callbacks = train_session_callbacks();
+    char sentence[1024] = "";
+    if (t->factory->create(&callbacks, &t->trainer, sentence, sizeof sentence) != SDT_STATUS_OK) {
+        int status = cli_error(sentence);
+        host_plugin_close(&t->plugin);
+        return status;
+    }
+    return 0;
+}
+
+void cli_trainer_close(cli_trainer *t)
+{
+    if (t->factory && t->trainer) t->factory->destroy(t->trainer);
+    host_plugin_close(&t->plugin);
+    memset(t, 0, sizeof *t);
+}
+
+char *cli_trainer_error(const cli_trainer *t)
+{
+    uint32_t needed = 0;
+    t->factory->get_last_error(t->trainer, NULL, 0, &needed);
+    char *sentence = g_malloc0(needed ? needed : 1);
+    t->factory->get_last_error(t->trainer, sentence, needed ? needed : 1, NULL);
+    return sentence;
+}
+
+int cli_trainer_fail(const cli_trainer *t)
+{
+    char *sentence = cli_trainer_error(t);
+    int status = cli_error(sentence[0] ? sentence : "the plugin reported a failure without a message.");
+    g_free(sentence);
+    return status;
+}

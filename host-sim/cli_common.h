@@ -1,0 +1,39 @@
+/* cli_common.h - what every subcommand shares: parsing with a usage error (exit 2), opening
+ * the plugin and a trainer with a one-sentence error (exit 1). */
+#ifndef SDT_HOST_CLI_COMMON_H
+#define SDT_HOST_CLI_COMMON_H
+
+#include <glib.h>
+
+#include "plugin_loader.h"
+#include "sdtrain.h"
+
+/* The --plugin option, to append to each subcommand's entries. */
+#define CLI_PLUGIN_OPTION(var) \
+    { "plugin", 0, 0, G_OPTION_ARG_FILENAME, &(var), "Path of libsdtrain.so (default: $SDTRAIN_PLUGIN, then next to sdt-host)", "PATH" }
+
+/* Parses argv; on a bad command line prints the reason and a hint, and returns FALSE. */
+gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv);
+
+/* Prints "sdt-host: <sentence>" on stderr and returns exit status 1 (or 2 for usage). */
+int cli_error(const char *sentence);
+int cli_usage_error(const char *command, const char *sentence);
+
+/* An open plugin, its TI factory and one trainer with sdt-host's callbacks. */
+typedef struct cli_trainer {
+    host_plugin plugin;
+    const sdt_ti_factory *factory;
+    sdt_ti_trainer *trainer;
+} cli_trainer;
+
+/* 0, or an exit status after printing the sentence. */
+int cli_trainer_open(cli_trainer *t, const char *plugin_path);
+void cli_trainer_close(cli_trainer *t);
+
+/* The trainer's last error as a malloc'd string (g_free). */
+char *cli_trainer_error(const cli_trainer *t);
+
+/* Maps a failed status to an exit status after printing the trainer's sentence. */
+int cli_trainer_fail(const cli_trainer *t);
+
+#endif

@@ -1,0 +1,59 @@
+/* cmd_create.c - `sdt-host create-embedding`: the Create embedding tab. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+
+int cmd_create_embedding(int argc, char **argv)
+{
+    char *name = NULL, *init_text = NULL, *model = NULL, *out = NULL, *plugin = NULL, *vectors_text = NULL;
+    gboolean overwrite = FALSE;
+    GOptionEntry entries[] = {
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' ')", "NAME" },
+        { "init-text", 0, 0, G_OPTION_ARG_STRING, &init_text, "Initialization text (default \"*\"; empty = zeros)", "TEXT" },
+        { "vectors", 0, 0, G_OPTION_ARG_STRING, &vectors_text, "Number of vectors per token, 1..75 (default 1)", "K" },
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Stable Diffusion checkpoint whose text encoder sets the width", "PATH" },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR" },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file", NULL },
+        CLI_PLUGIN_OPTION(plugin),
+        { NULL, 0, 0, 0, NULL, NULL, NULL }
+    };
+    GOptionContext *ctx = g_option_context_new("- create an embedding file");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    int status = SDT_EXIT_OK;
+    guint64 vectors = 1;
+    if (!cli_parse(ctx, "create-embedding", &argc, &argv)) status = SDT_EXIT_USAGE;
+    else if (argc > 1) status = cli_usage_error("create-embedding", "unexpected argument; every input is an --option.");
+    else if (!name) status = cli_usage_error("create-embedding", "--name is required.");
+    else if (vectors_text && !g_ascii_string_to_unsigned(vectors_text, 10, 1, 75, &vectors, NULL))
+        status = cli_usage_error("create-embedding", "--vectors must be a whole number from 1 to 75.");
+    const char *out_dir = out ? out : "embeddings";
+    if (status == SDT_EXIT_OK && g_mkdir_with_parents(out_dir, 0777) != 0) {
+        char *sentence = g_strdup_printf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
+        status = cli_error(sentence);
+        g_free(sentence);
+    }
+    cli_trainer t;
+    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+        sdt_embedding_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.struct_size = sizeof spec;
+        spec.vectors_per_token = (uint32_t)vectors;
+        spec.name = name;
+        spec.init_text = init_text ? init_text : "*";
+        spec.model_path = model;
+        spec.output_dir = out_dir;
+        spec.overwrite = overwrite;
+        char path[4096] = "";
+        if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
+            printf("Created: %s\n", path);
+        else
+            status = cli_trainer_fail(&t);
+        cli_trainer_close(&t);
+    }
+    g_option_context_free(ctx);
+    g_free(name); g_free(init_text); g_free(model); g_free(out); g_free(plugin); g_free(vectors_text);
+    return status;
+}

@@ -1,0 +1,144 @@
+/* cmd_demo.c - `sdt-host [demo]`: the README's first command. Creates an embedding and trains
+ * it on the demo model and dataset, then says where the outputs are.
+ *
+ * The demo assets (a small model and a small dataset) live in a folder found as
+ * $SDTRAIN_DEMO_DIR, else <sdt-host's folder>/demo, else <sdt-host's folder>/../share/sdtrain/demo,
+ * with model/ and dataset/ inside; --model and --dataset replace either. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "train_session.h"
+
+#define DEMO_NAME "sdtrain-demo"
+#define DEMO_TEMPLATE "a photo of [name], [filewords]\n"
+
+static char *demo_dir(void)
+{
+    const char *env = g_getenv("SDTRAIN_DEMO_DIR");
+    if (env && env[0]) return g_strdup(env);
+    char *exe = g_file_read_link("/proc/self/exe", NULL);
+    char *dir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+    g_free(exe);
+    char *beside = g_build_filename(dir, "demo", NULL);
+    char *shared = g_build_filename(dir, "..", "share", "sdtrain", "demo", NULL);
+    g_free(dir);
+    char *chosen = g_file_test(beside, G_FILE_TEST_IS_DIR) ? g_strdup(beside) : g_strdup(shared);
+    g_free(beside);
+    g_free(shared);
+    return chosen;
+}
+
+/* The demo job's settings: small and quick on 2 CPU cores. */
+static void demo_config(sdt_ti_config *c, const char *embedding, const char *model, const char *dataset,
+                        const char *template_file, const char *log_dir, int64_t max_steps, uint64_t seed)
+{
+    c->embedding_path = embedding;
+    c->model_path = model;
+    c->dataset_dir = dataset;
+    c->template_file = template_file;
+    c->log_dir = log_dir;
+    c->max_steps = max_steps;
+    c->seed = seed;
+    c->width = 64;
+    c->height = 64;
+    c->save_every = max_steps / 4 > 0 ? max_steps / 4 : 1;
+    c->preview_every = c->save_every;
+    c->write_csv_every = 1;
+    c->preview_steps = 10;
+    c->device = SDT_DEVICE_CHOICE_CPU;
+}
+
+static int run_demo(const char *out, const char *model, const char *dataset, int64_t max_steps, uint64_t seed,
+                    const char *plugin)
+{
+    if (!g_file_test(model, G_FILE_TEST_EXISTS) || !g_file_test(dataset, G_FILE_TEST_IS_DIR)) {
+        char *sentence = g_strdup_printf("The demo model (%s) or dataset (%s) is missing; set SDTRAIN_DEMO_DIR "
+                                         "or pass --model and --dataset.", model, dataset);
+        int status = cli_error(sentence);
+        g_free(sentence);
+        return status;
+    }
+    char *emb_dir = g_build_filename(out, "embeddings", NULL);
+    char *template_file = g_build_filename(out, "demo_template.txt", NULL);
+    char *log_dir = g_build_filename(out, "textual_inversion", NULL);
+    int status = SDT_EXIT_OK;
+    GError *gerr = NULL;
+    if (g_mkdir_with_parents(emb_dir, 0777) != 0 || !g_file_set_contents(template_file, DEMO_TEMPLATE, -1, &gerr)) {
+        char *sentence = g_strdup_printf("Could not write the demo files in %s; choose a writable --out folder.", out);
+        status = cli_error(sentence);
+        g_free(sentence);
+        g_clear_error(&gerr);
+    }
+    cli_trainer t;
+    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+        sdt_embedding_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.struct_size = sizeof spec;
+        spec.vectors_per_token = 2;
+        spec.name = DEMO_NAME;
+        spec.init_text = "photo";
+        spec.model_path = model;
+        spec.output_dir = emb_dir;
+        spec.overwrite = true;
+        char embedding[4096] = "";
+        sdt_ti_config config;
+        memset(&config, 0, sizeof config);
+        config.struct_size = sizeof config;
+        if (t.factory->create_embedding(t.trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK ||
+            t.factory->config_defaults(&config) != SDT_STATUS_OK) {
+            status = cli_trainer_fail(&t);
+        } else {
+            demo_config(&config, embedding, model, dataset, template_file, log_dir, max_steps, seed);
+            status = train_session_run(t.factory, t.trainer, &config);
+            if (status != SDT_EXIT_ERROR)
+                printf("Demo outputs: the embedding %s, logs, previews and copies under %s\n", embedding, log_dir);
+        }
+        cli_trainer_close(&t);
+    }
+    g_free(emb_dir);
+    g_free(template_file);
+    g_free(log_dir);
+    return status;
+}
+
+int cmd_demo(int argc, char **argv)
+{
+    char *out = NULL, *model = NULL, *dataset = NULL, *plugin = NULL, *steps_text = NULL, *seed_text = NULL;
+    GOptionEntry entries[] = {
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: sdtrain-demo)", "DIR" },
+        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default 200)", "N" },
+        { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Seed (default 0)", "S" },
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Model instead of the demo model", "PATH" },
+        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo dataset", "DIR" },
+        CLI_PLUGIN_OPTION(plugin),
+        { NULL, 0, 0, 0, NULL, NULL, NULL }
+    };
+    GOptionContext *ctx = g_option_context_new("- train the demo embedding (the default command)");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    guint64 steps = 200, seed = 0;
+    int status = SDT_EXIT_OK;
+    if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
+    else if (argc > 1) {
+        char *sentence = g_strdup_printf("unknown command '%s'; the commands are demo, create-embedding, train and inspect.", argv[1]);
+        status = cli_usage_error("demo", sentence);
+        g_free(sentence);
+    } else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
+        status = cli_usage_error("demo", "--max-steps must be a whole number of at least 1.");
+    else if (seed_text && !g_ascii_string_to_unsigned(seed_text, 10, 0, G_MAXUINT64, &seed, NULL))
+        status = cli_usage_error("demo", "--seed must be a whole number of at least 0.");
+    if (status == SDT_EXIT_OK) {
+        char *dir = demo_dir();
+        char *model_path = model ? g_strdup(model) : g_build_filename(dir, "model", NULL);
+        char *dataset_path = dataset ? g_strdup(dataset) : g_build_filename(dir, "dataset", NULL);
+        status = run_demo(out ? out : "sdtrain-demo", model_path, dataset_path, (int64_t)steps, seed, plugin);
+        g_free(dir);
+        g_free(model_path);
+        g_free(dataset_path);
+    }
+    g_option_context_free(ctx);
+    g_free(out); g_free(model); g_free(dataset); g_free(plugin); g_free(steps_text); g_free(seed_text);
+    return status;
+}

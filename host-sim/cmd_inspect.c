@@ -1,0 +1,81 @@
+/* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+
+static const char *format_name(uint32_t format)
+{
+    switch (format) {
+    case SDT_EMBEDDING_FILE_SAFETENSORS: return "safetensors";
+    case SDT_EMBEDDING_FILE_SAFETENSORS_SDXL: return "safetensors (SDXL clip_l + clip_g)";
+    case SDT_EMBEDDING_FILE_A1111_PT: return "A1111 .pt";
+    case SDT_EMBEDDING_FILE_PNG_CHUNK: return "PNG card (sd-ti-embedding chunk)";
+    case SDT_EMBEDDING_FILE_PNG_PIXELS: return "PNG card (data in pixels)";
+    case SDT_EMBEDDING_FILE_TRAINING_STATE: return "sdtrain training state";
+    default: return "unknown";
+    }
+}
+
+static void print_info(const char *path, const sdt_embedding_info *info)
+{
+    printf("file:        %s\n", path);
+    printf("format:      %s\n", format_name(info->format));
+    printf("name:        %s\n", info->name);
+    printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
+    if (info->step >= 0) printf("step:        %lld\n", (long long)info->step);
+    if (info->init_text[0]) printf("init text:   %s\n", info->init_text);
+    if (info->checkpoint_name[0] || info->checkpoint_hash[0])
+        printf("checkpoint:  %s [%s]\n", info->checkpoint_name, info->checkpoint_hash);
+    printf("mean norm:   %.6g\n", info->vector_norm_mean);
+    printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
+}
+
+static int inspect_file(const char *path, gboolean json, const char *plugin)
+{
+    cli_trainer t;
+    int status = cli_trainer_open(&t, plugin);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_embedding_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (!json) {
+        if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) print_info(path, &info);
+        else status = cli_trainer_fail(&t);
+    } else {
+        uint32_t needed = 0;
+        sdt_status st = t.factory->inspect(t.trainer, path, NULL, NULL, 0, &needed);
+        char *text = NULL;
+        if (st == SDT_STATUS_BUFFER_TOO_SMALL) { /* the size query; now fetch */
+            text = g_malloc0(needed);
+            st = t.factory->inspect(t.trainer, path, NULL, text, needed, NULL);
+        }
+        if (st == SDT_STATUS_OK && text) printf("%s\n", text);
+        else status = cli_trainer_fail(&t);
+        g_free(text);
+    }
+    cli_trainer_close(&t);
+    return status;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    char *plugin = NULL;
+    GOptionEntry entries[] = {
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        CLI_PLUGIN_OPTION(plugin),
+        { NULL, 0, 0, 0, NULL, NULL, NULL }
+    };
+    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file holds (safetensors, .pt, PNG card)");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    int status;
+    if (!cli_parse(ctx, "inspect", &argc, &argv)) status = SDT_EXIT_USAGE;
+    else if (argc != 2) status = cli_usage_error("inspect", "give exactly one FILE to inspect.");
+    else status = inspect_file(argv[1], json, plugin);
+    g_option_context_free(ctx);
+    g_free(plugin);
+    return status;
+}

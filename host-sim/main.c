@@ -1,0 +1,75 @@
+/* main.c - sdt-host: the host simulator and command-line trainer.
+ *
+ *   sdt-host [demo] [--out DIR] [--max-steps N] [--seed S]
+ *   sdt-host create-embedding --name N [--init-text T] [--vectors K] [--model PATH] [--out DIR] [--overwrite]
+ *   sdt-host train [--config panel.ini] --embedding FILE --dataset DIR [Train-tab options...]
+ *   sdt-host inspect FILE [--json]
+ *   --plugin PATH and --help on every command. Exit: 0 ok, 1 error, 2 usage, 130 interrupted.
+ *
+ * It depends only on abi/sdtrain.h: everything goes through the plugin's entry symbol. */
+#include <glib.h>
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "exit_codes.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} command;
+
+static const command commands[] = {
+    { "demo", cmd_demo },
+    { "create-embedding", cmd_create_embedding },
+    { "train", cmd_train },
+    { "inspect", cmd_inspect },
+};
+
+static void print_overview(void)
+{
+    printf("Usage: sdt-host [COMMAND] [OPTIONS]\n\n"
+           "Trains Stable Diffusion textual-inversion embeddings through libsdtrain.so.\n\n"
+           "Commands:\n"
+           "  demo               train the demo embedding (the default)\n"
+           "  create-embedding   create an embedding file\n"
+           "  train              train an embedding (options or --config panel.ini)\n"
+           "  inspect FILE       show what an embedding file holds (--json for JSON)\n\n"
+           "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
+           "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
+}
+
+/* The subcommand is the first argument that names one; options before it (e.g. --plugin)
+ * are handed to it. No name: the demo. */
+static const command *find_command(int argc, char **argv, int *index)
+{
+    for (int i = 1; i < argc; i++)
+        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+            if (strcmp(argv[i], commands[c].name) == 0) {
+                *index = i;
+                return &commands[c];
+            }
+    *index = 0;
+    return &commands[0];
+}
+
+int main(int argc, char **argv)
+{
+    setlocale(LC_ALL, "");
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        print_overview();
+        return SDT_EXIT_OK;
+    }
+    int index = 0;
+    const command *cmd = find_command(argc, argv, &index);
+    /* Rebuild argv as "<command> <every other argument>" for GOptionContext. */
+    char **args = g_new0(char *, (gsize)argc + 1);
+    int n = 0;
+    args[n++] = (char *)cmd->name;
+    for (int i = 1; i < argc; i++)
+        if (i != index) args[n++] = argv[i];
+    int status = cmd->run(n, args);
+    g_free(args);
+    return status;
+}

@@ -1,0 +1,265 @@
+/* panel_options.c - one table for the Train tab's options (see panel_options.h). */
+#include <stddef.h>
+#include <string.h>
+
+#include "panel_options.h"
+
+#define PANEL_GROUP "train"
+
+typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM } opt_kind;
+
+typedef struct panel_option {
+    const char *name;            /* --name on the command line, name= in [train] */
+    opt_kind kind;
+    size_t offset;               /* into sdt_ti_config */
+    const char *const *choices;  /* OPT_ENUM: names in enum order */
+    const char *arg;             /* placeholder in --help */
+    const char *help;
+} panel_option;
+
+static const char *const clip_modes[] = { "disabled", "value", "norm", NULL };
+static const char *const latent_methods[] = { "once", "deterministic", "random", NULL };
+static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
+static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
+
+#define F(field) offsetof(sdt_ti_config, field)
+
+static const panel_option options[] = {
+    { "embedding", OPT_STR, F(embedding_path), NULL, "FILE", "Embedding file to train" },
+    { "model", OPT_STR, F(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder" },
+    { "dataset", OPT_STR, F(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions)" },
+    { "template", OPT_STR, F(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords]" },
+    { "log-dir", OPT_STR, F(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)" },
+    { "learn-rate", OPT_STR, F(learn_rate), NULL, "SCHEDULE", "Embedding learning rate, e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
+    { "batch-size", OPT_U32, F(batch_size), NULL, "N", "Batch size" },
+    { "grad-accum", OPT_U32, F(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
+    { "clip-mode", OPT_ENUM, F(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
+    { "clip-value", OPT_STR, F(clip_value), NULL, "SCHEDULE", "Gradient clipping value (schedule grammar)" },
+    { "width", OPT_U32, F(width), NULL, "PX", "Width" },
+    { "height", OPT_U32, F(height), NULL, "PX", "Height" },
+    { "do-not-resize", OPT_FLAG_ON, F(varsize), NULL, NULL, "Do not resize images (bucket by size)" },
+    { "max-steps", OPT_I64, F(max_steps), NULL, "N", "Max steps" },
+    { "save-every", OPT_I64, F(save_every), NULL, "N", "Save a copy of the embedding every N steps, 0 to disable" },
+    { "preview-every", OPT_I64, F(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
+    { "csv-every", OPT_I64, F(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
+    { "no-embedding-cards", OPT_FLAG_OFF, F(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks" },
+    { "shuffle-tags", OPT_FLAG_ON, F(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
+    { "tag-dropout", OPT_F64, F(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
+    { "latent-sampling", OPT_ENUM, F(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
+    { "alpha-loss-weight", OPT_FLAG_ON, F(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
+    { "filename-word-regex", OPT_STR, F(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
+    { "filename-join", OPT_STR, F(filename_join_string), NULL, "TEXT", "Caption from filename: join string" },
+    { "precision", OPT_ENUM, F(precision), precisions, "fp32|fp16|bf16", "Compute precision" },
+    { "device", OPT_ENUM, F(device), devices, "auto|cpu|cuda", "Device" },
+    { "seed", OPT_U64, F(seed), NULL, "S", "Training seed" },
+    { "clip-skip", OPT_U32, F(clip_skip), NULL, "N", "CLIP skip (1 = last layer)" },
+    { "lr-backoff", OPT_F64, F(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires" },
+    { "max-nonfinite", OPT_U32, F(max_consecutive_nonfinite), NULL, "N", "Stop after N non-finite steps in a row" },
+    { "loss-scale-init", OPT_F64, F(loss_scale_init), NULL, "S", "fp16: initial loss scale" },
+    { "preview-prompt", OPT_STR, F(preview_prompt), NULL, "TEXT", "Preview prompt (default: the batch's first caption)" },
+    { "preview-negative-prompt", OPT_STR, F(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
+    { "preview-steps", OPT_U32, F(preview_steps), NULL, "N", "Preview sampling steps" },
+    { "preview-cfg", OPT_F64, F(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
+    { "preview-sampler", OPT_STR, F(preview_sampler), NULL, "euler|ddim", "Preview sampler" },
+    { "preview-seed", OPT_I64, F(preview_seed), NULL, "S", "Preview seed, -1 = random" },
+    { "preview-width", OPT_U32, F(preview_width), NULL, "PX", "Preview width, 0 = training width" },
+    { "preview-height", OPT_U32, F(preview_height), NULL, "PX", "Preview height, 0 = training height" },
+    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE", "Resume from a full-state checkpoint" },
+    { "threads", OPT_U32, F(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
+    { "anomaly-mode", OPT_FLAG_ON, F(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+struct panel_values {
+    char *text[N_OPTIONS];       /* command-line values, NULL = not given */
+    gboolean flag[N_OPTIONS];
+    char *config_path;
+    GKeyFile *key_file;
+    GPtrArray *owned;            /* strings the config points at */
+    GOptionEntry entries[N_OPTIONS + 2];
+};
+
+panel_values *panel_values_new(void)
+{
+    panel_values *v = g_new0(panel_values, 1);
+    v->owned = g_ptr_array_new_with_free_func(g_free);
+    return v;
+}
+
+void panel_values_free(panel_values *v)
+{
+    if (!v) return;
+    for (size_t i = 0; i < N_OPTIONS; i++) g_free(v->text[i]);
+    g_free(v->config_path);
+    if (v->key_file) g_key_file_unref(v->key_file);
+    g_ptr_array_unref(v->owned);
+    g_free(v);
+}
+
+const char *panel_config_path(const panel_values *v)
+{
+    return v->config_path;
+}
+
+const GOptionEntry *panel_option_entries(panel_values *v)
+{
+    size_t n = 0;
+    v->entries[n++] = (GOptionEntry){ "config", 0, 0, G_OPTION_ARG_FILENAME, &v->config_path,
+                                      "Panel file (GKeyFile, group [train], keys named like these options); options given here override it", "FILE" };
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_option *o = &options[i];
+        gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF;
+        v->entries[n++] = (GOptionEntry){ o->name, 0, 0, is_flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
+                                          is_flag ? (gpointer)&v->flag[i] : (gpointer)&v->text[i], o->help, o->arg };
+    }
+    v->entries[n] = (GOptionEntry){ NULL, 0, 0, 0, NULL, NULL, NULL };
+    return v->entries;
+}
+
+/* Parses text into the field of option o; FALSE with a sentence naming where it came from. */
+static gboolean set_field(panel_values *v, sdt_ti_config *c, const panel_option *o, const char *text,
+                          const char *origin, char **error)
+{
+    char *field = (char *)c + o->offset;
+    GError *gerr = NULL;
+    gboolean ok = TRUE;
+    switch (o->kind) {
+    case OPT_STR: {
+        char *copy = g_strdup(text);
+        g_ptr_array_add(v->owned, copy);
+        memcpy(field, &copy, sizeof copy);
+        return TRUE;
+    }
+    case OPT_U32: {
+        guint64 x = 0;
+        ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT32, &x, &gerr);
+        uint32_t u = (uint32_t)x;
+        if (ok) memcpy(field, &u, sizeof u);
+        break;
+    }
+    case OPT_U64: {
+        guint64 x = 0;
+        ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT64, &x, &gerr);
+        uint64_t u = x;
+        if (ok) memcpy(field, &u, sizeof u);
+        break;
+    }
+    case OPT_I64: {
+        gint64 x = 0;
+        ok = g_ascii_string_to_signed(text, 10, G_MININT64, G_MAXINT64, &x, &gerr);
+        int64_t s = x;
+        if (ok) memcpy(field, &s, sizeof s);
+        break;
+    }
+    case OPT_F64: {
+        char *end = NULL;
+        double d = g_ascii_strtod(text, &end);
+        ok = end && end != text && *end == '\0';
+        if (ok) memcpy(field, &d, sizeof d);
+        break;
+    }
+    case OPT_ENUM: {
+        ok = FALSE;
+        for (uint32_t k = 0; o->choices[k]; k++)
+            if (g_ascii_strcasecmp(text, o->choices[k]) == 0) {
+                memcpy(field, &k, sizeof k);
+                ok = TRUE;
+            }
+        if (!ok) {
+            *error = g_strdup_printf("%s: '%s' is not one of %s.", origin, text, o->arg);
+            return FALSE;
+        }
+        return TRUE;
+    }
+    case OPT_FLAG_ON:
+    case OPT_FLAG_OFF: {
+        bool b;
+        if (g_ascii_strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) b = true;
+        else if (g_ascii_strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) b = false;
+        else {
+            *error = g_strdup_printf("%s: '%s' is not true or false.", origin, text);
+            return FALSE;
+        }
+        if (o->kind == OPT_FLAG_OFF) b = !b; /* the key names the negative: no-embedding-cards=true */
+        memcpy(field, &b, sizeof b);
+        return TRUE;
+    }
+    }
+    if (!ok) {
+        const char *what = o->kind == OPT_F64 ? "number" : "whole number in range";
+        *error = gerr ? g_strdup_printf("%s: '%s' is not a valid %s (%s).", origin, text, what, gerr->message)
+                      : g_strdup_printf("%s: '%s' is not a valid %s.", origin, text, what);
+        g_clear_error(&gerr);
+    }
+    return ok;
+}
+
+static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
+{
+    GError *gerr = NULL;
+    v->key_file = g_key_file_new();
+    if (!g_key_file_load_from_file(v->key_file, v->config_path, G_KEY_FILE_NONE, &gerr)) {
+        *error = g_strdup_printf("Could not read the panel file %s: %s.", v->config_path, gerr->message);
+        g_clear_error(&gerr);
+        return FALSE;
+    }
+    gsize n_keys = 0;
+    char **keys = g_key_file_get_keys(v->key_file, PANEL_GROUP, &n_keys, NULL);
+    if (!keys) {
+        *error = g_strdup_printf("The panel file %s has no [%s] group; put the options under a [%s] line.", v->config_path,
+                                 PANEL_GROUP, PANEL_GROUP);
+        return FALSE;
+    }
+    gboolean ok = TRUE;
+    for (gsize k = 0; k < n_keys && ok; k++) {
+        const panel_option *o = NULL;
+        for (size_t i = 0; i < N_OPTIONS; i++)
+            if (strcmp(options[i].name, keys[k]) == 0) o = &options[i];
+        if (!o) {
+            *error = g_strdup_printf("The panel file %s has an unknown key '%s' in [%s]; see 'sdt-host train --help' for the names.",
+                                     v->config_path, keys[k], PANEL_GROUP);
+            ok = FALSE;
+            break;
+        }
+        char *value = g_key_file_get_string(v->key_file, PANEL_GROUP, keys[k], NULL);
+        char *origin = g_strdup_printf("%s, key %s", v->config_path, keys[k]);
+        ok = set_field(v, c, o, value ? value : "", origin, error);
+        g_free(origin);
+        g_free(value);
+    }
+    g_strfreev(keys);
+    return ok;
+}
+
+static gboolean apply_command_line(panel_values *v, sdt_ti_config *c, char **error)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_option *o = &options[i];
+        char *origin = g_strdup_printf("--%s", o->name);
+        gboolean ok = TRUE;
+        if (v->text[i]) ok = set_field(v, c, o, v->text[i], origin, error);
+        else if (v->flag[i]) ok = set_field(v, c, o, "true", origin, error);
+        g_free(origin);
+        if (!ok) return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_ti_config *config,
+                            char **error, gboolean *usage_error)
+{
+    *usage_error = FALSE;
+    memset(config, 0, sizeof *config);
+    config->struct_size = sizeof *config;
+    if (factory->config_defaults(config) != SDT_STATUS_OK) {
+        *error = g_strdup("The plugin could not fill the default training config.");
+        return FALSE;
+    }
+    if (v->config_path && !apply_key_file(v, config, error)) return FALSE;
+    if (!apply_command_line(v, config, error)) {
+        *usage_error = TRUE;
+        return FALSE;
+    }
+    return TRUE;
+}

@@ -1,0 +1,160 @@
+/* train_session.c - worker thread, GMainLoop progress and Ctrl-C (see train_session.h). */
+#include <glib-unix.h>
+#include <glib.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "exit_codes.h"
+#include "progress_bar.h"
+#include "train_session.h"
+
+#define REDRAW_MS 200
+#define PLAIN_LINE_EVERY_US (10 * G_USEC_PER_SEC) /* when stderr is not a terminal */
+
+/* Terminal writes come from the worker (log) and the main loop (bar): one at a time. */
+static GMutex terminal_lock;
+
+static void clear_bar_line(void)
+{
+    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
+}
+
+static void on_log(void *user_data, sdt_log_level level, const char *message)
+{
+    (void)user_data;
+    static const char *const names[] = { "debug", "info", "warning", "error" };
+    if (level == SDT_LOG_DEBUG && !g_getenv("SDTRAIN_DEBUG")) return;
+    g_mutex_lock(&terminal_lock);
+    clear_bar_line();
+    fprintf(stderr, "%s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
+    g_mutex_unlock(&terminal_lock);
+}
+
+static void on_file_saved(void *user_data, const sdt_saved_file *file)
+{
+    (void)user_data;
+    g_mutex_lock(&terminal_lock);
+    clear_bar_line();
+    fprintf(stderr, "saved: %s\n", file->path);
+    g_mutex_unlock(&terminal_lock);
+}
+
+sdt_host_callbacks train_session_callbacks(void)
+{
+    sdt_host_callbacks cb;
+    memset(&cb, 0, sizeof cb);
+    cb.struct_size = sizeof cb;
+    cb.log = on_log;
+    cb.file_saved = on_file_saved;
+    return cb;
+}
+
+typedef struct session {
+    const sdt_ti_factory *factory;
+    sdt_ti_trainer *trainer;
+    const sdt_ti_config *config;
+    GMainLoop *loop;
+    sdt_status result;        /* written by the worker before it signals done */
+    long long start_step;
+    gint64 last_plain_line;
+    guint sigint_source;
+    gboolean interrupt_sent;
+} session;
+
+static gboolean worker_done(gpointer data)
+{
+    g_main_loop_quit(((session *)data)->loop);
+    return G_SOURCE_REMOVE;
+}
+
+static gpointer worker(gpointer data)
+{
+    session *s = data;
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    s->result = s->factory->prepare(s->trainer, s->config, &info);
+    if (s->result == SDT_STATUS_OK) {
+        s->start_step = info.start_step;
+        s->result = s->factory->run(s->trainer);
+    }
+    g_idle_add(worker_done, s);
+    return NULL;
+}
+
+/* Draws the bar while running; with final, prints the last state once on its own line. */
+static void draw_progress(session *s, gboolean final)
+{
+    sdt_run_state state = SDT_RUN_IDLE;
+    s->factory->get_run_state(s->trainer, &state);
+    if (state != SDT_RUN_RUNNING && !final) return;
+    sdt_metrics m;
+    memset(&m, 0, sizeof m);
+    m.struct_size = sizeof m;
+    if (s->factory->get_metrics(s->trainer, &m) != SDT_STATUS_OK || m.step == 0) return;
+    char line[512];
+    progress_bar_format(&m, s->start_step, 24, line, sizeof line);
+    g_mutex_lock(&terminal_lock);
+    if (final) {
+        clear_bar_line();
+        fprintf(stderr, "%s\n", line);
+    } else if (isatty(STDERR_FILENO)) {
+        fprintf(stderr, "\r\033[K%s", line);
+    } else if (g_get_monotonic_time() - s->last_plain_line >= PLAIN_LINE_EVERY_US) {
+        fprintf(stderr, "%s\n", line);
+        s->last_plain_line = g_get_monotonic_time();
+    }
+    fflush(stderr);
+    g_mutex_unlock(&terminal_lock);
+}
+
+static gboolean redraw(gpointer data)
+{
+    draw_progress(data, FALSE);
+    return G_SOURCE_CONTINUE;
+}
+
+/* The Interrupt button. A second Ctrl-C gets the default action (saves are atomic, so killing
+ * the process mid-save loses nothing but the save itself). */
+static gboolean on_sigint(gpointer data)
+{
+    session *s = data;
+    s->factory->interrupt(s->trainer);
+    s->interrupt_sent = TRUE;
+    g_mutex_lock(&terminal_lock);
+    clear_bar_line();
+    fprintf(stderr, "Interrupting: finishing the current step and saving (Ctrl-C again to quit at once).\n");
+    g_mutex_unlock(&terminal_lock);
+    s->sigint_source = 0;
+    signal(SIGINT, SIG_DFL);
+    return G_SOURCE_REMOVE;
+}
+
+static int exit_status_for(const session *s)
+{
+    if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
+    if (s->result == SDT_STATUS_INTERRUPTED) return SDT_EXIT_INTERRUPTED;
+    char sentence[2048] = "";
+    s->factory->get_last_error(s->trainer, sentence, sizeof sentence, NULL);
+    fprintf(stderr, "sdt-host: %s\n", sentence[0] ? sentence : "training failed without a message from the plugin.");
+    return SDT_EXIT_ERROR;
+}
+
+int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config)
+{
+    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, FALSE };
+    s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
+    guint timer = g_timeout_add(REDRAW_MS, redraw, &s);
+    GThread *thread = g_thread_new("sdt-train", worker, &s);
+    g_main_loop_run(s.loop);
+    g_thread_join(thread);
+    g_source_remove(timer);
+    if (s.sigint_source) g_source_remove(s.sigint_source);
+    draw_progress(&s, TRUE);
+    g_main_loop_unref(s.loop);
+    int status = exit_status_for(&s);
+    if (status == SDT_EXIT_INTERRUPTED) fprintf(stderr, "Interrupted; the training state was saved.\n");
+    return status;
+}

@@ -1,0 +1,15 @@
+/* train_session.h - runs prepare + run on a worker thread while the main loop draws progress
+ * and turns Ctrl-C into the Interrupt button: what a GUI training panel does. */
+#ifndef SDT_HOST_TRAIN_SESSION_H
+#define SDT_HOST_TRAIN_SESSION_H
+
+#include "sdtrain.h"
+
+/* The host callbacks sdt-host gives every trainer: log lines and saved files on stderr. */
+sdt_host_callbacks train_session_callbacks(void);
+
+/* Prepares and trains on a worker thread. Returns an sdt-host exit status (0, 1 or 130);
+ * errors are printed as one sentence. */
+int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config);
+
+#endif

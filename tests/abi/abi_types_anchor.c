@@ -1,0 +1,27 @@
+/* abi_types_anchor.c - makes every public type of sdtrain.h reachable from one exported
+ * function, so abidw/abidiff see the layout of the factory tables and structs (which the
+ * plugin hands out as const void * and libabigail could not follow). Built only for the check. */
+#include "sdtrain.h"
+
+__attribute__((visibility("default"))) void sdt_abi_types_anchor(
+    const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_loss_scaler_factory *scaler,
+    const sdt_ti_config *config, const sdt_embedding_spec *spec, const sdt_prepare_info *prepare,
+    const sdt_metrics *metrics, const sdt_embedding_info *info, const sdt_host_callbacks *callbacks,
+    const sdt_preview *preview, const sdt_saved_file *saved, const sdt_loss_scaler_config *scaler_config,
+    sdt_status status, sdt_run_state state, sdt_file_kind kind, sdt_clip_mode clip, sdt_latent_sampling latent,
+    sdt_precision precision, sdt_device_choice device, sdt_embedding_file_format format, sdt_log_level level);
+
+void sdt_abi_types_anchor(const sdt_entry *entry, const sdt_ti_factory *ti, const sdt_loss_scaler_factory *scaler,
+                          const sdt_ti_config *config, const sdt_embedding_spec *spec,
+                          const sdt_prepare_info *prepare, const sdt_metrics *metrics,
+                          const sdt_embedding_info *info, const sdt_host_callbacks *callbacks,
+                          const sdt_preview *preview, const sdt_saved_file *saved,
+                          const sdt_loss_scaler_config *scaler_config, sdt_status status, sdt_run_state state,
+                          sdt_file_kind kind, sdt_clip_mode clip, sdt_latent_sampling latent,
+                          sdt_precision precision, sdt_device_choice device, sdt_embedding_file_format format,
+                          sdt_log_level level)
+{
+    (void)entry; (void)ti; (void)scaler; (void)config; (void)spec; (void)prepare; (void)metrics; (void)info;
+    (void)callbacks; (void)preview; (void)saved; (void)scaler_config; (void)status; (void)state; (void)kind;
+    (void)clip; (void)latent; (void)precision; (void)device; (void)format; (void)level;
+}

@@ -1,0 +1,19 @@
+/* header_c11.c - sdtrain.h alone compiles as C11 with -Wall -Wextra -Werror -pedantic, and its
+ * layout promises hold: struct_size first everywhere, enums 32 bits wide. */
+#include "sdtrain.h"
+
+#include <stddef.h>
+
+_Static_assert(offsetof(sdt_entry, abi_version) == 0, "the version is the entry's first field");
+_Static_assert(sizeof(sdt_status) == 4 && sizeof(sdt_run_state) == 4, "enums are 32-bit");
+_Static_assert(offsetof(sdt_ti_config, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(sdt_metrics, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(sdt_host_callbacks, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(sdt_ti_factory, struct_size) == 0, "struct_size first");
+_Static_assert(offsetof(sdt_ti_config, max_steps) % 8 == 0, "64-bit fields aligned without hidden padding");
+
+int main(void)
+{
+    sdt_version v = SDT_ABI_VERSION_INIT;
+    return v.major == SDT_ABI_VERSION_MAJOR ? 0 : 1;
+}

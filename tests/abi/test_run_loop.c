@@ -1,0 +1,231 @@
+/* test_run_loop.c - the shared training loop with a synthetic job: finishing, cadences,
+ * interrupt from another thread (the current step finishes, then one save), a failing step
+ * (last good state saved, the error's sentence returned), and non-fatal periodic save failures. */
+#include <pthread.h>
+#include <string.h>
+
+#include "run_loop.h"
+#include "sdt_test.h"
+
+typedef struct fake_job {
+    int64_t step, max_steps;
+    int64_t fail_at;              /* step that returns an error, 0 = never */
+    int64_t interrupt_at;         /* step during which another thread presses Interrupt, 0 = never */
+    sdt_run_control *ctl;
+    int snapshots, previews, final_saves, metrics_calls, warnings;
+    sdt_save_reason last_reason;
+    int64_t saved_step;
+    bool snapshot_fails;
+} fake_job;
+
+static void *press_interrupt(void *ctl)
+{
+    sdt_run_control_request_interrupt(ctl);
+    return NULL;
+}
+
+static sdt_status fake_step(void *p, sdt_metrics *m, uint32_t *images, char *err, size_t err_size)
+{
+    fake_job *j = p;
+    if (j->fail_at && j->step + 1 == j->fail_at) {
+        snprintf(err, err_size, "step %lld: loss is NaN", (long long)j->fail_at);
+        return SDT_STATUS_NUMERICAL;
+    }
+    if (j->interrupt_at && j->step + 1 == j->interrupt_at) { /* Interrupt arrives mid-step */
+        pthread_t t;
+        pthread_create(&t, NULL, press_interrupt, j->ctl);
+        pthread_join(t, NULL);
+    }
+    j->step++;
+    m->step = j->step;
+    m->max_steps = j->max_steps;
+    m->loss = 1.0 / (double)j->step;
+    *images = 2;
+    return SDT_STATUS_OK;
+}
+
+static bool fake_done(const void *p)
+{
+    const fake_job *j = p;
+    return j->step >= j->max_steps;
+}
+
+static sdt_status fake_snapshot(void *p, int64_t step, char *err, size_t err_size)
+{
+    fake_job *j = p;
+    (void)step;
+    j->snapshots++;
+    if (j->snapshot_fails) {
+        snprintf(err, err_size, "disk full");
+        return SDT_STATUS_IO;
+    }
+    return SDT_STATUS_OK;
+}
+
+static sdt_status fake_preview(void *p, int64_t step, char *err, size_t err_size)
+{
+    (void)step; (void)err; (void)err_size;
+    ((fake_job *)p)->previews++;
+    return SDT_STATUS_OK;
+}
+
+static sdt_status fake_final(void *p, sdt_save_reason reason, char *err, size_t err_size)
+{
+    (void)err; (void)err_size;
+    fake_job *j = p;
+    j->final_saves++;
+    j->last_reason = reason;
+    j->saved_step = j->step;
+    return SDT_STATUS_OK;
+}
+
+static const sdt_job_ops fake_ops = { fake_step, fake_done, fake_snapshot, fake_preview, fake_final };
+
+static void on_metrics(void *user, const sdt_metrics *m)
+{
+    fake_job *j = user;
+    j->metrics_calls++;
+    CHECK(m->step == j->step && m->images_per_second >= 0, "metrics callback sees the finished step");
+}
+
+static void on_log(void *user, sdt_log_level level, const char *message)
+{
+    if (level == SDT_LOG_WARNING) ((fake_job *)user)->warnings++;
+    (void)message;
+}
+
+static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, char *err, size_t err_size)
+{
+    sdt_host_callbacks host = { sizeof host, j, on_log, on_metrics, NULL, NULL };
+    sdt_run_params params = { save_every, save_every * 2 };
+    j->ctl = ctl;
+    sdt_run_control_set_state(ctl, SDT_RUN_PREPARED);
+    CHECK(sdt_run_control_begin_run(ctl), "begin_run from PREPARED");
+    CHECK(!sdt_run_control_begin_run(ctl), "a second begin_run is refused");
+    return sdt_run_job(&fake_ops, j, &params, ctl, &host, err, err_size);
+}
+
+static void test_finishes(sdt_test_rng *rng)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 5 + (int64_t)(sdt_test_next(rng) % 40);
+    int64_t every = 1 + (int64_t)(sdt_test_next(rng) % 6);
+    char err[256] = "";
+    CHECK(run(&j, &ctl, every, err, sizeof err) == SDT_STATUS_OK, "finishes: %s", err);
+    CHECK(j.step == j.max_steps && j.metrics_calls == j.max_steps, "every step reported (%lld, %d)", (long long)j.step, j.metrics_calls);
+    CHECK(j.snapshots == j.max_steps / every && j.previews == j.max_steps / (every * 2), "cadences %d %d", j.snapshots, j.previews);
+    CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_FINISHED, "one final save");
+    CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FINISHED, "state FINISHED");
+    sdt_metrics m;
+    sdt_run_control_latest(&ctl, &m);
+    CHECK(m.step == j.max_steps && m.elapsed_seconds >= 0, "latest metrics published");
+    sdt_run_control_fini(&ctl);
+}
+
+static void test_interrupt_mid_step(sdt_test_rng *rng)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 1000;
+    j.interrupt_at = 1 + (int64_t)(sdt_test_next(rng) % 20);
+    char err[256] = "";
+    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_INTERRUPTED, "interrupted");
+    CHECK(j.step == j.interrupt_at, "the interrupted step finished and no other began (%lld vs %lld)",
+          (long long)j.step, (long long)j.interrupt_at);
+    CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_INTERRUPTED && j.saved_step == j.step, "saved on interrupt");
+    CHECK(sdt_run_control_state(&ctl) == SDT_RUN_INTERRUPTED, "state INTERRUPTED");
+    sdt_run_control_reset(&ctl);
+    CHECK(!sdt_run_control_interrupt_requested(&ctl), "reset clears the request");
+    sdt_run_control_fini(&ctl);
+}
+
+typedef struct watcher { sdt_run_control *ctl; int64_t after; } watcher;
+
+/* A UI thread: polls the published metrics like get_metrics() and presses Interrupt. */
+static void *watch_and_interrupt(void *p)
+{
+    watcher *w = p;
+    for (;;) {
+        sdt_metrics m;
+        sdt_run_control_latest(w->ctl, &m);
+        if (m.step >= w->after) break;
+        sched_yield();
+    }
+    sdt_run_control_request_interrupt(w->ctl);
+    return NULL;
+}
+
+static void test_interrupt_concurrent(sdt_test_rng *rng)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = INT64_MAX;  /* only the interrupt ends it */
+    watcher w = { &ctl, 1 + (int64_t)(sdt_test_next(rng) % 50) };
+    pthread_t ui;
+    pthread_create(&ui, NULL, watch_and_interrupt, &w);
+    char err[256] = "";
+    sdt_status st = run(&j, &ctl, 0, err, sizeof err);
+    pthread_join(ui, NULL);
+    CHECK(st == SDT_STATUS_INTERRUPTED && j.step >= w.after, "concurrent interrupt stops the run after step %lld",
+          (long long)j.step);
+    CHECK(j.final_saves == 1 && j.saved_step == j.step, "saved once, at the last finished step");
+    sdt_run_control_fini(&ctl);
+}
+
+static void test_failing_step(sdt_test_rng *rng)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 100;
+    j.fail_at = 2 + (int64_t)(sdt_test_next(rng) % 50);
+    char err[256] = "";
+    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_NUMERICAL, "the step's error is returned");
+    CHECK(strstr(err, "NaN") != NULL, "with its sentence: %s", err);
+    CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_AFTER_ERROR && j.saved_step == j.fail_at - 1,
+          "the last good state (step %lld) is saved", (long long)j.saved_step);
+    CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FAILED, "state FAILED");
+    sdt_run_control_fini(&ctl);
+}
+
+static void test_snapshot_failure_is_not_fatal(void)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 9;
+    j.snapshot_fails = true;
+    char err[256] = "";
+    CHECK(run(&j, &ctl, 3, err, sizeof err) == SDT_STATUS_OK, "training goes on past failed snapshots");
+    CHECK(j.snapshots == 3 && j.warnings == 3, "each failure is a warning (%d, %d)", j.snapshots, j.warnings);
+    sdt_run_control_fini(&ctl);
+}
+
+static void test_interrupt_before_run(void)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    sdt_run_control_request_interrupt(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 10;
+    char err[256] = "";
+    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_INTERRUPTED && j.step == 0 && j.final_saves == 1,
+          "an interrupt before run() stops at once, after saving");
+    sdt_run_control_fini(&ctl);
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("test_run_loop");
+    test_finishes(&rng);
+    test_interrupt_mid_step(&rng);
+    test_interrupt_concurrent(&rng);
+    test_failing_step(&rng);
+    test_snapshot_failure_is_not_fatal();
+    test_interrupt_before_run();
+    return sdt_test_finish("test_run_loop");
+}
