@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 0
+#define SDT_ABI_VERSION_MINOR 1
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -233,6 +233,8 @@ typedef struct sdt_embedding_spec {
     const char *model_path;     /* the SD checkpoint (file or diffusers folder) whose text encoder sets the width */
     const char *output_dir;     /* must exist */
     bool overwrite;             /* false: an existing file is an SDT_STATUS_ALREADY_EXISTS error */
+    /* ---- appended in 1.1 ---- */
+    const char *tokenizer_path; /* [NULL] as sdt_ti_config.tokenizer_path */
 } sdt_embedding_spec;
 
 typedef enum sdt_clip_mode {
@@ -290,13 +292,18 @@ typedef struct sdt_ti_config {
     const char *filename_join_string; /* [" "] joins those words */
     const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
     const char *preview_negative_prompt; /* [""] */
-    const char *preview_sampler;      /* ["euler"] "euler" or "ddim" */
+    const char *preview_sampler;      /* ["ddim"] the preview sampler (DDIM, eta 0) */
     const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from */
     bool varsize;                     /* [false] do not resize; images are bucketed by size */
     bool shuffle_tags;                /* [false] shuffle caption tags split by ',' */
     bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
     bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
     bool anomaly_mode;                /* [false] check every layer for non-finite values (slow) */
+    /* ---- appended in 1.1 ---- */
+    bool v_prediction;                /* [false] the model predicts v (SD 2.x 768-v); weights cannot tell */
+    bool gradient_checkpointing;      /* [false] recompute UNet blocks in backward: less memory, slower */
+    const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model
+                                       * folder's tokenizer/, or a tokenizer/ folder next to the model file */
 } sdt_ti_config;
 
 /* What prepare() found. Output struct: set struct_size first. */

@@ -60,7 +60,7 @@ static const panel_option options[] = {
     { "preview-negative-prompt", OPT_STR, F(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
     { "preview-steps", OPT_U32, F(preview_steps), NULL, "N", "Preview sampling steps" },
     { "preview-cfg", OPT_F64, F(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
-    { "preview-sampler", OPT_STR, F(preview_sampler), NULL, "euler|ddim", "Preview sampler" },
+    { "preview-sampler", OPT_STR, F(preview_sampler), NULL, "ddim", "Preview sampler" },
     { "preview-seed", OPT_I64, F(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, F(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, F(preview_height), NULL, "PX", "Preview height, 0 = training height" },

@@ -33,7 +33,7 @@ void ti_config_set_defaults(sdt_ti_config *c)
     c->filename_word_regex = "";
     c->filename_join_string = " ";
     c->preview_negative_prompt = "";
-    c->preview_sampler = "euler";
+    c->preview_sampler = "ddim";
     c->save_image_with_embedding = true;
 }
 
@@ -115,9 +115,8 @@ static bool check_required_strings(const sdt_ti_config *c, char *err, size_t err
     if (is_blank(c->template_file)) return fail(err, err_size, "Prompt template file not selected: set config.template_file, e.g. a file with the line \"a photo of [name]\".");
     if ((c->save_every > 0 || c->preview_every > 0 || c->write_csv_every > 0) && is_blank(c->log_dir))
         return fail(err, err_size, "Log directory is empty: set config.log_dir, or set save_every, preview_every and write_csv_every to 0.");
-    if (c->preview_every > 0 && !is_blank(c->preview_sampler) && strcmp(c->preview_sampler, "euler") != 0 &&
-        strcmp(c->preview_sampler, "ddim") != 0)
-        return fail(err, err_size, "config.preview_sampler must be \"euler\" or \"ddim\".");
+    if (c->preview_every > 0 && !is_blank(c->preview_sampler) && strcmp(c->preview_sampler, "ddim") != 0)
+        return fail(err, err_size, "config.preview_sampler must be \"ddim\" (the one preview sampler this plugin has).");
     return true;
 }
 

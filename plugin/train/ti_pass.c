@@ -12,7 +12,7 @@ typedef struct pass_tensors {
     sdt_tensor tokens, noisy, target, weight, timesteps;
 } pass_tensors;
 
-static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_inputs *in)
+static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_shape *in)
 {
     int64_t tshape[2] = {in->batch, TI_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
     pass_tensors t;
@@ -20,7 +20,7 @@ static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_inputs
     t.tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     t.noisy = sdt_arena_tensor(a, act, 4, lshape);
     t.target = sdt_arena_tensor(a, SDT_F32, 4, lshape);
-    if (in->weight) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
+    if (in->weighted) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     t.timesteps = sdt_arena_tensor(a, SDT_F32, 1, bshape);
     return t;
 }
@@ -42,13 +42,14 @@ static bool upload_inputs(sdt_backend *be, pass_tensors *t, const ti_pass_inputs
 {
     bool ok = be->upload(be, t->tokens.data, in->tokens, sdt_tensor_nbytes(&t->tokens)) == 0 &&
               upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
-              (!in->weight || upload_f32(be, &t->weight, in->weight) == 0) &&
+              (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
               upload_f32(be, &t->timesteps, in->timesteps) == 0;
     if (!ok) snprintf(err, err_size, "copying the batch to the %s backend failed: %s", be->name, be->error);
     return ok;
 }
 
-/* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up. */
+/* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
+ * (in then carries only the shape). */
 static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *opt, const ti_pass_inputs *in,
                           const sdt_tensor *rows, sdt_tensor *drows, float dloss, bool backward, double *loss, char *err,
                           size_t err_size)
@@ -56,7 +57,8 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
     sdt_dtype act = rt->dtype;
-    pass_tensors t = pass_alloc(a, act, in);
+    pass_tensors t = pass_alloc(a, act, &in->shape);
+    const sdt_tensor *weight = in->shape.weighted ? &t.weight : NULL;
     if (!a->measuring && (a->overflowed || !upload_inputs(be, &t, in, err, err_size))) {
         if (a->overflowed) snprintf(err, err_size, "the activation arena is too small for this batch (a bug: please report)");
         return false;
@@ -71,7 +73,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     uo.anomaly_check = opt->anomaly_check;
     sdt_tensor pred;
     if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &acts.out, &pred, err, err_size)) return false;
-    if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, in->weight ? &t.weight : NULL)) {
+    if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
         snprintf(err, err_size, "computing the loss failed: %s", be->error);
         return false;
     }
@@ -80,7 +82,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     sdt_tensor dctx = sdt_arena_tensor(a, act, 3, acts.out.shape);
     if (!a->measuring) {
         if (a->overflowed || be->zero(be, &dpred) || be->zero(be, &dctx) ||
-            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, in->weight ? &t.weight : NULL)) {
+            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight)) {
             snprintf(err, err_size, "the loss gradient failed: %s", a->overflowed ? "arena too small" : be->error);
             return false;
         }
@@ -89,13 +91,16 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, err, err_size);
 }
 
-bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_inputs *shape, const sdt_tensor *rows,
+bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
                      sdt_tensor *drows, size_t *bytes, char *err, size_t err_size)
 {
+    ti_pass_inputs in;
+    memset(&in, 0, sizeof in);
+    in.shape = *shape;
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;
-    if (!pass_sequence(rt, &a, opt, shape, rows, drows, 1.0f, true, &loss, err, err_size)) return false;
+    if (!pass_sequence(rt, &a, opt, &in, rows, drows, 1.0f, true, &loss, err, err_size)) return false;
     *bytes = a.peak;
     return true;
 }

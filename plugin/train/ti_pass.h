@@ -13,14 +13,19 @@
 #include "sd_runtime.h"
 #include "work_arena.h"
 
-typedef struct ti_pass_inputs {
+typedef struct ti_pass_shape {
     int batch, c, h, w;              /* latent shape of the batch */
+    bool weighted;                   /* a per-element loss weight comes with the batch */
+} ti_pass_shape;
+
+typedef struct ti_pass_inputs {
+    ti_pass_shape shape;
     const int32_t *tokens;           /* host [batch, 77] */
     const clip_override *overrides;  /* where the embedding rows go */
     int n_overrides;
     const float *noisy;              /* host [batch, c, h, w]: x_t */
     const float *target;             /* host: noise (eps) or v */
-    const float *weight;             /* host, same shape, or NULL */
+    const float *weight;             /* host, same shape; used when shape.weighted */
     const float *timesteps;          /* host [batch] */
 } ti_pass_inputs;
 
@@ -31,7 +36,7 @@ typedef struct ti_pass_options {
 } ti_pass_options;
 
 /* Arena bytes a pass of this shape needs (forward and backward). */
-bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_inputs *shape, const sdt_tensor *rows,
+bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
                      sdt_tensor *drows, size_t *bytes, char *err, size_t err_size);
 /* Forward, loss (mean over elements, unscaled) and, when backward, drows += dloss * d(loss)/d(rows).
  * The arena must hold ti_pass_measure's bytes. rows and drows are [n_vectors, width] on the device. */

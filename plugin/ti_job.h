@@ -1,0 +1,99 @@
+/* ti_job.h - the textual-inversion training job behind ti_trainer.h, shared by the files
+ * that implement it: ti_job_prepare.c (validation and loading), ti_job_step.c (one
+ * optimizer step), ti_job_save.c (every file the run writes, and the resume state). */
+#ifndef SDT_PLUGIN_TI_JOB_H
+#define SDT_PLUGIN_TI_JOB_H
+
+#include "backend_select.h"
+#include "caption.h"
+#include "data_order.h"
+#include "dataset.h"
+#include "diagnosis.h"
+#include "embedding.h"
+#include "fallback.h"
+#include "latent_cache.h"
+#include "lr_schedule.h"
+#include "optimizer.h"
+#include "outputs.h"
+#include "scaler.h"
+#include "sd_runtime.h"
+#include "template.h"
+#include "ti_pass.h"
+#include "ti_prompt.h"
+#include "ti_trainer.h"
+#include "tokenizer.h"
+#include "work_arena.h"
+
+#define TI_MAX_BATCH_FILES 64
+
+struct ti_job {
+    /* what the panel asked for (strings owned here) */
+    char *model_path, *embedding_path, *dataset_dir, *template_path, *tokenizer_dir;
+    char *preview_prompt, *preview_negative;
+    uint32_t clip_mode, latent_sampling, preview_steps, preview_width, preview_height;
+    int clip_skip;
+    int64_t save_every, preview_every, write_csv_every;
+    int64_t preview_seed;
+    double preview_cfg;
+    uint64_t seed;
+    bool use_alpha, save_cards, shuffle_tags, anomaly, checkpointing;
+    double tag_dropout;
+    const sdt_host_callbacks *host;
+
+    /* compute */
+    plugin_backend pb;
+    sd_runtime rt;
+    sdt_precision precision;   /* in use now (fp32 after the fallback) */
+    work_arena wa;             /* training passes and previews */
+
+    /* text */
+    sdt_tokenizer *tok;
+    ti_prompt_rules rules;
+    sdt_template tmpl;
+    sdt_caption_rules caption_rules;
+
+    /* data */
+    sdt_dataset ds;
+    latent_cache lc;
+    sdt_data_order order;
+    int batch, grad_accum;
+    int64_t steps_per_epoch;
+
+    /* what trains */
+    sdt_embedding emb;         /* host copy: name, metadata; vectors refreshed before each save */
+    sdt_tensor param, grad;    /* [n_vectors, width] f32 on the device */
+    sdt_optimizer *opt;
+    sdt_scaler *scaler;        /* fp16 only; NULL otherwise and after the fallback */
+    sdt_fallback fallback;
+    sdt_diagnosis diagnosis;
+    sdt_lr_schedule lr;
+    sdt_lr_schedule clip_value;
+
+    /* progress */
+    int64_t step, initial_step, end_step;
+    int64_t skipped;
+    double last_loss, last_grad_norm, last_lr;
+    char last_prompt[1024];
+    const char *batch_files[TI_MAX_BATCH_FILES];
+    int n_batch_files;
+
+    /* outputs */
+    sdt_output_dirs out;
+    char checkpoint_hash[16];
+    char checkpoint_name[256];
+};
+
+/* ti_job_step.c */
+sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
+bool ti_job_done(const void *job);
+/* ti_job_save.c */
+sdt_status ti_job_save_snapshot(void *job, int64_t step, char *err, size_t err_size);
+sdt_status ti_job_save_preview(void *job, int64_t step, char *err, size_t err_size);
+sdt_status ti_job_save_final(void *job, sdt_save_reason reason, char *err, size_t err_size);
+/* Copies the device embedding into job->emb (vectors and step). */
+bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size);
+/* The precision's storage dtype. */
+sdt_dtype ti_precision_dtype(sdt_precision p);
+const char *ti_precision_name(sdt_precision p);
+
+#endif
