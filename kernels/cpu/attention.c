@@ -5,12 +5,16 @@
  * that read the head's columns in place through a leading dimension of H*D, so
  * nothing is gathered: S = scale q k^T, P = softmax(S) row-wise, out = P v.
  * Tq may differ from Tk (cross-attention); causal needs Tq == Tk.
+ * With at least as many (batch, head) pairs as threads, each thread takes whole
+ * pairs (their GEMMs are small); otherwise pairs run in turn and the GEMMs and
+ * softmax rows inside are split across the threads instead.
  */
 #include "cpu_check.h"
+#include "cpu_gemm.h"
 #include "softmax_row.h"
 
-#include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +42,8 @@ static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, cons
     const int64_t pdims[4] = {q->shape[0], heads, q->shape[1], k->shape[1]};
     if (probs && cpu_check_shape(be, op, "probs [B, H, Tq, Tk]", probs, 4, pdims)) return -1;
     *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
-                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, cpu_threads(be)};
+                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, 1};
+    g->threads = cpu_threads_for(be, (int64_t)g->tq * g->tk);
     g->scale = (float)(1.0 / sqrt((double)g->d));
     return 0;
 }
@@ -50,9 +55,9 @@ static int64_t head_offset(const attn_geom *g, int t, int b, int h)
 }
 
 /* p [Tq, Tk] = softmax(scale * q_bh k_bh^T), masked entries exactly 0. */
-static void attn_probs(const attn_geom *g, const float *q, const float *k, int b, int h, float *p)
+static void attn_probs(sdt_backend *be, const attn_geom *g, const float *q, const float *k, int b, int h, float *p)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->tq, g->tk, g->d, g->scale,
+    cpu_sgemm(be, false, true, g->tq, g->tk, g->d, g->scale,
                 q + head_offset(g, g->tq, b, h), g->hd, k + head_offset(g, g->tk, b, h), g->hd, 0.0f, p, g->tk);
 #pragma omp parallel for num_threads(g->threads) schedule(static)
     for (int i = 0; i < g->tq; i++) {
@@ -75,19 +80,22 @@ int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, c
     const float *vf = cpu_read_f32(be, v, 2);
     float *of = cpu_write_begin(be, out, 3, false);
     float *pf = cpu_write_begin(be, probs, 4, false);
-    const size_t pbytes = sizeof(float) * (size_t)g.tq * g.tk;
-    float *scratch = probs ? NULL : malloc(pbytes);
+    const int64_t psize = (int64_t)g.tq * g.tk;
+    const int pairs = g.batch * g.heads, threads = cpu_threads(be);
+    const size_t pbytes = sizeof(float) * (size_t)psize * threads;
+    float *scratch = probs ? NULL : malloc(pbytes); /* one [Tq, Tk] per thread */
     if (!qf || !kf || !vf || !of || (probs && !pf) || (!probs && !scratch)) {
         free(scratch);
         return cpu_fail_oom(be, op, pbytes);
     }
-    for (int b = 0; b < g.batch; b++)
-        for (int h = 0; h < g.heads; h++) {
-            float *p = probs ? pf + ((int64_t)b * g.heads + h) * g.tq * g.tk : scratch;
-            attn_probs(&g, qf, kf, b, h, p);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.tq, g.d, g.tk, 1.0f, p, g.tk,
-                        vf + head_offset(&g, g.tk, b, h), g.hd, 0.0f, of + head_offset(&g, g.tq, b, h), g.hd);
-        }
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (pairs >= threads)
+    for (int bh = 0; bh < pairs; bh++) {
+        const int b = bh / g.heads, h = bh % g.heads;
+        float *p = probs ? pf + (int64_t)bh * psize : scratch + omp_get_thread_num() * psize;
+        attn_probs(be, &g, qf, kf, b, h, p);
+        cpu_sgemm(be, false, false, g.tq, g.d, g.tk, 1.0f, p, g.tk, vf + head_offset(&g, g.tk, b, h), g.hd, 0.0f,
+                  of + head_offset(&g, g.tq, b, h), g.hd);
+    }
     free(scratch);
     cpu_write_end(be, out, of);
     cpu_write_end(be, probs, pf);
@@ -114,8 +122,10 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
     float *dqf = cpu_write_begin(be, dq, 5, true);
     float *dkf = cpu_write_begin(be, dk, 6, true);
     float *dvf = cpu_write_begin(be, dv, 7, true);
-    const size_t pbytes = sizeof(float) * (size_t)g.tq * g.tk;
-    /* ds holds dP then dS in place; p is needed only when probs were not saved. */
+    const int64_t psize = (int64_t)g.tq * g.tk;
+    const int pairs = g.batch * g.heads, threads = cpu_threads(be);
+    const size_t pbytes = sizeof(float) * (size_t)psize * threads;
+    /* Per thread: ds holds dP then dS in place; p is needed only when probs were not saved. */
     float *ds = malloc(pbytes);
     float *scratch = probs ? NULL : malloc(pbytes);
     if (!dof || !qf || !kf || !vf || (probs && !pf) || (dq && !dqf) || (dk && !dkf) || (dv && !dvf) || !ds ||
@@ -124,29 +134,28 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
         free(scratch);
         return cpu_fail_oom(be, op, 2 * pbytes);
     }
-    for (int b = 0; b < g.batch; b++)
-        for (int h = 0; h < g.heads; h++) {
-            const int64_t qo = head_offset(&g, g.tq, b, h), ko = head_offset(&g, g.tk, b, h);
-            const float *p = pf ? pf + ((int64_t)b * g.heads + h) * g.tq * g.tk : scratch;
-            if (!pf) attn_probs(&g, qf, kf, b, h, scratch);
-            if (dv) /* dv += p^T dout */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.tk, g.d, g.tq, 1.0f, p, g.tk,
-                            dof + qo, g.hd, 1.0f, dvf + ko, g.hd);
-            if (!dq && !dk) continue;
-            /* dP = dout v^T, then dS = softmax backward (masked entries stay 0 since p is 0 there). */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.tq, g.tk, g.d, 1.0f, dof + qo, g.hd,
-                        vf + ko, g.hd, 0.0f, ds, g.tk);
+    /* Each pair writes only its own head's columns of dq, dk and dv, so pairs never race. */
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (pairs >= threads)
+    for (int bh = 0; bh < pairs; bh++) {
+        const int b = bh / g.heads, h = bh % g.heads;
+        const int64_t qo = head_offset(&g, g.tq, b, h), ko = head_offset(&g, g.tk, b, h);
+        float *dsp = ds + omp_get_thread_num() * psize;
+        const float *p = pf ? pf + (int64_t)bh * psize : scratch + omp_get_thread_num() * psize;
+        if (!pf) attn_probs(be, &g, qf, kf, b, h, scratch + omp_get_thread_num() * psize);
+        if (dv) /* dv += p^T dout */
+            cpu_sgemm(be, true, false, g.tk, g.d, g.tq, 1.0f, p, g.tk, dof + qo, g.hd, 1.0f, dvf + ko, g.hd);
+        if (!dq && !dk) continue;
+        /* dP = dout v^T, then dS = softmax backward (masked entries stay 0 since p is 0 there). */
+        cpu_sgemm(be, false, true, g.tq, g.tk, g.d, 1.0f, dof + qo, g.hd, vf + ko, g.hd, 0.0f, dsp, g.tk);
 #pragma omp parallel for num_threads(g.threads) schedule(static)
-            for (int i = 0; i < g.tq; i++)
-                cpu_softmax_row_backward(ds + (int64_t)i * g.tk, ds + (int64_t)i * g.tk, p + (int64_t)i * g.tk,
-                                         g.tk, false);
-            if (dq) /* dq += scale dS k */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.tq, g.d, g.tk, g.scale, ds, g.tk,
-                            kf + ko, g.hd, 1.0f, dqf + qo, g.hd);
-            if (dk) /* dk += scale dS^T q */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.tk, g.d, g.tq, g.scale, ds, g.tk,
-                            qf + qo, g.hd, 1.0f, dkf + ko, g.hd);
-        }
+        for (int i = 0; i < g.tq; i++)
+            cpu_softmax_row_backward(dsp + (int64_t)i * g.tk, dsp + (int64_t)i * g.tk, p + (int64_t)i * g.tk, g.tk,
+                                     false);
+        if (dq) /* dq += scale dS k */
+            cpu_sgemm(be, false, false, g.tq, g.d, g.tk, g.scale, dsp, g.tk, kf + ko, g.hd, 1.0f, dqf + qo, g.hd);
+        if (dk) /* dk += scale dS^T q */
+            cpu_sgemm(be, true, false, g.tk, g.d, g.tq, g.scale, dsp, g.tk, qf + qo, g.hd, 1.0f, dkf + ko, g.hd);
+    }
     free(ds);
     free(scratch);
     cpu_write_end(be, dq, dqf);

@@ -8,9 +8,10 @@
  * col2im are split across OpenMP threads by input channel.
  */
 #include "cpu_check.h"
+#include "cpu_gemm.h"
 
-#include <cblas.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *OP_FWD = "conv2d_forward";
 static const char *OP_BWD = "conv2d_backward";
@@ -53,8 +54,22 @@ static int conv_check(sdt_backend *be, const char *op, const char *out_name, con
     const int64_t bdims[1] = {w->shape[0]};
     if (b && cpu_check_shape(be, op, "b [OC]", b, 1, bdims)) return -1;
     *g = (conv_geom){(int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
-                     (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, cpu_threads(be)};
+                     (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, 1};
+    g->threads = cpu_threads_for(be, (int64_t)conv_rows(g) * conv_pixels(g));
     return 0;
+}
+
+/* The output columns [*lo, *hi) whose input column ox*stride - pad + kx lies
+ * inside [0, w): computing the range once keeps bounds checks out of the inner loops. */
+static void conv_valid_range(const conv_geom *g, int kx, int *lo, int *hi)
+{
+    const int off = g->pad - kx; /* ix = ox*stride - off */
+    int first = off > 0 ? (off + g->stride - 1) / g->stride : 0;
+    int last = (g->w - 1 + off) / g->stride; /* w - 1 + off >= 0 since kx <= kw - 1 and the kernel fits */
+    if (g->w - 1 + off < 0) last = -1;
+    if (last > g->ow - 1) last = g->ow - 1;
+    *lo = first < g->ow ? first : g->ow;
+    *hi = last + 1 > *lo ? last + 1 : *lo;
 }
 
 /* col [C*KH*KW, OH*OW] from one image x_b [C, H, W]; zero where the window hits padding. */
@@ -64,20 +79,25 @@ static void im2col(const conv_geom *g, const float *x, float *col)
 #pragma omp parallel for num_threads(g->threads) schedule(static)
     for (int r = 0; r < rows; r++) {
         const int c = r / (g->kh * g->kw), ky = (r / g->kw) % g->kh, kx = r % g->kw;
+        int lo, hi;
+        conv_valid_range(g, kx, &lo, &hi);
         const float *xc = x + (int64_t)c * g->h * g->w;
         float *dst = col + (int64_t)r * np;
         for (int oy = 0; oy < g->oh; oy++) {
             const int iy = oy * g->stride - g->pad + ky;
             float *drow = dst + (int64_t)oy * g->ow;
             if (iy < 0 || iy >= g->h) {
-                for (int ox = 0; ox < g->ow; ox++) drow[ox] = 0.0f;
+                memset(drow, 0, sizeof(float) * (size_t)g->ow);
                 continue;
             }
             const float *xrow = xc + (int64_t)iy * g->w;
-            for (int ox = 0; ox < g->ow; ox++) {
-                const int ix = ox * g->stride - g->pad + kx;
-                drow[ox] = (ix >= 0 && ix < g->w) ? xrow[ix] : 0.0f;
-            }
+            const int shift = kx - g->pad; /* ix = ox*stride + shift */
+            for (int ox = 0; ox < lo; ox++) drow[ox] = 0.0f;
+            if (g->stride == 1 && hi > lo)
+                memcpy(drow + lo, xrow + lo + shift, sizeof(float) * (size_t)(hi - lo));
+            else
+                for (int ox = lo; ox < hi; ox++) drow[ox] = xrow[ox * g->stride + shift];
+            for (int ox = hi; ox < g->ow; ox++) drow[ox] = 0.0f;
         }
     }
 }
@@ -92,16 +112,16 @@ static void col2im_add(const conv_geom *g, const float *dcol, float *dx)
         float *dxc = dx + (int64_t)c * g->h * g->w;
         for (int ky = 0; ky < g->kh; ky++)
             for (int kx = 0; kx < g->kw; kx++) {
+                int lo, hi;
+                conv_valid_range(g, kx, &lo, &hi);
                 const float *src = dcol + ((int64_t)(c * g->kh + ky) * g->kw + kx) * np;
                 for (int oy = 0; oy < g->oh; oy++) {
                     const int iy = oy * g->stride - g->pad + ky;
                     if (iy < 0 || iy >= g->h) continue;
                     float *dxrow = dxc + (int64_t)iy * g->w;
                     const float *srow = src + (int64_t)oy * g->ow;
-                    for (int ox = 0; ox < g->ow; ox++) {
-                        const int ix = ox * g->stride - g->pad + kx;
-                        if (ix >= 0 && ix < g->w) dxrow[ix] += srow[ox];
-                    }
+                    const int shift = kx - g->pad;
+                    for (int ox = lo; ox < hi; ox++) dxrow[ox * g->stride + shift] += srow[ox];
                 }
             }
     }
@@ -136,7 +156,7 @@ int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, co
             beta = 1.0f;
         }
         if (!direct) im2col(&g, xb, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.oc, np, rows, 1.0f, wf, rows,
+        cpu_sgemm(be, false, false, g.oc, np, rows, 1.0f, wf, rows,
                     direct ? xb : col, np, beta, ob, np);
     }
     free(col);
@@ -190,15 +210,15 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         if (dw) {
             /* dw [OC, rows] += dout_b [OC, P] x col_b^T [P, rows] */
             if (!direct) im2col(&g, xf + xoff, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.oc, rows, np, 1.0f, dob, np,
+            cpu_sgemm(be, false, true, g.oc, rows, np, 1.0f, dob, np,
                         direct ? xf + xoff : col, np, 1.0f, dwf, rows);
         }
         if (dx && direct) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, np, g.oc, 1.0f, wf, rows, dob, np,
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
                         1.0f, dxf + xoff, np);
         } else if (dx) {
             /* dcol [rows, P] = w^T x dout_b, then scattered back into dx_b. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, np, g.oc, 1.0f, wf, rows, dob, np,
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
                         0.0f, col, np);
             col2im_add(&g, col, dxf + xoff);
         }

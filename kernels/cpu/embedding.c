@@ -53,7 +53,7 @@ int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *to
     const float *pf = cpu_read_f32(be, pos, 1);
     float *of = cpu_write_begin(be, out, 2, false);
     if (!tf || (pos && !pf) || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, bt * c)) schedule(static)
     for (int64_t i = 0; i < bt; i++) {
         const float *row = tf + (int64_t)ids[i] * c;
         const float *prow = pf ? pf + (i % t) * c : NULL;
@@ -85,7 +85,7 @@ int cpu_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos
     if (!dof || (dtable && !dtf) || (dpos && !dpf)) return cpu_fail_oom(be, op, sdt_tensor_nbytes(dout));
     const int32_t *ids = dtable ? tokens->data : NULL;
     /* Threads own column blocks, so repeated token ids never race. */
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, b * t * c)) schedule(static)
     for (int64_t j0 = 0; j0 < c; j0 += 32) {
         const int64_t j1 = j0 + 32 < c ? j0 + 32 : c;
         for (int64_t i = 0; i < b * t; i++) {

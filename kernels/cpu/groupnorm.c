@@ -56,7 +56,7 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
         return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
     const int64_t block = g.cpg * g.spatial;
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
     for (int64_t bg = 0; bg < g.batch * g.groups; bg++) {
         const float *xb = xf + bg * block;
         float *ob = of + bg * block;
@@ -128,14 +128,14 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
         return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
     const int64_t block = g.cpg * g.spatial;
     if (dxf) {
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
         for (int64_t bg = 0; bg < g.batch * g.groups; bg++)
             groupnorm_dx_block(&g, dxf + bg * block, dof + bg * block, xf + bg * block, gf,
                                (bg % g.groups) * g.cpg, mf[bg], rf[bg]);
     }
     if (dgf || dbf) {
         /* Per channel, summed over images and spatial positions; threads own channels. */
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
         for (int64_t c = 0; c < g.c; c++) {
             double sg = 0, sb = 0;
             for (int64_t b = 0; b < g.batch; b++) {

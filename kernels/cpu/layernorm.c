@@ -36,7 +36,7 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     float *rf = cpu_write_begin(be, rstd, 5, false);
     if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
         return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xf + r * c;
         float *orow = of + r * c;
@@ -119,11 +119,11 @@ int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     if (!dof || !xf || (gamma && !gf) || !mf || !rf || (dx && !dxf) || (dgamma && !dgf) || (dbeta && !dbf))
         return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
     if (dxf) {
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
         for (int64_t r = 0; r < rows; r++)
             layernorm_dx_row(dxf + r * c, dof + r * c, xf + r * c, gf, c, mf[r], rf[r]);
     }
-    if (dgf || dbf) layernorm_affine_grads(dgf, dbf, dof, xf, mf, rf, rows, c, cpu_threads(be));
+    if (dgf || dbf) layernorm_affine_grads(dgf, dbf, dof, xf, mf, rf, rows, c, cpu_threads_for(be, rows * c));
     cpu_write_end(be, dx, dxf);
     cpu_write_end(be, dgamma, dgf);
     cpu_write_end(be, dbeta, dbf);

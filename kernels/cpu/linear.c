@@ -5,8 +5,8 @@
  * dx += dout w, dw += dout^T x (beta = 1), db += column sums of dout.
  */
 #include "cpu_check.h"
+#include "cpu_gemm.h"
 
-#include <cblas.h>
 
 static const char *OP_FWD = "linear_forward";
 static const char *OP_BWD = "linear_backward";
@@ -42,12 +42,12 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
     /* Seeding out with the bias lets sgemm add the product in the same pass (beta = 1). */
     float beta = 0.0f;
     if (bf) {
-#pragma omp parallel for num_threads(cpu_threads(be)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, (int64_t)n * oc)) schedule(static)
         for (int i = 0; i < n; i++)
             for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
+    cpu_sgemm(be, false, true, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
     cpu_write_end(be, out, of);
     return 0;
 }
@@ -80,20 +80,20 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         const float *wf = cpu_read_f32(be, w, 1);
         float *dxf = cpu_write_begin(be, dx, 3, true);
         if (!wf || !dxf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dx));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
+        cpu_sgemm(be, false, false, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
         cpu_write_end(be, dx, dxf);
     }
     if (dw) {
         const float *xf = cpu_read_f32(be, x, 2);
         float *dwf = cpu_write_begin(be, dw, 4, true);
         if (!xf || !dwf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dw));
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, oc, c, n, 1.0f, dof, oc, xf, c, 1.0f, dwf, c);
+        cpu_sgemm(be, true, false, oc, c, n, 1.0f, dof, oc, xf, c, 1.0f, dwf, c);
         cpu_write_end(be, dw, dwf);
     }
     if (db) {
         float *dbf = cpu_write_begin(be, db, 5, true);
         if (!dbf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(db));
-        linear_bias_grad(dbf, dof, n, oc, cpu_threads(be));
+        linear_bias_grad(dbf, dof, n, oc, cpu_threads_for(be, (int64_t)n * oc));
         cpu_write_end(be, db, dbf);
     }
     return 0;

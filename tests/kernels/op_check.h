@@ -1,11 +1,11 @@
 /* op_check.h - the comparison steps the op tests share (header only).
  *
  * Each op test writes its float64 reference forward and analytic backward; this
- * header supplies the rest: random buffers, float64 copies, and the two-stage
+ * header (on top of kernel_test.h's backend and buffers) supplies the two-stage
  * gradient check (f32 backward vs float64 analytic, float64 analytic vs central
  * finite differences of the float64 reference) with the issue's tolerances.
- * Gradients are pre-filled with random values before backward runs, so the
- * check also proves backward accumulates (+=) instead of overwriting.
+ * Backward runs twice (kernel_test.h's kt_grad): into zeros for the comparison,
+ * and into random values to prove it accumulates (+=) instead of overwriting.
  */
 #ifndef SDT_OP_CHECK_H
 #define SDT_OP_CHECK_H
@@ -13,47 +13,37 @@
 #include <string.h>
 
 #include "fd_check.h"
-#include "ops.h"
-#include "sdt_test.h"
+#include "kernel_test.h"
 
 #define OP_FWD_TOL 1e-5  /* f32 forward vs float64 reference */
 #define OP_BWD_TOL 1e-4  /* f32 backward vs float64 analytic gradient */
 #define OP_FD_TOL 1e-6   /* float64 analytic gradient vs finite differences */
 
-static inline float *op_rand(sdt_test_rng *rng, int64_t n, double scale)
-{
-    float *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
-    if (!x) abort(); /* a test, not library code: out of memory ends it */
-    sdt_test_fill_normal(rng, x, n, scale);
-    return x;
-}
-
-static inline double *op_to_double(const float *x, int64_t n)
-{
-    double *d = malloc((size_t)(n > 0 ? n : 1) * sizeof *d);
-    if (!d) abort();
-    sdt_fd_to_double(x, d, n);
-    return d;
-}
-
 static inline double *op_zeros_d(int64_t n)
 {
-    double *d = calloc((size_t)(n > 0 ? n : 1), sizeof *d);
-    if (!d) abort();
-    return d;
-}
-
-static inline float *op_copy(const float *x, int64_t n)
-{
-    float *c = malloc((size_t)(n > 0 ? n : 1) * sizeof *c);
-    if (!c) abort();
-    memcpy(c, x, (size_t)n * sizeof *c);
-    return c;
+    return kt_alloc((size_t)n * sizeof(double));
 }
 
 static inline sdt_tensor op_tensor(void *data, int ndim, const int64_t *shape)
 {
     return sdt_tensor_make(data, SDT_F32, SDT_DEVICE_CPU, ndim, shape);
+}
+
+/* The data for a tensor of `dtype` holding x: x itself for f32, else a new 16-bit
+ * buffer; x is rounded to the stored values so the float64 reference sees exactly
+ * what the op reads. Release with op_store_free. */
+static inline void *op_store_as(float *x, int64_t n, sdt_dtype dtype)
+{
+    if (dtype == SDT_F32) return x;
+    void *buf = kt_alloc((size_t)n * sdt_dtype_size(dtype));
+    sdt_store_f32(x, buf, dtype, n);
+    sdt_load_f32(buf, dtype, x, n);
+    return buf;
+}
+
+static inline void op_store_free(void *stored, float *x)
+{
+    if (stored != x) free(stored);
 }
 
 /* Forward: f32 output vs float64 reference. */
@@ -63,21 +53,43 @@ static inline void op_check_forward(const char *what, const float *got, const do
     CHECK(err < OP_FWD_TOL, "%s forward: relative error %.3g >= %g", what, err, OP_FWD_TOL);
 }
 
-/* One gradient: (after - before) is what backward accumulated; it must match the
- * float64 analytic gradient, and that must match finite differences of `loss`
- * taken over `param` (the float64 input the gradient belongs to). */
-static inline void op_check_grad(const char *what, const float *after, const float *before, const double *analytic,
-                                 int64_t n, sdt_fd_loss_fn loss, void *ctx, double *param)
+/* The buffer a backward pass writes: pass 0 into zeros (the pure gradient),
+ * pass 1 into random values (which must end as base + gradient). */
+static inline float *op_grad_buf(kt_grad *g, int pass)
 {
-    float *added = malloc((size_t)(n > 0 ? n : 1) * sizeof *added);
-    if (!added) abort();
-    for (int64_t i = 0; i < n; i++) added[i] = after[i] - before[i];
-    double err = sdt_rel_err_fd(added, analytic, n);
+    return pass ? g->acc : g->fresh;
+}
+
+/* max |acc - (base + fresh)| over the larger of max |base| and max |fresh|.
+ * Ops that add several contributions into one element (col2im, repeated token
+ * ids, sgemm with beta = 1) round in another order than base + fresh, so this is
+ * looser than kt_grad_accumulated's one-rounding test; overwriting gives ~1. */
+static inline double op_accumulation_err(const kt_grad *g)
+{
+    double num = 0, den = 1e-30;
+    for (int64_t i = 0; i < g->n; i++) {
+        const double d = fabs((double)g->acc[i] - ((double)g->base[i] + (double)g->fresh[i]));
+        if (d > num || d != d) num = d;
+        if (fabs(g->base[i]) > den) den = fabs(g->base[i]);
+        if (fabs(g->fresh[i]) > den) den = fabs(g->fresh[i]);
+    }
+    return num / den;
+}
+
+/* One gradient after both passes: the pure f32 gradient must match the float64
+ * analytic one, that must match finite differences of `loss` over `param` (the
+ * float64 input the gradient belongs to), and pass 1 must have accumulated. */
+static inline void op_check_grad(const char *what, const kt_grad *g, const double *analytic, sdt_fd_loss_fn loss,
+                                 void *ctx, double *param)
+{
+    double err = sdt_rel_err_fd(g->fresh, analytic, g->n);
     CHECK(err < OP_BWD_TOL, "%s: f32 backward vs float64 analytic relative error %.3g >= %g", what, err, OP_BWD_TOL);
-    free(added);
-    double fd = sdt_fd_check(loss, ctx, param, n, analytic);
+    double fd = sdt_fd_check(loss, ctx, param, g->n, analytic);
     CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd,
           OP_FD_TOL);
+    double acc = op_accumulation_err(g);
+    CHECK(acc < OP_FWD_TOL, "%s: backward into random values is not base + gradient (relative error %.3g): "
+          "it must accumulate", what, acc);
 }
 
 /* A call that must fail with a sentence naming the op. */

@@ -96,23 +96,19 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
              (long long)tk, (long long)h, (long long)d, causal ? " causal" : "",
              save_probs ? " saved-probs" : " recomputed-probs", sdt_dtype_name(qdtype));
     const int64_t nq = b * tq * h * d, nk = b * tk * h * d, np = b * h * tq * tk;
-    float *q = op_rand(rng, nq, 1.0), *k = op_rand(rng, nk, 1.0), *v = op_rand(rng, nk, 1.0);
-    uint16_t *q16 = malloc((size_t)nq * 2);
-    if (qdtype != SDT_F32) {
-        sdt_store_f32(q, q16, qdtype, nq);
-        sdt_load_f32(q16, qdtype, q, nq);
-    }
+    float *q = kt_randn(rng, nq, 1.0), *k = kt_randn(rng, nk, 1.0), *v = kt_randn(rng, nk, 1.0);
+    void *q16 = op_store_as(q, nq, qdtype);
     const int64_t qs[3] = {b, tq, h * d}, ks[3] = {b, tk, h * d}, ps[4] = {b, h, tq, tk};
-    sdt_tensor tq_ = sdt_tensor_make(qdtype == SDT_F32 ? (void *)q : (void *)q16, qdtype, SDT_DEVICE_CPU, 3, qs);
+    sdt_tensor tq_ = sdt_tensor_make(q16, qdtype, SDT_DEVICE_CPU, 3, qs);
     sdt_tensor tk_ = op_tensor(k, 3, ks), tv = op_tensor(v, 3, ks);
-    float *out = op_rand(rng, nq, 1.0), *probs = op_rand(rng, np, 1.0);
+    float *out = kt_randn(rng, nq, 1.0), *probs = kt_randn(rng, np, 1.0);
     sdt_tensor tout = op_tensor(out, 3, qs), tp = op_tensor(probs, 4, ps);
     CHECK(be->attention_forward(be, &tout, save_probs ? &tp : NULL, &tq_, &tk_, &tv, (int)h, causal) == 0,
           "%s forward failed: %s", what, be->error);
 
-    float *dout = op_rand(rng, nq, 1.0);
-    attn_ref r = {b, tq, tk, h, d, causal, op_to_double(q, nq), op_to_double(k, nk), op_to_double(v, nk),
-                  op_to_double(dout, nq)};
+    float *dout = kt_randn(rng, nq, 1.0);
+    attn_ref r = {b, tq, tk, h, d, causal, kt_to_double(q, nq), kt_to_double(k, nk), kt_to_double(v, nk),
+                  kt_to_double(dout, nq)};
     double *ref_p = op_zeros_d(np), *ref_o = op_zeros_d(nq);
     attn_forward_ref(&r, ref_p, ref_o);
     op_check_forward(what, out, ref_o, nq);
@@ -122,23 +118,25 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
         op_check_forward(name, probs, ref_p, np);
     }
 
-    float *dq = op_rand(rng, nq, 1.0), *dk = op_rand(rng, nk, 1.0), *dv = op_rand(rng, nk, 1.0);
-    float *dq0 = op_copy(dq, nq), *dk0 = op_copy(dk, nk), *dv0 = op_copy(dv, nk);
-    sdt_tensor tdout = op_tensor(dout, 3, qs), tdq = op_tensor(dq, 3, qs), tdk = op_tensor(dk, 3, ks),
-               tdv = op_tensor(dv, 3, ks);
-    CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_probs ? &tp : NULL, (int)h,
-                                 causal) == 0,
-          "%s backward failed: %s", what, be->error);
+    kt_grad g_dq = kt_grad_make(rng, nq), g_dk = kt_grad_make(rng, nk), g_dv = kt_grad_make(rng, nk);
+    sdt_tensor tdout = op_tensor(dout, 3, qs);
+    for (int pass = 0; pass < 2; pass++) {
+        sdt_tensor tdq = op_tensor(op_grad_buf(&g_dq, pass), 3, qs), tdk = op_tensor(op_grad_buf(&g_dk, pass), 3, ks),
+                   tdv = op_tensor(op_grad_buf(&g_dv, pass), 3, ks);
+        CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_probs ? &tp : NULL, (int)h,
+                                     causal) == 0,
+              "%s backward failed: %s", what, be->error);
+    }
     double *gq = op_zeros_d(nq), *gk = op_zeros_d(nk), *gv = op_zeros_d(nk);
     attn_backward_ref(&r, gq, gk, gv);
     snprintf(name, sizeof name, "%s dq", what);
-    op_check_grad(name, dq, dq0, gq, nq, attn_loss, &r, r.q);
+    op_check_grad(name, &g_dq, gq, attn_loss, &r, r.q);
     snprintf(name, sizeof name, "%s dk", what);
-    op_check_grad(name, dk, dk0, gk, nk, attn_loss, &r, r.k);
+    op_check_grad(name, &g_dk, gk, attn_loss, &r, r.k);
     snprintf(name, sizeof name, "%s dv", what);
-    op_check_grad(name, dv, dv0, gv, nk, attn_loss, &r, r.v);
-    free(q); free(q16); free(k); free(v); free(out); free(probs); free(dout); free(ref_p); free(ref_o);
-    free(dq); free(dk); free(dv); free(dq0); free(dk0); free(dv0); free(gq); free(gk); free(gv);
+    op_check_grad(name, &g_dv, gv, attn_loss, &r, r.v);
+    op_store_free(q16, q); free(q); free(k); free(v); free(out); free(probs); free(dout); free(ref_p); free(ref_o);
+    kt_grad_free(&g_dq); kt_grad_free(&g_dk); kt_grad_free(&g_dv); free(gq); free(gk); free(gv);
     free(r.q); free(r.k); free(r.v); free((void *)r.dout);
 }
 
@@ -157,8 +155,7 @@ int main(void)
 {
     printf("op: attention\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_attention");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    if (!be) return 1;
+    sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 5, 5, 2, 3, false, true, SDT_F32);  /* self */
     run_case(be, &rng, 2, 6, 6, 2, 5, true, true, SDT_F32);   /* causal self (CLIP) */
     run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);  /* causal, probs recomputed in backward */

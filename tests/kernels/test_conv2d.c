@@ -68,45 +68,43 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     conv_ref r = {n, c, h, w, oc, k, (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1, stride, pad,
                   NULL, NULL, NULL, NULL};
     const int64_t nx = n * c * h * w, nw = oc * c * k * k, no = n * oc * r.oh * r.ow;
-    float *x = op_rand(rng, nx, 1.0), *wt = op_rand(rng, nw, 0.5), *b = op_rand(rng, oc, 0.5);
-    uint16_t *x16 = malloc((size_t)nx * 2);
-    if (xdtype != SDT_F32) {
-        sdt_store_f32(x, x16, xdtype, nx);
-        sdt_load_f32(x16, xdtype, x, nx);
-    }
+    float *x = kt_randn(rng, nx, 1.0), *wt = kt_randn(rng, nw, 0.5), *b = kt_randn(rng, oc, 0.5);
+    void *x16 = op_store_as(x, nx, xdtype);
     const int64_t xs[4] = {n, c, h, w}, wsh[4] = {oc, c, k, k}, bs[1] = {oc}, os[4] = {n, oc, r.oh, r.ow};
-    sdt_tensor tx = sdt_tensor_make(xdtype == SDT_F32 ? (void *)x : (void *)x16, xdtype, SDT_DEVICE_CPU, 4, xs);
+    sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, 4, xs);
     sdt_tensor tw = op_tensor(wt, 4, wsh), tb = op_tensor(b, 1, bs);
-    float *out = op_rand(rng, no, 1.0);
+    float *out = kt_randn(rng, no, 1.0);
     sdt_tensor tout = op_tensor(out, 4, os);
     CHECK(be->conv2d_forward(be, &tout, &tx, &tw, &tb, stride, pad) == 0, "%s forward failed: %s", what, be->error);
 
-    float *dout = op_rand(rng, no, 1.0);
-    r.x = op_to_double(x, nx);
-    r.wt = op_to_double(wt, nw);
-    r.b = op_to_double(b, oc);
-    r.dout = op_to_double(dout, no);
+    float *dout = kt_randn(rng, no, 1.0);
+    r.x = kt_to_double(x, nx);
+    r.wt = kt_to_double(wt, nw);
+    r.b = kt_to_double(b, oc);
+    r.dout = kt_to_double(dout, no);
     double *ref = op_zeros_d(no);
     conv_forward_ref(&r, ref);
     op_check_forward(what, out, ref, no);
 
-    float *dx = op_rand(rng, nx, 1.0), *dw = op_rand(rng, nw, 1.0), *db = op_rand(rng, oc, 1.0);
-    float *dx0 = op_copy(dx, nx), *dw0 = op_copy(dw, nw), *db0 = op_copy(db, oc);
-    sdt_tensor tdout = op_tensor(dout, 4, os), tdx = op_tensor(dx, 4, xs), tdw = op_tensor(dw, 4, wsh),
-               tdb = op_tensor(db, 1, bs);
-    CHECK(be->conv2d_backward(be, &tdx, &tdw, &tdb, &tdout, &tx, &tw, stride, pad) == 0, "%s backward failed: %s",
-          what, be->error);
+    kt_grad g_dx = kt_grad_make(rng, nx), g_dw = kt_grad_make(rng, nw), g_db = kt_grad_make(rng, oc);
+    sdt_tensor tdout = op_tensor(dout, 4, os);
+    for (int pass = 0; pass < 2; pass++) {
+        sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 4, xs), tdw = op_tensor(op_grad_buf(&g_dw, pass), 4, wsh),
+                   tdb = op_tensor(op_grad_buf(&g_db, pass), 1, bs);
+        CHECK(be->conv2d_backward(be, &tdx, &tdw, &tdb, &tdout, &tx, &tw, stride, pad) == 0,
+              "%s backward failed: %s", what, be->error);
+    }
     double *gdx = op_zeros_d(nx), *gdw = op_zeros_d(nw), *gdb = op_zeros_d(oc);
     conv_backward_ref(&r, gdx, gdw, gdb);
     char name[160];
     snprintf(name, sizeof name, "%s dx", what);
-    op_check_grad(name, dx, dx0, gdx, nx, conv_loss, &r, r.x);
+    op_check_grad(name, &g_dx, gdx, conv_loss, &r, r.x);
     snprintf(name, sizeof name, "%s dw", what);
-    op_check_grad(name, dw, dw0, gdw, nw, conv_loss, &r, r.wt);
+    op_check_grad(name, &g_dw, gdw, conv_loss, &r, r.wt);
     snprintf(name, sizeof name, "%s db", what);
-    op_check_grad(name, db, db0, gdb, oc, conv_loss, &r, r.b);
-    free(x); free(x16); free(wt); free(b); free(out); free(dout); free(ref);
-    free(dx); free(dw); free(db); free(dx0); free(dw0); free(db0); free(gdx); free(gdw); free(gdb);
+    op_check_grad(name, &g_db, gdb, conv_loss, &r, r.b);
+    op_store_free(x16, x); free(x); free(wt); free(b); free(out); free(dout); free(ref);
+    kt_grad_free(&g_dx); kt_grad_free(&g_dw); kt_grad_free(&g_db); free(gdx); free(gdw); free(gdb);
     free(r.x); free(r.wt); free(r.b); free((void *)r.dout);
 }
 
@@ -128,13 +126,13 @@ int main(void)
 {
     printf("op: conv2d\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_conv2d");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    if (!be) return 1;
+    sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 3, 7, 5, 4, 3, 1, 1, SDT_F32);  /* 3x3 pad 1, odd sizes */
     run_case(be, &rng, 1, 1, 1, 1, 1, 3, 1, 1, SDT_F32);  /* everything 1 */
     run_case(be, &rng, 2, 2, 7, 6, 3, 3, 2, 1, SDT_F32);  /* 3x3 stride 2 pad 1 (downsample) */
     run_case(be, &rng, 2, 5, 3, 7, 11, 1, 1, 0, SDT_F32); /* 1x1: direct GEMM, no im2col */
     run_case(be, &rng, 1, 3, 5, 5, 2, 1, 2, 0, SDT_F32);  /* 1x1 stride 2 through im2col */
+    run_case(be, &rng, 1, 2, 7, 8, 3, 3, 3, 2, SDT_F32);  /* stride 3 pad 2: windows hanging over both edges */
     run_case(be, &rng, 1, 3, 5, 4, 2, 3, 1, 1, SDT_F16);  /* f16 input storage */
     check_rejects(be);
     be->destroy(be);

@@ -47,43 +47,41 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     const int64_t bt = b * t, nt = vocab * c, np = npos * c, no = bt * c;
     int32_t *ids = malloc((size_t)bt * sizeof *ids);
     for (int64_t i = 0; i < bt; i++) ids[i] = (int32_t)(sdt_test_next(rng) % (uint64_t)vocab);
-    float *table = op_rand(rng, nt, 1.0), *pos = op_rand(rng, np, 1.0);
-    uint16_t *t16 = malloc((size_t)nt * 2);
-    if (tdtype != SDT_F32) {
-        sdt_store_f32(table, t16, tdtype, nt);
-        sdt_load_f32(t16, tdtype, table, nt);
-    }
+    float *table = kt_randn(rng, nt, 1.0), *pos = kt_randn(rng, np, 1.0);
+    void *t16 = op_store_as(table, nt, tdtype);
     const int64_t is[2] = {b, t}, ts[2] = {vocab, c}, ps[2] = {npos, c}, os[3] = {b, t, c};
     sdt_tensor tids = sdt_tensor_make(ids, SDT_I32, SDT_DEVICE_CPU, 2, is);
-    sdt_tensor ttab = sdt_tensor_make(tdtype == SDT_F32 ? (void *)table : (void *)t16, tdtype, SDT_DEVICE_CPU, 2, ts);
+    sdt_tensor ttab = sdt_tensor_make(t16, tdtype, SDT_DEVICE_CPU, 2, ts);
     sdt_tensor tpos = op_tensor(pos, 2, ps);
-    float *out = op_rand(rng, no, 1.0);
+    float *out = kt_randn(rng, no, 1.0);
     sdt_tensor tout = op_tensor(out, 3, os);
     CHECK(be->embedding_forward(be, &tout, &tids, &ttab, use_pos ? &tpos : NULL) == 0, "%s forward failed: %s", what,
           be->error);
-    float *dout = op_rand(rng, no, 1.0);
-    emb_ref r = {b, t, c, ids, op_to_double(table, nt), use_pos ? op_to_double(pos, np) : NULL,
-                 op_to_double(dout, no)};
+    float *dout = kt_randn(rng, no, 1.0);
+    emb_ref r = {b, t, c, ids, kt_to_double(table, nt), use_pos ? kt_to_double(pos, np) : NULL,
+                 kt_to_double(dout, no)};
     double *ref = op_zeros_d(no);
     emb_forward_ref(&r, ref);
     op_check_forward(what, out, ref, no);
 
-    float *dt = op_rand(rng, nt, 1.0), *dp = op_rand(rng, np, 1.0);
-    float *dt0 = op_copy(dt, nt), *dp0 = op_copy(dp, np);
-    sdt_tensor tdout = op_tensor(dout, 3, os), tdt = op_tensor(dt, 2, ts), tdp = op_tensor(dp, 2, ps);
-    CHECK(be->embedding_backward(be, &tdt, use_pos ? &tdp : NULL, &tdout, &tids) == 0, "%s backward failed: %s", what,
-          be->error);
+    kt_grad g_dt = kt_grad_make(rng, nt), g_dp = kt_grad_make(rng, np);
+    sdt_tensor tdout = op_tensor(dout, 3, os);
+    for (int pass = 0; pass < 2; pass++) {
+        sdt_tensor tdt = op_tensor(op_grad_buf(&g_dt, pass), 2, ts), tdp = op_tensor(op_grad_buf(&g_dp, pass), 2, ps);
+        CHECK(be->embedding_backward(be, &tdt, use_pos ? &tdp : NULL, &tdout, &tids) == 0, "%s backward failed: %s",
+              what, be->error);
+    }
     double *gt = op_zeros_d(nt), *gp = op_zeros_d(np);
     emb_backward_ref(&r, gt, gp);
     char name[160];
     snprintf(name, sizeof name, "%s dtable", what);
-    op_check_grad(name, dt, dt0, gt, nt, emb_loss, &r, r.table);
+    op_check_grad(name, &g_dt, gt, emb_loss, &r, r.table);
     if (use_pos) {
         snprintf(name, sizeof name, "%s dpos", what);
-        op_check_grad(name, dp, dp0, gp, np, emb_loss, &r, r.pos);
+        op_check_grad(name, &g_dp, gp, emb_loss, &r, r.pos);
     }
-    free(ids); free(table); free(pos); free(t16); free(out); free(dout); free(ref);
-    free(dt); free(dp); free(dt0); free(dp0); free(gt); free(gp);
+    op_store_free(t16, table); free(ids); free(table); free(pos); free(out); free(dout); free(ref);
+    kt_grad_free(&g_dt); kt_grad_free(&g_dp); free(gt); free(gp);
     free(r.table); free(r.pos); free((void *)r.dout);
 }
 
@@ -112,8 +110,7 @@ int main(void)
 {
     printf("op: embedding\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_embedding");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    if (!be) return 1;
+    sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 7, 5, 3, 7, true, SDT_F32);    /* 14 tokens over 3 ids: repeats */
     run_case(be, &rng, 1, 1, 1, 1, 1, true, SDT_F32);
     run_case(be, &rng, 3, 5, 37, 11, 9, true, SDT_F32);  /* pos longer than T (CLIP's 77 rows) */

@@ -77,23 +77,19 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
              (long long)h, (long long)w, groups, affine ? " affine" : "", sdt_dtype_name(xdtype));
     const int64_t s = h * (w > 0 ? w : 1), n = b * c * s, nb = b * groups;
     const float eps = 1e-5f;
-    float *x = op_rand(rng, n, 1.0), *gamma = op_rand(rng, c, 1.0), *beta = op_rand(rng, c, 1.0);
-    uint16_t *x16 = malloc((size_t)n * 2);
-    if (xdtype != SDT_F32) {
-        sdt_store_f32(x, x16, xdtype, n);
-        sdt_load_f32(x16, xdtype, x, n);
-    }
+    float *x = kt_randn(rng, n, 1.0), *gamma = kt_randn(rng, c, 1.0), *beta = kt_randn(rng, c, 1.0);
+    void *x16 = op_store_as(x, n, xdtype);
     const int64_t xs[4] = {b, c, h, w}, cs[1] = {c}, ss[2] = {b, groups};
     const int nd = w > 0 ? 4 : 3;
-    sdt_tensor tx = sdt_tensor_make(xdtype == SDT_F32 ? (void *)x : (void *)x16, xdtype, SDT_DEVICE_CPU, nd, xs);
+    sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, nd, xs);
     sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
-    float *y = op_rand(rng, n, 1.0), *mean = op_rand(rng, nb, 1.0), *rstd = op_rand(rng, nb, 1.0);
+    float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, nb, 1.0), *rstd = kt_randn(rng, nb, 1.0);
     sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
     CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps) == 0,
           "%s forward failed: %s", what, be->error);
-    float *dout = op_rand(rng, n, 1.0);
-    gn_ref r = {b, c, s, groups, eps, op_to_double(x, n), affine ? op_to_double(gamma, c) : NULL,
-                affine ? op_to_double(beta, c) : NULL, op_to_double(dout, n)};
+    float *dout = kt_randn(rng, n, 1.0);
+    gn_ref r = {b, c, s, groups, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
+                affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n)};
     double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
     gn_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
@@ -103,25 +99,27 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     snprintf(name, sizeof name, "%s rstd", what);
     op_check_forward(name, rstd, rr, nb);
 
-    float *dx = op_rand(rng, n, 1.0), *dg = op_rand(rng, c, 1.0), *db = op_rand(rng, c, 1.0);
-    float *dx0 = op_copy(dx, n), *dg0 = op_copy(dg, c), *db0 = op_copy(db, c);
-    sdt_tensor tdout = op_tensor(dout, nd, xs), tdx = op_tensor(dx, nd, xs), tdg = op_tensor(dg, 1, cs),
-               tdb = op_tensor(db, 1, cs);
-    CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
-                                 affine ? &tg : NULL, &tm, &trs, groups) == 0,
-          "%s backward failed: %s", what, be->error);
+    kt_grad g_dx = kt_grad_make(rng, n), g_dg = kt_grad_make(rng, c), g_db = kt_grad_make(rng, c);
+    sdt_tensor tdout = op_tensor(dout, nd, xs);
+    for (int pass = 0; pass < 2; pass++) {
+        sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), nd, xs), tdg = op_tensor(op_grad_buf(&g_dg, pass), 1, cs),
+                   tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
+        CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
+                                     affine ? &tg : NULL, &tm, &trs, groups) == 0,
+              "%s backward failed: %s", what, be->error);
+    }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     gn_backward_ref(&r, gx, gg, gb);
     snprintf(name, sizeof name, "%s dx", what);
-    op_check_grad(name, dx, dx0, gx, n, gn_loss, &r, r.x);
+    op_check_grad(name, &g_dx, gx, gn_loss, &r, r.x);
     if (affine) {
         snprintf(name, sizeof name, "%s dgamma", what);
-        op_check_grad(name, dg, dg0, gg, c, gn_loss, &r, r.gamma);
+        op_check_grad(name, &g_dg, gg, gn_loss, &r, r.gamma);
         snprintf(name, sizeof name, "%s dbeta", what);
-        op_check_grad(name, db, db0, gb, c, gn_loss, &r, r.beta);
+        op_check_grad(name, &g_db, gb, gn_loss, &r, r.beta);
     }
-    free(x); free(x16); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
-    free(ref); free(rm); free(rr); free(dx); free(dg); free(db); free(dx0); free(dg0); free(db0);
+    op_store_free(x16, x); free(x); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
+    free(ref); free(rm); free(rr); kt_grad_free(&g_dx); kt_grad_free(&g_dg); kt_grad_free(&g_db);
     free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);
 }
 
@@ -140,8 +138,7 @@ int main(void)
 {
     printf("op: groupnorm\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_groupnorm");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    if (!be) return 1;
+    sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 6, 3, 5, 3, true, SDT_F32);
     run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32);   /* one group, 1-d spatial */
     run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32);   /* one channel per group */

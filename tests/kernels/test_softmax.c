@@ -50,33 +50,32 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t rows
     snprintf(what, sizeof what, "softmax x[%lld,%lld,%lld] shift %g x:%s", (long long)b, (long long)rows,
              (long long)n, logit_shift, sdt_dtype_name(xdtype));
     const int64_t total = b * rows * n;
-    float *x = op_rand(rng, total, 2.0);
+    float *x = kt_randn(rng, total, 2.0);
     for (int64_t i = 0; i < total; i++) x[i] += (float)logit_shift;
-    uint16_t *x16 = malloc((size_t)total * 2);
-    if (xdtype != SDT_F32) {
-        sdt_store_f32(x, x16, xdtype, total);
-        sdt_load_f32(x16, xdtype, x, total);
-    }
+    void *x16 = op_store_as(x, total, xdtype);
     const int64_t s[3] = {b, rows, n};
-    sdt_tensor tx = sdt_tensor_make(xdtype == SDT_F32 ? (void *)x : (void *)x16, xdtype, SDT_DEVICE_CPU, 3, s);
-    float *y = op_rand(rng, total, 1.0);
+    sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, 3, s);
+    float *y = kt_randn(rng, total, 1.0);
     sdt_tensor ty = op_tensor(y, 3, s);
     CHECK(be->softmax_forward(be, &ty, &tx) == 0, "%s forward failed: %s", what, be->error);
-    float *dout = op_rand(rng, total, 1.0);
-    sm_ref r = {b * rows, n, op_to_double(x, total), op_to_double(dout, total)};
+    float *dout = kt_randn(rng, total, 1.0);
+    sm_ref r = {b * rows, n, kt_to_double(x, total), kt_to_double(dout, total)};
     double *ref = op_zeros_d(total);
     sm_forward_ref(&r, ref);
     op_check_forward(what, y, ref, total);
 
-    float *dx = op_rand(rng, total, 0.1), *dx0 = op_copy(dx, total);
-    sdt_tensor tdout = op_tensor(dout, 3, s), tdx = op_tensor(dx, 3, s);
-    CHECK(be->softmax_backward(be, &tdx, &tdout, &ty) == 0, "%s backward failed: %s", what, be->error);
+    kt_grad g_dx = kt_grad_make(rng, total);
+    sdt_tensor tdout = op_tensor(dout, 3, s);
+    for (int pass = 0; pass < 2; pass++) {
+        sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 3, s);
+        CHECK(be->softmax_backward(be, &tdx, &tdout, &ty) == 0, "%s backward failed: %s", what, be->error);
+    }
     double *g = op_zeros_d(total);
     sm_backward_ref(&r, g);
     char name[128];
     snprintf(name, sizeof name, "%s dx", what);
-    op_check_grad(name, dx, dx0, g, total, sm_loss, &r, r.x);
-    free(x); free(x16); free(y); free(dout); free(ref); free(dx); free(dx0); free(g);
+    op_check_grad(name, &g_dx, g, sm_loss, &r, r.x);
+    op_store_free(x16, x); free(x); free(y); free(dout); free(ref); kt_grad_free(&g_dx); free(g);
     free(r.x); free((void *)r.dout);
 }
 
@@ -92,8 +91,7 @@ int main(void)
 {
     printf("op: softmax\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_softmax");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    if (!be) return 1;
+    sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 3, 7, 0.0, SDT_F32);
     run_case(be, &rng, 1, 1, 1, 0.0, SDT_F32);
     run_case(be, &rng, 3, 5, 77, 0.0, SDT_F32);

@@ -1,0 +1,46 @@
+/* cpu_gemm.c - GEMMs split over the backend's OpenMP threads, OpenBLAS single-threaded. */
+#include "cpu_gemm.h"
+
+#include <cblas.h>
+#include <pthread.h>
+
+/* Multiply-adds per "element" of cpu_threads_for's work measure: a GEMM below
+ * 8 x parallel_min_work (262144 by default) multiply-adds runs on one thread. */
+#define GEMM_MACS_PER_WORK 8
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_threaded(void)
+{
+    openblas_set_num_threads(1);
+}
+
+void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
+               int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    pthread_once(&blas_once, blas_single_threaded);
+    if (m <= 0 || n <= 0) return;
+    const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+    const int parts = cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
+    /* Split the longer side of C into panels; the 16-multiple keeps panels on SIMD/cache-line boundaries. */
+    const bool split_n = n >= m;
+    const int len = split_n ? n : m;
+    int panel = (len + parts - 1) / parts;
+    panel = (panel + 15) / 16 * 16;
+    if (parts <= 1 || panel >= len) {
+        cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    const int npanels = (len + panel - 1) / panel;
+#pragma omp parallel for num_threads(parts) schedule(static)
+    for (int p = 0; p < npanels; p++) {
+        const int start = p * panel, size = start + panel <= len ? panel : len - start;
+        if (split_n) /* columns [start, start+size) of B and C */
+            cblas_sgemm(CblasRowMajor, ta, tb, m, size, k, alpha, a, lda,
+                        b + (trans_b ? (size_t)start * ldb : (size_t)start), ldb, beta, c + start, ldc);
+        else /* rows [start, start+size) of A and C */
+            cblas_sgemm(CblasRowMajor, ta, tb, size, n, k, alpha,
+                        a + (trans_a ? (size_t)start : (size_t)start * lda), lda, b, ldb, beta,
+                        c + (size_t)start * ldc, ldc);
+    }
+}

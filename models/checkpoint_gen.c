@@ -1,0 +1,251 @@
+/* checkpoint_gen.c - random-weight checkpoints; see checkpoint_gen.h.
+ *
+ * Both layouts come from one list of canonical tensors; the diffusers folder
+ * renames them with diffusers_names.h and splits them over unet/, text_encoder/
+ * and vae/ (safetensors only: no config.json, which sdtrain does not need).
+ */
+#include "checkpoint_gen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "diffusers_names.h"
+#include "safetensors.h"
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static double uniform01(uint64_t *s)
+{
+    return ((double)(splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* Box-Muller, both outputs used. */
+static void fill_normal(float *dst, int64_t n, uint64_t *s, float mean, float std)
+{
+    for (int64_t i = 0; i < n; i += 2) {
+        double r = sqrt(-2.0 * log(uniform01(s))), a = 6.283185307179586 * uniform01(s);
+        dst[i] = mean + std * (float)(r * cos(a));
+        if (i + 1 < n) dst[i + 1] = mean + std * (float)(r * sin(a));
+    }
+}
+
+void sdt_ckpt_fill(float *dst, int64_t n, const sdt_param_info *p, uint64_t seed, bool perturb_all)
+{
+    uint64_t s = seed ^ fnv1a(p->key);
+    (void)splitmix64(&s);
+    switch (p->init) {
+    case SDT_INIT_NORMAL: fill_normal(dst, n, &s, 0.0f, p->std); break;
+    case SDT_INIT_ONES:
+        if (perturb_all) fill_normal(dst, n, &s, 1.0f, 0.1f);
+        else
+            for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+        break;
+    case SDT_INIT_ZEROS:
+        if (perturb_all) fill_normal(dst, n, &s, 0.0f, 0.1f);
+        else memset(dst, 0, (size_t)n * sizeof(float));
+        break;
+    }
+}
+
+/* ---- collecting parameters ---- */
+
+typedef struct gen_tensor {
+    char *name;
+    int ndim;
+    int64_t shape[4];
+    void *data;
+} gen_tensor;
+
+typedef struct gen_ctx {
+    const sdt_ckpt_spec *spec;
+    gen_tensor *items;
+    size_t n, cap;
+    bool failed;
+    char failed_key[256];
+    char *err;
+    size_t err_size;
+} gen_ctx;
+
+static bool wanted(const gen_ctx *g, const char *key)
+{
+    if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0;
+    if (g->spec->vae_only) return strncmp(key, "first_stage_model.", 18) == 0;
+    return true;
+}
+
+static bool collect(void *user, const sdt_param_info *p)
+{
+    gen_ctx *g = user;
+    if (!wanted(g, p->key)) return true;
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 256;
+        gen_tensor *items = realloc(g->items, cap * sizeof(*items));
+        if (!items) goto oom;
+        g->items = items;
+        g->cap = cap;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < p->ndim; i++) n *= p->shape[i];
+    float *f = malloc((size_t)n * sizeof(float));
+    size_t bytes = (size_t)n * sdt_dtype_size(g->spec->dtype);
+    void *data = g->spec->dtype == SDT_F32 ? (void *)f : malloc(bytes ? bytes : 1);
+    char *name = strdup(p->key);
+    if (!f || !data || !name) {
+        free(f);
+        if (data != f) free(data);
+        free(name);
+        goto oom;
+    }
+    sdt_ckpt_fill(f, n, p, g->spec->seed, g->spec->perturb_all);
+    if (data != f) {
+        sdt_store_f32(f, data, g->spec->dtype, n);
+        free(f);
+    }
+    gen_tensor *t = &g->items[g->n++];
+    t->name = name;
+    t->ndim = p->ndim;
+    memcpy(t->shape, p->shape, sizeof(t->shape));
+    t->data = data;
+    return true;
+oom:
+    snprintf(g->failed_key, sizeof(g->failed_key), "%s", p->key);
+    g->failed = true;
+    return false;
+}
+
+static void free_items(gen_ctx *g)
+{
+    for (size_t i = 0; i < g->n; i++) {
+        free(g->items[i].name);
+        free(g->items[i].data);
+    }
+    free(g->items);
+}
+
+static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, char *err, size_t err_size)
+{
+    sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
+    if (!items) {
+        snprintf(err, err_size, "%s: out of memory", path);
+        return false;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+        items[i].name = g->items[i].name;
+        items[i].dtype = sdt_st_dtype_of(spec->dtype);
+        items[i].ndim = g->items[i].ndim;
+        items[i].shape = g->items[i].shape;
+        items[i].data = g->items[i].data;
+    }
+    char seed[32];
+    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)spec->seed);
+    sdt_st_kv meta[4] = {{"format", "pt"},
+                         {"sdtrain_generator", "sdt-make-checkpoint"},
+                         {"sdtrain_config", sd_family_name(spec->config.family)},
+                         {"sdtrain_seed", seed}};
+    bool ok = sdt_st_write(path, items, g->n, meta, 4, err, err_size);
+    free(items);
+    return ok;
+}
+
+static bool make_folder(const char *path, char *err, size_t err_size)
+{
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) return true;
+    snprintf(err, err_size, "%s: cannot create the folder (%s)", path, strerror(errno));
+    return false;
+}
+
+/* Renames every tensor to its diffusers name and writes one file per part. */
+static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, char *err,
+                            size_t err_size)
+{
+    if (!make_folder(path, err, err_size)) return false;
+    sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
+    char **names = calloc(g->n ? g->n : 1, sizeof(*names));
+    int *parts = calloc(g->n ? g->n : 1, sizeof(*parts));
+    int64_t(*shapes)[4] = calloc(g->n ? g->n : 1, sizeof(*shapes));
+    bool ok = items && names && parts && shapes;
+    if (!ok) snprintf(err, err_size, "%s: out of memory", path);
+    for (size_t i = 0; ok && i < g->n; i++) {
+        sdt_diffusers_part part;
+        bool as_linear;
+        names[i] = sdt_diffusers_name(g->items[i].name, cfg, &part, &as_linear);
+        if (!names[i]) {
+            snprintf(err, err_size, "%s: no diffusers name for '%s'", path, g->items[i].name);
+            ok = false;
+            break;
+        }
+        parts[i] = (int)part;
+        memcpy(shapes[i], g->items[i].shape, sizeof(shapes[i]));
+        items[i].ndim = as_linear ? 2 : g->items[i].ndim;
+        items[i].shape = shapes[i];
+        items[i].name = names[i];
+        items[i].dtype = sdt_st_dtype_of(spec->dtype);
+        items[i].data = g->items[i].data;
+    }
+    sdt_st_kv meta[1] = {{"format", "pt"}};
+    for (int p = 0; ok && p < SDT_DIFFUSERS_PART_COUNT; p++) {
+        size_t n = 0;
+        sdt_st_write_item *sel = calloc(g->n ? g->n : 1, sizeof(*sel));
+        if (!sel) {
+            snprintf(err, err_size, "%s: out of memory", path);
+            ok = false;
+            break;
+        }
+        for (size_t i = 0; i < g->n; i++)
+            if (parts[i] == p) sel[n++] = items[i];
+        if (n) {
+            char dir[4096], file[4200];
+            snprintf(dir, sizeof(dir), "%s/%s", path, sdt_diffusers_folder((sdt_diffusers_part)p));
+            snprintf(file, sizeof(file), "%s/%s.safetensors", dir, sdt_diffusers_file_base((sdt_diffusers_part)p));
+            ok = make_folder(dir, err, err_size) && sdt_st_write(file, sel, n, meta, 1, err, err_size);
+        }
+        free(sel);
+    }
+    for (size_t i = 0; names && i < g->n; i++) free(names[i]);
+    free(items), free(names), free(parts), free(shapes);
+    return ok;
+}
+
+bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size)
+{
+    if (spec->dtype != SDT_F32 && spec->dtype != SDT_F16 && spec->dtype != SDT_BF16) {
+        snprintf(err, err_size, "%s: checkpoints are written as F32, F16 or BF16", path);
+        return false;
+    }
+    sd_config cfg = spec->config;
+    if (spec->layout == SDT_CKPT_DIFFUSERS && cfg.clip.layout == CLIP_LAYOUT_OPENCLIP) {
+        /* diffusers stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
+         * unused last layers already cut (23 of 24), so its default output is the same. */
+        cfg.clip.layout = CLIP_LAYOUT_HF;
+        cfg.clip.layers -= cfg.clip.default_skip - 1;
+        cfg.clip.default_skip = 1;
+    }
+    gen_ctx g = {.spec = spec, .err = err, .err_size = err_size};
+    bool ok = sd_params(&cfg, collect, &g, err, err_size) && !g.failed;
+    if (g.failed)
+        snprintf(err, err_size, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
+                 g.failed_key);
+    if (ok)
+        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, err, err_size)
+                                          : write_diffusers(path, spec, &cfg, &g, err, err_size);
+    free_items(&g);
+    return ok;
+}

@@ -1,0 +1,41 @@
+/* checkpoint_gen.h - seeded random-weight checkpoints of any configuration.
+ *
+ * For tests and benchmarks: every parameter the models enumerate (sd_params) is
+ * drawn from its init (weights N(0, std), norm weights one, biases zero), each
+ * tensor from its own stream keyed by (seed, canonical key), so a tensor's values
+ * do not depend on which other tensors the file holds or their order.
+ * "perturb_all" also randomises norm weights (1 + N(0, 0.1)) and biases
+ * (N(0, 0.1)), so tests see every parameter's effect.
+ */
+#ifndef SDT_MODELS_CHECKPOINT_GEN_H
+#define SDT_MODELS_CHECKPOINT_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sd_model.h"
+
+typedef enum sdt_ckpt_layout {
+    SDT_CKPT_LDM = 0,   /* one .safetensors file with LDM keys */
+    SDT_CKPT_DIFFUSERS, /* a folder: unet/, text_encoder/, vae/ (safetensors, diffusers names) */
+} sdt_ckpt_layout;
+
+typedef struct sdt_ckpt_spec {
+    sd_config config;
+    sdt_ckpt_layout layout;
+    sdt_dtype dtype;    /* SDT_F32, SDT_F16 or SDT_BF16 */
+    uint64_t seed;
+    bool perturb_all;
+    bool text_only;     /* write only the text encoder (small files for CLIP tests) */
+    bool vae_only;      /* write only the VAE */
+} sdt_ckpt_spec;
+
+/* Writes the checkpoint (each file atomically; a diffusers folder is created if
+ * missing). false + err sentence on failure. */
+bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size);
+
+/* The value stream of one parameter: fills n floats as the generator does. */
+void sdt_ckpt_fill(float *dst, int64_t n, const sdt_param_info *p, uint64_t seed, bool perturb_all);
+
+#endif

@@ -1,0 +1,509 @@
+/* clip_text.c - CLIP text encoder forward/backward; see clip_text.h. */
+#include "clip_text.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model_util.h"
+
+#define HF "cond_stage_model.transformer.text_model."
+#define OC "cond_stage_model.model."
+#define MODULE "clip_text"
+
+/* ---------------------------------------------------------------- configs */
+
+clip_config clip_config_sd1(void)
+{
+    clip_config c = {.vocab = 49408, .width = 768, .layers = 12, .heads = 12, .positions = 77, .mlp_width = 3072,
+                     .act = SDT_ACT_QUICK_GELU, .default_skip = 1, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_HF};
+    return c;
+}
+
+clip_config clip_config_sd2(void)
+{
+    clip_config c = {.vocab = 49408, .width = 1024, .layers = 24, .heads = 16, .positions = 77, .mlp_width = 4096,
+                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP};
+    return c;
+}
+
+clip_config clip_config_tiny(void)
+{
+    clip_config c = {.vocab = 1000, .width = 128, .layers = 3, .heads = 2, .positions = 77, .mlp_width = 512,
+                     .act = SDT_ACT_QUICK_GELU, .default_skip = 1, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_HF};
+    return c;
+}
+
+bool clip_config_check(const clip_config *c, char *err, size_t err_size)
+{
+    if (c->vocab <= 0 || c->width <= 0 || c->layers <= 0 || c->heads <= 0 || c->positions <= 0 ||
+        c->mlp_width <= 0 || c->width % c->heads != 0) {
+        snprintf(err, err_size, "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
+                 "text encoder (sizes must be positive and width divisible by heads)",
+                 c->vocab, c->width, c->layers, c->heads, c->positions);
+        return false;
+    }
+    if (c->layers > CLIP_MAX_LAYERS || c->default_skip < 1 || c->default_skip > c->layers) {
+        snprintf(err, err_size, "clip_text: %d layers with default skip %d is outside what this build supports "
+                 "(at most %d layers, skip between 1 and layers)", c->layers, c->default_skip, CLIP_MAX_LAYERS);
+        return false;
+    }
+    return true;
+}
+
+static int count_layers(const sdt_weights *w, clip_layout layout)
+{
+    int n = 0;
+    while (n < CLIP_MAX_LAYERS + 1 &&
+           (layout == CLIP_LAYOUT_HF ? mu_has(w, HF "encoder.layers.%d.layer_norm1.weight", n)
+                                     : mu_has(w, OC "transformer.resblocks.%d.ln_1.weight", n)))
+        n++;
+    return n;
+}
+
+bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_t err_size)
+{
+    const sdt_tensor *tok = sdt_weights_get(w, HF "embeddings.token_embedding.weight");
+    const sdt_tensor *pos = sdt_weights_get(w, HF "embeddings.position_embedding.weight");
+    clip_config c;
+    memset(&c, 0, sizeof(c));
+    c.layout = CLIP_LAYOUT_HF;
+    if (!tok) {
+        tok = sdt_weights_get(w, OC "token_embedding.weight");
+        pos = sdt_weights_get(w, OC "positional_embedding");
+        c.layout = CLIP_LAYOUT_OPENCLIP;
+    }
+    if (!tok || !pos || tok->ndim != 2 || pos->ndim != 2 || tok->shape[1] != pos->shape[1]) {
+        snprintf(err, err_size, "%s: no text encoder found (expected " HF "embeddings.token_embedding.weight or "
+                 OC "token_embedding.weight with a matching position embedding); use a full SD checkpoint",
+                 sdt_weights_path(w));
+        return false;
+    }
+    c.vocab = (int)tok->shape[0];
+    c.width = (int)tok->shape[1];
+    c.positions = (int)pos->shape[0];
+    c.heads = c.width / 64 > 0 ? c.width / 64 : 1;
+    c.mlp_width = 4 * c.width;
+    c.layers = count_layers(w, c.layout);
+    c.ln_eps = 1e-5f;
+    const sdt_tensor *fc1 = c.layout == CLIP_LAYOUT_HF ? sdt_weights_get(w, HF "encoder.layers.0.mlp.fc1.weight")
+                                                       : sdt_weights_get(w, OC "transformer.resblocks.0.mlp.c_fc.weight");
+    if (fc1 && fc1->ndim == 2) c.mlp_width = (int)fc1->shape[0];
+    if (c.layout == CLIP_LAYOUT_OPENCLIP) {
+        c.act = SDT_ACT_GELU;
+        c.default_skip = 2; /* SD 2.x conditions on the penultimate layer */
+    } else {
+        /* diffusers stores SD 2.x's OpenCLIP-H in the HF layout with 23 layers already cut. */
+        c.act = c.width == 1024 ? SDT_ACT_GELU : SDT_ACT_QUICK_GELU;
+        c.default_skip = 1;
+    }
+    if (!clip_config_check(&c, err, err_size)) return false;
+    *cfg = c;
+    return true;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static bool clip_params_hf(const clip_config *c, sdt_param_visitor v, void *u)
+{
+    int64_t C = c->width, M = c->mlp_width;
+    int64_t tok[2] = {c->vocab, C}, pos[2] = {c->positions, C}, vec[1] = {C}, sq[2] = {C, C};
+    int64_t fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
+    float std_c = 1.0f / sqrtf((float)C), std_m = 1.0f / sqrtf((float)M);
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, HF "embeddings.token_embedding.weight")) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, HF "embeddings.position_embedding.weight")) return false;
+    static const char *proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    for (int i = 0; i < c->layers; i++) {
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "encoder.layers.%d.layer_norm1.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.layer_norm1.bias", i))
+            return false;
+        for (int p = 0; p < 4; p++)
+            if (!mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, HF "encoder.layers.%d.self_attn.%s.weight", i, proj[p]) ||
+                !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.self_attn.%s.bias", i, proj[p]))
+                return false;
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "encoder.layers.%d.layer_norm2.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.layer_norm2.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, HF "encoder.layers.%d.mlp.fc1.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, HF "encoder.layers.%d.mlp.fc1.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, HF "encoder.layers.%d.mlp.fc2.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.mlp.fc2.bias", i))
+            return false;
+    }
+    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "final_layer_norm.weight") &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "final_layer_norm.bias");
+}
+
+static bool clip_params_openclip(const clip_config *c, sdt_param_visitor v, void *u)
+{
+    int64_t C = c->width, M = c->mlp_width;
+    int64_t tok[2] = {c->vocab, C}, pos[2] = {c->positions, C}, vec[1] = {C}, sq[2] = {C, C};
+    int64_t in_w[2] = {3 * C, C}, in_b[1] = {3 * C}, fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
+    float std_c = 1.0f / sqrtf((float)C), std_m = 1.0f / sqrtf((float)M);
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, OC "token_embedding.weight")) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, OC "positional_embedding")) return false;
+    for (int i = 0; i < c->layers; i++) {
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "transformer.resblocks.%d.ln_1.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.ln_1.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, in_w, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, in_b, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "transformer.resblocks.%d.ln_2.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.ln_2.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
+            return false;
+    }
+    int64_t scalar[1] = {1};
+    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "ln_final.weight") &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "ln_final.bias") &&
+           mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, OC "text_projection") &&
+           mu_emit(v, u, SDT_INIT_ONES, 0, 0, scalar, OC "logit_scale");
+}
+
+bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user)
+{
+    return cfg->layout == CLIP_LAYOUT_HF ? clip_params_hf(cfg, visit, user) : clip_params_openclip(cfg, visit, user);
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static bool load_layer_hf(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, char *err,
+                          size_t n)
+{
+    int64_t C = c->width, M = c->mlp_width;
+    int64_t vec[1] = {C}, sq[2] = {C, C}, fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
+    return mu_require(w, &L->ln1_w, 1, vec, err, n, HF "encoder.layers.%d.layer_norm1.weight", i) &&
+           mu_require(w, &L->ln1_b, 1, vec, err, n, HF "encoder.layers.%d.layer_norm1.bias", i) &&
+           mu_require(w, &L->q_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.q_proj.weight", i) &&
+           mu_require(w, &L->q_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.q_proj.bias", i) &&
+           mu_require(w, &L->k_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.k_proj.weight", i) &&
+           mu_require(w, &L->k_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.k_proj.bias", i) &&
+           mu_require(w, &L->v_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.v_proj.weight", i) &&
+           mu_require(w, &L->v_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.v_proj.bias", i) &&
+           mu_require(w, &L->o_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.out_proj.weight", i) &&
+           mu_require(w, &L->o_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.out_proj.bias", i) &&
+           mu_require(w, &L->ln2_w, 1, vec, err, n, HF "encoder.layers.%d.layer_norm2.weight", i) &&
+           mu_require(w, &L->ln2_b, 1, vec, err, n, HF "encoder.layers.%d.layer_norm2.bias", i) &&
+           mu_require(w, &L->fc1_w, 2, fc1, err, n, HF "encoder.layers.%d.mlp.fc1.weight", i) &&
+           mu_require(w, &L->fc1_b, 1, fc1b, err, n, HF "encoder.layers.%d.mlp.fc1.bias", i) &&
+           mu_require(w, &L->fc2_w, 2, fc2, err, n, HF "encoder.layers.%d.mlp.fc2.weight", i) &&
+           mu_require(w, &L->fc2_b, 1, vec, err, n, HF "encoder.layers.%d.mlp.fc2.bias", i);
+}
+
+static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, char *err,
+                                size_t n)
+{
+    int64_t C = c->width, M = c->mlp_width;
+    int64_t vec[1] = {C}, sq[2] = {C, C}, in_w[2] = {3 * C, C}, in_b[1] = {3 * C};
+    int64_t fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
+    sdt_tensor qkv_w, qkv_b;
+    if (!mu_require(w, &L->ln1_w, 1, vec, err, n, OC "transformer.resblocks.%d.ln_1.weight", i) ||
+        !mu_require(w, &L->ln1_b, 1, vec, err, n, OC "transformer.resblocks.%d.ln_1.bias", i) ||
+        !mu_require(w, &qkv_w, 2, in_w, err, n, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
+        !mu_require(w, &qkv_b, 1, in_b, err, n, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
+        !mu_require(w, &L->o_w, 2, sq, err, n, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
+        !mu_require(w, &L->o_b, 1, vec, err, n, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
+        !mu_require(w, &L->ln2_w, 1, vec, err, n, OC "transformer.resblocks.%d.ln_2.weight", i) ||
+        !mu_require(w, &L->ln2_b, 1, vec, err, n, OC "transformer.resblocks.%d.ln_2.bias", i) ||
+        !mu_require(w, &L->fc1_w, 2, fc1, err, n, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
+        !mu_require(w, &L->fc1_b, 1, fc1b, err, n, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
+        !mu_require(w, &L->fc2_w, 2, fc2, err, n, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
+        !mu_require(w, &L->fc2_b, 1, vec, err, n, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
+        return false;
+    /* torch.nn.MultiheadAttention packs q, k, v as consecutive row blocks. */
+    L->q_w = mu_rows(&qkv_w, 0, C);
+    L->k_w = mu_rows(&qkv_w, C, C);
+    L->v_w = mu_rows(&qkv_w, 2 * C, C);
+    L->q_b = mu_rows(&qkv_b, 0, C);
+    L->k_b = mu_rows(&qkv_b, C, C);
+    L->v_b = mu_rows(&qkv_b, 2 * C, C);
+    return true;
+}
+
+bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, char *err, size_t err_size)
+{
+    if (!clip_config_check(cfg, err, err_size)) return false;
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    int64_t C = cfg->width;
+    int64_t tok[2] = {cfg->vocab, C}, pos[2] = {cfg->positions, C}, vec[1] = {C};
+    bool hf = cfg->layout == CLIP_LAYOUT_HF;
+    bool ok = hf ? mu_require(w, &m->tok_emb, 2, tok, err, err_size, HF "embeddings.token_embedding.weight") &&
+                       mu_require(w, &m->pos_emb, 2, pos, err, err_size, HF "embeddings.position_embedding.weight") &&
+                       mu_require(w, &m->lnf_w, 1, vec, err, err_size, HF "final_layer_norm.weight") &&
+                       mu_require(w, &m->lnf_b, 1, vec, err, err_size, HF "final_layer_norm.bias")
+                 : mu_require(w, &m->tok_emb, 2, tok, err, err_size, OC "token_embedding.weight") &&
+                       mu_require(w, &m->pos_emb, 2, pos, err, err_size, OC "positional_embedding") &&
+                       mu_require(w, &m->lnf_w, 1, vec, err, err_size, OC "ln_final.weight") &&
+                       mu_require(w, &m->lnf_b, 1, vec, err, err_size, OC "ln_final.bias");
+    for (int i = 0; ok && i < cfg->layers; i++)
+        ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, err, err_size)
+                : load_layer_openclip(&m->layer[i], cfg, w, i, err, err_size);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static int layers_to_run(const clip_config *c, int clip_skip)
+{
+    int skip = clip_skip > 0 ? clip_skip : c->default_skip;
+    return c->layers - (skip - 1);
+}
+
+static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, char *err, size_t err_size)
+{
+    const clip_config *c = &m->cfg;
+    const sdt_tensor *tok = in->tokens;
+    if (!tok || tok->ndim != 2 || tok->dtype != SDT_I32 || tok->shape[1] < 1 || tok->shape[1] > c->positions ||
+        tok->shape[0] < 1) {
+        snprintf(err, err_size, "clip_text: tokens must be an I32 tensor [batch, length] with 1 <= length <= %d",
+                 c->positions);
+        return false;
+    }
+    int n = layers_to_run(c, in->clip_skip);
+    if (in->clip_skip < 0 || n < 1) {
+        snprintf(err, err_size, "clip_text: CLIP skip %d is out of range for a %d-layer text encoder; use 1 to %d",
+                 in->clip_skip, c->layers, c->layers);
+        return false;
+    }
+    if (in->act_dtype == SDT_I32) {
+        snprintf(err, err_size, "clip_text: activation dtype must be a float type (f32, f16 or bf16)");
+        return false;
+    }
+    int64_t R = 0;
+    if (in->n_overrides > 0) {
+        if (!in->rows || !in->overrides || in->rows->ndim != 2 || in->rows->shape[1] != c->width ||
+            in->rows->dtype == SDT_I32) {
+            snprintf(err, err_size, "clip_text: override rows must be a float tensor [rows, %d] (the text encoder width)",
+                     c->width);
+            return false;
+        }
+        R = in->rows->shape[0];
+    }
+    for (int i = 0; i < in->n_overrides; i++) {
+        const clip_override *o = &in->overrides[i];
+        if (o->batch < 0 || o->batch >= tok->shape[0] || o->position < 0 || o->position >= tok->shape[1] ||
+            o->row < 0 || o->row >= R) {
+            snprintf(err, err_size, "clip_text: override %d (batch %d, position %d, row %d) is outside the batch "
+                     "[%lld, %lld] or the %lld rows given", i, o->batch, o->position, o->row,
+                     (long long)tok->shape[0], (long long)tok->shape[1], (long long)R);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void alloc_layer_acts(clip_layer_acts *a, const clip_config *c, sdt_arena *ar, int64_t B, int64_t T,
+                             sdt_dtype dt)
+{
+    int64_t C = c->width, N = B * T;
+    a->ln1 = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->ln1_mean = mu_alloc(ar, SDT_F32, 1, N, 0, 0, 0);
+    a->ln1_rstd = mu_alloc(ar, SDT_F32, 1, N, 0, 0, 0);
+    a->q = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->k = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->v = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->probs = mu_alloc(ar, SDT_F32, 4, B, c->heads, T, T);
+    a->attn = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->x_mid = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->ln2 = mu_alloc(ar, dt, 3, B, T, C, 0);
+    a->ln2_mean = mu_alloc(ar, SDT_F32, 1, N, 0, 0, 0);
+    a->ln2_rstd = mu_alloc(ar, SDT_F32, 1, N, 0, 0, 0);
+    a->fc1 = mu_alloc(ar, dt, 3, B, T, c->mlp_width, 0);
+    a->act = mu_alloc(ar, dt, 3, B, T, c->mlp_width, 0);
+    a->x_out = mu_alloc(ar, dt, 3, B, T, C, 0);
+}
+
+/* Token + position embedding, with override rows in place of token rows. */
+static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inputs *in, clip_text_acts *a, char *err,
+                  size_t err_size)
+{
+    int64_t T = a->seq, C = m->cfg.width;
+    sdt_tensor pos = mu_rows(&m->pos_emb, 0, T);
+    MU_TRY(be, err, err_size, MODULE, be->embedding_forward(be, &a->x0, in->tokens, &m->tok_emb, &pos));
+    sdt_tensor x0_rows = mu_reshape2(&a->x0, a->batch * T, C);
+    for (int i = 0; i < in->n_overrides; i++) {
+        const clip_override *o = &in->overrides[i];
+        sdt_tensor slot = mu_rows(&x0_rows, (int64_t)o->batch * T + o->position, 1);
+        sdt_tensor row = mu_rows(in->rows, o->row, 1);
+        sdt_tensor pos_row = mu_rows(&m->pos_emb, o->position, 1);
+        MU_TRY(be, err, err_size, MODULE, be->convert(be, &slot, &row));
+        MU_TRY(be, err, err_size, MODULE, be->axpy(be, &slot, 1.0f, &pos_row));
+    }
+    return true;
+}
+
+static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be, clip_layer_acts *a,
+                          const sdt_tensor *x_in, char *err, size_t err_size)
+{
+    int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
+    sdt_tensor x2 = mu_reshape2(x_in, N, C), ln1 = mu_reshape2(&a->ln1, N, C);
+    MU_TRY(be, err, err_size, MODULE,
+           be->layernorm_forward(be, &ln1, &a->ln1_mean, &a->ln1_rstd, &x2, &L->ln1_w, &L->ln1_b, c->ln_eps));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->q, &a->ln1, &L->q_w, &L->q_b));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->k, &a->ln1, &L->k_w, &L->k_b));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
+    MU_TRY(be, err, err_size, MODULE,
+           be->attention_forward(be, &a->attn, &a->probs, &a->q, &a->k, &a->v, c->heads, true));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b));
+    MU_TRY(be, err, err_size, MODULE, be->add_forward(be, &a->x_mid, &a->x_mid, x_in));
+    sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C), ln2 = mu_reshape2(&a->ln2, N, C);
+    MU_TRY(be, err, err_size, MODULE,
+           be->layernorm_forward(be, &ln2, &a->ln2_mean, &a->ln2_rstd, &xm2, &L->ln2_w, &L->ln2_b, c->ln_eps));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->fc1, &a->ln2, &L->fc1_w, &L->fc1_b));
+    MU_TRY(be, err, err_size, MODULE, be->activation_forward(be, &a->act, &a->fc1, c->act));
+    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->x_out, &a->act, &L->fc2_w, &L->fc2_b));
+    MU_TRY(be, err, err_size, MODULE, be->add_forward(be, &a->x_out, &a->x_out, &a->x_mid));
+    return true;
+}
+
+static bool arena_ok(const sdt_arena *ar, const char *what, char *err, size_t err_size)
+{
+    if (!ar->overflowed) return true;
+    snprintf(err, err_size, "clip_text: the activation arena (%zu bytes) is too small for %s; size it with a "
+             "measuring pass first", ar->capacity, what);
+    return false;
+}
+
+bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
+                       clip_text_acts *a, char *err, size_t err_size)
+{
+    if (!check_inputs(m, in, err, err_size)) return false;
+    const clip_config *c = &m->cfg;
+    memset(a, 0, sizeof(*a));
+    a->batch = (int)in->tokens->shape[0];
+    a->seq = (int)in->tokens->shape[1];
+    a->layers_run = layers_to_run(c, in->clip_skip);
+    a->act_dtype = in->act_dtype;
+    if (in->n_overrides > 0) a->rows = *in->rows;
+    a->overrides = in->overrides;
+    a->n_overrides = in->n_overrides;
+    int64_t B = a->batch, T = a->seq, C = c->width, N = B * T;
+
+    a->x0 = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
+    for (int l = 0; l < a->layers_run; l++) alloc_layer_acts(&a->layer[l], c, arena, B, T, in->act_dtype);
+    a->lnf_mean = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
+    a->lnf_rstd = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
+    a->out = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
+    if (arena->measuring) return true;
+    if (!arena_ok(arena, "the text encoder forward", err, err_size)) return false;
+
+    if (!embed(m, be, in, a, err, err_size)) return false;
+    const sdt_tensor *x = &a->x0;
+    for (int l = 0; l < a->layers_run; l++) {
+        if (!layer_forward(&m->layer[l], c, be, &a->layer[l], x, err, err_size)) return false;
+        x = &a->layer[l].x_out;
+    }
+    sdt_tensor x2 = mu_reshape2(x, N, C), out2 = mu_reshape2(&a->out, N, C);
+    MU_TRY(be, err, err_size, MODULE,
+           be->layernorm_forward(be, &out2, &a->lnf_mean, &a->lnf_rstd, &x2, &m->lnf_w, &m->lnf_b, c->ln_eps));
+    return true;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+typedef struct clip_grad_scratch {
+    sdt_tensor dx;             /* d(residual stream) [B, T, C], f32 */
+    sdt_tensor d_c, dq, dk, dv; /* [B, T, C] */
+    sdt_tensor d_m, d_fc1;     /* [B, T, M] */
+} clip_grad_scratch;
+
+static bool zero_all(sdt_backend *be, sdt_tensor **ts, int n, char *err, size_t err_size)
+{
+    for (int i = 0; i < n; i++) MU_TRY(be, err, err_size, MODULE, be->zero(be, ts[i]));
+    return true;
+}
+
+/* dx holds d(x_out) on entry and d(x_in) on return. */
+static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be,
+                           const clip_layer_acts *a, const sdt_tensor *x_in, clip_grad_scratch *s, char *err,
+                           size_t err_size)
+{
+    int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
+    /* MLP branch: x_out = x_mid + fc2(act(fc1(ln2(x_mid)))) */
+    sdt_tensor *mlp[3] = {&s->d_m, &s->d_fc1, &s->d_c};
+    if (!zero_all(be, mlp, 3, err, err_size)) return false;
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_m, NULL, NULL, &s->dx, &a->act, &L->fc2_w));
+    MU_TRY(be, err, err_size, MODULE, be->activation_backward(be, &s->d_fc1, &s->d_m, &a->fc1, c->act));
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->d_fc1, &a->ln2, &L->fc1_w));
+    sdt_tensor dx2 = mu_reshape2(&s->dx, N, C), dc2 = mu_reshape2(&s->d_c, N, C);
+    sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C);
+    MU_TRY(be, err, err_size, MODULE,
+           be->layernorm_backward(be, &dx2, NULL, NULL, &dc2, &xm2, &L->ln2_w, &a->ln2_mean, &a->ln2_rstd));
+    /* Attention branch: x_mid = x_in + out_proj(attn(q, k, v of ln1(x_in))) */
+    sdt_tensor *att[4] = {&s->d_c, &s->dq, &s->dk, &s->dv};
+    if (!zero_all(be, att, 4, err, err_size)) return false;
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dx, &a->attn, &L->o_w));
+    MU_TRY(be, err, err_size, MODULE,
+           be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->probs, c->heads, true));
+    MU_TRY(be, err, err_size, MODULE, be->zero(be, &s->d_c));
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dq, &a->ln1, &L->q_w));
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));
+    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dv, &a->ln1, &L->v_w));
+    sdt_tensor xi2 = mu_reshape2(x_in, N, C);
+    MU_TRY(be, err, err_size, MODULE,
+           be->layernorm_backward(be, &dx2, NULL, NULL, &dc2, &xi2, &L->ln1_w, &a->ln1_mean, &a->ln1_rstd));
+    return true;
+}
+
+bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *a,
+                        const sdt_tensor *dout, sdt_tensor *drows, char *err, size_t err_size)
+{
+    const clip_config *c = &m->cfg;
+    int64_t B = a->batch, T = a->seq, C = c->width, M = c->mlp_width, N = B * T;
+    if (!dout || dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != T || dout->shape[2] != C) {
+        snprintf(err, err_size, "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]",
+                 (long long)B, (long long)T, (long long)C);
+        return false;
+    }
+    if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||
+                               drows->shape[1] != C || drows->dtype == SDT_I32)) {
+        snprintf(err, err_size, "clip_text: the row gradient must be a float tensor shaped like the override rows "
+                 "[%lld, %lld]", (long long)a->rows.shape[0], (long long)C);
+        return false;
+    }
+    if (a->n_overrides == 0) return true; /* nothing trainable upstream: no work */
+
+    size_t mark = sdt_arena_mark(arena);
+    clip_grad_scratch s;
+    /* The residual-stream gradient sums many branches: keep it f32 whatever the activation dtype. */
+    s.dx = mu_alloc(arena, SDT_F32, 3, B, T, C, 0);
+    s.d_c = mu_alloc(arena, a->act_dtype, 3, B, T, C, 0);
+    s.dq = mu_alloc(arena, a->act_dtype, 3, B, T, C, 0);
+    s.dk = mu_alloc(arena, a->act_dtype, 3, B, T, C, 0);
+    s.dv = mu_alloc(arena, a->act_dtype, 3, B, T, C, 0);
+    s.d_m = mu_alloc(arena, a->act_dtype, 3, B, T, M, 0);
+    s.d_fc1 = mu_alloc(arena, a->act_dtype, 3, B, T, M, 0);
+    bool ok = true;
+    if (arena->measuring) goto done;
+    if (!(ok = arena_ok(arena, "the text encoder backward", err, err_size))) goto done;
+
+    /* Final layernorm. */
+    const sdt_tensor *x_last = a->layers_run > 0 ? &a->layer[a->layers_run - 1].x_out : &a->x0;
+    sdt_tensor dx2 = mu_reshape2(&s.dx, N, C), dout2 = mu_reshape2(dout, N, C), xl2 = mu_reshape2(x_last, N, C);
+    ok = be->zero(be, &s.dx) == 0 &&
+         be->layernorm_backward(be, &dx2, NULL, NULL, &dout2, &xl2, &m->lnf_w, &a->lnf_mean, &a->lnf_rstd) == 0;
+    if (!ok) {
+        snprintf(err, err_size, "clip_text: the %s backend failed: %s", be->name, be->error);
+        goto done;
+    }
+    for (int l = a->layers_run - 1; ok && l >= 0; l--) {
+        const sdt_tensor *x_in = l > 0 ? &a->layer[l - 1].x_out : &a->x0;
+        ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, err, err_size);
+    }
+    /* The embedding sum passes d(x0) straight to each overridden row. */
+    for (int i = 0; ok && i < a->n_overrides; i++) {
+        const clip_override *o = &a->overrides[i];
+        sdt_tensor slot = mu_rows(&dx2, (int64_t)o->batch * T + o->position, 1);
+        sdt_tensor drow = mu_rows(drows, o->row, 1);
+        if (be->axpy(be, &drow, 1.0f, &slot) != 0) {
+            snprintf(err, err_size, "clip_text: the %s backend failed: %s", be->name, be->error);
+            ok = false;
+        }
+    }
+done:
+    sdt_arena_rewind(arena, mark);
+    return ok;
+}

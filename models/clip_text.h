@@ -1,0 +1,132 @@
+/* clip_text.h - the CLIP text encoder of Stable Diffusion (conditioning for the UNet).
+ *
+ * SD 1.x: OpenAI CLIP ViT-L/14 text model (width 768, 12 layers, 12 heads,
+ * quick-GELU, final layernorm). SD 2.x: OpenCLIP ViT-H/14 text model (width
+ * 1024, 24 layers of which 23 run - the "penultimate" output - exact GELU, then
+ * the final layernorm). Both are pre-LN transformers with a causal mask over 77
+ * positions, so one computation serves both; only the checkpoint layout differs:
+ *   HF layout:       cond_stage_model.transformer.text_model.* (separate q/k/v)
+ *   OpenCLIP layout: cond_stage_model.model.* (fused attn.in_proj_weight [3C, C])
+ * Fused q/k/v are used as row views of in_proj_weight, never copied.
+ *
+ * Forward runs on the backend table, activations from an arena (a measuring
+ * arena gives the memory without computing). Per-position embedding overrides
+ * replace token-embedding rows before the position embedding is added (how
+ * textual-inversion vectors enter the prompt), and backward gives the gradient
+ * with respect to those rows only: the encoder's own weights are frozen.
+ */
+#ifndef SDT_MODELS_CLIP_TEXT_H
+#define SDT_MODELS_CLIP_TEXT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "arena.h"
+#include "ops.h"
+#include "param_list.h"
+#include "weights.h"
+
+#define CLIP_MAX_LAYERS 48
+
+typedef enum clip_layout {
+    CLIP_LAYOUT_HF = 0,       /* cond_stage_model.transformer.text_model.* */
+    CLIP_LAYOUT_OPENCLIP = 1, /* cond_stage_model.model.* */
+} clip_layout;
+
+typedef struct clip_config {
+    int vocab;         /* token embedding rows */
+    int width;         /* model width C */
+    int layers;        /* transformer layers stored in the checkpoint */
+    int heads;         /* width / 64 for every released CLIP text model */
+    int positions;     /* max sequence length (77) */
+    int mlp_width;     /* 4 * width */
+    sdt_activation act; /* SDT_ACT_QUICK_GELU (OpenAI CLIP) or SDT_ACT_GELU (OpenCLIP) */
+    int default_skip;  /* 1: last layer's output; 2: penultimate (SD 2.x) */
+    float ln_eps;      /* 1e-5 */
+    clip_layout layout;
+} clip_config;
+
+clip_config clip_config_sd1(void);
+clip_config clip_config_sd2(void);
+/* A small model of the SD1 architecture for tests: vocab 1000, width 128, 2 heads, 3 layers. */
+clip_config clip_config_tiny(void);
+
+/* Reads the config from tensor names and shapes (never data): the layout from the
+ * key prefix, width/vocab/positions from the embeddings, layers by counting,
+ * heads = width / 64, activation and default skip from the layout (HF layout with
+ * width 1024 is diffusers' SD 2.x text encoder: GELU, 23 stored layers). */
+bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_t err_size);
+/* Sanity of a config (positive sizes, width divisible by heads, layers <= CLIP_MAX_LAYERS). */
+bool clip_config_check(const clip_config *cfg, char *err, size_t err_size);
+
+/* Enumerates every parameter the checkpoint holds for this config under its
+ * canonical key (for the OpenCLIP layout also text_projection and logit_scale,
+ * which SD checkpoints store but the text encoder does not use). */
+bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user);
+
+typedef struct clip_layer_weights {
+    sdt_tensor ln1_w, ln1_b;
+    sdt_tensor q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b;
+    sdt_tensor ln2_w, ln2_b;
+    sdt_tensor fc1_w, fc1_b, fc2_w, fc2_b;
+} clip_layer_weights;
+
+/* Views into an sdt_weights; owns nothing, valid while the weights are open. */
+typedef struct clip_text_model {
+    clip_config cfg;
+    sdt_tensor tok_emb; /* [vocab, width]: the trainer reads init rows from here */
+    sdt_tensor pos_emb; /* [positions, width] */
+    sdt_tensor lnf_w, lnf_b;
+    clip_layer_weights layer[CLIP_MAX_LAYERS];
+} clip_text_model;
+
+/* Looks every parameter up (shape-checked) in w. */
+bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, char *err, size_t err_size);
+
+/* One overridden position: token embedding of (batch, position) := rows[row]. */
+typedef struct clip_override {
+    int batch, position, row;
+} clip_override;
+
+typedef struct clip_text_inputs {
+    const sdt_tensor *tokens;       /* I32 [B, T], T <= positions, on the backend's device */
+    const sdt_tensor *rows;         /* [R, width] override rows, any float dtype; NULL when none */
+    const clip_override *overrides; /* n_overrides entries; must stay valid until backward */
+    int n_overrides;
+    int clip_skip;                  /* 0: the config's default_skip; N >= 1: run layers - (N - 1) layers */
+    sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16) */
+} clip_text_inputs;
+
+typedef struct clip_layer_acts {
+    sdt_tensor ln1, ln1_mean, ln1_rstd;
+    sdt_tensor q, k, v, probs, attn;
+    sdt_tensor x_mid;
+    sdt_tensor ln2, ln2_mean, ln2_rstd;
+    sdt_tensor fc1, act;
+    sdt_tensor x_out;
+} clip_layer_acts;
+
+/* What forward saved for backward (arena tensors). */
+typedef struct clip_text_acts {
+    int batch, seq, layers_run;
+    sdt_dtype act_dtype;
+    sdt_tensor rows;
+    const clip_override *overrides;
+    int n_overrides;
+    sdt_tensor x0; /* embeddings (after overrides and position embedding) */
+    clip_layer_acts layer[CLIP_MAX_LAYERS];
+    sdt_tensor lnf_mean, lnf_rstd;
+    sdt_tensor out; /* [B, T, width]: the conditioning */
+} clip_text_acts;
+
+/* Runs the encoder; acts->out is the result. With a measuring arena nothing is
+ * computed and arena->peak afterwards is the memory forward needs. */
+bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
+                       clip_text_acts *acts, char *err, size_t err_size);
+/* From d(out) [B, T, width] to the override rows: drows [R, width] += gradient
+ * (accumulates, like every backward op). Scratch is taken from the arena and given
+ * back before returning. */
+bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
+                        const sdt_tensor *dout, sdt_tensor *drows, char *err, size_t err_size);
+
+#endif

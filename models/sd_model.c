@@ -1,0 +1,142 @@
+/* sd_model.c - config detection and loading of a whole checkpoint; see sd_model.h. */
+#include "sd_model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *sd_family_name(sd_family f)
+{
+    switch (f) {
+    case SD_FAMILY_TINY: return "tiny";
+    case SD_FAMILY_SD1: return "sd1";
+    case SD_FAMILY_SD2: return "sd2";
+    default: return "custom";
+    }
+}
+
+bool sd_family_parse(const char *name, sd_family *out)
+{
+    if (!strcmp(name, "tiny")) *out = SD_FAMILY_TINY;
+    else if (!strcmp(name, "sd15") || !strcmp(name, "sd1") || !strcmp(name, "sd1.5")) *out = SD_FAMILY_SD1;
+    else if (!strcmp(name, "sd2") || !strcmp(name, "sd21") || !strcmp(name, "sd2.1")) *out = SD_FAMILY_SD2;
+    else return false;
+    return true;
+}
+
+sd_config sd_config_preset(sd_family f)
+{
+    sd_config c;
+    memset(&c, 0, sizeof(c));
+    c.family = f;
+    switch (f) {
+    case SD_FAMILY_SD1:
+        c.clip = clip_config_sd1();
+        c.vae = vae_config_sd();
+#if SD_MODEL_HAVE_UNET
+        c.unet = sdt_unet_config_sd1();
+#endif
+        break;
+    case SD_FAMILY_SD2:
+        c.clip = clip_config_sd2();
+        c.vae = vae_config_sd();
+#if SD_MODEL_HAVE_UNET
+        c.unet = sdt_unet_config_sd2(false);
+#endif
+        break;
+    default:
+        c.family = SD_FAMILY_TINY;
+        c.clip = clip_config_tiny();
+        c.vae = vae_config_tiny();
+#if SD_MODEL_HAVE_UNET
+        c.unet = sdt_unet_config_tiny();
+#endif
+        break;
+    }
+    return c;
+}
+
+static bool same_clip(const clip_config *a, const clip_config *b)
+{
+    return a->vocab == b->vocab && a->width == b->width && a->layers == b->layers && a->positions == b->positions &&
+           a->mlp_width == b->mlp_width && a->layout == b->layout;
+}
+
+static bool same_vae(const vae_config *a, const vae_config *b)
+{
+    if (a->ch != b->ch || a->levels != b->levels || a->res_blocks != b->res_blocks || a->z_channels != b->z_channels ||
+        a->in_channels != b->in_channels)
+        return false;
+    for (int i = 0; i < a->levels; i++)
+        if (a->ch_mult[i] != b->ch_mult[i]) return false;
+    return true;
+}
+
+/* Names the family by the text encoder, the part that differs between SD 1 and 2
+ * (diffusers stores SD 2's encoder in the HF layout, 23 layers, width 1024). */
+static sd_family family_of(const sd_config *c)
+{
+    const sd_family presets[3] = {SD_FAMILY_TINY, SD_FAMILY_SD1, SD_FAMILY_SD2};
+    for (int i = 0; i < 3; i++) {
+        sd_config p = sd_config_preset(presets[i]);
+        if (same_clip(&c->clip, &p.clip) && same_vae(&c->vae, &p.vae)) return presets[i];
+    }
+    if (c->clip.width == 1024 && c->clip.vocab == 49408) return SD_FAMILY_SD2;
+    if (c->clip.width == 768 && c->clip.vocab == 49408) return SD_FAMILY_SD1;
+    return SD_FAMILY_CUSTOM;
+}
+
+bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t err_size)
+{
+    sd_config c;
+    memset(&c, 0, sizeof(c));
+    if (!clip_config_detect(w, &c.clip, err, err_size) || !vae_config_detect(w, &c.vae, err, err_size))
+        return false;
+#if SD_MODEL_HAVE_UNET
+    if (!sdt_unet_config_detect(w, &c.unet, err, err_size)) return false;
+#endif
+    c.family = family_of(&c);
+    *cfg = c;
+    return true;
+}
+
+bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *err, size_t err_size)
+{
+    if (!clip_config_check(&cfg->clip, err, err_size) || !vae_config_check(&cfg->vae, err, err_size)) return false;
+    if (!clip_params(&cfg->clip, visit, user)) {
+        snprintf(err, err_size, "sd_model: enumerating the text encoder's parameters stopped");
+        return false;
+    }
+#if SD_MODEL_HAVE_UNET
+    if (!sdt_unet_enumerate_params(&cfg->unet, visit, user, err, err_size)) return false;
+#endif
+    if (!vae_params(&cfg->vae, visit, user)) {
+        snprintf(err, err_size, "sd_model: enumerating the VAE's parameters stopped");
+        return false;
+    }
+    return true;
+}
+
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+{
+    memset(m, 0, sizeof(*m));
+    if (!sd_config_detect(w, &m->cfg, err, err_size)) return false;
+    if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
+#if SD_MODEL_HAVE_UNET
+    m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);
+    if (!m->unet) return false;
+#endif
+    if (!vae_load(&m->vae, &m->cfg.vae, w, be, err, err_size)) {
+        sd_model_free(m);
+        return false;
+    }
+    return true;
+}
+
+void sd_model_free(sd_model *m)
+{
+#if SD_MODEL_HAVE_UNET
+    if (m->unet) sdt_unet_free(m->unet);
+    m->unet = NULL;
+#endif
+    if (m->vae.be) vae_free(&m->vae);
+}

@@ -1,0 +1,77 @@
+/* sd_model.h - a whole Stable Diffusion checkpoint: text encoder, UNet, VAE.
+ *
+ * The configuration is read from tensor names and shapes only (never data), so
+ * a checkpoint of any size - SD 1.x, SD 2.x, the tiny test models - loads
+ * without being told what it is. What weights cannot say (v-prediction, the
+ * latent scaling factor) takes SD's published values; the caller may override.
+ *
+ * UNet integration: models/unet.h (branch unet) supplies sdt_unet_config,
+ * sdt_unet_config_detect, sdt_unet_enumerate_params and sdt_unet_load. Until
+ * that header is in the tree, SD_MODEL_HAVE_UNET is 0 and the UNet is skipped
+ * (configs, parameter lists and checkpoints then cover CLIP and the VAE only).
+ */
+#ifndef SDT_MODELS_SD_MODEL_H
+#define SDT_MODELS_SD_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "clip_text.h"
+#include "ops.h"
+#include "param_list.h"
+#include "vae.h"
+#include "weights.h"
+
+#if defined(__has_include)
+#if __has_include("unet.h")
+#include "unet.h"
+#define SD_MODEL_HAVE_UNET 1
+#endif
+#endif
+#ifndef SD_MODEL_HAVE_UNET
+#define SD_MODEL_HAVE_UNET 0
+#endif
+
+typedef enum sd_family {
+    SD_FAMILY_CUSTOM = 0, /* a valid architecture of no published size */
+    SD_FAMILY_TINY,       /* the test configuration */
+    SD_FAMILY_SD1,        /* SD 1.x: CLIP ViT-L/14 */
+    SD_FAMILY_SD2,        /* SD 2.x: OpenCLIP ViT-H/14 */
+} sd_family;
+
+typedef struct sd_config {
+    sd_family family;
+    clip_config clip;
+    vae_config vae;
+#if SD_MODEL_HAVE_UNET
+    sdt_unet_config unet;
+#endif
+} sd_config;
+
+/* "tiny", "sd1", "sd2", "custom". */
+const char *sd_family_name(sd_family f);
+/* Parses "tiny", "sd15"/"sd1", "sd2"; false for anything else. */
+bool sd_family_parse(const char *name, sd_family *out);
+/* The published (or tiny) configuration of a family. */
+sd_config sd_config_preset(sd_family f);
+/* Detects all three parts' configs and names the family. A checkpoint without a
+ * UNet, text encoder or VAE is an error naming the missing part. */
+bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t err_size);
+/* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
+bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *err, size_t err_size);
+
+typedef struct sd_model {
+    sd_config cfg;
+    clip_text_model clip;
+    vae_model vae;
+#if SD_MODEL_HAVE_UNET
+    sdt_unet *unet;
+#endif
+} sd_model;
+
+/* Detects the config and binds every part's weights (w must outlive the model).
+ * be owns the VAE's derived downsample kernels. */
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+void sd_model_free(sd_model *m);
+
+#endif

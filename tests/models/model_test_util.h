@@ -1,0 +1,99 @@
+/* model_test_util.h - shared by the model tests: a CPU backend, temp checkpoints,
+ * tensors copied to float64 for the reference implementations (header only). */
+#ifndef SDT_MODEL_TEST_UTIL_H
+#define SDT_MODEL_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint_gen.h"
+#include "ops.h"
+#include "sdt_test.h"
+#include "weights.h"
+
+static inline void *mt_alloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory allocating %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+/* Two threads: the CI machine has two cores. SDT_TEST_THREADS overrides it. */
+static inline sdt_backend *mt_backend(void)
+{
+    const char *e = getenv("SDT_TEST_THREADS");
+    sdt_backend *be = sdt_backend_cpu_create(e ? atoi(e) : 2);
+    if (!be) {
+        fprintf(stderr, "could not create the CPU backend\n");
+        exit(1);
+    }
+    return be;
+}
+
+/* A unique path in the temp folder; the caller unlinks it. */
+static inline void mt_temp_path(char *out, size_t size, const char *tag)
+{
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    static int counter = 0;
+    snprintf(out, size, "%s/sdt-models-%s-%ld-%d.safetensors", dir, tag, (long)getpid(), counter++);
+}
+
+/* Writes a random checkpoint of a preset family with every parameter perturbed
+ * (norm weights and biases too) and opens it. Exits on failure (nothing to test). */
+static inline sdt_weights *mt_make_weights(const char *path, sd_family family, uint64_t seed, bool text_only,
+                                           bool vae_only)
+{
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.config = sd_config_preset(family);
+    spec.dtype = SDT_F32;
+    spec.seed = seed;
+    spec.perturb_all = true;
+    spec.text_only = text_only;
+    spec.vae_only = vae_only;
+    char err[512];
+    if (!sdt_ckpt_generate(path, &spec, err, sizeof(err))) {
+        fprintf(stderr, "generating %s failed: %s\n", path, err);
+        exit(1);
+    }
+    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
+    if (!w) {
+        fprintf(stderr, "opening %s failed: %s\n", path, err);
+        exit(1);
+    }
+    return w;
+}
+
+/* A CPU tensor's values as float64 (any float dtype). */
+static inline double *mt_to_double(const sdt_tensor *t)
+{
+    int64_t n = sdt_tensor_numel(t);
+    float *f = mt_alloc((size_t)n * sizeof(float));
+    sdt_load_f32(t->data, t->dtype, f, n);
+    double *d = mt_alloc((size_t)n * sizeof(double));
+    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    free(f);
+    return d;
+}
+
+static inline sdt_tensor mt_tensor(void *data, sdt_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    return sdt_tensor_4d(data, dt, ndim, d0, d1, d2, d3);
+}
+
+static inline double mt_max_abs_diff(const float *a, const float *b, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || d != d) m = d;
+    }
+    return m;
+}
+
+#endif

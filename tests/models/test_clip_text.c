@@ -1,0 +1,522 @@
+/* test_clip_text.c - the CLIP text encoder against a float64 reference written here.
+ *
+ * Tiny config, every parameter random (norms and biases too): forward with
+ * overrides, CLIP skip, backward to the override rows against central finite
+ * differences of the reference, override equivalence, the OpenCLIP layout (fused
+ * in_proj, GELU, penultimate default) from the same weights repacked, measuring
+ * arena, and bad inputs.
+ */
+#include <math.h>
+
+#include "clip_text.h"
+#include "model_test_util.h"
+#include "safetensors.h"
+
+/* ---------------------------------------------------------------- float64 reference */
+
+typedef struct ref_layer {
+    double *ln1_w, *ln1_b, *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b, *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w,
+        *fc2_b;
+} ref_layer;
+
+typedef struct ref_clip {
+    int C, M, H, layers, vocab;
+    sdt_activation act;
+    double eps;
+    double *tok, *pos, *lnf_w, *lnf_b;
+    ref_layer L[CLIP_MAX_LAYERS];
+} ref_clip;
+
+static void ref_from_model(ref_clip *r, const clip_text_model *m)
+{
+    const clip_config *c = &m->cfg;
+    r->C = c->width;
+    r->M = c->mlp_width;
+    r->H = c->heads;
+    r->layers = c->layers;
+    r->vocab = c->vocab;
+    r->act = c->act;
+    r->eps = c->ln_eps;
+    r->tok = mt_to_double(&m->tok_emb);
+    r->pos = mt_to_double(&m->pos_emb);
+    r->lnf_w = mt_to_double(&m->lnf_w);
+    r->lnf_b = mt_to_double(&m->lnf_b);
+    for (int i = 0; i < c->layers; i++) {
+        const clip_layer_weights *w = &m->layer[i];
+        ref_layer *l = &r->L[i];
+        l->ln1_w = mt_to_double(&w->ln1_w), l->ln1_b = mt_to_double(&w->ln1_b);
+        l->q_w = mt_to_double(&w->q_w), l->q_b = mt_to_double(&w->q_b);
+        l->k_w = mt_to_double(&w->k_w), l->k_b = mt_to_double(&w->k_b);
+        l->v_w = mt_to_double(&w->v_w), l->v_b = mt_to_double(&w->v_b);
+        l->o_w = mt_to_double(&w->o_w), l->o_b = mt_to_double(&w->o_b);
+        l->ln2_w = mt_to_double(&w->ln2_w), l->ln2_b = mt_to_double(&w->ln2_b);
+        l->fc1_w = mt_to_double(&w->fc1_w), l->fc1_b = mt_to_double(&w->fc1_b);
+        l->fc2_w = mt_to_double(&w->fc2_w), l->fc2_b = mt_to_double(&w->fc2_b);
+    }
+}
+
+static void ref_free(ref_clip *r)
+{
+    free(r->tok), free(r->pos), free(r->lnf_w), free(r->lnf_b);
+    for (int i = 0; i < r->layers; i++) {
+        ref_layer *l = &r->L[i];
+        double *all[16] = {l->ln1_w, l->ln1_b, l->q_w, l->q_b, l->k_w, l->k_b, l->v_w, l->v_b,
+                           l->o_w, l->o_b, l->ln2_w, l->ln2_b, l->fc1_w, l->fc1_b, l->fc2_w, l->fc2_b};
+        for (int j = 0; j < 16; j++) free(all[j]);
+    }
+}
+
+static void ref_layernorm(double *y, const double *x, const double *w, const double *b, int n, int C, double eps)
+{
+    for (int i = 0; i < n; i++) {
+        const double *xi = x + (size_t)i * C;
+        double mean = 0, var = 0;
+        for (int c = 0; c < C; c++) mean += xi[c];
+        mean /= C;
+        for (int c = 0; c < C; c++) var += (xi[c] - mean) * (xi[c] - mean);
+        var /= C;
+        double rstd = 1.0 / sqrt(var + eps);
+        for (int c = 0; c < C; c++) y[(size_t)i * C + c] = (xi[c] - mean) * rstd * w[c] + b[c];
+    }
+}
+
+/* y[n, O] = x[n, I] w[O, I]^T + b */
+static void ref_linear(double *y, const double *x, const double *w, const double *b, int n, int I, int O)
+{
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < O; o++) {
+            double s = b ? b[o] : 0;
+            for (int k = 0; k < I; k++) s += x[(size_t)i * I + k] * w[(size_t)o * I + k];
+            y[(size_t)i * O + o] = s;
+        }
+}
+
+static double ref_act(double x, sdt_activation act)
+{
+    if (act == SDT_ACT_QUICK_GELU) return x / (1.0 + exp(-1.702 * x));
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+
+static void ref_causal_attention(double *out, const double *q, const double *k, const double *v, int B, int T, int C,
+                                 int H)
+{
+    int D = C / H;
+    double *p = mt_alloc((size_t)T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                const double *qi = q + ((size_t)b * T + i) * C + h * D;
+                double mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    const double *kj = k + ((size_t)b * T + j) * C + h * D;
+                    double s = 0;
+                    for (int d = 0; d < D; d++) s += qi[d] * kj[d];
+                    p[j] = s / sqrt((double)D);
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j <= i; j++) sum += (p[j] = exp(p[j] - mx));
+                double *oi = out + ((size_t)b * T + i) * C + h * D;
+                for (int d = 0; d < D; d++) {
+                    double s = 0;
+                    for (int j = 0; j <= i; j++) s += p[j] / sum * v[((size_t)b * T + j) * C + h * D + d];
+                    oi[d] = s;
+                }
+            }
+    free(p);
+}
+
+/* out [B, T, C]; rows [R, C] replace token rows at the overridden positions. */
+static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, const double *rows,
+                        const clip_override *ov, int n_ov, int layers_run, double *out)
+{
+    int C = r->C, M = r->M, N = B * T;
+    double *x = mt_alloc((size_t)N * C * sizeof(double)), *h = mt_alloc((size_t)N * C * sizeof(double));
+    double *q = mt_alloc((size_t)N * C * sizeof(double)), *k = mt_alloc((size_t)N * C * sizeof(double));
+    double *v = mt_alloc((size_t)N * C * sizeof(double)), *a = mt_alloc((size_t)N * C * sizeof(double));
+    double *f = mt_alloc((size_t)N * M * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const double *src = r->tok + (size_t)tokens[b * T + t] * C;
+            for (int i = 0; i < n_ov; i++)
+                if (ov[i].batch == b && ov[i].position == t) src = rows + (size_t)ov[i].row * C;
+            for (int c = 0; c < C; c++) x[((size_t)b * T + t) * C + c] = src[c] + r->pos[(size_t)t * C + c];
+        }
+    for (int l = 0; l < layers_run; l++) {
+        const ref_layer *L = &r->L[l];
+        ref_layernorm(h, x, L->ln1_w, L->ln1_b, N, C, r->eps);
+        ref_linear(q, h, L->q_w, L->q_b, N, C, C);
+        ref_linear(k, h, L->k_w, L->k_b, N, C, C);
+        ref_linear(v, h, L->v_w, L->v_b, N, C, C);
+        ref_causal_attention(a, q, k, v, B, T, C, r->H);
+        ref_linear(h, a, L->o_w, L->o_b, N, C, C);
+        for (size_t i = 0; i < (size_t)N * C; i++) x[i] += h[i];
+        ref_layernorm(h, x, L->ln2_w, L->ln2_b, N, C, r->eps);
+        ref_linear(f, h, L->fc1_w, L->fc1_b, N, C, M);
+        for (size_t i = 0; i < (size_t)N * M; i++) f[i] = ref_act(f[i], r->act);
+        ref_linear(h, f, L->fc2_w, L->fc2_b, N, M, C);
+        for (size_t i = 0; i < (size_t)N * C; i++) x[i] += h[i];
+    }
+    ref_layernorm(out, x, r->lnf_w, r->lnf_b, N, C, r->eps);
+    free(x), free(h), free(q), free(k), free(v), free(a), free(f);
+}
+
+/* ---------------------------------------------------------------- running the C model */
+
+/* Activation storage of run_model (the f16 check switches it). */
+static sdt_dtype g_act_dtype = SDT_F32;
+
+typedef struct run_result {
+    float *out;   /* [B, T, C] */
+    float *drows; /* [R, C] when dout was given */
+    size_t peak;
+} run_result;
+
+static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, int B, int T, float *rows,
+                      int R, const clip_override *ov, int n_ov, int clip_skip, const float *dout, run_result *res,
+                      char *err, size_t err_size)
+{
+    int C = m->cfg.width;
+    sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, B, T, 0, 0);
+    sdt_tensor rows_t = mt_tensor(rows, SDT_F32, 2, R, C, 0, 0);
+    clip_text_inputs in = {.tokens = &tok, .rows = R ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov,
+                           .clip_skip = clip_skip, .act_dtype = g_act_dtype};
+    sdt_tensor dout_t = mt_tensor((void *)dout, SDT_F32, 3, B, T, C, 0);
+    float *drows = mt_alloc((size_t)(R ? R : 1) * C * sizeof(float));
+    sdt_tensor drows_t = mt_tensor(drows, SDT_F32, 2, R, C, 0, 0);
+
+    /* Measure first, then run in an arena of exactly that size. */
+    sdt_arena meas;
+    sdt_arena_init_measure(&meas, be);
+    clip_text_acts acts;
+    if (!clip_text_forward(m, be, &meas, &in, &acts, err, err_size)) return free(drows), false;
+    if (dout && !clip_text_backward(m, be, &meas, &acts, &dout_t, &drows_t, err, err_size)) return free(drows), false;
+    sdt_arena arena;
+    if (!sdt_arena_init(&arena, be, meas.peak)) {
+        snprintf(err, err_size, "arena of %zu bytes: %s", meas.peak, be->error);
+        free(drows);
+        return false;
+    }
+    bool ok = clip_text_forward(m, be, &arena, &in, &acts, err, err_size);
+    if (ok && dout) ok = clip_text_backward(m, be, &arena, &acts, &dout_t, &drows_t, err, err_size);
+    if (ok) {
+        res->out = mt_alloc((size_t)B * T * C * sizeof(float));
+        sdt_load_f32(acts.out.data, acts.out.dtype, res->out, (int64_t)B * T * C);
+        res->drows = drows;
+        res->peak = meas.peak;
+        if (arena.overflowed) {
+            snprintf(err, err_size, "measured arena overflowed");
+            ok = false;
+        }
+    } else {
+        free(drows);
+    }
+    sdt_arena_release(&arena);
+    return ok;
+}
+
+static void random_tokens(sdt_test_rng *rng, int32_t *tokens, int n, int vocab)
+{
+    for (int i = 0; i < n; i++) tokens[i] = (int32_t)(sdt_test_next(rng) % (uint64_t)vocab);
+}
+
+/* ---------------------------------------------------------------- tests */
+
+typedef struct fd_ctx {
+    const ref_clip *r;
+    const int32_t *tokens;
+    int B, T, R, layers_run, n_ov;
+    const clip_override *ov;
+    const double *dout;
+} fd_ctx;
+
+/* L(rows) = sum(dout * f(rows)) */
+static double fd_loss(const fd_ctx *c, const double *rows)
+{
+    size_t n = (size_t)c->B * c->T * c->r->C;
+    double *out = mt_alloc(n * sizeof(double)), s = 0;
+    ref_forward(c->r, c->tokens, c->B, c->T, rows, c->ov, c->n_ov, c->layers_run, out);
+    for (size_t i = 0; i < n; i++) s += c->dout[i] * out[i];
+    free(out);
+    return s;
+}
+
+static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
+{
+    char err[512] = "";
+    clip_config cfg;
+    CHECK(clip_config_detect(w, &cfg, err, sizeof(err)), "detect: %s", err);
+    clip_config tiny = clip_config_tiny();
+    CHECK(cfg.width == tiny.width && cfg.layers == tiny.layers && cfg.heads == tiny.heads &&
+              cfg.vocab == tiny.vocab && cfg.positions == tiny.positions && cfg.act == SDT_ACT_QUICK_GELU &&
+              cfg.layout == CLIP_LAYOUT_HF && cfg.default_skip == 1,
+          "detected config differs from the tiny preset (width %d layers %d heads %d)", cfg.width, cfg.layers,
+          cfg.heads);
+    clip_text_model m;
+    if (!clip_text_load(&m, &cfg, w, err, sizeof(err))) {
+        CHECK(false, "load: %s", err);
+        return;
+    }
+    ref_clip r;
+    ref_from_model(&r, &m);
+    const int B = 2, T = 77, C = cfg.width, R = 2;
+    int32_t tokens[2 * 77];
+    random_tokens(rng, tokens, B * T, cfg.vocab);
+    float *rows = mt_alloc((size_t)R * C * sizeof(float));
+    sdt_test_fill_normal(rng, rows, R * C, 0.05);
+    /* Row 0 at two places (a placeholder used twice), row 1 once; positions inside the prompt. */
+    clip_override ov[3] = {{0, 1 + (int)(sdt_test_next(rng) % 5), 0}, {1, 3, 0}, {1, 4 + (int)(sdt_test_next(rng) % 60), 1}};
+    double *rows_d = mt_alloc((size_t)R * C * sizeof(double));
+    for (int i = 0; i < R * C; i++) rows_d[i] = rows[i];
+    size_t n_out = (size_t)B * T * C;
+    float *dout = mt_alloc(n_out * sizeof(float));
+    sdt_test_fill_normal(rng, dout, (int64_t)n_out, 1.0);
+    double *dout_d = mt_alloc(n_out * sizeof(double));
+    for (size_t i = 0; i < n_out; i++) dout_d[i] = dout[i];
+    double *ref_out = mt_alloc(n_out * sizeof(double));
+
+    /* Forward, default skip. */
+    run_result res;
+    if (!run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &res, err, sizeof(err))) {
+        CHECK(false, "forward/backward: %s", err);
+        return;
+    }
+    ref_forward(&r, tokens, B, T, rows_d, ov, 3, cfg.layers, ref_out);
+    double e = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
+    printf("forward rel err %.3g (measured arena %zu bytes)\n", e, res.peak);
+    CHECK(e <= 1e-4, "forward differs from the float64 reference: rel err %.3g", e);
+
+    /* Backward against central differences of the reference along a random
+     * direction and on a few single coordinates of each row. */
+    fd_ctx fc = {&r, tokens, B, T, R, cfg.layers, 3, ov, dout_d};
+    double *dir = mt_alloc((size_t)R * C * sizeof(double)), *pr = mt_alloc((size_t)R * C * sizeof(double));
+    for (int i = 0; i < R * C; i++) dir[i] = sdt_test_normal(rng);
+    const double h = 1e-4;
+    for (int i = 0; i < R * C; i++) pr[i] = rows_d[i] + h * dir[i];
+    double lp = fd_loss(&fc, pr);
+    for (int i = 0; i < R * C; i++) pr[i] = rows_d[i] - h * dir[i];
+    double lm = fd_loss(&fc, pr);
+    double fd_dir = (lp - lm) / (2 * h), an_dir = 0, scale = 0;
+    for (int i = 0; i < R * C; i++) an_dir += res.drows[i] * dir[i], scale += fabs(res.drows[i] * dir[i]);
+    double de = fabs(an_dir - fd_dir) / fmax(scale, 1e-12);
+    printf("backward directional: analytic %.6g fd %.6g (rel err %.3g)\n", an_dir, fd_dir, de);
+    CHECK(de <= 1e-3, "backward directional derivative differs from finite differences: %.6g vs %.6g", an_dir, fd_dir);
+    double gmax = 0;
+    for (int i = 0; i < R * C; i++) gmax = fmax(gmax, fabs(res.drows[i]));
+    CHECK(gmax > 0, "the row gradient is all zero");
+    for (int s = 0; s < 6; s++) {
+        int i = (int)(sdt_test_next(rng) % (uint64_t)(R * C));
+        memcpy(pr, rows_d, (size_t)R * C * sizeof(double));
+        pr[i] += h;
+        double a = fd_loss(&fc, pr);
+        pr[i] -= 2 * h;
+        double b = fd_loss(&fc, pr);
+        double fd = (a - b) / (2 * h);
+        CHECK(fabs(res.drows[i] - fd) <= 1e-3 * gmax, "d row element %d: analytic %.6g fd %.6g (max |grad| %.3g)", i,
+              res.drows[i], fd, gmax);
+    }
+
+    /* f16 activations (the mixed-precision path): close to the reference at f16 accuracy. */
+    run_result half;
+    g_act_dtype = SDT_F16;
+    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &half, err, sizeof(err))) {
+        double eh = sdt_rel_err_fd(half.out, ref_out, (int64_t)n_out);
+        double *g32 = mt_alloc((size_t)R * C * sizeof(double));
+        for (int i = 0; i < R * C; i++) g32[i] = res.drows[i];
+        double gh = sdt_rel_err_fd(half.drows, g32, (int64_t)R * C);
+        printf("f16 activations: forward rel err %.3g, row gradient rel err %.3g (vs f32)\n", eh, gh);
+        CHECK(eh <= 1e-2, "f16-activation forward rel err %.3g", eh);
+        CHECK(gh <= 3e-2, "f16-activation row gradient rel err %.3g against f32", gh);
+        CHECK(half.peak < res.peak, "f16 activations should need less memory (%zu vs %zu bytes)", half.peak, res.peak);
+        free(g32), free(half.out), free(half.drows);
+    } else {
+        CHECK(false, "f16 activations: %s", err);
+    }
+    g_act_dtype = SDT_F32;
+    free(res.out), free(res.drows);
+
+    /* CLIP skip 2: the penultimate layer, then the final layernorm. */
+    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 2, NULL, &res, err, sizeof(err))) {
+        double *ref_skip = mt_alloc(n_out * sizeof(double));
+        ref_forward(&r, tokens, B, T, rows_d, ov, 3, cfg.layers - 1, ref_skip);
+        double es = sdt_rel_err_fd(res.out, ref_skip, (int64_t)n_out);
+        double diff = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
+        CHECK(es <= 1e-4, "CLIP skip 2 differs from the reference: rel err %.3g", es);
+        CHECK(diff > 1e-3, "CLIP skip 2 gives the same output as skip 1 (rel diff %.3g)", diff);
+        free(ref_skip), free(res.out), free(res.drows);
+    } else {
+        CHECK(false, "clip skip 2: %s", err);
+    }
+
+    /* Override equivalence: a position overridden with its own token row changes nothing. */
+    run_result plain, same;
+    float *own = mt_alloc((size_t)C * sizeof(float));
+    int pos = 5;
+    for (int c = 0; c < C; c++) own[c] = (float)r.tok[(size_t)tokens[1 * T + pos] * C + c];
+    clip_override self_ov = {1, pos, 0};
+    if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &plain, err, sizeof(err)) &&
+        run_model(&m, be, tokens, B, T, own, 1, &self_ov, 1, 0, NULL, &same, err, sizeof(err))) {
+        double d = mt_max_abs_diff(plain.out, same.out, (int64_t)n_out);
+        CHECK(d <= 1e-6, "overriding a position with its own token row changed the output by %.3g", d);
+        /* And a different row does change later positions, but never earlier ones (causal). */
+        run_result other;
+        clip_override ov2 = {1, pos, 0};
+        if (run_model(&m, be, tokens, B, T, rows, R, &ov2, 1, 0, NULL, &other, err, sizeof(err))) {
+            double before = mt_max_abs_diff(plain.out + (size_t)T * C, other.out + (size_t)T * C, (int64_t)pos * C);
+            double after = mt_max_abs_diff(plain.out + ((size_t)T + pos) * C, other.out + ((size_t)T + pos) * C,
+                                           (int64_t)(T - pos) * C);
+            double batch0 = mt_max_abs_diff(plain.out, other.out, (int64_t)T * C);
+            CHECK(before == 0 && batch0 == 0, "an override leaked to earlier positions (%.3g) or another batch item (%.3g)",
+                  before, batch0);
+            CHECK(after > 1e-4, "an override did not change its own and later positions");
+            free(other.out), free(other.drows);
+        }
+        free(plain.out), free(plain.drows), free(same.out), free(same.drows);
+    } else {
+        CHECK(false, "override equivalence: %s", err);
+    }
+    free(own);
+
+    /* Bad inputs: clear errors, no crash. */
+    sdt_arena meas;
+    sdt_arena_init_measure(&meas, be);
+    clip_text_acts acts;
+    sdt_tensor tok = mt_tensor(tokens, SDT_I32, 2, B, T, 0, 0), rows_t = mt_tensor(rows, SDT_F32, 2, R, C, 0, 0);
+    clip_override bad = {0, T, 0};
+    clip_text_inputs in = {.tokens = &tok, .rows = &rows_t, .overrides = &bad, .n_overrides = 1, .act_dtype = SDT_F32};
+    err[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof(err)) && strstr(err, "override"),
+          "an override past the sequence was accepted (%s)", err);
+    in.n_overrides = 0;
+    in.clip_skip = cfg.layers + 1;
+    err[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof(err)) && strstr(err, "CLIP skip"),
+          "CLIP skip past the first layer was accepted (%s)", err);
+    in.clip_skip = 0;
+    sdt_arena small;
+    if (sdt_arena_init(&small, be, 4096)) {
+        err[0] = 0;
+        CHECK(!clip_text_forward(&m, be, &small, &in, &acts, err, sizeof(err)) && strstr(err, "arena"),
+              "a too-small arena was not reported (%s)", err);
+        sdt_arena_release(&small);
+    }
+
+    free(rows), free(rows_d), free(dout), free(dout_d), free(ref_out), free(dir), free(pr);
+    ref_free(&r);
+}
+
+/* Repacks the HF-layout tiny weights as OpenCLIP keys (fused in_proj), the way SD 2.x LDM files store them. */
+static bool write_openclip_copy(const char *path, const clip_text_model *m, char *err, size_t err_size)
+{
+    const clip_config *c = &m->cfg;
+    int64_t C = c->width;
+    int n_items = 4 + c->layers * 12;
+    sdt_st_write_item *items = mt_alloc((size_t)n_items * sizeof(*items));
+    char (*names)[128] = mt_alloc((size_t)n_items * 128);
+    float **packed = mt_alloc((size_t)c->layers * 2 * sizeof(float *));
+    int64_t (*shapes)[2] = mt_alloc((size_t)c->layers * 2 * sizeof(*shapes));
+    int k = 0;
+#define ITEM(tensor, fmt, ...)                                              \
+    do {                                                                    \
+        snprintf(names[k], 128, fmt, __VA_ARGS__);                          \
+        items[k] = sdt_st_item_from_tensor(names[k], (tensor));             \
+        items[k].name = names[k];                                           \
+        k++;                                                                \
+    } while (0)
+    ITEM(&m->tok_emb, "%s", "cond_stage_model.model.token_embedding.weight");
+    ITEM(&m->pos_emb, "%s", "cond_stage_model.model.positional_embedding");
+    ITEM(&m->lnf_w, "%s", "cond_stage_model.model.ln_final.weight");
+    ITEM(&m->lnf_b, "%s", "cond_stage_model.model.ln_final.bias");
+    for (int i = 0; i < c->layers; i++) {
+        const clip_layer_weights *L = &m->layer[i];
+        float *w = packed[2 * i] = mt_alloc((size_t)3 * C * C * sizeof(float));
+        float *b = packed[2 * i + 1] = mt_alloc((size_t)3 * C * sizeof(float));
+        memcpy(w, L->q_w.data, (size_t)C * C * 4), memcpy(w + C * C, L->k_w.data, (size_t)C * C * 4);
+        memcpy(w + 2 * C * C, L->v_w.data, (size_t)C * C * 4);
+        memcpy(b, L->q_b.data, (size_t)C * 4), memcpy(b + C, L->k_b.data, (size_t)C * 4);
+        memcpy(b + 2 * C, L->v_b.data, (size_t)C * 4);
+        shapes[2 * i][0] = 3 * C, shapes[2 * i][1] = C, shapes[2 * i + 1][0] = 3 * C;
+        sdt_tensor wt = sdt_tensor_make(w, SDT_F32, SDT_DEVICE_CPU, 2, shapes[2 * i]);
+        sdt_tensor bt = sdt_tensor_make(b, SDT_F32, SDT_DEVICE_CPU, 1, shapes[2 * i + 1]);
+        const char *p = "cond_stage_model.model.transformer.resblocks";
+        ITEM(&L->ln1_w, "%s.%d.ln_1.weight", p, i);
+        ITEM(&L->ln1_b, "%s.%d.ln_1.bias", p, i);
+        ITEM(&wt, "%s.%d.attn.in_proj_weight", p, i);
+        ITEM(&bt, "%s.%d.attn.in_proj_bias", p, i);
+        ITEM(&L->o_w, "%s.%d.attn.out_proj.weight", p, i);
+        ITEM(&L->o_b, "%s.%d.attn.out_proj.bias", p, i);
+        ITEM(&L->ln2_w, "%s.%d.ln_2.weight", p, i);
+        ITEM(&L->ln2_b, "%s.%d.ln_2.bias", p, i);
+        ITEM(&L->fc1_w, "%s.%d.mlp.c_fc.weight", p, i);
+        ITEM(&L->fc1_b, "%s.%d.mlp.c_fc.bias", p, i);
+        ITEM(&L->fc2_w, "%s.%d.mlp.c_proj.weight", p, i);
+        ITEM(&L->fc2_b, "%s.%d.mlp.c_proj.bias", p, i);
+    }
+#undef ITEM
+    bool ok = sdt_st_write(path, items, (size_t)k, NULL, 0, err, err_size);
+    for (int i = 0; i < 2 * c->layers; i++) free(packed[i]);
+    free(packed), free(shapes), free(names), free(items);
+    return ok;
+}
+
+static void test_openclip_layout(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *hf_w)
+{
+    char err[512] = "", path[512];
+    clip_config cfg;
+    clip_text_model hf;
+    if (!clip_config_detect(hf_w, &cfg, err, sizeof(err)) || !clip_text_load(&hf, &cfg, hf_w, err, sizeof(err))) {
+        CHECK(false, "%s", err);
+        return;
+    }
+    mt_temp_path(path, sizeof(path), "openclip");
+    if (!write_openclip_copy(path, &hf, err, sizeof(err))) {
+        CHECK(false, "writing the OpenCLIP copy: %s", err);
+        return;
+    }
+    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
+    CHECK(w != NULL, "opening the OpenCLIP copy: %s", err);
+    clip_config oc;
+    clip_text_model m;
+    if (w && clip_config_detect(w, &oc, err, sizeof(err)) && clip_text_load(&m, &oc, w, err, sizeof(err))) {
+        CHECK(oc.layout == CLIP_LAYOUT_OPENCLIP && oc.act == SDT_ACT_GELU && oc.default_skip == 2 &&
+                  oc.layers == cfg.layers && oc.width == cfg.width,
+              "OpenCLIP detection: layout %d act %d skip %d layers %d", oc.layout, oc.act, oc.default_skip, oc.layers);
+        ref_clip r;
+        ref_from_model(&r, &m);
+        const int B = 1, T = 77;
+        int32_t tokens[77];
+        random_tokens(rng, tokens, B * T, oc.vocab);
+        run_result res;
+        if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &res, err, sizeof(err))) {
+            size_t n = (size_t)B * T * oc.width;
+            double *ref = mt_alloc(n * sizeof(double));
+            ref_forward(&r, tokens, B, T, NULL, NULL, 0, oc.layers - 1, ref); /* penultimate by default */
+            double e = sdt_rel_err_fd(res.out, ref, (int64_t)n);
+            printf("OpenCLIP layout forward rel err %.3g\n", e);
+            CHECK(e <= 1e-4, "OpenCLIP-layout forward (fused in_proj, GELU, penultimate) rel err %.3g", e);
+            free(ref), free(res.out), free(res.drows);
+        } else {
+            CHECK(false, "OpenCLIP forward: %s", err);
+        }
+        ref_free(&r);
+        /* The generator's enumeration of an OpenCLIP config names the same keys the loader wants. */
+    } else {
+        CHECK(false, "OpenCLIP load: %s", err);
+    }
+    if (w) sdt_weights_close(w);
+    unlink(path);
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("models_test_clip_text");
+    sdt_backend *be = mt_backend();
+    char path[512];
+    mt_temp_path(path, sizeof(path), "clip");
+    sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(&rng), true, false);
+    test_hf_model(&rng, be, w);
+    test_openclip_layout(&rng, be, w);
+    sdt_weights_close(w);
+    unlink(path);
+    be->destroy(be);
+    return sdt_test_finish("models_test_clip_text");
+}

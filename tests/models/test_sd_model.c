@@ -1,0 +1,275 @@
+/* test_sd_model.c - config detection, whole-model loading and the checkpoint generator.
+ *
+ * Detection reads a generated checkpoint back to the config it was written
+ * from; the parameter enumeration of the published configs is checked against
+ * the published parameter counts; the generator is deterministic per seed,
+ * writes F16 that rounds the F32 values, and a checkpoint missing a part is a
+ * clear error.
+ */
+#include "checkpoint_gen.h"
+#include "diffusers_names.h"
+#include "model_test_util.h"
+#include "sd_model.h"
+
+typedef struct counter {
+    int64_t params;
+    int64_t tensors;
+    const char *prefix;
+} counter;
+
+static bool count_param(void *user, const sdt_param_info *p)
+{
+    counter *c = user;
+    if (c->prefix && strncmp(p->key, c->prefix, strlen(c->prefix)) != 0) return true;
+    int64_t n = 1;
+    for (int i = 0; i < p->ndim; i++) n *= p->shape[i];
+    c->params += n;
+    c->tensors++;
+    return true;
+}
+
+static void test_published_counts(void)
+{
+    /* transformers' CLIPTextModel (openai/clip-vit-large-patch14) has 123,060,480 parameters;
+     * diffusers' AutoencoderKL of SD 1.x/2.x has 83,653,863. */
+    clip_config c1 = clip_config_sd1();
+    counter cc = {0, 0, NULL};
+    CHECK(clip_params(&c1, count_param, &cc), "enumerating SD1 CLIP");
+    CHECK(cc.params == 123060480, "SD1 CLIP has %lld parameters, expected 123060480", (long long)cc.params);
+    CHECK(cc.tensors == 196, "SD1 CLIP has %lld tensors, expected 196", (long long)cc.tensors);
+    vae_config v = vae_config_sd();
+    counter vc = {0, 0, NULL};
+    CHECK(vae_params(&v, count_param, &vc), "enumerating the SD VAE");
+    CHECK(vc.params == 83653863, "the SD VAE has %lld parameters, expected 83653863", (long long)vc.params);
+    CHECK(vc.tensors == 248, "the SD VAE has %lld tensors, expected 248", (long long)vc.tensors);
+    /* OpenCLIP ViT-H text tower as SD 2.x stores it: 24 layers + text_projection + logit_scale. */
+    clip_config c2 = clip_config_sd2();
+    counter oc = {0, 0, NULL};
+    CHECK(clip_params(&c2, count_param, &oc), "enumerating SD2 CLIP");
+    int64_t per_layer = 4 * 1024 + (3 * 1024 * 1024 + 3 * 1024) + (1024 * 1024 + 1024) + (4096 * 1024 + 4096) +
+                        (1024 * 4096 + 1024);
+    int64_t expect = 49408LL * 1024 + 77 * 1024 + 24 * per_layer + 2 * 1024 + 1024 * 1024 + 1;
+    CHECK(oc.params == expect, "SD2 CLIP has %lld parameters, expected %lld", (long long)oc.params, (long long)expect);
+}
+
+static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
+{
+    char path[512], err[512] = "";
+    mt_temp_path(path, sizeof(path), "sd");
+    sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
+    sd_config cfg;
+    CHECK(sd_config_detect(w, &cfg, err, sizeof(err)), "detect: %s", err);
+    CHECK(cfg.family == SD_FAMILY_TINY, "detected family %s, expected tiny", sd_family_name(cfg.family));
+    sd_model m;
+    CHECK(sd_model_load(&m, w, be, err, sizeof(err)), "load: %s", err);
+    sd_model_free(&m);
+    sdt_weights_close(w);
+    unlink(path);
+
+    /* Every key the generator enumerates is one the loaders accept, and nothing is missing:
+     * the file holds exactly the enumerated tensors. */
+    counter all = {0, 0, NULL};
+    sd_config tiny = sd_config_preset(SD_FAMILY_TINY);
+    CHECK(sd_params(&tiny, count_param, &all, err, sizeof(err)), "enumerate: %s", err);
+    w = mt_make_weights(path, SD_FAMILY_TINY, 7, false, false);
+    CHECK((int64_t)sdt_weights_count(w) == all.tensors, "the file holds %zu tensors, the enumeration %lld",
+          sdt_weights_count(w), (long long)all.tensors);
+    sdt_weights_close(w);
+    unlink(path);
+
+    /* A text-only checkpoint: the missing VAE is named. */
+    w = mt_make_weights(path, SD_FAMILY_TINY, 3, true, false);
+    err[0] = 0;
+    CHECK(!sd_config_detect(w, &cfg, err, sizeof(err)) && strstr(err, "VAE") && strstr(err, path),
+          "a checkpoint without a VAE was not reported by name and file (%s)", err);
+    sdt_weights_close(w);
+    unlink(path);
+}
+
+/* An OpenCLIP-layout text encoder of tiny size: the generator's keys load, and detection sees the layout. */
+static void test_openclip_roundtrip(sdt_test_rng *rng)
+{
+    char path[512], err[512] = "";
+    mt_temp_path(path, sizeof(path), "oc");
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    spec.config.clip.layout = CLIP_LAYOUT_OPENCLIP;
+    spec.config.clip.act = SDT_ACT_GELU;
+    spec.config.clip.default_skip = 2;
+    spec.dtype = SDT_F32;
+    spec.seed = sdt_test_next(rng);
+    spec.text_only = true;
+    CHECK(sdt_ckpt_generate(path, &spec, err, sizeof(err)), "generate: %s", err);
+    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
+    CHECK(w != NULL, "open: %s", err);
+    if (w) {
+        clip_config c;
+        clip_text_model m;
+        CHECK(clip_config_detect(w, &c, err, sizeof(err)) && c.layout == CLIP_LAYOUT_OPENCLIP &&
+                  c.layers == spec.config.clip.layers && c.default_skip == 2,
+              "OpenCLIP detection: %s", err);
+        CHECK(clip_text_load(&m, &c, w, err, sizeof(err)), "OpenCLIP load: %s", err);
+        sdt_weights_close(w);
+    }
+    unlink(path);
+}
+
+static bool tensors_equal(const sdt_weights *a, const sdt_weights *b, const char *key)
+{
+    const sdt_tensor *x = sdt_weights_get(a, key), *y = sdt_weights_get(b, key);
+    return x && y && sdt_tensor_nbytes(x) == sdt_tensor_nbytes(y) && !memcmp(x->data, y->data, sdt_tensor_nbytes(x));
+}
+
+static void test_generator_determinism(sdt_test_rng *rng)
+{
+    char p1[512], p2[512], p3[512], err[512];
+    uint64_t seed = sdt_test_next(rng);
+    mt_temp_path(p1, sizeof(p1), "g1");
+    mt_temp_path(p2, sizeof(p2), "g2");
+    mt_temp_path(p3, sizeof(p3), "g3");
+    sdt_weights *a = mt_make_weights(p1, SD_FAMILY_TINY, seed, true, false);
+    sdt_weights *b = mt_make_weights(p2, SD_FAMILY_TINY, seed, false, false); /* more tensors, same seed */
+    sdt_weights *c = mt_make_weights(p3, SD_FAMILY_TINY, seed + 1, true, false);
+    const char *key = "cond_stage_model.transformer.text_model.encoder.layers.1.mlp.fc1.weight";
+    CHECK(tensors_equal(a, b, key), "the same seed gave different values for %s in a larger file", key);
+    CHECK(!tensors_equal(a, c, key), "different seeds gave the same values for %s", key);
+    sdt_weights_close(b);
+    unlink(p2);
+
+    /* F16: each value is the F32 value rounded. */
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    spec.dtype = SDT_F16;
+    spec.seed = seed;
+    spec.perturb_all = true;
+    spec.text_only = true;
+    CHECK(sdt_ckpt_generate(p2, &spec, err, sizeof(err)), "F16 generate: %s", err);
+    b = sdt_weights_open(p2, err, sizeof(err));
+    CHECK(b != NULL, "F16 open: %s", err);
+    if (b) {
+        const sdt_tensor *x = sdt_weights_get(a, key), *h = sdt_weights_get(b, key);
+        CHECK(h && h->dtype == SDT_F16, "the F16 checkpoint's tensor is not F16");
+        if (h && x && h->dtype == SDT_F16) {
+            int64_t n = sdt_tensor_numel(x), bad = 0;
+            const float *xf = x->data;
+            const uint16_t *hf = h->data;
+            for (int64_t i = 0; i < n; i++) bad += hf[i] != sdt_f32_to_f16(xf[i]);
+            CHECK(bad == 0, "%lld F16 values are not the rounded F32 values", (long long)bad);
+        }
+        sdt_weights_close(b);
+    }
+    sdt_weights_close(a);
+    sdt_weights_close(c);
+    unlink(p1), unlink(p2), unlink(p3);
+}
+
+static void remove_folder(const char *dir)
+{
+    static const char *subs[] = {"unet/diffusion_pytorch_model.safetensors", "text_encoder/model.safetensors",
+                                 "vae/diffusion_pytorch_model.safetensors", "unet", "text_encoder", "vae", ""};
+    char p[1024];
+    for (int i = 0; i < 7; i++) {
+        snprintf(p, sizeof(p), "%s/%s", dir, subs[i]);
+        remove(p);
+    }
+}
+
+/* The same seed written as one LDM file and as a diffusers folder: reading the folder
+ * back through weights.c's diffusers->LDM map gives every canonical key with the same
+ * shape and bytes (so both layouts load the same model). */
+static void test_diffusers_roundtrip(sdt_test_rng *rng)
+{
+    char ldm[512], dir[600], err[512] = "";
+    mt_temp_path(ldm, sizeof(ldm), "ldm");
+    snprintf(dir, sizeof(dir), "%s.d", ldm);
+    uint64_t seed = sdt_test_next(rng);
+    sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof(spec));
+    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    spec.dtype = SDT_F32;
+    spec.seed = seed;
+    spec.perturb_all = true;
+    CHECK(sdt_ckpt_generate(dir, &spec, err, sizeof(err)), "diffusers generate: %s", err);
+    sdt_weights *b = sdt_weights_open(dir, err, sizeof(err));
+    CHECK(b != NULL, "opening the diffusers folder: %s", err);
+    if (b) {
+        CHECK(sdt_weights_count(a) == sdt_weights_count(b), "LDM file has %zu tensors, diffusers folder %zu",
+              sdt_weights_count(a), sdt_weights_count(b));
+        int64_t bad = 0;
+        for (size_t i = 0; i < sdt_weights_count(a); i++) {
+            const char *key = sdt_weights_key(a, i);
+            const sdt_tensor *x = sdt_weights_get(a, key), *y = sdt_weights_get(b, key);
+            bool same = y && sdt_tensor_same_shape(x, y) && tensors_equal(a, b, key);
+            if (!same && bad++ < 5) fprintf(stderr, "  key %s differs or is missing in the diffusers folder\n", key);
+        }
+        CHECK(bad == 0, "%lld canonical keys differ between the two layouts", (long long)bad);
+        sd_config ca, cb;
+        CHECK(sd_config_detect(a, &ca, err, sizeof(err)) && sd_config_detect(b, &cb, err, sizeof(err)) &&
+                  cb.family == SD_FAMILY_TINY && ca.family == cb.family,
+              "both layouts should detect as tiny: %s", err);
+        sdt_weights_close(b);
+    }
+    sdt_weights_close(a);
+    unlink(ldm);
+    remove_folder(dir);
+}
+
+/* Pairs from diffusers' convert_diffusers_to_original_stable_diffusion.py for SD 1.5. */
+static void test_known_sd1_names(void)
+{
+    static const char *pairs[][2] = {
+        {"first_stage_model.decoder.up.3.block.0.conv1.weight", "decoder.up_blocks.0.resnets.0.conv1.weight"},
+        {"first_stage_model.decoder.up.1.upsample.conv.bias", "decoder.up_blocks.2.upsamplers.0.conv.bias"},
+        {"first_stage_model.encoder.down.1.block.0.nin_shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"},
+        {"first_stage_model.encoder.down.2.downsample.conv.weight", "encoder.down_blocks.2.downsamplers.0.conv.weight"},
+        {"first_stage_model.encoder.mid.attn_1.q.weight", "encoder.mid_block.attentions.0.to_q.weight"},
+        {"first_stage_model.decoder.mid.attn_1.proj_out.bias", "decoder.mid_block.attentions.0.to_out.0.bias"},
+        {"first_stage_model.decoder.mid.block_2.norm1.weight", "decoder.mid_block.resnets.1.norm1.weight"},
+        {"first_stage_model.encoder.norm_out.bias", "encoder.conv_norm_out.bias"},
+        {"first_stage_model.quant_conv.weight", "quant_conv.weight"},
+        {"cond_stage_model.transformer.text_model.final_layer_norm.weight", "text_model.final_layer_norm.weight"},
+#if SD_MODEL_HAVE_UNET
+        {"model.diffusion_model.time_embed.2.weight", "time_embedding.linear_2.weight"},
+        {"model.diffusion_model.input_blocks.3.0.op.weight", "down_blocks.0.downsamplers.0.conv.weight"},
+        {"model.diffusion_model.input_blocks.5.1.proj_in.weight", "down_blocks.1.attentions.1.proj_in.weight"},
+        {"model.diffusion_model.input_blocks.4.0.skip_connection.bias", "down_blocks.1.resnets.0.conv_shortcut.bias"},
+        {"model.diffusion_model.input_blocks.10.0.emb_layers.1.weight", "down_blocks.3.resnets.0.time_emb_proj.weight"},
+        {"model.diffusion_model.middle_block.2.out_layers.3.weight", "mid_block.resnets.1.conv2.weight"},
+        {"model.diffusion_model.middle_block.1.transformer_blocks.0.attn2.to_k.weight",
+         "mid_block.attentions.0.transformer_blocks.0.attn2.to_k.weight"},
+        {"model.diffusion_model.output_blocks.2.1.conv.weight", "up_blocks.0.upsamplers.0.conv.weight"},
+        {"model.diffusion_model.output_blocks.5.2.conv.bias", "up_blocks.1.upsamplers.0.conv.bias"},
+        {"model.diffusion_model.output_blocks.8.2.conv.weight", "up_blocks.2.upsamplers.0.conv.weight"},
+        {"model.diffusion_model.output_blocks.11.1.norm.weight", "up_blocks.3.attentions.2.norm.weight"},
+        {"model.diffusion_model.output_blocks.7.0.in_layers.2.weight", "up_blocks.2.resnets.1.conv1.weight"},
+        {"model.diffusion_model.out.2.bias", "conv_out.bias"},
+#endif
+    };
+    sd_config sd1 = sd_config_preset(SD_FAMILY_SD1);
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        sdt_diffusers_part part;
+        bool lin;
+        char *name = sdt_diffusers_name(pairs[i][0], &sd1, &part, &lin);
+        CHECK(name && !strcmp(name, pairs[i][1]), "%s -> %s, expected %s", pairs[i][0], name ? name : "(none)",
+              pairs[i][1]);
+        free(name);
+    }
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("models_test_sd_model");
+    sdt_backend *be = mt_backend();
+    test_published_counts();
+    test_detect_and_load(&rng, be);
+    test_openclip_roundtrip(&rng);
+    test_generator_determinism(&rng);
+    test_diffusers_roundtrip(&rng);
+    test_known_sd1_names();
+    be->destroy(be);
+    return sdt_test_finish("models_test_sd_model");
+}

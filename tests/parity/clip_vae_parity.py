@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""clip_vae_parity.py - the C text encoder and VAE against PyTorch.
+
+Loads the same random-weight safetensors checkpoint (written by
+sdt-make-checkpoint) into transformers' CLIPTextModel and into a PyTorch
+AutoencoderKL written here to LDM's published code
+(ldm/modules/diffusionmodules/model.py: Encoder, Decoder, ResnetBlock,
+AttnBlock, Downsample with pad (0,1,0,1), Upsample), then compares on fresh
+random inputs each run:
+  - CLIP forward (CLIP skip 1 and 2, with placeholder override rows) and the
+    gradient with respect to the override rows of sum(G * output);
+  - VAE encoder mean/logvar and decoder output.
+The C side runs through sdt-model-io (tests/parity/model_io_cli.c) on the CPU
+backend. Thresholds (f32): relative error (max |a - b| / max |b|) <= 1e-4
+forward, <= 1e-3 gradients.
+
+Needs torch, transformers and safetensors; exits 77 (skip) without them.
+
+  python3 tests/parity/clip_vae_parity.py --build build [--sizes tiny,sd15]
+      [--device cuda] [--seed N] [--record tests/parity/NOTES.md] [--keep DIR]
+
+Overrides follow A1111's hijack: the token embedding module's output has the
+placeholder rows written into it before the position embedding is added.
+CLIP skip N follows A1111: hidden_states[-N] then final_layer_norm (N = 1 is
+last_hidden_state).
+"""
+import argparse
+import datetime
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from safetensors.torch import load_file
+    from transformers import CLIPTextConfig, CLIPTextModel
+except ImportError as e:  # CI without torch: a clean skip
+    print(f"clip_vae_parity: skipped ({e})")
+    sys.exit(SKIP)
+
+FWD_TOL = 1e-4
+GRAD_TOL = 1e-3
+
+
+def rel_err(a, b):
+    a = a.detach().double().cpu()
+    b = b.detach().double().cpu()
+    den = max(b.abs().max().item(), 1e-12)
+    return (a - b).abs().max().item() / den
+
+
+# ----------------------------------------------------------------------------- C side
+
+class CModel:
+    def __init__(self, build, workdir):
+        self.exe = os.path.join(build, "tests", "parity", "sdt-model-io")
+        self.gen = os.path.join(build, "models", "tools", "sdt-make-checkpoint")
+        for p in (self.exe, self.gen):
+            if not os.path.exists(p):
+                sys.exit(f"clip_vae_parity: {p} not found; build the project first (cmake --build {build})")
+        self.dir = workdir
+        self.n = 0
+
+    def path(self, name):
+        self.n += 1
+        return os.path.join(self.dir, f"{self.n:03d}-{name}")
+
+    def run(self, *args):
+        r = subprocess.run([self.exe, *map(str, args)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"sdt-model-io {args[0]} failed: {r.stderr.strip()}")
+        return r.stdout
+
+    def make_checkpoint(self, config, seed, part):
+        out = self.path(f"{config}-{part}.safetensors")
+        args = [self.gen, "--config", config, "--out", out, "--seed", str(seed), "--dtype", "f32", "--perturb-all"]
+        if part == "text":
+            args.append("--text-only")
+        elif part == "vae":
+            args.append("--vae-only")
+        subprocess.run(args, check=True, capture_output=True)
+        return out
+
+    def config(self, ckpt):
+        cfg = {}
+        for line in self.run("config", "--ckpt", ckpt).splitlines():
+            k, _, v = line.partition(" ")
+            cfg[k] = v
+        return cfg
+
+    def write(self, t, name, dtype):
+        p = self.path(name)
+        with open(p, "wb") as f:
+            f.write(t.detach().cpu().contiguous().to(dtype).numpy().tobytes())
+        return p
+
+    def read(self, path, shape):
+        data = torch.from_file(path, size=int(torch.tensor(shape).prod().item()), dtype=torch.float32)
+        return data.reshape(shape).clone()
+
+    def clip(self, ckpt, tokens, rows, overrides, skip, dout):
+        B, T = tokens.shape
+        tok = self.write(tokens, "tokens.i32", torch.int32)
+        out = self.path("clip-out.f32")
+        args = ["clip", "--ckpt", ckpt, "--tokens", tok, "--batch", B, "--seq", T, "--out", out, "--skip", skip]
+        R = rows.shape[0] if rows is not None else 0
+        if R:
+            ov = torch.tensor(overrides, dtype=torch.int32)
+            args += ["--rows", self.write(rows, "rows.f32", torch.float32), "--nrows", R,
+                     "--overrides", self.write(ov, "ov.i32", torch.int32), "--noverrides", len(overrides)]
+        drows = None
+        if dout is not None:
+            drows = self.path("drows.f32")
+            args += ["--dout", self.write(dout, "dout.f32", torch.float32), "--drows", drows]
+        self.run(*args)
+        C = dout.shape[2] if dout is not None else rows.shape[1]
+        o = self.read(out, (B, T, C))
+        g = self.read(drows, tuple(rows.shape)) if drows else None
+        return o, g
+
+    def vae_encode(self, ckpt, image, f, z):
+        B, _, H, W = image.shape
+        mean, logvar = self.path("mean.f32"), self.path("logvar.f32")
+        self.run("vae-encode", "--ckpt", ckpt, "--image", self.write(image, "image.f32", torch.float32),
+                 "--batch", B, "--height", H, "--width", W, "--mean", mean, "--logvar", logvar)
+        shape = (B, z, H // f, W // f)
+        return self.read(mean, shape), self.read(logvar, shape)
+
+    def vae_decode(self, ckpt, latents, f):
+        B, _, h, w = latents.shape
+        out = self.path("decoded.f32")
+        self.run("vae-decode", "--ckpt", ckpt, "--latents", self.write(latents, "latents.f32", torch.float32),
+                 "--batch", B, "--height", h, "--width", w, "--out", out)
+        return self.read(out, (B, 3, h * f, w * f))
+
+
+# ----------------------------------------------------------------------------- PyTorch CLIP
+
+class OverrideEmbedding(nn.Module):
+    """A1111-style: token embeddings with placeholder rows written in (out of place, so rows get gradients)."""
+
+    def __init__(self, base, rows, overrides):
+        super().__init__()
+        self.base, self.rows, self.overrides = base, rows, overrides
+
+    def forward(self, ids):
+        e = self.base(ids)
+        if not self.overrides:
+            return e
+        b = torch.tensor([o[0] for o in self.overrides], device=e.device)
+        p = torch.tensor([o[1] for o in self.overrides], device=e.device)
+        r = torch.tensor([o[2] for o in self.overrides], device=e.device)
+        return e.index_put((b, p), self.rows[r].to(e.dtype))
+
+
+def torch_clip(sd, cfg, device, dtype):
+    if cfg["clip_layout"] != "hf":
+        raise RuntimeError("this script drives the HF-layout text encoder (SD 1.x / tiny); OpenCLIP is not covered")
+    hf = CLIPTextConfig(vocab_size=int(cfg["clip_vocab"]), hidden_size=int(cfg["clip_width"]),
+                        intermediate_size=int(cfg["clip_mlp"]), num_hidden_layers=int(cfg["clip_layers"]),
+                        num_attention_heads=int(cfg["clip_heads"]), max_position_embeddings=int(cfg["clip_positions"]),
+                        hidden_act=cfg["clip_act"], layer_norm_eps=1e-5, projection_dim=int(cfg["clip_width"]))
+    try:
+        hf._attn_implementation = "eager"  # the plain softmax(QK^T)V path
+    except AttributeError:
+        pass  # older transformers: eager is the only path
+    model = CLIPTextModel(hf)
+    prefix = "cond_stage_model.transformer."
+    state = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or any("position_ids" not in m for m in missing):
+        raise RuntimeError(f"CLIP state dict mismatch: missing {missing}, unexpected {unexpected}")
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def torch_clip_run(model, tokens, rows, overrides, skip, dout, device, dtype):
+    rows_p = rows.to(device=device, dtype=dtype).clone().requires_grad_(True)
+    base = model.text_model.embeddings.token_embedding
+    model.text_model.embeddings.token_embedding = OverrideEmbedding(base, rows_p, overrides)
+    try:
+        out = model(input_ids=tokens.to(device=device, dtype=torch.long), output_hidden_states=True)
+        z = out.last_hidden_state if skip <= 1 else model.text_model.final_layer_norm(out.hidden_states[-skip])
+        (z * dout.to(device=device, dtype=dtype)).sum().backward()
+    finally:
+        model.text_model.embeddings.token_embedding = base
+    return z.detach().float().cpu(), rows_p.grad.detach().float().cpu()
+
+
+# ----------------------------------------------------------------------------- PyTorch AutoencoderKL (LDM)
+
+def Normalize(c):
+    return nn.GroupNorm(num_groups=32, num_channels=c, eps=1e-6, affine=True)
+
+
+class ResnetBlock(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.norm1 = Normalize(cin)
+        self.conv1 = nn.Conv2d(cin, cout, 3, 1, 1)
+        self.norm2 = Normalize(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1)
+        if cin != cout:
+            self.nin_shortcut = nn.Conv2d(cin, cout, 1, 1, 0)
+
+    def forward(self, x):
+        h = self.conv1(F.silu(self.norm1(x)))
+        h = self.conv2(F.silu(self.norm2(h)))
+        if hasattr(self, "nin_shortcut"):
+            x = self.nin_shortcut(x)
+        return x + h
+
+
+class AttnBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm = Normalize(c)
+        self.q = nn.Conv2d(c, c, 1)
+        self.k = nn.Conv2d(c, c, 1)
+        self.v = nn.Conv2d(c, c, 1)
+        self.proj_out = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        h = self.norm(x)
+        q, k, v = self.q(h), self.k(h), self.v(h)
+        b, c, hh, ww = q.shape
+        q = q.reshape(b, c, hh * ww).permute(0, 2, 1)
+        k = k.reshape(b, c, hh * ww)
+        w_ = torch.softmax(torch.bmm(q, k) * (int(c) ** (-0.5)), dim=2)
+        v = v.reshape(b, c, hh * ww)
+        h = torch.bmm(v, w_.permute(0, 2, 1)).reshape(b, c, hh, ww)
+        return x + self.proj_out(h)
+
+
+class Downsample(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, 2, 0)
+
+    def forward(self, x):
+        return self.conv(F.pad(x, (0, 1, 0, 1), mode="constant", value=0))
+
+
+class Upsample(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3, 1, 1)
+
+    def forward(self, x):
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class Mid(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.block_1 = ResnetBlock(c, c)
+        self.attn_1 = AttnBlock(c)
+        self.block_2 = ResnetBlock(c, c)
+
+    def forward(self, x):
+        return self.block_2(self.attn_1(self.block_1(x)))
+
+
+class Encoder(nn.Module):
+    def __init__(self, ch, mult, nres, z, cin=3):
+        super().__init__()
+        self.conv_in = nn.Conv2d(cin, ch, 3, 1, 1)
+        self.down = nn.ModuleList()
+        in_mult = (1,) + tuple(mult)
+        for i, m in enumerate(mult):
+            level = nn.Module()
+            level.block = nn.ModuleList()
+            bin_, bout = ch * in_mult[i], ch * m
+            for _ in range(nres):
+                level.block.append(ResnetBlock(bin_, bout))
+                bin_ = bout
+            if i != len(mult) - 1:
+                level.downsample = Downsample(bout)
+            self.down.append(level)
+        c = ch * mult[-1]
+        self.mid = Mid(c)
+        self.norm_out = Normalize(c)
+        self.conv_out = nn.Conv2d(c, 2 * z, 3, 1, 1)
+
+    def forward(self, x):
+        h = self.conv_in(x)
+        for level in self.down:
+            for b in level.block:
+                h = b(h)
+            if hasattr(level, "downsample"):
+                h = level.downsample(h)
+        h = self.mid(h)
+        return self.conv_out(F.silu(self.norm_out(h)))
+
+
+class Decoder(nn.Module):
+    def __init__(self, ch, mult, nres, z, cout=3):
+        super().__init__()
+        c = ch * mult[-1]
+        self.conv_in = nn.Conv2d(z, c, 3, 1, 1)
+        self.mid = Mid(c)
+        self.up = nn.ModuleList()
+        for i in reversed(range(len(mult))):
+            level = nn.Module()
+            level.block = nn.ModuleList()
+            bout = ch * mult[i]
+            for _ in range(nres + 1):
+                level.block.append(ResnetBlock(c, bout))
+                c = bout
+            if i != 0:
+                level.upsample = Upsample(c)
+            self.up.insert(0, level)  # LDM numbers up levels by resolution
+        self.norm_out = Normalize(c)
+        self.conv_out = nn.Conv2d(c, cout, 3, 1, 1)
+
+    def forward(self, z):
+        h = self.mid(self.conv_in(z))
+        for level in reversed(self.up):
+            for b in level.block:
+                h = b(h)
+            if hasattr(level, "upsample"):
+                h = level.upsample(h)
+        return self.conv_out(F.silu(self.norm_out(h)))
+
+
+class AutoencoderKL(nn.Module):
+    def __init__(self, ch, mult, nres, z, scaling):
+        super().__init__()
+        self.encoder = Encoder(ch, mult, nres, z)
+        self.decoder = Decoder(ch, mult, nres, z)
+        self.quant_conv = nn.Conv2d(2 * z, 2 * z, 1)
+        self.post_quant_conv = nn.Conv2d(z, z, 1)
+        self.scaling = scaling
+
+    def encode(self, x):
+        mean, logvar = torch.chunk(self.quant_conv(self.encoder(x)), 2, dim=1)
+        return mean, logvar
+
+    def decode(self, latents):
+        return self.decoder(self.post_quant_conv(latents / self.scaling))
+
+
+def torch_vae(sd, cfg, device, dtype):
+    mult = [int(m) for m in cfg["vae_ch_mult"].split()]
+    vae = AutoencoderKL(int(cfg["vae_ch"]), mult, int(cfg["vae_res_blocks"]), int(cfg["vae_z"]),
+                        float(cfg["vae_scaling"]))
+    prefix = "first_stage_model."
+    vae.load_state_dict({k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}, strict=True)
+    return vae.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+# ----------------------------------------------------------------------------- the checks
+
+class Report:
+    def __init__(self):
+        self.rows = []
+
+    def add(self, size, check, err, tol):
+        ok = err <= tol
+        self.rows.append((size, check, err, tol, ok))
+        print(f"  {size:5s} {check:34s} rel err {err:.3e} (<= {tol:.0e}) {'ok' if ok else 'FAIL'}", flush=True)
+
+    @property
+    def passed(self):
+        return all(r[4] for r in self.rows)
+
+
+def check_clip(c, size, seed, gen, device, dtype, report):
+    ckpt = c.make_checkpoint(size, seed, "text")
+    cfg = c.config(ckpt)
+    model = torch_clip(load_file(ckpt), cfg, device, dtype)
+    width, vocab, T = int(cfg["clip_width"]), int(cfg["clip_vocab"]), int(cfg["clip_positions"])
+    B, R = 2, 2
+    tokens = torch.randint(0, vocab, (B, T), generator=gen, dtype=torch.int32)
+    table_std = model.text_model.embeddings.token_embedding.weight.float().std().item()
+    rows = torch.randn(R, width, generator=gen) * table_std
+    overrides = [(0, 1 + int(torch.randint(0, 5, (1,), generator=gen)), 0), (1, 3, 0),
+                 (1, 4 + int(torch.randint(0, 60, (1,), generator=gen)), 1)]
+    for skip in (1, 2):
+        dout = torch.randn(B, T, width, generator=gen)
+        c_out, c_grad = c.clip(ckpt, tokens, rows, overrides, skip, dout)
+        t_out, t_grad = torch_clip_run(model, tokens, rows, overrides, skip, dout, device, dtype)
+        report.add(size, f"clip forward (skip {skip})", rel_err(c_out, t_out), FWD_TOL)
+        report.add(size, f"clip d(override rows) (skip {skip})", rel_err(c_grad, t_grad), GRAD_TOL)
+
+
+def check_vae(c, size, seed, gen, device, dtype, report, image_size):
+    ckpt = c.make_checkpoint(size, seed, "vae")
+    cfg = c.config(ckpt)
+    vae = torch_vae(load_file(ckpt), cfg, device, dtype)
+    f = 2 ** (int(cfg["vae_levels"]) - 1)
+    z = int(cfg["vae_z"])
+    B = 2 if size == "tiny" else 1
+    image = torch.rand(B, 3, image_size, image_size + f, generator=gen) * 2 - 1  # non-square on purpose
+    c_mean, c_logvar = c.vae_encode(ckpt, image, f, z)
+    with torch.no_grad():
+        t_mean, t_logvar = vae.encode(image.to(device=device, dtype=dtype))
+    report.add(size, "vae encoder mean", rel_err(c_mean, t_mean), FWD_TOL)
+    report.add(size, "vae encoder logvar", rel_err(c_logvar, t_logvar), FWD_TOL)
+    latents = torch.randn(B, z, image_size // f, image_size // f + 1, generator=gen)
+    c_img = c.vae_decode(ckpt, latents, f)
+    with torch.no_grad():
+        t_img = vae.decode(latents.to(device=device, dtype=dtype))
+    report.add(size, "vae decoder", rel_err(c_img, t_img), FWD_TOL)
+
+
+def record(path, device, dtype, seed, report, elapsed):
+    card = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    new = not os.path.exists(path)
+    with open(path, "a") as f:
+        if new:
+            f.write("# Parity runs\n\n| date | script | reference device | torch dtype | seed | size | check | rel err | tol | ok |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|\n")
+        for size, check, err, tol, ok in report.rows:
+            f.write(f"| {stamp} | clip_vae_parity.py | {card} | {dtype} | {seed} | {size} | {check} | {err:.3e} | "
+                    f"{tol:.0e} | {'yes' if ok else 'NO'} |\n")
+    print(f"recorded {len(report.rows)} results in {path} ({elapsed:.0f} s)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default="build", help="the CMake build folder holding sdt-model-io and sdt-make-checkpoint")
+    ap.add_argument("--sizes", default="tiny,sd15", help="comma list of tiny, sd15")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--torch-dtype", default="float32", choices=["float32", "float64"])
+    ap.add_argument("--seed", type=int, default=None, help="default: fresh from the clock (printed)")
+    ap.add_argument("--image-size", type=int, default=0, help="VAE image side (default 32 tiny, 64 sd15)")
+    ap.add_argument("--record", default=None, help="append the results to this markdown file")
+    ap.add_argument("--keep", default=None, help="keep the exchanged files in this folder")
+    args = ap.parse_args()
+
+    seed = args.seed if args.seed is not None else int(time.time())
+    print(f"clip_vae_parity: seed {seed} (--seed replays), torch {torch.__version__}, device {args.device}")
+    # Full-precision matmuls and convolutions on the reference side.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dtype = getattr(torch, args.torch_dtype)
+    gen = torch.Generator().manual_seed(seed)
+    workdir = args.keep or tempfile.mkdtemp(prefix="sdt-parity-")
+    os.makedirs(workdir, exist_ok=True)
+    c = CModel(args.build, workdir)
+    report = Report()
+    t0 = time.time()
+    try:
+        for size in args.sizes.split(","):
+            size = size.strip()
+            if size not in ("tiny", "sd15"):
+                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15)")
+            image_size = args.image_size or (32 if size == "tiny" else 64)
+            check_clip(c, size, seed, gen, args.device, dtype, report)
+            check_vae(c, size, seed, gen, args.device, dtype, report, image_size)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.record:
+        record(args.record, args.device, args.torch_dtype, seed, report, time.time() - t0)
+    print("clip_vae_parity: " + ("all checks passed" if report.passed else "FAILED"))
+    return 0 if report.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
