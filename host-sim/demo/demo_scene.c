@@ -47,8 +47,9 @@ demo_scene demo_scene_random(uint64_t *rng, int size)
     s.ring[1] = (uint8_t)uniform_int(rng, 110, 150);
     s.ring[2] = (uint8_t)uniform_int(rng, 0, 30);
     int px8 = 8 * size;
-    s.outer8 = uniform_int(rng, px8 * 12 / 100, px8 * 22 / 100);
-    s.inner8 = s.outer8 * uniform_int(rng, 50, 68) / 100;
+    /* At least 4 px across and 2.5 px thick, so small images still show solid orange. */
+    s.outer8 = MAX(uniform_int(rng, px8 * 12 / 100, px8 * 22 / 100), 32);
+    s.inner8 = MIN(s.outer8 * uniform_int(rng, 50, 68) / 100, s.outer8 - 20);
     int margin = s.outer8 + 16; /* the whole ring stays inside, two pixels from the edge */
     s.cx8 = uniform_int(rng, margin, px8 - margin);
     s.cy8 = uniform_int(rng, margin, px8 - margin);
