@@ -244,6 +244,25 @@ bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weight
     return ok;
 }
 
+bool clip_text_token_rows(const clip_text_model *m, sdt_backend *be, const int32_t *ids, int n, sdt_tensor *out,
+                          char *err, size_t err_size)
+{
+    if (!out || out->ndim != 2 || out->shape[0] != n || out->shape[1] != m->cfg.width || out->dtype == SDT_I32) {
+        snprintf(err, err_size, "clip_text: token rows go to a float tensor [%d, %d]", n, m->cfg.width);
+        return false;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+            snprintf(err, err_size, "clip_text: token id %d is outside the vocabulary of %d tokens", ids[i],
+                     m->cfg.vocab);
+            return false;
+        }
+        sdt_tensor dst = mu_rows(out, i, 1), src = mu_rows(&m->tok_emb, ids[i], 1);
+        MU_TRY(be, err, err_size, MODULE, be->convert(be, &dst, &src));
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 static int layers_to_run(const clip_config *c, int clip_skip)

@@ -83,6 +83,11 @@ typedef struct clip_text_model {
 /* Looks every parameter up (shape-checked) in w. */
 bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, char *err, size_t err_size);
 
+/* out [n, width] (any float dtype, on the backend's device) = the token-embedding rows
+ * of ids (host array): what a new embedding is initialised from. */
+bool clip_text_token_rows(const clip_text_model *m, sdt_backend *be, const int32_t *ids, int n, sdt_tensor *out,
+                          char *err, size_t err_size);
+
 /* One overridden position: token embedding of (batch, position) := rows[row]. */
 typedef struct clip_override {
     int batch, position, row;

@@ -98,7 +98,6 @@ static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
 
 /* ---- UNet ---- */
 
-#if SD_MODEL_HAVE_UNET
 static const char *const unet_resnet_names[] = {"in_layers.0", "norm1", "in_layers.2", "conv1",
                                                 "emb_layers.1", "time_emb_proj", "out_layers.0", "norm2",
                                                 "out_layers.3", "conv2", "skip_connection", "conv_shortcut", NULL};
@@ -136,7 +135,6 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
         return dup_printf("mid_block.resnets.%d.%s", k / 2, rename_head(r, unet_resnet_names, buf, sizeof(buf)));
     return strdup(rest);
 }
-#endif
 
 char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, bool *as_linear)
 {
@@ -150,11 +148,9 @@ char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_pa
         *part = SDT_DIFFUSERS_VAE;
         return vae_name(r, &cfg->vae, as_linear);
     }
-#if SD_MODEL_HAVE_UNET
     if ((r = after(key, SDT_UNET_KEY_PREFIX))) {
         *part = SDT_DIFFUSERS_UNET;
         return unet_name(r, &cfg->unet);
     }
-#endif
     return NULL;
 }

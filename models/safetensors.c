@@ -499,8 +499,12 @@ static char *build_header(const write_slot *slots, size_t n, const sdt_st_kv *me
 bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, const sdt_st_kv *meta, size_t n_meta,
                   char *err, size_t err_size)
 {
-    for (size_t i = 0; i < n_meta; i++)
+    for (size_t i = 0; i < n_meta; i++) {
         if (!meta[i].key) FAIL("%s: metadata entry %zu has no key; fix the caller", path, i);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(meta[i].key, meta[j].key) == 0)
+                FAIL("%s: metadata key '%s' is given twice; give each key once", path, meta[i].key);
+    }
     if (!validate_items(path, items, n, err, err_size)) return false;
     write_slot *slots = g_new0(write_slot, n ? n : 1);
     for (size_t i = 0; i < n; i++) {

@@ -1,7 +1,9 @@
 /* sd_model.c - config detection and loading of a whole checkpoint; see sd_model.h. */
 #include "sd_model.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *sd_family_name(sd_family f)
@@ -32,24 +34,18 @@ sd_config sd_config_preset(sd_family f)
     case SD_FAMILY_SD1:
         c.clip = clip_config_sd1();
         c.vae = vae_config_sd();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_sd1();
-#endif
         break;
     case SD_FAMILY_SD2:
         c.clip = clip_config_sd2();
         c.vae = vae_config_sd();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_sd2(false);
-#endif
         break;
     default:
         c.family = SD_FAMILY_TINY;
         c.clip = clip_config_tiny();
         c.vae = vae_config_tiny();
-#if SD_MODEL_HAVE_UNET
         c.unet = sdt_unet_config_tiny();
-#endif
         break;
     }
     return c;
@@ -91,9 +87,7 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t er
     memset(&c, 0, sizeof(c));
     if (!clip_config_detect(w, &c.clip, err, err_size) || !vae_config_detect(w, &c.vae, err, err_size))
         return false;
-#if SD_MODEL_HAVE_UNET
     if (!sdt_unet_config_detect(w, &c.unet, err, err_size)) return false;
-#endif
     c.family = family_of(&c);
     *cfg = c;
     return true;
@@ -106,9 +100,7 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *
         snprintf(err, err_size, "sd_model: enumerating the text encoder's parameters stopped");
         return false;
     }
-#if SD_MODEL_HAVE_UNET
     if (!sdt_unet_enumerate_params(&cfg->unet, visit, user, err, err_size)) return false;
-#endif
     if (!vae_params(&cfg->vae, visit, user)) {
         snprintf(err, err_size, "sd_model: enumerating the VAE's parameters stopped");
         return false;
@@ -116,15 +108,59 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *
     return true;
 }
 
-bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+typedef struct finite_ctx {
+    const sdt_weights *w;
+    float *buf;
+    char *err;
+    size_t err_size;
+    bool bad;
+} finite_ctx;
+
+#define FINITE_CHUNK 65536
+
+static bool check_one(void *user, const sdt_param_info *p)
+{
+    finite_ctx *f = user;
+    const sdt_tensor *t = sdt_weights_get(f->w, p->key);
+    if (!t || t->dtype == SDT_I32) return true; /* missing keys are the loaders' errors */
+    int64_t n = sdt_tensor_numel(t);
+    size_t es = sdt_dtype_size(t->dtype);
+    for (int64_t i = 0; i < n; i += FINITE_CHUNK) {
+        int64_t m = n - i < FINITE_CHUNK ? n - i : FINITE_CHUNK;
+        sdt_load_f32((const uint8_t *)t->data + (size_t)i * es, t->dtype, f->buf, m);
+        for (int64_t k = 0; k < m; k++)
+            if (!isfinite(f->buf[k])) {
+                snprintf(f->err, f->err_size, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
+                         "re-download or re-convert it", sdt_weights_path(f->w), p->key,
+                         isnan(f->buf[k]) ? "NaN" : "Inf", (long long)(i + k));
+                f->bad = true;
+                return false;
+            }
+    }
+    return true;
+}
+
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size)
+{
+    finite_ctx f = {w, malloc(FINITE_CHUNK * sizeof(float)), err, err_size, false};
+    if (!f.buf) {
+        snprintf(err, err_size, "sd_model: out of memory checking the weights");
+        return false;
+    }
+    char enum_err[256];
+    bool ok = sd_params(cfg, check_one, &f, enum_err, sizeof(enum_err));
+    free(f.buf);
+    if (!ok && !f.bad) snprintf(err, err_size, "%s", enum_err);
+    return ok;
+}
+
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
 {
     memset(m, 0, sizeof(*m));
-    if (!sd_config_detect(w, &m->cfg, err, err_size)) return false;
+    m->cfg = *cfg;
     if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
-#if SD_MODEL_HAVE_UNET
     m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);
     if (!m->unet) return false;
-#endif
     if (!vae_load(&m->vae, &m->cfg.vae, w, be, err, err_size)) {
         sd_model_free(m);
         return false;
@@ -132,11 +168,18 @@ bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err
     return true;
 }
 
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+{
+    sd_config cfg;
+    memset(m, 0, sizeof(*m));
+    if (!sd_config_detect(w, &cfg, err, err_size)) return false;
+    if (!sd_weights_check_finite(&cfg, w, err, err_size)) return false;
+    return sd_model_bind(m, &cfg, w, be, err, err_size);
+}
+
 void sd_model_free(sd_model *m)
 {
-#if SD_MODEL_HAVE_UNET
     if (m->unet) sdt_unet_free(m->unet);
     m->unet = NULL;
-#endif
     if (m->vae.be) vae_free(&m->vae);
 }

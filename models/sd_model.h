@@ -5,10 +5,8 @@
  * without being told what it is. What weights cannot say (v-prediction, the
  * latent scaling factor) takes SD's published values; the caller may override.
  *
- * UNet integration: models/unet.h (branch unet) supplies sdt_unet_config,
- * sdt_unet_config_detect, sdt_unet_enumerate_params and sdt_unet_load. Until
- * that header is in the tree, SD_MODEL_HAVE_UNET is 0 and the UNet is skipped
- * (configs, parameter lists and checkpoints then cover CLIP and the VAE only).
+ * The UNet comes from models/unet.h (sdt_unet_config_detect, sdt_unet_enumerate_params,
+ * sdt_unet_load); sd_model only ties the three parts together.
  */
 #ifndef SDT_MODELS_SD_MODEL_H
 #define SDT_MODELS_SD_MODEL_H
@@ -19,18 +17,10 @@
 #include "clip_text.h"
 #include "ops.h"
 #include "param_list.h"
+#include "unet.h"
 #include "vae.h"
 #include "weights.h"
 
-#if defined(__has_include)
-#if __has_include("unet.h")
-#include "unet.h"
-#define SD_MODEL_HAVE_UNET 1
-#endif
-#endif
-#ifndef SD_MODEL_HAVE_UNET
-#define SD_MODEL_HAVE_UNET 0
-#endif
 
 typedef enum sd_family {
     SD_FAMILY_CUSTOM = 0, /* a valid architecture of no published size */
@@ -43,9 +33,7 @@ typedef struct sd_config {
     sd_family family;
     clip_config clip;
     vae_config vae;
-#if SD_MODEL_HAVE_UNET
     sdt_unet_config unet;
-#endif
 } sd_config;
 
 /* "tiny", "sd1", "sd2", "custom". */
@@ -64,14 +52,19 @@ typedef struct sd_model {
     sd_config cfg;
     clip_text_model clip;
     vae_model vae;
-#if SD_MODEL_HAVE_UNET
     sdt_unet *unet;
-#endif
 } sd_model;
 
-/* Detects the config and binds every part's weights (w must outlive the model).
- * be owns the VAE's derived downsample kernels. */
+/* Every parameter of the config is finite (host scan of the CPU weights); a NaN
+ * or Inf is an error naming the file and the key. */
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size);
+
+/* Detects the config, checks the weights are finite and binds every part's
+ * weights (w must outlive the model). be owns the VAE's derived downsample kernels. */
 bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+/* Binds an already detected config to weights without scanning them: for copies made
+ * by sdt_weights_materialize (GPU memory, other dtypes) of weights checked before. */
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
 void sd_model_free(sd_model *m);
 
 #endif

@@ -14,7 +14,7 @@
 #define START_TOKEN CLIP_START_TOKEN
 #define END_TOKEN CLIP_END_TOKEN
 #define WORD_END CLIP_WORD_END
-#define MAX_VOCAB_ID (1 << 24) /* far above any CLIP vocabulary; bounds the id table */
+#define MAX_VOCAB_ID (1 << 22) /* far above any BPE vocabulary; bounds the id table (32 MiB) */
 #define CACHE_LIMIT 100000     /* words; the cache is emptied when it grows past this */
 
 typedef struct merge_rec {
@@ -254,6 +254,14 @@ sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_pat
 
 sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size)
 {
+    if (g_file_test(dir, G_FILE_TEST_IS_REGULAR)) { /* a vocab.json given directly: merges.txt beside it */
+        char *folder = g_path_get_dirname(dir);
+        char *m = g_build_filename(folder, "merges.txt", NULL);
+        sdt_tokenizer *t = sdt_tokenizer_load(dir, m, err, err_size);
+        g_free(m);
+        g_free(folder);
+        return t;
+    }
     const char *subs[] = {"tokenizer", ""};
     for (int i = 0; i < 2; i++) {
         char *v = g_build_filename(dir, subs[i], "vocab.json", NULL);

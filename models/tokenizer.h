@@ -27,8 +27,9 @@ typedef struct sdt_tokenizer sdt_tokenizer;
 
 /* Loads vocab.json and merges.txt. NULL + err naming the file (and key or line). */
 sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, char *err, size_t err_size);
-/* dir is a model folder (uses dir/tokenizer/vocab.json + merges.txt) or a
- * tokenizer folder (dir/vocab.json + dir/merges.txt). */
+/* path is a model folder (uses path/tokenizer/vocab.json + merges.txt), a
+ * tokenizer folder (path/vocab.json + path/merges.txt) or a vocab.json file
+ * (merges.txt beside it). */
 sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size);
 /* From file contents in memory; the names are used in error sentences. */
 sdt_tokenizer *sdt_tokenizer_load_memory(const char *vocab, size_t vocab_len, const char *merges, size_t merges_len,

@@ -33,7 +33,10 @@ struct sdt_weights {
     int n_files;
     GArray *entries;   /* weight_entry */
     GHashTable *index; /* canonical key -> position + 1 */
+    GHashTable *unusable; /* canonical key (owned) -> dtype name, for tensors no model can use (I64, F64, ...) */
     char hash[11];
+    sdt_backend *owner;   /* set on a materialized copy: tensors whose data it allocated are freed here */
+    GPtrArray *owned;     /* device/host buffers allocated by owner */
 };
 
 /* ---- name mapping -------------------------------------------------------------- */
@@ -209,7 +212,8 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     sdt_tensor t;
     char verr[16];
     if (!sdt_st_entry_tensor(st, e, &t, verr, sizeof(verr))) {
-        g_free(key); /* integer buffers such as position_ids: no model parameter, left out */
+        /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
+        g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
     }
     size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
@@ -317,6 +321,7 @@ sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
     w->path = g_strdup(path);
     w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
     w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    w->unusable = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     bool ok;
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         w->is_folder = true;
@@ -340,7 +345,10 @@ void sdt_weights_close(sdt_weights *w)
     for (guint i = 0; w->entries && i < w->entries->len; i++) g_free(g_array_index(w->entries, weight_entry, i).key);
     if (w->entries) g_array_free(w->entries, TRUE);
     if (w->index) g_hash_table_destroy(w->index);
+    if (w->unusable) g_hash_table_destroy(w->unusable);
     for (int i = 0; i < w->n_files; i++) sdt_st_close(w->files[i]);
+    for (guint i = 0; w->owned && i < w->owned->len; i++) w->owner->free(w->owner, g_ptr_array_index(w->owned, i));
+    if (w->owned) g_ptr_array_free(w->owned, TRUE);
     g_free(w->hash_file);
     g_free(w->path);
     g_free(w);
@@ -383,7 +391,11 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
     if (!e) {
         bool present;
         const char *sub = component_of(w, key, &present);
-        if (w->is_folder && !present)
+        const char *dtype = g_hash_table_lookup(w->unusable, key);
+        if (dtype)
+            snprintf(err, err_size, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
+                     "to F32, F16 or BF16", w->path, key, dtype);
+        else if (w->is_folder && !present)
             snprintf(err, err_size, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
                      "part of the model or use a complete checkpoint", w->path, key, sub);
         else
@@ -444,4 +456,86 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_
     }
     memcpy(out, w->hash, 11);
     return true;
+}
+
+/* ---- materialized copies ---------------------------------------------------------- */
+
+static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16; }
+
+/* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
+static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
+                               sdt_tensor *out, char *err, size_t err_size)
+{
+    *out = e->tensor;
+    sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
+    out->dtype = want;
+    out->device = be->device;
+    if (be->device == SDT_DEVICE_CPU && want == e->tensor.dtype) return true; /* the mapping serves as is */
+    size_t bytes = sdt_tensor_nbytes(out);
+    void *mem = be->alloc(be, bytes);
+    if (!mem) {
+        snprintf(err, err_size, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
+                 "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error);
+        return false;
+    }
+    g_ptr_array_add(dst->owned, mem);
+    const void *host = e->tensor.data;
+    void *conv = NULL;
+    if (want != e->tensor.dtype) {
+        int64_t n = sdt_tensor_numel(&e->tensor);
+        float *f = g_try_malloc((size_t)n * sizeof(float));
+        conv = g_try_malloc(bytes);
+        if (!f || !conv) {
+            g_free(f);
+            g_free(conv);
+            snprintf(err, err_size, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
+            return false;
+        }
+        sdt_load_f32(e->tensor.data, e->tensor.dtype, f, n);
+        sdt_store_f32(f, conv, want, n);
+        g_free(f);
+        host = conv;
+    }
+    int rc = be->upload(be, mem, host, bytes);
+    g_free(conv);
+    out->data = mem;
+    if (rc) {
+        snprintf(err, err_size, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
+        return false;
+    }
+    return true;
+}
+
+sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, char *err,
+                                     size_t err_size)
+{
+    sdt_weights *w = g_new0(sdt_weights, 1);
+    w->path = g_strdup(src->path);
+    w->hash_file = g_strdup(src->hash_file);
+    w->is_folder = src->is_folder;
+    w->has_unet = src->has_unet;
+    w->has_text = src->has_text;
+    w->has_vae = src->has_vae;
+    memcpy(w->hash, src->hash, sizeof(w->hash));
+    w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
+    w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    w->unusable = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    w->owner = be;
+    w->owned = g_ptr_array_new();
+    GHashTableIter it;
+    gpointer k, v;
+    g_hash_table_iter_init(&it, src->unusable);
+    while (g_hash_table_iter_next(&it, &k, &v)) g_hash_table_replace(w->unusable, g_strdup(k), v);
+    for (guint i = 0; i < src->entries->len; i++) {
+        const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
+        weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
+        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, err, err_size)) {
+            g_free(we.key);
+            sdt_weights_close(w);
+            return NULL;
+        }
+        g_array_append_val(w->entries, we);
+        g_hash_table_insert(w->index, we.key, GSIZE_TO_POINTER(w->entries->len));
+    }
+    return w;
 }

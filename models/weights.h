@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ops.h"
 #include "tensor.h"
 
 typedef struct sdt_weights sdt_weights;
@@ -27,6 +28,14 @@ typedef struct sdt_weights sdt_weights;
  * (unet/, text_encoder/, vae/). */
 sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size);
 void sdt_weights_close(sdt_weights *w);
+
+/* A copy of src's tensors for one backend and storage dtype: every float tensor is
+ * converted to float_dtype and placed in be's memory (the CPU backend keeps src's own
+ * memory where nothing needs converting). This is how frozen weights reach the GPU,
+ * and how the NaN fallback upcasts them to f32. src must outlive the copy; close the
+ * copy (before be is destroyed) with sdt_weights_close. */
+sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, char *err,
+                                     size_t err_size);
 
 /* The tensor under a canonical key, or NULL when the checkpoint lacks it. */
 const sdt_tensor *sdt_weights_get(const sdt_weights *w, const char *key);

@@ -376,6 +376,21 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     }
     free(own);
 
+    /* Token rows for initialising an embedding are the table's rows. */
+    int32_t ids[3] = {tokens[0], tokens[7], (int32_t)cfg.vocab - 1};
+    float *tr = mt_alloc((size_t)3 * C * sizeof(float));
+    sdt_tensor tr_t = mt_tensor(tr, SDT_F32, 2, 3, C, 0, 0);
+    CHECK(clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)), "token rows: %s", err);
+    double tdiff = 0;
+    for (int i = 0; i < 3; i++)
+        for (int c = 0; c < C; c++) tdiff = fmax(tdiff, fabs(tr[i * C + c] - r.tok[(size_t)ids[i] * C + c]));
+    CHECK(tdiff == 0, "token rows differ from the embedding table by %.3g", tdiff);
+    ids[1] = cfg.vocab;
+    err[0] = 0;
+    CHECK(!clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)) && strstr(err, "vocabulary"),
+          "an out-of-vocabulary id was accepted (%s)", err);
+    free(tr);
+
     /* Bad inputs: clear errors, no crash. */
     sdt_arena meas;
     sdt_arena_init_measure(&meas, be);
@@ -440,8 +455,11 @@ static bool write_openclip_copy(const char *path, const clip_text_model *m, char
         const char *p = "cond_stage_model.model.transformer.resblocks";
         ITEM(&L->ln1_w, "%s.%d.ln_1.weight", p, i);
         ITEM(&L->ln1_b, "%s.%d.ln_1.bias", p, i);
+        /* Items keep shape pointers: point them at the arrays that outlive this loop. */
         ITEM(&wt, "%s.%d.attn.in_proj_weight", p, i);
+        items[k - 1].shape = shapes[2 * i];
         ITEM(&bt, "%s.%d.attn.in_proj_bias", p, i);
+        items[k - 1].shape = shapes[2 * i + 1];
         ITEM(&L->o_w, "%s.%d.attn.out_proj.weight", p, i);
         ITEM(&L->o_b, "%s.%d.attn.out_proj.bias", p, i);
         ITEM(&L->ln2_w, "%s.%d.ln_2.weight", p, i);

@@ -9,6 +9,7 @@
 #include "checkpoint_gen.h"
 #include "diffusers_names.h"
 #include "model_test_util.h"
+#include "safetensors.h"
 #include "sd_model.h"
 
 typedef struct counter {
@@ -218,6 +219,75 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
     remove_folder(dir);
 }
 
+/* Copies a checkpoint with one float of one tensor replaced. */
+static bool copy_with_poison(const char *src, const char *dst, const char *key, float value)
+{
+    char err[512];
+    sdt_safetensors *st = sdt_st_open(src, err, sizeof(err));
+    const sdt_st_entry *e = st ? sdt_st_find(st, key) : NULL;
+    FILE *f = fopen(src, "rb");
+    bool ok = e && f;
+    uint8_t *buf = NULL;
+    long size = 0;
+    if (ok) {
+        fseek(f, 0, SEEK_END);
+        size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        buf = mt_alloc((size_t)size);
+        ok = fread(buf, 1, (size_t)size, f) == (size_t)size;
+    }
+    if (f) fclose(f);
+    if (ok) {
+        uint64_t header = 0;
+        for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
+        memcpy(buf + 8 + header + e->offset + 4, &value, 4); /* the tensor's second element */
+        FILE *o = fopen(dst, "wb");
+        ok = o && fwrite(buf, 1, (size_t)size, o) == (size_t)size;
+        if (o) fclose(o);
+    }
+    free(buf);
+    if (st) sdt_st_close(st);
+    return ok;
+}
+
+/* Damaged or mismatched checkpoints: each a sentence naming the file and the key. */
+static void test_bad_checkpoints(sdt_test_rng *rng, sdt_backend *be)
+{
+    char path[512], bad[512], err[512] = "";
+    mt_temp_path(path, sizeof(path), "good");
+    mt_temp_path(bad, sizeof(bad), "nan");
+    sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
+    const char *key = "first_stage_model.decoder.mid.attn_1.k.weight";
+    CHECK(copy_with_poison(path, bad, key, NAN), "could not write the poisoned copy");
+    sdt_weights *wb = sdt_weights_open(bad, err, sizeof(err));
+    CHECK(wb != NULL, "open poisoned: %s", err);
+    if (wb) {
+        sd_model m;
+        err[0] = 0;
+        bool loaded = sd_model_load(&m, wb, be, err, sizeof(err));
+        printf("poisoned: %s\n", err);
+        CHECK(!loaded && strstr(err, key) && strstr(err, "NaN") && strstr(err, bad),
+              "a NaN weight was not reported with its key and file (%s)", err);
+        sdt_weights_close(wb);
+    }
+    /* A config asking for more layers than stored: the first missing key is named. */
+    clip_config c = clip_config_tiny();
+    c.layers += 1;
+    clip_text_model cm;
+    err[0] = 0;
+    CHECK(!clip_text_load(&cm, &c, w, err, sizeof(err)) && strstr(err, "encoder.layers.3."),
+          "a missing text-encoder layer was not named (%s)", err);
+    /* A config of another width: a misshapen key is named. */
+    vae_config v = vae_config_tiny();
+    v.ch_mult[1] = 3;
+    vae_model vm;
+    err[0] = 0;
+    CHECK(!vae_load(&vm, &v, w, be, err, sizeof(err)) && strstr(err, "first_stage_model."),
+          "a misshapen VAE key was not named (%s)", err);
+    sdt_weights_close(w);
+    unlink(path), unlink(bad);
+}
+
 /* Pairs from diffusers' convert_diffusers_to_original_stable_diffusion.py for SD 1.5. */
 static void test_known_sd1_names(void)
 {
@@ -232,7 +302,6 @@ static void test_known_sd1_names(void)
         {"first_stage_model.encoder.norm_out.bias", "encoder.conv_norm_out.bias"},
         {"first_stage_model.quant_conv.weight", "quant_conv.weight"},
         {"cond_stage_model.transformer.text_model.final_layer_norm.weight", "text_model.final_layer_norm.weight"},
-#if SD_MODEL_HAVE_UNET
         {"model.diffusion_model.time_embed.2.weight", "time_embedding.linear_2.weight"},
         {"model.diffusion_model.input_blocks.3.0.op.weight", "down_blocks.0.downsamplers.0.conv.weight"},
         {"model.diffusion_model.input_blocks.5.1.proj_in.weight", "down_blocks.1.attentions.1.proj_in.weight"},
@@ -247,7 +316,6 @@ static void test_known_sd1_names(void)
         {"model.diffusion_model.output_blocks.11.1.norm.weight", "up_blocks.3.attentions.2.norm.weight"},
         {"model.diffusion_model.output_blocks.7.0.in_layers.2.weight", "up_blocks.2.resnets.1.conv1.weight"},
         {"model.diffusion_model.out.2.bias", "conv_out.bias"},
-#endif
     };
     sd_config sd1 = sd_config_preset(SD_FAMILY_SD1);
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
@@ -270,6 +338,7 @@ int main(void)
     test_generator_determinism(&rng);
     test_diffusers_roundtrip(&rng);
     test_known_sd1_names();
+    test_bad_checkpoints(&rng, be);
     be->destroy(be);
     return sdt_test_finish("models_test_sd_model");
 }

@@ -110,6 +110,9 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
     sdt_st_write_item dup[2] = {items[0], items[0]};
     CHECK(!sdt_st_write(path, dup, 2, NULL, 0, err, sizeof(err)) && io_contains(err, items[0].name),
           "duplicate names accepted or error lacks the name: %s", err);
+    sdt_st_kv twice[2] = {{"k", "1"}, {"k", "2"}};
+    CHECK(!sdt_st_write(path, items, 1, twice, 2, err, sizeof(err)) && io_contains(err, "'k'"),
+          "duplicate metadata keys accepted: %s", err);
     for (int i = 0; i < N; i++) free(ts[i].data);
     g_free(path);
 }

@@ -299,6 +299,11 @@ int main(void)
     sdt_tokenizer *t2 = sdt_tokenizer_load_dir(tokdir, err, sizeof(err)); /* the tokenizer folder itself */
     CHECK(t2 != NULL, "loading from the tokenizer folder: %s", err);
     sdt_tokenizer_free(t2);
+    char *vocab_file = g_build_filename(tokdir, "vocab.json", NULL);
+    t2 = sdt_tokenizer_load_dir(vocab_file, err, sizeof(err)); /* a vocab.json path: merges.txt beside it */
+    CHECK(t2 != NULL, "loading from a vocab.json path: %s", err);
+    sdt_tokenizer_free(t2);
+    g_free(vocab_file);
     test_bad_files(dir);
     io_rm_tree(model);
     io_rm_tree(dir);

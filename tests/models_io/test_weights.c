@@ -403,6 +403,21 @@ static void check_bad_inputs(const char *root)
     io_write_bytes(bad, "\x10\0\0\0\0\0\0\0{not json", 17);
     CHECK(sdt_weights_open(empty, err, sizeof(err)) == NULL && io_contains(err, bad), "damaged unet file not named: %s", err);
     CHECK(sdt_weights_open(bad, err, sizeof(err)) == NULL && io_contains(err, bad), "damaged single file not named: %s", err);
+    /* A parameter stored as F64 is left out of the key space, and asking for it says why. */
+    char *f64 = g_build_filename(root, "f64.safetensors", NULL);
+    int64_t shape[1] = {2};
+    double vals[2] = {1, 2};
+    sdt_st_write_item item = {"model.diffusion_model.out.2.bias", SDT_ST_F64, 1, shape, vals};
+    CHECK(sdt_st_write(f64, &item, 1, NULL, 0, err, sizeof(err)), "write: %s", err);
+    sdt_weights *w = sdt_weights_open(f64, err, sizeof(err));
+    CHECK(w && sdt_weights_count(w) == 0, "F64 tensor entered the key space");
+    if (w) {
+        CHECK(!sdt_weights_require(w, item.name, 1, shape, err, sizeof(err)) && io_contains(err, "F64") &&
+                  io_contains(err, item.name) && io_contains(err, f64),
+              "F64 key not explained: %s", err);
+        sdt_weights_close(w);
+    }
+    g_free(f64);
     g_free(bad);
     g_free(unet);
     g_free(empty);

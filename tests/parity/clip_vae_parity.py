@@ -8,7 +8,9 @@ AutoencoderKL written here to LDM's published code
 AttnBlock, Downsample with pad (0,1,0,1), Upsample), then compares on fresh
 random inputs each run:
   - CLIP forward (CLIP skip 1 and 2, with placeholder override rows) and the
-    gradient with respect to the override rows of sum(G * output);
+    gradient with respect to the override rows of sum(G * output); for SD 2.x
+    the OpenCLIP-layout checkpoint (fused in_proj) is converted to
+    CLIPTextModel names (GELU, 24 layers; skip 2 is SD 2's penultimate output);
   - VAE encoder mean/logvar and decoder output.
 The C side runs through sdt-model-io (tests/parity/model_io_cli.c) on the CPU
 backend. Thresholds (f32): relative error (max |a - b| / max |b|) <= 1e-4
@@ -16,7 +18,7 @@ forward, <= 1e-3 gradients.
 
 Needs torch, transformers and safetensors; exits 77 (skip) without them.
 
-  python3 tests/parity/clip_vae_parity.py --build build [--sizes tiny,sd15]
+  python3 tests/parity/clip_vae_parity.py --build build [--sizes tiny,sd15,sd2]
       [--device cuda] [--seed N] [--record tests/parity/NOTES.md] [--keep DIR]
 
 Overrides follow A1111's hijack: the token embedding module's output has the
@@ -159,9 +161,30 @@ class OverrideEmbedding(nn.Module):
         return e.index_put((b, p), self.rows[r].to(e.dtype))
 
 
+def openclip_to_hf(sd, layers):
+    """SD 2.x LDM layout (open_clip names, fused in_proj) -> transformers CLIPTextModel names."""
+    P = "cond_stage_model.model."
+    out = {
+        "text_model.embeddings.token_embedding.weight": sd[P + "token_embedding.weight"],
+        "text_model.embeddings.position_embedding.weight": sd[P + "positional_embedding"],
+        "text_model.final_layer_norm.weight": sd[P + "ln_final.weight"],
+        "text_model.final_layer_norm.bias": sd[P + "ln_final.bias"],
+    }
+    for i in range(layers):
+        r, h = f"{P}transformer.resblocks.{i}.", f"text_model.encoder.layers.{i}."
+        for (name, w), b in zip(zip(("q_proj", "k_proj", "v_proj"), sd[r + "attn.in_proj_weight"].chunk(3, 0)),
+                                sd[r + "attn.in_proj_bias"].chunk(3, 0)):
+            out[h + f"self_attn.{name}.weight"] = w.clone()
+            out[h + f"self_attn.{name}.bias"] = b.clone()
+        pairs = {"attn.out_proj": "self_attn.out_proj", "ln_1": "layer_norm1", "ln_2": "layer_norm2",
+                 "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2"}
+        for src, dst in pairs.items():
+            out[h + dst + ".weight"] = sd[r + src + ".weight"]
+            out[h + dst + ".bias"] = sd[r + src + ".bias"]
+    return out
+
+
 def torch_clip(sd, cfg, device, dtype):
-    if cfg["clip_layout"] != "hf":
-        raise RuntimeError("this script drives the HF-layout text encoder (SD 1.x / tiny); OpenCLIP is not covered")
     hf = CLIPTextConfig(vocab_size=int(cfg["clip_vocab"]), hidden_size=int(cfg["clip_width"]),
                         intermediate_size=int(cfg["clip_mlp"]), num_hidden_layers=int(cfg["clip_layers"]),
                         num_attention_heads=int(cfg["clip_heads"]), max_position_embeddings=int(cfg["clip_positions"]),
@@ -171,8 +194,11 @@ def torch_clip(sd, cfg, device, dtype):
     except AttributeError:
         pass  # older transformers: eager is the only path
     model = CLIPTextModel(hf)
-    prefix = "cond_stage_model.transformer."
-    state = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    if cfg["clip_layout"] == "openclip":
+        state = openclip_to_hf(sd, int(cfg["clip_layers"]))
+    else:
+        prefix = "cond_stage_model.transformer."
+        state = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or any("position_ids" not in m for m in missing):
         raise RuntimeError(f"CLIP state dict mismatch: missing {missing}, unexpected {unexpected}")
@@ -412,7 +438,7 @@ def check_vae(c, size, seed, gen, device, dtype, report, image_size):
 def record(path, device, dtype, seed, report, elapsed):
     card = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    new = not os.path.exists(path)
+    new = not os.path.exists(path) or "| date |" not in open(path).read()
     with open(path, "a") as f:
         if new:
             f.write("# Parity runs\n\n| date | script | reference device | torch dtype | seed | size | check | rel err | tol | ok |\n"
@@ -426,7 +452,7 @@ def record(path, device, dtype, seed, report, elapsed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the CMake build folder holding sdt-model-io and sdt-make-checkpoint")
-    ap.add_argument("--sizes", default="tiny,sd15", help="comma list of tiny, sd15")
+    ap.add_argument("--sizes", default="tiny,sd15,sd2", help="comma list of tiny, sd15, sd2 (text encoder only)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--torch-dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--seed", type=int, default=None, help="default: fresh from the clock (printed)")
@@ -450,11 +476,12 @@ def main():
     try:
         for size in args.sizes.split(","):
             size = size.strip()
-            if size not in ("tiny", "sd15"):
-                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15)")
+            if size not in ("tiny", "sd15", "sd2"):
+                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15, sd2)")
             image_size = args.image_size or (32 if size == "tiny" else 64)
             check_clip(c, size, seed, gen, args.device, dtype, report)
-            check_vae(c, size, seed, gen, args.device, dtype, report, image_size)
+            if size != "sd2":  # SD 2.x has the SD 1.x VAE
+                check_vae(c, size, seed, gen, args.device, dtype, report, image_size)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -11,9 +11,9 @@ Strings fall in two groups:
         contractions, emphasis syntax, whitespace runs, long prompts, placeholders.
         Every one must match exactly (exit 1 otherwise).
   edge  where transformers itself differs by environment: without ftfy it runs BERT's
-        BasicTokenizer (spaces around CJK characters, control characters dropped, no HTML
-        unescape); with ftfy, fix_text uncurls quotes, narrows full-width forms, expands
-        ligatures and applies NFC. models/tokenizer.c follows OpenAI's simple_tokenizer
+        BasicTokenizer (spaces around CJK characters, control and format characters such as
+        ZWJ dropped, no HTML unescape); with ftfy, fix_text uncurls quotes, narrows full-width
+        forms, expands ligatures and applies NFC. models/tokenizer.c follows OpenAI's simple_tokenizer
         without ftfy. Mismatches here are reported, not failed.
 
 Usage (from the repository root, after building tokenize_cli):
@@ -52,11 +52,11 @@ EMPHASIS = ["(masterpiece:1.2)", "((best quality))", "[ugly]", "[cat|dog]", "(re
             "BREAK", "AND"]
 NUMBERS = ["4k", "8K", "1920x1080", "2023", "3.14", "v1.5", "no.1", "100%", "x2", "1/2", "²", "½", "١٢٣"]
 UNICODE_CORE = ["café", "naïve", "Straße", "Ærøskøbing", "ĐÀ NẴNG", "Ελληνικά", "Москва", "ЖУРНАЛ", "żółć",
-                "señor", "ÇA", "ﬁsh?"[:3], "🙂", "🐱 cat", "✨sparkles✨", "👩‍🚀", "→", "♥love♥"]
+                "señor", "ÇA", "🙂", "🐱 cat", "✨sparkles✨", "→", "♥love♥"]
 EDGE = ["日本語のテキスト", "猫の写真", "한국어 문장", "“curly quotes”", "‘single’", "ﬁne ligature", "ＦＵＬＬＷＩＤＴＨ",
         "e\u0301clair (decomposed)", "tab\x0bvertical", "form\x0cfeed", "ctrl\x01char", "zero\u200bwidth",
         "&amp; &lt;tag&gt; &#39;quoted&#39; &quot;q&quot;", "fish &amp chips", "nbsp\u00a0between", "İstanbul",
-        "\ufffd replacement", "mixed 中文 and english", "line\u2028separator"]
+        "\ufffd replacement", "mixed 中文 and english", "line\u2028separator", "astronaut \U0001f469\u200d\U0001f680 (zwj)"]
 
 
 def random_prompt(rng):
@@ -233,7 +233,7 @@ def main():
             ref.name, n_core - len(bad["core"]), n_core, n_edge - len(bad["edge"]), n_edge)
         print(summary)
         failed |= bool(bad["core"])
-        lines.append("- %s UTC, %s, seed %d, %d strings: %s -> %s" % (
+        lines.append("- tokenizer_vs_hf %s UTC, %s, seed %d, %d strings: %s -> %s" % (
             datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), platform.node(), seed, len(texts), summary,
             "FAIL" if bad["core"] else "pass"))
     if args.notes:

@@ -1,0 +1,170 @@
+/* unet.h - the Stable Diffusion UNet (LDM openaimodel layout), forward and
+ * backward to the text context, on the kernel dispatch table.
+ *
+ * Architecture as published (ldm/modules/diffusionmodules/openaimodel.py with
+ * SpatialTransformer from ldm/modules/attention.py), sized by a config:
+ *   time_embed (linear, SiLU, linear) -> conv_in -> input blocks (ResBlock
+ *   [+ SpatialTransformer] per res block, Downsample between levels) ->
+ *   middle (ResBlock, SpatialTransformer, ResBlock) -> output blocks
+ *   (concat skip, ResBlock [+ SpatialTransformer], Upsample between levels) ->
+ *   GroupNorm, SiLU, conv_out.
+ * Parameters are looked up under canonical LDM keys
+ * ("model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight").
+ *
+ * Training here never updates UNet weights (TI and hypernetworks keep it
+ * frozen), so backward produces only d(context) (and the hook gradients):
+ * no weight gradients, and no backward through blocks that cannot reach the
+ * context (conv_in, the time embedding, the first ResBlocks).
+ *
+ * One sdt_unet runs one forward/backward pair at a time (it keeps the
+ * forward's saved state); use one per worker thread.
+ *
+ * Memory: every activation comes from an sdt_arena. Run forward (+ backward)
+ * once on a measuring arena (sdt_arena_init_measure) with the real batch and
+ * latent size, read arena.peak, and allocate that; the same calls then fit.
+ */
+#ifndef SDT_MODELS_UNET_H
+#define SDT_MODELS_UNET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "arena.h"
+#include "ops.h"
+#include "param_list.h"
+#include "weights.h"
+
+#define SDT_UNET_MAX_LEVELS 6
+#define SDT_UNET_KEY_PREFIX "model.diffusion_model."
+
+typedef struct sdt_unet_config {
+    int in_channels;                        /* latent channels, 4 */
+    int out_channels;                       /* 4 */
+    int model_channels;                     /* 320 */
+    int num_levels;                         /* 4 */
+    int channel_mult[SDT_UNET_MAX_LEVELS];  /* 1, 2, 4, 4 */
+    bool attention[SDT_UNET_MAX_LEVELS];    /* SpatialTransformers at this level: SD 1/2 levels 0..2 */
+    int num_res_blocks;                     /* 2 */
+    int transformer_depth;                  /* 1 */
+    int num_heads;                          /* > 0: fixed head count (SD1: 8) ... */
+    int head_dim;                           /* ... or > 0: fixed head width (SD2: 64); exactly one is set */
+    int context_dim;                        /* 768 (SD1), 1024 (SD2) */
+    int time_embed_dim;                     /* 4 * model_channels = 1280 */
+    int norm_groups;                        /* 32 for every GroupNorm */
+    float norm_eps;                         /* ResBlock / output GroupNorm: 1e-5 */
+    float transformer_norm_eps;             /* SpatialTransformer GroupNorm: 1e-6 */
+    float layernorm_eps;                    /* transformer block LayerNorms: 1e-5 */
+    int ff_mult;                            /* GEGLU inner width = ff_mult * channels: 4 */
+    bool linear_proj;                       /* SD2: proj_in/proj_out are Linear, not 1x1 conv */
+    bool v_prediction;                      /* SD2 768-v: the output is v, not eps (not detectable from weights) */
+    bool flip_sin_to_cos;                   /* timestep embedding [cos, sin]: true for LDM */
+    float freq_shift;                       /* 0 for LDM */
+} sdt_unet_config;
+
+/* The published configurations, and a tiny one of the same architecture for tests:
+ * 32 channels, mult 1,2, attention at level 0 (and the middle), 1 res block,
+ * 2 heads, context 32, 32 groups, time embedding 128. */
+sdt_unet_config sdt_unet_config_sd1(void);
+sdt_unet_config sdt_unet_config_sd2(bool v_prediction);
+sdt_unet_config sdt_unet_config_tiny(void);
+/* Heads of a SpatialTransformer of `channels` width under this config. */
+int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
+bool sdt_unet_config_validate(const sdt_unet_config *c, char *err, size_t err_size);
+/* Reads the config from tensor names and shapes only. Two things are not in
+ * the weights: the head split (model_channels 320: linear projections or
+ * context 1024 -> SD2, head_dim 64, else SD1, 8 heads; any other size -> 2
+ * heads, the tiny convention) and v-prediction (false; the caller sets it from
+ * the user's choice or the checkpoint's companion config). */
+bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *err, size_t err_size);
+
+/* Visits every parameter of the config (canonical key, shape, init for the
+ * random checkpoint generator: weights N(0, 1/sqrt(fan_in)), biases zero,
+ * norm weights one). Returns false if the config is invalid or the visitor stopped. */
+bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit, void *user, char *err,
+                               size_t err_size);
+
+typedef struct sdt_unet sdt_unet;
+
+/* Binds every parameter from w (shape-checked, errors name the key). The
+ * weights must outlive the UNet and live on the device of the backend used. */
+sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *err, size_t err_size);
+/* The same network without weights: only for measuring (sdt_unet_measure or
+ * a measuring arena) before a checkpoint is loaded; running it is an error. */
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size);
+void sdt_unet_free(sdt_unet *u);
+const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u);
+
+/* ---- hypernetwork hook at every attention K and V input ----
+ * Attention layers are numbered 0.. in forward order: attn1 (self-attention,
+ * K/V input = the normed hidden states, width = block channels 320/640/1280),
+ * then attn2 (cross-attention, K/V input = the text context, width 768/1024),
+ * for each transformer block of input, middle and output blocks.
+ * A1111 hooks both kinds and picks its module by width, so a hypernetwork
+ * with modules 768 and 320/640/1280 acts on cross- and self-attention alike;
+ * a hook that wants only cross-attention answers false in `wants` for the rest.
+ * Without a hook (or when `wants` says no) the K/V input passes unchanged. */
+typedef enum sdt_unet_kv {
+    SDT_UNET_K = 0,
+    SDT_UNET_V = 1,
+} sdt_unet_kv;
+
+typedef struct sdt_unet_hook_site {
+    int layer;         /* attention index in forward order */
+    sdt_unet_kv kind;
+    int width;         /* last dim of the K/V input */
+    bool cross;        /* attn2 (text context) vs attn1 (hidden states) */
+} sdt_unet_hook_site;
+
+typedef struct sdt_unet_kv_hook {
+    void *user;
+    /* NULL means every site. Must answer the same for the same site within a step. */
+    bool (*wants)(void *user, const sdt_unet_hook_site *site);
+    /* out [B, T, width] = f(in); out is UNet arena memory in act_dtype (in is the
+     * context tensor as given for cross-attention, arena memory for self-attention),
+     * and must be written fully.
+     * recompute is true when gradient checkpointing runs the block again in
+     * backward: the hook must return the same values (same dropout masks).
+     * Returns 0, or nonzero after which the UNet reports "hook failed at layer N". */
+    int (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                   bool recompute);
+    /* d_in += d(out)/d(in)^T d_out (accumulate, as every backward op); the hook
+     * may also accumulate its own parameter gradients here. */
+    int (*backward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                    sdt_tensor *d_in);
+} sdt_unet_kv_hook;
+
+int sdt_unet_attention_count(const sdt_unet *u);
+/* Fills a site (kind K) for attention layer `layer`; false when out of range. */
+bool sdt_unet_attention_site(const sdt_unet *u, int layer, sdt_unet_hook_site *site);
+
+typedef struct sdt_unet_options {
+    sdt_dtype act_dtype;          /* activations and their gradients: SDT_F32, SDT_F16, SDT_BF16 */
+    bool for_backward;            /* save what backward needs; false = inference (keeps less) */
+    bool checkpointing;           /* save block outputs only; recompute each block in backward */
+    const sdt_unet_kv_hook *hook; /* NULL: identity */
+    bool anomaly_check;           /* count non-finite values after every layer (and every unit's
+                                   * input gradient in backward); the first one found is an error
+                                   * naming the layer. Costs a pass over each output. */
+} sdt_unet_options;
+
+sdt_unet_options sdt_unet_options_default(void); /* f32, for_backward, no checkpointing, no hook */
+
+/* latents [B, in, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (f32,
+ * fractional allowed), context [B, T, context_dim] -> *out [B, out, H, W] (eps or
+ * v), a view into the arena. Inputs must stay alive and unchanged until
+ * backward. On a measuring arena nothing runs and arena->peak grows. */
+bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
+                      const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
+                      sdt_tensor *out, char *err, size_t err_size);
+/* Arena bytes that forward (and backward) need for this batch, latent size
+ * and token count, without running anything (inputs are not needed). The
+ * context is taken to be in opt->act_dtype. */
+bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
+                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, char *err, size_t err_size);
+/* After sdt_unet_forward with for_backward: d_context [B, T, context_dim]
+ * += d(out)/d(context)^T d_out, through every attn2 K/V projection and every
+ * hook. Uses arena space above the forward's and gives it back on return. */
+bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
+                       sdt_tensor *d_context, char *err, size_t err_size);
+
+#endif

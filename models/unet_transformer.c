@@ -1,0 +1,307 @@
+/* unet_transformer.c - SpatialTransformer (LDM attention.py): GroupNorm,
+ * proj_in (1x1 conv, or Linear for SD2), transformer blocks (self-attention,
+ * cross-attention to the context, GEGLU feed-forward, each pre-LayerNorm and
+ * residual), proj_out, residual. Backward gives the input gradient and
+ * accumulates d(context) through every cross-attention K/V projection and
+ * every hypernetwork hook.
+ *
+ * Self-attention probabilities ([B, heads, HW, HW], 512 MB per layer for one
+ * SD 1.5 image at 512 px) are not saved; backward recomputes them. Cross-attention
+ * probabilities ([B, heads, HW, 77]) are small and saved. */
+#include "unet_internal.h"
+
+static sdt_tensor stats(unet_ctx *c, int64_t rows)
+{
+    int64_t shape[1] = {rows};
+    return sdt_arena_tensor(c->arena, SDT_F32, 1, shape);
+}
+
+static sdt_tensor rows2d(const sdt_tensor *t)
+{
+    int64_t last = t->shape[t->ndim - 1];
+    return unet_view(t, 2, sdt_tensor_numel(t) / last, last, 0, 0);
+}
+
+static bool linear(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x, sdt_tensor *out)
+{
+    *out = unet_act(c, 3, x->shape[0], x->shape[1], l->out, 0);
+    UNET_OP(c, where, c->be->linear_forward(c->be, out, x, l->w, l->b));
+    return true;
+}
+
+static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
+                            const sdt_tensor *d_out, sdt_tensor *d_x)
+{
+    UNET_OP(c, where, c->be->linear_backward(c->be, d_x, NULL, NULL, d_out, x, l->w));
+    return true;
+}
+
+static bool layernorm(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x, sdt_tensor *out,
+                      sdt_tensor *mean, sdt_tensor *rstd)
+{
+    *out = unet_act_like(c, x);
+    sdt_tensor x2 = rows2d(x), o2 = rows2d(out);
+    *mean = stats(c, x2.shape[0]);
+    *rstd = stats(c, x2.shape[0]);
+    UNET_OP(c, where, c->be->layernorm_forward(c->be, &o2, mean, rstd, &x2, n->w, n->b, n->eps));
+    return true;
+}
+
+static bool layernorm_backward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x,
+                               const sdt_tensor *mean, const sdt_tensor *rstd, const sdt_tensor *d_out, sdt_tensor *d_x)
+{
+    sdt_tensor x2 = rows2d(x), do2 = rows2d(d_out), dx2 = rows2d(d_x);
+    UNET_OP(c, where, c->be->layernorm_backward(c->be, &dx2, NULL, NULL, &do2, &x2, n->w, mean, rstd));
+    return true;
+}
+
+/* ---- attention with the K/V hook ---- */
+
+static sdt_unet_hook_site site_of(const unet_attention *a, sdt_unet_kv kind)
+{
+    sdt_unet_hook_site s = {.layer = a->index, .kind = kind, .width = a->kv_width, .cross = a->cross};
+    return s;
+}
+
+/* Sets *in to the hook's transform of kv (arena memory) or to kv itself. */
+static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const sdt_tensor *kv, sdt_tensor *in,
+                         bool *hooked)
+{
+    const sdt_unet_kv_hook *h = c->hook;
+    sdt_unet_hook_site site = site_of(a, kind);
+    *hooked = h && h->forward && (!h->wants || h->wants(h->user, &site));
+    if (!*hooked) {
+        *in = *kv;
+        return true;
+    }
+    *in = unet_act_like(c, kv);
+    if (c->measuring) return true;
+    if (!unet_arena_ok(c, a->name)) return false;
+    if (h->forward(h->user, &site, kv, in, c->recompute) != 0)
+        return unet_fail(c, "unet %s: the hypernetwork hook failed on the %s input of attention layer %d (width %d)",
+                         a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
+    return true;
+}
+
+static bool attention_forward(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv)
+{
+    sdt_backend *be = c->be;
+    if (!hook_forward(c, a, SDT_UNET_K, kv, &a->kin, &a->k_hooked) ||
+        !hook_forward(c, a, SDT_UNET_V, kv, &a->vin, &a->v_hooked))
+        return false;
+    if (!linear(c, &a->q, a->name, qin, &a->qt) || !linear(c, &a->k, a->name, &a->kin, &a->kt) ||
+        !linear(c, &a->v, a->name, &a->vin, &a->vt))
+        return false;
+    a->probs.data = NULL;
+    a->probs.ndim = 0;
+    sdt_tensor *probs = NULL;
+    if (a->cross) {
+        int64_t shape[4] = {qin->shape[0], a->heads, qin->shape[1], kv->shape[1]};
+        a->probs = sdt_arena_tensor(c->arena, SDT_F32, 4, shape);
+        probs = &a->probs;
+    }
+    a->o = unet_act_like(c, &a->qt);
+    UNET_OP(c, a->name, be->attention_forward(be, &a->o, probs, &a->qt, &a->kt, &a->vt, a->heads, false));
+    return true;
+}
+
+/* One K or V path back: through the projection and, when hooked, through the hook. */
+static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const sdt_tensor *kv,
+                        const sdt_tensor *d_proj, sdt_tensor *d_kv)
+{
+    const unet_linear *proj = kind == SDT_UNET_K ? &a->k : &a->v;
+    const sdt_tensor *in = kind == SDT_UNET_K ? &a->kin : &a->vin;
+    bool hooked = kind == SDT_UNET_K ? a->k_hooked : a->v_hooked;
+    if (!hooked) return linear_backward(c, proj, a->name, in, d_proj, d_kv);
+    size_t mark = sdt_arena_mark(c->arena);
+    sdt_tensor d_in;
+    if (!unet_grad_like(c, in, &d_in, a->name) || !linear_backward(c, proj, a->name, in, d_proj, &d_in)) return false;
+    if (!c->measuring) {
+        const sdt_unet_kv_hook *h = c->hook;
+        sdt_unet_hook_site site = site_of(a, kind);
+        if (!h->backward || h->backward(h->user, &site, kv, &d_in, d_kv) != 0)
+            return unet_fail(c, "unet %s: the hypernetwork hook's backward failed on the %s input of attention "
+                                "layer %d (width %d)",
+                             a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
+    }
+    sdt_arena_rewind(c->arena, mark);
+    return true;
+}
+
+/* d_stream is the gradient of the residual sum x + to_out(o); d_q and d_kv accumulate (they may alias). */
+static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv,
+                               const sdt_tensor *d_stream, sdt_tensor *d_q, sdt_tensor *d_kv)
+{
+    sdt_backend *be = c->be;
+    size_t mark = sdt_arena_mark(c->arena);
+    sdt_tensor d_o, dq, dk, dv;
+    if (!unet_grad_like(c, &a->o, &d_o, a->name) || !linear_backward(c, &a->out, a->name, &a->o, d_stream, &d_o) ||
+        !unet_grad_like(c, &a->qt, &dq, a->name) || !unet_grad_like(c, &a->kt, &dk, a->name) ||
+        !unet_grad_like(c, &a->vt, &dv, a->name))
+        return false;
+    UNET_OP(c, a->name, be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt,
+                                               a->cross ? &a->probs : NULL, a->heads, false));
+    if (!linear_backward(c, &a->q, a->name, qin, &dq, d_q) || !kv_backward(c, a, SDT_UNET_K, kv, &dk, d_kv) ||
+        !kv_backward(c, a, SDT_UNET_V, kv, &dv, d_kv))
+        return false;
+    sdt_arena_rewind(c->arena, mark);
+    return true;
+}
+
+/* out = x + to_out(attention) */
+static bool attention_residual(unet_ctx *c, unet_attention *a, const sdt_tensor *x, sdt_tensor *out)
+{
+    *out = unet_act_like(c, x);
+    UNET_OP(c, a->name, c->be->linear_forward(c->be, out, &a->o, a->out.w, a->out.b));
+    UNET_OP(c, a->name, c->be->add_forward(c->be, out, out, x));
+    return true;
+}
+
+/* ---- transformer block ---- */
+
+static bool tblock_forward(unet_ctx *c, unet_tblock *b, const sdt_tensor *x0, const sdt_tensor *context)
+{
+    sdt_backend *be = c->be;
+    b->x0 = *x0;
+    if (!layernorm(c, &b->ln1, b->name, x0, &b->n1, &b->m1, &b->r1) ||
+        !attention_forward(c, &b->attn1, &b->n1, &b->n1) || !attention_residual(c, &b->attn1, x0, &b->x1))
+        return false;
+    if (!layernorm(c, &b->ln2, b->name, &b->x1, &b->n2, &b->m2, &b->r2) ||
+        !attention_forward(c, &b->attn2, &b->n2, context) || !attention_residual(c, &b->attn2, &b->x1, &b->x2))
+        return false;
+    if (!layernorm(c, &b->ln3, b->name, &b->x2, &b->n3, &b->m3, &b->r3) || !linear(c, &b->ff1, b->name, &b->n3, &b->f1))
+        return false;
+    b->g = unet_act(c, 3, b->f1.shape[0], b->f1.shape[1], b->f1.shape[2] / 2, 0);
+    UNET_OP(c, b->name, be->geglu_forward(be, &b->g, &b->f1));
+    if (!linear(c, &b->ff2, b->name, &b->g, &b->x3)) return false;
+    UNET_OP(c, b->name, be->add_forward(be, &b->x3, &b->x3, &b->x2));
+    return true;
+}
+
+/* d_s holds d(x3) on entry and d(x0) on return (every sub-layer is residual, so it accumulates in place). */
+static bool tblock_backward(unet_ctx *c, unet_tblock *b, const sdt_tensor *context, sdt_tensor *d_s,
+                            sdt_tensor *d_context)
+{
+    sdt_backend *be = c->be;
+    size_t mark = sdt_arena_mark(c->arena);
+    sdt_tensor d_g, d_f1, d_n;
+    if (!unet_grad_like(c, &b->g, &d_g, b->name) || !linear_backward(c, &b->ff2, b->name, &b->g, d_s, &d_g) ||
+        !unet_grad_like(c, &b->f1, &d_f1, b->name))
+        return false;
+    UNET_OP(c, b->name, be->geglu_backward(be, &d_f1, &d_g, &b->f1));
+    if (!unet_grad_like(c, &b->n3, &d_n, b->name) || !linear_backward(c, &b->ff1, b->name, &b->n3, &d_f1, &d_n) ||
+        !layernorm_backward(c, &b->ln3, b->name, &b->x2, &b->m3, &b->r3, &d_n, d_s))
+        return false;
+    sdt_arena_rewind(c->arena, mark);
+
+    if (!unet_grad_like(c, &b->n2, &d_n, b->name) ||
+        !attention_backward(c, &b->attn2, &b->n2, context, d_s, &d_n, d_context) ||
+        !layernorm_backward(c, &b->ln2, b->name, &b->x1, &b->m2, &b->r2, &d_n, d_s))
+        return false;
+    sdt_arena_rewind(c->arena, mark);
+
+    if (!unet_grad_like(c, &b->n1, &d_n, b->name) || !attention_backward(c, &b->attn1, &b->n1, &b->n1, d_s, &d_n, &d_n) ||
+        !layernorm_backward(c, &b->ln1, b->name, &b->x0, &b->m1, &b->r1, &d_n, d_s))
+        return false;
+    sdt_arena_rewind(c->arena, mark);
+    return true;
+}
+
+/* ---- SpatialTransformer ---- */
+
+bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, const sdt_tensor *context, sdt_tensor *out)
+{
+    sdt_backend *be = c->be;
+    const int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], N = H * W;
+    const char *where = t->name;
+    t->n = unet_act_like(c, x);
+    t->mean = unet_stat(c, B, t->norm.groups);
+    t->rstd = unet_stat(c, B, t->norm.groups);
+    UNET_OP(c, where, be->groupnorm_forward(be, &t->n, &t->mean, &t->rstd, x, t->norm.w, t->norm.b, t->norm.groups,
+                                            t->norm.eps));
+    sdt_tensor s;
+    if (t->linear_proj) {
+        /* [B, C, HW] -> [B, HW, C] -> Linear */
+        t->p = unet_act(c, 3, B, N, C, 0);
+        sdt_tensor n3 = unet_view(&t->n, 3, B, C, N, 0);
+        UNET_OP(c, where, be->transpose_forward(be, &t->p, &n3));
+        if (!linear(c, &t->proj_in_l, where, &t->p, &s)) return false;
+    } else {
+        /* 1x1 conv -> [B, inner, HW] -> [B, HW, inner]; the conv output is scratch */
+        s = unet_act(c, 3, B, N, t->inner, 0);
+        size_t mark = sdt_arena_mark(c->arena);
+        sdt_tensor p;
+        if (!unet_conv_forward(c, &t->proj_in_c, where, &t->n, &p)) return false;
+        sdt_tensor p3 = unet_view(&p, 3, B, t->inner, N, 0);
+        UNET_OP(c, where, be->transpose_forward(be, &s, &p3));
+        sdt_arena_rewind(c->arena, mark);
+    }
+    for (int d = 0; d < t->depth; d++) {
+        if (!tblock_forward(c, &t->blocks[d], &s, context)) return false;
+        s = t->blocks[d].x3;
+    }
+    if (t->linear_proj) {
+        *out = unet_act_like(c, x);
+        size_t mark = sdt_arena_mark(c->arena);
+        sdt_tensor po, o3 = unet_view(out, 3, B, C, N, 0);
+        if (!linear(c, &t->proj_out_l, where, &s, &po)) return false;
+        UNET_OP(c, where, be->transpose_forward(be, &o3, &po));
+        sdt_arena_rewind(c->arena, mark);
+    } else {
+        t->s_nchw = unet_act(c, 4, B, t->inner, H, W);
+        sdt_tensor s3 = unet_view(&t->s_nchw, 3, B, t->inner, N, 0);
+        UNET_OP(c, where, be->transpose_forward(be, &s3, &s));
+        if (!unet_conv_forward(c, &t->proj_out_c, where, &t->s_nchw, out)) return false;
+    }
+    UNET_OP(c, where, be->add_forward(be, out, out, x));
+    return true;
+}
+
+bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, const sdt_tensor *context,
+                      const sdt_tensor *d_out, sdt_tensor *d_x, sdt_tensor *d_context)
+{
+    sdt_backend *be = c->be;
+    const int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], N = H * W;
+    const char *where = t->name;
+    if (d_x) UNET_OP(c, where, be->axpy(be, d_x, 1.0f, d_out));
+    size_t mark = sdt_arena_mark(c->arena);
+    const sdt_tensor *s_last = &t->blocks[t->depth - 1].x3;
+    sdt_tensor d_s;
+    if (!unet_grad_like(c, s_last, &d_s, where)) return false;
+    if (t->linear_proj) {
+        sdt_tensor d_po, do3 = unet_view(d_out, 3, B, C, N, 0);
+        if (!unet_grad_like(c, s_last, &d_po, where)) return false;
+        d_po = unet_view(&d_po, 3, B, N, C, 0); /* same numel: inner == C */
+        UNET_OP(c, where, be->transpose_backward(be, &d_po, &do3));
+        if (!linear_backward(c, &t->proj_out_l, where, s_last, &d_po, &d_s)) return false;
+    } else {
+        sdt_tensor d_nchw;
+        if (!unet_grad_like(c, &t->s_nchw, &d_nchw, where)) return false;
+        UNET_OP(c, where, be->conv2d_backward(be, &d_nchw, NULL, NULL, d_out, &t->s_nchw, t->proj_out_c.w, 1, 0));
+        sdt_tensor d3 = unet_view(&d_nchw, 3, B, t->inner, N, 0);
+        UNET_OP(c, where, be->transpose_backward(be, &d_s, &d3));
+    }
+    for (int d = t->depth - 1; d >= 0; d--)
+        if (!tblock_backward(c, &t->blocks[d], context, &d_s, d_context)) return false;
+    if (d_x) {
+        sdt_tensor d_n;
+        if (!unet_grad_like(c, &t->n, &d_n, where)) return false;
+        if (t->linear_proj) {
+            sdt_tensor d_p;
+            if (!unet_grad_like(c, &t->p, &d_p, where) || !linear_backward(c, &t->proj_in_l, where, &t->p, &d_s, &d_p))
+                return false;
+            sdt_tensor dn3 = unet_view(&d_n, 3, B, C, N, 0);
+            UNET_OP(c, where, be->transpose_backward(be, &dn3, &d_p));
+        } else {
+            sdt_tensor d_p = unet_act(c, 4, B, t->inner, H, W);
+            UNET_OP(c, where, be->zero(be, &d_p));
+            sdt_tensor dp3 = unet_view(&d_p, 3, B, t->inner, N, 0);
+            UNET_OP(c, where, be->transpose_backward(be, &dp3, &d_s));
+            UNET_OP(c, where, be->conv2d_backward(be, &d_n, NULL, NULL, &d_p, &t->n, t->proj_in_c.w, 1, 0));
+        }
+        UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, &t->mean, &t->rstd,
+                                                 t->norm.groups));
+    }
+    sdt_arena_rewind(c->arena, mark);
+    return true;
+}

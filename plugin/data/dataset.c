@@ -1,0 +1,232 @@
+/* dataset.c - scan, decode, resize and caption a dataset folder; see dataset.h. */
+#include "dataset.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image_io.h"
+
+static void add_warning(sdt_dataset *ds, const char *sentence)
+{
+    char **grown = realloc(ds->warnings, (size_t)(ds->n_warnings + 1) * sizeof(char *));
+    if (!grown) return;
+    ds->warnings = grown;
+    ds->warnings[ds->n_warnings] = strdup(sentence);
+    if (ds->warnings[ds->n_warnings]) ds->n_warnings++;
+}
+
+void sdt_dataset_drop_pixels(sdt_dataset *ds, int index)
+{
+    if (index < 0 || index >= ds->n_items) return;
+    free(ds->items[index].pixels);
+    ds->items[index].pixels = NULL;
+}
+
+void sdt_dataset_free(sdt_dataset *ds)
+{
+    if (!ds) return;
+    for (int i = 0; i < ds->n_items; i++) {
+        free(ds->items[i].path);
+        free(ds->items[i].caption);
+        free(ds->items[i].pixels);
+        free(ds->items[i].loss_weight);
+    }
+    for (int i = 0; i < ds->n_warnings; i++) free(ds->warnings[i]);
+    free(ds->items);
+    free(ds->warnings);
+    memset(ds, 0, sizeof(*ds));
+}
+
+bool sdt_alpha_to_loss_weight(const uint8_t *rgba, int w, int h, int channels, float *out, int latent_w,
+                              int latent_h)
+{
+    size_t n_out = (size_t)latent_w * (size_t)latent_h;
+    uint8_t *small = malloc(n_out * (size_t)channels);
+    if (!small) return false;
+    /* Resizing all channels costs little at latent size and keeps one resize path. */
+    bool ok = sdt_image_resize_u8(rgba, w, h, channels, small, latent_w, latent_h);
+    float lo = INFINITY;
+    for (size_t i = 0; ok && i < n_out; i++) {
+        out[i] = small[i * channels + channels - 1];
+        lo = fminf(lo, out[i]);
+    }
+    free(small);
+    if (!ok) return false;
+    double sum = 0;
+    for (size_t i = 0; i < n_out; i++) sum += out[i] - lo;
+    double mean = sum / (double)n_out;
+    /* A1111 divides by this mean unconditionally: 0/0 = NaN for a constant alpha. */
+    if (!(mean > 0)) {
+        for (size_t i = 0; i < n_out; i++) out[i] = 1.0f;
+        return true;
+    }
+    for (size_t i = 0; i < n_out; i++) out[i] = (float)((out[i] - lo) / mean);
+    return true;
+}
+
+/* Builds one item from a decoded image; false + err (a warning sentence) to skip it. */
+static bool make_item(const sdt_dataset_options *opt, const char *path, const uint8_t *rgba, int channels, int w,
+                      int h, sdt_dataset_item *item, char *err, size_t err_size)
+{
+    int out_w = opt->do_not_resize ? w : opt->width, out_h = opt->do_not_resize ? h : opt->height;
+    if (out_w % SDT_LATENT_FACTOR || out_h % SDT_LATENT_FACTOR) {
+        snprintf(err, err_size,
+                 "%s: the image is %dx%d, not a multiple of %d on each side, which the VAE needs; crop it or turn off "
+                 "\"Do not resize images\"", path, w, h, SDT_LATENT_FACTOR);
+        return false;
+    }
+    size_t n_out = (size_t)out_w * (size_t)out_h;
+    uint8_t *resized = malloc(n_out * (size_t)channels);
+    float *chw = malloc(n_out * 3 * sizeof(float));
+    bool ok = resized && chw && sdt_image_resize_u8(rgba, w, h, channels, resized, out_w, out_h);
+    if (ok) /* interleaved 0..255 -> planar [-1, 1], as A1111's x / 127.5 - 1 */
+        for (size_t i = 0; i < n_out; i++)
+            for (int c = 0; c < 3; c++) chw[(size_t)c * n_out + i] = resized[i * channels + c] / 127.5f - 1.0f;
+    free(resized);
+    float *weight = NULL;
+    if (ok && opt->alpha_as_loss_weight && channels == 4) {
+        int lw = out_w / SDT_LATENT_FACTOR, lh = out_h / SDT_LATENT_FACTOR;
+        weight = malloc((size_t)lw * (size_t)lh * sizeof(float));
+        ok = weight && sdt_alpha_to_loss_weight(rgba, w, h, 4, weight, lw, lh);
+    }
+    if (!ok) {
+        free(chw);
+        free(weight);
+        snprintf(err, err_size, "%s: out of memory while preparing the image", path);
+        return false;
+    }
+    item->width = out_w;
+    item->height = out_h;
+    item->pixels = chw;
+    item->loss_weight = weight;
+    return true;
+}
+
+static bool has_extension(const char *name, const char *ext)
+{
+    size_t n = strlen(name), e = strlen(ext);
+    return n > e && g_ascii_strcasecmp(name + n - e, ext) == 0;
+}
+
+/* Tries one folder entry; adds it to ds or records why not. */
+static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dataset *ds)
+{
+    char why[1024] = "";
+    sdt_image_header hdr;
+    if (!sdt_image_probe(path, &hdr, why, sizeof(why))) {
+        add_warning(ds, why);
+        return;
+    }
+    int want = (opt->alpha_as_loss_weight && (hdr.channels == 2 || hdr.channels == 4)) ? 4 : 3;
+    int w = 0, h = 0;
+    uint8_t *pixels = sdt_image_decode(path, want, opt->max_pixels, &w, &h, why, sizeof(why));
+    if (!pixels) {
+        add_warning(ds, why);
+        return;
+    }
+    sdt_dataset_item item = {0};
+    item.caption = sdt_caption_for_image(path, &opt->caption, why, sizeof(why));
+    bool ok = item.caption && make_item(opt, path, pixels, want, w, h, &item, why, sizeof(why));
+    free(pixels);
+    sdt_dataset_item *grown = ok ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;
+    item.path = ok ? strdup(path) : NULL;
+    if (!grown || !item.path) {
+        if (ok) snprintf(why, sizeof(why), "%s: out of memory while loading the dataset", path);
+        add_warning(ds, why);
+        free(item.caption);
+        free(item.pixels);
+        free(item.loss_weight);
+        free(item.path);
+        return;
+    }
+    ds->items = grown;
+    if (opt->item_ready && !opt->item_ready(opt->user, &item, why, sizeof(why))) {
+        add_warning(ds, why);
+        free(item.caption);
+        free(item.pixels);
+        free(item.loss_weight);
+        free(item.path);
+        return;
+    }
+    ds->items[ds->n_items++] = item;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool check_options(const sdt_dataset_options *opt, char *err, size_t err_size)
+{
+    if (!opt->folder || !opt->folder[0]) {
+        snprintf(err, err_size, "Dataset directory is empty; choose the folder with the training images");
+        return false;
+    }
+    if (!opt->do_not_resize && (opt->width < 64 || opt->height < 64 || opt->width > 4096 || opt->height > 4096 ||
+                                opt->width % SDT_LATENT_FACTOR || opt->height % SDT_LATENT_FACTOR)) {
+        snprintf(err, err_size, "training size %dx%d: width and height must be multiples of 8 between 64 and 4096",
+                 opt->width, opt->height);
+        return false;
+    }
+    return sdt_caption_rules_check(&opt->caption, err, err_size);
+}
+
+bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, char *err, size_t err_size)
+{
+    memset(out, 0, sizeof(*out));
+    sdt_dataset_options opt = *opt_in;
+    if (opt.max_pixels <= 0) opt.max_pixels = SDT_DATASET_DEFAULT_MAX_PIXELS;
+    if (!check_options(&opt, err, err_size)) return false;
+
+    GError *gerr = NULL;
+    GDir *dir = g_dir_open(opt.folder, 0, &gerr);
+    if (!dir) {
+        snprintf(err, err_size, "%s: the dataset directory cannot be opened (%s); check the path", opt.folder,
+                 gerr ? gerr->message : "unknown error");
+        g_clear_error(&gerr);
+        return false;
+    }
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    for (const char *name; (name = g_dir_read_name(dir));) g_ptr_array_add(names, g_strdup(name));
+    g_dir_close(dir);
+    if (names->len) qsort(names->pdata, names->len, sizeof(char *), compare_names);
+
+    bool interrupted = false;
+    for (guint i = 0; i < names->len && !interrupted; i++) {
+        const char *name = names->pdata[i];
+        char *path = g_build_filename(opt.folder, name, NULL);
+        /* Captions belong to images; sub-folders are not part of the dataset (A1111 is flat too). */
+        if (has_extension(name, ".txt")) {
+        } else if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+            char w[1200];
+            snprintf(w, sizeof(w), "%s: sub-folders are not searched; move its images into the dataset folder", path);
+            add_warning(out, w);
+        } else {
+            load_entry(&opt, path, out);
+        }
+        g_free(path);
+        interrupted = opt.cancel && *opt.cancel;
+    }
+    g_ptr_array_free(names, TRUE);
+
+    if (interrupted) {
+        snprintf(err, err_size, "dataset loading was interrupted");
+        sdt_dataset_free(out);
+        return false;
+    }
+    if (out->n_items == 0) {
+        if (out->n_warnings)
+            snprintf(err, err_size, "%s: no usable images in the dataset folder (%d file(s) skipped, first: %s)",
+                     opt.folder, out->n_warnings, out->warnings[0]);
+        else
+            snprintf(err, err_size, "%s: no images have been found in the dataset folder; add PNG or JPEG images",
+                     opt.folder);
+        sdt_dataset_free(out);
+        return false;
+    }
+    return true;
+}

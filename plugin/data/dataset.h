@@ -1,0 +1,75 @@
+/* dataset.h - the training images of one folder, decoded, resized and captioned.
+ *
+ * Like A1111 (dataset.py): a flat, non-recursive folder; every image stretched
+ * to width x height (bicubic, no crop) unless do_not_resize; pixels mapped to
+ * [-1, 1] as x/127.5 - 1; caption from "<stem>.txt" or the file name.
+ * Unlike A1111 nothing is skipped silently: each file that cannot be used
+ * (0 bytes, corrupt, not an image, absurd size, unreadable caption) is named in
+ * a warning. Files are visited in name order so runs are reproducible.
+ *
+ * Alpha as loss weight: the alpha plane of the original image is resized to
+ * the latent size (width/8 x height/8) and normalised to min 0, mean 1, as
+ * A1111 does; a constant alpha (e.g. a fully opaque RGBA file) gives weight 1
+ * everywhere instead of A1111's 0/0 = NaN.
+ */
+#ifndef SDT_DATASET_H
+#define SDT_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "caption.h"
+
+#define SDT_DATASET_DEFAULT_MAX_PIXELS (64ll * 1024 * 1024) /* 8192 x 8192 */
+#define SDT_LATENT_FACTOR 8                                 /* VAE downsampling */
+
+typedef struct sdt_dataset_item sdt_dataset_item;
+
+typedef struct sdt_dataset_options {
+    const char *folder;
+    int width, height;        /* resize target (multiples of 8) */
+    bool do_not_resize;       /* keep native sizes; each must be a multiple of 8 */
+    bool alpha_as_loss_weight;
+    int64_t max_pixels;       /* per image, checked from the header; 0 = default */
+    sdt_caption_rules caption;
+    const volatile int *cancel; /* optional: nonzero stops loading ("interrupted") */
+    /* Optional, called as soon as an item is loaded, e.g. to encode its latent and
+     * drop its pixels so a large dataset never sits in memory as pixels. Returning
+     * false drops the item, and err becomes its warning. */
+    bool (*item_ready)(void *user, sdt_dataset_item *item, char *err, size_t err_size);
+    void *user;
+} sdt_dataset_options;
+
+struct sdt_dataset_item {
+    char *path;
+    char *caption;      /* the [filewords] */
+    int width, height;  /* of pixels (after resize) */
+    float *pixels;      /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
+    float *loss_weight; /* [height/8, width/8], or NULL = weight 1 everywhere */
+};
+
+typedef struct sdt_dataset {
+    sdt_dataset_item *items;
+    int n_items;
+    char **warnings; /* one sentence per skipped file */
+    int n_warnings;
+} sdt_dataset;
+
+/* Loads every usable image of the folder. false + err when the folder is
+ * missing or unreadable, the options are invalid, or no image is usable (err
+ * then quotes the first warning). Skipped files are in out->warnings. */
+bool sdt_dataset_load(const sdt_dataset_options *opt, sdt_dataset *out, char *err, size_t err_size);
+void sdt_dataset_free(sdt_dataset *ds);
+
+/* Frees an item's pixels once its latent is cached (they are ~3 MB at 512x512). */
+void sdt_dataset_drop_pixels(sdt_dataset *ds, int index);
+
+/* Computes the latent-resolution loss weight from the alpha (last) channel of an
+ * interleaved 8-bit image (w x h, channels 2 or 4): resized to latent_w x
+ * latent_h, normalised to min 0, mean 1; all ones when the alpha is constant.
+ * Exposed for the tests. */
+bool sdt_alpha_to_loss_weight(const uint8_t *pixels, int w, int h, int channels, float *out, int latent_w,
+                              int latent_h);
+
+#endif

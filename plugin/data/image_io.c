@@ -1,0 +1,141 @@
+/* image_io.c - stb_image / stb_image_resize compiled in, privately; see image_io.h. */
+#include "image_io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* stb is third-party code: keep our warning flags for our code only. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wtype-limits"
+#pragma GCC diagnostic ignored "-Wshift-negative-value"
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#define STBI_NO_LINEAR_WARNINGS
+#define STB_IMAGE_STATIC
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_FAILURE_USERMSG
+#include <stb_image.h>
+#define STB_IMAGE_RESIZE_STATIC
+#define STB_IMAGE_RESIZE_IMPLEMENTATION
+#include <stb_image_resize.h>
+#pragma GCC diagnostic pop
+/* stb declares thread-local setters that it never defines when STB_IMAGE_STATIC;
+ * GCC reports that at the end of the file, so this one stays off here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+static bool check_nonempty_file(const char *path, FILE **fp, char *err, size_t err_size)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, err_size, "%s: cannot read the file (%s)", path, strerror(errno));
+        return false;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_size, "%s: not a regular file", path);
+        return false;
+    }
+    if (st.st_size == 0) {
+        snprintf(err, err_size, "%s: the file is empty (0 bytes); replace or remove it", path);
+        return false;
+    }
+    *fp = fopen(path, "rb");
+    if (!*fp) {
+        snprintf(err, err_size, "%s: cannot open the file (%s)", path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* stb_image refuses PNG headers above 2^30 bytes of pixels as "unknown type";
+ * reading the IHDR ourselves lets such files be refused for their size, by name. */
+static bool png_header_size(FILE *fp, sdt_image_header *h)
+{
+    unsigned char b[26];
+    rewind(fp);
+    if (fread(b, 1, sizeof(b), fp) != sizeof(b) || memcmp(b, "\x89PNG\r\n\x1a\n", 8) || memcmp(b + 12, "IHDR", 4))
+        return false;
+    uint32_t w = (uint32_t)b[16] << 24 | (uint32_t)b[17] << 16 | (uint32_t)b[18] << 8 | b[19];
+    uint32_t hh = (uint32_t)b[20] << 24 | (uint32_t)b[21] << 16 | (uint32_t)b[22] << 8 | b[23];
+    if (w == 0 || hh == 0 || w > INT32_MAX || hh > INT32_MAX) return false;
+    h->width = (int)w;
+    h->height = (int)hh;
+    h->channels = b[25] == 6 || b[25] == 4 ? (b[25] == 6 ? 4 : 2) : 3;
+    return true;
+}
+
+bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t err_size)
+{
+    FILE *fp;
+    memset(h, 0, sizeof(*h));
+    if (!check_nonempty_file(path, &fp, err, err_size)) return false;
+    int ok = stbi_info_from_file(fp, &h->width, &h->height, &h->channels);
+    if (!ok) ok = png_header_size(fp, h);
+    fclose(fp);
+    if (!ok || h->width <= 0 || h->height <= 0) {
+        const char *why = stbi_failure_reason();
+        snprintf(err, err_size, "%s: not an image that can be read (%s); the file is corrupt or of an unsupported type",
+                 path, why ? why : "unknown format");
+        return false;
+    }
+    return true;
+}
+
+uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,
+                          char *err, size_t err_size)
+{
+    sdt_image_header h;
+    if (!sdt_image_probe(path, &h, err, err_size)) return NULL;
+    if ((int64_t)h.width * h.height > max_pixels) {
+        snprintf(err, err_size,
+                 "%s: the image is %dx%d pixels, over the limit of %lld pixels; scale it down before training",
+                 path, h.width, h.height, (long long)max_pixels);
+        return NULL;
+    }
+    FILE *fp;
+    if (!check_nonempty_file(path, &fp, err, err_size)) return NULL;
+    int w = 0, hh = 0, comp = 0;
+    uint8_t *pixels = stbi_load_from_file(fp, &w, &hh, &comp, want_channels);
+    fclose(fp);
+    if (!pixels) {
+        const char *why = stbi_failure_reason();
+        snprintf(err, err_size, "%s: the image could not be decoded (%s); the file is corrupt or truncated", path,
+                 why ? why : "unknown error");
+        return NULL;
+    }
+    if (w != h.width || hh != h.height) { /* header and data disagree: treat as corrupt */
+        stbi_image_free(pixels);
+        snprintf(err, err_size, "%s: the image header and its data disagree on the size; the file is corrupt", path);
+        return NULL;
+    }
+    *width = w;
+    *height = hh;
+    return pixels;
+}
+
+bool sdt_image_resize_f32(const float *in, int in_w, int in_h, int channels, float *out, int out_w, int out_h)
+{
+    if (in_w == out_w && in_h == out_h) {
+        memcpy(out, in, (size_t)in_w * (size_t)in_h * (size_t)channels * sizeof(float));
+        return true;
+    }
+    return stbir_resize_float_generic(in, in_w, in_h, 0, out, out_w, out_h, 0, channels, STBIR_ALPHA_CHANNEL_NONE, 0,
+                                      STBIR_EDGE_CLAMP, STBIR_FILTER_CATMULLROM, STBIR_COLORSPACE_LINEAR, NULL) != 0;
+}
+
+bool sdt_image_resize_u8(const uint8_t *in, int in_w, int in_h, int channels, uint8_t *out, int out_w, int out_h)
+{
+    if (in_w == out_w && in_h == out_h) {
+        memcpy(out, in, (size_t)in_w * (size_t)in_h * (size_t)channels);
+        return true;
+    }
+    return stbir_resize_uint8_generic(in, in_w, in_h, 0, out, out_w, out_h, 0, channels, STBIR_ALPHA_CHANNEL_NONE, 0,
+                                      STBIR_EDGE_CLAMP, STBIR_FILTER_CATMULLROM, STBIR_COLORSPACE_LINEAR, NULL) != 0;
+}

@@ -1,0 +1,75 @@
+/* png_write.c - see png_write.h. */
+#include "png_write.h"
+
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+
+#include "atomic_file.h"
+
+typedef struct png_failure {
+    char message[256];
+} png_failure;
+
+static void on_png_error(png_structp png, png_const_charp msg)
+{
+    png_failure *f = png_get_error_ptr(png);
+    snprintf(f->message, sizeof(f->message), "%s", msg);
+    png_longjmp(png, 1);
+}
+
+static void on_png_warning(png_structp png, png_const_charp msg)
+{
+    (void)png;
+    (void)msg;
+}
+
+/* Writes the PNG to fp; false + message on a libpng error. */
+static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *key, const char *text, png_failure *failure)
+{
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, failure, on_png_error, on_png_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!info) {
+        snprintf(failure->message, sizeof(failure->message), "out of memory");
+        png_destroy_write_struct(&png, NULL);
+        return false;
+    }
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        return false;
+    }
+    png_init_io(png, fp);
+    png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (key) {
+        png_text chunk = {0};
+        chunk.compression = PNG_TEXT_COMPRESSION_NONE;
+        chunk.key = (png_charp)key;
+        chunk.text = (png_charp)text;
+        png_set_text(png, info, &chunk, 1);
+    }
+    png_write_info(png, info);
+    for (int y = 0; y < h; y++) png_write_row(png, rgb + (size_t)y * (size_t)w * 3);
+    png_write_end(png, info);
+    png_destroy_write_struct(&png, &info);
+    return true;
+}
+
+bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const char *text_key, const char *text,
+                       char *err, size_t err_size)
+{
+    if (!rgb || w <= 0 || h <= 0) {
+        snprintf(err, err_size, "%s: an empty picture cannot be saved", path);
+        return false;
+    }
+    sdt_atomic_file f;
+    if (!sdt_atomic_begin(&f, path, err, err_size)) return false;
+    png_failure failure = {""};
+    if (!write_png(f.fp, rgb, w, h, text_key, text, &failure)) {
+        snprintf(err, err_size, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
+                 failure.message);
+        sdt_atomic_abort(&f);
+        return false;
+    }
+    return sdt_atomic_commit(&f, err, err_size);
+}

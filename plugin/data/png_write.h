@@ -1,0 +1,15 @@
+/* png_write.h - atomic 8-bit RGB PNG files with libpng (previews, embedding cards).
+ * One optional text chunk (keyword + text) rides along, e.g. A1111's sd-ti-embedding. */
+#ifndef SDT_DATA_PNG_WRITE_H
+#define SDT_DATA_PNG_WRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* rgb: w x h interleaved RGB. text_key NULL: no text chunk. Atomic: a failed write
+ * leaves the previous file as it was; err names the file and the cause. */
+bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const char *text_key, const char *text,
+                       char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,65 @@
+/* sdt_weights_materialize: copies for a backend and dtype, rounding like storage does,
+ * sharing the mapping where nothing changes, and closing cleanly. */
+#include <string.h>
+
+#include "io_test_util.h"
+#include "safetensors.h"
+#include "sdt_test.h"
+#include "weights.h"
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("weights_materialize");
+    char *dir = io_make_tmpdir();
+    char path[4096], err[512];
+    snprintf(path, sizeof path, "%s/tiny.safetensors", dir);
+    float a[6];
+    int32_t ids[3] = {1, 2, 3};
+    sdt_test_fill_normal(&rng, a, 6, 1e3);
+    a[5] = 70000.0f; /* beyond f16: becomes inf in an f16 copy, as on a GPU */
+    uint16_t h[4];
+    for (int i = 0; i < 4; i++) h[i] = sdt_f32_to_f16((float)i * 0.3f);
+    sdt_tensor ta = sdt_tensor_make(a, SDT_F32, SDT_DEVICE_CPU, 2, (int64_t[]){2, 3});
+    sdt_tensor th = sdt_tensor_make(h, SDT_F16, SDT_DEVICE_CPU, 1, (int64_t[]){4});
+    sdt_tensor ti = sdt_tensor_make(ids, SDT_I32, SDT_DEVICE_CPU, 1, (int64_t[]){3});
+    sdt_st_write_item items[3] = {sdt_st_item_from_tensor("model.diffusion_model.a.weight", &ta),
+                                  sdt_st_item_from_tensor("model.diffusion_model.h.weight", &th),
+                                  sdt_st_item_from_tensor("model.diffusion_model.ids", &ti)};
+    CHECK(sdt_st_write(path, items, 3, NULL, 0, err, sizeof err), "write: %s", err);
+    sdt_weights *w = sdt_weights_open(path, err, sizeof err);
+    CHECK(w != NULL, "open: %s", err);
+    if (!w) return sdt_test_finish("weights_materialize");
+    sdt_backend *be = sdt_backend_cpu_create(1);
+
+    sdt_weights *w16 = sdt_weights_materialize(w, be, SDT_F16, err, sizeof err);
+    CHECK(w16 != NULL, "materialize f16: %s", err);
+    const sdt_tensor *src_a = sdt_weights_get(w, "model.diffusion_model.a.weight");
+    const sdt_tensor *a16 = sdt_weights_get(w16, "model.diffusion_model.a.weight");
+    const sdt_tensor *h16 = sdt_weights_get(w16, "model.diffusion_model.h.weight");
+    const sdt_tensor *i16 = sdt_weights_get(w16, "model.diffusion_model.ids");
+    CHECK(a16 && a16->dtype == SDT_F16 && a16->ndim == 2 && a16->shape[1] == 3, "f16 copy of a has the wrong dtype or shape");
+    CHECK(h16 && h16->data == sdt_weights_get(w, "model.diffusion_model.h.weight")->data,
+          "an f16 tensor already in f16 on the CPU should share the mapping");
+    CHECK(i16 && i16->dtype == SDT_I32, "integer tensors keep their dtype");
+    for (int i = 0; a16 && i < 6; i++) {
+        float got = sdt_f16_to_f32(((const uint16_t *)a16->data)[i]);
+        float want = sdt_round_to_dtype(a[i], SDT_F16);
+        CHECK(got == want || (isinf(got) && isinf(want)), "a[%d]: f16 copy %g, want %g", i, got, want);
+    }
+    CHECK(a16 && isinf(sdt_f16_to_f32(((const uint16_t *)a16->data)[5])), "70000 must overflow to inf in f16");
+
+    sdt_weights *w32 = sdt_weights_materialize(w16, be, SDT_F32, err, sizeof err);
+    CHECK(w32 != NULL, "upcast: %s", err);
+    const sdt_tensor *h32 = w32 ? sdt_weights_get(w32, "model.diffusion_model.h.weight") : NULL;
+    for (int i = 0; h32 && i < 4; i++)
+        CHECK(((const float *)h32->data)[i] == sdt_f16_to_f32(h[i]), "upcast h[%d] differs", i);
+    CHECK(sdt_weights_count(w32) == sdt_weights_count(w), "copies keep every key");
+    CHECK(src_a->dtype == SDT_F32 && ((const float *)src_a->data)[0] == a[0], "the source is untouched");
+    sdt_weights_close(w32);
+    sdt_weights_close(w16);
+    sdt_weights_close(w);
+    be->destroy(be);
+    io_rm_tree(dir);
+    free(dir);
+    return sdt_test_finish("weights_materialize");
+}

@@ -1,0 +1,229 @@
+/* The K/V hook: called at every attention layer with the right widths and
+ * kinds, identity when it does nothing, and gradients through it (to the
+ * context and to the hook's own parameters) consistent with finite
+ * differences, also under checkpointing. The test hook is
+ * out = in + alpha[width] * tanh(in), one alpha per context width like
+ * A1111's per-width hypernetwork modules. */
+#include <string.h>
+
+#include "unet_test_util.h"
+
+#define MAX_SITES 256
+#define MAX_WIDTHS 4
+
+typedef struct test_hook {
+    int widths[MAX_WIDTHS];
+    double alpha[MAX_WIDTHS];
+    double d_alpha[MAX_WIDTHS];
+    bool cross_only;
+    int forward_calls, backward_calls, recompute_calls;
+    sdt_unet_hook_site seen[MAX_SITES];
+    int seen_count;
+    bool bad_site;
+} test_hook;
+
+static int width_slot(test_hook *h, int width)
+{
+    for (int i = 0; i < MAX_WIDTHS; i++)
+        if (h->widths[i] == width) return i;
+    for (int i = 0; i < MAX_WIDTHS; i++)
+        if (!h->widths[i]) {
+            h->widths[i] = width;
+            return i;
+        }
+    return -1;
+}
+
+static bool hook_wants(void *user, const sdt_unet_hook_site *site)
+{
+    test_hook *h = user;
+    return !h->cross_only || site->cross;
+}
+
+static int hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                        bool recompute)
+{
+    test_hook *h = user;
+    int s = width_slot(h, site->width);
+    if (s < 0 || in->shape[in->ndim - 1] != site->width || !sdt_tensor_same_shape(in, out)) h->bad_site = true;
+    if (s < 0) return 1;
+    h->forward_calls++;
+    if (recompute) h->recompute_calls++;
+    else if (h->seen_count < MAX_SITES) h->seen[h->seen_count++] = *site;
+    const float *x = in->data;
+    float *y = out->data;
+    for (int64_t i = 0, n = sdt_tensor_numel(in); i < n; i++) y[i] = (float)(x[i] + h->alpha[s] * tanh(x[i]));
+    return 0;
+}
+
+static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                         sdt_tensor *d_in)
+{
+    test_hook *h = user;
+    int s = width_slot(h, site->width);
+    if (s < 0) return 1;
+    h->backward_calls++;
+    const float *x = in->data, *dy = d_out->data;
+    float *dx = d_in->data;
+    for (int64_t i = 0, n = sdt_tensor_numel(in); i < n; i++) {
+        double t = tanh(x[i]);
+        dx[i] += (float)(dy[i] * (1 + h->alpha[s] * (1 - t * t)));
+        h->d_alpha[s] += dy[i] * t;
+    }
+    return 0;
+}
+
+static sdt_unet_kv_hook make_hook(test_hook *h)
+{
+    sdt_unet_kv_hook k = {.user = h, .wants = hook_wants, .forward = hook_forward, .backward = hook_backward};
+    return k;
+}
+
+static void check_sites(sdt_unet *u, test_hook *h, const char *label)
+{
+    const sdt_unet_config *cfg = sdt_unet_get_config(u);
+    int count = sdt_unet_attention_count(u);
+    int expect = 0;
+    for (int l = 0; l < count; l++) {
+        sdt_unet_hook_site s;
+        CHECK(sdt_unet_attention_site(u, l, &s), "site %d", l);
+        if (h->cross_only && !s.cross) continue;
+        for (int kind = 0; kind < 2; kind++, expect++) {
+            if (expect >= h->seen_count) break;
+            const sdt_unet_hook_site *got = &h->seen[expect];
+            CHECK(got->layer == l && (int)got->kind == kind && got->cross == s.cross && got->width == s.width,
+                  "%s: call %d was layer %d kind %d width %d, expected layer %d kind %d width %d", label, expect,
+                  got->layer, (int)got->kind, got->width, l, kind, s.width);
+        }
+        CHECK(s.cross == (l % 2 == 1), "%s: attention %d should be %s", label, l, l % 2 ? "attn2" : "attn1");
+        if (s.cross) CHECK(s.width == cfg->context_dim, "%s: cross width %d", label, s.width);
+        else CHECK(s.width % cfg->model_channels == 0, "%s: self width %d", label, s.width);
+    }
+    CHECK(h->seen_count == expect, "%s: hook called %d times in forward, expected %d", label, h->seen_count, expect);
+    CHECK(!h->bad_site, "%s: a hook call had inconsistent shapes", label);
+}
+
+static double loss_with_alpha(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, test_hook *h,
+                              int slot, double delta)
+{
+    double saved = h->alpha[slot];
+    h->alpha[slot] = saved + delta;
+    double L = ut_loss(u, be, opt, in);
+    h->alpha[slot] = saved;
+    return L;
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("unet_hook");
+    sdt_backend *be = kt_backend();
+    char *dir = ut_tmpdir();
+    char err[512];
+    sdt_unet_config cfg = sdt_unet_config_tiny();
+    cfg.context_dim = 24; /* distinct from every UNet width, so per-width alphas separate cross from self */
+    sdt_weights *w = ut_random_unet(&cfg, &rng, dir, "tiny", NULL, NULL, NULL, 0);
+    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
+    CHECK(u != NULL, "load: %s", err);
+    if (!u) return sdt_test_finish("unet_hook");
+    ut_inputs in = ut_make_inputs(&cfg, &rng, 2, 8, 8, 4);
+    int64_t ny = in.B * cfg.out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx);
+    float *y0 = kt_alloc((size_t)ny * 4), *y1 = kt_alloc((size_t)ny * 4);
+    float *g0 = kt_alloc((size_t)nc * 4), *g1 = kt_alloc((size_t)nc * 4), *g2 = kt_alloc((size_t)nc * 4);
+    sdt_unet_options plain = sdt_unet_options_default();
+    CHECK(ut_run(u, be, &plain, &in, y0, g0, NULL), "plain run");
+
+    /* alpha = 0: identity, bit for bit; every site seen once per forward, in order. */
+    test_hook h = {0};
+    sdt_unet_kv_hook hook = make_hook(&h);
+    sdt_unet_options opt = plain;
+    opt.hook = &hook;
+    opt.for_backward = false;
+    CHECK(ut_run(u, be, &opt, &in, y1, NULL, NULL), "identity hook run");
+    CHECK(!memcmp(y0, y1, (size_t)ny * 4), "an identity hook changed the output");
+    check_sites(u, &h, "all sites");
+    test_hook hc = {.cross_only = true};
+    sdt_unet_kv_hook hookc = make_hook(&hc);
+    opt.hook = &hookc;
+    CHECK(ut_run(u, be, &opt, &in, y1, NULL, NULL), "cross-only hook run");
+    check_sites(u, &hc, "cross only");
+
+    /* A real transform: d(context) through the hooks vs finite differences. */
+    memset(&h, 0, sizeof h);
+    int slots[3] = {width_slot(&h, cfg.context_dim), width_slot(&h, cfg.model_channels),
+                    width_slot(&h, 2 * cfg.model_channels)};
+    h.alpha[slots[0]] = 0.7;
+    h.alpha[slots[1]] = -0.4;
+    h.alpha[slots[2]] = 0.5;
+    opt.hook = &hook;
+    opt.for_backward = true;
+    CHECK(ut_run(u, be, &opt, &in, y1, g1, NULL), "hooked backward");
+    CHECK(memcmp(y0, y1, (size_t)ny * 4) != 0, "the hook had no effect on the output");
+    CHECK(h.backward_calls == 2 * sdt_unet_attention_count(u), "backward calls %d, expected %d", h.backward_calls,
+          2 * sdt_unet_attention_count(u));
+    double dalpha[3];
+    for (int k = 0; k < 3; k++) dalpha[k] = h.d_alpha[slots[k]];
+    double *v = kt_alloc((size_t)nc * sizeof *v), dot = 0, norm = 0, gnorm = 0;
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] = sdt_test_normal(&rng);
+        norm += v[i] * v[i];
+    }
+    float *saved = kt_copy(in.context, nc);
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] /= sqrt(norm);
+        dot += v[i] * g1[i];
+        gnorm += (double)g1[i] * g1[i];
+    }
+    const double step = 3e-2;
+    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] + step * v[i]);
+    double up = ut_loss(u, be, &opt, &in);
+    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] - step * v[i]);
+    double down = ut_loss(u, be, &opt, &in);
+    memcpy(in.context, saved, (size_t)nc * 4);
+    double fd = (up - down) / (2 * step);
+    printf("hooked d(context) along a direction: analytic %.6g, finite difference %.6g\n", dot, fd);
+    CHECK(fabs(fd - dot) / sqrt(gnorm) < 1e-3, "hooked d(context): analytic %g vs fd %g", dot, fd);
+
+    /* The hook's own parameter gradients (what a hypernetwork trains) vs finite differences. */
+    for (int k = 0; k < 3; k++) {
+        /* Fourth-order central difference: alpha is a strong lever, so the h^2 term of the
+         * plain central difference is visible at steps where f32 roundoff is not. */
+        double f1 = loss_with_alpha(u, be, &opt, &in, &h, slots[k], step) -
+                    loss_with_alpha(u, be, &opt, &in, &h, slots[k], -step);
+        double f2 = loss_with_alpha(u, be, &opt, &in, &h, slots[k], 2 * step) -
+                    loss_with_alpha(u, be, &opt, &in, &h, slots[k], -2 * step);
+        double fa = (8 * f1 - f2) / (12 * step);
+        printf("d(alpha[width %d]): analytic %.6g, finite difference %.6g\n", h.widths[slots[k]], dalpha[k], fa);
+        CHECK(fabs(fa - dalpha[k]) <= 2e-3 * fmax(fabs(fa), 1.0), "d(alpha[width %d]) %g vs fd %g", h.widths[slots[k]],
+              dalpha[k], fa);
+    }
+
+    /* Checkpointing: the hook is rerun (recompute = true) and everything is identical. */
+    double before[MAX_WIDTHS];
+    memcpy(before, h.d_alpha, sizeof before);
+    memset(h.d_alpha, 0, sizeof h.d_alpha);
+    h.recompute_calls = 0;
+    sdt_unet_options ck = opt;
+    ck.checkpointing = true;
+    CHECK(ut_run(u, be, &ck, &in, NULL, g2, NULL), "checkpointed hooked backward");
+    CHECK(!memcmp(g1, g2, (size_t)nc * 4), "checkpointing changed the hooked d(context)");
+    for (int k = 0; k < MAX_WIDTHS; k++)
+        CHECK(h.d_alpha[k] == before[k], "checkpointing changed d(alpha) slot %d: %g vs %g", k, h.d_alpha[k],
+              before[k]);
+    CHECK(h.recompute_calls == 2 * sdt_unet_attention_count(u), "recompute calls %d, expected %d", h.recompute_calls,
+          2 * sdt_unet_attention_count(u));
+    CHECK(memcmp(g0, g1, (size_t)nc * 4) != 0, "the hook did not change d(context)");
+
+    free(saved);
+    free(v);
+    free(y0);
+    free(y1);
+    free(g0);
+    free(g1);
+    free(g2);
+    ut_free_inputs(&in);
+    sdt_unet_free(u);
+    sdt_weights_close(w);
+    ut_cleanup(dir);
+    be->destroy(be);
+    return sdt_test_finish("unet_hook");
+}
