@@ -3,7 +3,8 @@
  *
  *   sdt-make-demo-dataset OUT_DIR [--count N] [--size S] [--seed S]
  *
- * The same arguments give byte-identical files. Files are named demo_000.png,
+ * The same arguments give the same pixels on every machine (and the same bytes
+ * with the same libpng and zlib). Files are named demo_000.png,
  * demo_000.txt, ...; other files in OUT_DIR are left alone.
  */
 #include <glib.h>
@@ -11,8 +12,8 @@
 #include <string.h>
 
 #include "atomic_file.h"
-#include "demo_png.h"
 #include "demo_scene.h"
+#include "png_write.h"
 
 #define DEFAULT_COUNT 12
 #define DEFAULT_SIZE 64
@@ -79,7 +80,7 @@ static bool write_image(const char *dir, int index, const demo_scene *s, uint8_t
     char *caption = demo_scene_caption(s);
     demo_scene_draw(s, rgb);
     /* No trailing newline: A1111 keeps a caption file's content unstripped. */
-    bool ok = demo_png_save(png_path, rgb, s->size, s->size, err, err_size) &&
+    bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, err, err_size) &&
               sdt_atomic_write(txt_path, caption, strlen(caption), err, err_size);
     g_free(caption);
     g_free(png_path);

@@ -1,14 +1,13 @@
 /* test_demo_dataset.c - sdt-make-demo-dataset writes N decodable PNGs of the
- * concept with matching captions, byte-identical for a seed, different for
- * another seed, and refuses bad arguments. Count, size and seed are random
- * (seed printed). */
+ * concept with matching captions, which the trainer's dataset loader takes
+ * whole; byte-identical for a seed, different for another seed; bad arguments
+ * refused. Count, size and seed are random (seed printed). */
 #include <stdlib.h>
 #include <string.h>
 
-#define STB_IMAGE_IMPLEMENTATION
-#include <stb/stb_image.h>
-
+#include "dataset.h"
 #include "demo_scene.h"
+#include "image_io.h"
 #include "demo_test_util.h"
 #include "io_test_util.h"
 #include "sdt_test.h"
@@ -81,10 +80,10 @@ static void check_caption_position(const char *caption, int row, int col, const 
 static void check_image(const char *dir, int i, int size)
 {
     char *png = stem_path(dir, i, "png"), *txt = stem_path(dir, i, "txt");
-    int w = 0, h = 0, comp = 0;
-    uint8_t *rgb = stbi_load(png, &w, &h, &comp, 3);
-    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h,
-          rgb ? "ok" : stbi_failure_reason(), size, size);
+    int w = 0, h = 0;
+    char err[512] = "ok";
+    uint8_t *rgb = sdt_image_decode(png, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &w, &h, err, sizeof err);
+    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h, err, size, size);
     char *caption = NULL;
     gsize len = 0;
     CHECK(g_file_get_contents(txt, &caption, &len, NULL), "%s is missing", txt);
@@ -104,7 +103,7 @@ static void check_image(const char *dir, int i, int size)
         }
         if (clear && caption) check_caption_position(caption, row, col, png);
     }
-    stbi_image_free(rgb);
+    free(rgb);
     g_free(caption);
     g_free(png);
     g_free(txt);
@@ -125,6 +124,33 @@ static bool same_dataset(const char *a, const char *b, int count)
     return same;
 }
 
+/* The trainer's loader (plugin/data/dataset.c) takes every image, no warning, with its caption. */
+static void check_loads_as_training_data(const char *dir, int count)
+{
+    sdt_dataset_options opt;
+    memset(&opt, 0, sizeof opt);
+    opt.folder = dir;
+    opt.width = opt.height = 64;
+    sdt_dataset ds;
+    char err[512] = "";
+    bool ok = sdt_dataset_load(&opt, &ds, err, sizeof err);
+    CHECK(ok, "the dataset loader refuses %s: %s", dir, err);
+    if (!ok) return;
+    CHECK(ds.n_items == count && ds.n_warnings == 0, "the loader took %d of %d images with %d warnings%s%s",
+          ds.n_items, count, ds.n_warnings, ds.n_warnings ? ": " : "", ds.n_warnings ? ds.warnings[0] : "");
+    for (int i = 0; i < ds.n_items; i++) {
+        char *stem = g_strndup(ds.items[i].path, strlen(ds.items[i].path) - strlen(".png"));
+        char *txt = g_strconcat(stem, ".txt", NULL), *caption = NULL;
+        g_file_get_contents(txt, &caption, NULL, NULL);
+        CHECK(!g_strcmp0(ds.items[i].caption, caption), "%s: loader caption '%s', file '%s'", ds.items[i].path,
+              ds.items[i].caption, caption);
+        g_free(caption);
+        g_free(txt);
+        g_free(stem);
+    }
+    sdt_dataset_free(&ds);
+}
+
 static void check_generated(sdt_test_rng *r, const char *tmp)
 {
     run_args a = {2 + (int)(sdt_test_next(r) % 5), 16 + (int)(sdt_test_next(r) % 33), sdt_test_next(r) % 1000000};
@@ -134,6 +160,7 @@ static void check_generated(sdt_test_rng *r, const char *tmp)
     CHECK(make_dataset(d1, &a) == 0, "the generator failed");
     CHECK(count_entries(d1) == 2 * a.count, "%s holds %d files, expected %d", d1, count_entries(d1), 2 * a.count);
     for (int i = 0; i < a.count; i++) check_image(d1, i, a.size);
+    check_loads_as_training_data(d1, a.count);
     CHECK(make_dataset(d2, &a) == 0 && same_dataset(d1, d2, a.count), "the same seed gave different files");
     run_args b = a;
     b.seed++;

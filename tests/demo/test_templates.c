@@ -1,8 +1,11 @@
 /* test_templates.c - the prompt templates copied beside sdt-host: all six files,
  * one prompt per line, each line using exactly the placeholders its file
  * promises (so a TI template always puts [name] in the prompt and a
- * filewords template always uses the caption). */
+ * filewords template always uses the caption), and the trainer's template
+ * reader accepts the [name] ones for textual inversion and refuses the others. */
 #include <string.h>
+
+#include "template.h"
 
 #include "io_test_util.h"
 #include "sdt_test.h"
@@ -31,6 +34,16 @@ static void check_template(const char *dir, const template_rule *r)
         }
         CHECK(prompts >= 1, "%s has no prompt", r->file);
         g_strfreev(lines);
+        sdt_template parsed;
+        char err[512] = "";
+        CHECK(sdt_template_load(path, &parsed, err, sizeof err), "the template reader refuses %s: %s", path, err);
+        if (parsed.lines) {
+            CHECK(parsed.n_lines == prompts, "%s: the reader sees %d prompts, the file has %d", r->file,
+                  parsed.n_lines, prompts);
+            CHECK(sdt_template_check_for_embedding(&parsed, r->file, err, sizeof err) == r->name,
+                  "%s: the textual-inversion pre-flight check %s it", r->file, r->name ? "refuses" : "accepts");
+            sdt_template_free(&parsed);
+        }
     }
     g_free(text);
     g_free(path);
