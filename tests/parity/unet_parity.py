@@ -343,6 +343,7 @@ def run_size(name, args, seed, tmp):
                fwd=rel_err(c["out"], out64), grad=rel_err(c["d_context"], grad64),
                fwd_torch32=rel_err(out32, out64), grad_torch32=rel_err(grad32, grad64), c_time=c_time)
     row["ok"] = row["fwd"] <= FWD_TOL and row["grad"] <= GRAD_TOL
+    row["seed"] = seed
     return row
 
 
@@ -374,8 +375,9 @@ def main():
         card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
         with open(args.notes, "a") as f:
             for r in rows:
-                f.write(f"| {time.strftime('%Y-%m-%d')} | unet | {card} | {r['size']} {r['shape']} | seed {seed} | "
-                        f"fwd {r['fwd']:.2e} | d(context) {r['grad']:.2e} | {'pass' if r['ok'] else 'FAIL'} |\n")
+                f.write(f"| {time.strftime('%Y-%m-%d')} | unet | {card} (torch {torch.__version__}) | {r['size']} "
+                        f"{r['shape']} | {r['seed']} | {r['fwd']:.2e} | {r['grad']:.2e} | "
+                        f"{'pass' if r['ok'] else 'FAIL'} |\n")
     return 0 if all(r["ok"] for r in rows) else 1
 
 

@@ -1,0 +1,143 @@
+/* latent_cache.c - see latent_cache.h. */
+#include "latent_cache.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "image_io.h"
+#include "rng.h"
+
+bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scaling, uint64_t seed)
+{
+    memset(lc, 0, sizeof(*lc));
+    lc->items = calloc((size_t)(n > 0 ? n : 1), sizeof(latent_entry));
+    lc->n = n;
+    lc->method = method;
+    lc->scaling = scaling;
+    lc->seed = seed;
+    return lc->items != NULL;
+}
+
+void latent_cache_free(latent_cache *lc)
+{
+    for (int i = 0; lc->items && i < lc->n; i++) {
+        free(lc->items[i].value);
+        free(lc->items[i].std);
+        free(lc->items[i].weight);
+    }
+    free(lc->items);
+    memset(lc, 0, sizeof(*lc));
+}
+
+int64_t latent_cache_numel(const latent_cache *lc, int index)
+{
+    const latent_entry *e = &lc->items[index];
+    return (int64_t)e->c * e->h * e->w;
+}
+
+typedef struct encode_tensors {
+    sdt_tensor image, mean, logvar;
+} encode_tensors;
+
+static encode_tensors encode_alloc(sdt_arena *a, sdt_dtype dtype, int H, int W, int c, int h, int w)
+{
+    int64_t ishape[4] = {1, 3, H, W}, zshape[4] = {1, c, h, w};
+    encode_tensors t = {sdt_arena_tensor(a, dtype, 4, ishape), sdt_arena_tensor(a, SDT_F32, 4, zshape),
+                        sdt_arena_tensor(a, SDT_F32, 4, zshape)};
+    return t;
+}
+
+/* One VAE encode on the backend: mean and logvar downloaded into host arrays (f32). */
+static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H, float *mean, float *logvar,
+                           char *err, size_t err_size)
+{
+    sdt_backend *be = rt->be;
+    const vae_model *vae = &rt->model.vae;
+    int f = vae_factor(&vae->cfg), c = vae->cfg.z_channels, h = H / f, w = W / f;
+    sdt_arena measure;
+    sdt_arena_init_measure(&measure, be);
+    encode_tensors t = encode_alloc(&measure, rt->dtype, H, W, c, h, w);
+    if (!vae_encode(vae, be, &measure, &t.image, rt->dtype, &t.mean, &t.logvar, err, err_size) ||
+        !work_arena_reserve(wa, be, measure.peak, err, err_size))
+        return false;
+    t = encode_alloc(&wa->arena, rt->dtype, H, W, c, h, w);
+    size_t n = (size_t)3 * H * W, bytes = n * sdt_dtype_size(rt->dtype);
+    void *host = malloc(bytes);
+    if (!host) {
+        snprintf(err, err_size, "out of host memory encoding a %dx%d image", W, H);
+        return false;
+    }
+    sdt_store_f32(pixels, host, rt->dtype, (int64_t)n);
+    int rc = be->upload(be, t.image.data, host, bytes);
+    free(host);
+    size_t zb = (size_t)c * h * w * sizeof(float);
+    if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->dtype, &t.mean, &t.logvar, err, err_size) ||
+        be->download(be, mean, t.mean.data, zb) || be->download(be, logvar, t.logvar.data, zb)) {
+        if (rc || !err[0]) snprintf(err, err_size, "encoding an image with the VAE failed: %s", be->error);
+        return false;
+    }
+    return true;
+}
+
+bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
+                         const float *weight, int weight_w, int weight_h, char *err, size_t err_size)
+{
+    latent_entry *e = &lc->items[index];
+    int f = vae_factor(&rt->model.vae.cfg);
+    e->c = rt->model.vae.cfg.z_channels;
+    e->h = H / f;
+    e->w = W / f;
+    size_t n = (size_t)e->c * e->h * e->w;
+    e->value = malloc(n * sizeof(float));
+    e->std = malloc(n * sizeof(float));
+    if (!e->value || !e->std) {
+        snprintf(err, err_size, "out of host memory caching latents");
+        return false;
+    }
+    err[0] = 0;
+    if (!encode_moments(rt, wa, pixels, W, H, e->value, e->std, err, err_size)) return false;
+    for (size_t i = 0; i < n; i++) { /* ldm's DiagonalGaussianDistribution clamps logvar to [-30, 20] */
+        float lv = e->std[i] < -30.0f ? -30.0f : e->std[i] > 20.0f ? 20.0f : e->std[i];
+        e->std[i] = expf(0.5f * lv);
+    }
+    if (lc->method != LATENT_RANDOM) {
+        float *noise = NULL;
+        if (lc->method == LATENT_ONCE) {
+            noise = malloc(n * sizeof(float));
+            if (!noise) {
+                snprintf(err, err_size, "out of host memory caching latents");
+                return false;
+            }
+            sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, (uint64_t)index * n, noise, (int64_t)n);
+        }
+        for (size_t i = 0; i < n; i++) e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f));
+        free(noise);
+        free(e->std);
+        e->std = NULL;
+    }
+    if (weight) {
+        e->weight = malloc((size_t)e->h * e->w * sizeof(float));
+        if (!e->weight) {
+            snprintf(err, err_size, "out of host memory caching loss weights");
+            return false;
+        }
+        if (weight_w == e->w && weight_h == e->h) memcpy(e->weight, weight, (size_t)e->h * e->w * sizeof(float));
+        else sdt_image_resize_f32(weight, weight_w, weight_h, 1, e->weight, e->w, e->h);
+    }
+    return true;
+}
+
+void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, float *out)
+{
+    const latent_entry *e = &lc->items[index];
+    int64_t n = latent_cache_numel(lc, index);
+    if (!e->std) {
+        memcpy(out, e->value, (size_t)n * sizeof(float));
+        return;
+    }
+    /* random: a fresh draw per use; the stream offset keeps draws of different uses apart */
+    sdt_rng_normal_fill(sdt_rng_derive(lc->seed, draw), SDT_RNG_LATENT_SAMPLE, (uint64_t)index * (uint64_t)n, out, n);
+    for (int64_t i = 0; i < n; i++) out[i] = lc->scaling * (e->value[i] + e->std[i] * out[i]);
+}

@@ -1,0 +1,27 @@
+/* work_arena.c - see work_arena.h. */
+#include "work_arena.h"
+
+#include <stdio.h>
+
+bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, char *err, size_t err_size)
+{
+    if (w->live && w->arena.capacity >= bytes) {
+        sdt_arena_rewind(&w->arena, 0);
+        w->arena.overflowed = false;
+        return true;
+    }
+    work_arena_release(w);
+    if (!sdt_arena_init(&w->arena, be, bytes)) {
+        snprintf(err, err_size, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
+                 "or the resolution", bytes >> 20, be->name, be->error);
+        return false;
+    }
+    w->live = true;
+    return true;
+}
+
+void work_arena_release(work_arena *w)
+{
+    if (w->live) sdt_arena_release(&w->arena);
+    w->live = false;
+}

@@ -1,0 +1,22 @@
+/* work_arena.h - a reusable activation arena that grows to the largest pass measured.
+ *
+ * Every computation here follows one pattern: run its allocation sequence on a
+ * measuring arena, reserve that many bytes (reallocating only when it grew), rewind,
+ * run for real. The reserved size is the memory estimate prepare() reports. */
+#ifndef SDT_TRAIN_WORK_ARENA_H
+#define SDT_TRAIN_WORK_ARENA_H
+
+#include <stddef.h>
+
+#include "arena.h"
+
+typedef struct work_arena {
+    sdt_arena arena;  /* rewound to 0 by reserve */
+    bool live;
+} work_arena;
+
+/* Makes the arena hold at least bytes (rewound); false + err when the backend has no room. */
+bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, char *err, size_t err_size);
+void work_arena_release(work_arena *w);
+
+#endif

@@ -1,0 +1,85 @@
+/* Both checkpoint layouts (single-file LDM and a diffusers folder) written by
+ * the project's generator load into the same UNet with the same outputs and
+ * d(context). Skips where the generator (models/checkpoint_gen.h) is absent. */
+#if defined(__has_include)
+#if __has_include("checkpoint_gen.h")
+#define HAVE_CHECKPOINT_GEN 1
+#endif
+#endif
+
+#include <string.h>
+
+#include "unet_test_util.h"
+
+#ifndef HAVE_CHECKPOINT_GEN
+int main(void)
+{
+    printf("unet_layouts: models/checkpoint_gen.h is not in this tree; skipping\n");
+    return SDT_TEST_SKIP;
+}
+#else
+#include "checkpoint_gen.h"
+
+static sdt_unet *load(const char *path, sdt_weights **w)
+{
+    char err[512];
+    *w = sdt_weights_open(path, err, sizeof err);
+    CHECK(*w != NULL, "open %s: %s", path, err);
+    if (!*w) return NULL;
+    sdt_unet_config cfg;
+    CHECK(sdt_unet_config_detect(*w, &cfg, err, sizeof err), "detect %s: %s", path, err);
+    sdt_unet *u = sdt_unet_load(&cfg, *w, err, sizeof err);
+    CHECK(u != NULL, "load %s: %s", path, err);
+    return u;
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("unet_layouts");
+    sdt_backend *be = kt_backend();
+    char *dir = ut_tmpdir();
+    char err[512], ldm[1100], folder[1100];
+    snprintf(ldm, sizeof ldm, "%s/tiny.safetensors", dir);
+    snprintf(folder, sizeof folder, "%s/tiny-diffusers", dir);
+    for (int linear = 0; linear < 2; linear++) {
+        sdt_ckpt_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.config = sd_config_preset(SD_FAMILY_TINY);
+        spec.config.unet.linear_proj = linear;
+        spec.dtype = SDT_F32;
+        spec.seed = sdt_test_next(&rng);
+        spec.perturb_all = true;
+        spec.layout = SDT_CKPT_LDM;
+        CHECK(sdt_ckpt_generate(ldm, &spec, err, sizeof err), "generate ldm: %s", err);
+        spec.layout = SDT_CKPT_DIFFUSERS;
+        CHECK(sdt_ckpt_generate(folder, &spec, err, sizeof err), "generate diffusers: %s", err);
+        sdt_weights *wa = NULL, *wb = NULL;
+        sdt_unet *a = load(ldm, &wa), *b = load(folder, &wb);
+        if (!a || !b) break;
+        const sdt_unet_config *ca = sdt_unet_get_config(a), *cb = sdt_unet_get_config(b);
+        CHECK(!memcmp(ca, cb, sizeof *ca), "the layouts detect different configs (linear_proj %d)", linear);
+        ut_inputs in = ut_make_inputs(ca, &rng, 2, 8, 8, 4);
+        int64_t ny = in.B * ca->out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx);
+        float *ya = kt_alloc((size_t)ny * 4), *yb = kt_alloc((size_t)ny * 4);
+        float *ga = kt_alloc((size_t)nc * 4), *gb = kt_alloc((size_t)nc * 4);
+        sdt_unet_options opt = sdt_unet_options_default();
+        CHECK(ut_run(a, be, &opt, &in, ya, ga, NULL) && ut_run(b, be, &opt, &in, yb, gb, NULL), "runs");
+        CHECK(!memcmp(ya, yb, (size_t)ny * 4), "LDM and diffusers layouts give different outputs (linear_proj %d)",
+              linear);
+        CHECK(!memcmp(ga, gb, (size_t)nc * 4), "LDM and diffusers layouts give different d(context) (linear_proj %d)",
+              linear);
+        free(ya);
+        free(yb);
+        free(ga);
+        free(gb);
+        ut_free_inputs(&in);
+        sdt_unet_free(a);
+        sdt_unet_free(b);
+        sdt_weights_close(wa);
+        sdt_weights_close(wb);
+    }
+    ut_cleanup(dir);
+    be->destroy(be);
+    return sdt_test_finish("unet_layouts");
+}
+#endif
