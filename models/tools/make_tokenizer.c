@@ -32,7 +32,7 @@ static int usage(const char *msg)
 static bool parse_vocab_size(const char *s, int32_t *out)
 {
     guint64 v;
-    if (!g_ascii_string_to_unsigned(s, 10, BPE_MIN_VOCAB, 1 << 24, &v, NULL)) return false;
+    if (!g_ascii_string_to_unsigned(s, 10, BPE_MIN_VOCAB, 1 << 22, &v, NULL)) return false; /* the tokenizer's id bound */
     *out = (int32_t)v;
     return true;
 }
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
                 if (!sd_family_parse(v, &family)) return usage("--for-config must be tiny, sd15 or sd2");
                 vocab_size = sd_config_preset(family).clip.vocab;
             } else if (!parse_vocab_size(v, &vocab_size)) {
-                return usage("--vocab-size must be a whole number of at least 514");
+                return usage("--vocab-size must be a whole number from 514 to 4194304");
             }
         } else {
             fprintf(stderr, "sdt-make-tokenizer: unknown argument '%s'\n", a);
