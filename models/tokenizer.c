@@ -1,6 +1,8 @@
 /* tokenizer.c - CLIP byte-level BPE; see tokenizer.h. */
 #include "tokenizer.h"
 
+#include "clip_bpe_rules.h"
+
 #include <cjson/cJSON.h>
 #include <glib.h>
 #include <limits.h>
@@ -9,15 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define START_TOKEN "<|startoftext|>"
-#define END_TOKEN "<|endoftext|>"
-#define WORD_END "</w>"
+#define START_TOKEN CLIP_START_TOKEN
+#define END_TOKEN CLIP_END_TOKEN
+#define WORD_END CLIP_WORD_END
 #define MAX_VOCAB_ID (1 << 22) /* far above any BPE vocabulary; bounds the id table (32 MiB) */
 #define CACHE_LIMIT 100000     /* words; the cache is emptied when it grows past this */
-
-/* CLIP's pre-tokenizer (simple_tokenizer.py), matched case-insensitively. */
-static const char clip_pattern[] =
-    "<\\|startoftext\\|>|<\\|endoftext\\|>|'s|'t|'re|'ve|'m|'ll|'d|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+";
 
 typedef struct merge_rec {
     guint64 pair; /* first symbol << 32 | second symbol; the hash key */
@@ -67,19 +65,12 @@ static int intern(sdt_tokenizer *t, const char *s, size_t len)
     return sym;
 }
 
-/* GPT-2/CLIP bytes_to_unicode: printable Latin-1 bytes stand for themselves,
- * the rest are shifted to U+0100.. so every byte is a visible character. */
+/* bytes_to_unicode and its inverse (all stand-ins are below U+0200). */
 static void init_byte_map(sdt_tokenizer *t)
 {
-    int n = 0;
     for (int i = 0; i < 512; i++) t->sym_byte[i] = -1;
-    for (int b = 0; b < 256; b++) {
-        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        gunichar c = printable ? (gunichar)b : (gunichar)(256 + n++);
-        int len = g_unichar_to_utf8(c, t->byte_sym[b]);
-        t->byte_sym[b][len] = 0;
-        t->sym_byte[c] = (int16_t)b;
-    }
+    clip_byte_symbols(t->byte_sym);
+    for (int b = 0; b < 256; b++) t->sym_byte[clip_byte_code_point((unsigned char)b)] = (int16_t)b;
 }
 
 /* ---- loading ------------------------------------------------------------------------ */
@@ -97,7 +88,7 @@ static sdt_tokenizer *tokenizer_new(void)
     g_mutex_init(&t->cache_lock);
     t->added_text = g_ptr_array_new_with_free_func(g_free);
     t->added_id = g_array_new(FALSE, FALSE, sizeof(int32_t));
-    t->pattern = g_regex_new(clip_pattern, G_REGEX_CASELESS | G_REGEX_OPTIMIZE, 0, NULL);
+    t->pattern = g_regex_new(clip_pretoken_pattern, G_REGEX_CASELESS | G_REGEX_OPTIMIZE, 0, NULL);
     init_byte_map(t);
     return t;
 }
