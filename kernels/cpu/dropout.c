@@ -1,22 +1,19 @@
 /* dropout.c - inverted dropout as torch.nn.Dropout in training: keep with probability 1-p,
  * scale kept values by 1/(1-p). The keep decision for element i is a pure function of
- * (seed, i) (a splitmix64 hash, counter-based), so masks are reproducible across runs,
- * thread counts and backends that use the same hash. */
+ * (seed, i): u_i = the (i+1)-th output of a splitmix64 stream started at `seed`, top 24 bits
+ * as a float in [0, 1); element i is dropped when u_i < p. It is counter-based, so masks are
+ * reproducible across runs and thread counts, and the CUDA backend (uniform_at in
+ * kernels/cuda/elementwise.cu) draws the very same mask, so a run can move between backends. */
 #include "cpu_context.h"
 
-/* splitmix64's finaliser: a bijective mix with full avalanche. */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-/* Uniform in [0, 1) with 24 random bits (exact in float), for element `index` under `seed`. */
+/* u_i: splitmix64's state after i+1 steps from seed, through its finaliser. */
 static float dropout_uniform(uint64_t seed, uint64_t index)
 {
-    uint64_t h = mix64(mix64(seed) + (index + 1) * 0x9E3779B97F4A7C15ull);
-    return (float)(h >> 40) * (1.0f / 16777216.0f);
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
 int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p,

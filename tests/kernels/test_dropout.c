@@ -1,7 +1,8 @@
 /* test_dropout - inverted dropout: mask values are 0 or 1/(1-p), the kept fraction is 1-p
- * (statistically, within 7 sigma), the mask depends only on the seed (same seed same mask,
- * any thread count; another seed another mask), out = x * mask, p = 0 and p = 1, and the
- * backward (dx += dout * mask) against float64 and finite differences. */
+ * (statistically, within 7 sigma), the mask is the seed's splitmix64 stream (as on CUDA),
+ * so it depends only on the seed (any thread count; another seed another mask),
+ * out = x * mask, p = 0 and p = 1, and the backward (dx += dout * mask) against float64
+ * and finite differences. */
 #include "fd_check.h"
 #include "kernel_test.h"
 
@@ -39,6 +40,16 @@ static void check_statistics(sdt_backend *be, sdt_backend *be1, sdt_test_rng *r,
     double frac = (double)kept / (double)n, sigma = sqrt(p * (1 - p) / (double)n);
     CHECK(fabs(frac - (1 - p)) <= 7 * sigma + 1e-12, "p=%g: kept fraction %.5f, want %.5f", (double)p, frac,
           1 - (double)p);
+
+    /* the documented stream, shared with the CUDA backend: u_i is the i-th splitmix64 output from seed */
+    sdt_test_rng stream = {seed};
+    int64_t off_stream = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float u = (float)(sdt_test_next(&stream) >> 40) * (1.0f / 16777216.0f);
+        off_stream += (mask[i] != 0) != (u >= p);
+    }
+    CHECK(off_stream == 0, "p=%g: %lld mask entries differ from the splitmix64 stream of the seed", (double)p,
+          (long long)off_stream);
 
     CHECK(be1->dropout_forward(be1, &ty, &tm1, &tx, p, seed) == 0, "single-thread dropout failed: %s", be1->error);
     CHECK(memcmp(mask, mask1, n * sizeof(float)) == 0, "p=%g: the mask must not depend on the thread count",
