@@ -1,21 +1,23 @@
 /* kernels_cpu.c - how close the CPU backend's GEMM-bound ops (linear, conv2d)
  * come to OpenBLAS sgemm itself.
  *
- * For each case the op and bare OpenBLAS sgemm calls of exactly the GEMMs the op
+ * Each case times the op and bare sgemm calls of exactly the GEMMs the op
  * reduces to (same M, N, K and transposes: one for forward, dgrad + wgrad for
- * backward) are timed in the same run, best of several samples. The reference
- * is OpenBLAS's own multi-threaded sgemm (the backend itself runs OpenBLAS
- * single-threaded under its OpenMP threads, see kernels/cpu/cpu_gemm.h); the two
- * are timed in separate phases with a pause between, so neither thread pool's
- * spin-waiting leaks into the other's numbers. The op's GFLOP/s over sgemm's is
- * the figure of merit: 1.0 means the op adds nothing on top of its GEMMs
- * (im2col, col2im, bias sums are the overhead). Shapes are Stable Diffusion's,
- * scaled down.
+ * backward; per image for conv2d), best of several ~40 ms samples, two ways:
+ *  - "op/OpenBLAS": against OpenBLAS's own multi-threaded sgemm, the issue's
+ *    yardstick. The backend runs OpenBLAS single-threaded under its OpenMP
+ *    threads (kernels/cpu/cpu_gemm.h), so the two pools are timed in separate
+ *    phases with a pause between, lest one's spin-waiting slow the other.
+ *  - "op/GEMM": against the same GEMMs issued through the backend's own
+ *    cpu_sgemm, sample by sample interleaved with the op. Same pool, same
+ *    moment: on a shared, loaded machine this is the steadier measure of what
+ *    the op adds on top of its GEMMs (im2col, col2im, bias sums).
+ * 1.0 means nothing added. Shapes are Stable Diffusion's, scaled down.
  *
  * usage: kernels_cpu [out.json]   (default bench_kernels_cpu.json)
- * Environment: SDT_BENCH_REPEATS, rounds of 3 samples per side (default 5);
- * SDT_BENCH_THREADS, threads for both the backend and the reference (default: all). Not a ctest test: timings are
- * reported, never asserted.
+ * Environment: SDT_BENCH_REPEATS, rounds (default 5); SDT_BENCH_THREADS, threads
+ * for the backend and the reference (default: OpenBLAS's, i.e. all cores).
+ * Not a ctest test: timings are reported, never asserted.
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu/cpu_gemm.h"
 #include "ops.h"
 
 typedef enum { CASE_LINEAR, CASE_CONV } case_kind;
@@ -43,32 +46,17 @@ typedef struct gemm_spec {
 } gemm_spec;
 
 typedef struct bench_result {
-    double op_gflops, gemm_gflops, ratio;
-    double cpu_ratio; /* the same ratio from CPU seconds instead of wall seconds */
-    gemm_spec main; /* the first (forward or dgrad) GEMM, for the table */
+    double op_gflops;    /* the op */
+    double pool_gflops;  /* its GEMMs through cpu_sgemm, interleaved with the op */
+    double blas_gflops;  /* its GEMMs through multi-threaded OpenBLAS */
+    gemm_spec main;      /* the first (forward or dgrad) GEMM, for the table */
 } bench_result;
 
-static double clock_seconds(clockid_t id)
+static double now_seconds(void)
 {
     struct timespec ts;
-    clock_gettime(id, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double now_seconds(void) { return clock_seconds(CLOCK_MONOTONIC); }
-/* CPU seconds of all threads: unlike wall time, barely moved by other processes'
- * load, so it is the steadier second opinion on a shared machine. */
-static double cpu_seconds(void) { return clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
-
-/* Best (lowest) wall and CPU seconds seen over samples. */
-typedef struct best_time {
-    double wall, cpu;
-} best_time;
-
-static void best_time_update(best_time *b, double wall, double cpu)
-{
-    if (wall < b->wall) b->wall = wall;
-    if (cpu < b->cpu) b->cpu = cpu;
 }
 
 static float *alloc_random(size_t n)
@@ -192,16 +180,38 @@ static int run_op(bench_state *st)
                : be->conv2d_forward(be, &st->out, &st->x, &st->w, &st->b, bc->stride, bc->pad);
 }
 
-/* The op's GEMMs alone, on operands of the same shapes and layouts. */
-static void run_gemm(bench_state *st)
+/* The op's GEMMs alone, on operands of the same shapes and layouts: through the
+ * backend's cpu_sgemm (pool) or straight to multi-threaded OpenBLAS. */
+static void run_gemm(bench_state *st, bool pool)
 {
     for (int img = 0; img < st->images; img++)
         for (int i = 0; i < st->ngemm; i++) {
             const gemm_spec *g = &st->gemm[i];
-            cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m,
-                        g->n, g->k, 1.0f, st->ga, g->ta ? g->m : g->k, st->gb, g->tb ? g->k : g->n, 0.0f, st->gc,
-                        g->n);
+            const int lda = g->ta ? g->m : g->k, ldb = g->tb ? g->k : g->n;
+            if (pool)
+                cpu_sgemm(st->be, g->ta, g->tb, g->m, g->n, g->k, 1.0f, st->ga, lda, st->gb, ldb, 0.0f, st->gc, g->n);
+            else
+                cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m,
+                            g->n, g->k, 1.0f, st->ga, lda, st->gb, ldb, 0.0f, st->gc, g->n);
         }
+}
+
+/* Seconds for `iters` calls of the op (gemm < 0) or of its GEMMs (pool: gemm > 0, OpenBLAS: gemm == 0). */
+static double time_sample(bench_state *st, int iters, int gemm)
+{
+    const double t0 = now_seconds();
+    for (int i = 0; i < iters; i++) {
+        if (gemm < 0)
+            run_op(st);
+        else
+            run_gemm(st, gemm > 0);
+    }
+    return now_seconds() - t0;
+}
+
+static void keep_min(double *best, double t)
+{
+    if (t < *best) *best = t;
 }
 
 /* Lets spinning OpenMP / OpenBLAS workers give up their cores before the next phase. */
@@ -220,35 +230,26 @@ static int bench_one(sdt_backend *be, const bench_case *bc, int repeats, int bla
         state_free(&st);
         return -1;
     }
+    run_gemm(&st, true);
     /* Each sample runs long enough (~40 ms) that timer and thread wake-up noise vanish. */
-    double t = now_seconds();
-    run_op(&st);
-    const double once = now_seconds() - t;
+    const double once = time_sample(&st, 1, -1);
     const int iters = once > 0.04 ? 1 : (int)(0.04 / (once > 1e-6 ? once : 1e-6)) + 1;
-    /* Rounds alternate the two phases, so a burst of load from other processes
-     * hits both; the best sample of each side counts. */
-    best_time best_op = {1e30, 1e30}, best_gemm = {1e30, 1e30};
+    double best_op = 1e30, best_pool = 1e30, best_blas = 1e30;
     for (int round = 0; round < repeats; round++) {
         for (int r = 0; r < 3; r++) {
-            double t0 = now_seconds(), c0 = cpu_seconds();
-            for (int i = 0; i < iters; i++) run_op(&st);
-            best_time_update(&best_op, now_seconds() - t0, cpu_seconds() - c0);
+            keep_min(&best_op, time_sample(&st, iters, -1));
+            keep_min(&best_pool, time_sample(&st, iters, 1));
         }
         pause_for_idle_pools();
         openblas_set_num_threads(blas_threads);
-        run_gemm(&st);
-        for (int r = 0; r < 3; r++) {
-            double t0 = now_seconds(), c0 = cpu_seconds();
-            for (int i = 0; i < iters; i++) run_gemm(&st);
-            best_time_update(&best_gemm, now_seconds() - t0, cpu_seconds() - c0);
-        }
+        run_gemm(&st, false);
+        for (int r = 0; r < 3; r++) keep_min(&best_blas, time_sample(&st, iters, 0));
         openblas_set_num_threads(1); /* back to what the backend expects */
         pause_for_idle_pools();
     }
-    res->op_gflops = st.flops * iters / best_op.wall * 1e-9;
-    res->gemm_gflops = st.flops * iters / best_gemm.wall * 1e-9;
-    res->ratio = res->op_gflops / res->gemm_gflops;
-    res->cpu_ratio = best_gemm.cpu / best_op.cpu;
+    res->op_gflops = st.flops * iters / best_op * 1e-9;
+    res->pool_gflops = st.flops * iters / best_pool * 1e-9;
+    res->blas_gflops = st.flops * iters / best_blas * 1e-9;
     res->main = st.gemm[0];
     state_free(&st);
     return 0;
@@ -268,9 +269,10 @@ static int write_json(const char *path, const bench_case *cases, const bench_res
     for (int i = 0; i < count; i++)
         fprintf(f,
                 "    {\"name\": \"%s\", \"gemm_m\": %d, \"gemm_n\": %d, \"gemm_k\": %d, \"op_gflops\": %.2f, "
-                "\"sgemm_gflops\": %.2f, \"fraction_of_sgemm\": %.3f, \"fraction_of_sgemm_cpu_time\": %.3f}%s\n",
-                cases[i].name, res[i].main.m, res[i].main.n, res[i].main.k, res[i].op_gflops, res[i].gemm_gflops,
-                res[i].ratio, res[i].cpu_ratio,
+                "\"openblas_sgemm_gflops\": %.2f, \"pool_sgemm_gflops\": %.2f, \"fraction_of_openblas\": %.3f, "
+                "\"fraction_of_pool_gemm\": %.3f}%s\n",
+                cases[i].name, res[i].main.m, res[i].main.n, res[i].main.k, res[i].op_gflops, res[i].blas_gflops,
+                res[i].pool_gflops, res[i].op_gflops / res[i].blas_gflops, res[i].op_gflops / res[i].pool_gflops,
                 i + 1 < count ? "," : "");
     fprintf(f, "  ]\n}\n");
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -315,9 +317,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "kernels_cpu: could not create the CPU backend\n");
         return 1;
     }
-    printf("kernels_cpu: %d threads (backend OpenMP and reference OpenBLAS), best of %d rounds x 3 samples\n", threads, repeats);
-    printf("%-34s %18s %10s %10s %9s %9s\n", "case", "1st GEMM m x n x k", "op GF/s", "sgemm GF/s", "op/sgemm",
-           "(cpu)");
+    printf("kernels_cpu: %d threads (backend OpenMP and reference OpenBLAS), best of %d rounds x 3 samples each\n", threads, repeats);
+    printf("%-33s %14s %8s %9s %9s %12s %8s\n", "case", "GEMM m*n*k", "op GF/s", "OpenBLAS", "pool GEMM",
+           "op/OpenBLAS", "op/GEMM");
     for (int i = 0; i < count; i++) {
         if (bench_one(be, &cases[i], repeats, threads, &res[i])) {
             be->destroy(be);
@@ -325,8 +327,9 @@ int main(int argc, char **argv)
         }
         char gemm[48];
         snprintf(gemm, sizeof gemm, "%dx%dx%d", res[i].main.m, res[i].main.n, res[i].main.k);
-        printf("%-34s %18s %10.1f %10.1f %8.0f%% %8.0f%%\n", cases[i].name, gemm, res[i].op_gflops,
-               res[i].gemm_gflops, 100.0 * res[i].ratio, 100.0 * res[i].cpu_ratio);
+        printf("%-33s %14s %8.1f %9.1f %9.1f %11.0f%% %7.0f%%\n", cases[i].name, gemm, res[i].op_gflops,
+               res[i].blas_gflops, res[i].pool_gflops, 100.0 * res[i].op_gflops / res[i].blas_gflops,
+               100.0 * res[i].op_gflops / res[i].pool_gflops);
         fflush(stdout);
     }
     be->destroy(be);

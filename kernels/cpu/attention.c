@@ -22,7 +22,7 @@ typedef struct attn_geom {
     int batch, heads, tq, tk, d, hd; /* hd = heads * d, the row stride of q, k, v */
     float scale;
     bool causal;
-    int threads; /* OpenMP threads for the softmax rows */
+    int threads; /* OpenMP threads for the softmax rows when not already inside a parallel region */
 } attn_geom;
 
 static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k,
@@ -59,7 +59,7 @@ static void attn_probs(sdt_backend *be, const attn_geom *g, const float *q, cons
 {
     cpu_sgemm(be, false, true, g->tq, g->tk, g->d, g->scale,
                 q + head_offset(g, g->tq, b, h), g->hd, k + head_offset(g, g->tk, b, h), g->hd, 0.0f, p, g->tk);
-#pragma omp parallel for num_threads(g->threads) schedule(static)
+#pragma omp parallel for num_threads(omp_in_parallel() ? 1 : g->threads) schedule(static)
     for (int i = 0; i < g->tq; i++) {
         float *row = p + (int64_t)i * g->tk;
         const int valid = g->causal ? i + 1 : g->tk;
@@ -147,7 +147,7 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
         if (!dq && !dk) continue;
         /* dP = dout v^T, then dS = softmax backward (masked entries stay 0 since p is 0 there). */
         cpu_sgemm(be, false, true, g.tq, g.tk, g.d, 1.0f, dof + qo, g.hd, vf + ko, g.hd, 0.0f, dsp, g.tk);
-#pragma omp parallel for num_threads(g.threads) schedule(static)
+#pragma omp parallel for num_threads(omp_in_parallel() ? 1 : g.threads) schedule(static)
         for (int i = 0; i < g.tq; i++)
             cpu_softmax_row_backward(dsp + (int64_t)i * g.tk, dsp + (int64_t)i * g.tk, p + (int64_t)i * g.tk, g.tk,
                                      false);

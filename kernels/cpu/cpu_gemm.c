@@ -2,6 +2,7 @@
 #include "cpu_gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 #include <pthread.h>
 
 /* Multiply-adds per "element" of cpu_threads_for's work measure: a GEMM below
@@ -21,7 +22,10 @@ void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
     pthread_once(&blas_once, blas_single_threaded);
     if (m <= 0 || n <= 0) return;
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    const int parts = cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
+    /* Inside a parallel region (attention runs heads side by side) the caller's
+     * thread does it all, even where a host enabled nested parallelism. */
+    const int parts =
+        omp_in_parallel() ? 1 : cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
     /* Split the longer side of C into panels; the 16-multiple keeps panels on SIMD/cache-line boundaries. */
     const bool split_n = n >= m;
     const int len = split_n ? n : m;
