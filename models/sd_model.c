@@ -46,6 +46,7 @@ sd_config sd_config_preset(sd_family f)
         c.clip = clip_config_tiny();
         c.vae = vae_config_tiny();
         c.unet = sdt_unet_config_tiny();
+        c.unet.context_dim = c.clip.width; /* the UNet attends to this text encoder's output */
         break;
     }
     return c;
@@ -88,6 +89,11 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t er
     if (!clip_config_detect(w, &c.clip, err, err_size) || !vae_config_detect(w, &c.vae, err, err_size))
         return false;
     if (!sdt_unet_config_detect(w, &c.unet, err, err_size)) return false;
+    if (c.unet.context_dim != c.clip.width) {
+        snprintf(err, err_size, "%s: the text encoder is %d wide but the UNet's cross-attention expects %d; the parts come "
+                 "from different models", sdt_weights_path(w), c.clip.width, c.unet.context_dim);
+        return false;
+    }
     c.family = family_of(&c);
     *cfg = c;
     return true;

@@ -10,9 +10,11 @@
 #include "dataset.h"
 #include "diagnosis.h"
 #include "embedding.h"
+#include "embedding_file.h"
 #include "fallback.h"
 #include "latent_cache.h"
 #include "lr_schedule.h"
+#include "noise_schedule.h"
 #include "optimizer.h"
 #include "outputs.h"
 #include "scaler.h"
@@ -45,6 +47,9 @@ struct ti_job {
     sd_runtime rt;
     sdt_precision precision;   /* in use now (fp32 after the fallback) */
     work_arena wa;             /* training passes and previews */
+    ti_pass_shape measured;    /* the batch shape the arena was last sized for */
+    bool have_measured;
+    sdt_noise_schedule sched;
 
     /* text */
     sdt_tokenizer *tok;
@@ -86,6 +91,8 @@ struct ti_job {
 /* ti_job_step.c */
 sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
 bool ti_job_done(const void *job);
+/* Frozen weights upcast to f32 and no loss scaling from now on (the fallback's switch). */
+sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size);
 /* ti_job_save.c */
 sdt_status ti_job_save_snapshot(void *job, int64_t step, char *err, size_t err_size);
 sdt_status ti_job_save_preview(void *job, int64_t step, char *err, size_t err_size);

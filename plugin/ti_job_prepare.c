@@ -154,8 +154,8 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
     if (!job->dataset_dir) FAIL(SDT_STATUS_VALIDATION, "Dataset directory is empty: set the dataset folder");
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
     if (c->width % (uint32_t)f || c->height % (uint32_t)f)
-        FAIL(SDT_STATUS_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; choose e.g. %u x %u",
-             c->width, c->height, f, c->width / f * f ? c->width / f * f : (uint32_t)f, c->height / f * f ? c->height / f * f : (uint32_t)f);
+        FAIL(SDT_STATUS_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
+             "a multiple of %d", c->width, c->height, f, f);
     sdt_dataset_options o = {0};
     o.folder = job->dataset_dir;
     o.width = (int)c->width;
@@ -241,6 +241,7 @@ static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err
     fc.max_consecutive = (int)c->max_consecutive_nonfinite;
     if (sdt_fallback_init(&job->fallback, &fc, err, err_size) != SDT_CORE_OK) return SDT_STATUS_VALIDATION;
     sdt_diagnosis_init(&job->diagnosis);
+    sdt_noise_schedule_init_sd(&job->sched);
     return SDT_STATUS_OK;
 }
 
@@ -257,6 +258,8 @@ static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, si
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
     char why[512];
+    job->measured = shape;
+    job->have_measured = true;
     if (!work_arena_reserve(&job->wa, job->pb.be, bytes, why, sizeof why))
         FAIL(SDT_STATUS_OUT_OF_MEMORY, "training needs %zu MiB for activations at batch size %d and %dx%d latents, and the "
              "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
