@@ -12,7 +12,6 @@ cp "$tok/vocab.json" "$tok/merges.txt" "$work/model/tokenizer/"
 "$build/models/tools/sdt-make-checkpoint" --config sd15 --dtype f16 --seed 1 --out "$work/model/sd15.safetensors" > /dev/null
 "$build/host-sim/demo-tools/sdt-make-demo-dataset" "$work/data" --count 8 --size 512 > /dev/null
 host="$build/host-sim/sdt-host"
-"$host" create-embedding --name ring --init-text "ring" --vectors 1 --model "$work/model/sd15.safetensors" --out "$work/emb" > /dev/null
 echo '{"runs": [' > "$out/ti_gpu.json"
 printf '%-6s %-5s %10s %10s %10s\n' precision batch "img/s" "ms/step" "total s"
 first=1
@@ -20,8 +19,11 @@ for cfg in "bf16 1" "fp16 1" "fp32 1" "bf16 4"; do
   set -- $cfg
   prec=$1; bs=$2
   log="$out/train_${prec}_b${bs}.log"
+  # a fresh embedding per run: training writes the trained file back over its source
+  "$host" create-embedding --name ring --init-text "ring" --vectors 1 --model "$work/model/sd15.safetensors" \
+      --out "$work/emb_${prec}_${bs}" > /dev/null
   t0=$(date +%s.%N)
-  "$host" train --embedding "$work/emb/ring.safetensors" --model "$work/model/sd15.safetensors" --dataset "$work/data" \
+  "$host" train --embedding "$work/emb_${prec}_${bs}/ring.safetensors" --model "$work/model/sd15.safetensors" --dataset "$work/data" \
       --template "$build/host-sim/templates/subject_filewords.txt" --log-dir "$work/log_${prec}_${bs}" --device cuda \
       --precision "$prec" --batch-size "$bs" --width 512 --height 512 --max-steps "$steps" --save-every 0 \
       --preview-every 0 --csv-every 1 > "$log" 2>&1 || { echo "$prec b$bs failed: $(tail -n 2 "$log")"; continue; }
