@@ -73,6 +73,7 @@ void cuda_destroy(sdt_backend *be)
         cudaFree(c->reduce);
         cudaFree(c->reduce_d);
         cudaFree(c->flag);
+        free(c->conv_plans);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
