@@ -14,7 +14,7 @@
 
 #include "../ops.h"
 
-#define SDT_CUDA_SCRATCH_SLOTS 8
+#define SDT_CUDA_SCRATCH_SLOTS 12 /* 0-6 operands and staging, 8-9 16-bit attention operands, last: reductions */
 
 typedef struct cuda_ctx {
     int device;

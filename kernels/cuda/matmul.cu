@@ -133,6 +133,10 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
 }
 
 /* ------------------------------------------------------------- attention */
+/* Per batch item, GEMMs batched over heads (a head is a column block of width D in the
+ * [T, H*D] rows). With 16-bit q/k/v the GEMMs run on tensor cores in that dtype with fp32
+ * accumulation, the probabilities kept in fp32 for the softmax and rounded to the operand
+ * dtype only as a GEMM input (as fused attention kernels do); otherwise everything is fp32. */
 
 typedef struct attn_dims {
     int64_t B, Tq, Tk, H, D, HD;
@@ -154,16 +158,92 @@ static int attn_shape(sdt_backend *be, const sdt_tensor *q, const sdt_tensor *k,
     return 0;
 }
 
-/* P [B, H, Tq, Tk] = softmax(scale Q K^T) (causal-masked). */
-static int attn_probs(sdt_backend *be, const attn_dims *a, const float *q, const float *k, float *P, bool causal)
+/* Device data in some dtype, with element offsets. */
+typedef struct dview {
+    const void *p;
+    int dt;
+} dview;
+
+static const void *at_elem(dview v, int64_t i) { return (const char *)v.p + i * (int64_t)sdt_dtype_size((sdt_dtype)v.dt); }
+
+/* Row-major C_h = alpha op(A_h) op(B_h) + beta C_h for h < batch (strides in elements); A and B share a dtype. */
+static int gemm_heads(sdt_backend *be, bool ta, bool tb, int M, int N, int K, dview A, int lda, long long sa, dview B, int ldb,
+                      long long sb, float beta, dview C, int ldc, long long sc, int batch)
 {
+    float alpha = 1.0f;
+    CUBLAS_TRY(be, cublasGemmStridedBatchedEx(ctx_of(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                              N, M, K, &alpha, B.p, cuda_type(B.dt), ldb, sb, A.p, cuda_type(A.dt), lda, sa, &beta,
+                                              (void *)C.p, cuda_type(C.dt), ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return 0;
+}
+
+/* The operand dtype: the tensors' own 16-bit dtype when they all share it, else f32. */
+static int attn_operand_dtype(const sdt_tensor *const *ts, int n)
+{
+    int dt = -1;
+    for (int i = 0; i < n; i++) {
+        if (!ts[i]) continue;
+        if (dt < 0) dt = ts[i]->dtype;
+        else if (ts[i]->dtype != dt) return SDT_F32;
+    }
+    return dt < 0 ? SDT_F32 : dt;
+}
+
+/* t as an operand of dtype od: itself, or an f32 copy in scratch slot. */
+static dview attn_operand(sdt_backend *be, const sdt_tensor *t, int od, int slot)
+{
+    dview v = {t->data, t->dtype};
+    if (t->dtype != od) v = (dview){cuda_read_f32(be, t, slot), SDT_F32};
+    return v;
+}
+
+/* P (f32) as a GEMM operand of dtype od: itself, or rounded into scratch slot. */
+static dview probs_operand(sdt_backend *be, const float *P, int64_t n, int od, int slot)
+{
+    if (od == SDT_F32) return (dview){P, SDT_F32};
+    void *buf = cuda_scratch(be, slot, (size_t)n * sdt_dtype_size((sdt_dtype)od));
+    if (!buf || cuda_convert_raw(be, buf, od, P, SDT_F32, n)) return (dview){NULL, od};
+    return (dview){buf, od};
+}
+
+/* P [B, H, Tq, Tk] = softmax(scale Q K^T) (causal-masked). */
+static int attn_probs(sdt_backend *be, const attn_dims *a, dview q, dview k, float *P, bool causal)
+{
+    int64_t sP = a->Tq * a->Tk;
     for (int64_t b = 0; b < a->B; b++)
-        if (cuda_gemm_f32_batched(be, false, true, (int)a->Tq, (int)a->Tk, (int)a->D, 1.0f, q + b * a->Tq * a->HD, (int)a->HD,
-                                  a->D, k + b * a->Tk * a->HD, (int)a->HD, a->D, 0.0f, P + b * a->H * a->Tq * a->Tk,
-                                  (int)a->Tk, a->Tq * a->Tk, (int)a->H))
+        if (gemm_heads(be, false, true, (int)a->Tq, (int)a->Tk, (int)a->D, (dview){at_elem(q, b * a->Tq * a->HD), q.dt},
+                       (int)a->HD, a->D, (dview){at_elem(k, b * a->Tk * a->HD), k.dt}, (int)a->HD, a->D, 0.0f,
+                       (dview){P + b * a->H * sP, SDT_F32}, (int)a->Tk, sP, (int)a->H))
             return -1;
     return cuda_softmax_rows(be, P, SDT_F32, P, SDT_F32, a->B * a->H * a->Tq, a->Tk, causal ? a->Tq : 0,
                              1.0f / sqrtf((float)a->D));
+}
+
+/* Where a GEMM may write (or accumulate into) t: t itself when its dtype is od or f32, else an f32 buffer. */
+typedef struct gemm_target {
+    sdt_tensor *t;
+    float *buf; /* non-NULL when staged through f32 */
+    dview c;
+} gemm_target;
+
+static bool target_begin(sdt_backend *be, gemm_target *g, sdt_tensor *t, int od, int slot, bool accumulate)
+{
+    g->t = t;
+    g->buf = NULL;
+    if (t->dtype == od || t->dtype == SDT_F32) {
+        g->c = (dview){t->data, t->dtype};
+        return true;
+    }
+    int64_t n = sdt_tensor_numel(t);
+    g->buf = accumulate ? accum_begin(be, t, slot) : (float *)cuda_scratch(be, slot, (size_t)n * sizeof(float));
+    g->c = (dview){g->buf, SDT_F32};
+    return g->buf != NULL;
+}
+
+static int target_end(sdt_backend *be, gemm_target *g)
+{
+    if (!g->buf) return 0;
+    return cuda_convert_raw(be, g->t->data, g->t->dtype, g->buf, SDT_F32, sdt_tensor_numel(g->t));
 }
 
 int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, const sdt_tensor *q, const sdt_tensor *k,
@@ -171,18 +251,22 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, 
 {
     attn_dims a;
     if (attn_shape(be, q, k, v, heads, causal, &a)) return -1;
-    const float *q32 = cuda_read_f32(be, q, 0), *k32 = cuda_read_f32(be, k, 1), *v32 = cuda_read_f32(be, v, 2);
-    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, (size_t)(a.B * a.H * a.Tq * a.Tk) * sizeof(float));
-    float *o32 = out->dtype == SDT_F32 ? (float *)out->data : (float *)cuda_scratch(be, 4, (size_t)(a.B * a.Tq * a.HD) * sizeof(float));
-    if (!q32 || !k32 || !v32 || !P || !o32) return -1;
-    if (attn_probs(be, &a, q32, k32, P, causal)) return -1;
+    const sdt_tensor *all[3] = {q, k, v};
+    int od = attn_operand_dtype(all, 3);
+    int64_t sP = a.Tq * a.Tk;
+    dview qv = attn_operand(be, q, od, 0), kv = attn_operand(be, k, od, 1), vv = attn_operand(be, v, od, 2);
+    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, (size_t)(a.B * a.H * sP) * sizeof(float));
+    gemm_target o;
+    if (!qv.p || !kv.p || !vv.p || !P || !target_begin(be, &o, out, od, 4, false)) return -1;
+    if (attn_probs(be, &a, qv, kv, P, causal)) return -1;
+    dview pv = probs_operand(be, P, a.B * a.H * sP, od, 8);
+    if (!pv.p) return -1;
     for (int64_t b = 0; b < a.B; b++) /* O_h = P_h V_h */
-        if (cuda_gemm_f32_batched(be, false, false, (int)a.Tq, (int)a.D, (int)a.Tk, 1.0f, P + b * a.H * a.Tq * a.Tk, (int)a.Tk,
-                                  a.Tq * a.Tk, v32 + b * a.Tk * a.HD, (int)a.HD, a.D, 0.0f, o32 + b * a.Tq * a.HD, (int)a.HD,
-                                  a.D, (int)a.H))
+        if (gemm_heads(be, false, false, (int)a.Tq, (int)a.D, (int)a.Tk, (dview){at_elem(pv, b * a.H * sP), pv.dt}, (int)a.Tk, sP,
+                       (dview){at_elem(vv, b * a.Tk * a.HD), vv.dt}, (int)a.HD, a.D, 0.0f,
+                       (dview){at_elem(o.c, b * a.Tq * a.HD), o.c.dt}, (int)a.HD, a.D, (int)a.H))
             return -1;
-    if (o32 != out->data) return cuda_convert_raw(be, out->data, out->dtype, o32, SDT_F32, a.B * a.Tq * a.HD);
-    return 0;
+    return target_end(be, &o);
 }
 
 int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout,
@@ -191,51 +275,54 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
 {
     attn_dims a;
     if (attn_shape(be, q, k, v, heads, causal, &a)) return -1;
-    size_t pbytes = (size_t)(a.B * a.H * a.Tq * a.Tk) * sizeof(float);
-    const float *q32 = cuda_read_f32(be, q, 0), *k32 = cuda_read_f32(be, k, 1), *v32 = cuda_read_f32(be, v, 2);
-    const float *do32 = cuda_read_f32(be, dout, 5);
-    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, pbytes);
-    float *dP = (float *)cuda_scratch(be, 6, pbytes);
-    if (!q32 || !k32 || !v32 || !do32 || !P || !dP) return -1;
-    if (!probs && attn_probs(be, &a, q32, k32, P, causal)) return -1;
-    int64_t sP = a.Tq * a.Tk;
+    const sdt_tensor *all[4] = {q, k, v, dout};
+    int od = attn_operand_dtype(all, 4);
+    int64_t sP = a.Tq * a.Tk, nP = a.B * a.H * sP;
+    dview qv = attn_operand(be, q, od, 0), kv = attn_operand(be, k, od, 1), vv = attn_operand(be, v, od, 2);
+    dview dov = attn_operand(be, dout, od, 5);
+    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, (size_t)nP * sizeof(float));
+    float *dP = (float *)cuda_scratch(be, 6, (size_t)nP * sizeof(float));
+    if (!qv.p || !kv.p || !vv.p || !dov.p || !P || !dP) return -1;
+    if (!probs && attn_probs(be, &a, qv, kv, P, causal)) return -1;
+    gemm_target g;
     if (dv) { /* dV_h += P_h^T dO_h */
-        float *acc32 = accum_begin(be, dv, 4);
-        if (!acc32) return -1;
+        dview pv = probs_operand(be, P, nP, od, 8);
+        if (!pv.p || !target_begin(be, &g, dv, od, 4, true)) return -1;
         for (int64_t b = 0; b < a.B; b++)
-            if (cuda_gemm_f32_batched(be, true, false, (int)a.Tk, (int)a.D, (int)a.Tq, 1.0f, P + b * a.H * sP, (int)a.Tk, sP,
-                                      do32 + b * a.Tq * a.HD, (int)a.HD, a.D, 1.0f, acc32 + b * a.Tk * a.HD, (int)a.HD, a.D,
-                                      (int)a.H))
+            if (gemm_heads(be, true, false, (int)a.Tk, (int)a.D, (int)a.Tq, (dview){at_elem(pv, b * a.H * sP), pv.dt}, (int)a.Tk,
+                           sP, (dview){at_elem(dov, b * a.Tq * a.HD), dov.dt}, (int)a.HD, a.D, 1.0f,
+                           (dview){at_elem(g.c, b * a.Tk * a.HD), g.c.dt}, (int)a.HD, a.D, (int)a.H))
                 return -1;
-        if (accum_end(be, dv, acc32)) return -1;
+        if (target_end(be, &g)) return -1;
     }
-    for (int64_t b = 0; b < a.B; b++) /* dP_h = dO_h V_h^T */
-        if (cuda_gemm_f32_batched(be, false, true, (int)a.Tq, (int)a.Tk, (int)a.D, 1.0f, do32 + b * a.Tq * a.HD, (int)a.HD, a.D,
-                                  v32 + b * a.Tk * a.HD, (int)a.HD, a.D, 0.0f, dP + b * a.H * sP, (int)a.Tk, sP, (int)a.H))
+    for (int64_t b = 0; b < a.B; b++) /* dP_h = dO_h V_h^T, in f32 */
+        if (gemm_heads(be, false, true, (int)a.Tq, (int)a.Tk, (int)a.D, (dview){at_elem(dov, b * a.Tq * a.HD), dov.dt}, (int)a.HD,
+                       a.D, (dview){at_elem(vv, b * a.Tk * a.HD), vv.dt}, (int)a.HD, a.D, 0.0f,
+                       (dview){dP + b * a.H * sP, SDT_F32}, (int)a.Tk, sP, (int)a.H))
             return -1;
     /* dS = scale * P (dP - rowsum(dP P)), in place over dP */
     if (cuda_softmax_rows_backward(be, dP, SDT_F32, dP, SDT_F32, P, SDT_F32, a.B * a.H * a.Tq, a.Tk, 1.0f / sqrtf((float)a.D),
                                    false))
         return -1;
+    dview ds = probs_operand(be, dP, nP, od, 9);
+    if (!ds.p) return -1;
     if (dq) { /* dQ_h += dS_h K_h */
-        float *acc32 = accum_begin(be, dq, 4);
-        if (!acc32) return -1;
+        if (!target_begin(be, &g, dq, od, 4, true)) return -1;
         for (int64_t b = 0; b < a.B; b++)
-            if (cuda_gemm_f32_batched(be, false, false, (int)a.Tq, (int)a.D, (int)a.Tk, 1.0f, dP + b * a.H * sP, (int)a.Tk, sP,
-                                      k32 + b * a.Tk * a.HD, (int)a.HD, a.D, 1.0f, acc32 + b * a.Tq * a.HD, (int)a.HD, a.D,
-                                      (int)a.H))
+            if (gemm_heads(be, false, false, (int)a.Tq, (int)a.D, (int)a.Tk, (dview){at_elem(ds, b * a.H * sP), ds.dt}, (int)a.Tk,
+                           sP, (dview){at_elem(kv, b * a.Tk * a.HD), kv.dt}, (int)a.HD, a.D, 1.0f,
+                           (dview){at_elem(g.c, b * a.Tq * a.HD), g.c.dt}, (int)a.HD, a.D, (int)a.H))
                 return -1;
-        if (accum_end(be, dq, acc32)) return -1;
+        if (target_end(be, &g)) return -1;
     }
     if (dk) { /* dK_h += dS_h^T Q_h */
-        float *acc32 = accum_begin(be, dk, 4);
-        if (!acc32) return -1;
+        if (!target_begin(be, &g, dk, od, 4, true)) return -1;
         for (int64_t b = 0; b < a.B; b++)
-            if (cuda_gemm_f32_batched(be, true, false, (int)a.Tk, (int)a.D, (int)a.Tq, 1.0f, dP + b * a.H * sP, (int)a.Tk, sP,
-                                      q32 + b * a.Tq * a.HD, (int)a.HD, a.D, 1.0f, acc32 + b * a.Tk * a.HD, (int)a.HD, a.D,
-                                      (int)a.H))
+            if (gemm_heads(be, true, false, (int)a.Tk, (int)a.D, (int)a.Tq, (dview){at_elem(ds, b * a.H * sP), ds.dt}, (int)a.Tk,
+                           sP, (dview){at_elem(qv, b * a.Tq * a.HD), qv.dt}, (int)a.HD, a.D, 1.0f,
+                           (dview){at_elem(g.c, b * a.Tk * a.HD), g.c.dt}, (int)a.HD, a.D, (int)a.H))
                 return -1;
-        if (accum_end(be, dk, acc32)) return -1;
+        if (target_end(be, &g)) return -1;
     }
     return 0;
 }
