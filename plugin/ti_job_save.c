@@ -263,11 +263,12 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     job->fallback.fired_by = (sdt_fallback_trigger)(int)num(f, "fired_by");
     job->fallback.nonfinite_total = (int64_t)num(f, "nonfinite_total");
     job->fallback.consecutive = (int)num(f, "consecutive");
-    const char *sched = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "learn_rate"));
-    if (sched) {
-        sdt_lr_schedule_free(&job->lr);
-        if (!sdt_lr_schedule_parse(sched, job->step, job->end_step, &job->lr, err, err_size)) return SDT_STATUS_BAD_FORMAT;
-    }
+    /* The schedule is the one given now (parsed in prepare, so a resumed run may raise max
+     * steps or change the rates, as in A1111); the stored "learn_rate" was cut at the old
+     * max steps and is kept for reading only. Only the fallback's backoff carries over. */
+    if (job->fallback.fired &&
+        !sdt_lr_apply_multiplier(&job->lr, job->fallback.fired_at_step + 1, job->fallback.cfg.lr_backoff, err, err_size))
+        return SDT_STATUS_BAD_FORMAT;
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
         sdt_status s = ti_job_use_fp32(job, err, err_size);
