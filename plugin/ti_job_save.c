@@ -114,7 +114,15 @@ sdt_status ti_job_save_final(void *vjob, sdt_save_reason reason, char *err, size
     char path[4096];
     final_path(job, path, sizeof path);
     sdt_status st = save_embedding_as(job, path, SDT_FILE_EMBEDDING, err, err_size);
-    if (st != SDT_STATUS_OK) return st;
+    if (st != SDT_STATUS_OK) {
+        /* The run is not lost: the state holds the embedding too, and training resumes from it. */
+        char why[512];
+        size_t used = strlen(err);
+        state_path(job, path, sizeof path);
+        if (ti_job_save_state(job, path, why, sizeof why) == SDT_STATUS_OK && used < err_size)
+            snprintf(err + used, err_size - used, "; the training state was saved as %s, so you can resume from it", path);
+        return st;
+    }
     save_card(job, job->step, NULL, 0, 0);
     state_path(job, path, sizeof path);
     st = ti_job_save_state(job, path, err, err_size);
