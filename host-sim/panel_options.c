@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "panel_options.h"
 
 #define PANEL_GROUP "train"
@@ -294,13 +295,16 @@ gboolean panel_check_required(const sdt_ti_config *config, char **error)
 
 char *panel_explain(const char *sentence)
 {
-    GString *out = g_string_new(sentence);
+    char *names[N_OPTIONS][2];
+    const char *renames[N_OPTIONS][2];
     for (size_t i = 0; i < N_OPTIONS; i++) {
-        char *field = g_strdup_printf("config.%s", options[i].field);
-        char *option = g_strdup_printf("--%s", options[i].name);
-        g_string_replace(out, field, option, 0);
-        g_free(field);
-        g_free(option);
+        renames[i][0] = names[i][0] = g_strdup_printf("config.%s", options[i].field);
+        renames[i][1] = names[i][1] = g_strdup_printf("--%s", options[i].name);
     }
-    return g_string_free(out, FALSE);
+    char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, N_OPTIONS);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        g_free(names[i][0]);
+        g_free(names[i][1]);
+    }
+    return explained;
 }

@@ -60,7 +60,7 @@ sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_ca
     char path[4096];
     snprintf(path, sizeof path, "%.3800s/%.200s.safetensors", spec->output_dir, spec->name);
     if (!spec->overwrite && access(path, F_OK) == 0) {
-        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting", path);
+        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
         return SDT_STATUS_ALREADY_EXISTS;
     }
     sdt_weights *w = sdt_weights_open(spec->model_path, err, err_size);

@@ -65,7 +65,7 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
     unsigned char magic[8] = {0};
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        snprintf(err, err_size, "%s: cannot open the embedding file (%s)", path, strerror(errno));
+        snprintf(err, err_size, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
         return false;
     }
     size_t got = fread(magic, 1, sizeof(magic), fp);

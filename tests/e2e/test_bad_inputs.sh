@@ -82,7 +82,7 @@ name_with_dotdot)
     ;;
 existing_without_overwrite)
     run_host create-embedding --name cat --init-text "a dog" --model "$MODEL" --out emb
-    expect_error "create-embedding over an existing file" "$EMB" "overwrit"
+    expect_error "create-embedding over an existing file" "$EMB" "--overwrite"
     ;;
 readonly_output_folder)
     # CI runs as root, for whom permissions do not stop writes: run as nobody.
@@ -141,6 +141,21 @@ missing_required_option)
     expect_usage "train without --dataset" "--dataset"
     run_host train --embedding "$EMB" --dataset "$DATASET" --template "$STYLE" --max-steps 2
     expect_usage "train without --model" "--model"
+    run_host create-embedding --name dog --out emb
+    expect_error "create-embedding without --model" "--model"
+    ;;
+invalid_option_values)
+    # Values the plugin refuses: the error names the option (not the ABI's config field).
+    good_dataset ds 2
+    train_with ds "$STYLE" --width 65
+    expect_error "--width 65" "--width" "65"
+    train_with ds "$STYLE" --clip-skip 0
+    expect_error "--clip-skip 0" "--clip-skip"
+    train_with ds "$STYLE" --tag-dropout 1.5
+    expect_error "--tag-dropout 1.5" "--tag-dropout"
+    train_with ds "$STYLE" --max-steps 0
+    expect_error "--max-steps 0" "--max-steps"
+    grep -qF "config." "$ERR" && fail "an error still names a config field: $(grep '^sdt-host' "$ERR")"
     ;;
 *)
     echo "unknown case $E2E_CASE" >&2
