@@ -113,8 +113,8 @@ int cmd_demo(int argc, char **argv)
     int status = SDT_EXIT_OK;
     if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
     else if (argc > 1) {
-        char *sentence = g_strdup_printf("unexpected argument '%s'; a command (demo, create-embedding, train or inspect) "
-                                         "comes first, before its options.", argv[1]);
+        char *sentence = g_strdup_printf("unknown command or stray argument '%s'; the commands are demo, create-embedding, "
+                                         "train and inspect, and a command comes first, before its options.", argv[1]);
         status = cli_usage_error("demo", sentence);
         g_free(sentence);
     } else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
