@@ -25,6 +25,27 @@ good_dataset() { # DIR COUNT
 }
 STYLE=$SDT_TEMPLATES/style.txt
 
+# unprivileged: permissions must stop writes, which they do not for root (CI runs as root), so
+# run_as runs sdt-host as nobody there (skipped, 77, without setpriv); otherwise as ourselves.
+unprivileged() {
+    as_user=()
+    if [ "$(id -u)" = 0 ]; then
+        command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null ||
+            { echo "SKIP: running as root without setpriv"; exit 77; }
+        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        chmod 0755 "$WORK" && chmod -R a+rX "$WORK" || exit 77
+        "${as_user[@]}" test -r "$SDT_HOST" && "${as_user[@]}" test -r "$MODEL" || {
+            echo "SKIP: the unprivileged user cannot read the build folder"
+            exit 77
+        }
+    fi
+}
+run_as() {
+    "${as_user[@]}" "$SDT_HOST" "$@" </dev/null >"$OUT" 2>"$ERR"
+    RC=$?
+    LAST_CMD="sdt-host $*"
+}
+
 case $E2E_CASE in
 missing_dataset)
     train_with no_such_folder "$STYLE"
@@ -85,23 +106,11 @@ existing_without_overwrite)
     expect_error "create-embedding over an existing file" "$EMB" "--overwrite"
     ;;
 readonly_output_folder)
-    # CI runs as root, for whom permissions do not stop writes: run as nobody.
-    as_user=()
-    if [ "$(id -u)" = 0 ]; then
-        command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null ||
-            { echo "SKIP: running as root without setpriv"; exit 77; }
-        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-        chmod 0755 "$WORK" && chmod -R a+rX "$WORK" || exit 77
-        "${as_user[@]}" test -r "$SDT_HOST" && "${as_user[@]}" test -r "$MODEL" || {
-            echo "SKIP: the unprivileged user cannot read the build folder"
-            exit 77
-        }
-    fi
+    unprivileged
     good_dataset ds 2
     chmod -R a+rX ds
     mkdir -m 0555 readonly
     mkdir -m 0777 writable
-    run_as() { "${as_user[@]}" "$SDT_HOST" "$@" </dev/null >"$OUT" 2>"$ERR"; RC=$?; LAST_CMD="sdt-host $*"; }
     run_as create-embedding --name dog --model "$MODEL" --out readonly
     expect_error "create-embedding into a read-only folder" readonly
     mkdir -m 0777 writable/emb
@@ -117,6 +126,41 @@ readonly_output_folder)
     expect_error "train an embedding whose folder is read-only" emb
     [ -z "$(csv_last_step "$(run_folder writable/logs cat)/textual_inversion_loss.csv")" ] ||
         fail "training ran before finding that the embedding cannot be saved"
+    ;;
+embedding_folder_turns_readonly)
+    # The folder was writable at the start and is not at the end: the final save fails, the
+    # previous embedding file stays whole, and the training state is saved to resume from.
+    unprivileged
+    good_dataset ds 2
+    mkdir -m 0777 run run/emb
+    cp -p "$EMB" run/emb/
+    keep_copy run/emb/cat.safetensors
+    chmod -R a+rX ds run
+    chmod 0777 run/emb
+    OUT=$WORK/.stdout
+    ERR=$WORK/.stderr
+    "${as_user[@]}" "$SDT_HOST" train --embedding run/emb/cat.safetensors --dataset ds --template "$STYLE" \
+        "${TRAIN_COMMON[@]}" --max-steps 100000 --save-every 0 --preview-every 0 --csv-every 1 --log-dir run/logs \
+        </dev/null >"$OUT" 2>"$ERR" &
+    pid=$!
+    for ((i = 0; i < 600; i++)); do
+        step=$(csv_last_step "$(run_folder run/logs cat)/textual_inversion_loss.csv")
+        [ -n "$step" ] && [ "$step" -ge 2 ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    chmod 0555 run/emb
+    kill -INT "$pid"
+    wait "$pid"
+    RC=$?
+    LAST_CMD="sdt-host train ... (embedding folder made read-only, then Ctrl-C)"
+    expect_error "final save into a folder that turned read-only" run/emb/cat.safetensors "state"
+    expect_untouched run/emb/cat.safetensors "$E2E_CASE"
+    state=$(run_folder run/logs cat)/cat.state.safetensors
+    expect_file "$state" "the training state after the failed final save"
+    run_host inspect --json "$state"
+    [ "$(json_get "$OUT" step)" -ge 2 ] 2>/dev/null || fail "the saved state is not at step 2 or later"
+    [ -z "$(find run -name '*.tmp-*')" ] || fail "temporary files were left behind: $(find run -name '*.tmp-*')"
     ;;
 output_under_a_file)
     printf 'not a folder' >plain_file
