@@ -35,7 +35,7 @@ static void print_overview(void)
            "  demo               train the demo embedding (the default)\n"
            "  create-embedding   create an embedding file\n"
            "  train              train an embedding (options or --config panel.ini)\n"
-           "  inspect FILE       show what an embedding file holds (--json for JSON)\n\n"
+           "  inspect FILE       show what an embedding or any file a run wrote holds (--json)\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
            "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
 }

@@ -78,9 +78,29 @@ run_host inspect --json "$run/embeddings/sdtrain-demo-$STEPS.safetensors"
 run_host inspect --json "$state"
 [ "$(json_get "$OUT" norms)" = "$final_norms" ] || fail "the training state's embedding differs from the final one"
 
-# The previews, the settings and the CSV are not embeddings: inspect says so in one sentence.
-for f in "${previews[0]}" "${settings[0]}" "$csv"; do
-    run_host inspect "$f"
-    if [ "$RC" != 0 ]; then expect_error "inspect $f" "$(basename "$f")"; fi
+# The other files the run wrote: previews, the settings and the loss CSV.
+other_case() { # FILE FORMAT
+    run_host inspect "$1"
+    expect_rc 0 "inspect $1"
+    grep -q "^file: *$1" "$OUT" || fail "inspect $1: no file line"
+    run_host inspect --json "$1"
+    expect_rc 0 "inspect --json $1"
+    expect_json_file "$OUT" "inspect --json $1"
+    [ "$(json_get "$OUT" format)" = "$2" ] || fail "inspect --json $1: format is '$(json_get "$OUT" format)', not $2"
+}
+for p in "${previews[@]}"; do
+    other_case "$p" png-image
+    [ "$(json_get "$OUT" width)" = 64 ] || fail "inspect $p: the preview is not 64 pixels wide"
+    json_get "$OUT" parameters | grep -qF sdtrain-demo || fail "inspect $p: the preview's prompt lacks the embedding name"
 done
+other_case "${settings[0]}" training-settings
+other_case "$csv" loss-csv
+[ "$(json_get "$OUT" rows)" = "$STEPS" ] || fail "inspect $csv: rows is not $STEPS"
+[ "$(json_get "$OUT" last_step)" = "$STEPS" ] || fail "inspect $csv: last_step is not $STEPS"
+# Anything else is one clear sentence, exit 1.
+run_host inspect demo/demo_template.txt
+expect_error "inspect a template" demo_template.txt "not an embedding file"
+printf 'garbage' >demo/broken.safetensors
+run_host inspect demo/broken.safetensors
+expect_error "inspect a broken safetensors file" broken.safetensors
 e2e_finish
