@@ -51,6 +51,7 @@ run_host() {
 }
 
 # Options every training here shares: the tiny demo model at its 64x64 size, on the CPU.
+# shellcheck disable=SC2034 # used by the scripts that source this file
 TRAIN_COMMON=(--model "$MODEL" --width 64 --height 64 --device cpu --seed "$SEED")
 
 no_crash() {

@@ -34,5 +34,6 @@ done
 run_host inspect --help
 grep -qF -- "--json" "$OUT" || fail "sdt-host inspect --help does not list --json"
 
-[ -z "$(ls -A "$WORK" | grep -v '^\.std')" ] || fail "--help wrote files: $(ls -A "$WORK")"
+written=$(find "$WORK" -mindepth 1 ! -name '.std*')
+[ -z "$written" ] || fail "--help wrote files: $written"
 e2e_finish

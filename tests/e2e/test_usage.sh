@@ -31,6 +31,6 @@ usage_case "inspect without a file" "FILE" -- inspect
 usage_case "inspect two files" "FILE" -- inspect a b
 usage_case "inspect unknown option" "--bogus" -- inspect --bogus emb/cat.safetensors
 
-leftovers=$(ls -A "$WORK" | grep -vE '^(\.std|emb$)')
+leftovers=$(find "$WORK" -mindepth 1 -maxdepth 1 ! -name '.std*' ! -name emb)
 [ -z "$leftovers" ] || fail "usage errors wrote files: $leftovers"
 e2e_finish
