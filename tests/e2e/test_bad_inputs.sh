@@ -85,6 +85,14 @@ only_bad_images)
     expect_error "a dataset with no usable image" ds
     grep -qF "huge.png" "$ERR" || fail "huge.png is not reported by name"
     ;;
+missing_model_or_embedding)
+    good_dataset ds 2
+    run_host train --embedding "$EMB" --dataset ds --template "$STYLE" --model no_such_model --max-steps 3 \
+        --width 64 --height 64 --device cpu --log-dir logs
+    expect_error "a model path that does not exist" no_such_model
+    train_with ds "$STYLE" --embedding emb/no_such.safetensors
+    expect_error "an embedding file that does not exist" no_such.safetensors
+    ;;
 template_without_name)
     good_dataset ds 2
     printf 'a photo of [filewords]\nart, [filewords]\n' >no_name.txt
