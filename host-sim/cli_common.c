@@ -79,3 +79,10 @@ int cli_trainer_fail(const cli_trainer *t)
     g_free(sentence);
     return status;
 }
+
+char *cli_rename_fields(const char *sentence, const char *const (*renames)[2], size_t n_renames)
+{
+    GString *out = g_string_new(sentence);
+    for (size_t i = 0; i < n_renames; i++) g_string_replace(out, renames[i][0], renames[i][1], 0);
+    return g_string_free(out, FALSE);
+}

@@ -36,4 +36,8 @@ char *cli_trainer_error(const cli_trainer *t);
 /* Maps a failed status to an exit status after printing the trainer's sentence. */
 int cli_trainer_fail(const cli_trainer *t);
 
+/* A plugin sentence with each API field it names ("spec.model_path") replaced by the option
+ * that sets it ("--model"): renames[i][0] -> renames[i][1]. A new string (g_free). */
+char *cli_rename_fields(const char *sentence, const char *const (*renames)[2], size_t n_renames);
+
 #endif

@@ -6,6 +6,12 @@
 #include "commands.h"
 #include "exit_codes.h"
 
+/* The plugin's sentences name sdt_embedding_spec fields; a terminal user sets options. */
+static const char *const spec_options[][2] = {
+    { "spec.name", "--name" }, { "spec.init_text", "--init-text" }, { "spec.vectors_per_token", "--vectors" },
+    { "spec.model_path", "--model" }, { "spec.output_dir", "--out" }, { "spec.overwrite", "--overwrite" },
+};
+
 int cmd_create_embedding(int argc, char **argv)
 {
     char *name = NULL, *init_text = NULL, *model = NULL, *out = NULL, *plugin = NULL, *vectors_text = NULL;
@@ -50,10 +56,15 @@ int cmd_create_embedding(int argc, char **argv)
         spec.overwrite = overwrite;
         spec.tokenizer_path = tokenizer;
         char path[4096] = "";
-        if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
+        if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK) {
             printf("Created: %s\n", path);
-        else
-            status = cli_trainer_fail(&t);
+        } else {
+            char *sentence = cli_trainer_error(&t);
+            char *explained = cli_rename_fields(sentence, spec_options, sizeof spec_options / sizeof spec_options[0]);
+            status = cli_error(explained);
+            g_free(sentence);
+            g_free(explained);
+        }
         cli_trainer_close(&t);
     }
     g_option_context_free(ctx);

@@ -9,6 +9,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "data_dirs.h"
 #include "exit_codes.h"
 #include "train_session.h"
 
@@ -18,17 +19,7 @@
 static char *demo_dir(void)
 {
     const char *env = g_getenv("SDTRAIN_DEMO_DIR");
-    if (env && env[0]) return g_strdup(env);
-    char *exe = g_file_read_link("/proc/self/exe", NULL);
-    char *dir = exe ? g_path_get_dirname(exe) : g_strdup(".");
-    g_free(exe);
-    char *beside = g_build_filename(dir, "demo", NULL);
-    char *shared = g_build_filename(dir, "..", "share", "sdtrain", "demo", NULL);
-    g_free(dir);
-    char *chosen = g_file_test(beside, G_FILE_TEST_IS_DIR) ? g_strdup(beside) : g_strdup(shared);
-    g_free(beside);
-    g_free(shared);
-    return chosen;
+    return env && env[0] ? g_strdup(env) : host_data_dir("demo");
 }
 
 /* The demo job's settings: small and quick on 2 CPU cores. */
@@ -92,7 +83,7 @@ static int run_demo(const char *out, const char *model, const char *dataset, int
             status = cli_trainer_fail(&t);
         } else {
             demo_config(&config, embedding, model, dataset, template_file, log_dir, max_steps, seed);
-            status = train_session_run(t.factory, t.trainer, &config);
+            status = train_session_run(t.factory, t.trainer, &config, NULL);
             if (status != SDT_EXIT_ERROR)
                 printf("Demo outputs: the embedding %s, logs, previews and copies under %s\n", embedding, log_dir);
         }
@@ -122,7 +113,8 @@ int cmd_demo(int argc, char **argv)
     int status = SDT_EXIT_OK;
     if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
     else if (argc > 1) {
-        char *sentence = g_strdup_printf("unknown command '%s'; the commands are demo, create-embedding, train and inspect.", argv[1]);
+        char *sentence = g_strdup_printf("unknown command or stray argument '%s'; the commands are demo, create-embedding, "
+                                         "train and inspect, and a command comes first, before its options.", argv[1]);
         status = cli_usage_error("demo", sentence);
         g_free(sentence);
     } else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))

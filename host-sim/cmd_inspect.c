@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "inspect_outputs.h"
 
 static const char *format_name(uint32_t format)
 {
@@ -43,7 +44,7 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
     info.struct_size = sizeof info;
     if (!json) {
         if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) print_info(path, &info);
-        else status = cli_trainer_fail(&t);
+        else if (!inspect_output_file(path, FALSE)) status = cli_trainer_fail(&t);
     } else {
         uint32_t needed = 0;
         sdt_status st = t.factory->inspect(t.trainer, path, NULL, NULL, 0, &needed);
@@ -53,7 +54,7 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
             st = t.factory->inspect(t.trainer, path, NULL, text, needed, NULL);
         }
         if (st == SDT_STATUS_OK && text) printf("%s\n", text);
-        else status = cli_trainer_fail(&t);
+        else if (!inspect_output_file(path, TRUE)) status = cli_trainer_fail(&t);
         g_free(text);
     }
     cli_trainer_close(&t);
@@ -69,7 +70,7 @@ int cmd_inspect(int argc, char **argv)
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };
-    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file holds (safetensors, .pt, PNG card)");
+    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state) or another file a run wrote (preview, loss CSV, settings) holds");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status;
     if (!cli_parse(ctx, "inspect", &argc, &argv)) status = SDT_EXIT_USAGE;

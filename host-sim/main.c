@@ -35,21 +35,24 @@ static void print_overview(void)
            "  demo               train the demo embedding (the default)\n"
            "  create-embedding   create an embedding file\n"
            "  train              train an embedding (options or --config panel.ini)\n"
-           "  inspect FILE       show what an embedding file holds (--json for JSON)\n\n"
+           "  inspect FILE       show what an embedding or any file a run wrote holds (--json)\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
            "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
 }
 
-/* The subcommand is the first argument that names one; options before it (e.g. --plugin)
- * are handed to it. No name: the demo. */
+/* The subcommand is the first argument, or the first after a leading --plugin PATH (which
+ * is handed to it). Only those places count, so an option's value that happens to be a
+ * command's name (`--out demo`) stays a value. No name there: the demo. */
 static const command *find_command(int argc, char **argv, int *index)
 {
-    for (int i = 1; i < argc; i++)
-        for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
-            if (strcmp(argv[i], commands[c].name) == 0) {
-                *index = i;
-                return &commands[c];
-            }
+    int i = 1;
+    while (i < argc && (strcmp(argv[i], "--plugin") == 0 || strncmp(argv[i], "--plugin=", 9) == 0))
+        i += strcmp(argv[i], "--plugin") == 0 ? 2 : 1;
+    for (size_t c = 0; i < argc && c < sizeof commands / sizeof commands[0]; c++)
+        if (strcmp(argv[i], commands[c].name) == 0) {
+            *index = i;
+            return &commands[c];
+        }
     *index = 0;
     return &commands[0];
 }

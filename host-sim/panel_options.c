@@ -2,6 +2,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "cli_common.h"
 #include "panel_options.h"
 
 #define PANEL_GROUP "train"
@@ -12,6 +13,7 @@ typedef struct panel_option {
     const char *name;            /* --name on the command line, name= in [train] */
     opt_kind kind;
     size_t offset;               /* into sdt_ti_config */
+    const char *field;           /* its name there, as the plugin's sentences say "config.<field>" */
     const char *const *choices;  /* OPT_ENUM: names in enum order */
     const char *arg;             /* placeholder in --help */
     const char *help;
@@ -22,13 +24,13 @@ static const char *const latent_methods[] = { "once", "deterministic", "random",
 static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
 static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 
-#define F(field) offsetof(sdt_ti_config, field)
+#define F(field) offsetof(sdt_ti_config, field), #field
 
 static const panel_option options[] = {
     { "embedding", OPT_STR, F(embedding_path), NULL, "FILE", "Embedding file to train" },
     { "model", OPT_STR, F(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder" },
     { "dataset", OPT_STR, F(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions)" },
-    { "template", OPT_STR, F(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords]" },
+    { "template", OPT_STR, F(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default style_filewords.txt)" },
     { "log-dir", OPT_STR, F(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)" },
     { "learn-rate", OPT_STR, F(learn_rate), NULL, "SCHEDULE", "Embedding learning rate, e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
     { "batch-size", OPT_U32, F(batch_size), NULL, "N", "Batch size" },
@@ -64,7 +66,7 @@ static const panel_option options[] = {
     { "preview-seed", OPT_I64, F(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, F(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, F(preview_height), NULL, "PX", "Preview height, 0 = training height" },
-    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE", "Resume from a full-state checkpoint" },
+    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE", "Resume from the full-state checkpoint <log>/<date>/<name>/<name>.state.safetensors" },
     { "threads", OPT_U32, F(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, F(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, F(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
@@ -203,7 +205,8 @@ static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
     GError *gerr = NULL;
     v->key_file = g_key_file_new();
     if (!g_key_file_load_from_file(v->key_file, v->config_path, G_KEY_FILE_NONE, &gerr)) {
-        *error = g_strdup_printf("Could not read the panel file %s: %s.", v->config_path, gerr->message);
+        *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "
+                                 "under a [%s] line, e.g. max-steps=1000.", v->config_path, gerr->message, PANEL_GROUP);
         g_clear_error(&gerr);
         return FALSE;
     }
@@ -265,4 +268,46 @@ gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_
         return FALSE;
     }
     return TRUE;
+}
+
+/* The options a run cannot do without (the Train tab's empty fields), checked before the
+ * plugin is asked, so the message names the option rather than the config field. */
+static const char *const required[] = { "embedding", "dataset", "model" };
+
+static const panel_option *find_option(const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0) return &options[i];
+    return NULL;
+}
+
+gboolean panel_check_required(const sdt_ti_config *config, char **error)
+{
+    for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
+        const panel_option *o = find_option(required[r]);
+        const char *value;
+        memcpy(&value, (const char *)config + o->offset, sizeof value);
+        if (!value || !value[0]) {
+            *error = g_strdup_printf("--%s %s is required (or %s= in the [%s] group of the --config file).", o->name,
+                                     o->arg, o->name, PANEL_GROUP);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+char *panel_explain(const char *sentence)
+{
+    char *names[N_OPTIONS][2];
+    const char *renames[N_OPTIONS][2];
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        renames[i][0] = names[i][0] = g_strdup_printf("config.%s", options[i].field);
+        renames[i][1] = names[i][1] = g_strdup_printf("--%s", options[i].name);
+    }
+    char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, N_OPTIONS);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        g_free(names[i][0]);
+        g_free(names[i][1]);
+    }
+    return explained;
 }

@@ -27,4 +27,11 @@ const char *panel_config_path(const panel_values *v);
 gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_ti_config *config,
                             char **error, gboolean *usage_error);
 
+/* FALSE with a usage sentence (g_free) naming the first required option that is missing. */
+gboolean panel_check_required(const sdt_ti_config *config, char **error);
+
+/* The plugin's sentence with each "config.<field>" it mentions named as the option that
+ * sets it ("--embedding"), for people at a terminal (g_free). */
+char *panel_explain(const char *sentence);
+
 #endif

@@ -132,17 +132,25 @@ static gboolean on_sigint(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static int exit_status_for(const session *s)
+static int exit_status_for(const session *s, train_session_explain_fn explain)
 {
     if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
     if (s->result == SDT_STATUS_INTERRUPTED) return SDT_EXIT_INTERRUPTED;
     char sentence[2048] = "";
     s->factory->get_last_error(s->trainer, sentence, sizeof sentence, NULL);
-    fprintf(stderr, "sdt-host: %s\n", sentence[0] ? sentence : "training failed without a message from the plugin.");
+    char *shown = g_strdup(sentence[0] ? sentence : "training failed without a message from the plugin.");
+    if (explain) {
+        char *explained = explain(shown);
+        g_free(shown);
+        shown = explained;
+    }
+    fprintf(stderr, "sdt-host: %s\n", shown);
+    g_free(shown);
     return SDT_EXIT_ERROR;
 }
 
-int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config)
+int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config,
+                      train_session_explain_fn explain)
 {
     session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, FALSE };
     s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
@@ -154,7 +162,7 @@ int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, co
     if (s.sigint_source) g_source_remove(s.sigint_source);
     draw_progress(&s, TRUE);
     g_main_loop_unref(s.loop);
-    int status = exit_status_for(&s);
+    int status = exit_status_for(&s, explain);
     if (status == SDT_EXIT_INTERRUPTED) fprintf(stderr, "Interrupted; the training state was saved.\n");
     return status;
 }

@@ -8,8 +8,12 @@
 /* The host callbacks sdt-host gives every trainer: log lines and saved files on stderr. */
 sdt_host_callbacks train_session_callbacks(void);
 
+/* Rewrites a plugin sentence for the terminal (a new string, g_free); NULL: print it as is. */
+typedef char *(*train_session_explain_fn)(const char *sentence);
+
 /* Prepares and trains on a worker thread. Returns an sdt-host exit status (0, 1 or 130);
- * errors are printed as one sentence. */
-int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config);
+ * errors are printed as one sentence, passed through explain when given. */
+int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config,
+                      train_session_explain_fn explain);
 
 #endif

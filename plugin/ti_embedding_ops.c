@@ -1,5 +1,6 @@
 /* ti_embedding_ops.c - creating an embedding (its rows taken from the text encoder's token
  * embedding, as A1111 does) and inspecting any embedding file the plugin reads. */
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,7 @@ sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_ca
     char path[4096];
     snprintf(path, sizeof path, "%.3800s/%.200s.safetensors", spec->output_dir, spec->name);
     if (!spec->overwrite && access(path, F_OK) == 0) {
-        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting", path);
+        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
         return SDT_STATUS_ALREADY_EXISTS;
     }
     sdt_weights *w = sdt_weights_open(spec->model_path, err, err_size);
@@ -97,6 +98,19 @@ static uint32_t file_format(const char *path, sdt_embedding_format f, const sdt_
     return state ? SDT_EMBEDDING_FILE_TRAINING_STATE : SDT_EMBEDDING_FILE_SAFETENSORS;
 }
 
+/* The JSON of a training state says so, as the text form does (the file is safetensors underneath). */
+static char *name_state_format(char *json)
+{
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return json;
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "format", cJSON_CreateString("sdtrain-training-state"));
+    char *named = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!named) return json;
+    free(json);
+    return named;
+}
+
 sdt_status ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, char *err, size_t err_size)
 {
     sdt_embedding e;
@@ -119,7 +133,10 @@ sdt_status ti_inspect_file(const char *path, sdt_embedding_info *info, char **js
     snprintf(info->init_text, sizeof info->init_text, "%s", e.init_text ? e.init_text : "");
     snprintf(info->checkpoint_name, sizeof info->checkpoint_name, "%s", e.checkpoint_name ? e.checkpoint_name : "");
     snprintf(info->checkpoint_hash, sizeof info->checkpoint_hash, "%s", e.checkpoint_hash ? e.checkpoint_hash : "");
-    if (json_out) *json_out = sdt_embedding_describe_json(&e, f, path);
+    if (json_out) {
+        *json_out = sdt_embedding_describe_json(&e, f, path);
+        if (*json_out && info->format == SDT_EMBEDDING_FILE_TRAINING_STATE) *json_out = name_state_format(*json_out);
+    }
     sdt_embedding_free(&e);
     return SDT_STATUS_OK;
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core_status_map.h"
 #include "host_log.h"
@@ -92,6 +93,11 @@ static sdt_status check_inputs(ti_job *job, const sdt_ti_config *c, char *err, s
     sdt_embedding_format fmt;
     if (!sdt_embedding_load(job->embedding_path, &job->emb, &fmt, err, err_size)) return SDT_STATUS_BAD_FORMAT;
     if (!sdt_embedding_name_check(job->emb.name, err, err_size)) return SDT_STATUS_VALIDATION;
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", job->embedding_path);
+    if (access(dirname(folder), W_OK) != 0) /* the trained embedding is saved there: find out now, not after training */
+        FAIL(SDT_STATUS_IO, "%s: the embedding's folder is not writable, so the trained embedding could not be saved "
+             "there; make the folder writable or copy the embedding into a writable folder", job->embedding_path);
     if (!sdt_embedding_is_finite(&job->emb))
         FAIL(SDT_STATUS_VALIDATION, "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
              "create it again", job->embedding_path);

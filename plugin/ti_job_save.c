@@ -114,7 +114,15 @@ sdt_status ti_job_save_final(void *vjob, sdt_save_reason reason, char *err, size
     char path[4096];
     final_path(job, path, sizeof path);
     sdt_status st = save_embedding_as(job, path, SDT_FILE_EMBEDDING, err, err_size);
-    if (st != SDT_STATUS_OK) return st;
+    if (st != SDT_STATUS_OK) {
+        /* The run is not lost: the state holds the embedding too, and training resumes from it. */
+        char why[512];
+        size_t used = strlen(err);
+        state_path(job, path, sizeof path);
+        if (ti_job_save_state(job, path, why, sizeof why) == SDT_STATUS_OK && used < err_size)
+            snprintf(err + used, err_size - used, "; the training state was saved as %s, so you can resume from it", path);
+        return st;
+    }
     save_card(job, job->step, NULL, 0, 0);
     state_path(job, path, sizeof path);
     st = ti_job_save_state(job, path, err, err_size);
@@ -263,11 +271,12 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     job->fallback.fired_by = (sdt_fallback_trigger)(int)num(f, "fired_by");
     job->fallback.nonfinite_total = (int64_t)num(f, "nonfinite_total");
     job->fallback.consecutive = (int)num(f, "consecutive");
-    const char *sched = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "learn_rate"));
-    if (sched) {
-        sdt_lr_schedule_free(&job->lr);
-        if (!sdt_lr_schedule_parse(sched, job->step, job->end_step, &job->lr, err, err_size)) return SDT_STATUS_BAD_FORMAT;
-    }
+    /* The schedule is the one given now (parsed in prepare, so a resumed run may raise max
+     * steps or change the rates, as in A1111); the stored "learn_rate" was cut at the old
+     * max steps and is kept for reading only. Only the fallback's backoff carries over. */
+    if (job->fallback.fired &&
+        !sdt_lr_apply_multiplier(&job->lr, job->fallback.fired_at_step + 1, job->fallback.cfg.lr_backoff, err, err_size))
+        return SDT_STATUS_BAD_FORMAT;
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
         sdt_status s = ti_job_use_fp32(job, err, err_size);

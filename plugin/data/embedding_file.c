@@ -62,15 +62,15 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
 {
     memset(e, 0, sizeof(*e));
     if (format) *format = SDT_EMBEDDING_FORMAT_UNKNOWN;
-    unsigned char magic[8] = {0};
+    unsigned char magic[9] = {0};
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        snprintf(err, err_size, "%s: cannot open the embedding file (%s)", path, strerror(errno));
+        snprintf(err, err_size, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
         return false;
     }
     size_t got = fread(magic, 1, sizeof(magic), fp);
     fclose(fp);
-    if (got == 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0) {
+    if (got >= 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0) {
         if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
         return sdt_embedding_load_png_card(path, e, err, err_size);
     }
@@ -82,7 +82,7 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
         return false;
     }
     /* safetensors starts with a little-endian header length, then '{'. */
-    if (got == 8 || g_str_has_suffix(path, ".safetensors")) {
+    if ((got == 9 && magic[8] == '{') || g_str_has_suffix(path, ".safetensors")) {
         if (format) *format = SDT_EMBEDDING_FORMAT_SAFETENSORS;
         return sdt_embedding_load_safetensors(path, e, err, err_size);
     }

@@ -47,8 +47,8 @@ else
 fi
 
 # Panel files and overrides: the plugin's validation sentence comes back with exit 1.
-printf '[train]\nmax-steps=3\nlog-dir=%s\n' "$tmp" > "$tmp/panel.ini"
-expect 1 "Dataset directory is empty" "$host" train --plugin "$fake" --config "$tmp/panel.ini"
+printf '[train]\nmax-steps=3\nlog-dir=%s\nembedding=%s/fake.safetensors\nmodel=%s\n' "$tmp" "$tmp" "$tmp" > "$tmp/panel.ini"
+expect 2 "dataset DIR is required" "$host" train --plugin "$fake" --config "$tmp/panel.ini"
 expect 0 "step 3/3" "$host" train --plugin "$fake" --config "$tmp/panel.ini" --dataset "$tmp"
 expect 0 "step 5/5" "$host" train --plugin "$fake" --config "$tmp/panel.ini" --dataset "$tmp" --max-steps 5
 printf '[train]\nbatch-size=lots\n' > "$tmp/bad.ini"
@@ -57,10 +57,11 @@ printf '[train]\nwhat=1\n' > "$tmp/unknown.ini"
 expect 1 "unknown key 'what'" "$host" train --plugin "$fake" --config "$tmp/unknown.ini"
 expect 1 "Could not read the panel file" "$host" train --plugin "$fake" --config "$tmp/nope.ini"
 # The real plugin without a trainer says so plainly.
-expect 1 "does not include the textual-inversion trainer\|Embedding not selected" "$host" train --plugin "$real" --config "$tmp/panel.ini"
+expect 1 "does not include the textual-inversion trainer\|cannot open the embedding file" "$host" train --plugin "$real" --config "$tmp/panel.ini" --dataset "$tmp"
 
 # Ctrl-C: the run stops after a step, the plugin saves, sdt-host exits 130.
-"$host" train --plugin "$fake" --dataset "$tmp" --log-dir "$tmp" --max-steps 100000000 >"$tmp/run" 2>&1 &
+"$host" train --plugin "$fake" --embedding "$tmp/fake.safetensors" --model "$tmp" --dataset "$tmp" --log-dir "$tmp" \
+    --max-steps 100000000 >"$tmp/run" 2>&1 &
 pid=$!
 tries=0
 while ! grep -q "training started" "$tmp/run" && [ $tries -lt 200 ]; do sleep 0.05; tries=$((tries + 1)); done

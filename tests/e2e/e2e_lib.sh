@@ -1,0 +1,147 @@
+# e2e_lib.sh - sourced by every end-to-end test: it drives sdt-host exactly as a user would
+# (command line, files, exit status, stderr) in a fresh temporary folder.
+#
+# ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/ and dataset/),
+# SDT_TEMPLATES (build/host-sim/templates) and E2E_TOOL (JSON check, PNG header writer).
+# Checks record a failure and go on, so one run lists everything broken; e2e_finish turns
+# the count into the exit status. The training seed is random per run, printed, and
+# SDT_TEST_SEED replays it. On failure the work folder is kept and its path printed.
+set -u
+
+: "${SDT_HOST:?SDT_HOST must name the sdt-host binary}"
+: "${SDT_DEMO:?SDT_DEMO must name the demo assets folder}"
+: "${SDT_TEMPLATES:?SDT_TEMPLATES must name the templates folder}"
+: "${E2E_TOOL:?E2E_TOOL must name the e2e_tool binary}"
+
+MODEL=$SDT_DEMO/model
+DATASET=$SDT_DEMO/dataset
+FAILURES=0
+SEED=${SDT_TEST_SEED:-$(((RANDOM << 15) | RANDOM))}
+echo "seed $SEED (SDT_TEST_SEED=$SEED replays this run)"
+
+if [ ! -x "$SDT_HOST" ] || [ ! -d "$MODEL" ] || [ ! -d "$DATASET" ]; then
+    echo "FAIL: sdt-host ($SDT_HOST) or the demo assets ($SDT_DEMO) are missing; build the default target first" >&2
+    exit 1
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sdt-e2e.XXXXXX")
+e2e_cleanup() {
+    if [ "$FAILURES" -eq 0 ]; then rm -rf "$WORK"; else echo "work folder kept: $WORK" >&2; fi
+}
+trap e2e_cleanup EXIT
+cd "$WORK" || exit 1
+
+fail() {
+    echo "FAIL: $*" >&2
+    FAILURES=$((FAILURES + 1))
+}
+
+# The last command's stderr, indented, to explain a failure.
+show_stderr() {
+    tail -n 15 "$ERR" | sed 's/^/    | /' >&2
+}
+
+# run_host ARGS...: runs sdt-host with no input; sets RC, OUT (stdout file) and ERR (stderr file).
+run_host() {
+    OUT=$WORK/.stdout
+    ERR=$WORK/.stderr
+    "$SDT_HOST" "$@" </dev/null >"$OUT" 2>"$ERR"
+    RC=$?
+    LAST_CMD="sdt-host $*"
+}
+
+# Options every training here shares: the tiny demo model at its 64x64 size, on the CPU.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+TRAIN_COMMON=(--model "$MODEL" --width 64 --height 64 --device cpu --seed "$SEED")
+
+no_crash() {
+    if grep -qE 'Segmentation fault|Aborted|core dumped|AddressSanitizer|LeakSanitizer|runtime error:|GLib-CRITICAL|GLib-WARNING' "$ERR"; then
+        fail "$1: the process crashed or GLib complained ($LAST_CMD)"
+        show_stderr
+    fi
+}
+
+expect_rc() { # WANT WHAT
+    if [ "$RC" != "$1" ]; then
+        fail "$2: exit status $RC, expected $1 ($LAST_CMD)"
+        show_stderr
+    fi
+    no_crash "$2"
+}
+
+# expect_error WHAT TEXT...: exit 1 and exactly one "sdt-host: ..." line, one sentence, holding every TEXT.
+expect_error() {
+    local what=$1 line n
+    shift
+    expect_rc 1 "$what"
+    n=$(grep -c '^sdt-host: ' "$ERR")
+    if [ "$n" != 1 ]; then
+        fail "$what: $n 'sdt-host:' error lines on stderr, expected exactly one"
+        show_stderr
+        return
+    fi
+    line=$(grep '^sdt-host: ' "$ERR")
+    if printf '%s' "$line" | grep -qE '[.!?] +[A-Z]'; then
+        fail "$what: the error is more than one sentence: $line"
+    fi
+    for text in "$@"; do
+        if ! printf '%s' "$line" | grep -qiF -- "$text"; then
+            fail "$what: the error does not mention '$text': $line"
+        fi
+    done
+}
+
+# expect_usage WHAT TEXT...: exit 2 with a hint to --help, and every TEXT on stderr.
+expect_usage() {
+    local what=$1
+    shift
+    expect_rc 2 "$what"
+    grep -qF -- "--help" "$ERR" || fail "$what: the usage error does not point to --help"
+    for text in "$@"; do
+        grep -qiF -- "$text" "$ERR" || { fail "$what: stderr does not mention '$text'"; show_stderr; }
+    done
+}
+
+# new_embedding DIR NAME [VECTORS]: creates DIR/NAME.safetensors through create-embedding.
+new_embedding() {
+    run_host create-embedding --name "$2" --init-text "a cat" --vectors "${3:-2}" --model "$MODEL" --out "$1"
+    expect_rc 0 "create-embedding $2"
+}
+
+# The output folder of a run: LOG/<date>/<name> (the date is whatever day the run started).
+run_folder() { # LOG NAME
+    local d
+    for d in "$1"/*/"$2"; do
+        [ -d "$d" ] && { echo "$d"; return 0; }
+    done
+    echo "$1/MISSING/$2"
+}
+
+json_get() { "$E2E_TOOL" json "$@"; }
+
+# expect_json_file FILE WHAT: FILE holds one valid JSON object.
+expect_json_file() {
+    "$E2E_TOOL" json "$1" || fail "$2: $1 is not valid JSON"
+}
+
+expect_file() { # PATH WHAT
+    [ -s "$1" ] || fail "$2: $1 is missing or empty"
+}
+
+# keep_copy FILE / expect_untouched FILE WHAT: the file's bytes are what they were.
+keep_copy() { cp -p "$1" "$1.before"; }
+expect_untouched() {
+    if ! cmp -s "$1" "$1.before"; then fail "$2: $1 was changed or lost"; fi
+}
+
+# csv_last_step CSV: the step of the last row (empty when there is none).
+csv_last_step() { tail -n +2 "$1" 2>/dev/null | tail -n 1 | cut -d, -f1; }
+
+e2e_finish() {
+    if [ "$FAILURES" -ne 0 ]; then
+        echo "$(basename "$0") ${E2E_CASE:-}: $FAILURES check(s) failed" >&2
+        exit 1
+    fi
+    echo "$(basename "$0") ${E2E_CASE:-}: all checks passed"
+    exit 0
+}

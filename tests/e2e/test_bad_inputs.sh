@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# Bad inputs, one case per run (the case name is the argument): each is a clear one-sentence
+# error naming the file or field and the fix, exit 1 (2 for usage), and the embedding file
+# that was there before keeps its bytes. Dataset problems that spare some images are warnings
+# naming each bad file, and training goes on with the good ones.
+source "$(dirname "$0")/e2e_lib.sh"
+E2E_CASE=${1:?give the case to run}
+
+new_embedding emb cat 2
+EMB=emb/cat.safetensors
+keep_copy "$EMB"
+
+# train_with DATASET TEMPLATE [MORE...]: a short training of emb/cat.safetensors.
+train_with() {
+    local dataset=$1 template=$2
+    shift 2
+    run_host train --embedding "$EMB" --dataset "$dataset" --template "$template" "${TRAIN_COMMON[@]}" \
+        --max-steps 3 --log-dir logs --save-every 0 --preview-every 0 "$@"
+}
+# A small dataset of good demo images.
+good_dataset() { # DIR COUNT
+    mkdir -p "$1"
+    local i
+    for ((i = 0; i < $2; i++)); do cp "$DATASET"/demo_00"$i".png "$DATASET"/demo_00"$i".txt "$1"/; done
+}
+STYLE=$SDT_TEMPLATES/style.txt
+
+# unprivileged: permissions must stop writes, which they do not for root (CI runs as root), so
+# run_as runs sdt-host as nobody there (skipped, 77, without setpriv); otherwise as ourselves.
+unprivileged() {
+    as_user=()
+    if [ "$(id -u)" = 0 ]; then
+        command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null ||
+            { echo "SKIP: running as root without setpriv"; exit 77; }
+        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        chmod 0755 "$WORK" && chmod -R a+rX "$WORK" || exit 77
+        "${as_user[@]}" test -r "$SDT_HOST" && "${as_user[@]}" test -r "$MODEL" || {
+            echo "SKIP: the unprivileged user cannot read the build folder"
+            exit 77
+        }
+    fi
+}
+run_as() {
+    "${as_user[@]}" "$SDT_HOST" "$@" </dev/null >"$OUT" 2>"$ERR"
+    RC=$?
+    LAST_CMD="sdt-host $*"
+}
+
+case $E2E_CASE in
+missing_dataset)
+    train_with no_such_folder "$STYLE"
+    expect_error "missing dataset folder" no_such_folder
+    ;;
+corrupt_and_empty_images)
+    good_dataset ds 3
+    head -c 200 "$DATASET/demo_004.png" >ds/truncated.png
+    printf 'this is not an image' >ds/garbage.jpg
+    : >ds/zero.png
+    train_with ds "$STYLE" --csv-every 1
+    expect_rc 0 "training with some bad images"
+    for bad in truncated.png garbage.jpg zero.png; do
+        grep -i "warning" "$ERR" | grep -qF "$bad" || fail "the bad file $bad is not reported by name"
+    done
+    grep -qF "3 training images" "$ERR" || fail "expected the 3 good images to be used: $(grep -i 'images' "$ERR")"
+    [ "$(csv_last_step "$(run_folder logs cat)/textual_inversion_loss.csv")" = 3 ] || fail "training did not run 3 steps"
+    cmp -s "$EMB" "$EMB.before" && fail "the embedding was not trained"
+    run_host inspect --json "$EMB"
+    [ "$(json_get "$OUT" finite)" = true ] || fail "the trained embedding is not finite"
+    TRAINED=1
+    ;;
+huge_png_header)
+    good_dataset ds 2
+    "$E2E_TOOL" png-header 100000 100000 ds/huge.png
+    train_with ds "$STYLE"
+    expect_rc 0 "a 100000x100000 PNG header beside good images"
+    grep -i "warning" "$ERR" | grep -qF "huge.png" || fail "huge.png is not reported by name"
+    grep -qF "2 training images" "$ERR" || fail "expected the 2 good images to be used"
+    TRAINED=1
+    ;;
+only_bad_images)
+    mkdir ds
+    "$E2E_TOOL" png-header 100000 100000 ds/huge.png
+    : >ds/zero.png
+    train_with ds "$STYLE"
+    expect_error "a dataset with no usable image" ds
+    grep -qF "huge.png" "$ERR" || fail "huge.png is not reported by name"
+    ;;
+missing_model_or_embedding)
+    good_dataset ds 2
+    run_host train --embedding "$EMB" --dataset ds --template "$STYLE" --model no_such_model --max-steps 3 \
+        --width 64 --height 64 --device cpu --log-dir logs
+    expect_error "a model path that does not exist" no_such_model
+    train_with ds "$STYLE" --embedding emb/no_such.safetensors
+    expect_error "an embedding file that does not exist" no_such.safetensors
+    ;;
+template_without_name)
+    good_dataset ds 2
+    printf 'a photo of [filewords]\nart, [filewords]\n' >no_name.txt
+    train_with ds no_name.txt
+    expect_error "template without [name]" no_name.txt "[name]"
+    ;;
+malformed_lr_schedule)
+    good_dataset ds 2
+    train_with ds "$STYLE" --learn-rate "0.005:abc"
+    expect_error "learning rate 0.005:abc" "0.005:abc" "learn"
+    ;;
+name_with_dotdot)
+    run_host create-embedding --name "../escape" --model "$MODEL" --out emb
+    expect_error "create-embedding --name ../escape" "../escape"
+    [ ! -e escape.safetensors ] && [ ! -e emb/../escape.safetensors ] || fail "a file was written outside emb/"
+    ;;
+existing_without_overwrite)
+    run_host create-embedding --name cat --init-text "a dog" --model "$MODEL" --out emb
+    expect_error "create-embedding over an existing file" "$EMB" "--overwrite"
+    ;;
+readonly_output_folder)
+    unprivileged
+    good_dataset ds 2
+    chmod -R a+rX ds
+    mkdir -m 0555 readonly
+    mkdir -m 0777 writable
+    run_as create-embedding --name dog --model "$MODEL" --out readonly
+    expect_error "create-embedding into a read-only folder" readonly
+    mkdir -m 0777 writable/emb
+    cp -p "$EMB" writable/emb/
+    keep_copy writable/emb/cat.safetensors
+    run_as train --embedding writable/emb/cat.safetensors --dataset ds --template "$STYLE" "${TRAIN_COMMON[@]}" \
+        --max-steps 3 --log-dir readonly/logs
+    expect_error "train with a read-only log folder" readonly/logs
+    expect_untouched writable/emb/cat.safetensors "train with a read-only log folder"
+    # The embedding's own folder (where the trained file goes) is read-only: refused before any step.
+    run_as train --embedding "$EMB" --dataset ds --template "$STYLE" "${TRAIN_COMMON[@]}" --max-steps 3 \
+        --log-dir writable/logs --csv-every 1
+    expect_error "train an embedding whose folder is read-only" emb
+    [ -z "$(csv_last_step "$(run_folder writable/logs cat)/textual_inversion_loss.csv")" ] ||
+        fail "training ran before finding that the embedding cannot be saved"
+    ;;
+embedding_folder_turns_readonly)
+    # The folder was writable at the start and is not at the end: the final save fails, the
+    # previous embedding file stays whole, and the training state is saved to resume from.
+    unprivileged
+    good_dataset ds 2
+    mkdir -m 0777 run run/emb
+    cp -p "$EMB" run/emb/
+    keep_copy run/emb/cat.safetensors
+    chmod -R a+rX ds run
+    chmod 0777 run/emb
+    OUT=$WORK/.stdout
+    ERR=$WORK/.stderr
+    "${as_user[@]}" "$SDT_HOST" train --embedding run/emb/cat.safetensors --dataset ds --template "$STYLE" \
+        "${TRAIN_COMMON[@]}" --max-steps 100000 --save-every 0 --preview-every 0 --csv-every 1 --log-dir run/logs \
+        </dev/null >"$OUT" 2>"$ERR" &
+    pid=$!
+    for ((i = 0; i < 600; i++)); do
+        step=$(csv_last_step "$(run_folder run/logs cat)/textual_inversion_loss.csv")
+        [ -n "$step" ] && [ "$step" -ge 2 ] && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    chmod 0555 run/emb
+    kill -INT "$pid"
+    wait "$pid"
+    RC=$?
+    LAST_CMD="sdt-host train ... (embedding folder made read-only, then Ctrl-C)"
+    expect_error "final save into a folder that turned read-only" run/emb/cat.safetensors "state"
+    expect_untouched run/emb/cat.safetensors "$E2E_CASE"
+    state=$(run_folder run/logs cat)/cat.state.safetensors
+    expect_file "$state" "the training state after the failed final save"
+    run_host inspect --json "$state"
+    [ "$(json_get "$OUT" step)" -ge 2 ] 2>/dev/null || fail "the saved state is not at step 2 or later"
+    [ -z "$(find run -name '*.tmp-*')" ] || fail "temporary files were left behind: $(find run -name '*.tmp-*')"
+    ;;
+output_under_a_file)
+    printf 'not a folder' >plain_file
+    run_host create-embedding --name dog --model "$MODEL" --out plain_file/sub
+    expect_error "create-embedding --out under a regular file" plain_file/sub
+    good_dataset ds 2
+    train_with ds "$STYLE" --log-dir plain_file/logs
+    expect_error "train --log-dir under a regular file" plain_file
+    ;;
+caption_pushes_name_out)
+    good_dataset ds 2
+    words=$(for i in $(seq 1 90); do printf 'word%d ' "$i"; done)
+    printf '%s\n' "$words" >ds/demo_001.txt
+    printf '[filewords], [name]\n' >name_last.txt
+    train_with ds name_last.txt
+    expect_error "caption pushing [name] out of the 77-token window" demo_001 "77"
+    ;;
+missing_required_option)
+    run_host train --dataset "$DATASET" --template "$STYLE" "${TRAIN_COMMON[@]}"
+    expect_usage "train without --embedding" "--embedding"
+    run_host train --embedding "$EMB" --template "$STYLE" "${TRAIN_COMMON[@]}"
+    expect_usage "train without --dataset" "--dataset"
+    run_host train --embedding "$EMB" --dataset "$DATASET" --template "$STYLE" --max-steps 2
+    expect_usage "train without --model" "--model"
+    run_host create-embedding --name dog --out emb
+    expect_error "create-embedding without --model" "--model"
+    ;;
+invalid_option_values)
+    # Values the plugin refuses: the error names the option (not the ABI's config field).
+    good_dataset ds 2
+    train_with ds "$STYLE" --width 65
+    expect_error "--width 65" "--width" "65"
+    train_with ds "$STYLE" --clip-skip 0
+    expect_error "--clip-skip 0" "--clip-skip"
+    train_with ds "$STYLE" --tag-dropout 1.5
+    expect_error "--tag-dropout 1.5" "--tag-dropout"
+    train_with ds "$STYLE" --max-steps 0
+    expect_error "--max-steps 0" "--max-steps"
+    grep -qF "config." "$ERR" && fail "an error still names a config field: $(grep '^sdt-host' "$ERR")"
+    ;;
+*)
+    echo "unknown case $E2E_CASE" >&2
+    exit 2
+    ;;
+esac
+
+[ -n "${TRAINED:-}" ] || expect_untouched "$EMB" "$E2E_CASE"
+e2e_finish

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# --help on sdt-host and on every subcommand: exit 0, a usage text on stdout, nothing written.
+source "$(dirname "$0")/e2e_lib.sh"
+
+for args in "--help" "-h" "demo --help" "create-embedding --help" "train --help" "inspect --help" \
+            "--plugin /nowhere/libsdtrain.so train --help"; do
+    # shellcheck disable=SC2086 # the words are separate arguments on purpose
+    run_host $args
+    expect_rc 0 "sdt-host $args"
+    grep -qi "usage" "$OUT" || fail "sdt-host $args: no usage text on stdout"
+    grep -qF -- "--plugin" "$OUT" || fail "sdt-host $args: --help does not mention --plugin"
+done
+
+run_host --help
+for cmd in demo create-embedding train inspect; do
+    grep -qF "$cmd" "$OUT" || fail "sdt-host --help does not list the command $cmd"
+done
+
+run_host train --help
+for opt in --embedding --dataset --template --model --learn-rate --batch-size --grad-accum --max-steps \
+           --log-dir --precision --config --resume; do
+    grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
+done
+grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where bare template names are looked up"
+
+run_host create-embedding --help
+for opt in --name --init-text --vectors --model --out --overwrite; do
+    grep -qF -- "$opt" "$OUT" || fail "sdt-host create-embedding --help does not list $opt"
+done
+run_host demo --help
+for opt in --out --max-steps --seed; do
+    grep -qF -- "$opt" "$OUT" || fail "sdt-host demo --help does not list $opt"
+done
+run_host inspect --help
+grep -qF -- "--json" "$OUT" || fail "sdt-host inspect --help does not list --json"
+
+written=$(find "$WORK" -mindepth 1 ! -name '.std*')
+[ -z "$written" ] || fail "--help wrote files: $written"
+e2e_finish
