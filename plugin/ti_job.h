@@ -32,6 +32,8 @@ struct ti_job {
     /* what the panel asked for (strings owned here) */
     char *model_path, *embedding_path, *dataset_dir, *template_path, *tokenizer_dir;
     char *preview_prompt, *preview_negative;
+    char *learn_rate_text, *clip_value_text; /* the schedules as given: a resume re-parses them at its step */
+    int64_t max_steps;
     uint32_t clip_mode, latent_sampling, preview_steps, preview_width, preview_height;
     int clip_skip;
     int64_t save_every, preview_every, write_csv_every;
@@ -88,6 +90,8 @@ struct ti_job {
     char checkpoint_name[256];
 };
 
+/* ti_job_prepare.c: the LR and clip schedules parsed at job->step (after a resume too). */
+bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);
 /* ti_job_step.c */
 sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
 bool ti_job_done(const void *job);

@@ -65,6 +65,9 @@ static void copy_settings(ti_job *job, const sdt_ti_config *c)
     job->tokenizer_dir = dup_or_null(c->tokenizer_path);
     job->preview_prompt = dup_or_null(c->preview_prompt);
     job->preview_negative = strdup(c->preview_negative_prompt ? c->preview_negative_prompt : "");
+    job->learn_rate_text = dup_or_null(c->learn_rate);
+    job->clip_value_text = dup_or_null(c->clip_value);
+    job->max_steps = c->max_steps;
     job->clip_mode = c->clip_mode;
     job->latent_sampling = c->latent_sampling;
     job->preview_steps = c->preview_steps;
@@ -109,12 +112,19 @@ static sdt_status check_inputs(ti_job *job, const sdt_ti_config *c, char *err, s
         FAIL(SDT_STATUS_VALIDATION, "%s: the embedding has already been trained for %lld steps, which reaches max steps "
              "(%lld); raise max steps to train further", job->embedding_path, (long long)job->emb.step,
              (long long)c->max_steps);
-    if (!sdt_lr_schedule_parse(c->learn_rate, job->step, c->max_steps, &job->lr, err, err_size)) return SDT_STATUS_VALIDATION;
+    return ti_job_parse_schedules(job, err, err_size) ? SDT_STATUS_OK : SDT_STATUS_VALIDATION;
+}
+
+bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size)
+{
+    sdt_lr_schedule_free(&job->lr);
+    sdt_lr_schedule_free(&job->clip_value);
+    if (!sdt_lr_schedule_parse(job->learn_rate_text, job->step, job->max_steps, &job->lr, err, err_size)) return false;
     if (job->clip_mode != SDT_CLIP_DISABLED &&
-        !sdt_lr_schedule_parse(c->clip_value, job->step, c->max_steps, &job->clip_value, err, err_size))
-        return SDT_STATUS_VALIDATION;
+        !sdt_lr_schedule_parse(job->clip_value_text, job->step, job->max_steps, &job->clip_value, err, err_size))
+        return false;
     job->end_step = sdt_lr_end_step(&job->lr);
-    return SDT_STATUS_OK;
+    return true;
 }
 
 /* Backend, checkpoint and tokenizer; the embedding must fit the text encoder. */
@@ -376,5 +386,7 @@ void ti_job_destroy(ti_job *job)
     free(job->tokenizer_dir);
     free(job->preview_prompt);
     free(job->preview_negative);
+    free(job->learn_rate_text);
+    free(job->clip_value_text);
     free(job);
 }

@@ -263,11 +263,17 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     job->fallback.fired_by = (sdt_fallback_trigger)(int)num(f, "fired_by");
     job->fallback.nonfinite_total = (int64_t)num(f, "nonfinite_total");
     job->fallback.consecutive = (int)num(f, "consecutive");
-    const char *sched = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "learn_rate"));
-    if (sched) {
-        sdt_lr_schedule_free(&job->lr);
-        if (!sdt_lr_schedule_parse(sched, job->step, job->end_step, &job->lr, err, err_size)) return SDT_STATUS_BAD_FORMAT;
+    /* The schedules come from this panel (max steps may have grown since the state was saved),
+     * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
+    if (job->max_steps <= job->step) {
+        snprintf(err, err_size, "%s: the run is already at step %lld, which reaches max steps (%lld); raise max steps "
+                 "to continue it", path, (long long)job->step, (long long)job->max_steps);
+        return SDT_STATUS_VALIDATION;
     }
+    if (!ti_job_parse_schedules(job, err, err_size)) return SDT_STATUS_VALIDATION;
+    if (job->fallback.fired &&
+        !sdt_lr_apply_multiplier(&job->lr, job->step, job->fallback.cfg.lr_backoff, err, err_size))
+        return SDT_STATUS_INTERNAL;
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
         sdt_status s = ti_job_use_fp32(job, err, err_size);
