@@ -28,6 +28,12 @@
 
 #define TI_MAX_BATCH_FILES 64
 
+/* Test hooks (docs/fault-injection.md), read at prepare: an image file name whose first pixel
+ * becomes NaN before VAE encoding (8-bit image files cannot carry one), and a cap in MiB on
+ * what the memory plan may use. */
+#define TI_FAULT_NAN_PIXEL_ENV "SDTRAIN_FAULT_NAN_PIXEL"
+#define TI_MEMORY_LIMIT_ENV "SDTRAIN_MEMORY_LIMIT_MB"
+
 struct ti_job {
     /* what the panel asked for (strings owned here) */
     char *model_path, *embedding_path, *dataset_dir, *template_path, *tokenizer_dir;
@@ -83,6 +89,8 @@ struct ti_job {
     char last_prompt[1024];
     const char *batch_files[TI_MAX_BATCH_FILES];
     int n_batch_files;
+    const char *bad_input_files[TI_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
+    int n_bad_input_files;
 
     /* outputs */
     sdt_output_dirs out;

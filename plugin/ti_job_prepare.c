@@ -33,6 +33,12 @@ const char *ti_precision_name(sdt_precision p)
     return p == SDT_PRECISION_FP16 ? "fp16" : p == SDT_PRECISION_BF16 ? "bf16" : "fp32";
 }
 
+static const char *file_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 static bool is_dir(const char *p)
 {
     struct stat st;
@@ -178,18 +184,25 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
     if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
                            job->seed))
         FAIL(SDT_STATUS_OUT_OF_MEMORY, "out of host memory for the latent cache");
-    int lf = vae_factor(&job->rt.cfg.vae);
+    const char *nan_pixel = getenv(TI_FAULT_NAN_PIXEL_ENV);
     for (int i = 0; i < job->ds.n_items; i++) {
         sdt_dataset_item *it = &job->ds.items[i];
         if (it->width % f || it->height % f)
             FAIL(SDT_STATUS_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
+        if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
+            it->pixels[0] = NAN; /* fault injection (docs/fault-injection.md): what a broken decoder would hand over */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection (%s): one pixel set to NaN", it->path,
+                         TI_FAULT_NAN_PIXEL_ENV);
+        }
         char why[512] = "";
         if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
                                  it->width / 8, it->height / 8, why, sizeof why))
             FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        if (!latent_cache_is_finite(&job->lc, i))
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
+                         "uses it will be skipped (remove or replace the file)", it->path);
         sdt_dataset_drop_pixels(&job->ds, i);
-        (void)lf;
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
     return SDT_STATUS_OK;
@@ -267,6 +280,14 @@ static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, si
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    const char *cap_text = getenv(TI_MEMORY_LIMIT_ENV);
+    char *end = NULL;
+    unsigned long long cap_mib = cap_text && *cap_text ? strtoull(cap_text, &end, 10) : 0;
+    if (cap_mib > 0 && end && *end == '\0' && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+        FAIL(SDT_STATUS_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
+             "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+             "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
+             e->h, weights >> 20, TI_MEMORY_LIMIT_ENV, cap_mib);
     char why[512];
     job->measured = shape;
     job->have_measured = true;
