@@ -82,6 +82,10 @@ struct ti_job {
     sdt_lr_schedule lr;
     sdt_lr_schedule clip_value;
 
+    /* the divergence guard (ti_job_step.c) */
+    double token_norm;         /* mean row norm of the model's token embedding: what a prompt vector looks like */
+    float *undo;               /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
+
     /* progress */
     int64_t step, initial_step, end_step;
     int64_t skipped;
