@@ -112,8 +112,8 @@ static inline void fx_copy_images(const trainer_env *env, const char *dst, const
         char src[FX_PATH], out[FX_PATH];
         const char *ext[2] = {".png", ".txt"};
         for (int k = 0; k < 2; k++) {
-            snprintf(src, sizeof src, "%s/%s%s", env->dataset, stems[i], ext[k]);
-            snprintf(out, sizeof out, "%s/%s%s", dst, stems[i], ext[k]);
+            snprintf(src, sizeof src, "%.3900s/%.100s%s", env->dataset, stems[i], ext[k]);
+            snprintf(out, sizeof out, "%.3900s/%.100s%s", dst, stems[i], ext[k]);
             CHECK(fx_copy_file(src, out), "copy %s -> %s", src, out);
         }
     }
