@@ -137,6 +137,18 @@ static bool ensure_arena(ti_job *job, const ti_pass_shape *shape, const ti_pass_
     return true;
 }
 
+/* Anomaly mode found the first non-finite value: stop and say where, and what to do about it. */
+static sdt_status anomaly_stop(ti_job *job, char *err, size_t err_size)
+{
+    char where[1024];
+    snprintf(where, sizeof where, "%s", err);
+    snprintf(err, err_size, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
+             "usually means the frozen weights or activations overflow the precision: train in fp32 or bf16, or check "
+             "that layer's weights in the checkpoint; the last good state is kept.", (long long)step_number(job), where,
+             ti_precision_name(job->precision));
+    return SDT_STATUS_NUMERICAL;
+}
+
 /* Forward and backward of every micro-batch; *loss is their mean. */
 static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, size_t err_size)
 {
@@ -155,6 +167,7 @@ static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, 
                   ti_pass_run(&job->rt, &job->wa, &po, &in, &job->param, &job->grad, scale / (float)job->grad_accum, true,
                               &l, err, err_size);
         buffers_free(&buf);
+        if (!ok && ti_pass_error_is_anomaly(err)) return anomaly_stop(job, err, err_size);
         if (!ok) return SDT_STATUS_DEVICE;
         if (job->scaler) {
             double scaled;

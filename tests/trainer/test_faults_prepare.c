@@ -44,62 +44,14 @@ static prep try_prepare(const trainer_env *env, sdt_ti_config *c)
     return p;
 }
 
-static void copy_model(const trainer_env *env, char *out)
-{
-    fx_path(out, env->tmp, "nan-model");
-    fx_mkdir(out);
-    const char *parts[4][2] = {{"text_encoder", "model.safetensors"},
-                               {"unet", "diffusion_pytorch_model.safetensors"},
-                               {"vae", "diffusion_pytorch_model.safetensors"},
-                               {"tokenizer", NULL}};
-    for (int i = 0; i < 4; i++) {
-        char src[FX_PATH], dst[FX_PATH], a[FX_PATH], b[FX_PATH];
-        snprintf(src, sizeof src, "%.2000s/%s", env->model, parts[i][0]);
-        snprintf(dst, sizeof dst, "%.2000s/%s", out, parts[i][0]);
-        fx_mkdir(dst);
-        const char *files[2] = {parts[i][1], NULL};
-        if (!parts[i][1]) files[0] = "vocab.json", files[1] = "merges.txt";
-        for (int k = 0; k < 2 && files[k]; k++)
-            CHECK(fx_copy_file(fx_path(a, src, files[k]), fx_path(b, dst, files[k])), "copy %s", a);
-    }
-}
-
-/* Writes NaN over element 0 of tensor `name` in a safetensors file; false when absent. */
-static bool poke_nan(const char *path, const char *name)
-{
-    char err[512];
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
-    if (!st) return false;
-    const sdt_st_entry *e = sdt_st_find(st, name);
-    uint64_t header = 0, offset = 0;
-    int dtype = e ? (int)e->dtype : -1;
-    if (e) offset = e->offset;
-    sdt_st_close(st);
-    if (!e || (dtype != SDT_ST_F32 && dtype != SDT_ST_F16)) return false;
-    size_t n;
-    unsigned char *bytes = fx_read_file(path, &n);
-    if (!bytes || n < 8) return false;
-    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
-    size_t at = 8 + (size_t)header + (size_t)offset;
-    if (dtype == SDT_ST_F32) {
-        float nan = NAN;
-        memcpy(bytes + at, &nan, 4);
-    } else {
-        bytes[at] = 0x00, bytes[at + 1] = 0x7E; /* f16 quiet NaN, little-endian */
-    }
-    bool ok = fx_write_file(path, bytes, n);
-    free(bytes);
-    return ok;
-}
-
 static void check_nan_weight(const trainer_env *env, const char *emb, const char *log)
 {
     printf("-- a NaN in one frozen UNet weight\n");
     char model[FX_PATH], unet[FX_PATH];
-    copy_model(env, model);
+    fx_copy_model(env, fx_path(model, env->tmp, "nan-model"));
     snprintf(unet, sizeof unet, "%.4000s/unet/diffusion_pytorch_model.safetensors", model);
     const char *key = "down_blocks.1.resnets.0.conv1.weight";
-    CHECK(poke_nan(unet, key), "poke a NaN into %s", key);
+    CHECK(fx_poke_f32(unet, key, 0, NAN), "poke a NaN into %s", key);
     sdt_ti_config c;
     fx_config(env, &c, emb, NULL, log, 5);
     c.model_path = model;

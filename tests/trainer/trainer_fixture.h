@@ -164,6 +164,53 @@ static inline bool fx_all_finite(const float *x, int64_t n)
     return true;
 }
 
+/* Overwrites element `index` of tensor `name` (f32 or f16) in a safetensors file with value. */
+static inline bool fx_poke_f32(const char *path, const char *name, int64_t index, float value)
+{
+    char err[512];
+    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
+    if (!st) return false;
+    const sdt_st_entry *e = sdt_st_find(st, name);
+    int dtype = e ? (int)e->dtype : -1;
+    uint64_t offset = e ? e->offset : 0, nbytes = e ? e->nbytes : 0;
+    sdt_st_close(st);
+    size_t es = dtype == SDT_ST_F32 ? 4 : dtype == SDT_ST_F16 ? 2 : 0;
+    if (!es || (uint64_t)(index + 1) * es > nbytes) return false;
+    size_t n;
+    unsigned char *bytes = fx_read_file(path, &n);
+    if (!bytes || n < 8) return false;
+    uint64_t header = 0;
+    for (int i = 7; i >= 0; i--) header = header << 8 | bytes[i];
+    size_t at = 8 + (size_t)header + (size_t)offset + (size_t)index * es;
+    if (es == 4) {
+        memcpy(bytes + at, &value, 4);
+    } else {
+        uint16_t h = isnan(value) ? 0x7E00 : 0x7C00 | (value < 0 ? 0x8000 : 0); /* tests poke NaN or Inf only */
+        bytes[at] = (unsigned char)(h & 0xff), bytes[at + 1] = (unsigned char)(h >> 8);
+    }
+    bool ok = fx_write_file(path, bytes, n);
+    free(bytes);
+    return ok;
+}
+
+/* A copy of the demo model (diffusers folder) at out, to damage. */
+static inline void fx_copy_model(const trainer_env *env, const char *out)
+{
+    fx_mkdir(out);
+    const char *parts[4][3] = {{"text_encoder", "model.safetensors", NULL},
+                               {"unet", "diffusion_pytorch_model.safetensors", NULL},
+                               {"vae", "diffusion_pytorch_model.safetensors", NULL},
+                               {"tokenizer", "vocab.json", "merges.txt"}};
+    for (int i = 0; i < 4; i++) {
+        char src[FX_PATH], dst[FX_PATH], a[FX_PATH], b[FX_PATH];
+        snprintf(src, sizeof src, "%.2000s/%s", env->model, parts[i][0]);
+        snprintf(dst, sizeof dst, "%.2000s/%s", out, parts[i][0]);
+        fx_mkdir(dst);
+        for (int k = 1; k < 3 && parts[i][k]; k++)
+            CHECK(fx_copy_file(fx_path(a, src, parts[i][k]), fx_path(b, dst, parts[i][k])), "copy %s", a);
+    }
+}
+
 /* ---- the environment ------------------------------------------------------------------- */
 
 static inline bool trainer_env_open(trainer_env *env, int argc, char **argv, const char *name)
