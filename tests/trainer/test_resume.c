@@ -176,6 +176,53 @@ static void check_resume(const trainer_env *env, sdt_precision precision)
     free(initial);
 }
 
+/* A resume after the fp32 fallback fired (a NaN pixel in one image, fp16, batch 1): the state
+ * carries the switch, so the resumed run computes in fp32 at the backed-off learning rate and
+ * matches the uninterrupted one bit for bit. */
+static void check_resume_after_fallback(const trainer_env *env)
+{
+    enum { N = 9, K = 7 };
+    printf("-- resume after the fp32 fallback: %d steps vs %d + %d\n", N, K, N - K);
+    char dir_a[FX_PATH], dir_b[FX_PATH], log_a[FX_PATH], log_b1[FX_PATH], log_b2[FX_PATH], emb_a[FX_PATH], emb_b[FX_PATH];
+    fx_subdir(env, dir_a, "fb-a");
+    fx_subdir(env, dir_b, "fb-b");
+    fx_subdir(env, log_a, "fb-log-a");
+    fx_subdir(env, log_b1, "fb-log-b1");
+    fx_subdir(env, log_b2, "fb-log-b2");
+    if (!fx_make_embedding(env, dir_a, "resume-fallback", 1, "ring", emb_a)) return;
+    if (snprintf(emb_b, sizeof emb_b, "%s/resume-fallback.safetensors", dir_b) >= FX_PATH) return;
+    CHECK(fx_copy_file(emb_a, emb_b), "copy the embedding");
+    sdt_ti_config c;
+    run_result whole, first, rest;
+    memset(&whole, 0, sizeof whole);
+    memset(&first, 0, sizeof first);
+    memset(&rest, 0, sizeof rest);
+    setenv("SDTRAIN_FAULT_NAN_PIXEL", "demo_005.png", 1);
+    fx_config(env, &c, emb_a, NULL, log_a, N);
+    c.precision = SDT_PRECISION_FP16;
+    c.learn_rate = "0.01";
+    bool ok = train(env, &c, &whole);
+    fx_config(env, &c, emb_b, NULL, log_b1, K);
+    c.precision = SDT_PRECISION_FP16;
+    c.learn_rate = "0.01";
+    ok = ok && train(env, &c, &first);
+    fx_config(env, &c, emb_b, NULL, log_b2, N);
+    c.precision = SDT_PRECISION_FP16;
+    c.learn_rate = "0.01";
+    c.resume_state_path = first.state;
+    ok = ok && train(env, &c, &rest);
+    unsetenv("SDTRAIN_FAULT_NAN_PIXEL");
+    if (!ok) return;
+    CHECK(first.n_steps == K && first.steps[K - 1].fallback, "the fallback fired within the first %d steps", K);
+    for (int i = 0; i < rest.n_steps; i++)
+        CHECK(rest.steps[i].fallback && rest.steps[i].precision == SDT_PRECISION_FP32 && rest.steps[i].learn_rate == 0.005,
+              "resumed step %lld: fp32, lr 0.005, fallback recorded (prec %u, lr %g)", (long long)rest.steps[i].step,
+              rest.steps[i].precision, rest.steps[i].learn_rate);
+    CHECK(same_tensor(whole.embedding, rest.embedding, "emb_params"), "after the fallback: final embeddings differ");
+    CHECK(same_tensor(whole.state, rest.state, "adamw_m") && same_tensor(whole.state, rest.state, "adamw_v"),
+          "after the fallback: AdamW moments differ");
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -185,6 +232,7 @@ int main(int argc, char **argv)
     }
     check_resume(&env, SDT_PRECISION_FP32);
     check_resume(&env, SDT_PRECISION_FP16);
+    check_resume_after_fallback(&env);
     trainer_env_close(&env);
     return sdt_test_finish("trainer_resume");
 }
