@@ -104,6 +104,8 @@ struct ti_job {
 
 /* ti_job_prepare.c: the LR and clip schedules parsed at job->step (after a resume too). */
 bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);
+/* After the switch to fp32: images whose latents were not finite are encoded again. */
+sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size);
 /* ti_job_step.c */
 sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
 bool ti_job_done(const void *job);

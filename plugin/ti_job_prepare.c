@@ -164,7 +164,33 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
     return SDT_STATUS_OK;
 }
 
-/* Images and their latents; pixels are dropped as soon as an image is encoded. */
+/* One image through the VAE into the latent cache, in the runtime's current precision. */
+static bool encode_item(ti_job *job, int i, char *why, size_t why_size)
+{
+    sdt_dataset_item *it = &job->ds.items[i];
+    return latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
+                               it->width / 8, it->height / 8, why, why_size);
+}
+
+sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size)
+{
+    for (int i = 0; i < job->ds.n_items; i++) {
+        sdt_dataset_item *it = &job->ds.items[i];
+        if (!it->pixels) continue;
+        char why[512] = "";
+        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        bool finite = latent_cache_is_finite(&job->lc, i);
+        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
+                     "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
+                     "uses it will be skipped (remove or replace the file)", it->path, ti_precision_name(job->precision));
+        sdt_dataset_drop_pixels(&job->ds, i);
+    }
+    job->have_measured = false; /* the encoder used the work arena */
+    return SDT_STATUS_OK;
+}
+
+/* Images and their latents; pixels are dropped as soon as an image is encoded (kept only when
+ * mixed precision gave non-finite latents that fp32 may fix). */
 static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, size_t err_size)
 {
     if (!job->dataset_dir) FAIL(SDT_STATUS_VALIDATION, "Dataset directory is empty: set the dataset folder");
@@ -196,13 +222,18 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
                          TI_FAULT_NAN_PIXEL_ENV);
         }
         char why[512] = "";
-        if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
-                                 it->width / 8, it->height / 8, why, sizeof why))
-            FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
-        if (!latent_cache_is_finite(&job->lc, i))
+        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        if (latent_cache_is_finite(&job->lc, i)) {
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else if (job->precision == SDT_PRECISION_FP32) {
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
                          "uses it will be skipped (remove or replace the file)", it->path);
-        sdt_dataset_drop_pixels(&job->ds, i);
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else { /* the pixels stay: the fp32 fallback encodes them again */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
+                         "that use it will be skipped until the fp32 fallback encodes it again", it->path,
+                         ti_precision_name(job->precision));
+        }
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
     return SDT_STATUS_OK;

@@ -187,7 +187,7 @@ sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size)
     job->scaler = NULL;
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
-    return SDT_STATUS_OK;
+    return ti_job_reencode_nonfinite(job, err, err_size);
 }
 
 /* The one-shot fallback: fp32 compute, and the lr backed off from the next step on. */

@@ -99,6 +99,10 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
                          const float *weight, int weight_w, int weight_h, char *err, size_t err_size)
 {
     latent_entry *e = &lc->items[index];
+    free(e->value); /* encoding again (the fp32 fallback) replaces what was cached */
+    free(e->std);
+    free(e->weight);
+    e->value = e->std = e->weight = NULL;
     int f = vae_factor(&rt->model.vae.cfg);
     e->c = rt->model.vae.cfg.z_channels;
     e->h = H / f;

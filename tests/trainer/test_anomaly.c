@@ -7,7 +7,10 @@
  *     switches to fp32 (where 1e5 is an ordinary number) and training proceeds with finite
  *     losses and a finite embedding.
  *  3. The same checkpoint in fp32 with anomaly mode: nothing is non-finite, the run finishes.
- *  4. The text encoder's layers.0.mlp.fc1, fp16 with anomaly mode: the sentence names it. */
+ *  4. The text encoder's layers.0.mlp.fc1, fp16 with anomaly mode: the sentence names it.
+ *  5. The VAE encoder's conv_in, fp16: every image encodes to NaN latents at prepare (a warning
+ *     names them), step 1 has a NaN loss, the fallback switches to fp32 and encodes those images
+ *     again (finite now), and training proceeds with finite losses. */
 #include "trainer_fixture.h"
 
 typedef struct outcome {
@@ -55,9 +58,12 @@ int main(int argc, char **argv)
         trainer_env_close(&env);
         return sdt_test_failures ? 1 : SDT_TEST_SKIP;
     }
-    char unet_model[FX_PATH], text_model[FX_PATH], file[FX_PATH];
+    char unet_model[FX_PATH], text_model[FX_PATH], vae_model[FX_PATH], file[FX_PATH];
     fx_copy_model(&env, fx_path(unet_model, env.tmp, "model-unet"));
     fx_copy_model(&env, fx_path(text_model, env.tmp, "model-text"));
+    fx_copy_model(&env, fx_path(vae_model, env.tmp, "model-vae"));
+    snprintf(file, sizeof file, "%.4000s/vae/diffusion_pytorch_model.safetensors", vae_model);
+    CHECK(fx_poke_f32(file, "encoder.conv_in.weight", 13, 1e5f), "poke encoder.conv_in.weight");
     /* conv_in.weight [32, 4, 3, 3]: the centre tap of output 0 from latent channel 0 */
     snprintf(file, sizeof file, "%.4000s/unet/diffusion_pytorch_model.safetensors", unet_model);
     CHECK(fx_poke_f32(file, "conv_in.weight", 4, 1e5f), "poke conv_in.weight");
@@ -87,6 +93,16 @@ int main(int argc, char **argv)
     CHECK(o.status == SDT_STATUS_NUMERICAL && strstr(o.error, "text_model.encoder.layers.0.mlp.fc1"),
           "the text encoder's layer is named: %s", o.error);
     CHECK(o.vectors_kept && o.finite, "the embedding file keeps its vectors");
+
+    o = train(&env, vae_model, "vae-fp16-fallback", SDT_PRECISION_FP16, false, 4);
+    CHECK(o.status == SDT_STATUS_OK && o.rec.n_steps == 4, "the run survives (%d): %s", (int)o.status, o.error);
+    CHECK(strstr(o.rec.log, "the VAE encodes this image to NaN/Inf latents") &&
+              strstr(o.rec.log, "encoded again in fp32: its latents are finite now"),
+          "prepare warns, the fallback encodes again:\n%s", o.rec.log);
+    CHECK(o.rec.n_steps == 4 && !isfinite(o.rec.steps[0].loss) && o.rec.steps[0].fallback &&
+              isfinite(o.rec.steps[1].loss) && isfinite(o.rec.steps[3].loss) && o.rec.steps[3].skipped == 1,
+          "NaN at step 1 only, then finite fp32 steps");
+    CHECK(!o.vectors_kept && o.finite, "the embedding trained and is finite");
     trainer_env_close(&env);
     return sdt_test_finish("trainer_anomaly");
 }
