@@ -9,12 +9,14 @@
 int cmd_create_embedding(int argc, char **argv)
 {
     char *name = NULL, *init_text = NULL, *model = NULL, *out = NULL, *plugin = NULL, *vectors_text = NULL;
+    char *tokenizer = NULL;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
         { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' ')", "NAME" },
         { "init-text", 0, 0, G_OPTION_ARG_STRING, &init_text, "Initialization text (default \"*\"; empty = zeros)", "TEXT" },
         { "vectors", 0, 0, G_OPTION_ARG_STRING, &vectors_text, "Number of vectors per token, 1..75 (default 1)", "K" },
         { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Stable Diffusion checkpoint whose text encoder sets the width", "PATH" },
+        { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR" },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR" },
         { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file", NULL },
         CLI_PLUGIN_OPTION(plugin),
@@ -46,6 +48,7 @@ int cmd_create_embedding(int argc, char **argv)
         spec.model_path = model;
         spec.output_dir = out_dir;
         spec.overwrite = overwrite;
+        spec.tokenizer_path = tokenizer;
         char path[4096] = "";
         if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             printf("Created: %s\n", path);
@@ -54,6 +57,6 @@ int cmd_create_embedding(int argc, char **argv)
         cli_trainer_close(&t);
     }
     g_option_context_free(ctx);
-    g_free(name); g_free(init_text); g_free(model); g_free(out); g_free(plugin); g_free(vectors_text);
+    g_free(name); g_free(init_text); g_free(model); g_free(out); g_free(plugin); g_free(vectors_text); g_free(tokenizer);
     return status;
 }

@@ -67,6 +67,9 @@ static const panel_option options[] = {
     { "resume", OPT_STR, F(resume_state_path), NULL, "FILE", "Resume from a full-state checkpoint" },
     { "threads", OPT_U32, F(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, F(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
+    { "gradient-checkpointing", OPT_FLAG_ON, F(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
+    { "v-prediction", OPT_FLAG_ON, F(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models)" },
+    { "tokenizer", OPT_STR, F(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])

@@ -199,22 +199,31 @@ def torch_clip(sd, cfg, device, dtype):
     else:
         prefix = "cond_stage_model.transformer."
         state = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    # transformers 5 names the text model's parameters without the "text_model." prefix that 4.x used.
+    expected = set(model.state_dict().keys())
+    if not any(k.startswith("text_model.") for k in expected):
+        state = {k[len("text_model."):] if k.startswith("text_model.") else k: v for k, v in state.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or any("position_ids" not in m for m in missing):
         raise RuntimeError(f"CLIP state dict mismatch: missing {missing}, unexpected {unexpected}")
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
+def _text_model(model):
+    """The text transformer: model.text_model in transformers 4, the model itself in 5."""
+    return getattr(model, "text_model", model)
+
+
 def torch_clip_run(model, tokens, rows, overrides, skip, dout, device, dtype):
     rows_p = rows.to(device=device, dtype=dtype).clone().requires_grad_(True)
-    base = model.text_model.embeddings.token_embedding
-    model.text_model.embeddings.token_embedding = OverrideEmbedding(base, rows_p, overrides)
+    base = _text_model(model).embeddings.token_embedding
+    _text_model(model).embeddings.token_embedding = OverrideEmbedding(base, rows_p, overrides)
     try:
         out = model(input_ids=tokens.to(device=device, dtype=torch.long), output_hidden_states=True)
-        z = out.last_hidden_state if skip <= 1 else model.text_model.final_layer_norm(out.hidden_states[-skip])
+        z = out.last_hidden_state if skip <= 1 else _text_model(model).final_layer_norm(out.hidden_states[-skip])
         (z * dout.to(device=device, dtype=dtype)).sum().backward()
     finally:
-        model.text_model.embeddings.token_embedding = base
+        _text_model(model).embeddings.token_embedding = base
     return z.detach().float().cpu(), rows_p.grad.detach().float().cpu()
 
 
@@ -403,7 +412,7 @@ def check_clip(c, size, seed, gen, device, dtype, report):
     width, vocab, T = int(cfg["clip_width"]), int(cfg["clip_vocab"]), int(cfg["clip_positions"])
     B, R = 2, 2
     tokens = torch.randint(0, vocab, (B, T), generator=gen, dtype=torch.int32)
-    table_std = model.text_model.embeddings.token_embedding.weight.float().std().item()
+    table_std = _text_model(model).embeddings.token_embedding.weight.float().std().item()
     rows = torch.randn(R, width, generator=gen) * table_std
     overrides = [(0, 1 + int(torch.randint(0, 5, (1,), generator=gen)), 0), (1, 3, 0),
                  (1, 4 + int(torch.randint(0, 60, (1,), generator=gen)), 1)]

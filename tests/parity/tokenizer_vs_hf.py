@@ -121,7 +121,11 @@ class HFReference:
         self.name = "transformers %s CLIPTokenizer" % transformers.__version__
         self.tok = CLIPTokenizer(os.path.join(tok_dir, "vocab.json"), os.path.join(tok_dir, "merges.txt"))
         self.tok.add_tokens(PLACEHOLDERS)
-        self.name += " (ftfy)" if self.tok.fix_text is not None else " (no ftfy: BasicTokenizer)"
+        try:  # transformers 5 tokenizers have no fix_text attribute (and raise rather than return None)
+            fix_text = self.tok.fix_text
+        except AttributeError:
+            fix_text = None
+        self.name += " (ftfy)" if fix_text is not None else " (no ftfy)"
         self.added = {p: self.tok.convert_tokens_to_ids(p) for p in PLACEHOLDERS}
 
     def raw(self, text):
