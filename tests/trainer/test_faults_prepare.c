@@ -5,6 +5,7 @@
  *  - a caption that pushes the placeholder out of the 77-token window: SDT_STATUS_NO_GRADIENT
  *    naming the image and the template line;
  *  - an embedding file with no vectors (nothing trainable): a clear error, no crash;
+ *  - an empty batch: a dataset folder that is empty, or whose only image cannot be read;
  *  - a memory estimate over the cap SDTRAIN_MEMORY_LIMIT_MB: SDT_STATUS_OUT_OF_MEMORY with what
  *    to change; the same job under a generous cap prepares;
  * and, through the public scaler "sdtrain.scaler/1": no gradient buffers (no trainable
@@ -123,6 +124,26 @@ static void check_no_vectors(const trainer_env *env, const char *log)
     CHECK(p.embedding_unchanged, "the embedding file is untouched");
 }
 
+/* An empty batch, the trainer's way: a dataset folder with nothing usable in it. */
+static void check_empty_dataset(const trainer_env *env, const char *emb, const char *log)
+{
+    printf("-- a dataset with no usable image\n");
+    char data[FX_PATH], broken[FX_PATH];
+    fx_path(data, env->tmp, "empty-data");
+    fx_mkdir(data);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, data, log, 5);
+    prep p = try_prepare(env, &c);
+    CHECK(p.status == SDT_STATUS_VALIDATION && strstr(p.error, data), "an empty folder is refused naming it (%d): %s",
+          (int)p.status, p.error);
+    CHECK(p.embedding_unchanged, "the embedding file is untouched");
+    CHECK(fx_write_file(fx_path(broken, data, "broken.png"), "", 0), "write a zero-byte image");
+    p = try_prepare(env, &c);
+    CHECK(p.status == SDT_STATUS_VALIDATION && strstr(p.error, "broken.png"),
+          "a folder whose only image is unreadable is refused naming the file (%d): %s", (int)p.status, p.error);
+    CHECK(p.embedding_unchanged, "the embedding file is untouched");
+}
+
 static void check_memory_cap(const trainer_env *env, const char *emb, const char *log)
 {
     printf("-- a memory estimate over SDTRAIN_MEMORY_LIMIT_MB\n");
@@ -197,6 +218,7 @@ int main(int argc, char **argv)
         check_template_without_name(&env, emb, log);
         check_truncating_caption(&env, emb, log);
         check_no_vectors(&env, log);
+        check_empty_dataset(&env, emb, log);
         check_memory_cap(&env, emb, log);
     }
     check_public_scaler(&env);
