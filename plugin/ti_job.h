@@ -106,6 +106,11 @@ struct ti_job {
 bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);
 /* After the switch to fp32: images whose latents were not finite are encoded again. */
 sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size);
+/* ti_job_guard.c: the divergence guard. token_norm at prepare; undo_save before each step;
+ * check_divergence after it (undoes the step and returns SDT_STATUS_NUMERICAL with the sentence). */
+double ti_job_token_norm(const ti_job *job);
+bool ti_job_undo_save(ti_job *job, char *err, size_t err_size);
+sdt_status ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, char *err, size_t err_size);
 /* ti_job_step.c */
 sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
 bool ti_job_done(const void *job);

@@ -260,29 +260,6 @@ static sdt_status check_prompts(ti_job *job, char *err, size_t err_size)
     return SDT_STATUS_OK;
 }
 
-/* The mean L2 norm of (up to 4096 evenly spaced) rows of the text encoder's token embedding,
- * read from the checkpoint file: the scale a healthy embedding vector stays near. */
-static double token_row_norm(const ti_job *job)
-{
-    clip_text_model m;
-    char why[256];
-    if (!clip_text_load(&m, &job->rt.cfg.clip, job->rt.file, why, sizeof why)) return 0;
-    int64_t rows = m.tok_emb.shape[0], width = m.tok_emb.shape[1];
-    int64_t stride = rows > 4096 ? rows / 4096 : 1;
-    float *row = malloc((size_t)width * sizeof(float));
-    double sum = 0;
-    int64_t counted = 0;
-    for (int64_t r = 0; row && r < rows; r += stride, counted++) {
-        sdt_load_f32((const uint8_t *)m.tok_emb.data + (size_t)(r * width) * sdt_dtype_size(m.tok_emb.dtype),
-                     m.tok_emb.dtype, row, width);
-        double s = 0;
-        for (int64_t k = 0; k < width; k++) s += (double)row[k] * row[k];
-        sum += sqrt(s);
-    }
-    free(row);
-    return counted ? sum / (double)counted : 0;
-}
-
 /* The embedding on the device, AdamW over it, the loss scaler for fp16, the fallback. */
 static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err, size_t err_size)
 {
@@ -319,7 +296,7 @@ static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err
     if (sdt_fallback_init(&job->fallback, &fc, err, err_size) != SDT_CORE_OK) return SDT_STATUS_VALIDATION;
     sdt_diagnosis_init(&job->diagnosis);
     sdt_noise_schedule_init_sd(&job->sched);
-    job->token_norm = token_row_norm(job);
+    job->token_norm = ti_job_token_norm(job);
     job->undo = malloc(3 * bytes);
     if (!job->undo) FAIL(SDT_STATUS_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
     return SDT_STATUS_OK;
