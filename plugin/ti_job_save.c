@@ -28,6 +28,13 @@ bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
     job->emb.step = job->step;
     sdt_embedding_set_string(&job->emb.checkpoint_hash, job->checkpoint_hash[0] ? job->checkpoint_hash : NULL);
     sdt_embedding_set_string(&job->emb.checkpoint_name, job->checkpoint_name[0] ? job->checkpoint_name : NULL);
+    if (job->fallback.fired) { /* the file says how it was trained: fp32 from that step, at the backed-off rate */
+        char note[160];
+        snprintf(note, sizeof note, "fp32 from step %lld (%s), learning rate x%g", (long long)job->fallback.fired_at_step,
+                 job->fallback.fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
+                 job->fallback.cfg.lr_backoff);
+        sdt_embedding_set_string(&job->emb.training_note, note);
+    }
     return true;
 }
 

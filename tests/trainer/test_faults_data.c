@@ -7,7 +7,8 @@
  *     finishes with a finite embedding.
  *  2. fp16: the first such step fires the one-shot fallback: metrics.fallback_fired, precision
  *     FP32 from then on, the learning rate halved (lr_backoff 0.5) from the next step, the CSV's
- *     precision column and the state file's fallback record say so; training goes on.
+ *     precision column, the state file's fallback record and the embedding's metadata
+ *     (sdtrain_fallback) say so; training goes on.
  *  3. fp16, a two-image dataset with batch 2 (every step holds the bad image), at most 3 bad
  *     steps in a row: fallback, skip, then the run stops with SDT_STATUS_NUMERICAL and a sentence
  *     that blames the data and names that image file (and not the good one); the embedding
@@ -121,6 +122,12 @@ static void check_skip_and_recover(const trainer_env *env, sdt_precision precisi
               "fp16: the state says fp32 from now on");
         cJSON_Delete(j);
         free(training);
+        char *note = fx_read_metadata(emb, "sdtrain_fallback");
+        char want[64];
+        snprintf(want, sizeof want, "fp32 from step %lld", (long long)bad->step);
+        CHECK(note && strstr(note, want) && strstr(note, "x0.5"), "fp16: the embedding's metadata records it: %s",
+              note ? note : "(none)");
+        free(note);
     }
     env->ti->destroy(t);
 }
