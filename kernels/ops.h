@@ -45,6 +45,8 @@ typedef struct sdt_backend sdt_backend;
 struct sdt_backend {
     const char *name;   /* "cpu" or "cuda" */
     sdt_device device;
+    bool native_bf16;   /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
+                         * backend stores bf16 for real and always says true) */
     void *ctx;          /* backend-private state: scratch, handles, stream */
     char error[256];    /* last failure, a sentence */
 

@@ -138,6 +138,11 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
 {
     sdt_status st = plugin_backend_open(&job->pb, c->device, (int)c->cpu_threads, job->host, err, err_size);
     if (st != SDT_STATUS_OK) return st;
+    if (job->precision == SDT_PRECISION_BF16 && !job->pb.be->native_bf16) {
+        sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
+                     "training in fp16 with loss scaling instead");
+        job->precision = SDT_PRECISION_FP16;
+    }
     if (!job->model_path) FAIL(SDT_STATUS_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, ti_precision_dtype(job->precision), c->v_prediction, err,
                          err_size))

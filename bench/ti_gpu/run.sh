@@ -15,7 +15,7 @@ host="$build/host-sim/sdt-host"
 echo '{"runs": [' > "$out/ti_gpu.json"
 printf '%-6s %-5s %10s %10s %10s\n' precision batch "img/s" "ms/step" "total s"
 first=1
-for cfg in "bf16 1" "fp16 1" "fp32 1" "bf16 4"; do
+for cfg in "bf16 1" "fp16 1" "fp32 1" "bf16 4" "bf16 8"; do
   set -- $cfg
   prec=$1; bs=$2
   log="$out/train_${prec}_b${bs}.log"

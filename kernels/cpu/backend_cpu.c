@@ -122,6 +122,7 @@ sdt_backend *sdt_backend_cpu_create(int threads)
     ctx->parallel_min_work = CPU_PARALLEL_MIN_WORK;
     be->name = "cpu";
     be->device = SDT_DEVICE_CPU;
+    be->native_bf16 = true; /* bf16 is stored for real and computed in f32 */
     be->ctx = ctx;
     fill_table(be);
     return be;

@@ -73,6 +73,7 @@ void cuda_destroy(sdt_backend *be)
         cudaFree(c->reduce);
         cudaFree(c->reduce_d);
         cudaFree(c->flag);
+        free(c->conv_plans);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -302,6 +303,8 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
         cuda_destroy(be);
         return NULL;
     }
+    cudaDeviceProp prop;
+    be->native_bf16 = cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major >= 8;
     /* Exact fp32 GEMMs by default: parity with the CPU reference matters more than TF32 speed here. */
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
     return be;

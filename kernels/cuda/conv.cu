@@ -42,6 +42,91 @@ static int conv_desc_make(sdt_backend *be, conv_desc *d, int dtype, const int64_
     return 0;
 }
 
+/* cuDNN's algorithm heuristics cost far more than a small convolution, so the choice is
+ * made once per (direction, dtype, shapes, stride, pad) and remembered in the backend. */
+typedef enum conv_dir { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 } conv_dir;
+
+struct conv_plan {
+    int dir, dtype, stride, pad;
+    int64_t xs[4], ws[4];
+    int algo;
+    size_t workspace;
+};
+
+static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
+{
+    for (int i = 0; i < c->n_conv_plans; i++) {
+        struct conv_plan *p = &c->conv_plans[i];
+        if (p->dir == key->dir && p->dtype == key->dtype && p->stride == key->stride && p->pad == key->pad &&
+            !memcmp(p->xs, key->xs, sizeof p->xs) && !memcmp(p->ws, key->ws, sizeof p->ws))
+            return p;
+    }
+    return NULL;
+}
+
+/* Asks cuDNN for the best algorithm of one direction and its workspace size. */
+static cudnnStatus_t plan_choose(cudnnHandle_t h, const conv_desc *d, struct conv_plan *p)
+{
+    int found = 0;
+    if (p->dir == CONV_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[8];
+        cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y, 8, &found, perf);
+        cudnnConvolutionFwdAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+        p->algo = (int)a;
+        return cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y, a, &p->workspace);
+    }
+    if (p->dir == CONV_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[8];
+        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x, 8, &found, perf);
+        cudnnConvolutionBwdDataAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+        p->algo = (int)a;
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d->w, d->y, d->conv, d->x, a, &p->workspace);
+    }
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
+    cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w, 8, &found, perf);
+    cudnnConvolutionBwdFilterAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+    p->algo = (int)a;
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, d->conv, d->w, a, &p->workspace);
+}
+
+/* The plan for this convolution (cached) and its workspace in *wsp; NULL + be->error on failure. */
+static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws,
+                                         int stride, int pad, const conv_desc *d, void **wsp)
+{
+    cuda_ctx *c = ctx_of(be);
+    struct conv_plan key;
+    memset(&key, 0, sizeof key);
+    key.dir = dir;
+    key.dtype = dtype;
+    key.stride = stride;
+    key.pad = pad;
+    memcpy(key.xs, xs, sizeof key.xs);
+    memcpy(key.ws, ws, sizeof key.ws);
+    struct conv_plan *p = plan_lookup(c, &key);
+    if (!p) {
+        cudnnStatus_t s = plan_choose(c->cudnn, d, &key);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            cuda_fail(be, "conv2d: cuDNN found no algorithm (%s)", cudnnGetErrorString(s));
+            return NULL;
+        }
+        if (c->n_conv_plans == c->cap_conv_plans) {
+            int cap = c->cap_conv_plans ? 2 * c->cap_conv_plans : 64;
+            struct conv_plan *np = (struct conv_plan *)realloc(c->conv_plans, (size_t)cap * sizeof(*np));
+            if (!np) {
+                cuda_fail(be, "conv2d: out of host memory");
+                return NULL;
+            }
+            c->conv_plans = np;
+            c->cap_conv_plans = cap;
+        }
+        p = &c->conv_plans[c->n_conv_plans++];
+        *p = key;
+    }
+    *wsp = p->workspace ? cuda_scratch(be, 6, p->workspace) : NULL;
+    if (p->workspace && !*wsp) return NULL;
+    return p;
+}
+
 static int conv_check(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *y, int stride, int pad)
 {
     if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return cuda_fail(be, "conv2d: x, w and out must be 4-D (NCHW)");
@@ -114,16 +199,12 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
     int rc = conv_desc_make(be, &d, o.dtype, x->shape, w->shape, out->shape, stride, pad);
     cudnnHandle_t h = ctx_of(be)->cudnn;
     if (!rc) {
-        cudnnConvolutionFwdAlgoPerf_t perf[8];
-        int found = 0;
-        cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, 8, &found, perf);
-        cudnnConvolutionFwdAlgo_t algo = found ? perf[0].algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-        size_t ws = 0;
-        cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, algo, &ws);
-        void *wsp = ws ? cuda_scratch(be, 6, ws) : NULL;
+        void *wsp = NULL;
+        const struct conv_plan *p = conv_plan(be, CONV_FWD, o.dtype, x->shape, w->shape, stride, pad, &d, &wsp);
         float one = 1.0f, zero = 0.0f;
-        cudnnStatus_t s = (ws && !wsp) ? CUDNN_STATUS_ALLOC_FAILED
-                                       : cudnnConvolutionForward(h, &one, d.x, o.x, d.w, o.w, d.conv, algo, wsp, ws, &zero, d.y, o.y);
+        cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
+                             : cudnnConvolutionForward(h, &one, d.x, o.x, d.w, o.w, d.conv, (cudnnConvolutionFwdAlgo_t)p->algo, wsp,
+                                                       p->workspace, &zero, d.y, o.y);
         if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d forward: cuDNN failed (%s)", cudnnGetErrorString(s));
     }
     conv_desc_free(&d);
@@ -165,16 +246,12 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
         conv_desc d;
         int rc = conv_desc_make(be, &d, dt, x->shape, w->shape, dout->shape, stride, pad);
         if (!rc) {
-            cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-            int found = 0;
-            cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, 8, &found, perf);
-            cudnnConvolutionBwdDataAlgo_t algo = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-            size_t ws = 0;
-            cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, &ws);
-            void *wsp = ws ? cuda_scratch(be, 6, ws) : NULL;
-            cudnnStatus_t s = (ws && !wsp) ? CUDNN_STATUS_ALLOC_FAILED
-                                           : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv, algo, wsp, ws, &one,
-                                                                          d.x, dxp);
+            void *wsp = NULL;
+            const struct conv_plan *p = conv_plan(be, CONV_BWD_DATA, dt, x->shape, w->shape, stride, pad, &d, &wsp);
+            cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
+                                 : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv,
+                                                                (cudnnConvolutionBwdDataAlgo_t)p->algo, wsp, p->workspace, &one,
+                                                                d.x, dxp);
             if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
         }
         conv_desc_free(&d);
@@ -193,16 +270,12 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
         conv_desc d;
         int rc = conv_desc_make(be, &d, SDT_F32, x->shape, w->shape, dout->shape, stride, pad);
         if (!rc) {
-            cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-            int found = 0;
-            cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, 8, &found, perf);
-            cudnnConvolutionBwdFilterAlgo_t algo = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-            size_t ws = 0;
-            cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, &ws);
-            void *wsp = ws ? cuda_scratch(be, 6, ws) : NULL;
-            cudnnStatus_t s = (ws && !wsp) ? CUDNN_STATUS_ALLOC_FAILED
-                                           : cudnnConvolutionBackwardFilter(h, &one, d.x, x32, d.y, dy32, d.conv, algo, wsp, ws,
-                                                                            &one, d.w, dw32);
+            void *wsp = NULL;
+            const struct conv_plan *p = conv_plan(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, stride, pad, &d, &wsp);
+            cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
+                                 : cudnnConvolutionBackwardFilter(h, &one, d.x, x32, d.y, dy32, d.conv,
+                                                                  (cudnnConvolutionBwdFilterAlgo_t)p->algo, wsp, p->workspace,
+                                                                  &one, d.w, dw32);
             if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d backward (filter): cuDNN failed (%s)", cudnnGetErrorString(s));
         }
         conv_desc_free(&d);

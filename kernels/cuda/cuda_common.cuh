@@ -26,6 +26,8 @@ typedef struct cuda_ctx {
     float *reduce;        /* small device buffer for reductions */
     double *reduce_d;
     int *flag;
+    struct conv_plan *conv_plans; /* conv.cu: algorithm choices by shape, grown on demand */
+    int n_conv_plans, cap_conv_plans;
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(sdt_backend *be) { return (cuda_ctx *)be->ctx; }
