@@ -354,6 +354,36 @@ static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inp
     return true;
 }
 
+/* Anomaly mode: the first tensor with a non-finite value is an error naming where it came from. */
+static bool check_finite(sdt_backend *be, bool on, const sdt_tensor *t, const char *what, int layer, char *err,
+                         size_t err_size)
+{
+    if (!on) return true;
+    int64_t bad = 0;
+    MU_TRY(be, err, err_size, MODULE, be->count_nonfinite(be, t, &bad));
+    if (!bad) return true;
+    char where[96];
+    if (layer >= 0) snprintf(where, sizeof where, "text_model.encoder.layers.%d.%s", layer, what);
+    else snprintf(where, sizeof where, "text_model.%s", what);
+    snprintf(err, err_size, "clip_text anomaly: %lld non-finite values in %s (the first op of the text encoder to "
+             "produce one)", (long long)bad, where);
+    return false;
+}
+
+/* The outputs of one layer in the order they are computed, named as the HF checkpoint names the op. */
+static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, char *err, size_t err_size)
+{
+    const struct { const sdt_tensor *t; const char *what; } outs[] = {
+        {&a->ln1, "layer_norm1 output"}, {&a->q, "self_attn.q_proj output"}, {&a->k, "self_attn.k_proj output"},
+        {&a->v, "self_attn.v_proj output"}, {&a->probs, "self_attn softmax"}, {&a->attn, "self_attn output"},
+        {&a->x_mid, "self_attn.out_proj output (with the residual)"}, {&a->ln2, "layer_norm2 output"},
+        {&a->fc1, "mlp.fc1 output"}, {&a->act, "mlp activation output"}, {&a->x_out, "mlp.fc2 output (with the residual)"},
+    };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (!check_finite(be, true, outs[i].t, outs[i].what, layer, err, err_size)) return false;
+    return true;
+}
+
 static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be, clip_layer_acts *a,
                           const sdt_tensor *x_in, char *err, size_t err_size)
 {
@@ -396,6 +426,7 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     a->seq = (int)in->tokens->shape[1];
     a->layers_run = layers_to_run(c, in->clip_skip);
     a->act_dtype = in->act_dtype;
+    a->anomaly_check = in->anomaly_check;
     if (in->n_overrides > 0) a->rows = *in->rows;
     a->overrides = in->overrides;
     a->n_overrides = in->n_overrides;
@@ -410,15 +441,18 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     if (!arena_ok(arena, "the text encoder forward", err, err_size)) return false;
 
     if (!embed(m, be, in, a, err, err_size)) return false;
+    if (!check_finite(be, in->anomaly_check, &a->x0, "embeddings output (token + position)", -1, err, err_size))
+        return false;
     const sdt_tensor *x = &a->x0;
     for (int l = 0; l < a->layers_run; l++) {
         if (!layer_forward(&m->layer[l], c, be, &a->layer[l], x, err, err_size)) return false;
+        if (in->anomaly_check && !layer_check(be, &a->layer[l], l, err, err_size)) return false;
         x = &a->layer[l].x_out;
     }
     sdt_tensor x2 = mu_reshape2(x, N, C), out2 = mu_reshape2(&a->out, N, C);
     MU_TRY(be, err, err_size, MODULE,
            be->layernorm_forward(be, &out2, &a->lnf_mean, &a->lnf_rstd, &x2, &m->lnf_w, &m->lnf_b, c->ln_eps));
-    return true;
+    return check_finite(be, in->anomaly_check, &a->out, "final_layer_norm output", -1, err, err_size);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -510,7 +544,8 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
     }
     for (int l = a->layers_run - 1; ok && l >= 0; l--) {
         const sdt_tensor *x_in = l > 0 ? &a->layer[l - 1].x_out : &a->x0;
-        ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, err, err_size);
+        ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, err, err_size) &&
+             check_finite(be, a->anomaly_check, &s.dx, "input gradient", l, err, err_size);
     }
     /* The embedding sum passes d(x0) straight to each overridden row. */
     for (int i = 0; ok && i < a->n_overrides; i++) {

@@ -100,6 +100,9 @@ typedef struct clip_text_inputs {
     int n_overrides;
     int clip_skip;                  /* 0: the config's default_skip; N >= 1: run layers - (N - 1) layers */
     sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16) */
+    bool anomaly_check;             /* count non-finite values after every op in forward and after every
+                                     * layer's input gradient in backward; the first one found is an
+                                     * error "clip_text anomaly: ..." naming the op and layer (slow) */
 } clip_text_inputs;
 
 typedef struct clip_layer_acts {
@@ -115,6 +118,7 @@ typedef struct clip_layer_acts {
 typedef struct clip_text_acts {
     int batch, seq, layers_run;
     sdt_dtype act_dtype;
+    bool anomaly_check;
     sdt_tensor rows;
     const clip_override *overrides;
     int n_overrides;

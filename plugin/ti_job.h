@@ -28,10 +28,18 @@
 
 #define TI_MAX_BATCH_FILES 64
 
+/* Test hooks (docs/fault-injection.md), read at prepare: an image file name whose first pixel
+ * becomes NaN before VAE encoding (8-bit image files cannot carry one), and a cap in MiB on
+ * what the memory plan may use. */
+#define TI_FAULT_NAN_PIXEL_ENV "SDTRAIN_FAULT_NAN_PIXEL"
+#define TI_MEMORY_LIMIT_ENV "SDTRAIN_MEMORY_LIMIT_MB"
+
 struct ti_job {
     /* what the panel asked for (strings owned here) */
     char *model_path, *embedding_path, *dataset_dir, *template_path, *tokenizer_dir;
     char *preview_prompt, *preview_negative;
+    char *learn_rate_text, *clip_value_text; /* the schedules as given: a resume re-parses them at its step */
+    int64_t max_steps;
     uint32_t clip_mode, latent_sampling, preview_steps, preview_width, preview_height;
     int clip_skip;
     int64_t save_every, preview_every, write_csv_every;
@@ -74,6 +82,10 @@ struct ti_job {
     sdt_lr_schedule lr;
     sdt_lr_schedule clip_value;
 
+    /* the divergence guard (ti_job_step.c) */
+    double token_norm;         /* mean row norm of the model's token embedding: what a prompt vector looks like */
+    float *undo;               /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
+
     /* progress */
     int64_t step, initial_step, end_step;
     int64_t skipped;
@@ -81,6 +93,8 @@ struct ti_job {
     char last_prompt[1024];
     const char *batch_files[TI_MAX_BATCH_FILES];
     int n_batch_files;
+    const char *bad_input_files[TI_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
+    int n_bad_input_files;
 
     /* outputs */
     sdt_output_dirs out;
@@ -88,6 +102,15 @@ struct ti_job {
     char checkpoint_name[256];
 };
 
+/* ti_job_prepare.c: the LR and clip schedules parsed at job->step (after a resume too). */
+bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);
+/* After the switch to fp32: images whose latents were not finite are encoded again. */
+sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size);
+/* ti_job_guard.c: the divergence guard. token_norm at prepare; undo_save before each step;
+ * check_divergence after it (undoes the step and returns SDT_STATUS_NUMERICAL with the sentence). */
+double ti_job_token_norm(const ti_job *job);
+bool ti_job_undo_save(ti_job *job, char *err, size_t err_size);
+sdt_status ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, char *err, size_t err_size);
 /* ti_job_step.c */
 sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
 bool ti_job_done(const void *job);

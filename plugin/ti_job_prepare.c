@@ -34,6 +34,12 @@ const char *ti_precision_name(sdt_precision p)
     return p == SDT_PRECISION_FP16 ? "fp16" : p == SDT_PRECISION_BF16 ? "bf16" : "fp32";
 }
 
+static const char *file_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 static bool is_dir(const char *p)
 {
     struct stat st;
@@ -66,6 +72,9 @@ static void copy_settings(ti_job *job, const sdt_ti_config *c)
     job->tokenizer_dir = dup_or_null(c->tokenizer_path);
     job->preview_prompt = dup_or_null(c->preview_prompt);
     job->preview_negative = strdup(c->preview_negative_prompt ? c->preview_negative_prompt : "");
+    job->learn_rate_text = dup_or_null(c->learn_rate);
+    job->clip_value_text = dup_or_null(c->clip_value);
+    job->max_steps = c->max_steps;
     job->clip_mode = c->clip_mode;
     job->latent_sampling = c->latent_sampling;
     job->preview_steps = c->preview_steps;
@@ -115,12 +124,19 @@ static sdt_status check_inputs(ti_job *job, const sdt_ti_config *c, char *err, s
         FAIL(SDT_STATUS_VALIDATION, "%s: the embedding has already been trained for %lld steps, which reaches max steps "
              "(%lld); raise max steps to train further", job->embedding_path, (long long)job->emb.step,
              (long long)c->max_steps);
-    if (!sdt_lr_schedule_parse(c->learn_rate, job->step, c->max_steps, &job->lr, err, err_size)) return SDT_STATUS_VALIDATION;
+    return ti_job_parse_schedules(job, err, err_size) ? SDT_STATUS_OK : SDT_STATUS_VALIDATION;
+}
+
+bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size)
+{
+    sdt_lr_schedule_free(&job->lr);
+    sdt_lr_schedule_free(&job->clip_value);
+    if (!sdt_lr_schedule_parse(job->learn_rate_text, job->step, job->max_steps, &job->lr, err, err_size)) return false;
     if (job->clip_mode != SDT_CLIP_DISABLED &&
-        !sdt_lr_schedule_parse(c->clip_value, job->step, c->max_steps, &job->clip_value, err, err_size))
-        return SDT_STATUS_VALIDATION;
+        !sdt_lr_schedule_parse(job->clip_value_text, job->step, job->max_steps, &job->clip_value, err, err_size))
+        return false;
     job->end_step = sdt_lr_end_step(&job->lr);
-    return SDT_STATUS_OK;
+    return true;
 }
 
 /* Backend, checkpoint and tokenizer; the embedding must fit the text encoder. */
@@ -159,7 +175,33 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
     return SDT_STATUS_OK;
 }
 
-/* Images and their latents; pixels are dropped as soon as an image is encoded. */
+/* One image through the VAE into the latent cache, in the runtime's current precision. */
+static bool encode_item(ti_job *job, int i, char *why, size_t why_size)
+{
+    sdt_dataset_item *it = &job->ds.items[i];
+    return latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
+                               it->width / 8, it->height / 8, why, why_size);
+}
+
+sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size)
+{
+    for (int i = 0; i < job->ds.n_items; i++) {
+        sdt_dataset_item *it = &job->ds.items[i];
+        if (!it->pixels) continue;
+        char why[512] = "";
+        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        bool finite = latent_cache_is_finite(&job->lc, i);
+        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
+                     "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
+                     "uses it will be skipped (remove or replace the file)", it->path, ti_precision_name(job->precision));
+        sdt_dataset_drop_pixels(&job->ds, i);
+    }
+    job->have_measured = false; /* the encoder used the work arena */
+    return SDT_STATUS_OK;
+}
+
+/* Images and their latents; pixels are dropped as soon as an image is encoded (kept only when
+ * mixed precision gave non-finite latents that fp32 may fix). */
 static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, size_t err_size)
 {
     if (!job->dataset_dir) FAIL(SDT_STATUS_VALIDATION, "Dataset directory is empty: set the dataset folder");
@@ -179,18 +221,30 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
     if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
                            job->seed))
         FAIL(SDT_STATUS_OUT_OF_MEMORY, "out of host memory for the latent cache");
-    int lf = vae_factor(&job->rt.cfg.vae);
+    const char *nan_pixel = getenv(TI_FAULT_NAN_PIXEL_ENV);
     for (int i = 0; i < job->ds.n_items; i++) {
         sdt_dataset_item *it = &job->ds.items[i];
         if (it->width % f || it->height % f)
             FAIL(SDT_STATUS_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
+        if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
+            it->pixels[0] = NAN; /* fault injection (docs/fault-injection.md): what a broken decoder would hand over */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection (%s): one pixel set to NaN", it->path,
+                         TI_FAULT_NAN_PIXEL_ENV);
+        }
         char why[512] = "";
-        if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
-                                 it->width / 8, it->height / 8, why, sizeof why))
-            FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
-        sdt_dataset_drop_pixels(&job->ds, i);
-        (void)lf;
+        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        if (latent_cache_is_finite(&job->lc, i)) {
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else if (job->precision == SDT_PRECISION_FP32) {
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
+                         "uses it will be skipped (remove or replace the file)", it->path);
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else { /* the pixels stay: the fp32 fallback encodes them again */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
+                         "that use it will be skipped until the fp32 fallback encodes it again", it->path,
+                         ti_precision_name(job->precision));
+        }
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
     return SDT_STATUS_OK;
@@ -253,6 +307,9 @@ static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err
     if (sdt_fallback_init(&job->fallback, &fc, err, err_size) != SDT_CORE_OK) return SDT_STATUS_VALIDATION;
     sdt_diagnosis_init(&job->diagnosis);
     sdt_noise_schedule_init_sd(&job->sched);
+    job->token_norm = ti_job_token_norm(job);
+    job->undo = malloc(3 * bytes);
+    if (!job->undo) FAIL(SDT_STATUS_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
     return SDT_STATUS_OK;
 }
 
@@ -268,6 +325,14 @@ static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, si
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    const char *cap_text = getenv(TI_MEMORY_LIMIT_ENV);
+    char *end = NULL;
+    unsigned long long cap_mib = cap_text && *cap_text ? strtoull(cap_text, &end, 10) : 0;
+    if (cap_mib > 0 && end && *end == '\0' && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+        FAIL(SDT_STATUS_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
+             "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+             "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
+             e->h, weights >> 20, TI_MEMORY_LIMIT_ENV, cap_mib);
     char why[512];
     job->measured = shape;
     job->have_measured = true;
@@ -387,5 +452,8 @@ void ti_job_destroy(ti_job *job)
     free(job->tokenizer_dir);
     free(job->preview_prompt);
     free(job->preview_negative);
+    free(job->undo);
+    free(job->learn_rate_text);
+    free(job->clip_value_text);
     free(job);
 }

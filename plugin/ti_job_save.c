@@ -28,6 +28,13 @@ bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
     job->emb.step = job->step;
     sdt_embedding_set_string(&job->emb.checkpoint_hash, job->checkpoint_hash[0] ? job->checkpoint_hash : NULL);
     sdt_embedding_set_string(&job->emb.checkpoint_name, job->checkpoint_name[0] ? job->checkpoint_name : NULL);
+    if (job->fallback.fired) { /* the file says how it was trained: fp32 from that step, at the backed-off rate */
+        char note[160];
+        snprintf(note, sizeof note, "fp32 from step %lld (%s), learning rate x%g", (long long)job->fallback.fired_at_step,
+                 job->fallback.fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
+                 job->fallback.cfg.lr_backoff);
+        sdt_embedding_set_string(&job->emb.training_note, note);
+    }
     return true;
 }
 
@@ -271,12 +278,17 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     job->fallback.fired_by = (sdt_fallback_trigger)(int)num(f, "fired_by");
     job->fallback.nonfinite_total = (int64_t)num(f, "nonfinite_total");
     job->fallback.consecutive = (int)num(f, "consecutive");
-    /* The schedule is the one given now (parsed in prepare, so a resumed run may raise max
-     * steps or change the rates, as in A1111); the stored "learn_rate" was cut at the old
-     * max steps and is kept for reading only. Only the fallback's backoff carries over. */
+    /* The schedules come from this panel (max steps may have grown since the state was saved),
+     * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
+    if (job->max_steps <= job->step) {
+        snprintf(err, err_size, "%s: the run is already at step %lld, which reaches max steps (%lld); raise max steps "
+                 "to continue it", path, (long long)job->step, (long long)job->max_steps);
+        return SDT_STATUS_VALIDATION;
+    }
+    if (!ti_job_parse_schedules(job, err, err_size)) return SDT_STATUS_VALIDATION;
     if (job->fallback.fired &&
-        !sdt_lr_apply_multiplier(&job->lr, job->fallback.fired_at_step + 1, job->fallback.cfg.lr_backoff, err, err_size))
-        return SDT_STATUS_BAD_FORMAT;
+        !sdt_lr_apply_multiplier(&job->lr, job->step, job->fallback.cfg.lr_backoff, err, err_size))
+        return SDT_STATUS_INTERNAL;
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
         sdt_status s = ti_job_use_fp32(job, err, err_size);

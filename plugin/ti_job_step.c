@@ -48,6 +48,24 @@ static bool buffers_alloc(batch_buffers *b, int batch, int64_t n)
     return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides;
 }
 
+static bool all_finite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+/* Remembers a sample whose training input is not finite: the diagnosis names it as the cause. */
+static void note_bad_input(ti_job *job, const char *path)
+{
+    for (int i = 0; i < job->n_bad_input_files; i++)
+        if (job->bad_input_files[i] == path) return;
+    if (job->n_bad_input_files < TI_MAX_BATCH_FILES) job->bad_input_files[job->n_bad_input_files++] = path;
+}
+
+/* The 1-based number of the step in progress, as metrics, the CSV and messages count. */
+static int64_t step_number(const ti_job *job) { return job->step + 1; }
+
 /* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders filled. */
 static void sample_prompt(ti_job *job, int item, uint64_t draw, ti_encoded *enc, int b)
 {
@@ -82,6 +100,7 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
         uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
         latent_cache_get(&job->lc, idx[b], draw, x0);
+        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);
         buf->timesteps[b] = (float)t;
@@ -118,12 +137,25 @@ static bool ensure_arena(ti_job *job, const ti_pass_shape *shape, const ti_pass_
     return true;
 }
 
+/* Anomaly mode found the first non-finite value: stop and say where, and what to do about it. */
+static sdt_status anomaly_stop(ti_job *job, char *err, size_t err_size)
+{
+    char where[1024];
+    snprintf(where, sizeof where, "%s", err);
+    snprintf(err, err_size, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
+             "usually means the frozen weights or activations overflow the precision: train in fp32 or bf16, or check "
+             "that layer's weights in the checkpoint; the last good state is kept.", (long long)step_number(job), where,
+             ti_precision_name(job->precision));
+    return SDT_STATUS_NUMERICAL;
+}
+
 /* Forward and backward of every micro-batch; *loss is their mean. */
 static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, size_t err_size)
 {
     ti_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
     *loss = 0;
     job->n_batch_files = 0;
+    job->n_bad_input_files = 0;
     for (int micro = 0; micro < job->grad_accum; micro++) {
         const int *idx = sdt_data_order_next(&job->order, NULL, NULL);
         batch_buffers buf;
@@ -135,6 +167,7 @@ static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, 
                   ti_pass_run(&job->rt, &job->wa, &po, &in, &job->param, &job->grad, scale / (float)job->grad_accum, true,
                               &l, err, err_size);
         buffers_free(&buf);
+        if (!ok && ti_pass_error_is_anomaly(err)) return anomaly_stop(job, err, err_size);
         if (!ok) return SDT_STATUS_DEVICE;
         if (job->scaler) {
             double scaled;
@@ -154,7 +187,7 @@ sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size)
     job->scaler = NULL;
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
-    return SDT_STATUS_OK;
+    return ti_job_reencode_nonfinite(job, err, err_size);
 }
 
 /* The one-shot fallback: fp32 compute, and the lr backed off from the next step on. */
@@ -180,13 +213,48 @@ static sdt_status clip_gradients(ti_job *job, char *err, size_t err_size)
     return cs == SDT_CORE_OK ? SDT_STATUS_OK : sdt_status_from_core(cs);
 }
 
+/* "a.png, b.png" into out. */
+static void join_names(const char *const *names, int n, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+/* Why the loss was not finite: non-finite training inputs are certain evidence of the data;
+ * without them the health history decides (diagnosis.h). */
+static void explain_nonfinite(ti_job *job, char *why, size_t size)
+{
+    if (job->n_bad_input_files > 0) {
+        char names[2048];
+        join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
+        snprintf(why, size, "The cause is the data, not the optimisation: the latents of %s are not finite (the image, or "
+                 "the VAE's encoding of it, holds NaN or Inf values), so every step that uses it fails; remove or "
+                 "replace that file.", names);
+        return;
+    }
+    sdt_diagnosis_classify(&job->diagnosis, step_number(job), job->batch_files, job->n_batch_files, why, size);
+}
+
 static sdt_status stop_with_diagnosis(ti_job *job, sdt_fallback_action action, char *err, size_t err_size)
 {
-    char what[512], why[1024];
-    sdt_fallback_describe(&job->fallback, action, job->step, what, sizeof what);
-    sdt_diagnosis_classify(&job->diagnosis, job->step, job->batch_files, job->n_batch_files, why, sizeof why);
+    char what[512], why[2560];
+    sdt_fallback_describe(&job->fallback, action, step_number(job), what, sizeof what);
+    explain_nonfinite(job, why, sizeof why);
     snprintf(err, err_size, "%s %s", what, why);
     return SDT_STATUS_NUMERICAL;
+}
+
+/* A skipped step is never silent: the host hears what happened, and about bad inputs at once. */
+static void log_skip(ti_job *job, sdt_fallback_action action)
+{
+    char what[512], names[2048] = "";
+    sdt_fallback_describe(&job->fallback, action, step_number(job), what, sizeof what);
+    join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
+    if (job->n_bad_input_files > 0)
+        sdt_host_log(job->host, SDT_LOG_WARNING, "%s Non-finite latents came from: %s.", what, names);
+    else
+        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", what);
 }
 
 /* Applies the fallback's decision; *stepped says whether the optimizer moved. */
@@ -194,9 +262,11 @@ static sdt_status apply_action(ti_job *job, sdt_fallback_action action, bool *st
 {
     *stepped = false;
     sdt_core_status cs = SDT_CORE_OK;
+    sdt_status st = SDT_STATUS_OK;
     if (action == SDT_FALLBACK_CONTINUE) {
-        sdt_status st = clip_gradients(job, err, err_size);
+        st = clip_gradients(job, err, err_size);
         if (st != SDT_STATUS_OK) return st;
+        if (!ti_job_undo_save(job, err, err_size)) return SDT_STATUS_DEVICE;
         if (job->scaler) {
             cs = sdt_scaler_step(job->scaler, job->opt, stepped, err, err_size);
         } else {
@@ -207,18 +277,20 @@ static sdt_status apply_action(ti_job *job, sdt_fallback_action action, bool *st
         if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
     }
     if (!*stepped) sdt_optimizer_note_skipped_step(job->opt);
+    else if ((st = ti_job_check_divergence(job, step_number(job), sdt_lr_at(&job->lr, job->step), err, err_size)) !=
+             SDT_STATUS_OK)
+        return st;
     if (job->scaler) {
         sdt_scaler_update_info info;
         cs = sdt_scaler_update(job->scaler, &info, err, err_size);
         if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
-        if (info.at_min_scale && action == SDT_FALLBACK_CONTINUE) action = sdt_fallback_on_scale_collapse(&job->fallback, job->step);
+        if (info.at_min_scale && action == SDT_FALLBACK_CONTINUE) action = sdt_fallback_on_scale_collapse(&job->fallback, step_number(job));
     }
     if (action == SDT_FALLBACK_SWITCH_TO_FP32) {
-        char msg[512];
-        sdt_fallback_describe(&job->fallback, action, job->step, msg, sizeof msg);
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", msg);
+        log_skip(job, action);
         return switch_to_fp32(job, err, err_size);
     }
+    if (action == SDT_FALLBACK_SKIP) log_skip(job, action);
     if (action == SDT_FALLBACK_STOP) return stop_with_diagnosis(job, action, err, err_size);
     return SDT_STATUS_OK;
 }
@@ -249,14 +321,14 @@ sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, 
     if ((cs = sdt_optimizer_grad_norm(job->opt, &grad_norm, err, err_size)) != SDT_CORE_OK) return sdt_status_from_core(cs);
     /* With a scaler, overflowing gradients are its business (skip, back off); a non-finite loss is the fallback's. */
     bool nonfinite = !isfinite(loss) || (!job->scaler && !isfinite(grad_norm));
-    sdt_fallback_action action = sdt_fallback_on_loss(&job->fallback, job->step, nonfinite ? NAN : loss);
+    sdt_fallback_action action = sdt_fallback_on_loss(&job->fallback, step_number(job), nonfinite ? NAN : loss);
     bool stepped;
     float scale_used = scale;
     st = apply_action(job, action, &stepped, err, err_size);
     if (st != SDT_STATUS_OK) return st;
     if (!stepped) job->skipped++;
     if (!nonfinite) {
-        sdt_health_sample hs = {job->step, loss, grad_norm, lr, scale_used, 0};
+        sdt_health_sample hs = {step_number(job), loss, grad_norm, lr, scale_used, 0};
         sdt_diagnosis_record(&job->diagnosis, &hs);
     }
     job->step++;

@@ -87,8 +87,8 @@ sdt_diagnosis_kind sdt_diagnosis_classify(const sdt_diagnosis *d, int64_t nan_st
     }
     snprintf(msg, msg_size,
              "The loss became NaN/Inf at step %lld while the gradient norm was flat (typical %.3g, last %.3g): the "
-             "training was stable, so this batch is the likely cause; check or remove its sample file(s): %s "
-             "(a corrupt or extreme image, or a broken caption).",
+             "training was stable, so the data is the likely cause, not the optimisation; check or remove this "
+             "batch's sample file(s): %s (a corrupt or extreme image, or a broken caption).",
              (long long)nan_step, typical, last->grad_norm, names);
     return SDT_DIAGNOSIS_DATA;
 }

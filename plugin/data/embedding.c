@@ -15,6 +15,7 @@ void sdt_embedding_free(sdt_embedding *e)
     free(e->checkpoint_hash);
     free(e->checkpoint_name);
     free(e->init_text);
+    free(e->training_note);
     memset(e, 0, sizeof(*e));
 }
 
@@ -117,7 +118,8 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
     bool ok = dst->vectors && sdt_embedding_set_string(&dst->name, src->name) &&
               sdt_embedding_set_string(&dst->checkpoint_hash, src->checkpoint_hash) &&
               sdt_embedding_set_string(&dst->checkpoint_name, src->checkpoint_name) &&
-              sdt_embedding_set_string(&dst->init_text, src->init_text);
+              sdt_embedding_set_string(&dst->init_text, src->init_text) &&
+              sdt_embedding_set_string(&dst->training_note, src->training_note);
     if (!ok) {
         sdt_embedding_free(dst);
         return false;

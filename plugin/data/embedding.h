@@ -25,6 +25,7 @@ typedef struct sdt_embedding {
     char *checkpoint_hash;   /* sd_checkpoint: short hash of the model, or NULL */
     char *checkpoint_name;   /* sd_checkpoint_name, or NULL */
     char *init_text;         /* initialisation text, or NULL */
+    char *training_note;     /* sdtrain_fallback: what the NaN/Inf fallback did while training, or NULL */
 } sdt_embedding;
 
 /* Allocates zeroed vectors. false + err on bad sizes or a bad name. */

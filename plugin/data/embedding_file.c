@@ -111,6 +111,7 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     if (e->checkpoint_name) cJSON_AddStringToObject(root, "sd_checkpoint_name", e->checkpoint_name);
     else cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
+    if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
 
     bool finite = true;
     double lo = INFINITY, hi = -INFINITY, sum = 0;

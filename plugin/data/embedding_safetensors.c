@@ -14,7 +14,7 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
     char step[32], vectors[32];
     snprintf(step, sizeof(step), "%" PRId64, e->step);
     snprintf(vectors, sizeof(vectors), "%d", e->n_vectors);
-    sdt_st_kv meta[6];
+    sdt_st_kv meta[7];
     size_t n_meta = 0;
     meta[n_meta++] = (sdt_st_kv){"name", e->name ? e->name : ""};
     meta[n_meta++] = (sdt_st_kv){"step", step};
@@ -22,6 +22,7 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
     if (e->checkpoint_hash) meta[n_meta++] = (sdt_st_kv){"sd_checkpoint", e->checkpoint_hash};
     if (e->checkpoint_name) meta[n_meta++] = (sdt_st_kv){"sd_checkpoint_name", e->checkpoint_name};
     if (e->init_text) meta[n_meta++] = (sdt_st_kv){"init_text", e->init_text};
+    if (e->training_note) meta[n_meta++] = (sdt_st_kv){"sdtrain_fallback", e->training_note};
 
     if (!e->clip_l_dim) {
         int64_t shape[2] = {e->n_vectors, e->dim};
@@ -108,6 +109,7 @@ static void take_metadata(const sdt_safetensors *st, const char *path, sdt_embed
     sdt_embedding_set_string(&e->checkpoint_hash, sdt_st_metadata_get(st, "sd_checkpoint"));
     sdt_embedding_set_string(&e->checkpoint_name, sdt_st_metadata_get(st, "sd_checkpoint_name"));
     sdt_embedding_set_string(&e->init_text, sdt_st_metadata_get(st, "init_text"));
+    sdt_embedding_set_string(&e->training_note, sdt_st_metadata_get(st, "sdtrain_fallback"));
 }
 
 static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg,

@@ -37,6 +37,20 @@ int64_t latent_cache_numel(const latent_cache *lc, int index)
     return (int64_t)e->c * e->h * e->w;
 }
 
+static bool finite_values(const float *x, int64_t n)
+{
+    for (int64_t i = 0; x && i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+bool latent_cache_is_finite(const latent_cache *lc, int index)
+{
+    const latent_entry *e = &lc->items[index];
+    int64_t n = latent_cache_numel(lc, index);
+    return finite_values(e->value, n) && finite_values(e->std, n) && finite_values(e->weight, (int64_t)e->h * e->w);
+}
+
 typedef struct encode_tensors {
     sdt_tensor image, mean, logvar;
 } encode_tensors;
@@ -85,6 +99,10 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
                          const float *weight, int weight_w, int weight_h, char *err, size_t err_size)
 {
     latent_entry *e = &lc->items[index];
+    free(e->value); /* encoding again (the fp32 fallback) replaces what was cached */
+    free(e->std);
+    free(e->weight);
+    e->value = e->std = e->weight = NULL;
     int f = vae_factor(&rt->model.vae.cfg);
     e->c = rt->model.vae.cfg.z_channels;
     e->h = H / f;

@@ -43,5 +43,7 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
 /* The latent to train on for this use of the item; draw identifies the use (for "random"). */
 void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, float *out);
 int64_t latent_cache_numel(const latent_cache *lc, int index);
+/* false when the cached latent (mean and spread for "random") or loss weight holds NaN/Inf. */
+bool latent_cache_is_finite(const latent_cache *lc, int index);
 
 #endif

@@ -74,7 +74,7 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
         snprintf(err, err_size, "preview: copying the prompt failed: %s", rt->be->error);
         return false;
     }
-    clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype};
+    clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
     return clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, err, err_size);
 }
 

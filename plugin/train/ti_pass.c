@@ -63,7 +63,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
         if (a->overflowed) snprintf(err, err_size, "the activation arena is too small for this batch (a bug: please report)");
         return false;
     }
-    clip_text_inputs ci = {&t.tokens, rows, in->overrides, in->n_overrides, opt->clip_skip, act};
+    clip_text_inputs ci = {&t.tokens, rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
     clip_text_acts acts;
     if (!clip_text_forward(&m->clip, be, a, &ci, &acts, err, err_size)) return false;
     sdt_unet_options uo = sdt_unet_options_default();
@@ -90,6 +90,8 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, err, err_size)) return false;
     return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, err, err_size);
 }
+
+bool ti_pass_error_is_anomaly(const char *err) { return err && strstr(err, " anomaly: ") != NULL; }
 
 bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
                      sdt_tensor *drows, size_t *bytes, char *err, size_t err_size)

@@ -43,4 +43,8 @@ bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_s
 bool ti_pass_run(sd_runtime *rt, work_arena *wa, const ti_pass_options *opt, const ti_pass_inputs *in, const sdt_tensor *rows,
                  sdt_tensor *drows, float dloss, bool backward, double *loss, char *err, size_t err_size);
 
+/* true when a failed ti_pass_run stopped at anomaly mode's check (the models' errors read
+ * "<model> anomaly: ..."), i.e. a numerical fault, not a backend or arena failure. */
+bool ti_pass_error_is_anomaly(const char *err);
+
 #endif

@@ -6,17 +6,7 @@
 #include <string.h>
 
 #include "sdt_test.h"
-#include "sdtrain.h"
-
-static const sdt_entry *open_entry(const char *path, void **lib)
-{
-    *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    CHECK(*lib != NULL, "dlopen %s: %s", path, dlerror());
-    if (!*lib) return NULL;
-    const sdt_entry *e = (const sdt_entry *)dlsym(*lib, SDTRAIN_ENTRY_SYMBOL);
-    CHECK(e != NULL, "no %s symbol", SDTRAIN_ENTRY_SYMBOL);
-    return e;
-}
+#include "plugin_open.h"
 
 static void check_version_negotiation(const sdt_entry *e)
 {
@@ -148,7 +138,7 @@ static void check_handles_and_errors(const sdt_ti_factory *f)
 static void one_session(const char *path, sdt_test_rng *rng, int full)
 {
     void *lib = NULL;
-    const sdt_entry *e = open_entry(path, &lib);
+    const sdt_entry *e = sdt_test_plugin_open(path, &lib);
     if (!e) return;
     if (full) {
         check_version_negotiation(e);

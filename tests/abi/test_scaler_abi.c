@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "sdt_test.h"
-#include "sdtrain.h"
+#include "plugin_open.h"
 
 static const sdt_loss_scaler_factory *f;
 static char err[1024];
@@ -204,10 +204,8 @@ int main(int argc, char **argv)
 {
     if (argc < 2) return 2;
     sdt_test_rng rng = sdt_test_rng_from_env("test_scaler_abi");
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    const sdt_entry *e = lib ? (const sdt_entry *)dlsym(lib, SDTRAIN_ENTRY_SYMBOL) : NULL;
-    sdt_version v = SDT_ABI_VERSION_INIT;
-    CHECK(e && e->init(v, err, sizeof err) == SDT_STATUS_OK, "load and init: %s", lib ? err : dlerror());
+    void *lib = NULL;
+    const sdt_entry *e = sdt_test_plugin_load(argv[1], &lib);
     if (!e) return sdt_test_finish("test_scaler_abi");
     f = (const sdt_loss_scaler_factory *)e->get_factory(SDT_FACTORY_SCALER);
     CHECK(f != NULL, "the plugin provides %s", SDT_FACTORY_SCALER);

@@ -419,6 +419,71 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     ref_free(&r);
 }
 
+/* Anomaly mode: a NaN in layer 1's fc1 weight passes silently without it and is named with it;
+ * a NaN in d(output) is named at the last layer's input gradient in backward. */
+static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
+{
+    char err[512] = "";
+    clip_config cfg;
+    clip_text_model m;
+    if (!clip_config_detect(w, &cfg, err, sizeof err) || !clip_text_load(&m, &cfg, w, err, sizeof err)) {
+        CHECK(false, "load: %s", err);
+        return;
+    }
+    const int T = 16, C = cfg.width;
+    int32_t tokens[16];
+    random_tokens(rng, tokens, T, cfg.vocab);
+    float *rows = mt_alloc((size_t)C * sizeof(float)), *drows = mt_alloc((size_t)C * sizeof(float));
+    float *dout = mt_alloc((size_t)T * C * sizeof(float));
+    sdt_test_fill_normal(rng, rows, C, 0.05);
+    sdt_test_fill_normal(rng, dout, (int64_t)T * C, 1.0);
+    memset(drows, 0, (size_t)C * sizeof(float));
+    clip_override ov = {0, 1, 0};
+    sdt_tensor tok = mt_tensor(tokens, SDT_I32, 2, 1, T, 0, 0), rows_t = mt_tensor(rows, SDT_F32, 2, 1, C, 0, 0);
+    sdt_tensor drows_t = mt_tensor(drows, SDT_F32, 2, 1, C, 0, 0), dout_t = mt_tensor(dout, SDT_F32, 3, 1, T, C, 0);
+    clip_text_inputs in = {.tokens = &tok, .rows = &rows_t, .overrides = &ov, .n_overrides = 1, .act_dtype = SDT_F32,
+                           .anomaly_check = true};
+    sdt_arena meas, arena;
+    sdt_arena_init_measure(&meas, be);
+    clip_text_acts acts;
+    CHECK(clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof err) &&
+              clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, err, sizeof err), "measure: %s", err);
+    if (!sdt_arena_init(&arena, be, meas.peak)) return;
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
+              clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, err, sizeof err),
+          "finite inputs pass anomaly mode: %s", err);
+
+    /* A NaN in one weight of layer 1's fc1 (a private copy: the weights are a read-only mapping). */
+    int64_t n = sdt_tensor_numel(&m.layer[1].fc1_w);
+    float *bad_w = mt_alloc((size_t)n * sizeof(float));
+    memcpy(bad_w, m.layer[1].fc1_w.data, (size_t)n * sizeof(float));
+    bad_w[sdt_test_next(rng) % (uint64_t)n] = NAN;
+    const void *good_w = m.layer[1].fc1_w.data;
+    m.layer[1].fc1_w.data = bad_w;
+    in.anomaly_check = false;
+    sdt_arena_rewind(&arena, 0);
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err), "without anomaly mode NaN passes: %s", err);
+    in.anomaly_check = true;
+    sdt_arena_rewind(&arena, 0);
+    err[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
+              strstr(err, "clip_text anomaly: ") && strstr(err, "text_model.encoder.layers.1.mlp.fc1 output"),
+          "anomaly mode names layer 1's fc1: %s", err);
+    m.layer[1].fc1_w.data = (void *)good_w;
+
+    /* A NaN arriving from the UNet in d(output): the last layer's input gradient is named. */
+    dout[sdt_test_next(rng) % (uint64_t)(T * C)] = NAN;
+    sdt_arena_rewind(&arena, 0);
+    err[0] = 0;
+    char want[96];
+    snprintf(want, sizeof want, "text_model.encoder.layers.%d.input gradient", cfg.layers - 1);
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
+              !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, err, sizeof err) && strstr(err, want),
+          "backward names %s: %s", want, err);
+    sdt_arena_release(&arena);
+    free(bad_w), free(rows), free(drows), free(dout);
+}
+
 /* Repacks the HF-layout tiny weights as OpenCLIP keys (fused in_proj), the way SD 2.x LDM files store them. */
 static bool write_openclip_copy(const char *path, const clip_text_model *m, char *err, size_t err_size)
 {
@@ -533,6 +598,7 @@ int main(void)
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(&rng), true, false);
     test_hf_model(&rng, be, w);
     test_openclip_layout(&rng, be, w);
+    test_anomaly(&rng, be, w);
     sdt_weights_close(w);
     unlink(path);
     be->destroy(be);

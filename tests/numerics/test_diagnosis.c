@@ -51,6 +51,7 @@ static void test_data(void)
     sdt_diagnosis_kind k = sdt_diagnosis_classify(&d, 21, files, 2, msg, sizeof msg);
     CHECK(k == SDT_DIAGNOSIS_DATA, "a flat grad norm points at the data, got %s: %s", sdt_diagnosis_kind_name(k), msg);
     CHECK(strstr(msg, "cat_07.png") && strstr(msg, "cat_12.jpg"), "the sentence names the batch's files: %s", msg);
+    CHECK(strstr(msg, "the data") && !strstr(msg, "learning rate"), "the sentence blames the data, not the lr: %s", msg);
     /* many files: named up to a limit, then counted */
     const char *many[12];
     char names[12][16];
