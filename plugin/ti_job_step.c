@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core_status_map.h"
 #include "host_log.h"
@@ -295,11 +296,19 @@ static sdt_status apply_action(ti_job *job, sdt_fallback_action action, bool *st
     return SDT_STATUS_OK;
 }
 
-static void write_csv_row(ti_job *job, const sdt_metrics *m)
+static double monotonic_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
+static void write_csv_row(ti_job *job, const sdt_metrics *m, double images_per_s)
 {
     if (job->write_csv_every <= 0 || job->step % job->write_csv_every != 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
-                        ti_precision_name(job->precision), m->skipped_steps, NAN};
+                        ti_precision_name(job->precision), m->skipped_steps, images_per_s};
     char why[512];
     if (!sdt_loss_csv_append(job->out.loss_csv, &row, why, sizeof why))
         sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why);
@@ -308,6 +317,7 @@ static void write_csv_row(ti_job *job, const sdt_metrics *m)
 sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, size_t err_size)
 {
     ti_job *job = vjob;
+    double started = monotonic_seconds();
     double lr = sdt_lr_at(&job->lr, job->step);
     sdt_optimizer_set_lr(job->opt, (float)lr);
     sdt_core_status cs = sdt_optimizer_zero_grad(job->opt, err, err_size);
@@ -347,7 +357,8 @@ sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, 
     m->precision = job->precision;
     m->fallback_fired = job->fallback.fired;
     *images = (uint32_t)(job->batch * job->grad_accum);
-    write_csv_row(job, m);
+    double seconds = monotonic_seconds() - started;
+    write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     return SDT_STATUS_OK;
 }
 
