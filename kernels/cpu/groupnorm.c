@@ -5,7 +5,7 @@
  * on its own. mean and rstd [B, groups] (f32) are saved for backward; gamma and
  * beta [C] are per channel and may be NULL (affine=False).
  */
-#include "cpu_check.h"
+#include "norm_operands.h"
 #include "norm_stats.h"
 
 typedef struct gn_geom {
@@ -46,15 +46,10 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     const char *op = "groupnorm_forward";
     gn_geom g;
     if (groupnorm_check(be, op, x, gamma, beta, mean, rstd, groups, &g)) return -1;
-    if (cpu_check_tensor(be, op, "out", out) || cpu_check_like(be, op, "out", out, "x", x)) return -1;
-    const float *xf = cpu_read_f32(be, x, 0);
-    const float *gf = cpu_read_f32(be, gamma, 1);
-    const float *bf = cpu_read_f32(be, beta, 2);
-    float *of = cpu_write_begin(be, out, 3, false);
-    float *mf = cpu_write_begin(be, mean, 4, false);
-    float *rf = cpu_write_begin(be, rstd, 5, false);
-    if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
-        return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
+    cpu_norm_fwd f;
+    if (cpu_norm_forward_begin(be, op, &f, out, mean, rstd, x, gamma, beta)) return -1;
+    const float *xf = f.x, *gf = f.gamma, *bf = f.beta;
+    float *of = f.out, *mf = f.mean, *rf = f.rstd;
     const int64_t block = g.cpg * g.spatial;
 #pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
     for (int64_t bg = 0; bg < g.batch * g.groups; bg++) {
@@ -71,9 +66,7 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
             }
         }
     }
-    cpu_write_end(be, out, of);
-    cpu_write_end(be, mean, mf);
-    cpu_write_end(be, rstd, rf);
+    cpu_norm_forward_end(be, &f, out, mean, rstd);
     return 0;
 }
 
@@ -109,23 +102,10 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     const char *op = "groupnorm_backward";
     gn_geom g;
     if (groupnorm_check(be, op, x, gamma, NULL, mean, rstd, groups, &g)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "x", x) ||
-        cpu_check_like(be, op, "dx", dx, "x", x))
-        return -1;
-    const int64_t cdims[1] = {g.c};
-    if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||
-        (dbeta && cpu_check_shape(be, op, "dbeta [C]", dbeta, 1, cdims)))
-        return -1;
-    const float *dof = cpu_read_f32(be, dout, 0);
-    const float *xf = cpu_read_f32(be, x, 1);
-    const float *gf = cpu_read_f32(be, gamma, 2);
-    const float *mf = cpu_read_f32(be, mean, 3);
-    const float *rf = cpu_read_f32(be, rstd, 4);
-    float *dxf = cpu_write_begin(be, dx, 5, true);
-    float *dgf = cpu_write_begin(be, dgamma, 6, true);
-    float *dbf = cpu_write_begin(be, dbeta, 7, true);
-    if (!dof || !xf || (gamma && !gf) || !mf || !rf || (dx && !dxf) || (dgamma && !dgf) || (dbeta && !dbf))
-        return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
+    cpu_norm_bwd nb;
+    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, g.c)) return -1;
+    const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
+    float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     const int64_t block = g.cpg * g.spatial;
     if (dxf) {
 #pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
@@ -151,8 +131,6 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
             if (dbf) dbf[c] += (float)sb;
         }
     }
-    cpu_write_end(be, dx, dxf);
-    cpu_write_end(be, dgamma, dgf);
-    cpu_write_end(be, dbeta, dbf);
+    cpu_norm_backward_end(be, &nb, dx, dgamma, dbeta);
     return 0;
 }

@@ -3,7 +3,7 @@
  * x [..., C] is viewed as rows [N, C]; mean and rstd [N] (f32) are saved for
  * backward. gamma and beta [C] may be NULL (elementwise_affine=False).
  */
-#include "cpu_check.h"
+#include "norm_operands.h"
 #include "norm_stats.h"
 
 static int layernorm_check(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
@@ -26,16 +26,11 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
 {
     const char *op = "layernorm_forward";
     if (layernorm_check(be, op, x, gamma, beta, mean, rstd)) return -1;
-    if (cpu_check_tensor(be, op, "out", out) || cpu_check_like(be, op, "out", out, "x", x)) return -1;
+    cpu_norm_fwd f;
+    if (cpu_norm_forward_begin(be, op, &f, out, mean, rstd, x, gamma, beta)) return -1;
     const int64_t rows = cpu_rows(x), c = cpu_last_dim(x);
-    const float *xf = cpu_read_f32(be, x, 0);
-    const float *gf = cpu_read_f32(be, gamma, 1);
-    const float *bf = cpu_read_f32(be, beta, 2);
-    float *of = cpu_write_begin(be, out, 3, false);
-    float *mf = cpu_write_begin(be, mean, 4, false);
-    float *rf = cpu_write_begin(be, rstd, 5, false);
-    if (!xf || (gamma && !gf) || (beta && !bf) || !of || !mf || !rf)
-        return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
+    const float *xf = f.x, *gf = f.gamma, *bf = f.beta;
+    float *of = f.out, *mf = f.mean, *rf = f.rstd;
 #pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xf + r * c;
@@ -47,9 +42,7 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
             orow[i] = (gf ? xhat * gf[i] : xhat) + (bf ? bf[i] : 0.0f);
         }
     }
-    cpu_write_end(be, out, of);
-    cpu_write_end(be, mean, mf);
-    cpu_write_end(be, rstd, rf);
+    cpu_norm_forward_end(be, &f, out, mean, rstd);
     return 0;
 }
 
@@ -100,32 +93,17 @@ int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
 {
     const char *op = "layernorm_backward";
     if (layernorm_check(be, op, x, gamma, NULL, mean, rstd)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "x", x) ||
-        cpu_check_like(be, op, "dx", dx, "x", x))
-        return -1;
-    const int64_t cdims[1] = {cpu_last_dim(x)};
-    if ((dgamma && cpu_check_shape(be, op, "dgamma [C]", dgamma, 1, cdims)) ||
-        (dbeta && cpu_check_shape(be, op, "dbeta [C]", dbeta, 1, cdims)))
-        return -1;
     const int64_t rows = cpu_rows(x), c = cpu_last_dim(x);
-    const float *dof = cpu_read_f32(be, dout, 0);
-    const float *xf = cpu_read_f32(be, x, 1);
-    const float *gf = cpu_read_f32(be, gamma, 2);
-    const float *mf = cpu_read_f32(be, mean, 3);
-    const float *rf = cpu_read_f32(be, rstd, 4);
-    float *dxf = cpu_write_begin(be, dx, 5, true);
-    float *dgf = cpu_write_begin(be, dgamma, 6, true);
-    float *dbf = cpu_write_begin(be, dbeta, 7, true);
-    if (!dof || !xf || (gamma && !gf) || !mf || !rf || (dx && !dxf) || (dgamma && !dgf) || (dbeta && !dbf))
-        return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
+    cpu_norm_bwd nb;
+    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, c)) return -1;
+    const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
+    float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     if (dxf) {
 #pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
         for (int64_t r = 0; r < rows; r++)
             layernorm_dx_row(dxf + r * c, dof + r * c, xf + r * c, gf, c, mf[r], rf[r]);
     }
     if (dgf || dbf) layernorm_affine_grads(dgf, dbf, dof, xf, mf, rf, rows, c, cpu_threads_for(be, rows * c));
-    cpu_write_end(be, dx, dxf);
-    cpu_write_end(be, dgamma, dgf);
-    cpu_write_end(be, dbeta, dbf);
+    cpu_norm_backward_end(be, &nb, dx, dgamma, dbeta);
     return 0;
 }
