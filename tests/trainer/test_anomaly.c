@@ -54,10 +54,7 @@ static outcome train(const trainer_env *env, const char *model, const char *tag,
 int main(int argc, char **argv)
 {
     trainer_env env;
-    if (!trainer_env_open(&env, argc, argv, "trainer_anomaly")) {
-        trainer_env_close(&env);
-        return sdt_test_failures ? 1 : SDT_TEST_SKIP;
-    }
+    if (!trainer_env_open(&env, argc, argv, "trainer_anomaly")) return trainer_env_abandon(&env);
     char unet_model[FX_PATH], text_model[FX_PATH], vae_model[FX_PATH], file[FX_PATH];
     fx_copy_model(&env, fx_path(unet_model, env.tmp, "model-unet"));
     fx_copy_model(&env, fx_path(text_model, env.tmp, "model-text"));

@@ -206,10 +206,7 @@ static void check_public_scaler(const trainer_env *env)
 int main(int argc, char **argv)
 {
     trainer_env env;
-    if (!trainer_env_open(&env, argc, argv, "trainer_faults_prepare")) {
-        trainer_env_close(&env);
-        return sdt_test_failures ? 1 : SDT_TEST_SKIP;
-    }
+    if (!trainer_env_open(&env, argc, argv, "trainer_faults_prepare")) return trainer_env_abandon(&env);
     char dir[FX_PATH], log[FX_PATH], emb[FX_PATH];
     fx_subdir(&env, dir, "emb");
     fx_subdir(&env, log, "log");

@@ -252,6 +252,13 @@ static inline void trainer_env_close(trainer_env *env)
     else if (env->tmp[0]) printf("kept %s\n", env->tmp);
 }
 
+/* main's exit code when trainer_env_open failed: 1 after a failed check, else the skip code. */
+static inline int trainer_env_abandon(trainer_env *env)
+{
+    trainer_env_close(env);
+    return sdt_test_failures ? 1 : SDT_TEST_SKIP;
+}
+
 /* ---- what the plugin reports ------------------------------------------------------------ */
 
 #define FX_MAX_STEPS 256
@@ -410,6 +417,18 @@ static inline sdt_status fx_prepare_run(const trainer_env *env, sdt_ti_trainer *
 static inline float *fx_read_embedding(const char *path, int64_t *n)
 {
     return fx_read_tensor(path, "emb_params", n);
+}
+
+/* Whether the embedding file at path is finite, has initial's n0 values and holds
+ * exactly them (changed = false) or differs from them (changed = true). */
+static inline bool fx_embedding_check(const char *path, const float *initial, int64_t n0, bool changed)
+{
+    int64_t n;
+    float *final = fx_read_embedding(path, &n);
+    bool ok = final && initial && n == n0 && fx_all_finite(final, n) &&
+              (memcmp(final, initial, (size_t)n * 4) != 0) == changed;
+    free(final);
+    return ok;
 }
 
 #endif
