@@ -200,6 +200,13 @@ static gboolean set_field(panel_values *v, sdt_ti_config *c, const panel_option 
     return ok;
 }
 
+static const panel_option *find_option(const char *name)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (strcmp(options[i].name, name) == 0) return &options[i];
+    return NULL;
+}
+
 static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
 {
     GError *gerr = NULL;
@@ -219,9 +226,7 @@ static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
     }
     gboolean ok = TRUE;
     for (gsize k = 0; k < n_keys && ok; k++) {
-        const panel_option *o = NULL;
-        for (size_t i = 0; i < N_OPTIONS; i++)
-            if (strcmp(options[i].name, keys[k]) == 0) o = &options[i];
+        const panel_option *o = find_option(keys[k]);
         if (!o) {
             *error = g_strdup_printf("The panel file %s has an unknown key '%s' in [%s]; see 'sdt-host train --help' for the names.",
                                      v->config_path, keys[k], PANEL_GROUP);
@@ -273,13 +278,6 @@ gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_
 /* The options a run cannot do without (the Train tab's empty fields), checked before the
  * plugin is asked, so the message names the option rather than the config field. */
 static const char *const required[] = { "embedding", "dataset", "model" };
-
-static const panel_option *find_option(const char *name)
-{
-    for (size_t i = 0; i < N_OPTIONS; i++)
-        if (strcmp(options[i].name, name) == 0) return &options[i];
-    return NULL;
-}
 
 gboolean panel_check_required(const sdt_ti_config *config, char **error)
 {
