@@ -89,7 +89,6 @@ struct ti_job {
     /* progress */
     int64_t step, initial_step, end_step;
     int64_t skipped;
-    double last_loss, last_grad_norm, last_lr;
     char last_prompt[1024];
     const char *batch_files[TI_MAX_BATCH_FILES];
     int n_batch_files;
@@ -101,6 +100,12 @@ struct ti_job {
     char checkpoint_hash[16];
     char checkpoint_name[256];
 };
+
+/* How every training pass of this job runs. */
+static inline ti_pass_options ti_job_pass_options(const ti_job *job)
+{
+    return (ti_pass_options){job->clip_skip, job->checkpointing, job->anomaly};
+}
 
 /* ti_job_prepare.c: the LR and clip schedules parsed at job->step (after a resume too). */
 bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);

@@ -318,7 +318,7 @@ static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, si
 {
     const latent_entry *e = &job->lc.items[0];
     ti_pass_shape shape = {job->batch, e->c, e->h, e->w, job->use_alpha};
-    ti_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+    ti_pass_options po = ti_job_pass_options(job);
     size_t bytes = 0;
     if (!ti_pass_measure(&job->rt, &po, &shape, &job->param, &job->grad, &bytes, err, err_size)) return SDT_STATUS_INTERNAL;
     size_t weights = 0;

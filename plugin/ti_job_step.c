@@ -153,7 +153,7 @@ static sdt_status anomaly_stop(ti_job *job, char *err, size_t err_size)
 /* Forward and backward of every micro-batch; *loss is their mean. */
 static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, size_t err_size)
 {
-    ti_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+    ti_pass_options po = ti_job_pass_options(job);
     *loss = 0;
     job->n_batch_files = 0;
     job->n_bad_input_files = 0;
@@ -333,18 +333,14 @@ sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, 
     bool nonfinite = !isfinite(loss) || (!job->scaler && !isfinite(grad_norm));
     sdt_fallback_action action = sdt_fallback_on_loss(&job->fallback, step_number(job), nonfinite ? NAN : loss);
     bool stepped;
-    float scale_used = scale;
     st = apply_action(job, action, &stepped, err, err_size);
     if (st != SDT_STATUS_OK) return st;
     if (!stepped) job->skipped++;
     if (!nonfinite) {
-        sdt_health_sample hs = {step_number(job), loss, grad_norm, lr, scale_used, 0};
+        sdt_health_sample hs = {step_number(job), loss, grad_norm, lr, scale, 0};
         sdt_diagnosis_record(&job->diagnosis, &hs);
     }
     job->step++;
-    job->last_loss = loss;
-    job->last_grad_norm = grad_norm;
-    job->last_lr = lr;
     m->step = job->step;
     m->max_steps = job->end_step;
     m->epoch = (job->step - 1) / job->steps_per_epoch;
