@@ -175,12 +175,16 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
     return SDT_STATUS_OK;
 }
 
-/* One image through the VAE into the latent cache, in the runtime's current precision. */
-static bool encode_item(ti_job *job, int i, char *why, size_t why_size)
+/* One image through the VAE into the latent cache, in the runtime's current precision;
+ * a failure is SDT_STATUS_DEVICE with the sentence naming the image. */
+static sdt_status encode_item(ti_job *job, int i, char *err, size_t err_size)
 {
     sdt_dataset_item *it = &job->ds.items[i];
-    return latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
-                               it->width / 8, it->height / 8, why, why_size);
+    char why[512] = "";
+    if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
+                             it->width / 8, it->height / 8, why, sizeof why))
+        FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+    return SDT_STATUS_OK;
 }
 
 sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size)
@@ -188,8 +192,8 @@ sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size)
     for (int i = 0; i < job->ds.n_items; i++) {
         sdt_dataset_item *it = &job->ds.items[i];
         if (!it->pixels) continue;
-        char why[512] = "";
-        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        sdt_status st = encode_item(job, i, err, err_size);
+        if (st != SDT_STATUS_OK) return st;
         bool finite = latent_cache_is_finite(&job->lc, i);
         sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
                      "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
@@ -232,8 +236,8 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection (%s): one pixel set to NaN", it->path,
                          TI_FAULT_NAN_PIXEL_ENV);
         }
-        char why[512] = "";
-        if (!encode_item(job, i, why, sizeof why)) FAIL(SDT_STATUS_DEVICE, "%s: encoding the image failed: %s", it->path, why);
+        sdt_status st = encode_item(job, i, err, err_size);
+        if (st != SDT_STATUS_OK) return st;
         if (latent_cache_is_finite(&job->lc, i)) {
             sdt_dataset_drop_pixels(&job->ds, i);
         } else if (job->precision == SDT_PRECISION_FP32) {
@@ -256,18 +260,34 @@ static sdt_status check_prompts(ti_job *job, char *err, size_t err_size)
 {
     for (int i = 0; i < job->ds.n_items; i++) {
         for (int l = 0; l < job->tmpl.n_lines; l++) {
+            if (!strstr(job->tmpl.lines[l], "[name]")) continue; /* no slot to lose: nothing to encode */
             char *prompt = sdt_template_fill(job->tmpl.lines[l], job->emb.name, job->ds.items[i].caption);
             ti_encoded e;
             ti_prompt_encode(job->tok, &job->rules, prompt, &e);
-            bool has_name = strstr(job->tmpl.lines[l], "[name]") != NULL;
             free(prompt);
-            if (has_name && e.n_cut_slots > 0)
+            if (e.n_cut_slots > 0)
                 FAIL(SDT_STATUS_NO_GRADIENT, "%s: with template line %d of %s, the caption pushes the embedding '%s' out of "
                      "the 77-token window (%d tokens cut), so it would get no gradient; shorten the caption or put "
                      "[name] before [filewords]", job->ds.items[i].path, l + 1, job->template_path, job->emb.name,
                      e.n_cut_tokens);
         }
     }
+    return SDT_STATUS_OK;
+}
+
+/* The data order (which may lower the batch size), gradient accumulation capped at what the
+ * dataset holds, and the steps of one epoch. */
+static sdt_status plan_batches(ti_job *job, const sdt_ti_config *c, char *err, size_t err_size)
+{
+    char why[256];
+    if (!sdt_data_order_init(&job->order, &job->ds, (int)c->batch_size, job->seed, why, sizeof why))
+        FAIL(SDT_STATUS_VALIDATION, "%s", why);
+    job->batch = job->order.batch_size;
+    int max_ga = job->ds.n_items / job->batch;
+    job->grad_accum = (int)c->grad_accum_steps < max_ga ? (int)c->grad_accum_steps : max_ga;
+    if (job->grad_accum < 1) job->grad_accum = 1;
+    job->steps_per_epoch = job->ds.n_items / job->batch / job->grad_accum;
+    if (job->steps_per_epoch < 1) job->steps_per_epoch = 1;
     return SDT_STATUS_OK;
 }
 
@@ -387,22 +407,8 @@ sdt_status ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks 
     if (st == SDT_STATUS_OK) st = load_model(job, config, err, err_size);
     if (st == SDT_STATUS_OK) st = load_dataset(job, config, err, err_size);
     if (st == SDT_STATUS_OK) st = check_prompts(job, err, err_size);
-    if (st == SDT_STATUS_OK) {
-        char why[256];
-        if (!sdt_data_order_init(&job->order, &job->ds, (int)config->batch_size, job->seed, why, sizeof why)) {
-            snprintf(err, err_size, "%s", why);
-            st = SDT_STATUS_VALIDATION;
-        }
-    }
-    if (st == SDT_STATUS_OK) {
-        job->batch = job->order.batch_size;
-        int max_ga = job->ds.n_items / job->batch;
-        job->grad_accum = (int)config->grad_accum_steps < max_ga ? (int)config->grad_accum_steps : max_ga;
-        if (job->grad_accum < 1) job->grad_accum = 1;
-        job->steps_per_epoch = job->ds.n_items / job->batch / job->grad_accum;
-        if (job->steps_per_epoch < 1) job->steps_per_epoch = 1;
-        st = setup_optimizer(job, config, err, err_size);
-    }
+    if (st == SDT_STATUS_OK) st = plan_batches(job, config, err, err_size);
+    if (st == SDT_STATUS_OK) st = setup_optimizer(job, config, err, err_size);
     if (st == SDT_STATUS_OK) st = plan_memory(job, info, err, err_size);
     if (st == SDT_STATUS_OK) st = prepare_outputs(job, config, err, err_size);
     if (st == SDT_STATUS_OK && config->resume_state_path && *config->resume_state_path)
