@@ -11,12 +11,9 @@
 #include "clip_text.h"
 #include "embedding_file.h"
 #include "safetensors.h"
+#include "ti_tokenizer_open.h"
 #include "ti_trainer.h"
-#include "tokenizer.h"
 #include "weights.h"
-
-/* ti_job_prepare.c */
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, char *err, size_t err_size);
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
 static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip, char *err,

@@ -8,13 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core_status_map.h"
 #include "host_log.h"
 #include "ti_job.h"
+#include "ti_tokenizer_open.h"
 
 #define FAIL(status, ...)                          \
     do {                                           \
@@ -38,29 +38,6 @@ static const char *file_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
-}
-
-static bool is_dir(const char *p)
-{
-    struct stat st;
-    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* The tokenizer folder: given, else the model folder's tokenizer/, else tokenizer/ beside the model file. */
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, char *err, size_t err_size);
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, char *err, size_t err_size)
-{
-    if (given && *given) return sdt_tokenizer_load_dir(given, err, err_size);
-    char buf[4096];
-    if (is_dir(model_path)) return sdt_tokenizer_load_dir(model_path, err, err_size);
-    snprintf(buf, sizeof buf, "%s", model_path);
-    char *dir = dirname(buf);
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/tokenizer", dir);
-    if (is_dir(probe)) return sdt_tokenizer_load_dir(probe, err, err_size);
-    snprintf(err, err_size, "%s: no tokenizer found (looked for %s/vocab.json); set the tokenizer path to a folder "
-             "with CLIP's vocab.json and merges.txt", model_path, probe);
-    return NULL;
 }
 
 static void copy_settings(ti_job *job, const sdt_ti_config *c)

@@ -1,8 +1,6 @@
 /* ti_trainer.h - the seam between the ABI layer (ti_factory.c) and the textual-inversion
  * trainer. The ABI layer checks handles, struct sizes, states and the plain config fields;
- * the trainer does the work behind these functions. Until the trainer is integrated,
- * ti_trainer_stub.c implements them by saying so (SDT_STATUS_UNSUPPORTED): delete that file
- * when the real implementation lands.
+ * the trainer (ti_job_*.c, ti_embedding_ops.c) does the work behind these functions.
  *
  * Every function writes one sentence (file, field, fix) into err on failure. Configs and specs
  * arrive complete (current sizeof, defaults filled in); their strings are borrowed for the call. */
