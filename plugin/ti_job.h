@@ -125,7 +125,9 @@ sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size);
 sdt_status ti_job_save_snapshot(void *job, int64_t step, char *err, size_t err_size);
 sdt_status ti_job_save_preview(void *job, int64_t step, char *err, size_t err_size);
 sdt_status ti_job_save_final(void *job, sdt_save_reason reason, char *err, size_t err_size);
-/* Copies the device embedding into job->emb (vectors and step). */
+/* Copies the device embedding's vectors into job->emb.vectors. */
+bool ti_job_download_vectors(ti_job *job, char *err, size_t err_size);
+/* The same, and job->emb's step, checkpoint and fallback note brought up to date: ready to save. */
 bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size);
 /* The precision's storage dtype. */
 sdt_dtype ti_precision_dtype(sdt_precision p);

@@ -79,12 +79,7 @@ static double largest_row_norm(const float *x, int rows, int width)
 sdt_status ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, char *err, size_t err_size)
 {
     if (!(job->token_norm > 0)) return SDT_STATUS_OK;
-    sdt_backend *be = job->pb.be;
-    size_t bytes = sdt_tensor_nbytes(&job->param);
-    if (be->download(be, job->emb.vectors, job->param.data, bytes)) {
-        snprintf(err, err_size, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
-        return SDT_STATUS_DEVICE;
-    }
+    if (!ti_job_download_vectors(job, err, err_size)) return SDT_STATUS_DEVICE;
     double now = largest_row_norm(job->emb.vectors, job->emb.n_vectors, job->emb.dim);
     double limit = TI_DIVERGENCE_FACTOR * job->token_norm;
     if (now <= limit) return SDT_STATUS_OK;

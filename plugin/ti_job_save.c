@@ -18,13 +18,19 @@
 
 #define STATE_VERSION "1"
 
-bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
+bool ti_job_download_vectors(ti_job *job, char *err, size_t err_size)
 {
     sdt_backend *be = job->pb.be;
     if (be->download(be, job->emb.vectors, job->param.data, sdt_tensor_nbytes(&job->param))) {
         snprintf(err, err_size, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
         return false;
     }
+    return true;
+}
+
+bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
+{
+    if (!ti_job_download_vectors(job, err, err_size)) return false;
     job->emb.step = job->step;
     sdt_embedding_set_string(&job->emb.checkpoint_hash, job->checkpoint_hash[0] ? job->checkpoint_hash : NULL);
     sdt_embedding_set_string(&job->emb.checkpoint_name, job->checkpoint_name[0] ? job->checkpoint_name : NULL);
@@ -114,6 +120,9 @@ static void state_path(const ti_job *job, char *out, size_t size)
     snprintf(out, size, "%.3800s/%.200s.state.safetensors", job->out.root, job->emb.name);
 }
 
+static sdt_status write_state(ti_job *job, const char *path, char *err, size_t err_size);
+
+/* The embedding beside the one trained, then the state (both from one download of the vectors). */
 sdt_status ti_job_save_final(void *vjob, sdt_save_reason reason, char *err, size_t err_size)
 {
     ti_job *job = vjob;
@@ -126,13 +135,13 @@ sdt_status ti_job_save_final(void *vjob, sdt_save_reason reason, char *err, size
         char why[512];
         size_t used = strlen(err);
         state_path(job, path, sizeof path);
-        if (ti_job_save_state(job, path, why, sizeof why) == SDT_STATUS_OK && used < err_size)
+        if (write_state(job, path, why, sizeof why) == SDT_STATUS_OK && used < err_size)
             snprintf(err + used, err_size - used, "; the training state was saved as %s, so you can resume from it", path);
         return st;
     }
     save_card(job, job->step, NULL, 0, 0);
     state_path(job, path, sizeof path);
-    st = ti_job_save_state(job, path, err, err_size);
+    st = write_state(job, path, err, err_size);
     if (st == SDT_STATUS_OK)
         sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
                      reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
@@ -181,9 +190,9 @@ static char *state_json(ti_job *job)
     return text;
 }
 
-sdt_status ti_job_save_state(ti_job *job, const char *path, char *err, size_t err_size)
+/* The state file from job->emb as last synced, and the optimizer's moments. */
+static sdt_status write_state(ti_job *job, const char *path, char *err, size_t err_size)
 {
-    if (!ti_job_sync_embedding(job, err, err_size)) return SDT_STATUS_DEVICE;
     sdt_tensor *param, *grad, *m, *v;
     const char *pname;
     if (!sdt_optimizer_param_views(job->opt, 0, &pname, &param, &grad, &m, &v)) {
@@ -218,6 +227,12 @@ sdt_status ti_job_save_state(ti_job *job, const char *path, char *err, size_t er
     if (!ok) return SDT_STATUS_IO;
     sdt_host_file_saved(job->host, SDT_FILE_TRAINING_STATE, path, job->step);
     return SDT_STATUS_OK;
+}
+
+sdt_status ti_job_save_state(ti_job *job, const char *path, char *err, size_t err_size)
+{
+    if (!ti_job_sync_embedding(job, err, err_size)) return SDT_STATUS_DEVICE;
+    return write_state(job, path, err, err_size);
 }
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
