@@ -1,7 +1,6 @@
 /* ti_embedding_ops.c - creating an embedding (its rows taken from the text encoder's token
  * embedding, as A1111 does) and inspecting any embedding file the plugin reads. */
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,11 +118,7 @@ sdt_status ti_inspect_file(const char *path, sdt_embedding_info *info, char **js
     info->embedding_dim = (uint32_t)e.dim;
     info->step = e.step;
     double norms = 0;
-    for (int i = 0; i < e.n_vectors; i++) {
-        double s = 0;
-        for (int k = 0; k < e.dim; k++) s += (double)e.vectors[(size_t)i * e.dim + k] * e.vectors[(size_t)i * e.dim + k];
-        norms += sqrt(s);
-    }
+    for (int i = 0; i < e.n_vectors; i++) norms += sdt_embedding_vector_norm(e.vectors + (size_t)i * e.dim, e.dim);
     info->vector_norm_mean = e.n_vectors ? norms / e.n_vectors : 0;
     info->all_finite = sdt_embedding_is_finite(&e);
     snprintf(info->name, sizeof info->name, "%s", e.name ? e.name : "");

@@ -3,7 +3,6 @@
  * means the optimisation blew up (a learning rate far too high does it in one step, and in fp32
  * nothing turns NaN: the loss just stalls); the step is undone, vectors and AdamW moments, so
  * the saved state is the last good one, and the run stops with a sentence saying what to change. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +24,7 @@ double ti_job_token_norm(const ti_job *job)
     for (int64_t r = 0; row && r < rows; r += stride, counted++) {
         sdt_load_f32((const uint8_t *)m.tok_emb.data + (size_t)(r * width) * sdt_dtype_size(m.tok_emb.dtype),
                      m.tok_emb.dtype, row, width);
-        double s = 0;
-        for (int64_t k = 0; k < width; k++) s += (double)row[k] * row[k];
-        sum += sqrt(s);
+        sum += sdt_embedding_vector_norm(row, width);
     }
     free(row);
     return counted ? sum / (double)counted : 0;
@@ -67,9 +64,8 @@ static double largest_row_norm(const float *x, int rows, int width)
 {
     double largest = 0;
     for (int r = 0; r < rows; r++) {
-        double s = 0;
-        for (int k = 0; k < width; k++) s += (double)x[(size_t)r * width + k] * x[(size_t)r * width + k];
-        if (!(sqrt(s) <= largest)) largest = sqrt(s); /* NaN wins */
+        double norm = sdt_embedding_vector_norm(x + (size_t)r * width, width);
+        if (!(norm <= largest)) largest = norm; /* NaN wins */
     }
     return largest;
 }

@@ -132,6 +132,13 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
     return true;
 }
 
+double sdt_embedding_vector_norm(const float *v, int64_t dim)
+{
+    double s = 0;
+    for (int64_t k = 0; k < dim; k++) s += (double)v[k] * v[k];
+    return sqrt(s);
+}
+
 bool sdt_embedding_is_finite(const sdt_embedding *e)
 {
     size_t n = (size_t)e->n_vectors * (size_t)e->dim;

@@ -47,5 +47,8 @@ char *sdt_embedding_name_sanitise(const char *name);
 
 /* true when every value is finite. */
 bool sdt_embedding_is_finite(const sdt_embedding *e);
+/* The L2 norm of one vector of dim values (an embedding row, or a token embedding row),
+ * summed in double. */
+double sdt_embedding_vector_norm(const float *v, int64_t dim);
 
 #endif
