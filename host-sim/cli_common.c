@@ -1,4 +1,5 @@
 /* cli_common.c - parsing, errors and plugin opening shared by the subcommands. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,30 +30,51 @@ int cli_usage_error(const char *command, const char *sentence)
     return SDT_EXIT_USAGE;
 }
 
+int cli_errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sentence = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    int status = cli_error(sentence);
+    g_free(sentence);
+    return status;
+}
+
+int cli_usage_errorf(const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *sentence = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    int status = cli_usage_error(command, sentence);
+    g_free(sentence);
+    return status;
+}
+
+/* Prints why the plugin or trainer did not open and closes what did. */
+static int open_failed(cli_trainer *t, const char *sentence)
+{
+    int status = cli_error(sentence);
+    host_plugin_close(&t->plugin);
+    return status;
+}
+
 int cli_trainer_open(cli_trainer *t, const char *plugin_path)
 {
     memset(t, 0, sizeof *t);
     char *error = NULL;
-    if (!host_plugin_open(&t->plugin, plugin_path, &error)) {
-        int status = cli_error(error);
-        g_free(error);
-        host_plugin_close(&t->plugin);
-        return status;
-    }
-    t->factory = host_plugin_factory(&t->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error);
+    if (host_plugin_open(&t->plugin, plugin_path, &error))
+        t->factory = host_plugin_factory(&t->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error);
     if (!t->factory) {
-        int status = cli_error(error);
+        int status = open_failed(t, error);
         g_free(error);
-        host_plugin_close(&t->plugin);
         return status;
     }
     sdt_host_callbacks callbacks = train_session_callbacks();
     char sentence[1024] = "";
-    if (t->factory->create(&callbacks, &t->trainer, sentence, sizeof sentence) != SDT_STATUS_OK) {
-        int status = cli_error(sentence);
-        host_plugin_close(&t->plugin);
-        return status;
-    }
+    if (t->factory->create(&callbacks, &t->trainer, sentence, sizeof sentence) != SDT_STATUS_OK)
+        return open_failed(t, sentence);
     return 0;
 }
 

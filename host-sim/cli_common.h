@@ -18,6 +18,9 @@ gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***
 /* Prints "sdt-host: <sentence>" on stderr and returns exit status 1 (or 2 for usage). */
 int cli_error(const char *sentence);
 int cli_usage_error(const char *command, const char *sentence);
+/* The same with the sentence built from a printf format. */
+int cli_errorf(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+int cli_usage_errorf(const char *command, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
 /* An open plugin, its TI factory and one trainer with sdt-host's callbacks. */
 typedef struct cli_trainer {

@@ -39,9 +39,7 @@ int cmd_create_embedding(int argc, char **argv)
         status = cli_usage_error("create-embedding", "--vectors must be a whole number from 1 to 75.");
     const char *out_dir = out ? out : "embeddings";
     if (status == SDT_EXIT_OK && g_mkdir_with_parents(out_dir, 0777) != 0) {
-        char *sentence = g_strdup_printf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
-        status = cli_error(sentence);
-        g_free(sentence);
+        status = cli_errorf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
     }
     cli_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {

@@ -46,11 +46,8 @@ static int run_demo(const char *out, const char *model, const char *dataset, int
                     const char *plugin)
 {
     if (!g_file_test(model, G_FILE_TEST_EXISTS) || !g_file_test(dataset, G_FILE_TEST_IS_DIR)) {
-        char *sentence = g_strdup_printf("The demo model (%s) or dataset (%s) is missing; set SDTRAIN_DEMO_DIR "
-                                         "or pass --model and --dataset.", model, dataset);
-        int status = cli_error(sentence);
-        g_free(sentence);
-        return status;
+        return cli_errorf("The demo model (%s) or dataset (%s) is missing; set SDTRAIN_DEMO_DIR or pass --model and "
+                          "--dataset.", model, dataset);
     }
     char *emb_dir = g_build_filename(out, "embeddings", NULL);
     char *template_file = g_build_filename(out, "demo_template.txt", NULL);
@@ -58,9 +55,7 @@ static int run_demo(const char *out, const char *model, const char *dataset, int
     int status = SDT_EXIT_OK;
     GError *gerr = NULL;
     if (g_mkdir_with_parents(emb_dir, 0777) != 0 || !g_file_set_contents(template_file, DEMO_TEMPLATE, -1, &gerr)) {
-        char *sentence = g_strdup_printf("Could not write the demo files in %s; choose a writable --out folder.", out);
-        status = cli_error(sentence);
-        g_free(sentence);
+        status = cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", out);
         g_clear_error(&gerr);
     }
     cli_trainer t;
@@ -112,12 +107,10 @@ int cmd_demo(int argc, char **argv)
     guint64 steps = 200, seed = 0;
     int status = SDT_EXIT_OK;
     if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1) {
-        char *sentence = g_strdup_printf("unknown command or stray argument '%s'; the commands are demo, create-embedding, "
-                                         "train and inspect, and a command comes first, before its options.", argv[1]);
-        status = cli_usage_error("demo", sentence);
-        g_free(sentence);
-    } else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
+    else if (argc > 1)
+        status = cli_usage_errorf("demo", "unknown command or stray argument '%s'; the commands are demo, create-embedding, "
+                                  "train and inspect, and a command comes first, before its options.", argv[1]);
+    else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
         status = cli_usage_error("demo", "--max-steps must be a whole number of at least 1.");
     else if (seed_text && !g_ascii_string_to_unsigned(seed_text, 10, 0, G_MAXUINT64, &seed, NULL))
         status = cli_usage_error("demo", "--seed must be a whole number of at least 0.");
