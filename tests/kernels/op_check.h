@@ -92,6 +92,32 @@ static inline void op_check_grad(const char *what, const kt_grad *g, const doubl
           "it must accumulate", what, acc);
 }
 
+/* The statistics a norm's forward saves, checked as "<what> mean" and "<what> rstd". */
+static inline void op_check_norm_stats(const char *what, const float *mean, const double *ref_mean, const float *rstd,
+                                       const double *ref_rstd, int64_t n)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s mean", what);
+    op_check_forward(name, mean, ref_mean, n);
+    snprintf(name, sizeof name, "%s rstd", what);
+    op_check_forward(name, rstd, ref_rstd, n);
+}
+
+/* A norm's gradients (each as op_check_grad): dx over x, and when affine dgamma and dbeta. */
+static inline void op_check_norm_grads(const char *what, bool affine, const kt_grad *dx, const kt_grad *dgamma,
+                                       const kt_grad *dbeta, const double *gx, const double *gg, const double *gb,
+                                       sdt_fd_loss_fn loss, void *ctx, double *x, double *gamma, double *beta)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s dx", what);
+    op_check_grad(name, dx, gx, loss, ctx, x);
+    if (!affine) return;
+    snprintf(name, sizeof name, "%s dgamma", what);
+    op_check_grad(name, dgamma, gg, loss, ctx, gamma);
+    snprintf(name, sizeof name, "%s dbeta", what);
+    op_check_grad(name, dbeta, gb, loss, ctx, beta);
+}
+
 /* A call that must fail with a sentence naming the op. */
 static inline void op_check_rejects(sdt_backend *be, int rc, const char *op, const char *why)
 {

@@ -93,11 +93,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
     gn_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
-    char name[160];
-    snprintf(name, sizeof name, "%s mean", what);
-    op_check_forward(name, mean, rm, nb);
-    snprintf(name, sizeof name, "%s rstd", what);
-    op_check_forward(name, rstd, rr, nb);
+    op_check_norm_stats(what, mean, rm, rstd, rr, nb);
 
     kt_grad g_dx = kt_grad_make(rng, n), g_dg = kt_grad_make(rng, c), g_db = kt_grad_make(rng, c);
     sdt_tensor tdout = op_tensor(dout, nd, xs);
@@ -110,14 +106,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     gn_backward_ref(&r, gx, gg, gb);
-    snprintf(name, sizeof name, "%s dx", what);
-    op_check_grad(name, &g_dx, gx, gn_loss, &r, r.x);
-    if (affine) {
-        snprintf(name, sizeof name, "%s dgamma", what);
-        op_check_grad(name, &g_dg, gg, gn_loss, &r, r.gamma);
-        snprintf(name, sizeof name, "%s dbeta", what);
-        op_check_grad(name, &g_db, gb, gn_loss, &r, r.beta);
-    }
+    op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, gn_loss, &r, r.x, r.gamma, r.beta);
     op_store_free(x16, x); free(x); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
     free(ref); free(rm); free(rr); kt_grad_free(&g_dx); kt_grad_free(&g_dg); kt_grad_free(&g_db);
     free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);

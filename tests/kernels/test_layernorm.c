@@ -87,11 +87,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     double *ref = op_zeros_d(n), *rm = op_zeros_d(rows), *rr = op_zeros_d(rows);
     ln_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
-    char name[160];
-    snprintf(name, sizeof name, "%s mean", what);
-    op_check_forward(name, mean, rm, rows);
-    snprintf(name, sizeof name, "%s rstd", what);
-    op_check_forward(name, rstd, rr, rows);
+    op_check_norm_stats(what, mean, rm, rstd, rr, rows);
 
     kt_grad g_dx = kt_grad_make(rng, n), g_dg = kt_grad_make(rng, c), g_db = kt_grad_make(rng, c);
     sdt_tensor tdout = op_tensor(dout, 3, xs);
@@ -104,14 +100,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     ln_backward_ref(&r, gx, gg, gb);
-    snprintf(name, sizeof name, "%s dx", what);
-    op_check_grad(name, &g_dx, gx, ln_loss, &r, r.x);
-    if (affine) {
-        snprintf(name, sizeof name, "%s dgamma", what);
-        op_check_grad(name, &g_dg, gg, ln_loss, &r, r.gamma);
-        snprintf(name, sizeof name, "%s dbeta", what);
-        op_check_grad(name, &g_db, gb, ln_loss, &r, r.beta);
-    }
+    op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, ln_loss, &r, r.x, r.gamma, r.beta);
     op_store_free(x16, x); free(x); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
     free(ref); free(rm); free(rr); kt_grad_free(&g_dx); kt_grad_free(&g_dg); kt_grad_free(&g_db);
     free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);
