@@ -117,9 +117,7 @@ int main(void)
     char *dir = ut_tmpdir();
     sdt_unet_config tiny = sdt_unet_config_tiny();
     check_config(&tiny, "tiny", &rng, be, dir);
-    sdt_unet_config tiny2 = tiny;
-    tiny2.linear_proj = true;
-    tiny2.transformer_depth = 2;
+    sdt_unet_config tiny2 = ut_config_tiny_linear();
     check_config(&tiny2, "tiny-linear", &rng, be, dir);
     ut_cleanup(dir);
     be->destroy(be);

@@ -65,9 +65,7 @@ static void check_detect_and_load(sdt_test_rng *rng)
 {
     char err[512], path[1100];
     char *dir = ut_tmpdir();
-    sdt_unet_config variants[3] = {sdt_unet_config_tiny(), sdt_unet_config_tiny(), sdt_unet_config_tiny()};
-    variants[1].linear_proj = true;
-    variants[1].transformer_depth = 2;
+    sdt_unet_config variants[3] = {sdt_unet_config_tiny(), ut_config_tiny_linear(), sdt_unet_config_tiny()};
     variants[1].context_dim = 24;
     variants[2].num_levels = 3;
     variants[2].channel_mult[2] = 2;

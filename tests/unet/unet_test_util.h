@@ -122,6 +122,15 @@ static inline sdt_weights *ut_random_unet(const sdt_unet_config *c, sdt_test_rng
     return w;
 }
 
+/* The tiny model SD2-style: linear attention projections, transformer depth 2. */
+static inline sdt_unet_config ut_config_tiny_linear(void)
+{
+    sdt_unet_config c = sdt_unet_config_tiny();
+    c.linear_proj = true;
+    c.transformer_depth = 2;
+    return c;
+}
+
 static inline void ut_cleanup(char *dir)
 {
     char cmd[1200];
