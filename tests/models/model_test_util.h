@@ -43,10 +43,9 @@ static inline void mt_temp_path(char *out, size_t size, const char *tag)
     snprintf(out, size, "%s/sdt-models-%s-%ld-%d.safetensors", dir, tag, (long)getpid(), counter++);
 }
 
-/* Writes a random checkpoint of a preset family with every parameter perturbed
- * (norm weights and biases too) and opens it. Exits on failure (nothing to test). */
-static inline sdt_weights *mt_make_weights(const char *path, sd_family family, uint64_t seed, bool text_only,
-                                           bool vae_only)
+/* A random F32 checkpoint of a preset family with every parameter perturbed (norm
+ * weights and biases too), one LDM file, the whole model. */
+static inline sdt_ckpt_spec mt_ckpt_spec(sd_family family, uint64_t seed)
 {
     sdt_ckpt_spec spec;
     memset(&spec, 0, sizeof(spec));
@@ -54,6 +53,15 @@ static inline sdt_weights *mt_make_weights(const char *path, sd_family family, u
     spec.dtype = SDT_F32;
     spec.seed = seed;
     spec.perturb_all = true;
+    return spec;
+}
+
+/* Writes mt_ckpt_spec's checkpoint (or its text encoder or VAE only) and opens it.
+ * Exits on failure (nothing to test). */
+static inline sdt_weights *mt_make_weights(const char *path, sd_family family, uint64_t seed, bool text_only,
+                                           bool vae_only)
+{
+    sdt_ckpt_spec spec = mt_ckpt_spec(family, seed);
     spec.text_only = text_only;
     spec.vae_only = vae_only;
     char err[512];

@@ -139,12 +139,8 @@ static void test_generator_determinism(sdt_test_rng *rng)
     unlink(p2);
 
     /* F16: each value is the F32 value rounded. */
-    sdt_ckpt_spec spec;
-    memset(&spec, 0, sizeof(spec));
-    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
     spec.dtype = SDT_F16;
-    spec.seed = seed;
-    spec.perturb_all = true;
     spec.text_only = true;
     CHECK(sdt_ckpt_generate(p2, &spec, err, sizeof(err)), "F16 generate: %s", err);
     b = sdt_weights_open(p2, err, sizeof(err));
@@ -187,13 +183,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
     snprintf(dir, sizeof(dir), "%s.d", ldm);
     uint64_t seed = sdt_test_next(rng);
     sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
-    sdt_ckpt_spec spec;
-    memset(&spec, 0, sizeof(spec));
-    spec.config = sd_config_preset(SD_FAMILY_TINY);
+    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
     spec.layout = SDT_CKPT_DIFFUSERS;
-    spec.dtype = SDT_F32;
-    spec.seed = seed;
-    spec.perturb_all = true;
     CHECK(sdt_ckpt_generate(dir, &spec, err, sizeof(err)), "diffusers generate: %s", err);
     sdt_weights *b = sdt_weights_open(dir, err, sizeof(err));
     CHECK(b != NULL, "opening the diffusers folder: %s", err);
