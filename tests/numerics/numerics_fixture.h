@@ -123,6 +123,16 @@ static inline sdt_scaler *make_scaler(sdt_backend *be, float init, double gf, do
     return sc;
 }
 
+/* Attaches sc to t's optimizer and opens an iteration: a loss of 1 scaled, gradients zeroed. */
+static inline void toy_begin_scaled(sdt_scaler *sc, toy *t)
+{
+    char err[512];
+    double scaled;
+    if (sdt_scaler_attach(sc, t->opt, err, sizeof err) != SDT_CORE_OK) fprintf(stderr, "attach: %s\n", err);
+    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+    toy_zero(t);
+}
+
 /* Collects log lines. */
 typedef struct log_sink {
     int count;

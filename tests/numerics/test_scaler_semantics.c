@@ -155,10 +155,7 @@ static void test_no_recheck_after_unscale(void)
     toy_init(&t, be, "recheck", 1, 3, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 65536.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     char err[512];
-    double scaled;
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
-    toy_zero(&t);
+    toy_begin_scaled(sc, &t);
     toy_backward_random(&t, &rng, 65536.0f, NULL);
     sdt_scaler_unscale(sc, t.opt, err, sizeof err);
     for (int j = 0; j < 3; j++) t.grad[0][j] = NAN;
@@ -315,9 +312,7 @@ static void test_update_variants(void)
     sdt_scaler *sc = make_scaler(be, 8.0f, 2.0, 0.5, 1, false, NULL, NULL);
     char err[512];
     double scaled;
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
-    toy_zero(&t);
+    toy_begin_scaled(sc, &t);
     toy_backward_fill(&t, 8.0f, 1.0f);
     CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
     CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK && sdt_scaler_get_scale(sc) == 16.0f,
@@ -388,10 +383,7 @@ static void test_accumulation_and_not_zeroed(void)
     log_sink sink = {0};
     sdt_scaler *sc = make_scaler(be, 4.0f, 2.0, 0.5, 2000, false, log_sink_fn, &sink);
     char err[512];
-    double scaled;
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
-    toy_zero(&t);
+    toy_begin_scaled(sc, &t);
     toy_backward_fill(&t, 4.0f, 1.0f);
     toy_backward_fill(&t, 4.0f, 1.0f);
     sdt_scaler_unscale(sc, t.opt, err, sizeof err);

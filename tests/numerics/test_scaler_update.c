@@ -71,10 +71,7 @@ static void test_reciprocal_precision(void)
     toy_init(&t, be, "recip", 1, 2, &hp, NULL);
     sdt_scaler *sc = make_scaler(be, 3.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     char err[256];
-    double scaled;
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
-    toy_zero(&t);
+    toy_begin_scaled(sc, &t);
     t.grad[0][0] = 1.0f;
     t.grad[0][1] = 3.0f;
     sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
@@ -96,10 +93,7 @@ static void test_unscale_values(void)
         toy_init(&t, be, "kernel", 1, 3, &hp, NULL);
         sdt_scaler *sc = make_scaler(be, 4.0f, 2.0, 0.5, 2000, false, NULL, NULL);
         char err[256];
-        double scaled;
-        sdt_scaler_attach(sc, t.opt, err, sizeof err);
-        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
-        toy_zero(&t);
+        toy_begin_scaled(sc, &t);
         memcpy(t.grad[0], cases[c], sizeof cases[c]);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
