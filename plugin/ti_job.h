@@ -1,6 +1,7 @@
 /* ti_job.h - the textual-inversion training job behind ti_trainer.h, shared by the files
  * that implement it: ti_job_prepare.c (validation and loading), ti_job_step.c (one
- * optimizer step), ti_job_save.c (every file the run writes, and the resume state). */
+ * optimizer step), ti_job_guard.c (the divergence guard), ti_job_save.c (every file the
+ * run writes, and the resume state). */
 #ifndef SDT_PLUGIN_TI_JOB_H
 #define SDT_PLUGIN_TI_JOB_H
 
@@ -82,7 +83,7 @@ struct ti_job {
     sdt_lr_schedule lr;
     sdt_lr_schedule clip_value;
 
-    /* the divergence guard (ti_job_step.c) */
+    /* the divergence guard (ti_job_guard.c) */
     double token_norm;         /* mean row norm of the model's token embedding: what a prompt vector looks like */
     float *undo;               /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
 
