@@ -26,15 +26,18 @@ void sdt_dataset_drop_pixels(sdt_dataset *ds, int index)
     ds->items[index].pixels = NULL;
 }
 
+static void item_free(sdt_dataset_item *item)
+{
+    free(item->path);
+    free(item->caption);
+    free(item->pixels);
+    free(item->loss_weight);
+}
+
 void sdt_dataset_free(sdt_dataset *ds)
 {
     if (!ds) return;
-    for (int i = 0; i < ds->n_items; i++) {
-        free(ds->items[i].path);
-        free(ds->items[i].caption);
-        free(ds->items[i].pixels);
-        free(ds->items[i].loss_weight);
-    }
+    for (int i = 0; i < ds->n_items; i++) item_free(&ds->items[i]);
     for (int i = 0; i < ds->n_warnings; i++) free(ds->warnings[i]);
     free(ds->items);
     free(ds->warnings);
@@ -137,19 +140,13 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
     if (!grown || !item.path) {
         if (ok) snprintf(why, sizeof(why), "%s: out of memory while loading the dataset", path);
         add_warning(ds, why);
-        free(item.caption);
-        free(item.pixels);
-        free(item.loss_weight);
-        free(item.path);
+        item_free(&item);
         return;
     }
     ds->items = grown;
     if (opt->item_ready && !opt->item_ready(opt->user, &item, why, sizeof(why))) {
         add_warning(ds, why);
-        free(item.caption);
-        free(item.pixels);
-        free(item.loss_weight);
-        free(item.path);
+        item_free(&item);
         return;
     }
     ds->items[ds->n_items++] = item;
