@@ -1,6 +1,8 @@
 /* diffusers_names.c - canonical LDM key -> diffusers name; see diffusers_names.h. */
 #include "diffusers_names.h"
 
+#include "ldm_diffusers_pairs.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,24 +52,19 @@ static const char *after_indexed(const char *s, const char *prefix, int *idx)
     return end + 1;
 }
 
-/* Renames the first dotted component of rest by pairs {from, to, ...}; result in buf. */
+/* rest with its first dotted component renamed to diffusers by pairs (ldm_diffusers_pairs.h);
+ * the result is in buf, or rest itself when nothing matched. */
 static const char *rename_head(const char *rest, const char *const *pairs, char *buf, size_t size)
 {
-    for (int i = 0; pairs[i]; i += 2) {
-        size_t n = strlen(pairs[i]);
-        if (strncmp(rest, pairs[i], n) == 0 && (rest[n] == '.' || rest[n] == 0)) {
-            snprintf(buf, size, "%s%s", pairs[i + 1], rest + n);
-            return buf;
-        }
-    }
-    return rest;
+    const char *tail;
+    const char *head = sdt_pair_head(pairs, rest, SDT_TO_DIFFUSERS, &tail);
+    if (!head) return rest;
+    snprintf(buf, size, "%s%s", head, tail);
+    return buf;
 }
 
 /* ---- VAE ---- */
 
-static const char *const vae_resnet_names[] = {"nin_shortcut", "conv_shortcut", NULL};
-static const char *const vae_attn_names[] = {"norm", "group_norm", "q", "to_q", "k", "to_k",
-                                             "v", "to_v", "proj_out", "to_out.0", NULL};
 
 static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
 {
@@ -77,18 +74,18 @@ static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
     char buf[256];
     int i, j;
     if ((r2 = after_indexed(r, "down.", &i)) && (r2 = after_indexed(r2, "block.", &j)))
-        return dup_printf("%s.down_blocks.%d.resnets.%d.%s", part, i, j, rename_head(r2, vae_resnet_names, buf, sizeof(buf)));
+        return dup_printf("%s.down_blocks.%d.resnets.%d.%s", part, i, j, rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after_indexed(r, "down.", &i)) && (r2 = after(r2, "downsample.")))
         return dup_printf("%s.down_blocks.%d.downsamplers.0.%s", part, i, r2);
     if ((r2 = after_indexed(r, "up.", &i)) && (r2 = after_indexed(r2, "block.", &j)))
         return dup_printf("%s.up_blocks.%d.resnets.%d.%s", part, c->levels - 1 - i, j,
-                          rename_head(r2, vae_resnet_names, buf, sizeof(buf)));
+                          rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after_indexed(r, "up.", &i)) && (r2 = after(r2, "upsample.")))
         return dup_printf("%s.up_blocks.%d.upsamplers.0.%s", part, c->levels - 1 - i, r2);
     if ((r2 = after_indexed(r, "mid.block_", &j)))
-        return dup_printf("%s.mid_block.resnets.%d.%s", part, j - 1, rename_head(r2, vae_resnet_names, buf, sizeof(buf)));
+        return dup_printf("%s.mid_block.resnets.%d.%s", part, j - 1, rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after(r, "mid.attn_1."))) {
-        const char *renamed = rename_head(r2, vae_attn_names, buf, sizeof(buf));
+        const char *renamed = rename_head(r2, sdt_pairs_vae_attn, buf, sizeof(buf));
         *as_linear = strcmp(r2, "norm.weight") != 0 && strstr(r2, ".weight") != NULL;
         return dup_printf("%s.mid_block.attentions.0.%s", part, renamed);
     }
@@ -98,15 +95,6 @@ static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
 
 /* ---- UNet ---- */
 
-static const char *const unet_resnet_names[] = {"in_layers.0", "norm1", "in_layers.2", "conv1",
-                                                "emb_layers.1", "time_emb_proj", "out_layers.0", "norm2",
-                                                "out_layers.3", "conv2", "skip_connection", "conv_shortcut", NULL};
-static const char *const unet_fixed_names[] = {
-    "time_embed.0.weight", "time_embedding.linear_1.weight", "time_embed.0.bias", "time_embedding.linear_1.bias",
-    "time_embed.2.weight", "time_embedding.linear_2.weight", "time_embed.2.bias", "time_embedding.linear_2.bias",
-    "input_blocks.0.0.weight", "conv_in.weight", "input_blocks.0.0.bias", "conv_in.bias",
-    "out.0.weight", "conv_norm_out.weight", "out.0.bias", "conv_norm_out.bias",
-    "out.2.weight", "conv_out.weight", "out.2.bias", "conv_out.bias", NULL};
 
 static char *unet_name(const char *rest, const sdt_unet_config *c)
 {
@@ -114,25 +102,25 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
     char buf[256];
     const char *r;
     int n, k;
-    for (int i = 0; unet_fixed_names[i]; i += 2)
-        if (!strcmp(rest, unet_fixed_names[i])) return strdup(unet_fixed_names[i + 1]);
+    const char *fixed = sdt_pair_name(sdt_pairs_unet_fixed, rest, SDT_TO_DIFFUSERS);
+    if (fixed) return strdup(fixed);
     if ((r = after_indexed(rest, "input_blocks.", &n)) && n >= 1 && (r = after_indexed(r, "", &k))) {
         int level = (n - 1) / per, j = (n - 1) % per;
         const char *op = j == per - 1 ? after(r, "op.") : NULL;
         if (op) return dup_printf("down_blocks.%d.downsamplers.0.conv.%s", level, op);
-        if (k == 0) return dup_printf("down_blocks.%d.resnets.%d.%s", level, j, rename_head(r, unet_resnet_names, buf, sizeof(buf)));
+        if (k == 0) return dup_printf("down_blocks.%d.resnets.%d.%s", level, j, rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
         return dup_printf("down_blocks.%d.attentions.%d.%s", level, j, r);
     }
     if ((r = after_indexed(rest, "output_blocks.", &n)) && (r = after_indexed(r, "", &k))) {
         int group = n / per, j = n % per;
         bool attn = c->attention[c->num_levels - 1 - group]; /* output groups run from the lowest resolution */
-        if (k == 0) return dup_printf("up_blocks.%d.resnets.%d.%s", group, j, rename_head(r, unet_resnet_names, buf, sizeof(buf)));
+        if (k == 0) return dup_printf("up_blocks.%d.resnets.%d.%s", group, j, rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
         if (k == 1 && attn) return dup_printf("up_blocks.%d.attentions.%d.%s", group, j, r);
         return dup_printf("up_blocks.%d.upsamplers.0.%s", group, r);
     }
     if ((r = after(rest, "middle_block.1."))) return dup_printf("mid_block.attentions.0.%s", r);
     if ((r = after_indexed(rest, "middle_block.", &k)))
-        return dup_printf("mid_block.resnets.%d.%s", k / 2, rename_head(r, unet_resnet_names, buf, sizeof(buf)));
+        return dup_printf("mid_block.resnets.%d.%s", k / 2, rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
     return strdup(rest);
 }
 

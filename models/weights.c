@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
 
 #define MAX_LEVELS 16
@@ -61,30 +62,13 @@ static const char *match_prefix(const char *s, const char *prefix)
     return strncmp(s, prefix, n) == 0 ? s + n : NULL;
 }
 
-/* Replaces the first dotted component of rest according to pairs {from, to, ...}. */
+/* rest with its first dotted component renamed to LDM by pairs (ldm_diffusers_pairs.h). */
 static char *rename_head(const char *rest, const char *const *pairs)
 {
-    for (int i = 0; pairs[i]; i += 2) {
-        size_t n = strlen(pairs[i]);
-        if (strncmp(rest, pairs[i], n) == 0 && (rest[n] == '.' || rest[n] == 0))
-            return g_strconcat(pairs[i + 1], rest + n, NULL);
-    }
-    return g_strdup(rest);
+    const char *tail;
+    const char *head = sdt_pair_head(pairs, rest, SDT_TO_LDM, &tail);
+    return head ? g_strconcat(head, tail, NULL) : g_strdup(rest);
 }
-
-static const char *const unet_resnet_names[] = {
-    "norm1", "in_layers.0", "conv1", "in_layers.2", "time_emb_proj", "emb_layers.1",
-    "norm2", "out_layers.0", "conv2", "out_layers.3", "conv_shortcut", "skip_connection", NULL};
-static const char *const vae_resnet_names[] = {"conv_shortcut", "nin_shortcut", NULL};
-static const char *const vae_attn_names[] = {"group_norm", "norm", "query", "q", "key", "k", "value", "v",
-                                              "proj_attn", "proj_out", "to_q", "q", "to_k", "k", "to_v", "v",
-                                              "to_out.0", "proj_out", NULL};
-static const char *const unet_fixed_names[] = {
-    "time_embedding.linear_1.weight", "time_embed.0.weight", "time_embedding.linear_1.bias", "time_embed.0.bias",
-    "time_embedding.linear_2.weight", "time_embed.2.weight", "time_embedding.linear_2.bias", "time_embed.2.bias",
-    "conv_in.weight", "input_blocks.0.0.weight", "conv_in.bias", "input_blocks.0.0.bias",
-    "conv_norm_out.weight", "out.0.weight", "conv_norm_out.bias", "out.0.bias",
-    "conv_out.weight", "out.2.weight", "conv_out.bias", "out.2.bias", NULL};
 
 /* What the level layout of a diffusers UNet is, read from its names. */
 typedef struct unet_layout {
@@ -118,12 +102,12 @@ static char *unet_key(const char *name, const unet_layout *l)
     const int per = l->resnets_per_down + 1; /* LDM input_blocks per level: res-blocks + downsampler */
     const char *rest;
     int i, j;
-    for (int k = 0; unet_fixed_names[k]; k += 2)
-        if (strcmp(name, unet_fixed_names[k]) == 0) return g_strdup(unet_fixed_names[k + 1]);
+    const char *fixed = sdt_pair_name(sdt_pairs_unet_fixed, name, SDT_TO_LDM);
+    if (fixed) return g_strdup(fixed);
     if ((rest = match_indexed(name, "down_blocks.", &i))) {
         const char *r2;
         if ((r2 = match_indexed(rest, "resnets.", &j))) {
-            char *tail = rename_head(r2, unet_resnet_names);
+            char *tail = rename_head(r2, sdt_pairs_unet_resnet);
             char *k = g_strdup_printf("input_blocks.%d.0.%s", per * i + j + 1, tail);
             g_free(tail);
             return k;
@@ -134,7 +118,7 @@ static char *unet_key(const char *name, const unet_layout *l)
     if ((rest = match_indexed(name, "up_blocks.", &i))) {
         const char *r2;
         if ((r2 = match_indexed(rest, "resnets.", &j))) {
-            char *tail = rename_head(r2, unet_resnet_names);
+            char *tail = rename_head(r2, sdt_pairs_unet_resnet);
             char *k = g_strdup_printf("output_blocks.%d.0.%s", per * i + j, tail);
             g_free(tail);
             return k;
@@ -145,7 +129,7 @@ static char *unet_key(const char *name, const unet_layout *l)
     }
     if ((rest = match_prefix(name, "mid_block.attentions.0."))) return g_strconcat("middle_block.1.", rest, NULL);
     if ((rest = match_indexed(name, "mid_block.resnets.", &j))) {
-        char *tail = rename_head(rest, unet_resnet_names);
+        char *tail = rename_head(rest, sdt_pairs_unet_resnet);
         char *k = g_strdup_printf("middle_block.%d.%s", 2 * j, tail);
         g_free(tail);
         return k;
@@ -172,20 +156,20 @@ static char *vae_key(const char *name, int dec_levels, bool *attn_linear)
     int i, j;
     char *tail = NULL, *key = NULL;
     if ((r2 = match_indexed(rest, "down_blocks.", &i)) && (r2 = match_indexed(r2, "resnets.", &j))) {
-        tail = rename_head(r2, vae_resnet_names);
+        tail = rename_head(r2, sdt_pairs_vae_resnet);
         key = g_strdup_printf("%s.down.%d.block.%d.%s", part, i, j, tail);
     } else if ((r2 = match_indexed(rest, "down_blocks.", &i)) && (r2 = match_prefix(r2, "downsamplers.0."))) {
         key = g_strdup_printf("%s.down.%d.downsample.%s", part, i, r2);
     } else if ((r2 = match_indexed(rest, "up_blocks.", &i)) && (r2 = match_indexed(r2, "resnets.", &j))) {
-        tail = rename_head(r2, vae_resnet_names);
+        tail = rename_head(r2, sdt_pairs_vae_resnet);
         key = g_strdup_printf("%s.up.%d.block.%d.%s", part, dec_levels - 1 - i, j, tail);
     } else if ((r2 = match_indexed(rest, "up_blocks.", &i)) && (r2 = match_prefix(r2, "upsamplers.0."))) {
         key = g_strdup_printf("%s.up.%d.upsample.%s", part, dec_levels - 1 - i, r2);
     } else if ((r2 = match_indexed(rest, "mid_block.resnets.", &j))) {
-        tail = rename_head(r2, vae_resnet_names);
+        tail = rename_head(r2, sdt_pairs_vae_resnet);
         key = g_strdup_printf("%s.mid.block_%d.%s", part, j + 1, tail);
     } else if ((r2 = match_prefix(rest, "mid_block.attentions.0."))) {
-        tail = rename_head(r2, vae_attn_names);
+        tail = rename_head(r2, sdt_pairs_vae_attn);
         *attn_linear = g_str_has_suffix(tail, ".weight") && strcmp(tail, "norm.weight") != 0;
         key = g_strdup_printf("%s.mid.attn_1.%s", part, tail);
     } else if ((r2 = match_prefix(rest, "conv_norm_out."))) {
