@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_common.h"
 #include "exit_codes.h"
 #include "progress_bar.h"
 #include "train_session.h"
@@ -60,7 +61,6 @@ typedef struct session {
     long long start_step;
     gint64 last_plain_line;
     guint sigint_source;
-    gboolean interrupt_sent;
 } session;
 
 static gboolean worker_done(gpointer data)
@@ -122,7 +122,6 @@ static gboolean on_sigint(gpointer data)
 {
     session *s = data;
     s->factory->interrupt(s->trainer);
-    s->interrupt_sent = TRUE;
     g_mutex_lock(&terminal_lock);
     clear_bar_line();
     fprintf(stderr, "Interrupting: finishing the current step and saving (Ctrl-C again to quit at once).\n");
@@ -144,15 +143,15 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
         g_free(shown);
         shown = explained;
     }
-    fprintf(stderr, "sdt-host: %s\n", shown);
+    int status = cli_error(shown);
     g_free(shown);
-    return SDT_EXIT_ERROR;
+    return status;
 }
 
 int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config,
                       train_session_explain_fn explain)
 {
-    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, FALSE };
+    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0 };
     s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
     guint timer = g_timeout_add(REDRAW_MS, redraw, &s);
     GThread *thread = g_thread_new("sdt-train", worker, &s);
