@@ -31,21 +31,30 @@ __device__ float block_max(float v)
     return s[0];
 }
 
+/* Mean and rstd of the n values at x[base..], for every thread of the block: two passes, so a
+ * large mean does not cancel the variance; biased variance, as PyTorch's norms use. */
+__device__ void block_stats(const void *x, int xdt, int64_t base, int64_t n, float eps, float *mean, float *rstd)
+{
+    float s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += NT) s += ld(x, xdt, base + i);
+    float mu = block_sum(s) / (float)n;
+    float q = 0;
+    for (int64_t i = threadIdx.x; i < n; i += NT) {
+        float d = ld(x, xdt, base + i) - mu;
+        q += d * d;
+    }
+    *mean = mu;
+    *rstd = rsqrtf(block_sum(q) / (float)n + eps);
+}
+
 /* ------------------------------------------------------------- layernorm */
 
 __global__ void ln_fwd_k(void *out, int odt, float *mean, float *rstd, const void *x, int xdt, const void *g, int gdt,
                          const void *b, int bdt, int64_t C, float eps)
 {
     int64_t r = blockIdx.x, base = r * C;
-    float s = 0;
-    for (int64_t c = threadIdx.x; c < C; c += NT) s += ld(x, xdt, base + c);
-    float mu = block_sum(s) / (float)C;
-    float q = 0;
-    for (int64_t c = threadIdx.x; c < C; c += NT) {
-        float d = ld(x, xdt, base + c) - mu;
-        q += d * d;
-    }
-    float rs = rsqrtf(block_sum(q) / (float)C + eps);
+    float mu, rs;
+    block_stats(x, xdt, base, C, eps, &mu, &rs);
     for (int64_t c = threadIdx.x; c < C; c += NT) {
         float y = (ld(x, xdt, base + c) - mu) * rs;
         if (g) y = y * ld(g, gdt, c);
@@ -135,15 +144,8 @@ __global__ void gn_fwd_k(void *out, int odt, float *mean, float *rstd, const voi
 {
     int64_t bg = blockIdx.x, cpg = C / G, n = cpg * S, base = bg * n;
     int64_t c0 = (bg % G) * cpg;
-    float s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += NT) s += ld(x, xdt, base + i);
-    float mu = block_sum(s) / (float)n;
-    float q = 0;
-    for (int64_t i = threadIdx.x; i < n; i += NT) {
-        float d = ld(x, xdt, base + i) - mu;
-        q += d * d;
-    }
-    float rs = rsqrtf(block_sum(q) / (float)n + eps);
+    float mu, rs;
+    block_stats(x, xdt, base, n, eps, &mu, &rs);
     for (int64_t i = threadIdx.x; i < n; i += NT) {
         int64_t c = c0 + i / S;
         float y = (ld(x, xdt, base + i) - mu) * rs;
