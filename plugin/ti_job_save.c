@@ -255,7 +255,20 @@ static bool restore_tensor(ti_job *job, const sdt_safetensors *st, const char *n
     return true;
 }
 
-static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, char *err,
+/* The loss scaler's scale and trackers, when the state has them and this run scales. */
+static bool restore_scaler(ti_job *job, const cJSON *sc, char *err, size_t err_size)
+{
+    if (!sc || !job->scaler) return true;
+    sdt_scaler_state s;
+    sdt_scaler_get_state(job->scaler, &s);
+    s.scale = (float)num(sc, "scale");
+    s.growth_tracker = (int64_t)num(sc, "growth_tracker");
+    s.hysteresis_tracker = (int)num(sc, "hysteresis_tracker");
+    return sdt_scaler_set_state(job->scaler, &s, err, err_size) == SDT_CORE_OK;
+}
+
+/* The state must come from this embedding, model and seed, or the run would not continue as it was. */
+static bool state_matches_run(const ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, char *err,
                               size_t err_size)
 {
     const char *name = sdt_st_metadata_get(st, "name");
@@ -264,18 +277,25 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     if (!name || strcmp(name, job->emb.name) != 0) {
         snprintf(err, err_size, "%s: this state belongs to embedding '%s', not '%s'; resume with the matching embedding",
                  path, name ? name : "?", job->emb.name);
-        return SDT_STATUS_VALIDATION;
+        return false;
     }
     if (hash && *hash && job->checkpoint_hash[0] && strcmp(hash, job->checkpoint_hash) != 0) {
         snprintf(err, err_size, "%s: the run was trained on model %s but this model is %s; resume on the same model",
                  path, hash, job->checkpoint_hash);
-        return SDT_STATUS_VALIDATION;
+        return false;
     }
     if (!seed || strtoull(seed, NULL, 10) != job->seed) {
         snprintf(err, err_size, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
                  "would have", path, seed ? seed : "?");
-        return SDT_STATUS_VALIDATION;
+        return false;
     }
+    return true;
+}
+
+static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, char *err,
+                              size_t err_size)
+{
+    if (!state_matches_run(job, st, j, path, err, err_size)) return SDT_STATUS_VALIDATION;
     sdt_tensor *param, *grad, *m, *v;
     const char *pname;
     sdt_optimizer_param_views(job->opt, 0, &pname, &param, &grad, &m, &v);
@@ -309,15 +329,7 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
         sdt_status s = ti_job_use_fp32(job, err, err_size);
         if (s != SDT_STATUS_OK) return s;
     }
-    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(j, "scaler");
-    if (sc && job->scaler) {
-        sdt_scaler_state s;
-        sdt_scaler_get_state(job->scaler, &s);
-        s.scale = (float)num(sc, "scale");
-        s.growth_tracker = (int64_t)num(sc, "growth_tracker");
-        s.hysteresis_tracker = (int)num(sc, "hysteresis_tracker");
-        if (sdt_scaler_set_state(job->scaler, &s, err, err_size) != SDT_CORE_OK) return SDT_STATUS_BAD_FORMAT;
-    }
+    if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), err, err_size)) return SDT_STATUS_BAD_FORMAT;
     if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), err, err_size))
         return SDT_STATUS_BAD_FORMAT;
     char why[512];
