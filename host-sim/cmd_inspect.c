@@ -34,6 +34,21 @@ static void print_info(const char *path, const sdt_embedding_info *info)
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
 }
 
+/* The plugin's JSON for path (g_free). Each call reads the file, so the first offers a buffer
+ * that fits any usual embedding, and only a larger JSON costs a second call at its size. */
+static sdt_status fetch_json(const cli_trainer *t, const char *path, char **text)
+{
+    uint32_t size = 64 * 1024, needed = 0;
+    *text = g_malloc0(size);
+    sdt_status st = t->factory->inspect(t->trainer, path, NULL, *text, size, &needed);
+    if (st == SDT_STATUS_BUFFER_TOO_SMALL && needed > size) {
+        g_free(*text);
+        *text = g_malloc0(needed);
+        st = t->factory->inspect(t->trainer, path, NULL, *text, needed, NULL);
+    }
+    return st;
+}
+
 static int inspect_file(const char *path, gboolean json, const char *plugin)
 {
     cli_trainer t;
@@ -46,14 +61,9 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
         if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) print_info(path, &info);
         else if (!inspect_output_file(path, FALSE)) status = cli_trainer_fail(&t);
     } else {
-        uint32_t needed = 0;
-        sdt_status st = t.factory->inspect(t.trainer, path, NULL, NULL, 0, &needed);
         char *text = NULL;
-        if (st == SDT_STATUS_BUFFER_TOO_SMALL) { /* the size query; now fetch */
-            text = g_malloc0(needed);
-            st = t.factory->inspect(t.trainer, path, NULL, text, needed, NULL);
-        }
-        if (st == SDT_STATUS_OK && text) printf("%s\n", text);
+        sdt_status st = fetch_json(&t, path, &text);
+        if (st == SDT_STATUS_OK) printf("%s\n", text);
         else if (!inspect_output_file(path, TRUE)) status = cli_trainer_fail(&t);
         g_free(text);
     }
