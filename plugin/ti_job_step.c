@@ -249,13 +249,14 @@ static sdt_status stop_with_diagnosis(ti_job *job, sdt_fallback_action action, c
 /* A skipped step is never silent: the host hears what happened, and about bad inputs at once. */
 static void log_skip(ti_job *job, sdt_fallback_action action)
 {
-    char what[512], names[2048] = "";
+    char what[512], names[2048];
     sdt_fallback_describe(&job->fallback, action, step_number(job), what, sizeof what);
-    join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
-    if (job->n_bad_input_files > 0)
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s Non-finite latents came from: %s.", what, names);
-    else
+    if (job->n_bad_input_files == 0) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "%s", what);
+        return;
+    }
+    join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
+    sdt_host_log(job->host, SDT_LOG_WARNING, "%s Non-finite latents came from: %s.", what, names);
 }
 
 /* Applies the fallback's decision; *stepped says whether the optimizer moved. */
