@@ -54,9 +54,9 @@ int cuda_unscale_check(sdt_backend *be, sdt_tensor *const *grads, int count, flo
 int cuda_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v, float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale);
 
 /* Row softmax helpers shared with attention (norm.cu): scale multiplies x first;
- * causal_T > 0 masks columns past (row % causal_T). */
-int cuda_softmax_rows(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t rows, int64_t C, int64_t causal_T,
-                      float scale);
+ * causal_T > 0 masks columns past (row % causal_T); out2 (may be NULL) gets a second copy. */
+int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows, int64_t C,
+                      int64_t causal_T, float scale);
 int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt, int64_t rows,
                                int64_t C, float scale, bool accumulate);
 

@@ -206,17 +206,27 @@ static dview probs_operand(sdt_backend *be, const float *P, int64_t n, int od, i
     return (dview){buf, od};
 }
 
-/* P [B, H, Tq, Tk] = softmax(scale Q K^T) (causal-masked). */
-static int attn_probs(sdt_backend *be, const attn_dims *a, dview q, dview k, float *P, bool causal)
+/* The probabilities softmax(scale Q K^T) (causal-masked) as a GEMM operand of dtype od: fp32
+ * in place when od is f32, else rounded into scratch slot 8 straight from the fp32 logits. When
+ * save ([B, H, Tq, Tk] f32) is given, the fp32 probabilities are kept there too. */
+static dview attn_probs(sdt_backend *be, const attn_dims *a, dview q, dview k, int od, float *save, bool causal)
 {
-    int64_t sP = a->Tq * a->Tk;
+    int64_t sP = a->Tq * a->Tk, n = a->B * a->H * sP;
+    float *S = save ? save : (float *)cuda_scratch(be, 3, (size_t)n * sizeof(float));
+    if (!S) return (dview){NULL, od};
     for (int64_t b = 0; b < a->B; b++)
         if (gemm_heads(be, false, true, (int)a->Tq, (int)a->Tk, (int)a->D, (dview){at_elem(q, b * a->Tq * a->HD), q.dt},
                        (int)a->HD, a->D, (dview){at_elem(k, b * a->Tk * a->HD), k.dt}, (int)a->HD, a->D, 0.0f,
-                       (dview){P + b * a->H * sP, SDT_F32}, (int)a->Tk, sP, (int)a->H))
-            return -1;
-    return cuda_softmax_rows(be, P, SDT_F32, P, SDT_F32, a->B * a->H * a->Tq, a->Tk, causal ? a->Tq : 0,
-                             1.0f / sqrtf((float)a->D));
+                       (dview){S + b * a->H * sP, SDT_F32}, (int)a->Tk, sP, (int)a->H))
+            return (dview){NULL, od};
+    float scale = 1.0f / sqrtf((float)a->D);
+    int64_t rows = a->B * a->H * a->Tq, causal_T = causal ? a->Tq : 0;
+    if (od == SDT_F32)
+        return cuda_softmax_rows(be, S, SDT_F32, NULL, 0, S, SDT_F32, rows, a->Tk, causal_T, scale) ? (dview){NULL, od}
+                                                                                                 : (dview){S, SDT_F32};
+    void *P = cuda_scratch(be, 8, (size_t)n * sdt_dtype_size((sdt_dtype)od));
+    if (!P || cuda_softmax_rows(be, P, od, save, SDT_F32, S, SDT_F32, rows, a->Tk, causal_T, scale)) return (dview){NULL, od};
+    return (dview){P, od};
 }
 
 /* Where a GEMM may write (or accumulate into) t: t itself when its dtype is od or f32, else an f32 buffer. */
@@ -255,11 +265,9 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, 
     int od = attn_operand_dtype(all, 3);
     int64_t sP = a.Tq * a.Tk;
     dview qv = attn_operand(be, q, od, 0), kv = attn_operand(be, k, od, 1), vv = attn_operand(be, v, od, 2);
-    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, (size_t)(a.B * a.H * sP) * sizeof(float));
     gemm_target o;
-    if (!qv.p || !kv.p || !vv.p || !P || !target_begin(be, &o, out, od, 4, false)) return -1;
-    if (attn_probs(be, &a, qv, kv, P, causal)) return -1;
-    dview pv = probs_operand(be, P, a.B * a.H * sP, od, 8);
+    if (!qv.p || !kv.p || !vv.p || !target_begin(be, &o, out, od, 4, false)) return -1;
+    dview pv = attn_probs(be, &a, qv, kv, od, probs ? (float *)probs->data : NULL, causal);
     if (!pv.p) return -1;
     for (int64_t b = 0; b < a.B; b++) /* O_h = P_h V_h */
         if (gemm_heads(be, false, false, (int)a.Tq, (int)a.D, (int)a.Tk, (dview){at_elem(pv, b * a.H * sP), pv.dt}, (int)a.Tk, sP,
@@ -280,14 +288,15 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
     int64_t sP = a.Tq * a.Tk, nP = a.B * a.H * sP;
     dview qv = attn_operand(be, q, od, 0), kv = attn_operand(be, k, od, 1), vv = attn_operand(be, v, od, 2);
     dview dov = attn_operand(be, dout, od, 5);
-    float *P = probs ? (float *)probs->data : (float *)cuda_scratch(be, 3, (size_t)nP * sizeof(float));
+    if (!qv.p || !kv.p || !vv.p || !dov.p) return -1;
+    /* The probabilities as an operand: the saved fp32 ones (rounded for 16-bit GEMMs), or recomputed. */
+    dview pv = probs ? probs_operand(be, (const float *)probs->data, nP, od, 8) : attn_probs(be, &a, qv, kv, od, NULL, causal);
+    dview p32 = probs ? (dview){probs->data, SDT_F32} : pv; /* the most exact copy, for dS */
     float *dP = (float *)cuda_scratch(be, 6, (size_t)nP * sizeof(float));
-    if (!qv.p || !kv.p || !vv.p || !dov.p || !P || !dP) return -1;
-    if (!probs && attn_probs(be, &a, qv, kv, P, causal)) return -1;
+    if (!pv.p || !dP) return -1;
     gemm_target g;
     if (dv) { /* dV_h += P_h^T dO_h */
-        dview pv = probs_operand(be, P, nP, od, 8);
-        if (!pv.p || !target_begin(be, &g, dv, od, 4, true)) return -1;
+        if (!target_begin(be, &g, dv, od, 4, true)) return -1;
         for (int64_t b = 0; b < a.B; b++)
             if (gemm_heads(be, true, false, (int)a.Tk, (int)a.D, (int)a.Tq, (dview){at_elem(pv, b * a.H * sP), pv.dt}, (int)a.Tk,
                            sP, (dview){at_elem(dov, b * a.Tq * a.HD), dov.dt}, (int)a.HD, a.D, 1.0f,
@@ -300,12 +309,12 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
                        a.D, (dview){at_elem(vv, b * a.Tk * a.HD), vv.dt}, (int)a.HD, a.D, 0.0f,
                        (dview){dP + b * a.H * sP, SDT_F32}, (int)a.Tk, sP, (int)a.H))
             return -1;
-    /* dS = scale * P (dP - rowsum(dP P)), in place over dP */
-    if (cuda_softmax_rows_backward(be, dP, SDT_F32, dP, SDT_F32, P, SDT_F32, a.B * a.H * a.Tq, a.Tk, 1.0f / sqrtf((float)a.D),
-                                   false))
+    /* dS = scale * P (dP - rowsum(dP P)), written in the operand dtype (in place over dP for f32) */
+    void *dS = od == SDT_F32 ? (void *)dP : cuda_scratch(be, 9, (size_t)nP * sdt_dtype_size((sdt_dtype)od));
+    if (!dS || cuda_softmax_rows_backward(be, dS, od, dP, SDT_F32, p32.p, p32.dt, a.B * a.H * a.Tq, a.Tk,
+                                          1.0f / sqrtf((float)a.D), false))
         return -1;
-    dview ds = probs_operand(be, dP, nP, od, 9);
-    if (!ds.p) return -1;
+    dview ds = {dS, od};
     if (dq) { /* dQ_h += dS_h K_h */
         if (!target_begin(be, &g, dq, od, 4, true)) return -1;
         for (int64_t b = 0; b < a.B; b++)

@@ -242,8 +242,12 @@ int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
 
 /* --------------------------------------------------------------- softmax */
 
-/* causal_T > 0 masks column j > (row % causal_T): used by attention, rows are (b, h, i). */
-__global__ void softmax_k(void *out, int odt, const void *x, int xdt, int64_t C, int64_t causal_T, float scale)
+/* causal_T > 0 masks column j > (row % causal_T): used by attention, rows are (b, h, i).
+ * out2 (may be NULL) receives the same probabilities in another dtype, so attention gets its
+ * fp32 copy and its 16-bit GEMM operand from one pass. In place (out == x) is safe: each
+ * thread reads its elements before writing them. */
+__global__ void softmax_k(void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t C, int64_t causal_T,
+                          float scale)
 {
     int64_t r = blockIdx.x, base = r * C;
     int64_t limit = causal_T > 0 ? (r % causal_T) + 1 : C;
@@ -253,8 +257,11 @@ __global__ void softmax_k(void *out, int odt, const void *x, int xdt, int64_t C,
     float s = 0;
     for (int64_t c = threadIdx.x; c < limit; c += NT) s += expf(scale * ld(x, xdt, base + c) - m);
     s = block_sum(s);
-    for (int64_t c = threadIdx.x; c < C; c += NT)
-        st(out, odt, base + c, c < limit ? expf(scale * ld(x, xdt, base + c) - m) / s : 0.0f);
+    for (int64_t c = threadIdx.x; c < C; c += NT) {
+        float p = c < limit ? expf(scale * ld(x, xdt, base + c) - m) / s : 0.0f;
+        st(out, odt, base + c, p);
+        if (out2) st(out2, o2dt, base + c, p);
+    }
 }
 
 /* dx = scale * y * (dy - sum(dy * y)); accumulate when acc_mode, overwrite otherwise. */
@@ -272,10 +279,10 @@ __global__ void softmax_bwd_k(void *dx, int dxt, const void *dy, int dyt, const 
     }
 }
 
-int cuda_softmax_rows(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t rows, int64_t C, int64_t causal_T,
-                      float scale)
+int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows, int64_t C,
+                      int64_t causal_T, float scale)
 {
-    softmax_k<<<(unsigned)rows, NT, 0, ctx_of(be)->stream>>>(out, odt, x, xdt, C, causal_T, scale);
+    softmax_k<<<(unsigned)rows, NT, 0, ctx_of(be)->stream>>>(out, odt, out2, o2dt, x, xdt, C, causal_T, scale);
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -291,7 +298,7 @@ int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *d
 int cuda_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
     int64_t C = x->shape[x->ndim - 1];
-    return cuda_softmax_rows(be, out->data, out->dtype, x->data, x->dtype, sdt_tensor_numel(x) / C, C, 0, 1.0f);
+    return cuda_softmax_rows(be, out->data, out->dtype, NULL, 0, x->data, x->dtype, sdt_tensor_numel(x) / C, C, 0, 1.0f);
 }
 
 int cuda_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out)

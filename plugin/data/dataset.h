@@ -1,7 +1,9 @@
 /* dataset.h - the training images of one folder, decoded, resized and captioned.
  *
  * Like A1111 (dataset.py): a flat, non-recursive folder; every image stretched
- * to width x height (bicubic, no crop) unless do_not_resize; pixels mapped to
+ * to width x height (bicubic, no crop) unless do_not_resize, after being turned
+ * upright by its EXIF orientation (JPEG APP1 or PNG eXIf; all channels, alpha
+ * too) as PIL's ImageOps.exif_transpose does; pixels mapped to
  * [-1, 1] as x/127.5 - 1; caption from "<stem>.txt" or the file name.
  * Unlike A1111 nothing is skipped silently: each file that cannot be used
  * (0 bytes, corrupt, not an image, absurd size, unreadable caption) is named in

@@ -2,10 +2,13 @@
 #include "image_io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "exif_orientation.h"
 
 /* stb is third-party code: keep our warning flags for our code only. */
 #pragma GCC diagnostic push
@@ -71,6 +74,31 @@ static bool png_header_size(FILE *fp, sdt_image_header *h)
     return true;
 }
 
+/* The whole file in memory: stb decodes it and the EXIF parser reads it, from
+ * one read. stb takes the length as an int. */
+static uint8_t *read_whole_file(const char *path, size_t *size, char *err, size_t err_size)
+{
+    FILE *fp;
+    if (!check_nonempty_file(path, &fp, err, err_size)) return NULL;
+    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
+    if (n <= 0 || n > INT_MAX || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        snprintf(err, err_size, "%s: the file cannot be read whole (over 2 GiB or not seekable); scale it down", path);
+        return NULL;
+    }
+    uint8_t *bytes = malloc((size_t)n);
+    bool ok = bytes && fread(bytes, 1, (size_t)n, fp) == (size_t)n;
+    fclose(fp);
+    if (!ok) {
+        snprintf(err, err_size, "%s: the file could not be read into memory (%s)", path,
+                 bytes ? "short read" : "out of memory");
+        free(bytes);
+        return NULL;
+    }
+    *size = (size_t)n;
+    return bytes;
+}
+
 bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t err_size)
 {
     FILE *fp;
@@ -99,11 +127,13 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
                  path, h.width, h.height, (long long)max_pixels);
         return NULL;
     }
-    FILE *fp;
-    if (!check_nonempty_file(path, &fp, err, err_size)) return NULL;
+    size_t n_bytes;
+    uint8_t *bytes = read_whole_file(path, &n_bytes, err, err_size);
+    if (!bytes) return NULL;
     int w = 0, hh = 0, comp = 0;
-    uint8_t *pixels = stbi_load_from_file(fp, &w, &hh, &comp, want_channels);
-    fclose(fp);
+    uint8_t *pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
+    int orientation = pixels ? sdt_exif_orientation_from_file(bytes, n_bytes) : SDT_EXIF_NORMAL;
+    free(bytes);
     if (!pixels) {
         const char *why = stbi_failure_reason();
         snprintf(err, err_size, "%s: the image could not be decoded (%s); the file is corrupt or truncated", path,
@@ -114,6 +144,15 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
         stbi_image_free(pixels);
         snprintf(err, err_size, "%s: the image header and its data disagree on the size; the file is corrupt", path);
         return NULL;
+    }
+    if (orientation != SDT_EXIF_NORMAL) { /* as A1111's ImageOps.exif_transpose, before any resize */
+        uint8_t *turned = sdt_exif_orient_pixels(pixels, w, hh, want_channels, orientation, &w, &hh);
+        stbi_image_free(pixels);
+        if (!turned) {
+            snprintf(err, err_size, "%s: out of memory while turning the image by its EXIF orientation", path);
+            return NULL;
+        }
+        pixels = turned;
     }
     *width = w;
     *height = hh;

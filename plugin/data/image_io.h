@@ -22,7 +22,9 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t er
 
 /* Decodes to 8-bit pixels with want_channels (3 or 4) interleaved. Refuses
  * images over max_pixels from the header, before any pixel allocation.
- * Free the result with free(). */
+ * A JPEG's or PNG's EXIF orientation is applied (exif_orientation.h), so
+ * *width x *height is the turned size: the probed header's, swapped for
+ * orientations 5..8. Free the result with free(). */
 uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,
                           char *err, size_t err_size);
 

@@ -137,6 +137,21 @@ expect_untouched() {
 # csv_last_step CSV: the step of the last row (empty when there is none).
 csv_last_step() { tail -n +2 "$1" 2>/dev/null | tail -n 1 | cut -d, -f1; }
 
+# emb_diff A B: prints the max relative difference of two embeddings' emb_params (python3).
+emb_diff() {
+    python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    b0, b1 = json.loads(raw[8:8 + n])["emb_params"]["data_offsets"]
+    data = raw[8 + n + b0: 8 + n + b1]
+    return struct.unpack("<%df" % (len(data) // 4), data)
+a, b = load(sys.argv[1]), load(sys.argv[2])
+print("%.3g" % (max(abs(x - y) for x, y in zip(a, b)) / max(max(abs(x) for x in a), 1e-12)))
+PY
+}
+
 e2e_finish() {
     if [ "$FAILURES" -ne 0 ]; then
         echo "$(basename "$0") ${E2E_CASE:-}: $FAILURES check(s) failed" >&2

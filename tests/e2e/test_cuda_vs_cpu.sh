@@ -19,20 +19,9 @@ for dev in cpu cuda; do
     fi
     expect_rc 0 "train on $dev"
 done
-python3 - "$WORK/cpu/gpucheck.safetensors" "$WORK/cuda/gpucheck.safetensors" <<'PY' || fail "the CUDA-trained embedding differs from the CPU one"
-import json, struct, sys
-def load(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    e = json.loads(raw[8:8 + n])["emb_params"]
-    b0, b1 = e["data_offsets"]
-    data = raw[8 + n + b0: 8 + n + b1]
-    return struct.unpack("<%df" % (len(data) // 4), data)
-a, b = load(sys.argv[1]), load(sys.argv[2])
-err = max(abs(x - y) for x, y in zip(a, b)) / max(max(abs(x) for x in a), 1e-12)
-print("cpu vs cuda embedding: max relative difference %.3g" % err)
-sys.exit(0 if err < 1e-3 else 1)
-PY
+diff=$(emb_diff "$WORK/cpu/gpucheck.safetensors" "$WORK/cuda/gpucheck.safetensors")
+echo "cpu vs cuda embedding: max relative difference $diff"
+awk -v d="$diff" 'BEGIN { exit !(d < 1e-3) }' || fail "the CUDA-trained embedding differs from the CPU one by $diff"
 for prec in fp16 bf16; do
     mkdir -p "$WORK/$prec"
     cp "$WORK/emb/gpucheck.safetensors" "$WORK/$prec/"

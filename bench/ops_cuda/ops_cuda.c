@@ -1,0 +1,180 @@
+/* ops_cuda.c - times the CUDA backend's heaviest ops at SD 1.5 shapes (512x512 images, so
+ * 64x64 latents), forward and backward, in bf16, and prints where a training step's time can
+ * go. Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../kernels/cuda/backend_cuda.h"
+#include "ops.h"
+
+static sdt_backend *be;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static sdt_tensor dev(sdt_dtype dt, int ndim, const int64_t *shape)
+{
+    sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
+    t.data = be->alloc(be, sdt_tensor_nbytes(&t));
+    if (!t.data) {
+        fprintf(stderr, "out of GPU memory\n");
+        exit(1);
+    }
+    be->zero(be, &t);
+    return t;
+}
+#define DEV(dt, ...) dev(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+typedef struct result {
+    const char *name;
+    double fwd_ms, bwd_ms;
+} result;
+
+/* Median of 7 timed calls after 2 warm-ups; f runs the op once. */
+typedef int (*op_fn)(void *ctx);
+static double time_ms(op_fn f, void *ctx)
+{
+    double t[7];
+    for (int i = 0; i < 9; i++) {
+        be->synchronize(be);
+        double t0 = now();
+        if (f(ctx)) {
+            fprintf(stderr, "op failed: %s\n", be->error);
+            exit(1);
+        }
+        be->synchronize(be);
+        if (i >= 2) t[i - 2] = 1e3 * (now() - t0);
+    }
+    for (int i = 0; i < 7; i++)
+        for (int j = i + 1; j < 7; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j];
+                t[j] = x;
+            }
+    return t[3];
+}
+
+typedef struct attn_ctx {
+    sdt_tensor q, k, v, out, dout, dq, dk, dv;
+    int heads;
+} attn_ctx;
+static int attn_f(void *c)
+{
+    attn_ctx *a = c;
+    return be->attention_forward(be, &a->out, NULL, &a->q, &a->k, &a->v, a->heads, false);
+}
+static int attn_b(void *c)
+{
+    attn_ctx *a = c;
+    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, NULL, a->heads, false);
+}
+
+static result bench_attention(const char *name, int B, int Tq, int Tk, int C, int heads)
+{
+    attn_ctx a = {DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
+                  DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C), heads};
+    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a)};
+    sdt_tensor *all[8] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv};
+    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+typedef struct conv_ctx {
+    sdt_tensor x, w, b, y, dy, dx;
+} conv_ctx;
+static int conv_f(void *c)
+{
+    conv_ctx *k = c;
+    return be->conv2d_forward(be, &k->y, &k->x, &k->w, &k->b, 1, 1);
+}
+static int conv_b(void *c)
+{
+    conv_ctx *k = c;
+    return be->conv2d_backward(be, &k->dx, NULL, NULL, &k->dy, &k->x, &k->w, 1, 1);
+}
+
+static result bench_conv(const char *name, int B, int C, int H)
+{
+    conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H),
+                  DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k)};
+    sdt_tensor *all[6] = {&k.x, &k.w, &k.b, &k.y, &k.dy, &k.dx};
+    for (int i = 0; i < 6; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+typedef struct gn_ctx {
+    sdt_tensor x, g, b, y, mean, rstd, dy, dx;
+} gn_ctx;
+static int gn_f(void *c)
+{
+    gn_ctx *n = c;
+    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f);
+}
+static int gn_b(void *c)
+{
+    gn_ctx *n = c;
+    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->mean, &n->rstd, 32);
+}
+
+static result bench_groupnorm(const char *name, int B, int C, int H)
+{
+    gn_ctx n = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
+                DEV(SDT_F32, B, 32), DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n)};
+    sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
+    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = argc > 1 ? argv[1] : "bench_ops_cuda.json";
+    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
+    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    sdt_backend_cuda_create_fn create = mod ? (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL) : NULL;
+    char err[256] = "the CUDA module could not be loaded";
+    be = create ? create(0, err, sizeof err) : NULL;
+    if (!be) {
+        fprintf(stderr, "ops_cuda: %s\n", err);
+        return 1;
+    }
+    result r[16];
+    int n = 0;
+    for (int B = 1; B <= 8; B *= 8) {
+        char *names[5];
+        for (int i = 0; i < 5; i++) names[i] = malloc(64);
+        snprintf(names[0], 64, "self-attn 4096x320 h8 b%d", B);
+        snprintf(names[1], 64, "cross-attn 4096x77 h8 b%d", B);
+        snprintf(names[2], 64, "self-attn 1024x640 h8 b%d", B);
+        snprintf(names[3], 64, "conv3x3 320ch 64x64 b%d", B);
+        snprintf(names[4], 64, "groupnorm 320ch 64x64 b%d", B);
+        r[n++] = bench_attention(names[0], B, 4096, 4096, 320, 8);
+        r[n++] = bench_attention(names[1], B, 4096, 77, 320, 8);
+        r[n++] = bench_attention(names[2], B, 1024, 1024, 640, 8);
+        r[n++] = bench_conv(names[3], B, 320, 64);
+        r[n++] = bench_groupnorm(names[4], B, 320, 64);
+    }
+    FILE *j = fopen(out, "w");
+    printf("%-30s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms");
+    if (j) fprintf(j, "{\"dtype\": \"bf16\", \"results\": [\n");
+    for (int i = 0; i < n; i++) {
+        printf("%-30s %10.3f %10.3f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
+        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f}%s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms,
+                       i + 1 < n ? "," : "");
+    }
+    if (j) {
+        fprintf(j, "]}\n");
+        fclose(j);
+    }
+    be->destroy(be);
+    return 0;
+}
