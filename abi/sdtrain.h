@@ -299,7 +299,8 @@ typedef struct sdt_ti_config {
     bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
     bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
     bool anomaly_mode;                /* [false] check every layer for non-finite values (slow) */
-    /* ---- appended in 1.1 ---- */
+    /* ---- appended in 1.1 (docs/abi.md 3.6: past 1.0's tail padding) ---- */
+    uint8_t reserved1[3];             /* [0] must be 0 */
     bool v_prediction;                /* [false] the model predicts v (SD 2.x 768-v); weights cannot tell */
     bool gradient_checkpointing;      /* [false] recompute UNet blocks in backward: less memory, slower */
     const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model

@@ -75,6 +75,8 @@ static bool check_counts(const sdt_ti_config *c, char *err, size_t err_size)
     if (c->max_consecutive_nonfinite == 0)
         return fail(err, err_size, "config.max_consecutive_nonfinite must be at least 1 (the default is 10).");
     if (c->reserved0 != 0) return fail(err, err_size, "config.reserved0 must be 0; fill the config with config_defaults() first.");
+    if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2])
+        return fail(err, err_size, "config.reserved1 must be 0; fill the config with config_defaults() first.");
     return true;
 }
 

@@ -11,6 +11,9 @@ _Static_assert(offsetof(sdt_metrics, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(sdt_host_callbacks, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(sdt_ti_factory, struct_size) == 0, "struct_size first");
 _Static_assert(offsetof(sdt_ti_config, max_steps) % 8 == 0, "64-bit fields aligned without hidden padding");
+_Static_assert(offsetof(sdt_ti_config, v_prediction) == offsetof(sdt_ti_config, anomaly_mode) + 4 &&
+                   offsetof(sdt_ti_config, v_prediction) % 8 == 0,
+               "fields appended in 1.1 start past 1.0's tail padding (docs/abi.md 3.6)");
 
 int main(void)
 {
