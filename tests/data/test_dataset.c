@@ -4,6 +4,7 @@
 
 #include "data_test_util.h"
 #include "dataset.h"
+#include "dataset_test_util.h"
 #include "sdt_test.h"
 
 #pragma GCC diagnostic push
@@ -27,13 +28,6 @@ static void write_bytes(const char *dir, const char *name, const void *data, siz
     char *p = path_in(dir, name);
     CHECK(g_file_set_contents(p, data, (gssize)n, NULL), "write %s", p);
     g_free(p);
-}
-
-static const sdt_dataset_item *find_item(const sdt_dataset *ds, const char *name)
-{
-    for (int i = 0; i < ds->n_items; i++)
-        if (g_str_has_suffix(ds->items[i].path, name)) return &ds->items[i];
-    return NULL;
 }
 
 static bool warned_about(const sdt_dataset *ds, const char *name)

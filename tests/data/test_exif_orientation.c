@@ -4,6 +4,7 @@
 
 #include "data_test_util.h"
 #include "dataset.h"
+#include "dataset_test_util.h"
 #include "exif_orientation.h"
 #include "image_io.h"
 #include "sdt_test.h"
@@ -179,13 +180,6 @@ static void write_file(const char *dir, const char *name, const GByteArray *byte
 }
 
 /* ---- checking what the loader produced ---- */
-
-static const sdt_dataset_item *find_item(const sdt_dataset *ds, const char *name)
-{
-    for (int i = 0; i < ds->n_items; i++)
-        if (g_str_has_suffix(ds->items[i].path, name)) return &ds->items[i];
-    return NULL;
-}
 
 /* The item's planar [-1, 1] pixels are exactly the expected 8-bit image mapped as x/127.5 - 1. */
 static bool item_matches(const sdt_dataset_item *item, const image *expect)
