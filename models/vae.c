@@ -62,6 +62,7 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, char *err, size_t 
     const sdt_tensor *cin = sdt_weights_get(w, FS "encoder.conv_in.weight");
     const sdt_tensor *din = sdt_weights_get(w, FS "decoder.conv_in.weight");
     if (!cin || !din || cin->ndim != 4 || din->ndim != 4) {
+        if (sdt_weights_missing_part(w, "first_stage_model.", err, err_size)) return false;
         snprintf(err, err_size, "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
                  "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE", sdt_weights_path(w));
         return false;

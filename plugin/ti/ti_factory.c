@@ -146,7 +146,7 @@ static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt
     sdt_prepare_info found;
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
-    sdt_status st = ti_job_prepare(&own, &t->host, &t->job, &found, err, sizeof err);
+    sdt_status st = ti_job_prepare(&own, &t->host, &t->control, &t->job, &found, err, sizeof err);
     if (st != SDT_STATUS_OK) {
         t->job = NULL;
         return sdt_handle_fail_text(&t->base, st, err);

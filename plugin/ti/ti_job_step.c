@@ -297,11 +297,11 @@ static sdt_status apply_action(ti_job *job, sdt_fallback_action action, bool *st
     return SDT_STATUS_OK;
 }
 
-static double monotonic_seconds(void)
+double ti_job_clock(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
@@ -315,10 +315,23 @@ static void write_csv_row(ti_job *job, const sdt_metrics *m, double images_per_s
         sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why);
 }
 
+/* The state on a time interval (config.save_state_every_seconds), besides the one written with
+ * every copy: a failure is a warning, and training goes on. */
+static void save_state_if_due(ti_job *job)
+{
+    if (job->state_every_s <= 0 || ti_job_clock() - job->last_state_at < (double)job->state_every_s) return;
+    char err[1024] = "";
+    sdt_status st = ti_job_sync_embedding(job, err, sizeof err) ? ti_job_write_run_state(job, err, sizeof err)
+                                                                 : SDT_STATUS_DEVICE;
+    if (st != SDT_STATUS_OK)
+        sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
+                     (long long)job->step, err);
+}
+
 sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, size_t err_size)
 {
     ti_job *job = vjob;
-    double started = monotonic_seconds();
+    double started = ti_job_clock();
     double lr = sdt_lr_at(&job->lr, job->step);
     sdt_optimizer_set_lr(job->opt, (float)lr);
     sdt_core_status cs = sdt_optimizer_zero_grad(job->opt, err, err_size);
@@ -354,8 +367,9 @@ sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, 
     m->precision = job->precision;
     m->fallback_fired = job->fallback.fired;
     *images = (uint32_t)(job->batch * job->grad_accum);
-    double seconds = monotonic_seconds() - started;
+    double seconds = ti_job_clock() - started;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
+    save_state_if_due(job);
     return SDT_STATUS_OK;
 }
 

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 
+#include "train/run_control.h"
 #include "train/run_loop.h"
 #include "sdtrain.h"
 
@@ -20,8 +21,9 @@ sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_ca
 
 /* All remaining validations (dataset, templates, token window, schedule, memory), then loads
  * models and data. On success *out is a job ready to run and *info is filled. The job may keep
- * host (the handle's copy of the callbacks, valid for the job's life). */
-sdt_status ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host,
+ * host (the handle's copy of the callbacks, valid for the job's life). An interrupt requested on
+ * control while it works stops it with SDT_STATUS_INTERRUPTED (nothing saved). */
+sdt_status ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host, const sdt_run_control *control,
                           ti_job **out, sdt_prepare_info *info, char *err, size_t err_size);
 void ti_job_destroy(ti_job *job);
 
