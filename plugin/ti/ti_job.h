@@ -31,7 +31,7 @@
 
 #define TI_MAX_BATCH_FILES 64
 
-/* Test hooks (docs/fault-injection.md), read at prepare: an image file name whose first pixel
+/* Test hooks (docs/faults.md), read at prepare: an image file name whose first pixel
  * becomes NaN before VAE encoding (8-bit image files cannot carry one), and a cap in MiB on
  * what the memory plan may use. */
 #define TI_FAULT_NAN_PIXEL_ENV "SDTRAIN_FAULT_NAN_PIXEL"

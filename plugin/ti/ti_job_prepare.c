@@ -199,7 +199,7 @@ static bool load_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
             return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
         if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
-            it->pixels[0] = NAN; /* fault injection (docs/fault-injection.md): what a broken decoder would hand over */
+            it->pixels[0] = NAN; /* fault injection (docs/faults.md): what a broken decoder would hand over */
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection (%s): one pixel set to NaN", it->path,
                          TI_FAULT_NAN_PIXEL_ENV);
         }
