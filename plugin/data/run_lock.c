@@ -21,41 +21,39 @@ static long lock_owner(int fd)
     return strtol(buf, NULL, 10);
 }
 
-static void busy_sentence(int fd, const char *target, char *err, size_t err_size)
+static bool busy(int fd, const char *target, sdt_error *error)
 {
     long pid = lock_owner(fd);
     if (pid == (long)getpid())
-        snprintf(err, err_size, "%s is being written by another trainer in this process (pid %ld); wait for its run to "
+        return sdt_fail(error, SDT_ERR_BAD_STATE, "%s is being written by another trainer in this process (pid %ld); wait for its run to "
                  "end (or destroy it), or train into another file or log folder", target, pid);
-    else if (pid > 0)
-        snprintf(err, err_size, "%s is being written by another training run (process %ld); wait for it to finish or "
+    if (pid > 0)
+        return sdt_fail(error, SDT_ERR_BAD_STATE, "%s is being written by another training run (process %ld); wait for it to finish or "
                  "stop it, or train into another file or log folder", target, pid);
-    else
-        snprintf(err, err_size, "%s is being written by another training run; wait for it to finish or stop it, or "
+    return sdt_fail(error, SDT_ERR_BAD_STATE, "%s is being written by another training run; wait for it to finish or stop it, or "
                  "train into another file or log folder", target);
 }
 
-bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *target, char *err, size_t err_size)
+bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *target, sdt_error *error)
 {
     memset(lock, 0, sizeof *lock);
     if (snprintf(lock->path, sizeof lock->path, "%s", lock_path) >= (int)sizeof lock->path) {
-        snprintf(err, err_size, "%s: the path is too long to lock; choose a shorter one", target);
-        return false;
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: the path is too long to lock; choose a shorter one", target);
     }
     /* The owner unlinks the file as it lets go: a file locked after that is not the one at the
      * path any more, so check and try again. */
     for (int attempt = 0; attempt < 8; attempt++) {
         int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) {
-            snprintf(err, err_size, "%s: cannot create the lock file %s (%s); check that the folder is writable", target,
-                     lock_path, strerror(errno));
-            return false;
+            return sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot create the lock file %s (%s); check that "
+                            "the folder is writable", target, lock_path, strerror(errno));
         }
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            if (errno == EWOULDBLOCK)
-                busy_sentence(fd, target, err, err_size);
+            int why = errno;
+            if (why == EWOULDBLOCK)
+                busy(fd, target, error);
             else
-                snprintf(err, err_size, "%s: cannot lock %s (%s)", target, lock_path, strerror(errno));
+                sdt_fail(error, SDT_ERR_IO, "%s: cannot lock %s (%s)", target, lock_path, strerror(why));
             close(fd);
             return false;
         }
@@ -70,9 +68,8 @@ bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *ta
         }
         close(fd);
     }
-    snprintf(err, err_size, "%s: the lock file %s keeps changing; another run is starting or stopping, try again", target,
-             lock_path);
-    return false;
+    return sdt_fail(error, SDT_ERR_BAD_STATE, "%s: the lock file %s keeps changing; another run is starting or stopping, "
+                    "try again", target, lock_path);
 }
 
 void sdt_run_lock_release(sdt_run_lock *lock)

@@ -12,14 +12,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sdt_error.h"
+
 typedef struct sdt_run_lock {
     int fd_plus_one;   /* 0 = not held (so a zeroed struct is a free lock) */
     char path[4096];
 } sdt_run_lock;
 
 /* Locks target (a file or folder the run writes) through the lock file lock_path. false + a
- * sentence naming target and the other process when another run holds it. */
-bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *target, char *err, size_t err_size);
+ * sentence naming target and the other process (BAD_STATE) when another run holds it. */
+bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *target, sdt_error *error);
 /* Removes the lock file and lets go; harmless when not held. */
 void sdt_run_lock_release(sdt_run_lock *lock);
 

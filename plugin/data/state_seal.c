@@ -76,13 +76,12 @@ void sdt_state_seal_compute(const sdt_st_write_item *items, size_t n, const sdt_
     free(kv);
 }
 
-bool sdt_state_seal_check(const sdt_safetensors *st, char *err, size_t err_size)
+bool sdt_state_seal_check(const sdt_safetensors *st, sdt_error *error)
 {
     const char *stored = sdt_st_metadata_get(st, SDT_STATE_SEAL_KEY);
     if (!stored) {
-        snprintf(err, err_size, "%s: the state has no checksum (%s), so damage could not be detected; resume from a "
-                 "state this version of sdtrain wrote", sdt_st_path(st), SDT_STATE_SEAL_KEY);
-        return false;
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state has no checksum (%s), so damage could not be detected; "
+                        "resume from a state this version of sdtrain wrote", sdt_st_path(st), SDT_STATE_SEAL_KEY);
     }
     size_t n = sdt_st_count(st), n_kv = sdt_st_metadata_count(st);
     seal_tensor *t = calloc(n ? n : 1, sizeof *t);
@@ -102,13 +101,13 @@ bool sdt_state_seal_check(const sdt_safetensors *st, char *err, size_t err_size)
     free(t);
     free(kv);
     if (!hex[0]) {
-        snprintf(err, err_size, "%s: out of memory while checking the state's checksum", sdt_st_path(st));
-        return false;
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while checking the state's checksum",
+                        sdt_st_path(st));
     }
     if (strcmp(hex, stored) != 0) {
-        snprintf(err, err_size, "%s: the state file is damaged (its checksum does not match its contents); resume from "
-                 "an earlier state or a copy of this one, or train without --resume", sdt_st_path(st));
-        return false;
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state file is damaged (its checksum does not match its "
+                        "contents); resume from an earlier state or a copy of this one, or train without --resume",
+                        sdt_st_path(st));
     }
     return true;
 }

@@ -19,8 +19,8 @@
 /* The seal of what is about to be written (hex receives 64 hex digits). */
 void sdt_state_seal_compute(const sdt_st_write_item *items, size_t n, const sdt_st_kv *meta, size_t n_meta,
                             char hex[SDT_SHA256_HEX]);
-/* false + a sentence when the file has no seal or its contents do not match it. */
-bool sdt_state_seal_check(const sdt_safetensors *st, char *err, size_t err_size);
+/* false + a sentence (BAD_FORMAT) when the file has no seal or its contents do not match it. */
+bool sdt_state_seal_check(const sdt_safetensors *st, sdt_error *error);
 /* SHA-256 of count floats as stored in memory (little-endian on every platform we build for). */
 void sdt_vectors_sha256(const float *v, size_t count, char hex[SDT_SHA256_HEX]);
 

@@ -11,19 +11,19 @@
 #include "train/rng.h"
 #include "ti/ti_job.h"
 
-bool ti_job_download_vectors(ti_job *job, char *err, size_t err_size)
+bool ti_job_download_vectors(ti_job *job, sdt_error *error)
 {
     sdt_backend *be = job->pb.be;
     if (be->download(be, job->emb.vectors, job->param.data, sdt_tensor_nbytes(&job->param))) {
-        snprintf(err, err_size, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
         return false;
     }
     return true;
 }
 
-bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
+bool ti_job_sync_embedding(ti_job *job, sdt_error *error)
 {
-    if (!ti_job_download_vectors(job, err, err_size)) return false;
+    if (!ti_job_download_vectors(job, error)) return false;
     job->emb.step = job->step;
     sdt_embedding_set_string(&job->emb.checkpoint_hash, job->checkpoint_hash[0] ? job->checkpoint_hash : NULL);
     sdt_embedding_set_string(&job->emb.checkpoint_name, job->checkpoint_name[0] ? job->checkpoint_name : NULL);
@@ -37,40 +37,41 @@ bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size)
     return true;
 }
 
-static sdt_status save_embedding_as(ti_job *job, const char *path, sdt_file_kind kind, char *err, size_t err_size)
+static bool save_embedding_as(ti_job *job, const char *path, sdt_file_kind kind, sdt_error *error)
 {
-    if (!sdt_embedding_save_safetensors(&job->emb, path, true, err, err_size)) return SDT_STATUS_IO;
+    if (!sdt_embedding_save_safetensors(&job->emb, path, true, error)) return false;
     sdt_host_file_saved(job->host, kind, path, job->step);
-    return SDT_STATUS_OK;
+    return true;
 }
 
-sdt_status ti_job_save_snapshot(void *vjob, int64_t step, char *err, size_t err_size)
+bool ti_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 {
     ti_job *job = vjob;
     char path[4096];
-    if (!ti_job_sync_embedding(job, err, err_size)) return SDT_STATUS_DEVICE;
+    if (!ti_job_sync_embedding(job, error)) return false;
     if (!sdt_output_file(path, sizeof path, job->out.embeddings, job->emb.name, step, ".safetensors")) {
-        snprintf(err, err_size, "%s: the snapshot path is too long; choose a shorter log folder", job->out.embeddings);
-        return SDT_STATUS_IO;
+        sdt_fail(error, SDT_ERR_IO, "%s: the snapshot path is too long; choose a shorter log folder", job->out.embeddings);
+        return false;
     }
-    sdt_status st = save_embedding_as(job, path, SDT_FILE_EMBEDDING_SNAPSHOT, err, err_size);
+    if (!save_embedding_as(job, path, SDT_FILE_EMBEDDING_SNAPSHOT, error)) return false;
     /* The state follows every copy: a killed run loses at most the steps since this one. */
-    return st == SDT_STATUS_OK ? ti_job_write_run_state(job, err, err_size) : st;
+    return ti_job_write_run_state(job, error);
 }
 
 /* The A1111 card of the current embedding over a picture (NULL: a generated one). */
 static void save_card(ti_job *job, int64_t step, const uint8_t *rgb, int w, int h)
 {
     if (!job->save_cards) return;
-    char path[4096], why[1024];
+    char path[4096];
+    sdt_error why;
     if (!sdt_output_file(path, sizeof path, job->out.image_embeddings, job->emb.name, step, ".png")) return;
-    if (sdt_embedding_save_png_card(&job->emb, path, rgb, w, h, true, why, sizeof why))
+    if (sdt_embedding_save_png_card(&job->emb, path, rgb, w, h, true, &why))
         sdt_host_file_saved(job->host, SDT_FILE_EMBEDDING_CARD, path, step);
     else
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the PNG card was not saved: %s", why);
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the PNG card was not saved: %s", why.message);
 }
 
-sdt_status ti_job_save_preview(void *vjob, int64_t step, char *err, size_t err_size)
+bool ti_job_save_preview(void *vjob, int64_t step, sdt_error *error)
 {
     ti_job *job = vjob;
     const char *prompt = job->preview_prompt ? job->preview_prompt : job->last_prompt;
@@ -83,52 +84,50 @@ sdt_status ti_job_save_preview(void *vjob, int64_t step, char *err, size_t err_s
                              job->preview_seed >= 0 ? (uint64_t)job->preview_seed : sdt_rng_derive(job->seed, (uint64_t)step),
                              job->clip_skip};
     uint8_t *rgb = NULL;
-    if (!ti_preview_render(&job->rt, &job->wa, job->tok, &job->rules, &job->param, &rq, &rgb, err, err_size))
-        return SDT_STATUS_DEVICE;
+    if (!ti_preview_render(&job->rt, &job->wa, job->tok, &job->rules, &job->param, &rq, &rgb, error))
+        return false;
     job->have_measured = false; /* the preview may have resized the arena's contents */
     char path[4096];
-    sdt_status st = SDT_STATUS_OK;
-    if (!sdt_output_file(path, sizeof path, job->out.images, job->emb.name, step, ".png") ||
-        !sdt_png_write_rgb(path, rgb, rq.width, rq.height, "parameters", prompt, err, err_size)) {
-        if (!err[0]) snprintf(err, err_size, "%s: the preview path is too long", job->out.images);
-        st = SDT_STATUS_IO;
-    } else {
+    bool ok = true;
+    if (!sdt_output_file(path, sizeof path, job->out.images, job->emb.name, step, ".png"))
+        ok = sdt_fail(error, SDT_ERR_IO, "%s: the preview path is too long", job->out.images);
+    else if (!sdt_png_write_rgb(path, rgb, rq.width, rq.height, "parameters", prompt, error))
+        ok = false;
+    else {
         sdt_host_file_saved(job->host, SDT_FILE_PREVIEW, path, step);
         sdt_preview pv = {sizeof pv, (uint32_t)rq.width, (uint32_t)rq.height, 3, step, rgb, path, prompt};
         sdt_host_preview(job->host, &pv);
-        if (ti_job_sync_embedding(job, err, err_size)) save_card(job, step, rgb, rq.width, rq.height);
+        if (ti_job_sync_embedding(job, error)) save_card(job, step, rgb, rq.width, rq.height);
     }
     free(rgb);
-    return st;
+    return ok;
 }
 
 /* The state first: a crash before the embedding file is replaced leaves the state with the
  * file its run started from, a pair a resume accepts (ti_job_state.c). Both from one download. */
-sdt_status ti_job_save_final(void *vjob, sdt_save_reason reason, char *err, size_t err_size)
+bool ti_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *error)
 {
     ti_job *job = vjob;
-    if (!ti_job_sync_embedding(job, err, err_size)) return SDT_STATUS_DEVICE;
-    char state[4096], state_err[1024] = "";
+    if (!ti_job_sync_embedding(job, error)) return false;
+    char state[4096];
     ti_job_state_path(job, state, sizeof state);
-    sdt_status state_st = ti_job_write_run_state(job, state_err, sizeof state_err);
-    sdt_status st = save_embedding_as(job, job->output_path, SDT_FILE_EMBEDDING, err, err_size);
-    if (st != SDT_STATUS_OK) {
+    sdt_error state_error;
+    sdt_error_clear(&state_error);
+    bool state_saved = ti_job_write_run_state(job, &state_error);
+    if (!save_embedding_as(job, job->output_path, SDT_FILE_EMBEDDING, error)) {
         /* The run is not lost: the state holds the embedding too, and training resumes from it. */
-        size_t used = strlen(err);
-        if (state_st == SDT_STATUS_OK && used < err_size)
-            snprintf(err + used, err_size - used, "; the training state was saved as %s, so you can resume from it", state);
-        return st;
+        if (state_saved) sdt_error_append(error, "; the training state was saved as %s, so you can resume from it", state);
+        return false;
     }
     save_card(job, job->step, NULL, 0, 0);
-    if (state_st != SDT_STATUS_OK) {
-        snprintf(err, err_size, "the embedding was saved as %s, but the training state was not: %s", job->output_path,
-                 state_err);
-        return state_st;
+    if (!state_saved) {
+        if (error) *error = state_error;
+        return sdt_error_wrap(error, "the embedding was saved as %s, but the training state was not", job->output_path);
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
                  reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
                  (long long)job->step, state);
-    return SDT_STATUS_OK;
+    return true;
 }
 
 /* ---- the run loop's view of the job ------------------------------------------------ */

@@ -30,12 +30,6 @@
 
 static const char *const state_tensor_names[STATE_TENSORS] = {"emb_params", "adamw_m", "adamw_v"};
 
-#define FAIL_RESUME(err, err_size, ...)             \
-    do {                                           \
-        snprintf(err, err_size, __VA_ARGS__);      \
-        return SDT_STATUS_NOT_FOUND;               \
-    } while (0)
-
 static char *state_json(ti_job *job)
 {
     cJSON *j = cJSON_CreateObject();
@@ -89,30 +83,26 @@ void ti_job_state_path(const ti_job *job, char *out, size_t size)
 
 /* The state file from job->emb as last synced, and the optimizer's moments. A state holding
  * NaN or Inf is refused, so it can never replace a good one. */
-static sdt_status write_state(ti_job *job, const char *path, char *err, size_t err_size)
+static bool write_state(ti_job *job, const char *path, sdt_error *error)
 {
     sdt_tensor *param, *grad, *m, *v;
     const char *pname;
-    if (!sdt_optimizer_param_views(job->opt, 0, &pname, &param, &grad, &m, &v)) {
-        snprintf(err, err_size, "the optimizer has no state to save (a bug: please report)");
-        return SDT_STATUS_INTERNAL;
-    }
+    if (!sdt_optimizer_param_views(job->opt, 0, &pname, &param, &grad, &m, &v))
+        return sdt_fail(error, SDT_ERR_INTERNAL, "the optimizer has no state to save (a bug: please report)");
     size_t bytes = sdt_tensor_nbytes(param), count = bytes / sizeof(float);
     float *hm = malloc(bytes), *hv = malloc(bytes);
     sdt_backend *be = job->pb.be;
     if (!hm || !hv || be->download(be, hm, m->data, bytes) || be->download(be, hv, v->data, bytes)) {
         free(hm);
         free(hv);
-        snprintf(err, err_size, "reading the optimizer state failed: %s", be->error);
-        return SDT_STATUS_DEVICE;
+        return sdt_fail(error, SDT_ERR_DEVICE, "reading the optimizer state failed: %s", be->error);
     }
     float scale = job->scaler ? sdt_scaler_get_scale(job->scaler) : 1.0f;
     if (!all_finite(job->emb.vectors, count) || !all_finite(hm, count) || !all_finite(hv, count) || !isfinite(scale)) {
         free(hm);
         free(hv);
-        snprintf(err, err_size, "%s: the training state at step %lld holds NaN or infinite values, so it was not saved "
-                 "and the previous state file is kept; resume from it", path, (long long)job->step);
-        return SDT_STATUS_NUMERICAL;
+        return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: the training state at step %lld holds NaN or infinite values, so it "
+                        "was not saved and the previous state file is kept; resume from it", path, (long long)job->step);
     }
     int64_t shape[2] = {job->emb.n_vectors, job->emb.dim};
     sdt_tensor te = sdt_tensor_make(job->emb.vectors, SDT_F32, SDT_DEVICE_CPU, 2, shape);
@@ -133,27 +123,26 @@ static sdt_status write_state(ti_job *job, const char *path, char *err, size_t e
                         {"embedding_start_step", start_step}, {SDT_STATE_SEAL_KEY, seal}};
     size_t n_meta = sizeof meta / sizeof meta[0];
     sdt_state_seal_compute(items, STATE_TENSORS, meta, n_meta - 1, seal);
-    bool ok = sdt_st_write(path, items, STATE_TENSORS, meta, n_meta, err, err_size);
+    bool ok = sdt_st_write(path, items, STATE_TENSORS, meta, n_meta, error);
     free(json);
     free(hm);
     free(hv);
-    if (!ok) return SDT_STATUS_IO;
+    if (!ok) return false;
     job->last_state_at = ti_job_clock();
     sdt_host_file_saved(job->host, SDT_FILE_TRAINING_STATE, path, job->step);
-    return SDT_STATUS_OK;
+    return true;
 }
 
-sdt_status ti_job_write_run_state(ti_job *job, char *err, size_t err_size)
+bool ti_job_write_run_state(ti_job *job, sdt_error *error)
 {
     char path[4096];
     ti_job_state_path(job, path, sizeof path);
-    return write_state(job, path, err, err_size);
+    return write_state(job, path, error);
 }
 
-sdt_status ti_job_save_state(ti_job *job, const char *path, char *err, size_t err_size)
+bool ti_job_save_state(ti_job *job, const char *path, sdt_error *error)
 {
-    if (!ti_job_sync_embedding(job, err, err_size)) return SDT_STATUS_DEVICE;
-    return write_state(job, path, err, err_size);
+    return ti_job_sync_embedding(job, error) && write_state(job, path, error);
 }
 
 /* ---- reading a state: every check that needs no device ---------------------------- */
@@ -165,24 +154,22 @@ static int64_t meta_int(const sdt_safetensors *st, const char *key)
 }
 
 /* The three tensors: present, f32, the embedding's size, finite. */
-static bool check_tensors(const ti_job *job, const sdt_safetensors *st, const char *path, char *err, size_t err_size)
+static bool check_tensors(const ti_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)
 {
     size_t count = (size_t)job->emb.n_vectors * (size_t)job->emb.dim;
     for (int i = 0; i < STATE_TENSORS; i++) {
         const sdt_st_entry *e = sdt_st_find(st, state_tensor_names[i]);
         if (!e || e->dtype != SDT_ST_F32 || e->nbytes != count * sizeof(float)) {
-            snprintf(err, err_size, "%s: tensor '%s' is missing or has the wrong size for this embedding (%d x %d); "
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing or has the wrong size for this embedding (%d x %d); "
                      "resume with the state file of this embedding", path, state_tensor_names[i], job->emb.n_vectors,
                      job->emb.dim);
-            return false;
         }
         float *copy = malloc(e->nbytes ? (size_t)e->nbytes : 1); /* the mapping may be unaligned for floats */
         bool finite = copy && (memcpy(copy, e->data, (size_t)e->nbytes), all_finite(copy, count));
         free(copy);
         if (!finite) {
-            snprintf(err, err_size, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from an "
+            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from an "
                      "earlier state, or train without --resume", path, state_tensor_names[i]);
-            return false;
         }
     }
     return true;
@@ -190,55 +177,49 @@ static bool check_tensors(const ti_job *job, const sdt_safetensors *st, const ch
 
 /* The embedding file must be the one this state was saved with, or the one its run started
  * from (stopped before it replaced the file); anything else would rewind or mix runs. */
-static bool check_pairing(const ti_job *job, const sdt_safetensors *st, const char *path, char *err, size_t err_size)
+static bool check_pairing(const ti_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)
 {
     const char *saved_with = sdt_st_metadata_get(st, "embedding_sha256");
     const char *started_from = sdt_st_metadata_get(st, "embedding_start_sha256");
     if (!saved_with || !started_from) {
-        snprintf(err, err_size, "%s: the state does not record which embedding it belongs to; resume from a state this "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the state does not record which embedding it belongs to; resume from a state this "
                  "version of sdtrain wrote", path);
-        return false;
     }
     if (strcmp(job->start_file_sha256, saved_with) == 0 || strcmp(job->start_file_sha256, started_from) == 0) return true;
     long long state_step = (long long)meta_int(st, "step"), file_step = (long long)job->emb.step;
     const char *emb = job->embedding_path;
     if (file_step > state_step)
-        snprintf(err, err_size, "%s: the embedding %s (step %lld) is newer than this state (step %lld); resuming would "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding %s (step %lld) is newer than this state (step %lld); resuming would "
                  "throw away its newer training; resume from the state saved with it (give --resume its log folder to "
                  "pick the newest that matches), or train on without --resume (the optimizer starts afresh)", path, emb,
                  file_step, state_step);
-    else if (file_step < state_step)
-        snprintf(err, err_size, "%s: this state (step %lld) is newer than the embedding %s (step %lld) but was not "
+    if (file_step < state_step)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state (step %lld) is newer than the embedding %s (step %lld) but was not "
                  "saved from it; pass the embedding that run trained with --embedding, or train without --resume", path,
                  state_step, emb, file_step);
-    else
-        snprintf(err, err_size, "%s: this state and the embedding %s are both at step %lld but hold different vectors, "
+    return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state and the embedding %s are both at step %lld but hold different vectors, "
                  "so they come from different runs; resume with the state saved with this embedding, or train without "
                  "--resume", path, emb, file_step);
-    return false;
 }
 
 /* The state must come from this embedding, model and seed, or the run would not continue as it was. */
-static bool state_matches_run(const ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, char *err,
-                              size_t err_size)
+static bool state_matches_run(const ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path,
+                              sdt_error *error)
 {
     const char *name = sdt_st_metadata_get(st, "name");
     const char *hash = sdt_st_metadata_get(st, "sd_checkpoint");
     const char *seed = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "seed"));
     if (!name || strcmp(name, job->emb.name) != 0) {
-        snprintf(err, err_size, "%s: this state belongs to embedding '%s', not '%s'; resume with the matching embedding",
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state belongs to embedding '%s', not '%s'; resume with the matching embedding",
                  path, name ? name : "?", job->emb.name);
-        return false;
     }
     if (hash && *hash && job->checkpoint_hash[0] && strcmp(hash, job->checkpoint_hash) != 0) {
-        snprintf(err, err_size, "%s: the run was trained on model %s but this model is %s; resume on the same model",
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run was trained on model %s but this model is %s; resume on the same model",
                  path, hash, job->checkpoint_hash);
-        return false;
     }
     if (!seed || strtoull(seed, NULL, 10) != job->seed) {
-        snprintf(err, err_size, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
                  "would have", path, seed ? seed : "?");
-        return false;
     }
     return true;
 }
@@ -246,40 +227,36 @@ static bool state_matches_run(const ti_job *job, const sdt_safetensors *st, cons
 /* Opens path and makes every check that needs no device: version, checksum, identity (name,
  * model when known, seed), pairing with the embedding file, finite tensors. On success *out
  * and *json_out are the open file and its parsed training JSON (the caller frees both). */
-static sdt_status open_checked(const ti_job *job, const char *path, sdt_safetensors **out, cJSON **json_out, char *err,
-                               size_t err_size)
+static bool open_checked(const ti_job *job, const char *path, sdt_safetensors **out, cJSON **json_out, sdt_error *error)
 {
     *out = NULL;
     *json_out = NULL;
-    sdt_safetensors *st = sdt_st_open(path, err, err_size);
-    if (!st) return SDT_STATUS_BAD_FORMAT;
+    sdt_safetensors *st = sdt_st_open(path, error);
+    if (!st) return false;
     const char *version = sdt_st_metadata_get(st, "sdtrain_state");
     const char *training = sdt_st_metadata_get(st, "training");
     cJSON *j = NULL;
-    sdt_status rc = SDT_STATUS_BAD_FORMAT;
-    if (!version || strcmp(version, STATE_VERSION) != 0) {
-        if (version && strcmp(version, "1") == 0)
-            snprintf(err, err_size, "%s: this state was written by an older sdtrain without a checksum or a record of its "
-                     "embedding, so it cannot be trusted to continue the run; train on without --resume", path);
-        else
-            snprintf(err, err_size, "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX " file "
-                     "this plugin wrote", path, version ? version : "missing");
-    } else if (!sdt_state_seal_check(st, err, err_size)) {
-    } else if (!training || !(j = cJSON_Parse(training))) {
-        snprintf(err, err_size, "%s: the state's training record is not valid JSON; resume from another state", path);
-    } else if (!state_matches_run(job, st, j, path, err, err_size) || !check_pairing(job, st, path, err, err_size)) {
-        rc = SDT_STATUS_VALIDATION;
-    } else if (check_tensors(job, st, path, err, err_size)) {
-        rc = SDT_STATUS_OK;
-    }
-    if (rc != SDT_STATUS_OK) {
+    bool ok = false;
+    if (version && strcmp(version, "1") == 0)
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this state was written by an older sdtrain without a checksum or a record "
+                 "of its embedding, so it cannot be trusted to continue the run; train on without --resume", path);
+    else if (!version || strcmp(version, STATE_VERSION) != 0)
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX
+                 " file this plugin wrote", path, version ? version : "missing");
+    else if (!training || !(j = cJSON_Parse(training)))
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record is not valid JSON; resume from another state",
+                 path);
+    else
+        ok = sdt_state_seal_check(st, error) && state_matches_run(job, st, j, path, error) &&
+             check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
+    if (!ok) {
         cJSON_Delete(j);
         sdt_st_close(st);
-        return rc;
+        return false;
     }
     *out = st;
     *json_out = j;
-    return SDT_STATUS_OK;
+    return true;
 }
 
 /* ---- --resume with a folder: the newest state that pairs with this embedding ----------- */
@@ -294,11 +271,12 @@ typedef struct state_search {
 
 static void consider_state(state_search *s, const char *path)
 {
-    char why[1024] = "";
+    sdt_error why;
+    sdt_error_clear(&why);
     sdt_safetensors *st;
     cJSON *j;
-    if (open_checked(s->job, path, &st, &j, why, sizeof why) != SDT_STATUS_OK) {
-        if (!s->first_refusal[0]) snprintf(s->first_refusal, sizeof s->first_refusal, "%s", why);
+    if (!open_checked(s->job, path, &st, &j, &why)) {
+        if (!s->first_refusal[0]) snprintf(s->first_refusal, sizeof s->first_refusal, "%s", why.message);
         s->found++;
         return;
     }
@@ -337,66 +315,65 @@ static void search_folder(state_search *s, const char *folder, int depth)
     closedir(d);
 }
 
-static sdt_status set_resume_path(ti_job *job, const char *path)
+static bool set_resume_path(ti_job *job, const char *path, sdt_error *error)
 {
     char *chosen = strdup(path); /* path may be job->resume_path itself */
-    if (!chosen) return SDT_STATUS_OUT_OF_MEMORY;
+    if (!chosen) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
     free(job->resume_path);
     job->resume_path = chosen;
-    return SDT_STATUS_OK;
+    return true;
 }
 
-sdt_status ti_job_resolve_resume(ti_job *job, const char *given, char *err, size_t err_size)
+bool ti_job_resolve_resume(ti_job *job, const char *given, sdt_error *error)
 {
     struct stat sb;
     if (stat(given, &sb) != 0)
-        FAIL_RESUME(err, err_size, "%s: the state file or log folder to resume from does not exist; pass the "
-                    "*" STATE_SUFFIX " file or the log folder of the run", given);
+        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the state file or log folder to resume from does not exist; pass "
+                        "the *" STATE_SUFFIX " file or the log folder of the run", given);
     if (!S_ISDIR(sb.st_mode)) {
         sdt_safetensors *st;
         cJSON *j;
-        sdt_status rc = open_checked(job, given, &st, &j, err, err_size);
-        if (rc != SDT_STATUS_OK) return rc;
+        if (!open_checked(job, given, &st, &j, error)) return false;
         cJSON_Delete(j);
         sdt_st_close(st);
-        return set_resume_path(job, given);
+        return set_resume_path(job, given, error);
     }
     state_search s = {job, "", -1, 0, ""};
     search_folder(&s, given, 3); /* <log>/<date>/<name>/ and one level above */
     if (!s.best[0]) {
         if (s.found)
-            FAIL_RESUME(err, err_size, "%s: none of the %d training state(s) found there can continue this embedding; "
-                        "the first refused: %s", given, s.found, s.first_refusal);
-        FAIL_RESUME(err, err_size, "%s: no training state (*" STATE_SUFFIX ") was found in this folder or its "
-                    "sub-folders; pass the log folder of the run or the state file itself", given);
+            return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: none of the %d training state(s) found there can continue this "
+                            "embedding; the first refused: %s", given, s.found, s.first_refusal);
+        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: no training state (*" STATE_SUFFIX ") was found in this folder or "
+                        "its sub-folders; pass the log folder of the run or the state file itself", given);
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "resuming from %s (step %lld), the newest of %d state(s) in %s that matches %s",
                  s.best, (long long)s.best_step, s.found, given, job->embedding_path);
-    return set_resume_path(job, s.best);
+    return set_resume_path(job, s.best, error);
 }
 
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
 /* Puts host data into a device tensor of the same size. */
 static bool restore_tensor(ti_job *job, const sdt_safetensors *st, const char *name, sdt_tensor *dst, const char *path,
-                           char *err, size_t err_size)
+                           sdt_error *error)
 {
     const sdt_st_entry *e = sdt_st_find(st, name);
     sdt_tensor t;
-    if (!e || !sdt_st_entry_tensor(st, e, &t, err, err_size) || t.dtype != SDT_F32 || sdt_tensor_numel(&t) != sdt_tensor_numel(dst)) {
-        snprintf(err, err_size, "%s: tensor '%s' is missing or has the wrong size for this embedding (%d x %d); resume "
+    if (!e || !sdt_st_entry_tensor(st, e, &t, error) || t.dtype != SDT_F32 || sdt_tensor_numel(&t) != sdt_tensor_numel(dst)) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: tensor '%s' is missing or has the wrong size for this embedding (%d x %d); resume "
                  "with the state file of this embedding", path, name, job->emb.n_vectors, job->emb.dim);
         return false;
     }
     if (job->pb.be->upload(job->pb.be, dst->data, t.data, sdt_tensor_nbytes(dst))) {
-        snprintf(err, err_size, "%s: copying '%s' to the %s backend failed: %s", path, name, job->pb.be->name, job->pb.be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "%s: copying '%s' to the %s backend failed: %s", path, name, job->pb.be->name, job->pb.be->error);
         return false;
     }
     return true;
 }
 
 /* The loss scaler's scale and trackers, when the state has them and this run scales. */
-static bool restore_scaler(ti_job *job, const cJSON *sc, char *err, size_t err_size)
+static bool restore_scaler(ti_job *job, const cJSON *sc, sdt_error *error)
 {
     if (!sc || !job->scaler) return true;
     sdt_scaler_state s;
@@ -404,19 +381,18 @@ static bool restore_scaler(ti_job *job, const cJSON *sc, char *err, size_t err_s
     s.scale = (float)num(sc, "scale");
     s.growth_tracker = (int64_t)num(sc, "growth_tracker");
     s.hysteresis_tracker = (int)num(sc, "hysteresis_tracker");
-    return sdt_scaler_set_state(job->scaler, &s, err, err_size) == SDT_CORE_OK;
+    return sdt_scaler_set_state(job->scaler, &s, error) == SDT_CORE_OK;
 }
 
-static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, char *err,
-                              size_t err_size)
+static bool apply_state(ti_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
     sdt_tensor *param, *grad, *m, *v;
     const char *pname;
     sdt_optimizer_param_views(job->opt, 0, &pname, &param, &grad, &m, &v);
-    if (!restore_tensor(job, st, "emb_params", param, path, err, err_size) ||
-        !restore_tensor(job, st, "adamw_m", m, path, err, err_size) ||
-        !restore_tensor(job, st, "adamw_v", v, path, err, err_size))
-        return SDT_STATUS_BAD_FORMAT;
+    if (!restore_tensor(job, st, "emb_params", param, path, error) ||
+        !restore_tensor(job, st, "adamw_m", m, path, error) ||
+        !restore_tensor(job, st, "adamw_v", v, path, error))
+        return false;
     job->step = (int64_t)num(j, "step");
     job->initial_step = (int64_t)num(j, "initial_step");
     job->skipped = (int64_t)num(j, "skipped");
@@ -430,42 +406,39 @@ static sdt_status apply_state(ti_job *job, const sdt_safetensors *st, const cJSO
     /* The schedules come from this panel (max steps may have grown since the state was saved),
      * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
     if (job->max_steps <= job->step) {
-        snprintf(err, err_size, "%s: the run is already at step %lld, which reaches max steps (%lld); raise max steps "
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, which reaches max steps (%lld); raise max steps "
                  "to continue it", path, (long long)job->step, (long long)job->max_steps);
-        return SDT_STATUS_VALIDATION;
+        return false;
     }
-    if (!ti_job_parse_schedules(job, err, err_size)) return SDT_STATUS_VALIDATION;
+    if (!ti_job_parse_schedules(job, error)) return false;
     if (job->fallback.fired &&
-        !sdt_lr_apply_multiplier(&job->lr, job->step, job->fallback.cfg.lr_backoff, err, err_size))
-        return SDT_STATUS_INTERNAL;
+        !sdt_lr_apply_multiplier(&job->lr, job->step, job->fallback.cfg.lr_backoff, error))
+        return false;
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
-        sdt_status s = ti_job_use_fp32(job, err, err_size);
-        if (s != SDT_STATUS_OK) return s;
+        if (!ti_job_use_fp32(job, error)) return false;
     }
-    if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), err, err_size)) return SDT_STATUS_BAD_FORMAT;
-    if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), err, err_size))
-        return SDT_STATUS_BAD_FORMAT;
-    char why[512];
-    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, job->step, why, sizeof why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why);
-    return SDT_STATUS_OK;
+    if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
+    if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
+        return false;
+    sdt_error why;
+    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, job->step, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why.message);
+    return true;
 }
 
-sdt_status ti_job_load_state(ti_job *job, const char *path, char *err, size_t err_size)
+bool ti_job_load_state(ti_job *job, const char *path, sdt_error *error)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* load_state() with a log folder, as resume_state_path */
-        sdt_status found = ti_job_resolve_resume(job, path, err, err_size);
-        if (found != SDT_STATUS_OK) return found;
+        if (!ti_job_resolve_resume(job, path, error)) return false;
         path = job->resume_path;
     }
     sdt_safetensors *st;
     cJSON *j;
-    sdt_status rc = open_checked(job, path, &st, &j, err, err_size);
-    if (rc != SDT_STATUS_OK) return rc;
-    rc = apply_state(job, st, j, path, err, err_size);
+    if (!open_checked(job, path, &st, &j, error)) return false;
+    bool ok = apply_state(job, st, j, path, error);
     cJSON_Delete(j);
     sdt_st_close(st);
-    return rc;
+    return ok;
 }

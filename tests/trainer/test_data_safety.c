@@ -254,8 +254,8 @@ static void check_stale_pair(const trainer_env *env)
  * produce): only the finiteness check can catch it. */
 static bool write_sealed_nan_state(const char *src, const char *dst, const char *name)
 {
-    char err[512];
-    sdt_safetensors *st = sdt_st_open(src, err, sizeof err);
+    sdt_error err;
+    sdt_safetensors *st = sdt_st_open(src, &err);
     if (!st) return false;
     size_t n = sdt_st_count(st), n_meta = sdt_st_metadata_count(st);
     sdt_st_write_item items[8];
@@ -277,7 +277,7 @@ static bool write_sealed_nan_state(const char *src, const char *dst, const char 
     char seal[SDT_SHA256_HEX];
     sdt_state_seal_compute(items, n, meta, k, seal);
     meta[k++] = (sdt_st_kv){SDT_STATE_SEAL_KEY, seal};
-    bool ok = sdt_st_write(dst, items, n, meta, k, err, sizeof err);
+    bool ok = sdt_st_write(dst, items, n, meta, k, &err);
     for (size_t i = 0; i < n; i++) free(copies[i]);
     sdt_st_close(st);
     return ok;
