@@ -4,8 +4,13 @@
 #include "fd_check.h"
 #include "kernel_test.h"
 
-static const char *const act_names[SDT_ACT_COUNT] = {"identity", "relu", "leaky_relu", "elu", "gelu",
-                                                     "quick_gelu", "silu", "tanh", "sigmoid", "mish"};
+static const char *const act_names[SDT_ACT_COUNT] = {
+    "identity", "relu",     "leaky_relu", "elu",        "gelu",       "quick_gelu", "silu",      "tanh",
+    "sigmoid",  "mish",     "hardswish",  "hardsigmoid", "hardtanh",  "relu6",      "selu",      "softplus",
+    "softsign", "tanhshrink", "logsigmoid", "hardshrink", "softshrink"};
+
+#define SELU_ALPHA 1.6732632423543772848170429916717
+#define SELU_SCALE 1.0507009873554804934193349852946
 
 static double sigmoid(double x)
 {
@@ -24,6 +29,17 @@ static double ref_value(sdt_activation act, double x)
     case SDT_ACT_TANH: return tanh(x);
     case SDT_ACT_SIGMOID: return sigmoid(x);
     case SDT_ACT_MISH: return x * tanh(log1p(exp(x)));
+    case SDT_ACT_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
+    case SDT_ACT_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
+    case SDT_ACT_HARDTANH: return fmin(fmax(x, -1), 1);
+    case SDT_ACT_RELU6: return fmin(fmax(x, 0), 6);
+    case SDT_ACT_SELU: return SELU_SCALE * (x > 0 ? x : SELU_ALPHA * (exp(x) - 1));
+    case SDT_ACT_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
+    case SDT_ACT_SOFTSIGN: return x / (1 + fabs(x));
+    case SDT_ACT_TANHSHRINK: return x - tanh(x);
+    case SDT_ACT_LOGSIGMOID: return -log1p(exp(-x));
+    case SDT_ACT_HARDSHRINK: return fabs(x) > 0.5 ? x : 0;
+    case SDT_ACT_SOFTSHRINK: return x > 0.5 ? x - 0.5 : x < -0.5 ? x + 0.5 : 0;
     default: return x;
     }
 }
@@ -43,8 +59,29 @@ static double ref_derivative(sdt_activation act, double x)
         double t = tanh(log1p(exp(x)));
         return t + x * (1 - t * t) * sigmoid(x);
     }
+    case SDT_ACT_HARDSWISH: return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
+    case SDT_ACT_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
+    case SDT_ACT_HARDTANH: return x > -1 && x < 1 ? 1 : 0;
+    case SDT_ACT_RELU6: return x > 0 && x < 6 ? 1 : 0;
+    case SDT_ACT_SELU: return x > 0 ? SELU_SCALE : SELU_SCALE * SELU_ALPHA * exp(x);
+    case SDT_ACT_SOFTPLUS: return x > 20 ? 1 : sigmoid(x);
+    case SDT_ACT_SOFTSIGN: return 1 / ((1 + fabs(x)) * (1 + fabs(x)));
+    case SDT_ACT_TANHSHRINK: return tanh(x) * tanh(x);
+    case SDT_ACT_LOGSIGMOID: return sigmoid(-x);
+    case SDT_ACT_HARDSHRINK:
+    case SDT_ACT_SOFTSHRINK: return fabs(x) > 0.5 ? 1 : 0;
     default: return 1;
     }
+}
+
+/* Points where an activation (or its derivative) jumps: finite differences across them
+ * measure the jump, not the gradient, so test inputs keep 1e-3 away from them. */
+static bool near_kink(float x)
+{
+    static const float kinks[] = {0.0f, -0.5f, 0.5f, -1.0f, 1.0f, -3.0f, 3.0f, 6.0f, 20.0f};
+    for (size_t k = 0; k < sizeof(kinks) / sizeof(kinks[0]); k++)
+        if (fabsf(x - kinks[k]) < 1e-3f) return true;
+    return false;
 }
 
 typedef struct act_ctx {
@@ -66,7 +103,7 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     float *dy = kt_randn(r, n, 1.0);
     kt_grad dx = kt_grad_make(r, n);
     for (int64_t i = 0; i < n; i++)
-        if (fabsf(x[i]) < 1e-3f) x[i] = 0.5f; /* keep finite differences off the ReLU kink */
+        while (near_kink(x[i])) x[i] += 0.0123f; /* keep finite differences off the kinks */
     sdt_tensor tx = proto, ty = proto, tdy = proto, tdx = proto, tacc = proto;
     tx.data = x, ty.data = y, tdy.data = dy, tdx.data = dx.fresh, tacc.data = dx.acc;
 
@@ -130,5 +167,7 @@ int main(void)
     CHECK(be->activation_forward(be, &to, &tv, SDT_ACT_COUNT) != 0 && be->error[0],
           "an unknown activation must fail with a message");
     be->destroy(be);
-    return sdt_test_finish("activation (identity, relu, leaky_relu, elu, gelu, quick_gelu, silu, tanh, sigmoid, mish)");
+    return sdt_test_finish("activation (identity, relu, leaky_relu, elu, gelu, quick_gelu, silu, tanh, sigmoid, mish, "
+                           "hardswish, hardsigmoid, hardtanh, relu6, selu, softplus, softsign, tanhshrink, "
+                           "logsigmoid, hardshrink, softshrink)");
 }
