@@ -1,6 +1,7 @@
 /* test_activation - activation_forward/backward for every sdt_activation against float64
  * references of the PyTorch definitions, on odd shapes; backward accumulates and is checked
  * against the float64 gradient, which is checked against finite differences. */
+#include "act_ref.h"
 #include "fd_check.h"
 #include "kernel_test.h"
 
@@ -8,81 +9,6 @@ static const char *const act_names[SDT_ACT_COUNT] = {
     "identity", "relu",     "leaky_relu", "elu",        "gelu",       "quick_gelu", "silu",      "tanh",
     "sigmoid",  "mish",     "hardswish",  "hardsigmoid", "hardtanh",  "relu6",      "selu",      "softplus",
     "softsign", "tanhshrink", "logsigmoid", "hardshrink", "softshrink"};
-
-#define SELU_ALPHA 1.6732632423543772848170429916717
-#define SELU_SCALE 1.0507009873554804934193349852946
-
-static double sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
-}
-
-static double ref_value(sdt_activation act, double x)
-{
-    switch (act) {
-    case SDT_ACT_RELU: return x > 0 ? x : 0;
-    case SDT_ACT_LEAKY_RELU: return x > 0 ? x : 0.01 * x;
-    case SDT_ACT_ELU: return x > 0 ? x : exp(x) - 1;
-    case SDT_ACT_GELU: return 0.5 * x * (1 + erf(x / sqrt(2.0)));
-    case SDT_ACT_QUICK_GELU: return x * sigmoid(1.702 * x);
-    case SDT_ACT_SILU: return x * sigmoid(x);
-    case SDT_ACT_TANH: return tanh(x);
-    case SDT_ACT_SIGMOID: return sigmoid(x);
-    case SDT_ACT_MISH: return x * tanh(log1p(exp(x)));
-    case SDT_ACT_HARDSWISH: return x * fmin(fmax(x + 3, 0), 6) / 6;
-    case SDT_ACT_HARDSIGMOID: return fmin(fmax(x + 3, 0), 6) / 6;
-    case SDT_ACT_HARDTANH: return fmin(fmax(x, -1), 1);
-    case SDT_ACT_RELU6: return fmin(fmax(x, 0), 6);
-    case SDT_ACT_SELU: return SELU_SCALE * (x > 0 ? x : SELU_ALPHA * (exp(x) - 1));
-    case SDT_ACT_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
-    case SDT_ACT_SOFTSIGN: return x / (1 + fabs(x));
-    case SDT_ACT_TANHSHRINK: return x - tanh(x);
-    case SDT_ACT_LOGSIGMOID: return -log1p(exp(-x));
-    case SDT_ACT_HARDSHRINK: return fabs(x) > 0.5 ? x : 0;
-    case SDT_ACT_SOFTSHRINK: return x > 0.5 ? x - 0.5 : x < -0.5 ? x + 0.5 : 0;
-    default: return x;
-    }
-}
-
-static double ref_derivative(sdt_activation act, double x)
-{
-    switch (act) {
-    case SDT_ACT_RELU: return x > 0 ? 1 : 0;
-    case SDT_ACT_LEAKY_RELU: return x > 0 ? 1 : 0.01;
-    case SDT_ACT_ELU: return x > 0 ? 1 : exp(x);
-    case SDT_ACT_GELU: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
-    case SDT_ACT_QUICK_GELU: return sigmoid(1.702 * x) * (1 + 1.702 * x * (1 - sigmoid(1.702 * x)));
-    case SDT_ACT_SILU: return sigmoid(x) * (1 + x * (1 - sigmoid(x)));
-    case SDT_ACT_TANH: return 1 / (cosh(x) * cosh(x)); /* 1 - tanh^2 without cancellation */
-    case SDT_ACT_SIGMOID: return sigmoid(x) * sigmoid(-x);
-    case SDT_ACT_MISH: {
-        double t = tanh(log1p(exp(x)));
-        return t + x * (1 - t * t) * sigmoid(x);
-    }
-    case SDT_ACT_HARDSWISH: return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
-    case SDT_ACT_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
-    case SDT_ACT_HARDTANH: return x > -1 && x < 1 ? 1 : 0;
-    case SDT_ACT_RELU6: return x > 0 && x < 6 ? 1 : 0;
-    case SDT_ACT_SELU: return x > 0 ? SELU_SCALE : SELU_SCALE * SELU_ALPHA * exp(x);
-    case SDT_ACT_SOFTPLUS: return x > 20 ? 1 : sigmoid(x);
-    case SDT_ACT_SOFTSIGN: return 1 / ((1 + fabs(x)) * (1 + fabs(x)));
-    case SDT_ACT_TANHSHRINK: return tanh(x) * tanh(x);
-    case SDT_ACT_LOGSIGMOID: return sigmoid(-x);
-    case SDT_ACT_HARDSHRINK:
-    case SDT_ACT_SOFTSHRINK: return fabs(x) > 0.5 ? 1 : 0;
-    default: return 1;
-    }
-}
-
-/* Points where an activation (or its derivative) jumps: finite differences across them
- * measure the jump, not the gradient, so test inputs keep 1e-3 away from them. */
-static bool near_kink(float x)
-{
-    static const float kinks[] = {0.0f, -0.5f, 0.5f, -1.0f, 1.0f, -3.0f, 3.0f, 6.0f, 20.0f};
-    for (size_t k = 0; k < sizeof(kinks) / sizeof(kinks[0]); k++)
-        if (fabsf(x - kinks[k]) < 1e-3f) return true;
-    return false;
-}
 
 typedef struct act_ctx {
     sdt_activation act;
@@ -92,7 +18,7 @@ typedef struct act_ctx {
 static void ref_forward(const double *x, double *y, void *arg)
 {
     const act_ctx *c = arg;
-    for (int64_t i = 0; i < c->n; i++) y[i] = ref_value(c->act, x[i]);
+    for (int64_t i = 0; i < c->n; i++) y[i] = act_ref_value(c->act, x[i]);
 }
 
 static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int ndim, const int64_t *shape)
@@ -103,7 +29,7 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     float *dy = kt_randn(r, n, 1.0);
     kt_grad dx = kt_grad_make(r, n);
     for (int64_t i = 0; i < n; i++)
-        while (near_kink(x[i])) x[i] += 0.0123f; /* keep finite differences off the kinks */
+        while (act_ref_near_kink(x[i])) x[i] += 0.0123f; /* keep finite differences off the kinks */
     sdt_tensor tx = proto, ty = proto, tdy = proto, tdx = proto, tacc = proto;
     tx.data = x, ty.data = y, tdy.data = dy, tdx.data = dx.fresh, tacc.data = dx.acc;
 
@@ -111,7 +37,7 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     double *yref = kt_alloc((size_t)n * sizeof(double)), *dxref = kt_alloc((size_t)n * sizeof(double));
     act_ctx c = {act, n};
     ref_forward(xd, yref, &c);
-    for (int64_t i = 0; i < n; i++) dxref[i] = dyd[i] * ref_derivative(act, xd[i]);
+    for (int64_t i = 0; i < n; i++) dxref[i] = dyd[i] * act_ref_derivative(act, xd[i]);
 
     CHECK(be->activation_forward(be, &ty, &tx, act) == 0, "%s forward failed: %s", act_names[act], be->error);
     double fwd = sdt_rel_err_fd(y, yref, n);
@@ -144,7 +70,7 @@ static void check_tails(sdt_backend *be, sdt_activation act)
     CHECK(be->activation_forward(be, &ty, &tx, act) == 0 && be->activation_backward(be, &tdx, &tdy, &tx, act) == 0,
           "%s on the tails failed: %s", act_names[act], be->error);
     for (int i = 0; i < N; i++) {
-        double v = ref_value(act, x[i]), d = ref_derivative(act, x[i]);
+        double v = act_ref_value(act, x[i]), d = act_ref_derivative(act, x[i]);
         CHECK(fabs(y[i] - v) <= 1e-5 * fabs(v) + 1e-30, "%s(%g) = %.9g, want %.9g", act_names[act], (double)x[i],
               (double)y[i], v);
         CHECK(fabs(dx[i] - d) <= 1e-5 * fabs(d) + 1e-30, "%s'(%g) = %.9g, want %.9g", act_names[act], (double)x[i],
