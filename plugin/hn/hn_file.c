@@ -291,7 +291,7 @@ static void describe_structure(const sdt_hn_config *c, char *out, size_t out_siz
     char ls[256];
     format_list(c->layer_structure, c->entry_count, ls, sizeof(ls));
     snprintf(out, out_size, "layer structure %s, activation %s%s, layer norm %s", ls, c->activation,
-             c->activate_output ? " (output too)" : "", c->layer_norm ? "on" : "off");
+             c->activate_output && strcmp(c->activation, "linear") ? " (output too)" : "", c->layer_norm ? "on" : "off");
 }
 
 /* Copies every tensor of the file into host (parameter order), checking names and shapes both ways. */
