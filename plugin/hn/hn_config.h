@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/ops.h"
+#include "ops.h"
 
 #define SDT_HN_NAME_MAX 200         /* bytes, as embedding names */
 #define SDT_HN_MAX_WIDTHS 8         /* module widths in one hypernetwork */

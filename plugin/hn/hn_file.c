@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "data/file_name.h"
-#include "models/safetensors.h"
+#include "safetensors.h"
 
 static bool file_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bool file_fail(char *err, size_t err_size, const char *fmt, ...)

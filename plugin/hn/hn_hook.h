@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "hn/hn_module.h"
-#include "models/unet.h"
+#include "unet.h"
 
 #define SDT_HN_MAX_CHAIN 8
 

@@ -20,8 +20,8 @@
 #include <stdint.h>
 
 #include "hn/hn_config.h"
-#include "kernels/ops.h"
-#include "models/unet.h"
+#include "ops.h"
+#include "unet.h"
 
 #define SDT_HN_PARAM_NAME_MAX 48
 #define SDT_HN_CHECKPOINT_MAX 256

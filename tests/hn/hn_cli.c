@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "hn/hn_file.h"
-#include "models/safetensors.h"
+#include "safetensors.h"
 #include "train/rng.h"
 
 #define ROWS 10 /* [2, 5, 8] */

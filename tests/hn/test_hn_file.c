@@ -10,7 +10,7 @@
 
 #include "hn/hn_file.h"
 #include "kernel_test.h"
-#include "models/safetensors.h"
+#include "safetensors.h"
 
 static char dir[256];
 

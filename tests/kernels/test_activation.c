@@ -28,8 +28,12 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     float *x = kt_randn(r, n, 2.0), *y = kt_alloc((size_t)n * sizeof(float));
     float *dy = kt_randn(r, n, 1.0);
     kt_grad dx = kt_grad_make(r, n);
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = 0; i < n; i++) {
+        /* |x| <= 5: far out a value like gelu(-7) ~ 1e-11 makes a one-element relative error
+         * meaningless; check_tails covers the tails element by element */
+        x[i] = fmodf(x[i], 5.0f);
         while (act_ref_near_kink(x[i])) x[i] += 0.0123f; /* keep finite differences off the kinks */
+    }
     sdt_tensor tx = proto, ty = proto, tdy = proto, tdx = proto, tacc = proto;
     tx.data = x, ty.data = y, tdy.data = dy, tdx.data = dx.fresh, tacc.data = dx.acc;
 
