@@ -11,22 +11,22 @@ static bool allowed_char(gunichar c)
     return g_unichar_isalnum(c) || c == ' ' || c == '.' || c == '_' || c == '-';
 }
 
-bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, char *err, size_t err_size)
+bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, sdt_error *error)
 {
     if (!name || !name[0]) {
-        snprintf(err, err_size, "the %s name is empty; give it a name such as \"my-style\"", what);
+        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name is empty; give it a name such as \"my-style\"", what);
         return false;
     }
     if (strlen(name) > max_bytes) {
-        snprintf(err, err_size, "the %s name is longer than %zu bytes; choose a shorter name", what, max_bytes);
+        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name is longer than %zu bytes; choose a shorter name", what, max_bytes);
         return false;
     }
     if (!g_utf8_validate(name, -1, NULL)) {
-        snprintf(err, err_size, "the %s name is not valid UTF-8 text; retype it", what);
+        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name is not valid UTF-8 text; retype it", what);
         return false;
     }
     if (name[0] == '.') {
-        snprintf(err, err_size, "the %s name \"%s\" starts with '.', which would make a hidden file or a path; "
+        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name \"%s\" starts with '.', which would make a hidden file or a path; "
                  "start it with a letter or digit", what, name);
         return false;
     }
@@ -36,8 +36,7 @@ bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, c
             char shown[16];
             if (c < 0x20 || c == 0x7f) snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
             else snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
-            snprintf(err, err_size,
-                     "the %s name \"%s\" contains %s; use only letters, digits, spaces, '.', '_' and '-' "
+            sdt_fail(error, SDT_ERR_VALIDATION, "the %s name \"%s\" contains %s; use only letters, digits, spaces, '.', '_' and '-' "
                      "(the name becomes a file name and a prompt word)", what, name, shown);
             return false;
         }

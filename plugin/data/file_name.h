@@ -8,11 +8,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "sdt_error.h"
+
 /* Refused: empty, longer than max_bytes, not UTF-8, a leading '.', or any character
  * outside letters, digits, space, '.', '_', '-' (this refuses '/', '\', "../", control
  * characters and ':'). `what` names the thing in the sentence ("embedding",
- * "hypernetwork"). */
-bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, char *err, size_t err_size);
+ * "hypernetwork"). The error is VALIDATION. */
+bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, sdt_error *error);
 /* A1111's rule: drop every character outside letters, digits and "._- ", and leading
  * dots; cut to max_bytes on a character boundary. Newly allocated; may be "". */
 char *sdt_file_name_sanitise(const char *name, size_t max_bytes);

@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +80,7 @@ sdt_hn_config sdt_hn_config_default(void)
     return c;
 }
 
-bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, char *err, size_t err_size)
+bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, sdt_error *error)
 {
     for (int i = 0; i < HN_ACTIVATION_COUNT; i++)
         if (name && strcmp(name, hn_activations[i].name) == 0) {
@@ -90,14 +89,14 @@ bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, char *err, 
         }
     for (size_t i = 0; name && i < sizeof(hn_refused) / sizeof(hn_refused[0]); i++)
         if (strcmp(name, hn_refused[i].name) == 0) {
-            snprintf(err, err_size, "activation: \"%s\" %s", name, hn_refused[i].why);
+            sdt_fail(error, SDT_ERR_VALIDATION, "activation: \"%s\" %s", name, hn_refused[i].why);
             return false;
         }
     char list[512] = "";
     size_t used = 0;
     for (int i = 0; i < HN_ACTIVATION_COUNT && used < sizeof(list); i++)
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", hn_activations[i].name);
-    snprintf(err, err_size, "activation: \"%s\" is not an activation sdtrain knows; use one of %s (lower case)",
+    sdt_fail(error, SDT_ERR_VALIDATION, "activation: \"%s\" is not an activation sdtrain knows; use one of %s (lower case)",
              name ? name : "(none)", list);
     return false;
 }
@@ -112,14 +111,14 @@ const char *sdt_hn_init_name(sdt_hn_init init)
     return (int)init >= 0 && init < SDT_HN_INIT_COUNT ? hn_init_names[init] : "unknown";
 }
 
-bool sdt_hn_init_parse(const char *name, sdt_hn_init *out, char *err, size_t err_size)
+bool sdt_hn_init_parse(const char *name, sdt_hn_init *out, sdt_error *error)
 {
     for (int i = 0; i < SDT_HN_INIT_COUNT; i++)
         if (name && strcmp(name, hn_init_names[i]) == 0) {
             *out = (sdt_hn_init)i;
             return true;
         }
-    snprintf(err, err_size,
+    sdt_fail(error, SDT_ERR_VALIDATION,
              "weight initialization: \"%s\" is not one of Normal, XavierUniform, XavierNormal, KaimingUniform, "
              "KaimingNormal (spelled as A1111 does)", name ? name : "(none)");
     return false;
@@ -162,10 +161,10 @@ bool sdt_hn_config_has_width(const sdt_hn_config *c, int width)
 
 /* Splits text at commas into trimmed tokens; calls take(token) for each. An empty
  * token (",," or a trailing comma) is an error, as float("") is in A1111. */
-typedef bool (*hn_token_fn)(const char *field, const char *token, int index, void *out, char *err, size_t err_size);
+typedef bool (*hn_token_fn)(const char *field, const char *token, int index, void *out, sdt_error *error);
 
 static bool hn_split(const char *field, const char *text, int max, int *count, hn_token_fn take, void *out,
-                     char *err, size_t err_size)
+                     sdt_error *error)
 {
     *count = 0;
     if (!text) text = "";
@@ -177,35 +176,35 @@ static bool hn_split(const char *field, const char *text, int max, int *count, h
         while (len && isspace((unsigned char)p[len - 1])) len--;
         char token[64];
         if (len == 0) {
-            snprintf(err, err_size, "%s: \"%s\" has an empty entry; write numbers separated by commas, e.g. \"1, 2, 1\"",
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: \"%s\" has an empty entry; write numbers separated by commas, e.g. \"1, 2, 1\"",
                      field, text);
             return false;
         }
         if (len >= sizeof(token)) {
-            snprintf(err, err_size, "%s: an entry of \"%s\" is too long to be a number; write numbers separated by "
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: an entry of \"%s\" is too long to be a number; write numbers separated by "
                      "commas", field, text);
             return false;
         }
         if (*count >= max) {
-            snprintf(err, err_size, "%s: \"%s\" has more than %d entries; use at most %d", field, text, max, max);
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: \"%s\" has more than %d entries; use at most %d", field, text, max, max);
             return false;
         }
         memcpy(token, p, len);
         token[len] = '\0';
-        if (!take(field, token, *count, out, err, err_size)) return false;
+        if (!take(field, token, *count, out, error)) return false;
         (*count)++;
         if (!comma) return true;
         p = comma + 1;
     }
 }
 
-static bool hn_take_double(const char *field, const char *token, int index, void *out, char *err, size_t err_size)
+static bool hn_take_double(const char *field, const char *token, int index, void *out, sdt_error *error)
 {
     char *end;
     errno = 0;
     double v = strtod(token, &end);
     if (*end != '\0' || end == token) {
-        snprintf(err, err_size, "%s: entry %d \"%s\" is not a number; write numbers such as 1, 2 or 0.5", field,
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: entry %d \"%s\" is not a number; write numbers such as 1, 2 or 0.5", field,
                  index + 1, token);
         return false;
     }
@@ -213,13 +212,13 @@ static bool hn_take_double(const char *field, const char *token, int index, void
     return true;
 }
 
-static bool hn_take_int(const char *field, const char *token, int index, void *out, char *err, size_t err_size)
+static bool hn_take_int(const char *field, const char *token, int index, void *out, sdt_error *error)
 {
     char *end;
     errno = 0;
     long v = strtol(token, &end, 10);
     if (*end != '\0' || end == token || errno || v < 1 || v > SDT_HN_MAX_WIDTH) {
-        snprintf(err, err_size, "%s: entry %d \"%s\" is not a width in 1..%d; write widths such as 768, 320, 640, "
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: entry %d \"%s\" is not a width in 1..%d; write widths such as 768, 320, 640, "
                  "1280", field, index + 1, token, SDT_HN_MAX_WIDTH);
         return false;
     }
@@ -227,68 +226,57 @@ static bool hn_take_int(const char *field, const char *token, int index, void *o
     return true;
 }
 
-bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int max, int *count, char *err,
-                          size_t err_size)
+bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int max, int *count, sdt_error *error)
 {
-    return hn_split(field, text, max, count, hn_take_double, out, err, err_size);
+    return hn_split(field, text, max, count, hn_take_double, out, error);
 }
 
-bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, char *err, size_t err_size)
+bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_error *error)
 {
-    return hn_split("modules", text, max, count, hn_take_int, out, err, err_size);
+    return hn_split("modules", text, max, count, hn_take_int, out, error);
 }
 
 /* ---- validation ---- */
 
-static bool hn_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool hn_fail(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_size) vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-static bool hn_check_widths(const sdt_hn_config *c, char *err, size_t err_size)
+static bool hn_check_widths(const sdt_hn_config *c, sdt_error *error)
 {
     if (c->width_count < 1 || c->width_count > SDT_HN_MAX_WIDTHS)
-        return hn_fail(err, err_size, "modules: %d widths given; choose 1 to %d of 768, 1024, 320, 640, 1280 (768 "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "modules: %d widths given; choose 1 to %d of 768, 1024, 320, 640, 1280 (768 "
                        "and 320, 640, 1280 for SD 1.x, 1024 for SD 2.x cross-attention)", c->width_count,
                        SDT_HN_MAX_WIDTHS);
     for (int i = 0; i < c->width_count; i++) {
         if (c->widths[i] < 1 || c->widths[i] > SDT_HN_MAX_WIDTH)
-            return hn_fail(err, err_size, "modules: width %d is outside 1..%d; use the K/V widths of the model "
+            return sdt_fail(error, SDT_ERR_VALIDATION, "modules: width %d is outside 1..%d; use the K/V widths of the model "
                            "(768, 320, 640, 1280 for SD 1.x)", c->widths[i], SDT_HN_MAX_WIDTH);
         for (int j = 0; j < i; j++)
             if (c->widths[j] == c->widths[i])
-                return hn_fail(err, err_size, "modules: width %d is listed twice; list each width once",
+                return sdt_fail(error, SDT_ERR_VALIDATION, "modules: width %d is listed twice; list each width once",
                                c->widths[i]);
     }
     return true;
 }
 
-static bool hn_check_structure(const sdt_hn_config *c, char *err, size_t err_size)
+static bool hn_check_structure(const sdt_hn_config *c, sdt_error *error)
 {
     if (c->entry_count < 2 || c->entry_count > SDT_HN_MAX_ENTRIES)
-        return hn_fail(err, err_size, "layer structure: %d entries given; give 2 to %d multipliers starting and "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: %d entries given; give 2 to %d multipliers starting and "
                        "ending with 1, e.g. \"1, 2, 1\"", c->entry_count, SDT_HN_MAX_ENTRIES);
     for (int i = 0; i < c->entry_count; i++)
         if (!isfinite(c->layer_structure[i]) || c->layer_structure[i] <= 0)
-            return hn_fail(err, err_size, "layer structure: entry %d (%g) is not a positive number; every "
+            return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: entry %d (%g) is not a positive number; every "
                            "multiplier must be > 0, e.g. \"1, 2, 1\"", i + 1, c->layer_structure[i]);
     if (c->layer_structure[0] != 1.0)
-        return hn_fail(err, err_size, "layer structure: it starts with %g; the first multiplier must be 1 (the "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: it starts with %g; the first multiplier must be 1 (the "
                        "module maps the K/V input back to its own width), e.g. \"1, 2, 1\"", c->layer_structure[0]);
     if (c->layer_structure[c->entry_count - 1] != 1.0)
-        return hn_fail(err, err_size, "layer structure: it ends with %g; the last multiplier must be 1 (the "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: it ends with %g; the last multiplier must be 1 (the "
                        "module's output is added to its input), e.g. \"1, 2, 1\"",
                        c->layer_structure[c->entry_count - 1]);
     for (int w = 0; w < c->width_count; w++)
         for (int i = 1; i + 1 < c->entry_count; i++) {
             int size = sdt_hn_layer_size(c->widths[w], c->layer_structure[i]);
             if (size < 1 || size > SDT_HN_MAX_HIDDEN)
-                return hn_fail(err, err_size, "layer structure: entry %d (%g) makes a layer of int(%d * %g) = %d "
+                return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: entry %d (%g) makes a layer of int(%d * %g) = %d "
                                "units for width %d; choose a multiplier giving 1 to %d units", i + 1,
                                c->layer_structure[i], c->widths[w], c->layer_structure[i], size, c->widths[w],
                                SDT_HN_MAX_HIDDEN);
@@ -296,37 +284,37 @@ static bool hn_check_structure(const sdt_hn_config *c, char *err, size_t err_siz
     return true;
 }
 
-static bool hn_check_dropout(const sdt_hn_config *c, bool creating, char *err, size_t err_size)
+static bool hn_check_dropout(const sdt_hn_config *c, bool creating, sdt_error *error)
 {
     if (!c->use_dropout) return true; /* the structure is ignored (A1111 sets it to zeros) */
     for (int i = 0; i < c->entry_count; i++) {
         double p = c->dropout_structure[i];
         if (!(p == 0.0 || (p > 0.0 && p < 1.0)))
-            return hn_fail(err, err_size, "dropout structure: entry %d (%g) is not a probability; each entry must "
+            return sdt_fail(error, SDT_ERR_VALIDATION, "dropout structure: entry %d (%g) is not a probability; each entry must "
                            "be 0 or between 0 and 1 (exclusive), e.g. \"0, 0.05, 0.15\"", i + 1, p);
     }
     if (creating && c->dropout_structure[0] != 0.0)
-        return hn_fail(err, err_size, "dropout structure: the first entry is %g but no layer comes before it; "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "dropout structure: the first entry is %g but no layer comes before it; "
                        "set it to 0 (entry i+1 is the dropout after layer i), e.g. \"0, 0.05, 0.15\"",
                        c->dropout_structure[0]);
     return true;
 }
 
-bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, char *err, size_t err_size)
+bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, sdt_error *error)
 {
-    if (!c) return hn_fail(err, err_size, "no hypernetwork description given; pass one");
+    if (!c) return sdt_fail(error, SDT_ERR_VALIDATION, "no hypernetwork description given; pass one");
     if (memchr(c->name, '\0', sizeof(c->name)) == NULL)
-        return hn_fail(err, err_size, "name: it is not terminated; pass a name of at most %d bytes",
+        return sdt_fail(error, SDT_ERR_VALIDATION, "name: it is not terminated; pass a name of at most %d bytes",
                        SDT_HN_NAME_MAX);
-    if (!sdt_file_name_check("hypernetwork", c->name, SDT_HN_NAME_MAX, err, err_size)) return false;
-    if (!hn_check_widths(c, err, err_size) || !hn_check_structure(c, err, err_size)) return false;
+    if (!sdt_file_name_check("hypernetwork", c->name, SDT_HN_NAME_MAX, error)) return false;
+    if (!hn_check_widths(c, error) || !hn_check_structure(c, error)) return false;
     if (memchr(c->activation, '\0', sizeof(c->activation)) == NULL)
-        return hn_fail(err, err_size, "activation: the name is not terminated; pass a name such as \"relu\"");
-    if (!sdt_hn_activation_lookup(c->activation, NULL, err, err_size)) return false;
+        return sdt_fail(error, SDT_ERR_VALIDATION, "activation: the name is not terminated; pass a name such as \"relu\"");
+    if (!sdt_hn_activation_lookup(c->activation, NULL, error)) return false;
     if ((int)c->init < 0 || c->init >= SDT_HN_INIT_COUNT)
-        return hn_fail(err, err_size, "weight initialization: value %d is unknown; use Normal, XavierUniform, "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "weight initialization: value %d is unknown; use Normal, XavierUniform, "
                        "XavierNormal, KaimingUniform or KaimingNormal", (int)c->init);
-    return hn_check_dropout(c, creating, err, err_size);
+    return hn_check_dropout(c, creating, error);
 }
 
 /* ---- layer plan ---- */
@@ -334,7 +322,7 @@ bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, char *err, si
 int sdt_hn_config_plan(const sdt_hn_config *c, int width, sdt_hn_layer_plan *plan)
 {
     sdt_activation act = SDT_ACT_IDENTITY;
-    sdt_hn_activation_lookup(c->activation, &act, NULL, 0);
+    sdt_hn_activation_lookup(c->activation, &act, NULL);
     int layers = c->entry_count - 1, position = 0;
     for (int i = 0; i < layers; i++) {
         sdt_hn_layer_plan *l = &plan[i];

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "ops.h"
+#include "sdt_error.h"
 
 #define SDT_HN_NAME_MAX 200         /* bytes, as embedding names */
 #define SDT_HN_MAX_WIDTHS 8         /* module widths in one hypernetwork */
@@ -59,26 +60,25 @@ sdt_hn_config sdt_hn_config_default(void);
  * structure; activation; init; dropout), each failure one sentence naming the field
  * and the fix. `creating` adds the checks that only a new file needs (the dropout
  * structure's first entry is 0); files written by A1111 pass with it false. */
-bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, char *err, size_t err_size);
+bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, sdt_error *error);
 
 /* ---- parsing the Create tab's text fields ---- */
 /* "1, 2, 1" -> numbers (Python float() syntax per entry, commas between). `field` names
  * the field in the sentence. */
-bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int max, int *count, char *err,
-                          size_t err_size);
+bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int max, int *count, sdt_error *error);
 /* "768, 320, 640, 1280" -> widths. */
-bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, char *err, size_t err_size);
+bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_error *error);
 
 /* ---- activations (A1111 accepts torch.nn activation classes by lower-case name) ---- */
 /* The kernel activation for an A1111 name; false + a sentence listing the accepted
  * names (or why a torch name cannot be used) otherwise. */
-bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, char *err, size_t err_size);
+bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, sdt_error *error);
 /* Accepted names in a stable order, for menus and docs; NULL past the end. */
 const char *sdt_hn_activation_name_at(int index);
 
 /* ---- weight init names: "Normal", "XavierUniform", ... (A1111's spelling) ---- */
 const char *sdt_hn_init_name(sdt_hn_init init);
-bool sdt_hn_init_parse(const char *name, sdt_hn_init *out, char *err, size_t err_size);
+bool sdt_hn_init_parse(const char *name, sdt_hn_init *out, sdt_error *error);
 
 /* ---- derived values ---- */
 /* int(width * multiplier) as Python computes it (double product, truncated). */

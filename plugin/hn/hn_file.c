@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +10,6 @@
 
 #include "data/file_name.h"
 #include "safetensors.h"
-
-static bool file_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool file_fail(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_size) vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* ---- A1111's key rules ---- */
 
@@ -55,11 +44,11 @@ static void file_base_name(const char *path, char *out, size_t out_size)
 }
 
 bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_name, const char *file,
-                           sdt_hn_config *config, sdt_hn_info *info, char *err, size_t err_size)
+                           sdt_hn_config *config, sdt_hn_info *info, sdt_error *error)
 {
     sdt_hn_config c = sdt_hn_config_default();
-    char ignored[256];
-    if (keys->has_name && sdt_file_name_check("hypernetwork", keys->name, SDT_HN_NAME_MAX, ignored, sizeof(ignored)))
+    sdt_error ignored;
+    if (keys->has_name && sdt_file_name_check("hypernetwork", keys->name, SDT_HN_NAME_MAX, &ignored))
         snprintf(c.name, sizeof(c.name), "%s", keys->name);
     else {
         /* A1111 names from the file name when the key is absent; a stored name that is not a
@@ -80,13 +69,13 @@ bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_na
         snprintf(c.activation, sizeof(c.activation), "linear");
     /* A1111 never reads the init of a file it loads (the weights are there), so an
      * unknown name is kept as Normal rather than refused */
-    if (!keys->has_init || !sdt_hn_init_parse(keys->init, &c.init, ignored, sizeof(ignored))) c.init = SDT_HN_INIT_NORMAL;
+    if (!keys->has_init || !sdt_hn_init_parse(keys->init, &c.init, &ignored)) c.init = SDT_HN_INIT_NORMAL;
     c.layer_norm = keys->has_layer_norm && keys->layer_norm;
     c.activate_output = keys->has_activate_output ? keys->activate_output : true;
     bool last_layer_dropout = keys->has_last_layer_dropout && keys->last_layer_dropout;
     if (keys->has_dropout_structure) {
         if (keys->dropout_count < c.entry_count)
-            return file_fail(err, err_size, "%s: dropout_structure has %d entries but layer_structure has %d; the file "
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: dropout_structure has %d entries but layer_structure has %d; the file "
                              "is damaged (re-save it, or remove dropout_structure to use A1111's rebuild)", file,
                              keys->dropout_count, c.entry_count);
         bool any = false;
@@ -103,9 +92,9 @@ bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_na
         c.width_count = keys->width_count;
         memcpy(c.widths, keys->widths, sizeof(c.widths));
     }
-    char why[512];
-    if (!sdt_hn_config_validate(&c, false, why, sizeof(why)))
-        return file_fail(err, err_size, "%s: %s", file, why);
+    sdt_error why;
+    if (!sdt_hn_config_validate(&c, false, &why))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s", file, why.message);
     memset(info, 0, sizeof(*info));
     info->step = keys->has_step ? keys->step : 0;
     snprintf(info->sd_checkpoint, sizeof(info->sd_checkpoint), "%s", keys->sd_checkpoint);
@@ -146,17 +135,17 @@ static void format_int_list(const int *v, int n, char *out, size_t out_size)
     if (used < out_size) snprintf(out + used, out_size - used, "]");
 }
 
-static bool parse_bool(const char *file, const char *key, const char *text, bool *out, char *err, size_t err_size)
+static bool parse_bool(const char *file, const char *key, const char *text, bool *out, sdt_error *error)
 {
     if (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1")) return *out = true, true;
     if (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0")) return *out = false, true;
-    return file_fail(err, err_size, "%s: metadata %s is \"%s\", not true or false; fix or remove the key", file, key,
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata %s is \"%s\", not true or false; fix or remove the key", file, key,
                      text);
 }
 
 /* "[1.0, 2.0, 1.0]" (brackets optional) -> numbers. */
 static bool parse_list(const char *file, const char *key, const char *text, double *out, int max, int *count,
-                       char *err, size_t err_size)
+                       sdt_error *error)
 {
     char inner[1024];
     const char *start = text, *end = text + strlen(text);
@@ -165,11 +154,11 @@ static bool parse_list(const char *file, const char *key, const char *text, doub
     while (end > start && end[-1] == ' ') end--;
     if (end > start && end[-1] == ']') end--;
     if ((size_t)(end - start) >= sizeof(inner))
-        return file_fail(err, err_size, "%s: metadata %s is too long; the file is damaged", file, key);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata %s is too long; the file is damaged", file, key);
     snprintf(inner, sizeof(inner), "%.*s", (int)(end - start), start);
-    char why[512];
-    if (!sdt_hn_parse_numbers(key, inner, out, max, count, why, sizeof(why)))
-        return file_fail(err, err_size, "%s: metadata %s", file, why);
+    sdt_error why;
+    if (!sdt_hn_parse_numbers(key, inner, out, max, count, &why))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata %s", file, why.message);
     return true;
 }
 
@@ -179,7 +168,7 @@ static const char *meta_or_none(const char *value)
 }
 
 /* Metadata -> keys. Absent keys keep their presence flag false. */
-static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_file_keys *k, char *err, size_t err_size)
+static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_file_keys *k, sdt_error *error)
 {
     memset(k, 0, sizeof(*k));
     const char *v;
@@ -189,14 +178,13 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
         errno = 0;
         long long step = strtoll(v, &end, 10);
         if (*end || end == v || errno || step < 0)
-            return file_fail(err, err_size, "%s: metadata step is \"%s\", not a step count; fix or remove the key",
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata step is \"%s\", not a step count; fix or remove the key",
                              file, v);
         k->has_step = true, k->step = step;
     }
     if ((v = sdt_st_metadata_get(st, "layer_structure"))) {
         k->has_layer_structure = true;
-        if (!parse_list(file, "layer_structure", v, k->layer_structure, SDT_HN_MAX_ENTRIES, &k->entry_count, err,
-                        err_size))
+        if (!parse_list(file, "layer_structure", v, k->layer_structure, SDT_HN_MAX_ENTRIES, &k->entry_count, error))
             return false;
     }
     if ((v = meta_or_none(sdt_st_metadata_get(st, "activation_func"))))
@@ -213,12 +201,11 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if ((v = sdt_st_metadata_get(st, flags[i].key))) {
             *flags[i].has = true;
-            if (!parse_bool(file, flags[i].key, v, flags[i].value, err, err_size)) return false;
+            if (!parse_bool(file, flags[i].key, v, flags[i].value, error)) return false;
         }
     if ((v = meta_or_none(sdt_st_metadata_get(st, "dropout_structure")))) {
         k->has_dropout_structure = true;
-        if (!parse_list(file, "dropout_structure", v, k->dropout_structure, SDT_HN_MAX_ENTRIES, &k->dropout_count, err,
-                        err_size))
+        if (!parse_list(file, "dropout_structure", v, k->dropout_structure, SDT_HN_MAX_ENTRIES, &k->dropout_count, error))
             return false;
     }
     if ((v = meta_or_none(sdt_st_metadata_get(st, "sd_checkpoint"))))
@@ -227,10 +214,10 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
         snprintf(k->sd_checkpoint_name, sizeof(k->sd_checkpoint_name), "%s", v);
     if ((v = sdt_st_metadata_get(st, "modules"))) {
         double widths[SDT_HN_MAX_WIDTHS];
-        if (!parse_list(file, "modules", v, widths, SDT_HN_MAX_WIDTHS, &k->width_count, err, err_size)) return false;
+        if (!parse_list(file, "modules", v, widths, SDT_HN_MAX_WIDTHS, &k->width_count, error)) return false;
         for (int i = 0; i < k->width_count; i++) {
             if (widths[i] != floor(widths[i]) || widths[i] < 1 || widths[i] > SDT_HN_MAX_WIDTH)
-                return file_fail(err, err_size, "%s: metadata modules lists %g, not a width; fix or remove the key",
+                return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata modules lists %g, not a width; fix or remove the key",
                                  file, widths[i]);
             k->widths[i] = (int)widths[i];
         }
@@ -295,11 +282,11 @@ static void describe_structure(const sdt_hn_config *c, char *out, size_t out_siz
 }
 
 /* Copies every tensor of the file into host (parameter order), checking names and shapes both ways. */
-static bool st_fill(const sdt_safetensors *st, const char *file, sdt_hn *hn, float *host, char *err, size_t err_size)
+static bool st_fill(const sdt_safetensors *st, const char *file, sdt_hn *hn, float *host, sdt_error *error)
 {
     int count = sdt_hn_param_count(hn);
     bool *filled = calloc((size_t)count, sizeof(bool));
-    if (!filled) return file_fail(err, err_size, "%s: out of host memory while reading", file);
+    if (!filled) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while reading", file);
     bool ok = true;
     char structure[512];
     describe_structure(sdt_hn_get_config(hn), structure, sizeof(structure));
@@ -314,14 +301,14 @@ static bool st_fill(const sdt_safetensors *st, const char *file, sdt_hn *hn, flo
             p = sdt_hn_param_find(hn, name);
         }
         if (!p) {
-            ok = file_fail(err, err_size, "%s: tensor \"%s\" does not belong to a hypernetwork with %s; the metadata "
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" does not belong to a hypernetwork with %s; the metadata "
                            "does not describe these tensors (re-save the file from its source)", file, e->name,
                            structure);
             break;
         }
         int index = (int)(p - sdt_hn_param_at(hn, 0));
         if (filled[index]) {
-            ok = file_fail(err, err_size, "%s: tensor \"%s\" appears twice (old and new naming); keep one", file, e->name);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" appears twice (old and new naming); keep one", file, e->name);
             break;
         }
         bool shape_ok = e->ndim == p->value.ndim;
@@ -330,13 +317,13 @@ static bool st_fill(const sdt_safetensors *st, const char *file, sdt_hn *hn, flo
             char have[96], want[96];
             format_shape(e->ndim, e->shape, have, sizeof(have));
             format_shape(p->value.ndim, p->value.shape, want, sizeof(want));
-            ok = file_fail(err, err_size, "%s: tensor \"%s\" has shape %s but a hypernetwork with %s needs %s; the "
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" has shape %s but a hypernetwork with %s needs %s; the "
                            "metadata does not match the tensors", file, e->name, have, structure, want);
             break;
         }
         sdt_dtype dtype;
         if (!sdt_st_dtype_to_tensor(e->dtype, &dtype) || dtype == SDT_I32) {
-            ok = file_fail(err, err_size, "%s: tensor \"%s\" is %s; hypernetwork weights must be F32, F16 or BF16",
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is %s; hypernetwork weights must be F32, F16 or BF16",
                            file, e->name, sdt_st_dtype_name(e->dtype));
             break;
         }
@@ -345,15 +332,15 @@ static bool st_fill(const sdt_safetensors *st, const char *file, sdt_hn *hn, flo
     }
     for (int i = 0; ok && i < count; i++)
         if (!filled[i])
-            ok = file_fail(err, err_size, "%s: tensor \"%s\" is missing for a hypernetwork with %s; the file is "
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is missing for a hypernetwork with %s; the file is "
                            "incomplete (re-save it from its source)", file, sdt_hn_param_at(hn, i)->name, structure);
     free(filled);
     return ok;
 }
 
-sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, char *err, size_t err_size)
+sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, sdt_error *error)
 {
-    sdt_safetensors *st = sdt_st_open(path, err, err_size);
+    sdt_safetensors *st = sdt_st_open(path, error);
     if (!st) return NULL;
     sdt_hn_file_keys keys;
     sdt_hn_config config;
@@ -362,23 +349,22 @@ sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, char *err, si
     file_base_name(path, fallback, sizeof(fallback));
     sdt_hn *hn = NULL;
     float *host = NULL;
-    bool ok = st_read_keys(st, path, &keys, err, err_size);
+    bool ok = st_read_keys(st, path, &keys, error);
     if (ok && keys.width_count == 0) widths_from_names(st, &keys);
     if (ok && keys.width_count == 0)
-        ok = file_fail(err, err_size, "%s: no tensor is named like a hypernetwork module (\"768.0.linear.0.weight\"); "
+        ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no tensor is named like a hypernetwork module (\"768.0.linear.0.weight\"); "
                        "this is not a hypernetwork file", path);
-    ok = ok && sdt_hn_keys_to_config(&keys, fallback, path, &config, &info, err, err_size);
+    ok = ok && sdt_hn_keys_to_config(&keys, fallback, path, &config, &info, error);
     if (ok) {
-        char why[512];
-        hn = sdt_hn_alloc(&config, be, why, sizeof(why));
-        if (!hn) ok = file_fail(err, err_size, "%s: %s", path, why);
+        hn = sdt_hn_alloc(&config, be, error);
+        if (!hn) ok = sdt_error_wrap(error, "%s", path);
     }
     if (ok) {
         host = calloc((size_t)sdt_hn_param_numel(hn), sizeof(float));
-        if (!host) ok = file_fail(err, err_size, "%s: out of host memory for %lld weights", path,
+        if (!host) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld weights", path,
                                   (long long)sdt_hn_param_numel(hn));
     }
-    ok = ok && st_fill(st, path, hn, host, err, err_size) && sdt_hn_upload(hn, host, err, err_size);
+    ok = ok && st_fill(st, path, hn, host, error) && sdt_hn_upload(hn, host, error);
     if (ok) *sdt_hn_get_info(hn) = info;
     free(host);
     sdt_st_close(st);
@@ -389,7 +375,7 @@ sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, char *err, si
     return hn;
 }
 
-bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, char *err, size_t err_size)
+bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, sdt_error *error)
 {
     const sdt_hn_config *c = sdt_hn_get_config(hn);
     const sdt_hn_info *info = sdt_hn_get_info_const(hn);
@@ -397,8 +383,8 @@ bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, char *err, size
     float *host = calloc((size_t)sdt_hn_param_numel(hn) + 1, sizeof(float));
     sdt_st_write_item *items = calloc((size_t)count, sizeof(*items));
     bool ok = host && items;
-    if (!ok) file_fail(err, err_size, "%s: out of host memory while saving; nothing was written", path);
-    ok = ok && sdt_hn_download(hn, host, err, err_size);
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while saving; nothing was written", path);
+    ok = ok && sdt_hn_download(hn, host, error);
     int64_t offset = 0;
     for (int i = 0; ok && i < count; i++) {
         const sdt_hn_param *p = sdt_hn_param_at_const(hn, i);
@@ -428,7 +414,7 @@ bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, char *err, size
     meta[n++] = (sdt_st_kv){"modules", modules};
     if (info->sd_checkpoint[0]) meta[n++] = (sdt_st_kv){"sd_checkpoint", info->sd_checkpoint};
     if (info->sd_checkpoint_name[0]) meta[n++] = (sdt_st_kv){"sd_checkpoint_name", info->sd_checkpoint_name};
-    ok = ok && sdt_st_write(path, items, (size_t)count, meta, n, err, err_size);
+    ok = ok && sdt_st_write(path, items, (size_t)count, meta, n, error);
     free(items);
     free(host);
     return ok;
@@ -441,20 +427,20 @@ static bool has_suffix(const char *s, const char *suffix)
 }
 
 sdt_hn *sdt_hn_create_file(const sdt_hn_config *c, const char *path, bool overwrite, sdt_backend *be,
-                           uint64_t init_seed, char *err, size_t err_size)
+                           uint64_t init_seed, sdt_error *error)
 {
-    if (!sdt_hn_config_validate(c, true, err, err_size)) return NULL;
+    if (!sdt_hn_config_validate(c, true, error)) return NULL;
     if (!path || !has_suffix(path, ".safetensors")) {
-        file_fail(err, err_size, "%s: hypernetworks are created as .safetensors files here; name the file "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: hypernetworks are created as .safetensors files here; name the file "
                   "\"<name>.safetensors\"", path ? path : "(no path)");
         return NULL;
     }
     if (!overwrite && access(path, F_OK) == 0) {
-        file_fail(err, err_size, "file %s already exists; choose another name or turn on overwrite", path);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "file %s already exists; choose another name or turn on overwrite", path);
         return NULL;
     }
-    sdt_hn *hn = sdt_hn_create(c, be, init_seed, err, err_size);
-    if (hn && !sdt_hn_save_safetensors(hn, path, err, err_size)) {
+    sdt_hn *hn = sdt_hn_create(c, be, init_seed, error);
+    if (hn && !sdt_hn_save_safetensors(hn, path, error)) {
         sdt_hn_free(hn);
         return NULL;
     }

@@ -28,17 +28,17 @@
 #include "hn/hn_module.h"
 
 /* Writes hn to path as .safetensors (tensors f32, metadata as above), atomically. */
-bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, char *err, size_t err_size);
+bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, sdt_error *error);
 /* Reads a .safetensors hypernetwork onto be. NULL + a sentence naming the file, the
  * key and the fix. */
-sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, char *err, size_t err_size);
+sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, sdt_error *error);
 
 /* "Create hypernetwork": validates c (creating), refuses an existing path unless
  * overwrite ("file ... already exists"), initialises from init_seed and saves
  * (the format follows the extension: .safetensors, or .pt once available). Returns
  * the new hypernetwork (the caller frees it) or NULL + a sentence. */
 sdt_hn *sdt_hn_create_file(const sdt_hn_config *c, const char *path, bool overwrite, sdt_backend *be,
-                           uint64_t init_seed, char *err, size_t err_size);
+                           uint64_t init_seed, sdt_error *error);
 
 /* ---- shared with every reader ---- */
 /* The keys a file may carry, each with a presence flag (absent = A1111's default). */
@@ -70,7 +70,7 @@ typedef struct sdt_hn_file_keys {
 /* Keys with A1111's defaults -> config and info; fallback_name (the file's base name)
  * when the file has no usable name. `file` names the file in sentences. */
 bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_name, const char *file,
-                           sdt_hn_config *config, sdt_hn_info *info, char *err, size_t err_size);
+                           sdt_hn_config *config, sdt_hn_info *info, sdt_error *error);
 /* A1111's fix_old_state_dict on one state-dict key: "linear1.weight" -> "linear.0.weight",
  * "linear2.bias" -> "linear.1.bias"; other keys are copied. */
 void sdt_hn_fix_old_key(const char *key, char *out, size_t out_size);

@@ -2,7 +2,6 @@
 #include "hn/hn_hook.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +25,8 @@ struct sdt_hn_binding {
     void *work;
     size_t work_bytes;
     sdt_unet_kv_hook hook;
-    char error[512];
+    sdt_error error; /* the last failure inside the hook */
 };
-
-static bool hook_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool hook_fail(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_size) vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* ---- workspace: [module work][chain outputs x count][two gradient buffers] ---- */
 
@@ -85,21 +74,21 @@ size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows)
     return most;
 }
 
-static bool hook_ensure(sdt_hn_binding *b, size_t bytes, char *err, size_t err_size)
+static bool hook_ensure(sdt_hn_binding *b, size_t bytes, sdt_error *error)
 {
     if (bytes <= b->work_bytes) return true;
     if (b->work) b->be->free(b->be, b->work);
     b->work = b->be->alloc(b->be, bytes);
     b->work_bytes = b->work ? bytes : 0;
     if (!b->work)
-        return hook_fail(err, err_size, "the hypernetwork workspace (%.1f MiB) could not be allocated on the %s "
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the hypernetwork workspace (%.1f MiB) could not be allocated on the %s "
                          "backend; use a smaller batch or image size", (double)bytes / 1048576.0, b->be->name);
     return true;
 }
 
-bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, char *err, size_t err_size)
+bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error)
 {
-    return hook_ensure(b, sdt_hn_binding_workspace_bytes(b, max_rows), err, err_size);
+    return hook_ensure(b, sdt_hn_binding_workspace_bytes(b, max_rows), error);
 }
 
 /* ---- the chain at one site ---- */
@@ -153,7 +142,7 @@ static bool hook_chain_forward(sdt_hn_binding *b, const sdt_unet_hook_site *site
         stage[j] = hook_buffer(b, l->chain[j], in);
         sdt_tensor *dst = out && j == upto - 1 ? out : &stage[j];
         if (!sdt_hn_module_forward(e->hn, site->width, site->kind, &run, e->strength, cur, dst,
-                                   (char *)b->work + l->module_work, b->error, sizeof(b->error)))
+                                   (char *)b->work + l->module_work, &b->error))
             return false;
         cur = dst;
     }
@@ -170,7 +159,7 @@ static int hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_te
     if (n == 0) return b->be->convert(b->be, out, in) == 0 ? 0 : -1;
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
-    if (!hook_ensure(b, l.total, b->error, sizeof(b->error))) return -1;
+    if (!hook_ensure(b, l.total, &b->error)) return -1;
     return hook_chain_forward(b, site, in, out, n, &l, positions) ? 0 : -1;
 }
 
@@ -184,7 +173,7 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
     if (n == 0) return d_in && be->axpy(be, d_in, 1.0f, d_out) != 0 ? -1 : 0;
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
-    if (!hook_ensure(b, l.total, b->error, sizeof(b->error))) return -1;
+    if (!hook_ensure(b, l.total, &b->error)) return -1;
     /* the inputs of modules 1..n-1 */
     if (!hook_chain_forward(b, site, in, NULL, n - 1, &l, positions)) return -1;
     sdt_tensor grad_a = hook_buffer(b, l.grad_a, in), grad_b = hook_buffer(b, l.grad_b, in);
@@ -197,12 +186,12 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
         if (j > 0) {
             target = (j % 2) ? &grad_a : &grad_b;
             if (be->zero(be, target) != 0) {
-                snprintf(b->error, sizeof(b->error), "zeroing a hypernetwork gradient buffer failed: %s", be->error);
+                sdt_fail(&b->error, SDT_ERR_DEVICE, "zeroing a hypernetwork gradient buffer failed: %s", be->error);
                 return -1;
             }
         }
         if (!sdt_hn_module_backward(e->hn, site->width, site->kind, &run, e->strength, &module_in, g, target,
-                                    e->training, (char *)b->work + l.module_work, b->error, sizeof(b->error)))
+                                    e->training, (char *)b->work + l.module_work, &b->error))
             return -1;
         g = target;
         if (!g) break; /* nothing upstream wants d_in: the remaining modules' weights get no gradient */
@@ -212,15 +201,15 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
 
 /* ---- public ---- */
 
-sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, char *err, size_t err_size)
+sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        hook_fail(err, err_size, "no backend given for the hypernetwork binding; pass the one the UNet runs on");
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork binding; pass the one the UNet runs on");
         return NULL;
     }
     sdt_hn_binding *b = calloc(1, sizeof(*b));
     if (!b) {
-        hook_fail(err, err_size, "out of host memory for a hypernetwork binding");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for a hypernetwork binding");
         return NULL;
     }
     b->be = be;
@@ -238,21 +227,21 @@ void sdt_hn_binding_free(sdt_hn_binding *b)
     free(b);
 }
 
-bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool training, char *err, size_t err_size)
+bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool training, sdt_error *error)
 {
-    if (!hn) return hook_fail(err, err_size, "no hypernetwork given to add to the chain");
+    if (!hn) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no hypernetwork given to add to the chain");
     if (b->count >= SDT_HN_MAX_CHAIN)
-        return hook_fail(err, err_size, "hypernetwork \"%s\": the chain already holds %d hypernetworks, the most it "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the chain already holds %d hypernetworks, the most it "
                          "takes; drop one", sdt_hn_get_config(hn)->name, SDT_HN_MAX_CHAIN);
     if (!isfinite(strength))
-        return hook_fail(err, err_size, "hypernetwork \"%s\": strength %g is not a finite number; use e.g. 1.0",
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": strength %g is not a finite number; use e.g. 1.0",
                          sdt_hn_get_config(hn)->name, (double)strength);
     if (sdt_hn_backend(hn) != b->be)
-        return hook_fail(err, err_size, "hypernetwork \"%s\" lives on the %s backend but the UNet runs on %s; load it "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" lives on the %s backend but the UNet runs on %s; load it "
                          "on the UNet's backend", sdt_hn_get_config(hn)->name, sdt_hn_backend(hn)->name, b->be->name);
     for (int k = 0; k < b->count; k++)
         if (b->entries[k].hn == hn)
-            return hook_fail(err, err_size, "hypernetwork \"%s\" is already in the chain; add each once (raise its "
+            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" is already in the chain; add each once (raise its "
                              "strength instead)", sdt_hn_get_config(hn)->name);
     b->entries[b->count++] = (hn_chain_entry){.hn = hn, .strength = strength, .training = training};
     return true;
@@ -260,12 +249,12 @@ bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool trai
 
 int sdt_hn_binding_count(const sdt_hn_binding *b) { return b->count; }
 
-bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, char *err, size_t err_size)
+bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, sdt_error *error)
 {
     if (index < 0 || index >= b->count)
-        return hook_fail(err, err_size, "chain entry %d does not exist; the chain holds %d", index, b->count);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "chain entry %d does not exist; the chain holds %d", index, b->count);
     if (!isfinite(strength))
-        return hook_fail(err, err_size, "strength %g is not a finite number; use e.g. 1.0", (double)strength);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "strength %g is not a finite number; use e.g. 1.0", (double)strength);
     b->entries[index].strength = strength;
     return true;
 }
@@ -281,4 +270,4 @@ void sdt_hn_binding_set_eval(sdt_hn_binding *b) { b->train_mode = false; }
 
 const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b) { return &b->hook; }
 
-const char *sdt_hn_binding_error(const sdt_hn_binding *b) { return b->error; }
+const sdt_error *sdt_hn_binding_error(const sdt_hn_binding *b) { return &b->error; }

@@ -31,16 +31,16 @@
 typedef struct sdt_hn_binding sdt_hn_binding;
 
 /* An empty chain on a backend (every hypernetwork added must live on it). */
-sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, char *err, size_t err_size);
+sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, sdt_error *error);
 /* Frees the binding's workspace; the hypernetworks stay the caller's. */
 void sdt_hn_binding_free(sdt_hn_binding *b);
 
 /* Appends hn at `strength` (finite; A1111's <hypernet:name:strength>). `training`:
  * dropout on during steps and weight gradients accumulated in backward. */
-bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool training, char *err, size_t err_size);
+bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool training, sdt_error *error);
 int sdt_hn_binding_count(const sdt_hn_binding *b);
 /* Changes an entry's strength (previews at another strength than training). */
-bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, char *err, size_t err_size);
+bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, sdt_error *error);
 
 /* Before each UNet forward of a training micro-batch: the dropout key. counter must
  * differ between micro-batches (e.g. the global micro-step), be the same for that
@@ -55,9 +55,9 @@ const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b);
  * (batch x tokens, e.g. batch x (latent H x W) at the widest self-attention), for the
  * memory estimate; sdt_hn_binding_reserve allocates it now so no step fails later. */
 size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows);
-bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, char *err, size_t err_size);
+bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error);
 
 /* The last failure inside the hook (the UNet reports only "hook failed at layer N"). */
-const char *sdt_hn_binding_error(const sdt_hn_binding *b);
+const sdt_error *sdt_hn_binding_error(const sdt_hn_binding *b);
 
 #endif

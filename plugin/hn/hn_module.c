@@ -3,7 +3,6 @@
 #include "hn/hn_module.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,16 +39,6 @@ struct sdt_hn {
     void *grads;  /* ... and one for every gradient */
 };
 
-static bool hn_fail(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static bool hn_fail(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_size) vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* ---- layout of parameters ---- */
 
 static int hn_add_param(sdt_hn *hn, int width, sdt_unet_kv kind, int position, bool is_norm, bool is_bias,
@@ -67,12 +56,12 @@ static int hn_add_param(sdt_hn *hn, int width, sdt_unet_kv kind, int position, b
 }
 
 /* Builds the module table and parameter list (no memory behind them yet). */
-static bool hn_layout(sdt_hn *hn, char *err, size_t err_size)
+static bool hn_layout(sdt_hn *hn, sdt_error *error)
 {
     const sdt_hn_config *c = &hn->config;
     int per_module = 4 * (c->entry_count - 1);
     hn->params = calloc((size_t)(2 * c->width_count * per_module), sizeof(sdt_hn_param));
-    if (!hn->params) return hn_fail(err, err_size, "hypernetwork \"%s\": out of host memory for its parameter list", c->name);
+    if (!hn->params) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its parameter list", c->name);
     for (int w = 0; w < c->width_count; w++)
         for (int k = 0; k < 2; k++) {
             hn_mlp *m = &hn->mlps[hn->mlp_count++];
@@ -109,35 +98,35 @@ static void hn_bind(sdt_hn *hn, void *block, bool grads)
     }
 }
 
-static bool hn_backend_fail(const sdt_hn *hn, char *err, size_t err_size, const char *what)
+static bool hn_backend_fail(const sdt_hn *hn, sdt_error *error, const char *what)
 {
-    return hn_fail(err, err_size, "hypernetwork \"%s\": %s failed on the %s backend: %s", hn->config.name, what,
+    return sdt_fail(error, SDT_ERR_DEVICE, "hypernetwork \"%s\": %s failed on the %s backend: %s", hn->config.name, what,
                    hn->be->name, hn->be->error);
 }
 
-sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, char *err, size_t err_size)
+sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        hn_fail(err, err_size, "no backend given for the hypernetwork; pass the CPU or CUDA backend");
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork; pass the CPU or CUDA backend");
         return NULL;
     }
-    if (!sdt_hn_config_validate(c, false, err, err_size)) return NULL;
+    if (!sdt_hn_config_validate(c, false, error)) return NULL;
     sdt_hn *hn = calloc(1, sizeof(*hn));
     if (!hn) {
-        hn_fail(err, err_size, "hypernetwork \"%s\": out of host memory", c->name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory", c->name);
         return NULL;
     }
     hn->config = *c;
     hn->be = be;
-    sdt_hn_activation_lookup(c->activation, &hn->act, NULL, 0);
-    if (!hn_layout(hn, err, err_size)) {
+    sdt_hn_activation_lookup(c->activation, &hn->act, NULL);
+    if (!hn_layout(hn, error)) {
         sdt_hn_free(hn);
         return NULL;
     }
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->values = be->alloc(be, bytes);
     if (!hn->values) {
-        hn_fail(err, err_size, "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be allocated on the %s "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be allocated on the %s "
                 "backend; choose fewer widths or a smaller layer structure", c->name, (double)bytes / 1048576.0,
                 (long long)hn->numel, be->name);
         sdt_hn_free(hn);
@@ -146,7 +135,7 @@ sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, char *err, size_t 
     hn_bind(hn, hn->values, false);
     for (int i = 0; i < hn->param_count; i++)
         if (be->zero(be, &hn->params[i].value) != 0) {
-            hn_backend_fail(hn, err, err_size, "zeroing the parameters");
+            hn_backend_fail(hn, error, "zeroing the parameters");
             sdt_hn_free(hn);
             return NULL;
         }
@@ -181,14 +170,14 @@ static void hn_init_weight(sdt_hn_init init, uint64_t seed, uint64_t base, float
     }
 }
 
-sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_seed, char *err, size_t err_size)
+sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_seed, sdt_error *error)
 {
-    if (!sdt_hn_config_validate(c, true, err, err_size)) return NULL;
-    sdt_hn *hn = sdt_hn_alloc(c, be, err, err_size);
+    if (!sdt_hn_config_validate(c, true, error)) return NULL;
+    sdt_hn *hn = sdt_hn_alloc(c, be, error);
     if (!hn) return NULL;
     float *host = calloc((size_t)hn->numel, sizeof(float));
     if (!host) {
-        hn_fail(err, err_size, "hypernetwork \"%s\": out of host memory for its initial weights", c->name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its initial weights", c->name);
         sdt_hn_free(hn);
         return NULL;
     }
@@ -201,7 +190,7 @@ sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_see
                                              p->value.shape[1]);
         offset += n; /* biases stay 0 (normal_(std=0) / zeros_ in A1111) */
     }
-    bool ok = sdt_hn_upload(hn, host, err, err_size);
+    bool ok = sdt_hn_upload(hn, host, error);
     free(host);
     if (!ok) {
         sdt_hn_free(hn);
@@ -252,41 +241,41 @@ bool sdt_hn_has_width(const sdt_hn *hn, int width)
 
 /* ---- gradients and host copies ---- */
 
-bool sdt_hn_enable_grads(sdt_hn *hn, char *err, size_t err_size)
+bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error)
 {
     if (hn->grads) return true;
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->grads = hn->be->alloc(hn->be, bytes);
     if (!hn->grads)
-        return hn_fail(err, err_size, "hypernetwork \"%s\": %.1f MiB for its gradients could not be allocated on the "
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for its gradients could not be allocated on the "
                        "%s backend", hn->config.name, (double)bytes / 1048576.0, hn->be->name);
     hn_bind(hn, hn->grads, true);
-    return sdt_hn_zero_grads(hn, err, err_size);
+    return sdt_hn_zero_grads(hn, error);
 }
 
 bool sdt_hn_has_grads(const sdt_hn *hn) { return hn->grads != NULL; }
 
-bool sdt_hn_zero_grads(sdt_hn *hn, char *err, size_t err_size)
+bool sdt_hn_zero_grads(sdt_hn *hn, sdt_error *error)
 {
-    if (!hn->grads) return hn_fail(err, err_size, "hypernetwork \"%s\": no gradients to zero; call "
+    if (!hn->grads) return sdt_fail(error, SDT_ERR_BAD_STATE, "hypernetwork \"%s\": no gradients to zero; call "
                                    "sdt_hn_enable_grads first", hn->config.name);
     int64_t shape[1] = {hn->numel};
     sdt_tensor all = sdt_tensor_make(hn->grads, SDT_F32, hn->be->device, 1, shape);
-    if (hn->be->zero(hn->be, &all) != 0) return hn_backend_fail(hn, err, err_size, "zeroing the gradients");
+    if (hn->be->zero(hn->be, &all) != 0) return hn_backend_fail(hn, error, "zeroing the gradients");
     return true;
 }
 
-bool sdt_hn_download(const sdt_hn *hn, float *host, char *err, size_t err_size)
+bool sdt_hn_download(const sdt_hn *hn, float *host, sdt_error *error)
 {
     if (hn->be->download(hn->be, host, hn->values, (size_t)hn->numel * sizeof(float)) != 0)
-        return hn_backend_fail(hn, err, err_size, "reading the weights back");
+        return hn_backend_fail(hn, error, "reading the weights back");
     return true;
 }
 
-bool sdt_hn_upload(sdt_hn *hn, const float *host, char *err, size_t err_size)
+bool sdt_hn_upload(sdt_hn *hn, const float *host, sdt_error *error)
 {
     if (hn->be->upload(hn->be, hn->values, host, (size_t)hn->numel * sizeof(float)) != 0)
-        return hn_backend_fail(hn, err, err_size, "uploading the weights");
+        return hn_backend_fail(hn, error, "uploading the weights");
     return true;
 }
 
@@ -372,14 +361,13 @@ typedef struct hn_pass {
     sdt_tensor grad_a, grad_b;
 } hn_pass;
 
-static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p, char *err,
-                          size_t err_size)
+static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p, sdt_error *error)
 {
     if (in->ndim < 1 || in->shape[in->ndim - 1] != m->width)
-        return hn_fail(err, err_size, "hypernetwork \"%s\": the input's last dimension is %lld, not the module's width "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input's last dimension is %lld, not the module's width "
                        "%d", hn->config.name, (long long)(in->ndim ? in->shape[in->ndim - 1] : 0), m->width);
     if (in->device != hn->be->device)
-        return hn_fail(err, err_size, "hypernetwork \"%s\": the input lives on another device than the %s backend's",
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input lives on another device than the %s backend's",
                        hn->config.name, hn->be->name);
     sdt_hn_layer_plan plan[SDT_HN_MAX_ENTRIES];
     for (int i = 0; i < m->layer_count; i++) plan[i] = m->layers[i].plan;
@@ -417,32 +405,31 @@ uint64_t sdt_hn_dropout_seed(const sdt_hn_run *run, int layer)
 }
 
 /* Runs f(in) layer by layer into the workspace; the last layer's output is p->out[L-1]. */
-static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, char *err,
-                          size_t err_size)
+static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, sdt_error *error)
 {
     sdt_backend *be = hn->be;
     const sdt_tensor *x = &p->in;
     for (int i = 0; i < m->layer_count; i++) {
         const hn_layer *l = &m->layers[i];
         if (be->linear_forward(be, &p->z[i], x, &hn->params[l->weight].value, &hn->params[l->bias].value) != 0)
-            return hn_backend_fail(hn, err, err_size, "a Linear layer's forward");
+            return hn_backend_fail(hn, error, "a Linear layer's forward");
         const sdt_tensor *cur = &p->z[i];
         if (l->plan.activation_position >= 0) {
             if (be->activation_forward(be, &p->act[i], cur, hn->act) != 0)
-                return hn_backend_fail(hn, err, err_size, "the activation's forward");
+                return hn_backend_fail(hn, error, "the activation's forward");
             cur = &p->act[i];
         }
         if (l->plan.norm_position >= 0) {
             if (be->layernorm_forward(be, &p->norm[i], &p->mean[i], &p->rstd[i], cur, &hn->params[l->gamma].value,
                                       &hn->params[l->beta].value, SDT_HN_LAYERNORM_EPS) != 0)
-                return hn_backend_fail(hn, err, err_size, "the LayerNorm's forward");
+                return hn_backend_fail(hn, error, "the LayerNorm's forward");
             cur = &p->norm[i];
         }
         if (l->plan.dropout_position >= 0) {
             /* eval mode (A1111's previews and generation) passes values through: a mask of ones */
             float drop_p = run && run->training ? (float)l->plan.dropout_p : 0.0f;
             if (be->dropout_forward(be, &p->drop[i], &p->mask[i], cur, drop_p, run ? sdt_hn_dropout_seed(run, i) : 0) != 0)
-                return hn_backend_fail(hn, err, err_size, "a Dropout's forward");
+                return hn_backend_fail(hn, error, "a Dropout's forward");
         }
         x = &p->out[i];
     }
@@ -450,18 +437,18 @@ static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *r
 }
 
 bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
-                           const sdt_tensor *in, sdt_tensor *out, void *work, char *err, size_t err_size)
+                           const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return hn_fail(err, err_size, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
+    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
     if (sdt_tensor_numel(out) != sdt_tensor_numel(in))
-        return hn_fail(err, err_size, "hypernetwork \"%s\": output and input sizes differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes differ", hn->config.name);
     hn_pass p;
-    if (!hn_pass_setup(hn, m, in, work, &p, err, err_size) || !hn_run_layers(hn, m, run, &p, err, err_size))
+    if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
         return false;
     sdt_backend *be = hn->be;
     if (be->convert(be, out, in) != 0 || be->axpy(be, out, strength, &p.out[m->layer_count - 1]) != 0)
-        return hn_backend_fail(hn, err, err_size, "the residual sum");
+        return hn_backend_fail(hn, error, "the residual sum");
     return true;
 }
 
@@ -477,14 +464,14 @@ static sdt_tensor hn_fresh(sdt_backend *be, const sdt_tensor *buffer, const sdt_
 
 bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
                             const sdt_tensor *in, const sdt_tensor *d_out, sdt_tensor *d_in, bool with_weight_grads,
-                            void *work, char *err, size_t err_size)
+                            void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return hn_fail(err, err_size, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
+    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
-        return hn_fail(err, err_size, "hypernetwork \"%s\": gradient and input sizes differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes differ", hn->config.name);
     hn_pass p;
-    if (!hn_pass_setup(hn, m, in, work, &p, err, err_size) || !hn_run_layers(hn, m, run, &p, err, err_size))
+    if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
         return false;
     sdt_backend *be = hn->be;
     bool weights = with_weight_grads && hn->grads;
@@ -494,12 +481,12 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
     int64_t shape[2] = {p.rows, width};
     sdt_tensor d_out2 = sdt_tensor_make(d_out->data, d_out->dtype, d_out->device, 2, shape);
     if (!g.data || be->axpy(be, &g, strength, &d_out2) != 0)
-        return hn_backend_fail(hn, err, err_size, "scaling the output gradient");
+        return hn_backend_fail(hn, error, "scaling the output gradient");
 #define HN_STEP(call, what)                                                                   \
     do {                                                                                      \
         sdt_tensor *t_ = buf_cur;                                                             \
         buf_cur = buf_next, buf_next = t_;                                                    \
-        if (!next.data || (call) != 0) return hn_backend_fail(hn, err, err_size, what);       \
+        if (!next.data || (call) != 0) return hn_backend_fail(hn, error, what);       \
         g = next;                                                                             \
     } while (0)
     for (int i = m->layer_count - 1; i >= 0; i--) {
@@ -530,10 +517,10 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
             sdt_tensor d_in2;
             if (d_in) d_in2 = sdt_tensor_make(d_in->data, d_in->dtype, d_in->device, 2, shape);
             if (be->linear_backward(be, d_in ? &d_in2 : NULL, gw, gb, &g, &p.in, &hn->params[l->weight].value) != 0)
-                return hn_backend_fail(hn, err, err_size, "the first Linear layer's backward");
+                return hn_backend_fail(hn, error, "the first Linear layer's backward");
             /* the residual path: d_in += d_out */
             if (d_in && be->axpy(be, &d_in2, 1.0f, &d_out2) != 0)
-                return hn_backend_fail(hn, err, err_size, "the residual gradient");
+                return hn_backend_fail(hn, error, "the residual gradient");
         }
     }
 #undef HN_STEP

@@ -51,9 +51,9 @@ typedef struct sdt_hn sdt_hn;
  * creating), allocates on be and initialises every Linear per c->init and every
  * LayerNorm with A1111's Normal init (weight ~ N(0, 0.01), bias 0), drawn from
  * init_seed (the same seed gives the same weights on every backend). */
-sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_seed, char *err, size_t err_size);
+sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_seed, sdt_error *error);
 /* Zeroed parameters of a config that passed sdt_hn_config_validate (files fill them). */
-sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, char *err, size_t err_size);
+sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error);
 void sdt_hn_free(sdt_hn *hn);
 
 const sdt_hn_config *sdt_hn_get_config(const sdt_hn *hn);
@@ -69,13 +69,13 @@ sdt_hn_param *sdt_hn_param_find(sdt_hn *hn, const char *name);
 int64_t sdt_hn_param_numel(const sdt_hn *hn);
 
 /* Gradients: allocated zeroed on first call; zeroing again is sdt_hn_zero_grads. */
-bool sdt_hn_enable_grads(sdt_hn *hn, char *err, size_t err_size);
+bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error);
 bool sdt_hn_has_grads(const sdt_hn *hn);
-bool sdt_hn_zero_grads(sdt_hn *hn, char *err, size_t err_size);
+bool sdt_hn_zero_grads(sdt_hn *hn, sdt_error *error);
 
 /* Host copies of every value (f32, parameter order, sdt_hn_param_numel floats) and back. */
-bool sdt_hn_download(const sdt_hn *hn, float *host, char *err, size_t err_size);
-bool sdt_hn_upload(sdt_hn *hn, const float *host, char *err, size_t err_size);
+bool sdt_hn_download(const sdt_hn *hn, float *host, sdt_error *error);
+bool sdt_hn_upload(sdt_hn *hn, const float *host, sdt_error *error);
 
 /* ---- one module ---- */
 typedef struct sdt_hn_run {
@@ -94,12 +94,12 @@ size_t sdt_hn_module_workspace_bytes(const sdt_hn_config *c, int width, int64_t 
  * if it is not also needed by a later backward). work: device memory of
  * sdt_hn_module_workspace_bytes. Returns false + a sentence. */
 bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
-                           const sdt_tensor *in, sdt_tensor *out, void *work, char *err, size_t err_size);
+                           const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error);
 /* d_in += d_out + strength * J_f(in)^T d_out, and (when grads are enabled and
  * with_weight_grads) each weight's gradient += its share. Recomputes the forward
  * of the same run (same masks) in work first. */
 bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
                             const sdt_tensor *in, const sdt_tensor *d_out, sdt_tensor *d_in, bool with_weight_grads,
-                            void *work, char *err, size_t err_size);
+                            void *work, sdt_error *error);
 
 #endif

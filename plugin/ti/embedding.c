@@ -29,9 +29,9 @@ bool sdt_embedding_set_string(char **field, const char *value)
     return true;
 }
 
-bool sdt_embedding_name_check(const char *name, char *err, size_t err_size)
+bool sdt_embedding_name_check(const char *name, sdt_error *error)
 {
-    return sdt_file_name_check("embedding", name, SDT_EMBEDDING_NAME_MAX, err, err_size);
+    return sdt_file_name_check("embedding", name, SDT_EMBEDDING_NAME_MAX, error);
 }
 
 char *sdt_embedding_name_sanitise(const char *name)
@@ -39,24 +39,24 @@ char *sdt_embedding_name_sanitise(const char *name)
     return sdt_file_name_sanitise(name, SDT_EMBEDDING_NAME_MAX);
 }
 
-bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, char *err, size_t err_size)
+bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
-    if (!sdt_embedding_name_check(name, err, err_size)) return false;
+    if (!sdt_embedding_name_check(name, error)) return false;
     if (n_vectors < 1 || n_vectors > SDT_EMBEDDING_MAX_VECTORS) {
-        snprintf(err, err_size, "embedding \"%s\": %d vectors per token is outside 1..%d", name, n_vectors,
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": %d vectors per token is outside 1..%d", name, n_vectors,
                  SDT_EMBEDDING_MAX_VECTORS);
         return false;
     }
     if (dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
-        snprintf(err, err_size, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
         return false;
     }
     e->name = strdup(name);
     e->vectors = calloc((size_t)n_vectors * (size_t)dim, sizeof(float));
     if (!e->name || !e->vectors) {
         sdt_embedding_free(e);
-        snprintf(err, err_size, "embedding \"%s\": out of memory", name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "embedding \"%s\": out of memory", name);
         return false;
     }
     e->n_vectors = n_vectors;

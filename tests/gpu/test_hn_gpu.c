@@ -51,7 +51,9 @@ static double rel(const float *a, const float *b, int64_t n)
 
 static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool dropout, sdt_dtype dt)
 {
-    char err[512], what[96];
+    sdt_error err;
+    sdt_error_clear(&err);
+    char what[512];
     snprintf(what, sizeof(what), "%s%s%s %s", activation, norm ? " +norm" : "", dropout ? " +dropout" : "",
              sdt_dtype_name(dt));
     sdt_hn_config c = sdt_hn_config_default();
@@ -61,9 +63,9 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
     c.layer_norm = norm, c.use_dropout = dropout, c.activate_output = true;
     c.dropout_structure[1] = 0.3, c.dropout_structure[2] = 0.1;
     c.init = SDT_HN_INIT_KAIMING_UNIFORM;
-    sdt_hn *hc = sdt_hn_create(&c, cpu, 5, err, sizeof(err)), *hg = sdt_hn_create(&c, gpu, 5, err, sizeof(err));
-    CHECK(hc && hg && sdt_hn_enable_grads(hc, err, sizeof(err)) && sdt_hn_enable_grads(hg, err, sizeof(err)),
-          "%s: create: %s", what, err);
+    sdt_hn *hc = sdt_hn_create(&c, cpu, 5, &err), *hg = sdt_hn_create(&c, gpu, 5, &err);
+    CHECK(hc && hg && sdt_hn_enable_grads(hc, &err) && sdt_hn_enable_grads(hg, &err),
+          "%s: create: %s", what, err.message);
     if (!hc || !hg) return;
     float *x = malloc(ROWS * WIDTH * sizeof(float)), *dy = malloc(ROWS * WIDTH * sizeof(float));
     sdt_test_fill_normal(r, x, ROWS * WIDTH, 1.0);
@@ -74,11 +76,11 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
     size_t work_bytes = sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS);
     void *wc = cpu->alloc(cpu, work_bytes), *wg = gpu->alloc(gpu, work_bytes);
     sdt_hn_run run = {.training = dropout, .dropout_seed = sdt_test_next(r)};
-    CHECK(sdt_hn_module_forward(hc, WIDTH, SDT_UNET_K, &run, 0.9f, &xc, &yc, wc, err, sizeof(err)) &&
-              sdt_hn_module_forward(hg, WIDTH, SDT_UNET_K, &run, 0.9f, &xg, &yg, wg, err, sizeof(err)) &&
-              sdt_hn_module_backward(hc, WIDTH, SDT_UNET_K, &run, 0.9f, &xc, &dyc, &dxc, true, wc, err, sizeof(err)) &&
-              sdt_hn_module_backward(hg, WIDTH, SDT_UNET_K, &run, 0.9f, &xg, &dyg, &dxg, true, wg, err, sizeof(err)),
-          "%s: run: %s", what, err);
+    CHECK(sdt_hn_module_forward(hc, WIDTH, SDT_UNET_K, &run, 0.9f, &xc, &yc, wc, &err) &&
+              sdt_hn_module_forward(hg, WIDTH, SDT_UNET_K, &run, 0.9f, &xg, &yg, wg, &err) &&
+              sdt_hn_module_backward(hc, WIDTH, SDT_UNET_K, &run, 0.9f, &xc, &dyc, &dxc, true, wc, &err) &&
+              sdt_hn_module_backward(hg, WIDTH, SDT_UNET_K, &run, 0.9f, &xg, &dyg, &dxg, true, wg, &err),
+          "%s: run: %s", what, err.message);
     double tol = dt == SDT_F32 ? 1e-4 : 2e-3;
     float *a = back(gpu, &yg), *b = back(cpu, &yc);
     CHECK(rel(a, b, ROWS * WIDTH) < tol, "%s: forward rel err %.3g", what, rel(a, b, ROWS * WIDTH));
@@ -112,10 +114,10 @@ int main(void)
         return SDT_TEST_SKIP;
     }
     sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL);
-    char err[256] = "";
-    gpu = create ? create(0, err, sizeof err) : NULL;
+    char why[256] = "";
+    gpu = create ? create(0, why, sizeof why) : NULL;
     if (!gpu) {
-        printf("hn_gpu: SKIP, %s\n", err);
+        printf("hn_gpu: SKIP, %s\n", why);
         return SDT_TEST_SKIP;
     }
     cpu = sdt_backend_cpu_create(0);

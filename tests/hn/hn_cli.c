@@ -35,7 +35,9 @@ int main(int argc, char **argv)
     bool dropout = atoi(argv[4]) != 0;
     sdt_unet_kv kind = argv[6][0] == 'v' ? SDT_UNET_V : SDT_UNET_K;
     uint64_t seed = strtoull(argv[7], NULL, 10);
-    char err[1024], path[1024];
+    sdt_error err;
+    sdt_error_clear(&err);
+    char path[512];
     sdt_hn_config c = sdt_hn_config_default();
     snprintf(c.name, sizeof(c.name), "parity");
     c.width_count = 2, c.widths[0] = WIDTH, c.widths[1] = 12;
@@ -47,18 +49,18 @@ int main(int argc, char **argv)
     c.dropout_structure[1] = 0.3, c.dropout_structure[2] = 0.25, c.dropout_structure[3] = 0.2;
     c.activate_output = atoi(argv[5]) != 0;
     sdt_backend *be = sdt_backend_cpu_create(1);
-    sdt_hn *hn = be ? sdt_hn_create(&c, be, seed, err, sizeof(err)) : NULL;
+    sdt_hn *hn = be ? sdt_hn_create(&c, be, seed, &err) : NULL;
     if (!hn) {
-        fprintf(stderr, "hn_cli: %s\n", be ? err : "no CPU backend");
+        fprintf(stderr, "hn_cli: %s\n", be ? err.message : "no CPU backend");
         return 1;
     }
     /* random weights of a useful size (A1111's Normal init would make f(x) ~ 0) */
     int64_t numel = sdt_hn_param_numel(hn);
     float *weights = malloc((size_t)numel * sizeof(float));
     fill(weights, numel, seed, 101, 0.5);
-    bool ok = sdt_hn_upload(hn, weights, err, sizeof(err)) && sdt_hn_enable_grads(hn, err, sizeof(err));
+    bool ok = sdt_hn_upload(hn, weights, &err) && sdt_hn_enable_grads(hn, &err);
     snprintf(path, sizeof(path), "%s/hn.safetensors", out_dir);
-    ok = ok && sdt_hn_save_safetensors(hn, path, err, sizeof(err));
+    ok = ok && sdt_hn_save_safetensors(hn, path, &err);
 
     float x[ROWS * WIDTH], y[ROWS * WIDTH], dy[ROWS * WIDTH], dx[ROWS * WIDTH] = {0};
     fill(x, ROWS * WIDTH, seed, 102, 1.0);
@@ -69,8 +71,8 @@ int main(int argc, char **argv)
     sdt_hn_run run = {.training = dropout, .dropout_seed = seed * 7 + 1};
     const float strength = 0.8f;
     void *work = malloc(sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS));
-    ok = ok && sdt_hn_module_forward(hn, WIDTH, kind, &run, strength, &tx, &ty, work, err, sizeof(err)) &&
-         sdt_hn_module_backward(hn, WIDTH, kind, &run, strength, &tx, &tdy, &tdx, true, work, err, sizeof(err));
+    ok = ok && sdt_hn_module_forward(hn, WIDTH, kind, &run, strength, &tx, &ty, work, &err) &&
+         sdt_hn_module_backward(hn, WIDTH, kind, &run, strength, &tx, &tdy, &tdx, true, work, &err);
 
     sdt_st_write_item items[MAX_ITEMS];
     char names[MAX_ITEMS][96];
@@ -111,8 +113,8 @@ int main(int argc, char **argv)
     snprintf(strength_text, sizeof(strength_text), "%.9g", (double)strength);
     sdt_st_kv meta[] = {{"width", "8"}, {"kind", kind == SDT_UNET_V ? "1" : "0"}, {"strength", strength_text}};
     snprintf(path, sizeof(path), "%s/io.safetensors", out_dir);
-    ok = ok && sdt_st_write(path, items, (size_t)n, meta, 3, err, sizeof(err));
-    if (!ok) fprintf(stderr, "hn_cli: %s\n", err[0] ? err : be->error);
+    ok = ok && sdt_st_write(path, items, (size_t)n, meta, 3, &err);
+    if (!ok) fprintf(stderr, "hn_cli: %s\n", err.message[0] ? err.message : be->error);
     for (int i = 0; i < SDT_HN_MAX_ENTRIES; i++) free(masks[i]);
     free(weights), free(work);
     sdt_hn_free(hn);

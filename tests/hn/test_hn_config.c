@@ -74,82 +74,86 @@ static sdt_hn_config good(void)
 
 static void check_validation(void)
 {
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     sdt_hn_config c = good();
-    CHECK(sdt_hn_config_validate(&c, true, err, sizeof(err)), "the default config with a name must pass: %s", err);
+    CHECK(sdt_hn_config_validate(&c, true, &err), "the default config with a name must pass: %s", err.message);
     for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
         const bad_case *b = &bad_cases[i];
         c = good();
         b->mutate(&c);
-        err[0] = '\0';
-        bool ok = sdt_hn_config_validate(&c, true, err, sizeof(err));
-        CHECK(!ok, "%s: must be refused", b->what);
-        CHECK(strstr(err, b->field) != NULL, "%s: the sentence must name the field \"%s\": %s", b->what, b->field, err);
-        CHECK(strstr(err, b->fix) != NULL, "%s: the sentence must give the fix \"%s\": %s", b->what, b->fix, err);
+        sdt_error_clear(&err);
+        bool ok = sdt_hn_config_validate(&c, true, &err);
+        CHECK(!ok && err.code == SDT_ERR_VALIDATION, "%s: must be refused as VALIDATION (got %s)", b->what,
+              sdt_error_code_name(err.code));
+        CHECK(strstr(err.message, b->field) != NULL, "%s: the sentence must name the field \"%s\": %s", b->what, b->field, err.message);
+        CHECK(strstr(err.message, b->fix) != NULL, "%s: the sentence must give the fix \"%s\": %s", b->what, b->fix, err.message);
     }
     /* a file may carry a non-zero first dropout entry (A1111 ignores it); only Create refuses it */
     c = good();
     dropout_first(&c);
-    CHECK(sdt_hn_config_validate(&c, false, err, sizeof(err)), "a file's first dropout entry is not an error: %s", err);
+    CHECK(sdt_hn_config_validate(&c, false, &err), "a file's first dropout entry is not an error: %s", err.message);
     /* without use_dropout, the structure is not looked at (A1111 replaces it by zeros) */
     c = good();
     c.dropout_structure[1] = 7;
-    CHECK(sdt_hn_config_validate(&c, true, err, sizeof(err)), "an unused dropout structure must pass: %s", err);
+    CHECK(sdt_hn_config_validate(&c, true, &err), "an unused dropout structure must pass: %s", err.message);
     CHECK(sdt_hn_config_dropout(&c, 0) == 0.0, "an unused dropout structure must count as zeros");
     /* the recommended "0, 0.05, 0.15" puts dropout after the output Linear too, as A1111 does */
     c = good();
     c.use_dropout = true;
     c.dropout_structure[0] = 0, c.dropout_structure[1] = 0.05, c.dropout_structure[2] = 0.15;
-    CHECK(sdt_hn_config_validate(&c, true, err, sizeof(err)), "A1111's recommended dropout must pass: %s", err);
+    CHECK(sdt_hn_config_validate(&c, true, &err), "A1111's recommended dropout must pass: %s", err.message);
 }
 
 static void check_parsing(void)
 {
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     double v[SDT_HN_MAX_ENTRIES];
     int n = 0;
-    CHECK(sdt_hn_parse_numbers("layer structure", " 1, 2.5 ,1e0", v, SDT_HN_MAX_ENTRIES, &n, err, sizeof(err)) &&
+    CHECK(sdt_hn_parse_numbers("layer structure", " 1, 2.5 ,1e0", v, SDT_HN_MAX_ENTRIES, &n, &err) &&
               n == 3 && v[0] == 1 && v[1] == 2.5 && v[2] == 1,
-          "\" 1, 2.5 ,1e0\" must parse to 1, 2.5, 1: %s", err);
+          "\" 1, 2.5 ,1e0\" must parse to 1, 2.5, 1: %s", err.message);
     const char *bad[] = {"", "1,,1", "1, 2,", "1, two, 1", "1 2 1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        err[0] = '\0';
-        CHECK(!sdt_hn_parse_numbers("layer structure", bad[i], v, SDT_HN_MAX_ENTRIES, &n, err, sizeof(err)) &&
-                  strstr(err, "layer structure:") && (strstr(err, "e.g.") || strstr(err, "such as")),
-              "\"%s\" must be refused with a sentence naming the field and an example: %s", bad[i], err);
+        sdt_error_clear(&err);
+        CHECK(!sdt_hn_parse_numbers("layer structure", bad[i], v, SDT_HN_MAX_ENTRIES, &n, &err) &&
+                  strstr(err.message, "layer structure:") && (strstr(err.message, "e.g.") || strstr(err.message, "such as")),
+              "\"%s\" must be refused with a sentence naming the field and an example: %s", bad[i], err.message);
     }
     CHECK(!sdt_hn_parse_numbers("dropout structure", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0", v, SDT_HN_MAX_ENTRIES, &n,
-                                err, sizeof(err)) &&
-              strstr(err, "at most"),
-          "17 entries must be refused: %s", err);
+                                &err) &&
+              strstr(err.message, "at most"),
+          "17 entries must be refused: %s", err.message);
     int w[SDT_HN_MAX_WIDTHS];
-    CHECK(sdt_hn_parse_widths("768, 320,640 ,1280", w, SDT_HN_MAX_WIDTHS, &n, err, sizeof(err)) && n == 4 &&
+    CHECK(sdt_hn_parse_widths("768, 320,640 ,1280", w, SDT_HN_MAX_WIDTHS, &n, &err) && n == 4 &&
               w[0] == 768 && w[3] == 1280,
-          "widths must parse: %s", err);
-    CHECK(!sdt_hn_parse_widths("768, 1.5", w, SDT_HN_MAX_WIDTHS, &n, err, sizeof(err)) && strstr(err, "modules:"),
-          "a fractional width must be refused: %s", err);
+          "widths must parse: %s", err.message);
+    CHECK(!sdt_hn_parse_widths("768, 1.5", w, SDT_HN_MAX_WIDTHS, &n, &err) && strstr(err.message, "modules:"),
+          "a fractional width must be refused: %s", err.message);
 }
 
 static void check_names(void)
 {
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     sdt_activation act;
-    CHECK(sdt_hn_activation_lookup("swish", &act, err, sizeof(err)) && act == SDT_ACT_HARDSWISH,
+    CHECK(sdt_hn_activation_lookup("swish", &act, &err) && act == SDT_ACT_HARDSWISH,
           "A1111's swish is torch.nn.Hardswish");
-    CHECK(sdt_hn_activation_lookup("silu", &act, err, sizeof(err)) && act == SDT_ACT_SILU, "silu is SiLU");
-    CHECK(sdt_hn_activation_lookup("linear", &act, err, sizeof(err)) && act == SDT_ACT_IDENTITY, "linear adds nothing");
-    CHECK(sdt_hn_activation_lookup("celu", &act, err, sizeof(err)) && act == SDT_ACT_ELU, "celu(alpha 1) is elu");
+    CHECK(sdt_hn_activation_lookup("silu", &act, &err) && act == SDT_ACT_SILU, "silu is SiLU");
+    CHECK(sdt_hn_activation_lookup("linear", &act, &err) && act == SDT_ACT_IDENTITY, "linear adds nothing");
+    CHECK(sdt_hn_activation_lookup("celu", &act, &err) && act == SDT_ACT_ELU, "celu(alpha 1) is elu");
     for (int i = 0; sdt_hn_activation_name_at(i); i++)
-        CHECK(sdt_hn_activation_lookup(sdt_hn_activation_name_at(i), NULL, err, sizeof(err)),
+        CHECK(sdt_hn_activation_lookup(sdt_hn_activation_name_at(i), NULL, &err),
               "listed activation %s must be accepted", sdt_hn_activation_name_at(i));
     for (int i = 0; i < SDT_HN_INIT_COUNT; i++) {
         sdt_hn_init init;
-        CHECK(sdt_hn_init_parse(sdt_hn_init_name((sdt_hn_init)i), &init, err, sizeof(err)) && init == (sdt_hn_init)i,
+        CHECK(sdt_hn_init_parse(sdt_hn_init_name((sdt_hn_init)i), &init, &err) && init == (sdt_hn_init)i,
               "init name %s must read back", sdt_hn_init_name((sdt_hn_init)i));
     }
     sdt_hn_init init;
-    CHECK(!sdt_hn_init_parse("normal", &init, err, sizeof(err)) && strstr(err, "weight initialization:"),
-          "init names are A1111's spelling: %s", err);
+    CHECK(!sdt_hn_init_parse("normal", &init, &err) && strstr(err.message, "weight initialization:"),
+          "init names are A1111's spelling: %s", err.message);
 }
 
 static void check_plan(void)

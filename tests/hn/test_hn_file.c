@@ -22,8 +22,9 @@ static void path_in(char *out, size_t size, const char *name)
 static float *weights_of(const sdt_hn *hn)
 {
     float *w = kt_alloc((size_t)sdt_hn_param_numel(hn) * sizeof(float));
-    char err[256];
-    CHECK(sdt_hn_download(hn, w, err, sizeof(err)), "download: %s", err);
+    sdt_error err;
+    sdt_error_clear(&err);
+    CHECK(sdt_hn_download(hn, w, &err), "download: %s", err.message);
     return w;
 }
 
@@ -63,20 +64,22 @@ static sdt_hn_config full_config(void)
 
 static void check_round_trip(sdt_backend *be)
 {
-    char err[512], path[512], path2[512];
+    sdt_error err;
+    sdt_error_clear(&err);
+    char path[512], path2[512];
     path_in(path, sizeof(path), "round trip.safetensors");
     path_in(path2, sizeof(path2), "again.safetensors");
     sdt_hn_config c = full_config();
-    sdt_hn *hn = sdt_hn_create_file(&c, path, false, be, 42, err, sizeof(err));
-    CHECK(hn != NULL, "create: %s", err);
+    sdt_hn *hn = sdt_hn_create_file(&c, path, false, be, 42, &err);
+    CHECK(hn != NULL, "create: %s", err.message);
     if (!hn) return;
     sdt_hn_info *info = sdt_hn_get_info(hn);
     info->step = 1234;
     snprintf(info->sd_checkpoint, sizeof(info->sd_checkpoint), "a1b2c3d4e5");
     snprintf(info->sd_checkpoint_name, sizeof(info->sd_checkpoint_name), "v1-5-pruned");
-    CHECK(sdt_hn_save_safetensors(hn, path, err, sizeof(err)), "save: %s", err);
-    sdt_hn *back = sdt_hn_load_safetensors(path, be, err, sizeof(err));
-    CHECK(back != NULL, "load: %s", err);
+    CHECK(sdt_hn_save_safetensors(hn, path, &err), "save: %s", err.message);
+    sdt_hn *back = sdt_hn_load_safetensors(path, be, &err);
+    CHECK(back != NULL, "load: %s", err.message);
     if (back) {
         const sdt_hn_config *b = sdt_hn_get_config(back);
         CHECK(strcmp(b->name, c.name) == 0 && b->width_count == 2 && b->widths[0] == 16 && b->widths[1] == 8,
@@ -95,7 +98,7 @@ static void check_round_trip(sdt_backend *be)
         float *w1 = weights_of(hn), *w2 = weights_of(back);
         CHECK(memcmp(w1, w2, (size_t)sdt_hn_param_numel(hn) * sizeof(float)) == 0, "weights must read back bit-exact");
         free(w1), free(w2);
-        CHECK(sdt_hn_save_safetensors(back, path2, err, sizeof(err)), "save again: %s", err);
+        CHECK(sdt_hn_save_safetensors(back, path2, &err), "save again: %s", err.message);
         size_t n1 = 0, n2 = 0;
         unsigned char *f1 = read_all(path, &n1), *f2 = read_all(path2, &n2);
         CHECK(f1 && f2 && n1 == n2 && memcmp(f1, f2, n1) == 0, "load + save must give the same bytes");
@@ -103,8 +106,8 @@ static void check_round_trip(sdt_backend *be)
         sdt_hn_free(back);
     }
     /* the file holds A1111's keys as metadata and A1111's state-dict names */
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof(err));
-    CHECK(st != NULL, "open: %s", err);
+    sdt_safetensors *st = sdt_st_open(path, &err);
+    CHECK(st != NULL, "open: %s", err.message);
     if (st) {
         const char *keys[] = {"name", "step", "layer_structure", "activation_func", "weight_initialization",
                               "is_layer_norm", "use_dropout", "dropout_structure", "activate_output",
@@ -121,20 +124,21 @@ static void check_round_trip(sdt_backend *be)
         sdt_st_close(st);
     }
     /* overwrite protection */
-    sdt_hn *again = sdt_hn_create_file(&c, path, false, be, 1, err, sizeof(err));
-    CHECK(!again && strstr(err, "already exists") && strstr(err, "overwrite"), "an existing file must be refused: %s",
-          err);
-    again = sdt_hn_create_file(&c, path, true, be, 1, err, sizeof(err));
-    CHECK(again != NULL, "overwrite on must replace the file: %s", err);
+    sdt_hn *again = sdt_hn_create_file(&c, path, false, be, 1, &err);
+    CHECK(!again && err.code == SDT_ERR_ALREADY_EXISTS && strstr(err.message, "already exists") &&
+              strstr(err.message, "overwrite"),
+          "an existing file must be refused: %s", err.message);
+    again = sdt_hn_create_file(&c, path, true, be, 1, &err);
+    CHECK(again != NULL, "overwrite on must replace the file: %s", err.message);
     sdt_hn_free(again);
     char pt[512];
     path_in(pt, sizeof(pt), "x.pt");
-    again = sdt_hn_create_file(&c, pt, false, be, 1, err, sizeof(err));
-    CHECK(!again && strstr(err, ".safetensors"), "a .pt target must get a sentence: %s", err);
+    again = sdt_hn_create_file(&c, pt, false, be, 1, &err);
+    CHECK(!again && strstr(err.message, ".safetensors"), "a .pt target must get a sentence: %s", err.message);
     sdt_hn_config bad = c;
     bad.layer_structure[0] = 2;
     path_in(pt, sizeof(pt), "bad.safetensors");
-    again = sdt_hn_create_file(&bad, pt, false, be, 1, err, sizeof(err));
+    again = sdt_hn_create_file(&bad, pt, false, be, 1, &err);
     CHECK(!again && access(pt, F_OK) != 0, "a bad config must not create a file");
     sdt_hn_free(hn);
 }
@@ -151,15 +155,16 @@ static void stats(const float *v, int64_t n, double *mean, double *std, double *
 
 static void check_init(sdt_backend *be)
 {
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     for (int init = 0; init < SDT_HN_INIT_COUNT; init++) {
         sdt_hn_config c = sdt_hn_config_default();
         snprintf(c.name, sizeof(c.name), "init");
         c.width_count = 1, c.widths[0] = 320;
         c.layer_norm = true;
         c.init = (sdt_hn_init)init;
-        sdt_hn *hn = sdt_hn_create(&c, be, 7, err, sizeof(err));
-        CHECK(hn != NULL, "%s: %s", sdt_hn_init_name(c.init), err);
+        sdt_hn *hn = sdt_hn_create(&c, be, 7, &err);
+        CHECK(hn != NULL, "%s: %s", sdt_hn_init_name(c.init), err.message);
         if (!hn) continue;
         for (int i = 0; i < sdt_hn_param_count(hn); i++) {
             const sdt_hn_param *p = sdt_hn_param_at(hn, i);
@@ -188,7 +193,7 @@ static void check_init(sdt_backend *be)
             CHECK(fabs(std / want_std - 1) < 0.15 && fabs(mean) < 0.2 * want_std, "%s: %s std %.4g (want %.4g), mean %.3g",
                   sdt_hn_init_name(c.init), p->name, std, want_std, mean);
         }
-        sdt_hn *same = sdt_hn_create(&c, be, 7, err, sizeof(err)), *other = sdt_hn_create(&c, be, 8, err, sizeof(err));
+        sdt_hn *same = sdt_hn_create(&c, be, 7, &err), *other = sdt_hn_create(&c, be, 8, &err);
         float *a = weights_of(hn), *b = same ? weights_of(same) : NULL, *o = other ? weights_of(other) : NULL;
         size_t bytes = (size_t)sdt_hn_param_numel(hn) * sizeof(float);
         CHECK(b && memcmp(a, b, bytes) == 0, "%s: the same seed must give the same weights", sdt_hn_init_name(c.init));
@@ -225,23 +230,26 @@ static bool write_hand(const char *path, const hand_tensor *t, int n, const sdt_
                                                .shape = shapes[count], .data = *values + at};
             at += (size_t)numel;
         }
-    char err[256];
-    bool ok = sdt_st_write(path, items, (size_t)count, meta, (size_t)n_meta, err, sizeof(err));
-    CHECK(ok, "writing %s: %s", path, err);
+    sdt_error err;
+    sdt_error_clear(&err);
+    bool ok = sdt_st_write(path, items, (size_t)count, meta, (size_t)n_meta, &err);
+    CHECK(ok, "writing %s: %s", path, err.message);
     return ok;
 }
 
 static void check_old_files(sdt_backend *be)
 {
-    char err[512], path[512];
+    sdt_error err;
+    sdt_error_clear(&err);
+    char path[512];
     /* the oldest A1111 files: no metadata, linear1/linear2 */
     path_in(path, sizeof(path), "old style.safetensors");
     hand_tensor old[] = {{"linear1.weight", 16, 8}, {"linear1.bias", 16, 0}, {"linear2.weight", 8, 16},
                          {"linear2.bias", 8, 0}};
     float *values = NULL;
     if (write_hand(path, old, 4, NULL, 0, &values)) {
-        sdt_hn *hn = sdt_hn_load_safetensors(path, be, err, sizeof(err));
-        CHECK(hn != NULL, "an old file must load: %s", err);
+        sdt_hn *hn = sdt_hn_load_safetensors(path, be, &err);
+        CHECK(hn != NULL, "an old file must load: %s", err.message);
         if (hn) {
             const sdt_hn_config *c = sdt_hn_get_config(hn);
             CHECK(c->entry_count == 3 && c->layer_structure[1] == 2 && !strcmp(c->activation, "linear") &&
@@ -288,17 +296,19 @@ static void check_old_files(sdt_backend *be)
     for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++) {
         path_in(path, sizeof(path), "broken.safetensors");
         if (!write_hand(path, broken[i].t, broken[i].n, broken[i].meta, broken[i].n_meta, &values)) continue;
-        err[0] = '\0';
-        sdt_hn *hn = sdt_hn_load_safetensors(path, be, err, sizeof(err));
-        CHECK(!hn, "%s: must be refused", broken[i].what);
-        CHECK(strstr(err, broken[i].expect) && strstr(err, path), "%s: sentence must name the file and say \"%s\": %s",
-              broken[i].what, broken[i].expect, err);
+        sdt_error_clear(&err);
+        sdt_hn *hn = sdt_hn_load_safetensors(path, be, &err);
+        CHECK(!hn && err.code == SDT_ERR_BAD_FORMAT, "%s: must be refused as BAD_FORMAT (got %s)", broken[i].what,
+              sdt_error_code_name(err.code));
+        CHECK(strstr(err.message, broken[i].expect) && strstr(err.message, path), "%s: sentence must name the file and say \"%s\": %s",
+              broken[i].what, broken[i].expect, err.message);
         sdt_hn_free(hn);
         free(values);
     }
     path_in(path, sizeof(path), "absent.safetensors");
-    CHECK(!sdt_hn_load_safetensors(path, be, err, sizeof(err)) && strstr(err, "absent.safetensors"),
-          "a missing file must be a sentence naming it: %s", err);
+    CHECK(!sdt_hn_load_safetensors(path, be, &err) && err.code == SDT_ERR_NOT_FOUND &&
+              strstr(err.message, "absent.safetensors"),
+          "a missing file must be a sentence naming it: %s", err.message);
 }
 
 static void remove_dir(void)

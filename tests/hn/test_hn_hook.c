@@ -20,12 +20,13 @@ static sdt_hn *make_hn(sdt_backend *be, sdt_test_rng *r, const char *name, const
     c.layer_norm = layer_norm;
     c.use_dropout = dropout;
     c.dropout_structure[1] = 0.3;
-    char err[512];
-    sdt_hn *hn = sdt_hn_create(&c, be, 1, err, sizeof(err));
-    CHECK(hn != NULL, "create %s: %s", name, err);
+    sdt_error err;
+    sdt_error_clear(&err);
+    sdt_hn *hn = sdt_hn_create(&c, be, 1, &err);
+    CHECK(hn != NULL, "create %s: %s", name, err.message);
     if (!hn) exit(1);
     float *w = kt_randn(r, sdt_hn_param_numel(hn), scale);
-    CHECK(sdt_hn_upload(hn, w, err, sizeof(err)), "upload: %s", err);
+    CHECK(sdt_hn_upload(hn, w, &err), "upload: %s", err.message);
     free(w);
     return hn;
 }
@@ -46,20 +47,22 @@ static float *grads_of(sdt_hn *hn)
 static double loss_with_weight(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, sdt_hn *hn,
                                float *host, int64_t index, double delta)
 {
-    char err[256];
+    sdt_error err;
+    sdt_error_clear(&err);
     float saved = host[index];
     host[index] = (float)(saved + delta);
-    CHECK(sdt_hn_upload(hn, host, err, sizeof(err)), "upload: %s", err);
+    CHECK(sdt_hn_upload(hn, host, &err), "upload: %s", err.message);
     double L = ut_loss(u, be, opt, in);
     host[index] = saved;
-    CHECK(sdt_hn_upload(hn, host, err, sizeof(err)), "upload: %s", err);
+    CHECK(sdt_hn_upload(hn, host, &err), "upload: %s", err.message);
     return L;
 }
 
 static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second, int width,
                                sdt_test_rng *r)
 {
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     const sdt_unet_kv_hook *hook = sdt_hn_binding_hook(b);
     int64_t n = 2 * 3 * width;
     float *x = kt_randn(r, n, 1.0), *y = kt_alloc((size_t)n * 4), *mid = kt_alloc((size_t)n * 4);
@@ -76,9 +79,9 @@ static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second,
     size_t w2 = sdt_hn_module_workspace_bytes(sdt_hn_get_config(second), width, 6);
     void *work = kt_alloc(work_bytes > w2 ? work_bytes : w2);
     sdt_hn_run eval = {0};
-    CHECK(sdt_hn_module_forward(first, width, SDT_UNET_V, &eval, 1.0f, &tx, &tmid, work, err, sizeof(err)) &&
-              sdt_hn_module_forward(second, width, SDT_UNET_V, &eval, 0.5f, &tmid, &twant, work, err, sizeof(err)),
-          "module forward: %s", err);
+    CHECK(sdt_hn_module_forward(first, width, SDT_UNET_V, &eval, 1.0f, &tx, &tmid, work, &err) &&
+              sdt_hn_module_forward(second, width, SDT_UNET_V, &eval, 0.5f, &tmid, &twant, work, &err),
+          "module forward: %s", err.message);
     CHECK(memcmp(y, want, (size_t)n * 4) == 0, "the chain must apply its members in order at their strengths");
     free(x), free(y), free(mid), free(want), free(work);
 }
@@ -88,12 +91,13 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("hn_hook");
     sdt_backend *be = kt_backend();
     char *dir = ut_tmpdir();
-    char err[512];
+    sdt_error err;
+    sdt_error_clear(&err);
     sdt_unet_config cfg = sdt_unet_config_tiny();
     cfg.context_dim = 24; /* distinct from the UNet widths, so cross- and self-attention modules differ */
     sdt_weights *w = ut_random_unet(&cfg, &rng, dir, "tiny", NULL, NULL, NULL, 0);
-    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
-    CHECK(u != NULL, "load: %s", err);
+    sdt_unet *u = sdt_unet_load(&cfg, w, &err);
+    CHECK(u != NULL, "load: %s", err.message);
     if (!u) return sdt_test_finish("hn_hook");
     ut_inputs in = ut_make_inputs(&cfg, &rng, 2, 8, 8, 4);
     int64_t ny = in.B * cfg.out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx);
@@ -106,16 +110,16 @@ int main(void)
     int widths_a[3] = {24, cfg.model_channels, 2 * cfg.model_channels}, widths_b[1] = {24};
     sdt_hn *a = make_hn(be, &rng, "trained", widths_a, 3, "gelu", true, true, 0.3); /* smooth: kinks are test_hn_module's */
     sdt_hn *bn = make_hn(be, &rng, "frozen", widths_b, 1, "sigmoid", false, false, 0.3);
-    CHECK(sdt_hn_enable_grads(a, err, sizeof(err)) && sdt_hn_enable_grads(bn, err, sizeof(err)), "grads: %s", err);
-    sdt_hn_binding *b = sdt_hn_binding_create(be, err, sizeof(err));
-    CHECK(b && sdt_hn_binding_add(b, a, 1.0f, true, err, sizeof(err)) &&
-              sdt_hn_binding_add(b, bn, 0.5f, false, err, sizeof(err)),
-          "binding: %s", err);
-    CHECK(!sdt_hn_binding_add(b, a, 1.0f, true, err, sizeof(err)) && strstr(err, "already in the chain"),
-          "adding a member twice must be refused: %s", err);
-    CHECK(!sdt_hn_binding_set_strength(b, 5, 1.0f, err, sizeof(err)) && strstr(err, "does not exist"),
-          "a bad chain index must be refused: %s", err);
-    CHECK(sdt_hn_binding_reserve(b, in.B * in.H * in.W, err, sizeof(err)), "reserve: %s", err);
+    CHECK(sdt_hn_enable_grads(a, &err) && sdt_hn_enable_grads(bn, &err), "grads: %s", err.message);
+    sdt_hn_binding *b = sdt_hn_binding_create(be, &err);
+    CHECK(b && sdt_hn_binding_add(b, a, 1.0f, true, &err) &&
+              sdt_hn_binding_add(b, bn, 0.5f, false, &err),
+          "binding: %s", err.message);
+    CHECK(!sdt_hn_binding_add(b, a, 1.0f, true, &err) && strstr(err.message, "already in the chain"),
+          "adding a member twice must be refused: %s", err.message);
+    CHECK(!sdt_hn_binding_set_strength(b, 5, 1.0f, &err) && strstr(err.message, "does not exist"),
+          "a bad chain index must be refused: %s", err.message);
+    CHECK(sdt_hn_binding_reserve(b, in.B * in.H * in.W, &err), "reserve: %s", err.message);
     check_direct_chain(b, a, bn, 24, &rng);
 
     sdt_unet_options opt = plain;
@@ -125,13 +129,13 @@ int main(void)
         int64_t na = sdt_hn_param_numel(a), nb = sdt_hn_param_numel(bn);
         float *saved_a = kt_alloc((size_t)na * 4), *saved_b = kt_alloc((size_t)nb * 4);
         float *zeros = kt_alloc((size_t)(na > nb ? na : nb) * 4);
-        CHECK(sdt_hn_download(a, saved_a, err, sizeof(err)) && sdt_hn_download(bn, saved_b, err, sizeof(err)) &&
-                  sdt_hn_upload(a, zeros, err, sizeof(err)) && sdt_hn_upload(bn, zeros, err, sizeof(err)),
-              "zeroing: %s", err);
+        CHECK(sdt_hn_download(a, saved_a, &err) && sdt_hn_download(bn, saved_b, &err) &&
+                  sdt_hn_upload(a, zeros, &err) && sdt_hn_upload(bn, zeros, &err),
+              "zeroing: %s", err.message);
         sdt_hn_binding_set_step(b, 11, 0);
         CHECK(ut_run(u, be, &opt, &in, y1, NULL, NULL), "zero hypernetwork run");
         CHECK(!memcmp(y0, y1, (size_t)ny * 4), "a zero hypernetwork must leave the UNet unchanged");
-        CHECK(sdt_hn_upload(a, saved_a, err, sizeof(err)) && sdt_hn_upload(bn, saved_b, err, sizeof(err)), "restore");
+        CHECK(sdt_hn_upload(a, saved_a, &err) && sdt_hn_upload(bn, saved_b, &err), "restore");
         free(saved_a), free(saved_b), free(zeros);
     }
 
@@ -172,7 +176,7 @@ int main(void)
     /* a few weights of the trained member, on each width (fourth-order differences) */
     int64_t numel = sdt_hn_param_numel(a);
     float *host = kt_alloc((size_t)numel * 4);
-    CHECK(sdt_hn_download(a, host, err, sizeof(err)), "download: %s", err);
+    CHECK(sdt_hn_download(a, host, &err), "download: %s", err.message);
     int64_t at = 0;
     int checked = 0;
     for (int i = 0; i < sdt_hn_param_count(a); i++) {
@@ -198,7 +202,7 @@ int main(void)
     CHECK(checked == 2 * 2 * 3, "checked %d weights, expected one weight and one bias per module", checked);
 
     /* checkpointing reruns the hook (recompute) and changes nothing */
-    CHECK(sdt_hn_zero_grads(a, err, sizeof(err)), "zero grads: %s", err);
+    CHECK(sdt_hn_zero_grads(a, &err), "zero grads: %s", err.message);
     sdt_unet_options ck = opt;
     ck.checkpointing = true;
     CHECK(ut_run(u, be, &ck, &in, NULL, g2, NULL), "checkpointed backward");

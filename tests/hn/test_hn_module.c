@@ -125,16 +125,18 @@ static void locate_params(sdt_hn *hn, sdt_unet_kv kind, ref_model *m, int64_t *f
 static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activation, bool layer_norm, bool dropout,
                           bool activate_output, sdt_unet_kv kind)
 {
-    char err[512], what[160];
+    sdt_error err;
+    sdt_error_clear(&err);
+    char what[512];
     snprintf(what, sizeof(what), "%s%s%s%s %s", activation, layer_norm ? " +norm" : "", dropout ? " +dropout" : "",
              activate_output ? " +activate_output" : "", kind == SDT_UNET_K ? "K" : "V");
     sdt_hn_config c = make_config(activation, layer_norm, dropout, activate_output);
-    sdt_hn *hn = sdt_hn_alloc(&c, be, err, sizeof(err));
-    CHECK(hn != NULL, "%s: alloc failed: %s", what, err);
+    sdt_hn *hn = sdt_hn_alloc(&c, be, &err);
+    CHECK(hn != NULL, "%s: alloc failed: %s", what, err.message);
     if (!hn) return;
-    CHECK(sdt_hn_enable_grads(hn, err, sizeof(err)), "%s: grads: %s", what, err);
+    CHECK(sdt_hn_enable_grads(hn, &err), "%s: grads: %s", what, err.message);
     ref_model m = {.c = &c, .strength = 0.75};
-    sdt_hn_activation_lookup(activation, &m.act, NULL, 0);
+    sdt_hn_activation_lookup(activation, &m.act, NULL);
     m.layers = sdt_hn_config_plan(&c, WIDTH, m.plan);
     int64_t first;
     locate_params(hn, kind, &m, &first);
@@ -160,7 +162,7 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
         ref_forward(&m, v, probe, &kinked);
     }
     CHECK(!kinked, "%s: could not draw inputs away from the kinks", what);
-    CHECK(sdt_hn_upload(hn, host, err, sizeof(err)), "%s: upload: %s", what, err);
+    CHECK(sdt_hn_upload(hn, host, &err), "%s: upload: %s", what, err.message);
 
     int64_t shape[3] = {2, 3, WIDTH};
     float out[ROWS * WIDTH], dy[ROWS * WIDTH];
@@ -169,8 +171,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
     void *work = kt_alloc(sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS));
     double ref_out[ROWS * WIDTH], d_out[ROWS * WIDTH];
     ref_forward(&m, v, ref_out, NULL);
-    CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tout, work, err, sizeof(err)),
-          "%s: forward: %s", what, err);
+    CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tout, work, &err),
+          "%s: forward: %s", what, err.message);
     double fwd = sdt_rel_err_fd(out, ref_out, ROWS * WIDTH);
     CHECK(fwd < 1e-5, "%s: forward vs float64 reference rel err %.3g", what, fwd);
 
@@ -181,9 +183,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
     kt_grad dx = kt_grad_make(r, ROWS * WIDTH);
     sdt_tensor tdx = tx, tacc = tx;
     tdx.data = dx.fresh, tacc.data = dx.acc;
-    CHECK(sdt_hn_module_backward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tdy, &tdx, true, work, err,
-                                 sizeof(err)),
-          "%s: backward: %s", what, err);
+    CHECK(sdt_hn_module_backward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tdy, &tdx, true, work, &err),
+          "%s: backward: %s", what, err.message);
     float *grads = kt_alloc((size_t)total * sizeof(float));
     /* the gradients of the whole hypernetwork, read through the parameter list */
     int64_t offset = 0;
@@ -192,9 +193,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
         memcpy(grads + offset, p->grad.data, sdt_tensor_nbytes(&p->grad));
         offset += sdt_tensor_numel(&p->grad);
     }
-    CHECK(sdt_hn_module_backward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tdy, &tacc, false, work, err,
-                                 sizeof(err)),
-          "%s: second backward: %s", what, err);
+    CHECK(sdt_hn_module_backward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tdy, &tacc, false, work, &err),
+          "%s: second backward: %s", what, err.message);
     /* d_in takes two adds (the MLP's part t = fresh - d_out, then the residual d_out), so allow
      * two roundings of sums as large as |base| + |t| + |d_out| */
     double worst = 0;
@@ -230,8 +230,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
         ref_model plain = m;
         for (int i = 0; i < m.layers; i++) plain.masks[i] = NULL;
         ref_forward(&plain, v, ref_out, NULL);
-        CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &eval, (float)m.strength, &tx, &tout, work, err, sizeof(err)),
-              "%s: eval forward: %s", what, err);
+        CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &eval, (float)m.strength, &tx, &tout, work, &err),
+              "%s: eval forward: %s", what, err.message);
         double e = sdt_rel_err_fd(out, ref_out, ROWS * WIDTH);
         CHECK(e < 1e-5, "%s: eval forward (no dropout) rel err %.3g", what, e);
         /* another key draws other masks */
