@@ -112,8 +112,8 @@ static void take_metadata(const sdt_safetensors *st, const char *path, sdt_embed
     sdt_embedding_set_string(&e->training_note, sdt_st_metadata_get(st, "sdtrain_fallback"));
 }
 
-static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg,
-                      sdt_embedding *e, char *err, size_t err_size)
+bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg, sdt_embedding *e,
+                             char *err, size_t err_size)
 {
     int64_t rl, cl, rg, cg;
     if (!tensor_rows_cols(path, tl, &rl, &cl, err, err_size) || !tensor_rows_cols(path, tg, &rg, &cg, err, err_size))
@@ -126,9 +126,16 @@ static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_
     if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, err, err_size))
         return false;
     e->clip_l_dim = (int)cl;
-    (void)st;
     return copy_rows(path, tl, rl, cl, e->vectors, cl + cg, err, err_size) &&
            copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, err, err_size);
+}
+
+bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, char *err, size_t err_size)
+{
+    int64_t rows = 0, cols = 0;
+    return tensor_rows_cols(path, t, &rows, &cols, err, err_size) &&
+           sdt_embedding_alloc_loaded(e, rows, cols, path, err, err_size) &&
+           copy_rows(path, t, rows, cols, e->vectors, cols, err, err_size);
 }
 
 bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, char *err, size_t err_size)
@@ -140,19 +147,16 @@ bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, char *er
     const sdt_st_entry *tl = sdt_st_find(st, "clip_l"), *tg = sdt_st_find(st, "clip_g");
     bool ok;
     if (!t && tl && tg) {
-        ok = load_sdxl(st, path, tl, tg, e, err, err_size);
+        ok = sdt_embedding_take_sdxl(path, tl, tg, e, err, err_size);
     } else {
         if (!t && sdt_st_count(st) == 1) t = sdt_st_at(st, 0);
-        int64_t rows = 0, cols = 0;
         if (!t) {
             snprintf(err, err_size,
                      "%s: holds %zu tensors and none is \"emb_params\" (or clip_l + clip_g); an embedding file holds one "
                      "tensor, so this is probably a model or LoRA, not an embedding", path, sdt_st_count(st));
             ok = false;
         } else {
-            ok = tensor_rows_cols(path, t, &rows, &cols, err, err_size) &&
-                 sdt_embedding_alloc_loaded(e, rows, cols, path, err, err_size) &&
-                 copy_rows(path, t, rows, cols, e->vectors, cols, err, err_size);
+            ok = sdt_embedding_take_tensor(path, t, e, err, err_size);
         }
     }
     if (ok) take_metadata(st, path, e);
