@@ -232,6 +232,16 @@ static void test_refusals(const char *dir)
     for (int i = 0; i < 5000; i++) g_string_append(deep, "(");
     expect_refusal(dir, "marks.pt", deep->str, deep->len, NULL, 0, "more than 1024 marks");
     g_string_free(deep, TRUE);
+    GString *key = g_string_new("\x80\x02}K\x01");
+    for (int i = 0; i < 100; i++) g_string_append(key, "\x85"); /* a tuple key nested 100 deep */
+    g_string_append_len(key, "K\x00s.", 4);
+    expect_refusal(dir, "deep_key.pt", key->str, key->len, NULL, 0, "cannot hash");
+    g_string_free(key, TRUE);
+    GString *many = g_string_new("\x80\x02");
+    for (size_t i = 0; i <= SDT_PICKLE_MAX_VALUES; i++) g_string_append_c(many, 'N');
+    g_string_append(many, ".");
+    expect_refusal(dir, "many_values.pt", many->str, many->len, NULL, 0, "more than 4194304 values");
+    g_string_free(many, TRUE);
     expect_refusal(dir, "cycle.pt", PKL("\x80\x02]q\x00h\x00" "a."), NULL, 0, "contains itself");
     /* Memo abuse: reading an entry never stored. */
     expect_refusal(dir, "memo.pt", PKL("\x80\x02h\x05."), NULL, 0, "never stored");
