@@ -46,17 +46,17 @@ void sdt_scaler_blob_encode(const sdt_scaler_state *s, uint8_t out[SDT_SCALER_BL
     put(&p, f32_bits(s->min_scale), 4);
 }
 
-bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *s, char *err, size_t err_size)
+bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *s, sdt_error *error)
 {
     if (!blob || size < SDT_SCALER_BLOB_SIZE || memcmp(blob, magic, sizeof magic) != 0) {
-        snprintf(err, err_size, "The buffer (%zu bytes) is not a loss-scaler state from save_state(); pass the bytes "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "The buffer (%zu bytes) is not a loss-scaler state from save_state(); pass the bytes "
                  "save_state wrote, unchanged.", size);
         return false;
     }
     const uint8_t *p = blob + sizeof magic;
     uint32_t version = (uint32_t)get(&p, 4);
     if (version != BLOB_VERSION) {
-        snprintf(err, err_size, "The loss-scaler state has version %u; this plugin reads version %u. Save it again with "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "The loss-scaler state has version %u; this plugin reads version %u. Save it again with "
                  "this plugin.", version, BLOB_VERSION);
         return false;
     }

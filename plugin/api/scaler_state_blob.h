@@ -3,6 +3,8 @@
 #ifndef SDT_PLUGIN_SCALER_STATE_BLOB_H
 #define SDT_PLUGIN_SCALER_STATE_BLOB_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -13,6 +15,6 @@
 
 void sdt_scaler_blob_encode(const sdt_scaler_state *state, uint8_t out[SDT_SCALER_BLOB_SIZE]);
 /* false with a sentence when the blob is not a scaler state of a version this build reads. */
-bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *state, char *err, size_t err_size);
+bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *state, sdt_error *error);
 
 #endif

@@ -33,23 +33,23 @@ static bool allowed_char(gunichar c)
     return g_unichar_isalnum(c) || c == ' ' || c == '.' || c == '_' || c == '-';
 }
 
-bool sdt_embedding_name_check(const char *name, char *err, size_t err_size)
+bool sdt_embedding_name_check(const char *name, sdt_error *error)
 {
     if (!name || !name[0]) {
-        snprintf(err, err_size, "the embedding name is empty; give it a name such as \"my-style\"");
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is empty; give it a name such as \"my-style\"");
         return false;
     }
     if (strlen(name) > SDT_EMBEDDING_NAME_MAX) {
-        snprintf(err, err_size, "the embedding name is longer than %d bytes; choose a shorter name",
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is longer than %d bytes; choose a shorter name",
                  SDT_EMBEDDING_NAME_MAX);
         return false;
     }
     if (!g_utf8_validate(name, -1, NULL)) {
-        snprintf(err, err_size, "the embedding name is not valid UTF-8 text; retype it");
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is not valid UTF-8 text; retype it");
         return false;
     }
     if (name[0] == '.') {
-        snprintf(err, err_size, "the embedding name \"%s\" starts with '.', which would make a hidden file or a path; "
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name \"%s\" starts with '.', which would make a hidden file or a path; "
                  "start it with a letter or digit", name);
         return false;
     }
@@ -59,7 +59,7 @@ bool sdt_embedding_name_check(const char *name, char *err, size_t err_size)
             char shown[16];
             if (c < 0x20 || c == 0x7f) snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
             else snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
-            snprintf(err, err_size,
+            sdt_fail(error, SDT_ERR_VALIDATION,
                      "the embedding name \"%s\" contains %s; use only letters, digits, spaces, '.', '_' and '-' "
                      "(the name becomes a file name and a prompt word)", name, shown);
             return false;
@@ -85,24 +85,24 @@ char *sdt_embedding_name_sanitise(const char *name)
     return result;
 }
 
-bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, char *err, size_t err_size)
+bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
-    if (!sdt_embedding_name_check(name, err, err_size)) return false;
+    if (!sdt_embedding_name_check(name, error)) return false;
     if (n_vectors < 1 || n_vectors > SDT_EMBEDDING_MAX_VECTORS) {
-        snprintf(err, err_size, "embedding \"%s\": %d vectors per token is outside 1..%d", name, n_vectors,
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": %d vectors per token is outside 1..%d", name, n_vectors,
                  SDT_EMBEDDING_MAX_VECTORS);
         return false;
     }
     if (dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
-        snprintf(err, err_size, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
         return false;
     }
     e->name = strdup(name);
     e->vectors = calloc((size_t)n_vectors * (size_t)dim, sizeof(float));
     if (!e->name || !e->vectors) {
         sdt_embedding_free(e);
-        snprintf(err, err_size, "embedding \"%s\": out of memory", name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "embedding \"%s\": out of memory", name);
         return false;
     }
     e->n_vectors = n_vectors;

@@ -5,6 +5,8 @@
 #ifndef SDT_PLUGIN_TI_JOB_H
 #define SDT_PLUGIN_TI_JOB_H
 
+#include "sdt_error.h"
+
 #include "api/backend_select.h"
 #include "data/caption.h"
 #include "data/data_order.h"
@@ -109,29 +111,29 @@ static inline ti_pass_options ti_job_pass_options(const ti_job *job)
 }
 
 /* ti_job_prepare.c: the LR and clip schedules parsed at job->step (after a resume too). */
-bool ti_job_parse_schedules(ti_job *job, char *err, size_t err_size);
+bool ti_job_parse_schedules(ti_job *job, sdt_error *error);
 /* After the switch to fp32: images whose latents were not finite are encoded again. */
-sdt_status ti_job_reencode_nonfinite(ti_job *job, char *err, size_t err_size);
+bool ti_job_reencode_nonfinite(ti_job *job, sdt_error *error);
 /* ti_job_guard.c: the divergence guard. token_norm at prepare; undo_save before each step;
  * check_divergence after it (undoes the step and returns SDT_STATUS_NUMERICAL with the sentence). */
 double ti_job_token_norm(const ti_job *job);
-bool ti_job_undo_save(ti_job *job, char *err, size_t err_size);
-sdt_status ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, char *err, size_t err_size);
+bool ti_job_undo_save(ti_job *job, sdt_error *error);
+bool ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, sdt_error *error);
 /* ti_job_step.c */
-sdt_status ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
+bool ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, sdt_error *error);
 bool ti_job_done(const void *job);
 /* Frozen weights upcast to f32 and no loss scaling from now on (the fallback's switch). */
-sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size);
+bool ti_job_use_fp32(ti_job *job, sdt_error *error);
 /* ti_job_save.c */
-sdt_status ti_job_save_snapshot(void *job, int64_t step, char *err, size_t err_size);
-sdt_status ti_job_save_preview(void *job, int64_t step, char *err, size_t err_size);
-sdt_status ti_job_save_final(void *job, sdt_save_reason reason, char *err, size_t err_size);
+bool ti_job_save_snapshot(void *job, int64_t step, sdt_error *error);
+bool ti_job_save_preview(void *job, int64_t step, sdt_error *error);
+bool ti_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
 /* Where the trained embedding goes: <folder of the embedding file>/<name>.safetensors. */
 void ti_job_final_path(const ti_job *job, char *out, size_t size);
 /* Copies the device embedding's vectors into job->emb.vectors. */
-bool ti_job_download_vectors(ti_job *job, char *err, size_t err_size);
+bool ti_job_download_vectors(ti_job *job, sdt_error *error);
 /* The same, and job->emb's step, checkpoint and fallback note brought up to date: ready to save. */
-bool ti_job_sync_embedding(ti_job *job, char *err, size_t err_size);
+bool ti_job_sync_embedding(ti_job *job, sdt_error *error);
 /* The precision's storage dtype. */
 sdt_dtype ti_precision_dtype(sdt_precision p);
 const char *ti_precision_name(sdt_precision p);

@@ -15,10 +15,10 @@
 
 static int checkpoint_command(const char *model, const char *out)
 {
-    char err[1024] = "";
-    sdt_weights *w = sdt_weights_open(model, err, sizeof err);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(model, &error);
     if (!w) {
-        fprintf(stderr, "e2e_torch: %s\n", err);
+        fprintf(stderr, "e2e_torch: %s\n", error.message);
         return 1;
     }
     sdt_pv_arena *a = sdt_pv_arena_new();
@@ -30,8 +30,8 @@ static int checkpoint_command(const char *model, const char *out)
     }
     sdt_pv_dict_set(a, root, "global_step", sdt_pv_new_int(a, 1));
     sdt_pv_dict_set(a, root, "state_dict", sd);
-    bool ok = sdt_torch_save(out, root, NULL, err, sizeof err);
-    if (!ok) fprintf(stderr, "e2e_torch: %s\n", err);
+    bool ok = sdt_torch_save(out, root, NULL, &error);
+    if (!ok) fprintf(stderr, "e2e_torch: %s\n", error.message);
     sdt_pv_arena_free(a);
     sdt_weights_close(w);
     return ok ? 0 : 1;
@@ -39,11 +39,11 @@ static int checkpoint_command(const char *model, const char *out)
 
 static int embedding_command(const char *in, const char *out)
 {
-    char err[1024] = "";
-    sdt_safetensors *st = sdt_st_open(in, err, sizeof err);
+    sdt_error error = {0};
+    sdt_safetensors *st = sdt_st_open(in, &error);
     const sdt_st_entry *e = st ? sdt_st_find(st, "emb_params") : NULL;
     if (!e) {
-        fprintf(stderr, "e2e_torch: %s\n", st ? "no emb_params tensor" : err);
+        fprintf(stderr, "e2e_torch: %s\n", st ? "no emb_params tensor" : error.message);
         sdt_st_close(st);
         return 1;
     }
@@ -60,8 +60,8 @@ static int embedding_command(const char *in, const char *out)
     sdt_pv_dict_set(a, root, "step", sdt_pv_new_int(a, step ? g_ascii_strtoll(step, NULL, 10) : 0));
     sdt_pv_dict_set(a, root, "sd_checkpoint", sdt_pv_new(a, SDT_PV_NONE));
     sdt_pv_dict_set(a, root, "sd_checkpoint_name", sdt_pv_new(a, SDT_PV_NONE));
-    bool ok = sdt_torch_save(out, root, NULL, err, sizeof err);
-    if (!ok) fprintf(stderr, "e2e_torch: %s\n", err);
+    bool ok = sdt_torch_save(out, root, NULL, &error);
+    if (!ok) fprintf(stderr, "e2e_torch: %s\n", error.message);
     sdt_pv_arena_free(a);
     sdt_st_close(st);
     return ok ? 0 : 1;

@@ -41,15 +41,15 @@ static cJSON *expected(const char *path)
  * <path>.sdt.pt with the project's writer (returned, for torch to check). */
 static char *read_and_rewrite(const char *path, cJSON *want)
 {
-    char err[512] = "";
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f, "%s: %s", path, err);
+    sdt_error error = {0};
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "%s: %s", path, error.message);
     if (!f) return NULL;
     cJSON *have = td_describe(sdt_torch_root(f));
     compare(path, want, have);
     cJSON_Delete(have);
     char *again = g_strconcat(path, ".sdt.pt", NULL);
-    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, err, sizeof err), "%s: save: %s", path, err);
+    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, &error), "%s: save: %s", path, error.message);
     sdt_torch_close(f);
     return again;
 }
@@ -58,9 +58,10 @@ static char *read_and_rewrite(const char *path, cJSON *want)
  * read as torch sees them. */
 static void check_weights(const char *dir, cJSON *want)
 {
-    char *path = g_build_filename(dir, "tiny.ckpt", NULL), err[512] = "";
-    sdt_weights *w = sdt_weights_open(path, err, sizeof err);
-    CHECK(w, "tiny.ckpt as a checkpoint: %s", err);
+    char *path = g_build_filename(dir, "tiny.ckpt", NULL);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(path, &error);
+    CHECK(w, "tiny.ckpt as a checkpoint: %s", error.message);
     cJSON *sd = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(want, "dict"), 0), 1);
     cJSON *pair;
     int compared = 0;

@@ -21,7 +21,7 @@ typedef struct ckpt_options {
 } ckpt_options;
 
 /* The twin of a safetensors checkpoint as a torch.save file. */
-static bool write_ckpt(const sdt_safetensors *st, const char *path, const ckpt_options *o, char *err, size_t err_size)
+static bool write_ckpt(const sdt_safetensors *st, const char *path, const ckpt_options *o, sdt_error *error)
 {
     sdt_pv_arena *a = sdt_pv_arena_new();
     sdt_pv *sd = sdt_pv_new_dict(a, true);
@@ -50,7 +50,7 @@ static bool write_ckpt(const sdt_safetensors *st, const char *path, const ckpt_o
         sdt_pv_dict_set(a, root, "state_dict", sd);
         sdt_pv_dict_set(a, sd, "state_dict", sdt_pv_new_dict(a, false)); /* A1111 drops a nested one */
     }
-    bool ok = sdt_torch_save(path, root, "v1-5-pruned", err, err_size);
+    bool ok = sdt_torch_save(path, root, "v1-5-pruned", error);
     sdt_pv_arena_free(a);
     return ok;
 }
@@ -73,38 +73,39 @@ static void compare(const sdt_weights *want, const sdt_weights *have, const char
         CHECK(!g_str_has_prefix(sdt_weights_key(have, i), "model_ema."), "%s: EMA key %s kept", label,
               sdt_weights_key(have, i));
     sd_config c1, c2;
-    char err[512] = "";
-    CHECK(sd_config_detect(want, &c1, err, sizeof err) && sd_config_detect(have, &c2, err, sizeof err) &&
+    sdt_error error = {0};
+    CHECK(sd_config_detect(want, &c1, &error) && sd_config_detect(have, &c2, &error) &&
               memcmp(&c1, &c2, sizeof c1) == 0,
-          "%s: detected configurations differ: %s", label, err);
+          "%s: detected configurations differ: %s", label, error.message);
 }
 
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_weights_ckpt");
     char *dir = io_make_tmpdir();
-    char *st_path = g_build_filename(dir, "tiny.safetensors", NULL), err[512] = "";
+    char *st_path = g_build_filename(dir, "tiny.safetensors", NULL);
+    sdt_error error = {0};
     sdt_ckpt_spec spec;
     memset(&spec, 0, sizeof spec);
     spec.config = sd_config_preset(SD_FAMILY_TINY);
     spec.dtype = SDT_F16;
     spec.seed = sdt_test_next(&rng);
     spec.perturb_all = true;
-    CHECK(sdt_ckpt_generate(st_path, &spec, err, sizeof err), "generate: %s", err);
-    sdt_safetensors *st = sdt_st_open(st_path, err, sizeof err);
-    sdt_weights *want = sdt_weights_open(st_path, err, sizeof err);
-    CHECK(st && want, "open twin: %s", err);
+    CHECK(sdt_ckpt_generate(st_path, &spec, &error), "generate: %s", error.message);
+    sdt_safetensors *st = sdt_st_open(st_path, &error);
+    sdt_weights *want = sdt_weights_open(st_path, &error);
+    CHECK(st && want, "open twin: %s", error.message);
     const ckpt_options variants[] = {{true, true, false}, {false, false, false}, {true, false, true}};
     const char *names[] = {"wrapped-ema.ckpt", "bare.ckpt", "old-names"};
     for (size_t v = 0; st && want && v < G_N_ELEMENTS(variants); v++) {
         char *path = g_build_filename(dir, names[v], NULL);
-        CHECK(write_ckpt(st, path, &variants[v], err, sizeof err), "%s: write: %s", names[v], err);
-        sdt_weights *have = sdt_weights_open(path, err, sizeof err);
-        CHECK(have, "%s: open: %s", names[v], err);
+        CHECK(write_ckpt(st, path, &variants[v], &error), "%s: write: %s", names[v], error.message);
+        sdt_weights *have = sdt_weights_open(path, &error);
+        CHECK(have, "%s: open: %s", names[v], error.message);
         if (have) {
             compare(want, have, names[v]);
             char h1[11];
-            CHECK(sdt_weights_short_hash(have, h1, err, sizeof err) && strlen(h1) == 10, "%s: hash: %s", names[v], err);
+            CHECK(sdt_weights_short_hash(have, h1, &error) && strlen(h1) == 10, "%s: hash: %s", names[v], error.message);
             sdt_weights_close(have);
         }
         g_free(path);
@@ -115,9 +116,9 @@ int main(void)
     gsize size = 0;
     CHECK(g_file_get_contents(good, &bytes, &size, NULL), "read back");
     CHECK(io_write_bytes(bad, bytes, size / 2), "write damaged");
-    sdt_weights *w = sdt_weights_open(bad, err, sizeof err);
-    CHECK(!w && io_contains(err, bad) && io_contains(err, "truncated or damaged"), "damaged ckpt: '%s'", err);
-    printf("  damaged.bin -> %s\n", err);
+    sdt_weights *w = sdt_weights_open(bad, &error);
+    CHECK(!w && io_contains(error.message, bad) && io_contains(error.message, "truncated or damaged"), "damaged ckpt: '%s'", error.message);
+    printf("  damaged.bin -> %s\n", error.message);
     sdt_weights_close(w);
     g_free(bytes);
     g_free(good);

@@ -16,8 +16,8 @@ static char *tmp_dir;
 
 static void random_embedding(sdt_test_rng *rng, sdt_embedding *e, int n, int dim)
 {
-    char err[256];
-    CHECK(sdt_embedding_init(e, "my-style", n, dim, err, sizeof err), "init: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_embedding_init(e, "my-style", n, dim, &error), "init: %s", error.message);
     sdt_test_fill_normal(rng, e->vectors, (int64_t)n * dim, 0.02);
     e->step = 499;
     sdt_embedding_set_string(&e->checkpoint_hash, "a1b2c3d4e5");
@@ -26,8 +26,9 @@ static void random_embedding(sdt_test_rng *rng, sdt_embedding *e, int n, int dim
 
 static char *save_pt(const char *name, sdt_pv *root)
 {
-    char *path = g_build_filename(tmp_dir, name, NULL), err[512] = "";
-    CHECK(sdt_torch_save(path, root, NULL, err, sizeof err), "%s: %s", name, err);
+    char *path = g_build_filename(tmp_dir, name, NULL);
+    sdt_error error = {0};
+    CHECK(sdt_torch_save(path, root, NULL, &error), "%s: %s", name, error.message);
     return path;
 }
 
@@ -50,9 +51,9 @@ static void check_loads(const char *path, const sdt_embedding *want, sdt_embeddi
 {
     sdt_embedding e;
     sdt_embedding_format f;
-    char err[512] = "";
-    bool ok = sdt_embedding_load(path, &e, &f, err, sizeof err);
-    CHECK(ok, "%s: %s", path, err);
+    sdt_error error = {0};
+    bool ok = sdt_embedding_load(path, &e, &f, &error);
+    CHECK(ok, "%s: %s", path, error.message);
     if (!ok) return;
     CHECK(f == want_format, "%s: format %s", path, sdt_embedding_format_name(f));
     CHECK(e.n_vectors == want->n_vectors && e.dim == want->dim && e.clip_l_dim == want->clip_l_dim &&
@@ -71,21 +72,21 @@ static void check_loads(const char *path, const sdt_embedding *want, sdt_embeddi
 static void expect_refusal(const char *path, const char *needle)
 {
     sdt_embedding e;
-    char err[512] = "";
-    CHECK(!sdt_embedding_load(path, &e, NULL, err, sizeof err), "%s accepted", path);
-    CHECK(strstr(err, path) && strstr(err, needle), "%s: sentence '%s' lacks '%s'", path, err, needle);
-    printf("  %s\n", err);
+    sdt_error error = {0};
+    CHECK(!sdt_embedding_load(path, &e, NULL, &error) && error.code == SDT_ERR_BAD_FORMAT, "%s accepted or not BAD_FORMAT", path);
+    CHECK(strstr(error.message, path) && strstr(error.message, needle), "%s: sentence '%s' lacks '%s'", path, error.message, needle);
+    printf("  %s\n", error.message);
 }
 
 static void test_written(sdt_test_rng *rng)
 {
     sdt_embedding e;
     random_embedding(rng, &e, 3, 8);
-    char err[512] = "";
+    sdt_error error = {0};
     char *twin = g_build_filename(tmp_dir, "my-style.safetensors", NULL);
-    CHECK(sdt_embedding_save_safetensors(&e, twin, false, err, sizeof err), "twin: %s", err);
+    CHECK(sdt_embedding_save_safetensors(&e, twin, false, &error), "twin: %s", error.message);
     sdt_embedding back;
-    CHECK(sdt_embedding_load(twin, &back, NULL, err, sizeof err), "twin back: %s", err);
+    CHECK(sdt_embedding_load(twin, &back, NULL, &error), "twin back: %s", error.message);
     sdt_pv_arena *a = sdt_pv_arena_new();
     const int64_t shape[2] = {e.n_vectors, e.dim};
 
@@ -97,7 +98,7 @@ static void test_written(sdt_test_rng *rng)
 
     /* diffusers learned_embeds.bin: one token, a 1-D vector. */
     sdt_embedding one;
-    CHECK(sdt_embedding_init(&one, "x", 1, 8, err, sizeof err), "init");
+    CHECK(sdt_embedding_init(&one, "x", 1, 8, &error), "init");
     memcpy(one.vectors, e.vectors, 8 * sizeof(float));
     sdt_pv *bin_root = sdt_pv_new_dict(a, false);
     sdt_pv_dict_set(a, bin_root, "<cat-toy>", sdt_pv_new_tensor(a, SDT_ST_F32, 1, (int64_t[]){8}, e.vectors));
@@ -107,7 +108,7 @@ static void test_written(sdt_test_rng *rng)
     /* F16 storage: the same values as the twin after rounding, converted to F32 on load. */
     uint16_t half[24];
     sdt_embedding rounded;
-    CHECK(sdt_embedding_init(&rounded, "x", 3, 8, err, sizeof err), "init");
+    CHECK(sdt_embedding_init(&rounded, "x", 3, 8, &error), "init");
     for (int i = 0; i < 24; i++) rounded.vectors[i] = sdt_f16_to_f32(half[i] = sdt_f32_to_f16(e.vectors[i]));
     sdt_pv *f16_root = sdt_pv_new_dict(a, false);
     sdt_pv_dict_set(a, f16_root, "emb_params", sdt_pv_new_tensor(a, SDT_ST_F16, 2, shape, half));
@@ -119,9 +120,9 @@ static void test_written(sdt_test_rng *rng)
     random_embedding(rng, &xl, 2, 12);
     xl.clip_l_dim = 5;
     char *xl_twin = g_build_filename(tmp_dir, "xl.safetensors", NULL);
-    CHECK(sdt_embedding_save_safetensors(&xl, xl_twin, false, err, sizeof err), "xl twin: %s", err);
+    CHECK(sdt_embedding_save_safetensors(&xl, xl_twin, false, &error), "xl twin: %s", error.message);
     sdt_embedding xl_back;
-    CHECK(sdt_embedding_load(xl_twin, &xl_back, NULL, err, sizeof err), "xl twin back: %s", err);
+    CHECK(sdt_embedding_load(xl_twin, &xl_back, NULL, &error), "xl twin back: %s", error.message);
     float l[10], g[14];
     for (int r = 0; r < 2; r++) {
         memcpy(l + r * 5, xl.vectors + r * 12, 5 * sizeof(float));
@@ -187,7 +188,8 @@ static void test_torch_written(void)
     };
     for (size_t i = 0; status == 0 && i < G_N_ELEMENTS(cases); i++) {
         char *path = g_build_filename(tmp_dir, cases[i].file, NULL), *json_path = g_strconcat(path, ".json", NULL);
-        char *json = NULL, err[512] = "";
+        char *json = NULL;
+        sdt_error error = {0};
         CHECK(g_file_get_contents(json_path, &json, NULL, NULL), "%s", json_path);
         cJSON *root = cJSON_Parse(json ? json : ""), *d = root;
         for (int k = 0; k < 3 && cases[i].path_to_tensor[k]; k++) {
@@ -201,8 +203,8 @@ static void test_torch_written(void)
         cJSON *values = cJSON_GetObjectItem(d, "values");
         sdt_embedding e;
         sdt_embedding_format f;
-        bool ok = sdt_embedding_load(path, &e, &f, err, sizeof err);
-        CHECK(ok && f == cases[i].format, "%s: %s", cases[i].file, err);
+        bool ok = sdt_embedding_load(path, &e, &f, &error);
+        CHECK(ok && f == cases[i].format, "%s: %s", cases[i].file, error.message);
         if (ok) {
             CHECK(values && cJSON_GetArraySize(values) == e.n_vectors * e.dim, "%s: size", cases[i].file);
             for (int k = 0; values && k < cJSON_GetArraySize(values) && k < e.n_vectors * e.dim; k++)
