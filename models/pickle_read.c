@@ -72,8 +72,7 @@ typedef struct vm {
     GHashTable *memo;    /* index -> sdt_pv* */
     GHashTable *storages; /* key -> sdt_pv_storage* */
     size_t items;        /* container items added so far */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } vm;
 
 static bool failf(vm *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -84,7 +83,7 @@ static bool failf(vm *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(m->err, m->err_size, "%s: %s (pickle byte %zu)", m->origin, what, m->op_pos);
+    sdt_fail(m->error, SDT_ERR_BAD_FORMAT, "%s: %s (pickle byte %zu)", m->origin, what, m->op_pos);
     return false;
 }
 
@@ -685,12 +684,12 @@ static bool check_tree(vm *m, sdt_pv *v, int depth, GHashTable *heights)
 }
 
 bool sdt_pickle_load(const void *buf, size_t size, sdt_pv_arena *arena, const char *origin, sdt_pv **root,
-                     size_t *consumed, char *err, size_t err_size)
+                     size_t *consumed, sdt_error *error)
 {
-    vm m = {.buf = buf, .size = size, .arena = arena, .origin = origin, .err = err, .err_size = err_size};
+    vm m = {.buf = buf, .size = size, .arena = arena, .origin = origin, .error = error};
     *root = NULL;
     if (size > SDT_PICKLE_MAX_BYTES) {
-        snprintf(err, err_size, "%s: the pickle is %zu bytes, more than the %zu a weights file's index needs; this is "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the pickle is %zu bytes, more than the %zu a weights file's index needs; this is "
                  "not a PyTorch weights file", origin, size, SDT_PICKLE_MAX_BYTES);
         return false;
     }

@@ -26,6 +26,8 @@
 #ifndef SDT_MODELS_PICKLE_READ_H
 #define SDT_MODELS_PICKLE_READ_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,6 +43,6 @@
  * including STOP. origin names the pickle in sentences, e.g.
  * "emb.pt (archive/data.pkl)". */
 bool sdt_pickle_load(const void *buf, size_t size, sdt_pv_arena *arena, const char *origin, sdt_pv **root,
-                     size_t *consumed, char *err, size_t err_size);
+                     size_t *consumed, sdt_error *error);
 
 #endif

@@ -75,15 +75,15 @@ static cJSON *expected(const char *path)
  * <path>.sdt.pt with the project's writer (returned, for torch to check). */
 static char *read_and_rewrite(const char *path, cJSON *want)
 {
-    char err[512] = "";
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f, "%s: %s", path, err);
+    sdt_error error = {0};
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "%s: %s", path, error.message);
     if (!f) return NULL;
     cJSON *have = td_describe(sdt_torch_root(f));
     compare(path, want, have);
     cJSON_Delete(have);
     char *again = g_strconcat(path, ".sdt.pt", NULL);
-    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, err, sizeof err), "%s: save: %s", path, err);
+    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, &error), "%s: save: %s", path, error.message);
     sdt_torch_close(f);
     return again;
 }
