@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "caption.h"
+#include "data/caption.h"
 #include "fuzz_file.h"
-#include "template.h"
+#include "data/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

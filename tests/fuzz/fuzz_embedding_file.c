@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedding_file.h"
+#include "ti/embedding_file.h"
 #include "fuzz_file.h"
 
 /* What the loader accepts (embedding_file.c: more than 75 vectors only for inspection). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "embedding_file.h"
+#include "ti/embedding_file.h"
 #include "fuzz_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "fuzz_file.h"
-#include "image_io.h"
+#include "data/image_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
