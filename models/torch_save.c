@@ -24,7 +24,9 @@ bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_na
     GPtrArray *storages = g_ptr_array_new();
     bool ok = sdt_pickle_write(root, pkl, storages, path, err, err_size);
     sdt_atomic_file af;
-    if (ok) ok = sdt_atomic_begin(&af, path, err, err_size);
+    sdt_error atomic_error; /* the atomic-file layer speaks sdt_error; this file still a buffer */
+    sdt_error_clear(&atomic_error);
+    if (ok && !(ok = sdt_atomic_begin(&af, path, &atomic_error))) snprintf(err, err_size, "%s", atomic_error.message);
     if (ok) {
         sdt_zip_writer *z = sdt_zip_writer_new(af.fp, path);
         ok = add_record(z, dir, "data.pkl", pkl->data, pkl->len, err, err_size) &&
@@ -38,7 +40,7 @@ bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_na
         if (ok) ok = add_record(z, dir, "version", "3\n", 2, err, err_size);
         if (ok) ok = sdt_zip_writer_finish(z, err, err_size);
         else sdt_zip_writer_free(z);
-        if (ok) ok = sdt_atomic_commit(&af, err, err_size);
+        if (ok && !(ok = sdt_atomic_commit(&af, &atomic_error))) snprintf(err, err_size, "%s", atomic_error.message);
         else sdt_atomic_abort(&af);
     }
     g_byte_array_free(pkl, TRUE);

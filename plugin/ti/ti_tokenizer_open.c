@@ -11,17 +11,17 @@ static bool is_dir(const char *p)
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, char *err, size_t err_size)
+sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, sdt_error *error)
 {
-    if (given && *given) return sdt_tokenizer_load_dir(given, err, err_size);
+    if (given && *given) return sdt_tokenizer_load_dir(given, error);
     char buf[4096];
-    if (is_dir(model_path)) return sdt_tokenizer_load_dir(model_path, err, err_size);
+    if (is_dir(model_path)) return sdt_tokenizer_load_dir(model_path, error);
     snprintf(buf, sizeof buf, "%s", model_path);
     char *dir = dirname(buf);
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/tokenizer", dir);
-    if (is_dir(probe)) return sdt_tokenizer_load_dir(probe, err, err_size);
-    snprintf(err, err_size, "%s: no tokenizer found (looked for %s/vocab.json); set the tokenizer path to a folder "
+    if (is_dir(probe)) return sdt_tokenizer_load_dir(probe, error);
+    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: no tokenizer found (looked for %s/vocab.json); set the tokenizer path to a folder "
              "with CLIP's vocab.json and merges.txt", model_path, probe);
     return NULL;
 }

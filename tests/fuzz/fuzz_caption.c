@@ -26,8 +26,8 @@ static void check_prompt(const char *caption, uint8_t flags)
 {
     static const char text[] = "a photo of [name], [filewords]\n[filewords] by [name]\n";
     sdt_template t;
-    char err[512];
-    if (!sdt_template_parse(text, sizeof text - 1, "fuzz.txt", &t, err, sizeof err)) abort();
+    sdt_error error = {0};
+    if (!sdt_template_parse(text, sizeof text - 1, "fuzz.txt", &t, &error)) abort();
     sdt_prompt_rules rules = {.shuffle_tags = flags & 1, .tag_dropout = (flags >> 1 & 7) / 7.0};
     sdt_data_rng rng = sdt_data_rng_seeded(flags);
     char *tags = sdt_caption_tags_apply(caption, &rules, &rng);
@@ -51,9 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     uint8_t flags = data[0];
     sdt_caption_rules rules = {.word_regex = regex, .join_string = join};
-    char err[512] = "";
-    if (!sdt_caption_rules_check(&rules, err, sizeof err)) {
-        if (!err[0]) abort();
+    sdt_error error = {0};
+    if (!sdt_caption_rules_check(&rules, &error)) {
+        if (!error.message[0]) abort();
         g_free(regex);
         g_free(join);
         return 0;
@@ -63,9 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *image = fuzz_path("12-red_ring, on grass.png");
     char *named = fuzz_path("0007 a-b c_d (2).jpg");
     char *captions[2];
-    captions[0] = sdt_caption_for_image(image, &rules, err, sizeof err);
-    if (!captions[0] && !err[0]) abort();
-    captions[1] = sdt_caption_from_filename(named, &rules, err, sizeof err);
+    captions[0] = sdt_caption_for_image(image, &rules, &error);
+    if (!captions[0] && !error.message[0]) abort();
+    captions[1] = sdt_caption_from_filename(named, &rules, &error);
     if (!captions[1]) abort(); /* the rules passed their check */
     for (int i = 0; i < 2; i++)
         if (captions[i]) {

@@ -23,8 +23,8 @@ static sdt_backend *cpu;
 
 static bool require_param(void *user, const sdt_param_info *p)
 {
-    char err[512] = "";
-    if (!sdt_weights_require(user, p->key, p->ndim, p->shape, err, sizeof err)) abort();
+    sdt_error error = {0};
+    if (!sdt_weights_require(user, p->key, p->ndim, p->shape, &error)) abort();
     return true;
 }
 
@@ -35,10 +35,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *folder = fuzz_path("folder");
     fuzz_remove_tree(folder); /* a folder holds only this input's part */
     char *file = fuzz_write(layouts[layout], data + 1, size - 1);
-    char err[512] = "";
-    sdt_weights *w = sdt_weights_open(layout ? folder : file, err, sizeof err);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(layout ? folder : file, &error);
     if (!w) {
-        if (!err[0]) abort();
+        if (!error.message[0]) abort();
         goto done;
     }
     for (size_t i = 0; i < sdt_weights_count(w); i++)
@@ -46,22 +46,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     clip_config clip;
     vae_config vae;
     sdt_unet_config unet;
-    err[0] = 0;
-    if (!clip_config_detect(w, &clip, err, sizeof err) && !err[0]) abort();
-    err[0] = 0;
-    if (!vae_config_detect(w, &vae, err, sizeof err) && !err[0]) abort();
-    err[0] = 0;
-    if (!sdt_unet_config_detect(w, &unet, err, sizeof err) && !err[0]) abort();
+    sdt_error_clear(&error);
+    if (!clip_config_detect(w, &clip, &error) && !error.message[0]) abort();
+    sdt_error_clear(&error);
+    if (!vae_config_detect(w, &vae, &error) && !error.message[0]) abort();
+    sdt_error_clear(&error);
+    if (!sdt_unet_config_detect(w, &unet, &error) && !error.message[0]) abort();
     sd_config cfg;
-    err[0] = 0;
-    if (sd_config_detect(w, &cfg, err, sizeof err)) {
-        if (!sd_params(&cfg, require_param, w, err, sizeof err)) abort();
+    sdt_error_clear(&error);
+    if (sd_config_detect(w, &cfg, &error)) {
+        if (!sd_params(&cfg, require_param, w, &error)) abort();
         if (!cpu) cpu = sdt_backend_cpu_create(1);
         sd_model m;
-        err[0] = 0;
-        if (sd_model_load(&m, w, cpu, err, sizeof err)) sd_model_free(&m);
-        else if (!err[0]) abort();
-    } else if (!err[0]) {
+        sdt_error_clear(&error);
+        if (sd_model_load(&m, w, cpu, &error)) sd_model_free(&m);
+        else if (!error.message[0]) abort();
+    } else if (!error.message[0]) {
         abort();
     }
     sdt_weights_close(w);

@@ -17,17 +17,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_round_trip(const sdt_embedding *e)
 {
-    char err[512];
+    sdt_error error = {0};
     char *copy_path = fuzz_path("copy.safetensors");
-    if (sdt_embedding_save_safetensors(e, copy_path, true, err, sizeof err)) {
+    if (sdt_embedding_save_safetensors(e, copy_path, true, &error)) {
         sdt_embedding back;
-        if (!sdt_embedding_load(copy_path, &back, NULL, err, sizeof err)) abort();
+        if (!sdt_embedding_load(copy_path, &back, NULL, &error)) abort();
         if (back.n_vectors != e->n_vectors || back.dim != e->dim || back.clip_l_dim != e->clip_l_dim ||
             back.step != e->step)
             abort();
         if (memcmp(back.vectors, e->vectors, sizeof(float) * (size_t)e->n_vectors * (size_t)e->dim) != 0) abort();
         sdt_embedding_free(&back);
-    } else if (!err[0]) {
+    } else if (!error.message[0]) {
         abort();
     }
     g_free(copy_path);
@@ -36,11 +36,11 @@ static void check_round_trip(const sdt_embedding *e)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *path = fuzz_write("input", data, size);
-    char err[512] = "";
+    sdt_error error = {0};
     sdt_embedding e;
     sdt_embedding_format format;
-    if (!sdt_embedding_load(path, &e, &format, err, sizeof err)) {
-        if (!err[0]) abort();
+    if (!sdt_embedding_load(path, &e, &format, &error)) {
+        if (!error.message[0]) abort();
         g_free(path);
         return 0;
     }

@@ -14,12 +14,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *path = fuzz_write("input", data, size);
-    char err[512] = "";
-    char *json = sdt_embedding_inspect_file(path, err, sizeof err);
+    sdt_error error = {0};
+    char *json = sdt_embedding_inspect_file(path, &error);
     sdt_embedding e;
-    bool loads = sdt_embedding_load(path, &e, NULL, err, sizeof err);
+    bool loads = sdt_embedding_load(path, &e, NULL, &error);
     if (!json) {
-        if (!err[0] || loads) abort();
+        if (!error.message[0] || loads) abort();
         g_free(path);
         return 0;
     }

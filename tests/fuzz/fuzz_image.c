@@ -16,20 +16,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *path = fuzz_write("image", data, size);
-    char err[512] = "";
+    sdt_error error = {0};
     sdt_image_header h;
-    bool probed = sdt_image_probe(path, &h, err, sizeof err);
+    bool probed = sdt_image_probe(path, &h, &error);
     if (!probed) {
-        if (!err[0]) abort();
+        if (!error.message[0]) abort();
     } else if (h.width < 1 || h.height < 1 || h.channels < 1 || h.channels > 4) {
         abort();
     }
     for (int want = 3; want <= 4; want++) {
         int w = 0, hgt = 0;
-        err[0] = 0;
-        uint8_t *px = sdt_image_decode(path, want, FUZZ_MAX_PIXELS, &w, &hgt, err, sizeof err);
+        sdt_error_clear(&error);
+        uint8_t *px = sdt_image_decode(path, want, FUZZ_MAX_PIXELS, &w, &hgt, &error);
         if (!px) {
-            if (!err[0]) abort();
+            if (!error.message[0]) abort();
             continue;
         }
         if (!probed) abort(); /* what decodes must probe */
