@@ -293,7 +293,8 @@ typedef struct sdt_ti_config {
     const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
     const char *preview_negative_prompt; /* [""] */
     const char *preview_sampler;      /* ["ddim"] the preview sampler (DDIM, eta 0) */
-    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from */
+    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from, or a folder:
+                                       * the newest state in it that belongs to the embedding */
     bool varsize;                     /* [false] do not resize; images are bucketed by size */
     bool shuffle_tags;                /* [false] shuffle caption tags split by ',' */
     bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
