@@ -10,6 +10,8 @@
 #ifndef SDT_MODELS_ZIP_WRITE_H
 #define SDT_MODELS_ZIP_WRITE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
