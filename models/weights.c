@@ -368,6 +368,18 @@ static const char *component_of(const sdt_weights *w, const char *key, bool *pre
     return "";
 }
 
+bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_error *error)
+{
+    bool present;
+    const char *sub = component_of(w, key_prefix, &present);
+    if (!w->is_folder || present) return false;
+    const char *file = strcmp(sub, "text_encoder/") == 0 ? "model" : "diffusion_pytorch_model";
+    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
+             "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint", w->path, sub, sub,
+             file);
+    return true;
+}
+
 const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, sdt_error *error)
 {
     const weight_entry *e = find_entry(w, key);

@@ -51,5 +51,9 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i);
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error);
+/* When w is a diffusers folder without the part (unet/, text_encoder/, vae/) that keys with
+ * key_prefix come from: true and a sentence naming the missing folder (NOT_FOUND). Detectors say
+ * this before falling back to the key names they could not find. */
+bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_error *error);
 
 #endif

@@ -17,6 +17,7 @@ void sdt_embedding_free(sdt_embedding *e)
     free(e->checkpoint_name);
     free(e->init_text);
     free(e->training_note);
+    free(e->load_note);
     memset(e, 0, sizeof(*e));
 }
 
@@ -73,7 +74,8 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
               sdt_embedding_set_string(&dst->checkpoint_hash, src->checkpoint_hash) &&
               sdt_embedding_set_string(&dst->checkpoint_name, src->checkpoint_name) &&
               sdt_embedding_set_string(&dst->init_text, src->init_text) &&
-              sdt_embedding_set_string(&dst->training_note, src->training_note);
+              sdt_embedding_set_string(&dst->training_note, src->training_note) &&
+              sdt_embedding_set_string(&dst->load_note, src->load_note);
     if (!ok) {
         sdt_embedding_free(dst);
         return false;
@@ -83,6 +85,7 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
     dst->dim = src->dim;
     dst->clip_l_dim = src->clip_l_dim;
     dst->step = src->step;
+    dst->from_card_pixels = src->from_card_pixels;
     return true;
 }
 

@@ -111,6 +111,9 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     else cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
     if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
+    if (format == SDT_EMBEDDING_FORMAT_PNG_CARD)
+        cJSON_AddStringToObject(root, "copy_used", e->from_card_pixels ? "pixels" : "text chunk");
+    if (e->load_note) cJSON_AddStringToObject(root, "load_note", e->load_note);
 
     bool finite = true;
     double lo = INFINITY, hi = -INFINITY, sum = 0;

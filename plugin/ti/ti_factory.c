@@ -144,7 +144,7 @@ static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt
     sdt_prepare_info found;
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
-    if (!ti_config_check(&own, &error) || !ti_job_prepare(&own, &t->host, &t->job, &found, &error)) {
+    if (!ti_config_check(&own, &error) || !ti_job_prepare(&own, &t->host, &t->control, &t->job, &found, &error)) {
         t->job = NULL;
         return sdt_handle_fail_error(&t->base, &error);
     }
