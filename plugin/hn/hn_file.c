@@ -537,9 +537,7 @@ bool sdt_hn_save_pt(const sdt_hn *hn, const char *path, sdt_error *error)
     sdt_pv_dict_set(a, root, "dropout_structure", pt_number_list(a, dropout, c->entry_count));
     sdt_pv_dict_set(a, root, "last_layer_dropout", sdt_pv_new_bool(a, sdt_hn_config_last_layer_dropout(c)));
     sdt_pv_dict_set(a, root, "optional_info", sdt_pv_new(a, SDT_PV_NONE));
-    char why[SDT_ERROR_MESSAGE_MAX];
-    bool ok = sdt_torch_save(path, root, NULL, why, sizeof(why));
-    if (!ok) sdt_fail(error, SDT_ERR_IO, "%s", why);
+    bool ok = sdt_torch_save(path, root, NULL, error);
     sdt_pv_arena_free(a);
     free(host);
     return ok;
@@ -648,9 +646,7 @@ static bool pt_read_modules(sdt_torch_file *f, const sdt_pv *root, const char *f
                 hn_file_tensor *t = &tensors[n];
                 snprintf(t->name, sizeof(t->name), "%lld.%d.%s", (long long)width, kind, name ? name : "(not a name)");
                 sdt_tensor view;
-                char why[SDT_ERROR_MESSAGE_MAX];
-                if (!sdt_torch_tensor(f, sdt_pv_dict_value(state, e), t->name, &view, why, sizeof(why)))
-                    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s", why);
+                if (!sdt_torch_tensor(f, sdt_pv_dict_value(state, e), t->name, &view, error)) return false;
                 t->dtype = view.dtype;
                 t->dtype_ok = view.dtype != SDT_I32;
                 t->dtype_name = sdt_dtype_name(view.dtype);
@@ -667,12 +663,8 @@ static bool pt_read_modules(sdt_torch_file *f, const sdt_pv *root, const char *f
 
 sdt_hn *sdt_hn_load_pt(const char *path, sdt_backend *be, sdt_error *error)
 {
-    char why[SDT_ERROR_MESSAGE_MAX];
-    sdt_torch_file *f = sdt_torch_open(path, why, sizeof(why));
-    if (!f) {
-        sdt_fail(error, access(path, F_OK) == 0 ? SDT_ERR_BAD_FORMAT : SDT_ERR_NOT_FOUND, "%s", why);
-        return NULL;
-    }
+    sdt_torch_file *f = sdt_torch_open(path, error);
+    if (!f) return NULL;
     const sdt_pv *root = sdt_torch_root(f);
     sdt_hn_file_keys keys;
     hn_file_tensor *tensors = NULL;

@@ -356,9 +356,8 @@ static void check_pt(sdt_backend *be)
         sdt_hn_free(back);
     }
     /* the pickle holds A1111's dict: int keys to (K, V) OrderedDicts, then the named keys */
-    char why[SDT_ERROR_MESSAGE_MAX];
-    sdt_torch_file *f = sdt_torch_open(path, why, sizeof(why));
-    CHECK(f != NULL, "torch_open: %s", why);
+    sdt_torch_file *f = sdt_torch_open(path, &err);
+    CHECK(f != NULL, "torch_open: %s", err.message);
     if (f) {
         const sdt_pv *root = sdt_torch_root(f);
         const sdt_pv *pair = sdt_pv_dict_get_int(root, 16);
@@ -397,7 +396,7 @@ static void check_pt(sdt_backend *be)
     sdt_pv_dict_add(root, sdt_pv_new_int(a, 8), pair);
     sdt_pv_dict_set(a, root, "name", sdt_pv_new_str(a, "oldest"));
     path_in(path, sizeof(path), "oldest.pt");
-    CHECK(sdt_torch_save(path, root, NULL, why, sizeof(why)), "writing the old file: %s", why);
+    CHECK(sdt_torch_save(path, root, NULL, &err), "writing the old file: %s", err.message);
     sdt_hn *old = sdt_hn_load(path, be, &err);
     CHECK(old != NULL, "an old A1111 .pt must load: %s", err.message);
     if (old) {
@@ -412,13 +411,13 @@ static void check_pt(sdt_backend *be)
     /* a torch file that is not a hypernetwork */
     sdt_pv *list = sdt_pv_new(a, SDT_PV_LIST);
     path_in(path, sizeof(path), "list.pt");
-    CHECK(sdt_torch_save(path, list, NULL, why, sizeof(why)), "writing a list: %s", why);
+    CHECK(sdt_torch_save(path, list, NULL, &err), "writing a list: %s", err.message);
     CHECK(!sdt_hn_load(path, be, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "not A1111's"),
           "a torch list must be refused: %s", err.message);
     sdt_pv *bad = sdt_pv_new_dict(a, false);
     sdt_pv_dict_add(bad, sdt_pv_new_int(a, 8), sdt_pv_new_str(a, "no"));
     path_in(path, sizeof(path), "bad pair.pt");
-    CHECK(sdt_torch_save(path, bad, NULL, why, sizeof(why)), "writing a bad pair: %s", why);
+    CHECK(sdt_torch_save(path, bad, NULL, &err), "writing a bad pair: %s", err.message);
     CHECK(!sdt_hn_load(path, be, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "pair of state dicts"),
           "a module that is not a pair must be refused: %s", err.message);
     sdt_pv_arena_free(a);
