@@ -55,6 +55,15 @@ static sdt_status ti_config_defaults(sdt_ti_config *config)
     return SDT_STATUS_OK;
 }
 
+static sdt_status ti_train_options_defaults(sdt_train_options *options)
+{
+    if (!options || options->struct_size < sizeof(uint32_t)) return SDT_STATUS_INVALID_ARGUMENT;
+    sdt_train_options defaults;
+    ti_train_options_set_defaults(&defaults);
+    sdt_struct_write_out(options, &defaults, sizeof defaults);
+    return SDT_STATUS_OK;
+}
+
 static sdt_status ti_create(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out, char *err, uint32_t err_size)
 {
     sdt_trainer_handle *made = NULL;
@@ -109,7 +118,8 @@ static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt
         return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
                                "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     sdt_error error = {0};
-    if (!ti_config_check(&own, &error)) return sdt_handle_fail_error(&t->core.base, &error);
+    if (!ti_config_take_train_options(&own, &error) || !ti_config_check(&own, &error))
+        return sdt_handle_fail_error(&t->core.base, &error);
     return sdt_trainer_prepare(&t->core, &own, info);
 }
 
@@ -192,4 +202,5 @@ const sdt_ti_factory sdt_ti_factory_table = {
     .save_state = ti_save_state,
     .load_state = ti_load_state,
     .inspect = ti_inspect,
+    .train_options_defaults = ti_train_options_defaults,
 };
