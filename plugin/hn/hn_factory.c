@@ -25,10 +25,9 @@ struct sdt_hn_trainer {
     sdt_trainer_handle core;
 };
 
-#define REQUIRE_TRAINER(t)                                                                      \
-    do {                                                                                        \
-        if (!sdt_trainer_valid(t ? &(t)->core : NULL, HN_TRAINER_MAGIC)) return SDT_STATUS_INVALID_ARGUMENT; \
-    } while (0)
+SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
+
+#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* The method behind the shared lifecycle: nothing to run until the module is wired. */
 static bool method_prepare(const void *config, const sdt_host_callbacks *host, void **job, sdt_prepare_info *info,
@@ -66,20 +65,16 @@ static void hn_config_set_defaults(sdt_hn_config *c)
 
 static sdt_status hn_config_defaults(sdt_hn_config *config)
 {
-    if (!config || config->struct_size < sizeof(uint32_t)) return SDT_STATUS_INVALID_ARGUMENT;
     sdt_hn_config defaults;
     hn_config_set_defaults(&defaults);
-    sdt_struct_write_out(config, &defaults, sizeof defaults);
-    return SDT_STATUS_OK;
+    return sdt_defaults_write_out(config, &defaults, sizeof defaults);
 }
 
 static sdt_status hn_train_options_defaults(sdt_train_options *options)
 {
-    if (!options || options->struct_size < sizeof(uint32_t)) return SDT_STATUS_INVALID_ARGUMENT;
     sdt_train_options defaults;
     sdt_train_options_set_defaults(&defaults, HN_LOG_DIR);
-    sdt_struct_write_out(options, &defaults, sizeof defaults);
-    return SDT_STATUS_OK;
+    return sdt_defaults_write_out(options, &defaults, sizeof defaults);
 }
 
 /* The checks that need no file: required fields and ranges, each naming the field and the fix. */
@@ -109,14 +104,6 @@ static sdt_status hn_create(const sdt_host_callbacks *callbacks, sdt_hn_trainer 
                                        &made, err, err_size);
     if (out) *out = (sdt_hn_trainer *)made;
     return st;
-}
-
-static void hn_destroy(sdt_hn_trainer *t) { sdt_trainer_destroy(t ? &t->core : NULL, HN_TRAINER_MAGIC); }
-
-static sdt_status hn_get_last_error(const sdt_hn_trainer *t, char *buf, uint32_t buf_size, uint32_t *needed)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_handle_copy_error(&t->core.base, buf, buf_size, needed);
 }
 
 static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwork_spec *spec, char *path_buf,
@@ -155,42 +142,6 @@ static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt
         !hn_config_check(&own.config, &error))
         return sdt_handle_fail_error(&t->core.base, &error);
     return sdt_trainer_prepare(&t->core, &own, info);
-}
-
-static sdt_status hn_run(sdt_hn_trainer *t)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_run(&t->core);
-}
-
-static sdt_status hn_interrupt(sdt_hn_trainer *t)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_interrupt(&t->core);
-}
-
-static sdt_status hn_get_run_state(const sdt_hn_trainer *t, sdt_run_state *state)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_get_run_state(&t->core, state);
-}
-
-static sdt_status hn_get_metrics(const sdt_hn_trainer *t, sdt_metrics *metrics)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_get_metrics(&t->core, metrics);
-}
-
-static sdt_status hn_save_state(sdt_hn_trainer *t, const char *path)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_save_state(&t->core, path);
-}
-
-static sdt_status hn_load_state(sdt_hn_trainer *t, const char *path)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_load_state(&t->core, path);
 }
 
 static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,
