@@ -310,6 +310,9 @@ typedef struct sdt_ti_config {
     const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model
                                        * folder's tokenizer/, or a tokenizer/ folder next to the model file */
     /* ---- appended in 1.2 ---- */
+    int64_t save_state_every_seconds; /* [0] also write the training state after a step when this many
+                                       * seconds passed since it was last written; 0 = only with each
+                                       * copy (save_every) and at the end */
     const sdt_train_options *train_options; /* [NULL] non-NULL: the shared options come from here and the
                                        * fields above that sdt_train_options also has are ignored, so one
                                        * struct serves both methods (docs/abi.md 3.7) */

@@ -85,8 +85,7 @@ static const char *storage_type(sdt_st_dtype dtype)
 
 static bool fail(writer *w, const char *why)
 {
-    sdt_fail(w->error, SDT_ERR_INVALID_ARGUMENT, "%s: %s", w->what, why);
-    return false;
+    return sdt_fail(w->error, SDT_ERR_INVALID_ARGUMENT, "%s: %s", w->what, why);
 }
 
 static bool put_tensor(writer *w, const sdt_pv_tensor *t)

@@ -134,7 +134,7 @@ static bool open_zip(sdt_torch_file *f, sdt_error *error)
     uint64_t size;
     bool ok = read_record(f, prefix, "byteorder", &data, &size, false, error);
     if (ok && data && !(size == 6 && memcmp(data, "little", 6) == 0)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the archive's byteorder record is not 'little'; big-endian files are not "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the archive's byteorder record is not 'little'; big-endian files are not "
                  "supported: re-save the file on a little-endian machine", f->path);
         ok = false;
     }
@@ -188,7 +188,7 @@ static bool open_legacy(sdt_torch_file *f, sdt_error *error)
     if (!legacy_pickle(f, &pos, "sys_info", &sys_info, error)) return false;
     sdt_pv *little = sdt_pv_dict_get(sys_info, "little_endian");
     if (little && !(sdt_pv_is(little, SDT_PV_BOOL) && little->u.b)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
                  "a little-endian one", f->path);
         return false;
     }
@@ -285,7 +285,7 @@ sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error)
     if (sb.st_size > 0) {
         void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: cannot map the file into memory (%s); check free address space and the file",
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot map the file into memory (%s); check free address space and the file",
                      path, strerror(errno));
             close(fd);
             g_free(f->path);

@@ -16,8 +16,9 @@
  * lie inside their storage. The file is memory-mapped; stored zip entries
  * stay in the mapping (CRC checked once when attached).
  *
- * Error convention (models/): false or NULL plus one sentence naming the file,
- * the entry or key and the fix.
+ * Errors (kernels/sdt_error.h): false or NULL with the status (BAD_FORMAT for a
+ * damaged or refused file, NOT_FOUND/IO when it cannot be read, OUT_OF_MEMORY)
+ * and one sentence naming the file, the entry or key and the fix.
  */
 #ifndef SDT_MODELS_TORCH_FILE_H
 #define SDT_MODELS_TORCH_FILE_H

@@ -45,8 +45,8 @@ bool sdt_zip_sniff(const void *buf, size_t size)
 
 static bool fail_fix(const sdt_zip *z, sdt_error *error, const char *what, const char *fix)
 {
-    sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s; %s", z->origin, what, fix);
-    return false;
+    return sdt_fail(error, strcmp(fix, FIX_UNSUPPORTED) == 0 ? SDT_ERR_UNSUPPORTED : SDT_ERR_BAD_FORMAT, "%s: %s; %s", z->origin,
+                    what, fix);
 }
 
 static bool fail(const sdt_zip *z, sdt_error *error, const char *what)

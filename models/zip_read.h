@@ -8,17 +8,17 @@
  * against the buffer before use; the central directory is the truth for
  * sizes (torch's local headers leave them zero and use data descriptors).
  *
- * Error convention (models/): false or NULL plus an sdt_error (status + one sentence) naming
- * the file, the entry and the fix.
+ * Errors (kernels/sdt_error.h): false or NULL with the status and one sentence
+ * naming the file, the entry and the fix.
  */
 #ifndef SDT_MODELS_ZIP_READ_H
 #define SDT_MODELS_ZIP_READ_H
 
-#include "sdt_error.h"
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sdt_error.h"
 
 /* More entries than this is refused (an SD checkpoint has about 1,200). */
 #define SDT_ZIP_MAX_ENTRIES 1000000

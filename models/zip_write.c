@@ -49,7 +49,7 @@ static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, sdt_error 
     while (n) {
         size_t chunk = n > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
         if (fwrite(b, 1, chunk, z->fp) != chunk) {
-            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); check free disk space", z->what, strerror(errno));
+            sdt_fail(error, sdt_error_code_from_errno(errno), "%s: writing failed (%s); check free disk space", z->what, strerror(errno));
             z->failed = true;
             return false;
         }

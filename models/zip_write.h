@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sdt_error.h"
+
 #define SDT_ZIP_ALIGN 64
 
 typedef struct sdt_zip_writer sdt_zip_writer;

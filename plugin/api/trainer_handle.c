@@ -90,7 +90,7 @@ sdt_status sdt_trainer_prepare(sdt_trainer_handle *t, const void *config, sdt_pr
     sdt_prepare_info found;
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
-    if (!t->method->prepare(config, &t->host, &t->job, &found, &error)) {
+    if (!t->method->prepare(config, &t->host, &t->control, &t->job, &found, &error)) {
         t->job = NULL;
         return sdt_handle_fail_error(&t->base, &error);
     }

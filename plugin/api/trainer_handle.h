@@ -22,9 +22,10 @@
 typedef struct sdt_train_method {
     /* Validations that need files and models, then loading; *job is ready to run and *info
      * filled. config is the method's own config struct at its current size. The job may keep
-     * host (the handle's copy of the callbacks, valid for the job's life). */
-    bool (*prepare)(const void *config, const sdt_host_callbacks *host, void **job, sdt_prepare_info *info,
-                    sdt_error *error);
+     * host (the handle's copy of the callbacks, valid for the job's life) and control (the
+     * handle's run control, which interrupt() sets, so a long preparation can stop). */
+    bool (*prepare)(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                    sdt_prepare_info *info, sdt_error *error);
     void (*destroy)(void *job);
     const sdt_job_ops *(*ops)(void);
     sdt_run_params (*run_params)(const void *job);

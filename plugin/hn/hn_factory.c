@@ -30,10 +30,10 @@ SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
 #define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* The method behind the shared lifecycle: nothing to run until the module is wired. */
-static bool method_prepare(const void *config, const sdt_host_callbacks *host, void **job, sdt_prepare_info *info,
-                           sdt_error *error)
+static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                           sdt_prepare_info *info, sdt_error *error)
 {
-    (void)config, (void)host, (void)info;
+    (void)config, (void)host, (void)control, (void)info;
     *job = NULL;
     return sdt_fail(error, SDT_ERR_UNSUPPORTED, "prepare(): %s.", HN_NOT_YET);
 }

@@ -28,11 +28,11 @@ SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC)
 #define REQUIRE_TRAINER(t) do { if (!ti_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* The method behind the shared lifecycle. */
-static bool method_prepare(const void *config, const sdt_host_callbacks *host, void **job, sdt_prepare_info *info,
-                           sdt_error *error)
+static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                           sdt_prepare_info *info, sdt_error *error)
 {
     ti_job *made = NULL;
-    bool ok = ti_job_prepare(config, host, &made, info, error);
+    bool ok = ti_job_prepare(config, host, control, &made, info, error);
     *job = made;
     return ok;
 }

@@ -43,7 +43,7 @@ static void walk(sdt_torch_file *f, const sdt_pv *v, int depth)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sdt_error error = {0};
-    error.message[0] = 0;
+    sdt_error_clear(&error);
     sdt_torch_file *f = sdt_torch_open_memory(data, size, "fuzz", &error);
     if (!f && !error.message[0]) abort(); /* a rejection must explain itself */
     if (f) walk(f, sdt_torch_root(f), 0);
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sdt_pv_arena *a = sdt_pv_arena_new();
     sdt_pv *root = NULL;
     size_t used = 0;
-    error.message[0] = 0;
+    sdt_error_clear(&error);
     if (sdt_pickle_load(data, size, a, "fuzz", &root, &used, &error)) {
         if (!root || used > size) abort();
     } else if (!error.message[0]) {
