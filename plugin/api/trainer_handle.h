@@ -65,4 +65,38 @@ sdt_status sdt_trainer_get_metrics(const sdt_trainer_handle *t, sdt_metrics *met
 sdt_status sdt_trainer_save_state(sdt_trainer_handle *t, const char *path);
 sdt_status sdt_trainer_load_state(sdt_trainer_handle *t, const char *path);
 
+/* The typed lifecycle members of a factory whose handle type (struct starting with a
+ * sdt_trainer_handle named core) is `type` and whose functions are named `prefix`_destroy,
+ * `prefix`_get_last_error, `prefix`_run, ...: each checks the handle, then calls the shared
+ * function above. One definition for every training factory. */
+#define SDT_TRAINER_LIFECYCLE(prefix, type, magic)                                                                      \
+    static bool prefix##_valid(const type *t) { return t && sdt_trainer_valid(&t->core, magic); }                    \
+    static void prefix##_destroy(type *t) { sdt_trainer_destroy(t ? &t->core : NULL, magic); }                       \
+    static sdt_status prefix##_get_last_error(const type *t, char *buf, uint32_t buf_size, uint32_t *needed)          \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_handle_copy_error(&t->core.base, buf, buf_size, needed)                      \
+                                 : SDT_STATUS_INVALID_ARGUMENT;                                                     \
+    }                                                                                                               \
+    static sdt_status prefix##_run(type *t) { return prefix##_valid(t) ? sdt_trainer_run(&t->core) : SDT_STATUS_INVALID_ARGUMENT; } \
+    static sdt_status prefix##_interrupt(type *t)                                                                   \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_trainer_interrupt(&t->core) : SDT_STATUS_INVALID_ARGUMENT;                   \
+    }                                                                                                               \
+    static sdt_status prefix##_get_run_state(const type *t, sdt_run_state *state)                                   \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_trainer_get_run_state(&t->core, state) : SDT_STATUS_INVALID_ARGUMENT;        \
+    }                                                                                                               \
+    static sdt_status prefix##_get_metrics(const type *t, sdt_metrics *metrics)                                     \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_trainer_get_metrics(&t->core, metrics) : SDT_STATUS_INVALID_ARGUMENT;        \
+    }                                                                                                               \
+    static sdt_status prefix##_save_state(type *t, const char *path)                                                \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_trainer_save_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;            \
+    }                                                                                                               \
+    static sdt_status prefix##_load_state(type *t, const char *path)                                                \
+    {                                                                                                               \
+        return prefix##_valid(t) ? sdt_trainer_load_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;            \
+    }
+
 #endif

@@ -23,11 +23,9 @@ struct sdt_ti_trainer {
     sdt_trainer_handle core;
 };
 
-/* Handles the "not a trainer" case the same way everywhere: no handle to put a sentence on. */
-#define REQUIRE_TRAINER(t)                                                                      \
-    do {                                                                                        \
-        if (!sdt_trainer_valid(t ? &(t)->core : NULL, TI_TRAINER_MAGIC)) return SDT_STATUS_INVALID_ARGUMENT; \
-    } while (0)
+SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC)
+
+#define REQUIRE_TRAINER(t) do { if (!ti_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* The method behind the shared lifecycle. */
 static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
@@ -48,11 +46,16 @@ static const sdt_train_method ti_method = {method_prepare,    method_destroy,   
 
 static sdt_status ti_config_defaults(sdt_ti_config *config)
 {
-    if (!config || config->struct_size < sizeof(uint32_t)) return SDT_STATUS_INVALID_ARGUMENT;
     sdt_ti_config defaults;
     ti_config_set_defaults(&defaults);
-    sdt_struct_write_out(config, &defaults, sizeof defaults);
-    return SDT_STATUS_OK;
+    return sdt_defaults_write_out(config, &defaults, sizeof defaults);
+}
+
+static sdt_status ti_train_options_defaults(sdt_train_options *options)
+{
+    sdt_train_options defaults;
+    ti_train_options_set_defaults(&defaults);
+    return sdt_defaults_write_out(options, &defaults, sizeof defaults);
 }
 
 static sdt_status ti_create(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out, char *err, uint32_t err_size)
@@ -62,14 +65,6 @@ static sdt_status ti_create(const sdt_host_callbacks *callbacks, sdt_ti_trainer 
                                        &made, err, err_size);
     if (out) *out = (sdt_ti_trainer *)made;
     return st;
-}
-
-static void ti_destroy(sdt_ti_trainer *t) { sdt_trainer_destroy(t ? &t->core : NULL, TI_TRAINER_MAGIC); }
-
-static sdt_status ti_get_last_error(const sdt_ti_trainer *t, char *buf, uint32_t buf_size, uint32_t *needed)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_handle_copy_error(&t->core.base, buf, buf_size, needed);
 }
 
 static sdt_status ti_create_embedding_abi(sdt_ti_trainer *t, const sdt_embedding_spec *spec, char *path_buf,
@@ -109,44 +104,9 @@ static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt
         return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
                                "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     sdt_error error = {0};
-    if (!ti_config_check(&own, &error)) return sdt_handle_fail_error(&t->core.base, &error);
+    if (!ti_config_take_train_options(&own, &error) || !ti_config_check(&own, &error))
+        return sdt_handle_fail_error(&t->core.base, &error);
     return sdt_trainer_prepare(&t->core, &own, info);
-}
-
-static sdt_status ti_run(sdt_ti_trainer *t)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_run(&t->core);
-}
-
-static sdt_status ti_interrupt(sdt_ti_trainer *t)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_interrupt(&t->core);
-}
-
-static sdt_status ti_get_run_state(const sdt_ti_trainer *t, sdt_run_state *state)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_get_run_state(&t->core, state);
-}
-
-static sdt_status ti_get_metrics(const sdt_ti_trainer *t, sdt_metrics *metrics)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_get_metrics(&t->core, metrics);
-}
-
-static sdt_status ti_save_state(sdt_ti_trainer *t, const char *path)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_save_state(&t->core, path);
-}
-
-static sdt_status ti_load_state(sdt_ti_trainer *t, const char *path)
-{
-    REQUIRE_TRAINER(t);
-    return sdt_trainer_load_state(&t->core, path);
 }
 
 static sdt_status ti_inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_info *info, char *json_buf,
@@ -192,4 +152,5 @@ const sdt_ti_factory sdt_ti_factory_table = {
     .save_state = ti_save_state,
     .load_state = ti_load_state,
     .inspect = ti_inspect,
+    .train_options_defaults = ti_train_options_defaults,
 };
