@@ -77,52 +77,81 @@ int cli_usage_errorf(const char *command, const char *fmt, ...)
 }
 
 /* Prints why the plugin or trainer did not open and closes what did. */
-static int open_failed(cli_trainer *t, const char *sentence)
+static int open_failed(host_plugin *plugin, const char *sentence)
 {
     int status = cli_error(sentence);
-    host_plugin_close(&t->plugin);
+    host_plugin_close(plugin);
     return status;
 }
 
-int cli_trainer_open(cli_trainer *t, const char *plugin_path)
+/* Opens the plugin and finds the factory for id; 0, or an exit status after the sentence. */
+static int open_factory(host_plugin *plugin, const char *plugin_path, const char *id, const void **factory)
 {
-    memset(t, 0, sizeof *t);
     char *error = NULL;
-    if (host_plugin_open(&t->plugin, plugin_path, &error))
-        t->factory = host_plugin_factory(&t->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error);
-    if (!t->factory) {
-        int status = open_failed(t, error);
-        g_free(error);
-        return status;
-    }
-    sdt_host_callbacks callbacks = train_session_callbacks();
-    char sentence[1024] = "";
-    if (t->factory->create(&callbacks, &t->trainer, sentence, sizeof sentence) != SDT_STATUS_OK)
-        return open_failed(t, sentence);
-    return 0;
+    *factory = NULL;
+    if (host_plugin_open(plugin, plugin_path, &error)) *factory = host_plugin_factory(plugin, id, &error);
+    if (*factory) return 0;
+    int status = open_failed(plugin, error);
+    g_free(error);
+    return status;
 }
 
-void cli_trainer_close(cli_trainer *t)
-{
-    if (t->factory && t->trainer) t->factory->destroy(t->trainer);
-    host_plugin_close(&t->plugin);
-    memset(t, 0, sizeof *t);
-}
+/* A trainer's last error as a g_malloc'd string, through the factory's get_last_error. */
+#define LAST_ERROR(t)                                                                                                 \
+    do {                                                                                                               \
+        uint32_t needed = 0;                                                                                           \
+        (t)->factory->get_last_error((t)->trainer, NULL, 0, &needed);                                                  \
+        char *sentence = g_malloc0(needed ? needed : 1);                                                               \
+        (t)->factory->get_last_error((t)->trainer, sentence, needed ? needed : 1, NULL);                               \
+        return sentence;                                                                                               \
+    } while (0)
 
-char *cli_trainer_error(const cli_trainer *t)
+static int fail_with(char *sentence)
 {
-    uint32_t needed = 0;
-    t->factory->get_last_error(t->trainer, NULL, 0, &needed);
-    char *sentence = g_malloc0(needed ? needed : 1);
-    t->factory->get_last_error(t->trainer, sentence, needed ? needed : 1, NULL);
-    return sentence;
-}
-
-int cli_trainer_fail(const cli_trainer *t)
-{
-    char *sentence = cli_trainer_error(t);
     int status = cli_error(sentence[0] ? sentence : "the plugin reported a failure without a message.");
     g_free(sentence);
+    return status;
+}
+
+/* Opening and closing a trainer read the same for each factory: its table, then one trainer
+ * with sdt-host's callbacks. Macros, as the factories' types differ. */
+#define OPEN_TRAINER(t, plugin_path, id)                                                                            \
+    do {                                                                                                           \
+        memset((t), 0, sizeof *(t));                                                                               \
+        const void *factory = NULL;                                                                                \
+        int status = open_factory(&(t)->plugin, (plugin_path), (id), &factory);                                    \
+        if (status != 0) return status;                                                                            \
+        (t)->factory = factory;                                                                                    \
+        sdt_host_callbacks callbacks = train_session_callbacks();                                                  \
+        char sentence[1024] = "";                                                                                  \
+        if ((t)->factory->create(&callbacks, &(t)->trainer, sentence, sizeof sentence) != SDT_STATUS_OK)           \
+            return open_failed(&(t)->plugin, sentence);                                                            \
+        return 0;                                                                                                  \
+    } while (0)
+
+#define CLOSE_TRAINER(t)                                                                                            \
+    do {                                                                                                           \
+        if ((t)->factory && (t)->trainer) (t)->factory->destroy((t)->trainer);                                     \
+        host_plugin_close(&(t)->plugin);                                                                           \
+        memset((t), 0, sizeof *(t));                                                                               \
+    } while (0)
+
+int cli_trainer_open(cli_trainer *t, const char *plugin_path) { OPEN_TRAINER(t, plugin_path, SDT_FACTORY_TEXTUAL_INVERSION); }
+void cli_trainer_close(cli_trainer *t) { CLOSE_TRAINER(t); }
+char *cli_trainer_error(const cli_trainer *t) { LAST_ERROR(t); }
+int cli_trainer_fail(const cli_trainer *t) { return fail_with(cli_trainer_error(t)); }
+
+int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path) { OPEN_TRAINER(t, plugin_path, SDT_FACTORY_HYPERNETWORK); }
+void cli_hn_trainer_close(cli_hn_trainer *t) { CLOSE_TRAINER(t); }
+char *cli_hn_trainer_error(const cli_hn_trainer *t) { LAST_ERROR(t); }
+
+/* The sentence (g_free'd here) with the API fields it names replaced by options, printed. */
+int cli_error_renamed(char *sentence, const char *const (*renames)[2], size_t n_renames)
+{
+    char *explained = cli_rename_fields(sentence, renames, n_renames);
+    int status = cli_error(explained);
+    g_free(sentence);
+    g_free(explained);
     return status;
 }
 

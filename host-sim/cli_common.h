@@ -42,8 +42,21 @@ char *cli_trainer_error(const cli_trainer *t);
 /* Maps a failed status to an exit status after printing the trainer's sentence. */
 int cli_trainer_fail(const cli_trainer *t);
 
+/* The same for the hypernetwork factory. */
+typedef struct cli_hn_trainer {
+    host_plugin plugin;
+    const sdt_hn_factory *factory;
+    sdt_hn_trainer *trainer;
+} cli_hn_trainer;
+
+int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path);
+void cli_hn_trainer_close(cli_hn_trainer *t);
+char *cli_hn_trainer_error(const cli_hn_trainer *t);
+
 /* A plugin sentence with each API field it names ("spec.model_path") replaced by the option
  * that sets it ("--model"): renames[i][0] -> renames[i][1]. A new string (g_free). */
 char *cli_rename_fields(const char *sentence, const char *const (*renames)[2], size_t n_renames);
+/* cli_error of the renamed sentence; g_frees sentence. Returns the exit status. */
+int cli_error_renamed(char *sentence, const char *const (*renames)[2], size_t n_renames);
 
 #endif

@@ -57,11 +57,7 @@ int cmd_create_embedding(int argc, char **argv)
         if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK) {
             printf("Created: %s\n", path);
         } else {
-            char *sentence = cli_trainer_error(&t);
-            char *explained = cli_rename_fields(sentence, spec_options, sizeof spec_options / sizeof spec_options[0]);
-            status = cli_error(explained);
-            g_free(sentence);
-            g_free(explained);
+            status = cli_error_renamed(cli_trainer_error(&t), spec_options, sizeof spec_options / sizeof spec_options[0]);
         }
         cli_trainer_close(&t);
     }

@@ -1,4 +1,6 @@
-/* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file holds. */
+/* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file, a hypernetwork file
+ * or another file a run wrote holds. Each factory's inspect is asked in turn: the textual
+ * inversion one first, then the hypernetwork one, then the run outputs. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +36,51 @@ static void print_info(const char *path, const sdt_embedding_info *info)
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
 }
 
+static void print_hn_info(const char *path, const sdt_hypernetwork_info *info)
+{
+    printf("file:        %s\n", path);
+    printf("kind:        hypernetwork\n");
+    printf("name:        %s\n", info->name);
+    printf("modules:     ");
+    for (uint32_t i = 0; i < info->width_count && i < 8; i++) printf("%s%u", i ? ", " : "", info->widths[i]);
+    printf("\n");
+    printf("structure:   %s (%u Linear layers)\n", info->layer_structure, info->layer_count);
+    printf("activation:  %s%s\n", info->activation, info->activate_output ? " (also on the output)" : "");
+    printf("init:        %s\n", info->weight_init);
+    printf("layer norm:  %s\n", info->layer_norm ? "yes" : "no");
+    printf("dropout:     %s\n", info->use_dropout ? "yes" : "no");
+    printf("parameters:  %llu\n", (unsigned long long)info->parameter_count);
+    if (info->step >= 0) printf("step:        %lld\n", (long long)info->step);
+    if (info->checkpoint_name[0] || info->checkpoint_hash[0])
+        printf("checkpoint:  %s [%s]\n", info->checkpoint_name, info->checkpoint_hash);
+    printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
+}
+
+/* The hypernetwork factory's view of path: TRUE when it printed it. */
+static gboolean inspect_hypernetwork(const char *path, gboolean json, const char *plugin)
+{
+    cli_hn_trainer t;
+    if (cli_hn_trainer_open(&t, plugin) != SDT_EXIT_OK) return FALSE;
+    gboolean done = FALSE;
+    if (!json) {
+        sdt_hypernetwork_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = sizeof info;
+        done = t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK;
+        if (done) print_hn_info(path, &info);
+    } else {
+        uint32_t needed = 0;
+        if (t.factory->inspect(t.trainer, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed) {
+            char *text = g_malloc0(needed);
+            done = t.factory->inspect(t.trainer, path, NULL, text, needed, NULL) == SDT_STATUS_OK;
+            if (done) printf("%s\n", text);
+            g_free(text);
+        }
+    }
+    cli_hn_trainer_close(&t);
+    return done;
+}
+
 /* The plugin's JSON for path (g_free). Each call reads the file, so the first offers a buffer
  * that fits any usual embedding, and only a larger JSON costs a second call at its size. */
 static sdt_status fetch_json(const cli_trainer *t, const char *path, char **text)
@@ -58,15 +105,23 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     if (!json) {
-        if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) print_info(path, &info);
-        else if (!inspect_output_file(path, FALSE)) status = cli_trainer_fail(&t);
+        if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
+            cli_trainer_close(&t);
+            print_info(path, &info);
+            return status;
+        }
     } else {
         char *text = NULL;
         sdt_status st = fetch_json(&t, path, &text);
         if (st == SDT_STATUS_OK) printf("%s\n", text);
-        else if (!inspect_output_file(path, TRUE)) status = cli_trainer_fail(&t);
         g_free(text);
+        if (st == SDT_STATUS_OK) {
+            cli_trainer_close(&t);
+            return status;
+        }
     }
+    /* the embedding reader's sentence when no reader takes the file: one line, as every error */
+    if (!inspect_hypernetwork(path, json, plugin) && !inspect_output_file(path, json)) status = cli_trainer_fail(&t);
     cli_trainer_close(&t);
     return status;
 }
@@ -80,7 +135,7 @@ int cmd_inspect(int argc, char **argv)
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };
-    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state) or another file a run wrote (preview, loss CSV, settings) holds");
+    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state), a hypernetwork file (.pt, .safetensors) or another file a run wrote (preview, loss CSV, settings) holds");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status;
     if (!cli_parse(ctx, "inspect", &argc, &argv)) status = SDT_EXIT_USAGE;

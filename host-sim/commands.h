@@ -5,6 +5,7 @@
 
 int cmd_demo(int argc, char **argv);
 int cmd_create_embedding(int argc, char **argv);
+int cmd_create_hypernetwork(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 

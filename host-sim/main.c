@@ -2,6 +2,8 @@
  *
  *   sdt-host [demo] [--out DIR] [--max-steps N] [--seed S]
  *   sdt-host create-embedding --name N [--init-text T] [--vectors K] [--model PATH] [--out DIR] [--overwrite]
+ *   sdt-host create-hypernetwork --name N [--sizes L] [--layer-structure L] [--activation A] [--init I]
+ *            [--layer-norm] [--dropout [--dropout-structure L]] [--activate-output] [--out DIR] [--overwrite]
  *   sdt-host train [--config panel.ini] --embedding FILE --dataset DIR [Train-tab options...]
  *   sdt-host inspect FILE [--json]
  *   --plugin PATH and --help on every command. Exit: 0 ok, 1 error, 2 usage, 130 interrupted.
@@ -23,6 +25,7 @@ typedef struct command {
 static const command commands[] = {
     { "demo", cmd_demo },
     { "create-embedding", cmd_create_embedding },
+    { "create-hypernetwork", cmd_create_hypernetwork },
     { "train", cmd_train },
     { "inspect", cmd_inspect },
 };
@@ -34,8 +37,10 @@ static void print_overview(void)
            "Commands:\n"
            "  demo               train the demo embedding (the default)\n"
            "  create-embedding   create an embedding file\n"
+           "  create-hypernetwork create a hypernetwork file (A1111 .pt)\n"
            "  train              train an embedding (options or --config panel.ini)\n"
-           "  inspect FILE       show what an embedding or any file a run wrote holds (--json)\n\n"
+           "  inspect FILE       show what an embedding, a hypernetwork or any file a run wrote\n"
+           "                     holds (--json)\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
            "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
 }

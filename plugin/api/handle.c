@@ -1,5 +1,6 @@
 /* handle.c - last-error sentences per handle (see handle.h). */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -62,4 +63,17 @@ sdt_status sdt_handle_copy_error(const sdt_handle *h, char *buf, uint32_t buf_si
     memcpy(copy, h->last_error, sizeof copy);
     pthread_mutex_unlock(lock);
     return sdt_copy_string_out(copy, buf, buf_size, needed);
+}
+
+sdt_status sdt_handle_inspect_out(sdt_handle *h, void *info, const void *found, size_t found_size, char *json,
+                                  char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
+{
+    if (info) sdt_struct_write_out(info, found, found_size);
+    sdt_status st = SDT_STATUS_OK;
+    if (json_buf || json_needed) st = sdt_copy_string_out(json, json_buf, json_buf_size, json_needed);
+    free(json);
+    if (st != SDT_STATUS_OK)
+        return sdt_handle_fail(h, st, "inspect(): the JSON did not fit json_buf (%u bytes); *json_needed says the size.",
+                               (unsigned)json_buf_size);
+    return SDT_STATUS_OK;
 }

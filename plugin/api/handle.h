@@ -37,6 +37,13 @@ sdt_status sdt_handle_fail_error(sdt_handle *h, const sdt_error *error);
 /* Clears the last error: called at the start of every ABI call that can fail. */
 void sdt_handle_clear_error(sdt_handle *h);
 
+/* The end of every factory's inspect(): found (filled by the plugin, found_size bytes) into
+ * the host's info when info is non-NULL, json (freed here; may be NULL when not wanted) into the
+ * host's buffer when json_buf or json_needed is set; a JSON that does not fit is
+ * BUFFER_TOO_SMALL with a sentence. */
+sdt_status sdt_handle_inspect_out(sdt_handle *h, void *info, const void *found, size_t found_size, char *json,
+                                  char *json_buf, uint32_t json_buf_size, uint32_t *json_needed);
+
 /* get_last_error for every handle kind. */
 sdt_status sdt_handle_copy_error(const sdt_handle *h, char *buf, uint32_t buf_size, uint32_t *needed);
 

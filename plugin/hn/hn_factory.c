@@ -2,17 +2,19 @@
  *
  * The lifecycle members are the shared trainer handle's (api/trainer_handle.h), exactly as the
  * textual-inversion factory uses them; this file keeps the hypernetwork's own config and its
- * checks. The training job itself (the module on the UNet's K/V hook, its files, joint training
- * with an embedding) is wired behind hn_method as the hypernetwork module lands (issue 8);
- * until then prepare(), create_hypernetwork() and inspect() answer SDT_STATUS_UNSUPPORTED with
- * a sentence, never a crash, so hosts can already negotiate the factory. */
+ * checks. create_hypernetwork() and inspect() are live (hn/hn_abi_ops.h). The training job
+ * itself (the module on the UNet's K/V hook, joint training with an embedding) is wired behind
+ * hn_method next (issue 8); until then prepare() answers SDT_STATUS_UNSUPPORTED with a
+ * sentence, never a crash, so hosts can already negotiate the factory. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/copy_out.h"
 #include "api/factories.h"
 #include "api/handle.h"
+#include "api/host_log.h"
 #include "api/trainer_handle.h"
+#include "hn/hn_abi_ops.h"
 #include "train/train_options.h"
 
 #define HN_TRAINER_MAGIC 0x484e7472u /* "HNtr" */
@@ -110,13 +112,24 @@ static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwo
                                          uint32_t path_buf_size, uint32_t *needed)
 {
     REQUIRE_TRAINER(t);
-    (void)path_buf, (void)path_buf_size, (void)needed;
     sdt_status st = sdt_trainer_begin_call(&t->core, "create_hypernetwork");
     if (st != SDT_STATUS_OK) return st;
-    if (!spec || spec->struct_size < sizeof(uint32_t))
+    sdt_hypernetwork_spec own;
+    memset(&own, 0, sizeof own);
+    own.struct_size = sizeof own;
+    if (!spec || !sdt_struct_read_in(&own, sizeof own, spec))
         return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
                                "create_hypernetwork(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_hypernetwork_spec).");
-    return sdt_handle_fail(&t->core.base, SDT_STATUS_UNSUPPORTED, "create_hypernetwork(): %s.", HN_NOT_YET);
+    sdt_error error = {0};
+    char path[4096] = "";
+    if (!sdt_hn_abi_create(&own, path, sizeof path, &error)) return sdt_handle_fail_error(&t->core.base, &error);
+    sdt_host_file_saved(&t->core.host, SDT_FILE_HYPERNETWORK, path, 0);
+    if (!path_buf && path_buf_size == 0 && !needed) return SDT_STATUS_OK;
+    st = sdt_copy_string_out(path, path_buf, path_buf_size, needed);
+    if (st != SDT_STATUS_OK)
+        return sdt_handle_fail(&t->core.base, st, "The hypernetwork was written, but its path needs %zu bytes and path_buf has %u.",
+                               strlen(path) + 1, (unsigned)path_buf_size);
+    return SDT_STATUS_OK;
 }
 
 /* The config with its shared options: the form the method's prepare receives. */
@@ -148,11 +161,23 @@ static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwo
                              uint32_t json_buf_size, uint32_t *json_needed)
 {
     REQUIRE_TRAINER(t);
-    (void)info, (void)json_buf, (void)json_buf_size, (void)json_needed;
     sdt_handle_clear_error(&t->core.base);
     if (!path || !path[0])
         return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass a hypernetwork file.");
-    return sdt_handle_fail(&t->core.base, SDT_STATUS_UNSUPPORTED, "inspect(): %s.", HN_NOT_YET);
+    if (info && info->struct_size < sizeof(uint32_t))
+        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
+                               "inspect(): info->struct_size is not set; set it to sizeof(sdt_hypernetwork_info).");
+    bool want_json = json_buf || json_needed;
+    sdt_hypernetwork_info found;
+    memset(&found, 0, sizeof found);
+    found.struct_size = sizeof found;
+    char *json = NULL;
+    sdt_error error = {0};
+    if (!sdt_hn_abi_inspect(path, &found, want_json ? &json : NULL, &error)) {
+        free(json);
+        return sdt_handle_fail_error(&t->core.base, &error);
+    }
+    return sdt_handle_inspect_out(&t->core.base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
 }
 
 const sdt_hn_factory sdt_hn_factory_table = {

@@ -127,14 +127,7 @@ static sdt_status ti_inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_
         free(json);
         return sdt_handle_fail_error(&t->core.base, &error);
     }
-    if (info) sdt_struct_write_out(info, &found, sizeof found);
-    sdt_status st = SDT_STATUS_OK;
-    if (want_json) st = sdt_copy_string_out(json, json_buf, json_buf_size, json_needed);
-    free(json);
-    if (st != SDT_STATUS_OK)
-        return sdt_handle_fail(&t->core.base, st, "inspect(): the JSON did not fit json_buf (%u bytes); *json_needed says the size.",
-                               (unsigned)json_buf_size);
-    return SDT_STATUS_OK;
+    return sdt_handle_inspect_out(&t->core.base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
 }
 
 const sdt_ti_factory sdt_ti_factory_table = {

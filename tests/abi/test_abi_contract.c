@@ -176,7 +176,8 @@ static void check_train_options(const sdt_ti_factory *f)
 }
 
 /* 1.2: the hypernetwork factory has the TI factory's lifecycle members in the same order, and
- * until the module is wired it says so with UNSUPPORTED and a sentence. */
+ * until training is wired prepare says so with UNSUPPORTED and a sentence (create_hypernetwork and
+ * inspect: test_hn_create_inspect.c). */
 static void check_hypernetwork_factory(const sdt_hn_factory *h)
 {
     CHECK(offsetof(sdt_hn_factory, create) == offsetof(sdt_ti_factory, create) &&

@@ -1,0 +1,74 @@
+/* cmd_create_hypernetwork.c - `sdt-host create-hypernetwork`: A1111's Create hypernetwork tab. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+
+/* The plugin's sentences name sdt_hypernetwork_spec fields or the Create tab's; a terminal
+ * user sets options. */
+static const char *const spec_options[][2] = {
+    { "spec.name", "--name" }, { "spec.output_dir", "--out" }, { "turn on overwrite", "pass --overwrite" },
+};
+
+int cmd_create_hypernetwork(int argc, char **argv)
+{
+    char *name = NULL, *sizes = NULL, *layer_structure = NULL, *activation = NULL, *init = NULL;
+    char *dropout_structure = NULL, *out = NULL, *plugin = NULL;
+    gboolean layer_norm = FALSE, dropout = FALSE, activate_output = FALSE, overwrite = FALSE;
+    GOptionEntry entries[] = {
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '); the file is DIR/NAME.pt", "NAME" },
+        { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes, "Modules: K/V widths (default \"768,320,640,1280\"; SD 2.x: 1024,320,640,1280)", "LIST" },
+        { "layer-structure", 0, 0, G_OPTION_ARG_STRING, &layer_structure, "Width multipliers, first and last 1 (default \"1,2,1\")", "LIST" },
+        { "activation", 0, 0, G_OPTION_ARG_STRING, &activation, "Activation function, A1111's lower-case name (default linear)", "NAME" },
+        { "init", 0, 0, G_OPTION_ARG_STRING, &init, "Weight initialization: Normal (default), XavierUniform, XavierNormal, KaimingUniform, KaimingNormal", "NAME" },
+        { "layer-norm", 0, 0, G_OPTION_ARG_NONE, &layer_norm, "Add layer normalization", NULL },
+        { "dropout", 0, 0, G_OPTION_ARG_NONE, &dropout, "Use dropout", NULL },
+        { "dropout-structure", 0, 0, G_OPTION_ARG_STRING, &dropout_structure, "Dropout per layer-structure entry, first 0 (with --dropout; default all 0)", "LIST" },
+        { "activate-output", 0, 0, G_OPTION_ARG_NONE, &activate_output, "Apply the activation after the last layer too", NULL },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: hypernetworks; created if missing)", "DIR" },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing hypernetwork file", NULL },
+        CLI_PLUGIN_OPTION(plugin),
+        { NULL, 0, 0, 0, NULL, NULL, NULL }
+    };
+    GOptionContext *ctx = g_option_context_new("- create a hypernetwork file (A1111 .pt)");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    int status = SDT_EXIT_OK;
+    if (!cli_parse(ctx, "create-hypernetwork", &argc, &argv)) status = SDT_EXIT_USAGE;
+    else if (argc > 1) status = cli_usage_error("create-hypernetwork", "unexpected argument; every input is an --option.");
+    else if (!name) status = cli_usage_error("create-hypernetwork", "--name is required.");
+    else if (dropout_structure && !dropout)
+        status = cli_usage_error("create-hypernetwork", "--dropout-structure needs --dropout (A1111 ignores the structure without it).");
+    const char *out_dir = out ? out : "hypernetworks";
+    if (status == SDT_EXIT_OK && g_mkdir_with_parents(out_dir, 0777) != 0)
+        status = cli_errorf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
+    cli_hn_trainer t;
+    if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+        sdt_hypernetwork_spec spec;
+        memset(&spec, 0, sizeof spec);
+        spec.struct_size = sizeof spec;
+        spec.name = name;
+        spec.output_dir = out_dir;
+        spec.widths = sizes;
+        spec.layer_structure = layer_structure;
+        spec.activation = activation;
+        spec.weight_init = init;
+        spec.dropout_structure = dropout_structure;
+        spec.layer_norm = layer_norm;
+        spec.use_dropout = dropout;
+        spec.activate_output = activate_output;
+        spec.overwrite = overwrite;
+        char path[4096] = "";
+        if (t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK) {
+            printf("Created: %s\n", path);
+        } else {
+            status = cli_error_renamed(cli_hn_trainer_error(&t), spec_options, sizeof spec_options / sizeof spec_options[0]);
+        }
+        cli_hn_trainer_close(&t);
+    }
+    g_option_context_free(ctx);
+    g_free(name); g_free(sizes); g_free(layer_structure); g_free(activation); g_free(init);
+    g_free(dropout_structure); g_free(out); g_free(plugin);
+    return status;
+}
