@@ -15,11 +15,11 @@
 #include "weights.h"
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
-static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip, char *err,
-                         size_t err_size)
+static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip,
+                         const sdt_host_callbacks *host, char *err, size_t err_size)
 {
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, err, err_size);
+    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, err, err_size);
     if (!tok) return false;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -46,7 +46,6 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
 sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
                                size_t path_out_size, char *err, size_t err_size)
 {
-    (void)host;
     if (!sdt_embedding_name_check(spec->name, err, err_size)) return SDT_STATUS_VALIDATION;
     struct stat st;
     if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -70,7 +69,7 @@ sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_ca
         rc = SDT_STATUS_BAD_FORMAT;
     else if (!sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, err, err_size))
         rc = SDT_STATUS_VALIDATION;
-    else if (!init_vectors(&e, spec, &clip, err, err_size))
+    else if (!init_vectors(&e, spec, &clip, host, err, err_size))
         rc = SDT_STATUS_VALIDATION;
     else {
         sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);

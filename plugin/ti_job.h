@@ -57,6 +57,7 @@ struct ti_job {
     sdt_precision precision;   /* in use now (fp32 after the fallback) */
     work_arena wa;             /* training passes and previews */
     ti_pass_shape measured;    /* the batch shape the arena was last sized for */
+    int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
     bool have_measured;
     sdt_noise_schedule sched;
 

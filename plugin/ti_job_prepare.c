@@ -141,7 +141,8 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
-    job->tok = ti_open_tokenizer(job->tokenizer_dir, job->model_path, err, err_size);
+    job->tok = ti_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, err,
+                                 err_size);
     if (!job->tok) return SDT_STATUS_NOT_FOUND;
     int32_t id;
     if (!sdt_tokenizer_add_token(job->tok, job->emb.name, -1, &id, err, err_size)) return SDT_STATUS_VALIDATION;
@@ -232,9 +233,11 @@ static sdt_status load_dataset(ti_job *job, const sdt_ti_config *c, char *err, s
 }
 
 /* No prompt may lose the embedding: each template line with each caption (all tags, the
- * longest it can be) must keep every slot inside the 77-token window. */
+ * longest it can be) must place every slot in one of its 75-token chunks (ti_prompt.h). */
 static sdt_status check_prompts(ti_job *job, char *err, size_t err_size)
 {
+    job->max_prompt_chunks = 1;
+    int longest = 0;
     for (int i = 0; i < job->ds.n_items; i++) {
         for (int l = 0; l < job->tmpl.n_lines; l++) {
             if (!strstr(job->tmpl.lines[l], "[name]")) continue; /* no slot to lose: nothing to encode */
@@ -242,13 +245,24 @@ static sdt_status check_prompts(ti_job *job, char *err, size_t err_size)
             ti_encoded e;
             ti_prompt_encode(job->tok, &job->rules, prompt, &e);
             free(prompt);
+            if (e.n_cut_slots > 0 && job->emb.n_vectors > TI_CHUNK_BODY)
+                FAIL(SDT_STATUS_NO_GRADIENT, "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
+                     "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
+                     "vectors", job->embedding_path, job->emb.name, job->emb.n_vectors, TI_CHUNK_BODY, TI_CHUNK_BODY);
             if (e.n_cut_slots > 0)
-                FAIL(SDT_STATUS_NO_GRADIENT, "%s: with template line %d of %s, the caption pushes the embedding '%s' out of "
-                     "the 77-token window (%d tokens cut), so it would get no gradient; shorten the caption or put "
-                     "[name] before [filewords]", job->ds.items[i].path, l + 1, job->template_path, job->emb.name,
-                     e.n_cut_tokens);
+                FAIL(SDT_STATUS_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
+                     "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
+                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->ds.items[i].path,
+                     l + 1, job->template_path, e.n_prompt_tokens, TI_MAX_CHUNKS * TI_CHUNK_BODY, TI_MAX_CHUNKS,
+                     TI_CHUNK_BODY, job->emb.name, e.n_cut_tokens);
+            if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
+            if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
         }
     }
+    if (job->max_prompt_chunks > 1)
+        sdt_host_log(job->host, SDT_LOG_INFO, "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "
+                     "%d tokens, as A1111 does, so the UNet sees all of every caption", longest, job->max_prompt_chunks,
+                     TI_CHUNK_BODY);
     return SDT_STATUS_OK;
 }
 
@@ -314,7 +328,7 @@ static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err
 static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, size_t err_size)
 {
     const latent_entry *e = &job->lc.items[0];
-    ti_pass_shape shape = {job->batch, e->c, e->h, e->w, job->use_alpha};
+    ti_pass_shape shape = {job->batch, e->c, e->h, e->w, job->max_prompt_chunks, job->use_alpha};
     ti_pass_options po = ti_job_pass_options(job);
     size_t bytes = 0;
     if (!ti_pass_measure(&job->rt, &po, &shape, &job->param, &job->grad, &bytes, err, err_size)) return SDT_STATUS_INTERNAL;

@@ -19,6 +19,7 @@ typedef struct batch_buffers {
     float *x0, *noise, *noisy, *target, *weight, *timesteps;
     int32_t *tokens;
     clip_override *overrides;
+    ti_encoded *prompts; /* one per sample, before ti_prompt_batch lays them out */
 } batch_buffers;
 
 static void buffers_free(batch_buffers *b)
@@ -31,6 +32,7 @@ static void buffers_free(batch_buffers *b)
     free(b->timesteps);
     free(b->tokens);
     free(b->overrides);
+    free(b->prompts);
     memset(b, 0, sizeof(*b));
 }
 
@@ -44,9 +46,11 @@ static bool buffers_alloc(batch_buffers *b, int batch, int64_t n)
     b->target = malloc(all);
     b->weight = malloc(all);
     b->timesteps = malloc((size_t)batch * sizeof(float));
-    b->tokens = malloc((size_t)batch * TI_TOKENS * sizeof(int32_t));
-    b->overrides = malloc((size_t)batch * TI_TOKENS * sizeof(clip_override));
-    return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides;
+    b->tokens = malloc((size_t)batch * TI_MAX_CHUNKS * TI_TOKENS * sizeof(int32_t));
+    b->overrides = malloc((size_t)batch * TI_MAX_CHUNKS * TI_TOKENS * sizeof(clip_override));
+    b->prompts = malloc((size_t)batch * sizeof(ti_encoded));
+    return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides &&
+           b->prompts;
 }
 
 static bool all_finite(const float *x, int64_t n)
@@ -85,7 +89,7 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
     const latent_entry *first = &job->lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
     memset(in, 0, sizeof(*in));
-    in->shape = (ti_pass_shape){job->batch, first->c, first->h, first->w, job->use_alpha};
+    in->shape = (ti_pass_shape){job->batch, first->c, first->h, first->w, 1, job->use_alpha};
     if (!buffers_alloc(buf, job->batch, n)) {
         snprintf(err, err_size, "out of host memory building a batch");
         return false;
@@ -109,13 +113,11 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
         sdt_training_target(&job->sched, t, v, x0, noise, buf->target + b * n, n);
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
-        ti_encoded enc;
-        sample_prompt(job, idx[b], draw, &enc, b);
-        memcpy(buf->tokens + b * TI_TOKENS, enc.ids, sizeof(enc.ids));
-        for (int k = 0; k < enc.n_slots; k++)
-            buf->overrides[in->n_overrides++] = (clip_override){b, enc.slot_pos[k], enc.slot_row[k]};
+        sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
         if (job->n_batch_files < TI_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
+    in->shape.chunks = ti_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
+                                       &in->n_overrides);
     in->tokens = buf->tokens;
     in->overrides = buf->overrides;
     in->noisy = buf->noisy;

@@ -57,25 +57,23 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 /* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
 static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
                            const sdt_tensor *rows, const ti_preview_request *req, int batch, clip_text_acts *acts,
-                           clip_override *ov, char *err, size_t err_size)
+                           sdt_tensor *context, clip_override *ov, char *err, size_t err_size)
 {
-    int32_t ids[2 * TI_TOKENS];
-    int n_ov = 0;
+    ti_encoded e[2];
+    int32_t ids[2 * TI_MAX_CHUNKS * TI_TOKENS];
     const char *texts[2] = {req->prompt, req->negative ? req->negative : ""};
-    for (int b = 0; b < batch; b++) {
-        ti_encoded e;
-        ti_prompt_encode(tok, rules, texts[b], &e);
-        memcpy(ids + b * TI_TOKENS, e.ids, sizeof(e.ids));
-        for (int k = 0; k < e.n_slots; k++) ov[n_ov++] = (clip_override){b, e.slot_pos[k], e.slot_row[k]};
-    }
-    int64_t tshape[2] = {batch, TI_TOKENS};
+    for (int b = 0; b < batch; b++) ti_prompt_encode(tok, rules, texts[b], &e[b]);
+    int n_ov = 0, chunks = ti_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
+    int64_t tshape[2] = {(int64_t)batch * chunks, TI_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
         snprintf(err, err_size, "preview: copying the prompt failed: %s", rt->be->error);
         return false;
     }
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
-    return clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, err, err_size);
+    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, err, err_size)) return false;
+    *context = ti_prompt_context(&acts->out, batch);
+    return true;
 }
 
 static uint8_t to_u8(float v)
@@ -93,9 +91,10 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
     preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f, NULL, err, err_size};
     clip_text_acts acts;
-    clip_override ov[2 * TI_TOKENS];
-    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, ov, err, err_size)) return false;
-    p.context = &acts.out;
+    clip_override ov[2 * TI_MAX_CHUNKS * TI_TOKENS];
+    sdt_tensor context;
+    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, err, err_size)) return false;
+    p.context = &context;
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one UNet call and the decode; nothing runs */

@@ -1,0 +1,104 @@
+/* test_real_files.c - checkpoints and files as users have them (issue 9):
+ *  - a lone single-file checkpoint (tiny, with CLIP's 49408-token vocabulary) and no tokenizer
+ *    folder anywhere: create-embedding and training use the CLIP tokenizer built into the
+ *    plugin and say so; a tokenizer folder given by the host still wins; a lone checkpoint
+ *    whose vocabulary the built-in tokenizer does not fit is refused with the fix. */
+#include "trainer_fixture.h"
+
+/* sdt-make-checkpoint --config tiny --out path plus extra arguments; false when it fails. */
+static bool make_checkpoint(const trainer_env *env, const char *path, const char *extra)
+{
+    char cmd[3 * FX_PATH];
+    snprintf(cmd, sizeof cmd, "'%s' --config tiny --seed 7 --out '%s' %s >/dev/null", env->make_checkpoint, path, extra);
+    int rc = system(cmd);
+    CHECK(rc == 0, "%s failed (%d)", cmd, rc);
+    return rc == 0;
+}
+
+/* create_embedding from model into dir; the log goes to rec. */
+static sdt_status create_embedding(const trainer_env *env, fx_recorder *rec, const char *model, const char *tokenizer,
+                                   const char *dir, const char *name, char *out, char *error)
+{
+    sdt_ti_trainer *t = fx_create(env, rec);
+    if (!t) return SDT_STATUS_INTERNAL;
+    sdt_embedding_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.struct_size = sizeof spec;
+    spec.vectors_per_token = 2;
+    spec.name = name;
+    spec.init_text = "a photo of a cat";
+    spec.model_path = model;
+    spec.tokenizer_path = tokenizer;
+    spec.output_dir = dir;
+    spec.overwrite = true;
+    sdt_status st = env->ti->create_embedding(t, &spec, out, FX_PATH, NULL);
+    snprintf(error, 2048, "%s", fx_last_error(env, t));
+    env->ti->destroy(t);
+    return st;
+}
+
+static void check_lone_checkpoint(const trainer_env *env)
+{
+    printf("-- a lone single-file checkpoint, no tokenizer folder\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], error[2048];
+    fx_subdir(env, dir, "lone");
+    fx_path(model, dir, "tiny-clipvocab.safetensors");
+    if (!make_checkpoint(env, model, "--clip-vocab 49408 --dtype f16")) return;
+    fx_recorder rec;
+    sdt_status st = create_embedding(env, &rec, model, NULL, dir, "lone", emb, error);
+    CHECK(st == SDT_STATUS_OK, "create_embedding from a lone checkpoint: %s", error);
+    CHECK(strstr(rec.log, "built into the plugin") != NULL, "create_embedding says it used the built-in tokenizer:\n%s",
+          rec.log);
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    CHECK(initial && n0 == 2 * 128, "the new embedding has 2 x 128 values (got %lld)", (long long)n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 3);
+    c.model_path = model;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on a lone checkpoint: %s", fx_last_error(env, t));
+    CHECK(strstr(rec.log, "built into the plugin") != NULL, "training says it used the built-in tokenizer");
+    CHECK(rec.n_steps == 3, "3 steps published (got %d)", rec.n_steps);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the trained embedding is finite and moved");
+    free(initial);
+
+    printf("-- a tokenizer folder given still wins\n");
+    char given[FX_PATH];
+    fx_path(given, env->model, "tokenizer");
+    st = create_embedding(env, &rec, model, given, dir, "given", emb, error);
+    CHECK(st == SDT_STATUS_OK, "create_embedding with a given tokenizer: %s", error);
+    CHECK(strstr(rec.log, "built into the plugin") == NULL, "a given tokenizer is used, not the built-in one:\n%s",
+          rec.log);
+}
+
+static void check_vocab_mismatch(const trainer_env *env)
+{
+    printf("-- a lone checkpoint the built-in tokenizer does not fit\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], error[2048];
+    fx_subdir(env, dir, "mismatch");
+    fx_path(model, dir, "tiny.safetensors");
+    if (!make_checkpoint(env, model, "")) return;
+    fx_recorder rec;
+    sdt_status st = create_embedding(env, &rec, model, NULL, dir, "mismatch", emb, error);
+    printf("  status %d: %s\n", (int)st, error);
+    CHECK(st != SDT_STATUS_OK && strstr(error, model) && strstr(error, "built-in CLIP tokenizer") &&
+              strstr(error, "tokenizer path"),
+          "refused with a sentence naming the model and the fix: %s", error);
+}
+
+int main(int argc, char **argv)
+{
+    trainer_env env;
+    if (!trainer_env_open(&env, argc, argv, "test_real_files")) return trainer_env_abandon(&env);
+    if (!env.make_checkpoint) {
+        printf("test_real_files: sdt-make-checkpoint is not built; skipping\n");
+        trainer_env_close(&env);
+        return SDT_TEST_SKIP;
+    }
+    check_lone_checkpoint(&env);
+    check_vocab_mismatch(&env);
+    trainer_env_close(&env);
+    return sdt_test_finish("test_real_files");
+}
