@@ -3,7 +3,7 @@
 # Idempotent: skips packages that are already installed. Used by README and .ci/run.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
-      libglib2.0-dev libpng-dev zlib1g-dev libstb-dev
+      libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3)
 missing=()
 for p in "${pkgs[@]}"; do

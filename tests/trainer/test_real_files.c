@@ -2,7 +2,11 @@
  *  - a lone single-file checkpoint (tiny, with CLIP's 49408-token vocabulary) and no tokenizer
  *    folder anywhere: create-embedding and training use the CLIP tokenizer built into the
  *    plugin and say so; a tokenizer folder given by the host still wins; a lone checkpoint
- *    whose vocabulary the built-in tokenizer does not fit is refused with the fix. */
+ *    whose vocabulary the built-in tokenizer does not fit is refused with the fix;
+ *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains. */
+#include <webp/encode.h>
+
+#include "image_io.h"
 #include "trainer_fixture.h"
 
 /* sdt-make-checkpoint --config tiny --out path plus extra arguments; false when it fails. */
@@ -88,6 +92,45 @@ static void check_vocab_mismatch(const trainer_env *env)
           "refused with a sentence naming the model and the fix: %s", error);
 }
 
+static void check_webp_dataset(const trainer_env *env)
+{
+    printf("-- a WebP dataset\n");
+    char dir[FX_PATH], data[FX_PATH], emb[FX_PATH], log[FX_PATH];
+    fx_subdir(env, dir, "webp");
+    fx_subdir(env, data, "webp/dataset");
+    const char *stems[3] = {"demo_001", "demo_002", "demo_003"};
+    for (int i = 0; i < 3; i++) {
+        char png[FX_PATH], out[FX_PATH], err[512] = "";
+        snprintf(png, sizeof png, "%.3900s/%s.png", env->dataset, stems[i]);
+        int w = 0, h = 0;
+        uint8_t *rgb = sdt_image_decode(png, 3, 1 << 24, &w, &h, err, sizeof err);
+        CHECK(rgb != NULL, "decode %s: %s", png, err);
+        if (!rgb) return;
+        uint8_t *enc = NULL;
+        size_t n = i % 2 ? WebPEncodeRGB(rgb, w, h, w * 3, 90, &enc) : WebPEncodeLosslessRGB(rgb, w, h, w * 3, &enc);
+        snprintf(out, sizeof out, "%.3900s/%s.webp", data, stems[i]);
+        CHECK(n > 0 && fx_write_file(out, enc, n), "write %s", out);
+        WebPFree(enc);
+        free(rgb);
+        snprintf(png, sizeof png, "%.3900s/%s.txt", env->dataset, stems[i]);
+        snprintf(out, sizeof out, "%.3900s/%s.txt", data, stems[i]);
+        CHECK(fx_copy_file(png, out), "copy the caption %s", png);
+    }
+    if (!fx_make_embedding(env, dir, "webp", 2, "orange ring", emb)) return;
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, data, fx_path(log, dir, "log"), 3);
+    fx_recorder rec;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    sdt_status st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on WebP images: %s", fx_last_error(env, t));
+    CHECK(strstr(rec.log, "encoded 3 training images") != NULL, "all 3 WebP images were used:\n%s", rec.log);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the embedding trained on WebP images moved");
+    free(initial);
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -99,6 +142,7 @@ int main(int argc, char **argv)
     }
     check_lone_checkpoint(&env);
     check_vocab_mismatch(&env);
+    check_webp_dataset(&env);
     trainer_env_close(&env);
     return sdt_test_finish("test_real_files");
 }
