@@ -13,7 +13,7 @@
 
 #include "atomic_file.h"
 #include "demo_scene.h"
-#include "png_write.h"
+#include "data/png_write.h"
 
 #define DEFAULT_COUNT 12
 #define DEFAULT_SIZE 64

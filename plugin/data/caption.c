@@ -1,12 +1,12 @@
 /* caption.c - captions from .txt files or file names, tag drop-out and shuffle; see caption.h. */
-#include "caption.h"
+#include "data/caption.h"
 
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "path_util.h"
+#include "data/path_util.h"
 
 static GRegex *compile_word_regex(const char *pattern, char *err, size_t err_size)
 {

@@ -17,8 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "data_rng.h"
-#include "template.h"
+#include "data/data_rng.h"
+#include "data/template.h"
 
 typedef struct sdt_caption_rules {
     const char *word_regex;  /* NULL or "" = whole stem (after the number prefix) */

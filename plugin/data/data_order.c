@@ -1,12 +1,12 @@
 /* data_order.c - seeded, resumable batch order; see data_order.h. */
-#include "data_order.h"
+#include "data/data_order.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_rng.h"
+#include "data/data_rng.h"
 
 void sdt_data_order_free(sdt_data_order *o)
 {

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 typedef struct sdt_data_order {
     uint64_t seed;

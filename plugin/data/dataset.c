@@ -1,5 +1,5 @@
 /* dataset.c - scan, decode, resize and caption a dataset folder; see dataset.h. */
-#include "dataset.h"
+#include "data/dataset.h"
 
 #include <glib.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "image_io.h"
+#include "data/image_io.h"
 
 static void add_warning(sdt_dataset *ds, const char *sentence)
 {

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "caption.h"
+#include "data/caption.h"
 
 #define SDT_DATASET_DEFAULT_MAX_PIXELS (64ll * 1024 * 1024) /* 8192 x 8192 */
 #define SDT_LATENT_FACTOR 8                                 /* VAE downsampling */

@@ -1,5 +1,5 @@
 /* image_io.c - stb_image / stb_image_resize compiled in, privately; see image_io.h. */
-#include "image_io.h"
+#include "data/image_io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exif_orientation.h"
-#include "webp_io.h"
+#include "data/exif_orientation.h"
+#include "data/webp_io.h"
 
 /* stb is third-party code: keep our warning flags for our code only. */
 #pragma GCC diagnostic push

@@ -1,5 +1,5 @@
 /* lr_schedule.c - parse and query A1111 learning-rate schedules; see lr_schedule.h. */
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 
 #include <ctype.h>
 #include <errno.h>

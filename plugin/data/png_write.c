@@ -1,5 +1,5 @@
 /* png_write.c - see png_write.h. */
-#include "png_write.h"
+#include "data/png_write.h"
 
 #include <png.h>
 #include <setjmp.h>

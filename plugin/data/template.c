@@ -1,5 +1,5 @@
 /* template.c - load, check and fill prompt templates; see template.h. */
-#include "template.h"
+#include "data/template.h"
 
 #include <glib.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "data_rng.h"
+#include "data/data_rng.h"
 
 typedef struct sdt_template {
     char **lines;

@@ -1,5 +1,5 @@
 /* webp_io.c - see webp_io.h. */
-#include "webp_io.h"
+#include "data/webp_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 
-#include "exif_orientation.h"
+#include "data/exif_orientation.h"
 
 bool sdt_webp_is(const uint8_t *head, size_t n)
 {

@@ -1,13 +1,13 @@
 /* latent_cache.c - see latent_cache.h. */
-#include "latent_cache.h"
+#include "train/latent_cache.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "image_io.h"
-#include "rng.h"
+#include "data/image_io.h"
+#include "train/rng.h"
 
 bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scaling, uint64_t seed)
 {

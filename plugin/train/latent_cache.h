@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sd_runtime.h"
-#include "work_arena.h"
+#include "train/sd_runtime.h"
+#include "train/work_arena.h"
 
 typedef enum latent_method { LATENT_ONCE = 0, LATENT_DETERMINISTIC = 1, LATENT_RANDOM = 2 } latent_method;
 

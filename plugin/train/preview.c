@@ -1,13 +1,13 @@
 /* preview.c - see preview.h. */
-#include "preview.h"
+#include "train/preview.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ddim_sampler.h"
-#include "rng.h"
+#include "train/ddim_sampler.h"
+#include "train/rng.h"
 
 typedef struct preview_run {
     sd_runtime *rt;

@@ -8,9 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sd_runtime.h"
-#include "ti_prompt.h"
-#include "work_arena.h"
+#include "train/sd_runtime.h"
+#include "ti/ti_prompt.h"
+#include "train/work_arena.h"
 
 typedef struct ti_preview_request {
     const char *prompt;     /* with the embedding's name in it */

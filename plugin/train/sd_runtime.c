@@ -1,5 +1,5 @@
 /* sd_runtime.c - see sd_runtime.h. */
-#include "sd_runtime.h"
+#include "train/sd_runtime.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* work_arena.c - see work_arena.h. */
-#include "work_arena.h"
+#include "train/work_arena.h"
 
 #include <stdio.h>
 

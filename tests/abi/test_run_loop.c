@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "run_loop.h"
+#include "train/run_loop.h"
 #include "sdt_test.h"
 
 typedef struct fake_job {

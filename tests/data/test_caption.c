@@ -3,7 +3,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "caption.h"
+#include "data/caption.h"
 #include "sdt_test.h"
 
 static void check_name(const char *path, const char *regex, const char *join, const char *want)

@@ -1,7 +1,7 @@
 /* test_data_order.c - batch order: permutations per epoch, seeds, size buckets, save/restore. */
 #include <string.h>
 
-#include "data_order.h"
+#include "data/data_order.h"
 #include "sdt_test.h"
 
 static sdt_dataset fake_dataset(int n, int n_small)

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "data_test_util.h"
-#include "dataset.h"
+#include "data/dataset.h"
 #include "dataset_test_util.h"
 #include "sdt_test.h"
 

@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "data_test_util.h"
-#include "dataset.h"
+#include "data/dataset.h"
 #include "dataset_test_util.h"
-#include "exif_orientation.h"
-#include "image_io.h"
+#include "data/exif_orientation.h"
+#include "data/image_io.h"
 #include "sdt_test.h"
 
 #pragma GCC diagnostic push

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 #include "sdt_test.h"
 
 static sdt_lr_schedule parse_ok(const char *text, int64_t cur, int64_t max)

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "sdt_test.h"
-#include "template.h"
+#include "data/template.h"
 
 static void test_lines(void)
 {

@@ -12,10 +12,10 @@
 #include <webp/encode.h>
 #include <webp/mux.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "dataset_test_util.h"
-#include "exif_orientation.h"
-#include "image_io.h"
+#include "data/exif_orientation.h"
+#include "data/image_io.h"
 #include "sdt_test.h"
 
 enum { W = 48, H = 32 };

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "demo_scene.h"
-#include "image_io.h"
+#include "data/image_io.h"
 #include "demo_test_util.h"
 #include "io_test_util.h"
 #include "sdt_test.h"

@@ -5,7 +5,7 @@
  * reader accepts the [name] ones for textual inversion and refuses the others. */
 #include <string.h>
 
-#include "template.h"
+#include "data/template.h"
 
 #include "io_test_util.h"
 #include "sdt_test.h"

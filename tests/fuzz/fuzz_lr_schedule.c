@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -2,7 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "embedding_file.h"
+#include "ti/embedding_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template.h"
+#include "data/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

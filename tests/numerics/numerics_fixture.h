@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "kernel_test.h"
-#include "optimizer.h"
-#include "scaler.h"
+#include "train/optimizer.h"
+#include "train/scaler.h"
 
 #define TOY_MAX_PARAMS 4
 

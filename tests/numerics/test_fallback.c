@@ -2,7 +2,7 @@
  * lr backoff, scale collapse, skip counting and the stop after N in a row. */
 #include <string.h>
 
-#include "fallback.h"
+#include "train/fallback.h"
 #include "sdt_test.h"
 
 static void expect_sequence(const char *label, sdt_fallback *fb, const double *losses, const sdt_fallback_action *want, int n)

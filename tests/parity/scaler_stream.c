@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optimizer.h"
-#include "scaler.h"
+#include "train/optimizer.h"
+#include "train/scaler.h"
 
 #define MAX_OPTIMIZERS 8
 

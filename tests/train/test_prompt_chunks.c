@@ -15,7 +15,7 @@
 #include "checkpoint_gen.h"
 #include "clip_tokenizer_builtin.h"
 #include "sdt_test.h"
-#include "ti_prompt.h"
+#include "ti/ti_prompt.h"
 
 #define MAX_IDS (TI_MAX_CHUNKS * TI_TOKENS)
 

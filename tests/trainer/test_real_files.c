@@ -6,7 +6,7 @@
  *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains. */
 #include <webp/encode.h>
 
-#include "image_io.h"
+#include "data/image_io.h"
 #include "trainer_fixture.h"
 
 /* sdt-make-checkpoint --config tiny --out path plus extra arguments; false when it fails. */
