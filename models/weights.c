@@ -7,6 +7,7 @@
  */
 #include "weights.h"
 
+#include <cjson/cJSON.h>
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 
 #define MAX_LEVELS 16
 #define MAX_FILES 3
+#define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
     char *key;              /* canonical */
@@ -30,7 +32,7 @@ struct sdt_weights {
     char *hash_file;
     bool is_folder;
     bool has_unet, has_text, has_vae;
-    sdt_safetensors *files[MAX_FILES];
+    sdt_safetensors *files[MAX_FILES * MAX_SHARDS];
     int n_files;
     GArray *entries;   /* weight_entry */
     GHashTable *index; /* canonical key -> position + 1 */
@@ -76,9 +78,9 @@ typedef struct unet_layout {
     bool up_has_attn[MAX_LEVELS];
 } unet_layout;
 
+/* Adds one file's names to l (zeroed by the caller; a sharded UNet scans every shard). */
 static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *err, size_t err_size)
 {
-    memset(l, 0, sizeof(*l));
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const char *name = sdt_st_at(st, i)->name, *rest;
         int lvl, j;
@@ -218,12 +220,10 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     return true;
 }
 
-static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err, size_t err_size)
+/* Maps one file's tensors; layout and dec_levels describe the whole component (all its shards). */
+static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, const unet_layout *layout, int dec_levels,
+                            char *err, size_t err_size)
 {
-    w->files[w->n_files++] = st;
-    unet_layout layout;
-    if (c == COMP_UNET && !unet_layout_scan(st, &layout, err, err_size)) return false;
-    int dec_levels = c == COMP_VAE ? vae_decoder_levels(st) : 0;
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
         char *key = NULL, *mapped;
@@ -231,7 +231,7 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err
         switch (c) {
         case COMP_LDM: key = g_strdup(e->name); break;
         case COMP_UNET:
-            mapped = unet_key(e->name, &layout);
+            mapped = unet_key(e->name, layout);
             key = g_strconcat("model.diffusion_model.", mapped, NULL);
             g_free(mapped);
             break;
@@ -245,6 +245,80 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err
         if (!add_entry(w, key, st, e, conv1x1, err, err_size)) return false;
     }
     return true;
+}
+
+/* The files of one component (n > 1: shards), owned by w from here on. */
+static bool add_files(sdt_weights *w, sdt_safetensors **st, int n, component c, char *err, size_t err_size)
+{
+    unet_layout layout;
+    memset(&layout, 0, sizeof layout);
+    int dec_levels = 0;
+    for (int i = 0; i < n; i++) w->files[w->n_files++] = st[i];
+    for (int i = 0; i < n; i++) {
+        if (c == COMP_UNET && !unet_layout_scan(st[i], &layout, err, err_size)) return false;
+        int levels = c == COMP_VAE ? vae_decoder_levels(st[i]) : 0;
+        if (levels > dec_levels) dec_levels = levels;
+    }
+    for (int i = 0; i < n; i++)
+        if (!add_file_mapped(w, st[i], c, &layout, dec_levels, err, err_size)) return false;
+    return true;
+}
+
+static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err, size_t err_size)
+{
+    return add_files(w, &st, 1, c, err, err_size);
+}
+
+/* Opens the shards a <base>.safetensors.index.json names (its weight_map's distinct files, in
+ * the folder of the index). n = 0 + err on failure; the files opened so far are closed. */
+static int open_shards(const char *index_path, sdt_safetensors **out, char *err, size_t err_size)
+{
+    gchar *text = NULL;
+    gsize len = 0;
+    cJSON *j = g_file_get_contents(index_path, &text, &len, NULL) ? cJSON_ParseWithLength(text, len) : NULL;
+    g_free(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        snprintf(err, err_size, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the file from the "
+                 "model's download", index_path);
+        cJSON_Delete(j);
+        return 0;
+    }
+    char *dir = g_path_get_dirname(index_path);
+    GPtrArray *names = g_ptr_array_new();
+    const cJSON *e;
+    bool ok = true;
+    cJSON_ArrayForEach(e, map) {
+        const char *f = cJSON_GetStringValue(e);
+        if (!f || !*f || strchr(f, '/') || strstr(f, "..")) {
+            snprintf(err, err_size, "%s: weight_map entry '%s' does not name a file beside the index", index_path,
+                     e->string ? e->string : "?");
+            ok = false;
+            break;
+        }
+        bool seen = false;
+        for (guint k = 0; k < names->len && !seen; k++) seen = !strcmp(g_ptr_array_index(names, k), f);
+        if (!seen) g_ptr_array_add(names, (gpointer)f);
+    }
+    if (ok && (names->len == 0 || names->len > MAX_SHARDS)) {
+        snprintf(err, err_size, "%s: names %u shard files; a component holds 1 to %d", index_path, names->len, MAX_SHARDS);
+        ok = false;
+    }
+    int n = 0;
+    for (guint k = 0; ok && k < names->len; k++) {
+        char *p = g_build_filename(dir, (const char *)g_ptr_array_index(names, k), NULL);
+        out[n] = sdt_st_open(p, err, err_size);
+        g_free(p);
+        if (!out[n]) ok = false;
+        else n++;
+    }
+    if (!ok) {
+        while (n > 0) sdt_st_close(out[--n]);
+    }
+    g_ptr_array_free(names, TRUE);
+    g_free(dir);
+    cJSON_Delete(j);
+    return n;
 }
 
 /* Opens <dir>/<sub>/<base>.safetensors, else the .fp16 variant; NULL + *missing when neither exists. */
@@ -269,6 +343,27 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
     return NULL;
 }
 
+/* <dir>/<sub>/<base>.safetensors.index.json (else its .fp16 variant, as diffusers names it):
+ * the shards it names. 0 + *missing when no index exists. */
+static int open_sharded_component(const char *dir, const char *sub, const char *base, sdt_safetensors **shards,
+                                  char **used_path, bool *missing, char *err, size_t err_size)
+{
+    const char *variants[] = {"%s.safetensors.index.json", "%s.safetensors.index.fp16.json"};
+    *missing = true;
+    for (int v = 0; v < 2; v++) {
+        char *file = g_strdup_printf(variants[v], base);
+        char *p = g_build_filename(dir, sub, file, NULL);
+        g_free(file);
+        if (g_file_test(p, G_FILE_TEST_EXISTS)) {
+            *missing = false;
+            *used_path = p;
+            return open_shards(p, shards, err, err_size);
+        }
+        g_free(p);
+    }
+    return 0;
+}
+
 static bool open_folder(sdt_weights *w, char *err, size_t err_size)
 {
     static const struct {
@@ -283,7 +378,17 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
         bool missing;
         sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, err, err_size);
         if (!st && !missing) return false;
-        if (!st) continue;
+        if (!st) {
+            sdt_safetensors *shards[MAX_SHARDS];
+            int n = open_sharded_component(w->path, parts[i].sub, parts[i].base, shards, &used, &missing, err, err_size);
+            g_free(used);
+            if (!n && !missing) return false;
+            if (!n) continue;
+            *have[i] = true;
+            if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(sdt_st_path(shards[0]));
+            if (!add_files(w, shards, n, parts[i].c, err, err_size)) return false;
+            continue;
+        }
         *have[i] = true;
         if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(used);
         g_free(used);
@@ -291,7 +396,8 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
     }
     if (!w->n_files) {
         snprintf(err, err_size, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
-                 "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants); give a "
+                 "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants or "
+                 "*.safetensors.index.json shards); give a "
                  ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
         return false;
     }

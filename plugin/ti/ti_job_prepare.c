@@ -131,6 +131,11 @@ static sdt_status load_model(ti_job *job, const sdt_ti_config *c, char *err, siz
                          err_size))
         return SDT_STATUS_BAD_FORMAT;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: the model predicts %s (%s)", job->model_path,
+                 job->rt.cfg.unet.v_prediction ? "v" : "the noise (epsilon)",
+                 c->v_prediction ? "v-prediction was asked for"
+                 : job->rt.cfg.prediction_from_config ? "its scheduler/scheduler_config.json says so"
+                                                      : "the default; set v-prediction for SD 2.x 768-v models");
     int width = job->rt.cfg.clip.width;
     if (job->emb.dim != width)
         FAIL(SDT_STATUS_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder is %d wide "
@@ -328,7 +333,8 @@ static sdt_status setup_optimizer(ti_job *job, const sdt_ti_config *c, char *err
 static sdt_status plan_memory(ti_job *job, sdt_prepare_info *info, char *err, size_t err_size)
 {
     const latent_entry *e = &job->lc.items[0];
-    ti_pass_shape shape = {job->batch, e->c, e->h, e->w, job->max_prompt_chunks, job->use_alpha};
+    ti_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
+                           .in_c = e->c + inpaint_extra_channels(&job->rt), .weighted = job->use_alpha};
     ti_pass_options po = ti_job_pass_options(job);
     size_t bytes = 0;
     if (!ti_pass_measure(&job->rt, &po, &shape, &job->param, &job->grad, &bytes, err, err_size)) return SDT_STATUS_INTERNAL;
@@ -438,6 +444,7 @@ void ti_job_destroy(ti_job *job)
     sdt_template_free(&job->tmpl);
     sdt_dataset_free(&job->ds);
     latent_cache_free(&job->lc);
+    inpaint_cond_free(&job->inpaint);
     sdt_data_order_free(&job->order);
     sdt_lr_schedule_free(&job->lr);
     sdt_lr_schedule_free(&job->clip_value);

@@ -36,13 +36,14 @@ static void buffers_free(batch_buffers *b)
     memset(b, 0, sizeof(*b));
 }
 
-static bool buffers_alloc(batch_buffers *b, int batch, int64_t n)
+/* n: latent values of one sample; n_in: the UNet's input values of one sample (more for inpainting). */
+static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
 {
     memset(b, 0, sizeof(*b));
     size_t all = (size_t)(batch * n) * sizeof(float);
     b->x0 = malloc(all);
     b->noise = malloc(all);
-    b->noisy = malloc(all);
+    b->noisy = malloc((size_t)(batch * n_in) * sizeof(float));
     b->target = malloc(all);
     b->weight = malloc(all);
     b->timesteps = malloc((size_t)batch * sizeof(float));
@@ -89,11 +90,17 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
     const latent_entry *first = &job->lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
     memset(in, 0, sizeof(*in));
-    in->shape = (ti_pass_shape){job->batch, first->c, first->h, first->w, 1, job->use_alpha};
-    if (!buffers_alloc(buf, job->batch, n)) {
+    int extra = inpaint_extra_channels(&job->rt);
+    int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
+    in->shape = (ti_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
+                                .in_c = first->c + extra, .weighted = job->use_alpha};
+    if (!buffers_alloc(buf, job->batch, n, n_in)) {
         snprintf(err, err_size, "out of host memory building a batch");
         return false;
     }
+    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, err, err_size)
+                              : NULL;
+    if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->batch; b++) {
         const latent_entry *e = &job->lc.items[idx[b]];
@@ -109,7 +116,8 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);
         buf->timesteps[b] = (float)t;
-        sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n, n);
+        sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
+        if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
         sdt_training_target(&job->sched, t, v, x0, noise, buf->target + b * n, n);
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
@@ -190,6 +198,7 @@ sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size)
     job->scaler = NULL;
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
+    inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
     return ti_job_reencode_nonfinite(job, err, err_size);
 }
 

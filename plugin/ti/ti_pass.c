@@ -15,10 +15,11 @@ typedef struct pass_tensors {
 static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_shape *in)
 {
     int64_t tshape[2] = {(int64_t)in->batch * in->chunks, TI_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t ishape[4] = {in->batch, in->in_c, in->h, in->w};
     pass_tensors t;
     memset(&t, 0, sizeof t);
     t.tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
-    t.noisy = sdt_arena_tensor(a, act, 4, lshape);
+    t.noisy = sdt_arena_tensor(a, act, 4, ishape);
     t.target = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     if (in->weighted) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     t.timesteps = sdt_arena_tensor(a, SDT_F32, 1, bshape);

@@ -3,7 +3,9 @@
  *    folder anywhere: create-embedding and training use the CLIP tokenizer built into the
  *    plugin and say so; a tokenizer folder given by the host still wins; a lone checkpoint
  *    whose vocabulary the built-in tokenizer does not fit is refused with the fix;
- *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains. */
+ *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains;
+ *  - an inpainting model (a tiny UNet taking 9 channels) trains, previews included, as A1111
+ *    trains on one (the extra channels: a full mask and the latent of a grey image). */
 #include <webp/encode.h>
 
 #include "data/image_io.h"
@@ -41,16 +43,28 @@ static sdt_status create_embedding(const trainer_env *env, fx_recorder *rec, con
     return st;
 }
 
+/* A tiny checkpoint <tmp>/<name>/<name>-model.safetensors made with extra arguments, alone in its
+ * folder, and an embedding <name> created from it there; false when either fails. */
+static bool lone_model_and_embedding(const trainer_env *env, const char *name, const char *extra, fx_recorder *rec,
+                                     char *dir, char *model, char *emb)
+{
+    char file[256], error[2048];
+    fx_subdir(env, dir, name);
+    snprintf(file, sizeof file, "%s-model.safetensors", name);
+    fx_path(model, dir, file);
+    if (!make_checkpoint(env, model, extra)) return false;
+    sdt_status st = create_embedding(env, rec, model, NULL, dir, name, emb, error);
+    CHECK(st == SDT_STATUS_OK, "create_embedding from %s: %s", model, error);
+    return st == SDT_STATUS_OK;
+}
+
 static void check_lone_checkpoint(const trainer_env *env)
 {
     printf("-- a lone single-file checkpoint, no tokenizer folder\n");
     char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], error[2048];
-    fx_subdir(env, dir, "lone");
-    fx_path(model, dir, "tiny-clipvocab.safetensors");
-    if (!make_checkpoint(env, model, "--clip-vocab 49408 --dtype f16")) return;
     fx_recorder rec;
-    sdt_status st = create_embedding(env, &rec, model, NULL, dir, "lone", emb, error);
-    CHECK(st == SDT_STATUS_OK, "create_embedding from a lone checkpoint: %s", error);
+    if (!lone_model_and_embedding(env, "lone", "--clip-vocab 49408 --dtype f16", &rec, dir, model, emb)) return;
+    sdt_status st;
     CHECK(strstr(rec.log, "built into the plugin") != NULL, "create_embedding says it used the built-in tokenizer:\n%s",
           rec.log);
     int64_t n0;
@@ -131,6 +145,30 @@ static void check_webp_dataset(const trainer_env *env)
     free(initial);
 }
 
+static void check_inpainting(const trainer_env *env)
+{
+    printf("-- an inpainting model (9-channel UNet)\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH];
+    fx_recorder rec;
+    if (!lone_model_and_embedding(env, "inpaint", "--clip-vocab 49408 --unet-in-channels 9", &rec, dir, model, emb))
+        return;
+    sdt_status st;
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 4);
+    c.model_path = model;
+    c.preview_every = 2;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on an inpainting model: %s", fx_last_error(env, t));
+    CHECK(rec.n_steps == 4, "4 steps published (got %d)", rec.n_steps);
+    CHECK(rec.saved[SDT_FILE_PREVIEW] >= 2, "previews were written (%d)", rec.saved[SDT_FILE_PREVIEW]);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the embedding trained on an inpainting model moved");
+    free(initial);
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -143,6 +181,7 @@ int main(int argc, char **argv)
     check_lone_checkpoint(&env);
     check_vocab_mismatch(&env);
     check_webp_dataset(&env);
+    check_inpainting(&env);
     trainer_env_close(&env);
     return sdt_test_finish("test_real_files");
 }
