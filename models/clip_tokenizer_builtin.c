@@ -43,18 +43,18 @@ static char *inflate_blob(const unsigned char *begin, const unsigned char *end, 
     return out;
 }
 
-sdt_tokenizer *sdt_tokenizer_load_builtin_clip(char *err, size_t err_size)
+sdt_tokenizer *sdt_tokenizer_load_builtin_clip(sdt_error *error)
 {
     size_t vlen = 0, mlen = 0;
     char *vocab = inflate_blob(sdt_clip_vocab_gz, sdt_clip_vocab_gz_end, &vlen);
     char *merges = vocab ? inflate_blob(sdt_clip_merges_gz, sdt_clip_merges_gz_end, &mlen) : NULL;
     sdt_tokenizer *t = NULL;
     if (!vocab || !merges)
-        snprintf(err, err_size, "the built-in CLIP tokenizer could not be unpacked (out of memory); free memory or "
-                 "set the tokenizer path to a folder with CLIP's vocab.json and merges.txt");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the built-in CLIP tokenizer could not be unpacked (out of memory); free "
+                 "memory or set the tokenizer path to a folder with CLIP's vocab.json and merges.txt");
     else
         t = sdt_tokenizer_load_memory(vocab, vlen, merges, mlen, "built-in CLIP vocab.json", "built-in CLIP merges.txt",
-                                      err, err_size);
+                                      error);
     free(vocab);
     free(merges);
     return t;

@@ -17,8 +17,8 @@
 #define SDT_CLIP_BUILTIN_VOCAB 49408
 
 /* A fresh tokenizer from the embedded files (free with sdt_tokenizer_free);
- * NULL + err when they cannot be inflated (out of memory). */
-sdt_tokenizer *sdt_tokenizer_load_builtin_clip(char *err, size_t err_size);
+ * NULL + *error when they cannot be inflated (out of memory). */
+sdt_tokenizer *sdt_tokenizer_load_builtin_clip(sdt_error *error);
 
 /* The MIT licence notice of the embedded files, NUL-terminated. */
 const char *sdt_clip_tokenizer_license(void);

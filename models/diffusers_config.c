@@ -14,9 +14,9 @@
 
 /* ---- reading ------------------------------------------------------------------------- */
 
-/* The parsed JSON of folder/sub/name; NULL when absent (*present false) or broken (err set). */
+/* The parsed JSON of folder/sub/name; NULL when absent (*present false) or broken (*error set). */
 static cJSON *read_json(const char *folder, const char *sub, const char *name, bool *present, char **path_out,
-                        char *err, size_t err_size)
+                        sdt_error *error)
 {
     char *path = g_build_filename(folder, sub, name, NULL);
     *present = g_file_test(path, G_FILE_TEST_EXISTS);
@@ -26,9 +26,9 @@ static cJSON *read_json(const char *folder, const char *sub, const char *name, b
     gsize len = 0;
     cJSON *j = NULL;
     if (!g_file_get_contents(path, &text, &len, NULL))
-        snprintf(err, err_size, "%s: cannot be read; check its permissions", path);
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot be read; check its permissions", path);
     else if (!(j = cJSON_ParseWithLength(text, len)) || !cJSON_IsObject(j))
-        snprintf(err, err_size, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
     g_free(text);
     if (j && !cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -47,7 +47,7 @@ static bool get_number(const cJSON *o, const char *key, double *out)
 
 /* Heads per level from attention_head_dim (diffusers' name for the head count in SD
  * configs: 8 for SD 1.x, [5, 10, 20, 20] for SD 2.x) or num_attention_heads. */
-static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u, char *err, size_t err_size)
+static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(unet, "num_attention_heads");
     const char *key = "num_attention_heads";
@@ -63,7 +63,7 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
             heads[n] = cJSON_IsNumber(e) ? e->valueint : 0;
         }
     } else {
-        snprintf(err, err_size, "%s: '%s' must be a number or a list of %d numbers (one per level)", path, key,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' must be a number or a list of %d numbers (one per level)", path, key,
                  u->num_levels);
         return false;
     }
@@ -72,7 +72,7 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
     for (int l = 0; l < n; l++) {
         int ch = u->model_channels * u->channel_mult[l];
         if (heads[l] <= 0 || ch % heads[l]) {
-            snprintf(err, err_size, "%s: '%s' gives %d heads at level %d, which do not divide its %d channels", path, key,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' gives %d heads at level %d, which do not divide its %d channels", path, key,
                      heads[l], l, ch);
             return false;
         }
@@ -85,37 +85,36 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
     } else if (same_width) {
         u->num_heads = 0, u->head_dim = width;
     } else {
-        snprintf(err, err_size, "%s: '%s' sets neither one head count nor one head width for every level; this UNet "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' sets neither one head count nor one head width for every level; this UNet "
                  "layout is not supported", path, key);
         return false;
     }
     return true;
 }
 
-static bool apply_unet(const cJSON *unet, const char *path, sdt_unet_config *u, char *err, size_t err_size)
+static bool apply_unet(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
 {
     double v;
     if (get_number(unet, "in_channels", &v) && (int)v != u->in_channels) {
-        snprintf(err, err_size, "%s: 'in_channels' is %d but the UNet's weights take %d; the config belongs to another "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'in_channels' is %d but the UNet's weights take %d; the config belongs to another "
                  "model", path, (int)v, u->in_channels);
         return false;
     }
     if (get_number(unet, "cross_attention_dim", &v) && (int)v != u->context_dim) {
-        snprintf(err, err_size, "%s: 'cross_attention_dim' is %d but the UNet's weights attend to %d; the config belongs "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'cross_attention_dim' is %d but the UNet's weights attend to %d; the config belongs "
                  "to another model", path, (int)v, u->context_dim);
         return false;
     }
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
     if (cJSON_IsBool(lp) && cJSON_IsTrue(lp) != u->linear_proj) {
-        snprintf(err, err_size, "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
                  "to another model", path, cJSON_IsTrue(lp) ? "true" : "false", u->linear_proj ? "Linear" : "1x1 conv");
         return false;
     }
-    return apply_heads(unet, path, u, err, err_size);
+    return apply_heads(unet, path, u, error);
 }
 
-static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u, bool *from_config, char *err,
-                            size_t err_size)
+static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u, bool *from_config, sdt_error *error)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "prediction_type");
     if (!p || cJSON_IsNull(p)) return true;
@@ -123,7 +122,7 @@ static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u
     if (t && !strcmp(t, "epsilon")) u->v_prediction = false;
     else if (t && !strcmp(t, "v_prediction")) u->v_prediction = true;
     else {
-        snprintf(err, err_size, "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path,
                  t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
         return false;
     }
@@ -131,8 +130,7 @@ static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u
     return true;
 }
 
-bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, char *err,
-                                size_t err_size)
+bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, sdt_error *error)
 {
     *prediction_from_config = false;
     static const char *const files[3][2] = {
@@ -141,24 +139,23 @@ bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *predic
     for (int i = 0; ok && i < 3; i++) {
         bool present;
         char *path;
-        err[0] = '\0';
-        cJSON *j = read_json(folder, files[i][0], files[i][1], &present, &path, err, err_size);
+        cJSON *j = read_json(folder, files[i][0], files[i][1], &present, &path, error);
         if (present && !j) ok = false;
         double v;
-        if (j && i == 0) ok = apply_unet(j, path, &cfg->unet, err, err_size);
+        if (j && i == 0) ok = apply_unet(j, path, &cfg->unet, error);
         if (j && i == 1 && get_number(j, "scaling_factor", &v)) {
             if (!(v > 0) || !isfinite(v)) {
-                snprintf(err, err_size, "%s: 'scaling_factor' must be a positive number", path);
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number", path);
                 ok = false;
             } else {
                 cfg->vae.scaling = (float)v;
             }
         }
-        if (j && i == 2) ok = apply_scheduler(j, path, &cfg->unet, prediction_from_config, err, err_size);
+        if (j && i == 2) ok = apply_scheduler(j, path, &cfg->unet, prediction_from_config, error);
         cJSON_Delete(j);
         g_free(path);
     }
-    return ok && sdt_unet_config_validate(&cfg->unet, err, err_size);
+    return ok && sdt_unet_config_validate(&cfg->unet, error);
 }
 
 /* ---- writing ------------------------------------------------------------------------- */
@@ -325,19 +322,19 @@ static cJSON *scheduler_json(bool v_prediction)
     return o;
 }
 
-static bool write_json(const char *folder, const char *sub, const char *name, cJSON *j, char *err, size_t err_size)
+static bool write_json(const char *folder, const char *sub, const char *name, cJSON *j, sdt_error *error)
 {
     char *dir = sub ? g_build_filename(folder, sub, NULL) : g_strdup(folder);
     char *path = g_build_filename(dir, name, NULL);
     char *json = j ? cJSON_Print(j) : NULL;
     char *text = json ? g_strconcat(json, "\n", NULL) : NULL;
     bool ok = text != NULL;
-    if (!ok) snprintf(err, err_size, "%s: out of memory writing the config", path);
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory writing the config", path);
     if (ok && g_mkdir_with_parents(dir, 0755) != 0) {
-        snprintf(err, err_size, "%s: the folder cannot be created; check the permissions", dir);
+        sdt_fail(error, SDT_ERR_IO, "%s: the folder cannot be created; check the permissions", dir);
         ok = false;
     }
-    if (ok) ok = sdt_atomic_write(path, text, strlen(text), err, err_size);
+    if (ok) ok = sdt_atomic_write(path, text, strlen(text), error);
     cJSON_free(json);
     g_free(text);
     cJSON_Delete(j);
@@ -346,12 +343,11 @@ static bool write_json(const char *folder, const char *sub, const char *name, cJ
     return ok;
 }
 
-bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, char *err, size_t err_size)
+bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_error *error)
 {
-    return write_json(folder, NULL, "model_index.json", model_index(), err, err_size) &&
-           write_json(folder, "unet", "config.json", unet_json(&cfg->unet), err, err_size) &&
-           write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), err, err_size) &&
-           write_json(folder, "vae", "config.json", vae_json(&cfg->vae), err, err_size) &&
-           write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), err,
-                      err_size);
+    return write_json(folder, NULL, "model_index.json", model_index(), error) &&
+           write_json(folder, "unet", "config.json", unet_json(&cfg->unet), error) &&
+           write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), error) &&
+           write_json(folder, "vae", "config.json", vae_json(&cfg->vae), error) &&
+           write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), error);
 }

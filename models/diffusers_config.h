@@ -19,12 +19,11 @@
 
 /* Applies the folder's config files to cfg (detected from the weights). A file that is
  * absent changes nothing; a file that cannot be parsed, or that contradicts the weights,
- * is an error naming the file and the key. *prediction_from_config says whether the
+ * is an error (BAD_FORMAT) naming the file and the key. *prediction_from_config says whether the
  * scheduler config set cfg->unet.v_prediction. */
-bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, char *err,
-                                size_t err_size);
+bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, sdt_error *error);
 
 /* Writes model_index.json and the four part configs of cfg into folder (atomically, each). */
-bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, char *err, size_t err_size);
+bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_error *error);
 
 #endif

@@ -1,6 +1,7 @@
 /* weights.c - checkpoints in the canonical LDM key space; see weights.h.
  *
- * A single-file checkpoint is used as is. A diffusers folder is mapped name by
+ * A single-file checkpoint (.safetensors, or a PyTorch .ckpt told by its content and read by torch_file.h)
+ * is used as is, with A1111's key rules (single_file_key). A diffusers folder is mapped name by
  * name the way diffusers' scripts/convert_diffusers_to_original_stable_diffusion.py
  * does, generalised over the number of levels and res-blocks per level so tiny
  * configurations map too (the level layout is read from the names present).
@@ -15,6 +16,7 @@
 
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
+#include "torch_file.h"
 
 #define MAX_LEVELS 16
 #define MAX_FILES 3
@@ -33,6 +35,7 @@ struct sdt_weights {
     bool is_folder;
     bool has_unet, has_text, has_vae;
     sdt_safetensors *files[MAX_FILES * MAX_SHARDS];
+    sdt_torch_file *torch; /* a .ckpt single file, when that is what was opened */
     int n_files;
     GArray *entries;   /* weight_entry */
     GHashTable *index; /* canonical key -> position + 1 */
@@ -79,7 +82,7 @@ typedef struct unet_layout {
 } unet_layout;
 
 /* Adds one file's names to l (zeroed by the caller; a sharded UNet scans every shard). */
-static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *err, size_t err_size)
+static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, sdt_error *error)
 {
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const char *name = sdt_st_at(st, i)->name, *rest;
@@ -89,7 +92,7 @@ static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *er
             l->resnets_per_down = j + 1;
         if ((rest = match_indexed(name, "up_blocks.", &lvl)) || (rest = match_indexed(name, "down_blocks.", &lvl))) {
             if (lvl >= MAX_LEVELS) {
-                snprintf(err, err_size, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
                          "Stable Diffusion UNet", sdt_st_path(st), name, lvl, MAX_LEVELS);
                 return false;
             }
@@ -192,21 +195,16 @@ static char *clip_key(const char *name)
 
 typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE } component;
 
-static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
-                      char *err, size_t err_size)
+/* Adds one tensor under key (owned by w from here on, also on failure). source and file name where it came
+ * from, for sentences; both must outlive w. */
+static bool add_view(sdt_weights *w, char *key, const char *source, const char *file, sdt_tensor t, bool to_conv1x1,
+                     sdt_error *error)
 {
-    sdt_tensor t;
-    char verr[16];
-    if (!sdt_st_entry_tensor(st, e, &t, verr, sizeof(verr))) {
-        /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
-        g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
-        return true;
-    }
     size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
     if (prev) {
         const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
-        snprintf(err, err_size, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
-                 "checkpoint", w->path, p->source, p->file, e->name, sdt_st_path(st), key);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
+                 "checkpoint", w->path, p->source, p->file, source, file, key);
         g_free(key);
         return false;
     }
@@ -214,22 +212,53 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
         t.ndim = 4;
         t.shape[2] = t.shape[3] = 1;
     }
-    weight_entry we = {key, e->name, sdt_st_path(st), t};
+    weight_entry we = {key, source, file, t};
     g_array_append_val(w->entries, we);
     g_hash_table_insert(w->index, key, GSIZE_TO_POINTER(w->entries->len));
     return true;
 }
 
+static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
+                      sdt_error *error)
+{
+    sdt_tensor t;
+    sdt_error not_float;
+    if (!sdt_st_entry_tensor(st, e, &t, &not_float)) {
+        /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
+        g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
+        return true;
+    }
+    return add_view(w, key, e->name, sdt_st_path(st), t, to_conv1x1, error);
+}
+
+/* A single file's key as A1111 loads it (sd_models.py): EMA copies ("model_ema.*") are not the model
+ * (LatentDiffusion is built without EMA, so load_state_dict leaves them out): NULL. Old text encoder names
+ * gain "text_model." (checkpoint_dict_replacements_sd1). */
+static char *single_file_key(const char *name)
+{
+    static const char *const renames[][2] = {
+        {"cond_stage_model.transformer.embeddings.", "cond_stage_model.transformer.text_model.embeddings."},
+        {"cond_stage_model.transformer.encoder.", "cond_stage_model.transformer.text_model.encoder."},
+        {"cond_stage_model.transformer.final_layer_norm.", "cond_stage_model.transformer.text_model.final_layer_norm."},
+    };
+    if (g_str_has_prefix(name, "model_ema.")) return NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(renames); i++)
+        if (g_str_has_prefix(name, renames[i][0])) return g_strconcat(renames[i][1], name + strlen(renames[i][0]), NULL);
+    return g_strdup(name);
+}
+
 /* Maps one file's tensors; layout and dec_levels describe the whole component (all its shards). */
 static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, const unet_layout *layout, int dec_levels,
-                            char *err, size_t err_size)
+                            sdt_error *error)
 {
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
         char *key = NULL, *mapped;
         bool conv1x1 = false;
         switch (c) {
-        case COMP_LDM: key = g_strdup(e->name); break;
+        case COMP_LDM:
+            if (!(key = single_file_key(e->name))) continue;
+            break;
         case COMP_UNET:
             mapped = unet_key(e->name, layout);
             key = g_strconcat("model.diffusion_model.", mapped, NULL);
@@ -242,36 +271,36 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
             g_free(mapped);
             break;
         }
-        if (!add_entry(w, key, st, e, conv1x1, err, err_size)) return false;
+        if (!add_entry(w, key, st, e, conv1x1, error)) return false;
     }
     return true;
 }
 
 /* The files of one component (n > 1: shards), owned by w from here on. */
-static bool add_files(sdt_weights *w, sdt_safetensors **st, int n, component c, char *err, size_t err_size)
+static bool add_files(sdt_weights *w, sdt_safetensors **st, int n, component c, sdt_error *error)
 {
     unet_layout layout;
     memset(&layout, 0, sizeof layout);
     int dec_levels = 0;
     for (int i = 0; i < n; i++) w->files[w->n_files++] = st[i];
     for (int i = 0; i < n; i++) {
-        if (c == COMP_UNET && !unet_layout_scan(st[i], &layout, err, err_size)) return false;
+        if (c == COMP_UNET && !unet_layout_scan(st[i], &layout, error)) return false;
         int levels = c == COMP_VAE ? vae_decoder_levels(st[i]) : 0;
         if (levels > dec_levels) dec_levels = levels;
     }
     for (int i = 0; i < n; i++)
-        if (!add_file_mapped(w, st[i], c, &layout, dec_levels, err, err_size)) return false;
+        if (!add_file_mapped(w, st[i], c, &layout, dec_levels, error)) return false;
     return true;
 }
 
-static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err, size_t err_size)
+static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error *error)
 {
-    return add_files(w, &st, 1, c, err, err_size);
+    return add_files(w, &st, 1, c, error);
 }
 
 /* Opens the shards a <base>.safetensors.index.json names (its weight_map's distinct files, in
- * the folder of the index). n = 0 + err on failure; the files opened so far are closed. */
-static int open_shards(const char *index_path, sdt_safetensors **out, char *err, size_t err_size)
+ * the folder of the index). 0 + error on failure; the files opened so far are closed. */
+static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error *error)
 {
     gchar *text = NULL;
     gsize len = 0;
@@ -279,8 +308,8 @@ static int open_shards(const char *index_path, sdt_safetensors **out, char *err,
     g_free(text);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
     if (!cJSON_IsObject(map)) {
-        snprintf(err, err_size, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the file from the "
-                 "model's download", index_path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the "
+                 "file from the model's download", index_path);
         cJSON_Delete(j);
         return 0;
     }
@@ -291,23 +320,21 @@ static int open_shards(const char *index_path, sdt_safetensors **out, char *err,
     cJSON_ArrayForEach(e, map) {
         const char *f = cJSON_GetStringValue(e);
         if (!f || !*f || strchr(f, '/') || strstr(f, "..")) {
-            snprintf(err, err_size, "%s: weight_map entry '%s' does not name a file beside the index", index_path,
-                     e->string ? e->string : "?");
-            ok = false;
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: weight_map entry '%s' does not name a file beside the index",
+                          index_path, e->string ? e->string : "?");
             break;
         }
         bool seen = false;
         for (guint k = 0; k < names->len && !seen; k++) seen = !strcmp(g_ptr_array_index(names, k), f);
         if (!seen) g_ptr_array_add(names, (gpointer)f);
     }
-    if (ok && (names->len == 0 || names->len > MAX_SHARDS)) {
-        snprintf(err, err_size, "%s: names %u shard files; a component holds 1 to %d", index_path, names->len, MAX_SHARDS);
-        ok = false;
-    }
+    if (ok && (names->len == 0 || names->len > MAX_SHARDS))
+        ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: names %u shard files; a component holds 1 to %d", index_path,
+                      names->len, MAX_SHARDS);
     int n = 0;
     for (guint k = 0; ok && k < names->len; k++) {
         char *p = g_build_filename(dir, (const char *)g_ptr_array_index(names, k), NULL);
-        out[n] = sdt_st_open(p, err, err_size);
+        out[n] = sdt_st_open(p, error);
         g_free(p);
         if (!out[n]) ok = false;
         else n++;
@@ -323,7 +350,7 @@ static int open_shards(const char *index_path, sdt_safetensors **out, char *err,
 
 /* Opens <dir>/<sub>/<base>.safetensors, else the .fp16 variant; NULL + *missing when neither exists. */
 static sdt_safetensors *open_component(const char *dir, const char *sub, const char *base, char **used_path,
-                                       bool *missing, char *err, size_t err_size)
+                                       bool *missing, sdt_error *error)
 {
     const char *variants[] = {"%s.safetensors", "%s.fp16.safetensors"};
     *missing = true;
@@ -333,7 +360,7 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
         g_free(file);
         if (g_file_test(p, G_FILE_TEST_EXISTS)) {
             *missing = false;
-            sdt_safetensors *st = sdt_st_open(p, err, err_size);
+            sdt_safetensors *st = sdt_st_open(p, error);
             if (st) *used_path = p;
             else g_free(p);
             return st;
@@ -346,7 +373,7 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
 /* <dir>/<sub>/<base>.safetensors.index.json (else its .fp16 variant, as diffusers names it):
  * the shards it names. 0 + *missing when no index exists. */
 static int open_sharded_component(const char *dir, const char *sub, const char *base, sdt_safetensors **shards,
-                                  char **used_path, bool *missing, char *err, size_t err_size)
+                                  bool *missing, sdt_error *error)
 {
     const char *variants[] = {"%s.safetensors.index.json", "%s.safetensors.index.fp16.json"};
     *missing = true;
@@ -354,17 +381,18 @@ static int open_sharded_component(const char *dir, const char *sub, const char *
         char *file = g_strdup_printf(variants[v], base);
         char *p = g_build_filename(dir, sub, file, NULL);
         g_free(file);
+        int n = 0;
         if (g_file_test(p, G_FILE_TEST_EXISTS)) {
             *missing = false;
-            *used_path = p;
-            return open_shards(p, shards, err, err_size);
+            n = open_shards(p, shards, error);
         }
         g_free(p);
+        if (!*missing) return n;
     }
     return 0;
 }
 
-static bool open_folder(sdt_weights *w, char *err, size_t err_size)
+static bool open_folder(sdt_weights *w, sdt_error *error)
 {
     static const struct {
         const char *sub, *base;
@@ -376,26 +404,25 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
     for (int i = 0; i < 3; i++) {
         char *used = NULL;
         bool missing;
-        sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, err, err_size);
+        sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, error);
         if (!st && !missing) return false;
         if (!st) {
             sdt_safetensors *shards[MAX_SHARDS];
-            int n = open_sharded_component(w->path, parts[i].sub, parts[i].base, shards, &used, &missing, err, err_size);
-            g_free(used);
+            int n = open_sharded_component(w->path, parts[i].sub, parts[i].base, shards, &missing, error);
             if (!n && !missing) return false;
             if (!n) continue;
             *have[i] = true;
             if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(sdt_st_path(shards[0]));
-            if (!add_files(w, shards, n, parts[i].c, err, err_size)) return false;
+            if (!add_files(w, shards, n, parts[i].c, error)) return false;
             continue;
         }
         *have[i] = true;
         if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(used);
         g_free(used);
-        if (!add_file(w, st, parts[i].c, err, err_size)) return false;
+        if (!add_file(w, st, parts[i].c, error)) return false;
     }
     if (!w->n_files) {
-        snprintf(err, err_size, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
                  "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants or "
                  "*.safetensors.index.json shards); give a "
                  ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
@@ -405,7 +432,37 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
     return true;
 }
 
-sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
+/* A PyTorch single file (.ckpt): its state dict, under "state_dict" or at the top as A1111 reads it. */
+static bool open_torch_single(sdt_weights *w, sdt_error *error)
+{
+    w->torch = sdt_torch_open(w->path, error);
+    if (!w->torch) return false;
+    const sdt_pv *root = sdt_torch_root(w->torch), *wrapped = sdt_pv_dict_get(root, "state_dict");
+    const sdt_pv *sd = wrapped ? wrapped : root;
+    if (!sdt_pv_is(sd, SDT_PV_DICT))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds a %s where a checkpoint holds a dict of tensors "
+                        "(a state_dict); give a Stable Diffusion checkpoint", w->path, sdt_pv_kind_name(sd->kind));
+    for (size_t i = 0; i < sdt_pv_len(sd); i++) {
+        const char *name = sdt_pv_as_str(sdt_pv_dict_key(sd, i));
+        const sdt_pv *v = sdt_pv_dict_value(sd, i);
+        char *key = name && sdt_pv_is(v, SDT_PV_TENSOR) ? single_file_key(name) : NULL;
+        if (!key) continue; /* bookkeeping (a nested "state_dict", counters) and EMA copies */
+        sdt_tensor t;
+        sdt_dtype dt;
+        if (!sdt_st_dtype_to_tensor(v->u.t.storage->dtype, &dt)) {
+            g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(v->u.t.storage->dtype));
+            continue;
+        }
+        if (!sdt_torch_tensor(w->torch, v, name, &t, error)) {
+            g_free(key);
+            return false;
+        }
+        if (!add_view(w, key, name, w->path, t, false, error)) return false;
+    }
+    return true;
+}
+
+sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
 {
     sdt_weights *w = g_new0(sdt_weights, 1);
     w->path = g_strdup(path);
@@ -415,10 +472,14 @@ sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
     bool ok;
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         w->is_folder = true;
-        ok = open_folder(w, err, err_size);
+        ok = open_folder(w, error);
+    } else if (sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH) { /* by content: .ckpt, .pt, .bin alike */
+        ok = open_torch_single(w, error);
+        w->has_unet = w->has_text = w->has_vae = true;
+        w->hash_file = g_strdup(path);
     } else {
-        sdt_safetensors *st = sdt_st_open(path, err, err_size);
-        ok = st && add_file(w, st, COMP_LDM, err, err_size);
+        sdt_safetensors *st = sdt_st_open(path, error);
+        ok = st && add_file(w, st, COMP_LDM, error);
         w->has_unet = w->has_text = w->has_vae = true;
         w->hash_file = g_strdup(path);
     }
@@ -437,6 +498,7 @@ void sdt_weights_close(sdt_weights *w)
     if (w->index) g_hash_table_destroy(w->index);
     if (w->unusable) g_hash_table_destroy(w->unusable);
     for (int i = 0; i < w->n_files; i++) sdt_st_close(w->files[i]);
+    sdt_torch_close(w->torch);
     for (guint i = 0; w->owned && i < w->owned->len; i++) w->owner->free(w->owner, g_ptr_array_index(w->owned, i));
     if (w->owned) g_ptr_array_free(w->owned, TRUE);
     g_free(w->hash_file);
@@ -474,8 +536,19 @@ static const char *component_of(const sdt_weights *w, const char *key, bool *pre
     return "";
 }
 
-const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, char *err,
-                                      size_t err_size)
+bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_error *error)
+{
+    bool present;
+    const char *sub = component_of(w, key_prefix, &present);
+    if (!w->is_folder || present) return false;
+    const char *file = strcmp(sub, "text_encoder/") == 0 ? "model" : "diffusion_pytorch_model";
+    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
+             "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint", w->path, sub, sub,
+             file);
+    return true;
+}
+
+const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, sdt_error *error)
 {
     const weight_entry *e = find_entry(w, key);
     if (!e) {
@@ -483,13 +556,13 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         const char *sub = component_of(w, key, &present);
         const char *dtype = g_hash_table_lookup(w->unusable, key);
         if (dtype)
-            snprintf(err, err_size, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
                      "to F32, F16 or BF16", w->path, key, dtype);
         else if (w->is_folder && !present)
-            snprintf(err, err_size, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
                      "part of the model or use a complete checkpoint", w->path, key, sub);
         else
-            snprintf(err, err_size, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
                      "than the configuration detected; use a complete Stable Diffusion checkpoint", w->path, key);
         return NULL;
     }
@@ -500,11 +573,11 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         shape_text(e->tensor.ndim, e->tensor.shape, have, sizeof(have));
         shape_text(ndim, shape, want, sizeof(want));
         if (strcmp(e->source, key) != 0)
-            snprintf(err, err_size, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
                      "checkpoint does not match the configuration (another model family or a damaged file)",
                      w->path, key, e->source, e->file, have, want);
         else
-            snprintf(err, err_size, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
                      "configuration (another model family or a damaged file)", w->path, key, have, want);
         return NULL;
     }
@@ -520,12 +593,12 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i)
 
 const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
 
-bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_size)
+bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 {
     if (!w->hash[0]) {
         FILE *f = fopen(w->hash_file, "rb");
         if (!f) {
-            snprintf(err, err_size, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
             return false;
         }
         GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
@@ -538,7 +611,7 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_
         g_free(buf);
         if (failed) {
             g_checksum_free(sum);
-            snprintf(err, err_size, "%s: reading the file for its hash failed; check the disk", w->hash_file);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", w->hash_file);
             return false;
         }
         snprintf(w->hash, sizeof(w->hash), "%.10s", g_checksum_get_string(sum));
@@ -554,7 +627,7 @@ static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == 
 
 /* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
 static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
-                               sdt_tensor *out, char *err, size_t err_size)
+                               sdt_tensor *out, sdt_error *error)
 {
     *out = e->tensor;
     sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
@@ -564,7 +637,7 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     size_t bytes = sdt_tensor_nbytes(out);
     void *mem = be->alloc(be, bytes);
     if (!mem) {
-        snprintf(err, err_size, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
                  "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error);
         return false;
     }
@@ -578,7 +651,7 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
         if (!f || !conv) {
             g_free(f);
             g_free(conv);
-            snprintf(err, err_size, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
         sdt_load_f32(e->tensor.data, e->tensor.dtype, f, n);
@@ -590,14 +663,13 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     g_free(conv);
     out->data = mem;
     if (rc) {
-        snprintf(err, err_size, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
         return false;
     }
     return true;
 }
 
-sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, char *err,
-                                     size_t err_size)
+sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, sdt_error *error)
 {
     sdt_weights *w = g_new0(sdt_weights, 1);
     w->path = g_strdup(src->path);
@@ -619,7 +691,7 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     for (guint i = 0; i < src->entries->len; i++) {
         const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
         weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
-        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, err, err_size)) {
+        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, error)) {
             g_free(we.key);
             sdt_weights_close(w);
             return NULL;

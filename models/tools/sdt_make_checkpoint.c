@@ -80,9 +80,9 @@ int main(int argc, char **argv)
     spec.config = sd_config_preset(family);
     if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
     if (unet_in) spec.config.unet.in_channels = (int)unet_in;
-    char err[512];
-    if (!sdt_ckpt_generate(out, &spec, err, sizeof(err))) {
-        fprintf(stderr, "sdt-make-checkpoint: %s\n", err);
+    sdt_error error = {0};
+    if (!sdt_ckpt_generate(out, &spec, &error)) {
+        fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
     }
     printf("wrote %s (%s, seed %llu)\n", out, sd_family_name(family), (unsigned long long)spec.seed);

@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/backend_cuda.h"
@@ -13,14 +12,10 @@
 
 #define CUDA_MODULE_NAME "libsdtrain_cuda.so"
 
-/* The module's path: $SDTRAIN_CUDA_MODULE, else next to this plugin's own file. */
+/* The module's path: next to this plugin's own file (no environment override: nothing but the
+ * host's own choices steers a library loaded into its process). */
 static void cuda_module_path(char *out, size_t size)
 {
-    const char *env = getenv("SDTRAIN_CUDA_MODULE");
-    if (env && *env) {
-        snprintf(out, size, "%s", env);
-        return;
-    }
     Dl_info info;
     if (dladdr((void *)cuda_module_path, &info) && info.dli_fname) {
         char buf[4096];
@@ -51,8 +46,8 @@ static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
     return be;
 }
 
-sdt_status plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                               char *err, size_t err_size)
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
+                               sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     if (choice != SDT_DEVICE_CHOICE_CPU) {
@@ -60,21 +55,21 @@ sdt_status plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_thr
         out->be = open_cuda(&out->module, why, sizeof why);
         if (out->be) {
             sdt_host_log(host, SDT_LOG_INFO, "training on the GPU (CUDA backend)");
-            return SDT_STATUS_OK;
+            return true;
         }
         if (choice == SDT_DEVICE_CHOICE_CUDA) {
-            snprintf(err, err_size, "device 'cuda' was asked for but %s; install the CUDA driver, cuBLAS and cuDNN 9, "
+            sdt_fail(error, SDT_ERR_DEVICE, "device 'cuda' was asked for but %s; install the CUDA driver, cuBLAS and cuDNN 9, "
                      "or choose device 'auto' or 'cpu'", why);
-            return SDT_STATUS_DEVICE;
+            return false;
         }
         sdt_host_log(host, SDT_LOG_INFO, "training on the CPU: %s", why);
     }
     out->be = sdt_backend_cpu_create(cpu_threads);
     if (!out->be) {
-        snprintf(err, err_size, "cannot create the CPU backend (out of memory)");
-        return SDT_STATUS_OUT_OF_MEMORY;
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot create the CPU backend (out of memory)");
+        return false;
     }
-    return SDT_STATUS_OK;
+    return true;
 }
 
 void plugin_backend_close(plugin_backend *pb)

@@ -6,6 +6,8 @@
 #ifndef SDT_PLUGIN_BACKEND_SELECT_H
 #define SDT_PLUGIN_BACKEND_SELECT_H
 
+#include "sdt_error.h"
+
 #include <stddef.h>
 
 #include "ops.h"
@@ -18,8 +20,8 @@ typedef struct plugin_backend {
 
 /* choice: sdt_device_choice. cpu_threads <= 0: OpenMP's default. The log line (which
  * backend, and why not CUDA under auto) goes to host. */
-sdt_status plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                               char *err, size_t err_size);
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
+                               sdt_error *error);
 void plugin_backend_close(plugin_backend *pb);
 
 #endif

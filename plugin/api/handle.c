@@ -5,6 +5,7 @@
 
 #include "api/copy_out.h"
 #include "api/handle.h"
+#include "api/status.h"
 
 void sdt_handle_init(sdt_handle *h, uint32_t magic)
 {
@@ -40,6 +41,11 @@ sdt_status sdt_handle_fail(sdt_handle *h, sdt_status status, const char *fmt, ..
     vsnprintf(sentence, sizeof sentence, fmt, ap);
     va_end(ap);
     return sdt_handle_fail_text(h, status, sentence);
+}
+
+sdt_status sdt_handle_fail_error(sdt_handle *h, const sdt_error *error)
+{
+    return sdt_handle_fail_text(h, sdt_status_of(error), error ? error->message : "");
 }
 
 void sdt_handle_clear_error(sdt_handle *h)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "sdt_error.h"
 #include "sdtrain.h"
 
 #define SDT_ERROR_SENTENCE_MAX 1024
@@ -27,8 +28,11 @@ bool sdt_handle_is(const sdt_handle *h, uint32_t magic);
 sdt_status sdt_handle_fail(sdt_handle *h, sdt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Records an already formed sentence (from an internal err buffer). */
+/* Records an already formed sentence with a status the caller decided (ABI-side checks). */
 sdt_status sdt_handle_fail_text(sdt_handle *h, sdt_status status, const char *sentence);
+
+/* Records an internal error value: its sentence, and its status as the return value. */
+sdt_status sdt_handle_fail_error(sdt_handle *h, const sdt_error *error);
 
 /* Clears the last error: called at the start of every ABI call that can fail. */
 void sdt_handle_clear_error(sdt_handle *h);

@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "api/copy_out.h"
-#include "api/core_status_map.h"
 #include "api/factories.h"
 #include "api/handle.h"
+#include "api/status.h"
 #include "ops.h"
 #include "train/scaler.h"
 #include "api/scaler_state_blob.h"
@@ -101,25 +101,23 @@ static sdt_status create_fail(sdt_loss_scaler *s, sdt_status st, const char *sen
     return st;
 }
 
-static sdt_status build_core(sdt_loss_scaler *s, const sdt_loss_scaler_config *c, char *sentence, size_t n)
+static bool build_core(sdt_loss_scaler *s, const sdt_loss_scaler_config *c, sdt_error *error)
 {
     sdt_scaler_config k = core_config(c);
     s->backend = sdt_backend_cpu_create(1);
-    if (!s->backend) return snprintf(sentence, n, "Out of memory creating the scaler's CPU backend."), SDT_STATUS_OUT_OF_MEMORY;
-    s->core = sdt_scaler_create(s->backend, &k, NULL, NULL, sentence, n);
-    if (!s->core) return SDT_STATUS_INVALID_ARGUMENT;
+    if (!s->backend) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "Out of memory creating the scaler's CPU backend.");
+    s->core = sdt_scaler_create(s->backend, &k, NULL, NULL, error);
+    if (!s->core) return false;
     s->opts = calloc(s->count, sizeof *s->opts);
-    if (!s->opts) return snprintf(sentence, n, "Out of memory creating the scaler."), SDT_STATUS_OUT_OF_MEMORY;
+    if (!s->opts) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "Out of memory creating the scaler.");
     sdt_adamw_hparams unused = sdt_adamw_hparams_torch_default(); /* the host runs its own optimizer */
     for (uint32_t i = 0; i < s->count; i++) {
         char name[32];
         snprintf(name, sizeof name, "optimizer %u", (unsigned)i);
-        s->opts[i].core = sdt_optimizer_create(s->backend, name, &unused, sentence, n);
-        if (!s->opts[i].core) return SDT_STATUS_OUT_OF_MEMORY;
-        sdt_core_status st = sdt_scaler_attach(s->core, s->opts[i].core, sentence, n);
-        if (st != SDT_CORE_OK) return sdt_status_from_core(st);
+        s->opts[i].core = sdt_optimizer_create(s->backend, name, &unused, error);
+        if (!s->opts[i].core || sdt_scaler_attach(s->core, s->opts[i].core, error) != SDT_CORE_OK) return false;
     }
-    return SDT_STATUS_OK;
+    return true;
 }
 
 static sdt_status create(const sdt_loss_scaler_config *config, sdt_loss_scaler **out, char *err, uint32_t err_size)
@@ -138,9 +136,8 @@ static sdt_status create(const sdt_loss_scaler_config *config, sdt_loss_scaler *
     if (!s) return create_fail(NULL, SDT_STATUS_OUT_OF_MEMORY, "Out of memory creating the scaler.", err, err_size);
     sdt_handle_init(&s->base, LOSS_SCALER_MAGIC);
     s->count = c.optimizer_count;
-    char sentence[SDT_ERROR_SENTENCE_MAX] = "";
-    sdt_status st = build_core(s, &c, sentence, sizeof sentence);
-    if (st != SDT_STATUS_OK) return create_fail(s, st, sentence, err, err_size);
+    sdt_error error = {0};
+    if (!build_core(s, &c, &error)) return create_fail(s, sdt_status_of(&error), error.message, err, err_size);
     if (err && err_size) err[0] = '\0';
     *out = s;
     return SDT_STATUS_OK;
@@ -157,9 +154,10 @@ static sdt_status get_last_error(const sdt_loss_scaler *s, char *buf, uint32_t b
     return sdt_handle_copy_error(&s->base, buf, buf_size, needed);
 }
 
-static sdt_status fail_core(sdt_loss_scaler *s, sdt_core_status st, const char *sentence)
+/* A core call failed: its error value carries the status and the sentence. */
+static sdt_status fail_core(sdt_loss_scaler *s, const sdt_error *error)
 {
-    return sdt_handle_fail_text(&s->base, sdt_status_from_core(st), sentence);
+    return sdt_handle_fail_error(&s->base, error);
 }
 
 static sdt_status scale_loss(sdt_loss_scaler *s, float loss, float *scaled)
@@ -167,10 +165,10 @@ static sdt_status scale_loss(sdt_loss_scaler *s, float loss, float *scaled)
     REQUIRE_SCALER(s);
     sdt_handle_clear_error(&s->base);
     if (!scaled) return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT, "scale_loss(): scaled is NULL.");
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
+    sdt_error error = {0};
     double out = 0;
-    sdt_core_status st = sdt_scaler_scale_loss(s->core, loss, 1, &out, err, sizeof err);
-    if (st != SDT_CORE_OK) return fail_core(s, st, err);
+    sdt_core_status st = sdt_scaler_scale_loss(s->core, loss, 1, &out, &error);
+    if (st != SDT_CORE_OK) return fail_core(s, &error);
     *scaled = (float)out;
     return SDT_STATUS_OK;
 }
@@ -189,14 +187,14 @@ static sdt_status bind_buffers(sdt_loss_scaler *s, host_optimizer *o, uint32_t i
     if (o->buffer_count == 0) {
         o->views = calloc(n, sizeof *o->views);
         if (!o->views) return sdt_handle_fail(&s->base, SDT_STATUS_OUT_OF_MEMORY, "Out of memory in unscale().");
-        char err[SDT_ERROR_SENTENCE_MAX] = "";
+        sdt_error error = {0};
         for (uint32_t i = 0; i < n; i++) {
             int64_t shape[1] = { (int64_t)counts[i] };
             o->views[i] = sdt_tensor_make(grads[i], SDT_F32, SDT_DEVICE_CPU, 1, shape);
             char name[32];
             snprintf(name, sizeof name, "buffer %u", (unsigned)i);
-            sdt_core_status st = sdt_optimizer_add_param(o->core, name, &o->views[i], &o->views[i], true, err, sizeof err);
-            if (st != SDT_CORE_OK) return fail_core(s, st, err);
+            sdt_core_status st = sdt_optimizer_add_param(o->core, name, &o->views[i], &o->views[i], true, &error);
+            if (st != SDT_CORE_OK) return fail_core(s, &error);
         }
         o->buffer_count = n;
         return SDT_STATUS_OK;
@@ -243,9 +241,9 @@ static sdt_status unscale(sdt_loss_scaler *s, uint32_t index, float *const *grad
     if (st == SDT_STATUS_OK) st = bind_buffers(s, o, index, grads, counts, buffer_count);
     if (st != SDT_STATUS_OK) return st;
     sdt_optimizer_note_backward(o->core, sdt_scaler_enabled(s->core)); /* the host's backward filled these */
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    sdt_core_status cst = sdt_scaler_unscale(s->core, o->core, err, sizeof err);
-    if (cst != SDT_CORE_OK) return fail_core(s, cst, err);
+    sdt_error error = {0};
+    sdt_core_status cst = sdt_scaler_unscale(s->core, o->core, &error);
+    if (cst != SDT_CORE_OK) return fail_core(s, &error);
     o->unscaled = true;
     if (found_inf) *found_inf = sdt_scaler_found_inf(s->core, o->core);
     return SDT_STATUS_OK;
@@ -277,9 +275,9 @@ static sdt_status update(sdt_loss_scaler *s)
 {
     REQUIRE_SCALER(s);
     sdt_handle_clear_error(&s->base);
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    sdt_core_status st = sdt_scaler_update(s->core, NULL, err, sizeof err);
-    if (st != SDT_CORE_OK) return fail_core(s, st, err);
+    sdt_error error = {0};
+    sdt_core_status st = sdt_scaler_update(s->core, NULL, &error);
+    if (st != SDT_CORE_OK) return fail_core(s, &error);
     for (uint32_t i = 0; i < s->count; i++) s->opts[i].unscaled = s->opts[i].decided = false;
     return SDT_STATUS_OK;
 }
@@ -325,12 +323,12 @@ static sdt_status load_state(sdt_loss_scaler *s, const void *buf, uint32_t buf_s
     sdt_handle_clear_error(&s->base);
     if (mid_iteration(s))
         return sdt_handle_fail(&s->base, SDT_STATUS_BAD_STATE, "load_state() in the middle of an iteration; load before scale_loss or after update().");
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
+    sdt_error error = {0};
     sdt_scaler_state state;
-    if (!sdt_scaler_blob_decode(buf, buf_size, &state, err, sizeof err))
-        return sdt_handle_fail_text(&s->base, SDT_STATUS_BAD_FORMAT, err);
-    sdt_core_status st = sdt_scaler_set_state(s->core, &state, err, sizeof err);
-    return st == SDT_CORE_OK ? SDT_STATUS_OK : fail_core(s, st, err);
+    if (!sdt_scaler_blob_decode(buf, buf_size, &state, &error))
+        return sdt_handle_fail_error(&s->base, &error);
+    sdt_core_status st = sdt_scaler_set_state(s->core, &state, &error);
+    return st == SDT_CORE_OK ? SDT_STATUS_OK : fail_core(s, &error);
 }
 
 static const sdt_loss_scaler_factory loss_scaler_factory = {

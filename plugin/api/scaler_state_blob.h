@@ -3,16 +3,18 @@
 #ifndef SDT_PLUGIN_SCALER_STATE_BLOB_H
 #define SDT_PLUGIN_SCALER_STATE_BLOB_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "train/scaler.h"
 
-#define SDT_SCALER_BLOB_SIZE 64u
+#define SDT_SCALER_BLOB_SIZE 72u /* version 2: 64 bytes of fields, a CRC-32, padding */
 
 void sdt_scaler_blob_encode(const sdt_scaler_state *state, uint8_t out[SDT_SCALER_BLOB_SIZE]);
 /* false with a sentence when the blob is not a scaler state of a version this build reads. */
-bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *state, char *err, size_t err_size);
+bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *state, sdt_error *error);
 
 #endif

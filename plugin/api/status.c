@@ -1,6 +1,31 @@
 /* status.c - one table from status code to its name, so logs and hosts print the same words. */
 #include "api/status.h"
 
+/* sdt_error's codes are the ABI's numbers; a mismatch is a build error, not a wrong status. */
+#define SAME_CODE(name) _Static_assert((int)SDT_ERR_##name == (int)SDT_STATUS_##name, "sdt_error code " #name)
+SAME_CODE(OK);
+SAME_CODE(INTERRUPTED);
+SAME_CODE(INVALID_ARGUMENT);
+SAME_CODE(UNSUPPORTED);
+SAME_CODE(OUT_OF_MEMORY);
+SAME_CODE(IO);
+SAME_CODE(BAD_FORMAT);
+SAME_CODE(VALIDATION);
+SAME_CODE(BAD_STATE);
+SAME_CODE(ALREADY_EXISTS);
+SAME_CODE(NOT_FOUND);
+SAME_CODE(NUMERICAL);
+SAME_CODE(SCALER_MISUSE);
+SAME_CODE(NO_GRADIENT);
+SAME_CODE(DEVICE);
+SAME_CODE(INTERNAL);
+
+sdt_status sdt_status_of(const sdt_error *error)
+{
+    if (!error) return SDT_STATUS_INTERNAL;
+    return error->code == SDT_ERR_OK && error->message[0] ? SDT_STATUS_INTERNAL : (sdt_status)error->code;
+}
+
 const char *sdt_status_name(sdt_status status)
 {
     switch (status) {

@@ -67,7 +67,7 @@ static uint8_t decoration(int x, int y, const uint8_t *shades, int n_shades, boo
 }
 
 bool sdt_card_pixels_compose(const char *json, const float *style, int n_style, const uint8_t *rgb, int w, int h,
-                             uint8_t **out, int *out_w, char *err, size_t err_size)
+                             uint8_t **out, int *out_w, sdt_error *error)
 {
     *out = NULL;
     size_t json_len = strlen(json);
@@ -75,7 +75,7 @@ bool sdt_card_pixels_compose(const char *json, const float *style, int n_style, 
     uint8_t *z = malloc(n);
     if (!z || compress2(z, &n, (const Bytef *)json, (uLong)json_len, 9) != Z_OK) {
         free(z);
-        snprintf(err, err_size, "out of memory compressing the embedding for the card picture");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory compressing the embedding for the card picture");
         return false;
     }
     /* A1111's block size: both steps always add, even on an exact multiple. */
@@ -93,7 +93,7 @@ bool sdt_card_pixels_compose(const char *json, const float *style, int n_style, 
         free(z);
         free(key);
         free(img);
-        snprintf(err, err_size, "the embedding is too large for a %d-pixel-high card picture", h);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "the embedding is too large for a %d-pixel-high card picture", h);
         return false;
     }
     sdt_card_keystream(key, s);
@@ -122,9 +122,9 @@ static size_t first_true(const bool *v, size_t n, bool backward)
     return 0;
 }
 
-char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, char *err, size_t err_size)
+char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, sdt_error *error)
 {
-    if (err_size) err[0] = 0;
+    sdt_error_clear(error);
     size_t W = (size_t)w, H = (size_t)h;
     bool *row_any = calloc(H, 1), *col_any = calloc(W, 1);
     uint32_t *col_sum = NULL;
@@ -167,17 +167,17 @@ char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, cha
             bytes[k] = (uint8_t)(hi << 4 | lo);
         }
         json = sdt_inflate_limited(bytes, s, MAX_JSON, len);
-        if (!json) snprintf(err, err_size, "the data hidden in the card picture is damaged");
+        if (!json) sdt_fail(error, SDT_ERR_BAD_FORMAT, "the data hidden in the card picture is damaged");
     } else {
-        snprintf(err, err_size, "out of memory reading the card picture");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
     }
     free(bytes);
     free(key);
     goto done;
 none:
-    snprintf(err, err_size, "no embedding data is hidden in the picture");
+    sdt_fail(error, SDT_ERR_BAD_FORMAT, "no embedding data is hidden in the picture");
 done:
-    if (!json && !err[0]) snprintf(err, err_size, "out of memory reading the card picture");
+    if (!json && !error->message[0]) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
     free(row_any);
     free(col_any);
     free(col_sum);

@@ -11,6 +11,8 @@
 #ifndef SDT_CARD_PIXELS_H
 #define SDT_CARD_PIXELS_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,10 +22,10 @@ void sdt_card_keystream(uint8_t *out, size_t n);
 
 /* Builds the card picture around rgb (w x h RGB). *out (free()) is out_w x h RGB. */
 bool sdt_card_pixels_compose(const char *json, const float *style, int n_style, const uint8_t *rgb, int w, int h,
-                             uint8_t **out, int *out_w, char *err, size_t err_size);
+                             uint8_t **out, int *out_w, sdt_error *error);
 
-/* Recovers the JSON from a card picture (w x h RGB); NULL + err when it holds none. */
-char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, char *err, size_t err_size);
+/* Recovers the JSON from a card picture (w x h RGB); NULL + error when it holds none. */
+char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, sdt_error *error);
 
 /* Inflates one zlib stream (trailing bytes ignored), at most max_out bytes.
  * Newly allocated and NUL-terminated; NULL when damaged or too large. */

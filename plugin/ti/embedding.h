@@ -7,6 +7,8 @@
 #ifndef SDT_EMBEDDING_H
 #define SDT_EMBEDDING_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,10 +28,12 @@ typedef struct sdt_embedding {
     char *checkpoint_name;   /* sd_checkpoint_name, or NULL */
     char *init_text;         /* initialisation text, or NULL */
     char *training_note;     /* sdtrain_fallback: what the NaN/Inf fallback did while training, or NULL */
+    bool from_card_pixels;   /* read: a PNG card's copy hidden in the pixels was used, not its text chunk */
+    char *load_note;         /* read: why the file was read the way it was (a damaged text chunk...), or NULL */
 } sdt_embedding;
 
-/* Allocates zeroed vectors. false + err on bad sizes or a bad name. */
-bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, char *err, size_t err_size);
+/* Allocates zeroed vectors. false + error on bad sizes or a bad name. */
+bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error);
 void sdt_embedding_free(sdt_embedding *e);
 /* Deep copy into dst (dst is overwritten, not freed first). */
 bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src);
@@ -40,7 +44,7 @@ bool sdt_embedding_set_string(char **field, const char *value);
  * the user's back): empty, longer than SDT_EMBEDDING_NAME_MAX bytes, not UTF-8,
  * a leading '.', or any character outside letters, digits, space, '.', '_', '-'
  * (this refuses '/', '\', "../", control characters and ':'). */
-bool sdt_embedding_name_check(const char *name, char *err, size_t err_size);
+bool sdt_embedding_name_check(const char *name, sdt_error *error);
 /* A1111's rule for hosts that prefer it: drop every character outside
  * letters, digits and "._- ", and leading dots. Newly allocated; may be "". */
 char *sdt_embedding_name_sanitise(const char *name);

@@ -143,11 +143,11 @@ char *sdt_embedding_a1111_json(const sdt_embedding *e)
 
 /* Shape of a {"TORCHTENSOR": list} value: [dim] or [rows][dim]. */
 static bool tensor_shape(const cJSON *obj, const char *origin, const cJSON **list, int64_t *rows, int64_t *cols,
-                         bool *one_d, char *err, size_t err_size)
+                         bool *one_d, sdt_error *error)
 {
     *list = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, "TORCHTENSOR") : NULL;
     if (!cJSON_IsArray(*list) || !cJSON_GetArraySize(*list)) {
-        snprintf(err, err_size, "%s: the embedding tensor is missing or empty (expected {\"TORCHTENSOR\": [[...]]})",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding tensor is missing or empty (expected {\"TORCHTENSOR\": [[...]]})",
                  origin);
         return false;
     }
@@ -160,19 +160,19 @@ static bool tensor_shape(const cJSON *obj, const char *origin, const cJSON **lis
 
 /* Copies a list (one row, or rows x cols) into dst with row stride. */
 static bool tensor_copy(const cJSON *list, bool one_d, int64_t rows, int64_t cols, float *dst, int64_t stride,
-                        const char *origin, char *err, size_t err_size)
+                        const char *origin, sdt_error *error)
 {
     const cJSON *row = one_d ? list : list->child;
     for (int64_t r = 0; r < rows; r++, row = row ? row->next : NULL) {
         if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != cols) {
-            snprintf(err, err_size, "%s: row %" PRId64 " of the embedding tensor is not a list of %" PRId64
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: row %" PRId64 " of the embedding tensor is not a list of %" PRId64
                      " numbers; the card is damaged", origin, r, cols);
             return false;
         }
         int64_t c = 0;
         for (const cJSON *v = row->child; v; v = v->next, c++) {
             if (!cJSON_IsNumber(v)) {
-                snprintf(err, err_size, "%s: value %" PRId64 " of row %" PRId64 " is not a number; the card is damaged",
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: value %" PRId64 " of row %" PRId64 " is not a number; the card is damaged",
                          origin, c, r);
                 return false;
             }
@@ -182,7 +182,7 @@ static bool tensor_copy(const cJSON *list, bool one_d, int64_t rows, int64_t col
     return true;
 }
 
-static bool read_vectors(const cJSON *param, const char *origin, sdt_embedding *e, char *err, size_t err_size)
+static bool read_vectors(const cJSON *param, const char *origin, sdt_embedding *e, sdt_error *error)
 {
     const cJSON *l = cJSON_GetObjectItemCaseSensitive(param, "clip_l");
     const cJSON *g = cJSON_GetObjectItemCaseSensitive(param, "clip_g");
@@ -190,21 +190,21 @@ static bool read_vectors(const cJSON *param, const char *origin, sdt_embedding *
     int64_t rows, cols, rows_g, cols_g;
     bool one_d, one_d_g;
     if (l && g) { /* SDXL: two tensors side by side */
-        if (!tensor_shape(l, origin, &list, &rows, &cols, &one_d, err, err_size) ||
-            !tensor_shape(g, origin, &list_g, &rows_g, &cols_g, &one_d_g, err, err_size))
+        if (!tensor_shape(l, origin, &list, &rows, &cols, &one_d, error) ||
+            !tensor_shape(g, origin, &list_g, &rows_g, &cols_g, &one_d_g, error))
             return false;
         if (rows != rows_g) {
-            snprintf(err, err_size, "%s: clip_l and clip_g have different vector counts; the card is damaged", origin);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: clip_l and clip_g have different vector counts; the card is damaged", origin);
             return false;
         }
-        if (!sdt_embedding_alloc_loaded(e, rows, cols + cols_g, origin, err, err_size)) return false;
+        if (!sdt_embedding_alloc_loaded(e, rows, cols + cols_g, origin, error)) return false;
         e->clip_l_dim = (int)cols;
-        return tensor_copy(list, one_d, rows, cols, e->vectors, cols + cols_g, origin, err, err_size) &&
-               tensor_copy(list_g, one_d_g, rows, cols_g, e->vectors + cols, cols + cols_g, origin, err, err_size);
+        return tensor_copy(list, one_d, rows, cols, e->vectors, cols + cols_g, origin, error) &&
+               tensor_copy(list_g, one_d_g, rows, cols_g, e->vectors + cols, cols + cols_g, origin, error);
     }
-    return tensor_shape(param, origin, &list, &rows, &cols, &one_d, err, err_size) &&
-           sdt_embedding_alloc_loaded(e, rows, cols, origin, err, err_size) &&
-           tensor_copy(list, one_d, rows, cols, e->vectors, cols, origin, err, err_size);
+    return tensor_shape(param, origin, &list, &rows, &cols, &one_d, error) &&
+           sdt_embedding_alloc_loaded(e, rows, cols, origin, error) &&
+           tensor_copy(list, one_d, rows, cols, e->vectors, cols, origin, error);
 }
 
 static bool optional_string(const cJSON *root, const char *key, char **field)
@@ -214,12 +214,12 @@ static bool optional_string(const cJSON *root, const char *key, char **field)
 }
 
 bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *origin, const char *fallback_name,
-                                   sdt_embedding *e, char *err, size_t err_size)
+                                   sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!cJSON_IsObject(root)) {
-        snprintf(err, err_size, "%s: the embedding data is not valid JSON; the card is damaged", origin);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not valid JSON; the card is damaged", origin);
         cJSON_Delete(root);
         return false;
     }
@@ -228,7 +228,7 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
     bool ok = true;
     if (cJSON_IsObject(params)) {
         if (cJSON_GetArraySize(params) != 1) {
-            snprintf(err, err_size, "%s: the embedding has %d terms in string_to_param; exactly one is supported",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding has %d terms in string_to_param; exactly one is supported",
                      origin, cJSON_GetArraySize(params));
             ok = false;
         }
@@ -236,11 +236,11 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
     } else if (cJSON_GetObjectItemCaseSensitive(root, "clip_l") && cJSON_GetObjectItemCaseSensitive(root, "clip_g")) {
         param = root; /* kohya SDXL dict stored directly */
     } else {
-        snprintf(err, err_size, "%s: no string_to_param (or clip_l/clip_g) in the embedding data; "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no string_to_param (or clip_l/clip_g) in the embedding data; "
                  "this is not a textual-inversion embedding", origin);
         ok = false;
     }
-    ok = ok && read_vectors(param, origin, e, err, err_size);
+    ok = ok && read_vectors(param, origin, e, error);
     if (ok) {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
@@ -249,7 +249,7 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
              optional_string(root, "sd_checkpoint_name", &e->checkpoint_name);
         e->step = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15 ? (int64_t)step->valuedouble
                                                                                               : 0;
-        if (!ok) snprintf(err, err_size, "%s: out of memory", origin);
+        if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
     }
     cJSON_Delete(root);
     if (!ok) sdt_embedding_free(e);

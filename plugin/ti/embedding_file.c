@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "torch_file.h"
+
 #define MAX_LOADED_VECTORS 1024 /* generous: only inspection ever sees more than 75 */
 
 const char *sdt_embedding_format_name(sdt_embedding_format f)
@@ -17,40 +19,41 @@ const char *sdt_embedding_format_name(sdt_embedding_format f)
     switch (f) {
     case SDT_EMBEDDING_FORMAT_SAFETENSORS: return "safetensors";
     case SDT_EMBEDDING_FORMAT_PNG_CARD: return "a1111-png-card";
+    case SDT_EMBEDDING_FORMAT_A1111_PT: return "a1111-pt";
+    case SDT_EMBEDDING_FORMAT_TORCH_CONCEPT: return "torch-concept";
     default: return "unknown";
     }
 }
 
-bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool overwrite, char *err, size_t err_size)
+bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error)
 {
     if (!e->vectors || e->n_vectors <= 0 || e->dim <= 0) {
-        snprintf(err, err_size, "%s: the embedding has no vectors to save", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding has no vectors to save", path);
         return false;
     }
     if (!sdt_embedding_is_finite(e)) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the embedding holds NaN or infinite values, so it was not saved (the previous file is kept); "
                  "resume from the last good copy with a lower learning rate", path);
         return false;
     }
     if (!overwrite && access(path, F_OK) == 0) {
-        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting (--overwrite)", path);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (--overwrite)", path);
         return false;
     }
     return true;
 }
 
-bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, char *err,
-                                size_t err_size)
+bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, sdt_error *error)
 {
     if (n_vectors < 1 || n_vectors > MAX_LOADED_VECTORS || dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
-        snprintf(err, err_size, "%s: an embedding of %lld x %lld values is not plausible (expected up to %d x %d)",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: an embedding of %lld x %lld values is not plausible (expected up to %d x %d)",
                  origin, (long long)n_vectors, (long long)dim, SDT_EMBEDDING_MAX_VECTORS, SDT_EMBEDDING_MAX_DIM);
         return false;
     }
     e->vectors = malloc((size_t)n_vectors * (size_t)dim * sizeof(float));
     if (!e->vectors) {
-        snprintf(err, err_size, "%s: out of memory", origin);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
         return false;
     }
     e->n_vectors = (int)n_vectors;
@@ -58,37 +61,32 @@ bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim
     return true;
 }
 
-bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format *format, char *err, size_t err_size)
+bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
     if (format) *format = SDT_EMBEDDING_FORMAT_UNKNOWN;
     unsigned char magic[9] = {0};
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        snprintf(err, err_size, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
         return false;
     }
     size_t got = fread(magic, 1, sizeof(magic), fp);
     fclose(fp);
     if (got >= 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0) {
         if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
-        return sdt_embedding_load_png_card(path, e, err, err_size);
+        return sdt_embedding_load_png_card(path, e, error);
     }
-    /* .pt/.bin embeddings are torch pickles (a zip archive, or a bare pickle): name them plainly. */
-    if (got >= 2 && ((magic[0] == 'P' && magic[1] == 'K') || magic[0] == 0x80)) {
-        snprintf(err, err_size,
-                 "%s: this is a PyTorch .pt/.bin file (a Python pickle), which sdtrain does not execute; convert it to "
-                 ".safetensors first", path);
-        return false;
-    }
+    /* .pt/.bin embeddings are torch.save files: read by the restricted reader, which runs no code. */
+    if (sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH) return sdt_embedding_load_torch(path, e, format, error);
     /* safetensors starts with a little-endian header length, then '{'. */
     if ((got == 9 && magic[8] == '{') || g_str_has_suffix(path, ".safetensors")) {
         if (format) *format = SDT_EMBEDDING_FORMAT_SAFETENSORS;
-        return sdt_embedding_load_safetensors(path, e, err, err_size);
+        return sdt_embedding_load_safetensors(path, e, error);
     }
-    snprintf(err, err_size,
-             "%s: not an embedding file this tool reads (expected .safetensors or an A1111 PNG card); "
-             ".pt files need converting to .safetensors first", path);
+    sdt_fail(error, SDT_ERR_BAD_FORMAT,
+             "%s: not an embedding file this tool reads (expected .safetensors, an A1111 PNG card, or a PyTorch "
+             ".pt/.bin written by torch.save)", path);
     return false;
 }
 
@@ -112,6 +110,9 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     else cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
     if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
+    if (format == SDT_EMBEDDING_FORMAT_PNG_CARD)
+        cJSON_AddStringToObject(root, "copy_used", e->from_card_pixels ? "pixels" : "text chunk");
+    if (e->load_note) cJSON_AddStringToObject(root, "load_note", e->load_note);
 
     bool finite = true;
     double lo = INFINITY, hi = -INFINITY, sum = 0;
@@ -143,13 +144,13 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     return text;
 }
 
-char *sdt_embedding_inspect_file(const char *path, char *err, size_t err_size)
+char *sdt_embedding_inspect_file(const char *path, sdt_error *error)
 {
     sdt_embedding e;
     sdt_embedding_format format;
-    if (!sdt_embedding_load(path, &e, &format, err, err_size)) return NULL;
+    if (!sdt_embedding_load(path, &e, &format, error)) return NULL;
     char *text = sdt_embedding_describe_json(&e, format, path);
     sdt_embedding_free(&e);
-    if (!text) snprintf(err, err_size, "%s: out of memory describing the embedding", path);
+    if (!text) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory describing the embedding", path);
     return text;
 }

@@ -51,11 +51,11 @@ static uint8_t *generated_card(const sdt_embedding *e)
 }
 
 bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const uint8_t *rgb, int rgb_w, int rgb_h,
-                                 bool overwrite, char *err, size_t err_size)
+                                 bool overwrite, sdt_error *error)
 {
-    if (!sdt_embedding_check_save(e, path, overwrite, err, err_size)) return false;
+    if (!sdt_embedding_check_save(e, path, overwrite, error)) return false;
     if (rgb && (rgb_w <= 0 || rgb_h <= 0 || rgb_w > 16384 || rgb_h > 16384)) {
-        snprintf(err, err_size, "%s: the card picture size %dx%d is invalid", path, rgb_w, rgb_h);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the card picture size %dx%d is invalid", path, rgb_w, rgb_h);
         return false;
     }
     char *json = sdt_embedding_a1111_json(e);
@@ -63,18 +63,18 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
     uint8_t *card = rgb ? NULL : generated_card(e);
     uint8_t *composed = NULL;
     int composed_w = 0, pic_h = rgb ? rgb_h : CARD_SIZE;
-    char why[256] = "out of memory";
+    sdt_error why = {SDT_ERR_OUT_OF_MEMORY, "out of memory"};
     if (b64 && (rgb || card))
         sdt_card_pixels_compose(json, e->vectors, e->dim, rgb ? rgb : card, rgb ? rgb_w : CARD_SIZE, pic_h, &composed,
-                                &composed_w, why, sizeof(why));
+                                &composed_w, &why);
     free(json);
     free(card);
     if (!composed) {
         g_free(b64);
-        snprintf(err, err_size, "%s: building the PNG card failed (%s)", path, why);
+        sdt_fail(error, why.code, "%s: building the PNG card failed (%s)", path, why.message);
         return false;
     }
-    bool ok = sdt_png_write_rgb(path, composed, composed_w, pic_h, SDT_PNG_CARD_KEYWORD, b64, err, err_size);
+    bool ok = sdt_png_write_rgb(path, composed, composed_w, pic_h, SDT_PNG_CARD_KEYWORD, b64, error);
     g_free(b64);
     free(composed);
     return ok;
@@ -129,14 +129,13 @@ bad:
 }
 
 /* No text chunk: look for the copy hidden in the pixels (libpng's simplified reader). */
-static bool decode_from_pixels(const void *png, size_t size, const char *origin, sdt_embedding *e, char *err,
-                               size_t err_size)
+static bool decode_from_pixels(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error)
 {
     png_image img;
     memset(&img, 0, sizeof(img));
     img.version = PNG_IMAGE_VERSION;
     uint8_t *rgb = NULL;
-    char why[256] = "";
+    sdt_error why = {0};
     bool decoded = png_image_begin_read_from_memory(&img, png, size) &&
                    (uint64_t)img.width * img.height <= MAX_CARD_PIXELS;
     if (decoded) {
@@ -146,33 +145,47 @@ static bool decode_from_pixels(const void *png, size_t size, const char *origin,
     }
     png_image_free(&img);
     size_t len = 0;
-    char *json = decoded ? sdt_card_pixels_extract(rgb, (int)img.width, (int)img.height, &len, why, sizeof(why)) : NULL;
+    char *json = decoded ? sdt_card_pixels_extract(rgb, (int)img.width, (int)img.height, &len, &why) : NULL;
     free(rgb);
     if (!json) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: this PNG has no \"%s\" text chunk and no embedding hidden in its pixels (%s), so it is not an "
-                 "embedding card", origin, SDT_PNG_CARD_KEYWORD, decoded ? why : "the picture cannot be decoded");
+                 "embedding card", origin, SDT_PNG_CARD_KEYWORD, decoded ? why.message : "the picture cannot be decoded");
         return false;
     }
     char *stem = sdt_path_stem(origin);
-    bool ok = sdt_embedding_from_a1111_json(json, len, origin, stem, e, err, err_size);
+    bool ok = sdt_embedding_from_a1111_json(json, len, origin, stem, e, error);
     free(stem);
     free(json);
     return ok;
 }
 
-bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, char *err,
-                                   size_t err_size)
+/* -1 when text is base64 (A1111's: standard alphabet, '=' padding only at the end, length a
+ * multiple of 4; whitespace ignored), else the position of the first character that is not. */
+static long base64_error_at(const char *text)
+{
+    long symbols = 0, padding = 0;
+    for (const char *p = text; *p; p++) {
+        char c = *p;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        bool alphabet = g_ascii_isalnum(c) || c == '+' || c == '/';
+        if ((alphabet && padding) || (!alphabet && (c != '=' || ++padding > 2))) return (long)(p - text);
+        symbols++;
+    }
+    return symbols % 4 ? (long)strlen(text) : -1;
+}
+
+bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
     const uint8_t *b = png;
     if (size < 8 || memcmp(b, "\x89PNG\r\n\x1a\n", 8) != 0) {
-        snprintf(err, err_size, "%s: not a PNG file", origin);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a PNG file", origin);
         return false;
     }
     size_t pos = 8;
     bool complete = false; /* every chunk in bounds up to IEND: only then is libpng given the file */
-    char text_err[512] = "";
+    sdt_error text_err = {0};
     uint64_t pixels = UINT64_MAX;
     while (size - pos >= 12) {
         uint32_t n = be32(b + pos);
@@ -183,28 +196,31 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         const uint8_t *data = b + pos + 8;
         uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b + pos + 4, n + 4);
         if (crc != be32(data + n)) {
-            snprintf(err, err_size, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged", origin,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged", origin,
                      g_ascii_isalpha(type[0]) && g_ascii_isalpha(type[1]) && g_ascii_isalpha(type[2]) && g_ascii_isalpha(type[3]) ? type : "?",
                      pos);
             return false;
         }
-        if (!text_err[0] && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
+        if (!text_err.message[0] && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
             size_t len = 0;
             bool damaged;
             char *text = card_text(type, data, n, &len, &damaged);
             if (damaged)
-                snprintf(text_err, sizeof(text_err), "%s: the %s chunk \"%s\" cannot be read; the card is damaged",
+                sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the %s chunk \"%s\" cannot be read; the card is damaged",
                          origin, type, SDT_PNG_CARD_KEYWORD);
             if (text) {
                 gsize raw_len = 0;
-                guchar *raw = g_base64_decode(text, &raw_len);
+                long bad_at = base64_error_at(text);
+                guchar *raw = bad_at < 0 ? g_base64_decode(text, &raw_len) : NULL;
                 free(text);
                 char *stem = sdt_path_stem(origin);
                 bool ok = raw && raw_len &&
-                          sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, text_err,
-                                                        sizeof(text_err));
-                if (!raw || !raw_len)
-                    snprintf(text_err, sizeof(text_err), "%s: the \"%s\" chunk holds no base64 data; the card is damaged",
+                          sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, &text_err);
+                if (bad_at >= 0)
+                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk is not valid base64 (at character "
+                             "%ld); the card is damaged", origin, SDT_PNG_CARD_KEYWORD, bad_at);
+                else if (!raw || !raw_len)
+                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk holds no base64 data; the card is damaged",
                              origin, SDT_PNG_CARD_KEYWORD);
                 free(stem);
                 g_free(raw);
@@ -219,34 +235,42 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         pos += (size_t)n + 12;
     }
     /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
-    if (text_err[0]) {
-        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, err, err_size)) return true;
-        snprintf(err, err_size, "%s", text_err);
+    if (text_err.message[0]) {
+        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error)) {
+            char note[1100];
+            snprintf(note, sizeof note, "%.1000s; the copy hidden in the pixels was used", text_err.message);
+            e->from_card_pixels = true;
+            sdt_embedding_set_string(&e->load_note, note); /* a courtesy: without memory, the vectors still load */
+            return true;
+        }
+        if (error) *error = text_err; /* the text chunk's fault is the one to report */
         return false;
     }
     if (!complete || pixels > MAX_CARD_PIXELS) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: this PNG has no \"%s\" text chunk, and it is %s, so the pixels were not searched for an "
                  "embedding", origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
         return false;
     }
-    return decode_from_pixels(png, size, origin, e, err, err_size);
+    if (!decode_from_pixels(png, size, origin, e, error)) return false;
+    e->from_card_pixels = true;
+    return true;
 }
 
-bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, char *err, size_t err_size)
+bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
     gchar *data = NULL;
     gsize size = 0;
     GError *gerr = NULL;
     if (!g_file_get_contents(path, &data, &size, &gerr)) {
-        snprintf(err, err_size, "%s: cannot read the file (%s)", path, gerr ? gerr->message : "unknown error");
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file (%s)", path, gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return false;
     }
     bool ok = size <= MAX_CARD_FILE;
-    if (!ok) snprintf(err, err_size, "%s: the file is larger than %u MB; not an embedding card", path, MAX_CARD_FILE >> 20);
-    ok = ok && sdt_embedding_png_card_decode(data, size, path, e, err, err_size);
+    if (!ok) sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file is larger than %u MB; not an embedding card", path, MAX_CARD_FILE >> 20);
+    ok = ok && sdt_embedding_png_card_decode(data, size, path, e, error);
     g_free(data);
     return ok;
 }

@@ -7,10 +7,9 @@
 #include "ti/embedding_file.h"
 #include "safetensors.h"
 
-bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bool overwrite, char *err,
-                                    size_t err_size)
+bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error)
 {
-    if (!sdt_embedding_check_save(e, path, overwrite, err, err_size)) return false;
+    if (!sdt_embedding_check_save(e, path, overwrite, error)) return false;
     char step[32], vectors[32];
     snprintf(step, sizeof(step), "%" PRId64, e->step);
     snprintf(vectors, sizeof(vectors), "%d", e->n_vectors);
@@ -27,7 +26,7 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
     if (!e->clip_l_dim) {
         int64_t shape[2] = {e->n_vectors, e->dim};
         sdt_st_write_item item = {"emb_params", SDT_ST_F32, 2, shape, e->vectors};
-        return sdt_st_write(path, &item, 1, meta, n_meta, err, err_size);
+        return sdt_st_write(path, &item, 1, meta, n_meta, error);
     }
     /* SDXL: split the side-by-side rows into kohya's two tensors. */
     int l = e->clip_l_dim, g = e->dim - e->clip_l_dim;
@@ -41,9 +40,9 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
         }
         int64_t shape_l[2] = {e->n_vectors, l}, shape_g[2] = {e->n_vectors, g};
         sdt_st_write_item items[2] = {{"clip_g", SDT_ST_F32, 2, shape_g, vg}, {"clip_l", SDT_ST_F32, 2, shape_l, vl}};
-        ok = sdt_st_write(path, items, 2, meta, n_meta, err, err_size);
+        ok = sdt_st_write(path, items, 2, meta, n_meta, error);
     } else {
-        snprintf(err, err_size, "%s: out of memory", path);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     }
     free(vl);
     free(vg);
@@ -51,8 +50,7 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
 }
 
 /* Rows x cols of an embedding tensor: [dim] is one row, [n, dim] n rows. */
-static bool tensor_rows_cols(const char *path, const sdt_st_entry *t, int64_t *rows, int64_t *cols, char *err,
-                             size_t err_size)
+static bool tensor_rows_cols(const char *path, const sdt_st_entry *t, int64_t *rows, int64_t *cols, sdt_error *error)
 {
     if (t->ndim == 1) {
         *rows = 1;
@@ -61,7 +59,7 @@ static bool tensor_rows_cols(const char *path, const sdt_st_entry *t, int64_t *r
         *rows = t->shape[0];
         *cols = t->shape[1];
     } else {
-        snprintf(err, err_size, "%s: tensor \"%s\" has %d dimensions; an embedding is [vectors, width]", path, t->name,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" has %d dimensions; an embedding is [vectors, width]", path, t->name,
                  t->ndim);
         return false;
     }
@@ -70,7 +68,7 @@ static bool tensor_rows_cols(const char *path, const sdt_st_entry *t, int64_t *r
 
 /* Converts a tensor's values to f32 into dst with row stride dst_stride. */
 static bool copy_rows(const char *path, const sdt_st_entry *t, int64_t rows, int64_t cols, float *dst,
-                      int64_t dst_stride, char *err, size_t err_size)
+                      int64_t dst_stride, sdt_error *error)
 {
     for (int64_t r = 0; r < rows; r++) {
         float *out = dst + r * dst_stride;
@@ -87,7 +85,7 @@ static bool copy_rows(const char *path, const sdt_st_entry *t, int64_t rows, int
                    (t->dtype == SDT_ST_F32 || t->dtype == SDT_ST_F16 || t->dtype == SDT_ST_BF16)) {
             sdt_load_f32(src, dt, out, cols);
         } else {
-            snprintf(err, err_size, "%s: tensor \"%s\" is %s; an embedding must be F32, F16, BF16 or F64", path,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is %s; an embedding must be F32, F16, BF16 or F64", path,
                      t->name, sdt_st_dtype_name(t->dtype));
             return false;
         }
@@ -112,47 +110,50 @@ static void take_metadata(const sdt_safetensors *st, const char *path, sdt_embed
     sdt_embedding_set_string(&e->training_note, sdt_st_metadata_get(st, "sdtrain_fallback"));
 }
 
-static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg,
-                      sdt_embedding *e, char *err, size_t err_size)
+bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg, sdt_embedding *e,
+                             sdt_error *error)
 {
     int64_t rl, cl, rg, cg;
-    if (!tensor_rows_cols(path, tl, &rl, &cl, err, err_size) || !tensor_rows_cols(path, tg, &rg, &cg, err, err_size))
+    if (!tensor_rows_cols(path, tl, &rl, &cl, error) || !tensor_rows_cols(path, tg, &rg, &cg, error))
         return false;
     if (rl != rg) {
-        snprintf(err, err_size, "%s: clip_l has %" PRId64 " vectors but clip_g has %" PRId64 "; the file is damaged",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: clip_l has %" PRId64 " vectors but clip_g has %" PRId64 "; the file is damaged",
                  path, rl, rg);
         return false;
     }
-    if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, err, err_size))
+    if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, error))
         return false;
     e->clip_l_dim = (int)cl;
-    (void)st;
-    return copy_rows(path, tl, rl, cl, e->vectors, cl + cg, err, err_size) &&
-           copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, err, err_size);
+    return copy_rows(path, tl, rl, cl, e->vectors, cl + cg, error) &&
+           copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, error);
 }
 
-bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, char *err, size_t err_size)
+bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, sdt_error *error)
+{
+    int64_t rows = 0, cols = 0;
+    return tensor_rows_cols(path, t, &rows, &cols, error) && sdt_embedding_alloc_loaded(e, rows, cols, path, error) &&
+           copy_rows(path, t, rows, cols, e->vectors, cols, error);
+}
+
+bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
-    sdt_safetensors *st = sdt_st_open(path, err, err_size);
+    sdt_safetensors *st = sdt_st_open(path, error);
     if (!st) return false;
     const sdt_st_entry *t = sdt_st_find(st, "emb_params");
     const sdt_st_entry *tl = sdt_st_find(st, "clip_l"), *tg = sdt_st_find(st, "clip_g");
     bool ok;
     if (!t && tl && tg) {
-        ok = load_sdxl(st, path, tl, tg, e, err, err_size);
+        ok = sdt_embedding_take_sdxl(path, tl, tg, e, error);
     } else {
         if (!t && sdt_st_count(st) == 1) t = sdt_st_at(st, 0);
-        int64_t rows = 0, cols = 0;
         if (!t) {
-            snprintf(err, err_size,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
                      "%s: holds %zu tensors and none is \"emb_params\" (or clip_l + clip_g); an embedding file holds one "
                      "tensor, so this is probably a model or LoRA, not an embedding", path, sdt_st_count(st));
             ok = false;
         } else {
-            ok = tensor_rows_cols(path, t, &rows, &cols, err, err_size) &&
-                 sdt_embedding_alloc_loaded(e, rows, cols, path, err, err_size) &&
-                 copy_rows(path, t, rows, cols, e->vectors, cols, err, err_size);
+            ok = sdt_embedding_take_tensor(path, t, e, error);
         }
     }
     if (ok) take_metadata(st, path, e);

@@ -19,25 +19,24 @@ static bool fits(int n, size_t size)
     return n >= 0 && (size_t)n < size;
 }
 
-static bool make_folder(const char *path, char *err, size_t err_size)
+static bool make_folder(const char *path, sdt_error *error)
 {
     if (g_mkdir_with_parents(path, 0777) != 0) {
-        snprintf(err, err_size, "%s: cannot create the output folder (%s); choose a writable log directory", path,
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot create the output folder (%s); choose a writable log directory", path,
                  strerror(errno));
         return false;
     }
     return true;
 }
 
-bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt_output_dirs *out, char *err,
-                         size_t err_size)
+bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt_output_dirs *out, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     if (!log_dir || !log_dir[0]) {
-        snprintf(err, err_size, "Log directory is empty; choose a folder for the training outputs");
+        sdt_fail(error, SDT_ERR_IO, "Log directory is empty; choose a folder for the training outputs");
         return false;
     }
-    if (!sdt_embedding_name_check(name, err, err_size)) return false;
+    if (!sdt_embedding_name_check(name, error)) return false;
     struct tm tm;
     localtime_r(&when, &tm);
     char date[16];
@@ -48,11 +47,11 @@ bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt
               fits(snprintf(out->image_embeddings, SDT_PATH_MAX, "%s/image_embeddings", out->root), SDT_PATH_MAX) &&
               fits(snprintf(out->loss_csv, SDT_PATH_MAX, "%s/%s", out->root, SDT_LOSS_CSV_NAME), SDT_PATH_MAX);
     if (!ok) {
-        snprintf(err, err_size, "%s: the log directory path is too long; choose a shorter one", log_dir);
+        sdt_fail(error, SDT_ERR_IO, "%s: the log directory path is too long; choose a shorter one", log_dir);
         return false;
     }
-    return make_folder(out->embeddings, err, err_size) && make_folder(out->images, err, err_size) &&
-           make_folder(out->image_embeddings, err, err_size);
+    return make_folder(out->embeddings, error) && make_folder(out->images, error) &&
+           make_folder(out->image_embeddings, error);
 }
 
 bool sdt_output_file(char *buf, size_t size, const char *folder, const char *name, int64_t step, const char *ext)
@@ -80,16 +79,16 @@ static void append_number(GString *s, double v, const char *fmt)
     else if (!isnan(v)) g_string_append(s, v > 0 ? "inf" : "-inf");
 }
 
-bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, char *err, size_t err_size)
+bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error)
 {
     char first[512];
     bool exists;
     if (!read_first_line(path, first, sizeof(first), &exists)) {
-        snprintf(err, err_size, "%s: cannot read the loss CSV (%s)", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot read the loss CSV (%s)", path, strerror(errno));
         return false;
     }
     if (first[0] && strcmp(first, SDT_LOSS_CSV_HEADER) != 0) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_IO,
                  "%s: the existing loss CSV has other columns (\"%s\"); move it away or choose another log directory",
                  path, first);
         return false;
@@ -109,14 +108,14 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, char *err, s
     int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0666);
     bool ok = fd >= 0 && write(fd, line->str, line->len) == (ssize_t)line->len && fsync(fd) == 0;
     if (!ok)
-        snprintf(err, err_size, "%s: cannot append to the loss CSV (%s); check free space and permissions", path,
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot append to the loss CSV (%s); check free space and permissions", path,
                  strerror(errno));
     if (fd >= 0) close(fd);
     g_string_free(line, TRUE);
     return ok;
 }
 
-bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, char *err, size_t err_size)
+bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error *error)
 {
     gchar *text = NULL;
     gsize len = 0;
@@ -124,7 +123,7 @@ bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, char *err,
     if (!g_file_get_contents(path, &text, &len, &gerr)) {
         bool missing = g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT);
         if (!missing)
-            snprintf(err, err_size, "%s: cannot read the loss CSV (%s)", path, gerr ? gerr->message : "unknown error");
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the loss CSV (%s)", path, gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return missing;
     }
@@ -139,29 +138,29 @@ bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, char *err,
         else changed = true;
         header = false;
     }
-    bool ok = !changed || sdt_atomic_write(path, kept->str, kept->len, err, err_size);
+    bool ok = !changed || sdt_atomic_write(path, kept->str, kept->len, error);
     g_string_free(kept, TRUE);
     g_free(text);
     return ok;
 }
 
 bool sdt_settings_save(const char *folder, const cJSON *settings, time_t when, char *path_out, size_t path_size,
-                       char *err, size_t err_size)
+                       sdt_error *error)
 {
     struct tm tm;
     localtime_r(&when, &tm);
     char stamp[32], path[SDT_PATH_MAX];
     strftime(stamp, sizeof(stamp), "%Y-%m-%d-%H-%M-%S", &tm);
     if (!fits(snprintf(path, sizeof(path), "%s/settings-%s.json", folder, stamp), sizeof(path))) {
-        snprintf(err, err_size, "%s: the folder path is too long for the settings file", folder);
+        sdt_fail(error, SDT_ERR_IO, "%s: the folder path is too long for the settings file", folder);
         return false;
     }
     char *text = cJSON_Print(settings);
     if (!text) {
-        snprintf(err, err_size, "%s: out of memory writing the settings", path);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory writing the settings", path);
         return false;
     }
-    bool ok = sdt_atomic_write(path, text, strlen(text), err, err_size);
+    bool ok = sdt_atomic_write(path, text, strlen(text), error);
     cJSON_free(text);
     if (ok && path_out) snprintf(path_out, path_size, "%s", path);
     return ok;

@@ -11,6 +11,8 @@
 #ifndef SDT_OUTPUTS_H
 #define SDT_OUTPUTS_H
 
+#include "sdt_error.h"
+
 #include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,9 +32,8 @@ typedef struct sdt_output_dirs {
 } sdt_output_dirs;
 
 /* Fills the paths for when (local date) and creates every folder. name must
- * pass sdt_embedding_name_check. false + err when a folder cannot be made. */
-bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt_output_dirs *out, char *err,
-                         size_t err_size);
+ * pass sdt_embedding_name_check. false + error when a folder cannot be made. */
+bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt_output_dirs *out, sdt_error *error);
 
 /* "<folder>/<name>-<step><ext>", e.g. ext ".safetensors". false if it does not fit. */
 bool sdt_output_file(char *buf, size_t size, const char *folder, const char *name, int64_t step, const char *ext);
@@ -47,17 +48,17 @@ typedef struct sdt_loss_row {
 } sdt_loss_row;
 
 /* Appends one row (the header first when the file is new or empty); the line
- * is written with one write() and fsynced. false + err when the existing file
+ * is written with one write() and fsynced. false + error when the existing file
  * has another header (choose another log folder) or writing fails. */
-bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, char *err, size_t err_size);
+bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error);
 
 /* For resume: drops rows whose step is greater than last_step (written after
  * the checkpoint being resumed), atomically. A missing file is fine. */
-bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, char *err, size_t err_size);
+bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error *error);
 
 /* Writes settings-<date-time>.json into folder atomically; path_out (may be
  * NULL) receives its path. */
 bool sdt_settings_save(const char *folder, const cJSON *settings, time_t when, char *path_out, size_t path_size,
-                       char *err, size_t err_size);
+                       sdt_error *error);
 
 #endif

@@ -5,15 +5,17 @@
 #ifndef SDT_PLUGIN_TI_CONFIG_H
 #define SDT_PLUGIN_TI_CONFIG_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "sdtrain.h"
 
 void ti_config_set_defaults(sdt_ti_config *c);   /* full sizeof; struct_size = sizeof */
-bool ti_config_check(const sdt_ti_config *c, char *err, size_t err_size);
+bool ti_config_check(const sdt_ti_config *c, sdt_error *error);
 
 void ti_spec_set_defaults(sdt_embedding_spec *s);
-bool ti_spec_check(const sdt_embedding_spec *s, char *err, size_t err_size);
+bool ti_spec_check(const sdt_embedding_spec *s, sdt_error *error);
 
 #endif

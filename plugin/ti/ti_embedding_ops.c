@@ -16,10 +16,10 @@
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
 static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip,
-                         const sdt_host_callbacks *host, char *err, size_t err_size)
+                         const sdt_host_callbacks *host, sdt_error *error)
 {
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, err, err_size);
+    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, error);
     if (!tok) return false;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -32,7 +32,7 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
         float *rows = malloc(n * (size_t)e->dim * sizeof(float));
         int64_t shape[2] = {(int64_t)n, e->dim};
         sdt_tensor out = sdt_tensor_make(rows, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-        ok = cpu && rows && clip_text_token_rows(clip, cpu, ids, (int)n, &out, err, err_size);
+        ok = cpu && rows && clip_text_token_rows(clip, cpu, ids, (int)n, &out, error);
         for (int i = 0; ok && i < e->n_vectors; i++)
             memcpy(e->vectors + (size_t)i * e->dim, rows + (size_t)(i * (int)n / e->n_vectors) * e->dim,
                    (size_t)e->dim * sizeof(float));
@@ -43,51 +43,50 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
     return ok;
 }
 
-sdt_status ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
-                               size_t path_out_size, char *err, size_t err_size)
+bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
+                               size_t path_out_size, sdt_error *error)
 {
-    if (!sdt_embedding_name_check(spec->name, err, err_size)) return SDT_STATUS_VALIDATION;
+    if (!sdt_embedding_name_check(spec->name, error)) return false;
     struct stat st;
     if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, err_size, "%s: the output folder does not exist; create it or choose another", spec->output_dir);
-        return SDT_STATUS_NOT_FOUND;
+        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another", spec->output_dir);
+        return false;
     }
     char path[4096];
     snprintf(path, sizeof path, "%.3800s/%.200s.safetensors", spec->output_dir, spec->name);
     if (!spec->overwrite && access(path, F_OK) == 0) {
-        snprintf(err, err_size, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
-        return SDT_STATUS_ALREADY_EXISTS;
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
+        return false;
     }
-    sdt_weights *w = sdt_weights_open(spec->model_path, err, err_size);
-    if (!w) return SDT_STATUS_BAD_FORMAT;
+    sdt_weights *w = sdt_weights_open(spec->model_path, error);
+    if (!w) return false;
     clip_config cfg;
     clip_text_model clip;
     sdt_embedding e;
     memset(&e, 0, sizeof e);
-    sdt_status rc = SDT_STATUS_OK;
-    if (!clip_config_detect(w, &cfg, err, err_size) || !clip_text_load(&clip, &cfg, w, err, err_size))
-        rc = SDT_STATUS_BAD_FORMAT;
-    else if (!sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, err, err_size))
-        rc = SDT_STATUS_VALIDATION;
-    else if (!init_vectors(&e, spec, &clip, host, err, err_size))
-        rc = SDT_STATUS_VALIDATION;
-    else {
+    bool ok = clip_config_detect(w, &cfg, error) && clip_text_load(&clip, &cfg, w, error) &&
+              sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, error) &&
+              init_vectors(&e, spec, &clip, host, error);
+    if (ok) {
         sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);
-        if (!sdt_embedding_save_safetensors(&e, path, spec->overwrite, err, err_size)) rc = SDT_STATUS_IO;
-        else snprintf(path_out, path_out_size, "%s", path);
+        ok = sdt_embedding_save_safetensors(&e, path, spec->overwrite, error);
+        if (ok) snprintf(path_out, path_out_size, "%s", path);
     }
     sdt_embedding_free(&e);
     sdt_weights_close(w);
-    return rc;
+    return ok;
 }
 
 static uint32_t file_format(const char *path, sdt_embedding_format f, const sdt_embedding *e)
 {
-    if (f == SDT_EMBEDDING_FORMAT_PNG_CARD) return SDT_EMBEDDING_FILE_PNG_CHUNK;
+    if (f == SDT_EMBEDDING_FORMAT_PNG_CARD)
+        return e->from_card_pixels ? SDT_EMBEDDING_FILE_PNG_PIXELS : SDT_EMBEDDING_FILE_PNG_CHUNK;
+    if (f == SDT_EMBEDDING_FORMAT_A1111_PT || f == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
+        return SDT_EMBEDDING_FILE_A1111_PT; /* the ABI's one value for torch.save embeddings (.pt, .bin) */
     if (f != SDT_EMBEDDING_FORMAT_SAFETENSORS) return SDT_EMBEDDING_FILE_UNKNOWN;
     if (e->clip_l_dim) return SDT_EMBEDDING_FILE_SAFETENSORS_SDXL;
-    char err[256];
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
+    sdt_error error = {0};
+    sdt_safetensors *st = sdt_st_open(path, &error);
     bool state = st && sdt_st_metadata_get(st, "sdtrain_state") != NULL;
     sdt_st_close(st);
     return state ? SDT_EMBEDDING_FILE_TRAINING_STATE : SDT_EMBEDDING_FILE_SAFETENSORS;
@@ -106,12 +105,12 @@ static char *name_state_format(char *json)
     return named;
 }
 
-sdt_status ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, char *err, size_t err_size)
+bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, sdt_error *error)
 {
     sdt_embedding e;
     memset(&e, 0, sizeof e);
     sdt_embedding_format f;
-    if (!sdt_embedding_load(path, &e, &f, err, err_size)) return SDT_STATUS_BAD_FORMAT;
+    if (!sdt_embedding_load(path, &e, &f, error)) return false;
     info->format = file_format(path, f, &e);
     info->vectors = (uint32_t)e.n_vectors;
     info->embedding_dim = (uint32_t)e.dim;
@@ -129,5 +128,5 @@ sdt_status ti_inspect_file(const char *path, sdt_embedding_info *info, char **js
         if (*json_out && info->format == SDT_EMBEDDING_FILE_TRAINING_STATE) *json_out = name_state_format(*json_out);
     }
     sdt_embedding_free(&e);
-    return SDT_STATUS_OK;
+    return true;
 }

@@ -106,14 +106,13 @@ static sdt_status ti_create_embedding_abi(sdt_ti_trainer *t, const sdt_embedding
     if (!spec || !sdt_struct_read_in(&own, sizeof own, spec))
         return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
                                "create_embedding(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_embedding_spec).");
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    if (!ti_spec_check(&own, err, sizeof err)) return sdt_handle_fail_text(&t->base, SDT_STATUS_INVALID_ARGUMENT, err);
+    sdt_error error = {0};
     char path[4096] = "";
-    sdt_status st = ti_create_embedding(&own, &t->host, path, sizeof path, err, sizeof err);
-    if (st != SDT_STATUS_OK) return sdt_handle_fail_text(&t->base, st, err);
+    if (!ti_spec_check(&own, &error) || !ti_create_embedding(&own, &t->host, path, sizeof path, &error))
+        return sdt_handle_fail_error(&t->base, &error);
     sdt_host_file_saved(&t->host, SDT_FILE_EMBEDDING, path, 0);
     if (!path_buf && path_buf_size == 0 && !needed) return SDT_STATUS_OK;
-    st = sdt_copy_string_out(path, path_buf, path_buf_size, needed);
+    sdt_status st = sdt_copy_string_out(path, path_buf, path_buf_size, needed);
     if (st != SDT_STATUS_OK)
         return sdt_handle_fail(&t->base, st, "The embedding was written, but its path needs %zu bytes and path_buf has %u.",
                                strlen(path) + 1, (unsigned)path_buf_size);
@@ -141,15 +140,13 @@ static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt
                                "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     drop_job(t);
     sdt_run_control_reset(&t->control);
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    if (!ti_config_check(&own, err, sizeof err)) return sdt_handle_fail_text(&t->base, SDT_STATUS_VALIDATION, err);
+    sdt_error error = {0};
     sdt_prepare_info found;
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
-    sdt_status st = ti_job_prepare(&own, &t->host, &t->job, &found, err, sizeof err);
-    if (st != SDT_STATUS_OK) {
+    if (!ti_config_check(&own, &error) || !ti_job_prepare(&own, &t->host, &t->control, &t->job, &found, &error)) {
         t->job = NULL;
-        return sdt_handle_fail_text(&t->base, st, err);
+        return sdt_handle_fail_error(&t->base, &error);
     }
     if (info) sdt_struct_write_out(info, &found, sizeof found);
     sdt_run_control_set_state(&t->control, SDT_RUN_PREPARED);
@@ -166,10 +163,10 @@ static sdt_status ti_run(sdt_ti_trainer *t)
         return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE,
                                "run() needs a freshly prepared trainer; call prepare() first (to continue an interrupted run, prepare with resume_state_path).");
     }
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
+    sdt_error error = {0};
     sdt_run_params params = ti_job_run_params(t->job);
-    sdt_status st = sdt_run_job(ti_job_ops(), t->job, &params, &t->control, &t->host, err, sizeof err);
-    if (st < 0) return sdt_handle_fail_text(&t->base, st, err);
+    sdt_status st = sdt_run_job(ti_job_ops(), t->job, &params, &t->control, &t->host, &error);
+    if (st < 0) return sdt_handle_fail_error(&t->base, &error);
     return st;
 }
 
@@ -198,7 +195,7 @@ static sdt_status ti_get_metrics(const sdt_ti_trainer *t, sdt_metrics *metrics)
     return SDT_STATUS_OK;
 }
 
-typedef sdt_status (*state_io_fn)(ti_job *, const char *, char *, size_t);
+typedef bool (*state_io_fn)(ti_job *, const char *, sdt_error *);
 
 static sdt_status state_io(sdt_ti_trainer *t, const char *path, const char *call, state_io_fn io)
 {
@@ -207,9 +204,8 @@ static sdt_status state_io(sdt_ti_trainer *t, const char *path, const char *call
     if (sdt_run_control_state(&t->control) == SDT_RUN_RUNNING) return refuse_while_running(t, call);
     if (!path || !path[0]) return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "%s(): path is empty; pass a file path.", call);
     if (!t->job) return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE, "%s() needs a prepared trainer; call prepare() first.", call);
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    sdt_status st = io(t->job, path, err, sizeof err);
-    return st == SDT_STATUS_OK ? st : sdt_handle_fail_text(&t->base, st, err);
+    sdt_error error = {0};
+    return io(t->job, path, &error) ? SDT_STATUS_OK : sdt_handle_fail_error(&t->base, &error);
 }
 
 static sdt_status ti_save_state(sdt_ti_trainer *t, const char *path)
@@ -235,13 +231,13 @@ static sdt_status ti_inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
     char *json = NULL;
-    char err[SDT_ERROR_SENTENCE_MAX] = "";
-    sdt_status st = ti_inspect_file(path, &found, want_json ? &json : NULL, err, sizeof err);
-    if (st != SDT_STATUS_OK) {
+    sdt_error error = {0};
+    if (!ti_inspect_file(path, &found, want_json ? &json : NULL, &error)) {
         free(json);
-        return sdt_handle_fail_text(&t->base, st, err);
+        return sdt_handle_fail_error(&t->base, &error);
     }
     if (info) sdt_struct_write_out(info, &found, sizeof found);
+    sdt_status st = SDT_STATUS_OK;
     if (want_json) st = sdt_copy_string_out(json, json_buf, json_buf_size, json_needed);
     free(json);
     if (st != SDT_STATUS_OK)

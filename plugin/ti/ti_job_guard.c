@@ -14,8 +14,8 @@
 double ti_job_token_norm(const ti_job *job)
 {
     clip_text_model m;
-    char why[256];
-    if (!clip_text_load(&m, &job->rt.cfg.clip, job->rt.file, why, sizeof why)) return 0;
+    sdt_error ignored; /* no norm means no divergence guard, never a failed run */
+    if (!clip_text_load(&m, &job->rt.cfg.clip, job->rt.file, &ignored)) return 0;
     int64_t rows = m.tok_emb.shape[0], width = m.tok_emb.shape[1];
     int64_t stride = rows > 4096 ? rows / 4096 : 1;
     float *row = malloc((size_t)width * sizeof(float));
@@ -38,12 +38,12 @@ double ti_job_token_norm(const ti_job *job)
 typedef enum undo_op { UNDO_SAVE, UNDO_RESTORE } undo_op;
 
 /* Copies the embedding and its AdamW moments to or from job->undo. */
-static bool undo_copy(ti_job *job, undo_op op, char *err, size_t err_size)
+static bool undo_copy(ti_job *job, undo_op op, sdt_error *error)
 {
     sdt_tensor *param, *grad, *m, *v;
     const char *name;
     if (!sdt_optimizer_param_views(job->opt, 0, &name, &param, &grad, &m, &v)) {
-        snprintf(err, err_size, "the optimizer has no parameter (a bug: please report)");
+        sdt_fail(error, SDT_ERR_INTERNAL, "the optimizer has no parameter (a bug: please report)");
         return false;
     }
     sdt_backend *be = job->pb.be;
@@ -53,7 +53,7 @@ static bool undo_copy(ti_job *job, undo_op op, char *err, size_t err_size)
         int rc = op == UNDO_SAVE ? be->download(be, job->undo + (size_t)i * n, parts[i]->data, bytes)
                                  : be->upload(be, parts[i]->data, job->undo + (size_t)i * n, bytes);
         if (rc) {
-            snprintf(err, err_size, "copying the embedding's state on the %s backend failed: %s", be->name, be->error);
+            sdt_fail(error, SDT_ERR_DEVICE, "copying the embedding's state on the %s backend failed: %s", be->name, be->error);
             return false;
         }
     }
@@ -72,23 +72,23 @@ static double largest_row_norm(const float *x, int rows, int width)
 
 /* After a step: an embedding that left the scale of prompt vectors means the optimisation
  * diverged. The step is undone (so the saved state is the last good one) and the run stops. */
-sdt_status ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, char *err, size_t err_size)
+bool ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, sdt_error *error)
 {
-    if (!(job->token_norm > 0)) return SDT_STATUS_OK;
-    if (!ti_job_download_vectors(job, err, err_size)) return SDT_STATUS_DEVICE;
+    if (!(job->token_norm > 0)) return true;
+    if (!ti_job_download_vectors(job, error)) return false;
     double now = largest_row_norm(job->emb.vectors, job->emb.n_vectors, job->emb.dim);
     double limit = TI_DIVERGENCE_FACTOR * job->token_norm;
-    if (now <= limit) return SDT_STATUS_OK;
+    if (now <= limit) return true;
     double before = largest_row_norm(job->undo, job->emb.n_vectors, job->emb.dim);
-    if (!undo_copy(job, UNDO_RESTORE, err, err_size)) return SDT_STATUS_DEVICE;
+    if (!undo_copy(job, UNDO_RESTORE, error)) return false;
     sdt_optimizer_set_step_count(job->opt, sdt_optimizer_step_count(job->opt) - 1);
-    snprintf(err, err_size, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest vector "
+    sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest vector "
              "from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt vector "
              "stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
              "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
              "undone and the last good state is kept.", (long long)step_number, lr, before, now,
              TI_DIVERGENCE_FACTOR, job->token_norm);
-    return SDT_STATUS_NUMERICAL;
+    return false;
 }
 
-bool ti_job_undo_save(ti_job *job, char *err, size_t err_size) { return undo_copy(job, UNDO_SAVE, err, err_size); }
+bool ti_job_undo_save(ti_job *job, sdt_error *error) { return undo_copy(job, UNDO_SAVE, error); }

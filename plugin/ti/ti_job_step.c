@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/core_status_map.h"
 #include "api/host_log.h"
 #include "train/rng.h"
 #include "ti/ti_job.h"
@@ -84,8 +83,7 @@ static void sample_prompt(ti_job *job, int item, uint64_t draw, ti_encoded *enc,
 }
 
 /* Fills the inputs of micro-batch `micro` (a global counter) from the items idx[0..batch). */
-static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffers *buf, ti_pass_inputs *in, char *err,
-                        size_t err_size)
+static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffers *buf, ti_pass_inputs *in, sdt_error *error)
 {
     const latent_entry *first = &job->lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
@@ -95,17 +93,17 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
     in->shape = (ti_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
                                 .in_c = first->c + extra, .weighted = job->use_alpha};
     if (!buffers_alloc(buf, job->batch, n, n_in)) {
-        snprintf(err, err_size, "out of host memory building a batch");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
     }
-    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, err, err_size)
+    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, error)
                               : NULL;
     if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->batch; b++) {
         const latent_entry *e = &job->lc.items[idx[b]];
         if (latent_cache_numel(&job->lc, idx[b]) != n) {
-            snprintf(err, err_size, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
                      job->ds.items[idx[b]].path);
             return false;
         }
@@ -136,12 +134,12 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
 }
 
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
-static bool ensure_arena(ti_job *job, const ti_pass_shape *shape, const ti_pass_options *po, char *err, size_t err_size)
+static bool ensure_arena(ti_job *job, const ti_pass_shape *shape, const ti_pass_options *po, sdt_error *error)
 {
     if (job->have_measured && memcmp(shape, &job->measured, sizeof(*shape)) == 0) return true;
     size_t bytes;
-    if (!ti_pass_measure(&job->rt, po, shape, &job->param, &job->grad, &bytes, err, err_size) ||
-        !work_arena_reserve(&job->wa, job->pb.be, bytes, err, err_size))
+    if (!ti_pass_measure(&job->rt, po, shape, &job->param, &job->grad, &bytes, error) ||
+        !work_arena_reserve(&job->wa, job->pb.be, bytes, error))
         return false;
     job->measured = *shape;
     job->have_measured = true;
@@ -149,19 +147,19 @@ static bool ensure_arena(ti_job *job, const ti_pass_shape *shape, const ti_pass_
 }
 
 /* Anomaly mode found the first non-finite value: stop and say where, and what to do about it. */
-static sdt_status anomaly_stop(ti_job *job, char *err, size_t err_size)
+static bool anomaly_stop(ti_job *job, sdt_error *error)
 {
-    char where[1024];
-    snprintf(where, sizeof where, "%s", err);
-    snprintf(err, err_size, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
+    char where[SDT_ERROR_MESSAGE_MAX];
+    snprintf(where, sizeof where, "%s", error->message);
+    sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
              "usually means the frozen weights or activations overflow the precision: train in fp32 or bf16, or check "
              "that layer's weights in the checkpoint; the last good state is kept.", (long long)step_number(job), where,
              ti_precision_name(job->precision));
-    return SDT_STATUS_NUMERICAL;
+    return false;
 }
 
 /* Forward and backward of every micro-batch; *loss is their mean. */
-static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, size_t err_size)
+static bool accumulate(ti_job *job, float scale, double *loss, sdt_error *error)
 {
     ti_pass_options po = ti_job_pass_options(job);
     *loss = 0;
@@ -172,57 +170,55 @@ static sdt_status accumulate(ti_job *job, float scale, double *loss, char *err, 
         batch_buffers buf;
         ti_pass_inputs in;
         double l = 0;
-        bool ok = build_batch(job, (uint64_t)job->step * (uint64_t)job->grad_accum + (uint64_t)micro, idx, &buf, &in, err,
-                              err_size) &&
-                  ensure_arena(job, &in.shape, &po, err, err_size) &&
+        bool ok = build_batch(job, (uint64_t)job->step * (uint64_t)job->grad_accum + (uint64_t)micro, idx, &buf, &in, error) &&
+                  ensure_arena(job, &in.shape, &po, error) &&
                   ti_pass_run(&job->rt, &job->wa, &po, &in, &job->param, &job->grad, scale / (float)job->grad_accum, true,
-                              &l, err, err_size);
+                              &l, error);
         buffers_free(&buf);
-        if (!ok && ti_pass_error_is_anomaly(err)) return anomaly_stop(job, err, err_size);
-        if (!ok) return SDT_STATUS_DEVICE;
+        if (!ok && error->code == SDT_ERR_NUMERICAL && job->anomaly) return anomaly_stop(job, error);
+        if (!ok) return false;
         if (job->scaler) {
             double scaled;
-            sdt_core_status cs = sdt_scaler_scale_loss(job->scaler, l, job->batch, &scaled, err, err_size);
-            if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
+            sdt_core_status cs = sdt_scaler_scale_loss(job->scaler, l, job->batch, &scaled, error);
+            if (cs != SDT_CORE_OK) return false;
         }
         sdt_optimizer_note_backward(job->opt, scale);
         *loss += l / job->grad_accum;
     }
-    return SDT_STATUS_OK;
+    return true;
 }
 
-sdt_status ti_job_use_fp32(ti_job *job, char *err, size_t err_size)
+bool ti_job_use_fp32(ti_job *job, sdt_error *error)
 {
-    if (!sd_runtime_set_dtype(&job->rt, SDT_F32, err, err_size)) return SDT_STATUS_OUT_OF_MEMORY;
+    if (!sd_runtime_set_dtype(&job->rt, SDT_F32, error)) return false;
     if (job->scaler) sdt_scaler_destroy(job->scaler);
     job->scaler = NULL;
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
     inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
-    return ti_job_reencode_nonfinite(job, err, err_size);
+    return ti_job_reencode_nonfinite(job, error);
 }
 
 /* The one-shot fallback: fp32 compute, and the lr backed off from the next step on. */
-static sdt_status switch_to_fp32(ti_job *job, char *err, size_t err_size)
+static bool switch_to_fp32(ti_job *job, sdt_error *error)
 {
-    sdt_status st = ti_job_use_fp32(job, err, err_size);
-    if (st != SDT_STATUS_OK) return st;
+    if (!ti_job_use_fp32(job, error)) return false;
     double factor = job->fallback.cfg.lr_backoff;
-    if (!sdt_lr_apply_multiplier(&job->lr, job->step + 1, factor, err, err_size)) return SDT_STATUS_INTERNAL;
-    return SDT_STATUS_OK;
+    if (!sdt_lr_apply_multiplier(&job->lr, job->step + 1, factor, error)) return false;
+    return true;
 }
 
 /* Clipping of the unscaled gradients, as the Train tab's "Gradient Clipping" asks. */
-static sdt_status clip_gradients(ti_job *job, char *err, size_t err_size)
+static bool clip_gradients(ti_job *job, sdt_error *error)
 {
-    if (job->clip_mode == SDT_CLIP_DISABLED) return SDT_STATUS_OK;
+    if (job->clip_mode == SDT_CLIP_DISABLED) return true;
     double limit = sdt_lr_at(&job->clip_value, job->step);
-    if (limit < 0) return SDT_STATUS_OK;
+    if (limit < 0) return true;
     double total;
     sdt_core_status cs = job->clip_mode == SDT_CLIP_NORM
-                             ? sdt_optimizer_clip_grad_norm(job->opt, limit, false, &total, err, err_size)
-                             : sdt_optimizer_clip_grad_value(job->opt, (float)limit, err, err_size);
-    return cs == SDT_CORE_OK ? SDT_STATUS_OK : sdt_status_from_core(cs);
+                             ? sdt_optimizer_clip_grad_norm(job->opt, limit, false, &total, error)
+                             : sdt_optimizer_clip_grad_value(job->opt, (float)limit, error);
+    return cs == SDT_CORE_OK;
 }
 
 /* "a.png, b.png" into out. */
@@ -248,13 +244,13 @@ static void explain_nonfinite(ti_job *job, char *why, size_t size)
     sdt_diagnosis_classify(&job->diagnosis, step_number(job), job->batch_files, job->n_batch_files, why, size);
 }
 
-static sdt_status stop_with_diagnosis(ti_job *job, sdt_fallback_action action, char *err, size_t err_size)
+static bool stop_with_diagnosis(ti_job *job, sdt_fallback_action action, sdt_error *error)
 {
     char what[512], why[2560];
     sdt_fallback_describe(&job->fallback, action, step_number(job), what, sizeof what);
     explain_nonfinite(job, why, sizeof why);
-    snprintf(err, err_size, "%s %s", what, why);
-    return SDT_STATUS_NUMERICAL;
+    sdt_fail(error, SDT_ERR_NUMERICAL, "%s %s", what, why);
+    return false;
 }
 
 /* A skipped step is never silent: the host hears what happened, and about bad inputs at once. */
@@ -271,48 +267,45 @@ static void log_skip(ti_job *job, sdt_fallback_action action)
 }
 
 /* Applies the fallback's decision; *stepped says whether the optimizer moved. */
-static sdt_status apply_action(ti_job *job, sdt_fallback_action action, bool *stepped, char *err, size_t err_size)
+static bool apply_action(ti_job *job, sdt_fallback_action action, bool *stepped, sdt_error *error)
 {
     *stepped = false;
     sdt_core_status cs = SDT_CORE_OK;
-    sdt_status st = SDT_STATUS_OK;
     if (action == SDT_FALLBACK_CONTINUE) {
-        st = clip_gradients(job, err, err_size);
-        if (st != SDT_STATUS_OK) return st;
-        if (!ti_job_undo_save(job, err, err_size)) return SDT_STATUS_DEVICE;
+        if (!clip_gradients(job, error)) return false;
+        if (!ti_job_undo_save(job, error)) return false;
         if (job->scaler) {
-            cs = sdt_scaler_step(job->scaler, job->opt, stepped, err, err_size);
+            cs = sdt_scaler_step(job->scaler, job->opt, stepped, error);
         } else {
-            cs = sdt_optimizer_require_gradients(job->opt, err, err_size);
-            if (cs == SDT_CORE_OK) cs = sdt_optimizer_step(job->opt, err, err_size);
+            cs = sdt_optimizer_require_gradients(job->opt, error);
+            if (cs == SDT_CORE_OK) cs = sdt_optimizer_step(job->opt, error);
             *stepped = cs == SDT_CORE_OK;
         }
-        if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
+        if (cs != SDT_CORE_OK) return false;
     }
     if (!*stepped) sdt_optimizer_note_skipped_step(job->opt);
-    else if ((st = ti_job_check_divergence(job, step_number(job), sdt_lr_at(&job->lr, job->step), err, err_size)) !=
-             SDT_STATUS_OK)
-        return st;
+    else if (!ti_job_check_divergence(job, step_number(job), sdt_lr_at(&job->lr, job->step), error))
+        return false;
     if (job->scaler) {
         sdt_scaler_update_info info;
-        cs = sdt_scaler_update(job->scaler, &info, err, err_size);
-        if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
+        cs = sdt_scaler_update(job->scaler, &info, error);
+        if (cs != SDT_CORE_OK) return false;
         if (info.at_min_scale && action == SDT_FALLBACK_CONTINUE) action = sdt_fallback_on_scale_collapse(&job->fallback, step_number(job));
     }
     if (action == SDT_FALLBACK_SWITCH_TO_FP32) {
         log_skip(job, action);
-        return switch_to_fp32(job, err, err_size);
+        return switch_to_fp32(job, error);
     }
     if (action == SDT_FALLBACK_SKIP) log_skip(job, action);
-    if (action == SDT_FALLBACK_STOP) return stop_with_diagnosis(job, action, err, err_size);
-    return SDT_STATUS_OK;
+    if (action == SDT_FALLBACK_STOP) return stop_with_diagnosis(job, action, error);
+    return true;
 }
 
-static double monotonic_seconds(void)
+double ti_job_clock(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
@@ -321,32 +314,42 @@ static void write_csv_row(ti_job *job, const sdt_metrics *m, double images_per_s
     if (job->write_csv_every <= 0 || job->step % job->write_csv_every != 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
                         ti_precision_name(job->precision), m->skipped_steps, images_per_s};
-    char why[512];
-    if (!sdt_loss_csv_append(job->out.loss_csv, &row, why, sizeof why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why);
+    sdt_error why;
+    if (!sdt_loss_csv_append(job->out.loss_csv, &row, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
 }
 
-sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, size_t err_size)
+/* The state on a time interval (config.save_state_every_seconds), besides the one written with
+ * every copy: a failure is a warning, and training goes on. */
+static void save_state_if_due(ti_job *job)
+{
+    if (job->state_every_s <= 0 || ti_job_clock() - job->last_state_at < (double)job->state_every_s) return;
+    sdt_error why;
+    sdt_error_clear(&why);
+    if (!ti_job_sync_embedding(job, &why) || !ti_job_write_run_state(job, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
+                     (long long)job->step, why.message);
+}
+
+bool ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     ti_job *job = vjob;
-    double started = monotonic_seconds();
+    double started = ti_job_clock();
     double lr = sdt_lr_at(&job->lr, job->step);
     sdt_optimizer_set_lr(job->opt, (float)lr);
-    sdt_core_status cs = sdt_optimizer_zero_grad(job->opt, err, err_size);
-    if (cs != SDT_CORE_OK) return sdt_status_from_core(cs);
+    sdt_core_status cs = sdt_optimizer_zero_grad(job->opt, error);
+    if (cs != SDT_CORE_OK) return false;
     float scale = job->scaler ? sdt_scaler_get_scale(job->scaler) : 1.0f;
     double loss = 0, grad_norm = NAN;
-    sdt_status st = accumulate(job, scale, &loss, err, err_size);
-    if (st != SDT_STATUS_OK) return st;
-    if (job->scaler && (cs = sdt_scaler_unscale(job->scaler, job->opt, err, err_size)) != SDT_CORE_OK)
-        return sdt_status_from_core(cs);
-    if ((cs = sdt_optimizer_grad_norm(job->opt, &grad_norm, err, err_size)) != SDT_CORE_OK) return sdt_status_from_core(cs);
+    if (!accumulate(job, scale, &loss, error)) return false;
+    if (job->scaler && (cs = sdt_scaler_unscale(job->scaler, job->opt, error)) != SDT_CORE_OK)
+        return false;
+    if ((cs = sdt_optimizer_grad_norm(job->opt, &grad_norm, error)) != SDT_CORE_OK) return false;
     /* With a scaler, overflowing gradients are its business (skip, back off); a non-finite loss is the fallback's. */
     bool nonfinite = !isfinite(loss) || (!job->scaler && !isfinite(grad_norm));
     sdt_fallback_action action = sdt_fallback_on_loss(&job->fallback, step_number(job), nonfinite ? NAN : loss);
     bool stepped;
-    st = apply_action(job, action, &stepped, err, err_size);
-    if (st != SDT_STATUS_OK) return st;
+    if (!apply_action(job, action, &stepped, error)) return false;
     if (!stepped) job->skipped++;
     if (!nonfinite) {
         sdt_health_sample hs = {step_number(job), loss, grad_norm, lr, scale, 0};
@@ -365,9 +368,10 @@ sdt_status ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, char *err, 
     m->precision = job->precision;
     m->fallback_fired = job->fallback.fired;
     *images = (uint32_t)(job->batch * job->grad_accum);
-    double seconds = monotonic_seconds() - started;
+    double seconds = ti_job_clock() - started;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
-    return SDT_STATUS_OK;
+    save_state_if_due(job);
+    return true;
 }
 
 bool ti_job_done(const void *vjob)

@@ -39,34 +39,33 @@ static int upload_f32(sdt_backend *be, sdt_tensor *t, const float *src)
     return rc;
 }
 
-static bool upload_inputs(sdt_backend *be, pass_tensors *t, const ti_pass_inputs *in, char *err, size_t err_size)
+static bool upload_inputs(sdt_backend *be, pass_tensors *t, const ti_pass_inputs *in, sdt_error *error)
 {
     bool ok = be->upload(be, t->tokens.data, in->tokens, sdt_tensor_nbytes(&t->tokens)) == 0 &&
               upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
               (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
               upload_f32(be, &t->timesteps, in->timesteps) == 0;
-    if (!ok) snprintf(err, err_size, "copying the batch to the %s backend failed: %s", be->name, be->error);
+    if (!ok) sdt_fail(error, SDT_ERR_DEVICE, "copying the batch to the %s backend failed: %s", be->name, be->error);
     return ok;
 }
 
 /* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
  * (in then carries only the shape). */
 static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *opt, const ti_pass_inputs *in,
-                          const sdt_tensor *rows, sdt_tensor *drows, float dloss, bool backward, double *loss, char *err,
-                          size_t err_size)
+                          const sdt_tensor *rows, sdt_tensor *drows, float dloss, bool backward, double *loss, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
     sdt_dtype act = rt->dtype;
     pass_tensors t = pass_alloc(a, act, &in->shape);
     const sdt_tensor *weight = in->shape.weighted ? &t.weight : NULL;
-    if (!a->measuring && (a->overflowed || !upload_inputs(be, &t, in, err, err_size))) {
-        if (a->overflowed) snprintf(err, err_size, "the activation arena is too small for this batch (a bug: please report)");
+    if (!a->measuring && (a->overflowed || !upload_inputs(be, &t, in, error))) {
+        if (a->overflowed) sdt_fail(error, SDT_ERR_INTERNAL, "the activation arena is too small for this batch (a bug: please report)");
         return false;
     }
     clip_text_inputs ci = {&t.tokens, rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
     clip_text_acts acts;
-    if (!clip_text_forward(&m->clip, be, a, &ci, &acts, err, err_size)) return false;
+    if (!clip_text_forward(&m->clip, be, a, &ci, &acts, error)) return false;
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = act;
     uo.for_backward = backward;
@@ -74,9 +73,9 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     uo.anomaly_check = opt->anomaly_check;
     sdt_tensor pred;
     sdt_tensor context = ti_prompt_context(&acts.out, in->shape.batch);
-    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, err, err_size)) return false;
+    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
-        snprintf(err, err_size, "computing the loss failed: %s", be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "computing the loss failed: %s", be->error);
         return false;
     }
     if (!backward) return true;
@@ -85,19 +84,17 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     if (!a->measuring) {
         if (a->overflowed || be->zero(be, &dpred) || be->zero(be, &dctx) ||
             be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight)) {
-            snprintf(err, err_size, "the loss gradient failed: %s", a->overflowed ? "arena too small" : be->error);
+            sdt_fail(error, SDT_ERR_DEVICE, "the loss gradient failed: %s", a->overflowed ? "arena too small" : be->error);
             return false;
         }
     }
     sdt_tensor dcontext = ti_prompt_context(&dctx, in->shape.batch);
-    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, err, err_size)) return false;
-    return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, err, err_size);
+    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
+    return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, error);
 }
 
-bool ti_pass_error_is_anomaly(const char *err) { return err && strstr(err, " anomaly: ") != NULL; }
-
 bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
-                     sdt_tensor *drows, size_t *bytes, char *err, size_t err_size)
+                     sdt_tensor *drows, size_t *bytes, sdt_error *error)
 {
     ti_pass_inputs in;
     memset(&in, 0, sizeof in);
@@ -105,15 +102,15 @@ bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_s
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;
-    if (!pass_sequence(rt, &a, opt, &in, rows, drows, 1.0f, true, &loss, err, err_size)) return false;
+    if (!pass_sequence(rt, &a, opt, &in, rows, drows, 1.0f, true, &loss, error)) return false;
     *bytes = a.peak;
     return true;
 }
 
 bool ti_pass_run(sd_runtime *rt, work_arena *wa, const ti_pass_options *opt, const ti_pass_inputs *in, const sdt_tensor *rows,
-                 sdt_tensor *drows, float dloss, bool backward, double *loss, char *err, size_t err_size)
+                 sdt_tensor *drows, float dloss, bool backward, double *loss, sdt_error *error)
 {
     sdt_arena_rewind(&wa->arena, 0);
     wa->arena.overflowed = false;
-    return pass_sequence(rt, &wa->arena, opt, in, rows, drows, dloss, backward, loss, err, err_size);
+    return pass_sequence(rt, &wa->arena, opt, in, rows, drows, dloss, backward, loss, error);
 }

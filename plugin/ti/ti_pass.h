@@ -5,6 +5,8 @@
 #ifndef SDT_TRAIN_TI_PASS_H
 #define SDT_TRAIN_TI_PASS_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -39,14 +41,11 @@ typedef struct ti_pass_options {
 
 /* Arena bytes a pass of this shape needs (forward and backward). */
 bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
-                     sdt_tensor *drows, size_t *bytes, char *err, size_t err_size);
+                     sdt_tensor *drows, size_t *bytes, sdt_error *error);
 /* Forward, loss (mean over elements, unscaled) and, when backward, drows += dloss * d(loss)/d(rows).
  * The arena must hold ti_pass_measure's bytes. rows and drows are [n_vectors, width] on the device. */
 bool ti_pass_run(sd_runtime *rt, work_arena *wa, const ti_pass_options *opt, const ti_pass_inputs *in, const sdt_tensor *rows,
-                 sdt_tensor *drows, float dloss, bool backward, double *loss, char *err, size_t err_size);
+                 sdt_tensor *drows, float dloss, bool backward, double *loss, sdt_error *error);
 
-/* true when a failed ti_pass_run stopped at anomaly mode's check (the models' errors read
- * "<model> anomaly: ..."), i.e. a numerical fault, not a backend or arena failure. */
-bool ti_pass_error_is_anomaly(const char *err);
 
 #endif

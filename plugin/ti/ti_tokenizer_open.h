@@ -2,6 +2,8 @@
 #ifndef SDT_PLUGIN_TI_TOKENIZER_OPEN_H
 #define SDT_PLUGIN_TI_TOKENIZER_OPEN_H
 
+#include "sdt_error.h"
+
 #include <stddef.h>
 
 #include "api/host_log.h"
@@ -11,8 +13,8 @@
  * when the model is a diffusers folder; tokenizer/ beside a single-file model; the CLIP
  * tokenizer built into the plugin (models/clip_tokenizer_builtin.h), said in the log when
  * host is not NULL. Its vocabulary must fit the text encoder's model_vocab token rows (the
- * built-in one is used only when it does). NULL with one sentence in err. */
+ * built-in one is used only when it does). NULL with one sentence in *error. */
 sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, int model_vocab,
-                                 const sdt_host_callbacks *host, char *err, size_t err_size);
+                                 const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

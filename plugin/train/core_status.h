@@ -1,11 +1,13 @@
 /* core_status.h - status codes of the numerics core (optimizer, scaler, fallback).
  *
- * Every safety check has its own code so a caller (the ABI layer, a test) can
- * react to the cause without parsing text; the sentence written into the
- * caller's err buffer names the optimizer, the cause and the fix.
+ * Every safety check has its own code so a caller (a test, the trainer) can react
+ * to the cause without parsing text; the sdt_error the caller passes receives the
+ * sentence (optimizer, cause, fix) and the code's kind (sdt_core_status_kind).
  */
 #ifndef SDT_CORE_STATUS_H
 #define SDT_CORE_STATUS_H
+
+#include "sdt_error.h"
 
 #include <stddef.h>
 
@@ -39,9 +41,14 @@ typedef enum sdt_core_status {
 /* The code's identifier as text ("SDT_CORE_STEP_TWICE"), for logs and tests. */
 const char *sdt_core_status_name(sdt_core_status status);
 
-/* Writes one formatted sentence into err (when err is non-NULL) and returns status,
- * so a check reads `return core_fail(err, n, SDT_CORE_X, "...", ...)`. */
-sdt_core_status core_fail(char *err, size_t err_size, sdt_core_status status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* The kind of failure a detailed code is (the error value's status): a scaler called out of
+ * order is SCALER_MISUSE, a backend failure DEVICE, and so on. */
+sdt_error_code sdt_core_status_kind(sdt_core_status status);
+
+/* Records the sentence in error (when non-NULL) with status's kind and returns status, so a
+ * check reads `return core_fail(error, SDT_CORE_X, "...", ...)`: the caller keeps the
+ * detailed code, the error value carries its kind up to the ABI. */
+sdt_core_status core_fail(sdt_error *error, sdt_core_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -11,22 +11,22 @@ sdt_fallback_config sdt_fallback_config_default(bool mixed_precision)
     return cfg;
 }
 
-sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, char *err, size_t n)
+sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, sdt_error *error)
 {
     if (!(cfg->lr_backoff > 0.0 && cfg->lr_backoff <= 1.0))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "NaN fallback: lr_backoff %g must be in (0, 1] (the learning rate is multiplied by it); use 0.5.",
                          cfg->lr_backoff);
     if (cfg->max_consecutive < 1)
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "NaN fallback: max_consecutive %d must be >= 1 (non-finite losses in a row before the run stops); use 5.",
                          cfg->max_consecutive);
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_fallback_init(sdt_fallback *fb, const sdt_fallback_config *cfg, char *err, size_t err_size)
+sdt_core_status sdt_fallback_init(sdt_fallback *fb, const sdt_fallback_config *cfg, sdt_error *error)
 {
-    sdt_core_status st = sdt_fallback_config_validate(cfg, err, err_size);
+    sdt_core_status st = sdt_fallback_config_validate(cfg, error);
     if (st != SDT_CORE_OK) return st;
     memset(fb, 0, sizeof *fb);
     fb->cfg = *cfg;

@@ -15,6 +15,8 @@
 #ifndef SDT_CORE_FALLBACK_H
 #define SDT_CORE_FALLBACK_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +30,7 @@ typedef struct sdt_fallback_config {
 } sdt_fallback_config;
 
 sdt_fallback_config sdt_fallback_config_default(bool mixed_precision);
-sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, char *err, size_t err_size);
+sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, sdt_error *error);
 
 typedef enum sdt_fallback_action {
     SDT_FALLBACK_CONTINUE = 0,    /* apply the step as usual */
@@ -53,7 +55,7 @@ typedef struct sdt_fallback {
     bool stopped;
 } sdt_fallback;
 
-sdt_core_status sdt_fallback_init(sdt_fallback *fb, const sdt_fallback_config *cfg, char *err, size_t err_size);
+sdt_core_status sdt_fallback_init(sdt_fallback *fb, const sdt_fallback_config *cfg, sdt_error *error);
 /* The loss of step `step` (0-based or 1-based, the caller's convention, used in messages). */
 sdt_fallback_action sdt_fallback_on_loss(sdt_fallback *fb, int64_t step, double loss);
 /* The scaler's update hit its minimum scale (sdt_scaler_update_info.at_min_scale). */

@@ -13,14 +13,13 @@ int inpaint_extra_channels(const sd_runtime *rt)
     return extra > 0 ? extra : 0;
 }
 
-const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, int h, int w, char *err,
-                              size_t err_size)
+const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, int h, int w, sdt_error *error)
 {
     if (ic->values && ic->h == h && ic->w == w && ic->dtype == rt->dtype) return ic->values;
     inpaint_cond_free(ic);
     int z = rt->cfg.vae.z_channels, extra = inpaint_extra_channels(rt);
     if (extra != 1 + z) {
-        snprintf(err, err_size, "the UNet takes %d input channels; sdtrain trains ordinary models (%d) and inpainting "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "the UNet takes %d input channels; sdtrain trains ordinary models (%d) and inpainting "
                  "models (%d: latent, mask, masked-image latent)", rt->cfg.unet.in_channels, z, 2 * z + 1);
         return NULL;
     }
@@ -30,8 +29,8 @@ const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, 
     float *values = malloc((size_t)extra * hw * sizeof(float));
     latent_cache one;
     bool cached = grey && values && latent_cache_init(&one, 1, LATENT_DETERMINISTIC, rt->cfg.vae.scaling, 0);
-    if (!cached) snprintf(err, err_size, "out of host memory for the inpainting model's extra channels");
-    bool ok = cached && latent_cache_encode(&one, 0, rt, wa, grey, W, H, NULL, 0, 0, err, err_size);
+    if (!cached) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the inpainting model's extra channels");
+    bool ok = cached && latent_cache_encode(&one, 0, rt, wa, grey, W, H, NULL, 0, 0, error);
     if (ok) {
         for (size_t i = 0; i < hw; i++) values[i] = 1.0f; /* the mask: everything is to be painted */
         latent_cache_get(&one, 0, 0, values + hw);

@@ -27,10 +27,9 @@ typedef struct inpaint_cond {
 } inpaint_cond;
 
 /* values for latents of h x w (computed with the VAE on wa the first time, or after a
- * change); NULL + err when the model is not an inpainting one of the supported layout
+ * change); NULL + *error when the model is not an inpainting one of the supported layout
  * (extra = 1 + latent channels) or encoding fails. */
-const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, int h, int w, char *err,
-                              size_t err_size);
+const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, int h, int w, sdt_error *error);
 void inpaint_cond_free(inpaint_cond *ic);
 
 #endif

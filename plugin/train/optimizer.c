@@ -46,33 +46,33 @@ sdt_adamw_hparams sdt_adamw_hparams_textual_inversion(float lr)
     return hp;
 }
 
-static sdt_core_status check_hparams(const char *name, const sdt_adamw_hparams *hp, char *err, size_t n)
+static sdt_core_status check_hparams(const char *name, const sdt_adamw_hparams *hp, sdt_error *error)
 {
     if (!(hp->lr >= 0.0f) || !isfinite(hp->lr))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG, "optimizer '%s': lr %g is invalid; use a finite lr >= 0.", name, hp->lr);
+        return core_fail(error, SDT_CORE_INVALID_CONFIG, "optimizer '%s': lr %g is invalid; use a finite lr >= 0.", name, hp->lr);
     if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) || !(hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "optimizer '%s': betas (%g, %g) are invalid; each beta must be in [0, 1).", name, hp->beta1, hp->beta2);
     if (!(hp->eps >= 0.0f) || !isfinite(hp->eps))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG, "optimizer '%s': eps %g is invalid; use a finite eps >= 0 (1e-8).", name, hp->eps);
+        return core_fail(error, SDT_CORE_INVALID_CONFIG, "optimizer '%s': eps %g is invalid; use a finite eps >= 0 (1e-8).", name, hp->eps);
     if (!(hp->weight_decay >= 0.0f) || !isfinite(hp->weight_decay))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "optimizer '%s': weight_decay %g is invalid; use a finite value >= 0.", name, hp->weight_decay);
     return SDT_CORE_OK;
 }
 
 sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp,
-                                    char *err, size_t err_size)
+                                    sdt_error *error)
 {
     if (!be || !name || !*name || !hp) {
-        core_fail(err, err_size, SDT_CORE_INVALID_ARGUMENT,
+        core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                   "sdt_optimizer_create: backend, a non-empty name and hyper-parameters are required.");
         return NULL;
     }
-    if (check_hparams(name, hp, err, err_size) != SDT_CORE_OK) return NULL;
+    if (check_hparams(name, hp, error) != SDT_CORE_OK) return NULL;
     sdt_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt) {
-        core_fail(err, err_size, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", name);
+        core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", name);
         return NULL;
     }
     opt->be = be;
@@ -127,35 +127,35 @@ const char *sdt_optimizer_find_shared_param(const sdt_optimizer *a, const sdt_op
 
 /* A master weight or grad in 16 bits is the "Attempting to unscale FP16 gradients" case. */
 static sdt_core_status check_master_dtype(const sdt_optimizer *opt, const char *name, const char *what,
-                                          const sdt_tensor *t, char *err, size_t n)
+                                          const sdt_tensor *t, sdt_error *error)
 {
     if (t->dtype == SDT_F32) return SDT_CORE_OK;
-    return core_fail(err, n, SDT_CORE_FP16_MASTER,
+    return core_fail(error, SDT_CORE_FP16_MASTER,
                      "optimizer '%s': parameter '%s' has a %s %s, but master weights, their gradients and the "
                      "optimizer state must be fp32; keep the trainable copy in fp32 and use fp16/bf16 only for compute.",
                      opt->name, name, sdt_dtype_name(t->dtype), what);
 }
 
 static sdt_core_status check_new_param(const sdt_optimizer *opt, const char *name, const sdt_tensor *param,
-                                       const sdt_tensor *grad, bool trainable, char *err, size_t n)
+                                       const sdt_tensor *grad, bool trainable, sdt_error *error)
 {
     if (!name || !*name || !param || !param->data || (trainable && (!grad || !grad->data)))
-        return core_fail(err, n, SDT_CORE_INVALID_ARGUMENT,
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                          "optimizer '%s': a parameter needs a name, a tensor and (when trainable) a gradient tensor.", opt->name);
-    sdt_core_status st = check_master_dtype(opt, name, "master weight", param, err, n);
-    if (st == SDT_CORE_OK && grad) st = check_master_dtype(opt, name, "gradient", grad, err, n);
+    sdt_core_status st = check_master_dtype(opt, name, "master weight", param, error);
+    if (st == SDT_CORE_OK && grad) st = check_master_dtype(opt, name, "gradient", grad, error);
     if (st != SDT_CORE_OK) return st;
     if (grad && !sdt_tensor_same_shape(param, grad))
-        return core_fail(err, n, SDT_CORE_INVALID_ARGUMENT,
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                          "optimizer '%s': parameter '%s' and its gradient have different shapes; give the gradient the parameter's shape.",
                          opt->name, name);
     if (param->device != opt->be->device || (grad && grad->device != opt->be->device))
-        return core_fail(err, n, SDT_CORE_INVALID_ARGUMENT,
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                          "optimizer '%s': parameter '%s' is not on the %s backend's device; move it there before registering it.",
                          opt->name, name, opt->be->name);
     const opt_param *dup = find_overlapping(opt, param);
     if (dup)
-        return core_fail(err, n, SDT_CORE_DUPLICATE_PARAM,
+        return core_fail(error, SDT_CORE_DUPLICATE_PARAM,
                          "optimizer '%s': parameter '%s' is already registered (as '%s'); register each parameter once, "
                          "or it would be updated twice per step.", opt->name, name, dup->name);
     return SDT_CORE_OK;
@@ -184,11 +184,11 @@ static bool grow_params(sdt_optimizer *opt)
 }
 
 sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param,
-                                        sdt_tensor *grad, bool trainable, char *err, size_t err_size)
+                                        sdt_tensor *grad, bool trainable, sdt_error *error)
 {
-    sdt_core_status st = check_new_param(opt, name, param, grad, trainable, err, err_size);
+    sdt_core_status st = check_new_param(opt, name, param, grad, trainable, error);
     if (st != SDT_CORE_OK) return st;
-    if (!grow_params(opt)) return core_fail(err, err_size, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", opt->name);
+    if (!grow_params(opt)) return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", opt->name);
     opt_param *p = &opt->params[opt->count];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -199,7 +199,7 @@ sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sd
         if (!alloc_moment(opt->be, &p->m, param) || !alloc_moment(opt->be, &p->v, param)) {
             if (p->m.data) opt->be->free(opt->be, p->m.data);
             if (p->v.data) opt->be->free(opt->be, p->v.data);
-            return core_fail(err, err_size, SDT_CORE_NO_MEMORY,
+            return core_fail(error, SDT_CORE_NO_MEMORY,
                              "optimizer '%s': no device memory for the AdamW state of '%s' (%s).", opt->name, name, opt->be->error);
         }
         opt->grads[opt->grad_count++] = grad;
@@ -208,25 +208,25 @@ sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sd
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, char *err, size_t err_size)
+sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, sdt_error *error)
 {
     if (opt->grad_count > 0) return SDT_CORE_OK;
-    return core_fail(err, err_size, SDT_CORE_NO_TRAINABLE_PARAMS,
+    return core_fail(error, SDT_CORE_NO_TRAINABLE_PARAMS,
                      "optimizer '%s' has no trainable parameter (%d registered, all frozen): nothing would train; "
                      "make the embedding or hypernetwork layers trainable (not frozen, not empty) before starting.",
                      opt->name, opt->count);
 }
 
-static sdt_core_status backend_fail(const sdt_optimizer *opt, const char *op, char *err, size_t n)
+static sdt_core_status backend_fail(const sdt_optimizer *opt, const char *op, sdt_error *error)
 {
-    return core_fail(err, n, SDT_CORE_BACKEND_FAILED, "optimizer '%s': the %s backend's %s failed: %s",
+    return core_fail(error, SDT_CORE_BACKEND_FAILED, "optimizer '%s': the %s backend's %s failed: %s",
                      opt->name, opt->be->name, op, opt->be->error);
 }
 
-sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, char *err, size_t err_size)
+sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, sdt_error *error)
 {
     for (int i = 0; i < opt->grad_count; i++)
-        if (opt->be->zero(opt->be, opt->grads[i]) != 0) return backend_fail(opt, "zero", err, err_size);
+        if (opt->be->zero(opt->be, opt->grads[i]) != 0) return backend_fail(opt, "zero", error);
     opt->backward_count = 0;
     opt->grads_scaled = false;
     opt->grads_stale = false;
@@ -244,49 +244,49 @@ void sdt_optimizer_note_backward(sdt_optimizer *opt, float loss_scale)
 }
 
 sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf,
-                                            char *err, size_t err_size)
+                                            sdt_error *error)
 {
     bool found = false;
     if (opt->grad_count > 0 &&
         opt->be->unscale_check(opt->be, opt->grads, opt->grad_count, inv_scale, &found) != 0)
-        return backend_fail(opt, "unscale_check", err, err_size);
+        return backend_fail(opt, "unscale_check", error);
     *found_inf = *found_inf || found;
     opt->grads_scaled = false;
     return SDT_CORE_OK;
 }
 
-static sdt_core_status require_unscaled(const sdt_optimizer *opt, const char *what, char *err, size_t n)
+static sdt_core_status require_unscaled(const sdt_optimizer *opt, const char *what, sdt_error *error)
 {
     if (!opt->grads_scaled) return SDT_CORE_OK;
-    return core_fail(err, n, SDT_CORE_GRADS_STILL_SCALED,
+    return core_fail(error, SDT_CORE_GRADS_STILL_SCALED,
                      "optimizer '%s': %s on gradients that still carry the loss scale; unscale them first "
                      "(sdt_scaler_unscale) so thresholds and updates see the true gradients.", opt->name, what);
 }
 
-sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, char *err, size_t err_size)
+sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, sdt_error *error)
 {
     double sumsq = 0.0;
     if (opt->grad_count > 0 &&
         opt->be->sum_squares(opt->be, &sumsq, (const sdt_tensor *const *)opt->grads, opt->grad_count) != 0)
-        return backend_fail(opt, "sum_squares", err, err_size);
+        return backend_fail(opt, "sum_squares", error);
     *norm = sqrt(sumsq);
     return SDT_CORE_OK;
 }
 
 sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm, bool error_if_nonfinite,
-                                             double *total_norm, char *err, size_t err_size)
+                                             double *total_norm, sdt_error *error)
 {
-    sdt_core_status st = require_unscaled(opt, "clip_grad_norm", err, err_size);
+    sdt_core_status st = require_unscaled(opt, "clip_grad_norm", error);
     if (st != SDT_CORE_OK) return st;
     if (!(max_norm > 0.0) || !isfinite(max_norm))
-        return core_fail(err, err_size, SDT_CORE_INVALID_ARGUMENT,
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                          "optimizer '%s': clip_grad_norm max_norm %g is invalid; use a finite value > 0.", opt->name, max_norm);
     double norm = 0.0;
-    st = sdt_optimizer_grad_norm(opt, &norm, err, err_size);
+    st = sdt_optimizer_grad_norm(opt, &norm, error);
     if (st != SDT_CORE_OK) return st;
     if (total_norm) *total_norm = norm;
     if (error_if_nonfinite && !isfinite(norm))
-        return core_fail(err, err_size, SDT_CORE_NONFINITE_NORM,
+        return core_fail(error, SDT_CORE_NONFINITE_NORM,
                          "optimizer '%s': the total gradient norm is non-finite, so it cannot be clipped; skip this "
                          "step or pass error_if_nonfinite = false.", opt->name);
     /* torch computes the norm and coefficient in fp32 and multiplies by the clamped
@@ -294,47 +294,47 @@ sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm
     float coef = (float)max_norm / ((float)norm + 1e-6f);
     if (!(coef < 1.0f) && !isnan(coef)) return SDT_CORE_OK;
     for (int i = 0; i < opt->grad_count; i++)
-        if (opt->be->scale(opt->be, opt->grads[i], coef) != 0) return backend_fail(opt, "scale", err, err_size);
+        if (opt->be->scale(opt->be, opt->grads[i], coef) != 0) return backend_fail(opt, "scale", error);
     return SDT_CORE_OK;
 }
 
 /* The table has no clamp op; value clipping is rare and grads of embeddings and
  * hypernetworks are small, so it round-trips through host memory. */
-static sdt_core_status clamp_tensor(sdt_optimizer *opt, sdt_tensor *g, float limit, char *err, size_t n)
+static sdt_core_status clamp_tensor(sdt_optimizer *opt, sdt_tensor *g, float limit, sdt_error *error)
 {
     int64_t count = sdt_tensor_numel(g);
     float *host = malloc((size_t)count * sizeof *host + 1);
-    if (!host) return core_fail(err, n, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory for clipping.", opt->name);
+    if (!host) return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory for clipping.", opt->name);
     sdt_core_status st = SDT_CORE_OK;
     if (opt->be->download(opt->be, host, g->data, sdt_tensor_nbytes(g)) != 0) {
-        st = backend_fail(opt, "download", err, n);
+        st = backend_fail(opt, "download", error);
     } else {
         /* torch.clamp_: NaN stays NaN. */
         for (int64_t i = 0; i < count; i++)
             host[i] = host[i] > limit ? limit : (host[i] < -limit ? -limit : host[i]);
-        if (opt->be->upload(opt->be, g->data, host, sdt_tensor_nbytes(g)) != 0) st = backend_fail(opt, "upload", err, n);
+        if (opt->be->upload(opt->be, g->data, host, sdt_tensor_nbytes(g)) != 0) st = backend_fail(opt, "upload", error);
     }
     free(host);
     return st;
 }
 
-sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_value, char *err, size_t err_size)
+sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_value, sdt_error *error)
 {
-    sdt_core_status st = require_unscaled(opt, "clip_grad_value", err, err_size);
+    sdt_core_status st = require_unscaled(opt, "clip_grad_value", error);
     if (st != SDT_CORE_OK) return st;
     if (!(clip_value > 0.0f) || !isfinite(clip_value))
-        return core_fail(err, err_size, SDT_CORE_INVALID_ARGUMENT,
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
                          "optimizer '%s': clip_grad_value %g is invalid; use a finite value > 0.", opt->name, clip_value);
-    for (int i = 0; i < opt->grad_count && st == SDT_CORE_OK; i++) st = clamp_tensor(opt, opt->grads[i], clip_value, err, err_size);
+    for (int i = 0; i < opt->grad_count && st == SDT_CORE_OK; i++) st = clamp_tensor(opt, opt->grads[i], clip_value, error);
     return st;
 }
 
-sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, char *err, size_t n)
+sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, sdt_error *error)
 {
-    sdt_core_status st = sdt_optimizer_prepare(opt, err, n);
+    sdt_core_status st = sdt_optimizer_prepare(opt, error);
     if (st != SDT_CORE_OK) return st;
     if (opt->backward_count == 0)
-        return core_fail(err, n, SDT_CORE_NO_BACKWARD,
+        return core_fail(error, SDT_CORE_NO_BACKWARD,
                          "optimizer '%s': step with no gradients: no backward pass reached its %d trainable parameter(s) "
                          "since the last step or zero_grad (%d frozen); run backward on the loss before stepping, and check "
                          "that the loss actually depends on these parameters.",
@@ -343,23 +343,23 @@ sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, char *
 }
 
 /* Shared by the scaler: backward ran, but did any gradient arrive? */
-static sdt_core_status require_gradient_flow(sdt_optimizer *opt, char *err, size_t n)
+static sdt_core_status require_gradient_flow(sdt_optimizer *opt, sdt_error *error)
 {
     double norm = 0.0;
-    sdt_core_status st = sdt_optimizer_grad_norm(opt, &norm, err, n);
+    sdt_core_status st = sdt_optimizer_grad_norm(opt, &norm, error);
     if (st != SDT_CORE_OK || norm != 0.0) return st;
-    return core_fail(err, n, SDT_CORE_NO_GRADIENT_FLOW,
+    return core_fail(error, SDT_CORE_NO_GRADIENT_FLOW,
                      "optimizer '%s': backward ran but every gradient of its %d trainable parameter(s) is exactly zero, "
                      "so nothing would train; make sure the trained token appears in every prompt (the template contains "
                      "[name]) and is not truncated out of the 77-token window by a long caption.",
                      opt->name, opt->grad_count);
 }
 
-sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, char *err, size_t err_size)
+sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, sdt_error *error)
 {
-    sdt_core_status st = sdt_optimizer_require_gradients(opt, err, err_size);
-    if (st == SDT_CORE_OK) st = require_unscaled(opt, "step", err, err_size);
-    if (st == SDT_CORE_OK) st = require_gradient_flow(opt, err, err_size);
+    sdt_core_status st = sdt_optimizer_require_gradients(opt, error);
+    if (st == SDT_CORE_OK) st = require_unscaled(opt, "step", error);
+    if (st == SDT_CORE_OK) st = require_gradient_flow(opt, error);
     if (st != SDT_CORE_OK) return st;
     int64_t step = opt->step_count + 1;
     for (int i = 0; i < opt->count; i++) {
@@ -367,7 +367,7 @@ sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, char *err, size_t err_siz
         if (!p->trainable) continue;
         if (opt->be->adamw_update(opt->be, p->param, p->grad, &p->m, &p->v, opt->hp.lr, opt->hp.beta1, opt->hp.beta2,
                                   opt->hp.eps, opt->hp.weight_decay, step, 1.0f) != 0)
-            return backend_fail(opt, "adamw_update", err, err_size);
+            return backend_fail(opt, "adamw_update", error);
     }
     opt->step_count = step;
     sdt_optimizer_note_skipped_step(opt);

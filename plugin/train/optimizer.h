@@ -23,6 +23,8 @@
 #ifndef SDT_CORE_OPTIMIZER_H
 #define SDT_CORE_OPTIMIZER_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -44,9 +46,9 @@ sdt_adamw_hparams sdt_adamw_hparams_textual_inversion(float lr);
 
 typedef struct sdt_optimizer sdt_optimizer;
 
-/* name appears in every message ("embedding", "hypernetwork"). NULL on failure (sentence in err). */
+/* name appears in every message ("embedding", "hypernetwork"). NULL on failure (sentence in *error). */
 sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp,
-                                    char *err, size_t err_size);
+                                    sdt_error *error);
 void sdt_optimizer_destroy(sdt_optimizer *opt);
 
 /* Registers a parameter. param and grad are caller-owned views that must stay valid
@@ -55,9 +57,9 @@ void sdt_optimizer_destroy(sdt_optimizer *opt);
  * updated, grad may be NULL, and messages count it. Errors: SDT_CORE_FP16_MASTER
  * (16-bit master or grad), SDT_CORE_DUPLICATE_PARAM, SDT_CORE_INVALID_ARGUMENT. */
 sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param,
-                                        sdt_tensor *grad, bool trainable, char *err, size_t err_size);
+                                        sdt_tensor *grad, bool trainable, sdt_error *error);
 /* Prepare-time check: SDT_CORE_NO_TRAINABLE_PARAMS when nothing can train. */
-sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, sdt_error *error);
 
 const char *sdt_optimizer_name(const sdt_optimizer *opt);
 int sdt_optimizer_param_count(const sdt_optimizer *opt);
@@ -67,7 +69,7 @@ int sdt_optimizer_trainable_count(const sdt_optimizer *opt);
 const char *sdt_optimizer_find_shared_param(const sdt_optimizer *a, const sdt_optimizer *b);
 
 /* Zeroes every trainable grad and forgets the backward passes. */
-sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, sdt_error *error);
 /* A backward pass accumulated into this optimizer's grads, seeded with loss_scale
  * (sdt_scaler_get_scale: 1 without scaling, so the grads count as unscaled). */
 void sdt_optimizer_note_backward(sdt_optimizer *opt, float loss_scale);
@@ -80,27 +82,27 @@ bool sdt_optimizer_grads_not_zeroed(const sdt_optimizer *opt);
 /* The scaler's fused pass: grads *= inv_scale and *found_inf |= any non-finite,
  * one backend unscale_check over all trainable grads; marks the grads unscaled. */
 sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf,
-                                            char *err, size_t err_size);
+                                            sdt_error *error);
 
 /* L2 norm of all trainable grads (sqrt of a double sum of squares). */
-sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, sdt_error *error);
 /* torch.nn.utils.clip_grad_norm_(params, max_norm, 2.0, error_if_nonfinite):
  * coef = max_norm / (total + 1e-6), clamped to 1, grads *= coef; *total_norm gets the
  * norm before clipping. A non-finite norm turns the grads to NaN (torch does the
  * same) unless error_if_nonfinite, which returns SDT_CORE_NONFINITE_NORM. */
 sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm, bool error_if_nonfinite,
-                                             double *total_norm, char *err, size_t err_size);
+                                             double *total_norm, sdt_error *error);
 /* torch.nn.utils.clip_grad_value_: every grad element clamped to [-clip_value, clip_value]. */
-sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_value, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_value, sdt_error *error);
 
 /* SDT_CORE_NO_TRAINABLE_PARAMS or SDT_CORE_NO_BACKWARD (no backward since the last step or zero_grad),
  * the checks a step and the scaler's unscale make before touching anything. */
-sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, sdt_error *error);
 
 /* One AdamW step over the trainable parameters. Refuses: no backward since the
  * last step or zero_grad (SDT_CORE_NO_BACKWARD), grads still scaled, every grad exactly zero
  * (SDT_CORE_NO_GRADIENT_FLOW). */
-sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, sdt_error *error);
 /* A step the scaler skipped: state untouched, but the grads count as used. */
 void sdt_optimizer_note_skipped_step(sdt_optimizer *opt);
 

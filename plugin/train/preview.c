@@ -19,8 +19,7 @@ typedef struct preview_run {
     int in_c;                   /* the UNet's input channels: c, or c + extra for an inpainting model */
     const float *cond;          /* [in_c - c, h, w]: an inpainting model's extra channels, else NULL */
     float *host;                /* [batch, in_c, h, w] staging */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } preview_run;
 
 /* The UNet on x (host) at timestep t for each prompt of the batch. */
@@ -44,7 +43,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     sdt_tensor out;
     bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
-    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->err, p->err_size);
+    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->error);
     if (ok) {
         sdt_tensor o32 = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
         ok = !p->arena->overflowed && be->convert(be, &o32, &out) == 0 &&
@@ -53,8 +52,8 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     if (ok) {
         memcpy(out_cond, p->host, (size_t)n * sizeof(float));
         if (out_uncond) memcpy(out_uncond, p->host + n, (size_t)n * sizeof(float));
-    } else if (!p->err[0]) {
-        snprintf(p->err, p->err_size, "preview: the UNet failed: %s", be->error);
+    } else if (!p->error->message[0]) {
+        sdt_fail(p->error, SDT_ERR_DEVICE, "preview: the UNet failed: %s", be->error);
     }
     sdt_arena_rewind(p->arena, mark);
     return ok ? 0 : -1;
@@ -63,7 +62,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 /* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
 static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
                            const sdt_tensor *rows, const ti_preview_request *req, int batch, clip_text_acts *acts,
-                           sdt_tensor *context, clip_override *ov, char *err, size_t err_size)
+                           sdt_tensor *context, clip_override *ov, sdt_error *error)
 {
     ti_encoded e[2];
     int32_t ids[2 * TI_MAX_CHUNKS * TI_TOKENS];
@@ -73,11 +72,11 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     int64_t tshape[2] = {(int64_t)batch * chunks, TI_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
-        snprintf(err, err_size, "preview: copying the prompt failed: %s", rt->be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "preview: copying the prompt failed: %s", rt->be->error);
         return false;
     }
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
-    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, err, err_size)) return false;
+    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error)) return false;
     *context = ti_prompt_context(&acts->out, batch);
     return true;
 }
@@ -91,17 +90,17 @@ static uint8_t to_u8(float v)
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
 static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
                              const sdt_tensor *rows, const ti_preview_request *req, const float *cond, uint8_t *rgb,
-                             char *err, size_t err_size)
+                             sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
     preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
-                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, NULL, err, err_size};
+                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, NULL, error};
     clip_text_acts acts;
     clip_override ov[2 * TI_MAX_CHUNKS * TI_TOKENS];
     sdt_tensor context;
-    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, err, err_size)) return false;
+    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, error)) return false;
     p.context = &context;
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
@@ -112,17 +111,17 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         int64_t bshape[4] = {batch, p.c, p.h, p.w}, inshape[4] = {batch, p.in_c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
         sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, inshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
-        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, err, err_size)) return false;
+        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        return vae_decode(vae, be, a, &z, rt->dtype, &img, err, err_size);
+        return vae_decode(vae, be, a, &z, rt->dtype, &img, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 3 * sizeof(float));
     p.host = malloc((size_t)batch * p.in_c * p.h * p.w * sizeof(float));
     float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
     bool ok = x && scratch && p.host && pix;
-    if (!ok) snprintf(err, err_size, "preview: out of host memory");
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
     if (ok) {
         sdt_noise_schedule s;
         sdt_noise_schedule_init_sd(&s);
@@ -133,9 +132,9 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     if (ok) {
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
         ok = !a->overflowed && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
-             vae_decode(vae, be, a, &z, rt->dtype, &img, err, err_size) &&
+             vae_decode(vae, be, a, &z, rt->dtype, &img, error) &&
              be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !err[0]) snprintf(err, err_size, "preview: decoding failed: %s", be->error);
+        if (!ok && !error->message[0]) sdt_fail(error, SDT_ERR_DEVICE, "preview: decoding failed: %s", be->error);
     }
     int64_t hw = (int64_t)req->width * req->height;
     for (int64_t i = 0; ok && i < hw; i++)
@@ -148,25 +147,24 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
 }
 
 bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, char *err, size_t err_size)
+                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, sdt_error *error)
 {
     *rgb = NULL;
-    err[0] = 0;
+    error->message[0] = 0;
     inpaint_cond ic = {0};
     int f = vae_factor(&rt->model.vae.cfg);
-    const float *cond = inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, err,
-                                                                       err_size)
+    const float *cond = inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, error)
                                                    : NULL;
     if (inpaint_extra_channels(rt) && !cond) return false;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, rt->be);
-    bool ok = preview_sequence(rt, &measure, tok, rules, rows, req, cond, NULL, err, err_size) &&
-              work_arena_reserve(wa, rt->be, measure.peak, err, err_size);
+    bool ok = preview_sequence(rt, &measure, tok, rules, rows, req, cond, NULL, error) &&
+              work_arena_reserve(wa, rt->be, measure.peak, error);
     if (ok && !(*rgb = malloc((size_t)req->width * req->height * 3))) {
-        snprintf(err, err_size, "preview: out of host memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
         ok = false;
     }
-    if (ok && !preview_sequence(rt, &wa->arena, tok, rules, rows, req, cond, *rgb, err, err_size)) {
+    if (ok && !preview_sequence(rt, &wa->arena, tok, rules, rows, req, cond, *rgb, error)) {
         free(*rgb);
         *rgb = NULL;
         ok = false;

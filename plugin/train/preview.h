@@ -4,6 +4,8 @@
 #ifndef SDT_TRAIN_PREVIEW_H
 #define SDT_TRAIN_PREVIEW_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +26,6 @@ typedef struct ti_preview_request {
 
 /* *rgb receives malloc'd width*height*3 bytes. rows: the embedding [n_vectors, width] on the device. */
 bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, char *err, size_t err_size);
+                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, sdt_error *error);
 
 #endif

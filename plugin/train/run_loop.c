@@ -25,28 +25,26 @@ static bool cadence_due(int64_t every, int64_t step)
 
 /* Periodic saves never stop training: the user keeps the run, and the warning says what failed. */
 static void periodic_save(const sdt_host_callbacks *host, const char *what, int64_t step,
-                          sdt_status (*save)(void *, int64_t, char *, size_t), void *job)
+                          bool (*save)(void *, int64_t, sdt_error *), void *job)
 {
-    char err[1024] = "";
-    sdt_status st = save(job, step, err, sizeof err);
-    if (st != SDT_STATUS_OK)
+    sdt_error error = {0};
+    if (!save(job, step, &error))
         sdt_host_log(host, SDT_LOG_WARNING, "Saving the %s at step %lld failed (%s): %s Training continues.",
-                     what, (long long)step, sdt_status_name(st), err);
+                     what, (long long)step, sdt_status_name(sdt_status_of(&error)), error.message);
 }
 
-/* A failed step: keep what was good, then report the step's error (err holds its sentence). */
-static sdt_status fail_after_error(const sdt_job_ops *ops, void *job, sdt_status status,
-                                   sdt_run_control *ctl, const sdt_host_callbacks *host, const char *err)
+/* A failed step: keep what was good, then report the step's error. */
+static sdt_status fail_after_error(const sdt_job_ops *ops, void *job, sdt_run_control *ctl,
+                                   const sdt_host_callbacks *host, const sdt_error *error)
 {
-    char save_err[1024] = "";
-    sdt_status saved = ops->save_final(job, SDT_SAVE_AFTER_ERROR, save_err, sizeof save_err);
-    if (saved == SDT_STATUS_OK)
+    sdt_error save_error = {0};
+    if (ops->save_final(job, SDT_SAVE_AFTER_ERROR, &save_error))
         sdt_host_log(host, SDT_LOG_INFO, "The last good state was saved.");
     else
-        sdt_host_log(host, SDT_LOG_ERROR, "Saving the last good state also failed: %s", save_err);
-    sdt_host_log(host, SDT_LOG_ERROR, "%s", err);
+        sdt_host_log(host, SDT_LOG_ERROR, "Saving the last good state also failed: %s", save_error.message);
+    sdt_host_log(host, SDT_LOG_ERROR, "%s", error->message);
     sdt_run_control_set_state(ctl, SDT_RUN_FAILED);
-    return status;
+    return sdt_status_of(error);
 }
 
 static void time_metrics(sdt_metrics *m, uint32_t images, double step_seconds, double elapsed,
@@ -61,7 +59,7 @@ static void time_metrics(sdt_metrics *m, uint32_t images, double step_seconds, d
 
 sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
                        sdt_run_control *ctl, const sdt_host_callbacks *host,
-                       char *err, size_t err_size)
+                       sdt_error *error)
 {
     double start = seconds_now();
     double throughput = 0;
@@ -73,8 +71,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
         m.struct_size = sizeof m;
         uint32_t images = 0;
         double t0 = seconds_now();
-        sdt_status st = ops->step(job, &m, &images, err, err_size);
-        if (st != SDT_STATUS_OK) return fail_after_error(ops, job, st, ctl, host, err);
+        if (!ops->step(job, &m, &images, error)) return fail_after_error(ops, job, ctl, host, error);
         double t1 = seconds_now();
         time_metrics(&m, images, t1 - t0, t1 - start, &throughput);
         step = m.step;
@@ -88,11 +85,10 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
 
     bool interrupted = !ops->done(job) && sdt_run_control_interrupt_requested(ctl);
     sdt_save_reason reason = interrupted ? SDT_SAVE_INTERRUPTED : SDT_SAVE_FINISHED;
-    sdt_status saved = ops->save_final(job, reason, err, err_size);
-    if (saved != SDT_STATUS_OK) {
-        sdt_host_log(host, SDT_LOG_ERROR, "%s", err);
+    if (!ops->save_final(job, reason, error)) {
+        sdt_host_log(host, SDT_LOG_ERROR, "%s", error->message);
         sdt_run_control_set_state(ctl, SDT_RUN_FAILED);
-        return saved;
+        return sdt_status_of(error);
     }
     if (interrupted) {
         sdt_host_log(host, SDT_LOG_INFO, "Interrupted after step %lld; the state is saved.", (long long)step);

@@ -9,6 +9,8 @@
 #ifndef SDT_PLUGIN_RUN_LOOP_H
 #define SDT_PLUGIN_RUN_LOOP_H
 
+#include "sdt_error.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,14 +28,14 @@ typedef struct sdt_job_ops {
      * the trainer knows (step after this one, epoch, loss, grad norm, lr, scale, skipped steps,
      * precision, fallback) and *images with the samples it processed; timing is the loop's.
      * A failed step must leave the trainable state as it was before the step. */
-    sdt_status (*step)(void *job, sdt_metrics *metrics, uint32_t *images, char *err, size_t err_size);
+    bool (*step)(void *job, sdt_metrics *metrics, uint32_t *images, sdt_error *error);
     /* true when no step is left (max steps or the end of the LR schedule). */
     bool (*done)(const void *job);
     /* Optional (NULL = none): the copy saved every save_every steps; the preview image. */
-    sdt_status (*save_snapshot)(void *job, int64_t step, char *err, size_t err_size);
-    sdt_status (*save_preview)(void *job, int64_t step, char *err, size_t err_size);
+    bool (*save_snapshot)(void *job, int64_t step, sdt_error *error);
+    bool (*save_preview)(void *job, int64_t step, sdt_error *error);
     /* The final save: embedding and full training state, atomically. */
-    sdt_status (*save_final)(void *job, sdt_save_reason reason, char *err, size_t err_size);
+    bool (*save_final)(void *job, sdt_save_reason reason, sdt_error *error);
 } sdt_job_ops;
 
 typedef struct sdt_run_params {
@@ -43,10 +45,10 @@ typedef struct sdt_run_params {
 
 /* Runs the job until done, an error or an interrupt request in ctl. The caller has moved ctl to
  * SDT_RUN_RUNNING; the loop leaves it FINISHED, INTERRUPTED or FAILED. Returns OK, INTERRUPTED,
- * or the error with its sentence in err. Snapshot and preview failures are logged as warnings
+ * or the failure's status with its error value in *error. Snapshot and preview failures are logged as warnings
  * and training goes on (the previous files are intact: saves are atomic). */
 sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
                        sdt_run_control *ctl, const sdt_host_callbacks *host,
-                       char *err, size_t err_size);
+                       sdt_error *error);
 
 #endif

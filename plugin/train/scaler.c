@@ -49,46 +49,46 @@ static bool scale_usable(double s)
     return s > 0.0 && isfinite(s) && s <= FLT_MAX && isfinite((float)(1.0 / (double)(float)s)) && (float)s > 0.0f;
 }
 
-sdt_core_status sdt_scaler_config_validate(const sdt_scaler_config *cfg, char *err, size_t n)
+sdt_core_status sdt_scaler_config_validate(const sdt_scaler_config *cfg, sdt_error *error)
 {
     if (!scale_usable(cfg->init_scale))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: init_scale %g is invalid (zero, negative, NaN, infinite or so small that 1/scale "
                          "overflows fp32); use a power of two such as 65536.", cfg->init_scale);
     if (!(cfg->growth_factor > 1.0) || !isfinite(cfg->growth_factor))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: growth_factor %g must be a finite value > 1.0 (PyTorch: \"The growth factor must be > 1.0.\"); use 2.0.",
                          cfg->growth_factor);
     if (!(cfg->backoff_factor > 0.0 && cfg->backoff_factor < 1.0))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: backoff_factor %g must be in (0, 1) (PyTorch: \"The backoff factor must be < 1.0.\"); use 0.5.",
                          cfg->backoff_factor);
     if (cfg->growth_interval <= 0 || cfg->growth_interval > INT32_MAX)
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: growth_interval %lld must be between 1 and 2^31-1 (<= 0 would never grow the scale); use 2000.",
                          (long long)cfg->growth_interval);
     if (cfg->hysteresis < 1)
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: hysteresis %d must be >= 1 (1 backs off at every overflow, as PyTorch does).", cfg->hysteresis);
     if (cfg->min_scale != 0.0f && (!scale_usable(cfg->min_scale) || cfg->min_scale > cfg->init_scale))
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler: min_scale %g is invalid; use 0 (no minimum) or a positive value <= init_scale %g, e.g. 1.",
                          cfg->min_scale, cfg->init_scale);
     return SDT_CORE_OK;
 }
 
 sdt_scaler *sdt_scaler_create(sdt_backend *be, const sdt_scaler_config *cfg, sdt_core_log_fn log, void *log_user,
-                              char *err, size_t err_size)
+                              sdt_error *error)
 {
     if (!be || !cfg) {
-        core_fail(err, err_size, SDT_CORE_INVALID_ARGUMENT, "sdt_scaler_create: a backend and a config are required.");
+        core_fail(error, SDT_CORE_INVALID_ARGUMENT, "creating a loss scaler needs a backend and a config (a bug in the caller: please report).");
         return NULL;
     }
     /* Like torch, a disabled scaler validates nothing: it is the identity. */
-    if (cfg->enabled && sdt_scaler_config_validate(cfg, err, err_size) != SDT_CORE_OK) return NULL;
+    if (cfg->enabled && sdt_scaler_config_validate(cfg, error) != SDT_CORE_OK) return NULL;
     sdt_scaler *sc = calloc(1, sizeof *sc);
     if (!sc) {
-        core_fail(err, err_size, SDT_CORE_NO_MEMORY, "loss scaler: out of host memory.");
+        core_fail(error, SDT_CORE_NO_MEMORY, "loss scaler: out of host memory.");
         return NULL;
     }
     sc->be = be;
@@ -145,23 +145,23 @@ static scaler_record *find_record(const sdt_scaler *sc, const sdt_optimizer *opt
     return NULL;
 }
 
-static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimizer *opt, char *err, size_t n)
+static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimizer *opt, sdt_error *error)
 {
     const void *owner = sdt_optimizer_owner(opt);
     if (owner && owner != sc)
-        return core_fail(err, n, SDT_CORE_ALREADY_OWNED,
+        return core_fail(error, SDT_CORE_ALREADY_OWNED,
                          "optimizer '%s' is already scaled by another loss scaler; give each optimizer one scaler "
                          "(or attach both optimizers to one shared scaler).", sdt_optimizer_name(opt));
     char names[256];
     if (sc->count > 0 && !sc->cfg.shared)
-        return core_fail(err, n, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "loss scaler of optimizer %s cannot also scale optimizer '%s': one scaler per optimizer by "
                          "default; create a scaler for '%s', or set shared when both learn from one backward pass.",
                          optimizer_names(sc, names, sizeof names), sdt_optimizer_name(opt), sdt_optimizer_name(opt));
     for (int i = 0; i < sc->count; i++) {
         const char *p = sdt_optimizer_find_shared_param(opt, sc->records[i].opt);
         if (p)
-            return core_fail(err, n, SDT_CORE_SHARED_PARAM,
+            return core_fail(error, SDT_CORE_SHARED_PARAM,
                              "parameter '%s' belongs to both optimizer '%s' and optimizer '%s': its gradient would be "
                              "unscaled twice and it would be updated twice; register each parameter in one optimizer only.",
                              p, sdt_optimizer_name(opt), sdt_optimizer_name(sc->records[i].opt));
@@ -169,16 +169,16 @@ static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimize
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, char *err, size_t err_size)
+sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error)
 {
-    if (!sc || !opt) return core_fail(err, err_size, SDT_CORE_INVALID_ARGUMENT, "sdt_scaler_attach: scaler and optimizer are required.");
+    if (!sc || !opt) return core_fail(error, SDT_CORE_INVALID_ARGUMENT, "adding an optimizer to a loss scaler needs both (a bug in the caller: please report).");
     if (find_record(sc, opt)) return SDT_CORE_OK;
-    sdt_core_status st = check_attachable(sc, opt, err, err_size);
+    sdt_core_status st = check_attachable(sc, opt, error);
     if (st != SDT_CORE_OK) return st;
     if (sc->count == sc->capacity) {
         int cap = sc->capacity ? sc->capacity * 2 : 2;
         scaler_record *r = realloc(sc->records, (size_t)cap * sizeof *r);
-        if (!r) return core_fail(err, err_size, SDT_CORE_NO_MEMORY, "loss scaler: out of host memory.");
+        if (!r) return core_fail(error, SDT_CORE_NO_MEMORY, "loss scaler: out of host memory.");
         sc->records = r;
         sc->capacity = cap;
     }
@@ -187,24 +187,24 @@ sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, char *err,
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, char *err, size_t err_size)
+sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, sdt_error *error)
 {
     if (sc->count == 0)
-        return core_fail(err, err_size, SDT_CORE_NO_TRAINABLE_PARAMS,
+        return core_fail(error, SDT_CORE_NO_TRAINABLE_PARAMS,
                          "loss scaler: no optimizer is attached, so nothing would train; attach the trainer's optimizer before starting.");
     for (int i = 0; i < sc->count; i++) {
-        sdt_core_status st = sdt_optimizer_prepare(sc->records[i].opt, err, err_size);
+        sdt_core_status st = sdt_optimizer_prepare(sc->records[i].opt, error);
         if (st != SDT_CORE_OK) return st;
     }
     return SDT_CORE_OK;
 }
 
 sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled,
-                                      char *err, size_t err_size)
+                                      sdt_error *error)
 {
     char names[256];
     if (batch_size <= 0)
-        return core_fail(err, err_size, SDT_CORE_EMPTY_BATCH,
+        return core_fail(error, SDT_CORE_EMPTY_BATCH,
                          "optimizer %s: the batch is empty (%d samples), so there is no loss to learn from; check that "
                          "the dataset folder has readable images and that batch_size >= 1.",
                          optimizer_names(sc, names, sizeof names), batch_size);
@@ -217,32 +217,32 @@ sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_siz
     return SDT_CORE_OK;
 }
 
-static sdt_core_status require_scaled_once(const sdt_scaler *sc, const char *what, char *err, size_t n)
+static sdt_core_status require_scaled_once(const sdt_scaler *sc, const char *what, sdt_error *error)
 {
     if (sc->scaled_once) return SDT_CORE_OK;
     char names[256];
-    return core_fail(err, n, SDT_CORE_NOT_SCALED,
-                     "optimizer %s: %s before any scale_loss (PyTorch: \"Attempted %s but _scale is None\"); scale the "
-                     "loss with sdt_scaler_scale_loss and seed backward with sdt_scaler_get_scale first.",
+    return core_fail(error, SDT_CORE_NOT_SCALED,
+                     "optimizer %s: %s before any scale_loss() (PyTorch: \"Attempted %s but _scale is None\"); call "
+                     "scale_loss() first and run backward on the scaled loss.",
                      optimizer_names(sc, names, sizeof names), what, what);
 }
 
 static sdt_core_status find_owned(const sdt_scaler *sc, const sdt_optimizer *opt, const char *what,
-                                  scaler_record **rec, char *err, size_t n)
+                                  scaler_record **rec, sdt_error *error)
 {
     *rec = opt ? find_record(sc, opt) : NULL;
     if (*rec) return SDT_CORE_OK;
     char names[256];
-    return core_fail(err, n, SDT_CORE_NOT_OWNED,
-                     "%s for optimizer '%s', which this loss scaler does not own (it scales %s); attach the optimizer "
-                     "with sdt_scaler_attach, or call the scaler that belongs to it.",
+    return core_fail(error, SDT_CORE_NOT_OWNED,
+                     "%s for optimizer '%s', which this loss scaler does not own (it scales %s); count the optimizer "
+                     "in optimizer_count when creating the scaler, or call the scaler that belongs to it.",
                      what, opt ? sdt_optimizer_name(opt) : "(null)", optimizer_names(sc, names, sizeof names));
 }
 
 /* torch _unscale_grads_ + the stage change, with the gradient checks first. */
-static sdt_core_status unscale_record(sdt_scaler *sc, scaler_record *rec, char *err, size_t n)
+static sdt_core_status unscale_record(sdt_scaler *sc, scaler_record *rec, sdt_error *error)
 {
-    sdt_core_status st = sdt_optimizer_require_gradients(rec->opt, err, n);
+    sdt_core_status st = sdt_optimizer_require_gradients(rec->opt, error);
     if (st != SDT_CORE_OK) return st;
     if (sdt_optimizer_grads_not_zeroed(rec->opt))
         scaler_log(sc, SDT_CORE_LOG_WARNING,
@@ -251,7 +251,7 @@ static sdt_core_status unscale_record(sdt_scaler *sc, scaler_record *rec, char *
                    "scales. Call zero_grad after every step.", sdt_optimizer_name(rec->opt));
     float inv_scale = (float)(1.0 / (double)sc->scale); /* reciprocal in fp64, rounded to fp32, as torch */
     bool found = false;
-    st = sdt_optimizer_unscale_grads(rec->opt, inv_scale, &found, err, n);
+    st = sdt_optimizer_unscale_grads(rec->opt, inv_scale, &found, error);
     if (st != SDT_CORE_OK) return st;
     rec->found_inf = found ? 1.0f : 0.0f;
     rec->has_record = true;
@@ -259,45 +259,46 @@ static sdt_core_status unscale_record(sdt_scaler *sc, scaler_record *rec, char *
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, char *err, size_t err_size)
+sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error)
 {
     if (!sc->cfg.enabled) return SDT_CORE_OK;
     scaler_record *rec;
-    sdt_core_status st = find_owned(sc, opt, "unscale", &rec, err, err_size);
-    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "unscale", err, err_size);
+    sdt_core_status st = find_owned(sc, opt, "unscale()", &rec, error);
+    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "unscale()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_UNSCALED)
-        return core_fail(err, err_size, SDT_CORE_UNSCALE_TWICE,
-                         "optimizer '%s': unscale was already called since the last update (PyTorch: \"unscale_() has "
-                         "already been called on this optimizer since the last update().\"); unscale once per step, "
-                         "after all gradients are accumulated, then step and update.", sdt_optimizer_name(opt));
+        return core_fail(error, SDT_CORE_UNSCALE_TWICE,
+                         "optimizer '%s': unscale() was already called since the last update() (PyTorch: \"unscale_() has "
+                         "already been called on this optimizer since the last update().\"); call unscale() once per "
+                         "iteration, after all gradients are accumulated, then should_step() and update().", sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_STEPPED)
-        return core_fail(err, err_size, SDT_CORE_UNSCALE_AFTER_STEP,
-                         "optimizer '%s': unscale after step (PyTorch: \"unscale_() is being called after step().\"); "
-                         "unscale before the step, or call update first to start the next iteration.", sdt_optimizer_name(opt));
-    return unscale_record(sc, rec, err, err_size);
+        return core_fail(error, SDT_CORE_UNSCALE_AFTER_STEP,
+                         "optimizer '%s': unscale() after should_step() (PyTorch: \"unscale_() is being called after "
+                         "step().\"); call unscale() before should_step(), or update() first to start the next iteration.", sdt_optimizer_name(opt));
+    return unscale_record(sc, rec, error);
 }
 
-sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *stepped, char *err, size_t err_size)
+sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *stepped, sdt_error *error)
 {
     if (stepped) *stepped = false;
     if (!sc->cfg.enabled) {
         /* torch: return optimizer.step(); the optimizer still refuses a step with no gradients. */
-        sdt_core_status st = sdt_optimizer_step(opt, err, err_size);
+        sdt_core_status st = sdt_optimizer_step(opt, error);
         if (stepped) *stepped = st == SDT_CORE_OK;
         return st;
     }
     scaler_record *rec;
-    sdt_core_status st = find_owned(sc, opt, "step", &rec, err, err_size);
-    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "step", err, err_size);
+    sdt_core_status st = find_owned(sc, opt, "should_step()", &rec, error);
+    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "should_step()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_STEPPED)
-        return core_fail(err, err_size, SDT_CORE_STEP_TWICE,
-                         "optimizer '%s': step was already called since the last update (PyTorch: \"step() has already "
-                         "been called since the last update().\"); call update once after stepping every optimizer.",
+        return core_fail(error, SDT_CORE_STEP_TWICE,
+                         "optimizer '%s': should_step() was already called since the last update() (PyTorch: \"step() has "
+                         "already been called since the last update().\"); call update() once after should_step() for "
+                         "every optimizer.",
                          sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_READY) {
-        st = unscale_record(sc, rec, err, err_size);
+        st = unscale_record(sc, rec, error);
         if (st != SDT_CORE_OK) return st;
     }
     if (rec->found_inf != 0.0f) {
@@ -307,7 +308,7 @@ sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *steppe
                    "optimizer '%s': inf/NaN in the gradients at loss scale %g; step skipped, the scale backs off at update.",
                    sdt_optimizer_name(opt), (double)sc->scale);
     } else {
-        st = sdt_optimizer_step(opt, err, err_size);
+        st = sdt_optimizer_step(opt, error);
         if (st != SDT_CORE_OK) return st;
         if (stepped) *stepped = true;
     }
@@ -326,7 +327,7 @@ static void clear_records(sdt_scaler *sc)
 
 /* torch _amp_update_scale_ plus hysteresis (Megatron: refilled on growth) and min_scale. */
 static sdt_core_status apply_update_rule(sdt_scaler *sc, float found_inf, sdt_scaler_update_info *info,
-                                         char *err, size_t n)
+                                         sdt_error *error)
 {
     info->found_inf = found_inf != 0.0f; /* C truthiness: NaN counts, as in the kernel */
     if (info->found_inf) {
@@ -340,7 +341,7 @@ static sdt_core_status apply_update_rule(sdt_scaler *sc, float found_inf, sdt_sc
             }
             if (!scale_usable(new_scale)) {
                 char names[256];
-                return core_fail(err, n, SDT_CORE_SCALE_UNDERFLOW,
+                return core_fail(error, SDT_CORE_SCALE_UNDERFLOW,
                                  "optimizer %s: the loss scale would underflow from %g to %g after repeated overflows "
                                  "(fp16 cannot represent these gradients); set min_scale (e.g. 1) so the fp32 fallback "
                                  "takes over, or train in fp32 or bf16.",
@@ -368,14 +369,14 @@ static sdt_core_status apply_update_rule(sdt_scaler *sc, float found_inf, sdt_sc
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, char *err, size_t err_size)
+sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, sdt_error *error)
 {
     sdt_scaler_update_info local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
     info->scale_before = info->scale_after = sdt_scaler_get_scale(sc);
     if (!sc->cfg.enabled) return SDT_CORE_OK;
-    sdt_core_status st = require_scaled_once(sc, "update", err, err_size);
+    sdt_core_status st = require_scaled_once(sc, "update", error);
     if (st != SDT_CORE_OK) return st;
     float found_inf = 0.0f;
     int records = 0;
@@ -386,25 +387,25 @@ sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, 
     }
     if (records == 0) {
         char names[256];
-        return core_fail(err, err_size, SDT_CORE_UPDATE_WITHOUT_RECORDS,
+        return core_fail(error, SDT_CORE_UPDATE_WITHOUT_RECORDS,
                          "optimizer %s: update with nothing recorded: no optimizer was unscaled or stepped since the "
-                         "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call sdt_scaler_step "
-                         "for each optimizer, then update once.", optimizer_names(sc, names, sizeof names));
+                         "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call unscale() and "
+                         "should_step() for each optimizer, then update() once.", optimizer_names(sc, names, sizeof names));
     }
-    st = apply_update_rule(sc, found_inf, info, err, err_size);
+    st = apply_update_rule(sc, found_inf, info, error);
     clear_records(sc);
     info->scale_after = sc->scale;
     return st;
 }
 
-sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, char *err, size_t err_size)
+sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, sdt_error *error)
 {
     if (!sc->cfg.enabled) return SDT_CORE_OK;
-    sdt_core_status st = require_scaled_once(sc, "update", err, err_size);
+    sdt_core_status st = require_scaled_once(sc, "update", error);
     if (st != SDT_CORE_OK) return st;
     if (!scale_usable(new_scale)) {
         char names[256];
-        return core_fail(err, err_size, SDT_CORE_INVALID_CONFIG,
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "optimizer %s: new loss scale %g is invalid (zero, negative, NaN, infinite or too small for "
                          "fp32); pass a positive finite scale such as 65536.", optimizer_names(sc, names, sizeof names), new_scale);
     }
@@ -440,11 +441,11 @@ void sdt_scaler_get_state(const sdt_scaler *sc, sdt_scaler_state *state)
     state->min_scale = sc->cfg.min_scale;
 }
 
-sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *state, char *err, size_t err_size)
+sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *state, sdt_error *error)
 {
     if (!sc->cfg.enabled) return SDT_CORE_OK;
     if (!state->enabled)
-        return core_fail(err, err_size, SDT_CORE_BAD_STATE,
+        return core_fail(error, SDT_CORE_BAD_STATE,
                          "loss scaler: the saved state is empty, possibly because it was saved from a disabled scaler "
                          "(an fp32 or bf16 run); start this fp16 run with a fresh scaler instead of loading it.");
     sdt_scaler_config cfg = sc->cfg;
@@ -454,12 +455,12 @@ sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *sta
     cfg.growth_interval = state->growth_interval;
     cfg.hysteresis = state->hysteresis;
     cfg.min_scale = state->min_scale;
-    char why[256];
-    if (sdt_scaler_config_validate(&cfg, why, sizeof why) != SDT_CORE_OK)
-        return core_fail(err, err_size, SDT_CORE_BAD_STATE, "saved loss scaler state rejected: %s", why);
+    sdt_error why;
+    if (sdt_scaler_config_validate(&cfg, &why) != SDT_CORE_OK)
+        return core_fail(error, SDT_CORE_BAD_STATE, "saved loss scaler state rejected: %s", why.message);
     if (state->growth_tracker < 0 || state->growth_tracker >= state->growth_interval ||
         state->hysteresis_tracker < 0 || state->hysteresis_tracker > state->hysteresis)
-        return core_fail(err, err_size, SDT_CORE_BAD_STATE,
+        return core_fail(error, SDT_CORE_BAD_STATE,
                          "saved loss scaler state rejected: growth tracker %lld or hysteresis tracker %d is outside its "
                          "range (0..%lld, 0..%d); the file is corrupt, start the scaler fresh.",
                          (long long)state->growth_tracker, state->hysteresis_tracker,

@@ -29,6 +29,8 @@
 #ifndef SDT_CORE_SCALER_H
 #define SDT_CORE_SCALER_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -50,7 +52,7 @@ typedef struct sdt_scaler_config {
 /* torch.amp.GradScaler() defaults, enabled, not shared. */
 sdt_scaler_config sdt_scaler_config_default(void);
 /* SDT_CORE_INVALID_CONFIG with a sentence naming the field, for an enabled config. */
-sdt_core_status sdt_scaler_config_validate(const sdt_scaler_config *cfg, char *err, size_t err_size);
+sdt_core_status sdt_scaler_config_validate(const sdt_scaler_config *cfg, sdt_error *error);
 
 typedef enum sdt_scaler_stage {
     SDT_SCALER_READY = 0,
@@ -60,33 +62,33 @@ typedef enum sdt_scaler_stage {
 
 typedef struct sdt_scaler sdt_scaler;
 
-/* log may be NULL. NULL on failure (sentence in err). */
+/* log may be NULL. NULL on failure (sentence in *error). */
 sdt_scaler *sdt_scaler_create(sdt_backend *be, const sdt_scaler_config *cfg, sdt_core_log_fn log, void *log_user,
-                              char *err, size_t err_size);
+                              sdt_error *error);
 void sdt_scaler_destroy(sdt_scaler *sc);
 
 /* Takes ownership of opt's scaling (opt itself stays the caller's). Errors:
  * SDT_CORE_ALREADY_OWNED (another scaler has it), SDT_CORE_INVALID_CONFIG (a
  * second optimizer without config.shared), SDT_CORE_SHARED_PARAM (a parameter
  * of opt also belongs to an optimizer this scaler has). */
-sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error);
 /* Prepare-time checks, before any work: an optimizer attached and each has a trainable parameter. */
-sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, char *err, size_t err_size);
+sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, sdt_error *error);
 
 /* torch scaler.scale(loss): *scaled = f32(loss) * scale (identity when disabled).
  * batch_size <= 0 is SDT_CORE_EMPTY_BATCH. The backward seed is get_scale(). */
 sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled,
-                                      char *err, size_t err_size);
+                                      sdt_error *error);
 /* Current scale (1.0 when disabled). */
 float sdt_scaler_get_scale(const sdt_scaler *sc);
 int64_t sdt_scaler_growth_tracker(const sdt_scaler *sc);
 bool sdt_scaler_enabled(const sdt_scaler *sc);
 
 /* torch scaler.unscale_(opt): checks, fused unscale + inf check, stage UNSCALED. */
-sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, char *err, size_t err_size);
+sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error);
 /* torch scaler.step(opt): unscales if READY, then steps unless this optimizer's
  * grads had an inf/NaN. *stepped (may be NULL) says whether the step was taken. */
-sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *stepped, char *err, size_t err_size);
+sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *stepped, sdt_error *error);
 
 typedef struct sdt_scaler_update_info {
     float scale_before;
@@ -102,9 +104,9 @@ typedef struct sdt_scaler_update_info {
  * optimizers READY. info may be NULL. SDT_CORE_UPDATE_WITHOUT_RECORDS when no
  * optimizer was unscaled or stepped; SDT_CORE_SCALE_UNDERFLOW (scale unchanged)
  * when a backoff would leave a scale whose reciprocal is not a finite fp32. */
-sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, char *err, size_t err_size);
+sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, sdt_error *error);
 /* torch scaler.update(new_scale): sets the scale, tracker unchanged, records cleared. */
-sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, char *err, size_t err_size);
+sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, sdt_error *error);
 
 /* Per-optimizer record of the current iteration (READY / false for an optimizer not attached). */
 sdt_scaler_stage sdt_scaler_stage_of(const sdt_scaler *sc, const sdt_optimizer *opt);
@@ -128,6 +130,6 @@ typedef struct sdt_scaler_state {
 void sdt_scaler_get_state(const sdt_scaler *sc, sdt_scaler_state *state);
 /* torch load_state_dict(): a no-op on a disabled scaler; SDT_CORE_BAD_STATE for
  * the state of a disabled scaler or values that fail validation. */
-sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *state, char *err, size_t err_size);
+sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *state, sdt_error *error);
 
 #endif

@@ -30,10 +30,10 @@ static char *write_webp(const char *dir, const char *name, const uint8_t *data, 
 static void check_pixels(const char *path, int want, const uint8_t *expect, int ew, int eh, int tolerance,
                          const char *what)
 {
-    char err[512] = "";
+    sdt_error err = {0};
     int w = 0, h = 0;
-    uint8_t *px = sdt_image_decode(path, want, 1 << 24, &w, &h, err, sizeof err);
-    CHECK(px != NULL, "%s: %s", what, err);
+    uint8_t *px = sdt_image_decode(path, want, 1 << 24, &w, &h, &err);
+    CHECK(px != NULL, "%s: %s", what, err.message);
     if (!px) return;
     CHECK(w == ew && h == eh, "%s: %dx%d, expected %dx%d", what, w, h, ew, eh);
     int worst = 0;
@@ -124,20 +124,20 @@ int main(void)
     char *alpha = write_webp(dir, "b-alpha.webp", enc, n);
     WebPFree(enc);
     sdt_image_header hdr;
-    char err[1024] = "";
-    CHECK(sdt_image_probe(alpha, &hdr, err, sizeof err) && hdr.channels == 4 && hdr.width == W && hdr.height == H,
-          "the RGBA WebP's header: %dx%d, %d channels (%s)", hdr.width, hdr.height, hdr.channels, err);
+    sdt_error err = {0};
+    CHECK(sdt_image_probe(alpha, &hdr, &err) && hdr.channels == 4 && hdr.width == W && hdr.height == H,
+          "the RGBA WebP's header: %dx%d, %d channels (%s)", hdr.width, hdr.height, hdr.channels, err.message);
     /* libwebp keeps the RGB of fully transparent pixels only with exact mode; compare visible pixels. */
     for (int i = 0; i < W * H; i++)
         if (rgba[i * 4 + 3] == 0) rgba[i * 4] = rgba[i * 4 + 1] = rgba[i * 4 + 2] = 0;
     int w = 0, h = 0;
-    uint8_t *px = sdt_image_decode(alpha, 4, 1 << 24, &w, &h, err, sizeof err);
+    uint8_t *px = sdt_image_decode(alpha, 4, 1 << 24, &w, &h, &err);
     int mismatches = 0;
     for (int i = 0; px && i < W * H; i++) {
         if (px[i * 4 + 3] != rgba[i * 4 + 3]) mismatches++;
         else if (rgba[i * 4 + 3] && memcmp(px + i * 4, rgba + i * 4, 3)) mismatches++;
     }
-    CHECK(px && mismatches == 0, "lossless RGBA WebP: %d pixels differ (%s)", mismatches, err);
+    CHECK(px && mismatches == 0, "lossless RGBA WebP: %d pixels differ (%s)", mismatches, err.message);
     free(px);
 
     static uint8_t solid[W * H * 3];
@@ -153,7 +153,7 @@ int main(void)
 
     sdt_dataset ds;
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof err), "load the WebP dataset: %s", err);
+    CHECK(sdt_dataset_load(&opt, &ds, &err), "load the WebP dataset: %s", err.message);
     CHECK(ds.n_items == 5, "5 WebP images load, got %d", ds.n_items);
     CHECK(find_item(&ds, "a-lossless.webp") && find_item(&ds, "c-animated.webp") && find_item(&ds, "d-exif6.webp"),
           "the WebP files are items");

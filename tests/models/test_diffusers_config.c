@@ -49,10 +49,10 @@ static const char *str_at(const cJSON *o, const char *key, int i)
     return cJSON_GetStringValue(cJSON_GetArrayItem(a, i));
 }
 
-static bool detect(const char *dir, sd_config *cfg, char *err, size_t err_size)
+static bool detect(const char *dir, sd_config *cfg, sdt_error *err)
 {
-    sdt_weights *w = sdt_weights_open(dir, err, err_size);
-    bool ok = w && sd_config_detect(w, cfg, err, err_size);
+    sdt_weights *w = sdt_weights_open(dir, err);
+    bool ok = w && sd_config_detect(w, cfg, err);
     sdt_weights_close(w);
     return ok;
 }
@@ -117,12 +117,12 @@ static void edit(const char *dir, const char *sub, const char *name, const char 
  * text encoder to its fp16 variant name; the weights must read the same as before. */
 static void check_sharded(const char *model)
 {
-    char err[1024] = "";
-    sdt_weights *before = sdt_weights_open(model, err, sizeof err);
-    CHECK(before != NULL, "open before sharding: %s", err);
+    sdt_error err = {0};
+    sdt_weights *before = sdt_weights_open(model, &err);
+    CHECK(before != NULL, "open before sharding: %s", err.message);
     char *unet = g_build_filename(model, "unet", "diffusion_pytorch_model.safetensors", NULL);
-    sdt_safetensors *st = sdt_st_open(unet, err, sizeof err);
-    CHECK(st != NULL, "open %s: %s", unet, err);
+    sdt_safetensors *st = sdt_st_open(unet, &err);
+    CHECK(st != NULL, "open %s: %s", unet, err.message);
     if (!st || !before) return;
     size_t n = sdt_st_count(st), half = n / 2;
     sdt_st_write_item *items = calloc(n, sizeof *items);
@@ -137,7 +137,7 @@ static void check_sharded(const char *model)
     }
     for (int s = 0; s < 2; s++) {
         char *p = g_build_filename(model, "unet", shard_names[s], NULL);
-        CHECK(sdt_st_write(p, items + (s ? half : 0), s ? n - half : half, NULL, 0, err, sizeof err), "shard: %s", err);
+        CHECK(sdt_st_write(p, items + (s ? half : 0), s ? n - half : half, NULL, 0, &err), "shard: %s", err.message);
         g_free(p);
     }
     save(model, "unet", "diffusion_pytorch_model.safetensors.index.json", index);
@@ -149,8 +149,8 @@ static void check_sharded(const char *model)
     char *te16 = g_build_filename(model, "text_encoder", "model.fp16.safetensors", NULL);
     CHECK(g_rename(te, te16) == 0, "rename to %s", te16);
 
-    sdt_weights *after = sdt_weights_open(model, err, sizeof err);
-    CHECK(after != NULL, "a sharded UNet and an fp16-variant text encoder open: %s", err);
+    sdt_weights *after = sdt_weights_open(model, &err);
+    CHECK(after != NULL, "a sharded UNet and an fp16-variant text encoder open: %s", err.message);
     size_t same = 0;
     for (size_t i = 0; after && i < sdt_weights_count(before); i++) {
         const char *key = sdt_weights_key(before, i);
@@ -165,8 +165,8 @@ static void check_sharded(const char *model)
     /* a shard the index names but the folder lacks */
     char *p = g_build_filename(model, "unet", shard_names[1], NULL);
     g_remove(p);
-    after = sdt_weights_open(model, err, sizeof err);
-    CHECK(!after && strstr(err, "00002-of-00002"), "a missing shard is named: %s", err);
+    after = sdt_weights_open(model, &err);
+    CHECK(!after && strstr(err.message, "00002-of-00002"), "a missing shard is named: %s", err.message);
     sdt_weights_close(after);
     g_free(p);
     sdt_weights_close(before);
@@ -182,12 +182,12 @@ int main(void)
     char *model = g_build_filename(dir, "model", NULL);
     sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, sdt_test_next(&rng));
     spec.layout = SDT_CKPT_DIFFUSERS;
-    char err[1024] = "";
-    CHECK(sdt_ckpt_generate(model, &spec, err, sizeof err), "generate: %s", err);
+    sdt_error err = {0};
+    CHECK(sdt_ckpt_generate(model, &spec, &err), "generate: %s", err.message);
     check_written(model, &spec.config);
 
     sd_config c;
-    CHECK(detect(model, &c, err, sizeof err), "the folder loads with its configs: %s", err);
+    CHECK(detect(model, &c, &err), "the folder loads with its configs: %s", err.message);
     CHECK(c.prediction_from_config && !c.unet.v_prediction && c.vae.scaling == spec.config.vae.scaling &&
               sdt_unet_config_heads(&c.unet, c.unet.model_channels) ==
                   sdt_unet_config_heads(&spec.config.unet, spec.config.unet.model_channels),
@@ -196,7 +196,7 @@ int main(void)
     edit(model, "scheduler", "scheduler_config.json", "prediction_type", cJSON_CreateString("v_prediction"));
     edit(model, "vae", "config.json", "scaling_factor", cJSON_CreateNumber(0.13025));
     edit(model, "unet", "config.json", "attention_head_dim", cJSON_CreateNumber(4));
-    CHECK(detect(model, &c, err, sizeof err), "edited configs load: %s", err);
+    CHECK(detect(model, &c, &err), "edited configs load: %s", err.message);
     CHECK(c.unet.v_prediction && c.prediction_from_config, "prediction_type v_prediction gives a v-model");
     CHECK(fabsf(c.vae.scaling - 0.13025f) < 1e-7f, "scaling_factor is taken (%g)", (double)c.vae.scaling);
     CHECK(c.unet.num_heads == 4 && c.unet.head_dim == 0, "attention_head_dim 4 gives 4 heads (%d, %d)", c.unet.num_heads,
@@ -205,24 +205,24 @@ int main(void)
     int widths[2] = {spec.config.unet.model_channels * spec.config.unet.channel_mult[0] / 16,
                      spec.config.unet.model_channels * spec.config.unet.channel_mult[1] / 16};
     edit(model, "unet", "config.json", "attention_head_dim", cJSON_CreateIntArray(widths, 2));
-    CHECK(detect(model, &c, err, sizeof err) && c.unet.head_dim == 16 && c.unet.num_heads == 0,
-          "a per-level head list of one width gives head_dim 16 (%d, %d): %s", c.unet.head_dim, c.unet.num_heads, err);
+    CHECK(detect(model, &c, &err) && c.unet.head_dim == 16 && c.unet.num_heads == 0,
+          "a per-level head list of one width gives head_dim 16 (%d, %d): %s", c.unet.head_dim, c.unet.num_heads, err.message);
 
     edit(model, "unet", "config.json", "in_channels", cJSON_CreateNumber(9));
-    CHECK(!detect(model, &c, err, sizeof err) && strstr(err, "unet") && strstr(err, "config.json") &&
-              strstr(err, "in_channels"),
-          "in_channels against the weights is an error naming the file and key: %s", err);
+    CHECK(!detect(model, &c, &err) && strstr(err.message, "unet") && strstr(err.message, "config.json") &&
+              strstr(err.message, "in_channels"),
+          "in_channels against the weights is an error naming the file and key: %s", err.message);
     edit(model, "unet", "config.json", "in_channels", cJSON_CreateNumber(4));
     char *sched = g_build_filename(model, "scheduler", "scheduler_config.json", NULL);
     CHECK(g_file_set_contents(sched, "{\"prediction_type\": ", -1, NULL), "damage %s", sched);
-    CHECK(!detect(model, &c, err, sizeof err) && strstr(err, "scheduler_config.json") && strstr(err, "JSON"),
-          "damaged JSON is an error naming the file: %s", err);
+    CHECK(!detect(model, &c, &err) && strstr(err.message, "scheduler_config.json") && strstr(err.message, "JSON"),
+          "damaged JSON is an error naming the file: %s", err.message);
     CHECK(g_file_set_contents(sched, "{\"prediction_type\": \"sample\"}", -1, NULL), "write %s", sched);
-    CHECK(!detect(model, &c, err, sizeof err) && strstr(err, "prediction_type") && strstr(err, "sample"),
-          "an unsupported prediction type is named: %s", err);
+    CHECK(!detect(model, &c, &err) && strstr(err.message, "prediction_type") && strstr(err.message, "sample"),
+          "an unsupported prediction type is named: %s", err.message);
     g_remove(sched);
-    CHECK(detect(model, &c, err, sizeof err) && !c.prediction_from_config && !c.unet.v_prediction,
-          "without a scheduler config the default (epsilon) stays: %s", err);
+    CHECK(detect(model, &c, &err) && !c.prediction_from_config && !c.unet.v_prediction,
+          "without a scheduler config the default (epsilon) stays: %s", err.message);
     g_free(sched);
 
     check_sharded(model);

@@ -21,8 +21,8 @@ static char *tmp_path(const char *name)
 
 static void random_embedding(sdt_test_rng *rng, sdt_embedding *e, const char *name, int n, int dim)
 {
-    char err[256];
-    CHECK(sdt_embedding_init(e, name, n, dim, err, sizeof(err)), "init: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_embedding_init(e, name, n, dim, &error), "init: %s", error.message);
     sdt_test_fill_normal(rng, e->vectors, (int64_t)n * dim, 0.02);
     e->step = (int64_t)(sdt_test_next(rng) % 100000);
     sdt_embedding_set_string(&e->checkpoint_hash, "a1b2c3d4e5");
@@ -68,11 +68,12 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     }
     CHECK(removed == 1, "%s: one tEXt chunk", what);
     sdt_embedding back;
-    char err[1024];
-    bool ok = sdt_embedding_png_card_decode(stripped->data, stripped->len, path, &back, err, sizeof(err));
-    CHECK(ok, "%s: loads from the pixels alone: %s", what, err);
+    sdt_error error = {0};
+    bool ok = sdt_embedding_png_card_decode(stripped->data, stripped->len, path, &back, &error);
+    CHECK(ok, "%s: loads from the pixels alone: %s", what, error.message);
     if (ok) {
         check_same(want, &back, false, what);
+        CHECK(back.from_card_pixels && !back.load_note, "%s: the pixel copy is reported, with no damage note", what);
         sdt_embedding_free(&back);
     }
     /* a damaged text chunk (bad JSON, valid CRC) falls back to the pixel copy */
@@ -81,18 +82,22 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     const char bad_text[] = SDT_PNG_CARD_KEYWORD "\0e3t7ZGFtYWdlZA==";
     png_chunk(broken, "tEXt", bad_text, sizeof(bad_text) - 1);
     png_end(broken);
-    ok = sdt_embedding_png_card_decode(broken->data, broken->len, path, &back, err, sizeof(err));
-    CHECK(ok, "%s: damaged text chunk, pixels used: %s", what, err);
+    ok = sdt_embedding_png_card_decode(broken->data, broken->len, path, &back, &error);
+    CHECK(ok, "%s: damaged text chunk, pixels used: %s", what, error.message);
     if (ok) {
         check_same(want, &back, false, what);
+        CHECK(back.from_card_pixels && back.load_note && strstr(back.load_note, "damaged") &&
+                  strstr(back.load_note, "copy hidden in the pixels was used"),
+              "%s: the note says the text chunk is damaged and which copy was used: %s", what,
+              back.load_note ? back.load_note : "(none)");
         sdt_embedding_free(&back);
     }
     g_byte_array_unref(broken);
     /* an ordinary picture has no hidden data */
     GByteArray *plain = png_solid(16, 16, 90, 90, 90);
     png_end(plain);
-    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "p.png", &back, err, sizeof(err)) &&
-              strstr(err, "no embedding hidden"), "plain picture: %s", err);
+    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "p.png", &back, &error) &&
+              strstr(error.message, "no embedding hidden"), "plain picture: %s", error.message);
     g_byte_array_unref(plain);
     g_byte_array_unref(stripped);
     g_free(data);
@@ -116,25 +121,25 @@ static void test_pixels_with_black_border(sdt_test_rng *rng)
     for (size_t i = 0; i < sizeof(pic); i++) pic[i] = (uint8_t)(sdt_test_next(rng) & 0xff);
     uint8_t *card = NULL;
     int cw = 0;
-    char err[256];
-    CHECK(sdt_card_pixels_compose(json, style, 3, pic, W, H, &card, &cw, err, sizeof(err)), "compose: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_card_pixels_compose(json, style, 3, pic, W, H, &card, &cw, &error), "compose: %s", error.message);
     if (!card) return;
     int top = 3, left = 5, BW = cw + left + 2, BH = H + top + 4;
     uint8_t *big = calloc((size_t)BW * BH * 3, 1);
     for (int y = 0; y < H; y++) memcpy(big + ((size_t)(y + top) * BW + left) * 3, card + (size_t)y * cw * 3, (size_t)cw * 3);
     size_t len = 0;
-    char *got = sdt_card_pixels_extract(big, BW, BH, &len, err, sizeof(err));
-    CHECK(got && len == strlen(json) && !strcmp(got, json), "extracted after cropping: %s", got ? got : err);
+    char *got = sdt_card_pixels_extract(big, BW, BH, &len, &error);
+    CHECK(got && len == strlen(json) && !strcmp(got, json), "extracted after cropping: %s", got ? got : error.message);
     free(got);
     memset(big, 0, (size_t)BW * BH * 3);
-    CHECK(!sdt_card_pixels_extract(big, BW, BH, &len, err, sizeof(err)) && err[0], "all black: nothing");
+    CHECK(!sdt_card_pixels_extract(big, BW, BH, &len, &error) && error.message[0], "all black: nothing");
     free(big);
     free(card);
 }
 
 static void test_round_trips(sdt_test_rng *rng)
 {
-    char err[1024];
+    sdt_error error = {0};
     sdt_embedding e, sdxl, back;
     random_embedding(rng, &e, "my style-2.v1", 1 + (int)(sdt_test_next(rng) % 8), 768);
     random_embedding(rng, &sdxl, "xl-thing", 2, 2048);
@@ -142,13 +147,13 @@ static void test_round_trips(sdt_test_rng *rng)
 
     char *st = tmp_path("e.safetensors"), *card = tmp_path("e.png"), *st_xl = tmp_path("xl.safetensors"),
          *card_xl = tmp_path("xl.png");
-    CHECK(sdt_embedding_save_safetensors(&e, st, false, err, sizeof(err)), "save st: %s", err);
-    CHECK(sdt_embedding_load_safetensors(st, &back, err, sizeof(err)), "load st: %s", err);
+    CHECK(sdt_embedding_save_safetensors(&e, st, false, &error), "save st: %s", error.message);
+    CHECK(sdt_embedding_load_safetensors(st, &back, &error), "load st: %s", error.message);
     check_same(&e, &back, true, "safetensors");
     sdt_embedding_free(&back);
 
     /* The file really holds emb_params [N, dim] F32 and the metadata strings. */
-    sdt_safetensors *f = sdt_st_open(st, err, sizeof(err));
+    sdt_safetensors *f = sdt_st_open(st, &error);
     const sdt_st_entry *t = f ? sdt_st_find(f, "emb_params") : NULL;
     CHECK(t && t->dtype == SDT_ST_F32 && t->ndim == 2 && t->shape[0] == e.n_vectors && t->shape[1] == 768,
           "emb_params [N, 768] F32");
@@ -157,55 +162,55 @@ static void test_round_trips(sdt_test_rng *rng)
           "metadata checkpoint, vectors");
     if (f) sdt_st_close(f);
 
-    CHECK(sdt_embedding_save_safetensors(&sdxl, st_xl, false, err, sizeof(err)), "save xl: %s", err);
-    f = sdt_st_open(st_xl, err, sizeof(err));
+    CHECK(sdt_embedding_save_safetensors(&sdxl, st_xl, false, &error), "save xl: %s", error.message);
+    f = sdt_st_open(st_xl, &error);
     CHECK(f && sdt_st_find(f, "clip_l") && sdt_st_find(f, "clip_g") && sdt_st_find(f, "clip_l")->shape[1] == 768 &&
               sdt_st_find(f, "clip_g")->shape[1] == 1280, "SDXL file has clip_l [N,768] and clip_g [N,1280]");
     if (f) sdt_st_close(f);
-    CHECK(sdt_embedding_load_safetensors(st_xl, &back, err, sizeof(err)), "load xl: %s", err);
+    CHECK(sdt_embedding_load_safetensors(st_xl, &back, &error), "load xl: %s", error.message);
     check_same(&sdxl, &back, true, "sdxl safetensors");
     sdt_embedding_free(&back);
 
-    CHECK(sdt_embedding_save_png_card(&e, card, NULL, 0, 0, false, err, sizeof(err)), "save card: %s", err);
-    CHECK(sdt_embedding_load_png_card(card, &back, err, sizeof(err)), "load card: %s", err);
+    CHECK(sdt_embedding_save_png_card(&e, card, NULL, 0, 0, false, &error), "save card: %s", error.message);
+    CHECK(sdt_embedding_load_png_card(card, &back, &error), "load card: %s", error.message);
     check_same(&e, &back, false, "png card");
     sdt_embedding_free(&back);
     sdt_image_header h;
-    CHECK(sdt_image_probe(card, &h, err, sizeof(err)) && h.width > 258 && h.height == 256,
+    CHECK(sdt_image_probe(card, &h, &error) && h.width > 258 && h.height == 256,
           "the card is the 256x256 picture with the hidden blocks beside it (%dx%d)", h.width, h.height);
     check_pixel_copy(card, &e, "card");
 
     uint8_t picture[40 * 24 * 3];
     for (size_t i = 0; i < sizeof(picture); i++) picture[i] = (uint8_t)i;
-    CHECK(sdt_embedding_save_png_card(&sdxl, card_xl, picture, 40, 24, false, err, sizeof(err)), "save xl card: %s",
-          err);
+    CHECK(sdt_embedding_save_png_card(&sdxl, card_xl, picture, 40, 24, false, &error), "save xl card: %s",
+          error.message);
     sdt_embedding_format fmt;
-    CHECK(sdt_embedding_load(card_xl, &back, &fmt, err, sizeof(err)) && fmt == SDT_EMBEDDING_FORMAT_PNG_CARD,
-          "load xl card by content: %s", err);
+    CHECK(sdt_embedding_load(card_xl, &back, &fmt, &error) && fmt == SDT_EMBEDDING_FORMAT_PNG_CARD,
+          "load xl card by content: %s", error.message);
     check_same(&sdxl, &back, false, "sdxl png card");
     sdt_embedding_free(&back);
-    CHECK(sdt_image_probe(card_xl, &h, err, sizeof(err)) && h.width > 42 && h.height == 24, "caller's picture used");
+    CHECK(sdt_image_probe(card_xl, &h, &error) && h.width > 42 && h.height == 24, "caller's picture used");
     check_pixel_copy(card_xl, &sdxl, "sdxl card");
 
-    CHECK(sdt_embedding_load(st, &back, &fmt, err, sizeof(err)) && fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS,
+    CHECK(sdt_embedding_load(st, &back, &fmt, &error) && fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS,
           "load st by content");
     sdt_embedding_free(&back);
 
     char *pt = tmp_path("old.pt");
     g_file_set_contents(pt, "PK\x03\x04 torch zip archive", -1, NULL);
-    CHECK(!sdt_embedding_load(pt, &back, &fmt, err, sizeof(err)) && strstr(err, ".pt") && strstr(err, "safetensors"),
-          ".pt refused clearly: %s", err);
+    CHECK(!sdt_embedding_load(pt, &back, &fmt, &error) && strstr(error.message, pt) && strstr(error.message, "damaged"),
+          "a damaged .pt refused clearly: %s", error.message); /* readable ones: test_embedding_torch.c */
     g_free(pt);
 
     /* inspect */
-    char *json = sdt_embedding_inspect_file(st, err, sizeof(err));
+    char *json = sdt_embedding_inspect_file(st, &error);
     cJSON *j;
     j = json ? cJSON_Parse(json) : NULL;
     CHECK(j && cJSON_GetObjectItem(j, "vectors")->valueint == e.n_vectors &&
               cJSON_GetObjectItem(j, "dim")->valueint == 768 && cJSON_IsTrue(cJSON_GetObjectItem(j, "finite")) &&
               cJSON_GetArraySize(cJSON_GetObjectItem(j, "norms")) == e.n_vectors &&
               !strcmp(cJSON_GetObjectItem(j, "format")->valuestring, "safetensors"),
-          "inspect JSON: %s", json ? json : err);
+          "inspect JSON: %s", json ? json : error.message);
     cJSON_Delete(j);
     free(json);
     e.vectors[0] = NAN;
@@ -215,8 +220,8 @@ static void test_round_trips(sdt_test_rng *rng)
     cJSON_Delete(j);
     free(json);
     e.vectors[0] = 0;
-    CHECK(sdt_embedding_inspect_file("/nonexistent/x.png", err, sizeof(err)) == NULL && strstr(err, "x.png"),
-          "inspect of a missing file: %s", err);
+    CHECK(sdt_embedding_inspect_file("/nonexistent/x.png", &error) == NULL && strstr(error.message, "x.png"),
+          "inspect of a missing file: %s", error.message);
 
     sdt_embedding_free(&e);
     sdt_embedding_free(&sdxl);
@@ -228,7 +233,7 @@ static void test_round_trips(sdt_test_rng *rng)
 
 static void test_foreign_safetensors(sdt_test_rng *rng)
 {
-    char err[1024];
+    sdt_error error = {0};
     /* diffusers style: one key named after the token, F16, 1-D */
     uint16_t half[768];
     float want[768];
@@ -241,9 +246,9 @@ static void test_foreign_safetensors(sdt_test_rng *rng)
     int64_t shape1[1] = {768};
     sdt_st_write_item item = {"<cat-toy>", SDT_ST_F16, 1, shape1, half};
     char *p = tmp_path("learned_embeds.safetensors");
-    CHECK(sdt_st_write(p, &item, 1, NULL, 0, err, sizeof(err)), "write: %s", err);
+    CHECK(sdt_st_write(p, &item, 1, NULL, 0, &error), "write: %s", error.message);
     sdt_embedding e;
-    CHECK(sdt_embedding_load_safetensors(p, &e, err, sizeof(err)), "single key F16 loads: %s", err);
+    CHECK(sdt_embedding_load_safetensors(p, &e, &error), "single key F16 loads: %s", error.message);
     CHECK(e.n_vectors == 1 && e.dim == 768 && !memcmp(e.vectors, want, sizeof(want)), "1-D F16 -> [1, 768] exact");
     CHECK(e.name && !strcmp(e.name, "learned_embeds"), "name from the file stem: %s", e.name);
     sdt_embedding_free(&e);
@@ -254,9 +259,9 @@ static void test_foreign_safetensors(sdt_test_rng *rng)
     int64_t shape2[2] = {1, 4};
     sdt_st_write_item two[2] = {{"x", SDT_ST_F32, 2, shape2, a}, {"y", SDT_ST_F32, 2, shape2, b}};
     p = tmp_path("model.safetensors");
-    CHECK(sdt_st_write(p, two, 2, NULL, 0, err, sizeof(err)), "write two");
-    CHECK(!sdt_embedding_load_safetensors(p, &e, err, sizeof(err)) && strstr(err, "emb_params") && strstr(err, "2"),
-          "several keys refused: %s", err);
+    CHECK(sdt_st_write(p, two, 2, NULL, 0, &error), "write two");
+    CHECK(!sdt_embedding_load_safetensors(p, &e, &error) && strstr(error.message, "emb_params") && strstr(error.message, "2"),
+          "several keys refused: %s", error.message);
     g_free(p);
 }
 
@@ -294,12 +299,12 @@ static void test_a1111_cards(void)
         "\"sd_checkpoint_name\": \"caf\\u00e9 \\ud83c\\udfa8\"}";
     const float values[9] = {0.1f, 1.0f, 100.0f, 1e-5f, 1e16f, -0.0f, 0.5f, 123456.0f, 3e-4f};
     const char *types[] = {"tEXt", "zTXt", "iTXt"};
-    char err[1024];
+    sdt_error error = {0};
     for (int i = 0; i < 3; i++) {
         GByteArray *png = a1111_card(json, types[i]);
         sdt_embedding e;
-        bool ok = sdt_embedding_png_card_decode(png->data, png->len, "rick.png", &e, err, sizeof(err));
-        CHECK(ok, "%s card decodes: %s", types[i], err);
+        bool ok = sdt_embedding_png_card_decode(png->data, png->len, "rick.png", &e, &error);
+        CHECK(ok, "%s card decodes: %s", types[i], error.message);
         if (ok) {
             CHECK(e.n_vectors == 1 && e.dim == 9 && !memcmp(e.vectors, values, sizeof(values)), "%s: values exact",
                   types[i]);
@@ -318,63 +323,76 @@ static void test_a1111_cards(void)
     GByteArray *plain = png_solid(4, 4, 0, 0, 0);
     png_end(plain);
     sdt_embedding e;
-    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, err, sizeof(err)) &&
-              strstr(err, SDT_PNG_CARD_KEYWORD), "plain PNG: %s", err);
+    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, &error) &&
+              strstr(error.message, SDT_PNG_CARD_KEYWORD), "plain PNG: %s", error.message);
     plain->data[20] ^= 1;
-    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, err, sizeof(err)) &&
-              strstr(err, "CRC"), "CRC: %s", err);
+    CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, &error) &&
+              strstr(error.message, "CRC"), "CRC: %s", error.message);
     g_byte_array_unref(plain);
     GByteArray *two = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [1.0]}, \"+\": "
                                  "{\"TORCHTENSOR\": [2.0]}}}", "tEXt");
-    CHECK(!sdt_embedding_png_card_decode(two->data, two->len, "two.png", &e, err, sizeof(err)) &&
-              strstr(err, "2 terms"), "two terms: %s", err);
+    CHECK(!sdt_embedding_png_card_decode(two->data, two->len, "two.png", &e, &error) &&
+              strstr(error.message, "2 terms"), "two terms: %s", error.message);
     g_byte_array_unref(two);
     GByteArray *one_d = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [1.5, 2.5]}}}", "tEXt");
-    CHECK(sdt_embedding_png_card_decode(one_d->data, one_d->len, "dir/one-d.png", &e, err, sizeof(err)) &&
+    CHECK(sdt_embedding_png_card_decode(one_d->data, one_d->len, "dir/one-d.png", &e, &error) &&
               e.n_vectors == 1 && e.dim == 2 && e.vectors[1] == 2.5f && !strcmp(e.name, "one-d") && e.step == 0,
-          "1-D tensor, name from the file: %s", err);
+          "1-D tensor, name from the file: %s", error.message);
     sdt_embedding_free(&e);
     g_byte_array_unref(one_d);
     GByteArray *bad_json = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [[1.0, \"x\"]]}}}", "tEXt");
-    CHECK(!sdt_embedding_png_card_decode(bad_json->data, bad_json->len, "bad.png", &e, err, sizeof(err)) &&
-              strstr(err, "not a number"), "a damaged card without a pixel copy reports the text error: %s", err);
+    CHECK(!sdt_embedding_png_card_decode(bad_json->data, bad_json->len, "bad.png", &e, &error) &&
+              strstr(error.message, "not a number"), "a damaged card without a pixel copy reports the text error: %s", error.message);
     g_byte_array_unref(bad_json);
+    /* Corrupt base64 is reported as such, not as JSON it never got to be. */
+    const char *bad_base64[] = {"e3t9@@@@", "e3t9e3t", "e3=9"};
+    for (int i = 0; i < 3; i++) {
+        GByteArray *card = png_solid(4, 4, 0, 0, 0);
+        char chunk[64];
+        int n = snprintf(chunk, sizeof chunk, "%s%c%s", SDT_PNG_CARD_KEYWORD, 0, bad_base64[i]);
+        png_chunk(card, "tEXt", chunk, (size_t)n);
+        png_end(card);
+        CHECK(!sdt_embedding_png_card_decode(card->data, card->len, "b64.png", &e, &error) &&
+                  strstr(error.message, "not valid base64") && !strstr(error.message, "JSON"),
+              "'%s': %s", bad_base64[i], error.message);
+        g_byte_array_unref(card);
+    }
 }
 
 static void test_names_and_saves(sdt_test_rng *rng)
 {
-    char err[1024];
+    sdt_error error = {0};
     const char *refused[] = {"", "../evil", "a/b", "a\\b", "tab\there", "nl\n", ".hidden", "col:on", "x\x7f"};
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        err[0] = 0;
-        CHECK(!sdt_embedding_name_check(refused[i], err, sizeof(err)) && strlen(err) > 20, "name #%zu refused: %s", i,
-              err);
+        error.message[0] = 0;
+        CHECK(!sdt_embedding_name_check(refused[i], &error) && strlen(error.message) > 20, "name #%zu refused: %s", i,
+              error.message);
     }
     const char *accepted[] = {"my-style", "My Style 2.v1", "caf\xc3\xa9_x", "123"};
     for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++)
-        CHECK(sdt_embedding_name_check(accepted[i], err, sizeof(err)), "\"%s\" accepted: %s", accepted[i], err);
+        CHECK(sdt_embedding_name_check(accepted[i], &error), "\"%s\" accepted: %s", accepted[i], error.message);
     char *s = sdt_embedding_name_sanitise("../ev:il/\x01name");
     CHECK(s && !strcmp(s, "evilname"), "A1111 sanitising: \"%s\"", s);
     free(s);
     sdt_embedding e;
-    CHECK(!sdt_embedding_init(&e, "ok", 0, 768, err, sizeof(err)) && !sdt_embedding_init(&e, "ok", 76, 768, err, sizeof(err)),
+    CHECK(!sdt_embedding_init(&e, "ok", 0, 768, &error) && !sdt_embedding_init(&e, "ok", 76, 768, &error),
           "vectors per token limited to 1..75");
 
     /* overwrite protection, NaN refusal: the old file stays */
     random_embedding(rng, &e, "keep", 2, 16);
     char *p = tmp_path("keep.safetensors"), *card = tmp_path("keep.png");
-    CHECK(sdt_embedding_save_safetensors(&e, p, false, err, sizeof(err)), "first save");
-    CHECK(!sdt_embedding_save_safetensors(&e, p, false, err, sizeof(err)) && strstr(err, "already exists"),
-          "no overwrite: %s", err);
+    CHECK(sdt_embedding_save_safetensors(&e, p, false, &error), "first save");
+    CHECK(!sdt_embedding_save_safetensors(&e, p, false, &error) && strstr(error.message, "already exists"),
+          "no overwrite: %s", error.message);
     float first = e.vectors[0];
     e.vectors[0] = first + 1;
-    CHECK(sdt_embedding_save_safetensors(&e, p, true, err, sizeof(err)), "overwrite allowed: %s", err);
+    CHECK(sdt_embedding_save_safetensors(&e, p, true, &error), "overwrite allowed: %s", error.message);
     e.vectors[1] = NAN;
-    CHECK(!sdt_embedding_save_safetensors(&e, p, true, err, sizeof(err)) && strstr(err, "NaN"), "NaN refused: %s", err);
-    CHECK(!sdt_embedding_save_png_card(&e, card, NULL, 0, 0, true, err, sizeof(err)) && access(card, F_OK) != 0,
+    CHECK(!sdt_embedding_save_safetensors(&e, p, true, &error) && strstr(error.message, "NaN"), "NaN refused: %s", error.message);
+    CHECK(!sdt_embedding_save_png_card(&e, card, NULL, 0, 0, true, &error) && access(card, F_OK) != 0,
           "NaN card refused");
     sdt_embedding back;
-    CHECK(sdt_embedding_load_safetensors(p, &back, err, sizeof(err)) && back.vectors[0] == first + 1 &&
+    CHECK(sdt_embedding_load_safetensors(p, &back, &error) && back.vectors[0] == first + 1 &&
               isfinite(back.vectors[1]), "the last good file is intact");
     sdt_embedding_free(&back);
     e.vectors[1] = 0;
@@ -383,20 +401,20 @@ static void test_names_and_saves(sdt_test_rng *rng)
     char *ro = tmp_path("ro");
     g_mkdir(ro, 0755);
     char *in_ro = g_build_filename(ro, "e.safetensors", NULL), *card_ro = g_build_filename(ro, "e.png", NULL);
-    CHECK(sdt_embedding_save_safetensors(&e, in_ro, false, err, sizeof(err)), "save in folder");
-    CHECK(sdt_embedding_save_png_card(&e, card_ro, NULL, 0, 0, false, err, sizeof(err)), "card in folder");
+    CHECK(sdt_embedding_save_safetensors(&e, in_ro, false, &error), "save in folder");
+    CHECK(sdt_embedding_save_png_card(&e, card_ro, NULL, 0, 0, false, &error), "card in folder");
     chmod(ro, 0555);
     if (access(ro, W_OK) == 0) {
         printf("embedding_file: running as root, chmod cannot make a folder read-only; read-only case skipped\n");
     } else {
         e.vectors[0] += 5;
-        CHECK(!sdt_embedding_save_safetensors(&e, in_ro, true, err, sizeof(err)) && strstr(err, "e.safetensors"),
-              "read-only folder refused: %s", err);
-        CHECK(!sdt_embedding_save_png_card(&e, card_ro, NULL, 0, 0, true, err, sizeof(err)), "card refused");
-        CHECK(sdt_embedding_load_safetensors(in_ro, &back, err, sizeof(err)) && back.vectors[0] == e.vectors[0] - 5,
+        CHECK(!sdt_embedding_save_safetensors(&e, in_ro, true, &error) && strstr(error.message, "e.safetensors"),
+              "read-only folder refused: %s", error.message);
+        CHECK(!sdt_embedding_save_png_card(&e, card_ro, NULL, 0, 0, true, &error), "card refused");
+        CHECK(sdt_embedding_load_safetensors(in_ro, &back, &error) && back.vectors[0] == e.vectors[0] - 5,
               "old file intact");
         sdt_embedding_free(&back);
-        CHECK(sdt_embedding_load_png_card(card_ro, &back, err, sizeof(err)), "old card intact");
+        CHECK(sdt_embedding_load_png_card(card_ro, &back, &error), "old card intact");
         sdt_embedding_free(&back);
         GDir *d = g_dir_open(ro, 0, NULL);
         int files = 0;
@@ -415,7 +433,7 @@ static void test_names_and_saves(sdt_test_rng *rng)
 
 static void test_fuzz_card_reader(sdt_test_rng *rng)
 {
-    char err[512];
+    sdt_error error = {0};
     sdt_embedding e;
     /* random bytes, with and without the PNG signature */
     for (int i = 0; i < 3000; i++) {
@@ -423,7 +441,7 @@ static void test_fuzz_card_reader(sdt_test_rng *rng)
         size_t n = sdt_test_next(rng) % sizeof(buf);
         for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)sdt_test_next(rng);
         if (i % 2 && n >= 8) memcpy(buf, "\x89PNG\r\n\x1a\n", 8);
-        if (sdt_embedding_png_card_decode(buf, n, "r.png", &e, err, sizeof(err))) sdt_embedding_free(&e);
+        if (sdt_embedding_png_card_decode(buf, n, "r.png", &e, &error)) sdt_embedding_free(&e);
     }
     /* mutated JSON payloads in well-formed cards (reach the JSON reader) */
     const char *base = "{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [[1.0, 2.0], [3.0, 4.0]]}}, \"name\": \"n\", "
@@ -437,15 +455,15 @@ static void test_fuzz_card_reader(sdt_test_rng *rng)
         for (int k = 0; k < edits; k++) json[sdt_test_next(rng) % n] = pool[sdt_test_next(rng) % (sizeof(pool) - 1)];
         if (sdt_test_next(rng) % 4 == 0) json[sdt_test_next(rng) % n] = 0;
         GByteArray *card = a1111_card(json, i % 3 ? "tEXt" : "zTXt");
-        if (sdt_embedding_png_card_decode(card->data, card->len, "m.png", &e, err, sizeof(err))) {
+        if (sdt_embedding_png_card_decode(card->data, card->len, "m.png", &e, &error)) {
             CHECK(e.n_vectors >= 1 && e.dim >= 1 && e.vectors, "accepted card has vectors");
             sdt_embedding_free(&e);
         } else {
-            CHECK(err[0], "refusal has a message");
+            CHECK(error.message[0], "refusal has a message");
         }
         /* truncations of a valid card */
         size_t cut = sdt_test_next(rng) % card->len;
-        if (sdt_embedding_png_card_decode(card->data, cut, "t.png", &e, err, sizeof(err))) sdt_embedding_free(&e);
+        if (sdt_embedding_png_card_decode(card->data, cut, "t.png", &e, &error)) sdt_embedding_free(&e);
         g_byte_array_unref(card);
     }
 }

@@ -29,10 +29,10 @@ int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("outputs");
     char *log = g_dir_make_tmp("sdt-out-XXXXXX", NULL);
-    char err[1024];
+    sdt_error error = {0};
     sdt_output_dirs d;
     time_t when = (time_t)1700000000 + (time_t)(sdt_test_next(&rng) % 100000000);
-    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, err, sizeof(err)), "prepare: %s", err);
+    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, &error), "prepare: %s", error.message);
     struct tm tm;
     localtime_r(&when, &tm);
     char date[16], want_root[4096];
@@ -44,9 +44,9 @@ int main(void)
     CHECK(g_str_has_suffix(d.embeddings, "/my-emb/embeddings") && g_str_has_suffix(d.images, "/images") &&
               g_str_has_suffix(d.image_embeddings, "/image_embeddings") &&
               g_str_has_suffix(d.loss_csv, "/textual_inversion_loss.csv"), "A1111 names");
-    CHECK(!sdt_outputs_prepare(log, "../up", when, &d, err, sizeof(err)) && strstr(err, "../up"), "bad name: %s", err);
-    CHECK(!sdt_outputs_prepare("", "x", when, &d, err, sizeof(err)) && strstr(err, "Log directory"), "no log dir");
-    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, err, sizeof(err)), "prepare twice is fine");
+    CHECK(!sdt_outputs_prepare(log, "../up", when, &d, &error) && strstr(error.message, "../up"), "bad name: %s", error.message);
+    CHECK(!sdt_outputs_prepare("", "x", when, &d, &error) && strstr(error.message, "Log directory"), "no log dir");
+    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, &error), "prepare twice is fine");
 
     char file[4096];
     CHECK(sdt_output_file(file, sizeof(file), d.embeddings, "my-emb", 500, ".safetensors") &&
@@ -56,7 +56,7 @@ int main(void)
     for (int64_t s = 1; s <= 8; s++) {
         sdt_loss_row r = row_for(s, &rng);
         if (s == 4) r.grad_norm = NAN; /* not measured: empty cell */
-        CHECK(sdt_loss_csv_append(d.loss_csv, &r, err, sizeof(err)), "append %lld: %s", (long long)s, err);
+        CHECK(sdt_loss_csv_append(d.loss_csv, &r, &error), "append %lld: %s", (long long)s, error.message);
     }
     CHECK(count_lines(d.loss_csv) == 9, "header + 8 rows, got %d", count_lines(d.loss_csv));
     gchar *text = NULL;
@@ -65,11 +65,11 @@ int main(void)
     CHECK(text && strstr(text, "\n4,0,3,") && strstr(text, ",0.005,,65536,fp16,0,3.5\n"), "empty grad_norm cell");
     g_free(text);
     /* Resume from the step-5 checkpoint: rows 6..8 belong to the lost run. */
-    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 5, err, sizeof(err)), "truncate: %s", err);
+    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 5, &error), "truncate: %s", error.message);
     CHECK(count_lines(d.loss_csv) == 6, "header + 5 rows after truncation, got %d", count_lines(d.loss_csv));
     for (int64_t s = 6; s <= 7; s++) {
         sdt_loss_row r = row_for(s, &rng);
-        CHECK(sdt_loss_csv_append(d.loss_csv, &r, err, sizeof(err)), "append after resume");
+        CHECK(sdt_loss_csv_append(d.loss_csv, &r, &error), "append after resume");
     }
     g_file_get_contents(d.loss_csv, &text, NULL, NULL);
     int headers = 0;
@@ -81,14 +81,14 @@ int main(void)
     FILE *fp = fopen(d.loss_csv, "ab");
     fputs("8,0,7,0.12", fp);
     fclose(fp);
-    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 100, err, sizeof(err)) && count_lines(d.loss_csv) == 8,
+    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 100, &error) && count_lines(d.loss_csv) == 8,
           "torn row dropped");
-    CHECK(sdt_loss_csv_truncate_after("/nonexistent/sdt.csv", 1, err, sizeof(err)), "missing CSV is fine");
+    CHECK(sdt_loss_csv_truncate_after("/nonexistent/sdt.csv", 1, &error), "missing CSV is fine");
     /* an A1111 CSV (5 columns) is not appended to with other columns */
     char *old = g_build_filename(log, "old.csv", NULL);
     g_file_set_contents(old, "step,epoch,epoch_step,loss,learn_rate\n1,0,0,0.1,0.005\n", -1, NULL);
     sdt_loss_row r = row_for(2, &rng);
-    CHECK(!sdt_loss_csv_append(old, &r, err, sizeof(err)) && strstr(err, "other columns"), "header mismatch: %s", err);
+    CHECK(!sdt_loss_csv_append(old, &r, &error) && strstr(error.message, "other columns"), "header mismatch: %s", error.message);
     g_free(old);
 
     /* settings JSON */
@@ -96,7 +96,7 @@ int main(void)
     cJSON_AddStringToObject(settings, "embedding_name", "my-emb");
     cJSON_AddNumberToObject(settings, "batch_size", 2);
     char path[4096];
-    CHECK(sdt_settings_save(d.root, settings, when, path, sizeof(path), err, sizeof(err)), "settings: %s", err);
+    CHECK(sdt_settings_save(d.root, settings, when, path, sizeof(path), &error), "settings: %s", error.message);
     char stamp[32], want_name[64];
     strftime(stamp, sizeof(stamp), "%Y-%m-%d-%H-%M-%S", &tm);
     snprintf(want_name, sizeof(want_name), "/settings-%s.json", stamp);

@@ -126,7 +126,7 @@ static void check_against_a1111(sdt_tokenizer *tok, const ti_prompt_rules *rules
 static bool run_clip(const clip_text_model *m, sdt_backend *be, const int32_t *ids, int n_seq, const float *rows,
                      int n_rows, const clip_override *ov, int n_ov, float *out)
 {
-    char err[512] = "";
+    sdt_error err = {0};
     int64_t tshape[2] = {n_seq, TI_TOKENS}, rshape[2] = {n_rows, m->cfg.width};
     sdt_tensor tokens = sdt_tensor_make((void *)ids, SDT_I32, SDT_DEVICE_CPU, 2, tshape);
     sdt_tensor rows_t = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, rshape);
@@ -135,11 +135,11 @@ static bool run_clip(const clip_text_model *m, sdt_backend *be, const int32_t *i
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
-    bool ok = clip_text_forward(m, be, &meas, &in, &acts, err, sizeof err) && sdt_arena_init(&arena, be, meas.peak);
-    ok = ok && clip_text_forward(m, be, &arena, &in, &acts, err, sizeof err);
+    bool ok = clip_text_forward(m, be, &meas, &in, &acts, &err) && sdt_arena_init(&arena, be, meas.peak);
+    ok = ok && clip_text_forward(m, be, &arena, &in, &acts, &err);
     if (ok) sdt_load_f32(acts.out.data, acts.out.dtype, out, (int64_t)n_seq * TI_TOKENS * m->cfg.width);
     if (ok) sdt_arena_release(&arena);
-    CHECK(ok, "text encoder: %s", err);
+    CHECK(ok, "text encoder: %s", err.message);
     return ok;
 }
 
@@ -200,12 +200,12 @@ done:
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_prompt_chunks");
-    char err[512] = "";
-    sdt_tokenizer *tok = sdt_tokenizer_load_builtin_clip(err, sizeof err);
-    CHECK(tok != NULL, "built-in tokenizer: %s", err);
+    sdt_error err = {0};
+    sdt_tokenizer *tok = sdt_tokenizer_load_builtin_clip(&err);
+    CHECK(tok != NULL, "built-in tokenizer: %s", err.message);
     if (!tok) return sdt_test_finish("test_prompt_chunks");
     int32_t placeholder = -1;
-    CHECK(sdt_tokenizer_add_token(tok, "<emb>", -1, &placeholder, err, sizeof err), "add token: %s", err);
+    CHECK(sdt_tokenizer_add_token(tok, "<emb>", -1, &placeholder, &err), "add token: %s", err.message);
     ti_prompt_rules rules = {placeholder, 3, 0, sdt_tokenizer_eos(tok)};
 
     /* Random long captions, the embedding at every kind of place; SD 1.x and SD 2.x padding. */
@@ -253,9 +253,9 @@ int main(void)
     sdt_weights *w = NULL;
     clip_text_model m;
     sdt_backend *be = sdt_backend_cpu_create(1);
-    bool ok = sdt_ckpt_generate(path, &spec, err, sizeof err) && (w = sdt_weights_open(path, err, sizeof err)) &&
-              clip_text_load(&m, &spec.config.clip, w, err, sizeof err);
-    CHECK(ok && be, "the tiny text encoder: %s", err);
+    bool ok = sdt_ckpt_generate(path, &spec, &err) && (w = sdt_weights_open(path, &err)) &&
+              clip_text_load(&m, &spec.config.clip, w, &err);
+    CHECK(ok && be, "the tiny text encoder: %s", err.message);
     if (ok && be) check_encoder_per_chunk(tok, &rules, &m, be, &rng);
     if (be) be->destroy(be);
     sdt_weights_close(w);

@@ -114,11 +114,12 @@ static void check_webp_dataset(const trainer_env *env)
     fx_subdir(env, data, "webp/dataset");
     const char *stems[3] = {"demo_001", "demo_002", "demo_003"};
     for (int i = 0; i < 3; i++) {
-        char png[FX_PATH], out[FX_PATH], err[512] = "";
+        char png[FX_PATH], out[FX_PATH];
+        sdt_error err = {0};
         snprintf(png, sizeof png, "%.3900s/%s.png", env->dataset, stems[i]);
         int w = 0, h = 0;
-        uint8_t *rgb = sdt_image_decode(png, 3, 1 << 24, &w, &h, err, sizeof err);
-        CHECK(rgb != NULL, "decode %s: %s", png, err);
+        uint8_t *rgb = sdt_image_decode(png, 3, 1 << 24, &w, &h, &err);
+        CHECK(rgb != NULL, "decode %s: %s", png, err.message);
         if (!rgb) return;
         uint8_t *enc = NULL;
         size_t n = i % 2 ? WebPEncodeRGB(rgb, w, h, w * 3, 90, &enc) : WebPEncodeLosslessRGB(rgb, w, h, w * 3, &enc);
