@@ -27,6 +27,8 @@
 #ifndef SDT_MODELS_PICKLE_READ_H
 #define SDT_MODELS_PICKLE_READ_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 

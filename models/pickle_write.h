@@ -14,6 +14,8 @@
 #ifndef SDT_MODELS_PICKLE_WRITE_H
 #define SDT_MODELS_PICKLE_WRITE_H
 
+#include "sdt_error.h"
+
 #include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>

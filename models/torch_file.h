@@ -23,6 +23,8 @@
 #ifndef SDT_MODELS_TORCH_FILE_H
 #define SDT_MODELS_TORCH_FILE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 

@@ -9,6 +9,8 @@
 #ifndef SDT_MODELS_TORCH_SAVE_H
 #define SDT_MODELS_TORCH_SAVE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 

@@ -21,6 +21,7 @@ struct sdt_zip_writer {
     uint64_t pos;
     GArray *entries; /* written_entry */
     bool failed;
+    uint64_t zip64_at; /* sizes and offsets from here on use zip64 records (4 GiB - 1 unless lowered) */
 };
 
 static void put16(GByteArray *b, uint16_t v)
@@ -41,7 +42,7 @@ static void put64(GByteArray *b, uint64_t v)
     put32(b, (uint32_t)(v >> 32));
 }
 
-static uint32_t sat32(uint64_t v) { return v >= ZIP64_LIMIT ? 0xFFFFFFFFu : (uint32_t)v; }
+static uint32_t sat32(const sdt_zip_writer *z, uint64_t v) { return v >= z->zip64_at ? 0xFFFFFFFFu : (uint32_t)v; }
 
 static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, sdt_error *error)
 {
@@ -66,7 +67,13 @@ sdt_zip_writer *sdt_zip_writer_new(FILE *fp, const char *what)
     z->fp = fp;
     z->what = g_strdup(what);
     z->entries = g_array_new(FALSE, FALSE, sizeof(written_entry));
+    z->zip64_at = ZIP64_LIMIT;
     return z;
+}
+
+void sdt_zip_writer_set_zip64_threshold(sdt_zip_writer *z, uint64_t bytes)
+{
+    z->zip64_at = bytes < ZIP64_LIMIT ? bytes : ZIP64_LIMIT;
 }
 
 void sdt_zip_writer_free(sdt_zip_writer *z)
@@ -86,7 +93,7 @@ bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, u
         return false;
     }
     written_entry e = {g_strdup(name), sdt_zip_crc32(data, size), size, z->pos};
-    bool zip64 = size >= ZIP64_LIMIT;
+    bool zip64 = size >= z->zip64_at;
     GByteArray *h = g_byte_array_new();
     put32(h, 0x04034b50u);
     put16(h, zip64 ? 45 : 20);
@@ -132,7 +139,7 @@ bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error)
     GByteArray *cd = g_byte_array_new();
     for (guint i = 0; i < z->entries->len; i++) {
         const written_entry *e = &g_array_index(z->entries, written_entry, i);
-        bool big_size = e->size >= ZIP64_LIMIT, big_off = e->offset >= ZIP64_LIMIT;
+        bool big_size = e->size >= z->zip64_at, big_off = e->offset >= z->zip64_at;
         uint16_t extra = (uint16_t)((big_size || big_off) ? 4 + (big_size ? 16 : 0) + (big_off ? 8 : 0) : 0);
         put32(cd, 0x02014b50u);
         put16(cd, extra ? 45 : 20); /* made by */
@@ -142,15 +149,15 @@ bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error)
         put16(cd, 0);
         put16(cd, 0x21);
         put32(cd, e->crc);
-        put32(cd, sat32(e->size));
-        put32(cd, sat32(e->size));
+        put32(cd, sat32(z, e->size));
+        put32(cd, sat32(z, e->size));
         put16(cd, (uint16_t)strlen(e->name));
         put16(cd, extra);
         put16(cd, 0); /* comment */
         put16(cd, 0); /* disk */
         put16(cd, 0); /* internal attributes */
         put32(cd, 0); /* external attributes */
-        put32(cd, sat32(e->offset));
+        put32(cd, sat32(z, e->offset));
         g_byte_array_append(cd, (const guint8 *)e->name, (guint)strlen(e->name));
         if (extra) {
             put16(cd, 0x0001);
@@ -163,7 +170,7 @@ bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error)
         }
     }
     uint64_t cd_off = z->pos, cd_size = cd->len, count = z->entries->len;
-    bool zip64 = cd_off >= ZIP64_LIMIT || cd_size >= ZIP64_LIMIT || count >= 0xFFFF;
+    bool zip64 = cd_off >= z->zip64_at || cd_size >= z->zip64_at || count >= 0xFFFF;
     if (zip64) {
         uint64_t eocd64 = cd_off + cd_size;
         put32(cd, 0x06064b50u);
@@ -186,8 +193,8 @@ bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error)
     put16(cd, 0);
     put16(cd, zip64 ? 0xFFFF : (uint16_t)count);
     put16(cd, zip64 ? 0xFFFF : (uint16_t)count);
-    put32(cd, sat32(cd_size));
-    put32(cd, sat32(cd_off));
+    put32(cd, sat32(z, cd_size));
+    put32(cd, sat32(z, cd_off));
     put16(cd, 0);
     bool ok = write_bytes(z, cd->data, cd->len, error);
     g_byte_array_free(cd, TRUE);

@@ -73,6 +73,13 @@ static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_em
         return entry_of(f, sdt_pv_dict_value(root, 0), key ? key : "(non-string key)", &a, error) &&
                sdt_embedding_take_tensor(path, &a, e, error);
     }
+    if (sdt_pv_is(sdt_pv_dict_get(root, "state_dict"), SDT_PV_DICT))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is a model checkpoint (a state_dict of %zu entries), not "
+                        "an embedding; give it as the model (--model)", path,
+                        sdt_pv_len(sdt_pv_dict_get(root, "state_dict")));
+    if (sdt_pv_dict_get(root, "layer_structure") || sdt_pv_dict_get(root, "activation_func"))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is an A1111 hypernetwork, not an embedding; give it as "
+                        "a hypernetwork", path);
     if (sdt_pv_is(sdt_pv_dict_value(root, 0), SDT_PV_TENSOR))
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds %zu tensors; a diffusers or kohya embedding holds exactly one "
                  "(this is probably a model, LoRA or hypernetwork)", path, sdt_pv_len(root));

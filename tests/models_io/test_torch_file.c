@@ -159,13 +159,15 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
     sdt_pv_arena_free(a);
 }
 
-/* A zip holding pkl as archive/data.pkl and the given storages (data/0..), written by the project's writer. */
-static char *write_archive(const char *dir, const char *name, const void *pkl, size_t pkl_len, const void *storage,
-                           size_t storage_len)
+/* A zip holding pkl as archive/data.pkl and the given storages (data/0..), written by the project's writer
+ * (with zip64 records for every entry when zip64 is set). */
+static char *write_archive_as(const char *dir, const char *name, const void *pkl, size_t pkl_len,
+                              const void *storage, size_t storage_len, bool zip64)
 {
     char *path = g_build_filename(dir, name, NULL);
     FILE *fp = fopen(path, "wb");
     sdt_zip_writer *z = sdt_zip_writer_new(fp, path);
+    if (zip64) sdt_zip_writer_set_zip64_threshold(z, 0);
     sdt_error error = {0};
     bool ok = sdt_zip_writer_add(z, "archive/data.pkl", pkl, pkl_len, &error);
     if (storage) ok = ok && sdt_zip_writer_add(z, "archive/data/0", storage, storage_len, &error);
@@ -173,6 +175,49 @@ static char *write_archive(const char *dir, const char *name, const void *pkl, s
     if (!ok) sdt_zip_writer_free(z);
     fclose(fp);
     return path;
+}
+
+static char *write_archive(const char *dir, const char *name, const void *pkl, size_t pkl_len, const void *storage,
+                           size_t storage_len)
+{
+    return write_archive_as(dir, name, pkl, pkl_len, storage, storage_len, false);
+}
+
+/* zip64 everywhere (local and central extra fields, the zip64 end records), as torch writes past 4 GiB:
+ * read back by the project's reader and, where a python3 is installed, by Python's zipfile. */
+static void test_zip64(const char *dir)
+{
+    sdt_pv_arena *a = sdt_pv_arena_new();
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    sdt_pv *t = sdt_pv_new_tensor(a, SDT_ST_F32, 2, (int64_t[]){2, 3}, data);
+    GByteArray *pkl = g_byte_array_new();
+    GPtrArray *storages = g_ptr_array_new();
+    sdt_error error = {0};
+    CHECK(sdt_pickle_write(t, pkl, storages, "zip64", &error), "write: %s", error.message);
+    char *path = write_archive_as(dir, "zip64.pt", pkl->data, pkl->len, data, sizeof data, true);
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "zip64 archive: %s", error.message);
+    sdt_tensor out;
+    CHECK(f && sdt_torch_tensor(f, sdt_torch_root(f), "t", &out, &error) && memcmp(out.data, data, sizeof data) == 0,
+          "zip64 tensor: %s", error.message);
+    sdt_torch_close(f);
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import sys, zipfile\n"
+                    "z = zipfile.ZipFile(sys.argv[1])\n"
+                    "assert z.testzip() is None\n"
+                    "print(len(z.read('archive/data/0')))", path, NULL};
+    char *out_text = NULL;
+    int status = -1;
+    if (g_file_test(argv[0], G_FILE_TEST_IS_EXECUTABLE) &&
+        g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out_text, NULL, &status, NULL))
+        CHECK(status == 0 && out_text && atoi(out_text) == (int)sizeof data, "Python's zipfile rejects the zip64 archive");
+    else
+        printf("  no /usr/bin/python3: the zip64 archive is not cross-checked with Python's zipfile\n");
+    g_free(out_text);
+    g_free(path);
+    g_byte_array_free(pkl, TRUE);
+    g_ptr_array_free(storages, TRUE);
+    sdt_pv_arena_free(a);
 }
 
 static void expect_refusal(const char *dir, const char *name, const void *pkl, size_t len, const void *storage,
@@ -354,6 +399,7 @@ int main(void)
     test_round_trip(&rng, dir);
     test_refusals(dir);
     test_legacy();
+    test_zip64(dir);
     test_strided();
     io_rm_tree(dir);
     g_free(dir);

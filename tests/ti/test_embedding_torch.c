@@ -153,6 +153,16 @@ static void test_written(sdt_test_rng *rng)
     char *p4 = save_pt("no-embedding.pt", no_emb);
     expect_refusal(p4, "not an embedding file");
 
+    sdt_pv *ckpt = sdt_pv_new_dict(a, false);
+    sdt_pv_dict_set(a, ckpt, "state_dict", two_tensors);
+    char *p5 = save_pt("model.ckpt", ckpt);
+    expect_refusal(p5, "model checkpoint (a state_dict of 2 entries)");
+    sdt_pv *hn = sdt_pv_new_dict(a, false);
+    sdt_pv_dict_add(hn, sdt_pv_new_int(a, 768), sdt_pv_new(a, SDT_PV_TUPLE));
+    sdt_pv_dict_set(a, hn, "layer_structure", sdt_pv_new(a, SDT_PV_LIST));
+    char *p6 = save_pt("hn.pt", hn);
+    expect_refusal(p6, "A1111 hypernetwork");
+    g_free(p5), g_free(p6);
     g_free(pt), g_free(bin), g_free(f16), g_free(xl_pt), g_free(p1), g_free(p2), g_free(p3), g_free(p4);
     g_free(twin);
     g_free(xl_twin);
