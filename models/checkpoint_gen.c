@@ -5,6 +5,7 @@
  * and vae/ (safetensors only: no config.json, which sdtrain does not need).
  */
 #include "checkpoint_gen.h"
+#include "diffusers_config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -219,6 +220,8 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     }
     for (size_t i = 0; names && i < g->n; i++) free(names[i]);
     free(items), free(names), free(parts), free(shapes);
+    /* the JSON files diffusers opens a folder by (a partial folder for tests gets none) */
+    if (ok && !spec->text_only && !spec->vae_only) ok = sdt_diffusers_config_write(path, cfg, error);
     return ok;
 }
 

@@ -2,8 +2,11 @@
  *
  *   sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
- *                       [--text-only | --vae-only]
+ *                       [--text-only | --vae-only] [--clip-vocab N] [--unet-in-channels N]
  *
+ * --clip-vocab sets the text encoder's token rows (49408 for a tiny model that the
+ * CLIP tokenizer built into the plugin fits); --unet-in-channels 9 makes an inpainting
+ * model (latent, mask, masked-image latent).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -18,7 +21,8 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(stderr,
             "usage: sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n");
+            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n"
+            "                           [--clip-vocab N] [--unet-in-channels N]\n");
     return 2;
 }
 
@@ -38,6 +42,7 @@ int main(int argc, char **argv)
     spec.dtype = SDT_F32;
     spec.layout = SDT_CKPT_LDM;
     const char *out = NULL, *config = NULL;
+    long clip_vocab = 0, unet_in = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--config") && v) config = argv[++i];
@@ -52,6 +57,15 @@ int main(int argc, char **argv)
             else return usage("--layout must be ldm or diffusers");
         } else if (!strcmp(a, "--perturb-all")) spec.perturb_all = true;
         else if (!strcmp(a, "--text-only")) spec.text_only = true;
+        else if (!strcmp(a, "--unet-in-channels") && v) {
+            char *end;
+            unet_in = strtol(argv[++i], &end, 10);
+            if (*end || unet_in < 1 || unet_in > 64) return usage("--unet-in-channels must be a number from 1 to 64");
+        } else if (!strcmp(a, "--clip-vocab") && v) {
+            char *end;
+            clip_vocab = strtol(argv[++i], &end, 10);
+            if (*end || clip_vocab < 2 || clip_vocab > 1000000) return usage("--clip-vocab must be a number from 2 to 1000000");
+        }
         else if (!strcmp(a, "--vae-only")) spec.vae_only = true;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), 0;
         else {
@@ -64,6 +78,8 @@ int main(int argc, char **argv)
     if (!out) return usage("--out is required");
     if (spec.text_only && spec.vae_only) return usage("--text-only and --vae-only exclude each other");
     spec.config = sd_config_preset(family);
+    if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
+    if (unet_in) spec.config.unet.in_channels = (int)unet_in;
     sdt_error error = {0};
     if (!sdt_ckpt_generate(out, &spec, &error)) {
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
