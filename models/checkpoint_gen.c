@@ -80,8 +80,7 @@ typedef struct gen_ctx {
     size_t n, cap;
     bool failed;
     char failed_key[256];
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } gen_ctx;
 
 static bool wanted(const gen_ctx *g, const char *key)
@@ -140,11 +139,11 @@ static void free_items(gen_ctx *g)
     free(g->items);
 }
 
-static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, char *err, size_t err_size)
+static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, sdt_error *error)
 {
     sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
     if (!items) {
-        snprintf(err, err_size, "%s: out of memory", path);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         return false;
     }
     for (size_t i = 0; i < g->n; i++) {
@@ -160,35 +159,34 @@ static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, c
                          {"sdtrain_generator", "sdt-make-checkpoint"},
                          {"sdtrain_config", sd_family_name(spec->config.family)},
                          {"sdtrain_seed", seed}};
-    bool ok = sdt_st_write(path, items, g->n, meta, 4, err, err_size);
+    bool ok = sdt_st_write(path, items, g->n, meta, 4, error);
     free(items);
     return ok;
 }
 
-static bool make_folder(const char *path, char *err, size_t err_size)
+static bool make_folder(const char *path, sdt_error *error)
 {
     if (mkdir(path, 0777) == 0 || errno == EEXIST) return true;
-    snprintf(err, err_size, "%s: cannot create the folder (%s)", path, strerror(errno));
+    sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot create the folder (%s)", path, strerror(errno));
     return false;
 }
 
 /* Renames every tensor to its diffusers name and writes one file per part. */
-static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, char *err,
-                            size_t err_size)
+static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, sdt_error *error)
 {
-    if (!make_folder(path, err, err_size)) return false;
+    if (!make_folder(path, error)) return false;
     sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
     char **names = calloc(g->n ? g->n : 1, sizeof(*names));
     int *parts = calloc(g->n ? g->n : 1, sizeof(*parts));
     int64_t(*shapes)[4] = calloc(g->n ? g->n : 1, sizeof(*shapes));
     bool ok = items && names && parts && shapes;
-    if (!ok) snprintf(err, err_size, "%s: out of memory", path);
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (size_t i = 0; ok && i < g->n; i++) {
         sdt_diffusers_part part;
         bool as_linear;
         names[i] = sdt_diffusers_name(g->items[i].name, cfg, &part, &as_linear);
         if (!names[i]) {
-            snprintf(err, err_size, "%s: no diffusers name for '%s'", path, g->items[i].name);
+            sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: no diffusers name for '%s'", path, g->items[i].name);
             ok = false;
             break;
         }
@@ -205,7 +203,7 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
         size_t n = 0;
         sdt_st_write_item *sel = calloc(g->n ? g->n : 1, sizeof(*sel));
         if (!sel) {
-            snprintf(err, err_size, "%s: out of memory", path);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             ok = false;
             break;
         }
@@ -215,7 +213,7 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
             char dir[4096], file[4200];
             snprintf(dir, sizeof(dir), "%s/%s", path, sdt_diffusers_folder((sdt_diffusers_part)p));
             snprintf(file, sizeof(file), "%s/%s.safetensors", dir, sdt_diffusers_file_base((sdt_diffusers_part)p));
-            ok = make_folder(dir, err, err_size) && sdt_st_write(file, sel, n, meta, 1, err, err_size);
+            ok = make_folder(dir, error) && sdt_st_write(file, sel, n, meta, 1, error);
         }
         free(sel);
     }
@@ -224,10 +222,10 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     return ok;
 }
 
-bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size)
+bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error)
 {
     if (spec->dtype != SDT_F32 && spec->dtype != SDT_F16 && spec->dtype != SDT_BF16) {
-        snprintf(err, err_size, "%s: checkpoints are written as F32, F16 or BF16", path);
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: checkpoints are written as F32, F16 or BF16", path);
         return false;
     }
     sd_config cfg = spec->config;
@@ -238,14 +236,14 @@ bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, s
         cfg.clip.layers -= cfg.clip.default_skip - 1;
         cfg.clip.default_skip = 1;
     }
-    gen_ctx g = {.spec = spec, .err = err, .err_size = err_size};
-    bool ok = sd_params(&cfg, collect, &g, err, err_size) && !g.failed;
+    gen_ctx g = {.spec = spec, .error = error};
+    bool ok = sd_params(&cfg, collect, &g, error) && !g.failed;
     if (g.failed)
-        snprintf(err, err_size, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
                  g.failed_key);
     if (ok)
-        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, err, err_size)
-                                          : write_diffusers(path, spec, &cfg, &g, err, err_size);
+        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, error)
+                                          : write_diffusers(path, spec, &cfg, &g, error);
     free_items(&g);
     return ok;
 }

@@ -13,7 +13,7 @@
 
 #include "atomic_file.h"
 #include "demo_scene.h"
-#include "png_write.h"
+#include "data/png_write.h"
 
 #define DEFAULT_COUNT 12
 #define DEFAULT_SIZE 64
@@ -71,7 +71,7 @@ static int parse_args(int argc, char **argv, dataset_args *a)
     return a->out ? 0 : usage("OUT_DIR is required");
 }
 
-static bool write_image(const char *dir, int index, const demo_scene *s, uint8_t *rgb, char *err, size_t err_size)
+static bool write_image(const char *dir, int index, const demo_scene *s, uint8_t *rgb, sdt_error *error)
 {
     char stem[32];
     snprintf(stem, sizeof stem, "demo_%03d", index);
@@ -80,8 +80,8 @@ static bool write_image(const char *dir, int index, const demo_scene *s, uint8_t
     char *caption = demo_scene_caption(s);
     demo_scene_draw(s, rgb);
     /* No trailing newline: A1111 keeps a caption file's content unstripped. */
-    bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, err, err_size) &&
-              sdt_atomic_write(txt_path, caption, strlen(caption), err, err_size);
+    bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, error) &&
+              sdt_atomic_write(txt_path, caption, strlen(caption), error);
     g_free(caption);
     g_free(png_path);
     g_free(txt_path);
@@ -99,15 +99,15 @@ int main(int argc, char **argv)
     }
     uint64_t rng = a.seed;
     uint8_t *rgb = g_malloc((size_t)a.size * a.size * 3);
-    char err[512] = "";
+    sdt_error error = {0};
     bool ok = true;
     for (int i = 0; ok && i < (int)a.count; i++) {
         demo_scene s = demo_scene_random(&rng, (int)a.size);
-        ok = write_image(a.out, i, &s, rgb, err, sizeof err);
+        ok = write_image(a.out, i, &s, rgb, &error);
     }
     g_free(rgb);
     if (!ok) {
-        fprintf(stderr, "sdt-make-demo-dataset: %s.\n", err);
+        fprintf(stderr, "sdt-make-demo-dataset: %s.\n", error.message);
         return 1;
     }
     printf("wrote %d images of %dx%d with captions to %s (seed %llu)\n", (int)a.count, (int)a.size, (int)a.size,

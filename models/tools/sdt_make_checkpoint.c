@@ -64,9 +64,9 @@ int main(int argc, char **argv)
     if (!out) return usage("--out is required");
     if (spec.text_only && spec.vae_only) return usage("--text-only and --vae-only exclude each other");
     spec.config = sd_config_preset(family);
-    char err[512];
-    if (!sdt_ckpt_generate(out, &spec, err, sizeof(err))) {
-        fprintf(stderr, "sdt-make-checkpoint: %s\n", err);
+    sdt_error error = {0};
+    if (!sdt_ckpt_generate(out, &spec, &error)) {
+        fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
     }
     printf("wrote %s (%s, seed %llu)\n", out, sd_family_name(family), (unsigned long long)spec.seed);

@@ -2,7 +2,9 @@
 # (command line, files, exit status, stderr) in a fresh temporary folder.
 #
 # ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/ and dataset/),
-# SDT_TEMPLATES (build/host-sim/templates) and E2E_TOOL (JSON check, PNG header writer).
+# SDT_TEMPLATES (build/host-sim/templates), E2E_TOOL (JSON check, PNG header writer) and
+# SDT_TEST_PLUGIN (the plugin's test build, whose fault hooks read SDTRAIN_FAULT_* variables;
+# pass it as SDTRAIN_PLUGIN to the runs that inject a fault).
 # Checks record a failure and go on, so one run lists everything broken; e2e_finish turns
 # the count into the exit status. The training seed is random per run, printed, and
 # SDT_TEST_SEED replays it. On failure the work folder is kept and its path printed.

@@ -151,6 +151,12 @@ static void check_rejects(sdt_backend *be)
                      "a head count that does not divide H*D");
     op_check_rejects(be, be->attention_forward(be, &out, NULL, &q, &k, &k, 2, true), "attention_forward",
                      "causal with Tq != Tk");
+    const int64_t ls[3] = {1, 2, 4}, bad_ls[3] = {1, 2, 3};
+    sdt_tensor lse = op_tensor(buf, 3, ls), bad_lse = op_tensor(buf, 3, bad_ls);
+    op_check_rejects(be, be->attention_forward(be, &out, &bad_lse, &q, &k, &k, 2, false), "attention_forward",
+                     "an lse that is not [B, H, Tq]");
+    op_check_rejects(be, be->attention_backward(be, &out, NULL, NULL, &out, &q, &k, &k, NULL, &lse, 2, false),
+                     "attention_backward", "lse without forward's out");
 }
 
 int main(void)

@@ -16,7 +16,8 @@ The C side runs through sdt-model-io (tests/parity/model_io_cli.c) on the CPU
 backend. Thresholds (f32): relative error (max |a - b| / max |b|) <= 1e-4
 forward, <= 1e-3 gradients.
 
-Needs torch, transformers and safetensors; exits 77 (skip) without them.
+Needs torch (exits 77, a skip, without it); uses transformers' CLIPTextModel when it is
+installed and clip_reference.py (the same architecture, written here) otherwise.
 
   python3 tests/parity/clip_vae_parity.py --build build [--sizes tiny,sd15,sd2]
       [--device cuda] [--seed N] [--record tests/parity/NOTES.md] [--keep DIR]
@@ -40,11 +41,19 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    from safetensors.torch import load_file
-    from transformers import CLIPTextConfig, CLIPTextModel
 except ImportError as e:  # CI without torch: a clean skip
     print(f"clip_vae_parity: skipped ({e})")
     sys.exit(SKIP)
+# transformers' CLIPTextModel is the reference where it is installed; otherwise
+# clip_reference.py, written to the same published code (Debian's torch has no transformers).
+try:
+    from transformers import CLIPTextConfig, CLIPTextModel
+    CLIP_REFERENCE = "transformers CLIPTextModel"
+except ImportError:
+    CLIPTextModel = None
+    CLIP_REFERENCE = "clip_reference.py"
+from clip_reference import ClipTextModel  # noqa: E402
+from st_codec import st_read as load_file  # noqa: E402 (F32 checkpoints: --dtype f32 below)
 
 FWD_TOL = 1e-4
 GRAD_TOL = 1e-3
@@ -184,7 +193,11 @@ def openclip_to_hf(sd, layers):
     return out
 
 
-def torch_clip(sd, cfg, device, dtype):
+def clip_model(cfg):
+    """An untrained CLIP text model of the checkpoint's sizes, from transformers or clip_reference.py."""
+    if CLIPTextModel is None:
+        return ClipTextModel(int(cfg["clip_vocab"]), int(cfg["clip_width"]), int(cfg["clip_layers"]),
+                             int(cfg["clip_heads"]), int(cfg["clip_positions"]), int(cfg["clip_mlp"]), cfg["clip_act"])
     hf = CLIPTextConfig(vocab_size=int(cfg["clip_vocab"]), hidden_size=int(cfg["clip_width"]),
                         intermediate_size=int(cfg["clip_mlp"]), num_hidden_layers=int(cfg["clip_layers"]),
                         num_attention_heads=int(cfg["clip_heads"]), max_position_embeddings=int(cfg["clip_positions"]),
@@ -193,7 +206,11 @@ def torch_clip(sd, cfg, device, dtype):
         hf._attn_implementation = "eager"  # the plain softmax(QK^T)V path
     except AttributeError:
         pass  # older transformers: eager is the only path
-    model = CLIPTextModel(hf)
+    return CLIPTextModel(hf)
+
+
+def torch_clip(sd, cfg, device, dtype):
+    model = clip_model(cfg)
     if cfg["clip_layout"] == "openclip":
         state = openclip_to_hf(sd, int(cfg["clip_layers"]))
     else:
@@ -471,7 +488,8 @@ def main():
     args = ap.parse_args()
 
     seed = args.seed if args.seed is not None else int(time.time())
-    print(f"clip_vae_parity: seed {seed} (--seed replays), torch {torch.__version__}, device {args.device}")
+    print(f"clip_vae_parity: seed {seed} (--seed replays), torch {torch.__version__}, device {args.device}, "
+          f"CLIP reference: {CLIP_REFERENCE}")
     # Full-precision matmuls and convolutions on the reference side.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
