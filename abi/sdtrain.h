@@ -27,8 +27,8 @@
  *     Host callbacks are called on the thread that made the call that causes them.
  *  8. The plugin never calls exit(), abort() or assert() on any input.
  *
- * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.scaler/1"
- * (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
+ * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.hypernetwork/1"
+ * (sdt_hn_factory, 1.2), "sdtrain.scaler/1" (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
  * module libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
  *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
@@ -158,6 +158,8 @@ typedef enum sdt_file_kind {
     SDT_FILE_LOSS_CSV = 4,
     SDT_FILE_SETTINGS = 5,           /* the settings JSON of the run */
     SDT_FILE_PREVIEW = 6,
+    SDT_FILE_HYPERNETWORK = 7,          /* 1.2: the final or current hypernetwork (.pt and its .safetensors twin) */
+    SDT_FILE_HYPERNETWORK_SNAPSHOT = 8, /* 1.2: a hypernetwork copy saved every N steps */
     SDT_FILE_FORCE_32BIT = 0x7fffffff
 } sdt_file_kind;
 
@@ -251,6 +253,8 @@ typedef enum sdt_latent_sampling {
     SDT_LATENT_FORCE_32BIT = 0x7fffffff
 } sdt_latent_sampling;
 
+typedef struct sdt_train_options sdt_train_options; /* 1.2: the options every method shares (below) */
+
 /* The Train tab. Input struct: fill it with config_defaults(), then change what you need.
  * Strings are UTF-8 paths or text, borrowed for the duration of prepare() (the plugin copies
  * them); NULL means "not set" (the default applies where one exists). Defaults in brackets. */
@@ -293,7 +297,8 @@ typedef struct sdt_ti_config {
     const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
     const char *preview_negative_prompt; /* [""] */
     const char *preview_sampler;      /* ["ddim"] the preview sampler (DDIM, eta 0) */
-    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from */
+    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from, or a folder:
+                                       * the newest state in it that belongs to the embedding */
     bool varsize;                     /* [false] do not resize; images are bucketed by size */
     bool shuffle_tags;                /* [false] shuffle caption tags split by ',' */
     bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
@@ -309,6 +314,9 @@ typedef struct sdt_ti_config {
     int64_t save_state_every_seconds; /* [0] also write the training state after a step when this many
                                        * seconds passed since it was last written; 0 = only with each
                                        * copy (save_every) and at the end */
+    const sdt_train_options *train_options; /* [NULL] non-NULL: the shared options come from here and the
+                                       * fields above that sdt_train_options also has are ignored, so one
+                                       * struct serves both methods (docs/abi.md 3.7) */
 } sdt_ti_config;
 
 /* What prepare() found. Output struct: set struct_size first. */
@@ -431,6 +439,11 @@ typedef struct sdt_ti_factory {
      * be NULL; json_buf receives the same facts (and all metadata) as one JSON object. */
     sdt_status (*inspect)(sdt_ti_trainer *trainer, const char *path, sdt_embedding_info *info,
                           char *json_buf, uint32_t json_buf_size, uint32_t *json_needed);
+
+    /* ---- appended in 1.2 ---- */
+    /* [any thread] Fills *options with the shared defaults (as this factory's config_defaults
+     * fills the same fields). Set options->struct_size first. */
+    sdt_status (*train_options_defaults)(sdt_train_options *options);
 } sdt_ti_factory;
 
 /* ---- The loss scaler: "sdtrain.scaler/1" --------------------------------------------------- */
@@ -491,6 +504,154 @@ typedef struct sdt_loss_scaler_factory {
 } sdt_loss_scaler_factory;
 
 /* Reserved for a later minor version: "sdtrain.hypernetwork/1". */
+
+/* ---- Options every training method shares (1.2) ------------------------------------------ */
+
+/* The Train tab's shared part, taken by pointer by every method's config (sdt_ti_config.
+ * train_options, sdt_hn_config.train_options). Input struct: fill it with train_options_defaults()
+ * of any training factory. Fields mean what the same fields of sdt_ti_config mean. */
+struct sdt_train_options {
+    uint32_t struct_size;
+    uint32_t batch_size;              /* [1] */
+    uint32_t grad_accum_steps;        /* [1] */
+    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED] */
+    uint32_t width;                   /* [512] */
+    uint32_t height;                  /* [512] */
+    uint32_t latent_sampling;         /* sdt_latent_sampling [ONCE] */
+    uint32_t precision;               /* sdt_precision [FP32] */
+    uint32_t device;                  /* sdt_device_choice [AUTO] */
+    uint32_t clip_skip;               /* [1] */
+    uint32_t max_consecutive_nonfinite; /* [10] */
+    uint32_t preview_steps;           /* [20] */
+    uint32_t preview_width;           /* [0] */
+    uint32_t preview_height;          /* [0] */
+    uint32_t cpu_threads;             /* [0] */
+    uint32_t reserved0;               /* [0] must be 0 */
+    int64_t max_steps;                /* [100000] */
+    int64_t save_every;               /* [500] */
+    int64_t preview_every;            /* [500] */
+    int64_t write_csv_every;          /* [500] */
+    uint64_t seed;                    /* [0] */
+    int64_t preview_seed;             /* [-1] */
+    double tag_dropout;               /* [0] */
+    double lr_backoff;                /* [0.5] */
+    double preview_cfg_scale;         /* [7.0] */
+    double loss_scale_init;           /* [65536] */
+    const char *model_path;
+    const char *clip_value;           /* ["0.1"] */
+    const char *dataset_dir;
+    const char *log_dir;              /* ["textual_inversion"]; the hypernetwork factory's default is "hypernetworks" */
+    const char *template_file;
+    const char *filename_word_regex;  /* [""] */
+    const char *filename_join_string; /* [" "] */
+    const char *preview_prompt;       /* [NULL] */
+    const char *preview_negative_prompt; /* [""] */
+    const char *preview_sampler;      /* ["ddim"] */
+    const char *resume_state_path;    /* [NULL] */
+    const char *tokenizer_path;       /* [NULL] */
+    bool varsize;                     /* [false] */
+    bool shuffle_tags;                /* [false] */
+    bool use_alpha_as_loss_weight;    /* [false] */
+    bool anomaly_mode;                /* [false] */
+    bool v_prediction;                /* [false] */
+    bool gradient_checkpointing;      /* [false] */
+};
+
+/* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */
+
+#define SDT_FACTORY_HYPERNETWORK "sdtrain.hypernetwork/1"
+
+typedef struct sdt_hn_trainer sdt_hn_trainer; /* opaque */
+
+/* Input to create_hypernetwork: A1111's "Create hypernetwork" tab, text fields as typed there. */
+typedef struct sdt_hypernetwork_spec {
+    uint32_t struct_size;
+    uint32_t reserved0;               /* [0] must be 0 */
+    const char *name;                 /* A1111's name characters; the file is <output_dir>/<name>.pt */
+    const char *output_dir;           /* must exist */
+    const char *widths;               /* ["768, 320, 640, 1280"] module widths (SD 2.x cross-attention: 1024) */
+    const char *layer_structure;      /* ["1, 2, 1"] width multipliers, first and last 1 */
+    const char *activation;           /* ["linear"] A1111's names (docs/hypernetworks.md) */
+    const char *weight_init;          /* ["Normal"] Normal, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal */
+    const char *dropout_structure;    /* ["0, 0, 0"] one entry per layer_structure entry */
+    bool layer_norm;                  /* [false] */
+    bool use_dropout;                 /* [false] */
+    bool activate_output;             /* [false] */
+    bool overwrite;                   /* [false] an existing file is SDT_STATUS_ALREADY_EXISTS */
+} sdt_hypernetwork_spec;
+
+/* The Train tab for a hypernetwork, or for a hypernetwork and an embedding together (joint
+ * training: two optimizers, two LR schedules, one backward, one shared loss scale; an inf in one
+ * optimizer's gradients skips that optimizer only). Input struct: fill it with config_defaults(). */
+typedef struct sdt_hn_config {
+    uint32_t struct_size;
+    uint32_t reserved0;               /* [0] must be 0 */
+    const sdt_train_options *train_options; /* required: the options shared with embeddings */
+    const char *hypernetwork_path;    /* the hypernetwork to train (.pt or .safetensors) */
+    const char *learn_rate;           /* ["0.00001"] schedule grammar as sdt_ti_config.learn_rate */
+    double weight_decay;              /* [0.01] AdamW weight decay (A1111's) */
+    double strength;                  /* [1.0] the modules' strength while training */
+    const char *embedding_path;       /* [NULL] also train this embedding (joint training) */
+    const char *embedding_learn_rate; /* ["0.005"] its schedule (joint training only) */
+} sdt_hn_config;
+
+/* What inspect() reads from a hypernetwork file. Output struct: set struct_size first. */
+typedef struct sdt_hypernetwork_info {
+    uint32_t struct_size;
+    uint32_t width_count;             /* module widths in the file */
+    uint32_t widths[8];
+    uint32_t layer_count;             /* Linear layers per module */
+    uint32_t reserved0;
+    int64_t step;                     /* -1 when the file does not record it */
+    uint64_t parameter_count;
+    bool layer_norm;
+    bool use_dropout;
+    bool activate_output;
+    bool all_finite;
+    char name[256];
+    char activation[32];
+    char weight_init[32];
+    char layer_structure[128];        /* as A1111 shows it: "1, 2, 1" */
+    char checkpoint_name[256];
+    char checkpoint_hash[72];
+} sdt_hypernetwork_info;
+
+/* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the
+ * same order and with the same threading rules; only the config, the create call and inspect
+ * are the method's own. */
+typedef struct sdt_hn_factory {
+    uint32_t struct_size;
+    /* [any thread] Defaults as listed in sdt_hn_config (train_options stays NULL). */
+    sdt_status (*config_defaults)(sdt_hn_config *config);
+    /* [main thread] as sdt_ti_factory.create */
+    sdt_status (*create)(const sdt_host_callbacks *callbacks, sdt_hn_trainer **out, char *err, uint32_t err_size);
+    /* [main thread] as sdt_ti_factory.destroy */
+    void (*destroy)(sdt_hn_trainer *trainer);
+    /* [any thread] as sdt_ti_factory.get_last_error */
+    sdt_status (*get_last_error)(const sdt_hn_trainer *trainer, char *buf, uint32_t buf_size, uint32_t *needed);
+    /* [worker thread] Writes a new hypernetwork file from spec; its path goes into path_buf. */
+    sdt_status (*create_hypernetwork)(sdt_hn_trainer *trainer, const sdt_hypernetwork_spec *spec, char *path_buf,
+                                      uint32_t path_buf_size, uint32_t *needed);
+    /* [worker thread] as sdt_ti_factory.prepare */
+    sdt_status (*prepare)(sdt_hn_trainer *trainer, const sdt_hn_config *config, sdt_prepare_info *info);
+    /* [worker thread] as sdt_ti_factory.run */
+    sdt_status (*run)(sdt_hn_trainer *trainer);
+    /* [any thread] as sdt_ti_factory.interrupt */
+    sdt_status (*interrupt)(sdt_hn_trainer *trainer);
+    /* [any thread] as sdt_ti_factory.get_run_state */
+    sdt_status (*get_run_state)(const sdt_hn_trainer *trainer, sdt_run_state *state);
+    /* [any thread] as sdt_ti_factory.get_metrics */
+    sdt_status (*get_metrics)(const sdt_hn_trainer *trainer, sdt_metrics *metrics);
+    /* [worker thread] as sdt_ti_factory.save_state / load_state */
+    sdt_status (*save_state)(sdt_hn_trainer *trainer, const char *path);
+    sdt_status (*load_state)(sdt_hn_trainer *trainer, const char *path);
+    /* [worker thread] Reads a hypernetwork file (.pt or .safetensors). */
+    sdt_status (*inspect)(sdt_hn_trainer *trainer, const char *path, sdt_hypernetwork_info *info, char *json_buf,
+                          uint32_t json_buf_size, uint32_t *json_needed);
+    /* [any thread] Fills *options with the shared defaults (log_dir "hypernetworks"). Set
+     * options->struct_size first. */
+    sdt_status (*train_options_defaults)(sdt_train_options *options);
+} sdt_hn_factory;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -26,8 +26,11 @@
 
 typedef struct sdt_weights sdt_weights;
 
-/* Opens a checkpoint: a .safetensors file (LDM layout) or a diffusers folder
- * (unet/, text_encoder/, vae/). */
+/* Opens a checkpoint: a single file in the LDM layout, .safetensors or a
+ * PyTorch .ckpt (torch.save's zip or legacy layout, told apart by content, read
+ * without running code; its tensors under "state_dict" or at the top; EMA copies
+ * "model_ema.*" left out as A1111 does), or a diffusers folder (unet/,
+ * text_encoder/, vae/). */
 sdt_weights *sdt_weights_open(const char *path, sdt_error *error);
 void sdt_weights_close(sdt_weights *w);
 

@@ -35,6 +35,11 @@ bool sdt_struct_read_in(void *dst, size_t dst_size, const void *host_src)
     return true;
 }
 
+sdt_status sdt_defaults_write_out(void *host_dst, const void *defaults, size_t size)
+{
+    return sdt_struct_write_out(host_dst, defaults, size) ? SDT_STATUS_OK : SDT_STATUS_INVALID_ARGUMENT;
+}
+
 bool sdt_struct_write_out(void *host_dst, const void *src, size_t src_size)
 {
     uint32_t host_size = sdt_struct_size_of(host_dst);

@@ -23,6 +23,10 @@ bool sdt_struct_read_in(void *dst, size_t dst_size, const void *host_src);
  * min(host struct_size, src_size) bytes, keeping the host's struct_size. false as above. */
 bool sdt_struct_write_out(void *host_dst, const void *src, size_t src_size);
 
+/* config_defaults() and its kind: the plugin's filled defaults into the host's struct (as
+ * sdt_struct_write_out); INVALID_ARGUMENT for NULL or an unset struct_size. */
+sdt_status sdt_defaults_write_out(void *host_dst, const void *defaults, size_t size);
+
 /* The struct_size the host declared; 0 for NULL. */
 uint32_t sdt_struct_size_of(const void *host_struct);
 

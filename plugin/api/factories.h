@@ -5,6 +5,7 @@
 #include "sdtrain.h"
 
 extern const sdt_ti_factory sdt_ti_factory_table;
+extern const sdt_hn_factory sdt_hn_factory_table;
 
 /* The scaler factory, or NULL while this build has no internal scaler wired in. */
 const sdt_loss_scaler_factory *sdt_loss_scaler_factory_get(void);

@@ -60,11 +60,9 @@ static void public_defaults(sdt_loss_scaler_config *c)
 
 static sdt_status config_defaults(sdt_loss_scaler_config *config)
 {
-    if (!config || config->struct_size < sizeof(uint32_t)) return SDT_STATUS_INVALID_ARGUMENT;
     sdt_loss_scaler_config d;
     public_defaults(&d);
-    sdt_struct_write_out(config, &d, sizeof d);
-    return SDT_STATUS_OK;
+    return sdt_defaults_write_out(config, &d, sizeof d);
 }
 
 static sdt_scaler_config core_config(const sdt_loss_scaler_config *c)

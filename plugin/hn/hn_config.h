@@ -66,6 +66,11 @@ bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, sdt_error *er
 /* "1, 2, 1" -> numbers (Python float() syntax per entry, commas between). `field` names
  * the field in the sentence. */
 bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int max, int *count, sdt_error *error);
+/* The Create tab's two structure fields into c: "1, 2, 1" sets entry_count and the
+ * multipliers; the dropout text must then give one entry per layer-structure entry
+ * (A1111 fails on a shorter one and ignores a longer one's tail; both are refused here). */
+bool sdt_hn_parse_layer_structure(const char *text, sdt_hn_config *c, sdt_error *error);
+bool sdt_hn_parse_dropout_structure(const char *text, sdt_hn_config *c, sdt_error *error);
 /* "768, 320, 640, 1280" -> widths. */
 bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_error *error);
 

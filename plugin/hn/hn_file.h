@@ -1,5 +1,5 @@
-/* hn_file.h - hypernetwork files: the .safetensors twin (and, through the same key
- * rules, A1111's .pt).
+/* hn_file.h - hypernetwork files: A1111's .pt and the .safetensors twin, both read
+ * through the same key rules.
  *
  * .safetensors: one F32 tensor per parameter named by A1111's state-dict path
  * "<width>.<0 = K, 1 = V>.linear.<position>.<weight|bias>" (A1111's dict flattened:
@@ -33,10 +33,26 @@ bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, sdt_error *erro
  * key and the fix. */
 sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, sdt_error *error);
 
+/* A1111's .pt: torch.save of {width: (state_dict_K, state_dict_V), "step", "name",
+ * "layer_structure", "activation_func", "is_layer_norm", "weight_initialization",
+ * "sd_checkpoint", "sd_checkpoint_name", "activate_output", "use_dropout",
+ * "dropout_structure", "last_layer_dropout", "optional_info"} in A1111's key order,
+ * state dicts as OrderedDicts of plain tensors (models/torch_save.h: loads with
+ * torch.load(weights_only=True)). Written atomically. */
+bool sdt_hn_save_pt(const sdt_hn *hn, const char *path, sdt_error *error);
+/* Reads A1111 .pt hypernetworks (zip or legacy torch files) through the restricted
+ * unpickler (models/torch_file.h: nothing runs, unknown globals refused), with the
+ * same defaults and old names as above. */
+sdt_hn *sdt_hn_load_pt(const char *path, sdt_backend *be, sdt_error *error);
+/* By file: save picks the format from the extension (.pt or .safetensors, else
+ * UNSUPPORTED); load looks at the bytes (a torch file, else .safetensors). */
+bool sdt_hn_save(const sdt_hn *hn, const char *path, sdt_error *error);
+sdt_hn *sdt_hn_load(const char *path, sdt_backend *be, sdt_error *error);
+
 /* "Create hypernetwork": validates c (creating), refuses an existing path unless
  * overwrite ("file ... already exists"), initialises from init_seed and saves
- * (the format follows the extension: .safetensors, or .pt once available). Returns
- * the new hypernetwork (the caller frees it) or NULL + a sentence. */
+ * (.pt or .safetensors by the extension). Returns the new hypernetwork (the caller
+ * frees it) or NULL + a sentence. */
 sdt_hn *sdt_hn_create_file(const sdt_hn_config *c, const char *path, bool overwrite, sdt_backend *be,
                            uint64_t init_seed, sdt_error *error);
 

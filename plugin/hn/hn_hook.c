@@ -81,8 +81,8 @@ static bool hook_ensure(sdt_hn_binding *b, size_t bytes, sdt_error *error)
     b->work = b->be->alloc(b->be, bytes);
     b->work_bytes = b->work ? bytes : 0;
     if (!b->work)
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the hypernetwork workspace (%.1f MiB) could not be allocated on the %s "
-                         "backend; use a smaller batch or image size", (double)bytes / 1048576.0, b->be->name);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the hypernetwork workspace (%.1f MiB) could not be allocated "
+                        "on the %s backend; use a smaller batch or image size", (double)bytes / 1048576.0, b->be->name);
     return true;
 }
 
@@ -204,7 +204,8 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
 sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork binding; pass the one the UNet runs on");
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork binding; pass the one the "
+                 "UNet runs on");
         return NULL;
     }
     sdt_hn_binding *b = calloc(1, sizeof(*b));
@@ -231,18 +232,20 @@ bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool trai
 {
     if (!hn) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no hypernetwork given to add to the chain");
     if (b->count >= SDT_HN_MAX_CHAIN)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the chain already holds %d hypernetworks, the most it "
-                         "takes; drop one", sdt_hn_get_config(hn)->name, SDT_HN_MAX_CHAIN);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the chain already holds %d "
+                        "hypernetworks, the most it takes; drop one", sdt_hn_get_config(hn)->name, SDT_HN_MAX_CHAIN);
     if (!isfinite(strength))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": strength %g is not a finite number; use e.g. 1.0",
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": strength %g is not a finite number; "
+                        "use e.g. 1.0",
                          sdt_hn_get_config(hn)->name, (double)strength);
     if (sdt_hn_backend(hn) != b->be)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" lives on the %s backend but the UNet runs on %s; load it "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" lives on the %s backend but the UNet "
+                        "runs on %s; load it "
                          "on the UNet's backend", sdt_hn_get_config(hn)->name, sdt_hn_backend(hn)->name, b->be->name);
     for (int k = 0; k < b->count; k++)
         if (b->entries[k].hn == hn)
-            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" is already in the chain; add each once (raise its "
-                             "strength instead)", sdt_hn_get_config(hn)->name);
+            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" is already in the chain; add each "
+                            "once (raise its strength instead)", sdt_hn_get_config(hn)->name);
     b->entries[b->count++] = (hn_chain_entry){.hn = hn, .strength = strength, .training = training};
     return true;
 }
@@ -252,9 +255,11 @@ int sdt_hn_binding_count(const sdt_hn_binding *b) { return b->count; }
 bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, sdt_error *error)
 {
     if (index < 0 || index >= b->count)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "chain entry %d does not exist; the chain holds %d", index, b->count);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "chain entry %d does not exist; the chain holds "
+                        "%d", index, b->count);
     if (!isfinite(strength))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "strength %g is not a finite number; use e.g. 1.0", (double)strength);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "strength %g is not a finite number; use e.g. "
+                        "1.0", (double)strength);
     b->entries[index].strength = strength;
     return true;
 }

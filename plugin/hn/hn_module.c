@@ -61,7 +61,8 @@ static bool hn_layout(sdt_hn *hn, sdt_error *error)
     const sdt_hn_config *c = &hn->config;
     int per_module = 4 * (c->entry_count - 1);
     hn->params = calloc((size_t)(2 * c->width_count * per_module), sizeof(sdt_hn_param));
-    if (!hn->params) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its parameter list", c->name);
+    if (!hn->params) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its "
+                                     "parameter list", c->name);
     for (int w = 0; w < c->width_count; w++)
         for (int k = 0; k < 2; k++) {
             hn_mlp *m = &hn->mlps[hn->mlp_count++];
@@ -74,7 +75,8 @@ static bool hn_layout(sdt_hn *hn, sdt_error *error)
                 l->plan = plan[i];
                 l->weight = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, false,
                                          plan[i].out_size, plan[i].in_size);
-                l->bias = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, true, plan[i].out_size, 0);
+                l->bias = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, true, plan[i].out_size,
+                    0);
                 l->gamma = l->beta = HN_NO_PARAM;
                 if (plan[i].norm_position >= 0) {
                     l->gamma = hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, false,
@@ -100,14 +102,16 @@ static void hn_bind(sdt_hn *hn, void *block, bool grads)
 
 static bool hn_backend_fail(const sdt_hn *hn, sdt_error *error, const char *what)
 {
-    return sdt_fail(error, SDT_ERR_DEVICE, "hypernetwork \"%s\": %s failed on the %s backend: %s", hn->config.name, what,
+    return sdt_fail(error, SDT_ERR_DEVICE, "hypernetwork \"%s\": %s failed on the %s backend: "
+                    "%s", hn->config.name, what,
                    hn->be->name, hn->be->error);
 }
 
 sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork; pass the CPU or CUDA backend");
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork; pass the CPU or CUDA "
+                 "backend");
         return NULL;
     }
     if (!sdt_hn_config_validate(c, false, error)) return NULL;
@@ -126,7 +130,8 @@ sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->values = be->alloc(be, bytes);
     if (!hn->values) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be allocated on the %s "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be "
+                 "allocated on the %s "
                 "backend; choose fewer widths or a smaller layer structure", c->name, (double)bytes / 1048576.0,
                 (long long)hn->numel, be->name);
         sdt_hn_free(hn);
@@ -177,7 +182,8 @@ sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_see
     if (!hn) return NULL;
     float *host = calloc((size_t)hn->numel, sizeof(float));
     if (!host) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its initial weights", c->name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its initial "
+                 "weights", c->name);
         sdt_hn_free(hn);
         return NULL;
     }
@@ -247,8 +253,8 @@ bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error)
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->grads = hn->be->alloc(hn->be, bytes);
     if (!hn->grads)
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for its gradients could not be allocated on the "
-                       "%s backend", hn->config.name, (double)bytes / 1048576.0, hn->be->name);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for its gradients could not be "
+                        "allocated on the %s backend", hn->config.name, (double)bytes / 1048576.0, hn->be->name);
     hn_bind(hn, hn->grads, true);
     return sdt_hn_zero_grads(hn, error);
 }
@@ -361,13 +367,16 @@ typedef struct hn_pass {
     sdt_tensor grad_a, grad_b;
 } hn_pass;
 
-static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p, sdt_error *error)
+static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p,
+    sdt_error *error)
 {
     if (in->ndim < 1 || in->shape[in->ndim - 1] != m->width)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input's last dimension is %lld, not the module's width "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input's last dimension is %lld, "
+                        "not the module's width "
                        "%d", hn->config.name, (long long)(in->ndim ? in->shape[in->ndim - 1] : 0), m->width);
     if (in->device != hn->be->device)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input lives on another device than the %s backend's",
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input lives on another device "
+                        "than the %s backend's",
                        hn->config.name, hn->be->name);
     sdt_hn_layer_plan plan[SDT_HN_MAX_ENTRIES];
     for (int i = 0; i < m->layer_count; i++) plan[i] = m->layers[i].plan;
@@ -428,7 +437,8 @@ static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *r
         if (l->plan.dropout_position >= 0) {
             /* eval mode (A1111's previews and generation) passes values through: a mask of ones */
             float drop_p = run && run->training ? (float)l->plan.dropout_p : 0.0f;
-            if (be->dropout_forward(be, &p->drop[i], &p->mask[i], cur, drop_p, run ? sdt_hn_dropout_seed(run, i) : 0) != 0)
+            if (be->dropout_forward(be, &p->drop[i], &p->mask[i], cur, drop_p, run ? sdt_hn_dropout_seed(run,
+                i) : 0) != 0)
                 return hn_backend_fail(hn, error, "a Dropout's forward");
         }
         x = &p->out[i];
@@ -440,9 +450,11 @@ bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const 
                            const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
+    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width "
+                            "%d", hn->config.name, width);
     if (sdt_tensor_numel(out) != sdt_tensor_numel(in))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes "
+                        "differ", hn->config.name);
     hn_pass p;
     if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
         return false;
@@ -467,9 +479,11 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
                             void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width %d", hn->config.name, width);
+    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width "
+                            "%d", hn->config.name, width);
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes "
+                        "differ", hn->config.name);
     hn_pass p;
     if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
         return false;

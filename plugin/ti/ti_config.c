@@ -3,38 +3,39 @@
 #include <string.h>
 
 #include "ti/ti_config.h"
+#include "train/train_options.h"
+
+/* The shared options into the config's inline copies of them. */
+static void take_shared(sdt_ti_config *c, const sdt_train_options *o)
+{
+#define TAKE(f) c->f = o->f;
+    SDT_TRAIN_OPTION_FIELDS(TAKE)
+#undef TAKE
+}
 
 void ti_config_set_defaults(sdt_ti_config *c)
 {
     memset(c, 0, sizeof *c);
     c->struct_size = sizeof *c;
-    c->batch_size = 1;
-    c->grad_accum_steps = 1;
-    c->clip_mode = SDT_CLIP_DISABLED;
-    c->width = 512;
-    c->height = 512;
-    c->latent_sampling = SDT_LATENT_ONCE;
-    c->precision = SDT_PRECISION_FP32;
-    c->device = SDT_DEVICE_CHOICE_AUTO;
-    c->clip_skip = 1;
-    c->max_consecutive_nonfinite = 10;
-    c->preview_steps = 20;
-    c->max_steps = 100000;
-    c->save_every = 500;
-    c->preview_every = 500;
-    c->write_csv_every = 500;
-    c->preview_seed = -1;
-    c->lr_backoff = 0.5;
-    c->preview_cfg_scale = 7.0;
-    c->loss_scale_init = 65536.0;
+    sdt_train_options shared;
+    ti_train_options_set_defaults(&shared);
+    take_shared(c, &shared);
     c->learn_rate = "0.005";
-    c->clip_value = "0.1";
-    c->log_dir = "textual_inversion";
-    c->filename_word_regex = "";
-    c->filename_join_string = " ";
-    c->preview_negative_prompt = "";
-    c->preview_sampler = "ddim";
     c->save_image_with_embedding = true;
+}
+
+void ti_train_options_set_defaults(sdt_train_options *o)
+{
+    sdt_train_options_set_defaults(o, "textual_inversion");
+}
+
+bool ti_config_take_train_options(sdt_ti_config *c, sdt_error *error)
+{
+    if (!c->train_options) return true;
+    sdt_train_options own;
+    if (!sdt_train_options_read(&own, c->train_options, "textual_inversion", "config.train_options", error)) return false;
+    take_shared(c, &own);
+    return true;
 }
 
 /* A config field the job cannot run with. */

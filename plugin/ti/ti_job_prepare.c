@@ -109,6 +109,10 @@ static bool check_inputs(ti_job *job, const sdt_ti_config *c, sdt_error *error)
     if (job->emb.load_note) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->emb.load_note);
     if (!sdt_embedding_name_check(job->emb.name, error)) return false;
     if (!choose_output(job, fmt, error)) return false;
+    if (fmt == SDT_EMBEDDING_FORMAT_A1111_PT || fmt == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s is a PyTorch file: the trained embedding is written as %s "
+                     "(safetensors, which A1111, Forge, ComfyUI and diffusers load) beside it; the .pt/.bin itself "
+                     "is not changed", job->embedding_path, job->output_path);
     char folder[4096];
     snprintf(folder, sizeof folder, "%s", job->output_path);
     if (access(dirname(folder), W_OK) != 0) /* the trained embedding is saved there: find out now, not after training */

@@ -25,3 +25,15 @@ void sdt_abi_types_anchor(const sdt_entry *entry, const sdt_ti_factory *ti, cons
     (void)callbacks; (void)preview; (void)saved; (void)scaler_config; (void)status; (void)state; (void)kind;
     (void)clip; (void)latent; (void)precision; (void)device; (void)format; (void)level;
 }
+
+/* The types ABI 1.2 added: the hypernetwork factory and the shared training options. */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_2(const sdt_hn_factory *hn, const sdt_hn_config *hn_config,
+                                                                     const sdt_hypernetwork_spec *hn_spec,
+                                                                     const sdt_hypernetwork_info *hn_info,
+                                                                     const sdt_train_options *options);
+
+void sdt_abi_types_anchor_1_2(const sdt_hn_factory *hn, const sdt_hn_config *hn_config, const sdt_hypernetwork_spec *hn_spec,
+                              const sdt_hypernetwork_info *hn_info, const sdt_train_options *options)
+{
+    (void)hn; (void)hn_config; (void)hn_spec; (void)hn_info; (void)options;
+}

@@ -135,6 +135,86 @@ static void check_handles_and_errors(const sdt_ti_factory *f)
     f->destroy(NULL);
 }
 
+/* 1.2: a 1.1 host's config (no train_options member) keeps the inline options; a 1.2 host's
+ * train_options replace them. Either way prepare reaches the same checks. */
+static void check_train_options(const sdt_ti_factory *f)
+{
+    sdt_ti_trainer *t = NULL;
+    CHECK(f->create(NULL, &t, NULL, 0) == SDT_STATUS_OK && t, "create");
+    char err[512];
+    sdt_train_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.struct_size = sizeof opts;
+    CHECK(f->train_options_defaults(&opts) == SDT_STATUS_OK && opts.batch_size == 1 && opts.max_steps == 100000 &&
+              strcmp(opts.log_dir, "textual_inversion") == 0,
+          "train_options_defaults gives the Train tab's defaults");
+    sdt_ti_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    f->config_defaults(&c);
+    CHECK(c.train_options == NULL, "config_defaults leaves train_options NULL");
+    c.embedding_path = "e.safetensors";
+    c.model_path = "m.safetensors";
+    c.dataset_dir = "d";
+    c.template_file = "t.txt";
+    opts.batch_size = 0; /* only the options carry the bad value */
+    c.train_options = &opts;
+    CHECK(f->prepare(t, &c, NULL) == SDT_STATUS_VALIDATION, "a bad value in train_options is found");
+    f->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "batch_size") != NULL, "the sentence names the option: %s", err);
+    /* The same config as a 1.1 host sends it: train_options is past its struct_size, so unread. */
+    c.struct_size = (uint32_t)offsetof(sdt_ti_config, train_options);
+    CHECK(f->prepare(t, &c, NULL) != SDT_STATUS_OK, "the files do not exist");
+    f->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "batch_size") == NULL, "a 1.1-sized config ignores the bytes past its struct_size: %s", err);
+    c.struct_size = sizeof c;
+    opts.struct_size = 0;
+    CHECK(f->prepare(t, &c, NULL) == SDT_STATUS_INVALID_ARGUMENT, "train_options without struct_size is refused");
+    f->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "train_options") != NULL, "the sentence names train_options: %s", err);
+    f->destroy(t);
+}
+
+/* 1.2: the hypernetwork factory has the TI factory's lifecycle members in the same order, and
+ * until the module is wired it says so with UNSUPPORTED and a sentence. */
+static void check_hypernetwork_factory(const sdt_hn_factory *h)
+{
+    CHECK(offsetof(sdt_hn_factory, create) == offsetof(sdt_ti_factory, create) &&
+              offsetof(sdt_hn_factory, get_last_error) == offsetof(sdt_ti_factory, get_last_error) &&
+              offsetof(sdt_hn_factory, prepare) == offsetof(sdt_ti_factory, prepare) &&
+              offsetof(sdt_hn_factory, load_state) == offsetof(sdt_ti_factory, load_state) &&
+              offsetof(sdt_hn_factory, inspect) == offsetof(sdt_ti_factory, inspect),
+          "lifecycle members sit where the TI factory has them");
+    sdt_hn_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    CHECK(h->config_defaults(&c) == SDT_STATUS_OK && c.weight_decay == 0.01 && c.train_options == NULL,
+          "hypernetwork defaults: AdamW weight decay 0.01");
+    sdt_train_options opts;
+    memset(&opts, 0, sizeof opts);
+    opts.struct_size = sizeof opts;
+    CHECK(h->train_options_defaults(&opts) == SDT_STATUS_OK && strcmp(opts.log_dir, "hypernetworks") == 0,
+          "hypernetwork options default to the hypernetworks log folder");
+    sdt_hn_trainer *t = NULL;
+    CHECK(h->create(NULL, &t, NULL, 0) == SDT_STATUS_OK && t, "create a hypernetwork trainer");
+    char err[512];
+    CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_INVALID_ARGUMENT, "prepare without train_options is refused");
+    h->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "train_options") != NULL, "the sentence names train_options: %s", err);
+    c.train_options = &opts;
+    CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_VALIDATION, "a missing hypernetwork file is a validation error");
+    h->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "hypernetwork_path") != NULL, "the sentence names hypernetwork_path: %s", err);
+    c.hypernetwork_path = "h.pt";
+    CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_UNSUPPORTED, "prepare says it cannot train yet");
+    CHECK(h->run(t) == SDT_STATUS_BAD_STATE, "run without a prepared job is BAD_STATE");
+    sdt_run_state state;
+    CHECK(h->get_run_state(t, &state) == SDT_STATUS_OK && state == SDT_RUN_IDLE, "idle after a refused prepare");
+    CHECK(h->get_run_state((const sdt_hn_trainer *)(const void *)&c, &state) == SDT_STATUS_INVALID_ARGUMENT,
+          "a pointer that is no hypernetwork trainer is refused");
+    h->destroy(t);
+}
+
 static void one_session(const char *path, sdt_test_rng *rng, int full)
 {
     void *lib = NULL;
@@ -151,7 +231,11 @@ static void one_session(const char *path, sdt_test_rng *rng, int full)
     if (f) {
         check_older_struct_sizes(f, rng);
         check_handles_and_errors(f);
+        check_train_options(f);
     }
+    const sdt_hn_factory *h = (const sdt_hn_factory *)e->get_factory(SDT_FACTORY_HYPERNETWORK);
+    CHECK(h != NULL && h->struct_size == sizeof(sdt_hn_factory), "hypernetwork factory complete");
+    if (h) check_hypernetwork_factory(h);
     e->deinit();
     CHECK(dlclose(lib) == 0, "dlclose: %s", dlerror());
 }

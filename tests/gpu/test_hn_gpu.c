@@ -72,7 +72,8 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
     sdt_test_fill_normal(r, dy, ROWS * WIDTH, 1.0);
     float *zeros = calloc(ROWS * WIDTH, sizeof(float));
     sdt_tensor xc = on(cpu, x, dt), xg = on(gpu, x, dt), yc = on(cpu, zeros, dt), yg = on(gpu, zeros, dt);
-    sdt_tensor dyc = on(cpu, dy, dt), dyg = on(gpu, dy, dt), dxc = on(cpu, zeros, SDT_F32), dxg = on(gpu, zeros, SDT_F32);
+    sdt_tensor dyc = on(cpu, dy, dt), dyg = on(gpu, dy, dt), dxc = on(cpu, zeros, SDT_F32), dxg = on(gpu, zeros,
+        SDT_F32);
     size_t work_bytes = sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS);
     void *wc = cpu->alloc(cpu, work_bytes), *wg = gpu->alloc(gpu, work_bytes);
     sdt_hn_run run = {.training = dropout, .dropout_seed = sdt_test_next(r)};

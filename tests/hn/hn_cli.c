@@ -4,7 +4,7 @@
  *
  * Creates a hypernetwork (widths 8 and 12, layer structure "1, 2, 1.5, 1", dropout
  * structure "0, 0.3, 0.25, 0.2" when DROPOUT is 1, random weights from SEED) and
- * saves it as OUT_DIR/hn.safetensors; runs the width-8 module KIND (k or v) forward
+ * saves it as OUT_DIR/hn.safetensors and OUT_DIR/hn.pt; runs the width-8 module KIND (k or v) forward
  * (training when DROPOUT is 1) and backward on random data, and saves inputs, outputs,
  * the dropout masks and every gradient as OUT_DIR/io.safetensors. */
 #include <stdio.h>
@@ -61,6 +61,8 @@ int main(int argc, char **argv)
     bool ok = sdt_hn_upload(hn, weights, &err) && sdt_hn_enable_grads(hn, &err);
     snprintf(path, sizeof(path), "%s/hn.safetensors", out_dir);
     ok = ok && sdt_hn_save_safetensors(hn, path, &err);
+    snprintf(path, sizeof(path), "%s/hn.pt", out_dir);
+    ok = ok && sdt_hn_save_pt(hn, path, &err);
 
     float x[ROWS * WIDTH], y[ROWS * WIDTH], dy[ROWS * WIDTH], dx[ROWS * WIDTH] = {0};
     fill(x, ROWS * WIDTH, seed, 102, 1.0);

@@ -2,13 +2,14 @@
 """Hypernetwork module parity with PyTorch, built the way A1111 builds it.
 
 For every activation A1111 accepts (that sdtrain supports), with and without layer
-norm and dropout, hn_cli writes a hypernetwork (.safetensors) and one module's
+norm and dropout, hn_cli writes a hypernetwork (.safetensors and A1111's .pt) and one module's
 forward/backward; this script rebuilds that module as A1111's HypernetworkModule
 does (torch.nn.Sequential of Linear, activation, LayerNorm, Dropout, with A1111's
 activation table), loads the state dict by A1111's keys from the file (so the
 Sequential positions must agree), replaces each Dropout by the C side's mask
 (torch's own RNG cannot be matched) and compares the output, d(input) and every
-weight gradient. CPU, float32. Exits 77 (skipped) without torch.
+weight gradient; the .pt must load with torch.load (weights_only=True on torch >= 2)
+as A1111's dict holding the same tensors. CPU, float32. Exits 77 (skipped) without torch.
 
     hn_torch_parity.py --cli path/to/hn_cli [--seed N]
 """
@@ -91,6 +92,42 @@ def build_module(meta, dim, masks):
     return module
 
 
+A1111_KEYS = ["step", "name", "layer_structure", "activation_func", "is_layer_norm", "weight_initialization",
+              "sd_checkpoint", "sd_checkpoint_name", "activate_output", "use_dropout", "dropout_structure",
+              "last_layer_dropout", "optional_info"]
+
+
+def check_pt(path, weights, meta):
+    """The .pt is A1111's dict, loads with torch.load (weights_only=True where torch has a
+    weights_only loader that reads floats, torch >= 2) and holds the .safetensors' tensors."""
+    if int(torch.__version__.split(".")[0]) >= 2:
+        d = torch.load(path, weights_only=True)
+    else:
+        d = torch.load(path)  # torch 1.13's weights_only unpickler lacks BINFLOAT
+    widths = [k for k in d if isinstance(k, int)]
+    names = [k for k in d if not isinstance(k, int)]
+    if names != A1111_KEYS or widths != json.loads(meta["modules"]):
+        print("FAIL .pt keys:", widths, names)
+        return False
+    for w in widths:
+        for kind in (0, 1):
+            sd = d[w][kind]
+            if type(sd).__name__ != "OrderedDict":
+                print("FAIL .pt state dict type", type(sd))
+                return False
+            for key, t in sd.items():
+                if t.dtype != torch.float32 or t.requires_grad or not torch.equal(t, weights[f"{w}.{kind}.{key}"]):
+                    print("FAIL .pt tensor", w, kind, key)
+                    return False
+            if len(sd) != sum(1 for n in weights if n.startswith(f"{w}.{kind}.")):
+                print("FAIL .pt tensor count", w, kind)
+                return False
+    if d["layer_structure"] != json.loads(meta["layer_structure"]) or d["activation_func"] != meta["activation_func"]:
+        print("FAIL .pt keys differ from the .safetensors metadata")
+        return False
+    return True
+
+
 def rel_err(a, b):
     return float((a - b).abs().max() / max(float(b.abs().max()), 1e-12))
 
@@ -110,13 +147,14 @@ def run_case(cli, tmp, activation, layer_norm, dropout, activate_output, kind, s
     x = io["x"].clone().requires_grad_(True)
     out = x + seq.linear(x) * strength
     out.backward(io["d_out"])
+    pt_ok = check_pt(os.path.join(tmp, "hn.pt"), weights, meta)
     label = f"{activation} norm={int(layer_norm)} dropout={int(dropout)} activate_output={int(activate_output)} {kind}"
     errors = {"forward": rel_err(io["out"], out.detach()), "d_in": rel_err(io["d_in"], x.grad)}
     for name, p in seq.named_parameters():
         errors["grad " + name] = rel_err(io["grad." + prefix + name], p.grad)
     worst = max(errors, key=errors.get)
     limit = 1e-5 if worst == "forward" else 1e-4
-    ok = all(v < (1e-5 if key == "forward" else 1e-4) for key, v in errors.items())
+    ok = pt_ok and all(v < (1e-5 if key == "forward" else 1e-4) for key, v in errors.items())
     print(f"{'ok  ' if ok else 'FAIL'} {label}: worst {worst} rel err {errors[worst]:.2e} (limit {limit:g})")
     return ok
 

@@ -86,8 +86,10 @@ static void check_validation(void)
         bool ok = sdt_hn_config_validate(&c, true, &err);
         CHECK(!ok && err.code == SDT_ERR_VALIDATION, "%s: must be refused as VALIDATION (got %s)", b->what,
               sdt_error_code_name(err.code));
-        CHECK(strstr(err.message, b->field) != NULL, "%s: the sentence must name the field \"%s\": %s", b->what, b->field, err.message);
-        CHECK(strstr(err.message, b->fix) != NULL, "%s: the sentence must give the fix \"%s\": %s", b->what, b->fix, err.message);
+        CHECK(strstr(err.message, b->field) != NULL, "%s: the sentence must name the field \"%s\": "
+              "%s", b->what, b->field, err.message);
+        CHECK(strstr(err.message, b->fix) != NULL, "%s: the sentence must give the fix \"%s\": "
+              "%s", b->what, b->fix, err.message);
     }
     /* a file may carry a non-zero first dropout entry (A1111 ignores it); only Create refuses it */
     c = good();
@@ -118,13 +120,24 @@ static void check_parsing(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         sdt_error_clear(&err);
         CHECK(!sdt_hn_parse_numbers("layer structure", bad[i], v, SDT_HN_MAX_ENTRIES, &n, &err) &&
-                  strstr(err.message, "layer structure:") && (strstr(err.message, "e.g.") || strstr(err.message, "such as")),
+                  strstr(err.message, "layer "
+                      "structure:") && (strstr(err.message, "e.g.") || strstr(err.message, "such as")),
               "\"%s\" must be refused with a sentence naming the field and an example: %s", bad[i], err.message);
     }
     CHECK(!sdt_hn_parse_numbers("dropout structure", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0", v, SDT_HN_MAX_ENTRIES, &n,
                                 &err) &&
               strstr(err.message, "at most"),
           "17 entries must be refused: %s", err.message);
+    sdt_hn_config c = good();
+    CHECK(sdt_hn_parse_layer_structure("1, 2, 2, 1", &c, &err) && c.entry_count == 4 && c.layer_structure[2] == 2,
+          "layer structure text must set the structure: %s", err.message);
+    CHECK(sdt_hn_parse_dropout_structure("0, 0.1, 0.2, 0", &c, &err) && c.dropout_structure[2] == 0.2,
+          "a dropout structure of the same length must be taken: %s", err.message);
+    CHECK(!sdt_hn_parse_dropout_structure("0, 0.1, 0.2", &c, &err) && err.code == SDT_ERR_VALIDATION &&
+              strstr(err.message, "dropout structure:") && strstr(err.message, "one per layer-structure entry"),
+          "a shorter dropout structure must be refused: %s", err.message);
+    CHECK(!sdt_hn_parse_dropout_structure("0, 0.1, 0.2, 0, 0", &c, &err) && strstr(err.message, "has 5 entries"),
+          "a longer dropout structure must be refused: %s", err.message);
     int w[SDT_HN_MAX_WIDTHS];
     CHECK(sdt_hn_parse_widths("768, 320,640 ,1280", w, SDT_HN_MAX_WIDTHS, &n, &err) && n == 4 &&
               w[0] == 768 && w[3] == 1280,

@@ -11,6 +11,8 @@
 #include "hn/hn_file.h"
 #include "kernel_test.h"
 #include "safetensors.h"
+#include "torch_file.h"
+#include "torch_save.h"
 
 static char dir[256];
 
@@ -57,7 +59,8 @@ static sdt_hn_config full_config(void)
     c.init = SDT_HN_INIT_XAVIER_NORMAL;
     c.layer_norm = true;
     c.use_dropout = true;
-    c.dropout_structure[0] = 0, c.dropout_structure[1] = 0.05, c.dropout_structure[2] = 0.15, c.dropout_structure[3] = 0;
+    c.dropout_structure[0] = 0, c.dropout_structure[1] = 0.05, c.dropout_structure[2] = 0.15,
+        c.dropout_structure[3] = 0;
     c.activate_output = true;
     return c;
 }
@@ -132,9 +135,10 @@ static void check_round_trip(sdt_backend *be)
     CHECK(again != NULL, "overwrite on must replace the file: %s", err.message);
     sdt_hn_free(again);
     char pt[512];
-    path_in(pt, sizeof(pt), "x.pt");
+    path_in(pt, sizeof(pt), "x.ckpt");
     again = sdt_hn_create_file(&c, pt, false, be, 1, &err);
-    CHECK(!again && strstr(err.message, ".safetensors"), "a .pt target must get a sentence: %s", err.message);
+    CHECK(!again && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, ".pt"),
+          "an unknown extension must get a sentence: %s", err.message);
     sdt_hn_config bad = c;
     bad.layer_structure[0] = 2;
     path_in(pt, sizeof(pt), "bad.safetensors");
@@ -190,7 +194,8 @@ static void check_init(sdt_backend *be)
                       sdt_hn_init_name(c.init), p->name, max_abs, bound);
             }
             /* n >= 320: the sample std is within a few percent of the target */
-            CHECK(fabs(std / want_std - 1) < 0.15 && fabs(mean) < 0.2 * want_std, "%s: %s std %.4g (want %.4g), mean %.3g",
+            CHECK(fabs(std / want_std - 1) < 0.15 && fabs(mean) < 0.2 * want_std, "%s: %s std %.4g (want %.4g), mean "
+                  "%.3g",
                   sdt_hn_init_name(c.init), p->name, std, want_std, mean);
         }
         sdt_hn *same = sdt_hn_create(&c, be, 7, &err), *other = sdt_hn_create(&c, be, 8, &err);
@@ -300,7 +305,8 @@ static void check_old_files(sdt_backend *be)
         sdt_hn *hn = sdt_hn_load_safetensors(path, be, &err);
         CHECK(!hn && err.code == SDT_ERR_BAD_FORMAT, "%s: must be refused as BAD_FORMAT (got %s)", broken[i].what,
               sdt_error_code_name(err.code));
-        CHECK(strstr(err.message, broken[i].expect) && strstr(err.message, path), "%s: sentence must name the file and say \"%s\": %s",
+        CHECK(strstr(err.message, broken[i].expect) && strstr(err.message, path), "%s: sentence must name the file "
+              "and say \"%s\": %s",
               broken[i].what, broken[i].expect, err.message);
         sdt_hn_free(hn);
         free(values);
@@ -309,6 +315,112 @@ static void check_old_files(sdt_backend *be)
     CHECK(!sdt_hn_load_safetensors(path, be, &err) && err.code == SDT_ERR_NOT_FOUND &&
               strstr(err.message, "absent.safetensors"),
           "a missing file must be a sentence naming it: %s", err.message);
+}
+
+/* A1111's .pt: create, save, load bit-exact; the same bytes again; its keys in the pickle */
+static void check_pt(sdt_backend *be)
+{
+    sdt_error err;
+    sdt_error_clear(&err);
+    char path[512], path2[512];
+    path_in(path, sizeof(path), "a1111.pt");
+    path_in(path2, sizeof(path2), "a1111 again.pt");
+    sdt_hn_config c = full_config();
+    sdt_hn *hn = sdt_hn_create_file(&c, path, false, be, 9, &err);
+    CHECK(hn != NULL, "create .pt: %s", err.message);
+    if (!hn) return;
+    sdt_hn_get_info(hn)->step = 77;
+    snprintf(sdt_hn_get_info(hn)->sd_checkpoint, SDT_HN_CHECKPOINT_MAX, "0123456789");
+    CHECK(sdt_hn_save(hn, path, &err), "save .pt: %s", err.message);
+    sdt_hn *back = sdt_hn_load(path, be, &err);
+    CHECK(back != NULL, "load .pt: %s", err.message);
+    if (back) {
+        const sdt_hn_config *b = sdt_hn_get_config(back);
+        CHECK(!strcmp(b->name, c.name) && b->width_count == 2 && b->widths[0] == 16 && b->widths[1] == 8 &&
+                  b->entry_count == 4 && !memcmp(b->layer_structure, c.layer_structure, 4 * sizeof(double)) &&
+                  !memcmp(b->dropout_structure, c.dropout_structure, 4 * sizeof(double)) &&
+                  !strcmp(b->activation, "swish") && b->layer_norm && b->activate_output && b->use_dropout &&
+                  b->init == c.init,
+              ".pt: every key must survive");
+        CHECK(sdt_hn_get_info(back)->step == 77 && !strcmp(sdt_hn_get_info(back)->sd_checkpoint, "0123456789") &&
+                  !sdt_hn_get_info(back)->sd_checkpoint_name[0],
+              ".pt: step, checkpoint and None must survive");
+        float *w1 = weights_of(hn), *w2 = weights_of(back);
+        CHECK(!memcmp(w1, w2, (size_t)sdt_hn_param_numel(hn) * sizeof(float)), ".pt: weights bit-exact");
+        free(w1), free(w2);
+        CHECK(sdt_hn_save(back, path2, &err), "save .pt again: %s", err.message);
+        size_t n1 = 0, n2 = 0;
+        unsigned char *f1 = read_all(path, &n1), *f2 = read_all(path2, &n2);
+        CHECK(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1), ".pt: load + save must give the same bytes");
+        free(f1), free(f2);
+        sdt_hn_free(back);
+    }
+    /* the pickle holds A1111's dict: int keys to (K, V) OrderedDicts, then the named keys */
+    sdt_torch_file *f = sdt_torch_open(path, &err);
+    CHECK(f != NULL, "torch_open: %s", err.message);
+    if (f) {
+        const sdt_pv *root = sdt_torch_root(f);
+        const sdt_pv *pair = sdt_pv_dict_get_int(root, 16);
+        CHECK(sdt_pv_is(pair, SDT_PV_TUPLE) && sdt_pv_len(pair) == 2 && sdt_pv_is(sdt_pv_item(pair, 1), SDT_PV_DICT) &&
+                  sdt_pv_item(pair, 1)->u.seq.ordered,
+              ".pt: width 16 must map to a tuple of two OrderedDicts");
+        CHECK(sdt_pv_is(sdt_pv_dict_get(sdt_pv_item(pair, 0), "linear.0.weight"), SDT_PV_TENSOR) &&
+                  sdt_pv_is(sdt_pv_dict_get(sdt_pv_item(pair, 0), "linear.2.bias"), SDT_PV_TENSOR),
+              ".pt: state dicts keyed by Sequential position");
+        const char *keys[] = {"step", "name", "layer_structure", "activation_func", "is_layer_norm",
+                              "weight_initialization", "sd_checkpoint", "sd_checkpoint_name", "activate_output",
+                              "use_dropout", "dropout_structure", "last_layer_dropout", "optional_info"};
+        for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+            CHECK(sdt_pv_dict_get(root, keys[i]) != NULL, ".pt: key %s missing", keys[i]);
+        CHECK(sdt_pv_is(sdt_pv_dict_get(root, "sd_checkpoint_name"), SDT_PV_NONE), ".pt: an empty name is None");
+        sdt_torch_close(f);
+    }
+    sdt_hn_free(hn);
+
+    /* an A1111 file of the oldest kind: linear1/linear2, only the modules and a name */
+    sdt_pv_arena *a = sdt_pv_arena_new();
+    sdt_pv *root = sdt_pv_new_dict(a, false), *pair = sdt_pv_new(a, SDT_PV_TUPLE);
+    float w1[16 * 8], b1[16], w2[8 * 16], b2[8];
+    for (int i = 0; i < 128; i++) w1[i] = (float)i * 0.01f, w2[i] = -(float)i * 0.02f;
+    for (int i = 0; i < 16; i++) b1[i] = (float)i;
+    for (int i = 0; i < 8; i++) b2[i] = -(float)i;
+    int64_t s1[2] = {16, 8}, s2[2] = {8, 16}, sb1[1] = {16}, sb2[1] = {8};
+    for (int kind = 0; kind < 2; kind++) {
+        sdt_pv *state = sdt_pv_new_dict(a, true);
+        sdt_pv_dict_set(a, state, "linear1.weight", sdt_pv_new_tensor(a, SDT_ST_F32, 2, s1, w1));
+        sdt_pv_dict_set(a, state, "linear1.bias", sdt_pv_new_tensor(a, SDT_ST_F32, 1, sb1, b1));
+        sdt_pv_dict_set(a, state, "linear2.weight", sdt_pv_new_tensor(a, SDT_ST_F32, 2, s2, w2));
+        sdt_pv_dict_set(a, state, "linear2.bias", sdt_pv_new_tensor(a, SDT_ST_F32, 1, sb2, b2));
+        sdt_pv_append(pair, state);
+    }
+    sdt_pv_dict_add(root, sdt_pv_new_int(a, 8), pair);
+    sdt_pv_dict_set(a, root, "name", sdt_pv_new_str(a, "oldest"));
+    path_in(path, sizeof(path), "oldest.pt");
+    CHECK(sdt_torch_save(path, root, NULL, &err), "writing the old file: %s", err.message);
+    sdt_hn *old = sdt_hn_load(path, be, &err);
+    CHECK(old != NULL, "an old A1111 .pt must load: %s", err.message);
+    if (old) {
+        const sdt_hn_config *oc = sdt_hn_get_config(old);
+        CHECK(!strcmp(oc->name, "oldest") && oc->entry_count == 3 && !strcmp(oc->activation, "linear") &&
+                  oc->activate_output && !oc->use_dropout,
+              "old .pt: A1111's defaults");
+        const sdt_hn_param *p = sdt_hn_param_find(old, "8.1.linear.1.weight");
+        CHECK(p && ((const float *)p->value.data)[5] == w2[5], "old .pt: linear2 is linear.1");
+        sdt_hn_free(old);
+    }
+    /* a torch file that is not a hypernetwork */
+    sdt_pv *list = sdt_pv_new(a, SDT_PV_LIST);
+    path_in(path, sizeof(path), "list.pt");
+    CHECK(sdt_torch_save(path, list, NULL, &err), "writing a list: %s", err.message);
+    CHECK(!sdt_hn_load(path, be, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "not A1111's"),
+          "a torch list must be refused: %s", err.message);
+    sdt_pv *bad = sdt_pv_new_dict(a, false);
+    sdt_pv_dict_add(bad, sdt_pv_new_int(a, 8), sdt_pv_new_str(a, "no"));
+    path_in(path, sizeof(path), "bad pair.pt");
+    CHECK(sdt_torch_save(path, bad, NULL, &err), "writing a bad pair: %s", err.message);
+    CHECK(!sdt_hn_load(path, be, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "pair of state dicts"),
+          "a module that is not a pair must be refused: %s", err.message);
+    sdt_pv_arena_free(a);
 }
 
 static void remove_dir(void)
@@ -340,6 +452,7 @@ int main(void)
     check_round_trip(be);
     check_init(be);
     check_old_files(be);
+    check_pt(be);
     remove_dir();
     be->destroy(be);
     return sdt_test_finish("hn_file");

@@ -108,7 +108,8 @@ int main(void)
 
     /* A trained hypernetwork on cross- and self-attention widths, and a frozen one after it. */
     int widths_a[3] = {24, cfg.model_channels, 2 * cfg.model_channels}, widths_b[1] = {24};
-    sdt_hn *a = make_hn(be, &rng, "trained", widths_a, 3, "gelu", true, true, 0.3); /* smooth: kinks are test_hn_module's */
+    sdt_hn *a = make_hn(be, &rng, "trained", widths_a, 3, "gelu", true, true,
+        0.3); /* smooth: kinks are test_hn_module's */
     sdt_hn *bn = make_hn(be, &rng, "frozen", widths_b, 1, "sigmoid", false, false, 0.3);
     CHECK(sdt_hn_enable_grads(a, &err) && sdt_hn_enable_grads(bn, &err), "grads: %s", err.message);
     sdt_hn_binding *b = sdt_hn_binding_create(be, &err);

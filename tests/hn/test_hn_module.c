@@ -19,7 +19,8 @@ typedef struct ref_model {
     sdt_activation act;
     sdt_hn_layer_plan plan[SDT_HN_MAX_ENTRIES];
     int layers;
-    int64_t w_off[SDT_HN_MAX_ENTRIES], b_off[SDT_HN_MAX_ENTRIES], g_off[SDT_HN_MAX_ENTRIES], beta_off[SDT_HN_MAX_ENTRIES];
+    int64_t w_off[SDT_HN_MAX_ENTRIES], b_off[SDT_HN_MAX_ENTRIES], g_off[SDT_HN_MAX_ENTRIES],
+        beta_off[SDT_HN_MAX_ENTRIES];
     int64_t n_params;            /* of this module */
     const float *masks[SDT_HN_MAX_ENTRIES]; /* [ROWS, out] or NULL */
     double strength;
@@ -52,8 +53,10 @@ static void ref_forward(const ref_model *m, const double *v, double *out, bool *
                 for (int j = 0; j < o; j++) var += (next[r * o + j] - mean) * (next[r * o + j] - mean);
                 var /= o;
                 double rstd = 1.0 / sqrt(var + SDT_HN_LAYERNORM_EPS);
-                for (int j = 0; j < o; j++)
-                    next[r * o + j] = (next[r * o + j] - mean) * rstd * params[m->g_off[i] + j] + params[m->beta_off[i] + j];
+                for (int j = 0; j < o; j++) {
+                    double normed = (next[r * o + j] - mean) * rstd;
+                    next[r * o + j] = normed * params[m->g_off[i] + j] + params[m->beta_off[i] + j];
+                }
             }
         if (m->masks[i])
             for (int e = 0; e < ROWS * o; e++) next[e] *= m->masks[i][e];
@@ -211,7 +214,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
         unchanged += memcmp(grads + offset, p->grad.data, sdt_tensor_nbytes(&p->grad)) == 0;
         offset += sdt_tensor_numel(&p->grad);
     }
-    CHECK(unchanged == sdt_hn_param_count(hn), "%s: with_weight_grads false must leave the weight gradients alone", what);
+    CHECK(unchanged == sdt_hn_param_count(hn), "%s: with_weight_grads false must leave the weight gradients "
+          "alone", what);
 
     double *fd = kt_alloc((size_t)nv * sizeof(double));
     sdt_fd_gradient(ref_loss, &m, v, nv, SDT_FD_STEP, fd);

@@ -4,6 +4,7 @@
  * a saved file. Only the host's behaviour is under test here, never numerics. */
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -148,9 +149,10 @@ static sdt_status inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_inf
     return json || !needed ? SDT_STATUS_OK : SDT_STATUS_BUFFER_TOO_SMALL;
 }
 
+/* A 1.1 factory: the table ends before the members 1.2 appended. */
 static const sdt_ti_factory factory = {
-    sizeof(sdt_ti_factory), defaults, create, destroy, last_error, create_embedding, prepare, run, interrupt,
-    run_state, metrics, NULL, NULL, inspect,
+    (uint32_t)offsetof(sdt_ti_factory, train_options_defaults), defaults, create, destroy, last_error,
+    create_embedding, prepare, run, interrupt, run_state, metrics, NULL, NULL, inspect, NULL,
 };
 
 static const void *get_factory(const char *id)

@@ -1,0 +1,174 @@
+/* hn_factory.c - the "sdtrain.hypernetwork/1" factory (ABI 1.2).
+ *
+ * The lifecycle members are the shared trainer handle's (api/trainer_handle.h), exactly as the
+ * textual-inversion factory uses them; this file keeps the hypernetwork's own config and its
+ * checks. The training job itself (the module on the UNet's K/V hook, its files, joint training
+ * with an embedding) is wired behind hn_method as the hypernetwork module lands (issue 8);
+ * until then prepare(), create_hypernetwork() and inspect() answer SDT_STATUS_UNSUPPORTED with
+ * a sentence, never a crash, so hosts can already negotiate the factory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/copy_out.h"
+#include "api/factories.h"
+#include "api/handle.h"
+#include "api/trainer_handle.h"
+#include "train/train_options.h"
+
+#define HN_TRAINER_MAGIC 0x484e7472u /* "HNtr" */
+#define HN_LOG_DIR "hypernetworks"
+#define HN_NOT_YET                                                                                                   \
+    "hypernetwork training is not in this build of the plugin yet (the module lands with issue 8); train an "      \
+    "embedding with the textual-inversion factory meanwhile"
+
+struct sdt_hn_trainer {
+    sdt_trainer_handle core;
+};
+
+SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
+
+#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
+
+/* The method behind the shared lifecycle: nothing to run until the module is wired. */
+static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                           sdt_prepare_info *info, sdt_error *error)
+{
+    (void)config, (void)host, (void)control, (void)info;
+    *job = NULL;
+    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "prepare(): %s.", HN_NOT_YET);
+}
+static void method_destroy(void *job) { (void)job; }
+static const sdt_job_ops *method_ops(void) { return NULL; }
+static sdt_run_params method_run_params(const void *job)
+{
+    (void)job;
+    return (sdt_run_params){0, 0};
+}
+static bool method_state_io(void *job, const char *path, sdt_error *error)
+{
+    (void)job;
+    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: %s.", path, HN_NOT_YET);
+}
+
+static const sdt_train_method hn_method = {method_prepare,    method_destroy,  method_ops,
+                                           method_run_params, method_state_io, method_state_io};
+
+static void hn_config_set_defaults(sdt_hn_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->struct_size = sizeof *c;
+    c->learn_rate = "0.00001";
+    c->weight_decay = 0.01;
+    c->strength = 1.0;
+    c->embedding_learn_rate = "0.005";
+}
+
+static sdt_status hn_config_defaults(sdt_hn_config *config)
+{
+    sdt_hn_config defaults;
+    hn_config_set_defaults(&defaults);
+    return sdt_defaults_write_out(config, &defaults, sizeof defaults);
+}
+
+static sdt_status hn_train_options_defaults(sdt_train_options *options)
+{
+    sdt_train_options defaults;
+    sdt_train_options_set_defaults(&defaults, HN_LOG_DIR);
+    return sdt_defaults_write_out(options, &defaults, sizeof defaults);
+}
+
+/* The checks that need no file: required fields and ranges, each naming the field and the fix. */
+static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
+{
+    if (c->reserved0 != 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved0 must be 0; fill the config with config_defaults() first.");
+    if (!c->hypernetwork_path || !c->hypernetwork_path[0])
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "Hypernetwork not selected: set config.hypernetwork_path to the .pt or .safetensors file to train.");
+    if (!c->learn_rate || !c->learn_rate[0])
+        return sdt_fail(error, SDT_ERR_VALIDATION, "Learning rate is empty: set config.learn_rate, e.g. \"0.00001\".");
+    if (!(c->weight_decay >= 0 && c->weight_decay < 1))
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.weight_decay must be in [0, 1) (A1111's is 0.01).");
+    if (!(c->strength > 0 && c->strength <= 10))
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.strength must be in (0, 10] (1 trains at full strength).");
+    if (c->embedding_path && c->embedding_path[0] && (!c->embedding_learn_rate || !c->embedding_learn_rate[0]))
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");
+    return true;
+}
+
+static sdt_status hn_create(const sdt_host_callbacks *callbacks, sdt_hn_trainer **out, char *err, uint32_t err_size)
+{
+    sdt_trainer_handle *made = NULL;
+    sdt_status st = sdt_trainer_create(sizeof(sdt_hn_trainer), HN_TRAINER_MAGIC, &hn_method, callbacks, "sdt_hn_trainer",
+                                       &made, err, err_size);
+    if (out) *out = (sdt_hn_trainer *)made;
+    return st;
+}
+
+static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwork_spec *spec, char *path_buf,
+                                         uint32_t path_buf_size, uint32_t *needed)
+{
+    REQUIRE_TRAINER(t);
+    (void)path_buf, (void)path_buf_size, (void)needed;
+    sdt_status st = sdt_trainer_begin_call(&t->core, "create_hypernetwork");
+    if (st != SDT_STATUS_OK) return st;
+    if (!spec || spec->struct_size < sizeof(uint32_t))
+        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
+                               "create_hypernetwork(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_hypernetwork_spec).");
+    return sdt_handle_fail(&t->core.base, SDT_STATUS_UNSUPPORTED, "create_hypernetwork(): %s.", HN_NOT_YET);
+}
+
+/* The config with its shared options: the form the method's prepare receives. */
+typedef struct hn_prepared_config {
+    sdt_hn_config config;
+    sdt_train_options options;
+} hn_prepared_config;
+
+static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt_prepare_info *info)
+{
+    REQUIRE_TRAINER(t);
+    sdt_status st = sdt_trainer_begin_call(&t->core, "prepare");
+    if (st != SDT_STATUS_OK) return st;
+    if (info && info->struct_size < sizeof(uint32_t))
+        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT, "prepare(): info->struct_size is not set; set it to sizeof(sdt_prepare_info).");
+    hn_prepared_config own;
+    hn_config_set_defaults(&own.config);
+    if (!config || !sdt_struct_read_in(&own.config, sizeof own.config, config))
+        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
+                               "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
+    sdt_error error = {0};
+    if (!sdt_train_options_read(&own.options, own.config.train_options, HN_LOG_DIR, "config.train_options", &error) ||
+        !hn_config_check(&own.config, &error))
+        return sdt_handle_fail_error(&t->core.base, &error);
+    return sdt_trainer_prepare(&t->core, &own, info);
+}
+
+static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,
+                             uint32_t json_buf_size, uint32_t *json_needed)
+{
+    REQUIRE_TRAINER(t);
+    (void)info, (void)json_buf, (void)json_buf_size, (void)json_needed;
+    sdt_handle_clear_error(&t->core.base);
+    if (!path || !path[0])
+        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass a hypernetwork file.");
+    return sdt_handle_fail(&t->core.base, SDT_STATUS_UNSUPPORTED, "inspect(): %s.", HN_NOT_YET);
+}
+
+const sdt_hn_factory sdt_hn_factory_table = {
+    .struct_size = sizeof(sdt_hn_factory),
+    .config_defaults = hn_config_defaults,
+    .create = hn_create,
+    .destroy = hn_destroy,
+    .get_last_error = hn_get_last_error,
+    .create_hypernetwork = hn_create_hypernetwork,
+    .prepare = hn_prepare,
+    .run = hn_run,
+    .interrupt = hn_interrupt,
+    .get_run_state = hn_get_run_state,
+    .get_metrics = hn_get_metrics,
+    .save_state = hn_save_state,
+    .load_state = hn_load_state,
+    .inspect = hn_inspect,
+    .train_options_defaults = hn_train_options_defaults,
+};

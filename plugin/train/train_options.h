@@ -1,0 +1,33 @@
+/* train_options.h - the training options every method shares (sdt_train_options, ABI 1.2):
+ * their defaults, reading a host's copy under the struct_size rules, and the one list of the
+ * shared fields, so a method whose config also carries them inline (sdt_ti_config, 1.0) copies
+ * them without a second list. */
+#ifndef SDT_TRAIN_TRAIN_OPTIONS_H
+#define SDT_TRAIN_TRAIN_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "sdt_error.h"
+#include "sdtrain.h"
+
+/* Every field sdt_train_options has, X(field): a method whose config carries them inline copies
+ * them with `#define TAKE(f) cfg->f = opts->f;` and SDT_TRAIN_OPTION_FIELDS(TAKE). */
+#define SDT_TRAIN_OPTION_FIELDS(X)                                                                                   \
+    X(batch_size) X(grad_accum_steps) X(clip_mode) X(width) X(height) X(latent_sampling) X(precision) X(device)      \
+    X(clip_skip) X(max_consecutive_nonfinite) X(preview_steps) X(preview_width) X(preview_height) X(cpu_threads)     \
+    X(max_steps) X(save_every) X(preview_every) X(write_csv_every) X(seed) X(preview_seed) X(tag_dropout)            \
+    X(lr_backoff) X(preview_cfg_scale) X(loss_scale_init) X(model_path) X(clip_value) X(dataset_dir) X(log_dir)      \
+    X(template_file) X(filename_word_regex) X(filename_join_string) X(preview_prompt) X(preview_negative_prompt)     \
+    X(preview_sampler) X(resume_state_path) X(tokenizer_path) X(varsize) X(shuffle_tags)                             \
+    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing)
+
+/* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
+void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);
+
+/* A host's options (any struct_size from 1.2 on) over the defaults into *own. false + an
+ * INVALID_ARGUMENT error naming `field` (the config member that points at them) when host is
+ * NULL or its struct_size is unset, or a VALIDATION error when reserved0 is not 0. */
+bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
+                            const char *field, sdt_error *error);
+
+#endif
