@@ -9,18 +9,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, char *err, size_t err_size)
+bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
 {
     memset(f, 0, sizeof(*f));
     if (strlen(path) + 16 >= sizeof(f->path)) {
-        snprintf(err, err_size, "%s: the path is too long to save to; choose a shorter output path", path);
+        sdt_fail(error, SDT_ERR_IO, "%s: the path is too long to save to; choose a shorter output path", path);
         return false;
     }
     snprintf(f->path, sizeof(f->path), "%s", path);
     snprintf(f->tmp_path, sizeof(f->tmp_path), "%s.tmp-XXXXXX", path);
     int fd = mkstemp(f->tmp_path);
     if (fd < 0) {
-        snprintf(err, err_size, "%s: cannot create a file in its folder (%s); check that the folder exists and is writable",
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot create a file in its folder (%s); check that the folder exists and is writable",
                  path, strerror(errno));
         f->tmp_path[0] = 0;
         return false;
@@ -31,7 +31,7 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, char *err, size_t er
     (void)fchmod(fd, 0666 & ~mask);
     f->fp = fdopen(fd, "wb");
     if (!f->fp) {
-        snprintf(err, err_size, "%s: cannot open the temp file for writing (%s)", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the temp file for writing (%s)", path, strerror(errno));
         close(fd);
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
@@ -51,10 +51,10 @@ static void fsync_parent_folder(const char *path)
     }
 }
 
-bool sdt_atomic_commit(sdt_atomic_file *f, char *err, size_t err_size)
+bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error)
 {
     if (!f->fp) {
-        snprintf(err, err_size, "%s: nothing to save (the file was not opened)", f->path);
+        sdt_fail(error, SDT_ERR_IO, "%s: nothing to save (the file was not opened)", f->path);
         return false;
     }
     bool ok = !ferror(f->fp) && fflush(f->fp) == 0 && fsync(fileno(f->fp)) == 0;
@@ -65,14 +65,14 @@ bool sdt_atomic_commit(sdt_atomic_file *f, char *err, size_t err_size)
     }
     f->fp = NULL;
     if (!ok) {
-        snprintf(err, err_size, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
                  f->path, strerror(saved_errno ? saved_errno : EIO));
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
         return false;
     }
     if (rename(f->tmp_path, f->path) != 0) {
-        snprintf(err, err_size, "%s: cannot replace the file (%s); the previous file, if any, is unchanged",
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot replace the file (%s); the previous file, if any, is unchanged",
                  f->path, strerror(errno));
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
@@ -95,15 +95,15 @@ void sdt_atomic_abort(sdt_atomic_file *f)
     }
 }
 
-bool sdt_atomic_write(const char *path, const void *data, size_t size, char *err, size_t err_size)
+bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error *error)
 {
     sdt_atomic_file f;
-    if (!sdt_atomic_begin(&f, path, err, err_size)) return false;
+    if (!sdt_atomic_begin(&f, path, error)) return false;
     if (size && fwrite(data, 1, size, f.fp) != size) {
-        snprintf(err, err_size, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
                  path, strerror(errno));
         sdt_atomic_abort(&f);
         return false;
     }
-    return sdt_atomic_commit(&f, err, err_size);
+    return sdt_atomic_commit(&f, error);
 }

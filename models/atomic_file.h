@@ -7,6 +7,8 @@
 #ifndef SDT_MODELS_ATOMIC_FILE_H
 #define SDT_MODELS_ATOMIC_FILE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -17,14 +19,14 @@ typedef struct sdt_atomic_file {
     char tmp_path[4096];
 } sdt_atomic_file;
 
-/* Opens a temp file next to path. false + err sentence when the folder is not writable. */
-bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, char *err, size_t err_size);
+/* Opens a temp file next to path. false + error sentence when the folder is not writable. */
+bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error);
 /* Flushes, fsyncs and renames over the target. On failure removes the temp file,
  * leaves the target as it was and explains (e.g. disk full). */
-bool sdt_atomic_commit(sdt_atomic_file *f, char *err, size_t err_size);
+bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error);
 /* Gives up: removes the temp file, the target is untouched. Safe to call twice. */
 void sdt_atomic_abort(sdt_atomic_file *f);
 /* Writes a whole buffer atomically. */
-bool sdt_atomic_write(const char *path, const void *data, size_t size, char *err, size_t err_size);
+bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error *error);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "diffusers_names.h"
 #include "safetensors.h"
+#include "weights.h"
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -80,8 +81,7 @@ typedef struct gen_ctx {
     size_t n, cap;
     bool failed;
     char failed_key[256];
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } gen_ctx;
 
 static bool wanted(const gen_ctx *g, const char *key)
@@ -140,11 +140,11 @@ static void free_items(gen_ctx *g)
     free(g->items);
 }
 
-static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, char *err, size_t err_size)
+static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, sdt_error *error)
 {
     sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
     if (!items) {
-        snprintf(err, err_size, "%s: out of memory", path);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         return false;
     }
     for (size_t i = 0; i < g->n; i++) {
@@ -160,35 +160,34 @@ static bool write_ldm(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, c
                          {"sdtrain_generator", "sdt-make-checkpoint"},
                          {"sdtrain_config", sd_family_name(spec->config.family)},
                          {"sdtrain_seed", seed}};
-    bool ok = sdt_st_write(path, items, g->n, meta, 4, err, err_size);
+    bool ok = sdt_st_write(path, items, g->n, meta, 4, error);
     free(items);
     return ok;
 }
 
-static bool make_folder(const char *path, char *err, size_t err_size)
+static bool make_folder(const char *path, sdt_error *error)
 {
     if (mkdir(path, 0777) == 0 || errno == EEXIST) return true;
-    snprintf(err, err_size, "%s: cannot create the folder (%s)", path, strerror(errno));
+    sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot create the folder (%s)", path, strerror(errno));
     return false;
 }
 
 /* Renames every tensor to its diffusers name and writes one file per part. */
-static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, char *err,
-                            size_t err_size)
+static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, sdt_error *error)
 {
-    if (!make_folder(path, err, err_size)) return false;
+    if (!make_folder(path, error)) return false;
     sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
     char **names = calloc(g->n ? g->n : 1, sizeof(*names));
     int *parts = calloc(g->n ? g->n : 1, sizeof(*parts));
     int64_t(*shapes)[4] = calloc(g->n ? g->n : 1, sizeof(*shapes));
     bool ok = items && names && parts && shapes;
-    if (!ok) snprintf(err, err_size, "%s: out of memory", path);
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (size_t i = 0; ok && i < g->n; i++) {
         sdt_diffusers_part part;
         bool as_linear;
         names[i] = sdt_diffusers_name(g->items[i].name, cfg, &part, &as_linear);
         if (!names[i]) {
-            snprintf(err, err_size, "%s: no diffusers name for '%s'", path, g->items[i].name);
+            sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: no diffusers name for '%s'", path, g->items[i].name);
             ok = false;
             break;
         }
@@ -205,7 +204,7 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
         size_t n = 0;
         sdt_st_write_item *sel = calloc(g->n ? g->n : 1, sizeof(*sel));
         if (!sel) {
-            snprintf(err, err_size, "%s: out of memory", path);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             ok = false;
             break;
         }
@@ -215,7 +214,7 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
             char dir[4096], file[4200];
             snprintf(dir, sizeof(dir), "%s/%s", path, sdt_diffusers_folder((sdt_diffusers_part)p));
             snprintf(file, sizeof(file), "%s/%s.safetensors", dir, sdt_diffusers_file_base((sdt_diffusers_part)p));
-            ok = make_folder(dir, err, err_size) && sdt_st_write(file, sel, n, meta, 1, err, err_size);
+            ok = make_folder(dir, error) && sdt_st_write(file, sel, n, meta, 1, error);
         }
         free(sel);
     }
@@ -224,28 +223,84 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     return ok;
 }
 
-bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, char *err, size_t err_size)
+/* The diffusers folder stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
+ * unused last layers already cut (23 of 24), so its default output is the same. */
+static sd_config layout_config(const sdt_ckpt_spec *spec)
 {
-    if (spec->dtype != SDT_F32 && spec->dtype != SDT_F16 && spec->dtype != SDT_BF16) {
-        snprintf(err, err_size, "%s: checkpoints are written as F32, F16 or BF16", path);
-        return false;
-    }
     sd_config cfg = spec->config;
     if (spec->layout == SDT_CKPT_DIFFUSERS && cfg.clip.layout == CLIP_LAYOUT_OPENCLIP) {
-        /* diffusers stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
-         * unused last layers already cut (23 of 24), so its default output is the same. */
         cfg.clip.layout = CLIP_LAYOUT_HF;
         cfg.clip.layers -= cfg.clip.default_skip - 1;
         cfg.clip.default_skip = 1;
     }
-    gen_ctx g = {.spec = spec, .err = err, .err_size = err_size};
-    bool ok = sd_params(&cfg, collect, &g, err, err_size) && !g.failed;
+    return cfg;
+}
+
+static bool write_layout(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, sdt_error *error)
+{
+    sd_config cfg = layout_config(spec);
+    return spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, g, error)
+                                        : write_diffusers(path, spec, &cfg, g, error);
+}
+
+bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error)
+{
+    if (spec->dtype != SDT_F32 && spec->dtype != SDT_F16 && spec->dtype != SDT_BF16) {
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: checkpoints are written as F32, F16 or BF16", path);
+        return false;
+    }
+    sd_config cfg = layout_config(spec);
+    gen_ctx g = {.spec = spec, .error = error};
+    bool ok = sd_params(&cfg, collect, &g, error) && !g.failed;
     if (g.failed)
-        snprintf(err, err_size, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
                  g.failed_key);
-    if (ok)
-        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, err, err_size)
-                                          : write_diffusers(path, spec, &cfg, &g, err, err_size);
+    if (ok) ok = write_layout(path, spec, &g, error);
     free_items(&g);
+    return ok;
+}
+
+bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout, int dtype, sdt_error *error)
+{
+    sdt_weights *w = sdt_weights_open(src, error);
+    if (!w) return false;
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.layout = layout;
+    gen_ctx g = {.spec = &spec, .error = error};
+    bool ok = sd_config_detect(w, &spec.config, error);
+    size_t n = ok ? sdt_weights_count(w) : 0;
+    g.items = calloc(n ? n : 1, sizeof(*g.items));
+    if (ok && !g.items) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
+    for (size_t i = 0; ok && i < n; i++) {
+        const char *key = sdt_weights_key(w, i);
+        const sdt_tensor *t = sdt_weights_get(w, key);
+        if (i == 0) spec.dtype = dtype < 0 ? t->dtype : (sdt_dtype)dtype;
+        if (t->ndim > 4 || (t->dtype != SDT_F32 && t->dtype != SDT_F16 && t->dtype != SDT_BF16)) {
+            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: tensor '%s' is %s with %d dimensions; only float tensors "
+                          "(F32, F16, BF16) of up to 4 dimensions are converted", src, key, sdt_dtype_name(t->dtype),
+                          t->ndim);
+            break;
+        }
+        int64_t n_values = sdt_tensor_numel(t);
+        gen_tensor *dst = &g.items[g.n];
+        dst->name = strdup(key);
+        dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
+        float *f32 = malloc(n_values ? (size_t)n_values * sizeof(float) : 1);
+        if (!dst->name || !dst->data || !f32) {
+            free(dst->name), free(dst->data), free(f32);
+            ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting '%s'", src, key);
+            break;
+        }
+        dst->ndim = t->ndim;
+        for (int d = 0; d < 4; d++) dst->shape[d] = d < t->ndim ? t->shape[d] : 0;
+        sdt_load_f32(t->data, t->dtype, f32, n_values); /* exact for any of the three into F32 */
+        sdt_store_f32(f32, dst->data, spec.dtype, n_values);
+        free(f32);
+        g.n++;
+    }
+    if (ok) ok = write_layout(path, &spec, &g, error);
+    free_items(&g);
+    sdt_weights_close(w);
     return ok;
 }

@@ -33,17 +33,17 @@ clip_config clip_config_tiny(void)
     return c;
 }
 
-bool clip_config_check(const clip_config *c, char *err, size_t err_size)
+bool clip_config_check(const clip_config *c, sdt_error *error)
 {
     if (c->vocab <= 0 || c->width <= 0 || c->layers <= 0 || c->heads <= 0 || c->positions <= 0 ||
         c->mlp_width <= 0 || c->width % c->heads != 0) {
-        snprintf(err, err_size, "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
                  "text encoder (sizes must be positive and width divisible by heads)",
                  c->vocab, c->width, c->layers, c->heads, c->positions);
         return false;
     }
     if (c->layers > CLIP_MAX_LAYERS || c->default_skip < 1 || c->default_skip > c->layers) {
-        snprintf(err, err_size, "clip_text: %d layers with default skip %d is outside what this build supports "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: %d layers with default skip %d is outside what this build supports "
                  "(at most %d layers, skip between 1 and layers)", c->layers, c->default_skip, CLIP_MAX_LAYERS);
         return false;
     }
@@ -60,7 +60,7 @@ static int count_layers(const sdt_weights *w, clip_layout layout)
     return n;
 }
 
-bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_t err_size)
+bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error)
 {
     const sdt_tensor *tok = sdt_weights_get(w, HF "embeddings.token_embedding.weight");
     const sdt_tensor *pos = sdt_weights_get(w, HF "embeddings.position_embedding.weight");
@@ -73,7 +73,7 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_
         c.layout = CLIP_LAYOUT_OPENCLIP;
     }
     if (!tok || !pos || tok->ndim != 2 || pos->ndim != 2 || tok->shape[1] != pos->shape[1]) {
-        snprintf(err, err_size, "%s: no text encoder found (expected " HF "embeddings.token_embedding.weight or "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no text encoder found (expected " HF "embeddings.token_embedding.weight or "
                  OC "token_embedding.weight with a matching position embedding); use a full SD checkpoint",
                  sdt_weights_path(w));
         return false;
@@ -96,7 +96,7 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_
         c.act = c.width == 1024 ? SDT_ACT_GELU : SDT_ACT_QUICK_GELU;
         c.default_skip = 1;
     }
-    if (!clip_config_check(&c, err, err_size)) return false;
+    if (!clip_config_check(&c, error)) return false;
     *cfg = c;
     return true;
 }
@@ -169,48 +169,46 @@ bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user)
 
 /* ---------------------------------------------------------------- loading */
 
-static bool load_layer_hf(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, char *err,
-                          size_t n)
+static bool load_layer_hf(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, sdt_error *error)
 {
     int64_t C = c->width, M = c->mlp_width;
     int64_t vec[1] = {C}, sq[2] = {C, C}, fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
-    return mu_require(w, &L->ln1_w, 1, vec, err, n, HF "encoder.layers.%d.layer_norm1.weight", i) &&
-           mu_require(w, &L->ln1_b, 1, vec, err, n, HF "encoder.layers.%d.layer_norm1.bias", i) &&
-           mu_require(w, &L->q_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.q_proj.weight", i) &&
-           mu_require(w, &L->q_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.q_proj.bias", i) &&
-           mu_require(w, &L->k_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.k_proj.weight", i) &&
-           mu_require(w, &L->k_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.k_proj.bias", i) &&
-           mu_require(w, &L->v_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.v_proj.weight", i) &&
-           mu_require(w, &L->v_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.v_proj.bias", i) &&
-           mu_require(w, &L->o_w, 2, sq, err, n, HF "encoder.layers.%d.self_attn.out_proj.weight", i) &&
-           mu_require(w, &L->o_b, 1, vec, err, n, HF "encoder.layers.%d.self_attn.out_proj.bias", i) &&
-           mu_require(w, &L->ln2_w, 1, vec, err, n, HF "encoder.layers.%d.layer_norm2.weight", i) &&
-           mu_require(w, &L->ln2_b, 1, vec, err, n, HF "encoder.layers.%d.layer_norm2.bias", i) &&
-           mu_require(w, &L->fc1_w, 2, fc1, err, n, HF "encoder.layers.%d.mlp.fc1.weight", i) &&
-           mu_require(w, &L->fc1_b, 1, fc1b, err, n, HF "encoder.layers.%d.mlp.fc1.bias", i) &&
-           mu_require(w, &L->fc2_w, 2, fc2, err, n, HF "encoder.layers.%d.mlp.fc2.weight", i) &&
-           mu_require(w, &L->fc2_b, 1, vec, err, n, HF "encoder.layers.%d.mlp.fc2.bias", i);
+    return mu_require(w, &L->ln1_w, 1, vec, error, HF "encoder.layers.%d.layer_norm1.weight", i) &&
+           mu_require(w, &L->ln1_b, 1, vec, error, HF "encoder.layers.%d.layer_norm1.bias", i) &&
+           mu_require(w, &L->q_w, 2, sq, error, HF "encoder.layers.%d.self_attn.q_proj.weight", i) &&
+           mu_require(w, &L->q_b, 1, vec, error, HF "encoder.layers.%d.self_attn.q_proj.bias", i) &&
+           mu_require(w, &L->k_w, 2, sq, error, HF "encoder.layers.%d.self_attn.k_proj.weight", i) &&
+           mu_require(w, &L->k_b, 1, vec, error, HF "encoder.layers.%d.self_attn.k_proj.bias", i) &&
+           mu_require(w, &L->v_w, 2, sq, error, HF "encoder.layers.%d.self_attn.v_proj.weight", i) &&
+           mu_require(w, &L->v_b, 1, vec, error, HF "encoder.layers.%d.self_attn.v_proj.bias", i) &&
+           mu_require(w, &L->o_w, 2, sq, error, HF "encoder.layers.%d.self_attn.out_proj.weight", i) &&
+           mu_require(w, &L->o_b, 1, vec, error, HF "encoder.layers.%d.self_attn.out_proj.bias", i) &&
+           mu_require(w, &L->ln2_w, 1, vec, error, HF "encoder.layers.%d.layer_norm2.weight", i) &&
+           mu_require(w, &L->ln2_b, 1, vec, error, HF "encoder.layers.%d.layer_norm2.bias", i) &&
+           mu_require(w, &L->fc1_w, 2, fc1, error, HF "encoder.layers.%d.mlp.fc1.weight", i) &&
+           mu_require(w, &L->fc1_b, 1, fc1b, error, HF "encoder.layers.%d.mlp.fc1.bias", i) &&
+           mu_require(w, &L->fc2_w, 2, fc2, error, HF "encoder.layers.%d.mlp.fc2.weight", i) &&
+           mu_require(w, &L->fc2_b, 1, vec, error, HF "encoder.layers.%d.mlp.fc2.bias", i);
 }
 
-static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, char *err,
-                                size_t n)
+static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, sdt_error *error)
 {
     int64_t C = c->width, M = c->mlp_width;
     int64_t vec[1] = {C}, sq[2] = {C, C}, in_w[2] = {3 * C, C}, in_b[1] = {3 * C};
     int64_t fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
     sdt_tensor qkv_w, qkv_b;
-    if (!mu_require(w, &L->ln1_w, 1, vec, err, n, OC "transformer.resblocks.%d.ln_1.weight", i) ||
-        !mu_require(w, &L->ln1_b, 1, vec, err, n, OC "transformer.resblocks.%d.ln_1.bias", i) ||
-        !mu_require(w, &qkv_w, 2, in_w, err, n, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
-        !mu_require(w, &qkv_b, 1, in_b, err, n, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
-        !mu_require(w, &L->o_w, 2, sq, err, n, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
-        !mu_require(w, &L->o_b, 1, vec, err, n, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
-        !mu_require(w, &L->ln2_w, 1, vec, err, n, OC "transformer.resblocks.%d.ln_2.weight", i) ||
-        !mu_require(w, &L->ln2_b, 1, vec, err, n, OC "transformer.resblocks.%d.ln_2.bias", i) ||
-        !mu_require(w, &L->fc1_w, 2, fc1, err, n, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
-        !mu_require(w, &L->fc1_b, 1, fc1b, err, n, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
-        !mu_require(w, &L->fc2_w, 2, fc2, err, n, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
-        !mu_require(w, &L->fc2_b, 1, vec, err, n, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
+    if (!mu_require(w, &L->ln1_w, 1, vec, error, OC "transformer.resblocks.%d.ln_1.weight", i) ||
+        !mu_require(w, &L->ln1_b, 1, vec, error, OC "transformer.resblocks.%d.ln_1.bias", i) ||
+        !mu_require(w, &qkv_w, 2, in_w, error, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
+        !mu_require(w, &qkv_b, 1, in_b, error, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
+        !mu_require(w, &L->o_w, 2, sq, error, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
+        !mu_require(w, &L->o_b, 1, vec, error, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
+        !mu_require(w, &L->ln2_w, 1, vec, error, OC "transformer.resblocks.%d.ln_2.weight", i) ||
+        !mu_require(w, &L->ln2_b, 1, vec, error, OC "transformer.resblocks.%d.ln_2.bias", i) ||
+        !mu_require(w, &L->fc1_w, 2, fc1, error, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
+        !mu_require(w, &L->fc1_b, 1, fc1b, error, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
+        !mu_require(w, &L->fc2_w, 2, fc2, error, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
+        !mu_require(w, &L->fc2_b, 1, vec, error, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
         return false;
     /* torch.nn.MultiheadAttention packs q, k, v as consecutive row blocks. */
     L->q_w = mu_rows(&qkv_w, 0, C);
@@ -222,43 +220,43 @@ static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, con
     return true;
 }
 
-bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, char *err, size_t err_size)
+bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, sdt_error *error)
 {
-    if (!clip_config_check(cfg, err, err_size)) return false;
+    if (!clip_config_check(cfg, error)) return false;
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     int64_t C = cfg->width;
     int64_t tok[2] = {cfg->vocab, C}, pos[2] = {cfg->positions, C}, vec[1] = {C};
     bool hf = cfg->layout == CLIP_LAYOUT_HF;
-    bool ok = hf ? mu_require(w, &m->tok_emb, 2, tok, err, err_size, HF "embeddings.token_embedding.weight") &&
-                       mu_require(w, &m->pos_emb, 2, pos, err, err_size, HF "embeddings.position_embedding.weight") &&
-                       mu_require(w, &m->lnf_w, 1, vec, err, err_size, HF "final_layer_norm.weight") &&
-                       mu_require(w, &m->lnf_b, 1, vec, err, err_size, HF "final_layer_norm.bias")
-                 : mu_require(w, &m->tok_emb, 2, tok, err, err_size, OC "token_embedding.weight") &&
-                       mu_require(w, &m->pos_emb, 2, pos, err, err_size, OC "positional_embedding") &&
-                       mu_require(w, &m->lnf_w, 1, vec, err, err_size, OC "ln_final.weight") &&
-                       mu_require(w, &m->lnf_b, 1, vec, err, err_size, OC "ln_final.bias");
+    bool ok = hf ? mu_require(w, &m->tok_emb, 2, tok, error, HF "embeddings.token_embedding.weight") &&
+                       mu_require(w, &m->pos_emb, 2, pos, error, HF "embeddings.position_embedding.weight") &&
+                       mu_require(w, &m->lnf_w, 1, vec, error, HF "final_layer_norm.weight") &&
+                       mu_require(w, &m->lnf_b, 1, vec, error, HF "final_layer_norm.bias")
+                 : mu_require(w, &m->tok_emb, 2, tok, error, OC "token_embedding.weight") &&
+                       mu_require(w, &m->pos_emb, 2, pos, error, OC "positional_embedding") &&
+                       mu_require(w, &m->lnf_w, 1, vec, error, OC "ln_final.weight") &&
+                       mu_require(w, &m->lnf_b, 1, vec, error, OC "ln_final.bias");
     for (int i = 0; ok && i < cfg->layers; i++)
-        ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, err, err_size)
-                : load_layer_openclip(&m->layer[i], cfg, w, i, err, err_size);
+        ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, error)
+                : load_layer_openclip(&m->layer[i], cfg, w, i, error);
     return ok;
 }
 
 bool clip_text_token_rows(const clip_text_model *m, sdt_backend *be, const int32_t *ids, int n, sdt_tensor *out,
-                          char *err, size_t err_size)
+                          sdt_error *error)
 {
     if (!out || out->ndim != 2 || out->shape[0] != n || out->shape[1] != m->cfg.width || out->dtype == SDT_I32) {
-        snprintf(err, err_size, "clip_text: token rows go to a float tensor [%d, %d]", n, m->cfg.width);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: token rows go to a float tensor [%d, %d]", n, m->cfg.width);
         return false;
     }
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
-            snprintf(err, err_size, "clip_text: token id %d is outside the vocabulary of %d tokens", ids[i],
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: token id %d is outside the vocabulary of %d tokens", ids[i],
                      m->cfg.vocab);
             return false;
         }
         sdt_tensor dst = mu_rows(out, i, 1), src = mu_rows(&m->tok_emb, ids[i], 1);
-        MU_TRY(be, err, err_size, MODULE, be->convert(be, &dst, &src));
+        MU_TRY(be, error, MODULE, be->convert(be, &dst, &src));
     }
     return true;
 }
@@ -271,31 +269,31 @@ static int layers_to_run(const clip_config *c, int clip_skip)
     return c->layers - (skip - 1);
 }
 
-static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, char *err, size_t err_size)
+static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, sdt_error *error)
 {
     const clip_config *c = &m->cfg;
     const sdt_tensor *tok = in->tokens;
     if (!tok || tok->ndim != 2 || tok->dtype != SDT_I32 || tok->shape[1] < 1 || tok->shape[1] > c->positions ||
         tok->shape[0] < 1) {
-        snprintf(err, err_size, "clip_text: tokens must be an I32 tensor [batch, length] with 1 <= length <= %d",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: tokens must be an I32 tensor [batch, length] with 1 <= length <= %d",
                  c->positions);
         return false;
     }
     int n = layers_to_run(c, in->clip_skip);
     if (in->clip_skip < 0 || n < 1) {
-        snprintf(err, err_size, "clip_text: CLIP skip %d is out of range for a %d-layer text encoder; use 1 to %d",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: CLIP skip %d is out of range for a %d-layer text encoder; use 1 to %d",
                  in->clip_skip, c->layers, c->layers);
         return false;
     }
     if (in->act_dtype == SDT_I32) {
-        snprintf(err, err_size, "clip_text: activation dtype must be a float type (f32, f16 or bf16)");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: activation dtype must be a float type (f32, f16 or bf16)");
         return false;
     }
     int64_t R = 0;
     if (in->n_overrides > 0) {
         if (!in->rows || !in->overrides || in->rows->ndim != 2 || in->rows->shape[1] != c->width ||
             in->rows->dtype == SDT_I32) {
-            snprintf(err, err_size, "clip_text: override rows must be a float tensor [rows, %d] (the text encoder width)",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: override rows must be a float tensor [rows, %d] (the text encoder width)",
                      c->width);
             return false;
         }
@@ -305,7 +303,7 @@ static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, c
         const clip_override *o = &in->overrides[i];
         if (o->batch < 0 || o->batch >= tok->shape[0] || o->position < 0 || o->position >= tok->shape[1] ||
             o->row < 0 || o->row >= R) {
-            snprintf(err, err_size, "clip_text: override %d (batch %d, position %d, row %d) is outside the batch "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: override %d (batch %d, position %d, row %d) is outside the batch "
                      "[%lld, %lld] or the %lld rows given", i, o->batch, o->position, o->row,
                      (long long)tok->shape[0], (long long)tok->shape[1], (long long)R);
             return false;
@@ -336,42 +334,40 @@ static void alloc_layer_acts(clip_layer_acts *a, const clip_config *c, sdt_arena
 }
 
 /* Token + position embedding, with override rows in place of token rows. */
-static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inputs *in, clip_text_acts *a, char *err,
-                  size_t err_size)
+static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inputs *in, clip_text_acts *a, sdt_error *error)
 {
     int64_t T = a->seq, C = m->cfg.width;
     sdt_tensor pos = mu_rows(&m->pos_emb, 0, T);
-    MU_TRY(be, err, err_size, MODULE, be->embedding_forward(be, &a->x0, in->tokens, &m->tok_emb, &pos));
+    MU_TRY(be, error, MODULE, be->embedding_forward(be, &a->x0, in->tokens, &m->tok_emb, &pos));
     sdt_tensor x0_rows = mu_reshape2(&a->x0, a->batch * T, C);
     for (int i = 0; i < in->n_overrides; i++) {
         const clip_override *o = &in->overrides[i];
         sdt_tensor slot = mu_rows(&x0_rows, (int64_t)o->batch * T + o->position, 1);
         sdt_tensor row = mu_rows(in->rows, o->row, 1);
         sdt_tensor pos_row = mu_rows(&m->pos_emb, o->position, 1);
-        MU_TRY(be, err, err_size, MODULE, be->convert(be, &slot, &row));
-        MU_TRY(be, err, err_size, MODULE, be->axpy(be, &slot, 1.0f, &pos_row));
+        MU_TRY(be, error, MODULE, be->convert(be, &slot, &row));
+        MU_TRY(be, error, MODULE, be->axpy(be, &slot, 1.0f, &pos_row));
     }
     return true;
 }
 
 /* Anomaly mode: the first tensor with a non-finite value is an error naming where it came from. */
-static bool check_finite(sdt_backend *be, bool on, const sdt_tensor *t, const char *what, int layer, char *err,
-                         size_t err_size)
+static bool check_finite(sdt_backend *be, bool on, const sdt_tensor *t, const char *what, int layer, sdt_error *error)
 {
     if (!on) return true;
     int64_t bad = 0;
-    MU_TRY(be, err, err_size, MODULE, be->count_nonfinite(be, t, &bad));
+    MU_TRY(be, error, MODULE, be->count_nonfinite(be, t, &bad));
     if (!bad) return true;
     char where[96];
     if (layer >= 0) snprintf(where, sizeof where, "text_model.encoder.layers.%d.%s", layer, what);
     else snprintf(where, sizeof where, "text_model.%s", what);
-    snprintf(err, err_size, "clip_text anomaly: %lld non-finite values in %s (the first op of the text encoder to "
+    sdt_fail(error, SDT_ERR_NUMERICAL, "clip_text anomaly: %lld non-finite values in %s (the first op of the text encoder to "
              "produce one)", (long long)bad, where);
     return false;
 }
 
 /* The outputs of one layer in the order they are computed, named as the HF checkpoint names the op. */
-static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, char *err, size_t err_size)
+static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, sdt_error *error)
 {
     const struct { const sdt_tensor *t; const char *what; } outs[] = {
         {&a->ln1, "layer_norm1 output"}, {&a->q, "self_attn.q_proj output"}, {&a->k, "self_attn.k_proj output"},
@@ -380,46 +376,46 @@ static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, ch
         {&a->fc1, "mlp.fc1 output"}, {&a->act, "mlp activation output"}, {&a->x_out, "mlp.fc2 output (with the residual)"},
     };
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
-        if (!check_finite(be, true, outs[i].t, outs[i].what, layer, err, err_size)) return false;
+        if (!check_finite(be, true, outs[i].t, outs[i].what, layer, error)) return false;
     return true;
 }
 
 static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be, clip_layer_acts *a,
-                          const sdt_tensor *x_in, char *err, size_t err_size)
+                          const sdt_tensor *x_in, sdt_error *error)
 {
     int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
     sdt_tensor x2 = mu_reshape2(x_in, N, C), ln1 = mu_reshape2(&a->ln1, N, C);
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &ln1, &a->ln1_mean, &a->ln1_rstd, &x2, &L->ln1_w, &L->ln1_b, c->ln_eps));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->q, &a->ln1, &L->q_w, &L->q_b));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->k, &a->ln1, &L->k_w, &L->k_b));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->q, &a->ln1, &L->q_w, &L->q_b));
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->k, &a->ln1, &L->k_w, &L->k_b));
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
+    MU_TRY(be, error, MODULE,
            be->attention_forward(be, &a->attn, &a->probs, &a->q, &a->k, &a->v, c->heads, true));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b));
-    MU_TRY(be, err, err_size, MODULE, be->add_forward(be, &a->x_mid, &a->x_mid, x_in));
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b));
+    MU_TRY(be, error, MODULE, be->add_forward(be, &a->x_mid, &a->x_mid, x_in));
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C), ln2 = mu_reshape2(&a->ln2, N, C);
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &ln2, &a->ln2_mean, &a->ln2_rstd, &xm2, &L->ln2_w, &L->ln2_b, c->ln_eps));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->fc1, &a->ln2, &L->fc1_w, &L->fc1_b));
-    MU_TRY(be, err, err_size, MODULE, be->activation_forward(be, &a->act, &a->fc1, c->act));
-    MU_TRY(be, err, err_size, MODULE, be->linear_forward(be, &a->x_out, &a->act, &L->fc2_w, &L->fc2_b));
-    MU_TRY(be, err, err_size, MODULE, be->add_forward(be, &a->x_out, &a->x_out, &a->x_mid));
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->fc1, &a->ln2, &L->fc1_w, &L->fc1_b));
+    MU_TRY(be, error, MODULE, be->activation_forward(be, &a->act, &a->fc1, c->act));
+    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->x_out, &a->act, &L->fc2_w, &L->fc2_b));
+    MU_TRY(be, error, MODULE, be->add_forward(be, &a->x_out, &a->x_out, &a->x_mid));
     return true;
 }
 
-static bool arena_ok(const sdt_arena *ar, const char *what, char *err, size_t err_size)
+static bool arena_ok(const sdt_arena *ar, const char *what, sdt_error *error)
 {
     if (!ar->overflowed) return true;
-    snprintf(err, err_size, "clip_text: the activation arena (%zu bytes) is too small for %s; size it with a "
+    sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: the activation arena (%zu bytes) is too small for %s; size it with a "
              "measuring pass first", ar->capacity, what);
     return false;
 }
 
 bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
-                       clip_text_acts *a, char *err, size_t err_size)
+                       clip_text_acts *a, sdt_error *error)
 {
-    if (!check_inputs(m, in, err, err_size)) return false;
+    if (!check_inputs(m, in, error)) return false;
     const clip_config *c = &m->cfg;
     memset(a, 0, sizeof(*a));
     a->batch = (int)in->tokens->shape[0];
@@ -438,21 +434,21 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     a->lnf_rstd = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
     a->out = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
     if (arena->measuring) return true;
-    if (!arena_ok(arena, "the text encoder forward", err, err_size)) return false;
+    if (!arena_ok(arena, "the text encoder forward", error)) return false;
 
-    if (!embed(m, be, in, a, err, err_size)) return false;
-    if (!check_finite(be, in->anomaly_check, &a->x0, "embeddings output (token + position)", -1, err, err_size))
+    if (!embed(m, be, in, a, error)) return false;
+    if (!check_finite(be, in->anomaly_check, &a->x0, "embeddings output (token + position)", -1, error))
         return false;
     const sdt_tensor *x = &a->x0;
     for (int l = 0; l < a->layers_run; l++) {
-        if (!layer_forward(&m->layer[l], c, be, &a->layer[l], x, err, err_size)) return false;
-        if (in->anomaly_check && !layer_check(be, &a->layer[l], l, err, err_size)) return false;
+        if (!layer_forward(&m->layer[l], c, be, &a->layer[l], x, error)) return false;
+        if (in->anomaly_check && !layer_check(be, &a->layer[l], l, error)) return false;
         x = &a->layer[l].x_out;
     }
     sdt_tensor x2 = mu_reshape2(x, N, C), out2 = mu_reshape2(&a->out, N, C);
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &out2, &a->lnf_mean, &a->lnf_rstd, &x2, &m->lnf_w, &m->lnf_b, c->ln_eps));
-    return check_finite(be, in->anomaly_check, &a->out, "final_layer_norm output", -1, err, err_size);
+    return check_finite(be, in->anomaly_check, &a->out, "final_layer_norm output", -1, error);
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -463,57 +459,56 @@ typedef struct clip_grad_scratch {
     sdt_tensor d_m, d_fc1;     /* [B, T, M] */
 } clip_grad_scratch;
 
-static bool zero_all(sdt_backend *be, sdt_tensor **ts, int n, char *err, size_t err_size)
+static bool zero_all(sdt_backend *be, sdt_tensor **ts, int n, sdt_error *error)
 {
-    for (int i = 0; i < n; i++) MU_TRY(be, err, err_size, MODULE, be->zero(be, ts[i]));
+    for (int i = 0; i < n; i++) MU_TRY(be, error, MODULE, be->zero(be, ts[i]));
     return true;
 }
 
 /* dx holds d(x_out) on entry and d(x_in) on return. */
 static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be,
-                           const clip_layer_acts *a, const sdt_tensor *x_in, clip_grad_scratch *s, char *err,
-                           size_t err_size)
+                           const clip_layer_acts *a, const sdt_tensor *x_in, clip_grad_scratch *s, sdt_error *error)
 {
     int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
     /* MLP branch: x_out = x_mid + fc2(act(fc1(ln2(x_mid)))) */
     sdt_tensor *mlp[3] = {&s->d_m, &s->d_fc1, &s->d_c};
-    if (!zero_all(be, mlp, 3, err, err_size)) return false;
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_m, NULL, NULL, &s->dx, &a->act, &L->fc2_w));
-    MU_TRY(be, err, err_size, MODULE, be->activation_backward(be, &s->d_fc1, &s->d_m, &a->fc1, c->act));
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->d_fc1, &a->ln2, &L->fc1_w));
+    if (!zero_all(be, mlp, 3, error)) return false;
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_m, NULL, NULL, &s->dx, &a->act, &L->fc2_w));
+    MU_TRY(be, error, MODULE, be->activation_backward(be, &s->d_fc1, &s->d_m, &a->fc1, c->act));
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->d_fc1, &a->ln2, &L->fc1_w));
     sdt_tensor dx2 = mu_reshape2(&s->dx, N, C), dc2 = mu_reshape2(&s->d_c, N, C);
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C);
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE,
            be->layernorm_backward(be, &dx2, NULL, NULL, &dc2, &xm2, &L->ln2_w, &a->ln2_mean, &a->ln2_rstd));
     /* Attention branch: x_mid = x_in + out_proj(attn(q, k, v of ln1(x_in))) */
     sdt_tensor *att[4] = {&s->d_c, &s->dq, &s->dk, &s->dv};
-    if (!zero_all(be, att, 4, err, err_size)) return false;
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dx, &a->attn, &L->o_w));
-    MU_TRY(be, err, err_size, MODULE,
+    if (!zero_all(be, att, 4, error)) return false;
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dx, &a->attn, &L->o_w));
+    MU_TRY(be, error, MODULE,
            be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->probs, c->heads, true));
-    MU_TRY(be, err, err_size, MODULE, be->zero(be, &s->d_c));
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dq, &a->ln1, &L->q_w));
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));
-    MU_TRY(be, err, err_size, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dv, &a->ln1, &L->v_w));
+    MU_TRY(be, error, MODULE, be->zero(be, &s->d_c));
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dq, &a->ln1, &L->q_w));
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));
+    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dv, &a->ln1, &L->v_w));
     sdt_tensor xi2 = mu_reshape2(x_in, N, C);
-    MU_TRY(be, err, err_size, MODULE,
+    MU_TRY(be, error, MODULE,
            be->layernorm_backward(be, &dx2, NULL, NULL, &dc2, &xi2, &L->ln1_w, &a->ln1_mean, &a->ln1_rstd));
     return true;
 }
 
 bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *a,
-                        const sdt_tensor *dout, sdt_tensor *drows, char *err, size_t err_size)
+                        const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error)
 {
     const clip_config *c = &m->cfg;
     int64_t B = a->batch, T = a->seq, C = c->width, M = c->mlp_width, N = B * T;
     if (!dout || dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != T || dout->shape[2] != C) {
-        snprintf(err, err_size, "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]",
                  (long long)B, (long long)T, (long long)C);
         return false;
     }
     if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||
                                drows->shape[1] != C || drows->dtype == SDT_I32)) {
-        snprintf(err, err_size, "clip_text: the row gradient must be a float tensor shaped like the override rows "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: the row gradient must be a float tensor shaped like the override rows "
                  "[%lld, %lld]", (long long)a->rows.shape[0], (long long)C);
         return false;
     }
@@ -531,7 +526,7 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
     s.d_fc1 = mu_alloc(arena, a->act_dtype, 3, B, T, M, 0);
     bool ok = true;
     if (arena->measuring) goto done;
-    if (!(ok = arena_ok(arena, "the text encoder backward", err, err_size))) goto done;
+    if (!(ok = arena_ok(arena, "the text encoder backward", error))) goto done;
 
     /* Final layernorm. */
     const sdt_tensor *x_last = a->layers_run > 0 ? &a->layer[a->layers_run - 1].x_out : &a->x0;
@@ -539,13 +534,13 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
     ok = be->zero(be, &s.dx) == 0 &&
          be->layernorm_backward(be, &dx2, NULL, NULL, &dout2, &xl2, &m->lnf_w, &a->lnf_mean, &a->lnf_rstd) == 0;
     if (!ok) {
-        snprintf(err, err_size, "clip_text: the %s backend failed: %s", be->name, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "clip_text: the %s backend failed: %s", be->name, be->error);
         goto done;
     }
     for (int l = a->layers_run - 1; ok && l >= 0; l--) {
         const sdt_tensor *x_in = l > 0 ? &a->layer[l - 1].x_out : &a->x0;
-        ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, err, err_size) &&
-             check_finite(be, a->anomaly_check, &s.dx, "input gradient", l, err, err_size);
+        ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, error) &&
+             check_finite(be, a->anomaly_check, &s.dx, "input gradient", l, error);
     }
     /* The embedding sum passes d(x0) straight to each overridden row. */
     for (int i = 0; ok && i < a->n_overrides; i++) {
@@ -553,7 +548,7 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
         sdt_tensor slot = mu_rows(&dx2, (int64_t)o->batch * T + o->position, 1);
         sdt_tensor drow = mu_rows(drows, o->row, 1);
         if (be->axpy(be, &drow, 1.0f, &slot) != 0) {
-            snprintf(err, err_size, "clip_text: the %s backend failed: %s", be->name, be->error);
+            sdt_fail(error, SDT_ERR_DEVICE, "clip_text: the %s backend failed: %s", be->name, be->error);
             ok = false;
         }
     }

@@ -18,6 +18,8 @@
 #ifndef SDT_MODELS_CLIP_TEXT_H
 #define SDT_MODELS_CLIP_TEXT_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -55,9 +57,9 @@ clip_config clip_config_tiny(void);
  * key prefix, width/vocab/positions from the embeddings, layers by counting,
  * heads = width / 64, activation and default skip from the layout (HF layout with
  * width 1024 is diffusers' SD 2.x text encoder: GELU, 23 stored layers). */
-bool clip_config_detect(const sdt_weights *w, clip_config *cfg, char *err, size_t err_size);
+bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error);
 /* Sanity of a config (positive sizes, width divisible by heads, layers <= CLIP_MAX_LAYERS). */
-bool clip_config_check(const clip_config *cfg, char *err, size_t err_size);
+bool clip_config_check(const clip_config *cfg, sdt_error *error);
 
 /* Enumerates every parameter the checkpoint holds for this config under its
  * canonical key (for the OpenCLIP layout also text_projection and logit_scale,
@@ -81,12 +83,12 @@ typedef struct clip_text_model {
 } clip_text_model;
 
 /* Looks every parameter up (shape-checked) in w. */
-bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, char *err, size_t err_size);
+bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weights *w, sdt_error *error);
 
 /* out [n, width] (any float dtype, on the backend's device) = the token-embedding rows
  * of ids (host array): what a new embedding is initialised from. */
 bool clip_text_token_rows(const clip_text_model *m, sdt_backend *be, const int32_t *ids, int n, sdt_tensor *out,
-                          char *err, size_t err_size);
+                          sdt_error *error);
 
 /* One overridden position: token embedding of (batch, position) := rows[row]. */
 typedef struct clip_override {
@@ -131,11 +133,11 @@ typedef struct clip_text_acts {
 /* Runs the encoder; acts->out is the result. With a measuring arena nothing is
  * computed and arena->peak afterwards is the memory forward needs. */
 bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
-                       clip_text_acts *acts, char *err, size_t err_size);
+                       clip_text_acts *acts, sdt_error *error);
 /* From d(out) [B, T, width] to the override rows: drows [R, width] += gradient
  * (accumulates, like every backward op). Scratch is taken from the arena and given
  * back before returning. */
 bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
-                        const sdt_tensor *dout, sdt_tensor *drows, char *err, size_t err_size);
+                        const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error);
 
 #endif

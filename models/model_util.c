@@ -46,7 +46,7 @@ static void format_key(char key[MU_KEY_MAX], const char *fmt, va_list ap)
     vsnprintf(key, MU_KEY_MAX, fmt, ap);
 }
 
-bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, char *err, size_t err_size,
+bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                 const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
@@ -54,7 +54,7 @@ bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *
     va_start(ap, key_fmt);
     format_key(key, key_fmt, ap);
     va_end(ap);
-    const sdt_tensor *t = sdt_weights_require(w, key, ndim, shape, err, err_size);
+    const sdt_tensor *t = sdt_weights_require(w, key, ndim, shape, error);
     if (!t) return false;
     *out = *t;
     return true;
@@ -69,7 +69,7 @@ static bool shape_equals(const sdt_tensor *t, int ndim, const int64_t *shape)
 }
 
 bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const int64_t *shape_a, int ndim_b,
-                       const int64_t *shape_b, char *err, size_t err_size, const char *key_fmt, ...)
+                       const int64_t *shape_b, sdt_error *error, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
     va_list ap;
@@ -82,7 +82,7 @@ bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const 
         return true;
     }
     /* Anything else: the weights store words the error (file, key, shapes). */
-    t = sdt_weights_require(w, key, ndim_b, shape_b, err, err_size);
+    t = sdt_weights_require(w, key, ndim_b, shape_b, error);
     if (!t) return false;
     *out = *t;
     return true;

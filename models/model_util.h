@@ -7,6 +7,8 @@
 #ifndef SDT_MODELS_MODEL_UTIL_H
 #define SDT_MODELS_MODEL_UTIL_H
 
+#include "sdt_error.h"
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,14 +30,14 @@ sdt_tensor mu_alloc(sdt_arena *a, sdt_dtype dtype, int ndim, int64_t d0, int64_t
 
 /* Looks up a weight by a formatted key and checks its shape (ndim entries of shape).
  * On success copies the view into *out. */
-bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, char *err, size_t err_size,
-                const char *key_fmt, ...) __attribute__((format(printf, 7, 8)));
+bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                const char *key_fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Like mu_require but accepts either of two shapes with the same numel (e.g. a 1x1
  * conv stored as [C, C, 1, 1] or as a linear [C, C]); the view gets shape_b's shape
  * when it matched shape_a only in numel. */
 bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const int64_t *shape_a, int ndim_b,
-                       const int64_t *shape_b, char *err, size_t err_size, const char *key_fmt, ...)
-    __attribute__((format(printf, 9, 10)));
+                       const int64_t *shape_b, sdt_error *error, const char *key_fmt, ...)
+    __attribute__((format(printf, 8, 9)));
 /* True when the checkpoint has the formatted key. */
 bool mu_has(const sdt_weights *w, const char *key_fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The tensor under a formatted key or NULL. */
@@ -45,14 +47,12 @@ const sdt_tensor *mu_get(const sdt_weights *w, const char *key_fmt, ...) __attri
 bool mu_emit(sdt_param_visitor visit, void *user, sdt_param_init init, float std, int ndim, const int64_t *shape,
              const char *key_fmt, ...) __attribute__((format(printf, 7, 8)));
 
-/* Calls a backend op; on failure writes "<module>: <backend error>" into err and returns false. */
-#define MU_TRY(be, err, err_size, module, call)                                              \
-    do {                                                                                     \
-        if ((call) != 0) {                                                                   \
-            snprintf((err), (err_size), "%s: the %s backend failed: %s", (module), (be)->name, \
-                     (be)->error);                                                           \
-            return false;                                                                    \
-        }                                                                                    \
+/* Calls a backend op; on failure records "<module>: <backend error>" as a DEVICE error and returns false. */
+#define MU_TRY(be, out_error, module, call)                                                          \
+    do {                                                                                             \
+        if ((call) != 0)                                                                             \
+            return sdt_fail((out_error), SDT_ERR_DEVICE, "%s: the %s backend failed: %s", (module),   \
+                            (be)->name, (be)->error);                                                \
     } while (0)
 
 #endif

@@ -86,7 +86,7 @@ struct sdt_safetensors {
 
 #define FAIL(...)                                        \
     do {                                                 \
-        if (err && err_size) snprintf(err, err_size, __VA_ARGS__); \
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__); \
         return false;                                    \
     } while (0)
 
@@ -109,8 +109,7 @@ static void shape_text(const sdt_st_entry *e, char *buf, size_t size)
 }
 
 /* Parses one tensor's description; data_size is the length of the data section. */
-static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size, sdt_st_entry *e, char *err,
-                        size_t err_size)
+static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size, sdt_st_entry *e, sdt_error *error)
 {
     const char *key = item->string;
     const char *fix = "the file is damaged or was written by a broken tool; re-export or re-download it";
@@ -163,7 +162,7 @@ static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size,
     return true;
 }
 
-static bool parse_metadata(sdt_safetensors *st, const cJSON *meta, char *err, size_t err_size)
+static bool parse_metadata(sdt_safetensors *st, const cJSON *meta, sdt_error *error)
 {
     if (!cJSON_IsObject(meta))
         FAIL("%s: \"__metadata__\" is not a JSON object of strings; re-save the file with string metadata", st->path);
@@ -191,7 +190,7 @@ static int compare_by_offset(const void *a, const void *b)
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-static bool check_no_overlap(const sdt_safetensors *st, char *err, size_t err_size)
+static bool check_no_overlap(const sdt_safetensors *st, sdt_error *error)
 {
     if (st->n_entries < 2) return true;
     const sdt_st_entry **order = g_new(const sdt_st_entry *, st->n_entries);
@@ -203,7 +202,7 @@ static bool check_no_overlap(const sdt_safetensors *st, char *err, size_t err_si
         const sdt_st_entry *e = order[i];
         if (e->nbytes == 0) continue; /* empty tensors occupy no bytes */
         if (prev && e->offset < prev->offset + prev->nbytes) {
-            snprintf(err, err_size,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
                      "%s: tensors '%s' and '%s' overlap in the data section (bytes %llu.. and %llu..%llu); the file is "
                      "damaged or was written by a broken tool; re-export it",
                      st->path, e->name, prev->name, (unsigned long long)e->offset, (unsigned long long)prev->offset,
@@ -218,14 +217,14 @@ static bool check_no_overlap(const sdt_safetensors *st, char *err, size_t err_si
 
 /* Points entries at their data. When the file's layout leaves any tensor off its
  * element alignment, reads go through an aligned copy (unaligned loads are UB). */
-static bool place_data(sdt_safetensors *st, const uint8_t *data, uint64_t data_size, char *err, size_t err_size)
+static bool place_data(sdt_safetensors *st, const uint8_t *data, uint64_t data_size, sdt_error *error)
 {
     bool aligned = true;
     for (size_t i = 0; i < st->n_entries; i++)
         if (((uintptr_t)(data + st->entries[i].offset)) % sdt_st_dtype_size(st->entries[i].dtype)) aligned = false;
     if (!aligned && data_size > 0) {
         if (posix_memalign(&st->aligned_copy, 64, (size_t)data_size) != 0)
-            FAIL("%s: out of memory copying %llu bytes of misaligned tensor data; free memory or re-save the file with "
+            return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory copying %llu bytes of misaligned tensor data; free memory or re-save the file with "
                  "an aligned writer",
                  st->path, (unsigned long long)data_size);
         memcpy(st->aligned_copy, data, (size_t)data_size);
@@ -242,7 +241,7 @@ static bool header_tail_is_blank(const char *p, const char *end)
     return true;
 }
 
-static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, char *err, size_t err_size)
+static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, sdt_error *error)
 {
     const char *file = st->path;
     if (size < 8)
@@ -282,20 +281,20 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, cha
         if (!ok) break;
         if (strcmp(item->string, "__metadata__") == 0) {
             if (st->meta_keys)
-                ok = false, snprintf(err, err_size, "%s: \"__metadata__\" appears twice in the header; re-export the file", file);
+                ok = false, sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: \"__metadata__\" appears twice in the header; re-export the file", file);
             else
-                ok = parse_metadata(st, item, err, err_size);
+                ok = parse_metadata(st, item, error);
             continue;
         }
         sdt_st_entry *e = &st->entries[st->n_entries];
-        if (!parse_entry(file, item, data_size, e, err, err_size)) {
+        if (!parse_entry(file, item, data_size, e, error)) {
             ok = false;
             break;
         }
         e->name = g_strdup(item->string);
         st->n_entries++;
         if (g_hash_table_contains(st->by_name, e->name)) {
-            snprintf(err, err_size, "%s: tensor '%s' appears twice in the header; the file is damaged; re-export it", file,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' appears twice in the header; the file is damaged; re-export it", file,
                      e->name);
             ok = false;
         } else {
@@ -303,35 +302,35 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, cha
         }
     }
     cJSON_Delete(root);
-    return ok && check_no_overlap(st, err, err_size) && place_data(st, buf + 8 + hlen, data_size, err, err_size);
+    return ok && check_no_overlap(st, error) && place_data(st, buf + 8 + hlen, data_size, error);
 }
 
-static sdt_safetensors *open_buffer(sdt_safetensors *st, const void *buf, size_t size, char *err, size_t err_size)
+static sdt_safetensors *open_buffer(sdt_safetensors *st, const void *buf, size_t size, sdt_error *error)
 {
-    if (!parse_file(st, buf, size, err, err_size)) {
+    if (!parse_file(st, buf, size, error)) {
         sdt_st_close(st);
         return NULL;
     }
     return st;
 }
 
-sdt_safetensors *sdt_st_open_memory(const void *buf, size_t size, const char *name, char *err, size_t err_size)
+sdt_safetensors *sdt_st_open_memory(const void *buf, size_t size, const char *name, sdt_error *error)
 {
     sdt_safetensors *st = g_new0(sdt_safetensors, 1);
     st->path = g_strdup(name ? name : "(memory)");
-    return open_buffer(st, buf, size, err, err_size);
+    return open_buffer(st, buf, size, error);
 }
 
-sdt_safetensors *sdt_st_open(const char *path, char *err, size_t err_size)
+sdt_safetensors *sdt_st_open(const char *path, sdt_error *error)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, err_size, "%s: cannot open the checkpoint (%s); check the path and permissions", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the checkpoint (%s); check the path and permissions", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, err_size, "%s: not a regular file; give the path of a .safetensors file", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file; give the path of a .safetensors file", path);
         close(fd);
         return NULL;
     }
@@ -341,7 +340,7 @@ sdt_safetensors *sdt_st_open(const char *path, char *err, size_t err_size)
     if (size > 0) {
         void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            snprintf(err, err_size, "%s: cannot map the file into memory (%s); check free address space and the file",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: cannot map the file into memory (%s); check free address space and the file",
                      path, strerror(errno));
             close(fd);
             sdt_st_close(st);
@@ -351,7 +350,7 @@ sdt_safetensors *sdt_st_open(const char *path, char *err, size_t err_size)
         st->map_size = size;
     }
     close(fd); /* the mapping keeps the file's pages */
-    return open_buffer(st, st->map, size, err, err_size);
+    return open_buffer(st, st->map, size, error);
 }
 
 void sdt_st_close(sdt_safetensors *st)
@@ -392,7 +391,7 @@ const char *sdt_st_metadata_get(const sdt_safetensors *st, const char *key)
     return NULL;
 }
 
-bool sdt_st_entry_tensor(const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *out, char *err, size_t err_size)
+bool sdt_st_entry_tensor(const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *out, sdt_error *error)
 {
     sdt_dtype dt;
     if (!sdt_st_dtype_to_tensor(e->dtype, &dt))
@@ -444,7 +443,7 @@ static int compare_for_layout(const void *a, const void *b)
     return strcmp(x->item->name, y->item->name);
 }
 
-static bool validate_items(const char *path, const sdt_st_write_item *items, size_t n, char *err, size_t err_size)
+static bool validate_items(const char *path, const sdt_st_write_item *items, size_t n, sdt_error *error)
 {
     GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
     bool ok = true;
@@ -452,17 +451,17 @@ static bool validate_items(const char *path, const sdt_st_write_item *items, siz
         const sdt_st_write_item *it = &items[i];
         uint64_t nb = 0;
         if (!it->name || !it->name[0] || strcmp(it->name, "__metadata__") == 0) {
-            snprintf(err, err_size, "%s: tensor %zu has an empty or reserved name; give every tensor a unique name", path, i);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor %zu has an empty or reserved name; give every tensor a unique name", path, i);
             ok = false;
         } else if (g_hash_table_contains(seen, it->name)) {
-            snprintf(err, err_size, "%s: tensor '%s' is listed twice; give every tensor a unique name", path, it->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is listed twice; give every tensor a unique name", path, it->name);
             ok = false;
         } else if ((unsigned)it->dtype >= SDT_ST_DTYPE_COUNT || it->ndim < 0 || it->ndim > SDT_ST_MAX_DIMS ||
                    !item_nbytes(it, &nb)) {
-            snprintf(err, err_size, "%s: tensor '%s' has an invalid dtype or shape; fix the caller", path, it->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has an invalid dtype or shape; fix the caller", path, it->name);
             ok = false;
         } else if (nb > 0 && !it->data) {
-            snprintf(err, err_size, "%s: tensor '%s' has no data pointer; fix the caller", path, it->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has no data pointer; fix the caller", path, it->name);
             ok = false;
         } else {
             g_hash_table_add(seen, (gpointer)it->name);
@@ -497,15 +496,15 @@ static char *build_header(const write_slot *slots, size_t n, const sdt_st_kv *me
 }
 
 bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, const sdt_st_kv *meta, size_t n_meta,
-                  char *err, size_t err_size)
+                  sdt_error *error)
 {
     for (size_t i = 0; i < n_meta; i++) {
-        if (!meta[i].key) FAIL("%s: metadata entry %zu has no key; fix the caller", path, i);
+        if (!meta[i].key) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu has no key; fix the caller", path, i);
         for (size_t j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0)
-                FAIL("%s: metadata key '%s' is given twice; give each key once", path, meta[i].key);
+                return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: metadata key '%s' is given twice; give each key once", path, meta[i].key);
     }
-    if (!validate_items(path, items, n, err, err_size)) return false;
+    if (!validate_items(path, items, n, error)) return false;
     write_slot *slots = g_new0(write_slot, n ? n : 1);
     for (size_t i = 0; i < n; i++) {
         slots[i].item = &items[i];
@@ -515,7 +514,7 @@ bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, co
     char *header = build_header(slots, n, meta, n_meta);
     if (!header) {
         g_free(slots);
-        FAIL("%s: out of memory building the header; free memory and retry", path);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory building the header; free memory and retry", path);
     }
     size_t hlen = strlen(header);
     size_t padded = (hlen + 7) & ~(size_t)7; /* 8 + padded is a multiple of 8 */
@@ -523,18 +522,18 @@ bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, co
     for (int i = 0; i < 8; i++) lenbuf[i] = (uint8_t)((uint64_t)padded >> (8 * i));
 
     sdt_atomic_file f;
-    bool ok = sdt_atomic_begin(&f, path, err, err_size);
+    bool ok = sdt_atomic_begin(&f, path, error);
     if (ok) {
         ok = fwrite(lenbuf, 1, 8, f.fp) == 8 && fwrite(header, 1, hlen, f.fp) == hlen;
         for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', f.fp) != EOF;
         for (size_t i = 0; ok && i < n; i++)
             if (slots[i].nbytes) ok = fwrite(slots[i].item->data, 1, (size_t)slots[i].nbytes, f.fp) == slots[i].nbytes;
         if (!ok) {
-            snprintf(err, err_size, "%s: writing failed (%s); check free disk space; the previous file is untouched", path,
+            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); check free disk space; the previous file is untouched", path,
                      strerror(errno));
             sdt_atomic_abort(&f);
         } else {
-            ok = sdt_atomic_commit(&f, err, err_size);
+            ok = sdt_atomic_commit(&f, error);
         }
     }
     cJSON_free(header);

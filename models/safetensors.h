@@ -19,6 +19,8 @@
 #ifndef SDT_MODELS_SAFETENSORS_H
 #define SDT_MODELS_SAFETENSORS_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,11 +71,11 @@ typedef struct sdt_st_entry {
 
 typedef struct sdt_safetensors sdt_safetensors;
 
-/* Maps and validates a file. NULL + err sentence on any problem. */
-sdt_safetensors *sdt_st_open(const char *path, char *err, size_t err_size);
+/* Maps and validates a file. NULL + error sentence on any problem. */
+sdt_safetensors *sdt_st_open(const char *path, sdt_error *error);
 /* Validates a file image already in memory (not copied: buf must outlive the
  * result). name is used in error sentences. For fuzzing and embedded data. */
-sdt_safetensors *sdt_st_open_memory(const void *buf, size_t size, const char *name, char *err, size_t err_size);
+sdt_safetensors *sdt_st_open_memory(const void *buf, size_t size, const char *name, sdt_error *error);
 void sdt_st_close(sdt_safetensors *st);
 
 const char *sdt_st_path(const sdt_safetensors *st);
@@ -88,9 +90,8 @@ const char *sdt_st_metadata_key(const sdt_safetensors *st, size_t i);
 const char *sdt_st_metadata_get(const sdt_safetensors *st, const char *key);
 
 /* A tensor view of an entry (CPU, into the mapping; do not write through it).
- * false + err for dtypes sdt_tensor cannot hold or more than SDT_MAX_DIMS dims. */
-bool sdt_st_entry_tensor(const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *out, char *err,
-                         size_t err_size);
+ * false + error for dtypes sdt_tensor cannot hold or more than SDT_MAX_DIMS dims. */
+bool sdt_st_entry_tensor(const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *out, sdt_error *error);
 
 /* ---- writer ------------------------------------------------------------- */
 
@@ -113,6 +114,6 @@ sdt_st_write_item sdt_st_item_from_tensor(const char *name, const sdt_tensor *t)
 /* Writes n tensors and n_meta metadata pairs to path atomically.
  * Names must be unique, non-empty and not "__metadata__". */
 bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, const sdt_st_kv *meta, size_t n_meta,
-                  char *err, size_t err_size);
+                  sdt_error *error);
 
 #endif

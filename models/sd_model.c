@@ -82,15 +82,15 @@ static sd_family family_of(const sd_config *c)
     return SD_FAMILY_CUSTOM;
 }
 
-bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t err_size)
+bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
 {
     sd_config c;
     memset(&c, 0, sizeof(c));
-    if (!clip_config_detect(w, &c.clip, err, err_size) || !vae_config_detect(w, &c.vae, err, err_size))
+    if (!clip_config_detect(w, &c.clip, error) || !vae_config_detect(w, &c.vae, error))
         return false;
-    if (!sdt_unet_config_detect(w, &c.unet, err, err_size)) return false;
+    if (!sdt_unet_config_detect(w, &c.unet, error)) return false;
     if (c.unet.context_dim != c.clip.width) {
-        snprintf(err, err_size, "%s: the text encoder is %d wide but the UNet's cross-attention expects %d; the parts come "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the text encoder is %d wide but the UNet's cross-attention expects %d; the parts come "
                  "from different models", sdt_weights_path(w), c.clip.width, c.unet.context_dim);
         return false;
     }
@@ -99,16 +99,16 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t er
     return true;
 }
 
-bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *err, size_t err_size)
+bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error)
 {
-    if (!clip_config_check(&cfg->clip, err, err_size) || !vae_config_check(&cfg->vae, err, err_size)) return false;
+    if (!clip_config_check(&cfg->clip, error) || !vae_config_check(&cfg->vae, error)) return false;
     if (!clip_params(&cfg->clip, visit, user)) {
-        snprintf(err, err_size, "sd_model: enumerating the text encoder's parameters stopped");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "sd_model: enumerating the text encoder's parameters stopped");
         return false;
     }
-    if (!sdt_unet_enumerate_params(&cfg->unet, visit, user, err, err_size)) return false;
+    if (!sdt_unet_enumerate_params(&cfg->unet, visit, user, error)) return false;
     if (!vae_params(&cfg->vae, visit, user)) {
-        snprintf(err, err_size, "sd_model: enumerating the VAE's parameters stopped");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "sd_model: enumerating the VAE's parameters stopped");
         return false;
     }
     return true;
@@ -117,8 +117,7 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *
 typedef struct finite_ctx {
     const sdt_weights *w;
     float *buf;
-    char *err;
-    size_t err_size;
+    sdt_error *error;
     bool bad;
 } finite_ctx;
 
@@ -136,7 +135,7 @@ static bool check_one(void *user, const sdt_param_info *p)
         sdt_load_f32((const uint8_t *)t->data + (size_t)i * es, t->dtype, f->buf, m);
         for (int64_t k = 0; k < m; k++)
             if (!isfinite(f->buf[k])) {
-                snprintf(f->err, f->err_size, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
+                sdt_fail(f->error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
                          "re-download or re-convert it", sdt_weights_path(f->w), p->key,
                          isnan(f->buf[k]) ? "NaN" : "Inf", (long long)(i + k));
                 f->bad = true;
@@ -146,41 +145,41 @@ static bool check_one(void *user, const sdt_param_info *p)
     return true;
 }
 
-bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size)
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, sdt_error *error)
 {
-    finite_ctx f = {w, malloc(FINITE_CHUNK * sizeof(float)), err, err_size, false};
+    finite_ctx f = {w, malloc(FINITE_CHUNK * sizeof(float)), error, false};
     if (!f.buf) {
-        snprintf(err, err_size, "sd_model: out of memory checking the weights");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "sd_model: out of memory checking the weights");
         return false;
     }
-    char enum_err[256];
-    bool ok = sd_params(cfg, check_one, &f, enum_err, sizeof(enum_err));
+    sdt_error enumeration; /* the visitor's own sentence (the bad tensor) wins over "enumeration stopped" */
+    bool ok = sd_params(cfg, check_one, &f, &enumeration);
     free(f.buf);
-    if (!ok && !f.bad) snprintf(err, err_size, "%s", enum_err);
+    if (!ok && !f.bad && error) *error = enumeration;
     return ok;
 }
 
-bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error)
 {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
-    if (!clip_text_load(&m->clip, &m->cfg.clip, w, err, err_size)) return false;
-    m->unet = sdt_unet_load(&m->cfg.unet, w, err, err_size);
+    if (!clip_text_load(&m->clip, &m->cfg.clip, w, error)) return false;
+    m->unet = sdt_unet_load(&m->cfg.unet, w, error);
     if (!m->unet) return false;
-    if (!vae_load(&m->vae, &m->cfg.vae, w, be, err, err_size)) {
+    if (!vae_load(&m->vae, &m->cfg.vae, w, be, error)) {
         sd_model_free(m);
         return false;
     }
     return true;
 }
 
-bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, sdt_error *error)
 {
     sd_config cfg;
     memset(m, 0, sizeof(*m));
-    if (!sd_config_detect(w, &cfg, err, err_size)) return false;
-    if (!sd_weights_check_finite(&cfg, w, err, err_size)) return false;
-    return sd_model_bind(m, &cfg, w, be, err, err_size);
+    if (!sd_config_detect(w, &cfg, error)) return false;
+    if (!sd_weights_check_finite(&cfg, w, error)) return false;
+    return sd_model_bind(m, &cfg, w, be, error);
 }
 
 void sd_model_free(sd_model *m)

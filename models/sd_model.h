@@ -11,6 +11,8 @@
 #ifndef SDT_MODELS_SD_MODEL_H
 #define SDT_MODELS_SD_MODEL_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -44,9 +46,9 @@ bool sd_family_parse(const char *name, sd_family *out);
 sd_config sd_config_preset(sd_family f);
 /* Detects all three parts' configs and names the family. A checkpoint without a
  * UNet, text encoder or VAE is an error naming the missing part. */
-bool sd_config_detect(const sdt_weights *w, sd_config *cfg, char *err, size_t err_size);
+bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
-bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, char *err, size_t err_size);
+bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);
 
 typedef struct sd_model {
     sd_config cfg;
@@ -57,14 +59,14 @@ typedef struct sd_model {
 
 /* Every parameter of the config is finite (host scan of the CPU weights); a NaN
  * or Inf is an error naming the file and the key. */
-bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, char *err, size_t err_size);
+bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, sdt_error *error);
 
 /* Detects the config, checks the weights are finite and binds every part's
  * weights (w must outlive the model). be owns the VAE's derived downsample kernels. */
-bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, sdt_error *error);
 /* Binds an already detected config to weights without scanning them: for copies made
  * by sdt_weights_materialize (GPU memory, other dtypes) of weights checked before. */
-bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error);
 void sd_model_free(sd_model *m);
 
 #endif

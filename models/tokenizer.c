@@ -43,7 +43,7 @@ struct sdt_tokenizer {
 
 #define FAIL_NULL(...)                                              \
     do {                                                            \
-        if (err && err_size) snprintf(err, err_size, __VA_ARGS__);  \
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__);  \
         return NULL;                                                \
     } while (0)
 
@@ -99,14 +99,14 @@ static void set_id_text(sdt_tokenizer *t, int32_t id, const char *text)
     if (!g_ptr_array_index(t->id_text, id)) g_ptr_array_index(t->id_text, id) = (gpointer)text;
 }
 
-static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const char *name, char *err, size_t err_size)
+static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const char *name, sdt_error *error)
 {
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (!root || !cJSON_IsObject(root)) {
         size_t at = root ? 0 : (cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
         cJSON_Delete(root);
-        snprintf(err, err_size, "%s: not a JSON object of token -> id (%s near byte %zu); give CLIP's vocab.json or "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object of token -> id (%s near byte %zu); give CLIP's vocab.json or "
                  "re-download it", name, root ? "wrong JSON type" : "invalid JSON", at > len ? len : at);
         return false;
     }
@@ -116,20 +116,20 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
     {
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (!cJSON_IsNumber(e) || !(d >= 0) || d != floor(d) || d >= MAX_VOCAB_ID) {
-            snprintf(err, err_size, "%s: token '%.60s' has an id that is not an integer in 0..%d; the file is damaged, "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: token '%.60s' has an id that is not an integer in 0..%d; the file is damaged, "
                      "re-download it", name, e->string, MAX_VOCAB_ID - 1);
             cJSON_Delete(root);
             return false;
         }
         int32_t id = (int32_t)d;
         if (!g_utf8_validate(e->string, -1, NULL)) {
-            snprintf(err, err_size, "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it",
                      name, id);
             cJSON_Delete(root);
             return false;
         }
         if (g_hash_table_contains(t->vocab, e->string)) {
-            snprintf(err, err_size, "%s: token '%.60s' appears twice; the file is damaged, re-download it", name,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: token '%.60s' appears twice; the file is damaged, re-download it", name,
                      e->string);
             cJSON_Delete(root);
             return false;
@@ -146,7 +146,7 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
     for (int i = 0; i < 2; i++) {
         gpointer v = g_hash_table_lookup(t->vocab, special[i]);
         if (!v) {
-            snprintf(err, err_size, "%s: has no '%s' entry; this is not a CLIP vocabulary (give the tokenizer's "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: has no '%s' entry; this is not a CLIP vocabulary (give the tokenizer's "
                      "vocab.json)", name, special[i]);
             return false;
         }
@@ -176,7 +176,7 @@ static bool add_merge(sdt_tokenizer *t, const char *line, size_t len, int rank)
     return true;
 }
 
-static bool parse_merges(sdt_tokenizer *t, const char *text, size_t len, const char *name, char *err, size_t err_size)
+static bool parse_merges(sdt_tokenizer *t, const char *text, size_t len, const char *name, sdt_error *error)
 {
     size_t n_lines = 1;
     for (size_t i = 0; i < len; i++) n_lines += text[i] == '\n';
@@ -198,7 +198,7 @@ static bool parse_merges(sdt_tokenizer *t, const char *text, size_t len, const c
             char *shown = g_utf8_make_valid(line, (gssize)(line_len > 60 ? 60 : line_len));
             for (char *c = shown; *c; c++)
                 if ((unsigned char)*c < 0x20) *c = '?';
-            snprintf(err, err_size, "%s: line %zu is not two symbols separated by one space (found \"%s\"); the file "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %zu is not two symbols separated by one space (found \"%s\"); the file "
                      "is damaged, re-download the tokenizer's merges.txt", name, line_no, shown);
             g_free(shown);
             return false;
@@ -218,15 +218,15 @@ static void index_symbols(sdt_tokenizer *t)
 }
 
 sdt_tokenizer *sdt_tokenizer_load_memory(const char *vocab, size_t vocab_len, const char *merges, size_t merges_len,
-                                         const char *vocab_name, const char *merges_name, char *err, size_t err_size)
+                                         const char *vocab_name, const char *merges_name, sdt_error *error)
 {
     sdt_tokenizer *t = tokenizer_new();
     if (!t->pattern) {
         sdt_tokenizer_free(t);
         FAIL_NULL("tokenizer: GLib's regex engine rejected CLIP's pattern; GLib needs Unicode property support");
     }
-    if (!parse_vocab(t, vocab, vocab_len, vocab_name ? vocab_name : "vocab.json", err, err_size) ||
-        !parse_merges(t, merges, merges_len, merges_name ? merges_name : "merges.txt", err, err_size)) {
+    if (!parse_vocab(t, vocab, vocab_len, vocab_name ? vocab_name : "vocab.json", error) ||
+        !parse_merges(t, merges, merges_len, merges_name ? merges_name : "merges.txt", error)) {
         sdt_tokenizer_free(t);
         return NULL;
     }
@@ -234,30 +234,30 @@ sdt_tokenizer *sdt_tokenizer_load_memory(const char *vocab, size_t vocab_len, co
     return t;
 }
 
-sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, char *err, size_t err_size)
+sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, sdt_error *error)
 {
     gchar *vocab = NULL, *merges = NULL;
     gsize vlen = 0, mlen = 0;
     GError *e = NULL;
     if (!g_file_get_contents(vocab_path, &vocab, &vlen, &e) || !g_file_get_contents(merges_path, &merges, &mlen, &e)) {
-        snprintf(err, err_size, "%s: cannot read the tokenizer file (%s); check the tokenizer path",
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the tokenizer file (%s); check the tokenizer path",
                  vocab ? merges_path : vocab_path, e->message);
         g_error_free(e);
         g_free(vocab);
         return NULL;
     }
-    sdt_tokenizer *t = sdt_tokenizer_load_memory(vocab, vlen, merges, mlen, vocab_path, merges_path, err, err_size);
+    sdt_tokenizer *t = sdt_tokenizer_load_memory(vocab, vlen, merges, mlen, vocab_path, merges_path, error);
     g_free(vocab);
     g_free(merges);
     return t;
 }
 
-sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size)
+sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, sdt_error *error)
 {
     if (g_file_test(dir, G_FILE_TEST_IS_REGULAR)) { /* a vocab.json given directly: merges.txt beside it */
         char *folder = g_path_get_dirname(dir);
         char *m = g_build_filename(folder, "merges.txt", NULL);
-        sdt_tokenizer *t = sdt_tokenizer_load(dir, m, err, err_size);
+        sdt_tokenizer *t = sdt_tokenizer_load(dir, m, error);
         g_free(m);
         g_free(folder);
         return t;
@@ -268,13 +268,14 @@ sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_siz
         char *m = g_build_filename(dir, subs[i], "merges.txt", NULL);
         sdt_tokenizer *t = NULL;
         bool found = g_file_test(v, G_FILE_TEST_EXISTS);
-        if (found) t = sdt_tokenizer_load(v, m, err, err_size);
+        if (found) t = sdt_tokenizer_load(v, m, error);
         g_free(v);
         g_free(m);
         if (found) return t;
     }
-    FAIL_NULL("%s: has neither tokenizer/vocab.json nor vocab.json; give the model folder or a folder with CLIP's "
+    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: has neither tokenizer/vocab.json nor vocab.json; give the model folder or a folder with CLIP's "
               "vocab.json and merges.txt", dir);
+    return NULL;
 }
 
 void sdt_tokenizer_free(sdt_tokenizer *t)
@@ -573,16 +574,15 @@ void sdt_tokenizer_tokenize(sdt_tokenizer *t, const char *text, int32_t **ids, s
 
 /* ---- added tokens, encoding, decoding ----------------------------------------------- */
 
-bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int32_t *id_out, char *err,
-                             size_t err_size)
+bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int32_t *id_out, sdt_error *error)
 {
     if (!text || !g_utf8_validate(text, -1, NULL)) {
-        snprintf(err, err_size, "added token: the text is missing or not UTF-8; give the placeholder as UTF-8 text");
+        sdt_fail(error, SDT_ERR_VALIDATION, "added token: the text is missing or not UTF-8; give the placeholder as UTF-8 text");
         return false;
     }
     char *norm = normalize(text);
     if (!norm[0]) {
-        snprintf(err, err_size, "added token '%.60s': empty after whitespace clean-up; choose a visible placeholder", text);
+        sdt_fail(error, SDT_ERR_VALIDATION, "added token '%.60s': empty after whitespace clean-up; choose a visible placeholder", text);
         g_free(norm);
         return false;
     }
@@ -593,7 +593,7 @@ bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int
         return true;
     }
     if (id >= MAX_VOCAB_ID) {
-        snprintf(err, err_size, "added token '%.60s': id %d is out of range; pass -1 to get the next free id", text, id);
+        sdt_fail(error, SDT_ERR_VALIDATION, "added token '%.60s': id %d is out of range; pass -1 to get the next free id", text, id);
         g_free(norm);
         return false;
     }
@@ -612,11 +612,11 @@ sdt_encode_options sdt_encode_defaults(void)
 }
 
 bool sdt_tokenizer_encode(sdt_tokenizer *t, const char *text, const sdt_encode_options *opt, int32_t *ids,
-                          sdt_encode_report *rep, char *err, size_t err_size)
+                          sdt_encode_report *rep, sdt_error *error)
 {
     sdt_encode_options o = opt ? *opt : sdt_encode_defaults();
     if (o.length < 2) {
-        snprintf(err, err_size, "tokenizer: length %d leaves no room for the start and end tokens; use 77", o.length);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "tokenizer: length %d leaves no room for the start and end tokens; use 77", o.length);
         return false;
     }
     int32_t *toks;

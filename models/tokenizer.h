@@ -17,6 +17,8 @@
 #ifndef SDT_MODELS_TOKENIZER_H
 #define SDT_MODELS_TOKENIZER_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,15 +27,15 @@
 
 typedef struct sdt_tokenizer sdt_tokenizer;
 
-/* Loads vocab.json and merges.txt. NULL + err naming the file (and key or line). */
-sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, char *err, size_t err_size);
+/* Loads vocab.json and merges.txt. NULL + error naming the file (and key or line). */
+sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, sdt_error *error);
 /* path is a model folder (uses path/tokenizer/vocab.json + merges.txt), a
  * tokenizer folder (path/vocab.json + path/merges.txt) or a vocab.json file
  * (merges.txt beside it). */
-sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, char *err, size_t err_size);
+sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, sdt_error *error);
 /* From file contents in memory; the names are used in error sentences. */
 sdt_tokenizer *sdt_tokenizer_load_memory(const char *vocab, size_t vocab_len, const char *merges, size_t merges_len,
-                                         const char *vocab_name, const char *merges_name, char *err, size_t err_size);
+                                         const char *vocab_name, const char *merges_name, sdt_error *error);
 void sdt_tokenizer_free(sdt_tokenizer *t);
 
 /* Ids of the vocabulary file: max id + 1. */
@@ -50,8 +52,7 @@ const char *sdt_tokenizer_token_text(const sdt_tokenizer *t, int32_t id);
 /* Adds a placeholder that BPE never splits. id < 0 assigns the next free id
  * (sdt_tokenizer_size); the id used is stored in *id_out (may be NULL).
  * Adding the same text again returns its existing id. */
-bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int32_t *id_out, char *err,
-                             size_t err_size);
+bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int32_t *id_out, sdt_error *error);
 
 /* The token ids of text without start/end tokens and without truncation.
  * *ids is allocated with malloc (free it); *n its length. Invalid UTF-8 bytes
@@ -76,9 +77,9 @@ typedef struct sdt_encode_report {
 sdt_encode_options sdt_encode_defaults(void);
 
 /* ids[0..opt->length): start token, as many text tokens as fit, end token,
- * padding. rep (may be NULL) says what was cut. false + err when length < 2. */
+ * padding. rep (may be NULL) says what was cut. false + error when length < 2. */
 bool sdt_tokenizer_encode(sdt_tokenizer *t, const char *text, const sdt_encode_options *opt, int32_t *ids,
-                          sdt_encode_report *rep, char *err, size_t err_size);
+                          sdt_encode_report *rep, sdt_error *error);
 
 /* Text of ids (byte-level decoded, "</w>" as a space, start/end/pad skipped); free with free(). */
 char *sdt_tokenizer_decode(const sdt_tokenizer *t, const int32_t *ids, size_t n);

@@ -10,11 +10,13 @@
 
 /* ---- context helpers ---- */
 
-bool unet_fail(unet_ctx *c, const char *fmt, ...)
+bool unet_fail(unet_ctx *c, sdt_error_code code, const char *fmt, ...)
 {
+    if (!c->error) return false;
+    c->error->code = code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->err, c->err_size, fmt, ap);
+    vsnprintf(c->error->message, sizeof c->error->message, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -22,14 +24,14 @@ bool unet_fail(unet_ctx *c, const char *fmt, ...)
 bool unet_arena_ok(unet_ctx *c, const char *where)
 {
     if (!c->arena->overflowed) return true;
-    return unet_fail(c, "unet %s: the activation arena (%zu bytes) is too small; measure forward and backward "
+    return unet_fail(c, SDT_ERR_INTERNAL, "unet %s: the activation arena (%zu bytes) is too small; measure forward and backward "
                         "with a measuring arena for this batch and size and allocate arena.peak bytes",
                      where, c->arena->capacity);
 }
 
 bool unet_op_failed(unet_ctx *c, const char *where, const char *op)
 {
-    return unet_fail(c, "unet %s: %s failed on backend %s: %s", where, op, c->be->name, c->be->error);
+    return unet_fail(c, SDT_ERR_DEVICE, "unet %s: %s failed on backend %s: %s", where, op, c->be->name, c->be->error);
 }
 
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
@@ -92,7 +94,7 @@ static bool check_finite(unet_ctx *c, const sdt_tensor *t, const char *where, co
     int64_t bad = 0;
     UNET_OP(c, where, c->be->count_nonfinite(c->be, t, &bad));
     if (bad)
-        return unet_fail(c, "unet anomaly: %lld non-finite values in the %s of %s (the first layer to produce one)",
+        return unet_fail(c, SDT_ERR_NUMERICAL, "unet anomaly: %lld non-finite values in the %s of %s (the first layer to produce one)",
                          (long long)bad, what, where);
     return true;
 }
@@ -120,7 +122,7 @@ static bool layer_backward(unet_ctx *c, unet_layer *l, const sdt_tensor *d_out, 
     case UNET_LAYER_SAMPLER: return unet_sampler_backward(c, l->sampler, &l->x, d_out, d_x);
     case UNET_LAYER_HEAD: return unet_head_backward(c, l->head, &l->x, d_out, d_x);
     }
-    return unet_fail(c, "unet: unknown layer kind %d", (int)l->kind);
+    return unet_fail(c, SDT_ERR_INTERNAL, "unet: unknown layer kind %d", (int)l->kind);
 }
 
 /* The unit's output shape, known before running it (checkpointing allocates the output first). */
@@ -234,22 +236,22 @@ static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tenso
 {
     const sdt_unet_config *cfg = &c->u->cfg;
     if (latents->ndim != 4 || latents->shape[1] != cfg->in_channels)
-        return unet_fail(c, "unet forward: latents must be [B, %d, H, W], got %d dims with %lld channels",
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latents must be [B, %d, H, W], got %d dims with %lld channels",
                          cfg->in_channels, latents->ndim, (long long)(latents->ndim > 1 ? latents->shape[1] : 0));
     int64_t B = latents->shape[0], H = latents->shape[2], W = latents->shape[3];
     int64_t div = (int64_t)1 << (cfg->num_levels - 1);
     if (B < 1 || H < 1 || W < 1 || H % div || W % div)
-        return unet_fail(c, "unet forward: latent size %lldx%lld must be a positive multiple of %lld (%d levels)",
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latent size %lldx%lld must be a positive multiple of %lld (%d levels)",
                          (long long)H, (long long)W, (long long)div, cfg->num_levels);
     if (sdt_tensor_numel(timesteps) != B || timesteps->dtype != SDT_F32)
-        return unet_fail(c, "unet forward: timesteps must be %lld f32 values, one per latent", (long long)B);
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: timesteps must be %lld f32 values, one per latent", (long long)B);
     if (context->ndim != 3 || context->shape[0] != B || context->shape[2] != cfg->context_dim || context->shape[1] < 1)
-        return unet_fail(c, "unet forward: context must be [%lld, T, %d] (batch, tokens, context width)", (long long)B,
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: context must be [%lld, T, %d] (batch, tokens, context width)", (long long)B,
                          cfg->context_dim);
     if (context->dtype == SDT_I32 || latents->dtype == SDT_I32)
-        return unet_fail(c, "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
     if (c->dt != SDT_F32 && c->dt != SDT_F16 && c->dt != SDT_BF16)
-        return unet_fail(c, "unet forward: act_dtype must be f32, f16 or bf16");
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: act_dtype must be f32, f16 or bf16");
     return true;
 }
 
@@ -274,7 +276,7 @@ static bool time_embedding(unet_ctx *c, const sdt_tensor *timesteps, int64_t B)
 }
 
 static void ctx_init(unet_ctx *c, sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
-                     char *err, size_t err_size)
+                     sdt_error *error)
 {
     memset(c, 0, sizeof *c);
     c->u = u;
@@ -284,21 +286,20 @@ static void ctx_init(unet_ctx *c, sdt_unet *u, sdt_backend *be, sdt_arena *arena
     c->hook = opt->hook;
     c->measuring = arena->measuring;
     c->dt = opt->act_dtype;
-    c->err = err;
-    c->err_size = err_size;
+    c->error = error;
 }
 
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
-                      sdt_tensor *out, char *err, size_t err_size)
+                      sdt_tensor *out, sdt_error *error)
 {
     sdt_unet_options defaults = sdt_unet_options_default();
     if (!opt) opt = &defaults;
     unet_ctx c;
-    ctx_init(&c, u, be, arena, opt, err, err_size);
+    ctx_init(&c, u, be, arena, opt, error);
     u->have_forward = false;
     if (!u->bound && !c.measuring)
-        return unet_fail(&c, "unet forward: this UNet was created without weights (for measuring); load it with "
+        return unet_fail(&c, SDT_ERR_BAD_STATE, "unet forward: this UNet was created without weights (for measuring); load it with "
                              "sdt_unet_load to run it");
     if (!check_inputs(&c, latents, timesteps, context)) return false;
     c.context = context;
@@ -327,29 +328,29 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
 }
 
 bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, char *err, size_t err_size)
+                       sdt_tensor *d_context, sdt_error *error)
 {
     unet_ctx c;
-    ctx_init(&c, u, be, arena, &u->fwd_opt, err, err_size);
+    ctx_init(&c, u, be, arena, &u->fwd_opt, error);
     if (!u->have_forward)
-        return unet_fail(&c, "unet backward: no forward with for_backward set ran before it; run sdt_unet_forward "
+        return unet_fail(&c, SDT_ERR_BAD_STATE, "unet backward: no forward with for_backward set ran before it; run sdt_unet_forward "
                              "with options.for_backward = true first");
     if (arena != u->fwd_arena || sdt_arena_mark(arena) < u->fwd_mark)
-        return unet_fail(&c, "unet backward: the arena is not the forward's or was rewound below the forward's "
+        return unet_fail(&c, SDT_ERR_INTERNAL, "unet backward: the arena is not the forward's or was rewound below the forward's "
                              "activations; pass the forward's arena unchanged");
     unet_unit *last = &u->units[u->unit_count - 1];
     if (!sdt_tensor_same_shape(d_out, &last->out))
-        return unet_fail(&c, "unet backward: d_out must have the forward output's shape [B, %d, H, W]",
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_out must have the forward output's shape [B, %d, H, W]",
                          u->cfg.out_channels);
     if (!sdt_tensor_same_shape(d_context, u->context))
-        return unet_fail(&c, "unet backward: d_context must have the context's shape [B, T, %d]", u->cfg.context_dim);
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_context must have the context's shape [B, T, %d]", u->cfg.context_dim);
     c.context = u->context;
     c.emb_act = u->emb_act;
     size_t mark = sdt_arena_mark(arena);
     /* One gradient buffer per unit output that backward will visit. */
     sdt_tensor *d = calloc((size_t)u->unit_count, sizeof *d);
     bool ok = d != NULL;
-    if (!ok) unet_fail(&c, "unet backward: out of host memory");
+    if (!ok) unet_fail(&c, SDT_ERR_OUT_OF_MEMORY, "unet backward: out of host memory");
     for (int i = 0; ok && i < u->unit_count - 1; i++)
         if (u->units[i].depends) ok = unet_grad_like(&c, &u->units[i].out, &d[i], u->units[i].name);
     if (ok) d[u->unit_count - 1] = *d_out;
@@ -367,7 +368,7 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
 }
 
 bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
-                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, char *err, size_t err_size)
+                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, sdt_error *error)
 {
     const sdt_unet_config *cfg = &u->cfg;
     sdt_unet_options o = opt ? *opt : sdt_unet_options_default();
@@ -380,8 +381,8 @@ bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt,
     sdt_arena a;
     sdt_arena_init_measure(&a, be);
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &o, &lat, &ts, &ctx, &out, err, err_size) &&
-              (!with_backward || sdt_unet_backward(u, be, &a, &out, &ctx, err, err_size));
+    bool ok = sdt_unet_forward(u, be, &a, &o, &lat, &ts, &ctx, &out, error) &&
+              (!with_backward || sdt_unet_backward(u, be, &a, &out, &ctx, error));
     u->have_forward = false; /* nothing real was saved */
     if (ok) *bytes = a.peak;
     return ok;

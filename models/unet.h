@@ -26,6 +26,8 @@
 #ifndef SDT_MODELS_UNET_H
 #define SDT_MODELS_UNET_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -69,28 +71,27 @@ sdt_unet_config sdt_unet_config_sd2(bool v_prediction);
 sdt_unet_config sdt_unet_config_tiny(void);
 /* Heads of a SpatialTransformer of `channels` width under this config. */
 int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
-bool sdt_unet_config_validate(const sdt_unet_config *c, char *err, size_t err_size);
+bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error);
 /* Reads the config from tensor names and shapes only. Two things are not in
  * the weights: the head split (model_channels 320: linear projections or
  * context 1024 -> SD2, head_dim 64, else SD1, 8 heads; any other size -> 2
  * heads, the tiny convention) and v-prediction (false; the caller sets it from
  * the user's choice or the checkpoint's companion config). */
-bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *err, size_t err_size);
+bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_error *error);
 
 /* Visits every parameter of the config (canonical key, shape, init for the
  * random checkpoint generator: weights N(0, 1/sqrt(fan_in)), biases zero,
  * norm weights one). Returns false if the config is invalid or the visitor stopped. */
-bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit, void *user, char *err,
-                               size_t err_size);
+bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit, void *user, sdt_error *error);
 
 typedef struct sdt_unet sdt_unet;
 
 /* Binds every parameter from w (shape-checked, errors name the key). The
  * weights must outlive the UNet and live on the device of the backend used. */
-sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *err, size_t err_size);
+sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, sdt_error *error);
 /* The same network without weights: only for measuring (sdt_unet_measure or
  * a measuring arena) before a checkpoint is loaded; running it is an error. */
-sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size);
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, sdt_error *error);
 void sdt_unet_free(sdt_unet *u);
 const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u);
 
@@ -155,16 +156,16 @@ sdt_unet_options sdt_unet_options_default(void); /* f32, for_backward, no checkp
  * backward. On a measuring arena nothing runs and arena->peak grows. */
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
-                      sdt_tensor *out, char *err, size_t err_size);
+                      sdt_tensor *out, sdt_error *error);
 /* Arena bytes that forward (and backward) need for this batch, latent size
  * and token count, without running anything (inputs are not needed). The
  * context is taken to be in opt->act_dtype. */
 bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
-                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, char *err, size_t err_size);
+                      int64_t width, int64_t tokens, bool with_backward, size_t *bytes, sdt_error *error);
 /* After sdt_unet_forward with for_backward: d_context [B, T, context_dim]
  * += d(out)/d(context)^T d_out, through every attn2 K/V projection and every
  * hook. Uses arena space above the forward's and gives it back on return. */
 bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, char *err, size_t err_size);
+                       sdt_tensor *d_context, sdt_error *error);
 
 #endif

@@ -70,7 +70,7 @@ static void *grow(void *arr, int *cap, int need, size_t elem)
 
 static bool out_of_memory(walk *w)
 {
-    snprintf(w->b->err, w->b->err_size, "unet: out of host memory while building the layer list");
+    sdt_fail(w->b->error, SDT_ERR_OUT_OF_MEMORY, "unet: out of host memory while building the layer list");
     return false;
 }
 
@@ -211,7 +211,7 @@ static void mark_context_dependence(sdt_unet *u)
 
 bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
 {
-    if (!sdt_unet_config_validate(cfg, b->err, b->err_size)) return false;
+    if (!sdt_unet_config_validate(cfg, b->error)) return false;
     u->cfg = *cfg;
     walk w = {u, &u->cfg, b};
     const sdt_unet_config *c = &u->cfg;
@@ -223,7 +223,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
     /* The skip stack of LDM's input_block_chans, with the unit that produced each entry. */
     int stack_ch[4 * SDT_UNET_MAX_LEVELS * 8], stack_unit[4 * SDT_UNET_MAX_LEVELS * 8], top = 0;
     if (c->num_levels * (c->num_res_blocks + 1) + 1 > (int)(sizeof stack_ch / sizeof *stack_ch)) {
-        snprintf(b->err, b->err_size, "unet config: num_res_blocks %d is too large for this build", c->num_res_blocks);
+        sdt_fail(b->error, SDT_ERR_UNSUPPORTED, "unet config: num_res_blocks %d is too large for this build", c->num_res_blocks);
         return false;
     }
     char name[64], prefix[96];
@@ -328,18 +328,17 @@ static bool enum_bind(unet_binder *b, const sdt_tensor **slot, const char *key, 
     for (int i = 0; i < ndim; i++) p.shape[i] = shape[i];
     if (!e->visit(e->user, &p)) {
         e->stopped = true;
-        snprintf(b->err, b->err_size, "unet: parameter enumeration stopped by the visitor at key %s", key);
+        sdt_fail(b->error, SDT_ERR_INTERNAL, "unet: parameter enumeration stopped by the visitor at key %s", key);
         return false;
     }
     return true;
 }
 
-bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit, void *user, char *err,
-                               size_t err_size)
+bool sdt_unet_enumerate_params(const sdt_unet_config *c, sdt_param_visitor visit, void *user, sdt_error *error)
 {
     sdt_unet u;
     memset(&u, 0, sizeof u);
-    enum_binder e = {{enum_bind, err, err_size}, visit, user, false};
+    enum_binder e = {{enum_bind, error}, visit, user, false};
     bool ok = unet_build(&u, c, &e.base);
     unet_release_layers(&u);
     return ok;
@@ -353,14 +352,14 @@ static bool unbound_bind(unet_binder *b, const sdt_tensor **slot, const char *ke
     return true;
 }
 
-sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, char *err, size_t err_size)
+sdt_unet *sdt_unet_create_unbound(const sdt_unet_config *c, sdt_error *error)
 {
     sdt_unet *u = calloc(1, sizeof *u);
     if (!u) {
-        snprintf(err, err_size, "unet: out of host memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "unet: out of host memory");
         return NULL;
     }
-    unet_binder b = {unbound_bind, err, err_size};
+    unet_binder b = {unbound_bind, error};
     if (!unet_build(u, c, &b)) {
         sdt_unet_free(u);
         return NULL;
@@ -379,18 +378,18 @@ static bool load_bind(unet_binder *b, const sdt_tensor **slot, const char *key, 
     (void)init;
     (void)std;
     load_binder *lb = (load_binder *)b;
-    *slot = sdt_weights_require(lb->w, key, ndim, shape, b->err, b->err_size);
+    *slot = sdt_weights_require(lb->w, key, ndim, shape, b->error);
     return *slot != NULL;
 }
 
-sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, char *err, size_t err_size)
+sdt_unet *sdt_unet_load(const sdt_unet_config *c, const sdt_weights *w, sdt_error *error)
 {
     sdt_unet *u = calloc(1, sizeof *u);
     if (!u) {
-        snprintf(err, err_size, "unet: out of host memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "unet: out of host memory");
         return NULL;
     }
-    load_binder lb = {{load_bind, err, err_size}, w};
+    load_binder lb = {{load_bind, error}, w};
     if (!unet_build(u, c, &lb.base)) {
         sdt_unet_free(u);
         return NULL;

@@ -51,9 +51,9 @@ int sdt_unet_config_heads(const sdt_unet_config *c, int channels)
     return c->num_heads;
 }
 
-#define FAIL(...) do { snprintf(err, err_size, __VA_ARGS__); return false; } while (0)
+#define FAIL(...) do { sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__); return false; } while (0)
 
-bool sdt_unet_config_validate(const sdt_unet_config *c, char *err, size_t err_size)
+bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
 {
     if (c->in_channels <= 0 || c->out_channels <= 0 || c->model_channels <= 0 || c->context_dim <= 0 ||
         c->time_embed_dim <= 0)
@@ -95,7 +95,7 @@ static const sdt_tensor *find(const sdt_weights *w, const char *fmt, int a, int 
 
 #define P SDT_UNET_KEY_PREFIX
 
-bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *err, size_t err_size)
+bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_error *error)
 {
     const char *path = sdt_weights_path(w) ? sdt_weights_path(w) : "(weights)";
     sdt_unet_config c = sdt_unet_config_sd1();
@@ -156,7 +156,7 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, char *er
         c.num_heads = 8;
     }
     c.v_prediction = false;
-    if (!sdt_unet_config_validate(&c, err, err_size)) return false;
+    if (!sdt_unet_config_validate(&c, error)) return false;
     *out = c;
     return true;
 }

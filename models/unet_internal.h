@@ -29,11 +29,10 @@ typedef struct unet_ctx {
     sdt_dtype dt;
     const sdt_tensor *context; /* [B, T, context_dim], the cross-attention K/V input */
     sdt_tensor emb_act;  /* SiLU(time embedding) [B, time_embed_dim], input of every ResBlock's emb_layers */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } unet_ctx;
 
-bool unet_fail(unet_ctx *c, const char *fmt, ...);
+bool unet_fail(unet_ctx *c, sdt_error_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Reports a failed op (or an arena overflow) at a layer, naming its key prefix. */
 bool unet_op_failed(unet_ctx *c, const char *where, const char *op);
 bool unet_arena_ok(unet_ctx *c, const char *where);
@@ -168,8 +167,7 @@ typedef struct unet_binder {
     /* Called per parameter; *slot receives the tensor when loading. */
     bool (*bind)(struct unet_binder *b, const sdt_tensor **slot, const char *key, int ndim, const int64_t *shape,
                  sdt_param_init init, float std);
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } unet_binder;
 
 bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b);

@@ -78,7 +78,7 @@ static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind,
     if (c->measuring) return true;
     if (!unet_arena_ok(c, a->name)) return false;
     if (h->forward(h->user, &site, kv, in, c->recompute) != 0)
-        return unet_fail(c, "unet %s: the hypernetwork hook failed on the %s input of attention layer %d (width %d)",
+        return unet_fail(c, SDT_ERR_DEVICE, "unet %s: the hypernetwork hook failed on the %s input of attention layer %d (width %d)",
                          a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
     return true;
 }
@@ -120,7 +120,7 @@ static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, 
         const sdt_unet_kv_hook *h = c->hook;
         sdt_unet_hook_site site = site_of(a, kind);
         if (!h->backward || h->backward(h->user, &site, kv, &d_in, d_kv) != 0)
-            return unet_fail(c, "unet %s: the hypernetwork hook's backward failed on the %s input of attention "
+            return unet_fail(c, SDT_ERR_DEVICE, "unet %s: the hypernetwork hook's backward failed on the %s input of attention "
                                 "layer %d (width %d)",
                              a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
     }

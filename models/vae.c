@@ -31,13 +31,13 @@ int vae_factor(const vae_config *c)
     return 1 << (c->levels - 1);
 }
 
-bool vae_config_check(const vae_config *c, char *err, size_t err_size)
+bool vae_config_check(const vae_config *c, sdt_error *error)
 {
     bool ok = c->in_channels > 0 && c->ch > 0 && c->levels >= 1 && c->levels <= VAE_MAX_LEVELS &&
               c->res_blocks >= 1 && c->res_blocks <= VAE_MAX_RES_BLOCKS && c->z_channels > 0 && c->groups > 0;
     for (int i = 0; ok && i < c->levels; i++) ok = c->ch_mult[i] > 0 && (c->ch * c->ch_mult[i]) % c->groups == 0;
     if (!ok)
-        snprintf(err, err_size, "vae: config (width %d, %d levels, %d resnets per level, z %d) is not supported: at most "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: config (width %d, %d levels, %d resnets per level, z %d) is not supported: at most "
                  "%d levels and %d resnets, every level's width divisible by the %d groupnorm groups",
                  c->ch, c->levels, c->res_blocks, c->z_channels, VAE_MAX_LEVELS, VAE_MAX_RES_BLOCKS, c->groups);
     return ok;
@@ -57,12 +57,12 @@ static int count_blocks(const sdt_weights *w, int level)
     return n;
 }
 
-bool vae_config_detect(const sdt_weights *w, vae_config *cfg, char *err, size_t err_size)
+bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
 {
     const sdt_tensor *cin = sdt_weights_get(w, FS "encoder.conv_in.weight");
     const sdt_tensor *din = sdt_weights_get(w, FS "decoder.conv_in.weight");
     if (!cin || !din || cin->ndim != 4 || din->ndim != 4) {
-        snprintf(err, err_size, "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
                  "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE", sdt_weights_path(w));
         return false;
     }
@@ -76,7 +76,7 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, char *err, size_t 
         const sdt_tensor *t = i < c.levels ? mu_get(w, FS "encoder.down.%d.block.0.conv1.weight", i) : NULL;
         c.ch_mult[i] = t && t->ndim == 4 ? (int)(t->shape[0] / (c.ch > 0 ? c.ch : 1)) : 0;
     }
-    if (!vae_config_check(&c, err, err_size)) return false;
+    if (!vae_config_check(&c, error)) return false;
     *cfg = c;
     return true;
 }
@@ -260,8 +260,7 @@ bool vae_params(const vae_config *cfg, sdt_param_visitor visit, void *user)
 
 typedef struct load_ctx {
     const sdt_weights *w;
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } load_ctx;
 
 static bool load_one(void *user, const walk_param *p)
@@ -269,14 +268,13 @@ static bool load_one(void *user, const walk_param *p)
     load_ctx *l = user;
     if (p->as_linear) {
         int64_t lin[2] = {p->info.shape[0], p->info.shape[1]};
-        return mu_require_either(l->w, p->dst, 4, p->info.shape, 2, lin, l->err, l->err_size, "%s", p->info.key);
+        return mu_require_either(l->w, p->dst, 4, p->info.shape, 2, lin, l->error, "%s", p->info.key);
     }
-    return mu_require(l->w, p->dst, p->info.ndim, p->info.shape, l->err, l->err_size, "%s", p->info.key);
+    return mu_require(l->w, p->dst, p->info.ndim, p->info.shape, l->error, "%s", p->info.key);
 }
 
 /* [OC, C, 3, 3] -> [OC, C, 4, 4] with w4[.., kh + 1, kw + 1] = w3[.., kh, kw], zeros elsewhere. */
-static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_tensor *w3, char *err,
-                                     size_t err_size)
+static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_tensor *w3, sdt_error *error)
 {
     int64_t OC = w3->shape[0], C = w3->shape[1], n3 = OC * C * 9, n4 = OC * C * 16;
     size_t raw_bytes = sdt_tensor_nbytes(w3);
@@ -298,7 +296,7 @@ static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_
     free(f4);
     if (!ok) {
         if (dev) be->free(be, dev);
-        snprintf(err, err_size, "vae: cannot build the downsample kernel on the %s backend (%s)", be->name,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "vae: cannot build the downsample kernel on the %s backend (%s)", be->name,
                  be->error[0] ? be->error : "out of host memory");
         return false;
     }
@@ -307,16 +305,16 @@ static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_
     return true;
 }
 
-bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size)
+bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error)
 {
-    if (!vae_config_check(cfg, err, err_size)) return false;
+    if (!vae_config_check(cfg, error)) return false;
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     m->be = be;
-    load_ctx l = {w, err, err_size};
+    load_ctx l = {w, error};
     if (!walk_all(cfg, m, load_one, &l)) return false;
     for (int i = 0; i < cfg->levels - 1; i++)
-        if (!build_padded_down_kernel(be, &m->down_w4[i], &m->down_w3[i], err, err_size)) {
+        if (!build_padded_down_kernel(be, &m->down_w4[i], &m->down_w3[i], error)) {
             vae_free(m);
             return false;
         }
@@ -345,13 +343,12 @@ typedef struct vae_pass {
     sdt_tensor buf[2];  /* ping-pong activation buffers */
     int cur;            /* buf[cur] holds x */
     sdt_tensor x;       /* the current activation [B, C, H, W] */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } vae_pass;
 
 static bool op_failed(vae_pass *p)
 {
-    snprintf(p->err, p->err_size, "vae: the %s backend failed: %s", p->be->name, p->be->error);
+    sdt_fail(p->error, SDT_ERR_DEVICE, "vae: the %s backend failed: %s", p->be->name, p->be->error);
     return false;
 }
 
@@ -573,7 +570,7 @@ static bool run_pass(vae_pass *p, const vae_model *m, pass_body body, const void
     p->buf[1] = mu_alloc(p->ar, p->dt, 1, p->max_elems, 0, 0, 0);
     if (!body(p, m, in, out)) return false;
     if (p->ar->overflowed) {
-        snprintf(p->err, p->err_size, "vae: the activation arena (%zu bytes) is too small for this image size; size it "
+        sdt_fail(p->error, SDT_ERR_INTERNAL, "vae: the activation arena (%zu bytes) is too small for this image size; size it "
                  "with a measuring pass first", p->ar->capacity);
         return false;
     }
@@ -591,24 +588,24 @@ static bool same4(const sdt_tensor *t, int64_t B, int64_t C, int64_t H, int64_t 
 }
 
 bool vae_encode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *image, sdt_dtype act_dtype,
-                sdt_tensor *mean, sdt_tensor *logvar, char *err, size_t err_size)
+                sdt_tensor *mean, sdt_tensor *logvar, sdt_error *error)
 {
     const vae_config *c = &m->cfg;
     int f = vae_factor(c);
     if (!image || image->ndim != 4 || !is_float(image) || image->shape[1] != c->in_channels ||
         image->shape[2] % f != 0 || image->shape[3] % f != 0 || image->shape[2] < f || image->shape[3] < f) {
-        snprintf(err, err_size, "vae: the image must be a float tensor [batch, %d, H, W] with H and W multiples of %d",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: the image must be a float tensor [batch, %d, H, W] with H and W multiples of %d",
                  c->in_channels, f);
         return false;
     }
     int64_t B = image->shape[0], h = image->shape[2] / f, w = image->shape[3] / f, Z = c->z_channels;
     if (!same4(mean, B, Z, h, w) || !same4(logvar, B, Z, h, w) || !is_float(mean) || !is_float(logvar) ||
         act_dtype == SDT_I32) {
-        snprintf(err, err_size, "vae: mean and logvar must be float tensors [%lld, %lld, %lld, %lld] for this image",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: mean and logvar must be float tensors [%lld, %lld, %lld, %lld] for this image",
                  (long long)B, (long long)Z, (long long)h, (long long)w);
         return false;
     }
-    vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .err = err, .err_size = err_size};
+    vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .error = error};
     size_t mark = sdt_arena_mark(arena);
     bool ok = run_pass(&p, m, enc_body_adapter, image, NULL);
     /* moments [B, 2Z, h, w]: the first Z channels are the mean, the next Z the log-variance. */
@@ -624,22 +621,22 @@ bool vae_encode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt
 }
 
 bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *latents, sdt_dtype act_dtype,
-                sdt_tensor *image, char *err, size_t err_size)
+                sdt_tensor *image, sdt_error *error)
 {
     const vae_config *c = &m->cfg;
     int f = vae_factor(c);
     if (!latents || latents->ndim != 4 || !is_float(latents) || latents->shape[1] != c->z_channels ||
         act_dtype == SDT_I32) {
-        snprintf(err, err_size, "vae: latents must be a float tensor [batch, %d, h, w]", c->z_channels);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: latents must be a float tensor [batch, %d, h, w]", c->z_channels);
         return false;
     }
     int64_t B = latents->shape[0], H = latents->shape[2] * f, W = latents->shape[3] * f;
     if (!image || !is_float(image) || !same4(image, B, c->in_channels, H, W)) {
-        snprintf(err, err_size, "vae: the decoded image must be a float tensor [%lld, %d, %lld, %lld]", (long long)B,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: the decoded image must be a float tensor [%lld, %d, %lld, %lld]", (long long)B,
                  c->in_channels, (long long)H, (long long)W);
         return false;
     }
-    vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .err = err, .err_size = err_size};
+    vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .error = error};
     size_t mark = sdt_arena_mark(arena);
     bool ok = run_pass(&p, m, dec_body_adapter, latents, image);
     sdt_arena_rewind(arena, mark);
@@ -679,12 +676,12 @@ static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *f)
 }
 
 bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, const sdt_tensor *logvar,
-                        const sdt_tensor *noise, float scaling, char *err, size_t err_size)
+                        const sdt_tensor *noise, float scaling, sdt_error *error)
 {
     if (!sdt_tensor_same_shape(latents, mean) || !sdt_tensor_same_shape(mean, logvar) ||
         !sdt_tensor_same_shape(mean, noise) || !is_float(latents) || !is_float(mean) || !is_float(logvar) ||
         !is_float(noise)) {
-        snprintf(err, err_size, "vae: latents, mean, logvar and noise must be float tensors of one shape");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: latents, mean, logvar and noise must be float tensors of one shape");
         return false;
     }
     int64_t n = sdt_tensor_numel(mean);
@@ -702,19 +699,18 @@ bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *
     free(fv);
     free(fn);
     if (!ok)
-        snprintf(err, err_size, "vae: sampling latents failed on the %s backend (%s)", be->name,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "vae: sampling latents failed on the %s backend (%s)", be->name,
                  be->error[0] ? be->error : "out of host memory");
     return ok;
 }
 
-bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, char *err,
-                      size_t err_size)
+bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, sdt_error *error)
 {
     if (!sdt_tensor_same_shape(latents, mean) || !is_float(latents) || !is_float(mean)) {
-        snprintf(err, err_size, "vae: latents and mean must be float tensors of one shape");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: latents and mean must be float tensors of one shape");
         return false;
     }
-    MU_TRY(be, err, err_size, MODULE, be->convert(be, latents, mean));
-    MU_TRY(be, err, err_size, MODULE, be->scale(be, latents, scaling));
+    MU_TRY(be, error, MODULE, be->convert(be, latents, mean));
+    MU_TRY(be, error, MODULE, be->scale(be, latents, scaling));
     return true;
 }

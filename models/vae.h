@@ -16,6 +16,8 @@
 #ifndef SDT_MODELS_VAE_H
 #define SDT_MODELS_VAE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -42,11 +44,11 @@ typedef struct vae_config {
 vae_config vae_config_sd(void);
 /* Tests: width 64, levels (1, 2), one resnet per level, z = 4: latents are half the image size. */
 vae_config vae_config_tiny(void);
-bool vae_config_check(const vae_config *cfg, char *err, size_t err_size);
+bool vae_config_check(const vae_config *cfg, sdt_error *error);
 /* From names and shapes: base width from encoder.conv_in, levels and multipliers from
  * encoder.down.*.block.0.conv1, resnets per level by counting, z from decoder.conv_in.
  * Groups 32, eps 1e-6 and scaling 0.18215 are not stored in checkpoints; they are SD's. */
-bool vae_config_detect(const sdt_weights *w, vae_config *cfg, char *err, size_t err_size);
+bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error);
 /* Every first_stage_model.* parameter for this config (canonical LDM keys). */
 bool vae_params(const vae_config *cfg, sdt_param_visitor visit, void *user);
 /* Downsampling factor between image and latents. */
@@ -88,24 +90,23 @@ typedef struct vae_model {
 
 /* Looks every parameter up (shape-checked) and builds the padded downsample kernels
  * on the backend (their only owned memory; vae_free releases it). */
-bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, char *err, size_t err_size);
+bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error);
 void vae_free(vae_model *m);
 
 /* image [B, in_channels, H, W] (H, W multiples of vae_factor) -> mean and logvar
  * [B, z, H/f, W/f] (caller tensors, any float dtype; logvar as the network gives it,
  * unclamped). Activations stored in act_dtype. With a measuring arena nothing runs. */
 bool vae_encode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *image, sdt_dtype act_dtype,
-                sdt_tensor *mean, sdt_tensor *logvar, char *err, size_t err_size);
+                sdt_tensor *mean, sdt_tensor *logvar, sdt_error *error);
 /* Scaled latents [B, z, h, w] -> image [B, in_channels, h*f, w*f] (not clamped). */
 bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *latents, sdt_dtype act_dtype,
-                sdt_tensor *image, char *err, size_t err_size);
+                sdt_tensor *image, sdt_error *error);
 
 /* latents = scaling * (mean + exp(0.5 * clamp(logvar, -30, 20)) * noise), noise ~ N(0, 1)
  * supplied by the caller (reproducible). Computed on the host: latents are small. */
 bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, const sdt_tensor *logvar,
-                        const sdt_tensor *noise, float scaling, char *err, size_t err_size);
+                        const sdt_tensor *noise, float scaling, sdt_error *error);
 /* latents = scaling * mean (the deterministic choice). */
-bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, char *err,
-                      size_t err_size);
+bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, sdt_error *error);
 
 #endif

@@ -76,7 +76,7 @@ typedef struct unet_layout {
     bool up_has_attn[MAX_LEVELS];
 } unet_layout;
 
-static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *err, size_t err_size)
+static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, sdt_error *error)
 {
     memset(l, 0, sizeof(*l));
     for (size_t i = 0; i < sdt_st_count(st); i++) {
@@ -87,7 +87,7 @@ static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, char *er
             l->resnets_per_down = j + 1;
         if ((rest = match_indexed(name, "up_blocks.", &lvl)) || (rest = match_indexed(name, "down_blocks.", &lvl))) {
             if (lvl >= MAX_LEVELS) {
-                snprintf(err, err_size, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
                          "Stable Diffusion UNet", sdt_st_path(st), name, lvl, MAX_LEVELS);
                 return false;
             }
@@ -191,11 +191,11 @@ static char *clip_key(const char *name)
 typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE } component;
 
 static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
-                      char *err, size_t err_size)
+                      sdt_error *error)
 {
     sdt_tensor t;
-    char verr[16];
-    if (!sdt_st_entry_tensor(st, e, &t, verr, sizeof(verr))) {
+    sdt_error not_float;
+    if (!sdt_st_entry_tensor(st, e, &t, &not_float)) {
         /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
         g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
@@ -203,7 +203,7 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
     if (prev) {
         const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
-        snprintf(err, err_size, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
                  "checkpoint", w->path, p->source, p->file, e->name, sdt_st_path(st), key);
         g_free(key);
         return false;
@@ -218,11 +218,11 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     return true;
 }
 
-static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err, size_t err_size)
+static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error *error)
 {
     w->files[w->n_files++] = st;
     unet_layout layout;
-    if (c == COMP_UNET && !unet_layout_scan(st, &layout, err, err_size)) return false;
+    if (c == COMP_UNET && !unet_layout_scan(st, &layout, error)) return false;
     int dec_levels = c == COMP_VAE ? vae_decoder_levels(st) : 0;
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
@@ -242,14 +242,14 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, char *err
             g_free(mapped);
             break;
         }
-        if (!add_entry(w, key, st, e, conv1x1, err, err_size)) return false;
+        if (!add_entry(w, key, st, e, conv1x1, error)) return false;
     }
     return true;
 }
 
 /* Opens <dir>/<sub>/<base>.safetensors, else the .fp16 variant; NULL + *missing when neither exists. */
 static sdt_safetensors *open_component(const char *dir, const char *sub, const char *base, char **used_path,
-                                       bool *missing, char *err, size_t err_size)
+                                       bool *missing, sdt_error *error)
 {
     const char *variants[] = {"%s.safetensors", "%s.fp16.safetensors"};
     *missing = true;
@@ -259,7 +259,7 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
         g_free(file);
         if (g_file_test(p, G_FILE_TEST_EXISTS)) {
             *missing = false;
-            sdt_safetensors *st = sdt_st_open(p, err, err_size);
+            sdt_safetensors *st = sdt_st_open(p, error);
             if (st) *used_path = p;
             else g_free(p);
             return st;
@@ -269,7 +269,7 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
     return NULL;
 }
 
-static bool open_folder(sdt_weights *w, char *err, size_t err_size)
+static bool open_folder(sdt_weights *w, sdt_error *error)
 {
     static const struct {
         const char *sub, *base;
@@ -281,16 +281,16 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
     for (int i = 0; i < 3; i++) {
         char *used = NULL;
         bool missing;
-        sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, err, err_size);
+        sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, error);
         if (!st && !missing) return false;
         if (!st) continue;
         *have[i] = true;
         if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(used);
         g_free(used);
-        if (!add_file(w, st, parts[i].c, err, err_size)) return false;
+        if (!add_file(w, st, parts[i].c, error)) return false;
     }
     if (!w->n_files) {
-        snprintf(err, err_size, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
                  "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants); give a "
                  ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
         return false;
@@ -299,7 +299,7 @@ static bool open_folder(sdt_weights *w, char *err, size_t err_size)
     return true;
 }
 
-sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
+sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
 {
     sdt_weights *w = g_new0(sdt_weights, 1);
     w->path = g_strdup(path);
@@ -309,10 +309,10 @@ sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size)
     bool ok;
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         w->is_folder = true;
-        ok = open_folder(w, err, err_size);
+        ok = open_folder(w, error);
     } else {
-        sdt_safetensors *st = sdt_st_open(path, err, err_size);
-        ok = st && add_file(w, st, COMP_LDM, err, err_size);
+        sdt_safetensors *st = sdt_st_open(path, error);
+        ok = st && add_file(w, st, COMP_LDM, error);
         w->has_unet = w->has_text = w->has_vae = true;
         w->hash_file = g_strdup(path);
     }
@@ -368,8 +368,7 @@ static const char *component_of(const sdt_weights *w, const char *key, bool *pre
     return "";
 }
 
-const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, char *err,
-                                      size_t err_size)
+const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, sdt_error *error)
 {
     const weight_entry *e = find_entry(w, key);
     if (!e) {
@@ -377,13 +376,13 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         const char *sub = component_of(w, key, &present);
         const char *dtype = g_hash_table_lookup(w->unusable, key);
         if (dtype)
-            snprintf(err, err_size, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
                      "to F32, F16 or BF16", w->path, key, dtype);
         else if (w->is_folder && !present)
-            snprintf(err, err_size, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
                      "part of the model or use a complete checkpoint", w->path, key, sub);
         else
-            snprintf(err, err_size, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
                      "than the configuration detected; use a complete Stable Diffusion checkpoint", w->path, key);
         return NULL;
     }
@@ -394,11 +393,11 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         shape_text(e->tensor.ndim, e->tensor.shape, have, sizeof(have));
         shape_text(ndim, shape, want, sizeof(want));
         if (strcmp(e->source, key) != 0)
-            snprintf(err, err_size, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
                      "checkpoint does not match the configuration (another model family or a damaged file)",
                      w->path, key, e->source, e->file, have, want);
         else
-            snprintf(err, err_size, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
                      "configuration (another model family or a damaged file)", w->path, key, have, want);
         return NULL;
     }
@@ -414,12 +413,12 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i)
 
 const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
 
-bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_size)
+bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 {
     if (!w->hash[0]) {
         FILE *f = fopen(w->hash_file, "rb");
         if (!f) {
-            snprintf(err, err_size, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
             return false;
         }
         GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
@@ -432,7 +431,7 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_
         g_free(buf);
         if (failed) {
             g_checksum_free(sum);
-            snprintf(err, err_size, "%s: reading the file for its hash failed; check the disk", w->hash_file);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", w->hash_file);
             return false;
         }
         snprintf(w->hash, sizeof(w->hash), "%.10s", g_checksum_get_string(sum));
@@ -448,7 +447,7 @@ static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == 
 
 /* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
 static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
-                               sdt_tensor *out, char *err, size_t err_size)
+                               sdt_tensor *out, sdt_error *error)
 {
     *out = e->tensor;
     sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
@@ -458,7 +457,7 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     size_t bytes = sdt_tensor_nbytes(out);
     void *mem = be->alloc(be, bytes);
     if (!mem) {
-        snprintf(err, err_size, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
                  "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error);
         return false;
     }
@@ -472,7 +471,7 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
         if (!f || !conv) {
             g_free(f);
             g_free(conv);
-            snprintf(err, err_size, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
         sdt_load_f32(e->tensor.data, e->tensor.dtype, f, n);
@@ -484,14 +483,13 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     g_free(conv);
     out->data = mem;
     if (rc) {
-        snprintf(err, err_size, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
         return false;
     }
     return true;
 }
 
-sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, char *err,
-                                     size_t err_size)
+sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, sdt_error *error)
 {
     sdt_weights *w = g_new0(sdt_weights, 1);
     w->path = g_strdup(src->path);
@@ -513,7 +511,7 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     for (guint i = 0; i < src->entries->len; i++) {
         const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
         weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
-        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, err, err_size)) {
+        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, error)) {
             g_free(we.key);
             sdt_weights_close(w);
             return NULL;

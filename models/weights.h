@@ -11,10 +11,12 @@
  *
  * Error convention for models/ (and plugin internals): functions that can fail
  * return false (or NULL) and write one sentence naming the file, the key and
- * the fix into err[err_size].
+ * the fix into *error.
  */
 #ifndef SDT_MODELS_WEIGHTS_H
 #define SDT_MODELS_WEIGHTS_H
+
+#include "sdt_error.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -26,7 +28,7 @@ typedef struct sdt_weights sdt_weights;
 
 /* Opens a checkpoint: a .safetensors file (LDM layout) or a diffusers folder
  * (unet/, text_encoder/, vae/). */
-sdt_weights *sdt_weights_open(const char *path, char *err, size_t err_size);
+sdt_weights *sdt_weights_open(const char *path, sdt_error *error);
 void sdt_weights_close(sdt_weights *w);
 
 /* A copy of src's tensors for one backend and storage dtype: every float tensor is
@@ -34,21 +36,20 @@ void sdt_weights_close(sdt_weights *w);
  * memory where nothing needs converting). This is how frozen weights reach the GPU,
  * and how the NaN fallback upcasts them to f32. src must outlive the copy; close the
  * copy (before be is destroyed) with sdt_weights_close. */
-sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, char *err,
-                                     size_t err_size);
+sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, sdt_error *error);
 
 /* The tensor under a canonical key, or NULL when the checkpoint lacks it. */
 const sdt_tensor *sdt_weights_get(const sdt_weights *w, const char *key);
 /* Like sdt_weights_get, but a missing key or a shape other than shape[0..ndim)
  * is an error sentence naming the checkpoint file and the key. */
 const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape,
-                                      char *err, size_t err_size);
+                                      sdt_error *error);
 /* Number of tensors and the i-th canonical key (for config detection and listing). */
 size_t sdt_weights_count(const sdt_weights *w);
 const char *sdt_weights_key(const sdt_weights *w, size_t i);
 /* The path the weights came from, and a short hash as hosts show it
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);
-bool sdt_weights_short_hash(sdt_weights *w, char out[11], char *err, size_t err_size);
+bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error);
 
 #endif

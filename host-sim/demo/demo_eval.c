@@ -22,10 +22,10 @@
 #include <string.h>
 
 #include "concept_score.h"
-#include "embedding_file.h"
-#include "png_write.h"
-#include "preview.h"
+#include "data/png_write.h"
+#include "ti/embedding_file.h"
 #include "tokenizer.h"
+#include "train/preview.h"
 #include "world.h"
 
 #define MAX_ROWS 3
@@ -89,17 +89,15 @@ static int parse_args(int argc, char **argv, eval_args *a)
     return a->model ? 0 : usage("--model is required");
 }
 
-static bool open_model(eval_ctx *c, const char *model, char *err, size_t err_size)
+static bool open_model(eval_ctx *c, const char *model, sdt_error *error)
 {
     c->be = sdt_backend_cpu_create(0);
-    if (!c->be) {
-        snprintf(err, err_size, "the CPU backend could not be created");
-        return false;
-    }
-    if (!sd_runtime_open(&c->rt, model, c->be, SDT_F32, false, err, err_size)) return false;
+    if (!c->be) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the CPU backend could not be created");
+    if (!sd_runtime_open(&c->rt, model, c->be, SDT_F32, false, error)) return false;
     c->rt_open = true;
-    char *dir = g_path_get_dirname(model);
-    c->tok = sdt_tokenizer_load_dir(dir, err, err_size);
+    /* tokenizer/ inside a diffusers folder, or beside a single file */
+    char *dir = g_file_test(model, G_FILE_TEST_IS_DIR) ? g_strdup(model) : g_path_get_dirname(model);
+    c->tok = sdt_tokenizer_load_dir(dir, error);
     g_free(dir);
     return c->tok != NULL;
 }
@@ -114,18 +112,17 @@ static void close_model(eval_ctx *c)
 
 /* One picture: prompt (with the embedding's name when emb is given) at seed. */
 static bool render(eval_ctx *c, const sdt_embedding *emb, const char *prompt, uint64_t seed, int steps, double cfg,
-                   uint8_t **rgb, char *err, size_t err_size)
+                   uint8_t **rgb, sdt_error *error)
 {
     ti_prompt_rules rules = {-1, 1, 0, sdt_tokenizer_eos(c->tok)};
     sdt_tensor rows = {0};
     int64_t shape[2] = {1, c->rt.cfg.clip.width};
     if (emb) {
-        if (emb->dim != c->rt.cfg.clip.width) {
-            snprintf(err, err_size, "the embedding '%s' has %d values per vector but the model's text encoder is %d wide",
-                     emb->name, emb->dim, c->rt.cfg.clip.width);
-            return false;
-        }
-        if (!sdt_tokenizer_add_token(c->tok, emb->name, -1, &rules.placeholder_id, err, err_size)) return false;
+        if (emb->dim != c->rt.cfg.clip.width)
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "the embedding '%s' has %d values per vector but the model's text encoder is %d wide; "
+                            "use an embedding made for this model", emb->name, emb->dim, c->rt.cfg.clip.width);
+        if (!sdt_tokenizer_add_token(c->tok, emb->name, -1, &rules.placeholder_id, error)) return false;
         rules.n_vectors = emb->n_vectors;
         shape[0] = emb->n_vectors;
     }
@@ -135,10 +132,10 @@ static bool render(eval_ctx *c, const sdt_embedding *emb, const char *prompt, ui
     float *zeros = emb ? NULL : calloc((size_t)shape[1], sizeof(float));
     bool ok = rows.data && (emb || zeros) && c->be->upload(c->be, rows.data, emb ? emb->vectors : zeros, bytes) == 0;
     free(zeros);
-    if (!ok) snprintf(err, err_size, "out of memory for the embedding rows");
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory for the embedding rows");
     const int size = 64;
     ti_preview_request rq = {prompt, "", size, size, steps, (float)cfg, seed, 1};
-    ok = ok && ti_preview_render(&c->rt, &c->wa, c->tok, &rules, &rows, &rq, rgb, err, err_size);
+    ok = ok && ti_preview_render(&c->rt, &c->wa, c->tok, &rules, &rows, &rq, rgb, error);
     if (rows.data) c->be->free(c->be, rows.data);
     return ok;
 }
@@ -159,16 +156,16 @@ int main(int argc, char **argv)
     eval_args a;
     int st = parse_args(argc, argv, &a);
     if (st) return st < 0 ? 0 : st;
-    char err[1024] = "";
+    sdt_error error = {0};
     eval_ctx c;
     memset(&c, 0, sizeof c);
     sdt_embedding embs[2];
     memset(embs, 0, sizeof embs);
     const char *labels[MAX_ROWS] = {"words", "initial", "learned"};
     const char *files[MAX_ROWS] = {NULL, a.initial, a.learned};
-    bool ok = open_model(&c, a.model, err, sizeof err);
+    bool ok = open_model(&c, a.model, &error);
     for (int r = 1; ok && r < MAX_ROWS; r++)
-        if (files[r]) ok = sdt_embedding_load(files[r], &embs[r - 1], NULL, err, sizeof err);
+        if (files[r]) ok = sdt_embedding_load(files[r], &embs[r - 1], NULL, &error);
     const int size = 64, cell = size * CELL_SCALE;
     int n_rows = 1 + (a.initial != NULL) + (a.learned != NULL);
     int grid_w = GAP + a.seeds * (cell + GAP), grid_h = GAP + n_rows * (cell + GAP);
@@ -186,7 +183,7 @@ int main(int argc, char **argv)
                                                  world_colour_name(WORLD_CONCEPT_COLOUR),
                                                  world_shape_name(WORLD_CONCEPT_SHAPE), bg);
             uint8_t *rgb = NULL;
-            ok = render(&c, emb, prompt, a.seed + (uint64_t)s, a.steps, a.cfg, &rgb, err, sizeof err);
+            ok = render(&c, emb, prompt, a.seed + (uint64_t)s, a.steps, a.cfg, &rgb, &error);
             if (ok) {
                 concept_reading cr = concept_score(rgb, size);
                 sum += cr.score;
@@ -199,12 +196,12 @@ int main(int argc, char **argv)
         if (ok) printf("score %s %.3f %d %d\n", labels[r], sum / a.seeds, hits, a.seeds);
         shown++;
     }
-    if (ok && a.grid) ok = sdt_png_write_rgb(a.grid, grid, grid_w, grid_h, NULL, NULL, err, sizeof err);
+    if (ok && a.grid) ok = sdt_png_write_rgb(a.grid, grid, grid_w, grid_h, NULL, NULL, &error);
     g_free(grid);
     for (int i = 0; i < 2; i++) sdt_embedding_free(&embs[i]);
     close_model(&c);
     if (!ok) {
-        fprintf(stderr, "sdt-demo-eval: %s\n", err);
+        fprintf(stderr, "sdt-demo-eval: %s\n", error.message);
         return 1;
     }
     return 0;

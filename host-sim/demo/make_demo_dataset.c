@@ -15,9 +15,9 @@
 
 #include "atomic_file.h"
 #include "world.h"
-#include "png_write.h"
+#include "data/png_write.h"
 
-#define DEFAULT_COUNT 8
+#define DEFAULT_COUNT 12
 #define DEFAULT_SIZE 64
 #define MIN_SIZE 16
 #define MAX_SIZE 2048
@@ -73,7 +73,7 @@ static int parse_args(int argc, char **argv, dataset_args *a)
     return a->out ? 0 : usage("OUT_DIR is required");
 }
 
-static bool write_image(const char *dir, int index, const world_scene *s, uint8_t *rgb, char *err, size_t err_size)
+static bool write_image(const char *dir, int index, const world_scene *s, uint8_t *rgb, sdt_error *error)
 {
     char stem[32];
     snprintf(stem, sizeof stem, "demo_%03d", index);
@@ -83,8 +83,8 @@ static bool write_image(const char *dir, int index, const world_scene *s, uint8_
     world_caption_place(s, caption, sizeof caption);
     world_scene_draw(s, rgb);
     /* No trailing newline: A1111 keeps a caption file's content unstripped. */
-    bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, err, err_size) &&
-              sdt_atomic_write(txt_path, caption, strlen(caption), err, err_size);
+    bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, error) &&
+              sdt_atomic_write(txt_path, caption, strlen(caption), error);
     g_free(png_path);
     g_free(txt_path);
     return ok;
@@ -100,15 +100,15 @@ int main(int argc, char **argv)
         return 1;
     }
     uint8_t *rgb = g_malloc((size_t)a.size * a.size * 3);
-    char err[512] = "";
+    sdt_error error = {0};
     bool ok = true;
     for (int i = 0; ok && i < (int)a.count; i++) {
         world_scene s = world_scene_make(a.seed, (uint64_t)i, (int)a.size, WORLD_PICK_CONCEPT);
-        ok = write_image(a.out, i, &s, rgb, err, sizeof err);
+        ok = write_image(a.out, i, &s, rgb, &error);
     }
     g_free(rgb);
     if (!ok) {
-        fprintf(stderr, "sdt-make-demo-dataset: %s.\n", err);
+        fprintf(stderr, "sdt-make-demo-dataset: %s.\n", error.message);
         return 1;
     }
     printf("wrote %d images of %dx%d with captions to %s (seed %llu)\n", (int)a.count, (int)a.size, (int)a.size,

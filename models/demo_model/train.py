@@ -10,7 +10,7 @@ Three stages, each for a share of --minutes of wall time, all from --seed:
      weights so that latents * 0.18215 (SD's fixed scaling) have unit variance, and its
      log-variance is pinned at LOGVAR (the encoder is deterministic for all purposes);
   3. UNet + text encoder: LDM's UNetModel (tests/parity/unet_parity.py) and a CLIP text
-     transformer in HF's layout (clip_text.py beside this file), trained together on
+     transformer in HF's layout (tests/parity/clip_reference.py), trained together on
      epsilon prediction with SD's noise schedule (scaled linear, 1000 steps), 10%
      captions dropped (for classifier-free guidance), min-SNR weighting, EMA weights.
 Then samples for a few prompts (DDIM, guidance 4) and the loss curve are written as
@@ -43,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 sys.path.insert(0, HERE)
 from clip_simple_tokenizer import SimpleTokenizer  # noqa: E402
-from clip_text import CLIPTextModel  # noqa: E402
+from clip_reference import ClipTextModel  # noqa: E402
 from ldm_vae import AutoencoderKL  # noqa: E402
 from png_util import line_plot_png, write_png  # noqa: E402
 from unet_parity import UNetModel  # noqa: E402
@@ -253,6 +253,19 @@ def train_diffusion(joint, ema, latents, tokens, empty, ac, seconds, max_steps, 
     return step
 
 
+class TextEncoder(ClipTextModel):
+    """The parity reference's CLIP text model (transformers' names) at the demo size, returning
+    what SD 1.x conditions on: the last layer through the final layer norm."""
+
+    def __init__(self):
+        super().__init__(CLIP["vocab"], CLIP["width"], CLIP["layers"], CLIP["heads"], TOKENS, CLIP["mlp"], "quick_gelu")
+        torch.nn.init.normal_(self.text_model.embeddings.token_embedding.weight, std=0.02)
+        torch.nn.init.normal_(self.text_model.embeddings.position_embedding.weight, std=0.01)
+
+    def forward(self, input_ids):
+        return super().forward(input_ids).last_hidden_state
+
+
 class Joint(torch.nn.Module):
     """The text encoder and UNet as one module, so one EMA copy covers both."""
 
@@ -335,7 +348,7 @@ def main():
     log(f"drew {n_images} scenes, {len(tokenize.cache)} distinct captions ({time.time() - t_start:.0f} s)")
 
     vae = AutoencoderKL(VAE["ch"], VAE["mult"], VAE["res_blocks"], VAE["z"], SCALING).to(device)
-    clip = CLIPTextModel(**CLIP).to(device)
+    clip = TextEncoder().to(device)
     unet = UNetModel(UNET).to(device)
     count = lambda m: sum(p.numel() for p in m.parameters())
     log(f"parameters: text encoder {count(clip)}, UNet {count(unet)}, VAE {count(vae)}")
@@ -355,7 +368,7 @@ def main():
         f"({time.time() - t_start:.0f} s)")
 
     joint = Joint(clip, unet)
-    ema = Joint(CLIPTextModel(**CLIP), UNetModel(UNET)).to(device)
+    ema = Joint(TextEncoder(), UNetModel(UNET)).to(device)
     ema.load_state_dict(joint.state_dict())
     ema.requires_grad_(False)
     ac = alphas_cumprod(device)

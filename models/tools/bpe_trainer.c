@@ -225,10 +225,10 @@ static void apply_merge(bpe_word *w, int a, int b, int merged)
     w->n = out;
 }
 
-bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, char *err, size_t err_size)
+bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, sdt_error *error)
 {
     if (vocab_size < BPE_MIN_VOCAB) {
-        snprintf(err, err_size, "bpe_trainer: a vocabulary size of %d is too small; CLIP's byte symbols and special "
+        sdt_fail(error, SDT_ERR_INTERNAL, "bpe_trainer: a vocabulary size of %d is too small; CLIP's byte symbols and special "
                  "tokens alone take %d, so ask for at least that many", (int)vocab_size, BPE_MIN_VOCAB);
         return false;
     }
@@ -243,7 +243,7 @@ bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, char *err, size_t err
         bool found = choose_merge(t, pairs, &m, &merged);
         g_array_free(pairs, TRUE);
         if (!found) {
-            snprintf(err, err_size, "bpe_trainer: the corpus (%zu distinct words) allows only %u merges but a "
+            sdt_fail(error, SDT_ERR_INTERNAL, "bpe_trainer: the corpus (%zu distinct words) allows only %u merges but a "
                      "vocabulary of %d needs %d; give a larger corpus or a smaller vocabulary size",
                      n_words, t->merges->len, (int)vocab_size, target);
             ok = false;
@@ -283,19 +283,19 @@ static GString *merges_txt(const bpe_trainer *t)
     return s;
 }
 
-bool bpe_trainer_save(const bpe_trainer *t, const char *dir, char *err, size_t err_size)
+bool bpe_trainer_save(const bpe_trainer *t, const char *dir, sdt_error *error)
 {
     if (g_mkdir_with_parents(dir, 0777) != 0) {
-        snprintf(err, err_size, "bpe_trainer: cannot create the folder %s; choose a writable output folder", dir);
+        sdt_fail(error, SDT_ERR_IO, "bpe_trainer: cannot create the folder %s; choose a writable output folder", dir);
         return false;
     }
     char *vocab_path = g_build_filename(dir, "vocab.json", NULL);
     char *merges_path = g_build_filename(dir, "merges.txt", NULL);
     char *vocab = vocab_json(t);
     GString *merges = merges_txt(t);
-    bool ok = vocab && sdt_atomic_write(vocab_path, vocab, strlen(vocab), err, err_size) &&
-              sdt_atomic_write(merges_path, merges->str, merges->len, err, err_size);
-    if (!vocab) snprintf(err, err_size, "bpe_trainer: out of memory while writing %s", vocab_path);
+    bool ok = vocab && sdt_atomic_write(vocab_path, vocab, strlen(vocab), error) &&
+              sdt_atomic_write(merges_path, merges->str, merges->len, error);
+    if (!vocab) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "bpe_trainer: out of memory while writing %s", vocab_path);
     cJSON_free(vocab);
     g_string_free(merges, TRUE);
     g_free(vocab_path);

@@ -18,6 +18,8 @@
 #ifndef SDT_BPE_TRAINER_H
 #define SDT_BPE_TRAINER_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -38,9 +40,9 @@ size_t bpe_trainer_distinct_words(const bpe_trainer *t);
 
 /* Learns merges until the vocabulary has vocab_size entries. false + err when
  * vocab_size is below BPE_MIN_VOCAB or the corpus runs out of pairs first. */
-bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, char *err, size_t err_size);
+bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, sdt_error *error);
 
 /* Writes dir/vocab.json and dir/merges.txt (each atomically; dir is created). */
-bool bpe_trainer_save(const bpe_trainer *t, const char *dir, char *err, size_t err_size);
+bool bpe_trainer_save(const bpe_trainer *t, const char *dir, sdt_error *error);
 
 #endif

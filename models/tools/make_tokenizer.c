@@ -39,7 +39,7 @@ static bool parse_vocab_size(const char *s, int32_t *out)
 
 static int train(const char *out, int32_t vocab_size, const char *corpus_path)
 {
-    char err[512];
+    sdt_error error = {0};
     bpe_trainer *t = bpe_trainer_new();
     if (corpus_path) {
         char *text = NULL;
@@ -56,12 +56,12 @@ static int train(const char *out, int32_t vocab_size, const char *corpus_path)
     } else {
         bpe_trainer_add_text(t, sdt_demo_corpus);
     }
-    bool ok = bpe_trainer_learn(t, vocab_size, err, sizeof err) && bpe_trainer_save(t, out, err, sizeof err);
+    bool ok = bpe_trainer_learn(t, vocab_size, &error) && bpe_trainer_save(t, out, &error);
     if (ok)
         printf("wrote %s/vocab.json and merges.txt (%d tokens from %zu distinct words)\n", out, (int)vocab_size,
                bpe_trainer_distinct_words(t));
     else
-        fprintf(stderr, "sdt-make-tokenizer: %s.\n", err);
+        fprintf(stderr, "sdt-make-tokenizer: %s.\n", error.message);
     bpe_trainer_free(t);
     return ok ? 0 : 1;
 }

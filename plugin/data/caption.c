@@ -1,25 +1,25 @@
 /* caption.c - captions from .txt files or file names, tag drop-out and shuffle; see caption.h. */
-#include "caption.h"
+#include "data/caption.h"
 
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "path_util.h"
+#include "data/path_util.h"
 
-static GRegex *compile_word_regex(const char *pattern, char *err, size_t err_size)
+static GRegex *compile_word_regex(const char *pattern, sdt_error *error)
 {
     GError *gerr = NULL;
     GRegex *re = g_regex_new(pattern, G_REGEX_OPTIMIZE, 0, &gerr);
     if (!re) {
-        snprintf(err, err_size, "filename word regex \"%s\" does not compile (%s); fix the pattern or leave it empty",
+        sdt_fail(error, SDT_ERR_VALIDATION, "filename word regex \"%s\" does not compile (%s); fix the pattern or leave it empty",
                  pattern, gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return NULL;
     }
     if (g_regex_get_capture_count(re) > 1) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_VALIDATION,
                  "filename word regex \"%s\" has %d capture groups; use at most one, or non-capturing groups (?:...)",
                  pattern, g_regex_get_capture_count(re));
         g_regex_unref(re);
@@ -28,16 +28,16 @@ static GRegex *compile_word_regex(const char *pattern, char *err, size_t err_siz
     return re;
 }
 
-bool sdt_caption_rules_check(const sdt_caption_rules *rules, char *err, size_t err_size)
+bool sdt_caption_rules_check(const sdt_caption_rules *rules, sdt_error *error)
 {
     if (!rules || !rules->word_regex || !rules->word_regex[0]) return true;
-    GRegex *re = compile_word_regex(rules->word_regex, err, err_size);
+    GRegex *re = compile_word_regex(rules->word_regex, error);
     if (!re) return false;
     g_regex_unref(re);
     return true;
 }
 
-char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules *rules, char *err, size_t err_size)
+char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules *rules, sdt_error *error)
 {
     char *stem = sdt_path_stem(image_path);
     if (!stem) return NULL;
@@ -50,7 +50,7 @@ char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules 
     free(stem);
     if (!text || !rules || !rules->word_regex || !rules->word_regex[0]) return text;
 
-    GRegex *re = compile_word_regex(rules->word_regex, err, err_size);
+    GRegex *re = compile_word_regex(rules->word_regex, error);
     if (!re) {
         free(text);
         return NULL;
@@ -77,7 +77,7 @@ char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules 
     return result;
 }
 
-char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rules, char *err, size_t err_size)
+char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rules, sdt_error *error)
 {
     /* "<path without extension>.txt", as A1111 builds it from os.path.splitext(path). */
     char *dir = g_path_get_dirname(image_path);
@@ -94,11 +94,11 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
         gsize len = 0;
         GError *gerr = NULL;
         if (!g_file_get_contents(txt_path, &text, &len, &gerr)) {
-            snprintf(err, err_size, "%s: cannot read the caption file (%s); fix its permissions or remove it", txt_path,
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the caption file (%s); fix its permissions or remove it", txt_path,
                      gerr ? gerr->message : "unknown error");
             g_clear_error(&gerr);
         } else if (memchr(text, 0, len) || !g_utf8_validate(text, (gssize)len, NULL)) {
-            snprintf(err, err_size, "%s: the caption file is not UTF-8 text; save it as UTF-8", txt_path);
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: the caption file is not UTF-8 text; save it as UTF-8", txt_path);
         } else {
             /* Trailing newline and spaces are not part of the caption. */
             g_strchomp(text);
@@ -106,7 +106,7 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
         }
         g_free(text);
     } else {
-        result = sdt_caption_from_filename(image_path, rules, err, err_size);
+        result = sdt_caption_from_filename(image_path, rules, error);
     }
     g_free(txt_path);
     return result;

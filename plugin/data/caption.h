@@ -14,11 +14,13 @@
 #ifndef SDT_CAPTION_H
 #define SDT_CAPTION_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "data_rng.h"
-#include "template.h"
+#include "data/data_rng.h"
+#include "data/template.h"
 
 typedef struct sdt_caption_rules {
     const char *word_regex;  /* NULL or "" = whole stem (after the number prefix) */
@@ -26,14 +28,14 @@ typedef struct sdt_caption_rules {
 } sdt_caption_rules;
 
 /* Checks that the word regex compiles and has at most one group (pre-flight). */
-bool sdt_caption_rules_check(const sdt_caption_rules *rules, char *err, size_t err_size);
+bool sdt_caption_rules_check(const sdt_caption_rules *rules, sdt_error *error);
 
-/* Caption from the file name only. NULL + err on a bad regex. */
-char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules *rules, char *err, size_t err_size);
+/* Caption from the file name only. NULL + error on a bad regex. */
+char *sdt_caption_from_filename(const char *image_path, const sdt_caption_rules *rules, sdt_error *error);
 
 /* Caption for an image: its .txt (trailing whitespace trimmed) or its file name.
- * NULL + err when the .txt exists but cannot be read or is not UTF-8. */
-char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rules, char *err, size_t err_size);
+ * NULL + error when the .txt exists but cannot be read or is not UTF-8. */
+char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rules, sdt_error *error);
 
 typedef struct sdt_prompt_rules {
     bool shuffle_tags;

@@ -1,12 +1,12 @@
 /* data_order.c - seeded, resumable batch order; see data_order.h. */
-#include "data_order.h"
+#include "data/data_order.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data_rng.h"
+#include "data/data_rng.h"
 
 void sdt_data_order_free(sdt_data_order *o)
 {
@@ -84,16 +84,15 @@ static bool build_epoch(sdt_data_order *o, int64_t epoch)
     return ok;
 }
 
-bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_size, uint64_t seed, char *err,
-                         size_t err_size)
+bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_size, uint64_t seed, sdt_error *error)
 {
     memset(o, 0, sizeof(*o));
     if (ds->n_items <= 0) {
-        snprintf(err, err_size, "data order: the dataset has no images");
+        sdt_fail(error, SDT_ERR_VALIDATION, "data order: the dataset has no images");
         return false;
     }
     if (batch_size <= 0) {
-        snprintf(err, err_size, "Batch size must be positive (it is %d)", batch_size);
+        sdt_fail(error, SDT_ERR_VALIDATION, "Batch size must be positive (it is %d)", batch_size);
         return false;
     }
     o->seed = seed;
@@ -104,7 +103,7 @@ bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_siz
     o->batches = malloc((size_t)o->n_batches * (size_t)o->batch_size * sizeof(int));
     if (!o->group_of || !o->batches) {
         sdt_data_order_free(o);
-        snprintf(err, err_size, "data order: out of memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "data order: out of memory");
         return false;
     }
     /* Groups numbered by first appearance in the (name-sorted) dataset. */
@@ -119,7 +118,7 @@ bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_siz
     }
     if (!build_epoch(o, 0)) {
         sdt_data_order_free(o);
-        snprintf(err, err_size, "data order: out of memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "data order: out of memory");
         return false;
     }
     return true;
@@ -142,16 +141,16 @@ void sdt_data_order_get_position(const sdt_data_order *o, int64_t *epoch, int *p
     *position = o->position;
 }
 
-bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position, char *err, size_t err_size)
+bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position, sdt_error *error)
 {
     if (epoch < 0 || position < 0 || position > o->n_batches) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_VALIDATION,
                  "data order: position epoch %" PRId64 " batch %d does not fit this dataset (%d batches per epoch); "
                  "resume with the same dataset and batch size", epoch, position, o->n_batches);
         return false;
     }
     if (epoch != o->epoch && !build_epoch(o, epoch)) {
-        snprintf(err, err_size, "data order: out of memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "data order: out of memory");
         return false;
     }
     o->position = position;

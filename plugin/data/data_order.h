@@ -13,11 +13,13 @@
 #ifndef SDT_DATA_ORDER_H
 #define SDT_DATA_ORDER_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 typedef struct sdt_data_order {
     uint64_t seed;
@@ -33,8 +35,7 @@ typedef struct sdt_data_order {
 
 /* batch_size is clamped to the number of images (as A1111 does); the clamped
  * value is in o->batch_size. */
-bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_size, uint64_t seed, char *err,
-                         size_t err_size);
+bool sdt_data_order_init(sdt_data_order *o, const sdt_dataset *ds, int batch_size, uint64_t seed, sdt_error *error);
 void sdt_data_order_free(sdt_data_order *o);
 
 /* The next batch (batch_size indices); moves to the next epoch when one ends.
@@ -43,6 +44,6 @@ const int *sdt_data_order_next(sdt_data_order *o, int64_t *epoch, int *index);
 
 /* Resume support: where the next batch will come from, and jumping there. */
 void sdt_data_order_get_position(const sdt_data_order *o, int64_t *epoch, int *position);
-bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position, char *err, size_t err_size);
+bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position, sdt_error *error);
 
 #endif

@@ -1,5 +1,5 @@
 /* dataset.c - scan, decode, resize and caption a dataset folder; see dataset.h. */
-#include "dataset.h"
+#include "data/dataset.h"
 
 #include <glib.h>
 #include <math.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "image_io.h"
+#include "data/image_io.h"
 
 static void add_warning(sdt_dataset *ds, const char *sentence)
 {
@@ -73,11 +73,11 @@ bool sdt_alpha_to_loss_weight(const uint8_t *rgba, int w, int h, int channels, f
 
 /* Builds one item from a decoded image; false + err (a warning sentence) to skip it. */
 static bool make_item(const sdt_dataset_options *opt, const char *path, const uint8_t *rgba, int channels, int w,
-                      int h, sdt_dataset_item *item, char *err, size_t err_size)
+                      int h, sdt_dataset_item *item, sdt_error *error)
 {
     int out_w = opt->do_not_resize ? w : opt->width, out_h = opt->do_not_resize ? h : opt->height;
     if (out_w % SDT_LATENT_FACTOR || out_h % SDT_LATENT_FACTOR) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_VALIDATION,
                  "%s: the image is %dx%d, not a multiple of %d on each side, which the VAE needs; crop it or turn off "
                  "\"Do not resize images\"", path, w, h, SDT_LATENT_FACTOR);
         return false;
@@ -99,7 +99,7 @@ static bool make_item(const sdt_dataset_options *opt, const char *path, const ui
     if (!ok) {
         free(chw);
         free(weight);
-        snprintf(err, err_size, "%s: out of memory while preparing the image", path);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while preparing the image", path);
         return false;
     }
     item->width = out_w;
@@ -118,34 +118,34 @@ static bool has_extension(const char *name, const char *ext)
 /* Tries one folder entry; adds it to ds or records why not. */
 static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dataset *ds)
 {
-    char why[1024] = "";
+    sdt_error why = {0};
     sdt_image_header hdr;
-    if (!sdt_image_probe(path, &hdr, why, sizeof(why))) {
-        add_warning(ds, why);
+    if (!sdt_image_probe(path, &hdr, &why)) {
+        add_warning(ds, why.message);
         return;
     }
     int want = (opt->alpha_as_loss_weight && (hdr.channels == 2 || hdr.channels == 4)) ? 4 : 3;
     int w = 0, h = 0;
-    uint8_t *pixels = sdt_image_decode(path, want, opt->max_pixels, &w, &h, why, sizeof(why));
+    uint8_t *pixels = sdt_image_decode(path, want, opt->max_pixels, &w, &h, &why);
     if (!pixels) {
-        add_warning(ds, why);
+        add_warning(ds, why.message);
         return;
     }
     sdt_dataset_item item = {0};
-    item.caption = sdt_caption_for_image(path, &opt->caption, why, sizeof(why));
-    bool ok = item.caption && make_item(opt, path, pixels, want, w, h, &item, why, sizeof(why));
+    item.caption = sdt_caption_for_image(path, &opt->caption, &why);
+    bool ok = item.caption && make_item(opt, path, pixels, want, w, h, &item, &why);
     free(pixels);
     sdt_dataset_item *grown = ok ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;
     item.path = ok ? strdup(path) : NULL;
     if (!grown || !item.path) {
-        if (ok) snprintf(why, sizeof(why), "%s: out of memory while loading the dataset", path);
-        add_warning(ds, why);
+        if (ok) sdt_fail(&why, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while loading the dataset", path);
+        add_warning(ds, why.message);
         item_free(&item);
         return;
     }
     ds->items = grown;
-    if (opt->item_ready && !opt->item_ready(opt->user, &item, why, sizeof(why))) {
-        add_warning(ds, why);
+    if (opt->item_ready && !opt->item_ready(opt->user, &item, &why)) {
+        add_warning(ds, why.message);
         item_free(&item);
         return;
     }
@@ -157,32 +157,32 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool check_options(const sdt_dataset_options *opt, char *err, size_t err_size)
+static bool check_options(const sdt_dataset_options *opt, sdt_error *error)
 {
     if (!opt->folder || !opt->folder[0]) {
-        snprintf(err, err_size, "Dataset directory is empty; choose the folder with the training images");
+        sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty; choose the folder with the training images");
         return false;
     }
     if (!opt->do_not_resize && (opt->width < 64 || opt->height < 64 || opt->width > 4096 || opt->height > 4096 ||
                                 opt->width % SDT_LATENT_FACTOR || opt->height % SDT_LATENT_FACTOR)) {
-        snprintf(err, err_size, "training size %dx%d: width and height must be multiples of 8 between 64 and 4096",
+        sdt_fail(error, SDT_ERR_VALIDATION, "training size %dx%d: width and height must be multiples of 8 between 64 and 4096",
                  opt->width, opt->height);
         return false;
     }
-    return sdt_caption_rules_check(&opt->caption, err, err_size);
+    return sdt_caption_rules_check(&opt->caption, error);
 }
 
-bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, char *err, size_t err_size)
+bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     sdt_dataset_options opt = *opt_in;
     if (opt.max_pixels <= 0) opt.max_pixels = SDT_DATASET_DEFAULT_MAX_PIXELS;
-    if (!check_options(&opt, err, err_size)) return false;
+    if (!check_options(&opt, error)) return false;
 
     GError *gerr = NULL;
     GDir *dir = g_dir_open(opt.folder, 0, &gerr);
     if (!dir) {
-        snprintf(err, err_size, "%s: the dataset directory cannot be opened (%s); check the path", opt.folder,
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: the dataset directory cannot be opened (%s); check the path", opt.folder,
                  gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return false;
@@ -211,16 +211,16 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, char 
     g_ptr_array_free(names, TRUE);
 
     if (interrupted) {
-        snprintf(err, err_size, "dataset loading was interrupted");
+        sdt_fail(error, SDT_ERR_VALIDATION, "dataset loading was interrupted");
         sdt_dataset_free(out);
         return false;
     }
     if (out->n_items == 0) {
         if (out->n_warnings)
-            snprintf(err, err_size, "%s: no usable images in the dataset folder (%d file(s) skipped, first: %s)",
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: no usable images in the dataset folder (%d file(s) skipped, first: %s)",
                      opt.folder, out->n_warnings, out->warnings[0]);
         else
-            snprintf(err, err_size, "%s: no images have been found in the dataset folder; add PNG or JPEG images",
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: no images have been found in the dataset folder; add PNG or JPEG images",
                      opt.folder);
         sdt_dataset_free(out);
         return false;

@@ -17,11 +17,13 @@
 #ifndef SDT_DATASET_H
 #define SDT_DATASET_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "caption.h"
+#include "data/caption.h"
 
 #define SDT_DATASET_DEFAULT_MAX_PIXELS (64ll * 1024 * 1024) /* 8192 x 8192 */
 #define SDT_LATENT_FACTOR 8                                 /* VAE downsampling */
@@ -38,8 +40,8 @@ typedef struct sdt_dataset_options {
     const volatile int *cancel; /* optional: nonzero stops loading ("interrupted") */
     /* Optional, called as soon as an item is loaded, e.g. to encode its latent and
      * drop its pixels so a large dataset never sits in memory as pixels. Returning
-     * false drops the item, and err becomes its warning. */
-    bool (*item_ready)(void *user, sdt_dataset_item *item, char *err, size_t err_size);
+     * false drops the item, and the error becomes its warning. */
+    bool (*item_ready)(void *user, sdt_dataset_item *item, sdt_error *error);
     void *user;
 } sdt_dataset_options;
 
@@ -58,10 +60,10 @@ typedef struct sdt_dataset {
     int n_warnings;
 } sdt_dataset;
 
-/* Loads every usable image of the folder. false + err when the folder is
- * missing or unreadable, the options are invalid, or no image is usable (err
+/* Loads every usable image of the folder. false + error when the folder is
+ * missing or unreadable, the options are invalid, or no image is usable (the error
  * then quotes the first warning). Skipped files are in out->warnings. */
-bool sdt_dataset_load(const sdt_dataset_options *opt, sdt_dataset *out, char *err, size_t err_size);
+bool sdt_dataset_load(const sdt_dataset_options *opt, sdt_dataset *out, sdt_error *error);
 void sdt_dataset_free(sdt_dataset *ds);
 
 /* Frees an item's pixels once its latent is cached (they are ~3 MB at 512x512). */

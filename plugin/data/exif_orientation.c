@@ -1,5 +1,5 @@
 /* exif_orientation.c - find the EXIF Orientation tag and apply it; see exif_orientation.h. */
-#include "exif_orientation.h"
+#include "data/exif_orientation.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* image_io.c - stb_image / stb_image_resize compiled in, privately; see image_io.h. */
-#include "image_io.h"
+#include "data/image_io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exif_orientation.h"
+#include "data/exif_orientation.h"
 
 /* stb is third-party code: keep our warning flags for our code only. */
 #pragma GCC diagnostic push
@@ -34,24 +34,24 @@
  * GCC reports that at the end of the file, so this one stays off here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 
-static bool check_nonempty_file(const char *path, FILE **fp, char *err, size_t err_size)
+static bool check_nonempty_file(const char *path, FILE **fp, sdt_error *error)
 {
     struct stat st;
     if (stat(path, &st) != 0) {
-        snprintf(err, err_size, "%s: cannot read the file (%s)", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot read the file (%s)", path, strerror(errno));
         return false;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err, err_size, "%s: not a regular file", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file", path);
         return false;
     }
     if (st.st_size == 0) {
-        snprintf(err, err_size, "%s: the file is empty (0 bytes); replace or remove it", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file is empty (0 bytes); replace or remove it", path);
         return false;
     }
     *fp = fopen(path, "rb");
     if (!*fp) {
-        snprintf(err, err_size, "%s: cannot open the file (%s)", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the file (%s)", path, strerror(errno));
         return false;
     }
     return true;
@@ -76,21 +76,21 @@ static bool png_header_size(FILE *fp, sdt_image_header *h)
 
 /* The whole file in memory: stb decodes it and the EXIF parser reads it, from
  * one read. stb takes the length as an int. */
-static uint8_t *read_whole_file(const char *path, size_t *size, char *err, size_t err_size)
+static uint8_t *read_whole_file(const char *path, size_t *size, sdt_error *error)
 {
     FILE *fp;
-    if (!check_nonempty_file(path, &fp, err, err_size)) return NULL;
+    if (!check_nonempty_file(path, &fp, error)) return NULL;
     long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
     if (n <= 0 || n > INT_MAX || fseek(fp, 0, SEEK_SET) != 0) {
         fclose(fp);
-        snprintf(err, err_size, "%s: the file cannot be read whole (over 2 GiB or not seekable); scale it down", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file cannot be read whole (over 2 GiB or not seekable); scale it down", path);
         return NULL;
     }
     uint8_t *bytes = malloc((size_t)n);
     bool ok = bytes && fread(bytes, 1, (size_t)n, fp) == (size_t)n;
     fclose(fp);
     if (!ok) {
-        snprintf(err, err_size, "%s: the file could not be read into memory (%s)", path,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: the file could not be read into memory (%s)", path,
                  bytes ? "short read" : "out of memory");
         free(bytes);
         return NULL;
@@ -99,17 +99,17 @@ static uint8_t *read_whole_file(const char *path, size_t *size, char *err, size_
     return bytes;
 }
 
-bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t err_size)
+bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error)
 {
     FILE *fp;
     memset(h, 0, sizeof(*h));
-    if (!check_nonempty_file(path, &fp, err, err_size)) return false;
+    if (!check_nonempty_file(path, &fp, error)) return false;
     int ok = stbi_info_from_file(fp, &h->width, &h->height, &h->channels);
     if (!ok) ok = png_header_size(fp, h);
     fclose(fp);
     if (!ok || h->width <= 0 || h->height <= 0) {
         const char *why = stbi_failure_reason();
-        snprintf(err, err_size, "%s: not an image that can be read (%s); the file is corrupt or of an unsupported type",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be read (%s); the file is corrupt or of an unsupported type",
                  path, why ? why : "unknown format");
         return false;
     }
@@ -117,18 +117,18 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t er
 }
 
 uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,
-                          char *err, size_t err_size)
+                          sdt_error *error)
 {
     sdt_image_header h;
-    if (!sdt_image_probe(path, &h, err, err_size)) return NULL;
+    if (!sdt_image_probe(path, &h, error)) return NULL;
     if ((int64_t)h.width * h.height > max_pixels) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the image is %dx%d pixels, over the limit of %lld pixels; scale it down before training",
                  path, h.width, h.height, (long long)max_pixels);
         return NULL;
     }
     size_t n_bytes;
-    uint8_t *bytes = read_whole_file(path, &n_bytes, err, err_size);
+    uint8_t *bytes = read_whole_file(path, &n_bytes, error);
     if (!bytes) return NULL;
     int w = 0, hh = 0, comp = 0;
     uint8_t *pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
@@ -136,20 +136,20 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     free(bytes);
     if (!pixels) {
         const char *why = stbi_failure_reason();
-        snprintf(err, err_size, "%s: the image could not be decoded (%s); the file is corrupt or truncated", path,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image could not be decoded (%s); the file is corrupt or truncated", path,
                  why ? why : "unknown error");
         return NULL;
     }
     if (w != h.width || hh != h.height) { /* header and data disagree: treat as corrupt */
         stbi_image_free(pixels);
-        snprintf(err, err_size, "%s: the image header and its data disagree on the size; the file is corrupt", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image header and its data disagree on the size; the file is corrupt", path);
         return NULL;
     }
     if (orientation != SDT_EXIF_NORMAL) { /* as A1111's ImageOps.exif_transpose, before any resize */
         uint8_t *turned = sdt_exif_orient_pixels(pixels, w, hh, want_channels, orientation, &w, &hh);
         stbi_image_free(pixels);
         if (!turned) {
-            snprintf(err, err_size, "%s: out of memory while turning the image by its EXIF orientation", path);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while turning the image by its EXIF orientation", path);
             return NULL;
         }
         pixels = turned;

@@ -7,6 +7,8 @@
 #ifndef SDT_IMAGE_IO_H
 #define SDT_IMAGE_IO_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,9 +18,9 @@ typedef struct sdt_image_header {
     int channels; /* as stored: 1 grey, 2 grey+alpha, 3 RGB, 4 RGBA */
 } sdt_image_header;
 
-/* Reads only the header (no pixel allocation). false + err for an empty,
+/* Reads only the header (no pixel allocation). false + error for an empty,
  * unreadable or unrecognised file. */
-bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t err_size);
+bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error);
 
 /* Decodes to 8-bit pixels with want_channels (3 or 4) interleaved. Refuses
  * images over max_pixels from the header, before any pixel allocation.
@@ -26,7 +28,7 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, char *err, size_t er
  * *width x *height is the turned size: the probed header's, swapped for
  * orientations 5..8. Free the result with free(). */
 uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,
-                          char *err, size_t err_size);
+                          sdt_error *error);
 
 /* Resizes one or more interleaved float channels with a Catmull-Rom (bicubic)
  * filter and clamped edges, close to PIL's BICUBIC. false on allocation failure. */

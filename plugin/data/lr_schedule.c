@@ -1,5 +1,5 @@
 /* lr_schedule.c - parse and query A1111 learning-rate schedules; see lr_schedule.h. */
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -94,26 +94,26 @@ void sdt_lr_schedule_free(sdt_lr_schedule *s)
     s->n_segments = 0;
 }
 
-static bool fail(sdt_lr_schedule *s, char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static bool fail(sdt_lr_schedule *s, char *err, size_t err_size, const char *fmt, ...)
+static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
+    sdt_failv(error, SDT_ERR_VALIDATION, fmt, ap);
     va_end(ap);
     sdt_lr_schedule_free(s);
     return false;
 }
 
 bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
-                           char *err, size_t err_size)
+                           sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     out->start_step = cur_step;
     if (!text) text = "";
     if (max_steps <= cur_step)
-        return fail(out, err, err_size,
+        return fail(out, error,
                     "learning rate schedule: the embedding is already at step %" PRId64 " and Max steps is %" PRId64
                     "; raise Max steps above %" PRId64 " to train further", cur_step, max_steps, cur_step);
 
@@ -133,39 +133,39 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
             any_entry = true;
             const char *colon = memchr(b, ':', (size_t)len);
             if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: entry \"%.*s\" has more than one ':'; each entry is RATE or RATE:STEP, "
                             "e.g. \"0.005:100\"", len, b);
             double rate;
             if (!parse_rate(b, colon ? colon : e, &rate))
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: \"%.*s\" in entry \"%.*s\" is not a number; " LR_EXAMPLE,
                             (int)((colon ? colon : e) - b), b, len, b);
             if (!isfinite(rate) || rate < 0)
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: the rate in entry \"%.*s\" must be a finite number >= 0", len, b);
             int64_t step = -1;
             if (colon && !parse_step(colon + 1, e, &step))
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: the step in entry \"%.*s\" must be a whole number such as 1000 "
                             "(not 1e3 or 1000.0), or -1 for Max steps", len, b);
             if (colon && step != -1 && step <= 0)
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", len, b);
             if (ended && closing)
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: entry \"%.*s\" comes after \"%.*s\", which already runs to Max steps; "
                             "give \"%.*s\" an end step (RATE:STEP) or remove the later entries", len, b, closing_len,
                             closing, closing_len, closing);
             if (colon && step != -1 && step <= prev_step)
-                return fail(out, err, err_size,
+                return fail(out, error,
                             "learning rate schedule: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
                             "entry's step %" PRId64 "; steps must increase from left to right", len, b, step, prev_step);
             if (colon && step != -1) prev_step = step;
             if (!ended) {
                 if (!colon || step == -1) {
                     if (!push_segment(out, rate, max_steps))
-                        return fail(out, err, err_size, "learning rate schedule: out of memory");
+                        return fail(out, error, "learning rate schedule: out of memory");
                     ended = true;
                     closing = b;
                     closing_len = len;
@@ -173,7 +173,7 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
                     int64_t end = step < max_steps ? step : max_steps;
                     if ((out->n_segments == 0 || end > out->segments[out->n_segments - 1].end_step) &&
                         !push_segment(out, rate, end))
-                        return fail(out, err, err_size, "learning rate schedule: out of memory");
+                        return fail(out, error, "learning rate schedule: out of memory");
                     if (step >= max_steps) ended = true; /* the rest is beyond this run; still syntax-checked */
                 } else {
                     last_passed = step;
@@ -184,9 +184,9 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
         p = comma + 1;
     }
     if (!any_entry)
-        return fail(out, err, err_size, "learning rate schedule is empty; " LR_EXAMPLE);
+        return fail(out, error, "learning rate schedule is empty; " LR_EXAMPLE);
     if (out->n_segments == 0)
-        return fail(out, err, err_size,
+        return fail(out, error,
                     "learning rate schedule \"%s\" ends at step %" PRId64 " but the embedding is already at step %" PRId64
                     "; add a final entry without a step (e.g. \", 1e-5\") to keep training", text, last_passed, cur_step);
     return true;
@@ -215,10 +215,10 @@ bool sdt_lr_finished(const sdt_lr_schedule *s, int64_t step)
     return sdt_lr_segment_index(s, step) < 0;
 }
 
-bool sdt_lr_apply_multiplier(sdt_lr_schedule *s, int64_t from_step, double factor, char *err, size_t err_size)
+bool sdt_lr_apply_multiplier(sdt_lr_schedule *s, int64_t from_step, double factor, sdt_error *error)
 {
     if (!(factor > 0) || !isfinite(factor)) {
-        snprintf(err, err_size, "learning rate backoff: the factor %g must be a finite number > 0", factor);
+        sdt_fail(error, SDT_ERR_VALIDATION, "learning rate backoff: the factor %g must be a finite number > 0", factor);
         return false;
     }
     int i = sdt_lr_segment_index(s, from_step);
@@ -227,7 +227,7 @@ bool sdt_lr_apply_multiplier(sdt_lr_schedule *s, int64_t from_step, double facto
     if (from_step > seg_start) {
         /* Split: [seg_start, from_step) keeps the old rate. */
         if (!push_segment(s, 0, 0)) {
-            snprintf(err, err_size, "learning rate backoff: out of memory");
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "learning rate backoff: out of memory");
             return false;
         }
         memmove(&s->segments[i + 1], &s->segments[i], (size_t)(s->n_segments - 1 - i) * sizeof(s->segments[0]));

@@ -21,6 +21,8 @@
 #ifndef SDT_LR_SCHEDULE_H
 #define SDT_LR_SCHEDULE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,9 +39,9 @@ typedef struct sdt_lr_schedule {
 } sdt_lr_schedule;
 
 /* Parses text for a run at cur_step with max_steps (> cur_step). On error
- * returns false, *out is empty, and err names the bad entry and the fix. */
+ * returns false, *out is empty, and the error names the bad entry and the fix. */
 bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
-                           char *err, size_t err_size);
+                           sdt_error *error);
 void sdt_lr_schedule_free(sdt_lr_schedule *s);
 
 /* The rate at step, or a negative value when step is at or past the end. */
@@ -52,7 +54,7 @@ bool sdt_lr_finished(const sdt_lr_schedule *s, int64_t step);
 
 /* Multiplies the rate of every step >= from_step by factor (> 0), splitting the
  * segment that from_step falls in. Used by the NaN fallback's LR backoff. */
-bool sdt_lr_apply_multiplier(sdt_lr_schedule *s, int64_t from_step, double factor, char *err, size_t err_size);
+bool sdt_lr_apply_multiplier(sdt_lr_schedule *s, int64_t from_step, double factor, sdt_error *error);
 
 /* Writes the effective schedule back in the same grammar ("r:end, r:end") with
  * round-trip precision, so a checkpoint can store it and a resumed run re-parses

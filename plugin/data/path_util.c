@@ -1,5 +1,5 @@
 /* path_util.c - see path_util.h. */
-#include "path_util.h"
+#include "data/path_util.h"
 
 #include <glib.h>
 #include <stdbool.h>

@@ -1,5 +1,5 @@
 /* png_write.c - see png_write.h. */
-#include "png_write.h"
+#include "data/png_write.h"
 
 #include <png.h>
 #include <setjmp.h>
@@ -56,20 +56,20 @@ static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *ke
 }
 
 bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const char *text_key, const char *text,
-                       char *err, size_t err_size)
+                       sdt_error *error)
 {
     if (!rgb || w <= 0 || h <= 0) {
-        snprintf(err, err_size, "%s: an empty picture cannot be saved", path);
+        sdt_fail(error, SDT_ERR_IO, "%s: an empty picture cannot be saved", path);
         return false;
     }
     sdt_atomic_file f;
-    if (!sdt_atomic_begin(&f, path, err, err_size)) return false;
+    if (!sdt_atomic_begin(&f, path, error)) return false;
     png_failure failure = {""};
     if (!write_png(f.fp, rgb, w, h, text_key, text, &failure)) {
-        snprintf(err, err_size, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
+        sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
                  failure.message);
         sdt_atomic_abort(&f);
         return false;
     }
-    return sdt_atomic_commit(&f, err, err_size);
+    return sdt_atomic_commit(&f, error);
 }

@@ -3,13 +3,15 @@
 #ifndef SDT_DATA_PNG_WRITE_H
 #define SDT_DATA_PNG_WRITE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* rgb: w x h interleaved RGB. text_key NULL: no text chunk. Atomic: a failed write
- * leaves the previous file as it was; err names the file and the cause. */
+ * leaves the previous file as it was; the error names the file and the cause. */
 bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const char *text_key, const char *text,
-                       char *err, size_t err_size);
+                       sdt_error *error);
 
 #endif

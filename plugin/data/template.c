@@ -1,5 +1,5 @@
 /* template.c - load, check and fill prompt templates; see template.h. */
-#include "template.h"
+#include "data/template.h"
 
 #include <glib.h>
 #include <stdio.h>
@@ -26,12 +26,12 @@ static char *stripped_copy(const char *b, const char *e)
     return s;
 }
 
-bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_template *out, char *err, size_t err_size)
+bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_template *out, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     if (!origin) origin = "template";
     if (memchr(text, 0, len) || !g_utf8_validate(text, (gssize)len, NULL)) {
-        snprintf(err, err_size, "%s: the template is not UTF-8 text; save it as plain UTF-8", origin);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the template is not UTF-8 text; save it as plain UTF-8", origin);
         return false;
     }
     const char *p = text, *end = text + len;
@@ -45,7 +45,7 @@ bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_te
         if (grown) out->lines = grown;
         if (!line) {
             sdt_template_free(out);
-            snprintf(err, err_size, "%s: out of memory reading the template", origin);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the template", origin);
             return false;
         }
         out->lines[out->n_lines++] = line;
@@ -57,32 +57,32 @@ bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_te
     return true;
 }
 
-bool sdt_template_load(const char *path, sdt_template *out, char *err, size_t err_size)
+bool sdt_template_load(const char *path, sdt_template *out, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     gchar *text = NULL;
     gsize len = 0;
     GError *gerr = NULL;
     if (!g_file_get_contents(path, &text, &len, &gerr)) {
-        snprintf(err, err_size, "%s: cannot read the prompt template (%s); choose an existing template file", path,
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the prompt template (%s); choose an existing template file", path,
                  gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return false;
     }
-    bool ok = sdt_template_parse(text, len, path, out, err, err_size);
+    bool ok = sdt_template_parse(text, len, path, out, error);
     g_free(text);
     return ok;
 }
 
-bool sdt_template_check_for_embedding(const sdt_template *t, const char *origin, char *err, size_t err_size)
+bool sdt_template_check_for_embedding(const sdt_template *t, const char *origin, sdt_error *error)
 {
     if (!origin) origin = "template";
     if (t->n_lines == 0) {
-        snprintf(err, err_size, "%s: the prompt template is empty; add lines such as \"a photo of [name]\"", origin);
+        sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the prompt template is empty; add lines such as \"a photo of [name]\"", origin);
         return false;
     }
     if (!t->has_name) {
-        snprintf(err, err_size,
+        sdt_fail(error, SDT_ERR_NO_GRADIENT,
                  "%s: no line of the prompt template contains [name], so the embedding would never appear in a prompt "
                  "and would learn nothing; use a template such as \"a photo of [name], [filewords]\"", origin);
         return false;

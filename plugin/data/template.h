@@ -8,10 +8,12 @@
 #ifndef SDT_TEMPLATE_H
 #define SDT_TEMPLATE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "data_rng.h"
+#include "data/data_rng.h"
 
 typedef struct sdt_template {
     char **lines;
@@ -21,15 +23,15 @@ typedef struct sdt_template {
 } sdt_template;
 
 /* Parses template text (UTF-8; a BOM is dropped). origin names it in errors. */
-bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_template *out, char *err, size_t err_size);
+bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_template *out, sdt_error *error);
 /* Reads and parses a template file. */
-bool sdt_template_load(const char *path, sdt_template *out, char *err, size_t err_size);
+bool sdt_template_load(const char *path, sdt_template *out, sdt_error *error);
 void sdt_template_free(sdt_template *t);
 
 /* Pre-flight check for textual inversion: false + a sentence when the template
  * has no line, or no line with [name] (the embedding would never be in a prompt
  * and would get no gradient). */
-bool sdt_template_check_for_embedding(const sdt_template *t, const char *origin, char *err, size_t err_size);
+bool sdt_template_check_for_embedding(const sdt_template *t, const char *origin, sdt_error *error);
 
 /* Index of a line chosen uniformly with rng (one draw). */
 int sdt_template_pick(const sdt_template *t, sdt_data_rng *rng);

@@ -1,5 +1,5 @@
 /* ddim_sampler.c - see ddim_sampler.h. */
-#include "ddim_sampler.h"
+#include "train/ddim_sampler.h"
 
 #include <math.h>
 #include <stddef.h>

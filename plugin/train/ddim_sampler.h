@@ -8,7 +8,7 @@
 #ifndef SDT_TRAIN_DDIM_SAMPLER_H
 #define SDT_TRAIN_DDIM_SAMPLER_H
 
-#include "noise_schedule.h"
+#include "train/noise_schedule.h"
 
 /* Computes the model output (epsilon or v, as the model predicts) for latents x at
  * timestep t, conditioned (out_cond) and unconditioned (out_uncond; NULL when

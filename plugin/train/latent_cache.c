@@ -1,13 +1,13 @@
 /* latent_cache.c - see latent_cache.h. */
-#include "latent_cache.h"
+#include "train/latent_cache.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "image_io.h"
-#include "rng.h"
+#include "data/image_io.h"
+#include "train/rng.h"
 
 bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scaling, uint64_t seed)
 {
@@ -65,7 +65,7 @@ static encode_tensors encode_alloc(sdt_arena *a, sdt_dtype dtype, int H, int W, 
 
 /* One VAE encode on the backend: mean and logvar downloaded into host arrays (f32). */
 static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H, float *mean, float *logvar,
-                           char *err, size_t err_size)
+                           sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
@@ -73,30 +73,30 @@ static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, 
     sdt_arena measure;
     sdt_arena_init_measure(&measure, be);
     encode_tensors t = encode_alloc(&measure, rt->dtype, H, W, c, h, w);
-    if (!vae_encode(vae, be, &measure, &t.image, rt->dtype, &t.mean, &t.logvar, err, err_size) ||
-        !work_arena_reserve(wa, be, measure.peak, err, err_size))
+    if (!vae_encode(vae, be, &measure, &t.image, rt->dtype, &t.mean, &t.logvar, error) ||
+        !work_arena_reserve(wa, be, measure.peak, error))
         return false;
     t = encode_alloc(&wa->arena, rt->dtype, H, W, c, h, w);
     size_t n = (size_t)3 * H * W, bytes = n * sdt_dtype_size(rt->dtype);
     void *host = malloc(bytes);
     if (!host) {
-        snprintf(err, err_size, "out of host memory encoding a %dx%d image", W, H);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory encoding a %dx%d image", W, H);
         return false;
     }
     sdt_store_f32(pixels, host, rt->dtype, (int64_t)n);
     int rc = be->upload(be, t.image.data, host, bytes);
     free(host);
     size_t zb = (size_t)c * h * w * sizeof(float);
-    if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->dtype, &t.mean, &t.logvar, err, err_size) ||
+    if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->dtype, &t.mean, &t.logvar, error) ||
         be->download(be, mean, t.mean.data, zb) || be->download(be, logvar, t.logvar.data, zb)) {
-        if (rc || !err[0]) snprintf(err, err_size, "encoding an image with the VAE failed: %s", be->error);
+        if (rc || !error->message[0]) sdt_fail(error, SDT_ERR_DEVICE, "encoding an image with the VAE failed: %s", be->error);
         return false;
     }
     return true;
 }
 
 bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
-                         const float *weight, int weight_w, int weight_h, char *err, size_t err_size)
+                         const float *weight, int weight_w, int weight_h, sdt_error *error)
 {
     latent_entry *e = &lc->items[index];
     free(e->value); /* encoding again (the fp32 fallback) replaces what was cached */
@@ -111,11 +111,11 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
     e->value = malloc(n * sizeof(float));
     e->std = malloc(n * sizeof(float));
     if (!e->value || !e->std) {
-        snprintf(err, err_size, "out of host memory caching latents");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching latents");
         return false;
     }
-    err[0] = 0;
-    if (!encode_moments(rt, wa, pixels, W, H, e->value, e->std, err, err_size)) return false;
+    error->message[0] = 0;
+    if (!encode_moments(rt, wa, pixels, W, H, e->value, e->std, error)) return false;
     for (size_t i = 0; i < n; i++) { /* ldm's DiagonalGaussianDistribution clamps logvar to [-30, 20] */
         float lv = e->std[i] < -30.0f ? -30.0f : e->std[i] > 20.0f ? 20.0f : e->std[i];
         e->std[i] = expf(0.5f * lv);
@@ -125,7 +125,7 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
         if (lc->method == LATENT_ONCE) {
             noise = malloc(n * sizeof(float));
             if (!noise) {
-                snprintf(err, err_size, "out of host memory caching latents");
+                sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching latents");
                 return false;
             }
             sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, (uint64_t)index * n, noise, (int64_t)n);
@@ -138,7 +138,7 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
     if (weight) {
         e->weight = malloc((size_t)e->h * e->w * sizeof(float));
         if (!e->weight) {
-            snprintf(err, err_size, "out of host memory caching loss weights");
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching loss weights");
             return false;
         }
         if (weight_w == e->w && weight_h == e->h) memcpy(e->weight, weight, (size_t)e->h * e->w * sizeof(float));

@@ -10,12 +10,14 @@
 #ifndef SDT_TRAIN_LATENT_CACHE_H
 #define SDT_TRAIN_LATENT_CACHE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sd_runtime.h"
-#include "work_arena.h"
+#include "train/sd_runtime.h"
+#include "train/work_arena.h"
 
 typedef enum latent_method { LATENT_ONCE = 0, LATENT_DETERMINISTIC = 1, LATENT_RANDOM = 2 } latent_method;
 
@@ -39,7 +41,7 @@ void latent_cache_free(latent_cache *lc);
 /* Encodes item index from pixels [3, H, W] in [-1, 1]; weight (may be NULL) is the
  * alpha loss weight at weight_w x weight_h, resized to the latent size if needed. */
 bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
-                         const float *weight, int weight_w, int weight_h, char *err, size_t err_size);
+                         const float *weight, int weight_w, int weight_h, sdt_error *error);
 /* The latent to train on for this use of the item; draw identifies the use (for "random"). */
 void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, float *out);
 int64_t latent_cache_numel(const latent_cache *lc, int index);

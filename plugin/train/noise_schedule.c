@@ -1,5 +1,5 @@
 /* noise_schedule.c - see noise_schedule.h. */
-#include "noise_schedule.h"
+#include "train/noise_schedule.h"
 
 #include <math.h>
 

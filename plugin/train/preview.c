@@ -1,13 +1,13 @@
 /* preview.c - see preview.h. */
-#include "preview.h"
+#include "train/preview.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ddim_sampler.h"
-#include "rng.h"
+#include "train/ddim_sampler.h"
+#include "train/rng.h"
 
 typedef struct preview_run {
     sd_runtime *rt;
@@ -16,8 +16,7 @@ typedef struct preview_run {
     int batch;                  /* 2 with guidance */
     int c, h, w;
     float *host;                /* [batch, c, h, w] staging */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } preview_run;
 
 /* The UNet on x (host) at timestep t for each prompt of the batch. */
@@ -38,7 +37,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     sdt_tensor out;
     bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
-    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->err, p->err_size);
+    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->error);
     if (ok) {
         sdt_tensor o32 = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
         ok = !p->arena->overflowed && be->convert(be, &o32, &out) == 0 &&
@@ -47,8 +46,8 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     if (ok) {
         memcpy(out_cond, p->host, (size_t)n * sizeof(float));
         if (out_uncond) memcpy(out_uncond, p->host + n, (size_t)n * sizeof(float));
-    } else if (!p->err[0]) {
-        snprintf(p->err, p->err_size, "preview: the UNet failed: %s", be->error);
+    } else if (!p->error->message[0]) {
+        sdt_fail(p->error, SDT_ERR_DEVICE, "preview: the UNet failed: %s", be->error);
     }
     sdt_arena_rewind(p->arena, mark);
     return ok ? 0 : -1;
@@ -57,7 +56,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 /* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
 static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
                            const sdt_tensor *rows, const ti_preview_request *req, int batch, clip_text_acts *acts,
-                           clip_override *ov, char *err, size_t err_size)
+                           clip_override *ov, sdt_error *error)
 {
     int32_t ids[2 * TI_TOKENS];
     int n_ov = 0;
@@ -71,11 +70,11 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     int64_t tshape[2] = {batch, TI_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
-        snprintf(err, err_size, "preview: copying the prompt failed: %s", rt->be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "preview: copying the prompt failed: %s", rt->be->error);
         return false;
     }
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
-    return clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, err, err_size);
+    return clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error);
 }
 
 static uint8_t to_u8(float v)
@@ -86,15 +85,15 @@ static uint8_t to_u8(float v)
 
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
 static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                             const sdt_tensor *rows, const ti_preview_request *req, uint8_t *rgb, char *err, size_t err_size)
+                             const sdt_tensor *rows, const ti_preview_request *req, uint8_t *rgb, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
-    preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f, NULL, err, err_size};
+    preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f, NULL, error};
     clip_text_acts acts;
     clip_override ov[2 * TI_TOKENS];
-    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, ov, err, err_size)) return false;
+    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, ov, error)) return false;
     p.context = &acts.out;
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
@@ -105,17 +104,17 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         int64_t bshape[4] = {batch, p.c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
         sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, bshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
-        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, err, err_size)) return false;
+        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        return vae_decode(vae, be, a, &z, rt->dtype, &img, err, err_size);
+        return vae_decode(vae, be, a, &z, rt->dtype, &img, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 3 * sizeof(float));
     p.host = malloc((size_t)(batch * n) * sizeof(float));
     float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
     bool ok = x && scratch && p.host && pix;
-    if (!ok) snprintf(err, err_size, "preview: out of host memory");
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
     if (ok) {
         sdt_noise_schedule s;
         sdt_noise_schedule_init_sd(&s);
@@ -126,9 +125,9 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     if (ok) {
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
         ok = !a->overflowed && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
-             vae_decode(vae, be, a, &z, rt->dtype, &img, err, err_size) &&
+             vae_decode(vae, be, a, &z, rt->dtype, &img, error) &&
              be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !err[0]) snprintf(err, err_size, "preview: decoding failed: %s", be->error);
+        if (!ok && !error->message[0]) sdt_fail(error, SDT_ERR_DEVICE, "preview: decoding failed: %s", be->error);
     }
     int64_t hw = (int64_t)req->width * req->height;
     for (int64_t i = 0; ok && i < hw; i++)
@@ -141,21 +140,21 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
 }
 
 bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, char *err, size_t err_size)
+                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, sdt_error *error)
 {
     *rgb = NULL;
-    err[0] = 0;
+    error->message[0] = 0;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, rt->be);
-    if (!preview_sequence(rt, &measure, tok, rules, rows, req, NULL, err, err_size) ||
-        !work_arena_reserve(wa, rt->be, measure.peak, err, err_size))
+    if (!preview_sequence(rt, &measure, tok, rules, rows, req, NULL, error) ||
+        !work_arena_reserve(wa, rt->be, measure.peak, error))
         return false;
     *rgb = malloc((size_t)req->width * req->height * 3);
     if (!*rgb) {
-        snprintf(err, err_size, "preview: out of host memory");
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
         return false;
     }
-    if (!preview_sequence(rt, &wa->arena, tok, rules, rows, req, *rgb, err, err_size)) {
+    if (!preview_sequence(rt, &wa->arena, tok, rules, rows, req, *rgb, error)) {
         free(*rgb);
         *rgb = NULL;
         return false;

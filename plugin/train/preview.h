@@ -4,13 +4,15 @@
 #ifndef SDT_TRAIN_PREVIEW_H
 #define SDT_TRAIN_PREVIEW_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sd_runtime.h"
-#include "ti_prompt.h"
-#include "work_arena.h"
+#include "train/sd_runtime.h"
+#include "ti/ti_prompt.h"
+#include "train/work_arena.h"
 
 typedef struct ti_preview_request {
     const char *prompt;     /* with the embedding's name in it */
@@ -24,6 +26,6 @@ typedef struct ti_preview_request {
 
 /* *rgb receives malloc'd width*height*3 bytes. rows: the embedding [n_vectors, width] on the device. */
 bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, char *err, size_t err_size);
+                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, sdt_error *error);
 
 #endif

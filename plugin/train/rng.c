@@ -1,5 +1,5 @@
 /* rng.c - counter-based RNG (splitmix64 finaliser over a mixed key); see rng.h. */
-#include "rng.h"
+#include "train/rng.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /* sd_runtime.c - see sd_runtime.h. */
-#include "sd_runtime.h"
+#include "train/sd_runtime.h"
 
 #include <string.h>
 
@@ -11,13 +11,13 @@ static void unbind(sd_runtime *rt)
     rt->dev = NULL;
 }
 
-bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, char *err, size_t err_size)
+bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 {
     unbind(rt);
     rt->dtype = dtype;
-    rt->dev = sdt_weights_materialize(rt->file, rt->be, dtype, err, err_size);
+    rt->dev = sdt_weights_materialize(rt->file, rt->be, dtype, error);
     if (!rt->dev) return false;
-    if (!sd_model_bind(&rt->model, &rt->cfg, rt->dev, rt->be, err, err_size)) {
+    if (!sd_model_bind(&rt->model, &rt->cfg, rt->dev, rt->be, error)) {
         unbind(rt);
         return false;
     }
@@ -25,19 +25,18 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, char *err, size_t err
     return true;
 }
 
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, char *err,
-                     size_t err_size)
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, sdt_error *error)
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
-    rt->file = sdt_weights_open(path, err, err_size);
+    rt->file = sdt_weights_open(path, error);
     if (!rt->file) return false;
-    if (!sd_config_detect(rt->file, &rt->cfg, err, err_size) || !sd_weights_check_finite(&rt->cfg, rt->file, err, err_size)) {
+    if (!sd_config_detect(rt->file, &rt->cfg, error) || !sd_weights_check_finite(&rt->cfg, rt->file, error)) {
         sd_runtime_close(rt);
         return false;
     }
     rt->cfg.unet.v_prediction = v_prediction;
-    if (!sd_runtime_set_dtype(rt, dtype, err, err_size)) {
+    if (!sd_runtime_set_dtype(rt, dtype, error)) {
         sd_runtime_close(rt);
         return false;
     }

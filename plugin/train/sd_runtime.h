@@ -10,6 +10,8 @@
 #ifndef SDT_TRAIN_SD_RUNTIME_H
 #define SDT_TRAIN_SD_RUNTIME_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -26,9 +28,8 @@ typedef struct sd_runtime {
     bool bound;
 } sd_runtime;
 
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, char *err,
-                     size_t err_size);
-bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, char *err, size_t err_size);
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, sdt_error *error);
+bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 void sd_runtime_close(sd_runtime *rt);
 
 #endif

@@ -1,9 +1,9 @@
 /* work_arena.c - see work_arena.h. */
-#include "work_arena.h"
+#include "train/work_arena.h"
 
 #include <stdio.h>
 
-bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, char *err, size_t err_size)
+bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, sdt_error *error)
 {
     if (w->live && w->arena.capacity >= bytes) {
         sdt_arena_rewind(&w->arena, 0);
@@ -12,7 +12,7 @@ bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, char *err,
     }
     work_arena_release(w);
     if (!sdt_arena_init(&w->arena, be, bytes)) {
-        snprintf(err, err_size, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
                  "or the resolution", bytes >> 20, be->name, be->error);
         return false;
     }

@@ -6,6 +6,8 @@
 #ifndef SDT_TRAIN_WORK_ARENA_H
 #define SDT_TRAIN_WORK_ARENA_H
 
+#include "sdt_error.h"
+
 #include <stddef.h>
 
 #include "arena.h"
@@ -15,8 +17,8 @@ typedef struct work_arena {
     bool live;
 } work_arena;
 
-/* Makes the arena hold at least bytes (rewound); false + err when the backend has no room. */
-bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, char *err, size_t err_size);
+/* Makes the arena hold at least bytes (rewound); false + error when the backend has no room. */
+bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, sdt_error *error);
 void work_arena_release(work_arena *w);
 
 #endif

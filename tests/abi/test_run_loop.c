@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "run_loop.h"
+#include "train/run_loop.h"
 #include "sdt_test.h"
 
 typedef struct fake_job {
@@ -24,12 +24,11 @@ static void *press_interrupt(void *ctl)
     return NULL;
 }
 
-static sdt_status fake_step(void *p, sdt_metrics *m, uint32_t *images, char *err, size_t err_size)
+static bool fake_step(void *p, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     fake_job *j = p;
     if (j->fail_at && j->step + 1 == j->fail_at) {
-        snprintf(err, err_size, "step %lld: loss is NaN", (long long)j->fail_at);
-        return SDT_STATUS_NUMERICAL;
+        return sdt_fail(error, SDT_ERR_NUMERICAL, "step %lld: loss is NaN", (long long)j->fail_at);
     }
     if (j->interrupt_at && j->step + 1 == j->interrupt_at) { /* Interrupt arrives mid-step */
         pthread_t t;
@@ -41,7 +40,7 @@ static sdt_status fake_step(void *p, sdt_metrics *m, uint32_t *images, char *err
     m->max_steps = j->max_steps;
     m->loss = 1.0 / (double)j->step;
     *images = 2;
-    return SDT_STATUS_OK;
+    return true;
 }
 
 static bool fake_done(const void *p)
@@ -50,33 +49,32 @@ static bool fake_done(const void *p)
     return j->step >= j->max_steps;
 }
 
-static sdt_status fake_snapshot(void *p, int64_t step, char *err, size_t err_size)
+static bool fake_snapshot(void *p, int64_t step, sdt_error *error)
 {
     fake_job *j = p;
     (void)step;
     j->snapshots++;
     if (j->snapshot_fails) {
-        snprintf(err, err_size, "disk full");
-        return SDT_STATUS_IO;
+        return sdt_fail(error, SDT_ERR_IO, "disk full");
     }
-    return SDT_STATUS_OK;
+    return true;
 }
 
-static sdt_status fake_preview(void *p, int64_t step, char *err, size_t err_size)
+static bool fake_preview(void *p, int64_t step, sdt_error *error)
 {
-    (void)step; (void)err; (void)err_size;
+    (void)step; (void)error;
     ((fake_job *)p)->previews++;
-    return SDT_STATUS_OK;
+    return true;
 }
 
-static sdt_status fake_final(void *p, sdt_save_reason reason, char *err, size_t err_size)
+static bool fake_final(void *p, sdt_save_reason reason, sdt_error *error)
 {
-    (void)err; (void)err_size;
+    (void)error;
     fake_job *j = p;
     j->final_saves++;
     j->last_reason = reason;
     j->saved_step = j->step;
-    return SDT_STATUS_OK;
+    return true;
 }
 
 static const sdt_job_ops fake_ops = { fake_step, fake_done, fake_snapshot, fake_preview, fake_final };
@@ -94,7 +92,7 @@ static void on_log(void *user, sdt_log_level level, const char *message)
     (void)message;
 }
 
-static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, char *err, size_t err_size)
+static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_error *error)
 {
     sdt_host_callbacks host = { sizeof host, j, on_log, on_metrics, NULL, NULL };
     sdt_run_params params = { save_every, save_every * 2 };
@@ -102,7 +100,7 @@ static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, cha
     sdt_run_control_set_state(ctl, SDT_RUN_PREPARED);
     CHECK(sdt_run_control_begin_run(ctl), "begin_run from PREPARED");
     CHECK(!sdt_run_control_begin_run(ctl), "a second begin_run is refused");
-    return sdt_run_job(&fake_ops, j, &params, ctl, &host, err, err_size);
+    return sdt_run_job(&fake_ops, j, &params, ctl, &host, error);
 }
 
 static void test_finishes(sdt_test_rng *rng)
@@ -112,8 +110,8 @@ static void test_finishes(sdt_test_rng *rng)
     fake_job j = { 0 };
     j.max_steps = 5 + (int64_t)(sdt_test_next(rng) % 40);
     int64_t every = 1 + (int64_t)(sdt_test_next(rng) % 6);
-    char err[256] = "";
-    CHECK(run(&j, &ctl, every, err, sizeof err) == SDT_STATUS_OK, "finishes: %s", err);
+    sdt_error error = {0};
+    CHECK(run(&j, &ctl, every, &error) == SDT_STATUS_OK, "finishes: %s", error.message);
     CHECK(j.step == j.max_steps && j.metrics_calls == j.max_steps, "every step reported (%lld, %d)", (long long)j.step, j.metrics_calls);
     CHECK(j.snapshots == j.max_steps / every && j.previews == j.max_steps / (every * 2), "cadences %d %d", j.snapshots, j.previews);
     CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_FINISHED, "one final save");
@@ -131,8 +129,8 @@ static void test_interrupt_mid_step(sdt_test_rng *rng)
     fake_job j = { 0 };
     j.max_steps = 1000;
     j.interrupt_at = 1 + (int64_t)(sdt_test_next(rng) % 20);
-    char err[256] = "";
-    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_INTERRUPTED, "interrupted");
+    sdt_error error = {0};
+    CHECK(run(&j, &ctl, 0, &error) == SDT_STATUS_INTERRUPTED, "interrupted");
     CHECK(j.step == j.interrupt_at, "the interrupted step finished and no other began (%lld vs %lld)",
           (long long)j.step, (long long)j.interrupt_at);
     CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_INTERRUPTED && j.saved_step == j.step, "saved on interrupt");
@@ -167,8 +165,8 @@ static void test_interrupt_concurrent(sdt_test_rng *rng)
     watcher w = { &ctl, 1 + (int64_t)(sdt_test_next(rng) % 50) };
     pthread_t ui;
     pthread_create(&ui, NULL, watch_and_interrupt, &w);
-    char err[256] = "";
-    sdt_status st = run(&j, &ctl, 0, err, sizeof err);
+    sdt_error error = {0};
+    sdt_status st = run(&j, &ctl, 0, &error);
     pthread_join(ui, NULL);
     CHECK(st == SDT_STATUS_INTERRUPTED && j.step >= w.after, "concurrent interrupt stops the run after step %lld",
           (long long)j.step);
@@ -183,9 +181,9 @@ static void test_failing_step(sdt_test_rng *rng)
     fake_job j = { 0 };
     j.max_steps = 100;
     j.fail_at = 2 + (int64_t)(sdt_test_next(rng) % 50);
-    char err[256] = "";
-    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_NUMERICAL, "the step's error is returned");
-    CHECK(strstr(err, "NaN") != NULL, "with its sentence: %s", err);
+    sdt_error error = {0};
+    CHECK(run(&j, &ctl, 0, &error) == SDT_STATUS_NUMERICAL, "the step's error is returned");
+    CHECK(strstr(error.message, "NaN") != NULL, "with its sentence: %s", error.message);
     CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_AFTER_ERROR && j.saved_step == j.fail_at - 1,
           "the last good state (step %lld) is saved", (long long)j.saved_step);
     CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FAILED, "state FAILED");
@@ -199,8 +197,8 @@ static void test_snapshot_failure_is_not_fatal(void)
     fake_job j = { 0 };
     j.max_steps = 9;
     j.snapshot_fails = true;
-    char err[256] = "";
-    CHECK(run(&j, &ctl, 3, err, sizeof err) == SDT_STATUS_OK, "training goes on past failed snapshots");
+    sdt_error error = {0};
+    CHECK(run(&j, &ctl, 3, &error) == SDT_STATUS_OK, "training goes on past failed snapshots");
     CHECK(j.snapshots == 3 && j.warnings == 3, "each failure is a warning (%d, %d)", j.snapshots, j.warnings);
     sdt_run_control_fini(&ctl);
 }
@@ -212,8 +210,8 @@ static void test_interrupt_before_run(void)
     sdt_run_control_request_interrupt(&ctl);
     fake_job j = { 0 };
     j.max_steps = 10;
-    char err[256] = "";
-    CHECK(run(&j, &ctl, 0, err, sizeof err) == SDT_STATUS_INTERRUPTED && j.step == 0 && j.final_saves == 1,
+    sdt_error error = {0};
+    CHECK(run(&j, &ctl, 0, &error) == SDT_STATUS_INTERRUPTED && j.step == 0 && j.final_saves == 1,
           "an interrupt before run() stops at once, after saving");
     sdt_run_control_fini(&ctl);
 }

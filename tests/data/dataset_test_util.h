@@ -4,7 +4,7 @@
 
 #include <glib.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 
 /* The loaded item whose path ends with name, or NULL. */
 static inline const sdt_dataset_item *find_item(const sdt_dataset *ds, const char *name)

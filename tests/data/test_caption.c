@@ -3,16 +3,16 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
-#include "caption.h"
+#include "data/caption.h"
 #include "sdt_test.h"
 
 static void check_name(const char *path, const char *regex, const char *join, const char *want)
 {
     sdt_caption_rules rules = {regex, join};
-    char err[256] = "";
-    char *got = sdt_caption_from_filename(path, &rules, err, sizeof(err));
+    sdt_error error = {0};
+    char *got = sdt_caption_from_filename(path, &rules, &error);
     CHECK(got && !strcmp(got, want), "%s with /%s/ and \"%s\": want \"%s\", got \"%s\" %s", path, regex ? regex : "",
-          join ? join : "", want, got ? got : "(null)", err);
+          join ? join : "", want, got ? got : "(null)", error.message);
     free(got);
 }
 
@@ -27,10 +27,10 @@ static void test_filenames(void)
     check_name("/d/1-nothing.png", "[0-9]+", NULL, "");
 
     sdt_caption_rules bad = {"([a-", NULL}, groups = {"(a)(b)", NULL};
-    char err[512];
-    CHECK(!sdt_caption_rules_check(&bad, err, sizeof(err)) && strstr(err, "([a-"), "bad regex named: %s", err);
-    CHECK(!sdt_caption_rules_check(&groups, err, sizeof(err)) && strstr(err, "2 capture groups"), "groups: %s", err);
-    CHECK(sdt_caption_from_filename("/d/x.png", &bad, err, sizeof(err)) == NULL, "bad regex gives NULL");
+    sdt_error error = {0};
+    CHECK(!sdt_caption_rules_check(&bad, &error) && strstr(error.message, "([a-"), "bad regex named: %s", error.message);
+    CHECK(!sdt_caption_rules_check(&groups, &error) && strstr(error.message, "2 capture groups"), "groups: %s", error.message);
+    CHECK(sdt_caption_from_filename("/d/x.png", &bad, &error) == NULL, "bad regex gives NULL");
 }
 
 static void test_txt_caption(void)
@@ -38,19 +38,19 @@ static void test_txt_caption(void)
     char *dir = g_dir_make_tmp("sdt-caption-XXXXXX", NULL);
     char *img = g_build_filename(dir, "0001-photo.png", NULL);
     char *txt = g_build_filename(dir, "0001-photo.txt", NULL);
-    char err[512] = "";
+    sdt_error error = {0};
     CHECK(g_file_set_contents(txt, "a [name] on a beach, sunset\n", -1, NULL), "write txt");
-    char *c = sdt_caption_for_image(img, NULL, err, sizeof(err));
+    char *c = sdt_caption_for_image(img, NULL, &error);
     CHECK(c && !strcmp(c, "a [name] on a beach, sunset"), "caption from .txt, trailing newline trimmed: \"%s\"",
-          c ? c : err);
+          c ? c : error.message);
     free(c);
     CHECK(g_file_set_contents(txt, "bad \xff\xfe", -1, NULL), "write bad txt");
-    c = sdt_caption_for_image(img, NULL, err, sizeof(err));
-    CHECK(!c && strstr(err, "0001-photo.txt") && strstr(err, "UTF-8"), "non-UTF-8 caption named: %s", err);
+    c = sdt_caption_for_image(img, NULL, &error);
+    CHECK(!c && strstr(error.message, "0001-photo.txt") && strstr(error.message, "UTF-8"), "non-UTF-8 caption named: %s", error.message);
     free(c);
     g_unlink(txt);
-    c = sdt_caption_for_image(img, NULL, err, sizeof(err));
-    CHECK(c && !strcmp(c, "photo"), "no .txt: from the file name: \"%s\"", c ? c : err);
+    c = sdt_caption_for_image(img, NULL, &error);
+    CHECK(c && !strcmp(c, "photo"), "no .txt: from the file name: \"%s\"", c ? c : error.message);
     free(c);
     g_rmdir(dir);
     g_free(img);
@@ -131,9 +131,9 @@ static void test_tags(sdt_test_rng *rng)
 static void test_prompt(sdt_test_rng *rng)
 {
     sdt_template t;
-    char err[256];
+    sdt_error error = {0};
     const char text[] = "a photo of [name], [filewords]\nart by [name]";
-    CHECK(sdt_template_parse(text, strlen(text), "t", &t, err, sizeof(err)), "template");
+    CHECK(sdt_template_parse(text, strlen(text), "t", &t, &error), "template");
     uint64_t seed = sdt_test_next(rng);
     sdt_data_rng a = sdt_data_rng_seeded(seed), b = sdt_data_rng_seeded(seed);
     sdt_prompt_rules rules = {true, 0.2};

@@ -1,7 +1,7 @@
 /* test_data_order.c - batch order: permutations per epoch, seeds, size buckets, save/restore. */
 #include <string.h>
 
-#include "data_order.h"
+#include "data/data_order.h"
 #include "sdt_test.h"
 
 static sdt_dataset fake_dataset(int n, int n_small)
@@ -20,8 +20,8 @@ static void test_epochs(uint64_t seed)
 {
     sdt_dataset ds = fake_dataset(7, 0);
     sdt_data_order o;
-    char err[256];
-    CHECK(sdt_data_order_init(&o, &ds, 2, seed, err, sizeof(err)), "init: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_data_order_init(&o, &ds, 2, seed, &error), "init: %s", error.message);
     CHECK(o.n_batches == 3, "7 images, batch 2: 3 batches per epoch");
     int64_t first_epoch[6];
     bool differs = false;
@@ -51,10 +51,10 @@ static void test_epochs(uint64_t seed)
 
     /* Batch size above the image count is clamped, as A1111 does. */
     sdt_data_order big;
-    CHECK(sdt_data_order_init(&big, &ds, 50, seed, err, sizeof(err)) && big.batch_size == 7 && big.n_batches == 1,
+    CHECK(sdt_data_order_init(&big, &ds, 50, seed, &error) && big.batch_size == 7 && big.n_batches == 1,
           "batch clamped to 7");
     sdt_data_order_free(&big);
-    CHECK(!sdt_data_order_init(&big, &ds, 0, seed, err, sizeof(err)) && strstr(err, "Batch size"), "batch 0 refused");
+    CHECK(!sdt_data_order_init(&big, &ds, 0, seed, &error) && strstr(error.message, "Batch size"), "batch 0 refused");
     sdt_data_order_free(&o);
     free(ds.items);
 }
@@ -63,10 +63,10 @@ static void test_seed_and_resume(uint64_t seed)
 {
     sdt_dataset ds = fake_dataset(10, 0);
     sdt_data_order a, b, c;
-    char err[256];
-    CHECK(sdt_data_order_init(&a, &ds, 3, seed, err, sizeof(err)), "a");
-    CHECK(sdt_data_order_init(&b, &ds, 3, seed, err, sizeof(err)), "b");
-    CHECK(sdt_data_order_init(&c, &ds, 3, seed + 1, err, sizeof(err)), "c");
+    sdt_error error = {0};
+    CHECK(sdt_data_order_init(&a, &ds, 3, seed, &error), "a");
+    CHECK(sdt_data_order_init(&b, &ds, 3, seed, &error), "b");
+    CHECK(sdt_data_order_init(&c, &ds, 3, seed + 1, &error), "c");
     bool same = true, other_differs = false;
     int stop_at = 7; /* save the position mid-epoch */
     int64_t saved_epoch = 0;
@@ -83,17 +83,17 @@ static void test_seed_and_resume(uint64_t seed)
 
     /* A fresh order restored to the saved position continues exactly as the original did. */
     sdt_data_order r, ref;
-    CHECK(sdt_data_order_init(&r, &ds, 3, seed, err, sizeof(err)), "r");
-    CHECK(sdt_data_order_init(&ref, &ds, 3, seed, err, sizeof(err)), "ref");
-    CHECK(sdt_data_order_set_position(&r, saved_epoch, saved_pos, err, sizeof(err)), "restore: %s", err);
+    CHECK(sdt_data_order_init(&r, &ds, 3, seed, &error), "r");
+    CHECK(sdt_data_order_init(&ref, &ds, 3, seed, &error), "ref");
+    CHECK(sdt_data_order_set_position(&r, saved_epoch, saved_pos, &error), "restore: %s", error.message);
     for (int i = 0; i < stop_at; i++) sdt_data_order_next(&ref, NULL, NULL);
     bool resumed_same = true;
     for (int i = 0; i < 13; i++)
         resumed_same = resumed_same && !memcmp(sdt_data_order_next(&r, NULL, NULL), sdt_data_order_next(&ref, NULL, NULL),
                                                3 * sizeof(int));
     CHECK(resumed_same, "resumed order equals the uninterrupted one");
-    CHECK(!sdt_data_order_set_position(&r, 0, 99, err, sizeof(err)) && strstr(err, "batch size"), "bad position: %s",
-          err);
+    CHECK(!sdt_data_order_set_position(&r, 0, 99, &error) && strstr(error.message, "batch size"), "bad position: %s",
+          error.message);
     sdt_data_order_free(&a);
     sdt_data_order_free(&b);
     sdt_data_order_free(&c);
@@ -106,8 +106,8 @@ static void test_buckets(uint64_t seed)
 {
     sdt_dataset ds = fake_dataset(11, 5); /* 5 of 64x64, 6 of 128x64 */
     sdt_data_order o;
-    char err[256];
-    CHECK(sdt_data_order_init(&o, &ds, 2, seed, err, sizeof(err)), "init");
+    sdt_error error = {0};
+    CHECK(sdt_data_order_init(&o, &ds, 2, seed, &error), "init");
     CHECK(o.n_groups == 2 && o.n_batches == 5, "2 groups, 5 batches");
     for (int i = 0; i < 50; i++) {
         const int *b = sdt_data_order_next(&o, NULL, NULL);

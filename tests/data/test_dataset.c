@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "data_test_util.h"
-#include "dataset.h"
+#include "data/dataset.h"
 #include "dataset_test_util.h"
 #include "sdt_test.h"
 
@@ -37,13 +37,13 @@ static bool warned_about(const sdt_dataset *ds, const char *name)
     return false;
 }
 
-static bool item_ready_drop_bmp(void *user, sdt_dataset_item *item, char *err, size_t err_size)
+static bool item_ready_drop_bmp(void *user, sdt_dataset_item *item, sdt_error *error)
 {
     (*(int *)user)++;
     free(item->pixels); /* as a trainer does once the latent is cached */
     item->pixels = NULL;
     if (g_str_has_suffix(item->path, ".bmp")) {
-        snprintf(err, err_size, "%s: refused by the callback", item->path);
+        sdt_fail(error, SDT_ERR_INTERNAL, "%s: refused by the callback", item->path);
         return false;
     }
     return true;
@@ -100,9 +100,9 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
 
     sdt_dataset ds;
     const sdt_dataset_item *it0;
-    char err[1024] = "";
+    sdt_error error = {0};
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load: %s", err);
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "load: %s", error.message);
     CHECK(ds.n_items == 6, "png, bmp, tga, jpg, gif and ppm load: got %d", ds.n_items);
     it0 = find_item(&ds, "j-netpbm.ppm");
     CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f && fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
@@ -152,7 +152,7 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     int calls = 0;
     opt.item_ready = item_ready_drop_bmp;
     opt.user = &calls;
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load with a callback");
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "load with a callback");
     CHECK(calls == 6 && ds.n_items == 5 && warned_about(&ds, "refused by the callback"), "callback: %d calls", calls);
     for (int i = 0; i < ds.n_items; i++) CHECK(ds.items[i].pixels == NULL, "pixels dropped by the callback");
     sdt_dataset_free(&ds);
@@ -160,14 +160,14 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
 
     /* A lower pixel limit turns large images into warnings too. */
     opt.max_pixels = 32 * 32;
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load with a limit");
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "load with a limit");
     CHECK(ds.n_items == 2 && warned_about(&ds, "01-random.png"), "64x64 refused at a 1024-pixel limit (the gif and ppm stay)");
     sdt_dataset_free(&ds);
 
     /* Do not resize: 32x48 and 64x64 keep their sizes; the 1x1 GIF is not a multiple of 8. */
     opt.max_pixels = 0;
     opt.do_not_resize = true;
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "load without resize");
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "load without resize");
     it = find_item(&ds, "b-solid.bmp");
     CHECK(it && it->width == 32 && it->height == 48, "native size kept");
     CHECK(!find_item(&ds, "e-white.gif") && warned_about(&ds, "e-white.gif"), "1x1 refused by name without resize");
@@ -200,9 +200,9 @@ static void test_alpha(void)
     g_free(p);
 
     sdt_dataset ds;
-    char err[512];
+    sdt_error error = {0};
     sdt_dataset_options opt = {.folder = dir, .width = W, .height = H, .alpha_as_loss_weight = true};
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)) && ds.n_items == 3, "load: %s", err);
+    CHECK(sdt_dataset_load(&opt, &ds, &error) && ds.n_items == 3, "load: %s", error.message);
     const int LW = W / 8, LH = H / 8;
     const sdt_dataset_item *half = find_item(&ds, "half.png"), *opaque = find_item(&ds, "opaque.png"),
                            *plain = find_item(&ds, "rgb.png");
@@ -231,24 +231,24 @@ static void test_alpha(void)
 static void test_folder_errors(void)
 {
     sdt_dataset ds;
-    char err[1024];
+    sdt_error error = {0};
     char *dir = g_dir_make_tmp("sdt-empty-XXXXXX", NULL);
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "no images"), "empty folder: %s", err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "no images"), "empty folder: %s", error.message);
     write_bytes(dir, "zero.png", "", 0);
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "zero.png"),
-          "only bad files: the error quotes the first: %s", err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "zero.png"),
+          "only bad files: the error quotes the first: %s", error.message);
     opt.folder = "/nonexistent/sdt-dataset";
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "/nonexistent/sdt-dataset"), "missing: %s",
-          err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "/nonexistent/sdt-dataset"), "missing: %s",
+          error.message);
     opt.folder = "";
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "empty"), "no folder: %s", err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "empty"), "no folder: %s", error.message);
     opt.folder = dir;
     opt.width = 100;
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "multiples of 8"), "bad size: %s", err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "multiples of 8"), "bad size: %s", error.message);
     opt.width = 64;
     opt.caption.word_regex = "([";
-    CHECK(!sdt_dataset_load(&opt, &ds, err, sizeof(err)) && strstr(err, "regex"), "bad regex: %s", err);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "regex"), "bad regex: %s", error.message);
     test_rmtree(dir);
     g_free(dir);
 }

@@ -3,10 +3,10 @@
 #include <string.h>
 
 #include "data_test_util.h"
-#include "dataset.h"
+#include "data/dataset.h"
 #include "dataset_test_util.h"
-#include "exif_orientation.h"
-#include "image_io.h"
+#include "data/exif_orientation.h"
+#include "data/image_io.h"
 #include "sdt_test.h"
 
 #pragma GCC diagnostic push
@@ -197,8 +197,8 @@ static sdt_dataset load_folder(const char *dir, bool alpha, int width, int heigh
     sdt_dataset_options opt = {.folder = dir, .do_not_resize = width == 0, .width = width, .height = height,
                                .alpha_as_loss_weight = alpha};
     sdt_dataset ds;
-    char err[1024] = "";
-    CHECK(sdt_dataset_load(&opt, &ds, err, sizeof(err)), "dataset load: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "dataset load: %s", error.message);
     for (int i = 0; i < ds.n_warnings; i++) CHECK(false, "unexpected warning: %s", ds.warnings[i]);
     return ds;
 }
@@ -215,10 +215,10 @@ static image random_image(sdt_test_rng *rng, int c)
 static image decode_plain(const char *dir, const char *name)
 {
     char *p = g_build_filename(dir, name, NULL);
-    char err[512];
+    sdt_error error = {0};
     image im = {0, 0, 3, NULL};
-    im.px = sdt_image_decode(p, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &im.w, &im.h, err, sizeof(err));
-    CHECK(im.px && im.w == W && im.h == H, "decode %s: %s", p, err);
+    im.px = sdt_image_decode(p, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &im.w, &im.h, &error);
+    CHECK(im.px && im.w == W && im.h == H, "decode %s: %s", p, error.message);
     g_free(p);
     return im;
 }

@@ -2,27 +2,27 @@
 #include <math.h>
 #include <string.h>
 
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 #include "sdt_test.h"
 
 static sdt_lr_schedule parse_ok(const char *text, int64_t cur, int64_t max)
 {
     sdt_lr_schedule s;
-    char err[512] = "";
-    bool ok = sdt_lr_schedule_parse(text, cur, max, &s, err, sizeof(err));
-    CHECK(ok, "\"%s\" (cur %lld, max %lld) should parse: %s", text, (long long)cur, (long long)max, err);
+    sdt_error error = {0};
+    bool ok = sdt_lr_schedule_parse(text, cur, max, &s, &error);
+    CHECK(ok, "\"%s\" (cur %lld, max %lld) should parse: %s", text, (long long)cur, (long long)max, error.message);
     return s;
 }
 
 static void expect_error(const char *text, const char *must_mention)
 {
     sdt_lr_schedule s;
-    char err[512] = "";
-    bool ok = sdt_lr_schedule_parse(text, 0, 1000, &s, err, sizeof(err));
+    sdt_error error = {0};
+    bool ok = sdt_lr_schedule_parse(text, 0, 1000, &s, &error);
     CHECK(!ok, "\"%s\" should be refused", text);
     CHECK(!ok || s.n_segments == 0, "a refused schedule holds no segments");
-    CHECK(strlen(err) > 20, "\"%s\": the error explains itself (got \"%s\")", text, err);
-    CHECK(strstr(err, must_mention) != NULL, "\"%s\": the error names \"%s\" (got \"%s\")", text, must_mention, err);
+    CHECK(strlen(error.message) > 20, "\"%s\": the error explains itself (got \"%s\")", text, error.message);
+    CHECK(strstr(error.message, must_mention) != NULL, "\"%s\": the error names \"%s\" (got \"%s\")", text, must_mention, error.message);
     sdt_lr_schedule_free(&s);
 }
 
@@ -98,11 +98,11 @@ static void test_resume(void)
     sdt_lr_schedule_free(&fresh);
 
     sdt_lr_schedule s;
-    char err[512] = "";
-    CHECK(!sdt_lr_schedule_parse("0.01:100", 100, 1000, &s, err, sizeof(err)) && strstr(err, "already at step 100"),
-          "a schedule that already ended is explained: %s", err);
-    CHECK(!sdt_lr_schedule_parse("0.01", 1000, 1000, &s, err, sizeof(err)) && strstr(err, "Max steps"),
-          "step >= max steps is explained: %s", err);
+    sdt_error error = {0};
+    CHECK(!sdt_lr_schedule_parse("0.01:100", 100, 1000, &s, &error) && strstr(error.message, "already at step 100"),
+          "a schedule that already ended is explained: %s", error.message);
+    CHECK(!sdt_lr_schedule_parse("0.01", 1000, 1000, &s, &error) && strstr(error.message, "Max steps"),
+          "step >= max steps is explained: %s", error.message);
 }
 
 static void test_errors(void)
@@ -129,9 +129,9 @@ static void test_errors(void)
 static void test_multiplier(sdt_test_rng *rng)
 {
     sdt_lr_schedule s = parse_ok("0.004:100, 0.002:200, 0.001", 0, 300);
-    char err[256];
+    sdt_error error = {0};
     int64_t from = 50 + (int64_t)(sdt_test_uniform(rng) * 200); /* random step inside a segment */
-    CHECK(sdt_lr_apply_multiplier(&s, from, 0.5, err, sizeof(err)), "backoff: %s", err);
+    CHECK(sdt_lr_apply_multiplier(&s, from, 0.5, &error), "backoff: %s", error.message);
     for (int64_t step = 0; step < 300; step++) {
         double base = step < 100 ? 0.004 : step < 200 ? 0.002 : 0.001;
         double want = step >= from ? base * 0.5 : base;
@@ -151,8 +151,8 @@ static void test_multiplier(sdt_test_rng *rng)
         if (step >= from)
             CHECK(sdt_lr_at(&resumed, step) == sdt_lr_at(&s, step), "resumed formatted differs at %lld", (long long)step);
     }
-    CHECK(!sdt_lr_apply_multiplier(&s, 10, 0.0, err, sizeof(err)), "factor 0 refused");
-    CHECK(!sdt_lr_apply_multiplier(&s, 10, NAN, err, sizeof(err)), "NaN factor refused");
+    CHECK(!sdt_lr_apply_multiplier(&s, 10, 0.0, &error), "factor 0 refused");
+    CHECK(!sdt_lr_apply_multiplier(&s, 10, NAN, &error), "NaN factor refused");
     sdt_lr_schedule_free(&again);
     sdt_lr_schedule_free(&resumed);
     sdt_lr_schedule_free(&s);
@@ -171,9 +171,9 @@ static void test_random_input(sdt_test_rng *rng)
             text[i] = bytes ? (char)(1 + sdt_test_next(rng) % 255) : alphabet[sdt_test_next(rng) % (sizeof(alphabet) - 1)];
         text[n] = 0;
         sdt_lr_schedule s;
-        char err[512];
+        sdt_error error = {0};
         int64_t cur = (int64_t)(sdt_test_next(rng) % 50), max = cur + 1 + (int64_t)(sdt_test_next(rng) % 2000);
-        if (sdt_lr_schedule_parse(text, cur, max, &s, err, sizeof(err))) {
+        if (sdt_lr_schedule_parse(text, cur, max, &s, &error)) {
             bool sane = s.n_segments > 0;
             for (int i = 0; i < s.n_segments; i++)
                 sane = sane && s.segments[i].end_step > (i ? s.segments[i - 1].end_step : cur) &&
@@ -181,7 +181,7 @@ static void test_random_input(sdt_test_rng *rng)
             CHECK(sane, "accepted \"%s\" but the segments are not increasing within (cur, max]", text);
             sdt_lr_schedule_free(&s);
         } else {
-            CHECK(err[0] != 0, "refused \"%s\" without a message", text);
+            CHECK(error.message[0] != 0, "refused \"%s\" without a message", text);
         }
     }
 }

@@ -2,14 +2,14 @@
 #include <string.h>
 
 #include "sdt_test.h"
-#include "template.h"
+#include "data/template.h"
 
 static void test_lines(void)
 {
     const char text[] = "\xEF\xBB\xBF  a photo of [name]  \r\n\r\nart by [name], [filewords]\rpicture\n";
     sdt_template t;
-    char err[256];
-    CHECK(sdt_template_parse(text, sizeof(text) - 1, "t.txt", &t, err, sizeof(err)), "parse: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_template_parse(text, sizeof(text) - 1, "t.txt", &t, &error), "parse: %s", error.message);
     CHECK(t.n_lines == 4, "4 lines (BOM dropped, CRLF, blank line kept, lone CR, no line after the final newline), got %d",
           t.n_lines);
     if (t.n_lines == 4) {
@@ -19,29 +19,29 @@ static void test_lines(void)
         CHECK(!strcmp(t.lines[3], "picture"), "line 3");
     }
     CHECK(t.has_name && t.has_filewords, "placeholders detected");
-    CHECK(sdt_template_check_for_embedding(&t, "t.txt", err, sizeof(err)), "usable for TI");
+    CHECK(sdt_template_check_for_embedding(&t, "t.txt", &error), "usable for TI");
     sdt_template_free(&t);
 }
 
 static void test_checks(void)
 {
     sdt_template t;
-    char err[512];
+    sdt_error error = {0};
     const char none[] = "picture\n"; /* A1111's none.txt */
-    CHECK(sdt_template_parse(none, strlen(none), "none.txt", &t, err, sizeof(err)), "parse none.txt");
-    CHECK(!sdt_template_check_for_embedding(&t, "none.txt", err, sizeof(err)), "a template without [name] is refused");
-    CHECK(strstr(err, "none.txt") && strstr(err, "[name]"), "the error names the file and [name]: %s", err);
+    CHECK(sdt_template_parse(none, strlen(none), "none.txt", &t, &error), "parse none.txt");
+    CHECK(!sdt_template_check_for_embedding(&t, "none.txt", &error), "a template without [name] is refused");
+    CHECK(strstr(error.message, "none.txt") && strstr(error.message, "[name]"), "the error names the file and [name]: %s", error.message);
     sdt_template_free(&t);
 
-    CHECK(sdt_template_parse("", 0, "empty.txt", &t, err, sizeof(err)) && t.n_lines == 0, "empty parses to no lines");
-    CHECK(!sdt_template_check_for_embedding(&t, "empty.txt", err, sizeof(err)) && strstr(err, "empty"), "empty refused");
+    CHECK(sdt_template_parse("", 0, "empty.txt", &t, &error) && t.n_lines == 0, "empty parses to no lines");
+    CHECK(!sdt_template_check_for_embedding(&t, "empty.txt", &error) && strstr(error.message, "empty"), "empty refused");
     sdt_template_free(&t);
 
     const char bad[] = "a \xff\xfe [name]";
-    CHECK(!sdt_template_parse(bad, sizeof(bad) - 1, "bad.txt", &t, err, sizeof(err)) && strstr(err, "UTF-8"),
-          "invalid UTF-8 refused: %s", err);
-    CHECK(!sdt_template_load("/nonexistent/sdt/template.txt", &t, err, sizeof(err)) && strstr(err, "template.txt"),
-          "missing file named: %s", err);
+    CHECK(!sdt_template_parse(bad, sizeof(bad) - 1, "bad.txt", &t, &error) && strstr(error.message, "UTF-8"),
+          "invalid UTF-8 refused: %s", error.message);
+    CHECK(!sdt_template_load("/nonexistent/sdt/template.txt", &t, &error) && strstr(error.message, "template.txt"),
+          "missing file named: %s", error.message);
 }
 
 static void test_fill(void)
@@ -59,8 +59,8 @@ static void test_pick(sdt_test_rng *rng)
 {
     const char text[] = "l0 [name]\nl1\nl2\nl3\nl4\n";
     sdt_template t;
-    char err[256];
-    CHECK(sdt_template_parse(text, strlen(text), "p", &t, err, sizeof(err)) && t.n_lines == 5, "parse");
+    sdt_error error = {0};
+    CHECK(sdt_template_parse(text, strlen(text), "p", &t, &error) && t.n_lines == 5, "parse");
     uint64_t seed = sdt_test_next(rng);
     sdt_data_rng a = sdt_data_rng_seeded(seed), b = sdt_data_rng_seeded(seed);
     int counts[5] = {0};

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset.h"
+#include "data/dataset.h"
 #include "concept_score.h"
-#include "image_io.h"
+#include "data/image_io.h"
 #include "demo_test_util.h"
 #include "io_test_util.h"
 #include "sdt_test.h"
@@ -90,9 +90,9 @@ static void check_image(const char *dir, int i, int size)
 {
     char *png = stem_path(dir, i, "png"), *txt = stem_path(dir, i, "txt");
     int w = 0, h = 0;
-    char err[512] = "ok";
-    uint8_t *rgb = sdt_image_decode(png, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &w, &h, err, sizeof err);
-    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h, err, size, size);
+    sdt_error error = {0};
+    uint8_t *rgb = sdt_image_decode(png, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &w, &h, &error);
+    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h, error.message, size, size);
     char *caption = NULL;
     gsize len = 0;
     CHECK(g_file_get_contents(txt, &caption, &len, NULL), "%s is missing", txt);
@@ -144,9 +144,9 @@ static void check_loads_as_training_data(const char *dir, int count)
     opt.folder = dir;
     opt.width = opt.height = 64;
     sdt_dataset ds;
-    char err[512] = "";
-    bool ok = sdt_dataset_load(&opt, &ds, err, sizeof err);
-    CHECK(ok, "the dataset loader refuses %s: %s", dir, err);
+    sdt_error error = {0};
+    bool ok = sdt_dataset_load(&opt, &ds, &error);
+    CHECK(ok, "the dataset loader refuses %s: %s", dir, error.message);
     if (!ok) return;
     CHECK(ds.n_items == count && ds.n_warnings == 0, "the loader took %d of %d images with %d warnings%s%s",
           ds.n_items, count, ds.n_warnings, ds.n_warnings ? ": " : "", ds.n_warnings ? ds.warnings[0] : "");

@@ -167,9 +167,9 @@ static sdt_tokenizer *check_files(const char *dir, int expected_size)
             check_merges(merges, tokens, n);
         }
         g_strfreev(tokens);
-        char err[512] = "";
-        t = sdt_tokenizer_load(vocab, merges, err, sizeof err);
-        CHECK(t != NULL, "the tokenizer refuses the files: %s", err);
+        sdt_error error = {0};
+        t = sdt_tokenizer_load(vocab, merges, &error);
+        CHECK(t != NULL, "the tokenizer refuses the files: %s", error.message);
         if (t)
             CHECK(sdt_tokenizer_vocab_size(t) == n && sdt_tokenizer_bos(t) == n - 2 && sdt_tokenizer_eos(t) == n - 1,
                   "tokenizer sees %d ids, start %d, end %d", sdt_tokenizer_vocab_size(t), sdt_tokenizer_bos(t),
@@ -290,12 +290,12 @@ static void check_against_clip(const char *tmp)
 
 static void expect_refused(const char *what, char **argv, int want_status, const char *want_text)
 {
-    char *err = NULL;
-    int status = demo_run(argv, &err);
+    char *err_text = NULL;
+    int status = demo_run(argv, &err_text);
     CHECK(status == want_status, "%s: exit %d, expected %d", what, status, want_status);
-    CHECK(!want_text || io_contains(err, want_text), "%s: stderr '%s' does not mention '%s'", what, err ? err : "",
+    CHECK(!want_text || io_contains(err_text, want_text), "%s: stderr '%s' does not mention '%s'", what, err_text ? err_text : "",
           want_text);
-    g_free(err);
+    g_free(err_text);
 }
 
 static void check_bad_arguments(const char *tmp)
@@ -327,10 +327,10 @@ static void check_bad_arguments(const char *tmp)
 static void check_build_assets(void)
 {
     char *model = g_build_filename(SDT_DEMO_DIR, "model", NULL);
-    char err[512] = "";
-    sdt_tokenizer *t = g_file_test(model, G_FILE_TEST_IS_DIR) ? sdt_tokenizer_load_dir(model, err, sizeof err) : NULL;
-    if (!t && !err[0]) printf("note: %s is not built yet (target sdt-demo-assets)\n", model);
-    CHECK(t || !err[0], "the demo tokenizer does not load: %s", err);
+    sdt_error error = {0};
+    sdt_tokenizer *t = g_file_test(model, G_FILE_TEST_IS_DIR) ? sdt_tokenizer_load_dir(model, &error) : NULL;
+    if (!t && !error.message[0]) printf("note: %s is not built yet (target sdt-demo-assets)\n", model);
+    CHECK(t || !error.message[0], "the demo tokenizer does not load: %s", error.message);
     if (t) {
         CHECK(sdt_tokenizer_vocab_size(t) == clip_config_tiny().vocab, "demo tokenizer has %d ids, the tiny model %d",
               sdt_tokenizer_vocab_size(t), clip_config_tiny().vocab);

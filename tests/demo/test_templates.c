@@ -5,7 +5,7 @@
  * reader accepts the [name] ones for textual inversion and refuses the others. */
 #include <string.h>
 
-#include "template.h"
+#include "data/template.h"
 
 #include "io_test_util.h"
 #include "sdt_test.h"
@@ -35,12 +35,12 @@ static void check_template(const char *dir, const template_rule *r)
         CHECK(prompts >= 1, "%s has no prompt", r->file);
         g_strfreev(lines);
         sdt_template parsed;
-        char err[512] = "";
-        CHECK(sdt_template_load(path, &parsed, err, sizeof err), "the template reader refuses %s: %s", path, err);
+        sdt_error error = {0};
+        CHECK(sdt_template_load(path, &parsed, &error), "the template reader refuses %s: %s", path, error.message);
         if (parsed.lines) {
             CHECK(parsed.n_lines == prompts, "%s: the reader sees %d prompts, the file has %d", r->file,
                   parsed.n_lines, prompts);
-            CHECK(sdt_template_check_for_embedding(&parsed, r->file, err, sizeof err) == r->name,
+            CHECK(sdt_template_check_for_embedding(&parsed, r->file, &error) == r->name,
                   "%s: the textual-inversion pre-flight check %s it", r->file, r->name ? "refuses" : "accepts");
             sdt_template_free(&parsed);
         }

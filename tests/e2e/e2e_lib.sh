@@ -1,7 +1,7 @@
 # e2e_lib.sh - sourced by every end-to-end test: it drives sdt-host exactly as a user would
 # (command line, files, exit status, stderr) in a fresh temporary folder.
 #
-# ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/ and dataset/),
+# ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/sdtrain-demo.safetensors and dataset/),
 # SDT_TEMPLATES (build/host-sim/templates) and E2E_TOOL (JSON check, PNG header writer).
 # Checks record a failure and go on, so one run lists everything broken; e2e_finish turns
 # the count into the exit status. The training seed is random per run, printed, and
@@ -13,13 +13,13 @@ set -u
 : "${SDT_TEMPLATES:?SDT_TEMPLATES must name the templates folder}"
 : "${E2E_TOOL:?E2E_TOOL must name the e2e_tool binary}"
 
-MODEL=$SDT_DEMO/model
+MODEL=$SDT_DEMO/model/sdtrain-demo.safetensors # the shipped demo model (tokenizer/ beside it)
 DATASET=$SDT_DEMO/dataset
 FAILURES=0
 SEED=${SDT_TEST_SEED:-$(((RANDOM << 15) | RANDOM))}
 echo "seed $SEED (SDT_TEST_SEED=$SEED replays this run)"
 
-if [ ! -x "$SDT_HOST" ] || [ ! -d "$MODEL" ] || [ ! -d "$DATASET" ]; then
+if [ ! -x "$SDT_HOST" ] || [ ! -f "$MODEL" ] || [ ! -d "$DATASET" ]; then
     echo "FAIL: sdt-host ($SDT_HOST) or the demo assets ($SDT_DEMO) are missing; build the default target first" >&2
     exit 1
 fi

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exif_orientation.h"
+#include "data/exif_orientation.h"
 
 /* A 3x2 image, each pixel (2 channels) naming its own position, turned by o. */
 static void check_turn(int o)

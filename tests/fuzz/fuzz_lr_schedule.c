@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lr_schedule.h"
+#include "data/lr_schedule.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -15,19 +15,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data + 2, size - 2);
     text[size - 2] = 0;
     sdt_lr_schedule s;
-    char err[512];
-    if (sdt_lr_schedule_parse(text, cur, max, &s, err, sizeof(err))) {
+    sdt_error error = {0};
+    if (sdt_lr_schedule_parse(text, cur, max, &s, &error)) {
         int64_t prev = cur;
         for (int i = 0; i < s.n_segments; i++) {
             if (s.segments[i].end_step <= prev || s.segments[i].end_step > max || !(s.segments[i].rate >= 0)) abort();
             prev = s.segments[i].end_step;
         }
         (void)sdt_lr_at(&s, cur + data[1]);
-        (void)sdt_lr_apply_multiplier(&s, cur + data[0], 0.5, err, sizeof(err));
+        (void)sdt_lr_apply_multiplier(&s, cur + data[0], 0.5, &error);
         char buf[4096];
         (void)sdt_lr_schedule_format(&s, buf, sizeof(buf));
         sdt_lr_schedule_free(&s);
-    } else if (!err[0]) {
+    } else if (!error.message[0]) {
         abort(); /* a refusal always explains itself */
     }
     free(text);

@@ -2,16 +2,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "embedding_file.h"
+#include "ti/embedding_file.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sdt_embedding e;
-    char err[512];
-    if (sdt_embedding_png_card_decode(data, size, "fuzz.png", &e, err, sizeof(err))) {
+    sdt_error error = {0};
+    if (sdt_embedding_png_card_decode(data, size, "fuzz.png", &e, &error)) {
         if (e.n_vectors < 1 || e.dim < 1 || !e.vectors) abort();
         sdt_embedding_free(&e);
-    } else if (!err[0]) {
+    } else if (!error.message[0]) {
         abort();
     }
     return 0;

@@ -11,11 +11,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[512];
-    err[0] = 0;
-    sdt_safetensors *st = sdt_st_open_memory(data, size, "fuzz", err, sizeof(err));
+    sdt_error error = {0};
+    error.message[0] = 0;
+    sdt_safetensors *st = sdt_st_open_memory(data, size, "fuzz", &error);
     if (!st) {
-        if (!err[0]) abort(); /* a rejection must explain itself */
+        if (!error.message[0]) abort(); /* a rejection must explain itself */
         return 0;
     }
     for (size_t i = 0; i < sdt_st_count(st); i++) {
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (sdt_st_find(st, e->name) != e) abort();
         sdt_tensor t;
-        (void)sdt_st_entry_tensor(st, e, &t, err, sizeof(err));
+        (void)sdt_st_entry_tensor(st, e, &t, &error);
     }
     for (size_t i = 0; i < sdt_st_metadata_count(st); i++)
         if (!sdt_st_metadata_get(st, sdt_st_metadata_key(st, i))) abort();

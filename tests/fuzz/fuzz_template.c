@@ -3,17 +3,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template.h"
+#include "data/template.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sdt_template t;
-    char err[512];
-    if (!sdt_template_parse((const char *)data, size, "fuzz.txt", &t, err, sizeof(err))) {
-        if (!err[0]) abort();
+    sdt_error error = {0};
+    if (!sdt_template_parse((const char *)data, size, "fuzz.txt", &t, &error)) {
+        if (!error.message[0]) abort();
         return 0;
     }
-    (void)sdt_template_check_for_embedding(&t, "fuzz.txt", err, sizeof(err));
+    (void)sdt_template_check_for_embedding(&t, "fuzz.txt", &error);
     sdt_data_rng rng = sdt_data_rng_seeded(size);
     for (int i = 0; i < 4 && t.n_lines; i++) {
         int line = sdt_template_pick(&t, &rng);

@@ -23,10 +23,10 @@ static void exercise(sdt_tokenizer *t, const char *prompt)
 {
     int32_t ids[SDT_CLIP_CONTEXT];
     sdt_encode_report rep;
-    char err[256];
+    sdt_error error = {0};
     sdt_encode_options o = sdt_encode_defaults();
     o.watch_id = sdt_tokenizer_size(t) - 1;
-    if (!sdt_tokenizer_encode(t, prompt, &o, ids, &rep, err, sizeof(err))) abort();
+    if (!sdt_tokenizer_encode(t, prompt, &o, ids, &rep, &error)) abort();
     if (rep.n_cut < 0 || rep.end_index < 1 || rep.end_index >= SDT_CLIP_CONTEXT || ids[rep.end_index] != sdt_tokenizer_eos(t))
         abort();
     for (int i = 0; i < SDT_CLIP_CONTEXT; i++)
@@ -38,7 +38,7 @@ static void exercise(sdt_tokenizer *t, const char *prompt)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
-    char err[512];
+    sdt_error error = {0};
     const char *rest = (const char *)data + 1;
     size_t n = size - 1;
     if (data[0] % 2 == 0) {
@@ -53,9 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             prompt = strndup(sep2 + 1, mlen - (size_t)(sep2 - merges) - 1);
             mlen = (size_t)(sep2 - merges);
         }
-        err[0] = 0;
-        sdt_tokenizer *t = sdt_tokenizer_load_memory(rest, vlen, merges, mlen, "vocab.json", "merges.txt", err, sizeof(err));
-        if (!t && !err[0]) abort(); /* a rejection must explain itself */
+        error.message[0] = 0;
+        sdt_tokenizer *t = sdt_tokenizer_load_memory(rest, vlen, merges, mlen, "vocab.json", "merges.txt", &error);
+        if (!t && !error.message[0]) abort(); /* a rejection must explain itself */
         if (t) exercise(t, prompt ? prompt : "a b c abc");
         sdt_tokenizer_free(t);
         free(prompt);
@@ -64,9 +64,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static sdt_tokenizer *fixed;
     if (!fixed) {
         fixed = sdt_tokenizer_load_memory(builtin_vocab, strlen(builtin_vocab), builtin_merges, strlen(builtin_merges),
-                                          "builtin", "builtin", err, sizeof(err));
-        if (!fixed || !sdt_tokenizer_add_token(fixed, "<ph>", -1, NULL, err, sizeof(err)) ||
-            !sdt_tokenizer_add_token(fixed, "ab c", -1, NULL, err, sizeof(err)))
+                                          "builtin", "builtin", &error);
+        if (!fixed || !sdt_tokenizer_add_token(fixed, "<ph>", -1, NULL, &error) ||
+            !sdt_tokenizer_add_token(fixed, "ab c", -1, NULL, &error))
             abort();
     }
     char *prompt = strndup(rest, n);

@@ -3,6 +3,8 @@
 #ifndef SDT_MODEL_TEST_UTIL_H
 #define SDT_MODEL_TEST_UTIL_H
 
+#include "sdt_error.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,14 +66,14 @@ static inline sdt_weights *mt_make_weights(const char *path, sd_family family, u
     sdt_ckpt_spec spec = mt_ckpt_spec(family, seed);
     spec.text_only = text_only;
     spec.vae_only = vae_only;
-    char err[512];
-    if (!sdt_ckpt_generate(path, &spec, err, sizeof(err))) {
-        fprintf(stderr, "generating %s failed: %s\n", path, err);
+    sdt_error error = {0};
+    if (!sdt_ckpt_generate(path, &spec, &error)) {
+        fprintf(stderr, "generating %s failed: %s\n", path, error.message);
         exit(1);
     }
-    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
+    sdt_weights *w = sdt_weights_open(path, &error);
     if (!w) {
-        fprintf(stderr, "opening %s failed: %s\n", path, err);
+        fprintf(stderr, "opening %s failed: %s\n", path, error.message);
         exit(1);
     }
     return w;

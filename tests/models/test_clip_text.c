@@ -173,7 +173,7 @@ typedef struct run_result {
 
 static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, int B, int T, float *rows,
                       int R, const clip_override *ov, int n_ov, int clip_skip, const float *dout, run_result *res,
-                      char *err, size_t err_size)
+                      sdt_error *error)
 {
     int C = m->cfg.width;
     sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, B, T, 0, 0);
@@ -188,23 +188,23 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     sdt_arena meas;
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
-    if (!clip_text_forward(m, be, &meas, &in, &acts, err, err_size)) return free(drows), false;
-    if (dout && !clip_text_backward(m, be, &meas, &acts, &dout_t, &drows_t, err, err_size)) return free(drows), false;
+    if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return free(drows), false;
+    if (dout && !clip_text_backward(m, be, &meas, &acts, &dout_t, &drows_t, error)) return free(drows), false;
     sdt_arena arena;
     if (!sdt_arena_init(&arena, be, meas.peak)) {
-        snprintf(err, err_size, "arena of %zu bytes: %s", meas.peak, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "arena of %zu bytes: %s", meas.peak, be->error);
         free(drows);
         return false;
     }
-    bool ok = clip_text_forward(m, be, &arena, &in, &acts, err, err_size);
-    if (ok && dout) ok = clip_text_backward(m, be, &arena, &acts, &dout_t, &drows_t, err, err_size);
+    bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
+    if (ok && dout) ok = clip_text_backward(m, be, &arena, &acts, &dout_t, &drows_t, error);
     if (ok) {
         res->out = mt_alloc((size_t)B * T * C * sizeof(float));
         sdt_load_f32(acts.out.data, acts.out.dtype, res->out, (int64_t)B * T * C);
         res->drows = drows;
         res->peak = meas.peak;
         if (arena.overflowed) {
-            snprintf(err, err_size, "measured arena overflowed");
+            sdt_fail(error, SDT_ERR_INTERNAL, "measured arena overflowed");
             ok = false;
         }
     } else {
@@ -242,9 +242,9 @@ static double fd_loss(const fd_ctx *c, const double *rows)
 
 static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
 {
-    char err[512] = "";
+    sdt_error error = {0};
     clip_config cfg;
-    CHECK(clip_config_detect(w, &cfg, err, sizeof(err)), "detect: %s", err);
+    CHECK(clip_config_detect(w, &cfg, &error), "detect: %s", error.message);
     clip_config tiny = clip_config_tiny();
     CHECK(cfg.width == tiny.width && cfg.layers == tiny.layers && cfg.heads == tiny.heads &&
               cfg.vocab == tiny.vocab && cfg.positions == tiny.positions && cfg.act == SDT_ACT_QUICK_GELU &&
@@ -252,8 +252,8 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
           "detected config differs from the tiny preset (width %d layers %d heads %d)", cfg.width, cfg.layers,
           cfg.heads);
     clip_text_model m;
-    if (!clip_text_load(&m, &cfg, w, err, sizeof(err))) {
-        CHECK(false, "load: %s", err);
+    if (!clip_text_load(&m, &cfg, w, &error)) {
+        CHECK(false, "load: %s", error.message);
         return;
     }
     ref_clip r;
@@ -276,14 +276,14 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
 
     /* Forward, default skip. */
     run_result res;
-    if (!run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &res, err, sizeof(err))) {
-        CHECK(false, "forward/backward: %s", err);
+    if (!run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &res, &error)) {
+        CHECK(false, "forward/backward: %s", error.message);
         return;
     }
     ref_forward(&r, tokens, B, T, rows_d, ov, 3, cfg.layers, ref_out);
     double e = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
-    printf("forward rel err %.3g (measured arena %zu bytes)\n", e, res.peak);
-    CHECK(e <= 1e-4, "forward differs from the float64 reference: rel err %.3g", e);
+    printf("forward rel error.message %.3g (measured arena %zu bytes)\n", e, res.peak);
+    CHECK(e <= 1e-4, "forward differs from the float64 reference: rel error.message %.3g", e);
 
     /* Backward against central differences of the reference along a random
      * direction and on a few single coordinates of each row. */
@@ -298,7 +298,7 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     double fd_dir = (lp - lm) / (2 * h), an_dir = 0, scale = 0;
     for (int i = 0; i < R * C; i++) an_dir += res.drows[i] * dir[i], scale += fabs(res.drows[i] * dir[i]);
     double de = fabs(an_dir - fd_dir) / fmax(scale, 1e-12);
-    printf("backward directional: analytic %.6g fd %.6g (rel err %.3g)\n", an_dir, fd_dir, de);
+    printf("backward directional: analytic %.6g fd %.6g (rel error.message %.3g)\n", an_dir, fd_dir, de);
     CHECK(de <= 1e-3, "backward directional derivative differs from finite differences: %.6g vs %.6g", an_dir, fd_dir);
     double gmax = 0;
     for (int i = 0; i < R * C; i++) gmax = fmax(gmax, fabs(res.drows[i]));
@@ -318,33 +318,33 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     /* f16 activations (the mixed-precision path): close to the reference at f16 accuracy. */
     run_result half;
     g_act_dtype = SDT_F16;
-    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &half, err, sizeof(err))) {
+    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 0, dout, &half, &error)) {
         double eh = sdt_rel_err_fd(half.out, ref_out, (int64_t)n_out);
         double *g32 = mt_alloc((size_t)R * C * sizeof(double));
         for (int i = 0; i < R * C; i++) g32[i] = res.drows[i];
         double gh = sdt_rel_err_fd(half.drows, g32, (int64_t)R * C);
-        printf("f16 activations: forward rel err %.3g, row gradient rel err %.3g (vs f32)\n", eh, gh);
-        CHECK(eh <= 1e-2, "f16-activation forward rel err %.3g", eh);
-        CHECK(gh <= 3e-2, "f16-activation row gradient rel err %.3g against f32", gh);
+        printf("f16 activations: forward rel error.message %.3g, row gradient rel error.message %.3g (vs f32)\n", eh, gh);
+        CHECK(eh <= 1e-2, "f16-activation forward rel error.message %.3g", eh);
+        CHECK(gh <= 3e-2, "f16-activation row gradient rel error.message %.3g against f32", gh);
         CHECK(half.peak < res.peak, "f16 activations should need less memory (%zu vs %zu bytes)", half.peak, res.peak);
         free(g32), free(half.out), free(half.drows);
     } else {
-        CHECK(false, "f16 activations: %s", err);
+        CHECK(false, "f16 activations: %s", error.message);
     }
     g_act_dtype = SDT_F32;
     free(res.out), free(res.drows);
 
     /* CLIP skip 2: the penultimate layer, then the final layernorm. */
-    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 2, NULL, &res, err, sizeof(err))) {
+    if (run_model(&m, be, tokens, B, T, rows, R, ov, 3, 2, NULL, &res, &error)) {
         double *ref_skip = mt_alloc(n_out * sizeof(double));
         ref_forward(&r, tokens, B, T, rows_d, ov, 3, cfg.layers - 1, ref_skip);
         double es = sdt_rel_err_fd(res.out, ref_skip, (int64_t)n_out);
         double diff = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
-        CHECK(es <= 1e-4, "CLIP skip 2 differs from the reference: rel err %.3g", es);
+        CHECK(es <= 1e-4, "CLIP skip 2 differs from the reference: rel error.message %.3g", es);
         CHECK(diff > 1e-3, "CLIP skip 2 gives the same output as skip 1 (rel diff %.3g)", diff);
         free(ref_skip), free(res.out), free(res.drows);
     } else {
-        CHECK(false, "clip skip 2: %s", err);
+        CHECK(false, "clip skip 2: %s", error.message);
     }
 
     /* Override equivalence: a position overridden with its own token row changes nothing. */
@@ -353,14 +353,14 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     int pos = 5;
     for (int c = 0; c < C; c++) own[c] = (float)r.tok[(size_t)tokens[1 * T + pos] * C + c];
     clip_override self_ov = {1, pos, 0};
-    if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &plain, err, sizeof(err)) &&
-        run_model(&m, be, tokens, B, T, own, 1, &self_ov, 1, 0, NULL, &same, err, sizeof(err))) {
+    if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &plain, &error) &&
+        run_model(&m, be, tokens, B, T, own, 1, &self_ov, 1, 0, NULL, &same, &error)) {
         double d = mt_max_abs_diff(plain.out, same.out, (int64_t)n_out);
         CHECK(d <= 1e-6, "overriding a position with its own token row changed the output by %.3g", d);
         /* And a different row does change later positions, but never earlier ones (causal). */
         run_result other;
         clip_override ov2 = {1, pos, 0};
-        if (run_model(&m, be, tokens, B, T, rows, R, &ov2, 1, 0, NULL, &other, err, sizeof(err))) {
+        if (run_model(&m, be, tokens, B, T, rows, R, &ov2, 1, 0, NULL, &other, &error)) {
             double before = mt_max_abs_diff(plain.out + (size_t)T * C, other.out + (size_t)T * C, (int64_t)pos * C);
             double after = mt_max_abs_diff(plain.out + ((size_t)T + pos) * C, other.out + ((size_t)T + pos) * C,
                                            (int64_t)(T - pos) * C);
@@ -372,7 +372,7 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
         }
         free(plain.out), free(plain.drows), free(same.out), free(same.drows);
     } else {
-        CHECK(false, "override equivalence: %s", err);
+        CHECK(false, "override equivalence: %s", error.message);
     }
     free(own);
 
@@ -380,15 +380,15 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     int32_t ids[3] = {tokens[0], tokens[7], (int32_t)cfg.vocab - 1};
     float *tr = mt_alloc((size_t)3 * C * sizeof(float));
     sdt_tensor tr_t = mt_tensor(tr, SDT_F32, 2, 3, C, 0, 0);
-    CHECK(clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)), "token rows: %s", err);
+    CHECK(clip_text_token_rows(&m, be, ids, 3, &tr_t, &error), "token rows: %s", error.message);
     double tdiff = 0;
     for (int i = 0; i < 3; i++)
         for (int c = 0; c < C; c++) tdiff = fmax(tdiff, fabs(tr[i * C + c] - r.tok[(size_t)ids[i] * C + c]));
     CHECK(tdiff == 0, "token rows differ from the embedding table by %.3g", tdiff);
     ids[1] = cfg.vocab;
-    err[0] = 0;
-    CHECK(!clip_text_token_rows(&m, be, ids, 3, &tr_t, err, sizeof(err)) && strstr(err, "vocabulary"),
-          "an out-of-vocabulary id was accepted (%s)", err);
+    error.message[0] = 0;
+    CHECK(!clip_text_token_rows(&m, be, ids, 3, &tr_t, &error) && strstr(error.message, "vocabulary"),
+          "an out-of-vocabulary id was accepted (%s)", error.message);
     free(tr);
 
     /* Bad inputs: clear errors, no crash. */
@@ -398,20 +398,20 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     sdt_tensor tok = mt_tensor(tokens, SDT_I32, 2, B, T, 0, 0), rows_t = mt_tensor(rows, SDT_F32, 2, R, C, 0, 0);
     clip_override bad = {0, T, 0};
     clip_text_inputs in = {.tokens = &tok, .rows = &rows_t, .overrides = &bad, .n_overrides = 1, .act_dtype = SDT_F32};
-    err[0] = 0;
-    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof(err)) && strstr(err, "override"),
-          "an override past the sequence was accepted (%s)", err);
+    error.message[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, &error) && strstr(error.message, "override"),
+          "an override past the sequence was accepted (%s)", error.message);
     in.n_overrides = 0;
     in.clip_skip = cfg.layers + 1;
-    err[0] = 0;
-    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof(err)) && strstr(err, "CLIP skip"),
-          "CLIP skip past the first layer was accepted (%s)", err);
+    error.message[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &meas, &in, &acts, &error) && strstr(error.message, "CLIP skip"),
+          "CLIP skip past the first layer was accepted (%s)", error.message);
     in.clip_skip = 0;
     sdt_arena small;
     if (sdt_arena_init(&small, be, 4096)) {
-        err[0] = 0;
-        CHECK(!clip_text_forward(&m, be, &small, &in, &acts, err, sizeof(err)) && strstr(err, "arena"),
-              "a too-small arena was not reported (%s)", err);
+        error.message[0] = 0;
+        CHECK(!clip_text_forward(&m, be, &small, &in, &acts, &error) && strstr(error.message, "arena"),
+              "a too-small arena was not reported (%s)", error.message);
         sdt_arena_release(&small);
     }
 
@@ -423,11 +423,11 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
  * a NaN in d(output) is named at the last layer's input gradient in backward. */
 static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
 {
-    char err[512] = "";
+    sdt_error error = {0};
     clip_config cfg;
     clip_text_model m;
-    if (!clip_config_detect(w, &cfg, err, sizeof err) || !clip_text_load(&m, &cfg, w, err, sizeof err)) {
-        CHECK(false, "load: %s", err);
+    if (!clip_config_detect(w, &cfg, &error) || !clip_text_load(&m, &cfg, w, &error)) {
+        CHECK(false, "load: %s", error.message);
         return;
     }
     const int T = 16, C = cfg.width;
@@ -446,12 +446,12 @@ static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
-    CHECK(clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof err) &&
-              clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, err, sizeof err), "measure: %s", err);
+    CHECK(clip_text_forward(&m, be, &meas, &in, &acts, &error) &&
+              clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error), "measure: %s", error.message);
     if (!sdt_arena_init(&arena, be, meas.peak)) return;
-    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
-              clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, err, sizeof err),
-          "finite inputs pass anomaly mode: %s", err);
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, &error) &&
+              clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error),
+          "finite inputs pass anomaly mode: %s", error.message);
 
     /* A NaN in one weight of layer 1's fc1 (a private copy: the weights are a read-only mapping). */
     int64_t n = sdt_tensor_numel(&m.layer[1].fc1_w);
@@ -462,30 +462,30 @@ static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *
     m.layer[1].fc1_w.data = bad_w;
     in.anomaly_check = false;
     sdt_arena_rewind(&arena, 0);
-    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err), "without anomaly mode NaN passes: %s", err);
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, &error), "without anomaly mode NaN passes: %s", error.message);
     in.anomaly_check = true;
     sdt_arena_rewind(&arena, 0);
-    err[0] = 0;
-    CHECK(!clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
-              strstr(err, "clip_text anomaly: ") && strstr(err, "text_model.encoder.layers.1.mlp.fc1 output"),
-          "anomaly mode names layer 1's fc1: %s", err);
+    error.message[0] = 0;
+    CHECK(!clip_text_forward(&m, be, &arena, &in, &acts, &error) &&
+              strstr(error.message, "clip_text anomaly: ") && strstr(error.message, "text_model.encoder.layers.1.mlp.fc1 output"),
+          "anomaly mode names layer 1's fc1: %s", error.message);
     m.layer[1].fc1_w.data = (void *)good_w;
 
     /* A NaN arriving from the UNet in d(output): the last layer's input gradient is named. */
     dout[sdt_test_next(rng) % (uint64_t)(T * C)] = NAN;
     sdt_arena_rewind(&arena, 0);
-    err[0] = 0;
+    error.message[0] = 0;
     char want[96];
     snprintf(want, sizeof want, "text_model.encoder.layers.%d.input gradient", cfg.layers - 1);
-    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof err) &&
-              !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, err, sizeof err) && strstr(err, want),
-          "backward names %s: %s", want, err);
+    CHECK(clip_text_forward(&m, be, &arena, &in, &acts, &error) &&
+              !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error) && strstr(error.message, want),
+          "backward names %s: %s", want, error.message);
     sdt_arena_release(&arena);
     free(bad_w), free(rows), free(drows), free(dout);
 }
 
 /* Repacks the HF-layout tiny weights as OpenCLIP keys (fused in_proj), the way SD 2.x LDM files store them. */
-static bool write_openclip_copy(const char *path, const clip_text_model *m, char *err, size_t err_size)
+static bool write_openclip_copy(const char *path, const clip_text_model *m, sdt_error *error)
 {
     const clip_config *c = &m->cfg;
     int64_t C = c->width;
@@ -535,7 +535,7 @@ static bool write_openclip_copy(const char *path, const clip_text_model *m, char
         ITEM(&L->fc2_b, "%s.%d.mlp.c_proj.bias", p, i);
     }
 #undef ITEM
-    bool ok = sdt_st_write(path, items, (size_t)k, NULL, 0, err, err_size);
+    bool ok = sdt_st_write(path, items, (size_t)k, NULL, 0, error);
     for (int i = 0; i < 2 * c->layers; i++) free(packed[i]);
     free(packed), free(shapes), free(names), free(items);
     return ok;
@@ -543,23 +543,24 @@ static bool write_openclip_copy(const char *path, const clip_text_model *m, char
 
 static void test_openclip_layout(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *hf_w)
 {
-    char err[512] = "", path[512];
+    sdt_error error = {0};
+    char path[512];
     clip_config cfg;
     clip_text_model hf;
-    if (!clip_config_detect(hf_w, &cfg, err, sizeof(err)) || !clip_text_load(&hf, &cfg, hf_w, err, sizeof(err))) {
-        CHECK(false, "%s", err);
+    if (!clip_config_detect(hf_w, &cfg, &error) || !clip_text_load(&hf, &cfg, hf_w, &error)) {
+        CHECK(false, "%s", error.message);
         return;
     }
     mt_temp_path(path, sizeof(path), "openclip");
-    if (!write_openclip_copy(path, &hf, err, sizeof(err))) {
-        CHECK(false, "writing the OpenCLIP copy: %s", err);
+    if (!write_openclip_copy(path, &hf, &error)) {
+        CHECK(false, "writing the OpenCLIP copy: %s", error.message);
         return;
     }
-    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
-    CHECK(w != NULL, "opening the OpenCLIP copy: %s", err);
+    sdt_weights *w = sdt_weights_open(path, &error);
+    CHECK(w != NULL, "opening the OpenCLIP copy: %s", error.message);
     clip_config oc;
     clip_text_model m;
-    if (w && clip_config_detect(w, &oc, err, sizeof(err)) && clip_text_load(&m, &oc, w, err, sizeof(err))) {
+    if (w && clip_config_detect(w, &oc, &error) && clip_text_load(&m, &oc, w, &error)) {
         CHECK(oc.layout == CLIP_LAYOUT_OPENCLIP && oc.act == SDT_ACT_GELU && oc.default_skip == 2 &&
                   oc.layers == cfg.layers && oc.width == cfg.width,
               "OpenCLIP detection: layout %d act %d skip %d layers %d", oc.layout, oc.act, oc.default_skip, oc.layers);
@@ -569,21 +570,21 @@ static void test_openclip_layout(sdt_test_rng *rng, sdt_backend *be, const sdt_w
         int32_t tokens[77];
         random_tokens(rng, tokens, B * T, oc.vocab);
         run_result res;
-        if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &res, err, sizeof(err))) {
+        if (run_model(&m, be, tokens, B, T, NULL, 0, NULL, 0, 0, NULL, &res, &error)) {
             size_t n = (size_t)B * T * oc.width;
             double *ref = mt_alloc(n * sizeof(double));
             ref_forward(&r, tokens, B, T, NULL, NULL, 0, oc.layers - 1, ref); /* penultimate by default */
             double e = sdt_rel_err_fd(res.out, ref, (int64_t)n);
-            printf("OpenCLIP layout forward rel err %.3g\n", e);
-            CHECK(e <= 1e-4, "OpenCLIP-layout forward (fused in_proj, GELU, penultimate) rel err %.3g", e);
+            printf("OpenCLIP layout forward rel error.message %.3g\n", e);
+            CHECK(e <= 1e-4, "OpenCLIP-layout forward (fused in_proj, GELU, penultimate) rel error.message %.3g", e);
             free(ref), free(res.out), free(res.drows);
         } else {
-            CHECK(false, "OpenCLIP forward: %s", err);
+            CHECK(false, "OpenCLIP forward: %s", error.message);
         }
         ref_free(&r);
         /* The generator's enumeration of an OpenCLIP config names the same keys the loader wants. */
     } else {
-        CHECK(false, "OpenCLIP load: %s", err);
+        CHECK(false, "OpenCLIP load: %s", error.message);
     }
     if (w) sdt_weights_close(w);
     unlink(path);

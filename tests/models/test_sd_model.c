@@ -55,14 +55,15 @@ static void test_published_counts(void)
 
 static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
 {
-    char path[512], err[512] = "";
+    char path[512];
+    sdt_error error = {0};
     mt_temp_path(path, sizeof(path), "sd");
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
     sd_config cfg;
-    CHECK(sd_config_detect(w, &cfg, err, sizeof(err)), "detect: %s", err);
+    CHECK(sd_config_detect(w, &cfg, &error), "detect: %s", error.message);
     CHECK(cfg.family == SD_FAMILY_TINY, "detected family %s, expected tiny", sd_family_name(cfg.family));
     sd_model m;
-    CHECK(sd_model_load(&m, w, be, err, sizeof(err)), "load: %s", err);
+    CHECK(sd_model_load(&m, w, be, &error), "load: %s", error.message);
     sd_model_free(&m);
     sdt_weights_close(w);
     unlink(path);
@@ -71,7 +72,7 @@ static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
      * the file holds exactly the enumerated tensors. */
     counter all = {0, 0, NULL};
     sd_config tiny = sd_config_preset(SD_FAMILY_TINY);
-    CHECK(sd_params(&tiny, count_param, &all, err, sizeof(err)), "enumerate: %s", err);
+    CHECK(sd_params(&tiny, count_param, &all, &error), "enumerate: %s", error.message);
     w = mt_make_weights(path, SD_FAMILY_TINY, 7, false, false);
     CHECK((int64_t)sdt_weights_count(w) == all.tensors, "the file holds %zu tensors, the enumeration %lld",
           sdt_weights_count(w), (long long)all.tensors);
@@ -80,9 +81,9 @@ static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
 
     /* A text-only checkpoint: the missing VAE is named. */
     w = mt_make_weights(path, SD_FAMILY_TINY, 3, true, false);
-    err[0] = 0;
-    CHECK(!sd_config_detect(w, &cfg, err, sizeof(err)) && strstr(err, "VAE") && strstr(err, path),
-          "a checkpoint without a VAE was not reported by name and file (%s)", err);
+    error.message[0] = 0;
+    CHECK(!sd_config_detect(w, &cfg, &error) && strstr(error.message, "VAE") && strstr(error.message, path),
+          "a checkpoint without a VAE was not reported by name and file (%s)", error.message);
     sdt_weights_close(w);
     unlink(path);
 }
@@ -90,7 +91,8 @@ static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
 /* An OpenCLIP-layout text encoder of tiny size: the generator's keys load, and detection sees the layout. */
 static void test_openclip_roundtrip(sdt_test_rng *rng)
 {
-    char path[512], err[512] = "";
+    char path[512];
+    sdt_error error = {0};
     mt_temp_path(path, sizeof(path), "oc");
     sdt_ckpt_spec spec;
     memset(&spec, 0, sizeof(spec));
@@ -101,16 +103,16 @@ static void test_openclip_roundtrip(sdt_test_rng *rng)
     spec.dtype = SDT_F32;
     spec.seed = sdt_test_next(rng);
     spec.text_only = true;
-    CHECK(sdt_ckpt_generate(path, &spec, err, sizeof(err)), "generate: %s", err);
-    sdt_weights *w = sdt_weights_open(path, err, sizeof(err));
-    CHECK(w != NULL, "open: %s", err);
+    CHECK(sdt_ckpt_generate(path, &spec, &error), "generate: %s", error.message);
+    sdt_weights *w = sdt_weights_open(path, &error);
+    CHECK(w != NULL, "open: %s", error.message);
     if (w) {
         clip_config c;
         clip_text_model m;
-        CHECK(clip_config_detect(w, &c, err, sizeof(err)) && c.layout == CLIP_LAYOUT_OPENCLIP &&
+        CHECK(clip_config_detect(w, &c, &error) && c.layout == CLIP_LAYOUT_OPENCLIP &&
                   c.layers == spec.config.clip.layers && c.default_skip == 2,
-              "OpenCLIP detection: %s", err);
-        CHECK(clip_text_load(&m, &c, w, err, sizeof(err)), "OpenCLIP load: %s", err);
+              "OpenCLIP detection: %s", error.message);
+        CHECK(clip_text_load(&m, &c, w, &error), "OpenCLIP load: %s", error.message);
         sdt_weights_close(w);
     }
     unlink(path);
@@ -124,7 +126,8 @@ static bool tensors_equal(const sdt_weights *a, const sdt_weights *b, const char
 
 static void test_generator_determinism(sdt_test_rng *rng)
 {
-    char p1[512], p2[512], p3[512], err[512];
+    char p1[512], p2[512], p3[512];
+    sdt_error error = {0};
     uint64_t seed = sdt_test_next(rng);
     mt_temp_path(p1, sizeof(p1), "g1");
     mt_temp_path(p2, sizeof(p2), "g2");
@@ -142,9 +145,9 @@ static void test_generator_determinism(sdt_test_rng *rng)
     sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
     spec.dtype = SDT_F16;
     spec.text_only = true;
-    CHECK(sdt_ckpt_generate(p2, &spec, err, sizeof(err)), "F16 generate: %s", err);
-    b = sdt_weights_open(p2, err, sizeof(err));
-    CHECK(b != NULL, "F16 open: %s", err);
+    CHECK(sdt_ckpt_generate(p2, &spec, &error), "F16 generate: %s", error.message);
+    b = sdt_weights_open(p2, &error);
+    CHECK(b != NULL, "F16 open: %s", error.message);
     if (b) {
         const sdt_tensor *x = sdt_weights_get(a, key), *h = sdt_weights_get(b, key);
         CHECK(h && h->dtype == SDT_F16, "the F16 checkpoint's tensor is not F16");
@@ -178,16 +181,17 @@ static void remove_folder(const char *dir)
  * shape and bytes (so both layouts load the same model). */
 static void test_diffusers_roundtrip(sdt_test_rng *rng)
 {
-    char ldm[512], dir[600], err[512] = "";
+    char ldm[512], dir[600];
+    sdt_error error = {0};
     mt_temp_path(ldm, sizeof(ldm), "ldm");
     snprintf(dir, sizeof(dir), "%s.d", ldm);
     uint64_t seed = sdt_test_next(rng);
     sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
     sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
     spec.layout = SDT_CKPT_DIFFUSERS;
-    CHECK(sdt_ckpt_generate(dir, &spec, err, sizeof(err)), "diffusers generate: %s", err);
-    sdt_weights *b = sdt_weights_open(dir, err, sizeof(err));
-    CHECK(b != NULL, "opening the diffusers folder: %s", err);
+    CHECK(sdt_ckpt_generate(dir, &spec, &error), "diffusers generate: %s", error.message);
+    sdt_weights *b = sdt_weights_open(dir, &error);
+    CHECK(b != NULL, "opening the diffusers folder: %s", error.message);
     if (b) {
         CHECK(sdt_weights_count(a) == sdt_weights_count(b), "LDM file has %zu tensors, diffusers folder %zu",
               sdt_weights_count(a), sdt_weights_count(b));
@@ -200,9 +204,9 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
         }
         CHECK(bad == 0, "%lld canonical keys differ between the two layouts", (long long)bad);
         sd_config ca, cb;
-        CHECK(sd_config_detect(a, &ca, err, sizeof(err)) && sd_config_detect(b, &cb, err, sizeof(err)) &&
+        CHECK(sd_config_detect(a, &ca, &error) && sd_config_detect(b, &cb, &error) &&
                   cb.family == SD_FAMILY_TINY && ca.family == cb.family,
-              "both layouts should detect as tiny: %s", err);
+              "both layouts should detect as tiny: %s", error.message);
         sdt_weights_close(b);
     }
     sdt_weights_close(a);
@@ -213,8 +217,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
 /* Copies a checkpoint with one float of one tensor replaced. */
 static bool copy_with_poison(const char *src, const char *dst, const char *key, float value)
 {
-    char err[512];
-    sdt_safetensors *st = sdt_st_open(src, err, sizeof(err));
+    sdt_error error = {0};
+    sdt_safetensors *st = sdt_st_open(src, &error);
     const sdt_st_entry *e = st ? sdt_st_find(st, key) : NULL;
     FILE *f = fopen(src, "rb");
     bool ok = e && f;
@@ -244,37 +248,38 @@ static bool copy_with_poison(const char *src, const char *dst, const char *key, 
 /* Damaged or mismatched checkpoints: each a sentence naming the file and the key. */
 static void test_bad_checkpoints(sdt_test_rng *rng, sdt_backend *be)
 {
-    char path[512], bad[512], err[512] = "";
+    char path[512], bad[512];
+    sdt_error error = {0};
     mt_temp_path(path, sizeof(path), "good");
     mt_temp_path(bad, sizeof(bad), "nan");
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
     const char *key = "first_stage_model.decoder.mid.attn_1.k.weight";
     CHECK(copy_with_poison(path, bad, key, NAN), "could not write the poisoned copy");
-    sdt_weights *wb = sdt_weights_open(bad, err, sizeof(err));
-    CHECK(wb != NULL, "open poisoned: %s", err);
+    sdt_weights *wb = sdt_weights_open(bad, &error);
+    CHECK(wb != NULL, "open poisoned: %s", error.message);
     if (wb) {
         sd_model m;
-        err[0] = 0;
-        bool loaded = sd_model_load(&m, wb, be, err, sizeof(err));
-        printf("poisoned: %s\n", err);
-        CHECK(!loaded && strstr(err, key) && strstr(err, "NaN") && strstr(err, bad),
-              "a NaN weight was not reported with its key and file (%s)", err);
+        error.message[0] = 0;
+        bool loaded = sd_model_load(&m, wb, be, &error);
+        printf("poisoned: %s\n", error.message);
+        CHECK(!loaded && strstr(error.message, key) && strstr(error.message, "NaN") && strstr(error.message, bad),
+              "a NaN weight was not reported with its key and file (%s)", error.message);
         sdt_weights_close(wb);
     }
     /* A config asking for more layers than stored: the first missing key is named. */
     clip_config c = clip_config_tiny();
     c.layers += 1;
     clip_text_model cm;
-    err[0] = 0;
-    CHECK(!clip_text_load(&cm, &c, w, err, sizeof(err)) && strstr(err, "encoder.layers.3."),
-          "a missing text-encoder layer was not named (%s)", err);
+    error.message[0] = 0;
+    CHECK(!clip_text_load(&cm, &c, w, &error) && strstr(error.message, "encoder.layers.3."),
+          "a missing text-encoder layer was not named (%s)", error.message);
     /* A config of another width: a misshapen key is named. */
     vae_config v = vae_config_tiny();
     v.ch_mult[1] = 3;
     vae_model vm;
-    err[0] = 0;
-    CHECK(!vae_load(&vm, &v, w, be, err, sizeof(err)) && strstr(err, "first_stage_model."),
-          "a misshapen VAE key was not named (%s)", err);
+    error.message[0] = 0;
+    CHECK(!vae_load(&vm, &v, w, be, &error) && strstr(error.message, "first_stage_model."),
+          "a misshapen VAE key was not named (%s)", error.message);
     sdt_weights_close(w);
     unlink(path), unlink(bad);
 }

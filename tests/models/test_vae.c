@@ -198,26 +198,25 @@ static img ref_decode(const img *latents, const vae_model *m)
 
 /* Measures, then runs in an arena of exactly the measured size. */
 static bool encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_tensor *mean, sdt_tensor *logvar,
-                   char *err, size_t n)
+                   sdt_error *error)
 {
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
-    if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, err, n)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return snprintf(err, n, "arena: %s", be->error), false;
-    bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, err, n);
+    if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, error)) return false;
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error);
+    bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, error);
     printf("encode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
     return ok;
 }
 
-static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt, char *err,
-                   size_t n)
+static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt, sdt_error *error)
 {
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
-    if (!vae_decode(m, be, &meas, latents, dt, image, err, n)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return snprintf(err, n, "arena: %s", be->error), false;
-    bool ok = vae_decode(m, be, &arena, latents, dt, image, err, n);
+    if (!vae_decode(m, be, &meas, latents, dt, image, error)) return false;
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error);
+    bool ok = vae_decode(m, be, &arena, latents, dt, image, error);
     printf("decode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
     return ok;
@@ -227,19 +226,20 @@ int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_vae");
     sdt_backend *be = mt_backend();
-    char path[512], err[512] = "";
+    char path[512];
+    sdt_error error = {0};
     mt_temp_path(path, sizeof(path), "vae");
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(&rng), false, true);
 
     vae_config cfg, tiny = vae_config_tiny();
-    CHECK(vae_config_detect(w, &cfg, err, sizeof(err)), "detect: %s", err);
+    CHECK(vae_config_detect(w, &cfg, &error), "detect: %s", error.message);
     CHECK(cfg.ch == tiny.ch && cfg.levels == tiny.levels && cfg.res_blocks == tiny.res_blocks &&
               cfg.z_channels == tiny.z_channels && cfg.ch_mult[0] == tiny.ch_mult[0] && cfg.ch_mult[1] == tiny.ch_mult[1],
           "detected VAE config differs from the tiny preset (ch %d levels %d res %d z %d)", cfg.ch, cfg.levels,
           cfg.res_blocks, cfg.z_channels);
     vae_model m;
-    if (!vae_load(&m, &cfg, w, be, err, sizeof(err))) {
-        CHECK(false, "load: %s", err);
+    if (!vae_load(&m, &cfg, w, be, &error)) {
+        CHECK(false, "load: %s", error.message);
         return sdt_test_finish("models_test_vae");
     }
 
@@ -252,7 +252,7 @@ int main(void)
     sdt_tensor mean_t = mt_tensor(mean, SDT_F32, 4, B, Z, h, wl), logvar_t = mt_tensor(logvar, SDT_F32, 4, B, Z, h, wl);
 
     /* Encoder vs reference. */
-    if (encode(&m, be, &image_t, &mean_t, &logvar_t, err, sizeof(err))) {
+    if (encode(&m, be, &image_t, &mean_t, &logvar_t, &error)) {
         img x = img_new(B, 3, H, W);
         for (size_t i = 0; i < n_img; i++) x.d[i] = image[i];
         img mom = ref_encode(&x, &m);
@@ -263,19 +263,19 @@ int main(void)
             memcpy(ref_logvar + b * per, mom.d + (size_t)b * 2 * per + per, per * sizeof(double));
         }
         double em = sdt_rel_err_fd(mean, ref_mean, (int64_t)n_lat), ev = sdt_rel_err_fd(logvar, ref_logvar, (int64_t)n_lat);
-        printf("encode rel err: mean %.3g logvar %.3g\n", em, ev);
+        printf("encode rel error.message: mean %.3g logvar %.3g\n", em, ev);
         CHECK(em <= 1e-4 && ev <= 1e-4, "encoder differs from the float64 reference: mean %.3g logvar %.3g", em, ev);
 
         /* Latents: scaled mean, and a sample with supplied noise. */
         float *noise = mt_alloc(n_lat * sizeof(float)), *lat = mt_alloc(n_lat * sizeof(float));
         sdt_test_fill_normal(&rng, noise, (int64_t)n_lat, 1.0);
         sdt_tensor noise_t = mt_tensor(noise, SDT_F32, 4, B, Z, h, wl), lat_t = mt_tensor(lat, SDT_F32, 4, B, Z, h, wl);
-        CHECK(vae_latents_mean(be, &lat_t, &mean_t, cfg.scaling, err, sizeof(err)), "latents mean: %s", err);
+        CHECK(vae_latents_mean(be, &lat_t, &mean_t, cfg.scaling, &error), "latents mean: %s", error.message);
         double dm = 0;
         for (size_t i = 0; i < n_lat; i++) dm = fmax(dm, fabs(lat[i] - cfg.scaling * mean[i]));
         CHECK(dm <= 1e-6, "latents mean is not scaling * mean (%.3g)", dm);
-        CHECK(vae_latents_sample(be, &lat_t, &mean_t, &logvar_t, &noise_t, cfg.scaling, err, sizeof(err)),
-              "latents sample: %s", err);
+        CHECK(vae_latents_sample(be, &lat_t, &mean_t, &logvar_t, &noise_t, cfg.scaling, &error),
+              "latents sample: %s", error.message);
         double ds = 0;
         for (size_t i = 0; i < n_lat; i++) {
             double lv = fmin(fmax(logvar[i], -30.0), 20.0);
@@ -286,37 +286,37 @@ int main(void)
         /* Decoder vs reference, on the sampled latents. */
         float *dec = mt_alloc(n_img * sizeof(float));
         sdt_tensor dec_t = mt_tensor(dec, SDT_F32, 4, B, 3, H, W);
-        if (decode(&m, be, &lat_t, &dec_t, SDT_F32, err, sizeof(err))) {
+        if (decode(&m, be, &lat_t, &dec_t, SDT_F32, &error)) {
             img li = img_new(B, Z, h, wl);
             for (size_t i = 0; i < n_lat; i++) li.d[i] = lat[i];
             img ref = ref_decode(&li, &m);
             double ed = sdt_rel_err_fd(dec, ref.d, (int64_t)n_img);
-            printf("decode rel err %.3g\n", ed);
+            printf("decode rel error.message %.3g\n", ed);
             CHECK(ed <= 1e-4, "decoder differs from the float64 reference: %.3g", ed);
             /* f16 activations (preview decoding in half precision), f32 output. */
-            CHECK(decode(&m, be, &lat_t, &dec_t, SDT_F16, err, sizeof(err)), "f16 decode: %s", err);
+            CHECK(decode(&m, be, &lat_t, &dec_t, SDT_F16, &error), "f16 decode: %s", error.message);
             double eh = sdt_rel_err_fd(dec, ref.d, (int64_t)n_img);
-            printf("decode with f16 activations rel err %.3g\n", eh);
-            CHECK(eh <= 1e-2, "f16-activation decoder rel err %.3g", eh);
+            printf("decode with f16 activations rel error.message %.3g\n", eh);
+            CHECK(eh <= 1e-2, "f16-activation decoder rel error.message %.3g", eh);
             free(li.d), free(ref.d);
         } else {
-            CHECK(false, "decode: %s", err);
+            CHECK(false, "decode: %s", error.message);
         }
         free(x.d), free(mom.d), free(ref_mean), free(ref_logvar), free(noise), free(lat), free(dec);
     } else {
-        CHECK(false, "encode: %s", err);
+        CHECK(false, "encode: %s", error.message);
     }
 
     /* Bad shapes are errors, not crashes. */
     sdt_arena meas;
     sdt_arena_init_measure(&meas, be);
     sdt_tensor odd = mt_tensor(image, SDT_F32, 4, 1, 3, 15, 12);
-    err[0] = 0;
-    CHECK(!vae_encode(&m, be, &meas, &odd, SDT_F32, &mean_t, &logvar_t, err, sizeof(err)) && strstr(err, "multiples"),
-          "an image size that is not a multiple of the factor was accepted (%s)", err);
+    error.message[0] = 0;
+    CHECK(!vae_encode(&m, be, &meas, &odd, SDT_F32, &mean_t, &logvar_t, &error) && strstr(error.message, "multiples"),
+          "an image size that is not a multiple of the factor was accepted (%s)", error.message);
     sdt_tensor wrong_mean = mt_tensor(mean, SDT_F32, 4, B, Z + 1, h, wl);
-    err[0] = 0;
-    CHECK(!vae_encode(&m, be, &meas, &image_t, SDT_F32, &wrong_mean, &logvar_t, err, sizeof(err)) && err[0],
+    error.message[0] = 0;
+    CHECK(!vae_encode(&m, be, &meas, &image_t, SDT_F32, &wrong_mean, &logvar_t, &error) && error.message[0],
           "a misshapen mean tensor was accepted");
 
     vae_free(&m);

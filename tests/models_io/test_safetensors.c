@@ -47,8 +47,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
     snprintf(meta_value, sizeof(meta_value), "%llu", (unsigned long long)sdt_test_next(rng));
     sdt_st_kv meta[] = {{"format", "pt"}, {"random", meta_value}, {"quote\"and\\slash", "é ü \n"}};
     char *path = g_build_filename(dir, "round.safetensors", NULL);
-    char err[512] = "";
-    CHECK(sdt_st_write(path, items, N, meta, 3, err, sizeof(err)), "write failed: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_st_write(path, items, N, meta, 3, &error), "write failed: %s", error.message);
 
     /* Layout: header length padded to 8, data contiguous (no gaps), as the reference reader requires. */
     gchar *bytes = NULL;
@@ -63,8 +63,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
           (unsigned long long)(8 + hlen + total));
     g_free(bytes);
 
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof(err));
-    CHECK(st != NULL, "open failed: %s", err);
+    sdt_safetensors *st = sdt_st_open(path, &error);
+    CHECK(st != NULL, "open failed: %s", error.message);
     if (st) {
         CHECK(sdt_st_count(st) == N, "count %zu, expected %d", sdt_st_count(st), N);
         for (int i = 0; i < N; i++) {
@@ -84,11 +84,11 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
             sdt_tensor view;
             sdt_dtype tdt;
             bool representable = sdt_st_dtype_to_tensor(e->dtype, &tdt);
-            char verr[256] = "";
-            bool got = sdt_st_entry_tensor(st, e, &view, verr, sizeof(verr));
-            CHECK(got == representable, "%s: tensor view %s", ts[i].name, got ? "made for a dtype it cannot hold" : verr);
+            sdt_error verr = {0};
+            bool got = sdt_st_entry_tensor(st, e, &view, &verr);
+            CHECK(got == representable, "%s: tensor view %s", ts[i].name, got ? "made for a dtype it cannot hold" : verr.message);
             if (got) CHECK(view.data == e->data && view.ndim == e->ndim && view.dtype == tdt, "%s: view wrong", ts[i].name);
-            if (!got) CHECK(io_contains(verr, ts[i].name) && io_contains(verr, path), "view error lacks file/key: %s", verr);
+            if (!got) CHECK(io_contains(verr.message, ts[i].name) && io_contains(verr.message, path), "view error lacks file/key: %s", verr.message);
         }
         CHECK(sdt_st_metadata_count(st) == 3, "metadata count %zu", sdt_st_metadata_count(st));
         for (int i = 0; i < 3; i++) {
@@ -100,7 +100,7 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
         sdt_st_close(st);
     }
     /* Writing again replaces the file atomically and leaves no temp files. */
-    CHECK(sdt_st_write(path, items, 1, NULL, 0, err, sizeof(err)), "rewrite failed: %s", err);
+    CHECK(sdt_st_write(path, items, 1, NULL, 0, &error), "rewrite failed: %s", error.message);
     GDir *d = g_dir_open(dir, 0, NULL);
     int files = 0;
     while (d && g_dir_read_name(d)) files++;
@@ -108,11 +108,11 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
     CHECK(files == 1, "%d files in the folder after two saves (temp files left behind?)", files);
     /* Writer refuses duplicate names and the reserved name. */
     sdt_st_write_item dup[2] = {items[0], items[0]};
-    CHECK(!sdt_st_write(path, dup, 2, NULL, 0, err, sizeof(err)) && io_contains(err, items[0].name),
-          "duplicate names accepted or error lacks the name: %s", err);
+    CHECK(!sdt_st_write(path, dup, 2, NULL, 0, &error) && io_contains(error.message, items[0].name),
+          "duplicate names accepted or error lacks the name: %s", error.message);
     sdt_st_kv twice[2] = {{"k", "1"}, {"k", "2"}};
-    CHECK(!sdt_st_write(path, items, 1, twice, 2, err, sizeof(err)) && io_contains(err, "'k'"),
-          "duplicate metadata keys accepted: %s", err);
+    CHECK(!sdt_st_write(path, items, 1, twice, 2, &error) && io_contains(error.message, "'k'"),
+          "duplicate metadata keys accepted: %s", error.message);
     for (int i = 0; i < N; i++) free(ts[i].data);
     g_free(path);
 }
@@ -134,14 +134,14 @@ static char *write_raw(const char *dir, const char *name, const char *header, si
 
 static void expect_error(const char *path, const char *key, const char *what)
 {
-    char err[512] = "";
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof(err));
+    sdt_error error = {0};
+    sdt_safetensors *st = sdt_st_open(path, &error);
     CHECK(st == NULL, "%s: a bad file was accepted", what);
     sdt_st_close(st);
-    CHECK(io_contains(err, path), "%s: error does not name the file: %s", what, err);
-    if (key) CHECK(io_contains(err, key), "%s: error does not name key '%s': %s", what, key, err);
-    CHECK(strlen(err) > strlen(path) + 20, "%s: error says too little: %s", what, err);
-    printf("  %-28s -> %s\n", what, err);
+    CHECK(io_contains(error.message, path), "%s: error does not name the file: %s", what, error.message);
+    if (key) CHECK(io_contains(error.message, key), "%s: error does not name key '%s': %s", what, key, error.message);
+    CHECK(strlen(error.message) > strlen(path) + 20, "%s: error says too little: %s", what, error.message);
+    printf("  %-28s -> %s\n", what, error.message);
 }
 
 static void test_bad_files(const char *dir)
@@ -197,20 +197,20 @@ static void test_bad_files(const char *dir)
     float data[64] = {0};
     sdt_st_write_item item = {"cut.me", SDT_ST_F32, 1, shape, data};
     char *good = g_build_filename(dir, "good.safetensors", NULL);
-    char err[512];
-    CHECK(sdt_st_write(good, &item, 1, NULL, 0, err, sizeof(err)), "write failed: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_st_write(good, &item, 1, NULL, 0, &error), "write failed: %s", error.message);
     gchar *bytes;
     gsize size;
     g_file_get_contents(good, &bytes, &size, NULL);
     char *cut = g_build_filename(dir, "cut.safetensors", NULL);
     for (gsize len = 0; len < size; len += (len < 96 ? 1 : 37)) {
         io_write_bytes(cut, bytes, len);
-        sdt_safetensors *st = sdt_st_open(cut, err, sizeof(err));
+        sdt_safetensors *st = sdt_st_open(cut, &error);
         CHECK(st == NULL, "a file truncated to %zu of %zu bytes was accepted", (size_t)len, (size_t)size);
         sdt_st_close(st);
-        CHECK(io_contains(err, cut), "truncation error does not name the file: %s", err);
+        CHECK(io_contains(error.message, cut), "truncation error does not name the file: %s", error.message);
         if (len > 8 + 60 && len < size) /* header complete: the tensor's range is what is missing */
-            CHECK(io_contains(err, "cut.me") || io_contains(err, "header claims"), "truncation error names neither the key nor the header: %s", err);
+            CHECK(io_contains(error.message, "cut.me") || io_contains(error.message, "header claims"), "truncation error names neither the key nor the header: %s", error.message);
     }
     g_free(bytes);
     g_free(cut);
@@ -245,8 +245,8 @@ static void test_mutations(sdt_test_rng *rng, const char *dir)
     sdt_st_write_item items[] = {{"alpha", SDT_ST_F32, 2, s1, a}, {"beta", SDT_ST_BF16, 1, s2, b}, {"gamma", SDT_ST_I64, 0, s3, &c}};
     sdt_st_kv meta[] = {{"k", "v"}};
     char *path = g_build_filename(dir, "fuzzseed.safetensors", NULL);
-    char err[512];
-    CHECK(sdt_st_write(path, items, 3, meta, 1, err, sizeof(err)), "write failed: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_st_write(path, items, 3, meta, 1, &error), "write failed: %s", error.message);
     gchar *orig;
     gsize size;
     g_file_get_contents(path, &orig, &size, NULL);
@@ -274,14 +274,14 @@ static void test_mutations(sdt_test_rng *rng, const char *dir)
         /* A private copy of exactly len bytes so reads past the end are caught by sanitizers. */
         uint8_t *img = malloc(len ? len : 1);
         memcpy(img, buf, len);
-        sdt_safetensors *st = sdt_st_open_memory(img, len, "mutant", err, sizeof(err));
+        sdt_safetensors *st = sdt_st_open_memory(img, len, "mutant", &error);
         if (st) {
             accepted++;
             check_accepted(st, img, len);
             sdt_st_close(st);
         } else {
             rejected++;
-            CHECK(io_contains(err, "mutant"), "mutant error does not name the file: %s", err);
+            CHECK(io_contains(error.message, "mutant"), "mutant error does not name the file: %s", error.message);
         }
         free(img);
     }

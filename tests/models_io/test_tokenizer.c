@@ -134,14 +134,14 @@ static void test_bpe(sdt_tokenizer *t)
 static void test_added_tokens(sdt_tokenizer *t)
 {
     int32_t toy, sks, again, fixed;
-    char err[256] = "";
-    CHECK(sdt_tokenizer_add_token(t, "<Cat-Toy>", -1, &toy, err, sizeof(err)), "add: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_tokenizer_add_token(t, "<Cat-Toy>", -1, &toy, &error), "add: %s", error.message);
     CHECK(toy == EOS + 1, "first added token got id %d, expected the next free id %d", toy, EOS + 1);
-    CHECK(sdt_tokenizer_add_token(t, "sks", -1, &sks, err, sizeof(err)) && sks == toy + 1, "second id %d", sks);
-    CHECK(sdt_tokenizer_add_token(t, "<cat-toy>", -1, &again, err, sizeof(err)) && again == toy, "re-adding gave %d", again);
-    CHECK(sdt_tokenizer_add_token(t, "zq", 9000, &fixed, err, sizeof(err)) && fixed == 9000, "explicit id %d", fixed);
+    CHECK(sdt_tokenizer_add_token(t, "sks", -1, &sks, &error) && sks == toy + 1, "second id %d", sks);
+    CHECK(sdt_tokenizer_add_token(t, "<cat-toy>", -1, &again, &error) && again == toy, "re-adding gave %d", again);
+    CHECK(sdt_tokenizer_add_token(t, "zq", 9000, &fixed, &error) && fixed == 9000, "explicit id %d", fixed);
     CHECK(sdt_tokenizer_size(t) == 9001, "size %d after explicit id 9000", sdt_tokenizer_size(t));
-    CHECK(!sdt_tokenizer_add_token(t, "  \t", -1, NULL, err, sizeof(err)), "blank placeholder accepted");
+    CHECK(!sdt_tokenizer_add_token(t, "  \t", -1, NULL, &error), "blank placeholder accepted");
     int32_t cat = merged_id("ca t</w>");
     EXPECT(t, "a <cat-toy> cat", W('a'), toy, cat);
     EXPECT(t, "A <CAT-TOY>,cat", W('a'), toy, W(','), cat);  /* case-insensitive; punctuation is a boundary */
@@ -163,10 +163,10 @@ static void test_encode(sdt_tokenizer *t, sdt_test_rng *rng)
     int32_t toy = sdt_tokenizer_token_id(t, "<cat-toy>"), cat = merged_id("ca t</w>");
     int32_t ids[SDT_CLIP_CONTEXT];
     sdt_encode_report rep;
-    char err[256];
+    sdt_error error = {0};
     sdt_encode_options o = sdt_encode_defaults();
     o.watch_id = toy;
-    CHECK(sdt_tokenizer_encode(t, "cat <cat-toy>", &o, ids, &rep, err, sizeof(err)), "encode: %s", err);
+    CHECK(sdt_tokenizer_encode(t, "cat <cat-toy>", &o, ids, &rep, &error), "encode: %s", error.message);
     CHECK(ids[0] == BOS && ids[1] == cat && ids[2] == toy && ids[3] == EOS, "short encode wrong");
     bool padded = true;
     for (int i = 4; i < SDT_CLIP_CONTEXT; i++) padded &= ids[i] == EOS;
@@ -175,7 +175,7 @@ static void test_encode(sdt_tokenizer *t, sdt_test_rng *rng)
           "report for a short text: %d tokens, %d cut, kept %d, cut %d, end %d", rep.n_text_tokens, rep.n_cut,
           rep.watch_kept, rep.watch_cut, rep.end_index);
     o.pad_id = 0;
-    sdt_tokenizer_encode(t, "cat", &o, ids, &rep, err, sizeof(err));
+    sdt_tokenizer_encode(t, "cat", &o, ids, &rep, &error);
     CHECK(ids[2] == EOS && ids[3] == 0 && ids[76] == 0, "pad id 0 not used");
 
     /* A random number of words, the placeholder at a random position: the report says exactly what was cut. */
@@ -185,7 +185,7 @@ static void test_encode(sdt_tokenizer *t, sdt_test_rng *rng)
         for (int i = 0; i < words; i++) g_string_append(s, i == at ? "<cat-toy> " : "cat ");
         o = sdt_encode_defaults();
         o.watch_id = toy;
-        sdt_tokenizer_encode(t, s->str, &o, ids, &rep, err, sizeof(err));
+        sdt_tokenizer_encode(t, s->str, &o, ids, &rep, &error);
         int kept = words < 75 ? words : 75;
         CHECK(rep.n_text_tokens == words && rep.n_cut == words - kept, "%d words: report %d tokens, %d cut", words,
               rep.n_text_tokens, rep.n_cut);
@@ -197,7 +197,7 @@ static void test_encode(sdt_tokenizer *t, sdt_test_rng *rng)
         g_string_free(s, TRUE);
     }
     o.length = 1;
-    CHECK(!sdt_tokenizer_encode(t, "cat", &o, ids, &rep, err, sizeof(err)), "length 1 accepted");
+    CHECK(!sdt_tokenizer_encode(t, "cat", &o, ids, &rep, &error), "length 1 accepted");
 }
 
 /* Random lowercase words survive tokenize + decode unchanged (with whitespace normalised). */
@@ -236,14 +236,14 @@ static void expect_load_error(const char *dir, const char *vocab, const char *me
     char *vp = g_build_filename(dir, "bad-vocab.json", NULL), *mp = g_build_filename(dir, "bad-merges.txt", NULL);
     io_write_bytes(vp, vocab, strlen(vocab));
     io_write_bytes(mp, merges, strlen(merges));
-    char err[512] = "";
-    sdt_tokenizer *t = sdt_tokenizer_load(vp, mp, err, sizeof(err));
+    sdt_error error = {0};
+    sdt_tokenizer *t = sdt_tokenizer_load(vp, mp, &error);
     CHECK(t == NULL, "%s: accepted", what);
     sdt_tokenizer_free(t);
     const char *file = strstr(must1, "merges") ? mp : vp;
-    CHECK(io_contains(err, file), "%s: error does not name %s: %s", what, file, err);
-    if (must2) CHECK(io_contains(err, must2), "%s: error lacks '%s': %s", what, must2, err);
-    printf("  %-22s -> %s\n", what, err);
+    CHECK(io_contains(error.message, file), "%s: error does not name %s: %s", what, file, error.message);
+    if (must2) CHECK(io_contains(error.message, must2), "%s: error lacks '%s': %s", what, must2, error.message);
+    printf("  %-22s -> %s\n", what, error.message);
     g_free(vp);
     g_free(mp);
 }
@@ -263,18 +263,18 @@ static void test_bad_files(const char *dir)
     expect_load_error(dir, ok_vocab, "#version: 0.2\na b\nmalformed\n", "merges", "line 3", "merges one symbol");
     expect_load_error(dir, ok_vocab, "#version: 0.2\na b c\n", "merges", "line 2", "merges three symbols");
     expect_load_error(dir, ok_vocab, "#version: 0.2\na  b\n", "merges", "line 2", "merges double space");
-    char err[512] = "";
+    sdt_error error = {0};
     char *empty = g_build_filename(dir, "empty", NULL);
     g_mkdir(empty, 0700);
-    CHECK(sdt_tokenizer_load_dir(empty, err, sizeof(err)) == NULL && io_contains(err, empty) && io_contains(err, "vocab.json"),
-          "empty folder not explained: %s", err);
+    CHECK(sdt_tokenizer_load_dir(empty, &error) == NULL && io_contains(error.message, empty) && io_contains(error.message, "vocab.json"),
+          "empty folder not explained: %s", error.message);
     char *missing = g_build_filename(dir, "nope.json", NULL);
-    CHECK(sdt_tokenizer_load(missing, missing, err, sizeof(err)) == NULL && io_contains(err, missing), "missing file: %s", err);
+    CHECK(sdt_tokenizer_load(missing, missing, &error) == NULL && io_contains(error.message, missing), "missing file: %s", error.message);
     g_free(missing);
     g_free(empty);
     /* Windows line ends and a missing version line are fine. */
-    sdt_tokenizer *t = sdt_tokenizer_load_memory(ok_vocab, strlen(ok_vocab), "a b\r\nc d\r\n", 10, "v", "m", err, sizeof(err));
-    CHECK(t != NULL, "CRLF merges without a version line rejected: %s", err);
+    sdt_tokenizer *t = sdt_tokenizer_load_memory(ok_vocab, strlen(ok_vocab), "a b\r\nc d\r\n", 10, "v", "m", &error);
+    CHECK(t != NULL, "CRLF merges without a version line rejected: %s", error.message);
     sdt_tokenizer_free(t);
 }
 
@@ -286,9 +286,9 @@ int main(void)
     char *model = g_build_filename(dir, "model", NULL), *tokdir = g_build_filename(model, "tokenizer", NULL);
     g_mkdir_with_parents(tokdir, 0700);
     write_small_tokenizer(tokdir);
-    char err[512] = "";
-    sdt_tokenizer *t = sdt_tokenizer_load_dir(model, err, sizeof(err)); /* a model folder: uses tokenizer/ */
-    CHECK(t != NULL, "loading the small tokenizer: %s", err);
+    sdt_error error = {0};
+    sdt_tokenizer *t = sdt_tokenizer_load_dir(model, &error); /* a model folder: uses tokenizer/ */
+    CHECK(t != NULL, "loading the small tokenizer: %s", error.message);
     if (t) {
         test_bpe(t);
         test_added_tokens(t);
@@ -296,12 +296,12 @@ int main(void)
         test_round_trip(t, &rng);
         sdt_tokenizer_free(t);
     }
-    sdt_tokenizer *t2 = sdt_tokenizer_load_dir(tokdir, err, sizeof(err)); /* the tokenizer folder itself */
-    CHECK(t2 != NULL, "loading from the tokenizer folder: %s", err);
+    sdt_tokenizer *t2 = sdt_tokenizer_load_dir(tokdir, &error); /* the tokenizer folder itself */
+    CHECK(t2 != NULL, "loading from the tokenizer folder: %s", error.message);
     sdt_tokenizer_free(t2);
     char *vocab_file = g_build_filename(tokdir, "vocab.json", NULL);
-    t2 = sdt_tokenizer_load_dir(vocab_file, err, sizeof(err)); /* a vocab.json path: merges.txt beside it */
-    CHECK(t2 != NULL, "loading from a vocab.json path: %s", err);
+    t2 = sdt_tokenizer_load_dir(vocab_file, &error); /* a vocab.json path: merges.txt beside it */
+    CHECK(t2 != NULL, "loading from a vocab.json path: %s", error.message);
     sdt_tokenizer_free(t2);
     g_free(vocab_file);
     test_bad_files(dir);

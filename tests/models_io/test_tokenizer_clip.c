@@ -34,9 +34,9 @@ static void expect(sdt_tokenizer *t, const char *text, const int32_t *want, size
 {
     int32_t ids[SDT_CLIP_CONTEXT];
     sdt_encode_report rep;
-    char err[256];
+    sdt_error error = {0};
     sdt_encode_options o = sdt_encode_defaults();
-    CHECK(sdt_tokenizer_encode(t, text, &o, ids, &rep, err, sizeof(err)), "encode: %s", err);
+    CHECK(sdt_tokenizer_encode(t, text, &o, ids, &rep, &error), "encode: %s", error.message);
     bool same = (size_t)rep.end_index + 1 == n_want && memcmp(ids, want, n_want * sizeof(int32_t)) == 0;
     GString *g = g_string_new(NULL);
     for (int i = 0; i <= rep.end_index; i++) g_string_append_printf(g, " %d", ids[i]);
@@ -56,9 +56,9 @@ int main(void)
         printf("test_tokenizer_clip: no CLIP tokenizer files (set SDT_CLIP_TOKENIZER_DIR); skipped\n");
         return SDT_TEST_SKIP;
     }
-    char err[512] = "";
-    sdt_tokenizer *t = sdt_tokenizer_load_dir(dir, err, sizeof(err));
-    CHECK(t != NULL, "loading %s: %s", dir, err);
+    sdt_error error = {0};
+    sdt_tokenizer *t = sdt_tokenizer_load_dir(dir, &error);
+    CHECK(t != NULL, "loading %s: %s", dir, error.message);
     if (t) {
         CHECK(sdt_tokenizer_vocab_size(t) == 49408 && sdt_tokenizer_bos(t) == 49406 && sdt_tokenizer_eos(t) == 49407,
               "vocab %d, start %d, end %d", sdt_tokenizer_vocab_size(t), sdt_tokenizer_bos(t), sdt_tokenizer_eos(t));
@@ -72,7 +72,7 @@ int main(void)
         EXPECT(t, "The QUICK   brown\tfox", 49406, 518, 3712, 2866, 3240, 49407);
         /* A placeholder takes the next id and is never split. */
         int32_t toy;
-        CHECK(sdt_tokenizer_add_token(t, "<cat-toy>", -1, &toy, err, sizeof(err)) && toy == 49408, "placeholder id %d", toy);
+        CHECK(sdt_tokenizer_add_token(t, "<cat-toy>", -1, &toy, &error) && toy == 49408, "placeholder id %d", toy);
         EXPECT(t, "a photo of <cat-toy>", 49406, 320, 1125, 539, 49408, 49407);
         /* 80 words: 75 fit, 5 are reported cut. */
         GString *s = g_string_new(NULL);
@@ -81,7 +81,7 @@ int main(void)
         sdt_encode_report rep;
         sdt_encode_options o = sdt_encode_defaults();
         o.watch_id = toy;
-        sdt_tokenizer_encode(t, s->str, &o, ids, &rep, err, sizeof(err));
+        sdt_tokenizer_encode(t, s->str, &o, ids, &rep, &error);
         CHECK(rep.n_text_tokens == 80 && rep.n_cut == 5 && rep.watch_cut && !rep.watch_kept && ids[76] == 49407 &&
                   ids[75] == 2368,
               "long prompt: %d tokens, %d cut, placeholder cut %d", rep.n_text_tokens, rep.n_cut, rep.watch_cut);

@@ -239,9 +239,9 @@ static bool write_layout(const char *path, int comp, bool ldm, bool with_positio
         items[n++] = (sdt_st_write_item){ldm ? "cond_stage_model.transformer.text_model.embeddings.position_ids"
                                              : "text_model.embeddings.position_ids",
                                          SDT_ST_I64, 2, position_ids_shape, position_ids};
-    char err[512];
-    bool ok = sdt_st_write(path, items, n, NULL, 0, err, sizeof(err));
-    CHECK(ok, "writing %s: %s", path, err);
+    sdt_error error = {0};
+    bool ok = sdt_st_write(path, items, n, NULL, 0, &error);
+    CHECK(ok, "writing %s: %s", path, error.message);
     g_free(items);
     return ok;
 }
@@ -299,17 +299,17 @@ static char *expected_hash(const char *file)
 static void check_require(const sdt_weights *w, const char *what)
 {
     const pair *p = &g_array_index(pairs, pair, 0); /* time_embed.0.weight <- time_embedding.linear_1.weight */
-    char err[512] = "";
-    const sdt_tensor *t = sdt_weights_require(w, p->ldm, p->ndim_ldm, p->shape, err, sizeof(err));
-    CHECK(t != NULL, "%s: require with the right shape failed: %s", what, err);
+    sdt_error error = {0};
+    const sdt_tensor *t = sdt_weights_require(w, p->ldm, p->ndim_ldm, p->shape, &error);
+    CHECK(t != NULL, "%s: require with the right shape failed: %s", what, error.message);
     int64_t wrong[2] = {p->shape[0] + 1, p->shape[1]};
-    t = sdt_weights_require(w, p->ldm, 2, wrong, err, sizeof(err));
+    t = sdt_weights_require(w, p->ldm, 2, wrong, &error);
     CHECK(t == NULL, "%s: require accepted a wrong shape", what);
-    CHECK(io_contains(err, sdt_weights_path(w)) && io_contains(err, p->ldm), "%s: shape error lacks file/key: %s", what, err);
-    printf("  %s: %s\n", what, err);
-    t = sdt_weights_require(w, "model.diffusion_model.no.such.weight", 1, wrong, err, sizeof(err));
-    CHECK(t == NULL && io_contains(err, "model.diffusion_model.no.such.weight") && io_contains(err, sdt_weights_path(w)),
-          "%s: missing-key error lacks file/key: %s", what, err);
+    CHECK(io_contains(error.message, sdt_weights_path(w)) && io_contains(error.message, p->ldm), "%s: shape error lacks file/key: %s", what, error.message);
+    printf("  %s: %s\n", what, error.message);
+    t = sdt_weights_require(w, "model.diffusion_model.no.such.weight", 1, wrong, &error);
+    CHECK(t == NULL && io_contains(error.message, "model.diffusion_model.no.such.weight") && io_contains(error.message, sdt_weights_path(w)),
+          "%s: missing-key error lacks file/key: %s", what, error.message);
 }
 
 /* Key pairs copied from diffusers' conversion script for the SD 1.x layout. */
@@ -342,11 +342,11 @@ static void run_layout(const char *root, const layout *l, bool sd1)
     char *diff_dir = g_build_filename(dir, "diffusers", NULL);
     write_layout(ldm_path, -1, true, true);
     write_diffusers(diff_dir, true);
-    char err[512] = "";
-    sdt_weights *ldm = sdt_weights_open(ldm_path, err, sizeof(err));
-    CHECK(ldm != NULL, "opening the LDM file: %s", err);
-    sdt_weights *diff = sdt_weights_open(diff_dir, err, sizeof(err));
-    CHECK(diff != NULL, "opening the diffusers folder: %s", err);
+    sdt_error error = {0};
+    sdt_weights *ldm = sdt_weights_open(ldm_path, &error);
+    CHECK(ldm != NULL, "opening the LDM file: %s", error.message);
+    sdt_weights *diff = sdt_weights_open(diff_dir, &error);
+    CHECK(diff != NULL, "opening the diffusers folder: %s", error.message);
     if (ldm && diff) {
         compare(ldm, diff);
         if (sd1) check_sd1_literals(diff);
@@ -354,11 +354,11 @@ static void run_layout(const char *root, const layout *l, bool sd1)
         check_require(diff, "diffusers");
         char h[11];
         char *want = expected_hash(ldm_path);
-        CHECK(sdt_weights_short_hash(ldm, h, err, sizeof(err)) && strcmp(h, want) == 0, "LDM short hash %s, expected %s", h, want);
+        CHECK(sdt_weights_short_hash(ldm, h, &error) && strcmp(h, want) == 0, "LDM short hash %s, expected %s", h, want);
         g_free(want);
         char *unet_file = g_build_filename(diff_dir, "unet", "diffusion_pytorch_model.safetensors", NULL);
         want = expected_hash(unet_file);
-        CHECK(sdt_weights_short_hash(diff, h, err, sizeof(err)) && strcmp(h, want) == 0, "folder short hash %s, expected %s (UNet file)", h, want);
+        CHECK(sdt_weights_short_hash(diff, h, &error) && strcmp(h, want) == 0, "folder short hash %s, expected %s (UNet file)", h, want);
         g_free(want);
         g_free(unet_file);
     }
@@ -367,13 +367,13 @@ static void run_layout(const char *root, const layout *l, bool sd1)
     /* A folder without vae/: opens, and asking for a VAE key says the vae/ part is missing. */
     char *partial = g_build_filename(dir, "partial", NULL);
     write_diffusers(partial, false);
-    sdt_weights *pw = sdt_weights_open(partial, err, sizeof(err));
-    CHECK(pw != NULL, "partial folder: %s", err);
+    sdt_weights *pw = sdt_weights_open(partial, &error);
+    CHECK(pw != NULL, "partial folder: %s", error.message);
     if (pw) {
         int64_t s[4] = {1, 1, 1, 1};
-        CHECK(!sdt_weights_require(pw, "first_stage_model.encoder.conv_in.weight", 4, s, err, sizeof(err)) &&
-                  io_contains(err, "vae/") && io_contains(err, "first_stage_model.encoder.conv_in.weight"),
-              "missing vae/ not explained: %s", err);
+        CHECK(!sdt_weights_require(pw, "first_stage_model.encoder.conv_in.weight", 4, s, &error) &&
+                  io_contains(error.message, "vae/") && io_contains(error.message, "first_stage_model.encoder.conv_in.weight"),
+              "missing vae/ not explained: %s", error.message);
         sdt_weights_close(pw);
     }
     for (guint i = 0; i < pairs->len; i++) {
@@ -391,30 +391,30 @@ static void run_layout(const char *root, const layout *l, bool sd1)
 
 static void check_bad_inputs(const char *root)
 {
-    char err[512] = "";
+    sdt_error error = {0};
     char *empty = g_build_filename(root, "empty-folder", NULL);
     g_mkdir(empty, 0700);
-    CHECK(sdt_weights_open(empty, err, sizeof(err)) == NULL && io_contains(err, empty) && io_contains(err, "unet/"),
-          "an empty folder was accepted or not explained: %s", err);
+    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, empty) && io_contains(error.message, "unet/"),
+          "an empty folder was accepted or not explained: %s", error.message);
     /* A damaged component file is reported with its own path. */
     char *unet = g_build_filename(empty, "unet", NULL);
     g_mkdir(unet, 0700);
     char *bad = g_build_filename(unet, "diffusion_pytorch_model.safetensors", NULL);
     io_write_bytes(bad, "\x10\0\0\0\0\0\0\0{not json", 17);
-    CHECK(sdt_weights_open(empty, err, sizeof(err)) == NULL && io_contains(err, bad), "damaged unet file not named: %s", err);
-    CHECK(sdt_weights_open(bad, err, sizeof(err)) == NULL && io_contains(err, bad), "damaged single file not named: %s", err);
+    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, bad), "damaged unet file not named: %s", error.message);
+    CHECK(sdt_weights_open(bad, &error) == NULL && io_contains(error.message, bad), "damaged single file not named: %s", error.message);
     /* A parameter stored as F64 is left out of the key space, and asking for it says why. */
     char *f64 = g_build_filename(root, "f64.safetensors", NULL);
     int64_t shape[1] = {2};
     double vals[2] = {1, 2};
     sdt_st_write_item item = {"model.diffusion_model.out.2.bias", SDT_ST_F64, 1, shape, vals};
-    CHECK(sdt_st_write(f64, &item, 1, NULL, 0, err, sizeof(err)), "write: %s", err);
-    sdt_weights *w = sdt_weights_open(f64, err, sizeof(err));
+    CHECK(sdt_st_write(f64, &item, 1, NULL, 0, &error), "write: %s", error.message);
+    sdt_weights *w = sdt_weights_open(f64, &error);
     CHECK(w && sdt_weights_count(w) == 0, "F64 tensor entered the key space");
     if (w) {
-        CHECK(!sdt_weights_require(w, item.name, 1, shape, err, sizeof(err)) && io_contains(err, "F64") &&
-                  io_contains(err, item.name) && io_contains(err, f64),
-              "F64 key not explained: %s", err);
+        CHECK(!sdt_weights_require(w, item.name, 1, shape, &error) && io_contains(error.message, "F64") &&
+                  io_contains(error.message, item.name) && io_contains(error.message, f64),
+              "F64 key not explained: %s", error.message);
         sdt_weights_close(w);
     }
     g_free(f64);

@@ -11,7 +11,8 @@ int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("weights_materialize");
     char *dir = io_make_tmpdir();
-    char path[4096], err[512];
+    char path[4096];
+    sdt_error error = {0};
     snprintf(path, sizeof path, "%s/tiny.safetensors", dir);
     float a[6];
     int32_t ids[3] = {1, 2, 3};
@@ -25,14 +26,14 @@ int main(void)
     sdt_st_write_item items[3] = {sdt_st_item_from_tensor("model.diffusion_model.a.weight", &ta),
                                   sdt_st_item_from_tensor("model.diffusion_model.h.weight", &th),
                                   sdt_st_item_from_tensor("model.diffusion_model.ids", &ti)};
-    CHECK(sdt_st_write(path, items, 3, NULL, 0, err, sizeof err), "write: %s", err);
-    sdt_weights *w = sdt_weights_open(path, err, sizeof err);
-    CHECK(w != NULL, "open: %s", err);
+    CHECK(sdt_st_write(path, items, 3, NULL, 0, &error), "write: %s", error.message);
+    sdt_weights *w = sdt_weights_open(path, &error);
+    CHECK(w != NULL, "open: %s", error.message);
     if (!w) return sdt_test_finish("weights_materialize");
     sdt_backend *be = sdt_backend_cpu_create(1);
 
-    sdt_weights *w16 = sdt_weights_materialize(w, be, SDT_F16, err, sizeof err);
-    CHECK(w16 != NULL, "materialize f16: %s", err);
+    sdt_weights *w16 = sdt_weights_materialize(w, be, SDT_F16, &error);
+    CHECK(w16 != NULL, "materialize f16: %s", error.message);
     const sdt_tensor *src_a = sdt_weights_get(w, "model.diffusion_model.a.weight");
     const sdt_tensor *a16 = sdt_weights_get(w16, "model.diffusion_model.a.weight");
     const sdt_tensor *h16 = sdt_weights_get(w16, "model.diffusion_model.h.weight");
@@ -48,8 +49,8 @@ int main(void)
     }
     CHECK(a16 && isinf(sdt_f16_to_f32(((const uint16_t *)a16->data)[5])), "70000 must overflow to inf in f16");
 
-    sdt_weights *w32 = sdt_weights_materialize(w16, be, SDT_F32, err, sizeof err);
-    CHECK(w32 != NULL, "upcast: %s", err);
+    sdt_weights *w32 = sdt_weights_materialize(w16, be, SDT_F32, &error);
+    CHECK(w32 != NULL, "upcast: %s", error.message);
     const sdt_tensor *h32 = w32 ? sdt_weights_get(w32, "model.diffusion_model.h.weight") : NULL;
     for (int i = 0; h32 && i < 4; i++)
         CHECK(((const float *)h32->data)[i] == sdt_f16_to_f32(h[i]), "upcast h[%d] differs", i);

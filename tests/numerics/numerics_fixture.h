@@ -8,14 +8,16 @@
 #ifndef NUMERICS_FIXTURE_H
 #define NUMERICS_FIXTURE_H
 
+#include "sdt_error.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernel_test.h"
-#include "optimizer.h"
-#include "scaler.h"
+#include "train/optimizer.h"
+#include "train/scaler.h"
 
 #define TOY_MAX_PARAMS 4
 
@@ -31,13 +33,13 @@ typedef struct toy {
 static inline void toy_init(toy *t, sdt_backend *be, const char *name, int count, int64_t size,
                             const sdt_adamw_hparams *hp, sdt_test_rng *rng)
 {
-    char err[512];
+    sdt_error error = {0};
     memset(t, 0, sizeof *t);
     t->count = count;
     t->size = size;
-    t->opt = sdt_optimizer_create(be, name, hp, err, sizeof err);
+    t->opt = sdt_optimizer_create(be, name, hp, &error);
     if (!t->opt) {
-        fprintf(stderr, "toy_init: %s\n", err);
+        fprintf(stderr, "toy_init: %s\n", error.message);
         exit(1);
     }
     for (int i = 0; i < count; i++) {
@@ -48,8 +50,8 @@ static inline void toy_init(toy *t, sdt_backend *be, const char *name, int count
         t->gt[i] = sdt_tensor_make(t->grad[i], SDT_F32, SDT_DEVICE_CPU, 1, &t->size);
         char pname[32];
         snprintf(pname, sizeof pname, "%s.p%d", name, i);
-        if (sdt_optimizer_add_param(t->opt, pname, &t->pt[i], &t->gt[i], true, err, sizeof err) != SDT_CORE_OK) {
-            fprintf(stderr, "toy_init: %s\n", err);
+        if (sdt_optimizer_add_param(t->opt, pname, &t->pt[i], &t->gt[i], true, &error) != SDT_CORE_OK) {
+            fprintf(stderr, "toy_init: %s\n", error.message);
             exit(1);
         }
     }
@@ -87,8 +89,8 @@ static inline void toy_backward_random(toy *t, sdt_test_rng *rng, float loss_sca
 
 static inline void toy_zero(toy *t)
 {
-    char err[256];
-    if (sdt_optimizer_zero_grad(t->opt, err, sizeof err) != SDT_CORE_OK) fprintf(stderr, "zero_grad: %s\n", err);
+    sdt_error error = {0};
+    if (sdt_optimizer_zero_grad(t->opt, &error) != SDT_CORE_OK) fprintf(stderr, "zero_grad: %s\n", error.message);
 }
 
 static inline float *toy_snapshot(const toy *t)
@@ -114,10 +116,10 @@ static inline sdt_scaler *make_scaler(sdt_backend *be, float init, double gf, do
     cfg.backoff_factor = bf;
     cfg.growth_interval = gi;
     cfg.shared = shared;
-    char err[512];
-    sdt_scaler *sc = sdt_scaler_create(be, &cfg, log, user, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler *sc = sdt_scaler_create(be, &cfg, log, user, &error);
     if (!sc) {
-        fprintf(stderr, "make_scaler: %s\n", err);
+        fprintf(stderr, "make_scaler: %s\n", error.message);
         exit(1);
     }
     return sc;
@@ -126,10 +128,10 @@ static inline sdt_scaler *make_scaler(sdt_backend *be, float init, double gf, do
 /* Attaches sc to t's optimizer and opens an iteration: a loss of 1 scaled, gradients zeroed. */
 static inline void toy_begin_scaled(sdt_scaler *sc, toy *t)
 {
-    char err[512];
+    sdt_error error = {0};
     double scaled;
-    if (sdt_scaler_attach(sc, t->opt, err, sizeof err) != SDT_CORE_OK) fprintf(stderr, "attach: %s\n", err);
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+    if (sdt_scaler_attach(sc, t->opt, &error) != SDT_CORE_OK) fprintf(stderr, "attach: %s\n", error.message);
+    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
     toy_zero(t);
 }
 
@@ -152,10 +154,10 @@ static inline void log_sink_fn(void *user, sdt_core_log_level level, const char 
  * zero_grad, scale_loss, backward (raw * scale), step each, update.
  * Returns the status of the first failing call. */
 static inline sdt_core_status scaled_iteration(sdt_scaler *sc, toy *toys, int n, const float *raw, bool *stepped,
-                                               sdt_scaler_update_info *info, char *err, size_t err_size)
+                                               sdt_scaler_update_info *info, sdt_error *error)
 {
     double scaled;
-    sdt_core_status st = sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, err_size);
+    sdt_core_status st = sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, error);
     if (st != SDT_CORE_OK) return st;
     float s = sdt_scaler_get_scale(sc);
     for (int k = 0; k < n; k++) {
@@ -163,10 +165,10 @@ static inline sdt_core_status scaled_iteration(sdt_scaler *sc, toy *toys, int n,
         toy_backward_fill(&toys[k], s, raw[k]);
     }
     for (int k = 0; k < n; k++) {
-        st = sdt_scaler_step(sc, toys[k].opt, stepped ? &stepped[k] : NULL, err, err_size);
+        st = sdt_scaler_step(sc, toys[k].opt, stepped ? &stepped[k] : NULL, error);
         if (st != SDT_CORE_OK) return st;
     }
-    return sdt_scaler_update(sc, info, err, err_size);
+    return sdt_scaler_update(sc, info, error);
 }
 
 #endif

@@ -3,7 +3,7 @@
  * NaN in the first steps points at the weights or the first batch. */
 #include <string.h>
 
-#include "diagnosis.h"
+#include "train/diagnosis.h"
 #include "sdt_test.h"
 
 static sdt_test_rng rng;

@@ -2,7 +2,7 @@
  * lr backoff, scale collapse, skip counting and the stop after N in a row. */
 #include <string.h>
 
-#include "fallback.h"
+#include "train/fallback.h"
 #include "sdt_test.h"
 
 static void expect_sequence(const char *label, sdt_fallback *fb, const double *losses, const sdt_fallback_action *want, int n)
@@ -18,8 +18,8 @@ static void test_mixed_precision_run(void)
     sdt_fallback_config cfg = sdt_fallback_config_default(true);
     cfg.max_consecutive = 3;
     sdt_fallback fb;
-    char err[256];
-    CHECK(sdt_fallback_init(&fb, &cfg, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    sdt_error error = {0};
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_OK, "%s", error.message);
     CHECK(sdt_fallback_lr_multiplier(&fb) == 1.0 && !fb.fired && fb.fired_at_step == -1, "starts unfired");
     const double L[] = {0.5, 0.4, NAN, 0.3, INFINITY, 0.2, NAN, -INFINITY, NAN, 0.1};
     const sdt_fallback_action A[] = {SDT_FALLBACK_CONTINUE, SDT_FALLBACK_CONTINUE, SDT_FALLBACK_SWITCH_TO_FP32,
@@ -42,7 +42,7 @@ static void test_fp32_run_never_switches(void)
     sdt_fallback_config cfg = sdt_fallback_config_default(false);
     cfg.max_consecutive = 2;
     sdt_fallback fb;
-    sdt_fallback_init(&fb, &cfg, NULL, 0);
+    sdt_fallback_init(&fb, &cfg, NULL);
     const double L[] = {NAN, 1.0, NAN, NAN};
     const sdt_fallback_action A[] = {SDT_FALLBACK_SKIP, SDT_FALLBACK_CONTINUE, SDT_FALLBACK_SKIP, SDT_FALLBACK_STOP};
     expect_sequence("fp32", &fb, L, A, 4);
@@ -55,7 +55,7 @@ static void test_scale_collapse(void)
     sdt_fallback_config cfg = sdt_fallback_config_default(true);
     cfg.lr_backoff = 0.25;
     sdt_fallback fb;
-    sdt_fallback_init(&fb, &cfg, NULL, 0);
+    sdt_fallback_init(&fb, &cfg, NULL);
     CHECK(sdt_fallback_on_loss(&fb, 1, 0.7) == SDT_FALLBACK_CONTINUE, "finite");
     CHECK(sdt_fallback_on_scale_collapse(&fb, 2) == SDT_FALLBACK_SWITCH_TO_FP32, "collapse to the minimum scale fires");
     CHECK(fb.fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE && fb.fired_at_step == 2, "recorded trigger and step");
@@ -72,19 +72,19 @@ static void test_resume_and_validation(void)
 {
     sdt_fallback_config cfg = sdt_fallback_config_default(true);
     sdt_fallback fb, resumed;
-    sdt_fallback_init(&fb, &cfg, NULL, 0);
+    sdt_fallback_init(&fb, &cfg, NULL);
     sdt_fallback_on_loss(&fb, 7, NAN);
     memcpy(&resumed, &fb, sizeof fb); /* the plain struct is the checkpoint */
     CHECK(sdt_fallback_on_loss(&resumed, 8, NAN) == SDT_FALLBACK_SKIP && resumed.consecutive == 2,
           "a resumed run remembers that the fallback fired");
-    char err[256];
+    sdt_error error = {0};
     cfg.lr_backoff = 0.0;
-    CHECK(sdt_fallback_init(&fb, &cfg, err, sizeof err) == SDT_CORE_INVALID_CONFIG && strstr(err, "lr_backoff"), "lr_backoff 0: %s", err);
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "lr_backoff"), "lr_backoff 0: %s", error.message);
     cfg.lr_backoff = 1.5;
-    CHECK(sdt_fallback_init(&fb, &cfg, err, sizeof err) == SDT_CORE_INVALID_CONFIG, "lr_backoff > 1");
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG, "lr_backoff > 1");
     cfg.lr_backoff = 0.5;
     cfg.max_consecutive = 0;
-    CHECK(sdt_fallback_init(&fb, &cfg, err, sizeof err) == SDT_CORE_INVALID_CONFIG && strstr(err, "max_consecutive"), "%s", err);
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "max_consecutive"), "%s", error.message);
 }
 
 int main(void)

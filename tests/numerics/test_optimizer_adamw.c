@@ -31,23 +31,23 @@ static void test_adamw_matches_reference(float weight_decay)
     double p[N * SIZE], m[N * SIZE] = {0}, v[N * SIZE] = {0}, g[N * SIZE];
     for (int i = 0; i < N; i++)
         for (int j = 0; j < SIZE; j++) p[i * SIZE + j] = t.param[i][j];
-    char err[512];
+    sdt_error error = {0};
     for (int step = 1; step <= STEPS; step++) {
         float raw[N * SIZE];
         toy_zero(&t);
         toy_backward_random(&t, &rng, 1.0f, raw);
         for (int k = 0; k < N * SIZE; k++) g[k] = raw[k];
-        CHECK(sdt_optimizer_step(t.opt, err, sizeof err) == SDT_CORE_OK, "step %d: %s", step, err);
+        CHECK(sdt_optimizer_step(t.opt, &error) == SDT_CORE_OK, "step %d: %s", step, error.message);
         adamw_reference(p, g, m, v, N * SIZE, &hp, step);
     }
     float got[N * SIZE];
     for (int i = 0; i < N; i++) memcpy(got + i * SIZE, t.param[i], SIZE * sizeof(float));
     double rel = sdt_rel_err_fd(got, p, N * SIZE);
-    CHECK(rel < 2e-6, "wd %g: params vs float64 AdamW after %d steps: rel err %.3g", (double)weight_decay, STEPS, rel);
+    CHECK(rel < 2e-6, "wd %g: params vs float64 AdamW after %d steps: rel error.message %.3g", (double)weight_decay, STEPS, rel);
     sdt_tensor *mt;
     sdt_optimizer_param_views(t.opt, 1, NULL, NULL, NULL, &mt, NULL);
     double rel_m = sdt_rel_err_fd(mt->data, m + SIZE, SIZE);
-    CHECK(rel_m < 1e-5, "exp_avg vs reference: rel err %.3g", rel_m);
+    CHECK(rel_m < 1e-5, "exp_avg vs reference: rel error.message %.3g", rel_m);
     CHECK(sdt_optimizer_step_count(t.opt) == STEPS, "step count %lld", (long long)sdt_optimizer_step_count(t.opt));
     toy_free(&t);
 }
@@ -57,7 +57,7 @@ static void test_clip_grad_norm(void)
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     toy t;
     toy_init(&t, be, "clip", 2, 50, &hp, &rng);
-    char err[512];
+    sdt_error error = {0};
     float raw[100];
     toy_zero(&t);
     toy_backward_random(&t, &rng, 1.0f, raw);
@@ -65,7 +65,7 @@ static void test_clip_grad_norm(void)
     for (int k = 0; k < 100; k++) sumsq += (double)raw[k] * raw[k];
     double want_norm = sqrt(sumsq), norm = 0;
     double max_norm = want_norm / 4.0;
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, max_norm, false, &norm, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, max_norm, false, &norm, &error) == SDT_CORE_OK, "%s", error.message);
     CHECK(fabs(norm - want_norm) <= 1e-12 * want_norm, "total norm %.17g, want %.17g", norm, want_norm);
     float coef = (float)max_norm / ((float)want_norm + 1e-6f);
     bool exact = true;
@@ -73,18 +73,18 @@ static void test_clip_grad_norm(void)
         for (int j = 0; j < 50; j++) exact &= t.grad[i][j] == raw[i * 50 + j] * coef;
     CHECK(exact, "grads must be multiplied by max_norm / (norm + 1e-6)");
     double after;
-    sdt_optimizer_grad_norm(t.opt, &after, err, sizeof err);
+    sdt_optimizer_grad_norm(t.opt, &after, &error);
     CHECK(fabs(after - max_norm) < 1e-5 * max_norm, "clipped norm %.9g, want %.9g", after, max_norm);
     /* below the threshold: untouched */
     float before[50];
     memcpy(before, t.grad[0], sizeof before);
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, max_norm * 10, false, &norm, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, max_norm * 10, false, &norm, &error) == SDT_CORE_OK, "%s", error.message);
     CHECK(memcmp(before, t.grad[0], sizeof before) == 0, "a norm below max_norm leaves the grads alone");
     /* non-finite: torch turns the grads to NaN; error_if_nonfinite refuses */
     t.grad[1][3] = INFINITY;
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, true, &norm, err, sizeof err) == SDT_CORE_NONFINITE_NORM && strstr(err, "'clip'"),
-          "error_if_nonfinite: %s", err);
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, err, sizeof err) == SDT_CORE_OK && isinf(norm), "inf norm");
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, true, &norm, &error) == SDT_CORE_NONFINITE_NORM && strstr(error.message, "'clip'"),
+          "error_if_nonfinite: %s", error.message);
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, &error) == SDT_CORE_OK && isinf(norm), "inf norm");
     CHECK(isnan(t.grad[1][3]) && t.grad[0][0] == 0.0f, "inf * 0 = NaN, finite * 0 = 0, as in torch");
     toy_free(&t);
 }
@@ -94,12 +94,12 @@ static void test_clip_grad_value_and_zero(void)
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     toy t;
     toy_init(&t, be, "value", 1, 64, &hp, &rng);
-    char err[512];
+    sdt_error error = {0};
     float raw[64];
     toy_zero(&t);
     toy_backward_random(&t, &rng, 1.0f, raw);
     t.grad[0][5] = NAN;
-    CHECK(sdt_optimizer_clip_grad_value(t.opt, 0.5f, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(sdt_optimizer_clip_grad_value(t.opt, 0.5f, &error) == SDT_CORE_OK, "%s", error.message);
     bool ok = true;
     for (int j = 0; j < 64; j++) {
         if (j == 5) continue;
@@ -107,8 +107,8 @@ static void test_clip_grad_value_and_zero(void)
         ok &= t.grad[0][j] == want;
     }
     CHECK(ok && isnan(t.grad[0][5]), "clip_grad_value clamps to [-0.5, 0.5] and keeps NaN");
-    CHECK(sdt_optimizer_clip_grad_value(t.opt, 0.0f, err, sizeof err) == SDT_CORE_INVALID_ARGUMENT, "clip value 0 is refused");
-    CHECK(sdt_optimizer_zero_grad(t.opt, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(sdt_optimizer_clip_grad_value(t.opt, 0.0f, &error) == SDT_CORE_INVALID_ARGUMENT, "clip value 0 is refused");
+    CHECK(sdt_optimizer_zero_grad(t.opt, &error) == SDT_CORE_OK, "%s", error.message);
     ok = true;
     for (int j = 0; j < 64; j++) ok &= t.grad[0][j] == 0.0f;
     CHECK(ok && sdt_optimizer_backward_count(t.opt) == 0, "zero_grad zeroes and forgets the backward");
@@ -122,11 +122,11 @@ static void test_resume(void)
     toy a, b;
     toy_init(&a, be, "before", 1, 16, &hp, &rng);
     toy_init(&b, be, "after", 1, 16, &hp, NULL);
-    char err[512];
+    sdt_error error = {0};
     for (int s = 0; s < 3; s++) {
         toy_zero(&a);
         toy_backward_random(&a, &rng, 1.0f, NULL);
-        sdt_optimizer_step(a.opt, err, sizeof err);
+        sdt_optimizer_step(a.opt, &error);
     }
     sdt_tensor *ma, *va, *mb, *vb;
     sdt_optimizer_param_views(a.opt, 0, NULL, NULL, NULL, &ma, &va);
@@ -141,8 +141,8 @@ static void test_resume(void)
     toy_backward_random(&a, &rng, 1.0f, raw);
     memcpy(b.grad[0], raw, sizeof raw);
     sdt_optimizer_note_backward(b.opt, 1.0f);
-    sdt_optimizer_step(a.opt, err, sizeof err);
-    sdt_optimizer_step(b.opt, err, sizeof err);
+    sdt_optimizer_step(a.opt, &error);
+    sdt_optimizer_step(b.opt, &error);
     CHECK(memcmp(a.param[0], b.param[0], sizeof raw) == 0 && sdt_optimizer_step_count(b.opt) == 4,
           "a resumed optimizer must continue bit for bit (bias correction uses the restored step)");
     toy_free(&a);

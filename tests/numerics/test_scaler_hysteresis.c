@@ -16,10 +16,10 @@ static sdt_scaler *scaler_with(int hysteresis, float min_scale, float init, toy 
     cfg.growth_interval = 2;
     cfg.hysteresis = hysteresis;
     cfg.min_scale = min_scale;
-    char err[512];
-    sdt_scaler *sc = sdt_scaler_create(be, &cfg, NULL, NULL, err, sizeof err);
-    CHECK(sc != NULL, "create: %s", err);
-    sdt_scaler_attach(sc, t->opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler *sc = sdt_scaler_create(be, &cfg, NULL, NULL, &error);
+    CHECK(sc != NULL, "create: %s", error.message);
+    sdt_scaler_attach(sc, t->opt, &error);
     return sc;
 }
 
@@ -27,11 +27,11 @@ static void run(const char *label, int hysteresis, const float *want)
 {
     toy t;
     sdt_scaler *sc = scaler_with(hysteresis, 1.0f, 16.0f, &t, label);
-    char err[512];
+    sdt_error error = {0};
     for (int i = 0; i < 13; i++) {
         float raw = flags[i] ? INFINITY : 1.0f;
         bool stepped = true;
-        CHECK(scaled_iteration(sc, &t, 1, &raw, &stepped, NULL, err, sizeof err) == SDT_CORE_OK, "%s %d: %s", label, i, err);
+        CHECK(scaled_iteration(sc, &t, 1, &raw, &stepped, NULL, &error) == SDT_CORE_OK, "%s %d: %s", label, i, error.message);
         CHECK(stepped == !flags[i], "%s %d: every overflow skips the step, even when hysteresis keeps the scale", label, i);
         CHECK(sdt_scaler_get_scale(sc) == want[i], "%s iter %d: scale %g, want %g", label, i,
               (double)sdt_scaler_get_scale(sc), (double)want[i]);
@@ -46,24 +46,24 @@ static void test_min_scale(void)
      * a second stays at 1 and says so again, so the fallback can switch to fp32. */
     toy t;
     sdt_scaler *sc = scaler_with(1, 1.0f, 2.0f, &t, "minimum");
-    char err[512];
+    sdt_error error = {0};
     float raw = INFINITY;
     sdt_scaler_update_info info;
-    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error) == SDT_CORE_OK, "%s", error.message);
     CHECK(sdt_scaler_get_scale(sc) == 1.0f && info.at_min_scale && info.backed_off, "2 -> 1 reaches the minimum");
-    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err) == SDT_CORE_OK, "%s", err);
+    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error) == SDT_CORE_OK, "%s", error.message);
     CHECK(sdt_scaler_get_scale(sc) == 1.0f && info.at_min_scale, "stays at the minimum and reports it");
     raw = 1.0f;
-    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err) == SDT_CORE_OK && !info.at_min_scale,
+    CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error) == SDT_CORE_OK && !info.at_min_scale,
           "a clean step is not a collapse");
     sdt_scaler_destroy(sc);
     toy_free(&t);
     /* clamped, not just reached: 3 -> 1.5 -> (0.75 clamped to) 1 */
     sc = scaler_with(1, 1.0f, 3.0f, &t, "clamp");
     raw = INFINITY;
-    scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err);
+    scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error);
     CHECK(sdt_scaler_get_scale(sc) == 1.5f && !info.at_min_scale, "3 -> 1.5 is above the minimum");
-    scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err);
+    scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error);
     CHECK(sdt_scaler_get_scale(sc) == 1.0f && info.at_min_scale, "1.5 -> 0.75 clamps to 1: %g", (double)sdt_scaler_get_scale(sc));
     sdt_scaler_state st;
     sdt_scaler_get_state(sc, &st);

@@ -21,27 +21,27 @@ static void test_two_optimizers(void)
     toy_init(&ab[0], be, "embedding", 1, 4, &hp, &rng);
     toy_init(&ab[1], be, "hypernetwork", 2, 4, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 128.0f, 2.0, 0.5, 1, true, NULL, NULL);
-    char err[512];
-    CHECK(sdt_scaler_attach(sc, ab[0].opt, err, sizeof err) == SDT_CORE_OK, "attach a: %s", err);
-    CHECK(sdt_scaler_attach(sc, ab[1].opt, err, sizeof err) == SDT_CORE_OK, "attach b: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_scaler_attach(sc, ab[0].opt, &error) == SDT_CORE_OK, "attach a: %s", error.message);
+    CHECK(sdt_scaler_attach(sc, ab[1].opt, &error) == SDT_CORE_OK, "attach b: %s", error.message);
     float *a0 = toy_snapshot(&ab[0]), *b0 = toy_snapshot(&ab[1]);
     double scaled;
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
     for (int k = 0; k < 2; k++) {
         toy_zero(&ab[k]);
         toy_backward_random(&ab[k], &rng, sdt_scaler_get_scale(sc), NULL);
     }
     ab[1].grad[1][2] = INFINITY;
     bool stepped[2] = {false, false};
-    CHECK(sdt_scaler_unscale(sc, ab[0].opt, err, sizeof err) == SDT_CORE_OK, "unscale a: %s", err);
-    CHECK(sdt_scaler_step(sc, ab[0].opt, &stepped[0], err, sizeof err) == SDT_CORE_OK, "step a: %s", err);
-    CHECK(sdt_scaler_step(sc, ab[1].opt, &stepped[1], err, sizeof err) == SDT_CORE_OK, "step b: %s", err);
+    CHECK(sdt_scaler_unscale(sc, ab[0].opt, &error) == SDT_CORE_OK, "unscale a: %s", error.message);
+    CHECK(sdt_scaler_step(sc, ab[0].opt, &stepped[0], &error) == SDT_CORE_OK, "step a: %s", error.message);
+    CHECK(sdt_scaler_step(sc, ab[1].opt, &stepped[1], &error) == SDT_CORE_OK, "step b: %s", error.message);
     CHECK(stepped[0] && !stepped[1], "A must step and B must be skipped (%d %d)", stepped[0], stepped[1]);
     CHECK(!sdt_scaler_found_inf(sc, ab[0].opt) && sdt_scaler_found_inf(sc, ab[1].opt), "found_inf A 0, B 1");
     CHECK(!toy_params_equal(&ab[0], a0) && toy_params_equal(&ab[1], b0), "A's params change, B's do not");
     CHECK(sdt_optimizer_step_count(ab[0].opt) == 1 && sdt_optimizer_step_count(ab[1].opt) == 0, "step counts 1 and 0");
     sdt_scaler_update_info info;
-    CHECK(sdt_scaler_update(sc, &info, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
+    CHECK(sdt_scaler_update(sc, &info, &error) == SDT_CORE_OK, "update: %s", error.message);
     CHECK(sdt_scaler_get_scale(sc) == 64.0f && sdt_scaler_growth_tracker(sc) == 0 && info.backed_off,
           "scale %g tracker %lld, want 64 and 0", (double)sdt_scaler_get_scale(sc), (long long)sdt_scaler_growth_tracker(sc));
     CHECK(sdt_scaler_stage_of(sc, ab[0].opt) == SDT_SCALER_READY && sdt_scaler_stage_of(sc, ab[1].opt) == SDT_SCALER_READY,
@@ -67,13 +67,13 @@ static void run_scaling_case(bool clip)
     toy_init(&ctl, be, "control", 2, 8, &hp, &r1);
     toy_init(&amp, be, "scaled", 2, 8, &hp, &r2);
     sdt_scaler *sc = make_scaler(be, 128.0f, 2.0, 0.5, 1, false, NULL, NULL);
-    char err[512];
-    sdt_scaler_attach(sc, amp.opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler_attach(sc, amp.opt, &error);
     const float want[ITERS] = {256, 512, 256, 512};
     float raw[2 * 8];
     for (int it = 0; it < ITERS; it++) {
         double scaled;
-        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
         float s = sdt_scaler_get_scale(sc);
         toy_zero(&amp);
         toy_backward_random(&amp, &rng, s, raw);
@@ -83,24 +83,24 @@ static void run_scaling_case(bool clip)
         if (it == SKIP) amp.grad[1][3] = INFINITY;
         if (clip) {
             double scaled_norm = 0, norm = 0;
-            sdt_optimizer_grad_norm(amp.opt, &scaled_norm, err, sizeof err);
-            CHECK(sdt_scaler_unscale(sc, amp.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
-            CHECK(sdt_optimizer_clip_grad_norm(amp.opt, 1.0, false, &norm, err, sizeof err) == SDT_CORE_OK, "clip: %s", err);
+            sdt_optimizer_grad_norm(amp.opt, &scaled_norm, &error);
+            CHECK(sdt_scaler_unscale(sc, amp.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
+            CHECK(sdt_optimizer_clip_grad_norm(amp.opt, 1.0, false, &norm, &error) == SDT_CORE_OK, "clip: %s", error.message);
             if (it != SKIP) {
                 /* exact in exact arithmetic; the backend's parallel double sum may round its last bit differently */
                 CHECK(fabs(scaled_norm - norm * s) <= 1e-12 * scaled_norm, "norm before unscale %.17g must be S x norm after %.17g",
                       scaled_norm, norm);
                 double ctl_norm;
-                CHECK(sdt_optimizer_clip_grad_norm(ctl.opt, 1.0, false, &ctl_norm, err, sizeof err) == SDT_CORE_OK, "clip control");
+                CHECK(sdt_optimizer_clip_grad_norm(ctl.opt, 1.0, false, &ctl_norm, &error) == SDT_CORE_OK, "clip control");
                 CHECK(fabs(ctl_norm - norm) <= 1e-12 * norm, "control norm %.17g vs unscaled %.17g", ctl_norm, norm);
             }
         }
         bool stepped = false;
-        CHECK(sdt_scaler_step(sc, amp.opt, &stepped, err, sizeof err) == SDT_CORE_OK, "step: %s", err);
+        CHECK(sdt_scaler_step(sc, amp.opt, &stepped, &error) == SDT_CORE_OK, "step: %s", error.message);
         CHECK(stepped == (it != SKIP), "iteration %d stepped=%d", it, stepped);
-        if (it != SKIP) CHECK(sdt_optimizer_step(ctl.opt, err, sizeof err) == SDT_CORE_OK, "control step: %s", err);
+        if (it != SKIP) CHECK(sdt_optimizer_step(ctl.opt, &error) == SDT_CORE_OK, "control step: %s", error.message);
         else sdt_optimizer_note_skipped_step(ctl.opt);
-        CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
+        CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == want[it], "%s iteration %d: scale %g, want %g", clip ? "clip" : "plain", it,
               (double)sdt_scaler_get_scale(sc), (double)want[it]);
     }
@@ -120,23 +120,23 @@ static void test_accumulation(void)
     sdt_adamw_hparams hp = adamw();
     toy_init(&t, be, "accum", 1, 4, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 128.0f, 2.0, 0.5, 1, false, NULL, NULL);
-    char err[512];
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler_attach(sc, t.opt, &error);
     const float want[2] = {256, 512};
     int updates = 0;
     toy_zero(&t);
     for (int batch = 0; batch < 4; batch++) {
         double scaled;
         float before = sdt_scaler_get_scale(sc);
-        sdt_scaler_scale_loss(sc, 0.5, 1, &scaled, err, sizeof err);
+        sdt_scaler_scale_loss(sc, 0.5, 1, &scaled, &error);
         toy_backward_fill(&t, sdt_scaler_get_scale(sc), 0.5f);
         if (batch % 2 == 0) {
             CHECK(sdt_scaler_get_scale(sc) == before, "scale must not change between micro-batches");
             continue;
         }
-        CHECK(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err) == SDT_CORE_OK, "step: %s", err);
+        CHECK(sdt_scaler_step(sc, t.opt, NULL, &error) == SDT_CORE_OK, "step: %s", error.message);
         CHECK(t.grad[0][0] == 1.0f, "two halves must accumulate to an unscaled grad of 1, got %g", (double)t.grad[0][0]);
-        CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
+        CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == want[updates], "update %d: scale %g", updates, (double)sdt_scaler_get_scale(sc));
         updates++;
         toy_zero(&t);
@@ -154,15 +154,15 @@ static void test_no_recheck_after_unscale(void)
     sdt_adamw_hparams hp = adamw();
     toy_init(&t, be, "recheck", 1, 3, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 65536.0f, 2.0, 0.5, 2000, false, NULL, NULL);
-    char err[512];
+    sdt_error error = {0};
     toy_begin_scaled(sc, &t);
     toy_backward_random(&t, &rng, 65536.0f, NULL);
-    sdt_scaler_unscale(sc, t.opt, err, sizeof err);
+    sdt_scaler_unscale(sc, t.opt, &error);
     for (int j = 0; j < 3; j++) t.grad[0][j] = NAN;
     bool stepped = false;
-    CHECK(sdt_scaler_step(sc, t.opt, &stepped, err, sizeof err) == SDT_CORE_OK && stepped, "step runs: %s", err);
+    CHECK(sdt_scaler_step(sc, t.opt, &stepped, &error) == SDT_CORE_OK && stepped, "step runs: %s", error.message);
     CHECK(isnan(t.param[0][0]), "param must be NaN, as in torch");
-    sdt_scaler_update(sc, NULL, err, sizeof err);
+    sdt_scaler_update(sc, NULL, &error);
     CHECK(sdt_scaler_get_scale(sc) == 65536.0f, "scale unchanged");
     sdt_scaler_destroy(sc);
     toy_free(&t);
@@ -176,8 +176,8 @@ static void test_skip_leaves_state(void)
     sdt_adamw_hparams hp = adamw();
     toy_init(&t, be, "adam", 1, 5, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 65536.0f, 2.0, 0.5, 2000, false, NULL, NULL);
-    char err[512];
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler_attach(sc, t.opt, &error);
     const int64_t want_steps[3] = {1, 1, 2};
     const float want_scale[3] = {65536, 32768, 32768};
     const int64_t want_tracker[3] = {1, 0, 1};
@@ -189,13 +189,13 @@ static void test_skip_leaves_state(void)
         memcpy(m0, m->data, sizeof m0);
         memcpy(v0, v->data, sizeof v0);
         double scaled;
-        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
         toy_zero(&t);
         toy_backward_random(&t, &rng, sdt_scaler_get_scale(sc), NULL);
         if (it == 1) t.grad[0][4] = INFINITY;
         bool stepped;
-        CHECK(sdt_scaler_step(sc, t.opt, &stepped, err, sizeof err) == SDT_CORE_OK, "step: %s", err);
-        CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
+        CHECK(sdt_scaler_step(sc, t.opt, &stepped, &error) == SDT_CORE_OK, "step: %s", error.message);
+        CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_optimizer_step_count(t.opt) == want_steps[it], "iter %d: adam step %lld", it, (long long)sdt_optimizer_step_count(t.opt));
         CHECK(sdt_scaler_get_scale(sc) == want_scale[it] && sdt_scaler_growth_tracker(sc) == want_tracker[it],
               "iter %d: S %g T %lld", it, (double)sdt_scaler_get_scale(sc), (long long)sdt_scaler_growth_tracker(sc));
@@ -221,41 +221,41 @@ static void test_state_round_trip(void)
     toy_init(&t, be, "state", 1, 2, &hp, &rng);
     sdt_scaler *s0 = make_scaler(be, 3.0f, 4.0, 0.5, 2, false, NULL, NULL);
     sdt_scaler *s1 = make_scaler(be, 6.0f, 7.0, 0.8, 1, false, NULL, NULL);
-    char err[512];
+    sdt_error error = {0};
     sdt_scaler_state st;
     sdt_scaler_get_state(s0, &st);
     CHECK(st.scale == 3.0f && st.growth_factor == 4.0 && st.backoff_factor == 0.5 && st.growth_interval == 2 && st.growth_tracker == 0,
           "state of s0");
-    sdt_scaler_attach(s0, t.opt, err, sizeof err);
+    sdt_scaler_attach(s0, t.opt, &error);
     float raw = 1.0f;
-    scaled_iteration(s0, &t, 1, &raw, NULL, NULL, err, sizeof err);
+    scaled_iteration(s0, &t, 1, &raw, NULL, NULL, &error);
     sdt_scaler_get_state(s0, &st);
     CHECK(st.growth_tracker == 1 && st.scale == 3.0f, "after one clean step: tracker %lld", (long long)st.growth_tracker);
-    CHECK(sdt_scaler_set_state(s1, &st, err, sizeof err) == SDT_CORE_OK, "load: %s", err);
+    CHECK(sdt_scaler_set_state(s1, &st, &error) == SDT_CORE_OK, "load: %s", error.message);
     sdt_scaler_state st1;
     sdt_scaler_get_state(s1, &st1);
     CHECK(memcmp(&st, &st1, sizeof st) == 0, "loaded state must read back identically");
     double scaled;
-    sdt_scaler_scale_loss(s1, 4.0, 1, &scaled, err, sizeof err);
+    sdt_scaler_scale_loss(s1, 4.0, 1, &scaled, &error);
     CHECK(scaled == 12.0, "after loading, 4 scales to %g, want 12", scaled);
 
     sdt_scaler_config off = sdt_scaler_config_default();
     off.enabled = false;
     off.growth_factor = 0.5; /* 20: a disabled scaler validates nothing */
-    sdt_scaler *disabled = sdt_scaler_create(be, &off, NULL, NULL, err, sizeof err);
-    CHECK(disabled != NULL, "a disabled scaler accepts gf 0.5: %s", err);
+    sdt_scaler *disabled = sdt_scaler_create(be, &off, NULL, NULL, &error);
+    CHECK(disabled != NULL, "a disabled scaler accepts gf 0.5: %s", error.message);
     sdt_scaler_state empty;
     sdt_scaler_get_state(disabled, &empty);
     CHECK(!empty.enabled, "a disabled scaler's state is empty");
-    CHECK(sdt_scaler_set_state(s1, &empty, err, sizeof err) == SDT_CORE_BAD_STATE, "loading an empty state must fail");
-    CHECK(strstr(err, "disabled") != NULL, "the sentence must say why: %s", err);
-    CHECK(sdt_scaler_set_state(disabled, &empty, err, sizeof err) == SDT_CORE_OK, "a disabled scaler ignores loads");
+    CHECK(sdt_scaler_set_state(s1, &empty, &error) == SDT_CORE_BAD_STATE, "loading an empty state must fail");
+    CHECK(strstr(error.message, "disabled") != NULL, "the sentence must say why: %s", error.message);
+    CHECK(sdt_scaler_set_state(disabled, &empty, &error) == SDT_CORE_OK, "a disabled scaler ignores loads");
     sdt_scaler_state bad = st;
     bad.growth_factor = 1.0;
-    CHECK(sdt_scaler_set_state(s1, &bad, err, sizeof err) == SDT_CORE_BAD_STATE, "a loaded growth factor <= 1 must be rejected");
+    CHECK(sdt_scaler_set_state(s1, &bad, &error) == SDT_CORE_BAD_STATE, "a loaded growth factor <= 1 must be rejected");
     bad = st;
     bad.growth_tracker = 5;
-    CHECK(sdt_scaler_set_state(s1, &bad, err, sizeof err) == SDT_CORE_BAD_STATE, "a tracker >= interval must be rejected");
+    CHECK(sdt_scaler_set_state(s1, &bad, &error) == SDT_CORE_BAD_STATE, "a tracker >= interval must be rejected");
     sdt_scaler_destroy(disabled);
     sdt_scaler_destroy(s0);
     sdt_scaler_destroy(s1);
@@ -273,11 +273,11 @@ static void test_disabled_identity(void)
     toy_init(&ctl, be, "control", 1, 6, &hp, &r2);
     sdt_scaler_config off = sdt_scaler_config_default();
     off.enabled = false;
-    char err[512];
-    sdt_scaler *sc = sdt_scaler_create(be, &off, NULL, NULL, err, sizeof err);
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler *sc = sdt_scaler_create(be, &off, NULL, NULL, &error);
+    sdt_scaler_attach(sc, t.opt, &error);
     double scaled = 0;
-    CHECK(sdt_scaler_scale_loss(sc, 0.123456789, 1, &scaled, err, sizeof err) == SDT_CORE_OK && scaled == 0.123456789,
+    CHECK(sdt_scaler_scale_loss(sc, 0.123456789, 1, &scaled, &error) == SDT_CORE_OK && scaled == 0.123456789,
           "scale_loss must return the loss unchanged");
     CHECK(sdt_scaler_get_scale(sc) == 1.0f && sdt_scaler_growth_tracker(sc) == 0, "get_scale 1, tracker 0");
     for (int it = 0; it < 3; it++) {
@@ -287,12 +287,12 @@ static void test_disabled_identity(void)
         toy_backward_random(&t, &rng, 1.0f, raw);
         memcpy(ctl.grad[0], raw, sizeof raw);
         sdt_optimizer_note_backward(ctl.opt, 1.0f);
-        CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale is a no-op");
+        CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale is a no-op");
         CHECK(memcmp(t.grad[0], raw, sizeof raw) == 0, "disabled unscale must not touch the grads");
         bool stepped = false;
-        CHECK(sdt_scaler_step(sc, t.opt, &stepped, err, sizeof err) == SDT_CORE_OK && stepped, "step: %s", err);
-        sdt_optimizer_step(ctl.opt, err, sizeof err);
-        CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update is a no-op");
+        CHECK(sdt_scaler_step(sc, t.opt, &stepped, &error) == SDT_CORE_OK && stepped, "step: %s", error.message);
+        sdt_optimizer_step(ctl.opt, &error);
+        CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update is a no-op");
     }
     float *c = toy_snapshot(&ctl);
     CHECK(toy_params_equal(&t, c), "disabled scaler step must equal a plain optimizer step");
@@ -310,24 +310,24 @@ static void test_update_variants(void)
     sdt_adamw_hparams hp = adamw();
     toy_init(&t, be, "upd", 1, 2, &hp, &rng);
     sdt_scaler *sc = make_scaler(be, 8.0f, 2.0, 0.5, 1, false, NULL, NULL);
-    char err[512];
+    sdt_error error = {0};
     double scaled;
     toy_begin_scaled(sc, &t);
     toy_backward_fill(&t, 8.0f, 1.0f);
-    CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
-    CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK && sdt_scaler_get_scale(sc) == 16.0f,
+    CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
+    CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK && sdt_scaler_get_scale(sc) == 16.0f,
           "update after unscale only: %g, want 16", (double)sdt_scaler_get_scale(sc));
-    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+    sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
     toy_zero(&t);
     toy_backward_fill(&t, 16.0f, 1.0f);
-    sdt_scaler_unscale(sc, t.opt, err, sizeof err);
+    sdt_scaler_unscale(sc, t.opt, &error);
     int64_t tracker = sdt_scaler_growth_tracker(sc);
-    CHECK(sdt_scaler_update_to(sc, 1024.0, err, sizeof err) == SDT_CORE_OK, "update_to: %s", err);
+    CHECK(sdt_scaler_update_to(sc, 1024.0, &error) == SDT_CORE_OK, "update_to: %s", error.message);
     CHECK(sdt_scaler_get_scale(sc) == 1024.0f && sdt_scaler_growth_tracker(sc) == tracker, "update_to: S 1024, T unchanged");
     CHECK(sdt_scaler_stage_of(sc, t.opt) == SDT_SCALER_READY, "update_to clears the records");
-    CHECK(sdt_scaler_update_to(sc, 0.0, err, sizeof err) == SDT_CORE_INVALID_CONFIG && strstr(err, "'upd'"),
-          "update_to(0) must be refused naming the optimizer: %s", err);
-    CHECK(sdt_scaler_update_to(sc, NAN, err, sizeof err) == SDT_CORE_INVALID_CONFIG, "update_to(NaN) must be refused");
+    CHECK(sdt_scaler_update_to(sc, 0.0, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "'upd'"),
+          "update_to(0) must be refused naming the optimizer: %s", error.message);
+    CHECK(sdt_scaler_update_to(sc, NAN, &error) == SDT_CORE_INVALID_CONFIG, "update_to(NaN) must be refused");
     sdt_scaler_destroy(sc);
     toy_free(&t);
 }
@@ -342,15 +342,15 @@ static void test_fp16_overflow_sequence(void)
     toy_init(&t, be, "fp16", 1, 100, &hp, NULL);
     for (int j = 0; j < 100; j++) t.param[0][j] = 1.0f;
     sdt_scaler *sc = make_scaler(be, 4.0f, 2.0, 0.5, 2000, false, NULL, NULL);
-    char err[512];
-    sdt_scaler_attach(sc, t.opt, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler_attach(sc, t.opt, &error);
     const float inputs[4] = {5, 20000, 5, 40000};
     const float want_grad[4] = {20, INFINITY, 10, INFINITY};
     const float want_scale[4] = {4, 2, 2, 1};
     const int64_t want_tracker[4] = {1, 0, 1, 0};
     for (int it = 0; it < 4; it++) {
         double scaled;
-        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+        sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
         toy_zero(&t);
         /* d loss / d weight.half() = scale * input, held in fp16, then accumulated into the fp32 grad */
         uint16_t h[100];
@@ -362,8 +362,8 @@ static void test_fp16_overflow_sequence(void)
         memcpy(t.grad[0], g16, sizeof g16);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(t.grad[0][7] == want_grad[it], "iter %d: scaled grad %g, want %g", it, (double)t.grad[0][7], (double)want_grad[it]);
-        CHECK(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err) == SDT_CORE_OK, "step: %s", err);
-        CHECK(sdt_scaler_update(sc, NULL, err, sizeof err) == SDT_CORE_OK, "update: %s", err);
+        CHECK(sdt_scaler_step(sc, t.opt, NULL, &error) == SDT_CORE_OK, "step: %s", error.message);
+        CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == want_scale[it] && sdt_scaler_growth_tracker(sc) == want_tracker[it],
               "iter %d: S %g T %lld, want %g %lld", it, (double)sdt_scaler_get_scale(sc),
               (long long)sdt_scaler_growth_tracker(sc), (double)want_scale[it], (long long)want_tracker[it]);
@@ -382,24 +382,24 @@ static void test_accumulation_and_not_zeroed(void)
     toy_init(&t, be, "stale", 1, 1, &hp, &rng);
     log_sink sink = {0};
     sdt_scaler *sc = make_scaler(be, 4.0f, 2.0, 0.5, 2000, false, log_sink_fn, &sink);
-    char err[512];
+    sdt_error error = {0};
     toy_begin_scaled(sc, &t);
     toy_backward_fill(&t, 4.0f, 1.0f);
     toy_backward_fill(&t, 4.0f, 1.0f);
-    sdt_scaler_unscale(sc, t.opt, err, sizeof err);
+    sdt_scaler_unscale(sc, t.opt, &error);
     CHECK(t.grad[0][0] == 2.0f, "two backward passes: unscaled grad %g, want 2", (double)t.grad[0][0]);
-    sdt_scaler_step(sc, t.opt, NULL, err, sizeof err);
-    sdt_scaler_update(sc, NULL, err, sizeof err);
+    sdt_scaler_step(sc, t.opt, NULL, &error);
+    sdt_scaler_update(sc, NULL, &error);
     CHECK(sink.warnings == 0, "accumulating before a step is not a warning");
 
     toy_zero(&t);
     toy_backward_fill(&t, 4.0f, 1.0f);
-    sdt_scaler_step(sc, t.opt, NULL, err, sizeof err);
+    sdt_scaler_step(sc, t.opt, NULL, &error);
     CHECK(t.grad[0][0] == 1.0f, "iteration 1: unscaled grad 1");
-    sdt_scaler_update(sc, NULL, err, sizeof err);
+    sdt_scaler_update(sc, NULL, &error);
     toy_backward_fill(&t, 4.0f, 1.0f); /* no zero_grad */
     CHECK(t.grad[0][0] == 5.0f, "iteration 2 without zero_grad: grad 5");
-    CHECK(sdt_scaler_step(sc, t.opt, NULL, err, sizeof err) == SDT_CORE_OK, "step proceeds like torch: %s", err);
+    CHECK(sdt_scaler_step(sc, t.opt, NULL, &error) == SDT_CORE_OK, "step proceeds like torch: %s", error.message);
     CHECK(t.grad[0][0] == 1.25f, "unscaled grad %g, want 1.25", (double)t.grad[0][0]);
     CHECK(sink.warnings == 1 && strstr(sink.last, "'stale'") && strstr(sink.last, "zero_grad"),
           "a warning naming the optimizer and zero_grad: %s", sink.last);

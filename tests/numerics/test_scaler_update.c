@@ -15,13 +15,13 @@ static void check_sequence(const char *label, float init, double gf, double bf, 
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     toy_init(&t, be, "seq", 1, 3, &hp, NULL);
     sdt_scaler *sc = make_scaler(be, init, gf, bf, gi, false, NULL, NULL);
-    char err[512];
-    CHECK(sdt_scaler_attach(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "%s: attach: %s", label, err);
+    sdt_error error = {0};
+    CHECK(sdt_scaler_attach(sc, t.opt, &error) == SDT_CORE_OK, "%s: attach: %s", label, error.message);
     for (int i = 0; i < n; i++) {
         float raw = flags[i] == 0 ? 1.0f : (flags[i] == 1 ? INFINITY : NAN);
         sdt_scaler_update_info info;
-        sdt_core_status st = scaled_iteration(sc, &t, 1, &raw, NULL, &info, err, sizeof err);
-        CHECK(st == SDT_CORE_OK, "%s iter %d: %s", label, i, err);
+        sdt_core_status st = scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error);
+        CHECK(st == SDT_CORE_OK, "%s iter %d: %s", label, i, error.message);
         CHECK(sdt_scaler_get_scale(sc) == want_scale[i], "%s iter %d: scale %.9g, want %.9g", label, i,
               (double)sdt_scaler_get_scale(sc), (double)want_scale[i]);
         if (want_tracker)
@@ -40,8 +40,8 @@ static void test_defaults(void)
     CHECK(cfg.enabled && cfg.init_scale == 65536.0f && cfg.growth_factor == 2.0 && cfg.backoff_factor == 0.5 &&
               cfg.growth_interval == 2000 && cfg.hysteresis == 1 && cfg.min_scale == 0.0f && !cfg.shared,
           "defaults differ from torch.amp.GradScaler()");
-    char err[256];
-    sdt_scaler *sc = sdt_scaler_create(be, &cfg, NULL, NULL, err, sizeof err);
+    sdt_error error = {0};
+    sdt_scaler *sc = sdt_scaler_create(be, &cfg, NULL, NULL, &error);
     CHECK(sc && sdt_scaler_get_scale(sc) == 65536.0f, "get_scale before scale() must be 65536");
     sdt_scaler_state st;
     sdt_scaler_get_state(sc, &st);
@@ -56,9 +56,9 @@ static void test_scale_loss(void)
 {
     sdt_scaler *sc = make_scaler(be, 2.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     double out = 0;
-    char err[256];
-    CHECK(sdt_scaler_scale_loss(sc, 4.0, 1, &out, err, sizeof err) == SDT_CORE_OK && out == 8.0, "init 2 x 4.0 must give 8.0, got %g", out);
-    CHECK(sdt_scaler_scale_loss(sc, 0.1, 1, &out, err, sizeof err) == SDT_CORE_OK && out == (double)(0.1f * 2.0f),
+    sdt_error error = {0};
+    CHECK(sdt_scaler_scale_loss(sc, 4.0, 1, &out, &error) == SDT_CORE_OK && out == 8.0, "init 2 x 4.0 must give 8.0, got %g", out);
+    CHECK(sdt_scaler_scale_loss(sc, 0.1, 1, &out, &error) == SDT_CORE_OK && out == (double)(0.1f * 2.0f),
           "scaled loss must be computed in fp32");
     sdt_scaler_destroy(sc);
 }
@@ -70,12 +70,12 @@ static void test_reciprocal_precision(void)
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     toy_init(&t, be, "recip", 1, 2, &hp, NULL);
     sdt_scaler *sc = make_scaler(be, 3.0f, 2.0, 0.5, 2000, false, NULL, NULL);
-    char err[256];
+    sdt_error error = {0};
     toy_begin_scaled(sc, &t);
     t.grad[0][0] = 1.0f;
     t.grad[0][1] = 3.0f;
     sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
-    CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
+    CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
     CHECK((double)t.grad[0][0] == 0.3333333432674408, "1 * inv(3) = %.17g, want 0.3333333432674408", (double)t.grad[0][0]);
     CHECK(t.grad[0][1] == 3.0f * (float)(1.0 / 3.0), "3 * inv(3) must be the fp32 product");
     sdt_scaler_destroy(sc);
@@ -92,11 +92,11 @@ static void test_unscale_values(void)
         sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
         toy_init(&t, be, "kernel", 1, 3, &hp, NULL);
         sdt_scaler *sc = make_scaler(be, 4.0f, 2.0, 0.5, 2000, false, NULL, NULL);
-        char err[256];
+        sdt_error error = {0};
         toy_begin_scaled(sc, &t);
         memcpy(t.grad[0], cases[c], sizeof cases[c]);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
-        CHECK(sdt_scaler_unscale(sc, t.opt, err, sizeof err) == SDT_CORE_OK, "unscale: %s", err);
+        CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
         CHECK(sdt_scaler_found_inf(sc, t.opt) == want_found[c], "case %d: found_inf %d", c, sdt_scaler_found_inf(sc, t.opt));
         for (int j = 0; j < 3; j++) {
             float want = cases[c][j] * 0.25f;
@@ -156,11 +156,11 @@ int main(void)
         toy_init(&b, be, "b", 1, 2, &hp, NULL);
         toy both[2] = {a, b};
         sdt_scaler *sc = make_scaler(be, 8.0f, 2.0, 0.5, 2000, true, NULL, NULL);
-        char err[512];
-        sdt_scaler_attach(sc, both[0].opt, err, sizeof err);
-        sdt_scaler_attach(sc, both[1].opt, err, sizeof err);
+        sdt_error error = {0};
+        sdt_scaler_attach(sc, both[0].opt, &error);
+        sdt_scaler_attach(sc, both[1].opt, &error);
         float raw[2] = {INFINITY, NAN};
-        CHECK(scaled_iteration(sc, both, 2, raw, NULL, NULL, err, sizeof err) == SDT_CORE_OK, "two-inf: %s", err);
+        CHECK(scaled_iteration(sc, both, 2, raw, NULL, NULL, &error) == SDT_CORE_OK, "two-inf: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == 4.0f, "two overflowing optimizers: scale %g, want 4 (one backoff)",
               (double)sdt_scaler_get_scale(sc));
         sdt_scaler_destroy(sc);
@@ -174,15 +174,15 @@ int main(void)
         toy_init(&t, be, "tiny", 1, 1, &hp, NULL);
         float start = ldexpf(1.0f, -126);
         sdt_scaler *sc = make_scaler(be, start, 2.0, 0.5, 2000, false, NULL, NULL);
-        char err[512];
-        sdt_scaler_attach(sc, t.opt, err, sizeof err);
+        sdt_error error = {0};
+        sdt_scaler_attach(sc, t.opt, &error);
         float raw = INFINITY;
-        CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, NULL, err, sizeof err) == SDT_CORE_OK, "2^-126 -> 2^-127 is usable: %s", err);
+        CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, NULL, &error) == SDT_CORE_OK, "2^-126 -> 2^-127 is usable: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == ldexpf(1.0f, -127), "scale %g", (double)sdt_scaler_get_scale(sc));
-        sdt_core_status st = scaled_iteration(sc, &t, 1, &raw, NULL, NULL, err, sizeof err);
+        sdt_core_status st = scaled_iteration(sc, &t, 1, &raw, NULL, NULL, &error);
         CHECK(st == SDT_CORE_SCALE_UNDERFLOW, "2^-128 (1/scale overflows fp32) must be SDT_CORE_SCALE_UNDERFLOW, got %s",
               sdt_core_status_name(st));
-        CHECK(strstr(err, "'tiny'") && strstr(err, "min_scale"), "underflow sentence must name the optimizer and the fix: %s", err);
+        CHECK(strstr(error.message, "'tiny'") && strstr(error.message, "min_scale"), "underflow sentence must name the optimizer and the fix: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == ldexpf(1.0f, -127), "scale must be unchanged after the underflow error");
         CHECK(sdt_scaler_stage_of(sc, t.opt) == SDT_SCALER_READY, "records must be cleared after update");
         sdt_scaler_destroy(sc);

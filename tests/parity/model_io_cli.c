@@ -100,10 +100,10 @@ static sdt_tensor host(void *data, sdt_dtype dt, int ndim, int64_t d0, int64_t d
 static int cmd_config(const sdt_weights *w)
 {
     sd_config c;
-    char err[512];
+    sdt_error error = {0};
     bool any = false;
-    if (sd_config_detect(w, &c, err, sizeof(err))) printf("family %s\n", sd_family_name(c.family));
-    if (clip_config_detect(w, &c.clip, err, sizeof(err))) {
+    if (sd_config_detect(w, &c, &error)) printf("family %s\n", sd_family_name(c.family));
+    if (clip_config_detect(w, &c.clip, &error)) {
         any = true;
         printf("clip_layout %s\nclip_vocab %d\nclip_width %d\nclip_layers %d\nclip_heads %d\nclip_positions %d\n"
                "clip_mlp %d\nclip_act %s\nclip_default_skip %d\n",
@@ -111,7 +111,7 @@ static int cmd_config(const sdt_weights *w)
                c.clip.heads, c.clip.positions, c.clip.mlp_width, c.clip.act == SDT_ACT_GELU ? "gelu" : "quick_gelu",
                c.clip.default_skip);
     }
-    if (vae_config_detect(w, &c.vae, err, sizeof(err))) {
+    if (vae_config_detect(w, &c.vae, &error)) {
         any = true;
         printf("vae_ch %d\nvae_levels %d\nvae_res_blocks %d\nvae_z %d\nvae_groups %d\nvae_scaling %.9g\nvae_ch_mult",
                c.vae.ch, c.vae.levels, c.vae.res_blocks, c.vae.z_channels, c.vae.groups, c.vae.scaling);
@@ -123,11 +123,11 @@ static int cmd_config(const sdt_weights *w)
 
 static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
 {
-    char err[512];
+    sdt_error error = {0};
     clip_config cfg;
     clip_text_model m;
-    if (!clip_config_detect(w, &cfg, err, sizeof(err)) || !clip_text_load(&m, &cfg, w, err, sizeof(err)))
-        return fail(err);
+    if (!clip_config_detect(w, &cfg, &error) || !clip_text_load(&m, &cfg, w, &error))
+        return fail(error.message);
     if (!a->tokens || !a->out || a->batch < 1 || a->seq < 1) return fail("clip needs --tokens --batch --seq --out");
     int64_t B = a->batch, T = a->seq, C = cfg.width, R = a->nrows, N = a->noverrides;
     int32_t *tokens = read_file(a->tokens, (size_t)(B * T) * 4);
@@ -143,13 +143,13 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
     sdt_arena meas, arena;
     clip_text_acts acts;
     sdt_arena_init_measure(&meas, be);
-    if (!clip_text_forward(&m, be, &meas, &in, &acts, err, sizeof(err)) ||
-        (dout && !clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, err, sizeof(err))))
-        return fail(err);
+    if (!clip_text_forward(&m, be, &meas, &in, &acts, &error) ||
+        (dout && !clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error)))
+        return fail(error.message);
     if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
-    if (!clip_text_forward(&m, be, &arena, &in, &acts, err, sizeof(err)) ||
-        (dout && !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, err, sizeof(err))))
-        return fail(err);
+    if (!clip_text_forward(&m, be, &arena, &in, &acts, &error) ||
+        (dout && !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error)))
+        return fail(error.message);
     bool ok = write_file(a->out, acts.out.data, (size_t)(B * T * C) * 4);
     if (ok && dout && a->drows) ok = write_file(a->drows, drows, (size_t)(R * C) * 4);
     sdt_arena_release(&arena);
@@ -159,10 +159,10 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
 
 static int cmd_vae(const args *a, const sdt_weights *w, sdt_backend *be, bool encode)
 {
-    char err[512];
+    sdt_error error = {0};
     vae_config cfg;
     vae_model m;
-    if (!vae_config_detect(w, &cfg, err, sizeof(err)) || !vae_load(&m, &cfg, w, be, err, sizeof(err))) return fail(err);
+    if (!vae_config_detect(w, &cfg, &error) || !vae_load(&m, &cfg, w, be, &error)) return fail(error.message);
     int64_t B = a->batch, H = a->height, W = a->width, f = vae_factor(&cfg), Z = cfg.z_channels;
     if (B < 1 || H < 1 || W < 1) return fail("vae needs --batch --height --width");
     sdt_arena meas, arena;
@@ -176,9 +176,9 @@ static int cmd_vae(const args *a, const sdt_weights *w, sdt_backend *be, bool en
         if (!image) return 1;
         sdt_tensor it = host(image, SDT_F32, 4, B, 3, H, W), mt = host(mean, SDT_F32, 4, B, Z, h, wl);
         sdt_tensor lt = host(logvar, SDT_F32, 4, B, Z, h, wl);
-        if (!vae_encode(&m, be, &meas, &it, SDT_F32, &mt, &lt, err, sizeof(err))) return fail(err);
+        if (!vae_encode(&m, be, &meas, &it, SDT_F32, &mt, &lt, &error)) return fail(error.message);
         if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
-        if (!vae_encode(&m, be, &arena, &it, SDT_F32, &mt, &lt, err, sizeof(err))) return fail(err);
+        if (!vae_encode(&m, be, &arena, &it, SDT_F32, &mt, &lt, &error)) return fail(error.message);
         rc = write_file(a->mean, mean, (size_t)n_lat * 4) && write_file(a->logvar, logvar, (size_t)n_lat * 4) ? 0 : 1;
         free(image), free(mean), free(logvar);
     } else {
@@ -187,9 +187,9 @@ static int cmd_vae(const args *a, const sdt_weights *w, sdt_backend *be, bool en
         float *lat = read_file(a->latents, (size_t)(B * Z * H * W) * 4), *image = calloc((size_t)n_img, 4);
         if (!lat) return 1;
         sdt_tensor lt = host(lat, SDT_F32, 4, B, Z, H, W), it = host(image, SDT_F32, 4, B, 3, H * f, W * f);
-        if (!vae_decode(&m, be, &meas, &lt, SDT_F32, &it, err, sizeof(err))) return fail(err);
+        if (!vae_decode(&m, be, &meas, &lt, SDT_F32, &it, &error)) return fail(error.message);
         if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
-        if (!vae_decode(&m, be, &arena, &lt, SDT_F32, &it, err, sizeof(err))) return fail(err);
+        if (!vae_decode(&m, be, &arena, &lt, SDT_F32, &it, &error)) return fail(error.message);
         rc = write_file(a->out, image, (size_t)n_img * 4) ? 0 : 1;
         free(lat), free(image);
     }
@@ -203,9 +203,9 @@ int main(int argc, char **argv)
     args a;
     if (!parse(argc, argv, &a) || !a.ckpt)
         return fail("usage: sdt-model-io config|clip|vae-encode|vae-decode --ckpt PATH [options]; see model_io_cli.c");
-    char err[512];
-    sdt_weights *w = sdt_weights_open(a.ckpt, err, sizeof(err));
-    if (!w) return fail(err);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(a.ckpt, &error);
+    if (!w) return fail(error.message);
     sdt_backend *be = sdt_backend_cpu_create(0);
     if (!be) return fail("cannot create the CPU backend");
     int rc;

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "optimizer.h"
-#include "scaler.h"
+#include "train/optimizer.h"
+#include "train/scaler.h"
 
 #define MAX_OPTIMIZERS 8
 
@@ -82,9 +82,9 @@ static int run(FILE *f)
     cfg.shared = n > 1; /* several optimizers, one backward pass: torch's multi-optimizer use */
 
     sdt_backend *be = sdt_backend_cpu_create(1);
-    char err[1024];
-    sdt_scaler *sc = be ? sdt_scaler_create(be, &cfg, NULL, NULL, err, sizeof err) : NULL;
-    if (!sc) return fail(be ? err : "no CPU backend");
+    sdt_error error = {0};
+    sdt_scaler *sc = be ? sdt_scaler_create(be, &cfg, NULL, NULL, &error) : NULL;
+    if (!sc) return fail(be ? error.message : "no CPU backend");
     stream_opt so[MAX_OPTIMIZERS];
     memset(so, 0, sizeof so);
     int status = 0;
@@ -97,13 +97,13 @@ static int run(FILE *f)
         so[k].raw = calloc((size_t)size, sizeof(float));
         so[k].pt = sdt_tensor_make(so[k].param, SDT_F32, SDT_DEVICE_CPU, 1, &size);
         so[k].gt = sdt_tensor_make(so[k].grad, SDT_F32, SDT_DEVICE_CPU, 1, &size);
-        so[k].opt = sdt_optimizer_create(be, name, &hp, err, sizeof err);
-        if (!so[k].param || !so[k].grad || !so[k].raw || !so[k].opt) status = fail(so[k].opt ? "out of memory" : err);
+        so[k].opt = sdt_optimizer_create(be, name, &hp, &error);
+        if (!so[k].param || !so[k].grad || !so[k].raw || !so[k].opt) status = fail(so[k].opt ? "out of memory" : error.message);
         else if (!read_word(f, "param") || fscanf(f, "%d", &index) != 1 || index != k || !read_floats(f, so[k].param, size))
             status = fail("bad 'param' line");
-        else if (sdt_optimizer_add_param(so[k].opt, "p", &so[k].pt, &so[k].gt, true, err, sizeof err) != SDT_CORE_OK ||
-                 sdt_scaler_attach(sc, so[k].opt, err, sizeof err) != SDT_CORE_OK)
-            status = fail(err);
+        else if (sdt_optimizer_add_param(so[k].opt, "p", &so[k].pt, &so[k].gt, true, &error) != SDT_CORE_OK ||
+                 sdt_scaler_attach(sc, so[k].opt, &error) != SDT_CORE_OK)
+            status = fail(error.message);
     }
     if (!status && (!read_word(f, "iters") || fscanf(f, "%lld", &iters) != 1 || iters < 0)) status = fail("bad 'iters' line");
     for (long long it = 0; !status && it < iters; it++) {
@@ -116,20 +116,20 @@ static int run(FILE *f)
         }
         if (status) break;
         double scaled;
-        sdt_core_status st = sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, err, sizeof err);
+        sdt_core_status st = sdt_scaler_scale_loss(sc, 1.0, 1, &scaled, &error);
         float s = sdt_scaler_get_scale(sc);
         for (int k = 0; k < n && st == SDT_CORE_OK; k++) {
-            st = sdt_optimizer_zero_grad(so[k].opt, err, sizeof err);
+            st = sdt_optimizer_zero_grad(so[k].opt, &error);
             for (int64_t j = 0; j < size; j++) so[k].grad[j] = s * so[k].raw[j]; /* one fp32 multiply, as autograd */
             sdt_optimizer_note_backward(so[k].opt, s);
         }
         for (int k = 0; k < n && st == SDT_CORE_OK; k++)
-            if (unscale_first[k]) st = sdt_scaler_unscale(sc, so[k].opt, err, sizeof err);
+            if (unscale_first[k]) st = sdt_scaler_unscale(sc, so[k].opt, &error);
         bool stepped[MAX_OPTIMIZERS] = {false};
-        for (int k = 0; k < n && st == SDT_CORE_OK; k++) st = sdt_scaler_step(sc, so[k].opt, &stepped[k], err, sizeof err);
-        if (st == SDT_CORE_OK) st = sdt_scaler_update(sc, NULL, err, sizeof err);
+        for (int k = 0; k < n && st == SDT_CORE_OK; k++) st = sdt_scaler_step(sc, so[k].opt, &stepped[k], &error);
+        if (st == SDT_CORE_OK) st = sdt_scaler_update(sc, NULL, &error);
         if (st != SDT_CORE_OK) {
-            fprintf(stderr, "scaler_stream: iteration %lld: %s: %s\n", it, sdt_core_status_name(st), err);
+            fprintf(stderr, "scaler_stream: iteration %lld: %s: %s\n", it, sdt_core_status_name(st), error.message);
             status = 1;
             break;
         }

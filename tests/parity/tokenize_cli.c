@@ -36,25 +36,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s DIR | VOCAB.json MERGES.txt [--add TEXT]...\n", argv[0]);
         return 2;
     }
-    char err[512] = "";
+    sdt_error error = {0};
     int argi = 1;
     sdt_tokenizer *t;
     if (argc >= 3 && strncmp(argv[2], "--", 2) != 0) {
-        t = sdt_tokenizer_load(argv[1], argv[2], err, sizeof(err));
+        t = sdt_tokenizer_load(argv[1], argv[2], &error);
         argi = 3;
     } else {
-        t = sdt_tokenizer_load_dir(argv[1], err, sizeof(err));
+        t = sdt_tokenizer_load_dir(argv[1], &error);
         argi = 2;
     }
     if (!t) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     cJSON *added = cJSON_CreateObject();
     for (; argi + 1 < argc && strcmp(argv[argi], "--add") == 0; argi += 2) {
         int32_t id;
-        if (!sdt_tokenizer_add_token(t, argv[argi + 1], -1, &id, err, sizeof(err))) {
-            fprintf(stderr, "%s\n", err);
+        if (!sdt_tokenizer_add_token(t, argv[argi + 1], -1, &id, &error)) {
+            fprintf(stderr, "%s\n", error.message);
             return 1;
         }
         cJSON_AddNumberToObject(added, argv[argi + 1], id);
@@ -85,7 +85,7 @@ int main(int argc, char **argv)
             int32_t ids[SDT_CLIP_CONTEXT];
             sdt_encode_report rep;
             sdt_encode_options opt = sdt_encode_defaults();
-            sdt_tokenizer_encode(t, in->valuestring, &opt, ids, &rep, err, sizeof(err));
+            sdt_tokenizer_encode(t, in->valuestring, &opt, ids, &rep, &error);
             cJSON_AddItemToObject(out, "tokens", int_array(toks, n));
             cJSON_AddItemToObject(out, "ids", int_array(ids, SDT_CLIP_CONTEXT));
             cJSON_AddNumberToObject(out, "cut", rep.n_cut);

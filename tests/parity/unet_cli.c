@@ -26,7 +26,7 @@ static double now(void)
 static bool input(const sdt_safetensors *st, const char *name, int ndim, bool required, sdt_tensor *out)
 {
     const sdt_st_entry *e = sdt_st_find(st, name);
-    char err[512];
+    sdt_error error = {0};
     if (!e) {
         if (required) fprintf(stderr, "%s: tensor \"%s\" is missing\n", sdt_st_path(st), name);
         return false;
@@ -35,8 +35,8 @@ static bool input(const sdt_safetensors *st, const char *name, int ndim, bool re
         fprintf(stderr, "%s: tensor \"%s\" must be F32 with %d dims\n", sdt_st_path(st), name, ndim);
         return false;
     }
-    if (!sdt_st_entry_tensor(st, e, out, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (!sdt_st_entry_tensor(st, e, out, &error)) {
+        fprintf(stderr, "%s\n", error.message);
         return false;
     }
     return true;
@@ -61,15 +61,15 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char err[1024];
-    sdt_weights *w = sdt_weights_open(argv[1], err, sizeof err);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(argv[1], &error);
     if (!w) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     sdt_unet_config cfg;
-    if (!sdt_unet_config_detect(w, &cfg, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (!sdt_unet_config_detect(w, &cfg, &error)) {
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     if (heads > 0 || head_dim > 0) {
@@ -80,10 +80,10 @@ int main(int argc, char **argv)
            "linear_proj %d\n",
            cfg.model_channels, cfg.num_levels, cfg.num_res_blocks, cfg.transformer_depth, cfg.num_heads, cfg.head_dim,
            cfg.context_dim, (int)cfg.linear_proj);
-    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
-    sdt_safetensors *in = u ? sdt_st_open(argv[2], err, sizeof err) : NULL;
+    sdt_unet *u = sdt_unet_load(&cfg, w, &error);
+    sdt_safetensors *in = u ? sdt_st_open(argv[2], &error) : NULL;
     if (!in) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     sdt_tensor lat, ts, ctx, dy;
@@ -101,28 +101,28 @@ int main(int argc, char **argv)
     sdt_tensor out;
     float *dctx = calloc((size_t)sdt_tensor_numel(&ctx), sizeof *dctx);
     sdt_tensor d_ctx = sdt_tensor_make(dctx, SDT_F32, SDT_DEVICE_CPU, 3, ctx.shape);
-    bool ok = dctx && sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, &out, err, sizeof err) &&
-              (!backward || sdt_unet_backward(u, be, &arena, &out, &d_ctx, err, sizeof err));
+    bool ok = dctx && sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, &out, &error) &&
+              (!backward || sdt_unet_backward(u, be, &arena, &out, &d_ctx, &error));
     size_t need = arena.peak;
     ok = ok && sdt_arena_init(&arena, be, need);
     if (!ok) {
-        fprintf(stderr, "%s\n", dctx ? err : "out of memory");
+        fprintf(stderr, "%s\n", dctx ? error.message : "out of memory");
         return 1;
     }
     printf("arena: %.1f MiB\n", (double)need / (1 << 20));
     double t0 = now();
-    ok = sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, &out, err, sizeof err);
+    ok = sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, &out, &error);
     double t1 = now();
-    ok = ok && (!backward || sdt_unet_backward(u, be, &arena, &dy, &d_ctx, err, sizeof err));
+    ok = ok && (!backward || sdt_unet_backward(u, be, &arena, &dy, &d_ctx, &error));
     double t2 = now();
     if (!ok) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     printf("forward %.3f s, backward %.3f s\n", t1 - t0, backward ? t2 - t1 : 0.0);
     sdt_st_write_item items[2] = {sdt_st_item_from_tensor("out", &out), sdt_st_item_from_tensor("d_context", &d_ctx)};
-    if (!sdt_st_write(argv[3], items, backward ? 2 : 1, NULL, 0, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
+    if (!sdt_st_write(argv[3], items, backward ? 2 : 1, NULL, 0, &error)) {
+        fprintf(stderr, "%s\n", error.message);
         return 1;
     }
     sdt_arena_release(&arena);

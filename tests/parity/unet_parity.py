@@ -18,10 +18,8 @@ Needs only torch (and numpy, which torch uses for byte conversion); the
 safetensors files are read and written by the small codec below.
 """
 import argparse
-import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -34,6 +32,8 @@ try:
 except ImportError:
     print("unet_parity: torch is not installed; skipping")
     sys.exit(77)
+
+from st_codec import st_read, st_write  # noqa: E402 (after the skip check: it imports torch)
 
 PREFIX = "model.diffusion_model."
 FWD_TOL = 1e-4
@@ -241,39 +241,6 @@ class UNetModel(nn.Module):
         for block in self.output_blocks:
             h = block(torch.cat([h, hs.pop()], dim=1), emb, context)
         return self.out(h)
-
-# ---------------------------------------------------------------- safetensors codec (F32 only)
-
-def st_write(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name, t in tensors.items():
-        data = t.detach().to("cpu", torch.float32).contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-
-
-def st_read(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        if e["dtype"] != "F32":
-            raise SystemExit(f"{path}: {name} is {e['dtype']}, expected F32")
-        b, end = e["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(data[b:end]), dtype=torch.float32).reshape(e["shape"])
-    return out
 
 # ---------------------------------------------------------------- the comparison
 

@@ -1,7 +1,7 @@
 /* Tests the RNG, the DDPM noise schedule and the DDIM preview sampler. */
-#include "ddim_sampler.h"
-#include "noise_schedule.h"
-#include "rng.h"
+#include "train/ddim_sampler.h"
+#include "train/noise_schedule.h"
+#include "train/rng.h"
 #include "sdt_test.h"
 
 #include <string.h>

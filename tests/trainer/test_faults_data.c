@@ -1,6 +1,6 @@
 /* test_faults_data.c - a NaN pixel in one training image (issue 5), through the ABI. 8-bit image
  * files cannot hold a NaN, so the plugin's fault hook SDTRAIN_FAULT_NAN_PIXEL=<file name> sets
- * one pixel of that image to NaN before VAE encoding (docs/fault-injection.md); its latents are
+ * one pixel of that image to NaN before VAE encoding (docs/faults.md); its latents are
  * then NaN, and so is the loss of every step that uses it.
  *  1. fp32, batch 1: prepare warns naming the image; each step with it is skipped (a warning
  *     names the file, the embedding does not move on that step), the others train; the run

@@ -113,8 +113,8 @@ static void check_no_vectors(const trainer_env *env, const char *log)
     float dummy = 0;
     sdt_st_write_item item = {"emb_params", SDT_ST_F32, 2, shape, &dummy};
     sdt_st_kv meta[2] = {{"name", "hollow"}, {"step", "0"}};
-    char err[512];
-    CHECK(sdt_st_write(path, &item, 1, meta, 2, err, sizeof err), "write %s: %s", path, err);
+    sdt_error error = {0};
+    CHECK(sdt_st_write(path, &item, 1, meta, 2, &error), "write %s: %s", path, error.message);
     sdt_ti_config c;
     fx_config(env, &c, path, NULL, log, 5);
     prep p = try_prepare(env, &c);

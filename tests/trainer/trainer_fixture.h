@@ -128,10 +128,10 @@ static inline int fx_remove_one(const char *path, const struct stat *st, int fla
 /* A copy of one float tensor of a safetensors file (NULL when absent); *n = its element count. */
 static inline float *fx_read_tensor(const char *path, const char *name, int64_t *n)
 {
-    char err[512];
+    sdt_error error = {0};
     *n = 0;
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
-    CHECK(st != NULL, "open %s: %s", path, err);
+    sdt_safetensors *st = sdt_st_open(path, &error);
+    CHECK(st != NULL, "open %s: %s", path, error.message);
     if (!st) return NULL;
     const sdt_st_entry *e = sdt_st_find(st, name);
     float *out = NULL;
@@ -148,8 +148,8 @@ static inline float *fx_read_tensor(const char *path, const char *name, int64_t 
 /* A copy of one metadata value (NULL when absent). */
 static inline char *fx_read_metadata(const char *path, const char *key)
 {
-    char err[512];
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
+    sdt_error error;
+    sdt_safetensors *st = sdt_st_open(path, &error);
     if (!st) return NULL;
     const char *v = sdt_st_metadata_get(st, key);
     char *out = v ? strdup(v) : NULL;
@@ -167,8 +167,8 @@ static inline bool fx_all_finite(const float *x, int64_t n)
 /* Overwrites element `index` of tensor `name` (f32 or f16) in a safetensors file with value. */
 static inline bool fx_poke_f32(const char *path, const char *name, int64_t index, float value)
 {
-    char err[512];
-    sdt_safetensors *st = sdt_st_open(path, err, sizeof err);
+    sdt_error error;
+    sdt_safetensors *st = sdt_st_open(path, &error);
     if (!st) return false;
     const sdt_st_entry *e = sdt_st_find(st, name);
     int dtype = e ? (int)e->dtype : -1;

@@ -19,10 +19,10 @@ static bool all_finite(const float *x, int64_t n)
 static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test_rng *rng, sdt_backend *be,
                          const char *dir)
 {
-    char err[512];
+    sdt_error error = {0};
     sdt_weights *w = ut_random_unet(cfg, rng, dir, label, NULL, NULL, NULL, 0);
-    sdt_unet *u = sdt_unet_load(cfg, w, err, sizeof err);
-    CHECK(u != NULL, "%s load: %s", label, err);
+    sdt_unet *u = sdt_unet_load(cfg, w, &error);
+    CHECK(u != NULL, "%s load: %s", label, error.message);
     if (!u) return;
     ut_inputs in = ut_make_inputs(cfg, rng, 2, 8, 16, 5);
     int64_t n = out_numel(cfg, &in);
@@ -86,25 +86,25 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     size_t need = ut_measure(u, be, &opt, &in, false);
     CHECK(need == peak, "%s: measured %zu bytes, the real run peaked at %zu", label, need, peak);
     size_t by_size = 0, with_bwd = 0;
-    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, false, &by_size, err, sizeof err) && by_size == peak,
-          "%s: sdt_unet_measure gave %zu, the real run %zu (%s)", label, by_size, peak, err);
-    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, true, &with_bwd, err, sizeof err) &&
+    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, false, &by_size, &error) && by_size == peak,
+          "%s: sdt_unet_measure gave %zu, the real run %zu (%s)", label, by_size, peak, error.message);
+    CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, true, &with_bwd, &error) &&
               with_bwd == ut_measure(u, be, &opt, &in, true) && with_bwd > by_size,
           "%s: sdt_unet_measure with backward gave %zu", label, with_bwd);
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err);
-    CHECK(!ok && strstr(err, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : err);
+    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error);
+    CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : error.message);
     sdt_arena_release(&a);
 
     /* Bad inputs are errors, not crashes. */
     sdt_arena_init_measure(&a, be);
     sdt_tensor bad = kt_f32(in.latents, 4, 2, cfg->in_channels, 7, 16);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, &out, err, sizeof err) && strstr(err, "multiple"),
-          "%s: latent size not divisible accepted: %s", label, err);
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, &out, &error) && strstr(error.message, "multiple"),
+          "%s: latent size not divisible accepted: %s", label, error.message);
     bad = kt_f32(in.context, 3, 2, in.T, cfg->context_dim + 1, 0);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, &out, err, sizeof err) && strstr(err, "context"),
-          "%s: wrong context width accepted: %s", label, err);
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, &out, &error) && strstr(error.message, "context"),
+          "%s: wrong context width accepted: %s", label, error.message);
     free(y1);
     free(y2);
     free(y3);
@@ -116,13 +116,13 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
 /* A NaN weight: anomaly mode names the first layer whose output is not finite. */
 static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
 {
-    char err[512];
+    sdt_error error = {0};
     sdt_unet_config cfg = sdt_unet_config_tiny();
     ut_poison_key = SDT_UNET_KEY_PREFIX "middle_block.1.transformer_blocks.0.ff.net.2.bias";
     sdt_weights *w = ut_random_unet(&cfg, rng, dir, "poisoned", NULL, NULL, NULL, 0);
     ut_poison_key = NULL;
-    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
-    CHECK(u != NULL, "load: %s", err);
+    sdt_unet *u = sdt_unet_load(&cfg, w, &error);
+    CHECK(u != NULL, "load: %s", error.message);
     if (!u) return;
     ut_inputs in = ut_make_inputs(&cfg, rng, 1, 8, 8, 3);
     sdt_unet_options opt = sdt_unet_options_default();
@@ -130,12 +130,12 @@ static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
     sdt_arena a;
     CHECK(sdt_arena_init(&a, be, ut_measure(u, be, &opt, &in, false)), "arena");
     sdt_tensor out;
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err) &&
-              strstr(err, "non-finite") && strstr(err, "middle_block.1"),
-          "anomaly mode did not name middle_block.1: %s", err);
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error) &&
+              strstr(error.message, "non-finite") && strstr(error.message, "middle_block.1"),
+          "anomaly mode did not name middle_block.1: %s", error.message);
     sdt_arena_rewind(&a, 0);
     opt.anomaly_check = false;
-    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err), "forward: %s", err);
+    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error), "forward: %s", error.message);
     int64_t bad = 0;
     be->count_nonfinite(be, &out, &bad);
     CHECK(bad > 0, "a NaN weight did not reach the output");

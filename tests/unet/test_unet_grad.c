@@ -24,10 +24,10 @@ static double fd_along(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt
 static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test_rng *rng, sdt_backend *be,
                          const char *dir)
 {
-    char err[512];
+    sdt_error error = {0};
     sdt_weights *w = ut_random_unet(cfg, rng, dir, label, NULL, NULL, NULL, 0);
-    sdt_unet *u = sdt_unet_load(cfg, w, err, sizeof err);
-    CHECK(u != NULL, "%s load: %s", label, err);
+    sdt_unet *u = sdt_unet_load(cfg, w, &error);
+    CHECK(u != NULL, "%s load: %s", label, error.message);
     if (!u) return;
     ut_inputs in = ut_make_inputs(cfg, rng, 2, 8, 8, 4);
     int64_t n = sdt_tensor_numel(&in.ctx);
@@ -89,19 +89,19 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_arena real;
     CHECK(sdt_arena_init(&real, be, peak), "arena");
     sdt_tensor y;
-    CHECK(sdt_unet_forward(u, be, &real, &opt, &in.lat, &in.ts, &in.ctx, &y, err, sizeof err), "forward: %s", err);
+    CHECK(sdt_unet_forward(u, be, &real, &opt, &in.lat, &in.ts, &in.ctx, &y, &error), "forward: %s", error.message);
     sdt_arena_rewind(&real, 0);
-    CHECK(!sdt_unet_backward(u, be, &real, &y, &in.ctx, err, sizeof err) && strstr(err, "rewound"),
-          "backward on a rewound arena accepted: %s", err);
+    CHECK(!sdt_unet_backward(u, be, &real, &y, &in.ctx, &error) && strstr(error.message, "rewound"),
+          "backward on a rewound arena accepted: %s", error.message);
     sdt_arena_release(&real);
     sdt_arena m;
     sdt_arena_init_measure(&m, be);
     sdt_unet_options inf = opt;
     inf.for_backward = false;
     sdt_tensor out;
-    CHECK(sdt_unet_forward(u, be, &m, &inf, &in.lat, &in.ts, &in.ctx, &out, err, sizeof err), "inference forward");
-    CHECK(!sdt_unet_backward(u, be, &m, &out, &in.ctx, err, sizeof err) && strstr(err, "for_backward"),
-          "backward after an inference forward accepted: %s", err);
+    CHECK(sdt_unet_forward(u, be, &m, &inf, &in.lat, &in.ts, &in.ctx, &out, &error), "inference forward");
+    CHECK(!sdt_unet_backward(u, be, &m, &out, &in.ctx, &error) && strstr(error.message, "for_backward"),
+          "backward after an inference forward accepted: %s", error.message);
     free(v);
     free(g);
     free(g_ck);

@@ -118,12 +118,12 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("unet_hook");
     sdt_backend *be = kt_backend();
     char *dir = ut_tmpdir();
-    char err[512];
+    sdt_error error = {0};
     sdt_unet_config cfg = sdt_unet_config_tiny();
     cfg.context_dim = 24; /* distinct from every UNet width, so per-width alphas separate cross from self */
     sdt_weights *w = ut_random_unet(&cfg, &rng, dir, "tiny", NULL, NULL, NULL, 0);
-    sdt_unet *u = sdt_unet_load(&cfg, w, err, sizeof err);
-    CHECK(u != NULL, "load: %s", err);
+    sdt_unet *u = sdt_unet_load(&cfg, w, &error);
+    CHECK(u != NULL, "load: %s", error.message);
     if (!u) return sdt_test_finish("unet_hook");
     ut_inputs in = ut_make_inputs(&cfg, &rng, 2, 8, 8, 4);
     int64_t ny = in.B * cfg.out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx);

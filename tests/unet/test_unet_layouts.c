@@ -22,14 +22,14 @@ int main(void)
 
 static sdt_unet *load(const char *path, sdt_weights **w)
 {
-    char err[512];
-    *w = sdt_weights_open(path, err, sizeof err);
-    CHECK(*w != NULL, "open %s: %s", path, err);
+    sdt_error error = {0};
+    *w = sdt_weights_open(path, &error);
+    CHECK(*w != NULL, "open %s: %s", path, error.message);
     if (!*w) return NULL;
     sdt_unet_config cfg;
-    CHECK(sdt_unet_config_detect(*w, &cfg, err, sizeof err), "detect %s: %s", path, err);
-    sdt_unet *u = sdt_unet_load(&cfg, *w, err, sizeof err);
-    CHECK(u != NULL, "load %s: %s", path, err);
+    CHECK(sdt_unet_config_detect(*w, &cfg, &error), "detect %s: %s", path, error.message);
+    sdt_unet *u = sdt_unet_load(&cfg, *w, &error);
+    CHECK(u != NULL, "load %s: %s", path, error.message);
     return u;
 }
 
@@ -38,7 +38,8 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("unet_layouts");
     sdt_backend *be = kt_backend();
     char *dir = ut_tmpdir();
-    char err[512], ldm[1100], folder[1100];
+    sdt_error error = {0};
+    char ldm[1100], folder[1100];
     snprintf(ldm, sizeof ldm, "%s/tiny.safetensors", dir);
     snprintf(folder, sizeof folder, "%s/tiny-diffusers", dir);
     for (int linear = 0; linear < 2; linear++) {
@@ -50,9 +51,9 @@ int main(void)
         spec.seed = sdt_test_next(&rng);
         spec.perturb_all = true;
         spec.layout = SDT_CKPT_LDM;
-        CHECK(sdt_ckpt_generate(ldm, &spec, err, sizeof err), "generate ldm: %s", err);
+        CHECK(sdt_ckpt_generate(ldm, &spec, &error), "generate ldm: %s", error.message);
         spec.layout = SDT_CKPT_DIFFUSERS;
-        CHECK(sdt_ckpt_generate(folder, &spec, err, sizeof err), "generate diffusers: %s", err);
+        CHECK(sdt_ckpt_generate(folder, &spec, &error), "generate diffusers: %s", error.message);
         sdt_weights *wa = NULL, *wb = NULL;
         sdt_unet *a = load(ldm, &wa), *b = load(folder, &wb);
         if (!a || !b) break;

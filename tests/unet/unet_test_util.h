@@ -4,6 +4,8 @@
 #ifndef SDT_UNET_TEST_UTIL_H
 #define SDT_UNET_TEST_UTIL_H
 
+#include "sdt_error.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,10 +93,10 @@ static inline sdt_weights *ut_random_unet(const sdt_unet_config *c, sdt_test_rng
                                           const char *name, const char *skip_key, const char *misshape_key,
                                           char *path_out, size_t path_size)
 {
-    char err[512];
+    sdt_error error = {0};
     ut_params ps = {.rng = rng, .skip_key = skip_key, .misshape_key = misshape_key};
-    if (!sdt_unet_enumerate_params(c, ut_collect, &ps, err, sizeof err)) {
-        fprintf(stderr, "enumerate: %s\n", err);
+    if (!sdt_unet_enumerate_params(c, ut_collect, &ps, &error)) {
+        fprintf(stderr, "enumerate: %s\n", error.message);
         exit(1);
     }
     sdt_st_write_item *items = kt_alloc(ps.n * sizeof *items);
@@ -108,15 +110,15 @@ static inline sdt_weights *ut_random_unet(const sdt_unet_config *c, sdt_test_rng
     char path[1024];
     snprintf(path, sizeof path, "%s/%s.safetensors", dir, name);
     if (path_out) snprintf(path_out, path_size, "%s", path);
-    if (!sdt_st_write(path, items, ps.n, NULL, 0, err, sizeof err)) {
-        fprintf(stderr, "write: %s\n", err);
+    if (!sdt_st_write(path, items, ps.n, NULL, 0, &error)) {
+        fprintf(stderr, "write: %s\n", error.message);
         exit(1);
     }
     free(items);
     ut_params_free(&ps);
-    sdt_weights *w = sdt_weights_open(path, err, sizeof err);
+    sdt_weights *w = sdt_weights_open(path, &error);
     if (!w) {
-        fprintf(stderr, "open: %s\n", err);
+        fprintf(stderr, "open: %s\n", error.message);
         exit(1);
     }
     return w;
@@ -175,16 +177,16 @@ static inline size_t ut_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_opt
 {
     sdt_arena m;
     sdt_arena_init_measure(&m, be);
-    char err[512];
+    sdt_error error = {0};
     sdt_tensor out, dctx = in->ctx;
-    if (!sdt_unet_forward(u, be, &m, opt, &in->lat, &in->ts, &in->ctx, &out, err, sizeof err)) {
-        fprintf(stderr, "measure forward: %s\n", err);
+    if (!sdt_unet_forward(u, be, &m, opt, &in->lat, &in->ts, &in->ctx, &out, &error)) {
+        fprintf(stderr, "measure forward: %s\n", error.message);
         exit(1);
     }
     if (backward) {
         sdt_tensor dy = out;
-        if (!sdt_unet_backward(u, be, &m, &dy, &dctx, err, sizeof err)) {
-            fprintf(stderr, "measure backward: %s\n", err);
+        if (!sdt_unet_backward(u, be, &m, &dy, &dctx, &error)) {
+            fprintf(stderr, "measure backward: %s\n", error.message);
             exit(1);
         }
     }
@@ -200,17 +202,17 @@ static inline bool ut_run(sdt_unet *u, sdt_backend *be, const sdt_unet_options *
     size_t need = ut_measure(u, be, &o, in, dctx_host != NULL);
     sdt_arena a;
     if (!sdt_arena_init(&a, be, need)) return false;
-    char err[512];
+    sdt_error error = {0};
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &o, &in->lat, &in->ts, &in->ctx, &out, err, sizeof err);
+    bool ok = sdt_unet_forward(u, be, &a, &o, &in->lat, &in->ts, &in->ctx, &out, &error);
     if (ok && out_host) sdt_load_f32(out.data, out.dtype, out_host, sdt_tensor_numel(&out));
     if (ok && dctx_host) {
         memset(dctx_host, 0, sdt_tensor_nbytes(&in->ctx));
         sdt_tensor dctx = kt_f32(dctx_host, 3, in->B, in->T, in->ctx.shape[2], 0);
         sdt_tensor dy = kt_f32(in->dy, 4, out.shape[0], out.shape[1], out.shape[2], out.shape[3]);
-        ok = sdt_unet_backward(u, be, &a, &dy, &dctx, err, sizeof err);
+        ok = sdt_unet_backward(u, be, &a, &dy, &dctx, &error);
     }
-    if (!ok) fprintf(stderr, "unet: %s\n", err);
+    if (!ok) fprintf(stderr, "unet: %s\n", error.message);
     if (ok && a.overflowed) {
         fprintf(stderr, "arena overflowed although measured\n");
         ok = false;

@@ -1,0 +1,32 @@
+/* zip_write.h - writing zip archives the way torch.save does.
+ *
+ * Stored (uncompressed) entries only, each entry's data starting on a
+ * 64-byte boundary (padding in an extra field "FB", as torch's writer does,
+ * so a reader can map storages in place), CRC-32 and sizes in the local
+ * headers (no data descriptors), zip64 records where an offset or size
+ * reaches 4 GiB. Entries are streamed to the caller's FILE (an atomic temp
+ * file, models/atomic_file.h); data is written straight from memory.
+ */
+#ifndef SDT_MODELS_ZIP_WRITE_H
+#define SDT_MODELS_ZIP_WRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SDT_ZIP_ALIGN 64
+
+typedef struct sdt_zip_writer sdt_zip_writer;
+
+/* Starts an archive at fp's current position (which must be 0). what names the file in sentences. */
+sdt_zip_writer *sdt_zip_writer_new(FILE *fp, const char *what);
+/* Adds one stored entry of size bytes. */
+bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, uint64_t size, char *err,
+                        size_t err_size);
+/* Writes the central directory and frees z (whatever the result). */
+bool sdt_zip_writer_finish(sdt_zip_writer *z, char *err, size_t err_size);
+/* Frees z without finishing (the caller discards the file). */
+void sdt_zip_writer_free(sdt_zip_writer *z);
+
+#endif

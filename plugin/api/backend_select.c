@@ -1,0 +1,85 @@
+/* backend_select.c - see backend_select.h. */
+#define _GNU_SOURCE /* dladdr */
+#include "api/backend_select.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/backend_cuda.h"
+#include "api/host_log.h"
+
+#define CUDA_MODULE_NAME "libsdtrain_cuda.so"
+
+/* The module's path: $SDTRAIN_CUDA_MODULE, else next to this plugin's own file. */
+static void cuda_module_path(char *out, size_t size)
+{
+    const char *env = getenv("SDTRAIN_CUDA_MODULE");
+    if (env && *env) {
+        snprintf(out, size, "%s", env);
+        return;
+    }
+    Dl_info info;
+    if (dladdr((void *)cuda_module_path, &info) && info.dli_fname) {
+        char buf[4096];
+        snprintf(buf, sizeof buf, "%s", info.dli_fname);
+        snprintf(out, size, "%s/%s", dirname(buf), CUDA_MODULE_NAME);
+    } else {
+        snprintf(out, size, "%s", CUDA_MODULE_NAME);
+    }
+}
+
+/* Opens the CUDA backend; NULL plus the reason in why. */
+static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
+{
+    char path[4096];
+    cuda_module_path(path, sizeof path);
+    *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*module) {
+        snprintf(why, why_size, "the CUDA module %.1024s could not be loaded (%.400s)", path, dlerror());
+        return NULL;
+    }
+    sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(*module, SDT_CUDA_CREATE_SYMBOL);
+    sdt_backend *be = create ? create(0, why, why_size) : NULL;
+    if (!create) snprintf(why, why_size, "%.1024s does not export %s; rebuild sdtrain", path, SDT_CUDA_CREATE_SYMBOL);
+    if (!be) {
+        dlclose(*module);
+        *module = NULL;
+    }
+    return be;
+}
+
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
+                               sdt_error *error)
+{
+    memset(out, 0, sizeof(*out));
+    if (choice != SDT_DEVICE_CHOICE_CPU) {
+        char why[1600] = "";
+        out->be = open_cuda(&out->module, why, sizeof why);
+        if (out->be) {
+            sdt_host_log(host, SDT_LOG_INFO, "training on the GPU (CUDA backend)");
+            return true;
+        }
+        if (choice == SDT_DEVICE_CHOICE_CUDA) {
+            sdt_fail(error, SDT_ERR_DEVICE, "device 'cuda' was asked for but %s; install the CUDA driver, cuBLAS and cuDNN 9, "
+                     "or choose device 'auto' or 'cpu'", why);
+            return false;
+        }
+        sdt_host_log(host, SDT_LOG_INFO, "training on the CPU: %s", why);
+    }
+    out->be = sdt_backend_cpu_create(cpu_threads);
+    if (!out->be) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot create the CPU backend (out of memory)");
+        return false;
+    }
+    return true;
+}
+
+void plugin_backend_close(plugin_backend *pb)
+{
+    if (pb->be) pb->be->destroy(pb->be);
+    if (pb->module) dlclose(pb->module);
+    memset(pb, 0, sizeof(*pb));
+}

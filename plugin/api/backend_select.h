@@ -1,0 +1,27 @@
+/* backend_select.h - picks the compute backend for a job: the CPU backend (always there)
+ * or the CUDA backend, which lives in the module libsdtrain_cuda.so next to libsdtrain.so
+ * and is opened at run time. A host without any CUDA library therefore loads and trains
+ * with the same libsdtrain.so; with device "auto" a missing or unusable module means the
+ * CPU, said once in the log; with device "cuda" it is an error. */
+#ifndef SDT_PLUGIN_BACKEND_SELECT_H
+#define SDT_PLUGIN_BACKEND_SELECT_H
+
+#include "sdt_error.h"
+
+#include <stddef.h>
+
+#include "ops.h"
+#include "sdtrain.h"
+
+typedef struct plugin_backend {
+    sdt_backend *be;
+    void *module; /* dlopen handle of libsdtrain_cuda.so, NULL for the CPU */
+} plugin_backend;
+
+/* choice: sdt_device_choice. cpu_threads <= 0: OpenMP's default. The log line (which
+ * backend, and why not CUDA under auto) goes to host. */
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
+                               sdt_error *error);
+void plugin_backend_close(plugin_backend *pb);
+
+#endif

@@ -1,0 +1,148 @@
+/* embedding.c - embedding lifetime and name rules; see embedding.h. */
+#include "ti/embedding.h"
+
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void sdt_embedding_free(sdt_embedding *e)
+{
+    if (!e) return;
+    free(e->name);
+    free(e->vectors);
+    free(e->checkpoint_hash);
+    free(e->checkpoint_name);
+    free(e->init_text);
+    free(e->training_note);
+    memset(e, 0, sizeof(*e));
+}
+
+bool sdt_embedding_set_string(char **field, const char *value)
+{
+    char *copy = value ? strdup(value) : NULL;
+    if (value && !copy) return false;
+    free(*field);
+    *field = copy;
+    return true;
+}
+
+static bool allowed_char(gunichar c)
+{
+    return g_unichar_isalnum(c) || c == ' ' || c == '.' || c == '_' || c == '-';
+}
+
+bool sdt_embedding_name_check(const char *name, sdt_error *error)
+{
+    if (!name || !name[0]) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is empty; give it a name such as \"my-style\"");
+        return false;
+    }
+    if (strlen(name) > SDT_EMBEDDING_NAME_MAX) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is longer than %d bytes; choose a shorter name",
+                 SDT_EMBEDDING_NAME_MAX);
+        return false;
+    }
+    if (!g_utf8_validate(name, -1, NULL)) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is not valid UTF-8 text; retype it");
+        return false;
+    }
+    if (name[0] == '.') {
+        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name \"%s\" starts with '.', which would make a hidden file or a path; "
+                 "start it with a letter or digit", name);
+        return false;
+    }
+    for (const char *p = name; *p; p = g_utf8_next_char(p)) {
+        gunichar c = g_utf8_get_char(p);
+        if (!allowed_char(c)) {
+            char shown[16];
+            if (c < 0x20 || c == 0x7f) snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
+            else snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "the embedding name \"%s\" contains %s; use only letters, digits, spaces, '.', '_' and '-' "
+                     "(the name becomes a file name and a prompt word)", name, shown);
+            return false;
+        }
+    }
+    return true;
+}
+
+char *sdt_embedding_name_sanitise(const char *name)
+{
+    GString *out = g_string_new(NULL);
+    if (name && g_utf8_validate(name, -1, NULL))
+        for (const char *p = name; *p; p = g_utf8_next_char(p)) {
+            gunichar c = g_utf8_get_char(p);
+            if (allowed_char(c) && !(out->len == 0 && c == '.')) g_string_append_unichar(out, c);
+        }
+    if (out->len > SDT_EMBEDDING_NAME_MAX) g_string_truncate(out, SDT_EMBEDDING_NAME_MAX);
+    /* truncation may split a UTF-8 sequence: drop the partial tail */
+    const gchar *end;
+    if (!g_utf8_validate(out->str, (gssize)out->len, &end)) g_string_truncate(out, (gsize)(end - out->str));
+    char *result = strdup(out->str);
+    g_string_free(out, TRUE);
+    return result;
+}
+
+bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error)
+{
+    memset(e, 0, sizeof(*e));
+    if (!sdt_embedding_name_check(name, error)) return false;
+    if (n_vectors < 1 || n_vectors > SDT_EMBEDDING_MAX_VECTORS) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": %d vectors per token is outside 1..%d", name, n_vectors,
+                 SDT_EMBEDDING_MAX_VECTORS);
+        return false;
+    }
+    if (dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
+        return false;
+    }
+    e->name = strdup(name);
+    e->vectors = calloc((size_t)n_vectors * (size_t)dim, sizeof(float));
+    if (!e->name || !e->vectors) {
+        sdt_embedding_free(e);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "embedding \"%s\": out of memory", name);
+        return false;
+    }
+    e->n_vectors = n_vectors;
+    e->dim = dim;
+    return true;
+}
+
+bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    size_t n = (size_t)src->n_vectors * (size_t)src->dim;
+    dst->vectors = malloc(n * sizeof(float) + 1);
+    bool ok = dst->vectors && sdt_embedding_set_string(&dst->name, src->name) &&
+              sdt_embedding_set_string(&dst->checkpoint_hash, src->checkpoint_hash) &&
+              sdt_embedding_set_string(&dst->checkpoint_name, src->checkpoint_name) &&
+              sdt_embedding_set_string(&dst->init_text, src->init_text) &&
+              sdt_embedding_set_string(&dst->training_note, src->training_note);
+    if (!ok) {
+        sdt_embedding_free(dst);
+        return false;
+    }
+    if (n) memcpy(dst->vectors, src->vectors, n * sizeof(float));
+    dst->n_vectors = src->n_vectors;
+    dst->dim = src->dim;
+    dst->clip_l_dim = src->clip_l_dim;
+    dst->step = src->step;
+    return true;
+}
+
+double sdt_embedding_vector_norm(const float *v, int64_t dim)
+{
+    double s = 0;
+    for (int64_t k = 0; k < dim; k++) s += (double)v[k] * v[k];
+    return sqrt(s);
+}
+
+bool sdt_embedding_is_finite(const sdt_embedding *e)
+{
+    size_t n = (size_t)e->n_vectors * (size_t)e->dim;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(e->vectors[i])) return false;
+    return true;
+}

@@ -1,0 +1,56 @@
+/* embedding.h - a textual-inversion embedding in memory, and its name rules.
+ *
+ * vectors is [n_vectors, dim] float32, row-major: one row per prompt-token slot.
+ * SDXL embeddings carry both encoders' rows side by side: the first clip_l_dim
+ * columns are CLIP-L (768), the rest CLIP-G (1280); clip_l_dim is 0 for SD1/SD2.
+ */
+#ifndef SDT_EMBEDDING_H
+#define SDT_EMBEDDING_H
+
+#include "sdt_error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SDT_EMBEDDING_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
+#define SDT_EMBEDDING_MAX_VECTORS 75
+#define SDT_EMBEDDING_MAX_DIM 8192
+
+typedef struct sdt_embedding {
+    char *name;
+    int n_vectors;
+    int dim;
+    float *vectors;          /* [n_vectors, dim] */
+    int clip_l_dim;          /* SDXL split, 0 otherwise */
+    int64_t step;            /* optimizer steps taken */
+    char *checkpoint_hash;   /* sd_checkpoint: short hash of the model, or NULL */
+    char *checkpoint_name;   /* sd_checkpoint_name, or NULL */
+    char *init_text;         /* initialisation text, or NULL */
+    char *training_note;     /* sdtrain_fallback: what the NaN/Inf fallback did while training, or NULL */
+} sdt_embedding;
+
+/* Allocates zeroed vectors. false + error on bad sizes or a bad name. */
+bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error);
+void sdt_embedding_free(sdt_embedding *e);
+/* Deep copy into dst (dst is overwritten, not freed first). */
+bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src);
+/* Replaces one string field (NULL clears it). */
+bool sdt_embedding_set_string(char **field, const char *value);
+
+/* Names become file names and prompt words. Refused (never rewritten behind
+ * the user's back): empty, longer than SDT_EMBEDDING_NAME_MAX bytes, not UTF-8,
+ * a leading '.', or any character outside letters, digits, space, '.', '_', '-'
+ * (this refuses '/', '\', "../", control characters and ':'). */
+bool sdt_embedding_name_check(const char *name, sdt_error *error);
+/* A1111's rule for hosts that prefer it: drop every character outside
+ * letters, digits and "._- ", and leading dots. Newly allocated; may be "". */
+char *sdt_embedding_name_sanitise(const char *name);
+
+/* true when every value is finite. */
+bool sdt_embedding_is_finite(const sdt_embedding *e);
+/* The L2 norm of one vector of dim values (an embedding row, or a token embedding row),
+ * summed in double. */
+double sdt_embedding_vector_norm(const float *v, int64_t dim);
+
+#endif

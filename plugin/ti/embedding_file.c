@@ -1,0 +1,154 @@
+/* embedding_file.c - format detection, save checks, inspection; see embedding_file.h. */
+#include "ti/embedding_file.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_LOADED_VECTORS 1024 /* generous: only inspection ever sees more than 75 */
+
+const char *sdt_embedding_format_name(sdt_embedding_format f)
+{
+    switch (f) {
+    case SDT_EMBEDDING_FORMAT_SAFETENSORS: return "safetensors";
+    case SDT_EMBEDDING_FORMAT_PNG_CARD: return "a1111-png-card";
+    default: return "unknown";
+    }
+}
+
+bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error)
+{
+    if (!e->vectors || e->n_vectors <= 0 || e->dim <= 0) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding has no vectors to save", path);
+        return false;
+    }
+    if (!sdt_embedding_is_finite(e)) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the embedding holds NaN or infinite values, so it was not saved (the previous file is kept); "
+                 "resume from the last good copy with a lower learning rate", path);
+        return false;
+    }
+    if (!overwrite && access(path, F_OK) == 0) {
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (--overwrite)", path);
+        return false;
+    }
+    return true;
+}
+
+bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, sdt_error *error)
+{
+    if (n_vectors < 1 || n_vectors > MAX_LOADED_VECTORS || dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: an embedding of %lld x %lld values is not plausible (expected up to %d x %d)",
+                 origin, (long long)n_vectors, (long long)dim, SDT_EMBEDDING_MAX_VECTORS, SDT_EMBEDDING_MAX_DIM);
+        return false;
+    }
+    e->vectors = malloc((size_t)n_vectors * (size_t)dim * sizeof(float));
+    if (!e->vectors) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
+        return false;
+    }
+    e->n_vectors = (int)n_vectors;
+    e->dim = (int)dim;
+    return true;
+}
+
+bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error)
+{
+    memset(e, 0, sizeof(*e));
+    if (format) *format = SDT_EMBEDDING_FORMAT_UNKNOWN;
+    unsigned char magic[9] = {0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
+        return false;
+    }
+    size_t got = fread(magic, 1, sizeof(magic), fp);
+    fclose(fp);
+    if (got >= 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0) {
+        if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
+        return sdt_embedding_load_png_card(path, e, error);
+    }
+    /* .pt/.bin embeddings are torch pickles (a zip archive, or a bare pickle): name them plainly. */
+    if (got >= 2 && ((magic[0] == 'P' && magic[1] == 'K') || magic[0] == 0x80)) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: this is a PyTorch .pt/.bin file (a Python pickle), which sdtrain does not execute; convert it to "
+                 ".safetensors first", path);
+        return false;
+    }
+    /* safetensors starts with a little-endian header length, then '{'. */
+    if ((got == 9 && magic[8] == '{') || g_str_has_suffix(path, ".safetensors")) {
+        if (format) *format = SDT_EMBEDDING_FORMAT_SAFETENSORS;
+        return sdt_embedding_load_safetensors(path, e, error);
+    }
+    sdt_fail(error, SDT_ERR_BAD_FORMAT,
+             "%s: not an embedding file this tool reads (expected .safetensors or an A1111 PNG card); "
+             ".pt files need converting to .safetensors first", path);
+    return false;
+}
+
+char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format format, const char *path)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    if (path) cJSON_AddStringToObject(root, "file", path);
+    cJSON_AddStringToObject(root, "format", sdt_embedding_format_name(format));
+    cJSON_AddStringToObject(root, "name", e->name ? e->name : "");
+    cJSON_AddNumberToObject(root, "vectors", e->n_vectors);
+    cJSON_AddNumberToObject(root, "dim", e->dim);
+    if (e->clip_l_dim) {
+        cJSON_AddNumberToObject(root, "clip_l_dim", e->clip_l_dim);
+        cJSON_AddNumberToObject(root, "clip_g_dim", e->dim - e->clip_l_dim);
+    }
+    cJSON_AddNumberToObject(root, "step", (double)e->step);
+    if (e->checkpoint_hash) cJSON_AddStringToObject(root, "sd_checkpoint", e->checkpoint_hash);
+    else cJSON_AddNullToObject(root, "sd_checkpoint");
+    if (e->checkpoint_name) cJSON_AddStringToObject(root, "sd_checkpoint_name", e->checkpoint_name);
+    else cJSON_AddNullToObject(root, "sd_checkpoint_name");
+    if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
+    if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
+
+    bool finite = true;
+    double lo = INFINITY, hi = -INFINITY, sum = 0;
+    cJSON *norms = cJSON_AddArrayToObject(root, "norms");
+    for (int r = 0; r < e->n_vectors; r++) {
+        double sq = 0;
+        for (int c = 0; c < e->dim; c++) {
+            double v = e->vectors[(size_t)r * e->dim + c];
+            if (!isfinite(v)) {
+                finite = false;
+                continue;
+            }
+            sq += v * v;
+            sum += v;
+            lo = fmin(lo, v);
+            hi = fmax(hi, v);
+        }
+        cJSON_AddItemToArray(norms, cJSON_CreateNumber(sqrt(sq)));
+    }
+    cJSON_AddBoolToObject(root, "finite", finite);
+    size_t n = (size_t)e->n_vectors * (size_t)e->dim;
+    if (n && isfinite(lo)) {
+        cJSON_AddNumberToObject(root, "min", lo);
+        cJSON_AddNumberToObject(root, "max", hi);
+        cJSON_AddNumberToObject(root, "mean", sum / (double)n);
+    }
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    return text;
+}
+
+char *sdt_embedding_inspect_file(const char *path, sdt_error *error)
+{
+    sdt_embedding e;
+    sdt_embedding_format format;
+    if (!sdt_embedding_load(path, &e, &format, error)) return NULL;
+    char *text = sdt_embedding_describe_json(&e, format, path);
+    sdt_embedding_free(&e);
+    if (!text) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory describing the embedding", path);
+    return text;
+}

@@ -1,0 +1,72 @@
+/* embedding_file.h - embedding files: write, read back, inspect.
+ *
+ * Written:
+ *   .safetensors  tensor "emb_params" [N, dim] F32 (SDXL: "clip_l" [N, 768] and
+ *                 "clip_g" [N, 1280], kohya's layout) plus __metadata__ strings
+ *                 name, step, sd_checkpoint, sd_checkpoint_name,
+ *                 vectors_per_token, init_text (absent ones omitted).
+ *   .png card     A1111's card: a tEXt chunk "sd-ti-embedding" holding base64 of
+ *                 the JSON that A1111 makes from its .pt dict (json.dumps default
+ *                 separators, ensure_ascii, tensors as {"TORCHTENSOR": nested list}),
+ *                 over a picture (the caller's preview, or a generated card).
+ * Read: the above, any single-tensor safetensors embedding (diffusers
+ * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, and A1111
+ * cards whose chunk is tEXt, zTXt or iTXt. F16/BF16/F64 tensors become F32.
+ *
+ * Saves are atomic (models/atomic_file.h), refuse to replace an existing file
+ * unless overwrite is set, and refuse non-finite vectors (a diverged embedding
+ * must never replace a good file).
+ */
+#ifndef SDT_EMBEDDING_FILE_H
+#define SDT_EMBEDDING_FILE_H
+
+#include "sdt_error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ti/embedding.h"
+#include "data/path_util.h"
+
+#define SDT_PNG_CARD_KEYWORD "sd-ti-embedding"
+
+typedef enum sdt_embedding_format {
+    SDT_EMBEDDING_FORMAT_UNKNOWN = 0,
+    SDT_EMBEDDING_FORMAT_SAFETENSORS,
+    SDT_EMBEDDING_FORMAT_PNG_CARD,
+} sdt_embedding_format;
+
+const char *sdt_embedding_format_name(sdt_embedding_format f);
+
+bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error);
+bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_error *error);
+
+/* rgb: the picture (rgb_w x rgb_h, 8-bit RGB interleaved), or NULL for a generated card. */
+bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const uint8_t *rgb, int rgb_w, int rgb_h,
+                                 bool overwrite, sdt_error *error);
+bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error);
+/* The card reader on a PNG file image in memory (also the fuzz entry). origin names it in errors. */
+bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error);
+/* The JSON text A1111 stores (before base64). Newly allocated; NULL for non-finite vectors. */
+char *sdt_embedding_a1111_json(const sdt_embedding *e);
+/* Parses that JSON into e. fallback_name is used when it has no "name". */
+bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *origin, const char *fallback_name,
+                                   sdt_embedding *e, sdt_error *error);
+
+/* Reads any supported file, chosen by its first bytes. format may be NULL. */
+bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error);
+
+/* A JSON description (format, name, shape, step, checkpoint, init text,
+ * per-vector norms, min/max/mean, finite). Newly allocated text. */
+char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format format, const char *path);
+/* Loads path and describes it; NULL + error when it cannot be read. */
+char *sdt_embedding_inspect_file(const char *path, sdt_error *error);
+
+/* Shared by the writers: false + error when path exists and overwrite is off,
+ * or the embedding is not fit to save (empty, non-finite). */
+bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error);
+/* Allocates e->vectors for a loaded file (no name rules: the name is data here). */
+bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, sdt_error *error);
+
+#endif

@@ -1,0 +1,129 @@
+/* ti_embedding_ops.c - creating an embedding (its rows taken from the text encoder's token
+ * embedding, as A1111 does) and inspecting any embedding file the plugin reads. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "clip_text.h"
+#include "ti/embedding_file.h"
+#include "safetensors.h"
+#include "ti/ti_tokenizer_open.h"
+#include "ti/ti_trainer.h"
+#include "weights.h"
+
+/* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
+static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip, sdt_error *error)
+{
+    if (!spec->init_text || !*spec->init_text) return true;
+    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, error);
+    if (!tok) return false;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    sdt_tokenizer_tokenize(tok, spec->init_text, &ids, &n);
+    sdt_tokenizer_free(tok);
+    if (n > (size_t)e->n_vectors) n = (size_t)e->n_vectors; /* A1111 tokenises with max_length = vectors */
+    bool ok = true;
+    if (n > 0) {
+        sdt_backend *cpu = sdt_backend_cpu_create(1);
+        float *rows = malloc(n * (size_t)e->dim * sizeof(float));
+        int64_t shape[2] = {(int64_t)n, e->dim};
+        sdt_tensor out = sdt_tensor_make(rows, SDT_F32, SDT_DEVICE_CPU, 2, shape);
+        ok = cpu && rows && clip_text_token_rows(clip, cpu, ids, (int)n, &out, error);
+        for (int i = 0; ok && i < e->n_vectors; i++)
+            memcpy(e->vectors + (size_t)i * e->dim, rows + (size_t)(i * (int)n / e->n_vectors) * e->dim,
+                   (size_t)e->dim * sizeof(float));
+        free(rows);
+        if (cpu) cpu->destroy(cpu);
+    }
+    free(ids);
+    return ok;
+}
+
+bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
+                               size_t path_out_size, sdt_error *error)
+{
+    (void)host;
+    if (!sdt_embedding_name_check(spec->name, error)) return false;
+    struct stat st;
+    if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another", spec->output_dir);
+        return false;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%.3800s/%.200s.safetensors", spec->output_dir, spec->name);
+    if (!spec->overwrite && access(path, F_OK) == 0) {
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
+        return false;
+    }
+    sdt_weights *w = sdt_weights_open(spec->model_path, error);
+    if (!w) return false;
+    clip_config cfg;
+    clip_text_model clip;
+    sdt_embedding e;
+    memset(&e, 0, sizeof e);
+    bool ok = clip_config_detect(w, &cfg, error) && clip_text_load(&clip, &cfg, w, error) &&
+              sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, error) &&
+              init_vectors(&e, spec, &clip, error);
+    if (ok) {
+        sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);
+        ok = sdt_embedding_save_safetensors(&e, path, spec->overwrite, error);
+        if (ok) snprintf(path_out, path_out_size, "%s", path);
+    }
+    sdt_embedding_free(&e);
+    sdt_weights_close(w);
+    return ok;
+}
+
+static uint32_t file_format(const char *path, sdt_embedding_format f, const sdt_embedding *e)
+{
+    if (f == SDT_EMBEDDING_FORMAT_PNG_CARD) return SDT_EMBEDDING_FILE_PNG_CHUNK;
+    if (f != SDT_EMBEDDING_FORMAT_SAFETENSORS) return SDT_EMBEDDING_FILE_UNKNOWN;
+    if (e->clip_l_dim) return SDT_EMBEDDING_FILE_SAFETENSORS_SDXL;
+    sdt_error error = {0};
+    sdt_safetensors *st = sdt_st_open(path, &error);
+    bool state = st && sdt_st_metadata_get(st, "sdtrain_state") != NULL;
+    sdt_st_close(st);
+    return state ? SDT_EMBEDDING_FILE_TRAINING_STATE : SDT_EMBEDDING_FILE_SAFETENSORS;
+}
+
+/* The JSON of a training state says so, as the text form does (the file is safetensors underneath). */
+static char *name_state_format(char *json)
+{
+    cJSON *root = cJSON_Parse(json);
+    if (!root) return json;
+    cJSON_ReplaceItemInObjectCaseSensitive(root, "format", cJSON_CreateString("sdtrain-training-state"));
+    char *named = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!named) return json;
+    free(json);
+    return named;
+}
+
+bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, sdt_error *error)
+{
+    sdt_embedding e;
+    memset(&e, 0, sizeof e);
+    sdt_embedding_format f;
+    if (!sdt_embedding_load(path, &e, &f, error)) return false;
+    info->format = file_format(path, f, &e);
+    info->vectors = (uint32_t)e.n_vectors;
+    info->embedding_dim = (uint32_t)e.dim;
+    info->step = e.step;
+    double norms = 0;
+    for (int i = 0; i < e.n_vectors; i++) norms += sdt_embedding_vector_norm(e.vectors + (size_t)i * e.dim, e.dim);
+    info->vector_norm_mean = e.n_vectors ? norms / e.n_vectors : 0;
+    info->all_finite = sdt_embedding_is_finite(&e);
+    snprintf(info->name, sizeof info->name, "%s", e.name ? e.name : "");
+    snprintf(info->init_text, sizeof info->init_text, "%s", e.init_text ? e.init_text : "");
+    snprintf(info->checkpoint_name, sizeof info->checkpoint_name, "%s", e.checkpoint_name ? e.checkpoint_name : "");
+    snprintf(info->checkpoint_hash, sizeof info->checkpoint_hash, "%s", e.checkpoint_hash ? e.checkpoint_hash : "");
+    if (json_out) {
+        *json_out = sdt_embedding_describe_json(&e, f, path);
+        if (*json_out && info->format == SDT_EMBEDDING_FILE_TRAINING_STATE) *json_out = name_state_format(*json_out);
+    }
+    sdt_embedding_free(&e);
+    return true;
+}

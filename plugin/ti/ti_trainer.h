@@ -1,0 +1,42 @@
+/* ti_trainer.h - the seam between the ABI layer (ti_factory.c) and the textual-inversion
+ * trainer. The ABI layer checks handles, struct sizes, states and the plain config fields;
+ * the trainer (ti_job_*.c, ti_embedding_ops.c) does the work behind these functions.
+ *
+ * Every function writes one sentence (file, field, fix) into *error on failure. Configs and specs
+ * arrive complete (current sizeof, defaults filled in); their strings are borrowed for the call. */
+#ifndef SDT_PLUGIN_TI_TRAINER_H
+#define SDT_PLUGIN_TI_TRAINER_H
+
+#include "sdt_error.h"
+
+#include <stddef.h>
+
+#include "train/run_loop.h"
+#include "sdtrain.h"
+
+typedef struct ti_job ti_job;
+
+/* Writes the new embedding file; its path goes into path_out. */
+bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host,
+                               char *path_out, size_t path_out_size, sdt_error *error);
+
+/* All remaining validations (dataset, templates, token window, schedule, memory), then loads
+ * models and data. On success *out is a job ready to run and *info is filled. The job may keep
+ * host (the handle's copy of the callbacks, valid for the job's life). */
+bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host,
+                          ti_job **out, sdt_prepare_info *info, sdt_error *error);
+void ti_job_destroy(ti_job *job);
+
+/* The step vtable the run loop drives, and the cadences it should follow. */
+const sdt_job_ops *ti_job_ops(void);
+sdt_run_params ti_job_run_params(const ti_job *job);
+
+bool ti_job_save_state(ti_job *job, const char *path, sdt_error *error);
+bool ti_job_load_state(ti_job *job, const char *path, sdt_error *error);
+
+/* Reads an embedding file. *json_out (NULL when not wanted) receives a malloc'd JSON object
+ * the caller frees with free(). */
+bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out,
+                           sdt_error *error);
+
+#endif

@@ -1,0 +1,54 @@
+/* run_loop.h - drives a training job on the calling (worker) thread.
+ *
+ * Trainers (textual inversion, later hypernetworks) implement sdt_job_ops: one optimizer step
+ * and the saves. The loop owns the policy every trainer shares, so it lives in one place:
+ * the interrupt request is honoured between steps (the current step always finishes), metrics
+ * are timed, published for [any thread] readers and sent to the host after every step,
+ * snapshots and previews follow their cadences, and every way out of the loop ends in a save:
+ * finished, interrupted, or failed (the last good state). */
+#ifndef SDT_PLUGIN_RUN_LOOP_H
+#define SDT_PLUGIN_RUN_LOOP_H
+
+#include "sdt_error.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/run_control.h"
+#include "sdtrain.h"
+
+typedef enum sdt_save_reason {
+    SDT_SAVE_FINISHED = 0,
+    SDT_SAVE_INTERRUPTED = 1,
+    SDT_SAVE_AFTER_ERROR = 2,   /* save the last good state; the step that failed left no trace */
+} sdt_save_reason;
+
+typedef struct sdt_job_ops {
+    /* One optimizer step (all micro-batches of one accumulation window). Fills *metrics with what
+     * the trainer knows (step after this one, epoch, loss, grad norm, lr, scale, skipped steps,
+     * precision, fallback) and *images with the samples it processed; timing is the loop's.
+     * A failed step must leave the trainable state as it was before the step. */
+    bool (*step)(void *job, sdt_metrics *metrics, uint32_t *images, sdt_error *error);
+    /* true when no step is left (max steps or the end of the LR schedule). */
+    bool (*done)(const void *job);
+    /* Optional (NULL = none): the copy saved every save_every steps; the preview image. */
+    bool (*save_snapshot)(void *job, int64_t step, sdt_error *error);
+    bool (*save_preview)(void *job, int64_t step, sdt_error *error);
+    /* The final save: embedding and full training state, atomically. */
+    bool (*save_final)(void *job, sdt_save_reason reason, sdt_error *error);
+} sdt_job_ops;
+
+typedef struct sdt_run_params {
+    int64_t save_every;     /* 0 = never */
+    int64_t preview_every;  /* 0 = never */
+} sdt_run_params;
+
+/* Runs the job until done, an error or an interrupt request in ctl. The caller has moved ctl to
+ * SDT_RUN_RUNNING; the loop leaves it FINISHED, INTERRUPTED or FAILED. Returns OK, INTERRUPTED,
+ * or the failure's status with its error value in *error. Snapshot and preview failures are logged as warnings
+ * and training goes on (the previous files are intact: saves are atomic). */
+sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
+                       sdt_run_control *ctl, const sdt_host_callbacks *host,
+                       sdt_error *error);
+
+#endif
