@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Installs sdtrain's build and test dependencies from Debian's packages.
 # Idempotent: skips packages that are already installed. Used by README and .ci/run.
+# Besides what the build needs, what CI (.ci/run) needs, unless --build-only is given:
+#   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
+#   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
+#   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev
       libopenblas-dev libcjson-dev abigail-tools python3)
+[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

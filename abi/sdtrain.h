@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 1
+#define SDT_ABI_VERSION_MINOR 2
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -305,6 +305,10 @@ typedef struct sdt_ti_config {
     bool gradient_checkpointing;      /* [false] recompute UNet blocks in backward: less memory, slower */
     const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model
                                        * folder's tokenizer/, or a tokenizer/ folder next to the model file */
+    /* ---- appended in 1.2 ---- */
+    int64_t save_state_every_seconds; /* [0] also write the training state after a step when this many
+                                       * seconds passed since it was last written; 0 = only with each
+                                       * copy (save_every) and at the end */
 } sdt_ti_config;
 
 /* What prepare() found. Output struct: set struct_size first. */

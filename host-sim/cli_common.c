@@ -18,15 +18,39 @@ gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***
     return TRUE;
 }
 
+char *cli_printable(const char *text)
+{
+    GString *out = g_string_new(NULL);
+    const char *p = text, *end = text + strlen(text);
+    while (p < end) {
+        gunichar c = g_utf8_get_char_validated(p, end - p);
+        if (c == (gunichar)-1 || c == (gunichar)-2) { /* not UTF-8: show the byte, never send it */
+            g_string_append_printf(out, "\\x%02X", (unsigned char)*p);
+            p++;
+            continue;
+        }
+        if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0)) /* control characters move the cursor, ring, recolour */
+            g_string_append_printf(out, "\\x%02X", (unsigned)c);
+        else
+            g_string_append_len(out, p, g_utf8_next_char(p) - p);
+        p = g_utf8_next_char(p);
+    }
+    return g_string_free(out, FALSE);
+}
+
 int cli_error(const char *sentence)
 {
-    fprintf(stderr, "sdt-host: %s\n", sentence);
+    char *shown = cli_printable(sentence);
+    fprintf(stderr, "sdt-host: %s\n", shown);
+    g_free(shown);
     return SDT_EXIT_ERROR;
 }
 
 int cli_usage_error(const char *command, const char *sentence)
 {
-    fprintf(stderr, "sdt-host %s: %s\nTry 'sdt-host %s --help'.\n", command, sentence, command);
+    char *shown = cli_printable(sentence);
+    fprintf(stderr, "sdt-host %s: %s\nTry 'sdt-host %s --help'.\n", command, shown, command);
+    g_free(shown);
     return SDT_EXIT_USAGE;
 }
 

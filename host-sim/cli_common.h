@@ -15,7 +15,10 @@
 /* Parses argv; on a bad command line prints the reason and a hint, and returns FALSE. */
 gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv);
 
-/* Prints "sdt-host: <sentence>" on stderr and returns exit status 1 (or 2 for usage). */
+/* text with control characters and bytes that are not UTF-8 written as \xNN: what a file's
+ * contents quoted in a sentence may hold must not reach the terminal raw. g_free the result. */
+char *cli_printable(const char *text);
+/* Prints "sdt-host: <sentence>" (made printable) on stderr and returns exit status 1 (or 2 for usage). */
 int cli_error(const char *sentence);
 int cli_usage_error(const char *command, const char *sentence);
 /* The same with the sentence built from a printf format. */

@@ -21,7 +21,9 @@ int cmd_train(int argc, char **argv)
         "--template takes a path, or the bare name of a template shipped with sdt-host (looked up in\n"
         "<sdt-host's folder>/templates, then <sdt-host's folder>/../share/sdtrain/templates); the default is\n"
         DEFAULT_TEMPLATE ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
-        "log folder; use the same embedding, seed and options (max steps may grow).\n");
+        "log folder (with every copy and at the end); --resume DIR picks the newest state in a log folder\n"
+        "that belongs to the embedding. Use the same embedding, seed and options (max steps may grow).\n"
+        "The trained embedding replaces the file given to --embedding (a PNG card: <stem>.safetensors).\n");
     g_option_context_add_main_entries(ctx, panel_option_entries(values), NULL);
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = SDT_EXIT_OK;

@@ -60,6 +60,10 @@ static const command *find_command(int argc, char **argv, int *index)
 int main(int argc, char **argv)
 {
     setlocale(LC_ALL, "");
+    /* This host's choice for its own process, before the plugin (and OpenBLAS with it) loads:
+     * BLAS on one thread, so the plugin splits products over its OpenMP threads instead of
+     * stacking two thread pools. An OPENBLAS_NUM_THREADS the user set wins. */
+    g_setenv("OPENBLAS_NUM_THREADS", "1", FALSE);
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         print_overview();
         return SDT_EXIT_OK;

@@ -43,6 +43,7 @@ static const panel_option options[] = {
     { "max-steps", OPT_I64, F(max_steps), NULL, "N", "Max steps" },
     { "save-every", OPT_I64, F(save_every), NULL, "N", "Save a copy of the embedding every N steps, 0 to disable" },
     { "preview-every", OPT_I64, F(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
+    { "save-state-every", OPT_I64, F(save_state_every_seconds), NULL, "SECONDS", "Also save the training state when this many seconds passed since the last save, 0 = only with each copy" },
     { "csv-every", OPT_I64, F(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
     { "no-embedding-cards", OPT_FLAG_OFF, F(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks" },
     { "shuffle-tags", OPT_FLAG_ON, F(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
@@ -66,7 +67,7 @@ static const panel_option options[] = {
     { "preview-seed", OPT_I64, F(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, F(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, F(preview_height), NULL, "PX", "Preview height, 0 = training height" },
-    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE", "Resume from the full-state checkpoint <log>/<date>/<name>/<name>.state.safetensors" },
+    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder" },
     { "threads", OPT_U32, F(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, F(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, F(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
@@ -207,9 +208,28 @@ static const panel_option *find_option(const char *name)
     return NULL;
 }
 
+/* A panel file is text: binary data (NUL bytes, bytes that are not UTF-8) gets a sentence
+ * saying so, instead of the key-file parser quoting the garbage. */
+static gboolean check_text_file(const char *path, char **error)
+{
+    char *data = NULL;
+    gsize n = 0;
+    if (!g_file_get_contents(path, &data, &n, NULL)) return TRUE; /* the parser names the read error */
+    const char *bad = memchr(data, '\0', n);
+    const char *invalid = NULL;
+    if (!g_utf8_validate(data, (gssize)n, &invalid) && (!bad || invalid < bad)) bad = invalid;
+    if (bad)
+        *error = g_strdup_printf("The panel file %s is not a text file (binary data at byte %zu); a panel file is a key "
+                                 "file with the options under a [%s] line, e.g. max-steps=1000.", path,
+                                 (size_t)(bad - data), PANEL_GROUP);
+    g_free(data);
+    return bad == NULL;
+}
+
 static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
 {
     GError *gerr = NULL;
+    if (!check_text_file(v->config_path, error)) return FALSE;
     v->key_file = g_key_file_new();
     if (!g_key_file_load_from_file(v->key_file, v->config_path, G_KEY_FILE_NONE, &gerr)) {
         *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "

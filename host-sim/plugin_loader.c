@@ -21,6 +21,10 @@ static GPtrArray *candidate_paths(void)
     char *dir = exe_dir();
     g_ptr_array_add(paths, g_build_filename(dir, PLUGIN_FILE, NULL));
     g_ptr_array_add(paths, g_build_filename(dir, "..", "lib", PLUGIN_FILE, NULL));
+#ifdef SDT_HOST_LIBDIR_FROM_BINDIR /* the installed tree's libdir, e.g. ../lib/x86_64-linux-gnu */
+    if (strcmp(SDT_HOST_LIBDIR_FROM_BINDIR, "../lib") != 0)
+        g_ptr_array_add(paths, g_build_filename(dir, SDT_HOST_LIBDIR_FROM_BINDIR, PLUGIN_FILE, NULL));
+#endif
     g_ptr_array_add(paths, g_build_filename(dir, "..", "plugin", PLUGIN_FILE, NULL));
     g_free(dir);
     return paths;

@@ -1,7 +1,6 @@
 /* train_session.c - worker thread, GMainLoop progress and Ctrl-C (see train_session.h). */
 #include <glib-unix.h>
 #include <glib.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,10 +26,12 @@ static void on_log(void *user_data, sdt_log_level level, const char *message)
     (void)user_data;
     static const char *const names[] = { "debug", "info", "warning", "error" };
     if (level == SDT_LOG_DEBUG && !g_getenv("SDTRAIN_DEBUG")) return;
+    char *shown = cli_printable(message);
     g_mutex_lock(&terminal_lock);
     clear_bar_line();
-    fprintf(stderr, "%s: %s\n", (unsigned)level < 4 ? names[level] : "log", message);
+    fprintf(stderr, "%s: %s\n", (unsigned)level < 4 ? names[level] : "log", shown);
     g_mutex_unlock(&terminal_lock);
+    g_free(shown);
 }
 
 static void on_file_saved(void *user_data, const sdt_saved_file *file)
@@ -61,6 +62,7 @@ typedef struct session {
     long long start_step;
     gint64 last_plain_line;
     guint sigint_source;
+    gint running;             /* set by the worker once prepare() succeeded (atomic) */
 } session;
 
 static gboolean worker_done(gpointer data)
@@ -78,6 +80,7 @@ static gpointer worker(gpointer data)
     s->result = s->factory->prepare(s->trainer, s->config, &info);
     if (s->result == SDT_STATUS_OK) {
         s->start_step = info.start_step;
+        g_atomic_int_set(&s->running, 1);
         s->result = s->factory->run(s->trainer);
     }
     g_idle_add(worker_done, s);
@@ -116,18 +119,36 @@ static gboolean redraw(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
-/* The Interrupt button. A second Ctrl-C gets the default action (saves are atomic, so killing
- * the process mid-save loses nothing but the save itself). */
+static void say(const char *sentence)
+{
+    g_mutex_lock(&terminal_lock);
+    clear_bar_line();
+    fprintf(stderr, "%s\n", sentence);
+    g_mutex_unlock(&terminal_lock);
+}
+
+/* A second Ctrl-C quits at once. Saves are atomic, so nothing already saved is damaged; what
+ * was trained since the last save is lost, and the user is told so. */
+static gboolean on_second_sigint(gpointer data)
+{
+    session *s = data;
+    say(g_atomic_int_get(&s->running)
+            ? "Quit at once: this run was not saved since its last save (the state and copies written before are kept)."
+            : "Quit at once during preparation: nothing was trained or saved.");
+    _exit(SDT_EXIT_INTERRUPTED);
+    return G_SOURCE_REMOVE;
+}
+
+/* The Interrupt button: in preparation it stops at the next image; while training the current
+ * step finishes and everything is saved. */
 static gboolean on_sigint(gpointer data)
 {
     session *s = data;
     s->factory->interrupt(s->trainer);
-    g_mutex_lock(&terminal_lock);
-    clear_bar_line();
-    fprintf(stderr, "Interrupting: finishing the current step and saving (Ctrl-C again to quit at once).\n");
-    g_mutex_unlock(&terminal_lock);
-    s->sigint_source = 0;
-    signal(SIGINT, SIG_DFL);
+    say(g_atomic_int_get(&s->running)
+            ? "Interrupting: finishing the current step and saving (Ctrl-C again quits at once, without saving)."
+            : "Interrupting the preparation (Ctrl-C again quits at once).");
+    s->sigint_source = g_unix_signal_add(SIGINT, on_second_sigint, s);
     return G_SOURCE_REMOVE;
 }
 
@@ -151,7 +172,7 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
 int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config,
                       train_session_explain_fn explain)
 {
-    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0 };
+    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, 0 };
     s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
     guint timer = g_timeout_add(REDRAW_MS, redraw, &s);
     GThread *thread = g_thread_new("sdt-train", worker, &s);
@@ -162,6 +183,8 @@ int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, co
     draw_progress(&s, TRUE);
     g_main_loop_unref(s.loop);
     int status = exit_status_for(&s, explain);
-    if (status == SDT_EXIT_INTERRUPTED) fprintf(stderr, "Interrupted; the training state was saved.\n");
+    if (status == SDT_EXIT_INTERRUPTED)
+        fprintf(stderr, "%s\n", s.running ? "Interrupted; the training state was saved."
+                                          : "Interrupted during preparation; nothing was trained or saved.");
     return status;
 }

@@ -37,6 +37,19 @@ typedef enum sdt_activation {
     SDT_ACT_TANH,
     SDT_ACT_SIGMOID,
     SDT_ACT_MISH,       /* x * tanh(softplus(x)) */
+    /* the rest of torch.nn's parameter-free elementwise activations, at their defaults
+     * (A1111 hypernetworks accept any of them by lower-case class name) */
+    SDT_ACT_HARDSWISH,  /* x * relu6(x + 3) / 6; A1111's "swish" */
+    SDT_ACT_HARDSIGMOID,/* relu6(x + 3) / 6 */
+    SDT_ACT_HARDTANH,   /* clamp(x, -1, 1) */
+    SDT_ACT_RELU6,      /* clamp(x, 0, 6) */
+    SDT_ACT_SELU,       /* scale * elu(x, alpha), torch's fixed constants */
+    SDT_ACT_SOFTPLUS,   /* log(1 + e^x), beta 1, linear above threshold 20 */
+    SDT_ACT_SOFTSIGN,   /* x / (1 + |x|) */
+    SDT_ACT_TANHSHRINK, /* x - tanh(x) */
+    SDT_ACT_LOGSIGMOID, /* log(sigmoid(x)) */
+    SDT_ACT_HARDSHRINK, /* x where |x| > 0.5, else 0 */
+    SDT_ACT_SOFTSHRINK, /* x - 0.5 sign(x) where |x| > 0.5, else 0 */
     SDT_ACT_COUNT
 } sdt_activation;
 

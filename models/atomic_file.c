@@ -1,6 +1,7 @@
 /* atomic_file.c - temp file + fsync + rename; see atomic_file.h. */
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -8,6 +9,24 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The umask, read without setting it: umask(2) can only be read by changing it, which would
+ * race with the host's other threads creating files. */
+static mode_t process_umask(void)
+{
+    mode_t mask = 022;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return mask;
+    char line[256];
+    unsigned int value;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "Umask: %o", &value) == 1) {
+            mask = (mode_t)value;
+            break;
+        }
+    fclose(f);
+    return mask;
+}
 
 bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
 {
@@ -26,9 +45,7 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
         return false;
     }
     /* mkstemp makes 0600; saved outputs should be readable like any other file. */
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+    (void)fchmod(fd, 0666 & ~process_umask());
     f->fp = fdopen(fd, "wb");
     if (!f->fp) {
         sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the temp file for writing (%s)", path, strerror(errno));
@@ -107,3 +124,42 @@ bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error
     }
     return sdt_atomic_commit(&f, error);
 }
+
+bool sdt_atomic_is_temp_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 12 || memcmp(name + n - 11, ".tmp-", 5) != 0) return false;
+    for (size_t i = n - 6; i < n; i++) /* mkstemp's alphabet */
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= '0' && name[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* Removes the temp files in folder whose names start with prefix (every one when prefix is ""). */
+static int remove_temps(const char *folder, const char *prefix)
+{
+    DIR *d = opendir(folder);
+    if (!d) return 0;
+    int removed = 0;
+    size_t np = strlen(prefix);
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (!sdt_atomic_is_temp_name(e->d_name) || strncmp(e->d_name, prefix, np) != 0) continue;
+        if (np && n != np + 11) continue; /* exactly "<prefix>.tmp-XXXXXX" */
+        char path[4096];
+        if (snprintf(path, sizeof path, "%s/%s", folder, e->d_name) < (int)sizeof path && unlink(path) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+int sdt_atomic_remove_stale(const char *path)
+{
+    char buf[4096], base[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    snprintf(base, sizeof base, "%s", path);
+    const char *slash = strrchr(path, '/');
+    return remove_temps(slash ? dirname(buf) : ".", slash ? slash + 1 : base);
+}
+
+int sdt_atomic_remove_stale_in(const char *folder) { return remove_temps(folder, ""); }

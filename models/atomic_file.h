@@ -26,6 +26,14 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error);
 bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error);
 /* Gives up: removes the temp file, the target is untouched. Safe to call twice. */
 void sdt_atomic_abort(sdt_atomic_file *f);
+/* Temp files of saves to path that a killed process left behind ("<path>.tmp-XXXXXX"): removed.
+ * Call it only while nothing else can be saving to path (the caller holds its lock). Returns
+ * how many were removed. */
+int sdt_atomic_remove_stale(const char *path);
+/* The same for every "*.tmp-XXXXXX" directly in folder (a folder the caller has locked). */
+int sdt_atomic_remove_stale_in(const char *folder);
+/* true when name ends in ".tmp-" and the six characters mkstemp puts there. */
+bool sdt_atomic_is_temp_name(const char *name);
 /* Writes a whole buffer atomically. */
 bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error *error);
 

@@ -73,6 +73,7 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error
         c.layout = CLIP_LAYOUT_OPENCLIP;
     }
     if (!tok || !pos || tok->ndim != 2 || pos->ndim != 2 || tok->shape[1] != pos->shape[1]) {
+        if (sdt_weights_missing_part(w, "cond_stage_model.", error)) return false;
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no text encoder found (expected " HF "embeddings.token_embedding.weight or "
                  OC "token_embedding.weight with a matching position embedding); use a full SD checkpoint",
                  sdt_weights_path(w));

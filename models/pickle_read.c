@@ -59,6 +59,8 @@ static const allowed_global allowed[] = {
     {"numpy.core.multiarray", "scalar", "numpy.core.multiarray.scalar", G_INERT, 0},
     {"numpy", "dtype", "numpy.dtype", G_INERT, 0},
     {"_codecs", "encode", "_codecs.encode", G_INERT, 0},
+    {"__builtin__", "set", "__builtin__.set", G_INERT, 0}, /* a pickled Module's _non_persistent_buffers_set */
+    {"builtins", "set", "builtins.set", G_INERT, 0},
 };
 
 typedef struct vm {
@@ -72,8 +74,7 @@ typedef struct vm {
     GHashTable *memo;    /* index -> sdt_pv* */
     GHashTable *storages; /* key -> sdt_pv_storage* */
     size_t items;        /* container items added so far */
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } vm;
 
 static bool failf(vm *m, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -84,8 +85,7 @@ static bool failf(vm *m, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(m->err, m->err_size, "%s: %s (pickle byte %zu)", m->origin, what, m->op_pos);
-    return false;
+    return sdt_fail(m->error, SDT_ERR_BAD_FORMAT, "%s: %s (pickle byte %zu)", m->origin, what, m->op_pos);
 }
 
 #define FIX_DAMAGED "the file is truncated or damaged: copy or download it again"
@@ -95,6 +95,9 @@ static sdt_pv *new_value(vm *m, sdt_pv_kind kind)
     if (sdt_pv_arena_values(m->arena) >= SDT_PICKLE_MAX_VALUES) return NULL;
     return sdt_pv_new(m->arena, kind);
 }
+
+/* Room for one more value (the constructors of pickle_value.h never fail). */
+static bool room(const vm *m) { return sdt_pv_arena_values(m->arena) < SDT_PICKLE_MAX_VALUES; }
 
 static bool too_many_values(vm *m)
 {
@@ -203,11 +206,13 @@ static bool count_items(vm *m, size_t n)
     return true;
 }
 
-static bool hashable(const sdt_pv *k)
+/* Python's rule for dict keys: scalars, strings and tuples of them (nested at most SDT_PV_MAX_DEPTH deep). */
+static bool hashable(const sdt_pv *k, int depth)
 {
     if (k->kind == SDT_PV_TUPLE) {
+        if (depth >= SDT_PV_MAX_DEPTH) return false;
         for (size_t i = 0; i < k->u.seq.n; i++)
-            if (!hashable(k->u.seq.items[i])) return false; /* tuples nest at most as deep as the mark stack */
+            if (!hashable(k->u.seq.items[i], depth + 1)) return false;
         return true;
     }
     return k->kind <= SDT_PV_BYTES;
@@ -221,7 +226,7 @@ static bool add_pairs(vm *m, sdt_pv *dict, size_t first)
     if (!count_items(m, n)) return false;
     for (size_t i = first; i < m->stack->len; i += 2) {
         sdt_pv *k = g_ptr_array_index(m->stack, i);
-        if (!hashable(k)) return failf(m, "a dict key is a %s, which Python cannot hash; " FIX_DAMAGED, sdt_pv_kind_name(k->kind));
+        if (!hashable(k, 0)) return failf(m, "a dict key is a %s, which Python cannot hash (or nests too deep); " FIX_DAMAGED, sdt_pv_kind_name(k->kind));
         sdt_pv_dict_add(dict, k, g_ptr_array_index(m->stack, i + 1));
     }
     g_ptr_array_set_size(m->stack, (guint)first);
@@ -480,7 +485,7 @@ static bool push_long(vm *m, size_t n)
     uint64_t v = 0;
     for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
     if (n && n < 8 && (p[n - 1] & 0x80)) v |= ~(uint64_t)0 << (8 * n);
-    return push(m, sdt_pv_new_int(m->arena, (int64_t)v));
+    return push(m, room(m) ? sdt_pv_new_int(m->arena, (int64_t)v) : NULL);
 }
 
 static bool push_text_number(vm *m, char kind)
@@ -497,14 +502,14 @@ static bool push_text_number(vm *m, char kind)
     if (kind == 'F') {
         double f = g_ascii_strtod(buf, &end);
         if (end == buf || *end) return failf(m, "a text float is malformed; " FIX_DAMAGED);
-        return push(m, new_value(m, SDT_PV_FLOAT) ? sdt_pv_new_float(m->arena, f) : NULL);
+        return push(m, room(m) ? sdt_pv_new_float(m->arena, f) : NULL);
     }
     if (kind == 'I' && (strcmp(buf, "00") == 0 || strcmp(buf, "01") == 0))
-        return push(m, sdt_pv_new_bool(m->arena, buf[1] == '1'));
+        return push(m, room(m) ? sdt_pv_new_bool(m->arena, buf[1] == '1') : NULL);
     errno = 0;
     long long v = strtoll(buf, &end, 10);
     if (end == buf || *end || errno) return failf(m, "a text int is malformed or wider than 64 bits; " FIX_DAMAGED);
-    return push(m, sdt_pv_new_int(m->arena, v));
+    return push(m, room(m) ? sdt_pv_new_int(m->arena, v) : NULL);
 }
 
 /* ---- strings ----------------------------------------------------------------------- */
@@ -520,8 +525,7 @@ static bool push_text(vm *m, sdt_pv_kind kind, int len_width)
     if (!take(m, (size_t)n, &p)) return false;
     if (kind == SDT_PV_STR && !g_utf8_validate((const char *)p, (gssize)n, NULL))
         return failf(m, "a string is not valid UTF-8; " FIX_DAMAGED);
-    if (sdt_pv_arena_values(m->arena) >= SDT_PICKLE_MAX_VALUES) return too_many_values(m);
-    return push(m, sdt_pv_new_text(m->arena, kind, (const char *)p, (size_t)n));
+    return push(m, room(m) ? sdt_pv_new_text(m->arena, kind, (const char *)p, (size_t)n) : NULL);
 }
 
 /* ---- the loop ---------------------------------------------------------------------- */
@@ -557,32 +561,32 @@ static bool step(vm *m, bool *stop)
         return true;
     case '2': /* DUP */ return top(m, &a) && push(m, a);
     case 'N': return push(m, new_value(m, SDT_PV_NONE));
-    case 0x88: return push(m, new_value(m, SDT_PV_BOOL) ? sdt_pv_new_bool(m->arena, true) : NULL);
-    case 0x89: return push(m, new_value(m, SDT_PV_BOOL) ? sdt_pv_new_bool(m->arena, false) : NULL);
+    case 0x88: return push(m, room(m) ? sdt_pv_new_bool(m->arena, true) : NULL);
+    case 0x89: return push(m, room(m) ? sdt_pv_new_bool(m->arena, false) : NULL);
     case 'J': /* BININT */
         if (!take_uint(m, 4, &u)) return false;
-        return push(m, new_value(m, SDT_PV_INT) ? sdt_pv_new_int(m->arena, (int32_t)(uint32_t)u) : NULL);
+        return push(m, room(m) ? sdt_pv_new_int(m->arena, (int32_t)(uint32_t)u) : NULL);
     case 'K': /* BININT1 */
         if (!take_uint(m, 1, &u)) return false;
-        return push(m, new_value(m, SDT_PV_INT) ? sdt_pv_new_int(m->arena, (int64_t)u) : NULL);
+        return push(m, room(m) ? sdt_pv_new_int(m->arena, (int64_t)u) : NULL);
     case 'M': /* BININT2 */
         if (!take_uint(m, 2, &u)) return false;
-        return push(m, new_value(m, SDT_PV_INT) ? sdt_pv_new_int(m->arena, (int64_t)u) : NULL);
+        return push(m, room(m) ? sdt_pv_new_int(m->arena, (int64_t)u) : NULL);
     case 0x8a: /* LONG1 */
         if (!take_uint(m, 1, &u)) return false;
-        return sdt_pv_arena_values(m->arena) < SDT_PICKLE_MAX_VALUES ? push_long(m, (size_t)u) : too_many_values(m);
+        return push_long(m, (size_t)u);
     case 0x8b: /* LONG4 */
         if (!take_uint(m, 4, &u)) return false;
-        return sdt_pv_arena_values(m->arena) < SDT_PICKLE_MAX_VALUES ? push_long(m, (size_t)u) : too_many_values(m);
+        return push_long(m, (size_t)u);
     case 'I': case 'L': case 'F':
-        return sdt_pv_arena_values(m->arena) < SDT_PICKLE_MAX_VALUES ? push_text_number(m, (char)op) : too_many_values(m);
+        return push_text_number(m, (char)op);
     case 'G': { /* BINFLOAT: big-endian double */
         if (!take(m, 8, &p)) return false;
         uint64_t bits = 0;
         for (int i = 0; i < 8; i++) bits = bits << 8 | p[i];
         double f;
         memcpy(&f, &bits, sizeof f);
-        return push(m, new_value(m, SDT_PV_FLOAT) ? sdt_pv_new_float(m->arena, f) : NULL);
+        return push(m, room(m) ? sdt_pv_new_float(m->arena, f) : NULL);
     }
     case 'X': return push_text(m, SDT_PV_STR, 4);   /* BINUNICODE */
     case 0x8c: return push_text(m, SDT_PV_STR, 1);  /* SHORT_BINUNICODE */
@@ -685,12 +689,12 @@ static bool check_tree(vm *m, sdt_pv *v, int depth, GHashTable *heights)
 }
 
 bool sdt_pickle_load(const void *buf, size_t size, sdt_pv_arena *arena, const char *origin, sdt_pv **root,
-                     size_t *consumed, char *err, size_t err_size)
+                     size_t *consumed, sdt_error *error)
 {
-    vm m = {.buf = buf, .size = size, .arena = arena, .origin = origin, .err = err, .err_size = err_size};
+    vm m = {.buf = buf, .size = size, .arena = arena, .origin = origin, .error = error};
     *root = NULL;
     if (size > SDT_PICKLE_MAX_BYTES) {
-        snprintf(err, err_size, "%s: the pickle is %zu bytes, more than the %zu a weights file's index needs; this is "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the pickle is %zu bytes, more than the %zu a weights file's index needs; this is "
                  "not a PyTorch weights file", origin, size, SDT_PICKLE_MAX_BYTES);
         return false;
     }

@@ -10,8 +10,9 @@
  * LongStorage, IntStorage, ShortStorage, CharStorage, ByteStorage,
  * BoolStorage, UntypedStorage; and, as inert records that keep their
  * arguments but are never called, the bookkeeping classes found in old
- * checkpoints and embeddings: torch.nn.modules.container.ParameterDict,
- * pytorch_lightning's ModelCheckpoint, numpy scalars and dtypes). Any other
+ * checkpoints and embeddings: torch.nn.modules.container.ParameterDict and
+ * the sets in its state, pytorch_lightning's ModelCheckpoint, numpy scalars
+ * and dtypes, _codecs.encode). Any other
  * global is refused with a sentence naming it and the file.
  *
  * Persistent ids must be torch's storage tuples ('storage', <StorageType>,
@@ -25,6 +26,8 @@
  */
 #ifndef SDT_MODELS_PICKLE_READ_H
 #define SDT_MODELS_PICKLE_READ_H
+
+#include "sdt_error.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -41,6 +44,6 @@
  * including STOP. origin names the pickle in sentences, e.g.
  * "emb.pt (archive/data.pkl)". */
 bool sdt_pickle_load(const void *buf, size_t size, sdt_pv_arena *arena, const char *origin, sdt_pv **root,
-                     size_t *consumed, char *err, size_t err_size);
+                     size_t *consumed, sdt_error *error);
 
 #endif

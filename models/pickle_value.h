@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "safetensors.h"
+#include "sdt_error.h"
 
 #define SDT_PV_MAX_DEPTH 64
 #define SDT_PV_MAX_DIMS 8

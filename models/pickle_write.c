@@ -8,8 +8,7 @@ typedef struct writer {
     GByteArray *out;
     GPtrArray *storages;
     const char *what;
-    char *err;
-    size_t err_size;
+    sdt_error *error;
 } writer;
 
 static void put_byte(writer *w, uint8_t b) { g_byte_array_append(w->out, &b, 1); }
@@ -86,8 +85,7 @@ static const char *storage_type(sdt_st_dtype dtype)
 
 static bool fail(writer *w, const char *why)
 {
-    snprintf(w->err, w->err_size, "%s: %s", w->what, why);
-    return false;
+    return sdt_fail(w->error, SDT_ERR_INVALID_ARGUMENT, "%s: %s", w->what, why);
 }
 
 static bool put_tensor(writer *w, const sdt_pv_tensor *t)
@@ -185,10 +183,9 @@ static bool put_value(writer *w, const sdt_pv *v, int depth)
                 "containers");
 }
 
-bool sdt_pickle_write(const sdt_pv *root, GByteArray *out, GPtrArray *storages, const char *what, char *err,
-                      size_t err_size)
+bool sdt_pickle_write(const sdt_pv *root, GByteArray *out, GPtrArray *storages, const char *what, sdt_error *error)
 {
-    writer w = {out, storages, what, err, err_size};
+    writer w = {out, storages, what, error};
     put_byte(&w, 0x80);
     put_byte(&w, 2);
     if (!put_value(&w, root, 0)) return false;

@@ -14,6 +14,8 @@
 #ifndef SDT_MODELS_PICKLE_WRITE_H
 #define SDT_MODELS_PICKLE_WRITE_H
 
+#include "sdt_error.h"
+
 #include <glib.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -23,7 +25,6 @@
 /* Appends the pickle of root to out. storages receives each distinct storage
  * (sdt_pv_storage *) in order of first use; the pickle names the i-th one by
  * the key "<i>", whatever its own key says. what names the file in sentences. */
-bool sdt_pickle_write(const sdt_pv *root, GByteArray *out, GPtrArray *storages, const char *what, char *err,
-                      size_t err_size);
+bool sdt_pickle_write(const sdt_pv *root, GByteArray *out, GPtrArray *storages, const char *what, sdt_error *error);
 
 #endif

@@ -64,11 +64,11 @@ const char *sdt_torch_path(const sdt_torch_file *f) { return f->path; }
 sdt_torch_layout sdt_torch_layout_of(const sdt_torch_file *f) { return f->layout; }
 const sdt_pv *sdt_torch_root(const sdt_torch_file *f) { return f->root; }
 
-static bool storage_bytes(const sdt_torch_file *f, const sdt_pv_storage *s, uint64_t *bytes, char *err, size_t err_size)
+static bool storage_bytes(const sdt_torch_file *f, const sdt_pv_storage *s, uint64_t *bytes, sdt_error *error)
 {
     size_t el = sdt_st_dtype_size(s->dtype);
     if (s->numel > UINT64_MAX / el) {
-        snprintf(err, err_size, "%s: storage '%s' declares %llu elements, too many to exist; " FIX_DAMAGED, f->path,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' declares %llu elements, too many to exist; " FIX_DAMAGED, f->path,
                  s->key, (unsigned long long)s->numel);
         return false;
     }
@@ -79,7 +79,7 @@ static bool storage_bytes(const sdt_torch_file *f, const sdt_pv_storage *s, uint
 /* ---- zip layout ----------------------------------------------------------------------- */
 
 /* The folder holding data.pkl ("archive/" or "<stem>/"), with its trailing slash. */
-static bool zip_prefix(sdt_torch_file *f, char **prefix, char *err, size_t err_size)
+static bool zip_prefix(sdt_torch_file *f, char **prefix, sdt_error *error)
 {
     *prefix = NULL;
     for (size_t i = 0; i < sdt_zip_count(f->zip); i++) {
@@ -88,14 +88,14 @@ static bool zip_prefix(sdt_torch_file *f, char **prefix, char *err, size_t err_s
         if (*prefix) {
             g_free(*prefix);
             *prefix = NULL;
-            snprintf(err, err_size, "%s: the zip archive holds several data.pkl records; it is not one torch.save file",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the zip archive holds several data.pkl records; it is not one torch.save file",
                      f->path);
             return false;
         }
         *prefix = g_strndup(name, (size_t)(slash - name) + 1);
     }
     if (!*prefix) {
-        snprintf(err, err_size, "%s: the zip archive has no <folder>/data.pkl record, so it is not a PyTorch file; give "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the zip archive has no <folder>/data.pkl record, so it is not a PyTorch file; give "
                  "a file written by torch.save, or a .safetensors file", f->path);
         return false;
     }
@@ -103,7 +103,7 @@ static bool zip_prefix(sdt_torch_file *f, char **prefix, char *err, size_t err_s
 }
 
 static bool read_record(sdt_torch_file *f, const char *prefix, const char *rel, const void **data, uint64_t *size,
-                        bool required, char *err, size_t err_size)
+                        bool required, sdt_error *error)
 {
     char *name = g_strconcat(prefix, rel, NULL);
     const sdt_zip_entry *e = sdt_zip_find(f->zip, name);
@@ -112,12 +112,12 @@ static bool read_record(sdt_torch_file *f, const char *prefix, const char *rel, 
     bool ok = true;
     if (!e) {
         if (required) {
-            snprintf(err, err_size, "%s: record '%s' is missing from the archive; " FIX_DAMAGED, f->path, name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: record '%s' is missing from the archive; " FIX_DAMAGED, f->path, name);
             ok = false;
         }
     } else {
         void *owned = NULL;
-        ok = sdt_zip_read(f->zip, e, data, &owned, err, err_size);
+        ok = sdt_zip_read(f->zip, e, data, &owned, error);
         if (owned) g_ptr_array_add(f->owned, owned);
         *size = e->size;
     }
@@ -125,32 +125,32 @@ static bool read_record(sdt_torch_file *f, const char *prefix, const char *rel, 
     return ok;
 }
 
-static bool open_zip(sdt_torch_file *f, char *err, size_t err_size)
+static bool open_zip(sdt_torch_file *f, sdt_error *error)
 {
-    f->zip = sdt_zip_open_memory(f->buf, f->size, f->path, err, err_size);
+    f->zip = sdt_zip_open_memory(f->buf, f->size, f->path, error);
     char *prefix = NULL;
-    if (!f->zip || !zip_prefix(f, &prefix, err, err_size)) return false;
+    if (!f->zip || !zip_prefix(f, &prefix, error)) return false;
     const void *data;
     uint64_t size;
-    bool ok = read_record(f, prefix, "byteorder", &data, &size, false, err, err_size);
+    bool ok = read_record(f, prefix, "byteorder", &data, &size, false, error);
     if (ok && data && !(size == 6 && memcmp(data, "little", 6) == 0)) {
-        snprintf(err, err_size, "%s: the archive's byteorder record is not 'little'; big-endian files are not "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the archive's byteorder record is not 'little'; big-endian files are not "
                  "supported: re-save the file on a little-endian machine", f->path);
         ok = false;
     }
-    if (ok) ok = read_record(f, prefix, "data.pkl", &data, &size, true, err, err_size);
+    if (ok) ok = read_record(f, prefix, "data.pkl", &data, &size, true, error);
     if (ok) {
         char *origin = g_strdup_printf("%s (%sdata.pkl)", f->path, prefix);
-        ok = sdt_pickle_load(data, (size_t)size, f->arena, origin, &f->root, NULL, err, err_size);
+        ok = sdt_pickle_load(data, (size_t)size, f->arena, origin, &f->root, NULL, error);
         g_free(origin);
     }
     for (size_t i = 0; ok && i < sdt_pv_arena_storage_count(f->arena); i++) {
         sdt_pv_storage *s = sdt_pv_arena_storage(f->arena, i);
         char *rel = g_strconcat("data/", s->key, NULL);
         uint64_t need = 0;
-        ok = storage_bytes(f, s, &need, err, err_size) && read_record(f, prefix, rel, &data, &size, true, err, err_size);
+        ok = storage_bytes(f, s, &need, error) && read_record(f, prefix, rel, &data, &size, true, error);
         if (ok && size < need) {
-            snprintf(err, err_size, "%s: storage '%s%s' holds %llu bytes but its tensors need %llu (%llu %s elements); "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s%s' holds %llu bytes but its tensors need %llu (%llu %s elements); "
                      FIX_DAMAGED, f->path, prefix, rel, (unsigned long long)size, (unsigned long long)need,
                      (unsigned long long)s->numel, sdt_st_dtype_name(s->dtype));
             ok = false;
@@ -164,38 +164,38 @@ static bool open_zip(sdt_torch_file *f, char *err, size_t err_size)
 
 /* ---- legacy layout -------------------------------------------------------------------- */
 
-static bool legacy_pickle(sdt_torch_file *f, size_t *pos, const char *what, sdt_pv **out, char *err, size_t err_size)
+static bool legacy_pickle(sdt_torch_file *f, size_t *pos, const char *what, sdt_pv **out, sdt_error *error)
 {
     char *origin = g_strdup_printf("%s (%s)", f->path, what);
     size_t used = 0;
-    bool ok = sdt_pickle_load(f->buf + *pos, f->size - *pos, f->arena, origin, out, &used, err, err_size);
+    bool ok = sdt_pickle_load(f->buf + *pos, f->size - *pos, f->arena, origin, out, &used, error);
     g_free(origin);
     *pos += used;
     return ok;
 }
 
-static bool open_legacy(sdt_torch_file *f, char *err, size_t err_size)
+static bool open_legacy(sdt_torch_file *f, sdt_error *error)
 {
     size_t pos = sizeof legacy_magic;
     sdt_pv *proto = NULL, *sys_info = NULL, *keys = NULL;
     int64_t version = 0;
-    if (!legacy_pickle(f, &pos, "protocol version", &proto, err, err_size)) return false;
+    if (!legacy_pickle(f, &pos, "protocol version", &proto, error)) return false;
     if (!sdt_pv_as_int(proto, &version) || version != 1001) {
-        snprintf(err, err_size, "%s: the legacy torch file has protocol version %lld, not 1001; re-save it with a "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file has protocol version %lld, not 1001; re-save it with a "
                  "current torch", f->path, (long long)version);
         return false;
     }
-    if (!legacy_pickle(f, &pos, "sys_info", &sys_info, err, err_size)) return false;
+    if (!legacy_pickle(f, &pos, "sys_info", &sys_info, error)) return false;
     sdt_pv *little = sdt_pv_dict_get(sys_info, "little_endian");
     if (little && !(sdt_pv_is(little, SDT_PV_BOOL) && little->u.b)) {
-        snprintf(err, err_size, "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
                  "a little-endian one", f->path);
         return false;
     }
-    if (!legacy_pickle(f, &pos, "data pickle", &f->root, err, err_size)) return false;
-    if (!legacy_pickle(f, &pos, "storage keys", &keys, err, err_size)) return false;
+    if (!legacy_pickle(f, &pos, "data pickle", &f->root, error)) return false;
+    if (!legacy_pickle(f, &pos, "storage keys", &keys, error)) return false;
     if (!sdt_pv_is(keys, SDT_PV_LIST)) {
-        snprintf(err, err_size, "%s: the legacy torch file's storage key list is a %s, not a list; " FIX_DAMAGED,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file's storage key list is a %s, not a list; " FIX_DAMAGED,
                  f->path, keys ? sdt_pv_kind_name(keys->kind) : "nothing");
         return false;
     }
@@ -210,14 +210,14 @@ static bool open_legacy(sdt_torch_file *f, char *err, size_t err_size)
         sdt_pv_storage *s = key ? g_hash_table_lookup(by_key, key) : NULL;
         uint64_t need = 0, count = 0;
         if (!s || s->data) {
-            snprintf(err, err_size, "%s: the legacy torch file lists storage %zu under an unknown or repeated key; "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file lists storage %zu under an unknown or repeated key; "
                      FIX_DAMAGED, f->path, i);
             ok = false;
-        } else if (!storage_bytes(f, s, &need, err, err_size)) {
+        } else if (!storage_bytes(f, s, &need, error)) {
             ok = false;
         } else if (f->size - pos < 8 || (memcpy(&count, f->buf + pos, 8), count != s->numel) ||
                    need > f->size - pos - 8) {
-            snprintf(err, err_size, "%s: storage '%s' should hold %llu %s elements but the file ends or disagrees "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' should hold %llu %s elements but the file ends or disagrees "
                      "(byte %zu); " FIX_DAMAGED, f->path, key, (unsigned long long)s->numel,
                      sdt_st_dtype_name(s->dtype), pos);
             ok = false;
@@ -229,7 +229,7 @@ static bool open_legacy(sdt_torch_file *f, char *err, size_t err_size)
     for (size_t i = 0; ok && i < sdt_pv_arena_storage_count(f->arena); i++) {
         const sdt_pv_storage *s = sdt_pv_arena_storage(f->arena, i);
         if (!s->data) {
-            snprintf(err, err_size, "%s: storage '%s' is used by a tensor but missing from the file; " FIX_DAMAGED,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' is used by a tensor but missing from the file; " FIX_DAMAGED,
                      f->path, s->key);
             ok = false;
         }
@@ -240,16 +240,16 @@ static bool open_legacy(sdt_torch_file *f, char *err, size_t err_size)
 
 /* ---- opening ------------------------------------------------------------------------ */
 
-static sdt_torch_file *open_buffer(sdt_torch_file *f, char *err, size_t err_size)
+static sdt_torch_file *open_buffer(sdt_torch_file *f, sdt_error *error)
 {
     f->arena = sdt_pv_arena_new();
     f->owned = g_ptr_array_new_with_free_func(g_free);
     f->layout = sdt_torch_sniff(f->buf, f->size);
     bool ok = false;
-    if (f->layout == SDT_TORCH_ZIP) ok = open_zip(f, err, err_size);
-    else if (f->layout == SDT_TORCH_LEGACY) ok = open_legacy(f, err, err_size);
+    if (f->layout == SDT_TORCH_ZIP) ok = open_zip(f, error);
+    else if (f->layout == SDT_TORCH_LEGACY) ok = open_legacy(f, error);
     else
-        snprintf(err, err_size, "%s: this is neither a PyTorch zip archive nor a legacy torch.save file (first bytes "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is neither a PyTorch zip archive nor a legacy torch.save file (first bytes "
                  "do not match); give a .ckpt/.pt/.bin written by torch.save, or a .safetensors file", f->path);
     if (!ok) {
         sdt_torch_close(f);
@@ -258,25 +258,25 @@ static sdt_torch_file *open_buffer(sdt_torch_file *f, char *err, size_t err_size
     return f;
 }
 
-sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *origin, char *err, size_t err_size)
+sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *origin, sdt_error *error)
 {
     sdt_torch_file *f = g_new0(sdt_torch_file, 1);
     f->path = g_strdup(origin);
     f->buf = buf;
     f->size = size;
-    return open_buffer(f, err, err_size);
+    return open_buffer(f, error);
 }
 
-sdt_torch_file *sdt_torch_open(const char *path, char *err, size_t err_size)
+sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        snprintf(err, err_size, "%s: cannot open the file (%s); check the path and permissions", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the file (%s); check the path and permissions", path, strerror(errno));
         return NULL;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, err_size, "%s: not a regular file; give the path of a .ckpt, .pt or .bin file", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file; give the path of a .ckpt, .pt or .bin file", path);
         close(fd);
         return NULL;
     }
@@ -285,7 +285,7 @@ sdt_torch_file *sdt_torch_open(const char *path, char *err, size_t err_size)
     if (sb.st_size > 0) {
         void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            snprintf(err, err_size, "%s: cannot map the file into memory (%s); check free address space and the file",
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot map the file into memory (%s); check free address space and the file",
                      path, strerror(errno));
             close(fd);
             g_free(f->path);
@@ -298,17 +298,16 @@ sdt_torch_file *sdt_torch_open(const char *path, char *err, size_t err_size)
     close(fd); /* the mapping keeps the file's pages */
     f->buf = f->map;
     f->size = f->map_size;
-    return open_buffer(f, err, err_size);
+    return open_buffer(f, error);
 }
 
 /* ---- tensors -------------------------------------------------------------------------- */
 
-bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what, const void **data, char *err,
-                            size_t err_size)
+bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what, const void **data, sdt_error *error)
 {
     *data = NULL;
     if (!sdt_pv_is(v, SDT_PV_TENSOR)) {
-        snprintf(err, err_size, "%s: '%s' is a %s, not a tensor; the file does not hold what its kind needs", f->path,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is a %s, not a tensor; the file does not hold what its kind needs", f->path,
                  what, v ? sdt_pv_kind_name(v->kind) : "missing value");
         return false;
     }
@@ -324,14 +323,14 @@ bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what
      * (stride 0, overlaps) could ask for far more memory than the file holds: torch.save never writes them
      * for weights, so they are refused. */
     if ((uint64_t)numel > t->storage->numel) {
-        snprintf(err, err_size, "%s: tensor '%s' views %lld elements of a storage holding %llu (an expanded or "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' views %lld elements of a storage holding %llu (an expanded or "
                  "overlapping view); save it with .contiguous() or .clone() first", f->path, what, (long long)numel,
                  (unsigned long long)t->storage->numel);
         return false;
     }
     uint8_t *copy = g_try_malloc((size_t)numel * el + 1);
     if (!copy) {
-        snprintf(err, err_size, "%s: out of memory copying tensor '%s' (%lld elements)", f->path, what, (long long)numel);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory copying tensor '%s' (%lld elements)", f->path, what, (long long)numel);
         return false;
     }
     int64_t idx[SDT_PV_MAX_DIMS] = {0};
@@ -349,20 +348,19 @@ bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what
     return true;
 }
 
-bool sdt_torch_tensor(sdt_torch_file *f, const sdt_pv *v, const char *what, sdt_tensor *out, char *err,
-                      size_t err_size)
+bool sdt_torch_tensor(sdt_torch_file *f, const sdt_pv *v, const char *what, sdt_tensor *out, sdt_error *error)
 {
     memset(out, 0, sizeof *out);
     const void *data;
-    if (!sdt_torch_tensor_bytes(f, v, what, &data, err, err_size)) return false;
+    if (!sdt_torch_tensor_bytes(f, v, what, &data, error)) return false;
     sdt_dtype dt;
     if (!sdt_st_dtype_to_tensor(v->u.t.storage->dtype, &dt)) {
-        snprintf(err, err_size, "%s: tensor '%s' is stored as %s, which the models cannot use; convert it to F32, F16 "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is stored as %s, which the models cannot use; convert it to F32, F16 "
                  "or BF16", f->path, what, sdt_st_dtype_name(v->u.t.storage->dtype));
         return false;
     }
     if (v->u.t.ndim > SDT_MAX_DIMS) {
-        snprintf(err, err_size, "%s: tensor '%s' has %d dimensions, more than the %d a model tensor holds", f->path,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d a model tensor holds", f->path,
                  what, v->u.t.ndim, SDT_MAX_DIMS);
         return false;
     }

@@ -16,11 +16,14 @@
  * lie inside their storage. The file is memory-mapped; stored zip entries
  * stay in the mapping (CRC checked once when attached).
  *
- * Error convention (models/): false or NULL plus one sentence naming the file,
- * the entry or key and the fix.
+ * Errors (kernels/sdt_error.h): false or NULL with the status (BAD_FORMAT for a
+ * damaged or refused file, NOT_FOUND/IO when it cannot be read, OUT_OF_MEMORY)
+ * and one sentence naming the file, the entry or key and the fix.
  */
 #ifndef SDT_MODELS_TORCH_FILE_H
 #define SDT_MODELS_TORCH_FILE_H
+
+#include "sdt_error.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -42,9 +45,9 @@ sdt_torch_layout sdt_torch_sniff_file(const char *path);
 
 typedef struct sdt_torch_file sdt_torch_file;
 
-sdt_torch_file *sdt_torch_open(const char *path, char *err, size_t err_size);
+sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error);
 /* buf must outlive the result. origin names it in sentences (fuzzing, tests). */
-sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *origin, char *err, size_t err_size);
+sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *origin, sdt_error *error);
 void sdt_torch_close(sdt_torch_file *f);
 
 const char *sdt_torch_path(const sdt_torch_file *f);
@@ -55,11 +58,9 @@ const sdt_pv *sdt_torch_root(const sdt_torch_file *f);
 /* A tensor value's elements as one row-major block: a pointer into the file when
  * the tensor is contiguous and aligned, else a copy owned by f. what names the
  * tensor in sentences (e.g. its key). */
-bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what, const void **data, char *err,
-                            size_t err_size);
+bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what, const void **data, sdt_error *error);
 /* A CPU sdt_tensor of a tensor value (F32, F16, BF16 and I32 only; at most
  * SDT_MAX_DIMS dims), read-only: do not write through it. */
-bool sdt_torch_tensor(sdt_torch_file *f, const sdt_pv *v, const char *what, sdt_tensor *out, char *err,
-                      size_t err_size);
+bool sdt_torch_tensor(sdt_torch_file *f, const sdt_pv *v, const char *what, sdt_tensor *out, sdt_error *error);
 
 #endif

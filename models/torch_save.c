@@ -9,37 +9,36 @@
 #include "zip_write.h"
 
 static bool add_record(sdt_zip_writer *z, const char *dir, const char *rel, const void *data, uint64_t size,
-                       char *err, size_t err_size)
+                       sdt_error *error)
 {
     char *name = g_strconcat(dir, "/", rel, NULL);
-    bool ok = sdt_zip_writer_add(z, name, data, size, err, err_size);
+    bool ok = sdt_zip_writer_add(z, name, data, size, error);
     g_free(name);
     return ok;
 }
 
-bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_name, char *err, size_t err_size)
+bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_name, sdt_error *error)
 {
     const char *dir = archive_name ? archive_name : "archive";
     GByteArray *pkl = g_byte_array_new();
     GPtrArray *storages = g_ptr_array_new();
-    bool ok = sdt_pickle_write(root, pkl, storages, path, err, err_size);
+    bool ok = sdt_pickle_write(root, pkl, storages, path, error);
     sdt_atomic_file af;
-    sdt_error atomic_error = {0}; /* atomic_file speaks sdt_error; this file still err/err_size */
-    if (ok && !(ok = sdt_atomic_begin(&af, path, &atomic_error))) snprintf(err, err_size, "%s", atomic_error.message);
+    if (ok) ok = sdt_atomic_begin(&af, path, error);
     if (ok) {
         sdt_zip_writer *z = sdt_zip_writer_new(af.fp, path);
-        ok = add_record(z, dir, "data.pkl", pkl->data, pkl->len, err, err_size) &&
-             add_record(z, dir, "byteorder", "little", 6, err, err_size);
+        ok = add_record(z, dir, "data.pkl", pkl->data, pkl->len, error) &&
+             add_record(z, dir, "byteorder", "little", 6, error);
         for (guint i = 0; ok && i < storages->len; i++) {
             const sdt_pv_storage *s = g_ptr_array_index(storages, i);
             char rel[32];
             snprintf(rel, sizeof rel, "data/%u", i);
-            ok = add_record(z, dir, rel, s->data ? s->data : "", s->numel * sdt_st_dtype_size(s->dtype), err, err_size);
+            ok = add_record(z, dir, rel, s->data ? s->data : "", s->numel * sdt_st_dtype_size(s->dtype), error);
         }
-        if (ok) ok = add_record(z, dir, "version", "3\n", 2, err, err_size);
-        if (ok) ok = sdt_zip_writer_finish(z, err, err_size);
+        if (ok) ok = add_record(z, dir, "version", "3\n", 2, error);
+        if (ok) ok = sdt_zip_writer_finish(z, error);
         else sdt_zip_writer_free(z);
-        if (ok && !(ok = sdt_atomic_commit(&af, &atomic_error))) snprintf(err, err_size, "%s", atomic_error.message);
+        if (ok) ok = sdt_atomic_commit(&af, error);
         else sdt_atomic_abort(&af);
     }
     g_byte_array_free(pkl, TRUE);

@@ -9,6 +9,8 @@
 #ifndef SDT_MODELS_TORCH_SAVE_H
 #define SDT_MODELS_TORCH_SAVE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -16,6 +18,6 @@
 
 /* Saves root to path. archive_name is the zip's top folder (NULL: "archive",
  * what torch >= 2 writes). Tensors' storages must have their data attached. */
-bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_name, char *err, size_t err_size);
+bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_name, sdt_error *error);
 
 #endif

@@ -102,6 +102,7 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
     const sdt_tensor *conv_in = sdt_weights_get(w, P "input_blocks.0.0.weight");
     const sdt_tensor *conv_out = sdt_weights_get(w, P "out.2.weight");
     const sdt_tensor *time0 = sdt_weights_get(w, P "time_embed.0.weight");
+    if (!conv_in && sdt_weights_missing_part(w, P, error)) return false;
     if (!conv_in || conv_in->ndim != 4 || !conv_out || conv_out->ndim != 4 || !time0 || time0->ndim != 2)
         FAIL("%s: no UNet found (keys " P "input_blocks.0.0.weight, out.2.weight, time_embed.0.weight missing or "
              "not 4-D/2-D); pass a Stable Diffusion checkpoint", path);

@@ -62,6 +62,7 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
     const sdt_tensor *cin = sdt_weights_get(w, FS "encoder.conv_in.weight");
     const sdt_tensor *din = sdt_weights_get(w, FS "decoder.conv_in.weight");
     if (!cin || !din || cin->ndim != 4 || din->ndim != 4) {
+        if (sdt_weights_missing_part(w, "first_stage_model.", error)) return false;
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
                  "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE", sdt_weights_path(w));
         return false;

@@ -1,6 +1,7 @@
 /* weights.c - checkpoints in the canonical LDM key space; see weights.h.
  *
- * A single-file checkpoint is used as is. A diffusers folder is mapped name by
+ * A single-file checkpoint (.safetensors, or a PyTorch .ckpt told by its content and read by torch_file.h)
+ * is used as is, with A1111's key rules (single_file_key). A diffusers folder is mapped name by
  * name the way diffusers' scripts/convert_diffusers_to_original_stable_diffusion.py
  * does, generalised over the number of levels and res-blocks per level so tiny
  * configurations map too (the level layout is read from the names present).
@@ -14,6 +15,7 @@
 
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
+#include "torch_file.h"
 
 #define MAX_LEVELS 16
 #define MAX_FILES 3
@@ -31,6 +33,7 @@ struct sdt_weights {
     bool is_folder;
     bool has_unet, has_text, has_vae;
     sdt_safetensors *files[MAX_FILES];
+    sdt_torch_file *torch; /* a .ckpt single file, when that is what was opened */
     int n_files;
     GArray *entries;   /* weight_entry */
     GHashTable *index; /* canonical key -> position + 1 */
@@ -190,6 +193,29 @@ static char *clip_key(const char *name)
 
 typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE } component;
 
+/* Adds one tensor under key (owned by w from here on, also on failure). source and file name where it came
+ * from, for sentences; both must outlive w. */
+static bool add_view(sdt_weights *w, char *key, const char *source, const char *file, sdt_tensor t, bool to_conv1x1,
+                     sdt_error *error)
+{
+    size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
+    if (prev) {
+        const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
+                 "checkpoint", w->path, p->source, p->file, source, file, key);
+        g_free(key);
+        return false;
+    }
+    if (to_conv1x1 && t.ndim == 2) { /* diffusers linear [C,C] -> LDM conv [C,C,1,1], same bytes */
+        t.ndim = 4;
+        t.shape[2] = t.shape[3] = 1;
+    }
+    weight_entry we = {key, source, file, t};
+    g_array_append_val(w->entries, we);
+    g_hash_table_insert(w->index, key, GSIZE_TO_POINTER(w->entries->len));
+    return true;
+}
+
 static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
                       sdt_error *error)
 {
@@ -200,22 +226,23 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
         g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
     }
-    size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
-    if (prev) {
-        const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
-                 "checkpoint", w->path, p->source, p->file, e->name, sdt_st_path(st), key);
-        g_free(key);
-        return false;
-    }
-    if (to_conv1x1 && t.ndim == 2) { /* diffusers linear [C,C] -> LDM conv [C,C,1,1], same bytes */
-        t.ndim = 4;
-        t.shape[2] = t.shape[3] = 1;
-    }
-    weight_entry we = {key, e->name, sdt_st_path(st), t};
-    g_array_append_val(w->entries, we);
-    g_hash_table_insert(w->index, key, GSIZE_TO_POINTER(w->entries->len));
-    return true;
+    return add_view(w, key, e->name, sdt_st_path(st), t, to_conv1x1, error);
+}
+
+/* A single file's key as A1111 loads it (sd_models.py): EMA copies ("model_ema.*") are not the model
+ * (LatentDiffusion is built without EMA, so load_state_dict leaves them out): NULL. Old text encoder names
+ * gain "text_model." (checkpoint_dict_replacements_sd1). */
+static char *single_file_key(const char *name)
+{
+    static const char *const renames[][2] = {
+        {"cond_stage_model.transformer.embeddings.", "cond_stage_model.transformer.text_model.embeddings."},
+        {"cond_stage_model.transformer.encoder.", "cond_stage_model.transformer.text_model.encoder."},
+        {"cond_stage_model.transformer.final_layer_norm.", "cond_stage_model.transformer.text_model.final_layer_norm."},
+    };
+    if (g_str_has_prefix(name, "model_ema.")) return NULL;
+    for (size_t i = 0; i < G_N_ELEMENTS(renames); i++)
+        if (g_str_has_prefix(name, renames[i][0])) return g_strconcat(renames[i][1], name + strlen(renames[i][0]), NULL);
+    return g_strdup(name);
 }
 
 static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error *error)
@@ -229,7 +256,9 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error
         char *key = NULL, *mapped;
         bool conv1x1 = false;
         switch (c) {
-        case COMP_LDM: key = g_strdup(e->name); break;
+        case COMP_LDM:
+            if (!(key = single_file_key(e->name))) continue;
+            break;
         case COMP_UNET:
             mapped = unet_key(e->name, &layout);
             key = g_strconcat("model.diffusion_model.", mapped, NULL);
@@ -299,6 +328,36 @@ static bool open_folder(sdt_weights *w, sdt_error *error)
     return true;
 }
 
+/* A PyTorch single file (.ckpt): its state dict, under "state_dict" or at the top as A1111 reads it. */
+static bool open_torch_single(sdt_weights *w, sdt_error *error)
+{
+    w->torch = sdt_torch_open(w->path, error);
+    if (!w->torch) return false;
+    const sdt_pv *root = sdt_torch_root(w->torch), *wrapped = sdt_pv_dict_get(root, "state_dict");
+    const sdt_pv *sd = wrapped ? wrapped : root;
+    if (!sdt_pv_is(sd, SDT_PV_DICT))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds a %s where a checkpoint holds a dict of tensors "
+                        "(a state_dict); give a Stable Diffusion checkpoint", w->path, sdt_pv_kind_name(sd->kind));
+    for (size_t i = 0; i < sdt_pv_len(sd); i++) {
+        const char *name = sdt_pv_as_str(sdt_pv_dict_key(sd, i));
+        const sdt_pv *v = sdt_pv_dict_value(sd, i);
+        char *key = name && sdt_pv_is(v, SDT_PV_TENSOR) ? single_file_key(name) : NULL;
+        if (!key) continue; /* bookkeeping (a nested "state_dict", counters) and EMA copies */
+        sdt_tensor t;
+        sdt_dtype dt;
+        if (!sdt_st_dtype_to_tensor(v->u.t.storage->dtype, &dt)) {
+            g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(v->u.t.storage->dtype));
+            continue;
+        }
+        if (!sdt_torch_tensor(w->torch, v, name, &t, error)) {
+            g_free(key);
+            return false;
+        }
+        if (!add_view(w, key, name, w->path, t, false, error)) return false;
+    }
+    return true;
+}
+
 sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
 {
     sdt_weights *w = g_new0(sdt_weights, 1);
@@ -310,6 +369,10 @@ sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
         w->is_folder = true;
         ok = open_folder(w, error);
+    } else if (sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH) { /* by content: .ckpt, .pt, .bin alike */
+        ok = open_torch_single(w, error);
+        w->has_unet = w->has_text = w->has_vae = true;
+        w->hash_file = g_strdup(path);
     } else {
         sdt_safetensors *st = sdt_st_open(path, error);
         ok = st && add_file(w, st, COMP_LDM, error);
@@ -331,6 +394,7 @@ void sdt_weights_close(sdt_weights *w)
     if (w->index) g_hash_table_destroy(w->index);
     if (w->unusable) g_hash_table_destroy(w->unusable);
     for (int i = 0; i < w->n_files; i++) sdt_st_close(w->files[i]);
+    sdt_torch_close(w->torch);
     for (guint i = 0; w->owned && i < w->owned->len; i++) w->owner->free(w->owner, g_ptr_array_index(w->owned, i));
     if (w->owned) g_ptr_array_free(w->owned, TRUE);
     g_free(w->hash_file);
@@ -366,6 +430,18 @@ static const char *component_of(const sdt_weights *w, const char *key, bool *pre
     if (g_str_has_prefix(key, "first_stage_model.")) return *present = w->has_vae, "vae/";
     *present = true;
     return "";
+}
+
+bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_error *error)
+{
+    bool present;
+    const char *sub = component_of(w, key_prefix, &present);
+    if (!w->is_folder || present) return false;
+    const char *file = strcmp(sub, "text_encoder/") == 0 ? "model" : "diffusion_pytorch_model";
+    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
+             "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint", w->path, sub, sub,
+             file);
+    return true;
 }
 
 const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, sdt_error *error)

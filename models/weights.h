@@ -26,8 +26,11 @@
 
 typedef struct sdt_weights sdt_weights;
 
-/* Opens a checkpoint: a .safetensors file (LDM layout) or a diffusers folder
- * (unet/, text_encoder/, vae/). */
+/* Opens a checkpoint: a single file in the LDM layout, .safetensors or a
+ * PyTorch .ckpt (torch.save's zip or legacy layout, told apart by content, read
+ * without running code; its tensors under "state_dict" or at the top; EMA copies
+ * "model_ema.*" left out as A1111 does), or a diffusers folder (unet/,
+ * text_encoder/, vae/). */
 sdt_weights *sdt_weights_open(const char *path, sdt_error *error);
 void sdt_weights_close(sdt_weights *w);
 
@@ -51,5 +54,9 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i);
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error);
+/* When w is a diffusers folder without the part (unet/, text_encoder/, vae/) that keys with
+ * key_prefix come from: true and a sentence naming the missing folder (NOT_FOUND). Detectors say
+ * this before falling back to the key names they could not find. */
+bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_error *error);
 
 #endif

@@ -43,15 +43,15 @@ bool sdt_zip_sniff(const void *buf, size_t size)
 #define FIX_DAMAGED "the file is truncated or damaged: copy or download it again"
 #define FIX_UNSUPPORTED "re-save the file with torch.save, or convert it to .safetensors"
 
-static bool fail_fix(const sdt_zip *z, char *err, size_t err_size, const char *what, const char *fix)
+static bool fail_fix(const sdt_zip *z, sdt_error *error, const char *what, const char *fix)
 {
-    snprintf(err, err_size, "%s: %s; %s", z->origin, what, fix);
-    return false;
+    return sdt_fail(error, strcmp(fix, FIX_UNSUPPORTED) == 0 ? SDT_ERR_UNSUPPORTED : SDT_ERR_BAD_FORMAT, "%s: %s; %s", z->origin,
+                    what, fix);
 }
 
-static bool fail(const sdt_zip *z, char *err, size_t err_size, const char *what)
+static bool fail(const sdt_zip *z, sdt_error *error, const char *what)
 {
-    return fail_fix(z, err, err_size, what, FIX_DAMAGED);
+    return fail_fix(z, error, what, FIX_DAMAGED);
 }
 
 /* Finds the end-of-central-directory record, scanning back over a comment of at most 64 KiB. */
@@ -69,30 +69,29 @@ static bool find_eocd(const sdt_zip *z, uint64_t *pos)
 }
 
 /* Reads the central directory's position and entry count, through the zip64 records where used. */
-static bool central_directory(const sdt_zip *z, uint64_t *cd_off, uint64_t *cd_size, uint64_t *count, char *err,
-                              size_t err_size)
+static bool central_directory(const sdt_zip *z, uint64_t *cd_off, uint64_t *cd_size, uint64_t *count, sdt_error *error)
 {
     uint64_t eocd;
-    if (!find_eocd(z, &eocd)) return fail(z, err, err_size, "the zip archive has no end-of-central-directory record");
+    if (!find_eocd(z, &eocd)) return fail(z, error, "the zip archive has no end-of-central-directory record");
     const uint8_t *e = z->buf + eocd;
     if (rd16(e + 4) != 0 || rd16(e + 6) != 0)
-        return fail_fix(z, err, err_size, "the zip archive spans several disks, which is not supported", FIX_UNSUPPORTED);
+        return fail_fix(z, error, "the zip archive spans several disks, which is not supported", FIX_UNSUPPORTED);
     *count = rd16(e + 10);
     *cd_size = rd32(e + 12);
     *cd_off = rd32(e + 16);
     if (*count == 0xFFFF || *cd_size == 0xFFFFFFFFu || *cd_off == 0xFFFFFFFFu) {
         if (eocd < EOCD64_LOCATOR_SIZE || rd32(z->buf + eocd - EOCD64_LOCATOR_SIZE) != SIG_EOCD64_LOCATOR)
-            return fail(z, err, err_size, "the zip archive needs zip64 records but has no zip64 locator");
+            return fail(z, error, "the zip archive needs zip64 records but has no zip64 locator");
         uint64_t e64 = rd64(z->buf + eocd - EOCD64_LOCATOR_SIZE + 8);
         if (!in_range(z, e64, EOCD64_SIZE) || rd32(z->buf + e64) != SIG_EOCD64)
-            return fail(z, err, err_size, "the zip64 end-of-central-directory record is missing or out of range");
+            return fail(z, error, "the zip64 end-of-central-directory record is missing or out of range");
         *count = rd64(z->buf + e64 + 32);
         *cd_size = rd64(z->buf + e64 + 40);
         *cd_off = rd64(z->buf + e64 + 48);
     }
-    if (!in_range(z, *cd_off, *cd_size)) return fail(z, err, err_size, "the zip central directory lies outside the file");
+    if (!in_range(z, *cd_off, *cd_size)) return fail(z, error, "the zip central directory lies outside the file");
     if (*count > SDT_ZIP_MAX_ENTRIES || *count > *cd_size / CENTRAL_SIZE)
-        return fail(z, err, err_size, "the zip archive's entry count does not fit its central directory");
+        return fail(z, error, "the zip archive's entry count does not fit its central directory");
     return true;
 }
 
@@ -120,15 +119,15 @@ static bool apply_zip64_extra(const uint8_t *extra, size_t len, uint64_t *size, 
     return *size != 0xFFFFFFFFu && *comp != 0xFFFFFFFFu && *local != 0xFFFFFFFFu;
 }
 
-static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, char *err, size_t err_size)
+static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, sdt_error *error)
 {
     if (*pos + CENTRAL_SIZE > cd_end || rd32(z->buf + *pos) != SIG_CENTRAL)
-        return fail(z, err, err_size, "a zip central directory entry is missing or malformed");
+        return fail(z, error, "a zip central directory entry is missing or malformed");
     const uint8_t *c = z->buf + *pos;
     uint16_t flags = rd16(c + 8), method = rd16(c + 10);
     uint16_t name_len = rd16(c + 28), extra_len = rd16(c + 30), comment_len = rd16(c + 32);
     uint64_t total = (uint64_t)CENTRAL_SIZE + name_len + extra_len + comment_len;
-    if (*pos + total > cd_end) return fail(z, err, err_size, "a zip central directory entry runs past the directory");
+    if (*pos + total > cd_end) return fail(z, error, "a zip central directory entry runs past the directory");
     char *name = g_strndup((const char *)c + CENTRAL_SIZE, name_len);
     sdt_zip_entry e = {.name = name, .crc32 = rd32(c + 16), .comp_size = rd32(c + 20), .size = rd32(c + 24)};
     uint64_t local = rd32(c + 42);
@@ -165,7 +164,7 @@ static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, char *err, si
     }
     if (!ok) {
         g_free(name);
-        return fail_fix(z, err, err_size, why, fix);
+        return fail_fix(z, error, why, fix);
     }
     e.deflated = method == 8;
     g_array_append_val(z->entries, e);
@@ -174,7 +173,7 @@ static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, char *err, si
     return true;
 }
 
-sdt_zip *sdt_zip_open_memory(const void *buf, size_t size, const char *origin, char *err, size_t err_size)
+sdt_zip *sdt_zip_open_memory(const void *buf, size_t size, const char *origin, sdt_error *error)
 {
     sdt_zip *z = g_new0(sdt_zip, 1);
     z->buf = buf;
@@ -183,9 +182,9 @@ sdt_zip *sdt_zip_open_memory(const void *buf, size_t size, const char *origin, c
     z->entries = g_array_new(FALSE, FALSE, sizeof(sdt_zip_entry));
     z->by_name = g_hash_table_new(g_str_hash, g_str_equal);
     uint64_t cd_off = 0, cd_size = 0, count = 0;
-    bool ok = central_directory(z, &cd_off, &cd_size, &count, err, err_size);
+    bool ok = central_directory(z, &cd_off, &cd_size, &count, error);
     uint64_t pos = cd_off;
-    for (uint64_t i = 0; ok && i < count; i++) ok = read_entry(z, &pos, cd_off + cd_size, err, err_size);
+    for (uint64_t i = 0; ok && i < count; i++) ok = read_entry(z, &pos, cd_off + cd_size, error);
     if (!ok) {
         sdt_zip_close(z);
         return NULL;
@@ -229,17 +228,17 @@ uint32_t sdt_zip_crc32(const void *data, uint64_t n)
     return (uint32_t)crc;
 }
 
-static bool inflate_entry(const sdt_zip *z, const sdt_zip_entry *e, void **out, char *err, size_t err_size)
+static bool inflate_entry(const sdt_zip *z, const sdt_zip_entry *e, void **out, sdt_error *error)
 {
     if (e->size > SDT_ZIP_MAX_INFLATED) {
-        snprintf(err, err_size, "%s: zip entry '%s' inflates to %llu bytes, more than the %llu allowed for a compressed "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: zip entry '%s' inflates to %llu bytes, more than the %llu allowed for a compressed "
                  "entry; re-save the file with torch.save (which stores data uncompressed)", z->origin, e->name,
                  (unsigned long long)e->size, (unsigned long long)SDT_ZIP_MAX_INFLATED);
         return false;
     }
     uint8_t *dst = g_try_malloc(e->size ? e->size : 1);
     if (!dst) {
-        snprintf(err, err_size, "%s: out of memory inflating zip entry '%s' (%llu bytes)", z->origin, e->name,
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory inflating zip entry '%s' (%llu bytes)", z->origin, e->name,
                  (unsigned long long)e->size);
         return false;
     }
@@ -255,25 +254,24 @@ static bool inflate_entry(const sdt_zip *z, const sdt_zip_entry *e, void **out, 
     inflateEnd(&s);
     if (!ok) {
         g_free(dst);
-        return fail(z, err, err_size, "a deflated zip entry does not inflate to its recorded size");
+        return fail(z, error, "a deflated zip entry does not inflate to its recorded size");
     }
     *out = dst;
     return true;
 }
 
-bool sdt_zip_read(const sdt_zip *z, const sdt_zip_entry *e, const void **data, void **owned, char *err,
-                  size_t err_size)
+bool sdt_zip_read(const sdt_zip *z, const sdt_zip_entry *e, const void **data, void **owned, sdt_error *error)
 {
     *owned = NULL;
     *data = NULL;
     if (e->deflated) {
-        if (!inflate_entry(z, e, owned, err, err_size)) return false;
+        if (!inflate_entry(z, e, owned, error)) return false;
         *data = *owned;
     } else {
         *data = z->buf + e->data_offset;
     }
     if (sdt_zip_crc32(*data, e->size) != e->crc32) {
-        snprintf(err, err_size, "%s: zip entry '%s' fails its CRC check; the file is damaged: copy or download it again",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: zip entry '%s' fails its CRC check; the file is damaged: copy or download it again",
                  z->origin, e->name);
         g_free(*owned);
         *owned = NULL;

@@ -8,8 +8,8 @@
  * against the buffer before use; the central directory is the truth for
  * sizes (torch's local headers leave them zero and use data descriptors).
  *
- * Error convention (models/): false or NULL plus one sentence in err naming
- * the file, the entry and the fix.
+ * Errors (kernels/sdt_error.h): false or NULL with the status and one sentence
+ * naming the file, the entry and the fix.
  */
 #ifndef SDT_MODELS_ZIP_READ_H
 #define SDT_MODELS_ZIP_READ_H
@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "sdt_error.h"
 
 /* More entries than this is refused (an SD checkpoint has about 1,200). */
 #define SDT_ZIP_MAX_ENTRIES 1000000
@@ -39,7 +41,7 @@ bool sdt_zip_sniff(const void *buf, size_t size);
 
 /* Indexes an archive in memory (not copied: buf must outlive the result).
  * origin names the file in error sentences. */
-sdt_zip *sdt_zip_open_memory(const void *buf, size_t size, const char *origin, char *err, size_t err_size);
+sdt_zip *sdt_zip_open_memory(const void *buf, size_t size, const char *origin, sdt_error *error);
 void sdt_zip_close(sdt_zip *z);
 
 size_t sdt_zip_count(const sdt_zip *z);
@@ -50,8 +52,7 @@ const sdt_zip_entry *sdt_zip_find(const sdt_zip *z, const char *name);
 /* An entry's bytes, CRC checked. A stored entry is a pointer into the buffer and
  * *owned is set NULL; a deflated one is inflated into memory returned in *owned
  * (g_free it). */
-bool sdt_zip_read(const sdt_zip *z, const sdt_zip_entry *e, const void **data, void **owned, char *err,
-                  size_t err_size);
+bool sdt_zip_read(const sdt_zip *z, const sdt_zip_entry *e, const void **data, void **owned, sdt_error *error);
 
 /* The zip CRC-32 of n bytes (shared with zip_write.c). */
 uint32_t sdt_zip_crc32(const void *data, uint64_t n);

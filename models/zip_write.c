@@ -43,13 +43,13 @@ static void put64(GByteArray *b, uint64_t v)
 
 static uint32_t sat32(uint64_t v) { return v >= ZIP64_LIMIT ? 0xFFFFFFFFu : (uint32_t)v; }
 
-static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, char *err, size_t err_size)
+static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, sdt_error *error)
 {
     const uint8_t *b = p;
     while (n) {
         size_t chunk = n > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
         if (fwrite(b, 1, chunk, z->fp) != chunk) {
-            snprintf(err, err_size, "%s: writing failed (%s); check free disk space", z->what, strerror(errno));
+            sdt_fail(error, sdt_error_code_from_errno(errno), "%s: writing failed (%s); check free disk space", z->what, strerror(errno));
             z->failed = true;
             return false;
         }
@@ -78,12 +78,11 @@ void sdt_zip_writer_free(sdt_zip_writer *z)
     g_free(z);
 }
 
-bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, uint64_t size, char *err,
-                        size_t err_size)
+bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, uint64_t size, sdt_error *error)
 {
     size_t name_len = strlen(name);
     if (z->failed || name_len == 0 || name_len > 0xFFFF) {
-        snprintf(err, err_size, "%s: zip entry name '%.80s' is empty or too long", z->what, name);
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: zip entry name '%.80s' is empty or too long", z->what, name);
         return false;
     }
     written_entry e = {g_strdup(name), sdt_zip_crc32(data, size), size, z->pos};
@@ -113,7 +112,7 @@ bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, u
     put16(h, 0x4246); /* "FB" */
     put16(h, (uint16_t)pad);
     for (uint64_t i = 0; i < pad; i++) g_byte_array_append(h, (const guint8 *)"Z", 1);
-    bool ok = write_bytes(z, h->data, h->len, err, err_size) && write_bytes(z, data, size, err, err_size);
+    bool ok = write_bytes(z, h->data, h->len, error) && write_bytes(z, data, size, error);
     g_byte_array_free(h, TRUE);
     if (!ok) {
         g_free(e.name);
@@ -123,10 +122,10 @@ bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, u
     return true;
 }
 
-bool sdt_zip_writer_finish(sdt_zip_writer *z, char *err, size_t err_size)
+bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error)
 {
     if (z->failed) {
-        snprintf(err, err_size, "%s: an earlier write failed; nothing was saved", z->what);
+        sdt_fail(error, SDT_ERR_IO, "%s: an earlier write failed; nothing was saved", z->what);
         sdt_zip_writer_free(z);
         return false;
     }
@@ -190,7 +189,7 @@ bool sdt_zip_writer_finish(sdt_zip_writer *z, char *err, size_t err_size)
     put32(cd, sat32(cd_size));
     put32(cd, sat32(cd_off));
     put16(cd, 0);
-    bool ok = write_bytes(z, cd->data, cd->len, err, err_size);
+    bool ok = write_bytes(z, cd->data, cd->len, error);
     g_byte_array_free(cd, TRUE);
     sdt_zip_writer_free(z);
     return ok;

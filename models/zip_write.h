@@ -10,10 +10,14 @@
 #ifndef SDT_MODELS_ZIP_WRITE_H
 #define SDT_MODELS_ZIP_WRITE_H
 
+#include "sdt_error.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "sdt_error.h"
 
 #define SDT_ZIP_ALIGN 64
 
@@ -22,10 +26,9 @@ typedef struct sdt_zip_writer sdt_zip_writer;
 /* Starts an archive at fp's current position (which must be 0). what names the file in sentences. */
 sdt_zip_writer *sdt_zip_writer_new(FILE *fp, const char *what);
 /* Adds one stored entry of size bytes. */
-bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, uint64_t size, char *err,
-                        size_t err_size);
+bool sdt_zip_writer_add(sdt_zip_writer *z, const char *name, const void *data, uint64_t size, sdt_error *error);
 /* Writes the central directory and frees z (whatever the result). */
-bool sdt_zip_writer_finish(sdt_zip_writer *z, char *err, size_t err_size);
+bool sdt_zip_writer_finish(sdt_zip_writer *z, sdt_error *error);
 /* Frees z without finishing (the caller discards the file). */
 void sdt_zip_writer_free(sdt_zip_writer *z);
 

@@ -1,5 +1,5 @@
-/* activation.c - torch.nn activations (ReLU, LeakyReLU, ELU, GELU, QuickGELU, SiLU, Tanh,
- * Sigmoid, Mish, identity), forward and accumulating backward. Formulas: activation_math.h. */
+/* activation.c - torch.nn activations (ReLU, LeakyReLU, ELU, GELU, QuickGELU, SiLU, Tanh, Sigmoid,
+ * Mish, the hard/soft/shrink family, identity), forward and accumulating backward. Formulas: activation_math.h. */
 #include "activation_math.h"
 #include "cpu_context.h"
 

@@ -1,31 +1,29 @@
-/* cpu_gemm.c - GEMMs split over the backend's OpenMP threads, OpenBLAS single-threaded. */
+/* cpu_gemm.c - GEMMs split over the backend's OpenMP threads when BLAS is single-threaded.
+ *
+ * The plugin never changes OpenBLAS's thread count: that setting is process-wide, and the host
+ * (or its OPENBLAS_NUM_THREADS) owns it. When BLAS runs one thread, the product is split into
+ * panels over the backend's OpenMP threads (the fast path; sdt-host asks for it). When BLAS
+ * has its own threads, each product is one BLAS call and BLAS threads it, so the two pools are
+ * never stacked on top of each other (docs/DESIGN.md section 8). */
 #include "cpu_gemm.h"
 
 #include <cblas.h>
 #include <omp.h>
-#include <pthread.h>
 
 /* Multiply-adds per "element" of cpu_threads_for's work measure: a GEMM below
  * 8 x parallel_min_work (262144 by default) multiply-adds runs on one thread. */
 #define GEMM_MACS_PER_WORK 8
 
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-
-static void blas_single_threaded(void)
-{
-    openblas_set_num_threads(1);
-}
-
 void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
                int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    pthread_once(&blas_once, blas_single_threaded);
     if (m <= 0 || n <= 0) return;
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-    /* Inside a parallel region (attention runs heads side by side) the caller's
-     * thread does it all, even where a host enabled nested parallelism. */
-    const int parts =
-        omp_in_parallel() ? 1 : cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
+    /* Inside a parallel region (attention runs heads side by side) the caller's thread does it
+     * all, even where a host enabled nested parallelism; a threaded BLAS splits on its own. */
+    const int parts = omp_in_parallel() || openblas_get_num_threads() > 1 /* read, never set */
+                          ? 1
+                          : cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
     /* Split the longer side of C into panels; the 16-multiple keeps panels on SIMD/cache-line boundaries. */
     const bool split_n = n >= m;
     const int len = split_n ? n : m;

@@ -267,7 +267,7 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-        snprintf(err, err_size, "no CUDA device is usable (%s); training runs on the CPU instead",
+        snprintf(err, err_size, "no CUDA device is usable (%s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
         return NULL;
     }
@@ -299,7 +299,7 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
              cudaMalloc(&c->reduce_d, 64 * sizeof(double)) != cudaSuccess || cudaMalloc(&c->flag, 64 * sizeof(int)) != cudaSuccess)
         what = "reduction buffers";
     if (what) {
-        snprintf(err, err_size, "cannot create %s on CUDA device %d; training runs on the CPU instead", what, device);
+        snprintf(err, err_size, "cannot create %s on CUDA device %d", what, device);
         cuda_destroy(be);
         return NULL;
     }

@@ -5,7 +5,6 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda/backend_cuda.h"
@@ -13,14 +12,10 @@
 
 #define CUDA_MODULE_NAME "libsdtrain_cuda.so"
 
-/* The module's path: $SDTRAIN_CUDA_MODULE, else next to this plugin's own file. */
+/* The module's path: next to this plugin's own file (no environment override: nothing but the
+ * host's own choices steers a library loaded into its process). */
 static void cuda_module_path(char *out, size_t size)
 {
-    const char *env = getenv("SDTRAIN_CUDA_MODULE");
-    if (env && *env) {
-        snprintf(out, size, "%s", env);
-        return;
-    }
     Dl_info info;
     if (dladdr((void *)cuda_module_path, &info) && info.dli_fname) {
         char buf[4096];

@@ -11,7 +11,7 @@
 
 #include "train/scaler.h"
 
-#define SDT_SCALER_BLOB_SIZE 64u
+#define SDT_SCALER_BLOB_SIZE 72u /* version 2: 64 bytes of fields, a CRC-32, padding */
 
 void sdt_scaler_blob_encode(const sdt_scaler_state *state, uint8_t out[SDT_SCALER_BLOB_SIZE]);
 /* false with a sentence when the blob is not a scaler state of a version this build reads. */

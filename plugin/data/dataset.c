@@ -124,6 +124,23 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
         add_warning(ds, why.message);
         return;
     }
+    if (opt->probe_only) {
+        sdt_dataset_item item = {0};
+        item.width = hdr.width;
+        item.height = hdr.height;
+        item.caption = sdt_caption_for_image(path, &opt->caption, &why);
+        item.path = item.caption ? strdup(path) : NULL;
+        sdt_dataset_item *grown = item.path ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;
+        if (!grown) {
+            if (item.caption) sdt_fail(&why, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while listing the dataset", path);
+            add_warning(ds, why.message);
+            item_free(&item);
+            return;
+        }
+        ds->items = grown;
+        ds->items[ds->n_items++] = item;
+        return;
+    }
     int want = (opt->alpha_as_loss_weight && (hdr.channels == 2 || hdr.channels == 4)) ? 4 : 3;
     int w = 0, h = 0;
     uint8_t *pixels = sdt_image_decode(path, want, opt->max_pixels, &w, &h, &why);
@@ -206,7 +223,7 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_e
             load_entry(&opt, path, out);
         }
         g_free(path);
-        interrupted = opt.cancel && *opt.cancel;
+        interrupted = opt.keep_going && !opt.keep_going(opt.user, (int)i + 1, (int)names->len);
     }
     g_ptr_array_free(names, TRUE);
 

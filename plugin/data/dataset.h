@@ -37,7 +37,10 @@ typedef struct sdt_dataset_options {
     bool alpha_as_loss_weight;
     int64_t max_pixels;       /* per image, checked from the header; 0 = default */
     sdt_caption_rules caption;
-    const volatile int *cancel; /* optional: nonzero stops loading ("interrupted") */
+    bool probe_only;          /* captions and sizes from the headers only: nothing decoded, pixels NULL */
+    /* Optional, called after each folder entry with how many of how many were visited:
+     * returning false stops loading (err says "interrupted"). Progress and the interrupt button. */
+    bool (*keep_going)(void *user, int visited, int total);
     /* Optional, called as soon as an item is loaded, e.g. to encode its latent and
      * drop its pixels so a large dataset never sits in memory as pixels. Returning
      * false drops the item, and the error becomes its warning. */

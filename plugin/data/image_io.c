@@ -130,6 +130,15 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     size_t n_bytes;
     uint8_t *bytes = read_whole_file(path, &n_bytes, error);
     if (!bytes) return NULL;
+    /* Debian's stb converts a 16-bit PNM's channels with its 8-bit routine and then reads past
+     * the result: refuse those files before decoding (16-bit PNG and PSD are converted right). */
+    if (n_bytes >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6') &&
+        stbi_is_16_bit_from_memory(bytes, (int)n_bytes)) {
+        free(bytes);
+        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: 16-bit PGM/PPM images are not supported; save it as PNG (8 or 16 bits)",
+                 path);
+        return NULL;
+    }
     int w = 0, hh = 0, comp = 0;
     uint8_t *pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
     int orientation = pixels ? sdt_exif_orientation_from_file(bytes, n_bytes) : SDT_EXIF_NORMAL;

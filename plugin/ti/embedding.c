@@ -1,7 +1,8 @@
 /* embedding.c - embedding lifetime and name rules; see embedding.h. */
 #include "ti/embedding.h"
 
-#include <glib.h>
+#include "data/file_name.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ void sdt_embedding_free(sdt_embedding *e)
     free(e->checkpoint_name);
     free(e->init_text);
     free(e->training_note);
+    free(e->load_note);
     memset(e, 0, sizeof(*e));
 }
 
@@ -28,61 +30,14 @@ bool sdt_embedding_set_string(char **field, const char *value)
     return true;
 }
 
-static bool allowed_char(gunichar c)
-{
-    return g_unichar_isalnum(c) || c == ' ' || c == '.' || c == '_' || c == '-';
-}
-
 bool sdt_embedding_name_check(const char *name, sdt_error *error)
 {
-    if (!name || !name[0]) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is empty; give it a name such as \"my-style\"");
-        return false;
-    }
-    if (strlen(name) > SDT_EMBEDDING_NAME_MAX) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is longer than %d bytes; choose a shorter name",
-                 SDT_EMBEDDING_NAME_MAX);
-        return false;
-    }
-    if (!g_utf8_validate(name, -1, NULL)) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name is not valid UTF-8 text; retype it");
-        return false;
-    }
-    if (name[0] == '.') {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the embedding name \"%s\" starts with '.', which would make a hidden file or a path; "
-                 "start it with a letter or digit", name);
-        return false;
-    }
-    for (const char *p = name; *p; p = g_utf8_next_char(p)) {
-        gunichar c = g_utf8_get_char(p);
-        if (!allowed_char(c)) {
-            char shown[16];
-            if (c < 0x20 || c == 0x7f) snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
-            else snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
-            sdt_fail(error, SDT_ERR_VALIDATION,
-                     "the embedding name \"%s\" contains %s; use only letters, digits, spaces, '.', '_' and '-' "
-                     "(the name becomes a file name and a prompt word)", name, shown);
-            return false;
-        }
-    }
-    return true;
+    return sdt_file_name_check("embedding", name, SDT_EMBEDDING_NAME_MAX, error);
 }
 
 char *sdt_embedding_name_sanitise(const char *name)
 {
-    GString *out = g_string_new(NULL);
-    if (name && g_utf8_validate(name, -1, NULL))
-        for (const char *p = name; *p; p = g_utf8_next_char(p)) {
-            gunichar c = g_utf8_get_char(p);
-            if (allowed_char(c) && !(out->len == 0 && c == '.')) g_string_append_unichar(out, c);
-        }
-    if (out->len > SDT_EMBEDDING_NAME_MAX) g_string_truncate(out, SDT_EMBEDDING_NAME_MAX);
-    /* truncation may split a UTF-8 sequence: drop the partial tail */
-    const gchar *end;
-    if (!g_utf8_validate(out->str, (gssize)out->len, &end)) g_string_truncate(out, (gsize)(end - out->str));
-    char *result = strdup(out->str);
-    g_string_free(out, TRUE);
-    return result;
+    return sdt_file_name_sanitise(name, SDT_EMBEDDING_NAME_MAX);
 }
 
 bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error)
@@ -119,7 +74,8 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
               sdt_embedding_set_string(&dst->checkpoint_hash, src->checkpoint_hash) &&
               sdt_embedding_set_string(&dst->checkpoint_name, src->checkpoint_name) &&
               sdt_embedding_set_string(&dst->init_text, src->init_text) &&
-              sdt_embedding_set_string(&dst->training_note, src->training_note);
+              sdt_embedding_set_string(&dst->training_note, src->training_note) &&
+              sdt_embedding_set_string(&dst->load_note, src->load_note);
     if (!ok) {
         sdt_embedding_free(dst);
         return false;
@@ -129,6 +85,7 @@ bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
     dst->dim = src->dim;
     dst->clip_l_dim = src->clip_l_dim;
     dst->step = src->step;
+    dst->from_card_pixels = src->from_card_pixels;
     return true;
 }
 

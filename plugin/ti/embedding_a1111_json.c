@@ -67,9 +67,13 @@ static void append_py_float(GString *s, double v)
     }
 }
 
-/* json.dumps string with ensure_ascii: non-ASCII as \uXXXX (surrogate pairs above U+FFFF). */
+/* json.dumps string with ensure_ascii: non-ASCII as \uXXXX (surrogate pairs above U+FFFF).
+ * Text that is not UTF-8 (a name read from another file's metadata) is written with U+FFFD
+ * in place of its bad bytes: walking it as UTF-8 could step past its end. */
 static void append_json_string(GString *s, const char *text)
 {
+    char *valid = g_utf8_validate(text, -1, NULL) ? NULL : g_utf8_make_valid(text, -1);
+    if (valid) text = valid;
     g_string_append_c(s, '"');
     for (const char *p = text; *p; p = g_utf8_next_char(p)) {
         gunichar c = g_utf8_get_char(p);
@@ -90,6 +94,7 @@ static void append_json_string(GString *s, const char *text)
         }
     }
     g_string_append_c(s, '"');
+    g_free(valid);
 }
 
 static void append_optional_string(GString *s, const char *text)
@@ -217,6 +222,8 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
                                    sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
+    if (!g_utf8_validate(json, (gssize)len, NULL)) /* JSON is UTF-8; its strings become names and metadata */
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not UTF-8 text; the card is damaged", origin);
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!cJSON_IsObject(root)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not valid JSON; the card is damaged", origin);

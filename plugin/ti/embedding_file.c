@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "torch_file.h"
+
 #define MAX_LOADED_VECTORS 1024 /* generous: only inspection ever sees more than 75 */
 
 const char *sdt_embedding_format_name(sdt_embedding_format f)
@@ -17,6 +19,8 @@ const char *sdt_embedding_format_name(sdt_embedding_format f)
     switch (f) {
     case SDT_EMBEDDING_FORMAT_SAFETENSORS: return "safetensors";
     case SDT_EMBEDDING_FORMAT_PNG_CARD: return "a1111-png-card";
+    case SDT_EMBEDDING_FORMAT_A1111_PT: return "a1111-pt";
+    case SDT_EMBEDDING_FORMAT_TORCH_CONCEPT: return "torch-concept";
     default: return "unknown";
     }
 }
@@ -73,21 +77,16 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
         if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
         return sdt_embedding_load_png_card(path, e, error);
     }
-    /* .pt/.bin embeddings are torch pickles (a zip archive, or a bare pickle): name them plainly. */
-    if (got >= 2 && ((magic[0] == 'P' && magic[1] == 'K') || magic[0] == 0x80)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                 "%s: this is a PyTorch .pt/.bin file (a Python pickle), which sdtrain does not execute; convert it to "
-                 ".safetensors first", path);
-        return false;
-    }
+    /* .pt/.bin embeddings are torch.save files: read by the restricted reader, which runs no code. */
+    if (sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH) return sdt_embedding_load_torch(path, e, format, error);
     /* safetensors starts with a little-endian header length, then '{'. */
     if ((got == 9 && magic[8] == '{') || g_str_has_suffix(path, ".safetensors")) {
         if (format) *format = SDT_EMBEDDING_FORMAT_SAFETENSORS;
         return sdt_embedding_load_safetensors(path, e, error);
     }
     sdt_fail(error, SDT_ERR_BAD_FORMAT,
-             "%s: not an embedding file this tool reads (expected .safetensors or an A1111 PNG card); "
-             ".pt files need converting to .safetensors first", path);
+             "%s: not an embedding file this tool reads (expected .safetensors, an A1111 PNG card, or a PyTorch "
+             ".pt/.bin written by torch.save)", path);
     return false;
 }
 
@@ -111,6 +110,9 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     else cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
     if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
+    if (format == SDT_EMBEDDING_FORMAT_PNG_CARD)
+        cJSON_AddStringToObject(root, "copy_used", e->from_card_pixels ? "pixels" : "text chunk");
+    if (e->load_note) cJSON_AddStringToObject(root, "load_note", e->load_note);
 
     bool finite = true;
     double lo = INFINITY, hi = -INFINITY, sum = 0;

@@ -10,8 +10,13 @@
  *                 separators, ensure_ascii, tensors as {"TORCHTENSOR": nested list}),
  *                 over a picture (the caller's preview, or a generated card).
  * Read: the above, any single-tensor safetensors embedding (diffusers
- * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, and A1111
- * cards whose chunk is tEXt, zTXt or iTXt. F16/BF16/F64 tensors become F32.
+ * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, A1111
+ * cards whose chunk is tEXt, zTXt or iTXt, and PyTorch files (torch.save,
+ * read by models/torch_file.h, which runs no code): A1111 .pt
+ * (string_to_param with one term, also the old ParameterDict form), a
+ * one-key dict {"<token>": tensor} (diffusers learned_embeds.bin, kohya) and
+ * SDXL {clip_l, clip_g}, decided as A1111's create_embedding_from_data does.
+ * F16/BF16/F64 tensors become F32.
  *
  * Saves are atomic (models/atomic_file.h), refuse to replace an existing file
  * unless overwrite is set, and refuse non-finite vectors (a diverged embedding
@@ -28,6 +33,7 @@
 
 #include "ti/embedding.h"
 #include "data/path_util.h"
+#include "safetensors.h"
 
 #define SDT_PNG_CARD_KEYWORD "sd-ti-embedding"
 
@@ -35,12 +41,21 @@ typedef enum sdt_embedding_format {
     SDT_EMBEDDING_FORMAT_UNKNOWN = 0,
     SDT_EMBEDDING_FORMAT_SAFETENSORS,
     SDT_EMBEDDING_FORMAT_PNG_CARD,
+    SDT_EMBEDDING_FORMAT_A1111_PT,      /* torch.save of A1111's dict (string_to_param) */
+    SDT_EMBEDDING_FORMAT_TORCH_CONCEPT, /* torch.save of {"<token>": tensor} or {clip_l, clip_g} (.bin, .pt) */
 } sdt_embedding_format;
 
 const char *sdt_embedding_format_name(sdt_embedding_format f);
 
 bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bool overwrite, sdt_error *error);
 bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_error *error);
+/* A PyTorch file (zip or legacy layout); *format tells A1111's dict from a one-key concept dict.
+ * The name is the file's stem, as A1111 names .pt/.bin embeddings. */
+bool sdt_embedding_load_torch(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error);
+/* Shared by the readers: one [N, dim] (or [dim]) tensor, or an SDXL clip_l + clip_g pair, into e (F32). */
+bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, sdt_error *error);
+bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg, sdt_embedding *e,
+                             sdt_error *error);
 
 /* rgb: the picture (rgb_w x rgb_h, 8-bit RGB interleaved), or NULL for a generated card. */
 bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const uint8_t *rgb, int rgb_w, int rgb_h,

@@ -160,6 +160,21 @@ static bool decode_from_pixels(const void *png, size_t size, const char *origin,
     return ok;
 }
 
+/* -1 when text is base64 (A1111's: standard alphabet, '=' padding only at the end, length a
+ * multiple of 4; whitespace ignored), else the position of the first character that is not. */
+static long base64_error_at(const char *text)
+{
+    long symbols = 0, padding = 0;
+    for (const char *p = text; *p; p++) {
+        char c = *p;
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        bool alphabet = g_ascii_isalnum(c) || c == '+' || c == '/';
+        if ((alphabet && padding) || (!alphabet && (c != '=' || ++padding > 2))) return (long)(p - text);
+        symbols++;
+    }
+    return symbols % 4 ? (long)strlen(text) : -1;
+}
+
 bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
@@ -195,12 +210,16 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                          origin, type, SDT_PNG_CARD_KEYWORD);
             if (text) {
                 gsize raw_len = 0;
-                guchar *raw = g_base64_decode(text, &raw_len);
+                long bad_at = base64_error_at(text);
+                guchar *raw = bad_at < 0 ? g_base64_decode(text, &raw_len) : NULL;
                 free(text);
                 char *stem = sdt_path_stem(origin);
                 bool ok = raw && raw_len &&
                           sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, &text_err);
-                if (!raw || !raw_len)
+                if (bad_at >= 0)
+                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk is not valid base64 (at character "
+                             "%ld); the card is damaged", origin, SDT_PNG_CARD_KEYWORD, bad_at);
+                else if (!raw || !raw_len)
                     sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk holds no base64 data; the card is damaged",
                              origin, SDT_PNG_CARD_KEYWORD);
                 free(stem);
@@ -217,7 +236,13 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
     }
     /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
     if (text_err.message[0]) {
-        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error)) return true;
+        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error)) {
+            char note[1100];
+            snprintf(note, sizeof note, "%.1000s; the copy hidden in the pixels was used", text_err.message);
+            e->from_card_pixels = true;
+            sdt_embedding_set_string(&e->load_note, note); /* a courtesy: without memory, the vectors still load */
+            return true;
+        }
         if (error) *error = text_err; /* the text chunk's fault is the one to report */
         return false;
     }
@@ -227,7 +252,9 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                  "embedding", origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
         return false;
     }
-    return decode_from_pixels(png, size, origin, e, error);
+    if (!decode_from_pixels(png, size, origin, e, error)) return false;
+    e->from_card_pixels = true;
+    return true;
 }
 
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error)

@@ -110,8 +110,8 @@ static void take_metadata(const sdt_safetensors *st, const char *path, sdt_embed
     sdt_embedding_set_string(&e->training_note, sdt_st_metadata_get(st, "sdtrain_fallback"));
 }
 
-static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg,
-                      sdt_embedding *e, sdt_error *error)
+bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg, sdt_embedding *e,
+                             sdt_error *error)
 {
     int64_t rl, cl, rg, cg;
     if (!tensor_rows_cols(path, tl, &rl, &cl, error) || !tensor_rows_cols(path, tg, &rg, &cg, error))
@@ -124,9 +124,15 @@ static bool load_sdxl(const sdt_safetensors *st, const char *path, const sdt_st_
     if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, error))
         return false;
     e->clip_l_dim = (int)cl;
-    (void)st;
     return copy_rows(path, tl, rl, cl, e->vectors, cl + cg, error) &&
            copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, error);
+}
+
+bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, sdt_error *error)
+{
+    int64_t rows = 0, cols = 0;
+    return tensor_rows_cols(path, t, &rows, &cols, error) && sdt_embedding_alloc_loaded(e, rows, cols, path, error) &&
+           copy_rows(path, t, rows, cols, e->vectors, cols, error);
 }
 
 bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_error *error)
@@ -138,19 +144,16 @@ bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_erro
     const sdt_st_entry *tl = sdt_st_find(st, "clip_l"), *tg = sdt_st_find(st, "clip_g");
     bool ok;
     if (!t && tl && tg) {
-        ok = load_sdxl(st, path, tl, tg, e, error);
+        ok = sdt_embedding_take_sdxl(path, tl, tg, e, error);
     } else {
         if (!t && sdt_st_count(st) == 1) t = sdt_st_at(st, 0);
-        int64_t rows = 0, cols = 0;
         if (!t) {
             sdt_fail(error, SDT_ERR_BAD_FORMAT,
                      "%s: holds %zu tensors and none is \"emb_params\" (or clip_l + clip_g); an embedding file holds one "
                      "tensor, so this is probably a model or LoRA, not an embedding", path, sdt_st_count(st));
             ok = false;
         } else {
-            ok = tensor_rows_cols(path, t, &rows, &cols, error) &&
-                 sdt_embedding_alloc_loaded(e, rows, cols, path, error) &&
-                 copy_rows(path, t, rows, cols, e->vectors, cols, error);
+            ok = sdt_embedding_take_tensor(path, t, e, error);
         }
     }
     if (ok) take_metadata(st, path, e);

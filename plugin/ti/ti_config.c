@@ -77,6 +77,8 @@ static bool check_counts(const sdt_ti_config *c, sdt_error *error)
     if (c->save_every < 0) return fail(error, "Save a copy every N steps must be positive or 0 (config.save_every); 0 disables it.");
     if (c->preview_every < 0) return fail(error, "Save an image every N steps must be positive or 0 (config.preview_every); 0 disables it.");
     if (c->write_csv_every < 0) return fail(error, "config.write_csv_every must be positive or 0; 0 disables the loss CSV.");
+    if (c->save_state_every_seconds < 0)
+        return fail(error, "config.save_state_every_seconds must be positive or 0; 0 writes the state only with each copy and at the end.");
     if (c->clip_skip < 1 || c->clip_skip > 12) return fail(error, "config.clip_skip must be 1..12 (1 = the last CLIP layer).");
     if (c->max_consecutive_nonfinite == 0)
         return fail(error, "config.max_consecutive_nonfinite must be at least 1 (the default is 10).");

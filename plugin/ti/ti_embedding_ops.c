@@ -79,7 +79,10 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
 
 static uint32_t file_format(const char *path, sdt_embedding_format f, const sdt_embedding *e)
 {
-    if (f == SDT_EMBEDDING_FORMAT_PNG_CARD) return SDT_EMBEDDING_FILE_PNG_CHUNK;
+    if (f == SDT_EMBEDDING_FORMAT_PNG_CARD)
+        return e->from_card_pixels ? SDT_EMBEDDING_FILE_PNG_PIXELS : SDT_EMBEDDING_FILE_PNG_CHUNK;
+    if (f == SDT_EMBEDDING_FORMAT_A1111_PT || f == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
+        return SDT_EMBEDDING_FILE_A1111_PT; /* the ABI's one value for torch.save embeddings (.pt, .bin) */
     if (f != SDT_EMBEDDING_FORMAT_SAFETENSORS) return SDT_EMBEDDING_FILE_UNKNOWN;
     if (e->clip_l_dim) return SDT_EMBEDDING_FILE_SAFETENSORS_SDXL;
     sdt_error error = {0};

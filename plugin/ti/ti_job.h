@@ -1,7 +1,7 @@
 /* ti_job.h - the textual-inversion training job behind ti_trainer.h, shared by the files
  * that implement it: ti_job_prepare.c (validation and loading), ti_job_step.c (one
- * optimizer step), ti_job_guard.c (the divergence guard), ti_job_save.c (every file the
- * run writes, and the resume state). */
+ * optimizer step), ti_job_guard.c (the divergence guard), ti_job_save.c (every embedding
+ * file the run writes), ti_job_state.c (the resume state: sealed, paired with its embedding). */
 #ifndef SDT_PLUGIN_TI_JOB_H
 #define SDT_PLUGIN_TI_JOB_H
 
@@ -20,9 +20,12 @@
 #include "train/noise_schedule.h"
 #include "train/optimizer.h"
 #include "ti/outputs.h"
+#include "train/run_control.h"
+#include "data/run_lock.h"
 #include "train/scaler.h"
 #include "train/sd_runtime.h"
 #include "data/template.h"
+#include "testhooks/test_hooks.h"
 #include "ti/ti_pass.h"
 #include "ti/ti_prompt.h"
 #include "ti/ti_trainer.h"
@@ -31,11 +34,6 @@
 
 #define TI_MAX_BATCH_FILES 64
 
-/* Test hooks (docs/faults.md), read at prepare: an image file name whose first pixel
- * becomes NaN before VAE encoding (8-bit image files cannot carry one), and a cap in MiB on
- * what the memory plan may use. */
-#define TI_FAULT_NAN_PIXEL_ENV "SDTRAIN_FAULT_NAN_PIXEL"
-#define TI_MEMORY_LIMIT_ENV "SDTRAIN_MEMORY_LIMIT_MB"
 
 struct ti_job {
     /* what the panel asked for (strings owned here) */
@@ -46,6 +44,8 @@ struct ti_job {
     uint32_t clip_mode, latent_sampling, preview_steps, preview_width, preview_height;
     int clip_skip;
     int64_t save_every, preview_every, write_csv_every;
+    int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
+    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
     int64_t preview_seed;
     double preview_cfg;
     uint64_t seed;
@@ -99,6 +99,13 @@ struct ti_job {
     int n_bad_input_files;
 
     /* outputs */
+    char *output_path;         /* the trained embedding: the file named, or <stem>.safetensors beside a card */
+    char start_file_sha256[65]; /* content hash of the embedding's vectors when the run began (ti_job_state.c) */
+    int64_t start_file_step;
+    char *resume_path;         /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
+    sdt_run_lock output_lock, log_lock;
+    time_t started_at;         /* names the log folder (its date) and the settings file */
+    const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     sdt_output_dirs out;
     char checkpoint_hash[16];
     char checkpoint_name[256];
@@ -122,8 +129,15 @@ bool ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, sdt_er
 /* ti_job_step.c */
 bool ti_job_step(void *job, sdt_metrics *metrics, uint32_t *images, sdt_error *error);
 bool ti_job_done(const void *job);
+/* Monotonic seconds (step timing, the state's time interval). */
+double ti_job_clock(void);
 /* Frozen weights upcast to f32 and no loss scaling from now on (the fallback's switch). */
 bool ti_job_use_fp32(ti_job *job, sdt_error *error);
+/* ti_job_state.c: the resume state (sealed, paired with its embedding; see there). */
+void ti_job_state_path(const ti_job *job, char *out, size_t size);
+bool ti_job_write_run_state(ti_job *job, sdt_error *error);
+/* --resume: a state file or a folder; checks all that needs no device and sets job->resume_path. */
+bool ti_job_resolve_resume(ti_job *job, const char *given, sdt_error *error);
 /* ti_job_save.c */
 bool ti_job_save_snapshot(void *job, int64_t step, sdt_error *error);
 bool ti_job_save_preview(void *job, int64_t step, sdt_error *error);

@@ -1,7 +1,9 @@
 /* ti_job_prepare.c - every check a training panel should make before any work, then
- * loading: embedding, template, schedule, backend, checkpoint, tokenizer, dataset (with
- * its latents), optimizer and scaler, the memory the passes need, the output folder.
- * Each failure is one sentence naming the file or field and the fix. */
+ * loading: embedding and where the result goes, template, schedule, the resume state's
+ * identity, backend, checkpoint, tokenizer, the dataset's captions against the token window,
+ * the locks and the output folder, then the expensive part: the dataset (with its latents),
+ * optimizer and scaler, the memory the passes need, the settings file. Each failure is one
+ * sentence naming the file or field and the fix; interrupt() stops it between images. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <math.h>
@@ -12,6 +14,9 @@
 #include <unistd.h>
 
 #include "api/host_log.h"
+#include "atomic_file.h"
+#include "data/state_seal.h"
+#include "safetensors.h"
 #include "ti/ti_job.h"
 #include "ti/ti_tokenizer_open.h"
 
@@ -54,6 +59,7 @@ static void copy_settings(ti_job *job, const sdt_ti_config *c)
     job->save_every = c->save_every;
     job->preview_every = c->preview_every;
     job->write_csv_every = c->write_csv_every;
+    job->state_every_s = c->save_state_every_seconds;
     job->preview_seed = c->preview_seed;
     job->preview_cfg = c->preview_cfg_scale;
     job->seed = c->seed;
@@ -66,17 +72,52 @@ static void copy_settings(ti_job *job, const sdt_ti_config *c)
     job->precision = (sdt_precision)c->precision;
 }
 
+/* The trained embedding goes to the file the user named; a card or another format we do not
+ * write goes to <stem>.safetensors beside it, which must not be some other existing file. A
+ * training state is not an embedding to train (its own file would be replaced). */
+static bool choose_output(ti_job *job, sdt_embedding_format fmt, sdt_error *error)
+{
+    const char *path = job->embedding_path;
+    if (fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS) {
+        sdt_safetensors *st = sdt_st_open(path, error);
+        bool is_state = st && sdt_st_metadata_get(st, "sdtrain_state") != NULL;
+        sdt_st_close(st);
+        if (is_state)
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s is a training state, not an embedding; pass the embedding with --embedding "
+                 "(embedding_path) and this file with --resume (resume_state_path)", path);
+        job->output_path = strdup(path);
+    } else {
+        const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+        int stem = (int)(dot && (!slash || dot > slash) ? dot - path : (int)strlen(path));
+        char out[4096];
+        if (snprintf(out, sizeof out, "%.*s.safetensors", stem, path) >= (int)sizeof out)
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the path is too long; move the embedding to a shorter path", path);
+        if (access(out, F_OK) == 0)
+            return sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s: the trained embedding would be saved as %s, which already exists and is "
+                 "not the file you named; train %s itself, or move it away first", path, out, out);
+        job->output_path = strdup(out);
+    }
+    if (!job->output_path) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    return true;
+}
+
 /* Embedding file, template, caption rules and schedules: the checks that need no model. */
 static bool check_inputs(ti_job *job, const sdt_ti_config *c, sdt_error *error)
 {
     sdt_embedding_format fmt;
     if (!sdt_embedding_load(job->embedding_path, &job->emb, &fmt, error)) return false;
+    if (job->emb.load_note) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->emb.load_note);
     if (!sdt_embedding_name_check(job->emb.name, error)) return false;
+    if (!choose_output(job, fmt, error)) return false;
+    if (fmt == SDT_EMBEDDING_FORMAT_A1111_PT || fmt == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s is a PyTorch file: the trained embedding is written as %s "
+                     "(safetensors, which A1111, Forge, ComfyUI and diffusers load) beside it; the .pt/.bin itself "
+                     "is not changed", job->embedding_path, job->output_path);
     char folder[4096];
-    snprintf(folder, sizeof folder, "%s", job->embedding_path);
+    snprintf(folder, sizeof folder, "%s", job->output_path);
     if (access(dirname(folder), W_OK) != 0) /* the trained embedding is saved there: find out now, not after training */
         return sdt_fail(error, SDT_ERR_IO, "%s: the embedding's folder is not writable, so the trained embedding could not be saved "
-             "there; make the folder writable or copy the embedding into a writable folder", job->embedding_path);
+             "there; make the folder writable or copy the embedding into a writable folder", job->output_path);
     if (!sdt_embedding_is_finite(&job->emb))
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
              "create it again", job->embedding_path);
@@ -90,6 +131,8 @@ static bool check_inputs(ti_job *job, const sdt_ti_config *c, sdt_error *error)
     job->caption_rules.join_string = c->filename_join_string;
     if (!sdt_caption_rules_check(&job->caption_rules, error)) return false;
     job->initial_step = job->step = job->emb.step;
+    job->start_file_step = job->emb.step;
+    sdt_vectors_sha256(job->emb.vectors, (size_t)job->emb.n_vectors * (size_t)job->emb.dim, job->start_file_sha256);
     if (c->max_steps <= job->emb.step)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has already been trained for %lld steps, which reaches max steps "
              "(%lld); raise max steps to train further", job->embedding_path, (long long)job->emb.step,
@@ -171,15 +214,49 @@ bool ti_job_reencode_nonfinite(ti_job *job, sdt_error *error)
     return true;
 }
 
-/* Images and their latents; pixels are dropped as soon as an image is encoded (kept only when
- * mixed precision gave non-finite latents that fp32 may fix). */
-static bool load_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+/* Progress of a long phase of preparation, logged every few seconds, and the interrupt button:
+ * false once interrupt() was called (err then says nothing was trained or saved). */
+typedef struct prep_phase {
+    ti_job *job;
+    const char *what;
+    struct timespec last;
+} prep_phase;
+
+#define PREP_PROGRESS_EVERY_S 3
+
+static bool phase_keep_going(void *user, int done, int total)
 {
-    if (!job->dataset_dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
-    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
-    if (c->width % (uint32_t)f || c->height % (uint32_t)f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
-             "a multiple of %d", c->width, c->height, f, f);
+    prep_phase *p = user;
+    if (p->job->control && sdt_run_control_interrupt_requested(p->job->control)) return false;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - p->last.tv_sec >= PREP_PROGRESS_EVERY_S && done < total) {
+        sdt_host_log(p->job->host, SDT_LOG_INFO, "%s: %d of %d", p->what, done, total);
+        p->last = now;
+    }
+    return true;
+}
+
+static prep_phase phase_begin(ti_job *job, const char *what)
+{
+    prep_phase p = {job, what, {0, 0}};
+    clock_gettime(CLOCK_MONOTONIC, &p.last);
+    return p;
+}
+
+static bool interrupted(sdt_error *error)
+{
+    return sdt_fail(error, SDT_ERR_INTERRUPTED, "preparation was interrupted; nothing was trained and no file was written for this run");
+}
+
+/* false (SDT_ERR_INTERRUPTED) once interrupt() was called during preparation. */
+static bool still_wanted(const ti_job *job, sdt_error *error)
+{
+    return !(job->control && sdt_run_control_interrupt_requested(job->control)) || interrupted(error);
+}
+
+static sdt_dataset_options dataset_options(ti_job *job, const sdt_ti_config *c)
+{
     sdt_dataset_options o = {0};
     o.folder = job->dataset_dir;
     o.width = (int)c->width;
@@ -187,21 +264,65 @@ static bool load_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
     o.do_not_resize = c->varsize;
     o.alpha_as_loss_weight = c->use_alpha_as_loss_weight;
     o.caption = job->caption_rules;
-    if (!sdt_dataset_load(&o, &job->ds, error)) return false;
+    o.keep_going = phase_keep_going;
+    return o;
+}
+
+/* The dataset's files, captions and sizes from their headers (nothing decoded): enough for
+ * every check before the expensive work. The listing goes into job->ds until load_dataset. */
+static bool list_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+{
+    if (!job->dataset_dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
+    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    if (c->width % (uint32_t)f || c->height % (uint32_t)f)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
+             "a multiple of %d", c->width, c->height, f, f);
+    prep_phase phase = phase_begin(job, "listing the dataset");
+    sdt_dataset_options o = dataset_options(job, c);
+    o.probe_only = true;
+    o.user = &phase;
+    if (!sdt_dataset_load(&o, &job->ds, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
+        return false;
+    }
+    for (int i = 0; i < job->ds.n_items; i++) {
+        const sdt_dataset_item *it = &job->ds.items[i];
+        if (c->varsize && (it->width % f || it->height % f))
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
+                 "\"do not resize\"", it->path, it->width, it->height, f);
+    }
+    return true;
+}
+
+/* Images and their latents; pixels are dropped as soon as an image is encoded (kept only when
+ * mixed precision gave non-finite latents that fp32 may fix). */
+static bool load_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+{
+    sdt_dataset_free(&job->ds); /* the listing: decoded now */
+    prep_phase phase = phase_begin(job, "decoding the dataset's images");
+    sdt_dataset_options o = dataset_options(job, c);
+    o.user = &phase;
+    sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->dataset_dir);
+    if (!sdt_dataset_load(&o, &job->ds, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
+        return false;
+    }
     for (int i = 0; i < job->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->ds.warnings[i]);
     if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
                            job->seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
-    const char *nan_pixel = getenv(TI_FAULT_NAN_PIXEL_ENV);
+    const char *nan_pixel = sdt_test_hook_nan_pixel();
+    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    phase = phase_begin(job, "encoding the dataset with the VAE");
     for (int i = 0; i < job->ds.n_items; i++) {
+        if (!phase_keep_going(&phase, i, job->ds.n_items)) return interrupted(error);
         sdt_dataset_item *it = &job->ds.items[i];
         if (it->width % f || it->height % f)
             return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
         if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
-            it->pixels[0] = NAN; /* fault injection (docs/faults.md): what a broken decoder would hand over */
-            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection (%s): one pixel set to NaN", it->path,
-                         TI_FAULT_NAN_PIXEL_ENV);
+            it->pixels[0] = NAN; /* fault injection (tests only): what a broken decoder would hand over */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection: one pixel set to NaN", it->path);
         }
         if (!encode_item(job, i, error)) return false;
         if (latent_cache_is_finite(&job->lc, i)) {
@@ -309,14 +430,12 @@ static bool plan_memory(ti_job *job, sdt_prepare_info *info, sdt_error *error)
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
-    const char *cap_text = getenv(TI_MEMORY_LIMIT_ENV);
-    char *end = NULL;
-    unsigned long long cap_mib = cap_text && *cap_text ? strtoull(cap_text, &end, 10) : 0;
-    if (cap_mib > 0 && end && *end == '\0' && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+    unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
+    if (cap_mib > 0 && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
              "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
              "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
-             e->h, weights >> 20, TI_MEMORY_LIMIT_ENV, cap_mib);
+             e->h, weights >> 20, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
     sdt_error why;
     job->measured = shape;
     job->have_measured = true;
@@ -327,10 +446,36 @@ static bool plan_memory(ti_job *job, sdt_prepare_info *info, sdt_error *error)
     return true;
 }
 
-static bool prepare_outputs(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+/* The output embedding's lock, taken right after the cheap checks, so a second run on the same
+ * file is refused at once. */
+static bool lock_output(ti_job *job, sdt_error *error)
 {
-    time_t now = time(NULL);
-    if (!sdt_outputs_prepare(c->log_dir, job->emb.name, now, &job->out, error)) return false;
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", job->output_path);
+    return sdt_run_lock_take(&job->output_lock, lock_path, job->output_path, error);
+}
+
+/* The log folder and its lock, before the expensive work. Temp files that a killed save left in
+ * the locked places go. */
+static bool open_outputs(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+{
+    char lock_path[4200];
+    job->started_at = time(NULL);
+    if (!sdt_outputs_prepare(c->log_dir, job->emb.name, job->started_at, &job->out, error)) return false;
+    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
+    if (!sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error)) return false;
+    int stale = sdt_atomic_remove_stale(job->output_path);
+    const char *folders[] = {job->out.root, job->out.embeddings, job->out.images, job->out.image_embeddings};
+    for (size_t i = 0; i < sizeof folders / sizeof folders[0]; i++) stale += sdt_atomic_remove_stale_in(folders[i]);
+    if (stale)
+        sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left "
+                     "behind (*.tmp-XXXXXX)", stale);
+    return true;
+}
+
+static bool write_settings(ti_job *job, const sdt_ti_config *c, sdt_error *error)
+{
+    time_t now = job->started_at;
     cJSON *s = cJSON_CreateObject();
     cJSON_AddStringToObject(s, "embedding_name", job->emb.name);
     cJSON_AddStringToObject(s, "model_name", job->checkpoint_name);
@@ -359,23 +504,34 @@ static bool prepare_outputs(ti_job *job, const sdt_ti_config *c, sdt_error *erro
     return true;
 }
 
-bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host, ti_job **out, sdt_prepare_info *info,
-                          sdt_error *error)
+bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host, const sdt_run_control *control,
+                    ti_job **out, sdt_prepare_info *info, sdt_error *error)
 {
     *out = NULL;
     ti_job *job = calloc(1, sizeof(*job));
     if (!job) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
     job->host = host;
+    job->control = control;
     copy_settings(job, config);
-    bool ok = check_inputs(job, config, error) && load_model(job, config, error) && load_dataset(job, config, error) &&
-              check_prompts(job, error) && plan_batches(job, config, error) && setup_optimizer(job, config, error) &&
-              plan_memory(job, info, error) && prepare_outputs(job, config, error) &&
-              (!config->resume_state_path || !*config->resume_state_path ||
-               ti_job_load_state(job, config->resume_state_path, error));
+    /* The cheap checks first, identity included, then the expensive work (the README's promise). */
+    bool resume = config->resume_state_path && *config->resume_state_path;
+    bool ok = check_inputs(job, config, error) && lock_output(job, error) &&
+              (!resume || ti_job_resolve_resume(job, config->resume_state_path, error));
+    if (ok) {
+        sdt_host_log(host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
+        ok = load_model(job, config, error) &&
+             (!resume || ti_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
+             list_dataset(job, config, error) && check_prompts(job, error) && open_outputs(job, config, error) &&
+             load_dataset(job, config, error) && plan_batches(job, config, error) &&
+             setup_optimizer(job, config, error) && plan_memory(job, info, error) &&
+             still_wanted(job, error) &&
+             write_settings(job, config, error) && (!resume || ti_job_load_state(job, job->resume_path, error));
+    }
     if (!ok) {
         ti_job_destroy(job);
         return false;
     }
+    job->last_state_at = ti_job_clock(); /* the state's time interval counts from here */
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
     info->vectors = (uint32_t)job->emb.n_vectors;
@@ -393,6 +549,10 @@ bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host,
 void ti_job_destroy(ti_job *job)
 {
     if (!job) return;
+    sdt_run_lock_release(&job->log_lock);
+    sdt_run_lock_release(&job->output_lock);
+    free(job->output_path);
+    free(job->resume_path);
     if (job->scaler) sdt_scaler_destroy(job->scaler);
     if (job->opt) sdt_optimizer_destroy(job->opt);
     if (job->pb.be) {

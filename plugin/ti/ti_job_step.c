@@ -290,11 +290,11 @@ static bool apply_action(ti_job *job, sdt_fallback_action action, bool *stepped,
     return true;
 }
 
-static double monotonic_seconds(void)
+double ti_job_clock(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
@@ -308,10 +308,22 @@ static void write_csv_row(ti_job *job, const sdt_metrics *m, double images_per_s
         sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
 }
 
+/* The state on a time interval (config.save_state_every_seconds), besides the one written with
+ * every copy: a failure is a warning, and training goes on. */
+static void save_state_if_due(ti_job *job)
+{
+    if (job->state_every_s <= 0 || ti_job_clock() - job->last_state_at < (double)job->state_every_s) return;
+    sdt_error why;
+    sdt_error_clear(&why);
+    if (!ti_job_sync_embedding(job, &why) || !ti_job_write_run_state(job, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
+                     (long long)job->step, why.message);
+}
+
 bool ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     ti_job *job = vjob;
-    double started = monotonic_seconds();
+    double started = ti_job_clock();
     double lr = sdt_lr_at(&job->lr, job->step);
     sdt_optimizer_set_lr(job->opt, (float)lr);
     sdt_core_status cs = sdt_optimizer_zero_grad(job->opt, error);
@@ -345,8 +357,9 @@ bool ti_job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
     m->precision = job->precision;
     m->fallback_fired = job->fallback.fired;
     *images = (uint32_t)(job->batch * job->grad_accum);
-    double seconds = monotonic_seconds() - started;
+    double seconds = ti_job_clock() - started;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
+    save_state_if_due(job);
     return true;
 }
 

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "train/run_control.h"
 #include "train/run_loop.h"
 #include "sdtrain.h"
 
@@ -22,9 +23,10 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
 
 /* All remaining validations (dataset, templates, token window, schedule, memory), then loads
  * models and data. On success *out is a job ready to run and *info is filled. The job may keep
- * host (the handle's copy of the callbacks, valid for the job's life). */
-bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host,
-                          ti_job **out, sdt_prepare_info *info, sdt_error *error);
+ * host (the handle's copy of the callbacks, valid for the job's life). An interrupt requested on
+ * control while it works stops it with SDT_ERR_INTERRUPTED (nothing saved). */
+bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host, const sdt_run_control *control,
+                    ti_job **out, sdt_prepare_info *info, sdt_error *error);
 void ti_job_destroy(ti_job *job);
 
 /* The step vtable the run loop drives, and the cadences it should follow. */

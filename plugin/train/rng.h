@@ -19,6 +19,7 @@ typedef enum sdt_rng_stream {
     SDT_RNG_LATENT_SAMPLE,
     SDT_RNG_PREVIEW,
     SDT_RNG_DROPOUT,
+    SDT_RNG_HN_INIT,   /* hypernetwork weight init */
 } sdt_rng_stream;
 
 /* 64 random bits for (seed, stream, counter). */

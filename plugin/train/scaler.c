@@ -81,7 +81,7 @@ sdt_scaler *sdt_scaler_create(sdt_backend *be, const sdt_scaler_config *cfg, sdt
                               sdt_error *error)
 {
     if (!be || !cfg) {
-        core_fail(error, SDT_CORE_INVALID_ARGUMENT, "sdt_scaler_create: a backend and a config are required.");
+        core_fail(error, SDT_CORE_INVALID_ARGUMENT, "creating a loss scaler needs a backend and a config (a bug in the caller: please report).");
         return NULL;
     }
     /* Like torch, a disabled scaler validates nothing: it is the identity. */
@@ -171,7 +171,7 @@ static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimize
 
 sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error)
 {
-    if (!sc || !opt) return core_fail(error, SDT_CORE_INVALID_ARGUMENT, "sdt_scaler_attach: scaler and optimizer are required.");
+    if (!sc || !opt) return core_fail(error, SDT_CORE_INVALID_ARGUMENT, "adding an optimizer to a loss scaler needs both (a bug in the caller: please report).");
     if (find_record(sc, opt)) return SDT_CORE_OK;
     sdt_core_status st = check_attachable(sc, opt, error);
     if (st != SDT_CORE_OK) return st;
@@ -222,8 +222,8 @@ static sdt_core_status require_scaled_once(const sdt_scaler *sc, const char *wha
     if (sc->scaled_once) return SDT_CORE_OK;
     char names[256];
     return core_fail(error, SDT_CORE_NOT_SCALED,
-                     "optimizer %s: %s before any scale_loss (PyTorch: \"Attempted %s but _scale is None\"); scale the "
-                     "loss with sdt_scaler_scale_loss and seed backward with sdt_scaler_get_scale first.",
+                     "optimizer %s: %s before any scale_loss() (PyTorch: \"Attempted %s but _scale is None\"); call "
+                     "scale_loss() first and run backward on the scaled loss.",
                      optimizer_names(sc, names, sizeof names), what, what);
 }
 
@@ -234,8 +234,8 @@ static sdt_core_status find_owned(const sdt_scaler *sc, const sdt_optimizer *opt
     if (*rec) return SDT_CORE_OK;
     char names[256];
     return core_fail(error, SDT_CORE_NOT_OWNED,
-                     "%s for optimizer '%s', which this loss scaler does not own (it scales %s); attach the optimizer "
-                     "with sdt_scaler_attach, or call the scaler that belongs to it.",
+                     "%s for optimizer '%s', which this loss scaler does not own (it scales %s); count the optimizer "
+                     "in optimizer_count when creating the scaler, or call the scaler that belongs to it.",
                      what, opt ? sdt_optimizer_name(opt) : "(null)", optimizer_names(sc, names, sizeof names));
 }
 
@@ -263,18 +263,18 @@ sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, sdt_error
 {
     if (!sc->cfg.enabled) return SDT_CORE_OK;
     scaler_record *rec;
-    sdt_core_status st = find_owned(sc, opt, "unscale", &rec, error);
-    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "unscale", error);
+    sdt_core_status st = find_owned(sc, opt, "unscale()", &rec, error);
+    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "unscale()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_UNSCALED)
         return core_fail(error, SDT_CORE_UNSCALE_TWICE,
-                         "optimizer '%s': unscale was already called since the last update (PyTorch: \"unscale_() has "
-                         "already been called on this optimizer since the last update().\"); unscale once per step, "
-                         "after all gradients are accumulated, then step and update.", sdt_optimizer_name(opt));
+                         "optimizer '%s': unscale() was already called since the last update() (PyTorch: \"unscale_() has "
+                         "already been called on this optimizer since the last update().\"); call unscale() once per "
+                         "iteration, after all gradients are accumulated, then should_step() and update().", sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_STEPPED)
         return core_fail(error, SDT_CORE_UNSCALE_AFTER_STEP,
-                         "optimizer '%s': unscale after step (PyTorch: \"unscale_() is being called after step().\"); "
-                         "unscale before the step, or call update first to start the next iteration.", sdt_optimizer_name(opt));
+                         "optimizer '%s': unscale() after should_step() (PyTorch: \"unscale_() is being called after "
+                         "step().\"); call unscale() before should_step(), or update() first to start the next iteration.", sdt_optimizer_name(opt));
     return unscale_record(sc, rec, error);
 }
 
@@ -288,13 +288,14 @@ sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *steppe
         return st;
     }
     scaler_record *rec;
-    sdt_core_status st = find_owned(sc, opt, "step", &rec, error);
-    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "step", error);
+    sdt_core_status st = find_owned(sc, opt, "should_step()", &rec, error);
+    if (st == SDT_CORE_OK) st = require_scaled_once(sc, "should_step()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_STEPPED)
         return core_fail(error, SDT_CORE_STEP_TWICE,
-                         "optimizer '%s': step was already called since the last update (PyTorch: \"step() has already "
-                         "been called since the last update().\"); call update once after stepping every optimizer.",
+                         "optimizer '%s': should_step() was already called since the last update() (PyTorch: \"step() has "
+                         "already been called since the last update().\"); call update() once after should_step() for "
+                         "every optimizer.",
                          sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_READY) {
         st = unscale_record(sc, rec, error);
@@ -388,8 +389,8 @@ sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, 
         char names[256];
         return core_fail(error, SDT_CORE_UPDATE_WITHOUT_RECORDS,
                          "optimizer %s: update with nothing recorded: no optimizer was unscaled or stepped since the "
-                         "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call sdt_scaler_step "
-                         "for each optimizer, then update once.", optimizer_names(sc, names, sizeof names));
+                         "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call unscale() and "
+                         "should_step() for each optimizer, then update() once.", optimizer_names(sc, names, sizeof names));
     }
     st = apply_update_rule(sc, found_inf, info, error);
     clear_records(sc);

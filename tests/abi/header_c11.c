@@ -14,6 +14,8 @@ _Static_assert(offsetof(sdt_ti_config, max_steps) % 8 == 0, "64-bit fields align
 _Static_assert(offsetof(sdt_ti_config, v_prediction) == offsetof(sdt_ti_config, anomaly_mode) + 4 &&
                    offsetof(sdt_ti_config, v_prediction) % 8 == 0,
                "fields appended in 1.1 start past 1.0's tail padding (docs/abi.md 3.6)");
+_Static_assert(offsetof(sdt_ti_config, save_state_every_seconds) == offsetof(sdt_ti_config, tokenizer_path) + 8,
+               "the config field appended in 1.2 follows 1.1's last field without padding");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

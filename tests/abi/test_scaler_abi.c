@@ -24,6 +24,7 @@ static const char *last(const sdt_loss_scaler *s)
         sdt_status got_ = (call);                                                                        \
         CHECK(got_ == (want), "%s: got %d, want %d", #call, (int)got_, (int)(want));                     \
         CHECK(strstr(last(sc), text) != NULL, "%s: sentence lacks '%s': %s", #call, text, err);          \
+        CHECK(strstr(err, "sdt_scaler") == NULL, "%s: the sentence names an internal function: %s", #call, err); \
     } while (0)
 
 static sdt_loss_scaler *make(double init, int64_t interval, uint32_t optimizers, bool enabled)
@@ -100,7 +101,7 @@ static void test_misuse(void)
     EXPECT_STATUS(f->unscale(sc, 0, bufs, counts, 1, NULL), SDT_STATUS_SCALER_MISUSE, "scale_loss");
     f->scale_loss(sc, 1.0f, &scaled);
     EXPECT_STATUS(f->should_step(sc, 0, &step), SDT_STATUS_SCALER_MISUSE, "No inf checks");
-    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "optimizer");
+    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "should_step()"); /* the ABI's calls, by name */
     EXPECT_STATUS(f->unscale(sc, 5, bufs, counts, 1, NULL), SDT_STATUS_INVALID_ARGUMENT, "optimizer_count 2");
     EXPECT_STATUS(f->unscale(sc, 0, bufs, counts, 0, NULL), SDT_STATUS_INVALID_ARGUMENT, "buffer");
     CHECK(f->unscale(sc, 0, bufs, counts, 1, NULL) == SDT_STATUS_OK, "unscale: %s", last(sc));
@@ -108,7 +109,7 @@ static void test_misuse(void)
     CHECK(f->should_step(sc, 0, &step) == SDT_STATUS_OK && step, "step decision");
     EXPECT_STATUS(f->should_step(sc, 0, &step), SDT_STATUS_SCALER_MISUSE, "already");
     EXPECT_STATUS(f->unscale(sc, 0, bufs, counts, 1, NULL), SDT_STATUS_SCALER_MISUSE, "after");
-    uint8_t blob[64];
+    uint8_t blob[128];
     EXPECT_STATUS(f->save_state(sc, blob, sizeof blob, NULL), SDT_STATUS_BAD_STATE, "update()");
     CHECK(f->update(sc) == SDT_STATUS_OK, "update: %s", last(sc));
     float *two[2] = { g, h };
@@ -127,10 +128,18 @@ static void test_state_round_trip(sdt_test_rng *rng)
     iteration(sc, rng, 0, took); /* 512, tracker 0 */
     iteration(sc, rng, -1, took); /* tracker 1 */
     uint32_t needed = 0;
-    CHECK(f->save_state(sc, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed == 64, "size query %u", needed);
-    uint8_t blob[64];
+    CHECK(f->save_state(sc, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed == 72, "size query %u", needed);
+    uint8_t blob[72];
     CHECK(f->save_state(sc, blob, sizeof blob, NULL) == SDT_STATUS_OK, "save: %s", last(sc));
     sdt_loss_scaler *copy = make(1.0, 2000, 2, true);
+    /* Every single-bit flip is refused (the blob's CRC-32), never a changed scale. */
+    int accepted = 0;
+    for (size_t bit = 0; bit < sizeof blob * 8; bit++) {
+        blob[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        if (f->load_state(copy, blob, sizeof blob) != SDT_STATUS_BAD_FORMAT) accepted++;
+        blob[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    CHECK(accepted == 0, "%d of %zu single-bit flips of the blob were accepted", accepted, sizeof blob * 8);
     CHECK(f->load_state(copy, blob, sizeof blob) == SDT_STATUS_OK, "load");
     double a = 0, b = 0;
     iteration(sc, rng, -1, took);

@@ -1,8 +1,10 @@
 # e2e_lib.sh - sourced by every end-to-end test: it drives sdt-host exactly as a user would
 # (command line, files, exit status, stderr) in a fresh temporary folder.
 #
-# ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/sdtrain-demo.safetensors and dataset/),
-# SDT_TEMPLATES (build/host-sim/templates) and E2E_TOOL (JSON check, PNG header writer).
+# ctest sets SDT_HOST (the binary), SDT_DEMO (build/host-sim/demo with model/ and dataset/),
+# SDT_TEMPLATES (build/host-sim/templates), E2E_TOOL (JSON check, PNG header writer) and
+# SDT_TEST_PLUGIN (the plugin's test build, whose fault hooks read SDTRAIN_FAULT_* variables;
+# pass it as SDTRAIN_PLUGIN to the runs that inject a fault).
 # Checks record a failure and go on, so one run lists everything broken; e2e_finish turns
 # the count into the exit status. The training seed is random per run, printed, and
 # SDT_TEST_SEED replays it. On failure the work folder is kept and its path printed.
@@ -13,13 +15,13 @@ set -u
 : "${SDT_TEMPLATES:?SDT_TEMPLATES must name the templates folder}"
 : "${E2E_TOOL:?E2E_TOOL must name the e2e_tool binary}"
 
-MODEL=$SDT_DEMO/model/sdtrain-demo.safetensors # the shipped demo model (tokenizer/ beside it)
+MODEL=$SDT_DEMO/model # the shipped demo model: diffusers folder (tokenizer/ inside), the single file beside
 DATASET=$SDT_DEMO/dataset
 FAILURES=0
 SEED=${SDT_TEST_SEED:-$(((RANDOM << 15) | RANDOM))}
 echo "seed $SEED (SDT_TEST_SEED=$SEED replays this run)"
 
-if [ ! -x "$SDT_HOST" ] || [ ! -f "$MODEL" ] || [ ! -d "$DATASET" ]; then
+if [ ! -x "$SDT_HOST" ] || [ ! -d "$MODEL" ] || [ ! -d "$DATASET" ]; then
     echo "FAIL: sdt-host ($SDT_HOST) or the demo assets ($SDT_DEMO) are missing; build the default target first" >&2
     exit 1
 fi

@@ -209,6 +209,30 @@ invalid_option_values)
     expect_error "--max-steps 0" "--max-steps"
     grep -qF "config." "$ERR" && fail "an error still names a config field: $(grep '^sdt-host' "$ERR")"
     ;;
+device_cuda_without_gpu)
+    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+        echo "SKIP: this machine has a GPU"
+        exit 77
+    fi
+    train_with "$DATASET" "$STYLE" --device cuda
+    expect_error "--device cuda without a GPU" "device 'cuda' was asked for"
+    grep -q "CPU instead" "$ERR" && fail "--device cuda without a GPU still says it trains on the CPU instead"
+    expect_untouched "$EMB" "$E2E_CASE"
+    ;;
+panel_file_binary)
+    printf '[train]\nmax-steps=1\n\033[31m\000\377garbage\n' >panel.ini
+    run_host train --config panel.ini
+    expect_error "a panel file with binary garbage" panel.ini "not a text file"
+    LC_ALL=C grep -q "$(printf '\033')" "$ERR" && fail "the panel file's escape sequence reached the terminal raw"
+    ;;
+diffusers_without_unet)
+    cp -r "$MODEL" partial && rm -rf partial/unet
+    run_host train --embedding "$EMB" --model partial --dataset "$DATASET" --template "$STYLE" --width 64 --height 64 \
+        --device cpu --max-steps 1 --log-dir logs
+    expect_error "a diffusers folder without unet/" partial "no unet/ folder"
+    grep -q "model.diffusion_model" "$ERR" && fail "the missing unet/ is reported with LDM key names"
+    expect_untouched "$EMB" "$E2E_CASE"
+    ;;
 *)
     echo "unknown case $E2E_CASE" >&2
     exit 2

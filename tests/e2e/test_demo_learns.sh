@@ -23,11 +23,12 @@ if [ -n "$before" ] && [ -n "$after" ]; then
 fi
 
 # The same model as a diffusers folder (tokenizer inside): identical pictures and scores.
-"$SDT_MAKE_CHECKPOINT" --from "$MODEL" --layout diffusers --out diffusers >/dev/null 2>make.err ||
-    fail "converting $MODEL to a diffusers folder failed: $(cat make.err)"
-cp -r "$(dirname "$MODEL")/tokenizer" diffusers/tokenizer
+SINGLE=$MODEL/sdtrain-demo.safetensors
+"$SDT_MAKE_CHECKPOINT" --from "$SINGLE" --layout diffusers --out diffusers >/dev/null 2>make.err ||
+    fail "converting $SINGLE to a diffusers folder failed: $(cat make.err)"
+cp -r "$MODEL/tokenizer" diffusers/tokenizer
 learned=demo/embeddings/sdtrain-demo.safetensors
-"$SDT_DEMO_EVAL" --model "$MODEL" --learned "$learned" --seeds 2 --steps 8 --grid single.png >single.txt 2>&1 ||
+"$SDT_DEMO_EVAL" --model "$SINGLE" --learned "$learned" --seeds 2 --steps 8 --grid single.png >single.txt 2>&1 ||
     fail "sdt-demo-eval on the single file failed: $(cat single.txt)"
 "$SDT_DEMO_EVAL" --model diffusers --learned "$learned" --seeds 2 --steps 8 --grid folder.png >folder.txt 2>&1 ||
     fail "sdt-demo-eval on the diffusers folder failed: $(cat folder.txt)"

@@ -23,7 +23,7 @@ grep -q "finite:      yes" "$OUT" || fail "after the divergence stop the embeddi
 
 # A NaN in one training image under fp16: skip, switch to fp32 once, keep training.
 new_embedding "$WORK/nan" nanpixel
-SDTRAIN_FAULT_NAN_PIXEL=demo_005.png run_host train --embedding "$WORK/nan/nanpixel.safetensors" --log-dir "$WORK/log-nan" \
+SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_NAN_PIXEL=demo_005.png run_host train --embedding "$WORK/nan/nanpixel.safetensors" --log-dir "$WORK/log-nan" \
     --precision fp16 --batch-size 12 --max-steps 4 "${common[@]}"
 expect_rc 0 "fp16 training with a NaN pixel"
 grep -q "switches to fp32" "$ERR" || { fail "the fp32 fallback was not announced"; show_stderr; }

@@ -16,10 +16,10 @@ static void walk(sdt_torch_file *f, const sdt_pv *v, int depth)
 {
     if (!v || depth > SDT_PV_MAX_DEPTH) abort(); /* the reader promised this bound */
     if (v->kind == SDT_PV_TENSOR) {
-        char err[256];
+        sdt_error error = {0};
         const void *bytes;
         int64_t n = sdt_pv_tensor_numel(v);
-        if (sdt_torch_tensor_bytes(f, v, "fuzz", &bytes, err, sizeof err) && n > 0) {
+        if (sdt_torch_tensor_bytes(f, v, "fuzz", &bytes, &error) && n > 0) {
             size_t el = sdt_st_dtype_size(v->u.t.storage->dtype);
             volatile uint8_t first = ((const uint8_t *)bytes)[0];
             volatile uint8_t last = ((const uint8_t *)bytes)[(size_t)n * el - 1];
@@ -27,7 +27,7 @@ static void walk(sdt_torch_file *f, const sdt_pv *v, int depth)
             (void)last;
         }
         sdt_tensor t;
-        (void)sdt_torch_tensor(f, v, "fuzz", &t, err, sizeof err);
+        (void)sdt_torch_tensor(f, v, "fuzz", &t, &error);
         return;
     }
     if (v->kind == SDT_PV_DICT) {
@@ -42,20 +42,20 @@ static void walk(sdt_torch_file *f, const sdt_pv *v, int depth)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char err[512];
-    err[0] = 0;
-    sdt_torch_file *f = sdt_torch_open_memory(data, size, "fuzz", err, sizeof(err));
-    if (!f && !err[0]) abort(); /* a rejection must explain itself */
+    sdt_error error = {0};
+    sdt_error_clear(&error);
+    sdt_torch_file *f = sdt_torch_open_memory(data, size, "fuzz", &error);
+    if (!f && !error.message[0]) abort(); /* a rejection must explain itself */
     if (f) walk(f, sdt_torch_root(f), 0);
     sdt_torch_close(f);
 
     sdt_pv_arena *a = sdt_pv_arena_new();
     sdt_pv *root = NULL;
     size_t used = 0;
-    err[0] = 0;
-    if (sdt_pickle_load(data, size, a, "fuzz", &root, &used, err, sizeof(err))) {
+    sdt_error_clear(&error);
+    if (sdt_pickle_load(data, size, a, "fuzz", &root, &used, &error)) {
         if (!root || used > size) abort();
-    } else if (!err[0]) {
+    } else if (!error.message[0]) {
         abort();
     }
     sdt_pv_arena_free(a);

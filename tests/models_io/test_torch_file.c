@@ -93,10 +93,10 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
     GPtrArray *keep = g_ptr_array_new_with_free_func(g_free);
     sdt_pv *root = make_tree(a, rng, keep);
     char *path = g_build_filename(dir, "tree.ckpt", NULL);
-    char err[512] = "";
-    CHECK(sdt_torch_save(path, root, NULL, err, sizeof err), "save: %s", err);
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f, "open: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_torch_save(path, root, NULL, &error), "save: %s", error.message);
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "open: %s", error.message);
     if (f) {
         char why[256] = "";
         CHECK(sdt_torch_layout_of(f) == SDT_TORCH_ZIP, "layout");
@@ -108,17 +108,17 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
         CHECK(sdt_pv_len(pair) == 2 && sdt_pv_len(sdt_pv_item(pair, 1)) == 11, "int key lookup");
         sdt_tensor t;
         const sdt_pv *f32 = sdt_pv_dict_get(sdt_pv_dict_get(sdt_torch_root(f), "state_dict"), "model.layer0.F32");
-        CHECK(sdt_torch_tensor(f, f32, "model.layer0.F32", &t, err, sizeof err), "tensor view: %s", err);
+        CHECK(sdt_torch_tensor(f, f32, "model.layer0.F32", &t, &error), "tensor view: %s", error.message);
         const sdt_pv *i64 = sdt_pv_dict_get(sdt_pv_dict_get(sdt_torch_root(f), "state_dict"), "model.layer4.I64");
-        CHECK(!sdt_torch_tensor(f, i64, "model.layer4.I64", &t, err, sizeof err) && io_contains(err, "I64") &&
-                  io_contains(err, "model.layer4.I64"), "I64 as a model tensor: %s", err);
+        CHECK(!sdt_torch_tensor(f, i64, "model.layer4.I64", &t, &error) && io_contains(error.message, "I64") &&
+                  io_contains(error.message, "model.layer4.I64"), "I64 as a model tensor: %s", error.message);
         sdt_torch_close(f);
     }
     /* Zip layout as torch writes it: archive/ names, data 64-byte aligned, CRCs right. */
     size_t size = 0;
     char *bytes = read_file(path, &size);
-    sdt_zip *z = bytes ? sdt_zip_open_memory(bytes, size, path, err, sizeof err) : NULL;
-    CHECK(z, "zip index: %s", err);
+    sdt_zip *z = bytes ? sdt_zip_open_memory(bytes, size, path, &error) : NULL;
+    CHECK(z, "zip index: %s", error.message);
     if (z) {
         CHECK(sdt_zip_find(z, "archive/data.pkl") && sdt_zip_find(z, "archive/version") &&
                   sdt_zip_find(z, "archive/byteorder") && sdt_zip_find(z, "archive/data/0") &&
@@ -129,16 +129,16 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
             const void *data;
             void *owned;
             CHECK(e->data_offset % 64 == 0, "%s data at %llu, not 64-aligned", e->name, (unsigned long long)e->data_offset);
-            CHECK(sdt_zip_read(z, e, &data, &owned, err, sizeof err) && !owned, "%s: %s", e->name, err);
+            CHECK(sdt_zip_read(z, e, &data, &owned, &error) && !owned, "%s: %s", e->name, error.message);
         }
         sdt_zip_close(z);
     }
     /* Every truncation is refused with a sentence, never a crash. */
     int refused = 0, total = 0;
     for (size_t cut = 0; bytes && cut < size; cut += 1 + cut / 16, total++) {
-        err[0] = 0;
-        sdt_torch_file *t = sdt_torch_open_memory(bytes, cut, "cut.ckpt", err, sizeof err);
-        if (!t && io_contains(err, "cut.ckpt")) refused++;
+        sdt_error_clear(&error);
+        sdt_torch_file *t = sdt_torch_open_memory(bytes, cut, "cut.ckpt", &error);
+        if (!t && io_contains(error.message, "cut.ckpt")) refused++;
         sdt_torch_close(t);
     }
     CHECK(refused == total, "%d of %d truncations refused with a sentence", refused, total);
@@ -147,9 +147,9 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
         size_t at = (size_t)(sdt_test_next(rng) % size);
         char saved = bytes[at];
         bytes[at] ^= (char)(1 + sdt_test_next(rng) % 255);
-        err[0] = 0;
-        sdt_torch_file *t = sdt_torch_open_memory(bytes, size, "flip.ckpt", err, sizeof err);
-        CHECK(t || io_contains(err, "flip.ckpt"), "flip at %zu refused without a sentence: '%s'", at, err);
+        sdt_error_clear(&error);
+        sdt_torch_file *t = sdt_torch_open_memory(bytes, size, "flip.ckpt", &error);
+        CHECK(t || io_contains(error.message, "flip.ckpt"), "flip at %zu refused without a sentence: '%s'", at, error.message);
         sdt_torch_close(t);
         bytes[at] = saved;
     }
@@ -166,10 +166,10 @@ static char *write_archive(const char *dir, const char *name, const void *pkl, s
     char *path = g_build_filename(dir, name, NULL);
     FILE *fp = fopen(path, "wb");
     sdt_zip_writer *z = sdt_zip_writer_new(fp, path);
-    char err[256];
-    bool ok = sdt_zip_writer_add(z, "archive/data.pkl", pkl, pkl_len, err, sizeof err);
-    if (storage) ok = ok && sdt_zip_writer_add(z, "archive/data/0", storage, storage_len, err, sizeof err);
-    ok = ok && sdt_zip_writer_finish(z, err, sizeof err);
+    sdt_error error = {0};
+    bool ok = sdt_zip_writer_add(z, "archive/data.pkl", pkl, pkl_len, &error);
+    if (storage) ok = ok && sdt_zip_writer_add(z, "archive/data/0", storage, storage_len, &error);
+    ok = ok && sdt_zip_writer_finish(z, &error);
     if (!ok) sdt_zip_writer_free(z);
     fclose(fp);
     return path;
@@ -179,12 +179,12 @@ static void expect_refusal(const char *dir, const char *name, const void *pkl, s
                            size_t storage_len, const char *needle)
 {
     char *path = write_archive(dir, name, pkl, len, storage, storage_len);
-    char err[512] = "";
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(!f, "%s: accepted", name);
-    CHECK(io_contains(err, path) && io_contains(err, needle), "%s: sentence '%s' lacks '%s' or the path", name, err,
+    sdt_error error = {0};
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(!f && error.code == SDT_ERR_BAD_FORMAT, "%s: accepted, or refused as %s", name, sdt_error_code_name(error.code));
+    CHECK(io_contains(error.message, path) && io_contains(error.message, needle), "%s: sentence '%s' lacks '%s' or the path", name, error.message,
           needle);
-    printf("  %s -> %s\n", name, err);
+    printf("  %s -> %s\n", name, error.message);
     sdt_torch_close(f);
     g_free(path);
 }
@@ -232,6 +232,16 @@ static void test_refusals(const char *dir)
     for (int i = 0; i < 5000; i++) g_string_append(deep, "(");
     expect_refusal(dir, "marks.pt", deep->str, deep->len, NULL, 0, "more than 1024 marks");
     g_string_free(deep, TRUE);
+    GString *key = g_string_new("\x80\x02}K\x01");
+    for (int i = 0; i < 100; i++) g_string_append(key, "\x85"); /* a tuple key nested 100 deep */
+    g_string_append_len(key, "K\x00s.", 4);
+    expect_refusal(dir, "deep_key.pt", key->str, key->len, NULL, 0, "cannot hash");
+    g_string_free(key, TRUE);
+    GString *many = g_string_new("\x80\x02");
+    for (size_t i = 0; i <= SDT_PICKLE_MAX_VALUES; i++) g_string_append_c(many, 'N');
+    g_string_append(many, ".");
+    expect_refusal(dir, "many_values.pt", many->str, many->len, NULL, 0, "more than 4194304 values");
+    g_string_free(many, TRUE);
     expect_refusal(dir, "cycle.pt", PKL("\x80\x02]q\x00h\x00" "a."), NULL, 0, "contains itself");
     /* Memo abuse: reading an entry never stored. */
     expect_refusal(dir, "memo.pt", PKL("\x80\x02h\x05."), NULL, 0, "never stored");
@@ -244,12 +254,12 @@ static void test_refusals(const char *dir)
     char *path = g_build_filename(dir, "plain.zip", NULL);
     FILE *fp = fopen(path, "wb");
     sdt_zip_writer *z = sdt_zip_writer_new(fp, path);
-    char err[512] = "";
-    CHECK(sdt_zip_writer_add(z, "readme.txt", "hi", 2, err, sizeof err) && sdt_zip_writer_finish(z, err, sizeof err),
-          "plain zip: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_zip_writer_add(z, "readme.txt", "hi", 2, &error) && sdt_zip_writer_finish(z, &error),
+          "plain zip: %s", error.message);
     fclose(fp);
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(!f && io_contains(err, "data.pkl"), "plain zip: '%s'", err);
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(!f && io_contains(error.message, "data.pkl"), "plain zip: '%s'", error.message);
     sdt_torch_close(f);
     g_free(path);
 }
@@ -270,22 +280,22 @@ static void test_legacy(void)
     const float vals[3] = {7, 8, 9};
     g_byte_array_append(b, (const guint8 *)&numel, 8);
     g_byte_array_append(b, (const guint8 *)vals, sizeof vals);
-    char err[512] = "";
-    sdt_torch_file *f = sdt_torch_open_memory(b->data, b->len, "legacy.pt", err, sizeof err);
-    CHECK(f, "legacy: %s", err);
+    sdt_error error = {0};
+    sdt_torch_file *f = sdt_torch_open_memory(b->data, b->len, "legacy.pt", &error);
+    CHECK(f, "legacy: %s", error.message);
     if (f) {
         CHECK(sdt_torch_layout_of(f) == SDT_TORCH_LEGACY, "legacy layout");
         sdt_tensor t;
         const sdt_pv *w = sdt_pv_dict_get(sdt_torch_root(f), "w");
-        CHECK(sdt_torch_tensor(f, w, "w", &t, err, sizeof err) && t.ndim == 1 && t.shape[0] == 2 &&
+        CHECK(sdt_torch_tensor(f, w, "w", &t, &error) && t.ndim == 1 && t.shape[0] == 2 &&
                   ((const float *)t.data)[0] == 8 && ((const float *)t.data)[1] == 9,
-              "legacy tensor: %s", err);
+              "legacy tensor: %s", error.message);
         sdt_torch_close(f);
     }
     for (guint cut = 0; cut < b->len; cut++) {
-        err[0] = 0;
-        sdt_torch_file *t = sdt_torch_open_memory(b->data, cut, "legacy-cut.pt", err, sizeof err);
-        CHECK(!t && io_contains(err, "legacy-cut.pt"), "legacy cut at %u: '%s'", cut, err);
+        sdt_error_clear(&error);
+        sdt_torch_file *t = sdt_torch_open_memory(b->data, cut, "legacy-cut.pt", &error);
+        CHECK(!t && io_contains(error.message, "legacy-cut.pt"), "legacy cut at %u: '%s'", cut, error.message);
         sdt_torch_close(t);
     }
     g_byte_array_free(b, TRUE);
@@ -303,18 +313,18 @@ static void test_strided(void)
     t->u.t.stride[1] = 3;
     GByteArray *pkl = g_byte_array_new();
     GPtrArray *storages = g_ptr_array_new();
-    char err[512] = "";
-    CHECK(sdt_pickle_write(t, pkl, storages, "strided", err, sizeof err), "write: %s", err);
+    sdt_error error = {0};
+    CHECK(sdt_pickle_write(t, pkl, storages, "strided", &error), "write: %s", error.message);
     char *dir = io_make_tmpdir();
     char *path = write_archive(dir, "strided.pt", pkl->data, pkl->len, data, sizeof data);
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f, "strided open: %s", err);
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "strided open: %s", error.message);
     sdt_tensor out;
-    if (f && sdt_torch_tensor(f, sdt_torch_root(f), "t", &out, err, sizeof err)) {
+    if (f && sdt_torch_tensor(f, sdt_torch_root(f), "t", &out, &error)) {
         const float want[6] = {0, 3, 1, 4, 2, 5};
         CHECK(memcmp(out.data, want, sizeof want) == 0, "transpose copied wrong");
     } else {
-        CHECK(false, "strided tensor: %s", err);
+        CHECK(false, "strided tensor: %s", error.message);
     }
     sdt_torch_close(f);
     g_free(path);
@@ -323,11 +333,11 @@ static void test_strided(void)
     t->u.t.stride[0] = t->u.t.stride[1] = 0;
     g_byte_array_set_size(pkl, 0);
     g_ptr_array_set_size(storages, 0);
-    CHECK(sdt_pickle_write(t, pkl, storages, "expanded", err, sizeof err), "write: %s", err);
+    CHECK(sdt_pickle_write(t, pkl, storages, "expanded", &error), "write: %s", error.message);
     path = write_archive(dir, "expanded.pt", pkl->data, pkl->len, data, sizeof data);
-    f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f && !sdt_torch_tensor(f, sdt_torch_root(f), "t", &out, err, sizeof err) && io_contains(err, "expanded"),
-          "expanded view: '%s'", err);
+    f = sdt_torch_open(path, &error);
+    CHECK(f && !sdt_torch_tensor(f, sdt_torch_root(f), "t", &out, &error) && io_contains(error.message, "expanded"),
+          "expanded view: '%s'", error.message);
     sdt_torch_close(f);
     g_free(path);
     io_rm_tree(dir);

@@ -11,43 +11,9 @@
 #include "sdt_test.h"
 #include "torch_describe.h"
 #include "torch_file.h"
+#include "torch_python.h"
 #include "torch_save.h"
-
-#define PYTHON "/usr/bin/python3"
-
-/* Runs torch_files.py with mode and args (NULL-terminated); its stdout, status in *status. */
-static char *run_python(const char *mode, char **args, int *status)
-{
-    char *script = g_build_filename(SDT_SOURCE_DIR, "tests", "models_io", "torch_files.py", NULL);
-    GPtrArray *argv = g_ptr_array_new();
-    g_ptr_array_add(argv, PYTHON);
-    g_ptr_array_add(argv, script);
-    g_ptr_array_add(argv, (char *)mode);
-    for (char **a = args; *a; a++) g_ptr_array_add(argv, *a);
-    g_ptr_array_add(argv, NULL);
-    char *out = NULL, *errout = NULL;
-    GError *e = NULL;
-    *status = -1;
-    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, 0, NULL, NULL, &out, &errout, status, &e)) {
-        fprintf(stderr, "cannot run %s: %s\n", PYTHON, e->message);
-        g_error_free(e);
-    } else if (*status != 0) {
-        fprintf(stderr, "%s %s failed:\n%s\n", script, mode, errout);
-    }
-    g_ptr_array_free(argv, TRUE);
-    g_free(errout);
-    g_free(script);
-    return out;
-}
-
-static bool torch_available(void)
-{
-    char *argv[] = {PYTHON, "-c", "import torch", NULL};
-    int status = -1;
-    return g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL,
-                        NULL, &status, NULL) &&
-           status == 0;
-}
+#include "weights.h"
 
 static void compare(const char *label, cJSON *want, cJSON *have)
 {
@@ -75,29 +41,63 @@ static cJSON *expected(const char *path)
  * <path>.sdt.pt with the project's writer (returned, for torch to check). */
 static char *read_and_rewrite(const char *path, cJSON *want)
 {
-    char err[512] = "";
-    sdt_torch_file *f = sdt_torch_open(path, err, sizeof err);
-    CHECK(f, "%s: %s", path, err);
+    sdt_error error = {0};
+    sdt_torch_file *f = sdt_torch_open(path, &error);
+    CHECK(f, "%s: %s", path, error.message);
     if (!f) return NULL;
     cJSON *have = td_describe(sdt_torch_root(f));
     compare(path, want, have);
     cJSON_Delete(have);
     char *again = g_strconcat(path, ".sdt.pt", NULL);
-    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, err, sizeof err), "%s: save: %s", path, err);
+    CHECK(sdt_torch_save(again, sdt_torch_root(f), NULL, &error), "%s: save: %s", path, error.message);
     sdt_torch_close(f);
     return again;
 }
 
+/* torch's tiny.ckpt through the checkpoint loader: EMA copies left out, views (a transpose, an offset slice)
+ * read as torch sees them. */
+static void check_weights(const char *dir, cJSON *want)
+{
+    char *path = g_build_filename(dir, "tiny.ckpt", NULL);
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(path, &error);
+    CHECK(w, "tiny.ckpt as a checkpoint: %s", error.message);
+    cJSON *sd = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(want, "dict"), 0), 1);
+    cJSON *pair;
+    int compared = 0;
+    cJSON_ArrayForEach(pair, cJSON_GetObjectItem(sd, "dict")) {
+        const char *key = cJSON_GetArrayItem(pair, 0)->valuestring;
+        const sdt_tensor *t = w ? sdt_weights_get(w, key) : NULL;
+        if (g_str_has_prefix(key, "model_ema.")) {
+            CHECK(!t, "%s: EMA copy kept", key);
+            continue;
+        }
+        CHECK(t, "%s missing", key);
+        if (!t) continue;
+        cJSON *values = cJSON_GetObjectItem(cJSON_GetArrayItem(pair, 1), "values");
+        float *f = g_new(float, (gsize)sdt_tensor_numel(t));
+        sdt_load_f32(t->data, t->dtype, f, sdt_tensor_numel(t));
+        CHECK(cJSON_GetArraySize(values) == sdt_tensor_numel(t), "%s: size", key);
+        for (int i = 0; i < cJSON_GetArraySize(values) && i < sdt_tensor_numel(t); i++)
+            CHECK(f[i] == (float)cJSON_GetArrayItem(values, i)->valuedouble, "%s[%d] differs", key, i);
+        g_free(f);
+        compared++;
+    }
+    CHECK(compared == 4 && w && sdt_weights_count(w) == 4, "tiny.ckpt: %d tensors compared", compared);
+    sdt_weights_close(w);
+    g_free(path);
+}
+
 int main(void)
 {
-    if (!torch_available()) {
-        printf("test_torch_python: %s has no torch (apt-get install python3-torch); skipped\n", PYTHON);
+    if (!tp_torch_available()) {
+        printf("test_torch_python: %s has no torch (apt-get install python3-torch); skipped\n", TP_PYTHON);
         return SDT_TEST_SKIP;
     }
     char *dir = io_make_tmpdir();
     int status;
     char *make_args[] = {dir, NULL};
-    g_free(run_python("make", make_args, &status));
+    g_free(tp_run(SDT_SOURCE_DIR, "make", make_args, &status));
     CHECK(status == 0, "torch_files.py make failed");
     enum { N = 6 };
     const char *files[N] = {"zip.ckpt", "legacy.pt", "tiny.ckpt", "a1111.pt", "a1111_old.pt", "learned_embeds.bin"};
@@ -111,7 +111,7 @@ int main(void)
         if (!written[i]) status = 1;
     }
     if (status == 0) {
-        char *out = run_python("check", written, &status);
+        char *out = tp_run(SDT_SOURCE_DIR, "check", written, &status);
         CHECK(status == 0, "torch.load(weights_only=True) or pickletools refused a file of the writer");
         char **lines = g_strsplit(out ? out : "", "\n", -1);
         for (int i = 0; status == 0 && i < N; i++) {
@@ -124,6 +124,7 @@ int main(void)
         g_strfreev(lines);
         g_free(out);
     }
+    if (status == 0) check_weights(dir, want[2]);
     for (int i = 0; i < N; i++) {
         cJSON_Delete(want[i]);
         g_free(written[i]);

@@ -92,6 +92,11 @@ def make(d):
                           "name": "old", "step": 0, "sd_checkpoint": None, "sd_checkpoint_name": None}, False),
         "learned_embeds.bin": ({"<cat-toy>": torch.randn(8)}, True),
     }
+    # A1111's oldest form: string_to_param a ParameterDict (a pickled Module): read by the embedding loader only.
+    pd = torch.nn.ParameterDict({"*": torch.nn.Parameter(torch.randn(2, 8))})
+    torch.save({"string_to_token": {"*": 265}, "string_to_param": pd, "name": "pd", "step": 5}, f"{d}/paramdict.pt")
+    with open(f"{d}/paramdict.pt.json", "w") as f:
+        json.dump(describe(pd["*"]), f)
     for name, (obj, zipped) in outputs.items():
         torch.save(obj, f"{d}/{name}", _use_new_zipfile_serialization=zipped)
         with open(f"{d}/{name}.json", "w") as f:

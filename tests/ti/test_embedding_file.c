@@ -73,6 +73,7 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     CHECK(ok, "%s: loads from the pixels alone: %s", what, error.message);
     if (ok) {
         check_same(want, &back, false, what);
+        CHECK(back.from_card_pixels && !back.load_note, "%s: the pixel copy is reported, with no damage note", what);
         sdt_embedding_free(&back);
     }
     /* a damaged text chunk (bad JSON, valid CRC) falls back to the pixel copy */
@@ -85,6 +86,10 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     CHECK(ok, "%s: damaged text chunk, pixels used: %s", what, error.message);
     if (ok) {
         check_same(want, &back, false, what);
+        CHECK(back.from_card_pixels && back.load_note && strstr(back.load_note, "damaged") &&
+                  strstr(back.load_note, "copy hidden in the pixels was used"),
+              "%s: the note says the text chunk is damaged and which copy was used: %s", what,
+              back.load_note ? back.load_note : "(none)");
         sdt_embedding_free(&back);
     }
     g_byte_array_unref(broken);
@@ -193,8 +198,8 @@ static void test_round_trips(sdt_test_rng *rng)
 
     char *pt = tmp_path("old.pt");
     g_file_set_contents(pt, "PK\x03\x04 torch zip archive", -1, NULL);
-    CHECK(!sdt_embedding_load(pt, &back, &fmt, &error) && strstr(error.message, ".pt") && strstr(error.message, "safetensors"),
-          ".pt refused clearly: %s", error.message);
+    CHECK(!sdt_embedding_load(pt, &back, &fmt, &error) && strstr(error.message, pt) && strstr(error.message, "damaged"),
+          "a damaged .pt refused clearly: %s", error.message); /* readable ones: test_embedding_torch.c */
     g_free(pt);
 
     /* inspect */
@@ -339,6 +344,19 @@ static void test_a1111_cards(void)
     CHECK(!sdt_embedding_png_card_decode(bad_json->data, bad_json->len, "bad.png", &e, &error) &&
               strstr(error.message, "not a number"), "a damaged card without a pixel copy reports the text error: %s", error.message);
     g_byte_array_unref(bad_json);
+    /* Corrupt base64 is reported as such, not as JSON it never got to be. */
+    const char *bad_base64[] = {"e3t9@@@@", "e3t9e3t", "e3=9"};
+    for (int i = 0; i < 3; i++) {
+        GByteArray *card = png_solid(4, 4, 0, 0, 0);
+        char chunk[64];
+        int n = snprintf(chunk, sizeof chunk, "%s%c%s", SDT_PNG_CARD_KEYWORD, 0, bad_base64[i]);
+        png_chunk(card, "tEXt", chunk, (size_t)n);
+        png_end(card);
+        CHECK(!sdt_embedding_png_card_decode(card->data, card->len, "b64.png", &e, &error) &&
+                  strstr(error.message, "not valid base64") && !strstr(error.message, "JSON"),
+              "'%s': %s", bad_base64[i], error.message);
+        g_byte_array_unref(card);
+    }
 }
 
 static void test_names_and_saves(sdt_test_rng *rng)

@@ -1,0 +1,68 @@
+/* trainer_handle.h - the one trainer-handle lifecycle every training factory shares.
+ *
+ * A factory (textual inversion, hypernetwork, ...) keeps only what is its own: reading and
+ * checking its config struct, its extra calls (create an embedding, inspect a file). Creating
+ * and destroying the handle, the last error, refusing calls while run() is in progress,
+ * prepare's bookkeeping, run() on the host's worker thread through the shared run loop,
+ * interrupt, run state, metrics and save/load of the training state live here once.
+ *
+ * A method plugs in through sdt_train_method: how to prepare a job from its (already read
+ * and checked) config, and the job's step vtable, cadences, state files and destruction. */
+#ifndef SDT_PLUGIN_TRAINER_HANDLE_H
+#define SDT_PLUGIN_TRAINER_HANDLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/handle.h"
+#include "train/run_control.h"
+#include "train/run_loop.h"
+#include "sdtrain.h"
+
+typedef struct sdt_train_method {
+    /* Validations that need files and models, then loading; *job is ready to run and *info
+     * filled. config is the method's own config struct at its current size. The job may keep
+     * host (the handle's copy of the callbacks, valid for the job's life) and control (the
+     * handle's run control, which interrupt() sets, so a long preparation can stop). */
+    bool (*prepare)(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                    sdt_prepare_info *info, sdt_error *error);
+    void (*destroy)(void *job);
+    const sdt_job_ops *(*ops)(void);
+    sdt_run_params (*run_params)(const void *job);
+    bool (*save_state)(void *job, const char *path, sdt_error *error);
+    bool (*load_state)(void *job, const char *path, sdt_error *error);
+} sdt_train_method;
+
+typedef struct sdt_trainer_handle {
+    sdt_handle base;
+    const sdt_train_method *method;
+    sdt_host_callbacks host;   /* the plugin's own copy */
+    sdt_run_control control;
+    void *job;                 /* NULL until prepare() succeeds */
+} sdt_trainer_handle;
+
+/* create(): allocates size bytes (a method's handle struct starting with sdt_trainer_handle),
+ * adopts the callbacks and tags it with magic. what names the handle in sentences. */
+sdt_status sdt_trainer_create(size_t size, uint32_t magic, const sdt_train_method *method,
+                              const sdt_host_callbacks *callbacks, const char *what, sdt_trainer_handle **out,
+                              char *err, uint32_t err_size);
+/* destroy(): refuses (with a log line) while run() is in progress; NULL or a wrong handle is ignored. */
+void sdt_trainer_destroy(sdt_trainer_handle *t, uint32_t magic);
+/* true when t is a trainer handle of this magic. */
+bool sdt_trainer_valid(const sdt_trainer_handle *t, uint32_t magic);
+
+/* The BAD_STATE sentence for a call made while run() is in progress (call: "prepare"). */
+sdt_status sdt_trainer_refuse_while_running(sdt_trainer_handle *t, const char *call);
+/* Clears the last error and refuses while running: the start of every call that may change the job. */
+sdt_status sdt_trainer_begin_call(sdt_trainer_handle *t, const char *call);
+
+/* prepare() after the method's config checks: drops any previous job, then the method's prepare. */
+sdt_status sdt_trainer_prepare(sdt_trainer_handle *t, const void *config, sdt_prepare_info *info);
+sdt_status sdt_trainer_run(sdt_trainer_handle *t);
+sdt_status sdt_trainer_interrupt(sdt_trainer_handle *t);
+sdt_status sdt_trainer_get_run_state(const sdt_trainer_handle *t, sdt_run_state *state);
+sdt_status sdt_trainer_get_metrics(const sdt_trainer_handle *t, sdt_metrics *metrics);
+sdt_status sdt_trainer_save_state(sdt_trainer_handle *t, const char *path);
+sdt_status sdt_trainer_load_state(sdt_trainer_handle *t, const char *path);
+
+#endif

@@ -1,0 +1,63 @@
+/* hn_hook.h - hypernetworks bound to the UNet's K/V hook (models/unet.h).
+ *
+ * A binding holds a chain of hypernetworks, each with a strength: at every attention
+ * whose K/V input width matches a module, K passes through each hypernetwork's K
+ * module in chain order and V through each V module (A1111's apply_hypernetworks).
+ * Q is untouched. A hypernetwork without a module for a width passes it through.
+ *
+ * Training (sdt_hn_binding_set_step) turns dropout on for the entries added with
+ * `training`; their masks are keyed by (seed, counter, attention layer, K/V, chain
+ * position, layer), so the UNet's checkpointing recompute and the backward see the
+ * forward's masks and a resumed run draws what an uninterrupted one would. A1111
+ * trains at strength 1 (its multiplier applies only in eval): pass 1 for the entry
+ * being trained to match it.
+ *
+ * The backward recomputes the chain from the hook's input (cheap next to the UNet)
+ * and accumulates the weight gradients of entries added with `training` whose
+ * gradients are enabled (sdt_hn_enable_grads).
+ */
+#ifndef SDT_HN_HOOK_H
+#define SDT_HN_HOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hn/hn_module.h"
+#include "unet.h"
+
+#define SDT_HN_MAX_CHAIN 8
+
+typedef struct sdt_hn_binding sdt_hn_binding;
+
+/* An empty chain on a backend (every hypernetwork added must live on it). */
+sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, sdt_error *error);
+/* Frees the binding's workspace; the hypernetworks stay the caller's. */
+void sdt_hn_binding_free(sdt_hn_binding *b);
+
+/* Appends hn at `strength` (finite; A1111's <hypernet:name:strength>). `training`:
+ * dropout on during steps and weight gradients accumulated in backward. */
+bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool training, sdt_error *error);
+int sdt_hn_binding_count(const sdt_hn_binding *b);
+/* Changes an entry's strength (previews at another strength than training). */
+bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, sdt_error *error);
+
+/* Before each UNet forward of a training micro-batch: the dropout key. counter must
+ * differ between micro-batches (e.g. the global micro-step), be the same for that
+ * micro-batch's forward and backward. eval: no dropout anywhere (previews, generation). */
+void sdt_hn_binding_set_step(sdt_hn_binding *b, uint64_t seed, uint64_t counter);
+void sdt_hn_binding_set_eval(sdt_hn_binding *b);
+
+/* The hook to put in sdt_unet_options.hook; valid while the binding lives. */
+const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b);
+
+/* Device bytes the binding's workspace needs for K/V inputs of up to max_rows rows
+ * (batch x tokens, e.g. batch x (latent H x W) at the widest self-attention), for the
+ * memory estimate; sdt_hn_binding_reserve allocates it now so no step fails later. */
+size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows);
+bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error);
+
+/* The last failure inside the hook (the UNet reports only "hook failed at layer N"). */
+const sdt_error *sdt_hn_binding_error(const sdt_hn_binding *b);
+
+#endif

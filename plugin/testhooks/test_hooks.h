@@ -1,0 +1,23 @@
+/* test_hooks.h - fault injection for the tests, and nothing in production.
+ *
+ * libsdtrain.so links test_hooks_off.c: every hook is off, and the plugin reads no environment
+ * variable. The test build of the same plugin, libsdtrain_testhooks.so (built from the same
+ * objects, never installed), links test_hooks_env.c, which reads the hooks from the
+ * environment of the test process:
+ *   SDTRAIN_FAULT_NAN_PIXEL=<image file name>  its first pixel becomes NaN before VAE encoding
+ *                                              (8-bit image files cannot carry one)
+ *   SDTRAIN_MEMORY_LIMIT_MB=<MiB>              a cap on what the memory plan may use
+ * Neither library exports anything but sdtrain_entry.
+ */
+#ifndef SDT_PLUGIN_TEST_HOOKS_H
+#define SDT_PLUGIN_TEST_HOOKS_H
+
+#define SDT_TEST_HOOK_NAN_PIXEL_NAME "SDTRAIN_FAULT_NAN_PIXEL"
+#define SDT_TEST_HOOK_MEMORY_LIMIT_NAME "SDTRAIN_MEMORY_LIMIT_MB"
+
+/* The image file name whose first pixel is poisoned, or NULL. */
+const char *sdt_test_hook_nan_pixel(void);
+/* The memory cap in MiB, or 0 for none. */
+unsigned long long sdt_test_hook_memory_limit_mib(void);
+
+#endif

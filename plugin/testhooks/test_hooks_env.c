@@ -1,0 +1,14 @@
+/* test_hooks_env.c - the test build of the plugin: hooks from the environment (see test_hooks.h). */
+#include "testhooks/test_hooks.h"
+
+#include <stdlib.h>
+
+const char *sdt_test_hook_nan_pixel(void) { return getenv(SDT_TEST_HOOK_NAN_PIXEL_NAME); }
+
+unsigned long long sdt_test_hook_memory_limit_mib(void)
+{
+    const char *text = getenv(SDT_TEST_HOOK_MEMORY_LIMIT_NAME);
+    char *end = NULL;
+    unsigned long long mib = text && *text ? strtoull(text, &end, 10) : 0;
+    return end && *end == '\0' ? mib : 0;
+}

@@ -1,0 +1,8 @@
+/* test_hooks_off.c - the production plugin: no fault injection (see test_hooks.h). */
+#include "testhooks/test_hooks.h"
+
+#include <stddef.h>
+
+const char *sdt_test_hook_nan_pixel(void) { return NULL; }
+
+unsigned long long sdt_test_hook_memory_limit_mib(void) { return 0; }
