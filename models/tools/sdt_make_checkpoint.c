@@ -3,6 +3,7 @@
  *   sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only] [--clip-vocab N] [--unet-in-channels N]
+ *   sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype f32|f16|bf16]
  *
  * --clip-vocab sets the text encoder's token rows (49408 for a tiny model that the
  * CLIP tokenizer built into the plugin fits); --unet-in-channels 9 makes an inpainting
@@ -22,7 +23,9 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
             "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n"
-            "                           [--clip-vocab N] [--unet-in-channels N]\n");
+            "                           [--clip-vocab N] [--unet-in-channels N]\n"
+            "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
+            "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
     return 2;
 }
 
@@ -41,15 +44,18 @@ int main(int argc, char **argv)
     memset(&spec, 0, sizeof(spec));
     spec.dtype = SDT_F32;
     spec.layout = SDT_CKPT_LDM;
-    const char *out = NULL, *config = NULL;
+    const char *out = NULL, *config = NULL, *from = NULL;
+    bool dtype_given = false;
     long clip_vocab = 0, unet_in = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--config") && v) config = argv[++i];
         else if (!strcmp(a, "--out") && v) out = argv[++i];
+        else if (!strcmp(a, "--from") && v) from = argv[++i];
         else if (!strcmp(a, "--seed") && v) spec.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--dtype") && v) {
             if (!parse_dtype(argv[++i], &spec.dtype)) return usage("--dtype must be f32, f16 or bf16");
+            dtype_given = true;
         } else if (!strcmp(a, "--layout") && v) {
             const char *l = argv[++i];
             if (!strcmp(l, "ldm")) spec.layout = SDT_CKPT_LDM;
@@ -73,14 +79,23 @@ int main(int argc, char **argv)
             return usage(NULL);
         }
     }
+    if (!out) return usage("--out is required");
+    sdt_error error = {0};
+    if (from) {
+        if (config) return usage("--from converts an existing checkpoint; leave out --config");
+        if (!sdt_ckpt_convert(from, out, spec.layout, dtype_given ? (int)spec.dtype : -1, &error)) {
+            fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+            return 1;
+        }
+        printf("wrote %s (%s in the %s layout)\n", out, from, spec.layout == SDT_CKPT_LDM ? "ldm" : "diffusers");
+        return 0;
+    }
     sd_family family;
     if (!config || !sd_family_parse(config, &family)) return usage("--config must be tiny, sd15 or sd2");
-    if (!out) return usage("--out is required");
     if (spec.text_only && spec.vae_only) return usage("--text-only and --vae-only exclude each other");
     spec.config = sd_config_preset(family);
     if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
     if (unet_in) spec.config.unet.in_channels = (int)unet_in;
-    sdt_error error = {0};
     if (!sdt_ckpt_generate(out, &spec, &error)) {
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
