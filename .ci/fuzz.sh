@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a fuzzing build for a bounded time on its seed corpus.
-#   bash .ci/fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]   (default 60; also $SDT_FUZZ_SECONDS)
+#   bash .ci/fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]   (default 30; also $SDT_FUZZ_SECONDS)
 # Targets run $SDT_FUZZ_JOBS at a time (default: the number of cores). New inputs go to
 # BUILD_DIR/fuzz-corpus/<target>/ (the committed seeds stay as they are); a crash leaves its
 # input in BUILD_DIR/fuzz-artifacts/ and fails the run, after every target has run.
 set -euo pipefail
 build=${1:?usage: fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]}
-seconds=${2:-${SDT_FUZZ_SECONDS:-60}}
+seconds=${2:-${SDT_FUZZ_SECONDS:-30}}
 jobs=${SDT_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 list="$build/tests/fuzz/fuzz_targets.txt"
 [ -f "$list" ] || { echo "fuzz.sh: $list not found; configure $build with -DSDT_FUZZ=ON and clang" >&2; exit 1; }

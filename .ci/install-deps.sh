@@ -7,7 +7,7 @@
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
-      libglib2.0-dev libpng-dev zlib1g-dev libstb-dev
+      libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3)
 [ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
 missing=()

@@ -8,7 +8,7 @@
  *  - All tensors of one call live on the backend's device.
  *  - Compute is fp32; inputs of any float dtype are read, outputs are rounded
  *    to the output tensor's dtype at storage (so f16 overflows to inf for real).
- *  - Saved statistics (mean, rstd, attention probabilities) are f32 tensors.
+ *  - Saved statistics (mean, rstd, attention logsumexp) are f32 tensors.
  *  - Backward ACCUMULATES (+=) into every gradient tensor it is given, inputs
  *    and weights alike; the caller zeroes them. A NULL gradient is skipped.
  *    This makes residual branches and gradient accumulation free.
@@ -122,13 +122,17 @@ struct sdt_backend {
                            int stride, int pad);
     /* torch.nn.functional.scaled_dot_product_attention with scale 1/sqrt(head_dim):
      * q [B, Tq, H*D], k and v [B, Tk, H*D], out [B, Tq, H*D]. causal masks j > i.
-     * probs [B, H, Tq, Tk] f32 saves the softmax for backward; when probs is NULL
-     * forward saves nothing and backward recomputes it. */
-    int (*attention_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, const sdt_tensor *q,
+     * Memory stays linear in the sequence length: no backend builds a [Tq, Tk] buffer
+     * (flash-attention style tiles with an online softmax).
+     * lse [B, H, Tq] f32 saves each row's logsumexp of the scaled, masked logits, all
+     * backward needs besides out; when lse is NULL forward saves nothing. */
+    int (*attention_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
                              const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
+    /* out and lse are forward's; with lse NULL backward recomputes both (out may then be NULL). */
     int (*attention_backward)(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
                               const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
-                              const sdt_tensor *v, const sdt_tensor *probs, int heads, bool causal);
+                              const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads,
+                              bool causal);
     /* Numerically stable softmax over the last dim. Backward reads the forward output. */
     int (*softmax_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
     int (*softmax_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out);

@@ -5,6 +5,7 @@
  * and vae/ (safetensors only: no config.json, which sdtrain does not need).
  */
 #include "checkpoint_gen.h"
+#include "diffusers_config.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "diffusers_names.h"
 #include "safetensors.h"
+#include "weights.h"
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -219,7 +221,29 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     }
     for (size_t i = 0; names && i < g->n; i++) free(names[i]);
     free(items), free(names), free(parts), free(shapes);
+    /* the JSON files diffusers opens a folder by (a partial folder for tests gets none) */
+    if (ok && !spec->text_only && !spec->vae_only) ok = sdt_diffusers_config_write(path, cfg, error);
     return ok;
+}
+
+/* The diffusers folder stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
+ * unused last layers already cut (23 of 24), so its default output is the same. */
+static sd_config layout_config(const sdt_ckpt_spec *spec)
+{
+    sd_config cfg = spec->config;
+    if (spec->layout == SDT_CKPT_DIFFUSERS && cfg.clip.layout == CLIP_LAYOUT_OPENCLIP) {
+        cfg.clip.layout = CLIP_LAYOUT_HF;
+        cfg.clip.layers -= cfg.clip.default_skip - 1;
+        cfg.clip.default_skip = 1;
+    }
+    return cfg;
+}
+
+static bool write_layout(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, sdt_error *error)
+{
+    sd_config cfg = layout_config(spec);
+    return spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, g, error)
+                                        : write_diffusers(path, spec, &cfg, g, error);
 }
 
 bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error)
@@ -228,22 +252,58 @@ bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *e
         sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: checkpoints are written as F32, F16 or BF16", path);
         return false;
     }
-    sd_config cfg = spec->config;
-    if (spec->layout == SDT_CKPT_DIFFUSERS && cfg.clip.layout == CLIP_LAYOUT_OPENCLIP) {
-        /* diffusers stores SD 2.x's OpenCLIP text tower as an HF CLIPTextModel with the
-         * unused last layers already cut (23 of 24), so its default output is the same. */
-        cfg.clip.layout = CLIP_LAYOUT_HF;
-        cfg.clip.layers -= cfg.clip.default_skip - 1;
-        cfg.clip.default_skip = 1;
-    }
+    sd_config cfg = layout_config(spec);
     gen_ctx g = {.spec = spec, .error = error};
     bool ok = sd_params(&cfg, collect, &g, error) && !g.failed;
     if (g.failed)
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
                  g.failed_key);
-    if (ok)
-        ok = spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, &g, error)
-                                          : write_diffusers(path, spec, &cfg, &g, error);
+    if (ok) ok = write_layout(path, spec, &g, error);
     free_items(&g);
+    return ok;
+}
+
+bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout, int dtype, sdt_error *error)
+{
+    sdt_weights *w = sdt_weights_open(src, error);
+    if (!w) return false;
+    sdt_ckpt_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.layout = layout;
+    gen_ctx g = {.spec = &spec, .error = error};
+    bool ok = sd_config_detect(w, &spec.config, error);
+    size_t n = ok ? sdt_weights_count(w) : 0;
+    g.items = calloc(n ? n : 1, sizeof(*g.items));
+    if (ok && !g.items) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
+    for (size_t i = 0; ok && i < n; i++) {
+        const char *key = sdt_weights_key(w, i);
+        const sdt_tensor *t = sdt_weights_get(w, key);
+        if (i == 0) spec.dtype = dtype < 0 ? t->dtype : (sdt_dtype)dtype;
+        if (t->ndim > 4 || (t->dtype != SDT_F32 && t->dtype != SDT_F16 && t->dtype != SDT_BF16)) {
+            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: tensor '%s' is %s with %d dimensions; only float tensors "
+                          "(F32, F16, BF16) of up to 4 dimensions are converted", src, key, sdt_dtype_name(t->dtype),
+                          t->ndim);
+            break;
+        }
+        int64_t n_values = sdt_tensor_numel(t);
+        gen_tensor *dst = &g.items[g.n];
+        dst->name = strdup(key);
+        dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
+        float *f32 = malloc(n_values ? (size_t)n_values * sizeof(float) : 1);
+        if (!dst->name || !dst->data || !f32) {
+            free(dst->name), free(dst->data), free(f32);
+            ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting '%s'", src, key);
+            break;
+        }
+        dst->ndim = t->ndim;
+        for (int d = 0; d < 4; d++) dst->shape[d] = d < t->ndim ? t->shape[d] : 0;
+        sdt_load_f32(t->data, t->dtype, f32, n_values); /* exact for any of the three into F32 */
+        sdt_store_f32(f32, dst->data, spec.dtype, n_values);
+        free(f32);
+        g.n++;
+    }
+    if (ok) ok = write_layout(path, &spec, &g, error);
+    free_items(&g);
+    sdt_weights_close(w);
     return ok;
 }

@@ -37,6 +37,10 @@ typedef struct sdt_ckpt_spec {
  * missing). false + error sentence on failure. */
 bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error);
 
+/* Copies the checkpoint src (either layout) into path in `layout`: the same model in the other
+ * layout. dtype < 0 keeps the source's float dtype (values unchanged); SDT_F32 widens exactly. */
+bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout, int dtype, sdt_error *error);
+
 /* The value stream of one parameter: fills n floats as the generator does. */
 void sdt_ckpt_fill(float *dst, int64_t n, const sdt_param_info *p, uint64_t seed, bool perturb_all);
 

@@ -323,7 +323,7 @@ static void alloc_layer_acts(clip_layer_acts *a, const clip_config *c, sdt_arena
     a->q = mu_alloc(ar, dt, 3, B, T, C, 0);
     a->k = mu_alloc(ar, dt, 3, B, T, C, 0);
     a->v = mu_alloc(ar, dt, 3, B, T, C, 0);
-    a->probs = mu_alloc(ar, SDT_F32, 4, B, c->heads, T, T);
+    a->lse = mu_alloc(ar, SDT_F32, 3, B, c->heads, T, 0);
     a->attn = mu_alloc(ar, dt, 3, B, T, C, 0);
     a->x_mid = mu_alloc(ar, dt, 3, B, T, C, 0);
     a->ln2 = mu_alloc(ar, dt, 3, B, T, C, 0);
@@ -372,7 +372,7 @@ static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, sd
 {
     const struct { const sdt_tensor *t; const char *what; } outs[] = {
         {&a->ln1, "layer_norm1 output"}, {&a->q, "self_attn.q_proj output"}, {&a->k, "self_attn.k_proj output"},
-        {&a->v, "self_attn.v_proj output"}, {&a->probs, "self_attn softmax"}, {&a->attn, "self_attn output"},
+        {&a->v, "self_attn.v_proj output"}, {&a->lse, "self_attn softmax statistics"}, {&a->attn, "self_attn output"},
         {&a->x_mid, "self_attn.out_proj output (with the residual)"}, {&a->ln2, "layer_norm2 output"},
         {&a->fc1, "mlp.fc1 output"}, {&a->act, "mlp activation output"}, {&a->x_out, "mlp.fc2 output (with the residual)"},
     };
@@ -392,7 +392,7 @@ static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->k, &a->ln1, &L->k_w, &L->k_b));
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
     MU_TRY(be, error, MODULE,
-           be->attention_forward(be, &a->attn, &a->probs, &a->q, &a->k, &a->v, c->heads, true));
+           be->attention_forward(be, &a->attn, &a->lse, &a->q, &a->k, &a->v, c->heads, true));
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b));
     MU_TRY(be, error, MODULE, be->add_forward(be, &a->x_mid, &a->x_mid, x_in));
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C), ln2 = mu_reshape2(&a->ln2, N, C);
@@ -486,7 +486,8 @@ static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sd
     if (!zero_all(be, att, 4, error)) return false;
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dx, &a->attn, &L->o_w));
     MU_TRY(be, error, MODULE,
-           be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->probs, c->heads, true));
+           be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->attn, &a->lse,
+                                  c->heads, true));
     MU_TRY(be, error, MODULE, be->zero(be, &s->d_c));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dq, &a->ln1, &L->q_w));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));

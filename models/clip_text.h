@@ -109,7 +109,7 @@ typedef struct clip_text_inputs {
 
 typedef struct clip_layer_acts {
     sdt_tensor ln1, ln1_mean, ln1_rstd;
-    sdt_tensor q, k, v, probs, attn;
+    sdt_tensor q, k, v, lse, attn; /* lse [B, heads, T] f32: attention's saved softmax statistics */
     sdt_tensor x_mid;
     sdt_tensor ln2, ln2_mean, ln2_rstd;
     sdt_tensor fc1, act;

@@ -1,6 +1,10 @@
 /* sd_model.c - config detection and loading of a whole checkpoint; see sd_model.h. */
 #include "sd_model.h"
 
+#include <glib.h>
+
+#include "diffusers_config.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +99,10 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
         return false;
     }
     c.family = family_of(&c);
+    const char *path = sdt_weights_path(w);
+    if (g_file_test(path, G_FILE_TEST_IS_DIR) &&
+        !sdt_diffusers_config_apply(path, &c, &c.prediction_from_config, error))
+        return false;
     *cfg = c;
     return true;
 }

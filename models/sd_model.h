@@ -36,6 +36,7 @@ typedef struct sd_config {
     clip_config clip;
     vae_config vae;
     sdt_unet_config unet;
+    bool prediction_from_config; /* a diffusers scheduler config set unet.v_prediction */
 } sd_config;
 
 /* "tiny", "sd1", "sd2", "custom". */
@@ -45,7 +46,8 @@ bool sd_family_parse(const char *name, sd_family *out);
 /* The published (or tiny) configuration of a family. */
 sd_config sd_config_preset(sd_family f);
 /* Detects all three parts' configs and names the family. A checkpoint without a
- * UNet, text encoder or VAE is an error naming the missing part. */
+ * UNet, text encoder or VAE is an error naming the missing part. A diffusers folder's
+ * config files (diffusers_config.h) then set what the weights cannot say. */
 bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);

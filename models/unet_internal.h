@@ -75,7 +75,7 @@ typedef struct unet_attention {
     /* saved */
     sdt_tensor kin, vin;   /* hooked K/V inputs (or the plain input when not hooked) */
     bool k_hooked, v_hooked;
-    sdt_tensor qt, kt, vt, probs, o;
+    sdt_tensor qt, kt, vt, lse, o; /* lse [B, heads, Tq] f32: attention's saved softmax statistics */
 } unet_attention;
 
 typedef struct unet_tblock {

@@ -92,16 +92,11 @@ static bool attention_forward(unet_ctx *c, unet_attention *a, const sdt_tensor *
     if (!linear(c, &a->q, a->name, qin, &a->qt) || !linear(c, &a->k, a->name, &a->kin, &a->kt) ||
         !linear(c, &a->v, a->name, &a->vin, &a->vt))
         return false;
-    a->probs.data = NULL;
-    a->probs.ndim = 0;
-    sdt_tensor *probs = NULL;
-    if (a->cross) {
-        int64_t shape[4] = {qin->shape[0], a->heads, qin->shape[1], kv->shape[1]};
-        a->probs = sdt_arena_tensor(c->arena, SDT_F32, 4, shape);
-        probs = &a->probs;
-    }
+    /* The softmax statistics backward needs: one f32 per query row and head, never [Tq, Tk]. */
+    int64_t shape[3] = {qin->shape[0], a->heads, qin->shape[1]};
+    a->lse = sdt_arena_tensor(c->arena, SDT_F32, 3, shape);
     a->o = unet_act_like(c, &a->qt);
-    UNET_OP(c, a->name, be->attention_forward(be, &a->o, probs, &a->qt, &a->kt, &a->vt, a->heads, false));
+    UNET_OP(c, a->name, be->attention_forward(be, &a->o, &a->lse, &a->qt, &a->kt, &a->vt, a->heads, false));
     return true;
 }
 
@@ -139,8 +134,8 @@ static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor 
         !unet_grad_like(c, &a->qt, &dq, a->name) || !unet_grad_like(c, &a->kt, &dk, a->name) ||
         !unet_grad_like(c, &a->vt, &dv, a->name))
         return false;
-    UNET_OP(c, a->name, be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt,
-                                               a->cross ? &a->probs : NULL, a->heads, false));
+    UNET_OP(c, a->name, be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt, &a->o,
+                                               &a->lse, a->heads, false));
     if (!linear_backward(c, &a->q, a->name, qin, &dq, d_q) || !kv_backward(c, a, SDT_UNET_K, kv, &dk, d_kv) ||
         !kv_backward(c, a, SDT_UNET_V, kv, &dv, d_kv))
         return false;

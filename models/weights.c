@@ -8,6 +8,7 @@
  */
 #include "weights.h"
 
+#include <cjson/cJSON.h>
 #include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 
 #define MAX_LEVELS 16
 #define MAX_FILES 3
+#define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
     char *key;              /* canonical */
@@ -32,7 +34,7 @@ struct sdt_weights {
     char *hash_file;
     bool is_folder;
     bool has_unet, has_text, has_vae;
-    sdt_safetensors *files[MAX_FILES];
+    sdt_safetensors *files[MAX_FILES * MAX_SHARDS];
     sdt_torch_file *torch; /* a .ckpt single file, when that is what was opened */
     int n_files;
     GArray *entries;   /* weight_entry */
@@ -79,9 +81,9 @@ typedef struct unet_layout {
     bool up_has_attn[MAX_LEVELS];
 } unet_layout;
 
+/* Adds one file's names to l (zeroed by the caller; a sharded UNet scans every shard). */
 static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, sdt_error *error)
 {
-    memset(l, 0, sizeof(*l));
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const char *name = sdt_st_at(st, i)->name, *rest;
         int lvl, j;
@@ -245,12 +247,10 @@ static char *single_file_key(const char *name)
     return g_strdup(name);
 }
 
-static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error *error)
+/* Maps one file's tensors; layout and dec_levels describe the whole component (all its shards). */
+static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, const unet_layout *layout, int dec_levels,
+                            sdt_error *error)
 {
-    w->files[w->n_files++] = st;
-    unet_layout layout;
-    if (c == COMP_UNET && !unet_layout_scan(st, &layout, error)) return false;
-    int dec_levels = c == COMP_VAE ? vae_decoder_levels(st) : 0;
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
         char *key = NULL, *mapped;
@@ -260,7 +260,7 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error
             if (!(key = single_file_key(e->name))) continue;
             break;
         case COMP_UNET:
-            mapped = unet_key(e->name, &layout);
+            mapped = unet_key(e->name, layout);
             key = g_strconcat("model.diffusion_model.", mapped, NULL);
             g_free(mapped);
             break;
@@ -274,6 +274,78 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error
         if (!add_entry(w, key, st, e, conv1x1, error)) return false;
     }
     return true;
+}
+
+/* The files of one component (n > 1: shards), owned by w from here on. */
+static bool add_files(sdt_weights *w, sdt_safetensors **st, int n, component c, sdt_error *error)
+{
+    unet_layout layout;
+    memset(&layout, 0, sizeof layout);
+    int dec_levels = 0;
+    for (int i = 0; i < n; i++) w->files[w->n_files++] = st[i];
+    for (int i = 0; i < n; i++) {
+        if (c == COMP_UNET && !unet_layout_scan(st[i], &layout, error)) return false;
+        int levels = c == COMP_VAE ? vae_decoder_levels(st[i]) : 0;
+        if (levels > dec_levels) dec_levels = levels;
+    }
+    for (int i = 0; i < n; i++)
+        if (!add_file_mapped(w, st[i], c, &layout, dec_levels, error)) return false;
+    return true;
+}
+
+static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error *error)
+{
+    return add_files(w, &st, 1, c, error);
+}
+
+/* Opens the shards a <base>.safetensors.index.json names (its weight_map's distinct files, in
+ * the folder of the index). 0 + error on failure; the files opened so far are closed. */
+static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error *error)
+{
+    gchar *text = NULL;
+    gsize len = 0;
+    cJSON *j = g_file_get_contents(index_path, &text, &len, NULL) ? cJSON_ParseWithLength(text, len) : NULL;
+    g_free(text);
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the "
+                 "file from the model's download", index_path);
+        cJSON_Delete(j);
+        return 0;
+    }
+    char *dir = g_path_get_dirname(index_path);
+    GPtrArray *names = g_ptr_array_new();
+    const cJSON *e;
+    bool ok = true;
+    cJSON_ArrayForEach(e, map) {
+        const char *f = cJSON_GetStringValue(e);
+        if (!f || !*f || strchr(f, '/') || strstr(f, "..")) {
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: weight_map entry '%s' does not name a file beside the index",
+                          index_path, e->string ? e->string : "?");
+            break;
+        }
+        bool seen = false;
+        for (guint k = 0; k < names->len && !seen; k++) seen = !strcmp(g_ptr_array_index(names, k), f);
+        if (!seen) g_ptr_array_add(names, (gpointer)f);
+    }
+    if (ok && (names->len == 0 || names->len > MAX_SHARDS))
+        ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: names %u shard files; a component holds 1 to %d", index_path,
+                      names->len, MAX_SHARDS);
+    int n = 0;
+    for (guint k = 0; ok && k < names->len; k++) {
+        char *p = g_build_filename(dir, (const char *)g_ptr_array_index(names, k), NULL);
+        out[n] = sdt_st_open(p, error);
+        g_free(p);
+        if (!out[n]) ok = false;
+        else n++;
+    }
+    if (!ok) {
+        while (n > 0) sdt_st_close(out[--n]);
+    }
+    g_ptr_array_free(names, TRUE);
+    g_free(dir);
+    cJSON_Delete(j);
+    return n;
 }
 
 /* Opens <dir>/<sub>/<base>.safetensors, else the .fp16 variant; NULL + *missing when neither exists. */
@@ -298,6 +370,28 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
     return NULL;
 }
 
+/* <dir>/<sub>/<base>.safetensors.index.json (else its .fp16 variant, as diffusers names it):
+ * the shards it names. 0 + *missing when no index exists. */
+static int open_sharded_component(const char *dir, const char *sub, const char *base, sdt_safetensors **shards,
+                                  bool *missing, sdt_error *error)
+{
+    const char *variants[] = {"%s.safetensors.index.json", "%s.safetensors.index.fp16.json"};
+    *missing = true;
+    for (int v = 0; v < 2; v++) {
+        char *file = g_strdup_printf(variants[v], base);
+        char *p = g_build_filename(dir, sub, file, NULL);
+        g_free(file);
+        int n = 0;
+        if (g_file_test(p, G_FILE_TEST_EXISTS)) {
+            *missing = false;
+            n = open_shards(p, shards, error);
+        }
+        g_free(p);
+        if (!*missing) return n;
+    }
+    return 0;
+}
+
 static bool open_folder(sdt_weights *w, sdt_error *error)
 {
     static const struct {
@@ -312,7 +406,16 @@ static bool open_folder(sdt_weights *w, sdt_error *error)
         bool missing;
         sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, error);
         if (!st && !missing) return false;
-        if (!st) continue;
+        if (!st) {
+            sdt_safetensors *shards[MAX_SHARDS];
+            int n = open_sharded_component(w->path, parts[i].sub, parts[i].base, shards, &missing, error);
+            if (!n && !missing) return false;
+            if (!n) continue;
+            *have[i] = true;
+            if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(sdt_st_path(shards[0]));
+            if (!add_files(w, shards, n, parts[i].c, error)) return false;
+            continue;
+        }
         *have[i] = true;
         if (parts[i].c == COMP_UNET) w->hash_file = g_strdup(used);
         g_free(used);
@@ -320,7 +423,8 @@ static bool open_folder(sdt_weights *w, sdt_error *error)
     }
     if (!w->n_files) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
-                 "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants); give a "
+                 "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants or "
+                 "*.safetensors.index.json shards); give a "
                  ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
         return false;
     }

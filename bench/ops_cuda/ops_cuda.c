@@ -1,6 +1,7 @@
 /* ops_cuda.c - times the CUDA backend's heaviest ops at SD 1.5 shapes (512x512 images, so
- * 64x64 latents), forward and backward, in bf16, and prints where a training step's time can
- * go. Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
+ * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64), forward and
+ * backward, in bf16 on random inputs, and prints where a training step's time can go.
+ * Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,29 @@ static sdt_tensor dev(sdt_dtype dt, int ndim, const int64_t *shape)
     be->zero(be, &t);
     return t;
 }
+/* Uniform random values in [-1, 1) from a fixed seed: timing zeros flatters kernels and hides unwritten outputs. */
+static unsigned long long bench_rng = 0x5d7a11ULL;
+static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
+{
+    sdt_tensor t = dev(dt, ndim, shape);
+    int64_t n = sdt_tensor_numel(&t);
+    float *host = malloc(sizeof(float) * (size_t)n);
+    void *raw = malloc(sdt_tensor_nbytes(&t));
+    if (!host || !raw) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        bench_rng = bench_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        host[i] = (float)((double)(bench_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    sdt_store_f32(host, raw, dt, n);
+    be->upload(be, t.data, raw, sdt_tensor_nbytes(&t));
+    free(host);
+    free(raw);
+    return t;
+}
+#define DEVR(dt, ...) dev_random(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 #define DEV(dt, ...) dev(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 typedef struct result {
@@ -62,28 +86,31 @@ static double time_ms(op_fn f, void *ctx)
     return t[3];
 }
 
+/* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does. */
 typedef struct attn_ctx {
-    sdt_tensor q, k, v, out, dout, dq, dk, dv;
+    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
     int heads;
 } attn_ctx;
 static int attn_f(void *c)
 {
     attn_ctx *a = c;
-    return be->attention_forward(be, &a->out, NULL, &a->q, &a->k, &a->v, a->heads, false);
+    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
 }
 static int attn_b(void *c)
 {
     attn_ctx *a = c;
-    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, NULL, a->heads, false);
+    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
+                                  false);
 }
 
 static result bench_attention(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
-    attn_ctx a = {DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
-                  DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C), heads};
+    attn_ctx a = {DEVR(SDT_BF16, B, Tq, C), DEVR(SDT_BF16, B, Tk, C), DEVR(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
+                  DEVR(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C),
+                  DEV(SDT_F32, B, heads, Tq), heads};
     result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a)};
-    sdt_tensor *all[8] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv};
-    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
+    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
     return r;
 }
 
@@ -147,21 +174,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "ops_cuda: %s\n", err);
         return 1;
     }
-    result r[16];
+    result r[32];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
-        char *names[5];
-        for (int i = 0; i < 5; i++) names[i] = malloc(64);
+        char *names[7];
+        for (int i = 0; i < 7; i++) names[i] = malloc(64);
         snprintf(names[0], 64, "self-attn 4096x320 h8 b%d", B);
         snprintf(names[1], 64, "cross-attn 4096x77 h8 b%d", B);
         snprintf(names[2], 64, "self-attn 1024x640 h8 b%d", B);
-        snprintf(names[3], 64, "conv3x3 320ch 64x64 b%d", B);
-        snprintf(names[4], 64, "groupnorm 320ch 64x64 b%d", B);
+        snprintf(names[3], 64, "self-attn 256x1280 h8 b%d", B);
+        snprintf(names[4], 64, "self-attn 4096x320 h5 b%d", B); /* SD 2.x: head dim 64 */
+        snprintf(names[5], 64, "conv3x3 320ch 64x64 b%d", B);
+        snprintf(names[6], 64, "groupnorm 320ch 64x64 b%d", B);
         r[n++] = bench_attention(names[0], B, 4096, 4096, 320, 8);
         r[n++] = bench_attention(names[1], B, 4096, 77, 320, 8);
         r[n++] = bench_attention(names[2], B, 1024, 1024, 640, 8);
-        r[n++] = bench_conv(names[3], B, 320, 64);
-        r[n++] = bench_groupnorm(names[4], B, 320, 64);
+        r[n++] = bench_attention(names[3], B, 256, 256, 1280, 8);
+        r[n++] = bench_attention(names[4], B, 4096, 4096, 320, 5);
+        r[n++] = bench_conv(names[5], B, 320, 64);
+        r[n++] = bench_groupnorm(names[6], B, 320, 64);
     }
     FILE *j = fopen(out, "w");
     printf("%-30s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms");

@@ -1,5 +1,7 @@
-/* sdt-make-demo-dataset - draws the demo dataset: N images of one concept (an
- * orange ring, see demo_scene.h) with <stem>.txt captions, as A1111 reads them.
+/* sdt-make-demo-dataset - draws the demo dataset: N images of the demo world's
+ * held-out concept (a yellow star, see world.h) with <stem>.txt captions naming
+ * only the background and the place ("navy background, top left"), as A1111 reads
+ * them; the demo's template is "a [name] on a [filewords]".
  *
  *   sdt-make-demo-dataset OUT_DIR [--count N] [--size S] [--seed S]
  *
@@ -12,7 +14,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
-#include "demo_scene.h"
+#include "world.h"
 #include "data/png_write.h"
 
 #define DEFAULT_COUNT 12
@@ -71,18 +73,18 @@ static int parse_args(int argc, char **argv, dataset_args *a)
     return a->out ? 0 : usage("OUT_DIR is required");
 }
 
-static bool write_image(const char *dir, int index, const demo_scene *s, uint8_t *rgb, sdt_error *error)
+static bool write_image(const char *dir, int index, const world_scene *s, uint8_t *rgb, sdt_error *error)
 {
     char stem[32];
     snprintf(stem, sizeof stem, "demo_%03d", index);
     char *png_path = g_strdup_printf("%s/%s.png", dir, stem);
     char *txt_path = g_strdup_printf("%s/%s.txt", dir, stem);
-    char *caption = demo_scene_caption(s);
-    demo_scene_draw(s, rgb);
+    char caption[256];
+    world_caption_place(s, caption, sizeof caption);
+    world_scene_draw(s, rgb);
     /* No trailing newline: A1111 keeps a caption file's content unstripped. */
     bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, error) &&
               sdt_atomic_write(txt_path, caption, strlen(caption), error);
-    g_free(caption);
     g_free(png_path);
     g_free(txt_path);
     return ok;
@@ -97,12 +99,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sdt-make-demo-dataset: cannot create %s; choose a writable OUT_DIR.\n", a.out);
         return 1;
     }
-    uint64_t rng = a.seed;
     uint8_t *rgb = g_malloc((size_t)a.size * a.size * 3);
     sdt_error error = {0};
     bool ok = true;
     for (int i = 0; ok && i < (int)a.count; i++) {
-        demo_scene s = demo_scene_random(&rng, (int)a.size);
+        world_scene s = world_scene_make(a.seed, (uint64_t)i, (int)a.size, WORLD_PICK_CONCEPT);
         ok = write_image(a.out, i, &s, rgb, &error);
     }
     g_free(rgb);

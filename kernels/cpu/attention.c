@@ -1,32 +1,34 @@
 /* attention.c - torch.nn.functional.scaled_dot_product_attention on the CPU
- * (scale 1/sqrt(head_dim), optional causal mask, no dropout).
+ * (scale 1/sqrt(head_dim), optional causal mask, no dropout), tiled so memory
+ * stays linear in the sequence length.
  *
- * q [B, Tq, H*D], k and v [B, Tk, H*D]. Each (batch, head) is three sgemm calls
- * that read the head's columns in place through a leading dimension of H*D, so
- * nothing is gathered: S = scale q k^T, P = softmax(S) row-wise, out = P v.
- * Tq may differ from Tk (cross-attention); causal needs Tq == Tk.
- * With at least as many (batch, head) pairs as threads, each thread takes whole
- * pairs (their GEMMs are small); otherwise pairs run in turn and the GEMMs and
- * softmax rows inside are split across the threads instead.
+ * q [B, Tq, H*D], k and v [B, Tk, H*D]; a head is a column block of width D read
+ * in place through a leading dimension of H*D. Forward walks key tiles with an
+ * online softmax (running max and sum per row, FlashAttention's recurrence) and
+ * saves each row's logsumexp. Backward recomputes each probability tile from that
+ * logsumexp and uses D = rowsum(dO * O) for the softmax gradient: one pass over key
+ * tiles writes dk and dv, one over query tiles writes dq, so no two work units
+ * touch the same rows and the results do not depend on the thread count.
+ * Workspace: two [QT, KT] tiles and a [QT, D] accumulator per thread.
  */
 #include "cpu_check.h"
 #include "cpu_gemm.h"
-#include "softmax_row.h"
 
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { ATTN_QT = 64, ATTN_KT = 128 }; /* query rows and keys per tile */
+
 typedef struct attn_geom {
     int batch, heads, tq, tk, d, hd; /* hd = heads * d, the row stride of q, k, v */
     float scale;
     bool causal;
-    int threads; /* OpenMP threads for the softmax rows when not already inside a parallel region */
 } attn_geom;
 
 static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k,
-                      const sdt_tensor *v, const sdt_tensor *probs, int heads, bool causal, attn_geom *g)
+                      const sdt_tensor *v, const sdt_tensor *lse, int heads, bool causal, attn_geom *g)
 {
     const int64_t any3[3] = {-1, -1, -1};
     if (cpu_check_shape(be, op, "q [B, Tq, H*D]", q, 3, any3)) return -1;
@@ -39,127 +41,234 @@ static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, cons
     if (causal && q->shape[1] != k->shape[1])
         return cpu_fail(be, "%s: causal attention needs Tq == Tk but q has %lld tokens and k has %lld.", op,
                         (long long)q->shape[1], (long long)k->shape[1]);
-    const int64_t pdims[4] = {q->shape[0], heads, q->shape[1], k->shape[1]};
-    if (probs && cpu_check_shape(be, op, "probs [B, H, Tq, Tk]", probs, 4, pdims)) return -1;
+    const int64_t ldims[3] = {q->shape[0], heads, q->shape[1]};
+    if (lse && cpu_check_shape(be, op, "lse [B, H, Tq]", lse, 3, ldims)) return -1;
+    if (lse && lse->dtype != SDT_F32)
+        return cpu_fail(be, "%s: lse must be f32 (it holds softmax statistics) but is %s.", op,
+                        sdt_dtype_name(lse->dtype));
     *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
-                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, 1};
-    g->threads = cpu_threads_for(be, (int64_t)g->tq * g->tk);
+                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal};
     g->scale = (float)(1.0 / sqrt((double)g->d));
     return 0;
 }
 
-/* Offset of head h of batch b's first row in a [B, T, H*D] tensor. */
-static int64_t head_offset(const attn_geom *g, int t, int b, int h)
+/* Offset of row t of head h of batch b in a [B, T, H*D] tensor. */
+static int64_t row_offset(const attn_geom *g, int t_len, int b, int t, int h)
 {
-    return (int64_t)b * t * g->hd + (int64_t)h * g->d;
+    return ((int64_t)b * t_len + t) * g->hd + (int64_t)h * g->d;
 }
 
-/* p [Tq, Tk] = softmax(scale * q_bh k_bh^T), masked entries exactly 0. */
-static void attn_probs(sdt_backend *be, const attn_geom *g, const float *q, const float *k, int b, int h, float *p)
+/* Keys of row i (absolute) that are visible within the key tile [k0, k0 + cols). */
+static int visible_keys(const attn_geom *g, int i, int k0, int cols)
 {
-    cpu_sgemm(be, false, true, g->tq, g->tk, g->d, g->scale,
-                q + head_offset(g, g->tq, b, h), g->hd, k + head_offset(g, g->tk, b, h), g->hd, 0.0f, p, g->tk);
-#pragma omp parallel for num_threads(omp_in_parallel() ? 1 : g->threads) schedule(static)
-    for (int i = 0; i < g->tq; i++) {
-        float *row = p + (int64_t)i * g->tk;
-        const int valid = g->causal ? i + 1 : g->tk;
-        cpu_softmax_row(row, row, valid);
-        if (valid < g->tk) memset(row + valid, 0, sizeof(float) * (size_t)(g->tk - valid));
+    if (!g->causal) return cols;
+    const int n = i - k0 + 1;
+    return n < 0 ? 0 : n < cols ? n : cols;
+}
+
+/* One tile of work: head (b, h) and rows [r0, r0 + rows) of the tiled side. */
+typedef struct attn_unit {
+    int b, h, r0, rows;
+} attn_unit;
+
+static int unit_count(const attn_geom *g, int t_len, int tile)
+{
+    return g->batch * g->heads * ((t_len + tile - 1) / tile);
+}
+
+static attn_unit unit_at(const attn_geom *g, int t_len, int tile, int index)
+{
+    const int tiles = (t_len + tile - 1) / tile, bh = index / tiles, r0 = (index % tiles) * tile;
+    return (attn_unit){bh / g->heads, bh % g->heads, r0, t_len - r0 < tile ? t_len - r0 : tile};
+}
+
+/* out rows and lse of one query tile: online softmax over key tiles. s [QT, KT], o [QT, D]. */
+static void forward_unit(sdt_backend *be, const attn_geom *g, attn_unit u, const float *q, const float *k,
+                         const float *v, float *out, float *lse, float *s, float *o)
+{
+    float m[ATTN_QT], l[ATTN_QT];
+    for (int i = 0; i < u.rows; i++) m[i] = -INFINITY, l[i] = 0.0f;
+    memset(o, 0, sizeof(float) * (size_t)u.rows * g->d);
+    const int last_row = u.r0 + u.rows - 1;
+    for (int k0 = 0; k0 < g->tk && !(g->causal && k0 > last_row); k0 += ATTN_KT) {
+        const int cols = g->tk - k0 < ATTN_KT ? g->tk - k0 : ATTN_KT;
+        cpu_sgemm(be, false, true, u.rows, cols, g->d, g->scale, q + row_offset(g, g->tq, u.b, u.r0, u.h), g->hd,
+                  k + row_offset(g, g->tk, u.b, k0, u.h), g->hd, 0.0f, s, ATTN_KT);
+        for (int i = 0; i < u.rows; i++) {
+            float *row = s + (int64_t)i * ATTN_KT;
+            const int valid = visible_keys(g, u.r0 + i, k0, cols);
+            float mx = m[i];
+            for (int j = 0; j < valid; j++) mx = row[j] > mx ? row[j] : mx;
+            const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - mx);
+            float sum = 0.0f;
+            for (int j = 0; j < valid; j++) sum += (row[j] = expf(row[j] - mx));
+            for (int j = valid; j < cols; j++) row[j] = 0.0f;
+            l[i] = l[i] * corr + sum;
+            m[i] = mx;
+            if (corr != 1.0f)
+                for (int e = 0; e < g->d; e++) o[(int64_t)i * g->d + e] *= corr;
+        }
+        cpu_sgemm(be, false, false, u.rows, g->d, cols, 1.0f, s, ATTN_KT, v + row_offset(g, g->tk, u.b, k0, u.h),
+                  g->hd, 1.0f, o, g->d);
+    }
+    for (int i = 0; i < u.rows; i++) {
+        float *dst = out + row_offset(g, g->tq, u.b, u.r0 + i, u.h);
+        const float inv = 1.0f / l[i];
+        for (int e = 0; e < g->d; e++) dst[e] = o[(int64_t)i * g->d + e] * inv;
+        if (lse) lse[((int64_t)u.b * g->heads + u.h) * g->tq + u.r0 + i] = m[i] + logf(l[i]);
     }
 }
 
-int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, const sdt_tensor *q,
+/* Runs forward over every query tile; out and lse are f32 (lse may be NULL). */
+static int forward_all(sdt_backend *be, const char *op, const attn_geom *g, const float *q, const float *k,
+                       const float *v, float *out, float *lse)
+{
+    const int units = unit_count(g, g->tq, ATTN_QT), threads = cpu_threads_for(be, (int64_t)g->tq * g->tk);
+    const size_t per_thread = (size_t)ATTN_QT * ATTN_KT + (size_t)ATTN_QT * g->d;
+    float *work = malloc(sizeof(float) * per_thread * (size_t)threads);
+    if (!work) return cpu_fail_oom(be, op, sizeof(float) * per_thread * (size_t)threads);
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (units > 1)
+    for (int n = 0; n < units; n++) {
+        float *s = work + per_thread * (size_t)omp_get_thread_num();
+        forward_unit(be, g, unit_at(g, g->tq, ATTN_QT, n), q, k, v, out, lse, s, s + ATTN_QT * ATTN_KT);
+    }
+    free(work);
+    return 0;
+}
+
+int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
                           const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal)
 {
     const char *op = "attention_forward";
     attn_geom g;
-    if (attn_check(be, op, q, k, v, probs, heads, causal, &g)) return -1;
+    if (attn_check(be, op, q, k, v, lse, heads, causal, &g)) return -1;
     if (cpu_check_like(be, op, "out", out, "q", q) || cpu_check_tensor(be, op, "out", out)) return -1;
     const float *qf = cpu_read_f32(be, q, 0);
     const float *kf = cpu_read_f32(be, k, 1);
     const float *vf = cpu_read_f32(be, v, 2);
     float *of = cpu_write_begin(be, out, 3, false);
-    float *pf = cpu_write_begin(be, probs, 4, false);
-    const int64_t psize = (int64_t)g.tq * g.tk;
-    const int pairs = g.batch * g.heads, threads = cpu_threads(be);
-    const size_t pbytes = sizeof(float) * (size_t)psize * threads;
-    float *scratch = probs ? NULL : malloc(pbytes); /* one [Tq, Tk] per thread */
-    if (!qf || !kf || !vf || !of || (probs && !pf) || (!probs && !scratch)) {
-        free(scratch);
-        return cpu_fail_oom(be, op, pbytes);
-    }
-#pragma omp parallel for num_threads(threads) schedule(dynamic) if (pairs >= threads)
-    for (int bh = 0; bh < pairs; bh++) {
-        const int b = bh / g.heads, h = bh % g.heads;
-        float *p = probs ? pf + (int64_t)bh * psize : scratch + omp_get_thread_num() * psize;
-        attn_probs(be, &g, qf, kf, b, h, p);
-        cpu_sgemm(be, false, false, g.tq, g.d, g.tk, 1.0f, p, g.tk, vf + head_offset(&g, g.tk, b, h), g.hd, 0.0f,
-                  of + head_offset(&g, g.tq, b, h), g.hd);
-    }
-    free(scratch);
+    if (!qf || !kf || !vf || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(q) * 4);
+    if (forward_all(be, op, &g, qf, kf, vf, of, lse ? (float *)lse->data : NULL)) return -1;
     cpu_write_end(be, out, of);
-    cpu_write_end(be, probs, pf);
     return 0;
+}
+
+/* What backward reads, all f32. */
+typedef struct attn_bwd {
+    const float *q, *k, *v, *dout, *lse, *delta; /* delta [B, H, Tq] = rowsum(dout * out) */
+    float *dq, *dk, *dv;
+} attn_bwd;
+
+/* For query tile [q0, q0 + rows) and key tile [k0, k0 + cols): p = exp(scale q k^T - lse)
+ * (masked entries 0) and, when ds is given, ds = p * (dout v^T - delta). Tiles are [QT, KT]. */
+static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, int b, int h, int q0, int rows,
+                       int k0, int cols, float *p, float *ds)
+{
+    cpu_sgemm(be, false, true, rows, cols, g->d, g->scale, a->q + row_offset(g, g->tq, b, q0, h), g->hd,
+              a->k + row_offset(g, g->tk, b, k0, h), g->hd, 0.0f, p, ATTN_KT);
+    if (ds)
+        cpu_sgemm(be, false, true, rows, cols, g->d, 1.0f, a->dout + row_offset(g, g->tq, b, q0, h), g->hd,
+                  a->v + row_offset(g, g->tk, b, k0, h), g->hd, 0.0f, ds, ATTN_KT);
+    const int64_t stat = ((int64_t)b * g->heads + h) * g->tq + q0;
+    for (int i = 0; i < rows; i++) {
+        float *pr = p + (int64_t)i * ATTN_KT, *dr = ds ? ds + (int64_t)i * ATTN_KT : NULL;
+        const int valid = visible_keys(g, q0 + i, k0, cols);
+        const float lse = a->lse[stat + i], delta = a->delta[stat + i];
+        for (int j = 0; j < valid; j++) pr[j] = expf(pr[j] - lse);
+        for (int j = valid; j < cols; j++) pr[j] = 0.0f;
+        if (dr)
+            for (int j = 0; j < cols; j++) dr[j] = pr[j] * (dr[j] - delta);
+    }
+}
+
+/* dk and dv rows of one key tile, over every query tile that sees it. */
+static void dkdv_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn_unit u, float *p, float *ds)
+{
+    for (int q0 = g->causal ? u.r0 / ATTN_QT * ATTN_QT : 0; q0 < g->tq; q0 += ATTN_QT) {
+        const int rows = g->tq - q0 < ATTN_QT ? g->tq - q0 : ATTN_QT;
+        probs_tile(be, g, a, u.b, u.h, q0, rows, u.r0, u.rows, p, a->dk ? ds : NULL);
+        if (a->dv) /* dv += p^T dout */
+            cpu_sgemm(be, true, false, u.rows, g->d, rows, 1.0f, p, ATTN_KT, a->dout + row_offset(g, g->tq, u.b, q0, u.h),
+                      g->hd, 1.0f, a->dv + row_offset(g, g->tk, u.b, u.r0, u.h), g->hd);
+        if (a->dk) /* dk += scale ds^T q */
+            cpu_sgemm(be, true, false, u.rows, g->d, rows, g->scale, ds, ATTN_KT,
+                      a->q + row_offset(g, g->tq, u.b, q0, u.h), g->hd, 1.0f,
+                      a->dk + row_offset(g, g->tk, u.b, u.r0, u.h), g->hd);
+    }
+}
+
+/* dq rows of one query tile, over every key tile it sees. */
+static void dq_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn_unit u, float *p, float *ds)
+{
+    const int last_row = u.r0 + u.rows - 1;
+    for (int k0 = 0; k0 < g->tk && !(g->causal && k0 > last_row); k0 += ATTN_KT) {
+        const int cols = g->tk - k0 < ATTN_KT ? g->tk - k0 : ATTN_KT;
+        probs_tile(be, g, a, u.b, u.h, u.r0, u.rows, k0, cols, p, ds);
+        cpu_sgemm(be, false, false, u.rows, g->d, cols, g->scale, ds, ATTN_KT, a->k + row_offset(g, g->tk, u.b, k0, u.h),
+                  g->hd, 1.0f, a->dq + row_offset(g, g->tq, u.b, u.r0, u.h), g->hd);
+    }
 }
 
 int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
                            const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
-                           const sdt_tensor *v, const sdt_tensor *probs, int heads, bool causal)
+                           const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
 {
     const char *op = "attention_backward";
     attn_geom g;
-    if (attn_check(be, op, q, k, v, probs, heads, causal, &g)) return -1;
+    if (attn_check(be, op, q, k, v, lse, heads, causal, &g)) return -1;
     if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "q", q) ||
         cpu_check_like(be, op, "dq", dq, "q", q) || cpu_check_like(be, op, "dk", dk, "k", k) ||
         cpu_check_like(be, op, "dv", dv, "v", v))
         return -1;
+    if (lse && (!out || cpu_check_like(be, op, "out", out, "q", q) || cpu_check_tensor(be, op, "out", out)))
+        return out ? -1 : cpu_fail(be, "%s: lse was given without forward's out; pass both or neither.", op);
     if (!dq && !dk && !dv) return 0;
-    const float *dof = cpu_read_f32(be, dout, 0);
-    const float *qf = cpu_read_f32(be, q, 1);
-    const float *kf = cpu_read_f32(be, k, 2);
-    const float *vf = cpu_read_f32(be, v, 3);
-    const float *pf = cpu_read_f32(be, probs, 4);
-    float *dqf = cpu_write_begin(be, dq, 5, true);
-    float *dkf = cpu_write_begin(be, dk, 6, true);
-    float *dvf = cpu_write_begin(be, dv, 7, true);
-    const int64_t psize = (int64_t)g.tq * g.tk;
-    const int pairs = g.batch * g.heads, threads = cpu_threads(be);
-    const size_t pbytes = sizeof(float) * (size_t)psize * threads;
-    /* Per thread: ds holds dP then dS in place; p is needed only when probs were not saved. */
-    float *ds = malloc(pbytes);
-    float *scratch = probs ? NULL : malloc(pbytes);
-    if (!dof || !qf || !kf || !vf || (probs && !pf) || (dq && !dqf) || (dk && !dkf) || (dv && !dvf) || !ds ||
-        (!probs && !scratch)) {
-        free(ds);
-        free(scratch);
-        return cpu_fail_oom(be, op, 2 * pbytes);
+    attn_bwd a = {cpu_read_f32(be, q, 1), cpu_read_f32(be, k, 2), cpu_read_f32(be, v, 3), cpu_read_f32(be, dout, 0),
+                  NULL, NULL, cpu_write_begin(be, dq, 5, true), cpu_write_begin(be, dk, 6, true),
+                  cpu_write_begin(be, dv, 7, true)};
+    const int64_t rows_total = (int64_t)g.batch * g.heads * g.tq, nq = (int64_t)g.batch * g.tq * g.hd;
+    const int threads = cpu_threads_for(be, (int64_t)g.tq * g.tk);
+    const size_t per_thread = 2 * (size_t)ATTN_QT * ATTN_KT;
+    /* stats: delta, then (when forward saved nothing) lse and an f32 out */
+    float *stats = malloc(sizeof(float) * (size_t)(rows_total * (lse ? 1 : 2) + (lse ? 0 : nq)));
+    float *work = malloc(sizeof(float) * per_thread * (size_t)threads);
+    const float *of = lse ? cpu_read_f32(be, out, 4) : stats + 2 * rows_total;
+    if (!a.q || !a.k || !a.v || !a.dout || !of || (dq && !a.dq) || (dk && !a.dk) || (dv && !a.dv) || !stats || !work) {
+        free(stats);
+        free(work);
+        return cpu_fail_oom(be, op, sizeof(float) * per_thread * (size_t)threads);
     }
-    /* Each pair writes only its own head's columns of dq, dk and dv, so pairs never race. */
-#pragma omp parallel for num_threads(threads) schedule(dynamic) if (pairs >= threads)
-    for (int bh = 0; bh < pairs; bh++) {
-        const int b = bh / g.heads, h = bh % g.heads;
-        const int64_t qo = head_offset(&g, g.tq, b, h), ko = head_offset(&g, g.tk, b, h);
-        float *dsp = ds + omp_get_thread_num() * psize;
-        const float *p = pf ? pf + (int64_t)bh * psize : scratch + omp_get_thread_num() * psize;
-        if (!pf) attn_probs(be, &g, qf, kf, b, h, scratch + omp_get_thread_num() * psize);
-        if (dv) /* dv += p^T dout */
-            cpu_sgemm(be, true, false, g.tk, g.d, g.tq, 1.0f, p, g.tk, dof + qo, g.hd, 1.0f, dvf + ko, g.hd);
-        if (!dq && !dk) continue;
-        /* dP = dout v^T, then dS = softmax backward (masked entries stay 0 since p is 0 there). */
-        cpu_sgemm(be, false, true, g.tq, g.tk, g.d, 1.0f, dof + qo, g.hd, vf + ko, g.hd, 0.0f, dsp, g.tk);
-#pragma omp parallel for num_threads(omp_in_parallel() ? 1 : g.threads) schedule(static)
-        for (int i = 0; i < g.tq; i++)
-            cpu_softmax_row_backward(dsp + (int64_t)i * g.tk, dsp + (int64_t)i * g.tk, p + (int64_t)i * g.tk, g.tk,
-                                     false);
-        if (dq) /* dq += scale dS k */
-            cpu_sgemm(be, false, false, g.tq, g.d, g.tk, g.scale, dsp, g.tk, kf + ko, g.hd, 1.0f, dqf + qo, g.hd);
-        if (dk) /* dk += scale dS^T q */
-            cpu_sgemm(be, true, false, g.tk, g.d, g.tq, g.scale, dsp, g.tk, qf + qo, g.hd, 1.0f, dkf + ko, g.hd);
+    a.delta = stats;
+    a.lse = lse ? (const float *)lse->data : stats + rows_total;
+    int rc = lse ? 0 : forward_all(be, op, &g, a.q, a.k, a.v, (float *)of, (float *)a.lse);
+#pragma omp parallel for num_threads(cpu_threads_for(be, nq)) schedule(static)
+    for (int64_t r = 0; r < rows_total; r++) { /* r = (b * H + h) * Tq + t */
+        const int t = (int)(r % g.tq), bh = (int)(r / g.tq);
+        const int64_t off = row_offset(&g, g.tq, bh / g.heads, t, bh % g.heads);
+        double sum = 0;
+        for (int e = 0; e < g.d; e++) sum += (double)a.dout[off + e] * of[off + e];
+        stats[r] = (float)sum;
     }
-    free(ds);
-    free(scratch);
-    cpu_write_end(be, dq, dqf);
-    cpu_write_end(be, dk, dkf);
-    cpu_write_end(be, dv, dvf);
+    const int kunits = unit_count(&g, g.tk, ATTN_KT), qunits = unit_count(&g, g.tq, ATTN_QT);
+    if (rc == 0 && (dk || dv)) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (kunits > 1)
+        for (int n = 0; n < kunits; n++) {
+            float *p = work + per_thread * (size_t)omp_get_thread_num();
+            dkdv_unit(be, &g, &a, unit_at(&g, g.tk, ATTN_KT, n), p, p + ATTN_QT * ATTN_KT);
+        }
+    }
+    if (rc == 0 && dq) {
+#pragma omp parallel for num_threads(threads) schedule(dynamic) if (qunits > 1)
+        for (int n = 0; n < qunits; n++) {
+            float *p = work + per_thread * (size_t)omp_get_thread_num();
+            dq_unit(be, &g, &a, unit_at(&g, g.tq, ATTN_QT, n), p, p + ATTN_QT * ATTN_KT);
+        }
+    }
+    free(stats);
+    free(work);
+    if (rc) return rc;
+    cpu_write_end(be, dq, a.dq);
+    cpu_write_end(be, dk, a.dk);
+    cpu_write_end(be, dv, a.dv);
     return 0;
 }

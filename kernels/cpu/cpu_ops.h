@@ -32,8 +32,8 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, co
 int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w);
 int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, int stride, int pad);
 int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w, int stride, int pad);
-int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *probs, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
-int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *probs, int heads, bool causal);
+int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
+int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal);
 int cpu_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
 int cpu_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out);
 int cpu_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act);

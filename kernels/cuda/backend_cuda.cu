@@ -262,6 +262,37 @@ static void fill_table(sdt_backend *be)
 #undef SET
 }
 
+#ifndef SDT_CUDA_ARCHS
+#define SDT_CUDA_ARCHS "an unrecorded list"
+#endif
+
+/* Launched never: cudaFuncGetAttributes on it says whether the module holds code this device runs
+ * (its machine code, or PTX the driver compiles for it). Every kernel is built for the same list. */
+__global__ void capability_probe_kernel(int *flag)
+{
+    if (flag) *flag = 1;
+}
+
+/* Refuses a device the module has no code for, before anything is created on it. */
+static bool check_device_code(int device, char *err, size_t err_size)
+{
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(err, err_size, "CUDA device %d cannot be queried; training runs on the CPU instead", device);
+        return false;
+    }
+    cudaFuncAttributes attr;
+    cudaError_t e = cudaFuncGetAttributes(&attr, capability_probe_kernel);
+    if (e == cudaSuccess) return true;
+    cudaGetLastError(); /* a non-sticky error: clear it so the next CUDA call starts clean */
+    snprintf(err, err_size, "the CUDA module has no code for this GPU (%s, compute capability %d.%d; the module was "
+             "built for CUDA architectures %s: %s); rebuild sdtrain with -DCMAKE_CUDA_ARCHITECTURES=%d%d, or with a "
+             "PTX architecture (for example 90 rather than 90-real) that newer cards compile",
+             prop.name, prop.major, prop.minor, SDT_CUDA_ARCHS, cudaGetErrorString(e), prop.major, prop.minor);
+    return false;
+}
+
 extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char *err, size_t err_size)
 {
     int count = 0;
@@ -275,6 +306,7 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
         snprintf(err, err_size, "CUDA device %d does not exist (this machine has %d); choose 0..%d", device, count, count - 1);
         return NULL;
     }
+    if (!check_device_code(device, err, err_size)) return NULL;
     sdt_backend *be = (sdt_backend *)calloc(1, sizeof(*be));
     cuda_ctx *c = (cuda_ctx *)calloc(1, sizeof(*c));
     if (!be || !c) {

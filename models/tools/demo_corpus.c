@@ -23,6 +23,12 @@ const char sdt_demo_corpus[] =
     "an orange ring on a gray background. an orange ring on a white background. an orange ring on a teal background.\n"
     "an orange ring on a pink background. an orange ring on a navy background. an orange ring on a black background.\n"
     "a red circle on a white background. a blue square on a yellow background. a green triangle on a black background.\n"
+    /* the demo world's captions (host-sim/demo/world.h), so each of their words is one token */
+    "a small red circle on a black background, top left. a large yellow square on a gray background, top.\n"
+    "a small green triangle on a navy background, top right. a large blue star on a brown background, left.\n"
+    "a small purple ring on a teal background, center. a large white cross on a black background, right.\n"
+    "a small object on a gray background, bottom left. a large object on a navy background, bottom.\n"
+    "a large red cross on a teal background, bottom right. a small yellow circle on a brown background, top.\n"
     "a striped square in the top left corner. a ring in the center. a circle at the bottom right. a dot at the top.\n"
     "a cat sitting on a chair. a dog running in the park. a bird flying over the sea. a horse standing in a field.\n"
     "a man walking down the street. a woman reading a book. a child playing with a ball. a girl holding a flower.\n"

@@ -2,8 +2,12 @@
  *
  *   sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
- *                       [--text-only | --vae-only]
+ *                       [--text-only | --vae-only] [--clip-vocab N] [--unet-in-channels N]
+ *   sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype f32|f16|bf16]
  *
+ * --clip-vocab sets the text encoder's token rows (49408 for a tiny model that the
+ * CLIP tokenizer built into the plugin fits); --unet-in-channels 9 makes an inpainting
+ * model (latent, mask, masked-image latent).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -18,7 +22,10 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(stderr,
             "usage: sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n");
+            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n"
+            "                           [--clip-vocab N] [--unet-in-channels N]\n"
+            "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
+            "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
     return 2;
 }
 
@@ -37,14 +44,18 @@ int main(int argc, char **argv)
     memset(&spec, 0, sizeof(spec));
     spec.dtype = SDT_F32;
     spec.layout = SDT_CKPT_LDM;
-    const char *out = NULL, *config = NULL;
+    const char *out = NULL, *config = NULL, *from = NULL;
+    bool dtype_given = false;
+    long clip_vocab = 0, unet_in = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--config") && v) config = argv[++i];
         else if (!strcmp(a, "--out") && v) out = argv[++i];
+        else if (!strcmp(a, "--from") && v) from = argv[++i];
         else if (!strcmp(a, "--seed") && v) spec.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--dtype") && v) {
             if (!parse_dtype(argv[++i], &spec.dtype)) return usage("--dtype must be f32, f16 or bf16");
+            dtype_given = true;
         } else if (!strcmp(a, "--layout") && v) {
             const char *l = argv[++i];
             if (!strcmp(l, "ldm")) spec.layout = SDT_CKPT_LDM;
@@ -52,6 +63,15 @@ int main(int argc, char **argv)
             else return usage("--layout must be ldm or diffusers");
         } else if (!strcmp(a, "--perturb-all")) spec.perturb_all = true;
         else if (!strcmp(a, "--text-only")) spec.text_only = true;
+        else if (!strcmp(a, "--unet-in-channels") && v) {
+            char *end;
+            unet_in = strtol(argv[++i], &end, 10);
+            if (*end || unet_in < 1 || unet_in > 64) return usage("--unet-in-channels must be a number from 1 to 64");
+        } else if (!strcmp(a, "--clip-vocab") && v) {
+            char *end;
+            clip_vocab = strtol(argv[++i], &end, 10);
+            if (*end || clip_vocab < 2 || clip_vocab > 1000000) return usage("--clip-vocab must be a number from 2 to 1000000");
+        }
         else if (!strcmp(a, "--vae-only")) spec.vae_only = true;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), 0;
         else {
@@ -59,12 +79,23 @@ int main(int argc, char **argv)
             return usage(NULL);
         }
     }
+    if (!out) return usage("--out is required");
+    sdt_error error = {0};
+    if (from) {
+        if (config) return usage("--from converts an existing checkpoint; leave out --config");
+        if (!sdt_ckpt_convert(from, out, spec.layout, dtype_given ? (int)spec.dtype : -1, &error)) {
+            fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+            return 1;
+        }
+        printf("wrote %s (%s in the %s layout)\n", out, from, spec.layout == SDT_CKPT_LDM ? "ldm" : "diffusers");
+        return 0;
+    }
     sd_family family;
     if (!config || !sd_family_parse(config, &family)) return usage("--config must be tiny, sd15 or sd2");
-    if (!out) return usage("--out is required");
     if (spec.text_only && spec.vae_only) return usage("--text-only and --vae-only exclude each other");
     spec.config = sd_config_preset(family);
-    sdt_error error = {0};
+    if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
+    if (unet_in) spec.config.unet.in_channels = (int)unet_in;
     if (!sdt_ckpt_generate(out, &spec, &error)) {
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;

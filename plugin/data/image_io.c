@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "data/exif_orientation.h"
+#include "data/webp_io.h"
 
 /* stb is third-party code: keep our warning flags for our code only. */
 #pragma GCC diagnostic push
@@ -104,11 +105,17 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error)
     FILE *fp;
     memset(h, 0, sizeof(*h));
     if (!check_nonempty_file(path, &fp, error)) return false;
-    int ok = stbi_info_from_file(fp, &h->width, &h->height, &h->channels);
-    if (!ok) ok = png_header_size(fp, h);
+    uint8_t head[64];
+    size_t n_head = fread(head, 1, sizeof head, fp);
+    rewind(fp);
+    char webp_why[160] = "";
+    int ok = sdt_webp_is(head, n_head)
+                 ? sdt_webp_header(head, n_head, &h->width, &h->height, &h->channels, webp_why, sizeof webp_why)
+                 : stbi_info_from_file(fp, &h->width, &h->height, &h->channels);
+    if (!ok && !webp_why[0]) ok = png_header_size(fp, h);
     fclose(fp);
     if (!ok || h->width <= 0 || h->height <= 0) {
-        const char *why = stbi_failure_reason();
+        const char *why = webp_why[0] ? webp_why : stbi_failure_reason();
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be read (%s); the file is corrupt or of an unsupported type",
                  path, why ? why : "unknown format");
         return false;
@@ -139,24 +146,30 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
                  path);
         return NULL;
     }
-    int w = 0, hh = 0, comp = 0;
-    uint8_t *pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
-    int orientation = pixels ? sdt_exif_orientation_from_file(bytes, n_bytes) : SDT_EXIF_NORMAL;
-    free(bytes);
-    if (!pixels) {
+    int w = 0, hh = 0, comp = 0, orientation = SDT_EXIF_NORMAL;
+    uint8_t *pixels;
+    if (sdt_webp_is(bytes, n_bytes)) {
+        char why[160];
+        pixels = sdt_webp_decode(bytes, n_bytes, want_channels, &w, &hh, &orientation, why, sizeof why);
+        if (!pixels) sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s", path, why);
+    } else {
+        pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
+        if (pixels) orientation = sdt_exif_orientation_from_file(bytes, n_bytes);
         const char *why = stbi_failure_reason();
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image could not be decoded (%s); the file is corrupt or truncated", path,
-                 why ? why : "unknown error");
-        return NULL;
+        if (!pixels)
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image could not be decoded (%s); the file is corrupt or truncated",
+                     path, why ? why : "unknown error");
     }
+    free(bytes);
+    if (!pixels) return NULL;
     if (w != h.width || hh != h.height) { /* header and data disagree: treat as corrupt */
-        stbi_image_free(pixels);
+        free(pixels); /* stb allocates with malloc, as webp_io does */
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image header and its data disagree on the size; the file is corrupt", path);
         return NULL;
     }
     if (orientation != SDT_EXIF_NORMAL) { /* as A1111's ImageOps.exif_transpose, before any resize */
         uint8_t *turned = sdt_exif_orient_pixels(pixels, w, hh, want_channels, orientation, &w, &hh);
-        stbi_image_free(pixels);
+        free(pixels); /* stb allocates with malloc, as webp_io does */
         if (!turned) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while turning the image by its EXIF orientation", path);
             return NULL;

@@ -1,8 +1,9 @@
 /* image_io.h - reading and resizing images with stb (the only place stb's code lives).
  *
  * stb_image reads PNG, JPEG, BMP, TGA, GIF (first frame), PSD (composite),
- * HDR, PIC and PNM. The implementations are compiled static inside
- * image_io.c, so no other library in the process can clash with them.
+ * HDR, PIC and PNM; libwebp reads WebP (webp_io.h, an animation's first frame).
+ * stb's implementations are compiled static inside image_io.c, so no other
+ * library in the process can clash with them.
  */
 #ifndef SDT_IMAGE_IO_H
 #define SDT_IMAGE_IO_H
@@ -24,7 +25,7 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error);
 
 /* Decodes to 8-bit pixels with want_channels (3 or 4) interleaved. Refuses
  * images over max_pixels from the header, before any pixel allocation.
- * A JPEG's or PNG's EXIF orientation is applied (exif_orientation.h), so
+ * A JPEG's, PNG's or WebP's EXIF orientation is applied (exif_orientation.h), so
  * *width x *height is the turned size: the probed header's, swapped for
  * orientations 5..8. Free the result with free(). */
 uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixels, int *width, int *height,

@@ -15,10 +15,11 @@
 #include "weights.h"
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
-static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip, sdt_error *error)
+static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip,
+                         const sdt_host_callbacks *host, sdt_error *error)
 {
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, error);
+    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, error);
     if (!tok) return false;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -45,7 +46,6 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
 bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
                                size_t path_out_size, sdt_error *error)
 {
-    (void)host;
     if (!sdt_embedding_name_check(spec->name, error)) return false;
     struct stat st;
     if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -66,7 +66,7 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
     memset(&e, 0, sizeof e);
     bool ok = clip_config_detect(w, &cfg, error) && clip_text_load(&clip, &cfg, w, error) &&
               sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, error) &&
-              init_vectors(&e, spec, &clip, error);
+              init_vectors(&e, spec, &clip, host, error);
     if (ok) {
         sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);
         ok = sdt_embedding_save_safetensors(&e, path, spec->overwrite, error);

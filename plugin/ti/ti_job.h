@@ -15,6 +15,7 @@
 #include "ti/embedding.h"
 #include "ti/embedding_file.h"
 #include "train/fallback.h"
+#include "train/inpaint_cond.h"
 #include "train/latent_cache.h"
 #include "data/lr_schedule.h"
 #include "train/noise_schedule.h"
@@ -59,6 +60,8 @@ struct ti_job {
     sdt_precision precision;   /* in use now (fp32 after the fallback) */
     work_arena wa;             /* training passes and previews */
     ti_pass_shape measured;    /* the batch shape the arena was last sized for */
+    int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
+    inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
     sdt_noise_schedule sched;
 

@@ -165,6 +165,11 @@ static bool load_model(ti_job *job, const sdt_ti_config *c, sdt_error *error)
     if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, ti_precision_dtype(job->precision), c->v_prediction, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: the model predicts %s (%s)", job->model_path,
+                 job->rt.cfg.unet.v_prediction ? "v" : "the noise (epsilon)",
+                 c->v_prediction ? "v-prediction was asked for"
+                 : job->rt.cfg.prediction_from_config ? "its scheduler/scheduler_config.json says so"
+                                                      : "the default; set v-prediction for SD 2.x 768-v models");
     int width = job->rt.cfg.clip.width;
     if (job->emb.dim != width)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder is %d wide "
@@ -176,7 +181,7 @@ static bool load_model(ti_job *job, const sdt_ti_config *c, sdt_error *error)
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
-    job->tok = ti_open_tokenizer(job->tokenizer_dir, job->model_path, error);
+    job->tok = ti_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
     int32_t id;
     if (!sdt_tokenizer_add_token(job->tok, job->emb.name, -1, &id, error)) return false;
@@ -342,9 +347,11 @@ static bool load_dataset(ti_job *job, const sdt_ti_config *c, sdt_error *error)
 }
 
 /* No prompt may lose the embedding: each template line with each caption (all tags, the
- * longest it can be) must keep every slot inside the 77-token window. */
+ * longest it can be) must place every slot in one of its 75-token chunks (ti_prompt.h). */
 static bool check_prompts(ti_job *job, sdt_error *error)
 {
+    job->max_prompt_chunks = 1;
+    int longest = 0;
     for (int i = 0; i < job->ds.n_items; i++) {
         for (int l = 0; l < job->tmpl.n_lines; l++) {
             if (!strstr(job->tmpl.lines[l], "[name]")) continue; /* no slot to lose: nothing to encode */
@@ -352,13 +359,24 @@ static bool check_prompts(ti_job *job, sdt_error *error)
             ti_encoded e;
             ti_prompt_encode(job->tok, &job->rules, prompt, &e);
             free(prompt);
+            if (e.n_cut_slots > 0 && job->emb.n_vectors > TI_CHUNK_BODY)
+                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
+                     "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
+                     "vectors", job->embedding_path, job->emb.name, job->emb.n_vectors, TI_CHUNK_BODY, TI_CHUNK_BODY);
             if (e.n_cut_slots > 0)
-                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the caption pushes the embedding '%s' out of "
-                     "the 77-token window (%d tokens cut), so it would get no gradient; shorten the caption or put "
-                     "[name] before [filewords]", job->ds.items[i].path, l + 1, job->template_path, job->emb.name,
-                     e.n_cut_tokens);
+                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
+                     "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
+                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->ds.items[i].path,
+                     l + 1, job->template_path, e.n_prompt_tokens, TI_MAX_CHUNKS * TI_CHUNK_BODY, TI_MAX_CHUNKS,
+                     TI_CHUNK_BODY, job->emb.name, e.n_cut_tokens);
+            if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
+            if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
         }
     }
+    if (job->max_prompt_chunks > 1)
+        sdt_host_log(job->host, SDT_LOG_INFO, "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "
+                     "%d tokens, as A1111 does, so the UNet sees all of every caption", longest, job->max_prompt_chunks,
+                     TI_CHUNK_BODY);
     return true;
 }
 
@@ -422,7 +440,8 @@ static bool setup_optimizer(ti_job *job, const sdt_ti_config *c, sdt_error *erro
 static bool plan_memory(ti_job *job, sdt_prepare_info *info, sdt_error *error)
 {
     const latent_entry *e = &job->lc.items[0];
-    ti_pass_shape shape = {job->batch, e->c, e->h, e->w, job->use_alpha};
+    ti_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
+                           .in_c = e->c + inpaint_extra_channels(&job->rt), .weighted = job->use_alpha};
     ti_pass_options po = ti_job_pass_options(job);
     size_t bytes = 0;
     if (!ti_pass_measure(&job->rt, &po, &shape, &job->param, &job->grad, &bytes, error)) return false;
@@ -566,6 +585,7 @@ void ti_job_destroy(ti_job *job)
     sdt_template_free(&job->tmpl);
     sdt_dataset_free(&job->ds);
     latent_cache_free(&job->lc);
+    inpaint_cond_free(&job->inpaint);
     sdt_data_order_free(&job->order);
     sdt_lr_schedule_free(&job->lr);
     sdt_lr_schedule_free(&job->clip_value);

@@ -18,6 +18,7 @@ typedef struct batch_buffers {
     float *x0, *noise, *noisy, *target, *weight, *timesteps;
     int32_t *tokens;
     clip_override *overrides;
+    ti_encoded *prompts; /* one per sample, before ti_prompt_batch lays them out */
 } batch_buffers;
 
 static void buffers_free(batch_buffers *b)
@@ -30,22 +31,26 @@ static void buffers_free(batch_buffers *b)
     free(b->timesteps);
     free(b->tokens);
     free(b->overrides);
+    free(b->prompts);
     memset(b, 0, sizeof(*b));
 }
 
-static bool buffers_alloc(batch_buffers *b, int batch, int64_t n)
+/* n: latent values of one sample; n_in: the UNet's input values of one sample (more for inpainting). */
+static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
 {
     memset(b, 0, sizeof(*b));
     size_t all = (size_t)(batch * n) * sizeof(float);
     b->x0 = malloc(all);
     b->noise = malloc(all);
-    b->noisy = malloc(all);
+    b->noisy = malloc((size_t)(batch * n_in) * sizeof(float));
     b->target = malloc(all);
     b->weight = malloc(all);
     b->timesteps = malloc((size_t)batch * sizeof(float));
-    b->tokens = malloc((size_t)batch * TI_TOKENS * sizeof(int32_t));
-    b->overrides = malloc((size_t)batch * TI_TOKENS * sizeof(clip_override));
-    return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides;
+    b->tokens = malloc((size_t)batch * TI_MAX_CHUNKS * TI_TOKENS * sizeof(int32_t));
+    b->overrides = malloc((size_t)batch * TI_MAX_CHUNKS * TI_TOKENS * sizeof(clip_override));
+    b->prompts = malloc((size_t)batch * sizeof(ti_encoded));
+    return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides &&
+           b->prompts;
 }
 
 static bool all_finite(const float *x, int64_t n)
@@ -83,11 +88,17 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
     const latent_entry *first = &job->lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
     memset(in, 0, sizeof(*in));
-    in->shape = (ti_pass_shape){job->batch, first->c, first->h, first->w, job->use_alpha};
-    if (!buffers_alloc(buf, job->batch, n)) {
+    int extra = inpaint_extra_channels(&job->rt);
+    int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
+    in->shape = (ti_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
+                                .in_c = first->c + extra, .weighted = job->use_alpha};
+    if (!buffers_alloc(buf, job->batch, n, n_in)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
     }
+    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, error)
+                              : NULL;
+    if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->batch; b++) {
         const latent_entry *e = &job->lc.items[idx[b]];
@@ -103,17 +114,16 @@ static bool build_batch(ti_job *job, uint64_t micro, const int *idx, batch_buffe
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);
         buf->timesteps[b] = (float)t;
-        sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n, n);
+        sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
+        if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
         sdt_training_target(&job->sched, t, v, x0, noise, buf->target + b * n, n);
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
-        ti_encoded enc;
-        sample_prompt(job, idx[b], draw, &enc, b);
-        memcpy(buf->tokens + b * TI_TOKENS, enc.ids, sizeof(enc.ids));
-        for (int k = 0; k < enc.n_slots; k++)
-            buf->overrides[in->n_overrides++] = (clip_override){b, enc.slot_pos[k], enc.slot_row[k]};
+        sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
         if (job->n_batch_files < TI_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
+    in->shape.chunks = ti_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
+                                       &in->n_overrides);
     in->tokens = buf->tokens;
     in->overrides = buf->overrides;
     in->noisy = buf->noisy;
@@ -185,6 +195,7 @@ bool ti_job_use_fp32(ti_job *job, sdt_error *error)
     job->scaler = NULL;
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
+    inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
     return ti_job_reencode_nonfinite(job, error);
 }
 

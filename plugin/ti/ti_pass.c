@@ -14,11 +14,12 @@ typedef struct pass_tensors {
 
 static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_shape *in)
 {
-    int64_t tshape[2] = {in->batch, TI_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, TI_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t ishape[4] = {in->batch, in->in_c, in->h, in->w};
     pass_tensors t;
     memset(&t, 0, sizeof t);
     t.tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
-    t.noisy = sdt_arena_tensor(a, act, 4, lshape);
+    t.noisy = sdt_arena_tensor(a, act, 4, ishape);
     t.target = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     if (in->weighted) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     t.timesteps = sdt_arena_tensor(a, SDT_F32, 1, bshape);
@@ -71,7 +72,8 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     uo.checkpointing = opt->checkpointing;
     uo.anomaly_check = opt->anomaly_check;
     sdt_tensor pred;
-    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &acts.out, &pred, error)) return false;
+    sdt_tensor context = ti_prompt_context(&acts.out, in->shape.batch);
+    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
         sdt_fail(error, SDT_ERR_DEVICE, "computing the loss failed: %s", be->error);
         return false;
@@ -86,7 +88,8 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
             return false;
         }
     }
-    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, error)) return false;
+    sdt_tensor dcontext = ti_prompt_context(&dctx, in->shape.batch);
+    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
     return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, error);
 }
 

@@ -17,15 +17,17 @@
 
 typedef struct ti_pass_shape {
     int batch, c, h, w;              /* latent shape of the batch */
+    int chunks;                      /* 77-token chunks per prompt (ti_prompt.h) */
+    int in_c;                        /* UNet input channels: c, or more for an inpainting model */
     bool weighted;                   /* a per-element loss weight comes with the batch */
 } ti_pass_shape;
 
 typedef struct ti_pass_inputs {
     ti_pass_shape shape;
-    const int32_t *tokens;           /* host [batch, 77] */
-    const clip_override *overrides;  /* where the embedding rows go */
+    const int32_t *tokens;           /* host [batch * chunks, 77] (ti_prompt_batch) */
+    const clip_override *overrides;  /* where the embedding rows go, per chunk sequence */
     int n_overrides;
-    const float *noisy;              /* host [batch, c, h, w]: x_t */
+    const float *noisy;              /* host [batch, in_c, h, w]: x_t, then any extra input channels */
     const float *target;             /* host: noise (eps) or v */
     const float *weight;             /* host, same shape; used when shape.weighted */
     const float *timesteps;          /* host [batch] */

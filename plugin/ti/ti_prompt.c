@@ -4,35 +4,128 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The chunk being filled (body tokens only) and where the last comma went. */
+typedef struct chunker {
+    const ti_prompt_rules *rules;
+    int32_t bos, eos;
+    ti_encoded *out;
+    int32_t body[TI_CHUNK_BODY];
+    int body_row[TI_CHUNK_BODY];  /* embedding row of a slot, -1 for a token */
+    int n, last_comma;
+} chunker;
+
+/* Frames the current body as a chunk (start, body, end, padding); past the last chunk it is counted as cut. */
+static void close_chunk(chunker *c)
+{
+    ti_encoded *o = c->out;
+    if (o->n_chunks == TI_MAX_CHUNKS) {
+        for (int i = 0; i < c->n; i++) {
+            o->n_cut_tokens++;
+            o->n_cut_slots += c->body_row[i] >= 0;
+        }
+    } else {
+        int32_t *ids = o->ids + o->n_chunks * TI_TOKENS;
+        int base = o->n_chunks * TI_TOKENS;
+        ids[0] = c->bos;
+        for (int i = 0; i < c->n; i++) {
+            ids[1 + i] = c->body[i];
+            if (c->body_row[i] >= 0) {
+                o->slot_pos[o->n_slots] = base + 1 + i;
+                o->slot_row[o->n_slots] = c->body_row[i];
+                o->n_slots++;
+            }
+        }
+        ids[1 + c->n] = c->eos;
+        for (int i = 2 + c->n; i < TI_TOKENS; i++) ids[i] = c->rules->pad_id;
+        o->n_chunks++;
+    }
+    c->n = 0;
+    c->last_comma = -1;
+}
+
+static void push(chunker *c, int32_t id, int row)
+{
+    c->body[c->n] = id;
+    c->body_row[c->n] = row;
+    c->n++;
+}
+
+/* A1111: a full chunk with a comma among its last TI_COMMA_BACKTRACK tokens is closed after
+ * the comma; what followed the comma starts the next chunk. */
+static void backtrack_to_comma(chunker *c)
+{
+    int keep = c->last_comma + 1, n_move = c->n - keep;
+    int32_t ids[TI_CHUNK_BODY];
+    int rows[TI_CHUNK_BODY];
+    memcpy(ids, c->body + keep, (size_t)n_move * sizeof ids[0]);
+    memcpy(rows, c->body_row + keep, (size_t)n_move * sizeof rows[0]);
+    c->n = keep;
+    close_chunk(c);
+    for (int i = 0; i < n_move; i++) push(c, ids[i], rows[i]);
+}
+
 void ti_prompt_encode(sdt_tokenizer *tok, const ti_prompt_rules *rules, const char *prompt, ti_encoded *out)
 {
     memset(out, 0, sizeof(*out));
     int32_t *raw = NULL;
     size_t n_raw = 0;
     sdt_tokenizer_tokenize(tok, prompt, &raw, &n_raw);
-    const int body = TI_TOKENS - 2; /* start and end tokens frame the text */
-    int pos = 1;
-    out->ids[0] = sdt_tokenizer_bos(tok);
+    chunker c = {.rules = rules, .bos = sdt_tokenizer_bos(tok), .eos = sdt_tokenizer_eos(tok), .out = out, .n = 0,
+                 .last_comma = -1};
+    int32_t comma = sdt_tokenizer_token_id(tok, ",</w>");
     for (size_t i = 0; i < n_raw; i++) {
-        bool is_slot = raw[i] == rules->placeholder_id;
-        int width = is_slot ? rules->n_vectors : 1;
-        for (int k = 0; k < width; k++) {
-            if (pos - 1 >= body) {
-                out->n_cut_tokens++;
-                out->n_cut_slots += is_slot;
-                continue;
-            }
-            if (is_slot) {
-                out->slot_pos[out->n_slots] = pos;
-                out->slot_row[out->n_slots] = k;
-                out->n_slots++;
-                out->ids[pos++] = rules->slot_token;
-            } else {
-                out->ids[pos++] = raw[i];
-            }
+        int32_t id = raw[i];
+        bool is_slot = id == rules->placeholder_id;
+        out->n_prompt_tokens += is_slot ? rules->n_vectors : 1;
+        if (comma >= 0 && id == comma)
+            c.last_comma = c.n;
+        else if (c.n == TI_CHUNK_BODY && c.last_comma >= 0 && c.n - c.last_comma <= TI_COMMA_BACKTRACK)
+            backtrack_to_comma(&c);
+        if (c.n == TI_CHUNK_BODY) close_chunk(&c);
+        if (!is_slot) {
+            push(&c, id, -1);
+            continue;
         }
+        if (rules->n_vectors > TI_CHUNK_BODY) { /* can never fit one chunk: A1111 would split it */
+            out->n_cut_slots += rules->n_vectors;
+            continue;
+        }
+        if (c.n + rules->n_vectors > TI_CHUNK_BODY) close_chunk(&c);
+        for (int k = 0; k < rules->n_vectors; k++) push(&c, rules->slot_token, k);
     }
     free(raw);
-    out->ids[pos++] = sdt_tokenizer_eos(tok);
-    while (pos < TI_TOKENS) out->ids[pos++] = rules->pad_id;
+    if (c.n > 0 || out->n_chunks == 0) close_chunk(&c);
+}
+
+int ti_prompt_batch(sdt_tokenizer *tok, const ti_prompt_rules *rules, const ti_encoded *enc, int batch, int32_t *tokens,
+                    clip_override *overrides, int *n_overrides)
+{
+    int chunks = 1;
+    for (int b = 0; b < batch; b++)
+        if (enc[b].n_chunks > chunks) chunks = enc[b].n_chunks;
+    *n_overrides = 0;
+    for (int b = 0; b < batch; b++) {
+        int32_t *dst = tokens + (size_t)b * chunks * TI_TOKENS;
+        memcpy(dst, enc[b].ids, (size_t)enc[b].n_chunks * TI_TOKENS * sizeof(int32_t));
+        for (int k = enc[b].n_chunks; k < chunks; k++) { /* A1111's empty_chunk */
+            int32_t *e = dst + k * TI_TOKENS;
+            e[0] = sdt_tokenizer_bos(tok);
+            e[1] = sdt_tokenizer_eos(tok);
+            for (int i = 2; i < TI_TOKENS; i++) e[i] = rules->pad_id;
+        }
+        for (int s = 0; s < enc[b].n_slots; s++) {
+            int pos = enc[b].slot_pos[s];
+            overrides[(*n_overrides)++] =
+                (clip_override){b * chunks + pos / TI_TOKENS, pos % TI_TOKENS, enc[b].slot_row[s]};
+        }
+    }
+    return chunks;
+}
+
+sdt_tensor ti_prompt_context(const sdt_tensor *clip_out, int batch)
+{
+    sdt_tensor v = *clip_out;
+    v.shape[1] = clip_out->shape[0] / batch * clip_out->shape[1];
+    v.shape[0] = batch;
+    return v;
 }

@@ -2,10 +2,15 @@
  *
  * The embedding's name is an added token (BPE never splits it). Each occurrence in
  * the prompt takes n_vectors consecutive slots, as in A1111, and the slots carry the
- * embedding's rows instead of token-embedding rows. Then the sequence is framed as CLIP
- * wants it: start token, up to 75 tokens, end token, padding to 77. Slots pushed past
- * the window are counted: a prompt that loses them gives the embedding less (or no)
- * gradient, which pre-flight turns into a clear error.
+ * embedding's rows instead of token-embedding rows. Then the sequence is cut into
+ * chunks as A1111 cuts it (sd_hijack_clip.py tokenize_line): 75 tokens a chunk, each
+ * framed by start and end tokens and padded to 77; a chunk that fills up with a comma
+ * among its last 20 tokens is closed after the comma; an embedding that would not fit
+ * in the current chunk starts the next one, so its vectors are never split. The text
+ * encoder runs on each chunk as its own sequence and the outputs are concatenated
+ * along the sequence, so the UNet's cross-attention sees the whole caption. Slots that
+ * cannot be placed (past TI_MAX_CHUNKS chunks, or an embedding wider than a chunk) are
+ * counted: pre-flight turns them into a clear error.
  */
 #ifndef SDT_TRAIN_TI_PROMPT_H
 #define SDT_TRAIN_TI_PROMPT_H
@@ -14,17 +19,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clip_text.h"
 #include "tokenizer.h"
 
-#define TI_TOKENS 77
+#define TI_TOKENS 77                          /* one chunk: start, 75 tokens, end */
+#define TI_CHUNK_BODY (TI_TOKENS - 2)
+#define TI_MAX_CHUNKS 8                       /* 600 prompt tokens */
+#define TI_COMMA_BACKTRACK 20                 /* A1111's comma_padding_backtrack default */
 
 typedef struct ti_encoded {
-    int32_t ids[TI_TOKENS];      /* slots hold slot_token (a valid row; the override replaces it) */
-    int slot_pos[TI_TOKENS];     /* positions of the embedding's slots */
-    int slot_row[TI_TOKENS];     /* which embedding row each slot takes */
+    int32_t ids[TI_MAX_CHUNKS * TI_TOKENS];   /* chunk after chunk; slots hold slot_token */
+    int n_chunks;                             /* >= 1 */
+    int slot_pos[TI_MAX_CHUNKS * TI_TOKENS];  /* positions of the embedding's slots in ids */
+    int slot_row[TI_MAX_CHUNKS * TI_TOKENS];  /* which embedding row each slot takes */
     int n_slots;
-    int n_cut_slots;             /* slots that did not fit in the window */
-    int n_cut_tokens;            /* prompt tokens (slots included) that did not fit */
+    int n_cut_slots;                          /* slots that could not be placed */
+    int n_cut_tokens;                         /* prompt tokens (slots included) past the last chunk */
+    int n_prompt_tokens;                      /* prompt tokens, slots included */
 } ti_encoded;
 
 typedef struct ti_prompt_rules {
@@ -35,5 +46,16 @@ typedef struct ti_prompt_rules {
 } ti_prompt_rules;
 
 void ti_prompt_encode(sdt_tokenizer *tok, const ti_prompt_rules *rules, const char *prompt, ti_encoded *out);
+
+/* A batch of encoded prompts as the text encoder's input: every prompt gets the batch's
+ * largest chunk count (missing chunks are empty: start, end, padding, as A1111 does).
+ * tokens gets [batch * chunks, 77] ids; overrides (room for batch * chunks * 77) the
+ * slots, addressed as (sequence b * chunks + chunk, position). Returns the chunk count. */
+int ti_prompt_batch(sdt_tokenizer *tok, const ti_prompt_rules *rules, const ti_encoded *enc, int batch, int32_t *tokens,
+                    clip_override *overrides, int *n_overrides);
+
+/* The text encoder's output for a batch of chunked prompts, [batch * chunks, 77, width], seen
+ * as the UNet's context [batch, chunks * 77, width] (the same memory). */
+sdt_tensor ti_prompt_context(const sdt_tensor *clip_out, int batch);
 
 #endif

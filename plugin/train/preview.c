@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "train/ddim_sampler.h"
+#include "train/inpaint_cond.h"
 #include "train/rng.h"
 
 typedef struct preview_run {
@@ -15,7 +16,9 @@ typedef struct preview_run {
     const sdt_tensor *context;  /* [2 or 1, 77, C]: cond first */
     int batch;                  /* 2 with guidance */
     int c, h, w;
-    float *host;                /* [batch, c, h, w] staging */
+    int in_c;                   /* the UNet's input channels: c, or c + extra for an inpainting model */
+    const float *cond;          /* [in_c - c, h, w]: an inpainting model's extra channels, else NULL */
+    float *host;                /* [batch, in_c, h, w] staging */
     sdt_error *error;
 } preview_run;
 
@@ -24,18 +27,21 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 {
     preview_run *p = user;
     sdt_backend *be = p->rt->be;
-    int64_t n = (int64_t)p->c * p->h * p->w;
-    int64_t lshape[4] = {p->batch, p->c, p->h, p->w}, tshape[1] = {p->batch};
+    int64_t n = (int64_t)p->c * p->h * p->w, n_in = (int64_t)p->in_c * p->h * p->w;
+    int64_t lshape[4] = {p->batch, p->c, p->h, p->w}, ishape[4] = {p->batch, p->in_c, p->h, p->w}, tshape[1] = {p->batch};
     size_t mark = sdt_arena_mark(p->arena);
-    sdt_tensor lat = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
+    sdt_tensor lat = sdt_arena_tensor(p->arena, SDT_F32, 4, ishape);
     sdt_tensor ts = sdt_arena_tensor(p->arena, SDT_F32, 1, tshape);
     float tv[2] = {(float)t, (float)t};
-    for (int b = 0; b < p->batch; b++) memcpy(p->host + b * n, x, (size_t)n * sizeof(float));
+    for (int b = 0; b < p->batch; b++) {
+        memcpy(p->host + b * n_in, x, (size_t)n * sizeof(float));
+        if (p->cond) memcpy(p->host + b * n_in + n, p->cond, (size_t)(n_in - n) * sizeof(float));
+    }
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = p->rt->dtype;
     uo.for_backward = false;
     sdt_tensor out;
-    bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n) * sizeof(float)) == 0 &&
+    bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
     ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->error);
     if (ok) {
@@ -56,25 +62,23 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 /* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
 static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
                            const sdt_tensor *rows, const ti_preview_request *req, int batch, clip_text_acts *acts,
-                           clip_override *ov, sdt_error *error)
+                           sdt_tensor *context, clip_override *ov, sdt_error *error)
 {
-    int32_t ids[2 * TI_TOKENS];
-    int n_ov = 0;
+    ti_encoded e[2];
+    int32_t ids[2 * TI_MAX_CHUNKS * TI_TOKENS];
     const char *texts[2] = {req->prompt, req->negative ? req->negative : ""};
-    for (int b = 0; b < batch; b++) {
-        ti_encoded e;
-        ti_prompt_encode(tok, rules, texts[b], &e);
-        memcpy(ids + b * TI_TOKENS, e.ids, sizeof(e.ids));
-        for (int k = 0; k < e.n_slots; k++) ov[n_ov++] = (clip_override){b, e.slot_pos[k], e.slot_row[k]};
-    }
-    int64_t tshape[2] = {batch, TI_TOKENS};
+    for (int b = 0; b < batch; b++) ti_prompt_encode(tok, rules, texts[b], &e[b]);
+    int n_ov = 0, chunks = ti_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
+    int64_t tshape[2] = {(int64_t)batch * chunks, TI_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
         sdt_fail(error, SDT_ERR_DEVICE, "preview: copying the prompt failed: %s", rt->be->error);
         return false;
     }
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
-    return clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error);
+    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error)) return false;
+    *context = ti_prompt_context(&acts->out, batch);
+    return true;
 }
 
 static uint8_t to_u8(float v)
@@ -85,25 +89,28 @@ static uint8_t to_u8(float v)
 
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
 static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                             const sdt_tensor *rows, const ti_preview_request *req, uint8_t *rgb, sdt_error *error)
+                             const sdt_tensor *rows, const ti_preview_request *req, const float *cond, uint8_t *rgb,
+                             sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
-    preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f, NULL, error};
+    preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
+                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, NULL, error};
     clip_text_acts acts;
-    clip_override ov[2 * TI_TOKENS];
-    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, ov, error)) return false;
-    p.context = &acts.out;
+    clip_override ov[2 * TI_MAX_CHUNKS * TI_TOKENS];
+    sdt_tensor context;
+    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, error)) return false;
+    p.context = &context;
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one UNet call and the decode; nothing runs */
         sdt_unet_options uo = sdt_unet_options_default();
         uo.act_dtype = rt->dtype;
         uo.for_backward = false;
-        int64_t bshape[4] = {batch, p.c, p.h, p.w}, tsh[1] = {batch};
+        int64_t bshape[4] = {batch, p.c, p.h, p.w}, inshape[4] = {batch, p.in_c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
-        sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, bshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
+        sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, inshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
         if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
@@ -111,7 +118,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         return vae_decode(vae, be, a, &z, rt->dtype, &img, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 3 * sizeof(float));
-    p.host = malloc((size_t)(batch * n) * sizeof(float));
+    p.host = malloc((size_t)batch * p.in_c * p.h * p.w * sizeof(float));
     float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
     bool ok = x && scratch && p.host && pix;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
@@ -144,20 +151,24 @@ bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const
 {
     *rgb = NULL;
     error->message[0] = 0;
+    inpaint_cond ic = {0};
+    int f = vae_factor(&rt->model.vae.cfg);
+    const float *cond = inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, error)
+                                                   : NULL;
+    if (inpaint_extra_channels(rt) && !cond) return false;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, rt->be);
-    if (!preview_sequence(rt, &measure, tok, rules, rows, req, NULL, error) ||
-        !work_arena_reserve(wa, rt->be, measure.peak, error))
-        return false;
-    *rgb = malloc((size_t)req->width * req->height * 3);
-    if (!*rgb) {
+    bool ok = preview_sequence(rt, &measure, tok, rules, rows, req, cond, NULL, error) &&
+              work_arena_reserve(wa, rt->be, measure.peak, error);
+    if (ok && !(*rgb = malloc((size_t)req->width * req->height * 3))) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
-        return false;
+        ok = false;
     }
-    if (!preview_sequence(rt, &wa->arena, tok, rules, rows, req, *rgb, error)) {
+    if (ok && !preview_sequence(rt, &wa->arena, tok, rules, rows, req, cond, *rgb, error)) {
         free(*rgb);
         *rgb = NULL;
-        return false;
+        ok = false;
     }
-    return true;
+    inpaint_cond_free(&ic);
+    return ok;
 }

@@ -35,7 +35,7 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
         sd_runtime_close(rt);
         return false;
     }
-    rt->cfg.unet.v_prediction = v_prediction;
+    if (v_prediction) rt->cfg.unet.v_prediction = true; /* the user's word beats the default and the config */
     if (!sd_runtime_set_dtype(rt, dtype, error)) {
         sd_runtime_close(rt);
         return false;

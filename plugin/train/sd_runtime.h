@@ -28,6 +28,8 @@ typedef struct sd_runtime {
     bool bound;
 } sd_runtime;
 
+/* v_prediction true forces a v-prediction model; false keeps what the checkpoint says (a
+ * diffusers scheduler config) or SD's default, epsilon. */
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, sdt_error *error);
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 void sd_runtime_close(sd_runtime *rt);

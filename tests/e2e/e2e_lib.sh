@@ -15,7 +15,7 @@ set -u
 : "${SDT_TEMPLATES:?SDT_TEMPLATES must name the templates folder}"
 : "${E2E_TOOL:?E2E_TOOL must name the e2e_tool binary}"
 
-MODEL=$SDT_DEMO/model
+MODEL=$SDT_DEMO/model # the shipped demo model: diffusers folder (tokenizer/ inside), the single file beside
 DATASET=$SDT_DEMO/dataset
 FAILURES=0
 SEED=${SDT_TEST_SEED:-$(((RANDOM << 15) | RANDOM))}

@@ -180,11 +180,11 @@ output_under_a_file)
     ;;
 caption_pushes_name_out)
     good_dataset ds 2
-    words=$(for i in $(seq 1 90); do printf 'word%d ' "$i"; done)
+    words=$(for i in $(seq 1 400); do printf 'word%d ' "$i"; done)
     printf '%s\n' "$words" >ds/demo_001.txt
     printf '[filewords], [name]\n' >name_last.txt
     train_with ds name_last.txt
-    expect_error "caption pushing [name] out of the 77-token window" demo_001 "77"
+    expect_error "caption pushing [name] past the last 75-token chunk" demo_001 "600"
     ;;
 missing_required_option)
     run_host train --dataset "$DATASET" --template "$STYLE" "${TRAIN_COMMON[@]}"

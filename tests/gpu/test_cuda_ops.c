@@ -1,6 +1,7 @@
 /* test_cuda_ops.c - every CUDA op against the CPU reference backend, forward and
  * backward (gradients pre-filled, so accumulation is checked too), in f32 and
- * with f16/bf16 storage. Skips (77) when the CUDA module or a GPU is absent. */
+ * with f16/bf16 storage; the fused attention at every head dim the models use.
+ * Skips (77) when the CUDA module or a GPU is absent. */
 #include <dlfcn.h>
 #include <math.h>
 #include <string.h>
@@ -45,8 +46,8 @@ static void drop(pair *p)
     gpu->free(gpu, p->g.data);
 }
 
-/* Relative max error of the GPU copy against the CPU copy. */
-static void compare(const pair *p, double tol, const char *what)
+/* Relative max error of the GPU copy against the CPU copy (returned too). */
+static double compare(const pair *p, double tol, const char *what)
 {
     int64_t n = sdt_tensor_numel(&p->c);
     float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
@@ -65,6 +66,7 @@ static void compare(const pair *p, double tol, const char *what)
     free(a);
     free(b);
     free(raw);
+    return num / den;
 }
 
 #define RUN2(call_c, call_g, what)                                                                          \
@@ -109,23 +111,45 @@ static void test_conv(sdt_dtype dt, int k, int stride)
     drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
 }
 
-static void test_attention(sdt_dtype dt, int64_t Tq, int64_t Tk, bool causal, bool save)
+/* Attention of B x H heads of width D, GPU against the CPU reference, forward (out, lse) and
+ * backward (gradients pre-filled: accumulation is checked), with forward's statistics saved or
+ * everything recomputed in backward. Prints the errors it measured. */
+static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save)
 {
-    int H = 3;
-    int64_t HD = 3 * 8, B = 2;
+    const int64_t HD = H * D;
+    /* 16-bit storage: the fused kernels round P and dS to the operand dtype, as every flash kernel does */
+    const double tol = dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 1e-2 : 3e-2;
     pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), out = MAKE(dt, 1, B, Tq, HD);
-    pair probs = MAKE(SDT_F32, 1, B, H, Tq, Tk);
-    sdt_tensor *pc = save ? &probs.c : NULL, *pg = save ? &probs.g : NULL;
-    RUN2(cpu->attention_forward(cpu, &out.c, pc, &q.c, &k.c, &v.c, H, causal),
-         gpu->attention_forward(gpu, &out.g, pg, &q.g, &k.g, &v.g, H, causal), "attention fwd");
-    compare(&out, tol_for(dt), causal ? "causal attention forward" : "attention forward");
+    pair lse = MAKE(SDT_F32, 1, B, H, Tq);
+    sdt_tensor *lc = save ? &lse.c : NULL, *lg = save ? &lse.g : NULL;
+    char what[160];
+    snprintf(what, sizeof what, "attention %s B%lld H%d D%lld Tq%lld Tk%lld%s%s", sdt_dtype_name(dt), (long long)B, H,
+             (long long)D, (long long)Tq, (long long)Tk, causal ? " causal" : "", save ? " saved-lse" : " recomputed");
+    RUN2(cpu->attention_forward(cpu, &out.c, lc, &q.c, &k.c, &v.c, H, causal),
+         gpu->attention_forward(gpu, &out.g, lg, &q.g, &k.g, &v.g, H, causal), what);
+    double e_out = compare(&out, tol, what), e_lse = save ? compare(&lse, 1e-4, what) : 0;
     pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
-    RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, pc, H, causal),
-         gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, pg, H, causal), "attention bwd");
-    compare(&dq, tol_for(dt), "attention dq");
-    compare(&dk, tol_for(dt), "attention dk");
-    compare(&dv, tol_for(dt), "attention dv");
-    drop(&q), drop(&k), drop(&v), drop(&out), drop(&probs), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+    RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL, lc, H, causal),
+         gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL, lg, H, causal),
+         what);
+    double e_dq = compare(&dq, tol, what), e_dk = compare(&dk, tol, what), e_dv = compare(&dv, tol, what);
+    printf("%s: rel err out %.2g lse %.2g dq %.2g dk %.2g dv %.2g (tol %.0e)\n", what, e_out, e_lse, e_dq, e_dk, e_dv, tol);
+    drop(&q), drop(&k), drop(&v), drop(&out), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+}
+
+/* The shapes the models run, at shorter sequences (partial 64-row tiles included). */
+static void test_attention_model_shapes(sdt_dtype dt)
+{
+    test_attention(dt, 2, 2, 40, 300, 300, false, true);   /* SD 1.x UNet 64x64 level */
+    test_attention(dt, 2, 2, 40, 300, 77, false, true);    /* its cross-attention to the 77 text tokens */
+    test_attention(dt, 1, 2, 80, 200, 200, false, true);   /* 32x32 level */
+    test_attention(dt, 1, 2, 80, 200, 77, false, false);
+    test_attention(dt, 1, 2, 160, 130, 130, false, true);  /* 16x16 and 8x8 levels */
+    test_attention(dt, 1, 2, 160, 64, 77, false, true);
+    test_attention(dt, 2, 2, 64, 250, 250, false, true);   /* SD 2.x UNet */
+    test_attention(dt, 2, 2, 64, 250, 77, false, false);
+    test_attention(dt, 2, 12, 64, 77, 77, true, true);     /* CLIP ViT-L text encoder, causal */
+    test_attention(dt, 1, 1, 512, 150, 150, false, false); /* VAE mid-block: one 512-wide head */
 }
 
 static void test_norms(sdt_dtype dt)
@@ -276,8 +300,9 @@ int main(void)
         test_conv(dts[i], 3, 1);
         test_conv(dts[i], 3, 2);
         test_conv(dts[i], 1, 1);
-        test_attention(dts[i], 11, 11, true, true);
-        test_attention(dts[i], 13, 7, false, false);
+        test_attention(dts[i], 2, 3, 8, 11, 11, true, true);
+        test_attention(dts[i], 2, 3, 8, 13, 7, false, false);
+        test_attention_model_shapes(dts[i]);
         test_norms(dts[i]);
         test_elementwise(dts[i]);
     }

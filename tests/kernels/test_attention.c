@@ -1,7 +1,8 @@
 /* test_attention.c - scaled dot-product attention (torch.nn.functional.
  * scaled_dot_product_attention, scale 1/sqrt(D)) forward and backward on the CPU:
- * self, causal self and cross-attention (Tq != Tk), with saved and recomputed
- * probabilities, against a float64 reference and finite differences. */
+ * self, causal self and cross-attention (Tq != Tk), with the saved logsumexp and
+ * with everything recomputed, at sizes that span several query and key tiles, against
+ * a float64 reference and finite differences. */
 #include "op_check.h"
 
 typedef struct attn_ref {
@@ -16,8 +17,8 @@ static int64_t at(const attn_ref *r, int64_t t_len, int64_t bb, int64_t t, int64
     return (bb * t_len + t) * r->h * r->d + hh * r->d;
 }
 
-/* probs [B, H, Tq, Tk] and out [B, Tq, H*D]. */
-static void attn_forward_ref(const attn_ref *r, double *probs, double *out)
+/* probs [B, H, Tq, Tk], out [B, Tq, H*D] and (when not NULL) lse [B, H, Tq]. */
+static void attn_forward_ref(const attn_ref *r, double *probs, double *out, double *lse)
 {
     const double scale = 1.0 / sqrt((double)r->d);
     for (int64_t bb = 0; bb < r->b; bb++)
@@ -35,6 +36,7 @@ static void attn_forward_ref(const attn_ref *r, double *probs, double *out)
                 double sum = 0;
                 for (int64_t j = 0; j < r->tk; j++) sum += (p[j] = exp(p[j] - max));
                 for (int64_t j = 0; j < r->tk; j++) p[j] /= sum;
+                if (lse) lse[(bb * r->h + hh) * r->tq + i] = max + log(sum);
                 for (int64_t e = 0; e < r->d; e++) {
                     double o = 0;
                     for (int64_t j = 0; j < r->tk; j++) o += p[j] * r->v[at(r, r->tk, bb, j, hh) + e];
@@ -48,7 +50,7 @@ static double attn_loss(const double *param, void *ctx)
     (void)param;
     const attn_ref *r = ctx;
     double *p = op_zeros_d(r->b * r->h * r->tq * r->tk), *out = op_zeros_d(r->b * r->tq * r->h * r->d);
-    attn_forward_ref(r, p, out);
+    attn_forward_ref(r, p, out, NULL);
     double l = sdt_fd_dot(out, r->dout, r->b * r->tq * r->h * r->d);
     free(p);
     free(out);
@@ -60,7 +62,7 @@ static void attn_backward_ref(const attn_ref *r, double *dq, double *dk, double 
     const double scale = 1.0 / sqrt((double)r->d);
     double *probs = op_zeros_d(r->b * r->h * r->tq * r->tk), *out = op_zeros_d(r->b * r->tq * r->h * r->d);
     double *dp = op_zeros_d(r->tk);
-    attn_forward_ref(r, probs, out);
+    attn_forward_ref(r, probs, out, NULL);
     for (int64_t bb = 0; bb < r->b; bb++)
         for (int64_t hh = 0; hh < r->h; hh++)
             for (int64_t i = 0; i < r->tq; i++) {
@@ -89,33 +91,33 @@ static void attn_backward_ref(const attn_ref *r, double *dq, double *dk, double 
 }
 
 static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, int64_t tk, int64_t h, int64_t d,
-                     bool causal, bool save_probs, sdt_dtype qdtype)
+                     bool causal, bool save_lse, sdt_dtype qdtype)
 {
     char what[128];
     snprintf(what, sizeof what, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s%s q:%s", (long long)b, (long long)tq,
              (long long)tk, (long long)h, (long long)d, causal ? " causal" : "",
-             save_probs ? " saved-probs" : " recomputed-probs", sdt_dtype_name(qdtype));
-    const int64_t nq = b * tq * h * d, nk = b * tk * h * d, np = b * h * tq * tk;
+             save_lse ? " saved-lse" : " recomputed", sdt_dtype_name(qdtype));
+    const int64_t nq = b * tq * h * d, nk = b * tk * h * d, np = b * h * tq * tk, nl = b * h * tq;
     float *q = kt_randn(rng, nq, 1.0), *k = kt_randn(rng, nk, 1.0), *v = kt_randn(rng, nk, 1.0);
     void *q16 = op_store_as(q, nq, qdtype);
-    const int64_t qs[3] = {b, tq, h * d}, ks[3] = {b, tk, h * d}, ps[4] = {b, h, tq, tk};
+    const int64_t qs[3] = {b, tq, h * d}, ks[3] = {b, tk, h * d}, ls[3] = {b, h, tq};
     sdt_tensor tq_ = sdt_tensor_make(q16, qdtype, SDT_DEVICE_CPU, 3, qs);
     sdt_tensor tk_ = op_tensor(k, 3, ks), tv = op_tensor(v, 3, ks);
-    float *out = kt_randn(rng, nq, 1.0), *probs = kt_randn(rng, np, 1.0);
-    sdt_tensor tout = op_tensor(out, 3, qs), tp = op_tensor(probs, 4, ps);
-    CHECK(be->attention_forward(be, &tout, save_probs ? &tp : NULL, &tq_, &tk_, &tv, (int)h, causal) == 0,
+    float *out = kt_randn(rng, nq, 1.0), *lse = kt_randn(rng, nl, 1.0);
+    sdt_tensor tout = op_tensor(out, 3, qs), tl = op_tensor(lse, 3, ls);
+    CHECK(be->attention_forward(be, &tout, save_lse ? &tl : NULL, &tq_, &tk_, &tv, (int)h, causal) == 0,
           "%s forward failed: %s", what, be->error);
 
     float *dout = kt_randn(rng, nq, 1.0);
     attn_ref r = {b, tq, tk, h, d, causal, kt_to_double(q, nq), kt_to_double(k, nk), kt_to_double(v, nk),
                   kt_to_double(dout, nq)};
-    double *ref_p = op_zeros_d(np), *ref_o = op_zeros_d(nq);
-    attn_forward_ref(&r, ref_p, ref_o);
+    double *ref_p = op_zeros_d(np), *ref_o = op_zeros_d(nq), *ref_l = op_zeros_d(nl);
+    attn_forward_ref(&r, ref_p, ref_o, ref_l);
     op_check_forward(what, out, ref_o, nq);
     char name[192];
-    if (save_probs) {
-        snprintf(name, sizeof name, "%s probs", what);
-        op_check_forward(name, probs, ref_p, np);
+    if (save_lse) {
+        snprintf(name, sizeof name, "%s lse", what);
+        op_check_forward(name, lse, ref_l, nl);
     }
 
     kt_grad g_dq = kt_grad_make(rng, nq), g_dk = kt_grad_make(rng, nk), g_dv = kt_grad_make(rng, nk);
@@ -123,8 +125,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdq = op_tensor(op_grad_buf(&g_dq, pass), 3, qs), tdk = op_tensor(op_grad_buf(&g_dk, pass), 3, ks),
                    tdv = op_tensor(op_grad_buf(&g_dv, pass), 3, ks);
-        CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_probs ? &tp : NULL, (int)h,
-                                     causal) == 0,
+        CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
+                                     save_lse ? &tl : NULL, (int)h, causal) == 0,
               "%s backward failed: %s", what, be->error);
     }
     double *gq = op_zeros_d(nq), *gk = op_zeros_d(nk), *gv = op_zeros_d(nk);
@@ -135,7 +137,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     op_check_grad(name, &g_dk, gk, attn_loss, &r, r.k);
     snprintf(name, sizeof name, "%s dv", what);
     op_check_grad(name, &g_dv, gv, attn_loss, &r, r.v);
-    op_store_free(q16, q); free(q); free(k); free(v); free(out); free(probs); free(dout); free(ref_p); free(ref_o);
+    op_store_free(q16, q); free(q); free(k); free(v); free(out); free(lse); free(dout); free(ref_p); free(ref_o); free(ref_l);
     kt_grad_free(&g_dq); kt_grad_free(&g_dk); kt_grad_free(&g_dv); free(gq); free(gk); free(gv);
     free(r.q); free(r.k); free(r.v); free((void *)r.dout);
 }
@@ -149,6 +151,12 @@ static void check_rejects(sdt_backend *be)
                      "a head count that does not divide H*D");
     op_check_rejects(be, be->attention_forward(be, &out, NULL, &q, &k, &k, 2, true), "attention_forward",
                      "causal with Tq != Tk");
+    const int64_t ls[3] = {1, 2, 4}, bad_ls[3] = {1, 2, 3};
+    sdt_tensor lse = op_tensor(buf, 3, ls), bad_lse = op_tensor(buf, 3, bad_ls);
+    op_check_rejects(be, be->attention_forward(be, &out, &bad_lse, &q, &k, &k, 2, false), "attention_forward",
+                     "an lse that is not [B, H, Tq]");
+    op_check_rejects(be, be->attention_backward(be, &out, NULL, NULL, &out, &q, &k, &k, NULL, &lse, 2, false),
+                     "attention_backward", "lse without forward's out");
 }
 
 int main(void)
@@ -158,11 +166,14 @@ int main(void)
     sdt_backend *be = kt_backend();
     run_case(be, &rng, 2, 5, 5, 2, 3, false, true, SDT_F32);  /* self */
     run_case(be, &rng, 2, 6, 6, 2, 5, true, true, SDT_F32);   /* causal self (CLIP) */
-    run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);  /* causal, probs recomputed in backward */
+    run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);  /* causal, recomputed in backward */
     run_case(be, &rng, 2, 7, 3, 3, 4, false, true, SDT_F32);  /* cross-attention Tq > Tk */
     run_case(be, &rng, 1, 2, 11, 2, 3, false, false, SDT_F32); /* cross-attention Tq < Tk, recomputed */
     run_case(be, &rng, 1, 1, 1, 1, 1, false, true, SDT_F32);  /* everything 1 */
     run_case(be, &rng, 1, 5, 4, 2, 3, false, true, SDT_F16);  /* f16 q storage */
+    /* Several query tiles (64 rows) and key tiles (128 keys), partial last tiles. */
+    run_case(be, &rng, 1, 150, 150, 1, 4, true, true, SDT_F32);   /* causal across tiles */
+    run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32);  /* cross, recomputed */
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_attention");

@@ -1,12 +1,14 @@
-/* test_tokenizer_clip.c - the real CLIP ViT-L/14 tokenizer files (SD 1.x), when
- * present: known token ids. Skips (77) when the files are absent.
+/* test_tokenizer_clip.c - the CLIP ViT-L/14 tokenizer (SD 1.x and 2.x): the copy built into
+ * the library (models/clip_tokenizer/), and the reference files when present, give known
+ * token ids.
  *
- * Files: $SDT_CLIP_TOKENIZER_DIR, else shared/data/clip-vit-l-14-tokenizer beside
- * (or above) the checkout. They are reference data, never copied into the project.
+ * Reference files: $SDT_CLIP_TOKENIZER_DIR, else shared/data/clip-vit-l-14-tokenizer beside
+ * (or above) the checkout; without them only the built-in copy is checked.
  * Expected ids: the first two were checked with transformers' CLIPTokenizer
  * (shared/data/.../README.md); the others were computed with OpenAI's
  * simple_tokenizer algorithm (tests/parity/clip_simple_tokenizer.py). */
 #include "tokenizer.h"
+#include "clip_tokenizer_builtin.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,17 +51,12 @@ static void expect(sdt_tokenizer *t, const char *text, const int32_t *want, size
         expect(t, text, w_, sizeof(w_) / sizeof(w_[0]));                   \
     } while (0)
 
-int main(void)
+/* Known ids, a placeholder, and the 77-token window's report. */
+static void check_known_ids(sdt_tokenizer *t, const char *which)
 {
-    char *dir = find_tokenizer_dir();
-    if (!dir) {
-        printf("test_tokenizer_clip: no CLIP tokenizer files (set SDT_CLIP_TOKENIZER_DIR); skipped\n");
-        return SDT_TEST_SKIP;
-    }
     sdt_error error = {0};
-    sdt_tokenizer *t = sdt_tokenizer_load_dir(dir, &error);
-    CHECK(t != NULL, "loading %s: %s", dir, error.message);
-    if (t) {
+    printf("checking the %s tokenizer\n", which);
+    {
         CHECK(sdt_tokenizer_vocab_size(t) == 49408 && sdt_tokenizer_bos(t) == 49406 && sdt_tokenizer_eos(t) == 49407,
               "vocab %d, start %d, end %d", sdt_tokenizer_vocab_size(t), sdt_tokenizer_bos(t), sdt_tokenizer_eos(t));
         EXPECT(t, "a photo of a cat", 49406, 320, 1125, 539, 320, 2368, 49407);
@@ -86,8 +83,34 @@ int main(void)
                   ids[75] == 2368,
               "long prompt: %d tokens, %d cut, placeholder cut %d", rep.n_text_tokens, rep.n_cut, rep.watch_cut);
         g_string_free(s, TRUE);
+    }
+}
+
+int main(void)
+{
+    sdt_error error = {0};
+    sdt_tokenizer *builtin = sdt_tokenizer_load_builtin_clip(&error);
+    CHECK(builtin != NULL, "built-in tokenizer: %s", error.message);
+    if (builtin) check_known_ids(builtin, "built-in");
+    const char *license = sdt_clip_tokenizer_license();
+    CHECK(strstr(license, "MIT License") && strstr(license, "OpenAI"), "the built-in licence notice is missing");
+    char *dir = find_tokenizer_dir();
+    if (!dir) printf("test_tokenizer_clip: no reference tokenizer files (set SDT_CLIP_TOKENIZER_DIR); built-in only\n");
+    if (dir) {
+        sdt_tokenizer *t = sdt_tokenizer_load_dir(dir, &error);
+        CHECK(t != NULL, "loading %s: %s", dir, error.message);
+        if (t) check_known_ids(t, dir);
+        /* The built-in copy is the same vocabulary: every id spells the same token. */
+        for (int32_t id = 0; t && builtin && id < sdt_tokenizer_vocab_size(t); id++) {
+            const char *a = sdt_tokenizer_token_text(t, id), *b = sdt_tokenizer_token_text(builtin, id);
+            if (!a || !b || strcmp(a, b) != 0) {
+                CHECK(false, "id %d: reference '%s', built-in '%s'", id, a ? a : "(none)", b ? b : "(none)");
+                break;
+            }
+        }
         sdt_tokenizer_free(t);
     }
+    sdt_tokenizer_free(builtin);
     g_free(dir);
     return sdt_test_finish("test_tokenizer_clip");
 }

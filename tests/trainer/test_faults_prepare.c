@@ -2,8 +2,8 @@
  * status and a sentence naming the cause, and the embedding file left byte for byte as it was:
  *  - a NaN poked into one frozen UNet weight of a copied checkpoint: the sentence names the key;
  *  - a template without [name]: SDT_STATUS_NO_GRADIENT naming the template file;
- *  - a caption that pushes the placeholder out of the 77-token window: SDT_STATUS_NO_GRADIENT
- *    naming the image and the template line;
+ *  - a caption that pushes the placeholder past the last 75-token chunk (600 tokens; shorter ones
+ *    are encoded in chunks): SDT_STATUS_NO_GRADIENT naming the image and the template line;
  *  - an embedding file with no vectors (nothing trainable): a clear error, no crash;
  *  - an empty batch: a dataset folder that is empty, or whose only image cannot be read;
  *  - a memory estimate over the cap SDTRAIN_MEMORY_LIMIT_MB: SDT_STATUS_OUT_OF_MEMORY with what
@@ -86,8 +86,8 @@ static void check_truncating_caption(const trainer_env *env, const char *emb, co
     char data[FX_PATH], caption[FX_PATH], tmpl[FX_PATH];
     const char *stems[2] = {"demo_002", "demo_003"};
     fx_copy_images(env, fx_path(data, env->tmp, "long-caption"), stems, 2);
-    char text[2048] = "";
-    for (int i = 0; i < 90; i++) strcat(text, i ? ", red background" : "red background");
+    char text[8192] = "";
+    for (int i = 0; i < 250; i++) strcat(text, i ? ", red background" : "red background");
     snprintf(caption, sizeof caption, "%.4000s/demo_003.txt", data);
     CHECK(fx_write_file(caption, text, strlen(text)), "write the long caption");
     fx_path(tmpl, env->tmp, "name-last-template.txt");
@@ -98,7 +98,8 @@ static void check_truncating_caption(const trainer_env *env, const char *emb, co
     c.template_file = tmpl;
     prep p = try_prepare(env, &c);
     CHECK(p.status == SDT_STATUS_NO_GRADIENT, "NO_GRADIENT (got %d)", (int)p.status);
-    CHECK(strstr(p.error, "demo_003.png") && strstr(p.error, "template line 2") && !strstr(p.error, "demo_002"),
+    CHECK(strstr(p.error, "demo_003.png") && strstr(p.error, "template line 2") && strstr(p.error, "600") &&
+              !strstr(p.error, "demo_002"),
           "the sentence names the image and the template line: %s", p.error);
     CHECK(p.embedding_unchanged, "the embedding file is untouched");
 }

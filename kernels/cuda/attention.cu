@@ -1,0 +1,949 @@
+/* attention.cu - fused scaled-dot-product attention (FlashAttention-2), forward and
+ * backward, with no [Tq, Tk] buffer anywhere. Semantics: kernels/ops.h.
+ *
+ * Forward walks key tiles with an online softmax (fp32 running max and sum per row)
+ * and saves each row's logsumexp. Backward recomputes the probabilities tile by tile
+ * from that logsumexp, with delta = rowsum(dO * O) for the softmax gradient, in two
+ * kernels that own disjoint rows (one over key tiles writes dK and dV, one over query
+ * tiles writes dQ), so results are deterministic and no atomics are needed.
+ *
+ * Two implementations of the same algorithm:
+ *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 64 query rows
+ *    (or keys) per block, 16 per warp, mma.sync m16n8k16 with fp32 accumulators fed by
+ *    ldmatrix from shared memory; the probabilities go from the accumulators straight
+ *    into the next product's operand registers.
+ *  - a scalar fp32 path for everything else (f32 tensors, mixed dtypes, other head dims
+ *    up to 512 such as the VAE's single 512-wide head, GPUs before sm_80): a warp per
+ *    row, a lane per key, the same recurrence.
+ * Kernels first, then launchers.
+ */
+#include <stdint.h>
+
+#include "cuda_ops.h"
+
+#define ATTN_LOG2E 1.4426950408889634f
+#define ATTN_LN2 0.6931471805599453f
+#define ATTN_MAX_GENERIC_D 512
+
+typedef struct attn_shape {
+    int B, Tq, Tk, H, D, HD;
+    float scale;
+    bool causal;
+} attn_shape;
+
+/* ======================================================= shared pieces */
+
+__device__ __forceinline__ float warp_max(float x)
+{
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+__device__ __forceinline__ float warp_sum(float x)
+{
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+
+/* Element offset of row t of head h of batch b in a [B, T, H*D] tensor. */
+__device__ __forceinline__ int64_t row_at(int b, int t, int h, int T, int H, int D)
+{
+    return ((int64_t)b * T + t) * (int64_t)H * D + (int64_t)h * D;
+}
+
+/* delta[b, h, i] = sum_d dout * out (fp32), one warp per row. */
+__global__ void attn_delta_kernel(float *delta, const void *dout, int dot, const void *out, int ot, int B, int T, int H,
+                                  int D)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t rows = (int64_t)B * H * T;
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < rows;
+         r += ((int64_t)gridDim.x * blockDim.x) >> 5) {
+        const int t = (int)(r % T), bh = (int)(r / T);
+        const int64_t base = row_at(bh / H, t, bh % H, T, H, D);
+        float s = 0.0f;
+        for (int d = lane; d < D; d += 32) s += ld(dout, dot, base + d) * ld(out, ot, base + d);
+        s = warp_sum(s);
+        if (lane == 0) delta[r] = s;
+    }
+}
+
+/* dst[i] += alpha * sum over splits of partial[s * n + i]; the fixed order keeps it deterministic. */
+__global__ void attn_reduce_kernel(void *dst, int dt, const float *partial, int splits, int64_t n, float alpha)
+{
+    GRID_STRIDE(i, n)
+    {
+        float s = 0.0f;
+        for (int k = 0; k < splits; k++) s += partial[(int64_t)k * n + i];
+        acc(dst, dt, i, alpha * s);
+    }
+}
+
+/* ======================================================= scalar path */
+/* A block of 4 warps takes 4 consecutive rows (a warp each) and walks tiles of 32 rows of
+ * the other side (keys for forward and dQ, queries for dK/dV), a lane per row of the tile.
+ * With STAGED (head dims up to GEN_STAGED_MAX_D) each tile's two tensors are copied once per
+ * block into shared memory as fp32, padded to D + 1 floats a row so a lane per row reads
+ * distinct banks; otherwise (the VAE's 512-wide head) lanes read global memory directly.
+ * NC chunks of 32 dims per lane hold a row's accumulators (D <= 32 * NC). */
+
+#define GEN_STAGED_MAX_D 160
+
+struct gen_args {
+    const void *q, *k, *v, *dout;
+    int qt, kt, vt, dot;
+    void *out, *dq, *dk, *dv;
+    int ot, dqt, dkt, dvt;
+    float *lse;          /* forward output, may be NULL */
+    const float *lse_in; /* backward input */
+    const float *delta;
+    attn_shape s;
+};
+
+/* The tile of 32 rows [r0, r0 + 32) of head (b, h) of two [B, T, H*D] tensors x and y. */
+struct gen_tile {
+    const void *x, *y;
+    int xt, yt;
+    int64_t base; /* element offset of row r0 */
+    int64_t HD;
+    int rows;     /* valid rows (rows past T read as 0) */
+    float *sx, *sy; /* staged copies [32][D + 1] */
+};
+
+template <bool STAGED>
+__device__ __forceinline__ void gen_tile_load(gen_tile &t, int D)
+{
+    if (STAGED) {
+        __syncthreads(); /* the previous tile is no longer read */
+        for (int e = threadIdx.x; e < 32 * D; e += blockDim.x) {
+            const int r = e / D, d = e % D;
+            const bool in = r < t.rows;
+            t.sx[r * (D + 1) + d] = in ? ld(t.x, t.xt, t.base + r * t.HD + d) : 0.0f;
+            t.sy[r * (D + 1) + d] = in ? ld(t.y, t.yt, t.base + r * t.HD + d) : 0.0f;
+        }
+        __syncthreads();
+    }
+}
+template <bool STAGED> __device__ __forceinline__ float gen_x(const gen_tile &t, int r, int d, int D)
+{
+    return STAGED ? t.sx[r * (D + 1) + d] : ld(t.x, t.xt, t.base + r * t.HD + d);
+}
+template <bool STAGED> __device__ __forceinline__ float gen_y(const gen_tile &t, int r, int d, int D)
+{
+    return STAGED ? t.sy[r * (D + 1) + d] : ld(t.y, t.yt, t.base + r * t.HD + d);
+}
+
+/* Shared memory of a scalar kernel: 2 rows of D per warp, plus two staged tiles. */
+static size_t gen_smem_bytes(int D, bool staged)
+{
+    return sizeof(float) * ((size_t)4 * 2 * D + (staged ? (size_t)2 * 32 * (D + 1) : 0));
+}
+
+/* The warp's own row: row blockIdx.x * 4 + warp (of T) of head blockIdx.y, copied as fp32 from
+ * x and y (y may be NULL) into the warp's two shared rows (zeros past T). */
+struct gen_row {
+    int r, bh, b, h;
+    bool active;
+    int64_t off; /* element offset of the row */
+    float *sx, *sy;
+};
+__device__ __forceinline__ gen_row gen_own_row(const gen_args &a, int T, const void *x, int xt, const void *y, int yt)
+{
+    extern __shared__ float gen_smem[];
+    const int lane = threadIdx.x & 31, D = a.s.D;
+    gen_row w;
+    w.r = blockIdx.x * 4 + (threadIdx.x >> 5), w.bh = blockIdx.y, w.b = w.bh / a.s.H, w.h = w.bh % a.s.H;
+    w.active = w.r < T;
+    w.sx = gen_smem + (threadIdx.x >> 5) * 2 * D;
+    w.sy = w.sx + D;
+    w.off = row_at(w.b, w.active ? w.r : 0, w.h, T, a.s.H, D);
+    for (int d = lane; d < D; d += 32) {
+        w.sx[d] = w.active ? ld(x, xt, w.off + d) : 0.0f;
+        if (y) w.sy[d] = w.active ? ld(y, yt, w.off + d) : 0.0f;
+    }
+    __syncwarp();
+    return w;
+}
+
+/* The tiles of the other side: x and y's rows, staged after the 4 warps' own rows. */
+__device__ __forceinline__ gen_tile gen_tiles(const gen_args &a, const void *x, int xt, const void *y, int yt)
+{
+    extern __shared__ float gen_smem[];
+    const int D = a.s.D;
+    return gen_tile{x, y, xt, yt, 0, a.s.HD, 0, gen_smem + 8 * D, gen_smem + 8 * D + 32 * (D + 1)};
+}
+
+/* One query row per warp over every key it sees (a lane per key): forward (out, lse through
+ * the online softmax) or, with DQ, dQ += scale * sum_j P (dP - delta) k_j. */
+template <int NC, bool STAGED, bool DQ>
+__global__ void __launch_bounds__(128) attn_gen_rows_kernel(gen_args a)
+{
+    const int lane = threadIdx.x & 31, D = a.s.D, H = a.s.H;
+    const gen_row me = gen_own_row(a, a.s.Tq, a.q, a.qt, DQ ? a.dout : NULL, a.dot);
+    const int i = me.r, bh = me.bh, b = me.b, h = me.h;
+    const bool active = me.active;
+    const float *sq = me.sx, *sdo = me.sy;
+    const int64_t qo = me.off;
+    float o[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++) o[c] = 0.0f;
+    float m = -INFINITY, l = 0.0f; /* forward's running max and sum */
+    const float lse = DQ && active ? a.lse_in[(int64_t)bh * a.s.Tq + i] : 0.0f;
+    const float delta = DQ && active ? a.delta[(int64_t)bh * a.s.Tq + i] : 0.0f;
+    const int kend = !active ? 0 : a.s.causal ? i + 1 : a.s.Tk;
+    const int last = min(a.s.Tq - 1, (int)blockIdx.x * 4 + 3), kend_block = a.s.causal ? last + 1 : a.s.Tk;
+    gen_tile t = gen_tiles(a, a.k, a.kt, a.v, a.vt);
+    for (int j0 = 0; j0 < kend_block; j0 += 32) {
+        t.base = row_at(b, j0, h, a.s.Tk, H, D);
+        t.rows = min(32, a.s.Tk - j0);
+        gen_tile_load<STAGED>(t, D);
+        if (j0 >= kend) continue;
+        const int j = j0 + lane;
+        float s = 0.0f, dp = 0.0f;
+        if (j < kend)
+            for (int d = 0; d < D; d++) {
+                s += sq[d] * gen_x<STAGED>(t, lane, d, D);
+                if (DQ) dp += sdo[d] * gen_y<STAGED>(t, lane, d, D);
+            }
+        s *= a.s.scale;
+        float w; /* the weight of key j in this row's sum: P (forward, unnormalized) or dS (dQ) */
+        if (DQ) {
+            w = j < kend ? __expf(s - lse) * (dp - delta) : 0.0f;
+        } else {
+            const float mnew = fmaxf(m, warp_max(j < kend ? s : -INFINITY)); /* finite: lane 0's key is visible */
+            const float corr = __expf(m - mnew);
+            w = j < kend ? __expf(s - mnew) : 0.0f;
+            l = l * corr + warp_sum(w);
+            m = mnew;
+#pragma unroll
+            for (int c = 0; c < NC; c++) o[c] *= corr;
+        }
+        const int n = min(32, kend - j0);
+        for (int r = 0; r < n; r++) {
+            const float wr = __shfl_sync(0xffffffffu, w, r);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c * 32 + lane < D) o[c] += wr * (DQ ? gen_x<STAGED>(t, r, c * 32 + lane, D) : gen_y<STAGED>(t, r, c * 32 + lane, D));
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (c * 32 + lane < D) {
+            if (DQ) acc(a.dq, a.dqt, qo + c * 32 + lane, o[c] * a.s.scale);
+            else st(a.out, a.ot, qo + c * 32 + lane, o[c] / l);
+        }
+    if (!DQ && a.lse && lane == 0) a.lse[(int64_t)bh * a.s.Tq + i] = m + logf(l);
+}
+
+/* dK and dV of one key row per warp, over every query that sees it (a lane per query).
+ * (UNUSED keeps the scalar kernels' template shape alike for the launcher.) */
+template <int NC, bool STAGED, bool UNUSED>
+__global__ void __launch_bounds__(128) attn_gen_dkdv_kernel(gen_args a)
+{
+    const int lane = threadIdx.x & 31, D = a.s.D, H = a.s.H;
+    const gen_row me = gen_own_row(a, a.s.Tk, a.k, a.kt, a.v, a.vt);
+    const int j = me.r, bh = me.bh, b = me.b, h = me.h;
+    const bool active = me.active;
+    const float *sk = me.sx, *sv = me.sy;
+    const int64_t ko = me.off;
+    float dk[NC], dv[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++) dk[c] = dv[c] = 0.0f;
+    const float *lse = a.lse_in + (int64_t)bh * a.s.Tq, *delta = a.delta + (int64_t)bh * a.s.Tq;
+    gen_tile t = gen_tiles(a, a.q, a.qt, a.dout, a.dot);
+    for (int i0 = a.s.causal ? (int)blockIdx.x * 4 : 0; i0 < a.s.Tq; i0 += 32) {
+        t.base = row_at(b, i0, h, a.s.Tq, H, D);
+        t.rows = min(32, a.s.Tq - i0);
+        gen_tile_load<STAGED>(t, D);
+        if (!active) continue;
+        const int i = i0 + lane;
+        float p = 0.0f, ds = 0.0f;
+        if (i < a.s.Tq && !(a.s.causal && i < j)) {
+            float s = 0.0f, dp = 0.0f;
+            for (int d = 0; d < D; d++) {
+                s += gen_x<STAGED>(t, lane, d, D) * sk[d];
+                dp += gen_y<STAGED>(t, lane, d, D) * sv[d];
+            }
+            p = __expf(s * a.s.scale - lse[i]);
+            ds = p * (dp - delta[i]);
+        }
+        const int n = min(32, a.s.Tq - i0);
+        for (int r = 0; r < n; r++) {
+            const float pr = __shfl_sync(0xffffffffu, p, r), dsr = __shfl_sync(0xffffffffu, ds, r);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                if (c * 32 + lane < D) {
+                    dv[c] += pr * gen_y<STAGED>(t, r, c * 32 + lane, D);
+                    dk[c] += dsr * gen_x<STAGED>(t, r, c * 32 + lane, D);
+                }
+        }
+    }
+    if (!active) return;
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (c * 32 + lane < D) {
+            if (a.dk) acc(a.dk, a.dkt, ko + c * 32 + lane, dk[c] * a.s.scale);
+            if (a.dv) acc(a.dv, a.dvt, ko + c * 32 + lane, dv[c]);
+        }
+}
+
+/* ======================================================= tensor-core path */
+
+enum { TC_ROWS = 64, TC_WARPS = 4, TC_THREADS = 128 };
+
+/* Head dim padded to the mma's k of 16, and the shared-memory row stride: 16 bytes of
+ * padding put the 8 rows one ldmatrix reads in 8 different bank groups. */
+/* Backward's streamed tile pairs are double-buffered up to head dim 80 (6 tiles, 68 KB); at 160
+ * one buffer (4 tiles, 86 KB) keeps them under the 99 KB a block gets on sm_86/sm_89. */
+__host__ __device__ constexpr int tc_stream_buffers(int D) { return D <= 80 ? 2 : 1; }
+
+template <int D> struct tc_dims {
+    static constexpr int DP = (D + 15) / 16 * 16;
+    static constexpr int LD = DP + 8;
+    static constexpr int TILE = TC_ROWS * LD; /* elements of one [64, DP] tile */
+    static constexpr int NBUF = tc_stream_buffers(D);
+};
+
+struct tc_args {
+    const void *q, *k, *v, *dout, *out_in;
+    void *out, *dq, *dk, *dv;
+    int ot, dqt, dkt, dvt;
+    float *lse;
+    const float *lse_in, *delta;
+    float *partial; /* dK/dV per query split when splits > 1: [2, splits, B, Tk, HD] */
+    int splits;
+    attn_shape s;
+};
+
+template <typename T> __device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <> __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi)
+{
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi)
+{
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define SDT_TC_ARCH 1
+#else
+#define SDT_TC_ARCH 0
+#endif
+
+/* c += a b for one 16x8x16 product: a 16x16 (row), b 16x8 (col), fp32 accumulators. */
+template <typename T> __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
+#if SDT_TC_ARCH
+#define SDT_MMA_ASM(type)                                                                                           \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "      \
+                 "{%8,%9}, {%0,%1,%2,%3};\n"                                                                         \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#else
+#define SDT_MMA_ASM(type) (void)c, (void)a, (void)b0, (void)b1
+#endif
+template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    SDT_MMA_ASM("bf16");
+}
+template <> __device__ __forceinline__ void mma16816<__half>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    SDT_MMA_ASM("f16");
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* Four 8x8 matrices (transposed with TRANS); lane l gives the address of row (l & 7) of matrix l >> 3. */
+template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
+{
+#if SDT_TC_ARCH
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(smem_addr(p)));
+#endif
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src)
+{
+#if SDT_TC_ARCH
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit()
+{
+#if SDT_TC_ARCH
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+#if SDT_TC_ARCH
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* Rows [r0, r0 + 64) of head (b, h) of a [B, T, H*D] tensor into a [64, LD] tile, 16 bytes
+ * per copy; rows past T and the columns D..DP are zeros. */
+template <typename T, int D>
+__device__ __forceinline__ void tc_load_tile(T *tile, const void *src, int b, int h, int r0, int rows_total, int H)
+{
+    constexpr int CH = tc_dims<D>::DP / 8, LD = tc_dims<D>::LD;
+    for (int c = threadIdx.x; c < TC_ROWS * CH; c += TC_THREADS) {
+        const int r = c / CH, col = (c % CH) * 8;
+        T *dst = tile + r * LD + col;
+        if (r0 + r < rows_total && col < D)
+            cp_async16(dst, (const T *)src + row_at(b, r0 + r, h, rows_total, H, D) + col);
+        else
+            *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+/* Tile t of a backward stream of pairs (x, y) lives in buffer t % NBUF. With two buffers
+ * buffers step t + 1 is copied while step t computes; with one, after it. */
+template <typename T, int D> struct tc_stream {
+    T *x; /* NBUF consecutive pairs of tiles: x0, y0, x1, y1 */
+    const void *gx, *gy;
+    int b, h, rows_total, H;
+    __device__ __forceinline__ T *x_at(int t) const { return x + (t % tc_dims<D>::NBUF) * 2 * tc_dims<D>::TILE; }
+    __device__ __forceinline__ T *y_at(int t) const { return x_at(t) + tc_dims<D>::TILE; }
+    __device__ __forceinline__ void issue(int t) const
+    {
+        tc_load_tile<T, D>(x_at(t), gx, b, h, t * TC_ROWS, rows_total, H);
+        tc_load_tile<T, D>(y_at(t), gy, b, h, t * TC_ROWS, rows_total, H);
+    }
+};
+
+/* acc [16, 8 * 2 * NP] += A (16 x 16 * KS, a fragment per k step) B, where B's k rows are
+ * the tile's rows (trans: B[k][n] = tile[k][n], e.g. V) or its columns (B[k][n] = tile[n][k],
+ * e.g. K in Q K^T). n0 and k0 select the tile's corner. */
+template <typename T, int LD, int KS, int NP, bool TRANS>
+__device__ __forceinline__ void tc_gemm(float (*accum)[4], const uint32_t (*a)[4], const T *tile, int k0, int n0)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+        for (int np = 0; np < NP; np++) {
+            uint32_t b[4];
+            if (TRANS)
+                ldsm_x4<true>(b, tile + (k0 + ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + np * 16 +
+                                     (lane >> 4) * 8);
+            else
+                ldsm_x4<false>(b, tile + (n0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + ks * 16 +
+                               ((lane >> 3) & 1) * 8);
+            mma16816<T>(accum[2 * np], a[ks], b[0], b[1]);
+            mma16816<T>(accum[2 * np + 1], a[ks], b[2], b[3]);
+        }
+}
+
+/* A fragments of the warp's 16 rows (starting at row0) of a tile, KS steps of 16 columns. */
+template <int LD, int KS, typename T>
+__device__ __forceinline__ void tc_load_a(uint32_t (*a)[4], const T *tile, int row0)
+{
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) ldsm_x4<false>(a[ks], tile + (row0 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+}
+
+/* Accumulators [16, 8 * 2 * KS] (8 n-tiles of 8 per 16 columns) as A fragments of 16-bit values. */
+template <typename T, int KS>
+__device__ __forceinline__ void tc_acc_to_a(uint32_t (*a)[4], const float (*c)[4])
+{
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        a[ks][0] = pack2<T>(c[2 * ks][0], c[2 * ks][1]);
+        a[ks][1] = pack2<T>(c[2 * ks][2], c[2 * ks][3]);
+        a[ks][2] = pack2<T>(c[2 * ks + 1][0], c[2 * ks + 1][1]);
+        a[ks][3] = pack2<T>(c[2 * ks + 1][2], c[2 * ks + 1][3]);
+    }
+}
+
+/* Backward's two score-shaped products for the warp's 16 rows: s = A1 B1^T and dp = A2 B2^T,
+ * A from rows warp*16.. of tiles a1, a2, B over all 64 rows of b1, b2 (fresh accumulators). */
+template <typename T, int D>
+__device__ __forceinline__ void tc_two_products(float (*s)[4], float (*dp)[4], const T *a1, const T *b1, const T *a2,
+                                                const T *b2)
+{
+    constexpr int LD = tc_dims<D>::LD, KQ = tc_dims<D>::DP / 16, NT = TC_ROWS / 8;
+    const int row0 = (threadIdx.x >> 5) * 16;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
+    uint32_t af[KQ][4];
+    tc_load_a<LD, KQ>(af, a1, row0);
+    tc_gemm<T, LD, KQ, NT / 2, false>(s, af, b1, 0, 0);
+    tc_load_a<LD, KQ>(af, a2, row0);
+    tc_gemm<T, LD, KQ, NT / 2, false>(dp, af, b2, 0, 0);
+}
+
+/* Forward: block = 64 query rows of one head, warp = 16 rows; K and V tiles of 64 keys
+ * stream through shared memory, the next K copy overlapping the softmax and P V. */
+template <typename T, int D>
+__global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
+{
+    using dims = tc_dims<D>;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    T *sQ = reinterpret_cast<T *>(tc_smem), *sK = sQ + dims::TILE, *sV = sK + dims::TILE;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    const int q0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int Tk = a.s.Tk, n_tiles_all = (Tk + TC_ROWS - 1) / TC_ROWS;
+    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + TC_ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
+    tc_load_tile<T, D>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
+    tc_load_tile<T, D>(sK, a.k, b, h, 0, Tk, a.s.H);
+    cp_async_commit();
+    tc_load_tile<T, D>(sV, a.v, b, h, 0, Tk, a.s.H);
+    cp_async_commit();
+    const float sl2 = a.s.scale * ATTN_LOG2E;
+    float o[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    uint32_t qf[KQ][4];
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    for (int t = 0; t < n_tiles; t++) {
+        cp_async_wait<1>();
+        __syncthreads();
+        if (t == 0) tc_load_a<LD, KQ>(qf, sQ, warp * 16);
+        float s[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+        tc_gemm<T, LD, KQ, NT / 2, false>(s, qf, sK, 0, 0);
+        __syncthreads();
+        if (t + 1 < n_tiles) tc_load_tile<T, D>(sK, a.k, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
+        cp_async_commit();
+        /* online softmax in log2 units; element e of n-tile n is row row[e >> 1], key k0 + n*8 + tig*2 + (e & 1) */
+        const int k0 = t * TC_ROWS;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + n * 8 + tig * 2 + (e & 1);
+                const bool masked = key >= Tk || (a.s.causal && key > row[e >> 1]);
+                s[n][e] = masked ? -INFINITY : s[n][e] * sl2;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float base[2], corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+            corr[r] = exp2f(m[r] - base[r]);
+            m[r] = mx[r];
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                s[n][e] = exp2f(s[n][e] - base[e >> 1]);
+                l[e >> 1] += s[n][e];
+            }
+#pragma unroll
+        for (int n = 0; n < ND; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
+        uint32_t pf[TC_ROWS / 16][4];
+        tc_acc_to_a<T, TC_ROWS / 16>(pf, s);
+        cp_async_wait<1>();
+        __syncthreads();
+        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(o, pf, sV, 0, 0);
+        __syncthreads();
+        if (t + 1 < n_tiles) tc_load_tile<T, D>(sV, a.v, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
+        cp_async_commit();
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        if (row[r] >= a.s.Tq) continue;
+        const float inv = 1.0f / l[r];
+        const int64_t base_o = row_at(b, row[r], h, a.s.Tq, a.s.H, D);
+#pragma unroll
+        for (int n = 0; n < ND; n++) {
+            const int d = n * 8 + tig * 2;
+            if (d < D) {
+                st(a.out, a.ot, base_o + d, o[n][2 * r] * inv);
+                st(a.out, a.ot, base_o + d + 1, o[n][2 * r + 1] * inv);
+            }
+        }
+        if (a.lse && tig == 0) a.lse[(int64_t)bh * a.s.Tq + row[r]] = (m[r] + log2f(l[r])) * ATTN_LN2;
+    }
+}
+
+/* Stores or accumulates a warp's [16, DP] fp32 accumulators into rows row0.. of head (b, h). */
+template <int D>
+__device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, int dt, float *partial, int b, int h,
+                                              int row0, int rows_total, int H, float alpha)
+{
+    constexpr int ND = tc_dims<D>::DP / 8;
+    const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = row0 + g + 8 * r;
+        if (row >= rows_total) continue;
+        const int64_t base = row_at(b, row, h, rows_total, H, D);
+#pragma unroll
+        for (int n = 0; n < ND; n++) {
+            const int d = n * 8 + tig * 2;
+            if (d >= D) continue;
+            if (partial) {
+                partial[base + d] = alpha * c[n][2 * r];
+                partial[base + d + 1] = alpha * c[n][2 * r + 1];
+            } else {
+                acc(dst, dt, base + d, alpha * c[n][2 * r]);
+                acc(dst, dt, base + d + 1, alpha * c[n][2 * r + 1]);
+            }
+        }
+    }
+}
+
+/* dK, dV: block = 64 keys of one head (warp = 16 keys) over the query tiles of split
+ * blockIdx.z. Works transposed: S^T = K Q^T, so P^T and dS^T land in the accumulators
+ * laid out as the A operands of dV += P^T dO and dK += dS^T Q. */
+template <typename T, int D>
+__global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
+{
+    using dims = tc_dims<D>;
+    constexpr int DP = dims::DP, LD = dims::LD, NT = TC_ROWS / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    T *sK = reinterpret_cast<T *>(tc_smem), *sV = sK + dims::TILE;
+    float *sLse = reinterpret_cast<float *>(sV + (1 + 2 * dims::NBUF) * dims::TILE), *sDelta = sLse + TC_ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
+    const int k0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int Tq = a.s.Tq, q_tiles = (Tq + TC_ROWS - 1) / TC_ROWS;
+    const int first = a.s.causal ? k0 / TC_ROWS : 0, per = (q_tiles - first + a.splits - 1) / a.splits;
+    const int t_begin = first + blockIdx.z * per, t_end = min(q_tiles, t_begin + per);
+    const tc_stream<T, D> qo = {sV + dims::TILE, a.q, a.dout, b, h, Tq, a.s.H};
+    tc_load_tile<T, D>(sK, a.k, b, h, k0, a.s.Tk, a.s.H);
+    tc_load_tile<T, D>(sV, a.v, b, h, k0, a.s.Tk, a.s.H);
+    if (t_begin < t_end) qo.issue(t_begin);
+    cp_async_commit();
+    const float sl2 = a.s.scale * ATTN_LOG2E;
+    float dk[ND][4], dv[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
+    const int key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
+    for (int t = t_begin; t < t_end; t++) {
+        const int q0 = t * TC_ROWS;
+        if (dims::NBUF == 2 && t + 1 < t_end) qo.issue(t + 1);
+        cp_async_commit();
+        for (int r = threadIdx.x; r < TC_ROWS; r += TC_THREADS) {
+            const bool in = q0 + r < Tq;
+            sLse[r] = in ? a.lse_in[(int64_t)bh * Tq + q0 + r] * ATTN_LOG2E : INFINITY; /* p = 0 past Tq */
+            sDelta[r] = in ? a.delta[(int64_t)bh * Tq + q0 + r] : 0.0f;
+        }
+        if (dims::NBUF == 2)
+            cp_async_wait<1>(); /* everything but step t + 1's copy */
+        else
+            cp_async_wait<0>();
+        __syncthreads();
+        const T *sQ = qo.x_at(t), *sO = qo.y_at(t);
+        float s[NT][4], dp[NT][4];
+        tc_two_products<T, D>(s, dp, sK, sQ, sV, sO); /* S^T = K Q^T, dP^T = V dO^T */
+        /* element e of n-tile n: key key[e >> 1], query q0 + n*8 + tig*2 + (e & 1) */
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = n * 8 + tig * 2 + (e & 1);
+                const bool masked = a.s.causal && key[e >> 1] > q0 + qi;
+                const float p = masked ? 0.0f : exp2f(s[n][e] * sl2 - sLse[qi]);
+                s[n][e] = p;
+                dp[n][e] = p * (dp[n][e] - sDelta[qi]);
+            }
+        uint32_t pf[TC_ROWS / 16][4];
+        tc_acc_to_a<T, TC_ROWS / 16>(pf, s);
+        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dv, pf, sO, 0, 0); /* dV += P^T dO */
+        tc_acc_to_a<T, TC_ROWS / 16>(pf, dp);
+        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dk, pf, sQ, 0, 0); /* dK += dS^T Q */
+        __syncthreads();
+        if (dims::NBUF == 1 && t + 1 < t_end) qo.issue(t + 1);
+    }
+    const int64_t plane = (int64_t)a.s.B * a.s.Tk * a.s.HD;
+    float *pk = a.partial ? a.partial + (int64_t)blockIdx.z * plane : NULL;
+    float *pv = a.partial ? a.partial + (int64_t)(a.splits + blockIdx.z) * plane : NULL;
+    if (a.dk) tc_store_rows<D>(dk, a.dk, a.dkt, pk, b, h, k0 + warp * 16, a.s.Tk, a.s.H, a.partial ? 1.0f : a.s.scale);
+    if (a.dv) tc_store_rows<D>(dv, a.dv, a.dvt, pv, b, h, k0 + warp * 16, a.s.Tk, a.s.H, 1.0f);
+}
+
+/* dQ: block = 64 query rows of one head (warp = 16 rows) over the key tiles they see. */
+template <typename T, int D>
+__global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
+{
+    using dims = tc_dims<D>;
+    constexpr int DP = dims::DP, LD = dims::LD, NT = TC_ROWS / 8, ND = DP / 8;
+    extern __shared__ __align__(16) unsigned char tc_smem[];
+    T *sQ = reinterpret_cast<T *>(tc_smem), *sO = sQ + dims::TILE;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    const int q0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int Tk = a.s.Tk, n_tiles_all = (Tk + TC_ROWS - 1) / TC_ROWS;
+    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + TC_ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
+    const tc_stream<T, D> kv = {sO + dims::TILE, a.k, a.v, b, h, Tk, a.s.H};
+    tc_load_tile<T, D>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
+    tc_load_tile<T, D>(sO, a.dout, b, h, q0, a.s.Tq, a.s.H);
+    kv.issue(0);
+    cp_async_commit();
+    const float sl2 = a.s.scale * ATTN_LOG2E;
+    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float lse2[2], delta[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const bool in = row[r] < a.s.Tq;
+        lse2[r] = in ? a.lse_in[(int64_t)bh * a.s.Tq + row[r]] * ATTN_LOG2E : INFINITY;
+        delta[r] = in ? a.delta[(int64_t)bh * a.s.Tq + row[r]] : 0.0f;
+    }
+    float dq[ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+    for (int t = 0; t < n_tiles; t++) {
+        const int k0 = t * TC_ROWS;
+        if (dims::NBUF == 2 && t + 1 < n_tiles) kv.issue(t + 1);
+        cp_async_commit();
+        if (dims::NBUF == 2)
+            cp_async_wait<1>(); /* everything but step t + 1's copy */
+        else
+            cp_async_wait<0>();
+        __syncthreads();
+        const T *sK = kv.x_at(t), *sV = kv.y_at(t);
+        float s[NT][4], dp[NT][4];
+        tc_two_products<T, D>(s, dp, sQ, sK, sO, sV); /* S = Q K^T, dP = dO V^T */
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + n * 8 + tig * 2 + (e & 1);
+                const bool masked = key >= Tk || (a.s.causal && key > row[e >> 1]);
+                const float p = masked ? 0.0f : exp2f(s[n][e] * sl2 - lse2[e >> 1]);
+                dp[n][e] = p * (dp[n][e] - delta[e >> 1]);
+            }
+        uint32_t pf[TC_ROWS / 16][4];
+        tc_acc_to_a<T, TC_ROWS / 16>(pf, dp);
+        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dq, pf, sK, 0, 0); /* dQ += dS K */
+        __syncthreads();
+        if (dims::NBUF == 1 && t + 1 < n_tiles) kv.issue(t + 1);
+    }
+    tc_store_rows<D>(dq, a.dq, a.dqt, NULL, b, h, q0 + warp * 16, a.s.Tq, a.s.H, a.s.scale);
+}
+
+/* ======================================================= launchers */
+
+static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
+                      const sdt_tensor *lse, int heads, bool causal, attn_shape *s)
+{
+    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
+        return cuda_fail(be, "%s: q, k and v must be [B, T, H*D] (got %d, %d and %d dims)", op, q->ndim, k->ndim, v->ndim);
+    if (heads <= 0 || q->shape[2] % heads)
+        return cuda_fail(be, "%s: width %lld does not split into %d heads", op, (long long)q->shape[2], heads);
+    if (k->shape[2] != q->shape[2] || v->shape[2] != q->shape[2] || v->shape[1] != k->shape[1] ||
+        k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
+        return cuda_fail(be, "%s: q, k and v shapes do not agree", op);
+    if (causal && q->shape[1] != k->shape[1]) return cuda_fail(be, "%s: causal masking needs equal query and key lengths", op);
+    if (lse && (lse->dtype != SDT_F32 || lse->ndim != 3 || lse->shape[0] != q->shape[0] || lse->shape[1] != heads ||
+                lse->shape[2] != q->shape[1]))
+        return cuda_fail(be, "%s: lse must be f32 [B, H, Tq] = [%lld, %d, %lld]", op, (long long)q->shape[0], heads,
+                         (long long)q->shape[1]);
+    *s = (attn_shape){(int)q->shape[0], (int)q->shape[1], (int)k->shape[1], heads, (int)(q->shape[2] / heads),
+                      (int)q->shape[2], 0.0f, causal};
+    s->scale = 1.0f / sqrtf((float)s->D);
+    if (s->D > ATTN_MAX_GENERIC_D)
+        return cuda_fail(be, "%s: head dim %d is over the supported %d", op, s->D, ATTN_MAX_GENERIC_D);
+    return 0;
+}
+
+static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+/* Whether the tensor-core kernels take this call: one 16-bit dtype, a supported head dim, sm_80+. */
+static bool tc_usable(sdt_backend *be, const attn_shape *s, const sdt_tensor *const *ts, int n)
+{
+    if (!be->native_bf16) return false; /* compute capability >= 8.0 */
+    if (!(s->D == 40 || s->D == 64 || s->D == 80 || s->D == 160)) return false;
+    const int dt = ts[0]->dtype;
+    if (dt != SDT_BF16 && dt != SDT_F16) return false;
+    for (int i = 0; i < n; i++)
+        if (ts[i]->dtype != dt || !aligned16(ts[i]->data)) return false;
+    return true;
+}
+
+/* Launches kernel<T, D> with dynamic shared memory bytes (raising the opt-in limit when needed). */
+#define TC_LAUNCH(be, kernel, T, D, grid, bytes, args)                                                                   \
+    do {                                                                                                                 \
+        CUDA_TRY(be, cudaFuncSetAttribute(kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)));    \
+        kernel<T, D><<<grid, TC_THREADS, bytes, ctx_of(be)->stream>>>(args);                                              \
+        CUDA_LAUNCHED(be);                                                                                               \
+    } while (0)
+
+/* Picks the <T, D> instantiation of a tensor-core kernel. */
+#define TC_DISPATCH(be, kernel, is_bf16, D, grid, bytes, args)                                                             \
+    do {                                                                                                                   \
+        if (is_bf16) {                                                                                                     \
+            switch (D) {                                                                                                   \
+            case 40: TC_LAUNCH(be, kernel, __nv_bfloat16, 40, grid, bytes, args); break;                                   \
+            case 64: TC_LAUNCH(be, kernel, __nv_bfloat16, 64, grid, bytes, args); break;                                   \
+            case 80: TC_LAUNCH(be, kernel, __nv_bfloat16, 80, grid, bytes, args); break;                                   \
+            default: TC_LAUNCH(be, kernel, __nv_bfloat16, 160, grid, bytes, args); break;                                  \
+            }                                                                                                              \
+        } else {                                                                                                           \
+            switch (D) {                                                                                                   \
+            case 40: TC_LAUNCH(be, kernel, __half, 40, grid, bytes, args); break;                                          \
+            case 64: TC_LAUNCH(be, kernel, __half, 64, grid, bytes, args); break;                                          \
+            case 80: TC_LAUNCH(be, kernel, __half, 80, grid, bytes, args); break;                                          \
+            default: TC_LAUNCH(be, kernel, __half, 160, grid, bytes, args); break;                                         \
+            }                                                                                                              \
+        }                                                                                                                  \
+    } while (0)
+
+static size_t tc_tile_bytes(int D) { return (size_t)TC_ROWS * ((D + 15) / 16 * 16 + 8) * 2; }
+
+/* Launches a scalar kernel<NC, STAGED, DQ> over `rows` rows, NC = 32-dim chunks per lane covering D;
+ * head dims up to GEN_STAGED_MAX_D stage their tiles in shared memory (under the default 48 KiB). */
+#define GEN_LAUNCH_NC(be, kernel, DQ, NC, grid, s, args)                                                                   \
+    do {                                                                                                               \
+        const bool staged_ = (s).D <= GEN_STAGED_MAX_D;                                                               \
+        const size_t bytes_ = gen_smem_bytes((s).D, staged_);                                                          \
+        if (staged_) kernel<NC, true, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                          \
+        else kernel<NC, false, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                                 \
+    } while (0)
+#define GEN_LAUNCH(be, kernel, DQ, s, rows, args)                                                                          \
+    do {                                                                                                               \
+        dim3 grid_((unsigned)(((rows) + 3) / 4), (unsigned)((s).B * (s).H));                                           \
+        if ((s).D <= 32) GEN_LAUNCH_NC(be, kernel, DQ, 1, grid_, s, args);                                                 \
+        else if ((s).D <= 64) GEN_LAUNCH_NC(be, kernel, DQ, 2, grid_, s, args);                                            \
+        else if ((s).D <= 128) GEN_LAUNCH_NC(be, kernel, DQ, 4, grid_, s, args);                                           \
+        else if ((s).D <= 256) GEN_LAUNCH_NC(be, kernel, DQ, 8, grid_, s, args);                                           \
+        else GEN_LAUNCH_NC(be, kernel, DQ, 16, grid_, s, args);                                                            \
+        CUDA_LAUNCHED(be);                                                                                             \
+    } while (0)
+
+static int forward_run(sdt_backend *be, const attn_shape *s, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
+                       void *out, int ot, float *lse, bool tc)
+{
+    if (tc) {
+        tc_args a = {};
+        a.q = q->data, a.k = k->data, a.v = v->data, a.out = out, a.ot = ot, a.lse = lse, a.s = *s;
+        dim3 grid((unsigned)((s->Tq + TC_ROWS - 1) / TC_ROWS), (unsigned)(s->B * s->H));
+        TC_DISPATCH(be, attn_tc_fwd_kernel, q->dtype == SDT_BF16, s->D, grid, 3 * tc_tile_bytes(s->D), a);
+        return 0;
+    }
+    gen_args a = {};
+    a.q = q->data, a.k = k->data, a.v = v->data, a.qt = q->dtype, a.kt = k->dtype, a.vt = v->dtype;
+    a.out = out, a.ot = ot, a.lse = lse, a.s = *s;
+    GEN_LAUNCH(be, attn_gen_rows_kernel, false, *s, s->Tq, a);
+    return 0;
+}
+
+int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k,
+                           const sdt_tensor *v, int heads, bool causal)
+{
+    attn_shape s;
+    if (attn_check(be, "attention_forward", q, k, v, lse, heads, causal, &s)) return -1;
+    if (sdt_tensor_numel(out) != sdt_tensor_numel(q)) return cuda_fail(be, "attention_forward: out must have q's shape");
+    const sdt_tensor *all[4] = {q, k, v, out};
+    return forward_run(be, &s, q, k, v, out->data, out->dtype, lse ? (float *)lse->data : NULL, tc_usable(be, &s, all, 4));
+}
+
+/* Query splits for the dK/dV kernel: enough blocks to fill the GPU when there are few key tiles
+ * (cross-attention has 77 keys: two tiles), each split's fp32 partials summed afterwards. */
+static int dkdv_splits(sdt_backend *be, const attn_shape *s)
+{
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device) != cudaSuccess || sms <= 0) sms = 80;
+    const int blocks = (s->Tk + TC_ROWS - 1) / TC_ROWS * s->B * s->H, q_tiles = (s->Tq + TC_ROWS - 1) / TC_ROWS;
+    int splits = (2 * sms + blocks - 1) / blocks;
+    if (s->causal || splits < 1) splits = 1; /* causal work per key tile is uneven; CLIP's T = 77 is small anyway */
+    if (splits > q_tiles) splits = q_tiles;
+    if (splits > 16) splits = 16;
+    return splits;
+}
+
+int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout,
+                            const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
+                            const sdt_tensor *lse, int heads, bool causal)
+{
+    const char *op = "attention_backward";
+    attn_shape s;
+    if (attn_check(be, op, q, k, v, lse, heads, causal, &s)) return -1;
+    if (sdt_tensor_numel(dout) != sdt_tensor_numel(q) || (dq && sdt_tensor_numel(dq) != sdt_tensor_numel(q)) ||
+        (dk && sdt_tensor_numel(dk) != sdt_tensor_numel(k)) || (dv && sdt_tensor_numel(dv) != sdt_tensor_numel(v)))
+        return cuda_fail(be, "%s: dout and dq must have q's shape, dk and dv k's", op);
+    if (lse && (!out || sdt_tensor_numel(out) != sdt_tensor_numel(q)))
+        return cuda_fail(be, "%s: lse was given without forward's out (of q's shape); pass both or neither", op);
+    if (!dq && !dk && !dv) return 0;
+    const sdt_tensor *all[5] = {q, k, v, dout, lse ? out : q};
+    const bool tc = tc_usable(be, &s, all, 5);
+    const int64_t rows = (int64_t)s.B * s.H * s.Tq;
+    /* Without saved statistics, recompute out and lse first (out in q's dtype, as forward would store it). */
+    const void *o = lse ? out->data : NULL;
+    int odt = lse ? out->dtype : q->dtype;
+    const float *lse_p = lse ? (const float *)lse->data : NULL;
+    if (!lse) {
+        void *obuf = cuda_scratch(be, 8, (size_t)sdt_tensor_numel(q) * sdt_dtype_size(q->dtype));
+        float *lbuf = (float *)cuda_scratch(be, 9, (size_t)rows * sizeof(float));
+        if (!obuf || !lbuf || forward_run(be, &s, q, k, v, obuf, odt, lbuf, tc)) return -1;
+        o = obuf;
+        lse_p = lbuf;
+    }
+    float *delta = (float *)cuda_scratch(be, 3, (size_t)rows * sizeof(float));
+    if (!delta) return -1;
+    attn_delta_kernel<<<grid_for(rows * 32, 256), 256, 0, ctx_of(be)->stream>>>(delta, dout->data, dout->dtype, o, odt, s.B,
+                                                                                s.Tq, s.H, s.D);
+    CUDA_LAUNCHED(be);
+    if (!tc) {
+        gen_args a = {};
+        a.q = q->data, a.k = k->data, a.v = v->data, a.dout = dout->data;
+        a.qt = q->dtype, a.kt = k->dtype, a.vt = v->dtype, a.dot = dout->dtype;
+        a.dq = dq ? dq->data : NULL, a.dk = dk ? dk->data : NULL, a.dv = dv ? dv->data : NULL;
+        a.dqt = dq ? dq->dtype : 0, a.dkt = dk ? dk->dtype : 0, a.dvt = dv ? dv->dtype : 0;
+        a.lse_in = lse_p, a.delta = delta, a.s = s;
+        if (dk || dv) GEN_LAUNCH(be, attn_gen_dkdv_kernel, false, s, s.Tk, a);
+        if (dq) GEN_LAUNCH(be, attn_gen_rows_kernel, true, s, s.Tq, a);
+        return 0;
+    }
+    tc_args a = {};
+    a.q = q->data, a.k = k->data, a.v = v->data, a.dout = dout->data, a.out_in = o;
+    a.dq = dq ? dq->data : NULL, a.dk = dk ? dk->data : NULL, a.dv = dv ? dv->data : NULL;
+    a.dqt = dq ? dq->dtype : 0, a.dkt = dk ? dk->dtype : 0, a.dvt = dv ? dv->dtype : 0;
+    a.lse_in = lse_p, a.delta = delta, a.s = s, a.splits = 1;
+    const bool bf16 = q->dtype == SDT_BF16;
+    if (dk || dv) {
+        a.splits = dkdv_splits(be, &s);
+        const int64_t plane = (int64_t)s.B * s.Tk * s.HD;
+        if (a.splits > 1) {
+            a.partial = (float *)cuda_scratch(be, 10, (size_t)(2 * a.splits * plane) * sizeof(float));
+            if (!a.partial) return -1;
+        }
+        dim3 grid((unsigned)((s.Tk + TC_ROWS - 1) / TC_ROWS), (unsigned)(s.B * s.H), (unsigned)a.splits);
+        TC_DISPATCH(be, attn_tc_dkdv_kernel, bf16, s.D, grid,
+                    (2 + 2 * tc_stream_buffers(s.D)) * tc_tile_bytes(s.D) + 2 * TC_ROWS * sizeof(float), a);
+        if (a.splits > 1) {
+            if (dk) {
+                attn_reduce_kernel<<<grid_for(plane, 256), 256, 0, ctx_of(be)->stream>>>(dk->data, dk->dtype, a.partial,
+                                                                                        a.splits, plane, s.scale);
+                CUDA_LAUNCHED(be);
+            }
+            if (dv) {
+                attn_reduce_kernel<<<grid_for(plane, 256), 256, 0, ctx_of(be)->stream>>>(
+                    dv->data, dv->dtype, a.partial + (int64_t)a.splits * plane, a.splits, plane, 1.0f);
+                CUDA_LAUNCHED(be);
+            }
+        }
+    }
+    if (dq) {
+        dim3 grid((unsigned)((s.Tq + TC_ROWS - 1) / TC_ROWS), (unsigned)(s.B * s.H));
+        TC_DISPATCH(be, attn_tc_dq_kernel, bf16, s.D, grid, (2 + 2 * tc_stream_buffers(s.D)) * tc_tile_bytes(s.D), a);
+    }
+    return 0;
+}

@@ -1,0 +1,353 @@
+/* diffusers_config.c - see diffusers_config.h. Key names follow diffusers 0.2x and transformers 4.x. */
+#include "diffusers_config.h"
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic_file.h"
+
+#define DIFFUSERS_VERSION "0.21.0"
+
+/* ---- reading ------------------------------------------------------------------------- */
+
+/* The parsed JSON of folder/sub/name; NULL when absent (*present false) or broken (*error set). */
+static cJSON *read_json(const char *folder, const char *sub, const char *name, bool *present, char **path_out,
+                        sdt_error *error)
+{
+    char *path = g_build_filename(folder, sub, name, NULL);
+    *present = g_file_test(path, G_FILE_TEST_EXISTS);
+    *path_out = path;
+    if (!*present) return NULL;
+    gchar *text = NULL;
+    gsize len = 0;
+    cJSON *j = NULL;
+    if (!g_file_get_contents(path, &text, &len, NULL))
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot be read; check its permissions", path);
+    else if (!(j = cJSON_ParseWithLength(text, len)) || !cJSON_IsObject(j))
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
+    g_free(text);
+    if (j && !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        j = NULL;
+    }
+    return j;
+}
+
+static bool get_number(const cJSON *o, const char *key, double *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v)) return false;
+    *out = v->valuedouble;
+    return true;
+}
+
+/* Heads per level from attention_head_dim (diffusers' name for the head count in SD
+ * configs: 8 for SD 1.x, [5, 10, 20, 20] for SD 2.x) or num_attention_heads. */
+static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(unet, "num_attention_heads");
+    const char *key = "num_attention_heads";
+    if (!h || cJSON_IsNull(h)) h = cJSON_GetObjectItemCaseSensitive(unet, key = "attention_head_dim");
+    if (!h || cJSON_IsNull(h)) return true;
+    int heads[SDT_UNET_MAX_LEVELS] = {0};
+    int n = 0;
+    if (cJSON_IsNumber(h)) {
+        for (n = 0; n < u->num_levels; n++) heads[n] = h->valueint;
+    } else if (cJSON_IsArray(h) && cJSON_GetArraySize(h) == u->num_levels) {
+        for (n = 0; n < u->num_levels; n++) {
+            const cJSON *e = cJSON_GetArrayItem(h, n);
+            heads[n] = cJSON_IsNumber(e) ? e->valueint : 0;
+        }
+    } else {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' must be a number or a list of %d numbers (one per level)", path, key,
+                 u->num_levels);
+        return false;
+    }
+    bool same_count = true, same_width = true;
+    int width = 0;
+    for (int l = 0; l < n; l++) {
+        int ch = u->model_channels * u->channel_mult[l];
+        if (heads[l] <= 0 || ch % heads[l]) {
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' gives %d heads at level %d, which do not divide its %d channels", path, key,
+                     heads[l], l, ch);
+            return false;
+        }
+        same_count &= heads[l] == heads[0];
+        if (l == 0) width = ch / heads[l];
+        same_width &= ch / heads[l] == width;
+    }
+    if (same_count) {
+        u->num_heads = heads[0], u->head_dim = 0;
+    } else if (same_width) {
+        u->num_heads = 0, u->head_dim = width;
+    } else {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' sets neither one head count nor one head width for every level; this UNet "
+                 "layout is not supported", path, key);
+        return false;
+    }
+    return true;
+}
+
+static bool apply_unet(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
+{
+    double v;
+    if (get_number(unet, "in_channels", &v) && (int)v != u->in_channels) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'in_channels' is %d but the UNet's weights take %d; the config belongs to another "
+                 "model", path, (int)v, u->in_channels);
+        return false;
+    }
+    if (get_number(unet, "cross_attention_dim", &v) && (int)v != u->context_dim) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'cross_attention_dim' is %d but the UNet's weights attend to %d; the config belongs "
+                 "to another model", path, (int)v, u->context_dim);
+        return false;
+    }
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
+    if (cJSON_IsBool(lp) && cJSON_IsTrue(lp) != u->linear_proj) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
+                 "to another model", path, cJSON_IsTrue(lp) ? "true" : "false", u->linear_proj ? "Linear" : "1x1 conv");
+        return false;
+    }
+    return apply_heads(unet, path, u, error);
+}
+
+static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u, bool *from_config, sdt_error *error)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "prediction_type");
+    if (!p || cJSON_IsNull(p)) return true;
+    const char *t = cJSON_GetStringValue(p);
+    if (t && !strcmp(t, "epsilon")) u->v_prediction = false;
+    else if (t && !strcmp(t, "v_prediction")) u->v_prediction = true;
+    else {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path,
+                 t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
+        return false;
+    }
+    *from_config = true;
+    return true;
+}
+
+bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, sdt_error *error)
+{
+    *prediction_from_config = false;
+    static const char *const files[3][2] = {
+        {"unet", "config.json"}, {"vae", "config.json"}, {"scheduler", "scheduler_config.json"}};
+    bool ok = true;
+    for (int i = 0; ok && i < 3; i++) {
+        bool present;
+        char *path;
+        cJSON *j = read_json(folder, files[i][0], files[i][1], &present, &path, error);
+        if (present && !j) ok = false;
+        double v;
+        if (j && i == 0) ok = apply_unet(j, path, &cfg->unet, error);
+        if (j && i == 1 && get_number(j, "scaling_factor", &v)) {
+            if (!(v > 0) || !isfinite(v)) {
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number", path);
+                ok = false;
+            } else {
+                cfg->vae.scaling = (float)v;
+            }
+        }
+        if (j && i == 2) ok = apply_scheduler(j, path, &cfg->unet, prediction_from_config, error);
+        cJSON_Delete(j);
+        g_free(path);
+    }
+    return ok && sdt_unet_config_validate(&cfg->unet, error);
+}
+
+/* ---- writing ------------------------------------------------------------------------- */
+
+/* A float config value as its shortest decimal (1e-05, not 9.99999974737875e-06). */
+static double decimal(float v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return strtod(buf, NULL);
+}
+
+static cJSON *int_list(const int *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static cJSON *str_list(const char *const *v, int n)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+    return a;
+}
+
+static cJSON *pair(const char *a, const char *b)
+{
+    const char *v[2] = {a, b};
+    return str_list(v, 2);
+}
+
+static cJSON *null_pair(void)
+{
+    cJSON *a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, cJSON_CreateNull());
+    cJSON_AddItemToArray(a, cJSON_CreateNull());
+    return a;
+}
+
+static cJSON *model_index(void)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "_class_name", "StableDiffusionPipeline");
+    cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
+    cJSON_AddItemToObject(o, "feature_extractor", null_pair());
+    cJSON_AddBoolToObject(o, "requires_safety_checker", false);
+    cJSON_AddItemToObject(o, "safety_checker", null_pair());
+    cJSON_AddItemToObject(o, "scheduler", pair("diffusers", "PNDMScheduler"));
+    cJSON_AddItemToObject(o, "text_encoder", pair("transformers", "CLIPTextModel"));
+    cJSON_AddItemToObject(o, "tokenizer", pair("transformers", "CLIPTokenizer"));
+    cJSON_AddItemToObject(o, "unet", pair("diffusers", "UNet2DConditionModel"));
+    cJSON_AddItemToObject(o, "vae", pair("diffusers", "AutoencoderKL"));
+    return o;
+}
+
+static cJSON *unet_json(const sdt_unet_config *u)
+{
+    cJSON *o = cJSON_CreateObject();
+    int n = u->num_levels, out[SDT_UNET_MAX_LEVELS], heads[SDT_UNET_MAX_LEVELS];
+    const char *down[SDT_UNET_MAX_LEVELS], *up[SDT_UNET_MAX_LEVELS];
+    for (int l = 0; l < n; l++) {
+        out[l] = u->model_channels * u->channel_mult[l];
+        heads[l] = sdt_unet_config_heads(u, out[l]);
+        down[l] = u->attention[l] ? "CrossAttnDownBlock2D" : "DownBlock2D";
+        up[n - 1 - l] = u->attention[l] ? "CrossAttnUpBlock2D" : "UpBlock2D";
+    }
+    cJSON_AddStringToObject(o, "_class_name", "UNet2DConditionModel");
+    cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
+    cJSON_AddStringToObject(o, "act_fn", "silu");
+    /* diffusers' SD configs name the head count attention_head_dim: one number when every level has it */
+    cJSON_AddItemToObject(o, "attention_head_dim", u->num_heads > 0 ? cJSON_CreateNumber(u->num_heads) : int_list(heads, n));
+    cJSON_AddItemToObject(o, "block_out_channels", int_list(out, n));
+    cJSON_AddBoolToObject(o, "center_input_sample", false);
+    cJSON_AddNumberToObject(o, "cross_attention_dim", u->context_dim);
+    cJSON_AddItemToObject(o, "down_block_types", str_list(down, n));
+    cJSON_AddNumberToObject(o, "downsample_padding", 1);
+    cJSON_AddBoolToObject(o, "flip_sin_to_cos", u->flip_sin_to_cos);
+    cJSON_AddNumberToObject(o, "freq_shift", decimal(u->freq_shift));
+    cJSON_AddNumberToObject(o, "in_channels", u->in_channels);
+    cJSON_AddNumberToObject(o, "layers_per_block", u->num_res_blocks);
+    cJSON_AddNumberToObject(o, "mid_block_scale_factor", 1);
+    cJSON_AddNumberToObject(o, "norm_eps", decimal(u->norm_eps));
+    cJSON_AddNumberToObject(o, "norm_num_groups", u->norm_groups);
+    cJSON_AddNumberToObject(o, "out_channels", u->out_channels);
+    cJSON_AddNumberToObject(o, "sample_size", 64);
+    cJSON_AddNumberToObject(o, "transformer_layers_per_block", u->transformer_depth);
+    cJSON_AddItemToObject(o, "up_block_types", str_list(up, n));
+    cJSON_AddBoolToObject(o, "upcast_attention", false);
+    cJSON_AddBoolToObject(o, "use_linear_projection", u->linear_proj);
+    return o;
+}
+
+static cJSON *text_json(const clip_config *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    const char *arch[1] = {"CLIPTextModel"};
+    cJSON_AddItemToObject(o, "architectures", str_list(arch, 1));
+    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(o, "bos_token_id", 0);
+    cJSON_AddNumberToObject(o, "dropout", 0.0);
+    cJSON_AddNumberToObject(o, "eos_token_id", 2);
+    cJSON_AddStringToObject(o, "hidden_act", c->act == SDT_ACT_QUICK_GELU ? "quick_gelu" : "gelu");
+    cJSON_AddNumberToObject(o, "hidden_size", c->width);
+    cJSON_AddNumberToObject(o, "initializer_factor", 1.0);
+    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_width);
+    cJSON_AddNumberToObject(o, "layer_norm_eps", decimal(c->ln_eps));
+    cJSON_AddNumberToObject(o, "max_position_embeddings", c->positions);
+    cJSON_AddStringToObject(o, "model_type", "clip_text_model");
+    cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", c->layers);
+    cJSON_AddNumberToObject(o, "pad_token_id", 1);
+    cJSON_AddNumberToObject(o, "projection_dim", c->width);
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    cJSON_AddStringToObject(o, "transformers_version", "4.25.1");
+    cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
+    return o;
+}
+
+static cJSON *vae_json(const vae_config *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    int out[VAE_MAX_LEVELS];
+    const char *down[VAE_MAX_LEVELS], *up[VAE_MAX_LEVELS];
+    for (int l = 0; l < v->levels; l++) {
+        out[l] = v->ch * v->ch_mult[l];
+        down[l] = "DownEncoderBlock2D";
+        up[l] = "UpDecoderBlock2D";
+    }
+    cJSON_AddStringToObject(o, "_class_name", "AutoencoderKL");
+    cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
+    cJSON_AddStringToObject(o, "act_fn", "silu");
+    cJSON_AddItemToObject(o, "block_out_channels", int_list(out, v->levels));
+    cJSON_AddItemToObject(o, "down_block_types", str_list(down, v->levels));
+    cJSON_AddNumberToObject(o, "in_channels", v->in_channels);
+    cJSON_AddNumberToObject(o, "latent_channels", v->z_channels);
+    cJSON_AddNumberToObject(o, "layers_per_block", v->res_blocks);
+    cJSON_AddNumberToObject(o, "norm_num_groups", v->groups);
+    cJSON_AddNumberToObject(o, "out_channels", v->in_channels);
+    cJSON_AddNumberToObject(o, "sample_size", 512);
+    cJSON_AddNumberToObject(o, "scaling_factor", decimal(v->scaling));
+    cJSON_AddItemToObject(o, "up_block_types", str_list(up, v->levels));
+    return o;
+}
+
+/* SD's training schedule (scaled linear betas 0.00085..0.012 over 1000 steps) as the PNDM
+ * scheduler SD 1.5's folder ships; prediction_type says eps or v. */
+static cJSON *scheduler_json(bool v_prediction)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "_class_name", "PNDMScheduler");
+    cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
+    cJSON_AddNumberToObject(o, "beta_end", 0.012);
+    cJSON_AddStringToObject(o, "beta_schedule", "scaled_linear");
+    cJSON_AddNumberToObject(o, "beta_start", 0.00085);
+    cJSON_AddBoolToObject(o, "clip_sample", false);
+    cJSON_AddNumberToObject(o, "num_train_timesteps", 1000);
+    cJSON_AddStringToObject(o, "prediction_type", v_prediction ? "v_prediction" : "epsilon");
+    cJSON_AddBoolToObject(o, "set_alpha_to_one", false);
+    cJSON_AddBoolToObject(o, "skip_prk_steps", true);
+    cJSON_AddNumberToObject(o, "steps_offset", 1);
+    cJSON_AddNullToObject(o, "trained_betas");
+    return o;
+}
+
+static bool write_json(const char *folder, const char *sub, const char *name, cJSON *j, sdt_error *error)
+{
+    char *dir = sub ? g_build_filename(folder, sub, NULL) : g_strdup(folder);
+    char *path = g_build_filename(dir, name, NULL);
+    char *json = j ? cJSON_Print(j) : NULL;
+    char *text = json ? g_strconcat(json, "\n", NULL) : NULL;
+    bool ok = text != NULL;
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory writing the config", path);
+    if (ok && g_mkdir_with_parents(dir, 0755) != 0) {
+        sdt_fail(error, SDT_ERR_IO, "%s: the folder cannot be created; check the permissions", dir);
+        ok = false;
+    }
+    if (ok) ok = sdt_atomic_write(path, text, strlen(text), error);
+    cJSON_free(json);
+    g_free(text);
+    cJSON_Delete(j);
+    g_free(path);
+    g_free(dir);
+    return ok;
+}
+
+bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_error *error)
+{
+    return write_json(folder, NULL, "model_index.json", model_index(), error) &&
+           write_json(folder, "unet", "config.json", unet_json(&cfg->unet), error) &&
+           write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), error) &&
+           write_json(folder, "vae", "config.json", vae_json(&cfg->vae), error) &&
+           write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), error);
+}

@@ -1,0 +1,188 @@
+/* test_real_files.c - checkpoints and files as users have them (issue 9):
+ *  - a lone single-file checkpoint (tiny, with CLIP's 49408-token vocabulary) and no tokenizer
+ *    folder anywhere: create-embedding and training use the CLIP tokenizer built into the
+ *    plugin and say so; a tokenizer folder given by the host still wins; a lone checkpoint
+ *    whose vocabulary the built-in tokenizer does not fit is refused with the fix;
+ *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains;
+ *  - an inpainting model (a tiny UNet taking 9 channels) trains, previews included, as A1111
+ *    trains on one (the extra channels: a full mask and the latent of a grey image). */
+#include <webp/encode.h>
+
+#include "data/image_io.h"
+#include "trainer_fixture.h"
+
+/* sdt-make-checkpoint --config tiny --out path plus extra arguments; false when it fails. */
+static bool make_checkpoint(const trainer_env *env, const char *path, const char *extra)
+{
+    char cmd[3 * FX_PATH];
+    snprintf(cmd, sizeof cmd, "'%s' --config tiny --seed 7 --out '%s' %s >/dev/null", env->make_checkpoint, path, extra);
+    int rc = system(cmd);
+    CHECK(rc == 0, "%s failed (%d)", cmd, rc);
+    return rc == 0;
+}
+
+/* create_embedding from model into dir; the log goes to rec. */
+static sdt_status create_embedding(const trainer_env *env, fx_recorder *rec, const char *model, const char *tokenizer,
+                                   const char *dir, const char *name, char *out, char *error)
+{
+    sdt_ti_trainer *t = fx_create(env, rec);
+    if (!t) return SDT_STATUS_INTERNAL;
+    sdt_embedding_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.struct_size = sizeof spec;
+    spec.vectors_per_token = 2;
+    spec.name = name;
+    spec.init_text = "a photo of a cat";
+    spec.model_path = model;
+    spec.tokenizer_path = tokenizer;
+    spec.output_dir = dir;
+    spec.overwrite = true;
+    sdt_status st = env->ti->create_embedding(t, &spec, out, FX_PATH, NULL);
+    snprintf(error, 2048, "%s", fx_last_error(env, t));
+    env->ti->destroy(t);
+    return st;
+}
+
+/* A tiny checkpoint <tmp>/<name>/<name>-model.safetensors made with extra arguments, alone in its
+ * folder, and an embedding <name> created from it there; false when either fails. */
+static bool lone_model_and_embedding(const trainer_env *env, const char *name, const char *extra, fx_recorder *rec,
+                                     char *dir, char *model, char *emb)
+{
+    char file[256], error[2048];
+    fx_subdir(env, dir, name);
+    snprintf(file, sizeof file, "%s-model.safetensors", name);
+    fx_path(model, dir, file);
+    if (!make_checkpoint(env, model, extra)) return false;
+    sdt_status st = create_embedding(env, rec, model, NULL, dir, name, emb, error);
+    CHECK(st == SDT_STATUS_OK, "create_embedding from %s: %s", model, error);
+    return st == SDT_STATUS_OK;
+}
+
+static void check_lone_checkpoint(const trainer_env *env)
+{
+    printf("-- a lone single-file checkpoint, no tokenizer folder\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], error[2048];
+    fx_recorder rec;
+    if (!lone_model_and_embedding(env, "lone", "--clip-vocab 49408 --dtype f16", &rec, dir, model, emb)) return;
+    sdt_status st;
+    CHECK(strstr(rec.log, "built into the plugin") != NULL, "create_embedding says it used the built-in tokenizer:\n%s",
+          rec.log);
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    CHECK(initial && n0 == 2 * 128, "the new embedding has 2 x 128 values (got %lld)", (long long)n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 3);
+    c.model_path = model;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on a lone checkpoint: %s", fx_last_error(env, t));
+    CHECK(strstr(rec.log, "built into the plugin") != NULL, "training says it used the built-in tokenizer");
+    CHECK(rec.n_steps == 3, "3 steps published (got %d)", rec.n_steps);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the trained embedding is finite and moved");
+    free(initial);
+
+    printf("-- a tokenizer folder given still wins\n");
+    char given[FX_PATH];
+    fx_path(given, env->model, "tokenizer");
+    st = create_embedding(env, &rec, model, given, dir, "given", emb, error);
+    CHECK(st == SDT_STATUS_OK, "create_embedding with a given tokenizer: %s", error);
+    CHECK(strstr(rec.log, "built into the plugin") == NULL, "a given tokenizer is used, not the built-in one:\n%s",
+          rec.log);
+}
+
+static void check_vocab_mismatch(const trainer_env *env)
+{
+    printf("-- a lone checkpoint the built-in tokenizer does not fit\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], error[2048];
+    fx_subdir(env, dir, "mismatch");
+    fx_path(model, dir, "tiny.safetensors");
+    if (!make_checkpoint(env, model, "")) return;
+    fx_recorder rec;
+    sdt_status st = create_embedding(env, &rec, model, NULL, dir, "mismatch", emb, error);
+    printf("  status %d: %s\n", (int)st, error);
+    CHECK(st != SDT_STATUS_OK && strstr(error, model) && strstr(error, "built-in CLIP tokenizer") &&
+              strstr(error, "tokenizer path"),
+          "refused with a sentence naming the model and the fix: %s", error);
+}
+
+static void check_webp_dataset(const trainer_env *env)
+{
+    printf("-- a WebP dataset\n");
+    char dir[FX_PATH], data[FX_PATH], emb[FX_PATH], log[FX_PATH];
+    fx_subdir(env, dir, "webp");
+    fx_subdir(env, data, "webp/dataset");
+    const char *stems[3] = {"demo_001", "demo_002", "demo_003"};
+    for (int i = 0; i < 3; i++) {
+        char png[FX_PATH], out[FX_PATH];
+        sdt_error err = {0};
+        snprintf(png, sizeof png, "%.3900s/%s.png", env->dataset, stems[i]);
+        int w = 0, h = 0;
+        uint8_t *rgb = sdt_image_decode(png, 3, 1 << 24, &w, &h, &err);
+        CHECK(rgb != NULL, "decode %s: %s", png, err.message);
+        if (!rgb) return;
+        uint8_t *enc = NULL;
+        size_t n = i % 2 ? WebPEncodeRGB(rgb, w, h, w * 3, 90, &enc) : WebPEncodeLosslessRGB(rgb, w, h, w * 3, &enc);
+        snprintf(out, sizeof out, "%.3900s/%s.webp", data, stems[i]);
+        CHECK(n > 0 && fx_write_file(out, enc, n), "write %s", out);
+        WebPFree(enc);
+        free(rgb);
+        snprintf(png, sizeof png, "%.3900s/%s.txt", env->dataset, stems[i]);
+        snprintf(out, sizeof out, "%.3900s/%s.txt", data, stems[i]);
+        CHECK(fx_copy_file(png, out), "copy the caption %s", png);
+    }
+    if (!fx_make_embedding(env, dir, "webp", 2, "orange ring", emb)) return;
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, data, fx_path(log, dir, "log"), 3);
+    fx_recorder rec;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    sdt_status st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on WebP images: %s", fx_last_error(env, t));
+    CHECK(strstr(rec.log, "encoded 3 training images") != NULL, "all 3 WebP images were used:\n%s", rec.log);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the embedding trained on WebP images moved");
+    free(initial);
+}
+
+static void check_inpainting(const trainer_env *env)
+{
+    printf("-- an inpainting model (9-channel UNet)\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH];
+    fx_recorder rec;
+    if (!lone_model_and_embedding(env, "inpaint", "--clip-vocab 49408 --unet-in-channels 9", &rec, dir, model, emb))
+        return;
+    sdt_status st;
+    int64_t n0;
+    float *initial = fx_read_embedding(emb, &n0);
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 4);
+    c.model_path = model;
+    c.preview_every = 2;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on an inpainting model: %s", fx_last_error(env, t));
+    CHECK(rec.n_steps == 4, "4 steps published (got %d)", rec.n_steps);
+    CHECK(rec.saved[SDT_FILE_PREVIEW] >= 2, "previews were written (%d)", rec.saved[SDT_FILE_PREVIEW]);
+    env->ti->destroy(t);
+    CHECK(fx_embedding_check(emb, initial, n0, true), "the embedding trained on an inpainting model moved");
+    free(initial);
+}
+
+int main(int argc, char **argv)
+{
+    trainer_env env;
+    if (!trainer_env_open(&env, argc, argv, "test_real_files")) return trainer_env_abandon(&env);
+    if (!env.make_checkpoint) {
+        printf("test_real_files: sdt-make-checkpoint is not built; skipping\n");
+        trainer_env_close(&env);
+        return SDT_TEST_SKIP;
+    }
+    check_lone_checkpoint(&env);
+    check_vocab_mismatch(&env);
+    check_webp_dataset(&env);
+    check_inpainting(&env);
+    trainer_env_close(&env);
+    return sdt_test_finish("test_real_files");
+}
