@@ -21,7 +21,7 @@ mod75=${2:?MODULE_75_PTX}
 mod80=${3:?MODULE_80_REAL}
 host=$build/host-sim/sdt-host
 demo=$build/host-sim/demo
-seed=${SDT_TEST_SEED:-$(((RANDOM << 15) | RANDOM))}
+seed=${SDT_TEST_SEED:-20261126}
 echo "seed $seed"
 status=0
 pass() { echo "PASS: $*"; }
