@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Hypernetwork files from the command line: create-hypernetwork writes <out>/<name>.pt as A1111's Create tab
-# does, inspect shows it (text and JSON) through the plugin's hypernetwork factory, an existing file is kept
-# unless --overwrite, and a bad field is one sentence naming it. Where /usr/bin/python3 has torch, the .pt
-# loads with torch.load and holds A1111's keys and state-dict names.
+# does, inspect shows it and a .safetensors one (text and JSON) through the plugin's hypernetwork factory, an
+# existing file is kept unless --overwrite, and a bad field is one sentence naming it. Where /usr/bin/python3
+# has torch, the .pt loads with torch.load and holds A1111's keys and state-dict names.
 source "$(dirname "$0")/e2e_lib.sh"
 
 run_host create-hypernetwork --name style --out hn
@@ -50,6 +50,24 @@ run_host create-hypernetwork --name bad --dropout-structure 0,0.1,0 --out hn
 expect_usage "--dropout-structure without --dropout" "--dropout"
 run_host create-hypernetwork --out hn
 expect_usage "no --name" "--name"
+
+# A .safetensors hypernetwork and its .pt twin (tests/hn's hn_cli writes both): inspect reads either the same way.
+if [ -n "${HN_CLI:-}" ] && [ -x "$HN_CLI" ]; then
+    mkdir -p twin && "$HN_CLI" twin relu 1 1 0 k "$SEED" >/dev/null || fail "hn_cli did not write the twin files"
+    run_host inspect --json twin/hn.safetensors
+    expect_rc 0 "inspect a .safetensors hypernetwork"
+    [ "$(json_get "$OUT" format)" = safetensors ] || fail "the .safetensors' JSON format is '$(json_get "$OUT" format)'"
+    [ "$(json_get "$OUT" layers)" = 3 ] || fail "the .safetensors' layers are not 3 (structure 1, 2, 1.5, 1)"
+    st_params=$(json_get "$OUT" parameter_count)
+    run_host inspect --json twin/hn.pt
+    [ "$(json_get "$OUT" format)" = a1111-pt ] || fail "the .pt twin's JSON format is '$(json_get "$OUT" format)'"
+    [ -n "$st_params" ] && [ "$(json_get "$OUT" parameter_count)" = "$st_params" ] ||
+        fail "the twins' parameter counts differ: '$st_params' and '$(json_get "$OUT" parameter_count)'"
+    run_host inspect twin/hn.safetensors
+    grep -qE '^modules: +8, 12$' "$OUT" || fail "inspect: the twin's modules are not 8, 12"
+else
+    echo "no hn_cli: the .safetensors inspect is skipped"
+fi
 
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
     /usr/bin/python3 - hn/shaped.pt <<'PY' || fail "the .pt does not load in torch as A1111's hypernetwork"
