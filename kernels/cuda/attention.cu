@@ -766,10 +766,25 @@ static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, cons
 
 static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
 
+/* Whether the tensor-core kernels can run here: the card is sm_80+ AND the code the driver
+ * loaded for them was compiled for sm_80+. A module built only as sm_75 PTX, JIT-compiled on a
+ * newer card, has empty tensor-core bodies (mma.sync needs sm_80), so the card's capability
+ * alone would pick kernels that compute nothing. */
+bool cuda_attention_tc_available(int device_major)
+{
+    if (device_major < 8) return false;
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, attn_tc_fwd_kernel<__nv_bfloat16, 64>) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return attr.ptxVersion >= 80;
+}
+
 /* Whether the tensor-core kernels take this call: one 16-bit dtype, a supported head dim, sm_80+. */
 static bool tc_usable(sdt_backend *be, const attn_shape *s, const sdt_tensor *const *ts, int n)
 {
-    if (!be->native_bf16) return false; /* compute capability >= 8.0 */
+    if (!ctx_of(be)->attention_tc) return false; /* sm_80+ card and sm_80+ code */
     if (!(s->D == 40 || s->D == 64 || s->D == 80 || s->D == 160)) return false;
     const int dt = ts[0]->dtype;
     if (dt != SDT_BF16 && dt != SDT_F16) return false;

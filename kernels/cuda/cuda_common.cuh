@@ -28,6 +28,7 @@ typedef struct cuda_ctx {
     int *flag;
     struct conv_plan *conv_plans; /* conv.cu: algorithm choices by shape, grown on demand */
     int n_conv_plans, cap_conv_plans;
+    bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(sdt_backend *be) { return (cuda_ctx *)be->ctx; }

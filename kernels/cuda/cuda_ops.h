@@ -29,6 +29,8 @@ int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w);
 int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, int stride, int pad);
 int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w, int stride, int pad);
+/* At create: whether attention's tensor-core kernels have sm_80+ code on this card. */
+bool cuda_attention_tc_available(int device_major);
 int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
 int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal);
 int cuda_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);

@@ -50,19 +50,26 @@ if [ "$cap" = "8.0" ]; then
     echo "SKIP: this card is sm_80, which the 80-real module has code for; run check 2 on another card"
 else
     cd "$work" || exit 1
+    # The plugin opens the CUDA module beside itself: a plugin folder whose module is the 80-real one.
+    mkdir -p plugin80
+    cp -L "$build/plugin/libsdtrain.so" plugin80/libsdtrain.so
+    cp -L "$mod80" plugin80/libsdtrain_cuda.so
     "$host" create-embedding --name archcheck --init-text photo --vectors 1 --model "$demo/model" --out emb \
         >/dev/null 2>&1 || fail "create-embedding on the demo model"
-    common=(--embedding emb/archcheck.safetensors --dataset "$demo/dataset" --model "$demo/model" --width 64
-            --height 64 --max-steps 2 --save-every 0 --preview-every 0 --seed "$seed")
-    SDTRAIN_CUDA_MODULE=$mod80 "$host" train "${common[@]}" --device auto --log-dir log-auto >auto.out 2>auto.err
+    train80() { # device log-dir: a fresh copy of the embedding per run (training writes the file it is given)
+        mkdir -p "run-$1" && cp emb/archcheck.safetensors "run-$1/"
+        SDTRAIN_PLUGIN=$PWD/plugin80/libsdtrain.so "$host" train --embedding "run-$1/archcheck.safetensors" \
+            --dataset "$demo/dataset" --model "$demo/model" --width 64 --height 64 --max-steps 2 --save-every 0 \
+            --preview-every 0 --seed "$seed" --device "$1" --log-dir "log-$1" >"$1.out" 2>"$1.err"
+    }
+    train80 auto
     rc=$?
-    if [ $rc -eq 0 ] && grep -q "training on the CPU: the CUDA module has no code for this GPU" auto.out auto.err &&
-        grep -q "80-real" auto.out auto.err; then
+    if [ $rc -eq 0 ] && grep -q "no code for this GPU" auto.out auto.err && grep -q "80-real" auto.out auto.err; then
         pass "--device auto with the 80-real module: $(grep -h "no code for this GPU" auto.out auto.err | head -n 1)"
     else
         fail "--device auto with the 80-real module: rc $rc; $(tail -n 3 auto.err)"
     fi
-    SDTRAIN_CUDA_MODULE=$mod80 "$host" train "${common[@]}" --device cuda --log-dir log-cuda >cuda.out 2>cuda.err
+    train80 cuda
     rc=$?
     if [ $rc -eq 1 ] && grep -q "no code for this GPU" cuda.err && grep -q "CMAKE_CUDA_ARCHITECTURES" cuda.err; then
         pass "--device cuda with the 80-real module is an error: $(head -n 1 cuda.err)"
