@@ -2,7 +2,7 @@
 # --help on sdt-host and on every subcommand: exit 0, a usage text on stdout, nothing written.
 source "$(dirname "$0")/e2e_lib.sh"
 
-for args in "--help" "-h" "demo --help" "create-embedding --help" "train --help" "inspect --help" \
+for args in "--help" "-h" "demo --help" "create-embedding --help" "create-hypernetwork --help" "train --help" "inspect --help" \
             "--plugin /nowhere/libsdtrain.so train --help"; do
     # shellcheck disable=SC2086 # the words are separate arguments on purpose
     run_host $args
@@ -12,7 +12,7 @@ for args in "--help" "-h" "demo --help" "create-embedding --help" "train --help"
 done
 
 run_host --help
-for cmd in demo create-embedding train inspect; do
+for cmd in demo create-embedding create-hypernetwork train inspect; do
     grep -qF "$cmd" "$OUT" || fail "sdt-host --help does not list the command $cmd"
 done
 
@@ -26,6 +26,11 @@ grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where ba
 run_host create-embedding --help
 for opt in --name --init-text --vectors --model --out --overwrite; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host create-embedding --help does not list $opt"
+done
+run_host create-hypernetwork --help
+for opt in --name --sizes --layer-structure --activation --init --layer-norm --dropout --dropout-structure \
+           --activate-output --out --overwrite; do
+    grep -qF -- "$opt" "$OUT" || fail "sdt-host create-hypernetwork --help does not list $opt"
 done
 run_host demo --help
 for opt in --out --max-steps --seed; do
