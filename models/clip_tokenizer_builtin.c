@@ -15,9 +15,11 @@ extern const char sdt_clip_license[];
 /* gzip's trailer ends with the uncompressed size mod 2^32; the files are far below 4 GiB. */
 static char *inflate_blob(const unsigned char *begin, const unsigned char *end, size_t *out_len)
 {
-    size_t in_len = (size_t)(end - begin);
+    /* Lengths through addresses: begin and end are two symbols of the .S file, and indexing
+     * backwards from end reads (to the compiler) before an object of unknown size. */
+    size_t in_len = (size_t)((uintptr_t)end - (uintptr_t)begin);
     if (in_len < 18) return NULL;
-    const unsigned char *t = end - 4;
+    const unsigned char *t = begin + in_len - 4;
     size_t n = (size_t)t[0] | (size_t)t[1] << 8 | (size_t)t[2] << 16 | (size_t)t[3] << 24;
     char *out = malloc(n + 1);
     if (!out) return NULL;
