@@ -1,6 +1,5 @@
 /* cmd_create.c - `sdt-host create-embedding`: the Create embedding tab. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -38,16 +37,9 @@ int cmd_create_embedding(int argc, char **argv)
     if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
-        sdt_embedding_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.struct_size = sizeof spec;
-        spec.vectors_per_token = (uint32_t)vectors;
-        spec.name = name;
-        spec.init_text = init_text ? init_text : "*";
-        spec.model_path = model;
-        spec.output_dir = out_dir;
-        spec.overwrite = overwrite;
-        spec.tokenizer_path = tokenizer;
+        sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)vectors, .name = name,
+                                    .init_text = init_text ? init_text : "*", .model_path = model, .output_dir = out_dir,
+                                    .overwrite = overwrite, .tokenizer_path = tokenizer };
         char path[4096] = "";
         sdt_status st = t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
         status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));

@@ -1,6 +1,5 @@
 /* cmd_create_hypernetwork.c - `sdt-host create-hypernetwork`: A1111's Create hypernetwork tab. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -41,20 +40,10 @@ int cmd_create_hypernetwork(int argc, char **argv)
     if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_hn_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
-        sdt_hypernetwork_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.struct_size = sizeof spec;
-        spec.name = name;
-        spec.output_dir = out_dir;
-        spec.widths = sizes;
-        spec.layer_structure = layer_structure;
-        spec.activation = activation;
-        spec.weight_init = init;
-        spec.dropout_structure = dropout_structure;
-        spec.layer_norm = layer_norm;
-        spec.use_dropout = dropout;
-        spec.activate_output = activate_output;
-        spec.overwrite = overwrite;
+        sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = name, .output_dir = out_dir, .widths = sizes,
+                                       .layer_structure = layer_structure, .activation = activation, .weight_init = init,
+                                       .dropout_structure = dropout_structure, .layer_norm = layer_norm,
+                                       .use_dropout = dropout, .activate_output = activate_output, .overwrite = overwrite };
         char path[4096] = "";
         sdt_status st = t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL);
         status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_hn_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
