@@ -290,6 +290,40 @@ def hn_seeds(build):
                 old[f"{width}.{kind}.{layer}.weight"] = ("F32", [rows, cols], f32(ramp(rows * cols)))
                 old[f"{width}.{kind}.{layer}.bias"] = ("F32", [rows], f32(ramp(rows)))
     write("hn_safetensors", "oldest_names.safetensors", st_bytes(old, {"name": "old", "modules": "[8, 12]"}))
+    hn_legacy_seeds()
+
+
+# torch's legacy (pre-zip) layout has no CRCs, so the fuzzer's changes reach the unpickler and the
+# hypernetwork key rules instead of stopping at a zip checksum. Written by Debian's torch (optional).
+HN_LEGACY = r"""
+import collections, sys, torch
+created, out_dir = sys.argv[1], sys.argv[2]
+d = torch.load(created)  # our own file, just written by create-hypernetwork
+torch.save(d, out_dir + "/legacy_create_small.pt", _use_new_zipfile_serialization=False)
+old = {}
+for width in (8, 12):
+    pair = []
+    for kind in range(2):
+        sd = collections.OrderedDict()
+        sd["linear1.weight"] = torch.full((2 * width, width), 0.01)
+        sd["linear1.bias"] = torch.zeros(2 * width)
+        sd["linear2.weight"] = torch.full((width, 2 * width), -0.01)
+        sd["linear2.bias"] = torch.zeros(width)
+        pair.append(sd)
+    old[width] = tuple(pair)
+old["name"] = "old"
+torch.save(old, out_dir + "/legacy_oldest_names.pt", _use_new_zipfile_serialization=False)
+"""
+
+
+def hn_legacy_seeds():
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("make_seeds: /usr/bin/python3 has no torch; legacy-layout hypernetwork seeds not written", file=sys.stderr)
+        return
+    folder = os.path.join(SEEDS, "hn_pt")
+    subprocess.run([python, "-c", HN_LEGACY, os.path.join(folder, "create_small.pt"), folder], check=True,
+                   capture_output=True)
 
 
 def main():
