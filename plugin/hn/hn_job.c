@@ -248,8 +248,8 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
     return true;
 }
 
-/* The largest K/V input of a micro-batch: batch x (the largest latent's H x W at the first level,
- * or the prompt's tokens). */
+/* The largest K/V input the hook sees: a micro-batch's batch x (the largest latent's H x W at the
+ * first level, or the prompt's tokens), or a preview's (two prompts with guidance, its own size). */
 static int64_t max_hook_rows(const sdt_train_job *job)
 {
     int64_t tokens = (int64_t)job->max_prompt_chunks * SDT_PROMPT_TOKENS;
@@ -257,7 +257,13 @@ static int64_t max_hook_rows(const sdt_train_job *job)
         int64_t hw = (int64_t)job->lc.items[i].h * job->lc.items[i].w;
         if (hw > tokens) tokens = hw;
     }
-    return (int64_t)job->batch * tokens;
+    int64_t rows = (int64_t)job->batch * tokens;
+    if (job->preview_every > 0) {
+        int f = vae_factor(&job->rt.cfg.vae);
+        int64_t preview = 2 * (int64_t)(job->preview_width / (uint32_t)f) * (int64_t)(job->preview_height / (uint32_t)f);
+        if (preview > rows) rows = preview;
+    }
+    return rows;
 }
 
 /* Phase 3, after the data: the hook's workspace, AdamW over every parameter, the group. */
