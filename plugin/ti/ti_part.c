@@ -204,6 +204,7 @@ bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
     if (!sdt_tokenizer_add_token(job->tok, tp->emb.name, -1, &id, error)) return false;
     snprintf(job->prompt_name, sizeof job->prompt_name, "%s", tp->emb.name);
     job->rules.placeholder_id = id;
+    job->placeholder_file = tp->part->input_path;
     job->rules.n_vectors = tp->emb.n_vectors;
     job->rules.slot_token = 0;
     return true;

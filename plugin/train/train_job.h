@@ -109,7 +109,8 @@ struct sdt_train_job {
 
     /* text */
     sdt_tokenizer *tok;
-    sdt_slot_rules rules;    /* placeholder_id -1 when no embedding trains */
+    sdt_slot_rules rules;      /* placeholder_id -1 when no rows go into the prompt */
+    const char *placeholder_file; /* the file of the part whose rows the placeholder takes (sentences) */
     char name[256];            /* the run's name: folders, the state, copies */
     char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;

@@ -348,9 +348,7 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
 {
     job->max_prompt_chunks = 1;
     int longest = 0;
-    const char *emb_path = job->n_parts ? job->parts[0].input_path : "";
-    for (int p = 0; p < job->n_parts; p++)
-        if (strcmp(job->parts[p].what, "embedding") == 0) emb_path = job->parts[p].input_path;
+    const char *emb_path = job->placeholder_file ? job->placeholder_file : "";
     for (int i = 0; i < job->ds.n_items; i++) {
         for (int l = 0; l < job->tmpl.n_lines; l++) {
             if (!strstr(job->tmpl.lines[l], "[name]") && job->rules.placeholder_id >= 0) continue; /* no slot to lose */

@@ -352,7 +352,7 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
     return true;
 }
 
-/* ---- --resume with a folder: the newest state that pairs with this embedding ----------- */
+/* ---- --resume with a folder: the newest state that pairs with this run's files -------- */
 
 typedef struct state_search {
     const sdt_train_job *job;

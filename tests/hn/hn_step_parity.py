@@ -148,6 +148,8 @@ def run_size(name, args, seed, tmp):
            "--seed", str(seed), "--lr", repr(args.lr), "--weight-decay", repr(args.weight_decay)]
     if args.layer_norm:
         cmd.append("--layer-norm")
+    if args.checkpointing:
+        cmd.append("--checkpointing")
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -187,7 +189,8 @@ def main():
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--sd-latent", type=int, default=16, help="latent side for sd15 (64 = 512 px)")
     ap.add_argument("--activation", default="relu")
-    ap.add_argument("--layer-norm", action="store_true", default=True)
+    ap.add_argument("--no-layer-norm", dest="layer_norm", action="store_false", help="modules without LayerNorm")
+    ap.add_argument("--checkpointing", action="store_true", help="the C side recomputes UNet blocks in backward")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
