@@ -1,8 +1,10 @@
 /* ti_part.c - an embedding as a part of a training job (see ti_part.h). */
+#include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/host_log.h"
@@ -43,9 +45,14 @@ static bool save_embedding_as(ti_part *tp, sdt_train_job *job, const char *path,
 static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error)
 {
     ti_part *tp = p->self;
-    char path[4096];
-    if (!sdt_output_file(path, sizeof path, job->out.copies, tp->emb.name, step, ".safetensors"))
-        return sdt_fail(error, SDT_ERR_IO, "%s: the snapshot path is too long; choose a shorter log folder", job->out.copies);
+    char folder[4096], path[4096];
+    /* <run>/embeddings/: the run's copies folder, or beside it in a hypernetwork's run (joint training) */
+    snprintf(folder, sizeof folder, "%.4000s/embeddings", job->out.root);
+    if (mkdir(folder, 0777) != 0 && errno != EEXIST)
+        return sdt_fail(error, SDT_ERR_IO, "%s: cannot create the folder for the embedding's copies (%s); choose a writable "
+                        "log folder", folder, strerror(errno));
+    if (!sdt_output_file(path, sizeof path, folder, tp->emb.name, step, ".safetensors"))
+        return sdt_fail(error, SDT_ERR_IO, "%s: the snapshot path is too long; choose a shorter log folder", folder);
     return save_embedding_as(tp, job, path, SDT_FILE_EMBEDDING_SNAPSHOT, error);
 }
 

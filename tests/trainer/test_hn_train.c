@@ -349,8 +349,13 @@ static void check_joint_inf(const hn_env *env)
     r.config.embedding_learn_rate = "0.005";
     r.options.precision = SDT_PRECISION_FP16;
     r.options.loss_scale_init = 1024;
+    r.options.save_every = 5;
     sdt_status st = hn_prepare_run(env, t, &r);
     unsetenv("SDTRAIN_FAULT_INF_GRAD");
+    CHECK(strstr(rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT], "/hypernetworks/jointhn-5.pt") &&
+              strstr(rec.last_saved[SDT_FILE_EMBEDDING_SNAPSHOT], "/embeddings/jointemb-5.safetensors"),
+          "each part's copy in its own folder: %s, %s", rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT],
+          rec.last_saved[SDT_FILE_EMBEDDING_SNAPSHOT]);
     CHECK(st == SDT_STATUS_OK, "the joint run finishes: %s", hn_error(env, t));
     for (int i = 0; i < rec.n_steps; i++)
         printf("  step %lld loss %.5f scale %g skipped %lld\n", (long long)rec.steps[i].step, rec.steps[i].loss,
