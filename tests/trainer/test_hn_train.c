@@ -8,7 +8,9 @@
  *     accumulation 2, random latents, a schedule that changes between K and N);
  *  3. interrupt() during the run saves the hypernetwork and the state at the step reached;
  *  4. the validation sentences: modules that match no attention of the model, max steps already
- *     reached, a schedule that does not parse, an embedding for joint training that is missing;
+ *     reached, a schedule that does not parse, a hypernetwork holding NaN, an embedding for joint
+ *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
+ *     is never replaced;
  *  5. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
  *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
@@ -279,6 +281,27 @@ static void check_interrupt(const hn_env *env)
     env->hn->destroy(t);
 }
 
+/* A file at the twin's name that is not this hypernetwork's twin is left alone. */
+static void check_twin_safety(const hn_env *env)
+{
+    printf("-- a file at the twin's name that is another hypernetwork is not replaced\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], other[FX_PATH], twin[FX_PATH];
+    fx_subdir(&env->base, dir, "twin-hn");
+    fx_subdir(&env->base, log, "twin-log");
+    if (!make_hn(env, dir, "twin", "128, 64", false, hn) || !make_hn(env, dir, "other", "128", false, other)) return;
+    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    /* another hypernetwork where the twin would go (a .pt's bytes under the .safetensors name: any other file) */
+    CHECK(fx_copy_file(other, twin), "a foreign file at %s", twin);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 2);
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
+    CHECK(fx_same_bytes(other, twin), "the foreign file is unchanged");
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 1, "only the file named was written (%d)", rec.saved[SDT_FILE_HYPERNETWORK]);
+    env->hn->destroy(t);
+}
+
 static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const char *a, const char *b, const char *what)
 {
     fx_recorder rec;
@@ -310,6 +333,20 @@ static void check_refusals(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.config.learn_rate = "0.001:x";
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "0.001:x", NULL, "a schedule that does not parse");
+    /* a hypernetwork holding a NaN (a .safetensors copy of it, poked) */
+    char twin[FX_PATH], nan_hn[FX_PATH];
+    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    snprintf(nan_hn, sizeof nan_hn, "%.3900s/nan.safetensors", dir);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run once;
+    hn_config(env, &once, hn, log, 1); /* one step writes the .safetensors twin to copy */
+    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK && fx_copy_file(twin, nan_hn) &&
+              fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
+          "a hypernetwork with a NaN made");
+    env->hn->destroy(t);
+    hn_config(env, &r, nan_hn, log, 5);
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "NaN", "nan.safetensors", "a hypernetwork holding NaN");
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = "no-such-embedding.safetensors";
     expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
@@ -441,6 +478,7 @@ int main(int argc, char **argv)
         check_resume(&env);
         check_interrupt(&env);
         check_refusals(&env);
+        check_twin_safety(&env);
         check_joint_inf(&env);
         check_joint_nan(&env);
     }
