@@ -14,7 +14,8 @@
  *  5. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
  *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
- *  6. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
+ *  6. joint training where the embedding's schedule ends first: it rests, the hypernetwork goes on;
+ *  7. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
  *     to fp32 and halves the learning rate of both groups.
  * Runs on the test build of the plugin (fault hooks). */
 #include <cjson/cJSON.h>
@@ -427,6 +428,33 @@ static void check_joint_inf(const hn_env *env)
     env->hn->destroy(t);
 }
 
+/* Joint training where the embedding's schedule ends first: it rests (no update) while the
+ * hypernetwork trains on to the run's end. */
+static void check_joint_rest(const hn_env *env)
+{
+    printf("-- joint training, the embedding's schedule ends at step 2 of 4\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    fx_subdir(&env->base, dir, "rest-hn");
+    fx_subdir(&env->base, log, "rest-log");
+    if (!make_hn(env, dir, "resthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "restemb", 1, "ring", emb))
+        return;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 4);
+    r.config.embedding_path = emb;
+    r.config.embedding_learn_rate = "0.005:2";
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
+    CHECK(rec.n_steps == 4 && rec.steps[3].skipped == 0, "4 steps, none counted as skipped (%d)", rec.n_steps);
+    cJSON *root;
+    cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
+    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 4 && group_number(groups, "embedding", "optimizer_steps") == 2 &&
+              group_number(groups, "embedding", "skipped") == 0,
+          "the hypernetwork stepped 4 times, the embedding 2 (then rested)");
+    cJSON_Delete(root);
+    env->hn->destroy(t);
+}
+
 static void check_joint_nan(const hn_env *env)
 {
     printf("-- joint training, fp16, a NaN pixel: the fallback for both groups\n");
@@ -480,6 +508,7 @@ int main(int argc, char **argv)
         check_refusals(&env);
         check_twin_safety(&env);
         check_joint_inf(&env);
+        check_joint_rest(&env);
         check_joint_nan(&env);
     }
     trainer_env_close(&env.base);
