@@ -4,8 +4,9 @@
  *     (.pt) and its .safetensors twin, the copies hypernetworks/<name>-<step>.pt, previews,
  *     hypernetwork_loss.csv (one row per step) and the state are written; the .pt, the twin and
  *     the state hold the same values bit for bit, and the files record the step;
- *  2. resume is bit-exact: N steps in one run equal K steps plus N-K resumed (dropout on, batch 2,
- *     accumulation 2, random latents, a schedule that changes between K and N);
+ *  2. resume is bit-exact, fp32 and fp16 (the scaler's state): N steps in one run equal K steps plus
+ *     N-K resumed (dropout on, batch 2, accumulation 2, random latents, a schedule that changes
+ *     between K and N);
  *  3. interrupt() during the run saves the hypernetwork and the state at the step reached;
  *  4. the validation sentences: modules that match no attention of the model, max steps already
  *     reached, a schedule that does not parse, a hypernetwork holding NaN, an embedding for joint
@@ -196,13 +197,17 @@ static void check_learns(const hn_env *env)
 }
 
 /* The .pt bytes after N steps in one run vs K steps, then resumed to N from the state. */
-static void check_resume(const hn_env *env)
+static void check_resume(const hn_env *env, sdt_precision precision)
 {
-    printf("-- resume is bit-exact\n");
-    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH];
-    fx_subdir(&env->base, dir, "resume-hn");
-    fx_subdir(&env->base, log_a, "resume-log-a");
-    fx_subdir(&env->base, log_b, "resume-log-b");
+    const char *tag = precision == SDT_PRECISION_FP16 ? "fp16" : "fp32";
+    printf("-- resume is bit-exact, %s\n", tag);
+    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH], name[64];
+    snprintf(name, sizeof name, "resume-hn-%s", tag);
+    fx_subdir(&env->base, dir, name);
+    snprintf(name, sizeof name, "resume-log-a-%s", tag);
+    fx_subdir(&env->base, log_a, name);
+    snprintf(name, sizeof name, "resume-log-b-%s", tag);
+    fx_subdir(&env->base, log_b, name);
     if (!make_hn(env, dir, "resumed", "128, 64", true, hn_a)) return;
     snprintf(hn_b, sizeof hn_b, "%.3900s/resumed-b.pt", dir);
     CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
@@ -219,6 +224,8 @@ static void check_resume(const hn_env *env)
     r.options.latent_sampling = SDT_LATENT_RANDOM;
     r.options.shuffle_tags = true;
     r.config.learn_rate = "0.004:3, 0.001";
+    r.options.precision = precision;
+    r.options.loss_scale_init = 1024;
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run A: %s", hn_error(env, t));
     env->hn->destroy(t);
     /* B: 4 steps, then 6 resumed from its state */
@@ -503,7 +510,8 @@ int main(int argc, char **argv)
     CHECK(env.hn != NULL, "no %s factory", SDT_FACTORY_HYPERNETWORK);
     if (env.hn) {
         check_learns(&env);
-        check_resume(&env);
+        check_resume(&env, SDT_PRECISION_FP32);
+        check_resume(&env, SDT_PRECISION_FP16);
         check_interrupt(&env);
         check_refusals(&env);
         check_twin_safety(&env);
