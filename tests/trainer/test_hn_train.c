@@ -7,16 +7,18 @@
  *  2. resume is bit-exact, fp32 and fp16 (the scaler's state): N steps in one run equal K steps plus
  *     N-K resumed (dropout on, batch 2, accumulation 2, random latents, a schedule that changes
  *     between K and N);
- *  3. interrupt() during the run saves the hypernetwork and the state at the step reached;
- *  4. the validation sentences: modules that match no attention of the model, max steps already
+ *  3. previews (eval mode, no dropout) leave training alone: with a preview after every step the
+ *     losses and the hypernetwork are the same bits as without;
+ *  4. interrupt() during the run saves the hypernetwork and the state at the step reached;
+ *  5. the validation sentences: modules that match no attention of the model, max steps already
  *     reached, a schedule that does not parse, a hypernetwork holding NaN, an embedding for joint
  *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
  *     is never replaced;
- *  5. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
+ *  6. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
  *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
- *  6. joint training where the embedding's schedule ends first: it rests, the hypernetwork goes on;
- *  7. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
+ *  7. joint training where the embedding's schedule ends first: it rests, the hypernetwork goes on;
+ *  8. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
  *     to fp32 and halves the learning rate of both groups.
  * Runs on the test build of the plugin (fault hooks). */
 #include <cjson/cJSON.h>
@@ -249,6 +251,44 @@ static void check_resume(const hn_env *env, sdt_precision precision)
     CHECK(same_floats(rec_a.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT,
                       rec_c.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT),
           "the AdamW moments are the same bits");
+}
+
+/* Previews (eval mode, their own random streams) change nothing in training: the same run with a
+ * preview every step and without any ends with the same bits. */
+static void check_previews_leave_training_alone(const hn_env *env)
+{
+    printf("-- previews do not disturb training\n");
+    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH];
+    fx_subdir(&env->base, dir, "preview-hn");
+    fx_subdir(&env->base, log_a, "preview-log-a");
+    fx_subdir(&env->base, log_b, "preview-log-b");
+    if (!make_hn(env, dir, "previewed", "128, 64", true, hn_a)) return;
+    snprintf(hn_b, sizeof hn_b, "%.3900s/previewed-b.pt", dir);
+    CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
+    hn_run r;
+    fx_recorder rec_a, rec_b;
+    sdt_hn_trainer *t = hn_create(env, &rec_a);
+    hn_config(env, &r, hn_a, log_a, 3);
+    r.options.preview_every = 1;
+    r.options.preview_steps = 2;
+    r.options.preview_seed = -1;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "with previews: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    CHECK(rec_a.saved[SDT_FILE_PREVIEW] == 3, "a preview after every step (%d)", rec_a.saved[SDT_FILE_PREVIEW]);
+    t = hn_create(env, &rec_b);
+    r.config.hypernetwork_path = hn_b;
+    r.options.log_dir = log_b;
+    r.options.preview_every = 0;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "without previews: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    char twin_a[FX_PATH], twin_b[FX_PATH];
+    snprintf(twin_a, sizeof twin_a, "%.*s.safetensors", (int)(strlen(hn_a) - 3), hn_a);
+    snprintf(twin_b, sizeof twin_b, "%.*s.safetensors", (int)(strlen(hn_b) - 3), hn_b);
+    bool same_losses = rec_a.n_steps == 3 && rec_b.n_steps == 3;
+    for (int i = 0; same_losses && i < 3; i++) same_losses = rec_a.steps[i].loss == rec_b.steps[i].loss;
+    CHECK(same_losses && same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) &&
+              same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
+          "the same losses and the same hypernetwork bits with and without previews");
 }
 
 typedef struct interrupt_at {
@@ -512,6 +552,7 @@ int main(int argc, char **argv)
         check_learns(&env);
         check_resume(&env, SDT_PRECISION_FP32);
         check_resume(&env, SDT_PRECISION_FP16);
+        check_previews_leave_training_alone(&env);
         check_interrupt(&env);
         check_refusals(&env);
         check_twin_safety(&env);
