@@ -466,14 +466,16 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     size_t weights = 0;
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
-    weights += job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
-    info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
+    info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
-    if (cap_mib > 0 && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+    char extra_text[96] = "";
+    if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
+    if (cap_mib > 0 && (unsigned long long)((bytes + weights + extra) >> 20) > cap_mib)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
-             "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
-             "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
-             e->h, weights >> 20, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
+             "latents, %zu MiB of model weights%s) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+             "enable gradient checkpointing, or raise the limit", (bytes + weights + extra) >> 20, bytes >> 20, job->batch,
+             e->w, e->h, weights >> 20, extra_text, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
     sdt_error why;
     job->measured = shape;
     job->have_measured = true;

@@ -11,7 +11,8 @@
  *     losses and the hypernetwork are the same bits as without;
  *  4. interrupt() during the run saves the hypernetwork and the state at the step reached;
  *  5. the validation sentences: modules that match no attention of the model, max steps already
- *     reached, a schedule that does not parse, a hypernetwork holding NaN, an embedding for joint
+ *     reached, a schedule that does not parse, a hypernetwork holding NaN, a memory plan over the
+ *     cap (SDTRAIN_MEMORY_LIMIT_MB), an embedding for joint
  *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
  *     is never replaced;
  *  6. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
@@ -395,6 +396,10 @@ static void check_refusals(const hn_env *env)
     env->hn->destroy(t);
     hn_config(env, &r, nan_hn, log, 5);
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "NaN", "nan.safetensors", "a hypernetwork holding NaN");
+    hn_config(env, &r, hn, log, 5);
+    setenv("SDTRAIN_MEMORY_LIMIT_MB", "1", 1);
+    expect_refusal(env, &r, SDT_STATUS_OUT_OF_MEMORY, "MiB", "limits it to 1 MiB", "a memory plan over the cap");
+    unsetenv("SDTRAIN_MEMORY_LIMIT_MB");
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = "no-such-embedding.safetensors";
     expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
