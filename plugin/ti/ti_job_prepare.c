@@ -19,6 +19,7 @@
 #include "safetensors.h"
 #include "ti/ti_job.h"
 #include "ti/ti_tokenizer_open.h"
+#include "train/train_options.h"
 
 static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
@@ -162,14 +163,13 @@ static bool load_model(ti_job *job, const sdt_ti_config *c, sdt_error *error)
         job->precision = SDT_PRECISION_FP16;
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
-    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, ti_precision_dtype(job->precision), c->v_prediction, error))
+    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, ti_precision_dtype(job->precision),
+                         sdt_train_prediction_choice(c->prediction_type, c->v_prediction), error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
-    sdt_host_log(job->host, SDT_LOG_INFO, "%s: the model predicts %s (%s)", job->model_path,
-                 job->rt.cfg.unet.v_prediction ? "v" : "the noise (epsilon)",
-                 c->v_prediction ? "v-prediction was asked for"
-                 : job->rt.cfg.prediction_from_config ? "its scheduler/scheduler_config.json says so"
-                                                      : "the default; set v-prediction for SD 2.x 768-v models");
+    char prediction[512];
+    sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
     int width = job->rt.cfg.clip.width;
     if (job->emb.dim != width)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder is %d wide "
