@@ -2,11 +2,10 @@
  * backward (gradients pre-filled, so accumulation is checked too), in f32 and
  * with f16/bf16 storage; the fused attention at every head dim the models use.
  * Skips (77) when the CUDA module or a GPU is absent. */
-#include <dlfcn.h>
 #include <math.h>
 #include <string.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
+#include "gpu_module.h"
 #include "ops.h"
 #include "sdt_test.h"
 
@@ -278,20 +277,7 @@ static void test_loss_and_optim(void)
 
 int main(void)
 {
-    /* SDT_CUDA_MODULE overrides the build-tree path (a build carried to another machine). */
-    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!mod) {
-        printf("cuda_ops: SKIP, CUDA module not loadable: %s\n", dlerror());
-        return SDT_TEST_SKIP;
-    }
-    sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL);
-    char err[256] = "";
-    gpu = create ? create(0, err, sizeof err) : NULL;
-    if (!gpu) {
-        printf("cuda_ops: SKIP, %s\n", err);
-        return SDT_TEST_SKIP;
-    }
+    if (!(gpu = gpu_test_backend("cuda_ops"))) return SDT_TEST_SKIP;
     cpu = sdt_backend_cpu_create(0);
     rng = sdt_test_rng_from_env("cuda_ops");
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
