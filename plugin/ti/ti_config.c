@@ -66,7 +66,7 @@ static bool check_enums(const sdt_ti_config *c, sdt_error *error)
         return fail(error, "config.precision is not one of fp32, fp16 or bf16; pick one of those.");
     if (c->device > SDT_DEVICE_CHOICE_CUDA)
         return fail(error, "config.device is not one of auto, cpu or cuda; pick one of those.");
-    return sdt_train_prediction_check(c->prediction_type, c->v_prediction, "config", error);
+    return sdt_train_prediction_check(c->prediction_type, c->v_prediction, "config.", error);
 }
 
 static bool check_counts(const sdt_ti_config *c, sdt_error *error)

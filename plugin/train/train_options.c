@@ -1,6 +1,7 @@
 /* train_options.c - see train_options.h. */
 #include "train/train_options.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "api/copy_out.h"
@@ -46,21 +47,23 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
                         field);
-    return sdt_train_prediction_check(own->prediction_type, own->v_prediction, field, error);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s->", field);
+    return sdt_train_prediction_check(own->prediction_type, own->v_prediction, prefix, error);
 }
 
 _Static_assert((int)SD_PREDICTION_AUTO == SDT_PREDICTION_AUTO && (int)SD_PREDICTION_EPSILON == SDT_PREDICTION_EPSILON &&
                    (int)SD_PREDICTION_V == SDT_PREDICTION_V,
                "the models' prediction choice has the ABI's numbers");
 
-bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *where, sdt_error *error)
+bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error)
 {
     if (prediction_type > SDT_PREDICTION_V)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s.prediction_type is %u; it must be auto (0), epsilon (1) or v (2).", where,
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%sprediction_type is %u; it must be 0 (auto), 1 (epsilon) or 2 (v).", prefix,
                         (unsigned)prediction_type);
     if (v_prediction && prediction_type == SDT_PREDICTION_EPSILON)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s.v_prediction is true but %s.prediction_type says epsilon; the two contradict: "
-                        "clear v_prediction, or set prediction_type to v or auto.", where, where);
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%sv_prediction (v) and %sprediction_type (epsilon) contradict; set only one "
+                        "of them.", prefix, prefix);
     return true;
 }
 

@@ -24,9 +24,9 @@
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
- * the enum's values and not EPSILON beside v_prediction true; a VALIDATION error names
- * `where` ("config", "config.train_options") otherwise. */
-bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *where, sdt_error *error);
+ * the enum's values and not EPSILON beside v_prediction true; a VALIDATION error names the
+ * fields after `prefix` ("config.", "config.train_options->") otherwise. */
+bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error);
 sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool v_prediction);
 
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
