@@ -3,7 +3,6 @@
 
 #include <cjson/cJSON.h>
 #include <glib.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,9 +96,9 @@ static bool check_number(const cJSON *o, const char *key, int weights_say, const
                          sdt_error *error)
 {
     double v;
-    if (!get_number(o, key, &v) || (int)v == weights_say) return true;
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is %d but the weights' %s is %d; the config belongs to another model", path,
-                    key, (int)v, what, weights_say);
+    if (!get_number(o, key, &v) || v == (double)weights_say) return true;
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is %g but the weights' %s is %d; the config belongs to another model", path,
+                    key, v, what, weights_say);
 }
 
 static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_error *error)
@@ -135,14 +134,15 @@ static bool apply_text_encoder(const cJSON *te, const char *path, sd_config *cfg
         return false;
     double v;
     if (get_number(te, "num_attention_heads", &v)) {
-        if (!(v >= 1) || v != (int)v || c->width % (int)v)
+        if (!(v >= 1 && v <= c->width) || v != (int)v || c->width % (int)v)
             return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'num_attention_heads' (%g) must be a whole number that divides the "
                             "width %d", path, v, c->width);
         c->heads = (int)v;
     }
     if (get_number(te, "layer_norm_eps", &v)) {
-        if (!(v > 0) || !isfinite(v))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'layer_norm_eps' must be a positive number", path);
+        if (!(v >= 1e-30 && v <= 1))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'layer_norm_eps' must be a number from 1e-30 to 1 (CLIP's is 1e-05)",
+                            path);
         c->ln_eps = (float)v;
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(te, "hidden_act");
@@ -161,8 +161,8 @@ static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_er
 {
     double v;
     if (!get_number(vae, "scaling_factor", &v)) return true;
-    if (!(v > 0) || !isfinite(v))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number", path);
+    if (!(v >= 1e-30 && v <= 1e30))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)", path);
     cfg->vae.scaling = (float)v;
     return true;
 }
