@@ -1,6 +1,6 @@
-/* ti_tokenizer_open.h - where a training or create call finds CLIP's tokenizer. */
-#ifndef SDT_PLUGIN_TI_TOKENIZER_OPEN_H
-#define SDT_PLUGIN_TI_TOKENIZER_OPEN_H
+/* tokenizer_open.h - where a training or create call finds CLIP's tokenizer. */
+#ifndef SDT_TRAIN_TOKENIZER_OPEN_H
+#define SDT_TRAIN_TOKENIZER_OPEN_H
 
 #include "sdt_error.h"
 
@@ -14,7 +14,7 @@
  * tokenizer built into the plugin (models/clip_tokenizer_builtin.h), said in the log when
  * host is not NULL. Its vocabulary must fit the text encoder's model_vocab token rows (the
  * built-in one is used only when it does). NULL with one sentence in *error. */
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, int model_vocab,
+sdt_tokenizer *sdt_open_tokenizer(const char *given, const char *model_path, int model_vocab,
                                  const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

@@ -1,5 +1,5 @@
 /* outputs.c - output folder layout, loss CSV, settings JSON; see outputs.h. */
-#include "ti/outputs.h"
+#include "data/outputs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,12 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
-#include "ti/embedding.h"
+#include "data/file_name.h"
+
+#define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
+
+const sdt_output_layout sdt_output_layout_embedding = {"embeddings", SDT_LOSS_CSV_NAME, true};
+const sdt_output_layout sdt_output_layout_hypernetwork = {"hypernetworks", SDT_HN_LOSS_CSV_NAME, false};
 
 static bool fits(int n, size_t size)
 {
@@ -29,29 +34,32 @@ static bool make_folder(const char *path, sdt_error *error)
     return true;
 }
 
-bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, sdt_output_dirs *out, sdt_error *error)
+bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
+                         sdt_output_dirs *out, sdt_error *error)
 {
+    if (!layout) layout = &sdt_output_layout_embedding;
     memset(out, 0, sizeof(*out));
     if (!log_dir || !log_dir[0]) {
         sdt_fail(error, SDT_ERR_IO, "Log directory is empty; choose a folder for the training outputs");
         return false;
     }
-    if (!sdt_embedding_name_check(name, error)) return false;
+    if (!sdt_file_name_check(layout == &sdt_output_layout_embedding ? "embedding" : "hypernetwork", name, OUTPUT_NAME_MAX, error))
+        return false;
     struct tm tm;
     localtime_r(&when, &tm);
     char date[16];
     strftime(date, sizeof(date), "%Y-%m-%d", &tm);
     bool ok = fits(snprintf(out->root, sizeof(out->root), "%s/%s/%s", log_dir, date, name), sizeof(out->root)) &&
-              fits(snprintf(out->embeddings, SDT_PATH_MAX, "%s/embeddings", out->root), SDT_PATH_MAX) &&
+              fits(snprintf(out->copies, SDT_PATH_MAX, "%s/%s", out->root, layout->copies), SDT_PATH_MAX) &&
               fits(snprintf(out->images, SDT_PATH_MAX, "%s/images", out->root), SDT_PATH_MAX) &&
-              fits(snprintf(out->image_embeddings, SDT_PATH_MAX, "%s/image_embeddings", out->root), SDT_PATH_MAX) &&
-              fits(snprintf(out->loss_csv, SDT_PATH_MAX, "%s/%s", out->root, SDT_LOSS_CSV_NAME), SDT_PATH_MAX);
+              (!layout->cards || fits(snprintf(out->image_embeddings, SDT_PATH_MAX, "%s/image_embeddings", out->root), SDT_PATH_MAX)) &&
+              fits(snprintf(out->loss_csv, SDT_PATH_MAX, "%s/%s", out->root, layout->loss_csv), SDT_PATH_MAX);
     if (!ok) {
         sdt_fail(error, SDT_ERR_IO, "%s: the log directory path is too long; choose a shorter one", log_dir);
         return false;
     }
-    return make_folder(out->embeddings, error) && make_folder(out->images, error) &&
-           make_folder(out->image_embeddings, error);
+    return make_folder(out->copies, error) && make_folder(out->images, error) &&
+           (!layout->cards || make_folder(out->image_embeddings, error));
 }
 
 bool sdt_output_file(char *buf, size_t size, const char *folder, const char *name, int64_t step, const char *ext)

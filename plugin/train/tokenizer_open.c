@@ -1,10 +1,10 @@
-/* ti_tokenizer_open.c - where a training or create call finds CLIP's tokenizer (see ti_tokenizer_open.h). */
+/* tokenizer_open.c - where a training or create call finds CLIP's tokenizer (see tokenizer_open.h). */
 #include <libgen.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
 #include "clip_tokenizer_builtin.h"
-#include "ti/ti_tokenizer_open.h"
+#include "train/tokenizer_open.h"
 
 static bool is_dir(const char *p)
 {
@@ -23,7 +23,7 @@ static sdt_tokenizer *check_fits(sdt_tokenizer *t, const char *where, int model_
     return NULL;
 }
 
-sdt_tokenizer *ti_open_tokenizer(const char *given, const char *model_path, int model_vocab,
+sdt_tokenizer *sdt_open_tokenizer(const char *given, const char *model_path, int model_vocab,
                                  const sdt_host_callbacks *host, sdt_error *error)
 {
     if (given && *given) return check_fits(sdt_tokenizer_load_dir(given, error), given, model_vocab, error);

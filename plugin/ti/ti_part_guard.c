@@ -1,4 +1,4 @@
-/* ti_job_guard.c - the divergence guard: after every optimizer step the embedding's longest
+/* ti_part_guard.c - the divergence guard: after every optimizer step the embedding's longest
  * vector is compared with the model's typical token vector. An embedding far outside that scale
  * means the optimisation blew up (a learning rate far too high does it in one step, and in fp32
  * nothing turns NaN: the loss just stalls); the step is undone, vectors and AdamW moments, so
@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ti/ti_job.h"
+#include "ti/ti_part.h"
 
 /* The mean L2 norm of (up to 4096 evenly spaced) rows of the text encoder's token embedding,
  * read from the checkpoint file: the scale a healthy embedding vector stays near. */
-double ti_job_token_norm(const ti_job *job)
+double ti_part_token_norm(const sdt_train_job *job)
 {
     clip_text_model m;
     sdt_error ignored; /* no norm means no divergence guard, never a failed run */
@@ -38,20 +38,20 @@ double ti_job_token_norm(const ti_job *job)
 typedef enum undo_op { UNDO_SAVE, UNDO_RESTORE } undo_op;
 
 /* Copies the embedding and its AdamW moments to or from job->undo. */
-static bool undo_copy(ti_job *job, undo_op op, sdt_error *error)
+static bool undo_copy(ti_part *tp, undo_op op, sdt_error *error)
 {
     sdt_tensor *param, *grad, *m, *v;
     const char *name;
-    if (!sdt_optimizer_param_views(job->opt, 0, &name, &param, &grad, &m, &v)) {
+    if (!sdt_optimizer_param_views(tp->opt, 0, &name, &param, &grad, &m, &v)) {
         sdt_fail(error, SDT_ERR_INTERNAL, "the optimizer has no parameter (a bug: please report)");
         return false;
     }
-    sdt_backend *be = job->pb.be;
+    sdt_backend *be = tp->be;
     size_t bytes = sdt_tensor_nbytes(param), n = bytes / sizeof(float);
     sdt_tensor *parts[3] = {param, m, v};
     for (int i = 0; i < 3; i++) {
-        int rc = op == UNDO_SAVE ? be->download(be, job->undo + (size_t)i * n, parts[i]->data, bytes)
-                                 : be->upload(be, parts[i]->data, job->undo + (size_t)i * n, bytes);
+        int rc = op == UNDO_SAVE ? be->download(be, tp->undo + (size_t)i * n, parts[i]->data, bytes)
+                                 : be->upload(be, parts[i]->data, tp->undo + (size_t)i * n, bytes);
         if (rc) {
             sdt_fail(error, SDT_ERR_DEVICE, "copying the embedding's state on the %s backend failed: %s", be->name, be->error);
             return false;
@@ -72,23 +72,24 @@ static double largest_row_norm(const float *x, int rows, int width)
 
 /* After a step: an embedding that left the scale of prompt vectors means the optimisation
  * diverged. The step is undone (so the saved state is the last good one) and the run stops. */
-bool ti_job_check_divergence(ti_job *job, int64_t step_number, double lr, sdt_error *error)
+bool ti_part_check_divergence(void *user, int64_t step_number, double lr, sdt_error *error)
 {
-    if (!(job->token_norm > 0)) return true;
-    if (!ti_job_download_vectors(job, error)) return false;
-    double now = largest_row_norm(job->emb.vectors, job->emb.n_vectors, job->emb.dim);
-    double limit = TI_DIVERGENCE_FACTOR * job->token_norm;
+    ti_part *tp = user;
+    if (!(tp->token_norm > 0)) return true;
+    if (!ti_part_download_vectors(tp, error)) return false;
+    double now = largest_row_norm(tp->emb.vectors, tp->emb.n_vectors, tp->emb.dim);
+    double limit = TI_DIVERGENCE_FACTOR * tp->token_norm;
     if (now <= limit) return true;
-    double before = largest_row_norm(job->undo, job->emb.n_vectors, job->emb.dim);
-    if (!undo_copy(job, UNDO_RESTORE, error)) return false;
-    sdt_optimizer_set_step_count(job->opt, sdt_optimizer_step_count(job->opt) - 1);
+    double before = largest_row_norm(tp->undo, tp->emb.n_vectors, tp->emb.dim);
+    if (!undo_copy(tp, UNDO_RESTORE, error)) return false;
+    sdt_optimizer_set_step_count(tp->opt, sdt_optimizer_step_count(tp->opt) - 1);
     sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest vector "
              "from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt vector "
              "stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
              "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
              "undone and the last good state is kept.", (long long)step_number, lr, before, now,
-             TI_DIVERGENCE_FACTOR, job->token_norm);
+             TI_DIVERGENCE_FACTOR, tp->token_norm);
     return false;
 }
 
-bool ti_job_undo_save(ti_job *job, sdt_error *error) { return undo_copy(job, UNDO_SAVE, error); }
+bool ti_part_undo_save(void *tp, sdt_error *error) { return undo_copy(tp, UNDO_SAVE, error); }

@@ -1,20 +1,20 @@
-/* ti_pass.c - see ti_pass.h. */
-#include "ti/ti_pass.h"
+/* sd_pass.c - see sd_pass.h. */
+#include "train/sd_pass.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ti/ti_prompt.h"
+#include "train/prompt.h"
 
 typedef struct pass_tensors {
     sdt_tensor tokens, noisy, target, weight, timesteps;
 } pass_tensors;
 
-static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const ti_pass_shape *in)
+static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const sdt_pass_shape *in)
 {
-    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, TI_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
     int64_t ishape[4] = {in->batch, in->in_c, in->h, in->w};
     pass_tensors t;
     memset(&t, 0, sizeof t);
@@ -39,7 +39,7 @@ static int upload_f32(sdt_backend *be, sdt_tensor *t, const float *src)
     return rc;
 }
 
-static bool upload_inputs(sdt_backend *be, pass_tensors *t, const ti_pass_inputs *in, sdt_error *error)
+static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_inputs *in, sdt_error *error)
 {
     bool ok = be->upload(be, t->tokens.data, in->tokens, sdt_tensor_nbytes(&t->tokens)) == 0 &&
               upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
@@ -51,8 +51,8 @@ static bool upload_inputs(sdt_backend *be, pass_tensors *t, const ti_pass_inputs
 
 /* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
  * (in then carries only the shape). */
-static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *opt, const ti_pass_inputs *in,
-                          const sdt_tensor *rows, sdt_tensor *drows, float dloss, bool backward, double *loss, sdt_error *error)
+static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                          const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
@@ -63,7 +63,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
         if (a->overflowed) sdt_fail(error, SDT_ERR_INTERNAL, "the activation arena is too small for this batch (a bug: please report)");
         return false;
     }
-    clip_text_inputs ci = {&t.tokens, rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
+    clip_text_inputs ci = {&t.tokens, tr->rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
     clip_text_acts acts;
     if (!clip_text_forward(&m->clip, be, a, &ci, &acts, error)) return false;
     sdt_unet_options uo = sdt_unet_options_default();
@@ -71,8 +71,9 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
     uo.for_backward = backward;
     uo.checkpointing = opt->checkpointing;
     uo.anomaly_check = opt->anomaly_check;
+    uo.hook = tr->hook;
     sdt_tensor pred;
-    sdt_tensor context = ti_prompt_context(&acts.out, in->shape.batch);
+    sdt_tensor context = sdt_prompt_context(&acts.out, in->shape.batch);
     if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
         sdt_fail(error, SDT_ERR_DEVICE, "computing the loss failed: %s", be->error);
@@ -88,29 +89,30 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const ti_pass_options *o
             return false;
         }
     }
-    sdt_tensor dcontext = ti_prompt_context(&dctx, in->shape.batch);
+    sdt_tensor dcontext = sdt_prompt_context(&dctx, in->shape.batch);
     if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
-    return clip_text_backward(&m->clip, be, a, &acts, &dctx, drows, error);
+    if (!tr->drows) return true; /* nothing in the text encoder trains: no backward into CLIP */
+    return clip_text_backward(&m->clip, be, a, &acts, &dctx, tr->drows, error);
 }
 
-bool ti_pass_measure(sd_runtime *rt, const ti_pass_options *opt, const ti_pass_shape *shape, const sdt_tensor *rows,
-                     sdt_tensor *drows, size_t *bytes, sdt_error *error)
+bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pass_shape *shape,
+                      const sdt_pass_trainables *tr, size_t *bytes, sdt_error *error)
 {
-    ti_pass_inputs in;
+    sdt_pass_inputs in;
     memset(&in, 0, sizeof in);
     in.shape = *shape;
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;
-    if (!pass_sequence(rt, &a, opt, &in, rows, drows, 1.0f, true, &loss, error)) return false;
+    if (!pass_sequence(rt, &a, opt, &in, tr, 1.0f, true, &loss, error)) return false;
     *bytes = a.peak;
     return true;
 }
 
-bool ti_pass_run(sd_runtime *rt, work_arena *wa, const ti_pass_options *opt, const ti_pass_inputs *in, const sdt_tensor *rows,
-                 sdt_tensor *drows, float dloss, bool backward, double *loss, sdt_error *error)
+bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                  const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
 {
     sdt_arena_rewind(&wa->arena, 0);
     wa->arena.overflowed = false;
-    return pass_sequence(rt, &wa->arena, opt, in, rows, drows, dloss, backward, loss, error);
+    return pass_sequence(rt, &wa->arena, opt, in, tr, dloss, backward, loss, error);
 }
