@@ -153,7 +153,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
 {
     sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
     if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
-    if (job->precision == SDT_PRECISION_BF16 && !job->pb.be->native_bf16) {
+    if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
         job->precision = SDT_PRECISION_FP16;
