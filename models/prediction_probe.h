@@ -3,13 +3,13 @@
  *
  * The test A1111 uses (modules/sd_models_config.py, is_using_v_parameterization_for_sd2):
  * the UNet once on a constant latent x = 0.5 [1, 4, 8, 8] at t = 999 with a context of
- * 0.5 [1, 2, context_dim]; mean(UNet(x) - x) below -1 means v. At t = 999 the latent is
- * almost pure noise, so an epsilon-model returns about its input (the mean difference
- * stays near 0), while a v-model (v = sqrt(a) eps - sqrt(1 - a) x0, a = 0.0047) reads
- * the flat 0.5 field as a strong image and returns about -x0: far below the input. The
- * input is a constant on purpose: on an input of random noise a well-trained v-model
- * returns about 0 (its x0 and eps estimates cancel), which no threshold separates from
- * an epsilon-model's small errors.
+ * 0.5 [1, 2, context_dim]; mean(UNet(x) - x) below -1 means v (an empirical test, used on
+ * real checkpoints for years). At t = 999 the latent should be almost pure noise, so an
+ * epsilon-model returns about its input (the mean difference stays near 0), while a v-model
+ * (v = sqrt(a) eps - sqrt(1 - a) x0, a = 0.0047) takes the flat 0.5 field for image content
+ * and returns about -x0, far below the input. The input is a constant on purpose: on random
+ * noise an ideal v-model returns about 0 (its x0 and eps estimates cancel at t = 999), which
+ * no threshold tells from an epsilon-model's errors.
  *
  * A1111 asks this of SD 2.x models only (OpenCLIP text encoder), never of inpainting or
  * depth models (their UNet takes more channels than it returns: epsilon). So does
