@@ -89,7 +89,8 @@ struct sdt_train_job {
     int64_t preview_seed;
     double preview_cfg;
     uint64_t seed;
-    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize, v_prediction;
+    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
+    sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     double tag_dropout;
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
