@@ -167,6 +167,43 @@ int cuda_add_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, cons
     return 0;
 }
 
+/* Bias over rows of C values (S = 1) or over channels of S values (S > 1); see cuda_common.cuh. */
+template <typename T, typename TB>
+__global__ void bias_channels_k(T *y, const TB *bias, int64_t C, int64_t S)
+{
+    int64_t rc = blockIdx.x; /* r * C + c */
+    float b = to_f32(bias[rc % C]);
+    T *row = y + rc * S;
+    for (int64_t s = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; s < S; s += (int64_t)gridDim.y * blockDim.x)
+        row[s] = from_f32<T>(to_f32(row[s]) + b);
+}
+template <typename T, typename TB>
+__global__ void bias_rows_k(T *y, const TB *bias, int64_t rows, int64_t C)
+{
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < C; c += (int64_t)gridDim.x * blockDim.x) {
+        float b = to_f32(bias[c]);
+        for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) y[r * C + c] = from_f32<T>(to_f32(y[r * C + c]) + b);
+    }
+}
+
+int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, int64_t R, int64_t C, int64_t S)
+{
+    if (R * C * S == 0) return 0;
+    if (R * C > INT32_MAX) return cuda_fail(be, "bias: %lld rows of channels exceed one launch", (long long)(R * C));
+    if (S == 1) { /* threads along C, blocks of rows */
+        dim3 grid((unsigned)((C + 255) / 256), (unsigned)(R < 65535 ? R : 65535));
+        SDT_DTYPE_SWITCH(ydt, T, SDT_DTYPE_SWITCH(bdt, TB, bias_rows_k<T, TB><<<grid, 256, 0, STREAM(be)>>>(
+                                                            (T *)y, (const TB *)bias, R, C)));
+    } else { /* one block row per (r, c), spans of 256 values of s */
+        int64_t spans = (S + 255) / 256;
+        dim3 grid((unsigned)(R * C), (unsigned)(spans < 16 ? spans : 16));
+        SDT_DTYPE_SWITCH(ydt, T, SDT_DTYPE_SWITCH(bdt, TB, bias_channels_k<T, TB><<<grid, 256, 0, STREAM(be)>>>(
+                                                            (T *)y, (const TB *)bias, C, S)));
+    }
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
 /* x [B, C, S] += v [B, C] */
 __global__ void add_channel_k(void *x, int xdt, const void *v, int vdt, int64_t BC, int64_t S)
 {

@@ -4,6 +4,7 @@
 #include "cuda_ops.h"
 
 #define NT 256
+#define GN_SCRATCH_SLOT 7 /* groupnorm's per-channel statistics */
 
 /* Sum over the block; every thread gets the result. */
 __device__ float block_sum(float v)
@@ -137,43 +138,88 @@ int cuda_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
 }
 
 /* ------------------------------------------------------------- groupnorm */
-/* x [B, C, S]; a group is cpg consecutive channels: cpg*S contiguous values. */
+/* x [B, C, S]; a group is cpg consecutive channels: cpg*S contiguous values.
+ * One block per (batch, channel), so even batch 1 fills the GPU (32 groups would be 32
+ * blocks): the first kernel writes each channel's statistics (forward: mean and M2, two
+ * passes over the channel; backward: the two sums dx needs), the second combines the
+ * channels of its group in channel order (deterministic, no atomics) and writes its channel. */
 
-__global__ void gn_fwd_k(void *out, int odt, float *mean, float *rstd, const void *x, int xdt, const void *g, int gdt,
-                         const void *b, int bdt, int64_t C, int64_t S, int G, float eps)
+/* Chan's combination of cpg channels of S values each: group mean and rstd (biased variance). */
+__device__ void gn_group_stats(const float2 *chan, int64_t c0, int64_t cpg, int64_t S, float eps, float *mean, float *rstd)
 {
-    int64_t bg = blockIdx.x, cpg = C / G, n = cpg * S, base = bg * n;
-    int64_t c0 = (bg % G) * cpg;
-    float mu, rs;
-    block_stats(x, xdt, base, n, eps, &mu, &rs);
-    for (int64_t i = threadIdx.x; i < n; i += NT) {
-        int64_t c = c0 + i / S;
-        float y = (ld(x, xdt, base + i) - mu) * rs;
-        if (g) y *= ld(g, gdt, c);
-        if (b) y += ld(b, bdt, c);
-        st(out, odt, base + i, y);
+    float mu = 0;
+    for (int64_t k = 0; k < cpg; k++) mu += chan[c0 + k].x;
+    mu /= (float)cpg;
+    float m2 = 0;
+    for (int64_t k = 0; k < cpg; k++) {
+        float d = chan[c0 + k].x - mu;
+        m2 += chan[c0 + k].y + (float)S * d * d;
     }
-    if (threadIdx.x == 0) {
+    *mean = mu;
+    *rstd = rsqrtf(m2 / (float)(cpg * S) + eps);
+}
+
+/* chan[b*C + c] = (mean, M2) of channel c of batch b. */
+__global__ void gn_chan_stats_k(float2 *chan, const void *x, int xdt, int64_t S)
+{
+    int64_t base = (int64_t)blockIdx.x * S;
+    float s = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) s += ld(x, xdt, base + i);
+    float mu = block_sum(s) / (float)S, q = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
+        float d = ld(x, xdt, base + i) - mu;
+        q += d * d;
+    }
+    q = block_sum(q);
+    if (threadIdx.x == 0) chan[blockIdx.x] = make_float2(mu, q);
+}
+
+__global__ void gn_fwd_k(void *out, int odt, float *mean, float *rstd, const float2 *chan, const void *x, int xdt, const void *g,
+                         int gdt, const void *b, int bdt, int64_t C, int64_t S, int G, float eps)
+{
+    int64_t bc = blockIdx.x, c = bc % C, cpg = C / G, base = bc * S;
+    float mu, rs;
+    gn_group_stats(chan, bc - c % cpg, cpg, S, eps, &mu, &rs);
+    float scale = g ? ld(g, gdt, c) * rs : rs, shift = (b ? ld(b, bdt, c) : 0.0f) - mu * scale;
+    for (int64_t i = threadIdx.x; i < S; i += NT) st(out, odt, base + i, ld(x, xdt, base + i) * scale + shift);
+    if (threadIdx.x == 0 && c % cpg == 0) {
+        int64_t bg = bc / cpg;
         mean[bg] = mu;
         rstd[bg] = rs;
     }
 }
 
-__global__ void gn_bwd_dx_k(void *dx, int dxt, const void *dy, int dyt, const void *x, int xdt, const void *g, int gdt,
-                            const float *mean, const float *rstd, int64_t C, int64_t S, int G)
+/* part[b*C + c] = (sum of dy*g, sum of dy*g*xhat) over channel c of batch b. */
+__global__ void gn_bwd_sums_k(float2 *part, const void *dy, int dyt, const void *x, int xdt, const void *g, int gdt,
+                              const float *mean, const float *rstd, int64_t C, int64_t S, int G)
 {
-    int64_t bg = blockIdx.x, cpg = C / G, n = cpg * S, base = bg * n, c0 = (bg % G) * cpg;
-    float mu = mean[bg], rs = rstd[bg], s1 = 0, s2 = 0;
-    for (int64_t i = threadIdx.x; i < n; i += NT) {
-        float dyg = ld(dy, dyt, base + i) * (g ? ld(g, gdt, c0 + i / S) : 1.0f);
-        s1 += dyg;
-        s2 += dyg * (ld(x, xdt, base + i) - mu) * rs;
+    int64_t bc = blockIdx.x, c = bc % C, bg = bc / (C / G), base = bc * S;
+    float mu = mean[bg], rs = rstd[bg], gc = g ? ld(g, gdt, c) : 1.0f, s1 = 0, s2 = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
+        float d = ld(dy, dyt, base + i);
+        s1 += d;
+        s2 += d * (ld(x, xdt, base + i) - mu);
     }
-    float m1 = block_sum(s1) / (float)n, m2 = block_sum(s2) / (float)n;
-    for (int64_t i = threadIdx.x; i < n; i += NT) {
+    s1 = block_sum(s1);
+    s2 = block_sum(s2);
+    if (threadIdx.x == 0) part[bc] = make_float2(gc * s1, gc * s2 * rs);
+}
+
+__global__ void gn_bwd_dx_k(void *dx, int dxt, const void *dy, int dyt, const void *x, int xdt, const void *g, int gdt,
+                            const float *mean, const float *rstd, const float2 *part, int64_t C, int64_t S, int G)
+{
+    int64_t bc = blockIdx.x, c = bc % C, cpg = C / G, bg = bc / cpg, base = bc * S, c0 = bc - c % cpg;
+    float m1 = 0, m2 = 0;
+    for (int64_t k = 0; k < cpg; k++) {
+        m1 += part[c0 + k].x;
+        m2 += part[c0 + k].y;
+    }
+    float n = (float)(cpg * S), mu = mean[bg], rs = rstd[bg], gc = g ? ld(g, gdt, c) : 1.0f;
+    m1 /= n;
+    m2 /= n;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
         float xh = (ld(x, xdt, base + i) - mu) * rs;
-        float dyg = ld(dy, dyt, base + i) * (g ? ld(g, gdt, c0 + i / S) : 1.0f);
-        acc(dx, dxt, base + i, rs * (dyg - m1 - xh * m2));
+        acc(dx, dxt, base + i, rs * (ld(dy, dyt, base + i) * gc - m1 - xh * m2));
     }
 }
 
@@ -211,9 +257,13 @@ int cuda_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, s
 {
     int64_t B, C, S;
     if (gn_shape(be, x, groups, &B, &C, &S)) return -1;
-    gn_fwd_k<<<(unsigned)(B * groups), NT, 0, ctx_of(be)->stream>>>(out->data, out->dtype, (float *)mean->data,
-                                                                    (float *)rstd->data, x->data, x->dtype, dat(gamma), dty(gamma),
-                                                                    dat(beta), dty(beta), C, S, groups, eps);
+    float2 *chan = (float2 *)cuda_scratch(be, GN_SCRATCH_SLOT, (size_t)(B * C) * sizeof(float2));
+    if (!chan) return -1;
+    cudaStream_t s = ctx_of(be)->stream;
+    gn_chan_stats_k<<<(unsigned)(B * C), NT, 0, s>>>(chan, x->data, x->dtype, S);
+    CUDA_LAUNCHED(be);
+    gn_fwd_k<<<(unsigned)(B * C), NT, 0, s>>>(out->data, out->dtype, (float *)mean->data, (float *)rstd->data, chan, x->data,
+                                              x->dtype, dat(gamma), dty(gamma), dat(beta), dty(beta), C, S, groups, eps);
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -226,9 +276,14 @@ int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
     if (gn_shape(be, x, groups, &B, &C, &S)) return -1;
     cudaStream_t s = ctx_of(be)->stream;
     if (dx) {
-        gn_bwd_dx_k<<<(unsigned)(B * groups), NT, 0, s>>>(dx->data, dx->dtype, dout->data, dout->dtype, x->data, x->dtype,
-                                                          dat(gamma), dty(gamma), (const float *)mean->data,
-                                                          (const float *)rstd->data, C, S, groups);
+        float2 *part = (float2 *)cuda_scratch(be, GN_SCRATCH_SLOT, (size_t)(B * C) * sizeof(float2));
+        if (!part) return -1;
+        gn_bwd_sums_k<<<(unsigned)(B * C), NT, 0, s>>>(part, dout->data, dout->dtype, x->data, x->dtype, dat(gamma), dty(gamma),
+                                                       (const float *)mean->data, (const float *)rstd->data, C, S, groups);
+        CUDA_LAUNCHED(be);
+        gn_bwd_dx_k<<<(unsigned)(B * C), NT, 0, s>>>(dx->data, dx->dtype, dout->data, dout->dtype, x->data, x->dtype, dat(gamma),
+                                                     dty(gamma), (const float *)mean->data, (const float *)rstd->data, part, C, S,
+                                                     groups);
         CUDA_LAUNCHED(be);
     }
     if (dgamma || dbeta) {

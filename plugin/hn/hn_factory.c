@@ -44,7 +44,7 @@ static const sdt_job_ops *method_ops(void) { return NULL; }
 static sdt_run_params method_run_params(const void *job)
 {
     (void)job;
-    return (sdt_run_params){0, 0};
+    return (sdt_run_params){.save_every = 0};
 }
 static bool method_state_io(void *job, const char *path, sdt_error *error)
 {

@@ -63,6 +63,7 @@ struct ti_job {
     int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
     inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
+    size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
     sdt_noise_schedule sched;
 
     /* text */

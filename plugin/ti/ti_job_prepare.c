@@ -449,6 +449,7 @@ static bool plan_memory(ti_job *job, sdt_prepare_info *info, sdt_error *error)
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    job->memory_estimate_bytes = info->memory_estimate_bytes;
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     if (cap_mib > 0 && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
