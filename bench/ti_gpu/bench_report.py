@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Numbers and tables of the one-run GPU benchmark (bench/ti_gpu/one_run.sh).
 
-  bench_report.py run-stats CSV LOG PRECISION BATCH WARMUP   one sdtrain run -> JSON object on stdout
+  bench_report.py run-stats CSV LOG PRECISION BATCH WARMUP [WALL_S]   one sdtrain run -> JSON on stdout
   bench_report.py run-line [JSON]                             a table line (no JSON: the header)
   bench_report.py merge OUT_JSON TORCH_JSON...                 PyTorch result files as one
   bench_report.py compare OUT_DIR SDTRAIN_JSON TORCH_MAIN_JSON [TORCH_COMPILE_JSON] [OP_PROFILE_JSON...]
@@ -28,12 +28,14 @@ TORCH_EAGER = {"bf16": "b:bf16w+ac-bf16", "fp16": "a:fp16w+ac16+GS"}
 TORCH_COMPILE = {"bf16": "d:b+compile"}
 
 
-def run_stats(csv_path, log_path, precision, batch, warm):
+def run_stats(csv_path, log_path, precision, batch, warm, wall_s=None):
     batch, warm = int(batch), int(warm)
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     ms = [1000.0 * batch / float(r["images_per_s"]) for r in rows[warm:] if float(r["images_per_s"] or 0) > 0]
     out = dict(precision=precision, batch=batch, warmup_steps=warm, timed_steps=len(ms))
+    if wall_s is not None:
+        out["process_wall_s"] = float(wall_s)   # the whole sdt-host train: loading, preparing, steps, saves
     if ms:
         med = statistics.median(ms)
         out.update(ms_median=med, ms_min=min(ms), ms_max=max(ms), images_per_s=1000.0 * batch / med,
@@ -51,11 +53,12 @@ def run_stats(csv_path, log_path, precision, batch, warm):
 
 def run_line(r=None):
     if r is None:
-        return "%-9s %-5s %10s %10s %10s %8s %10s %12s" % ("precision", "batch", "ms median", "min", "max", "img/s",
-                                                           "peak MiB", "estimate MiB")
-    return "%-9s %-5d %10.2f %10.2f %10.2f %8.1f %10s %12s" % (
+        return "%-9s %-5s %10s %10s %10s %8s %10s %12s %8s" % ("precision", "batch", "ms median", "min", "max", "img/s",
+                                                                "peak MiB", "estimate MiB", "wall s")
+    return "%-9s %-5d %10.2f %10.2f %10.2f %8.1f %10s %12s %8s" % (
         r["precision"], r["batch"], r.get("ms_median", float("nan")), r.get("ms_min", float("nan")),
-        r.get("ms_max", float("nan")), r.get("images_per_s", 0.0), r.get("peak_mib", "?"), r.get("estimate_mib", "?"))
+        r.get("ms_max", float("nan")), r.get("images_per_s", 0.0), r.get("peak_mib", "?"), r.get("estimate_mib", "?"),
+        r.get("process_wall_s", "?"))
 
 
 def load(path):
@@ -160,8 +163,8 @@ def merge(out_path, *parts):
 
 
 def main(argv):
-    if len(argv) >= 2 and argv[1] == "run-stats" and len(argv) == 7:
-        print(json.dumps(run_stats(*argv[2:7])))
+    if len(argv) >= 2 and argv[1] == "run-stats" and len(argv) in (7, 8):
+        print(json.dumps(run_stats(*argv[2:])))
     elif len(argv) >= 2 and argv[1] == "run-line":
         print(run_line(json.loads(argv[2]) if len(argv) > 2 else None))
     elif len(argv) >= 3 and argv[1] == "merge":

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Issue 10's benchmark in one run on one GPU: the GPU tests, sdtrain's textual-inversion step
 # (bench/ti_gpu/run.sh) at bf16 and fp16, batch 1/4/8/16, PyTorch's same step (torch.compile bf16,
-# eager bf16 and fp16 + GradScaler at the same batches) and, in the time that is left, the per-op
-# GPU time of a few sdtrain runs (bench/op_profile); then one table and JSON (bench_report.py
-# compare).
+# then eager bf16), the per-op GPU time of a few sdtrain runs (bench/op_profile), eager fp16 +
+# GradScaler, each while the budget allows; then one table and JSON (bench_report.py compare).
 #   bench/ti_gpu/one_run.sh BUILD_DIR OUT_DIR TORCH_SCRIPT DIFFUSERS_SRC [SECONDS]
 # TORCH_SCRIPT: shared/bench/pytorch_ti_baseline.py ("-": sdtrain only); DIFFUSERS_SRC: a folder holding diffusers'
 # src/diffusers (pipelines/ and modular_pipelines/ removed), put on PYTHONPATH. SECONDS (default
@@ -16,7 +15,7 @@ set -uo pipefail
 build=${1:?build dir}; out=${2:?out dir}; torch_script=${3:?pytorch_ti_baseline.py}; diffusers=${4:?diffusers src}
 budget=${5:-560}
 configs=${SDT_BENCH_CONFIGS:-"bf16:1 bf16:4 bf16:8 bf16:16 fp16:1 fp16:4 fp16:8 fp16:16"}
-profile_configs=${SDT_BENCH_PROFILE:-"bf16:8 bf16:1"}
+profile_configs=${SDT_BENCH_PROFILE:-"bf16:1 bf16:8"}
 compile_batches=${SDT_BENCH_COMPILE:-8,16,1,4}
 here=$(cd "$(dirname "$0")" && pwd)
 t0=$(date +%s)
@@ -34,16 +33,33 @@ grep -h "cpu vs cuda embedding\|checks passed\|FAIL" "$build"/Testing/Temporary/
 echo "== [$(elapsed) s] sdtrain"
 bash "$here/run.sh" "$build" "$out/sdtrain" 30 "$configs"
 
-if [ "$torch_script" != - ]; then
+prof=$(mktemp -d)
+cp -L "$build/plugin/libsdtrain.so" "$prof/libsdtrain.so"
+cp "$build/plugin/libsdtrain_cuda.so" "$prof/libsdtrain_cuda_real.so"
+cp "$build/bench/op_profile/libsdtrain_cuda_op_profile.so" "$prof/libsdtrain_cuda.so"
+profiles() { # the op profiles, while the budget allows
+  for cfg in $profile_configs; do
+    [ $(( budget - $(elapsed) )) -gt 45 ] || { echo "no time left for the op profile of $cfg"; break; }
+    echo "== [$(elapsed) s] sdtrain op profile $cfg"
+    SDT_OP_PROFILE_OUT="$out/op_profile_${cfg/:/_b}.json" bash "$here/run.sh" "$build" "$out/profile_${cfg/:/_b}" 15 "$cfg" \
+        "$prof/libsdtrain.so" > /dev/null
+    grep -A 14 "op profile:" "$out/profile_${cfg/:/_b}/train_${cfg%%:*}_b${cfg##*:}.log" || echo "no op profile for $cfg"
+  done
+}
+
+if [ "$torch_script" = - ]; then
+  profiles
+else
   export PYTHONPATH="$diffusers${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   # torch.compile first (batch 8, the issue's yardstick; further batch sizes while they fit), then
-  # eager bf16 and fp16 + GradScaler in what is left; each part stops at the run's budget
+  # eager bf16, the op profiles and eager fp16 + GradScaler; each part stops at the run's budget
   left=$(( budget - $(elapsed) - 20 ))
   echo "== [$(elapsed) s] torch.compile (${left} s left)"
   timeout "$left" python3 "$torch_script" --part compile --batches "$compile_batches" --budget-s "$(( left - 40 ))" \
       --out "$out/torch_compile.json" > "$out/torch_compile.log" 2>&1
   grep -E "compile \+ first|B=[0-9]+: median|skip" "$out/torch_compile.log" | cut -c1-160
-  for mode in b a; do
+  for mode in b profiles a; do
+    if [ "$mode" = profiles ]; then profiles; continue; fi
     left=$(( budget - $(elapsed) - 20 ))
     echo "== [$(elapsed) s] PyTorch eager, mode $mode (${left} s left)"
     [ "$left" -gt 30 ] || break
@@ -53,19 +69,6 @@ if [ "$torch_script" != - ]; then
   done
   python3 "$here/bench_report.py" merge "$out/torch_main.json" "$out/torch_main_b.json" "$out/torch_main_a.json"
 fi
-
-left=$(( budget - $(elapsed) - 10 ))
-echo "== [$(elapsed) s] sdtrain op profile (${left} s left)"
-prof=$(mktemp -d)
-cp -L "$build/plugin/libsdtrain.so" "$prof/libsdtrain.so"
-cp "$build/plugin/libsdtrain_cuda.so" "$prof/libsdtrain_cuda_real.so"
-cp "$build/bench/op_profile/libsdtrain_cuda_op_profile.so" "$prof/libsdtrain_cuda.so"
-for cfg in $profile_configs; do
-  [ $(( budget - $(elapsed) )) -gt 45 ] || break
-  SDT_OP_PROFILE_OUT="$out/op_profile_${cfg/:/_b}.json" bash "$here/run.sh" "$build" "$out/profile_${cfg/:/_b}" 15 "$cfg" \
-      "$prof/libsdtrain.so" > /dev/null
-  grep -A 14 "op profile:" "$out/profile_${cfg/:/_b}/train_${cfg%%:*}_b${cfg##*:}.log" || echo "no op profile for $cfg"
-done
 
 echo "== [$(elapsed) s] report"
 python3 "$here/bench_report.py" compare "$out" "$out/sdtrain/ti_gpu.json" "$out/torch_main.json" "$out/torch_compile.json" \

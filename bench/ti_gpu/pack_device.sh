@@ -17,7 +17,7 @@ done
 list=$(mktemp)
 (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
 # the build: everything but object files, CMake's internals and the CPU-only test programs
-(cd "$build" && find . -type f ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' \
+(cd "$build" && find . \( -type f -o -type l \) ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' \
     ! \( -path './tests/*' -perm -u+x ! -path './tests/gpu/*' ! -path './tests/e2e/*' \) | sed "s|^\.|$build|") >> "$list"
 tar -cf - --files-from="$list" | xz -T2 -6 > "$tar_out"
 rm -f "$list"

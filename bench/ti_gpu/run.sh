@@ -28,7 +28,8 @@ for cfg in $configs; do
   log="$out/train_${prec}_b${bs}.log"
   # a fresh embedding per run: training writes the trained file back over its source
   "$host" --plugin "$plugin" create-embedding --name ring --init-text "ring" --vectors 1 \
-      --model "$work/model/sd15.safetensors" --out "$work/emb_${prec}_${bs}" > /dev/null
+      --model "$work/model/sd15.safetensors" --out "$work/emb_${prec}_${bs}" > /dev/null 2>&1
+  t_start=$(date +%s.%N)
   if ! "$host" --plugin "$plugin" train --embedding "$work/emb_${prec}_${bs}/ring.safetensors" \
       --model "$work/model/sd15.safetensors" --dataset "$work/data" \
       --template "$build/host-sim/templates/subject_filewords.txt" --log-dir "$work/log_${prec}_${bs}" --device cuda \
@@ -39,7 +40,8 @@ for cfg in $configs; do
   fi
   csv=$(find "$work/log_${prec}_${bs}" -name textual_inversion_loss.csv | head -n 1)
   cp "$csv" "$out/loss_${prec}_b${bs}.csv"
-  json=$(python3 "$here/bench_report.py" run-stats "$csv" "$log" "$prec" "$bs" "$warm")
+  wall=$(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  json=$(python3 "$here/bench_report.py" run-stats "$csv" "$log" "$prec" "$bs" "$warm" "$wall")
   runs+=("$json")
   python3 "$here/bench_report.py" run-line "$json"
 done
