@@ -145,6 +145,27 @@ int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path) { OPEN_TRAIN
 void cli_hn_trainer_close(cli_hn_trainer *t) { CLOSE_TRAINER(t); }
 char *cli_hn_trainer_error(const cli_hn_trainer *t) { LAST_ERROR(t); }
 
+int cli_parse_create(GOptionContext *ctx, const char *command, int *argc, char ***argv, char *const *name)
+{
+    if (!cli_parse(ctx, command, argc, argv)) return SDT_EXIT_USAGE;
+    if (*argc > 1) return cli_usage_error(command, "unexpected argument; every input is an --option.");
+    if (!*name) return cli_usage_error(command, "--name is required.");
+    return SDT_EXIT_OK;
+}
+
+int cli_make_output_folder(const char *dir)
+{
+    if (g_mkdir_with_parents(dir, 0777) == 0) return SDT_EXIT_OK;
+    return cli_errorf("Could not create the output folder %s; check its parent exists and is writable.", dir);
+}
+
+int cli_created(const char *path, char *failure, const char *const (*renames)[2], size_t n_renames)
+{
+    if (failure) return cli_error_renamed(failure, renames, n_renames);
+    printf("Created: %s\n", path);
+    return SDT_EXIT_OK;
+}
+
 /* The sentence (g_free'd here) with the API fields it names replaced by options, printed. */
 int cli_error_renamed(char *sentence, const char *const (*renames)[2], size_t n_renames)
 {

@@ -53,6 +53,15 @@ int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path);
 void cli_hn_trainer_close(cli_hn_trainer *t);
 char *cli_hn_trainer_error(const cli_hn_trainer *t);
 
+/* What every create-* command shares. cli_parse_create parses argv, refuses a positional
+ * argument and requires --name (*name: the variable its entry fills); cli_make_output_folder creates the folder
+ * with its parents; each returns 0, or an exit status after the sentence. cli_created prints
+ * "Created: PATH" when failure is NULL, else the plugin's sentence failure (g_free'd here) with
+ * its fields renamed as cli_rename_fields does; it returns the exit status. */
+int cli_parse_create(GOptionContext *ctx, const char *command, int *argc, char ***argv, char *const *name);
+int cli_make_output_folder(const char *dir);
+int cli_created(const char *path, char *failure, const char *const (*renames)[2], size_t n_renames);
+
 /* A plugin sentence with each API field it names ("spec.model_path") replaced by the option
  * that sets it ("--model"): renames[i][0] -> renames[i][1]. A new string (g_free). */
 char *cli_rename_fields(const char *sentence, const char *const (*renames)[2], size_t n_renames);

@@ -1,6 +1,5 @@
 /* cmd_create.c - `sdt-host create-embedding`: the Create embedding tab. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -30,35 +29,20 @@ int cmd_create_embedding(int argc, char **argv)
     };
     GOptionContext *ctx = g_option_context_new("- create an embedding file");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    int status = SDT_EXIT_OK;
     guint64 vectors = 1;
-    if (!cli_parse(ctx, "create-embedding", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1) status = cli_usage_error("create-embedding", "unexpected argument; every input is an --option.");
-    else if (!name) status = cli_usage_error("create-embedding", "--name is required.");
-    else if (vectors_text && !g_ascii_string_to_unsigned(vectors_text, 10, 1, 75, &vectors, NULL))
+    int status = cli_parse_create(ctx, "create-embedding", &argc, &argv, &name);
+    if (status == SDT_EXIT_OK && vectors_text && !g_ascii_string_to_unsigned(vectors_text, 10, 1, 75, &vectors, NULL))
         status = cli_usage_error("create-embedding", "--vectors must be a whole number from 1 to 75.");
     const char *out_dir = out ? out : "embeddings";
-    if (status == SDT_EXIT_OK && g_mkdir_with_parents(out_dir, 0777) != 0) {
-        status = cli_errorf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
-    }
+    if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
-        sdt_embedding_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.struct_size = sizeof spec;
-        spec.vectors_per_token = (uint32_t)vectors;
-        spec.name = name;
-        spec.init_text = init_text ? init_text : "*";
-        spec.model_path = model;
-        spec.output_dir = out_dir;
-        spec.overwrite = overwrite;
-        spec.tokenizer_path = tokenizer;
+        sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)vectors, .name = name,
+                                    .init_text = init_text ? init_text : "*", .model_path = model, .output_dir = out_dir,
+                                    .overwrite = overwrite, .tokenizer_path = tokenizer };
         char path[4096] = "";
-        if (t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK) {
-            printf("Created: %s\n", path);
-        } else {
-            status = cli_error_renamed(cli_trainer_error(&t), spec_options, sizeof spec_options / sizeof spec_options[0]);
-        }
+        sdt_status st = t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
+        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
         cli_trainer_close(&t);
     }
     g_option_context_free(ctx);

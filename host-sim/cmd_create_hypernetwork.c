@@ -1,6 +1,5 @@
 /* cmd_create_hypernetwork.c - `sdt-host create-hypernetwork`: A1111's Create hypernetwork tab. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -34,37 +33,20 @@ int cmd_create_hypernetwork(int argc, char **argv)
     };
     GOptionContext *ctx = g_option_context_new("- create a hypernetwork file (A1111 .pt)");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    int status = SDT_EXIT_OK;
-    if (!cli_parse(ctx, "create-hypernetwork", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1) status = cli_usage_error("create-hypernetwork", "unexpected argument; every input is an --option.");
-    else if (!name) status = cli_usage_error("create-hypernetwork", "--name is required.");
-    else if (dropout_structure && !dropout)
+    int status = cli_parse_create(ctx, "create-hypernetwork", &argc, &argv, &name);
+    if (status == SDT_EXIT_OK && dropout_structure && !dropout)
         status = cli_usage_error("create-hypernetwork", "--dropout-structure needs --dropout (A1111 ignores the structure without it).");
     const char *out_dir = out ? out : "hypernetworks";
-    if (status == SDT_EXIT_OK && g_mkdir_with_parents(out_dir, 0777) != 0)
-        status = cli_errorf("Could not create the output folder %s; check its parent exists and is writable.", out_dir);
+    if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_hn_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
-        sdt_hypernetwork_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.struct_size = sizeof spec;
-        spec.name = name;
-        spec.output_dir = out_dir;
-        spec.widths = sizes;
-        spec.layer_structure = layer_structure;
-        spec.activation = activation;
-        spec.weight_init = init;
-        spec.dropout_structure = dropout_structure;
-        spec.layer_norm = layer_norm;
-        spec.use_dropout = dropout;
-        spec.activate_output = activate_output;
-        spec.overwrite = overwrite;
+        sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = name, .output_dir = out_dir, .widths = sizes,
+                                       .layer_structure = layer_structure, .activation = activation, .weight_init = init,
+                                       .dropout_structure = dropout_structure, .layer_norm = layer_norm,
+                                       .use_dropout = dropout, .activate_output = activate_output, .overwrite = overwrite };
         char path[4096] = "";
-        if (t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK) {
-            printf("Created: %s\n", path);
-        } else {
-            status = cli_error_renamed(cli_hn_trainer_error(&t), spec_options, sizeof spec_options / sizeof spec_options[0]);
-        }
+        sdt_status st = t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL);
+        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_hn_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
         cli_hn_trainer_close(&t);
     }
     g_option_context_free(ctx);

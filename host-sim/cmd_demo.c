@@ -113,7 +113,8 @@ static int run_demo(const demo_options *o)
             status = cli_errorf("Could not copy %s to %s; choose a writable --out folder.", embedding, initial);
         } else {
             demo_config(&config, embedding, template_file, log_dir, o);
-            status = train_session_run(t.factory, t.trainer, &config, NULL);
+            train_target target = { .ti = t.factory, .ti_trainer = t.trainer, .ti_config = &config };
+            status = train_session_run(&target, NULL);
             if (status != SDT_EXIT_ERROR)
                 printf("Demo outputs: the embedding %s, logs, previews and copies under %s\n", embedding, log_dir);
         }

@@ -1,5 +1,8 @@
-/* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file. */
+/* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file. With
+ * --hypernetwork it trains a hypernetwork (and, with --embedding too, both together) through the
+ * hypernetwork factory; otherwise an embedding through the textual-inversion factory. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli_common.h"
 #include "commands.h"
@@ -8,47 +11,88 @@
 #include "panel_options.h"
 #include "train_session.h"
 
-/* The Train tab's default prompt template, as in A1111. */
+/* The Train tab's default prompt template, as in A1111 (one form serves both methods). */
 #define DEFAULT_TEMPLATE "style_filewords.txt"
+
+/* Required options, the template's path (looked up like a shipped name) and the run. */
+static int train_with(panel_config *config, const train_target *target)
+{
+    char *error = NULL, *template_file = NULL;
+    int status;
+    const char **template_slot = panel_template_slot(config);
+    const char *named = *template_slot;
+    if (!panel_check_required(config, &error))
+        status = cli_usage_error("train", error);
+    else if (!(template_file = host_find_template(named && named[0] ? named : DEFAULT_TEMPLATE, &error)))
+        status = cli_error(error);
+    else {
+        *template_slot = template_file;
+        status = train_session_run(target, panel_explain);
+    }
+    g_free(error);
+    g_free(template_file);
+    return status;
+}
+
+/* Opens the method's factory, builds the config from the plugin's defaults, the panel file and
+ * the command line, and trains. Returns an exit status. */
+static int train_method(panel_values *values, panel_method method, const char *plugin)
+{
+    cli_trainer ti;
+    cli_hn_trainer hn;
+    panel_config config;
+    panel_defaults defaults;
+    train_target target;
+    memset(&target, 0, sizeof target);
+    int status;
+    if (method == PANEL_HYPERNETWORK) {
+        if ((status = cli_hn_trainer_open(&hn, plugin)) != SDT_EXIT_OK) return status;
+        defaults = (panel_defaults){ .train_options = hn.factory->train_options_defaults, .hn_config = hn.factory->config_defaults };
+        target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
+    } else {
+        if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
+        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults };
+        target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
+    }
+    char *error = NULL;
+    gboolean usage = FALSE;
+    if (!panel_build_config(values, method, &defaults, &config, &error, &usage))
+        status = usage ? cli_usage_error("train", error) : cli_error(error);
+    else
+        status = train_with(&config, &target);
+    g_free(error);
+    if (method == PANEL_HYPERNETWORK) cli_hn_trainer_close(&hn);
+    else cli_trainer_close(&ti);
+    return status;
+}
 
 int cmd_train(int argc, char **argv)
 {
     char *plugin = NULL;
     GOptionEntry entries[] = { CLI_PLUGIN_OPTION(plugin), { NULL, 0, 0, 0, NULL, NULL, NULL } };
     panel_values *values = panel_values_new();
-    GOptionContext *ctx = g_option_context_new("- train an embedding (Ctrl-C interrupts: the step finishes and is saved)");
+    GOptionContext *ctx = g_option_context_new("- train an embedding or a hypernetwork (Ctrl-C interrupts: the step finishes and is saved)");
     g_option_context_set_description(ctx,
+        "--embedding FILE trains an embedding; --hypernetwork FILE trains a hypernetwork (its options:\n"
+        "--learn-rate [0.00001], --weight-decay [0.01], --strength [1]); both together train them jointly\n"
+        "(--embedding-learn-rate [0.005] is then the embedding's rate). Outputs go to --log-dir\n"
+        "(textual_inversion, or hypernetworks with --hypernetwork)/<date>/<name>/.\n"
         "--template takes a path, or the bare name of a template shipped with sdt-host (looked up in\n"
         "<sdt-host's folder>/templates, then <sdt-host's folder>/../share/sdtrain/templates); the default is\n"
         DEFAULT_TEMPLATE ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
         "log folder (with every copy and at the end); --resume DIR picks the newest state in a log folder\n"
-        "that belongs to the embedding. Use the same embedding, seed and options (max steps may grow).\n"
-        "The trained embedding replaces the file given to --embedding (a PNG card: <stem>.safetensors).\n");
+        "that belongs to the file being trained. Use the same files, seed and options (max steps may grow).\n"
+        "The trained result replaces the file given to --embedding or --hypernetwork (a PNG card:\n"
+        "<stem>.safetensors). A --config panel file takes the same keys under [train].\n");
     g_option_context_add_main_entries(ctx, panel_option_entries(values), NULL);
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = SDT_EXIT_OK;
+    char *error = NULL;
     if (!cli_parse(ctx, "train", &argc, &argv)) status = SDT_EXIT_USAGE;
     else if (argc > 1) status = cli_usage_error("train", "unexpected argument; every input is an --option.");
-    cli_trainer t;
-    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
-        sdt_ti_config config;
-        char *error = NULL, *template_file = NULL;
-        gboolean usage = FALSE;
-        if (!panel_build_config(values, t.factory, &config, &error, &usage))
-            status = usage ? cli_usage_error("train", error) : cli_error(error);
-        else if (!panel_check_required(&config, &error))
-            status = cli_usage_error("train", error);
-        else if (!(template_file = host_find_template(config.template_file && config.template_file[0]
-                                                          ? config.template_file : DEFAULT_TEMPLATE, &error)))
-            status = cli_error(error);
-        else {
-            config.template_file = template_file;
-            status = train_session_run(t.factory, t.trainer, &config, panel_explain);
-        }
-        g_free(error);
-        g_free(template_file);
-        cli_trainer_close(&t);
-    }
+    else if (!panel_load_file(values, &error)) status = cli_error(error);
+    else status = train_method(values, panel_method_chosen(values), plugin);
+    g_free(error);
     g_option_context_free(ctx);
     panel_values_free(values);
     g_free(plugin);

@@ -9,10 +9,18 @@
 
 typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM } opt_kind;
 
+#define NO_FIELD ((size_t)-1)
+
+/* Where an option's value goes for each method (NO_FIELD where the method has no such field;
+ * giving it there is refused with a sentence). An embedding run fills sdt_ti_config's own
+ * fields, the shared ones included, so plugins from before sdt_train_options (ABI 1.0, 1.1)
+ * train it too; a hypernetwork run fills sdt_train_options and sdt_hn_config. */
 typedef struct panel_option {
     const char *name;            /* --name on the command line, name= in [train] */
     opt_kind kind;
-    size_t offset;               /* into sdt_ti_config */
+    size_t ti_offset;            /* into sdt_ti_config */
+    size_t shared_offset;        /* hypernetwork runs: into sdt_train_options */
+    size_t hn_offset;            /* hypernetwork runs: into sdt_hn_config */
     const char *field;           /* its name there, as the plugin's sentences say "config.<field>" */
     const char *const *choices;  /* OPT_ENUM: names in enum order */
     const char *arg;             /* placeholder in --help */
@@ -24,55 +32,62 @@ static const char *const latent_methods[] = { "once", "deterministic", "random",
 static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
 static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 
-#define F(field) offsetof(sdt_ti_config, field), #field
+#define SHARED(f) offsetof(sdt_ti_config, f), offsetof(sdt_train_options, f), NO_FIELD, #f
+#define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
+#define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
+#define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
 
 static const panel_option options[] = {
-    { "embedding", OPT_STR, F(embedding_path), NULL, "FILE", "Embedding file to train" },
-    { "model", OPT_STR, F(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder" },
-    { "dataset", OPT_STR, F(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions)" },
-    { "template", OPT_STR, F(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default style_filewords.txt)" },
-    { "log-dir", OPT_STR, F(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)" },
-    { "learn-rate", OPT_STR, F(learn_rate), NULL, "SCHEDULE", "Embedding learning rate, e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
-    { "batch-size", OPT_U32, F(batch_size), NULL, "N", "Batch size" },
-    { "grad-accum", OPT_U32, F(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
-    { "clip-mode", OPT_ENUM, F(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
-    { "clip-value", OPT_STR, F(clip_value), NULL, "SCHEDULE", "Gradient clipping value (schedule grammar)" },
-    { "width", OPT_U32, F(width), NULL, "PX", "Width" },
-    { "height", OPT_U32, F(height), NULL, "PX", "Height" },
-    { "do-not-resize", OPT_FLAG_ON, F(varsize), NULL, NULL, "Do not resize images (bucket by size)" },
-    { "max-steps", OPT_I64, F(max_steps), NULL, "N", "Max steps" },
-    { "save-every", OPT_I64, F(save_every), NULL, "N", "Save a copy of the embedding every N steps, 0 to disable" },
-    { "preview-every", OPT_I64, F(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
-    { "save-state-every", OPT_I64, F(save_state_every_seconds), NULL, "SECONDS", "Also save the training state when this many seconds passed since the last save, 0 = only with each copy" },
-    { "csv-every", OPT_I64, F(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
-    { "no-embedding-cards", OPT_FLAG_OFF, F(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks" },
-    { "shuffle-tags", OPT_FLAG_ON, F(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
-    { "tag-dropout", OPT_F64, F(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
-    { "latent-sampling", OPT_ENUM, F(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
-    { "alpha-loss-weight", OPT_FLAG_ON, F(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
-    { "filename-word-regex", OPT_STR, F(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
-    { "filename-join", OPT_STR, F(filename_join_string), NULL, "TEXT", "Caption from filename: join string" },
-    { "precision", OPT_ENUM, F(precision), precisions, "fp32|fp16|bf16", "Compute precision" },
-    { "device", OPT_ENUM, F(device), devices, "auto|cpu|cuda", "Device" },
-    { "seed", OPT_U64, F(seed), NULL, "S", "Training seed" },
-    { "clip-skip", OPT_U32, F(clip_skip), NULL, "N", "CLIP skip (1 = last layer)" },
-    { "lr-backoff", OPT_F64, F(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires" },
-    { "max-nonfinite", OPT_U32, F(max_consecutive_nonfinite), NULL, "N", "Stop after N non-finite steps in a row" },
-    { "loss-scale-init", OPT_F64, F(loss_scale_init), NULL, "S", "fp16: initial loss scale" },
-    { "preview-prompt", OPT_STR, F(preview_prompt), NULL, "TEXT", "Preview prompt (default: the batch's first caption)" },
-    { "preview-negative-prompt", OPT_STR, F(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
-    { "preview-steps", OPT_U32, F(preview_steps), NULL, "N", "Preview sampling steps" },
-    { "preview-cfg", OPT_F64, F(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
-    { "preview-sampler", OPT_STR, F(preview_sampler), NULL, "ddim", "Preview sampler" },
-    { "preview-seed", OPT_I64, F(preview_seed), NULL, "S", "Preview seed, -1 = random" },
-    { "preview-width", OPT_U32, F(preview_width), NULL, "PX", "Preview width, 0 = training width" },
-    { "preview-height", OPT_U32, F(preview_height), NULL, "PX", "Preview height, 0 = training height" },
-    { "resume", OPT_STR, F(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder" },
-    { "threads", OPT_U32, F(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
-    { "anomaly-mode", OPT_FLAG_ON, F(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
-    { "gradient-checkpointing", OPT_FLAG_ON, F(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
-    { "v-prediction", OPT_FLAG_ON, F(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models)" },
-    { "tokenizer", OPT_STR, F(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
+    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it)" },
+    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111)" },
+    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder" },
+    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions)" },
+    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default style_filewords.txt)" },
+    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/; default textual_inversion, with --hypernetwork hypernetworks)" },
+    { "learn-rate", OPT_STR, EACH_METHOD(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained, e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\" (default 0.005; with --hypernetwork the hypernetwork's, default 0.00001)" },
+    { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate (default 0.005)" },
+    { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (default 0.01, as A1111)" },
+    { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10 (default 1)" },
+    { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
+    { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
+    { "clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
+    { "clip-value", OPT_STR, SHARED(clip_value), NULL, "SCHEDULE", "Gradient clipping value (schedule grammar)" },
+    { "width", OPT_U32, SHARED(width), NULL, "PX", "Width" },
+    { "height", OPT_U32, SHARED(height), NULL, "PX", "Height" },
+    { "do-not-resize", OPT_FLAG_ON, SHARED(varsize), NULL, NULL, "Do not resize images (bucket by size)" },
+    { "max-steps", OPT_I64, SHARED(max_steps), NULL, "N", "Max steps" },
+    { "save-every", OPT_I64, SHARED(save_every), NULL, "N", "Save a copy of what is trained every N steps, 0 to disable" },
+    { "preview-every", OPT_I64, SHARED(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
+    { "save-state-every", OPT_I64, TI_ONLY(save_state_every_seconds), NULL, "SECONDS", "Embedding training: also save the training state when this many seconds passed since the last save, 0 = only with each copy" },
+    { "csv-every", OPT_I64, SHARED(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
+    { "no-embedding-cards", OPT_FLAG_OFF, TI_ONLY(save_image_with_embedding), NULL, NULL, "Embedding training: do not save images with the embedding in PNG chunks" },
+    { "shuffle-tags", OPT_FLAG_ON, SHARED(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
+    { "tag-dropout", OPT_F64, SHARED(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
+    { "latent-sampling", OPT_ENUM, SHARED(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
+    { "alpha-loss-weight", OPT_FLAG_ON, SHARED(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
+    { "filename-word-regex", OPT_STR, SHARED(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
+    { "filename-join", OPT_STR, SHARED(filename_join_string), NULL, "TEXT", "Caption from filename: join string" },
+    { "precision", OPT_ENUM, SHARED(precision), precisions, "fp32|fp16|bf16", "Compute precision" },
+    { "device", OPT_ENUM, SHARED(device), devices, "auto|cpu|cuda", "Device" },
+    { "seed", OPT_U64, SHARED(seed), NULL, "S", "Training seed" },
+    { "clip-skip", OPT_U32, SHARED(clip_skip), NULL, "N", "CLIP skip (1 = last layer)" },
+    { "lr-backoff", OPT_F64, SHARED(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires" },
+    { "max-nonfinite", OPT_U32, SHARED(max_consecutive_nonfinite), NULL, "N", "Stop after N non-finite steps in a row" },
+    { "loss-scale-init", OPT_F64, SHARED(loss_scale_init), NULL, "S", "fp16: initial loss scale" },
+    { "preview-prompt", OPT_STR, SHARED(preview_prompt), NULL, "TEXT", "Preview prompt (default: the batch's first caption)" },
+    { "preview-negative-prompt", OPT_STR, SHARED(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
+    { "preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps" },
+    { "preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
+    { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim", "Preview sampler" },
+    { "preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random" },
+    { "preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width" },
+    { "preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height" },
+    { "resume", OPT_STR, SHARED(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder" },
+    { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
+    { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
+    { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
+    { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models)" },
+    { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -123,11 +138,36 @@ const GOptionEntry *panel_option_entries(panel_values *v)
     return v->entries;
 }
 
+/* Where option o's value lives in c for c's method; NULL when that method has no such field.
+ * Writable, as set_field fills it; panel_check_required only reads it. */
+static char *field_of(const panel_config *c, const panel_option *o)
+{
+    char *base = (char *)c;
+    if (c->method == PANEL_EMBEDDING)
+        return o->ti_offset == NO_FIELD ? NULL : base + offsetof(panel_config, ti) + o->ti_offset;
+    if (o->shared_offset != NO_FIELD) return base + offsetof(panel_config, shared) + o->shared_offset;
+    return o->hn_offset == NO_FIELD ? NULL : base + offsetof(panel_config, hn) + o->hn_offset;
+}
+
+/* The sentence for an option the chosen method does not take. */
+static char *other_method_sentence(const panel_config *c, const char *origin)
+{
+    if (c->method == PANEL_EMBEDDING)
+        return g_strdup_printf("%s applies to hypernetwork training; add --hypernetwork FILE (with --embedding: both are "
+                               "trained together), or leave it out to train the embedding alone.", origin);
+    return g_strdup_printf("%s applies to embedding training only; the hypernetwork trainer (joint training included) has no "
+                           "such setting, so leave it out with --hypernetwork.", origin);
+}
+
 /* Parses text into the field of option o; FALSE with a sentence naming where it came from. */
-static gboolean set_field(panel_values *v, sdt_ti_config *c, const panel_option *o, const char *text,
+static gboolean set_field(panel_values *v, panel_config *c, const panel_option *o, const char *text,
                           const char *origin, char **error)
 {
-    char *field = (char *)c + o->offset;
+    char *field = field_of(c, o);
+    if (!field) {
+        *error = other_method_sentence(c, origin);
+        return FALSE;
+    }
     GError *gerr = NULL;
     gboolean ok = TRUE;
     switch (o->kind) {
@@ -226,8 +266,9 @@ static gboolean check_text_file(const char *path, char **error)
     return bad == NULL;
 }
 
-static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
+gboolean panel_load_file(panel_values *v, char **error)
 {
+    if (!v->config_path || v->key_file) return TRUE;
     GError *gerr = NULL;
     if (!check_text_file(v->config_path, error)) return FALSE;
     v->key_file = g_key_file_new();
@@ -235,17 +276,39 @@ static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
         *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "
                                  "under a [%s] line, e.g. max-steps=1000.", v->config_path, gerr->message, PANEL_GROUP);
         g_clear_error(&gerr);
+        g_key_file_unref(v->key_file);
+        v->key_file = NULL;
         return FALSE;
     }
-    gsize n_keys = 0;
-    char **keys = g_key_file_get_keys(v->key_file, PANEL_GROUP, &n_keys, NULL);
-    if (!keys) {
+    if (!g_key_file_has_group(v->key_file, PANEL_GROUP)) {
         *error = g_strdup_printf("The panel file %s has no [%s] group; put the options under a [%s] line.", v->config_path,
                                  PANEL_GROUP, PANEL_GROUP);
+        g_key_file_unref(v->key_file);
+        v->key_file = NULL;
         return FALSE;
     }
+    return TRUE;
+}
+
+/* Index of the option named name; every caller names a row of the table. */
+static size_t option_index(const char *name)
+{
+    return (size_t)(find_option(name) - options);
+}
+
+panel_method panel_method_chosen(const panel_values *v)
+{
+    size_t i = option_index("hypernetwork");
+    gboolean in_file = v->key_file && g_key_file_has_key(v->key_file, PANEL_GROUP, options[i].name, NULL);
+    return v->text[i] || in_file ? PANEL_HYPERNETWORK : PANEL_EMBEDDING;
+}
+
+static gboolean apply_key_file(panel_values *v, panel_config *c, char **error)
+{
+    gsize n_keys = 0;
+    char **keys = g_key_file_get_keys(v->key_file, PANEL_GROUP, &n_keys, NULL);
     gboolean ok = TRUE;
-    for (gsize k = 0; k < n_keys && ok; k++) {
+    for (gsize k = 0; keys && k < n_keys && ok; k++) {
         const panel_option *o = find_option(keys[k]);
         if (!o) {
             *error = g_strdup_printf("The panel file %s has an unknown key '%s' in [%s]; see 'sdt-host train --help' for the names.",
@@ -263,7 +326,7 @@ static gboolean apply_key_file(panel_values *v, sdt_ti_config *c, char **error)
     return ok;
 }
 
-static gboolean apply_command_line(panel_values *v, sdt_ti_config *c, char **error)
+static gboolean apply_command_line(panel_values *v, panel_config *c, char **error)
 {
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const panel_option *o = &options[i];
@@ -277,17 +340,37 @@ static gboolean apply_command_line(panel_values *v, sdt_ti_config *c, char **err
     return TRUE;
 }
 
-gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_ti_config *config,
-                            char **error, gboolean *usage_error)
+/* The plugin's defaults for the method; a hypernetwork config points at its shared options. */
+static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **error)
 {
-    *usage_error = FALSE;
-    memset(config, 0, sizeof *config);
-    config->struct_size = sizeof *config;
-    if (factory->config_defaults(config) != SDT_STATUS_OK) {
+    memset(&c->shared, 0, sizeof c->shared);
+    memset(&c->ti, 0, sizeof c->ti);
+    memset(&c->hn, 0, sizeof c->hn);
+    c->shared.struct_size = sizeof c->shared;
+    c->ti.struct_size = sizeof c->ti;
+    c->hn.struct_size = sizeof c->hn;
+    gboolean ok;
+    if (c->method == PANEL_HYPERNETWORK)
+        ok = d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK && d->hn_config &&
+             d->hn_config(&c->hn) == SDT_STATUS_OK;
+    else
+        ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK;
+    if (!ok) {
         *error = g_strdup("The plugin could not fill the default training config.");
         return FALSE;
     }
-    if (v->config_path && !apply_key_file(v, config, error)) return FALSE;
+    c->hn.train_options = &c->shared;
+    return TRUE;
+}
+
+gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
+                            panel_config *config, char **error, gboolean *usage_error)
+{
+    *usage_error = FALSE;
+    memset(config, 0, sizeof *config);
+    config->method = method;
+    if (!fill_defaults(defaults, config, error) || !panel_load_file(v, error)) return FALSE;
+    if (v->key_file && !apply_key_file(v, config, error)) return FALSE;
     if (!apply_command_line(v, config, error)) {
         *usage_error = TRUE;
         return FALSE;
@@ -297,14 +380,22 @@ gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_
 
 /* The options a run cannot do without (the Train tab's empty fields), checked before the
  * plugin is asked, so the message names the option rather than the config field. */
-static const char *const required[] = { "embedding", "dataset", "model" };
+static const char *const required[][3] = {
+    [PANEL_EMBEDDING] = { "embedding", "dataset", "model" },
+    [PANEL_HYPERNETWORK] = { "hypernetwork", "dataset", "model" },
+};
 
-gboolean panel_check_required(const sdt_ti_config *config, char **error)
+const char **panel_template_slot(panel_config *config)
 {
-    for (size_t r = 0; r < sizeof required / sizeof required[0]; r++) {
-        const panel_option *o = find_option(required[r]);
+    return (const char **)(void *)field_of(config, find_option("template"));
+}
+
+gboolean panel_check_required(const panel_config *config, char **error)
+{
+    for (size_t r = 0; r < G_N_ELEMENTS(required[0]); r++) {
+        const panel_option *o = find_option(required[config->method][r]);
         const char *value;
-        memcpy(&value, (const char *)config + o->offset, sizeof value);
+        memcpy(&value, field_of(config, o), sizeof value);
         if (!value || !value[0]) {
             *error = g_strdup_printf("--%s %s is required (or %s= in the [%s] group of the --config file).", o->name,
                                      o->arg, o->name, PANEL_GROUP);
@@ -314,18 +405,26 @@ gboolean panel_check_required(const sdt_ti_config *config, char **error)
     return TRUE;
 }
 
+/* A shared option's field is named "config.train_options-><field>" by a method that reads the
+ * shared struct, "config.<field>" by one that copies it into its own config. */
 char *panel_explain(const char *sentence)
 {
-    char *names[N_OPTIONS][2];
-    const char *renames[N_OPTIONS][2];
+    GPtrArray *strings = g_ptr_array_new_with_free_func(g_free);
+    const char *renames[2 * N_OPTIONS][2];
+    size_t n = 0;
     for (size_t i = 0; i < N_OPTIONS; i++) {
-        renames[i][0] = names[i][0] = g_strdup_printf("config.%s", options[i].field);
-        renames[i][1] = names[i][1] = g_strdup_printf("--%s", options[i].name);
+        char *option = g_strdup_printf("--%s", options[i].name);
+        g_ptr_array_add(strings, option);
+        if (options[i].shared_offset != NO_FIELD) {
+            renames[n][0] = g_strdup_printf("config.train_options->%s", options[i].field);
+            g_ptr_array_add(strings, (char *)renames[n][0]);
+            renames[n++][1] = option;
+        }
+        renames[n][0] = g_strdup_printf("config.%s", options[i].field);
+        g_ptr_array_add(strings, (char *)renames[n][0]);
+        renames[n++][1] = option;
     }
-    char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, N_OPTIONS);
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        g_free(names[i][0]);
-        g_free(names[i][1]);
-    }
+    char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, n);
+    g_ptr_array_unref(strings);
     return explained;
 }

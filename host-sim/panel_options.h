@@ -1,8 +1,10 @@
 /* panel_options.h - the Train tab as command-line options and as a GKeyFile panel file.
  *
  * One table names every option once; it drives the GOptionEntry list, the [train] group of a
- * panel.ini, and the mapping onto sdt_ti_config. Precedence: the plugin's defaults, then the
- * panel file, then the command line. */
+ * panel.ini, and the mapping onto the plugin's structs: the options every method shares go to
+ * sdt_train_options, a method's own to sdt_ti_config (an embedding) or sdt_hn_config (a
+ * hypernetwork; with --embedding too, joint training). Precedence: the plugin's defaults, then
+ * the panel file, then the command line. */
 #ifndef SDT_HOST_PANEL_OPTIONS_H
 #define SDT_HOST_PANEL_OPTIONS_H
 
@@ -11,6 +13,28 @@
 #include "sdtrain.h"
 
 typedef struct panel_values panel_values;
+
+/* What a run trains: a hypernetwork when --hypernetwork (or hypernetwork= in the file) is given. */
+typedef enum panel_method { PANEL_EMBEDDING, PANEL_HYPERNETWORK } panel_method;
+
+/* What prepare() receives: sdt_ti_config with every option inline (ABI 1.0 plugins read it), or
+ * sdt_hn_config whose train_options points at shared (so a panel_config is filled in place,
+ * never copied). */
+typedef struct panel_config {
+    panel_method method;
+    sdt_ti_config ti;         /* PANEL_EMBEDDING */
+    sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
+    sdt_train_options shared; /* PANEL_HYPERNETWORK */
+} panel_config;
+
+/* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,
+ * hn_config for PANEL_HYPERNETWORK) and, for a hypernetwork, train_options_defaults; the
+ * members a method does not use may be NULL. */
+typedef struct panel_defaults {
+    sdt_status (*train_options)(sdt_train_options *options);
+    sdt_status (*ti_config)(sdt_ti_config *config);
+    sdt_status (*hn_config)(sdt_hn_config *config);
+} panel_defaults;
 
 panel_values *panel_values_new(void);
 void panel_values_free(panel_values *v);
@@ -21,14 +45,25 @@ const GOptionEntry *panel_option_entries(panel_values *v);
 /* The --config path given on the command line, or NULL. */
 const char *panel_config_path(const panel_values *v);
 
-/* Builds the config: plugin defaults, then the panel file, then command-line values. Strings
- * in *config stay valid while v lives. FALSE with one sentence in *error; *usage_error tells
- * whether the command line was at fault (exit 2) rather than a file (exit 1). */
-gboolean panel_build_config(panel_values *v, const sdt_ti_factory *factory, sdt_ti_config *config,
-                            char **error, gboolean *usage_error);
+/* Reads the --config file, when one was given, after the command line is parsed (needed before
+ * panel_method_chosen). FALSE with one sentence in *error (g_free) naming the file. */
+gboolean panel_load_file(panel_values *v, char **error);
+
+/* The method the command line and the loaded panel file ask for. */
+panel_method panel_method_chosen(const panel_values *v);
+
+/* Builds the config for method: the plugin's defaults, then the panel file, then command-line
+ * values. Strings in *config stay valid while v lives. FALSE with one sentence in *error;
+ * *usage_error tells whether the command line was at fault (exit 2) rather than a file (exit 1).
+ * An option of the other method (--weight-decay without --hypernetwork, ...) is refused. */
+gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
+                            panel_config *config, char **error, gboolean *usage_error);
+
+/* The method's prompt-template field (ti.template_file or shared.template_file). */
+const char **panel_template_slot(panel_config *config);
 
 /* FALSE with a usage sentence (g_free) naming the first required option that is missing. */
-gboolean panel_check_required(const sdt_ti_config *config, char **error);
+gboolean panel_check_required(const panel_config *config, char **error);
 
 /* The plugin's sentence with each "config.<field>" it mentions named as the option that
  * sets it ("--embedding"), for people at a terminal (g_free). */

@@ -53,10 +53,13 @@ sdt_host_callbacks train_session_callbacks(void)
     return cb;
 }
 
+/* Calls the lifecycle member of whichever factory the target holds. */
+#define TARGET_CALL(t, member, ...)                                                                                   \
+    ((t)->ti ? (t)->ti->member((t)->ti_trainer, __VA_ARGS__) : (t)->hn->member((t)->hn_trainer, __VA_ARGS__))
+#define TARGET_CALL0(t, member) ((t)->ti ? (t)->ti->member((t)->ti_trainer) : (t)->hn->member((t)->hn_trainer))
+
 typedef struct session {
-    const sdt_ti_factory *factory;
-    sdt_ti_trainer *trainer;
-    const sdt_ti_config *config;
+    const train_target *target;
     GMainLoop *loop;
     sdt_status result;        /* written by the worker before it signals done */
     long long start_step;
@@ -77,11 +80,12 @@ static gpointer worker(gpointer data)
     sdt_prepare_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
-    s->result = s->factory->prepare(s->trainer, s->config, &info);
+    const train_target *t = s->target;
+    s->result = t->ti ? t->ti->prepare(t->ti_trainer, t->ti_config, &info) : t->hn->prepare(t->hn_trainer, t->hn_config, &info);
     if (s->result == SDT_STATUS_OK) {
         s->start_step = info.start_step;
         g_atomic_int_set(&s->running, 1);
-        s->result = s->factory->run(s->trainer);
+        s->result = TARGET_CALL0(t, run);
     }
     g_idle_add(worker_done, s);
     return NULL;
@@ -91,12 +95,12 @@ static gpointer worker(gpointer data)
 static void draw_progress(session *s, gboolean final)
 {
     sdt_run_state state = SDT_RUN_IDLE;
-    s->factory->get_run_state(s->trainer, &state);
+    TARGET_CALL(s->target, get_run_state, &state);
     if (state != SDT_RUN_RUNNING && !final) return;
     sdt_metrics m;
     memset(&m, 0, sizeof m);
     m.struct_size = sizeof m;
-    if (s->factory->get_metrics(s->trainer, &m) != SDT_STATUS_OK || m.step == 0) return;
+    if (TARGET_CALL(s->target, get_metrics, &m) != SDT_STATUS_OK || m.step == 0) return;
     char line[512];
     progress_bar_format(&m, s->start_step, 24, line, sizeof line);
     g_mutex_lock(&terminal_lock);
@@ -144,7 +148,7 @@ static gboolean on_second_sigint(gpointer data)
 static gboolean on_sigint(gpointer data)
 {
     session *s = data;
-    s->factory->interrupt(s->trainer);
+    TARGET_CALL0(s->target, interrupt);
     say(g_atomic_int_get(&s->running)
             ? "Interrupting: finishing the current step and saving (Ctrl-C again quits at once, without saving)."
             : "Interrupting the preparation (Ctrl-C again quits at once).");
@@ -157,7 +161,7 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
     if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
     if (s->result == SDT_STATUS_INTERRUPTED) return SDT_EXIT_INTERRUPTED;
     char sentence[2048] = "";
-    s->factory->get_last_error(s->trainer, sentence, sizeof sentence, NULL);
+    TARGET_CALL(s->target, get_last_error, sentence, sizeof sentence, NULL);
     char *shown = g_strdup(sentence[0] ? sentence : "training failed without a message from the plugin.");
     if (explain) {
         char *explained = explain(shown);
@@ -169,10 +173,9 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
     return status;
 }
 
-int train_session_run(const sdt_ti_factory *factory, sdt_ti_trainer *trainer, const sdt_ti_config *config,
-                      train_session_explain_fn explain)
+int train_session_run(const train_target *target, train_session_explain_fn explain)
 {
-    session s = { factory, trainer, config, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, 0 };
+    session s = { target, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, 0 };
     s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
     guint timer = g_timeout_add(REDRAW_MS, redraw, &s);
     GThread *thread = g_thread_new("sdt-train", worker, &s);

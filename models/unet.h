@@ -125,13 +125,14 @@ typedef struct sdt_unet_kv_hook {
      * and must be written fully.
      * recompute is true when gradient checkpointing runs the block again in
      * backward: the hook must return the same values (same dropout masks).
-     * Returns 0, or nonzero after which the UNet reports "hook failed at layer N". */
-    int (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
-                   bool recompute);
+     * Returns true, or false with its own sentence and status in *error (out of
+     * workspace, a backend failure); the UNet puts the layer in front of it. */
+    bool (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                    bool recompute, sdt_error *error);
     /* d_in += d(out)/d(in)^T d_out (accumulate, as every backward op); the hook
-     * may also accumulate its own parameter gradients here. */
-    int (*backward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
-                    sdt_tensor *d_in);
+     * may also accumulate its own parameter gradients here. Errors as forward. */
+    bool (*backward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                     sdt_tensor *d_in, sdt_error *error);
 } sdt_unet_kv_hook;
 
 int sdt_unet_attention_count(const sdt_unet *u);

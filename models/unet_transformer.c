@@ -63,6 +63,16 @@ static sdt_unet_hook_site site_of(const unet_attention *a, sdt_unet_kv kind)
     return s;
 }
 
+/* The hook's own error with the layer in front: "unet <name>: the hypernetwork hook[ backward] on
+ * the K input of attention layer N (width W): <its sentence>", keeping its status. */
+static bool hook_failed(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const char *pass, const sdt_error *hook_error)
+{
+    sdt_error_code code = hook_error->code != SDT_ERR_OK ? hook_error->code : SDT_ERR_INTERNAL;
+    const char *why = hook_error->message[0] ? hook_error->message : "it failed without a sentence";
+    return unet_fail(c, code, "unet %s: the hypernetwork hook%s on the %s input of attention layer %d (width %d): %s", a->name, pass,
+                     kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width, why);
+}
+
 /* Sets *in to the hook's transform of kv (arena memory) or to kv itself. */
 static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const sdt_tensor *kv, sdt_tensor *in,
                          bool *hooked)
@@ -77,9 +87,9 @@ static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind,
     *in = unet_act_like(c, kv);
     if (c->measuring) return true;
     if (!unet_arena_ok(c, a->name)) return false;
-    if (h->forward(h->user, &site, kv, in, c->recompute) != 0)
-        return unet_fail(c, SDT_ERR_DEVICE, "unet %s: the hypernetwork hook failed on the %s input of attention layer %d (width %d)",
-                         a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
+    sdt_error hook_error = {0};
+    if (!h->forward(h->user, &site, kv, in, c->recompute, &hook_error))
+        return hook_failed(c, a, kind, "", &hook_error);
     return true;
 }
 
@@ -114,10 +124,10 @@ static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, 
     if (!c->measuring) {
         const sdt_unet_kv_hook *h = c->hook;
         sdt_unet_hook_site site = site_of(a, kind);
-        if (!h->backward || h->backward(h->user, &site, kv, &d_in, d_kv) != 0)
-            return unet_fail(c, SDT_ERR_DEVICE, "unet %s: the hypernetwork hook's backward failed on the %s input of attention "
-                                "layer %d (width %d)",
-                             a->name, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width);
+        sdt_error hook_error = {0};
+        if (!h->backward) sdt_fail(&hook_error, SDT_ERR_INTERNAL, "the hook has no backward; set sdt_unet_kv_hook.backward");
+        if (!h->backward || !h->backward(h->user, &site, kv, &d_in, d_kv, &hook_error))
+            return hook_failed(c, a, kind, " backward", &hook_error);
     }
     sdt_arena_rewind(c->arena, mark);
     return true;

@@ -114,7 +114,7 @@ static void close_model(eval_ctx *c)
 static bool render(eval_ctx *c, const sdt_embedding *emb, const char *prompt, uint64_t seed, int steps, double cfg,
                    uint8_t **rgb, sdt_error *error)
 {
-    ti_prompt_rules rules = {-1, 1, 0, sdt_tokenizer_eos(c->tok)};
+    sdt_slot_rules rules = {-1, 1, 0, sdt_tokenizer_eos(c->tok)};
     sdt_tensor rows = {0};
     int64_t shape[2] = {1, c->rt.cfg.clip.width};
     if (emb) {
@@ -134,8 +134,8 @@ static bool render(eval_ctx *c, const sdt_embedding *emb, const char *prompt, ui
     free(zeros);
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory for the embedding rows");
     const int size = 64;
-    ti_preview_request rq = {prompt, "", size, size, steps, (float)cfg, seed, 1};
-    ok = ok && ti_preview_render(&c->rt, &c->wa, c->tok, &rules, &rows, &rq, rgb, error);
+    sdt_preview_request rq = {prompt, "", size, size, steps, (float)cfg, seed, 1, NULL};
+    ok = ok && sdt_preview_render(&c->rt, &c->wa, c->tok, &rules, &rows, &rq, rgb, error);
     if (rows.data) c->be->free(c->be, rows.data);
     return ok;
 }

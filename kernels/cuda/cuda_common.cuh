@@ -33,7 +33,7 @@ typedef struct cuda_ctx {
     float *reduce;        /* small device buffer for reductions */
     double *reduce_d;
     int *flag;
-    struct conv_plan *conv_plans; /* conv.cu: algorithm choices by shape, grown on demand */
+    struct conv_plan *conv_plans; /* conv2d.cu: algorithm choices by shape, grown on demand */
     int n_conv_plans, cap_conv_plans;
     bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
     cuda_alloc_table allocs;                      /* device_memory.cu */
@@ -115,6 +115,9 @@ static inline unsigned grid_for(int64_t n, int block)
     int64_t g = (n + block - 1) / block;
     return (unsigned)(g > 65535LL * 32 ? 65535LL * 32 : (g < 1 ? 1 : g));
 }
+/* A one-dimensional launch over n elements on the backend's stream: kernel LAUNCH(be, n)(args). */
+#define STREAM(be) ctx_of(be)->stream
+#define LAUNCH(be, n) <<<grid_for((n), 256), 256, 0, STREAM(be)>>>
 #define GRID_STRIDE(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 /* cudaMalloc / cudaFree that keep the backend's count of held bytes (device_memory.cu). */

@@ -16,7 +16,7 @@ SDT_BACKEND_OPS(SDT_CUDA_OP_PROTOTYPE)
 /* At create: whether attention's tensor-core kernels have sm_80+ code on this card. */
 bool cuda_attention_tc_available(int device_major);
 
-/* Row softmax helpers shared with attention (norm.cu): scale multiplies x first;
+/* Row softmax helpers shared with attention (softmax.cu): scale multiplies x first;
  * causal_T > 0 masks columns past (row % causal_T); out2 (may be NULL) gets a second copy. */
 int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows, int64_t C,
                       int64_t causal_T, float scale);

@@ -2,10 +2,9 @@
  *
  * The lifecycle members are the shared trainer handle's (api/trainer_handle.h), exactly as the
  * textual-inversion factory uses them; this file keeps the hypernetwork's own config and its
- * checks. create_hypernetwork() and inspect() are live (hn/hn_abi_ops.h). The training job
- * itself (the module on the UNet's K/V hook, joint training with an embedding) is wired behind
- * hn_method next (issue 8); until then prepare() answers SDT_STATUS_UNSUPPORTED with a
- * sentence, never a crash, so hosts can already negotiate the factory. */
+ * checks. create_hypernetwork() and inspect() are live (hn/hn_abi_ops.h); prepare() builds the
+ * training job (hn/hn_job.h: the module on the UNet's K/V hook, and joint training with an
+ * embedding) on the shared job (train/train_job.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,14 +14,11 @@
 #include "api/host_log.h"
 #include "api/trainer_handle.h"
 #include "hn/hn_abi_ops.h"
+#include "hn/hn_job.h"
 #include "train/train_options.h"
 
 #define HN_TRAINER_MAGIC 0x484e7472u /* "HNtr" */
 #define HN_LOG_DIR "hypernetworks"
-#define HN_NOT_YET                                                                                                   \
-    "hypernetwork training is not in this build of the plugin yet (the module lands with issue 8); train an "      \
-    "embedding with the textual-inversion factory meanwhile"
-
 struct sdt_hn_trainer {
     sdt_trainer_handle core;
 };
@@ -31,29 +27,26 @@ SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
 
 #define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
-/* The method behind the shared lifecycle: nothing to run until the module is wired. */
+/* The config with its shared options: the form the method's prepare receives. */
+typedef struct hn_prepared_config {
+    sdt_hn_config config;
+    sdt_train_options options;
+} hn_prepared_config;
+
+/* The method behind the shared lifecycle. */
 static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
                            sdt_prepare_info *info, sdt_error *error)
 {
-    (void)config, (void)host, (void)control, (void)info;
-    *job = NULL;
-    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "prepare(): %s.", HN_NOT_YET);
-}
-static void method_destroy(void *job) { (void)job; }
-static const sdt_job_ops *method_ops(void) { return NULL; }
-static sdt_run_params method_run_params(const void *job)
-{
-    (void)job;
-    return (sdt_run_params){.save_every = 0};
-}
-static bool method_state_io(void *job, const char *path, sdt_error *error)
-{
-    (void)job;
-    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: %s.", path, HN_NOT_YET);
+    const hn_prepared_config *c = config;
+    sdt_hn_job_settings s = {c->config.hypernetwork_path, c->config.learn_rate, c->config.weight_decay,
+                             c->config.strength, c->config.embedding_path, c->config.embedding_learn_rate};
+    sdt_train_job *made = NULL;
+    bool ok = sdt_hn_job_prepare(&s, &c->options, host, control, &made, info, error);
+    *job = made;
+    return ok;
 }
 
-static const sdt_train_method hn_method = {method_prepare,    method_destroy,  method_ops,
-                                           method_run_params, method_state_io, method_state_io};
+static const sdt_train_method hn_method = SDT_TRAIN_JOB_METHOD(method_prepare);
 
 static void hn_config_set_defaults(sdt_hn_config *c)
 {
@@ -131,12 +124,6 @@ static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwo
                                strlen(path) + 1, (unsigned)path_buf_size);
     return SDT_STATUS_OK;
 }
-
-/* The config with its shared options: the form the method's prepare receives. */
-typedef struct hn_prepared_config {
-    sdt_hn_config config;
-    sdt_train_options options;
-} hn_prepared_config;
 
 static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt_prepare_info *info)
 {

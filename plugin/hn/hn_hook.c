@@ -25,7 +25,6 @@ struct sdt_hn_binding {
     void *work;
     size_t work_bytes;
     sdt_unet_kv_hook hook;
-    sdt_error error; /* the last failure inside the hook */
 };
 
 /* ---- workspace: [module work][chain outputs x count][two gradient buffers] ---- */
@@ -132,7 +131,7 @@ static bool hook_wants(void *user, const sdt_unet_hook_site *site)
 /* Runs the chain's first `upto` applicable modules from in; module j's output goes to
  * chain buffer j, except the last one of a full forward, which goes to out. */
 static bool hook_chain_forward(sdt_hn_binding *b, const sdt_unet_hook_site *site, const sdt_tensor *in,
-                               sdt_tensor *out, int upto, const hn_hook_layout *l, const int *positions)
+                               sdt_tensor *out, int upto, const hn_hook_layout *l, const int *positions, sdt_error *error)
 {
     const sdt_tensor *cur = in;
     sdt_tensor stage[SDT_HN_MAX_CHAIN];
@@ -142,40 +141,43 @@ static bool hook_chain_forward(sdt_hn_binding *b, const sdt_unet_hook_site *site
         stage[j] = hook_buffer(b, l->chain[j], in);
         sdt_tensor *dst = out && j == upto - 1 ? out : &stage[j];
         if (!sdt_hn_module_forward(e->hn, site->width, site->kind, &run, e->strength, cur, dst,
-                                   (char *)b->work + l->module_work, &b->error))
+                                   (char *)b->work + l->module_work, error))
             return false;
         cur = dst;
     }
     return true;
 }
 
-static int hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
-                        bool recompute)
+static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                         bool recompute, sdt_error *error)
 {
     (void)recompute; /* the same key gives the same masks: a recompute is just a forward */
     sdt_hn_binding *b = user;
     int positions[SDT_HN_MAX_CHAIN];
     int n = hook_applicable(b, site->width, positions);
-    if (n == 0) return b->be->convert(b->be, out, in) == 0 ? 0 : -1;
+    if (n == 0)
+        return b->be->convert(b->be, out, in) == 0 ||
+               sdt_fail(error, SDT_ERR_DEVICE, "copying the K/V input past the hypernetworks failed: %s", b->be->error);
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
-    if (!hook_ensure(b, l.total, &b->error)) return -1;
-    return hook_chain_forward(b, site, in, out, n, &l, positions) ? 0 : -1;
+    return hook_ensure(b, l.total, error) && hook_chain_forward(b, site, in, out, n, &l, positions, error);
 }
 
-static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
-                         sdt_tensor *d_in)
+static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                          sdt_tensor *d_in, sdt_error *error)
 {
     sdt_hn_binding *b = user;
     sdt_backend *be = b->be;
     int positions[SDT_HN_MAX_CHAIN];
     int n = hook_applicable(b, site->width, positions);
-    if (n == 0) return d_in && be->axpy(be, d_in, 1.0f, d_out) != 0 ? -1 : 0;
+    if (n == 0)
+        return !d_in || be->axpy(be, d_in, 1.0f, d_out) == 0 ||
+               sdt_fail(error, SDT_ERR_DEVICE, "passing the K/V gradient past the hypernetworks failed: %s", be->error);
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
-    if (!hook_ensure(b, l.total, &b->error)) return -1;
+    if (!hook_ensure(b, l.total, error)) return false;
     /* the inputs of modules 1..n-1 */
-    if (!hook_chain_forward(b, site, in, NULL, n - 1, &l, positions)) return -1;
+    if (!hook_chain_forward(b, site, in, NULL, n - 1, &l, positions, error)) return false;
     sdt_tensor grad_a = hook_buffer(b, l.grad_a, in), grad_b = hook_buffer(b, l.grad_b, in);
     const sdt_tensor *g = d_out;
     for (int j = n - 1; j >= 0; j--) {
@@ -185,18 +187,16 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
         sdt_tensor *target = d_in;
         if (j > 0) {
             target = (j % 2) ? &grad_a : &grad_b;
-            if (be->zero(be, target) != 0) {
-                sdt_fail(&b->error, SDT_ERR_DEVICE, "zeroing a hypernetwork gradient buffer failed: %s", be->error);
-                return -1;
-            }
+            if (be->zero(be, target) != 0)
+                return sdt_fail(error, SDT_ERR_DEVICE, "zeroing a hypernetwork gradient buffer failed: %s", be->error);
         }
         if (!sdt_hn_module_backward(e->hn, site->width, site->kind, &run, e->strength, &module_in, g, target,
-                                    e->training, (char *)b->work + l.module_work, &b->error))
-            return -1;
+                                    e->training, (char *)b->work + l.module_work, error))
+            return false;
         g = target;
         if (!g) break; /* nothing upstream wants d_in: the remaining modules' weights get no gradient */
     }
-    return 0;
+    return true;
 }
 
 /* ---- public ---- */
@@ -275,4 +275,3 @@ void sdt_hn_binding_set_eval(sdt_hn_binding *b) { b->train_mode = false; }
 
 const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b) { return &b->hook; }
 
-const sdt_error *sdt_hn_binding_error(const sdt_hn_binding *b) { return &b->error; }

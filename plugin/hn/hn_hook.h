@@ -57,7 +57,4 @@ const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b);
 size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows);
 bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error);
 
-/* The last failure inside the hook (the UNet reports only "hook failed at layer N"). */
-const sdt_error *sdt_hn_binding_error(const sdt_hn_binding *b);
-
 #endif

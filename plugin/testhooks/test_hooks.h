@@ -7,6 +7,9 @@
  *   SDTRAIN_FAULT_NAN_PIXEL=<image file name>  its first pixel becomes NaN before VAE encoding
  *                                              (8-bit image files cannot carry one)
  *   SDTRAIN_MEMORY_LIMIT_MB=<MiB>              a cap on what the memory plan may use
+ *   SDTRAIN_FAULT_INF_GRAD=<group>:<step>      after the backward of that 1-based step, one
+ *                                              gradient value of that parameter group ("embedding",
+ *                                              "hypernetwork") becomes +inf (scaled, before unscale)
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -14,10 +17,13 @@
 
 #define SDT_TEST_HOOK_NAN_PIXEL_NAME "SDTRAIN_FAULT_NAN_PIXEL"
 #define SDT_TEST_HOOK_MEMORY_LIMIT_NAME "SDTRAIN_MEMORY_LIMIT_MB"
+#define SDT_TEST_HOOK_INF_GRAD_NAME "SDTRAIN_FAULT_INF_GRAD"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
 /* The memory cap in MiB, or 0 for none. */
 unsigned long long sdt_test_hook_memory_limit_mib(void);
+/* "<group>:<step>" whose gradient gets an inf, or NULL. */
+const char *sdt_test_hook_inf_grad(void);
 
 #endif

@@ -12,3 +12,5 @@ unsigned long long sdt_test_hook_memory_limit_mib(void)
     unsigned long long mib = text && *text ? strtoull(text, &end, 10) : 0;
     return end && *end == '\0' ? mib : 0;
 }
+
+const char *sdt_test_hook_inf_grad(void) { return getenv(SDT_TEST_HOOK_INF_GRAD_NAME); }

@@ -10,7 +10,7 @@
 #include "clip_text.h"
 #include "ti/embedding_file.h"
 #include "safetensors.h"
-#include "ti/ti_tokenizer_open.h"
+#include "train/tokenizer_open.h"
 #include "ti/ti_trainer.h"
 #include "weights.h"
 
@@ -19,7 +19,7 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
                          const sdt_host_callbacks *host, sdt_error *error)
 {
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_tokenizer *tok = ti_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, error);
+    sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, error);
     if (!tok) return false;
     int32_t *ids = NULL;
     size_t n = 0;

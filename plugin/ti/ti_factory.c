@@ -31,18 +31,13 @@ SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC)
 static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
                            sdt_prepare_info *info, sdt_error *error)
 {
-    ti_job *made = NULL;
+    sdt_train_job *made = NULL;
     bool ok = ti_job_prepare(config, host, control, &made, info, error);
     *job = made;
     return ok;
 }
-static void method_destroy(void *job) { ti_job_destroy(job); }
-static sdt_run_params method_run_params(const void *job) { return ti_job_run_params(job); }
-static bool method_save_state(void *job, const char *path, sdt_error *error) { return ti_job_save_state(job, path, error); }
-static bool method_load_state(void *job, const char *path, sdt_error *error) { return ti_job_load_state(job, path, error); }
 
-static const sdt_train_method ti_method = {method_prepare,    method_destroy,    ti_job_ops,
-                                           method_run_params, method_save_state, method_load_state};
+static const sdt_train_method ti_method = SDT_TRAIN_JOB_METHOD(method_prepare);
 
 static sdt_status ti_config_defaults(sdt_ti_config *config)
 {

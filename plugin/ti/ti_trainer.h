@@ -1,6 +1,6 @@
 /* ti_trainer.h - the seam between the ABI layer (ti_factory.c) and the textual-inversion
  * trainer. The ABI layer checks handles, struct sizes, states and the plain config fields;
- * the trainer (ti_job_*.c, ti_embedding_ops.c) does the work behind these functions.
+ * the trainer (ti_job.c on the shared job, ti_embedding_ops.c) does the work behind these functions.
  *
  * Every function writes one sentence (file, field, fix) into *error on failure. Configs and specs
  * arrive complete (current sizeof, defaults filled in); their strings are borrowed for the call. */
@@ -13,9 +13,8 @@
 
 #include "train/run_control.h"
 #include "train/run_loop.h"
+#include "train/train_job.h"
 #include "sdtrain.h"
-
-typedef struct ti_job ti_job;
 
 /* Writes the new embedding file; its path goes into path_out. */
 bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host,
@@ -26,15 +25,7 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
  * host (the handle's copy of the callbacks, valid for the job's life). An interrupt requested on
  * control while it works stops it with SDT_ERR_INTERRUPTED (nothing saved). */
 bool ti_job_prepare(const sdt_ti_config *config, const sdt_host_callbacks *host, const sdt_run_control *control,
-                    ti_job **out, sdt_prepare_info *info, sdt_error *error);
-void ti_job_destroy(ti_job *job);
-
-/* The step vtable the run loop drives, and the cadences it should follow. */
-const sdt_job_ops *ti_job_ops(void);
-sdt_run_params ti_job_run_params(const ti_job *job);
-
-bool ti_job_save_state(ti_job *job, const char *path, sdt_error *error);
-bool ti_job_load_state(ti_job *job, const char *path, sdt_error *error);
+                    sdt_train_job **out, sdt_prepare_info *info, sdt_error *error);
 
 /* Reads an embedding file. *json_out (NULL when not wanted) receives a malloc'd JSON object
  * the caller frees with free(). */

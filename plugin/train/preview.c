@@ -18,6 +18,7 @@ typedef struct preview_run {
     int c, h, w;
     int in_c;                   /* the UNet's input channels: c, or c + extra for an inpainting model */
     const float *cond;          /* [in_c - c, h, w]: an inpainting model's extra channels, else NULL */
+    const sdt_unet_kv_hook *hook;
     float *host;                /* [batch, in_c, h, w] staging */
     sdt_error *error;
 } preview_run;
@@ -40,6 +41,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = p->rt->dtype;
     uo.for_backward = false;
+    uo.hook = p->hook;
     sdt_tensor out;
     bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
@@ -60,16 +62,16 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
 }
 
 /* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
-static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                           const sdt_tensor *rows, const ti_preview_request *req, int batch, clip_text_acts *acts,
+static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const sdt_slot_rules *rules,
+                           const sdt_tensor *rows, const sdt_preview_request *req, int batch, clip_text_acts *acts,
                            sdt_tensor *context, clip_override *ov, sdt_error *error)
 {
-    ti_encoded e[2];
-    int32_t ids[2 * TI_MAX_CHUNKS * TI_TOKENS];
+    sdt_prompt_encoded e[2];
+    int32_t ids[2 * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS];
     const char *texts[2] = {req->prompt, req->negative ? req->negative : ""};
-    for (int b = 0; b < batch; b++) ti_prompt_encode(tok, rules, texts[b], &e[b]);
-    int n_ov = 0, chunks = ti_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
-    int64_t tshape[2] = {(int64_t)batch * chunks, TI_TOKENS};
+    for (int b = 0; b < batch; b++) sdt_prompt_encode(tok, rules, texts[b], &e[b]);
+    int n_ov = 0, chunks = sdt_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
+    int64_t tshape[2] = {(int64_t)batch * chunks, SDT_PROMPT_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
         sdt_fail(error, SDT_ERR_DEVICE, "preview: copying the prompt failed: %s", rt->be->error);
@@ -77,7 +79,7 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     }
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
     if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error)) return false;
-    *context = ti_prompt_context(&acts->out, batch);
+    *context = sdt_prompt_context(&acts->out, batch);
     return true;
 }
 
@@ -88,17 +90,17 @@ static uint8_t to_u8(float v)
 }
 
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
-static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                             const sdt_tensor *rows, const ti_preview_request *req, const float *cond, uint8_t *rgb,
+static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const sdt_slot_rules *rules,
+                             const sdt_tensor *rows, const sdt_preview_request *req, const float *cond, uint8_t *rgb,
                              sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
     preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
-                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, NULL, error};
+                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, req->hook, NULL, error};
     clip_text_acts acts;
-    clip_override ov[2 * TI_MAX_CHUNKS * TI_TOKENS];
+    clip_override ov[2 * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS];
     sdt_tensor context;
     if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, error)) return false;
     p.context = &context;
@@ -108,6 +110,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         sdt_unet_options uo = sdt_unet_options_default();
         uo.act_dtype = rt->dtype;
         uo.for_backward = false;
+        uo.hook = req->hook;
         int64_t bshape[4] = {batch, p.c, p.h, p.w}, inshape[4] = {batch, p.in_c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
         sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, inshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
@@ -146,8 +149,8 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     return ok;
 }
 
-bool ti_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const ti_prompt_rules *rules,
-                       const sdt_tensor *rows, const ti_preview_request *req, uint8_t **rgb, sdt_error *error)
+bool sdt_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const sdt_slot_rules *rules,
+                       const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error)
 {
     *rgb = NULL;
     error->message[0] = 0;

@@ -81,7 +81,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
         sdt_run_control_publish(ctl, &m);
         sdt_host_metrics(host, &m);
         if (ops->save_snapshot && cadence_due(params->save_every, step))
-            periodic_save(host, "embedding copy", step, ops->save_snapshot, job);
+            periodic_save(host, "copy", step, ops->save_snapshot, job);
         if (ops->save_preview && cadence_due(params->preview_every, step))
             periodic_save(host, "preview image", step, ops->save_preview, job);
     }

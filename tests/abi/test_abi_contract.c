@@ -176,8 +176,8 @@ static void check_train_options(const sdt_ti_factory *f)
 }
 
 /* 1.2: the hypernetwork factory has the TI factory's lifecycle members in the same order, and
- * until training is wired prepare says so with UNSUPPORTED and a sentence (create_hypernetwork and
- * inspect: test_hn_create_inspect.c). */
+ * prepare refuses a hypernetwork file that is not there with a sentence naming it (create_hypernetwork
+ * and inspect: test_hn_create_inspect.c; training: tests/trainer/test_hn_train.c). */
 static void check_hypernetwork_factory(const sdt_hn_factory *h)
 {
     CHECK(offsetof(sdt_hn_factory, create) == offsetof(sdt_ti_factory, create) &&
@@ -206,8 +206,10 @@ static void check_hypernetwork_factory(const sdt_hn_factory *h)
     CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_VALIDATION, "a missing hypernetwork file is a validation error");
     h->get_last_error(t, err, sizeof err, NULL);
     CHECK(strstr(err, "hypernetwork_path") != NULL, "the sentence names hypernetwork_path: %s", err);
-    c.hypernetwork_path = "h.pt";
-    CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_UNSUPPORTED, "prepare says it cannot train yet");
+    c.hypernetwork_path = "no-such-dir/h.pt";
+    CHECK(h->prepare(t, &c, NULL) == SDT_STATUS_NOT_FOUND, "a hypernetwork file that is not there is NOT_FOUND");
+    h->get_last_error(t, err, sizeof err, NULL);
+    CHECK(strstr(err, "no-such-dir/h.pt") != NULL, "the sentence names the file: %s", err);
     CHECK(h->run(t) == SDT_STATUS_BAD_STATE, "run without a prepared job is BAD_STATE");
     sdt_run_state state;
     CHECK(h->get_run_state(t, &state) == SDT_STATUS_OK && state == SDT_RUN_IDLE, "idle after a refused prepare");

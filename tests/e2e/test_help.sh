@@ -18,7 +18,7 @@ done
 
 run_host train --help
 for opt in --embedding --dataset --template --model --learn-rate --batch-size --grad-accum --max-steps \
-           --log-dir --precision --config --resume; do
+           --log-dir --precision --config --resume --hypernetwork --weight-decay --strength --embedding-learn-rate; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
 done
 grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where bare template names are looked up"

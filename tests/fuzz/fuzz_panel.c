@@ -1,6 +1,7 @@
 /* fuzz_panel.c - libFuzzer target: any bytes as the panel file of `sdt-host train --config`
  * (host-sim/panel_options.c: a GKeyFile, group [train], keys named like the options). It is
- * either applied or refused with a sentence; the plugin's defaults stand in a stub factory. */
+ * either applied (to the method it asks for) or refused with a sentence; the plugin's defaults
+ * stand in stubs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +11,23 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static sdt_status stub_defaults(sdt_ti_config *c)
+static sdt_status stub_train_options(sdt_train_options *o)
 {
-    c->batch_size = 1;
-    c->max_steps = 100;
+    o->batch_size = 1;
+    o->max_steps = 100;
+    return SDT_STATUS_OK;
+}
+
+static sdt_status stub_ti_config(sdt_ti_config *c)
+{
     c->learn_rate = "0.005";
+    return SDT_STATUS_OK;
+}
+
+static sdt_status stub_hn_config(sdt_hn_config *c)
+{
+    c->learn_rate = "0.00001";
+    c->weight_decay = 0.01;
     return SDT_STATUS_OK;
 }
 
@@ -28,13 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char **argv = args;
     int argc = 3;
     if (!g_option_context_parse(ctx, &argc, &argv, NULL)) abort();
-    sdt_ti_factory factory;
-    memset(&factory, 0, sizeof factory);
-    factory.config_defaults = stub_defaults;
-    sdt_ti_config config;
+    panel_defaults defaults = { stub_train_options, stub_ti_config, stub_hn_config };
+    panel_config config;
     char *error = NULL;
     gboolean usage_error = FALSE;
-    if (panel_build_config(v, &factory, &config, &error, &usage_error)) {
+    /* The method the file asks for (hypernetwork= or not), as `train` picks it. */
+    panel_method method = panel_load_file(v, &error) ? panel_method_chosen(v) : PANEL_EMBEDDING;
+    g_free(error);
+    error = NULL;
+    if (panel_build_config(v, method, &defaults, &config, &error, &usage_error)) {
         if (error || usage_error) abort();
         if (!panel_check_required(&config, &error)) {
             if (!error) abort();

@@ -254,6 +254,78 @@ def state_seeds(build):
     write("state", "not_a_state.safetensors", st_bytes({"emb_params": ("F32", [2, 4], f32(ramp(8)))}))
 
 
+# ---------------------------------------------------------------- hypernetworks
+
+def hn_seeds(build):
+    """Real hypernetwork files: sdt-host create-hypernetwork's A1111 .pt (small widths), and
+    tests/hn's hn_cli .pt/.safetensors twins (random weights, dropout, layer norm), plus the
+    oldest A1111 layout (linear1/linear2, no keys but the modules) as .safetensors."""
+    host = os.path.join(build, "host-sim", "sdt-host")
+    cli = os.path.join(build, "tests", "hn", "hn_cli")
+    if not os.path.exists(host) or not os.path.exists(cli):
+        print(f"make_seeds: {host} or {cli} not found; hypernetwork seeds not written", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        created = [("small", ["--sizes", "8,12"]),
+                   ("shaped", ["--sizes", "16", "--layer-structure", "1,1.5,1", "--activation", "relu",
+                               "--layer-norm", "--dropout", "--dropout-structure", "0,0.1,0", "--activate-output",
+                               "--init", "XavierUniform"])]
+        for name, options in created:
+            subprocess.run([host, "create-hypernetwork", "--name", name, "--out", tmp] + options, check=True,
+                           capture_output=True)
+            with open(os.path.join(tmp, f"{name}.pt"), "rb") as f:
+                write("hn_pt", f"create_{name}.pt", f.read())
+        for name, args in (("gelu_norm_dropout", ["gelu", "1", "1", "0", "k", "7"]),
+                           ("linear_activate_output", ["linear", "0", "0", "1", "v", "9"])):
+            out = os.path.join(tmp, name)
+            os.makedirs(out)
+            subprocess.run([cli, out] + args, check=True, capture_output=True)
+            for ext, target in (("pt", "hn_pt"), ("safetensors", "hn_safetensors")):
+                with open(os.path.join(out, f"hn.{ext}"), "rb") as f:
+                    write(target, f"{name}.{ext}", f.read())
+    old = {}
+    for width in (8, 12):
+        for kind in (0, 1):
+            for layer, (rows, cols) in (("linear1", (2 * width, width)), ("linear2", (width, 2 * width))):
+                old[f"{width}.{kind}.{layer}.weight"] = ("F32", [rows, cols], f32(ramp(rows * cols)))
+                old[f"{width}.{kind}.{layer}.bias"] = ("F32", [rows], f32(ramp(rows)))
+    write("hn_safetensors", "oldest_names.safetensors", st_bytes(old, {"name": "old", "modules": "[8, 12]"}))
+    hn_legacy_seeds()
+
+
+# torch's legacy (pre-zip) layout has no CRCs, so the fuzzer's changes reach the unpickler and the
+# hypernetwork key rules instead of stopping at a zip checksum. Written by Debian's torch (optional).
+HN_LEGACY = r"""
+import collections, sys, torch
+created, out_dir = sys.argv[1], sys.argv[2]
+d = torch.load(created)  # our own file, just written by create-hypernetwork
+torch.save(d, out_dir + "/legacy_create_small.pt", _use_new_zipfile_serialization=False)
+old = {}
+for width in (8, 12):
+    pair = []
+    for kind in range(2):
+        sd = collections.OrderedDict()
+        sd["linear1.weight"] = torch.full((2 * width, width), 0.01)
+        sd["linear1.bias"] = torch.zeros(2 * width)
+        sd["linear2.weight"] = torch.full((width, 2 * width), -0.01)
+        sd["linear2.bias"] = torch.zeros(width)
+        pair.append(sd)
+    old[width] = tuple(pair)
+old["name"] = "old"
+torch.save(old, out_dir + "/legacy_oldest_names.pt", _use_new_zipfile_serialization=False)
+"""
+
+
+def hn_legacy_seeds():
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode != 0:
+        print("make_seeds: /usr/bin/python3 has no torch; legacy-layout hypernetwork seeds not written", file=sys.stderr)
+        return
+    folder = os.path.join(SEEDS, "hn_pt")
+    subprocess.run([python, "-c", HN_LEGACY, os.path.join(folder, "create_small.pt"), folder], check=True,
+                   capture_output=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build")
@@ -263,6 +335,7 @@ def main():
     image_seeds()
     checkpoint_seeds(args.build)
     state_seeds(args.build)
+    hn_seeds(args.build)
     return 0
 
 

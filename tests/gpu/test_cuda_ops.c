@@ -2,11 +2,10 @@
  * backward (gradients pre-filled, so accumulation is checked too), in f32 and
  * with f16/bf16 storage; the fused attention at every head dim the models use.
  * Skips (77) when the CUDA module or a GPU is absent. */
-#include <dlfcn.h>
 #include <math.h>
 #include <string.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
+#include "gpu_module.h"
 #include "ops.h"
 #include "sdt_test.h"
 
@@ -152,6 +151,27 @@ static void test_attention_model_shapes(sdt_dtype dt)
     test_attention(dt, 1, 1, 512, 150, 150, false, false); /* VAE mid-block: one 512-wide head */
 }
 
+/* LayerNorm over the last dim of x [N, C], forward (output, mean, rstd) and backward. */
+static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C)
+{
+    char what[64];
+    snprintf(what, sizeof what, "layernorm %lldx%lld", (long long)N, (long long)C);
+    pair x = MAKE(dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C), out = MAKE(dt, 1, N, C);
+    pair mean = MAKE(SDT_F32, 1, N), rstd = MAKE(SDT_F32, 1, N);
+    RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
+         gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), what);
+    compare(&out, tol_for(dt), what);
+    compare(&mean, 1e-4, what);
+    compare(&rstd, 1e-4, what);
+    pair dout = MAKE(dt, 1, N, C), dx = MAKE(dt, 1, N, C), dg = MAKE(SDT_F32, 1, C), dbb = MAKE(SDT_F32, 1, C);
+    RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
+         gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), what);
+    compare(&dx, tol_for(dt), what);
+    compare(&dg, tol_for(dt), what);
+    compare(&dbb, tol_for(dt), what);
+    drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
+}
+
 /* GroupNorm x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward. */
 static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G)
 {
@@ -175,18 +195,9 @@ static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t 
 
 static void test_norms(sdt_dtype dt)
 {
-    pair x = MAKE(dt, 2, 5, 33), g = MAKE(SDT_F32, 1, 33), b = MAKE(SDT_F32, 1, 33), out = MAKE(dt, 1, 5, 33);
-    pair mean = MAKE(SDT_F32, 1, 5), rstd = MAKE(SDT_F32, 1, 5);
-    RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
-         gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), "layernorm fwd");
-    compare(&out, tol_for(dt), "layernorm forward");
-    pair dout = MAKE(dt, 1, 5, 33), dx = MAKE(dt, 1, 5, 33), dg = MAKE(SDT_F32, 1, 33), dbb = MAKE(SDT_F32, 1, 33);
-    RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
-         gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), "layernorm bwd");
-    compare(&dx, tol_for(dt), "layernorm dx");
-    compare(&dg, tol_for(dt), "layernorm dgamma");
-    compare(&dbb, tol_for(dt), "layernorm dbeta");
-    drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
+    test_layernorm(dt, SDT_F32, 5, 33);
+    test_layernorm(dt, dt, 37, 320); /* the model's widths, gamma and beta in the storage dtype */
+    test_layernorm(dt, dt, 11, 1280);
 
     test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4);
     test_groupnorm(dt, dt, 2, 64, 16, 16, 32); /* the model's form: gamma and beta in the storage dtype */
@@ -336,20 +347,7 @@ static void test_loss_and_optim(void)
 
 int main(void)
 {
-    /* SDT_CUDA_MODULE overrides the build-tree path (a build carried to another machine). */
-    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!mod) {
-        printf("cuda_ops: SKIP, CUDA module not loadable: %s\n", dlerror());
-        return SDT_TEST_SKIP;
-    }
-    sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL);
-    char err[256] = "";
-    gpu = create ? create(0, err, sizeof err) : NULL;
-    if (!gpu) {
-        printf("cuda_ops: SKIP, %s\n", err);
-        return SDT_TEST_SKIP;
-    }
+    if (!(gpu = gpu_test_backend("cuda_ops"))) return SDT_TEST_SKIP;
     cpu = sdt_backend_cpu_create(0);
     rng = sdt_test_rng_from_env("cuda_ops");
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};

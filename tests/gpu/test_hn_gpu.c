@@ -2,12 +2,11 @@
  * same seed, same weights; forward, d(input) and every weight gradient, with layer
  * norm and dropout (the same masks on both backends), f32 and f16 K/V inputs, for a
  * handful of activations. Skips (77) when the CUDA module or a GPU is absent. */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
+#include "gpu_module.h"
 #include "hn/hn_module.h"
 #include "sdt_test.h"
 
@@ -108,19 +107,7 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
 
 int main(void)
 {
-    const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!mod) {
-        printf("hn_gpu: SKIP, CUDA module not loadable: %s\n", dlerror());
-        return SDT_TEST_SKIP;
-    }
-    sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL);
-    char why[256] = "";
-    gpu = create ? create(0, why, sizeof why) : NULL;
-    if (!gpu) {
-        printf("hn_gpu: SKIP, %s\n", why);
-        return SDT_TEST_SKIP;
-    }
+    if (!(gpu = gpu_test_backend("hn_gpu"))) return SDT_TEST_SKIP;
     cpu = sdt_backend_cpu_create(0);
     sdt_test_rng r = sdt_test_rng_from_env("hn_gpu");
     /* smooth ones: at a kink a last-bit difference between cuBLAS and the CPU GEMM flips a derivative */

@@ -3,7 +3,8 @@
  * their strengths; d(context) and the trained member's weight gradients match finite
  * differences with dropout on (fixed step key); checkpointing changes nothing; the
  * same step key redraws the same masks, another key others; a frozen member gets no
- * gradient. */
+ * gradient; a failure inside the hook (its workspace refused) reaches the UNet's caller
+ * as the hook's own sentence and status, with the attention layer named. */
 #include <string.h>
 
 #include "hn/hn_hook.h"
@@ -74,7 +75,7 @@ static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second,
     sdt_unet_hook_site other = {.layer = 0, .kind = SDT_UNET_K, .width = width + 1, .cross = false};
     CHECK(!hook->wants(hook->user, &other), "the binding must not want a width without modules");
     sdt_hn_binding_set_eval(b);
-    CHECK(hook->forward(hook->user, &site, &tx, &ty, false) == 0, "hook forward: %s", sdt_hn_binding_error(b));
+    CHECK(hook->forward(hook->user, &site, &tx, &ty, false, &err), "hook forward: %s", err.message);
     size_t work_bytes = sdt_hn_module_workspace_bytes(sdt_hn_get_config(first), width, 6);
     size_t w2 = sdt_hn_module_workspace_bytes(sdt_hn_get_config(second), width, 6);
     void *work = kt_alloc(work_bytes > w2 ? work_bytes : w2);
@@ -84,6 +85,54 @@ static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second,
           "module forward: %s", err.message);
     CHECK(memcmp(y, want, (size_t)n * 4) == 0, "the chain must apply its members in order at their strengths");
     free(x), free(y), free(mid), free(want), free(work);
+}
+
+/* The backend's allocator while a test starves it: every request refused. */
+static void *refuse_alloc(sdt_backend *be, size_t bytes)
+{
+    (void)be, (void)bytes;
+    return NULL;
+}
+
+/* A binding whose workspace cannot be allocated: the UNet forward and the hook's backward fail
+ * with the binding's sentence (OUT_OF_MEMORY, the fix), the forward naming the layer. */
+static void check_hook_error_reaches_caller(sdt_unet *u, sdt_backend *be, sdt_hn *hn, ut_inputs *in)
+{
+    sdt_error err = {0};
+    sdt_hn_binding *b = sdt_hn_binding_create(be, &err);
+    CHECK(b && sdt_hn_binding_add(b, hn, 1.0f, false, &err), "binding: %s", err.message);
+    if (!b) return;
+    sdt_hn_binding_set_eval(b);
+    sdt_unet_options opt = sdt_unet_options_default();
+    opt.for_backward = false;
+    opt.hook = sdt_hn_binding_hook(b);
+    sdt_arena arena;
+    CHECK(sdt_arena_init(&arena, be, ut_measure(u, be, &opt, in, false)), "arena");
+    void *(*alloc)(sdt_backend *, size_t) = be->alloc;
+    be->alloc = refuse_alloc; /* the arena is in place: only the binding asks for memory now */
+    sdt_tensor out;
+    bool ok = sdt_unet_forward(u, be, &arena, &opt, &in->lat, &in->ts, &in->ctx, &out, &err);
+    CHECK(!ok, "a forward whose hypernetwork workspace was refused must fail");
+    CHECK(err.code == SDT_ERR_OUT_OF_MEMORY, "the hook's status must reach the caller: %s (%s)",
+          sdt_error_code_name(err.code), err.message);
+    CHECK(strstr(err.message, "hypernetwork workspace") && strstr(err.message, "smaller batch"),
+          "the hook's sentence must reach the caller: %s", err.message);
+    CHECK(strstr(err.message, "attention layer") && strstr(err.message, "input of"),
+          "the UNet must name the layer in front of the hook's sentence: %s", err.message);
+    printf("a starved hook, as the caller sees it: %s\n", err.message);
+
+    const int width = sdt_hn_get_config(hn)->widths[0];
+    float *x = kt_alloc((size_t)width * 4), *dx = kt_alloc((size_t)width * 4);
+    sdt_tensor tx = kt_f32(x, 3, 1, 1, width, 0), tdx = kt_f32(dx, 3, 1, 1, width, 0);
+    sdt_unet_hook_site site = {.layer = 0, .kind = SDT_UNET_K, .width = width, .cross = true};
+    sdt_error_clear(&err);
+    CHECK(!opt.hook->backward(opt.hook->user, &site, &tx, &tx, &tdx, &err) && err.code == SDT_ERR_OUT_OF_MEMORY &&
+              strstr(err.message, "hypernetwork workspace"),
+          "the hook's backward must fail with its sentence: %s", err.message);
+    be->alloc = alloc;
+    free(x), free(dx);
+    sdt_arena_release(&arena);
+    sdt_hn_binding_free(b);
 }
 
 int main(void)
@@ -122,6 +171,7 @@ int main(void)
           "a bad chain index must be refused: %s", err.message);
     CHECK(sdt_hn_binding_reserve(b, in.B * in.H * in.W, &err), "reserve: %s", err.message);
     check_direct_chain(b, a, bn, 24, &rng);
+    check_hook_error_reaches_caller(u, be, a, &in);
 
     sdt_unet_options opt = plain;
     opt.hook = sdt_hn_binding_hook(b);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "data_test_util.h"
-#include "ti/outputs.h"
+#include "data/outputs.h"
 #include "sdt_test.h"
 
 static int count_lines(const char *path)
@@ -32,24 +32,24 @@ int main(void)
     sdt_error error = {0};
     sdt_output_dirs d;
     time_t when = (time_t)1700000000 + (time_t)(sdt_test_next(&rng) % 100000000);
-    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, &error), "prepare: %s", error.message);
+    CHECK(sdt_outputs_prepare(log, "my-emb", when, NULL, &d, &error), "prepare: %s", error.message);
     struct tm tm;
     localtime_r(&when, &tm);
     char date[16], want_root[4096];
     strftime(date, sizeof(date), "%Y-%m-%d", &tm);
     snprintf(want_root, sizeof(want_root), "%s/%s/my-emb", log, date);
     CHECK(!strcmp(d.root, want_root), "root %s, want %s", d.root, want_root);
-    CHECK(g_file_test(d.embeddings, G_FILE_TEST_IS_DIR) && g_file_test(d.images, G_FILE_TEST_IS_DIR) &&
+    CHECK(g_file_test(d.copies, G_FILE_TEST_IS_DIR) && g_file_test(d.images, G_FILE_TEST_IS_DIR) &&
               g_file_test(d.image_embeddings, G_FILE_TEST_IS_DIR), "sub-folders made");
-    CHECK(g_str_has_suffix(d.embeddings, "/my-emb/embeddings") && g_str_has_suffix(d.images, "/images") &&
+    CHECK(g_str_has_suffix(d.copies, "/my-emb/embeddings") && g_str_has_suffix(d.images, "/images") &&
               g_str_has_suffix(d.image_embeddings, "/image_embeddings") &&
               g_str_has_suffix(d.loss_csv, "/textual_inversion_loss.csv"), "A1111 names");
-    CHECK(!sdt_outputs_prepare(log, "../up", when, &d, &error) && strstr(error.message, "../up"), "bad name: %s", error.message);
-    CHECK(!sdt_outputs_prepare("", "x", when, &d, &error) && strstr(error.message, "Log directory"), "no log dir");
-    CHECK(sdt_outputs_prepare(log, "my-emb", when, &d, &error), "prepare twice is fine");
+    CHECK(!sdt_outputs_prepare(log, "../up", when, NULL, &d, &error) && strstr(error.message, "../up"), "bad name: %s", error.message);
+    CHECK(!sdt_outputs_prepare("", "x", when, NULL, &d, &error) && strstr(error.message, "Log directory"), "no log dir");
+    CHECK(sdt_outputs_prepare(log, "my-emb", when, NULL, &d, &error), "prepare twice is fine");
 
     char file[4096];
-    CHECK(sdt_output_file(file, sizeof(file), d.embeddings, "my-emb", 500, ".safetensors") &&
+    CHECK(sdt_output_file(file, sizeof(file), d.copies, "my-emb", 500, ".safetensors") &&
               g_str_has_suffix(file, "/embeddings/my-emb-500.safetensors"), "snapshot name %s", file);
 
     /* CSV: header once, rows appended; a resume drops rows after the checkpoint and continues. */

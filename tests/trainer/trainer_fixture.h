@@ -277,8 +277,8 @@ typedef struct fx_recorder {
     char log[32768];
     size_t log_len;
     int warnings;
-    char last_saved[8][FX_PATH]; /* by sdt_file_kind */
-    int saved[8];
+    char last_saved[16][FX_PATH]; /* by sdt_file_kind */
+    int saved[16];
     /* optional: called after recording each step (on the training thread) */
     void (*on_step)(struct fx_recorder *r, const sdt_metrics *m);
     void *user;
@@ -314,7 +314,7 @@ static inline void fx_on_file(void *u, const sdt_saved_file *f)
 {
     fx_recorder *r = u;
     pthread_mutex_lock(&r->mu);
-    if (f->kind < 8) {
+    if (f->kind < 16) {
         r->saved[f->kind]++;
         snprintf(r->last_saved[f->kind], FX_PATH, "%s", f->path);
     }

@@ -40,28 +40,28 @@ static bool hook_wants(void *user, const sdt_unet_hook_site *site)
     return !h->cross_only || site->cross;
 }
 
-static int hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
-                        bool recompute)
+static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                         bool recompute, sdt_error *error)
 {
     test_hook *h = user;
     int s = width_slot(h, site->width);
     if (s < 0 || in->shape[in->ndim - 1] != site->width || !sdt_tensor_same_shape(in, out)) h->bad_site = true;
-    if (s < 0) return 1;
+    if (s < 0) return sdt_fail(error, SDT_ERR_INTERNAL, "the test hook has no slot left for width %d", site->width);
     h->forward_calls++;
     if (recompute) h->recompute_calls++;
     else if (h->seen_count < MAX_SITES) h->seen[h->seen_count++] = *site;
     const float *x = in->data;
     float *y = out->data;
     for (int64_t i = 0, n = sdt_tensor_numel(in); i < n; i++) y[i] = (float)(x[i] + h->alpha[s] * tanh(x[i]));
-    return 0;
+    return true;
 }
 
-static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
-                         sdt_tensor *d_in)
+static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                          sdt_tensor *d_in, sdt_error *error)
 {
     test_hook *h = user;
     int s = width_slot(h, site->width);
-    if (s < 0) return 1;
+    if (s < 0) return sdt_fail(error, SDT_ERR_INTERNAL, "the test hook has no slot left for width %d", site->width);
     h->backward_calls++;
     const float *x = in->data, *dy = d_out->data;
     float *dx = d_in->data;
@@ -70,7 +70,7 @@ static int hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_t
         dx[i] += (float)(dy[i] * (1 + h->alpha[s] * (1 - t * t)));
         h->d_alpha[s] += dy[i] * t;
     }
-    return 0;
+    return true;
 }
 
 static sdt_unet_kv_hook make_hook(test_hook *h)

@@ -1,0 +1,126 @@
+/* linear.cu - linear on the GPU through cuBLAS. GEMMs run in the tensors' own
+ * 16-bit dtype with fp32 accumulation when the dtypes agree, and through fp32
+ * copies otherwise. (Attention has its own fused kernels: attention.cu.)
+ * Semantics: kernels/ops.h. */
+#include "cuda_ops.h"
+
+static cudaDataType_t cuda_type(int dtype)
+{
+    return dtype == SDT_F16 ? CUDA_R_16F : dtype == SDT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+/* A float buffer holding t's values for accumulation: t itself when f32, else a converted copy. */
+static float *accum_begin(sdt_backend *be, sdt_tensor *t, int slot)
+{
+    if (!t) return NULL;
+    if (t->dtype == SDT_F32) return (float *)t->data;
+    int64_t n = sdt_tensor_numel(t);
+    float *buf = (float *)cuda_scratch(be, slot, (size_t)n * sizeof(float));
+    if (!buf || cuda_convert_raw(be, buf, SDT_F32, t->data, t->dtype, n)) return NULL;
+    return buf;
+}
+static int accum_end(sdt_backend *be, sdt_tensor *t, float *buf)
+{
+    if (!t || t->dtype == SDT_F32) return 0;
+    return cuda_convert_raw(be, t->data, t->dtype, buf, SDT_F32, sdt_tensor_numel(t));
+}
+
+/* Row-major C = alpha op(A) op(B) + beta C with per-operand dtypes. */
+static int gemm_ex(sdt_backend *be, bool ta, bool tb, int M, int N, int K, float alpha, const void *A, int at, int lda,
+                   const void *B, int bt, int ldb, float beta, void *C, int ct, int ldc)
+{
+    if (at == bt && (ct == at || ct == SDT_F32)) {
+        CUBLAS_TRY(be, cublasGemmEx(ctx_of(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                                    &alpha, B, cuda_type(bt), ldb, A, cuda_type(at), lda, &beta, C, cuda_type(ct), ldc,
+                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        return 0;
+    }
+    return cuda_fail(be, "gemm: unsupported dtype mix (%s, %s -> %s)", sdt_dtype_name((sdt_dtype)at),
+                     sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
+}
+
+/* db[c] += sum_r dout[r, c], rows in order. */
+__global__ void colsum_k(void *db, int dbt, const void *d, int dt, int64_t rows, int64_t C)
+{
+    GRID_STRIDE(c, C)
+    {
+        float s = 0;
+        for (int64_t r = 0; r < rows; r++) s += ld(d, dt, r * C + c);
+        acc(db, dbt, c, s);
+    }
+}
+
+/* Brings x and w to one dtype: the shared dtype when they agree, else f32 copies. */
+static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const void **xp, const void **wp, int *dt)
+{
+    if (x->dtype == w->dtype) {
+        *xp = x->data;
+        *wp = w->data;
+        *dt = x->dtype;
+        return 0;
+    }
+    *xp = cuda_read_f32(be, x, 0);
+    *wp = cuda_read_f32(be, w, 1);
+    *dt = SDT_F32;
+    return (*xp && *wp) ? 0 : -1;
+}
+
+int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
+{
+    int64_t C = x->shape[x->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(x) / C;
+    if (w->shape[1] != C || out->shape[out->ndim - 1] != OC || sdt_tensor_numel(out) != M * OC)
+        return cuda_fail(be, "linear: input [.., %lld], weight [%lld, %lld] and output [.., %lld] do not fit", (long long)C,
+                         (long long)OC, (long long)w->shape[1], (long long)out->shape[out->ndim - 1]);
+    const void *xp, *wp;
+    int dt;
+    if (gemm_operands(be, x, w, &xp, &wp, &dt)) return -1;
+    void *op = out->data;
+    int odt = out->dtype;
+    if (!(odt == dt || odt == SDT_F32)) {
+        op = cuda_scratch(be, 2, (size_t)(M * OC) * sizeof(float));
+        if (!op) return -1;
+        odt = SDT_F32;
+    }
+    if (gemm_ex(be, false, true, (int)M, (int)OC, (int)C, 1.0f, xp, dt, (int)C, wp, dt, (int)C, 0.0f, op, odt, (int)OC)) return -1;
+    if (b) {
+        if (cuda_add_bias(be, op, odt, b->data, b->dtype, M, OC, 1)) return -1;
+    }
+    if (op != out->data) return cuda_convert_raw(be, out->data, out->dtype, op, SDT_F32, M * OC);
+    return 0;
+}
+
+int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
+                         const sdt_tensor *x, const sdt_tensor *w)
+{
+    int64_t C = x->shape[x->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(x) / C;
+    if (dx) { /* dx [M, C] += dout [M, OC] w [OC, C] */
+        const void *dp, *wp;
+        int dt;
+        if (gemm_operands(be, dout, w, &dp, &wp, &dt)) return -1;
+        if (dx->dtype == dt || dx->dtype == SDT_F32) {
+            if (gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dp, dt, (int)OC, wp, dt, (int)C, 1.0f, dx->data, dx->dtype,
+                        (int)C))
+                return -1;
+        } else {
+            const float *d32 = cuda_read_f32(be, dout, 0), *w32 = cuda_read_f32(be, w, 1);
+            float *acc32 = accum_begin(be, dx, 3);
+            if (!d32 || !w32 || !acc32) return -1;
+            if (cuda_gemm_f32(be, false, false, (int)M, (int)C, (int)OC, 1.0f, d32, (int)OC, w32, (int)C, 1.0f, acc32, (int)C) ||
+                accum_end(be, dx, acc32))
+                return -1;
+        }
+    }
+    if (dw) { /* dw [OC, C] += dout^T [OC, M] x [M, C], accumulated in f32 */
+        const float *d32 = cuda_read_f32(be, dout, 0), *x32 = cuda_read_f32(be, x, 1);
+        float *acc32 = accum_begin(be, dw, 3);
+        if (!d32 || !x32 || !acc32) return -1;
+        if (cuda_gemm_f32(be, true, false, (int)OC, (int)C, (int)M, 1.0f, d32, (int)OC, x32, (int)C, 1.0f, acc32, (int)C) ||
+            accum_end(be, dw, acc32))
+            return -1;
+    }
+    if (db) {
+        colsum_k<<<grid_for(OC, 128), 128, 0, ctx_of(be)->stream>>>(db->data, db->dtype, dout->data, dout->dtype, M, OC);
+        CUDA_LAUNCHED(be);
+    }
+    return 0;
+}

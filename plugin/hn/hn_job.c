@@ -1,0 +1,349 @@
+/* hn_job.c - hypernetwork training (see hn_job.h): the hypernetwork part and the prepare that
+ * puts it (and, for joint training, an embedding part) on the shared job.
+ *
+ * A1111's semantics (reference section 4.9): every Linear and LayerNorm weight and bias of every
+ * module trains, AdamW with weight decay 0.01 by default, the template's [name] is the
+ * hypernetwork's name, copies go to <log>/hypernetworks/<name>-<step>.pt holding the un-suffixed
+ * name, the loss CSV is hypernetwork_loss.csv, previews run the hypernetwork in eval mode (no
+ * dropout) at the config's strength and leave the training's random streams alone (every draw is
+ * counter-based). The text encoder runs without backward unless an embedding trains too. */
+/* The ABI's Train-tab struct shares its name with the module's shape struct (hn/hn_config.h). */
+#define sdt_hn_config sdt_hn_abi_train_config
+#include "sdtrain.h"
+#undef sdt_hn_config
+
+#include "hn/hn_job.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/host_log.h"
+#include "data/file_name.h"
+#include "data/state_seal.h"
+#include "hn/hn_file.h"
+#include "hn/hn_hook.h"
+#include "ti/ti_part.h"
+
+typedef struct hn_part {
+    sdt_train_part *part;
+    sdt_hn *hn;                /* on the job's backend from phase 2 (on a private CPU backend before) */
+    sdt_backend *cpu;          /* phase 1's backend, freed once the hypernetwork moved */
+    sdt_hn_binding *binding;
+    float strength;
+    char *twin_path;           /* the other format written beside the file named, or NULL */
+} hn_part;
+
+static bool part_sync(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
+{
+    hn_part *hp = p->self;
+    (void)error; /* the values stay on the device: the savers read them there */
+    sdt_hn_info *info = sdt_hn_get_info(hp->hn);
+    info->step = job->step;
+    snprintf(info->sd_checkpoint, sizeof info->sd_checkpoint, "%s", job->checkpoint_hash);
+    snprintf(info->sd_checkpoint_name, sizeof info->sd_checkpoint_name, "%s", job->checkpoint_name);
+    return true;
+}
+
+static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error)
+{
+    hn_part *hp = p->self;
+    char path[4096];
+    if (!sdt_output_file(path, sizeof path, job->out.copies, job->name, step, ".pt"))
+        return sdt_fail(error, SDT_ERR_IO, "%s: the copy's path is too long; choose a shorter log folder", job->out.copies);
+    if (!sdt_hn_save(hp->hn, path, error)) return false;
+    sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK_SNAPSHOT, path, step);
+    return true;
+}
+
+static bool part_save_final(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
+{
+    hn_part *hp = p->self;
+    if (!sdt_hn_save(hp->hn, p->output_path, error)) return false;
+    sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK, p->output_path, job->step);
+    if (!hp->twin_path) return true;
+    sdt_error why;
+    sdt_error_clear(&why);
+    if (sdt_hn_save(hp->hn, hp->twin_path, &why)) /* the twin is a convenience: its failure is a warning */
+        sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK, hp->twin_path, job->step);
+    else
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the %s twin was not written: %s", hp->twin_path, why.message);
+    return true;
+}
+
+static void part_begin_micro(sdt_train_part *p, sdt_train_job *job, uint64_t counter)
+{
+    hn_part *hp = p->self;
+    sdt_hn_binding_set_step(hp->binding, job->seed, counter);
+}
+
+/* A preview sees the hypernetwork as a user will: eval mode (no dropout), the config's strength. */
+static void part_begin_preview(sdt_train_part *p, sdt_train_job *job)
+{
+    hn_part *hp = p->self;
+    (void)job;
+    sdt_hn_binding_set_eval(hp->binding);
+}
+
+static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
+{
+    hn_part *hp = p->self;
+    const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
+    char structure[256] = "";
+    for (int i = 0; i < c->entry_count; i++)
+        snprintf(structure + strlen(structure), sizeof structure - strlen(structure), "%s%g", i ? ", " : "", c->layer_structure[i]);
+    cJSON_AddStringToObject(s, "hypernetwork_name", c->name);
+    cJSON_AddStringToObject(s, "activation_func", c->activation);
+    cJSON_AddBoolToObject(s, "add_layer_norm", c->layer_norm);
+    cJSON_AddStringToObject(s, "layer_structure", structure);
+    cJSON_AddBoolToObject(s, "use_dropout", c->use_dropout);
+    cJSON_AddStringToObject(s, "weight_init", sdt_hn_init_name(c->init));
+    cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->save_every);
+    cJSON_AddNumberToObject(s, "hypernetwork_strength", hp->strength);
+}
+
+static void part_destroy(sdt_train_part *p)
+{
+    hn_part *hp = p->self;
+    if (!hp) return;
+    sdt_hn_binding_free(hp->binding);
+    sdt_hn_free(hp->hn);
+    if (hp->cpu) hp->cpu->destroy(hp->cpu);
+    free(hp->twin_path);
+    free(hp);
+}
+
+static const sdt_train_part_ops hn_part_ops = {
+    .sync = part_sync,
+    .save_snapshot = part_save_snapshot,
+    .save_final = part_save_final,
+    .begin_micro = part_begin_micro,
+    .begin_preview = part_begin_preview,
+    .settings = part_settings,
+    .destroy = part_destroy,
+};
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static bool values_sha256(const sdt_hn *hn, char hex[SDT_SHA256_HEX], sdt_error *error)
+{
+    int64_t n = sdt_hn_param_numel(hn);
+    float *host = malloc(n ? (size_t)n * sizeof(float) : 1);
+    if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    bool ok = sdt_hn_download(hn, host, error);
+    if (ok) sdt_vectors_sha256(host, (size_t)n, hex);
+    free(host);
+    return ok;
+}
+
+/* The other format beside the file named (.pt <-> .safetensors): written only where no file is,
+ * or where the file there is this hypernetwork's twin already (the same values), so no file the
+ * user did not name is ever replaced. */
+static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
+{
+    const char *ext = has_suffix(path, ".pt") ? ".pt" : has_suffix(path, ".safetensors") ? ".safetensors" : NULL;
+    if (!ext) return NULL;
+    char twin[4096];
+    size_t stem = strlen(path) - strlen(ext);
+    if (snprintf(twin, sizeof twin, "%.*s%s", (int)stem, path, strcmp(ext, ".pt") == 0 ? ".safetensors" : ".pt") >= (int)sizeof twin)
+        return NULL;
+    if (access(twin, F_OK) != 0) return strdup(twin);
+    sdt_error why;
+    sdt_error_clear(&why);
+    sdt_hn *other = sdt_hn_load(twin, hp->cpu, &why);
+    char sha[SDT_SHA256_HEX] = "";
+    bool same = other && values_sha256(other, sha, &why) && strcmp(sha, start_sha) == 0;
+    sdt_hn_free(other);
+    if (same) return strdup(twin);
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s exists and is not this hypernetwork's twin, so it is left alone; the trained "
+                 "hypernetwork is written to %s only", twin, path);
+    return NULL;
+}
+
+/* Phase 1, before the model: the file, its values, the name, where the result goes. */
+static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, sdt_error *error)
+{
+    hn_part *hp = calloc(1, sizeof *hp);
+    if (!hp || !(hp->cpu = sdt_backend_cpu_create(1))) {
+        free(hp);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    hp->strength = (float)c->strength;
+    char sha[SDT_SHA256_HEX] = "";
+    const char *path = c->hypernetwork_path;
+    bool ok = (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
+    if (ok) {
+        int64_t n = sdt_hn_param_numel(hp->hn);
+        float *host = malloc(n ? (size_t)n * sizeof(float) : 1);
+        bool finite = host && sdt_hn_download(hp->hn, host, error);
+        for (int64_t i = 0; finite && i < n; i++) finite = host[i] - host[i] == 0.0f;
+        free(host);
+        if (!finite)
+            ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork holds NaN or infinite values; train from an earlier copy "
+                          "or create it again", path);
+    }
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", path);
+    if (ok && access(dirname(folder), W_OK) != 0)
+        ok = sdt_fail(error, SDT_ERR_IO, "%s: the hypernetwork's folder is not writable, so the trained hypernetwork could not be "
+                      "saved there; make the folder writable or copy the file into a writable folder", path);
+    if (!ok) {
+        part_destroy(&(sdt_train_part){.self = hp});
+        return NULL;
+    }
+    hp->twin_path = choose_twin(job, hp, path, sha);
+    hp->part = sdt_train_job_add_part(job, &hn_part_ops, hp, "hypernetwork", "--hypernetwork (hypernetwork_path)",
+                                      "hypernetwork.", path, path, error);
+    if (!hp->part) {
+        if (job->n_parts == 0 || job->parts[job->n_parts - 1].self != hp) part_destroy(&(sdt_train_part){.self = hp});
+        return NULL;
+    }
+    hp->part->start_step = sdt_hn_get_info(hp->hn)->step;
+    snprintf(hp->part->start_sha256, sizeof hp->part->start_sha256, "%s", sha);
+    return hp;
+}
+
+/* Phase 2, after the model: the hypernetwork on the job's backend, a module for some attention
+ * of this UNet (else nothing would train), the binding on the UNet's K/V hook. */
+static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error)
+{
+    const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
+    sdt_unet *u = job->rt.model.unet;
+    int matched = 0;
+    char seen[128] = "";
+    for (int layer = 0; layer < sdt_unet_attention_count(u); layer++) {
+        sdt_unet_hook_site site;
+        if (!sdt_unet_attention_site(u, layer, &site)) continue;
+        if (sdt_hn_has_width(hp->hn, site.width)) matched++;
+        char w[16];
+        snprintf(w, sizeof w, "%d", site.width);
+        if (!strstr(seen, w) && strlen(seen) + strlen(w) + 3 < sizeof seen)
+            snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", seen[0] ? ", " : "", w);
+    }
+    if (!matched) {
+        char widths[128] = "";
+        for (int i = 0; i < c->width_count; i++)
+            snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d", i ? ", " : "", c->widths[i]);
+        return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the hypernetwork's modules (%s) match no attention of this model, whose K/V "
+                        "inputs are %s wide, so nothing would train; create a hypernetwork for this model (SD 1.x: 768, 320, "
+                        "640, 1280; SD 2.x: 1024, 320, 640, 1280)", hp->part->input_path, widths, seen);
+    }
+    if (job->pb.be != hp->cpu) { /* the values move to the job's backend: load them there */
+        sdt_hn *moved = sdt_hn_load(hp->part->input_path, job->pb.be, error);
+        if (!moved) return false;
+        sdt_hn_free(hp->hn);
+        hp->hn = moved;
+    }
+    if (!sdt_hn_enable_grads(hp->hn, error)) return false;
+    hp->binding = sdt_hn_binding_create(job->pb.be, error);
+    if (!hp->binding || !sdt_hn_binding_add(hp->binding, hp->hn, hp->strength, true, error)) return false;
+    job->hook = sdt_hn_binding_hook(hp->binding);
+    return true;
+}
+
+/* The largest K/V input the hook sees: a micro-batch's batch x (the largest latent's H x W at the
+ * first level, or the prompt's tokens), or a preview's (two prompts with guidance, its own size). */
+static int64_t max_hook_rows(const sdt_train_job *job)
+{
+    int64_t tokens = (int64_t)job->max_prompt_chunks * SDT_PROMPT_TOKENS;
+    for (int i = 0; i < job->lc.n; i++) {
+        int64_t hw = (int64_t)job->lc.items[i].h * job->lc.items[i].w;
+        if (hw > tokens) tokens = hw;
+    }
+    int64_t rows = (int64_t)job->batch * tokens;
+    if (job->preview_every > 0) {
+        int f = vae_factor(&job->rt.cfg.vae);
+        int64_t preview = 2 * (int64_t)(job->preview_width / (uint32_t)f) * (int64_t)(job->preview_height / (uint32_t)f);
+        if (preview > rows) rows = preview;
+    }
+    return rows;
+}
+
+/* Phase 3, after the data: the hook's workspace, AdamW over every parameter, the group. */
+static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_settings *c, const sdt_train_options *o,
+                              sdt_error *error)
+{
+    int64_t rows = max_hook_rows(job);
+    if (!sdt_hn_binding_reserve(hp->binding, rows, error)) return false;
+    /* values, grads and AdamW's two moments, and the hook's workspace: the memory plan's share */
+    job->extra_bytes += sdt_hn_binding_workspace_bytes(hp->binding, rows) + 4 * sizeof(float) * (size_t)sdt_hn_param_numel(hp->hn);
+    sdt_adamw_hparams hp_adam = sdt_adamw_hparams_torch_default();
+    hp_adam.lr = 0.0f; /* the schedule sets the rate before each step */
+    hp_adam.weight_decay = (float)c->weight_decay;
+    sdt_optimizer *opt = sdt_optimizer_create(job->pb.be, job->name, &hp_adam, error);
+    if (!opt) return false;
+    for (int i = 0; i < sdt_hn_param_count(hp->hn); i++) {
+        sdt_hn_param *p = sdt_hn_param_at(hp->hn, i);
+        if (sdt_optimizer_add_param(opt, p->name, &p->value, &p->grad, true, error) != SDT_CORE_OK) {
+            sdt_optimizer_destroy(opt);
+            return false;
+        }
+    }
+    sdt_param_group g = {.name = "hypernetwork", .opt = opt, .lr_text = (char *)c->learn_rate,
+                         .clip_text = (char *)o->clip_value, .clip_mode = o->clip_mode};
+    if (!sdt_train_job_add_group(job, hp->part, &g, error)) {
+        sdt_optimizer_destroy(opt);
+        return false;
+    }
+    return true;
+}
+
+bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o, const sdt_host_callbacks *host,
+                        const sdt_run_control *control, sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
+{
+    *out = NULL;
+    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", &sdt_output_layout_hypernetwork, host, control, error);
+    if (!job) return false;
+    bool joint = c->embedding_path && c->embedding_path[0];
+    bool resume = o->resume_state_path && *o->resume_state_path;
+    /* The cheap checks first (files, template, schedules), identity included, then the expensive work. */
+    hn_part *hp = hn_part_open(job, c, error);
+    ti_part *tp = NULL;
+    bool ok = hp != NULL;
+    if (ok) {
+        const sdt_hn_config *hc = sdt_hn_get_config(hp->hn);
+        snprintf(job->name, sizeof job->name, "%s", hc->name);
+        snprintf(job->prompt_name, sizeof job->prompt_name, "%s", hc->name); /* A1111: [name] is the hypernetwork's */
+        job->initial_step = job->step = sdt_hn_get_info(hp->hn)->step;
+        ok = sdt_file_name_check("hypernetwork", job->name, SDT_HN_NAME_MAX, error);
+    }
+    if (ok && joint) {
+        tp = ti_part_open(job, c->embedding_path, "embedding.", false, error);
+        ok = tp != NULL;
+        if (ok && tp->emb.step != job->step)
+            sdt_host_log(host, SDT_LOG_INFO, "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
+                         "from the hypernetwork's", c->embedding_path, (long long)tp->emb.step, (long long)job->step);
+    }
+    ok = ok && sdt_train_job_check_template(job, joint, error);
+    if (ok && o->max_steps <= job->step)
+        ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork has already been trained for %lld steps, which reaches max "
+                      "steps (%lld); raise max steps to train further", c->hypernetwork_path, (long long)job->step,
+                      (long long)o->max_steps);
+    ok = ok && sdt_train_job_check_schedule(job, c->learn_rate, o->clip_mode, o->clip_value, error) &&
+         (!joint || sdt_train_job_check_schedule(job, c->embedding_learn_rate, o->clip_mode, o->clip_value, error)) &&
+         sdt_train_job_lock_parts(job, error) &&
+         (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&
+         sdt_train_job_load_model(job, o->device, o->cpu_threads, error) && hn_part_bind_model(hp, job, error) &&
+         (!joint || ti_part_bind_model(tp, job, error)) &&
+         (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
+         sdt_train_job_load_data(job, o, error) && hn_part_add_group(hp, job, c, o, error) &&
+         (!joint || ti_part_add_group(tp, job, c->embedding_learn_rate, o->clip_mode, o->clip_value, error)) &&
+         sdt_train_job_finish(job, o, info, error);
+    if (!ok) {
+        sdt_train_job_destroy(job);
+        return false;
+    }
+    if (tp) {
+        info->vectors = (uint32_t)tp->emb.n_vectors;
+        info->embedding_dim = (uint32_t)tp->emb.dim;
+    }
+    *out = job;
+    return true;
+}

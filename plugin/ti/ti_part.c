@@ -1,0 +1,256 @@
+/* ti_part.c - an embedding as a part of a training job (see ti_part.h). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/host_log.h"
+#include "data/state_seal.h"
+#include "safetensors.h"
+#include "ti/embedding_file.h"
+#include "ti/ti_part.h"
+
+bool ti_part_download_vectors(ti_part *tp, sdt_error *error)
+{
+    sdt_backend *be = tp->be;
+    if (be->download(be, tp->emb.vectors, tp->param.data, sdt_tensor_nbytes(&tp->param)))
+        return sdt_fail(error, SDT_ERR_DEVICE, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
+    return true;
+}
+
+/* The vectors, and the embedding's step, checkpoint and fallback note brought up to date: ready to save. */
+static bool part_sync(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
+{
+    ti_part *tp = p->self;
+    if (!ti_part_download_vectors(tp, error)) return false;
+    tp->emb.step = job->step;
+    sdt_embedding_set_string(&tp->emb.checkpoint_hash, job->checkpoint_hash[0] ? job->checkpoint_hash : NULL);
+    sdt_embedding_set_string(&tp->emb.checkpoint_name, job->checkpoint_name[0] ? job->checkpoint_name : NULL);
+    char note[160];
+    sdt_train_job_fallback_note(job, note, sizeof note);
+    if (note[0]) sdt_embedding_set_string(&tp->emb.training_note, note);
+    return true;
+}
+
+static bool save_embedding_as(ti_part *tp, sdt_train_job *job, const char *path, sdt_file_kind kind, sdt_error *error)
+{
+    if (!sdt_embedding_save_safetensors(&tp->emb, path, true, error)) return false;
+    sdt_host_file_saved(job->host, kind, path, job->step);
+    return true;
+}
+
+static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error)
+{
+    ti_part *tp = p->self;
+    char folder[4096], path[4096];
+    /* <run>/embeddings/: the run's copies folder, or beside it in a hypernetwork's run (joint training) */
+    snprintf(folder, sizeof folder, "%.4000s/embeddings", job->out.root);
+    if (mkdir(folder, 0777) != 0 && errno != EEXIST)
+        return sdt_fail(error, SDT_ERR_IO, "%s: cannot create the folder for the embedding's copies (%s); choose a writable "
+                        "log folder", folder, strerror(errno));
+    if (!sdt_output_file(path, sizeof path, folder, tp->emb.name, step, ".safetensors"))
+        return sdt_fail(error, SDT_ERR_IO, "%s: the snapshot path is too long; choose a shorter log folder", folder);
+    return save_embedding_as(tp, job, path, SDT_FILE_EMBEDDING_SNAPSHOT, error);
+}
+
+static bool part_save_final(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
+{
+    return save_embedding_as(p->self, job, p->output_path, SDT_FILE_EMBEDDING, error);
+}
+
+/* The A1111 card of the current embedding over a picture (NULL: a generated one). */
+static void part_card(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h)
+{
+    ti_part *tp = p->self;
+    if (!tp->save_cards || !job->out.image_embeddings[0]) return;
+    sdt_error why;
+    sdt_error_clear(&why);
+    if (rgb && !part_sync(p, job, &why)) return; /* after a preview: the card shows the vectors of now */
+    char path[4096];
+    if (!sdt_output_file(path, sizeof path, job->out.image_embeddings, tp->emb.name, step, ".png")) return;
+    if (sdt_embedding_save_png_card(&tp->emb, path, rgb, w, h, true, &why))
+        sdt_host_file_saved(job->host, SDT_FILE_EMBEDDING_CARD, path, step);
+    else
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the PNG card was not saved: %s", why.message);
+}
+
+static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
+{
+    ti_part *tp = p->self;
+    (void)job;
+    cJSON_AddStringToObject(s, "embedding_name", tp->emb.name);
+    cJSON_AddNumberToObject(s, "num_vectors_per_token", tp->emb.n_vectors);
+}
+
+static void part_destroy(sdt_train_part *p)
+{
+    ti_part *tp = p->self;
+    if (!tp) return;
+    if (tp->be) {
+        if (tp->param.data) tp->be->free(tp->be, tp->param.data);
+        if (tp->grad.data) tp->be->free(tp->be, tp->grad.data);
+    }
+    sdt_embedding_free(&tp->emb);
+    free(tp->undo);
+    free(tp);
+}
+
+static const sdt_train_part_ops ti_part_ops = {
+    .sync = part_sync,
+    .save_snapshot = part_save_snapshot,
+    .save_final = part_save_final,
+    .after_preview = part_card,
+    .settings = part_settings,
+    .destroy = part_destroy,
+};
+
+/* The trained embedding goes to the file the user named; a card or another format we do not
+ * write goes to <stem>.safetensors beside it, which must not be some other existing file. A
+ * training state is not an embedding to train (its own file would be replaced). */
+static char *choose_output(const char *path, sdt_embedding_format fmt, sdt_error *error)
+{
+    if (fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS) {
+        sdt_safetensors *st = sdt_st_open(path, error);
+        bool is_state = st && sdt_st_metadata_get(st, "sdtrain_state") != NULL;
+        sdt_st_close(st);
+        if (is_state) {
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s is a training state, not an embedding; pass the embedding with --embedding "
+                     "(embedding_path) and this file with --resume (resume_state_path)", path);
+            return NULL;
+        }
+        return strdup(path);
+    }
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    int stem = (int)(dot && (!slash || dot > slash) ? dot - path : (int)strlen(path));
+    char out[4096];
+    if (snprintf(out, sizeof out, "%.*s.safetensors", stem, path) >= (int)sizeof out) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: the path is too long; move the embedding to a shorter path", path);
+        return NULL;
+    }
+    if (access(out, F_OK) == 0) {
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s: the trained embedding would be saved as %s, which already exists and is "
+                 "not the file you named; train %s itself, or move it away first", path, out, out);
+        return NULL;
+    }
+    return strdup(out);
+}
+
+/* The embedding file's checks, and where the result goes. */
+static char *check_embedding(sdt_train_job *job, ti_part *tp, const char *path, sdt_error *error)
+{
+    sdt_embedding_format fmt;
+    if (!sdt_embedding_load(path, &tp->emb, &fmt, error)) return NULL;
+    if (tp->emb.load_note) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", tp->emb.load_note);
+    if (!sdt_embedding_name_check(tp->emb.name, error)) return NULL;
+    char *output = choose_output(path, fmt, error);
+    if (!output) return NULL;
+    if (fmt == SDT_EMBEDDING_FORMAT_A1111_PT || fmt == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s is a PyTorch file: the trained embedding is written as %s "
+                     "(safetensors, which A1111, Forge, ComfyUI and diffusers load) beside it; the .pt/.bin itself "
+                     "is not changed", path, output);
+    char folder[4096];
+    snprintf(folder, sizeof folder, "%s", output);
+    bool ok = true;
+    if (access(dirname(folder), W_OK) != 0) /* the trained embedding is saved there: find out now, not after training */
+        ok = sdt_fail(error, SDT_ERR_IO, "%s: the embedding's folder is not writable, so the trained embedding could not be saved "
+                      "there; make the folder writable or copy the embedding into a writable folder", output);
+    else if (!sdt_embedding_is_finite(&tp->emb))
+        ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
+                      "create it again", path);
+    else if (tp->emb.clip_l_dim)
+        ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: SDXL embeddings (clip_l + clip_g) cannot be trained yet; use an SD 1.x or "
+                      "2.x embedding", path);
+    if (!ok) {
+        free(output);
+        return NULL;
+    }
+    return output;
+}
+
+ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char *state_prefix, bool save_cards,
+                      sdt_error *error)
+{
+    ti_part *tp = calloc(1, sizeof *tp);
+    if (!tp) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    tp->save_cards = save_cards;
+    char *output = check_embedding(job, tp, embedding_path, error);
+    if (!output) {
+        sdt_embedding_free(&tp->emb);
+        free(tp);
+        return NULL;
+    }
+    tp->part = sdt_train_job_add_part(job, &ti_part_ops, tp, "embedding", "--embedding (embedding_path)", state_prefix,
+                                      embedding_path, output, error);
+    free(output);
+    if (!tp->part) { /* the job owns tp once the part exists; before that it is ours */
+        if (job->n_parts == 0 || job->parts[job->n_parts - 1].self != tp) {
+            sdt_embedding_free(&tp->emb);
+            free(tp);
+        }
+        return NULL;
+    }
+    tp->part->start_step = tp->emb.step;
+    sdt_vectors_sha256(tp->emb.vectors, (size_t)tp->emb.n_vectors * (size_t)tp->emb.dim, tp->part->start_sha256);
+    return tp;
+}
+
+bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
+{
+    int width = job->rt.cfg.clip.width;
+    if (tp->emb.dim != width)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder is %d wide "
+             "(%s); it was made for another model family, create a new one for this model", tp->part->input_path,
+             tp->emb.dim, width, sd_family_name(job->rt.cfg.family));
+    int32_t id;
+    if (!sdt_tokenizer_add_token(job->tok, tp->emb.name, -1, &id, error)) return false;
+    snprintf(job->prompt_name, sizeof job->prompt_name, "%s", tp->emb.name);
+    job->rules.placeholder_id = id;
+    job->placeholder_file = tp->part->input_path;
+    job->rules.n_vectors = tp->emb.n_vectors;
+    job->rules.slot_token = 0;
+    return true;
+}
+
+bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const char *learn_rate, uint32_t clip_mode,
+                       const char *clip_value, sdt_error *error)
+{
+    sdt_backend *be = tp->be = job->pb.be;
+    int64_t shape[2] = {tp->emb.n_vectors, tp->emb.dim};
+    tp->param = sdt_tensor_make(NULL, SDT_F32, be->device, 2, shape);
+    tp->grad = sdt_tensor_make(NULL, SDT_F32, be->device, 2, shape);
+    size_t bytes = sdt_tensor_nbytes(&tp->param);
+    tp->param.data = be->alloc(be, bytes);
+    tp->grad.data = be->alloc(be, bytes);
+    if (!tp->param.data || !tp->grad.data || be->upload(be, tp->param.data, tp->emb.vectors, bytes) || be->zero(be, &tp->grad))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot place the embedding on the %s backend: %s", be->name, be->error);
+    sdt_adamw_hparams hp = sdt_adamw_hparams_textual_inversion(0.0f); /* the schedule sets the rate before each step */
+    sdt_optimizer *opt = sdt_optimizer_create(be, tp->emb.name, &hp, error);
+    if (!opt) return false;
+    if (sdt_optimizer_add_param(opt, "emb_params", &tp->param, &tp->grad, true, error) != SDT_CORE_OK) {
+        sdt_optimizer_destroy(opt);
+        return false;
+    }
+    tp->opt = opt;
+    tp->token_norm = ti_part_token_norm(job);
+    tp->undo = malloc(3 * bytes);
+    if (!tp->undo) {
+        sdt_optimizer_destroy(opt);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
+    }
+    sdt_param_group g = {.name = "embedding", .opt = opt, .lr_text = (char *)learn_rate, .clip_text = (char *)clip_value,
+                         .clip_mode = clip_mode, .before_step = ti_part_undo_save,
+                         .after_step = ti_part_check_divergence, .guard_user = tp};
+    if (!sdt_train_job_add_group(job, tp->part, &g, error)) {
+        sdt_optimizer_destroy(opt);
+        return false;
+    }
+    job->rows = &tp->param;
+    job->drows = &tp->grad;
+    return true;
+}

@@ -1,0 +1,118 @@
+/* sd_pass.c - see sd_pass.h. */
+#include "train/sd_pass.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/prompt.h"
+
+typedef struct pass_tensors {
+    sdt_tensor tokens, noisy, target, weight, timesteps;
+} pass_tensors;
+
+static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const sdt_pass_shape *in)
+{
+    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t ishape[4] = {in->batch, in->in_c, in->h, in->w};
+    pass_tensors t;
+    memset(&t, 0, sizeof t);
+    t.tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
+    t.noisy = sdt_arena_tensor(a, act, 4, ishape);
+    t.target = sdt_arena_tensor(a, SDT_F32, 4, lshape);
+    if (in->weighted) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
+    t.timesteps = sdt_arena_tensor(a, SDT_F32, 1, bshape);
+    return t;
+}
+
+/* Host float data into a device tensor of any float dtype. */
+static int upload_f32(sdt_backend *be, sdt_tensor *t, const float *src)
+{
+    int64_t n = sdt_tensor_numel(t);
+    if (t->dtype == SDT_F32) return be->upload(be, t->data, src, (size_t)n * sizeof(float));
+    void *tmp = malloc(sdt_tensor_nbytes(t));
+    if (!tmp) return -1;
+    sdt_store_f32(src, tmp, t->dtype, n);
+    int rc = be->upload(be, t->data, tmp, sdt_tensor_nbytes(t));
+    free(tmp);
+    return rc;
+}
+
+static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_inputs *in, sdt_error *error)
+{
+    bool ok = be->upload(be, t->tokens.data, in->tokens, sdt_tensor_nbytes(&t->tokens)) == 0 &&
+              upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
+              (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
+              upload_f32(be, &t->timesteps, in->timesteps) == 0;
+    if (!ok) sdt_fail(error, SDT_ERR_DEVICE, "copying the batch to the %s backend failed: %s", be->name, be->error);
+    return ok;
+}
+
+/* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
+ * (in then carries only the shape). */
+static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                          const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
+{
+    sdt_backend *be = rt->be;
+    sd_model *m = &rt->model;
+    sdt_dtype act = rt->dtype;
+    pass_tensors t = pass_alloc(a, act, &in->shape);
+    const sdt_tensor *weight = in->shape.weighted ? &t.weight : NULL;
+    if (!a->measuring && (a->overflowed || !upload_inputs(be, &t, in, error))) {
+        if (a->overflowed) sdt_fail(error, SDT_ERR_INTERNAL, "the activation arena is too small for this batch (a bug: please report)");
+        return false;
+    }
+    clip_text_inputs ci = {&t.tokens, tr->rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
+    clip_text_acts acts;
+    if (!clip_text_forward(&m->clip, be, a, &ci, &acts, error)) return false;
+    sdt_unet_options uo = sdt_unet_options_default();
+    uo.act_dtype = act;
+    uo.for_backward = backward;
+    uo.checkpointing = opt->checkpointing;
+    uo.anomaly_check = opt->anomaly_check;
+    uo.hook = tr->hook;
+    sdt_tensor pred;
+    sdt_tensor context = sdt_prompt_context(&acts.out, in->shape.batch);
+    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
+    if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
+        sdt_fail(error, SDT_ERR_DEVICE, "computing the loss failed: %s", be->error);
+        return false;
+    }
+    if (!backward) return true;
+    sdt_tensor dpred = sdt_arena_tensor(a, act, 4, pred.shape);
+    sdt_tensor dctx = sdt_arena_tensor(a, act, 3, acts.out.shape);
+    if (!a->measuring) {
+        if (a->overflowed || be->zero(be, &dpred) || be->zero(be, &dctx) ||
+            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight)) {
+            sdt_fail(error, SDT_ERR_DEVICE, "the loss gradient failed: %s", a->overflowed ? "arena too small" : be->error);
+            return false;
+        }
+    }
+    sdt_tensor dcontext = sdt_prompt_context(&dctx, in->shape.batch);
+    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
+    if (!tr->drows) return true; /* nothing in the text encoder trains: no backward into CLIP */
+    return clip_text_backward(&m->clip, be, a, &acts, &dctx, tr->drows, error);
+}
+
+bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pass_shape *shape,
+                      const sdt_pass_trainables *tr, size_t *bytes, sdt_error *error)
+{
+    sdt_pass_inputs in;
+    memset(&in, 0, sizeof in);
+    in.shape = *shape;
+    sdt_arena a;
+    sdt_arena_init_measure(&a, rt->be);
+    double loss = 0;
+    if (!pass_sequence(rt, &a, opt, &in, tr, 1.0f, true, &loss, error)) return false;
+    *bytes = a.peak;
+    return true;
+}
+
+bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                  const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
+{
+    sdt_arena_rewind(&wa->arena, 0);
+    wa->arena.overflowed = false;
+    return pass_sequence(rt, &wa->arena, opt, in, tr, dloss, backward, loss, error);
+}

@@ -1,0 +1,60 @@
+/* sd_pass.h - one micro-batch of training: the text encoder (with an embedding's rows spliced
+ * in, if one trains), the UNet on noised latents (with a hypernetwork on its K/V inputs, if one
+ * trains), MSE against the target, and the way back: the UNet's backward (the hook accumulates
+ * its weight gradients) and, only when an embedding trains, the text encoder's backward to its
+ * rows. A hypernetwork-only run never runs the text encoder backward. Everything lives in one
+ * arena sized by running the same sequence on a measuring arena first (sdt_pass_measure). */
+#ifndef SDT_TRAIN_SD_PASS_H
+#define SDT_TRAIN_SD_PASS_H
+
+#include "sdt_error.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clip_text.h"
+#include "train/sd_runtime.h"
+#include "train/work_arena.h"
+
+typedef struct sdt_pass_shape {
+    int batch, c, h, w;              /* latent shape of the batch */
+    int chunks;                      /* 77-token chunks per prompt (train/prompt.h) */
+    int in_c;                        /* UNet input channels: c, or more for an inpainting model */
+    bool weighted;                   /* a per-element loss weight comes with the batch */
+} sdt_pass_shape;
+
+typedef struct sdt_pass_inputs {
+    sdt_pass_shape shape;
+    const int32_t *tokens;           /* host [batch * chunks, 77] (sdt_prompt_batch) */
+    const clip_override *overrides;  /* where the embedding rows go, per chunk sequence */
+    int n_overrides;
+    const float *noisy;              /* host [batch, in_c, h, w]: x_t, then any extra input channels */
+    const float *target;             /* host: noise (eps) or v */
+    const float *weight;             /* host, same shape; used when shape.weighted */
+    const float *timesteps;          /* host [batch] */
+} sdt_pass_inputs;
+
+/* What trains in the pass. */
+typedef struct sdt_pass_trainables {
+    const sdt_tensor *rows;          /* [n_vectors, width] embedding rows on the device, or NULL */
+    sdt_tensor *drows;               /* their gradient (+=); NULL: no text encoder backward */
+    const sdt_unet_kv_hook *hook;    /* the UNet's K/V hook (a hypernetwork), or NULL */
+} sdt_pass_trainables;
+
+typedef struct sdt_pass_options {
+    int clip_skip;                   /* 0: the model's default */
+    bool checkpointing;              /* recompute UNet blocks in backward */
+    bool anomaly_check;              /* name the first layer with a non-finite value */
+} sdt_pass_options;
+
+/* Arena bytes a pass of this shape needs (forward and backward). */
+bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pass_shape *shape,
+                      const sdt_pass_trainables *tr, size_t *bytes, sdt_error *error);
+/* Forward, loss (mean over elements, unscaled) and, when backward, every trainable's gradient +=
+ * dloss * d(loss)/d(it). The arena must hold sdt_pass_measure's bytes. */
+bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                  const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error);
+
+
+#endif

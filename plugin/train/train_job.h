@@ -1,0 +1,225 @@
+/* train_job.h - the shared training job: everything a run does that no method owns.
+ *
+ * Settings, backend and model, tokenizer and template, the dataset with its latents and data
+ * order, the output folder and its locks, the batches (noise, timesteps, prompts), the pass
+ * (train/sd_pass.h), the step (train/step_engine.h), metrics and the loss CSV, previews, the
+ * sealed resume state and --resume. What is a method's own comes in as parts
+ * (sdt_train_part): an embedding (ti/), a hypernetwork (hn/), or both in joint training. Each
+ * part owns one parameter group of the step engine, its files and its saves; it may put rows
+ * into the prompt (an embedding) or a hook on the UNet's K/V inputs (a hypernetwork).
+ *
+ * Files: train_job_prepare.c (checks, loading, dataset, outputs, memory, settings),
+ * train_job_step.c (batches, accumulation, metrics), train_job_save.c (snapshots, previews,
+ * the final save), train_job_state.c (the resume state: sealed, paired with each part's file). */
+#ifndef SDT_TRAIN_TRAIN_JOB_H
+#define SDT_TRAIN_TRAIN_JOB_H
+
+#include "sdt_error.h"
+
+#include <cjson/cJSON.h>
+#include <time.h>
+
+#include "api/backend_select.h"
+#include "data/caption.h"
+#include "data/data_order.h"
+#include "data/dataset.h"
+#include "data/outputs.h"
+#include "data/run_lock.h"
+#include "data/template.h"
+#include "train/inpaint_cond.h"
+#include "train/latent_cache.h"
+#include "train/noise_schedule.h"
+#include "train/prompt.h"
+#include "train/run_control.h"
+#include "train/run_loop.h"
+#include "train/sd_pass.h"
+#include "train/sd_runtime.h"
+#include "train/step_engine.h"
+#include "train/work_arena.h"
+#include "tokenizer.h"
+
+#define SDT_JOB_MAX_BATCH_FILES 64
+#define SDT_JOB_MAX_PARTS 2
+
+typedef struct sdt_train_job sdt_train_job;
+typedef struct sdt_train_part sdt_train_part;
+
+typedef struct sdt_train_part_ops {
+    /* Brings the part's host copy (weights, step, checkpoint, training note) up to date. */
+    bool (*sync)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
+    /* The copy every save_every steps (into job->out.copies). */
+    bool (*save_snapshot)(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error);
+    /* The trained file (p->output_path, and any twin). */
+    bool (*save_final)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
+    /* Optional: after a preview image was written (the embedding's PNG card); rgb NULL at the end. */
+    void (*after_preview)(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h);
+    /* Optional: before each micro-batch's pass (a hypernetwork's dropout key) and around previews. */
+    void (*begin_micro)(sdt_train_part *p, sdt_train_job *job, uint64_t counter);
+    void (*begin_preview)(sdt_train_part *p, sdt_train_job *job);
+    void (*end_preview)(sdt_train_part *p, sdt_train_job *job);
+    /* The part's keys in the settings file. */
+    void (*settings)(sdt_train_part *p, sdt_train_job *job, cJSON *s);
+    void (*destroy)(sdt_train_part *p);
+} sdt_train_part_ops;
+
+struct sdt_train_part {
+    const sdt_train_part_ops *ops;
+    void *self;                  /* the method's own data */
+    const char *what;            /* "embedding", "hypernetwork": sentences, state keys */
+    const char *option;          /* how the user names the file: "--embedding (embedding_path)" */
+    const char *state_prefix;    /* prefix of its tensors in the state ("" for a lone embedding) */
+    int group;                   /* its parameter group in job->engine */
+    char *input_path;            /* the file given */
+    char *output_path;           /* the trained file */
+    char start_sha256[65];       /* content hash of its values when the run began */
+    int64_t start_step;          /* the step its file held then */
+    sdt_run_lock lock;
+};
+
+struct sdt_train_job {
+    /* what the panel asked for (strings owned here) */
+    char *model_path, *dataset_dir, *template_path, *tokenizer_dir, *log_dir;
+    char *preview_prompt, *preview_negative;
+    int64_t max_steps;
+    uint32_t latent_sampling, preview_steps, preview_width, preview_height, width, height;
+    int clip_skip;
+    int64_t save_every, preview_every, write_csv_every;
+    int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
+    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
+    int64_t preview_seed;
+    double preview_cfg;
+    uint64_t seed;
+    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize, v_prediction;
+    double tag_dropout;
+    const sdt_host_callbacks *host;
+    const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
+    const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
+
+    /* compute */
+    plugin_backend pb;
+    sd_runtime rt;
+    sdt_precision precision;   /* in use now (fp32 after the fallback) */
+    work_arena wa;             /* training passes and previews */
+    sdt_pass_shape measured;   /* the batch shape the arena was last sized for */
+    int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
+    inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
+    bool have_measured;
+    size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
+    sdt_noise_schedule sched;
+    size_t extra_bytes;        /* device memory the parts add to the plan (hook workspace, values) */
+
+    /* text */
+    sdt_tokenizer *tok;
+    sdt_slot_rules rules;      /* placeholder_id -1 when no rows go into the prompt */
+    const char *placeholder_file; /* the file of the part whose rows the placeholder takes (sentences) */
+    char name[256];            /* the run's name: folders, the state, copies */
+    char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
+    sdt_template tmpl;
+    sdt_caption_rules caption_rules;
+
+    /* what the pass trains */
+    const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none) */
+    sdt_tensor *drows;         /* their gradient; NULL: the text encoder runs without backward */
+    const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
+
+    /* data */
+    sdt_dataset ds;
+    latent_cache lc;
+    sdt_data_order order;
+    int batch, grad_accum;
+    int64_t steps_per_epoch;
+
+    /* the method's parts and the numerics */
+    sdt_train_part parts[SDT_JOB_MAX_PARTS];
+    int n_parts;
+    sdt_step_engine engine;
+
+    /* progress */
+    int64_t step, initial_step, end_step;
+    char last_prompt[1024];
+    const char *batch_files[SDT_JOB_MAX_BATCH_FILES];
+    int n_batch_files;
+    const char *bad_input_files[SDT_JOB_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
+    int n_bad_input_files;
+
+    /* outputs */
+    char *resume_path;         /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
+    sdt_run_lock log_lock;
+    time_t started_at;         /* names the log folder (its date) and the settings file */
+    sdt_output_dirs out;
+    const sdt_output_layout *layout;
+    char checkpoint_hash[16];
+    char checkpoint_name[256];
+};
+
+/* ---- building a job (the method's prepare calls these in order) ---- */
+
+/* The shared options into a new job (strings copied); run_kind "embedding"/"hypernetwork". */
+sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
+                                 const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
+/* Template and caption rules (the checks that need no model); template_for_embedding: every
+ * line must hold [name] (an embedding gets no gradient from a line without it). */
+bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error);
+/* A part (the job owns self from here on, and frees it with ops->destroy). */
+sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
+                                       const char *what, const char *option, const char *state_prefix,
+                                       const char *input_path, const char *output_path, sdt_error *error);
+/* Every part's output lock (<output>.lock), right after the cheap checks, so a second run on
+ * the same file is refused at once. */
+bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
+/* The learning-rate and clip schedule strings parse (checked before the model; the groups parse
+ * them again at their step). */
+bool sdt_train_job_check_schedule(sdt_train_job *job, const char *learn_rate, uint32_t clip_mode, const char *clip_value,
+                                  sdt_error *error);
+/* --resume given: resolved and checked as far as possible without a model (call again after load_model). */
+bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_error *error);
+/* Backend, checkpoint (precision, prediction type, hash) and tokenizer. */
+bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error);
+/* Listing the dataset, the prompts against the token window, the output folder and its lock,
+ * the images and their latents, the batches. */
+bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error);
+/* A part's parameter group (after the part's parameters are on the backend); the part's start
+ * hash is taken from the optimizer's values. */
+bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error);
+/* Schedules, scaler, fallback, the memory plan, the settings file, and a resume state: the job
+ * is ready to run. info filled (the method adds its own fields). */
+bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error);
+void sdt_train_job_destroy(sdt_train_job *job);
+
+/* ---- what the run loop drives ---- */
+const sdt_job_ops *sdt_train_job_ops(void);
+bool sdt_train_job_save_snapshot(void *job, int64_t step, sdt_error *error);
+bool sdt_train_job_save_preview(void *job, int64_t step, sdt_error *error);
+bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
+sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
+bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);
+bool sdt_train_job_load_state(sdt_train_job *job, const char *path, sdt_error *error);
+/* The job's members of a method table (api/trainer_handle.h's sdt_train_method), for a method
+ * whose prepare makes a sdt_train_job. */
+void sdt_train_job_free(void *job);
+sdt_run_params sdt_train_job_params(const void *job);
+bool sdt_train_job_save_state_at(void *job, const char *path, sdt_error *error);
+bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error);
+#define SDT_TRAIN_JOB_METHOD(prepare)                                                                                 \
+    {prepare, sdt_train_job_free, sdt_train_job_ops, sdt_train_job_params, sdt_train_job_save_state_at,             \
+     sdt_train_job_load_state_at}
+
+/* ---- for the parts and the job's own files ---- */
+/* Monotonic seconds. */
+double sdt_train_job_clock(void);
+/* Frozen weights upcast to f32, no loss scaling, non-finite latents encoded again. */
+bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error);
+/* After the switch to fp32: images whose latents were not finite are encoded again. */
+bool sdt_train_job_reencode_nonfinite(sdt_train_job *job, sdt_error *error);
+/* The state file's path and writing it (every part synced first). */
+void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size);
+bool sdt_train_job_write_run_state(sdt_train_job *job, sdt_error *error);
+bool sdt_train_job_sync_parts(sdt_train_job *job, sdt_error *error);
+/* Host f32 copy of every value of a group's optimizer, in parameter order (malloc'd; *count). */
+float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, sdt_error *error);
+/* "fp32 from step N (...), learning rate xF" when the fallback fired, else "". */
+void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t size);
+sdt_dtype sdt_precision_dtype(sdt_precision p);
+const char *sdt_precision_name(sdt_precision p);
+
+#endif

@@ -1,0 +1,584 @@
+/* train_job_prepare.c - every check a training panel should make before any work, then
+ * loading, for every method: template, the resume state's identity, backend, checkpoint,
+ * tokenizer, the dataset's captions against the token window, the locks and the output folder,
+ * then the expensive part: the dataset (with its latents), scaler and fallback, the memory the
+ * passes need, the settings file. The method's prepare (ti/ti_job.c, hn/hn_job.c) adds its
+ * parts between these phases. Each failure is one sentence naming the file or field and the
+ * fix; interrupt() stops it between images. */
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/host_log.h"
+#include "atomic_file.h"
+#include "testhooks/test_hooks.h"
+#include "train/tokenizer_open.h"
+#include "train/train_job.h"
+
+static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
+
+sdt_dtype sdt_precision_dtype(sdt_precision p)
+{
+    return p == SDT_PRECISION_FP16 ? SDT_F16 : p == SDT_PRECISION_BF16 ? SDT_BF16 : SDT_F32;
+}
+
+const char *sdt_precision_name(sdt_precision p)
+{
+    return p == SDT_PRECISION_FP16 ? "fp16" : p == SDT_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+double sdt_train_job_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *file_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kind, const sdt_output_layout *layout,
+                                 const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error)
+{
+    sdt_train_job *job = calloc(1, sizeof(*job));
+    if (!job) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    job->host = host;
+    job->control = control;
+    job->run_kind = run_kind;
+    job->layout = layout;
+    job->model_path = dup_or_null(c->model_path);
+    job->dataset_dir = dup_or_null(c->dataset_dir);
+    job->template_path = dup_or_null(c->template_file);
+    job->tokenizer_dir = dup_or_null(c->tokenizer_path);
+    job->log_dir = c->log_dir ? strdup(c->log_dir) : NULL;
+    job->preview_prompt = dup_or_null(c->preview_prompt);
+    job->preview_negative = strdup(c->preview_negative_prompt ? c->preview_negative_prompt : "");
+    job->max_steps = c->max_steps;
+    job->latent_sampling = c->latent_sampling;
+    job->preview_steps = c->preview_steps;
+    job->width = c->width;
+    job->height = c->height;
+    job->preview_width = c->preview_width ? c->preview_width : c->width;
+    job->preview_height = c->preview_height ? c->preview_height : c->height;
+    job->clip_skip = (int)c->clip_skip;
+    job->save_every = c->save_every;
+    job->preview_every = c->preview_every;
+    job->write_csv_every = c->write_csv_every;
+    job->preview_seed = c->preview_seed;
+    job->preview_cfg = c->preview_cfg_scale;
+    job->seed = c->seed;
+    job->use_alpha = c->use_alpha_as_loss_weight;
+    job->shuffle_tags = c->shuffle_tags;
+    job->tag_dropout = c->tag_dropout;
+    job->anomaly = c->anomaly_mode;
+    job->checkpointing = c->gradient_checkpointing;
+    job->varsize = c->varsize;
+    job->v_prediction = c->v_prediction;
+    job->precision = (sdt_precision)c->precision;
+    job->caption_rules.word_regex = c->filename_word_regex;
+    job->caption_rules.join_string = c->filename_join_string;
+    job->rules.placeholder_id = -1; /* no embedding rows until a part puts them in */
+    return job;
+}
+
+bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error)
+{
+    if (!job->template_path) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
+    if (!sdt_template_load(job->template_path, &job->tmpl, error)) return false;
+    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->template_path, error)) return false;
+    return sdt_caption_rules_check(&job->caption_rules, error);
+}
+
+sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
+                                       const char *what, const char *option, const char *state_prefix,
+                                       const char *input_path, const char *output_path, sdt_error *error)
+{
+    if (job->n_parts >= SDT_JOB_MAX_PARTS) {
+        sdt_fail(error, SDT_ERR_INTERNAL, "too many trained parts (a bug: please report)");
+        return NULL;
+    }
+    sdt_train_part *p = &job->parts[job->n_parts++];
+    p->ops = ops;
+    p->self = self;
+    p->what = what;
+    p->option = option;
+    p->state_prefix = state_prefix;
+    p->group = -1;
+    p->input_path = strdup(input_path);
+    p->output_path = strdup(output_path);
+    if (!p->input_path || !p->output_path) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    return p;
+}
+
+bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
+{
+    for (int i = 0; i < job->n_parts; i++) {
+        sdt_train_part *p = &job->parts[i];
+        char lock_path[4200];
+        snprintf(lock_path, sizeof lock_path, "%s.lock", p->output_path);
+        if (!sdt_run_lock_take(&p->lock, lock_path, p->output_path, error)) return false;
+    }
+    return true;
+}
+
+bool sdt_train_job_check_schedule(sdt_train_job *job, const char *learn_rate, uint32_t clip_mode, const char *clip_value,
+                                  sdt_error *error)
+{
+    sdt_lr_schedule s = {0};
+    bool ok = sdt_lr_schedule_parse(learn_rate, job->step, job->max_steps, &s, error);
+    sdt_lr_schedule_free(&s);
+    if (ok && clip_mode != SDT_CLIP_DISABLED) {
+        ok = sdt_lr_schedule_parse(clip_value, job->step, job->max_steps, &s, error);
+        sdt_lr_schedule_free(&s);
+    }
+    return ok;
+}
+
+/* Backend, checkpoint and tokenizer. */
+bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
+{
+    sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
+    if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
+    if (job->precision == SDT_PRECISION_BF16 && !job->pb.be->native_bf16) {
+        sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
+                     "training in fp16 with loss scaling instead");
+        job->precision = SDT_PRECISION_FP16;
+    }
+    if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
+    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->v_prediction, error))
+        return false;
+    if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: the model predicts %s (%s)", job->model_path,
+                 job->rt.cfg.unet.v_prediction ? "v" : "the noise (epsilon)",
+                 job->v_prediction ? "v-prediction was asked for"
+                 : job->rt.cfg.prediction_from_config ? "its scheduler/scheduler_config.json says so"
+                                                      : "the default; set v-prediction for SD 2.x 768-v models");
+    char hash[11];
+    sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
+    if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", job->model_path);
+    snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
+    job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
+    if (!job->tok) return false;
+    job->rules.pad_id = job->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(job->tok);
+    return true;
+}
+
+/* One image through the VAE into the latent cache, in the runtime's current precision;
+ * a failure keeps the encoder's status, its sentence naming the image. */
+static bool encode_item(sdt_train_job *job, int i, sdt_error *error)
+{
+    sdt_dataset_item *it = &job->ds.items[i];
+    if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
+                             it->width / 8, it->height / 8, error))
+        return sdt_error_wrap(error, "%s: encoding the image failed", it->path);
+    return true;
+}
+
+bool sdt_train_job_reencode_nonfinite(sdt_train_job *job, sdt_error *error)
+{
+    for (int i = 0; i < job->ds.n_items; i++) {
+        sdt_dataset_item *it = &job->ds.items[i];
+        if (!it->pixels) continue;
+        if (!encode_item(job, i, error)) return false;
+        bool finite = latent_cache_is_finite(&job->lc, i);
+        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
+                     "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
+                     "uses it will be skipped (remove or replace the file)", it->path, sdt_precision_name(job->precision));
+        sdt_dataset_drop_pixels(&job->ds, i);
+    }
+    job->have_measured = false; /* the encoder used the work arena */
+    return true;
+}
+
+bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
+{
+    if (!sd_runtime_set_dtype(&job->rt, SDT_F32, error)) return false;
+    sdt_step_engine_drop_scaler(&job->engine);
+    job->precision = SDT_PRECISION_FP32;
+    job->have_measured = false;
+    inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
+    return sdt_train_job_reencode_nonfinite(job, error);
+}
+
+/* Progress of a long phase of preparation, logged every few seconds, and the interrupt button:
+ * false once interrupt() was called (err then says nothing was trained or saved). */
+typedef struct prep_phase {
+    sdt_train_job *job;
+    const char *what;
+    struct timespec last;
+} prep_phase;
+
+#define PREP_PROGRESS_EVERY_S 3
+
+static bool phase_keep_going(void *user, int done, int total)
+{
+    prep_phase *p = user;
+    if (p->job->control && sdt_run_control_interrupt_requested(p->job->control)) return false;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec - p->last.tv_sec >= PREP_PROGRESS_EVERY_S && done < total) {
+        sdt_host_log(p->job->host, SDT_LOG_INFO, "%s: %d of %d", p->what, done, total);
+        p->last = now;
+    }
+    return true;
+}
+
+static prep_phase phase_begin(sdt_train_job *job, const char *what)
+{
+    prep_phase p = {job, what, {0, 0}};
+    clock_gettime(CLOCK_MONOTONIC, &p.last);
+    return p;
+}
+
+static bool interrupted(sdt_error *error)
+{
+    return sdt_fail(error, SDT_ERR_INTERRUPTED, "preparation was interrupted; nothing was trained and no file was written for this run");
+}
+
+/* false (SDT_ERR_INTERRUPTED) once interrupt() was called during preparation. */
+static bool still_wanted(const sdt_train_job *job, sdt_error *error)
+{
+    return !(job->control && sdt_run_control_interrupt_requested(job->control)) || interrupted(error);
+}
+
+static sdt_dataset_options dataset_options(sdt_train_job *job)
+{
+    sdt_dataset_options o = {0};
+    o.folder = job->dataset_dir;
+    o.width = (int)job->width;
+    o.height = (int)job->height;
+    o.do_not_resize = job->varsize;
+    o.alpha_as_loss_weight = job->use_alpha;
+    o.caption = job->caption_rules;
+    o.keep_going = phase_keep_going;
+    return o;
+}
+
+/* The dataset's files, captions and sizes from their headers (nothing decoded): enough for
+ * every check before the expensive work. The listing goes into job->ds until load_dataset. */
+static bool list_dataset(sdt_train_job *job, sdt_error *error)
+{
+    if (!job->dataset_dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
+    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    if (job->width % (uint32_t)f || job->height % (uint32_t)f)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
+             "a multiple of %d", job->width, job->height, f, f);
+    prep_phase phase = phase_begin(job, "listing the dataset");
+    sdt_dataset_options o = dataset_options(job);
+    o.probe_only = true;
+    o.user = &phase;
+    if (!sdt_dataset_load(&o, &job->ds, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
+        return false;
+    }
+    for (int i = 0; i < job->ds.n_items; i++) {
+        const sdt_dataset_item *it = &job->ds.items[i];
+        if (job->varsize && (it->width % f || it->height % f))
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
+                 "\"do not resize\"", it->path, it->width, it->height, f);
+    }
+    return true;
+}
+
+/* Images and their latents; pixels are dropped as soon as an image is encoded (kept only when
+ * mixed precision gave non-finite latents that fp32 may fix). */
+static bool load_dataset(sdt_train_job *job, sdt_error *error)
+{
+    sdt_dataset_free(&job->ds); /* the listing: decoded now */
+    prep_phase phase = phase_begin(job, "decoding the dataset's images");
+    sdt_dataset_options o = dataset_options(job);
+    o.user = &phase;
+    sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->dataset_dir);
+    if (!sdt_dataset_load(&o, &job->ds, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
+        return false;
+    }
+    for (int i = 0; i < job->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->ds.warnings[i]);
+    if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
+                           job->seed))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
+    const char *nan_pixel = sdt_test_hook_nan_pixel();
+    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    phase = phase_begin(job, "encoding the dataset with the VAE");
+    for (int i = 0; i < job->ds.n_items; i++) {
+        if (!phase_keep_going(&phase, i, job->ds.n_items)) return interrupted(error);
+        sdt_dataset_item *it = &job->ds.items[i];
+        if (it->width % f || it->height % f)
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
+                 "\"do not resize\"", it->path, it->width, it->height, f);
+        if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
+            it->pixels[0] = NAN; /* fault injection (tests only): what a broken decoder would hand over */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection: one pixel set to NaN", it->path);
+        }
+        if (!encode_item(job, i, error)) return false;
+        if (latent_cache_is_finite(&job->lc, i)) {
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else if (job->precision == SDT_PRECISION_FP32) {
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
+                         "uses it will be skipped (remove or replace the file)", it->path);
+            sdt_dataset_drop_pixels(&job->ds, i);
+        } else { /* the pixels stay: the fp32 fallback encodes them again */
+            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
+                         "that use it will be skipped until the fp32 fallback encodes it again", it->path,
+                         sdt_precision_name(job->precision));
+        }
+    }
+    sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
+    return true;
+}
+
+/* No prompt may lose an embedding: each template line with each caption (all tags, the
+ * longest it can be) must place every slot in one of its 75-token chunks (train/prompt.h). */
+static bool check_prompts(sdt_train_job *job, sdt_error *error)
+{
+    job->max_prompt_chunks = 1;
+    int longest = 0;
+    const char *emb_path = job->placeholder_file ? job->placeholder_file : "";
+    for (int i = 0; i < job->ds.n_items; i++) {
+        for (int l = 0; l < job->tmpl.n_lines; l++) {
+            if (!strstr(job->tmpl.lines[l], "[name]") && job->rules.placeholder_id >= 0) continue; /* no slot to lose */
+            char *prompt = sdt_template_fill(job->tmpl.lines[l], job->prompt_name, job->ds.items[i].caption);
+            sdt_prompt_encoded e;
+            sdt_prompt_encode(job->tok, &job->rules, prompt, &e);
+            free(prompt);
+            if (e.n_cut_slots > 0 && job->rules.n_vectors > SDT_PROMPT_CHUNK_BODY)
+                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
+                     "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
+                     "vectors", emb_path, job->prompt_name, job->rules.n_vectors, SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_CHUNK_BODY);
+            if (e.n_cut_slots > 0)
+                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
+                     "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
+                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->ds.items[i].path,
+                     l + 1, job->template_path, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
+                     SDT_PROMPT_CHUNK_BODY, job->prompt_name, e.n_cut_tokens);
+            if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
+            if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
+        }
+    }
+    if (job->max_prompt_chunks > 1)
+        sdt_host_log(job->host, SDT_LOG_INFO, "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "
+                     "%d tokens, as A1111 does, so the UNet sees all of every caption", longest, job->max_prompt_chunks,
+                     SDT_PROMPT_CHUNK_BODY);
+    return true;
+}
+
+/* The data order (which may lower the batch size), gradient accumulation capped at what the
+ * dataset holds, and the steps of one epoch. */
+static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_accum, sdt_error *error)
+{
+    if (!sdt_data_order_init(&job->order, &job->ds, (int)batch_size, job->seed, error)) return false;
+    job->batch = job->order.batch_size;
+    int max_ga = job->ds.n_items / job->batch;
+    job->grad_accum = (int)grad_accum < max_ga ? (int)grad_accum : max_ga;
+    if (job->grad_accum < 1) job->grad_accum = 1;
+    job->steps_per_epoch = job->ds.n_items / job->batch / job->grad_accum;
+    if (job->steps_per_epoch < 1) job->steps_per_epoch = 1;
+    return true;
+}
+
+/* The log folder and its lock, before the expensive work. Temp files that a killed save left in
+ * the locked places go. */
+static bool open_outputs(sdt_train_job *job, sdt_error *error)
+{
+    char lock_path[4200];
+    job->started_at = time(NULL);
+    if (!sdt_outputs_prepare(job->log_dir, job->name, job->started_at, job->layout, &job->out, error)) return false;
+    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
+    if (!sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error)) return false;
+    int stale = 0;
+    for (int p = 0; p < job->n_parts; p++) stale += sdt_atomic_remove_stale(job->parts[p].output_path);
+    const char *folders[] = {job->out.root, job->out.copies, job->out.images, job->out.image_embeddings};
+    for (size_t i = 0; i < sizeof folders / sizeof folders[0]; i++)
+        if (folders[i][0]) stale += sdt_atomic_remove_stale_in(folders[i]);
+    if (stale)
+        sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left "
+                     "behind (*.tmp-XXXXXX)", stale);
+    return true;
+}
+
+bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error)
+{
+    return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
+           load_dataset(job, error) && plan_batches(job, o->batch_size, o->grad_accum_steps, error);
+}
+
+float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, sdt_error *error)
+{
+    sdt_optimizer *opt = job->engine.groups[group].opt;
+    size_t total = 0;
+    for (int i = 0; i < sdt_optimizer_param_count(opt); i++) {
+        const char *name;
+        sdt_tensor *param, *grad, *m, *v;
+        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
+        total += (size_t)sdt_tensor_numel(param);
+    }
+    float *host = malloc(total ? total * sizeof(float) : 1), *at = host;
+    sdt_backend *be = job->pb.be;
+    for (int i = 0; host && i < sdt_optimizer_param_count(opt); i++) {
+        const char *name;
+        sdt_tensor *param, *grad, *m, *v;
+        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
+        if (be->download(be, at, param->data, sdt_tensor_nbytes(param))) {
+            free(host);
+            sdt_fail(error, SDT_ERR_DEVICE, "reading the %s back from the %s backend failed: %s", job->engine.groups[group].name,
+                     be->name, be->error);
+            return NULL;
+        }
+        at += sdt_tensor_numel(param);
+    }
+    if (!host) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    *count = total;
+    return host;
+}
+
+bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error)
+{
+    if (!sdt_step_engine_add_group(&job->engine, g, error)) return false;
+    p->group = job->engine.n_groups - 1;
+    return true;
+}
+
+/* Sizes the training pass on a measuring arena and reserves it: the memory check. */
+static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *error)
+{
+    const latent_entry *e = &job->lc.items[0];
+    sdt_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
+                            .in_c = e->c + inpaint_extra_channels(&job->rt), .weighted = job->use_alpha};
+    sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    size_t bytes = 0;
+    if (!sdt_pass_measure(&job->rt, &po, &shape, &tr, &bytes, error)) return false;
+    size_t weights = 0;
+    for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
+        weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
+    weights += job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
+    info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    job->memory_estimate_bytes = info->memory_estimate_bytes;
+    unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
+    if (cap_mib > 0 && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
+             "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+             "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
+             e->h, weights >> 20, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
+    sdt_error why;
+    job->measured = shape;
+    job->have_measured = true;
+    if (!work_arena_reserve(&job->wa, job->pb.be, bytes, &why))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs %zu MiB for activations at batch size %d and %dx%d latents, and the "
+             "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
+             bytes >> 20, job->batch, e->w, e->h, job->pb.be->name, why.message);
+    return true;
+}
+
+static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const char *learn_rate, sdt_error *error)
+{
+    time_t now = job->started_at;
+    cJSON *s = cJSON_CreateObject();
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->settings) job->parts[p].ops->settings(&job->parts[p], job, s);
+    cJSON_AddStringToObject(s, "model_name", job->checkpoint_name);
+    cJSON_AddStringToObject(s, "model_hash", job->checkpoint_hash);
+    cJSON_AddStringToObject(s, "data_root", job->dataset_dir);
+    cJSON_AddStringToObject(s, "template_file", job->template_path);
+    cJSON_AddStringToObject(s, "learn_rate", learn_rate);
+    cJSON_AddNumberToObject(s, "batch_size", job->batch);
+    cJSON_AddNumberToObject(s, "gradient_step", job->grad_accum);
+    cJSON_AddNumberToObject(s, "training_width", c->width);
+    cJSON_AddNumberToObject(s, "training_height", c->height);
+    cJSON_AddNumberToObject(s, "steps", (double)c->max_steps);
+    cJSON_AddNumberToObject(s, "initial_step", (double)job->initial_step);
+    cJSON_AddNumberToObject(s, "num_of_dataset_images", job->ds.n_items);
+    cJSON_AddStringToObject(s, "precision", sdt_precision_name(job->precision));
+    cJSON_AddStringToObject(s, "device", job->pb.be->name);
+    cJSON_AddNumberToObject(s, "seed", (double)job->seed);
+    const char *lsm[] = {"once", "deterministic", "random"};
+    cJSON_AddStringToObject(s, "latent_sampling_method", lsm[job->latent_sampling % 3]);
+    const char *clip[] = {"disabled", "value", "norm"};
+    cJSON_AddStringToObject(s, "clip_grad_mode", clip[c->clip_mode % 3]);
+    cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
+    char path[4096];
+    bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
+    cJSON_Delete(s);
+    if (!ok) return false;
+    sdt_host_file_saved(job->host, SDT_FILE_SETTINGS, path, job->step);
+    return true;
+}
+
+bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error)
+{
+    bool resume = job->resume_path != NULL;
+    sdt_step_engine *e = &job->engine;
+    e->hooks.user = job;
+    if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error)) return false;
+    bool mixed = job->precision != SDT_PRECISION_FP32;
+    if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, o->loss_scale_init, o->lr_backoff,
+                               (int)o->max_consecutive_nonfinite, error))
+        return false;
+    sdt_noise_schedule_init_sd(&job->sched);
+    if (!plan_memory(job, info, error) || !still_wanted(job, error) ||
+        !write_settings(job, o, e->groups[0].lr_text, error) ||
+        (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
+        return false;
+    job->last_state_at = sdt_train_job_clock(); /* the state's time interval counts from here */
+    info->precision = job->precision;
+    info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
+    info->batch_size = (uint32_t)job->batch;
+    info->grad_accum_steps = (uint32_t)job->grad_accum;
+    info->dataset_images = job->ds.n_items;
+    info->steps_per_epoch = job->steps_per_epoch;
+    info->start_step = job->step;
+    info->max_steps = job->end_step;
+    return true;
+}
+
+void sdt_train_job_destroy(sdt_train_job *job)
+{
+    if (!job) return;
+    sdt_run_lock_release(&job->log_lock);
+    sdt_step_engine_free(&job->engine);
+    for (int p = 0; p < job->n_parts; p++) {
+        sdt_train_part *part = &job->parts[p];
+        sdt_run_lock_release(&part->lock);
+        if (part->ops->destroy) part->ops->destroy(part);
+        free(part->input_path);
+        free(part->output_path);
+    }
+    free(job->resume_path);
+    work_arena_release(&job->wa);
+    sd_runtime_close(&job->rt);
+    plugin_backend_close(&job->pb);
+    sdt_tokenizer_free(job->tok);
+    sdt_template_free(&job->tmpl);
+    sdt_dataset_free(&job->ds);
+    latent_cache_free(&job->lc);
+    inpaint_cond_free(&job->inpaint);
+    sdt_data_order_free(&job->order);
+    free(job->model_path);
+    free(job->dataset_dir);
+    free(job->template_path);
+    free(job->tokenizer_dir);
+    free(job->log_dir);
+    free(job->preview_prompt);
+    free(job->preview_negative);
+    free(job);
+}
+
+void sdt_train_job_free(void *job) { sdt_train_job_destroy(job); }
+sdt_run_params sdt_train_job_params(const void *job) { return sdt_train_job_run_params(job); }
+bool sdt_train_job_save_state_at(void *job, const char *path, sdt_error *error) { return sdt_train_job_save_state(job, path, error); }
+bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error) { return sdt_train_job_load_state(job, path, error); }

@@ -1,0 +1,109 @@
+/* train_job_save.c - what a run writes besides the state (train_job_state.c): the parts' copies
+ * every save_every steps, previews, and the final save. Every save is atomic; a failed save
+ * leaves the previous file as it was. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/host_log.h"
+#include "data/png_write.h"
+#include "train/preview.h"
+#include "train/rng.h"
+#include "train/train_job.h"
+
+bool sdt_train_job_sync_parts(sdt_train_job *job, sdt_error *error)
+{
+    for (int p = 0; p < job->n_parts; p++)
+        if (!job->parts[p].ops->sync(&job->parts[p], job, error)) return false;
+    return true;
+}
+
+void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t size)
+{
+    const sdt_fallback *fb = &job->engine.fallback;
+    note[0] = '\0';
+    if (fb->fired) /* a file says how it was trained: fp32 from that step, at the backed-off rate */
+        snprintf(note, size, "fp32 from step %lld (%s), learning rate x%g", (long long)fb->fired_at_step,
+                 fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
+                 fb->cfg.lr_backoff);
+}
+
+bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    for (int p = 0; p < job->n_parts; p++)
+        if (!job->parts[p].ops->sync(&job->parts[p], job, error) ||
+            !job->parts[p].ops->save_snapshot(&job->parts[p], job, step, error))
+            return false;
+    /* The state follows every copy: a killed run loses at most the steps since this one. */
+    return sdt_train_job_write_run_state(job, error);
+}
+
+bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    const char *prompt = job->preview_prompt ? job->preview_prompt : job->last_prompt;
+    sdt_preview_request rq = {prompt,
+                              job->preview_negative,
+                              (int)job->preview_width,
+                              (int)job->preview_height,
+                              (int)job->preview_steps,
+                              (float)job->preview_cfg,
+                              job->preview_seed >= 0 ? (uint64_t)job->preview_seed : sdt_rng_derive(job->seed, (uint64_t)step),
+                              job->clip_skip,
+                              job->hook};
+    uint8_t *rgb = NULL;
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->begin_preview) job->parts[p].ops->begin_preview(&job->parts[p], job);
+    bool rendered = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, &rq, &rgb, error);
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->end_preview) job->parts[p].ops->end_preview(&job->parts[p], job);
+    job->have_measured = false; /* the preview may have resized the arena's contents */
+    if (!rendered) return false;
+    char path[4096];
+    bool ok = true;
+    if (!sdt_output_file(path, sizeof path, job->out.images, job->name, step, ".png"))
+        ok = sdt_fail(error, SDT_ERR_IO, "%s: the preview path is too long", job->out.images);
+    else if (!sdt_png_write_rgb(path, rgb, rq.width, rq.height, "parameters", prompt, error))
+        ok = false;
+    else {
+        sdt_host_file_saved(job->host, SDT_FILE_PREVIEW, path, step);
+        sdt_preview pv = {sizeof pv, (uint32_t)rq.width, (uint32_t)rq.height, 3, step, rgb, path, prompt};
+        sdt_host_preview(job->host, &pv);
+        for (int p = 0; p < job->n_parts; p++)
+            if (job->parts[p].ops->after_preview) job->parts[p].ops->after_preview(&job->parts[p], job, step, rgb, rq.width, rq.height);
+    }
+    free(rgb);
+    return ok;
+}
+
+/* The state first: a crash before the trained files are replaced leaves the state with the files
+ * its run started from, a pair a resume accepts (train_job_state.c). */
+bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    if (!sdt_train_job_sync_parts(job, error)) return false;
+    char state[4096];
+    sdt_train_job_state_path(job, state, sizeof state);
+    sdt_error state_error;
+    sdt_error_clear(&state_error);
+    bool state_saved = sdt_train_job_write_run_state(job, &state_error);
+    for (int p = 0; p < job->n_parts; p++) {
+        if (!job->parts[p].ops->save_final(&job->parts[p], job, error)) {
+            /* The run is not lost: the state holds the trained values too, and training resumes from it. */
+            if (state_saved) sdt_error_append(error, "; the training state was saved as %s, so you can resume from it", state);
+            return false;
+        }
+    }
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->after_preview) job->parts[p].ops->after_preview(&job->parts[p], job, job->step, NULL, 0, 0);
+    if (!state_saved) {
+        if (error) *error = state_error;
+        return sdt_error_wrap(error, "the %s was saved as %s, but the training state was not", job->parts[0].what,
+                              job->parts[0].output_path);
+    }
+    sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
+                 reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
+                 (long long)job->step, state);
+    return true;
+}

@@ -1,0 +1,301 @@
+/* train_job_step.c - one optimizer step of any method: the micro-batches (noise, timesteps,
+ * prompts from the template and captions), their passes, and the step engine's policy
+ * (train/step_engine.h); then metrics, the loss CSV and the timed state. Every random draw is a
+ * pure function of (seed, step, sample), so a resumed run repeats exactly what an uninterrupted
+ * one would have done. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/host_log.h"
+#include "train/rng.h"
+#include "train/train_job.h"
+
+/* Host buffers of one micro-batch. */
+typedef struct batch_buffers {
+    float *x0, *noise, *noisy, *target, *weight, *timesteps;
+    int32_t *tokens;
+    clip_override *overrides;
+    sdt_prompt_encoded *prompts; /* one per sample, before sdt_prompt_batch lays them out */
+} batch_buffers;
+
+static void buffers_free(batch_buffers *b)
+{
+    free(b->x0);
+    free(b->noise);
+    free(b->noisy);
+    free(b->target);
+    free(b->weight);
+    free(b->timesteps);
+    free(b->tokens);
+    free(b->overrides);
+    free(b->prompts);
+    memset(b, 0, sizeof(*b));
+}
+
+/* n: latent values of one sample; n_in: the UNet's input values of one sample (more for inpainting). */
+static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
+{
+    memset(b, 0, sizeof(*b));
+    size_t all = (size_t)(batch * n) * sizeof(float);
+    b->x0 = malloc(all);
+    b->noise = malloc(all);
+    b->noisy = malloc((size_t)(batch * n_in) * sizeof(float));
+    b->target = malloc(all);
+    b->weight = malloc(all);
+    b->timesteps = malloc((size_t)batch * sizeof(float));
+    b->tokens = malloc((size_t)batch * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS * sizeof(int32_t));
+    b->overrides = malloc((size_t)batch * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS * sizeof(clip_override));
+    b->prompts = malloc((size_t)batch * sizeof(sdt_prompt_encoded));
+    return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides &&
+           b->prompts;
+}
+
+static bool all_finite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return false;
+    return true;
+}
+
+/* Remembers a sample whose training input is not finite: the diagnosis names it as the cause. */
+static void note_bad_input(sdt_train_job *job, const char *path)
+{
+    for (int i = 0; i < job->n_bad_input_files; i++)
+        if (job->bad_input_files[i] == path) return;
+    if (job->n_bad_input_files < SDT_JOB_MAX_BATCH_FILES) job->bad_input_files[job->n_bad_input_files++] = path;
+}
+
+/* The 1-based number of the step in progress, as metrics, the CSV and messages count. */
+static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
+
+/* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders filled. */
+static void sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
+{
+    sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->seed ^ 0x5445u, draw));
+    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout};
+    char *prompt = sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
+    sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
+    if (b == 0 && prompt) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
+    free(prompt);
+}
+
+/* Fills the inputs of micro-batch `micro` (a global counter) from the items idx[0..batch). */
+static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batch_buffers *buf, sdt_pass_inputs *in, sdt_error *error)
+{
+    const latent_entry *first = &job->lc.items[idx[0]];
+    int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
+    memset(in, 0, sizeof(*in));
+    int extra = inpaint_extra_channels(&job->rt);
+    int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
+    in->shape = (sdt_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
+                                .in_c = first->c + extra, .weighted = job->use_alpha};
+    if (!buffers_alloc(buf, job->batch, n, n_in)) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
+        return false;
+    }
+    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, error)
+                              : NULL;
+    if (extra && !cond) return false;
+    bool v = job->rt.cfg.unet.v_prediction;
+    for (int b = 0; b < job->batch; b++) {
+        const latent_entry *e = &job->lc.items[idx[b]];
+        if (latent_cache_numel(&job->lc, idx[b]) != n) {
+            sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
+                     job->ds.items[idx[b]].path);
+            return false;
+        }
+        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
+        float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
+        latent_cache_get(&job->lc, idx[b], draw, x0);
+        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
+        sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
+        int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);
+        buf->timesteps[b] = (float)t;
+        sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
+        if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
+        sdt_training_target(&job->sched, t, v, x0, noise, buf->target + b * n, n);
+        for (int ch = 0; ch < e->c; ch++)
+            for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
+        sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
+        if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
+    }
+    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
+                                       &in->n_overrides);
+    in->tokens = buf->tokens;
+    in->overrides = buf->overrides;
+    in->noisy = buf->noisy;
+    in->target = buf->target;
+    in->weight = buf->weight;
+    in->timesteps = buf->timesteps;
+    return true;
+}
+
+/* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
+static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
+{
+    if (job->have_measured && memcmp(shape, &job->measured, sizeof(*shape)) == 0) return true;
+    size_t bytes;
+    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    if (!sdt_pass_measure(&job->rt, po, shape, &tr, &bytes, error) ||
+        !work_arena_reserve(&job->wa, job->pb.be, bytes, error))
+        return false;
+    job->measured = *shape;
+    job->have_measured = true;
+    return true;
+}
+
+/* Anomaly mode found the first non-finite value: stop and say where, and what to do about it. */
+static bool anomaly_stop(sdt_train_job *job, sdt_error *error)
+{
+    char where[SDT_ERROR_MESSAGE_MAX];
+    snprintf(where, sizeof where, "%s", error->message);
+    sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
+             "usually means the frozen weights or activations overflow the precision: train in fp32 or bf16, or check "
+             "that layer's weights in the checkpoint; the last good state is kept.", (long long)step_number(job), where,
+             sdt_precision_name(job->precision));
+    return false;
+}
+
+/* Forward and backward of every micro-batch; *loss is their mean. */
+static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
+{
+    sdt_train_job *job = user;
+    sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    *loss = 0;
+    job->n_batch_files = 0;
+    job->n_bad_input_files = 0;
+    for (int micro = 0; micro < job->grad_accum; micro++) {
+        const int *idx = sdt_data_order_next(&job->order, NULL, NULL);
+        uint64_t counter = (uint64_t)job->step * (uint64_t)job->grad_accum + (uint64_t)micro;
+        for (int p = 0; p < job->n_parts; p++)
+            if (job->parts[p].ops->begin_micro) job->parts[p].ops->begin_micro(&job->parts[p], job, counter);
+        batch_buffers buf;
+        sdt_pass_inputs in;
+        double l = 0;
+        bool ok = build_batch(job, counter, idx, &buf, &in, error) && ensure_arena(job, &in.shape, &po, error) &&
+                  sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->grad_accum, true, &l, error);
+        buffers_free(&buf);
+        if (!ok && error->code == SDT_ERR_NUMERICAL && job->anomaly) return anomaly_stop(job, error);
+        if (!ok) return false;
+        if (job->engine.scaler) {
+            double scaled;
+            sdt_core_status cs = sdt_scaler_scale_loss(job->engine.scaler, l, job->batch, &scaled, error);
+            if (cs != SDT_CORE_OK) return false;
+        }
+        for (int g = 0; g < job->engine.n_groups; g++) sdt_optimizer_note_backward(job->engine.groups[g].opt, scale);
+        *loss += l / job->grad_accum;
+    }
+    return true;
+}
+
+/* "a.png, b.png" into out. */
+static void join_names(const char *const *names, int n, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+}
+
+/* Why the loss was not finite: non-finite training inputs are certain evidence of the data;
+ * without them the health history decides (diagnosis.h). */
+static void explain_nonfinite(void *user, int64_t number, char *why, size_t size)
+{
+    sdt_train_job *job = user;
+    if (job->n_bad_input_files > 0) {
+        char names[2048];
+        join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
+        snprintf(why, size, "The cause is the data, not the optimisation: the latents of %s are not finite (the image, or "
+                 "the VAE's encoding of it, holds NaN or Inf values), so every step that uses it fails; remove or "
+                 "replace that file.", names);
+        return;
+    }
+    sdt_diagnosis_classify(&job->engine.diagnosis, number, job->batch_files, job->n_batch_files, why, size);
+}
+
+static void skip_note(void *user, char *note, size_t size)
+{
+    sdt_train_job *job = user;
+    note[0] = '\0';
+    if (job->n_bad_input_files == 0) return;
+    char names[2048];
+    join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
+    snprintf(note, size, " Non-finite latents came from: %s.", names);
+}
+
+static void engine_log(void *user, sdt_log_level level, const char *message)
+{
+    sdt_train_job *job = user;
+    sdt_host_log(job->host, level, "%s", message);
+}
+
+static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
+
+/* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
+static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
+{
+    if (job->write_csv_every <= 0 || job->step % job->write_csv_every != 0) return;
+    sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
+                        sdt_precision_name(job->precision), m->skipped_steps, images_per_s};
+    sdt_error why;
+    if (!sdt_loss_csv_append(job->out.loss_csv, &row, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+}
+
+/* The state on a time interval (save_state_every_seconds), besides the one written with every
+ * copy: a failure is a warning, and training goes on. */
+static void save_state_if_due(sdt_train_job *job)
+{
+    if (job->state_every_s <= 0 || sdt_train_job_clock() - job->last_state_at < (double)job->state_every_s) return;
+    sdt_error why;
+    sdt_error_clear(&why);
+    if (!sdt_train_job_write_run_state(job, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
+                     (long long)job->step, why.message);
+}
+
+static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    double started = sdt_train_job_clock();
+    job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
+    sdt_step_result r;
+    if (!sdt_step_engine_step(&job->engine, job->step, &r, error)) return false;
+    job->step++;
+    m->step = job->step;
+    m->max_steps = job->end_step;
+    m->epoch = (job->step - 1) / job->steps_per_epoch;
+    m->epoch_step = (job->step - 1) % job->steps_per_epoch;
+    m->skipped_steps = job->engine.skipped;
+    m->loss = r.loss;
+    m->grad_norm = r.grad_norm;
+    m->learn_rate = r.learn_rate;
+    m->loss_scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0;
+    m->precision = job->precision;
+    m->fallback_fired = job->engine.fallback.fired;
+    *images = (uint32_t)(job->batch * job->grad_accum);
+    double seconds = sdt_train_job_clock() - started;
+    write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
+    save_state_if_due(job);
+    return true;
+}
+
+static bool job_done(const void *vjob)
+{
+    const sdt_train_job *job = vjob;
+    return job->step >= job->end_step || sdt_step_engine_finished(&job->engine, job->step);
+}
+
+static const sdt_job_ops train_job_ops = {job_step, job_done, sdt_train_job_save_snapshot, sdt_train_job_save_preview,
+                                          sdt_train_job_save_final};
+
+const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
+
+sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
+{
+    sdt_run_params p = {.save_every = job->save_every, .preview_every = job->preview_every, .backend = job->pb.be,
+                        .memory_estimate_bytes = job->memory_estimate_bytes};
+    return p;
+}

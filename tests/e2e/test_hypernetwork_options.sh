@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `sdt-host train --hypernetwork`: its options on the command line and in a panel file, before any
+# training. An option of the other method, a bad value or a missing required option is one
+# sentence naming the option (or the file and key) and the fix; nothing is written but the logs'
+# folders, and the hypernetwork and embedding files stay as they were.
+source "$(dirname "$0")/e2e_lib.sh"
+
+run_host create-hypernetwork --name hn --sizes 128,64 --out hn
+expect_rc 0 "create-hypernetwork for the demo model"
+new_embedding emb cat 1
+keep_copy hn/hn.pt
+keep_copy emb/cat.safetensors
+HN_RUN=(train --hypernetwork hn/hn.pt --dataset "$DATASET" "${TRAIN_COMMON[@]}" --max-steps 1 --log-dir logs)
+
+# Hypernetwork options without --hypernetwork, embedding-only options with it: usage errors naming both.
+for opt in "--weight-decay 0.1" "--strength 0.5" "--embedding-learn-rate 0.01"; do
+    # shellcheck disable=SC2086 # option and value are separate words on purpose
+    run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
+    expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
+done
+run_host "${HN_RUN[@]}" --save-state-every 60
+expect_usage "--save-state-every with --hypernetwork" "--save-state-every" "embedding training only"
+run_host "${HN_RUN[@]}" --no-embedding-cards
+expect_usage "--no-embedding-cards with --hypernetwork" "--no-embedding-cards" "embedding training only"
+
+# Values: not a number is the host's sentence, out of range the plugin's, both naming the option.
+run_host "${HN_RUN[@]}" --strength strong
+expect_usage "--strength that is not a number" "--strength" "strong"
+run_host "${HN_RUN[@]}" --weight-decay 2
+expect_error "--weight-decay out of range" "--weight-decay" "0.01"
+run_host "${HN_RUN[@]}" --strength 0
+expect_error "--strength 0" "--strength"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-learn-rate ""
+expect_error "joint training with an empty --embedding-learn-rate" "--embedding-learn-rate"
+run_host train --hypernetwork hn/hn.pt "${TRAIN_COMMON[@]}"
+expect_usage "--hypernetwork without --dataset" "--dataset"
+
+# The panel file takes the same keys; a hypernetwork key picks the method, a wrong one names file and key.
+cat >hn.ini <<INI
+[train]
+hypernetwork=hn/hn.pt
+dataset=$DATASET
+weight-decay=0.5x
+INI
+run_host train --config hn.ini "${TRAIN_COMMON[@]}"
+expect_error "a bad weight-decay in the panel file" hn.ini weight-decay 0.5x
+printf '[train]\nembedding=emb/cat.safetensors\nstrength=0.5\n' >emb.ini
+run_host train --config emb.ini --dataset "$DATASET" "${TRAIN_COMMON[@]}"
+expect_error "strength= in an embedding's panel file" emb.ini strength "--hypernetwork"
+printf '[train]\nhypernetwork=\n' >empty.ini
+run_host train --config empty.ini --dataset "$DATASET" "${TRAIN_COMMON[@]}"
+expect_usage "an empty hypernetwork= in the panel file" "--hypernetwork FILE is required"
+
+expect_untouched hn/hn.pt "refused hypernetwork runs"
+expect_untouched emb/cat.safetensors "refused hypernetwork runs"
+written=$(find . -name '*.tmp-*' -o -name '*.state.safetensors' -o -name '*.csv')
+[ -z "$written" ] || fail "refused runs wrote files: $written"
+e2e_finish

@@ -1,0 +1,449 @@
+/* test_hn_train.c - hypernetwork training through the ABI (issue 8), on the demo model (K/V
+ * widths 128 for cross-attention, 64 for self-attention), CPU, fixed seed:
+ *  1. a run learns: the mean loss of the last steps is below that of the first; the file named
+ *     (.pt) and its .safetensors twin, the copies hypernetworks/<name>-<step>.pt, previews,
+ *     hypernetwork_loss.csv (one row per step) and the state are written; the .pt, the twin and
+ *     the state hold the same values bit for bit, and the files record the step;
+ *  2. resume is bit-exact: N steps in one run equal K steps plus N-K resumed (dropout on, batch 2,
+ *     accumulation 2, random latents, a schedule that changes between K and N);
+ *  3. interrupt() during the run saves the hypernetwork and the state at the step reached;
+ *  4. the validation sentences: modules that match no attention of the model, max steps already
+ *     reached, a schedule that does not parse, an embedding for joint training that is missing;
+ *  5. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
+ *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
+ *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
+ *  6. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
+ *     to fp32 and halves the learning rate of both groups.
+ * Runs on the test build of the plugin (fault hooks). */
+#include <cjson/cJSON.h>
+
+#include "trainer_fixture.h"
+
+typedef struct hn_env {
+    trainer_env base;
+    const sdt_hn_factory *hn;
+} hn_env;
+
+typedef struct hn_run {
+    sdt_hn_config config;
+    sdt_train_options options;
+} hn_run;
+
+static const char *hn_error(const hn_env *env, const sdt_hn_trainer *t)
+{
+    static _Thread_local char buf[2048];
+    buf[0] = 0;
+    env->hn->get_last_error(t, buf, sizeof buf, NULL);
+    return buf;
+}
+
+static sdt_hn_trainer *hn_create(const hn_env *env, fx_recorder *rec)
+{
+    sdt_host_callbacks cb = fx_recorder_init(rec);
+    sdt_hn_trainer *t = NULL;
+    char err[512] = "";
+    CHECK(env->hn->create(&cb, &t, err, sizeof err) == SDT_STATUS_OK && t, "create: %s", err);
+    return t;
+}
+
+/* A new hypernetwork <dir>/<name>.pt for the demo model's widths; path in out. */
+static bool make_hn(const hn_env *env, const char *dir, const char *name, const char *widths, bool dropout, char *out)
+{
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    if (!t) return false;
+    sdt_hypernetwork_spec spec;
+    memset(&spec, 0, sizeof spec);
+    spec.struct_size = sizeof spec;
+    spec.name = name;
+    spec.output_dir = dir;
+    spec.widths = widths;
+    spec.layer_structure = "1, 2, 1";
+    spec.activation = "relu";
+    spec.weight_init = "Normal";
+    spec.use_dropout = dropout;
+    spec.dropout_structure = dropout ? "0, 0.1, 0" : "0, 0, 0";
+    spec.layer_norm = true;
+    sdt_status st = env->hn->create_hypernetwork(t, &spec, out, FX_PATH, NULL);
+    CHECK(st == SDT_STATUS_OK, "create_hypernetwork %s: %s", name, hn_error(env, t));
+    env->hn->destroy(t);
+    return st == SDT_STATUS_OK;
+}
+
+/* The fast preset (as fx_config): 64x64, CPU, one thread, fp32, every CSV row, no previews or copies. */
+static void hn_config(const hn_env *env, hn_run *r, const char *hn_path, const char *log_dir, int64_t max_steps)
+{
+    static _Thread_local char template_path[FX_PATH];
+    memset(r, 0, sizeof *r);
+    r->config.struct_size = sizeof r->config;
+    env->hn->config_defaults(&r->config);
+    r->options.struct_size = sizeof r->options;
+    env->hn->train_options_defaults(&r->options);
+    r->config.train_options = &r->options;
+    r->config.hypernetwork_path = hn_path;
+    r->config.learn_rate = "0.002";
+    fx_path(template_path, env->base.templates_dir, "subject_filewords.txt");
+    sdt_train_options *o = &r->options;
+    o->model_path = env->base.model;
+    o->dataset_dir = env->base.dataset;
+    o->template_file = template_path;
+    o->log_dir = log_dir;
+    o->width = o->height = 64;
+    o->device = SDT_DEVICE_CHOICE_CPU;
+    o->cpu_threads = 1;
+    o->max_steps = max_steps;
+    o->save_every = 0;
+    o->preview_every = 0;
+    o->write_csv_every = 1;
+    o->seed = 4321;
+}
+
+static sdt_status hn_prepare_run(const hn_env *env, sdt_hn_trainer *t, hn_run *r)
+{
+    r->config.train_options = &r->options;
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    sdt_status st = env->hn->prepare(t, &r->config, &info);
+    if (st != SDT_STATUS_OK) return st;
+    return env->hn->run(t);
+}
+
+/* A tensor of a hypernetwork .safetensors or a state (NULL when absent). */
+static bool same_floats(const char *a, const char *name_a, const char *b, const char *name_b)
+{
+    int64_t na, nb;
+    float *x = fx_read_tensor(a, name_a, &na), *y = fx_read_tensor(b, name_b, &nb);
+    bool same = x && y && na == nb && na > 0 && memcmp(x, y, (size_t)na * sizeof(float)) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+static int count_lines(const char *path)
+{
+    size_t n;
+    unsigned char *b = fx_read_file(path, &n);
+    int lines = 0;
+    for (size_t i = 0; b && i < n; i++) lines += b[i] == '\n';
+    free(b);
+    return lines;
+}
+
+/* The tensor names of the first module's first Linear: what the checks compare. */
+#define FIRST_WEIGHT "128.0.linear.0.weight"
+#define LAST_BIAS "64.1.linear.3.bias" /* V module of width 64: Linear, ReLU, LayerNorm, Linear (position 3) */
+#define LAST_BIAS_DROPOUT "64.1.linear.4.bias" /* with Dropout after the first LayerNorm */
+
+static void check_learns(const hn_env *env)
+{
+    printf("-- a hypernetwork run learns and writes what A1111 writes\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], buf[FX_PATH];
+    fx_subdir(&env->base, dir, "learn-hn");
+    fx_subdir(&env->base, log, "learn-log");
+    if (!make_hn(env, dir, "shapes", "128, 64", false, hn)) return;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 24);
+    r.options.batch_size = 2;
+    r.options.save_every = 8;
+    r.options.preview_every = 12;
+    r.options.preview_steps = 2;
+    sdt_status st = hn_prepare_run(env, t, &r);
+    CHECK(st == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
+    CHECK(rec.n_steps == 24, "24 steps published (%d)", rec.n_steps);
+    double first = 0, last = 0;
+    for (int i = 0; i < 8 && rec.n_steps == 24; i++) {
+        first += rec.steps[i].loss / 8;
+        last += rec.steps[16 + i].loss / 8;
+    }
+    printf("  mean loss of steps 1-8 %.5f, of steps 17-24 %.5f\n", first, last);
+    CHECK(last < first, "the loss falls (%.5f -> %.5f)", first, last);
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT] == 3, "a copy every 8 steps (%d)", rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
+    CHECK(strstr(rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT], "/hypernetworks/shapes-24.pt") != NULL,
+          "copies are hypernetworks/<name>-<step>.pt: %s", rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
+    CHECK(rec.saved[SDT_FILE_PREVIEW] == 2, "a preview every 12 steps (%d)", rec.saved[SDT_FILE_PREVIEW]);
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 2, "the file named and its twin (%d)", rec.saved[SDT_FILE_HYPERNETWORK]);
+    char twin[FX_PATH];
+    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    CHECK(access(twin, F_OK) == 0, "the .safetensors twin %s exists", twin);
+    const char *state = rec.last_saved[SDT_FILE_TRAINING_STATE];
+    CHECK(same_floats(twin, FIRST_WEIGHT, state, "hypernetwork." FIRST_WEIGHT) &&
+              same_floats(twin, LAST_BIAS, state, "hypernetwork." LAST_BIAS),
+          "the twin holds the state's values bit for bit");
+    char *step = fx_read_metadata(twin, "step");
+    CHECK(step && strcmp(step, "24") == 0, "the twin records step 24 (%s)", step ? step : "-");
+    free(step);
+    /* the .pt through inspect: step and the same values as the twin (read back through the plugin) */
+    sdt_hypernetwork_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK(env->hn->inspect(t, hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == 24 && info.all_finite,
+          "the .pt reads back at step 24: %s", hn_error(env, t));
+    char csv[FX_PATH];
+    snprintf(csv, sizeof csv, "%.3000s/hypernetwork_loss.csv", rec.last_saved[SDT_FILE_TRAINING_STATE]);
+    char *slash = strrchr(csv, '/');
+    if (slash) *slash = '\0';
+    slash = strrchr(csv, '/');
+    if (slash) snprintf(slash, sizeof csv - (size_t)(slash - csv), "/hypernetwork_loss.csv");
+    CHECK(count_lines(csv) == 25, "hypernetwork_loss.csv has a header and 24 rows (%d lines in %s)", count_lines(csv), csv);
+    (void)buf;
+    env->hn->destroy(t);
+}
+
+/* The .pt bytes after N steps in one run vs K steps, then resumed to N from the state. */
+static void check_resume(const hn_env *env)
+{
+    printf("-- resume is bit-exact\n");
+    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH];
+    fx_subdir(&env->base, dir, "resume-hn");
+    fx_subdir(&env->base, log_a, "resume-log-a");
+    fx_subdir(&env->base, log_b, "resume-log-b");
+    if (!make_hn(env, dir, "resumed", "128, 64", true, hn_a)) return;
+    snprintf(hn_b, sizeof hn_b, "%.3900s/resumed-b.pt", dir);
+    CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
+    char twin_a[FX_PATH], twin_b[FX_PATH];
+    snprintf(twin_a, sizeof twin_a, "%.*s.safetensors", (int)(strlen(hn_a) - 3), hn_a);
+    snprintf(twin_b, sizeof twin_b, "%.*s.safetensors", (int)(strlen(hn_b) - 3), hn_b);
+    hn_run r;
+    fx_recorder rec_a, rec_b, rec_c;
+    /* A: 6 steps at once */
+    sdt_hn_trainer *t = hn_create(env, &rec_a);
+    hn_config(env, &r, hn_a, log_a, 6);
+    r.options.batch_size = 2;
+    r.options.grad_accum_steps = 2;
+    r.options.latent_sampling = SDT_LATENT_RANDOM;
+    r.options.shuffle_tags = true;
+    r.config.learn_rate = "0.004:3, 0.001";
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run A: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    /* B: 4 steps, then 6 resumed from its state */
+    t = hn_create(env, &rec_b);
+    r.config.hypernetwork_path = hn_b;
+    r.options.log_dir = log_b;
+    r.options.max_steps = 4;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run B to 4: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    t = hn_create(env, &rec_c);
+    r.options.max_steps = 6;
+    r.options.resume_state_path = log_b;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run B resumed to 6: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    CHECK(rec_c.n_steps == 2 && rec_c.steps[0].step == 5, "the resumed run did steps 5 and 6 (%d steps)", rec_c.n_steps);
+    CHECK(rec_a.n_steps == 6 && rec_c.n_steps == 2 && rec_a.steps[4].loss == rec_c.steps[0].loss &&
+              rec_a.steps[5].loss == rec_c.steps[1].loss,
+          "the losses of steps 5 and 6 are the same bits");
+    CHECK(same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) && same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
+          "the hypernetworks are the same bits");
+    CHECK(same_floats(rec_a.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT,
+                      rec_c.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT),
+          "the AdamW moments are the same bits");
+}
+
+typedef struct interrupt_at {
+    const hn_env *env;
+    sdt_hn_trainer *t;
+    int64_t step;
+} interrupt_at;
+
+static void interrupt_on_step(fx_recorder *r, const sdt_metrics *m)
+{
+    interrupt_at *a = r->user;
+    if (m->step == a->step) a->env->hn->interrupt(a->t);
+}
+
+static void check_interrupt(const hn_env *env)
+{
+    printf("-- interrupt saves\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH];
+    fx_subdir(&env->base, dir, "stop-hn");
+    fx_subdir(&env->base, log, "stop-log");
+    if (!make_hn(env, dir, "stopped", "128, 64", false, hn)) return;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    interrupt_at at = {env, t, 3};
+    rec.on_step = interrupt_on_step;
+    rec.user = &at;
+    hn_run r;
+    hn_config(env, &r, hn, log, 50);
+    sdt_status st = hn_prepare_run(env, t, &r);
+    CHECK(st == SDT_STATUS_INTERRUPTED, "run() says INTERRUPTED (%d): %s", (int)st, hn_error(env, t));
+    sdt_hypernetwork_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK(env->hn->inspect(t, hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == 3,
+          "the hypernetwork was saved at step 3 (%lld)", (long long)info.step);
+    CHECK(rec.last_saved[SDT_FILE_TRAINING_STATE][0] && access(rec.last_saved[SDT_FILE_TRAINING_STATE], F_OK) == 0,
+          "the state was saved");
+    env->hn->destroy(t);
+}
+
+static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const char *a, const char *b, const char *what)
+{
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    r->config.train_options = &r->options;
+    sdt_status st = env->hn->prepare(t, &r->config, &info);
+    const char *msg = hn_error(env, t);
+    printf("  %s: %d %s\n", what, (int)st, msg);
+    CHECK(st == want && strstr(msg, a) && (!b || strstr(msg, b)), "%s: status %d (want %d), sentence: %s", what, (int)st,
+          (int)want, msg);
+    env->hn->destroy(t);
+}
+
+static void check_refusals(const hn_env *env)
+{
+    printf("-- validation sentences\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], wide[FX_PATH];
+    fx_subdir(&env->base, dir, "refuse-hn");
+    fx_subdir(&env->base, log, "refuse-log");
+    if (!make_hn(env, dir, "refused", "128, 64", false, hn) || !make_hn(env, dir, "wide", "320", false, wide)) return;
+    hn_run r;
+    hn_config(env, &r, wide, log, 5);
+    expect_refusal(env, &r, SDT_STATUS_NO_GRADIENT, "match no attention", "320", "modules for another model");
+    hn_config(env, &r, hn, log, 0);
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "max steps", hn, "max steps reached");
+    hn_config(env, &r, hn, log, 5);
+    r.config.learn_rate = "0.001:x";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "0.001:x", NULL, "a schedule that does not parse");
+    hn_config(env, &r, hn, log, 5);
+    r.config.embedding_path = "no-such-embedding.safetensors";
+    expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
+}
+
+/* Joint training: both groups' per-group records in the state JSON. */
+static cJSON *state_groups(const char *state, cJSON **root)
+{
+    char *training = fx_read_metadata(state, "training");
+    *root = training ? cJSON_Parse(training) : NULL;
+    free(training);
+    return cJSON_GetObjectItem(*root, "groups");
+}
+
+static double group_number(cJSON *groups, const char *group, const char *key)
+{
+    return cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, group), key));
+}
+
+static void check_joint_inf(const hn_env *env)
+{
+    printf("-- joint training, fp16, an inf in the embedding's gradients at step 3\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    fx_subdir(&env->base, dir, "joint-hn");
+    fx_subdir(&env->base, log, "joint-log");
+    if (!make_hn(env, dir, "jointhn", "128, 64", false, hn) ||
+        !fx_make_embedding(&env->base, dir, "jointemb", 2, "ring", emb))
+        return;
+    int64_t n0;
+    float *emb0 = fx_read_embedding(emb, &n0);
+    setenv("SDTRAIN_FAULT_INF_GRAD", "embedding:3", 1);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 5);
+    r.config.embedding_path = emb;
+    r.config.embedding_learn_rate = "0.005";
+    r.options.precision = SDT_PRECISION_FP16;
+    r.options.loss_scale_init = 1024;
+    r.options.save_every = 5;
+    sdt_status st = hn_prepare_run(env, t, &r);
+    unsetenv("SDTRAIN_FAULT_INF_GRAD");
+    CHECK(strstr(rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT], "/hypernetworks/jointhn-5.pt") &&
+              strstr(rec.last_saved[SDT_FILE_EMBEDDING_SNAPSHOT], "/embeddings/jointemb-5.safetensors"),
+          "each part's copy in its own folder: %s, %s", rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT],
+          rec.last_saved[SDT_FILE_EMBEDDING_SNAPSHOT]);
+    CHECK(st == SDT_STATUS_OK, "the joint run finishes: %s", hn_error(env, t));
+    for (int i = 0; i < rec.n_steps; i++)
+        printf("  step %lld loss %.5f scale %g skipped %lld\n", (long long)rec.steps[i].step, rec.steps[i].loss,
+               rec.steps[i].loss_scale, (long long)rec.steps[i].skipped);
+    CHECK(rec.n_steps == 5, "5 steps (%d)", rec.n_steps);
+    if (rec.n_steps == 5) {
+        CHECK(rec.steps[1].loss_scale == 1024 && rec.steps[2].loss_scale == 512 && rec.steps[4].loss_scale == 512,
+              "exactly one backoff, at step 3 (%g, %g, %g)", rec.steps[1].loss_scale, rec.steps[2].loss_scale,
+              rec.steps[4].loss_scale);
+        CHECK(rec.steps[1].skipped == 0 && rec.steps[2].skipped == 1 && rec.steps[4].skipped == 1,
+              "one step counted as skipped (by one group)");
+        for (int i = 0; i < 5; i++) CHECK(isfinite(rec.steps[i].loss), "step %d's loss is finite", i + 1);
+    }
+    cJSON *root;
+    cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
+    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 5 && group_number(groups, "hypernetwork", "skipped") == 0,
+          "the hypernetwork's optimizer took all 5 steps");
+    CHECK(group_number(groups, "embedding", "optimizer_steps") == 4 && group_number(groups, "embedding", "skipped") == 1,
+          "the embedding's optimizer skipped step 3 only");
+    cJSON_Delete(root);
+    int64_t n1;
+    float *emb1 = fx_read_embedding(emb, &n1);
+    bool moved = emb0 && emb1 && n0 == n1 && memcmp(emb0, emb1, (size_t)n0 * sizeof(float)) != 0;
+    CHECK(moved && fx_all_finite(emb1, n1), "the embedding was trained and saved in its own file");
+    free(emb0);
+    free(emb1);
+    sdt_hypernetwork_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    CHECK(env->hn->inspect(t, hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == 5 && info.all_finite,
+          "the hypernetwork was saved in its own file at step 5");
+    env->hn->destroy(t);
+}
+
+static void check_joint_nan(const hn_env *env)
+{
+    printf("-- joint training, fp16, a NaN pixel: the fallback for both groups\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH], data[FX_PATH];
+    fx_subdir(&env->base, dir, "nan-hn");
+    fx_subdir(&env->base, log, "nan-log");
+    fx_path(data, env->base.tmp, "nan-data");
+    const char *stems[] = {"demo_000", "demo_001"};
+    fx_copy_images(&env->base, data, stems, 2);
+    if (!make_hn(env, dir, "nanhn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "nanemb", 1, "ring", emb))
+        return;
+    setenv("SDTRAIN_FAULT_NAN_PIXEL", "demo_001.png", 1);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 6);
+    r.options.dataset_dir = data;
+    r.config.embedding_path = emb;
+    r.config.learn_rate = "0.002";
+    r.config.embedding_learn_rate = "0.004";
+    r.options.precision = SDT_PRECISION_FP16;
+    r.options.loss_scale_init = 1024;
+    sdt_status st = hn_prepare_run(env, t, &r);
+    unsetenv("SDTRAIN_FAULT_NAN_PIXEL");
+    CHECK(st == SDT_STATUS_OK, "the run finishes after the fallback: %s", hn_error(env, t));
+    bool fired = false;
+    for (int i = 0; i < rec.n_steps; i++) fired |= rec.steps[i].fallback;
+    CHECK(fired && rec.n_steps > 0 && rec.steps[rec.n_steps - 1].precision == SDT_PRECISION_FP32,
+          "the fallback fired and the run ends in fp32");
+    cJSON *root;
+    cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
+    const char *lr_hn = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "hypernetwork"), "learn_rate"));
+    const char *lr_emb = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "embedding"), "learn_rate"));
+    printf("  schedules after the fallback: hypernetwork %s, embedding %s\n", lr_hn ? lr_hn : "-", lr_emb ? lr_emb : "-");
+    CHECK(lr_hn && strstr(lr_hn, "0.001") && lr_emb && strstr(lr_emb, "0.002"), "both learning rates were halved");
+    cJSON_Delete(root);
+    env->hn->destroy(t);
+}
+
+int main(int argc, char **argv)
+{
+    hn_env env;
+    memset(&env, 0, sizeof env);
+    if (!trainer_env_open(&env.base, argc, argv, "test_hn_train")) return trainer_env_abandon(&env.base);
+    env.hn = (const sdt_hn_factory *)env.base.entry->get_factory(SDT_FACTORY_HYPERNETWORK);
+    CHECK(env.hn != NULL, "no %s factory", SDT_FACTORY_HYPERNETWORK);
+    if (env.hn) {
+        check_learns(&env);
+        check_resume(&env);
+        check_interrupt(&env);
+        check_refusals(&env);
+        check_joint_inf(&env);
+        check_joint_nan(&env);
+    }
+    trainer_env_close(&env.base);
+    return sdt_test_finish("test_hn_train");
+}
