@@ -105,6 +105,7 @@ struct sdt_train_job {
     int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
     inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
+    size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
     sdt_noise_schedule sched;
     size_t extra_bytes;        /* device memory the parts add to the plan (hook workspace, values) */
 

@@ -467,6 +467,7 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
     size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
     info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    job->memory_estimate_bytes = info->memory_estimate_bytes;
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     char extra_text[96] = "";
     if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
