@@ -4,7 +4,8 @@
  *   sdt-host create-embedding --name N [--init-text T] [--vectors K] [--model PATH] [--out DIR] [--overwrite]
  *   sdt-host create-hypernetwork --name N [--sizes L] [--layer-structure L] [--activation A] [--init I]
  *            [--layer-norm] [--dropout [--dropout-structure L]] [--activate-output] [--out DIR] [--overwrite]
- *   sdt-host train [--config panel.ini] --embedding FILE --dataset DIR [Train-tab options...]
+ *   sdt-host train [--config panel.ini] --embedding FILE | --hypernetwork FILE [--embedding FILE]
+ *            --dataset DIR --model PATH [Train-tab options...]
  *   sdt-host inspect FILE [--json]
  *   --plugin PATH and --help on every command. Exit: 0 ok, 1 error, 2 usage, 130 interrupted.
  *
@@ -33,12 +34,12 @@ static const command commands[] = {
 static void print_overview(void)
 {
     printf("Usage: sdt-host [COMMAND] [OPTIONS]\n\n"
-           "Trains Stable Diffusion textual-inversion embeddings through libsdtrain.so.\n\n"
+           "Trains Stable Diffusion textual-inversion embeddings and hypernetworks through libsdtrain.so.\n\n"
            "Commands:\n"
            "  demo               train the demo embedding (the default)\n"
            "  create-embedding   create an embedding file\n"
            "  create-hypernetwork create a hypernetwork file (A1111 .pt)\n"
-           "  train              train an embedding (options or --config panel.ini)\n"
+           "  train              train an embedding, a hypernetwork, or both (options or --config panel.ini)\n"
            "  inspect FILE       show what an embedding, a hypernetwork or any file a run wrote\n"
            "                     holds (--json)\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"

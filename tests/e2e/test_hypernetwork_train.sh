@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `sdt-host train --hypernetwork` on the demo model, one case per run (the argument):
-#   train      create-hypernetwork, train 3 steps: the file holds step 3, its widths, new weights; the loss CSV
+#   train      create-hypernetwork, train 3 steps: the file and its .safetensors twin hold step 3, its widths, new
+#              weights; the copy at step 2 and the loss CSV
 #   interrupt  Ctrl-C mid-run saves the hypernetwork and the state (exit 130); --resume continues to the end
 #   joint      --hypernetwork with --embedding trains both: each file written, each at the run's last step
 #   torch      the trained .pt loads with torch.load(weights_only=True) under /usr/bin/python3 with A1111's keys
-# While the plugin's hypernetwork factory cannot train yet (its prepare says so), each case exits 77 (skipped).
 source "$(dirname "$0")/e2e_lib.sh"
 case_name=${1:?usage: test_hypernetwork_train.sh train|interrupt|joint|torch}
 
@@ -16,14 +16,6 @@ run_host create-hypernetwork --name style --sizes 128,64 --out hn
 expect_rc 0 "create-hypernetwork for the demo model"
 keep_copy hn/style.pt
 
-# skip_until_trainable: the last run was refused only because this plugin cannot train hypernetworks yet.
-skip_until_trainable() {
-    if [ "$RC" != 0 ] && grep -q "hypernetwork training is not in this build" "$ERR"; then
-        echo "SKIP: this plugin's hypernetwork factory does not train yet: $(grep '^sdt-host:' "$ERR")"
-        exit 77
-    fi
-}
-
 # hn_step FILE: the step inspect --json reports for a hypernetwork or embedding file.
 hn_step() {
     run_host inspect --json "$1"
@@ -33,9 +25,10 @@ hn_step() {
 case $case_name in
 train)
     run_host train --hypernetwork hn/style.pt --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" --max-steps 3 \
-        "${QUIET[@]}"
-    skip_until_trainable
+        "${QUIET[@]}" --save-every 2
     expect_rc 0 "train a hypernetwork 3 steps"
+    expect_file "$(run_folder logs style)/hypernetworks/style-2.pt" "the copy at step 2"
+    [ "$(hn_step hn/style.safetensors)" = 3 ] || fail "the .safetensors twin beside the .pt is not at step 3"
     [ "$(hn_step hn/style.pt)" = 3 ] || fail "the trained hypernetwork's step is '$(json_get "$OUT" step)', expected 3"
     [ "$(json_get "$OUT" all_finite)" = true ] || fail "the trained hypernetwork is not finite"
     run_host inspect hn/style.pt
@@ -63,10 +56,7 @@ interrupt)
     done
     if ! kill -INT "$pid" 2>/dev/null; then
         wait "$pid"
-        RC=$?
-        ERR=$WORK/run.err
-        skip_until_trainable
-        fail "sdt-host ended before Ctrl-C (exit $RC): $(tail -n 3 run.err)"
+        fail "sdt-host ended before Ctrl-C (exit $?): $(tail -n 3 run.err)"
         e2e_finish
     fi
     for ((i = 0; i < 300; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -97,7 +87,6 @@ joint)
     keep_copy emb/cat.safetensors
     run_host train --hypernetwork hn/style.pt --embedding emb/cat.safetensors --embedding-learn-rate 0.01 \
         --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" --max-steps 2 "${QUIET[@]}"
-    skip_until_trainable
     expect_rc 0 "joint training"
     [ "$(hn_step hn/style.pt)" = 2 ] || fail "joint training: the hypernetwork's step is '$(json_get "$OUT" step)', expected 2"
     [ "$(hn_step emb/cat.safetensors)" = 2 ] || fail "joint training: the embedding's step is '$(json_get "$OUT" step)', expected 2"
@@ -111,7 +100,6 @@ torch)
     fi
     run_host train --hypernetwork hn/style.pt --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" --max-steps 1 \
         "${QUIET[@]}"
-    skip_until_trainable
     expect_rc 0 "train one step"
     /usr/bin/python3 - hn/style.pt <<'PY' || fail "the trained .pt does not load in torch as A1111's hypernetwork"
 import math, sys, torch

@@ -403,6 +403,11 @@ static void check_refusals(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = "no-such-embedding.safetensors";
     expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
+    hn_config(env, &r, hn, log, 5);
+    r.options.v_prediction = true;
+    r.options.prediction_type = SDT_PREDICTION_EPSILON;
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->v_prediction", "config.train_options->prediction_type",
+                   "v_prediction beside prediction_type epsilon (ABI 1.3)");
 }
 
 /* Joint training: both groups' per-group records in the state JSON. */
