@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 2
+#define SDT_ABI_VERSION_MINOR 3
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -253,6 +253,15 @@ typedef enum sdt_latent_sampling {
     SDT_LATENT_FORCE_32BIT = 0x7fffffff
 } sdt_latent_sampling;
 
+/* What the model's UNet predicts, which sets the training target (1.3). */
+typedef enum sdt_prediction_type {
+    SDT_PREDICTION_AUTO = 0,    /* detect: a diffusers folder's scheduler config, else for an SD 2.x model the
+                                 * UNet's own answer (A1111's test, stated in the log), else epsilon (SD 1.x) */
+    SDT_PREDICTION_EPSILON = 1, /* the noise: SD 1.x, SD 2.x 512 and inpainting models */
+    SDT_PREDICTION_V = 2,       /* v: SD 2.x 768-v models */
+    SDT_PREDICTION_FORCE_32BIT = 0x7fffffff
+} sdt_prediction_type;
+
 typedef struct sdt_train_options sdt_train_options; /* 1.2: the options every method shares (below) */
 
 /* The Train tab. Input struct: fill it with config_defaults(), then change what you need.
@@ -306,7 +315,8 @@ typedef struct sdt_ti_config {
     bool anomaly_mode;                /* [false] check every layer for non-finite values (slow) */
     /* ---- appended in 1.1 (docs/abi.md 3.6: past 1.0's tail padding) ---- */
     uint8_t reserved1[3];             /* [0] must be 0 */
-    bool v_prediction;                /* [false] the model predicts v (SD 2.x 768-v); weights cannot tell */
+    bool v_prediction;                /* [false] true: the model predicts v, as prediction_type SDT_PREDICTION_V
+                                       * (kept for 1.1/1.2 hosts); false: prediction_type decides */
     bool gradient_checkpointing;      /* [false] recompute UNet blocks in backward: less memory, slower */
     const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model
                                        * folder's tokenizer/, or a tokenizer/ folder next to the model file */
@@ -317,6 +327,10 @@ typedef struct sdt_ti_config {
     const sdt_train_options *train_options; /* [NULL] non-NULL: the shared options come from here and the
                                        * fields above that sdt_train_options also has are ignored, so one
                                        * struct serves both methods (docs/abi.md 3.7) */
+    /* ---- appended in 1.3 ---- */
+    uint32_t prediction_type;         /* sdt_prediction_type [AUTO]; EPSILON with v_prediction true is a
+                                       * VALIDATION error (the two contradict) */
+    uint32_t reserved2;               /* [0] must be 0 */
 } sdt_ti_config;
 
 /* What prepare() found. Output struct: set struct_size first. */
@@ -553,8 +567,12 @@ struct sdt_train_options {
     bool shuffle_tags;                /* [false] */
     bool use_alpha_as_loss_weight;    /* [false] */
     bool anomaly_mode;                /* [false] */
-    bool v_prediction;                /* [false] */
+    bool v_prediction;                /* [false] as prediction_type SDT_PREDICTION_V (1.2 hosts) */
     bool gradient_checkpointing;      /* [false] */
+    /* ---- appended in 1.3 (docs/abi.md 3.6: past 1.2's tail padding) ---- */
+    uint8_t reserved1[2];             /* [0] must be 0 */
+    uint32_t prediction_type;         /* sdt_prediction_type [AUTO]; as sdt_ti_config.prediction_type */
+    uint32_t reserved2;               /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

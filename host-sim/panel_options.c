@@ -7,7 +7,9 @@
 
 #define PANEL_GROUP "train"
 
-typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM } opt_kind;
+/* OPT_FLAG_CHOICE: a flag that sets a uint32 enum field to the index of the option's own name
+ * in choices (--epsilon: prediction_type = 1); false sets index 0. */
+typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM, OPT_FLAG_CHOICE } opt_kind;
 
 #define NO_FIELD ((size_t)-1)
 
@@ -31,6 +33,7 @@ static const char *const clip_modes[] = { "disabled", "value", "norm", NULL };
 static const char *const latent_methods[] = { "once", "deterministic", "random", NULL };
 static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
 static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
+static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sdt_prediction_type */
 
 #define SHARED(f) offsetof(sdt_ti_config, f), offsetof(sdt_train_options, f), NO_FIELD, #f
 #define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
@@ -86,7 +89,8 @@ static const panel_option options[] = {
     { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
-    { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models)" },
+    { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
+    { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
     { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
 };
 
@@ -130,7 +134,7 @@ const GOptionEntry *panel_option_entries(panel_values *v)
                                       "Panel file (GKeyFile, group [train], keys named like these options); options given here override it", "FILE" };
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const panel_option *o = &options[i];
-        gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF;
+        gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF || o->kind == OPT_FLAG_CHOICE;
         v->entries[n++] = (GOptionEntry){ o->name, 0, 0, is_flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
                                           is_flag ? (gpointer)&v->flag[i] : (gpointer)&v->text[i], o->help, o->arg };
     }
@@ -219,7 +223,8 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
         return TRUE;
     }
     case OPT_FLAG_ON:
-    case OPT_FLAG_OFF: {
+    case OPT_FLAG_OFF:
+    case OPT_FLAG_CHOICE: {
         bool b;
         if (g_ascii_strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) b = true;
         else if (g_ascii_strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) b = false;
@@ -228,6 +233,12 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
             return FALSE;
         }
         if (o->kind == OPT_FLAG_OFF) b = !b; /* the key names the negative: no-embedding-cards=true */
+        if (o->kind == OPT_FLAG_CHOICE) {
+            uint32_t k = 0;
+            while (b && o->choices[k] && strcmp(o->choices[k], o->name) != 0) k++;
+            memcpy(field, &k, sizeof k);
+            return TRUE;
+        }
         memcpy(field, &b, sizeof b);
         return TRUE;
     }

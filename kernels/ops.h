@@ -55,6 +55,152 @@ typedef enum sdt_activation {
 
 typedef struct sdt_backend sdt_backend;
 
+/* What a backend has allocated (its alloc() and its own scratch) and, for a GPU, what the
+ * device reports: the numbers behind the peak-memory line at the end of a training run. */
+typedef struct sdt_memory_stats {
+    bool tracked;               /* false: this backend does not count its allocations */
+    size_t allocated_bytes;     /* held now */
+    size_t peak_allocated_bytes;/* most held at once since the backend was made or the last reset */
+    size_t device_free_bytes;   /* cudaMemGetInfo; 0 on the CPU */
+    size_t device_total_bytes;
+} sdt_memory_stats;
+
+/* The op list: every entry of the table that returns a status, as
+ * X(name, (parameters), (arguments)). One list gives the table's fields (below), each
+ * backend's prototypes and table fill (kernels/cpu/cpu_ops.h, kernels/cuda/cuda_ops.h)
+ * and the benchmarks' per-op timing wrapper, so a signature is written once. */
+#define SDT_BACKEND_OPS(X) \
+    /* ---- memory ---- */ \
+    X(upload, (sdt_backend *be, void *dst, const void *host_src, size_t bytes), (be, dst, host_src, bytes)) \
+    X(download, (sdt_backend *be, void *host_dst, const void *src, size_t bytes), (be, host_dst, src, bytes)) \
+    X(zero, (sdt_backend *be, sdt_tensor *t), (be, t)) \
+    X(synchronize, (sdt_backend *be), (be)) \
+    /* fills *stats; reset_peak starts a new peak from what is held now */ \
+    X(memory_stats, (sdt_backend *be, sdt_memory_stats *stats, bool reset_peak), (be, stats, reset_peak)) \
+    /* ---- tensor utilities ---- */ \
+    /* dst = src with dtype conversion; same numel. */ \
+    X(convert, (sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src), (be, dst, src)) \
+    /* dst += alpha * src; same numel. */ \
+    X(axpy, (sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src), (be, dst, alpha, src)) \
+    /* x *= alpha in place. */ \
+    X(scale, (sdt_backend *be, sdt_tensor *x, float alpha), (be, x, alpha)) \
+    /* out[b, j, i] = x[b, i, j] for x [B, M, N] (NCHW <-> NLC). Its own backward \
+     * is the transpose of dout, accumulated. */ \
+    X(transpose_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
+    X(transpose_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout), (be, dx, dout)) \
+    /* Counts non-finite values (for anomaly mode and the NaN fallback). */ \
+    X(count_nonfinite, (sdt_backend *be, const sdt_tensor *x, int64_t *count), (be, x, count)) \
+    /* ---- embedding: torch.nn.Embedding + learned position embedding ---- */ \
+    /* out [B, T, C] = table[tokens[b, t]] + (pos ? pos[t] : 0); tokens i32 [B, T]. */ \
+    X(embedding_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens, const sdt_tensor *table, \
+                          const sdt_tensor *pos), (be, out, tokens, table, pos)) \
+    X(embedding_backward, (sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos, const sdt_tensor *dout, \
+                           const sdt_tensor *tokens), (be, dtable, dpos, dout, tokens)) \
+    /* ---- normalisation ---- */ \
+    /* torch.nn.LayerNorm over the last dim C of x [N, C]; mean/rstd [N] f32. */ \
+    X(layernorm_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x, \
+                          const sdt_tensor *gamma, const sdt_tensor *beta, float eps), \
+      (be, out, mean, rstd, x, gamma, beta, eps)) \
+    X(layernorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout, \
+                           const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd), \
+      (be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd)) \
+    /* torch.nn.GroupNorm on x [B, C, spatial...]; mean/rstd [B, groups] f32. */ \
+    X(groupnorm_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x, \
+                          const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps), \
+      (be, out, mean, rstd, x, gamma, beta, groups, eps)) \
+    X(groupnorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout, \
+                           const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd, \
+                           int groups), \
+      (be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, groups)) \
+    /* ---- matmul-shaped ops ---- */ \
+    /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. */ \
+    X(linear_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b), \
+      (be, out, x, w, b)) \
+    X(linear_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
+                        const sdt_tensor *x, const sdt_tensor *w), (be, dx, dw, db, dout, x, w)) \
+    /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */ \
+    X(conv2d_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, \
+                       int stride, int pad), (be, out, x, w, b, stride, pad)) \
+    X(conv2d_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
+                        const sdt_tensor *x, const sdt_tensor *w, int stride, int pad), \
+      (be, dx, dw, db, dout, x, w, stride, pad)) \
+    /* torch.nn.functional.scaled_dot_product_attention with scale 1/sqrt(head_dim): \
+     * q [B, Tq, H*D], k and v [B, Tk, H*D], out [B, Tq, H*D]. causal masks j > i. \
+     * Memory stays linear in the sequence length: no backend builds a [Tq, Tk] buffer \
+     * (flash-attention style tiles with an online softmax). \
+     * lse [B, H, Tq] f32 saves each row's logsumexp of the scaled, masked logits, all \
+     * backward needs besides out; when lse is NULL forward saves nothing. */ \
+    X(attention_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k, \
+                          const sdt_tensor *v, int heads, bool causal), (be, out, lse, q, k, v, heads, causal)) \
+    /* out and lse are forward's; with lse NULL backward recomputes both (out may then be NULL). */ \
+    X(attention_backward, (sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, \
+                           const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, \
+                           const sdt_tensor *lse, int heads, bool causal), \
+      (be, dq, dk, dv, dout, q, k, v, out, lse, heads, causal)) \
+    /* Numerically stable softmax over the last dim. Backward reads the forward output. */ \
+    X(softmax_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
+    X(softmax_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out), \
+      (be, dx, dout, out)) \
+    /* ---- elementwise ---- */ \
+    X(activation_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act), (be, out, x, act)) \
+    X(activation_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x, \
+                            sdt_activation act), (be, dx, dout, x, act)) \
+    /* diffusers GEGLU: x [..., 2C] -> value, gate = chunk(2, -1); out [..., C] = value * gelu(gate). */ \
+    X(geglu_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
+    X(geglu_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x), (be, dx, dout, x)) \
+    /* out = a + b (same shape; out may alias a or b). Backward is axpy of dout into each. */ \
+    X(add_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), (be, out, a, b)) \
+    /* x [B, C, spatial...] += v [B, C] broadcast over spatial (ResBlock time embedding). \
+     * Backward: dv[b, c] += sum over spatial of dout. */ \
+    X(add_channel_forward, (sdt_backend *be, sdt_tensor *x, const sdt_tensor *v), (be, x, v)) \
+    X(add_channel_backward, (sdt_backend *be, sdt_tensor *dv, const sdt_tensor *dout), (be, dv, dout)) \
+    /* torch.cat([a, b], dim=1) for NCHW. */ \
+    X(concat_channels_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), \
+      (be, out, a, b)) \
+    X(concat_channels_backward, (sdt_backend *be, sdt_tensor *da, sdt_tensor *db, const sdt_tensor *dout), \
+      (be, da, db, dout)) \
+    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW. */ \
+    X(upsample_nearest2x_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
+    X(upsample_nearest2x_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout), (be, dx, dout)) \
+    /* Inverted dropout (torch.nn.Dropout in training): mask [same shape] f32 holds \
+     * 0 or 1/(1-p), drawn from a counter-based RNG keyed by seed, so it is reproducible. */ \
+    X(dropout_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p, uint64_t seed), \
+      (be, out, mask, x, p, seed)) \
+    X(dropout_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *mask), \
+      (be, dx, dout, mask)) \
+    /* ---- diffusion-specific ---- */ \
+    /* diffusers get_timestep_embedding: t [B] f32 -> out [B, dim]; \
+     * half = dim/2, freq_i = exp(-ln(max_period) * i / (half - shift)); emb = [sin, cos] \
+     * (or [cos, sin] when flip_sin_to_cos). SD 1.x: flip_sin_to_cos=true, shift=0. */ \
+    X(timestep_embedding, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *t, bool flip_sin_to_cos, \
+                           float downscale_freq_shift, float max_period), \
+      (be, out, t, flip_sin_to_cos, downscale_freq_shift, max_period)) \
+    /* loss = mean over all elements of w * (pred - target)^2 (w = 1 when weight is NULL), \
+     * written to host *loss as a double. */ \
+    X(mse_loss_forward, (sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target, \
+                         const sdt_tensor *weight), (be, loss, pred, target, weight)) \
+    /* dpred += dloss * d(loss)/d(pred). */ \
+    X(mse_loss_backward, (sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred, \
+                          const sdt_tensor *target, const sdt_tensor *weight), (be, dpred, dloss, pred, target, weight)) \
+    /* ---- optimisation ---- */ \
+    /* *sumsq += sum of squares of every element of each tensor (double accumulation). */ \
+    X(sum_squares, (sdt_backend *be, double *sumsq, const sdt_tensor *const *tensors, int count), \
+      (be, sumsq, tensors, count)) \
+    /* The scaler's fused pass, torch._amp_foreach_non_finite_check_and_unscale_: each \
+     * grad *= inv_scale (done even for non-finite values); *found_inf is set true if any \
+     * element is not finite BEFORE scaling (as torch, the product is not tested), and \
+     * never cleared, so one flag can collect several calls, as torch's found_inf tensor does. */ \
+    X(unscale_check, (sdt_backend *be, sdt_tensor *const *grads, int count, float inv_scale, bool *found_inf), \
+      (be, grads, count, inv_scale, found_inf)) \
+    /* torch.optim.AdamW step (decoupled weight decay, bias correction with step >= 1): \
+     * param, m, v f32; grad f32 multiplied by grad_scale first (clipping folded in). */ \
+    X(adamw_update, (sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v, float lr, \
+                     float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale), \
+      (be, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step, grad_scale))
+
+/* One table field of the op list. */
+#define SDT_OP_FIELD(name, params, args) int(*name) params;
+
 struct sdt_backend {
     const char *name;   /* "cpu" or "cuda" */
     sdt_device device;
@@ -63,132 +209,11 @@ struct sdt_backend {
     void *ctx;          /* backend-private state: scratch, handles, stream */
     char error[256];    /* last failure, a sentence */
 
-    /* ---- memory ---- */
+    /* The three entries that return no status; every other entry comes from the op list. */
     void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure */
     void (*free)(sdt_backend *be, void *ptr);
-    int (*upload)(sdt_backend *be, void *dst, const void *host_src, size_t bytes);
-    int (*download)(sdt_backend *be, void *host_dst, const void *src, size_t bytes);
-    int (*zero)(sdt_backend *be, sdt_tensor *t);
-    int (*synchronize)(sdt_backend *be);
     void (*destroy)(sdt_backend *be);
-
-    /* ---- tensor utilities ---- */
-    /* dst = src with dtype conversion; same numel. */
-    int (*convert)(sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src);
-    /* dst += alpha * src; same numel. */
-    int (*axpy)(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src);
-    /* x *= alpha in place. */
-    int (*scale)(sdt_backend *be, sdt_tensor *x, float alpha);
-    /* out[b, j, i] = x[b, i, j] for x [B, M, N] (NCHW <-> NLC). Its own backward
-     * is the transpose of dout, accumulated. */
-    int (*transpose_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
-    int (*transpose_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout);
-    /* Counts non-finite values (for anomaly mode and the NaN fallback). */
-    int (*count_nonfinite)(sdt_backend *be, const sdt_tensor *x, int64_t *count);
-
-    /* ---- embedding: torch.nn.Embedding + learned position embedding ---- */
-    /* out [B, T, C] = table[tokens[b, t]] + (pos ? pos[t] : 0); tokens i32 [B, T]. */
-    int (*embedding_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens,
-                             const sdt_tensor *table, const sdt_tensor *pos);
-    int (*embedding_backward)(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos,
-                              const sdt_tensor *dout, const sdt_tensor *tokens);
-
-    /* ---- normalisation ---- */
-    /* torch.nn.LayerNorm over the last dim C of x [N, C]; mean/rstd [N] f32. */
-    int (*layernorm_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
-                             const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, float eps);
-    int (*layernorm_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                              const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                              const sdt_tensor *mean, const sdt_tensor *rstd);
-    /* torch.nn.GroupNorm on x [B, C, spatial...]; mean/rstd [B, groups] f32. */
-    int (*groupnorm_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
-                             const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta,
-                             int groups, float eps);
-    int (*groupnorm_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                              const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                              const sdt_tensor *mean, const sdt_tensor *rstd, int groups);
-
-    /* ---- matmul-shaped ops ---- */
-    /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. */
-    int (*linear_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
-                          const sdt_tensor *w, const sdt_tensor *b);
-    int (*linear_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w);
-    /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */
-    int (*conv2d_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
-                          const sdt_tensor *b, int stride, int pad);
-    int (*conv2d_backward)(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w,
-                           int stride, int pad);
-    /* torch.nn.functional.scaled_dot_product_attention with scale 1/sqrt(head_dim):
-     * q [B, Tq, H*D], k and v [B, Tk, H*D], out [B, Tq, H*D]. causal masks j > i.
-     * Memory stays linear in the sequence length: no backend builds a [Tq, Tk] buffer
-     * (flash-attention style tiles with an online softmax).
-     * lse [B, H, Tq] f32 saves each row's logsumexp of the scaled, masked logits, all
-     * backward needs besides out; when lse is NULL forward saves nothing. */
-    int (*attention_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
-                             const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal);
-    /* out and lse are forward's; with lse NULL backward recomputes both (out may then be NULL). */
-    int (*attention_backward)(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
-                              const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
-                              const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads,
-                              bool causal);
-    /* Numerically stable softmax over the last dim. Backward reads the forward output. */
-    int (*softmax_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
-    int (*softmax_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out);
-
-    /* ---- elementwise ---- */
-    int (*activation_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act);
-    int (*activation_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout,
-                               const sdt_tensor *x, sdt_activation act);
-    /* diffusers GEGLU: x [..., 2C] -> value, gate = chunk(2, -1); out [..., C] = value * gelu(gate). */
-    int (*geglu_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
-    int (*geglu_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x);
-    /* out = a + b (same shape; out may alias a or b). Backward is axpy of dout into each. */
-    int (*add_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b);
-    /* x [B, C, spatial...] += v [B, C] broadcast over spatial (ResBlock time embedding).
-     * Backward: dv[b, c] += sum over spatial of dout. */
-    int (*add_channel_forward)(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v);
-    int (*add_channel_backward)(sdt_backend *be, sdt_tensor *dv, const sdt_tensor *dout);
-    /* torch.cat([a, b], dim=1) for NCHW. */
-    int (*concat_channels_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b);
-    int (*concat_channels_backward)(sdt_backend *be, sdt_tensor *da, sdt_tensor *db, const sdt_tensor *dout);
-    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW. */
-    int (*upsample_nearest2x_forward)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x);
-    int (*upsample_nearest2x_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout);
-    /* Inverted dropout (torch.nn.Dropout in training): mask [same shape] f32 holds
-     * 0 or 1/(1-p), drawn from a counter-based RNG keyed by seed, so it is reproducible. */
-    int (*dropout_forward)(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x,
-                           float p, uint64_t seed);
-    int (*dropout_backward)(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *mask);
-
-    /* ---- diffusion-specific ---- */
-    /* diffusers get_timestep_embedding: t [B] f32 -> out [B, dim];
-     * half = dim/2, freq_i = exp(-ln(max_period) * i / (half - shift)); emb = [sin, cos]
-     * (or [cos, sin] when flip_sin_to_cos). SD 1.x: flip_sin_to_cos=true, shift=0. */
-    int (*timestep_embedding)(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t, bool flip_sin_to_cos,
-                              float downscale_freq_shift, float max_period);
-    /* loss = mean over all elements of w * (pred - target)^2 (w = 1 when weight is NULL),
-     * written to host *loss as a double. */
-    int (*mse_loss_forward)(sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target,
-                            const sdt_tensor *weight);
-    /* dpred += dloss * d(loss)/d(pred). */
-    int (*mse_loss_backward)(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
-                             const sdt_tensor *target, const sdt_tensor *weight);
-
-    /* ---- optimisation ---- */
-    /* *sumsq += sum of squares of every element of each tensor (double accumulation). */
-    int (*sum_squares)(sdt_backend *be, double *sumsq, const sdt_tensor *const *tensors, int count);
-    /* The scaler's fused pass, torch._amp_foreach_non_finite_check_and_unscale_: each
-     * grad *= inv_scale (done even for non-finite values); *found_inf is set true if any
-     * element is not finite BEFORE scaling (as torch, the product is not tested), and
-     * never cleared, so one flag can collect several calls, as torch's found_inf tensor does. */
-    int (*unscale_check)(sdt_backend *be, sdt_tensor *const *grads, int count, float inv_scale, bool *found_inf);
-    /* torch.optim.AdamW step (decoupled weight decay, bias correction with step >= 1):
-     * param, m, v f32; grad f32 multiplied by grad_scale first (clipping folded in). */
-    int (*adamw_update)(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v,
-                        float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                        float grad_scale);
+    SDT_BACKEND_OPS(SDT_OP_FIELD)
 };
 
 /* Creates the CPU backend (always available). threads <= 0 means OpenMP's default. */

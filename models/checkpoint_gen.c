@@ -116,6 +116,10 @@ static bool collect(void *user, const sdt_param_info *p)
         goto oom;
     }
     sdt_ckpt_fill(f, n, p, g->spec->seed, g->spec->perturb_all);
+    if (g->spec->unet_output_set && !strcmp(p->key, SDT_UNET_KEY_PREFIX "out.2.weight"))
+        for (int64_t i = 0; i < n; i++) f[i] *= g->spec->unet_output_weight_scale;
+    if (g->spec->unet_output_set && !strcmp(p->key, SDT_UNET_KEY_PREFIX "out.2.bias"))
+        for (int64_t i = 0; i < n; i++) f[i] = g->spec->unet_output;
     if (data != f) {
         sdt_store_f32(f, data, g->spec->dtype, n);
         free(f);

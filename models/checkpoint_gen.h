@@ -31,6 +31,12 @@ typedef struct sdt_ckpt_spec {
     bool perturb_all;
     bool text_only;     /* write only the text encoder (small files for CLIP tests) */
     bool vae_only;      /* write only the VAE */
+    bool unet_output_set;       /* the UNet's last conv (out.2): bias unet_output, weights times
+                                 * unet_output_weight_scale: 0 gives a model that returns unet_output
+                                 * everywhere, a small scale one that returns about it and still
+                                 * depends on the prompt (prediction-type tests) */
+    float unet_output;
+    float unet_output_weight_scale;
 } sdt_ckpt_spec;
 
 /* Writes the checkpoint (each file atomically; a diffusers folder is created if

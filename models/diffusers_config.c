@@ -3,7 +3,6 @@
 
 #include <cjson/cJSON.h>
 #include <glib.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,66 +91,148 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
     return true;
 }
 
-static bool apply_unet(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
+/* A number key the weights also show: absent is fine, another value is an error. */
+static bool check_number(const cJSON *o, const char *key, int weights_say, const char *what, const char *path,
+                         sdt_error *error)
 {
     double v;
-    if (get_number(unet, "in_channels", &v) && (int)v != u->in_channels) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'in_channels' is %d but the UNet's weights take %d; the config belongs to another "
-                 "model", path, (int)v, u->in_channels);
+    if (!get_number(o, key, &v) || v == (double)weights_say) return true;
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is %g but the weights' %s is %d; the config belongs to another model", path,
+                    key, v, what, weights_say);
+}
+
+static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_error *error)
+{
+    sdt_unet_config *u = &cfg->unet;
+    if (!check_number(unet, "in_channels", u->in_channels, "UNet input channels", path, error) ||
+        !check_number(unet, "out_channels", u->out_channels, "UNet output channels", path, error) ||
+        !check_number(unet, "cross_attention_dim", u->context_dim, "cross-attention width", path, error))
         return false;
-    }
-    if (get_number(unet, "cross_attention_dim", &v) && (int)v != u->context_dim) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'cross_attention_dim' is %d but the UNet's weights attend to %d; the config belongs "
-                 "to another model", path, (int)v, u->context_dim);
-        return false;
-    }
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
     if (cJSON_IsBool(lp) && cJSON_IsTrue(lp) != u->linear_proj) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
                  "to another model", path, cJSON_IsTrue(lp) ? "true" : "false", u->linear_proj ? "Linear" : "1x1 conv");
         return false;
     }
+    /* attention scores are fp32 on both backends whatever this says (unet.h); kept for the record and the writer */
+    const cJSON *up = cJSON_GetObjectItemCaseSensitive(unet, "upcast_attention");
+    if (cJSON_IsBool(up)) u->upcast_attention = cJSON_IsTrue(up);
     return apply_heads(unet, path, u, error);
 }
 
-static bool apply_scheduler(const cJSON *s, const char *path, sdt_unet_config *u, bool *from_config, sdt_error *error)
+/* transformers' CLIPTextConfig: the head count, activation and layer-norm epsilon are the truth
+ * (weights cannot show them); the sizes must match the weights. projection_dim is read by
+ * nothing: SD 1.x/2.x condition on the hidden states, not on the projected pooled output. */
+static bool apply_text_encoder(const cJSON *te, const char *path, sd_config *cfg, sdt_error *error)
+{
+    clip_config *c = &cfg->clip;
+    if (!check_number(te, "hidden_size", c->width, "text encoder width", path, error) ||
+        !check_number(te, "num_hidden_layers", c->layers, "text encoder layer count", path, error) ||
+        !check_number(te, "intermediate_size", c->mlp_width, "text encoder MLP width", path, error) ||
+        !check_number(te, "vocab_size", c->vocab, "token embedding row count", path, error) ||
+        !check_number(te, "max_position_embeddings", c->positions, "position count", path, error))
+        return false;
+    double v;
+    if (get_number(te, "num_attention_heads", &v)) {
+        if (!(v >= 1 && v <= c->width) || v != (int)v || c->width % (int)v)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'num_attention_heads' (%g) must be a whole number that divides the "
+                            "width %d", path, v, c->width);
+        c->heads = (int)v;
+    }
+    if (get_number(te, "layer_norm_eps", &v)) {
+        if (!(v >= 1e-30 && v <= 1))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'layer_norm_eps' must be a number from 1e-30 to 1 (CLIP's is 1e-05)",
+                            path);
+        c->ln_eps = (float)v;
+    }
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(te, "hidden_act");
+    if (act && !cJSON_IsNull(act)) {
+        const char *a = cJSON_GetStringValue(act);
+        if (a && !strcmp(a, "quick_gelu")) c->act = SDT_ACT_QUICK_GELU;
+        else if (a && !strcmp(a, "gelu")) c->act = SDT_ACT_GELU;
+        else
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'hidden_act' is %s%s%s; SD's text encoders use quick_gelu (SD 1.x) or "
+                            "gelu (SD 2.x)", path, a ? "\"" : "", a ? a : "not a string", a ? "\"" : "");
+    }
+    return clip_config_check(c, error);
+}
+
+static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_error *error)
+{
+    double v;
+    if (!get_number(vae, "scaling_factor", &v)) return true;
+    if (!(v >= 1e-30 && v <= 1e30))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)", path);
+    cfg->vae.scaling = (float)v;
+    return true;
+}
+
+static bool apply_scheduler(const cJSON *s, const char *path, sd_config *cfg, sdt_error *error)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "prediction_type");
     if (!p || cJSON_IsNull(p)) return true;
     const char *t = cJSON_GetStringValue(p);
-    if (t && !strcmp(t, "epsilon")) u->v_prediction = false;
-    else if (t && !strcmp(t, "v_prediction")) u->v_prediction = true;
+    if (t && !strcmp(t, "epsilon")) cfg->unet.v_prediction = false;
+    else if (t && !strcmp(t, "v_prediction")) cfg->unet.v_prediction = true;
     else {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path,
                  t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
         return false;
     }
-    *from_config = true;
+    cfg->prediction_source = SD_PREDICTION_FROM_CONFIG;
     return true;
 }
 
-bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, bool *prediction_from_config, sdt_error *error)
+/* The [library, class] pair model_index.json gives a part, or NULL. */
+static const char *part_class(const cJSON *index, const char *part)
 {
-    *prediction_from_config = false;
-    static const char *const files[3][2] = {
-        {"unet", "config.json"}, {"vae", "config.json"}, {"scheduler", "scheduler_config.json"}};
+    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(index, part);
+    return cJSON_IsArray(pair) ? cJSON_GetStringValue(cJSON_GetArrayItem(pair, 1)) : NULL;
+}
+
+/* model_index.json: the pipeline must be an SD 1.x/2.x one (a CLIP text encoder, a
+ * UNet2DConditionModel, one text encoder); anything else is named before shapes are guessed. */
+static bool check_index(const cJSON *index, const char *path, sdt_error *error)
+{
+    const char *pipeline = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(index, "_class_name"));
+    const char *te = part_class(index, "text_encoder"), *unet = part_class(index, "unet");
+    bool second_encoder = part_class(index, "text_encoder_2") != NULL;
+    bool te_ok = !te || !strcmp(te, "CLIPTextModel") || !strcmp(te, "CLIPTextModelWithProjection");
+    bool unet_ok = !unet || !strcmp(unet, "UNet2DConditionModel");
+    if (second_encoder || !te_ok || !unet_ok)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s (text encoder %s%s, UNet %s); sdtrain trains Stable "
+                        "Diffusion 1.x and 2.x models (StableDiffusionPipeline: one CLIPTextModel, a UNet2DConditionModel); "
+                        "use such a model", path, pipeline ? pipeline : "unnamed", te ? te : "none",
+                        second_encoder ? " and a second one" : "", unet ? unet : "none");
+    return true;
+}
+
+bool sdt_diffusers_index_check(const char *folder, sdt_error *error)
+{
+    bool present;
+    char *path;
+    cJSON *j = read_json(folder, "", "model_index.json", &present, &path, error);
+    bool ok = present ? j && check_index(j, path, error) : true;
+    cJSON_Delete(j);
+    g_free(path);
+    return ok;
+}
+
+bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, sdt_error *error)
+{
+    static const struct {
+        const char *sub, *name;
+        bool (*apply)(const cJSON *j, const char *path, sd_config *cfg, sdt_error *error);
+    } files[] = {{"unet", "config.json", apply_unet},
+                 {"text_encoder", "config.json", apply_text_encoder},
+                 {"vae", "config.json", apply_vae},
+                 {"scheduler", "scheduler_config.json", apply_scheduler}};
     bool ok = true;
-    for (int i = 0; ok && i < 3; i++) {
+    for (size_t i = 0; ok && i < sizeof files / sizeof files[0]; i++) {
         bool present;
         char *path;
-        cJSON *j = read_json(folder, files[i][0], files[i][1], &present, &path, error);
-        if (present && !j) ok = false;
-        double v;
-        if (j && i == 0) ok = apply_unet(j, path, &cfg->unet, error);
-        if (j && i == 1 && get_number(j, "scaling_factor", &v)) {
-            if (!(v > 0) || !isfinite(v)) {
-                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number", path);
-                ok = false;
-            } else {
-                cfg->vae.scaling = (float)v;
-            }
-        }
-        if (j && i == 2) ok = apply_scheduler(j, path, &cfg->unet, prediction_from_config, error);
+        cJSON *j = read_json(folder, files[i].sub, files[i].name, &present, &path, error);
+        if (present) ok = j && files[i].apply(j, path, cfg, error);
         cJSON_Delete(j);
         g_free(path);
     }
@@ -244,7 +325,7 @@ static cJSON *unet_json(const sdt_unet_config *u)
     cJSON_AddNumberToObject(o, "sample_size", 64);
     cJSON_AddNumberToObject(o, "transformer_layers_per_block", u->transformer_depth);
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, n));
-    cJSON_AddBoolToObject(o, "upcast_attention", false);
+    cJSON_AddBoolToObject(o, "upcast_attention", u->upcast_attention);
     cJSON_AddBoolToObject(o, "use_linear_projection", u->linear_proj);
     return o;
 }

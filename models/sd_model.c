@@ -90,6 +90,9 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
 {
     sd_config c;
     memset(&c, 0, sizeof(c));
+    const char *path = sdt_weights_path(w);
+    bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
+    if (folder && !sdt_diffusers_index_check(path, error)) return false;
     if (!clip_config_detect(w, &c.clip, error) || !vae_config_detect(w, &c.vae, error))
         return false;
     if (!sdt_unet_config_detect(w, &c.unet, error)) return false;
@@ -99,10 +102,7 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
         return false;
     }
     c.family = family_of(&c);
-    const char *path = sdt_weights_path(w);
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) &&
-        !sdt_diffusers_config_apply(path, &c, &c.prediction_from_config, error))
-        return false;
+    if (folder && !sdt_diffusers_config_apply(path, &c, error)) return false;
     *cfg = c;
     return true;
 }

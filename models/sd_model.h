@@ -31,12 +31,28 @@ typedef enum sd_family {
     SD_FAMILY_SD2,        /* SD 2.x: OpenCLIP ViT-H/14 */
 } sd_family;
 
+/* Who decided unet.v_prediction. */
+typedef enum sd_prediction_source {
+    SD_PREDICTION_FROM_DEFAULT = 0, /* SD's default, epsilon (nothing else said anything) */
+    SD_PREDICTION_FROM_CONFIG,      /* a diffusers folder's scheduler/scheduler_config.json */
+    SD_PREDICTION_FROM_PROBE,       /* the UNet's output (prediction_probe.h) */
+    SD_PREDICTION_FROM_USER,        /* the user's choice, over all of the above */
+} sd_prediction_source;
+
+/* What the user chose; the numbers are the ABI's sdt_prediction_type. */
+typedef enum sd_prediction_choice {
+    SD_PREDICTION_AUTO = 0,    /* the config file, else the probe (SD 2.x), else epsilon */
+    SD_PREDICTION_EPSILON = 1,
+    SD_PREDICTION_V = 2,
+} sd_prediction_choice;
+
 typedef struct sd_config {
     sd_family family;
     clip_config clip;
     vae_config vae;
     sdt_unet_config unet;
-    bool prediction_from_config; /* a diffusers scheduler config set unet.v_prediction */
+    sd_prediction_source prediction_source; /* who set unet.v_prediction */
+    double prediction_probe;                /* the probe's mean(UNet(x) - x) when it ran */
 } sd_config;
 
 /* "tiny", "sd1", "sd2", "custom". */

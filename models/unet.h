@@ -61,6 +61,10 @@ typedef struct sdt_unet_config {
     bool v_prediction;                      /* SD2 768-v: the output is v, not eps (not detectable from weights) */
     bool flip_sin_to_cos;                   /* timestep embedding [cos, sin]: true for LDM */
     float freq_shift;                       /* 0 for LDM */
+    bool upcast_attention;                  /* diffusers' flag (SD 2.1): attention scores in fp32 under
+                                             * fp16/bf16. Both backends always form the scores and the
+                                             * softmax in fp32 (kernels/ops.h), so it changes nothing
+                                             * here; it is read and written for diffusers. */
 } sdt_unet_config;
 
 /* The published configurations, and a tiny one of the same architecture for tests:

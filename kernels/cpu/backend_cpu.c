@@ -59,54 +59,23 @@ void cpu_destroy(sdt_backend *be)
     free(be);
 }
 
+/* Host memory is the process's: the CPU backend does not count what it allocates. */
+int cpu_memory_stats(sdt_backend *be, sdt_memory_stats *stats, bool reset_peak)
+{
+    (void)be;
+    (void)reset_peak;
+    memset(stats, 0, sizeof *stats);
+    return 0;
+}
+
 static void fill_table(sdt_backend *be)
 {
     be->alloc = cpu_alloc;
     be->free = cpu_free;
-    be->upload = cpu_upload;
-    be->download = cpu_download;
-    be->zero = cpu_zero;
-    be->synchronize = cpu_synchronize;
     be->destroy = cpu_destroy;
-    be->convert = cpu_convert;
-    be->axpy = cpu_axpy;
-    be->scale = cpu_scale;
-    be->transpose_forward = cpu_transpose_forward;
-    be->transpose_backward = cpu_transpose_backward;
-    be->count_nonfinite = cpu_count_nonfinite;
-    be->embedding_forward = cpu_embedding_forward;
-    be->embedding_backward = cpu_embedding_backward;
-    be->layernorm_forward = cpu_layernorm_forward;
-    be->layernorm_backward = cpu_layernorm_backward;
-    be->groupnorm_forward = cpu_groupnorm_forward;
-    be->groupnorm_backward = cpu_groupnorm_backward;
-    be->linear_forward = cpu_linear_forward;
-    be->linear_backward = cpu_linear_backward;
-    be->conv2d_forward = cpu_conv2d_forward;
-    be->conv2d_backward = cpu_conv2d_backward;
-    be->attention_forward = cpu_attention_forward;
-    be->attention_backward = cpu_attention_backward;
-    be->softmax_forward = cpu_softmax_forward;
-    be->softmax_backward = cpu_softmax_backward;
-    be->activation_forward = cpu_activation_forward;
-    be->activation_backward = cpu_activation_backward;
-    be->geglu_forward = cpu_geglu_forward;
-    be->geglu_backward = cpu_geglu_backward;
-    be->add_forward = cpu_add_forward;
-    be->add_channel_forward = cpu_add_channel_forward;
-    be->add_channel_backward = cpu_add_channel_backward;
-    be->concat_channels_forward = cpu_concat_channels_forward;
-    be->concat_channels_backward = cpu_concat_channels_backward;
-    be->upsample_nearest2x_forward = cpu_upsample_nearest2x_forward;
-    be->upsample_nearest2x_backward = cpu_upsample_nearest2x_backward;
-    be->dropout_forward = cpu_dropout_forward;
-    be->dropout_backward = cpu_dropout_backward;
-    be->timestep_embedding = cpu_timestep_embedding;
-    be->mse_loss_forward = cpu_mse_loss_forward;
-    be->mse_loss_backward = cpu_mse_loss_backward;
-    be->sum_squares = cpu_sum_squares;
-    be->unscale_check = cpu_unscale_check;
-    be->adamw_update = cpu_adamw_update;
+#define SDT_CPU_OP_ENTRY(name, params, args) be->name = cpu_##name;
+    SDT_BACKEND_OPS(SDT_CPU_OP_ENTRY)
+#undef SDT_CPU_OP_ENTRY
 }
 
 sdt_backend *sdt_backend_cpu_create(int threads)

@@ -3,7 +3,7 @@
  * (seed, i): u_i = the (i+1)-th output of a splitmix64 stream started at `seed`, top 24 bits
  * as a float in [0, 1); element i is dropped when u_i < p. It is counter-based, so masks are
  * reproducible across runs and thread counts, and the CUDA backend (uniform_at in
- * kernels/cuda/elementwise.cu) draws the very same mask, so a run can move between backends. */
+ * kernels/cuda/dropout.cu) draws the very same mask, so a run can move between backends. */
 #include "cpu_context.h"
 
 /* u_i: splitmix64's state after i+1 steps from seed, through its finaliser. */

@@ -22,7 +22,7 @@ int cuda_fail(sdt_backend *be, const char *fmt, ...)
 void *cuda_alloc(sdt_backend *be, size_t bytes)
 {
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    cudaError_t e = cuda_device_malloc(ctx_of(be), &p, bytes);
     if (e != cudaSuccess) {
         cuda_fail(be, "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
                   bytes >> 20, cudaGetErrorString(e));
@@ -33,8 +33,7 @@ void *cuda_alloc(sdt_backend *be, size_t bytes)
 
 void cuda_free(sdt_backend *be, void *ptr)
 {
-    (void)be;
-    if (ptr) cudaFree(ptr);
+    cuda_device_free(ctx_of(be), ptr);
 }
 
 int cuda_upload(sdt_backend *be, void *dst, const void *src, size_t bytes)
@@ -69,10 +68,11 @@ void cuda_destroy(sdt_backend *be)
     cuda_ctx *c = ctx_of(be);
     if (c) {
         cudaStreamSynchronize(c->stream);
-        for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) cudaFree(c->scratch[i]);
-        cudaFree(c->reduce);
-        cudaFree(c->reduce_d);
-        cudaFree(c->flag);
+        for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) cuda_device_free(c, c->scratch[i]);
+        cuda_device_free(c, c->reduce);
+        cuda_device_free(c, c->reduce_d);
+        cuda_device_free(c, c->flag);
+        cuda_device_memory_release(c);
         free(c->conv_plans);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) cublasDestroy(c->cublas);
@@ -87,11 +87,11 @@ void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
     cuda_ctx *c = ctx_of(be);
     if (c->scratch_size[slot] >= bytes) return c->scratch[slot];
     cudaStreamSynchronize(c->stream);
-    cudaFree(c->scratch[slot]);
+    cuda_device_free(c, c->scratch[slot]);
     c->scratch[slot] = NULL;
     c->scratch_size[slot] = 0;
     size_t want = bytes + bytes / 4; /* headroom: shapes grow a little across blocks */
-    if (cudaMalloc(&c->scratch[slot], want) != cudaSuccess) {
+    if (cuda_device_malloc(c, &c->scratch[slot], want) != cudaSuccess) {
         cuda_fail(be, "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
         return NULL;
     }
@@ -162,17 +162,46 @@ int cuda_scale(sdt_backend *be, sdt_tensor *x, float alpha)
     return 0;
 }
 
-/* out[b, j, i] (op)= x[b, i, j]; x is [B, M, N]. */
-__global__ void transpose_kernel(void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N, int accumulate)
+/* out[b, j, i] (op)= x[b, i, j]; x is [B, M, N]. A 32 x 32 tile goes through shared memory so
+ * that both the reads (along j) and the writes (along i) are coalesced; the padded row keeps
+ * the column reads free of bank conflicts. Grid: (N tiles, M tiles, B). */
+#define TRANSPOSE_TILE 32
+#define TRANSPOSE_ROWS 8
+template <typename TI, typename TO>
+__global__ void transpose_kernel(TO *out, const TI *x, int64_t M, int64_t N, int accumulate)
 {
-    int64_t total = B * M * N;
-    GRID_STRIDE(idx, total)
-    {
-        int64_t b = idx / (M * N), r = idx % (M * N), i = r / N, j = r % N;
-        int64_t o = b * M * N + j * M + i;
-        float v = ld(x, xdt, idx);
-        st(out, odt, o, accumulate ? ld(out, odt, o) + v : v);
+    __shared__ float tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+    const TI *xb = x + (int64_t)blockIdx.z * M * N;
+    TO *ob = out + (int64_t)blockIdx.z * M * N;
+    int64_t j = (int64_t)blockIdx.x * TRANSPOSE_TILE + threadIdx.x;
+    for (int r = threadIdx.y; r < TRANSPOSE_TILE; r += TRANSPOSE_ROWS) {
+        int64_t i = (int64_t)blockIdx.y * TRANSPOSE_TILE + r;
+        if (i < M && j < N) tile[r][threadIdx.x] = to_f32(xb[i * N + j]);
     }
+    __syncthreads();
+    int64_t i = (int64_t)blockIdx.y * TRANSPOSE_TILE + threadIdx.x;
+    for (int r = threadIdx.y; r < TRANSPOSE_TILE; r += TRANSPOSE_ROWS) {
+        int64_t jj = (int64_t)blockIdx.x * TRANSPOSE_TILE + r;
+        if (i < M && jj < N) {
+            float v = tile[threadIdx.x][r];
+            if (accumulate) v += to_f32(ob[jj * M + i]);
+            ob[jj * M + i] = from_f32<TO>(v);
+        }
+    }
+}
+
+static int transpose_launch(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
+                            int accumulate)
+{
+    if (B * M * N == 0) return 0;
+    if (B > 65535) return cuda_fail(be, "transpose: %lld matrices exceed one launch", (long long)B);
+    dim3 grid((unsigned)((N + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE), (unsigned)((M + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
+              (unsigned)B);
+    dim3 block(TRANSPOSE_TILE, TRANSPOSE_ROWS);
+    SDT_DTYPE_SWITCH(xdt, TI, SDT_DTYPE_SWITCH(odt, TO, transpose_kernel<TI, TO><<<grid, block, 0, ctx_of(be)->stream>>>(
+                                                        (TO *)out, (const TI *)x, M, N, accumulate)));
+    CUDA_LAUNCHED(be);
+    return 0;
 }
 
 static void last2(const sdt_tensor *t, int64_t *B, int64_t *M, int64_t *N)
@@ -186,18 +215,14 @@ int cuda_transpose_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
 {
     int64_t B, M, N;
     last2(x, &B, &M, &N);
-    transpose_kernel<<<grid_for(B * M * N, 256), 256, 0, ctx_of(be)->stream>>>(out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
-    CUDA_LAUNCHED(be);
-    return 0;
+    return transpose_launch(be, out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
 }
 
 int cuda_transpose_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout)
 {
     int64_t B, M, N;
     last2(dout, &B, &M, &N);
-    transpose_kernel<<<grid_for(B * M * N, 256), 256, 0, ctx_of(be)->stream>>>(dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
-    CUDA_LAUNCHED(be);
-    return 0;
+    return transpose_launch(be, dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
 }
 
 __global__ void count_nonfinite_kernel(const void *x, int dt, int64_t n, unsigned long long *count)
@@ -245,21 +270,12 @@ int cuda_gemm_f32_batched(sdt_backend *be, bool trans_a, bool trans_b, int M, in
 
 static void fill_table(sdt_backend *be)
 {
-#define SET(f) be->f = cuda_##f
-    SET(alloc); SET(free); SET(upload); SET(download); SET(zero); SET(synchronize); SET(destroy);
-    SET(convert); SET(axpy); SET(scale); SET(transpose_forward); SET(transpose_backward); SET(count_nonfinite);
-    SET(embedding_forward); SET(embedding_backward);
-    SET(layernorm_forward); SET(layernorm_backward); SET(groupnorm_forward); SET(groupnorm_backward);
-    SET(linear_forward); SET(linear_backward); SET(conv2d_forward); SET(conv2d_backward);
-    SET(attention_forward); SET(attention_backward); SET(softmax_forward); SET(softmax_backward);
-    SET(activation_forward); SET(activation_backward); SET(geglu_forward); SET(geglu_backward);
-    SET(add_forward); SET(add_channel_forward); SET(add_channel_backward);
-    SET(concat_channels_forward); SET(concat_channels_backward);
-    SET(upsample_nearest2x_forward); SET(upsample_nearest2x_backward);
-    SET(dropout_forward); SET(dropout_backward);
-    SET(timestep_embedding); SET(mse_loss_forward); SET(mse_loss_backward);
-    SET(sum_squares); SET(unscale_check); SET(adamw_update);
-#undef SET
+    be->alloc = cuda_alloc;
+    be->free = cuda_free;
+    be->destroy = cuda_destroy;
+#define SDT_CUDA_OP_ENTRY(name, params, args) be->name = cuda_##name;
+    SDT_BACKEND_OPS(SDT_CUDA_OP_ENTRY)
+#undef SDT_CUDA_OP_ENTRY
 }
 
 #ifndef SDT_CUDA_ARCHS
@@ -327,8 +343,9 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
         what = "a cuBLAS handle";
     else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(c->cudnn, c->stream) != CUDNN_STATUS_SUCCESS)
         what = "a cuDNN handle (is libcudnn.so.9 installed?)";
-    else if (cudaMalloc(&c->reduce, 64 * sizeof(float)) != cudaSuccess ||
-             cudaMalloc(&c->reduce_d, 64 * sizeof(double)) != cudaSuccess || cudaMalloc(&c->flag, 64 * sizeof(int)) != cudaSuccess)
+    else if (cuda_device_malloc(c, (void **)&c->reduce, 64 * sizeof(float)) != cudaSuccess ||
+             cuda_device_malloc(c, (void **)&c->reduce_d, 64 * sizeof(double)) != cudaSuccess ||
+             cuda_device_malloc(c, (void **)&c->flag, 64 * sizeof(int)) != cudaSuccess)
         what = "reduction buffers";
     if (what) {
         snprintf(err, err_size, "cannot create %s on CUDA device %d", what, device);

@@ -16,6 +16,13 @@
 
 #define SDT_CUDA_SCRATCH_SLOTS 12 /* 0-6 operands and staging, 8-9 16-bit attention operands, last: reductions */
 
+/* Sizes of the live cudaMalloc blocks, by pointer (device_memory.cu). */
+typedef struct cuda_alloc_table {
+    void **keys;
+    size_t *sizes;
+    size_t cap, count;
+} cuda_alloc_table;
+
 typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
@@ -26,9 +33,11 @@ typedef struct cuda_ctx {
     float *reduce;        /* small device buffer for reductions */
     double *reduce_d;
     int *flag;
-    struct conv_plan *conv_plans; /* conv.cu: algorithm choices by shape, grown on demand */
+    struct conv_plan *conv_plans; /* conv2d.cu: algorithm choices by shape, grown on demand */
     int n_conv_plans, cap_conv_plans;
     bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
+    cuda_alloc_table allocs;                      /* device_memory.cu */
+    size_t allocated_bytes, peak_allocated_bytes; /* held by the backend now; most at once */
 } cuda_ctx;
 
 static inline cuda_ctx *ctx_of(sdt_backend *be) { return (cuda_ctx *)be->ctx; }
@@ -70,6 +79,34 @@ __device__ __forceinline__ void st(void *p, int dtype, int64_t i, float v)
     default: ((float *)p)[i] = v; break;
     }
 }
+/* Typed element access, for kernels whose dtype is a template parameter (no switch per
+ * element): SDT_DTYPE_SWITCH(dtype, T, ...) runs the body with T the storage type. */
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#define SDT_DTYPE_SWITCH(dtype, T, ...)                                                                \
+    do {                                                                                               \
+        if ((dtype) == SDT_F16) {                                                                      \
+            typedef __half T;                                                                          \
+            __VA_ARGS__;                                                                               \
+        } else if ((dtype) == SDT_BF16) {                                                              \
+            typedef __nv_bfloat16 T;                                                                   \
+            __VA_ARGS__;                                                                               \
+        } else {                                                                                       \
+            typedef float T;                                                                           \
+            __VA_ARGS__;                                                                               \
+        }                                                                                              \
+    } while (0)
+
+/* y[r, c, s] += bias[c] for y [R, C, S] (S = 1: a linear layer's rows; R = batch, S = spatial:
+ * a convolution's channels). One launch per call, no division per element: blockIdx.y is
+ * (r, c), blockIdx.x a span of s. */
+int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, int64_t R, int64_t C, int64_t S);
+
 /* Accumulating store: p[i] += v, rounded to p's dtype. */
 __device__ __forceinline__ void acc(void *p, int dtype, int64_t i, float v) { st(p, dtype, i, ld(p, dtype, i) + v); }
 
@@ -78,8 +115,15 @@ static inline unsigned grid_for(int64_t n, int block)
     int64_t g = (n + block - 1) / block;
     return (unsigned)(g > 65535LL * 32 ? 65535LL * 32 : (g < 1 ? 1 : g));
 }
+/* A one-dimensional launch over n elements on the backend's stream: kernel LAUNCH(be, n)(args). */
+#define STREAM(be) ctx_of(be)->stream
+#define LAUNCH(be, n) <<<grid_for((n), 256), 256, 0, STREAM(be)>>>
 #define GRID_STRIDE(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+/* cudaMalloc / cudaFree that keep the backend's count of held bytes (device_memory.cu). */
+cudaError_t cuda_device_malloc(cuda_ctx *c, void **p, size_t bytes);
+void cuda_device_free(cuda_ctx *c, void *p);
+void cuda_device_memory_release(cuda_ctx *c);
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);
 /* A float32 view of t: t's data when f32, else converted into scratch slot. */

@@ -3,11 +3,16 @@
  *   sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only] [--clip-vocab N] [--unet-in-channels N]
+ *                       [--openclip] [--unet-output VALUE]
  *   sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype f32|f16|bf16]
  *
  * --clip-vocab sets the text encoder's token rows (49408 for a tiny model that the
  * CLIP tokenizer built into the plugin fits); --unet-in-channels 9 makes an inpainting
- * model (latent, mask, masked-image latent).
+ * model (latent, mask, masked-image latent); --openclip gives the model SD 2.x's kind of
+ * text encoder (OpenCLIP layout, GELU, penultimate layer) and UNet (linear projections);
+ * --unet-output VALUE sets the UNet's last conv's bias and scales its weights by 1/1000, so
+ * the UNet returns about VALUE everywhere (an epsilon-like or v-like answer to the
+ * prediction-type probe) and still depends on the prompt (it trains).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -23,7 +28,7 @@ static int usage(const char *msg)
     fprintf(stderr,
             "usage: sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
             "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n"
-            "                           [--clip-vocab N] [--unet-in-channels N]\n"
+            "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
             "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
             "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
     return 2;
@@ -47,6 +52,7 @@ int main(int argc, char **argv)
     const char *out = NULL, *config = NULL, *from = NULL;
     bool dtype_given = false;
     long clip_vocab = 0, unet_in = 0;
+    bool openclip = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--config") && v) config = argv[++i];
@@ -73,6 +79,15 @@ int main(int argc, char **argv)
             if (*end || clip_vocab < 2 || clip_vocab > 1000000) return usage("--clip-vocab must be a number from 2 to 1000000");
         }
         else if (!strcmp(a, "--vae-only")) spec.vae_only = true;
+        else if (!strcmp(a, "--openclip")) openclip = true;
+        else if (!strcmp(a, "--unet-output") && v) {
+            char *end;
+            spec.unet_output = strtof(argv[++i], &end);
+            spec.unet_output_set = true;
+            spec.unet_output_weight_scale = 1e-3f;
+            if (*end || !(spec.unet_output > -1e4f && spec.unet_output < 1e4f))
+                return usage("--unet-output must be a number between -10000 and 10000");
+        }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), 0;
         else {
             fprintf(stderr, "sdt-make-checkpoint: unknown or incomplete argument '%s'\n", a);
@@ -96,6 +111,12 @@ int main(int argc, char **argv)
     spec.config = sd_config_preset(family);
     if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
     if (unet_in) spec.config.unet.in_channels = (int)unet_in;
+    if (openclip) {
+        spec.config.clip.layout = CLIP_LAYOUT_OPENCLIP;
+        spec.config.clip.act = SDT_ACT_GELU;
+        spec.config.clip.default_skip = 2;
+        spec.config.unet.linear_proj = true;
+    }
     if (!sdt_ckpt_generate(out, &spec, &error)) {
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;

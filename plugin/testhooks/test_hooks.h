@@ -10,14 +10,19 @@
  *   SDTRAIN_FAULT_INF_GRAD=<group>:<step>      after the backward of that 1-based step, one
  *                                              gradient value of that parameter group ("embedding",
  *                                              "hypernetwork") becomes +inf (scaled, before unscale)
+ *   SDTRAIN_DEVICE_NO_BF16=1                   the backend is taken to lack bf16 arithmetic, as a GPU
+ *                                              below compute capability 8.0 (T4, RTX 20xx) does
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
 #define SDT_PLUGIN_TEST_HOOKS_H
 
+#include <stdbool.h>
+
 #define SDT_TEST_HOOK_NAN_PIXEL_NAME "SDTRAIN_FAULT_NAN_PIXEL"
 #define SDT_TEST_HOOK_MEMORY_LIMIT_NAME "SDTRAIN_MEMORY_LIMIT_MB"
 #define SDT_TEST_HOOK_INF_GRAD_NAME "SDTRAIN_FAULT_INF_GRAD"
+#define SDT_TEST_HOOK_NO_BF16_NAME "SDTRAIN_DEVICE_NO_BF16"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -25,5 +30,7 @@ const char *sdt_test_hook_nan_pixel(void);
 unsigned long long sdt_test_hook_memory_limit_mib(void);
 /* "<group>:<step>" whose gradient gets an inf, or NULL. */
 const char *sdt_test_hook_inf_grad(void);
+/* true: treat the backend as one without bf16 arithmetic. */
+bool sdt_test_hook_no_bf16(void);
 
 #endif

@@ -2,6 +2,7 @@
 #include "testhooks/test_hooks.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 const char *sdt_test_hook_nan_pixel(void) { return getenv(SDT_TEST_HOOK_NAN_PIXEL_NAME); }
 
@@ -14,3 +15,9 @@ unsigned long long sdt_test_hook_memory_limit_mib(void)
 }
 
 const char *sdt_test_hook_inf_grad(void) { return getenv(SDT_TEST_HOOK_INF_GRAD_NAME); }
+
+bool sdt_test_hook_no_bf16(void)
+{
+    const char *text = getenv(SDT_TEST_HOOK_NO_BF16_NAME);
+    return text && strcmp(text, "1") == 0;
+}

@@ -8,3 +8,5 @@ const char *sdt_test_hook_nan_pixel(void) { return NULL; }
 unsigned long long sdt_test_hook_memory_limit_mib(void) { return 0; }
 
 const char *sdt_test_hook_inf_grad(void) { return NULL; }
+
+bool sdt_test_hook_no_bf16(void) { return false; }

@@ -66,7 +66,7 @@ static bool check_enums(const sdt_ti_config *c, sdt_error *error)
         return fail(error, "config.precision is not one of fp32, fp16 or bf16; pick one of those.");
     if (c->device > SDT_DEVICE_CHOICE_CUDA)
         return fail(error, "config.device is not one of auto, cpu or cuda; pick one of those.");
-    return true;
+    return sdt_train_prediction_check(c->prediction_type, c->v_prediction, "config.", error);
 }
 
 static bool check_counts(const sdt_ti_config *c, sdt_error *error)
@@ -84,8 +84,8 @@ static bool check_counts(const sdt_ti_config *c, sdt_error *error)
     if (c->max_consecutive_nonfinite == 0)
         return fail(error, "config.max_consecutive_nonfinite must be at least 1 (the default is 10).");
     if (c->reserved0 != 0) return fail(error, "config.reserved0 must be 0; fill the config with config_defaults() first.");
-    if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2])
-        return fail(error, "config.reserved1 must be 0; fill the config with config_defaults() first.");
+    if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2] || c->reserved2)
+        return fail(error, "config.reserved1 and config.reserved2 must be 0; fill the config with config_defaults() first.");
     return true;
 }
 

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "api/host_log.h"
+#include "train/memory_report.h"
 #include "train/run_loop.h"
 #include "api/status.h"
 
@@ -64,6 +65,8 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
     double start = seconds_now();
     double throughput = 0;
     int64_t step = 0;
+    sdt_memory_report memory;
+    sdt_memory_report_begin(&memory, params->backend, params->memory_estimate_bytes);
 
     while (!ops->done(job) && !sdt_run_control_interrupt_requested(ctl)) {
         sdt_metrics m;
@@ -83,6 +86,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
             periodic_save(host, "preview image", step, ops->save_preview, job);
     }
 
+    sdt_memory_report_end(&memory, host);
     bool interrupted = !ops->done(job) && sdt_run_control_interrupt_requested(ctl);
     sdt_save_reason reason = interrupted ? SDT_SAVE_INTERRUPTED : SDT_SAVE_FINISHED;
     if (!ops->save_final(job, reason, error)) {

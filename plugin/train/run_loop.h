@@ -41,6 +41,10 @@ typedef struct sdt_job_ops {
 typedef struct sdt_run_params {
     int64_t save_every;     /* 0 = never */
     int64_t preview_every;  /* 0 = never */
+    /* Optional: the backend and prepare's estimate, for the peak-memory line at the end
+     * (train/memory_report.h); NULL logs none. */
+    struct sdt_backend *backend;
+    size_t memory_estimate_bytes;
 } sdt_run_params;
 
 /* Runs the job until done, an error or an interrupt request in ctl. The caller has moved ctl to

@@ -1,7 +1,10 @@
 /* sd_runtime.c - see sd_runtime.h. */
 #include "train/sd_runtime.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "prediction_probe.h"
 
 static void unbind(sd_runtime *rt)
 {
@@ -25,7 +28,24 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     return true;
 }
 
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, sdt_error *error)
+/* No choice from the user or a config: an SD 2.x model's UNet answers (on the bound model). */
+static bool probe_prediction(sd_runtime *rt, sdt_error *error)
+{
+    sd_config *c = &rt->cfg;
+    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG || !sd_prediction_probe_applies(c)) return true;
+    bool v;
+    if (!sd_prediction_probe(rt->model.unet, rt->be, rt->dtype, &c->prediction_probe, &v, error)) return false;
+    c->unet.v_prediction = v;
+    c->prediction_source = SD_PREDICTION_FROM_PROBE;
+    /* the bound model keeps its own copy of the config (sd_model_bind) */
+    rt->model.cfg.unet.v_prediction = v;
+    rt->model.cfg.prediction_source = c->prediction_source;
+    rt->model.cfg.prediction_probe = c->prediction_probe;
+    return true;
+}
+
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
+                     sdt_error *error)
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
@@ -35,12 +55,39 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
         sd_runtime_close(rt);
         return false;
     }
-    if (v_prediction) rt->cfg.unet.v_prediction = true; /* the user's word beats the default and the config */
-    if (!sd_runtime_set_dtype(rt, dtype, error)) {
+    if (prediction != SD_PREDICTION_AUTO) {
+        rt->cfg.unet.v_prediction = prediction == SD_PREDICTION_V;
+        rt->cfg.prediction_source = SD_PREDICTION_FROM_USER;
+    }
+    if (!sd_runtime_set_dtype(rt, dtype, error) || (prediction == SD_PREDICTION_AUTO && !probe_prediction(rt, error))) {
         sd_runtime_close(rt);
         return false;
     }
     return true;
+}
+
+void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size)
+{
+    const sd_config *c = &rt->cfg;
+    const char *what = c->unet.v_prediction ? "v" : "the noise (epsilon)";
+    switch (c->prediction_source) {
+    case SD_PREDICTION_FROM_USER:
+        snprintf(buf, size, "the model predicts %s (as asked)", what);
+        break;
+    case SD_PREDICTION_FROM_CONFIG:
+        snprintf(buf, size, "the model predicts %s (its scheduler/scheduler_config.json says so)", what);
+        break;
+    case SD_PREDICTION_FROM_PROBE:
+        snprintf(buf, size, "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
+                 "from its input on average, %s A1111's v threshold of %g; set v-prediction or epsilon if this is wrong)",
+                 what, c->prediction_probe, c->unet.v_prediction ? "below" : "above", SD_PREDICTION_PROBE_V_BELOW);
+        break;
+    default:
+        snprintf(buf, size, "the model predicts %s (%s)", what,
+                 c->clip.act == SDT_ACT_GELU ? "an SD 2.x inpainting or depth model: epsilon, as A1111 takes it"
+                                             : "SD 1.x's objective; set v-prediction for a v-model");
+        break;
+    }
 }
 
 void sd_runtime_close(sd_runtime *rt)

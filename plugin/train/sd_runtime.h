@@ -28,9 +28,14 @@ typedef struct sd_runtime {
     bool bound;
 } sd_runtime;
 
-/* v_prediction true forces a v-prediction model; false keeps what the checkpoint says (a
- * diffusers scheduler config) or SD's default, epsilon. */
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, bool v_prediction, sdt_error *error);
+/* prediction EPSILON or V is the user's word over everything; AUTO takes a diffusers scheduler
+ * config's prediction_type, else for an SD 2.x model the UNet probe's answer (prediction_probe.h,
+ * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
+                     sdt_error *error);
+/* One sentence for the log: what the model predicts and who said so ("the model predicts v (the
+ * UNet probe: ...)"). */
+void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size);
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 void sd_runtime_close(sd_runtime *rt);
 

@@ -201,6 +201,10 @@ static bool apply_action(sdt_step_engine *e, sdt_fallback_action action, int64_t
     for (int i = 0; i < e->n_groups; i++) {
         sdt_param_group *g = &e->groups[i];
         g->stepped = false;
+        if (g->resting) { /* its schedule has ended: it keeps its values while the others train on */
+            sdt_optimizer_note_skipped_step(g->opt);
+            continue;
+        }
         if (action == SDT_FALLBACK_CONTINUE && !step_group(e, g, step, error)) return false;
         if (!g->stepped) {
             sdt_optimizer_note_skipped_step(g->opt);
@@ -240,7 +244,9 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
 {
     for (int i = 0; i < e->n_groups; i++) {
         sdt_param_group *g = &e->groups[i];
-        sdt_optimizer_set_lr(g->opt, (float)sdt_lr_at(&g->lr, step));
+        double rate = sdt_lr_at(&g->lr, step);
+        g->resting = rate < 0; /* past the end of its schedule (another group's runs longer) */
+        sdt_optimizer_set_lr(g->opt, g->resting ? 0.0f : (float)rate);
         if (sdt_optimizer_zero_grad(g->opt, error) != SDT_CORE_OK) return false;
     }
     float scale = e->scaler ? sdt_scaler_get_scale(e->scaler) : 1.0f;
@@ -255,7 +261,7 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
     double lr = e->n_groups ? sdt_lr_at(&e->groups[0].lr, step) : 0;
     if (!apply_action(e, action, step, error)) return false;
     bool all_stepped = true;
-    for (int i = 0; i < e->n_groups; i++) all_stepped &= e->groups[i].stepped;
+    for (int i = 0; i < e->n_groups; i++) all_stepped &= e->groups[i].stepped || e->groups[i].resting;
     if (!all_stepped) e->skipped++;
     if (!nonfinite) {
         sdt_health_sample hs = {step + 1, loss, grad_norm, lr, scale, 0};

@@ -12,7 +12,8 @@
  *   backoff however many groups overflowed); then the fallback's action for every group: skip,
  *   the one-shot switch to fp32 with the LR backoff on every group's schedule, or stop with a
  *   diagnosis.
- * The engine knows no model: the job supplies accumulate, the fp32 switch and the sentence that
+ * The run's length is the first group's schedule; a group whose own schedule ends sooner rests
+ * (keeps its values, no update) from then on. The engine knows no model: the job supplies accumulate, the fp32 switch and the sentence that
  * explains a non-finite loss (step_engine_hooks). */
 #ifndef SDT_TRAIN_STEP_ENGINE_H
 #define SDT_TRAIN_STEP_ENGINE_H
@@ -46,6 +47,7 @@ typedef struct sdt_param_group {
     /* this iteration */
     double grad_norm;            /* unscaled, before clipping */
     bool stepped;
+    bool resting;                /* its schedule ended before the run's (the first group's): no update */
     int64_t skipped;             /* steps this group did not take */
 } sdt_param_group;
 

@@ -89,7 +89,8 @@ struct sdt_train_job {
     int64_t preview_seed;
     double preview_cfg;
     uint64_t seed;
-    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize, v_prediction;
+    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
+    sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     double tag_dropout;
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
@@ -104,6 +105,7 @@ struct sdt_train_job {
     int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
     inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
+    size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
     sdt_noise_schedule sched;
     size_t extra_bytes;        /* device memory the parts add to the plan (hook workspace, values) */
 

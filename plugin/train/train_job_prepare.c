@@ -18,6 +18,7 @@
 #include "testhooks/test_hooks.h"
 #include "train/tokenizer_open.h"
 #include "train/train_job.h"
+#include "train/train_options.h"
 
 static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
@@ -83,7 +84,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->anomaly = c->anomaly_mode;
     job->checkpointing = c->gradient_checkpointing;
     job->varsize = c->varsize;
-    job->v_prediction = c->v_prediction;
+    job->prediction = sdt_train_prediction_choice(c->prediction_type, c->v_prediction);
     job->precision = (sdt_precision)c->precision;
     job->caption_rules.word_regex = c->filename_word_regex;
     job->caption_rules.join_string = c->filename_join_string;
@@ -152,20 +153,18 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
 {
     sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
     if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
-    if (job->precision == SDT_PRECISION_BF16 && !job->pb.be->native_bf16) {
+    if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
         job->precision = SDT_PRECISION_FP16;
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
-    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->v_prediction, error))
+    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
-    sdt_host_log(job->host, SDT_LOG_INFO, "%s: the model predicts %s (%s)", job->model_path,
-                 job->rt.cfg.unet.v_prediction ? "v" : "the noise (epsilon)",
-                 job->v_prediction ? "v-prediction was asked for"
-                 : job->rt.cfg.prediction_from_config ? "its scheduler/scheduler_config.json says so"
-                                                      : "the default; set v-prediction for SD 2.x 768-v models");
+    char prediction[512];
+    sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
     char hash[11];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
@@ -466,14 +465,17 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     size_t weights = 0;
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
-    weights += job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
-    info->memory_estimate_bytes = bytes + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
+    info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
+    job->memory_estimate_bytes = info->memory_estimate_bytes;
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
-    if (cap_mib > 0 && (unsigned long long)((bytes + weights) >> 20) > cap_mib)
+    char extra_text[96] = "";
+    if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
+    if (cap_mib > 0 && (unsigned long long)((bytes + weights + extra) >> 20) > cap_mib)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
-             "latents, %zu MiB of model weights) but %s limits it to %llu MiB; lower the batch size or the resolution, "
-             "enable gradient checkpointing, or raise the limit", (bytes + weights) >> 20, bytes >> 20, job->batch, e->w,
-             e->h, weights >> 20, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
+             "latents, %zu MiB of model weights%s) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+             "enable gradient checkpointing, or raise the limit", (bytes + weights + extra) >> 20, bytes >> 20, job->batch,
+             e->w, e->h, weights >> 20, extra_text, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
     sdt_error why;
     job->measured = shape;
     job->have_measured = true;

@@ -295,6 +295,7 @@ const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
 
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
 {
-    sdt_run_params p = {job->save_every, job->preview_every};
+    sdt_run_params p = {.save_every = job->save_every, .preview_every = job->preview_every, .backend = job->pb.be,
+                        .memory_estimate_bytes = job->memory_estimate_bytes};
     return p;
 }

@@ -1,6 +1,7 @@
 /* train_options.c - see train_options.h. */
 #include "train/train_options.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "api/copy_out.h"
@@ -43,8 +44,30 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     if (!host || !sdt_struct_read_in(own, sizeof *own, host))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "%s is NULL or its struct_size is not set; fill it with train_options_defaults() first.", field);
-    if (own->reserved0 != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s->reserved0 must be 0; fill it with train_options_defaults() first.",
+    if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
                         field);
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s->", field);
+    return sdt_train_prediction_check(own->prediction_type, own->v_prediction, prefix, error);
+}
+
+_Static_assert((int)SD_PREDICTION_AUTO == SDT_PREDICTION_AUTO && (int)SD_PREDICTION_EPSILON == SDT_PREDICTION_EPSILON &&
+                   (int)SD_PREDICTION_V == SDT_PREDICTION_V,
+               "the models' prediction choice has the ABI's numbers");
+
+bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error)
+{
+    if (prediction_type > SDT_PREDICTION_V)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%sprediction_type is %u; it must be 0 (auto), 1 (epsilon) or 2 (v).", prefix,
+                        (unsigned)prediction_type);
+    if (v_prediction && prediction_type == SDT_PREDICTION_EPSILON)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%sv_prediction (v) and %sprediction_type (epsilon) contradict; set only one "
+                        "of them.", prefix, prefix);
     return true;
+}
+
+sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool v_prediction)
+{
+    return v_prediction ? SD_PREDICTION_V : (sd_prediction_choice)prediction_type;
 }

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "sd_model.h"
 #include "sdt_error.h"
 #include "sdtrain.h"
 
@@ -19,14 +20,22 @@
     X(lr_backoff) X(preview_cfg_scale) X(loss_scale_init) X(model_path) X(clip_value) X(dataset_dir) X(log_dir)      \
     X(template_file) X(filename_word_regex) X(filename_join_string) X(preview_prompt) X(preview_negative_prompt)     \
     X(preview_sampler) X(resume_state_path) X(tokenizer_path) X(varsize) X(shuffle_tags)                             \
-    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing)
+    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)
+
+/* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
+ * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
+ * the enum's values and not EPSILON beside v_prediction true; a VALIDATION error names the
+ * fields after `prefix` ("config.", "config.train_options->") otherwise. */
+bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error);
+sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool v_prediction);
 
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);
 
 /* A host's options (any struct_size from 1.2 on) over the defaults into *own. false + an
  * INVALID_ARGUMENT error naming `field` (the config member that points at them) when host is
- * NULL or its struct_size is unset, or a VALIDATION error when reserved0 is not 0. */
+ * NULL or its struct_size is unset, or a VALIDATION error when a reserved field is not 0 or the
+ * prediction type is bad (sdt_train_prediction_check). */
 bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
                             const char *field, sdt_error *error);
 

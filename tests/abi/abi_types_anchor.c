@@ -37,3 +37,11 @@ void sdt_abi_types_anchor_1_2(const sdt_hn_factory *hn, const sdt_hn_config *hn_
 {
     (void)hn; (void)hn_config; (void)hn_spec; (void)hn_info; (void)options;
 }
+
+/* The type ABI 1.3 added: the prediction type of sdt_ti_config and sdt_train_options. */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_3(sdt_prediction_type prediction);
+
+void sdt_abi_types_anchor_1_3(sdt_prediction_type prediction)
+{
+    (void)prediction;
+}

@@ -16,6 +16,11 @@ _Static_assert(offsetof(sdt_ti_config, v_prediction) == offsetof(sdt_ti_config, 
                "fields appended in 1.1 start past 1.0's tail padding (docs/abi.md 3.6)");
 _Static_assert(offsetof(sdt_ti_config, save_state_every_seconds) == offsetof(sdt_ti_config, tokenizer_path) + 8,
                "the config field appended in 1.2 follows 1.1's last field without padding");
+_Static_assert(offsetof(sdt_ti_config, prediction_type) == offsetof(sdt_ti_config, train_options) + sizeof(void *) &&
+                   offsetof(sdt_train_options, prediction_type) == offsetof(sdt_train_options, gradient_checkpointing) + 3 &&
+                   offsetof(sdt_train_options, prediction_type) % 8 == 0,
+               "the fields appended in 1.3 start at 1.2's sizeof, past its tail padding (docs/abi.md 3.6)");
+_Static_assert(sizeof(sdt_prediction_type) == 4, "enums are 32-bit");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

@@ -95,7 +95,7 @@ static void on_log(void *user, sdt_log_level level, const char *message)
 static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_error *error)
 {
     sdt_host_callbacks host = { sizeof host, j, on_log, on_metrics, NULL, NULL };
-    sdt_run_params params = { save_every, save_every * 2 };
+    sdt_run_params params = { .save_every = save_every, .preview_every = save_every * 2 };
     j->ctl = ctl;
     sdt_run_control_set_state(ctl, SDT_RUN_PREPARED);
     CHECK(sdt_run_control_begin_run(ctl), "begin_run from PREPARED");

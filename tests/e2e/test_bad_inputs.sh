@@ -209,6 +209,18 @@ invalid_option_values)
     expect_error "--max-steps 0" "--max-steps"
     grep -qF "config." "$ERR" && fail "an error still names a config field: $(grep '^sdt-host' "$ERR")"
     ;;
+prediction_flags)
+    # --epsilon overrides detection and the log says so; beside --v-prediction it is one sentence
+    # naming both options.
+    good_dataset ds 2
+    train_with ds "$STYLE" --epsilon --v-prediction
+    expect_error "--epsilon with --v-prediction" "--epsilon" "--v-prediction" "contradict"
+    expect_untouched "$EMB" "$E2E_CASE"
+    train_with ds "$STYLE" --epsilon
+    expect_rc 0 "--epsilon"
+    grep -qF "predicts the noise (epsilon) (as asked)" "$OUT" "$ERR" || { fail "--epsilon: the log does not say it was asked"; show_stderr; }
+    TRAINED=1
+    ;;
 device_cuda_without_gpu)
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
         echo "SKIP: this machine has a GPU"

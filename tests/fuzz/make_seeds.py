@@ -211,6 +211,51 @@ def checkpoint_seeds(build):
     write("checkpoint", "not_safetensors.bin", b"\0PK\x03\x04 a zip (a .ckpt) is not read")
 
 
+# ---------------------------------------------------------------- diffusers config files
+
+def diffusers_config_seeds(build):
+    """The JSON files of a tiny diffusers folder as the generator writes them, joined by NUL bytes in
+    fuzz_diffusers_config.c's order, and edits of them: SD 2.x's keys, an SDXL model_index.json, bad values."""
+    import json
+    tool = os.path.join(build, "models", "tools", "sdt-make-checkpoint")
+    if not os.path.exists(tool):
+        print(f"make_seeds: {tool} not found; diffusers config seeds not written", file=sys.stderr)
+        return
+    rels = ["model_index.json", "unet/config.json", "text_encoder/config.json", "vae/config.json",
+            "scheduler/scheduler_config.json"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = os.path.join(tmp, "diffusers")
+        subprocess.run([tool, "--config", "tiny", "--layout", "diffusers", "--out", folder, "--dtype", "f16"],
+                       check=True, capture_output=True)
+        docs = []
+        for rel in rels:
+            with open(os.path.join(folder, rel)) as f:
+                docs.append(json.load(f))
+
+    def seed(name, edits=None, drop=()):
+        parts = []
+        for i, d in enumerate(docs):
+            d = dict(d)
+            for k, v in (edits or {}).get(i, {}).items():
+                d[k] = v
+            parts.append(b"" if i in drop else json.dumps(d, indent=2).encode())
+        while parts and not parts[-1]:
+            parts.pop()
+        write("diffusers_config", name, b"\0".join(parts))
+
+    seed("as_written.bin")
+    seed("sd2_kind.bin", {1: {"attention_head_dim": [2, 4], "upcast_attention": True},
+                          2: {"hidden_act": "gelu", "num_attention_heads": 4, "layer_norm_eps": 1e-6},
+                          3: {"scaling_factor": 0.13025}, 4: {"prediction_type": "v_prediction"}})
+    seed("sdxl_index.bin", {0: {"_class_name": "StableDiffusionXLPipeline",
+                                "text_encoder_2": ["transformers", "CLIPTextModelWithProjection"]}})
+    seed("contradicts_weights.bin", {1: {"in_channels": 9}, 2: {"hidden_size": 64}})
+    seed("bad_values.bin", {2: {"hidden_act": "relu", "num_attention_heads": 3, "layer_norm_eps": 1e300},
+                            3: {"scaling_factor": -1}, 4: {"prediction_type": "sample"}})
+    seed("unet_only.bin", drop=(0, 2, 3, 4))
+    write("diffusers_config", "not_json.bin", b"{\"_class_name\": \0{\"in_channels\": 4")
+
+
 # ---------------------------------------------------------------- training states
 
 def state_seeds(build):
@@ -334,6 +379,7 @@ def main():
     a1111_json_seeds()
     image_seeds()
     checkpoint_seeds(args.build)
+    diffusers_config_seeds(args.build)
     state_seeds(args.build)
     hn_seeds(args.build)
     return 0

@@ -151,33 +151,57 @@ static void test_attention_model_shapes(sdt_dtype dt)
     test_attention(dt, 1, 1, 512, 150, 150, false, false); /* VAE mid-block: one 512-wide head */
 }
 
+/* LayerNorm over the last dim of x [N, C], forward (output, mean, rstd) and backward. */
+static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C)
+{
+    char what[64];
+    snprintf(what, sizeof what, "layernorm %lldx%lld", (long long)N, (long long)C);
+    pair x = MAKE(dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C), out = MAKE(dt, 1, N, C);
+    pair mean = MAKE(SDT_F32, 1, N), rstd = MAKE(SDT_F32, 1, N);
+    RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
+         gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), what);
+    compare(&out, tol_for(dt), what);
+    compare(&mean, 1e-4, what);
+    compare(&rstd, 1e-4, what);
+    pair dout = MAKE(dt, 1, N, C), dx = MAKE(dt, 1, N, C), dg = MAKE(SDT_F32, 1, C), dbb = MAKE(SDT_F32, 1, C);
+    RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
+         gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), what);
+    compare(&dx, tol_for(dt), what);
+    compare(&dg, tol_for(dt), what);
+    compare(&dbb, tol_for(dt), what);
+    drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
+}
+
+/* GroupNorm x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward. */
+static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G)
+{
+    char what[96];
+    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d", (long long)B, (long long)C, (long long)H, (long long)W, G);
+    pair gx = MAKE(dt, 2, B, C, H, W), gg = MAKE(param_dt, 1, C), gb = MAKE(param_dt, 1, C), gout = MAKE(dt, 1, B, C, H, W);
+    pair gm = MAKE(SDT_F32, 1, B, G), gr = MAKE(SDT_F32, 1, B, G);
+    RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, G, 1e-6f),
+         gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, G, 1e-6f), what);
+    compare(&gout, tol_for(dt), what);
+    compare(&gm, 1e-4, what);
+    compare(&gr, 1e-4, what);
+    pair gdo = MAKE(dt, 1, B, C, H, W), gdx = MAKE(dt, 1, B, C, H, W), gdg = MAKE(SDT_F32, 1, C), gdb = MAKE(SDT_F32, 1, C);
+    RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gm.c, &gr.c, G),
+         gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gm.g, &gr.g, G), what);
+    compare(&gdx, tol_for(dt), what);
+    compare(&gdg, tol_for(dt), what);
+    compare(&gdb, tol_for(dt), what);
+    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb);
+}
+
 static void test_norms(sdt_dtype dt)
 {
-    pair x = MAKE(dt, 2, 5, 33), g = MAKE(SDT_F32, 1, 33), b = MAKE(SDT_F32, 1, 33), out = MAKE(dt, 1, 5, 33);
-    pair mean = MAKE(SDT_F32, 1, 5), rstd = MAKE(SDT_F32, 1, 5);
-    RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
-         gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), "layernorm fwd");
-    compare(&out, tol_for(dt), "layernorm forward");
-    pair dout = MAKE(dt, 1, 5, 33), dx = MAKE(dt, 1, 5, 33), dg = MAKE(SDT_F32, 1, 33), dbb = MAKE(SDT_F32, 1, 33);
-    RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
-         gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), "layernorm bwd");
-    compare(&dx, tol_for(dt), "layernorm dx");
-    compare(&dg, tol_for(dt), "layernorm dgamma");
-    compare(&dbb, tol_for(dt), "layernorm dbeta");
-    drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
+    test_layernorm(dt, SDT_F32, 5, 33);
+    test_layernorm(dt, dt, 37, 320); /* the model's widths, gamma and beta in the storage dtype */
+    test_layernorm(dt, dt, 11, 1280);
 
-    pair gx = MAKE(dt, 2, 2, 12, 5, 7), gg = MAKE(SDT_F32, 1, 12), gb = MAKE(SDT_F32, 1, 12), gout = MAKE(dt, 1, 2, 12, 5, 7);
-    pair gm = MAKE(SDT_F32, 1, 2, 4), gr = MAKE(SDT_F32, 1, 2, 4);
-    RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, 4, 1e-6f),
-         gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, 4, 1e-6f), "groupnorm fwd");
-    compare(&gout, tol_for(dt), "groupnorm forward");
-    pair gdo = MAKE(dt, 1, 2, 12, 5, 7), gdx = MAKE(dt, 1, 2, 12, 5, 7), gdg = MAKE(SDT_F32, 1, 12), gdb = MAKE(SDT_F32, 1, 12);
-    RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gm.c, &gr.c, 4),
-         gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gm.g, &gr.g, 4), "groupnorm bwd");
-    compare(&gdx, tol_for(dt), "groupnorm dx");
-    compare(&gdg, tol_for(dt), "groupnorm dgamma");
-    compare(&gdb, tol_for(dt), "groupnorm dbeta");
-    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb);
+    test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4);
+    test_groupnorm(dt, dt, 2, 64, 16, 16, 32); /* the model's form: gamma and beta in the storage dtype */
+    test_groupnorm(dt, dt, 1, 40, 3, 1, 4);
 }
 
 static void test_elementwise(sdt_dtype dt)
@@ -230,6 +254,52 @@ static void test_elementwise(sdt_dtype dt)
     compare(&dtab, tol_for(dt), "embedding dtable");
     compare(&dpos, tol_for(dt), "embedding dpos");
     drop(&tok), drop(&table), drop(&pos), drop(&eo), drop(&dtab), drop(&dpos);
+}
+
+/* The tiled transpose at shapes that are not multiples of its 32 x 32 tile, into its own
+ * dtype and into f32, forward (written) and backward (accumulated onto what is there). */
+static void test_transpose(sdt_dtype dt)
+{
+    const int64_t shapes[3][3] = {{2, 37, 70}, {3, 320, 64}, {1, 5, 1}};
+    for (int k = 0; k < 3; k++) {
+        int64_t B = shapes[k][0], M = shapes[k][1], N = shapes[k][2];
+        sdt_dtype outs[2] = {dt, SDT_F32};
+        for (int o = 0; o < 2; o++) {
+            pair x = MAKE(dt, 1, B, M, N), out = MAKE(outs[o], 1, B, N, M), dx = MAKE(outs[o], 1, B, M, N);
+            char name[64];
+            snprintf(name, sizeof name, "transpose %lldx%lldx%lld -> %s", (long long)B, (long long)M, (long long)N,
+                     sdt_dtype_name(outs[o]));
+            RUN2(cpu->transpose_forward(cpu, &out.c, &x.c), gpu->transpose_forward(gpu, &out.g, &x.g), name);
+            compare(&out, outs[o] == SDT_F32 ? 1e-7 : tol_for(dt), name);
+            RUN2(cpu->transpose_backward(cpu, &dx.c, &out.c), gpu->transpose_backward(gpu, &dx.g, &out.g), name);
+            compare(&dx, tol_for(outs[o]), name);
+            drop(&x), drop(&out), drop(&dx);
+        }
+    }
+}
+
+/* The backend counts what it holds: an allocation raises the count and the peak by its
+ * size, a free lowers the count, a reset brings the peak down to the count. */
+static void test_memory_stats(void)
+{
+    sdt_memory_stats a, b, c, d;
+    CHECK(gpu->memory_stats(gpu, &a, true) == 0 && a.tracked, "memory_stats: %s", gpu->error);
+    size_t bytes = (size_t)(3 << 20) + 4096 * (size_t)(sdt_test_next(&rng) % 64);
+    void *p = gpu->alloc(gpu, bytes);
+    CHECK(p != NULL, "memory_stats: alloc failed: %s", gpu->error);
+    CHECK(gpu->memory_stats(gpu, &b, false) == 0, "memory_stats: %s", gpu->error);
+    CHECK(b.allocated_bytes == a.allocated_bytes + bytes, "memory_stats: %zu held after allocating %zu on %zu", b.allocated_bytes,
+          bytes, a.allocated_bytes);
+    CHECK(b.peak_allocated_bytes == b.allocated_bytes, "memory_stats: peak %zu, held %zu", b.peak_allocated_bytes, b.allocated_bytes);
+    CHECK(b.device_total_bytes > 0 && b.device_free_bytes < b.device_total_bytes, "memory_stats: device %zu free of %zu",
+          b.device_free_bytes, b.device_total_bytes);
+    gpu->free(gpu, p);
+    CHECK(gpu->memory_stats(gpu, &c, true) == 0 && c.allocated_bytes == a.allocated_bytes &&
+              c.peak_allocated_bytes == b.peak_allocated_bytes,
+          "memory_stats after free: held %zu (want %zu), peak %zu (want %zu)", c.allocated_bytes, a.allocated_bytes,
+          c.peak_allocated_bytes, b.peak_allocated_bytes);
+    CHECK(gpu->memory_stats(gpu, &d, false) == 0 && d.peak_allocated_bytes == a.allocated_bytes,
+          "memory_stats after reset: peak %zu, want %zu", d.peak_allocated_bytes, a.allocated_bytes);
 }
 
 static void test_loss_and_optim(void)
@@ -291,8 +361,10 @@ int main(void)
         test_attention_model_shapes(dts[i]);
         test_norms(dts[i]);
         test_elementwise(dts[i]);
+        test_transpose(dts[i]);
     }
     test_loss_and_optim();
+    test_memory_stats();
     gpu->destroy(gpu);
     cpu->destroy(cpu);
     return sdt_test_finish("cuda_ops");

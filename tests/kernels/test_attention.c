@@ -2,7 +2,9 @@
  * scaled_dot_product_attention, scale 1/sqrt(D)) forward and backward on the CPU:
  * self, causal self and cross-attention (Tq != Tk), with the saved logsumexp and
  * with everything recomputed, at sizes that span several query and key tiles, against
- * a float64 reference and finite differences. */
+ * a float64 reference and finite differences; and f16 q, k, v whose logits pass f16's range
+ * (diffusers' upcast_attention case: SD 2.1 in fp16) stay finite and right, since the logits
+ * and the softmax are fp32 whatever the storage. */
 #include "op_check.h"
 
 typedef struct attn_ref {
@@ -142,6 +144,41 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     free(r.q); free(r.k); free(r.v); free((void *)r.dout);
 }
 
+/* q . k / sqrt(64) = 80000 > 65504 for the matching key: in f16 arithmetic the logit is inf
+ * and the softmax NaN. The output is that key's value row, the logsumexp 80000. */
+static void check_logits_past_f16(sdt_backend *be, sdt_test_rng *rng)
+{
+    enum { TK = 3, D = 64 };
+    float q[D], k[TK * D], v[TK * D];
+    for (int i = 0; i < D; i++) q[i] = sdt_test_uniform(rng) < 0.5 ? -100.0f : 100.0f;
+    for (int j = 0; j < TK; j++)
+        for (int i = 0; i < D; i++) {
+            k[j * D + i] = j == 0 ? q[i] : (sdt_test_uniform(rng) < 0.5 ? -100.0f : 100.0f);
+            v[j * D + i] = (float)sdt_test_normal(rng);
+        }
+    const int64_t qs[3] = {1, 1, D}, ks[3] = {1, TK, D}, ls[3] = {1, 1, 1};
+    void *q16 = op_store_as(q, D, SDT_F16), *k16 = op_store_as(k, TK * D, SDT_F16), *v16 = op_store_as(v, TK * D, SDT_F16);
+    uint16_t out16[D];
+    float lse = 0.0f;
+    sdt_tensor tq = sdt_tensor_make(q16, SDT_F16, SDT_DEVICE_CPU, 3, qs), tk = sdt_tensor_make(k16, SDT_F16, SDT_DEVICE_CPU, 3, ks);
+    sdt_tensor tv = sdt_tensor_make(v16, SDT_F16, SDT_DEVICE_CPU, 3, ks), tout = sdt_tensor_make(out16, SDT_F16, SDT_DEVICE_CPU, 3, qs);
+    sdt_tensor tl = op_tensor(&lse, 3, ls);
+    CHECK(be->attention_forward(be, &tout, &tl, &tq, &tk, &tv, 1, false) == 0, "f16 past-range forward: %s", be->error);
+    float out[D];
+    sdt_load_f32(out16, SDT_F16, out, D);
+    double worst = 0;
+    for (int i = 0; i < D; i++) {
+        double want = sdt_f16_to_f32(((const uint16_t *)v16)[i]);
+        double e = isfinite(out[i]) ? fabs(out[i] - want) : INFINITY;
+        if (e > worst) worst = e;
+    }
+    CHECK(worst <= 1e-3, "f16 logits of 80000: the output is the matching key's value row (worst error %g)", worst);
+    CHECK(fabs(lse - 80000.0) <= 80000.0 * 1e-6, "the logsumexp is 80000, in f32 (got %.9g)", (double)lse);
+    op_store_free(q16, q);
+    op_store_free(k16, k);
+    op_store_free(v16, v);
+}
+
 static void check_rejects(sdt_backend *be)
 {
     float buf[256] = {0};
@@ -174,6 +211,7 @@ int main(void)
     /* Several query tiles (64 rows) and key tiles (128 keys), partial last tiles. */
     run_case(be, &rng, 1, 150, 150, 1, 4, true, true, SDT_F32);   /* causal across tiles */
     run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32);  /* cross, recomputed */
+    check_logits_past_f16(be, &rng);
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_attention");

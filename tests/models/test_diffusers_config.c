@@ -7,6 +7,12 @@
  *    another scaling_factor, another head count (one number, or per level with one width);
  *  - a config contradicting the weights (in_channels) or damaged JSON is an error naming
  *    the file and the key;
+ *  - text_encoder/config.json over naive shape guesses (width 128 guesses 2 heads, quick_gelu,
+ *    eps 1e-5): num_attention_heads 4, hidden_act gelu, layer_norm_eps 1e-6 are taken, and the
+ *    encoder computes with them; sizes that contradict the weights, an unknown activation, a
+ *    head count that does not divide the width are errors naming the file and key;
+ *  - unet/config.json's upcast_attention is read and written back;
+ *  - model_index.json naming SDXL (a second text encoder) is refused before shapes are guessed;
  *  - a UNet sharded as diffusers shards it (*.safetensors.index.json and its shards) and an
  *    fp16-variant text encoder load to the same tensors as the single files. */
 #include <cjson/cJSON.h>
@@ -14,6 +20,8 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "clip_text.h"
+#include "diffusers_config.h"
 #include "model_test_util.h"
 #include "safetensors.h"
 #include "sd_model.h"
@@ -175,6 +183,104 @@ static void check_sharded(const char *model)
     g_free(te16);
 }
 
+/* The text encoder's last hidden states for a few tokens under cfg (weights from dir). */
+static float *encode(const char *dir, const clip_config *cfg, int64_t *n)
+{
+    sdt_error err = {0};
+    sdt_weights *w = sdt_weights_open(dir, &err);
+    sdt_backend *be = mt_backend();
+    clip_text_model m;
+    float *out = NULL;
+    int32_t ids[77];
+    for (int i = 0; i < 77; i++) ids[i] = (i * 37 + 5) % cfg->vocab;
+    int64_t tshape[2] = {1, 77};
+    sdt_tensor tokens = sdt_tensor_make(ids, SDT_I32, be->device, 2, tshape);
+    clip_text_inputs in = {.tokens = &tokens, .act_dtype = SDT_F32};
+    clip_text_acts acts;
+    sdt_arena a;
+    sdt_arena_init_measure(&a, be);
+    if (w && clip_text_load(&m, cfg, w, &err) && clip_text_forward(&m, be, &a, &in, &acts, &err) &&
+        sdt_arena_init(&a, be, a.peak)) {
+        if (clip_text_forward(&m, be, &a, &in, &acts, &err)) {
+            *n = sdt_tensor_numel(&acts.out);
+            out = mt_alloc((size_t)*n * sizeof(float));
+            memcpy(out, acts.out.data, (size_t)*n * sizeof(float));
+        }
+        sdt_arena_release(&a);
+    }
+    CHECK(out != NULL, "encode with the config: %s", err.message);
+    sdt_weights_close(w);
+    be->destroy(be);
+    return out;
+}
+
+static void check_text_encoder_config(const char *model)
+{
+    sd_config naive, c;
+    sdt_error err = {0};
+    CHECK(detect(model, &naive, &err), "detect before editing: %s", err.message);
+    edit(model, "text_encoder", "config.json", "num_attention_heads", cJSON_CreateNumber(4));
+    edit(model, "text_encoder", "config.json", "hidden_act", cJSON_CreateString("gelu"));
+    edit(model, "text_encoder", "config.json", "layer_norm_eps", cJSON_CreateNumber(1e-6));
+    CHECK(detect(model, &c, &err), "an edited text encoder config loads: %s", err.message);
+    CHECK(naive.clip.heads == 2 && naive.clip.act == SDT_ACT_QUICK_GELU && c.clip.heads == 4 && c.clip.act == SDT_ACT_GELU &&
+              fabsf(c.clip.ln_eps - 1e-6f) < 1e-12f,
+          "the config's heads (%d), activation and epsilon win over the guesses (%d heads)", c.clip.heads, naive.clip.heads);
+    int64_t n1 = 0, n2 = 0, n3 = 0;
+    clip_config by_hand = naive.clip;
+    by_hand.heads = 4, by_hand.act = SDT_ACT_GELU, by_hand.ln_eps = 1e-6f;
+    float *a = encode(model, &c.clip, &n1), *b = encode(model, &by_hand, &n2), *g = encode(model, &naive.clip, &n3);
+    CHECK(a && b && g && n1 == n2 && n1 == n3 && memcmp(a, b, (size_t)n1 * sizeof(float)) == 0 &&
+              memcmp(a, g, (size_t)n1 * sizeof(float)) != 0,
+          "the encoder computes with the config's values, not the guesses");
+    free(a), free(b), free(g);
+    struct { const char *key; cJSON *value; const char *says; } bad[] = {
+        {"hidden_size", cJSON_CreateNumber(64), "hidden_size"},
+        {"num_hidden_layers", cJSON_CreateNumber(12), "num_hidden_layers"},
+        {"hidden_act", cJSON_CreateString("relu"), "relu"},
+        {"num_attention_heads", cJSON_CreateNumber(3), "num_attention_heads"},
+    };
+    cJSON *orig = load(model, "text_encoder", "config.json");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        edit(model, "text_encoder", "config.json", bad[i].key, bad[i].value);
+        CHECK(!detect(model, &c, &err) && strstr(err.message, "text_encoder") && strstr(err.message, bad[i].says),
+              "text encoder '%s' bad: an error naming the file and key: %s", bad[i].key, err.message);
+        save(model, "text_encoder", "config.json", orig);
+    }
+    cJSON_Delete(orig);
+    edit(model, "text_encoder", "config.json", "num_attention_heads", cJSON_CreateNumber(naive.clip.heads));
+    edit(model, "text_encoder", "config.json", "hidden_act", cJSON_CreateString("quick_gelu"));
+    edit(model, "text_encoder", "config.json", "layer_norm_eps", cJSON_CreateNumber(1e-5));
+}
+
+static void check_upcast_and_index(const char *model, const char *dir)
+{
+    sd_config c;
+    sdt_error err = {0};
+    edit(model, "unet", "config.json", "upcast_attention", cJSON_CreateTrue());
+    CHECK(detect(model, &c, &err) && c.unet.upcast_attention, "upcast_attention true is read: %s", err.message);
+    char *copy = g_build_filename(dir, "configs-written", NULL);
+    CHECK(sdt_diffusers_config_write(copy, &c, &err), "write configs: %s", err.message);
+    cJSON *u = load(copy, "unet", "config.json");
+    CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(u, "upcast_attention")), "upcast_attention is written back");
+    cJSON_Delete(u);
+    g_free(copy);
+    edit(model, "unet", "config.json", "upcast_attention", cJSON_CreateFalse());
+
+    cJSON *orig = load(model, "", "model_index.json");
+    edit(model, "", "model_index.json", "_class_name", cJSON_CreateString("StableDiffusionXLPipeline"));
+    const char *second[2] = {"transformers", "CLIPTextModelWithProjection"};
+    edit(model, "", "model_index.json", "text_encoder_2", cJSON_CreateStringArray(second, 2));
+    sdt_weights *w = sdt_weights_open(model, &err);
+    bool ok = w && sd_config_detect(w, &c, &err);
+    CHECK(!ok && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "model_index.json") &&
+              strstr(err.message, "StableDiffusionXLPipeline") && strstr(err.message, "second"),
+          "an SDXL model_index.json is refused, naming the pipeline: %s", err.message);
+    sdt_weights_close(w);
+    save(model, "", "model_index.json", orig);
+    cJSON_Delete(orig);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_diffusers_config");
@@ -188,7 +294,7 @@ int main(void)
 
     sd_config c;
     CHECK(detect(model, &c, &err), "the folder loads with its configs: %s", err.message);
-    CHECK(c.prediction_from_config && !c.unet.v_prediction && c.vae.scaling == spec.config.vae.scaling &&
+    CHECK(c.prediction_source == SD_PREDICTION_FROM_CONFIG && !c.unet.v_prediction && c.vae.scaling == spec.config.vae.scaling &&
               sdt_unet_config_heads(&c.unet, c.unet.model_channels) ==
                   sdt_unet_config_heads(&spec.config.unet, spec.config.unet.model_channels),
           "the detected config is the generator's (epsilon from the scheduler config)");
@@ -197,7 +303,7 @@ int main(void)
     edit(model, "vae", "config.json", "scaling_factor", cJSON_CreateNumber(0.13025));
     edit(model, "unet", "config.json", "attention_head_dim", cJSON_CreateNumber(4));
     CHECK(detect(model, &c, &err), "edited configs load: %s", err.message);
-    CHECK(c.unet.v_prediction && c.prediction_from_config, "prediction_type v_prediction gives a v-model");
+    CHECK(c.unet.v_prediction && c.prediction_source == SD_PREDICTION_FROM_CONFIG, "prediction_type v_prediction gives a v-model");
     CHECK(fabsf(c.vae.scaling - 0.13025f) < 1e-7f, "scaling_factor is taken (%g)", (double)c.vae.scaling);
     CHECK(c.unet.num_heads == 4 && c.unet.head_dim == 0, "attention_head_dim 4 gives 4 heads (%d, %d)", c.unet.num_heads,
           c.unet.head_dim);
@@ -221,10 +327,13 @@ int main(void)
     CHECK(!detect(model, &c, &err) && strstr(err.message, "prediction_type") && strstr(err.message, "sample"),
           "an unsupported prediction type is named: %s", err.message);
     g_remove(sched);
-    CHECK(detect(model, &c, &err) && !c.prediction_from_config && !c.unet.v_prediction,
+    CHECK(detect(model, &c, &err) && c.prediction_source != SD_PREDICTION_FROM_CONFIG && !c.unet.v_prediction,
           "without a scheduler config the default (epsilon) stays: %s", err.message);
     g_free(sched);
 
+    check_text_encoder_config(model);
+    check_upcast_and_index(model, dir);
+    CHECK(detect(model, &c, &err), "the restored folder loads: %s", err.message);
     check_sharded(model);
 
     char *rm = g_strdup_printf("rm -rf '%s'", dir);

@@ -27,5 +27,7 @@ if [ -n "$tok" ]; then
 fi
 run unet_parity python3 "$here/unet_parity.py" --cli "$build/tests/parity/sdt-unet-cli" --sizes tiny,tiny-linear,sd15,sd2 \
     --notes "$logs/unet_notes.md"
+run hn_step_parity python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/hn/hn_step_cli" \
+    --sizes tiny,tiny-linear,sd15 --sd-latent 32
 run clip_vae_parity python3 "$here/clip_vae_parity.py" --build "$build" --sizes tiny,sd15,sd2 --record "$logs/clip_vae_notes.md"
 exit $status

@@ -167,6 +167,34 @@ static void check_memory_cap(const trainer_env *env, const char *emb, const char
     unsetenv("SDTRAIN_MEMORY_LIMIT_MB");
 }
 
+/* bf16 on a device without bf16 arithmetic (SDTRAIN_DEVICE_NO_BF16, as a card below sm_80): the
+ * run trains in fp16 with the loss scaler, and says so once. */
+static void check_bf16_without_bf16(const trainer_env *env, const char *emb, const char *log)
+{
+    printf("-- bf16 asked on a device without bf16 arithmetic\n");
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, log, 2);
+    c.precision = SDT_PRECISION_BF16;
+    setenv("SDTRAIN_DEVICE_NO_BF16", "1", 1);
+    fx_recorder rec;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    sdt_status st = env->ti->prepare(t, &c, &info);
+    CHECK(st == SDT_STATUS_OK && info.precision == SDT_PRECISION_FP16, "prepared in fp16 (status %d: %s, precision %u)",
+          (int)st, fx_last_error(env, t), info.precision);
+    if (st == SDT_STATUS_OK) st = env->ti->run(t);
+    unsetenv("SDTRAIN_DEVICE_NO_BF16");
+    CHECK(st == SDT_STATUS_OK && rec.n_steps == 2, "2 steps run (status %d, %d steps)", (int)st, rec.n_steps);
+    CHECK(rec.n_steps > 0 && rec.steps[0].precision == SDT_PRECISION_FP16 && rec.steps[0].loss_scale == 65536.0,
+          "the steps are fp16 with the loss scaler (precision %u, scale %g)", rec.n_steps ? rec.steps[0].precision : 99,
+          rec.n_steps ? rec.steps[0].loss_scale : 0.0);
+    const char *first = strstr(rec.log, "no bf16 arithmetic");
+    CHECK(first && !strstr(first + 1, "no bf16 arithmetic"), "said exactly once:\n%s", rec.log);
+    env->ti->destroy(t);
+}
+
 static void check_public_scaler(const trainer_env *env)
 {
     printf("-- the public scaler's safety checks\n");
@@ -218,6 +246,7 @@ int main(int argc, char **argv)
         check_no_vectors(&env, log);
         check_empty_dataset(&env, emb, log);
         check_memory_cap(&env, emb, log);
+        check_bf16_without_bf16(&env, emb, log);
     }
     check_public_scaler(&env);
     trainer_env_close(&env);

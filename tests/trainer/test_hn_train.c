@@ -4,15 +4,22 @@
  *     (.pt) and its .safetensors twin, the copies hypernetworks/<name>-<step>.pt, previews,
  *     hypernetwork_loss.csv (one row per step) and the state are written; the .pt, the twin and
  *     the state hold the same values bit for bit, and the files record the step;
- *  2. resume is bit-exact: N steps in one run equal K steps plus N-K resumed (dropout on, batch 2,
- *     accumulation 2, random latents, a schedule that changes between K and N);
- *  3. interrupt() during the run saves the hypernetwork and the state at the step reached;
- *  4. the validation sentences: modules that match no attention of the model, max steps already
- *     reached, a schedule that does not parse, an embedding for joint training that is missing;
- *  5. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
+ *  2. resume is bit-exact, fp32 and fp16 (the scaler's state): N steps in one run equal K steps plus
+ *     N-K resumed (dropout on, batch 2, accumulation 2, random latents, a schedule that changes
+ *     between K and N);
+ *  3. previews (eval mode, no dropout) leave training alone: with a preview after every step the
+ *     losses and the hypernetwork are the same bits as without;
+ *  4. interrupt() during the run saves the hypernetwork and the state at the step reached;
+ *  5. the validation sentences: modules that match no attention of the model, max steps already
+ *     reached, a schedule that does not parse, a hypernetwork holding NaN, a memory plan over the
+ *     cap (SDTRAIN_MEMORY_LIMIT_MB), an embedding for joint
+ *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
+ *     is never replaced;
+ *  6. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
  *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
- *  6. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
+ *  7. joint training where the embedding's schedule ends first: it rests, the hypernetwork goes on;
+ *  8. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
  *     to fp32 and halves the learning rate of both groups.
  * Runs on the test build of the plugin (fault hooks). */
 #include <cjson/cJSON.h>
@@ -193,13 +200,17 @@ static void check_learns(const hn_env *env)
 }
 
 /* The .pt bytes after N steps in one run vs K steps, then resumed to N from the state. */
-static void check_resume(const hn_env *env)
+static void check_resume(const hn_env *env, sdt_precision precision)
 {
-    printf("-- resume is bit-exact\n");
-    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH];
-    fx_subdir(&env->base, dir, "resume-hn");
-    fx_subdir(&env->base, log_a, "resume-log-a");
-    fx_subdir(&env->base, log_b, "resume-log-b");
+    const char *tag = precision == SDT_PRECISION_FP16 ? "fp16" : "fp32";
+    printf("-- resume is bit-exact, %s\n", tag);
+    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH], name[64];
+    snprintf(name, sizeof name, "resume-hn-%s", tag);
+    fx_subdir(&env->base, dir, name);
+    snprintf(name, sizeof name, "resume-log-a-%s", tag);
+    fx_subdir(&env->base, log_a, name);
+    snprintf(name, sizeof name, "resume-log-b-%s", tag);
+    fx_subdir(&env->base, log_b, name);
     if (!make_hn(env, dir, "resumed", "128, 64", true, hn_a)) return;
     snprintf(hn_b, sizeof hn_b, "%.3900s/resumed-b.pt", dir);
     CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
@@ -216,6 +227,8 @@ static void check_resume(const hn_env *env)
     r.options.latent_sampling = SDT_LATENT_RANDOM;
     r.options.shuffle_tags = true;
     r.config.learn_rate = "0.004:3, 0.001";
+    r.options.precision = precision;
+    r.options.loss_scale_init = 1024;
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run A: %s", hn_error(env, t));
     env->hn->destroy(t);
     /* B: 4 steps, then 6 resumed from its state */
@@ -239,6 +252,44 @@ static void check_resume(const hn_env *env)
     CHECK(same_floats(rec_a.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT,
                       rec_c.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT),
           "the AdamW moments are the same bits");
+}
+
+/* Previews (eval mode, their own random streams) change nothing in training: the same run with a
+ * preview every step and without any ends with the same bits. */
+static void check_previews_leave_training_alone(const hn_env *env)
+{
+    printf("-- previews do not disturb training\n");
+    char dir[FX_PATH], log_a[FX_PATH], log_b[FX_PATH], hn_a[FX_PATH], hn_b[FX_PATH];
+    fx_subdir(&env->base, dir, "preview-hn");
+    fx_subdir(&env->base, log_a, "preview-log-a");
+    fx_subdir(&env->base, log_b, "preview-log-b");
+    if (!make_hn(env, dir, "previewed", "128, 64", true, hn_a)) return;
+    snprintf(hn_b, sizeof hn_b, "%.3900s/previewed-b.pt", dir);
+    CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
+    hn_run r;
+    fx_recorder rec_a, rec_b;
+    sdt_hn_trainer *t = hn_create(env, &rec_a);
+    hn_config(env, &r, hn_a, log_a, 3);
+    r.options.preview_every = 1;
+    r.options.preview_steps = 2;
+    r.options.preview_seed = -1;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "with previews: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    CHECK(rec_a.saved[SDT_FILE_PREVIEW] == 3, "a preview after every step (%d)", rec_a.saved[SDT_FILE_PREVIEW]);
+    t = hn_create(env, &rec_b);
+    r.config.hypernetwork_path = hn_b;
+    r.options.log_dir = log_b;
+    r.options.preview_every = 0;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "without previews: %s", hn_error(env, t));
+    env->hn->destroy(t);
+    char twin_a[FX_PATH], twin_b[FX_PATH];
+    snprintf(twin_a, sizeof twin_a, "%.*s.safetensors", (int)(strlen(hn_a) - 3), hn_a);
+    snprintf(twin_b, sizeof twin_b, "%.*s.safetensors", (int)(strlen(hn_b) - 3), hn_b);
+    bool same_losses = rec_a.n_steps == 3 && rec_b.n_steps == 3;
+    for (int i = 0; same_losses && i < 3; i++) same_losses = rec_a.steps[i].loss == rec_b.steps[i].loss;
+    CHECK(same_losses && same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) &&
+              same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
+          "the same losses and the same hypernetwork bits with and without previews");
 }
 
 typedef struct interrupt_at {
@@ -279,6 +330,27 @@ static void check_interrupt(const hn_env *env)
     env->hn->destroy(t);
 }
 
+/* A file at the twin's name that is not this hypernetwork's twin is left alone. */
+static void check_twin_safety(const hn_env *env)
+{
+    printf("-- a file at the twin's name that is another hypernetwork is not replaced\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], other[FX_PATH], twin[FX_PATH];
+    fx_subdir(&env->base, dir, "twin-hn");
+    fx_subdir(&env->base, log, "twin-log");
+    if (!make_hn(env, dir, "twin", "128, 64", false, hn) || !make_hn(env, dir, "other", "128", false, other)) return;
+    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    /* another hypernetwork where the twin would go (a .pt's bytes under the .safetensors name: any other file) */
+    CHECK(fx_copy_file(other, twin), "a foreign file at %s", twin);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 2);
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
+    CHECK(fx_same_bytes(other, twin), "the foreign file is unchanged");
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 1, "only the file named was written (%d)", rec.saved[SDT_FILE_HYPERNETWORK]);
+    env->hn->destroy(t);
+}
+
 static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const char *a, const char *b, const char *what)
 {
     fx_recorder rec;
@@ -310,9 +382,32 @@ static void check_refusals(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.config.learn_rate = "0.001:x";
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "0.001:x", NULL, "a schedule that does not parse");
+    /* a hypernetwork holding a NaN (a .safetensors copy of it, poked) */
+    char twin[FX_PATH], nan_hn[FX_PATH];
+    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    snprintf(nan_hn, sizeof nan_hn, "%.3900s/nan.safetensors", dir);
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run once;
+    hn_config(env, &once, hn, log, 1); /* one step writes the .safetensors twin to copy */
+    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK && fx_copy_file(twin, nan_hn) &&
+              fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
+          "a hypernetwork with a NaN made");
+    env->hn->destroy(t);
+    hn_config(env, &r, nan_hn, log, 5);
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "NaN", "nan.safetensors", "a hypernetwork holding NaN");
+    hn_config(env, &r, hn, log, 5);
+    setenv("SDTRAIN_MEMORY_LIMIT_MB", "1", 1);
+    expect_refusal(env, &r, SDT_STATUS_OUT_OF_MEMORY, "MiB", "limits it to 1 MiB", "a memory plan over the cap");
+    unsetenv("SDTRAIN_MEMORY_LIMIT_MB");
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = "no-such-embedding.safetensors";
     expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
+    hn_config(env, &r, hn, log, 5);
+    r.options.v_prediction = true;
+    r.options.prediction_type = SDT_PREDICTION_EPSILON;
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->v_prediction", "config.train_options->prediction_type",
+                   "v_prediction beside prediction_type epsilon (ABI 1.3)");
 }
 
 /* Joint training: both groups' per-group records in the state JSON. */
@@ -390,6 +485,33 @@ static void check_joint_inf(const hn_env *env)
     env->hn->destroy(t);
 }
 
+/* Joint training where the embedding's schedule ends first: it rests (no update) while the
+ * hypernetwork trains on to the run's end. */
+static void check_joint_rest(const hn_env *env)
+{
+    printf("-- joint training, the embedding's schedule ends at step 2 of 4\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    fx_subdir(&env->base, dir, "rest-hn");
+    fx_subdir(&env->base, log, "rest-log");
+    if (!make_hn(env, dir, "resthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "restemb", 1, "ring", emb))
+        return;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 4);
+    r.config.embedding_path = emb;
+    r.config.embedding_learn_rate = "0.005:2";
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
+    CHECK(rec.n_steps == 4 && rec.steps[3].skipped == 0, "4 steps, none counted as skipped (%d)", rec.n_steps);
+    cJSON *root;
+    cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
+    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 4 && group_number(groups, "embedding", "optimizer_steps") == 2 &&
+              group_number(groups, "embedding", "skipped") == 0,
+          "the hypernetwork stepped 4 times, the embedding 2 (then rested)");
+    cJSON_Delete(root);
+    env->hn->destroy(t);
+}
+
 static void check_joint_nan(const hn_env *env)
 {
     printf("-- joint training, fp16, a NaN pixel: the fallback for both groups\n");
@@ -438,10 +560,14 @@ int main(int argc, char **argv)
     CHECK(env.hn != NULL, "no %s factory", SDT_FACTORY_HYPERNETWORK);
     if (env.hn) {
         check_learns(&env);
-        check_resume(&env);
+        check_resume(&env, SDT_PRECISION_FP32);
+        check_resume(&env, SDT_PRECISION_FP16);
+        check_previews_leave_training_alone(&env);
         check_interrupt(&env);
         check_refusals(&env);
+        check_twin_safety(&env);
         check_joint_inf(&env);
+        check_joint_rest(&env);
         check_joint_nan(&env);
     }
     trainer_env_close(&env.base);

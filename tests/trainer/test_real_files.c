@@ -5,7 +5,11 @@
  *    whose vocabulary the built-in tokenizer does not fit is refused with the fix;
  *  - a dataset of WebP images (the demo pictures re-encoded, lossy and lossless) trains;
  *  - an inpainting model (a tiny UNet taking 9 channels) trains, previews included, as A1111
- *    trains on one (the extra channels: a full mask and the latent of a grey image). */
+ *    trains on one (the extra channels: a full mask and the latent of a grey image);
+ *  - the prediction type through the ABI (1.3): an SD 2.x-shaped model whose UNet answers like a
+ *    v-model is detected as one and trains, the log saying so; prediction_type EPSILON overrides
+ *    it; a 1.2 host's config (no prediction_type) with v_prediction still means v; v_prediction
+ *    beside EPSILON, and a prediction_type out of range, are refused naming the fields. */
 #include <webp/encode.h>
 
 #include "data/image_io.h"
@@ -170,6 +174,59 @@ static void check_inpainting(const trainer_env *env)
     free(initial);
 }
 
+/* prepare only; the status, the log in rec. */
+static sdt_status prepare_only(const trainer_env *env, fx_recorder *rec, const sdt_ti_config *c, char *error)
+{
+    sdt_ti_trainer *t = fx_create(env, rec);
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    sdt_status st = env->ti->prepare(t, c, &info);
+    snprintf(error, 2048, "%s", fx_last_error(env, t));
+    env->ti->destroy(t);
+    return st;
+}
+
+static void check_prediction_type(const trainer_env *env)
+{
+    printf("-- the prediction type: detected, overridden both ways, an old host's v_prediction\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], error[2048];
+    fx_recorder rec;
+    if (!lone_model_and_embedding(env, "vmodel", "--clip-vocab 49408 --openclip --unet-output -1.5", &rec, dir, model, emb))
+        return;
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 2);
+    c.model_path = model;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    sdt_status st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK, "training on a detected v-model: %s", fx_last_error(env, t));
+    CHECK(strstr(rec.log, "predicts v (detected") != NULL, "the log says v was detected:\n%s", rec.log);
+    env->ti->destroy(t);
+
+    c.max_steps = 4; /* the embedding holds 2 steps now */
+    c.prediction_type = SDT_PREDICTION_EPSILON;
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts the noise (epsilon) (as asked)"),
+          "prediction_type EPSILON overrides the probe (%d: %s):\n%s", (int)st, error, rec.log);
+
+    sdt_ti_config old = c; /* a 1.2 host: its struct ends before prediction_type */
+    old.struct_size = (uint32_t)offsetof(sdt_ti_config, prediction_type);
+    old.prediction_type = 0x55555555u; /* past its struct_size: never read */
+    old.v_prediction = true;
+    st = prepare_only(env, &rec, &old, error);
+    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts v (as asked)"), "a 1.2 host's v_prediction means v (%d: %s)",
+          (int)st, error);
+
+    c.v_prediction = true;
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_VALIDATION && strstr(error, "v_prediction") && strstr(error, "prediction_type"),
+          "v_prediction beside EPSILON is refused naming both: %s", error);
+    c.v_prediction = false;
+    c.prediction_type = 7;
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_VALIDATION && strstr(error, "config.prediction_type"), "prediction_type 7 is refused: %s", error);
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -183,6 +240,7 @@ int main(int argc, char **argv)
     check_vocab_mismatch(&env);
     check_webp_dataset(&env);
     check_inpainting(&env);
+    check_prediction_type(&env);
     trainer_env_close(&env);
     return sdt_test_finish("test_real_files");
 }

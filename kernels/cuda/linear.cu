@@ -1,4 +1,4 @@
-/* matmul.cu - linear on the GPU through cuBLAS. GEMMs run in the tensors' own
+/* linear.cu - linear on the GPU through cuBLAS. GEMMs run in the tensors' own
  * 16-bit dtype with fp32 accumulation when the dtypes agree, and through fp32
  * copies otherwise. (Attention has its own fused kernels: attention.cu.)
  * Semantics: kernels/ops.h. */
@@ -39,11 +39,6 @@ static int gemm_ex(sdt_backend *be, bool ta, bool tb, int M, int N, int K, float
                      sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
 }
 
-/* out[r, c] += b[c] */
-__global__ void bias_rows_k(void *out, int odt, const void *b, int bdt, int64_t rows, int64_t C)
-{
-    GRID_STRIDE(i, rows * C) st(out, odt, i, ld(out, odt, i) + ld(b, bdt, i % C));
-}
 /* db[c] += sum_r dout[r, c], rows in order. */
 __global__ void colsum_k(void *db, int dbt, const void *d, int dt, int64_t rows, int64_t C)
 {
@@ -88,8 +83,7 @@ int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
     }
     if (gemm_ex(be, false, true, (int)M, (int)OC, (int)C, 1.0f, xp, dt, (int)C, wp, dt, (int)C, 0.0f, op, odt, (int)OC)) return -1;
     if (b) {
-        bias_rows_k<<<grid_for(M * OC, 256), 256, 0, ctx_of(be)->stream>>>(op, odt, b->data, b->dtype, M, OC);
-        CUDA_LAUNCHED(be);
+        if (cuda_add_bias(be, op, odt, b->data, b->dtype, M, OC, 1)) return -1;
     }
     if (op != out->data) return cuda_convert_raw(be, out->data, out->dtype, op, SDT_F32, M * OC);
     return 0;

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Packs a worktree and its build folder for a GPU host that has CUDA but not this machine's
+# libraries, keeping the absolute paths the build folder records (extract with `tar -xJf TAR -C /`):
+# the sources (git's tracked and untracked, not ignored, files), the build folder without object
+# files and without the CPU-only test programs (and without the source copy of the demo model,
+# which the build holds), and the run-time libraries of the plugin and
+# sdt-host that a bare CUDA image lacks (under BUILD_DIR/device-libs: put it on LD_LIBRARY_PATH).
+#   bench/ti_gpu/pack_device.sh WORKTREE BUILD_DIR OUT.tar.xz
+set -euo pipefail
+tree=$(cd "${1:?worktree}" && pwd); build=$(cd "${2:?build dir}" && pwd); tar_out=${3:?output .tar.xz}
+libs="$build/device-libs"
+mkdir -p "$libs"
+for lib in libglib-2.0.so.0 libgmodule-2.0.so.0 libpcre2-8.so.0 libcjson.so.1 libpng16.so.16 libwebp.so.7 \
+           libwebpdemux.so.2 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$libs/" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$lib" "$libs/"
+done
+list=$(mktemp)
+(cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
+# the build: everything but object files, CMake's internals and the CPU-only test programs
+(cd "$build" && find . \( -type f -o -type l \) ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' \
+    ! \( -path './tests/*' -perm -u+x ! -path './tests/gpu/*' ! -path './tests/e2e/*' \) | sed "s|^\.|$build|") >> "$list"
+tar -cf - --files-from="$list" | xz -T2 -6 > "$tar_out"
+rm -f "$list"
+ls -la "$tar_out"

@@ -1,0 +1,44 @@
+/* dropout.cu - inverted dropout with a counter-based mask on the GPU. Semantics: kernels/ops.h. */
+#include "cuda_ops.h"
+
+/* Counter-based uniform per element (splitmix64 of seed and index): reproducible, order free. */
+__device__ float uniform_at(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+__global__ void dropout_k(void *out, int odt, float *mask, const void *x, int xdt, float p, uint64_t seed, int64_t n)
+{
+    float keep = 1.0f / (1.0f - p);
+    GRID_STRIDE(i, n)
+    {
+        float m = uniform_at(seed, (uint64_t)i) < p ? 0.0f : keep;
+        mask[i] = m;
+        st(out, odt, i, ld(x, xdt, i) * m);
+    }
+}
+__global__ void mul_acc_k(void *dx, int dxt, const void *dout, int dot, const float *mask, int64_t n)
+{
+    GRID_STRIDE(i, n) acc(dx, dxt, i, ld(dout, dot, i) * mask[i]);
+}
+
+int cuda_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p, uint64_t seed)
+{
+    if (!(p >= 0 && p < 1)) return cuda_fail(be, "dropout: probability %g is outside [0, 1)", p);
+    int64_t n = sdt_tensor_numel(x);
+    dropout_k LAUNCH(be, n)(out->data, out->dtype, (float *)mask->data, x->data, x->dtype, p, seed, n);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+int cuda_dropout_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *mask)
+{
+    if (!dx) return 0;
+    int64_t n = sdt_tensor_numel(dout);
+    mul_acc_k LAUNCH(be, n)(dx->data, dx->dtype, dout->data, dout->dtype, (const float *)mask->data, n);
+    CUDA_LAUNCHED(be);
+    return 0;
+}

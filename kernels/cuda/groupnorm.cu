@@ -1,0 +1,161 @@
+/* groupnorm.cu - torch.nn.GroupNorm on the GPU. Semantics: kernels/ops.h. */
+#include "norm_stats.cuh"
+
+#define GN_SCRATCH_SLOT 7 /* groupnorm's per-channel statistics */
+
+/* x [B, C, S]; a group is cpg consecutive channels: cpg*S contiguous values.
+ * One block per (batch, channel), so even batch 1 fills the GPU (32 groups would be 32
+ * blocks): the first kernel writes each channel's statistics (forward: mean and M2, two
+ * passes over the channel; backward: the two sums dx needs), the second combines the
+ * channels of its group in channel order (deterministic, no atomics) and writes its channel. */
+
+/* Chan's combination of cpg channels of S values each: group mean and rstd (biased variance). */
+__device__ void gn_group_stats(const float2 *chan, int64_t c0, int64_t cpg, int64_t S, float eps, float *mean, float *rstd)
+{
+    float mu = 0;
+    for (int64_t k = 0; k < cpg; k++) mu += chan[c0 + k].x;
+    mu /= (float)cpg;
+    float m2 = 0;
+    for (int64_t k = 0; k < cpg; k++) {
+        float d = chan[c0 + k].x - mu;
+        m2 += chan[c0 + k].y + (float)S * d * d;
+    }
+    *mean = mu;
+    *rstd = rsqrtf(m2 / (float)(cpg * S) + eps);
+}
+
+/* chan[b*C + c] = (mean, M2) of channel c of batch b. */
+__global__ void gn_chan_stats_k(float2 *chan, const void *x, int xdt, int64_t S)
+{
+    int64_t base = (int64_t)blockIdx.x * S;
+    float s = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) s += ld(x, xdt, base + i);
+    float mu = block_sum(s) / (float)S, q = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
+        float d = ld(x, xdt, base + i) - mu;
+        q += d * d;
+    }
+    q = block_sum(q);
+    if (threadIdx.x == 0) chan[blockIdx.x] = make_float2(mu, q);
+}
+
+__global__ void gn_fwd_k(void *out, int odt, float *mean, float *rstd, const float2 *chan, const void *x, int xdt, const void *g,
+                         int gdt, const void *b, int bdt, int64_t C, int64_t S, int G, float eps)
+{
+    int64_t bc = blockIdx.x, c = bc % C, cpg = C / G, base = bc * S;
+    float mu, rs;
+    gn_group_stats(chan, bc - c % cpg, cpg, S, eps, &mu, &rs);
+    float scale = g ? ld(g, gdt, c) * rs : rs, shift = (b ? ld(b, bdt, c) : 0.0f) - mu * scale;
+    for (int64_t i = threadIdx.x; i < S; i += NT) st(out, odt, base + i, ld(x, xdt, base + i) * scale + shift);
+    if (threadIdx.x == 0 && c % cpg == 0) {
+        int64_t bg = bc / cpg;
+        mean[bg] = mu;
+        rstd[bg] = rs;
+    }
+}
+
+/* part[b*C + c] = (sum of dy*g, sum of dy*g*xhat) over channel c of batch b. */
+__global__ void gn_bwd_sums_k(float2 *part, const void *dy, int dyt, const void *x, int xdt, const void *g, int gdt,
+                              const float *mean, const float *rstd, int64_t C, int64_t S, int G)
+{
+    int64_t bc = blockIdx.x, c = bc % C, bg = bc / (C / G), base = bc * S;
+    float mu = mean[bg], rs = rstd[bg], gc = g ? ld(g, gdt, c) : 1.0f, s1 = 0, s2 = 0;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
+        float d = ld(dy, dyt, base + i);
+        s1 += d;
+        s2 += d * (ld(x, xdt, base + i) - mu);
+    }
+    s1 = block_sum(s1);
+    s2 = block_sum(s2);
+    if (threadIdx.x == 0) part[bc] = make_float2(gc * s1, gc * s2 * rs);
+}
+
+__global__ void gn_bwd_dx_k(void *dx, int dxt, const void *dy, int dyt, const void *x, int xdt, const void *g, int gdt,
+                            const float *mean, const float *rstd, const float2 *part, int64_t C, int64_t S, int G)
+{
+    int64_t bc = blockIdx.x, c = bc % C, cpg = C / G, bg = bc / cpg, base = bc * S, c0 = bc - c % cpg;
+    float m1 = 0, m2 = 0;
+    for (int64_t k = 0; k < cpg; k++) {
+        m1 += part[c0 + k].x;
+        m2 += part[c0 + k].y;
+    }
+    float n = (float)(cpg * S), mu = mean[bg], rs = rstd[bg], gc = g ? ld(g, gdt, c) : 1.0f;
+    m1 /= n;
+    m2 /= n;
+    for (int64_t i = threadIdx.x; i < S; i += NT) {
+        float xh = (ld(x, xdt, base + i) - mu) * rs;
+        acc(dx, dxt, base + i, rs * (ld(dy, dyt, base + i) * gc - m1 - xh * m2));
+    }
+}
+
+/* One block per channel: sums over batch and spatial. */
+__global__ void gn_bwd_params_k(void *dg, int dgt, void *db, int dbt, const void *dy, int dyt, const void *x, int xdt,
+                                const float *mean, const float *rstd, int64_t B, int64_t C, int64_t S, int G)
+{
+    int64_t c = blockIdx.x, grp = c / (C / G);
+    float sg = 0, sb = 0;
+    for (int64_t k = threadIdx.x; k < B * S; k += NT) {
+        int64_t b = k / S, s = k % S, i = (b * C + c) * S + s;
+        float d = ld(dy, dyt, i);
+        sg += d * (ld(x, xdt, i) - mean[b * G + grp]) * rstd[b * G + grp];
+        sb += d;
+    }
+    sg = block_sum(sg);
+    sb = block_sum(sb);
+    if (threadIdx.x == 0) {
+        if (dg) acc(dg, dgt, c, sg);
+        if (db) acc(db, dbt, c, sb);
+    }
+}
+
+static int gn_shape(sdt_backend *be, const sdt_tensor *x, int groups, int64_t *B, int64_t *C, int64_t *S)
+{
+    *B = x->shape[0];
+    *C = x->shape[1];
+    *S = sdt_tensor_numel(x) / (*B * *C);
+    if (groups <= 0 || *C % groups) return cuda_fail(be, "groupnorm: %lld channels do not split into %d groups", (long long)*C, groups);
+    return 0;
+}
+
+int cuda_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
+                           const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps)
+{
+    int64_t B, C, S;
+    if (gn_shape(be, x, groups, &B, &C, &S)) return -1;
+    float2 *chan = (float2 *)cuda_scratch(be, GN_SCRATCH_SLOT, (size_t)(B * C) * sizeof(float2));
+    if (!chan) return -1;
+    cudaStream_t s = ctx_of(be)->stream;
+    gn_chan_stats_k<<<(unsigned)(B * C), NT, 0, s>>>(chan, x->data, x->dtype, S);
+    CUDA_LAUNCHED(be);
+    gn_fwd_k<<<(unsigned)(B * C), NT, 0, s>>>(out->data, out->dtype, (float *)mean->data, (float *)rstd->data, chan, x->data,
+                                              x->dtype, dat(gamma), dty(gamma), dat(beta), dty(beta), C, S, groups, eps);
+    CUDA_LAUNCHED(be);
+    return 0;
+}
+
+int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
+                            const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd,
+                            int groups)
+{
+    int64_t B, C, S;
+    if (gn_shape(be, x, groups, &B, &C, &S)) return -1;
+    cudaStream_t s = ctx_of(be)->stream;
+    if (dx) {
+        float2 *part = (float2 *)cuda_scratch(be, GN_SCRATCH_SLOT, (size_t)(B * C) * sizeof(float2));
+        if (!part) return -1;
+        gn_bwd_sums_k<<<(unsigned)(B * C), NT, 0, s>>>(part, dout->data, dout->dtype, x->data, x->dtype, dat(gamma), dty(gamma),
+                                                       (const float *)mean->data, (const float *)rstd->data, C, S, groups);
+        CUDA_LAUNCHED(be);
+        gn_bwd_dx_k<<<(unsigned)(B * C), NT, 0, s>>>(dx->data, dx->dtype, dout->data, dout->dtype, x->data, x->dtype, dat(gamma),
+                                                     dty(gamma), (const float *)mean->data, (const float *)rstd->data, part, C, S,
+                                                     groups);
+        CUDA_LAUNCHED(be);
+    }
+    if (dgamma || dbeta) {
+        gn_bwd_params_k<<<(unsigned)C, NT, 0, s>>>(dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL,
+                                                   dty(dbeta), dout->data, dout->dtype, x->data, x->dtype,
+                                                   (const float *)mean->data, (const float *)rstd->data, B, C, S, groups);
+        CUDA_LAUNCHED(be);
+    }
+    return 0;
+}
