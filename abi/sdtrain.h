@@ -28,7 +28,7 @@
  *  8. The plugin never calls exit(), abort() or assert() on any input.
  *
  * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.hypernetwork/1"
- * (sdt_hn_factory, 1.2), "sdtrain.scaler/1" (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
+ * (sdt_hn_factory, 1.2; its chain applier for a host's own generation, 1.4), "sdtrain.scaler/1" (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
  * module libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
  *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 3
+#define SDT_ABI_VERSION_MINOR 4
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -580,6 +580,15 @@ struct sdt_train_options {
 #define SDT_FACTORY_HYPERNETWORK "sdtrain.hypernetwork/1"
 
 typedef struct sdt_hn_trainer sdt_hn_trainer; /* opaque */
+/* 1.4: a chain of loaded hypernetworks that a host applies to the K/V inputs of its own UNet
+ * (A1111's apply_hypernetworks: every member's K module to K in chain order, V to V). Opaque. */
+typedef struct sdt_hn_applier sdt_hn_applier;
+
+/* 1.4: which attention input an applier call transforms. */
+typedef enum sdt_kv_kind {
+    SDT_KV_K = 0, /* the keys' input (A1111's context_k) */
+    SDT_KV_V = 1  /* the values' input (A1111's context_v) */
+} sdt_kv_kind;
 
 /* Input to create_hypernetwork: A1111's "Create hypernetwork" tab, text fields as typed there. */
 typedef struct sdt_hypernetwork_spec {
@@ -634,6 +643,26 @@ typedef struct sdt_hypernetwork_info {
     char checkpoint_hash[72];
 } sdt_hypernetwork_info;
 
+/* 1.4: one txt2img image through the plugin's own sampler (DDIM with classifier-free guidance, as
+ * the training previews), with an applier's hypernetwork chain on the UNet. Input struct: zero it
+ * and set struct_size; 0 in a numeric field means the default in brackets. */
+typedef struct sdt_generate_request {
+    uint32_t struct_size;
+    uint32_t device;                  /* sdt_device_choice [AUTO] */
+    const char *model_path;           /* the SD checkpoint (as sdt_train_options.model_path) */
+    const char *tokenizer_path;       /* [NULL] as sdt_train_options.tokenizer_path */
+    const char *prompt;
+    const char *negative_prompt;      /* [""] */
+    uint32_t width;                   /* [512] a multiple of the model's 8 x 2^(levels-1) */
+    uint32_t height;                  /* [512] */
+    uint32_t steps;                   /* [20] DDIM steps, 1..1000 */
+    uint32_t clip_skip;               /* [1] */
+    double cfg_scale;                 /* [7.0] 1 = no guidance */
+    uint64_t seed;                    /* [0] the noise (the plugin's counter-based RNG, not torch's) */
+    uint32_t cpu_threads;             /* [0] OpenMP's default */
+    uint32_t reserved0;               /* [0] must be 0 */
+} sdt_generate_request;
+
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the
  * same order and with the same threading rules; only the config, the create call and inspect
  * are the method's own. */
@@ -669,6 +698,34 @@ typedef struct sdt_hn_factory {
     /* [any thread] Fills *options with the shared defaults (log_dir "hypernetworks"). Set
      * options->struct_size first. */
     sdt_status (*train_options_defaults)(sdt_train_options *options);
+
+    /* ---- appended in 1.4: applying hypernetworks in the host's own generation ----
+     * An applier computes A1111's chain on the CPU, in f32, in eval mode (no dropout):
+     * for a K/V input x of width w, each member with a module for w in turn gives
+     * x = x + f(x) * strength; members without one pass x through, and so does a width no
+     * member has. Its handles follow the trainer's rules: get_last_error from any thread; the
+     * other calls one thread at a time per applier; appliers are independent of each other
+     * and of trainers. */
+    /* [main thread] An empty chain. Failures go into err (a sentence). */
+    sdt_status (*applier_create)(sdt_hn_applier **out, char *err, uint32_t err_size);
+    /* [main thread] Frees the applier and its hypernetworks; NULL does nothing. */
+    void (*applier_destroy)(sdt_hn_applier *applier);
+    /* [any thread] The sentence of the applier's last failed call ("" when none). */
+    sdt_status (*applier_get_last_error)(const sdt_hn_applier *applier, char *buf, uint32_t buf_size, uint32_t *needed);
+    /* [worker thread] Loads a hypernetwork file (.pt or .safetensors) and appends it to the
+     * chain at strength (finite; A1111's <hypernet:name:strength>). At most 8 members. */
+    sdt_status (*applier_add)(sdt_hn_applier *applier, const char *path, double strength);
+    /* [main thread] Changes member index's strength (0 = as if absent). */
+    sdt_status (*applier_set_strength)(sdt_hn_applier *applier, uint32_t index, double strength);
+    /* [main thread] out[rows, width] = the chain applied to in[rows, width] for kind
+     * (sdt_kv_kind), row-major f32 in host memory; out may be in. rows 0 does nothing. */
+    sdt_status (*applier_apply_kv)(sdt_hn_applier *applier, uint32_t width, uint32_t kind, const float *in, float *out,
+                                   uint64_t rows);
+    /* [worker thread] Renders request with the chain (its files loaded again on the request's
+     * device, at the current strengths; an empty chain is plain txt2img) into rgb: width x height
+     * x 3 bytes, rows top to bottom. rgb_size smaller than that is BUFFER_TOO_SMALL. */
+    sdt_status (*applier_generate)(sdt_hn_applier *applier, const sdt_generate_request *request, uint8_t *rgb,
+                                   uint64_t rgb_size);
 } sdt_hn_factory;
 
 #ifdef __cplusplus

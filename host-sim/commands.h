@@ -8,5 +8,6 @@ int cmd_create_embedding(int argc, char **argv);
 int cmd_create_hypernetwork(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 #endif

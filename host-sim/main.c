@@ -7,6 +7,8 @@
  *   sdt-host train [--config panel.ini] --embedding FILE | --hypernetwork FILE [--embedding FILE]
  *            --dataset DIR --model PATH [Train-tab options...]
  *   sdt-host inspect FILE [--json]
+ *   sdt-host generate --model PATH --prompt T [--negative T] [--hypernetwork FILE[:S]]... [--steps N]
+ *            [--cfg X] [--seed S] [--width W] [--height H] --out IMAGE.png [--overwrite]
  *   --plugin PATH and --help on every command. Exit: 0 ok, 1 error, 2 usage, 130 interrupted.
  *
  * It depends only on abi/sdtrain.h: everything goes through the plugin's entry symbol. */
@@ -29,6 +31,7 @@ static const command commands[] = {
     { "create-hypernetwork", cmd_create_hypernetwork },
     { "train", cmd_train },
     { "inspect", cmd_inspect },
+    { "generate", cmd_generate },
 };
 
 static void print_overview(void)
@@ -41,7 +44,8 @@ static void print_overview(void)
            "  create-hypernetwork create a hypernetwork file (A1111 .pt)\n"
            "  train              train an embedding, a hypernetwork, or both (options or --config panel.ini)\n"
            "  inspect FILE       show what an embedding, a hypernetwork or any file a run wrote\n"
-           "                     holds (--json)\n\n"
+           "                     holds (--json)\n"
+           "  generate           txt2img through the plugin, with hypernetworks at chosen strengths\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
            "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
 }

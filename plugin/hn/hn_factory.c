@@ -14,6 +14,7 @@
 #include "api/host_log.h"
 #include "api/trainer_handle.h"
 #include "hn/hn_abi_ops.h"
+#include "hn/hn_applier.h"
 #include "hn/hn_job.h"
 #include "train/train_options.h"
 
@@ -183,4 +184,11 @@ const sdt_hn_factory sdt_hn_factory_table = {
     .load_state = hn_load_state,
     .inspect = hn_inspect,
     .train_options_defaults = hn_train_options_defaults,
+    .applier_create = sdt_hn_applier_create,
+    .applier_destroy = sdt_hn_applier_destroy,
+    .applier_get_last_error = sdt_hn_applier_get_last_error,
+    .applier_add = sdt_hn_applier_add,
+    .applier_set_strength = sdt_hn_applier_set_strength,
+    .applier_apply_kv = sdt_hn_applier_apply_kv,
+    .applier_generate = sdt_hn_applier_generate,
 };

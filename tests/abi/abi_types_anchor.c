@@ -45,3 +45,12 @@ void sdt_abi_types_anchor_1_3(sdt_prediction_type prediction)
 {
     (void)prediction;
 }
+
+/* The type ABI 1.4 added: the K/V kind of the hypernetwork applier (the factory's new members
+ * are reached through sdt_hn_factory above). */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_4(sdt_kv_kind kind);
+
+void sdt_abi_types_anchor_1_4(sdt_kv_kind kind)
+{
+    (void)kind;
+}

@@ -20,7 +20,10 @@ _Static_assert(offsetof(sdt_ti_config, prediction_type) == offsetof(sdt_ti_confi
                    offsetof(sdt_train_options, prediction_type) == offsetof(sdt_train_options, gradient_checkpointing) + 3 &&
                    offsetof(sdt_train_options, prediction_type) % 8 == 0,
                "the fields appended in 1.3 start at 1.2's sizeof, past its tail padding (docs/abi.md 3.6)");
-_Static_assert(sizeof(sdt_prediction_type) == 4, "enums are 32-bit");
+_Static_assert(sizeof(sdt_prediction_type) == 4 && sizeof(sdt_kv_kind) == 4, "enums are 32-bit");
+_Static_assert(offsetof(sdt_hn_factory, applier_create) == offsetof(sdt_hn_factory, train_options_defaults) +
+                   sizeof(void *),
+               "the applier's members (1.4) are appended after 1.2's last member");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

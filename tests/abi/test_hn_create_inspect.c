@@ -1,7 +1,10 @@
 /* test_hn_create_inspect.c - a host's view of the hypernetwork factory's file calls through
  * dlopen: create_hypernetwork writes <out>/<name>.pt, inspect reads it back (structure,
- * widths, parameter count, JSON), and every bad field is refused with a sentence naming it. */
+ * widths, parameter count, JSON), and every bad field is refused with a sentence naming it.
+ * The applier (1.4) as a host uses it: a new file applied at strength 0 is the identity and at
+ * strength 1 moves the 768-wide rows, an unknown width passes through, misuse is a sentence. */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +147,53 @@ static void check_refusals(const char *dir)
     CHECK(strstr(err, "/nonexistent/x.pt") != NULL, "the sentence names the file: %s", err);
 }
 
+static void check_applier(const char *dir)
+{
+    CHECK(h->struct_size > offsetof(sdt_hn_factory, applier_apply_kv), "the 1.4 factory has the applier");
+    sdt_hypernetwork_spec s = base_spec(dir, "applied");
+    char path[512] = "";
+    CHECK(h->create_hypernetwork(t, &s, path, sizeof path, NULL) == SDT_STATUS_OK, "create the file to apply");
+    sdt_hn_applier *a = NULL;
+    CHECK(h->applier_create(&a, err, sizeof err) == SDT_STATUS_OK && a, "applier_create: %s", err);
+    if (!a) return;
+    CHECK(h->applier_add(a, path, 0.0) == SDT_STATUS_OK, "add at strength 0");
+    enum { ROWS = 3, W = 768 };
+    static float x[ROWS * W], y[ROWS * W];
+    for (int i = 0; i < ROWS * W; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    CHECK(h->applier_apply_kv(a, W, SDT_KV_K, x, y, ROWS) == SDT_STATUS_OK && memcmp(x, y, sizeof x) == 0,
+          "strength 0 is the identity");
+    CHECK(h->applier_set_strength(a, 0, 1.0) == SDT_STATUS_OK, "strength 1");
+    CHECK(h->applier_apply_kv(a, W, SDT_KV_V, x, y, ROWS) == SDT_STATUS_OK && memcmp(x, y, sizeof x) != 0,
+          "strength 1 moves the rows");
+    CHECK(h->applier_apply_kv(a, 1024, SDT_KV_V, x, y, 2) == SDT_STATUS_OK && memcmp(x, y, 2 * 1024 * 4) == 0,
+          "an SD 2.x width the file lacks passes through");
+    CHECK(h->applier_apply_kv(a, W, 5, x, y, ROWS) == SDT_STATUS_INVALID_ARGUMENT, "kind 5 refused");
+    h->applier_get_last_error(a, err, sizeof err, NULL);
+    CHECK(strstr(err, "kind 5") != NULL, "the sentence names the kind: %s", err);
+    CHECK(h->applier_add(a, "/nonexistent/x.pt", 1.0) < 0, "a missing file refused");
+    h->applier_get_last_error(a, err, sizeof err, NULL);
+    CHECK(strstr(err, "/nonexistent/x.pt") != NULL, "the sentence names the file: %s", err);
+    /* generate's own checks come before any model is opened */
+    CHECK(h->applier_generate(a, NULL, NULL, 0) == SDT_STATUS_INVALID_ARGUMENT, "generate without a request");
+    h->applier_get_last_error(a, err, sizeof err, NULL);
+    CHECK(strstr(err, "request") != NULL, "the sentence names the request: %s", err);
+    sdt_generate_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.struct_size = sizeof rq;
+    rq.model_path = "/nonexistent/model.safetensors";
+    rq.prompt = "x";
+    static uint8_t small[16];
+    CHECK(h->applier_generate(a, &rq, small, sizeof small) == SDT_STATUS_BUFFER_TOO_SMALL, "a small image buffer");
+    h->applier_get_last_error(a, err, sizeof err, NULL);
+    CHECK(strstr(err, "786432 bytes") != NULL, "the sentence names the bytes 512 x 512 x 3 needs: %s", err);
+    rq.steps = 5000;
+    CHECK(h->applier_generate(a, &rq, small, sizeof small) == SDT_STATUS_VALIDATION, "5000 steps refused");
+    h->applier_get_last_error(a, err, sizeof err, NULL);
+    CHECK(strstr(err, "request.steps") != NULL, "the sentence names request.steps: %s", err);
+    h->applier_destroy(a);
+    h->applier_destroy(NULL);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -163,6 +213,7 @@ int main(int argc, char **argv)
         check_defaults_round_trip(dir);
         check_options_round_trip(dir);
         check_refusals(dir);
+        check_applier(dir);
         h->destroy(t);
     }
     char cmd[128];

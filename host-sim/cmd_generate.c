@@ -1,0 +1,170 @@
+/* cmd_generate.c - `sdt-host generate`: one txt2img image through the plugin's own sampler (DDIM,
+ * as the training previews) on a checkpoint, with hypernetworks chained at chosen strengths (the
+ * hypernetwork factory's applier, ABI 1.4). The image goes to --out, never over an existing file
+ * unless --overwrite. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "png_out.h"
+
+/* The plugin's sentences name request fields; a terminal user sets options. */
+static const char *const request_options[][2] = {
+    { "request.width x height", "--width x --height" }, { "request.steps", "--steps" },
+    { "request.cfg_scale", "--cfg" }, { "request.clip_skip", "--clip-skip" },
+};
+
+/* FILE or FILE:STRENGTH (the part after the last ':' when it is a number); FALSE when a
+ * strength is there but is not a finite number. */
+static gboolean split_hypernetwork(const char *arg, char **file, double *strength)
+{
+    const char *colon = strrchr(arg, ':');
+    *strength = 1.0;
+    if (!colon) { *file = g_strdup(arg); return TRUE; }
+    char *end = NULL;
+    double s = g_ascii_strtod(colon + 1, &end);
+    if (end == colon + 1 || *end) { /* no number after ':': part of the file name */
+        *file = g_strdup(arg);
+        return TRUE;
+    }
+    *file = g_strndup(arg, (gsize)(colon - arg));
+    *strength = s;
+    return isfinite(s);
+}
+
+static int device_choice(const char *name, uint32_t *out)
+{
+    if (!name || strcmp(name, "auto") == 0) *out = SDT_DEVICE_CHOICE_AUTO;
+    else if (strcmp(name, "cpu") == 0) *out = SDT_DEVICE_CHOICE_CPU;
+    else if (strcmp(name, "cuda") == 0) *out = SDT_DEVICE_CHOICE_CUDA;
+    else return cli_usage_errorf("generate", "--device %s is not auto, cpu or cuda.", name);
+    return SDT_EXIT_OK;
+}
+
+/* Loads the chain into a new applier; an exit status (the plugin's sentence printed). */
+static int build_chain(const sdt_hn_factory *f, sdt_hn_applier **applier, char **hypernetworks)
+{
+    char err[1024] = "";
+    if (f->applier_create(applier, err, sizeof err) != SDT_STATUS_OK) return cli_error(err);
+    for (int i = 0; hypernetworks && hypernetworks[i]; i++) {
+        char *file = NULL;
+        double strength;
+        if (!split_hypernetwork(hypernetworks[i], &file, &strength)) {
+            g_free(file);
+            return cli_usage_errorf("generate", "--hypernetwork %s: the strength after ':' is not a finite number; "
+                                    "write FILE or FILE:STRENGTH, e.g. style.pt:0.8.", hypernetworks[i]);
+        }
+        sdt_status st = f->applier_add(*applier, file, strength);
+        g_free(file);
+        if (st != SDT_STATUS_OK) {
+            f->applier_get_last_error(*applier, err, sizeof err, NULL);
+            return cli_errorf("--hypernetwork %s: %s", hypernetworks[i], err);
+        }
+    }
+    return SDT_EXIT_OK;
+}
+
+static int generate_image(const sdt_hn_factory *f, sdt_hn_applier *applier, const sdt_generate_request *rq,
+                          const char *out)
+{
+    uint64_t bytes = (uint64_t)rq->width * rq->height * 3;
+    uint8_t *rgb = g_try_malloc(bytes);
+    if (!rgb) return cli_errorf("out of memory for a %u x %u image.", rq->width, rq->height);
+    int status = SDT_EXIT_OK;
+    if (f->applier_generate(applier, rq, rgb, bytes) != SDT_STATUS_OK) {
+        char err[1024] = "";
+        f->applier_get_last_error(applier, err, sizeof err, NULL);
+        status = cli_error_renamed(g_strdup(err), request_options, G_N_ELEMENTS(request_options));
+    } else {
+        GError *gerr = NULL;
+        if (!png_out_write_rgb(out, rgb, rq->width, rq->height, &gerr)) {
+            status = cli_errorf("%s: the image could not be written (%s); check the folder exists and is writable.",
+                                out, gerr->message);
+            g_clear_error(&gerr);
+        } else {
+            printf("Generated: %s\n", out);
+        }
+    }
+    g_free(rgb);
+    return status;
+}
+
+static int check_values(const char *model, const char *prompt, const char *out, gboolean overwrite, int width,
+                        int height, int steps, double cfg, gint64 seed)
+{
+    if (!model) return cli_usage_error("generate", "--model is required (an SD checkpoint).");
+    if (!prompt) return cli_usage_error("generate", "--prompt is required.");
+    if (!out) return cli_usage_error("generate", "--out is required (the PNG to write).");
+    if (width < 8 || width > 8192 || height < 8 || height > 8192)
+        return cli_usage_errorf("generate", "--width %d x --height %d: each side must be 8..8192 (a multiple of the "
+                                "model's 64 for SD).", width, height);
+    if (steps < 1 || steps > 1000) return cli_usage_errorf("generate", "--steps %d: use 1..1000.", steps);
+    if (!isfinite(cfg) || cfg < 1 || cfg > 100)
+        return cli_usage_errorf("generate", "--cfg %g: use 1..100 (1 = no guidance).", cfg);
+    if (seed < 0) return cli_usage_errorf("generate", "--seed %lld: use 0 or more.", (long long)seed);
+    if (!overwrite && g_file_test(out, G_FILE_TEST_EXISTS))
+        return cli_errorf("%s already exists; choose another --out or pass --overwrite.", out);
+    return SDT_EXIT_OK;
+}
+
+int cmd_generate(int argc, char **argv)
+{
+    char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
+    char *plugin = NULL, **hypernetworks = NULL;
+    int width = 512, height = 512, steps = 20, clip_skip = 1;
+    double cfg = 7.0;
+    gint64 seed = 0;
+    gboolean overwrite = FALSE;
+    GOptionEntry entries[] = {
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "SD checkpoint (.safetensors, .ckpt or diffusers folder)", "PATH" },
+        { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt", "TEXT" },
+        { "negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT" },
+        { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order", "FILE[:STRENGTH]" },
+        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "DDIM steps (default 20)", "N" },
+        { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale (default 7)", "X" },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed (default 0)", "N" },
+        { "width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels (default 512)", "N" },
+        { "height", 0, 0, G_OPTION_ARG_INT, &height, "Height in pixels (default 512)", "N" },
+        { "clip-skip", 0, 0, G_OPTION_ARG_INT, &clip_skip, "CLIP skip (default 1; ignored for SD 2.x)", "N" },
+        { "device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME" },
+        { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR" },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write", "FILE" },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists", NULL },
+        CLI_PLUGIN_OPTION(plugin),
+        { NULL, 0, 0, 0, NULL, NULL, NULL }
+    };
+    GOptionContext *ctx = g_option_context_new("- txt2img through the plugin, with hypernetworks at chosen strengths");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    uint32_t device_id = 0;
+    int status = cli_parse(ctx, "generate", &argc, &argv) ? SDT_EXIT_OK : SDT_EXIT_USAGE;
+    if (status == SDT_EXIT_OK && argc > 1)
+        status = cli_usage_error("generate", "unexpected argument; every input is an --option.");
+    if (status == SDT_EXIT_OK) status = check_values(model, prompt, out, overwrite, width, height, steps, cfg, seed);
+    if (status == SDT_EXIT_OK && (clip_skip < 1 || clip_skip > 12))
+        status = cli_usage_errorf("generate", "--clip-skip %d: use 1..12.", clip_skip);
+    if (status == SDT_EXIT_OK) status = device_choice(device, &device_id);
+    cli_hn_trainer t;
+    if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+        sdt_hn_applier *applier = NULL;
+        if (t.factory->struct_size <= offsetof(sdt_hn_factory, applier_generate))
+            status = cli_error("this libsdtrain.so predates ABI 1.4 and cannot generate; use a newer plugin.");
+        else if ((status = build_chain(t.factory, &applier, hypernetworks)) == SDT_EXIT_OK) {
+            sdt_generate_request rq = { .struct_size = sizeof rq, .device = device_id, .model_path = model,
+                                        .tokenizer_path = tokenizer, .prompt = prompt, .negative_prompt = negative,
+                                        .width = (uint32_t)width, .height = (uint32_t)height, .steps = (uint32_t)steps,
+                                        .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed };
+            status = generate_image(t.factory, applier, &rq, out);
+        }
+        if (applier) t.factory->applier_destroy(applier);
+        cli_hn_trainer_close(&t);
+    }
+    g_option_context_free(ctx);
+    g_free(model); g_free(prompt); g_free(negative); g_free(out); g_free(device); g_free(tokenizer); g_free(plugin);
+    g_strfreev(hypernetworks);
+    return status;
+}

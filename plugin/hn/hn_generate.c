@@ -1,0 +1,90 @@
+/* hn_generate.c - txt2img with a hypernetwork chain; see hn_generate.h.
+ *
+ * The backend chooser reads the ABI header, whose Train-tab sdt_hn_config shares its name with
+ * the module's shape (hn/hn_config.h): it is read first with the ABI's renamed (as hn_abi_ops.c). */
+#define sdt_hn_config sdt_hn_abi_train_config
+#include "api/backend_select.h"
+#undef sdt_hn_config
+#include "hn/hn_generate.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hn/hn_file.h"
+#include "hn/hn_hook.h"
+#include "train/preview.h"
+#include "train/sd_runtime.h"
+#include "train/tokenizer_open.h"
+#include "train/work_arena.h"
+
+typedef struct generate_run {
+    plugin_backend pb;
+    sd_runtime rt;
+    bool rt_open;
+    sdt_tokenizer *tok;
+    sdt_hn_binding *binding;
+    sdt_hn *members[SDT_HN_MAX_CHAIN];
+    int count;
+    work_arena wa;
+} generate_run;
+
+static void generate_close(generate_run *g)
+{
+    work_arena_release(&g->wa);
+    if (g->binding) sdt_hn_binding_free(g->binding);
+    for (int k = 0; k < g->count; k++) sdt_hn_free(g->members[k]);
+    if (g->tok) sdt_tokenizer_free(g->tok);
+    if (g->rt_open) sd_runtime_close(&g->rt);
+    if (g->pb.be) plugin_backend_close(&g->pb);
+}
+
+static bool generate_chain(generate_run *g, const sdt_hn_generate_settings *s, sdt_error *error)
+{
+    if (s->chain_count > SDT_HN_MAX_CHAIN)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%d hypernetworks given; the chain takes at most %d",
+                        s->chain_count, SDT_HN_MAX_CHAIN);
+    if (!(g->binding = sdt_hn_binding_create(g->pb.be, error))) return false;
+    for (int k = 0; k < s->chain_count; k++) {
+        sdt_hn *hn = sdt_hn_load(s->chain_paths[k], g->pb.be, error);
+        if (!hn) return false;
+        g->members[g->count++] = hn;
+        if (!sdt_hn_binding_add(g->binding, hn, s->chain_strengths[k], false, error)) return false;
+    }
+    sdt_hn_binding_set_eval(g->binding);
+    return true;
+}
+
+static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error)
+{
+    if (!s->model_path || !s->model_path[0])
+        return sdt_fail(error, SDT_ERR_VALIDATION, "no model given: set the model path to an SD checkpoint");
+    if (!s->prompt) return sdt_fail(error, SDT_ERR_VALIDATION, "no prompt given: set the prompt (\"\" is allowed)");
+    if (!plugin_backend_open(&g->pb, s->device, s->cpu_threads, NULL, error)) return false;
+    if (!sd_runtime_open(&g->rt, s->model_path, g->pb.be, SDT_F32, SD_PREDICTION_AUTO, error)) return false;
+    g->rt_open = true;
+    int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
+    if (s->width % f || s->height % f)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "width %d x height %d: %s needs sides that are multiples of %d; "
+                        "round them to a multiple of %d", s->width, s->height, s->model_path, f, f);
+    g->tok = sdt_open_tokenizer(s->tokenizer_path, s->model_path, g->rt.cfg.clip.vocab, NULL, error);
+    if (!g->tok || !generate_chain(g, s, error)) return false;
+    sdt_slot_rules rules = {.placeholder_id = -1, .n_vectors = 0, .slot_token = 0,
+                            .pad_id = g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(g->tok)};
+    sdt_preview_request rq = {s->prompt, s->negative ? s->negative : "", s->width, s->height, s->steps,
+                              s->cfg_scale, s->seed, g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : s->clip_skip,
+                              s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL};
+    uint8_t *image = NULL;
+    if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, NULL, &rq, &image, error)) return false;
+    memcpy(rgb, image, (size_t)s->width * (size_t)s->height * 3);
+    free(image);
+    return true;
+}
+
+bool sdt_hn_generate(const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error)
+{
+    generate_run g;
+    memset(&g, 0, sizeof g);
+    bool ok = generate_in(&g, s, rgb, error);
+    generate_close(&g);
+    return ok;
+}

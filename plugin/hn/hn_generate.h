@@ -1,0 +1,31 @@
+/* hn_generate.h - one txt2img image through the plugin's own sampler (train/preview.h: DDIM with
+ * classifier-free guidance, the VAE's decode) on a checkpoint, with a chain of hypernetworks on
+ * the UNet's K/V hook in eval mode. Behind the applier's generate (ABI 1.4) and sdt-host's
+ * generate command. */
+#ifndef SDT_HN_GENERATE_H
+#define SDT_HN_GENERATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sdt_error.h"
+
+typedef struct sdt_hn_generate_settings {
+    const char *model_path;
+    const char *tokenizer_path;   /* NULL: found as for training (train/tokenizer_open.h) */
+    const char *prompt;
+    const char *negative;         /* "" for none */
+    int width, height, steps, clip_skip;
+    float cfg_scale;
+    uint64_t seed;
+    uint32_t device;              /* sdt_device_choice */
+    int cpu_threads;              /* <= 0: OpenMP's default */
+    int chain_count;              /* hypernetworks, in order, each loaded on the chosen backend */
+    const char *const *chain_paths;
+    const float *chain_strengths;
+} sdt_hn_generate_settings;
+
+/* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */
+bool sdt_hn_generate(const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error);
+
+#endif
