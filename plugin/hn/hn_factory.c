@@ -140,7 +140,7 @@ static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt
                                "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     sdt_error error = {0};
     if (!sdt_train_options_read(&own.options, own.config.train_options, HN_LOG_DIR, "config.train_options", &error) ||
-        !hn_config_check(&own.config, &error))
+        !hn_config_check(&own.config, &error) || !sdt_train_options_check(&own.options, "config.train_options->", &error))
         return sdt_handle_fail_error(&t->core.base, &error);
     return sdt_trainer_prepare(&t->core, &own, info);
 }

@@ -32,6 +32,22 @@ run_host "${HN_RUN[@]}" --strength 0
 expect_error "--strength 0" "--strength"
 run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-learn-rate ""
 expect_error "joint training with an empty --embedding-learn-rate" "--embedding-learn-rate"
+# The options both methods share are checked for a hypernetwork run too (train/train_options.c):
+# one sentence naming the option; --preview-steps 0 with previews on is refused, never a crash.
+for bad in "--tag-dropout 3" "--grad-accum 0" "--clip-skip 0" "--save-every -1" "--csv-every -5" \
+    "--preview-cfg -1" "--preview-width 13" "--preview-sampler euler" "--batch-size 0"; do
+    # shellcheck disable=SC2086 # option and value are separate words on purpose
+    run_host "${HN_RUN[@]}" $bad
+    expect_error "$bad with --hypernetwork" "${bad%% *}"
+done
+run_host "${HN_RUN[@]}" --preview-steps 0 --preview-every 1
+expect_error "--preview-steps 0 with previews on" "--preview-steps" "1..1000"
+# A bad schedule is named by its option, not as a learning rate schedule.
+run_host "${HN_RUN[@]}" --clip-mode norm --clip-value "0.1:x"
+expect_error "a bad --clip-value" "--clip-value:" "0.1:x"
+grep -q "learning rate schedule" "$ERR" && fail "a bad --clip-value is called a learning rate schedule"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-learn-rate "0.005:3, fast"
+expect_error "a bad --embedding-learn-rate" "--embedding-learn-rate:" "fast"
 run_host train --hypernetwork hn/hn.pt "${TRAIN_COMMON[@]}"
 expect_usage "--hypernetwork without --dataset" "--dataset"
 
