@@ -302,9 +302,11 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
                         const sdt_run_control *control, sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
 {
     *out = NULL;
-    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", &sdt_output_layout_hypernetwork, host, control, error);
-    if (!job) return false;
     bool joint = c->embedding_path && c->embedding_path[0];
+    const sdt_output_layout *layout = joint && c->embedding_cards ? &sdt_output_layout_hypernetwork_cards
+                                                                  : &sdt_output_layout_hypernetwork;
+    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", layout, host, control, error);
+    if (!job) return false;
     bool resume = o->resume_state_path && *o->resume_state_path;
     /* The cheap checks first (files, template, schedules), identity included, then the expensive work. */
     hn_part *hp = hn_part_open(job, c, error);
@@ -319,7 +321,7 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
              sdt_train_options_check_required(o, "config.train_options->", error);
     }
     if (ok && joint) {
-        tp = ti_part_open(job, c->embedding_path, "embedding.", false, error);
+        tp = ti_part_open(job, c->embedding_path, "embedding.", c->embedding_cards, error);
         ok = tp != NULL;
         if (ok && tp->emb.step != job->step)
             sdt_host_log(host, SDT_LOG_INFO, "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
@@ -332,8 +334,11 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
                       (long long)o->max_steps);
     const sdt_schedule_texts hn_schedules = {c->learn_rate, "config.learn_rate", o->clip_mode, o->clip_value,
                                              "config.train_options->clip_value"};
-    const sdt_schedule_texts emb_schedules = {c->embedding_learn_rate, "config.embedding_learn_rate", o->clip_mode,
-                                              o->clip_value, "config.train_options->clip_value"};
+    bool own_clip = c->embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */
+    const sdt_schedule_texts emb_schedules = {c->embedding_learn_rate, "config.embedding_learn_rate",
+                                              own_clip ? c->embedding_clip_mode : o->clip_mode,
+                                              own_clip ? c->embedding_clip_value : o->clip_value,
+                                              own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"};
     ok = ok && sdt_train_job_check_schedule(job, &hn_schedules, error) &&
          (!joint || sdt_train_job_check_schedule(job, &emb_schedules, error)) &&
          sdt_train_job_lock_parts(job, error) &&

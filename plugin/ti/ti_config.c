@@ -1,4 +1,5 @@
 /* ti_config.c - textual-inversion config defaults (the A1111 Train tab's) and plain checks. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +43,11 @@ bool ti_config_take_train_options(sdt_ti_config *c, sdt_error *error)
     if (!c->train_options) return true;
     sdt_train_options own;
     if (!sdt_train_options_read(&own, c->train_options, "textual_inversion", "config.train_options", error)) return false;
+    int64_t own_state_every = c->save_state_every_seconds;
     take_shared(c, &own);
+    /* options from before 1.4 have no save_state_every_seconds: the TI config's own counts then */
+    if (c->train_options->struct_size < offsetof(sdt_train_options, save_state_every_seconds) + sizeof(int64_t))
+        c->save_state_every_seconds = own_state_every;
     return true;
 }
 
@@ -66,8 +71,6 @@ static bool is_blank(const char *s)
 /* The TI-only fields and the reserved words of the 1.0 layout; the shared ones are train/'s. */
 static bool check_own(const sdt_ti_config *c, sdt_error *error)
 {
-    if (c->save_state_every_seconds < 0)
-        return fail(error, "config.save_state_every_seconds must be positive or 0; 0 writes the state only with each copy and at the end.");
     if (c->reserved0 != 0) return fail(error, "config.reserved0 must be 0; fill the config with config_defaults() first.");
     if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2] || c->reserved2)
         return fail(error, "config.reserved1 and config.reserved2 must be 0; fill the config with config_defaults() first.");

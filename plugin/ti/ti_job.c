@@ -17,7 +17,6 @@ bool ti_job_prepare(const sdt_ti_config *c, const sdt_host_callbacks *host, cons
     ti_config_shared_options(c, &o);
     sdt_train_job *job = sdt_train_job_new(&o, "embedding", &sdt_output_layout_embedding, host, control, error);
     if (!job) return false;
-    job->state_every_s = c->save_state_every_seconds;
     bool resume = c->resume_state_path && *c->resume_state_path;
     /* The cheap checks first, identity included, then the expensive work (the README's promise). */
     ti_part *tp = ti_part_open(job, c->embedding_path, "", c->save_image_with_embedding, error);

@@ -75,6 +75,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->save_every = c->save_every;
     job->preview_every = c->preview_every;
     job->write_csv_every = c->write_csv_every;
+    job->state_every_s = c->save_state_every_seconds;
     job->preview_seed = c->preview_seed;
     job->preview_cfg = c->preview_cfg_scale;
     job->seed = c->seed;

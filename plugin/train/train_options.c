@@ -80,6 +80,9 @@ static bool check_counts(const sdt_train_options *o, const char *p, sdt_error *e
     if (o->preview_every < 0)
         return OPTION_FAIL("Save an image every N steps must be positive or 0 (%spreview_every); 0 disables it.", p);
     if (o->write_csv_every < 0) return OPTION_FAIL("%swrite_csv_every must be positive or 0; 0 disables the loss CSV.", p);
+    if (o->save_state_every_seconds < 0)
+        return OPTION_FAIL("%ssave_state_every_seconds must be positive or 0; 0 writes the state only with each copy and at the "
+                           "end.", p);
     if (o->clip_skip < 1 || o->clip_skip > 12) return OPTION_FAIL("%sclip_skip must be 1..12 (1 = the last CLIP layer).", p);
     if (o->max_consecutive_nonfinite == 0)
         return OPTION_FAIL("%smax_consecutive_nonfinite must be at least 1 (the default is 10).", p);

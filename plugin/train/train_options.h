@@ -20,7 +20,8 @@
     X(lr_backoff) X(preview_cfg_scale) X(loss_scale_init) X(model_path) X(clip_value) X(dataset_dir) X(log_dir)      \
     X(template_file) X(filename_word_regex) X(filename_join_string) X(preview_prompt) X(preview_negative_prompt)     \
     X(preview_sampler) X(resume_state_path) X(tokenizer_path) X(varsize) X(shuffle_tags)                             \
-    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)
+    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)         \
+    X(save_state_every_seconds)
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of

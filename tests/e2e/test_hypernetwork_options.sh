@@ -18,10 +18,18 @@ for opt in "--weight-decay 0.1" "--strength 0.5" "--embedding-learn-rate 0.01"; 
     run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
     expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
 done
-run_host "${HN_RUN[@]}" --save-state-every 60
-expect_usage "--save-state-every with --hypernetwork" "--save-state-every" "embedding training only"
-run_host "${HN_RUN[@]}" --no-embedding-cards
-expect_usage "--no-embedding-cards with --hypernetwork" "--no-embedding-cards" "embedding training only"
+# ABI 1.4: the state's time interval and the joint embedding's cards and clipping are both methods'.
+run_host "${HN_RUN[@]}" --save-state-every -1
+expect_error "--save-state-every -1 with --hypernetwork" "--save-state-every"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode norm
+expect_error "--embedding-clip-mode without --embedding-clip-value" "--embedding-clip-mode" "--embedding-clip-value"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode norm --embedding-clip-value "0.1:x"
+expect_error "a bad --embedding-clip-value" "--embedding-clip-value:" "0.1:x"
+for opt in "--embedding-clip-mode norm" "--embedding-clip-value 0.1"; do
+    # shellcheck disable=SC2086 # option and value are separate words on purpose
+    run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
+    expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
+done
 
 # Values: not a number is the host's sentence, out of range the plugin's, both naming the option.
 run_host "${HN_RUN[@]}" --strength strong

@@ -455,6 +455,7 @@ static void check_shared_option_refusals(const hn_env *env)
     BAD_OPTION("loss_scale_init", r.options.loss_scale_init = 0);
     BAD_OPTION("max_consecutive_nonfinite", r.options.max_consecutive_nonfinite = 0);
     BAD_OPTION("precision", r.options.precision = 7);
+    BAD_OPTION("save_state_every_seconds", r.options.save_state_every_seconds = -1);
 #undef BAD_OPTION
 }
 
@@ -478,6 +479,48 @@ static void check_schedule_field_names(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.config.learn_rate = "0.001:2, 0.002:1";
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.learn_rate: ", "steps must increase", "a bad hypernetwork learning rate");
+}
+
+/* ABI 1.4's joint-training fields: the embedding's PNG cards (on by default, as for an embedding
+ * alone; off when asked), its own clip settings (a bad one named as such), and a 1.3 host's
+ * smaller config getting the defaults. */
+static void check_joint_options(const hn_env *env)
+{
+    printf("-- joint training: the embedding's cards and clip settings (ABI 1.4)\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    run_dirs(env, "jointopts", dir, log);
+    if (!make_hn(env, dir, "optshn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "optsemb", 2, "ring", emb))
+        return;
+    hn_run r;
+    hn_config(env, &r, hn, log, 5);
+    r.config.embedding_path = emb;
+    r.config.embedding_clip_mode = SDT_CLIP_NORM;
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_mode", "config.embedding_clip_value",
+                   "an embedding clip mode without its value");
+    r.config.embedding_clip_value = "0.5:x";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_value: ", "0.5:x", "a bad embedding clip value");
+    const bool cards[3] = {true, false, true};
+    const uint32_t sizes[3] = {sizeof(sdt_hn_config), sizeof(sdt_hn_config), (uint32_t)offsetof(sdt_hn_config, save_image_with_embedding)};
+    for (int k = 0; k < 3; k++) {
+        char run_log[FX_PATH], tag[32];
+        snprintf(tag, sizeof tag, "jointopts-log%d", k);
+        fx_subdir(&env->base, run_log, tag);
+        fx_recorder rec;
+        sdt_hn_trainer *t = hn_create(env, &rec);
+        hn_config(env, &r, hn, run_log, k + 2); /* the files step on from run to run */
+        r.config.embedding_path = emb;
+        r.config.save_image_with_embedding = k == 0; /* k == 2 sets false past its struct_size: not read */
+        if (k == 0) {
+            r.config.embedding_clip_mode = SDT_CLIP_VALUE; /* the embedding's own clipping, the hypernetwork's off */
+            r.config.embedding_clip_value = "0.05";
+        }
+        r.config.struct_size = sizes[k]; /* k == 2: a 1.3 host, which has none of the fields: the defaults */
+        sdt_status st = hn_prepare_run(env, t, &r);
+        CHECK(st == SDT_STATUS_OK, "joint run %d: %s", k, hn_error(env, t));
+        CHECK((rec.saved[SDT_FILE_EMBEDDING_CARD] > 0) == cards[k], "joint run %d: %d PNG cards (want %s)", k,
+              rec.saved[SDT_FILE_EMBEDDING_CARD], cards[k] ? "some" : "none");
+        env->hn->destroy(t);
+    }
 }
 
 /* One state file through both factories' inspect: the shared description (method(s), step,
@@ -745,6 +788,7 @@ int main(int argc, char **argv)
         check_shared_option_refusals(&env);
         check_schedule_field_names(&env);
         check_state_inspect(&env);
+        check_joint_options(&env);
         check_twin_safety(&env);
         check_joint_inf(&env);
         check_joint_rest(&env);
