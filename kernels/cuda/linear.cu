@@ -1,6 +1,6 @@
 /* linear.cu - linear on the GPU through cuBLAS. GEMMs run in the tensors' own
- * 16-bit dtype with fp32 accumulation when the dtypes agree, and through fp32
- * copies otherwise. (Attention has its own fused kernels: attention.cu.)
+ * 16-bit dtype with fp32 accumulation when the dtypes agree (dw too: 16-bit dout
+ * and x into an f32 gradient), and through fp32 copies otherwise. (Attention has its own fused kernels: attention.cu.)
  * Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
 
@@ -110,7 +110,12 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
                 return -1;
         }
     }
-    if (dw) { /* dw [OC, C] += dout^T [OC, M] x [M, C], accumulated in f32 */
+    if (dw && dout->dtype == x->dtype && dout->dtype != SDT_F32 && (dw->dtype == SDT_F32 || dw->dtype == x->dtype)) {
+        /* 16-bit operands straight into the (f32) gradient: tensor cores, f32 accumulation */
+        if (gemm_ex(be, true, false, (int)OC, (int)C, (int)M, 1.0f, dout->data, dout->dtype, (int)OC, x->data, x->dtype, (int)C,
+                    1.0f, dw->data, dw->dtype, (int)C))
+            return -1;
+    } else if (dw) { /* dw [OC, C] += dout^T [OC, M] x [M, C], accumulated in f32 */
         const float *d32 = cuda_read_f32(be, dout, 0), *x32 = cuda_read_f32(be, x, 1);
         float *acc32 = accum_begin(be, dw, 3);
         if (!d32 || !x32 || !acc32) return -1;

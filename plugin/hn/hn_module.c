@@ -295,6 +295,7 @@ typedef struct hn_layer_work {
 typedef struct hn_work_layout {
     hn_layer_work layers[SDT_HN_MAX_ENTRIES];
     size_t grad_a, grad_b; /* two gradient buffers of rows x the widest layer */
+    size_t weights16[SDT_HN_MAX_ENTRIES]; /* 16-bit copies of the Linear weights (16-bit calls) */
     size_t total;
 } hn_work_layout;
 
@@ -331,6 +332,9 @@ static hn_work_layout hn_work_plan(const sdt_hn_layer_plan *plan, int layers, in
     }
     w.grad_a = hn_take(&used, rows * widest);
     w.grad_b = hn_take(&used, rows * widest);
+    /* two 16-bit values per float slot */
+    for (int i = 0; i < layers; i++)
+        w.weights16[i] = hn_take(&used, ((int64_t)plan[i].out_size * plan[i].in_size + 1) / 2);
     w.total = used;
     return w;
 }
@@ -351,10 +355,18 @@ static const hn_mlp *hn_find_mlp(const sdt_hn *hn, int width, sdt_unet_kv kind)
     return NULL;
 }
 
-static sdt_tensor hn_rows(const sdt_hn *hn, void *work, size_t offset, int64_t rows, int64_t cols)
+static sdt_tensor hn_rows(const sdt_hn *hn, void *work, size_t offset, sdt_dtype dtype, int64_t rows, int64_t cols)
 {
     int64_t shape[2] = {rows, cols};
-    return sdt_tensor_make((char *)work + offset, SDT_F32, hn->be->device, cols ? 2 : 1, shape);
+    return sdt_tensor_make((char *)work + offset, dtype, hn->be->device, cols ? 2 : 1, shape);
+}
+
+/* The dtype of a call's GEMMs and activations: a 16-bit input's own (16-bit operands, f32
+ * accumulation, f32 master weights, gradients and LayerNorm statistics, as A1111's
+ * autocast), f32 for every other input (the fp32 path, unchanged). */
+static sdt_dtype hn_compute_dtype(const sdt_tensor *in)
+{
+    return in->dtype == SDT_F16 || in->dtype == SDT_BF16 ? in->dtype : SDT_F32;
 }
 
 /* The saved tensors of one module call, as views into the workspace. */
@@ -364,7 +376,9 @@ typedef struct hn_pass {
     sdt_tensor z[SDT_HN_MAX_ENTRIES], act[SDT_HN_MAX_ENTRIES], norm[SDT_HN_MAX_ENTRIES];
     sdt_tensor mean[SDT_HN_MAX_ENTRIES], rstd[SDT_HN_MAX_ENTRIES], mask[SDT_HN_MAX_ENTRIES], drop[SDT_HN_MAX_ENTRIES];
     sdt_tensor out[SDT_HN_MAX_ENTRIES]; /* each layer's final stage (one of the above) */
+    sdt_tensor weight[SDT_HN_MAX_ENTRIES]; /* each Linear's weight in the compute dtype */
     sdt_tensor grad_a, grad_b;
+    sdt_dtype dtype;   /* hn_compute_dtype of the input */
 } hn_pass;
 
 static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p,
@@ -381,6 +395,8 @@ static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *i
     sdt_hn_layer_plan plan[SDT_HN_MAX_ENTRIES];
     for (int i = 0; i < m->layer_count; i++) plan[i] = m->layers[i].plan;
     p->rows = sdt_tensor_numel(in) / m->width;
+    p->dtype = hn_compute_dtype(in);
+    sdt_dtype dt = p->dtype;
     hn_work_layout w = hn_work_plan(plan, m->layer_count, p->rows);
     int64_t shape[2] = {p->rows, m->width};
     p->in = sdt_tensor_make(in->data, in->dtype, in->device, 2, shape);
@@ -388,23 +404,31 @@ static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *i
     for (int i = 0; i < m->layer_count; i++) {
         const hn_layer_work *l = &w.layers[i];
         int64_t o = plan[i].out_size;
-        p->z[i] = hn_rows(hn, work, l->z, p->rows, o);
+        p->z[i] = hn_rows(hn, work, l->z, dt, p->rows, o);
         p->out[i] = p->z[i];
-        if (l->act != SIZE_MAX) p->out[i] = p->act[i] = hn_rows(hn, work, l->act, p->rows, o);
+        if (l->act != SIZE_MAX) p->out[i] = p->act[i] = hn_rows(hn, work, l->act, dt, p->rows, o);
         if (l->norm != SIZE_MAX) {
-            p->out[i] = p->norm[i] = hn_rows(hn, work, l->norm, p->rows, o);
-            p->mean[i] = hn_rows(hn, work, l->mean, p->rows, 0);
-            p->rstd[i] = hn_rows(hn, work, l->rstd, p->rows, 0);
+            p->out[i] = p->norm[i] = hn_rows(hn, work, l->norm, dt, p->rows, o);
+            p->mean[i] = hn_rows(hn, work, l->mean, SDT_F32, p->rows, 0);
+            p->rstd[i] = hn_rows(hn, work, l->rstd, SDT_F32, p->rows, 0);
         }
         if (l->drop != SIZE_MAX) {
-            p->mask[i] = hn_rows(hn, work, l->mask, p->rows, o);
-            p->out[i] = p->drop[i] = hn_rows(hn, work, l->drop, p->rows, o);
+            p->mask[i] = hn_rows(hn, work, l->mask, SDT_F32, p->rows, o);
+            p->out[i] = p->drop[i] = hn_rows(hn, work, l->drop, dt, p->rows, o);
+        }
+        p->weight[i] = hn->params[m->layers[i].weight].value;
+        if (dt != SDT_F32) {
+            /* one 16-bit copy per call: the forward and the backward's recompute share it */
+            p->weight[i].data = (char *)work + w.weights16[i];
+            p->weight[i].dtype = dt;
+            if (hn->be->convert(hn->be, &p->weight[i], &hn->params[m->layers[i].weight].value) != 0)
+                return hn_backend_fail(hn, error, "copying a Linear weight to 16 bits");
         }
         if (plan[i].out_size > widest) widest = plan[i].out_size;
         if (plan[i].in_size > widest) widest = plan[i].in_size;
     }
-    p->grad_a = hn_rows(hn, work, w.grad_a, p->rows, widest);
-    p->grad_b = hn_rows(hn, work, w.grad_b, p->rows, widest);
+    p->grad_a = hn_rows(hn, work, w.grad_a, dt, p->rows, widest);
+    p->grad_b = hn_rows(hn, work, w.grad_b, dt, p->rows, widest);
     return true;
 }
 
@@ -420,7 +444,7 @@ static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *r
     const sdt_tensor *x = &p->in;
     for (int i = 0; i < m->layer_count; i++) {
         const hn_layer *l = &m->layers[i];
-        if (be->linear_forward(be, &p->z[i], x, &hn->params[l->weight].value, &hn->params[l->bias].value) != 0)
+        if (be->linear_forward(be, &p->z[i], x, &p->weight[i], &hn->params[l->bias].value) != 0)
             return hn_backend_fail(hn, error, "a Linear layer's forward");
         const sdt_tensor *cur = &p->z[i];
         if (l->plan.activation_position >= 0) {
@@ -464,12 +488,13 @@ bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const 
     return true;
 }
 
-/* g_next = 0, then the stage's backward accumulates into it; the buffers swap. */
+/* g_next = 0 (in the pass's compute dtype), then the stage's backward accumulates into
+ * it; the buffers swap. */
 static sdt_tensor hn_fresh(sdt_backend *be, const sdt_tensor *buffer, const sdt_tensor *like)
 {
     sdt_tensor t = *like;
     t.data = buffer->data;
-    t.dtype = SDT_F32;
+    t.dtype = buffer->dtype;
     if (be->zero(be, &t) != 0) t.data = NULL;
     return t;
 }
@@ -525,12 +550,12 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
         }
         if (i > 0) {
             sdt_tensor next = hn_fresh(be, buf_next, &p.out[i - 1]);
-            HN_STEP(be->linear_backward(be, &next, gw, gb, &g, &p.out[i - 1], &hn->params[l->weight].value),
+            HN_STEP(be->linear_backward(be, &next, gw, gb, &g, &p.out[i - 1], &p.weight[i]),
                     "a Linear layer's backward");
         } else {
             sdt_tensor d_in2;
             if (d_in) d_in2 = sdt_tensor_make(d_in->data, d_in->dtype, d_in->device, 2, shape);
-            if (be->linear_backward(be, d_in ? &d_in2 : NULL, gw, gb, &g, &p.in, &hn->params[l->weight].value) != 0)
+            if (be->linear_backward(be, d_in ? &d_in2 : NULL, gw, gb, &g, &p.in, &p.weight[0]) != 0)
                 return hn_backend_fail(hn, error, "the first Linear layer's backward");
             /* the residual path: d_in += d_out */
             if (d_in && be->axpy(be, &d_in2, 1.0f, &d_out2) != 0)

@@ -6,8 +6,11 @@
  * by its A1111 state-dict path "<width>.<0 for K, 1 for V>.linear.<position>.<weight|bias>"
  * - the .safetensors twin's tensor names (hn_file.h).
  *
- * A module computes y = x + f(x) * strength on rows of x [..., width]; f runs in f32
- * (x and y may be f16/bf16). Training turns dropout on, its masks drawn from a
+ * A module computes y = x + f(x) * strength on rows of x [..., width]. With an f32 x,
+ * f runs in f32. With an f16/bf16 x (the 16-bit step), f runs as A1111's autocast: its
+ * GEMMs take 16-bit operands (a 16-bit copy of each weight made once per call) with f32
+ * accumulation, activations and the gradients between layers stay in x's dtype,
+ * LayerNorm statistics, master weights and weight gradients stay f32. Training turns dropout on, its masks drawn from a
  * counter-based key (sdt_hn_run.dropout_seed) so the backward, a checkpointing
  * recompute and a resumed run all see the same masks. The backward recomputes the
  * forward from x in its workspace instead of keeping per-site activations alive.
@@ -88,7 +91,8 @@ typedef struct sdt_hn_run {
 uint64_t sdt_hn_dropout_seed(const sdt_hn_run *run, int layer);
 /* True when the hypernetwork has modules for this width. */
 bool sdt_hn_has_width(const sdt_hn *hn, int width);
-/* f32 device bytes one module call over `rows` rows of this width needs as workspace. */
+/* Device bytes one module call over `rows` rows of this width needs as workspace
+ * (either compute dtype). */
 size_t sdt_hn_module_workspace_bytes(const sdt_hn_config *c, int width, int64_t rows);
 /* out = in + f(in) * strength for in, out [..., width] (out may be in's storage only
  * if it is not also needed by a later backward). work: device memory of

@@ -81,25 +81,31 @@ static inline void sdt_test_fill_normal(sdt_test_rng *r, float *x, int64_t n, do
     for (int64_t i = 0; i < n; i++) x[i] = (float)(scale * sdt_test_normal(r));
 }
 
+/* One element of a relative error: the largest |a - b| (NaN counts as largest) and |b|. */
+static inline void sdt_rel_err_step(double a, double b, double *num, double *den)
+{
+    double d = fabs(a - b);
+    if (d > *num || d != d) *num = d;
+    if (fabs(b) > *den) *den = fabs(b);
+}
 /* max |a - b| / max(max |b|, floor): relative error of a float result against a double reference. */
 static inline double sdt_rel_err_fd(const float *a, const double *b, int64_t n)
 {
     double num = 0, den = 1e-12;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num || d != d) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
+    for (int64_t i = 0; i < n; i++) sdt_rel_err_step(a[i], b[i], &num, &den);
+    return num / den;
+}
+/* The same for two float results (one path against another). */
+static inline double sdt_rel_err_ff(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 1e-30;
+    for (int64_t i = 0; i < n; i++) sdt_rel_err_step(a[i], b[i], &num, &den);
     return num / den;
 }
 static inline double sdt_rel_err_dd(const double *a, const double *b, int64_t n)
 {
     double num = 0, den = 1e-300;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs(a[i] - b[i]);
-        if (d > num || d != d) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
+    for (int64_t i = 0; i < n; i++) sdt_rel_err_step(a[i], b[i], &num, &den);
     return num / den;
 }
 

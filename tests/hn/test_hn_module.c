@@ -3,7 +3,9 @@
  * layer norm and dropout (training masks redrawn from the documented key):
  * forward values; d(input) and every weight gradient against central finite
  * differences of the reference; backward accumulates; eval mode has no dropout;
- * the same run key gives the same masks, another key other masks. */
+ * the same run key gives the same masks, another key other masks. 16-bit inputs (the
+ * autocast-style path: 16-bit GEMM operands and activations, f32 weights and weight
+ * gradients) against the f32 path on the same rounded inputs, within 16-bit tolerances. */
 #include <string.h>
 
 #include "act_ref.h"
@@ -252,6 +254,73 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
     sdt_hn_free(hn);
 }
 
+/* The module's weight gradients, read back as floats. */
+static void read_grads(sdt_hn *hn, float *out)
+{
+    int64_t offset = 0;
+    for (int i = 0; i < sdt_hn_param_count(hn); i++) {
+        const sdt_hn_param *p = sdt_hn_param_at(hn, i);
+        memcpy(out + offset, p->grad.data, sdt_tensor_nbytes(&p->grad));
+        offset += sdt_tensor_numel(&p->grad);
+    }
+}
+
+/* A 16-bit input runs the 16-bit path: the same module on the same (rounded) input and
+ * output gradient as an f32 call agrees within the dtype's rounding, and the f32 master
+ * weights are left as they were. */
+static void check_16bit(sdt_backend *be, sdt_test_rng *r, sdt_dtype dt, const char *activation, bool layer_norm,
+                        bool dropout)
+{
+    sdt_error err;
+    sdt_error_clear(&err);
+    char what[256];
+    snprintf(what, sizeof(what), "16-bit %s %s%s%s", sdt_dtype_name(dt), activation, layer_norm ? " +norm" : "",
+             dropout ? " +dropout" : "");
+    sdt_hn_config c = make_config(activation, layer_norm, dropout, true);
+    sdt_hn *hn = sdt_hn_alloc(&c, be, &err);
+    CHECK(hn && sdt_hn_enable_grads(hn, &err), "%s: alloc: %s", what, err.message);
+    if (!hn) return;
+    int64_t total = sdt_hn_param_numel(hn), n = ROWS * WIDTH;
+    float *host = kt_alloc((size_t)total * sizeof(float)), *again = kt_alloc((size_t)total * sizeof(float));
+    sdt_test_fill_normal(r, host, total, 0.6);
+    CHECK(sdt_hn_upload(hn, host, &err), "%s: upload: %s", what, err.message);
+    float x[ROWS * WIDTH], dy[ROWS * WIDTH], out32[ROWS * WIDTH], out16f[ROWS * WIDTH];
+    float dx32[ROWS * WIDTH] = {0}, dx16[ROWS * WIDTH] = {0};
+    uint16_t x16[ROWS * WIDTH], dy16[ROWS * WIDTH], out16[ROWS * WIDTH];
+    sdt_test_fill_normal(r, x, n, 1.0);
+    sdt_test_fill_normal(r, dy, n, 1.0);
+    /* both paths see the same values: the 16-bit ones */
+    sdt_store_f32(x, x16, dt, n), sdt_load_f32(x16, dt, x, n);
+    sdt_store_f32(dy, dy16, dt, n), sdt_load_f32(dy16, dt, dy, n);
+    int64_t shape[2] = {ROWS, WIDTH};
+    sdt_tensor tx = sdt_tensor_make(x, SDT_F32, SDT_DEVICE_CPU, 2, shape), tdy = tx, tout = tx, tdx = tx;
+    tdy.data = dy, tout.data = out32, tdx.data = dx32;
+    sdt_tensor hx = sdt_tensor_make(x16, dt, SDT_DEVICE_CPU, 2, shape), hdy = hx, hout = hx, hdx = tdx;
+    hdy.data = dy16, hout.data = out16, hdx.data = dx16;
+    void *work = kt_alloc(sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS));
+    sdt_hn_run run = {.training = dropout, .dropout_seed = sdt_test_next(r)};
+    float *g32 = kt_alloc((size_t)total * sizeof(float)), *g16 = kt_alloc((size_t)total * sizeof(float));
+    bool ok = sdt_hn_module_forward(hn, WIDTH, SDT_UNET_K, &run, 0.8f, &tx, &tout, work, &err) &&
+              sdt_hn_module_backward(hn, WIDTH, SDT_UNET_K, &run, 0.8f, &tx, &tdy, &tdx, true, work, &err);
+    read_grads(hn, g32);
+    ok = ok && sdt_hn_zero_grads(hn, &err) &&
+         sdt_hn_module_forward(hn, WIDTH, SDT_UNET_K, &run, 0.8f, &hx, &hout, work, &err) &&
+         sdt_hn_module_backward(hn, WIDTH, SDT_UNET_K, &run, 0.8f, &hx, &hdy, &hdx, true, work, &err);
+    CHECK(ok, "%s: run: %s", what, err.message);
+    read_grads(hn, g16);
+    sdt_load_f32(out16, dt, out16f, n);
+    /* a few roundings to the dtype (2^-8 for bf16, 2^-11 for f16) through three layers */
+    double tol = dt == SDT_BF16 ? 4e-2 : 6e-3;
+    double e_out = sdt_rel_err_ff(out16f, out32, n), e_dx = sdt_rel_err_ff(dx16, dx32, n), e_g = sdt_rel_err_ff(g16, g32, total);
+    printf("%s: rel err out %.2g d_in %.2g grads %.2g (tol %.0e)\n", what, e_out, e_dx, e_g, tol);
+    CHECK(e_out < tol && e_dx < tol && e_g < tol, "%s: 16-bit vs f32 path: out %.3g, d_in %.3g, grads %.3g > %.3g",
+          what, e_out, e_dx, e_g, tol);
+    CHECK(sdt_hn_download(hn, again, &err) && memcmp(again, host, (size_t)total * sizeof(float)) == 0,
+          "%s: the f32 master weights changed", what);
+    free(host), free(again), free(work), free(g32), free(g16);
+    sdt_hn_free(hn);
+}
+
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("hn_module");
@@ -263,6 +332,10 @@ int main(void)
             check_variant(be, &r, sdt_hn_activation_name_at(a), layer_norm, dropout, variant == 1 || variant == 2,
                           (a + variant) % 2 ? SDT_UNET_V : SDT_UNET_K);
         }
+    for (int variant = 0; variant < 4; variant++) {
+        check_16bit(be, &r, SDT_BF16, "tanh", variant & 1, variant & 2);
+        check_16bit(be, &r, SDT_F16, "gelu", variant & 1, variant & 2);
+    }
     be->destroy(be);
     char name[64];
     snprintf(name, sizeof(name), "hn_module (%d activations x norm x dropout)", count);
