@@ -620,6 +620,10 @@ typedef struct sdt_hn_config {
     double strength;                  /* [1.0] the modules' strength while training */
     const char *embedding_path;       /* [NULL] also train this embedding (joint training) */
     const char *embedding_learn_rate; /* ["0.005"] its schedule (joint training only) */
+    /* ---- appended in 1.4: previews with other hypernetworks chained in ---- */
+    const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; FILE[:STRENGTH]..." chained after the
+                                        * trained one in previews only (strength 1 when left out; at most 7) */
+    double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */
 } sdt_hn_config;
 
 /* What inspect() reads from a hypernetwork file. Output struct: set struct_size first. */

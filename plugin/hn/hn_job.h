@@ -20,6 +20,8 @@ typedef struct sdt_hn_job_settings {
     double strength;
     const char *embedding_path;       /* NULL or "": no joint training */
     const char *embedding_learn_rate;
+    const char *preview_hypernetworks; /* NULL or "": none; "FILE[:STRENGTH]; ..." */
+    double preview_strength;           /* 0: strength */
 } sdt_hn_job_settings;
 
 bool sdt_hn_job_prepare(const sdt_hn_job_settings *config, const sdt_train_options *options,

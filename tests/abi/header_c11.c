@@ -24,6 +24,9 @@ _Static_assert(sizeof(sdt_prediction_type) == 4 && sizeof(sdt_kv_kind) == 4, "en
 _Static_assert(offsetof(sdt_hn_factory, applier_create) == offsetof(sdt_hn_factory, train_options_defaults) +
                    sizeof(void *),
                "the applier's members (1.4) are appended after 1.2's last member");
+_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn_config, embedding_learn_rate) +
+                   sizeof(void *),
+               "the config fields appended in 1.4 follow 1.2's last field without padding");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
