@@ -241,16 +241,17 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
 {
     const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
     sdt_unet *u = job->rt.model.unet;
-    int matched = 0;
+    int matched = 0, n_seen = 0, seen_widths[16];
     char seen[128] = "";
     for (int layer = 0; layer < sdt_unet_attention_count(u); layer++) {
         sdt_unet_hook_site site;
         if (!sdt_unet_attention_site(u, layer, &site)) continue;
         if (sdt_hn_has_width(hp->hn, site.width)) matched++;
-        char w[16];
-        snprintf(w, sizeof w, "%d", site.width);
-        if (!strstr(seen, w) && strlen(seen) + strlen(w) + 3 < sizeof seen)
-            snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%s", seen[0] ? ", " : "", w);
+        bool known = false;
+        for (int i = 0; i < n_seen; i++) known |= seen_widths[i] == site.width;
+        if (known || n_seen == 16) continue;
+        seen_widths[n_seen++] = site.width;
+        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%d", n_seen > 1 ? ", " : "", site.width);
     }
     if (!matched) {
         char widths[128] = "";

@@ -135,6 +135,25 @@ void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size)
     snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->out.root, job->name);
 }
 
+/* The hash of one group's values in parameter order (the value tensors of that group in t, every
+ * third entry); false when out of memory. */
+static bool group_sha256(const state_tensor *t, float *const *host, int n, int group, char hex[SDT_SHA256_HEX])
+{
+    size_t count = 0;
+    for (int i = 0; i < n; i += 3)
+        if (t[i].group == group) count += (size_t)sdt_tensor_numel(t[i].device);
+    float *all = malloc(count ? count * sizeof(float) : 1), *at = all;
+    if (!all) return false;
+    for (int i = 0; i < n; i += 3)
+        if (t[i].group == group) {
+            memcpy(at, host[i], sdt_tensor_nbytes(t[i].device));
+            at += sdt_tensor_numel(t[i].device);
+        }
+    sdt_vectors_sha256(all, count, hex);
+    free(all);
+    return true;
+}
+
 /* Per part: <what>_file, <what>_sha256 (of the values saved), <what>_start_sha256, <what>_start_step. */
 #define PART_META 4
 
@@ -165,6 +184,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
         ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: the training state at step %lld holds NaN or infinite values, so it "
                       "was not saved and the previous state file is kept; resume from it", path, (long long)job->step);
     char *json = ok ? state_json(job) : NULL;
+    if (ok && !json) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory writing the training state");
     char keys[SDT_JOB_MAX_PARTS][PART_META][64], hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX], steps[SDT_JOB_MAX_PARTS][32];
     char step[32], seal[SDT_SHA256_HEX];
     sdt_st_kv meta[6 + SDT_JOB_MAX_PARTS * PART_META + 1];
@@ -176,21 +196,13 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
         meta[n_meta++] = (sdt_st_kv){"step", step};
         meta[n_meta++] = (sdt_st_kv){"sd_checkpoint", job->checkpoint_hash};
         meta[n_meta++] = (sdt_st_kv){"sd_checkpoint_name", job->checkpoint_name};
-        meta[n_meta++] = (sdt_st_kv){"training", json ? json : "{}"};
+        meta[n_meta++] = (sdt_st_kv){"training", json};
         for (int p = 0; p < job->n_parts; p++) {
             const sdt_train_part *part = &job->parts[p];
-            /* the hash of the group's values, in parameter order: the tensors of this group in t */
-            size_t count = 0;
-            for (int i = 0; i < n; i += 3)
-                if (t[i].group == part->group) count += (size_t)sdt_tensor_numel(t[i].device);
-            float *all = malloc(count ? count * sizeof(float) : 1), *at = all;
-            for (int i = 0; all && i < n; i += 3)
-                if (t[i].group == part->group) {
-                    memcpy(at, host[i], sdt_tensor_nbytes(t[i].device));
-                    at += sdt_tensor_numel(t[i].device);
-                }
-            sdt_vectors_sha256(all ? all : (float[]){0}, all ? count : 0, hashes[p]);
-            free(all);
+            if (!group_sha256(t, host, n, part->group, hashes[p])) {
+                ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory hashing the training state");
+                break;
+            }
             snprintf(keys[p][0], 64, "%s_file", part->what);
             snprintf(keys[p][1], 64, "%s_sha256", part->what);
             snprintf(keys[p][2], 64, "%s_start_sha256", part->what);
@@ -201,6 +213,8 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
         }
+    }
+    if (ok) {
         meta[n_meta++] = (sdt_st_kv){SDT_STATE_SEAL_KEY, seal};
         sdt_state_seal_compute(items, (size_t)n, meta, n_meta - 1, seal);
         ok = sdt_st_write(path, items, (size_t)n, meta, n_meta, error);

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "ops.h"
 #include "train/run_loop.h"
 #include "sdt_test.h"
 
@@ -86,21 +87,53 @@ static void on_metrics(void *user, const sdt_metrics *m)
     CHECK(m->step == j->step && m->images_per_second >= 0, "metrics callback sees the finished step");
 }
 
+static char memory_line[512]; /* the last "GPU memory:" line logged */
+
 static void on_log(void *user, sdt_log_level level, const char *message)
 {
     if (level == SDT_LOG_WARNING) ((fake_job *)user)->warnings++;
-    (void)message;
+    if (strncmp(message, "GPU memory:", 11) == 0) snprintf(memory_line, sizeof memory_line, "%s", message);
 }
 
-static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_error *error)
+/* A backend that only answers memory_stats: it holds `held` bytes, its peak rises as steps run
+ * (fake_step does not know it: the test moves it between begin and end), and the device has
+ * 80 GiB with `device_used` in use. */
+#define MIB ((size_t)1 << 20)
+static size_t fake_held, fake_peak, fake_device_used;
+static int fake_resets;
+static bool fake_tracked = true;
+static int fake_memory_stats(sdt_backend *be, sdt_memory_stats *s, bool reset_peak)
+{
+    (void)be;
+    memset(s, 0, sizeof *s);
+    s->tracked = fake_tracked;
+    s->allocated_bytes = fake_held;
+    s->peak_allocated_bytes = fake_peak;
+    s->device_total_bytes = 80 * 1024 * MIB;
+    s->device_free_bytes = s->device_total_bytes - fake_device_used;
+    if (reset_peak) {
+        fake_peak = fake_held;
+        fake_resets++;
+    }
+    return 0;
+}
+
+static sdt_status run_with(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_backend *be, size_t estimate,
+                           sdt_error *error)
 {
     sdt_host_callbacks host = { sizeof host, j, on_log, on_metrics, NULL, NULL };
-    sdt_run_params params = { .save_every = save_every, .preview_every = save_every * 2 };
+    sdt_run_params params = { .save_every = save_every, .preview_every = save_every * 2, .backend = be,
+                              .memory_estimate_bytes = estimate };
     j->ctl = ctl;
     sdt_run_control_set_state(ctl, SDT_RUN_PREPARED);
     CHECK(sdt_run_control_begin_run(ctl), "begin_run from PREPARED");
     CHECK(!sdt_run_control_begin_run(ctl), "a second begin_run is refused");
     return sdt_run_job(&fake_ops, j, &params, ctl, &host, error);
+}
+
+static sdt_status run(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_error *error)
+{
+    return run_with(j, ctl, save_every, NULL, 0, error);
 }
 
 static void test_finishes(sdt_test_rng *rng)
@@ -216,6 +249,60 @@ static void test_interrupt_before_run(void)
     sdt_run_control_fini(&ctl);
 }
 
+/* The run's peak-memory line: the peak since the run began (the backend's peak is reset at the
+ * start), prepare's estimate and its error, the device's memory in use at both ends; none on a
+ * backend that does not count, or without a backend. */
+static void test_memory_line(sdt_test_rng *rng)
+{
+    sdt_backend be;
+    memset(&be, 0, sizeof be);
+    be.memory_stats = fake_memory_stats;
+    size_t peak_mib = 2000 + 20 * (size_t)(sdt_test_next(rng) % 50); /* a multiple of 20: 95% of it is whole MiB */
+    fake_held = 1500 * MIB;
+    fake_peak = 5000 * MIB; /* prepare's own peak: the run must not report it */
+    fake_device_used = 3000 * MIB;
+    fake_resets = 0;
+    memory_line[0] = 0;
+    fake_job j = { .max_steps = 3 };
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    sdt_error error = {0};
+    size_t estimate = peak_mib * MIB - peak_mib * MIB / 20; /* 5% under */
+    CHECK(run_with(&j, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK, "run with a counting backend: %s", error.message);
+    CHECK(fake_resets == 1, "the run resets the backend's peak once at its start (%d)", fake_resets);
+    char want[128];
+    snprintf(want, sizeof want, "GPU memory: peak %zu MiB held by sdtrain during the run", (size_t)1500);
+    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "the line reports the run's peak, not prepare's: \"%s\"", memory_line);
+    CHECK(strstr(memory_line, "The device had 3000 MiB in use when the run started") != NULL, "device use at start: \"%s\"",
+          memory_line);
+    sdt_run_control_fini(&ctl);
+
+    /* a run that holds peak_mib, with an estimate 5% under it */
+    memory_line[0] = 0;
+    fake_job k = { .max_steps = 2 };
+    sdt_run_control_init(&ctl);
+    fake_held = peak_mib * MIB;   /* held when the run starts: the reset sets the peak to it */
+    CHECK(run_with(&k, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK, "second run: %s", error.message);
+    snprintf(want, sizeof want, "GPU memory: peak %zu MiB held by sdtrain during the run; prepare estimated %zu MiB (-5.0%%).",
+             peak_mib, estimate / MIB);
+    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "peak and estimate error: \"%s\", want \"%s\"", memory_line, want);
+    sdt_run_control_fini(&ctl);
+
+    /* no line without a counting backend */
+    memory_line[0] = 0;
+    fake_tracked = false;
+    fake_job l = { .max_steps = 1 };
+    sdt_run_control_init(&ctl);
+    CHECK(run_with(&l, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK && memory_line[0] == 0,
+          "a backend that does not count logs no memory line: \"%s\"", memory_line);
+    sdt_run_control_fini(&ctl);
+    fake_tracked = true;
+    fake_job m = { .max_steps = 1 };
+    sdt_run_control_init(&ctl);
+    CHECK(run(&m, &ctl, 0, &error) == SDT_STATUS_OK && memory_line[0] == 0, "no backend, no memory line");
+    sdt_run_control_fini(&ctl);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_run_loop");
@@ -225,5 +312,6 @@ int main(void)
     test_failing_step(&rng);
     test_snapshot_failure_is_not_fatal();
     test_interrupt_before_run();
+    test_memory_line(&rng);
     return sdt_test_finish("test_run_loop");
 }

@@ -53,6 +53,16 @@ static sdt_hn_trainer *hn_create(const hn_env *env, fx_recorder *rec)
     return t;
 }
 
+/* <tmp>/<tag>-hn for the files and <tmp>/<tag>-log for the run's log folder. */
+static void run_dirs(const hn_env *env, const char *tag, char *dir, char *log)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s-hn", tag);
+    fx_subdir(&env->base, dir, name);
+    snprintf(name, sizeof name, "%s-log", tag);
+    fx_subdir(&env->base, log, name);
+}
+
 /* A new hypernetwork <dir>/<name>.pt for the demo model's widths; path in out. */
 static bool make_hn(const hn_env *env, const char *dir, const char *name, const char *widths, bool dropout, char *out)
 {
@@ -146,8 +156,7 @@ static void check_learns(const hn_env *env)
 {
     printf("-- a hypernetwork run learns and writes what A1111 writes\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], buf[FX_PATH];
-    fx_subdir(&env->base, dir, "learn-hn");
-    fx_subdir(&env->base, log, "learn-log");
+    run_dirs(env, "learn", dir, log);
     if (!make_hn(env, dir, "shapes", "128, 64", false, hn)) return;
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -368,8 +377,7 @@ static void check_interrupt(const hn_env *env)
 {
     printf("-- interrupt saves\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH];
-    fx_subdir(&env->base, dir, "stop-hn");
-    fx_subdir(&env->base, log, "stop-log");
+    run_dirs(env, "stop", dir, log);
     if (!make_hn(env, dir, "stopped", "128, 64", false, hn)) return;
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -395,8 +403,7 @@ static void check_twin_safety(const hn_env *env)
 {
     printf("-- a file at the twin's name that is another hypernetwork is not replaced\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], other[FX_PATH], twin[FX_PATH];
-    fx_subdir(&env->base, dir, "twin-hn");
-    fx_subdir(&env->base, log, "twin-log");
+    run_dirs(env, "twin", dir, log);
     if (!make_hn(env, dir, "twin", "128, 64", false, hn) || !make_hn(env, dir, "other", "128", false, other)) return;
     snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
     /* another hypernetwork where the twin would go (a .pt's bytes under the .safetensors name: any other file) */
@@ -431,8 +438,7 @@ static void check_refusals(const hn_env *env)
 {
     printf("-- validation sentences\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], wide[FX_PATH];
-    fx_subdir(&env->base, dir, "refuse-hn");
-    fx_subdir(&env->base, log, "refuse-log");
+    run_dirs(env, "refuse", dir, log);
     if (!make_hn(env, dir, "refused", "128, 64", false, hn) || !make_hn(env, dir, "wide", "320", false, wide)) return;
     hn_run r;
     hn_config(env, &r, wide, log, 5);
@@ -488,8 +494,7 @@ static void check_joint_inf(const hn_env *env)
 {
     printf("-- joint training, fp16, an inf in the embedding's gradients at step 3\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
-    fx_subdir(&env->base, dir, "joint-hn");
-    fx_subdir(&env->base, log, "joint-log");
+    run_dirs(env, "joint", dir, log);
     if (!make_hn(env, dir, "jointhn", "128, 64", false, hn) ||
         !fx_make_embedding(&env->base, dir, "jointemb", 2, "ring", emb))
         return;
@@ -551,8 +556,7 @@ static void check_joint_rest(const hn_env *env)
 {
     printf("-- joint training, the embedding's schedule ends at step 2 of 4\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
-    fx_subdir(&env->base, dir, "rest-hn");
-    fx_subdir(&env->base, log, "rest-log");
+    run_dirs(env, "rest", dir, log);
     if (!make_hn(env, dir, "resthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "restemb", 1, "ring", emb))
         return;
     fx_recorder rec;
@@ -576,8 +580,7 @@ static void check_joint_nan(const hn_env *env)
 {
     printf("-- joint training, fp16, a NaN pixel: the fallback for both groups\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH], data[FX_PATH];
-    fx_subdir(&env->base, dir, "nan-hn");
-    fx_subdir(&env->base, log, "nan-log");
+    run_dirs(env, "nan", dir, log);
     fx_path(data, env->base.tmp, "nan-data");
     const char *stems[] = {"demo_000", "demo_001"};
     fx_copy_images(&env->base, data, stems, 2);
