@@ -665,6 +665,7 @@ typedef struct sdt_generate_request {
     uint64_t seed;                    /* [0] the noise (the plugin's counter-based RNG, not torch's) */
     uint32_t cpu_threads;             /* [0] OpenMP's default */
     uint32_t reserved0;               /* [0] must be 0 */
+    const char *embedding_path;       /* [NULL] an embedding whose name in the prompt stands for its vectors */
 } sdt_generate_request;
 
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the
