@@ -573,6 +573,10 @@ struct sdt_train_options {
     uint8_t reserved1[2];             /* [0] must be 0 */
     uint32_t prediction_type;         /* sdt_prediction_type [AUTO]; as sdt_ti_config.prediction_type */
     uint32_t reserved2;               /* [0] must be 0 */
+    /* ---- appended in 1.4 ---- */
+    int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
+                                       * embedding run whose options struct is older (1.2/1.3) takes the TI
+                                       * config's own field instead (docs/abi.md 3.9) */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */
@@ -620,7 +624,14 @@ typedef struct sdt_hn_config {
     double strength;                  /* [1.0] the modules' strength while training */
     const char *embedding_path;       /* [NULL] also train this embedding (joint training) */
     const char *embedding_learn_rate; /* ["0.005"] its schedule (joint training only) */
-    /* ---- appended in 1.4: previews with other hypernetworks chained in ---- */
+    /* ---- appended in 1.4: the jointly trained embedding's own settings (docs/abi.md 3.9) ---- */
+    bool save_image_with_embedding;   /* [true] also write the embedding's A1111 PNG cards, as
+                                       * sdt_ti_config.save_image_with_embedding */
+    uint8_t reserved1[3];             /* [0] must be 0 */
+    uint32_t embedding_clip_mode;     /* sdt_clip_mode [DISABLED]; the embedding's, with embedding_clip_value */
+    const char *embedding_clip_value; /* [NULL] NULL: the embedding clips as train_options does (clip_mode,
+                                       * clip_value); set: embedding_clip_mode with this schedule */
+    /* ---- appended in 1.4 (after the above): previews with other hypernetworks chained in ---- */
     const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; FILE[:STRENGTH]..." chained after the
                                         * trained one in previews only (strength 1 when left out; at most 7) */
     double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */

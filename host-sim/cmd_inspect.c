@@ -27,12 +27,12 @@ static void print_info(const char *path, const sdt_embedding_info *info)
     printf("file:        %s\n", path);
     printf("format:      %s\n", format_name(info->format));
     printf("name:        %s\n", info->name);
-    printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
+    if (info->vectors) printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
     if (info->step >= 0) printf("step:        %lld\n", (long long)info->step);
     if (info->init_text[0]) printf("init text:   %s\n", info->init_text);
     if (info->checkpoint_name[0] || info->checkpoint_hash[0])
         printf("checkpoint:  %s [%s]\n", info->checkpoint_name, info->checkpoint_hash);
-    printf("mean norm:   %.6g\n", info->vector_norm_mean);
+    if (info->vectors) printf("mean norm:   %.6g\n", info->vector_norm_mean);
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
 }
 
@@ -106,8 +106,13 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
     info.struct_size = sizeof info;
     if (!json) {
         if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
-            cli_trainer_close(&t);
             print_info(path, &info);
+            char *text = NULL;
+            /* a run's state: what it trains, its paired files and hashes, precision, scale */
+            if (info.format == SDT_EMBEDDING_FILE_TRAINING_STATE && fetch_json(&t, path, &text) == SDT_STATUS_OK)
+                printf("state:       %s\n", text);
+            g_free(text);
+            cli_trainer_close(&t);
             return status;
         }
     } else {

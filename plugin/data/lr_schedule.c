@@ -106,16 +106,17 @@ static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
     return false;
 }
 
-bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
+bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
                            sdt_error *error)
 {
+    const char *w = field ? field : "learning rate schedule";
     memset(out, 0, sizeof(*out));
     out->start_step = cur_step;
     if (!text) text = "";
     if (max_steps <= cur_step)
         return fail(out, error,
-                    "learning rate schedule: the embedding is already at step %" PRId64 " and Max steps is %" PRId64
-                    "; raise Max steps above %" PRId64 " to train further", cur_step, max_steps, cur_step);
+                    "%s: training is already at step %" PRId64 " and Max steps is %" PRId64
+                    "; raise Max steps above %" PRId64 " to train further", w, cur_step, max_steps, cur_step);
 
     bool ended = false;           /* a bare rate, ':-1' or a step past Max steps closed the schedule */
     int64_t prev_step = 0;        /* last explicit step seen, to insist on increasing steps */
@@ -134,38 +135,38 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
             const char *colon = memchr(b, ':', (size_t)len);
             if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
                 return fail(out, error,
-                            "learning rate schedule: entry \"%.*s\" has more than one ':'; each entry is RATE or RATE:STEP, "
-                            "e.g. \"0.005:100\"", len, b);
+                            "%s: entry \"%.*s\" has more than one ':'; each entry is RATE or RATE:STEP, "
+                            "e.g. \"0.005:100\"", w, len, b);
             double rate;
             if (!parse_rate(b, colon ? colon : e, &rate))
                 return fail(out, error,
-                            "learning rate schedule: \"%.*s\" in entry \"%.*s\" is not a number; " LR_EXAMPLE,
+                            "%s: \"%.*s\" in entry \"%.*s\" is not a number; " LR_EXAMPLE, w,
                             (int)((colon ? colon : e) - b), b, len, b);
             if (!isfinite(rate) || rate < 0)
                 return fail(out, error,
-                            "learning rate schedule: the rate in entry \"%.*s\" must be a finite number >= 0", len, b);
+                            "%s: the rate in entry \"%.*s\" must be a finite number >= 0", w, len, b);
             int64_t step = -1;
             if (colon && !parse_step(colon + 1, e, &step))
                 return fail(out, error,
-                            "learning rate schedule: the step in entry \"%.*s\" must be a whole number such as 1000 "
-                            "(not 1e3 or 1000.0), or -1 for Max steps", len, b);
+                            "%s: the step in entry \"%.*s\" must be a whole number such as 1000 "
+                            "(not 1e3 or 1000.0), or -1 for Max steps", w, len, b);
             if (colon && step != -1 && step <= 0)
                 return fail(out, error,
-                            "learning rate schedule: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", len, b);
+                            "%s: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", w, len, b);
             if (ended && closing)
                 return fail(out, error,
-                            "learning rate schedule: entry \"%.*s\" comes after \"%.*s\", which already runs to Max steps; "
-                            "give \"%.*s\" an end step (RATE:STEP) or remove the later entries", len, b, closing_len,
+                            "%s: entry \"%.*s\" comes after \"%.*s\", which already runs to Max steps; "
+                            "give \"%.*s\" an end step (RATE:STEP) or remove the later entries", w, len, b, closing_len,
                             closing, closing_len, closing);
             if (colon && step != -1 && step <= prev_step)
                 return fail(out, error,
-                            "learning rate schedule: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
-                            "entry's step %" PRId64 "; steps must increase from left to right", len, b, step, prev_step);
+                            "%s: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
+                            "entry's step %" PRId64 "; steps must increase from left to right", w, len, b, step, prev_step);
             if (colon && step != -1) prev_step = step;
             if (!ended) {
                 if (!colon || step == -1) {
                     if (!push_segment(out, rate, max_steps))
-                        return fail(out, error, "learning rate schedule: out of memory");
+                        return fail(out, error, "%s: out of memory", w);
                     ended = true;
                     closing = b;
                     closing_len = len;
@@ -173,7 +174,7 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
                     int64_t end = step < max_steps ? step : max_steps;
                     if ((out->n_segments == 0 || end > out->segments[out->n_segments - 1].end_step) &&
                         !push_segment(out, rate, end))
-                        return fail(out, error, "learning rate schedule: out of memory");
+                        return fail(out, error, "%s: out of memory", w);
                     if (step >= max_steps) ended = true; /* the rest is beyond this run; still syntax-checked */
                 } else {
                     last_passed = step;
@@ -184,11 +185,11 @@ bool sdt_lr_schedule_parse(const char *text, int64_t cur_step, int64_t max_steps
         p = comma + 1;
     }
     if (!any_entry)
-        return fail(out, error, "learning rate schedule is empty; " LR_EXAMPLE);
+        return fail(out, error, "%s is empty; " LR_EXAMPLE, w);
     if (out->n_segments == 0)
         return fail(out, error,
-                    "learning rate schedule \"%s\" ends at step %" PRId64 " but the embedding is already at step %" PRId64
-                    "; add a final entry without a step (e.g. \", 1e-5\") to keep training", text, last_passed, cur_step);
+                    "%s \"%s\" ends at step %" PRId64 " but training is already at step %" PRId64
+                    "; add a final entry without a step (e.g. \", 1e-5\") to keep training", w, text, last_passed, cur_step);
     return true;
 }
 

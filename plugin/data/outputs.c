@@ -18,6 +18,7 @@
 
 const sdt_output_layout sdt_output_layout_embedding = {"embeddings", SDT_LOSS_CSV_NAME, true};
 const sdt_output_layout sdt_output_layout_hypernetwork = {"hypernetworks", SDT_HN_LOSS_CSV_NAME, false};
+const sdt_output_layout sdt_output_layout_hypernetwork_cards = {"hypernetworks", SDT_HN_LOSS_CSV_NAME, true};
 
 static bool fits(int n, size_t size)
 {

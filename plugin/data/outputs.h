@@ -35,6 +35,8 @@ typedef struct sdt_output_layout {
 
 #define SDT_HN_LOSS_CSV_NAME "hypernetwork_loss.csv"
 extern const sdt_output_layout sdt_output_layout_embedding, sdt_output_layout_hypernetwork;
+/* A hypernetwork run with an embedding whose PNG cards are written (image_embeddings/). */
+extern const sdt_output_layout sdt_output_layout_hypernetwork_cards;
 
 typedef struct sdt_output_dirs {
     char root[SDT_PATH_MAX];             /* <log>/<date>/<name> */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "hn/hn_file.h"
+#include "train/train_state_describe.h"
 #include "torch_file.h"
 
 /* FNV-1a of the name: a reproducible seed per hypernetwork (A1111 draws from torch's global RNG). */
@@ -141,8 +142,24 @@ static bool values_finite(const sdt_hn *hn, bool *finite, sdt_error *error)
     return ok;
 }
 
+/* A run's resume state (a hypernetwork's, a joint run's, or an embedding's): the shared facts. */
+static bool inspect_state(const char *path, sdt_hypernetwork_info *info, char **json_out, sdt_error *error)
+{
+    sdt_state_facts f;
+    if (!sdt_state_describe(path, &f, NULL, json_out, error)) return false;
+    const sdt_state_part_facts *hn = sdt_state_facts_part(&f, "hypernetwork");
+    info->step = f.step;
+    info->parameter_count = hn ? (uint64_t)hn->trained_values : 0;
+    info->all_finite = f.all_finite;
+    snprintf(info->name, sizeof info->name, "%s", f.name);
+    snprintf(info->checkpoint_name, sizeof info->checkpoint_name, "%s", f.checkpoint_name);
+    snprintf(info->checkpoint_hash, sizeof info->checkpoint_hash, "%s", f.checkpoint_hash);
+    return true;
+}
+
 bool sdt_hn_abi_inspect(const char *path, sdt_hypernetwork_info *info, char **json_out, sdt_error *error)
 {
+    if (sdt_state_file_is_state(path)) return inspect_state(path, info, json_out, error);
     sdt_backend *cpu = sdt_backend_cpu_create(1);
     if (!cpu) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory starting the CPU backend; close other programs and retry");
     bool is_pt = sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH;

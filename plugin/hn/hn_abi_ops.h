@@ -21,7 +21,10 @@
 bool sdt_hn_abi_create(const sdt_hypernetwork_spec *spec, char *path_out, size_t path_out_size, sdt_error *error);
 
 /* Reads a hypernetwork file (.pt or .safetensors) into info (zeroed by the caller with its
- * struct_size set) and, when json_out, a JSON description (the caller frees it). */
+ * struct_size set) and, when json_out, a JSON description (the caller frees it). A run's state
+ * file (<name>.state.safetensors) is described by train/train_state_describe.h: name, step,
+ * checkpoint, finiteness and the hypernetwork's trained values in info, the state's facts in
+ * the JSON. */
 bool sdt_hn_abi_inspect(const char *path, sdt_hypernetwork_info *info, char **json_out, sdt_error *error);
 
 #endif

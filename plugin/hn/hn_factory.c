@@ -41,7 +41,9 @@ static bool method_prepare(const void *config, const sdt_host_callbacks *host, s
     const hn_prepared_config *c = config;
     sdt_hn_job_settings s = {c->config.hypernetwork_path, c->config.learn_rate, c->config.weight_decay,
                              c->config.strength, c->config.embedding_path, c->config.embedding_learn_rate,
-                             c->config.preview_hypernetworks, c->config.preview_strength};
+                             c->config.save_image_with_embedding, c->config.embedding_clip_mode,
+                             c->config.embedding_clip_value, c->config.preview_hypernetworks,
+                             c->config.preview_strength};
     sdt_train_job *made = NULL;
     bool ok = sdt_hn_job_prepare(&s, &c->options, host, control, &made, info, error);
     *job = made;
@@ -58,6 +60,7 @@ static void hn_config_set_defaults(sdt_hn_config *c)
     c->weight_decay = 0.01;
     c->strength = 1.0;
     c->embedding_learn_rate = "0.005";
+    c->save_image_with_embedding = true;
 }
 
 static sdt_status hn_config_defaults(sdt_hn_config *config)
@@ -93,6 +96,16 @@ static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
     if (c->embedding_path && c->embedding_path[0] && (!c->embedding_learn_rate || !c->embedding_learn_rate[0]))
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");
+    if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2])
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved1 must be 0; fill the config with config_defaults() first.");
+    if (c->embedding_clip_mode > SDT_CLIP_NORM)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.embedding_clip_mode is not one of disabled, value or norm; pick one of those.");
+    if (!c->embedding_clip_value && c->embedding_clip_mode != SDT_CLIP_DISABLED)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.embedding_clip_mode is set but config.embedding_clip_value is not; set "
+                        "the embedding's clip value too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
+    if (c->embedding_clip_value && c->embedding_clip_mode != SDT_CLIP_DISABLED && !c->embedding_clip_value[0])
+        return sdt_fail(error, SDT_ERR_VALIDATION, "The embedding's gradient clipping is on but config.embedding_clip_value is empty; "
+                        "set it, e.g. \"0.1\".");
     return true;
 }
 
@@ -143,7 +156,7 @@ static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt
                                "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     sdt_error error = {0};
     if (!sdt_train_options_read(&own.options, own.config.train_options, HN_LOG_DIR, "config.train_options", &error) ||
-        !hn_config_check(&own.config, &error))
+        !hn_config_check(&own.config, &error) || !sdt_train_options_check(&own.options, "config.train_options->", &error))
         return sdt_handle_fail_error(&t->core.base, &error);
     return sdt_trainer_prepare(&t->core, &own, info);
 }

@@ -28,6 +28,7 @@
 #include "hn/hn_hook.h"
 #include "hn/hn_preview_chain.h"
 #include "ti/ti_part.h"
+#include "train/train_options.h"
 
 typedef struct hn_part {
     sdt_train_part *part;
@@ -317,7 +318,8 @@ static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_
         }
     }
     sdt_param_group g = {.name = "hypernetwork", .opt = opt, .lr_text = (char *)c->learn_rate,
-                         .clip_text = (char *)o->clip_value, .clip_mode = o->clip_mode};
+                         .clip_text = (char *)o->clip_value, .lr_field = "config.learn_rate",
+                         .clip_field = "config.train_options->clip_value", .clip_mode = o->clip_mode};
     if (!sdt_train_job_add_group(job, hp->part, &g, error)) {
         sdt_optimizer_destroy(opt);
         return false;
@@ -329,9 +331,11 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
                         const sdt_run_control *control, sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
 {
     *out = NULL;
-    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", &sdt_output_layout_hypernetwork, host, control, error);
-    if (!job) return false;
     bool joint = c->embedding_path && c->embedding_path[0];
+    const sdt_output_layout *layout = joint && c->embedding_cards ? &sdt_output_layout_hypernetwork_cards
+                                                                  : &sdt_output_layout_hypernetwork;
+    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", layout, host, control, error);
+    if (!job) return false;
     bool resume = o->resume_state_path && *o->resume_state_path;
     /* The cheap checks first (files, template, schedules), identity included, then the expensive work. */
     hn_part *hp = hn_part_open(job, c, error);
@@ -342,10 +346,11 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
         snprintf(job->name, sizeof job->name, "%s", hc->name);
         snprintf(job->prompt_name, sizeof job->prompt_name, "%s", hc->name); /* A1111: [name] is the hypernetwork's */
         job->initial_step = job->step = sdt_hn_get_info(hp->hn)->step;
-        ok = sdt_file_name_check("hypernetwork", job->name, SDT_HN_NAME_MAX, error);
+        ok = sdt_file_name_check("hypernetwork", job->name, SDT_HN_NAME_MAX, error) &&
+             sdt_train_options_check_required(o, "config.train_options->", error);
     }
     if (ok && joint) {
-        tp = ti_part_open(job, c->embedding_path, "embedding.", false, error);
+        tp = ti_part_open(job, c->embedding_path, "embedding.", c->embedding_cards, error);
         ok = tp != NULL;
         if (ok && tp->emb.step != job->step)
             sdt_host_log(host, SDT_LOG_INFO, "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
@@ -356,15 +361,22 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
         ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork has already been trained for %lld steps, which reaches max "
                       "steps (%lld); raise max steps to train further", c->hypernetwork_path, (long long)job->step,
                       (long long)o->max_steps);
-    ok = ok && sdt_train_job_check_schedule(job, c->learn_rate, o->clip_mode, o->clip_value, error) &&
-         (!joint || sdt_train_job_check_schedule(job, c->embedding_learn_rate, o->clip_mode, o->clip_value, error)) &&
+    const sdt_schedule_texts hn_schedules = {c->learn_rate, "config.learn_rate", o->clip_mode, o->clip_value,
+                                             "config.train_options->clip_value"};
+    bool own_clip = c->embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */
+    const sdt_schedule_texts emb_schedules = {c->embedding_learn_rate, "config.embedding_learn_rate",
+                                              own_clip ? c->embedding_clip_mode : o->clip_mode,
+                                              own_clip ? c->embedding_clip_value : o->clip_value,
+                                              own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"};
+    ok = ok && sdt_train_job_check_schedule(job, &hn_schedules, error) &&
+         (!joint || sdt_train_job_check_schedule(job, &emb_schedules, error)) &&
          sdt_train_job_lock_parts(job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&
          sdt_train_job_load_model(job, o->device, o->cpu_threads, error) && hn_part_bind_model(hp, job, error) &&
          (!joint || ti_part_bind_model(tp, job, error)) &&
          (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
          sdt_train_job_load_data(job, o, error) && hn_part_add_group(hp, job, c, o, error) &&
-         (!joint || ti_part_add_group(tp, job, c->embedding_learn_rate, o->clip_mode, o->clip_value, error)) &&
+         (!joint || ti_part_add_group(tp, job, &emb_schedules, error)) &&
          sdt_train_job_finish(job, o, info, error);
     if (!ok) {
         sdt_train_job_destroy(job);

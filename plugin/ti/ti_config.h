@@ -16,6 +16,9 @@ void ti_config_set_defaults(sdt_ti_config *c);   /* full sizeof; struct_size = s
 bool ti_config_check(const sdt_ti_config *c, sdt_error *error);
 /* The shared defaults as this method's (log_dir "textual_inversion"). */
 void ti_train_options_set_defaults(sdt_train_options *o);
+/* The config's inline copies of the shared options as the shared struct (the job and the
+ * shared checks take that). */
+void ti_config_shared_options(const sdt_ti_config *c, sdt_train_options *o);
 /* When config.train_options is set (1.2), its fields replace the inline shared ones. */
 bool ti_config_take_train_options(sdt_ti_config *c, sdt_error *error);
 

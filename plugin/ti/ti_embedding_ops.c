@@ -11,6 +11,7 @@
 #include "ti/embedding_file.h"
 #include "safetensors.h"
 #include "train/tokenizer_open.h"
+#include "train/train_state_describe.h"
 #include "ti/ti_trainer.h"
 #include "weights.h"
 
@@ -92,17 +93,30 @@ static uint32_t file_format(const char *path, sdt_embedding_format f, const sdt_
     return state ? SDT_EMBEDDING_FILE_TRAINING_STATE : SDT_EMBEDDING_FILE_SAFETENSORS;
 }
 
-/* The JSON of a training state says so, as the text form does (the file is safetensors underneath). */
-static char *name_state_format(char *json)
+/* A state of an embedding trained alone: the embedding reader takes its tensors. */
+static bool lone_embedding_state(const char *path)
 {
-    cJSON *root = cJSON_Parse(json);
-    if (!root) return json;
-    cJSON_ReplaceItemInObjectCaseSensitive(root, "format", cJSON_CreateString("sdtrain-training-state"));
-    char *named = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!named) return json;
-    free(json);
-    return named;
+    sdt_state_facts f;
+    sdt_error ignored = {0};
+    return sdt_state_describe(path, &f, NULL, NULL, &ignored) && f.n_parts == 1 && sdt_state_facts_part(&f, "embedding");
+}
+
+/* A state without a lone embedding's tensors (a hypernetwork's or a joint run's): its facts,
+ * the embedding's shape when one trains in it. */
+static bool inspect_other_state(const char *path, sdt_embedding_info *info, char **json_out, sdt_error *error)
+{
+    sdt_state_facts f;
+    if (!sdt_state_describe(path, &f, NULL, json_out, error)) return false;
+    const sdt_state_part_facts *emb = sdt_state_facts_part(&f, "embedding");
+    info->format = SDT_EMBEDDING_FILE_TRAINING_STATE;
+    info->vectors = emb ? (uint32_t)emb->rows : 0;
+    info->embedding_dim = emb ? (uint32_t)emb->cols : 0;
+    info->step = f.step;
+    info->all_finite = f.all_finite;
+    snprintf(info->name, sizeof info->name, "%s", f.name);
+    snprintf(info->checkpoint_name, sizeof info->checkpoint_name, "%s", f.checkpoint_name);
+    snprintf(info->checkpoint_hash, sizeof info->checkpoint_hash, "%s", f.checkpoint_hash);
+    return true;
 }
 
 bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, sdt_error *error)
@@ -110,6 +124,8 @@ bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out
     sdt_embedding e;
     memset(&e, 0, sizeof e);
     sdt_embedding_format f;
+    if (sdt_state_file_is_state(path) && !lone_embedding_state(path))
+        return inspect_other_state(path, info, json_out, error);
     if (!sdt_embedding_load(path, &e, &f, error)) return false;
     info->format = file_format(path, f, &e);
     info->vectors = (uint32_t)e.n_vectors;
@@ -125,7 +141,17 @@ bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out
     snprintf(info->checkpoint_hash, sizeof info->checkpoint_hash, "%s", e.checkpoint_hash ? e.checkpoint_hash : "");
     if (json_out) {
         *json_out = sdt_embedding_describe_json(&e, f, path);
-        if (*json_out && info->format == SDT_EMBEDDING_FILE_TRAINING_STATE) *json_out = name_state_format(*json_out);
+        if (*json_out && info->format == SDT_EMBEDDING_FILE_TRAINING_STATE) {
+            /* the embedding's own description, with the state's facts added */
+            char *embedding_json = *json_out;
+            sdt_state_facts facts;
+            bool described = sdt_state_describe(path, &facts, embedding_json, json_out, error);
+            free(embedding_json);
+            if (!described) {
+                sdt_embedding_free(&e);
+                return false;
+            }
+        }
     }
     sdt_embedding_free(&e);
     return true;

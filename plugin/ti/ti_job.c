@@ -4,28 +4,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ti/ti_config.h"
 #include "ti/ti_part.h"
 #include "ti/ti_trainer.h"
 #include "train/train_options.h"
-
-/* The config's inline copies of the shared options, as the shared struct. */
-static void shared_options(const sdt_ti_config *c, sdt_train_options *o)
-{
-    sdt_train_options_set_defaults(o, "textual_inversion");
-#define GIVE(f) o->f = c->f;
-    SDT_TRAIN_OPTION_FIELDS(GIVE)
-#undef GIVE
-}
 
 bool ti_job_prepare(const sdt_ti_config *c, const sdt_host_callbacks *host, const sdt_run_control *control,
                     sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
 {
     *out = NULL;
     sdt_train_options o;
-    shared_options(c, &o);
+    ti_config_shared_options(c, &o);
     sdt_train_job *job = sdt_train_job_new(&o, "embedding", &sdt_output_layout_embedding, host, control, error);
     if (!job) return false;
-    job->state_every_s = c->save_state_every_seconds;
     bool resume = c->resume_state_path && *c->resume_state_path;
     /* The cheap checks first, identity included, then the expensive work (the README's promise). */
     ti_part *tp = ti_part_open(job, c->embedding_path, "", c->save_image_with_embedding, error);
@@ -39,13 +30,14 @@ bool ti_job_prepare(const sdt_ti_config *c, const sdt_host_callbacks *host, cons
         ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has already been trained for %lld steps, which reaches max steps "
                       "(%lld); raise max steps to train further", c->embedding_path, (long long)tp->emb.step,
                       (long long)c->max_steps);
-    ok = ok && sdt_train_job_check_schedule(job, c->learn_rate, c->clip_mode, c->clip_value, error) &&
+    const sdt_schedule_texts schedules = {c->learn_rate, "config.learn_rate", c->clip_mode, c->clip_value, "config.clip_value"};
+    ok = ok && sdt_train_job_check_schedule(job, &schedules, error) &&
          sdt_train_job_lock_parts(job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, c->resume_state_path, error)) &&
          sdt_train_job_load_model(job, c->device, c->cpu_threads, error) && ti_part_bind_model(tp, job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
          sdt_train_job_load_data(job, &o, error) &&
-         ti_part_add_group(tp, job, c->learn_rate, c->clip_mode, c->clip_value, error) &&
+         ti_part_add_group(tp, job, &schedules, error) &&
          sdt_train_job_finish(job, &o, info, error);
     if (!ok) {
         sdt_train_job_destroy(job);

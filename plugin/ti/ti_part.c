@@ -217,8 +217,7 @@ bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const char *learn_rate, uint32_t clip_mode,
-                       const char *clip_value, sdt_error *error)
+bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
 {
     sdt_backend *be = tp->be = job->pb.be;
     int64_t shape[2] = {tp->emb.n_vectors, tp->emb.dim};
@@ -243,8 +242,8 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const char *learn_rate, 
         sdt_optimizer_destroy(opt);
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
     }
-    sdt_param_group g = {.name = "embedding", .opt = opt, .lr_text = (char *)learn_rate, .clip_text = (char *)clip_value,
-                         .clip_mode = clip_mode, .before_step = ti_part_undo_save,
+    sdt_param_group g = {.name = "embedding", .opt = opt, .lr_text = (char *)texts->lr, .clip_text = (char *)texts->clip,
+                         .lr_field = texts->lr_field, .clip_field = texts->clip_field, .clip_mode = texts->clip_mode, .before_step = ti_part_undo_save,
                          .after_step = ti_part_check_divergence, .guard_user = tp};
     if (!sdt_train_job_add_group(job, tp->part, &g, error)) {
         sdt_optimizer_destroy(opt);

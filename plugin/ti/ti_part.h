@@ -33,8 +33,7 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
  * occurrences take its rows (job->rules). */
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error);
 /* Phase 3, after the data: the rows on the device, AdamW over them, the parameter group. */
-bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const char *learn_rate, uint32_t clip_mode,
-                       const char *clip_value, sdt_error *error);
+bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);
 
 /* ti_part_guard.c: the divergence guard around each step (sdt_param_group's before/after). */
 double ti_part_token_norm(const sdt_train_job *job);

@@ -4,8 +4,16 @@
 #include <math.h>
 #include <stddef.h>
 
+bool sdt_ddim_steps_check(int steps, sdt_error *error)
+{
+    if (steps >= 1 && steps <= SDT_DDPM_STEPS) return true;
+    return sdt_fail(error, SDT_ERR_VALIDATION, "The preview sampler was asked for %d steps; it takes 1 to %d (the default is 20).",
+                    steps, SDT_DDPM_STEPS);
+}
+
 int sdt_ddim_timestep(int steps, int i)
 {
+    if (steps < 1 || steps > SDT_DDPM_STEPS) return 0; /* no division by 0; callers check first */
     int ratio = SDT_DDPM_STEPS / steps;
     return (steps - 1 - i) * ratio + 1; /* steps_offset = 1 */
 }
@@ -13,6 +21,7 @@ int sdt_ddim_timestep(int steps, int i)
 int sdt_ddim_sample(const sdt_noise_schedule *s, const sdt_ddim_config *cfg, float *x, int64_t n, float *scratch,
                     sdt_denoise_fn fn, void *user)
 {
+    if (cfg->steps < 1 || cfg->steps > SDT_DDPM_STEPS) return SDT_DDIM_BAD_STEPS;
     float *cond = scratch, *uncond = scratch + n, *eps = scratch + 2 * n;
     bool guided = cfg->cfg_scale != 1.0f;
     int ratio = SDT_DDPM_STEPS / cfg->steps;

@@ -8,6 +8,9 @@
 #ifndef SDT_TRAIN_DDIM_SAMPLER_H
 #define SDT_TRAIN_DDIM_SAMPLER_H
 
+#include <stdbool.h>
+
+#include "sdt_error.h"
 #include "train/noise_schedule.h"
 
 /* Computes the model output (epsilon or v, as the model predicts) for latents x at
@@ -21,10 +24,16 @@ typedef struct sdt_ddim_config {
     bool v_prediction;
 } sdt_ddim_config;
 
+/* sdt_ddim_sample's answer to steps outside 1..SDT_DDPM_STEPS (nothing sampled). */
+#define SDT_DDIM_BAD_STEPS (-1)
+
+/* steps in 1..SDT_DDPM_STEPS, else false + a VALIDATION sentence naming the count and the range. */
+bool sdt_ddim_steps_check(int steps, sdt_error *error);
 /* The i-th timestep of a run of `steps` (i = 0 is the noisiest). */
 int sdt_ddim_timestep(int steps, int i);
 /* x holds the initial noise on entry and the sampled latents on return.
- * scratch needs 3 * n floats. Returns the callback's failure, or 0. */
+ * scratch needs 3 * n floats. Returns SDT_DDIM_BAD_STEPS for steps outside 1..SDT_DDPM_STEPS
+ * (sdt_ddim_steps_check says why), the callback's failure, or 0. */
 int sdt_ddim_sample(const sdt_noise_schedule *s, const sdt_ddim_config *cfg, float *x, int64_t n, float *scratch,
                     sdt_denoise_fn fn, void *user);
 

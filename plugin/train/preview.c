@@ -125,6 +125,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
     bool ok = x && scratch && p.host && pix;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
+    ok = ok && sdt_ddim_steps_check(req->steps, error);
     if (ok) {
         sdt_noise_schedule s;
         sdt_noise_schedule_init_sd(&s);

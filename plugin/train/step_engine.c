@@ -29,9 +29,9 @@ bool sdt_step_engine_parse_schedules(sdt_step_engine *e, int64_t step, int64_t m
         sdt_param_group *g = &e->groups[i];
         sdt_lr_schedule_free(&g->lr);
         sdt_lr_schedule_free(&g->clip_value);
-        if (!sdt_lr_schedule_parse(g->lr_text, step, max_steps, &g->lr, error)) return false;
+        if (!sdt_lr_schedule_parse(g->lr_text, g->lr_field, step, max_steps, &g->lr, error)) return false;
         if (g->clip_mode != SDT_CLIP_DISABLED &&
-            !sdt_lr_schedule_parse(g->clip_text, step, max_steps, &g->clip_value, error))
+            !sdt_lr_schedule_parse(g->clip_text, g->clip_field, step, max_steps, &g->clip_value, error))
             return false;
     }
     *end_step = e->n_groups ? sdt_lr_end_step(&e->groups[0].lr) : step;

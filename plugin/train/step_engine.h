@@ -33,10 +33,19 @@
 
 #define SDT_STEP_MAX_GROUPS 4
 
+/* A group's schedules as the host gave them, with the config fields they came from, so a bad
+ * entry is reported under its own name ("config.clip_value", "config.embedding_learn_rate"). */
+typedef struct sdt_schedule_texts {
+    const char *lr, *lr_field;
+    uint32_t clip_mode; /* sdt_clip_mode */
+    const char *clip, *clip_field;
+} sdt_schedule_texts;
+
 typedef struct sdt_param_group {
     const char *name;            /* "embedding", "hypernetwork": messages, state keys */
     sdt_optimizer *opt;          /* owned by the engine once added */
     char *lr_text, *clip_text;   /* the schedules as given: a resume parses them again at its step */
+    const char *lr_field, *clip_field; /* static: the config fields they came from, for sentences */
     uint32_t clip_mode;          /* sdt_clip_mode */
     sdt_lr_schedule lr, clip_value;
     /* Optional guard around a taken step (NULL: none): before saves what an undo needs;

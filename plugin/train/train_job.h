@@ -170,8 +170,7 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
 /* The learning-rate and clip schedule strings parse (checked before the model; the groups parse
  * them again at their step). */
-bool sdt_train_job_check_schedule(sdt_train_job *job, const char *learn_rate, uint32_t clip_mode, const char *clip_value,
-                                  sdt_error *error);
+bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);
 /* --resume given: resolved and checked as far as possible without a model (call again after load_model). */
 bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_error *error);
 /* Backend, checkpoint (precision, prediction type, hash) and tokenizer. */

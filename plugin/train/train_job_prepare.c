@@ -75,6 +75,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->save_every = c->save_every;
     job->preview_every = c->preview_every;
     job->write_csv_every = c->write_csv_every;
+    job->state_every_s = c->save_state_every_seconds;
     job->preview_seed = c->preview_seed;
     job->preview_cfg = c->preview_cfg_scale;
     job->seed = c->seed;
@@ -135,14 +136,13 @@ bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-bool sdt_train_job_check_schedule(sdt_train_job *job, const char *learn_rate, uint32_t clip_mode, const char *clip_value,
-                                  sdt_error *error)
+bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
 {
     sdt_lr_schedule s = {0};
-    bool ok = sdt_lr_schedule_parse(learn_rate, job->step, job->max_steps, &s, error);
+    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, job->step, job->max_steps, &s, error);
     sdt_lr_schedule_free(&s);
-    if (ok && clip_mode != SDT_CLIP_DISABLED) {
-        ok = sdt_lr_schedule_parse(clip_value, job->step, job->max_steps, &s, error);
+    if (ok && texts->clip_mode != SDT_CLIP_DISABLED) {
+        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, job->step, job->max_steps, &s, error);
         sdt_lr_schedule_free(&s);
     }
     return ok;

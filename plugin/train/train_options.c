@@ -52,6 +52,94 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     return sdt_train_prediction_check(own->prediction_type, own->v_prediction, prefix, error);
 }
 
+/* A shared field the job cannot run with: the sentence names it after the caller's prefix. */
+#define OPTION_FAIL(...) sdt_fail(error, SDT_ERR_VALIDATION, __VA_ARGS__)
+
+static bool is_blank(const char *s)
+{
+    return !s || s[0] == '\0';
+}
+
+static bool check_enums(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (o->clip_mode > SDT_CLIP_NORM) return OPTION_FAIL("%sclip_mode is not one of disabled, value or norm; pick one of those.", p);
+    if (o->latent_sampling > SDT_LATENT_RANDOM)
+        return OPTION_FAIL("%slatent_sampling is not one of once, deterministic or random; pick one of those.", p);
+    if (o->precision > SDT_PRECISION_BF16) return OPTION_FAIL("%sprecision is not one of fp32, fp16 or bf16; pick one of those.", p);
+    if (o->device > SDT_DEVICE_CHOICE_CUDA) return OPTION_FAIL("%sdevice is not one of auto, cpu or cuda; pick one of those.", p);
+    return sdt_train_prediction_check(o->prediction_type, o->v_prediction, p, error);
+}
+
+static bool check_counts(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (o->batch_size == 0) return OPTION_FAIL("Batch size must be positive (%sbatch_size is 0); use 1 or more.", p);
+    if (o->grad_accum_steps == 0)
+        return OPTION_FAIL("Gradient accumulation step must be positive (%sgrad_accum_steps is 0); use 1 or more.", p);
+    if (o->max_steps <= 0) return OPTION_FAIL("Max steps must be positive (%smax_steps); use 1 or more.", p);
+    if (o->save_every < 0) return OPTION_FAIL("Save a copy every N steps must be positive or 0 (%ssave_every); 0 disables it.", p);
+    if (o->preview_every < 0)
+        return OPTION_FAIL("Save an image every N steps must be positive or 0 (%spreview_every); 0 disables it.", p);
+    if (o->write_csv_every < 0) return OPTION_FAIL("%swrite_csv_every must be positive or 0; 0 disables the loss CSV.", p);
+    if (o->save_state_every_seconds < 0)
+        return OPTION_FAIL("%ssave_state_every_seconds must be positive or 0; 0 writes the state only with each copy and at the "
+                           "end.", p);
+    if (o->clip_skip < 1 || o->clip_skip > 12) return OPTION_FAIL("%sclip_skip must be 1..12 (1 = the last CLIP layer).", p);
+    if (o->max_consecutive_nonfinite == 0)
+        return OPTION_FAIL("%smax_consecutive_nonfinite must be at least 1 (the default is 10).", p);
+    if (o->preview_every > 0 && (o->preview_steps == 0 || o->preview_steps > 1000))
+        return OPTION_FAIL("%spreview_steps must be 1..1000 when previews are on (the default is 20).", p);
+    return true;
+}
+
+/* A training size, or a preview size where 0 means the training one. */
+static bool check_size(uint32_t v, bool zero_ok, const char *p, const char *field, sdt_error *error)
+{
+    if ((v >= 64 && v <= 2048 && v % 8 == 0) || (zero_ok && v == 0)) return true;
+    return OPTION_FAIL("%s%s is %u; it must be a multiple of 8 from 64 to 2048%s.", p, field, (unsigned)v,
+                       zero_ok ? " (0 = the training size)" : " (the default is 512)");
+}
+
+static bool check_numbers(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (!o->varsize && (!check_size(o->width, false, p, "width", error) || !check_size(o->height, false, p, "height", error)))
+        return false;
+    if (!check_size(o->preview_width, true, p, "preview_width", error) ||
+        !check_size(o->preview_height, true, p, "preview_height", error))
+        return false;
+    if (!(o->tag_dropout >= 0.0 && o->tag_dropout <= 1.0))
+        return OPTION_FAIL("%stag_dropout must be between 0 and 1 (the chance to drop each tag).", p);
+    if (!(o->lr_backoff > 0.0 && o->lr_backoff <= 1.0))
+        return OPTION_FAIL("%slr_backoff must be in (0, 1] (the default 0.5 halves the learning rate when the fp32 fallback fires).", p);
+    if (!(o->preview_cfg_scale >= 0.0 && o->preview_cfg_scale <= 100.0))
+        return OPTION_FAIL("%spreview_cfg_scale must be between 0 and 100 (the default is 7).", p);
+    if (!(o->loss_scale_init > 0.0 && o->loss_scale_init < 3.4e38))
+        return OPTION_FAIL("%sloss_scale_init must be a positive finite number (the default is 65536).", p);
+    return true;
+}
+
+bool sdt_train_options_check_required(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (is_blank(o->model_path))
+        return OPTION_FAIL("No model selected: set %smodel_path to a Stable Diffusion checkpoint file or diffusers folder.", p);
+    if (o->clip_mode != SDT_CLIP_DISABLED && is_blank(o->clip_value))
+        return OPTION_FAIL("Gradient clipping is on but %sclip_value is empty; set it, e.g. \"0.1\".", p);
+    if (is_blank(o->dataset_dir)) return OPTION_FAIL("Dataset directory is empty: set %sdataset_dir to a folder of training images.", p);
+    if (is_blank(o->template_file))
+        return OPTION_FAIL("Prompt template file not selected: set %stemplate_file, e.g. a file with the line \"a photo of [name]\".", p);
+    if ((o->save_every > 0 || o->preview_every > 0 || o->write_csv_every > 0) && is_blank(o->log_dir))
+        return OPTION_FAIL("Log directory is empty: set %slog_dir, or set save_every, preview_every and write_csv_every to 0.", p);
+    return true;
+}
+
+bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error)) return false;
+    if (o->preview_every > 0 && !is_blank(o->preview_sampler) && strcmp(o->preview_sampler, "ddim") != 0)
+        return OPTION_FAIL("%spreview_sampler is \"%s\"; it must be \"ddim\" (the one preview sampler this plugin has).", p,
+                           o->preview_sampler);
+    return true;
+}
+
 _Static_assert((int)SD_PREDICTION_AUTO == SDT_PREDICTION_AUTO && (int)SD_PREDICTION_EPSILON == SDT_PREDICTION_EPSILON &&
                    (int)SD_PREDICTION_V == SDT_PREDICTION_V,
                "the models' prediction choice has the ABI's numbers");

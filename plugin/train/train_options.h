@@ -20,7 +20,8 @@
     X(lr_backoff) X(preview_cfg_scale) X(loss_scale_init) X(model_path) X(clip_value) X(dataset_dir) X(log_dir)      \
     X(template_file) X(filename_word_regex) X(filename_join_string) X(preview_prompt) X(preview_negative_prompt)     \
     X(preview_sampler) X(resume_state_path) X(tokenizer_path) X(varsize) X(shuffle_tags)                             \
-    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)
+    X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)         \
+    X(save_state_every_seconds)
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
@@ -31,6 +32,16 @@ sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool 
 
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);
+
+/* The checks of the shared values that need no file (enums, counts, ranges, sizes, the preview
+ * sampler), one home for every method: false + a VALIDATION sentence naming the field after
+ * `prefix` ("config.", "config.train_options->") and the fix. Reserved fields are the reader's
+ * (their place differs per struct). */
+bool sdt_train_options_check(const sdt_train_options *o, const char *prefix, sdt_error *error);
+/* The shared paths a run needs (model, dataset, template, a log folder when something is
+ * logged, a clip value when clipping): a method checks them after its own file, so the sentence
+ * a user meets first is about the file they chose to train. */
+bool sdt_train_options_check_required(const sdt_train_options *o, const char *prefix, sdt_error *error);
 
 /* A host's options (any struct_size from 1.2 on) over the defaults into *own. false + an
  * INVALID_ARGUMENT error naming `field` (the config member that points at them) when host is

@@ -24,9 +24,16 @@ _Static_assert(sizeof(sdt_prediction_type) == 4 && sizeof(sdt_kv_kind) == 4, "en
 _Static_assert(offsetof(sdt_hn_factory, applier_create) == offsetof(sdt_hn_factory, train_options_defaults) +
                    sizeof(void *),
                "the applier's members (1.4) are appended after 1.2's last member");
-_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn_config, embedding_learn_rate) +
+_Static_assert(offsetof(sdt_train_options, save_state_every_seconds) == offsetof(sdt_train_options, reserved2) + 4 &&
+                   offsetof(sdt_train_options, save_state_every_seconds) % 8 == 0 &&
+                   offsetof(sdt_hn_config, save_image_with_embedding) ==
+                       offsetof(sdt_hn_config, embedding_learn_rate) + sizeof(void *) &&
+                   offsetof(sdt_hn_config, embedding_clip_mode) == offsetof(sdt_hn_config, save_image_with_embedding) + 4 &&
+                   offsetof(sdt_hn_config, embedding_clip_value) % 8 == 0,
+               "the option fields appended in 1.4 start at 1.3's sizeof (docs/abi.md 3.6)");
+_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn_config, embedding_clip_value) +
                    sizeof(void *),
-               "the config fields appended in 1.4 follow 1.2's last field without padding");
+               "the config fields appended in 1.4 follow the embedding's settings (1.4) without padding");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

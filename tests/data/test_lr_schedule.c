@@ -9,7 +9,7 @@ static sdt_lr_schedule parse_ok(const char *text, int64_t cur, int64_t max)
 {
     sdt_lr_schedule s;
     sdt_error error = {0};
-    bool ok = sdt_lr_schedule_parse(text, cur, max, &s, &error);
+    bool ok = sdt_lr_schedule_parse(text, NULL, cur, max, &s, &error);
     CHECK(ok, "\"%s\" (cur %lld, max %lld) should parse: %s", text, (long long)cur, (long long)max, error.message);
     return s;
 }
@@ -18,7 +18,7 @@ static void expect_error(const char *text, const char *must_mention)
 {
     sdt_lr_schedule s;
     sdt_error error = {0};
-    bool ok = sdt_lr_schedule_parse(text, 0, 1000, &s, &error);
+    bool ok = sdt_lr_schedule_parse(text, NULL, 0, 1000, &s, &error);
     CHECK(!ok, "\"%s\" should be refused", text);
     CHECK(!ok || s.n_segments == 0, "a refused schedule holds no segments");
     CHECK(strlen(error.message) > 20, "\"%s\": the error explains itself (got \"%s\")", text, error.message);
@@ -99,10 +99,20 @@ static void test_resume(void)
 
     sdt_lr_schedule s;
     sdt_error error = {0};
-    CHECK(!sdt_lr_schedule_parse("0.01:100", 100, 1000, &s, &error) && strstr(error.message, "already at step 100"),
+    CHECK(!sdt_lr_schedule_parse("0.01:100", NULL, 100, 1000, &s, &error) && strstr(error.message, "already at step 100"),
           "a schedule that already ended is explained: %s", error.message);
-    CHECK(!sdt_lr_schedule_parse("0.01", 1000, 1000, &s, &error) && strstr(error.message, "Max steps"),
+    CHECK(!sdt_lr_schedule_parse("0.01", NULL, 1000, 1000, &s, &error) && strstr(error.message, "Max steps"),
           "step >= max steps is explained: %s", error.message);
+    /* The caller names the field: a clip value's bad entry is not called a learning rate schedule. */
+    CHECK(!sdt_lr_schedule_parse("0.1:x", "config.clip_value", 0, 1000, &s, &error) &&
+              strncmp(error.message, "config.clip_value: ", 19) == 0 && !strstr(error.message, "learning rate schedule"),
+          "a bad entry under the caller's field name: %s", error.message);
+    CHECK(!sdt_lr_schedule_parse(" , ", "config.embedding_learn_rate", 0, 1000, &s, &error) &&
+              strncmp(error.message, "config.embedding_learn_rate is empty", 36) == 0,
+          "an empty schedule under the caller's field name: %s", error.message);
+    CHECK(!sdt_lr_schedule_parse("0.01:100", "config.learn_rate", 100, 1000, &s, &error) &&
+              strstr(error.message, "config.learn_rate \"0.01:100\" ends at step 100"),
+          "an ended schedule under the caller's field name: %s", error.message);
 }
 
 static void test_errors(void)
@@ -173,7 +183,7 @@ static void test_random_input(sdt_test_rng *rng)
         sdt_lr_schedule s;
         sdt_error error = {0};
         int64_t cur = (int64_t)(sdt_test_next(rng) % 50), max = cur + 1 + (int64_t)(sdt_test_next(rng) % 2000);
-        if (sdt_lr_schedule_parse(text, cur, max, &s, &error)) {
+        if (sdt_lr_schedule_parse(text, NULL, cur, max, &s, &error)) {
             bool sane = s.n_segments > 0;
             for (int i = 0; i < s.n_segments; i++)
                 sane = sane && s.segments[i].end_step > (i ? s.segments[i - 1].end_step : cur) &&

@@ -18,10 +18,18 @@ for opt in "--weight-decay 0.1" "--strength 0.5" "--embedding-learn-rate 0.01"; 
     run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
     expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
 done
-run_host "${HN_RUN[@]}" --save-state-every 60
-expect_usage "--save-state-every with --hypernetwork" "--save-state-every" "embedding training only"
-run_host "${HN_RUN[@]}" --no-embedding-cards
-expect_usage "--no-embedding-cards with --hypernetwork" "--no-embedding-cards" "embedding training only"
+# ABI 1.4: the state's time interval and the joint embedding's cards and clipping are both methods'.
+run_host "${HN_RUN[@]}" --save-state-every -1
+expect_error "--save-state-every -1 with --hypernetwork" "--save-state-every"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode norm
+expect_error "--embedding-clip-mode without --embedding-clip-value" "--embedding-clip-mode" "--embedding-clip-value"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode norm --embedding-clip-value "0.1:x"
+expect_error "a bad --embedding-clip-value" "--embedding-clip-value:" "0.1:x"
+for opt in "--embedding-clip-mode norm" "--embedding-clip-value 0.1"; do
+    # shellcheck disable=SC2086 # option and value are separate words on purpose
+    run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
+    expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
+done
 
 # Values: not a number is the host's sentence, out of range the plugin's, both naming the option.
 run_host "${HN_RUN[@]}" --strength strong
@@ -32,6 +40,22 @@ run_host "${HN_RUN[@]}" --strength 0
 expect_error "--strength 0" "--strength"
 run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-learn-rate ""
 expect_error "joint training with an empty --embedding-learn-rate" "--embedding-learn-rate"
+# The options both methods share are checked for a hypernetwork run too (train/train_options.c):
+# one sentence naming the option; --preview-steps 0 with previews on is refused, never a crash.
+for bad in "--tag-dropout 3" "--grad-accum 0" "--clip-skip 0" "--save-every -1" "--csv-every -5" \
+    "--preview-cfg -1" "--preview-width 13" "--preview-sampler euler" "--batch-size 0"; do
+    # shellcheck disable=SC2086 # option and value are separate words on purpose
+    run_host "${HN_RUN[@]}" $bad
+    expect_error "$bad with --hypernetwork" "${bad%% *}"
+done
+run_host "${HN_RUN[@]}" --preview-steps 0 --preview-every 1
+expect_error "--preview-steps 0 with previews on" "--preview-steps" "1..1000"
+# A bad schedule is named by its option, not as a learning rate schedule.
+run_host "${HN_RUN[@]}" --clip-mode norm --clip-value "0.1:x"
+expect_error "a bad --clip-value" "--clip-value:" "0.1:x"
+grep -q "learning rate schedule" "$ERR" && fail "a bad --clip-value is called a learning rate schedule"
+run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-learn-rate "0.005:3, fast"
+expect_error "a bad --embedding-learn-rate" "--embedding-learn-rate:" "fast"
 run_host train --hypernetwork hn/hn.pt "${TRAIN_COMMON[@]}"
 expect_usage "--hypernetwork without --dataset" "--dataset"
 

@@ -37,6 +37,17 @@ train)
     cmp -s hn/style.pt hn/style.pt.before && fail "training left the hypernetwork's file as it was created"
     csv=$(run_folder logs style)/hypernetwork_loss.csv
     [ "$(csv_last_step "$csv")" = 3 ] || fail "hypernetwork_loss.csv does not end at step 3 ('$(csv_last_step "$csv")')"
+    # The run's state through inspect: the hypernetwork it pairs with, not an embedding reader's guess.
+    state=$(run_folder logs style)/style.state.safetensors
+    run_host inspect "$state"
+    expect_rc 0 "inspect the hypernetwork run's state"
+    grep -qE '^format: +sdtrain training state' "$OUT" || fail "inspect: the state is not called a training state"
+    grep -qE '^step: +3$' "$OUT" || fail "inspect: the state's step is not 3"
+    run_host inspect --json "$state"
+    expect_rc 0 "inspect --json the hypernetwork run's state"
+    [ "$(json_get "$OUT" format)" = sdtrain-training-state ] || fail "inspect --json: the state's format"
+    [ "$(json_get "$OUT" methods)" = '["hypernetwork"]' ] || fail "inspect --json: the state's methods: $(json_get "$OUT" methods)"
+    [ "$(json_get "$OUT" sealed)" = true ] || fail "inspect --json: the state's seal is not reported sound"
     run_host train --hypernetwork hn/style.pt --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" --max-steps 4 \
         "${QUIET[@]}" --log-dir logs2
     expect_rc 0 "train on from the stored step"
@@ -92,6 +103,10 @@ joint)
     [ "$(hn_step emb/cat.safetensors)" = 2 ] || fail "joint training: the embedding's step is '$(json_get "$OUT" step)', expected 2"
     cmp -s hn/style.pt hn/style.pt.before && fail "joint training left the hypernetwork as it was"
     cmp -s emb/cat.safetensors emb/cat.safetensors.before && fail "joint training left the embedding as it was"
+    run_host inspect --json "$(run_folder logs style)/style.state.safetensors"
+    expect_rc 0 "inspect --json a joint run's state"
+    [ "$(json_get "$OUT" methods)" = '["hypernetwork","embedding"]' ] ||
+        fail "inspect --json: a joint state's methods: $(json_get "$OUT" methods)"
     ;;
 torch)
     if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size - 2] = 0;
     sdt_lr_schedule s;
     sdt_error error = {0};
-    if (sdt_lr_schedule_parse(text, cur, max, &s, &error)) {
+    if (sdt_lr_schedule_parse(text, NULL, cur, max, &s, &error)) {
         int64_t prev = cur;
         for (int i = 0; i < s.n_segments; i++) {
             if (s.segments[i].end_step <= prev || s.segments[i].end_step > max || !(s.segments[i].rate >= 0)) abort();

@@ -14,13 +14,16 @@
  *     reached, a schedule that does not parse, a hypernetwork holding NaN, a memory plan over the
  *     cap (SDTRAIN_MEMORY_LIMIT_MB), an embedding for joint
  *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
- *     is never replaced;
+ *     is never replaced; each shared option out of range (batch, accumulation, clip skip, tag
+ *     dropout, save/CSV/preview cadences, preview size, CFG and sampler...) names its field;
  *  6. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
  *     the hypernetwork's steps, and the loss scale backs off exactly once; both files are saved;
  *  7. joint training where the embedding's schedule ends first: it rests, the hypernetwork goes on;
  *  8. joint training, fp16, a NaN pixel (SDTRAIN_FAULT_NAN_PIXEL): the one-shot fallback switches
- *     to fp32 and halves the learning rate of both groups.
+ *     to fp32 and halves the learning rate of both groups;
+ *  9. inspect on a run's state (hypernetwork, joint, embedding) through both factories: the
+ *     method(s), step, paired files and their hashes, precision, loss scale, seal.
  * Runs on the test build of the plugin (fault hooks). */
 #include <cjson/cJSON.h>
 
@@ -444,7 +447,7 @@ static void check_refusals(const hn_env *env)
     hn_config(env, &r, wide, log, 5);
     expect_refusal(env, &r, SDT_STATUS_NO_GRADIENT, "match no attention", "320", "modules for another model");
     hn_config(env, &r, hn, log, 0);
-    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "max steps", hn, "max steps reached");
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->max_steps", NULL, "max steps 0");
     hn_config(env, &r, hn, log, 5);
     r.config.learn_rate = "0.001:x";
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "0.001:x", NULL, "a schedule that does not parse");
@@ -460,6 +463,8 @@ static void check_refusals(const hn_env *env)
               fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
           "a hypernetwork with a NaN made");
     env->hn->destroy(t);
+    hn_config(env, &r, hn, log, 1); /* the file is at step 1 now */
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "max steps", hn, "max steps reached");
     hn_config(env, &r, nan_hn, log, 5);
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "NaN", "nan.safetensors", "a hypernetwork holding NaN");
     hn_config(env, &r, hn, log, 5);
@@ -474,6 +479,218 @@ static void check_refusals(const hn_env *env)
     r.options.prediction_type = SDT_PREDICTION_EPSILON;
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->v_prediction", "config.train_options->prediction_type",
                    "v_prediction beside prediction_type epsilon (ABI 1.3)");
+}
+
+/* The shared options' checks (train/train_options.c) on the hypernetwork path: each bad value is a
+ * VALIDATION sentence naming config.train_options-><field>, refused before any file is read. */
+static void check_shared_option_refusals(const hn_env *env)
+{
+    printf("-- shared option checks\n");
+    char dir[FX_PATH], log[FX_PATH];
+    run_dirs(env, "options", dir, log);
+    char hn[FX_PATH];
+    fx_path(hn, dir, "never-read.pt"); /* the checks come before the file is opened */
+    hn_run r;
+#define BAD_OPTION(field, assign)                                                                                      \
+    do {                                                                                                               \
+        hn_config(env, &r, hn, log, 5);                                                                                \
+        r.options.preview_every = 1;                                                                                   \
+        assign;                                                                                                        \
+        expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->" field, NULL, #assign);               \
+    } while (0)
+    BAD_OPTION("batch_size", r.options.batch_size = 0);
+    BAD_OPTION("grad_accum_steps", r.options.grad_accum_steps = 0);
+    BAD_OPTION("clip_skip", r.options.clip_skip = 0);
+    BAD_OPTION("clip_skip", r.options.clip_skip = 13);
+    BAD_OPTION("tag_dropout", r.options.tag_dropout = 3);
+    BAD_OPTION("save_every", r.options.save_every = -1);
+    BAD_OPTION("write_csv_every", r.options.write_csv_every = -5);
+    BAD_OPTION("preview_cfg_scale", r.options.preview_cfg_scale = -1);
+    BAD_OPTION("preview_width", r.options.preview_width = 13);
+    BAD_OPTION("preview_height", r.options.preview_height = 4096);
+    BAD_OPTION("width", r.options.width = 100);
+    BAD_OPTION("preview_sampler", r.options.preview_sampler = "euler");
+    BAD_OPTION("preview_steps", r.options.preview_steps = 0);
+    BAD_OPTION("lr_backoff", r.options.lr_backoff = 0);
+    BAD_OPTION("loss_scale_init", r.options.loss_scale_init = 0);
+    BAD_OPTION("max_consecutive_nonfinite", r.options.max_consecutive_nonfinite = 0);
+    BAD_OPTION("precision", r.options.precision = 7);
+    BAD_OPTION("save_state_every_seconds", r.options.save_state_every_seconds = -1);
+#undef BAD_OPTION
+}
+
+/* A bad clip value or embedding learning rate is named as such, not as "learning rate schedule". */
+static void check_schedule_field_names(const hn_env *env)
+{
+    printf("-- schedule sentences name their field\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    run_dirs(env, "fields", dir, log);
+    if (!make_hn(env, dir, "fieldshn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "fieldsemb", 2, "ring", emb))
+        return;
+    hn_run r;
+    hn_config(env, &r, hn, log, 5);
+    r.options.clip_mode = SDT_CLIP_NORM;
+    r.options.clip_value = "0.1:x";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->clip_value: ", "0.1:x", "a bad clip value");
+    hn_config(env, &r, hn, log, 5);
+    r.config.embedding_path = emb;
+    r.config.embedding_learn_rate = "0.005:3, fast";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_learn_rate: ", "fast", "a bad embedding learning rate");
+    hn_config(env, &r, hn, log, 5);
+    r.config.learn_rate = "0.001:2, 0.002:1";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.learn_rate: ", "steps must increase", "a bad hypernetwork learning rate");
+}
+
+/* ABI 1.4's joint-training fields: the embedding's PNG cards (on by default, as for an embedding
+ * alone; off when asked), its own clip settings (a bad one named as such), and a 1.3 host's
+ * smaller config getting the defaults. */
+static void check_joint_options(const hn_env *env)
+{
+    printf("-- joint training: the embedding's cards and clip settings (ABI 1.4)\n");
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
+    run_dirs(env, "jointopts", dir, log);
+    if (!make_hn(env, dir, "optshn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "optsemb", 2, "ring", emb))
+        return;
+    hn_run r;
+    hn_config(env, &r, hn, log, 5);
+    r.config.embedding_path = emb;
+    r.config.embedding_clip_mode = SDT_CLIP_NORM;
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_mode", "config.embedding_clip_value",
+                   "an embedding clip mode without its value");
+    r.config.embedding_clip_value = "0.5:x";
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_value: ", "0.5:x", "a bad embedding clip value");
+    const bool cards[3] = {true, false, true};
+    const uint32_t sizes[3] = {sizeof(sdt_hn_config), sizeof(sdt_hn_config), (uint32_t)offsetof(sdt_hn_config, save_image_with_embedding)};
+    for (int k = 0; k < 3; k++) {
+        char run_log[FX_PATH], tag[32];
+        snprintf(tag, sizeof tag, "jointopts-log%d", k);
+        fx_subdir(&env->base, run_log, tag);
+        fx_recorder rec;
+        sdt_hn_trainer *t = hn_create(env, &rec);
+        hn_config(env, &r, hn, run_log, k + 2); /* the files step on from run to run */
+        r.config.embedding_path = emb;
+        r.config.save_image_with_embedding = k == 0; /* k == 2 sets false past its struct_size: not read */
+        if (k == 0) {
+            r.config.embedding_clip_mode = SDT_CLIP_VALUE; /* the embedding's own clipping, the hypernetwork's off */
+            r.config.embedding_clip_value = "0.05";
+        }
+        r.config.struct_size = sizes[k]; /* k == 2: a 1.3 host, which has none of the fields: the defaults */
+        sdt_status st = hn_prepare_run(env, t, &r);
+        CHECK(st == SDT_STATUS_OK, "joint run %d: %s", k, hn_error(env, t));
+        CHECK((rec.saved[SDT_FILE_EMBEDDING_CARD] > 0) == cards[k], "joint run %d: %d PNG cards (want %s)", k,
+              rec.saved[SDT_FILE_EMBEDDING_CARD], cards[k] ? "some" : "none");
+        env->hn->destroy(t);
+    }
+}
+
+/* One state file through both factories' inspect: the shared description (method(s), step,
+ * paired files with the hashes the state records, precision, loss scale, seal). */
+static void expect_state_described(const hn_env *env, const char *state, const char *methods, int64_t step,
+                                   const char *precision, bool scaled, const char *what)
+{
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    sdt_ti_trainer *ti = fx_create(&env->base, &rec);
+    if (!t || !ti) return;
+    char hn_json[32768] = "", ti_json[32768] = "";
+    sdt_hypernetwork_info hn_info;
+    memset(&hn_info, 0, sizeof hn_info);
+    hn_info.struct_size = sizeof hn_info;
+    sdt_embedding_info ti_info;
+    memset(&ti_info, 0, sizeof ti_info);
+    ti_info.struct_size = sizeof ti_info;
+    CHECK(env->hn->inspect(t, state, &hn_info, hn_json, sizeof hn_json, NULL) == SDT_STATUS_OK, "%s: the hypernetwork "
+          "factory describes the state: %s", what, hn_error(env, t));
+    CHECK(env->base.ti->inspect(ti, state, &ti_info, ti_json, sizeof ti_json, NULL) == SDT_STATUS_OK, "%s: the embedding "
+          "factory describes the state: %s", what, fx_last_error(&env->base, ti));
+    CHECK(hn_info.step == step && ti_info.step == step && ti_info.format == SDT_EMBEDDING_FILE_TRAINING_STATE &&
+              hn_info.all_finite && ti_info.all_finite,
+          "%s: step %lld/%lld (want %lld), finite, a training state", what, (long long)hn_info.step,
+          (long long)ti_info.step, (long long)step);
+    const char *jsons[2] = {hn_json, ti_json};
+    for (int k = 0; k < 2; k++) {
+        cJSON *root = cJSON_Parse(jsons[k]);
+        const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+        const cJSON *prec = cJSON_GetObjectItemCaseSensitive(root, "precision");
+        const cJSON *scale = cJSON_GetObjectItemCaseSensitive(root, "loss_scale");
+        const cJSON *sealed = cJSON_GetObjectItemCaseSensitive(root, "sealed");
+        const cJSON *jstep = cJSON_GetObjectItemCaseSensitive(root, "step");
+        CHECK(cJSON_IsString(format) && strcmp(format->valuestring, "sdtrain-training-state") == 0 && cJSON_IsString(prec) &&
+                  strcmp(prec->valuestring, precision) == 0 && (scaled ? cJSON_IsNumber(scale) && scale->valuedouble > 0
+                                                                       : cJSON_IsNull(scale)) &&
+                  cJSON_IsTrue(sealed) && cJSON_IsNumber(jstep) && (int64_t)jstep->valuedouble == step,
+              "%s (%s factory): format, precision %s, scale, seal and step in the JSON", what, k ? "embedding" : "hypernetwork",
+              precision);
+        char listed[128] = "";
+        const cJSON *m;
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "methods"))
+            snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%s", listed[0] ? "," : "", m->valuestring);
+        CHECK(strcmp(listed, methods) == 0, "%s: methods %s (want %s)", what, listed, methods);
+        const cJSON *pair;
+        int pairs = 0;
+        cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(root, "paired_files")) {
+            const char *method = cJSON_GetObjectItemCaseSensitive(pair, "method")->valuestring;
+            char key[64];
+            snprintf(key, sizeof key, "%s_sha256", method);
+            char *hash = fx_read_metadata(state, key);
+            snprintf(key, sizeof key, "%s_file", method);
+            char *file = fx_read_metadata(state, key);
+            const cJSON *jhash = cJSON_GetObjectItemCaseSensitive(pair, "sha256");
+            const cJSON *jfile = cJSON_GetObjectItemCaseSensitive(pair, "file");
+            CHECK(hash && file && cJSON_IsString(jhash) && strcmp(jhash->valuestring, hash) == 0 && cJSON_IsString(jfile) &&
+                      strcmp(jfile->valuestring, file) == 0 && access(file, F_OK) == 0,
+                  "%s: the %s's paired file and hash are the state's", what, method);
+            free(hash);
+            free(file);
+            pairs++;
+        }
+        CHECK(pairs == (strchr(methods, ',') ? 2 : 1), "%s: %d paired files", what, pairs);
+        cJSON_Delete(root);
+    }
+    if (strstr(methods, "hypernetwork"))
+        CHECK(hn_info.parameter_count > 0, "%s: the hypernetwork's trained values counted", what);
+    if (strstr(methods, "embedding"))
+        CHECK(ti_info.vectors == 2 && ti_info.embedding_dim > 0, "%s: the embedding's shape %u x %u", what, ti_info.vectors,
+              ti_info.embedding_dim);
+    env->hn->destroy(t);
+    env->base.ti->destroy(ti);
+}
+
+static void check_state_inspect(const hn_env *env)
+{
+    printf("-- inspect on a run's state: embedding, hypernetwork, joint\n");
+    char dir[FX_PATH], log[FX_PATH], joint_log[FX_PATH], emb_log[FX_PATH], hn[FX_PATH], emb[FX_PATH], alone[FX_PATH],
+        state[FX_PATH];
+    run_dirs(env, "inspect", dir, log);
+    fx_subdir(&env->base, joint_log, "inspect-joint-log");
+    fx_subdir(&env->base, emb_log, "inspect-emb-log");
+    if (!make_hn(env, dir, "inspecthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "inspectemb", 2, "ring", emb) ||
+        !fx_make_embedding(&env->base, dir, "inspectalone", 2, "ring", alone))
+        return;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_run r;
+    hn_config(env, &r, hn, log, 2);
+    r.options.precision = SDT_PRECISION_FP16;
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the hypernetwork run: %s", hn_error(env, t));
+    snprintf(state, sizeof state, "%s", rec.last_saved[SDT_FILE_TRAINING_STATE]);
+    env->hn->destroy(t);
+    expect_state_described(env, state, "hypernetwork", 2, "fp16", true, "a hypernetwork's state");
+    t = hn_create(env, &rec);
+    hn_config(env, &r, hn, joint_log, 4);
+    r.config.embedding_path = emb;
+    r.config.embedding_learn_rate = "0.005";
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the joint run: %s", hn_error(env, t));
+    snprintf(state, sizeof state, "%s", rec.last_saved[SDT_FILE_TRAINING_STATE]);
+    env->hn->destroy(t);
+    expect_state_described(env, state, "hypernetwork,embedding", 4, "fp32", false, "a joint run's state");
+    sdt_ti_trainer *ti = fx_create(&env->base, &rec);
+    sdt_ti_config c;
+    fx_config(&env->base, &c, alone, NULL, emb_log, 2);
+    CHECK(fx_prepare_run(&env->base, ti, &c) == SDT_STATUS_OK, "the embedding run: %s", fx_last_error(&env->base, ti));
+    snprintf(state, sizeof state, "%s", rec.last_saved[SDT_FILE_TRAINING_STATE]);
+    env->base.ti->destroy(ti);
+    expect_state_described(env, state, "embedding", 2, "fp32", false, "an embedding's state");
 }
 
 /* Joint training: both groups' per-group records in the state JSON. */
@@ -629,6 +846,10 @@ int main(int argc, char **argv)
         check_preview_chain(&env);
         check_interrupt(&env);
         check_refusals(&env);
+        check_shared_option_refusals(&env);
+        check_schedule_field_names(&env);
+        check_state_inspect(&env);
+        check_joint_options(&env);
         check_twin_safety(&env);
         check_joint_inf(&env);
         check_joint_rest(&env);
