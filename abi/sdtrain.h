@@ -631,6 +631,10 @@ typedef struct sdt_hn_config {
     uint32_t embedding_clip_mode;     /* sdt_clip_mode [DISABLED]; the embedding's, with embedding_clip_value */
     const char *embedding_clip_value; /* [NULL] NULL: the embedding clips as train_options does (clip_mode,
                                        * clip_value); set: embedding_clip_mode with this schedule */
+    /* ---- appended in 1.4 (after the above): previews with other hypernetworks chained in ---- */
+    const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; FILE[:STRENGTH]..." chained after the
+                                        * trained one in previews only (strength 1 when left out; at most 7) */
+    double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */
 } sdt_hn_config;
 
 /* What inspect() reads from a hypernetwork file. Output struct: set struct_size first. */
@@ -672,6 +676,7 @@ typedef struct sdt_generate_request {
     uint64_t seed;                    /* [0] the noise (the plugin's counter-based RNG, not torch's) */
     uint32_t cpu_threads;             /* [0] OpenMP's default */
     uint32_t reserved0;               /* [0] must be 0 */
+    const char *embedding_path;       /* [NULL] an embedding whose name in the prompt stands for its vectors */
 } sdt_generate_request;
 
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the

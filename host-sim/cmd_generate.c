@@ -115,7 +115,7 @@ static int check_values(const char *model, const char *prompt, const char *out, 
 int cmd_generate(int argc, char **argv)
 {
     char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
-    char *plugin = NULL, **hypernetworks = NULL;
+    char *plugin = NULL, *embedding = NULL, **hypernetworks = NULL;
     int width = 512, height = 512, steps = 20, clip_skip = 1;
     double cfg = 7.0;
     gint64 seed = 0;
@@ -125,6 +125,7 @@ int cmd_generate(int argc, char **argv)
         { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt", "TEXT" },
         { "negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT" },
         { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order", "FILE[:STRENGTH]" },
+        { "embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding, "An embedding: its name in the prompt stands for its vectors", "FILE" },
         { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "DDIM steps (default 20)", "N" },
         { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale (default 7)", "X" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed (default 0)", "N" },
@@ -157,7 +158,8 @@ int cmd_generate(int argc, char **argv)
             sdt_generate_request rq = { .struct_size = sizeof rq, .device = device_id, .model_path = model,
                                         .tokenizer_path = tokenizer, .prompt = prompt, .negative_prompt = negative,
                                         .width = (uint32_t)width, .height = (uint32_t)height, .steps = (uint32_t)steps,
-                                        .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed };
+                                        .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed,
+                                        .embedding_path = embedding };
             status = generate_image(t.factory, applier, &rq, out);
         }
         if (applier) t.factory->applier_destroy(applier);
@@ -165,6 +167,7 @@ int cmd_generate(int argc, char **argv)
     }
     g_option_context_free(ctx);
     g_free(model); g_free(prompt); g_free(negative); g_free(out); g_free(device); g_free(tokenizer); g_free(plugin);
+    g_free(embedding);
     g_strfreev(hypernetworks);
     return status;
 }

@@ -7,7 +7,7 @@
  *   sdt-host train [--config panel.ini] --embedding FILE | --hypernetwork FILE [--embedding FILE]
  *            --dataset DIR --model PATH [Train-tab options...]
  *   sdt-host inspect FILE [--json]
- *   sdt-host generate --model PATH --prompt T [--negative T] [--hypernetwork FILE[:S]]... [--steps N]
+ *   sdt-host generate --model PATH --prompt T [--negative T] [--hypernetwork FILE[:S]]... [--embedding FILE] [--steps N]
  *            [--cfg X] [--seed S] [--width W] [--height H] --out IMAGE.png [--overwrite]
  *   --plugin PATH and --help on every command. Exit: 0 ok, 1 error, 2 usage, 130 interrupted.
  *

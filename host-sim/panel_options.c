@@ -51,6 +51,8 @@ static const panel_option options[] = {
     { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate (default 0.005)" },
     { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (default 0.01, as A1111)" },
     { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10 (default 1)" },
+    { "preview-hypernetworks", OPT_STR, HN_ONLY(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)" },
+    { "preview-strength", OPT_F64, HN_ONLY(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10 (default 0: as --strength)" },
     { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
     { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
     { "clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },

@@ -203,6 +203,7 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
         return sdt_fail(error, SDT_ERR_VALIDATION, "request.cfg_scale %g: use 0..100 (0 = 7, 1 = no guidance).",
                         r.cfg_scale);
     *g = (sdt_hn_generate_settings){r.model_path, r.tokenizer_path, r.prompt, r.negative_prompt ? r.negative_prompt : "",
+                                    r.embedding_path,
                                     r.width ? (int)r.width : 512, r.height ? (int)r.height : 512,
                                     r.steps ? (int)r.steps : 20, r.clip_skip ? (int)r.clip_skip : 1,
                                     r.cfg_scale > 0 ? (float)r.cfg_scale : 7.0f, r.seed, r.device,

@@ -42,7 +42,8 @@ static bool method_prepare(const void *config, const sdt_host_callbacks *host, s
     sdt_hn_job_settings s = {c->config.hypernetwork_path, c->config.learn_rate, c->config.weight_decay,
                              c->config.strength, c->config.embedding_path, c->config.embedding_learn_rate,
                              c->config.save_image_with_embedding, c->config.embedding_clip_mode,
-                             c->config.embedding_clip_value};
+                             c->config.embedding_clip_value, c->config.preview_hypernetworks,
+                             c->config.preview_strength};
     sdt_train_job *made = NULL;
     bool ok = sdt_hn_job_prepare(&s, &c->options, host, control, &made, info, error);
     *job = made;
@@ -90,6 +91,8 @@ static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
         return sdt_fail(error, SDT_ERR_VALIDATION, "config.weight_decay must be in [0, 1) (A1111's is 0.01).");
     if (!(c->strength > 0 && c->strength <= 10))
         return sdt_fail(error, SDT_ERR_VALIDATION, "config.strength must be in (0, 10] (1 trains at full strength).");
+    if (!(c->preview_strength >= -10 && c->preview_strength <= 10))
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.preview_strength must be in [-10, 10] (0 = the training strength).");
     if (c->embedding_path && c->embedding_path[0] && (!c->embedding_learn_rate || !c->embedding_learn_rate[0]))
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");

@@ -12,6 +12,7 @@
 
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
+#include "ti/embedding_file.h"
 #include "train/preview.h"
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
@@ -23,6 +24,9 @@ typedef struct generate_run {
     bool rt_open;
     sdt_tokenizer *tok;
     sdt_hn_binding *binding;
+    sdt_embedding emb;
+    bool have_emb;
+    sdt_tensor rows;               /* the embedding's vectors on the backend */
     sdt_hn *members[SDT_HN_MAX_CHAIN];
     int count;
     work_arena wa;
@@ -31,6 +35,8 @@ typedef struct generate_run {
 static void generate_close(generate_run *g)
 {
     work_arena_release(&g->wa);
+    if (g->rows.data) g->pb.be->free(g->pb.be, g->rows.data);
+    if (g->have_emb) sdt_embedding_free(&g->emb);
     if (g->binding) sdt_hn_binding_free(g->binding);
     for (int k = 0; k < g->count; k++) sdt_hn_free(g->members[k]);
     if (g->tok) sdt_tokenizer_free(g->tok);
@@ -54,6 +60,30 @@ static bool generate_chain(generate_run *g, const sdt_hn_generate_settings *s, s
     return true;
 }
 
+/* The embedding's name as a token of its own, its vectors on the backend (as ti/ti_part.c does for training). */
+static bool generate_embedding(generate_run *g, const sdt_hn_generate_settings *s, sdt_slot_rules *rules,
+                               sdt_error *error)
+{
+    if (!s->embedding_path || !s->embedding_path[0]) return true;
+    if (!sdt_embedding_load(s->embedding_path, &g->emb, NULL, error)) return false;
+    g->have_emb = true;
+    int width = g->rt.cfg.clip.width;
+    if (g->emb.dim != width)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder "
+                        "is %d wide; use an embedding made for this model family", s->embedding_path, g->emb.dim, width);
+    int32_t id;
+    if (!sdt_tokenizer_add_token(g->tok, g->emb.name, -1, &id, error)) return false;
+    rules->placeholder_id = id;
+    rules->n_vectors = g->emb.n_vectors;
+    sdt_backend *be = g->pb.be;
+    int64_t shape[2] = {g->emb.n_vectors, g->emb.dim};
+    g->rows = sdt_tensor_make(NULL, SDT_F32, be->device, 2, shape);
+    size_t bytes = sdt_tensor_nbytes(&g->rows);
+    if (!(g->rows.data = be->alloc(be, bytes)) || be->upload(be, g->rows.data, g->emb.vectors, bytes))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot place the embedding on the %s backend: %s", be->name, be->error);
+    return true;
+}
+
 static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     if (!s->model_path || !s->model_path[0])
@@ -70,11 +100,13 @@ static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint
     if (!g->tok || !generate_chain(g, s, error)) return false;
     sdt_slot_rules rules = {.placeholder_id = -1, .n_vectors = 0, .slot_token = 0,
                             .pad_id = g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(g->tok)};
+    if (!generate_embedding(g, s, &rules, error)) return false;
     sdt_preview_request rq = {s->prompt, s->negative ? s->negative : "", s->width, s->height, s->steps,
                               s->cfg_scale, s->seed, g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : s->clip_skip,
                               s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL};
     uint8_t *image = NULL;
-    if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, NULL, &rq, &image, error)) return false;
+    if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, g->rows.data ? &g->rows : NULL, &rq, &image, error))
+        return false;
     memcpy(rgb, image, (size_t)s->width * (size_t)s->height * 3);
     free(image);
     return true;

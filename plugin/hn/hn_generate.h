@@ -15,6 +15,7 @@ typedef struct sdt_hn_generate_settings {
     const char *tokenizer_path;   /* NULL: found as for training (train/tokenizer_open.h) */
     const char *prompt;
     const char *negative;         /* "" for none */
+    const char *embedding_path;   /* NULL or "": none; else its name in the prompts stands for its vectors */
     int width, height, steps, clip_skip;
     float cfg_scale;
     uint64_t seed;

@@ -104,12 +104,13 @@ static sdt_hn_run hook_run(const sdt_hn_binding *b, const sdt_unet_hook_site *si
     return run;
 }
 
-/* The chain positions with a module for this width, in order. */
+/* The chain positions with a module for this width, in order. A member at strength 0 adds
+ * f(x) * 0: it is skipped (a preview-only member costs training nothing, hn_preview_chain.h). */
 static int hook_applicable(const sdt_hn_binding *b, int width, int *positions)
 {
     int n = 0;
     for (int k = 0; k < b->count; k++)
-        if (sdt_hn_has_width(b->entries[k].hn, width)) positions[n++] = k;
+        if (b->entries[k].strength != 0.0f && sdt_hn_has_width(b->entries[k].hn, width)) positions[n++] = k;
     return n;
 }
 

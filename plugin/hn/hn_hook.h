@@ -3,7 +3,8 @@
  * A binding holds a chain of hypernetworks, each with a strength: at every attention
  * whose K/V input width matches a module, K passes through each hypernetwork's K
  * module in chain order and V through each V module (A1111's apply_hypernetworks).
- * Q is untouched. A hypernetwork without a module for a width passes it through.
+ * Q is untouched. A hypernetwork without a module for a width passes it through, and so does
+ * one at strength 0 (skipped: its x + f(x) * 0 is x, and it costs nothing).
  *
  * Training (sdt_hn_binding_set_step) turns dropout on for the entries added with
  * `training`; their masks are keyed by (seed, counter, attention layer, K/V, chain

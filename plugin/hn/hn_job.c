@@ -5,7 +5,8 @@
  * module trains, AdamW with weight decay 0.01 by default, the template's [name] is the
  * hypernetwork's name, copies go to <log>/hypernetworks/<name>-<step>.pt holding the un-suffixed
  * name, the loss CSV is hypernetwork_loss.csv, previews run the hypernetwork in eval mode (no
- * dropout) at the config's strength and leave the training's random streams alone (every draw is
+ * dropout) at the config's preview strength, with any preview-only hypernetworks chained after it
+ * (hn/hn_preview_chain.h), and leave the training's random streams alone (every draw is
  * counter-based). The text encoder runs without backward unless an embedding trains too. */
 /* The ABI's Train-tab struct shares its name with the module's shape struct (hn/hn_config.h). */
 #define sdt_hn_config sdt_hn_abi_train_config
@@ -25,6 +26,7 @@
 #include "data/state_seal.h"
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
+#include "hn/hn_preview_chain.h"
 #include "ti/ti_part.h"
 #include "train/train_options.h"
 
@@ -34,6 +36,7 @@ typedef struct hn_part {
     sdt_backend *cpu;          /* phase 1's backend, freed once the hypernetwork moved */
     sdt_hn_binding *binding;
     float strength;
+    sdt_hn_preview_chain preview;  /* other hypernetworks in previews only, and the preview strength */
     char *twin_path;           /* the other format written beside the file named, or NULL */
 } hn_part;
 
@@ -80,12 +83,21 @@ static void part_begin_micro(sdt_train_part *p, sdt_train_job *job, uint64_t cou
     sdt_hn_binding_set_step(hp->binding, job->seed, counter);
 }
 
-/* A preview sees the hypernetwork as a user will: eval mode (no dropout), the config's strength. */
+/* A preview sees the hypernetwork as a user will: eval mode (no dropout), at its preview strength,
+ * with the preview-only hypernetworks chained after it. */
 static void part_begin_preview(sdt_train_part *p, sdt_train_job *job)
 {
     hn_part *hp = p->self;
     (void)job;
     sdt_hn_binding_set_eval(hp->binding);
+    sdt_hn_preview_chain_begin(&hp->preview, hp->binding);
+}
+
+static void part_end_preview(sdt_train_part *p, sdt_train_job *job)
+{
+    hn_part *hp = p->self;
+    (void)job;
+    sdt_hn_preview_chain_end(&hp->preview, hp->binding);
 }
 
 static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
@@ -103,6 +115,16 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     cJSON_AddStringToObject(s, "weight_init", sdt_hn_init_name(c->init));
     cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->save_every);
     cJSON_AddNumberToObject(s, "hypernetwork_strength", hp->strength);
+    if (hp->preview.count > 0 || hp->preview.trained_preview_strength != hp->strength) {
+        cJSON_AddNumberToObject(s, "preview_hypernetwork_strength", hp->preview.trained_preview_strength);
+        cJSON *chain = cJSON_AddArrayToObject(s, "preview_hypernetworks");
+        for (int k = 0; chain && k < hp->preview.count; k++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "path", hp->preview.paths[k]);
+            cJSON_AddNumberToObject(e, "strength", hp->preview.strengths[k]);
+            cJSON_AddItemToArray(chain, e);
+        }
+    }
 }
 
 static void part_destroy(sdt_train_part *p)
@@ -110,6 +132,7 @@ static void part_destroy(sdt_train_part *p)
     hn_part *hp = p->self;
     if (!hp) return;
     sdt_hn_binding_free(hp->binding);
+    sdt_hn_preview_chain_free(&hp->preview);
     sdt_hn_free(hp->hn);
     if (hp->cpu) hp->cpu->destroy(hp->cpu);
     free(hp->twin_path);
@@ -122,6 +145,7 @@ static const sdt_train_part_ops hn_part_ops = {
     .save_final = part_save_final,
     .begin_micro = part_begin_micro,
     .begin_preview = part_begin_preview,
+    .end_preview = part_end_preview,
     .settings = part_settings,
     .destroy = part_destroy,
 };
@@ -179,7 +203,8 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
     hp->strength = (float)c->strength;
     char sha[SDT_SHA256_HEX] = "";
     const char *path = c->hypernetwork_path;
-    bool ok = (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
+    bool ok = sdt_hn_preview_chain_parse(&hp->preview, c->preview_hypernetworks, hp->strength, c->preview_strength, error) &&
+              (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
     if (ok) {
         int64_t n = sdt_hn_param_numel(hp->hn);
         float *host = malloc(n ? (size_t)n * sizeof(float) : 1);
@@ -245,7 +270,9 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
     }
     if (!sdt_hn_enable_grads(hp->hn, error)) return false;
     hp->binding = sdt_hn_binding_create(job->pb.be, error);
-    if (!hp->binding || !sdt_hn_binding_add(hp->binding, hp->hn, hp->strength, true, error)) return false;
+    if (!hp->binding || !sdt_hn_binding_add(hp->binding, hp->hn, hp->strength, true, error) ||
+        !sdt_hn_preview_chain_bind(&hp->preview, hp->binding, job->pb.be, error))
+        return false;
     job->hook = sdt_hn_binding_hook(hp->binding);
     return true;
 }
@@ -276,6 +303,8 @@ static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_
     if (!sdt_hn_binding_reserve(hp->binding, rows, error)) return false;
     /* values, grads and AdamW's two moments, and the hook's workspace: the memory plan's share */
     job->extra_bytes += sdt_hn_binding_workspace_bytes(hp->binding, rows) + 4 * sizeof(float) * (size_t)sdt_hn_param_numel(hp->hn);
+    for (int k = 0; k < hp->preview.count; k++) /* the preview-only hypernetworks' values */
+        job->extra_bytes += sizeof(float) * (size_t)sdt_hn_param_numel(hp->preview.members[k]);
     sdt_adamw_hparams hp_adam = sdt_adamw_hparams_torch_default();
     hp_adam.lr = 0.0f; /* the schedule sets the rate before each step */
     hp_adam.weight_decay = (float)c->weight_decay;

@@ -23,6 +23,8 @@ typedef struct sdt_hn_job_settings {
     bool embedding_cards;             /* the embedding's A1111 PNG cards */
     uint32_t embedding_clip_mode;     /* with embedding_clip_value */
     const char *embedding_clip_value; /* NULL: the embedding clips as the options say */
+    const char *preview_hypernetworks; /* NULL or "": none; "FILE[:STRENGTH]; ..." */
+    double preview_strength;           /* 0: strength */
 } sdt_hn_job_settings;
 
 bool sdt_hn_job_prepare(const sdt_hn_job_settings *config, const sdt_train_options *options,

@@ -31,6 +31,9 @@ _Static_assert(offsetof(sdt_train_options, save_state_every_seconds) == offsetof
                    offsetof(sdt_hn_config, embedding_clip_mode) == offsetof(sdt_hn_config, save_image_with_embedding) + 4 &&
                    offsetof(sdt_hn_config, embedding_clip_value) % 8 == 0,
                "the option fields appended in 1.4 start at 1.3's sizeof (docs/abi.md 3.6)");
+_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn_config, embedding_clip_value) +
+                   sizeof(void *),
+               "the config fields appended in 1.4 follow the embedding's settings (1.4) without padding");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

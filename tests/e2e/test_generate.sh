@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `sdt-host generate` on the demo model through the hypernetwork factory's applier (ABI 1.4): a PNG of the size
 # asked; the same seed gives the same image; a hypernetwork at strength 0 gives exactly the image without it and at
-# strength 1 another one; chaining a second one changes it again and the order matters; --out is never replaced
+# strength 1 another one; an embedding named in the prompt changes it and one not named does not; chaining a second one changes it again and the order matters; --out is never replaced
 # without --overwrite; every bad value is one sentence (or a usage error) naming the option, and nothing is written.
 source "$(dirname "$0")/e2e_lib.sh"
 
@@ -41,6 +41,19 @@ cmp -s full.png chain.png && fail "the second hypernetwork of the chain changed 
 run_host "${GEN[@]}" --hypernetwork hn/two.pt:1.5 --hypernetwork hn/one.pt:1 --out reversed.png
 expect_rc 0 "generate with the chain reversed"
 cmp -s chain.png reversed.png && fail "the chain's order made no difference"
+
+# An embedding: its name in the prompt stands for its vectors; a prompt without the name is unchanged by it.
+new_embedding emb tok 2
+run_host "${GEN[@]}" --embedding emb/tok.safetensors --out emb_unused.png
+expect_rc 0 "generate with an embedding the prompt does not name"
+cmp -s plain.png emb_unused.png || fail "an embedding the prompt does not name changed the image"
+GEN_TOK=("${GEN[@]}")
+GEN_TOK[4]="a tok square"
+run_host "${GEN_TOK[@]}" --out tok_word.png
+expect_rc 0 "generate with the word tok"
+run_host "${GEN_TOK[@]}" --embedding emb/tok.safetensors --out tok_emb.png
+expect_rc 0 "generate with the embedding named in the prompt"
+cmp -s tok_word.png tok_emb.png && fail "the embedding named in the prompt changed nothing"
 
 keep_copy plain.png
 run_host "${GEN[@]}" --out plain.png

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA backend trains the hypernetwork the CPU reference trains: a demo-model hypernetwork after
 # 6 fp32 steps agrees between --device cpu and --device cuda (same seed, data and noise; dropout off)
-# in both files a run writes (the .pt's storages and the .safetensors twin's tensors), and fp16/bf16
+# (the .safetensors twin's tensors by name; the twin holds the .pt's values, test_hn_train), and fp16/bf16
 # runs on the GPU stay finite. Skips (77) where no GPU or CUDA module is usable.
 # shellcheck source=e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
@@ -12,32 +12,42 @@ expect_rc 0 "create-hypernetwork"
 common=(--dataset "$DATASET" --template "$SDT_TEMPLATES/subject_filewords.txt" --model "$MODEL" --width 64 --height 64
         --seed "$SEED" --max-steps 6 --save-every 0 --preview-every 0 --learn-rate 0.001)
 
-# hn_diff A B: the max over tensors of max|a - b| / max|a| of two hypernetwork files of one format
-# (.safetensors: every F32 tensor by name; .pt: every data/N storage of torch.save's zip).
+# hn_diff A B: the max over tensors of max|a - b| / max|a| of two .safetensors hypernetworks, leaving out
+# each K module's last bias (`<width>.0.linear.<last>.bias`): it adds the same vector to every key of an
+# attention, which shifts all of a query's logits equally, so softmax ignores it and its gradient is zero
+# in exact arithmetic. Adam divides that rounding noise by its own tiny RMS, so the noise moves it by up
+# to the learning rate, differently on each device (measured on an H100: bench/NOTES.md run 6).
 hn_diff() {
     python3 - "$1" "$2" <<'PY'
-import json, struct, sys, zipfile
+import json, re, struct, sys
 def tensors(path):
-    if path.endswith(".safetensors"):
-        raw = open(path, "rb").read()
-        n = struct.unpack("<Q", raw[:8])[0]
-        head = json.loads(raw[8:8 + n])
-        out = {}
-        for name, t in head.items():
-            if name == "__metadata__" or t["dtype"] != "F32":
-                continue
-            b0, b1 = t["data_offsets"]
-            out[name] = struct.unpack("<%df" % ((b1 - b0) // 4), raw[8 + n + b0: 8 + n + b1])
-        return out
-    z = zipfile.ZipFile(path)
-    return {e: struct.unpack("<%df" % (len(d) // 4), d)
-            for e in z.namelist() if "/data/" in e for d in [z.read(e)]}
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        b0, b1 = t["data_offsets"]
+        out[name] = struct.unpack("<%df" % ((b1 - b0) // 4), raw[8 + n + b0: 8 + n + b1])
+    return out
 a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
 if not a or sorted(a) != sorted(b):
     print("inf")
     sys.exit(0)
+last = {}
+for k in a:
+    m = re.match(r"(\d+)\.0\.linear\.(\d+)\.", k)
+    if m:
+        last[m.group(1)] = max(last.get(m.group(1), -1), int(m.group(2)))
+zero_grad = {"%s.0.linear.%d.bias" % (w, p) for w, p in last.items()}
+if not zero_grad <= set(a):
+    print("inf")
+    sys.exit(0)
 worst = 0.0
 for k in a:
+    if k in zero_grad:
+        continue
     scale = max(max(abs(x) for x in a[k]), 1e-12)
     worst = max(worst, max(abs(x - y) for x, y in zip(a[k], b[k])) / scale)
 print("%.3g" % worst)
@@ -55,11 +65,12 @@ for dev in cpu cuda; do
     expect_rc 0 "train the hypernetwork on $dev"
     cmp -s "$WORK/hn/gpuhn.pt" "$WORK/$dev/gpuhn.pt" && fail "training on $dev left the hypernetwork as it was created"
 done
-for ext in pt safetensors; do
-    diff=$(hn_diff "$WORK/cpu/gpuhn.$ext" "$WORK/cuda/gpuhn.$ext")
-    echo "cpu vs cuda hypernetwork (.$ext): max relative difference $diff"
-    awk -v d="$diff" 'BEGIN { exit !(d < 1e-3) }' || fail "the CUDA-trained hypernetwork (.$ext) differs from the CPU one by $diff"
-done
+diff=$(hn_diff "$WORK/cpu/gpuhn.safetensors" "$WORK/cuda/gpuhn.safetensors")
+echo "cpu vs cuda hypernetwork: max relative difference $diff (each K module's last bias left out)"
+# 1e-2, not the embedding's 1e-3: biases and LayerNorm biases start at 0, so their values are all Adam
+# updates, and Adam's m / sqrt(v) turns a gradient's relative rounding difference into the same relative
+# difference of the update (an H100 after 1 step at lr 5e-4: 1.3e-3 in a LayerNorm bias, 1e-6 elsewhere).
+awk -v d="$diff" 'BEGIN { exit !(d < 1e-2) }' || fail "the CUDA-trained hypernetwork differs from the CPU one by $diff"
 for prec in fp16 bf16; do
     mkdir -p "$WORK/$prec"
     cp "$WORK/hn/gpuhn.pt" "$WORK/$prec/"

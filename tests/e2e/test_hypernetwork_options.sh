@@ -13,7 +13,8 @@ keep_copy emb/cat.safetensors
 HN_RUN=(train --hypernetwork hn/hn.pt --dataset "$DATASET" "${TRAIN_COMMON[@]}" --max-steps 1 --log-dir logs)
 
 # Hypernetwork options without --hypernetwork, embedding-only options with it: usage errors naming both.
-for opt in "--weight-decay 0.1" "--strength 0.5" "--embedding-learn-rate 0.01"; do
+for opt in "--weight-decay 0.1" "--strength 0.5" "--embedding-learn-rate 0.01" "--preview-strength 2" \
+           "--preview-hypernetworks hn/hn.pt:0.5"; do
     # shellcheck disable=SC2086 # option and value are separate words on purpose
     run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt
     expect_usage "$opt without --hypernetwork" "${opt%% *}" "--hypernetwork"
@@ -25,6 +26,11 @@ run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode no
 expect_error "--embedding-clip-mode without --embedding-clip-value" "--embedding-clip-mode" "--embedding-clip-value"
 run_host "${HN_RUN[@]}" --embedding emb/cat.safetensors --embedding-clip-mode norm --embedding-clip-value "0.1:x"
 expect_error "a bad --embedding-clip-value" "--embedding-clip-value:" "0.1:x"
+# The preview chain (ABI 1.4): a file that does not exist and a strength out of range, each named.
+run_host "${HN_RUN[@]}" --preview-every 1 --preview-hypernetworks "missing.pt:0.5"
+expect_error "a missing --preview-hypernetworks file" "--preview-hypernetworks" "missing.pt"
+run_host "${HN_RUN[@]}" --preview-every 1 --preview-strength 11
+expect_error "--preview-strength 11" "--preview-strength"
 for opt in "--embedding-clip-mode norm" "--embedding-clip-value 0.1"; do
     # shellcheck disable=SC2086 # option and value are separate words on purpose
     run_host train --embedding emb/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" $opt

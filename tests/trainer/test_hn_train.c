@@ -304,6 +304,66 @@ static void check_previews_leave_training_alone(const hn_env *env)
           "the same losses and the same hypernetwork bits with and without previews");
 }
 
+/* One step with a preview after it, the trained file a fresh copy of src named <dir>/<name>.pt; the preview's
+ * path in preview, the trained twin's in twin. */
+static sdt_status preview_run(const hn_env *env, const char *src, const char *dir, const char *name, const char *chain,
+                              double preview_strength, char *preview, char *twin)
+{
+    char path[FX_PATH], log[FX_PATH];
+    snprintf(path, sizeof path, "%.3900s/%s.pt", dir, name);
+    snprintf(twin, FX_PATH, "%.3900s/%s.safetensors", dir, name);
+    snprintf(log, sizeof log, "%.3900s/log-%s", dir, name);
+    CHECK(fx_copy_file(src, path), "copy the hypernetwork to %s", path);
+    hn_run r;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(env, &rec);
+    hn_config(env, &r, path, log, 1);
+    r.options.preview_every = 1;
+    r.options.preview_steps = 2;
+    r.options.preview_seed = 5;
+    r.config.preview_hypernetworks = chain;
+    r.config.preview_strength = preview_strength;
+    sdt_status st = hn_prepare_run(env, t, &r);
+    if (st != SDT_STATUS_OK) printf("   %s: %s\n", name, hn_error(env, t));
+    env->hn->destroy(t);
+    snprintf(preview, FX_PATH, "%s", st == SDT_STATUS_OK ? rec.last_saved[SDT_FILE_PREVIEW] : "");
+    return st;
+}
+
+/* Previews with other hypernetworks chained after the trained one (1.4): one at strength 0 gives the preview
+ * without it, bit for bit; at another strength another preview; the trained one's preview strength changes the
+ * preview; none of it changes training (the same trained bits); a missing file or a bad strength is refused. */
+static void check_preview_chain(const hn_env *env)
+{
+    printf("-- previews with other hypernetworks chained in\n");
+    char dir[FX_PATH], src[FX_PATH], other[FX_PATH], chain[2 * FX_PATH + 64];
+    fx_subdir(&env->base, dir, "preview-chain");
+    if (!make_hn(env, dir, "trained", "128, 64", false, src) || !make_hn(env, dir, "other", "128, 64", false, other))
+        return;
+    char p_plain[FX_PATH], p_zero[FX_PATH], p_on[FX_PATH], p_strong[FX_PATH];
+    char t_plain[FX_PATH], t_zero[FX_PATH], t_on[FX_PATH], t_strong[FX_PATH];
+    CHECK(preview_run(env, src, dir, "plain", NULL, 0, p_plain, t_plain) == SDT_STATUS_OK, "no chain");
+    snprintf(chain, sizeof chain, " %s:0 ;", other);
+    CHECK(preview_run(env, src, dir, "zero", chain, 0, p_zero, t_zero) == SDT_STATUS_OK, "a member at strength 0");
+    snprintf(chain, sizeof chain, "%s:8", other);
+    CHECK(preview_run(env, src, dir, "on", chain, 0, p_on, t_on) == SDT_STATUS_OK, "a member at strength 8");
+    CHECK(preview_run(env, src, dir, "strong", NULL, 9, p_strong, t_strong) == SDT_STATUS_OK, "preview strength 9");
+    CHECK(p_plain[0] && fx_same_bytes(p_plain, p_zero), "a chained hypernetwork at strength 0 leaves the preview as it was");
+    CHECK(p_on[0] && !fx_same_bytes(p_plain, p_on), "a chained hypernetwork at strength 8 changes the preview");
+    CHECK(p_strong[0] && !fx_same_bytes(p_plain, p_strong), "the trained one's preview strength changes the preview");
+    CHECK(fx_same_bytes(t_plain, t_zero) && fx_same_bytes(t_plain, t_on) && fx_same_bytes(t_plain, t_strong),
+          "the preview chain and strength change nothing in training");
+    char unused[FX_PATH], unused_twin[FX_PATH];
+    snprintf(chain, sizeof chain, "%.3900s/absent.pt:1", dir);
+    CHECK(preview_run(env, src, dir, "missing", chain, 0, unused, unused_twin) == SDT_STATUS_NOT_FOUND,
+          "a missing preview hypernetwork is NOT_FOUND");
+    snprintf(chain, sizeof chain, "%s:20", other);
+    CHECK(preview_run(env, src, dir, "too-strong", chain, 0, unused, unused_twin) == SDT_STATUS_VALIDATION,
+          "a preview strength past 10 is refused");
+    CHECK(preview_run(env, src, dir, "bad-strength", NULL, 11, unused, unused_twin) == SDT_STATUS_VALIDATION,
+          "config.preview_strength past 10 is refused");
+}
+
 typedef struct interrupt_at {
     const hn_env *env;
     sdt_hn_trainer *t;
@@ -783,6 +843,7 @@ int main(int argc, char **argv)
         check_resume(&env, SDT_PRECISION_FP32);
         check_resume(&env, SDT_PRECISION_FP16);
         check_previews_leave_training_alone(&env);
+        check_preview_chain(&env);
         check_interrupt(&env);
         check_refusals(&env);
         check_shared_option_refusals(&env);
