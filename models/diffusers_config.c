@@ -249,6 +249,16 @@ static double decimal(float v)
     return strtod(buf, NULL);
 }
 
+/* A float field written so it reads back as a float: cJSON prints 1.0 as "1", which
+ * transformers' typed configs refuse ("initializer_factor expected float, got int"). */
+static void add_float(cJSON *o, const char *name, double v)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (!strpbrk(buf, ".eEni")) strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
+    cJSON_AddItemToObject(o, name, cJSON_CreateRaw(buf));
+}
+
 static cJSON *int_list(const int *v, int n)
 {
     cJSON *a = cJSON_CreateArray();
@@ -318,8 +328,8 @@ static cJSON *unet_json(const sdt_unet_config *u)
     cJSON_AddNumberToObject(o, "freq_shift", decimal(u->freq_shift));
     cJSON_AddNumberToObject(o, "in_channels", u->in_channels);
     cJSON_AddNumberToObject(o, "layers_per_block", u->num_res_blocks);
-    cJSON_AddNumberToObject(o, "mid_block_scale_factor", 1);
-    cJSON_AddNumberToObject(o, "norm_eps", decimal(u->norm_eps));
+    add_float(o, "mid_block_scale_factor", 1);
+    add_float(o, "norm_eps", decimal(u->norm_eps));
     cJSON_AddNumberToObject(o, "norm_num_groups", u->norm_groups);
     cJSON_AddNumberToObject(o, "out_channels", u->out_channels);
     cJSON_AddNumberToObject(o, "sample_size", 64);
@@ -335,16 +345,16 @@ static cJSON *text_json(const clip_config *c)
     cJSON *o = cJSON_CreateObject();
     const char *arch[1] = {"CLIPTextModel"};
     cJSON_AddItemToObject(o, "architectures", str_list(arch, 1));
-    cJSON_AddNumberToObject(o, "attention_dropout", 0.0);
+    add_float(o, "attention_dropout", 0.0);
     cJSON_AddNumberToObject(o, "bos_token_id", 0);
-    cJSON_AddNumberToObject(o, "dropout", 0.0);
+    add_float(o, "dropout", 0.0);
     cJSON_AddNumberToObject(o, "eos_token_id", 2);
     cJSON_AddStringToObject(o, "hidden_act", c->act == SDT_ACT_QUICK_GELU ? "quick_gelu" : "gelu");
     cJSON_AddNumberToObject(o, "hidden_size", c->width);
-    cJSON_AddNumberToObject(o, "initializer_factor", 1.0);
-    cJSON_AddNumberToObject(o, "initializer_range", 0.02);
+    add_float(o, "initializer_factor", 1.0);
+    add_float(o, "initializer_range", 0.02);
     cJSON_AddNumberToObject(o, "intermediate_size", c->mlp_width);
-    cJSON_AddNumberToObject(o, "layer_norm_eps", decimal(c->ln_eps));
+    add_float(o, "layer_norm_eps", decimal(c->ln_eps));
     cJSON_AddNumberToObject(o, "max_position_embeddings", c->positions);
     cJSON_AddStringToObject(o, "model_type", "clip_text_model");
     cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
@@ -378,7 +388,7 @@ static cJSON *vae_json(const vae_config *v)
     cJSON_AddNumberToObject(o, "norm_num_groups", v->groups);
     cJSON_AddNumberToObject(o, "out_channels", v->in_channels);
     cJSON_AddNumberToObject(o, "sample_size", 512);
-    cJSON_AddNumberToObject(o, "scaling_factor", decimal(v->scaling));
+    add_float(o, "scaling_factor", decimal(v->scaling));
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, v->levels));
     return o;
 }

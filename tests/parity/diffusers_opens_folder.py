@@ -47,6 +47,8 @@ def main():
             if comp.startswith("_") or not isinstance(spec, list):
                 continue
             lib, cls = spec
+            if lib is None and cls is None:  # diffusers' way of writing an absent component (safety checker)
+                continue
             mod = {"diffusers": diffusers, "transformers": transformers}.get(lib)
             check(mod is not None and hasattr(mod, cls), "model_index.json: %s = %s.%s exists" % (comp, lib, cls))
         loaded = {}
