@@ -12,7 +12,8 @@ expect_rc 0 "create-hypernetwork"
 common=(--dataset "$DATASET" --template "$SDT_TEMPLATES/subject_filewords.txt" --model "$MODEL" --width 64 --height 64
         --seed "$SEED" --save-every 0 --preview-every 0 --learn-rate 0.001)
 
-# hn_diff A B: the max over tensors of max|a - b| / max|a| of two .safetensors hypernetworks, leaving out
+# hn_diff A B: "OUTLIERS TOTAL", how many values of two .safetensors hypernetworks differ by more than 1e-3
+# of their tensor's largest, and how many were compared, leaving out
 # each K module's last bias (`<width>.0.linear.<last>.bias`): it adds the same vector to every key of an
 # attention, which shifts all of a query's logits equally, so softmax ignores it and its gradient is zero
 # in exact arithmetic. Adam divides that rounding noise by its own tiny RMS, so the noise moves it by up
@@ -44,13 +45,14 @@ zero_grad = {"%s.0.linear.%d.bias" % (w, p) for w, p in last.items()}
 if not zero_grad <= set(a):
     print("inf")
     sys.exit(0)
-worst = 0.0
+outliers = total = 0
 for k in a:
     if k in zero_grad:
         continue
     scale = max(max(abs(x) for x in a[k]), 1e-12)
-    worst = max(worst, max(abs(x - y) for x, y in zip(a[k], b[k])) / scale)
-print("%.3g" % worst)
+    total += len(a[k])
+    outliers += sum(1 for x, y in zip(a[k], b[k]) if abs(x - y) > 1e-3 * scale)
+print("%d %d" % (outliers, total))
 PY
 }
 
@@ -65,13 +67,15 @@ for dev in cpu cuda; do
     expect_rc 0 "train the hypernetwork on $dev"
     cmp -s "$WORK/hn/gpuhn.pt" "$WORK/$dev/gpuhn.pt" && fail "training on $dev left the hypernetwork as it was created"
 done
-diff=$(hn_diff "$WORK/cpu/gpuhn.safetensors" "$WORK/cuda/gpuhn.safetensors")
-echo "cpu vs cuda hypernetwork: max relative difference $diff (each K module's last bias left out)"
-# One step and 1e-2, not the embedding's 6 steps and 1e-3: biases and LayerNorm biases start at 0, so their
-# values are all Adam updates, and Adam's m / sqrt(v) turns a gradient's rounding difference into an update
-# difference of the same relative size; an element whose gradient is near 0 can even take the other sign.
-# Over steps these grow apart without any bug (an H100: 1 step at lr 5e-4 1.3e-3, 6 steps at lr 1e-3 5.1e-2).
-awk -v d="$diff" 'BEGIN { exit !(d < 1e-2) }' || fail "the CUDA-trained hypernetwork differs from the CPU one by $diff"
+read -r outliers total < <(hn_diff "$WORK/cpu/gpuhn.safetensors" "$WORK/cuda/gpuhn.safetensors")
+echo "cpu vs cuda hypernetwork after one step: $outliers of $total values differ by more than 1e-3 of their tensor's largest"
+# Adam's first step moves every value by about lr * sign(g) however small g is, so a value whose gradient is
+# at float32 rounding level can step the other way on the other device: measured on an H100, 1 value of
+# 8192 in a V module's first weight (init 0.01389, cpu -lr, cuda +lr). Everything else agrees to 1e-3; a
+# wrong gradient or optimizer moves far more than 0.1% of the values.
+[ "$total" -gt 0 ] || fail "no tensors to compare (the twins' names changed?)"
+awk -v o="$outliers" -v t="$total" 'BEGIN { exit !(o <= 1e-3 * t) }' ||
+    fail "$outliers of $total values of the CUDA-trained hypernetwork differ from the CPU's by more than 1e-3"
 for prec in fp16 bf16; do
     mkdir -p "$WORK/$prec"
     cp "$WORK/hn/gpuhn.pt" "$WORK/$prec/"

@@ -44,6 +44,7 @@ from st_codec import st_read, st_write  # noqa: E402
 from hn_torch_parity import build_module, read_safetensors  # noqa: E402
 
 LOSS_TOL, GRAD_TOL, AFTER_TOL = 1e-4, 1e-3, 1e-5
+F32_FACTOR = 4.0  # the C side's gradients may be this many times further from float64 than torch's float32
 WIDTHS = {"tiny": "32, 64", "sd15": "768, 320, 640, 1280"}
 
 
@@ -172,13 +173,23 @@ def run_size(name, args, seed, tmp):
     grad_err = {k: (c["grad." + k].double() - g).abs().max().item() / max(module_max[k.split(".linear.")[0]], 1e-30)
                 for k, g in grads64.items()}
     worst_grad = max(grad_err, key=grad_err.get)
+    # How well float32 can do here at all: the same step in torch float32 against float64, by the same
+    # measure. A K module's gradient comes through the softmax backward, P * (dP - rowsum(P * dP)), which
+    # cancels where the attention is nearly one-hot (random SD 1.5-sized weights at 64+ tokens), so there
+    # float32 itself is ~1e-2 off; the C side must be as good as torch's float32, not better.
+    loss32, grads32, _ = reference(unet, tmp, inputs, args, torch.float32, args.device)
+    f32_err = {k: (grads32[k].double() - g).abs().max().item() / max(module_max[k.split(".linear.")[0]], 1e-30)
+               for k, g in grads64.items()}
+    grad_tol = max(GRAD_TOL, F32_FACTOR * max(f32_err.values()))
     worst_after = max(after64, key=lambda k: rel_err(c["after." + k], after64[k]))
     errs["grad"] = grad_err[worst_grad]
     errs["after"] = rel_err(c["after." + worst_after], after64[worst_after])
-    ok = errs["loss"] <= LOSS_TOL and errs["grad"] <= GRAD_TOL and errs["after"] <= AFTER_TOL
+    ok = errs["loss"] <= LOSS_TOL and errs["grad"] <= grad_tol and errs["after"] <= AFTER_TOL
     print(f"{name:<6} B={B} latent {H}x{H} T={T}: loss {float(loss64):.6g} (err {errs['loss']:.2e}), "
           f"{len(grads64)} parameters, worst gradient {worst_grad} err {errs['grad']:.2e}, "
           f"worst update {worst_after} err {errs['after']:.2e}, C {c_time:.1f} s  {'PASS' if ok else 'FAIL'}")
+    print(f"       torch float32 vs float64: worst gradient {max(f32_err, key=f32_err.get)} err {max(f32_err.values()):.2e}"
+          f" (gradient tolerance here {grad_tol:.2e})")
     return ok
 
 
@@ -202,8 +213,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="sdt-hn-step-") as tmp:
         for i, name in enumerate(s for s in args.sizes.split(",") if s):
             ok &= run_size(name, args, args.seed + i, tmp)
-    print(f"thresholds: loss <= {LOSS_TOL:g}, gradients <= {GRAD_TOL:g}, updated values <= {AFTER_TOL:g} "
-          "(C f32 vs torch float64)")
+    print(f"thresholds: loss <= {LOSS_TOL:g}, gradients <= max({GRAD_TOL:g}, {F32_FACTOR:g} x torch float32's error), "
+          f"updated values <= {AFTER_TOL:g} (C f32 vs torch float64)")
     return 0 if ok else 1
 
 
