@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs every PyTorch parity check and the GPU op test on a GPU host with torch,
 # transformers and safetensors, from a build made elsewhere (carried with the tree).
-#   tests/parity/run_gpu_host.sh BUILD_DIR LOG_DIR [TOKENIZER_DIR]
+#   tests/parity/run_gpu_host.sh BUILD_DIR LOG_DIR [TOKENIZER_DIR] [DIFFUSERS_SRC]
+# DIFFUSERS_SRC: a diffusers src/ folder, for a host where diffusers is not installed (the check that
+# diffusers opens the folders sdtrain writes runs when diffusers is importable either way).
 # Each check's full output goes to LOG_DIR/<name>.log; a summary line per check to stdout.
 set -u
 build=${1:?build dir}
 logs=${2:?log dir}
 tok=${3:-}
+diffusers_src=${4:-}
 mkdir -p "$logs"
 here=$(cd "$(dirname "$0")" && pwd)
 status=0
@@ -30,4 +33,12 @@ run unet_parity python3 "$here/unet_parity.py" --cli "$build/tests/parity/sdt-un
 run hn_step_parity python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/hn/hn_step_cli" \
     --sizes tiny,tiny-linear,sd15 --sd-latent 32
 run clip_vae_parity python3 "$here/clip_vae_parity.py" --build "$build" --sizes tiny,sd15,sd2 --record "$logs/clip_vae_notes.md"
+if PYTHONPATH="${diffusers_src}${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import diffusers" 2> /dev/null; then
+  "$build/models/tools/sdt-make-checkpoint" --config sd15 --layout diffusers --dtype f16 --seed 2 \
+      --out "$logs/sd15-diffusers" > /dev/null
+  run diffusers_opens python3 "$here/diffusers_opens_folder.py" ${diffusers_src:+--diffusers-src "$diffusers_src"} \
+      "$build/host-sim/demo/model" "$logs/sd15-diffusers"
+else
+  echo "diffusers_opens        skipped: diffusers is not importable (give its src/ folder as DIFFUSERS_SRC)"
+fi
 exit $status
