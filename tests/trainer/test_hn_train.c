@@ -90,6 +90,16 @@ static bool make_hn(const hn_env *env, const char *dir, const char *name, const 
     return st == SDT_STATUS_OK;
 }
 
+/* For joint training: a hypernetwork <dir>/<stem>hn.pt ("128, 64") and an embedding <dir>/<stem>emb.safetensors
+ * of `vectors` vectors initialised from "ring"; paths in hn and emb (FX_PATH). */
+static bool make_joint_pair(const hn_env *env, const char *dir, const char *stem, uint32_t vectors, char *hn, char *emb)
+{
+    char hn_name[64], emb_name[64];
+    snprintf(hn_name, sizeof hn_name, "%shn", stem);
+    snprintf(emb_name, sizeof emb_name, "%semb", stem);
+    return make_hn(env, dir, hn_name, "128, 64", false, hn) && fx_make_embedding(&env->base, dir, emb_name, vectors, "ring", emb);
+}
+
 /* The fast preset (as fx_config): 64x64, CPU, one thread, fp32, every CSV row, no previews or copies. */
 static void hn_config(const hn_env *env, hn_run *r, const char *hn_path, const char *log_dir, int64_t max_steps)
 {
@@ -525,7 +535,7 @@ static void check_schedule_field_names(const hn_env *env)
     printf("-- schedule sentences name their field\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "fields", dir, log);
-    if (!make_hn(env, dir, "fieldshn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "fieldsemb", 2, "ring", emb))
+    if (!make_joint_pair(env, dir, "fields", 2, hn, emb))
         return;
     hn_run r;
     hn_config(env, &r, hn, log, 5);
@@ -549,7 +559,7 @@ static void check_joint_options(const hn_env *env)
     printf("-- joint training: the embedding's cards and clip settings (ABI 1.4)\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "jointopts", dir, log);
-    if (!make_hn(env, dir, "optshn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "optsemb", 2, "ring", emb))
+    if (!make_joint_pair(env, dir, "opts", 2, hn, emb))
         return;
     hn_run r;
     hn_config(env, &r, hn, log, 5);
@@ -664,7 +674,7 @@ static void check_state_inspect(const hn_env *env)
     run_dirs(env, "inspect", dir, log);
     fx_subdir(&env->base, joint_log, "inspect-joint-log");
     fx_subdir(&env->base, emb_log, "inspect-emb-log");
-    if (!make_hn(env, dir, "inspecthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "inspectemb", 2, "ring", emb) ||
+    if (!make_joint_pair(env, dir, "inspect", 2, hn, emb) ||
         !fx_make_embedding(&env->base, dir, "inspectalone", 2, "ring", alone))
         return;
     fx_recorder rec;
@@ -774,7 +784,7 @@ static void check_joint_rest(const hn_env *env)
     printf("-- joint training, the embedding's schedule ends at step 2 of 4\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "rest", dir, log);
-    if (!make_hn(env, dir, "resthn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "restemb", 1, "ring", emb))
+    if (!make_joint_pair(env, dir, "rest", 1, hn, emb))
         return;
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -801,7 +811,7 @@ static void check_joint_nan(const hn_env *env)
     fx_path(data, env->base.tmp, "nan-data");
     const char *stems[] = {"demo_000", "demo_001"};
     fx_copy_images(&env->base, data, stems, 2);
-    if (!make_hn(env, dir, "nanhn", "128, 64", false, hn) || !fx_make_embedding(&env->base, dir, "nanemb", 1, "ring", emb))
+    if (!make_joint_pair(env, dir, "nan", 1, hn, emb))
         return;
     setenv("SDTRAIN_FAULT_NAN_PIXEL", "demo_001.png", 1);
     fx_recorder rec;
