@@ -10,6 +10,12 @@
 
 static GRegex *compile_word_regex(const char *pattern, sdt_error *error)
 {
+    /* PCRE2 reads past the end of invalid UTF-8 in a pattern (a fuzzer found it), so it never sees one. */
+    if (!g_utf8_validate(pattern, -1, NULL)) {
+        sdt_fail(error, SDT_ERR_VALIDATION, "filename word regex is not valid UTF-8 text; type the pattern again as plain text "
+                 "or leave it empty");
+        return NULL;
+    }
     GError *gerr = NULL;
     GRegex *re = g_regex_new(pattern, G_REGEX_OPTIMIZE, 0, &gerr);
     if (!re) {

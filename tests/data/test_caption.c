@@ -31,6 +31,10 @@ static void test_filenames(void)
     CHECK(!sdt_caption_rules_check(&bad, &error) && strstr(error.message, "([a-"), "bad regex named: %s", error.message);
     CHECK(!sdt_caption_rules_check(&groups, &error) && strstr(error.message, "2 capture groups"), "groups: %s", error.message);
     CHECK(sdt_caption_from_filename("/d/x.png", &bad, &error) == NULL, "bad regex gives NULL");
+    /* the fuzzer's crash: invalid UTF-8 in the pattern is refused before PCRE2 sees it */
+    sdt_caption_rules not_utf8 = {"\\w+\xff\xff\n_\x03", NULL};
+    CHECK(!sdt_caption_rules_check(&not_utf8, &error) && strstr(error.message, "not valid UTF-8"), "invalid UTF-8: %s",
+          error.message);
 }
 
 static void test_txt_caption(void)
