@@ -100,6 +100,24 @@ static uint8_t *read_whole_file(const char *path, size_t *size, sdt_error *error
     return bytes;
 }
 
+/* stb grows its IDAT buffer to whatever a chunk's length field says (up to 1 GiB) before it
+ * looks for the bytes, so a 100-byte file could ask for 2 GiB. Every chunk must lie inside the
+ * file; a PNG whose chunks do not is truncated or corrupt, and is named so before stb runs.
+ * Returns NULL when the chunks fit, else the reason. */
+static const char *png_chunks_outside_file(const uint8_t *bytes, size_t n_bytes)
+{
+    if (n_bytes < 8 || memcmp(bytes, "\x89PNG\r\n\x1a\n", 8) != 0) return NULL; /* not a PNG */
+    size_t at = 8;
+    while (at < n_bytes) {
+        if (n_bytes - at < 12) return "a chunk is cut off at the end of the file";
+        uint32_t len = (uint32_t)bytes[at] << 24 | (uint32_t)bytes[at + 1] << 16 | (uint32_t)bytes[at + 2] << 8 | bytes[at + 3];
+        if ((uint64_t)len + 12 > n_bytes - at) return "a chunk's length field runs past the end of the file";
+        if (memcmp(bytes + at + 4, "IEND", 4) == 0) return NULL;
+        at += (size_t)len + 12;
+    }
+    return NULL; /* no IEND: stb decides */
+}
+
 bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error)
 {
     FILE *fp;
@@ -144,6 +162,13 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
         free(bytes);
         sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: 16-bit PGM/PPM images are not supported; save it as PNG (8 or 16 bits)",
                  path);
+        return NULL;
+    }
+    const char *png_why = png_chunks_outside_file(bytes, n_bytes);
+    if (png_why) {
+        free(bytes);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the PNG could not be decoded (%s); the file is corrupt or truncated", path,
+                 png_why);
         return NULL;
     }
     int w = 0, hh = 0, comp = 0, orientation = SDT_EXIF_NORMAL;

@@ -93,6 +93,12 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     png_end(whole);
     write_bytes(dir, "i-truncated.png", whole->data, whole->len / 2);
     g_byte_array_unref(whole);
+    /* an IDAT whose length field says 1 GiB in a 60-byte file: stb would allocate 2 GiB for it */
+    GByteArray *lying = png_with_header(4, 4);
+    static const uint8_t lying_idat[] = {0x3f, 0xff, 0xff, 0xff, 'I', 'D', 'A', 'T', 0x78, 0x9c, 0x63, 0x00};
+    g_byte_array_append(lying, lying_idat, sizeof(lying_idat));
+    write_bytes(dir, "k-lying-chunk.png", lying->data, lying->len);
+    g_byte_array_unref(lying);
     write_bytes(dir, "notes.json", "{}", 2);
     char *sub = path_in(dir, "subfolder");
     g_mkdir(sub, 0755);
@@ -107,14 +113,16 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     it0 = find_item(&ds, "j-netpbm.ppm");
     CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f && fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
           "ppm colour");
-    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "notes.json", "subfolder"};
+    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "k-lying-chunk.png", "notes.json", "subfolder"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(warned_about(&ds, bad[i]), "%s is named in a warning", bad[i]);
-    CHECK(ds.n_warnings == 6, "6 warnings, got %d", ds.n_warnings);
+    CHECK(ds.n_warnings == 7, "7 warnings, got %d", ds.n_warnings);
     for (int i = 0; i < ds.n_warnings; i++) {
         if (strstr(ds.warnings[i], "f-empty")) CHECK(strstr(ds.warnings[i], "0 bytes"), "empty: %s", ds.warnings[i]);
         if (strstr(ds.warnings[i], "h-huge"))
             CHECK(strstr(ds.warnings[i], "100000x100000"), "huge: %s", ds.warnings[i]);
+        if (strstr(ds.warnings[i], "k-lying-chunk"))
+            CHECK(strstr(ds.warnings[i], "length field runs past the end"), "lying chunk: %s", ds.warnings[i]);
     }
 
     const sdt_dataset_item *it = find_item(&ds, "01-random.png");
