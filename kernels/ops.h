@@ -63,6 +63,8 @@ typedef struct sdt_memory_stats {
     size_t peak_allocated_bytes;/* most held at once since the backend was made or the last reset */
     size_t device_free_bytes;   /* cudaMemGetInfo; 0 on the CPU */
     size_t device_total_bytes;
+    size_t scratch_bytes;       /* of allocated_bytes: the kernels' own grow-on-demand scratch */
+    size_t conv_workspace_bytes;/* of scratch_bytes: the largest workspace cuDNN's convolutions asked for */
 } sdt_memory_stats;
 
 /* The op list: every entry of the table that returns a status, as

@@ -22,6 +22,7 @@ import sys
 
 MEM_LINE = re.compile(
     r"GPU memory: peak (\d+) MiB held by sdtrain during the run; prepare estimated (\d+) MiB \(([-+0-9.]+)%\)\. "
+    r"(?:At the end the kernels' scratch held (\d+) MiB, (\d+) MiB of it cuDNN's convolution workspace\. )?"
     r"The device had (\d+) MiB in use when the run started and (\d+) MiB at its end, of (\d+) MiB")
 TI_GFLOP_PER_IMAGE = 1748.6   # PyTorch's FlopCounterMode count of this step (used when no PyTorch run gives one)
 TORCH_EAGER = {"bf16": "b:bf16w+ac-bf16", "fp16": "a:fp16w+ac16+GS"}
@@ -46,8 +47,10 @@ def run_stats(csv_path, log_path, precision, batch, warm, wall_s=None):
             m = MEM_LINE.search(line) or m
     if m:
         out.update(peak_mib=int(m.group(1)), estimate_mib=int(m.group(2)), estimate_error_pct=float(m.group(3)),
-                   device_used_mib_start=int(m.group(4)), device_used_mib_end=int(m.group(5)),
-                   device_total_mib=int(m.group(6)))
+                   device_used_mib_start=int(m.group(6)), device_used_mib_end=int(m.group(7)),
+                   device_total_mib=int(m.group(8)))
+        if m.group(4) is not None:
+            out.update(scratch_mib=int(m.group(4)), conv_workspace_mib=int(m.group(5)))
     return out
 
 

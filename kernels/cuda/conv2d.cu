@@ -125,7 +125,7 @@ static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtyp
         p = &c->conv_plans[c->n_conv_plans++];
         *p = key;
     }
-    *wsp = p->workspace ? cuda_scratch(be, 6, p->workspace) : NULL;
+    *wsp = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !*wsp) return NULL;
     return p;
 }

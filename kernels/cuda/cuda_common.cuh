@@ -124,6 +124,8 @@ static inline unsigned grid_for(int64_t n, int block)
 cudaError_t cuda_device_malloc(cuda_ctx *c, void **p, size_t bytes);
 void cuda_device_free(cuda_ctx *c, void *p);
 void cuda_device_memory_release(cuda_ctx *c);
+/* cuDNN's convolution workspace (memory_stats reports it apart from the other slots). */
+#define CUDA_CONV_WORKSPACE_SLOT 6
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);
 /* A float32 view of t: t's data when f32, else converted into scratch slot. */

@@ -101,6 +101,8 @@ int cuda_memory_stats(sdt_backend *be, sdt_memory_stats *stats, bool reset_peak)
     stats->tracked = true;
     stats->allocated_bytes = c->allocated_bytes;
     stats->peak_allocated_bytes = c->peak_allocated_bytes;
+    for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) stats->scratch_bytes += c->scratch_size[i];
+    stats->conv_workspace_bytes = c->scratch_size[CUDA_CONV_WORKSPACE_SLOT];
     CUDA_TRY(be, cudaMemGetInfo(&stats->device_free_bytes, &stats->device_total_bytes));
     if (reset_peak) c->peak_allocated_bytes = c->allocated_bytes;
     return 0;

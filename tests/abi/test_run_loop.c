@@ -111,6 +111,8 @@ static int fake_memory_stats(sdt_backend *be, sdt_memory_stats *s, bool reset_pe
     s->peak_allocated_bytes = fake_peak;
     s->device_total_bytes = 80 * 1024 * MIB;
     s->device_free_bytes = s->device_total_bytes - fake_device_used;
+    s->scratch_bytes = 300 * MIB;
+    s->conv_workspace_bytes = 120 * MIB;
     if (reset_peak) {
         fake_peak = fake_held;
         fake_resets++;
@@ -275,6 +277,8 @@ static void test_memory_line(sdt_test_rng *rng)
     CHECK(strncmp(memory_line, want, strlen(want)) == 0, "the line reports the run's peak, not prepare's: \"%s\"", memory_line);
     CHECK(strstr(memory_line, "The device had 3000 MiB in use when the run started") != NULL, "device use at start: \"%s\"",
           memory_line);
+    CHECK(strstr(memory_line, "the kernels' scratch held 300 MiB, 120 MiB of it cuDNN's convolution workspace") != NULL,
+          "scratch and workspace: \"%s\"", memory_line);
     sdt_run_control_fini(&ctl);
 
     /* a run that holds peak_mib, with an estimate 5% under it */
