@@ -255,8 +255,9 @@ typedef enum sdt_latent_sampling {
 
 /* What the model's UNet predicts, which sets the training target (1.3). */
 typedef enum sdt_prediction_type {
-    SDT_PREDICTION_AUTO = 0,    /* detect: a diffusers folder's scheduler config, else for an SD 2.x model the
-                                 * UNet's own answer (A1111's test, stated in the log), else epsilon (SD 1.x) */
+    SDT_PREDICTION_AUTO = 0,    /* detect: a diffusers folder's scheduler config or A1111's <stem>.yaml beside a
+                                 * single file, else for an SD 2.x model the UNet's own answer (A1111's test,
+                                 * stated in the log), else epsilon (SD 1.x) */
     SDT_PREDICTION_EPSILON = 1, /* the noise: SD 1.x, SD 2.x 512 and inpainting models */
     SDT_PREDICTION_V = 2,       /* v: SD 2.x 768-v models */
     SDT_PREDICTION_FORCE_32BIT = 0x7fffffff
@@ -450,7 +451,9 @@ typedef struct sdt_ti_factory {
     sdt_status (*load_state)(sdt_ti_trainer *trainer, const char *path);
 
     /* [any thread] Reads an embedding file of any supported format. info and json_buf may each
-     * be NULL; json_buf receives the same facts (and all metadata) as one JSON object. */
+     * be NULL; json_buf receives the same facts (and all metadata) as one JSON object. With
+     * info NULL, a model checkpoint is described in json_buf too ("kind": "model checkpoint":
+     * family, widths, the config beside it and the prediction type it decides). */
     sdt_status (*inspect)(sdt_ti_trainer *trainer, const char *path, sdt_embedding_info *info,
                           char *json_buf, uint32_t json_buf_size, uint32_t *json_needed);
 

@@ -1,6 +1,7 @@
-/* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file, a hypernetwork file
- * or another file a run wrote holds. Each factory's inspect is asked in turn: the textual
- * inversion one first, then the hypernetwork one, then the run outputs. */
+/* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file, a hypernetwork file,
+ * a model checkpoint or another file a run wrote holds. Each factory's inspect is asked in turn:
+ * the textual inversion one first (embeddings, then models), then the hypernetwork one, then the
+ * run outputs. */
 #include <stdio.h>
 #include <string.h>
 
@@ -115,6 +116,15 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
             cli_trainer_close(&t);
             return status;
         }
+        /* not an embedding: the plugin's JSON may describe a model checkpoint (the yaml beside it too) */
+        char *text = NULL;
+        if (fetch_json(&t, path, &text) == SDT_STATUS_OK) {
+            printf("file:        %s\nformat:      model checkpoint\nmodel:       %s\n", path, text);
+            g_free(text);
+            cli_trainer_close(&t);
+            return status;
+        }
+        g_free(text);
     } else {
         char *text = NULL;
         sdt_status st = fetch_json(&t, path, &text);
@@ -140,7 +150,7 @@ int cmd_inspect(int argc, char **argv)
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };
-    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state), a hypernetwork file (.pt, .safetensors) or another file a run wrote (preview, loss CSV, settings) holds");
+    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state), a hypernetwork file (.pt, .safetensors), a model checkpoint (with A1111's .yaml beside it) or another file a run wrote (preview, loss CSV, settings) holds");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status;
     if (!cli_parse(ctx, "inspect", &argc, &argv)) status = SDT_EXIT_USAGE;

@@ -43,8 +43,8 @@ static void print_overview(void)
            "  create-embedding   create an embedding file\n"
            "  create-hypernetwork create a hypernetwork file (A1111 .pt)\n"
            "  train              train an embedding, a hypernetwork, or both (options or --config panel.ini)\n"
-           "  inspect FILE       show what an embedding, a hypernetwork or any file a run wrote\n"
-           "                     holds (--json)\n"
+           "  inspect FILE       show what an embedding, a hypernetwork, a model checkpoint or any\n"
+           "                     file a run wrote holds (--json)\n"
            "  generate           txt2img through the plugin, with hypernetworks at chosen strengths\n\n"
            "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
            "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");

@@ -3,6 +3,7 @@
 
 #include <glib.h>
 
+#include "checkpoint_yaml.h"
 #include "diffusers_config.h"
 
 #include <math.h>
@@ -103,6 +104,13 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
     }
     c.family = family_of(&c);
     if (folder && !sdt_diffusers_config_apply(path, &c, error)) return false;
+    char *yaml = folder ? NULL : sdt_checkpoint_yaml_beside(path);
+    bool yaml_ok = !yaml || sdt_checkpoint_yaml_apply(yaml, &c, error);
+    g_free(yaml);
+    if (!yaml_ok) {
+        sdt_error_append(error, " (sdtrain, like A1111, reads the .yaml named like the checkpoint as its model config)");
+        return false;
+    }
     *cfg = c;
     return true;
 }

@@ -36,12 +36,13 @@ typedef enum sd_prediction_source {
     SD_PREDICTION_FROM_DEFAULT = 0, /* SD's default, epsilon (nothing else said anything) */
     SD_PREDICTION_FROM_CONFIG,      /* a diffusers folder's scheduler/scheduler_config.json */
     SD_PREDICTION_FROM_PROBE,       /* the UNet's output (prediction_probe.h) */
-    SD_PREDICTION_FROM_USER,        /* the user's choice, over all of the above */
+    SD_PREDICTION_FROM_USER,        /* the user's choice, over all of the above and below */
+    SD_PREDICTION_FROM_CHECKPOINT_YAML, /* A1111's <stem>.yaml beside a single-file checkpoint */
 } sd_prediction_source;
 
 /* What the user chose; the numbers are the ABI's sdt_prediction_type. */
 typedef enum sd_prediction_choice {
-    SD_PREDICTION_AUTO = 0,    /* the config file, else the probe (SD 2.x), else epsilon */
+    SD_PREDICTION_AUTO = 0,    /* a config file, else the probe (SD 2.x), else epsilon */
     SD_PREDICTION_EPSILON = 1,
     SD_PREDICTION_V = 2,
 } sd_prediction_choice;
@@ -63,7 +64,8 @@ bool sd_family_parse(const char *name, sd_family *out);
 sd_config sd_config_preset(sd_family f);
 /* Detects all three parts' configs and names the family. A checkpoint without a
  * UNet, text encoder or VAE is an error naming the missing part. A diffusers folder's
- * config files (diffusers_config.h) then set what the weights cannot say. */
+ * config files (diffusers_config.h), or for a single file the <stem>.yaml beside it that A1111
+ * reads (checkpoint_yaml.h), then set what the weights cannot say. */
 bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);

@@ -13,6 +13,7 @@
 #include "api/handle.h"
 #include "api/host_log.h"
 #include "api/trainer_handle.h"
+#include "checkpoint_describe.h"
 #include "ti/ti_config.h"
 #include "ti/ti_trainer.h"
 
@@ -120,7 +121,11 @@ static sdt_status ti_inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_
     sdt_error error = {0};
     if (!ti_inspect_file(path, &found, want_json ? &json : NULL, &error)) {
         free(json);
-        return sdt_handle_fail_error(&t->core.base, &error);
+        /* the JSON alone (no info to fill) may describe a model checkpoint instead */
+        bool is_checkpoint = false;
+        sdt_error model_error = {0};
+        json = !info && want_json ? sd_checkpoint_describe_json(path, &is_checkpoint, &model_error) : NULL;
+        if (!json) return sdt_handle_fail_error(&t->core.base, is_checkpoint ? &model_error : &error);
     }
     return sdt_handle_inspect_out(&t->core.base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
 }

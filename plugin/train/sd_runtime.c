@@ -1,9 +1,11 @@
 /* sd_runtime.c - see sd_runtime.h. */
 #include "train/sd_runtime.h"
 
+#include <glib.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "checkpoint_yaml.h"
 #include "prediction_probe.h"
 
 static void unbind(sd_runtime *rt)
@@ -32,7 +34,9 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 static bool probe_prediction(sd_runtime *rt, sdt_error *error)
 {
     sd_config *c = &rt->cfg;
-    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG || !sd_prediction_probe_applies(c)) return true;
+    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG || c->prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML ||
+        !sd_prediction_probe_applies(c))
+        return true;
     bool v;
     if (!sd_prediction_probe(rt->model.unet, rt->be, rt->dtype, &c->prediction_probe, &v, error)) return false;
     c->unet.v_prediction = v;
@@ -77,6 +81,15 @@ void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size
     case SD_PREDICTION_FROM_CONFIG:
         snprintf(buf, size, "the model predicts %s (its scheduler/scheduler_config.json says so)", what);
         break;
+    case SD_PREDICTION_FROM_CHECKPOINT_YAML: {
+        char *yaml = sdt_checkpoint_yaml_path(sdt_weights_path(rt->file));
+        snprintf(buf, size, "the model predicts %s (%s beside the checkpoint, the config A1111 reads, %s; set v-prediction "
+                 "or epsilon to overrule it)", what, yaml,
+                 c->unet.v_prediction ? "says model.params.parameterization: \"v\""
+                                      : "says model.params.parameterization: \"eps\" or leaves it to LDM's default, eps");
+        g_free(yaml);
+        break;
+    }
     case SD_PREDICTION_FROM_PROBE:
         snprintf(buf, size, "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
                  "from its input on average, %s A1111's v threshold of %g; set v-prediction or epsilon if this is wrong)",

@@ -29,7 +29,8 @@ typedef struct sd_runtime {
 } sd_runtime;
 
 /* prediction EPSILON or V is the user's word over everything; AUTO takes a diffusers scheduler
- * config's prediction_type, else for an SD 2.x model the UNet probe's answer (prediction_probe.h,
+ * config's prediction_type or the parameterization of A1111's <stem>.yaml beside a single-file
+ * checkpoint (checkpoint_yaml.h), else for an SD 2.x model the UNet probe's answer (prediction_probe.h,
  * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
                      sdt_error *error);

@@ -8,6 +8,10 @@
  *  - the user's choice wins both ways without probing; SD 1.x models and SD 2.x inpainting
  *    models are never probed (epsilon, as A1111); a diffusers folder's scheduler config wins over
  *    the probe, and its text_encoder/config.json hidden_act "gelu" makes the folder SD 2.x's kind;
+ *  - A1111's <stem>.yaml beside a single file decides over the probe (v on an epsilon-like UNet,
+ *    eps on a v-like one, absent: eps), the user's choice over it; a yaml whose context_dim,
+ *    scale_factor or use_linear_in_transformer contradicts the model is refused naming the field
+ *    and both values; a diffusers folder's own configs are not joined by a .yaml beside it;
  *  - the log sentence says which of these decided, and the probe's number. */
 #include <cjson/cJSON.h>
 #include <glib.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "checkpoint_gen.h"
+#include "checkpoint_yaml.h"
 #include "prediction_probe.h"
 #include "sdt_test.h"
 #include "train/sd_runtime.h"
@@ -218,6 +223,116 @@ static void check_diffusers(uint64_t seed)
     g_free(model);
 }
 
+/* An LDM config for the tiny SD 2.x-kind model, with extra lines under model.params. */
+static void write_yaml(const char *model, const char *params_lines)
+{
+    sd_config t = sd_config_preset(SD_FAMILY_TINY);
+    char *path = sdt_checkpoint_yaml_path(model);
+    char *text = g_strdup_printf("model:\n  target: ldm.models.diffusion.ddpm.LatentDiffusion\n  params:\n%s"
+                                 "    scale_factor: 0.18215\n"
+                                 "    unet_config:\n      params:\n        in_channels: %d\n        out_channels: %d\n"
+                                 "        model_channels: %d\n        context_dim: %d\n"
+                                 "        use_linear_in_transformer: True\n",
+                                 params_lines, t.unet.in_channels, t.unet.out_channels, t.unet.model_channels,
+                                 t.unet.context_dim);
+    CHECK(g_file_set_contents(path, text, -1, NULL), "write %s", path);
+    g_free(text);
+    g_free(path);
+}
+
+/* Opening path is refused; the error names the yaml and holds each of the words. */
+static void check_refused(const char *path, const char *what, const char *w1, const char *w2, const char *w3)
+{
+    sd_runtime rt;
+    sdt_error err = {0};
+    char *yaml = sdt_checkpoint_yaml_path(path);
+    bool ok = sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, &err);
+    CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, yaml) && strstr(err.message, w1) &&
+          strstr(err.message, w2) && strstr(err.message, w3), "%s is refused naming %s, '%s', '%s', '%s': %s", what, yaml,
+          w1, w2, w3, ok ? "(opened)" : err.message);
+    if (ok) sd_runtime_close(&rt);
+    else printf("   %s\n", err.message);
+    g_free(yaml);
+}
+
+static void check_checkpoint_yaml(uint64_t seed)
+{
+    printf("-- A1111's <stem>.yaml beside a single file\n");
+    char *eps_like = make_model("yaml-eps-like", (model_opts){.sd2_kind = true, .constant = true, .output = 0.5f}, seed);
+    char *v_like = make_model("yaml-v-like", (model_opts){.sd2_kind = true, .constant = true, .output = -1.5f}, seed);
+    sd_runtime rt;
+    char sentence[512];
+    write_yaml(eps_like, "    parameterization: \"v\"\n");
+    if (open_rt(&rt, eps_like, SDT_F32, SD_PREDICTION_AUTO, sentence)) {
+        CHECK(rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML &&
+              rt.cfg.prediction_probe == 0 && rt.model.cfg.unet.v_prediction, "parameterization v wins over the probe");
+        CHECK(strstr(sentence, "predicts v") && strstr(sentence, "yaml-eps-like.yaml") && strstr(sentence, "\"v\""),
+              "the log names the yaml: %s", sentence);
+        printf("   %s\n", sentence);
+        sd_runtime_close(&rt);
+    }
+    if (open_rt(&rt, eps_like, SDT_F32, SD_PREDICTION_EPSILON, sentence)) {
+        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER, "the user's epsilon wins");
+        sd_runtime_close(&rt);
+    }
+    const char *eps_lines[2] = {"    parameterization: eps # LDM's default\n", ""};
+    for (int k = 0; k < 2; k++) {
+        write_yaml(v_like, eps_lines[k]);
+        if (!open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_AUTO, sentence)) continue;
+        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML &&
+              rt.cfg.prediction_probe == 0, "parameterization %s: epsilon on a v-like UNet, no probe",
+              k ? "absent" : "eps");
+        CHECK(strstr(sentence, "epsilon") && strstr(sentence, "yaml-v-like.yaml"), "the log names the yaml: %s", sentence);
+        sd_runtime_close(&rt);
+    }
+    if (open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_V, sentence)) {
+        CHECK(rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER, "the user's v wins");
+        sd_runtime_close(&rt);
+    }
+
+    printf("-- a yaml that contradicts the model\n");
+    sd_config t = sd_config_preset(SD_FAMILY_TINY);
+    char *wrong = g_strdup_printf("    parameterization: v\n    unet_config:\n      params:\n        context_dim: %d\n",
+                                  t.unet.context_dim * 2);
+    write_yaml(v_like, wrong); /* context_dim given twice: the reader's refusal */
+    check_refused(v_like, "a duplicate unet_config", "line", "twice", "unet_config");
+    char *path = sdt_checkpoint_yaml_path(v_like);
+    char *text = g_strdup_printf("model:\n  params:\n    unet_config:\n      params:\n        context_dim: %d\n",
+                                 t.unet.context_dim * 2);
+    char want[64], have[64];
+    snprintf(want, sizeof want, "context_dim is %d", t.unet.context_dim * 2);
+    snprintf(have, sizeof have, "is %d", t.unet.context_dim);
+    CHECK(g_file_set_contents(path, text, -1, NULL), "write %s", path);
+    check_refused(v_like, "context_dim twice the model's", "line 5", want, have);
+    CHECK(g_file_set_contents(path, "model:\n  params:\n    scale_factor: 0.13025\n", -1, NULL), "write %s", path);
+    check_refused(v_like, "scale_factor 0.13025", "line 3", "scale_factor is 0.13025", "0.18215");
+    CHECK(g_file_set_contents(path, "model:\n  params:\n    unet_config:\n      params:\n"
+                              "        use_linear_in_transformer: False\n", -1, NULL), "write %s", path);
+    check_refused(v_like, "use_linear_in_transformer False on an SD 2.x UNet", "line 5", "use_linear_in_transformer",
+                  "Linear layers");
+    CHECK(g_file_set_contents(path, "model:\n  params:\n    parameterization: x1\n", -1, NULL), "write %s", path);
+    check_refused(v_like, "parameterization x1", "line 3", "'x1'", "\"eps\"");
+    CHECK(g_file_set_contents(path, "unet:\n  in_channels: 4\n", -1, NULL), "write %s", path);
+    check_refused(v_like, "a yaml without model:", "'model:'", "not an LDM config", "rename");
+    g_free(text);
+    g_free(path);
+    g_free(wrong);
+
+    printf("-- a diffusers folder is not joined by a .yaml beside it\n");
+    char *folder = make_model("yaml-folder", (model_opts){.diffusers = true}, seed);
+    char *beside = g_strdup_printf("%s.yaml", folder);
+    CHECK(g_file_set_contents(beside, "model:\n  params:\n    parameterization: v\n", -1, NULL), "write %s", beside);
+    if (open_rt(&rt, folder, SDT_F32, SD_PREDICTION_AUTO, sentence)) {
+        CHECK(rt.cfg.prediction_source == SD_PREDICTION_FROM_CONFIG && !rt.cfg.unet.v_prediction,
+              "the folder's scheduler config decides: %s", sentence);
+        sd_runtime_close(&rt);
+    }
+    g_free(beside);
+    g_free(folder);
+    g_free(eps_like);
+    g_free(v_like);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_prediction_type");
@@ -235,6 +350,7 @@ int main(void)
     check_user_choice(seed);
     check_not_probed(seed);
     check_diffusers(seed);
+    check_checkpoint_yaml(seed);
     char *rm = g_strdup_printf("rm -rf '%s'", dir);
     CHECK(system(rm) == 0, "remove %s", dir);
     g_free(rm);

@@ -9,7 +9,11 @@
  *  - the prediction type through the ABI (1.3): an SD 2.x-shaped model whose UNet answers like a
  *    v-model is detected as one and trains, the log saying so; prediction_type EPSILON overrides
  *    it; a 1.2 host's config (no prediction_type) with v_prediction still means v; v_prediction
- *    beside EPSILON, and a prediction_type out of range, are refused naming the fields. */
+ *    beside EPSILON, and a prediction_type out of range, are refused naming the fields;
+ *  - A1111's <stem>.yaml beside the checkpoint: parameterization "v" on a model whose UNet answers
+ *    like an epsilon model trains as v, the log naming the yaml (the probe does not decide);
+ *    "eps" likewise; prediction_type V still wins over it; a yaml that cannot be parsed, and one
+ *    whose in_channels contradicts the UNet, are refused naming the file, the line, the field. */
 #include <webp/encode.h>
 
 #include "data/image_io.h"
@@ -227,6 +231,60 @@ static void check_prediction_type(const trainer_env *env)
     CHECK(st == SDT_STATUS_VALIDATION && strstr(error, "config.prediction_type"), "prediction_type 7 is refused: %s", error);
 }
 
+/* Writes text to the .yaml A1111 reads beside model (foo.safetensors: foo.yaml). */
+static void write_yaml_beside(const char *model, const char *text)
+{
+    char path[FX_PATH];
+    snprintf(path, sizeof path, "%.*s.yaml", (int)(strlen(model) - strlen(".safetensors")), model);
+    CHECK(fx_write_file(path, text, strlen(text)), "write %s", path);
+}
+
+static void check_checkpoint_yaml(const trainer_env *env)
+{
+    printf("-- A1111's <stem>.yaml beside the checkpoint\n");
+    char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], yaml[FX_PATH], error[2048];
+    fx_recorder rec;
+    /* an SD 2.x-shaped model whose UNet returns its input: the probe alone would say epsilon */
+    if (!lone_model_and_embedding(env, "yamlv", "--clip-vocab 49408 --openclip --unet-output 0.5", &rec, dir, model, emb))
+        return;
+    fx_path(yaml, dir, "yamlv-model.yaml");
+    write_yaml_beside(model, "model:\n  params:\n    parameterization: \"v\" # a 768-v model\n"
+                             "    unet_config:\n      params:\n        in_channels: 4\n");
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 2);
+    c.model_path = model;
+    sdt_ti_trainer *t = fx_create(env, &rec);
+    sdt_status st = fx_prepare_run(env, t, &c);
+    CHECK(st == SDT_STATUS_OK && rec.n_steps == 2, "training with parameterization v beside the model: %s",
+          fx_last_error(env, t));
+    CHECK(strstr(rec.log, "predicts v (") && strstr(rec.log, yaml) && !strstr(rec.log, "detected"),
+          "the log says v, naming %s, and nothing was detected:\n%s", yaml, rec.log);
+    env->ti->destroy(t);
+
+    c.max_steps = 4; /* the embedding holds 2 steps now */
+    write_yaml_beside(model, "model:\n  params:\n    parameterization: eps\n");
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts the noise (epsilon) (") && strstr(rec.log, yaml),
+          "parameterization eps: epsilon, naming the yaml (%d: %s):\n%s", (int)st, error, rec.log);
+    c.prediction_type = SDT_PREDICTION_V;
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts v (as asked)"), "prediction_type V wins over the yaml (%d: %s)",
+          (int)st, error);
+    c.prediction_type = SDT_PREDICTION_AUTO;
+
+    write_yaml_beside(model, "model:\n  params:\n\tparameterization: v\n");
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_BAD_FORMAT && strstr(error, yaml) && strstr(error, "line 3") && strstr(error, "tab"),
+          "a yaml that cannot be parsed is refused naming it and the line (%d): %s", (int)st, error);
+    printf("   %s\n", error);
+    write_yaml_beside(model, "model:\n  params:\n    unet_config:\n      params:\n        in_channels: 9\n");
+    st = prepare_only(env, &rec, &c, error);
+    CHECK(st == SDT_STATUS_BAD_FORMAT && strstr(error, yaml) && strstr(error, "line 5") && strstr(error, "in_channels is 9") &&
+          strstr(error, "is 4") && strstr(error, "config that came with this checkpoint"),
+          "in_channels 9 beside a 4-channel UNet is refused with both values and the fix (%d): %s", (int)st, error);
+    printf("   %s\n", error);
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -241,6 +299,7 @@ int main(int argc, char **argv)
     check_webp_dataset(&env);
     check_inpainting(&env);
     check_prediction_type(&env);
+    check_checkpoint_yaml(&env);
     trainer_env_close(&env);
     return sdt_test_finish("test_real_files");
 }
