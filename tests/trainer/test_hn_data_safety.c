@@ -412,7 +412,8 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     chain_config(&ch, &r, &ch.run, ch.run_log, FIRST_END);
     CHECK(train_killed(&ch, &r, KILL_AT_STEP, kill_step), "%s: the child was not killed at step %lld", ch.mode,
           (long long)kill_step);
-    int64_t copied = kill_step / SNAPSHOT_EVERY * SNAPSHOT_EVERY;
+    /* a step's metrics come before its copy: killed there, the newest copy is the one before */
+    int64_t copied = (kill_step - 1) / SNAPSHOT_EVERY * SNAPSHOT_EVERY;
     char state[FX_PATH], older[FX_PATH], older_dir[FX_PATH];
     CHECK(find_state(ch.run_log, 3, state), "%s: killed at step %lld, no state was left", ch.mode, (long long)kill_step);
     char state_dir[FX_PATH];
