@@ -169,9 +169,13 @@ static bool values_sha256(const sdt_hn *hn, char hex[SDT_SHA256_HEX], sdt_error 
 
 /* The other format beside the file named (.pt <-> .safetensors): written only where no file is,
  * or where the file there is this hypernetwork's twin already (the same values), so no file the
- * user did not name is ever replaced. */
+ * user did not name is ever replaced. On --resume the twin may also hold the values the state
+ * records for the hypernetwork (saved with, or started from): a run killed between the file named
+ * and its twin left it one save behind, and the resume brings it along. */
 static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
 {
+    char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX];
+    sdt_train_job_resume_hashes(job, hp->part, saved, started);
     const char *ext = has_suffix(path, ".pt") ? ".pt" : has_suffix(path, ".safetensors") ? ".safetensors" : NULL;
     if (!ext) return NULL;
     char twin[4096];
@@ -183,7 +187,8 @@ static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char
     sdt_error_clear(&why);
     sdt_hn *other = sdt_hn_load(twin, hp->cpu, &why);
     char sha[SDT_SHA256_HEX] = "";
-    bool same = other && values_sha256(other, sha, &why) && strcmp(sha, start_sha) == 0;
+    bool same = other && values_sha256(other, sha, &why) &&
+                (strcmp(sha, start_sha) == 0 || strcmp(sha, saved) == 0 || strcmp(sha, started) == 0);
     sdt_hn_free(other);
     if (same) return strdup(twin);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s exists and is not this hypernetwork's twin, so it is left alone; the trained "
@@ -224,7 +229,6 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
         part_destroy(&(sdt_train_part){.self = hp});
         return NULL;
     }
-    hp->twin_path = choose_twin(job, hp, path, sha);
     hp->part = sdt_train_job_add_part(job, &hn_part_ops, hp, "hypernetwork", "--hypernetwork (hypernetwork_path)",
                                       "hypernetwork.", path, path, error);
     if (!hp->part) {
@@ -234,6 +238,15 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
     hp->part->start_step = sdt_hn_get_info(hp->hn)->step;
     snprintf(hp->part->start_sha256, sizeof hp->part->start_sha256, "%s", sha);
     return hp;
+}
+
+/* After --resume is resolved (the state's record of the hypernetwork is known), before the data
+ * (whose sweep of a killed save's temp files covers the twin). */
+static bool hn_part_pick_twin(hn_part *hp, sdt_train_job *job)
+{
+    hp->twin_path = choose_twin(job, hp, hp->part->output_path, hp->part->start_sha256);
+    hp->part->also_writes = hp->twin_path;
+    return true;
 }
 
 /* Phase 2, after the model: the hypernetwork on the job's backend, a module for some attention
@@ -375,7 +388,7 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
          sdt_train_job_load_model(job, o->device, o->cpu_threads, error) && hn_part_bind_model(hp, job, error) &&
          (!joint || ti_part_bind_model(tp, job, error)) &&
          (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
-         sdt_train_job_load_data(job, o, error) && hn_part_add_group(hp, job, c, o, error) &&
+         hn_part_pick_twin(hp, job) && sdt_train_job_load_data(job, o, error) && hn_part_add_group(hp, job, c, o, error) &&
          (!joint || ti_part_add_group(tp, job, &emb_schedules, error)) &&
          sdt_train_job_finish(job, o, info, error);
     if (!ok) {

@@ -71,6 +71,8 @@ struct sdt_train_part {
     int group;                   /* its parameter group in job->engine */
     char *input_path;            /* the file given */
     char *output_path;           /* the trained file */
+    const char *also_writes;     /* another file the part writes beside it (a hypernetwork's twin), or NULL;
+                                  * the method's (set before load_data, whose sweep of temp files covers it) */
     char start_sha256[65];       /* content hash of its values when the run began */
     int64_t start_step;          /* the step its file held then */
     sdt_run_lock lock;
@@ -173,6 +175,9 @@ bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
 bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);
 /* --resume given: resolved and checked as far as possible without a model (call again after load_model). */
 bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_error *error);
+/* The hashes the resolved --resume state records for part p: of the values it was saved with and of
+ * the file its run started from ("" each when there is no such state or record). */
+void sdt_train_job_resume_hashes(const sdt_train_job *job, const sdt_train_part *p, char saved[65], char started[65]);
 /* Backend, checkpoint (precision, prediction type, hash) and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error);
 /* Listing the dataset, the prompts against the token window, the output folder and its lock,

@@ -5,11 +5,13 @@
  * passes need, the settings file. The method's prepare (ti/ti_job.c, hn/hn_job.c) adds its
  * parts between these phases. Each failure is one sentence naming the file or field and the
  * fix; interrupt() stops it between images. */
+#include <dirent.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -390,8 +392,24 @@ static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_
     return true;
 }
 
+/* Temp files that a killed save left in the locked run folder and its sub-folders (the copies,
+ * previews, cards, a joint run's embeddings/); the number removed. */
+static int remove_stale_in_run_folder(const char *root)
+{
+    int stale = sdt_atomic_remove_stale_in(root);
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[SDT_PATH_MAX + 256];
+        struct stat sb;
+        if (e->d_name[0] == '.' || snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) stale += sdt_atomic_remove_stale_in(path);
+    }
+    if (d) closedir(d);
+    return stale;
+}
+
 /* The log folder and its lock, before the expensive work. Temp files that a killed save left in
- * the locked places go. */
+ * the locked places (beside each part's files, in the run folder) go. */
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
     char lock_path[4200];
@@ -400,10 +418,11 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
     snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
     if (!sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error)) return false;
     int stale = 0;
-    for (int p = 0; p < job->n_parts; p++) stale += sdt_atomic_remove_stale(job->parts[p].output_path);
-    const char *folders[] = {job->out.root, job->out.copies, job->out.images, job->out.image_embeddings};
-    for (size_t i = 0; i < sizeof folders / sizeof folders[0]; i++)
-        if (folders[i][0]) stale += sdt_atomic_remove_stale_in(folders[i]);
+    for (int p = 0; p < job->n_parts; p++) {
+        stale += sdt_atomic_remove_stale(job->parts[p].output_path);
+        if (job->parts[p].also_writes) stale += sdt_atomic_remove_stale(job->parts[p].also_writes);
+    }
+    stale += remove_stale_in_run_folder(job->out.root);
     if (stale)
         sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left "
                      "behind (*.tmp-XXXXXX)", stale);

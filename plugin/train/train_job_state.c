@@ -459,6 +459,22 @@ bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_err
     return set_resume_path(job, s.best, error);
 }
 
+void sdt_train_job_resume_hashes(const sdt_train_job *job, const sdt_train_part *p, char saved[65], char started[65])
+{
+    saved[0] = started[0] = '\0';
+    sdt_error why;
+    sdt_safetensors *st = job->resume_path ? sdt_st_open(job->resume_path, &why) : NULL;
+    if (!st) return;
+    char key[64];
+    snprintf(key, sizeof key, "%s_sha256", p->what);
+    const char *v = sdt_st_metadata_get(st, key);
+    snprintf(saved, 65, "%s", v ? v : "");
+    snprintf(key, sizeof key, "%s_start_sha256", p->what);
+    v = sdt_st_metadata_get(st, key);
+    snprintf(started, 65, "%s", v ? v : "");
+    sdt_st_close(st);
+}
+
 static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
 /* Every tensor of the state onto the device (check_tensors has checked names, sizes, finiteness). */

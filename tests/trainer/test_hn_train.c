@@ -27,128 +27,7 @@
  * Runs on the test build of the plugin (fault hooks). */
 #include <cjson/cJSON.h>
 
-#include "trainer_fixture.h"
-
-typedef struct hn_env {
-    trainer_env base;
-    const sdt_hn_factory *hn;
-} hn_env;
-
-typedef struct hn_run {
-    sdt_hn_config config;
-    sdt_train_options options;
-} hn_run;
-
-static const char *hn_error(const hn_env *env, const sdt_hn_trainer *t)
-{
-    static _Thread_local char buf[2048];
-    buf[0] = 0;
-    env->hn->get_last_error(t, buf, sizeof buf, NULL);
-    return buf;
-}
-
-static sdt_hn_trainer *hn_create(const hn_env *env, fx_recorder *rec)
-{
-    sdt_host_callbacks cb = fx_recorder_init(rec);
-    sdt_hn_trainer *t = NULL;
-    char err[512] = "";
-    CHECK(env->hn->create(&cb, &t, err, sizeof err) == SDT_STATUS_OK && t, "create: %s", err);
-    return t;
-}
-
-/* <tmp>/<tag>-hn for the files and <tmp>/<tag>-log for the run's log folder. */
-static void run_dirs(const hn_env *env, const char *tag, char *dir, char *log)
-{
-    char name[64];
-    snprintf(name, sizeof name, "%s-hn", tag);
-    fx_subdir(&env->base, dir, name);
-    snprintf(name, sizeof name, "%s-log", tag);
-    fx_subdir(&env->base, log, name);
-}
-
-/* A new hypernetwork <dir>/<name>.pt for the demo model's widths; path in out. */
-static bool make_hn(const hn_env *env, const char *dir, const char *name, const char *widths, bool dropout, char *out)
-{
-    fx_recorder rec;
-    sdt_hn_trainer *t = hn_create(env, &rec);
-    if (!t) return false;
-    sdt_hypernetwork_spec spec;
-    memset(&spec, 0, sizeof spec);
-    spec.struct_size = sizeof spec;
-    spec.name = name;
-    spec.output_dir = dir;
-    spec.widths = widths;
-    spec.layer_structure = "1, 2, 1";
-    spec.activation = "relu";
-    spec.weight_init = "Normal";
-    spec.use_dropout = dropout;
-    spec.dropout_structure = dropout ? "0, 0.1, 0" : "0, 0, 0";
-    spec.layer_norm = true;
-    sdt_status st = env->hn->create_hypernetwork(t, &spec, out, FX_PATH, NULL);
-    CHECK(st == SDT_STATUS_OK, "create_hypernetwork %s: %s", name, hn_error(env, t));
-    env->hn->destroy(t);
-    return st == SDT_STATUS_OK;
-}
-
-/* For joint training: a hypernetwork <dir>/<stem>hn.pt ("128, 64") and an embedding <dir>/<stem>emb.safetensors
- * of `vectors` vectors initialised from "ring"; paths in hn and emb (FX_PATH). */
-static bool make_joint_pair(const hn_env *env, const char *dir, const char *stem, uint32_t vectors, char *hn, char *emb)
-{
-    char hn_name[64], emb_name[64];
-    snprintf(hn_name, sizeof hn_name, "%shn", stem);
-    snprintf(emb_name, sizeof emb_name, "%semb", stem);
-    return make_hn(env, dir, hn_name, "128, 64", false, hn) && fx_make_embedding(&env->base, dir, emb_name, vectors, "ring", emb);
-}
-
-/* The fast preset (as fx_config): 64x64, CPU, one thread, fp32, every CSV row, no previews or copies. */
-static void hn_config(const hn_env *env, hn_run *r, const char *hn_path, const char *log_dir, int64_t max_steps)
-{
-    static _Thread_local char template_path[FX_PATH];
-    memset(r, 0, sizeof *r);
-    r->config.struct_size = sizeof r->config;
-    env->hn->config_defaults(&r->config);
-    r->options.struct_size = sizeof r->options;
-    env->hn->train_options_defaults(&r->options);
-    r->config.train_options = &r->options;
-    r->config.hypernetwork_path = hn_path;
-    r->config.learn_rate = "0.002";
-    fx_path(template_path, env->base.templates_dir, "subject_filewords.txt");
-    sdt_train_options *o = &r->options;
-    o->model_path = env->base.model;
-    o->dataset_dir = env->base.dataset;
-    o->template_file = template_path;
-    o->log_dir = log_dir;
-    o->width = o->height = 64;
-    o->device = SDT_DEVICE_CHOICE_CPU;
-    o->cpu_threads = 1;
-    o->max_steps = max_steps;
-    o->save_every = 0;
-    o->preview_every = 0;
-    o->write_csv_every = 1;
-    o->seed = 4321;
-}
-
-static sdt_status hn_prepare_run(const hn_env *env, sdt_hn_trainer *t, hn_run *r)
-{
-    r->config.train_options = &r->options;
-    sdt_prepare_info info;
-    memset(&info, 0, sizeof info);
-    info.struct_size = sizeof info;
-    sdt_status st = env->hn->prepare(t, &r->config, &info);
-    if (st != SDT_STATUS_OK) return st;
-    return env->hn->run(t);
-}
-
-/* A tensor of a hypernetwork .safetensors or a state (NULL when absent). */
-static bool same_floats(const char *a, const char *name_a, const char *b, const char *name_b)
-{
-    int64_t na, nb;
-    float *x = fx_read_tensor(a, name_a, &na), *y = fx_read_tensor(b, name_b, &nb);
-    bool same = x && y && na == nb && na > 0 && memcmp(x, y, (size_t)na * sizeof(float)) == 0;
-    free(x);
-    free(y);
-    return same;
-}
+#include "hn_fixture.h"
 
 static int count_lines(const char *path)
 {
@@ -844,27 +723,22 @@ static void check_joint_nan(const hn_env *env)
 int main(int argc, char **argv)
 {
     hn_env env;
-    memset(&env, 0, sizeof env);
-    if (!trainer_env_open(&env.base, argc, argv, "test_hn_train")) return trainer_env_abandon(&env.base);
-    env.hn = (const sdt_hn_factory *)env.base.entry->get_factory(SDT_FACTORY_HYPERNETWORK);
-    CHECK(env.hn != NULL, "no %s factory", SDT_FACTORY_HYPERNETWORK);
-    if (env.hn) {
-        check_learns(&env);
-        check_resume(&env, SDT_PRECISION_FP32);
-        check_resume(&env, SDT_PRECISION_FP16);
-        check_previews_leave_training_alone(&env);
-        check_preview_chain(&env);
-        check_interrupt(&env);
-        check_refusals(&env);
-        check_shared_option_refusals(&env);
-        check_schedule_field_names(&env);
-        check_state_inspect(&env);
-        check_joint_options(&env);
-        check_twin_safety(&env);
-        check_joint_inf(&env);
-        check_joint_rest(&env);
-        check_joint_nan(&env);
-    }
+    if (!hn_env_open(&env, argc, argv, "test_hn_train")) return trainer_env_abandon(&env.base);
+    check_learns(&env);
+    check_resume(&env, SDT_PRECISION_FP32);
+    check_resume(&env, SDT_PRECISION_FP16);
+    check_previews_leave_training_alone(&env);
+    check_preview_chain(&env);
+    check_interrupt(&env);
+    check_refusals(&env);
+    check_shared_option_refusals(&env);
+    check_schedule_field_names(&env);
+    check_state_inspect(&env);
+    check_joint_options(&env);
+    check_twin_safety(&env);
+    check_joint_inf(&env);
+    check_joint_rest(&env);
+    check_joint_nan(&env);
     trainer_env_close(&env.base);
     return sdt_test_finish("test_hn_train");
 }

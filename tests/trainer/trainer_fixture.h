@@ -104,6 +104,23 @@ static inline bool fx_same_bytes(const char *a, const char *b)
     return same;
 }
 
+/* The places where a damaged state is tried: a byte of the tensor data, and one of the header (its JSON). */
+#define FX_FLIP_PLACES 2
+/* Writes to dst a copy of src with one byte flipped at place (0 .. FX_FLIP_PLACES - 1); *at gets its offset. */
+static inline bool fx_write_flipped(const char *src, const char *dst, int place, size_t *at)
+{
+    size_t n;
+    unsigned char *bytes = fx_read_file(src, &n);
+    bool ok = bytes && n > 64;
+    *at = ok ? (place == 0 ? n - 5 : 40) : 0;
+    if (ok) {
+        bytes[*at] ^= 0x01;
+        ok = fx_write_file(dst, bytes, n);
+    }
+    free(bytes);
+    return ok;
+}
+
 /* A dataset folder holding the demo images (and captions) with these stems, e.g. "demo_003". */
 static inline void fx_copy_images(const trainer_env *env, const char *dst, const char *const *stems, int n)
 {
