@@ -83,6 +83,42 @@ static bool check_linear_proj(const sdt_yaml_doc *doc, bool have, sdt_error *err
     return true;
 }
 
+/* An integer field or none (absent, null, or LDM's -1 for "not set"); false when it is something else. */
+static bool read_optional_int(const sdt_yaml_doc *doc, const char *field, long long *out, sdt_error *error)
+{
+    const sdt_yaml_node *n = sdt_yaml_get(doc->root, field);
+    *out = -1;
+    if (!n || sdt_yaml_is_null(n)) return true;
+    if (!sdt_yaml_as_int(n, out))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is not an integer; write a whole number (or -1 for "
+                        "none) there", doc->path, n->line, field);
+    return true;
+}
+
+/* The head split, which the weights cannot show: LDM's UNetModel takes num_head_channels (a fixed
+ * head width; SD 2.x: 64) when it is not -1, else num_heads (a fixed count; SD 1.x: 8). Either
+ * must split every level's width; the result goes to *u only when it does. */
+static bool read_heads(const sdt_yaml_doc *doc, sdt_unet_config *u, sdt_error *error)
+{
+    long long width, count;
+    if (!read_optional_int(doc, UNET_PARAMS "num_head_channels", &width, error) ||
+        !read_optional_int(doc, UNET_PARAMS "num_heads", &count, error))
+        return false;
+    const char *field = width != -1 ? UNET_PARAMS "num_head_channels" : UNET_PARAMS "num_heads";
+    long long value = width != -1 ? width : count;
+    if (value == -1) return true;
+    for (int l = 0; l < u->num_levels; l++) {
+        int ch = u->model_channels * u->channel_mult[l];
+        if (value <= 0 || ch % value)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %lld, which does not split the UNet's level %d "
+                            "(%d channels) into %s; " ANOTHER_MODEL, doc->path, sdt_yaml_get(doc->root, field)->line, field,
+                            value, l, ch, width != -1 ? "heads of that width" : "that many heads");
+    }
+    u->num_heads = width != -1 ? 0 : (int)value;
+    u->head_dim = width != -1 ? (int)value : 0;
+    return true;
+}
+
 /* model.params.parameterization: "v", "eps" or absent (LDM's default, eps). */
 static bool read_parameterization(const sdt_yaml_doc *doc, bool *v, sdt_error *error)
 {
@@ -121,6 +157,9 @@ static bool apply_doc(const sdt_yaml_doc *doc, sd_config *cfg, sdt_error *error)
                    "VAE latent channels", error) ||
         !check_scale_factor(doc, cfg->vae.scaling, error))
         return false;
+    sdt_unet_config unet = cfg->unet;
+    if (!read_heads(doc, &unet, error)) return false;
+    cfg->unet = unet;
     cfg->unet.v_prediction = v;
     cfg->prediction_source = SD_PREDICTION_FROM_CHECKPOINT_YAML;
     return true;

@@ -4,7 +4,7 @@
  * same folder as the model's LDM config (find_checkpoint_config_near_filename); SD 2.x 768-v
  * models ship one with model.params.parameterization: "v". sdtrain takes the same file: its
  * parameterization decides what the model predicts (over the UNet probe; the user's choice
- * still wins), and the fields the weights also show are checked against them, so a yaml that
+ * still wins), its head split is taken as A1111's model takes it, and the fields the weights also show are checked against them, so a yaml that
  * belongs to another model is an error naming the field, both values and the fix. The file is
  * read with the LDM YAML subset reader (ldm_yaml.h); one that cannot be read is an error too,
  * never ignored: the user put it there.
@@ -23,7 +23,8 @@ char *sdt_checkpoint_yaml_beside(const char *checkpoint_path);
 
 /* Applies the LDM config at yaml_path to cfg (as detected from the checkpoint's weights):
  * model.params.parameterization "v" sets cfg->unet.v_prediction, "eps" or none clears it, and
- * cfg->prediction_source = SD_PREDICTION_FROM_CHECKPOINT_YAML. The UNet's in/out channels,
+ * cfg->prediction_source = SD_PREDICTION_FROM_CHECKPOINT_YAML; the UNet's num_head_channels or
+ * num_heads set its head split (it must divide every level's width). The UNet's in/out channels,
  * model_channels and context_dim, the VAE's z_channels and the latent scale_factor, where the
  * file gives them, must match cfg. BAD_FORMAT (UNSUPPORTED for parameterization "x0") with a
  * sentence naming the file, the line and the field otherwise. */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,15 @@ static bool rest_is_blank(const char *s, const char *end)
 static bool is_entry(const yaml_line *l)
 {
     return l->text[0] == '-' && (l->len == 1 || is_space(l->text[1]));
+}
+
+/* The length of text's first bytes, at most max, that end on a whole UTF-8 character (for quoting
+ * the start of a line in a sentence). */
+static int utf8_prefix(const char *text, size_t len, size_t max)
+{
+    if (len <= max) return (int)len;
+    while (max > 0 && ((unsigned char)text[max] & 0xC0) == 0x80) max--;
+    return (int)max;
 }
 
 /* ---- scalars ---- */
@@ -227,7 +237,8 @@ static sdt_yaml_node *read_scalar(yaml_parser *p, const yaml_line *l, const char
         const char *colon = strstr(text->str, ": ");
         size_t len = text->len;
         if (colon || (len && text->str[len - 1] == ':'))
-            ok = fail(p, l->number, "the value '%s' holds ': ', which YAML reads as a key; quote the value", text->str);
+            ok = fail(p, l->number, "the value '%.*s' holds ': ', which YAML reads as a key; quote the value",
+                      utf8_prefix(text->str, len, 60), text->str);
         else if (in_flow && (*s == '[' || *s == '{'))
             ok = fail(p, l->number, "a flow sequence inside another is not read here; write the inner one as a block");
         else if (!in_flow && *s == '-' && len > 1 && is_space(s[1]))
@@ -266,7 +277,7 @@ static sdt_yaml_node *read_flow_sequence(yaml_parser *p, const yaml_line *l, con
     }
     if (s < end && *s != '#')
         fail(p, l->number, "a flow sequence has '%c' where ',' or ']' belongs; separate its items with ', ' and close it "
-             "with ']'", *s);
+             "with ']'", g_ascii_isprint(*s) ? *s : '?');
     else
         fail(p, l->number, "a flow sequence ('[') is not closed on its line; close it with ']' (multi-line flow sequences "
              "are not read here; write them as '- item' lines)");
@@ -295,7 +306,8 @@ static sdt_yaml_node *read_inline_value(yaml_parser *p, const yaml_line *l, cons
         n = read_scalar(p, l, s, end, false, &after);
     }
     if (n && !rest_is_blank(after, end)) {
-        fail(p, l->number, "'%.*s' follows the value; remove it or make it a comment ('# ...')", (int)(end - after), after);
+        fail(p, l->number, "'%.*s' follows the value; remove it or make it a comment ('# ...')", utf8_prefix(after, (size_t)(end - after), 60),
+             after);
         free_node(n);
         return NULL;
     }
@@ -391,14 +403,14 @@ static sdt_yaml_node *parse_mapping(yaml_parser *p, int indent, int depth)
         if (!key) {
             if (!key_error)
                 fail(p, l->number, "'%.*s' is not 'key: value'; a mapping's lines are keys (a ':' and a space after the "
-                     "key)", (int)(l->len > 60 ? 60 : l->len), l->text);
+                     "key)", utf8_prefix(l->text, l->len, 60), l->text);
             goto bad;
         }
         if (g_hash_table_contains(keys, key)) {
             const sdt_yaml_node *first = map->first;
             while (first && strcmp(first->key, key) != 0) first = first->next;
-            fail(p, l->number, "the key '%s' is given twice in one mapping (first on line %d); keep one of them", key,
-                 first ? first->line : 0);
+            fail(p, l->number, "the key '%.*s' is given twice in one mapping (first on line %d); keep one of them",
+                 utf8_prefix(key, strlen(key), 60), key, first ? first->line : 0);
             g_free(key);
             goto bad;
         }
@@ -636,7 +648,7 @@ bool sdt_yaml_as_double(const sdt_yaml_node *n, double *out)
         if (!g_ascii_isdigit(*c) && !strchr("+-.eE", *c)) return false;
     char *end = NULL;
     double v = g_ascii_strtod(t, &end);
-    if (end == t || *end) return false;
+    if (end == t || *end || !isfinite(v)) return false;
     *out = v;
     return true;
 }

@@ -3,8 +3,8 @@
  * promises (nesting within SDT_YAML_MAX_DEPTH, every mapping value keyed and its keys distinct,
  * counts that match the children, UTF-8 text without NUL) or refuses with a BAD_FORMAT sentence
  * naming the file. The same bytes as a file applied to the tiny model's configuration either
- * change nothing but the prediction type (and say the yaml decided it) or are refused with a
- * sentence that names the yaml. */
+ * change nothing but the prediction type (and say the yaml decided it) and the head split (one
+ * the UNet can take), or are refused with a sentence that names the yaml. */
 #include <glib.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sdt_error applied = {0};
     if (sdt_checkpoint_yaml_apply(yaml, &c, &applied)) {
         if (applied.code != SDT_ERR_OK || c.prediction_source != SD_PREDICTION_FROM_CHECKPOINT_YAML) abort();
+        sdt_error check = {0};
+        if (!sdt_unet_config_validate(&c.unet, &check)) abort(); /* a head split the UNet can take */
+        c.unet.num_heads = before.unet.num_heads;
+        c.unet.head_dim = before.unet.head_dim;
         c.unet.v_prediction = before.unet.v_prediction;
         c.prediction_source = before.prediction_source;
         if (memcmp(&c, &before, sizeof c) != 0) abort();

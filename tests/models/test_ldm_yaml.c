@@ -7,8 +7,13 @@
  *  - each refusal (tabs, duplicate keys, depth and size bounds, anchors, aliases, tags, block
  *    scalars, flow mappings, unclosed quotes and brackets, a second document, NUL, bad UTF-8,
  *    misindentation) is BAD_FORMAT naming the file and the line;
- *  - the path A1111 looks at beside a checkpoint (os.path.splitext's rule). */
+ *  - the path A1111 looks at beside a checkpoint (os.path.splitext's rule);
+ *  - applied to the published configurations (models/checkpoint_yaml.h): v2-inference-v.yaml on
+ *    SD 2.x says v and keeps its 64-wide heads, v1-inference.yaml on SD 1.x says eps and keeps 8
+ *    heads, v2's on SD 1.x is refused at context_dim; num_heads / num_head_channels set a tiny
+ *    UNet's head split, one that does not divide a level is refused and leaves the config as it was. */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,11 +258,70 @@ static void check_paths(void)
     }
 }
 
+/* Applies text (written to a temporary model.yaml) to cfg; the error, if any, in err. */
+static bool apply_text(const char *text, sd_config *cfg, sdt_error *err)
+{
+    char *dir = g_dir_make_tmp("sdt-ldm-yaml-XXXXXX", NULL), *path = g_build_filename(dir, "model.yaml", NULL);
+    memset(err, 0, sizeof *err);
+    bool ok = g_file_set_contents(path, text, -1, NULL) && sdt_checkpoint_yaml_apply(path, cfg, err);
+    g_remove(path);
+    g_rmdir(dir);
+    g_free(path);
+    g_free(dir);
+    return ok;
+}
+
+static void check_apply(void)
+{
+    printf("-- the published configs on the published models\n");
+    sd_config sd2 = sd_config_preset(SD_FAMILY_SD2), sd1 = sd_config_preset(SD_FAMILY_SD1);
+    sdt_error err;
+    /* v2-inference-v.yaml's lines above; v1-inference.yaml's UNet lines below */
+    CHECK(apply_text(v2_inference_v, &sd2, &err), "v2-inference-v.yaml on SD 2.x: %s", err.message);
+    CHECK(sd2.unet.v_prediction && sd2.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML && sd2.unet.head_dim == 64 &&
+          sd2.unet.num_heads == 0, "SD 2.x: v, heads 64 wide");
+    const char *v1 = "model:\n  params:\n    scale_factor: 0.18215\n    unet_config:\n      params:\n"
+                     "        in_channels: 4\n        out_channels: 4\n        model_channels: 320\n"
+                     "        num_heads: 8\n        context_dim: 768\n";
+    sd1.unet.v_prediction = true; /* the file's eps (by default) must clear it */
+    CHECK(apply_text(v1, &sd1, &err), "v1-inference.yaml on SD 1.x: %s", err.message);
+    CHECK(!sd1.unet.v_prediction && sd1.unet.num_heads == 8 && sd1.unet.head_dim == 0, "SD 1.x: eps, 8 heads");
+    sd_config before = sd_config_preset(SD_FAMILY_SD1), c = before;
+    CHECK(!apply_text(v2_inference_v, &c, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "line 23") &&
+          strstr(err.message, "context_dim is 1024") && strstr(err.message, "is 768"),
+          "v2's yaml on SD 1.x is refused at context_dim: %s", err.message);
+    CHECK(c.unet.v_prediction == before.unet.v_prediction && c.prediction_source == before.prediction_source,
+          "a refused yaml changes nothing");
+
+    printf("-- the head split from the yaml\n");
+    const char *heads[] = {"num_heads: 4", "num_head_channels: 16", "num_head_channels: -1\n        num_heads: 8",
+                           "num_heads: 5", "num_head_channels: 48", "num_heads: many"};
+    const int want_heads[] = {4, 0, 8}, want_width[] = {0, 16, 0};
+    for (int k = 0; k < 6; k++) {
+        sd_config t = sd_config_preset(SD_FAMILY_TINY);
+        char *text = g_strdup_printf("model:\n  params:\n    unet_config:\n      params:\n        %s\n", heads[k]);
+        bool ok = apply_text(text, &t, &err);
+        if (k < 3) {
+            CHECK(ok && t.unet.num_heads == want_heads[k] && t.unet.head_dim == want_width[k],
+                  "'%s': num_heads %d head_dim %d (%s)", heads[k], t.unet.num_heads, t.unet.head_dim, err.message);
+        } else {
+            sd_config tiny = sd_config_preset(SD_FAMILY_TINY);
+            CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "line 5") &&
+                  strstr(err.message, k == 4 ? "num_head_channels" : "num_heads") &&
+                  t.unet.num_heads == tiny.unet.num_heads && t.unet.head_dim == tiny.unet.head_dim,
+                  "'%s' is refused, the split unchanged: %s", heads[k], err.message);
+            printf("   %s\n", err.message);
+        }
+        g_free(text);
+    }
+}
+
 int main(void)
 {
     check_stability_config();
     check_forms();
     check_refusals();
     check_paths();
+    check_apply();
     return sdt_test_finish("test_ldm_yaml");
 }
