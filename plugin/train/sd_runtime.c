@@ -60,7 +60,13 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
         return false;
     }
     if (prediction != SD_PREDICTION_AUTO) {
-        rt->cfg.unet.v_prediction = prediction == SD_PREDICTION_V;
+        /* a config file that said otherwise is named in the log line */
+        bool asked_v = prediction == SD_PREDICTION_V;
+        bool file_said = rt->cfg.prediction_source == SD_PREDICTION_FROM_CONFIG ||
+                         rt->cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML;
+        rt->overruled = file_said && rt->cfg.unet.v_prediction != asked_v ? rt->cfg.prediction_source
+                                                                           : SD_PREDICTION_FROM_DEFAULT;
+        rt->cfg.unet.v_prediction = asked_v;
         rt->cfg.prediction_source = SD_PREDICTION_FROM_USER;
     }
     if (!sd_runtime_set_dtype(rt, dtype, error) || (prediction == SD_PREDICTION_AUTO && !probe_prediction(rt, error))) {
@@ -76,7 +82,17 @@ void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size
     const char *what = c->unet.v_prediction ? "v" : "the noise (epsilon)";
     switch (c->prediction_source) {
     case SD_PREDICTION_FROM_USER:
-        snprintf(buf, size, "the model predicts %s (as asked)", what);
+        if (rt->overruled == SD_PREDICTION_FROM_CHECKPOINT_YAML) {
+            char *yaml = sdt_checkpoint_yaml_path(sdt_weights_path(rt->file));
+            snprintf(buf, size, "the model predicts %s (as asked, over %s beside the checkpoint, which says %s)", what, yaml,
+                     c->unet.v_prediction ? "eps" : "v");
+            g_free(yaml);
+        } else if (rt->overruled == SD_PREDICTION_FROM_CONFIG) {
+            snprintf(buf, size, "the model predicts %s (as asked, over its scheduler/scheduler_config.json, which says %s)",
+                     what, c->unet.v_prediction ? "epsilon" : "v_prediction");
+        } else {
+            snprintf(buf, size, "the model predicts %s (as asked)", what);
+        }
         break;
     case SD_PREDICTION_FROM_CONFIG:
         snprintf(buf, size, "the model predicts %s (its scheduler/scheduler_config.json says so)", what);

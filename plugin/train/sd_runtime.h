@@ -26,6 +26,7 @@ typedef struct sd_runtime {
     sdt_backend *be;
     sdt_dtype dtype;      /* frozen weights and activations */
     bool bound;
+    sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
 } sd_runtime;
 
 /* prediction EPSILON or V is the user's word over everything; AUTO takes a diffusers scheduler

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A1111's <stem>.yaml beside a single-file checkpoint, through sdt-host: the demo model as a .ckpt
 # with model.yaml beside it saying parameterization "v". inspect names the yaml and says v; a run
-# logs v and names the yaml; --epsilon still wins; a yaml with a tab is refused naming the file
+# logs v and names the yaml; --epsilon still wins, the log naming the yaml it overrules; a yaml with a tab is refused naming the file
 # and the line, by train and by inspect.
 source "$(dirname "$0")/e2e_lib.sh"
 
@@ -27,7 +27,8 @@ expect_rc 0 "train with parameterization v beside the checkpoint"
 grep -qF "the model predicts v (ckpt/model.yaml beside the checkpoint" "$ERR" || fail "the log does not say the yaml decided v"
 run_host train "${common[@]}" --log-dir logs_eps --max-steps 2 --epsilon
 expect_rc 0 "train with --epsilon over the yaml"
-grep -qF "predicts the noise (epsilon) (as asked)" "$ERR" || fail "--epsilon does not win over the yaml"
+grep -qF "predicts the noise (epsilon) (as asked, over ckpt/model.yaml beside the checkpoint, which says v)" "$ERR" ||
+    fail "--epsilon does not win over the yaml, or the log does not say so"
 
 printf 'model:\n  params:\n\tparameterization: v\n' > ckpt/model.yaml
 run_host train "${common[@]}" --log-dir logs_bad --max-steps 3

@@ -273,6 +273,8 @@ static void check_checkpoint_yaml(uint64_t seed)
     }
     if (open_rt(&rt, eps_like, SDT_F32, SD_PREDICTION_EPSILON, sentence)) {
         CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER, "the user's epsilon wins");
+        CHECK(strstr(sentence, "as asked, over ") && strstr(sentence, "yaml-eps-like.yaml") && strstr(sentence, "says v)"),
+              "the log names the yaml it overrules: %s", sentence);
         sd_runtime_close(&rt);
     }
     const char *eps_lines[2] = {"    parameterization: eps # LDM's default\n", ""};
@@ -287,6 +289,13 @@ static void check_checkpoint_yaml(uint64_t seed)
     }
     if (open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_V, sentence)) {
         CHECK(rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER, "the user's v wins");
+        CHECK(strstr(sentence, "as asked, over ") && strstr(sentence, "says eps)"), "the yaml overruled is named: %s",
+              sentence);
+        sd_runtime_close(&rt);
+    }
+    if (open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_EPSILON, sentence)) {
+        CHECK(strcmp(sentence, "the model predicts the noise (epsilon) (as asked)") == 0,
+              "a yaml that agrees with the user's choice is not named: %s", sentence);
         sd_runtime_close(&rt);
     }
 

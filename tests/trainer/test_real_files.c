@@ -268,8 +268,9 @@ static void check_checkpoint_yaml(const trainer_env *env)
           "parameterization eps: epsilon, naming the yaml (%d: %s):\n%s", (int)st, error, rec.log);
     c.prediction_type = SDT_PREDICTION_V;
     st = prepare_only(env, &rec, &c, error);
-    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts v (as asked)"), "prediction_type V wins over the yaml (%d: %s)",
-          (int)st, error);
+    CHECK(st == SDT_STATUS_OK && strstr(rec.log, "predicts v (as asked, over ") && strstr(rec.log, yaml) &&
+              strstr(rec.log, "which says eps)"),
+          "prediction_type V wins over the yaml, the log naming it (%d: %s):\n%s", (int)st, error, rec.log);
     c.prediction_type = SDT_PREDICTION_AUTO;
 
     write_yaml_beside(model, "model:\n  params:\n\tparameterization: v\n");
