@@ -530,12 +530,18 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     e->fallback.consecutive = (int)num(f, "consecutive");
     /* The schedules come from this panel (max steps may have grown since the state was saved),
      * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
-    if (job->max_steps <= job->step)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, which reaches max steps (%lld); raise max steps "
+    if (job->max_steps < job->step)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, past max steps (%lld); raise max steps "
                         "to continue it", path, (long long)job->step, (long long)job->max_steps);
-    if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error) ||
-        !sdt_step_engine_reapply_backoff(e, job->step, error))
+    if (job->max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s is at step %lld, which is max steps: nothing is left to train, so the run "
+                     "only writes the trained files from it; raise max steps to train further", path,
+                     (long long)job->step);
+        job->end_step = job->step; /* no schedule to parse: no step will run */
+    } else if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error) ||
+               !sdt_step_engine_reapply_backoff(e, job->step, error)) {
         return false;
+    }
     const char *prec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "precision"));
     if (prec && strcmp(prec, "fp32") == 0 && job->precision != SDT_PRECISION_FP32) {
         if (!sdt_train_job_use_fp32(job, error)) return false;

@@ -358,6 +358,16 @@ static void check_kill(const trainer_env *env)
     CHECK(train_in_child(env, &c, 0, true, 0) == SIGKILL, "the child was not killed after the final state");
     CHECK(fx_same_bytes(emb, before), "the embedding changed before the kill");
     CHECK(file_step(emb) == 0, "the embedding is not at step 0");
+    /* Resumed with the same max steps: nothing is left to train, and the final files are written. */
+    memset(&p, 0, sizeof p);
+    t = probe_create(env, &p);
+    st = prepare(env, t, &c, &start);
+    CHECK(st == SDT_STATUS_OK && start == 8, "resume at max steps after the kill between the final saves: status %d, start "
+          "%lld: %s", (int)st, (long long)start, fx_last_error(env, t));
+    CHECK(st == SDT_STATUS_OK && env->ti->run(t) == SDT_STATUS_OK, "run at max steps: %s", fx_last_error(env, t));
+    CHECK(contains(p.rec.log, "nothing is left to train"), "the log does not say that nothing is left to train");
+    CHECK(file_step(emb) == 8, "the embedding is at step %lld after the run at max steps, not 8", (long long)file_step(emb));
+    env->ti->destroy(t);
     memset(&p, 0, sizeof p);
     t = probe_create(env, &p);
     fx_config(env, &c, emb, NULL, log, 10);
