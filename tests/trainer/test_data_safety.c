@@ -12,7 +12,6 @@
  *  - temp files of a killed save are removed at the next run, other files are not;
  *  - interrupt() during preparation stops it (SDT_STATUS_INTERRUPTED) before anything is written. */
 #include <signal.h>
-#include <sys/wait.h>
 
 #include "data/state_seal.h"
 #include "trainer_fixture.h"
@@ -81,27 +80,34 @@ static sdt_status prepare(const trainer_env *env, sdt_ti_trainer *t, const sdt_t
     return st;
 }
 
+typedef struct child_run {
+    const trainer_env *env;
+    const sdt_ti_config *c;
+    int64_t kill_at_step, sleep_after_step;
+    bool kill_after_final;
+} child_run;
+
+static void child_train(void *arg)
+{
+    const child_run *r = arg;
+    probe p;
+    memset(&p, 0, sizeof p);
+    p.kill_at_step = r->kill_at_step;
+    p.kill_after_final_state = r->kill_after_final;
+    p.sleep_after_step = r->sleep_after_step;
+    p.last_step = r->c->max_steps;
+    sdt_ti_trainer *t = probe_create(r->env, &p);
+    sdt_status st = t ? fx_prepare_run(r->env, t, r->c) : SDT_STATUS_INTERNAL;
+    if (st != SDT_STATUS_OK) fprintf(stderr, "child: %s\n", fx_last_error(r->env, t));
+    _exit(st == SDT_STATUS_OK ? 0 : 3);
+}
+
 /* Trains c in a forked child that probe settings kill; returns the signal that ended it. */
 static int train_in_child(const trainer_env *env, const sdt_ti_config *c, int64_t kill_at_step, bool kill_after_final,
                           int64_t sleep_after_step)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        probe p;
-        memset(&p, 0, sizeof p);
-        p.kill_at_step = kill_at_step;
-        p.kill_after_final_state = kill_after_final;
-        p.sleep_after_step = sleep_after_step;
-        p.last_step = c->max_steps;
-        sdt_ti_trainer *t = probe_create(env, &p);
-        sdt_status st = t ? fx_prepare_run(env, t, c) : SDT_STATUS_INTERNAL;
-        if (st != SDT_STATUS_OK) fprintf(stderr, "child: %s\n", fx_last_error(env, t));
-        _exit(st == SDT_STATUS_OK ? 0 : 3);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    child_run r = {env, c, kill_at_step, sleep_after_step, kill_after_final};
+    return fx_signal_ending_child(child_train, &r);
 }
 
 static bool contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }

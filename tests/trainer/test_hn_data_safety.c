@@ -22,7 +22,6 @@
 #include <dirent.h>
 #include <libgen.h>
 #include <signal.h>
-#include <sys/wait.h>
 
 #include "data/state_seal.h"
 #include "hn_fixture.h"
@@ -160,31 +159,38 @@ static void killer_file(void *u, const sdt_saved_file *f)
     if (k->when == KILL_AFTER_FINAL_HN && f->kind == SDT_FILE_HYPERNETWORK) raise(SIGKILL); /* the .pt, before the twin */
 }
 
+typedef struct child_run {
+    const chain *ch;
+    hn_run *r;
+    kill_point when;
+    int64_t step;
+} child_run;
+
+static void child_train(void *arg)
+{
+    const child_run *c = arg;
+    killer k;
+    memset(&k, 0, sizeof k);
+    k.when = c->when;
+    k.step = c->step;
+    sdt_host_callbacks cb = fx_recorder_init(&k.rec);
+    cb.user_data = &k;
+    cb.metrics = killer_metrics;
+    cb.file_saved = killer_file;
+    sdt_hn_trainer *t = NULL;
+    char err[512] = "";
+    if (c->ch->env->hn->create(&cb, &t, err, sizeof err) != SDT_STATUS_OK) _exit(3);
+    sdt_status st = hn_prepare_run(c->ch->env, t, c->r);
+    fprintf(stderr, "child: not killed, status %d: %s\n", (int)st, hn_error(c->ch->env, t));
+    _exit(st == SDT_STATUS_OK ? 0 : 3);
+}
+
 /* Trains r in a forked child that is killed as asked (step: the kill step, or the run's last);
  * true when SIGKILL ended it. */
 static bool train_killed(const chain *ch, hn_run *r, kill_point when, int64_t step)
 {
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        killer k;
-        memset(&k, 0, sizeof k);
-        k.when = when;
-        k.step = step;
-        sdt_host_callbacks cb = fx_recorder_init(&k.rec);
-        cb.user_data = &k;
-        cb.metrics = killer_metrics;
-        cb.file_saved = killer_file;
-        sdt_hn_trainer *t = NULL;
-        char err[512] = "";
-        if (ch->env->hn->create(&cb, &t, err, sizeof err) != SDT_STATUS_OK) _exit(3);
-        sdt_status st = hn_prepare_run(ch->env, t, r);
-        fprintf(stderr, "child: not killed, status %d: %s\n", (int)st, hn_error(ch->env, t));
-        _exit(st == SDT_STATUS_OK ? 0 : 3);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    child_run c = {ch, r, when, step};
+    return fx_signal_ending_child(child_train, &c) == SIGKILL;
 }
 
 /* --resume of the chain's log folder to max_steps in this process; start receives the step it

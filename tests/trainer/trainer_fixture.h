@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "plugin_open.h"
@@ -446,6 +447,22 @@ static inline bool fx_embedding_check(const char *path, const float *initial, in
               (memcmp(final, initial, (size_t)n * 4) != 0) == changed;
     free(final);
     return ok;
+}
+
+/* Runs child(arg) in a forked process (a run that a test kills from inside; the child _exits when
+ * it is not killed) and returns the signal that ended it: 0 when it exited, -1 when fork failed. */
+static inline int fx_signal_ending_child(void (*child)(void *arg), void *arg)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        child(arg);
+        _exit(0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 }
 
 #endif
