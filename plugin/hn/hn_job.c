@@ -174,8 +174,6 @@ static bool values_sha256(const sdt_hn *hn, char hex[SDT_SHA256_HEX], sdt_error 
  * and its twin left it one save behind, and the resume brings it along. */
 static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
 {
-    char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX];
-    sdt_train_job_resume_hashes(job, hp->part, saved, started);
     const char *ext = has_suffix(path, ".pt") ? ".pt" : has_suffix(path, ".safetensors") ? ".safetensors" : NULL;
     if (!ext) return NULL;
     char twin[4096];
@@ -183,6 +181,8 @@ static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char
     if (snprintf(twin, sizeof twin, "%.*s%s", (int)stem, path, strcmp(ext, ".pt") == 0 ? ".safetensors" : ".pt") >= (int)sizeof twin)
         return NULL;
     if (access(twin, F_OK) != 0) return strdup(twin);
+    char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX]; /* read from the state only when a twin is there */
+    sdt_train_job_resume_hashes(job, hp->part, saved, started);
     sdt_error why;
     sdt_error_clear(&why);
     sdt_hn *other = sdt_hn_load(twin, hp->cpu, &why);
