@@ -5,10 +5,11 @@
 #   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
 #   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
+# locales (glibc's locale sources) is for the locale test, which generates de_DE.UTF-8 with localedef.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
-      libopenblas-dev libcjson-dev abigail-tools python3)
+      libopenblas-dev libcjson-dev abigail-tools python3 locales)
 [ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do

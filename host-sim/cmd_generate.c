@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_number.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "exit_codes.h"
@@ -105,7 +106,8 @@ static int check_values(const char *model, const char *prompt, const char *out, 
                                 "model's 64 for SD).", width, height);
     if (steps < 1 || steps > 1000) return cli_usage_errorf("generate", "--steps %d: use 1..1000.", steps);
     if (!isfinite(cfg) || cfg < 1 || cfg > 100)
-        return cli_usage_errorf("generate", "--cfg %g: use 1..100 (1 = no guidance).", cfg);
+        return cli_usage_errorf("generate", "--cfg %s: use 1..100 (1 = no guidance).",
+                                c_number(&(c_number_text){{0}}, "%g", cfg));
     if (seed < 0) return cli_usage_errorf("generate", "--seed %lld: use 0 or more.", (long long)seed);
     if (!overwrite && g_file_test(out, G_FILE_TEST_EXISTS))
         return cli_errorf("%s already exists; choose another --out or pass --overwrite.", out);

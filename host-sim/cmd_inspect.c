@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_number.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "exit_codes.h"
@@ -33,7 +34,8 @@ static void print_info(const char *path, const sdt_embedding_info *info)
     if (info->init_text[0]) printf("init text:   %s\n", info->init_text);
     if (info->checkpoint_name[0] || info->checkpoint_hash[0])
         printf("checkpoint:  %s [%s]\n", info->checkpoint_name, info->checkpoint_hash);
-    if (info->vectors) printf("mean norm:   %.6g\n", info->vector_norm_mean);
+    c_number_text norm;
+    if (info->vectors) printf("mean norm:   %s\n", c_number(&norm, "%.6g", info->vector_norm_mean));
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
 }
 

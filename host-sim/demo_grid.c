@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "c_number.h"
 #include "data_dirs.h"
 
 static char *find_eval_tool(void)
@@ -33,11 +34,21 @@ static void parse_scores(const char *text, row_score rows[3])
     static const char *const names[3] = {"words", "initial", "learned"};
     char **lines = g_strsplit(text, "\n", -1);
     for (int i = 0; lines[i]; i++) {
-        char name[16];
+        /* sdt-demo-eval writes its numbers in the C locale; read them so in every locale. */
+        char **words = g_strsplit(lines[i], " ", -1);
+        char *end = NULL;
         row_score r = {0, 0, 0, true};
-        if (sscanf(lines[i], "score %15s %lf %d %d", name, &r.mean, &r.hits, &r.n) != 4) continue;
-        for (int k = 0; k < 3; k++)
-            if (!strcmp(name, names[k])) rows[k] = r;
+        if (g_strv_length(words) == 5 && !strcmp(words[0], "score")) {
+            r.mean = g_ascii_strtod(words[2], &end);
+            bool ok = end != words[2] && !*end;
+            r.hits = (int)g_ascii_strtoll(words[3], &end, 10);
+            ok = ok && end != words[3] && !*end;
+            r.n = (int)g_ascii_strtoll(words[4], &end, 10);
+            ok = ok && end != words[4] && !*end;
+            for (int k = 0; ok && k < 3; k++)
+                if (!strcmp(words[1], names[k])) rows[k] = r;
+        }
+        g_strfreev(words);
     }
     g_strfreev(lines);
 }
@@ -67,10 +78,13 @@ bool demo_grid_run(const char *model, const char *initial, const char *learned, 
     ok = ok && rows[0].seen && rows[1].seen && rows[2].seen;
     if (ok) {
         printf("Concept score (a yellow star, 0..1; above 0.5 the picture shows it), mean over %d seeds:\n", seeds);
-        printf("  before, the initial embedding:  %.2f (%d of %d pictures show it)\n", rows[1].mean, rows[1].hits,
-               rows[1].n);
-        printf("  after, the learned embedding:   %.2f (%d of %d)\n", rows[2].mean, rows[2].hits, rows[2].n);
-        printf("  the words \"yellow star\":        %.2f (%d of %d)\n", rows[0].mean, rows[0].hits, rows[0].n);
+        c_number_text score;
+        printf("  before, the initial embedding:  %s (%d of %d pictures show it)\n", c_number(&score, "%.2f", rows[1].mean),
+               rows[1].hits, rows[1].n);
+        printf("  after, the learned embedding:   %s (%d of %d)\n", c_number(&score, "%.2f", rows[2].mean), rows[2].hits,
+               rows[2].n);
+        printf("  the words \"yellow star\":        %s (%d of %d)\n", c_number(&score, "%.2f", rows[0].mean),
+               rows[0].hits, rows[0].n);
         printf("Grid: %s (rows: the words, the initial embedding, the learned embedding; one column per seed)\n",
                grid_path);
     } else {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_number.h"
 #include "progress_bar.h"
 
 static void format_duration(double seconds, char *out, size_t out_size)
@@ -38,7 +39,9 @@ void progress_bar_format(const sdt_metrics *m, long long start_step, int bar_wid
     bar[bar_width] = '\0';
     char eta[32];
     format_duration(eta_seconds(m, start_step), eta, sizeof eta);
-    snprintf(out, out_size, "step %lld/%lld [%s] loss %.4f lr %.2e %.1f img/s ETA %s%s",
-             (long long)m->step, (long long)m->max_steps, bar, m->loss, m->learn_rate, m->images_per_second, eta,
+    c_number_text loss, lr, speed;
+    snprintf(out, out_size, "step %lld/%lld [%s] loss %s lr %s %s img/s ETA %s%s", (long long)m->step,
+             (long long)m->max_steps, bar, c_number(&loss, "%.4f", m->loss), c_number(&lr, "%.2e", m->learn_rate),
+             c_number(&speed, "%.1f", m->images_per_second), eta,
              m->fallback_fired ? " (fp32 fallback)" : "");
 }

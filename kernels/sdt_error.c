@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 void sdt_error_clear(sdt_error *e)
 {
     if (!e) return;
@@ -17,7 +19,7 @@ bool sdt_failv(sdt_error *e, sdt_error_code code, const char *fmt, va_list ap)
 {
     if (!e) return false;
     e->code = code;
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    sdt_c_vsnprintf(e->message, sizeof e->message, fmt, ap);
     return false;
 }
 
@@ -37,7 +39,7 @@ bool sdt_error_wrap(sdt_error *e, const char *fmt, ...)
     memcpy(sentence, e->message, sizeof sentence);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(e->message, sizeof e->message, fmt, ap);
+    int n = sdt_c_vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
     /* The context first; the sentence after it, cut at the buffer's end if it must be. */
     size_t at = n < 0 ? 0 : (size_t)n < sizeof e->message ? (size_t)n : sizeof e->message - 1;
@@ -59,7 +61,7 @@ void sdt_error_append(sdt_error *e, const char *fmt, ...)
     size_t used = strnlen(e->message, sizeof e->message - 1);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message + used, sizeof e->message - used, fmt, ap);
+    sdt_c_vsnprintf(e->message + used, sizeof e->message - used, fmt, ap);
     va_end(ap);
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "c_numeric.h"
 
 #define DIFFUSERS_VERSION "0.21.0"
 
@@ -245,8 +246,8 @@ bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, sdt_error *e
 static double decimal(float v)
 {
     char buf[32];
-    snprintf(buf, sizeof buf, "%.7g", (double)v);
-    return strtod(buf, NULL);
+    sdt_c_snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return sdt_c_strtod(buf, NULL);
 }
 
 /* A float field written so it reads back as a float: cJSON prints 1.0 as "1", which
@@ -254,7 +255,7 @@ static double decimal(float v)
 static void add_float(cJSON *o, const char *name, double v)
 {
     char buf[40];
-    snprintf(buf, sizeof buf, "%.15g", v);
+    sdt_c_snprintf(buf, sizeof buf, "%.15g", v);
     if (!strpbrk(buf, ".eEni")) strncat(buf, ".0", sizeof buf - strlen(buf) - 1);
     cJSON_AddItemToObject(o, name, cJSON_CreateRaw(buf));
 }

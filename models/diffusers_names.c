@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 const char *sdt_diffusers_folder(sdt_diffusers_part part)
 {
     static const char *names[] = {"unet", "text_encoder", "vae"};
@@ -26,10 +28,10 @@ static char *dup_printf(const char *fmt, ...)
     va_list ap, ap2;
     va_start(ap, fmt);
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = sdt_c_vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s) vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    if (s) sdt_c_vsnprintf(s, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     return s;
 }

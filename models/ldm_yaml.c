@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 #define SDT_YAML_MAX_NODES 100000 /* Stability's configs have about 100 */
 
 typedef struct yaml_line {
@@ -39,7 +41,7 @@ static bool fail(yaml_parser *p, int line, const char *fmt, ...)
     char what[768];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    sdt_c_vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     return sdt_fail(p->error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s", p->path, line, what);
 }

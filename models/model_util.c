@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "c_numeric.h"
+
 #define MU_KEY_MAX 256
 
 sdt_tensor mu_rows(const sdt_tensor *t, int64_t row, int64_t nrows)
@@ -43,7 +45,7 @@ sdt_tensor mu_alloc(sdt_arena *a, sdt_dtype dtype, int ndim, int64_t d0, int64_t
 
 static void format_key(char key[MU_KEY_MAX], const char *fmt, va_list ap)
 {
-    vsnprintf(key, MU_KEY_MAX, fmt, ap);
+    sdt_c_vsnprintf(key, MU_KEY_MAX, fmt, ap);
 }
 
 bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,

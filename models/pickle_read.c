@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 /* Private kinds: on the stack only, never in a finished result. */
 #define PV_GLOBAL ((sdt_pv_kind)100)
 #define PV_STORAGE ((sdt_pv_kind)101)
@@ -83,7 +85,7 @@ static bool failf(vm *m, const char *fmt, ...)
     char what[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    sdt_c_vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
     return sdt_fail(m->error, SDT_ERR_BAD_FORMAT, "%s: %s (pickle byte %zu)", m->origin, what, m->op_pos);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "unet_internal.h"
 
 /* ---- context helpers ---- */
@@ -16,7 +17,7 @@ bool unet_fail(unet_ctx *c, sdt_error_code code, const char *fmt, ...)
     c->error->code = code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->error->message, sizeof c->error->message, fmt, ap);
+    sdt_c_vsnprintf(c->error->message, sizeof c->error->message, fmt, ap);
     va_end(ap);
     return false;
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "model_util.h"
 
 #define FS "first_stage_model."
@@ -110,7 +111,7 @@ static bool put(walker *wk, sdt_tensor *dst, sdt_param_init init, float std, int
     char key[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(key, sizeof(key), fmt, ap);
+    sdt_c_vsnprintf(key, sizeof(key), fmt, ap);
     va_end(ap);
     walk_param p;
     memset(&p, 0, sizeof(p));

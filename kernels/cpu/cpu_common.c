@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "c_numeric.h"
+
 /* Conversion chunk per thread: large enough to amortise the fork, small enough to balance. */
 #define CPU_CONVERT_CHUNK ((int64_t)16384)
 
@@ -13,7 +15,7 @@ int cpu_fail(sdt_backend *be, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(be->error, sizeof be->error, fmt, ap);
+    sdt_c_vsnprintf(be->error, sizeof be->error, fmt, ap);
     va_end(ap);
     return -1;
 }

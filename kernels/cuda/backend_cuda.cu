@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "backend_cuda.h"
+#include "c_numeric.h"
 #include "cuda_ops.h"
 
 int cuda_fail(sdt_backend *be, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(be->error, sizeof(be->error), fmt, ap);
+    sdt_c_vsnprintf(be->error, sizeof(be->error), fmt, ap);
     va_end(ap);
     return -1;
 }

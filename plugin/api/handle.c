@@ -7,6 +7,7 @@
 #include "api/copy_out.h"
 #include "api/handle.h"
 #include "api/status.h"
+#include "c_numeric.h"
 
 void sdt_handle_init(sdt_handle *h, uint32_t magic)
 {
@@ -39,7 +40,7 @@ sdt_status sdt_handle_fail(sdt_handle *h, sdt_status status, const char *fmt, ..
     char sentence[SDT_ERROR_SENTENCE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sentence, sizeof sentence, fmt, ap);
+    sdt_c_vsnprintf(sentence, sizeof sentence, fmt, ap);
     va_end(ap);
     return sdt_handle_fail_text(h, status, sentence);
 }

@@ -5,6 +5,7 @@
 
 #include "api/copy_out.h"
 #include "api/host_log.h"
+#include "c_numeric.h"
 
 bool sdt_host_callbacks_adopt(sdt_host_callbacks *own, const sdt_host_callbacks *host)
 {
@@ -20,7 +21,7 @@ void sdt_host_log(const sdt_host_callbacks *cb, sdt_log_level level, const char 
     char message[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    sdt_c_vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     cb->log(cb->user_data, level, message);
 }

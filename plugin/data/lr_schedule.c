@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 #define LR_EXAMPLE "write a number like 0.005, or a schedule like \"0.005:100, 1e-3:1000, 1e-5\" (0.005 until step 100, 1e-3 until 1000, then 1e-5)"
 
 /* One comma-separated entry, trimmed, as [begin, end) of the input text. */
@@ -50,7 +52,7 @@ static bool parse_rate(const char *b, const char *e, double *out)
     if (n >= sizeof(buf)) return false;
     memcpy(buf, b, n);
     buf[n] = 0;
-    *out = strtod(buf, NULL);
+    *out = sdt_c_strtod(buf, NULL);
     return true;
 }
 
@@ -244,7 +246,7 @@ bool sdt_lr_schedule_format(const sdt_lr_schedule *s, char *buf, size_t buf_size
     size_t used = 0;
     if (buf_size) buf[0] = 0;
     for (int i = 0; i < s->n_segments; i++) {
-        int n = snprintf(buf + used, buf_size - used, "%s%.17g:%" PRId64, i ? ", " : "", s->segments[i].rate,
+        int n = sdt_c_snprintf(buf + used, buf_size - used, "%s%.17g:%" PRId64, i ? ", " : "", s->segments[i].rate,
                          s->segments[i].end_step);
         if (n < 0 || (size_t)n >= buf_size - used) return false;
         used += (size_t)n;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "atomic_file.h"
+#include "c_numeric.h"
 #include "data/file_name.h"
 
 #define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
@@ -81,11 +82,14 @@ static bool read_first_line(const char *path, char *buf, size_t size, bool *exis
     return true;
 }
 
-static void append_number(GString *s, double v, const char *fmt)
+__attribute__((format(printf, 3, 0))) static void append_number(GString *s, double v, const char *fmt)
 {
     g_string_append_c(s, ',');
-    if (isfinite(v)) g_string_append_printf(s, fmt, v);
-    else if (!isnan(v)) g_string_append(s, v > 0 ? "inf" : "-inf");
+    char text[64];
+    if (isfinite(v)) {
+        sdt_c_snprintf(text, sizeof text, fmt, v);
+        g_string_append(s, text);
+    } else if (!isnan(v)) g_string_append(s, v > 0 ? "inf" : "-inf");
 }
 
 bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "c_numeric.h"
 #include "hn/hn_file.h"
 #include "train/train_state_describe.h"
 #include "torch_file.h"
@@ -87,7 +88,7 @@ static void format_structure(const double *values, int count, char *out, size_t 
     size_t used = 0;
     out[0] = '\0';
     for (int i = 0; i < count && used < out_size; i++)
-        used += (size_t)snprintf(out + used, out_size - used, "%s%g", i ? ", " : "", values[i]);
+        used += (size_t)sdt_c_snprintf(out + used, out_size - used, "%s%g", i ? ", " : "", values[i]);
 }
 
 static cJSON *number_array(const double *values, int count)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "data/file_name.h"
 
 /* A1111's fixed names first (swish is torch.nn.Hardswish there, not SiLU), then the
@@ -205,7 +206,7 @@ static bool hn_take_double(const char *field, const char *token, int index, void
 {
     char *end;
     errno = 0;
-    double v = strtod(token, &end);
+    double v = sdt_c_strtod(token, &end);
     if (*end != '\0' || end == token) {
         sdt_fail(error, SDT_ERR_VALIDATION, "%s: entry %d \"%s\" is not a number; write numbers such as 1, 2 or "
                  "0.5", field,

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "c_numeric.h"
 #include "data/file_name.h"
 #include "pickle_value.h"
 #include "safetensors.h"
@@ -114,8 +115,8 @@ bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_na
 static void format_double(double v, char *out, size_t out_size)
 {
     for (int digits = 1; digits <= 17; digits++) {
-        snprintf(out, out_size, "%.*g", digits, v);
-        if (strtod(out, NULL) == v) break;
+        sdt_c_snprintf(out, out_size, "%.*g", digits, v);
+        if (sdt_c_strtod(out, NULL) == v) break;
     }
     if (isfinite(v) && !strpbrk(out, ".e")) strncat(out, ".0", out_size - strlen(out) - 1);
 }

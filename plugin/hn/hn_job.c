@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "api/host_log.h"
+#include "c_numeric.h"
 #include "data/file_name.h"
 #include "data/state_seal.h"
 #include "hn/hn_file.h"
@@ -106,7 +107,7 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
     char structure[256] = "";
     for (int i = 0; i < c->entry_count; i++)
-        snprintf(structure + strlen(structure), sizeof structure - strlen(structure), "%s%g", i ? ", " : "", c->layer_structure[i]);
+        sdt_c_snprintf(structure + strlen(structure), sizeof structure - strlen(structure), "%s%g", i ? ", " : "", c->layer_structure[i]);
     cJSON_AddStringToObject(s, "hypernetwork_name", c->name);
     cJSON_AddStringToObject(s, "activation_func", c->activation);
     cJSON_AddBoolToObject(s, "add_layer_norm", c->layer_norm);

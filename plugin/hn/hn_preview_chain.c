@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "c_numeric.h"
 #include "hn/hn_file.h"
 
 #define FIELD "config.preview_hypernetworks"
@@ -26,7 +27,7 @@ static bool parse_entry(sdt_hn_preview_chain *c, const char *begin, const char *
     double strength = 1.0;
     char *colon = strrchr(entry, ':'), *num_end = NULL;
     if (colon) {
-        double s = strtod(colon + 1, &num_end);
+        double s = sdt_c_strtod(colon + 1, &num_end);
         if (num_end != colon + 1 && *num_end == '\0') { /* a number: the strength */
             if (!(s >= -10 && s <= 10)) {
                 sdt_fail(error, SDT_ERR_VALIDATION, FIELD ": the strength of \"%s\" must be a number in [-10, 10]", entry);

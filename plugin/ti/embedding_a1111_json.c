@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "ti/embedding_file.h"
 
 /* Python's repr(float): shortest round-trip digits; fixed notation for
@@ -24,17 +25,17 @@ static void append_py_float(GString *s, double v)
     char buf[48];
     /* Most float32 values need 16-17 digits as doubles: try 15 first, then search. */
     int prec = 15;
-    snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
-    if (strtod(buf, NULL) == v) {
+    sdt_c_snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
+    if (sdt_c_strtod(buf, NULL) == v) {
         for (prec = 1; prec < 15; prec++) {
-            snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
-            if (strtod(buf, NULL) == v) break;
+            sdt_c_snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
+            if (sdt_c_strtod(buf, NULL) == v) break;
         }
     } else {
-        snprintf(buf, sizeof(buf), "%.*e", 15, v);
-        prec = strtod(buf, NULL) == v ? 16 : 17;
+        sdt_c_snprintf(buf, sizeof(buf), "%.*e", 15, v);
+        prec = sdt_c_strtod(buf, NULL) == v ? 16 : 17;
     }
-    snprintf(buf, sizeof(buf), "%.*e", prec - 1, v); /* [-]d.ddde[+-]xx */
+    sdt_c_snprintf(buf, sizeof(buf), "%.*e", prec - 1, v); /* [-]d.ddde[+-]xx */
     const char *p = buf;
     if (*p == '-') {
         g_string_append_c(s, '-');

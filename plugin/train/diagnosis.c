@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 #define DIAG_MIN_BASELINE 3  /* finite steps before the "recent" ones needed to speak of a trend */
 #define DIAG_MAX_FILES_NAMED 8
 
@@ -64,7 +66,7 @@ sdt_diagnosis_kind sdt_diagnosis_classify(const sdt_diagnosis *d, int64_t nan_st
     int recent = d->recent > 0 ? d->recent : 1;
     int baseline = d->count - recent;
     if (baseline < DIAG_MIN_BASELINE) {
-        snprintf(msg, msg_size,
+        sdt_c_snprintf(msg, msg_size,
                  "The loss became NaN/Inf at step %lld, after only %d finite step(s), too early to see a trend: the "
                  "cause is most likely a non-finite value in the model weights (check the checkpoint, e.g. re-download "
                  "it) or in this batch's samples: %s.",
@@ -78,14 +80,14 @@ sdt_diagnosis_kind sdt_diagnosis_classify(const sdt_diagnosis *d, int64_t nan_st
     const sdt_health_sample *last = sample_at(d, d->count - 1);
     double ratio = peak / (typical > 1e-30 ? typical : 1e-30);
     if (ratio >= d->spike_ratio) {
-        snprintf(msg, msg_size,
+        sdt_c_snprintf(msg, msg_size,
                  "The loss became NaN/Inf at step %lld right after the gradient norm spiked from a typical %.3g to "
                  "%.3g (%.0fx) in the previous %d steps: the optimisation blew up, not the data; lower the learning "
                  "rate (now %g), add a warm-up, or clip gradients (e.g. max norm 1.0).",
                  (long long)nan_step, typical, peak, ratio, recent, last->lr);
         return SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP;
     }
-    snprintf(msg, msg_size,
+    sdt_c_snprintf(msg, msg_size,
              "The loss became NaN/Inf at step %lld while the gradient norm was flat (typical %.3g, last %.3g): the "
              "training was stable, so the data is the likely cause, not the optimisation; check or remove this "
              "batch's sample file(s): %s (a corrupt or extreme image, or a broken caption).",

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 sdt_fallback_config sdt_fallback_config_default(bool mixed_precision)
 {
     sdt_fallback_config cfg = {.mixed_precision = mixed_precision, .lr_backoff = 0.5, .max_consecutive = 5};
@@ -74,16 +76,16 @@ void sdt_fallback_describe(const sdt_fallback *fb, sdt_fallback_action action, i
 {
     switch (action) {
     case SDT_FALLBACK_CONTINUE:
-        snprintf(msg, n, "Step %lld: loss is finite; training continues.", (long long)step);
+        sdt_c_snprintf(msg, n, "Step %lld: loss is finite; training continues.", (long long)step);
         break;
     case SDT_FALLBACK_SKIP:
-        snprintf(msg, n,
+        sdt_c_snprintf(msg, n,
                  "Step %lld: the loss is not finite; the step was skipped and its gradients dropped (%d in a row, "
                  "%lld in total; the run stops after %d in a row).",
                  (long long)step, fb->consecutive, (long long)fb->nonfinite_total, fb->cfg.max_consecutive);
         break;
     case SDT_FALLBACK_SWITCH_TO_FP32:
-        snprintf(msg, n,
+        sdt_c_snprintf(msg, n,
                  "Step %lld: %s; the step was skipped, compute switches to fp32 for the rest of the run and the "
                  "learning rate is multiplied by %g from now on (this fallback happens once and is recorded in the "
                  "metrics and the saved metadata).",
@@ -94,7 +96,7 @@ void sdt_fallback_describe(const sdt_fallback *fb, sdt_fallback_action action, i
                  fb->cfg.lr_backoff);
         break;
     case SDT_FALLBACK_STOP:
-        snprintf(msg, n,
+        sdt_c_snprintf(msg, n,
                  "Step %lld: %d non-finite losses in a row (%lld in total%s); training stops and the last good state "
                  "is kept.",
                  (long long)step, fb->consecutive, (long long)fb->nonfinite_total,

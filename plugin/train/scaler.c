@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
+
 typedef struct scaler_record {
     sdt_optimizer *opt;
     sdt_scaler_stage stage;
@@ -122,7 +124,7 @@ static void scaler_log(const sdt_scaler *sc, sdt_core_log_level level, const cha
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    sdt_c_vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     sc->log(sc->log_user, level, msg);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "checkpoint_yaml.h"
 #include "prediction_probe.h"
 
@@ -107,7 +108,7 @@ void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size
         break;
     }
     case SD_PREDICTION_FROM_PROBE:
-        snprintf(buf, size, "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
+        sdt_c_snprintf(buf, size, "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
                  "from its input on average, %s A1111's v threshold of %g; set v-prediction or epsilon if this is wrong)",
                  what, c->prediction_probe, c->unet.v_prediction ? "below" : "above", SD_PREDICTION_PROBE_V_BELOW);
         break;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/host_log.h"
+#include "c_numeric.h"
 #include "data/png_write.h"
 #include "train/preview.h"
 #include "train/rng.h"
@@ -23,7 +24,7 @@ void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t si
     const sdt_fallback *fb = &job->engine.fallback;
     note[0] = '\0';
     if (fb->fired) /* a file says how it was trained: fp32 from that step, at the backed-off rate */
-        snprintf(note, size, "fp32 from step %lld (%s), learning rate x%g", (long long)fb->fired_at_step,
+        sdt_c_snprintf(note, size, "fp32 from step %lld (%s), learning rate x%g", (long long)fb->fired_at_step,
                  fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
                  fb->cfg.lr_backoff);
 }
