@@ -72,8 +72,34 @@ bool sdt_run_lock_take(sdt_run_lock *lock, const char *lock_path, const char *ta
                     "try again", target, lock_path);
 }
 
+bool sdt_run_lock_file(sdt_run_lock *lock, const char *file, sdt_error *error)
+{
+    /* O_NONBLOCK: a FIFO put in the file's place must not hang the run; it is refused later by
+     * the reader. O_RDONLY is enough for flock. */
+    int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT ? true : sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open it to lock "
+                                                          "it (%s); check its permissions", file, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return true; /* not a regular file: its reader refuses it with a sentence */
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int why = errno;
+        close(fd);
+        if (why == EWOULDBLOCK)
+            return sdt_fail(error, SDT_ERR_BAD_STATE, "%s is being written by another training run that reached the same file "
+                            "by another name (a hard link); wait for it to finish or stop it, or train a copy", file);
+        return sdt_fail(error, SDT_ERR_IO, "%s: cannot lock it (%s)", file, strerror(why));
+    }
+    lock->file_fd_plus_one = fd + 1;
+    return true;
+}
+
 void sdt_run_lock_release(sdt_run_lock *lock)
 {
+    if (lock->file_fd_plus_one) close(lock->file_fd_plus_one - 1);
+    lock->file_fd_plus_one = 0;
     if (!lock->fd_plus_one) return;
     unlink(lock->path);
     close(lock->fd_plus_one - 1);

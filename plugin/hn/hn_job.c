@@ -173,7 +173,9 @@ static bool values_sha256(const sdt_hn *hn, char hex[SDT_SHA256_HEX], sdt_error 
  * user did not name is ever replaced. On --resume the twin may also hold the values the state
  * records for the hypernetwork (saved with, or started from): a run killed between the file named
  * and its twin left it one save behind, and the resume brings it along. */
-static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
+/* The twin's name beside path (.pt <-> .safetensors), whether a file is there or not; NULL for another
+ * extension. */
+static char *twin_name(const char *path)
 {
     const char *ext = has_suffix(path, ".pt") ? ".pt" : has_suffix(path, ".safetensors") ? ".safetensors" : NULL;
     if (!ext) return NULL;
@@ -181,6 +183,16 @@ static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char
     size_t stem = strlen(path) - strlen(ext);
     if (snprintf(twin, sizeof twin, "%.*s%s", (int)stem, path, strcmp(ext, ".pt") == 0 ? ".safetensors" : ".pt") >= (int)sizeof twin)
         return NULL;
+    return strdup(twin);
+}
+
+static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
+{
+    char *name = twin_name(path);
+    if (!name) return NULL;
+    char twin[4096];
+    snprintf(twin, sizeof twin, "%s", name);
+    free(name);
     if (access(twin, F_OK) != 0) return strdup(twin);
     char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX]; /* read from the state only when a twin is there */
     sdt_train_job_resume_hashes(job, hp->part, saved, started);
@@ -238,6 +250,7 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
     }
     hp->part->start_step = sdt_hn_get_info(hp->hn)->step;
     snprintf(hp->part->start_sha256, sizeof hp->part->start_sha256, "%s", sha);
+    hp->part->also_locks = twin_name(hp->part->output_path); /* the pair is one lock: a run on either name */
     return hp;
 }
 
@@ -371,7 +384,8 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
                          "from the hypernetwork's", c->embedding_path, (long long)tp->emb.step, (long long)job->step);
     }
     ok = ok && sdt_train_job_check_template(job, joint, error);
-    if (ok && o->max_steps <= job->step)
+    /* Resuming, the state's step decides (at max steps the run writes the trained files from it). */
+    if (ok && !resume && o->max_steps <= job->step)
         ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork has already been trained for %lld steps, which reaches max "
                       "steps (%lld); raise max steps to train further", c->hypernetwork_path, (long long)job->step,
                       (long long)o->max_steps);

@@ -26,7 +26,8 @@ bool ti_job_prepare(const sdt_ti_config *c, const sdt_host_callbacks *host, cons
         job->initial_step = job->step = tp->emb.step;
         ok = sdt_train_job_check_template(job, true, error);
     }
-    if (ok && c->max_steps <= tp->emb.step)
+    /* Resuming, the state's step decides (at max steps the run writes the trained files from it). */
+    if (ok && !resume && c->max_steps <= tp->emb.step)
         ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has already been trained for %lld steps, which reaches max steps "
                       "(%lld); raise max steps to train further", c->embedding_path, (long long)tp->emb.step,
                       (long long)c->max_steps);

@@ -75,7 +75,9 @@ struct sdt_train_part {
                                   * the method's (set before load_data, whose sweep of temp files covers it) */
     char start_sha256[65];       /* content hash of its values when the run began */
     int64_t start_step;          /* the step its file held then */
-    sdt_run_lock lock;
+    char *also_locks;            /* another name the part's file goes by (a hypernetwork's twin name, whether
+                                  * it exists or not), locked with it so two runs never write the pair; or NULL */
+    sdt_run_lock lock, also_lock;
 };
 
 struct sdt_train_job {
@@ -167,8 +169,8 @@ bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embeddin
 sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
                                        const char *what, const char *option, const char *state_prefix,
                                        const char *input_path, const char *output_path, sdt_error *error);
-/* Every part's output lock (<output>.lock), right after the cheap checks, so a second run on
- * the same file is refused at once. */
+/* Every part's output lock (<output>.lock, <also_locks>.lock and the file's inode, so a hard link
+ * is covered), right after the cheap checks, so a second run on the same file is refused at once. */
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
 /* The learning-rate and clip schedule strings parse (checked before the model; the groups parse
  * them again at their step). */

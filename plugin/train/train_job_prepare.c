@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <libgen.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,28 @@ bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embeddin
     return sdt_caption_rules_check(&job->caption_rules, error);
 }
 
+/* The file a part writes: the one a symbolic link names (a save replaces a name by rename, which
+ * would turn the link into a regular file and leave its target untrained), so the link is kept and
+ * its target locked and written. A hard link cannot be kept that way: said in the log. */
+static char *trained_file_path(const sdt_train_job *job, const char *what, const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return strdup(path);
+    if (S_ISLNK(sb.st_mode)) {
+        char *target = realpath(path, NULL);
+        if (target) {
+            sdt_host_log(job->host, SDT_LOG_INFO, "%s is a symbolic link to %s: the trained %s is written there and the "
+                         "link kept", path, target, what);
+            return target;
+        }
+    } else if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
+        sdt_host_log(job->host, SDT_LOG_WARNING, "%s has %ju hard links: saving replaces this name with the trained %s, "
+                     "and the other names keep the file as it is now (a symbolic link would follow it)", path,
+                     (uintmax_t)sb.st_nlink, what);
+    }
+    return strdup(path);
+}
+
 sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
                                        const char *what, const char *option, const char *state_prefix,
                                        const char *input_path, const char *output_path, sdt_error *error)
@@ -119,7 +142,7 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
     p->state_prefix = state_prefix;
     p->group = -1;
     p->input_path = strdup(input_path);
-    p->output_path = strdup(output_path);
+    p->output_path = trained_file_path(job, what, output_path);
     if (!p->input_path || !p->output_path) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
@@ -127,24 +150,63 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
     return p;
 }
 
+static bool lock_part(sdt_train_part *p, sdt_error *error)
+{
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", p->output_path);
+    if (!sdt_run_lock_take(&p->lock, lock_path, p->output_path, error) || !sdt_run_lock_file(&p->lock, p->output_path, error))
+        return false;
+    if (!p->also_locks) return true;
+    snprintf(lock_path, sizeof lock_path, "%s.lock", p->also_locks);
+    return sdt_run_lock_take(&p->also_lock, lock_path, p->also_locks, error);
+}
+
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
+{
+    for (int i = 0; i < job->n_parts; i++)
+        if (!lock_part(&job->parts[i], error)) return false;
+    return true;
+}
+
+/* A run refused before it locked its files leaves what a killed run left beside them: a lock file
+ * no process holds and temp files of an interrupted save. Both are provably stale once the
+ * lock is ours, so they go (the lock file with the release); a file another run holds is left. */
+static void sweep_unlocked_parts(sdt_train_job *job)
 {
     for (int i = 0; i < job->n_parts; i++) {
         sdt_train_part *p = &job->parts[i];
-        char lock_path[4200];
-        snprintf(lock_path, sizeof lock_path, "%s.lock", p->output_path);
-        if (!sdt_run_lock_take(&p->lock, lock_path, p->output_path, error)) return false;
+        if (p->lock.fd_plus_one) continue; /* the run's own: swept when its data was loaded */
+        sdt_error busy;
+        if (!lock_part(p, &busy)) { /* another run's, or a folder we cannot write */
+            sdt_run_lock_release(&p->lock);
+            sdt_run_lock_release(&p->also_lock);
+            continue;
+        }
+        int stale = sdt_atomic_remove_stale(p->output_path) + (p->also_locks ? sdt_atomic_remove_stale(p->also_locks) : 0);
+        if (stale)
+            sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) beside %s that an interrupted save of an earlier "
+                         "run left behind", stale, p->output_path);
+        sdt_run_lock_release(&p->lock);
+        sdt_run_lock_release(&p->also_lock);
     }
-    return true;
+}
+
+/* The step the schedules are parsed from before a state is read. A file already at max steps gets
+ * this far only to resume a state, which may hold nothing left to train (killed between its final
+ * state and its files; the state's step then decides): its schedules are checked from the start. */
+static int64_t schedule_check_step(const sdt_train_job *job)
+{
+    return job->step < job->max_steps ? job->step : 0;
 }
 
 bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
 {
+    int64_t from = schedule_check_step(job);
     sdt_lr_schedule s = {0};
-    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, job->step, job->max_steps, &s, error);
+    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, from, job->max_steps, &s, error);
     sdt_lr_schedule_free(&s);
     if (ok && texts->clip_mode != SDT_CLIP_DISABLED) {
-        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, job->step, job->max_steps, &s, error);
+        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, from, job->max_steps, &s, error);
         sdt_lr_schedule_free(&s);
     }
     return ok;
@@ -544,7 +606,7 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     bool resume = job->resume_path != NULL;
     sdt_step_engine *e = &job->engine;
     e->hooks.user = job;
-    if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error)) return false;
+    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->max_steps, &job->end_step, error)) return false;
     bool mixed = job->precision != SDT_PRECISION_FP32;
     if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, o->loss_scale_init, o->lr_backoff,
                                (int)o->max_consecutive_nonfinite, error))
@@ -569,14 +631,17 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
 void sdt_train_job_destroy(sdt_train_job *job)
 {
     if (!job) return;
+    sweep_unlocked_parts(job);
     sdt_run_lock_release(&job->log_lock);
     sdt_step_engine_free(&job->engine);
     for (int p = 0; p < job->n_parts; p++) {
         sdt_train_part *part = &job->parts[p];
         sdt_run_lock_release(&part->lock);
+        sdt_run_lock_release(&part->also_lock);
         if (part->ops->destroy) part->ops->destroy(part);
         free(part->input_path);
         free(part->output_path);
+        free(part->also_locks);
     }
     free(job->resume_path);
     work_arena_release(&job->wa);

@@ -379,6 +379,26 @@ static void check_refusals(const chain *ch, const char *older, int64_t older_ste
     ch->env->hn->destroy(t);
 }
 
+/* Every trained file of the run (the .pt, its twin, the embedding) is at step, and the state pairs. */
+static void check_files_at(const chain *ch, int64_t step, const char *when)
+{
+    sdt_hypernetwork_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    fx_recorder rec;
+    sdt_hn_trainer *t = hn_create(ch->env, &rec);
+    CHECK(ch->env->hn->inspect(t, ch->run.hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == step,
+          "%s, %s: the .pt is at step %lld, not %lld: %s", ch->mode, when, (long long)info.step, (long long)step,
+          hn_error(ch->env, t));
+    ch->env->hn->destroy(t);
+    CHECK(file_step(ch->run.twin) == step, "%s, %s: the twin is at step %lld, not %lld", ch->mode, when,
+          (long long)file_step(ch->run.twin), (long long)step);
+    if (ch->joint)
+        CHECK(file_step(ch->run.emb) == step, "%s, %s: the embedding is at step %lld, not %lld", ch->mode, when,
+              (long long)file_step(ch->run.emb), (long long)step);
+    check_state_pairs(ch, step, when);
+}
+
 static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t kill_step)
 {
     chain ch;
@@ -459,6 +479,10 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     CHECK(same_files(&ch.run, &before), "%s: killed after the final state, the files named changed", ch.mode);
     check_state_pairs(&ch, SECOND_END, "killed after the final state");
     check_copies(&ch, SECOND_END, "killed after the final state");
+    /* the same command again: nothing is left to train, and the trained files are written from the state */
+    CHECK(resume_run(&ch, SECOND_END, &start) == SDT_STATUS_OK && start == SECOND_END, "%s: killed after the final state, "
+          "the resume at max steps %d started at %lld", ch.mode, SECOND_END, (long long)start);
+    check_files_at(&ch, SECOND_END, "resumed at max steps after the kill after the final state");
 
     /* 4. killed after the final .pt, before the twin (and the embedding) */
     snprintf(tag, sizeof tag, "%s-before4", ch.mode);
@@ -477,6 +501,10 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     CHECK(fx_same_bytes(ch.run.twin, before.twin) && (!joint || fx_same_bytes(ch.run.emb, before.emb)),
           "%s: the files not yet saved when the child was killed changed", ch.mode);
     check_state_pairs(&ch, THIRD_END, "killed after the final .pt");
+    /* the same command again: the twin and the embedding are written from the state, nothing trains */
+    CHECK(resume_run(&ch, THIRD_END, &start) == SDT_STATUS_OK && start == THIRD_END, "%s: killed after the final .pt, the "
+          "resume at max steps %d started at %lld", ch.mode, THIRD_END, (long long)start);
+    check_files_at(&ch, THIRD_END, "resumed at max steps after the kill after the final .pt");
 
     /* resumed to LAST_END: every file (the twin and the embedding too) is the reference's */
     CHECK(resume_run(&ch, LAST_END, &start) == SDT_STATUS_OK && start == THIRD_END, "%s: resumed from step %lld, not %d",
