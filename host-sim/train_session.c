@@ -1,6 +1,7 @@
 /* train_session.c - worker thread, GMainLoop progress and Ctrl-C (see train_session.h). */
 #include <glib-unix.h>
 #include <glib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -58,15 +59,33 @@ sdt_host_callbacks train_session_callbacks(void)
     ((t)->ti ? (t)->ti->member((t)->ti_trainer, __VA_ARGS__) : (t)->hn->member((t)->hn_trainer, __VA_ARGS__))
 #define TARGET_CALL0(t, member) ((t)->ti ? (t)->ti->member((t)->ti_trainer) : (t)->hn->member((t)->hn_trainer))
 
-typedef struct session {
+/* The signals that mean "stop": Ctrl-C, a terminal closed (SIGHUP), docker stop / systemd / kill
+ * (SIGTERM). Each is the Interrupt button: the step finishes and everything is saved. */
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS (int)(sizeof stop_signals / sizeof stop_signals[0])
+/* A second stop signal sooner than this after the first is the same request delivered twice (a
+ * process-group signal from `timeout` or a supervisor reaches the process and its group), not a
+ * second press of Ctrl-C. */
+#define SAME_REQUEST_US (G_USEC_PER_SEC / 2)
+
+typedef struct session session;
+typedef struct stop_source {
+    session *s;
+    int signo;
+    guint id;
+} stop_source;
+
+struct session {
     const train_target *target;
     GMainLoop *loop;
     sdt_status result;        /* written by the worker before it signals done */
     long long start_step;
     gint64 last_plain_line;
-    guint sigint_source;
+    stop_source stops[N_STOP_SIGNALS];
+    int first_signal;         /* the signal that asked to stop (0: none) */
+    gint64 first_signal_at;   /* monotonic time of it */
     gint running;             /* set by the worker once prepare() succeeded (atomic) */
-} session;
+};
 
 static gboolean worker_done(gpointer data)
 {
@@ -131,35 +150,48 @@ static void say(const char *sentence)
     g_mutex_unlock(&terminal_lock);
 }
 
-/* A second Ctrl-C quits at once. Saves are atomic, so nothing already saved is damaged; what
- * was trained since the last save is lost, and the user is told so. */
-static gboolean on_second_sigint(gpointer data)
+static const char *signal_name(int signo)
 {
-    session *s = data;
+    return signo == SIGINT ? "Ctrl-C" : signo == SIGTERM ? "SIGTERM" : signo == SIGHUP ? "SIGHUP" : "a signal";
+}
+
+/* 128 + the signal, as a shell reports a program a signal stopped (130 for Ctrl-C). */
+static int exit_status_of_signal(int signo) { return 128 + signo; }
+
+/* The first stop signal is the Interrupt button: in preparation it stops at the next image; while
+ * training the current step finishes and everything is saved. A second one a moment later quits
+ * at once: saves are atomic, so nothing already saved is damaged; what was trained since the last
+ * save is lost, and the user is told so. */
+static gboolean on_stop_signal(gpointer data)
+{
+    stop_source *src = data;
+    session *s = src->s;
+    gint64 now = g_get_monotonic_time();
+    if (!s->first_signal) {
+        s->first_signal = src->signo;
+        s->first_signal_at = now;
+        TARGET_CALL0(s->target, interrupt);
+        char *sentence = g_strdup_printf(g_atomic_int_get(&s->running)
+                                             ? "%s: interrupting, finishing the current step and saving (Ctrl-C again "
+                                               "quits at once, without saving)."
+                                             : "%s: interrupting the preparation (Ctrl-C again quits at once).",
+                                         signal_name(src->signo));
+        say(sentence);
+        g_free(sentence);
+        return G_SOURCE_CONTINUE;
+    }
+    if (now - s->first_signal_at < SAME_REQUEST_US) return G_SOURCE_CONTINUE; /* the same request, delivered twice */
     say(g_atomic_int_get(&s->running)
             ? "Quit at once: this run was not saved since its last save (the state and copies written before are kept)."
             : "Quit at once during preparation: nothing was trained or saved.");
-    _exit(SDT_EXIT_INTERRUPTED);
-    return G_SOURCE_REMOVE;
-}
-
-/* The Interrupt button: in preparation it stops at the next image; while training the current
- * step finishes and everything is saved. */
-static gboolean on_sigint(gpointer data)
-{
-    session *s = data;
-    TARGET_CALL0(s->target, interrupt);
-    say(g_atomic_int_get(&s->running)
-            ? "Interrupting: finishing the current step and saving (Ctrl-C again quits at once, without saving)."
-            : "Interrupting the preparation (Ctrl-C again quits at once).");
-    s->sigint_source = g_unix_signal_add(SIGINT, on_second_sigint, s);
+    _exit(exit_status_of_signal(s->first_signal));
     return G_SOURCE_REMOVE;
 }
 
 static int exit_status_for(const session *s, train_session_explain_fn explain)
 {
     if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
-    if (s->result == SDT_STATUS_INTERRUPTED) return SDT_EXIT_INTERRUPTED;
+    if (s->result == SDT_STATUS_INTERRUPTED) return s->first_signal ? exit_status_of_signal(s->first_signal) : SDT_EXIT_INTERRUPTED;
     char sentence[2048] = "";
     TARGET_CALL(s->target, get_last_error, sentence, sizeof sentence, NULL);
     char *shown = g_strdup(sentence[0] ? sentence : "training failed without a message from the plugin.");
@@ -175,18 +207,25 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
 
 int train_session_run(const train_target *target, train_session_explain_fn explain)
 {
-    session s = { target, g_main_loop_new(NULL, FALSE), SDT_STATUS_OK, 0, 0, 0, 0 };
-    s.sigint_source = g_unix_signal_add(SIGINT, on_sigint, &s);
+    session s;
+    memset(&s, 0, sizeof s);
+    s.target = target;
+    s.loop = g_main_loop_new(NULL, FALSE);
+    s.result = SDT_STATUS_OK;
+    for (int i = 0; i < N_STOP_SIGNALS; i++) {
+        s.stops[i] = (stop_source){&s, stop_signals[i], 0};
+        s.stops[i].id = g_unix_signal_add(stop_signals[i], on_stop_signal, &s.stops[i]);
+    }
     guint timer = g_timeout_add(REDRAW_MS, redraw, &s);
     GThread *thread = g_thread_new("sdt-train", worker, &s);
     g_main_loop_run(s.loop);
     g_thread_join(thread);
     g_source_remove(timer);
-    if (s.sigint_source) g_source_remove(s.sigint_source);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) g_source_remove(s.stops[i].id);
     draw_progress(&s, TRUE);
     g_main_loop_unref(s.loop);
     int status = exit_status_for(&s, explain);
-    if (status == SDT_EXIT_INTERRUPTED)
+    if (s.result == SDT_STATUS_INTERRUPTED)
         fprintf(stderr, "%s\n", s.running ? "Interrupted; the training state was saved."
                                           : "Interrupted during preparation; nothing was trained or saved.");
     return status;

@@ -12,6 +12,8 @@
  *                                              "hypernetwork") becomes +inf (scaled, before unscale)
  *   SDTRAIN_DEVICE_NO_BF16=1                   the backend is taken to lack bf16 arithmetic, as a GPU
  *                                              below compute capability 8.0 (T4, RTX 20xx) does
+ *   SDTRAIN_TEST_STEP_DELAY_MS=<ms>            every training step takes this much longer, so a test can
+ *                                              send a signal while a step is in flight
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -23,6 +25,7 @@
 #define SDT_TEST_HOOK_MEMORY_LIMIT_NAME "SDTRAIN_MEMORY_LIMIT_MB"
 #define SDT_TEST_HOOK_INF_GRAD_NAME "SDTRAIN_FAULT_INF_GRAD"
 #define SDT_TEST_HOOK_NO_BF16_NAME "SDTRAIN_DEVICE_NO_BF16"
+#define SDT_TEST_HOOK_STEP_DELAY_NAME "SDTRAIN_TEST_STEP_DELAY_MS"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -32,5 +35,7 @@ unsigned long long sdt_test_hook_memory_limit_mib(void);
 const char *sdt_test_hook_inf_grad(void);
 /* true: treat the backend as one without bf16 arithmetic. */
 bool sdt_test_hook_no_bf16(void);
+/* Milliseconds added to every training step, or 0. */
+unsigned sdt_test_hook_step_delay_ms(void);
 
 #endif

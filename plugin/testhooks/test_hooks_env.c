@@ -16,6 +16,14 @@ unsigned long long sdt_test_hook_memory_limit_mib(void)
 
 const char *sdt_test_hook_inf_grad(void) { return getenv(SDT_TEST_HOOK_INF_GRAD_NAME); }
 
+unsigned sdt_test_hook_step_delay_ms(void)
+{
+    const char *text = getenv(SDT_TEST_HOOK_STEP_DELAY_NAME);
+    char *end = NULL;
+    unsigned long ms = text && *text ? strtoul(text, &end, 10) : 0;
+    return end && *end == '\0' && ms < 60000 ? (unsigned)ms : 0;
+}
+
 bool sdt_test_hook_no_bf16(void)
 {
     const char *text = getenv(SDT_TEST_HOOK_NO_BF16_NAME);

@@ -10,3 +10,5 @@ unsigned long long sdt_test_hook_memory_limit_mib(void) { return 0; }
 const char *sdt_test_hook_inf_grad(void) { return NULL; }
 
 bool sdt_test_hook_no_bf16(void) { return false; }
+
+unsigned sdt_test_hook_step_delay_ms(void) { return 0; }

@@ -7,6 +7,7 @@
 #include "train/memory_report.h"
 #include "train/run_loop.h"
 #include "api/status.h"
+#include "testhooks/test_hooks.h"
 
 /* Weight of the newest step in the images/s average: smooth enough for a progress bar,
  * quick enough to show a slowdown within a few steps. */
@@ -75,6 +76,8 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
         uint32_t images = 0;
         double t0 = seconds_now();
         if (!ops->step(job, &m, &images, error)) return fail_after_error(ops, job, ctl, host, error);
+        unsigned delay_ms = sdt_test_hook_step_delay_ms();
+        if (delay_ms) nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L}, NULL);
         double t1 = seconds_now();
         time_metrics(&m, images, t1 - t0, t1 - start, &throughput);
         step = m.step;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ctrl-C mid-run is the Interrupt button: the step in flight finishes, the embedding and the
-# training state are saved, sdt-host exits 130 promptly, and the saved run resumes. A second
-# Ctrl-C quits at once, and the embedding file is still whole (saves are atomic).
+# training state are saved, sdt-host exits 130 promptly, and the saved run resumes. SIGTERM and
+# SIGHUP do the same (exit 143 and 129). Two SIGINTs in the same instant are one request; a
+# second Ctrl-C a moment later quits at once, and the embedding file is still whole (saves are atomic).
 source "$(dirname "$0")/e2e_lib.sh"
 
 # start_training NAME: a long run of emb/NAME.safetensors in the background (PID in $pid).
@@ -73,15 +74,56 @@ run_host train --embedding emb/cat.safetensors --dataset "$DATASET" --template "
 expect_rc 0 "resume after Ctrl-C"
 [ "$(csv_last_step "$run/textual_inversion_loss.csv")" = $((saved + 2)) ] || fail "the resumed run did not reach step $((saved + 2))"
 
-# Ctrl-C twice: sdt-host quits at once; the embedding file is the old one or a new one, whole.
-new_embedding emb dog 2
-start_training dog
-wait_for_step dog 2 || fail "the second run did not reach step 2: $(tail -n 3 dog.err)"
+# SIGTERM (docker stop, systemd, kill) and SIGHUP (a closed terminal) are the Interrupt button too: the step
+# finishes, everything is saved, and the exit status is 128 + the signal, as a shell reports it.
+for sig in TERM:143 HUP:129; do
+    name=${sig%%:*} want=${sig#*:}
+    new_embedding emb "sig$name" 2
+    start_training "sig$name"
+    wait_for_step "sig$name" 2 || fail "the SIG$name run did not reach step 2: $(tail -n 3 "sig$name.err")"
+    kill "-$name" "$pid" 2>/dev/null || fail "sdt-host ended before SIG$name"
+    wait_gone "SIG$name"
+    ERR=$WORK/sig$name.err
+    LAST_CMD="sdt-host train ... (SIG$name)"
+    expect_rc "$want" "SIG$name"
+    grep -q "SIG$name: interrupting" "sig$name.err" || fail "SIG$name: sdt-host did not say it was interrupting"
+    grep -q "the training state was saved" "sig$name.err" || fail "SIG$name: the run did not say its state was saved"
+    expect_file "$(run_folder logs "sig$name")/sig$name.state.safetensors" "the training state after SIG$name"
+    run_host inspect --json "emb/sig$name.safetensors"
+    [ "$(json_get "$OUT" step)" -ge 2 ] 2>/dev/null || fail "SIG$name: the embedding was not saved at the step reached"
+done
+
+# Steps made slow (the test build's SDTRAIN_TEST_STEP_DELAY_MS), so signals arrive while one is in flight.
+start_slow_training() {
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_TEST_STEP_DELAY_MS=$2 start_training "$1"
+}
+
+# Two SIGINTs in the same instant (a process-group signal from `timeout` or a supervisor reaches the process
+# twice) are one request: the step finishes and everything is saved.
+new_embedding emb pair 2
+start_slow_training pair 1500
+wait_for_step pair 1 || fail "the slow run did not reach step 1: $(tail -n 3 pair.err)"
 kill -INT "$pid" 2>/dev/null
-sleep 0.05
+kill -INT "$pid" 2>/dev/null
+wait_gone "two SIGINTs at once"
+ERR=$WORK/pair.err
+LAST_CMD="sdt-host train ... (two SIGINTs at once)"
+expect_rc 130 "two SIGINTs at once"
+grep -q "Quit at once" pair.err && fail "two SIGINTs in the same instant quit at once instead of saving"
+grep -q "the training state was saved" pair.err || fail "two SIGINTs at once: the run did not say its state was saved"
+
+# Ctrl-C, and again a moment later while the step is still in flight: sdt-host quits at once; the embedding
+# file is the old one or a new one, whole.
+new_embedding emb dog 2
+start_slow_training dog 4000
+wait_for_step dog 1 || fail "the slow run did not reach step 1: $(tail -n 3 dog.err)"
+kill -INT "$pid" 2>/dev/null
+sleep 1
 kill -INT "$pid" 2>/dev/null
 wait_gone "Ctrl-C twice"
-[ "$RC" = 130 ] || fail "Ctrl-C twice: exit status $RC, expected 130 (killed by SIGINT or interrupted)"
+ERR=$WORK/dog.err
+[ "$RC" = 130 ] || fail "Ctrl-C twice: exit status $RC, expected 130"
+grep -q "Quit at once" dog.err || { fail "Ctrl-C pressed again a moment later did not quit at once"; show_stderr; }
 run_host inspect --json emb/dog.safetensors
 expect_rc 0 "inspect the embedding after Ctrl-C twice"
 [ "$(json_get "$OUT" finite)" = true ] || fail "the embedding is not finite after Ctrl-C twice"
