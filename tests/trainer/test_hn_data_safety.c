@@ -12,9 +12,11 @@
  *     (.pt, twin, embedding);
  *  3. killed right after the final save's state, before the trained files: the files are the
  *     ones the run started from, the state pairs with them, and the resume goes on;
- *  4. killed right after the hypernetwork's .pt, before its twin (and the embedding): the resume
- *     brings the twin and the embedding along to the reference's bytes;
- *  5. a stale pair (a state from one step, the hypernetwork from another) is refused naming both
+ *  4. killed right after the hypernetwork's .pt, before its twin (and the embedding), and
+ *  5. killed right after the twin, before a joint run's embedding: the same command again (a
+ *     resume at max steps) writes every file from the state and trains nothing, and the resume
+ *     further brings every file to the reference's bytes;
+ *  6. a stale pair (a state from one step, the hypernetwork from another) is refused naming both
  *     files; --resume of a folder skips it for the newest state that pairs, and a folder holding
  *     only it is refused; a flipped byte in a state is refused.
  * The training seed and the step of the first kill come from the suite's seed (SDT_TEST_SEED
@@ -30,6 +32,7 @@
 #define FIRST_END 8  /* the chain's steps: killed in 3..7, resumed to 8, */
 #define SECOND_END 10 /* killed after the state at 10, */
 #define THIRD_END 12 /* killed after the .pt at 12, */
+#define FOURTH_END 13 /* killed after the twin at 13 (before a joint run's embedding), */
 #define LAST_END 14  /* resumed to 14 */
 
 /* ---- the files of one run ------------------------------------------------------------------ */
@@ -133,13 +136,14 @@ static void chain_config(const chain *ch, hn_run *r, const run_files *f, const c
     }
 }
 
-typedef enum kill_point { KILL_AT_STEP, KILL_AFTER_FINAL_STATE, KILL_AFTER_FINAL_HN } kill_point;
+typedef enum kill_point { KILL_AT_STEP, KILL_AFTER_FINAL_STATE, KILL_AFTER_FINAL_HN, KILL_AFTER_FINAL_TWIN } kill_point;
 
 typedef struct killer {
     fx_recorder rec;
     kill_point when;
     int64_t step;             /* KILL_AT_STEP: after this step's metrics; else the last step */
     int states_at_last_step;  /* the snapshot's, then the final save's */
+    int hn_files_at_last_step; /* the .pt, then its twin */
 } killer;
 
 static void killer_metrics(void *u, const sdt_metrics *m)
@@ -157,6 +161,8 @@ static void killer_file(void *u, const sdt_saved_file *f)
     if (k->when == KILL_AFTER_FINAL_STATE && f->kind == SDT_FILE_TRAINING_STATE && ++k->states_at_last_step == 2)
         raise(SIGKILL);
     if (k->when == KILL_AFTER_FINAL_HN && f->kind == SDT_FILE_HYPERNETWORK) raise(SIGKILL); /* the .pt, before the twin */
+    if (k->when == KILL_AFTER_FINAL_TWIN && f->kind == SDT_FILE_HYPERNETWORK && ++k->hn_files_at_last_step == 2)
+        raise(SIGKILL); /* the twin, before the embedding of a joint run */
 }
 
 typedef struct child_run {
@@ -506,9 +512,19 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
           "resume at max steps %d started at %lld", ch.mode, THIRD_END, (long long)start);
     check_files_at(&ch, THIRD_END, "resumed at max steps after the kill after the final .pt");
 
+    /* 5. killed after the twin, before a joint run's embedding; the same command again finishes the files */
+    chain_config(&ch, &r, &ch.run, ch.run_log, FOURTH_END);
+    r.options.resume_state_path = ch.run_log;
+    CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_TWIN, FOURTH_END), "%s: the child was not killed after the final twin",
+          ch.mode);
+    check_state_pairs(&ch, FOURTH_END, "killed after the final twin");
+    CHECK(resume_run(&ch, FOURTH_END, &start) == SDT_STATUS_OK && start == FOURTH_END, "%s: killed after the final twin, "
+          "the resume at max steps %d started at %lld", ch.mode, FOURTH_END, (long long)start);
+    check_files_at(&ch, FOURTH_END, "resumed at max steps after the kill after the final twin");
+
     /* resumed to LAST_END: every file (the twin and the embedding too) is the reference's */
-    CHECK(resume_run(&ch, LAST_END, &start) == SDT_STATUS_OK && start == THIRD_END, "%s: resumed from step %lld, not %d",
-          ch.mode, (long long)start, THIRD_END);
+    CHECK(resume_run(&ch, LAST_END, &start) == SDT_STATUS_OK && start == FOURTH_END, "%s: resumed from step %lld, not %d",
+          ch.mode, (long long)start, FOURTH_END);
     CHECK(fx_same_bytes(ch.run.hn, ref_last.hn), "%s: the .pt at step %d differs from the uninterrupted run's", ch.mode, LAST_END);
     CHECK(fx_same_bytes(ch.run.twin, ref_last.twin), "%s: the twin %s at step %d (step %lld) differs from the uninterrupted "
           "run's", ch.mode, ch.run.twin, LAST_END, (long long)file_step(ch.run.twin));
@@ -518,7 +534,7 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     check_copies(&ch, LAST_END, "at the end");
     check_state_pairs(&ch, LAST_END, "at the end");
 
-    /* 5. the older state is stale now */
+    /* 6. the older state is stale now */
     check_refusals(&ch, older, copied);
 }
 
