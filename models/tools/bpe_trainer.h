@@ -1,6 +1,6 @@
 /* bpe_trainer.h - learns a CLIP-style byte-level BPE vocabulary from text.
  *
- * Words are found exactly as models/tokenizer.c finds them (lowercased, CLIP's
+ * Words are found exactly as models/tokenizer/tokenizer.c finds them (lowercased, CLIP's
  * pre-tokenizer pattern, bytes mapped by bytes_to_unicode, "</w>" on a word's
  * last symbol). Merges are learned greedily: each round merges the most frequent
  * adjacent pair everywhere (ties: the smaller pair by byte order of its two

@@ -1,5 +1,5 @@
 /* sdt-make-tokenizer - trains a CLIP-style byte-level BPE tokenizer and writes
- * vocab.json + merges.txt, the files models/tokenizer.c reads.
+ * vocab.json + merges.txt, the files models/tokenizer/tokenizer.c reads.
  *
  *   sdt-make-tokenizer --out DIR [--vocab-size N | --for-config tiny|sd15|sd2] [--corpus FILE]
  *

@@ -37,11 +37,11 @@ sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, sdt_error *er
  * "layer_structure", "activation_func", "is_layer_norm", "weight_initialization",
  * "sd_checkpoint", "sd_checkpoint_name", "activate_output", "use_dropout",
  * "dropout_structure", "last_layer_dropout", "optional_info"} in A1111's key order,
- * state dicts as OrderedDicts of plain tensors (models/torch_save.h: loads with
+ * state dicts as OrderedDicts of plain tensors (models/formats/torch_save.h: loads with
  * torch.load(weights_only=True)). Written atomically. */
 bool sdt_hn_save_pt(const sdt_hn *hn, const char *path, sdt_error *error);
 /* Reads A1111 .pt hypernetworks (zip or legacy torch files) through the restricted
- * unpickler (models/torch_file.h: nothing runs, unknown globals refused), with the
+ * unpickler (models/formats/torch_file.h: nothing runs, unknown globals refused), with the
  * same defaults and old names as above. */
 sdt_hn *sdt_hn_load_pt(const char *path, sdt_backend *be, sdt_error *error);
 /* By file: save picks the format from the extension (.pt or .safetensors, else

@@ -1,4 +1,4 @@
-/* hn_hook.h - hypernetworks bound to the UNet's K/V hook (models/unet.h).
+/* hn_hook.h - hypernetworks bound to the UNet's K/V hook (models/networks/unet/unet.h).
  *
  * A binding holds a chain of hypernetworks, each with a strength: at every attention
  * whose K/V input width matches a module, K passes through each hypernetwork's K

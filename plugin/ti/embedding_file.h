@@ -12,13 +12,13 @@
  * Read: the above, any single-tensor safetensors embedding (diffusers
  * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, A1111
  * cards whose chunk is tEXt, zTXt or iTXt, and PyTorch files (torch.save,
- * read by models/torch_file.h, which runs no code): A1111 .pt
+ * read by models/formats/torch_file.h, which runs no code): A1111 .pt
  * (string_to_param with one term, also the old ParameterDict form), a
  * one-key dict {"<token>": tensor} (diffusers learned_embeds.bin, kohya) and
  * SDXL {clip_l, clip_g}, decided as A1111's create_embedding_from_data does.
  * F16/BF16/F64 tensors become F32.
  *
- * Saves are atomic (models/atomic_file.h), refuse to replace an existing file
+ * Saves are atomic (models/formats/atomic_file.h), refuse to replace an existing file
  * unless overwrite is set, and refuse non-finite vectors (a diverged embedding
  * must never replace a good file).
  */

@@ -1,4 +1,4 @@
-/* embedding_safetensors.c - embeddings as .safetensors through models/safetensors.h. */
+/* embedding_safetensors.c - embeddings as .safetensors through models/formats/safetensors.h. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

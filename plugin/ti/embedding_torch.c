@@ -1,5 +1,5 @@
 /* embedding_torch.c - embeddings in PyTorch files (A1111 .pt, diffusers learned_embeds.bin), read through
- * models/torch_file.h (no code runs). Which layout a file has is decided as A1111's
+ * models/formats/torch_file.h (no code runs). Which layout a file has is decided as A1111's
  * create_embedding_from_data does (textual_inversion.py): string_to_param first, then clip_g + clip_l, then a
  * dict whose first value is a tensor; each form must hold exactly one term. */
 #include <stdio.h>

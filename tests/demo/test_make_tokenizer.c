@@ -1,7 +1,7 @@
 /* test_make_tokenizer.c - sdt-make-tokenizer's files are a valid CLIP vocabulary:
  * vocab.json parses, ids are contiguous and ordered as CLIP's (byte symbols,
  * byte symbols with </w>, merges, start, end), merges.txt matches it, the
- * tokenizer (models/tokenizer.c) loads them, frequent training words become one
+ * tokenizer (models/tokenizer/tokenizer.c) loads them, frequent training words become one
  * token, text round-trips, output is deterministic, bad arguments are refused.
  * The corpus is fresh random words (seed printed); the built-in corpus and the
  * build's demo tokenizer are checked too. */

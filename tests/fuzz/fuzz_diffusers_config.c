@@ -1,5 +1,5 @@
 /* fuzz_diffusers_config.c - libFuzzer target: any bytes as a diffusers folder's JSON files
- * (models/diffusers_config.h). The input is split at NUL bytes into up to five parts:
+ * (models/checkpoints/diffusers_config.h). The input is split at NUL bytes into up to five parts:
  * model_index.json, unet/config.json, text_encoder/config.json, vae/config.json and
  * scheduler/scheduler_config.json, in that order (a part not present: the file is absent).
  * They are applied to the tiny model's detected configuration as sd_config_detect applies

@@ -1,5 +1,5 @@
 /* fuzz_ldm_yaml.c - libFuzzer target: any bytes as A1111's <stem>.yaml beside a checkpoint
- * (models/ldm_yaml.h, models/checkpoint_yaml.h). The reader either builds a tree that keeps its
+ * (models/checkpoints/ldm_yaml.h, models/checkpoints/checkpoint_yaml.h). The reader either builds a tree that keeps its
  * promises (nesting within SDT_YAML_MAX_DEPTH, every mapping value keyed and its keys distinct,
  * counts that match the children, UTF-8 text without NUL) or refuses with a BAD_FORMAT sentence
  * naming the file. The same bytes as a file applied to the tiny model's configuration either

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c - libFuzzer target for the safetensors header parser and
- * validator (models/safetensors.c). Any input must give either a consistent
+ * validator (models/formats/safetensors.c). Any input must give either a consistent
  * file (every tensor inside the buffer, sizes matching) or an error sentence. */
 #include <stdint.h>
 #include <stdlib.h>

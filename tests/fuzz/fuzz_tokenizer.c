@@ -1,5 +1,5 @@
 /* fuzz_tokenizer.c - libFuzzer target for the tokenizer files and prompts
- * (models/tokenizer.c).
+ * (models/tokenizer/tokenizer.c).
  *
  * Input: first byte chooses the mode.
  *   even: the rest is "vocab.json bytes \0 merges.txt bytes [\0 prompt]": parse

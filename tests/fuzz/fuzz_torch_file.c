@@ -1,4 +1,4 @@
-/* fuzz_torch_file.c - libFuzzer target for the PyTorch file reader (models/torch_file.c, zip_read.c,
+/* fuzz_torch_file.c - libFuzzer target for the PyTorch file reader (models/formats/torch_file.c, zip_read.c,
  * pickle_read.c). Every input runs twice: as a whole file (zip or legacy layout) and as a bare pickle, since
  * the zip's CRCs keep most mutations from reaching the unpickler. Any input must give either a tree whose
  * every tensor lies inside its storage or an error sentence. */

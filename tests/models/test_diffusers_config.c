@@ -1,4 +1,4 @@
-/* test_diffusers_config.c - a diffusers folder's JSON files (models/diffusers_config.h):
+/* test_diffusers_config.c - a diffusers folder's JSON files (models/checkpoints/diffusers_config.h):
  *  - the generator writes model_index.json and the unet, text_encoder, vae and scheduler
  *    configs, and they say what diffusers would build: block widths and types per level,
  *    heads, layers, widths, latent channels, scaling factor, prediction type;

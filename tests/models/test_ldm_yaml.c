@@ -1,4 +1,4 @@
-/* test_ldm_yaml.c - the YAML subset reader of LDM configs (models/ldm_yaml.h):
+/* test_ldm_yaml.c - the YAML subset reader of LDM configs (models/checkpoints/ldm_yaml.h):
  *  - Stability's v2-inference-v.yaml (as A1111 ships it) reads: quoted "v", numbers in every
  *    form those files use (1.0e-4, 1.e-6, 0.18215, 10000000000000), booleans True/false, flow
  *    sequences "[ 1, 2, 4, 4 ]" and "[]", a block sequence at its key's indentation, comments;
@@ -8,7 +8,7 @@
  *    scalars, flow mappings, unclosed quotes and brackets, a second document, NUL, bad UTF-8,
  *    misindentation) is BAD_FORMAT naming the file and the line;
  *  - the path A1111 looks at beside a checkpoint (os.path.splitext's rule);
- *  - applied to the published configurations (models/checkpoint_yaml.h): v2-inference-v.yaml on
+ *  - applied to the published configurations (models/checkpoints/checkpoint_yaml.h): v2-inference-v.yaml on
  *    SD 2.x says v and keeps its 64-wide heads, v1-inference.yaml on SD 1.x says eps and keeps 8
  *    heads, v2's on SD 1.x is refused at context_dim; num_heads / num_head_channels set a tiny
  *    UNet's head split, one that does not divide a level is refused and leaves the config as it was. */

@@ -1,5 +1,5 @@
 /* test_tokenizer_clip.c - the CLIP ViT-L/14 tokenizer (SD 1.x and 2.x): the copy built into
- * the library (models/clip_tokenizer/), and the reference files when present, give known
+ * the library (models/tokenizer/clip/), and the reference files when present, give known
  * token ids.
  *
  * Reference files: $SDT_CLIP_TOKENIZER_DIR, else shared/data/clip-vit-l-14-tokenizer beside

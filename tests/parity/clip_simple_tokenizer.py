@@ -2,7 +2,7 @@
 
 A second reference for tokenizer_vs_hf.py that needs only the `regex` package. It is the
 published algorithm line for line, except that ftfy.fix_text is applied only when ftfy is
-installed (pass use_ftfy=False to skip it, which is what models/tokenizer.c does).
+installed (pass use_ftfy=False to skip it, which is what models/tokenizer/tokenizer.c does).
 """
 import html
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tokenizer parity: models/tokenizer.c (through tokenize_cli) against transformers' CLIPTokenizer.
+"""Tokenizer parity: models/tokenizer/tokenizer.c (through tokenize_cli) against transformers' CLIPTokenizer.
 
 Both read the same vocab.json + merges.txt. A few hundred varied strings, fresh each run
 (seed printed; --seed replays), are tokenized raw (no start/end) and as the 77-id SD 1.x
@@ -13,7 +13,7 @@ Strings fall in two groups:
   edge  where transformers itself differs by environment: without ftfy it runs BERT's
         BasicTokenizer (spaces around CJK characters, control and format characters such as
         ZWJ dropped, no HTML unescape); with ftfy, fix_text uncurls quotes, narrows full-width
-        forms, expands ligatures and applies NFC. models/tokenizer.c follows OpenAI's simple_tokenizer
+        forms, expands ligatures and applies NFC. models/tokenizer/tokenizer.c follows OpenAI's simple_tokenizer
         without ftfy. Mismatches here are reported, not failed.
 
 Usage (from the repository root, after building tokenize_cli):

@@ -1,5 +1,5 @@
 /* test_prediction_type.c - what the model predicts (issue 9), as sd_runtime_open decides it:
- *  - the probe (models/prediction_probe.h) on an SD 2.x-shaped tiny model with random weights
+ *  - the probe (models/networks/unet/prediction_probe.h) on an SD 2.x-shaped tiny model with random weights
  *    returns mean(UNet(x) - x) for A1111's input (x = 0.5 everywhere [1, 4, 8, 8], t = 999,
  *    context 0.5 [1, 2, C]), checked against the UNet run here on that input;
  *  - constructed pairs (the UNet's last conv zeroed, its bias set: the model returns that value)

@@ -1,6 +1,6 @@
 /* Both checkpoint layouts (single-file LDM and a diffusers folder) written by
  * the project's generator load into the same UNet with the same outputs and
- * d(context). Skips where the generator (models/checkpoint_gen.h) is absent. */
+ * d(context). Skips where the generator (models/checkpoints/checkpoint_gen.h) is absent. */
 #if defined(__has_include)
 #if __has_include("checkpoint_gen.h")
 #define HAVE_CHECKPOINT_GEN 1
@@ -14,7 +14,7 @@
 #ifndef HAVE_CHECKPOINT_GEN
 int main(void)
 {
-    printf("unet_layouts: models/checkpoint_gen.h is not in this tree; skipping\n");
+    printf("unet_layouts: models/checkpoints/checkpoint_gen.h is not in this tree; skipping\n");
     return SDT_TEST_SKIP;
 }
 #else

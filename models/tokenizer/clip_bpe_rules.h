@@ -1,5 +1,5 @@
 /* clip_bpe_rules.h - the fixed rules of CLIP's byte-level BPE, shared by the
- * tokenizer (models/tokenizer.c) and the vocabulary trainer (models/tools/), so
+ * tokenizer (models/tokenizer/tokenizer.c) and the vocabulary trainer (models/tools/), so
  * a trained vocabulary splits text exactly as the tokenizer will. */
 #ifndef SDT_MODELS_CLIP_BPE_RULES_H
 #define SDT_MODELS_CLIP_BPE_RULES_H

@@ -2,7 +2,7 @@
  *
  * SD 1.x and SD 2.x share OpenAI CLIP's BPE vocabulary (49408 entries), so a
  * single-file checkpoint needs no tokenizer folder: the files in
- * models/clip_tokenizer/ (MIT, OpenAI) are embedded gzip-compressed and inflated
+ * models/tokenizer/clip/ (MIT, OpenAI) are embedded gzip-compressed and inflated
  * on demand. A tokenizer the user names, or a model's own tokenizer/ folder,
  * still wins (plugin's tokenizer lookup).
  */

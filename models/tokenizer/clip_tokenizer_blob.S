@@ -1,5 +1,5 @@
 /* clip_tokenizer_blob.S - the gzip-compressed CLIP tokenizer files and their MIT licence as
- * read-only data of the library (see models/clip_tokenizer/README.md). The build passes each
+ * read-only data of the library (see models/tokenizer/clip/README.md). The build passes each
  * file's path as a quoted string; the symbols are hidden, so the plugin still exports one. */
 #define BLOB(name, file)      \
     .global name;             \

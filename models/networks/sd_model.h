@@ -5,7 +5,7 @@
  * without being told what it is. What weights cannot say (v-prediction, the
  * latent scaling factor) takes SD's published values; the caller may override.
  *
- * The UNet comes from models/unet.h (sdt_unet_config_detect, sdt_unet_enumerate_params,
+ * The UNet comes from models/networks/unet/unet.h (sdt_unet_config_detect, sdt_unet_enumerate_params,
  * sdt_unet_load); sd_model only ties the three parts together.
  */
 #ifndef SDT_MODELS_SD_MODEL_H

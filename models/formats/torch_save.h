@@ -4,7 +4,7 @@
  * pickle of pickle_write.h), <name>/byteorder ("little"), <name>/data/<i> (one
  * raw storage per distinct sdt_pv_storage, numbered in order of first use),
  * <name>/version ("3"), each stored and 64-byte aligned (zip_write.h). Saved
- * atomically (models/atomic_file.h): a failed save leaves any old file as it was.
+ * atomically (models/formats/atomic_file.h): a failed save leaves any old file as it was.
  */
 #ifndef SDT_MODELS_TORCH_SAVE_H
 #define SDT_MODELS_TORCH_SAVE_H

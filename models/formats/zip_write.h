@@ -5,7 +5,7 @@
  * so a reader can map storages in place), CRC-32 and sizes in the local
  * headers (no data descriptors), zip64 records where an offset or size
  * reaches 4 GiB. Entries are streamed to the caller's FILE (an atomic temp
- * file, models/atomic_file.h); data is written straight from memory.
+ * file, models/formats/atomic_file.h); data is written straight from memory.
  */
 #ifndef SDT_MODELS_ZIP_WRITE_H
 #define SDT_MODELS_ZIP_WRITE_H
