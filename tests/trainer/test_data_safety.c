@@ -112,14 +112,6 @@ static int train_in_child(const trainer_env *env, const sdt_ti_config *c, int64_
 
 static bool contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
 
-static int64_t file_step(const char *path)
-{
-    char *s = fx_read_metadata(path, "step");
-    int64_t step = s ? strtoll(s, NULL, 10) : -1;
-    free(s);
-    return step;
-}
-
 /* ---- 1. the file named ------------------------------------------------------------------- */
 
 static void check_named_file(const trainer_env *env)
@@ -363,7 +355,7 @@ static void check_kill(const trainer_env *env)
     c.resume_state_path = log;
     CHECK(train_in_child(env, &c, 0, true, 0) == SIGKILL, "the child was not killed after the final state");
     CHECK(fx_same_bytes(emb, before), "the embedding changed before the kill");
-    CHECK(file_step(emb) == 0, "the embedding is not at step 0");
+    CHECK(fx_file_step(emb) == 0, "the embedding is not at step 0");
     /* Resumed with the same max steps: nothing is left to train, and the final files are written. */
     memset(&p, 0, sizeof p);
     t = probe_create(env, &p);
@@ -372,7 +364,7 @@ static void check_kill(const trainer_env *env)
           "%lld: %s", (int)st, (long long)start, fx_last_error(env, t));
     CHECK(st == SDT_STATUS_OK && env->ti->run(t) == SDT_STATUS_OK, "run at max steps: %s", fx_last_error(env, t));
     CHECK(contains(p.rec.log, "nothing is left to train"), "the log does not say that nothing is left to train");
-    CHECK(file_step(emb) == 8, "the embedding is at step %lld after the run at max steps, not 8", (long long)file_step(emb));
+    CHECK(fx_file_step(emb) == 8, "the embedding is at step %lld after the run at max steps, not 8", (long long)fx_file_step(emb));
     env->ti->destroy(t);
     memset(&p, 0, sizeof p);
     t = probe_create(env, &p);
@@ -382,7 +374,7 @@ static void check_kill(const trainer_env *env)
     CHECK(st == SDT_STATUS_OK && start == 8, "resume after the kill between the final saves: status %d, start %lld: %s",
           (int)st, (long long)start, fx_last_error(env, t));
     CHECK(st == SDT_STATUS_OK && env->ti->run(t) == SDT_STATUS_OK, "run: %s", fx_last_error(env, t));
-    CHECK(file_step(emb) == 10, "the embedding is at step %lld after the resumed run, not 10", (long long)file_step(emb));
+    CHECK(fx_file_step(emb) == 10, "the embedding is at step %lld after the resumed run, not 10", (long long)fx_file_step(emb));
     env->ti->destroy(t);
 }
 

@@ -102,14 +102,6 @@ static bool find_state(const char *folder, int depth, char *out)
     return found;
 }
 
-static int64_t file_step(const char *path)
-{
-    char *s = fx_read_metadata(path, "step");
-    int64_t step = s ? strtoll(s, NULL, 10) : -1;
-    free(s);
-    return step;
-}
-
 /* ---- one chain --------------------------------------------------------------------------- */
 
 typedef struct chain {
@@ -272,11 +264,11 @@ static void check_state_pairs(const chain *ch, int64_t step, const char *when)
           error.message);
     if (!st) return;
     const char *hn_file = sdt_st_metadata_get(st, "hypernetwork_file");
-    CHECK(file_step(state) == step, "%s, %s: the state is at step %lld, not %lld", ch->mode, when, (long long)file_step(state),
+    CHECK(fx_file_step(state) == step, "%s, %s: the state is at step %lld, not %lld", ch->mode, when, (long long)fx_file_step(state),
           (long long)step);
     CHECK(hn_file && strcmp(hn_file, ch->run.hn) == 0, "%s, %s: the state names %s, not %s", ch->mode, when,
           hn_file ? hn_file : "no hypernetwork", ch->run.hn);
-    if (file_step(ch->run.twin) == step)
+    if (fx_file_step(ch->run.twin) == step)
         CHECK(twin_holds_state(ch->run.twin, state), "%s, %s: the twin %s is at the state's step but not its values", ch->mode,
               when, ch->run.twin);
     if (ch->joint) {
@@ -397,11 +389,11 @@ static void check_files_at(const chain *ch, int64_t step, const char *when)
           "%s, %s: the .pt is at step %lld, not %lld: %s", ch->mode, when, (long long)info.step, (long long)step,
           hn_error(ch->env, t));
     ch->env->hn->destroy(t);
-    CHECK(file_step(ch->run.twin) == step, "%s, %s: the twin is at step %lld, not %lld", ch->mode, when,
-          (long long)file_step(ch->run.twin), (long long)step);
+    CHECK(fx_file_step(ch->run.twin) == step, "%s, %s: the twin is at step %lld, not %lld", ch->mode, when,
+          (long long)fx_file_step(ch->run.twin), (long long)step);
     if (ch->joint)
-        CHECK(file_step(ch->run.emb) == step, "%s, %s: the embedding is at step %lld, not %lld", ch->mode, when,
-              (long long)file_step(ch->run.emb), (long long)step);
+        CHECK(fx_file_step(ch->run.emb) == step, "%s, %s: the embedding is at step %lld, not %lld", ch->mode, when,
+              (long long)fx_file_step(ch->run.emb), (long long)step);
     check_state_pairs(ch, step, when);
 }
 
@@ -527,10 +519,10 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
           ch.mode, (long long)start, FOURTH_END);
     CHECK(fx_same_bytes(ch.run.hn, ref_last.hn), "%s: the .pt at step %d differs from the uninterrupted run's", ch.mode, LAST_END);
     CHECK(fx_same_bytes(ch.run.twin, ref_last.twin), "%s: the twin %s at step %d (step %lld) differs from the uninterrupted "
-          "run's", ch.mode, ch.run.twin, LAST_END, (long long)file_step(ch.run.twin));
+          "run's", ch.mode, ch.run.twin, LAST_END, (long long)fx_file_step(ch.run.twin));
     if (joint)
         CHECK(fx_same_bytes(ch.run.emb, ref_last.emb), "%s: the embedding at step %d (step %lld) differs from the uninterrupted "
-              "run's", ch.mode, LAST_END, (long long)file_step(ch.run.emb));
+              "run's", ch.mode, LAST_END, (long long)fx_file_step(ch.run.emb));
     check_copies(&ch, LAST_END, "at the end");
     check_state_pairs(&ch, LAST_END, "at the end");
 

@@ -30,14 +30,6 @@ static sdt_status hn_prepare(const hn_env *env, sdt_hn_trainer *t, hn_run *r)
     return env->hn->prepare(t, &r->config, &info);
 }
 
-static int64_t embedding_step(const char *path)
-{
-    char *s = fx_read_metadata(path, "step");
-    int64_t step = s ? strtoll(s, NULL, 10) : -1;
-    free(s);
-    return step;
-}
-
 static void check_twin_pair(const hn_env *env)
 {
     printf("-- x.pt and x.safetensors are one lock\n");
@@ -105,7 +97,7 @@ static void check_symlink(const hn_env *env)
     env->base.ti->destroy(b);
     struct stat sb;
     CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode), "the symbolic link %s was replaced by a regular file", link_path);
-    CHECK(embedding_step(emb) == 2, "the file the link names is at step %lld, not 2", (long long)embedding_step(emb));
+    CHECK(fx_file_step(emb) == 2, "the file the link names is at step %lld, not 2", (long long)fx_file_step(emb));
 }
 
 static void check_hard_link(const hn_env *env)

@@ -175,6 +175,15 @@ static inline char *fx_read_metadata(const char *path, const char *key)
     return out;
 }
 
+/* The "step" metadata of a .safetensors file the plugin wrote (an embedding, a twin, a state), or -1. */
+static inline int64_t fx_file_step(const char *path)
+{
+    char *s = fx_read_metadata(path, "step");
+    int64_t step = s ? strtoll(s, NULL, 10) : -1;
+    free(s);
+    return step;
+}
+
 static inline bool fx_all_finite(const float *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
