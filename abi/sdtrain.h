@@ -288,7 +288,7 @@ typedef struct sdt_ti_config {
     int64_t max_steps;                /* [100000] total optimizer steps, counted from the stored step */
     int64_t save_every;               /* [500] save a copy every N steps, 0 = never */
     int64_t preview_every;            /* [500] save a preview image every N steps, 0 = never */
-    int64_t write_csv_every;          /* [500] write the loss CSV every N steps, 0 = never */
+    int64_t write_csv_every;          /* [500] write the loss CSV every N steps and at the run's last step, 0 = never */
     uint64_t seed;                    /* [0] training RNG seed */
     int64_t preview_seed;             /* [-1] -1 = random */
     double tag_dropout;               /* [0] probability of dropping each caption tag, 0..1 */

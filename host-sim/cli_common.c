@@ -5,13 +5,75 @@
 
 #include "cli_common.h"
 #include "exit_codes.h"
+#include "suggest.h"
 #include "train_session.h"
+
+/* The long options ctx knows, read from its own help (every line that lists an option starts
+ * with "  --name" or "  -x, --name"), so the list is the one the parser uses. */
+static GPtrArray *known_options(GOptionContext *ctx)
+{
+    GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+    char *help = g_option_context_get_help(ctx, FALSE, NULL);
+    char **lines = g_strsplit(help, "\n", -1);
+    for (char **line = lines; *line; line++) {
+        const char *p = *line + strspn(*line, " ");
+        if (p[0] == '-' && p[1] != '-' && p[1] && p[2] == ',') p += 3 + strspn(p + 3, " ");
+        if (strncmp(p, "--", 2) != 0) continue;
+        p += 2;
+        size_t n = strcspn(p, "= \t");
+        if (n) g_ptr_array_add(names, g_strndup(p, n));
+    }
+    g_strfreev(lines);
+    g_free(help);
+    return names;
+}
+
+/* " (did you mean --learn-rate?)" for the first --option in argv that ctx does not know and
+ * that is near one it does; "" when none is (g_free). */
+static char *option_suggestion(GOptionContext *ctx, int argc, char **argv)
+{
+    GPtrArray *names = known_options(ctx);
+    char *suggestion = NULL;
+    for (int i = 1; i < argc && !suggestion && strcmp(argv[i], "--") != 0; i++) {
+        if (strncmp(argv[i], "--", 2) != 0) continue;
+        char *name = g_strndup(argv[i] + 2, strcspn(argv[i] + 2, "="));
+        gboolean known = FALSE;
+        for (guint k = 0; k < names->len && !known; k++) known = strcmp(name, names->pdata[k]) == 0;
+        const char *nearest = known ? NULL : suggest_nearest(name, (const char *const *)names->pdata, names->len);
+        if (!known) suggestion = nearest ? g_strdup_printf(" (did you mean --%s?)", nearest) : g_strdup("");
+        g_free(name);
+    }
+    g_ptr_array_unref(names);
+    return suggestion ? suggestion : g_strdup("");
+}
+
+gboolean cli_help_requested(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "-?") == 0 ||
+            strncmp(argv[i], "--help-", 7) == 0)
+            return TRUE;
+    return FALSE;
+}
+
+const char *cli_plugin_argument(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) path = argv[++i];
+        else if (strncmp(argv[i], "--plugin=", 9) == 0) path = argv[i] + 9;
+    }
+    return path;
+}
 
 gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv)
 {
     GError *gerr = NULL;
     if (!g_option_context_parse(ctx, argc, argv, &gerr)) {
-        fprintf(stderr, "sdt-host %s: %s\nTry 'sdt-host %s --help'.\n", command, gerr->message, command);
+        char *suggestion = g_error_matches(gerr, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION)
+                               ? option_suggestion(ctx, *argc, *argv) : g_strdup("");
+        fprintf(stderr, "sdt-host %s: %s%s\nTry 'sdt-host %s --help'.\n", command, gerr->message, suggestion, command);
+        g_free(suggestion);
         g_clear_error(&gerr);
         return FALSE;
     }

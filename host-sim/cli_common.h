@@ -12,7 +12,13 @@
 #define CLI_PLUGIN_OPTION(var) \
     { "plugin", 0, 0, G_OPTION_ARG_FILENAME, &(var), "Path of libsdtrain.so (default: $SDTRAIN_PLUGIN, then next to sdt-host)", "PATH" }
 
-/* Parses argv; on a bad command line prints the reason and a hint, and returns FALSE. */
+/* Whether argv asks for --help (-h, --help-all) before a "--": what a command may prepare for it. */
+gboolean cli_help_requested(int argc, char **argv);
+/* The --plugin PATH (or --plugin=PATH) in argv, before parsing; NULL when none. */
+const char *cli_plugin_argument(int argc, char **argv);
+
+/* Parses argv; on a bad command line prints the reason, a "did you mean --option?" for an unknown
+ * option near a known one, and a hint, and returns FALSE. */
 gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***argv);
 
 /* text with control characters and bytes that are not UTF-8 written as \xNN: what a file's

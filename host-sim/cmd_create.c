@@ -17,13 +17,13 @@ int cmd_create_embedding(int argc, char **argv)
     char *tokenizer = NULL;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
-        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' ')", "NAME" },
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required)", "NAME" },
         { "init-text", 0, 0, G_OPTION_ARG_STRING, &init_text, "Initialization text (default \"*\"; empty = zeros)", "TEXT" },
         { "vectors", 0, 0, G_OPTION_ARG_STRING, &vectors_text, "Number of vectors per token, 1..75 (default 1)", "K" },
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Stable Diffusion checkpoint whose text encoder sets the width", "PATH" },
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Stable Diffusion checkpoint whose text encoder sets the width (required)", "PATH" },
         { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR" },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR" },
-        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file", NULL },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file (default off)", NULL },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };

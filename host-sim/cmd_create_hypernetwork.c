@@ -17,17 +17,17 @@ int cmd_create_hypernetwork(int argc, char **argv)
     char *dropout_structure = NULL, *out = NULL, *plugin = NULL;
     gboolean layer_norm = FALSE, dropout = FALSE, activate_output = FALSE, overwrite = FALSE;
     GOptionEntry entries[] = {
-        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '); the file is DIR/NAME.pt", "NAME" },
-        { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes, "Modules: K/V widths (default \"768,320,640,1280\"; SD 2.x: 1024,320,640,1280)", "LIST" },
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required); the file is DIR/NAME.pt", "NAME" },
+        { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes, "Modules: K/V widths (default \"768,320,640,1280\"; SD 2.x: 1024,320,640,1280; `sdt-host inspect MODEL` lists a model's)", "LIST" },
         { "layer-structure", 0, 0, G_OPTION_ARG_STRING, &layer_structure, "Width multipliers, first and last 1 (default \"1,2,1\")", "LIST" },
         { "activation", 0, 0, G_OPTION_ARG_STRING, &activation, "Activation function, A1111's lower-case name (default linear)", "NAME" },
         { "init", 0, 0, G_OPTION_ARG_STRING, &init, "Weight initialization: Normal (default), XavierUniform, XavierNormal, KaimingUniform, KaimingNormal", "NAME" },
-        { "layer-norm", 0, 0, G_OPTION_ARG_NONE, &layer_norm, "Add layer normalization", NULL },
-        { "dropout", 0, 0, G_OPTION_ARG_NONE, &dropout, "Use dropout", NULL },
+        { "layer-norm", 0, 0, G_OPTION_ARG_NONE, &layer_norm, "Add layer normalization (default off)", NULL },
+        { "dropout", 0, 0, G_OPTION_ARG_NONE, &dropout, "Use dropout (default off)", NULL },
         { "dropout-structure", 0, 0, G_OPTION_ARG_STRING, &dropout_structure, "Dropout per layer-structure entry, first 0 (with --dropout; default all 0)", "LIST" },
-        { "activate-output", 0, 0, G_OPTION_ARG_NONE, &activate_output, "Apply the activation after the last layer too", NULL },
+        { "activate-output", 0, 0, G_OPTION_ARG_NONE, &activate_output, "Apply the activation after the last layer too (default off)", NULL },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: hypernetworks; created if missing)", "DIR" },
-        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing hypernetwork file", NULL },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing hypernetwork file (default off)", NULL },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };

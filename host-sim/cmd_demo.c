@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli_common.h"
+#include "command_table.h"
 #include "commands.h"
 #include "data_dirs.h"
 #include "demo_grid.h"
@@ -140,8 +141,8 @@ int cmd_demo(int argc, char **argv)
         { "learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate, "Learning-rate schedule (default " DEMO_LEARN_RATE ")", "RATE" },
         { "grid-seeds", 0, 0, G_OPTION_ARG_STRING, &grid_text, "Columns of the before/after grid, 0 = no grid (default 6)", "N" },
         { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Seed (default 0)", "S" },
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Model instead of the demo model", "PATH" },
-        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo dataset", "DIR" },
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Model instead of the demo model (default: the demo folder's model/" DEMO_MODEL_FILE ")", "PATH" },
+        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo dataset (default: the demo folder's dataset/)", "DIR" },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };
@@ -150,9 +151,12 @@ int cmd_demo(int argc, char **argv)
     guint64 steps = DEMO_STEPS, seed = 0, grid_seeds = 6;
     int status = SDT_EXIT_OK;
     if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1)
-        status = cli_usage_errorf("demo", "unknown command or stray argument '%s'; the commands are demo, create-embedding, "
-                                  "train and inspect, and a command comes first, before its options.", argv[1]);
+    else if (argc > 1) {
+        char *hint = host_commands_hint(argv[1]);
+        status = cli_usage_errorf("demo", "unknown command or stray argument %s, and a command comes first, before its "
+                                  "options.", hint);
+        g_free(hint);
+    }
     else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
         status = cli_usage_error("demo", "--max-steps must be a whole number of at least 1.");
     else if (seed_text && !g_ascii_string_to_unsigned(seed_text, 10, 0, G_MAXUINT64, &seed, NULL))

@@ -14,6 +14,14 @@
 #include "exit_codes.h"
 #include "png_out.h"
 
+/* Defaults, written once for the variables and their --help lines. */
+#define GENERATE_STEPS 20
+#define GENERATE_CFG 7
+#define GENERATE_SEED 0
+#define GENERATE_SIZE 512
+#define GENERATE_CLIP_SKIP 1
+#define DEFAULT_IS(x) " (default " G_STRINGIFY(x) ")"
+
 /* The plugin's sentences name request fields; a terminal user sets options. */
 static const char *const request_options[][2] = {
     { "request.width x height", "--width x --height" }, { "request.steps", "--steps" },
@@ -118,26 +126,26 @@ int cmd_generate(int argc, char **argv)
 {
     char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
     char *plugin = NULL, *embedding = NULL, **hypernetworks = NULL;
-    int width = 512, height = 512, steps = 20, clip_skip = 1;
-    double cfg = 7.0;
-    gint64 seed = 0;
+    int width = GENERATE_SIZE, height = GENERATE_SIZE, steps = GENERATE_STEPS, clip_skip = GENERATE_CLIP_SKIP;
+    double cfg = GENERATE_CFG;
+    gint64 seed = GENERATE_SEED;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "SD checkpoint (.safetensors, .ckpt or diffusers folder)", "PATH" },
-        { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt", "TEXT" },
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "SD checkpoint (.safetensors, .ckpt or diffusers folder; required)", "PATH" },
+        { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt (required)", "TEXT" },
         { "negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT" },
-        { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order", "FILE[:STRENGTH]" },
-        { "embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding, "An embedding: its name in the prompt stands for its vectors", "FILE" },
-        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "DDIM steps (default 20)", "N" },
-        { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale (default 7)", "X" },
-        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed (default 0)", "N" },
-        { "width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels (default 512)", "N" },
-        { "height", 0, 0, G_OPTION_ARG_INT, &height, "Height in pixels (default 512)", "N" },
-        { "clip-skip", 0, 0, G_OPTION_ARG_INT, &clip_skip, "CLIP skip (default 1; ignored for SD 2.x)", "N" },
+        { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order (default none)", "FILE[:STRENGTH]" },
+        { "embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding, "An embedding: its name in the prompt stands for its vectors (default none)", "FILE" },
+        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "DDIM steps" DEFAULT_IS(GENERATE_STEPS), "N" },
+        { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale" DEFAULT_IS(GENERATE_CFG), "X" },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed" DEFAULT_IS(GENERATE_SEED), "N" },
+        { "width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels" DEFAULT_IS(GENERATE_SIZE), "N" },
+        { "height", 0, 0, G_OPTION_ARG_INT, &height, "Height in pixels" DEFAULT_IS(GENERATE_SIZE), "N" },
+        { "clip-skip", 0, 0, G_OPTION_ARG_INT, &clip_skip, "CLIP skip, ignored for SD 2.x" DEFAULT_IS(GENERATE_CLIP_SKIP), "N" },
         { "device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME" },
         { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR" },
-        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write", "FILE" },
-        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists", NULL },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE" },
+        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };

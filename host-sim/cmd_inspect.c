@@ -148,7 +148,7 @@ int cmd_inspect(int argc, char **argv)
     gboolean json = FALSE;
     char *plugin = NULL;
     GOptionEntry entries[] = {
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object (default: text)", NULL },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };

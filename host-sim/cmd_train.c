@@ -11,9 +11,6 @@
 #include "panel_options.h"
 #include "train_session.h"
 
-/* The Train tab's default prompt template, as in A1111 (one form serves both methods). */
-#define DEFAULT_TEMPLATE "style_filewords.txt"
-
 /* Required options, the template's path (looked up like a shipped name) and the run. */
 static int train_with(panel_config *config, const train_target *target)
 {
@@ -23,7 +20,7 @@ static int train_with(panel_config *config, const train_target *target)
     const char *named = *template_slot;
     if (!panel_check_required(config, &error))
         status = cli_usage_error("train", error);
-    else if (!(template_file = host_find_template(named && named[0] ? named : DEFAULT_TEMPLATE, &error)))
+    else if (!(template_file = host_find_template(named && named[0] ? named : PANEL_DEFAULT_TEMPLATE, &error)))
         status = cli_error(error);
     else {
         *template_slot = template_file;
@@ -66,6 +63,34 @@ static int train_method(panel_values *values, panel_method method, const char *p
     return status;
 }
 
+/* For --help: every option's default as this plugin fills it. Without the plugin the help still
+ * prints, saying where the defaults would come from. */
+static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int argc, char **argv)
+{
+    host_plugin plugin;
+    memset(&plugin, 0, sizeof plugin);
+    char *error = NULL;
+    const char *path = cli_plugin_argument(argc, argv);
+    const sdt_ti_factory *ti = NULL;
+    const sdt_hn_factory *hn = NULL;
+    if (host_plugin_open(&plugin, path, &error)) {
+        ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
+        hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
+    }
+    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL };
+    panel_defaults hypernetwork = { .train_options = hn ? hn->train_options_defaults : NULL,
+                                    .hn_config = hn ? hn->config_defaults : NULL };
+    panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);
+    if (error) {
+        char *summary = g_strdup_printf("%s\n(The defaults of the other options come from the plugin, which did not open: %s)",
+                                        g_option_context_get_summary(ctx) ? g_option_context_get_summary(ctx) : "", error);
+        g_option_context_set_summary(ctx, summary);
+        g_free(summary);
+    }
+    g_free(error);
+    host_plugin_close(&plugin);
+}
+
 int cmd_train(int argc, char **argv)
 {
     char *plugin = NULL;
@@ -73,18 +98,20 @@ int cmd_train(int argc, char **argv)
     panel_values *values = panel_values_new();
     GOptionContext *ctx = g_option_context_new("- train an embedding or a hypernetwork (Ctrl-C interrupts: the step finishes and is saved)");
     g_option_context_set_description(ctx,
-        "--embedding FILE trains an embedding; --hypernetwork FILE trains a hypernetwork (its options:\n"
-        "--learn-rate [0.00001], --weight-decay [0.01], --strength [1]); both together train them jointly\n"
-        "(--embedding-learn-rate [0.005] is then the embedding's rate). Outputs go to --log-dir\n"
+        "--embedding FILE trains an embedding; --hypernetwork FILE trains a hypernetwork (its own options:\n"
+        "--weight-decay, --strength); both together train them jointly (--embedding-learn-rate is then the\n"
+        "embedding's rate). The defaults shown are the plugin's. Outputs go to --log-dir\n"
         "(textual_inversion, or hypernetworks with --hypernetwork)/<date>/<name>/.\n"
         "--template takes a path, or the bare name of a template shipped with sdt-host (looked up in\n"
         "<sdt-host's folder>/templates, then <sdt-host's folder>/../share/sdtrain/templates); the default is\n"
-        DEFAULT_TEMPLATE ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
+        PANEL_DEFAULT_TEMPLATE ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
         "log folder (with every copy and at the end); --resume DIR picks the newest state in a log folder\n"
         "that belongs to the file being trained. Use the same files, seed and options (max steps may grow).\n"
         "The trained result replaces the file given to --embedding or --hypernetwork (a PNG card:\n"
         "<stem>.safetensors). A --config panel file takes the same keys under [train].\n");
-    g_option_context_add_main_entries(ctx, panel_option_entries(values), NULL);
+    const GOptionEntry *panel_entries = panel_option_entries(values);
+    if (cli_help_requested(argc, argv)) show_plugin_defaults(values, ctx, argc, argv); /* before the entries are copied */
+    g_option_context_add_main_entries(ctx, panel_entries, NULL);
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = SDT_EXIT_OK;
     char *error = NULL;

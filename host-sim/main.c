@@ -17,54 +17,37 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cli_common.h"
+#include "command_table.h"
 #include "exit_codes.h"
-
-typedef struct command {
-    const char *name;
-    int (*run)(int argc, char **argv);
-} command;
-
-static const command commands[] = {
-    { "demo", cmd_demo },
-    { "create-embedding", cmd_create_embedding },
-    { "create-hypernetwork", cmd_create_hypernetwork },
-    { "train", cmd_train },
-    { "inspect", cmd_inspect },
-    { "generate", cmd_generate },
-};
 
 static void print_overview(void)
 {
     printf("Usage: sdt-host [COMMAND] [OPTIONS]\n\n"
            "Trains Stable Diffusion textual-inversion embeddings and hypernetworks through libsdtrain.so.\n\n"
-           "Commands:\n"
-           "  demo               train the demo embedding (the default)\n"
-           "  create-embedding   create an embedding file\n"
-           "  create-hypernetwork create a hypernetwork file (A1111 .pt)\n"
-           "  train              train an embedding, a hypernetwork, or both (options or --config panel.ini)\n"
-           "  inspect FILE       show what an embedding, a hypernetwork, a model checkpoint or any\n"
-           "                     file a run wrote holds (--json)\n"
-           "  generate           txt2img through the plugin, with hypernetworks at chosen strengths\n\n"
-           "Every command takes --plugin PATH and --help. Exit status: 0 success, 1 error,\n"
-           "2 usage, 130 interrupted (Ctrl-C finishes the step and saves).\n");
+           "Commands:\n");
+    for (size_t c = 0; c < host_command_count; c++)
+        printf("  %-20s %s\n", host_commands[c].name, host_commands[c].summary);
+    printf("\n'sdt-host COMMAND --help' lists a command's options with their defaults. Every command takes\n"
+           "--plugin PATH and --help. Exit status: 0 success, 1 error, 2 usage, 130 interrupted (Ctrl-C\n"
+           "finishes the step and saves).\n");
 }
 
 /* The subcommand is the first argument, or the first after a leading --plugin PATH (which
  * is handed to it). Only those places count, so an option's value that happens to be a
- * command's name (`--out demo`) stays a value. No name there: the demo. */
-static const command *find_command(int argc, char **argv, int *index)
+ * command's name (`--out demo`) stays a value. No name there: the demo. A word there that names
+ * no command is a mistyped one (NULL, *index at it). */
+static const host_command *find_command(int argc, char **argv, int *index)
 {
     int i = 1;
     while (i < argc && (strcmp(argv[i], "--plugin") == 0 || strncmp(argv[i], "--plugin=", 9) == 0))
         i += strcmp(argv[i], "--plugin") == 0 ? 2 : 1;
-    for (size_t c = 0; i < argc && c < sizeof commands / sizeof commands[0]; c++)
-        if (strcmp(argv[i], commands[c].name) == 0) {
-            *index = i;
-            return &commands[c];
-        }
-    *index = 0;
-    return &commands[0];
+    *index = i < argc ? i : 0;
+    if (i >= argc || argv[i][0] == '-') {
+        *index = 0;
+        return host_command_named("demo");
+    }
+    return host_command_named(argv[i]);
 }
 
 int main(int argc, char **argv)
@@ -79,7 +62,13 @@ int main(int argc, char **argv)
         return SDT_EXIT_OK;
     }
     int index = 0;
-    const command *cmd = find_command(argc, argv, &index);
+    const host_command *cmd = find_command(argc, argv, &index);
+    if (!cmd) {
+        char *hint = host_commands_hint(argv[index]);
+        fprintf(stderr, "sdt-host: unknown command %s.\nTry 'sdt-host --help'.\n", hint);
+        g_free(hint);
+        return SDT_EXIT_USAGE;
+    }
     /* Rebuild argv as "<command> <every other argument>" for GOptionContext. */
     char **args = g_new0(char *, (gsize)argc + 1);
     int n = 0;

@@ -1,7 +1,9 @@
 /* panel_options.c - one table for the Train tab's options (see panel_options.h). */
+#include <inttypes.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "c_number.h"
 #include "cli_common.h"
 #include "panel_options.h"
 
@@ -41,18 +43,18 @@ static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sd
 #define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
 
 static const panel_option options[] = {
-    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it)" },
-    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111)" },
-    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder" },
-    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions)" },
-    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default style_filewords.txt)" },
-    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/; default textual_inversion, with --hypernetwork hypernetworks)" },
-    { "learn-rate", OPT_STR, EACH_METHOD(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained, e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\" (default 0.005; with --hypernetwork the hypernetwork's, default 0.00001)" },
-    { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate (default 0.005)" },
-    { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (default 0.01, as A1111)" },
-    { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10 (default 1)" },
+    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required" },
+    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required" },
+    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder (required)" },
+    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions; required)" },
+    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE ")" },
+    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)" },
+    { "learn-rate", OPT_STR, EACH_METHOD(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
+    { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate" },
+    { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)" },
+    { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10" },
     { "preview-hypernetworks", OPT_STR, HN_ONLY(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)" },
-    { "preview-strength", OPT_F64, HN_ONLY(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10 (default 0: as --strength)" },
+    { "preview-strength", OPT_F64, HN_ONLY(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength" },
     { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
     { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
     { "clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
@@ -135,7 +137,7 @@ const GOptionEntry *panel_option_entries(panel_values *v)
 {
     size_t n = 0;
     v->entries[n++] = (GOptionEntry){ "config", 0, 0, G_OPTION_ARG_FILENAME, &v->config_path,
-                                      "Panel file (GKeyFile, group [train], keys named like these options); options given here override it", "FILE" };
+                                      "Panel file (GKeyFile, group [train], keys named like these options; default none); options given here override it", "FILE" };
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const panel_option *o = &options[i];
         gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF || o->kind == OPT_FLAG_CHOICE;
@@ -144,6 +146,76 @@ const GOptionEntry *panel_option_entries(panel_values *v)
     }
     v->entries[n] = (GOptionEntry){ NULL, 0, 0, 0, NULL, NULL, NULL };
     return v->entries;
+}
+
+static char *field_of(const panel_config *c, const panel_option *o);
+
+/* The value of option o in c as --help shows it; NULL when c's method has no such field or leaves
+ * a text unset (g_free). */
+static char *value_text(const panel_config *c, const panel_option *o)
+{
+    const char *field = field_of(c, o);
+    if (!field) return NULL;
+    c_number_text number;
+    uint32_t u32;
+    bool b;
+    switch (o->kind) {
+    case OPT_STR: {
+        const char *text;
+        memcpy(&text, field, sizeof text);
+        if (!text || !text[0]) return NULL;
+        return strchr(text, ' ') || strchr(text, ',') ? g_strdup_printf("\"%s\"", text) : g_strdup(text);
+    }
+    case OPT_U32: memcpy(&u32, field, sizeof u32); return g_strdup_printf("%" PRIu32, u32);
+    case OPT_I64: { int64_t x; memcpy(&x, field, sizeof x); return g_strdup_printf("%" PRId64, x); }
+    case OPT_U64: { uint64_t x; memcpy(&x, field, sizeof x); return g_strdup_printf("%" PRIu64, x); }
+    case OPT_F64: { double x; memcpy(&x, field, sizeof x); return g_strdup(c_number(&number, "%g", x)); }
+    case OPT_ENUM:
+        memcpy(&u32, field, sizeof u32);
+        for (uint32_t k = 0; o->choices[k]; k++)
+            if (k == u32) return g_strdup(o->choices[k]);
+        return g_strdup_printf("%" PRIu32, u32);
+    case OPT_FLAG_ON:
+    case OPT_FLAG_OFF:
+        memcpy(&b, field, sizeof b);
+        return g_strdup((o->kind == OPT_FLAG_ON) == b ? "on" : "off");
+    case OPT_FLAG_CHOICE: {
+        memcpy(&u32, field, sizeof u32);
+        uint32_t k = 0;
+        while (o->choices[k] && k < u32) k++;
+        return g_strdup(k == u32 && o->choices[k] && strcmp(o->choices[k], o->name) == 0 ? "on" : "off");
+    }
+    }
+    return NULL;
+}
+
+static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **error);
+
+void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const panel_defaults *hypernetwork)
+{
+    panel_config *ti = g_new0(panel_config, 1), *hn = g_new0(panel_config, 1);
+    char *ignored = NULL;
+    ti->method = PANEL_EMBEDDING, hn->method = PANEL_HYPERNETWORK;
+    gboolean have_ti = embedding && fill_defaults(embedding, ti, &ignored);
+    g_clear_pointer(&ignored, g_free);
+    gboolean have_hn = hypernetwork && fill_defaults(hypernetwork, hn, &ignored);
+    g_clear_pointer(&ignored, g_free);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_option *o = &options[i];
+        char *a = have_ti ? value_text(ti, o) : NULL, *b = have_hn ? value_text(hn, o) : NULL;
+        char *shown;
+        if (strstr(o->help, "default")) shown = g_strdup(o->help); /* its own words say it: "default: detected" */
+        else if (a && b && strcmp(a, b) != 0) shown = g_strdup_printf("%s (default %s; with --hypernetwork %s)", o->help, a, b);
+        else if (a || b) shown = g_strdup_printf("%s (default %s)", o->help, a ? a : b);
+        else if (!strstr(o->help, "required")) shown = g_strdup_printf("%s (default: none)", o->help);
+        else shown = g_strdup(o->help);
+        g_ptr_array_add(v->owned, shown);
+        v->entries[i + 1].description = shown; /* entries[0] is --config */
+        g_free(a);
+        g_free(b);
+    }
+    g_free(ti);
+    g_free(hn);
 }
 
 /* Where option o's value lives in c for c's method; NULL when that method has no such field.
@@ -411,6 +483,13 @@ gboolean panel_check_required(const panel_config *config, char **error)
         const panel_option *o = find_option(required[config->method][r]);
         const char *value;
         memcpy(&value, field_of(config, o), sizeof value);
+        if ((!value || !value[0]) && r == 0 && config->method == PANEL_EMBEDDING) {
+            /* what is trained: an embedding, a hypernetwork, or both; the method follows --hypernetwork */
+            *error = g_strdup_printf("--embedding FILE or --hypernetwork FILE is required: one of them, or both to train "
+                                     "them together (or embedding= / hypernetwork= in the [%s] group of the --config file).",
+                                     PANEL_GROUP);
+            return FALSE;
+        }
         if (!value || !value[0]) {
             *error = g_strdup_printf("--%s %s is required (or %s= in the [%s] group of the --config file).", o->name,
                                      o->arg, o->name, PANEL_GROUP);

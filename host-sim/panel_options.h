@@ -39,6 +39,15 @@ typedef struct panel_defaults {
 panel_values *panel_values_new(void);
 void panel_values_free(panel_values *v);
 
+/* The Train tab's default prompt template, as in A1111 (one form serves both methods). */
+#define PANEL_DEFAULT_TEMPLATE "style_filewords.txt"
+
+/* Puts each option's default into its --help line (call after panel_option_entries, before its
+ * entries are added to a GOptionContext, which copies them): the values the plugin's factories fill (embedding: the textual-inversion
+ * factory's; hypernetwork: the hypernetwork factory's; either may be NULL when it did not open),
+ * so the help shows what a run would use. */
+void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const panel_defaults *hypernetwork);
+
 /* The option entries for `train` (--config and every Train-tab option); owned by v. */
 const GOptionEntry *panel_option_entries(panel_values *v);
 

@@ -53,6 +53,8 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
         cJSON_AddStringToObject(o, "family", sd_family_name(c.family));
         cJSON_AddNumberToObject(o, "text_encoder_width", c.clip.width);
         cJSON_AddNumberToObject(o, "unet_in_channels", c.unet.in_channels);
+        int sizes[SDT_UNET_MAX_KV_WIDTHS], n_sizes = sdt_unet_config_kv_widths(&c.unet, sizes);
+        cJSON_AddItemToObject(o, "hypernetwork_sizes", cJSON_CreateIntArray(sizes, n_sizes));
         if (yaml) cJSON_AddStringToObject(o, "config_file", yaml);
         else cJSON_AddNullToObject(o, "config_file");
         add_prediction(o, &c, yaml);

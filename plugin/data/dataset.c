@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "data/image_io.h"
+#include "data/path_util.h"
 
 static void add_warning(sdt_dataset *ds, const char *sentence)
 {
@@ -169,6 +170,35 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
     ds->items[ds->n_items++] = item;
 }
 
+/* The stems of the folder's other files: a caption "<stem>.txt" is read for the file "<stem>.<ext>"
+ * (sdt_caption_for_image), so a .txt whose stem is not among them belongs to no image. */
+static GHashTable *image_stems(const GPtrArray *names)
+{
+    GHashTable *stems = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL);
+    for (guint i = 0; i < names->len; i++) {
+        const char *name = names->pdata[i];
+        char *stem = has_extension(name, ".txt") ? NULL : sdt_path_stem(name);
+        if (stem) g_hash_table_add(stems, stem);
+    }
+    return stems;
+}
+
+/* A .txt is used only as the caption of an image beside it; any other is named as unused. */
+static void check_caption_file(GHashTable *stems, const char *name, const char *path, sdt_dataset *ds)
+{
+    char *stem = sdt_path_stem(name);
+    char w[1400];
+    if (!has_extension(name, ".txt") || strcmp(name + strlen(name) - 4, ".txt") != 0)
+        snprintf(w, sizeof w, "%s: not used; a caption file's name ends in lower-case .txt", path);
+    else if (!stem || !g_hash_table_contains(stems, stem))
+        snprintf(w, sizeof w, "%s: not used, as no image named %s.<ext> is beside it; add the image or remove the caption",
+                 path, stem ? stem : "");
+    else
+        w[0] = '\0';
+    if (w[0]) add_warning(ds, w);
+    free(stem);
+}
+
 static int compare_names(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -209,12 +239,14 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_e
     g_dir_close(dir);
     if (names->len) qsort(names->pdata, names->len, sizeof(char *), compare_names);
 
+    GHashTable *stems = image_stems(names);
     bool interrupted = false;
     for (guint i = 0; i < names->len && !interrupted; i++) {
         const char *name = names->pdata[i];
         char *path = g_build_filename(opt.folder, name, NULL);
         /* Captions belong to images; sub-folders are not part of the dataset (A1111 is flat too). */
         if (has_extension(name, ".txt")) {
+            check_caption_file(stems, name, path, out);
         } else if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
             char w[1200];
             snprintf(w, sizeof(w), "%s: sub-folders are not searched; move its images into the dataset folder", path);
@@ -226,6 +258,7 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_e
         interrupted = opt.keep_going && !opt.keep_going(opt.user, (int)i + 1, (int)names->len);
     }
     g_ptr_array_free(names, TRUE);
+    g_hash_table_destroy(stems);
 
     if (interrupted) {
         sdt_fail(error, SDT_ERR_VALIDATION, "dataset loading was interrupted");

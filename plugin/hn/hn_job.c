@@ -269,25 +269,24 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
 {
     const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
     sdt_unet *u = job->rt.model.unet;
-    int matched = 0, n_seen = 0, seen_widths[16];
-    char seen[128] = "";
+    int matched = 0;
     for (int layer = 0; layer < sdt_unet_attention_count(u); layer++) {
         sdt_unet_hook_site site;
-        if (!sdt_unet_attention_site(u, layer, &site)) continue;
-        if (sdt_hn_has_width(hp->hn, site.width)) matched++;
-        bool known = false;
-        for (int i = 0; i < n_seen; i++) known |= seen_widths[i] == site.width;
-        if (known || n_seen == 16) continue;
-        seen_widths[n_seen++] = site.width;
-        snprintf(seen + strlen(seen), sizeof seen - strlen(seen), "%s%d", n_seen > 1 ? ", " : "", site.width);
+        if (sdt_unet_attention_site(u, layer, &site) && sdt_hn_has_width(hp->hn, site.width)) matched++;
     }
     if (!matched) {
-        char widths[128] = "";
+        const sdt_unet_config *uc = sdt_unet_get_config(u);
+        char widths[128] = "", model_widths[256], sizes[128] = "";
         for (int i = 0; i < c->width_count; i++)
             snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d", i ? ", " : "", c->widths[i]);
-        return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the hypernetwork's modules (%s) match no attention of this model, whose K/V "
-                        "inputs are %s wide, so nothing would train; create a hypernetwork for this model (SD 1.x: 768, 320, "
-                        "640, 1280; SD 2.x: 1024, 320, 640, 1280)", hp->part->input_path, widths, seen);
+        sdt_unet_config_describe_kv_widths(uc, model_widths, sizeof model_widths);
+        int takes[SDT_UNET_MAX_KV_WIDTHS], n_takes = sdt_unet_config_kv_widths(uc, takes);
+        for (int i = 0; i < n_takes; i++)
+            snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%d", i ? "," : "", takes[i]);
+        return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the hypernetwork's modules (%s) match no attention of this model, so "
+                        "nothing would train: this model's attention widths are %s; create a hypernetwork for this model "
+                        "with the sizes %s (SD 1.x takes 768, 320, 640, 1280; SD 2.x 1024, 320, 640, 1280)",
+                        hp->part->input_path, widths, model_widths, sizes);
     }
     if (job->pb.be != hp->cpu) { /* the values move to the job's backend: load them there */
         sdt_hn *moved = sdt_hn_load(hp->part->input_path, job->pb.be, error);

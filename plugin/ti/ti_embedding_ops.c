@@ -111,6 +111,7 @@ static bool inspect_other_state(const char *path, sdt_embedding_info *info, char
     info->format = SDT_EMBEDDING_FILE_TRAINING_STATE;
     info->vectors = emb ? (uint32_t)emb->rows : 0;
     info->embedding_dim = emb ? (uint32_t)emb->cols : 0;
+    info->vector_norm_mean = emb ? emb->vector_norm_mean : 0;
     info->step = f.step;
     info->all_finite = f.all_finite;
     snprintf(info->name, sizeof info->name, "%s", f.name);

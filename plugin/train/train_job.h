@@ -88,6 +88,8 @@ struct sdt_train_job {
     uint32_t latent_sampling, preview_steps, preview_width, preview_height, width, height;
     int clip_skip;
     int64_t save_every, preview_every, write_csv_every;
+    sdt_loss_row csv_unwritten; /* the last step's row when write_csv_every skipped it: the run's end writes it */
+    bool csv_row_unwritten;
     int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
     double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
     int64_t preview_seed;
@@ -198,6 +200,9 @@ const sdt_job_ops *sdt_train_job_ops(void);
 bool sdt_train_job_save_snapshot(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_preview(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
+/* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
+ * Interrupt): the end of every run writes its last step, once. */
+void sdt_train_job_flush_csv(sdt_train_job *job);
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
 bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);
 bool sdt_train_job_load_state(sdt_train_job *job, const char *path, sdt_error *error);

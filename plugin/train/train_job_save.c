@@ -83,6 +83,7 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
 bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *error)
 {
     sdt_train_job *job = vjob;
+    sdt_train_job_flush_csv(job);
     if (!sdt_train_job_sync_parts(job, error)) return false;
     char state[4096];
     sdt_train_job_state_path(job, state, sizeof state);

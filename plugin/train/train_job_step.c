@@ -234,14 +234,29 @@ static void engine_log(void *user, sdt_log_level level, const char *message)
 static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
 
 /* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
+static void append_csv_row(sdt_train_job *job, const sdt_loss_row *row)
+{
+    sdt_error why;
+    if (!sdt_loss_csv_append(job->out.loss_csv, row, &why))
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+}
+
+/* Every write_csv_every-th step's row now; another step's is kept for the run's end. */
 static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
-    if (job->write_csv_every <= 0 || job->step % job->write_csv_every != 0) return;
+    if (job->write_csv_every <= 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
                         sdt_precision_name(job->precision), m->skipped_steps, images_per_s};
-    sdt_error why;
-    if (!sdt_loss_csv_append(job->out.loss_csv, &row, &why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+    job->csv_unwritten = row;
+    job->csv_row_unwritten = job->step % job->write_csv_every != 0;
+    if (!job->csv_row_unwritten) append_csv_row(job, &row);
+}
+
+void sdt_train_job_flush_csv(sdt_train_job *job)
+{
+    if (!job->csv_row_unwritten) return;
+    job->csv_row_unwritten = false;
+    append_csv_row(job, &job->csv_unwritten);
 }
 
 /* The state on a time interval (save_state_every_seconds), besides the one written with every

@@ -68,6 +68,21 @@ static void read_parts(const sdt_safetensors *st, sdt_state_facts *f)
     }
 }
 
+/* The mean L2 norm of a 2-D f32 tensor's rows (0 for another dtype). */
+static double mean_row_norm(const sdt_st_entry *e)
+{
+    if (e->dtype != SDT_ST_F32 || e->shape[0] <= 0 || e->nbytes / sizeof(float) < (uint64_t)(e->shape[0] * e->shape[1]))
+        return 0;
+    const float *v = e->data;
+    double sum = 0;
+    for (int64_t r = 0; r < e->shape[0]; r++) {
+        double s = 0;
+        for (int64_t c = 0; c < e->shape[1]; c++) s += (double)v[r * e->shape[1] + c] * v[r * e->shape[1] + c];
+        sum += sqrt(s);
+    }
+    return sum / (double)e->shape[0];
+}
+
 /* A tensor belongs to a part by its "<what>." prefix, or to the only part of a lone run;
  * AdamW's moments (adamw_m, adamw_v) are not trained values. */
 static void count_tensors(const sdt_safetensors *st, sdt_state_facts *f)
@@ -93,7 +108,10 @@ static void count_tensors(const sdt_safetensors *st, sdt_state_facts *f)
         int64_t numel = 1;
         for (int d = 0; d < e->ndim; d++) numel *= e->shape[d];
         part->trained_values += numel;
-        if (strcmp(part->what, "embedding") == 0 && e->ndim == 2) part->rows = e->shape[0], part->cols = e->shape[1];
+        if (strcmp(part->what, "embedding") == 0 && e->ndim == 2) {
+            part->rows = e->shape[0], part->cols = e->shape[1];
+            part->vector_norm_mean = mean_row_norm(e);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ typedef struct sdt_state_part_facts {
     int64_t start_step;
     int64_t trained_values; /* the part's trained numbers in the state (its tensors without moments) */
     int64_t rows, cols;     /* an embedding's vectors x width (0 for other parts) */
+    double vector_norm_mean; /* an embedding's mean vector length, as inspect shows a lone one's */
 } sdt_state_part_facts;
 
 typedef struct sdt_state_facts {

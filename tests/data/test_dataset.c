@@ -100,6 +100,9 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     write_bytes(dir, "k-lying-chunk.png", lying->data, lying->len);
     g_byte_array_unref(lying);
     write_bytes(dir, "notes.json", "{}", 2);
+    /* captions no image reads: one without its image, one whose extension is not ".txt" */
+    write_bytes(dir, "m-orphan.txt", "a caption whose image was deleted\n", 34);
+    write_bytes(dir, "c-solid.TXT", "upper-case extension\n", 21);
     char *sub = path_in(dir, "subfolder");
     g_mkdir(sub, 0755);
     g_free(sub);
@@ -113,10 +116,12 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     it0 = find_item(&ds, "j-netpbm.ppm");
     CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f && fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
           "ppm colour");
-    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "k-lying-chunk.png", "notes.json", "subfolder"};
+    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "k-lying-chunk.png", "notes.json",
+                         "subfolder", "m-orphan.txt", "c-solid.TXT"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(warned_about(&ds, bad[i]), "%s is named in a warning", bad[i]);
-    CHECK(ds.n_warnings == 7, "7 warnings, got %d", ds.n_warnings);
+    CHECK(!warned_about(&ds, "e-white.txt"), "the caption of e-white.gif is used, not named as unused");
+    CHECK(ds.n_warnings == 9, "9 warnings, got %d", ds.n_warnings);
     for (int i = 0; i < ds.n_warnings; i++) {
         if (strstr(ds.warnings[i], "f-empty")) CHECK(strstr(ds.warnings[i], "0 bytes"), "empty: %s", ds.warnings[i]);
         if (strstr(ds.warnings[i], "h-huge"))

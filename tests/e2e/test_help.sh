@@ -39,6 +39,19 @@ done
 run_host inspect --help
 grep -qF -- "--json" "$OUT" || fail "sdt-host inspect --help does not list --json"
 
+# Every option's --help line says its default (or that it is required); train's come from the plugin.
+for cmd in demo create-embedding create-hypernetwork train inspect generate; do
+    run_host $cmd --help
+    undocumented=$(grep -E '^  --' "$OUT" | grep -viE 'default|required')
+    [ -z "$undocumented" ] || fail "sdt-host $cmd --help: options without their default: $undocumented"
+done
+run_host train --help
+for shown in "--csv-every=N .*(default 500)" "--batch-size=N .*(default 1)" "--precision=.*(default fp32)" \
+             "--learn-rate=.*(default 0.005; with --hypernetwork 0.00001)" "--weight-decay=W .*(default 0.01)" \
+             "--log-dir=.*(default textual_inversion; with --hypernetwork hypernetworks)"; do
+    grep -qE -- "$shown" "$OUT" || fail "sdt-host train --help lacks the plugin's default: $shown"
+done
+
 written=$(find "$WORK" -mindepth 1 ! -name '.std*')
 [ -z "$written" ] || fail "--help wrote files: $written"
 e2e_finish

@@ -107,6 +107,13 @@ joint)
     expect_rc 0 "inspect --json a joint run's state"
     [ "$(json_get "$OUT" methods)" = '["hypernetwork","embedding"]' ] ||
         fail "inspect --json: a joint state's methods: $(json_get "$OUT" methods)"
+    # The state holds the embedding's trained vectors: inspect shows their mean norm, as for the file.
+    run_host inspect "$(run_folder logs style)/style.state.safetensors"
+    state_norm=$(grep '^mean norm:' "$OUT")
+    run_host inspect emb/cat.safetensors
+    embedding_norm=$(grep '^mean norm:' "$OUT")
+    [ -n "$embedding_norm" ] && [ "$state_norm" = "$embedding_norm" ] ||
+        fail "inspect: the joint state's '$state_norm' is not the trained embedding's '$embedding_norm'"
     ;;
 torch)
     if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then

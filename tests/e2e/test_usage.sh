@@ -10,6 +10,16 @@ usage_case() { # WHAT TEXT -- ARGS...
     expect_usage "$what" "$text"
 }
 usage_case "unknown command" "frobnicate" -- frobnicate
+# A mistyped command or option: every command listed, the nearest suggested.
+usage_case "mistyped command" "unknown command 'trian' (did you mean 'train'?)" -- trian
+for cmd in demo create-embedding create-hypernetwork train inspect generate; do
+    grep -qF -- "$cmd" "$ERR" || fail "the unknown-command sentence does not list $cmd"
+done
+usage_case "mistyped command after options" "did you mean 'train'?" -- --max-steps 4 trian
+usage_case "mistyped train option" "did you mean --learn-rate?" -- train --lern-rate 0.1
+usage_case "mistyped train option with =" "did you mean --embedding?" -- train --embeding=emb/cat.safetensors
+usage_case "mistyped create option" "did you mean --name?" -- create-embedding --nmae x
+usage_case "train without what to train" "--hypernetwork" -- train --dataset "$DATASET" --model "$MODEL"
 usage_case "command after options" "comes first" -- --max-steps 4 train
 usage_case "unknown demo option" "--bogus" -- --bogus
 usage_case "demo --max-steps 0" "--max-steps" -- demo --max-steps 0

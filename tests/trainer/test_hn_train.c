@@ -334,7 +334,8 @@ static void check_refusals(const hn_env *env)
     if (!make_hn(env, dir, "refused", "128, 64", false, hn) || !make_hn(env, dir, "wide", "320", false, wide)) return;
     hn_run r;
     hn_config(env, &r, wide, log, 5);
-    expect_refusal(env, &r, SDT_STATUS_NO_GRADIENT, "match no attention", "320", "modules for another model");
+    expect_refusal(env, &r, SDT_STATUS_NO_GRADIENT, "match no attention",
+                   "this model's attention widths are 128 (cross-attention context 128) and 64", "modules for another model");
     hn_config(env, &r, hn, log, 0);
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->max_steps", NULL, "max steps 0");
     hn_config(env, &r, hn, log, 5);

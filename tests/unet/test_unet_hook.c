@@ -103,6 +103,30 @@ static void check_sites(sdt_unet *u, test_hook *h, const char *label)
     CHECK(!h->bad_site, "%s: a hook call had inconsistent shapes", label);
 }
 
+/* The sizes inspect and the hypernetwork sentences name (from the config alone) are exactly the
+ * widths the built UNet's sites have, the context's first. */
+static void check_kv_widths(sdt_unet *u)
+{
+    int widths[SDT_UNET_MAX_KV_WIDTHS];
+    int n = sdt_unet_config_kv_widths(sdt_unet_get_config(u), widths);
+    CHECK(n > 0 && widths[0] == sdt_unet_get_config(u)->context_dim, "the context's width comes first (%d)", n ? widths[0] : -1);
+    bool listed_seen[SDT_UNET_MAX_KV_WIDTHS] = {false};
+    for (int l = 0; l < sdt_unet_attention_count(u); l++) {
+        sdt_unet_hook_site s;
+        if (!sdt_unet_attention_site(u, l, &s)) continue;
+        int at = -1;
+        for (int i = 0; i < n; i++)
+            if (widths[i] == s.width) at = i;
+        CHECK(at >= 0, "attention %d's width %d is not among the config's sizes", l, s.width);
+        if (at >= 0) listed_seen[at] = true;
+    }
+    for (int i = 0; i < n; i++) CHECK(listed_seen[i], "the config's size %d has no attention", widths[i]);
+    sdt_unet_config sd1 = sdt_unet_config_sd1();
+    char text[128];
+    sdt_unet_config_describe_kv_widths(&sd1, text, sizeof text);
+    CHECK(strcmp(text, "768 (cross-attention context 768), 320, 640 and 1280") == 0, "SD 1.x sizes: %s", text);
+}
+
 static double loss_with_alpha(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, test_hook *h,
                               int slot, double delta)
 {
@@ -141,6 +165,7 @@ int main(void)
     CHECK(ut_run(u, be, &opt, &in, y1, NULL, NULL), "identity hook run");
     CHECK(!memcmp(y0, y1, (size_t)ny * 4), "an identity hook changed the output");
     check_sites(u, &h, "all sites");
+    check_kv_widths(u);
     test_hook hc = {.cross_only = true};
     sdt_unet_kv_hook hookc = make_hook(&hc);
     opt.hook = &hookc;

@@ -75,6 +75,14 @@ sdt_unet_config sdt_unet_config_sd2(bool v_prediction);
 sdt_unet_config sdt_unet_config_tiny(void);
 /* Heads of a SpatialTransformer of `channels` width under this config. */
 int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
+
+/* The hypernetwork sizes the model takes: the K/V input widths of its attentions, each once, the
+ * text context's (cross-attention) first, then the self-attentions' channels by level, as A1111
+ * lists them (SD 1.x: 768, 320, 640, 1280). Returns the count (at most SDT_UNET_MAX_KV_WIDTHS). */
+#define SDT_UNET_MAX_KV_WIDTHS (SDT_UNET_MAX_LEVELS + 1)
+int sdt_unet_config_kv_widths(const sdt_unet_config *c, int widths[SDT_UNET_MAX_KV_WIDTHS]);
+/* The same for a sentence: "128 (cross-attention context 128) and 64". */
+void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, size_t size);
 bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error);
 /* Reads the config from tensor names and shapes only. Two things are not in
  * the weights: the head split (model_channels 320: linear projections or

@@ -51,6 +51,41 @@ int sdt_unet_config_heads(const sdt_unet_config *c, int channels)
     return c->num_heads;
 }
 
+static int add_width(int *widths, int n, int width)
+{
+    for (int i = 0; i < n; i++)
+        if (widths[i] == width) return n;
+    widths[n] = width;
+    return n + 1;
+}
+
+/* Mirrors unet_build.c: a transformer at each level with attention, and one in the middle block
+ * at the deepest level's channels; each transformer's attn2 reads the context. */
+int sdt_unet_config_kv_widths(const sdt_unet_config *c, int widths[SDT_UNET_MAX_KV_WIDTHS])
+{
+    int n = add_width(widths, 0, c->context_dim);
+    int levels = c->num_levels < SDT_UNET_MAX_LEVELS ? c->num_levels : SDT_UNET_MAX_LEVELS;
+    for (int level = 0; level < levels; level++)
+        if (c->attention[level]) n = add_width(widths, n, c->channel_mult[level] * c->model_channels);
+    if (levels > 0) n = add_width(widths, n, c->channel_mult[levels - 1] * c->model_channels);
+    return n;
+}
+
+void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, size_t size)
+{
+    int widths[SDT_UNET_MAX_KV_WIDTHS];
+    int n = sdt_unet_config_kv_widths(c, widths);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) {
+        const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+        int wrote = i == 0 ? snprintf(buf + used, size - used, "%d (cross-attention context %d)", widths[i], c->context_dim)
+                           : snprintf(buf + used, size - used, "%s%d", sep, widths[i]);
+        if (wrote < 0) break;
+        used += (size_t)wrote;
+    }
+}
+
 #define FAIL(...) do { sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__); return false; } while (0)
 
 bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
