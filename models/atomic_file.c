@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "write_fault.h"
+
 /* The umask, read without setting it: umask(2) can only be read by changing it, which would
  * race with the host's other threads creating files. */
 static mode_t process_umask(void)
@@ -53,6 +55,11 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
         return false;
+    }
+    FILE *full = sdt_write_fault_disk_full(path) ? fopen(SDT_WRITE_FAULT_DEVICE, "wb") : NULL;
+    if (full) { /* the test build's full disk: the temp file stays empty, every write fails with ENOSPC */
+        fclose(f->fp);
+        f->fp = full;
     }
     return true;
 }

@@ -15,6 +15,7 @@
 #include "c_numeric.h"
 #include "data/file_name.h"
 #include "file_read.h"
+#include "write_fault.h"
 
 #define LOSS_CSV_LIMIT ((size_t)1 << 30) /* ten million rows */
 #define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
@@ -104,7 +105,7 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     char first[512];
     if (!read_first_line(path, first, sizeof(first), error)) return false;
     if (first[0] && strcmp(first, SDT_LOSS_CSV_HEADER) != 0) {
-        sdt_fail(error, SDT_ERR_IO,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the existing loss CSV has other columns (\"%s\"); move it away or choose another log directory",
                  path, first);
         return false;
@@ -121,7 +122,8 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     g_string_append_c(line, '\n');
 
     /* O_APPEND + one write: a crash leaves whole rows, and a row never interleaves. */
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0666);
+    int fd = sdt_write_fault_disk_full(path) ? open(SDT_WRITE_FAULT_DEVICE, O_WRONLY | O_CLOEXEC)
+                                             : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
     bool ok = fd >= 0 && write(fd, line->str, line->len) == (ssize_t)line->len && fsync(fd) == 0;
     if (!ok)
         sdt_fail(error, SDT_ERR_IO, "%s: cannot append to the loss CSV (%s); check free space and permissions", path,

@@ -12,6 +12,9 @@
  *                                              "hypernetwork") becomes +inf (scaled, before unscale)
  *   SDTRAIN_DEVICE_NO_BF16=1                   the backend is taken to lack bf16 arithmetic, as a GPU
  *                                              below compute capability 8.0 (T4, RTX 20xx) does
+ *   SDTRAIN_FAULT_ENOSPC=<end of a path>       every save to a path ending so (".png", "a.safetensors";
+ *                                              "*": every file) fails as on a full disk (ENOSPC),
+ *                                              through models/write_fault.h; read at each save
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -23,6 +26,7 @@
 #define SDT_TEST_HOOK_MEMORY_LIMIT_NAME "SDTRAIN_MEMORY_LIMIT_MB"
 #define SDT_TEST_HOOK_INF_GRAD_NAME "SDTRAIN_FAULT_INF_GRAD"
 #define SDT_TEST_HOOK_NO_BF16_NAME "SDTRAIN_DEVICE_NO_BF16"
+#define SDT_TEST_HOOK_ENOSPC_NAME "SDTRAIN_FAULT_ENOSPC"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -32,5 +36,8 @@ unsigned long long sdt_test_hook_memory_limit_mib(void);
 const char *sdt_test_hook_inf_grad(void);
 /* true: treat the backend as one without bf16 arithmetic. */
 bool sdt_test_hook_no_bf16(void);
+/* true: saves to path fail as on a full disk. Defined only by the test build; models/write_fault.c
+ * holds the weak reference that every other build leaves unresolved (always false). */
+bool sdt_test_hook_disk_full(const char *path);
 
 #endif

@@ -135,7 +135,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
 static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
 {
-    if (job->have_measured && memcmp(shape, &job->measured, sizeof(*shape)) == 0) return true;
+    if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
     size_t bytes;
     sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
     if (!sdt_pass_measure(&job->rt, po, shape, &tr, &bytes, error) ||
@@ -240,20 +240,37 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
                         sdt_precision_name(job->precision), m->skipped_steps, images_per_s};
     sdt_error why;
-    if (!sdt_loss_csv_append(job->out.loss_csv, &row, &why))
+    if (sdt_loss_csv_append(job->out.loss_csv, &row, &why)) return;
+    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK) /* the disk: the run stops (run_loop.h) */
+        job->write_failure = why;
+    else
         sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
 }
 
 /* The state on a time interval (save_state_every_seconds), besides the one written with every
- * copy: a failure is a warning, and training goes on. */
+ * copy: a failure for IO (the disk) stops the run after this step (run_loop.h); any other is a
+ * warning, and training goes on. */
 static void save_state_if_due(sdt_train_job *job)
 {
     if (job->state_every_s <= 0 || sdt_train_job_clock() - job->last_state_at < (double)job->state_every_s) return;
     sdt_error why;
     sdt_error_clear(&why);
-    if (!sdt_train_job_write_run_state(job, &why))
+    if (sdt_train_job_write_run_state(job, &why)) return;
+    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK)
+        job->write_failure = why;
+    else
         sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
                      (long long)job->step, why.message);
+}
+
+static bool job_write_failed(void *vjob, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    if (job->write_failure.code == SDT_ERR_OK) return false;
+    *error = job->write_failure;
+    sdt_error_wrap(error, "Step %lld: a file of the run could not be written, so training stopped", (long long)job->step);
+    sdt_error_clear(&job->write_failure);
+    return true;
 }
 
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
@@ -289,7 +306,7 @@ static bool job_done(const void *vjob)
 }
 
 static const sdt_job_ops train_job_ops = {job_step, job_done, sdt_train_job_save_snapshot, sdt_train_job_save_preview,
-                                          sdt_train_job_save_final};
+                                          sdt_train_job_save_final, job_write_failed, sdt_train_job_saved_note};
 
 const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
 
