@@ -89,7 +89,7 @@ bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error)
     }
     f->fp = NULL;
     if (!ok) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
                  f->path, strerror(saved_errno ? saved_errno : EIO));
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
@@ -124,7 +124,7 @@ bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error
     sdt_atomic_file f;
     if (!sdt_atomic_begin(&f, path, error)) return false;
     if (size && fwrite(data, 1, size, f.fp) != size) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
                  path, strerror(errno));
         sdt_atomic_abort(&f);
         return false;

@@ -93,7 +93,7 @@ bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const
     png_failure failure = {"", NULL, 0};
     if (!write_png(f.fp, rgb, w, h, text_key, text, &failure)) {
         if (failure.write_errno)
-            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or "
+            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or "
                      "choose another folder", path, strerror(failure.write_errno));
         else
             sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
