@@ -15,6 +15,7 @@
 #include "data_dirs.h"
 #include "demo_grid.h"
 #include "exit_codes.h"
+#include "file_read.h"
 #include "train_session.h"
 
 #define DEMO_NAME "sdtrain-demo"
@@ -24,6 +25,7 @@
 #define DEMO_INIT_TEXT "object" /* the base captions' word for an unnamed object */
 #define DEMO_MODEL_FILE "sdtrain-demo.safetensors"
 #define DEMO_STEPS 200
+#define DEMO_EMBEDDING_LIMIT ((gsize)64 << 20) /* the demo's own embedding: a few KB */
 #define DEMO_LEARN_RATE "0.02"
 
 static char *demo_dir(void)
@@ -67,10 +69,12 @@ static void demo_config(sdt_ti_config *c, const char *embedding, const char *tem
 /* A copy of the untrained embedding, for the grid's "before" row (training overwrites the file). */
 static bool keep_initial(const char *embedding, const char *copy)
 {
-    char *data = NULL;
+    char *data = NULL, *why = NULL;
     gsize len = 0;
-    bool ok = g_file_get_contents(embedding, &data, &len, NULL) && g_file_set_contents(copy, data, (gssize)len, NULL);
+    bool ok = host_read_file(embedding, DEMO_EMBEDDING_LIMIT, &data, &len, &why) &&
+              g_file_set_contents(copy, data, (gssize)len, NULL);
     g_free(data);
+    g_free(why);
     return ok;
 }
 

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "inspect_outputs.h"
 
 #define MAX_OUTPUT_FILE_BYTES (64u << 20) /* previews, CSVs and settings are far smaller */
@@ -158,16 +159,18 @@ gboolean inspect_output_file(const char *path, gboolean json)
 {
     gchar *data = NULL;
     gsize size = 0;
-    if (!g_file_get_contents(path, &data, &size, NULL)) return FALSE;
+    char *why = NULL;
+    if (!host_read_file(path, MAX_OUTPUT_FILE_BYTES, &data, &size, &why)) { /* the plugin's sentence follows */
+        g_free(why);
+        return FALSE;
+    }
     GString *out = g_string_new(NULL);
     gboolean known = FALSE;
-    if (size <= MAX_OUTPUT_FILE_BYTES) {
-        if (size >= 8 && (guchar)data[0] == 0x89) known = describe_png(path, (const guchar *)data, size, json, out);
-        else if (g_str_has_suffix(path, ".csv") && g_utf8_validate(data, (gssize)size, NULL))
-            known = describe_csv(path, data, json, out);
-        else if (g_str_has_suffix(path, ".json") && g_utf8_validate(data, (gssize)size, NULL))
-            known = describe_settings(path, data, json, out);
-    }
+    if (size >= 8 && (guchar)data[0] == 0x89) known = describe_png(path, (const guchar *)data, size, json, out);
+    else if (g_str_has_suffix(path, ".csv") && g_utf8_validate(data, (gssize)size, NULL))
+        known = describe_csv(path, data, json, out);
+    else if (g_str_has_suffix(path, ".json") && g_utf8_validate(data, (gssize)size, NULL))
+        known = describe_settings(path, data, json, out);
     if (known) fputs(out->str, stdout);
     g_string_free(out, TRUE);
     g_free(data);

@@ -5,6 +5,7 @@
 
 #include "c_number.h"
 #include "cli_common.h"
+#include "file_read.h"
 #include "panel_options.h"
 
 #define PANEL_GROUP "train"
@@ -337,11 +338,8 @@ static const panel_option *find_option(const char *name)
 
 /* A panel file is text: binary data (NUL bytes, bytes that are not UTF-8) gets a sentence
  * saying so, instead of the key-file parser quoting the garbage. */
-static gboolean check_text_file(const char *path, char **error)
+static gboolean check_text(const char *path, const char *data, gsize n, char **error)
 {
-    char *data = NULL;
-    gsize n = 0;
-    if (!g_file_get_contents(path, &data, &n, NULL)) return TRUE; /* the parser names the read error */
     const char *bad = memchr(data, '\0', n);
     const char *invalid = NULL;
     if (!g_utf8_validate(data, (gssize)n, &invalid) && (!bad || invalid < bad)) bad = invalid;
@@ -349,7 +347,6 @@ static gboolean check_text_file(const char *path, char **error)
         *error = g_strdup_printf("The panel file %s is not a text file (binary data at byte %zu); a panel file is a key "
                                  "file with the options under a [%s] line, e.g. max-steps=1000.", path,
                                  (size_t)(bad - data), PANEL_GROUP);
-    g_free(data);
     return bad == NULL;
 }
 
@@ -357,9 +354,24 @@ gboolean panel_load_file(panel_values *v, char **error)
 {
     if (!v->config_path || v->key_file) return TRUE;
     GError *gerr = NULL;
-    if (!check_text_file(v->config_path, error)) return FALSE;
+    gchar *data = NULL;
+    gsize n = 0;
+    char *why = NULL;
+    /* Read once, through the bounded reader: a FIFO or /dev/zero named as the panel file is refused. */
+    if (!host_read_file(v->config_path, HOST_TEXT_FILE_LIMIT, &data, &n, &why)) {
+        *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options under a "
+                                 "[%s] line, e.g. max-steps=1000.", v->config_path, why, PANEL_GROUP);
+        g_free(why);
+        return FALSE;
+    }
+    if (!check_text(v->config_path, data, n, error)) {
+        g_free(data);
+        return FALSE;
+    }
     v->key_file = g_key_file_new();
-    if (!g_key_file_load_from_file(v->key_file, v->config_path, G_KEY_FILE_NONE, &gerr)) {
+    gboolean loaded = g_key_file_load_from_data(v->key_file, data, n, G_KEY_FILE_NONE, &gerr);
+    g_free(data);
+    if (!loaded) {
         *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "
                                  "under a [%s] line, e.g. max-steps=1000.", v->config_path, gerr->message, PANEL_GROUP);
         g_clear_error(&gerr);

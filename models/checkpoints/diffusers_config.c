@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "atomic_file.h"
 #include "c_numeric.h"
 
@@ -22,14 +23,14 @@ static cJSON *read_json(const char *folder, const char *sub, const char *name, b
     *present = g_file_test(path, G_FILE_TEST_EXISTS);
     *path_out = path;
     if (!*present) return NULL;
-    gchar *text = NULL;
-    gsize len = 0;
+    char *text = NULL;
+    size_t len = 0;
     cJSON *j = NULL;
-    if (!g_file_get_contents(path, &text, &len, NULL))
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot be read; check its permissions", path);
+    if (!sdt_file_read_all(path, "model config", SDT_FILE_LIMIT_TEXT, &text, &len, error))
+        ;
     else if (!(j = cJSON_ParseWithLength(text, len)) || !cJSON_IsObject(j))
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
-    g_free(text);
+    free(text);
     if (j && !cJSON_IsObject(j)) {
         cJSON_Delete(j);
         j = NULL;

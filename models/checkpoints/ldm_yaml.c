@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
 #include "c_numeric.h"
 
 #define SDT_YAML_MAX_NODES 100000 /* Stability's configs have about 100 */
@@ -559,24 +560,16 @@ bool sdt_yaml_parse(const char *text, size_t size, const char *path, sdt_yaml_do
 bool sdt_yaml_read_file(const char *path, sdt_yaml_doc *doc, sdt_error *error)
 {
     memset(doc, 0, sizeof *doc);
-    GStatBuf st;
-    if (g_stat(path, &st) != 0)
-        return sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot read it (%s)", path, g_strerror(errno));
-    if (st.st_size > (goffset)SDT_YAML_MAX_BYTES)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %lld bytes; an LDM config is a few KB (at most %u bytes are read) - "
-                        "this is not one: use the config that came with the checkpoint", path, (long long)st.st_size,
-                        SDT_YAML_MAX_BYTES);
-    gchar *text = NULL;
-    gsize size = 0;
-    GError *gerr = NULL;
-    if (!g_file_get_contents(path, &text, &size, &gerr)) {
-        sdt_fail(error, gerr->domain == G_FILE_ERROR && gerr->code == G_FILE_ERROR_NOENT ? SDT_ERR_NOT_FOUND : SDT_ERR_IO,
-                 "%s: cannot read it (%s)", path, gerr->message);
-        g_error_free(gerr);
+    char *text = NULL;
+    size_t size = 0;
+    if (!sdt_file_read_all(path, "LDM config", SDT_YAML_MAX_BYTES, &text, &size, error)) {
+        if (error && error->code == SDT_ERR_BAD_FORMAT && strstr(error->message, "over the limit"))
+            sdt_error_append(error, "; an LDM config is a few KB, so this is not one: use the config that came with the "
+                             "checkpoint");
         return false;
     }
     bool ok = sdt_yaml_parse(text, size, path, doc, error);
-    g_free(text);
+    free(text);
     return ok;
 }
 

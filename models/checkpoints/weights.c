@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "file_read.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
 #include "torch_file.h"
@@ -302,10 +304,11 @@ static bool add_file(sdt_weights *w, sdt_safetensors *st, component c, sdt_error
  * the folder of the index). 0 + error on failure; the files opened so far are closed. */
 static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error *error)
 {
-    gchar *text = NULL;
-    gsize len = 0;
-    cJSON *j = g_file_get_contents(index_path, &text, &len, NULL) ? cJSON_ParseWithLength(text, len) : NULL;
-    g_free(text);
+    char *text = NULL;
+    size_t len = 0;
+    if (!sdt_file_read_all(index_path, "sharded-checkpoint index", SDT_FILE_LIMIT_LARGE_TEXT, &text, &len, error)) return 0;
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
     if (!cJSON_IsObject(map)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the "
@@ -596,9 +599,11 @@ const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 {
     if (!w->hash[0]) {
-        FILE *f = fopen(w->hash_file, "rb");
+        int fd = sdt_file_open_regular(w->hash_file, "checkpoint", NULL, error);
+        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
         if (!f) {
-            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
+            if (fd >= 0) close(fd);
+            if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
             return false;
         }
         GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "write_fault.h"
+
 /* The umask, read without setting it: umask(2) can only be read by changing it, which would
  * race with the host's other threads creating files. */
 static mode_t process_umask(void)
@@ -54,6 +56,11 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
         f->tmp_path[0] = 0;
         return false;
     }
+    FILE *full = sdt_write_fault_disk_full(path) ? fopen(SDT_WRITE_FAULT_DEVICE, "wb") : NULL;
+    if (full) { /* the test build's full disk: the temp file stays empty, every write fails with ENOSPC */
+        fclose(f->fp);
+        f->fp = full;
+    }
     return true;
 }
 
@@ -82,7 +89,7 @@ bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error)
     }
     f->fp = NULL;
     if (!ok) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
                  f->path, strerror(saved_errno ? saved_errno : EIO));
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
@@ -117,7 +124,7 @@ bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error
     sdt_atomic_file f;
     if (!sdt_atomic_begin(&f, path, error)) return false;
     if (size && fwrite(data, 1, size, f.fp) != size) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged. Free disk space or choose another folder",
+        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
                  path, strerror(errno));
         sdt_atomic_abort(&f);
         return false;

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "atomic_file.h"
 
 /* ---- dtypes --------------------------------------------------------------- */
@@ -323,20 +324,15 @@ sdt_safetensors *sdt_st_open_memory(const void *buf, size_t size, const char *na
 
 sdt_safetensors *sdt_st_open(const char *path, sdt_error *error)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t file_size = 0;
+    int fd = sdt_file_open_regular(path, "safetensors file", &file_size, error);
     if (fd < 0) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the checkpoint (%s); check the path and permissions", path, strerror(errno));
-        return NULL;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file; give the path of a .safetensors file", path);
-        close(fd);
+        sdt_error_append(error, "; check the path and permissions");
         return NULL;
     }
     sdt_safetensors *st = g_new0(sdt_safetensors, 1);
     st->path = g_strdup(path);
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)file_size;
     if (size > 0) {
         void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {

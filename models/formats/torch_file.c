@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "pickle_read.h"
 #include "zip_read.h"
 
@@ -42,11 +43,11 @@ sdt_torch_layout sdt_torch_sniff(const void *buf, size_t size)
 sdt_torch_layout sdt_torch_sniff_file(const char *path)
 {
     uint8_t head[sizeof legacy_magic];
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return SDT_TORCH_NOT_TORCH;
-    size_t n = fread(head, 1, sizeof head, fp);
-    fclose(fp);
-    return sdt_torch_sniff(head, n);
+    int fd = sdt_file_open_regular(path, "file", NULL, NULL);
+    if (fd < 0) return SDT_TORCH_NOT_TORCH; /* the reader that opens it next says why */
+    ssize_t n = read(fd, head, sizeof head);
+    close(fd);
+    return sdt_torch_sniff(head, n > 0 ? (size_t)n : 0);
 }
 
 void sdt_torch_close(sdt_torch_file *f)
@@ -269,17 +270,13 @@ sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *
 
 sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    uint64_t file_size = 0;
+    int fd = sdt_file_open_regular(path, "PyTorch file", &file_size, error);
     if (fd < 0) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the file (%s); check the path and permissions", path, strerror(errno));
+        sdt_error_append(error, "; check the path and permissions");
         return NULL;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file; give the path of a .ckpt, .pt or .bin file", path);
-        close(fd);
-        return NULL;
-    }
+    struct stat sb = {.st_size = (off_t)file_size};
     sdt_torch_file *f = g_new0(sdt_torch_file, 1);
     f->path = g_strdup(path);
     if (sb.st_size > 0) {

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
+
 #define START_TOKEN CLIP_START_TOKEN
 #define END_TOKEN CLIP_END_TOKEN
 #define WORD_END CLIP_WORD_END
@@ -236,19 +238,17 @@ sdt_tokenizer *sdt_tokenizer_load_memory(const char *vocab, size_t vocab_len, co
 
 sdt_tokenizer *sdt_tokenizer_load(const char *vocab_path, const char *merges_path, sdt_error *error)
 {
-    gchar *vocab = NULL, *merges = NULL;
-    gsize vlen = 0, mlen = 0;
-    GError *e = NULL;
-    if (!g_file_get_contents(vocab_path, &vocab, &vlen, &e) || !g_file_get_contents(merges_path, &merges, &mlen, &e)) {
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the tokenizer file (%s); check the tokenizer path",
-                 vocab ? merges_path : vocab_path, e->message);
-        g_error_free(e);
-        g_free(vocab);
+    char *vocab = NULL, *merges = NULL;
+    size_t vlen = 0, mlen = 0;
+    if (!sdt_file_read_all(vocab_path, "tokenizer file", SDT_FILE_LIMIT_LARGE_TEXT, &vocab, &vlen, error) ||
+        !sdt_file_read_all(merges_path, "tokenizer file", SDT_FILE_LIMIT_LARGE_TEXT, &merges, &mlen, error)) {
+        sdt_error_append(error, "; check the tokenizer path");
+        free(vocab);
         return NULL;
     }
     sdt_tokenizer *t = sdt_tokenizer_load_memory(vocab, vlen, merges, mlen, vocab_path, merges_path, error);
-    g_free(vocab);
-    g_free(merges);
+    free(vocab);
+    free(merges);
     return t;
 }
 

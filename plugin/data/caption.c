@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "data/path_util.h"
+#include "file_read.h"
 
 static GRegex *compile_word_regex(const char *pattern, sdt_error *error)
 {
@@ -95,14 +97,14 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
     free(stem);
 
     char *result = NULL;
-    if (g_file_test(txt_path, G_FILE_TEST_EXISTS)) {
-        gchar *text = NULL;
-        gsize len = 0;
-        GError *gerr = NULL;
-        if (!g_file_get_contents(txt_path, &text, &len, &gerr)) {
-            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the caption file (%s); fix its permissions or remove it", txt_path,
-                     gerr ? gerr->message : "unknown error");
-            g_clear_error(&gerr);
+    /* lstat: a dangling symlink or a FIFO named like the caption is the user's caption file too,
+     * and is refused by the reader with a sentence rather than skipped or waited on. */
+    struct stat sb;
+    if (lstat(txt_path, &sb) == 0) {
+        char *text = NULL;
+        size_t len = 0;
+        if (!sdt_file_read_all(txt_path, "caption file", SDT_FILE_LIMIT_TEXT, &text, &len, error)) {
+            sdt_error_append(error, "; fix or remove the caption file");
         } else if (memchr(text, 0, len) || !g_utf8_validate(text, (gssize)len, NULL)) {
             sdt_fail(error, SDT_ERR_VALIDATION, "%s: the caption file is not UTF-8 text; save it as UTF-8", txt_path);
         } else {
@@ -110,7 +112,7 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
             g_strchomp(text);
             result = strdup(text);
         }
-        g_free(text);
+        free(text);
     } else {
         result = sdt_caption_from_filename(image_path, rules, error);
     }

@@ -6,10 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/exif_orientation.h"
 #include "data/webp_io.h"
+#include "file_read.h"
 
 /* stb is third-party code: keep our warning flags for our code only. */
 #pragma GCC diagnostic push
@@ -35,24 +36,60 @@
  * GCC reports that at the end of the file, so this one stays off here. */
 #pragma GCC diagnostic ignored "-Wunused-function"
 
+/* The format a file's first bytes claim (NULL: none that stb reads; TGA has no signature). */
+static const char *format_from_magic(const uint8_t *b, size_t n)
+{
+    if (n >= 8 && memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0) return "PNG";
+    if (n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff) return "JPEG";
+    if (n >= 4 && memcmp(b, "GIF8", 4) == 0) return "GIF";
+    if (n >= 2 && memcmp(b, "BM", 2) == 0) return "BMP";
+    if (n >= 4 && memcmp(b, "8BPS", 4) == 0) return "PSD";
+    if (n >= 2 && b[0] == 'P' && (b[1] == '5' || b[1] == '6')) return "PNM";
+    return NULL;
+}
+
+/* Why stb failed, as the decoder of the file's own format says it, or NULL. stb tries its
+ * decoders in turn and one that rejects the signature leaves its reason behind ("Not a PNG" for a
+ * truncated JPEG), so a reason that does not name the format is not that file's. */
+static const char *decoder_reason(const char *format)
+{
+    const char *why = stbi_failure_reason();
+    if (!why || !format) return why;
+    bool general = strstr(why, "memory") || strstr(why, "large");
+    bool own = strstr(why, format) || (strcmp(format, "PNM") == 0 && strstr(why, "PPM"));
+    return general || own ? why : NULL;
+}
+
+/* "<path>: the JPEG could not be read (<decoder's reason>); the file is truncated or corrupt: ..." */
+static bool fail_unreadable(sdt_error *error, const char *path, const uint8_t *head, size_t n_head, const char *doing)
+{
+    const char *format = format_from_magic(head, n_head), *why = decoder_reason(format);
+    if (!format)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be %s (%s); the file is corrupt or of an "
+                        "unsupported type", path, doing, why ? why : "unknown format");
+    if (!why)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s is truncated or corrupt (it cannot be %s); replace or "
+                        "remove the file", path, format, doing);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s cannot be %s (%s); the file is truncated or corrupt: replace "
+                    "or remove it", path, format, doing, why);
+}
+
+/* A regular, non-empty file opened for reading (never a FIFO or a device: file_read.h). */
 static bool check_nonempty_file(const char *path, FILE **fp, sdt_error *error)
 {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot read the file (%s)", path, strerror(errno));
-        return false;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a regular file", path);
-        return false;
-    }
-    if (st.st_size == 0) {
+    uint64_t size = 0;
+    int fd = sdt_file_open_regular(path, "image", &size, error);
+    if (fd < 0) return false;
+    if (size == 0) {
+        close(fd);
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file is empty (0 bytes); replace or remove it", path);
         return false;
     }
-    *fp = fopen(path, "rb");
+    *fp = fdopen(fd, "rb");
     if (!*fp) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the file (%s)", path, strerror(errno));
+        int e = errno;
+        close(fd);
+        sdt_fail(error, sdt_error_code_from_errno(e), "%s: cannot open the file (%s)", path, strerror(e));
         return false;
     }
     return true;
@@ -79,25 +116,14 @@ static bool png_header_size(FILE *fp, sdt_image_header *h)
  * one read. stb takes the length as an int. */
 static uint8_t *read_whole_file(const char *path, size_t *size, sdt_error *error)
 {
-    FILE *fp;
-    if (!check_nonempty_file(path, &fp, error)) return NULL;
-    long n = fseek(fp, 0, SEEK_END) == 0 ? ftell(fp) : -1;
-    if (n <= 0 || n > INT_MAX || fseek(fp, 0, SEEK_SET) != 0) {
-        fclose(fp);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file cannot be read whole (over 2 GiB or not seekable); scale it down", path);
-        return NULL;
-    }
-    uint8_t *bytes = malloc((size_t)n);
-    bool ok = bytes && fread(bytes, 1, (size_t)n, fp) == (size_t)n;
-    fclose(fp);
-    if (!ok) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: the file could not be read into memory (%s)", path,
-                 bytes ? "short read" : "out of memory");
+    char *bytes = NULL;
+    if (!sdt_file_read_all(path, "image", INT_MAX, &bytes, size, error)) return NULL;
+    if (*size == 0) {
         free(bytes);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file is empty (0 bytes); replace or remove it", path);
         return NULL;
     }
-    *size = (size_t)n;
-    return bytes;
+    return (uint8_t *)bytes;
 }
 
 /* stb grows its IDAT buffer to whatever a chunk's length field says (up to 1 GiB) before it
@@ -133,9 +159,11 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error)
     if (!ok && !webp_why[0]) ok = png_header_size(fp, h);
     fclose(fp);
     if (!ok || h->width <= 0 || h->height <= 0) {
-        const char *why = webp_why[0] ? webp_why : stbi_failure_reason();
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be read (%s); the file is corrupt or of an unsupported type",
-                 path, why ? why : "unknown format");
+        if (webp_why[0])
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be read (%s); the file is corrupt or of an "
+                     "unsupported type", path, webp_why);
+        else
+            fail_unreadable(error, path, head, n_head, "read");
         return false;
     }
     return true;
@@ -180,10 +208,7 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     } else {
         pixels = stbi_load_from_memory(bytes, (int)n_bytes, &w, &hh, &comp, want_channels);
         if (pixels) orientation = sdt_exif_orientation_from_file(bytes, n_bytes);
-        const char *why = stbi_failure_reason();
-        if (!pixels)
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image could not be decoded (%s); the file is corrupt or truncated",
-                     path, why ? why : "unknown error");
+        if (!pixels) fail_unreadable(error, path, bytes, n_bytes, "decoded");
     }
     free(bytes);
     if (!pixels) return NULL;

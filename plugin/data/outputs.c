@@ -14,7 +14,10 @@
 #include "atomic_file.h"
 #include "c_numeric.h"
 #include "data/file_name.h"
+#include "file_read.h"
+#include "write_fault.h"
 
+#define LOSS_CSV_LIMIT ((size_t)1 << 30) /* ten million rows */
 #define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
 
 const sdt_output_layout sdt_output_layout_embedding = {"embeddings", SDT_LOSS_CSV_NAME, true};
@@ -70,14 +73,19 @@ bool sdt_output_file(char *buf, size_t size, const char *folder, const char *nam
 }
 
 /* The first line of path (without newline) into buf; "" for a missing or empty file. */
-static bool read_first_line(const char *path, char *buf, size_t size, bool *exists)
+static bool read_first_line(const char *path, char *buf, size_t size, sdt_error *error)
 {
     buf[0] = 0;
-    FILE *fp = fopen(path, "rb");
-    *exists = fp != NULL;
-    if (!fp) return errno == ENOENT;
-    if (!fgets(buf, (int)size, fp)) buf[0] = 0;
-    fclose(fp);
+    sdt_error why;
+    int fd = sdt_file_open_regular(path, "loss CSV", NULL, &why);
+    if (fd < 0) {
+        if (why.code == SDT_ERR_NOT_FOUND) return true;
+        if (error) *error = why;
+        return false;
+    }
+    ssize_t got = read(fd, buf, size - 1);
+    close(fd);
+    buf[got > 0 ? got : 0] = 0;
     buf[strcspn(buf, "\r\n")] = 0;
     return true;
 }
@@ -95,13 +103,9 @@ __attribute__((format(printf, 3, 0))) static void append_number(GString *s, doub
 bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error)
 {
     char first[512];
-    bool exists;
-    if (!read_first_line(path, first, sizeof(first), &exists)) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot read the loss CSV (%s)", path, strerror(errno));
-        return false;
-    }
+    if (!read_first_line(path, first, sizeof(first), error)) return false;
     if (first[0] && strcmp(first, SDT_LOSS_CSV_HEADER) != 0) {
-        sdt_fail(error, SDT_ERR_IO,
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the existing loss CSV has other columns (\"%s\"); move it away or choose another log directory",
                  path, first);
         return false;
@@ -118,7 +122,8 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     g_string_append_c(line, '\n');
 
     /* O_APPEND + one write: a crash leaves whole rows, and a row never interleaves. */
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0666);
+    int fd = sdt_write_fault_disk_full(path) ? open(SDT_WRITE_FAULT_DEVICE, O_WRONLY | O_CLOEXEC)
+                                             : open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
     bool ok = fd >= 0 && write(fd, line->str, line->len) == (ssize_t)line->len && fsync(fd) == 0;
     if (!ok)
         sdt_fail(error, SDT_ERR_IO, "%s: cannot append to the loss CSV (%s); check free space and permissions", path,
@@ -130,14 +135,12 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
 
 bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error *error)
 {
-    gchar *text = NULL;
-    gsize len = 0;
-    GError *gerr = NULL;
-    if (!g_file_get_contents(path, &text, &len, &gerr)) {
-        bool missing = g_error_matches(gerr, G_FILE_ERROR, G_FILE_ERROR_NOENT);
-        if (!missing)
-            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the loss CSV (%s)", path, gerr ? gerr->message : "unknown error");
-        g_clear_error(&gerr);
+    char *text = NULL;
+    size_t len = 0;
+    sdt_error why;
+    if (!sdt_file_read_all(path, "loss CSV", LOSS_CSV_LIMIT, &text, &len, &why)) {
+        bool missing = why.code == SDT_ERR_NOT_FOUND;
+        if (!missing && error) *error = why;
         return missing;
     }
     GString *kept = g_string_new(NULL);
@@ -153,7 +156,7 @@ bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error 
     }
     bool ok = !changed || sdt_atomic_write(path, kept->str, kept->len, error);
     g_string_free(kept, TRUE);
-    g_free(text);
+    free(text);
     return ok;
 }
 

@@ -2,14 +2,39 @@
 #include "data/png_write.h"
 
 #include <png.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "atomic_file.h"
 
 typedef struct png_failure {
     char message[256];
+    FILE *fp;
+    int write_errno; /* why the file refused bytes (ENOSPC on a full disk), 0 when it did not */
 } png_failure;
+
+/* libpng's own writer says only "Write Error"; this one keeps errno, so a full disk says so. */
+static void write_bytes(png_structp png, png_bytep data, size_t length)
+{
+    png_failure *f = png_get_io_ptr(png);
+    errno = 0;
+    if (fwrite(data, 1, length, f->fp) != length) {
+        f->write_errno = errno ? errno : EIO;
+        png_error(png, strerror(f->write_errno));
+    }
+}
+
+static void flush_bytes(png_structp png)
+{
+    png_failure *f = png_get_io_ptr(png);
+    errno = 0;
+    if (fflush(f->fp) != 0) {
+        f->write_errno = errno ? errno : EIO;
+        png_error(png, strerror(f->write_errno));
+    }
+}
 
 static void on_png_error(png_structp png, png_const_charp msg)
 {
@@ -38,7 +63,8 @@ static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *ke
         png_destroy_write_struct(&png, &info);
         return false;
     }
-    png_init_io(png, fp);
+    failure->fp = fp;
+    png_set_write_fn(png, failure, write_bytes, flush_bytes);
     png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     if (key) {
@@ -64,10 +90,14 @@ bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const
     }
     sdt_atomic_file f;
     if (!sdt_atomic_begin(&f, path, error)) return false;
-    png_failure failure = {""};
+    png_failure failure = {"", NULL, 0};
     if (!write_png(f.fp, rgb, w, h, text_key, text, &failure)) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
-                 failure.message);
+        if (failure.write_errno)
+            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or "
+                     "choose another folder", path, strerror(failure.write_errno));
+        else
+            sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
+                     failure.message);
         sdt_atomic_abort(&f);
         return false;
     }

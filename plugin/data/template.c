@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file_read.h"
+
 void sdt_template_free(sdt_template *t)
 {
     if (!t) return;
@@ -60,17 +62,14 @@ bool sdt_template_parse(const char *text, size_t len, const char *origin, sdt_te
 bool sdt_template_load(const char *path, sdt_template *out, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
-    gchar *text = NULL;
-    gsize len = 0;
-    GError *gerr = NULL;
-    if (!g_file_get_contents(path, &text, &len, &gerr)) {
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the prompt template (%s); choose an existing template file", path,
-                 gerr ? gerr->message : "unknown error");
-        g_clear_error(&gerr);
+    char *text = NULL;
+    size_t len = 0;
+    if (!sdt_file_read_all(path, "prompt template", SDT_FILE_LIMIT_TEXT, &text, &len, error)) {
+        sdt_error_append(error, "; choose an existing template file");
         return false;
     }
     bool ok = sdt_template_parse(text, len, path, out, error);
-    g_free(text);
+    free(text);
     return ok;
 }
 

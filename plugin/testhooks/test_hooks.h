@@ -14,6 +14,9 @@
  *                                              below compute capability 8.0 (T4, RTX 20xx) does
  *   SDTRAIN_TEST_STEP_DELAY_MS=<ms>            every training step takes this much longer, so a test can
  *                                              send a signal while a step is in flight
+ *   SDTRAIN_FAULT_ENOSPC=<end of a path>       every save to a path ending so (".png", "a.safetensors";
+ *                                              "*": every file) fails as on a full disk (ENOSPC),
+ *                                              through models/formats/write_fault.h; read at each save
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -26,6 +29,7 @@
 #define SDT_TEST_HOOK_INF_GRAD_NAME "SDTRAIN_FAULT_INF_GRAD"
 #define SDT_TEST_HOOK_NO_BF16_NAME "SDTRAIN_DEVICE_NO_BF16"
 #define SDT_TEST_HOOK_STEP_DELAY_NAME "SDTRAIN_TEST_STEP_DELAY_MS"
+#define SDT_TEST_HOOK_ENOSPC_NAME "SDTRAIN_FAULT_ENOSPC"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -37,5 +41,8 @@ const char *sdt_test_hook_inf_grad(void);
 bool sdt_test_hook_no_bf16(void);
 /* Milliseconds added to every training step, or 0. */
 unsigned sdt_test_hook_step_delay_ms(void);
+/* true: saves to path fail as on a full disk. Defined only by the test build; models/formats/write_fault.c
+ * holds the weak reference that every other build leaves unresolved (always false). */
+bool sdt_test_hook_disk_full(const char *path);
 
 #endif

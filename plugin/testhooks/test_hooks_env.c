@@ -29,3 +29,11 @@ bool sdt_test_hook_no_bf16(void)
     const char *text = getenv(SDT_TEST_HOOK_NO_BF16_NAME);
     return text && strcmp(text, "1") == 0;
 }
+
+bool sdt_test_hook_disk_full(const char *path)
+{
+    const char *end = getenv(SDT_TEST_HOOK_ENOSPC_NAME);
+    if (!end || !*end || !path) return false;
+    size_t n = strlen(path), k = strlen(end);
+    return strcmp(end, "*") == 0 || (n >= k && strcmp(path + n - k, end) == 0);
+}

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "file_read.h"
 #include "torch_file.h"
 
 #define MAX_LOADED_VECTORS 1024 /* generous: only inspection ever sees more than 75 */
@@ -66,13 +67,14 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
     memset(e, 0, sizeof(*e));
     if (format) *format = SDT_EMBEDDING_FORMAT_UNKNOWN;
     unsigned char magic[9] = {0};
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot open the embedding file (%s); check the path", path, strerror(errno));
+    int fd = sdt_file_open_regular(path, "embedding file", NULL, error);
+    if (fd < 0) {
+        sdt_error_append(error, "; check the path");
         return false;
     }
-    size_t got = fread(magic, 1, sizeof(magic), fp);
-    fclose(fp);
+    ssize_t n_read = read(fd, magic, sizeof(magic));
+    close(fd);
+    size_t got = n_read > 0 ? (size_t)n_read : 0;
     if (got >= 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0) {
         if (format) *format = SDT_EMBEDDING_FORMAT_PNG_CARD;
         return sdt_embedding_load_png_card(path, e, error);

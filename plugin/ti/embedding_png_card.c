@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "atomic_file.h"
+#include "file_read.h"
 #include "ti/card_pixels.h"
 #include "ti/embedding_file.h"
 #include "data/png_write.h"
@@ -260,17 +261,10 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error)
 {
     memset(e, 0, sizeof(*e));
-    gchar *data = NULL;
-    gsize size = 0;
-    GError *gerr = NULL;
-    if (!g_file_get_contents(path, &data, &size, &gerr)) {
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file (%s)", path, gerr ? gerr->message : "unknown error");
-        g_clear_error(&gerr);
-        return false;
-    }
-    bool ok = size <= MAX_CARD_FILE;
-    if (!ok) sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file is larger than %u MB; not an embedding card", path, MAX_CARD_FILE >> 20);
-    ok = ok && sdt_embedding_png_card_decode(data, size, path, e, error);
-    g_free(data);
+    char *data = NULL;
+    size_t size = 0;
+    if (!sdt_file_read_all(path, "embedding card", MAX_CARD_FILE, &data, &size, error)) return false;
+    bool ok = sdt_embedding_png_card_decode(data, size, path, e, error);
+    free(data);
     return ok;
 }

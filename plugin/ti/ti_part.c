@@ -62,19 +62,20 @@ static bool part_save_final(sdt_train_part *p, sdt_train_job *job, sdt_error *er
 }
 
 /* The A1111 card of the current embedding over a picture (NULL: a generated one). */
-static void part_card(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h)
+static bool part_card(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h,
+                      sdt_error *error)
 {
     ti_part *tp = p->self;
-    if (!tp->save_cards || !job->out.image_embeddings[0]) return;
-    sdt_error why;
-    sdt_error_clear(&why);
-    if (rgb && !part_sync(p, job, &why)) return; /* after a preview: the card shows the vectors of now */
+    if (!tp->save_cards || !job->out.image_embeddings[0]) return true;
+    if (rgb && !part_sync(p, job, error)) return false; /* after a preview: the card shows the vectors of now */
     char path[4096];
-    if (!sdt_output_file(path, sizeof path, job->out.image_embeddings, tp->emb.name, step, ".png")) return;
-    if (sdt_embedding_save_png_card(&tp->emb, path, rgb, w, h, true, &why))
-        sdt_host_file_saved(job->host, SDT_FILE_EMBEDDING_CARD, path, step);
-    else
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the PNG card was not saved: %s", why.message);
+    if (!sdt_output_file(path, sizeof path, job->out.image_embeddings, tp->emb.name, step, ".png"))
+        return sdt_fail(error, SDT_ERR_IO, "%s: the PNG card's path is too long; choose a shorter log folder",
+                        job->out.image_embeddings);
+    if (!sdt_embedding_save_png_card(&tp->emb, path, rgb, w, h, true, error))
+        return sdt_error_wrap(error, "the PNG card was not saved");
+    sdt_host_file_saved(job->host, SDT_FILE_EMBEDDING_CARD, path, step);
+    return true;
 }
 
 static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)

@@ -25,25 +25,37 @@ static bool cadence_due(int64_t every, int64_t step)
     return every > 0 && step > 0 && step % every == 0;
 }
 
-/* Periodic saves never stop training: the user keeps the run, and the warning says what failed. */
-static void periodic_save(const sdt_host_callbacks *host, const char *what, int64_t step,
-                          bool (*save)(void *, int64_t, sdt_error *), void *job)
+/* A periodic save that fails for IO (the disk) stops the run: false, the failure in *error. Any
+ * other failure keeps the run going: the user keeps the run, and the warning says what failed. */
+static bool periodic_save(const sdt_host_callbacks *host, const char *what, int64_t step,
+                          bool (*save)(void *, int64_t, sdt_error *), void *job, sdt_error *error)
 {
-    sdt_error error = {0};
-    if (!save(job, step, &error))
-        sdt_host_log(host, SDT_LOG_WARNING, "Saving the %s at step %lld failed (%s): %s Training continues.",
-                     what, (long long)step, sdt_status_name(sdt_status_of(&error)), error.message);
+    sdt_error why = {0};
+    if (save(job, step, &why)) return true;
+    if (why.code == SDT_ERR_IO) {
+        *error = why;
+        return sdt_error_wrap(error, "Saving the %s at step %lld failed, so training stopped", what, (long long)step);
+    }
+    sdt_host_log(host, SDT_LOG_WARNING, "Saving the %s at step %lld failed (%s): %s Training continues.",
+                 what, (long long)step, sdt_status_name(sdt_status_of(&why)), why.message);
+    return true;
 }
 
-/* A failed step: keep what was good, then report the step's error. */
+/* A failed step: keep what was good, then report the step's error, saying what was saved. */
 static sdt_status fail_after_error(const sdt_job_ops *ops, void *job, sdt_run_control *ctl,
-                                   const sdt_host_callbacks *host, const sdt_error *error)
+                                   const sdt_host_callbacks *host, sdt_error *error)
 {
     sdt_error save_error = {0};
-    if (ops->save_final(job, SDT_SAVE_AFTER_ERROR, &save_error))
-        sdt_host_log(host, SDT_LOG_INFO, "The last good state was saved.");
-    else
+    if (ops->save_final(job, SDT_SAVE_AFTER_ERROR, &save_error)) {
+        const char *note = ops->saved_note ? ops->saved_note(job) : NULL;
+        sdt_host_log(host, SDT_LOG_INFO, "The last good state was saved%s%s.", note && *note ? ": " : "",
+                     note ? note : "");
+        if (note && *note) sdt_error_append(error, "; the last good state was saved: %s", note);
+        else sdt_error_append(error, "; the last good state was saved");
+    } else {
         sdt_host_log(host, SDT_LOG_ERROR, "Saving the last good state also failed: %s", save_error.message);
+        sdt_error_append(error, "; saving the last good state also failed: %s", save_error.message);
+    }
     sdt_host_log(host, SDT_LOG_ERROR, "%s", error->message);
     sdt_run_control_set_state(ctl, SDT_RUN_FAILED);
     return sdt_status_of(error);
@@ -83,10 +95,13 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
         step = m.step;
         sdt_run_control_publish(ctl, &m);
         sdt_host_metrics(host, &m);
-        if (ops->save_snapshot && cadence_due(params->save_every, step))
-            periodic_save(host, "copy", step, ops->save_snapshot, job);
-        if (ops->save_preview && cadence_due(params->preview_every, step))
-            periodic_save(host, "preview image", step, ops->save_preview, job);
+        if (ops->write_failed && ops->write_failed(job, error)) return fail_after_error(ops, job, ctl, host, error);
+        if (ops->save_snapshot && cadence_due(params->save_every, step) &&
+            !periodic_save(host, "copy", step, ops->save_snapshot, job, error))
+            return fail_after_error(ops, job, ctl, host, error);
+        if (ops->save_preview && cadence_due(params->preview_every, step) &&
+            !periodic_save(host, "preview image", step, ops->save_preview, job, error))
+            return fail_after_error(ops, job, ctl, host, error);
     }
 
     sdt_memory_report_end(&memory, host);

@@ -5,7 +5,10 @@
  * the interrupt request is honoured between steps (the current step always finishes), metrics
  * are timed, published for [any thread] readers and sent to the host after every step,
  * snapshots and previews follow their cadences, and every way out of the loop ends in a save:
- * finished, interrupted, or failed (the last good state). */
+ * finished, interrupted, or failed (the last good state). A write the disk refuses (an IO
+ * failure: full, gone, read-only) stops the run with that failure, whatever was being written:
+ * every later save would fail the same way, and the user must hear it, not find it in a warning
+ * after hours of training that cannot be saved. */
 #ifndef SDT_PLUGIN_RUN_LOOP_H
 #define SDT_PLUGIN_RUN_LOOP_H
 
@@ -36,6 +39,12 @@ typedef struct sdt_job_ops {
     bool (*save_preview)(void *job, int64_t step, sdt_error *error);
     /* The final save: embedding and full training state, atomically. */
     bool (*save_final)(void *job, sdt_save_reason reason, sdt_error *error);
+    /* Optional: true (and the failure in *error) when a write the job makes on its own during a
+     * step (the loss CSV, a timed state) failed for IO; the loop then stops as after a failed step. */
+    bool (*write_failed)(void *job, sdt_error *error);
+    /* Optional: the files the last successful save_final wrote ("the training state S, the
+     * embedding E (step N)"), for the sentence of a run that stops after an error. */
+    const char *(*saved_note)(const void *job);
 } sdt_job_ops;
 
 typedef struct sdt_run_params {
@@ -49,8 +58,10 @@ typedef struct sdt_run_params {
 
 /* Runs the job until done, an error or an interrupt request in ctl. The caller has moved ctl to
  * SDT_RUN_RUNNING; the loop leaves it FINISHED, INTERRUPTED or FAILED. Returns OK, INTERRUPTED,
- * or the failure's status with its error value in *error. Snapshot and preview failures are logged as warnings
- * and training goes on (the previous files are intact: saves are atomic). */
+ * or the failure's status with its error value in *error (which then also says what the save of
+ * the last good state wrote, or why it failed too). A snapshot or preview that fails for IO stops
+ * the run the same way; other snapshot and preview failures (e.g. no memory for a preview) are
+ * logged as warnings and training goes on (the previous files are intact: saves are atomic). */
 sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
                        sdt_run_control *ctl, const sdt_host_callbacks *host,
                        sdt_error *error);

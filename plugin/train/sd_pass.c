@@ -12,6 +12,12 @@ typedef struct pass_tensors {
     sdt_tensor tokens, noisy, target, weight, timesteps;
 } pass_tensors;
 
+bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b)
+{
+    return a->batch == b->batch && a->c == b->c && a->h == b->h && a->w == b->w && a->chunks == b->chunks &&
+           a->in_c == b->in_c && a->weighted == b->weighted;
+}
+
 static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const sdt_pass_shape *in)
 {
     int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};

@@ -24,6 +24,10 @@ typedef struct sdt_pass_shape {
     bool weighted;                   /* a per-element loss weight comes with the batch */
 } sdt_pass_shape;
 
+/* Field by field: the struct has padding after `weighted`, which memcmp would read (and a
+ * compound literal leaves unset), so two equal shapes could compare unequal. */
+bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b);
+
 typedef struct sdt_pass_inputs {
     sdt_pass_shape shape;
     const int32_t *tokens;           /* host [batch * chunks, 77] (sdt_prompt_batch) */

@@ -51,8 +51,10 @@ typedef struct sdt_train_part_ops {
     bool (*save_snapshot)(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error);
     /* The trained file (p->output_path, and any twin). */
     bool (*save_final)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
-    /* Optional: after a preview image was written (the embedding's PNG card); rgb NULL at the end. */
-    void (*after_preview)(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h);
+    /* Optional: after a preview image was written (the embedding's PNG card); rgb NULL at the end.
+     * A card that cannot be written (a full disk) fails the save it belongs to. */
+    bool (*after_preview)(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h,
+                          sdt_error *error);
     /* Optional: before each micro-batch's pass (a hypernetwork's dropout key) and around previews. */
     void (*begin_micro)(sdt_train_part *p, sdt_train_job *job, uint64_t counter);
     void (*begin_preview)(sdt_train_part *p, sdt_train_job *job);
@@ -157,6 +159,8 @@ struct sdt_train_job {
     const sdt_output_layout *layout;
     char checkpoint_hash[16];
     char checkpoint_name[256];
+    sdt_error write_failure;   /* a write of a step (loss CSV, timed state) that failed for IO; stops the run */
+    char saved_note[SDT_ERROR_MESSAGE_MAX / 2 + 32]; /* what the last final save wrote (run_loop.h's saved_note) */
 };
 
 /* ---- building a job (the method's prepare calls these in order) ---- */
@@ -201,8 +205,9 @@ bool sdt_train_job_save_snapshot(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_preview(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
 /* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
- * Interrupt): the end of every run writes its last step, once. */
-void sdt_train_job_flush_csv(sdt_train_job *job);
+ * Interrupt): the end of every run writes its last step, once. false + error for a failure for IO. */
+bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
+const char *sdt_train_job_saved_note(const void *job);
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
 bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);
 bool sdt_train_job_load_state(sdt_train_job *job, const char *path, sdt_error *error);

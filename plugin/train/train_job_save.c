@@ -71,41 +71,81 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
         sdt_host_file_saved(job->host, SDT_FILE_PREVIEW, path, step);
         sdt_preview pv = {sizeof pv, (uint32_t)rq.width, (uint32_t)rq.height, 3, step, rgb, path, prompt};
         sdt_host_preview(job->host, &pv);
-        for (int p = 0; p < job->n_parts; p++)
-            if (job->parts[p].ops->after_preview) job->parts[p].ops->after_preview(&job->parts[p], job, step, rgb, rq.width, rq.height);
+        for (int p = 0; ok && p < job->n_parts; p++)
+            if (job->parts[p].ops->after_preview)
+                ok = job->parts[p].ops->after_preview(&job->parts[p], job, step, rgb, rq.width, rq.height, error);
+        if (!ok) sdt_error_append(error, "; the preview %s was saved", path);
     }
     free(rgb);
     return ok;
 }
 
+/* What the final save has written so far, for a sentence about a failure after it. */
+typedef struct saved_list {
+    char text[SDT_ERROR_MESSAGE_MAX / 2];
+    int count;
+} saved_list;
+
+static void saved_add(saved_list *l, const char *what, const char *path)
+{
+    size_t at = strlen(l->text);
+    int n = snprintf(l->text + at, sizeof l->text - at, "%s%s %s", l->count ? ", " : "", what, path);
+    if (n < 0 || (size_t)n >= sizeof l->text - at) l->text[sizeof l->text - 1] = '\0'; /* cut: the paths are long */
+    l->count++;
+}
+
+/* "<failure>; already written: the training state S, the embedding E (step N)" or "; nothing was replaced". */
+static bool fail_after(sdt_error *error, const saved_list *l, int64_t step)
+{
+    if (l->count)
+        sdt_error_append(error, "; already written before this failure (step %lld): %s", (long long)step, l->text);
+    else
+        sdt_error_append(error, "; no file was replaced");
+    return false;
+}
+
 /* The state first: a crash before the trained files are replaced leaves the state with the files
- * its run started from, a pair a resume accepts (train_job_state.c). */
+ * its run started from, a pair a resume accepts (train_job_state.c). A failure later on says
+ * which files were already replaced. */
 bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *error)
 {
     sdt_train_job *job = vjob;
-    sdt_train_job_flush_csv(job);
     if (!sdt_train_job_sync_parts(job, error)) return false;
     char state[4096];
     sdt_train_job_state_path(job, state, sizeof state);
     sdt_error state_error;
     sdt_error_clear(&state_error);
     bool state_saved = sdt_train_job_write_run_state(job, &state_error);
+    saved_list saved = {"", 0};
+    if (state_saved) saved_add(&saved, "the training state", state);
     for (int p = 0; p < job->n_parts; p++) {
         if (!job->parts[p].ops->save_final(&job->parts[p], job, error)) {
             /* The run is not lost: the state holds the trained values too, and training resumes from it. */
-            if (state_saved) sdt_error_append(error, "; the training state was saved as %s, so you can resume from it", state);
+            if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
+            fail_after(error, &saved, job->step);
+            if (state_saved) sdt_error_append(error, "; resume from the state");
             return false;
         }
+        char what[64];
+        snprintf(what, sizeof what, "the %s", job->parts[p].what);
+        saved_add(&saved, what, job->parts[p].output_path);
     }
     for (int p = 0; p < job->n_parts; p++)
-        if (job->parts[p].ops->after_preview) job->parts[p].ops->after_preview(&job->parts[p], job, job->step, NULL, 0, 0);
+        if (job->parts[p].ops->after_preview &&
+            !job->parts[p].ops->after_preview(&job->parts[p], job, job->step, NULL, 0, 0, error))
+            return fail_after(error, &saved, job->step);
     if (!state_saved) {
         if (error) *error = state_error;
         return sdt_error_wrap(error, "the %s was saved as %s, but the training state was not", job->parts[0].what,
                               job->parts[0].output_path);
     }
+    /* The last step's row after the files: the trained files come first on a full disk. */
+    if (!sdt_train_job_flush_csv(job, error)) return fail_after(error, &saved, job->step);
+    snprintf(job->saved_note, sizeof job->saved_note, "%s (step %lld)", saved.text, (long long)job->step);
     sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
                  reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
                  (long long)job->step, state);
     return true;
 }
+
+const char *sdt_train_job_saved_note(const void *job) { return ((const sdt_train_job *)job)->saved_note; }

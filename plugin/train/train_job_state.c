@@ -130,6 +130,13 @@ static bool all_finite(const float *v, size_t n)
     return true;
 }
 
+static bool all_nonnegative(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] < 0.0f) return false;
+    return true;
+}
+
 void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size)
 {
     snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->out.root, job->name);
@@ -269,11 +276,18 @@ static bool check_tensors(const sdt_train_job *job, const sdt_safetensors *st, c
             break;
         }
         float *copy = malloc(e->nbytes ? (size_t)e->nbytes : 1); /* the mapping may be unaligned for floats */
-        bool finite = copy && (memcpy(copy, e->data, (size_t)e->nbytes), all_finite(copy, bytes / sizeof(float)));
+        size_t count = bytes / sizeof(float);
+        bool finite = copy && (memcpy(copy, e->data, (size_t)e->nbytes), all_finite(copy, count));
+        /* AdamW's second moments are running means of squares: a negative one (a forged file) would
+         * put a NaN in the first update's square root. Every third tensor is a group's v. */
+        bool moments_ok = !finite || i % 3 != 2 || all_nonnegative(copy, count);
         free(copy);
         if (!finite)
             ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from an "
                           "earlier state, or train without --resume", path, t[i].name);
+        else if (!moments_ok)
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' holds negative second moments, which AdamW never writes (the "
+                          "file is damaged); resume from an earlier state, or train without --resume", path, t[i].name);
     }
     free(t);
     return ok;
@@ -309,6 +323,49 @@ static bool check_pairing(const sdt_train_job *job, const sdt_safetensors *st, c
                      "so they come from different runs; resume with the state saved with this %s, or train without "
                      "--resume", path, part->what, file, file_step, part->what);
     }
+    return true;
+}
+
+static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+
+/* The training record's counts are what a run writes: whole numbers, none negative, the step
+ * not before the run's first and the same in the metadata. Only a forged seal gets other values
+ * this far, and they would index the data order or the schedule out of range. */
+static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
+{
+    static const char *const counts[] = {"step", "initial_step", "end_step", "optimizer_steps", "skipped", "data_epoch",
+                                         "data_position"};
+    static const char *const fallback_counts[] = {"nonfinite_total", "consecutive"}; /* fired_at_step: -1 = never */
+    const char *bad = NULL;
+    double value = 0;
+    for (size_t i = 0; !bad && i < sizeof counts / sizeof counts[0]; i++) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(j, counts[i]);
+        value = cJSON_GetNumberValue(o);
+        if (!cJSON_IsNumber(o) || !(value >= 0) || value > 9e15 || value != floor(value)) bad = counts[i];
+    }
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(j, "fallback");
+    for (size_t i = 0; !bad && f && i < sizeof fallback_counts / sizeof fallback_counts[0]; i++) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(f, fallback_counts[i]);
+        value = cJSON_GetNumberValue(o);
+        if (o && (!(value >= 0) || value > 9e15 || value != floor(value))) bad = fallback_counts[i];
+    }
+    const cJSON *groups = cJSON_GetObjectItemCaseSensitive(j, "groups");
+    const cJSON *g;
+    cJSON_ArrayForEach(g, groups)
+    {
+        for (int k = 0; !bad && k < 2; k++) {
+            const cJSON *o = cJSON_GetObjectItemCaseSensitive(g, k ? "skipped" : "optimizer_steps");
+            value = cJSON_GetNumberValue(o);
+            if (o && (!(value >= 0) || value > 9e15 || value != floor(value))) bad = k ? "skipped" : "optimizer_steps";
+        }
+    }
+    if (bad)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has %s = %.17g, which no run writes (the "
+                        "file is damaged); resume from an earlier state, or train without --resume", path, bad, value);
+    double step = num(j, "step");
+    if (num(j, "initial_step") > step || (double)meta_int(st, "step") != step)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's step (%.17g) disagrees with its first step or its "
+                        "metadata (the file is damaged); resume from an earlier state, or train without --resume", path, step);
     return true;
 }
 
@@ -354,7 +411,7 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record is not valid JSON; resume from another state",
                  path);
     else
-        ok = sdt_state_seal_check(st, error) && state_matches_run(job, st, j, path, error) &&
+        ok = sdt_state_seal_check(st, error) && check_record(st, j, path, error) && state_matches_run(job, st, j, path, error) &&
              check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
     if (!ok) {
         cJSON_Delete(j);
@@ -475,7 +532,6 @@ void sdt_train_job_resume_hashes(const sdt_train_job *job, const sdt_train_part 
     sdt_st_close(st);
 }
 
-static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
 
 /* Every tensor of the state onto the device (check_tensors has checked names, sizes, finiteness). */
 static bool restore_tensors(sdt_train_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)

@@ -135,7 +135,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
 static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
 {
-    if (job->have_measured && memcmp(shape, &job->measured, sizeof(*shape)) == 0) return true;
+    if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
     size_t bytes;
     sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
     if (!sdt_pass_measure(&job->rt, po, shape, &tr, &bytes, error) ||
@@ -233,15 +233,22 @@ static void engine_log(void *user, sdt_log_level level, const char *message)
 
 static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
 
-/* images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
-static void append_csv_row(sdt_train_job *job, const sdt_loss_row *row)
+/* A row of the loss CSV. A failure for IO (the disk) is returned (the run stops: run_loop.h);
+ * any other (e.g. an existing CSV with other columns) is a warning, and training goes on. */
+static bool append_csv_row(sdt_train_job *job, const sdt_loss_row *row, sdt_error *error)
 {
     sdt_error why;
-    if (!sdt_loss_csv_append(job->out.loss_csv, row, &why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+    if (sdt_loss_csv_append(job->out.loss_csv, row, &why)) return true;
+    if (why.code == SDT_ERR_IO) {
+        if (error) *error = why;
+        return false;
+    }
+    sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+    return true;
 }
 
-/* Every write_csv_every-th step's row now; another step's is kept for the run's end. */
+/* Every write_csv_every-th step's row now; another step's is kept for the run's end.
+ * images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
 static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
     if (job->write_csv_every <= 0) return;
@@ -249,26 +256,42 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
                         sdt_precision_name(job->precision), m->skipped_steps, images_per_s};
     job->csv_unwritten = row;
     job->csv_row_unwritten = job->step % job->write_csv_every != 0;
-    if (!job->csv_row_unwritten) append_csv_row(job, &row);
+    sdt_error why;
+    if (!job->csv_row_unwritten && !append_csv_row(job, &row, &why) && job->write_failure.code == SDT_ERR_OK)
+        job->write_failure = why;
 }
 
-void sdt_train_job_flush_csv(sdt_train_job *job)
+bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error)
 {
-    if (!job->csv_row_unwritten) return;
+    if (!job->csv_row_unwritten) return true;
     job->csv_row_unwritten = false;
-    append_csv_row(job, &job->csv_unwritten);
+    return append_csv_row(job, &job->csv_unwritten, error);
 }
 
 /* The state on a time interval (save_state_every_seconds), besides the one written with every
- * copy: a failure is a warning, and training goes on. */
+ * copy: a failure for IO (the disk) stops the run after this step (run_loop.h); any other is a
+ * warning, and training goes on. */
 static void save_state_if_due(sdt_train_job *job)
 {
     if (job->state_every_s <= 0 || sdt_train_job_clock() - job->last_state_at < (double)job->state_every_s) return;
     sdt_error why;
     sdt_error_clear(&why);
-    if (!sdt_train_job_write_run_state(job, &why))
+    if (sdt_train_job_write_run_state(job, &why)) return;
+    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK)
+        job->write_failure = why;
+    else
         sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
                      (long long)job->step, why.message);
+}
+
+static bool job_write_failed(void *vjob, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    if (job->write_failure.code == SDT_ERR_OK) return false;
+    *error = job->write_failure;
+    sdt_error_wrap(error, "Step %lld: a file of the run could not be written, so training stopped", (long long)job->step);
+    sdt_error_clear(&job->write_failure);
+    return true;
 }
 
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
@@ -304,7 +327,7 @@ static bool job_done(const void *vjob)
 }
 
 static const sdt_job_ops train_job_ops = {job_step, job_done, sdt_train_job_save_snapshot, sdt_train_job_save_preview,
-                                          sdt_train_job_save_final};
+                                          sdt_train_job_save_final, job_write_failed, sdt_train_job_saved_note};
 
 const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
 

@@ -1,6 +1,7 @@
 /* test_run_loop.c - the shared training loop with a synthetic job: finishing, cadences,
  * interrupt from another thread (the current step finishes, then one save), a failing step
- * (last good state saved, the error's sentence returned), and non-fatal periodic save failures. */
+ * (last good state saved, the error's sentence returned), periodic save failures: a full disk
+ * (IO) stops the run with its sentence and the last good state's, any other is a warning. */
 #include <pthread.h>
 #include <string.h>
 
@@ -16,7 +17,7 @@ typedef struct fake_job {
     int snapshots, previews, final_saves, metrics_calls, warnings;
     sdt_save_reason last_reason;
     int64_t saved_step;
-    bool snapshot_fails;
+    sdt_error_code snapshot_fails; /* SDT_ERR_OK: snapshots succeed */
 } fake_job;
 
 static void *press_interrupt(void *ctl)
@@ -55,9 +56,8 @@ static bool fake_snapshot(void *p, int64_t step, sdt_error *error)
     fake_job *j = p;
     (void)step;
     j->snapshots++;
-    if (j->snapshot_fails) {
-        return sdt_fail(error, SDT_ERR_IO, "disk full");
-    }
+    if (j->snapshot_fails == SDT_ERR_IO) return sdt_fail(error, SDT_ERR_IO, "copy.safetensors: writing failed (No space left on device)");
+    if (j->snapshot_fails) return sdt_fail(error, j->snapshot_fails, "no memory for the copy");
     return true;
 }
 
@@ -78,7 +78,7 @@ static bool fake_final(void *p, sdt_save_reason reason, sdt_error *error)
     return true;
 }
 
-static const sdt_job_ops fake_ops = { fake_step, fake_done, fake_snapshot, fake_preview, fake_final };
+static const sdt_job_ops fake_ops = { fake_step, fake_done, fake_snapshot, fake_preview, fake_final, NULL, NULL };
 
 static void on_metrics(void *user, const sdt_metrics *m)
 {
@@ -231,10 +231,30 @@ static void test_snapshot_failure_is_not_fatal(void)
     sdt_run_control_init(&ctl);
     fake_job j = { 0 };
     j.max_steps = 9;
-    j.snapshot_fails = true;
+    j.snapshot_fails = SDT_ERR_OUT_OF_MEMORY;
     sdt_error error = {0};
-    CHECK(run(&j, &ctl, 3, &error) == SDT_STATUS_OK, "training goes on past failed snapshots");
+    CHECK(run(&j, &ctl, 3, &error) == SDT_STATUS_OK, "training goes on past snapshots that failed for memory");
     CHECK(j.snapshots == 3 && j.warnings == 3, "each failure is a warning (%d, %d)", j.snapshots, j.warnings);
+    sdt_run_control_fini(&ctl);
+}
+
+/* Issue 20: a full disk used to be a warning per copy, and the run went on (and exited 0 when the
+ * disk was freed before the end); now it stops at once, saying so and what the final save did. */
+static void test_snapshot_disk_full_stops(void)
+{
+    sdt_run_control ctl;
+    sdt_run_control_init(&ctl);
+    fake_job j = { 0 };
+    j.max_steps = 9;
+    j.snapshot_fails = SDT_ERR_IO;
+    sdt_error error = {0};
+    sdt_status st = run(&j, &ctl, 3, &error);
+    CHECK(st == SDT_STATUS_IO, "a copy the disk refused stops the run: status %d", (int)st);
+    CHECK(j.step == 3 && j.snapshots == 1 && j.final_saves == 1 && j.last_reason == SDT_SAVE_AFTER_ERROR,
+          "stopped at the first copy (step %lld, %d copies) and saved the last good state", (long long)j.step, j.snapshots);
+    CHECK(strstr(error.message, "No space left on device") && strstr(error.message, "step 3") &&
+          strstr(error.message, "last good state was saved"), "sentence: %s", error.message);
+    CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FAILED, "state FAILED");
     sdt_run_control_fini(&ctl);
 }
 
@@ -315,6 +335,7 @@ int main(void)
     test_interrupt_concurrent(&rng);
     test_failing_step(&rng);
     test_snapshot_failure_is_not_fatal();
+    test_snapshot_disk_full_stops();
     test_interrupt_before_run();
     test_memory_line(&rng);
     return sdt_test_finish("test_run_loop");

@@ -1,6 +1,8 @@
 /* test_dataset.c - dataset folders: formats, bad files by name, size limits, alpha weights, pixels. */
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data_test_util.h"
 #include "data/dataset.h"
@@ -266,11 +268,74 @@ static void test_folder_errors(void)
     g_free(dir);
 }
 
+/* Issue 20: files that are not what they seem. A FIFO named as a caption or an image would block
+ * open() and read() forever (this test would hang), a caption linked to /dev/zero would be read
+ * until memory ran out, and a truncated JPEG was reported with the PNG decoder's "Not a PNG".
+ * Each is skipped with a warning that names the file and what is wrong with it. */
+static void test_special_files(sdt_test_rng *rng)
+{
+    char *dir = g_dir_make_tmp("sdt-special-XXXXXX", NULL);
+    enum { W = 64, H = 64 };
+    static uint8_t rgb[W * H * 3];
+    for (size_t i = 0; i < sizeof(rgb); i++) rgb[i] = (uint8_t)(sdt_test_next(rng) & 0xff);
+    const char *images[] = {"a-piped-caption.png", "b-zero-caption.png", "e-fine.png"};
+    for (size_t i = 0; i < 3; i++) {
+        char *p = path_in(dir, images[i]);
+        CHECK(stbi_write_png(p, W, H, 3, rgb, W * 3), "write %s", p);
+        g_free(p);
+    }
+    char *p = path_in(dir, "a-piped-caption.txt");
+    CHECK(mkfifo(p, 0644) == 0, "mkfifo %s", p);
+    g_free(p);
+    p = path_in(dir, "b-zero-caption.txt");
+    CHECK(symlink("/dev/zero", p) == 0, "symlink %s", p);
+    g_free(p);
+    p = path_in(dir, "c-piped.png");
+    CHECK(mkfifo(p, 0644) == 0, "mkfifo %s", p);
+    g_free(p);
+    /* a JPEG cut in the middle of its entropy-coded data, and one cut inside its header */
+    p = path_in(dir, "whole.jpg");
+    CHECK(stbi_write_jpg(p, W, H, 3, rgb, 95), "jpg");
+    gchar *jpg = NULL;
+    gsize jpg_len = 0;
+    CHECK(g_file_get_contents(p, &jpg, &jpg_len, NULL) && jpg_len > 400, "read %s", p);
+    g_unlink(p);
+    g_free(p);
+    write_bytes(dir, "d-truncated.jpg", jpg, jpg_len / 2);
+    write_bytes(dir, "d-truncated-header.jpg", jpg, 40);
+    g_free(jpg);
+
+    sdt_dataset ds;
+    sdt_error error = {0};
+    sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
+    CHECK(sdt_dataset_load(&opt, &ds, &error), "load: %s", error.message);
+    CHECK(ds.n_items == 1 && find_item(&ds, "e-fine.png"), "only e-fine.png loads: %d items", ds.n_items);
+    struct { const char *name, *why; } expected[] = {
+        {"a-piped-caption.txt", "named pipe (FIFO)"},
+        {"b-zero-caption.txt", "character device"},
+        {"c-piped.png", "named pipe (FIFO)"},
+        {"d-truncated.jpg", "JPEG"},
+        {"d-truncated-header.jpg", "JPEG"},
+    };
+    for (size_t k = 0; k < sizeof expected / sizeof expected[0]; k++) {
+        const char *found = NULL;
+        for (int i = 0; i < ds.n_warnings; i++)
+            if (strstr(ds.warnings[i], expected[k].name) && !strstr(ds.warnings[i], "Not a PNG")) found = ds.warnings[i];
+        CHECK(found && strstr(found, expected[k].why), "%s: a warning saying %s: %s", expected[k].name, expected[k].why,
+              found ? found : "(none without \"Not a PNG\")");
+    }
+    for (int i = 0; i < ds.n_warnings; i++) printf("   warning: %s\n", ds.warnings[i]);
+    sdt_dataset_free(&ds);
+    test_rmtree(dir);
+    g_free(dir);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("dataset");
     test_formats_and_bad_files(&rng);
     test_alpha();
     test_folder_errors();
+    test_special_files(&rng);
     return sdt_test_finish("dataset");
 }

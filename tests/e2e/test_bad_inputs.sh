@@ -245,6 +245,58 @@ diffusers_without_unet)
     grep -q "model.diffusion_model" "$ERR" && fail "the missing unet/ is reported with LDM key names"
     expect_untouched "$EMB" "$E2E_CASE"
     ;;
+special_files)
+    # A FIFO named as a caption, the panel file, the template or the model would block the run
+    # forever (and Ctrl-C would not free it); /dev/zero would be read until memory ran out. Each
+    # is refused with a sentence naming the file and what it is; a bad caption skips its image.
+    good_dataset ds 3
+    mkfifo panel.ini
+    run_host train --config panel.ini
+    expect_error "a FIFO as the panel file" panel.ini "named pipe (FIFO)"
+    ln -s /dev/zero zero_template.txt
+    train_with ds zero_template.txt
+    expect_error "a template linked to /dev/zero" zero_template.txt "character device"
+    mkfifo piped_model.safetensors
+    train_with ds "$STYLE" --model piped_model.safetensors
+    expect_error "a FIFO as the model" piped_model.safetensors "named pipe (FIFO)"
+    expect_untouched "$EMB" "FIFO and device inputs"
+    rm ds/demo_001.txt && mkfifo ds/demo_001.txt
+    train_with ds "$STYLE"
+    expect_rc 0 "a FIFO as a caption beside good images"
+    grep -i "warning" "$ERR" | grep -F "demo_001.txt" | grep -qF "named pipe (FIFO)" ||
+        { fail "the FIFO caption is not reported by name as a FIFO"; show_stderr; }
+    grep -qF "2 training images" "$ERR" || fail "expected the 2 other images to be used"
+    TRAINED=1
+    ;;
+disk_full_card)
+    # The disk fills up when the final PNG card is written, after the embedding was replaced:
+    # the run fails (it exited 0 with a warning), the sentence says "No space left on device"
+    # (libpng said "Write Error") and that the embedding was already replaced.
+    good_dataset ds 2
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_ENOSPC=.png train_with ds "$STYLE"
+    expect_error "a full disk at the final PNG card" "No space left on device" "already written" "$EMB"
+    cmp -s "$EMB" "$EMB.before" && fail "the embedding was not replaced before the card failed"
+    [ -z "$(find . -name '*.tmp-*')" ] || fail "temporary files were left behind: $(find . -name '*.tmp-*')"
+    TRAINED=1
+    ;;
+disk_full_midrun)
+    # The disk fills up during training. The loss CSV's row at step 1 stops the run (it went on
+    # with a warning per row and per copy); the last good state is saved and the sentence names
+    # what was written. Then a full disk for every .safetensors: the copy at step 2 stops the run,
+    # the last good state cannot be saved either, and the sentence says both.
+    good_dataset ds 2
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_ENOSPC=.csv train_with ds "$STYLE" --csv-every 1 --max-steps 50
+    expect_error "a full disk at the loss CSV" "No space left on device" "training stopped" "last good state was saved" \
+        "$EMB" "cat.state.safetensors"
+    cmp -s "$EMB" "$EMB.before" && fail "the last good state did not replace the embedding"
+    keep_copy "$EMB"
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_ENOSPC=.safetensors train_with ds "$STYLE" --save-every 2 \
+        --max-steps 50 --log-dir logs2
+    expect_error "a full disk at a copy" "No space left on device" "step 2" "training stopped" "also failed"
+    expect_untouched "$EMB" "a full disk at a copy"
+    [ -z "$(find . -name '*.tmp-*')" ] || fail "temporary files were left behind: $(find . -name '*.tmp-*')"
+    TRAINED=1
+    ;;
 *)
     echo "unknown case $E2E_CASE" >&2
     exit 2

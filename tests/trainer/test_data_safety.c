@@ -4,13 +4,15 @@
  *    file and the other process (a forked child holds the lock);
  *  - a state older than its embedding (the stale pair) is refused and says which is newer;
  *    --resume with a log folder picks the newest state that pairs with the embedding;
- *  - a flipped byte in a state, and a NaN in a correctly sealed state, are refused;
+ *  - a flipped byte in a state, and a NaN, a negative step or a negative AdamW second moment in a
+ *    correctly sealed (forged) state, are refused;
  *  - kill -9 of a child at a chosen step: the resume loses at most one snapshot interval, and a
  *    kill between the final state and the final embedding leaves a pair that resumes; with
  *    save_state_every_seconds the state also follows the clock (the host's callback sleeps past
  *    the interval, so the behaviour, not the timing, is tested);
  *  - temp files of a killed save are removed at the next run, other files are not;
  *  - interrupt() during preparation stops it (SDT_STATUS_INTERRUPTED) before anything is written. */
+#include <cjson/cJSON.h>
 #include <signal.h>
 
 #include "data/state_seal.h"
@@ -248,9 +250,10 @@ static void check_stale_pair(const trainer_env *env)
 
 /* ---- 4. damaged states -------------------------------------------------------------------- */
 
-/* Rewrites a state with a NaN in tensor name and a seal that matches (what a buggy writer would
- * produce): only the finiteness check can catch it. */
-static bool write_sealed_nan_state(const char *src, const char *dst, const char *name)
+/* Rewrites a state as a forger would: value into element 1 of tensor `name` (NULL: none), and
+ * when step is not NULL the step in the metadata and the training record; then a seal that
+ * matches, so only the checks of the contents can catch it. */
+static bool write_forged_state(const char *src, const char *dst, const char *name, float value, const char *step)
 {
     sdt_error err;
     sdt_safetensors *st = sdt_st_open(src, &err);
@@ -264,19 +267,28 @@ static bool write_sealed_nan_state(const char *src, const char *dst, const char 
         const sdt_st_entry *e = sdt_st_at(st, i);
         copies[i] = malloc(e->nbytes);
         memcpy(copies[i], e->data, e->nbytes);
-        if (strcmp(e->name, name) == 0) copies[i][1] = NAN;
+        if (name && strcmp(e->name, name) == 0) copies[i][1] = value;
         items[i] = (sdt_st_write_item){e->name, e->dtype, e->ndim, e->shape, copies[i]};
     }
+    char *training = NULL;
     size_t k = 0;
     for (size_t i = 0; i < n_meta; i++) {
-        const char *key = sdt_st_metadata_key(st, i);
-        if (strcmp(key, SDT_STATE_SEAL_KEY) != 0) meta[k++] = (sdt_st_kv){key, sdt_st_metadata_get(st, key)};
+        const char *key = sdt_st_metadata_key(st, i), *v = sdt_st_metadata_get(st, key);
+        if (step && strcmp(key, "step") == 0) v = step;
+        if (step && strcmp(key, "training") == 0) {
+            cJSON *j = cJSON_Parse(v);
+            cJSON_ReplaceItemInObjectCaseSensitive(j, "step", cJSON_CreateNumber((double)strtoll(step, NULL, 10)));
+            v = training = cJSON_PrintUnformatted(j);
+            cJSON_Delete(j);
+        }
+        if (strcmp(key, SDT_STATE_SEAL_KEY) != 0) meta[k++] = (sdt_st_kv){key, v};
     }
     char seal[SDT_SHA256_HEX];
     sdt_state_seal_compute(items, n, meta, k, seal);
     meta[k++] = (sdt_st_kv){SDT_STATE_SEAL_KEY, seal};
     bool ok = sdt_st_write(dst, items, n, meta, k, &err);
     for (size_t i = 0; i < n; i++) free(copies[i]);
+    free(training);
     sdt_st_close(st);
     return ok;
 }
@@ -307,12 +319,25 @@ static void check_damaged_state(const trainer_env *env)
     }
     const char *names[2] = {"emb_params", "adamw_v"};
     for (int i = 0; i < 2; i++) {
-        CHECK(write_sealed_nan_state(state, bad, names[i]), "write %s", bad);
+        CHECK(write_forged_state(state, bad, names[i], NAN, NULL), "write %s", bad);
         sdt_status st = prepare(env, t, &c, NULL);
         const char *why = fx_last_error(env, t);
         CHECK(st != SDT_STATUS_OK && contains(why, names[i]) && contains(why, "NaN"), "NaN in %s: status %d, "
               "sentence: %s", names[i], (int)st, why);
     }
+    /* Issue 20: values no run writes, under a recomputed seal: a negative step would index the
+     * data order and the schedule before their start, a negative second moment puts a NaN in
+     * AdamW's square root. Both are refused as damage, before anything is written. */
+    CHECK(write_forged_state(state, bad, NULL, 0, "-3"), "write %s", bad);
+    sdt_status st = prepare(env, t, &c, NULL);
+    const char *why = fx_last_error(env, t);
+    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "step"), "forged step -3: status %d, "
+          "sentence: %s", (int)st, why);
+    CHECK(write_forged_state(state, bad, "adamw_v", -0.25f, NULL), "write %s", bad);
+    st = prepare(env, t, &c, NULL);
+    why = fx_last_error(env, t);
+    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "adamw_v") && contains(why, "negative"),
+          "forged negative adamw_v: status %d, sentence: %s", (int)st, why);
     env->ti->destroy(t);
 }
 

@@ -363,7 +363,8 @@ static void check_refusals(const hn_env *env)
     unsetenv("SDTRAIN_MEMORY_LIMIT_MB");
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = "no-such-embedding.safetensors";
-    expect_refusal(env, &r, SDT_STATUS_IO, "no-such-embedding.safetensors", NULL, "a missing embedding");
+    /* NOT_FOUND from the open's errno, as for every missing file (the bounded reader, models/formats/file_read.h) */
+    expect_refusal(env, &r, SDT_STATUS_NOT_FOUND, "no-such-embedding.safetensors", NULL, "a missing embedding");
     hn_config(env, &r, hn, log, 5);
     r.options.v_prediction = true;
     r.options.prediction_type = SDT_PREDICTION_EPSILON;
