@@ -1,6 +1,6 @@
 /* geglu.c - diffusers GEGLU gating: value, gate = x.chunk(2, dim=-1); out = value * gelu(gate)
  * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op. */
-#include "activation_math.h"
+#include "shared_math.h"
 #include "cpu_context.h"
 
 /* rows and C (the output's last dim) of a GEGLU call; x's last dim must be 2C. */

@@ -1,21 +1,14 @@
-/* dropout.cu - inverted dropout with a counter-based mask on the GPU. Semantics: kernels/ops.h. */
+/* dropout.cu - inverted dropout with a counter-based mask on the GPU. Semantics: kernels/ops.h; the mask is
+ * kernels/shared_math.h's, the CPU backend's bit for bit. */
 #include "cuda_ops.h"
+#include "shared_math.h"
 
-/* Counter-based uniform per element (splitmix64 of seed and index): reproducible, order free. */
-__device__ float uniform_at(uint64_t seed, uint64_t i)
-{
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
 __global__ void dropout_k(void *out, int odt, float *mask, const void *x, int xdt, float p, uint64_t seed, int64_t n)
 {
-    float keep = 1.0f / (1.0f - p);
+    float keep = dropout_keep_scale(p);
     GRID_STRIDE(i, n)
     {
-        float m = uniform_at(seed, (uint64_t)i) < p ? 0.0f : keep;
+        float m = dropout_mask_at(seed, (uint64_t)i, p, keep);
         mask[i] = m;
         st(out, odt, i, ld(x, xdt, i) * m);
     }
