@@ -6,7 +6,7 @@
 static int check_activation(sdt_backend *be, const char *op, sdt_activation act)
 {
     if ((int)act < 0 || act >= SDT_ACT_COUNT)
-        return cpu_fail(be, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
     return 0;
 }
 

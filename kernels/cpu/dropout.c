@@ -12,7 +12,7 @@ int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, cons
         cpu_check_f32(be, "dropout_forward", "mask", mask))
         return -1;
     if (!(p >= 0.0f && p <= 1.0f))
-        return cpu_fail(be, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
     int64_t n = sdt_tensor_numel(x);
     if (n == 0) return 0;
     const float *xs = cpu_read_f32(be, x, 0);

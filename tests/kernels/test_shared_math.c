@@ -98,7 +98,7 @@ static void check_cpu_ops_use_shared_math(sdt_backend *be)
         sdt_activation act = (sdt_activation)a;
         memset(dx, 0, N * sizeof(float));
         CHECK(be->activation_forward(be, &ty, &tx, act) == 0 && be->activation_backward(be, &tdx, &tdy, &tx, act) == 0,
-              "act %d failed: %s", a, be->error);
+              "act %d failed: %s", a, be->error.message);
         int differ = 0;
         for (int i = 0; i < N; i++) differ += y[i] != act_value(act, x[i]) || dx[i] != act_derivative(act, x[i]);
         CHECK(differ == 0, "act %d: the CPU op differs from shared_math.h at %d of %d points", a, differ, N);
@@ -109,7 +109,7 @@ static void check_cpu_ops_use_shared_math(sdt_backend *be)
     float *gx = kt_alloc(2 * C * sizeof(float)), *gy = kt_alloc(C * sizeof(float));
     for (int i = 0; i < C; i++) gx[i] = 1.0f, gx[C + i] = x[i];
     sdt_tensor tgx = kt_f32(gx, 2, 1, 2 * C, 0, 0), tgy = kt_f32(gy, 2, 1, C, 0, 0);
-    CHECK(be->geglu_forward(be, &tgy, &tgx) == 0, "geglu failed: %s", be->error);
+    CHECK(be->geglu_forward(be, &tgy, &tgx) == 0, "geglu failed: %s", be->error.message);
     int differ = 0;
     for (int i = 0; i < C; i++) differ += gy[i] != act_gelu(x[i]);
     CHECK(differ == 0, "geglu: the CPU op differs from shared_math.h's GELU at %d points", differ);
@@ -119,7 +119,7 @@ static void check_cpu_ops_use_shared_math(sdt_backend *be)
     const uint64_t seed = 777;
     float *mask = kt_alloc(N * sizeof(float));
     sdt_tensor tmask = kt_f32(mask, 1, N, 0, 0, 0);
-    CHECK(be->dropout_forward(be, &ty, &tmask, &tx, p, seed) == 0, "dropout failed: %s", be->error);
+    CHECK(be->dropout_forward(be, &ty, &tmask, &tx, p, seed) == 0, "dropout failed: %s", be->error.message);
     differ = 0;
     for (int i = 0; i < N; i++) differ += mask[i] != dropout_mask_at(seed, (uint64_t)i, p, dropout_keep_scale(p));
     CHECK(differ == 0, "dropout: the CPU mask differs from shared_math.h's at %d points", differ);
