@@ -1,7 +1,6 @@
 /* arena.c - bump allocation of activations; see arena.h for the measure-then-allocate pattern. */
 #include "arena.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* cuBLAS/cuDNN and AVX-512 loads all want generous alignment; 256 covers every case. */
@@ -26,11 +25,7 @@ bool sdt_arena_init(sdt_arena *a, sdt_backend *be, size_t capacity)
     a->capacity = align_up(capacity);
     if (a->capacity == 0) return true;
     a->base = be->alloc(be, a->capacity);
-    if (!a->base) {
-        if (!be->error[0])
-            snprintf(be->error, sizeof be->error,
-                     "arena.c: could not allocate %zu bytes of activations on the %s backend; "
-                     "use a smaller batch or resolution.", a->capacity, be->name);
+    if (!a->base) { /* be->alloc has set be->error (OUT_OF_MEMORY, with the size) */
         a->capacity = 0;
         return false;
     }
@@ -58,11 +53,19 @@ sdt_tensor sdt_arena_tensor(sdt_arena *a, sdt_dtype dtype, int ndim, const int64
     if (a->measuring) return t;
     if (end == offset) return t; /* empty tensor: nothing to point at */
     if (end > a->capacity || !a->base) {
-        a->overflowed = true;
+        if (sdt_arena_fits(a))
+            sdt_fail(&a->error, SDT_ERR_OUT_OF_MEMORY,
+                     "the activation arena (%zu bytes) is too small: a %s tensor of %zu bytes needs %zu; size it "
+                     "with a measuring pass first", a->capacity, sdt_dtype_name(dtype), sdt_tensor_nbytes(&t), end);
         return t;
     }
     t.data = a->base + offset;
     return t;
+}
+
+void sdt_arena_clear_error(sdt_arena *a)
+{
+    sdt_error_clear(&a->error);
 }
 
 size_t sdt_arena_mark(const sdt_arena *a)

@@ -14,12 +14,16 @@
  *    This makes residual branches and gradient accumulation free.
  *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
  *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
- *  - Every function returns 0 on success; nonzero means the backend failed
- *    (a CUDA error, out of memory, a shape mismatch) and be->error holds a sentence.
+ *  - Every function returns 0 on success; nonzero means the backend failed and be->error
+ *    holds the error value: its code decided where the failure happened (a bad argument is
+ *    SDT_ERR_INVALID_ARGUMENT, a failed allocation of host or device memory, cuBLAS/cuDNN
+ *    workspace included, SDT_ERR_OUT_OF_MEMORY, any other CUDA failure SDT_ERR_DEVICE) and the
+ *    sentence. Callers pass it on (code as it is, adding context), never pick a status.
  */
 #ifndef SDT_KERNELS_OPS_H
 #define SDT_KERNELS_OPS_H
 
+#include "sdt_error.h"
 #include "tensor.h"
 
 #ifdef __cplusplus
@@ -209,10 +213,10 @@ struct sdt_backend {
     bool native_bf16;   /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
                          * backend stores bf16 for real and always says true) */
     void *ctx;          /* backend-private state: scratch, handles, stream */
-    char error[256];    /* last failure, a sentence */
+    sdt_error error;    /* the last failure: its code and sentence (read only after a failed call) */
 
     /* The three entries that return no status; every other entry comes from the op list. */
-    void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure */
+    void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure, be->error set (OUT_OF_MEMORY) */
     void (*free)(sdt_backend *be, void *ptr);
     void (*destroy)(sdt_backend *be);
     SDT_BACKEND_OPS(SDT_OP_FIELD)

@@ -12,6 +12,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum sdt_error_code {
     SDT_ERR_OK = 0,
     SDT_ERR_INTERRUPTED = 1,
@@ -60,5 +64,9 @@ sdt_error_code sdt_error_code_from_errno(int errno_value);
 
 /* The error's status name, e.g. "IO" (for logs and tests). */
 const char *sdt_error_code_name(sdt_error_code code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

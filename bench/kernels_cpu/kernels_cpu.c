@@ -226,7 +226,7 @@ static int bench_one(sdt_backend *be, const bench_case *bc, int repeats, int bla
     bench_state st;
     state_init(&st, be, bc);
     if (run_op(&st)) { /* warm-up: scratch buffers, page faults, BLAS threads */
-        fprintf(stderr, "kernels_cpu: %s failed: %s\n", bc->name, be->error);
+        fprintf(stderr, "kernels_cpu: %s failed: %s\n", bc->name, be->error.message);
         state_free(&st);
         return -1;
     }

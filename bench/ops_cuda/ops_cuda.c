@@ -70,7 +70,7 @@ static double time_ms(op_fn f, void *ctx)
         be->synchronize(be);
         double t0 = now();
         if (f(ctx)) {
-            fprintf(stderr, "op failed: %s\n", be->error);
+            fprintf(stderr, "op failed: %s\n", be->error.message);
             exit(1);
         }
         be->synchronize(be);

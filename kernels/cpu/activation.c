@@ -1,12 +1,12 @@
 /* activation.c - torch.nn activations (ReLU, LeakyReLU, ELU, GELU, QuickGELU, SiLU, Tanh, Sigmoid,
- * Mish, the hard/soft/shrink family, identity), forward and accumulating backward. Formulas: activation_math.h. */
-#include "activation_math.h"
+ * Mish, the hard/soft/shrink family, identity), forward and accumulating backward. Formulas: kernels/shared_math.h. */
+#include "shared_math.h"
 #include "cpu_context.h"
 
 static int check_activation(sdt_backend *be, const char *op, sdt_activation act)
 {
     if ((int)act < 0 || act >= SDT_ACT_COUNT)
-        return cpu_fail(be, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
     return 0;
 }
 

@@ -20,7 +20,7 @@ int cpu_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad,
         cpu_check_same_numel(be, op, "grad", grad, "param", param) ||
         cpu_check_same_numel(be, op, "m", m, "param", param) || cpu_check_same_numel(be, op, "v", v, "param", param))
         return -1;
-    if (step < 1) return cpu_fail(be, "%s: step = %lld; bias correction needs step >= 1 (count from 1).", op,
+    if (step < 1) return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: step = %lld; bias correction needs step >= 1 (count from 1).", op,
                                   (long long)step);
     int64_t n = sdt_tensor_numel(param);
     if (n == 0) return 0;

@@ -27,7 +27,7 @@ static int channel_dims(sdt_backend *be, const char *op, const sdt_tensor *x, co
 {
     if (cpu_check_tensor(be, op, "x/dout", x) || cpu_check_tensor(be, op, "v/dv", v)) return -1;
     if (x->ndim < 2 || v->ndim != 2 || v->shape[0] != x->shape[0] || v->shape[1] != x->shape[1])
-        return cpu_fail(be, "%s: v must be [B, C] matching x [B, C, spatial...]; check the time-embedding projection.",
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: v must be [B, C] matching x [B, C, spatial...]; check the time-embedding projection.",
                         op);
     *bc = x->shape[0] * x->shape[1];
     *spatial = *bc ? sdt_tensor_numel(x) / *bc : 0;

@@ -13,7 +13,7 @@ void *cpu_alloc(sdt_backend *be, size_t bytes)
     size_t rounded = (bytes + CPU_ALLOC_ALIGN - 1) & ~(CPU_ALLOC_ALIGN - 1);
     if (rounded == 0) rounded = CPU_ALLOC_ALIGN;
     void *p = aligned_alloc(CPU_ALLOC_ALIGN, rounded);
-    if (!p) cpu_fail(be, "backend_cpu.c: out of host memory allocating %zu bytes; reduce batch size or resolution.", bytes);
+    if (!p) cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "backend_cpu.c: out of host memory allocating %zu bytes; reduce batch size or resolution.", bytes);
     return p;
 }
 

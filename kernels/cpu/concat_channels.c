@@ -34,7 +34,7 @@ static int concat_shape(sdt_backend *be, const char *op, const sdt_tensor *whole
         ok = !b || b->shape[1] == d->cb;
     }
     if (!ok)
-        return cpu_fail(be, "%s: a [B, Ca, ...], b [B, Cb, ...] and out [B, Ca+Cb, ...] disagree; "
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: a [B, Ca, ...], b [B, Cb, ...] and out [B, Ca+Cb, ...] disagree; "
                             "check the skip connection's shapes.", op);
     d->spatial = 1;
     for (int i = 2; i < whole->ndim; i++) d->spatial *= whole->shape[i];
@@ -44,7 +44,7 @@ static int concat_shape(sdt_backend *be, const char *op, const sdt_tensor *whole
 int cpu_concat_channels_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)
 {
     concat_dims d;
-    if (!a || !b) return cpu_fail(be, "concat_channels_forward: a and b are required; pass both tensors.");
+    if (!a || !b) return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "concat_channels_forward: a and b are required; pass both tensors.");
     if (concat_shape(be, "concat_channels_forward", out, a, b, &d)) return -1;
     if (sdt_tensor_numel(out) == 0) return 0;
     const float *as = cpu_read_f32(be, a, 0);

@@ -41,12 +41,12 @@ static int conv_check(sdt_backend *be, const char *op, const char *out_name, con
     const int64_t wdims[4] = {-1, x->shape[1], -1, -1};
     if (cpu_check_shape(be, op, "w [OC, C, KH, KW]", w, 4, wdims)) return -1;
     if (stride < 1 || pad < 0)
-        return cpu_fail(be, "%s: stride %d and padding %d are invalid; stride must be >= 1 and padding >= 0.",
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: stride %d and padding %d are invalid; stride must be >= 1 and padding >= 0.",
                         op, stride, pad);
     int64_t oh = (x->shape[2] + 2 * pad - w->shape[2]) / stride + 1;
     int64_t ow = (x->shape[3] + 2 * pad - w->shape[3]) / stride + 1;
     if (x->shape[2] + 2 * pad < w->shape[2] || x->shape[3] + 2 * pad < w->shape[3])
-        return cpu_fail(be, "%s: the %lldx%lld kernel is larger than the padded %lldx%lld input.", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: the %lldx%lld kernel is larger than the padded %lldx%lld input.", op,
                         (long long)w->shape[2], (long long)w->shape[3],
                         (long long)(x->shape[2] + 2 * pad), (long long)(x->shape[3] + 2 * pad));
     const int64_t odims[4] = {x->shape[0], w->shape[0], oh, ow};

@@ -33,7 +33,7 @@ int cpu_check_shape(sdt_backend *be, const char *op, const char *name, const sdt
             used += (size_t)snprintf(want + used, sizeof want - used, i ? ", *" : "*");
     }
     if (used < sizeof want) snprintf(want + used, sizeof want - used, "]");
-    return cpu_fail(be, "%s: %s has shape %s but %s is required.", op, name,
+    return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %s has shape %s but %s is required.", op, name,
                     cpu_shape_str(t, got, sizeof got), want);
 }
 
@@ -44,7 +44,7 @@ int cpu_check_like(sdt_backend *be, const char *op, const char *name, const sdt_
     if (cpu_check_tensor(be, op, name, t)) return -1;
     if (sdt_tensor_same_shape(t, like)) return 0;
     char got[96], want[96];
-    return cpu_fail(be, "%s: %s has shape %s but must match %s's shape %s.", op, name,
+    return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %s has shape %s but must match %s's shape %s.", op, name,
                     cpu_shape_str(t, got, sizeof got), like_name, cpu_shape_str(like, want, sizeof want));
 }
 
@@ -62,5 +62,5 @@ int64_t cpu_last_dim(const sdt_tensor *t)
 
 int cpu_fail_oom(sdt_backend *be, const char *op, size_t bytes)
 {
-    return cpu_fail(be, "%s: could not allocate %zu bytes of workspace; free memory or use smaller shapes.", op, bytes);
+    return cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace; free memory or use smaller shapes.", op, bytes);
 }

@@ -6,16 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "c_numeric.h"
 
 /* Conversion chunk per thread: large enough to amortise the fork, small enough to balance. */
 #define CPU_CONVERT_CHUNK ((int64_t)16384)
 
-int cpu_fail(sdt_backend *be, const char *fmt, ...)
+int cpu_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    sdt_c_vsnprintf(be->error, sizeof be->error, fmt, ap);
+    sdt_failv(&be->error, code, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -24,7 +23,7 @@ static float *scratch_reserve(sdt_backend *be, int slot, int64_t n)
 {
     cpu_context *ctx = be->ctx;
     if (slot < 0 || slot >= SDT_CPU_SCRATCH_SLOTS) {
-        cpu_fail(be, "cpu_common.c: scratch slot %d is out of range 0..%d; use a lower slot index in the op.",
+        cpu_fail(be, SDT_ERR_INTERNAL, "cpu_common.c: scratch slot %d is out of range 0..%d; use a lower slot index in the op.",
                  slot, SDT_CPU_SCRATCH_SLOTS - 1);
         return NULL;
     }
@@ -33,7 +32,7 @@ static float *scratch_reserve(sdt_backend *be, int slot, int64_t n)
     if (s->capacity < need) {
         float *grown = realloc(s->data, need * sizeof(float));
         if (!grown) {
-            cpu_fail(be, "cpu_common.c: out of memory growing scratch slot %d to %zu floats; free host memory.",
+            cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "cpu_common.c: out of memory growing scratch slot %d to %zu floats; free host memory.",
                      slot, need);
             return NULL;
         }
@@ -107,14 +106,14 @@ static bool is_float_dtype(sdt_dtype d)
 
 int cpu_check_tensor(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
 {
-    if (!t) return cpu_fail(be, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
+    if (!t) return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
     if (t->device != SDT_DEVICE_CPU)
-        return cpu_fail(be, "%s: tensor '%s' is not on the CPU; pass CPU tensors to the CPU backend.", op, field);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is not on the CPU; pass CPU tensors to the CPU backend.", op, field);
     if (!is_float_dtype(t->dtype))
-        return cpu_fail(be, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
                         sdt_dtype_name(t->dtype));
     if (!t->data && sdt_tensor_numel(t) > 0)
-        return cpu_fail(be, "%s: tensor '%s' has no data (an arena overflow?); size the arena by measuring first.",
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' has no data (an arena overflow?); size the arena by measuring first.",
                         op, field);
     return 0;
 }
@@ -125,7 +124,7 @@ int cpu_check_same_numel(sdt_backend *be, const char *op, const char *field_a, c
     if (cpu_check_tensor(be, op, field_a, a) || cpu_check_tensor(be, op, field_b, b)) return -1;
     int64_t na = sdt_tensor_numel(a), nb = sdt_tensor_numel(b);
     if (na != nb)
-        return cpu_fail(be, "%s: '%s' has %lld elements but '%s' has %lld; pass tensors of equal size.", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements but '%s' has %lld; pass tensors of equal size.", op,
                         field_a, (long long)na, field_b, (long long)nb);
     return 0;
 }
@@ -134,7 +133,7 @@ int cpu_check_f32(sdt_backend *be, const char *op, const char *field, const sdt_
 {
     if (cpu_check_tensor(be, op, field, t)) return -1;
     if (t->dtype != SDT_F32)
-        return cpu_fail(be, "%s: tensor '%s' is %s; it must be f32 (optimizer state and statistics are f32).", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is %s; it must be f32 (optimizer state and statistics are f32).", op,
                         field, sdt_dtype_name(t->dtype));
     return 0;
 }

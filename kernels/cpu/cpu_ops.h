@@ -29,7 +29,9 @@ const float *cpu_read_f32(sdt_backend *be, const sdt_tensor *t, int slot);
 float *cpu_write_begin(sdt_backend *be, sdt_tensor *t, int slot, bool load_existing);
 /* Rounds buf into t when t is not f32 (no-op for f32 or NULL). */
 void cpu_write_end(sdt_backend *be, sdt_tensor *t, float *buf);
-/* Sets be->error to a formatted sentence and returns -1. */
-int cpu_fail(sdt_backend *be, const char *fmt, ...);
+/* Sets be->error to code and a formatted sentence and returns -1. The code is decided here, where
+ * the failure happens: SDT_ERR_INVALID_ARGUMENT for a bad argument, SDT_ERR_OUT_OF_MEMORY for a
+ * failed allocation, SDT_ERR_INTERNAL for a bug in the backend itself. */
+int cpu_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -1,20 +1,8 @@
 /* dropout.c - inverted dropout as torch.nn.Dropout in training: keep with probability 1-p,
- * scale kept values by 1/(1-p). The keep decision for element i is a pure function of
- * (seed, i): u_i = the (i+1)-th output of a splitmix64 stream started at `seed`, top 24 bits
- * as a float in [0, 1); element i is dropped when u_i < p. It is counter-based, so masks are
- * reproducible across runs and thread counts, and the CUDA backend (uniform_at in
- * kernels/cuda/dropout.cu) draws the very same mask, so a run can move between backends. */
+ * scale kept values by 1/(1-p). The mask is kernels/shared_math.h's counter-based one (a pure
+ * function of seed and index), which the CUDA backend draws too, so a run can move between backends. */
 #include "cpu_context.h"
-
-/* u_i: splitmix64's state after i+1 steps from seed, through its finaliser. */
-static float dropout_uniform(uint64_t seed, uint64_t index)
-{
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
+#include "shared_math.h"
 
 int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p,
                         uint64_t seed)
@@ -24,18 +12,17 @@ int cpu_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, cons
         cpu_check_f32(be, "dropout_forward", "mask", mask))
         return -1;
     if (!(p >= 0.0f && p <= 1.0f))
-        return cpu_fail(be, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
     int64_t n = sdt_tensor_numel(x);
     if (n == 0) return 0;
     const float *xs = cpu_read_f32(be, x, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     float *m = mask->data;
     if (!xs || !o) return -1;
-    /* p == 1 drops everything (torch returns zeros rather than 0 * inf) */
-    float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    float keep_scale = dropout_keep_scale(p);
     #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) {
-        m[i] = dropout_uniform(seed, (uint64_t)i) >= p ? keep_scale : 0.0f;
+        m[i] = dropout_mask_at(seed, (uint64_t)i, p, keep_scale);
         o[i] = xs[i] * m[i];
     }
     cpu_write_end(be, out, o);

@@ -14,11 +14,11 @@ static int embedding_check_tokens(sdt_backend *be, const char *op, const sdt_ten
 {
     if (!tokens || !tokens->data || tokens->dtype != SDT_I32 || tokens->ndim != 2 ||
         tokens->device != SDT_DEVICE_CPU)
-        return cpu_fail(be, "%s: tokens must be an i32 CPU tensor [B, T].", op);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tokens must be an i32 CPU tensor [B, T].", op);
     const int32_t *ids = tokens->data;
     for (int64_t i = 0; vocab > 0 && i < sdt_tensor_numel(tokens); i++)
         if (ids[i] < 0 || ids[i] >= vocab)
-            return cpu_fail(be, "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
+            return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
                             "check the tokenizer and the embedding table.", op, (int)ids[i], (long long)i,
                             (long long)vocab);
     return 0;
@@ -31,7 +31,7 @@ static int embedding_check_pos(sdt_backend *be, const char *op, const char *name
     const int64_t pdims[2] = {-1, c};
     if (cpu_check_shape(be, op, name, pos, 2, pdims)) return -1;
     if (pos->shape[0] < t)
-        return cpu_fail(be, "%s: %s has %lld positions but the sequence has %lld tokens; give it at least T rows.",
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %s has %lld positions but the sequence has %lld tokens; give it at least T rows.",
                         op, name, (long long)pos->shape[0], (long long)t);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* geglu.c - diffusers GEGLU gating: value, gate = x.chunk(2, dim=-1); out = value * gelu(gate)
  * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op. */
-#include "activation_math.h"
+#include "shared_math.h"
 #include "cpu_context.h"
 
 /* rows and C (the output's last dim) of a GEGLU call; x's last dim must be 2C. */
@@ -9,10 +9,10 @@ static int geglu_dims(sdt_backend *be, const char *op, const sdt_tensor *half, c
 {
     if (cpu_check_tensor(be, op, "x", x) || cpu_check_tensor(be, op, "out/dout", half)) return -1;
     if (x->ndim < 1 || half->ndim < 1)
-        return cpu_fail(be, "%s: x and out need a last dimension; pass [..., 2C] and [..., C].", op);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: x and out need a last dimension; pass [..., 2C] and [..., C].", op);
     *c = half->shape[half->ndim - 1];
     if (x->shape[x->ndim - 1] != 2 * *c || sdt_tensor_numel(x) != 2 * sdt_tensor_numel(half))
-        return cpu_fail(be, "%s: x's last dim is %lld but out's is %lld; x must be [..., 2C] for out [..., C].", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: x's last dim is %lld but out's is %lld; x must be [..., 2C] for out [..., C].", op,
                         (long long)x->shape[x->ndim - 1], (long long)*c);
     *rows = *c ? sdt_tensor_numel(half) / *c : 0;
     return 0;

@@ -18,10 +18,10 @@ static int groupnorm_check(sdt_backend *be, const char *op, const sdt_tensor *x,
 {
     if (cpu_check_tensor(be, op, "x", x)) return -1;
     if (x->ndim < 2)
-        return cpu_fail(be, "%s: x has %d dimension(s) but [B, C, spatial...] needs at least 2.", op, x->ndim);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: x has %d dimension(s) but [B, C, spatial...] needs at least 2.", op, x->ndim);
     const int64_t c = x->shape[1];
     if (groups < 1 || c % groups != 0)
-        return cpu_fail(be, "%s: %lld channels do not split into %d groups; use a group count that divides C.", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %lld channels do not split into %d groups; use a group count that divides C.", op,
                         (long long)c, groups);
     const int64_t cdims[1] = {c};
     if (gamma && cpu_check_shape(be, op, "gamma [C]", gamma, 1, cdims)) return -1;

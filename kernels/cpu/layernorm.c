@@ -16,7 +16,7 @@ static int layernorm_check(sdt_backend *be, const char *op, const sdt_tensor *x,
     const int64_t rows = cpu_rows(x);
     if (cpu_check_tensor(be, op, "mean", mean) || cpu_check_tensor(be, op, "rstd", rstd)) return -1;
     if (sdt_tensor_numel(mean) != rows || sdt_tensor_numel(rstd) != rows)
-        return cpu_fail(be, "%s: mean and rstd hold %lld and %lld values but x has %lld rows; size them [N].", op,
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: mean and rstd hold %lld and %lld values but x has %lld rows; size them [N].", op,
                         (long long)sdt_tensor_numel(mean), (long long)sdt_tensor_numel(rstd), (long long)rows);
     return 0;
 }

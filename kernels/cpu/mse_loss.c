@@ -16,7 +16,7 @@ int cpu_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred, 
 {
     if (mse_check(be, "mse_loss_forward", pred, target, weight)) return -1;
     int64_t n = sdt_tensor_numel(pred);
-    if (n == 0) return cpu_fail(be, "mse_loss_forward: pred is empty; the mean of nothing is undefined.");
+    if (n == 0) return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "mse_loss_forward: pred is empty; the mean of nothing is undefined.");
     const float *p = cpu_read_f32(be, pred, 0);
     const float *y = cpu_read_f32(be, target, 1);
     const float *w = cpu_read_f32(be, weight, 2);

@@ -8,7 +8,7 @@ static int upsample_shape(sdt_backend *be, const char *op, const sdt_tensor *big
     if (small->ndim != 4 || big->ndim != 4 || big->shape[0] != small->shape[0] ||
         big->shape[1] != small->shape[1] || big->shape[2] != 2 * small->shape[2] ||
         big->shape[3] != 2 * small->shape[3])
-        return cpu_fail(be, "%s: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.",
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.",
                         op);
     return 0;
 }

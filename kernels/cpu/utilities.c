@@ -53,7 +53,7 @@ static int batched_matrix_dims(sdt_backend *be, const char *op, const char *fiel
                                int64_t dims[3])
 {
     if (t->ndim < 2)
-        return cpu_fail(be, "%s: '%s' has %d dims; pass a [B, M, N] (or [M, N]) tensor.", op, field, t->ndim);
+        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: '%s' has %d dims; pass a [B, M, N] (or [M, N]) tensor.", op, field, t->ndim);
     dims[0] = t->ndim == 2 ? 1 : t->shape[0];
     dims[1] = t->ndim == 2 ? t->shape[0] : t->shape[1];
     int64_t outer = dims[0] * dims[1];

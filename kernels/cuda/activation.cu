@@ -1,13 +1,14 @@
 /* activation.cu - activations (every sdt_activation) forward and backward on the GPU. Semantics: kernels/ops.h. */
-#include "activation_math.cuh"
+#include "cuda_ops.h"
+#include "shared_math.h"
 
 __global__ void act_fwd_k(void *out, int odt, const void *x, int xdt, int act, int64_t n)
 {
-    GRID_STRIDE(i, n) st(out, odt, i, act_f(act, ld(x, xdt, i)));
+    GRID_STRIDE(i, n) st(out, odt, i, act_value((sdt_activation)act, ld(x, xdt, i)));
 }
 __global__ void act_bwd_k(void *dx, int dxt, const void *dout, int dot, const void *x, int xdt, int act, int64_t n)
 {
-    GRID_STRIDE(i, n) acc(dx, dxt, i, ld(dout, dot, i) * act_df(act, ld(x, xdt, i)));
+    GRID_STRIDE(i, n) acc(dx, dxt, i, ld(dout, dot, i) * act_derivative((sdt_activation)act, ld(x, xdt, i)));
 }
 
 int cuda_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act)

@@ -9,7 +9,7 @@ __global__ void add_k(void *out, int odt, const void *a, int adt, const void *b,
 int cuda_add_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)
 {
     int64_t n = sdt_tensor_numel(out);
-    if (n != sdt_tensor_numel(a) || n != sdt_tensor_numel(b)) return cuda_fail(be, "add: element counts differ");
+    if (n != sdt_tensor_numel(a) || n != sdt_tensor_numel(b)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "add: element counts differ");
     add_k LAUNCH(be, n)(out->data, out->dtype, a->data, a->dtype, b->data, b->dtype, n);
     CUDA_LAUNCHED(be);
     return 0;
@@ -37,7 +37,7 @@ __global__ void bias_rows_k(T *y, const TB *bias, int64_t rows, int64_t C)
 int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, int64_t R, int64_t C, int64_t S)
 {
     if (R * C * S == 0) return 0;
-    if (R * C > INT32_MAX) return cuda_fail(be, "bias: %lld rows of channels exceed one launch", (long long)(R * C));
+    if (R * C > INT32_MAX) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "bias: %lld rows of channels exceed one launch", (long long)(R * C));
     if (S == 1) { /* threads along C, blocks of rows */
         dim3 grid((unsigned)((C + 255) / 256), (unsigned)(R < 65535 ? R : 65535));
         SDT_DTYPE_SWITCH(ydt, T, SDT_DTYPE_SWITCH(bdt, TB, bias_rows_k<T, TB><<<grid, 256, 0, STREAM(be)>>>(
@@ -76,7 +76,7 @@ __global__ void add_channel_bwd_k(void *dv, int dvt, const void *dout, int dot, 
 int cuda_add_channel_forward(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v)
 {
     int64_t BC = x->shape[0] * x->shape[1], S = sdt_tensor_numel(x) / BC;
-    if (sdt_tensor_numel(v) != BC) return cuda_fail(be, "add_channel: vector has %lld values, want B*C = %lld",
+    if (sdt_tensor_numel(v) != BC) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "add_channel: vector has %lld values, want B*C = %lld",
                                                     (long long)sdt_tensor_numel(v), (long long)BC);
     add_channel_k LAUNCH(be, BC * S)(x->data, x->dtype, v->data, v->dtype, BC, S);
     CUDA_LAUNCHED(be);

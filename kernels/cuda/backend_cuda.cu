@@ -6,14 +6,13 @@
 #include <string.h>
 
 #include "backend_cuda.h"
-#include "c_numeric.h"
 #include "cuda_ops.h"
 
-int cuda_fail(sdt_backend *be, const char *fmt, ...)
+int cuda_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    sdt_c_vsnprintf(be->error, sizeof(be->error), fmt, ap);
+    sdt_failv(&be->error, code, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -25,7 +24,7 @@ void *cuda_alloc(sdt_backend *be, size_t bytes)
     void *p = NULL;
     cudaError_t e = cuda_device_malloc(ctx_of(be), &p, bytes);
     if (e != cudaSuccess) {
-        cuda_fail(be, "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
+        cuda_fail(be, cuda_error_code(e), "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
                   bytes >> 20, cudaGetErrorString(e));
         return NULL;
     }
@@ -93,7 +92,7 @@ void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
     c->scratch_size[slot] = 0;
     size_t want = bytes + bytes / 4; /* headroom: shapes grow a little across blocks */
     if (cuda_device_malloc(c, &c->scratch[slot], want) != cudaSuccess) {
-        cuda_fail(be, "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
+        cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
         return NULL;
     }
     c->scratch_size[slot] = want;
@@ -132,7 +131,7 @@ const float *cuda_read_f32(sdt_backend *be, const sdt_tensor *t, int slot)
 
 int cuda_convert(sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src)
 {
-    if (sdt_tensor_numel(dst) != sdt_tensor_numel(src)) return cuda_fail(be, "convert: element counts differ");
+    if (sdt_tensor_numel(dst) != sdt_tensor_numel(src)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "convert: element counts differ");
     return cuda_convert_raw(be, dst->data, dst->dtype, src->data, src->dtype, sdt_tensor_numel(src));
 }
 
@@ -144,7 +143,7 @@ __global__ void axpy_kernel(void *dst, int dt, float alpha, const void *src, int
 int cuda_axpy(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src)
 {
     int64_t n = sdt_tensor_numel(dst);
-    if (n != sdt_tensor_numel(src)) return cuda_fail(be, "axpy: element counts differ");
+    if (n != sdt_tensor_numel(src)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "axpy: element counts differ");
     axpy_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst->data, dst->dtype, alpha, src->data, src->dtype, n);
     CUDA_LAUNCHED(be);
     return 0;
@@ -195,7 +194,7 @@ static int transpose_launch(sdt_backend *be, void *out, int odt, const void *x, 
                             int accumulate)
 {
     if (B * M * N == 0) return 0;
-    if (B > 65535) return cuda_fail(be, "transpose: %lld matrices exceed one launch", (long long)B);
+    if (B > 65535) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "transpose: %lld matrices exceed one launch", (long long)B);
     dim3 grid((unsigned)((N + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE), (unsigned)((M + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
               (unsigned)B);
     dim3 block(TRANSPOSE_TILE, TRANSPOSE_ROWS);

@@ -109,14 +109,14 @@ static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtyp
     if (!p) {
         cudnnStatus_t s = plan_choose(c->cudnn, d, &key);
         if (s != CUDNN_STATUS_SUCCESS) {
-            cuda_fail(be, "conv2d: cuDNN found no algorithm (%s)", cudnnGetErrorString(s));
+            cuda_fail(be, cudnn_error_code(s), "conv2d: cuDNN found no algorithm (%s)", cudnnGetErrorString(s));
             return NULL;
         }
         if (c->n_conv_plans == c->cap_conv_plans) {
             int cap = c->cap_conv_plans ? 2 * c->cap_conv_plans : 64;
             struct conv_plan *np = (struct conv_plan *)realloc(c->conv_plans, (size_t)cap * sizeof(*np));
             if (!np) {
-                cuda_fail(be, "conv2d: out of host memory");
+                cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "conv2d: out of host memory");
                 return NULL;
             }
             c->conv_plans = np;
@@ -132,10 +132,10 @@ static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtyp
 
 static int conv_check(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *y, int stride, int pad)
 {
-    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return cuda_fail(be, "conv2d: x, w and out must be 4-D (NCHW)");
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "conv2d: x, w and out must be 4-D (NCHW)");
     int64_t oh = (x->shape[2] + 2 * pad - w->shape[2]) / stride + 1, ow = (x->shape[3] + 2 * pad - w->shape[3]) / stride + 1;
     if (w->shape[1] != x->shape[1] || y->shape[1] != w->shape[0] || y->shape[2] != oh || y->shape[3] != ow || y->shape[0] != x->shape[0])
-        return cuda_fail(be, "conv2d: shapes do not agree (x [%lld,%lld,%lld,%lld], w [%lld,%lld,%lld,%lld], stride %d, pad %d)",
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "conv2d: shapes do not agree (x [%lld,%lld,%lld,%lld], w [%lld,%lld,%lld,%lld], stride %d, pad %d)",
                          (long long)x->shape[0], (long long)x->shape[1], (long long)x->shape[2], (long long)x->shape[3],
                          (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2], (long long)w->shape[3], stride, pad);
     return 0;
@@ -204,7 +204,7 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
         cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
                              : cudnnConvolutionForward(h, &one, d.x, o.x, d.w, o.w, d.conv, (cudnnConvolutionFwdAlgo_t)p->algo, wsp,
                                                        p->workspace, &zero, d.y, o.y);
-        if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d forward: cuDNN failed (%s)", cudnnGetErrorString(s));
+        if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d forward: cuDNN failed (%s)", cudnnGetErrorString(s));
     }
     conv_desc_free(&d);
     if (rc) return rc;
@@ -250,7 +250,7 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
                                  : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv,
                                                                 (cudnnConvolutionBwdDataAlgo_t)p->algo, wsp, p->workspace, &one,
                                                                 d.x, dxp);
-            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
+            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
         }
         conv_desc_free(&d);
         if (rc) return rc;
@@ -274,7 +274,7 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
                                  : cudnnConvolutionBackwardFilter(h, &one, d.x, x32, d.y, dy32, d.conv,
                                                                   (cudnnConvolutionBwdFilterAlgo_t)p->algo, wsp, p->workspace,
                                                                   &one, d.w, dw32);
-            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, "conv2d backward (filter): cuDNN failed (%s)", cudnnGetErrorString(s));
+            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (filter): cuDNN failed (%s)", cudnnGetErrorString(s));
         }
         conv_desc_free(&d);
         if (rc) return rc;

@@ -42,22 +42,46 @@ typedef struct cuda_ctx {
 
 static inline cuda_ctx *ctx_of(sdt_backend *be) { return (cuda_ctx *)be->ctx; }
 
-int cuda_fail(sdt_backend *be, const char *fmt, ...);
+/* Sets be->error to code and a formatted sentence and returns -1. The code is decided where the
+ * failure happens: SDT_ERR_INVALID_ARGUMENT for a bad argument, SDT_ERR_OUT_OF_MEMORY for a failed
+ * allocation, SDT_ERR_DEVICE for any other CUDA, cuBLAS or cuDNN failure (the *_code helpers). */
+int cuda_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A failed runtime, cuBLAS or cuDNN call's code: out of (device or host) memory is
+ * OUT_OF_MEMORY, so a host can tell "use a smaller batch" from a broken device. */
+static inline sdt_error_code cuda_error_code(cudaError_t e)
+{
+    return e == cudaErrorMemoryAllocation ? SDT_ERR_OUT_OF_MEMORY : SDT_ERR_DEVICE;
+}
+static inline sdt_error_code cublas_error_code(cublasStatus_t s)
+{
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? SDT_ERR_OUT_OF_MEMORY : SDT_ERR_DEVICE;
+}
+static inline sdt_error_code cudnn_error_code(cudnnStatus_t s)
+{
+    return s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED
+               ? SDT_ERR_OUT_OF_MEMORY
+               : SDT_ERR_DEVICE;
+}
 
 #define CUDA_TRY(be, call)                                                                            \
     do {                                                                                              \
         cudaError_t e_ = (call);                                                                      \
-        if (e_ != cudaSuccess) return cuda_fail(be, "CUDA error in %s: %s", #call, cudaGetErrorString(e_)); \
+        if (e_ != cudaSuccess)                                                                        \
+            return cuda_fail(be, cuda_error_code(e_), "CUDA error in %s: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 #define CUBLAS_TRY(be, call)                                                                          \
     do {                                                                                              \
         cublasStatus_t s_ = (call);                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) return cuda_fail(be, "cuBLAS error %d in %s", (int)s_, #call); \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                              \
+            return cuda_fail(be, cublas_error_code(s_), "cuBLAS error %d in %s", (int)s_, #call);     \
     } while (0)
 #define CUDNN_TRY(be, call)                                                                           \
     do {                                                                                              \
         cudnnStatus_t s_ = (call);                                                                    \
-        if (s_ != CUDNN_STATUS_SUCCESS) return cuda_fail(be, "cuDNN error in %s: %s", #call, cudnnGetErrorString(s_)); \
+        if (s_ != CUDNN_STATUS_SUCCESS)                                                               \
+            return cuda_fail(be, cudnn_error_code(s_), "cuDNN error in %s: %s", #call, cudnnGetErrorString(s_)); \
     } while (0)
 /* After a kernel launch: launch errors become a status. */
 #define CUDA_LAUNCHED(be) CUDA_TRY(be, cudaGetLastError())

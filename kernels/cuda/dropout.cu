@@ -1,21 +1,14 @@
-/* dropout.cu - inverted dropout with a counter-based mask on the GPU. Semantics: kernels/ops.h. */
+/* dropout.cu - inverted dropout with a counter-based mask on the GPU. Semantics: kernels/ops.h; the mask is
+ * kernels/shared_math.h's, the CPU backend's bit for bit. */
 #include "cuda_ops.h"
+#include "shared_math.h"
 
-/* Counter-based uniform per element (splitmix64 of seed and index): reproducible, order free. */
-__device__ float uniform_at(uint64_t seed, uint64_t i)
-{
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (float)(z >> 40) * (1.0f / 16777216.0f);
-}
 __global__ void dropout_k(void *out, int odt, float *mask, const void *x, int xdt, float p, uint64_t seed, int64_t n)
 {
-    float keep = 1.0f / (1.0f - p);
+    float keep = dropout_keep_scale(p);
     GRID_STRIDE(i, n)
     {
-        float m = uniform_at(seed, (uint64_t)i) < p ? 0.0f : keep;
+        float m = dropout_mask_at(seed, (uint64_t)i, p, keep);
         mask[i] = m;
         st(out, odt, i, ld(x, xdt, i) * m);
     }
@@ -27,7 +20,9 @@ __global__ void mul_acc_k(void *dx, int dxt, const void *dout, int dot, const fl
 
 int cuda_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p, uint64_t seed)
 {
-    if (!(p >= 0 && p < 1)) return cuda_fail(be, "dropout: probability %g is outside [0, 1)", p);
+    /* p == 1 drops everything, as on the CPU (shared_math.h's keep scale is 0 there) */
+    if (!(p >= 0.0f && p <= 1.0f))
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "dropout_forward: p = %g is outside [0, 1]; pass a probability.", (double)p);
     int64_t n = sdt_tensor_numel(x);
     dropout_k LAUNCH(be, n)(out->data, out->dtype, (float *)mask->data, x->data, x->dtype, p, seed, n);
     CUDA_LAUNCHED(be);

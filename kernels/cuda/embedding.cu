@@ -42,7 +42,7 @@ int cuda_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t
     check_tokens_k<<<grid_for(BT, 256), 256, 0, c->stream>>>((const int32_t *)tokens->data, BT, table->shape[0], c->flag);
     int bad = 0;
     if (cuda_download(be, &bad, c->flag, sizeof(int))) return -1;
-    if (bad) return cuda_fail(be, "embedding: a token id is outside the vocabulary of %lld entries", (long long)table->shape[0]);
+    if (bad) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "embedding: a token id is outside the vocabulary of %lld entries", (long long)table->shape[0]);
     emb_fwd_k<<<grid_for(BT * C, 256), 256, 0, c->stream>>>(out->data, out->dtype, (const int32_t *)tokens->data, table->data,
                                                            table->dtype, dat(pos), dty(pos), T, C, BT * C);
     CUDA_LAUNCHED(be);
@@ -55,7 +55,7 @@ int cuda_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpo
     int64_t BT = sdt_tensor_numel(tokens), C = dout->shape[dout->ndim - 1], T = tokens->shape[tokens->ndim - 1];
     cudaStream_t s = ctx_of(be)->stream;
     if (dtable) {
-        if (dtable->dtype != SDT_F32) return cuda_fail(be, "embedding backward: the table gradient must be f32");
+        if (dtable->dtype != SDT_F32) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "embedding backward: the table gradient must be f32");
         emb_bwd_table_k<<<grid_for(BT * C, 256), 256, 0, s>>>((float *)dtable->data, (const int32_t *)tokens->data, dout->data,
                                                              dout->dtype, C, BT * C);
         CUDA_LAUNCHED(be);

@@ -1,5 +1,6 @@
 /* geglu.cu - diffusers' GEGLU forward and backward on the GPU. Semantics: kernels/ops.h. */
-#include "activation_math.cuh"
+#include "cuda_ops.h"
+#include "shared_math.h"
 
 /* GEGLU: x [rows, 2C] -> out [rows, C] = value * gelu(gate), value first. */
 __global__ void geglu_fwd_k(void *out, int odt, const void *x, int xdt, int64_t rows, int64_t C)
@@ -8,7 +9,7 @@ __global__ void geglu_fwd_k(void *out, int odt, const void *x, int xdt, int64_t 
     {
         int64_t r = i / C, c = i % C;
         float v = ld(x, xdt, r * 2 * C + c), g = ld(x, xdt, r * 2 * C + C + c);
-        st(out, odt, i, v * act_f(SDT_ACT_GELU, g));
+        st(out, odt, i, v * act_gelu(g));
     }
 }
 __global__ void geglu_bwd_k(void *dx, int dxt, const void *dout, int dot, const void *x, int xdt, int64_t rows, int64_t C)
@@ -17,15 +18,15 @@ __global__ void geglu_bwd_k(void *dx, int dxt, const void *dout, int dot, const 
     {
         int64_t r = i / C, c = i % C;
         float v = ld(x, xdt, r * 2 * C + c), g = ld(x, xdt, r * 2 * C + C + c), d = ld(dout, dot, i);
-        acc(dx, dxt, r * 2 * C + c, d * act_f(SDT_ACT_GELU, g));
-        acc(dx, dxt, r * 2 * C + C + c, d * v * act_df(SDT_ACT_GELU, g));
+        acc(dx, dxt, r * 2 * C + c, d * act_gelu(g));
+        acc(dx, dxt, r * 2 * C + C + c, d * v * act_gelu_grad(g));
     }
 }
 
 int cuda_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
     int64_t C = out->shape[out->ndim - 1], rows = sdt_tensor_numel(out) / C;
-    if (x->shape[x->ndim - 1] != 2 * C) return cuda_fail(be, "geglu: input last dim %lld is not twice the output's %lld",
+    if (x->shape[x->ndim - 1] != 2 * C) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "geglu: input last dim %lld is not twice the output's %lld",
                                                          (long long)x->shape[x->ndim - 1], (long long)C);
     geglu_fwd_k LAUNCH(be, rows * C)(out->data, out->dtype, x->data, x->dtype, rows, C);
     CUDA_LAUNCHED(be);

@@ -113,7 +113,7 @@ static int gn_shape(sdt_backend *be, const sdt_tensor *x, int groups, int64_t *B
     *B = x->shape[0];
     *C = x->shape[1];
     *S = sdt_tensor_numel(x) / (*B * *C);
-    if (groups <= 0 || *C % groups) return cuda_fail(be, "groupnorm: %lld channels do not split into %d groups", (long long)*C, groups);
+    if (groups <= 0 || *C % groups) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "groupnorm: %lld channels do not split into %d groups", (long long)*C, groups);
     return 0;
 }
 

@@ -35,7 +35,7 @@ static int gemm_ex(sdt_backend *be, bool ta, bool tb, int M, int N, int K, float
                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return 0;
     }
-    return cuda_fail(be, "gemm: unsupported dtype mix (%s, %s -> %s)", sdt_dtype_name((sdt_dtype)at),
+    return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "gemm: unsupported dtype mix (%s, %s -> %s)", sdt_dtype_name((sdt_dtype)at),
                      sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
 }
 
@@ -69,7 +69,7 @@ int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 {
     int64_t C = x->shape[x->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(x) / C;
     if (w->shape[1] != C || out->shape[out->ndim - 1] != OC || sdt_tensor_numel(out) != M * OC)
-        return cuda_fail(be, "linear: input [.., %lld], weight [%lld, %lld] and output [.., %lld] do not fit", (long long)C,
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "linear: input [.., %lld], weight [%lld, %lld] and output [.., %lld] do not fit", (long long)C,
                          (long long)OC, (long long)w->shape[1], (long long)out->shape[out->ndim - 1]);
     const void *xp, *wp;
     int dt;

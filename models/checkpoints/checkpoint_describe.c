@@ -44,7 +44,11 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
     sd_config c;
     sdt_error detect = {0};
     char *text = NULL;
-    if (sd_config_detect(w, &c, &detect)) {
+    bool weights_ok = sd_config_detect_weights(w, &c, &detect);
+    if (weights_ok && !sd_config_apply_yaml_beside(w, &c, &detect)) {
+        *is_checkpoint = true; /* a model whose yaml is wrong: that sentence is the answer */
+        *error = detect;
+    } else if (weights_ok) {
         *is_checkpoint = true;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "file", path);
@@ -61,9 +65,6 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
         text = cJSON_Print(o);
         cJSON_Delete(o);
         if (!text) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory describing the model", path);
-    } else if (yaml && strstr(detect.message, yaml)) {
-        *is_checkpoint = true; /* a model whose yaml is wrong: that sentence is the answer */
-        *error = detect;
     }
     g_free(yaml);
     sdt_weights_close(w);

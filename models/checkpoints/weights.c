@@ -642,8 +642,8 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     size_t bytes = sdt_tensor_nbytes(out);
     void *mem = be->alloc(be, bytes);
     if (!mem) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
-                 "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error);
+        sdt_fail(error, be->error.code, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
+                 "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error.message);
         return false;
     }
     g_ptr_array_add(dst->owned, mem);
@@ -668,7 +668,7 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     g_free(conv);
     out->data = mem;
     if (rc) {
-        sdt_fail(error, SDT_ERR_DEVICE, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error);
+        sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error.message);
         return false;
     }
     return true;

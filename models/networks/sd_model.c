@@ -90,6 +90,14 @@ static sd_family family_of(const sd_config *c)
 bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
 {
     sd_config c;
+    if (!sd_config_detect_weights(w, &c, error) || !sd_config_apply_yaml_beside(w, &c, error)) return false;
+    *cfg = c;
+    return true;
+}
+
+bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error)
+{
+    sd_config c;
     memset(&c, 0, sizeof(c));
     const char *path = sdt_weights_path(w);
     bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
@@ -104,15 +112,19 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
     }
     c.family = family_of(&c);
     if (folder && !sdt_diffusers_config_apply(path, &c, error)) return false;
-    char *yaml = folder ? NULL : sdt_checkpoint_yaml_beside(path);
-    bool yaml_ok = !yaml || sdt_checkpoint_yaml_apply(yaml, &c, error);
-    g_free(yaml);
-    if (!yaml_ok) {
-        sdt_error_append(error, " (sdtrain, like A1111, reads the .yaml named like the checkpoint as its model config)");
-        return false;
-    }
     *cfg = c;
     return true;
+}
+
+bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error)
+{
+    const char *path = sdt_weights_path(w);
+    char *yaml = g_file_test(path, G_FILE_TEST_IS_DIR) ? NULL : sdt_checkpoint_yaml_beside(path);
+    bool yaml_ok = !yaml || sdt_checkpoint_yaml_apply(yaml, cfg, error);
+    g_free(yaml);
+    if (!yaml_ok)
+        sdt_error_append(error, " (sdtrain, like A1111, reads the .yaml named like the checkpoint as its model config)");
+    return yaml_ok;
 }
 
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error)

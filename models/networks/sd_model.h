@@ -67,6 +67,11 @@ sd_config sd_config_preset(sd_family f);
  * config files (diffusers_config.h), or for a single file the <stem>.yaml beside it that A1111
  * reads (checkpoint_yaml.h), then set what the weights cannot say. */
 bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
+/* sd_config_detect in its two steps: what the weights (and a diffusers folder's config files)
+ * say, then the .yaml beside a single file. Describing a file tells "not a checkpoint" (the
+ * first fails) from "a checkpoint whose yaml is wrong" (the second fails) by the step. */
+bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error);
+bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);
 

@@ -80,7 +80,7 @@ static bool generate_embedding(generate_run *g, const sdt_hn_generate_settings *
     g->rows = sdt_tensor_make(NULL, SDT_F32, be->device, 2, shape);
     size_t bytes = sdt_tensor_nbytes(&g->rows);
     if (!(g->rows.data = be->alloc(be, bytes)) || be->upload(be, g->rows.data, g->emb.vectors, bytes))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot place the embedding on the %s backend: %s", be->name, be->error);
+        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name, be->error.message);
     return true;
 }
 

@@ -158,7 +158,7 @@ static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_t
     int n = hook_applicable(b, site->width, positions);
     if (n == 0)
         return b->be->convert(b->be, out, in) == 0 ||
-               sdt_fail(error, SDT_ERR_DEVICE, "copying the K/V input past the hypernetworks failed: %s", b->be->error);
+               sdt_fail(error, b->be->error.code, "copying the K/V input past the hypernetworks failed: %s", b->be->error.message);
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
     return hook_ensure(b, l.total, error) && hook_chain_forward(b, site, in, out, n, &l, positions, error);
@@ -173,7 +173,7 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
     int n = hook_applicable(b, site->width, positions);
     if (n == 0)
         return !d_in || be->axpy(be, d_in, 1.0f, d_out) == 0 ||
-               sdt_fail(error, SDT_ERR_DEVICE, "passing the K/V gradient past the hypernetworks failed: %s", be->error);
+               sdt_fail(error, be->error.code, "passing the K/V gradient past the hypernetworks failed: %s", be->error.message);
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
     if (!hook_ensure(b, l.total, error)) return false;
@@ -189,7 +189,7 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
         if (j > 0) {
             target = (j % 2) ? &grad_a : &grad_b;
             if (be->zero(be, target) != 0)
-                return sdt_fail(error, SDT_ERR_DEVICE, "zeroing a hypernetwork gradient buffer failed: %s", be->error);
+                return sdt_fail(error, be->error.code, "zeroing a hypernetwork gradient buffer failed: %s", be->error.message);
         }
         if (!sdt_hn_module_backward(e->hn, site->width, site->kind, &run, e->strength, &module_in, g, target,
                                     e->training, (char *)b->work + l.module_work, error))

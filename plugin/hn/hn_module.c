@@ -102,9 +102,9 @@ static void hn_bind(sdt_hn *hn, void *block, bool grads)
 
 static bool hn_backend_fail(const sdt_hn *hn, sdt_error *error, const char *what)
 {
-    return sdt_fail(error, SDT_ERR_DEVICE, "hypernetwork \"%s\": %s failed on the %s backend: "
+    return sdt_fail(error, hn->be->error.code, "hypernetwork \"%s\": %s failed on the %s backend: "
                     "%s", hn->config.name, what,
-                   hn->be->name, hn->be->error);
+                   hn->be->name, hn->be->error.message);
 }
 
 sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)

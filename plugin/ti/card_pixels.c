@@ -177,7 +177,7 @@ char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, sdt
 none:
     sdt_fail(error, SDT_ERR_BAD_FORMAT, "no embedding data is hidden in the picture");
 done:
-    if (!json && !error->message[0]) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
+    if (!json && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
     free(row_any);
     free(col_any);
     free(col_sum);

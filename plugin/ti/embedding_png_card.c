@@ -202,7 +202,7 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                      pos);
             return false;
         }
-        if (!text_err.message[0] && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
+        if (text_err.code == SDT_ERR_OK && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
             size_t len = 0;
             bool damaged;
             char *text = card_text(type, data, n, &len, &damaged);
@@ -236,7 +236,7 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         pos += (size_t)n + 12;
     }
     /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
-    if (text_err.message[0]) {
+    if (text_err.code != SDT_ERR_OK) {
         if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error)) {
             char note[1100];
             snprintf(note, sizeof note, "%.1000s; the copy hidden in the pixels was used", text_err.message);

@@ -17,7 +17,7 @@ bool ti_part_download_vectors(ti_part *tp, sdt_error *error)
 {
     sdt_backend *be = tp->be;
     if (be->download(be, tp->emb.vectors, tp->param.data, sdt_tensor_nbytes(&tp->param)))
-        return sdt_fail(error, SDT_ERR_DEVICE, "reading the embedding back from the %s backend failed: %s", be->name, be->error);
+        return sdt_fail(error, be->error.code, "reading the embedding back from the %s backend failed: %s", be->name, be->error.message);
     return true;
 }
 
@@ -228,7 +228,7 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
     tp->param.data = be->alloc(be, bytes);
     tp->grad.data = be->alloc(be, bytes);
     if (!tp->param.data || !tp->grad.data || be->upload(be, tp->param.data, tp->emb.vectors, bytes) || be->zero(be, &tp->grad))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot place the embedding on the %s backend: %s", be->name, be->error);
+        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name, be->error.message);
     sdt_adamw_hparams hp = sdt_adamw_hparams_textual_inversion(0.0f); /* the schedule sets the rate before each step */
     sdt_optimizer *opt = sdt_optimizer_create(be, tp->emb.name, &hp, error);
     if (!opt) return false;

@@ -53,7 +53,7 @@ static bool undo_copy(ti_part *tp, undo_op op, sdt_error *error)
         int rc = op == UNDO_SAVE ? be->download(be, tp->undo + (size_t)i * n, parts[i]->data, bytes)
                                  : be->upload(be, parts[i]->data, tp->undo + (size_t)i * n, bytes);
         if (rc) {
-            sdt_fail(error, SDT_ERR_DEVICE, "copying the embedding's state on the %s backend failed: %s", be->name, be->error);
+            sdt_fail(error, be->error.code, "copying the embedding's state on the %s backend failed: %s", be->name, be->error.message);
             return false;
         }
     }

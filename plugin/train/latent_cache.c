@@ -89,7 +89,7 @@ static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, 
     size_t zb = (size_t)c * h * w * sizeof(float);
     if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->dtype, &t.mean, &t.logvar, error) ||
         be->download(be, mean, t.mean.data, zb) || be->download(be, logvar, t.logvar.data, zb)) {
-        if (rc || !error->message[0]) sdt_fail(error, SDT_ERR_DEVICE, "encoding an image with the VAE failed: %s", be->error);
+        if (rc || error->code == SDT_ERR_OK) sdt_fail(error, be->error.code, "encoding an image with the VAE failed: %s", be->error.message);
         return false;
     }
     return true;
@@ -114,7 +114,7 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching latents");
         return false;
     }
-    error->message[0] = 0;
+    sdt_error_clear(error);
     if (!encode_moments(rt, wa, pixels, W, H, e->value, e->std, error)) return false;
     for (size_t i = 0; i < n; i++) { /* ldm's DiagonalGaussianDistribution clamps logvar to [-30, 20] */
         float lv = e->std[i] < -30.0f ? -30.0f : e->std[i] > 20.0f ? 20.0f : e->std[i];

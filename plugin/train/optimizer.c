@@ -200,7 +200,8 @@ sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sd
             if (p->m.data) opt->be->free(opt->be, p->m.data);
             if (p->v.data) opt->be->free(opt->be, p->v.data);
             return core_fail(error, SDT_CORE_NO_MEMORY,
-                             "optimizer '%s': no device memory for the AdamW state of '%s' (%s).", opt->name, name, opt->be->error);
+                             "optimizer '%s': no device memory for the AdamW state of '%s' (%s).", opt->name, name,
+                             opt->be->error.message);
         }
         opt->grads[opt->grad_count++] = grad;
     }
@@ -219,8 +220,10 @@ sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, sdt_error *error
 
 static sdt_core_status backend_fail(const sdt_optimizer *opt, const char *op, sdt_error *error)
 {
-    return core_fail(error, SDT_CORE_BACKEND_FAILED, "optimizer '%s': the %s backend's %s failed: %s",
-                     opt->name, opt->be->name, op, opt->be->error);
+    sdt_core_status status = core_fail(error, SDT_CORE_BACKEND_FAILED, "optimizer '%s': the %s backend's %s failed: %s",
+                                       opt->name, opt->be->name, op, opt->be->error.message);
+    if (error) error->code = opt->be->error.code; /* the backend decided the kind: out of memory, a bad argument, the device */
+    return status;
 }
 
 sdt_core_status sdt_optimizer_zero_grad(sdt_optimizer *opt, sdt_error *error)

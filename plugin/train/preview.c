@@ -43,19 +43,21 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     uo.for_backward = false;
     uo.hook = p->hook;
     sdt_tensor out;
-    bool ok = !p->arena->overflowed && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
+    bool ok = sdt_arena_fits(p->arena) && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
     ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->error);
     if (ok) {
         sdt_tensor o32 = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
-        ok = !p->arena->overflowed && be->convert(be, &o32, &out) == 0 &&
+        ok = sdt_arena_fits(p->arena) && be->convert(be, &o32, &out) == 0 &&
              be->download(be, p->host, o32.data, (size_t)(p->batch * n) * sizeof(float)) == 0;
     }
     if (ok) {
         memcpy(out_cond, p->host, (size_t)n * sizeof(float));
         if (out_uncond) memcpy(out_uncond, p->host + n, (size_t)n * sizeof(float));
-    } else if (!p->error->message[0]) {
-        sdt_fail(p->error, SDT_ERR_DEVICE, "preview: the UNet failed: %s", be->error);
+    } else if (!sdt_arena_fits(p->arena)) {
+        sdt_fail(p->error, p->arena->error.code, "preview: the UNet failed: %s", p->arena->error.message);
+    } else if (p->error->code == SDT_ERR_OK) {
+        sdt_fail(p->error, be->error.code, "preview: the UNet failed: %s", be->error.message);
     }
     sdt_arena_rewind(p->arena, mark);
     return ok ? 0 : -1;
@@ -73,10 +75,10 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     int n_ov = 0, chunks = sdt_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
     int64_t tshape[2] = {(int64_t)batch * chunks, SDT_PROMPT_TOKENS};
     sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
-    if (!a->measuring && (a->overflowed || rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))) {
-        sdt_fail(error, SDT_ERR_DEVICE, "preview: copying the prompt failed: %s", rt->be->error);
-        return false;
-    }
+    if (!a->measuring && !sdt_arena_fits(a))
+        return sdt_fail(error, a->error.code, "preview: copying the prompt failed: %s", a->error.message);
+    if (!a->measuring && rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))
+        return sdt_fail(error, rt->be->error.code, "preview: copying the prompt failed: %s", rt->be->error.message);
     clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
     if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error)) return false;
     *context = sdt_prompt_context(&acts->out, batch);
@@ -135,10 +137,12 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     }
     if (ok) {
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        ok = !a->overflowed && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
+        ok = sdt_arena_fits(a) && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
              vae_decode(vae, be, a, &z, rt->dtype, &img, error) &&
              be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !error->message[0]) sdt_fail(error, SDT_ERR_DEVICE, "preview: decoding failed: %s", be->error);
+        if (!ok && !sdt_arena_fits(a)) sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
+        else if (!ok && error->code == SDT_ERR_OK)
+            sdt_fail(error, be->error.code, "preview: decoding failed: %s", be->error.message);
     }
     int64_t hw = (int64_t)req->width * req->height;
     for (int64_t i = 0; ok && i < hw; i++)
@@ -154,7 +158,7 @@ bool sdt_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, cons
                        const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error)
 {
     *rgb = NULL;
-    error->message[0] = 0;
+    sdt_error_clear(error);
     inpaint_cond ic = {0};
     int f = vae_factor(&rt->model.vae.cfg);
     const float *cond = inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, error)

@@ -51,7 +51,7 @@ static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_input
               upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
               (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
               upload_f32(be, &t->timesteps, in->timesteps) == 0;
-    if (!ok) sdt_fail(error, SDT_ERR_DEVICE, "copying the batch to the %s backend failed: %s", be->name, be->error);
+    if (!ok) sdt_fail(error, be->error.code, "copying the batch to the %s backend failed: %s", be->name, be->error.message);
     return ok;
 }
 
@@ -65,10 +65,10 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     sdt_dtype act = rt->dtype;
     pass_tensors t = pass_alloc(a, act, &in->shape);
     const sdt_tensor *weight = in->shape.weighted ? &t.weight : NULL;
-    if (!a->measuring && (a->overflowed || !upload_inputs(be, &t, in, error))) {
-        if (a->overflowed) sdt_fail(error, SDT_ERR_INTERNAL, "the activation arena is too small for this batch (a bug: please report)");
-        return false;
-    }
+    if (!a->measuring && !sdt_arena_fits(a))
+        return sdt_fail(error, a->error.code, "the activation arena is too small for this batch (a bug: please report): %s",
+                        a->error.message);
+    if (!a->measuring && !upload_inputs(be, &t, in, error)) return false;
     clip_text_inputs ci = {&t.tokens, tr->rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
     clip_text_acts acts;
     if (!clip_text_forward(&m->clip, be, a, &ci, &acts, error)) return false;
@@ -82,18 +82,17 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     sdt_tensor context = sdt_prompt_context(&acts.out, in->shape.batch);
     if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
-        sdt_fail(error, SDT_ERR_DEVICE, "computing the loss failed: %s", be->error);
+        sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
         return false;
     }
     if (!backward) return true;
     sdt_tensor dpred = sdt_arena_tensor(a, act, 4, pred.shape);
     sdt_tensor dctx = sdt_arena_tensor(a, act, 3, acts.out.shape);
     if (!a->measuring) {
-        if (a->overflowed || be->zero(be, &dpred) || be->zero(be, &dctx) ||
-            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight)) {
-            sdt_fail(error, SDT_ERR_DEVICE, "the loss gradient failed: %s", a->overflowed ? "arena too small" : be->error);
-            return false;
-        }
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
+        if (be->zero(be, &dpred) || be->zero(be, &dctx) || be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight))
+            return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
     }
     sdt_tensor dcontext = sdt_prompt_context(&dctx, in->shape.batch);
     if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
@@ -119,6 +118,6 @@ bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, c
                   const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error)
 {
     sdt_arena_rewind(&wa->arena, 0);
-    wa->arena.overflowed = false;
+    sdt_arena_clear_error(&wa->arena);
     return pass_sequence(rt, &wa->arena, opt, in, tr, dloss, backward, loss, error);
 }

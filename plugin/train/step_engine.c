@@ -124,7 +124,7 @@ static bool inject_inf(sdt_step_engine *e, int64_t step_number, sdt_error *error
             continue;
         float inf = INFINITY;
         if (e->be->upload(e->be, grad->data, &inf, sizeof inf))
-            return sdt_fail(error, SDT_ERR_DEVICE, "fault injection: writing the gradient failed: %s", e->be->error);
+            return sdt_fail(error, e->be->error.code, "fault injection: writing the gradient failed: %s", e->be->error.message);
     }
     return true;
 }

@@ -515,8 +515,8 @@ float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, 
         sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
         if (be->download(be, at, param->data, sdt_tensor_nbytes(param))) {
             free(host);
-            sdt_fail(error, SDT_ERR_DEVICE, "reading the %s back from the %s backend failed: %s", job->engine.groups[group].name,
-                     be->name, be->error);
+            sdt_fail(error, be->error.code, "reading the %s back from the %s backend failed: %s", job->engine.groups[group].name,
+                     be->name, be->error.message);
             return NULL;
         }
         at += sdt_tensor_numel(param);

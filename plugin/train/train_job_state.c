@@ -174,18 +174,21 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     sdt_st_write_item *items = calloc((size_t)(n ? n : 1), sizeof *items);
     sdt_tensor *views = calloc((size_t)(n ? n : 1), sizeof *views);
     sdt_backend *be = job->pb.be;
-    bool ok = t && host && items && views, finite = true;
+    bool host_ok = t && host && items && views, ok = host_ok, finite = true;
     for (int i = 0; ok && i < n; i++) {
         size_t bytes = sdt_tensor_nbytes(t[i].device);
         host[i] = malloc(bytes ? bytes : 1);
-        ok = host[i] && be->download(be, host[i], t[i].device->data, bytes) == 0;
+        host_ok = host[i] != NULL;
+        ok = host_ok && be->download(be, host[i], t[i].device->data, bytes) == 0;
         if (ok) {
             finite &= all_finite(host[i], bytes / sizeof(float));
             views[i] = sdt_tensor_make(host[i], SDT_F32, SDT_DEVICE_CPU, t[i].device->ndim, t[i].device->shape);
             items[i] = sdt_st_item_from_tensor(t[i].name, &views[i]);
         }
     }
-    if (!ok) sdt_fail(error, SDT_ERR_DEVICE, "reading the optimizer state failed: %s", be->error);
+    if (!ok)
+        sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY, "reading the optimizer state failed: %s",
+                 host_ok ? be->error.message : "out of host memory");
     float scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0f;
     if (ok && (!finite || !isfinite(scale)))
         ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: the training state at step %lld holds NaN or infinite values, so it "
@@ -546,8 +549,8 @@ static bool restore_tensors(sdt_train_job *job, const sdt_safetensors *st, const
             ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: tensor '%s' is missing or has the wrong size; resume with the state "
                           "file of this run", path, t[i].name);
         else if (job->pb.be->upload(job->pb.be, t[i].device->data, host.data, sdt_tensor_nbytes(t[i].device)))
-            ok = sdt_fail(error, SDT_ERR_DEVICE, "%s: copying '%s' to the %s backend failed: %s", path, t[i].name,
-                          job->pb.be->name, job->pb.be->error);
+            ok = sdt_fail(error, job->pb.be->error.code, "%s: copying '%s' to the %s backend failed: %s", path, t[i].name,
+                          job->pb.be->name, job->pb.be->error.message);
     }
     free(t);
     return ok;

@@ -7,13 +7,13 @@ bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, sdt_error 
 {
     if (w->live && w->arena.capacity >= bytes) {
         sdt_arena_rewind(&w->arena, 0);
-        w->arena.overflowed = false;
+        sdt_arena_clear_error(&w->arena);
         return true;
     }
     work_arena_release(w);
     if (!sdt_arena_init(&w->arena, be, bytes)) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
-                 "or the resolution", bytes >> 20, be->name, be->error);
+        sdt_fail(error, be->error.code, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
+                 "or the resolution", bytes >> 20, be->name, be->error.message);
         return false;
     }
     w->live = true;

@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     sdt_st_kv meta[] = {{"width", "8"}, {"kind", kind == SDT_UNET_V ? "1" : "0"}, {"strength", strength_text}};
     snprintf(path, sizeof(path), "%s/io.safetensors", out_dir);
     ok = ok && sdt_st_write(path, items, (size_t)n, meta, 3, &err);
-    if (!ok) fprintf(stderr, "hn_cli: %s\n", err.message[0] ? err.message : be->error);
+    if (!ok) fprintf(stderr, "hn_cli: %s\n", err.message[0] ? err.message : be->error.message);
     for (int i = 0; i < SDT_HN_MAX_ENTRIES; i++) free(masks[i]);
     free(weights), free(work);
     sdt_hn_free(hn);

@@ -138,7 +138,7 @@ int main(int argc, char **argv)
     ok = ok && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, &pred, &error);
     if (ok && (be->mse_loss_forward(be, &loss, &pred, &target, NULL) ||
                be->mse_loss_backward(be, &dpred, 1.0f, &pred, &target, NULL))) {
-        sdt_fail(&error, SDT_ERR_DEVICE, "the loss failed: %s", be->error);
+        sdt_fail(&error, SDT_ERR_DEVICE, "the loss failed: %s", be->error.message);
         ok = false;
     }
     ok = ok && sdt_unet_backward(u, be, &arena, &dpred, &dctx, &error);

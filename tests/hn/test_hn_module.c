@@ -83,7 +83,7 @@ static float *draw_mask(sdt_backend *be, const sdt_hn_run *run, int layer, doubl
     for (int64_t e = 0; e < n; e++) ones[e] = 1.0f;
     sdt_tensor t1 = kt_f32(ones, 1, n, 0, 0, 0), tm = kt_f32(mask, 1, n, 0, 0, 0), to = kt_f32(out, 1, n, 0, 0, 0);
     CHECK(be->dropout_forward(be, &to, &tm, &t1, (float)p, sdt_hn_dropout_seed(run, layer)) == 0, "mask: %s",
-          be->error);
+          be->error.message);
     free(ones), free(out);
     return mask;
 }
@@ -321,6 +321,44 @@ static void check_16bit(sdt_backend *be, sdt_test_rng *r, sdt_dtype dt, const ch
     sdt_hn_free(hn);
 }
 
+/* A backend whose linear runs out of memory, as a GPU's would: the module passes the backend's
+ * error value on, so the caller sees OUT_OF_MEMORY with the backend's sentence (it once said
+ * DEVICE whatever the backend had found). */
+#define OOM_SENTENCE "linear_forward: could not allocate 4096 bytes of workspace"
+static int linear_out_of_memory(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                                const sdt_tensor *b)
+{
+    (void)out, (void)x, (void)w, (void)b;
+    sdt_fail(&be->error, SDT_ERR_OUT_OF_MEMORY, OOM_SENTENCE);
+    return -1;
+}
+
+static void check_backend_error_passed_on(sdt_backend *be)
+{
+    sdt_error err;
+    sdt_error_clear(&err);
+    sdt_hn_config c = make_config("relu", false, false, true);
+    sdt_hn *hn = sdt_hn_alloc(&c, be, &err);
+    CHECK(hn != NULL, "alloc: %s", err.message);
+    if (!hn) return;
+    float x[ROWS * WIDTH] = {0}, out[ROWS * WIDTH];
+    int64_t shape[2] = {ROWS, WIDTH};
+    sdt_tensor tx = sdt_tensor_make(x, SDT_F32, SDT_DEVICE_CPU, 2, shape), tout = tx;
+    tout.data = out;
+    void *work = kt_alloc(sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS));
+    sdt_hn_run run = {.training = false};
+    int (*linear)(sdt_backend *, sdt_tensor *, const sdt_tensor *, const sdt_tensor *, const sdt_tensor *) =
+        be->linear_forward;
+    be->linear_forward = linear_out_of_memory;
+    bool ok = sdt_hn_module_forward(hn, WIDTH, SDT_UNET_K, &run, 1.0f, &tx, &tout, work, &err);
+    be->linear_forward = linear;
+    CHECK(!ok && err.code == SDT_ERR_OUT_OF_MEMORY && strstr(err.message, OOM_SENTENCE),
+          "a backend out of memory must reach the caller as OUT_OF_MEMORY with its sentence, got %s: %s",
+          sdt_error_code_name(err.code), err.message);
+    free(work);
+    sdt_hn_free(hn);
+}
+
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("hn_module");
@@ -336,6 +374,7 @@ int main(void)
         check_16bit(be, &r, SDT_BF16, "tanh", variant & 1, variant & 2);
         check_16bit(be, &r, SDT_F16, "gelu", variant & 1, variant & 2);
     }
+    check_backend_error_passed_on(be);
     be->destroy(be);
     char name[64];
     snprintf(name, sizeof(name), "hn_module (%d activations x norm x dropout)", count);

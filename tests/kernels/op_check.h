@@ -122,9 +122,9 @@ static inline void op_check_norm_grads(const char *what, bool affine, const kt_g
 static inline void op_check_rejects(sdt_backend *be, int rc, const char *op, const char *why)
 {
     CHECK(rc != 0, "%s accepted %s", op, why);
-    CHECK(rc == 0 || strstr(be->error, op) != NULL, "%s error for %s does not name the op: '%s'", op, why,
-          be->error);
-    if (rc != 0) printf("  rejected %s: %s\n", why, be->error);
+    CHECK(rc == 0 || strstr(be->error.message, op) != NULL, "%s error for %s does not name the op: '%s'", op, why,
+          be->error.message);
+    if (rc != 0) printf("  rejected %s: %s\n", why, be->error.message);
     fflush(stdout);
 }
 

@@ -43,13 +43,13 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     ref_forward(xd, yref, &c);
     for (int64_t i = 0; i < n; i++) dxref[i] = dyd[i] * act_ref_derivative(act, xd[i]);
 
-    CHECK(be->activation_forward(be, &ty, &tx, act) == 0, "%s forward failed: %s", act_names[act], be->error);
+    CHECK(be->activation_forward(be, &ty, &tx, act) == 0, "%s forward failed: %s", act_names[act], be->error.message);
     double fwd = sdt_rel_err_fd(y, yref, n);
     CHECK(fwd < 1e-5, "%s forward (n=%lld): rel err %.3g", act_names[act], (long long)n, fwd);
 
     CHECK(be->activation_backward(be, &tdx, &tdy, &tx, act) == 0 &&
               be->activation_backward(be, &tacc, &tdy, &tx, act) == 0,
-          "%s backward failed: %s", act_names[act], be->error);
+          "%s backward failed: %s", act_names[act], be->error.message);
     CHECK(kt_grad_accumulated(&dx), "%s backward must accumulate into dx", act_names[act]);
     double bwd = sdt_rel_err_fd(dx.fresh, dxref, n);
     CHECK(bwd < 1e-4, "%s backward (n=%lld): f32 vs float64 rel err %.3g", act_names[act], (long long)n, bwd);
@@ -72,7 +72,7 @@ static void check_tails(sdt_backend *be, sdt_activation act)
     sdt_tensor tx = kt_f32(x, 1, N, 0, 0, 0), ty = kt_f32(y, 1, N, 0, 0, 0);
     sdt_tensor tdy = kt_f32(dy, 1, N, 0, 0, 0), tdx = kt_f32(dx, 1, N, 0, 0, 0);
     CHECK(be->activation_forward(be, &ty, &tx, act) == 0 && be->activation_backward(be, &tdx, &tdy, &tx, act) == 0,
-          "%s on the tails failed: %s", act_names[act], be->error);
+          "%s on the tails failed: %s", act_names[act], be->error.message);
     for (int i = 0; i < N; i++) {
         double v = act_ref_value(act, x[i]), d = act_ref_derivative(act, x[i]);
         CHECK(fabs(y[i] - v) <= 1e-5 * fabs(v) + 1e-30, "%s(%g) = %.9g, want %.9g", act_names[act], (double)x[i],
@@ -94,7 +94,7 @@ int main(void)
 
     float v = 1.0f, o;
     sdt_tensor tv = kt_f32(&v, 1, 1, 0, 0, 0), to = kt_f32(&o, 1, 1, 0, 0, 0);
-    CHECK(be->activation_forward(be, &to, &tv, SDT_ACT_COUNT) != 0 && be->error[0],
+    CHECK(be->activation_forward(be, &to, &tv, SDT_ACT_COUNT) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT,
           "an unknown activation must fail with a message");
     be->destroy(be);
     return sdt_test_finish("activation (identity, relu, leaky_relu, elu, gelu, quick_gelu, silu, tanh, sigmoid, mish, "

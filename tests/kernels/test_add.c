@@ -21,11 +21,11 @@ static void check_add(sdt_backend *be, sdt_test_rng *r, int64_t n)
     float *a = kt_randn(r, n, 1.0), *b = kt_randn(r, n, 1.0), *out = kt_alloc((size_t)n * sizeof(float));
     float *a0 = kt_copy(a, n);
     sdt_tensor ta = kt_f32(a, 2, 1, n, 0, 0), tb = kt_f32(b, 2, 1, n, 0, 0), to = kt_f32(out, 2, 1, n, 0, 0);
-    CHECK(be->add_forward(be, &to, &ta, &tb) == 0, "add failed: %s", be->error);
+    CHECK(be->add_forward(be, &to, &ta, &tb) == 0, "add failed: %s", be->error.message);
     int exact = 1;
     for (int64_t i = 0; i < n; i++) exact &= out[i] == a[i] + b[i];
     CHECK(exact, "add (n=%lld) must equal the float sum", (long long)n);
-    CHECK(be->add_forward(be, &ta, &ta, &tb) == 0, "in-place add failed: %s", be->error);
+    CHECK(be->add_forward(be, &ta, &ta, &tb) == 0, "in-place add failed: %s", be->error.message);
     exact = 1;
     for (int64_t i = 0; i < n; i++) exact &= a[i] == out[i];
     CHECK(exact, "add with out aliasing a must give the same result");
@@ -51,12 +51,12 @@ static void check_add_channel(sdt_backend *be, sdt_test_rng *r, int64_t batch, i
         for (int64_t s = 0; s < c.spatial; s++) dvref[i] += dyd[i * c.spatial + s];
     }
 
-    CHECK(be->add_channel_forward(be, &tx, &tv) == 0, "add_channel forward failed: %s", be->error);
+    CHECK(be->add_channel_forward(be, &tx, &tv) == 0, "add_channel forward failed: %s", be->error.message);
     double fwd = sdt_rel_err_fd(x, yref, nx);
     CHECK(fwd < 1e-6, "add_channel forward [%lld,%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)ch,
           (long long)h, (long long)w, fwd);
     CHECK(be->add_channel_backward(be, &tdv, &tdy) == 0 && be->add_channel_backward(be, &tacc, &tdy) == 0,
-          "add_channel backward failed: %s", be->error);
+          "add_channel backward failed: %s", be->error.message);
     CHECK(kt_grad_accumulated(&dv), "add_channel backward must accumulate into dv");
     double bwd = sdt_rel_err_fd(dv.fresh, dvref, c.bc);
     CHECK(bwd < 1e-4, "add_channel backward: f32 vs float64 rel err %.3g", bwd);

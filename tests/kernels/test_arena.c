@@ -1,6 +1,8 @@
 /* test_arena - the activation arena: measuring mode learns the exact peak, a real arena of
  * that size holds the same sequence with 256-byte aligned, disjoint tensors, one byte less
  * overflows (flag set, NULL data), and mark/rewind reuses memory. */
+#include <string.h>
+
 #include "arena.h"
 #include "kernel_test.h"
 
@@ -48,15 +50,15 @@ int main(void)
         sdt_arena m;
         sdt_arena_init_measure(&m, be);
         CHECK(run_plan(&m, &p, t) == ALLOCS, "a measuring arena must hand out no memory");
-        CHECK(!m.overflowed, "a measuring arena never overflows");
+        CHECK(sdt_arena_fits(&m), "a measuring arena never overflows");
         size_t needed = 0;
         for (int i = 0; i < ALLOCS; i++) needed = ((needed + 255) / 256) * 256 + sdt_tensor_nbytes(&t[i]);
         CHECK(m.peak == needed, "measured peak %zu, want %zu", m.peak, needed);
         CHECK(m.used == sdt_arena_mark(&m) && m.used < m.peak, "rewind must return used below the peak");
 
         sdt_arena a;
-        CHECK(sdt_arena_init(&a, be, m.peak), "arena of %zu bytes failed: %s", m.peak, be->error);
-        CHECK(run_plan(&a, &p, t) == 0 && !a.overflowed, "the measured size must hold the same sequence");
+        CHECK(sdt_arena_init(&a, be, m.peak), "arena of %zu bytes failed: %s", m.peak, be->error.message);
+        CHECK(run_plan(&a, &p, t) == 0 && sdt_arena_fits(&a), "the measured size must hold the same sequence");
         for (int i = 0; i < ALLOCS; i++) {
             uint8_t *s = t[i].data, *e = s + sdt_tensor_nbytes(&t[i]);
             CHECK(((uintptr_t)s & 255u) == 0, "tensor %d is not 256-byte aligned", i);
@@ -74,10 +76,19 @@ int main(void)
 
         /* the arena rounds capacity up to 256, so 256 bytes less than the peak must overflow */
         sdt_arena small;
-        CHECK(sdt_arena_init(&small, be, m.peak - 256), "small arena failed: %s", be->error);
+        CHECK(sdt_arena_init(&small, be, m.peak - 256), "small arena failed: %s", be->error.message);
         int missing = run_plan(&small, &p, t);
-        CHECK(small.overflowed && missing >= 1, "an arena 256 bytes short must overflow (missing %d)", missing);
+        CHECK(!sdt_arena_fits(&small) && missing >= 1, "an arena 256 bytes short must overflow (missing %d)", missing);
         CHECK(t[ALLOCS - 1].data == NULL, "the allocation that does not fit must get NULL data");
+        /* the failing allocation made the error value: out of memory, naming the capacity */
+        char capacity[64];
+        snprintf(capacity, sizeof capacity, "(%zu bytes)", small.capacity);
+        CHECK(small.error.code == SDT_ERR_OUT_OF_MEMORY && strstr(small.error.message, capacity),
+              "an overflow must be OUT_OF_MEMORY naming the capacity, got %s: %s", sdt_error_code_name(small.error.code),
+              small.error.message);
+        sdt_arena_rewind(&small, 0);
+        sdt_arena_clear_error(&small);
+        CHECK(sdt_arena_fits(&small), "clearing the error must forget the overflow");
         CHECK(small.peak == m.peak, "an overflowing arena still reports the peak it needed");
         sdt_arena_release(&small);
     }

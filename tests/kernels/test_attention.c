@@ -108,7 +108,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     float *out = kt_randn(rng, nq, 1.0), *lse = kt_randn(rng, nl, 1.0);
     sdt_tensor tout = op_tensor(out, 3, qs), tl = op_tensor(lse, 3, ls);
     CHECK(be->attention_forward(be, &tout, save_lse ? &tl : NULL, &tq_, &tk_, &tv, (int)h, causal) == 0,
-          "%s forward failed: %s", what, be->error);
+          "%s forward failed: %s", what, be->error.message);
 
     float *dout = kt_randn(rng, nq, 1.0);
     attn_ref r = {b, tq, tk, h, d, causal, kt_to_double(q, nq), kt_to_double(k, nk), kt_to_double(v, nk),
@@ -129,7 +129,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
                    tdv = op_tensor(op_grad_buf(&g_dv, pass), 3, ks);
         CHECK(be->attention_backward(be, &tdq, &tdk, &tdv, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
                                      save_lse ? &tl : NULL, (int)h, causal) == 0,
-              "%s backward failed: %s", what, be->error);
+              "%s backward failed: %s", what, be->error.message);
     }
     double *gq = op_zeros_d(nq), *gk = op_zeros_d(nk), *gv = op_zeros_d(nk);
     attn_backward_ref(&r, gq, gk, gv);
@@ -163,7 +163,7 @@ static void check_logits_past_f16(sdt_backend *be, sdt_test_rng *rng)
     sdt_tensor tq = sdt_tensor_make(q16, SDT_F16, SDT_DEVICE_CPU, 3, qs), tk = sdt_tensor_make(k16, SDT_F16, SDT_DEVICE_CPU, 3, ks);
     sdt_tensor tv = sdt_tensor_make(v16, SDT_F16, SDT_DEVICE_CPU, 3, ks), tout = sdt_tensor_make(out16, SDT_F16, SDT_DEVICE_CPU, 3, qs);
     sdt_tensor tl = op_tensor(&lse, 3, ls);
-    CHECK(be->attention_forward(be, &tout, &tl, &tq, &tk, &tv, 1, false) == 0, "f16 past-range forward: %s", be->error);
+    CHECK(be->attention_forward(be, &tout, &tl, &tq, &tk, &tv, 1, false) == 0, "f16 past-range forward: %s", be->error.message);
     float out[D];
     sdt_load_f32(out16, SDT_F16, out, D);
     double worst = 0;

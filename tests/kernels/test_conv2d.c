@@ -75,7 +75,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     sdt_tensor tw = op_tensor(wt, 4, wsh), tb = op_tensor(b, 1, bs);
     float *out = kt_randn(rng, no, 1.0);
     sdt_tensor tout = op_tensor(out, 4, os);
-    CHECK(be->conv2d_forward(be, &tout, &tx, &tw, &tb, stride, pad) == 0, "%s forward failed: %s", what, be->error);
+    CHECK(be->conv2d_forward(be, &tout, &tx, &tw, &tb, stride, pad) == 0, "%s forward failed: %s", what, be->error.message);
 
     float *dout = kt_randn(rng, no, 1.0);
     r.x = kt_to_double(x, nx);
@@ -92,7 +92,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 4, xs), tdw = op_tensor(op_grad_buf(&g_dw, pass), 4, wsh),
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, bs);
         CHECK(be->conv2d_backward(be, &tdx, &tdw, &tdb, &tdout, &tx, &tw, stride, pad) == 0,
-              "%s backward failed: %s", what, be->error);
+              "%s backward failed: %s", what, be->error.message);
     }
     double *gdx = op_zeros_d(nx), *gdw = op_zeros_d(nw), *gdb = op_zeros_d(oc);
     conv_backward_ref(&r, gdx, gdw, gdb);

@@ -27,7 +27,7 @@ static void check_statistics(sdt_backend *be, sdt_backend *be1, sdt_test_rng *r,
     uint64_t seed = sdt_test_next(r);
     sdt_tensor tx = kt_f32(x, 2, 7, n / 7, 0, 0), ty = tx, tm = tx, tm1 = tx, tm2 = tx;
     ty.data = y, tm.data = mask, tm1.data = mask1, tm2.data = mask2;
-    CHECK(be->dropout_forward(be, &ty, &tm, &tx, p, seed) == 0, "dropout forward failed: %s", be->error);
+    CHECK(be->dropout_forward(be, &ty, &tm, &tx, p, seed) == 0, "dropout forward failed: %s", be->error.message);
     float keep_value = p < 1 ? 1.0f / (1.0f - p) : 0.0f;
     int64_t kept = 0, bad_value = 0, bad_out = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -54,7 +54,7 @@ static void check_statistics(sdt_backend *be, sdt_backend *be1, sdt_test_rng *r,
     CHECK(be1->dropout_forward(be1, &ty, &tm1, &tx, p, seed) == 0, "single-thread dropout failed: %s", be1->error);
     CHECK(memcmp(mask, mask1, n * sizeof(float)) == 0, "p=%g: the mask must not depend on the thread count",
           (double)p);
-    CHECK(be->dropout_forward(be, &ty, &tm2, &tx, p, seed + 1) == 0, "dropout failed: %s", be->error);
+    CHECK(be->dropout_forward(be, &ty, &tm2, &tx, p, seed + 1) == 0, "dropout failed: %s", be->error.message);
     if (p > 0 && p < 1)
         CHECK(memcmp(mask, mask2, n * sizeof(float)) != 0, "p=%g: another seed must give another mask", (double)p);
     free(x), free(y), free(mask), free(mask1), free(mask2);
@@ -67,9 +67,9 @@ static void check_backward(sdt_backend *be, sdt_test_rng *r, int64_t n, float p)
     kt_grad dx = kt_grad_make(r, n);
     sdt_tensor tx = kt_f32(x, 1, n, 0, 0, 0), ty = tx, tm = tx, tdy = tx, tdx = tx, tacc = tx;
     ty.data = y, tm.data = mask, tdy.data = dy, tdx.data = dx.fresh, tacc.data = dx.acc;
-    CHECK(be->dropout_forward(be, &ty, &tm, &tx, p, sdt_test_next(r)) == 0, "dropout failed: %s", be->error);
+    CHECK(be->dropout_forward(be, &ty, &tm, &tx, p, sdt_test_next(r)) == 0, "dropout failed: %s", be->error.message);
     CHECK(be->dropout_backward(be, &tdx, &tdy, &tm) == 0 && be->dropout_backward(be, &tacc, &tdy, &tm) == 0,
-          "dropout backward failed: %s", be->error);
+          "dropout backward failed: %s", be->error.message);
     CHECK(kt_grad_accumulated(&dx), "dropout backward must accumulate into dx");
     double *xd = kt_to_double(x, n), *dyd = kt_to_double(dy, n), *md = kt_to_double(mask, n);
     double *dxref = kt_alloc((size_t)n * sizeof(double));
@@ -92,7 +92,7 @@ int main(void)
     check_backward(be, &r, 61, 0.5f);
     float v = 1, o, m;
     sdt_tensor tv = kt_f32(&v, 1, 1, 0, 0, 0), to = kt_f32(&o, 1, 1, 0, 0, 0), tm = kt_f32(&m, 1, 1, 0, 0, 0);
-    CHECK(be->dropout_forward(be, &to, &tm, &tv, 1.5f, 1) != 0 && be->error[0], "p > 1 must be refused");
+    CHECK(be->dropout_forward(be, &to, &tm, &tv, 1.5f, 1) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT, "p > 1 must be refused");
     be->destroy(be);
     be1->destroy(be1);
     return sdt_test_finish("dropout");

@@ -167,7 +167,7 @@ static void check_ops_in_16bit(sdt_test_rng *r)
     }
     sdt_tensor ta = sdt_tensor_4d(a, SDT_F16, 1, N, 0, 0, 0), tb = sdt_tensor_4d(b, SDT_F16, 1, N, 0, 0, 0);
     sdt_tensor to = sdt_tensor_4d(out, SDT_F16, 1, N, 0, 0, 0);
-    CHECK(be->add_forward(be, &to, &ta, &tb) == 0, "add_forward on f16 failed: %s", be->error);
+    CHECK(be->add_forward(be, &to, &ta, &tb) == 0, "add_forward on f16 failed: %s", be->error.message);
     int infs = 0;
     for (int i = 0; i < N; i++) infs += out[i] == 0x7c00u;
     CHECK(infs == N - 1, "f16 add of 40000+ and 30000 must overflow to +inf in %d elements, got %d", N - 1, infs);
@@ -184,7 +184,7 @@ static void check_ops_in_16bit(sdt_test_rng *r)
     }
     sdt_tensor tab = sdt_tensor_4d(ab, SDT_BF16, 1, N, 0, 0, 0), tbb = sdt_tensor_4d(bb, SDT_BF16, 1, N, 0, 0, 0);
     sdt_tensor tob = sdt_tensor_4d(ob, SDT_BF16, 1, N, 0, 0, 0);
-    CHECK(be->add_forward(be, &tob, &tab, &tbb) == 0, "add_forward on bf16 failed: %s", be->error);
+    CHECK(be->add_forward(be, &tob, &tab, &tbb) == 0, "add_forward on bf16 failed: %s", be->error.message);
     for (int i = 0; i < N; i++) {
         float want = sdt_round_to_dtype(sdt_bf16_to_f32(ab[i]) + sdt_bf16_to_f32(bb[i]), SDT_BF16);
         CHECK(sdt_bf16_to_f32(ob[i]) == want, "bf16 add[%d] = %g, want %g", i, (double)sdt_bf16_to_f32(ob[i]),
@@ -201,7 +201,7 @@ static void check_ops_in_16bit(sdt_test_rng *r)
         xf[i] = sdt_f16_to_f32(xh[i]);
     }
     sdt_tensor tx = sdt_tensor_4d(xh, SDT_F16, 2, 1, N, 0, 0), ty = kt_f32(y, 2, 1, N, 0, 0);
-    CHECK(be->activation_forward(be, &ty, &tx, SDT_ACT_GELU) == 0, "gelu on f16 input failed: %s", be->error);
+    CHECK(be->activation_forward(be, &ty, &tx, SDT_ACT_GELU) == 0, "gelu on f16 input failed: %s", be->error.message);
     for (int i = 0; i < N; i++) {
         double want = 0.5 * xf[i] * (1.0 + erf(xf[i] / sqrt(2.0)));
         CHECK(fabs(y[i] - want) <= 1e-6 * (1 + fabs(want)), "gelu(f16 %g) = %g, want %g", (double)xf[i],
@@ -222,7 +222,7 @@ static void check_ops_in_16bit(sdt_test_rng *r)
     src[0] = 65520.0f;
     sdt_tensor ts = kt_f32(src, 1, N, 0, 0, 0), tm = sdt_tensor_4d(mid, SDT_F16, 1, N, 0, 0, 0);
     sdt_tensor tbk = kt_f32(back, 1, N, 0, 0, 0);
-    CHECK(be->convert(be, &tm, &ts) == 0 && be->convert(be, &tbk, &tm) == 0, "convert failed: %s", be->error);
+    CHECK(be->convert(be, &tm, &ts) == 0 && be->convert(be, &tbk, &tm) == 0, "convert failed: %s", be->error.message);
     for (int i = 0; i < N; i++)
         CHECK(bits_of(back[i]) == bits_of(sdt_round_to_dtype(src[i], SDT_F16)), "convert f32->f16->f32 of %g gave %g",
               (double)src[i], (double)back[i]);

@@ -56,7 +56,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     float *out = kt_randn(rng, no, 1.0);
     sdt_tensor tout = op_tensor(out, 3, os);
     CHECK(be->embedding_forward(be, &tout, &tids, &ttab, use_pos ? &tpos : NULL) == 0, "%s forward failed: %s", what,
-          be->error);
+          be->error.message);
     float *dout = kt_randn(rng, no, 1.0);
     emb_ref r = {b, t, c, ids, kt_to_double(table, nt), use_pos ? kt_to_double(pos, np) : NULL,
                  kt_to_double(dout, no)};
@@ -69,7 +69,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdt = op_tensor(op_grad_buf(&g_dt, pass), 2, ts), tdp = op_tensor(op_grad_buf(&g_dp, pass), 2, ps);
         CHECK(be->embedding_backward(be, &tdt, use_pos ? &tdp : NULL, &tdout, &tids) == 0, "%s backward failed: %s",
-              what, be->error);
+              what, be->error.message);
     }
     double *gt = op_zeros_d(nt), *gp = op_zeros_d(np);
     emb_backward_ref(&r, gt, gp);

@@ -48,11 +48,11 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     ref_forward(xd, yref, &g);
     ref_backward(&g, xd, dyd, dxref);
 
-    CHECK(be->geglu_forward(be, &ty, &tx) == 0, "geglu forward failed: %s", be->error);
+    CHECK(be->geglu_forward(be, &ty, &tx) == 0, "geglu forward failed: %s", be->error.message);
     double fwd = sdt_rel_err_fd(y, yref, ny);
     CHECK(fwd < 1e-5, "geglu forward [%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)t, (long long)c, fwd);
     CHECK(be->geglu_backward(be, &tdx, &tdy, &tx) == 0 && be->geglu_backward(be, &tacc, &tdy, &tx) == 0,
-          "geglu backward failed: %s", be->error);
+          "geglu backward failed: %s", be->error.message);
     CHECK(kt_grad_accumulated(&dx), "geglu backward must accumulate into dx");
     double bwd = sdt_rel_err_fd(dx.fresh, dxref, nx);
     CHECK(bwd < 1e-4, "geglu backward: f32 vs float64 rel err %.3g", bwd);

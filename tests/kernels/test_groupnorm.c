@@ -86,7 +86,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, nb, 1.0), *rstd = kt_randn(rng, nb, 1.0);
     sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
     CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps) == 0,
-          "%s forward failed: %s", what, be->error);
+          "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, n, 1.0);
     gn_ref r = {b, c, s, groups, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
                 affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n)};
@@ -102,7 +102,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
         CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
                                      affine ? &tg : NULL, &tm, &trs, groups) == 0,
-              "%s backward failed: %s", what, be->error);
+              "%s backward failed: %s", what, be->error.message);
     }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     gn_backward_ref(&r, gx, gg, gb);

@@ -80,7 +80,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, rows, 1.0), *rstd = kt_randn(rng, rows, 1.0);
     sdt_tensor ty = op_tensor(y, 3, xs), tm = op_tensor(mean, 2, rs), trs = op_tensor(rstd, 2, rs);
     CHECK(be->layernorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, eps) == 0,
-          "%s forward failed: %s", what, be->error);
+          "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, n, 1.0);
     ln_ref r = {rows, c, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
                 affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n)};
@@ -96,7 +96,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
         CHECK(be->layernorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
                                      affine ? &tg : NULL, &tm, &trs) == 0,
-              "%s backward failed: %s", what, be->error);
+              "%s backward failed: %s", what, be->error.message);
     }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     ln_backward_ref(&r, gx, gg, gb);

@@ -58,7 +58,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
     sdt_tensor tw = op_tensor(w, 2, ws), tb = op_tensor(b, 1, bs);
     float *out = kt_randn(rng, n * oc, 1.0); /* garbage: forward must overwrite */
     sdt_tensor tout = op_tensor(out, 3, os);
-    CHECK(be->linear_forward(be, &tout, &tx, &tw, bias ? &tb : NULL) == 0, "%s forward failed: %s", what, be->error);
+    CHECK(be->linear_forward(be, &tout, &tx, &tw, bias ? &tb : NULL) == 0, "%s forward failed: %s", what, be->error.message);
 
     double *dout_d = NULL;
     float *dout = kt_randn(rng, n * oc, 1.0);
@@ -75,7 +75,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 3, xs), tdw = op_tensor(op_grad_buf(&g_dw, pass), 2, ws),
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, bs);
         CHECK(be->linear_backward(be, &tdx, &tdw, bias ? &tdb : NULL, &tdout, &tx, &tw) == 0,
-              "%s backward failed: %s", what, be->error);
+              "%s backward failed: %s", what, be->error.message);
     }
     double *gdx = op_zeros_d(n * c), *gdw = op_zeros_d(oc * c), *gdb = op_zeros_d(oc);
     lin_backward_ref(&r, gdx, gdw, gdb);

@@ -31,7 +31,7 @@ static void check_sum_squares(sdt_backend *be, sdt_test_rng *r)
     t[K - 1] = sdt_tensor_4d(h, SDT_F16, 1, sizes[K - 1], 0, 0, 0);
     list[K] = NULL; /* skipped */
     double sumsq = 1.5;
-    CHECK(be->sum_squares(be, &sumsq, list, K + 1) == 0, "sum_squares failed: %s", be->error);
+    CHECK(be->sum_squares(be, &sumsq, list, K + 1) == 0, "sum_squares failed: %s", be->error.message);
     CHECK(fabs(sumsq - want) <= 1e-12 * want, "sum_squares: %.17g, want %.17g", sumsq, want);
     for (int k = 0; k < K; k++) free(data[k]);
     free(h);
@@ -57,7 +57,7 @@ static void check_unscale(sdt_backend *be, sdt_test_rng *r)
         for (int k = 0; k < K; k++) g0[k] = kt_copy(g[k], sizes[k]);
         float inv_scale = 1.0f / 65536.0f;
         bool found = scenario == 3;
-        CHECK(be->unscale_check(be, list, K, inv_scale, &found) == 0, "unscale_check failed: %s", be->error);
+        CHECK(be->unscale_check(be, list, K, inv_scale, &found) == 0, "unscale_check failed: %s", be->error.message);
         CHECK(found == (scenario != 0), "scenario %d: found_inf = %d", scenario, found);
         int scaled = 1;
         for (int k = 0; k < K; k++)
@@ -131,7 +131,7 @@ static void check_adamw(sdt_backend *be, sdt_test_rng *r, int64_t n, const adam_
         float *g = kt_randn(r, n, 0.1);
         sdt_tensor tg = kt_f32(g, 1, n, 0, 0, 0);
         CHECK(be->adamw_update(be, &tp, &tg, &tm, &tv, h->lr, h->beta1, h->beta2, h->eps, h->wd, step,
-                               h->grad_scale) == 0, "adamw failed: %s", be->error);
+                               h->grad_scale) == 0, "adamw failed: %s", be->error.message);
         ref_adamw(pd, md, vd, g, n, h, step);
         free(g);
     }

@@ -57,7 +57,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t rows
     sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, 3, s);
     float *y = kt_randn(rng, total, 1.0);
     sdt_tensor ty = op_tensor(y, 3, s);
-    CHECK(be->softmax_forward(be, &ty, &tx) == 0, "%s forward failed: %s", what, be->error);
+    CHECK(be->softmax_forward(be, &ty, &tx) == 0, "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, total, 1.0);
     sm_ref r = {b * rows, n, kt_to_double(x, total), kt_to_double(dout, total)};
     double *ref = op_zeros_d(total);
@@ -68,7 +68,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t rows
     sdt_tensor tdout = op_tensor(dout, 3, s);
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 3, s);
-        CHECK(be->softmax_backward(be, &tdx, &tdout, &ty) == 0, "%s backward failed: %s", what, be->error);
+        CHECK(be->softmax_backward(be, &tdx, &tdout, &ty) == 0, "%s backward failed: %s", what, be->error.message);
     }
     double *g = op_zeros_d(total);
     sm_backward_ref(&r, g);

@@ -32,7 +32,7 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t 
     double *ref = kt_alloc((size_t)(batch * dim) * sizeof(double));
     ref_embedding(t, batch, dim, flip, shift, period, ref);
     sdt_tensor tt = kt_f32(t, 1, batch, 0, 0, 0), to = kt_f32(out, 2, batch, dim, 0, 0);
-    CHECK(be->timestep_embedding(be, &to, &tt, flip, shift, period) == 0, "timestep_embedding failed: %s", be->error);
+    CHECK(be->timestep_embedding(be, &to, &tt, flip, shift, period) == 0, "timestep_embedding failed: %s", be->error.message);
     double err = sdt_rel_err_fd(out, ref, batch * dim);
     CHECK(err < 1e-5, "timestep_embedding B=%lld dim=%lld flip=%d shift=%g period=%g: rel err %.3g",
           (long long)batch, (long long)dim, flip, (double)shift, (double)period, err);
@@ -54,7 +54,7 @@ int main(void)
     check_case(be, &r, 2, 17, false, 0, 100);
     float t = 1, o[8];
     sdt_tensor tt = kt_f32(&t, 1, 1, 0, 0, 0), to = kt_f32(o, 2, 1, 8, 0, 0);
-    CHECK(be->timestep_embedding(be, &to, &tt, true, 4.0f, 10000) != 0 && be->error[0],
+    CHECK(be->timestep_embedding(be, &to, &tt, true, 4.0f, 10000) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT,
           "a shift equal to dim/2 must be refused (division by zero)");
     be->destroy(be);
     return sdt_test_finish("timestep_embedding");

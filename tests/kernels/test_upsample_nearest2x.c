@@ -39,11 +39,11 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     ref_upsample(xd, yref, &u);
     ref_backward(dyd, dxref, &u);
 
-    CHECK(be->upsample_nearest2x_forward(be, &ty, &tx) == 0, "upsample forward failed: %s", be->error);
+    CHECK(be->upsample_nearest2x_forward(be, &ty, &tx) == 0, "upsample forward failed: %s", be->error.message);
     CHECK(sdt_rel_err_fd(y, yref, ny) == 0, "upsample forward [%lld,%lld,%lld,%lld] is not exact", (long long)batch,
           (long long)ch, (long long)h, (long long)w);
     CHECK(be->upsample_nearest2x_backward(be, &tdx, &tdy) == 0 && be->upsample_nearest2x_backward(be, &tacc, &tdy) == 0,
-          "upsample backward failed: %s", be->error);
+          "upsample backward failed: %s", be->error.message);
     CHECK(kt_grad_accumulated(&dx), "upsample backward must accumulate into dx");
     double bwd = sdt_rel_err_fd(dx.fresh, dxref, nx);
     CHECK(bwd < 1e-4, "upsample backward: f32 vs float64 rel err %.3g", bwd);

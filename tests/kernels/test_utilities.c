@@ -34,11 +34,11 @@ static void check_transpose(sdt_backend *be, sdt_test_rng *r, int64_t b, int64_t
     transpose_ctx back = {b, n, m};
     ref_transpose(dyd, dxref, &back); /* the adjoint of a transpose is the transpose back */
 
-    CHECK(be->transpose_forward(be, &ty, &tx) == 0, "transpose forward failed: %s", be->error);
+    CHECK(be->transpose_forward(be, &ty, &tx) == 0, "transpose forward failed: %s", be->error.message);
     CHECK(sdt_rel_err_fd(y, yref, total) == 0, "transpose forward [%lld,%lld,%lld] is not exact", (long long)b,
           (long long)m, (long long)n);
     CHECK(be->transpose_backward(be, &tdx, &tdy) == 0 && be->transpose_backward(be, &tacc, &tdy) == 0,
-          "transpose backward failed: %s", be->error);
+          "transpose backward failed: %s", be->error.message);
     CHECK(sdt_rel_err_fd(dx.fresh, dxref, total) == 0, "transpose backward must be dout's transpose exactly");
     CHECK(kt_grad_accumulated(&dx), "transpose backward must accumulate into dx");
     double fd = sdt_fd_check_vjp(ref_transpose, &t, xd, total, dyd, total, dxref);
@@ -52,25 +52,25 @@ static void check_axpy_scale_convert(sdt_backend *be, sdt_test_rng *r, int64_t n
     float *a = kt_randn(r, n, 1.0), *b = kt_randn(r, n, 1.0), *b0 = kt_copy(b, n);
     float alpha = (float)sdt_test_normal(r);
     sdt_tensor ta = kt_f32(a, 1, n, 0, 0, 0), tb = kt_f32(b, 1, n, 0, 0, 0);
-    CHECK(be->axpy(be, &tb, alpha, &ta) == 0, "axpy failed: %s", be->error);
+    CHECK(be->axpy(be, &tb, alpha, &ta) == 0, "axpy failed: %s", be->error.message);
     double err = 0;
     for (int64_t i = 0; i < n; i++) err = fmax(err, fabs(b[i] - ((double)b0[i] + (double)alpha * a[i])));
     CHECK(err < 1e-6 * (1 + fabs(alpha)) * 8, "axpy (n=%lld): max err %.3g", (long long)n, err);
 
     memcpy(b, b0, (size_t)n * sizeof(float));
-    CHECK(be->scale(be, &tb, alpha) == 0, "scale failed: %s", be->error);
+    CHECK(be->scale(be, &tb, alpha) == 0, "scale failed: %s", be->error.message);
     int exact = 1;
     for (int64_t i = 0; i < n; i++) exact &= b[i] == b0[i] * alpha;
     CHECK(exact, "scale (n=%lld) must equal the float product", (long long)n);
 
     uint16_t *h = kt_alloc((size_t)n * 2);
     sdt_tensor th = sdt_tensor_4d(h, SDT_BF16, 1, n, 0, 0, 0);
-    CHECK(be->convert(be, &th, &ta) == 0 && be->convert(be, &tb, &th) == 0, "convert failed: %s", be->error);
+    CHECK(be->convert(be, &th, &ta) == 0 && be->convert(be, &tb, &th) == 0, "convert failed: %s", be->error.message);
     exact = 1;
     for (int64_t i = 0; i < n; i++) exact &= b[i] == sdt_round_to_dtype(a[i], SDT_BF16);
     CHECK(exact, "convert f32->bf16->f32 (n=%lld) must equal the scalar rounding", (long long)n);
     sdt_tensor shorter = kt_f32(a, 1, n + 1, 0, 0, 0);
-    CHECK(be->axpy(be, &shorter, 1.0f, &tb) != 0 && be->error[0], "axpy must reject different sizes");
+    CHECK(be->axpy(be, &shorter, 1.0f, &tb) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT, "axpy must reject different sizes");
     free(a), free(b), free(b0), free(h);
 }
 

@@ -192,7 +192,7 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     if (dout && !clip_text_backward(m, be, &meas, &acts, &dout_t, &drows_t, error)) return free(drows), false;
     sdt_arena arena;
     if (!sdt_arena_init(&arena, be, meas.peak)) {
-        sdt_fail(error, SDT_ERR_DEVICE, "arena of %zu bytes: %s", meas.peak, be->error);
+        sdt_fail(error, SDT_ERR_DEVICE, "arena of %zu bytes: %s", meas.peak, be->error.message);
         free(drows);
         return false;
     }
@@ -203,7 +203,7 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
         sdt_load_f32(acts.out.data, acts.out.dtype, res->out, (int64_t)B * T * C);
         res->drows = drows;
         res->peak = meas.peak;
-        if (arena.overflowed) {
+        if (!sdt_arena_fits(&arena)) {
             sdt_fail(error, SDT_ERR_INTERNAL, "measured arena overflowed");
             ok = false;
         }
@@ -412,6 +412,9 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
         error.message[0] = 0;
         CHECK(!clip_text_forward(&m, be, &small, &in, &acts, &error) && strstr(error.message, "arena"),
               "a too-small arena was not reported (%s)", error.message);
+        /* the arena decides the kind where the allocation failed; the model passes it on */
+        CHECK(error.code == SDT_ERR_OUT_OF_MEMORY, "a too-small arena must be OUT_OF_MEMORY, got %s",
+              sdt_error_code_name(error.code));
         sdt_arena_release(&small);
     }
 

@@ -203,7 +203,7 @@ static bool encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_t
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error);
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
     bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, error);
     printf("encode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
@@ -215,7 +215,7 @@ static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     if (!vae_decode(m, be, &meas, latents, dt, image, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error);
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
     bool ok = vae_decode(m, be, &arena, latents, dt, image, error);
     printf("decode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);

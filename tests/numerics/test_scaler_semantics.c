@@ -358,7 +358,7 @@ static void test_fp16_overflow_sequence(void)
         for (int j = 0; j < 100; j++) h[j] = sdt_f32_to_f16(sdt_scaler_get_scale(sc) * inputs[it]);
         sdt_tensor th = sdt_tensor_make(h, SDT_F16, SDT_DEVICE_CPU, 1, (int64_t[]){100});
         sdt_tensor tg = sdt_tensor_make(g16, SDT_F32, SDT_DEVICE_CPU, 1, (int64_t[]){100});
-        CHECK(be->convert(be, &tg, &th) == 0, "convert: %s", be->error);
+        CHECK(be->convert(be, &tg, &th) == 0, "convert: %s", be->error.message);
         memcpy(t.grad[0], g16, sizeof g16);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(t.grad[0][7] == want_grad[it], "iter %d: scaled grad %g, want %g", it, (double)t.grad[0][7], (double)want_grad[it]);

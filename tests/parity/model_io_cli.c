@@ -146,7 +146,7 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
     if (!clip_text_forward(&m, be, &meas, &in, &acts, &error) ||
         (dout && !clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error)))
         return fail(error.message);
-    if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
+    if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error.message);
     if (!clip_text_forward(&m, be, &arena, &in, &acts, &error) ||
         (dout && !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error)))
         return fail(error.message);
@@ -177,7 +177,7 @@ static int cmd_vae(const args *a, const sdt_weights *w, sdt_backend *be, bool en
         sdt_tensor it = host(image, SDT_F32, 4, B, 3, H, W), mt = host(mean, SDT_F32, 4, B, Z, h, wl);
         sdt_tensor lt = host(logvar, SDT_F32, 4, B, Z, h, wl);
         if (!vae_encode(&m, be, &meas, &it, SDT_F32, &mt, &lt, &error)) return fail(error.message);
-        if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
+        if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error.message);
         if (!vae_encode(&m, be, &arena, &it, SDT_F32, &mt, &lt, &error)) return fail(error.message);
         rc = write_file(a->mean, mean, (size_t)n_lat * 4) && write_file(a->logvar, logvar, (size_t)n_lat * 4) ? 0 : 1;
         free(image), free(mean), free(logvar);
@@ -188,7 +188,7 @@ static int cmd_vae(const args *a, const sdt_weights *w, sdt_backend *be, bool en
         if (!lat) return 1;
         sdt_tensor lt = host(lat, SDT_F32, 4, B, Z, H, W), it = host(image, SDT_F32, 4, B, 3, H * f, W * f);
         if (!vae_decode(&m, be, &meas, &lt, SDT_F32, &it, &error)) return fail(error.message);
-        if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error);
+        if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error.message);
         if (!vae_decode(&m, be, &arena, &lt, SDT_F32, &it, &error)) return fail(error.message);
         rc = write_file(a->out, image, (size_t)n_img * 4) ? 0 : 1;
         free(lat), free(image);

@@ -95,6 +95,8 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_tensor out;
     bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error);
     CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : error.message);
+    CHECK(ok || error.code == SDT_ERR_OUT_OF_MEMORY, "%s: a too small arena must be OUT_OF_MEMORY (the arena's code), got %s",
+          label, sdt_error_code_name(error.code));
     sdt_arena_release(&a);
 
     /* Bad inputs are errors, not crashes. */

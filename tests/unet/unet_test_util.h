@@ -213,7 +213,7 @@ static inline bool ut_run(sdt_unet *u, sdt_backend *be, const sdt_unet_options *
         ok = sdt_unet_backward(u, be, &a, &dy, &dctx, &error);
     }
     if (!ok) fprintf(stderr, "unet: %s\n", error.message);
-    if (ok && a.overflowed) {
+    if (ok && !sdt_arena_fits(&a)) {
         fprintf(stderr, "arena overflowed although measured\n");
         ok = false;
     }

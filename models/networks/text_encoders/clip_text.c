@@ -407,10 +407,8 @@ static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt
 
 static bool arena_ok(const sdt_arena *ar, const char *what, sdt_error *error)
 {
-    if (!ar->overflowed) return true;
-    sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: the activation arena (%zu bytes) is too small for %s; size it with a "
-             "measuring pass first", ar->capacity, what);
-    return false;
+    if (sdt_arena_fits(ar)) return true;
+    return sdt_fail(error, ar->error.code, "clip_text, %s: %s", what, ar->error.message);
 }
 
 bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
@@ -536,7 +534,7 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
     ok = be->zero(be, &s.dx) == 0 &&
          be->layernorm_backward(be, &dx2, NULL, NULL, &dout2, &xl2, &m->lnf_w, &a->lnf_mean, &a->lnf_rstd) == 0;
     if (!ok) {
-        sdt_fail(error, SDT_ERR_DEVICE, "clip_text: the %s backend failed: %s", be->name, be->error);
+        sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
         goto done;
     }
     for (int l = a->layers_run - 1; ok && l >= 0; l--) {
@@ -550,7 +548,7 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
         sdt_tensor slot = mu_rows(&dx2, (int64_t)o->batch * T + o->position, 1);
         sdt_tensor drow = mu_rows(drows, o->row, 1);
         if (be->axpy(be, &drow, 1.0f, &slot) != 0) {
-            sdt_fail(error, SDT_ERR_DEVICE, "clip_text: the %s backend failed: %s", be->name, be->error);
+            sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
             ok = false;
         }
     }

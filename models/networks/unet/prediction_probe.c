@@ -24,10 +24,12 @@ static bool probe_on(sdt_unet *unet, sdt_backend *be, sdt_arena *a, sdt_dtype ac
     float t = PROBE_T;
     if (!a->measuring) {
         for (int64_t i = 0; i < (n_lat > n_ctx ? n_lat : n_ctx); i++) host[i] = PROBE_VALUE;
-        if (a->overflowed || be->upload(be, lat.data, host, (size_t)n_lat * sizeof(float)) ||
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "prediction probe: staging its input failed: %s", a->error.message);
+        if (be->upload(be, lat.data, host, (size_t)n_lat * sizeof(float)) ||
             be->upload(be, ctx32.data, host, (size_t)n_ctx * sizeof(float)) || be->upload(be, ts.data, &t, sizeof t) ||
             be->convert(be, &ctx, &ctx32))
-            return sdt_fail(error, SDT_ERR_DEVICE, "prediction probe: staging its input failed: %s", be->error);
+            return sdt_fail(error, be->error.code, "prediction probe: staging its input failed: %s", be->error.message);
     }
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = act_dtype;
@@ -36,9 +38,11 @@ static bool probe_on(sdt_unet *unet, sdt_backend *be, sdt_arena *a, sdt_dtype ac
     if (!sdt_unet_forward(unet, be, a, &uo, &lat, &ts, &ctx, &out, error)) return false;
     sdt_tensor out32 = sdt_arena_tensor(a, SDT_F32, 4, oshape);
     if (a->measuring) return true;
-    if (a->overflowed || be->convert(be, &out32, &out) ||
+    if (!sdt_arena_fits(a))
+        return sdt_fail(error, a->error.code, "prediction probe: reading the UNet's output failed: %s", a->error.message);
+    if (be->convert(be, &out32, &out) ||
         be->download(be, host, out32.data, sdt_tensor_nbytes(&out32)))
-        return sdt_fail(error, SDT_ERR_DEVICE, "prediction probe: reading the UNet's output failed: %s", be->error);
+        return sdt_fail(error, be->error.code, "prediction probe: reading the UNet's output failed: %s", be->error.message);
     return true;
 }
 
@@ -56,8 +60,9 @@ bool sd_prediction_probe(sdt_unet *unet, sdt_backend *be, sdt_dtype act_dtype, d
     float *host = malloc((size_t)n_host * sizeof(float));
     if (!host || !sdt_arena_init(&a, be, bytes)) {
         free(host);
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "prediction probe: %zu bytes for one UNet pass at 8x8 are not available: %s",
-                        bytes, host ? be->error : "out of host memory");
+        return sdt_fail(error, host ? be->error.code : SDT_ERR_OUT_OF_MEMORY,
+                        "prediction probe: %zu bytes for one UNet pass at 8x8 are not available: %s", bytes,
+                        host ? be->error.message : "out of host memory");
     }
     bool ok = probe_on(unet, be, &a, act_dtype, host, error);
     sdt_arena_release(&a);

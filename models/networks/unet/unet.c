@@ -24,15 +24,14 @@ bool unet_fail(unet_ctx *c, sdt_error_code code, const char *fmt, ...)
 
 bool unet_arena_ok(unet_ctx *c, const char *where)
 {
-    if (!c->arena->overflowed) return true;
-    return unet_fail(c, SDT_ERR_INTERNAL, "unet %s: the activation arena (%zu bytes) is too small; measure forward and backward "
-                        "with a measuring arena for this batch and size and allocate arena.peak bytes",
-                     where, c->arena->capacity);
+    if (sdt_arena_fits(c->arena)) return true;
+    return unet_fail(c, c->arena->error.code, "unet %s: %s; measure forward and backward with a measuring arena for this batch "
+                     "and size and allocate arena.peak bytes", where, c->arena->error.message);
 }
 
 bool unet_op_failed(unet_ctx *c, const char *where, const char *op)
 {
-    return unet_fail(c, SDT_ERR_DEVICE, "unet %s: %s failed on backend %s: %s", where, op, c->be->name, c->be->error);
+    return unet_fail(c, c->be->error.code, "unet %s: %s failed on backend %s: %s", where, op, c->be->name, c->be->error.message);
 }
 
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)

@@ -283,7 +283,7 @@ static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_
     void *raw = malloc(raw_bytes);
     float *f3 = malloc((size_t)n3 * sizeof(float)), *f4 = calloc((size_t)n4, sizeof(float));
     void *dev = NULL;
-    bool ok = raw && f3 && f4;
+    bool host_ok = raw && f3 && f4, ok = host_ok;
     if (ok) ok = be->download(be, raw, w3->data, raw_bytes) == 0;
     if (ok) {
         sdt_load_f32(raw, w3->dtype, f3, n3);
@@ -298,8 +298,9 @@ static bool build_padded_down_kernel(sdt_backend *be, sdt_tensor *w4, const sdt_
     free(f4);
     if (!ok) {
         if (dev) be->free(be, dev);
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "vae: cannot build the downsample kernel on the %s backend (%s)", be->name,
-                 be->error[0] ? be->error : "out of host memory");
+        sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY,
+                 "vae: cannot build the downsample kernel on the %s backend (%s)", be->name,
+                 host_ok ? be->error.message : "out of host memory");
         return false;
     }
     int64_t shape[4] = {OC, C, 4, 4};
@@ -350,7 +351,7 @@ typedef struct vae_pass {
 
 static bool op_failed(vae_pass *p)
 {
-    sdt_fail(p->error, SDT_ERR_DEVICE, "vae: the %s backend failed: %s", p->be->name, p->be->error);
+    sdt_fail(p->error, p->be->error.code, "vae: the %s backend failed: %s", p->be->name, p->be->error.message);
     return false;
 }
 
@@ -571,11 +572,8 @@ static bool run_pass(vae_pass *p, const vae_model *m, pass_body body, const void
     p->buf[0] = mu_alloc(p->ar, p->dt, 1, p->max_elems, 0, 0, 0);
     p->buf[1] = mu_alloc(p->ar, p->dt, 1, p->max_elems, 0, 0, 0);
     if (!body(p, m, in, out)) return false;
-    if (p->ar->overflowed) {
-        sdt_fail(p->error, SDT_ERR_INTERNAL, "vae: the activation arena (%zu bytes) is too small for this image size; size it "
-                 "with a measuring pass first", p->ar->capacity);
-        return false;
-    }
+    if (!sdt_arena_fits(p->ar))
+        return sdt_fail(p->error, p->ar->error.code, "vae, for this image size: %s", p->ar->error.message);
     return true;
 }
 
@@ -647,8 +645,15 @@ bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt
 
 /* ---------------------------------------------------------------- latents */
 
+/* The failure of sampling latents: out of host memory, or the backend's error passed on. */
+static bool sample_fail(sdt_backend *be, bool host_ok, sdt_error *error)
+{
+    return sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY, "vae: sampling latents failed on the %s backend (%s)",
+                    be->name, host_ok ? be->error.message : "out of host memory");
+}
+
 /* Downloads a tensor and widens it to f32 (host). */
-static float *host_f32(sdt_backend *be, const sdt_tensor *t)
+static float *host_f32(sdt_backend *be, const sdt_tensor *t, sdt_error *error)
 {
     size_t bytes = sdt_tensor_nbytes(t);
     int64_t n = sdt_tensor_numel(t);
@@ -659,12 +664,13 @@ static float *host_f32(sdt_backend *be, const sdt_tensor *t)
         free(raw);
         return f;
     }
+    sample_fail(be, raw && f, error);
     free(raw);
     free(f);
     return NULL;
 }
 
-static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *f)
+static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *f, sdt_error *error)
 {
     size_t bytes = sdt_tensor_nbytes(t);
     void *raw = malloc(bytes ? bytes : 1);
@@ -673,6 +679,7 @@ static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *f)
         sdt_store_f32(f, raw, t->dtype, sdt_tensor_numel(t));
         ok = be->upload(be, t->data, raw, bytes) == 0;
     }
+    if (!ok) sample_fail(be, raw != NULL, error);
     free(raw);
     return ok;
 }
@@ -687,7 +694,8 @@ bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *
         return false;
     }
     int64_t n = sdt_tensor_numel(mean);
-    float *fm = host_f32(be, mean), *fv = host_f32(be, logvar), *fn = host_f32(be, noise);
+    float *fm = host_f32(be, mean, error), *fv = fm ? host_f32(be, logvar, error) : NULL;
+    float *fn = fv ? host_f32(be, noise, error) : NULL;
     bool ok = fm && fv && fn;
     if (ok) {
         for (int64_t i = 0; i < n; i++) {
@@ -695,14 +703,11 @@ bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *
             float lv = fminf(fmaxf(fv[i], -30.0f), 20.0f);
             fm[i] = scaling * (fm[i] + expf(0.5f * lv) * fn[i]);
         }
-        ok = upload_f32(be, latents, fm);
+        ok = upload_f32(be, latents, fm, error);
     }
     free(fm);
     free(fv);
     free(fn);
-    if (!ok)
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "vae: sampling latents failed on the %s backend (%s)", be->name,
-                 be->error[0] ? be->error : "out of host memory");
     return ok;
 }
 

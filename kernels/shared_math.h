@@ -1,14 +1,35 @@
-/* activation_math.h - value and derivative of every sdt_activation, PyTorch semantics.
- * Shared by the activation op and GEGLU (which gates with GELU). Float in, float out:
- * the CPU backend computes in fp32 like PyTorch's CPU kernels, but avoids their
- * cancellations (1 + erf(x) for x << 0, 1 - sigmoid, 1 - tanh^2 in the tails) so every
- * value is accurate to a few float ulps of itself: the CPU backend is the reference. */
-#ifndef SDT_KERNELS_CPU_ACTIVATION_MATH_H
-#define SDT_KERNELS_CPU_ACTIVATION_MATH_H
+/* shared_math.h - the math both backends must compute identically, written once.
+ *
+ * kernels/cpu (C) and kernels/cuda (nvcc) both include this header: every function is
+ * SDT_HOST_DEVICE, empty in C and __host__ __device__ under nvcc, so a run can move between
+ * backends and get the same activations and the same dropout mask.
+ *
+ * Activations: value and derivative of every sdt_activation, PyTorch semantics, float in and
+ * float out. Where two formulas are equal in exact arithmetic the one without cancellation is
+ * used, so every value is accurate to a few float ulps of itself, tails included:
+ *  - GELU's Phi(x) is 0.5 * erfc(-x / sqrt 2), not 0.5 * (1 + erf(x / sqrt 2)): for x << 0,
+ *    1 + erf loses every bit (gelu(-6) would be 0 or off by 100%), erfc keeps them;
+ *  - 1 - tanh(x)^2 is sech(x)^2: 1 - t*t cancels as |x| grows and is 0 from |x| ~ 9 on;
+ *  - 1 - sigmoid(z) is sigmoid(-z), which stays accurate where sigmoid(z) rounds to 1;
+ *  - softplus is linear above 20 (also inside Mish), so e^x never overflows.
+ *
+ * Dropout: the keep decision for element i is a pure function of (seed, i): u_i is the
+ * (i+1)-th output of a splitmix64 stream started at seed, top 24 bits as a float in [0, 1);
+ * element i is dropped when u_i < p. Counter-based, so masks do not depend on thread counts,
+ * launch shapes or the backend. */
+#ifndef SDT_KERNELS_SHARED_MATH_H
+#define SDT_KERNELS_SHARED_MATH_H
 
 #include <math.h>
+#include <stdint.h>
 
-#include "../ops.h"
+#include "ops.h"
+
+#ifdef __CUDACC__
+#define SDT_HOST_DEVICE __host__ __device__
+#else
+#define SDT_HOST_DEVICE
+#endif
 
 #define ACT_LEAKY_SLOPE 0.01f   /* torch.nn.LeakyReLU default negative_slope */
 #define ACT_ELU_ALPHA 1.0f      /* torch.nn.ELU default alpha */
@@ -19,41 +40,41 @@
 #define ACT_INV_SQRT2 0.70710678118654752f
 #define ACT_INV_SQRT_2PI 0.39894228040143268f
 
-static inline float act_sigmoid(float x)
+static inline SDT_HOST_DEVICE float act_sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
 }
 
 /* log(1 + e^x) without overflow; for x > 20 the correction is below float precision. */
-static inline float act_softplus(float x)
+static inline SDT_HOST_DEVICE float act_softplus(float x)
 {
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
 /* Phi(x), the standard normal CDF: 0.5 * (1 + erf(x / sqrt 2)) written with erfc. */
-static inline float act_normal_cdf(float x)
+static inline SDT_HOST_DEVICE float act_normal_cdf(float x)
 {
     return 0.5f * erfcf(-x * ACT_INV_SQRT2);
 }
 
-static inline float act_gelu(float x)
+static inline SDT_HOST_DEVICE float act_gelu(float x)
 {
     return x * act_normal_cdf(x);
 }
 
-static inline float act_gelu_grad(float x)
+static inline SDT_HOST_DEVICE float act_gelu_grad(float x)
 {
     return act_normal_cdf(x) + x * ACT_INV_SQRT_2PI * expf(-0.5f * x * x);
 }
 
 /* 1 - tanh(x)^2 = sech(x)^2; coshf overflows to inf for |x| > 89 and the result is 0, as it should. */
-static inline float act_sech2(float x)
+static inline SDT_HOST_DEVICE float act_sech2(float x)
 {
     float c = coshf(x);
     return 1.0f / (c * c);
 }
 
-static inline float act_value(sdt_activation act, float x)
+static inline SDT_HOST_DEVICE float act_value(sdt_activation act, float x)
 {
     switch (act) {
     case SDT_ACT_RELU: return x > 0.0f ? x : 0.0f;
@@ -84,14 +105,13 @@ static inline float act_value(sdt_activation act, float x)
 }
 
 /* d act / dx at x; at the ReLU-family kink x = 0 the derivative is the left one, as in torch. */
-static inline float act_derivative(sdt_activation act, float x)
+static inline SDT_HOST_DEVICE float act_derivative(sdt_activation act, float x)
 {
     switch (act) {
     case SDT_ACT_RELU: return x > 0.0f ? 1.0f : 0.0f;
     case SDT_ACT_LEAKY_RELU: return x > 0.0f ? 1.0f : ACT_LEAKY_SLOPE;
     case SDT_ACT_ELU: return x > 0.0f ? 1.0f : ACT_ELU_ALPHA * expf(x);
     case SDT_ACT_GELU: return act_gelu_grad(x);
-    /* 1 - sigmoid(z) is computed as sigmoid(-z) */
     case SDT_ACT_QUICK_GELU: {
         float kx = ACT_QUICK_GELU_K * x;
         return act_sigmoid(kx) * (1.0f + kx * act_sigmoid(-kx));
@@ -124,6 +144,29 @@ static inline float act_derivative(sdt_activation act, float x)
     case SDT_ACT_SOFTSHRINK: return fabsf(x) > ACT_SHRINK_LAMBDA ? 1.0f : 0.0f;
     default: return 1.0f;
     }
+}
+
+/* u_i: splitmix64's state after i+1 steps from seed, through its finaliser, as a float in [0, 1). */
+static inline SDT_HOST_DEVICE float dropout_uniform(uint64_t seed, uint64_t index)
+{
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (index + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+/* What a kept element is multiplied by: 1/(1-p); p == 1 drops everything, and torch returns
+ * zeros there rather than 0 * inf. */
+static inline SDT_HOST_DEVICE float dropout_keep_scale(float p)
+{
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
+/* Mask entry i: keep_scale (dropout_keep_scale(p)) when u_i >= p, else 0. */
+static inline SDT_HOST_DEVICE float dropout_mask_at(uint64_t seed, uint64_t index, float p, float keep_scale)
+{
+    return dropout_uniform(seed, index) >= p ? keep_scale : 0.0f;
 }
 
 #endif
