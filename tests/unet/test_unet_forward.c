@@ -93,17 +93,17 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
           "%s: sdt_unet_measure with backward gave %zu", label, with_bwd);
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error);
+    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error);
     CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : error.message);
     sdt_arena_release(&a);
 
     /* Bad inputs are errors, not crashes. */
     sdt_arena_init_measure(&a, be);
     sdt_tensor bad = kt_f32(in.latents, 4, 2, cfg->in_channels, 7, 16);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, &out, &error) && strstr(error.message, "multiple"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, ut_y(&in), &out, &error) && strstr(error.message, "multiple"),
           "%s: latent size not divisible accepted: %s", label, error.message);
     bad = kt_f32(in.context, 3, 2, in.T, cfg->context_dim + 1, 0);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, &out, &error) && strstr(error.message, "context"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, ut_y(&in), &out, &error) && strstr(error.message, "context"),
           "%s: wrong context width accepted: %s", label, error.message);
     free(y1);
     free(y2);
@@ -130,12 +130,12 @@ static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
     sdt_arena a;
     CHECK(sdt_arena_init(&a, be, ut_measure(u, be, &opt, &in, false)), "arena");
     sdt_tensor out;
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error) &&
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error) &&
               strstr(error.message, "non-finite") && strstr(error.message, "middle_block.1"),
           "anomaly mode did not name middle_block.1: %s", error.message);
     sdt_arena_rewind(&a, 0);
     opt.anomaly_check = false;
-    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error), "forward: %s", error.message);
+    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error), "forward: %s", error.message);
     int64_t bad = 0;
     be->count_nonfinite(be, &out, &bad);
     CHECK(bad > 0, "a NaN weight did not reach the output");

@@ -89,9 +89,9 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_arena real;
     CHECK(sdt_arena_init(&real, be, peak), "arena");
     sdt_tensor y;
-    CHECK(sdt_unet_forward(u, be, &real, &opt, &in.lat, &in.ts, &in.ctx, &y, &error), "forward: %s", error.message);
+    CHECK(sdt_unet_forward(u, be, &real, &opt, &in.lat, &in.ts, &in.ctx, NULL, &y, &error), "forward: %s", error.message);
     sdt_arena_rewind(&real, 0);
-    CHECK(!sdt_unet_backward(u, be, &real, &y, &in.ctx, &error) && strstr(error.message, "rewound"),
+    CHECK(!sdt_unet_backward(u, be, &real, &y, &in.ctx, NULL, &error) && strstr(error.message, "rewound"),
           "backward on a rewound arena accepted: %s", error.message);
     sdt_arena_release(&real);
     sdt_arena m;
@@ -99,8 +99,8 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_unet_options inf = opt;
     inf.for_backward = false;
     sdt_tensor out;
-    CHECK(sdt_unet_forward(u, be, &m, &inf, &in.lat, &in.ts, &in.ctx, &out, &error), "inference forward");
-    CHECK(!sdt_unet_backward(u, be, &m, &out, &in.ctx, &error) && strstr(error.message, "for_backward"),
+    CHECK(sdt_unet_forward(u, be, &m, &inf, &in.lat, &in.ts, &in.ctx, NULL, &out, &error), "inference forward");
+    CHECK(!sdt_unet_backward(u, be, &m, &out, &in.ctx, NULL, &error) && strstr(error.message, "for_backward"),
           "backward after an inference forward accepted: %s", error.message);
     free(v);
     free(g);
