@@ -1,5 +1,6 @@
 /* Forward: finite, deterministic, batch rows independent, inference mode and
- * checkpointing give the same output, measure mode predicts the arena exactly. */
+ * checkpointing give the same output, measure mode predicts the arena exactly;
+ * SD 1-style, SD 2-style and SDXL's tiny configs. */
 #include <string.h>
 
 #include "unet_test_util.h"
@@ -54,7 +55,13 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
         sdt_unet_options half = opt;
         half.act_dtype = d ? SDT_BF16 : SDT_F16;
         float *g = kt_alloc((size_t)sdt_tensor_numel(&in.ctx) * 4);
+        int64_t n_y = in.y ? sdt_tensor_numel(&in.yt) : 0;
+        float *g_y = n_y ? kt_alloc((size_t)n_y * 4) : NULL;
+        in.d_y_out = g_y; /* SDXL: d(y) through label_emb in 16-bit activations too */
         CHECK(ut_run(u, be, &half, &in, y2, g, NULL), "%s %s forward/backward failed", label, d ? "bf16" : "f16");
+        in.d_y_out = NULL;
+        CHECK(!n_y || all_finite(g_y, n_y), "%s: %s d(y) not finite", label, d ? "bf16" : "f16");
+        free(g_y);
         double e = 0, m = 1e-30;
         for (int64_t i = 0; i < n; i++) {
             e = fmax(e, fabs(y2[i] - y1[i]));
@@ -73,6 +80,7 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     one.lat = kt_f32(in.latents + lat1, 4, 1, cfg->in_channels, in.H, in.W);
     one.ts = kt_f32(in.timesteps + 1, 1, 1, 0, 0, 0);
     one.ctx = kt_f32(in.context + ctx1, 3, 1, in.T, cfg->context_dim, 0);
+    if (in.y) one.yt = kt_f32(in.y + cfg->adm_in_channels, 2, 1, cfg->adm_in_channels, 0, 0);
     CHECK(ut_run(u, be, &opt, &one, y3, NULL, NULL), "%s batch-1 forward failed", label);
     double diff = 0, ref = 1e-30;
     for (int64_t i = 0; i < n / 2; i++) {
@@ -88,9 +96,12 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     size_t by_size = 0, with_bwd = 0;
     CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, false, &by_size, &error) && by_size == peak,
           "%s: sdt_unet_measure gave %zu, the real run %zu (%s)", label, by_size, peak, error.message);
+    in.d_y_out = in.y; /* with a label_emb sdt_unet_measure plans the backward that also gives d(y); a measuring
+                        * run writes nothing, only that d(y) is asked for matters */
     CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, true, &with_bwd, &error) &&
               with_bwd == ut_measure(u, be, &opt, &in, true) && with_bwd > by_size,
           "%s: sdt_unet_measure with backward gave %zu", label, with_bwd);
+    in.d_y_out = NULL;
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
     bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error);
@@ -154,6 +165,8 @@ int main(void)
     check_config(&tiny, "tiny", &rng, be, dir);
     sdt_unet_config tiny2 = ut_config_tiny_linear();
     check_config(&tiny2, "tiny-linear", &rng, be, dir);
+    sdt_unet_config tiny_xl = sdt_unet_config_tiny_sdxl();
+    check_config(&tiny_xl, "tiny-sdxl", &rng, be, dir);
     check_anomaly(&rng, be, dir);
     ut_cleanup(dir);
     be->destroy(be);

@@ -20,10 +20,50 @@ static double fd_along_input(sdt_unet *u, sdt_backend *be, const sdt_unet_option
     return (up - down) / (2 * h);
 }
 
-static double fd_along(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, const double *v,
-                       double h)
+/* g = d(input) (n floats at x: the context or y) against finite differences: 3 directional derivatives
+ * along random unit directions, then single elements (the largest gradient and 4 random ones). */
+static void check_against_fd(sdt_unet *u, sdt_backend *be, ut_inputs *in, float *x, int64_t n, const float *g,
+                             sdt_test_rng *rng, const char *label, const char *what)
 {
-    return fd_along_input(u, be, opt, in, in->context, sdt_tensor_numel(&in->ctx), v, h);
+    sdt_unet_options opt = sdt_unet_options_default();
+    double gmax = 0, gnorm = 0;
+    for (int64_t i = 0; i < n; i++) {
+        gmax = fmax(gmax, fabs(g[i]));
+        gnorm += (double)g[i] * g[i];
+    }
+    gnorm = sqrt(gnorm);
+    CHECK(gmax > 0 && isfinite(gmax), "%s: %s is zero or not finite (max %g)", label, what, gmax);
+    double *v = kt_alloc((size_t)n * sizeof *v);
+    for (int d = 0; d < 3; d++) {
+        double norm = 0, dot = 0;
+        for (int64_t i = 0; i < n; i++) {
+            v[i] = sdt_test_normal(rng);
+            norm += v[i] * v[i];
+        }
+        norm = sqrt(norm);
+        for (int64_t i = 0; i < n; i++) {
+            v[i] /= norm;
+            dot += v[i] * g[i];
+        }
+        double fd = fd_along_input(u, be, &opt, in, x, n, v, 3e-2);
+        double rel = fabs(fd - dot) / gnorm;
+        printf("%s: %s direction %d: analytic %.6g, finite difference %.6g, error / |g| %.2e\n", label, what, d, dot, fd,
+               rel);
+        CHECK(rel < 1e-3, "%s: %s directional derivative %d off: analytic %g vs fd %g", label, what, d, dot, fd);
+    }
+    int64_t idx[5] = {0};
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(g[i]) > fabs(g[idx[0]])) idx[0] = i;
+    for (int k = 1; k < 5; k++) idx[k] = (int64_t)(sdt_test_uniform(rng) * (double)n);
+    for (int k = 0; k < 5; k++) {
+        memset(v, 0, (size_t)n * sizeof *v);
+        v[idx[k]] = 1;
+        double fd = fd_along_input(u, be, &opt, in, x, n, v, 3e-2);
+        double rel = fabs(fd - g[idx[k]]) / gmax;
+        CHECK(rel < 5e-3, "%s: %s[%lld] = %g but finite differences give %g (rel to max %g)", label, what,
+              (long long)idx[k], g[idx[k]], fd, rel);
+    }
+    free(v);
 }
 
 /* SDXL: d(y) through label_emb and every ResBlock's emb_layers against finite differences (3 random
@@ -42,48 +82,13 @@ static void check_y_gradient(sdt_unet *u, sdt_backend *be, ut_inputs *in, const 
     CHECK(ut_measure(u, be, &opt, in, true) == peak, "%s: measured forward+backward with d(y) differs from the real peak",
           label);
     in->d_y_out = NULL;
-    double gmax = 0, gnorm = 0;
-    for (int64_t i = 0; i < n; i++) {
-        gmax = fmax(gmax, fabs(gy[i]));
-        gnorm += (double)gy[i] * gy[i];
-    }
-    gnorm = sqrt(gnorm);
-    CHECK(gmax > 0 && isfinite(gmax), "%s: d(y) is zero or not finite (max %g)", label, gmax);
-    double *v = kt_alloc((size_t)n * sizeof *v);
-    for (int d = 0; d < 3; d++) {
-        double norm = 0, dot = 0;
-        for (int64_t i = 0; i < n; i++) {
-            v[i] = sdt_test_normal(rng);
-            norm += v[i] * v[i];
-        }
-        norm = sqrt(norm);
-        for (int64_t i = 0; i < n; i++) {
-            v[i] /= norm;
-            dot += v[i] * gy[i];
-        }
-        double fd = fd_along_input(u, be, &opt, in, in->y, n, v, 3e-2);
-        double rel = fabs(fd - dot) / gnorm;
-        printf("%s: d(y) direction %d: analytic %.6g, finite difference %.6g, error / |g| %.2e\n", label, d, dot, fd, rel);
-        CHECK(rel < 1e-3, "%s: d(y) directional derivative %d off: analytic %g vs fd %g", label, d, dot, fd);
-    }
-    int64_t idx[5] = {0};
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(gy[i]) > fabs(gy[idx[0]])) idx[0] = i;
-    for (int k = 1; k < 5; k++) idx[k] = (int64_t)(sdt_test_uniform(rng) * (double)n);
-    for (int k = 0; k < 5; k++) {
-        memset(v, 0, (size_t)n * sizeof *v);
-        v[idx[k]] = 1;
-        double fd = fd_along_input(u, be, &opt, in, in->y, n, v, 3e-2);
-        CHECK(fabs(fd - gy[idx[k]]) / gmax < 5e-3, "%s: d(y)[%lld] = %g but finite differences give %g", label,
-              (long long)idx[k], gy[idx[k]], fd);
-    }
+    check_against_fd(u, be, in, in->y, n, gy, rng, label, "d(y)");
     sdt_unet_options ck = opt;
     ck.checkpointing = true;
     in->d_y_out = gy_ck;
     CHECK(ut_run(u, be, &ck, in, NULL, g_ctx2, NULL), "%s checkpointed backward with d(y) failed", label);
     in->d_y_out = NULL;
     CHECK(!memcmp(gy, gy_ck, (size_t)n * 4), "%s: checkpointing changed d(y)", label);
-    free(v);
     free(gy);
     free(gy_ck);
     free(g_ctx2);
@@ -143,46 +148,9 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     sdt_unet_options opt = sdt_unet_options_default();
     size_t peak = 0;
     CHECK(ut_run(u, be, &opt, &in, NULL, g, &peak), "%s backward failed", label);
-    double gmax = 0;
-    for (int64_t i = 0; i < n; i++) gmax = fmax(gmax, fabs(g[i]));
-    CHECK(gmax > 0 && isfinite(gmax), "%s: d(context) is zero or not finite (max %g)", label, gmax);
     CHECK(ut_measure(u, be, &opt, &in, true) == peak, "%s: measured forward+backward differs from the real peak",
           label);
-
-    /* Directional derivatives along 3 random unit directions. */
-    double *v = kt_alloc((size_t)n * sizeof *v);
-    for (int d = 0; d < 3; d++) {
-        double norm = 0, dot = 0;
-        for (int64_t i = 0; i < n; i++) {
-            v[i] = sdt_test_normal(rng);
-            norm += v[i] * v[i];
-        }
-        norm = sqrt(norm);
-        for (int64_t i = 0; i < n; i++) {
-            v[i] /= norm;
-            dot += v[i] * g[i];
-        }
-        double fd = fd_along(u, be, &opt, &in, v, 3e-2);
-        double gnorm = 0;
-        for (int64_t i = 0; i < n; i++) gnorm += (double)g[i] * g[i];
-        double rel = fabs(fd - dot) / sqrt(gnorm);
-        printf("%s: direction %d: analytic %.6g, finite difference %.6g, error / |g| %.2e\n", label, d, dot, fd, rel);
-        CHECK(rel < 1e-3, "%s: directional derivative %d off: analytic %g vs fd %g", label, d, dot, fd);
-    }
-    /* A handful of single elements, including the largest gradient. */
-    int64_t idx[5];
-    idx[0] = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (fabs(g[i]) > fabs(g[idx[0]])) idx[0] = i;
-    for (int k = 1; k < 5; k++) idx[k] = (int64_t)(sdt_test_uniform(rng) * (double)n);
-    for (int k = 0; k < 5; k++) {
-        memset(v, 0, (size_t)n * sizeof *v);
-        v[idx[k]] = 1;
-        double fd = fd_along(u, be, &opt, &in, v, 3e-2);
-        double rel = fabs(fd - g[idx[k]]) / gmax;
-        CHECK(rel < 5e-3, "%s: d(context)[%lld] = %g but finite differences give %g (rel to max %g)", label,
-              (long long)idx[k], g[idx[k]], fd, rel);
-    }
+    check_against_fd(u, be, &in, in.context, n, g, rng, label, "d(context)");
 
     /* Checkpointing recomputes the same numbers. */
     sdt_unet_options ck = opt;
@@ -212,7 +180,6 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     CHECK(sdt_unet_forward(u, be, &m, &inf, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error), "inference forward");
     CHECK(!sdt_unet_backward(u, be, &m, &out, &in.ctx, NULL, &error) && strstr(error.message, "for_backward"),
           "backward after an inference forward accepted: %s", error.message);
-    free(v);
     free(g);
     free(g_ck);
     ut_free_inputs(&in);
