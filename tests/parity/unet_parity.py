@@ -367,8 +367,9 @@ def main():
         card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
         with open(args.notes, "a") as f:
             for r in rows:
+                grad_y = "" if r["grad_y"] is None else f" (d(y) {r['grad_y']:.2e})"
                 f.write(f"| {time.strftime('%Y-%m-%d')} | unet | {card} (torch {torch.__version__}) | {r['size']} "
-                        f"{r['shape']} | {r['seed']} | {r['fwd']:.2e} | {r['grad']:.2e} | "
+                        f"{r['shape']} | {r['seed']} | {r['fwd']:.2e} | {r['grad']:.2e}{grad_y} | "
                         f"{'pass' if r['ok'] else 'FAIL'} |\n")
     return 0 if all(r["ok"] for r in rows) else 1
 

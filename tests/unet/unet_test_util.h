@@ -124,6 +124,18 @@ static inline sdt_weights *ut_random_unet(const sdt_unet_config *c, sdt_test_rng
     return w;
 }
 
+/* A random UNet of config c written as dir/name and loaded (*w keeps its weights); NULL after a
+ * failed CHECK. */
+static inline sdt_unet *ut_load_random_unet(const sdt_unet_config *c, sdt_test_rng *rng, const char *dir,
+                                            const char *name, sdt_weights **w)
+{
+    sdt_error error = {0};
+    *w = ut_random_unet(c, rng, dir, name, NULL, NULL, NULL, 0);
+    sdt_unet *u = sdt_unet_load(c, *w, &error);
+    CHECK(u != NULL, "%s load: %s", name, error.message);
+    return u;
+}
+
 /* The tiny model SD2-style: linear attention projections, transformer depth 2. */
 static inline sdt_unet_config ut_config_tiny_linear(void)
 {
