@@ -89,6 +89,7 @@ static bool wanted(const gen_ctx *g, const char *key)
 {
     if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0;
     if (g->spec->vae_only) return strncmp(key, "first_stage_model.", 18) == 0;
+    if (g->spec->unet_only) return strncmp(key, SDT_UNET_KEY_PREFIX, strlen(SDT_UNET_KEY_PREFIX)) == 0;
     return true;
 }
 
@@ -226,7 +227,7 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     for (size_t i = 0; names && i < g->n; i++) free(names[i]);
     free(items), free(names), free(parts), free(shapes);
     /* the JSON files diffusers opens a folder by (a partial folder for tests gets none) */
-    if (ok && !spec->text_only && !spec->vae_only) ok = sdt_diffusers_config_write(path, cfg, error);
+    if (ok && !spec->text_only && !spec->vae_only && !spec->unet_only) ok = sdt_diffusers_config_write(path, cfg, error);
     return ok;
 }
 

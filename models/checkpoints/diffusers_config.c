@@ -103,6 +103,43 @@ static bool check_number(const cJSON *o, const char *key, int weights_say, const
                     key, v, what, weights_say);
 }
 
+/* transformer_layers_per_block (one number, or one per level) must match the weights' depth at every
+ * level with attention. */
+static bool check_depths(const cJSON *unet, const char *path, const sdt_unet_config *u, sdt_error *error)
+{
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(unet, "transformer_layers_per_block");
+    if (!d || cJSON_IsNull(d)) return true;
+    bool list = cJSON_IsArray(d) && cJSON_GetArraySize(d) == u->num_levels;
+    if (!cJSON_IsNumber(d) && !list)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'transformer_layers_per_block' must be a number or a list of %d numbers "
+                        "(one per level)", path, u->num_levels);
+    for (int l = 0; l < u->num_levels; l++) {
+        const cJSON *e = list ? cJSON_GetArrayItem(d, l) : d;
+        if (u->attention[l] && (!cJSON_IsNumber(e) || e->valueint != u->transformer_depth[l]))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'transformer_layers_per_block' gives level %d %d transformer blocks but "
+                            "the weights have %d; the config belongs to another model", path, l,
+                            cJSON_IsNumber(e) ? e->valueint : -1, u->transformer_depth[l]);
+    }
+    return true;
+}
+
+/* SDXL's addition embedding: diffusers' "text_time" is LDM's label_emb on y. */
+static bool apply_addition(const cJSON *unet, const char *path, sdt_unet_config *u, sdt_error *error)
+{
+    if (!check_number(unet, "projection_class_embeddings_input_dim", u->adm_in_channels, "label_emb input width", path,
+                      error))
+        return false;
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(unet, "addition_embed_type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
+    if (u->adm_in_channels > 0 ? !t || strcmp(t, "text_time") : t != NULL)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'addition_embed_type' is %s but the weights %s; the config belongs to "
+                        "another model", path, t ? t : "absent", u->adm_in_channels > 0 ?
+                        "have SDXL's add_embedding (\"text_time\")" : "have no add_embedding");
+    double dim;
+    if (u->adm_in_channels > 0 && get_number(unet, "addition_time_embed_dim", &dim)) u->addition_time_embed_dim = (int)dim;
+    return true;
+}
+
 static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_error *error)
 {
     sdt_unet_config *u = &cfg->unet;
@@ -119,7 +156,8 @@ static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_
     /* attention scores are fp32 on both backends whatever this says (unet.h); kept for the record and the writer */
     const cJSON *up = cJSON_GetObjectItemCaseSensitive(unet, "upcast_attention");
     if (cJSON_IsBool(up)) u->upcast_attention = cJSON_IsTrue(up);
-    return apply_heads(unet, path, u, error);
+    return check_depths(unet, path, u, error) && apply_addition(unet, path, u, error) &&
+           apply_heads(unet, path, u, error);
 }
 
 /* transformers' CLIPTextConfig: the head count, activation and layer-norm epsilon are the truth
@@ -310,7 +348,9 @@ static cJSON *unet_json(const sdt_unet_config *u)
     cJSON *o = cJSON_CreateObject();
     int n = u->num_levels, out[SDT_UNET_MAX_LEVELS], heads[SDT_UNET_MAX_LEVELS];
     const char *down[SDT_UNET_MAX_LEVELS], *up[SDT_UNET_MAX_LEVELS];
+    int depth = 0; /* the one depth of every level with attention, or -1 */
     for (int l = 0; l < n; l++) {
+        if (u->attention[l]) depth = depth == 0 || depth == u->transformer_depth[l] ? u->transformer_depth[l] : -1;
         out[l] = u->model_channels * u->channel_mult[l];
         heads[l] = sdt_unet_config_heads(u, out[l]);
         down[l] = u->attention[l] ? "CrossAttnDownBlock2D" : "DownBlock2D";
@@ -319,6 +359,10 @@ static cJSON *unet_json(const sdt_unet_config *u)
     cJSON_AddStringToObject(o, "_class_name", "UNet2DConditionModel");
     cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
     cJSON_AddStringToObject(o, "act_fn", "silu");
+    if (u->adm_in_channels > 0) { /* SDXL: label_emb on y is diffusers' text_time add_embedding */
+        cJSON_AddStringToObject(o, "addition_embed_type", "text_time");
+        cJSON_AddNumberToObject(o, "addition_time_embed_dim", u->addition_time_embed_dim);
+    }
     /* diffusers' SD configs name the head count attention_head_dim: one number when every level has it */
     cJSON_AddItemToObject(o, "attention_head_dim", u->num_heads > 0 ? cJSON_CreateNumber(u->num_heads) : int_list(heads, n));
     cJSON_AddItemToObject(o, "block_out_channels", int_list(out, n));
@@ -334,8 +378,11 @@ static cJSON *unet_json(const sdt_unet_config *u)
     add_float(o, "norm_eps", decimal(u->norm_eps));
     cJSON_AddNumberToObject(o, "norm_num_groups", u->norm_groups);
     cJSON_AddNumberToObject(o, "out_channels", u->out_channels);
+    if (u->adm_in_channels > 0) cJSON_AddNumberToObject(o, "projection_class_embeddings_input_dim", u->adm_in_channels);
     cJSON_AddNumberToObject(o, "sample_size", 64);
-    cJSON_AddNumberToObject(o, "transformer_layers_per_block", u->transformer_depth);
+    /* diffusers' mid block takes the last level's depth (SDXL: 10 and 10) */
+    cJSON_AddItemToObject(o, "transformer_layers_per_block", depth > 0 ? cJSON_CreateNumber(depth)
+                                                                        : int_list(u->transformer_depth, n));
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, n));
     cJSON_AddBoolToObject(o, "upcast_attention", u->upcast_attention);
     cJSON_AddBoolToObject(o, "use_linear_projection", u->linear_proj);

@@ -6,6 +6,9 @@
 const char *const sdt_pairs_unet_fixed[] = {
     "time_embed.0.weight", "time_embedding.linear_1.weight", "time_embed.0.bias", "time_embedding.linear_1.bias",
     "time_embed.2.weight", "time_embedding.linear_2.weight", "time_embed.2.bias", "time_embedding.linear_2.bias",
+    /* SDXL's addition embedding (LDM label_emb on y, diffusers' text_time add_embedding) */
+    "label_emb.0.0.weight", "add_embedding.linear_1.weight", "label_emb.0.0.bias", "add_embedding.linear_1.bias",
+    "label_emb.0.2.weight", "add_embedding.linear_2.weight", "label_emb.0.2.bias", "add_embedding.linear_2.bias",
     "input_blocks.0.0.weight", "conv_in.weight", "input_blocks.0.0.bias", "conv_in.bias",
     "out.0.weight", "conv_norm_out.weight", "out.0.bias", "conv_norm_out.bias",
     "out.2.weight", "conv_out.weight", "out.2.bias", "conv_out.bias", NULL};

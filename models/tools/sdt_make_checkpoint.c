@@ -1,8 +1,8 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
- *                       [--text-only | --vae-only] [--clip-vocab N] [--unet-in-channels N]
+ *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
  *   sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype f32|f16|bf16]
  *
@@ -13,6 +13,8 @@
  * --unet-output VALUE sets the UNet's last conv's bias and scales its weights by 1/1000, so
  * the UNet returns about VALUE everywhere (an epsilon-like or v-like answer to the
  * prediction-type probe) and still depends on the prompt (it trains).
+ * tiny-sdxl and sdxl are SDXL's UNet (sdt_unet_config_tiny_sdxl / _sdxl) and need --unet-only:
+ * SDXL's two text encoders and its VAE are not written yet.
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -26,8 +28,8 @@ static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(stderr,
-            "usage: sdt-make-checkpoint --config tiny|sd15|sd2 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only]\n"
+            "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
             "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
             "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
             "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
             if (*end || clip_vocab < 2 || clip_vocab > 1000000) return usage("--clip-vocab must be a number from 2 to 1000000");
         }
         else if (!strcmp(a, "--vae-only")) spec.vae_only = true;
+        else if (!strcmp(a, "--unet-only")) spec.unet_only = true;
         else if (!strcmp(a, "--openclip")) openclip = true;
         else if (!strcmp(a, "--unet-output") && v) {
             char *end;
@@ -106,9 +109,21 @@ int main(int argc, char **argv)
         return 0;
     }
     sd_family family;
-    if (!config || !sd_family_parse(config, &family)) return usage("--config must be tiny, sd15 or sd2");
-    if (spec.text_only && spec.vae_only) return usage("--text-only and --vae-only exclude each other");
-    spec.config = sd_config_preset(family);
+    bool sdxl = config && (!strcmp(config, "sdxl") || !strcmp(config, "tiny-sdxl"));
+    if (!config || (!sdxl && !sd_family_parse(config, &family)))
+        return usage("--config must be tiny, sd15, sd2, tiny-sdxl or sdxl");
+    if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
+        return usage("--text-only, --vae-only and --unet-only exclude each other");
+    if (sdxl && !spec.unet_only)
+        return usage("--config sdxl and tiny-sdxl write SDXL's UNet only (its text encoders and VAE are not made yet); "
+                     "add --unet-only");
+    if (sdxl) {
+        family = config[0] == 't' ? SD_FAMILY_TINY : SD_FAMILY_SD1; /* the other parts are not written */
+        spec.config = sd_config_preset(family);
+        spec.config.unet = config[0] == 't' ? sdt_unet_config_tiny_sdxl() : sdt_unet_config_sdxl();
+    } else {
+        spec.config = sd_config_preset(family);
+    }
     if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
     if (unet_in) spec.config.unet.in_channels = (int)unet_in;
     if (openclip) {
@@ -121,6 +136,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
     }
-    printf("wrote %s (%s, seed %llu)\n", out, sd_family_name(family), (unsigned long long)spec.seed);
+    printf("wrote %s (%s%s, seed %llu)\n", out, sdxl ? config : sd_family_name(family), spec.unet_only ? " UNet" : "",
+           (unsigned long long)spec.seed);
     return 0;
 }

@@ -45,7 +45,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     sdt_tensor out;
     bool ok = sdt_arena_fits(p->arena) && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
-    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, &out, p->error);
+    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, NULL, &out, p->error);
     if (ok) {
         sdt_tensor o32 = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
         ok = sdt_arena_fits(p->arena) && be->convert(be, &o32, &out) == 0 &&
@@ -116,7 +116,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         int64_t bshape[4] = {batch, p.c, p.h, p.w}, inshape[4] = {batch, p.in_c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
         sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, inshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
-        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, &out, error)) return false;
+        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, NULL, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);

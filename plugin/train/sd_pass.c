@@ -80,7 +80,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     uo.hook = tr->hook;
     sdt_tensor pred;
     sdt_tensor context = sdt_prompt_context(&acts.out, in->shape.batch);
-    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, &pred, error)) return false;
+    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, NULL, &pred, error)) return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
         sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
         return false;
@@ -95,7 +95,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
             return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
     }
     sdt_tensor dcontext = sdt_prompt_context(&dctx, in->shape.batch);
-    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, error)) return false;
+    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, NULL, error)) return false;
     if (!tr->drows) return true; /* nothing in the text encoder trains: no backward into CLIP */
     return clip_text_backward(&m->clip, be, a, &acts, &dctx, tr->drows, error);
 }

@@ -131,17 +131,17 @@ int main(int argc, char **argv)
     sdt_arena arena;
     sdt_arena_init_measure(&arena, be);
     sdt_tensor pred;
-    bool ok = dpred_data && dctx_data && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, &pred, &error) &&
-              sdt_unet_backward(u, be, &arena, &dpred, &dctx, &error);
+    bool ok = dpred_data && dctx_data && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, NULL, &pred, &error) &&
+              sdt_unet_backward(u, be, &arena, &dpred, &dctx, NULL, &error);
     ok = ok && sdt_arena_init(&arena, be, arena.peak);
     double loss = 0;
-    ok = ok && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, &pred, &error);
+    ok = ok && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, NULL, &pred, &error);
     if (ok && (be->mse_loss_forward(be, &loss, &pred, &target, NULL) ||
                be->mse_loss_backward(be, &dpred, 1.0f, &pred, &target, NULL))) {
         sdt_fail(&error, SDT_ERR_DEVICE, "the loss failed: %s", be->error.message);
         ok = false;
     }
-    ok = ok && sdt_unet_backward(u, be, &arena, &dpred, &dctx, &error);
+    ok = ok && sdt_unet_backward(u, be, &arena, &dpred, &dctx, NULL, &error);
     if (!ok) return fail(&error), 1;
 
     /* the gradients, then one AdamW step */

@@ -111,7 +111,7 @@ static void check_hook_error_reaches_caller(sdt_unet *u, sdt_backend *be, sdt_hn
     void *(*alloc)(sdt_backend *, size_t) = be->alloc;
     be->alloc = refuse_alloc; /* the arena is in place: only the binding asks for memory now */
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &arena, &opt, &in->lat, &in->ts, &in->ctx, &out, &err);
+    bool ok = sdt_unet_forward(u, be, &arena, &opt, &in->lat, &in->ts, &in->ctx, NULL, &out, &err);
     CHECK(!ok, "a forward whose hypernetwork workspace was refused must fail");
     CHECK(err.code == SDT_ERR_OUT_OF_MEMORY, "the hook's status must reach the caller: %s (%s)",
           sdt_error_code_name(err.code), err.message);

@@ -13,6 +13,9 @@
  *    head count that does not divide the width are errors naming the file and key;
  *  - unet/config.json's upcast_attention is read and written back;
  *  - model_index.json naming SDXL (a second text encoder) is refused before shapes are guessed;
+ *  - SDXL's UNet config: text_time addition embedding (projection_class_embeddings_input_dim,
+ *    addition_time_embed_dim), transformer_layers_per_block per level, 64-wide heads, written as
+ *    diffusers' SDXL config says and checked against the weights when read;
  *  - a UNet sharded as diffusers shards it (*.safetensors.index.json and its shards) and an
  *    fp16-variant text encoder load to the same tensors as the single files. */
 #include <cjson/cJSON.h>
@@ -281,6 +284,53 @@ static void check_upcast_and_index(const char *model, const char *dir)
     cJSON_Delete(orig);
 }
 
+static void check_sdxl_unet_config(const char *dir)
+{
+    sd_config c = sd_config_preset(SD_FAMILY_SD1), read;
+    c.unet = sdt_unet_config_sdxl();
+    sdt_error err = {0};
+    char *folder = g_build_filename(dir, "sdxl-configs", NULL);
+    CHECK(sdt_diffusers_config_write(folder, &c, &err), "write SDXL configs: %s", err.message);
+    cJSON *u = load(folder, "unet", "config.json");
+    const cJSON *depths = cJSON_GetObjectItemCaseSensitive(u, "transformer_layers_per_block");
+    const cJSON *heads = cJSON_GetObjectItemCaseSensitive(u, "attention_head_dim");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(u, "addition_embed_type");
+    CHECK(cJSON_GetArraySize(depths) == 3 && cJSON_GetArrayItem(depths, 0)->valueint == 1 &&
+              cJSON_GetArrayItem(depths, 1)->valueint == 2 && cJSON_GetArrayItem(depths, 2)->valueint == 10,
+          "transformer_layers_per_block is [1, 2, 10]");
+    CHECK(cJSON_GetArraySize(heads) == 3 && cJSON_GetArrayItem(heads, 0)->valueint == 5 &&
+              cJSON_GetArrayItem(heads, 2)->valueint == 20,
+          "attention_head_dim is [5, 10, 20]");
+    CHECK(cJSON_IsString(type) && !strcmp(type->valuestring, "text_time") && num(u, "addition_time_embed_dim") == 256 &&
+              num(u, "projection_class_embeddings_input_dim") == 2816 && num(u, "cross_attention_dim") == 2048 &&
+              !strcmp(str_at(u, "down_block_types", 0), "DownBlock2D") &&
+              !strcmp(str_at(u, "down_block_types", 1), "CrossAttnDownBlock2D"),
+          "SDXL's addition embedding, context width and block types");
+    cJSON_Delete(u);
+    read = c;
+    read.unet.addition_time_embed_dim = 0;
+    CHECK(sdt_diffusers_config_apply(folder, &read, &err) && read.unet.addition_time_embed_dim == 256 &&
+              read.unet.head_dim == 64,
+          "the SDXL UNet config reads back against SDXL's weights (size embedding %d, head_dim %d): %s",
+          read.unet.addition_time_embed_dim, read.unet.head_dim, err.message);
+    int other_depths[3] = {1, 2, 9};
+    edit(folder, "unet", "config.json", "transformer_layers_per_block", cJSON_CreateIntArray(other_depths, 3));
+    read = c;
+    CHECK(!sdt_diffusers_config_apply(folder, &read, &err) && strstr(err.message, "transformer_layers_per_block"),
+          "depths contradicting the weights are named: %s", err.message);
+    edit(folder, "unet", "config.json", "transformer_layers_per_block", cJSON_CreateIntArray((int[]){1, 2, 10}, 3));
+    edit(folder, "unet", "config.json", "projection_class_embeddings_input_dim", cJSON_CreateNumber(2560));
+    read = c;
+    CHECK(!sdt_diffusers_config_apply(folder, &read, &err) && strstr(err.message, "projection_class_embeddings_input_dim"),
+          "a y width contradicting label_emb is named: %s", err.message);
+    edit(folder, "unet", "config.json", "projection_class_embeddings_input_dim", cJSON_CreateNumber(2816));
+    edit(folder, "unet", "config.json", "addition_embed_type", cJSON_CreateNull());
+    read = c;
+    CHECK(!sdt_diffusers_config_apply(folder, &read, &err) && strstr(err.message, "addition_embed_type"),
+          "SDXL weights with a config without text_time are named: %s", err.message);
+    g_free(folder);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_diffusers_config");
@@ -333,6 +383,7 @@ int main(void)
 
     check_text_encoder_config(model);
     check_upcast_and_index(model, dir);
+    check_sdxl_unet_config(dir);
     CHECK(detect(model, &c, &err), "the restored folder loads: %s", err.message);
     check_sharded(model);
 

@@ -28,7 +28,7 @@ if [ -n "$tok" ]; then
   run tokenizer_vs_hf python3 "$here/tokenizer_vs_hf.py" --tokenizer "$tok" --cli "$build/tests/parity/tokenize_cli" \
       --n 400 --reference hf --notes "$logs/tokenizer_notes.md"
 fi
-run unet_parity python3 "$here/unet_parity.py" --cli "$build/tests/parity/sdt-unet-cli" --sizes tiny,tiny-linear,sd15,sd2 \
+run unet_parity python3 "$here/unet_parity.py" --cli "$build/tests/parity/sdt-unet-cli" --sizes tiny,tiny-linear,tiny-sdxl,sd15,sd2 \
     --notes "$logs/unet_notes.md"
 run hn_step_parity python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/hn/hn_step_cli" \
     --sizes tiny,tiny-linear,sd15 --sd-latent 32

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """UNet parity: the C UNet (driven through sdt-unet-cli) against a PyTorch
 reference written to the published LDM architecture (openaimodel.py UNetModel,
-attention.py SpatialTransformer), loading the same LDM-keyed safetensors.
+attention.py SpatialTransformer; SDXL as sgm's openaimodel configures it: a
+transformer depth per level and for the middle, label_emb on the vector y),
+loading the same LDM-keyed safetensors.
 
 For each size: a random checkpoint is made from the reference model (every
 weight, norm scale and bias random, so all of them matter), fresh random
 inputs are drawn (seed printed; --seed replays), the C side computes the
-output and d(context) for a random upstream gradient, and the reference
-computes both in float64 (and float32, shown for scale). Errors are
-max|c - ref| / max|ref|. Thresholds: forward <= 1e-4, d(context) <= 1e-3.
+output and d(context) (and with a label_emb d(y)) for a random upstream
+gradient, and the reference computes them in float64 (and float32, shown for
+scale). Errors are max|c - ref| / max|ref|. Thresholds: forward <= 1e-4,
+d(context) and d(y) <= 1e-3.
 
     python3 tests/parity/unet_parity.py --cli build/tests/parity/sdt-unet-cli \
-        --sizes tiny,tiny-linear,sd15 [--device cuda] [--notes tests/parity/NOTES.md]
+        --sizes tiny,tiny-linear,tiny-sdxl,sd15 [--device cuda] [--notes tests/parity/NOTES.md]
 
 Exit status: 0 all passed, 1 a threshold failed, 77 torch is not installed.
 Needs only torch (and numpy, which torch uses for byte conversion); the
@@ -43,19 +46,27 @@ GRAD_TOL = 1e-3
 
 def config(name):
     sd1 = dict(in_channels=4, out_channels=4, model_channels=320, channel_mult=[1, 2, 4, 4],
-               attention=[True, True, True, False], num_res_blocks=2, depth=1, num_heads=8, head_dim=0,
-               context_dim=768, linear_proj=False, groups=32)
+               attention=[True, True, True, False], num_res_blocks=2, depth=[1, 1, 1, 1], middle_depth=1,
+               num_heads=8, head_dim=0, context_dim=768, linear_proj=False, groups=32, adm_in=0)
     if name == "sd15":
         return sd1
     if name == "sd2":
         return dict(sd1, num_heads=0, head_dim=64, context_dim=1024, linear_proj=True)
-    tiny = dict(sd1, model_channels=32, channel_mult=[1, 2], attention=[True, False], num_res_blocks=1,
+    # sd_xl_base.yaml: transformer_depth [1, 2, 10] (level 0 has no attention), middle 10, adm_in_channels 2816
+    sdxl = dict(sd1, channel_mult=[1, 2, 4], attention=[False, True, True], depth=[1, 2, 10], middle_depth=10,
+                num_heads=0, head_dim=64, context_dim=2048, linear_proj=True, adm_in=2816)
+    if name == "sdxl":
+        return sdxl
+    tiny = dict(sd1, model_channels=32, channel_mult=[1, 2], attention=[True, False], depth=[1, 1], num_res_blocks=1,
                 num_heads=2, context_dim=32)
     if name == "tiny":
         return tiny
     if name == "tiny-linear":
-        return dict(tiny, linear_proj=True, depth=2)
-    raise SystemExit(f"unknown size {name}: use tiny, tiny-linear, sd15 or sd2")
+        return dict(tiny, linear_proj=True, depth=[2, 2], middle_depth=2)
+    if name == "tiny-sdxl":  # sdt_unet_config_tiny_sdxl(): context 32 + 48, y = pooled 48 + 6 x 8
+        return dict(sdxl, model_channels=32, channel_mult=[1, 2, 2], num_res_blocks=1, depth=[1, 1, 2],
+                    middle_depth=2, num_heads=2, head_dim=0, context_dim=80, adm_in=96)
+    raise SystemExit(f"unknown size {name}: use tiny, tiny-linear, tiny-sdxl, sd15, sd2 or sdxl")
 
 # ---------------------------------------------------------------- reference model (LDM layout)
 
@@ -202,8 +213,10 @@ class UNetModel(nn.Module):
         ted = 4 * mc
         self.mc = mc
         heads = lambda ch: ch // cfg["head_dim"] if cfg["head_dim"] else cfg["num_heads"]
-        st = lambda ch: SpatialTransformer(ch, heads(ch), cfg["depth"], cfg["context_dim"], groups, cfg["linear_proj"])
+        st = lambda ch, depth: SpatialTransformer(ch, heads(ch), depth, cfg["context_dim"], groups, cfg["linear_proj"])
         self.time_embed = nn.Sequential(nn.Linear(mc, ted), nn.SiLU(), nn.Linear(ted, ted))
+        if cfg["adm_in"]:  # num_classes == "sequential"
+            self.label_emb = nn.Sequential(nn.Sequential(nn.Linear(cfg["adm_in"], ted), nn.SiLU(), nn.Linear(ted, ted)))
         self.input_blocks = nn.ModuleList([TimestepEmbedSequential(nn.Conv2d(cfg["in_channels"], mc, 3, padding=1))])
         chans, ch = [mc], mc
         levels = len(cfg["channel_mult"])
@@ -212,27 +225,30 @@ class UNetModel(nn.Module):
                 layers = [ResBlock(ch, ted, mult * mc, groups)]
                 ch = mult * mc
                 if cfg["attention"][level]:
-                    layers.append(st(ch))
+                    layers.append(st(ch, cfg["depth"][level]))
                 self.input_blocks.append(TimestepEmbedSequential(*layers))
                 chans.append(ch)
             if level != levels - 1:
                 self.input_blocks.append(TimestepEmbedSequential(Downsample(ch)))
                 chans.append(ch)
-        self.middle_block = TimestepEmbedSequential(ResBlock(ch, ted, ch, groups), st(ch), ResBlock(ch, ted, ch, groups))
+        self.middle_block = TimestepEmbedSequential(ResBlock(ch, ted, ch, groups), st(ch, cfg["middle_depth"]),
+                                                    ResBlock(ch, ted, ch, groups))
         self.output_blocks = nn.ModuleList()
         for level, mult in list(enumerate(cfg["channel_mult"]))[::-1]:
             for i in range(cfg["num_res_blocks"] + 1):
                 layers = [ResBlock(ch + chans.pop(), ted, mc * mult, groups)]
                 ch = mc * mult
                 if cfg["attention"][level]:
-                    layers.append(st(ch))
+                    layers.append(st(ch, cfg["depth"][level]))
                 if level and i == cfg["num_res_blocks"]:
                     layers.append(Upsample(ch))
                 self.output_blocks.append(TimestepEmbedSequential(*layers))
         self.out = nn.Sequential(nn.GroupNorm(groups, ch, eps=1e-5), nn.SiLU(), nn.Conv2d(mc, cfg["out_channels"], 3, padding=1))
 
-    def forward(self, x, timesteps, context):
+    def forward(self, x, timesteps, context, y=None):
         emb = self.time_embed(timestep_embedding(timesteps.to(x.dtype), self.mc))
+        if y is not None:
+            emb = emb + self.label_emb(y)
         hs, h = [], x
         for block in self.input_blocks:
             h = block(h, emb, context)
@@ -267,9 +283,10 @@ def reference(model, inputs, dtype, device):
     lat = inputs["latents"].to(device, dtype)
     ts = inputs["timesteps"].to(device, dtype)
     ctx = inputs["context"].to(device, dtype).requires_grad_(True)
-    out = m(lat, ts, ctx)
+    y = inputs["y"].to(device, dtype).requires_grad_(True) if "y" in inputs else None
+    out = m(lat, ts, ctx, y)
     (out * inputs["d_out"].to(device, dtype)).sum().backward()
-    return out.detach().cpu(), ctx.grad.detach().cpu()
+    return out.detach().cpu(), ctx.grad.detach().cpu(), y.grad.detach().cpu() if y is not None else None
 
 
 def run_size(name, args, seed, tmp):
@@ -290,6 +307,8 @@ def run_size(name, args, seed, tmp):
         "context": torch.randn(B, T, cfg["context_dim"], generator=gen),
         "d_out": torch.randn(B, cfg["out_channels"], H, W, generator=gen),
     }
+    if cfg["adm_in"]:
+        inputs["y"] = torch.randn(B, cfg["adm_in"], generator=gen)
     inp, outp = os.path.join(tmp, f"{name}-in.safetensors"), os.path.join(tmp, f"{name}-out.safetensors")
     st_write(inp, inputs)
     cmd = [args.cli, ckpt, inp, outp] + (["--checkpointing"] if args.checkpointing else [])
@@ -304,12 +323,14 @@ def run_size(name, args, seed, tmp):
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    out64, grad64 = reference(model, inputs, torch.float64, device)
-    out32, grad32 = reference(model, inputs, torch.float32, device)
+    out64, grad64, gy64 = reference(model, inputs, torch.float64, device)
+    out32, grad32, gy32 = reference(model, inputs, torch.float32, device)
     row = dict(size=name, shape=f"{B}x{cfg['in_channels']}x{H}x{W}, T={T}",
                fwd=rel_err(c["out"], out64), grad=rel_err(c["d_context"], grad64),
                fwd_torch32=rel_err(out32, out64), grad_torch32=rel_err(grad32, grad64), c_time=c_time)
-    row["ok"] = row["fwd"] <= FWD_TOL and row["grad"] <= GRAD_TOL
+    row["grad_y"] = rel_err(c["d_y"], gy64) if gy64 is not None else None
+    row["grad_y_torch32"] = rel_err(gy32, gy64) if gy64 is not None else None
+    row["ok"] = row["fwd"] <= FWD_TOL and row["grad"] <= GRAD_TOL and (row["grad_y"] is None or row["grad_y"] <= GRAD_TOL)
     row["seed"] = seed
     return row
 
@@ -317,7 +338,8 @@ def run_size(name, args, seed, tmp):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cli", required=True, help="path of the sdt-unet-cli binary")
-    ap.add_argument("--sizes", default="tiny,tiny-linear,sd15", help="comma list of tiny, tiny-linear, sd15, sd2")
+    ap.add_argument("--sizes", default="tiny,tiny-linear,tiny-sdxl,sd15",
+                    help="comma list of tiny, tiny-linear, tiny-sdxl, sd15, sd2, sdxl")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--sd-latent", type=int, default=32, help="latent side for SD sizes (64 = 512 px)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -331,19 +353,23 @@ def main():
     with tempfile.TemporaryDirectory(prefix="sdt-unet-parity-") as tmp:
         for i, name in enumerate(s for s in args.sizes.split(",") if s):
             rows.append(run_size(name, args, seed + i, tmp))
-    head = f"{'size':<12} {'input':<22} {'fwd err':>10} {'grad err':>10} {'torch f32 fwd':>14} {'torch f32 grad':>15} {'C s':>7}  result"
+    head = (f"{'size':<12} {'input':<22} {'fwd err':>10} {'grad err':>10} {'d(y) err':>10} {'torch f32 fwd':>14} "
+            f"{'torch f32 grad':>15} {'torch f32 d(y)':>15} {'C s':>7}  result")
     print(head)
     print("-" * len(head))
+    opt = lambda v, w: f"{v:>{w}.2e}" if v is not None else f"{'-':>{w}}"
     for r in rows:
-        print(f"{r['size']:<12} {r['shape']:<22} {r['fwd']:>10.2e} {r['grad']:>10.2e} {r['fwd_torch32']:>14.2e} "
-              f"{r['grad_torch32']:>15.2e} {r['c_time']:>7.1f}  {'PASS' if r['ok'] else 'FAIL'}")
-    print(f"thresholds: forward <= {FWD_TOL:g}, d(context) <= {GRAD_TOL:g} (C f32 vs torch float64)")
+        print(f"{r['size']:<12} {r['shape']:<22} {r['fwd']:>10.2e} {r['grad']:>10.2e} {opt(r['grad_y'], 10)} "
+              f"{r['fwd_torch32']:>14.2e} {r['grad_torch32']:>15.2e} {opt(r['grad_y_torch32'], 15)} {r['c_time']:>7.1f}  "
+              f"{'PASS' if r['ok'] else 'FAIL'}")
+    print(f"thresholds: forward <= {FWD_TOL:g}, d(context) and d(y) <= {GRAD_TOL:g} (C f32 vs torch float64)")
     if args.notes:
         card = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
         with open(args.notes, "a") as f:
             for r in rows:
+                grad_y = "" if r["grad_y"] is None else f" (d(y) {r['grad_y']:.2e})"
                 f.write(f"| {time.strftime('%Y-%m-%d')} | unet | {card} (torch {torch.__version__}) | {r['size']} "
-                        f"{r['shape']} | {r['seed']} | {r['fwd']:.2e} | {r['grad']:.2e} | "
+                        f"{r['shape']} | {r['seed']} | {r['fwd']:.2e} | {r['grad']:.2e}{grad_y} | "
                         f"{'pass' if r['ok'] else 'FAIL'} |\n")
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -90,7 +90,7 @@ static double reference_probe(sd_runtime *rt)
     CHECK(sdt_unet_measure(rt->model.unet, be, &uo, 1, 8, 8, 2, false, &bytes, &err) && sdt_arena_init(&a, be, bytes),
           "reference arena: %s", err.message);
     double sum = NAN;
-    if (sdt_unet_forward(rt->model.unet, be, &a, &uo, &l, &tt, &x, &out, &err)) {
+    if (sdt_unet_forward(rt->model.unet, be, &a, &uo, &l, &tt, &x, NULL, &out, &err)) {
         sum = 0;
         for (int64_t i = 0; i < n_lat; i++) sum += ((const float *)out.data)[i] - 0.5;
     }

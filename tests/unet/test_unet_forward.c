@@ -1,5 +1,6 @@
 /* Forward: finite, deterministic, batch rows independent, inference mode and
- * checkpointing give the same output, measure mode predicts the arena exactly. */
+ * checkpointing give the same output, measure mode predicts the arena exactly;
+ * SD 1-style, SD 2-style and SDXL's tiny configs. */
 #include <string.h>
 
 #include "unet_test_util.h"
@@ -20,9 +21,8 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
                          const char *dir)
 {
     sdt_error error = {0};
-    sdt_weights *w = ut_random_unet(cfg, rng, dir, label, NULL, NULL, NULL, 0);
-    sdt_unet *u = sdt_unet_load(cfg, w, &error);
-    CHECK(u != NULL, "%s load: %s", label, error.message);
+    sdt_weights *w = NULL;
+    sdt_unet *u = ut_load_random_unet(cfg, rng, dir, label, &w);
     if (!u) return;
     ut_inputs in = ut_make_inputs(cfg, rng, 2, 8, 16, 5);
     int64_t n = out_numel(cfg, &in);
@@ -54,7 +54,13 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
         sdt_unet_options half = opt;
         half.act_dtype = d ? SDT_BF16 : SDT_F16;
         float *g = kt_alloc((size_t)sdt_tensor_numel(&in.ctx) * 4);
+        int64_t n_y = in.y ? sdt_tensor_numel(&in.yt) : 0;
+        float *g_y = n_y ? kt_alloc((size_t)n_y * 4) : NULL;
+        in.d_y_out = g_y; /* SDXL: d(y) through label_emb in 16-bit activations too */
         CHECK(ut_run(u, be, &half, &in, y2, g, NULL), "%s %s forward/backward failed", label, d ? "bf16" : "f16");
+        in.d_y_out = NULL;
+        CHECK(!n_y || all_finite(g_y, n_y), "%s: %s d(y) not finite", label, d ? "bf16" : "f16");
+        free(g_y);
         double e = 0, m = 1e-30;
         for (int64_t i = 0; i < n; i++) {
             e = fmax(e, fabs(y2[i] - y1[i]));
@@ -73,6 +79,7 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     one.lat = kt_f32(in.latents + lat1, 4, 1, cfg->in_channels, in.H, in.W);
     one.ts = kt_f32(in.timesteps + 1, 1, 1, 0, 0, 0);
     one.ctx = kt_f32(in.context + ctx1, 3, 1, in.T, cfg->context_dim, 0);
+    if (in.y) one.yt = kt_f32(in.y + cfg->adm_in_channels, 2, 1, cfg->adm_in_channels, 0, 0);
     CHECK(ut_run(u, be, &opt, &one, y3, NULL, NULL), "%s batch-1 forward failed", label);
     double diff = 0, ref = 1e-30;
     for (int64_t i = 0; i < n / 2; i++) {
@@ -88,12 +95,15 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     size_t by_size = 0, with_bwd = 0;
     CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, false, &by_size, &error) && by_size == peak,
           "%s: sdt_unet_measure gave %zu, the real run %zu (%s)", label, by_size, peak, error.message);
+    in.d_y_out = in.y; /* with a label_emb sdt_unet_measure plans the backward that also gives d(y); a measuring
+                        * run writes nothing, only that d(y) is asked for matters */
     CHECK(sdt_unet_measure(u, be, &opt, in.B, in.H, in.W, in.T, true, &with_bwd, &error) &&
               with_bwd == ut_measure(u, be, &opt, &in, true) && with_bwd > by_size,
           "%s: sdt_unet_measure with backward gave %zu", label, with_bwd);
+    in.d_y_out = NULL;
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error);
+    bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error);
     CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : error.message);
     CHECK(ok || error.code == SDT_ERR_OUT_OF_MEMORY, "%s: a too small arena must be OUT_OF_MEMORY (the arena's code), got %s",
           label, sdt_error_code_name(error.code));
@@ -102,10 +112,10 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     /* Bad inputs are errors, not crashes. */
     sdt_arena_init_measure(&a, be);
     sdt_tensor bad = kt_f32(in.latents, 4, 2, cfg->in_channels, 7, 16);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, &out, &error) && strstr(error.message, "multiple"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, ut_y(&in), &out, &error) && strstr(error.message, "multiple"),
           "%s: latent size not divisible accepted: %s", label, error.message);
     bad = kt_f32(in.context, 3, 2, in.T, cfg->context_dim + 1, 0);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, &out, &error) && strstr(error.message, "context"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, ut_y(&in), &out, &error) && strstr(error.message, "context"),
           "%s: wrong context width accepted: %s", label, error.message);
     free(y1);
     free(y2);
@@ -132,12 +142,12 @@ static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
     sdt_arena a;
     CHECK(sdt_arena_init(&a, be, ut_measure(u, be, &opt, &in, false)), "arena");
     sdt_tensor out;
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error) &&
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error) &&
               strstr(error.message, "non-finite") && strstr(error.message, "middle_block.1"),
           "anomaly mode did not name middle_block.1: %s", error.message);
     sdt_arena_rewind(&a, 0);
     opt.anomaly_check = false;
-    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, &out, &error), "forward: %s", error.message);
+    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error), "forward: %s", error.message);
     int64_t bad = 0;
     be->count_nonfinite(be, &out, &bad);
     CHECK(bad > 0, "a NaN weight did not reach the output");
@@ -156,6 +166,8 @@ int main(void)
     check_config(&tiny, "tiny", &rng, be, dir);
     sdt_unet_config tiny2 = ut_config_tiny_linear();
     check_config(&tiny2, "tiny-linear", &rng, be, dir);
+    sdt_unet_config tiny_xl = sdt_unet_config_tiny_sdxl();
+    check_config(&tiny_xl, "tiny-sdxl", &rng, be, dir);
     check_anomaly(&rng, be, dir);
     ut_cleanup(dir);
     be->destroy(be);

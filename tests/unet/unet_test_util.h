@@ -124,12 +124,25 @@ static inline sdt_weights *ut_random_unet(const sdt_unet_config *c, sdt_test_rng
     return w;
 }
 
+/* A random UNet of config c written as dir/name and loaded (*w keeps its weights); NULL after a
+ * failed CHECK. */
+static inline sdt_unet *ut_load_random_unet(const sdt_unet_config *c, sdt_test_rng *rng, const char *dir,
+                                            const char *name, sdt_weights **w)
+{
+    sdt_error error = {0};
+    *w = ut_random_unet(c, rng, dir, name, NULL, NULL, NULL, 0);
+    sdt_unet *u = sdt_unet_load(c, *w, &error);
+    CHECK(u != NULL, "%s load: %s", name, error.message);
+    return u;
+}
+
 /* The tiny model SD2-style: linear attention projections, transformer depth 2. */
 static inline sdt_unet_config ut_config_tiny_linear(void)
 {
     sdt_unet_config c = sdt_unet_config_tiny();
     c.linear_proj = true;
-    c.transformer_depth = 2;
+    c.transformer_depth[0] = 2;
+    c.middle_depth = 2;
     return c;
 }
 
@@ -141,12 +154,15 @@ static inline void ut_cleanup(char *dir)
     free(dir);
 }
 
-/* Inputs of one UNet call, host f32. */
+/* Inputs of one UNet call, host f32. y (SDXL's vector conditioning) only for a config with
+ * label_emb; d_y_out, when set, receives d(y) from ut_run's backward. */
 typedef struct ut_inputs {
     int64_t B, H, W, T;
-    float *latents, *timesteps, *context, *dy;
-    sdt_tensor lat, ts, ctx;
+    float *latents, *timesteps, *context, *dy, *y, *d_y_out;
+    sdt_tensor lat, ts, ctx, yt;
 } ut_inputs;
+
+static inline const sdt_tensor *ut_y(const ut_inputs *in) { return in->y ? &in->yt : NULL; }
 
 static inline ut_inputs ut_make_inputs(const sdt_unet_config *c, sdt_test_rng *r, int64_t B, int64_t H, int64_t W,
                                        int64_t T)
@@ -160,6 +176,10 @@ static inline ut_inputs ut_make_inputs(const sdt_unet_config *c, sdt_test_rng *r
     in.lat = kt_f32(in.latents, 4, B, c->in_channels, H, W);
     in.ts = kt_f32(in.timesteps, 1, B, 0, 0, 0);
     in.ctx = kt_f32(in.context, 3, B, T, c->context_dim, 0);
+    if (c->adm_in_channels > 0) {
+        in.y = kt_randn(r, B * c->adm_in_channels, 1.0);
+        in.yt = kt_f32(in.y, 2, B, c->adm_in_channels, 0, 0);
+    }
     return in;
 }
 
@@ -169,6 +189,7 @@ static inline void ut_free_inputs(ut_inputs *in)
     free(in->timesteps);
     free(in->context);
     free(in->dy);
+    free(in->y);
 }
 
 /* Measures forward (+ backward) and returns an arena of exactly that size. */
@@ -178,14 +199,14 @@ static inline size_t ut_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_opt
     sdt_arena m;
     sdt_arena_init_measure(&m, be);
     sdt_error error = {0};
-    sdt_tensor out, dctx = in->ctx;
-    if (!sdt_unet_forward(u, be, &m, opt, &in->lat, &in->ts, &in->ctx, &out, &error)) {
+    sdt_tensor out, dctx = in->ctx, d_y = in->yt;
+    if (!sdt_unet_forward(u, be, &m, opt, &in->lat, &in->ts, &in->ctx, ut_y(in), &out, &error)) {
         fprintf(stderr, "measure forward: %s\n", error.message);
         exit(1);
     }
     if (backward) {
         sdt_tensor dy = out;
-        if (!sdt_unet_backward(u, be, &m, &dy, &dctx, &error)) {
+        if (!sdt_unet_backward(u, be, &m, &dy, &dctx, in->d_y_out ? &d_y : NULL, &error)) {
             fprintf(stderr, "measure backward: %s\n", error.message);
             exit(1);
         }
@@ -204,13 +225,18 @@ static inline bool ut_run(sdt_unet *u, sdt_backend *be, const sdt_unet_options *
     if (!sdt_arena_init(&a, be, need)) return false;
     sdt_error error = {0};
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &o, &in->lat, &in->ts, &in->ctx, &out, &error);
+    bool ok = sdt_unet_forward(u, be, &a, &o, &in->lat, &in->ts, &in->ctx, ut_y(in), &out, &error);
     if (ok && out_host) sdt_load_f32(out.data, out.dtype, out_host, sdt_tensor_numel(&out));
     if (ok && dctx_host) {
         memset(dctx_host, 0, sdt_tensor_nbytes(&in->ctx));
         sdt_tensor dctx = kt_f32(dctx_host, 3, in->B, in->T, in->ctx.shape[2], 0);
         sdt_tensor dy = kt_f32(in->dy, 4, out.shape[0], out.shape[1], out.shape[2], out.shape[3]);
-        ok = sdt_unet_backward(u, be, &a, &dy, &dctx, &error);
+        sdt_tensor d_y = in->yt;
+        if (in->d_y_out) {
+            memset(in->d_y_out, 0, sdt_tensor_nbytes(&in->yt));
+            d_y.data = in->d_y_out;
+        }
+        ok = sdt_unet_backward(u, be, &a, &dy, &dctx, in->d_y_out ? &d_y : NULL, &error);
     }
     if (!ok) fprintf(stderr, "unet: %s\n", error.message);
     if (ok && !sdt_arena_fits(&a)) {

@@ -35,7 +35,7 @@ static bool probe_on(sdt_unet *unet, sdt_backend *be, sdt_arena *a, sdt_dtype ac
     uo.act_dtype = act_dtype;
     uo.for_backward = false;
     sdt_tensor out;
-    if (!sdt_unet_forward(unet, be, a, &uo, &lat, &ts, &ctx, &out, error)) return false;
+    if (!sdt_unet_forward(unet, be, a, &uo, &lat, &ts, &ctx, NULL, &out, error)) return false;
     sdt_tensor out32 = sdt_arena_tensor(a, SDT_F32, 4, oshape);
     if (a->measuring) return true;
     if (!sdt_arena_fits(a))

@@ -46,6 +46,13 @@ sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1)
     return sdt_arena_tensor(c->arena, SDT_F32, 2, shape);
 }
 
+bool unet_zeroed_stat(unet_ctx *c, int64_t d0, int64_t d1, sdt_tensor *out, const char *where)
+{
+    *out = unet_stat(c, d0, d1);
+    UNET_OP(c, where, c->be->zero(c->be, out));
+    return true;
+}
+
 sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t)
 {
     return sdt_arena_tensor(c->arena, c->dt, t->ndim, t->shape);
@@ -184,12 +191,18 @@ static bool unit_forward(unet_ctx *c, unet_unit *un, const sdt_tensor *x, const 
     return true;
 }
 
-/* Does layer i of the unit (0-based) see an input that depends on the context? */
-static bool layer_input_depends(const sdt_unet *u, const unet_unit *un, int i)
+/* Does the layer read the context (or, when d(y) is asked for, the time embedding)? */
+static bool layer_is_source(const unet_ctx *c, const unet_layer *l)
+{
+    return l->kind == UNET_LAYER_ST || (c->d_emb_act && l->kind == UNET_LAYER_RES);
+}
+
+/* Does layer i of the unit (0-based) see an input that depends on the context (or y)? */
+static bool layer_input_depends(const unet_ctx *c, const unet_unit *un, int i)
 {
     if (un->input_needs_grad || un->skip_needs_grad) return true;
     for (int j = 0; j < i; j++)
-        if (u->layers[un->first_layer + j].kind == UNET_LAYER_ST) return true;
+        if (layer_is_source(c, &c->u->layers[un->first_layer + j])) return true;
     return false;
 }
 
@@ -207,8 +220,8 @@ static bool unit_backward(unet_ctx *c, unet_unit *un, const sdt_tensor *d_out, s
     sdt_tensor d_cur = *d_out, d_in;
     for (int i = un->layer_count - 1; i >= 0; i--) {
         unet_layer *l = &u->layers[un->first_layer + i];
-        bool needs_dx = layer_input_depends(u, un, i);
-        if (!needs_dx && l->kind != UNET_LAYER_ST) break; /* nothing below reaches the context */
+        bool needs_dx = layer_input_depends(c, un, i);
+        if (!needs_dx && !layer_is_source(c, l)) break; /* nothing below reaches the context (or y) */
         sdt_tensor *dx = NULL;
         if (needs_dx) {
             if (i > 0 || un->skip_from >= 0) {
@@ -232,7 +245,7 @@ static bool unit_backward(unet_ctx *c, unet_unit *un, const sdt_tensor *d_out, s
 /* ---- entry points ---- */
 
 static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tensor *timesteps,
-                         const sdt_tensor *context)
+                         const sdt_tensor *context, const sdt_tensor *y)
 {
     const sdt_unet_config *cfg = &c->u->cfg;
     if (latents->ndim != 4 || latents->shape[1] != cfg->in_channels)
@@ -250,17 +263,34 @@ static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tenso
                          cfg->context_dim);
     if (context->dtype == SDT_I32 || latents->dtype == SDT_I32)
         return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
+    if (cfg->adm_in_channels > 0 && !y)
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: this UNet has a label_emb (SDXL) and needs y [%lld, %d]: the "
+                         "pooled text embedding and the size conditioning (sdt_sdxl_vector_cond); pass it",
+                         (long long)B, cfg->adm_in_channels);
+    if (cfg->adm_in_channels == 0 && y)
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: y was given but this UNet has no label_emb (not SDXL); "
+                         "pass y = NULL");
+    if (y && (y->ndim != 2 || y->shape[0] != B || y->shape[1] != cfg->adm_in_channels || y->dtype == SDT_I32))
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: y must be a float tensor [%lld, %d] (batch, label_emb "
+                         "input width)", (long long)B, cfg->adm_in_channels);
     if (c->dt != SDT_F32 && c->dt != SDT_F16 && c->dt != SDT_BF16)
         return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: act_dtype must be f32, f16 or bf16");
     return true;
 }
 
-/* emb_act = SiLU(time_embed.2(SiLU(time_embed.0(timestep_embedding(t))))); the intermediates are scratch. */
-static bool time_embedding(unet_ctx *c, const sdt_tensor *timesteps, int64_t B)
+/* emb_act = SiLU(time_embed.2(SiLU(time_embed.0(timestep_embedding(t)))) [+ label_emb(y)]); the
+ * intermediates are scratch, except label_emb's, which backward towards y reads. */
+static bool time_embedding(unet_ctx *c, const sdt_tensor *timesteps, const sdt_tensor *y, int64_t B)
 {
     const sdt_unet_config *cfg = &c->u->cfg;
+    sdt_unet *u = c->u;
     sdt_backend *be = c->be;
     c->emb_act = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
+    if (y) {
+        u->emb_pre = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
+        u->label_pre = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
+        u->label_act = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
+    }
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor t0 = unet_act(c, 2, B, cfg->model_channels, 0, 0);
     sdt_tensor e1 = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
@@ -270,6 +300,13 @@ static bool time_embedding(unet_ctx *c, const sdt_tensor *timesteps, int64_t B)
     UNET_OP(c, "time_embed.0", be->linear_forward(be, &e1, &t0, c->u->time1.w, c->u->time1.b));
     UNET_OP(c, "time_embed.1", be->activation_forward(be, &e1, &e1, SDT_ACT_SILU));
     UNET_OP(c, "time_embed.2", be->linear_forward(be, &e2, &e1, c->u->time2.w, c->u->time2.b));
+    if (y) {
+        UNET_OP(c, "label_emb.0.0", be->linear_forward(be, &u->label_pre, y, u->label1.w, u->label1.b));
+        UNET_OP(c, "label_emb.0.1", be->activation_forward(be, &u->label_act, &u->label_pre, SDT_ACT_SILU));
+        UNET_OP(c, "label_emb.0.2", be->linear_forward(be, &u->emb_pre, &u->label_act, u->label2.w, u->label2.b));
+        UNET_OP(c, "label_emb", be->add_forward(be, &u->emb_pre, &e2, &u->emb_pre));
+        e2 = u->emb_pre;
+    }
     UNET_OP(c, "time_embed", be->activation_forward(be, &c->emb_act, &e2, SDT_ACT_SILU));
     sdt_arena_rewind(c->arena, mark);
     return true;
@@ -291,7 +328,7 @@ static void ctx_init(unet_ctx *c, sdt_unet *u, sdt_backend *be, sdt_arena *arena
 
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
-                      sdt_tensor *out, sdt_error *error)
+                      const sdt_tensor *y, sdt_tensor *out, sdt_error *error)
 {
     sdt_unet_options defaults = sdt_unet_options_default();
     if (!opt) opt = &defaults;
@@ -301,9 +338,9 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     if (!u->bound && !c.measuring)
         return unet_fail(&c, SDT_ERR_BAD_STATE, "unet forward: this UNet was created without weights (for measuring); load it with "
                              "sdt_unet_load to run it");
-    if (!check_inputs(&c, latents, timesteps, context)) return false;
+    if (!check_inputs(&c, latents, timesteps, context, y)) return false;
     c.context = context;
-    if (!time_embedding(&c, timesteps, latents->shape[0])) return false;
+    if (!time_embedding(&c, timesteps, y, latents->shape[0])) return false;
     bool keep = opt->for_backward && !opt->checkpointing;
     const sdt_tensor *x = latents;
     for (int i = 0; i < u->unit_count; i++) {
@@ -320,6 +357,7 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
         u->fwd_opt.hook = &u->fwd_hook;
     }
     u->context = context;
+    u->y = y;
     u->emb_act = c.emb_act;
     u->fwd_arena = arena;
     u->fwd_mark = sdt_arena_mark(arena);
@@ -327,8 +365,28 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     return true;
 }
 
+/* d_y += label_emb's input gradient from d_emb_act, the sum over every ResBlock's emb_layers. */
+static bool label_emb_backward(unet_ctx *c, sdt_tensor *d_y)
+{
+    sdt_unet *u = c->u;
+    sdt_backend *be = c->be;
+    size_t mark = sdt_arena_mark(c->arena);
+    const int64_t B = u->emb_pre.shape[0], width = u->emb_pre.shape[1];
+    sdt_tensor d_emb, d_label_act, d_label_pre;
+    if (!unet_zeroed_stat(c, B, width, &d_emb, "time_embed") ||
+        !unet_zeroed_stat(c, B, width, &d_label_act, "label_emb.0.2") ||
+        !unet_zeroed_stat(c, B, width, &d_label_pre, "label_emb.0.0"))
+        return false;
+    UNET_OP(c, "time_embed", be->activation_backward(be, &d_emb, c->d_emb_act, &u->emb_pre, SDT_ACT_SILU));
+    UNET_OP(c, "label_emb.0.2", be->linear_backward(be, &d_label_act, NULL, NULL, &d_emb, &u->label_act, u->label2.w));
+    UNET_OP(c, "label_emb.0.1", be->activation_backward(be, &d_label_pre, &d_label_act, &u->label_pre, SDT_ACT_SILU));
+    UNET_OP(c, "label_emb.0.0", be->linear_backward(be, d_y, NULL, NULL, &d_label_pre, u->y, u->label1.w));
+    sdt_arena_rewind(c->arena, mark);
+    return true;
+}
+
 bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, sdt_error *error)
+                       sdt_tensor *d_context, sdt_tensor *d_y, sdt_error *error)
 {
     unet_ctx c;
     ctx_init(&c, u, be, arena, &u->fwd_opt, error);
@@ -344,13 +402,24 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
                          u->cfg.out_channels);
     if (!sdt_tensor_same_shape(d_context, u->context))
         return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_context must have the context's shape [B, T, %d]", u->cfg.context_dim);
+    if (d_y && !u->y)
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y asks for y's gradient but this UNet's forward had no y "
+                             "(no label_emb); pass d_y = NULL");
+    if (d_y && !sdt_tensor_same_shape(d_y, u->y))
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y must have y's shape [B, %d]", u->cfg.adm_in_channels);
     c.context = u->context;
     c.emb_act = u->emb_act;
+    unet_mark_dependence(u, d_y != NULL);
     size_t mark = sdt_arena_mark(arena);
-    /* One gradient buffer per unit output that backward will visit. */
+    /* One gradient buffer per unit output that backward will visit (and one for the time embedding). */
     sdt_tensor *d = calloc((size_t)u->unit_count, sizeof *d);
     bool ok = d != NULL;
     if (!ok) unet_fail(&c, SDT_ERR_OUT_OF_MEMORY, "unet backward: out of host memory");
+    sdt_tensor d_emb_act;
+    if (ok && d_y) {
+        ok = unet_zeroed_stat(&c, u->emb_act.shape[0], u->emb_act.shape[1], &d_emb_act, "time_embed");
+        c.d_emb_act = &d_emb_act;
+    }
     for (int i = 0; ok && i < u->unit_count - 1; i++)
         if (u->units[i].depends) ok = unet_grad_like(&c, &u->units[i].out, &d[i], u->units[i].name);
     if (ok) d[u->unit_count - 1] = *d_out;
@@ -361,6 +430,7 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
         sdt_tensor *d_skip = un->skip_needs_grad ? &d[un->skip_from] : NULL;
         ok = unit_backward(&c, un, &d[i], d_x, d_skip, d_context);
     }
+    if (ok && d_y) ok = label_emb_backward(&c, d_y);
     if (ok && !c.measuring) ok = unet_arena_ok(&c, "backward");
     free(d);
     sdt_arena_rewind(arena, mark);
@@ -378,11 +448,14 @@ bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt,
     sdt_tensor lat = sdt_tensor_make(NULL, SDT_F32, be->device, 4, lat_shape);
     sdt_tensor ts = sdt_tensor_make(NULL, SDT_F32, be->device, 1, &batch);
     sdt_tensor ctx = sdt_tensor_make(NULL, o.act_dtype, be->device, 3, ctx_shape);
+    int64_t y_shape[2] = {batch, cfg->adm_in_channels};
+    sdt_tensor y = sdt_tensor_make(NULL, o.act_dtype, be->device, 2, y_shape);
+    const sdt_tensor *y_in = cfg->adm_in_channels > 0 ? &y : NULL;
     sdt_arena a;
     sdt_arena_init_measure(&a, be);
     sdt_tensor out;
-    bool ok = sdt_unet_forward(u, be, &a, &o, &lat, &ts, &ctx, &out, error) &&
-              (!with_backward || sdt_unet_backward(u, be, &a, &out, &ctx, error));
+    bool ok = sdt_unet_forward(u, be, &a, &o, &lat, &ts, &ctx, y_in, &out, error) &&
+              (!with_backward || sdt_unet_backward(u, be, &a, &out, &ctx, y_in ? &y : NULL, error));
     u->have_forward = false; /* nothing real was saved */
     if (ok) *bytes = a.peak;
     return ok;

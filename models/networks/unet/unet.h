@@ -8,13 +8,20 @@
  *   middle (ResBlock, SpatialTransformer, ResBlock) -> output blocks
  *   (concat skip, ResBlock [+ SpatialTransformer], Upsample between levels) ->
  *   GroupNorm, SiLU, conv_out.
+ * SDXL is the same blocks configured (sgm's openaimodel): a transformer depth
+ * per level and for the middle, and the addition embedding label_emb (LDM's
+ * num_classes "sequential": linear, SiLU, linear from the vector y) added to
+ * the time embedding.
  * Parameters are looked up under canonical LDM keys
  * ("model.diffusion_model.input_blocks.1.1.transformer_blocks.0.attn2.to_k.weight").
  *
  * Training here never updates UNet weights (TI and hypernetworks keep it
  * frozen), so backward produces only d(context) (and the hook gradients):
  * no weight gradients, and no backward through blocks that cannot reach the
- * context (conv_in, the time embedding, the first ResBlocks).
+ * context (conv_in, the time embedding, the first ResBlocks). On SDXL the
+ * pooled text embedding inside y depends on a trained embedding too; asked
+ * for d(y), backward also goes through every ResBlock's time-embedding
+ * projection and label_emb (and so through the first ResBlocks).
  *
  * One sdt_unet runs one forward/backward pair at a time (it keeps the
  * forward's saved state); use one per worker thread.
@@ -47,7 +54,13 @@ typedef struct sdt_unet_config {
     int channel_mult[SDT_UNET_MAX_LEVELS];  /* 1, 2, 4, 4 */
     bool attention[SDT_UNET_MAX_LEVELS];    /* SpatialTransformers at this level: SD 1/2 levels 0..2 */
     int num_res_blocks;                     /* 2 */
-    int transformer_depth;                  /* 1 */
+    int transformer_depth[SDT_UNET_MAX_LEVELS]; /* transformer blocks per SpatialTransformer at a level with
+                                             * attention: SD 1/2 all 1, SDXL 1, 2, 10 (level 0 has none) */
+    int middle_depth;                       /* the middle SpatialTransformer's: SD 1/2 1, SDXL 10 */
+    int adm_in_channels;                    /* width of y, the label_emb input (SDXL 2816); 0: no label_emb */
+    int addition_time_embed_dim;            /* with label_emb: the sinusoidal width of each of y's six size
+                                             * numbers (SDXL 256; diffusers' name); y = pooled text
+                                             * embedding (adm_in - 6 x this wide), then the six */
     int num_heads;                          /* > 0: fixed head count (SD1: 8) ... */
     int head_dim;                           /* ... or > 0: fixed head width (SD2: 64); exactly one is set */
     int context_dim;                        /* 768 (SD1), 1024 (SD2) */
@@ -73,6 +86,15 @@ typedef struct sdt_unet_config {
 sdt_unet_config sdt_unet_config_sd1(void);
 sdt_unet_config sdt_unet_config_sd2(bool v_prediction);
 sdt_unet_config sdt_unet_config_tiny(void);
+/* SDXL base 1.0 (sd_xl_base.yaml): 320 channels, mult 1,2,4, 2 res blocks, attention
+ * at levels 1 and 2 with depths 2 and 10, middle depth 10, head width 64, linear
+ * projections, context 2048 (CLIP-L 768 + OpenCLIP bigG 1280), y 2816. */
+sdt_unet_config sdt_unet_config_sdxl(void);
+/* The tiny model of SDXL's architecture for tests: 32 channels, mult 1,2,2, 1 res
+ * block, attention at levels 1 and 2 with depths 1 and 2, middle depth 2, 2 heads,
+ * linear projections, context 80 (32 + 48, two encoders), y 96 (pooled 48 +
+ * 6 x 8), time embedding 128. */
+sdt_unet_config sdt_unet_config_tiny_sdxl(void);
 /* Heads of a SpatialTransformer of `channels` width under this config. */
 int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
 
@@ -84,11 +106,14 @@ int sdt_unet_config_kv_widths(const sdt_unet_config *c, int widths[SDT_UNET_MAX_
 /* The same for a sentence: "128 (cross-attention context 128) and 64". */
 void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, size_t size);
 bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error);
-/* Reads the config from tensor names and shapes only. Two things are not in
- * the weights: the head split (model_channels 320: linear projections or
- * context 1024 -> SD2, head_dim 64, else SD1, 8 heads; any other size -> 2
- * heads, the tiny convention) and v-prediction (false; the caller sets it from
- * the user's choice or the checkpoint's companion config). */
+/* Reads the config from tensor names and shapes only (depths per level and of
+ * the middle from transformer_blocks keys, label_emb and its widths). Two
+ * things are not in the weights: the head split (model_channels 320: linear
+ * projections or context 1024 (SD2) or 2048 (SDXL) -> head_dim 64, else SD1,
+ * 8 heads; any other size -> 2 heads, the tiny convention) and v-prediction
+ * (false; the caller sets it from the user's choice or the checkpoint's
+ * companion config). With a label_emb the size embedding's width is taken as
+ * SDXL's 256 for 320 channels, else 8 (the tiny convention). */
 bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_error *error);
 
 /* Visits every parameter of the config (canonical key, shape, init for the
@@ -164,21 +189,26 @@ typedef struct sdt_unet_options {
 sdt_unet_options sdt_unet_options_default(void); /* f32, for_backward, no checkpointing, no hook */
 
 /* latents [B, in, H, W] (H, W divisible by 2^(levels-1)), timesteps [B] (f32,
- * fractional allowed), context [B, T, context_dim] -> *out [B, out, H, W] (eps or
- * v), a view into the arena. Inputs must stay alive and unchanged until
- * backward. On a measuring arena nothing runs and arena->peak grows. */
+ * fractional allowed), context [B, T, context_dim], y [B, adm_in_channels] (SDXL's
+ * vector conditioning, sdxl_cond.h; NULL when the config has no label_emb)
+ * -> *out [B, out, H, W] (eps or v), a view into the arena. Inputs must stay
+ * alive and unchanged until backward. On a measuring arena nothing runs and
+ * arena->peak grows. */
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
-                      sdt_tensor *out, sdt_error *error);
+                      const sdt_tensor *y, sdt_tensor *out, sdt_error *error);
 /* Arena bytes that forward (and backward) need for this batch, latent size
  * and token count, without running anything (inputs are not needed). The
- * context is taken to be in opt->act_dtype. */
+ * context (and y) are taken to be in opt->act_dtype; with a label_emb the
+ * backward measured is the one that also gives d(y), the larger. */
 bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, int64_t batch, int64_t height,
                       int64_t width, int64_t tokens, bool with_backward, size_t *bytes, sdt_error *error);
 /* After sdt_unet_forward with for_backward: d_context [B, T, context_dim]
  * += d(out)/d(context)^T d_out, through every attn2 K/V projection and every
- * hook. Uses arena space above the forward's and gives it back on return. */
+ * hook; d_y (NULL: not wanted; only with a y) [B, adm_in_channels] += the same
+ * for y, through every ResBlock's emb_layers and label_emb. Uses arena space
+ * above the forward's and gives it back on return. */
 bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, sdt_error *error);
+                       sdt_tensor *d_context, sdt_tensor *d_y, sdt_error *error);
 
 #endif

@@ -108,6 +108,7 @@ static bool add_resblock(walk *w, const char *prefix, int in_ch, int out_ch)
     unet_resblock *r = l ? calloc(1, sizeof *r) : NULL;
     if (!r) return out_of_memory(w);
     l->res = r;
+    w->u->units[w->u->unit_count - 1].has_resblock = true;
     snprintf(r->name, sizeof r->name, "%s", prefix);
     r->in_ch = in_ch;
     r->out_ch = out_ch;
@@ -144,7 +145,7 @@ static bool bind_attention(walk *w, unet_attention *a, const char *prefix, int c
 #undef SUB
 }
 
-static bool add_transformer(walk *w, const char *prefix, int ch)
+static bool add_transformer(walk *w, const char *prefix, int ch, int depth)
 {
     const sdt_unet_config *c = w->cfg;
     unet_layer *l = add_layer(w, UNET_LAYER_ST);
@@ -155,7 +156,7 @@ static bool add_transformer(walk *w, const char *prefix, int ch)
     snprintf(t->name, sizeof t->name, "%s", prefix);
     t->ch = ch;
     t->inner = ch;
-    t->depth = c->transformer_depth;
+    t->depth = depth;
     t->linear_proj = c->linear_proj;
     t->blocks = calloc((size_t)t->depth, sizeof *t->blocks);
     if (!t->blocks) return out_of_memory(w);
@@ -198,14 +199,14 @@ static bool add_sampler(walk *w, const char *prefix, int ch, bool up)
     return bind_conv(w, &s->conv, prefix, ch, ch, 3, up ? 1 : 2);
 }
 
-/* Which units' inputs can carry a gradient to the context: backward stops where none can. */
-static void mark_context_dependence(sdt_unet *u)
+void unet_mark_dependence(sdt_unet *u, bool through_emb)
 {
     for (int i = 0; i < u->unit_count; i++) {
         unet_unit *un = &u->units[i];
         un->input_needs_grad = i > 0 && u->units[i - 1].depends;
         un->skip_needs_grad = un->skip_from >= 0 && u->units[un->skip_from].depends;
-        un->depends = un->input_needs_grad || un->skip_needs_grad || un->has_attention;
+        un->depends = un->input_needs_grad || un->skip_needs_grad || un->has_attention ||
+                      (through_emb && un->has_resblock);
     }
 }
 
@@ -218,6 +219,10 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
     const int mc = c->model_channels;
     if (!bind_linear(&w, &u->time1, "time_embed.0", mc, c->time_embed_dim, true) ||
         !bind_linear(&w, &u->time2, "time_embed.2", c->time_embed_dim, c->time_embed_dim, true))
+        return false;
+    if (c->adm_in_channels > 0 &&
+        (!bind_linear(&w, &u->label1, "label_emb.0.0", c->adm_in_channels, c->time_embed_dim, true) ||
+         !bind_linear(&w, &u->label2, "label_emb.0.2", c->time_embed_dim, c->time_embed_dim, true)))
         return false;
 
     /* The skip stack of LDM's input_block_chans, with the unit that produced each entry. */
@@ -242,7 +247,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
             if (!add_resblock(&w, prefix, ch, c->channel_mult[level] * mc)) return false;
             ch = c->channel_mult[level] * mc;
             snprintf(prefix, sizeof prefix, "%s.1", name);
-            if (c->attention[level] && !add_transformer(&w, prefix, ch)) return false;
+            if (c->attention[level] && !add_transformer(&w, prefix, ch, c->transformer_depth[level])) return false;
             stack_ch[top] = ch;
             stack_unit[top++] = u->unit_count - 1;
         }
@@ -256,7 +261,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
         }
     }
     if (!add_unit(&w, "middle_block", -1) || !add_resblock(&w, "middle_block.0", ch, ch) ||
-        !add_transformer(&w, "middle_block.1", ch) || !add_resblock(&w, "middle_block.2", ch, ch))
+        !add_transformer(&w, "middle_block.1", ch, c->middle_depth) || !add_resblock(&w, "middle_block.2", ch, ch))
         return false;
     block = 0;
     for (int level = c->num_levels - 1; level >= 0; level--) {
@@ -270,7 +275,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
             int sub = 1;
             snprintf(prefix, sizeof prefix, "%s.%d", name, sub);
             if (c->attention[level]) {
-                if (!add_transformer(&w, prefix, ch)) return false;
+                if (!add_transformer(&w, prefix, ch, c->transformer_depth[level])) return false;
                 sub++;
             }
             if (level && i == c->num_res_blocks) {
@@ -287,7 +292,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
     if (!bind_norm(&w, &h->norm, "out.0", ch, c->norm_groups, c->norm_eps) ||
         !bind_conv(&w, &h->conv, "out.2", ch, c->out_channels, 3, 1))
         return false;
-    mark_context_dependence(u);
+    unet_mark_dependence(u, false);
     return true;
 }
 

@@ -10,7 +10,7 @@ sdt_unet_config sdt_unet_config_sd1(void)
     sdt_unet_config c = {
         .in_channels = 4, .out_channels = 4, .model_channels = 320, .num_levels = 4,
         .channel_mult = {1, 2, 4, 4}, .attention = {true, true, true, false},
-        .num_res_blocks = 2, .transformer_depth = 1, .num_heads = 8, .head_dim = 0,
+        .num_res_blocks = 2, .transformer_depth = {1, 1, 1, 1}, .middle_depth = 1, .num_heads = 8, .head_dim = 0,
         .context_dim = 768, .time_embed_dim = 1280, .norm_groups = 32,
         .norm_eps = 1e-5f, .transformer_norm_eps = 1e-6f, .layernorm_eps = 1e-5f, .ff_mult = 4,
         .linear_proj = false, .v_prediction = false, .flip_sin_to_cos = true, .freq_shift = 0.0f,
@@ -41,6 +41,43 @@ sdt_unet_config sdt_unet_config_tiny(void)
     c.num_res_blocks = 1;
     c.num_heads = 2;
     c.context_dim = 32;
+    c.time_embed_dim = 128;
+    return c;
+}
+
+sdt_unet_config sdt_unet_config_sdxl(void)
+{
+    sdt_unet_config c = sdt_unet_config_sd2(false);
+    c.num_levels = 3;
+    c.channel_mult[3] = 0;
+    c.attention[0] = false;
+    c.attention[1] = c.attention[2] = true;
+    c.attention[3] = false;
+    c.transformer_depth[0] = 1; /* no attention there; LDM's config still names 1 */
+    c.transformer_depth[1] = 2;
+    c.transformer_depth[2] = 10;
+    c.transformer_depth[3] = 0;
+    c.middle_depth = 10;
+    c.context_dim = 2048;
+    c.adm_in_channels = 2816;
+    c.addition_time_embed_dim = 256;
+    return c;
+}
+
+sdt_unet_config sdt_unet_config_tiny_sdxl(void)
+{
+    sdt_unet_config c = sdt_unet_config_sdxl();
+    c.model_channels = 32;
+    c.channel_mult[2] = 2;
+    c.num_res_blocks = 1;
+    c.transformer_depth[1] = 1;
+    c.transformer_depth[2] = 2;
+    c.middle_depth = 2;
+    c.num_heads = 2;
+    c.head_dim = 0;
+    c.context_dim = 80;
+    c.adm_in_channels = 96;
+    c.addition_time_embed_dim = 8;
     c.time_embed_dim = 128;
     return c;
 }
@@ -96,9 +133,16 @@ bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
              c->in_channels, c->out_channels, c->model_channels, c->context_dim, c->time_embed_dim);
     if (c->num_levels < 1 || c->num_levels > SDT_UNET_MAX_LEVELS)
         FAIL("unet config: num_levels %d must be in 1..%d", c->num_levels, SDT_UNET_MAX_LEVELS);
-    if (c->num_res_blocks < 1 || c->transformer_depth < 1 || c->ff_mult < 1)
-        FAIL("unet config: num_res_blocks (%d), transformer_depth (%d) and ff_mult (%d) must be at least 1",
-             c->num_res_blocks, c->transformer_depth, c->ff_mult);
+    if (c->num_res_blocks < 1 || c->middle_depth < 1 || c->ff_mult < 1)
+        FAIL("unet config: num_res_blocks (%d), middle_depth (%d) and ff_mult (%d) must be at least 1",
+             c->num_res_blocks, c->middle_depth, c->ff_mult);
+    if (c->adm_in_channels < 0)
+        FAIL("unet config: adm_in_channels %d must be 0 (no label_emb) or the width of y", c->adm_in_channels);
+    if (c->adm_in_channels > 0 && (c->addition_time_embed_dim < 2 || c->addition_time_embed_dim % 2 ||
+                                   6 * c->addition_time_embed_dim >= c->adm_in_channels))
+        FAIL("unet config: addition_time_embed_dim %d must be even, positive and leave room in y's %d for the pooled "
+             "text embedding (6 size numbers x that width + pooled width)", c->addition_time_embed_dim,
+             c->adm_in_channels);
     if ((c->num_heads > 0) == (c->head_dim > 0))
         FAIL("unet config: set exactly one of num_heads (%d) and head_dim (%d)", c->num_heads, c->head_dim);
     if (c->norm_groups < 1) FAIL("unet config: norm_groups %d must be positive", c->norm_groups);
@@ -107,6 +151,9 @@ bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
     for (int l = 0; l < c->num_levels; l++) {
         int ch = c->channel_mult[l] * c->model_channels;
         if (c->channel_mult[l] < 1) FAIL("unet config: channel_mult[%d] = %d must be positive", l, c->channel_mult[l]);
+        if (c->transformer_depth[l] < 1)
+            FAIL("unet config: transformer_depth[%d] = %d must be at least 1 (1 at a level without attention)", l,
+                 c->transformer_depth[l]);
         if (ch % c->norm_groups)
             FAIL("unet config: level %d width %d is not divisible by norm_groups %d", l, ch, c->norm_groups);
         int heads = sdt_unet_config_heads(c, ch);
@@ -167,6 +214,12 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
                  path, first, c.model_channels);
         c.channel_mult[l] = (int)(conv->shape[0] / c.model_channels);
         c.attention[l] = find(w, P "input_blocks.%d.1.proj_in.weight", first, 0) != NULL;
+        int depth = 0;
+        while (c.attention[l] && find(w, P "input_blocks.%d.1.transformer_blocks.%d.norm1.weight", first, depth)) depth++;
+        if (c.attention[l] && depth < 1)
+            FAIL("%s: key " P "input_blocks.%d.1.transformer_blocks.0.norm1.weight is missing; level %d's "
+                 "SpatialTransformer has no transformer blocks", path, first, l);
+        c.transformer_depth[l] = c.attention[l] ? depth : 1;
     }
     const sdt_tensor *proj_in = sdt_weights_get(w, P "middle_block.1.proj_in.weight");
     const sdt_tensor *to_k = sdt_weights_get(w, P "middle_block.1.transformer_blocks.0.attn2.to_k.weight");
@@ -179,13 +232,26 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
     c.ff_mult = (int)(ff->shape[1] / ff->shape[0]);
     int depth = 0;
     while (find(w, P "middle_block.1.transformer_blocks.%d.norm1.weight", depth, 0)) depth++;
-    c.transformer_depth = depth;
+    c.middle_depth = depth;
+    /* SDXL's addition embedding: label_emb.0.0 [time_embed_dim, adm_in], label_emb.0.2 [time_embed_dim]^2. */
+    const sdt_tensor *label0 = sdt_weights_get(w, P "label_emb.0.0.weight");
+    const sdt_tensor *label2 = sdt_weights_get(w, P "label_emb.0.2.weight");
+    c.adm_in_channels = 0;
+    if (label0 || label2) {
+        if (!label0 || !label2 || label0->ndim != 2 || label2->ndim != 2 || label0->shape[0] != c.time_embed_dim)
+            FAIL("%s: keys " P "label_emb.0.0.weight and label_emb.0.2.weight must both be there as [%d, y width] "
+                 "and [%d, %d] (SDXL's addition embedding); the checkpoint is damaged", path, c.time_embed_dim,
+                 c.time_embed_dim, c.time_embed_dim);
+        c.adm_in_channels = (int)label0->shape[1];
+        c.addition_time_embed_dim = c.model_channels == 320 ? 256 : 8;
+    }
     /* The head split is not in the weights: the published 320-channel models
-     * map to their family, any other size uses the tiny convention. */
+     * map to their family (SD 2.x and SDXL, linear projections with context
+     * 1024 or 2048: 64-wide heads), any other size uses the tiny convention. */
     c.head_dim = 0;
     if (c.model_channels != 320) {
         c.num_heads = 2;
-    } else if (c.linear_proj || c.context_dim == 1024) {
+    } else if (c.linear_proj || c.context_dim == 1024 || c.context_dim == 2048) {
         c.num_heads = 0;
         c.head_dim = 64;
     } else {

@@ -29,6 +29,8 @@ typedef struct unet_ctx {
     sdt_dtype dt;
     const sdt_tensor *context; /* [B, T, context_dim], the cross-attention K/V input */
     sdt_tensor emb_act;  /* SiLU(time embedding) [B, time_embed_dim], input of every ResBlock's emb_layers */
+    sdt_tensor *d_emb_act; /* backward towards y: every ResBlock accumulates its emb_layers' input gradient
+                            * here (f32); NULL when d(y) is not asked for */
     sdt_error *error;
 } unet_ctx;
 
@@ -50,6 +52,8 @@ bool unet_arena_ok(unet_ctx *c, const char *where);
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1);
 sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t);
+/* A zeroed f32 [d0, d1] gradient buffer (the time embedding's, accumulated over every ResBlock). */
+bool unet_zeroed_stat(unet_ctx *c, int64_t d0, int64_t d1, sdt_tensor *out, const char *where);
 /* A zeroed gradient buffer shaped like t (backward accumulates). */
 bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const char *where);
 /* t viewed with another shape (same numel). */
@@ -135,9 +139,10 @@ typedef struct unet_unit {
     int first_layer, layer_count;
     int skip_from;        /* unit whose output is concatenated to the input, or -1 */
     bool has_attention;
-    bool input_needs_grad; /* the stream input depends on the context */
+    bool has_resblock;     /* reads the time embedding, so depends on y */
+    bool input_needs_grad; /* the stream input depends on the context (or y) */
     bool skip_needs_grad;
-    bool depends;          /* the output depends on the context: backward must visit this unit */
+    bool depends;          /* the output depends on the context (or y): backward must visit this unit */
     bool kept;             /* forward kept the internals (no recompute needed) */
     sdt_tensor x, skip, cat, out;
 } unet_unit;
@@ -146,6 +151,7 @@ struct sdt_unet {
     sdt_unet_config cfg;
     bool bound; /* parameters come from weights; false: a plan for measuring only */
     unet_linear time1, time2;
+    unet_linear label1, label2; /* label_emb.0.0 / .0.2 when adm_in_channels > 0 */
     unet_layer *layers;
     int layer_count, layer_cap;
     unet_unit *units;
@@ -157,7 +163,10 @@ struct sdt_unet {
     sdt_unet_options fwd_opt;
     sdt_unet_kv_hook fwd_hook;
     const sdt_tensor *context;
+    const sdt_tensor *y;
     sdt_tensor emb_act;
+    sdt_tensor emb_pre, label_pre, label_act; /* with y: time embedding + label_emb before the SiLU, and
+                                               * label_emb.0.0's output before and after its SiLU */
     const sdt_arena *fwd_arena;
     size_t fwd_mark;
 };
@@ -171,6 +180,10 @@ typedef struct unet_binder {
 } unet_binder;
 
 bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b);
+/* Which units backward visits: those whose output depends on the context, and with
+ * through_emb (d(y) asked for) on the time embedding too, i.e. every unit from the
+ * first ResBlock on. */
+void unet_mark_dependence(sdt_unet *u, bool through_emb);
 void unet_release_layers(sdt_unet *u);
 
 /* ---- layer forward/backward (unet_resblock.c, unet_transformer.c) ----

@@ -75,7 +75,7 @@ bool unet_res_forward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, sdt_te
 
 bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x)
 {
-    if (!d_x) return true; /* only the input gradient exists here */
+    if (!d_x && !c->d_emb_act) return true; /* only the input (and time-embedding) gradients exist here */
     sdt_backend *be = c->be;
     const char *where = r->name;
     size_t mark = sdt_arena_mark(c->arena);
@@ -85,7 +85,17 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
     if (!unet_grad_like(c, &r->h, &d_h, where) ||
         !unet_norm_silu_backward(c, &r->norm2, where, &r->h, &r->n2, &r->mean2, &r->rstd2, &d_a2, &d_h))
         return false;
-    /* The time-embedding add has no context dependence: its gradient is dropped. */
+    /* The time-embedding add reaches the context only through y (SDXL's pooled text embedding). */
+    if (c->d_emb_act) {
+        sdt_tensor d_e;
+        if (!unet_zeroed_stat(c, d_h.shape[0], r->out_ch, &d_e, where)) return false;
+        UNET_OP(c, where, be->add_channel_backward(be, &d_e, &d_h));
+        UNET_OP(c, where, be->linear_backward(be, c->d_emb_act, NULL, NULL, &d_e, &c->emb_act, r->emb.w));
+    }
+    if (!d_x) {
+        sdt_arena_rewind(c->arena, mark);
+        return true;
+    }
     if (!unet_grad_like(c, &r->a1, &d_a1, where) || !conv_backward(c, &r->conv1, where, &r->a1, &d_h, &d_a1))
         return false;
     if (!unet_norm_silu_backward(c, &r->norm1, where, x, &r->n1, &r->mean1, &r->rstd1, &d_a1, d_x)) return false;
