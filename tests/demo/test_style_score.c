@@ -1,0 +1,65 @@
+/* test_style_score.c - the style score (host-sim/demo/style_score.h) separates outlined from
+ * filled pictures of the demo world on fresh renders: N outlined scenes (the held-out style:
+ * every colour and shape) and N filled ones (the base mix with the outline turned off) from a
+ * seed no one has seen (printed). Prints the separation: each set's mean, min and max score and
+ * how many are on the wrong side of the threshold. Also: a plain background scores 0. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sdt_test.h"
+#include "style_score.h"
+#include "world.h"
+
+#define SCENES 300
+
+typedef struct summary {
+    float mean, min, max;
+    int above, by_probability;
+} summary;
+
+static summary score_set(uint64_t seed, bool outlined, int size)
+{
+    summary s = {0.0f, 1e9f, -1e9f, 0, 0};
+    uint8_t *rgb = malloc((size_t)size * size * 3);
+    for (int i = 0; i < SCENES; i++) {
+        world_scene scene = world_scene_make(seed, (uint64_t)i, size, outlined ? WORLD_PICK_STYLE : WORLD_PICK_BASE);
+        scene.outlined = outlined;
+        world_scene_draw(&scene, rgb);
+        style_reading r = style_score(rgb, size);
+        s.mean += r.score / SCENES;
+        s.min = r.score < s.min ? r.score : s.min;
+        s.max = r.score > s.max ? r.score : s.max;
+        s.above += r.score > STYLE_SCORE_THRESHOLD;
+        s.by_probability += r.interior_pixels < STYLE_MIN_INTERIOR_PIXELS;
+    }
+    free(rgb);
+    return s;
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("test_style_score");
+    uint64_t seed = sdt_test_next(&rng);
+    const int size = 64;
+    summary outlined = score_set(seed, true, size), filled = score_set(seed, false, size);
+    printf("outlined renders: mean %.3f min %.3f max %.3f, %d/%d above %.2f (%d read by the IoU match)\n",
+           outlined.mean, outlined.min, outlined.max, outlined.above, SCENES, STYLE_SCORE_THRESHOLD,
+           outlined.by_probability);
+    printf("filled renders:   mean %.3f min %.3f max %.3f, %d/%d above %.2f (%d read by the IoU match)\n", filled.mean,
+           filled.min, filled.max, filled.above, SCENES, STYLE_SCORE_THRESHOLD, filled.by_probability);
+    CHECK(outlined.above >= SCENES * 97 / 100, "only %d of %d outlined renders score above the threshold",
+          outlined.above, SCENES);
+    CHECK(filled.above <= SCENES * 2 / 100, "%d of %d filled renders score above the threshold", filled.above, SCENES);
+    CHECK(outlined.mean - filled.mean >= 0.7f, "the means are only %.3f apart", outlined.mean - filled.mean);
+
+    /* Nothing drawn: a plain gradient scores 0. */
+    uint8_t *plain = malloc((size_t)size * size * 3);
+    for (int y = 0; y < size; y++)
+        for (int x = 0; x < size; x++)
+            for (int c = 0; c < 3; c++) plain[((size_t)y * size + x) * 3 + c] = (uint8_t)(40 + y / 2 + c * 10);
+    style_reading r = style_score(plain, size);
+    CHECK(r.score == 0.0f && r.object_share < 0.005f, "a plain background scores %.3f (object share %.3f)", r.score,
+          r.object_share);
+    free(plain);
+    return sdt_test_finish("test_style_score");
+}
