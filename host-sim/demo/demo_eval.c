@@ -9,7 +9,7 @@
  * (concept_score.h). The hypernetwork grid (--hypernetwork FILE) has one row per
  * strength (--strengths, default 0,0.5,1; 0 is the base model), the same prompts and
  * seeds in every row: "a <colour> <shape> on a <background> background, center", colour,
- * shape and background changing with the column, or with --learned the embedding's
+ * shape (no rings: hollow by nature) and background changing with the column, or with --learned the embedding's
  * "a <embedding> on a <background> background, center" (the joint demo); scored by the
  * style score (style_score.h) and, with --learned, by how much the picture shows a
  * yellow star, filled or outlined. Pictures are drawn as sdtrain's previews are (DDIM,
@@ -214,13 +214,14 @@ static char *column_prompt(const eval_row *row, bool hypernetwork_grid, int s)
     if (!hypernetwork_grid)
         return g_strdup_printf("a %s %s on a %s background, center", world_colour_name(WORLD_CONCEPT_COLOUR),
                                world_shape_name(WORLD_CONCEPT_SHAPE), bg);
+    /* Every shape but the ring, which is hollow by nature (style_score.h) */
+    static const world_shape shapes[] = {WORLD_CIRCLE, WORLD_SQUARE, WORLD_TRIANGLE, WORLD_STAR, WORLD_CROSS};
     static const world_colour colours[WORLD_COLOUR_COUNT] = {WORLD_RED, WORLD_BLUE, WORLD_GREEN,
                                                              WORLD_WHITE, WORLD_PURPLE, WORLD_YELLOW};
-    world_shape shape = (world_shape)(s % WORLD_SHAPE_COUNT);
-    int k = s + s / WORLD_SHAPE_COUNT;
-    world_colour colour = colours[k % WORLD_COLOUR_COUNT];
+    world_shape shape = shapes[s % (int)G_N_ELEMENTS(shapes)];
+    world_colour colour = colours[s % WORLD_COLOUR_COUNT];
     if (shape == WORLD_CONCEPT_SHAPE && colour == WORLD_CONCEPT_COLOUR) /* the words never name it */
-        colour = colours[(k + 1) % WORLD_COLOUR_COUNT];
+        colour = colours[(s + 1) % WORLD_COLOUR_COUNT];
     return g_strdup_printf("a %s %s on a %s background, center", world_colour_name(colour), world_shape_name(shape), bg);
 }
 
