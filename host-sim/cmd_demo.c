@@ -58,8 +58,8 @@ typedef struct demo_kind {
 
 static const demo_kind demo_kinds[] = {
     [DEMO_EMBEDDING] = {"", "dataset", "a [name] on a [filewords]\n", 200, 1, "0.02", NULL, 4.0},
-    [DEMO_HYPERNETWORK] = {"--hypernetwork", "dataset-style", "[filewords]\n", 150, 2, "0.002", NULL, 1.0},
-    [DEMO_JOINT] = {"--joint", "dataset-joint", "a [name] on a [filewords]\n", 150, 2, "0.002", "0.02", 1.0},
+    [DEMO_HYPERNETWORK] = {"--hypernetwork", "dataset-style", "[filewords]\n", 240, 2, "0.002", NULL, 1.0},
+    [DEMO_JOINT] = {"--joint", "dataset-joint", "a [name] on a [filewords]\n", 240, 2, "0.002", "0.02", 1.0},
 };
 
 static char *demo_dir(void)
@@ -283,7 +283,7 @@ int cmd_demo(int argc, char **argv)
         { "hypernetwork", 0, 0, G_OPTION_ARG_NONE, &hypernetwork, "Train a hypernetwork of the held-out style (outlines) instead", NULL },
         { "joint", 0, 0, G_OPTION_ARG_NONE, &joint, "Train the embedding and the hypernetwork in one run, on outlined yellow stars", NULL },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: sdtrain-demo)", "DIR" },
-        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default 200; with --hypernetwork or --joint 150)", "N" },
+        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default 200; with --hypernetwork or --joint 240)", "N" },
         { "learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate, "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; 0.002)", "RATE" },
         { "save-every", 0, 0, G_OPTION_ARG_STRING, &save_text, "Copies, previews and the state every N steps (default: a quarter of --max-steps)", "N" },
         { "resume", 0, 0, G_OPTION_ARG_FILENAME, &resume, "Continue a demo run in the same --out folder from its state file (or its log folder)", "STATE" },
