@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "score_test_util.h"
 #include "sdt_test.h"
 #include "style_score.h"
 #include "world.h"
@@ -13,14 +14,14 @@
 #define SCENES 300
 
 typedef struct summary {
-    float mean, min, max;
-    int above, by_probability;
+    score_summary scores;
+    int by_probability; /* read by the IoU match: too little inside */
 } summary;
 
 /* SCENES scenes of the style (outlined) or the filled base mix, of rings only or without them. */
 static summary score_set(uint64_t seed, bool outlined, bool rings, int size)
 {
-    summary s = {0.0f, 1e9f, -1e9f, 0, 0};
+    summary s = {score_summary_start(), 0};
     uint8_t *rgb = malloc((size_t)size * size * 3);
     for (uint64_t i = 0, n = 0; n < SCENES; i++) {
         world_scene scene = world_scene_make(seed, i, size, outlined ? WORLD_PICK_STYLE : WORLD_PICK_BASE);
@@ -29,13 +30,11 @@ static summary score_set(uint64_t seed, bool outlined, bool rings, int size)
         scene.outlined = outlined;
         world_scene_draw(&scene, rgb);
         style_reading r = style_score(rgb, size);
-        s.mean += r.score / SCENES;
-        s.min = r.score < s.min ? r.score : s.min;
-        s.max = r.score > s.max ? r.score : s.max;
-        s.above += r.score > STYLE_SCORE_THRESHOLD;
+        score_summary_add(&s.scores, r.score, STYLE_SCORE_THRESHOLD);
         s.by_probability += r.interior_pixels < STYLE_MIN_INTERIOR_PIXELS;
     }
     free(rgb);
+    score_summary_finish(&s.scores);
     return s;
 }
 
@@ -44,24 +43,22 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("test_style_score");
     uint64_t seed = sdt_test_next(&rng);
     const int size = 64;
-    summary outlined = score_set(seed, true, false, size), filled = score_set(seed, false, false, size);
+    summary o = score_set(seed, true, false, size), f = score_set(seed, false, false, size);
     summary rings = score_set(seed, false, true, size);
+    const score_summary *outlined = &o.scores, *filled = &f.scores;
     printf("outlined renders: mean %.3f min %.3f max %.3f, %d/%d above %.2f (%d read by the IoU match)\n",
-           outlined.mean, outlined.min, outlined.max, outlined.above, SCENES, STYLE_SCORE_THRESHOLD,
-           outlined.by_probability);
-    printf("filled renders:   mean %.3f min %.3f max %.3f, %d/%d above %.2f (%d read by the IoU match)\n", filled.mean,
-           filled.min, filled.max, filled.above, SCENES, STYLE_SCORE_THRESHOLD, filled.by_probability);
-    printf("filled rings:     mean %.3f (not checked: an annulus is hollow)\n", rings.mean);
-    CHECK(outlined.above >= SCENES * 97 / 100, "only %d of %d outlined renders score above the threshold",
-          outlined.above, SCENES);
-    CHECK(filled.above <= SCENES * 2 / 100, "%d of %d filled renders score above the threshold", filled.above, SCENES);
-    CHECK(outlined.mean - filled.mean >= 0.7f, "the means are only %.3f apart", outlined.mean - filled.mean);
+           outlined->mean, outlined->min, outlined->max, outlined->above, SCENES, STYLE_SCORE_THRESHOLD,
+           o.by_probability);
+    printf("filled renders:   mean %.3f min %.3f max %.3f, %d/%d above %.2f (%d read by the IoU match)\n", filled->mean,
+           filled->min, filled->max, filled->above, SCENES, STYLE_SCORE_THRESHOLD, f.by_probability);
+    printf("filled rings:     mean %.3f (not checked: an annulus is hollow)\n", rings.scores.mean);
+    CHECK(outlined->above >= SCENES * 97 / 100, "only %d of %d outlined renders score above the threshold",
+          outlined->above, SCENES);
+    CHECK(filled->above <= SCENES * 2 / 100, "%d of %d filled renders score above the threshold", filled->above, SCENES);
+    CHECK(outlined->mean - filled->mean >= 0.7f, "the means are only %.3f apart", outlined->mean - filled->mean);
 
     /* Nothing drawn: a plain gradient scores 0. */
-    uint8_t *plain = malloc((size_t)size * size * 3);
-    for (int y = 0; y < size; y++)
-        for (int x = 0; x < size; x++)
-            for (int c = 0; c < 3; c++) plain[((size_t)y * size + x) * 3 + c] = (uint8_t)(40 + y / 2 + c * 10);
+    uint8_t *plain = plain_gradient(size);
     style_reading r = style_score(plain, size);
     CHECK(r.score == 0.0f && r.object_share < 0.005f, "a plain background scores %.3f (object share %.3f)", r.score,
           r.object_share);
