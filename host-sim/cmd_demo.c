@@ -217,18 +217,29 @@ static int train_hypernetwork(const demo_options *o, const demo_paths *p)
     return status;
 }
 
-/* New files for a fresh run; a resumed one needs the files the first run trained. */
+/* A resumed run needs the files the first run trained: 0, or the exit status after the sentence. */
+static int check_resumable(const demo_options *o, const demo_paths *p)
+{
+    const char *missing = o->method != DEMO_HYPERNETWORK && !g_file_test(p->embedding, G_FILE_TEST_EXISTS) ? p->embedding
+                          : o->method != DEMO_EMBEDDING && !g_file_test(p->hypernetwork, G_FILE_TEST_EXISTS)
+                              ? p->hypernetwork
+                              : NULL;
+    if (!missing) return SDT_EXIT_OK;
+    return cli_errorf("--resume continues a demo run in its --out folder, but %s is missing; pass the --out folder of "
+                      "the run that wrote the state.", missing);
+}
+
+/* The folders and the template; for a fresh run, new files to train. An exit status. */
 static int prepare_files(const demo_options *o, const demo_paths *p)
 {
     bool embedding = o->method != DEMO_HYPERNETWORK, hypernetwork = o->method != DEMO_EMBEDDING;
-    if (o->resume) {
-        const char *missing = embedding && !g_file_test(p->embedding, G_FILE_TEST_EXISTS)            ? p->embedding
-                              : hypernetwork && !g_file_test(p->hypernetwork, G_FILE_TEST_EXISTS) ? p->hypernetwork
-                                                                                                   : NULL;
-        if (missing)
-            return cli_errorf("--resume continues a demo run in its --out folder, but %s is missing; pass the --out "
-                              "folder of the run that wrote the state.", missing);
-        return SDT_EXIT_OK;
+    if (o->resume) return check_resumable(o, p);
+    GError *gerr = NULL;
+    if ((embedding && g_mkdir_with_parents(p->emb_dir, 0777) != 0) ||
+        (hypernetwork && g_mkdir_with_parents(p->hn_dir, 0777) != 0) ||
+        !g_file_set_contents(p->template_file, demo_kinds[o->method].template_text, -1, &gerr)) {
+        g_clear_error(&gerr);
+        return cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", o->out);
     }
     int status = SDT_EXIT_OK;
     if (embedding) status = create_embedding(o, p);
@@ -244,14 +255,7 @@ static int run_demo(const demo_options *o)
     }
     demo_paths p;
     demo_paths_make(&p, o->out);
-    int status = SDT_EXIT_OK;
-    GError *gerr = NULL;
-    if (g_mkdir_with_parents(p.emb_dir, 0777) != 0 || g_mkdir_with_parents(p.hn_dir, 0777) != 0 ||
-        !g_file_set_contents(p.template_file, demo_kinds[o->method].template_text, -1, &gerr)) {
-        status = cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", o->out);
-        g_clear_error(&gerr);
-    }
-    if (status == SDT_EXIT_OK) status = prepare_files(o, &p);
+    int status = prepare_files(o, &p);
     if (status == SDT_EXIT_OK) {
         status = o->method == DEMO_EMBEDDING ? train_embedding(o, &p) : train_hypernetwork(o, &p);
         if (status != SDT_EXIT_ERROR) {
