@@ -1,11 +1,20 @@
-/* cmd_demo.c - `sdt-host [demo]`: the README's first command. Creates an embedding and trains
- * it on the demo model (models/demo_model/: a small SD 1.x trained on the demo world) and the
- * dataset of the world's held-out concept (a yellow star), says where the outputs are, then
- * draws the comparison grid and prints the concept score before and after (demo_grid.h).
+/* cmd_demo.c - `sdt-host [demo]`: the README's first command. Trains on the demo model
+ * (models/demo_model/: a small SD 1.x trained on the demo world, which holds one concept and one
+ * style back from its captions) and shows what was learned: a labelled comparison grid and a score
+ * per row (demo_grid.h). Three demos, one code path:
+ *   (default)        an embedding of the held-out concept (a yellow star) from pictures captioned
+ *                    by place only; the grid's rows: the words, the initial and the learned embedding
+ *   --hypernetwork   a hypernetwork of the held-out style (outlines) from outlined shapes captioned
+ *                    as the base model's pictures are (the captions never say "outline"); the grid:
+ *                    the same prompts and seeds at strength 0, 0.5 and 1
+ *   --joint          both in one run, on outlined yellow stars captioned by place; the grid: the
+ *                    learned embedding in the prompt at strength 0, 0.5 and 1
+ * Each trains through the plugin's ABI exactly as `sdt-host train` does and writes what a real run
+ * writes; --resume continues a demo run in the same --out folder from its state.
  *
  * The demo assets live in a folder found as $SDTRAIN_DEMO_DIR, else <sdt-host's folder>/demo,
  * else <sdt-host's folder>/../share/sdtrain/demo, with model/sdtrain-demo.safetensors (and its
- * tokenizer/) and dataset/ inside; --model and --dataset replace either. */
+ * tokenizer/) and the datasets inside; --model and --dataset replace either. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,14 +28,42 @@
 #include "train_session.h"
 
 #define DEMO_NAME "sdtrain-demo"
-/* The base model's caption grammar ("a small red circle on a navy background, top left"),
- * with the embedding where colour and shape go; the captions hold "navy background, top left". */
-#define DEMO_TEMPLATE "a [name] on a [filewords]\n"
+#define DEMO_HN_NAME "sdtrain-demo-style"
+/* The demo model's K/V widths (models/demo_model/README.md): the cross-attention context (128,
+ * the text encoder's width) and the self-attention at the UNet's attention levels (64). */
+#define DEMO_HN_SIZES "128,64"
+#define DEMO_HN_LAYERS "1,2,1"
 #define DEMO_INIT_TEXT "object" /* the base captions' word for an unnamed object */
 #define DEMO_MODEL_FILE "sdtrain-demo.safetensors"
-#define DEMO_STEPS 200
 #define DEMO_EMBEDDING_LIMIT ((gsize)64 << 20) /* the demo's own embedding: a few KB */
-#define DEMO_LEARN_RATE "0.02"
+#define DEMO_LOG_FOLDER "textual_inversion" /* A1111 logs both methods there */
+
+typedef enum demo_method { DEMO_EMBEDDING, DEMO_HYPERNETWORK, DEMO_JOINT } demo_method;
+
+/* What differs between the three demos. */
+typedef struct demo_kind {
+    const char *option;          /* on the command line */
+    const char *dataset_folder;  /* in the demo assets */
+    /* The base model's caption grammar ("a small red circle on a navy background, top left"):
+     * an embedding stands where colour and shape go and the captions hold "navy background, top
+     * left"; a hypernetwork alone trains on the full captions. */
+    const char *template_text;
+    int64_t steps;
+    uint32_t batch_size;         /* a style is learned from many pictures: batches steady it */
+    const char *learn_rate;      /* the embedding's (DEMO_EMBEDDING) or the hypernetwork's */
+    const char *embedding_learn_rate; /* DEMO_JOINT's embedding */
+    /* Classifier-free guidance of the previews and the grid. The hypernetwork's grid is drawn
+     * without guidance: guidance multiplies what the words say, and the base model learned "a red
+     * circle" from pictures that were 88% filled, so at 4 the words pull a picture back to filled
+     * (docs/demo.md has the numbers). */
+    double cfg;
+} demo_kind;
+
+static const demo_kind demo_kinds[] = {
+    [DEMO_EMBEDDING] = {"", "dataset", "a [name] on a [filewords]\n", 200, 1, "0.02", NULL, 4.0},
+    [DEMO_HYPERNETWORK] = {"--hypernetwork", "dataset-style", "[filewords]\n", 240, 2, "0.002", NULL, 1.0},
+    [DEMO_JOINT] = {"--joint", "dataset-joint", "a [name] on a [filewords]\n", 240, 2, "0.002", "0.02", 1.0},
+};
 
 static char *demo_dir(void)
 {
@@ -36,34 +73,56 @@ static char *demo_dir(void)
 
 /* The demo job's settings: small and quick on 2 CPU cores. */
 typedef struct demo_options {
-    const char *out, *model, *dataset, *plugin, *learn_rate;
-    int64_t max_steps;
+    demo_method method;
+    const char *out, *model, *dataset, *plugin, *learn_rate, *resume;
+    int64_t max_steps, save_every;
     uint64_t seed;
     int grid_seeds; /* 0: no grid */
 } demo_options;
 
-static void demo_config(sdt_ti_config *c, const char *embedding, const char *template_file, const char *log_dir,
-                        const demo_options *o)
+/* The files of one demo run under --out. */
+typedef struct demo_paths {
+    char *emb_dir, *hn_dir, *template_file, *log_dir, *embedding, *initial, *hypernetwork, *grid;
+} demo_paths;
+
+static void demo_paths_make(demo_paths *p, const char *out)
 {
-    int64_t max_steps = o->max_steps;
-    uint64_t seed = o->seed;
-    c->embedding_path = embedding;
-    c->model_path = o->model;
-    c->dataset_dir = o->dataset;
-    if (o->learn_rate) c->learn_rate = o->learn_rate;
-    c->template_file = template_file;
-    c->log_dir = log_dir;
-    c->max_steps = max_steps;
-    c->seed = seed;
-    c->width = 64;
-    c->height = 64;
-    c->save_every = max_steps / 4 > 0 ? max_steps / 4 : 1;
-    c->preview_every = c->save_every;
-    c->write_csv_every = 1;
-    c->preview_steps = 20;
-    c->preview_cfg_scale = 4.0;
-    c->preview_seed = (int64_t)(seed & INT64_MAX);
-    c->device = SDT_DEVICE_CHOICE_CPU;
+    p->emb_dir = g_build_filename(out, "embeddings", NULL);
+    p->hn_dir = g_build_filename(out, "hypernetworks", NULL);
+    p->template_file = g_build_filename(out, "demo_template.txt", NULL);
+    p->log_dir = g_build_filename(out, DEMO_LOG_FOLDER, NULL);
+    p->embedding = g_build_filename(p->emb_dir, DEMO_NAME ".safetensors", NULL);
+    p->initial = g_build_filename(p->emb_dir, DEMO_NAME "-initial.safetensors", NULL);
+    p->hypernetwork = g_build_filename(p->hn_dir, DEMO_HN_NAME ".pt", NULL);
+    p->grid = g_build_filename(out, "demo_grid.png", NULL);
+}
+
+static void demo_paths_free(demo_paths *p)
+{
+    g_free(p->emb_dir); g_free(p->hn_dir); g_free(p->template_file); g_free(p->log_dir);
+    g_free(p->embedding); g_free(p->initial); g_free(p->hypernetwork); g_free(p->grid);
+}
+
+/* The options both methods share (sdt_train_options serves the embedding's config too). */
+static void demo_train_options(sdt_train_options *t, const demo_options *o, const demo_paths *p)
+{
+    t->model_path = o->model;
+    t->dataset_dir = o->dataset;
+    t->template_file = p->template_file;
+    t->log_dir = p->log_dir;
+    t->max_steps = o->max_steps;
+    t->seed = o->seed;
+    t->batch_size = demo_kinds[o->method].batch_size;
+    t->width = 64;
+    t->height = 64;
+    t->save_every = o->save_every;
+    t->preview_every = o->save_every;
+    t->write_csv_every = 1;
+    t->preview_steps = 20;
+    t->preview_cfg_scale = demo_kinds[o->method].cfg;
+    t->preview_seed = (int64_t)(o->seed & INT64_MAX);
+    t->device = SDT_DEVICE_CHOICE_CPU;
+    t->resume_state_path = o->resume;
 }
 
 /* A copy of the untrained embedding, for the grid's "before" row (training overwrites the file). */
@@ -78,81 +137,175 @@ static bool keep_initial(const char *embedding, const char *copy)
     return ok;
 }
 
+/* The embedding (DEMO_EMBEDDING, DEMO_JOINT), initialised from "object", and for the embedding
+ * demo its initial copy. An exit status. */
+static int create_embedding(const demo_options *o, const demo_paths *p)
+{
+    cli_trainer t;
+    int status = cli_trainer_open(&t, o->plugin);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = 2, .name = DEMO_NAME,
+                                .init_text = DEMO_INIT_TEXT, .model_path = o->model, .output_dir = p->emb_dir,
+                                .overwrite = true };
+    char embedding[4096] = "";
+    if (t.factory->create_embedding(t.trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK)
+        status = cli_trainer_fail(&t);
+    else if (o->method == DEMO_EMBEDDING && !keep_initial(embedding, p->initial))
+        status = cli_errorf("Could not copy %s to %s; choose a writable --out folder.", embedding, p->initial);
+    cli_trainer_close(&t);
+    return status;
+}
+
+/* The hypernetwork (DEMO_HYPERNETWORK, DEMO_JOINT), sized for the demo model. An exit status. */
+static int create_hypernetwork(const demo_options *o, const demo_paths *p)
+{
+    cli_hn_trainer t;
+    int status = cli_hn_trainer_open(&t, o->plugin);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = DEMO_HN_NAME, .output_dir = p->hn_dir,
+                                   .widths = DEMO_HN_SIZES, .layer_structure = DEMO_HN_LAYERS, .overwrite = true };
+    char path[4096] = "";
+    if (t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) != SDT_STATUS_OK) {
+        char *sentence = cli_hn_trainer_error(&t);
+        status = cli_error(sentence);
+        g_free(sentence);
+    }
+    cli_hn_trainer_close(&t);
+    return status;
+}
+
+static int train_embedding(const demo_options *o, const demo_paths *p)
+{
+    cli_trainer t;
+    int status = cli_trainer_open(&t, o->plugin);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_ti_config config = { .struct_size = sizeof config };
+    sdt_train_options shared = { .struct_size = sizeof shared };
+    if (t.factory->config_defaults(&config) != SDT_STATUS_OK || t.factory->train_options_defaults(&shared) != SDT_STATUS_OK) {
+        status = cli_trainer_fail(&t);
+    } else {
+        demo_train_options(&shared, o, p);
+        config.train_options = &shared;
+        config.embedding_path = p->embedding;
+        config.learn_rate = o->learn_rate;
+        train_target target = { .ti = t.factory, .ti_trainer = t.trainer, .ti_config = &config };
+        status = train_session_run(&target, NULL);
+    }
+    cli_trainer_close(&t);
+    return status;
+}
+
+static int train_hypernetwork(const demo_options *o, const demo_paths *p)
+{
+    cli_hn_trainer t;
+    int status = cli_hn_trainer_open(&t, o->plugin);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_hn_config config = { .struct_size = sizeof config };
+    sdt_train_options shared = { .struct_size = sizeof shared };
+    if (t.factory->config_defaults(&config) != SDT_STATUS_OK || t.factory->train_options_defaults(&shared) != SDT_STATUS_OK) {
+        char *sentence = cli_hn_trainer_error(&t);
+        status = cli_error(sentence);
+        g_free(sentence);
+    } else {
+        demo_train_options(&shared, o, p);
+        config.train_options = &shared;
+        config.hypernetwork_path = p->hypernetwork;
+        config.learn_rate = o->learn_rate;
+        if (o->method == DEMO_JOINT) {
+            config.embedding_path = p->embedding;
+            config.embedding_learn_rate = demo_kinds[DEMO_JOINT].embedding_learn_rate;
+        }
+        train_target target = { .hn = t.factory, .hn_trainer = t.trainer, .hn_config = &config };
+        status = train_session_run(&target, NULL);
+    }
+    cli_hn_trainer_close(&t);
+    return status;
+}
+
+/* A resumed run needs the files the first run trained: 0, or the exit status after the sentence. */
+static int check_resumable(const demo_options *o, const demo_paths *p)
+{
+    const char *missing = o->method != DEMO_HYPERNETWORK && !g_file_test(p->embedding, G_FILE_TEST_EXISTS) ? p->embedding
+                          : o->method != DEMO_EMBEDDING && !g_file_test(p->hypernetwork, G_FILE_TEST_EXISTS)
+                              ? p->hypernetwork
+                              : NULL;
+    if (!missing) return SDT_EXIT_OK;
+    return cli_errorf("--resume continues a demo run in its --out folder, but %s is missing; pass the --out folder of "
+                      "the run that wrote the state.", missing);
+}
+
+/* The folders and the template; for a fresh run, new files to train. An exit status. */
+static int prepare_files(const demo_options *o, const demo_paths *p)
+{
+    bool embedding = o->method != DEMO_HYPERNETWORK, hypernetwork = o->method != DEMO_EMBEDDING;
+    if (o->resume) return check_resumable(o, p);
+    GError *gerr = NULL;
+    if ((embedding && g_mkdir_with_parents(p->emb_dir, 0777) != 0) ||
+        (hypernetwork && g_mkdir_with_parents(p->hn_dir, 0777) != 0) ||
+        !g_file_set_contents(p->template_file, demo_kinds[o->method].template_text, -1, &gerr)) {
+        g_clear_error(&gerr);
+        return cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", o->out);
+    }
+    int status = SDT_EXIT_OK;
+    if (embedding) status = create_embedding(o, p);
+    if (status == SDT_EXIT_OK && hypernetwork) status = create_hypernetwork(o, p);
+    return status;
+}
+
 static int run_demo(const demo_options *o)
 {
-    const char *out = o->out, *model = o->model, *dataset = o->dataset;
-    if (!g_file_test(model, G_FILE_TEST_EXISTS) || !g_file_test(dataset, G_FILE_TEST_IS_DIR)) {
+    if (!g_file_test(o->model, G_FILE_TEST_EXISTS) || !g_file_test(o->dataset, G_FILE_TEST_IS_DIR)) {
         return cli_errorf("The demo model (%s) or dataset (%s) is missing; set SDTRAIN_DEMO_DIR or pass --model and "
-                          "--dataset.", model, dataset);
+                          "--dataset.", o->model, o->dataset);
     }
-    char *emb_dir = g_build_filename(out, "embeddings", NULL);
-    char *template_file = g_build_filename(out, "demo_template.txt", NULL);
-    char *log_dir = g_build_filename(out, "textual_inversion", NULL);
-    int status = SDT_EXIT_OK;
-    GError *gerr = NULL;
-    if (g_mkdir_with_parents(emb_dir, 0777) != 0 || !g_file_set_contents(template_file, DEMO_TEMPLATE, -1, &gerr)) {
-        status = cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", out);
-        g_clear_error(&gerr);
-    }
-    cli_trainer t;
-    char *initial = g_build_filename(out, "embeddings", DEMO_NAME "-initial.safetensors", NULL);
-    char *grid = g_build_filename(out, "demo_grid.png", NULL);
-    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, o->plugin)) == SDT_EXIT_OK) {
-        sdt_embedding_spec spec;
-        memset(&spec, 0, sizeof spec);
-        spec.struct_size = sizeof spec;
-        spec.vectors_per_token = 2;
-        spec.name = DEMO_NAME;
-        spec.init_text = DEMO_INIT_TEXT;
-        spec.model_path = model;
-        spec.output_dir = emb_dir;
-        spec.overwrite = true;
-        char embedding[4096] = "";
-        sdt_ti_config config;
-        memset(&config, 0, sizeof config);
-        config.struct_size = sizeof config;
-        if (t.factory->create_embedding(t.trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK ||
-            t.factory->config_defaults(&config) != SDT_STATUS_OK) {
-            status = cli_trainer_fail(&t);
-        } else if (!keep_initial(embedding, initial)) {
-            status = cli_errorf("Could not copy %s to %s; choose a writable --out folder.", embedding, initial);
-        } else {
-            demo_config(&config, embedding, template_file, log_dir, o);
-            train_target target = { .ti = t.factory, .ti_trainer = t.trainer, .ti_config = &config };
-            status = train_session_run(&target, NULL);
-            if (status != SDT_EXIT_ERROR)
-                printf("Demo outputs: the embedding %s, logs, previews and copies under %s\n", embedding, log_dir);
+    demo_paths p;
+    demo_paths_make(&p, o->out);
+    int status = prepare_files(o, &p);
+    if (status == SDT_EXIT_OK) {
+        status = o->method == DEMO_EMBEDDING ? train_embedding(o, &p) : train_hypernetwork(o, &p);
+        if (status != SDT_EXIT_ERROR) {
+            if (o->method != DEMO_HYPERNETWORK) printf("Demo outputs: the embedding %s", p.embedding);
+            if (o->method == DEMO_JOINT) printf(",\n  the hypernetwork %s", p.hypernetwork);
+            if (o->method == DEMO_HYPERNETWORK) printf("Demo outputs: the hypernetwork %s", p.hypernetwork);
+            printf(", logs, previews and copies under %s\n", p.log_dir);
         }
-        cli_trainer_close(&t);
-        if (status == SDT_EXIT_OK && o->grid_seeds > 0)
-            demo_grid_run(model, initial, embedding, grid, o->grid_seeds, o->seed);
     }
-    g_free(initial);
-    g_free(grid);
-    g_free(emb_dir);
-    g_free(template_file);
-    g_free(log_dir);
+    if (status == SDT_EXIT_OK && o->grid_seeds > 0) {
+        bool have_initial = o->method == DEMO_EMBEDDING && g_file_test(p.initial, G_FILE_TEST_EXISTS);
+        demo_grid_request rq = { .model = o->model, .grid_path = p.grid, .seeds = o->grid_seeds, .seed = o->seed,
+                                 .cfg = demo_kinds[o->method].cfg,
+                                 .initial = have_initial ? p.initial : NULL,
+                                 .learned = o->method != DEMO_HYPERNETWORK ? p.embedding : NULL,
+                                 .hypernetwork = o->method != DEMO_EMBEDDING ? p.hypernetwork : NULL };
+        demo_grid_run(&rq);
+    }
+    demo_paths_free(&p);
     return status;
 }
 
 int cmd_demo(int argc, char **argv)
 {
     char *out = NULL, *model = NULL, *dataset = NULL, *plugin = NULL, *steps_text = NULL, *seed_text = NULL;
-    char *grid_text = NULL, *learn_rate = NULL;
+    char *grid_text = NULL, *learn_rate = NULL, *resume = NULL, *save_text = NULL;
+    gboolean hypernetwork = FALSE, joint = FALSE;
     GOptionEntry entries[] = {
+        { "hypernetwork", 0, 0, G_OPTION_ARG_NONE, &hypernetwork, "Train a hypernetwork of the held-out style (outlines) instead (default off: the embedding demo)", NULL },
+        { "joint", 0, 0, G_OPTION_ARG_NONE, &joint, "Train the embedding and the hypernetwork in one run, on outlined yellow stars (default off)", NULL },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: sdtrain-demo)", "DIR" },
-        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default " G_STRINGIFY(DEMO_STEPS) ")", "N" },
-        { "learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate, "Learning-rate schedule (default " DEMO_LEARN_RATE ")", "RATE" },
-        { "grid-seeds", 0, 0, G_OPTION_ARG_STRING, &grid_text, "Columns of the before/after grid, 0 = no grid (default 6)", "N" },
+        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default 200; with --hypernetwork or --joint 240)", "N" },
+        { "learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate, "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; 0.002)", "RATE" },
+        { "save-every", 0, 0, G_OPTION_ARG_STRING, &save_text, "Copies, previews and the state every N steps (default: a quarter of --max-steps)", "N" },
+        { "resume", 0, 0, G_OPTION_ARG_FILENAME, &resume, "Continue a demo run in the same --out folder from its state file (or its log folder; default none)", "STATE" },
+        { "grid-seeds", 0, 0, G_OPTION_ARG_STRING, &grid_text, "Columns of the comparison grid, 0 = no grid (default 6)", "N" },
         { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Seed (default 0)", "S" },
         { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Model instead of the demo model (default: the demo folder's model/" DEMO_MODEL_FILE ")", "PATH" },
-        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo dataset (default: the demo folder's dataset/)", "DIR" },
+        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo's (default: the demo folder's dataset/; dataset-style/ with --hypernetwork, dataset-joint/ with --joint)", "DIR" },
         CLI_PLUGIN_OPTION(plugin),
         { NULL, 0, 0, 0, NULL, NULL, NULL }
     };
-    GOptionContext *ctx = g_option_context_new("- train the demo embedding (the default command)");
+    GOptionContext *ctx = g_option_context_new("- train the demo embedding (the default command), hypernetwork or both");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    guint64 steps = DEMO_STEPS, seed = 0, grid_seeds = 6;
+    guint64 steps = 0, seed = 0, grid_seeds = 6, save_every = 0;
     int status = SDT_EXIT_OK;
     if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
     else if (argc > 1) {
@@ -160,19 +313,28 @@ int cmd_demo(int argc, char **argv)
         status = cli_usage_errorf("demo", "unknown command or stray argument %s, and a command comes first, before its "
                                   "options.", hint);
         g_free(hint);
-    }
+    } else if (hypernetwork && joint)
+        status = cli_usage_error("demo", "--hypernetwork and --joint are two demos; choose one (--joint trains the "
+                                 "hypernetwork too).");
     else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
         status = cli_usage_error("demo", "--max-steps must be a whole number of at least 1.");
+    else if (save_text && !g_ascii_string_to_unsigned(save_text, 10, 1, G_MAXINT64, &save_every, NULL))
+        status = cli_usage_error("demo", "--save-every must be a whole number of at least 1.");
     else if (seed_text && !g_ascii_string_to_unsigned(seed_text, 10, 0, G_MAXUINT64, &seed, NULL))
         status = cli_usage_error("demo", "--seed must be a whole number of at least 0.");
     else if (grid_text && !g_ascii_string_to_unsigned(grid_text, 10, 0, 64, &grid_seeds, NULL))
         status = cli_usage_error("demo", "--grid-seeds must be a whole number from 0 to 64.");
     if (status == SDT_EXIT_OK) {
+        demo_method method = joint ? DEMO_JOINT : hypernetwork ? DEMO_HYPERNETWORK : DEMO_EMBEDDING;
+        const demo_kind *kind = &demo_kinds[method];
+        if (!steps) steps = (guint64)kind->steps;
+        if (!save_every) save_every = steps / 4 > 0 ? steps / 4 : 1;
         char *dir = demo_dir();
         char *model_path = model ? g_strdup(model) : g_build_filename(dir, "model", DEMO_MODEL_FILE, NULL);
-        char *dataset_path = dataset ? g_strdup(dataset) : g_build_filename(dir, "dataset", NULL);
-        demo_options o = {out ? out : "sdtrain-demo", model_path, dataset_path, plugin,
-                          learn_rate ? learn_rate : DEMO_LEARN_RATE, (int64_t)steps, seed, (int)grid_seeds};
+        char *dataset_path = dataset ? g_strdup(dataset) : g_build_filename(dir, kind->dataset_folder, NULL);
+        demo_options o = {method, out ? out : "sdtrain-demo", model_path, dataset_path, plugin,
+                          learn_rate ? learn_rate : kind->learn_rate, resume, (int64_t)steps, (int64_t)save_every,
+                          seed, (int)grid_seeds};
         status = run_demo(&o);
         g_free(dir);
         g_free(model_path);
@@ -180,6 +342,6 @@ int cmd_demo(int argc, char **argv)
     }
     g_option_context_free(ctx);
     g_free(out); g_free(model); g_free(dataset); g_free(plugin); g_free(steps_text); g_free(seed_text);
-    g_free(grid_text); g_free(learn_rate);
+    g_free(grid_text); g_free(learn_rate); g_free(resume); g_free(save_text);
     return status;
 }

@@ -9,6 +9,8 @@
 #include "c_number.h"
 #include "data_dirs.h"
 
+#define MAX_SCORES 16
+
 static char *find_eval_tool(void)
 {
     char **dirs = host_data_dirs("demo-tools");
@@ -22,39 +24,97 @@ static char *find_eval_tool(void)
     return found;
 }
 
+/* One "KIND ROW MEAN HITS N" line of sdt-demo-eval. */
 typedef struct row_score {
+    char kind[16], row[48];
     double mean;
     int hits, n;
-    bool seen;
 } row_score;
 
-/* "score ROW MEAN HITS N" lines into words/initial/learned. */
-static void parse_scores(const char *text, row_score rows[3])
+typedef struct score_table {
+    row_score rows[MAX_SCORES];
+    int count;
+} score_table;
+
+static void parse_scores(const char *text, score_table *t)
 {
-    static const char *const names[3] = {"words", "initial", "learned"};
     char **lines = g_strsplit(text, "\n", -1);
-    for (int i = 0; lines[i]; i++) {
+    for (int i = 0; lines[i] && t->count < MAX_SCORES; i++) {
         /* sdt-demo-eval writes its numbers in the C locale; read them so in every locale. */
         char **words = g_strsplit(lines[i], " ", -1);
         char *end = NULL;
-        row_score r = {0, 0, 0, true};
-        if (g_strv_length(words) == 5 && !strcmp(words[0], "score")) {
+        row_score r;
+        memset(&r, 0, sizeof r);
+        if (g_strv_length(words) == 5 && strlen(words[0]) < sizeof r.kind && strlen(words[1]) < sizeof r.row) {
             r.mean = g_ascii_strtod(words[2], &end);
             bool ok = end != words[2] && !*end;
             r.hits = (int)g_ascii_strtoll(words[3], &end, 10);
             ok = ok && end != words[3] && !*end;
             r.n = (int)g_ascii_strtoll(words[4], &end, 10);
             ok = ok && end != words[4] && !*end;
-            for (int k = 0; ok && k < 3; k++)
-                if (!strcmp(words[1], names[k])) rows[k] = r;
+            if (ok) {
+                snprintf(r.kind, sizeof r.kind, "%s", words[0]);
+                snprintf(r.row, sizeof r.row, "%s", words[1]);
+                t->rows[t->count++] = r;
+            }
         }
         g_strfreev(words);
     }
     g_strfreev(lines);
 }
 
-bool demo_grid_run(const char *model, const char *initial, const char *learned, const char *grid_path, int seeds,
-                   uint64_t seed)
+static const row_score *find_score(const score_table *t, const char *kind, const char *row)
+{
+    for (int i = 0; i < t->count; i++)
+        if (!strcmp(t->rows[i].kind, kind) && !strcmp(t->rows[i].row, row)) return &t->rows[i];
+    return NULL;
+}
+
+/* The embedding grid's lines; false when a row's score is missing. */
+static bool print_embedding_scores(const score_table *t, const demo_grid_request *rq)
+{
+    const row_score *words = find_score(t, "score", "words"), *initial = find_score(t, "score", "initial");
+    const row_score *learned = find_score(t, "score", "learned");
+    if (!words || !learned || (rq->initial && !initial)) return false;
+    c_number_text score;
+    printf("Concept score (a yellow star, 0..1; above 0.5 the picture shows it), mean over %d seeds:\n", rq->seeds);
+    if (initial)
+        printf("  before, the initial embedding:  %s (%d of %d pictures show it)\n",
+               c_number(&score, "%.2f", initial->mean), initial->hits, initial->n);
+    printf("  after, the learned embedding:   %s (%d of %d)\n", c_number(&score, "%.2f", learned->mean), learned->hits,
+           learned->n);
+    printf("  the words \"yellow star\":        %s (%d of %d)\n", c_number(&score, "%.2f", words->mean), words->hits,
+           words->n);
+    printf("Grid: %s (rows: the words, %sthe learned embedding; one column per seed)\n", rq->grid_path,
+           initial ? "the initial embedding, " : "");
+    return true;
+}
+
+/* The hypernetwork grid's lines (strength 0, 0.5, 1); false when a row's score is missing. */
+static bool print_hypernetwork_scores(const score_table *t, const demo_grid_request *rq)
+{
+    static const char *const rows[3] = {"strength-0", "strength-0.5", "strength-1"};
+    static const char *const names[3] = {"strength 0 (the base model)", "strength 0.5", "strength 1"};
+    bool joint = rq->learned != NULL;
+    for (int r = 0; r < 3; r++)
+        if (!find_score(t, "style", rows[r]) || (joint && !find_score(t, "star", rows[r]))) return false;
+    c_number_text score, star;
+    printf("Style score (outlined shapes, 0..1; above 0.5 the picture is an outline)%s, mean over %d seeds:\n",
+           joint ? " and concept score (a yellow star, filled or outlined)" : "", rq->seeds);
+    for (int r = 0; r < 3; r++) {
+        const row_score *s = find_score(t, "style", rows[r]), *c = find_score(t, "star", rows[r]);
+        printf("  %-28s style %s (%d of %d pictures are outlines)", names[r], c_number(&score, "%.2f", s->mean),
+               s->hits, s->n);
+        if (joint) printf(", yellow star %s (%d of %d)", c_number(&star, "%.2f", c->mean), c->hits, c->n);
+        printf("\n");
+    }
+    printf("Grid: %s (rows: the hypernetwork at strength 0, 0.5 and 1%s; one column per seed, the same prompts and "
+           "seeds in every row; guidance scale %s)\n", rq->grid_path, joint ? ", the learned embedding in every prompt" : "",
+           c_number(&score, "%g", rq->cfg));
+    return true;
+}
+
+bool demo_grid_run(const demo_grid_request *rq)
 {
     char *tool = find_eval_tool();
     if (!tool) {
@@ -62,36 +122,38 @@ bool demo_grid_run(const char *model, const char *initial, const char *learned, 
         return false;
     }
     char seeds_text[16], seed_text[32];
-    snprintf(seeds_text, sizeof seeds_text, "%d", seeds);
-    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
-    char *argv[] = {tool, "--model", (char *)model, "--initial", (char *)initial, "--learned", (char *)learned,
-                    "--grid", (char *)grid_path, "--seeds", seeds_text, "--seed", seed_text, NULL};
-    printf("Drawing the comparison grid (%d seeds: the words, the initial and the learned embedding)...\n", seeds);
+    c_number_text cfg_text;
+    snprintf(seeds_text, sizeof seeds_text, "%d", rq->seeds);
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)rq->seed);
+    GPtrArray *argv = g_ptr_array_new();
+    const char *fixed[] = {tool, "--model", rq->model, "--grid", rq->grid_path, "--seeds", seeds_text, "--seed", seed_text,
+                           "--cfg", c_number(&cfg_text, "%g", rq->cfg)};
+    for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_ptr_array_add(argv, (gpointer)fixed[i]);
+    const char *optional[][2] = {{"--initial", rq->initial}, {"--learned", rq->learned},
+                                 {"--hypernetwork", rq->hypernetwork}, {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL}};
+    for (size_t i = 0; i < G_N_ELEMENTS(optional); i++)
+        if (optional[i][1]) g_ptr_array_add(argv, (gpointer)optional[i][0]), g_ptr_array_add(argv, (gpointer)optional[i][1]);
+    g_ptr_array_add(argv, NULL);
+    if (rq->hypernetwork)
+        printf("Drawing the comparison grid (%d seeds: the hypernetwork at strength 0, 0.5 and 1%s)...\n", rq->seeds,
+               rq->learned ? ", with the learned embedding" : "");
+    else
+        printf("Drawing the comparison grid (%d seeds: the words, the initial and the learned embedding)...\n", rq->seeds);
     fflush(stdout);
     char *out = NULL, *err = NULL;
     int wait_status = 0;
     GError *e = NULL;
-    bool ok = g_spawn_sync(NULL, argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &wait_status, &e) &&
+    bool ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &wait_status, &e) &&
               WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
-    row_score rows[3] = {{0}};
-    if (ok) parse_scores(out, rows);
-    ok = ok && rows[0].seen && rows[1].seen && rows[2].seen;
-    if (ok) {
-        printf("Concept score (a yellow star, 0..1; above 0.5 the picture shows it), mean over %d seeds:\n", seeds);
-        c_number_text score;
-        printf("  before, the initial embedding:  %s (%d of %d pictures show it)\n", c_number(&score, "%.2f", rows[1].mean),
-               rows[1].hits, rows[1].n);
-        printf("  after, the learned embedding:   %s (%d of %d)\n", c_number(&score, "%.2f", rows[2].mean), rows[2].hits,
-               rows[2].n);
-        printf("  the words \"yellow star\":        %s (%d of %d)\n", c_number(&score, "%.2f", rows[0].mean),
-               rows[0].hits, rows[0].n);
-        printf("Grid: %s (rows: the words, the initial embedding, the learned embedding; one column per seed)\n",
-               grid_path);
-    } else {
+    score_table table;
+    memset(&table, 0, sizeof table);
+    if (ok) parse_scores(out, &table);
+    ok = ok && (rq->hypernetwork ? print_hypernetwork_scores(&table, rq) : print_embedding_scores(&table, rq));
+    if (!ok)
         printf("The comparison grid was not drawn: %s\n",
                e ? e->message : err && err[0] ? g_strstrip(err) : "sdt-demo-eval gave no scores");
-    }
     if (e) g_error_free(e);
+    g_ptr_array_free(argv, TRUE);
     g_free(out);
     g_free(err);
     g_free(tool);

@@ -1,16 +1,26 @@
-/* demo_grid.h - the demo's before/after evidence: runs sdt-demo-eval (host-sim/demo/demo_eval.c,
- * shipped beside sdt-host in demo-tools/) on the initial and the learned embedding, and prints
- * the concept scores and where the comparison grid is. */
+/* demo_grid.h - the demo's evidence: runs sdt-demo-eval (host-sim/demo/demo_eval.c, shipped
+ * beside sdt-host in demo-tools/) on what a demo trained, and prints the scores of each row and
+ * where the labelled comparison grid is. */
 #ifndef SDT_HOST_DEMO_GRID_H
 #define SDT_HOST_DEMO_GRID_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Renders `seeds` pictures per row (the concept in words, the initial embedding, the learned
- * one) into grid_path and prints the scores. false + a printed sentence when the tool is
- * missing or fails; the demo's training result stands either way. */
-bool demo_grid_run(const char *model, const char *initial, const char *learned, const char *grid_path, int seeds,
-                   uint64_t seed);
+typedef struct demo_grid_request {
+    const char *model, *grid_path;
+    const char *initial;      /* the embedding before training (embedding grid), or NULL */
+    const char *learned;      /* the learned embedding, or NULL */
+    const char *hypernetwork; /* NULL: the embedding grid (the words, initial, learned, concept score);
+                               * else the hypernetwork grid (strength 0, 0.5, 1; style score) with the
+                               * learned embedding in the prompt when there is one (the joint demo) */
+    int seeds;                /* columns */
+    double cfg;               /* classifier-free guidance scale, 1..30 */
+    uint64_t seed;
+} demo_grid_request;
+
+/* Renders the grid and prints the scores. false + a printed sentence when the tool is missing or
+ * fails; the demo's training result stands either way. */
+bool demo_grid_run(const demo_grid_request *rq);
 
 #endif

@@ -1,12 +1,10 @@
 /* concept_score.h - how much an image shows the demo world's held-out concept
  * (a filled yellow star, world.h), measured against the world's own renderer.
  *
- * The background is estimated from the top and bottom border rows (the world's
- * objects never touch them); pixels far from it in colour are the object. Colour:
- * the share of object pixels whose nearest world colour is the concept's. Shape:
- * every world shape, filled and outlined, is drawn into the object's bounding box
- * and compared with the object mask (intersection over union); a softmax over those
- * IoUs gives the probability that the shape is the filled star. The score is the
+ * The object is found and matched against every world shape, filled and outlined, as
+ * shape_match.h does it. Colour: the share of object pixels whose nearest world colour
+ * is the concept's. Shape: a softmax over the shape IoUs gives the probability that
+ * the shape is the filled star. The score is the
  * product, 0..1: a rendered concept scores about 0.9, anything else of the world
  * near 0 (tests/demo/test_concept_score.c measures the separation on held-out
  * renders). Pure C, so CI and the demo score generated images the same way.
@@ -23,6 +21,7 @@ typedef struct concept_reading {
     float score;            /* colour_share * star_probability, 0..1 */
     float colour_share;     /* share of object pixels nearest to the concept's colour */
     float star_probability; /* softmax over the shape IoUs: the filled star's share */
+    float star_any_probability; /* the filled and the outlined star's share (the joint demo's concept) */
     float object_share;     /* share of the image taken by the object */
     world_colour colour;    /* the object's nearest colour (by its mean) */
     world_shape shape;      /* the best-matching shape */

@@ -10,33 +10,27 @@
 #include <string.h>
 
 #include "concept_score.h"
+#include "score_test_util.h"
 #include "sdt_test.h"
 #include "world.h"
 
 #define SCENES 300
 
-typedef struct summary {
-    float mean, min, max;
-    int above;
-} summary;
-
-static summary score_set(uint64_t seed, world_pick pick, int size, int *right_shape, int *right_colour)
+static score_summary score_set(uint64_t seed, world_pick pick, int size, int *right_shape, int *right_colour)
 {
-    summary s = {0.0f, 1e9f, -1e9f, 0};
+    score_summary s = score_summary_start();
     uint8_t *rgb = malloc((size_t)size * size * 3);
     *right_shape = *right_colour = 0;
     for (int i = 0; i < SCENES; i++) {
         world_scene scene = world_scene_make(seed, (uint64_t)i, size, pick);
         world_scene_draw(&scene, rgb);
         concept_reading r = concept_score(rgb, size);
-        s.mean += r.score / SCENES;
-        s.min = r.score < s.min ? r.score : s.min;
-        s.max = r.score > s.max ? r.score : s.max;
-        s.above += r.score > CONCEPT_SCORE_THRESHOLD;
+        score_summary_add(&s, r.score, CONCEPT_SCORE_THRESHOLD);
         *right_shape += r.shape == scene.shape && r.outlined == scene.outlined;
         *right_colour += r.colour == scene.colour;
     }
     free(rgb);
+    score_summary_finish(&s);
     return s;
 }
 
@@ -46,8 +40,8 @@ int main(void)
     uint64_t seed = sdt_test_next(&rng);
     const int size = 64;
     int shape_c, colour_c, shape_o, colour_o;
-    summary concept = score_set(seed, WORLD_PICK_CONCEPT, size, &shape_c, &colour_c);
-    summary other = score_set(seed, WORLD_PICK_OTHER, size, &shape_o, &colour_o);
+    score_summary concept = score_set(seed, WORLD_PICK_CONCEPT, size, &shape_c, &colour_c);
+    score_summary other = score_set(seed, WORLD_PICK_OTHER, size, &shape_o, &colour_o);
     printf("concept renders: mean %.3f min %.3f max %.3f, %d/%d above %.2f\n", concept.mean, concept.min, concept.max,
            concept.above, SCENES, CONCEPT_SCORE_THRESHOLD);
     printf("other renders:   mean %.3f min %.3f max %.3f, %d/%d above %.2f\n", other.mean, other.min, other.max,
@@ -62,10 +56,7 @@ int main(void)
     CHECK(shape_c + shape_o >= 2 * SCENES * 85 / 100, "shapes read right: %d of %d", shape_c + shape_o, 2 * SCENES);
 
     /* Nothing drawn: a plain gradient scores 0. */
-    uint8_t *plain = malloc((size_t)size * size * 3);
-    for (int y = 0; y < size; y++)
-        for (int x = 0; x < size; x++)
-            for (int c = 0; c < 3; c++) plain[((size_t)y * size + x) * 3 + c] = (uint8_t)(40 + y / 2 + c * 10);
+    uint8_t *plain = plain_gradient(size);
     concept_reading r = concept_score(plain, size);
     CHECK(r.score == 0.0f && r.object_share < 0.005f, "a plain background scores %.3f (object share %.3f)", r.score,
           r.object_share);
