@@ -19,6 +19,8 @@
  *    SDT_ERR_INVALID_ARGUMENT, a failed allocation of host or device memory, cuBLAS/cuDNN
  *    workspace included, SDT_ERR_OUT_OF_MEMORY, any other CUDA failure SDT_ERR_DEVICE) and the
  *    sentence. Callers pass it on (code as it is, adding context), never pick a status.
+ *  - Arguments are checked before a backend runs (kernels/op_checks.c, the same checks and
+ *    sentences on both backends); a backend refuses on its own only what it alone cannot do.
  */
 #ifndef SDT_KERNELS_OPS_H
 #define SDT_KERNELS_OPS_H
@@ -207,6 +209,13 @@ typedef struct sdt_memory_stats {
 /* One table field of the op list. */
 #define SDT_OP_FIELD(name, params, args) int(*name) params;
 
+/* A backend's own implementations of the op list. They trust their arguments: shapes,
+ * dtypes, the tensors' device and the scalars are checked before they run
+ * (kernels/op_checks.h), once for both backends. */
+typedef struct sdt_backend_ops {
+    SDT_BACKEND_OPS(SDT_OP_FIELD)
+} sdt_backend_ops;
+
 struct sdt_backend {
     const char *name;   /* "cpu" or "cuda" */
     sdt_device device;
@@ -219,8 +228,14 @@ struct sdt_backend {
     void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure, be->error set (OUT_OF_MEMORY) */
     void (*free)(sdt_backend *be, void *ptr);
     void (*destroy)(sdt_backend *be);
+    /* The op list's entries: each checks its arguments (kernels/op_checks.c), then runs impl's. */
     SDT_BACKEND_OPS(SDT_OP_FIELD)
+    sdt_backend_ops impl; /* the backend's implementations the entries call */
 };
+
+/* Fills be's op entries from a backend's implementations, each behind its argument checker
+ * (kernels/checked_ops.c). Every backend fills its table with this, so no op runs unchecked. */
+void sdt_backend_set_ops(sdt_backend *be, const sdt_backend_ops *impl);
 
 /* Creates the CPU backend (always available). threads <= 0 means OpenMP's default. */
 sdt_backend *sdt_backend_cpu_create(int threads);

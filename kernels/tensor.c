@@ -199,3 +199,15 @@ void sdt_store_f32(const float *src, void *dst, sdt_dtype dtype, int64_t n)
         break;
     }
 }
+
+int64_t sdt_tensor_rows(const sdt_tensor *t)
+{
+    int64_t rows = 1;
+    for (int i = 0; i + 1 < t->ndim; i++) rows *= t->shape[i];
+    return rows;
+}
+
+int64_t sdt_tensor_last_dim(const sdt_tensor *t)
+{
+    return t->ndim ? t->shape[t->ndim - 1] : 1;
+}

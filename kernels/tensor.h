@@ -47,6 +47,10 @@ sdt_tensor sdt_tensor_make(void *data, sdt_dtype dtype, sdt_device device, int n
 /* Convenience for up to 4 dims; pass 0 for unused trailing dims is NOT allowed: ndim says how many are used. */
 sdt_tensor sdt_tensor_4d(void *data, sdt_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 bool sdt_tensor_same_shape(const sdt_tensor *a, const sdt_tensor *b);
+/* t viewed as a matrix [rows, last dim] (x [..., C] of linear, layernorm, softmax): the product
+ * of all dims but the last, and the last (1 for a 0-d tensor). */
+int64_t sdt_tensor_rows(const sdt_tensor *t);
+int64_t sdt_tensor_last_dim(const sdt_tensor *t);
 
 /* Scalar conversions, IEEE round-to-nearest-even; inf and NaN preserved;
  * values above the f16 range become inf exactly as a GPU conversion does;

@@ -11,7 +11,7 @@
  * touch the same rows and the results do not depend on the thread count.
  * Workspace: two [QT, KT] tiles and a [QT, D] accumulator per thread.
  */
-#include "cpu_check.h"
+#include "cpu_context.h"
 #include "cpu_gemm.h"
 
 #include <math.h>
@@ -27,29 +27,12 @@ typedef struct attn_geom {
     bool causal;
 } attn_geom;
 
-static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k,
-                      const sdt_tensor *v, const sdt_tensor *lse, int heads, bool causal, attn_geom *g)
+/* The geometry of q [B, Tq, H*D] and k [B, Tk, H*D] (checked before the op runs: op_checks.c). */
+static void attn_geometry(const sdt_tensor *q, const sdt_tensor *k, int heads, bool causal, attn_geom *g)
 {
-    const int64_t any3[3] = {-1, -1, -1};
-    if (cpu_check_shape(be, op, "q [B, Tq, H*D]", q, 3, any3)) return -1;
-    if (heads < 1 || q->shape[2] % heads != 0)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: q's last dim %lld is not divisible by heads = %d; pass the model's head count.",
-                        op, (long long)q->shape[2], heads);
-    const int64_t kdims[3] = {q->shape[0], -1, q->shape[2]};
-    if (cpu_check_shape(be, op, "k [B, Tk, H*D]", k, 3, kdims)) return -1;
-    if (cpu_check_like(be, op, "v", v, "k", k) || cpu_check_tensor(be, op, "v", v)) return -1;
-    if (causal && q->shape[1] != k->shape[1])
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: causal attention needs Tq == Tk but q has %lld tokens and k has %lld.", op,
-                        (long long)q->shape[1], (long long)k->shape[1]);
-    const int64_t ldims[3] = {q->shape[0], heads, q->shape[1]};
-    if (lse && cpu_check_shape(be, op, "lse [B, H, Tq]", lse, 3, ldims)) return -1;
-    if (lse && lse->dtype != SDT_F32)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: lse must be f32 (it holds softmax statistics) but is %s.", op,
-                        sdt_dtype_name(lse->dtype));
     *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
                      (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal};
     g->scale = (float)(1.0 / sqrt((double)g->d));
-    return 0;
 }
 
 /* Offset of row t of head h of batch b in a [B, T, H*D] tensor. */
@@ -141,8 +124,7 @@ int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, con
 {
     const char *op = "attention_forward";
     attn_geom g;
-    if (attn_check(be, op, q, k, v, lse, heads, causal, &g)) return -1;
-    if (cpu_check_like(be, op, "out", out, "q", q) || cpu_check_tensor(be, op, "out", out)) return -1;
+    attn_geometry(q, k, heads, causal, &g);
     const float *qf = cpu_read_f32(be, q, 0);
     const float *kf = cpu_read_f32(be, k, 1);
     const float *vf = cpu_read_f32(be, v, 2);
@@ -215,13 +197,7 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
 {
     const char *op = "attention_backward";
     attn_geom g;
-    if (attn_check(be, op, q, k, v, lse, heads, causal, &g)) return -1;
-    if (cpu_check_tensor(be, op, "dout", dout) || cpu_check_like(be, op, "dout", dout, "q", q) ||
-        cpu_check_like(be, op, "dq", dq, "q", q) || cpu_check_like(be, op, "dk", dk, "k", k) ||
-        cpu_check_like(be, op, "dv", dv, "v", v))
-        return -1;
-    if (lse && (!out || cpu_check_like(be, op, "out", out, "q", q) || cpu_check_tensor(be, op, "out", out)))
-        return out ? -1 : cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: lse was given without forward's out; pass both or neither.", op);
+    attn_geometry(q, k, heads, causal, &g);
     if (!dq && !dk && !dv) return 0;
     attn_bwd a = {cpu_read_f32(be, q, 1), cpu_read_f32(be, k, 2), cpu_read_f32(be, v, 3), cpu_read_f32(be, dout, 0),
                   NULL, NULL, cpu_write_begin(be, dq, 5, true), cpu_write_begin(be, dk, 6, true),

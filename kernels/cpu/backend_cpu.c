@@ -73,9 +73,12 @@ static void fill_table(sdt_backend *be)
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->destroy = cpu_destroy;
-#define SDT_CPU_OP_ENTRY(name, params, args) be->name = cpu_##name;
-    SDT_BACKEND_OPS(SDT_CPU_OP_ENTRY)
+    static const sdt_backend_ops cpu_ops = {
+#define SDT_CPU_OP_ENTRY(name, params, args) .name = cpu_##name,
+        SDT_BACKEND_OPS(SDT_CPU_OP_ENTRY)
 #undef SDT_CPU_OP_ENTRY
+    };
+    sdt_backend_set_ops(be, &cpu_ops);
 }
 
 sdt_backend *sdt_backend_cpu_create(int threads)

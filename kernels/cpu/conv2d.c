@@ -7,7 +7,7 @@
  * loop stays sequential because sgemm already uses every thread; im2col and
  * col2im are split across OpenMP threads by input channel.
  */
-#include "cpu_check.h"
+#include "cpu_context.h"
 #include "cpu_gemm.h"
 
 #include <stdlib.h>
@@ -31,32 +31,14 @@ static bool conv_is_direct(const conv_geom *g)
     return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
 }
 
-/* Validates x, w, b and the output-shaped tensor (out or dout); fills g. */
-static int conv_check(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
-                      const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b,
-                      int stride, int pad, conv_geom *g)
+/* The geometry of x [B, C, H, W] and w [OC, C, KH, KW] (checked before the op runs: op_checks.c). */
+static void conv_geometry(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, int stride, int pad, conv_geom *g)
 {
-    const int64_t any4[4] = {-1, -1, -1, -1};
-    if (cpu_check_shape(be, op, "x [B, C, H, W]", x, 4, any4)) return -1;
-    const int64_t wdims[4] = {-1, x->shape[1], -1, -1};
-    if (cpu_check_shape(be, op, "w [OC, C, KH, KW]", w, 4, wdims)) return -1;
-    if (stride < 1 || pad < 0)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: stride %d and padding %d are invalid; stride must be >= 1 and padding >= 0.",
-                        op, stride, pad);
-    int64_t oh = (x->shape[2] + 2 * pad - w->shape[2]) / stride + 1;
-    int64_t ow = (x->shape[3] + 2 * pad - w->shape[3]) / stride + 1;
-    if (x->shape[2] + 2 * pad < w->shape[2] || x->shape[3] + 2 * pad < w->shape[3])
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: the %lldx%lld kernel is larger than the padded %lldx%lld input.", op,
-                        (long long)w->shape[2], (long long)w->shape[3],
-                        (long long)(x->shape[2] + 2 * pad), (long long)(x->shape[3] + 2 * pad));
-    const int64_t odims[4] = {x->shape[0], w->shape[0], oh, ow};
-    if (cpu_check_shape(be, op, out_name, out, 4, odims)) return -1;
-    const int64_t bdims[1] = {w->shape[0]};
-    if (b && cpu_check_shape(be, op, "b [OC]", b, 1, bdims)) return -1;
+    const int64_t oh = (x->shape[2] + 2 * pad - w->shape[2]) / stride + 1;
+    const int64_t ow = (x->shape[3] + 2 * pad - w->shape[3]) / stride + 1;
     *g = (conv_geom){(int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
                      (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, 1};
     g->threads = cpu_threads_for(be, (int64_t)conv_rows(g) * conv_pixels(g));
-    return 0;
 }
 
 /* The output columns [*lo, *hi) whose input column ox*stride - pad + kx lies
@@ -131,7 +113,7 @@ int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, co
                        const sdt_tensor *b, int stride, int pad)
 {
     conv_geom g;
-    if (conv_check(be, OP_FWD, "out", out, x, w, b, stride, pad, &g)) return -1;
+    conv_geometry(be, x, w, stride, pad, &g);
     const float *xf = cpu_read_f32(be, x, 0);
     const float *wf = cpu_read_f32(be, w, 1);
     const float *bf = cpu_read_f32(be, b, 2);
@@ -184,10 +166,7 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
                         int stride, int pad)
 {
     conv_geom g;
-    if (conv_check(be, OP_BWD, "dout", dout, x, w, NULL, stride, pad, &g)) return -1;
-    if (cpu_check_like(be, OP_BWD, "dx", dx, "x", x) || cpu_check_like(be, OP_BWD, "dw", dw, "w", w)) return -1;
-    const int64_t bdims[1] = {g.oc};
-    if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
+    conv_geometry(be, x, w, stride, pad, &g);
 
     const float *dof = cpu_read_f32(be, dout, 0);
     const float *xf = dw ? cpu_read_f32(be, x, 1) : NULL;

@@ -1,5 +1,5 @@
-/* cpu_common.c - dtype staging (f16/bf16 <-> float scratch), errors and argument checks
- * shared by every CPU op. */
+/* cpu_common.c - dtype staging (f16/bf16 <-> float scratch) and errors shared by every CPU op
+ * (their arguments are checked before they run: kernels/op_checks.c). */
 #include "cpu_context.h"
 
 #include <stdarg.h>
@@ -99,41 +99,7 @@ void cpu_write_end(sdt_backend *be, sdt_tensor *t, float *buf)
     store_parallel(be, buf, t->data, t->dtype, sdt_tensor_numel(t));
 }
 
-static bool is_float_dtype(sdt_dtype d)
+int cpu_fail_oom(sdt_backend *be, const char *op, size_t bytes)
 {
-    return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16;
-}
-
-int cpu_check_tensor(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
-{
-    if (!t) return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
-    if (t->device != SDT_DEVICE_CPU)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is not on the CPU; pass CPU tensors to the CPU backend.", op, field);
-    if (!is_float_dtype(t->dtype))
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
-                        sdt_dtype_name(t->dtype));
-    if (!t->data && sdt_tensor_numel(t) > 0)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' has no data (an arena overflow?); size the arena by measuring first.",
-                        op, field);
-    return 0;
-}
-
-int cpu_check_same_numel(sdt_backend *be, const char *op, const char *field_a, const sdt_tensor *a,
-                         const char *field_b, const sdt_tensor *b)
-{
-    if (cpu_check_tensor(be, op, field_a, a) || cpu_check_tensor(be, op, field_b, b)) return -1;
-    int64_t na = sdt_tensor_numel(a), nb = sdt_tensor_numel(b);
-    if (na != nb)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: '%s' has %lld elements but '%s' has %lld; pass tensors of equal size.", op,
-                        field_a, (long long)na, field_b, (long long)nb);
-    return 0;
-}
-
-int cpu_check_f32(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
-{
-    if (cpu_check_tensor(be, op, field, t)) return -1;
-    if (t->dtype != SDT_F32)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tensor '%s' is %s; it must be f32 (optimizer state and statistics are f32).", op,
-                        field, sdt_dtype_name(t->dtype));
-    return 0;
+    return cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace; free memory or use smaller shapes.", op, bytes);
 }

@@ -41,10 +41,4 @@ static inline int cpu_threads_for(const sdt_backend *be, int64_t work)
 /* Frees every scratch slot (backend destroy). */
 void cpu_scratch_release(sdt_backend *be);
 
-/* Argument checks shared by ops: each returns 0 or cpu_fail()s with a sentence naming op and field. */
-int cpu_check_tensor(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t);
-int cpu_check_same_numel(sdt_backend *be, const char *op, const char *field_a, const sdt_tensor *a,
-                         const char *field_b, const sdt_tensor *b);
-int cpu_check_f32(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t);
-
 #endif

@@ -2,7 +2,7 @@
  *
  * One function per sdt_backend field, named cpu_<field>, with the field's exact
  * signature, declared from the one op list (ops.h); backend_cpu.c puts them in the table. Semantics are documented once,
- * in ops.h. Helpers for dtype handling are at the bottom.
+ * in ops.h; the arguments are checked before an op runs (kernels/op_checks.c), so the ops trust them. Helpers for dtype handling are at the bottom.
  */
 #ifndef SDT_KERNELS_CPU_OPS_H
 #define SDT_KERNELS_CPU_OPS_H
@@ -33,5 +33,7 @@ void cpu_write_end(sdt_backend *be, sdt_tensor *t, float *buf);
  * the failure happens: SDT_ERR_INVALID_ARGUMENT for a bad argument, SDT_ERR_OUT_OF_MEMORY for a
  * failed allocation, SDT_ERR_INTERNAL for a bug in the backend itself. */
 int cpu_fail(sdt_backend *be, sdt_error_code code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fails with OUT_OF_MEMORY when an op's workspace could not be allocated. */
+int cpu_fail_oom(sdt_backend *be, const char *op, size_t bytes);
 
 #endif

@@ -6,17 +6,14 @@
  * dtable that the tokens picked (repeats add up) and sums dout over the batch
  * into dpos.
  */
-#include "cpu_check.h"
+#include "cpu_context.h"
 
-/* tokens must be i32 [B, T]; with vocab > 0 every id must lie in [0, vocab).
- * Ids are checked before anything is read or written. */
-static int embedding_check_tokens(sdt_backend *be, const char *op, const sdt_tensor *tokens, int64_t vocab)
+/* Every id must lie in [0, vocab) (the shapes are checked before the op runs: op_checks.c;
+ * the ids only here, where they can be read). Checked before anything is read or written. */
+static int embedding_check_ids(sdt_backend *be, const char *op, const sdt_tensor *tokens, int64_t vocab)
 {
-    if (!tokens || !tokens->data || tokens->dtype != SDT_I32 || tokens->ndim != 2 ||
-        tokens->device != SDT_DEVICE_CPU)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: tokens must be an i32 CPU tensor [B, T].", op);
     const int32_t *ids = tokens->data;
-    for (int64_t i = 0; vocab > 0 && i < sdt_tensor_numel(tokens); i++)
+    for (int64_t i = 0; i < sdt_tensor_numel(tokens); i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
                             "check the tokenizer and the embedding table.", op, (int)ids[i], (long long)i,
@@ -24,29 +21,11 @@ static int embedding_check_tokens(sdt_backend *be, const char *op, const sdt_ten
     return 0;
 }
 
-/* pos (or dpos) must be [P, C] with P >= T. */
-static int embedding_check_pos(sdt_backend *be, const char *op, const char *name, const sdt_tensor *pos,
-                               int64_t t, int64_t c)
-{
-    const int64_t pdims[2] = {-1, c};
-    if (cpu_check_shape(be, op, name, pos, 2, pdims)) return -1;
-    if (pos->shape[0] < t)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %s has %lld positions but the sequence has %lld tokens; give it at least T rows.",
-                        op, name, (long long)pos->shape[0], (long long)t);
-    return 0;
-}
-
 int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens,
                           const sdt_tensor *table, const sdt_tensor *pos)
 {
     const char *op = "embedding_forward";
-    const int64_t any2[2] = {-1, -1};
-    if (cpu_check_shape(be, op, "table [V, C]", table, 2, any2) ||
-        embedding_check_tokens(be, op, tokens, table->shape[0]))
-        return -1;
-    if (pos && embedding_check_pos(be, op, "pos [P, C]", pos, tokens->shape[1], table->shape[1])) return -1;
-    const int64_t odims[3] = {tokens->shape[0], tokens->shape[1], table->shape[1]};
-    if (cpu_check_shape(be, op, "out [B, T, C]", out, 3, odims)) return -1;
+    if (embedding_check_ids(be, op, tokens, table->shape[0])) return -1;
     const int64_t bt = sdt_tensor_numel(tokens), t = tokens->shape[1], c = table->shape[1];
     const int32_t *ids = tokens->data;
     const float *tf = cpu_read_f32(be, table, 0);
@@ -69,16 +48,8 @@ int cpu_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos
 {
     const char *op = "embedding_backward";
     if (!dtable && !dpos) return 0;
-    if (embedding_check_tokens(be, op, tokens, 0)) return -1;
-    const int64_t b = tokens->shape[0], t = tokens->shape[1];
-    const int64_t ddims[3] = {b, t, -1};
-    if (cpu_check_shape(be, op, "dout [B, T, C]", dout, 3, ddims)) return -1;
-    const int64_t c = dout->shape[2];
-    const int64_t tdims[2] = {-1, c};
-    if (dtable && (cpu_check_shape(be, op, "dtable [V, C]", dtable, 2, tdims) ||
-                   embedding_check_tokens(be, op, tokens, dtable->shape[0])))
-        return -1;
-    if (dpos && embedding_check_pos(be, op, "dpos [P, C]", dpos, t, c)) return -1;
+    if (dtable && embedding_check_ids(be, op, tokens, dtable->shape[0])) return -1;
+    const int64_t b = tokens->shape[0], t = tokens->shape[1], c = dout->shape[2];
     const float *dof = cpu_read_f32(be, dout, 0);
     float *dtf = cpu_write_begin(be, dtable, 1, true);
     float *dpf = cpu_write_begin(be, dpos, 2, true);

@@ -12,31 +12,16 @@ typedef struct gn_geom {
     int64_t batch, c, groups, spatial, cpg; /* cpg: channels per group */
 } gn_geom;
 
-static int groupnorm_check(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
-                           const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
-                           gn_geom *g)
+/* The geometry of x [B, C, spatial...] in `groups` groups (checked before the op runs: op_checks.c). */
+static void groupnorm_geometry(const sdt_tensor *x, int groups, gn_geom *g)
 {
-    if (cpu_check_tensor(be, op, "x", x)) return -1;
-    if (x->ndim < 2)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: x has %d dimension(s) but [B, C, spatial...] needs at least 2.", op, x->ndim);
     const int64_t c = x->shape[1];
-    if (groups < 1 || c % groups != 0)
-        return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: %lld channels do not split into %d groups; use a group count that divides C.", op,
-                        (long long)c, groups);
-    const int64_t cdims[1] = {c};
-    if (gamma && cpu_check_shape(be, op, "gamma [C]", gamma, 1, cdims)) return -1;
-    if (beta && cpu_check_shape(be, op, "beta [C]", beta, 1, cdims)) return -1;
-    const int64_t sdims[2] = {x->shape[0], groups};
-    if (cpu_check_shape(be, op, "mean [B, groups]", mean, 2, sdims) ||
-        cpu_check_shape(be, op, "rstd [B, groups]", rstd, 2, sdims))
-        return -1;
     g->batch = x->shape[0];
     g->c = c;
     g->groups = groups;
     g->cpg = c / groups;
     g->spatial = 1;
     for (int i = 2; i < x->ndim; i++) g->spatial *= x->shape[i];
-    return 0;
 }
 
 int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
@@ -45,7 +30,7 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
 {
     const char *op = "groupnorm_forward";
     gn_geom g;
-    if (groupnorm_check(be, op, x, gamma, beta, mean, rstd, groups, &g)) return -1;
+    groupnorm_geometry(x, groups, &g);
     cpu_norm_fwd f;
     if (cpu_norm_forward_begin(be, op, &f, out, mean, rstd, x, gamma, beta)) return -1;
     const float *xf = f.x, *gf = f.gamma, *bf = f.beta;
@@ -101,9 +86,9 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
 {
     const char *op = "groupnorm_backward";
     gn_geom g;
-    if (groupnorm_check(be, op, x, gamma, NULL, mean, rstd, groups, &g)) return -1;
+    groupnorm_geometry(x, groups, &g);
     cpu_norm_bwd nb;
-    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, g.c)) return -1;
+    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd)) return -1;
     const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
     float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     const int64_t block = g.cpg * g.spatial;

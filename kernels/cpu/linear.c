@@ -4,35 +4,18 @@
  * forward is one row-major sgemm with w transposed. Backward accumulates:
  * dx += dout w, dw += dout^T x (beta = 1), db += column sums of dout.
  */
-#include "cpu_check.h"
+#include "cpu_context.h"
 #include "cpu_gemm.h"
 
 
 static const char *OP_FWD = "linear_forward";
 static const char *OP_BWD = "linear_backward";
 
-/* Checks x [..., C], w [OC, C], b [OC] and a result with x's leading dims and OC last. */
-static int linear_check(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
-                        const sdt_tensor *x, const sdt_tensor *w)
-{
-    if (cpu_check_tensor(be, op, "x", x)) return -1;
-    int64_t c = cpu_last_dim(x);
-    const int64_t wdims[2] = {-1, c};
-    if (cpu_check_shape(be, op, "w [OC, C]", w, 2, wdims)) return -1;
-    int64_t odims[SDT_MAX_DIMS];
-    for (int i = 0; i < x->ndim; i++) odims[i] = x->shape[i];
-    odims[x->ndim - 1] = w->shape[0];
-    return cpu_check_shape(be, op, out_name, out, x->ndim, odims);
-}
-
 int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
                        const sdt_tensor *w, const sdt_tensor *b)
 {
-    if (linear_check(be, OP_FWD, "out", out, x, w)) return -1;
-    const int64_t bdims[1] = {w->shape[0]};
-    if (b && cpu_check_shape(be, OP_FWD, "b [OC]", b, 1, bdims)) return -1;
 
-    const int n = (int)cpu_rows(x), c = (int)cpu_last_dim(x), oc = (int)w->shape[0];
+    const int n = (int)sdt_tensor_rows(x), c = (int)sdt_tensor_last_dim(x), oc = (int)w->shape[0];
     const float *xf = cpu_read_f32(be, x, 0);
     const float *wf = cpu_read_f32(be, w, 1);
     const float *bf = cpu_read_f32(be, b, 2);
@@ -68,12 +51,8 @@ static void linear_bias_grad(float *db, const float *dout, int n, int oc, int th
 int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
                         const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
 {
-    if (linear_check(be, OP_BWD, "dout", dout, x, w)) return -1;
-    if (cpu_check_like(be, OP_BWD, "dx", dx, "x", x) || cpu_check_like(be, OP_BWD, "dw", dw, "w", w)) return -1;
-    const int64_t bdims[1] = {w->shape[0]};
-    if (db && cpu_check_shape(be, OP_BWD, "db [OC]", db, 1, bdims)) return -1;
 
-    const int n = (int)cpu_rows(x), c = (int)cpu_last_dim(x), oc = (int)w->shape[0];
+    const int n = (int)sdt_tensor_rows(x), c = (int)sdt_tensor_last_dim(x), oc = (int)w->shape[0];
     const float *dof = cpu_read_f32(be, dout, 0);
     if (!dof) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dout));
     if (dx) {

@@ -1,5 +1,5 @@
 /* softmax.c - torch.softmax(x, dim=-1) on the CPU, rows split across OpenMP threads. */
-#include "cpu_check.h"
+#include "cpu_context.h"
 #include "softmax_row.h"
 
 #include <math.h>
@@ -32,11 +32,8 @@ void cpu_softmax_row_backward(float *dx, const float *dy, const float *y, int n,
 int cpu_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
     const char *op = "softmax_forward";
-    if (cpu_check_tensor(be, op, "x", x) || cpu_check_tensor(be, op, "out", out) ||
-        cpu_check_like(be, op, "out", out, "x", x))
-        return -1;
-    const int64_t rows = cpu_rows(x);
-    const int n = (int)cpu_last_dim(x);
+    const int64_t rows = sdt_tensor_rows(x);
+    const int n = (int)sdt_tensor_last_dim(x);
     const float *xf = cpu_read_f32(be, x, 0);
     float *of = cpu_write_begin(be, out, 1, false);
     if (!xf || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
@@ -49,12 +46,9 @@ int cpu_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 int cpu_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out)
 {
     const char *op = "softmax_backward";
-    if (cpu_check_tensor(be, op, "out", out) || cpu_check_tensor(be, op, "dout", dout) ||
-        cpu_check_like(be, op, "dout", dout, "out", out) || cpu_check_like(be, op, "dx", dx, "out", out))
-        return -1;
     if (!dx) return 0;
-    const int64_t rows = cpu_rows(out);
-    const int n = (int)cpu_last_dim(out);
+    const int64_t rows = sdt_tensor_rows(out);
+    const int n = (int)sdt_tensor_last_dim(out);
     const float *dof = cpu_read_f32(be, dout, 0);
     const float *yf = cpu_read_f32(be, out, 1);
     float *dxf = cpu_write_begin(be, dx, 2, true);

@@ -741,21 +741,12 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 
 /* ======================================================= launchers */
 
-static int attn_check(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
-                      const sdt_tensor *lse, int heads, bool causal, attn_shape *s)
+/* The geometry of q [B, Tq, H*D] and k [B, Tk, H*D] (their shapes, heads, the causal mask and lse
+ * are checked before the op runs: kernels/op_checks.c); refuses only a head wider than these
+ * kernels take. */
+static int attn_geometry(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k, int heads, bool causal,
+                         attn_shape *s)
 {
-    if (q->ndim != 3 || k->ndim != 3 || v->ndim != 3)
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: q, k and v must be [B, T, H*D] (got %d, %d and %d dims)", op, q->ndim, k->ndim, v->ndim);
-    if (heads <= 0 || q->shape[2] % heads)
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: width %lld does not split into %d heads", op, (long long)q->shape[2], heads);
-    if (k->shape[2] != q->shape[2] || v->shape[2] != q->shape[2] || v->shape[1] != k->shape[1] ||
-        k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0])
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: q, k and v shapes do not agree", op);
-    if (causal && q->shape[1] != k->shape[1]) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: causal masking needs equal query and key lengths", op);
-    if (lse && (lse->dtype != SDT_F32 || lse->ndim != 3 || lse->shape[0] != q->shape[0] || lse->shape[1] != heads ||
-                lse->shape[2] != q->shape[1]))
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: lse must be f32 [B, H, Tq] = [%lld, %d, %lld]", op, (long long)q->shape[0], heads,
-                         (long long)q->shape[1]);
     *s = (attn_shape){(int)q->shape[0], (int)q->shape[1], (int)k->shape[1], heads, (int)(q->shape[2] / heads),
                       (int)q->shape[2], 0.0f, causal};
     s->scale = 1.0f / sqrtf((float)s->D);
@@ -864,8 +855,7 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, co
                            const sdt_tensor *v, int heads, bool causal)
 {
     attn_shape s;
-    if (attn_check(be, "attention_forward", q, k, v, lse, heads, causal, &s)) return -1;
-    if (sdt_tensor_numel(out) != sdt_tensor_numel(q)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "attention_forward: out must have q's shape");
+    if (attn_geometry(be, "attention_forward", q, k, heads, causal, &s)) return -1;
     const sdt_tensor *all[4] = {q, k, v, out};
     return forward_run(be, &s, q, k, v, out->data, out->dtype, lse ? (float *)lse->data : NULL, tc_usable(be, &s, all, 4));
 }
@@ -890,12 +880,7 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
 {
     const char *op = "attention_backward";
     attn_shape s;
-    if (attn_check(be, op, q, k, v, lse, heads, causal, &s)) return -1;
-    if (sdt_tensor_numel(dout) != sdt_tensor_numel(q) || (dq && sdt_tensor_numel(dq) != sdt_tensor_numel(q)) ||
-        (dk && sdt_tensor_numel(dk) != sdt_tensor_numel(k)) || (dv && sdt_tensor_numel(dv) != sdt_tensor_numel(v)))
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: dout and dq must have q's shape, dk and dv k's", op);
-    if (lse && (!out || sdt_tensor_numel(out) != sdt_tensor_numel(q)))
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: lse was given without forward's out (of q's shape); pass both or neither", op);
+    if (attn_geometry(be, op, q, k, heads, causal, &s)) return -1;
     if (!dq && !dk && !dv) return 0;
     const sdt_tensor *all[5] = {q, k, v, dout, lse ? out : q};
     const bool tc = tc_usable(be, &s, all, 5);

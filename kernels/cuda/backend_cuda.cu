@@ -131,7 +131,6 @@ const float *cuda_read_f32(sdt_backend *be, const sdt_tensor *t, int slot)
 
 int cuda_convert(sdt_backend *be, sdt_tensor *dst, const sdt_tensor *src)
 {
-    if (sdt_tensor_numel(dst) != sdt_tensor_numel(src)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "convert: element counts differ");
     return cuda_convert_raw(be, dst->data, dst->dtype, src->data, src->dtype, sdt_tensor_numel(src));
 }
 
@@ -143,7 +142,6 @@ __global__ void axpy_kernel(void *dst, int dt, float alpha, const void *src, int
 int cuda_axpy(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src)
 {
     int64_t n = sdt_tensor_numel(dst);
-    if (n != sdt_tensor_numel(src)) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "axpy: element counts differ");
     axpy_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst->data, dst->dtype, alpha, src->data, src->dtype, n);
     CUDA_LAUNCHED(be);
     return 0;
@@ -273,9 +271,11 @@ static void fill_table(sdt_backend *be)
     be->alloc = cuda_alloc;
     be->free = cuda_free;
     be->destroy = cuda_destroy;
-#define SDT_CUDA_OP_ENTRY(name, params, args) be->name = cuda_##name;
+    sdt_backend_ops cuda_ops;
+#define SDT_CUDA_OP_ENTRY(name, params, args) cuda_ops.name = cuda_##name;
     SDT_BACKEND_OPS(SDT_CUDA_OP_ENTRY)
 #undef SDT_CUDA_OP_ENTRY
+    sdt_backend_set_ops(be, &cuda_ops);
 }
 
 #ifndef SDT_CUDA_ARCHS

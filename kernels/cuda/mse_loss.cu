@@ -16,8 +16,6 @@ int cuda_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred,
                           const sdt_tensor *weight)
 {
     int64_t n = sdt_tensor_numel(pred);
-    if (n != sdt_tensor_numel(target) || (weight && n != sdt_tensor_numel(weight)))
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "mse_loss: prediction, target and weight differ in size");
     double *partial = (double *)cuda_scratch(be, SDT_CUDA_SCRATCH_SLOTS - 1, RED_BLOCKS * sizeof(double));
     if (!partial) return -1;
     mse_partial_k<<<RED_BLOCKS, RED_THREADS, 0, ctx_of(be)->stream>>>(pred->data, pred->dtype, target->data, target->dtype,
