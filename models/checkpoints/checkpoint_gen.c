@@ -87,7 +87,7 @@ typedef struct gen_ctx {
 
 static bool wanted(const gen_ctx *g, const char *key)
 {
-    if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0;
+    if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0 || strncmp(key, "conditioner.", 12) == 0;
     if (g->spec->vae_only) return strncmp(key, "first_stage_model.", 18) == 0;
     if (g->spec->unet_only) return strncmp(key, SDT_UNET_KEY_PREFIX, strlen(SDT_UNET_KEY_PREFIX)) == 0;
     return true;

@@ -17,6 +17,20 @@ const char *sd_family_name(sd_family f)
     case SD_FAMILY_TINY: return "tiny";
     case SD_FAMILY_SD1: return "sd1";
     case SD_FAMILY_SD2: return "sd2";
+    case SD_FAMILY_SDXL: return "sdxl";
+    case SD_FAMILY_TINY_SDXL: return "tiny-sdxl";
+    default: return "custom";
+    }
+}
+
+const char *sd_family_title(sd_family f)
+{
+    switch (f) {
+    case SD_FAMILY_TINY: return "tiny test model (SD 1.x architecture)";
+    case SD_FAMILY_SD1: return "SD 1.x";
+    case SD_FAMILY_SD2: return "SD 2.x";
+    case SD_FAMILY_SDXL: return "SDXL";
+    case SD_FAMILY_TINY_SDXL: return "tiny test model (SDXL architecture)";
     default: return "custom";
     }
 }
@@ -26,6 +40,8 @@ bool sd_family_parse(const char *name, sd_family *out)
     if (!strcmp(name, "tiny")) *out = SD_FAMILY_TINY;
     else if (!strcmp(name, "sd15") || !strcmp(name, "sd1") || !strcmp(name, "sd1.5")) *out = SD_FAMILY_SD1;
     else if (!strcmp(name, "sd2") || !strcmp(name, "sd21") || !strcmp(name, "sd2.1")) *out = SD_FAMILY_SD2;
+    else if (!strcmp(name, "sdxl")) *out = SD_FAMILY_SDXL;
+    else if (!strcmp(name, "tiny-sdxl")) *out = SD_FAMILY_TINY_SDXL;
     else return false;
     return true;
 }
@@ -45,6 +61,20 @@ sd_config sd_config_preset(sd_family f)
         c.clip = clip_config_sd2();
         c.vae = vae_config_sd();
         c.unet = sdt_unet_config_sd2(false);
+        break;
+    case SD_FAMILY_SDXL:
+        c.clip = clip_config_sdxl_l();
+        c.clip2 = clip_config_sdxl_g();
+        c.vae = vae_config_sd();
+        c.vae.scaling = SD_SDXL_VAE_SCALING;
+        c.unet = sdt_unet_config_sdxl();
+        break;
+    case SD_FAMILY_TINY_SDXL:
+        c.clip = clip_config_tiny_sdxl_l();
+        c.clip2 = clip_config_tiny_sdxl_g();
+        c.vae = vae_config_tiny();
+        c.vae.scaling = SD_SDXL_VAE_SCALING;
+        c.unet = sdt_unet_config_tiny_sdxl();
         break;
     default:
         c.family = SD_FAMILY_TINY;
@@ -130,7 +160,8 @@ bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error)
 {
     if (!clip_config_check(&cfg->clip, error) || !vae_config_check(&cfg->vae, error)) return false;
-    if (!clip_params(&cfg->clip, visit, user)) {
+    if (cfg->clip2.width > 0 && !clip_config_check(&cfg->clip2, error)) return false;
+    if (!clip_params(&cfg->clip, visit, user) || (cfg->clip2.width > 0 && !clip_params(&cfg->clip2, visit, user))) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "sd_model: enumerating the text encoder's parameters stopped");
         return false;
     }
