@@ -193,6 +193,23 @@ static void remove_folder(const char *dir)
     g_rmdir(dir);
 }
 
+/* One seed of a family written as an LDM file (ldm, opened into *a) and as a diffusers folder (dir, opened
+ * into *b, NULL when it failed). */
+static void write_both_layouts(sdt_test_rng *rng, sd_family family, char *ldm, size_t ldm_size, char *dir,
+                               size_t dir_size, sdt_weights **a, sdt_weights **b)
+{
+    sdt_error error = {0};
+    mt_temp_path(ldm, ldm_size, sd_family_name(family));
+    snprintf(dir, dir_size, "%s.d", ldm);
+    uint64_t seed = sdt_test_next(rng);
+    *a = mt_make_weights(ldm, family, seed, false, false);
+    sdt_ckpt_spec spec = mt_ckpt_spec(family, seed);
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    CHECK(sdt_ckpt_generate(dir, &spec, &error), "%s diffusers generate: %s", sd_family_name(family), error.message);
+    *b = sdt_weights_open(dir, &error);
+    CHECK(*b != NULL, "opening the %s diffusers folder: %s", sd_family_name(family), error.message);
+}
+
 /* The same seed written as one LDM file and as a diffusers folder: reading the folder
  * back through weights.c's diffusers->LDM map gives every canonical key with the same
  * shape and bytes (so both layouts load the same model). */
@@ -200,15 +217,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
 {
     char ldm[512], dir[600];
     sdt_error error = {0};
-    mt_temp_path(ldm, sizeof(ldm), "ldm");
-    snprintf(dir, sizeof(dir), "%s.d", ldm);
-    uint64_t seed = sdt_test_next(rng);
-    sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
-    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
-    spec.layout = SDT_CKPT_DIFFUSERS;
-    CHECK(sdt_ckpt_generate(dir, &spec, &error), "diffusers generate: %s", error.message);
-    sdt_weights *b = sdt_weights_open(dir, &error);
-    CHECK(b != NULL, "opening the diffusers folder: %s", error.message);
+    sdt_weights *a, *b;
+    write_both_layouts(rng, SD_FAMILY_TINY, ldm, sizeof ldm, dir, sizeof dir, &a, &b);
     if (b) {
         CHECK(sdt_weights_count(a) == sdt_weights_count(b), "LDM file has %zu tensors, diffusers folder %zu",
               sdt_weights_count(a), sdt_weights_count(b));
@@ -348,15 +358,8 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
 {
     char ldm[512], dir[600];
     sdt_error error = {0};
-    mt_temp_path(ldm, sizeof(ldm), "sdxl");
-    snprintf(dir, sizeof(dir), "%s.d", ldm);
-    uint64_t seed = sdt_test_next(rng);
-    sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY_SDXL, seed, false, false);
-    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY_SDXL, seed);
-    spec.layout = SDT_CKPT_DIFFUSERS;
-    CHECK(sdt_ckpt_generate(dir, &spec, &error), "SDXL diffusers generate: %s", error.message);
-    sdt_weights *b = sdt_weights_open(dir, &error);
-    CHECK(b != NULL, "opening the SDXL diffusers folder: %s", error.message);
+    sdt_weights *a, *b;
+    write_both_layouts(rng, SD_FAMILY_TINY_SDXL, ldm, sizeof ldm, dir, sizeof dir, &a, &b);
     sd_model ma, mb;
     bool loaded_a = sd_model_load(&ma, a, be, &error);
     CHECK(loaded_a, "loading the SDXL single file: %s", error.message);
