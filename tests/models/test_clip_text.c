@@ -744,6 +744,17 @@ static void test_sdxl_encoders(sdt_test_rng *rng, sdt_backend *be, const sdt_wei
                                                                   : "SDXL bigG d(context) + d(pooled)");
             free(res.out), free(res.pooled), free(res.drows);
         }
+        run_result half;
+        g_act_dtype = SDT_F16; /* the mixed-precision path: pooled forward and backward in f16 storage */
+        if (P > 0 && run_model_pooled(m, be, tokens, B, T, rows, R, ov, 3, 0, dout, dpooled, &half, &error)) {
+            double ep = sdt_rel_err_fd(half.pooled, ref_pooled, (int64_t)n_pooled);
+            printf("%s: f16 activations, pooled rel error %.3g\n", name, ep);
+            CHECK(ep <= 1e-2, "%s: f16-activation pooled output rel error %.3g", name, ep);
+            free(half.out), free(half.pooled), free(half.drows);
+        } else if (P > 0) {
+            CHECK(false, "%s, f16 activations: %s", name, error.message);
+        }
+        g_act_dtype = SDT_F32;
         if (P > 0 && run_model_pooled(m, be, tokens, B, T, rows, R, ov, 3, 0, NULL, dpooled, &res, &error)) {
             /* d(pooled) alone: the gradient runs through the last layer, which the context does not use. */
             fd_ctx fc = {&r, tokens, B, T, R, m->cfg.layers - 1, 3, ov, NULL, true, dpooled_d};

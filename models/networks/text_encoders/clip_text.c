@@ -670,7 +670,8 @@ static bool pooled_backward(const clip_text_model *m, sdt_backend *be, sdt_arena
 {
     const clip_config *c = &m->cfg;
     int64_t B = a->batch, T = a->seq, C = c->width;
-    sdt_tensor d_ln = mu_alloc(arena, a->act_dtype, 2, B, C, 0, 0), d_end = mu_alloc(arena, a->act_dtype, 3, B, 1, C, 0);
+    /* d_end is f32 like dx: the table gradient of embedding_backward (the scatter into dx's rows) */
+    sdt_tensor d_ln = mu_alloc(arena, a->act_dtype, 2, B, C, 0, 0), d_end = mu_alloc(arena, SDT_F32, 3, B, 1, C, 0);
     if (arena->measuring) return true;
     if (!arena_ok(arena, "the pooled output's backward", error)) return false;
     sdt_tensor d_end2 = mu_reshape2(&d_end, B, C), end2 = mu_reshape2(&a->end_x, B, C);

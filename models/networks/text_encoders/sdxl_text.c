@@ -80,7 +80,7 @@ bool sdt_sdxl_text_backward(const clip_text_model *l, const clip_text_model *g, 
     size_t mark = sdt_arena_mark(arena);
     sdt_dtype dt = a->l.act_dtype;
     sdt_tensor dl = mu_alloc(arena, dt, 3, N, T, Cl, 0), dg = mu_alloc(arena, dt, 3, N, T, Cg, 0);
-    sdt_tensor dpooled_all = mu_alloc(arena, dt, 2, N, P, 0, 0);
+    sdt_tensor dpooled_all = mu_alloc(arena, SDT_F32, 2, N, P, 0, 0); /* f32: embedding_backward's table gradient */
     bool ok = true;
     if (!arena->measuring) {
         if (!sdt_arena_fits(arena)) {
