@@ -14,6 +14,7 @@
 #include "sd_model.h"
 #include "sdt_test.h"
 #include "sdxl_text.h"
+#include "sdxl_test_prompts.h"
 #include "tokenizer.h"
 #include "weights.h"
 
@@ -45,24 +46,6 @@ static sdt_tensor on(sdt_backend *be, const void *host, sdt_dtype host_dt, sdt_d
     return t;
 }
 
-static float *back(sdt_backend *be, const sdt_tensor *t)
-{
-    int64_t n = sdt_tensor_numel(t);
-    void *raw = malloc(sdt_tensor_nbytes(t));
-    float *out = malloc((size_t)n * sizeof(float));
-    be->synchronize(be);
-    be->download(be, raw, t->data, sdt_tensor_nbytes(t));
-    sdt_load_f32(raw, t->dtype, out, n);
-    free(raw);
-    return out;
-}
-
-static double rel(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 1e-20;
-    for (int64_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
-    return num / den;
-}
 
 /* The conditioning forward and backward on be with weights w (already on be, in dt) and activations in dt. */
 static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_problem *p, result *out, sdt_error *error)
@@ -90,10 +73,10 @@ static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_
         ok = sdt_sdxl_text_forward(&l, &g, be, &arena, &in, &acts, error) &&
              sdt_sdxl_text_backward(&l, &g, be, &arena, &acts, &dc, &dp, &drl, &drg, error);
         if (ok) {
-            out->context = back(be, &acts.context);
-            out->pooled = back(be, &acts.pooled);
-            out->drows_l = back(be, &drl);
-            out->drows_g = back(be, &drg);
+            out->context = gpu_test_download(be, &acts.context);
+            out->pooled = gpu_test_download(be, &acts.pooled);
+            out->drows_l = gpu_test_download(be, &drl);
+            out->drows_g = gpu_test_download(be, &drg);
         }
         sdt_arena_release(&arena);
     }
@@ -105,15 +88,7 @@ static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_
 static void make_problem(sdt_test_rng *rng, host_problem *p, const sd_config *cfg)
 {
     p->cl = cfg->clip.width, p->cg = cfg->clip2.width, p->p = cfg->clip2.projection_dim;
-    int32_t end = cfg->clip.vocab - 1;
-    for (int s = 0; s < N; s++) {
-        int len = 6 + (int)(sdt_test_next(rng) % 40);
-        int32_t *ids = p->tokens_l + s * T;
-        ids[0] = end - 1;
-        for (int t = 1; t < T; t++) ids[t] = t < len ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end - 2)) : end;
-        memcpy(p->tokens_g + s * T, ids, T * sizeof(int32_t));
-        sdt_tokens_pad_after_end(p->tokens_g + s * T, T, end, clip_pad_id(&cfg->clip2, end));
-    }
+    sdxl_test_chunks(rng, cfg->clip.vocab, clip_pad_id(&cfg->clip2, cfg->clip.vocab - 1), N, T, p->tokens_l, p->tokens_g);
     clip_override ov[4] = {{0, 2, 0}, {1, 3, 0}, {2, 1, 0}, {2, 2, 1}};
     memcpy(p->ov, ov, sizeof ov);
     size_t nc = (size_t)B * K * T * (p->cl + p->cg);
@@ -161,8 +136,8 @@ int main(void)
                 CHECK(false, "%s on the GPU: %s", sdt_dtype_name(dts[i]), error.message);
             } else {
                 size_t nc = (size_t)B * K * T * (p.cl + p.cg);
-                double ec = rel(r.context, ref.context, (int64_t)nc), ep = rel(r.pooled, ref.pooled, (int64_t)B * p.p);
-                double el = rel(r.drows_l, ref.drows_l, (int64_t)R * p.cl), eg = rel(r.drows_g, ref.drows_g, (int64_t)R * p.cg);
+                double ec = gpu_test_rel(r.context, ref.context, (int64_t)nc), ep = gpu_test_rel(r.pooled, ref.pooled, (int64_t)B * p.p);
+                double el = gpu_test_rel(r.drows_l, ref.drows_l, (int64_t)R * p.cl), eg = gpu_test_rel(r.drows_g, ref.drows_g, (int64_t)R * p.cg);
                 printf("%s: context %.3g, pooled %.3g, d(clip_l) %.3g, d(clip_g) %.3g (tolerance %.0e)\n",
                        sdt_dtype_name(dts[i]), ec, ep, el, eg, tol[i]);
                 CHECK(ec <= tol[i] && ep <= tol[i] && el <= tol[i] && eg <= tol[i],

@@ -12,6 +12,7 @@
 #include "clip_text.h"
 #include "model_test_util.h"
 #include "sdxl_text.h"
+#include "sdxl_test_prompts.h"
 #include "tokenizer.h"
 
 enum { B = 2, K = 2, T = 77, R = 2, N = B * K };
@@ -106,16 +107,7 @@ static double loss_of(const encoders *e, const problem *p, const outputs *o)
 
 static void make_problem(sdt_test_rng *rng, const encoders *e, problem *p)
 {
-    int32_t end = e->l.cfg.vocab - 1;
-    for (int s = 0; s < N; s++) {
-        int len = 6 + (int)(sdt_test_next(rng) % 40);
-        int32_t *ids = p->tokens_l + s * T;
-        ids[0] = end - 1;
-        for (int t = 1; t < T; t++) ids[t] = t < len ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end - 2)) : end;
-        memcpy(p->tokens_g + s * T, ids, T * sizeof(int32_t));
-        sdt_tokens_pad_after_end(p->tokens_g + s * T, T, end, clip_pad_id(&e->g.cfg, end));
-    }
-    /* prompt 0: a placeholder in both chunks; prompt 1: in its first chunk, two vectors */
+    sdxl_test_chunks(rng, e->l.cfg.vocab, clip_pad_id(&e->g.cfg, e->l.cfg.vocab - 1), N, T, p->tokens_l, p->tokens_g);
     clip_override ov[4] = {{0, 2, 0}, {1, 3, 0}, {2, 1, 0}, {2, 2, 1}};
     memcpy(p->ov, ov, sizeof ov);
     p->rows_l = mt_alloc((size_t)R * e->cl * sizeof(float));
