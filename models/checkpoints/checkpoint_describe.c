@@ -1,6 +1,8 @@
 /* checkpoint_describe.c - see checkpoint_describe.h. */
 #include "checkpoint_describe.h"
 
+#include "c_numeric.h"
+
 #include <cjson/cJSON.h>
 #include <glib.h>
 #include <string.h>
@@ -25,8 +27,9 @@ static void add_prediction(cJSON *o, const sd_config *c, const char *config_file
         decided_by = g_strdup("the UNet probe (A1111's test for SD 2.x models), run when training starts; put A1111's "
                               "<stem>.yaml beside the file or pass --v-prediction / --epsilon to decide it");
     } else {
-        decided_by = g_strdup(c->clip.act == SDT_ACT_GELU ? "the default for SD 2.x inpainting and depth models"
-                                                          : "the default for SD 1.x models");
+        decided_by = g_strdup(c->clip2.width > 0          ? "the default for SDXL models (epsilon, as SDXL base)"
+                              : c->clip.act == SDT_ACT_GELU ? "the default for SD 2.x inpainting and depth models"
+                                                            : "the default for SD 1.x models");
     }
     cJSON_AddStringToObject(o, "prediction", prediction);
     cJSON_AddStringToObject(o, "prediction_decided_by", decided_by);
@@ -56,6 +59,14 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
         cJSON_AddStringToObject(o, "layout", folder ? "diffusers folder" : "single file (LDM)");
         cJSON_AddStringToObject(o, "family", sd_family_name(c.family));
         cJSON_AddNumberToObject(o, "text_encoder_width", c.clip.width);
+        if (c.clip2.width > 0) { /* SDXL: its second encoder, the pooled width y carries, its latent scale */
+            cJSON_AddStringToObject(o, "family_title", sd_family_title(c.family));
+            cJSON_AddNumberToObject(o, "text_encoder_2_width", c.clip2.width);
+            cJSON_AddNumberToObject(o, "pooled_width", c.clip2.projection_dim);
+            char scale[32]; /* the float's shortest decimal, 0.13025 */
+            sdt_c_snprintf(scale, sizeof scale, "%.7g", (double)c.vae.scaling);
+            cJSON_AddRawToObject(o, "vae_scaling_factor", scale);
+        }
         cJSON_AddNumberToObject(o, "unet_in_channels", c.unet.in_channels);
         int sizes[SDT_UNET_MAX_KV_WIDTHS], n_sizes = sdt_unet_config_kv_widths(&c.unet, sizes);
         cJSON_AddItemToObject(o, "hypernetwork_sizes", cJSON_CreateIntArray(sizes, n_sizes));

@@ -87,7 +87,7 @@ typedef struct gen_ctx {
 
 static bool wanted(const gen_ctx *g, const char *key)
 {
-    if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0;
+    if (g->spec->text_only) return strncmp(key, "cond_stage_model.", 17) == 0 || strncmp(key, "conditioner.", 12) == 0;
     if (g->spec->vae_only) return strncmp(key, "first_stage_model.", 18) == 0;
     if (g->spec->unet_only) return strncmp(key, SDT_UNET_KEY_PREFIX, strlen(SDT_UNET_KEY_PREFIX)) == 0;
     return true;
@@ -178,43 +178,88 @@ static bool make_folder(const char *path, sdt_error *error)
     return false;
 }
 
+/* The diffusers tensors one canonical tensor becomes (names[k] owned by the caller, *owned a transposed copy
+ * to free): n written to out (0 for a dropped tensor), -1 for a key with no diffusers name. */
+static int diffusers_items(const gen_tensor *t, const sdt_ckpt_spec *spec, const sd_config *cfg, int *part,
+                           char **names, int64_t (*shapes)[4], sdt_st_write_item *out, void **owned)
+{
+    sdt_diffusers_part p;
+    sdt_diffusers_form form;
+    char *name = sdt_diffusers_name(t->name, cfg, &p, &form);
+    if (!name) return -1;
+    *part = (int)p;
+    size_t es = sdt_dtype_size(spec->dtype);
+    if (form == SDT_DIFFUSERS_DROP) {
+        free(name);
+        return 0;
+    }
+    int n = form == SDT_DIFFUSERS_SPLIT_QKV ? 3 : 1;
+    int64_t rows = t->shape[0] / n, row_elems = 1;
+    for (int d = 1; d < t->ndim; d++) row_elems *= t->shape[d];
+    for (int k = 0; k < n; k++) {
+        names[k] = k == 0 ? name : strdup(name);
+        char *q = names[k] ? strstr(names[k], ".q_proj.") : NULL;
+        if (q && k > 0) q[1] = "qkv"[k];
+        memcpy(shapes[k], t->shape, sizeof(shapes[k]));
+        out[k].name = names[k];
+        out[k].dtype = sdt_st_dtype_of(spec->dtype);
+        out[k].ndim = form == SDT_DIFFUSERS_LINEAR ? 2 : t->ndim;
+        out[k].shape = shapes[k];
+        out[k].data = (const uint8_t *)t->data + (size_t)(k * rows * row_elems) * es;
+        if (form == SDT_DIFFUSERS_SPLIT_QKV) shapes[k][0] = rows;
+    }
+    if (form == SDT_DIFFUSERS_TRANSPOSE) { /* [in, out] -> [out, in], element by element in the file's dtype */
+        int64_t r = t->shape[0], c = t->shape[1];
+        uint8_t *dst = malloc((size_t)(r * c) * es + 1);
+        if (!dst) return -2;
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < c; j++)
+                memcpy(dst + (size_t)(j * r + i) * es, (const uint8_t *)t->data + (size_t)(i * c + j) * es, es);
+        shapes[0][0] = c, shapes[0][1] = r;
+        out[0].data = dst;
+        *owned = dst;
+    }
+    return n;
+}
+
 /* Renames every tensor to its diffusers name and writes one file per part. */
 static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, sdt_error *error)
 {
     if (!make_folder(path, error)) return false;
-    sdt_st_write_item *items = calloc(g->n ? g->n : 1, sizeof(*items));
-    char **names = calloc(g->n ? g->n : 1, sizeof(*names));
-    int *parts = calloc(g->n ? g->n : 1, sizeof(*parts));
-    int64_t(*shapes)[4] = calloc(g->n ? g->n : 1, sizeof(*shapes));
-    bool ok = items && names && parts && shapes;
+    size_t cap = 3 * g->n + 1, n_items = 0; /* a packed q/k/v tensor becomes three */
+    sdt_st_write_item *items = calloc(cap, sizeof(*items));
+    char **names = calloc(cap, sizeof(*names));
+    int *parts = calloc(cap, sizeof(*parts));
+    int64_t(*shapes)[4] = calloc(cap, sizeof(*shapes));
+    void **owned = calloc(g->n + 1, sizeof(*owned));
+    bool ok = items && names && parts && shapes && owned;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
     for (size_t i = 0; ok && i < g->n; i++) {
-        sdt_diffusers_part part;
-        bool as_linear;
-        names[i] = sdt_diffusers_name(g->items[i].name, cfg, &part, &as_linear);
-        if (!names[i]) {
-            sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: no diffusers name for '%s'", path, g->items[i].name);
+        int part = 0;
+        int n = diffusers_items(&g->items[i], spec, cfg, &part, names + n_items, shapes + n_items, items + n_items,
+                                &owned[i]);
+        if (n < 0) {
+            sdt_fail(error, n == -1 ? SDT_ERR_INVALID_ARGUMENT : SDT_ERR_OUT_OF_MEMORY,
+                     n == -1 ? "%s: no diffusers name for '%s'" : "%s: out of memory writing '%s'", path, g->items[i].name);
             ok = false;
             break;
         }
-        parts[i] = (int)part;
-        memcpy(shapes[i], g->items[i].shape, sizeof(shapes[i]));
-        items[i].ndim = as_linear ? 2 : g->items[i].ndim;
-        items[i].shape = shapes[i];
-        items[i].name = names[i];
-        items[i].dtype = sdt_st_dtype_of(spec->dtype);
-        items[i].data = g->items[i].data;
+        for (int k = 0; k < n; k++) {
+            parts[n_items + k] = part;
+            if (!names[n_items + k]) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+        }
+        n_items += (size_t)n;
     }
     sdt_st_kv meta[1] = {{"format", "pt"}};
     for (int p = 0; ok && p < SDT_DIFFUSERS_PART_COUNT; p++) {
         size_t n = 0;
-        sdt_st_write_item *sel = calloc(g->n ? g->n : 1, sizeof(*sel));
+        sdt_st_write_item *sel = calloc(n_items + 1, sizeof(*sel));
         if (!sel) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
             ok = false;
             break;
         }
-        for (size_t i = 0; i < g->n; i++)
+        for (size_t i = 0; i < n_items; i++)
             if (parts[i] == p) sel[n++] = items[i];
         if (n) {
             char dir[4096], file[4200];
@@ -224,8 +269,9 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
         }
         free(sel);
     }
-    for (size_t i = 0; names && i < g->n; i++) free(names[i]);
-    free(items), free(names), free(parts), free(shapes);
+    for (size_t i = 0; names && i < n_items; i++) free(names[i]);
+    for (size_t i = 0; owned && i < g->n; i++) free(owned[i]);
+    free(items), free(names), free(parts), free(shapes), free(owned);
     /* the JSON files diffusers opens a folder by (a partial folder for tests gets none) */
     if (ok && !spec->text_only && !spec->vae_only && !spec->unet_only) ok = sdt_diffusers_config_write(path, cfg, error);
     return ok;

@@ -161,11 +161,13 @@ static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_
 }
 
 /* transformers' CLIPTextConfig: the head count, activation and layer-norm epsilon are the truth
- * (weights cannot show them); the sizes must match the weights. projection_dim is read by
- * nothing: SD 1.x/2.x condition on the hidden states, not on the projected pooled output. */
-static bool apply_text_encoder(const cJSON *te, const char *path, sd_config *cfg, sdt_error *error)
+ * (weights cannot show them); the sizes must match the weights. projection_dim is checked only for
+ * an encoder whose pooled output is used (SDXL's bigG); SD 1.x/2.x condition on the hidden states. */
+static bool apply_clip_config(const cJSON *te, const char *path, clip_config *c, sdt_error *error)
 {
-    clip_config *c = &cfg->clip;
+    if (c->projection_dim > 0 &&
+        !check_number(te, "projection_dim", c->projection_dim, "text projection width", path, error))
+        return false;
     if (!check_number(te, "hidden_size", c->width, "text encoder width", path, error) ||
         !check_number(te, "num_hidden_layers", c->layers, "text encoder layer count", path, error) ||
         !check_number(te, "intermediate_size", c->mlp_width, "text encoder MLP width", path, error) ||
@@ -195,6 +197,17 @@ static bool apply_text_encoder(const cJSON *te, const char *path, sd_config *cfg
                             "gelu (SD 2.x)", path, a ? "\"" : "", a ? a : "not a string", a ? "\"" : "");
     }
     return clip_config_check(c, error);
+}
+
+static bool apply_text_encoder(const cJSON *te, const char *path, sd_config *cfg, sdt_error *error)
+{
+    return apply_clip_config(te, path, &cfg->clip, error);
+}
+
+/* SDXL's text_encoder_2 (CLIPTextModelWithProjection); a folder without SDXL's weights has no use for it. */
+static bool apply_text_encoder_2(const cJSON *te, const char *path, sd_config *cfg, sdt_error *error)
+{
+    return cfg->clip2.width == 0 || apply_clip_config(te, path, &cfg->clip2, error);
 }
 
 static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_error *error)
@@ -230,20 +243,27 @@ static const char *part_class(const cJSON *index, const char *part)
     return cJSON_IsArray(pair) ? cJSON_GetStringValue(cJSON_GetArrayItem(pair, 1)) : NULL;
 }
 
-/* model_index.json: the pipeline must be an SD 1.x/2.x one (a CLIP text encoder, a
- * UNet2DConditionModel, one text encoder); anything else is named before shapes are guessed. */
+/* model_index.json: the pipeline must be an SD 1.x/2.x one (a CLIP text encoder, a UNet2DConditionModel)
+ * or SDXL base (a CLIPTextModel and a CLIPTextModelWithProjection as text_encoder_2); anything else (the
+ * SDXL refiner: bigG alone as text_encoder_2) is named before shapes are guessed. */
 static bool check_index(const cJSON *index, const char *path, sdt_error *error)
 {
     const char *pipeline = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(index, "_class_name"));
     const char *te = part_class(index, "text_encoder"), *unet = part_class(index, "unet");
-    bool second_encoder = part_class(index, "text_encoder_2") != NULL;
+    const char *te2 = part_class(index, "text_encoder_2");
     bool te_ok = !te || !strcmp(te, "CLIPTextModel") || !strcmp(te, "CLIPTextModelWithProjection");
+    bool te2_ok = !te2 || (te && !strcmp(te2, "CLIPTextModelWithProjection"));
     bool unet_ok = !unet || !strcmp(unet, "UNet2DConditionModel");
-    if (second_encoder || !te_ok || !unet_ok)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s (text encoder %s%s, UNet %s); sdtrain trains Stable "
-                        "Diffusion 1.x and 2.x models (StableDiffusionPipeline: one CLIPTextModel, a UNet2DConditionModel); "
+    if (te2 && !te)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s with only a second text encoder (%s), as SDXL's "
+                        "refiner has; sdtrain trains SDXL base, not the refiner: use the base model", path,
+                        pipeline ? pipeline : "unnamed", te2);
+    if (!te_ok || !te2_ok || !unet_ok)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s (text encoder %s%s%s, UNet %s); sdtrain trains Stable "
+                        "Diffusion 1.x and 2.x models (StableDiffusionPipeline: one CLIPTextModel, a UNet2DConditionModel) "
+                        "and SDXL base (StableDiffusionXLPipeline: a CLIPTextModel and a CLIPTextModelWithProjection); "
                         "use such a model", path, pipeline ? pipeline : "unnamed", te ? te : "none",
-                        second_encoder ? " and a second one" : "", unet ? unet : "none");
+                        te2 ? " and " : "", te2 ? te2 : "", unet ? unet : "none");
     return true;
 }
 
@@ -265,6 +285,7 @@ bool sdt_diffusers_config_apply(const char *folder, sd_config *cfg, sdt_error *e
         bool (*apply)(const cJSON *j, const char *path, sd_config *cfg, sdt_error *error);
     } files[] = {{"unet", "config.json", apply_unet},
                  {"text_encoder", "config.json", apply_text_encoder},
+                 {"text_encoder_2", "config.json", apply_text_encoder_2},
                  {"vae", "config.json", apply_vae},
                  {"scheduler", "scheduler_config.json", apply_scheduler}};
     bool ok = true;
@@ -327,17 +348,24 @@ static cJSON *null_pair(void)
     return a;
 }
 
-static cJSON *model_index(void)
+static cJSON *model_index(const sd_config *cfg)
 {
+    bool sdxl = cfg->clip2.width > 0;
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "_class_name", "StableDiffusionPipeline");
+    cJSON_AddStringToObject(o, "_class_name", sdxl ? "StableDiffusionXLPipeline" : "StableDiffusionPipeline");
     cJSON_AddStringToObject(o, "_diffusers_version", DIFFUSERS_VERSION);
-    cJSON_AddItemToObject(o, "feature_extractor", null_pair());
-    cJSON_AddBoolToObject(o, "requires_safety_checker", false);
-    cJSON_AddItemToObject(o, "safety_checker", null_pair());
+    if (sdxl) { /* diffusers' SDXL base folder: no safety checker, watermark off */
+        cJSON_AddBoolToObject(o, "force_zeros_for_empty_prompt", true);
+    } else {
+        cJSON_AddItemToObject(o, "feature_extractor", null_pair());
+        cJSON_AddBoolToObject(o, "requires_safety_checker", false);
+        cJSON_AddItemToObject(o, "safety_checker", null_pair());
+    }
     cJSON_AddItemToObject(o, "scheduler", pair("diffusers", "PNDMScheduler"));
     cJSON_AddItemToObject(o, "text_encoder", pair("transformers", "CLIPTextModel"));
+    if (sdxl) cJSON_AddItemToObject(o, "text_encoder_2", pair("transformers", "CLIPTextModelWithProjection"));
     cJSON_AddItemToObject(o, "tokenizer", pair("transformers", "CLIPTokenizer"));
+    if (sdxl) cJSON_AddItemToObject(o, "tokenizer_2", pair("transformers", "CLIPTokenizer"));
     cJSON_AddItemToObject(o, "unet", pair("diffusers", "UNet2DConditionModel"));
     cJSON_AddItemToObject(o, "vae", pair("diffusers", "AutoencoderKL"));
     return o;
@@ -392,7 +420,7 @@ static cJSON *unet_json(const sdt_unet_config *u)
 static cJSON *text_json(const clip_config *c)
 {
     cJSON *o = cJSON_CreateObject();
-    const char *arch[1] = {"CLIPTextModel"};
+    const char *arch[1] = {c->projection_dim > 0 ? "CLIPTextModelWithProjection" : "CLIPTextModel"};
     cJSON_AddItemToObject(o, "architectures", str_list(arch, 1));
     add_float(o, "attention_dropout", 0.0);
     cJSON_AddNumberToObject(o, "bos_token_id", 0);
@@ -409,7 +437,7 @@ static cJSON *text_json(const clip_config *c)
     cJSON_AddNumberToObject(o, "num_attention_heads", c->heads);
     cJSON_AddNumberToObject(o, "num_hidden_layers", c->layers);
     cJSON_AddNumberToObject(o, "pad_token_id", 1);
-    cJSON_AddNumberToObject(o, "projection_dim", c->width);
+    cJSON_AddNumberToObject(o, "projection_dim", c->projection_dim > 0 ? c->projection_dim : c->width);
     cJSON_AddStringToObject(o, "torch_dtype", "float32");
     cJSON_AddStringToObject(o, "transformers_version", "4.25.1");
     cJSON_AddNumberToObject(o, "vocab_size", c->vocab);
@@ -485,9 +513,10 @@ static bool write_json(const char *folder, const char *sub, const char *name, cJ
 
 bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_error *error)
 {
-    return write_json(folder, NULL, "model_index.json", model_index(), error) &&
+    return write_json(folder, NULL, "model_index.json", model_index(cfg), error) &&
            write_json(folder, "unet", "config.json", unet_json(&cfg->unet), error) &&
            write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), error) &&
+           (cfg->clip2.width == 0 || write_json(folder, "text_encoder_2", "config.json", text_json(&cfg->clip2), error)) &&
            write_json(folder, "vae", "config.json", vae_json(&cfg->vae), error) &&
            write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), error);
 }

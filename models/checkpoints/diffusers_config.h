@@ -8,8 +8,10 @@
  * prediction type, the VAE's latent scaling factor) and are checked against what the weights
  * show (channels, widths, layer counts, linear projections, cross-attention width); shape
  * detection fills in only what is absent. model_index.json names the pipeline: one that is
- * not SD 1.x/2.x (SDXL's two text encoders) is refused before any shape is guessed. The project writes them for every folder it writes, with the keys
- * diffusers and transformers read, so diffusers opens those folders.
+ * not SD 1.x/2.x or SDXL base (the SDXL refiner, others) is refused before any shape is guessed.
+ * SDXL's text_encoder_2/config.json (CLIPTextModelWithProjection) applies to its second encoder.
+ * The project writes them for every folder it writes, with the keys diffusers and transformers
+ * read, so diffusers opens those folders.
  */
 #ifndef SDT_MODELS_DIFFUSERS_CONFIG_H
 #define SDT_MODELS_DIFFUSERS_CONFIG_H
@@ -20,8 +22,9 @@
 #include "sd_model.h"
 
 /* model_index.json, when the folder has one, names an SD 1.x/2.x pipeline (one CLIP text
- * encoder, a UNet2DConditionModel); SDXL and other pipelines are UNSUPPORTED with a sentence,
- * before the weights' shapes are guessed at. */
+ * encoder, a UNet2DConditionModel) or SDXL base (and text_encoder_2 CLIPTextModelWithProjection);
+ * other pipelines (SDXL's refiner) are UNSUPPORTED with a sentence, before the weights' shapes are
+ * guessed at. */
 bool sdt_diffusers_index_check(const char *folder, sdt_error *error);
 
 /* Applies the folder's config files to cfg (detected from the weights). A file that is

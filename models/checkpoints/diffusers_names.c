@@ -12,13 +12,13 @@
 
 const char *sdt_diffusers_folder(sdt_diffusers_part part)
 {
-    static const char *names[] = {"unet", "text_encoder", "vae"};
+    static const char *names[] = {"unet", "text_encoder", "vae", "text_encoder_2"};
     return part < SDT_DIFFUSERS_PART_COUNT ? names[part] : "";
 }
 
 const char *sdt_diffusers_file_base(sdt_diffusers_part part)
 {
-    return part == SDT_DIFFUSERS_TEXT ? "model" : "diffusion_pytorch_model";
+    return part == SDT_DIFFUSERS_TEXT || part == SDT_DIFFUSERS_TEXT2 ? "model" : "diffusion_pytorch_model";
 }
 
 static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -68,7 +68,7 @@ static const char *rename_head(const char *rest, const char *const *pairs, char 
 /* ---- VAE ---- */
 
 
-static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
+static char *vae_name(const char *rest, const vae_config *c, sdt_diffusers_form *form)
 {
     const char *part = after(rest, "encoder.") ? "encoder" : after(rest, "decoder.") ? "decoder" : NULL;
     if (!part) return strdup(rest); /* quant_conv, post_quant_conv */
@@ -88,7 +88,7 @@ static char *vae_name(const char *rest, const vae_config *c, bool *as_linear)
         return dup_printf("%s.mid_block.resnets.%d.%s", part, j - 1, rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after(r, "mid.attn_1."))) {
         const char *renamed = rename_head(r2, sdt_pairs_vae_attn, buf, sizeof(buf));
-        *as_linear = strcmp(r2, "norm.weight") != 0 && strstr(r2, ".weight") != NULL;
+        if (strcmp(r2, "norm.weight") != 0 && strstr(r2, ".weight") != NULL) *form = SDT_DIFFUSERS_LINEAR;
         return dup_printf("%s.mid_block.attentions.0.%s", part, renamed);
     }
     if ((r2 = after(r, "norm_out."))) return dup_printf("%s.conv_norm_out.%s", part, r2);
@@ -126,17 +126,51 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
     return strdup(rest);
 }
 
-char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, bool *as_linear)
+/* ---- OpenCLIP text tower (SDXL's bigG) ---- */
+
+/* OpenCLIP's resblock parts and transformers' CLIPEncoderLayer names (diffusers' DIFFUSERS_TO_LDM_MAPPING
+ * "openclip" layers). */
+static const char *const openclip_layer_pairs[] = {"ln_1", "layer_norm1", "ln_2", "layer_norm2",
+                                                   "attn.out_proj", "self_attn.out_proj", "mlp.c_fc", "mlp.fc1",
+                                                   "mlp.c_proj", "mlp.fc2", NULL};
+
+static char *openclip_name(const char *rest, sdt_diffusers_form *form)
 {
     const char *r;
-    *as_linear = false;
-    if ((r = after(key, "cond_stage_model.transformer."))) {
+    int i;
+    if (!strcmp(rest, "token_embedding.weight")) return strdup("text_model.embeddings.token_embedding.weight");
+    if (!strcmp(rest, "positional_embedding")) return strdup("text_model.embeddings.position_embedding.weight");
+    if ((r = after(rest, "ln_final."))) return dup_printf("text_model.final_layer_norm.%s", r);
+    if (!strcmp(rest, "text_projection")) return *form = SDT_DIFFUSERS_TRANSPOSE, strdup("text_projection.weight");
+    if (!strcmp(rest, "logit_scale")) return *form = SDT_DIFFUSERS_DROP, strdup("logit_scale");
+    if (!(r = after_indexed(rest, "transformer.resblocks.", &i))) return NULL;
+    if (!strcmp(r, "attn.in_proj_weight") || !strcmp(r, "attn.in_proj_bias")) {
+        *form = SDT_DIFFUSERS_SPLIT_QKV;
+        return dup_printf("text_model.encoder.layers.%d.self_attn.q_proj.%s", i, strchr(r, '_') + strlen("_proj_"));
+    }
+    const char *tail, *head = sdt_pair_head(openclip_layer_pairs, r, SDT_TO_DIFFUSERS, &tail);
+    return head ? dup_printf("text_model.encoder.layers.%d.%s%s", i, head, tail) : NULL;
+}
+
+char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, sdt_diffusers_form *form)
+{
+    const char *r;
+    *form = SDT_DIFFUSERS_SAME;
+    if ((r = after(key, "cond_stage_model.transformer.")) || (r = after(key, "conditioner.embedders.0.transformer."))) {
         *part = SDT_DIFFUSERS_TEXT;
         return strdup(r);
     }
+    if ((r = after(key, "conditioner.embedders.1.transformer."))) {
+        *part = SDT_DIFFUSERS_TEXT2;
+        return strdup(r);
+    }
+    if ((r = after(key, "conditioner.embedders.1.model."))) {
+        *part = SDT_DIFFUSERS_TEXT2;
+        return openclip_name(r, form);
+    }
     if ((r = after(key, "first_stage_model."))) {
         *part = SDT_DIFFUSERS_VAE;
-        return vae_name(r, &cfg->vae, as_linear);
+        return vae_name(r, &cfg->vae, form);
     }
     if ((r = after(key, SDT_UNET_KEY_PREFIX))) {
         *part = SDT_DIFFUSERS_UNET;

@@ -17,18 +17,29 @@ typedef enum sdt_diffusers_part {
     SDT_DIFFUSERS_UNET = 0, /* unet/diffusion_pytorch_model.safetensors */
     SDT_DIFFUSERS_TEXT,     /* text_encoder/model.safetensors */
     SDT_DIFFUSERS_VAE,      /* vae/diffusion_pytorch_model.safetensors */
+    SDT_DIFFUSERS_TEXT2,    /* text_encoder_2/model.safetensors (SDXL's bigG) */
     SDT_DIFFUSERS_PART_COUNT
 } sdt_diffusers_part;
 
-/* "unet", "text_encoder", "vae". */
+/* How a canonical tensor's data becomes the diffusers tensor(s). */
+typedef enum sdt_diffusers_form {
+    SDT_DIFFUSERS_SAME = 0,   /* the same bytes and shape */
+    SDT_DIFFUSERS_LINEAR,     /* the VAE's attention 1x1 convs [C, C, 1, 1] as linear [C, C] (same bytes) */
+    SDT_DIFFUSERS_SPLIT_QKV,  /* OpenCLIP's packed in_proj [3C, ...]: three row blocks, named with q_proj,
+                               * k_proj, v_proj (the name returned is q_proj's) */
+    SDT_DIFFUSERS_TRANSPOSE,  /* OpenCLIP's text_projection [in, out] as a Linear weight [out, in] */
+    SDT_DIFFUSERS_DROP,       /* stored by the LDM file, absent from diffusers (OpenCLIP's logit_scale) */
+} sdt_diffusers_form;
+
+/* "unet", "text_encoder", "vae", "text_encoder_2". */
 const char *sdt_diffusers_folder(sdt_diffusers_part part);
 /* "diffusion_pytorch_model" or "model". */
 const char *sdt_diffusers_file_base(sdt_diffusers_part part);
 
-/* The diffusers name of a canonical key (malloc'd; the caller frees) and its part.
- * *as_linear is set for the VAE attention projections, which diffusers stores as
- * linear [C, C] where LDM has 1x1 convs [C, C, 1, 1]. NULL for keys outside the
- * three models, or text-encoder keys of the OpenCLIP layout (diffusers has none). */
-char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, bool *as_linear);
+/* The diffusers name of a canonical key (malloc'd; the caller frees), its part and its form.
+ * SDXL's bigG (conditioner.embedders.1.model.*) becomes text_encoder_2's transformers names, as
+ * diffusers' convert_open_clip_checkpoint maps them. NULL for keys outside the models, or SD 2.x's
+ * OpenCLIP-layout text-encoder keys (diffusers stores that encoder with its last layer cut). */
+char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, sdt_diffusers_form *form);
 
 #endif

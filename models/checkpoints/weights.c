@@ -21,7 +21,7 @@
 #include "torch_file.h"
 
 #define MAX_LEVELS 16
-#define MAX_FILES 3
+#define MAX_FILES 4 /* unet, text_encoder, vae, text_encoder_2 */
 #define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
@@ -36,6 +36,8 @@ struct sdt_weights {
     char *hash_file;
     bool is_folder;
     bool has_unet, has_text, has_vae;
+    bool has_text2;  /* a diffusers folder's text_encoder_2/ (SDXL's bigG) */
+    bool sdxl_text;  /* a diffusers folder with text_encoder_2/: text_encoder/ is SDXL's first encoder */
     sdt_safetensors *files[MAX_FILES * MAX_SHARDS];
     sdt_torch_file *torch; /* a .ckpt single file, when that is what was opened */
     int n_files;
@@ -188,14 +190,19 @@ static char *vae_key(const char *name, int dec_levels, bool *attn_linear)
     return key;
 }
 
-static char *clip_key(const char *name)
-{
-    return g_strconcat("cond_stage_model.transformer.", name, NULL);
-}
-
 /* ---- building the key space ------------------------------------------------------ */
 
-typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE } component;
+/* COMP_TEXT2: SDXL's text_encoder_2 (CLIPTextModelWithProjection), kept in transformers' names under
+ * its own slot; clip_text reads that layout directly, so nothing is repacked into OpenCLIP's in_proj. */
+typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE, COMP_TEXT2 } component;
+
+static char *clip_key(const sdt_weights *w, component c, const char *name)
+{
+    const char *prefix = c == COMP_TEXT2 ? "conditioner.embedders.1.transformer."
+                       : w->sdxl_text    ? "conditioner.embedders.0.transformer."
+                                         : "cond_stage_model.transformer.";
+    return g_strconcat(prefix, name, NULL);
+}
 
 /* Adds one tensor under key (owned by w from here on, also on failure). source and file name where it came
  * from, for sentences; both must outlive w. */
@@ -266,7 +273,8 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
             key = g_strconcat("model.diffusion_model.", mapped, NULL);
             g_free(mapped);
             break;
-        case COMP_TEXT: key = clip_key(e->name); break;
+        case COMP_TEXT:
+        case COMP_TEXT2: key = clip_key(w, c, e->name); break;
         case COMP_VAE:
             mapped = vae_key(e->name, dec_levels, &conv1x1);
             key = g_strconcat("first_stage_model.", mapped, NULL);
@@ -402,9 +410,13 @@ static bool open_folder(sdt_weights *w, sdt_error *error)
         component c;
     } parts[] = {{"unet", "diffusion_pytorch_model", COMP_UNET},
                  {"text_encoder", "model", COMP_TEXT},
-                 {"vae", "diffusion_pytorch_model", COMP_VAE}};
-    bool *have[] = {&w->has_unet, &w->has_text, &w->has_vae};
-    for (int i = 0; i < 3; i++) {
+                 {"vae", "diffusion_pytorch_model", COMP_VAE},
+                 {"text_encoder_2", "model", COMP_TEXT2}};
+    bool *have[] = {&w->has_unet, &w->has_text, &w->has_vae, &w->has_text2};
+    char *second = g_build_filename(w->path, "text_encoder_2", NULL);
+    w->sdxl_text = g_file_test(second, G_FILE_TEST_IS_DIR);
+    g_free(second);
+    for (int i = 0; i < 4; i++) {
         char *used = NULL;
         bool missing;
         sdt_safetensors *st = open_component(w->path, parts[i].sub, parts[i].base, &used, &missing, error);
@@ -534,6 +546,8 @@ static const char *component_of(const sdt_weights *w, const char *key, bool *pre
 {
     if (g_str_has_prefix(key, "model.diffusion_model.")) return *present = w->has_unet, "unet/";
     if (g_str_has_prefix(key, "cond_stage_model.")) return *present = w->has_text, "text_encoder/";
+    if (g_str_has_prefix(key, "conditioner.embedders.1.")) return *present = w->has_text2, "text_encoder_2/";
+    if (g_str_has_prefix(key, "conditioner.")) return *present = w->has_text, "text_encoder/";
     if (g_str_has_prefix(key, "first_stage_model.")) return *present = w->has_vae, "vae/";
     *present = true;
     return "";
@@ -544,7 +558,7 @@ bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_
     bool present;
     const char *sub = component_of(w, key_prefix, &present);
     if (!w->is_folder || present) return false;
-    const char *file = strcmp(sub, "text_encoder/") == 0 ? "model" : "diffusion_pytorch_model";
+    const char *file = g_str_has_prefix(sub, "text_encoder") ? "model" : "diffusion_pytorch_model";
     sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
              "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint", w->path, sub, sub,
              file);
@@ -683,6 +697,8 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     w->has_unet = src->has_unet;
     w->has_text = src->has_text;
     w->has_vae = src->has_vae;
+    w->has_text2 = src->has_text2;
+    w->sdxl_text = src->sdxl_text;
     memcpy(w->hash, src->hash, sizeof(w->hash));
     w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
     w->index = g_hash_table_new(g_str_hash, g_str_equal);

@@ -30,7 +30,8 @@ typedef struct sdt_weights sdt_weights;
  * PyTorch .ckpt (torch.save's zip or legacy layout, told apart by content, read
  * without running code; its tensors under "state_dict" or at the top; EMA copies
  * "model_ema.*" left out as A1111 does), or a diffusers folder (unet/,
- * text_encoder/, vae/). */
+ * text_encoder/, vae/; SDXL's text_encoder_2/, whose presence makes text_encoder/ SDXL's first
+ * encoder). */
 sdt_weights *sdt_weights_open(const char *path, sdt_error *error);
 void sdt_weights_close(sdt_weights *w);
 

@@ -5,6 +5,7 @@
 
 #include "checkpoint_yaml.h"
 #include "diffusers_config.h"
+#include "sdxl_cond.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +18,20 @@ const char *sd_family_name(sd_family f)
     case SD_FAMILY_TINY: return "tiny";
     case SD_FAMILY_SD1: return "sd1";
     case SD_FAMILY_SD2: return "sd2";
+    case SD_FAMILY_SDXL: return "sdxl";
+    case SD_FAMILY_TINY_SDXL: return "tiny-sdxl";
+    default: return "custom";
+    }
+}
+
+const char *sd_family_title(sd_family f)
+{
+    switch (f) {
+    case SD_FAMILY_TINY: return "tiny test model (SD 1.x architecture)";
+    case SD_FAMILY_SD1: return "SD 1.x";
+    case SD_FAMILY_SD2: return "SD 2.x";
+    case SD_FAMILY_SDXL: return "SDXL";
+    case SD_FAMILY_TINY_SDXL: return "tiny test model (SDXL architecture)";
     default: return "custom";
     }
 }
@@ -26,6 +41,8 @@ bool sd_family_parse(const char *name, sd_family *out)
     if (!strcmp(name, "tiny")) *out = SD_FAMILY_TINY;
     else if (!strcmp(name, "sd15") || !strcmp(name, "sd1") || !strcmp(name, "sd1.5")) *out = SD_FAMILY_SD1;
     else if (!strcmp(name, "sd2") || !strcmp(name, "sd21") || !strcmp(name, "sd2.1")) *out = SD_FAMILY_SD2;
+    else if (!strcmp(name, "sdxl")) *out = SD_FAMILY_SDXL;
+    else if (!strcmp(name, "tiny-sdxl")) *out = SD_FAMILY_TINY_SDXL;
     else return false;
     return true;
 }
@@ -45,6 +62,20 @@ sd_config sd_config_preset(sd_family f)
         c.clip = clip_config_sd2();
         c.vae = vae_config_sd();
         c.unet = sdt_unet_config_sd2(false);
+        break;
+    case SD_FAMILY_SDXL:
+        c.clip = clip_config_sdxl_l();
+        c.clip2 = clip_config_sdxl_g();
+        c.vae = vae_config_sd();
+        c.vae.scaling = SD_SDXL_VAE_SCALING;
+        c.unet = sdt_unet_config_sdxl();
+        break;
+    case SD_FAMILY_TINY_SDXL:
+        c.clip = clip_config_tiny_sdxl_l();
+        c.clip2 = clip_config_tiny_sdxl_g();
+        c.vae = vae_config_tiny();
+        c.vae.scaling = SD_SDXL_VAE_SCALING;
+        c.unet = sdt_unet_config_tiny_sdxl();
         break;
     default:
         c.family = SD_FAMILY_TINY;
@@ -73,10 +104,26 @@ static bool same_vae(const vae_config *a, const vae_config *b)
     return true;
 }
 
+/* SDXL's families by their two encoders and the VAE (the layouts may differ from the presets': a diffusers
+ * folder keeps bigG in transformers' names). */
+static sd_family sdxl_family_of(const sd_config *c)
+{
+    const sd_family presets[2] = {SD_FAMILY_TINY_SDXL, SD_FAMILY_SDXL};
+    for (int i = 0; i < 2; i++) {
+        sd_config p = sd_config_preset(presets[i]);
+        p.clip2.layout = c->clip2.layout;
+        if (same_clip(&c->clip, &p.clip) && same_clip(&c->clip2, &p.clip2) && same_vae(&c->vae, &p.vae) &&
+            c->clip2.projection_dim == p.clip2.projection_dim)
+            return presets[i];
+    }
+    return c->clip.width == 768 && c->clip2.width == 1280 && c->clip.vocab == 49408 ? SD_FAMILY_SDXL : SD_FAMILY_CUSTOM;
+}
+
 /* Names the family by the text encoder, the part that differs between SD 1 and 2
  * (diffusers stores SD 2's encoder in the HF layout, 23 layers, width 1024). */
 static sd_family family_of(const sd_config *c)
 {
+    if (c->clip2.width > 0) return sdxl_family_of(c);
     const sd_family presets[3] = {SD_FAMILY_TINY, SD_FAMILY_SD1, SD_FAMILY_SD2};
     for (int i = 0; i < 3; i++) {
         sd_config p = sd_config_preset(presets[i]);
@@ -95,6 +142,38 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error)
     return true;
 }
 
+/* SDXL's text side: conditioner.embedders.0 (CLIP-L) and .1 (bigG), whose widths make the UNet's
+ * context and whose projection is y's pooled part. The refiner (bigG alone, as embedders.0) is refused. */
+static bool detect_sdxl_text(const sdt_weights *w, sd_config *c, sdt_error *error)
+{
+    if (!clip_config_detect_at(w, CLIP_SLOT_SDXL_L, &c->clip, error) ||
+        !clip_config_detect_at(w, CLIP_SLOT_SDXL_G, &c->clip2, error))
+        return false;
+    int pooled = sdt_sdxl_pooled_width(&c->unet);
+    if (c->unet.context_dim != c->clip.width + c->clip2.width || pooled != c->clip2.projection_dim)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: SDXL's text encoders give a context of %d + %d and a pooled output of "
+                        "%d, but the UNet expects a context of %d and a pooled part of %d in y; the parts come from "
+                        "different models", sdt_weights_path(w), c->clip.width, c->clip2.width,
+                        c->clip2.projection_dim, c->unet.context_dim, pooled);
+    c->vae.scaling = SD_SDXL_VAE_SCALING; /* sgm's scale_factor; weights cannot say it */
+    return true;
+}
+
+/* Which text side the keys show: SDXL's two embedders, SDXL's refiner (refused), or SD 1.x/2.x's one. */
+static bool is_sdxl(const sdt_weights *w, sdt_error *error, bool *refused)
+{
+    *refused = false;
+    if (sdt_weights_get(w, "conditioner.embedders.0.model.token_embedding.weight")) {
+        *refused = true;
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: this is SDXL's refiner (OpenCLIP bigG alone as conditioner.embedders.0, "
+                        "its own UNet); sdtrain trains SDXL base, not the refiner: use the base model "
+                        "(sd_xl_base_1.0 or a model fine-tuned from it)", sdt_weights_path(w));
+    }
+    for (size_t i = 0; i < sdt_weights_count(w); i++)
+        if (g_str_has_prefix(sdt_weights_key(w, i), "conditioner.embedders.")) return true;
+    return false;
+}
+
 bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error)
 {
     sd_config c;
@@ -102,6 +181,17 @@ bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *e
     const char *path = sdt_weights_path(w);
     bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
     if (folder && !sdt_diffusers_index_check(path, error)) return false;
+    bool refused, sdxl = is_sdxl(w, error, &refused);
+    if (refused) return false;
+    if (sdxl) {
+        if (!vae_config_detect(w, &c.vae, error) || !sdt_unet_config_detect(w, &c.unet, error) ||
+            !detect_sdxl_text(w, &c, error))
+            return false;
+        c.family = family_of(&c);
+        if (folder && !sdt_diffusers_config_apply(path, &c, error)) return false;
+        *cfg = c;
+        return true;
+    }
     if (!clip_config_detect(w, &c.clip, error) || !vae_config_detect(w, &c.vae, error))
         return false;
     if (!sdt_unet_config_detect(w, &c.unet, error)) return false;
@@ -130,7 +220,8 @@ bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error)
 {
     if (!clip_config_check(&cfg->clip, error) || !vae_config_check(&cfg->vae, error)) return false;
-    if (!clip_params(&cfg->clip, visit, user)) {
+    if (cfg->clip2.width > 0 && !clip_config_check(&cfg->clip2, error)) return false;
+    if (!clip_params(&cfg->clip, visit, user) || (cfg->clip2.width > 0 && !clip_params(&cfg->clip2, visit, user))) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "sd_model: enumerating the text encoder's parameters stopped");
         return false;
     }
@@ -192,6 +283,7 @@ bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     if (!clip_text_load(&m->clip, &m->cfg.clip, w, error)) return false;
+    if (m->cfg.clip2.width > 0 && !clip_text_load(&m->clip2, &m->cfg.clip2, w, error)) return false;
     m->unet = sdt_unet_load(&m->cfg.unet, w, error);
     if (!m->unet) return false;
     if (!vae_load(&m->vae, &m->cfg.vae, w, be, error)) {

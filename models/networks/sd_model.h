@@ -23,12 +23,16 @@
 #include "vae.h"
 #include "weights.h"
 
+/* SDXL's latent scaling factor (sgm's scale_factor, diffusers' vae scaling_factor); SD 1.x/2.x: 0.18215. */
+#define SD_SDXL_VAE_SCALING 0.13025f
 
 typedef enum sd_family {
     SD_FAMILY_CUSTOM = 0, /* a valid architecture of no published size */
     SD_FAMILY_TINY,       /* the test configuration */
     SD_FAMILY_SD1,        /* SD 1.x: CLIP ViT-L/14 */
     SD_FAMILY_SD2,        /* SD 2.x: OpenCLIP ViT-H/14 */
+    SD_FAMILY_SDXL,       /* SDXL base: CLIP ViT-L/14 and OpenCLIP ViT-bigG/14, label_emb, VAE scale 0.13025 */
+    SD_FAMILY_TINY_SDXL,  /* the test configuration of SDXL's architecture */
 } sd_family;
 
 /* Who decided unet.v_prediction. */
@@ -49,16 +53,19 @@ typedef enum sd_prediction_choice {
 
 typedef struct sd_config {
     sd_family family;
-    clip_config clip;
+    clip_config clip;  /* the text encoder (SDXL: the first, CLIP ViT-L) */
+    clip_config clip2; /* SDXL's second text encoder (OpenCLIP bigG, with the pooled output); width 0: none */
     vae_config vae;
     sdt_unet_config unet;
     sd_prediction_source prediction_source; /* who set unet.v_prediction */
     double prediction_probe;                /* the probe's mean(UNet(x) - x) when it ran */
 } sd_config;
 
-/* "tiny", "sd1", "sd2", "custom". */
+/* "tiny", "sd1", "sd2", "sdxl", "tiny-sdxl", "custom". */
 const char *sd_family_name(sd_family f);
-/* Parses "tiny", "sd15"/"sd1", "sd2"; false for anything else. */
+/* What a person calls the family: "SD 1.x", "SD 2.x", "SDXL", ... */
+const char *sd_family_title(sd_family f);
+/* Parses "tiny", "sd15"/"sd1", "sd2", "sdxl", "tiny-sdxl"; false for anything else. */
 bool sd_family_parse(const char *name, sd_family *out);
 /* The published (or tiny) configuration of a family. */
 sd_config sd_config_preset(sd_family f);
@@ -78,6 +85,7 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_er
 typedef struct sd_model {
     sd_config cfg;
     clip_text_model clip;
+    clip_text_model clip2; /* SDXL's bigG (cfg.clip2.width > 0) */
     vae_model vae;
     sdt_unet *unet;
 } sd_model;

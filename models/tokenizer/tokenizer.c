@@ -636,6 +636,13 @@ bool sdt_tokenizer_encode(sdt_tokenizer *t, const char *text, const sdt_encode_o
     return true;
 }
 
+void sdt_tokens_pad_after_end(int32_t *ids, int length, int32_t end_id, int32_t pad_id)
+{
+    int end = 0;
+    while (end < length && ids[end] != end_id) end++;
+    for (int i = end + 1; i < length; i++) ids[i] = pad_id;
+}
+
 /* Appends a vocab token's bytes: each stand-in character back to its byte, "</w>" as a space. */
 static void append_token_bytes(const sdt_tokenizer *t, const char *s, GString *out)
 {

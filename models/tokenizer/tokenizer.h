@@ -81,6 +81,13 @@ sdt_encode_options sdt_encode_defaults(void);
 bool sdt_tokenizer_encode(sdt_tokenizer *t, const char *text, const sdt_encode_options *opt, int32_t *ids,
                           sdt_encode_report *rep, sdt_error *error);
 
+/* An encoder's padding of a chunk encoded for another: every id after the first end_id of ids[0..length)
+ * becomes pad_id (nothing changes without an end token or when the end is the last position). SDXL's two
+ * encoders read the same chunk, CLIP-L padded with the end token and OpenCLIP bigG with 0 (A1111's
+ * FrozenOpenCLIPEmbedder2WithCustomWords id_pad = 0; diffusers' tokenizer_2 pads with "!", id 0); pass
+ * clip_pad_id(bigG's config, end_id). */
+void sdt_tokens_pad_after_end(int32_t *ids, int length, int32_t end_id, int32_t pad_id);
+
 /* Text of ids (byte-level decoded, "</w>" as a space, start/end/pad skipped); free with free(). */
 char *sdt_tokenizer_decode(const sdt_tokenizer *t, const int32_t *ids, size_t n);
 

@@ -13,8 +13,8 @@
  * --unet-output VALUE sets the UNet's last conv's bias and scales its weights by 1/1000, so
  * the UNet returns about VALUE everywhere (an epsilon-like or v-like answer to the
  * prediction-type probe) and still depends on the prompt (it trains).
- * tiny-sdxl and sdxl are SDXL's UNet (sdt_unet_config_tiny_sdxl / _sdxl) and need --unet-only:
- * SDXL's two text encoders and its VAE are not written yet.
+ * tiny-sdxl and sdxl are SDXL base (CLIP ViT-L and OpenCLIP bigG under conditioner.embedders.0/1,
+ * the UNet with label_emb, the VAE; sd_config_preset) or, with --text-only/--unet-only/--vae-only, a part.
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -109,21 +109,13 @@ int main(int argc, char **argv)
         return 0;
     }
     sd_family family;
-    bool sdxl = config && (!strcmp(config, "sdxl") || !strcmp(config, "tiny-sdxl"));
-    if (!config || (!sdxl && !sd_family_parse(config, &family)))
+    if (!config || !sd_family_parse(config, &family))
         return usage("--config must be tiny, sd15, sd2, tiny-sdxl or sdxl");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
-    if (sdxl && !spec.unet_only)
-        return usage("--config sdxl and tiny-sdxl write SDXL's UNet only (its text encoders and VAE are not made yet); "
-                     "add --unet-only");
-    if (sdxl) {
-        family = config[0] == 't' ? SD_FAMILY_TINY : SD_FAMILY_SD1; /* the other parts are not written */
-        spec.config = sd_config_preset(family);
-        spec.config.unet = config[0] == 't' ? sdt_unet_config_tiny_sdxl() : sdt_unet_config_sdxl();
-    } else {
-        spec.config = sd_config_preset(family);
-    }
+    spec.config = sd_config_preset(family);
+    bool sdxl = spec.config.clip2.width > 0;
+    if (sdxl && openclip) return usage("--openclip makes an SD 2.x-like model; SDXL has its own two text encoders");
     if (clip_vocab) spec.config.clip.vocab = (int)clip_vocab;
     if (unet_in) spec.config.unet.in_channels = (int)unet_in;
     if (openclip) {
@@ -136,7 +128,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
     }
-    printf("wrote %s (%s%s, seed %llu)\n", out, sdxl ? config : sd_family_name(family), spec.unet_only ? " UNet" : "",
+    printf("wrote %s (%s%s, seed %llu)\n", out, sd_family_name(family), spec.unet_only ? " UNet" : "",
            (unsigned long long)spec.seed);
     return 0;
 }

@@ -6,6 +6,7 @@
 #define SDT_TESTS_GPU_MODULE_H
 
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -24,6 +25,27 @@ static inline sdt_backend *gpu_test_backend(const char *test)
     sdt_backend *gpu = create ? create(0, why, sizeof why) : NULL;
     if (!gpu) printf("%s: SKIP, %s\n", test, why);
     return gpu;
+}
+
+/* A backend tensor's values as host f32 (the caller frees). */
+static inline float *gpu_test_download(sdt_backend *be, const sdt_tensor *t)
+{
+    int64_t n = sdt_tensor_numel(t);
+    void *raw = malloc(sdt_tensor_nbytes(t));
+    float *out = malloc((size_t)n * sizeof(float));
+    be->synchronize(be);
+    be->download(be, raw, t->data, sdt_tensor_nbytes(t));
+    sdt_load_f32(raw, t->dtype, out, n);
+    free(raw);
+    return out;
+}
+
+/* max |a - b| / max |b|. */
+static inline double gpu_test_rel(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 1e-20;
+    for (int64_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
+    return num / den;
 }
 
 #endif

@@ -30,24 +30,6 @@ static sdt_tensor on(sdt_backend *be, const float *host, sdt_dtype dt)
     return t;
 }
 
-static float *back(sdt_backend *be, const sdt_tensor *t)
-{
-    int64_t n = sdt_tensor_numel(t);
-    void *raw = malloc(sdt_tensor_nbytes(t));
-    float *out = malloc((size_t)n * sizeof(float));
-    be->synchronize(be);
-    be->download(be, raw, t->data, sdt_tensor_nbytes(t));
-    sdt_load_f32(raw, t->dtype, out, n);
-    free(raw);
-    return out;
-}
-
-static double rel(const float *a, const float *b, int64_t n)
-{
-    double num = 0, den = 1e-20;
-    for (int64_t i = 0; i < n; i++) num = fmax(num, fabs((double)a[i] - b[i])), den = fmax(den, fabs((double)b[i]));
-    return num / den;
-}
 
 static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool dropout, sdt_dtype dt)
 {
@@ -85,20 +67,20 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
     /* 16-bit inputs run the 16-bit path on both backends (16-bit GEMM operands and activations):
      * a different summation order can flip a rounding to the dtype, one ulp of 2^-11 / 2^-8 */
     double tol = dt == SDT_F32 ? 1e-4 : dt == SDT_F16 ? 4e-3 : 2e-2;
-    float *a = back(gpu, &yg), *b = back(cpu, &yc);
-    double e_fwd = rel(a, b, ROWS * WIDTH);
+    float *a = gpu_test_download(gpu, &yg), *b = gpu_test_download(cpu, &yc);
+    double e_fwd = gpu_test_rel(a, b, ROWS * WIDTH);
     CHECK(e_fwd < tol, "%s: forward rel err %.3g", what, e_fwd);
     free(a), free(b);
-    a = back(gpu, &dxg), b = back(cpu, &dxc);
-    double e_din = rel(a, b, ROWS * WIDTH);
+    a = gpu_test_download(gpu, &dxg), b = gpu_test_download(cpu, &dxc);
+    double e_din = gpu_test_rel(a, b, ROWS * WIDTH);
     CHECK(e_din < tol, "%s: d_in rel err %.3g", what, e_din);
     printf("%s: rel err forward %.2g d_in %.2g (tol %.0e)\n", what, e_fwd, e_din, tol);
     free(a), free(b);
     for (int i = 0; i < sdt_hn_param_count(hc); i++) {
         const sdt_hn_param *pc = sdt_hn_param_at(hc, i), *pg = sdt_hn_param_at(hg, i);
         if (pc->kind != SDT_UNET_K) continue;
-        a = back(gpu, &pg->grad), b = back(cpu, &pc->grad);
-        double e = rel(a, b, sdt_tensor_numel(&pc->grad));
+        a = gpu_test_download(gpu, &pg->grad), b = gpu_test_download(cpu, &pc->grad);
+        double e = gpu_test_rel(a, b, sdt_tensor_numel(&pc->grad));
         CHECK(e < tol, "%s: grad %s rel err %.3g", what, pc->name, e);
         free(a), free(b);
     }

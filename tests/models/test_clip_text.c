@@ -4,7 +4,11 @@
  * overrides, CLIP skip, backward to the override rows against central finite
  * differences of the reference, override equivalence, the OpenCLIP layout (fused
  * in_proj, GELU, penultimate default) from the same weights repacked, measuring
- * arena, and bad inputs.
+ * arena, and bad inputs. SDXL's two encoders from a tiny SDXL checkpoint: the
+ * context of the penultimate layer without the final layernorm, bigG's pooled
+ * output (ln_final at the first end-of-text token, text_projection stored [in,
+ * out]) and the row gradient from d(context) and d(pooled) against finite
+ * differences.
  */
 #include <math.h>
 
@@ -24,6 +28,8 @@ typedef struct ref_clip {
     sdt_activation act;
     double eps;
     double *tok, *pos, *lnf_w, *lnf_b;
+    double *proj; /* P > 0: text_projection as OpenCLIP stores it, [C, P] */
+    int P;
     ref_layer L[CLIP_MAX_LAYERS];
 } ref_clip;
 
@@ -41,6 +47,19 @@ static void ref_from_model(ref_clip *r, const clip_text_model *m)
     r->pos = mt_to_double(&m->pos_emb);
     r->lnf_w = mt_to_double(&m->lnf_w);
     r->lnf_b = mt_to_double(&m->lnf_b);
+    r->P = c->projection_dim;
+    r->proj = NULL;
+    if (r->P > 0) {
+        double *p = mt_to_double(&m->proj);
+        if (c->layout == CLIP_LAYOUT_HF) { /* [P, C] -> [C, P] */
+            r->proj = mt_alloc((size_t)r->C * r->P * sizeof(double));
+            for (int i = 0; i < r->P; i++)
+                for (int k = 0; k < r->C; k++) r->proj[(size_t)k * r->P + i] = p[(size_t)i * r->C + k];
+            free(p);
+        } else {
+            r->proj = p;
+        }
+    }
     for (int i = 0; i < c->layers; i++) {
         const clip_layer_weights *w = &m->layer[i];
         ref_layer *l = &r->L[i];
@@ -57,7 +76,7 @@ static void ref_from_model(ref_clip *r, const clip_text_model *m)
 
 static void ref_free(ref_clip *r)
 {
-    free(r->tok), free(r->pos), free(r->lnf_w), free(r->lnf_b);
+    free(r->tok), free(r->pos), free(r->lnf_w), free(r->lnf_b), free(r->proj);
     for (int i = 0; i < r->layers; i++) {
         ref_layer *l = &r->L[i];
         double *all[16] = {l->ln1_w, l->ln1_b, l->q_w, l->q_b, l->k_w, l->k_b, l->v_w, l->v_b,
@@ -125,9 +144,12 @@ static void ref_causal_attention(double *out, const double *q, const double *k, 
     free(p);
 }
 
-/* out [B, T, C]; rows [R, C] replace token rows at the overridden positions. */
-static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, const double *rows,
-                        const clip_override *ov, int n_ov, int layers_run, double *out)
+/* out [B, T, C] after layers_run layers (then the final layernorm unless final_norm is false); rows [R, C]
+ * replace token rows at the overridden positions. pooled [B, P] (when given): OpenCLIP's pool, the final
+ * layernorm of the last layer at the first largest token id, times the projection [C, P]. */
+static void ref_forward_full(const ref_clip *r, const int32_t *tokens, int B, int T, const double *rows,
+                             const clip_override *ov, int n_ov, int layers_run, bool final_norm, double *out,
+                             double *pooled)
 {
     int C = r->C, M = r->M, N = B * T;
     double *x = mt_alloc((size_t)N * C * sizeof(double)), *h = mt_alloc((size_t)N * C * sizeof(double));
@@ -141,7 +163,13 @@ static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, 
                 if (ov[i].batch == b && ov[i].position == t) src = rows + (size_t)ov[i].row * C;
             for (int c = 0; c < C; c++) x[((size_t)b * T + t) * C + c] = src[c] + r->pos[(size_t)t * C + c];
         }
-    for (int l = 0; l < layers_run; l++) {
+    int all = pooled ? r->layers : layers_run;
+    for (int l = 0; l <= all; l++) {
+        if (l == layers_run) {
+            if (final_norm) ref_layernorm(out, x, r->lnf_w, r->lnf_b, N, C, r->eps);
+            else memcpy(out, x, (size_t)N * C * sizeof(double));
+        }
+        if (l == all) break;
         const ref_layer *L = &r->L[l];
         ref_layernorm(h, x, L->ln1_w, L->ln1_b, N, C, r->eps);
         ref_linear(q, h, L->q_w, L->q_b, N, C, C);
@@ -156,8 +184,24 @@ static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, 
         ref_linear(h, f, L->fc2_w, L->fc2_b, N, M, C);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += h[i];
     }
-    ref_layernorm(out, x, r->lnf_w, r->lnf_b, N, C, r->eps);
+    for (int b = 0; pooled && b < B; b++) {
+        int end = 0;
+        for (int t = 1; t < T; t++)
+            if (tokens[b * T + t] > tokens[b * T + end]) end = t;
+        ref_layernorm(h, x + ((size_t)b * T + end) * C, r->lnf_w, r->lnf_b, 1, C, r->eps);
+        for (int j = 0; j < r->P; j++) {
+            double s = 0;
+            for (int k = 0; k < C; k++) s += h[k] * r->proj[(size_t)k * r->P + j];
+            pooled[(size_t)b * r->P + j] = s;
+        }
+    }
     free(x), free(h), free(q), free(k), free(v), free(a), free(f);
+}
+
+static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, const double *rows,
+                        const clip_override *ov, int n_ov, int layers_run, double *out)
+{
+    ref_forward_full(r, tokens, B, T, rows, ov, n_ov, layers_run, true, out, NULL);
 }
 
 /* ---------------------------------------------------------------- running the C model */
@@ -166,14 +210,16 @@ static void ref_forward(const ref_clip *r, const int32_t *tokens, int B, int T, 
 static sdt_dtype g_act_dtype = SDT_F32;
 
 typedef struct run_result {
-    float *out;   /* [B, T, C] */
-    float *drows; /* [R, C] when dout was given */
+    float *out;    /* [B, T, C] */
+    float *pooled; /* [B, P] when the encoder has a projection */
+    float *drows;  /* [R, C] when dout or dpooled was given */
     size_t peak;
 } run_result;
 
-static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, int B, int T, float *rows,
-                      int R, const clip_override *ov, int n_ov, int clip_skip, const float *dout, run_result *res,
-                      sdt_error *error)
+/* Forward, then backward from dout and/or dpooled [B, P] when either is given. */
+static bool run_model_pooled(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, int B, int T,
+                             float *rows, int R, const clip_override *ov, int n_ov, int clip_skip, const float *dout,
+                             const float *dpooled, run_result *res, sdt_error *error)
 {
     int C = m->cfg.width;
     sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, B, T, 0, 0);
@@ -181,6 +227,10 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     clip_text_inputs in = {.tokens = &tok, .rows = R ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov,
                            .clip_skip = clip_skip, .act_dtype = g_act_dtype};
     sdt_tensor dout_t = mt_tensor((void *)dout, SDT_F32, 3, B, T, C, 0);
+    int P = m->cfg.projection_dim;
+    sdt_tensor dpooled_t = mt_tensor((void *)dpooled, SDT_F32, 2, B, P, 0, 0);
+    bool backward = dout || dpooled;
+    const sdt_tensor *dout_p = dout ? &dout_t : NULL, *dpooled_p = dpooled ? &dpooled_t : NULL;
     float *drows = mt_alloc((size_t)(R ? R : 1) * C * sizeof(float));
     sdt_tensor drows_t = mt_tensor(drows, SDT_F32, 2, R, C, 0, 0);
 
@@ -189,7 +239,8 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
     if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return free(drows), false;
-    if (dout && !clip_text_backward(m, be, &meas, &acts, &dout_t, &drows_t, error)) return free(drows), false;
+    if (backward && !clip_text_backward_pooled(m, be, &meas, &acts, dout_p, dpooled_p, &drows_t, error))
+        return free(drows), false;
     sdt_arena arena;
     if (!sdt_arena_init(&arena, be, meas.peak)) {
         sdt_fail(error, SDT_ERR_DEVICE, "arena of %zu bytes: %s", meas.peak, be->error.message);
@@ -197,10 +248,15 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
         return false;
     }
     bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
-    if (ok && dout) ok = clip_text_backward(m, be, &arena, &acts, &dout_t, &drows_t, error);
+    if (ok && backward) ok = clip_text_backward_pooled(m, be, &arena, &acts, dout_p, dpooled_p, &drows_t, error);
     if (ok) {
         res->out = mt_alloc((size_t)B * T * C * sizeof(float));
         sdt_load_f32(acts.out.data, acts.out.dtype, res->out, (int64_t)B * T * C);
+        res->pooled = NULL;
+        if (P > 0) {
+            res->pooled = mt_alloc((size_t)B * P * sizeof(float));
+            sdt_load_f32(acts.pooled.data, acts.pooled.dtype, res->pooled, (int64_t)B * P);
+        }
         res->drows = drows;
         res->peak = meas.peak;
         if (!sdt_arena_fits(&arena)) {
@@ -212,6 +268,13 @@ static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *
     }
     sdt_arena_release(&arena);
     return ok;
+}
+
+static bool run_model(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, int B, int T, float *rows,
+                      int R, const clip_override *ov, int n_ov, int clip_skip, const float *dout, run_result *res,
+                      sdt_error *error)
+{
+    return run_model_pooled(m, be, tokens, B, T, rows, R, ov, n_ov, clip_skip, dout, NULL, res, error);
 }
 
 static void random_tokens(sdt_test_rng *rng, int32_t *tokens, int n, int vocab)
@@ -226,18 +289,56 @@ typedef struct fd_ctx {
     const int32_t *tokens;
     int B, T, R, layers_run, n_ov;
     const clip_override *ov;
-    const double *dout;
+    const double *dout;     /* NULL: the context is not in the loss */
+    bool skip_final_norm;   /* SDXL's context */
+    const double *dpooled;  /* [B, P]: the pooled output is in the loss too */
 } fd_ctx;
 
-/* L(rows) = sum(dout * f(rows)) */
+/* L(rows) = sum(dout * f(rows)) + sum(dpooled * pooled(rows)) */
 static double fd_loss(const fd_ctx *c, const double *rows)
 {
-    size_t n = (size_t)c->B * c->T * c->r->C;
-    double *out = mt_alloc(n * sizeof(double)), s = 0;
-    ref_forward(c->r, c->tokens, c->B, c->T, rows, c->ov, c->n_ov, c->layers_run, out);
-    for (size_t i = 0; i < n; i++) s += c->dout[i] * out[i];
-    free(out);
+    size_t n = (size_t)c->B * c->T * c->r->C, np = (size_t)c->B * (size_t)c->r->P;
+    double *out = mt_alloc(n * sizeof(double)), *pooled = c->dpooled ? mt_alloc(np * sizeof(double)) : NULL, s = 0;
+    ref_forward_full(c->r, c->tokens, c->B, c->T, rows, c->ov, c->n_ov, c->layers_run, !c->skip_final_norm, out,
+                     pooled);
+    for (size_t i = 0; c->dout && i < n; i++) s += c->dout[i] * out[i];
+    for (size_t i = 0; pooled && i < np; i++) s += c->dpooled[i] * pooled[i];
+    free(out), free(pooled);
     return s;
+}
+
+/* The row gradient against central differences of the reference: along a random direction and on a few
+ * single coordinates. */
+static void check_row_gradient(sdt_test_rng *rng, const fd_ctx *fc, const double *rows_d, const float *drows,
+                               const char *what)
+{
+    int n = fc->R * fc->r->C;
+    double *dir = mt_alloc((size_t)n * sizeof(double)), *pr = mt_alloc((size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) dir[i] = sdt_test_normal(rng);
+    const double h = 1e-4;
+    for (int i = 0; i < n; i++) pr[i] = rows_d[i] + h * dir[i];
+    double lp = fd_loss(fc, pr);
+    for (int i = 0; i < n; i++) pr[i] = rows_d[i] - h * dir[i];
+    double lm = fd_loss(fc, pr);
+    double fd_dir = (lp - lm) / (2 * h), an_dir = 0, scale = 0, gmax = 0;
+    for (int i = 0; i < n; i++) an_dir += drows[i] * dir[i], scale += fabs(drows[i] * dir[i]);
+    for (int i = 0; i < n; i++) gmax = fmax(gmax, fabs(drows[i]));
+    double de = fabs(an_dir - fd_dir) / fmax(scale, 1e-12);
+    printf("%s: directional analytic %.6g fd %.6g (rel error %.3g)\n", what, an_dir, fd_dir, de);
+    CHECK(de <= 1e-3, "%s: directional derivative differs from finite differences: %.6g vs %.6g", what, an_dir, fd_dir);
+    CHECK(gmax > 0, "%s: the row gradient is all zero", what);
+    for (int s = 0; s < 6; s++) {
+        int i = (int)(sdt_test_next(rng) % (uint64_t)n);
+        memcpy(pr, rows_d, (size_t)n * sizeof(double));
+        pr[i] += h;
+        double a = fd_loss(fc, pr);
+        pr[i] -= 2 * h;
+        double b = fd_loss(fc, pr);
+        double fd = (a - b) / (2 * h);
+        CHECK(fabs(drows[i] - fd) <= 1e-3 * gmax, "%s: d row element %d: analytic %.6g fd %.6g (max |grad| %.3g)", what,
+              i, drows[i], fd, gmax);
+    }
+    free(dir), free(pr);
 }
 
 static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
@@ -287,33 +388,8 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
 
     /* Backward against central differences of the reference along a random
      * direction and on a few single coordinates of each row. */
-    fd_ctx fc = {&r, tokens, B, T, R, cfg.layers, 3, ov, dout_d};
-    double *dir = mt_alloc((size_t)R * C * sizeof(double)), *pr = mt_alloc((size_t)R * C * sizeof(double));
-    for (int i = 0; i < R * C; i++) dir[i] = sdt_test_normal(rng);
-    const double h = 1e-4;
-    for (int i = 0; i < R * C; i++) pr[i] = rows_d[i] + h * dir[i];
-    double lp = fd_loss(&fc, pr);
-    for (int i = 0; i < R * C; i++) pr[i] = rows_d[i] - h * dir[i];
-    double lm = fd_loss(&fc, pr);
-    double fd_dir = (lp - lm) / (2 * h), an_dir = 0, scale = 0;
-    for (int i = 0; i < R * C; i++) an_dir += res.drows[i] * dir[i], scale += fabs(res.drows[i] * dir[i]);
-    double de = fabs(an_dir - fd_dir) / fmax(scale, 1e-12);
-    printf("backward directional: analytic %.6g fd %.6g (rel error.message %.3g)\n", an_dir, fd_dir, de);
-    CHECK(de <= 1e-3, "backward directional derivative differs from finite differences: %.6g vs %.6g", an_dir, fd_dir);
-    double gmax = 0;
-    for (int i = 0; i < R * C; i++) gmax = fmax(gmax, fabs(res.drows[i]));
-    CHECK(gmax > 0, "the row gradient is all zero");
-    for (int s = 0; s < 6; s++) {
-        int i = (int)(sdt_test_next(rng) % (uint64_t)(R * C));
-        memcpy(pr, rows_d, (size_t)R * C * sizeof(double));
-        pr[i] += h;
-        double a = fd_loss(&fc, pr);
-        pr[i] -= 2 * h;
-        double b = fd_loss(&fc, pr);
-        double fd = (a - b) / (2 * h);
-        CHECK(fabs(res.drows[i] - fd) <= 1e-3 * gmax, "d row element %d: analytic %.6g fd %.6g (max |grad| %.3g)", i,
-              res.drows[i], fd, gmax);
-    }
+    fd_ctx fc = {&r, tokens, B, T, R, cfg.layers, 3, ov, dout_d, false, NULL};
+    check_row_gradient(rng, &fc, rows_d, res.drows, "backward");
 
     /* f16 activations (the mixed-precision path): close to the reference at f16 accuracy. */
     run_result half;
@@ -418,7 +494,7 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
         sdt_arena_release(&small);
     }
 
-    free(rows), free(rows_d), free(dout), free(dout_d), free(ref_out), free(dir), free(pr);
+    free(rows), free(rows_d), free(dout), free(dout_d), free(ref_out);
     ref_free(&r);
 }
 
@@ -593,6 +669,117 @@ static void test_openclip_layout(sdt_test_rng *rng, sdt_backend *be, const sdt_w
     unlink(path);
 }
 
+/* SDXL's encoders from a tiny SDXL checkpoint (LDM keys under conditioner.embedders.0/1). */
+static void test_sdxl_encoders(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *w)
+{
+    sdt_error error = {0};
+    clip_config l_cfg, g_cfg;
+    clip_text_model l_model, g_model;
+    if (!clip_config_detect_at(w, CLIP_SLOT_SDXL_L, &l_cfg, &error) || !clip_text_load(&l_model, &l_cfg, w, &error) ||
+        !clip_config_detect_at(w, CLIP_SLOT_SDXL_G, &g_cfg, &error) || !clip_text_load(&g_model, &g_cfg, w, &error)) {
+        CHECK(false, "SDXL encoders: %s", error.message);
+        return;
+    }
+    clip_config want_l = clip_config_tiny_sdxl_l(), want_g = clip_config_tiny_sdxl_g();
+    CHECK(l_cfg.width == want_l.width && l_cfg.layers == want_l.layers && l_cfg.act == SDT_ACT_QUICK_GELU &&
+              l_cfg.default_skip == 2 && l_cfg.context_without_final_norm && l_cfg.projection_dim == 0 &&
+              !l_cfg.pad_zero && l_cfg.layout == CLIP_LAYOUT_HF,
+          "SDXL CLIP-L detection: width %d layers %d act %d skip %d projection %d", l_cfg.width, l_cfg.layers,
+          l_cfg.act, l_cfg.default_skip, l_cfg.projection_dim);
+    CHECK(g_cfg.width == want_g.width && g_cfg.layers == want_g.layers && g_cfg.act == SDT_ACT_GELU &&
+              g_cfg.default_skip == 2 && g_cfg.context_without_final_norm &&
+              g_cfg.projection_dim == want_g.projection_dim && g_cfg.pad_zero && g_cfg.layout == CLIP_LAYOUT_OPENCLIP,
+          "SDXL bigG detection: width %d layers %d act %d skip %d projection %d", g_cfg.width, g_cfg.layers, g_cfg.act,
+          g_cfg.default_skip, g_cfg.projection_dim);
+    CHECK(clip_pad_id(&l_cfg, 49407) == 49407 && clip_pad_id(&g_cfg, 49407) == 0,
+          "padding: CLIP-L pads with the end token, bigG with 0");
+
+    /* Prompts as SDXL's bigG sees them: start token, text, the end token (the vocabulary's last id), zeros;
+     * row 1 holds a second end token later, which must not be the pooled position. */
+    const int B = 2, T = 77, R = 2, end_id = g_cfg.vocab - 1;
+    int32_t tokens[2 * 77];
+    const int ends[2] = {9 + (int)(sdt_test_next(rng) % 20), 30 + (int)(sdt_test_next(rng) % 20)};
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            tokens[b * T + t] = t == 0 ? end_id - 1 : t < ends[b] ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end_id - 2))
+                                    : t == ends[b] ? end_id : 0;
+    tokens[1 * T + 60] = end_id;
+    clip_override ov[3] = {{0, 2, 0}, {1, 3, 0}, {1, 5 + (int)(sdt_test_next(rng) % 20), 1}};
+    const clip_text_model *models[2] = {&l_model, &g_model};
+    for (int e = 0; e < 2; e++) {
+        const clip_text_model *m = models[e];
+        const char *name = e == 0 ? "SDXL CLIP-L" : "SDXL bigG";
+        int C = m->cfg.width, P = m->cfg.projection_dim;
+        ref_clip r;
+        ref_from_model(&r, m);
+        float *rows = mt_alloc((size_t)R * C * sizeof(float));
+        sdt_test_fill_normal(rng, rows, R * C, 0.05);
+        double *rows_d = mt_alloc((size_t)R * C * sizeof(double));
+        for (int i = 0; i < R * C; i++) rows_d[i] = rows[i];
+        size_t n_out = (size_t)B * T * C, n_pooled = (size_t)B * (P > 0 ? P : 1);
+        float *dout = mt_alloc(n_out * sizeof(float)), *dpooled = mt_alloc(n_pooled * sizeof(float));
+        sdt_test_fill_normal(rng, dout, (int64_t)n_out, 1.0);
+        sdt_test_fill_normal(rng, dpooled, (int64_t)n_pooled, 1.0);
+        double *dout_d = mt_alloc(n_out * sizeof(double)), *dpooled_d = mt_alloc(n_pooled * sizeof(double));
+        for (size_t i = 0; i < n_out; i++) dout_d[i] = dout[i];
+        for (size_t i = 0; i < n_pooled; i++) dpooled_d[i] = dpooled[i];
+        double *ref_out = mt_alloc(n_out * sizeof(double)), *ref_pooled = mt_alloc(n_pooled * sizeof(double));
+        /* The context: the penultimate layer's hidden state, no final layernorm. */
+        ref_forward_full(&r, tokens, B, T, rows_d, ov, 3, m->cfg.layers - 1, false, ref_out, P > 0 ? ref_pooled : NULL);
+        run_result res;
+        if (!run_model_pooled(m, be, tokens, B, T, rows, R, ov, 3, 0, dout, P > 0 ? dpooled : NULL, &res, &error)) {
+            CHECK(false, "%s: %s", name, error.message);
+        } else {
+            double ec = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
+            printf("%s: context rel error %.3g\n", name, ec);
+            CHECK(ec <= 1e-4, "%s: the context (penultimate layer, no final layernorm) differs from the reference: rel "
+                  "error %.3g", name, ec);
+            if (P > 0) {
+                double ep = sdt_rel_err_fd(res.pooled, ref_pooled, (int64_t)n_pooled);
+                printf("%s: pooled rel error %.3g\n", name, ep);
+                CHECK(ep <= 1e-4, "%s: the pooled output differs from the reference: rel error %.3g", name, ep);
+            }
+            fd_ctx fc = {&r, tokens, B, T, R, m->cfg.layers - 1, 3, ov, dout_d, true, P > 0 ? dpooled_d : NULL};
+            check_row_gradient(rng, &fc, rows_d, res.drows, e == 0 ? "SDXL CLIP-L d(context)"
+                                                                  : "SDXL bigG d(context) + d(pooled)");
+            free(res.out), free(res.pooled), free(res.drows);
+        }
+        run_result half;
+        g_act_dtype = SDT_F16; /* the mixed-precision path: pooled forward and backward in f16 storage */
+        if (P > 0 && run_model_pooled(m, be, tokens, B, T, rows, R, ov, 3, 0, dout, dpooled, &half, &error)) {
+            double ep = sdt_rel_err_fd(half.pooled, ref_pooled, (int64_t)n_pooled);
+            printf("%s: f16 activations, pooled rel error %.3g\n", name, ep);
+            CHECK(ep <= 1e-2, "%s: f16-activation pooled output rel error %.3g", name, ep);
+            free(half.out), free(half.pooled), free(half.drows);
+        } else if (P > 0) {
+            CHECK(false, "%s, f16 activations: %s", name, error.message);
+        }
+        g_act_dtype = SDT_F32;
+        if (P > 0 && run_model_pooled(m, be, tokens, B, T, rows, R, ov, 3, 0, NULL, dpooled, &res, &error)) {
+            /* d(pooled) alone: the gradient runs through the last layer, which the context does not use. */
+            fd_ctx fc = {&r, tokens, B, T, R, m->cfg.layers - 1, 3, ov, NULL, true, dpooled_d};
+            check_row_gradient(rng, &fc, rows_d, res.drows, "SDXL bigG d(pooled) alone");
+            free(res.out), free(res.pooled), free(res.drows);
+        } else if (P > 0) {
+            CHECK(false, "%s, d(pooled) alone: %s", name, error.message);
+        }
+        free(rows), free(rows_d), free(dout), free(dpooled), free(dout_d), free(dpooled_d), free(ref_out),
+            free(ref_pooled);
+        ref_free(&r);
+    }
+    /* d(pooled) for an encoder without a projection is refused with a sentence. */
+    sdt_arena meas;
+    sdt_arena_init_measure(&meas, be);
+    clip_text_acts acts;
+    sdt_tensor tok = mt_tensor(tokens, SDT_I32, 2, B, T, 0, 0), dp = mt_tensor(NULL, SDT_F32, 2, B, 48, 0, 0);
+    clip_text_inputs in = {.tokens = &tok, .act_dtype = SDT_F32};
+    error.message[0] = 0;
+    CHECK(clip_text_forward(&l_model, be, &meas, &in, &acts, &error) &&
+              !clip_text_backward_pooled(&l_model, be, &meas, &acts, NULL, &dp, NULL, &error) &&
+              strstr(error.message, "pooled"),
+          "d(pooled) for CLIP-L was accepted (%s)", error.message);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_clip_text");
@@ -603,6 +790,11 @@ int main(void)
     test_hf_model(&rng, be, w);
     test_openclip_layout(&rng, be, w);
     test_anomaly(&rng, be, w);
+    sdt_weights_close(w);
+    unlink(path);
+    mt_temp_path(path, sizeof(path), "clip-sdxl");
+    w = mt_make_weights(path, SD_FAMILY_TINY_SDXL, sdt_test_next(&rng), true, false);
+    test_sdxl_encoders(&rng, be, w);
     sdt_weights_close(w);
     unlink(path);
     be->destroy(be);

@@ -12,7 +12,8 @@
  *    encoder computes with them; sizes that contradict the weights, an unknown activation, a
  *    head count that does not divide the width are errors naming the file and key;
  *  - unet/config.json's upcast_attention is read and written back;
- *  - model_index.json naming SDXL (a second text encoder) is refused before shapes are guessed;
+ *  - model_index.json naming SDXL's refiner (bigG alone as text_encoder_2) is refused before shapes are
+ *    guessed, naming the refiner (SDXL base folders load: models_test_sd_model);
  *  - SDXL's UNet config: text_time addition embedding (projection_class_embeddings_input_dim,
  *    addition_time_embed_dim), transformer_layers_per_block per level, 64-wide heads, written as
  *    diffusers' SDXL config says and checked against the weights when read;
@@ -271,14 +272,18 @@ static void check_upcast_and_index(const char *model, const char *dir)
     edit(model, "unet", "config.json", "upcast_attention", cJSON_CreateFalse());
 
     cJSON *orig = load(model, "", "model_index.json");
-    edit(model, "", "model_index.json", "_class_name", cJSON_CreateString("StableDiffusionXLPipeline"));
+    edit(model, "", "model_index.json", "_class_name", cJSON_CreateString("StableDiffusionXLImg2ImgPipeline"));
     const char *second[2] = {"transformers", "CLIPTextModelWithProjection"};
     edit(model, "", "model_index.json", "text_encoder_2", cJSON_CreateStringArray(second, 2));
+    cJSON *none = cJSON_CreateArray();
+    cJSON_AddItemToArray(none, cJSON_CreateNull());
+    cJSON_AddItemToArray(none, cJSON_CreateNull());
+    edit(model, "", "model_index.json", "text_encoder", none);
     sdt_weights *w = sdt_weights_open(model, &err);
     bool ok = w && sd_config_detect(w, &c, &err);
     CHECK(!ok && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "model_index.json") &&
-              strstr(err.message, "StableDiffusionXLPipeline") && strstr(err.message, "second"),
-          "an SDXL model_index.json is refused, naming the pipeline: %s", err.message);
+              strstr(err.message, "StableDiffusionXLImg2ImgPipeline") && strstr(err.message, "refiner"),
+          "SDXL's refiner model_index.json is refused, naming the pipeline: %s", err.message);
     sdt_weights_close(w);
     save(model, "", "model_index.json", orig);
     cJSON_Delete(orig);

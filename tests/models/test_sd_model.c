@@ -4,8 +4,13 @@
  * from; the parameter enumeration of the published configs is checked against
  * the published parameter counts; the generator is deterministic per seed,
  * writes F16 that rounds the F32 values, and a checkpoint missing a part is a
- * clear error.
+ * clear error. SDXL: a whole tiny SDXL checkpoint in both layouts detects as SDXL (two
+ * encoders, bigG's projection, VAE scale 0.13025) and gives the same tensors and the same
+ * encoder outputs; the refiner is refused with a sentence.
  */
+#include <glib.h>
+#include <glib/gstdio.h>
+
 #include "checkpoint_gen.h"
 #include "diffusers_names.h"
 #include "model_test_util.h"
@@ -51,6 +56,14 @@ static void test_published_counts(void)
                         (1024 * 4096 + 1024);
     int64_t expect = 49408LL * 1024 + 77 * 1024 + 24 * per_layer + 2 * 1024 + 1024 * 1024 + 1;
     CHECK(oc.params == expect, "SD2 CLIP has %lld parameters, expected %lld", (long long)oc.params, (long long)expect);
+    /* SDXL: CLIP ViT-L under conditioner.embedders.0 (123.1 M, as SD 1.x's) and OpenCLIP ViT-bigG/14 under
+     * conditioner.embedders.1 with text_projection and logit_scale (694,659,841: OpenCLIP's text tower). */
+    sd_config xl = sd_config_preset(SD_FAMILY_SDXL);
+    counter l = {0, 0, "conditioner.embedders.0.transformer.text_model."}, g = {0, 0, "conditioner.embedders.1.model."};
+    CHECK(clip_params(&xl.clip, count_param, &l) && clip_params(&xl.clip2, count_param, &g), "enumerating SDXL's encoders");
+    CHECK(l.params == 123060480 && l.tensors == 196, "SDXL CLIP-L has %lld parameters in %lld tensors, expected 123060480 "
+          "in 196", (long long)l.params, (long long)l.tensors);
+    CHECK(g.params == 694659841, "SDXL bigG has %lld parameters, expected 694659841", (long long)g.params);
 }
 
 static void test_detect_and_load(sdt_test_rng *rng, sdt_backend *be)
@@ -165,15 +178,36 @@ static void test_generator_determinism(sdt_test_rng *rng)
     unlink(p1), unlink(p2), unlink(p3);
 }
 
+/* A generated folder with everything in it. */
 static void remove_folder(const char *dir)
 {
-    static const char *subs[] = {"unet/diffusion_pytorch_model.safetensors", "text_encoder/model.safetensors",
-                                 "vae/diffusion_pytorch_model.safetensors", "unet", "text_encoder", "vae", ""};
-    char p[1024];
-    for (int i = 0; i < 7; i++) {
-        snprintf(p, sizeof(p), "%s/%s", dir, subs[i]);
-        remove(p);
+    GDir *d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        char *p = g_build_filename(dir, name, NULL);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR)) remove_folder(p);
+        else g_remove(p);
+        g_free(p);
     }
+    if (d) g_dir_close(d);
+    g_rmdir(dir);
+}
+
+/* One seed of a family written as an LDM file (ldm, opened into *a) and as a diffusers folder (dir, opened
+ * into *b, NULL when it failed). */
+static void write_both_layouts(sdt_test_rng *rng, sd_family family, char *ldm, size_t ldm_size, char *dir,
+                               size_t dir_size, sdt_weights **a, sdt_weights **b)
+{
+    sdt_error error = {0};
+    mt_temp_path(ldm, ldm_size, sd_family_name(family));
+    snprintf(dir, dir_size, "%s.d", ldm);
+    uint64_t seed = sdt_test_next(rng);
+    *a = mt_make_weights(ldm, family, seed, false, false);
+    sdt_ckpt_spec spec = mt_ckpt_spec(family, seed);
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    CHECK(sdt_ckpt_generate(dir, &spec, &error), "%s diffusers generate: %s", sd_family_name(family), error.message);
+    *b = sdt_weights_open(dir, &error);
+    CHECK(*b != NULL, "opening the %s diffusers folder: %s", sd_family_name(family), error.message);
 }
 
 /* The same seed written as one LDM file and as a diffusers folder: reading the folder
@@ -183,15 +217,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
 {
     char ldm[512], dir[600];
     sdt_error error = {0};
-    mt_temp_path(ldm, sizeof(ldm), "ldm");
-    snprintf(dir, sizeof(dir), "%s.d", ldm);
-    uint64_t seed = sdt_test_next(rng);
-    sdt_weights *a = mt_make_weights(ldm, SD_FAMILY_TINY, seed, false, false);
-    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, seed);
-    spec.layout = SDT_CKPT_DIFFUSERS;
-    CHECK(sdt_ckpt_generate(dir, &spec, &error), "diffusers generate: %s", error.message);
-    sdt_weights *b = sdt_weights_open(dir, &error);
-    CHECK(b != NULL, "opening the diffusers folder: %s", error.message);
+    sdt_weights *a, *b;
+    write_both_layouts(rng, SD_FAMILY_TINY, ldm, sizeof ldm, dir, sizeof dir, &a, &b);
     if (b) {
         CHECK(sdt_weights_count(a) == sdt_weights_count(b), "LDM file has %zu tensors, diffusers folder %zu",
               sdt_weights_count(a), sdt_weights_count(b));
@@ -285,6 +312,119 @@ static void test_bad_checkpoints(sdt_test_rng *rng, sdt_backend *be)
 }
 
 /* Pairs from diffusers' convert_diffusers_to_original_stable_diffusion.py for SD 1.5. */
+/* bigG's tensors as the two layouts hold them: OpenCLIP's packed in_proj and [in, out] projection in the
+ * LDM file, transformers' q/k/v and Linear [out, in] in text_encoder_2. */
+static bool same_tensor(const sdt_tensor *x, const sdt_tensor *y)
+{
+    return sdt_tensor_same_shape(x, y) && !memcmp(x->data, y->data, sdt_tensor_nbytes(x));
+}
+
+static int bigg_differences(const clip_text_model *oc, const clip_text_model *hf)
+{
+    int bad = !same_tensor(&oc->tok_emb, &hf->tok_emb) + !same_tensor(&oc->pos_emb, &hf->pos_emb) +
+              !same_tensor(&oc->lnf_w, &hf->lnf_w) + !same_tensor(&oc->lnf_b, &hf->lnf_b);
+    for (int l = 0; l < oc->cfg.layers; l++) {
+        const sdt_tensor *a = &oc->layer[l].ln1_w, *b = &hf->layer[l].ln1_w;
+        for (size_t k = 0; k < sizeof(clip_layer_weights) / sizeof(sdt_tensor); k++) bad += !same_tensor(a + k, b + k);
+    }
+    int64_t C = oc->cfg.width, P = oc->cfg.projection_dim;
+    const float *p_oc = oc->proj.data, *p_hf = hf->proj.data;
+    for (int64_t i = 0; i < C; i++)
+        for (int64_t j = 0; j < P; j++) bad += p_oc[i * P + j] != p_hf[j * C + i];
+    return bad;
+}
+
+/* bigG's context and pooled output for a fixed prompt. */
+static bool bigg_outputs(const clip_text_model *m, sdt_backend *be, float *context, float *pooled, sdt_error *error)
+{
+    int32_t ids[77] = {998, 5, 17, 300, 999};
+    sdt_tensor tok = mt_tensor(ids, SDT_I32, 2, 1, 77, 0, 0);
+    clip_text_inputs in = {.tokens = &tok, .act_dtype = SDT_F32};
+    sdt_arena meas, arena;
+    clip_text_acts acts;
+    sdt_arena_init_measure(&meas, be);
+    if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return false;
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
+    bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
+    if (ok) {
+        memcpy(context, acts.out.data, (size_t)77 * m->cfg.width * sizeof(float));
+        memcpy(pooled, acts.pooled.data, (size_t)m->cfg.projection_dim * sizeof(float));
+    }
+    sdt_arena_release(&arena);
+    return ok;
+}
+
+static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
+{
+    char ldm[512], dir[600];
+    sdt_error error = {0};
+    sdt_weights *a, *b;
+    write_both_layouts(rng, SD_FAMILY_TINY_SDXL, ldm, sizeof ldm, dir, sizeof dir, &a, &b);
+    sd_model ma, mb;
+    bool loaded_a = sd_model_load(&ma, a, be, &error);
+    CHECK(loaded_a, "loading the SDXL single file: %s", error.message);
+    bool loaded_b = b && sd_model_load(&mb, b, be, &error);
+    CHECK(loaded_b, "loading the SDXL diffusers folder: %s", error.message);
+    if (loaded_a && loaded_b) {
+        const sd_config *ca = &ma.cfg, *cb = &mb.cfg;
+        CHECK(ca->family == SD_FAMILY_TINY_SDXL && cb->family == SD_FAMILY_TINY_SDXL, "families %s and %s, want tiny-sdxl",
+              sd_family_name(ca->family), sd_family_name(cb->family));
+        CHECK(ca->clip.width == 32 && ca->clip2.width == 48 && ca->clip2.projection_dim == 48 &&
+                  ca->clip.slot == CLIP_SLOT_SDXL_L && ca->clip2.slot == CLIP_SLOT_SDXL_G &&
+                  ca->clip2.layout == CLIP_LAYOUT_OPENCLIP && cb->clip2.layout == CLIP_LAYOUT_HF &&
+                  cb->clip2.act == SDT_ACT_GELU && cb->clip2.layers == ca->clip2.layers && cb->clip2.pad_zero,
+              "SDXL encoders: widths %d + %d, projection %d, layouts %d/%d", ca->clip.width, ca->clip2.width,
+              ca->clip2.projection_dim, ca->clip2.layout, cb->clip2.layout);
+        CHECK(ca->vae.scaling == SD_SDXL_VAE_SCALING && cb->vae.scaling == SD_SDXL_VAE_SCALING,
+              "SDXL's VAE scale is 0.13025 (got %g and %g)", ca->vae.scaling, cb->vae.scaling);
+        /* Every tensor of the single file outside bigG is in the folder under the same key and bytes. */
+        int64_t bad = 0, checked = 0;
+        for (size_t i = 0; i < sdt_weights_count(a); i++) {
+            const char *key = sdt_weights_key(a, i);
+            if (g_str_has_prefix(key, "conditioner.embedders.1.")) continue;
+            checked++;
+            if (!tensors_equal(a, b, key) && bad++ < 5) fprintf(stderr, "  %s differs or is missing\n", key);
+        }
+        CHECK(bad == 0 && checked > 100, "%lld of %lld canonical keys differ between the SDXL layouts", (long long)bad,
+              (long long)checked);
+        int diff = bigg_differences(&ma.clip2, &mb.clip2);
+        CHECK(diff == 0, "bigG's tensors differ in %d places between the layouts (in_proj split, projection transposed)",
+              diff);
+        float ctx_a[77 * 48], ctx_b[77 * 48], pooled_a[48], pooled_b[48];
+        if (bigg_outputs(&ma.clip2, be, ctx_a, pooled_a, &error) && bigg_outputs(&mb.clip2, be, ctx_b, pooled_b, &error)) {
+            double dc = mt_max_abs_diff(ctx_a, ctx_b, 77 * 48), dp = mt_max_abs_diff(pooled_a, pooled_b, 48);
+            CHECK(dc == 0 && dp <= 1e-5, "bigG's outputs differ between the layouts: context %.3g, pooled %.3g", dc, dp);
+        } else {
+            CHECK(false, "bigG forward: %s", error.message);
+        }
+    }
+    if (loaded_a) sd_model_free(&ma);
+    if (loaded_b) sd_model_free(&mb);
+    if (b) sdt_weights_close(b);
+    sdt_weights_close(a);
+    unlink(ldm);
+    remove_folder(dir);
+
+    /* SDXL's refiner (bigG alone as conditioner.embedders.0) is named and refused. */
+    char refiner[512];
+    mt_temp_path(refiner, sizeof(refiner), "refiner");
+    float row[8] = {0};
+    int64_t shape[2] = {2, 4};
+    sdt_st_write_item item = {.name = "conditioner.embedders.0.model.token_embedding.weight", .dtype = sdt_st_dtype_of(SDT_F32),
+                              .ndim = 2, .shape = shape, .data = row};
+    sdt_weights *r = sdt_st_write(refiner, &item, 1, NULL, 0, &error) ? sdt_weights_open(refiner, &error) : NULL;
+    sd_config cr;
+    error.message[0] = 0;
+    CHECK(r && !sd_config_detect(r, &cr, &error) && error.code == SDT_ERR_UNSUPPORTED && strstr(error.message, "refiner"),
+          "the SDXL refiner was not refused with a sentence (%s)", error.message);
+    if (r) sdt_weights_close(r);
+    unlink(refiner);
+    sd_family f;
+    CHECK(sd_family_parse("sdxl", &f) && f == SD_FAMILY_SDXL && !strcmp(sd_family_title(f), "SDXL") &&
+              sd_family_parse("tiny-sdxl", &f) && f == SD_FAMILY_TINY_SDXL,
+          "SDXL family names");
+}
+
 static void test_known_sd1_names(void)
 {
     static const char *pairs[][2] = {
@@ -316,7 +456,7 @@ static void test_known_sd1_names(void)
     sd_config sd1 = sd_config_preset(SD_FAMILY_SD1);
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         sdt_diffusers_part part;
-        bool lin;
+        sdt_diffusers_form lin;
         char *name = sdt_diffusers_name(pairs[i][0], &sd1, &part, &lin);
         CHECK(name && !strcmp(name, pairs[i][1]), "%s -> %s, expected %s", pairs[i][0], name ? name : "(none)",
               pairs[i][1]);
@@ -333,6 +473,7 @@ int main(void)
     test_openclip_roundtrip(&rng);
     test_generator_determinism(&rng);
     test_diffusers_roundtrip(&rng);
+    test_sdxl_checkpoints(&rng, be);
     test_known_sd1_names();
     test_bad_checkpoints(&rng, be);
     be->destroy(be);

@@ -6,8 +6,11 @@
  * (or above) the checkout; without them only the built-in copy is checked.
  * Expected ids: the first two were checked with transformers' CLIPTokenizer
  * (shared/data/.../README.md); the others were computed with OpenAI's
- * simple_tokenizer algorithm (tests/parity/clip_simple_tokenizer.py). */
+ * simple_tokenizer algorithm (tests/parity/clip_simple_tokenizer.py).
+ * SDXL's two encoders read one prompt padded two ways: CLIP-L with the end token, bigG with 0
+ * after the first end token (A1111, diffusers' tokenizer_2); both pool at that end token. */
 #include "tokenizer.h"
+#include "clip_text.h"
 #include "clip_tokenizer_builtin.h"
 
 #include <stdlib.h>
@@ -86,12 +89,67 @@ static void check_known_ids(sdt_tokenizer *t, const char *which)
     }
 }
 
+/* The first largest id: where OpenCLIP's pooling (text.argmax(dim=-1)) reads. */
+static int argmax_position(const int32_t *ids, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (ids[i] > ids[best]) best = i;
+    return best;
+}
+
+static void check_sdxl_padding(sdt_tokenizer *t)
+{
+    sdt_error error = {0};
+    clip_config l = clip_config_sdxl_l(), g = clip_config_sdxl_g();
+    int32_t eos = sdt_tokenizer_eos(t);
+    CHECK(clip_pad_id(&l, eos) == eos && clip_pad_id(&g, eos) == 0, "SDXL padding: CLIP-L %d, bigG %d",
+          clip_pad_id(&l, eos), clip_pad_id(&g, eos));
+    CHECK(clip_pad_id(&(clip_config){.pad_zero = false}, eos) == eos, "a config without pad_zero pads with the end token");
+    clip_config sd1 = clip_config_sd1(), sd2 = clip_config_sd2();
+    CHECK(!sd1.pad_zero && sd2.pad_zero, "SD 1.x pads with the end token, SD 2.x (OpenCLIP ViT-H) with 0");
+
+    int32_t ids_l[SDT_CLIP_CONTEXT], ids_g[SDT_CLIP_CONTEXT], repadded[SDT_CLIP_CONTEXT];
+    sdt_encode_options o = sdt_encode_defaults();
+    sdt_encode_report rep;
+    o.pad_id = clip_pad_id(&l, eos);
+    CHECK(sdt_tokenizer_encode(t, "a photo of a cat, wearing a red hat", &o, ids_l, &rep, &error), "%s", error.message);
+    o.pad_id = clip_pad_id(&g, eos);
+    CHECK(sdt_tokenizer_encode(t, "a photo of a cat, wearing a red hat", &o, ids_g, NULL, &error), "%s", error.message);
+    int end = rep.end_index;
+    bool same_text = true, l_pads_end = true, g_pads_zero = true;
+    for (int i = 0; i <= end; i++) same_text &= ids_l[i] == ids_g[i];
+    for (int i = end + 1; i < SDT_CLIP_CONTEXT; i++) l_pads_end &= ids_l[i] == eos, g_pads_zero &= ids_g[i] == 0;
+    CHECK(same_text && ids_l[end] == eos, "both encoders read the same tokens up to the end token");
+    CHECK(l_pads_end && g_pads_zero, "CLIP-L pads with the end token, bigG with 0 (after position %d)", end);
+    memcpy(repadded, ids_l, sizeof repadded);
+    sdt_tokens_pad_after_end(repadded, SDT_CLIP_CONTEXT, eos, clip_pad_id(&g, eos));
+    CHECK(!memcmp(repadded, ids_g, sizeof repadded), "CLIP-L's chunk repadded for bigG differs from bigG's encoding");
+    CHECK(argmax_position(ids_g, SDT_CLIP_CONTEXT) == end && argmax_position(ids_l, SDT_CLIP_CONTEXT) == end,
+          "the pooled position (first largest id) is the end token %d in both paddings (bigG %d, CLIP-L %d)", end,
+          argmax_position(ids_g, SDT_CLIP_CONTEXT), argmax_position(ids_l, SDT_CLIP_CONTEXT));
+    /* A full chunk has nothing to pad; a chunk without an end token is left alone. */
+    GString *longer = g_string_new(NULL);
+    for (int i = 0; i < 90; i++) g_string_append(longer, "cat ");
+    o.pad_id = clip_pad_id(&l, eos);
+    CHECK(sdt_tokenizer_encode(t, longer->str, &o, ids_l, &rep, &error), "%s", error.message);
+    memcpy(repadded, ids_l, sizeof repadded);
+    sdt_tokens_pad_after_end(repadded, SDT_CLIP_CONTEXT, eos, 0);
+    CHECK(rep.end_index == SDT_CLIP_CONTEXT - 1 && !memcmp(repadded, ids_l, sizeof repadded),
+          "a full chunk changed when repadded");
+    for (int i = 0; i < SDT_CLIP_CONTEXT; i++) repadded[i] = 7;
+    sdt_tokens_pad_after_end(repadded, SDT_CLIP_CONTEXT, eos, 0);
+    CHECK(repadded[0] == 7 && repadded[SDT_CLIP_CONTEXT - 1] == 7, "ids without an end token changed when repadded");
+    g_string_free(longer, TRUE);
+}
+
 int main(void)
 {
     sdt_error error = {0};
     sdt_tokenizer *builtin = sdt_tokenizer_load_builtin_clip(&error);
     CHECK(builtin != NULL, "built-in tokenizer: %s", error.message);
     if (builtin) check_known_ids(builtin, "built-in");
+    if (builtin) check_sdxl_padding(builtin);
     const char *license = sdt_clip_tokenizer_license();
     CHECK(strstr(license, "MIT License") && strstr(license, "OpenAI"), "the built-in licence notice is missing");
     char *dir = find_tokenizer_dir();

@@ -3,6 +3,9 @@ CLIPTextModel (modeling_clip.py: CLIPTextEmbeddings, CLIPAttention, CLIPMLP,
 CLIPEncoderLayer, causal mask, final_layer_norm), with the same parameter names, for
 machines without transformers (Debian's python3-torch has none).
 
+ClipTextModelWithProjection adds transformers' text_projection (Linear, no bias) as
+CLIPTextModelWithProjection names it: SDXL's second encoder in diffusers' text_encoder_2.
+
 clip_vae_parity.py uses transformers when it is installed and this module otherwise.
 """
 import math
@@ -97,3 +100,11 @@ class ClipTextModel(nn.Module):
 
     def forward(self, input_ids, output_hidden_states=False):
         return self.text_model(input_ids, output_hidden_states)
+
+
+class ClipTextModelWithProjection(ClipTextModel):
+    """transformers' CLIPTextModelWithProjection names: text_model.* and text_projection.weight [P, C]."""
+
+    def __init__(self, vocab, width, layers, heads, positions, hidden, act, projection, eps=1e-5):
+        super().__init__(vocab, width, layers, heads, positions, hidden, act, eps)
+        self.text_projection = nn.Linear(width, projection, bias=False)

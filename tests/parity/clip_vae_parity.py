@@ -11,7 +11,13 @@ random inputs each run:
     gradient with respect to the override rows of sum(G * output); for SD 2.x
     the OpenCLIP-layout checkpoint (fused in_proj) is converted to
     CLIPTextModel names (GELU, 24 layers; skip 2 is SD 2's penultimate output);
-  - VAE encoder mean/logvar and decoder output.
+  - VAE encoder mean/logvar and decoder output;
+  - tiny-sdxl: SDXL's two encoders (conditioner.embedders.0 CLIP-L in transformers'
+    names, conditioner.embedders.1 OpenCLIP bigG converted as SD 2.x's, its
+    text_projection [in, out] transposed into CLIPTextModelWithProjection's Linear):
+    the context hidden_states[-2] without the final layernorm, bigG's pooled output
+    text_projection(last_hidden_state[b, ids[b].argmax()]) as sgm's FrozenOpenCLIPEmbedder2
+    pools, and the override-row gradient of sum(G * context) + sum(H * pooled).
 The C side runs through sdt-model-io (tests/parity/model_io_cli.c) on the CPU
 backend. Thresholds (f32): relative error (max |a - b| / max |b|) <= 1e-4
 forward, <= 1e-3 gradients.
@@ -47,12 +53,12 @@ except ImportError as e:  # CI without torch: a clean skip
 # transformers' CLIPTextModel is the reference where it is installed; otherwise
 # clip_reference.py, written to the same published code (Debian's torch has no transformers).
 try:
-    from transformers import CLIPTextConfig, CLIPTextModel
+    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTextModelWithProjection
     CLIP_REFERENCE = "transformers CLIPTextModel"
 except ImportError:
-    CLIPTextModel = None
+    CLIPTextModel = CLIPTextModelWithProjection = None
     CLIP_REFERENCE = "clip_reference.py"
-from clip_reference import ClipTextModel  # noqa: E402
+from clip_reference import ClipTextModel, ClipTextModelWithProjection  # noqa: E402
 from st_codec import st_read as load_file  # noqa: E402 (F32 checkpoints: --dtype f32 below)
 
 FWD_TOL = 1e-4
@@ -98,9 +104,9 @@ class CModel:
         subprocess.run(args, check=True, capture_output=True)
         return out
 
-    def config(self, ckpt):
+    def config(self, ckpt, slot="sd"):
         cfg = {}
-        for line in self.run("config", "--ckpt", ckpt).splitlines():
+        for line in self.run("config", "--ckpt", ckpt, "--slot", slot).splitlines():
             k, _, v = line.partition(" ")
             cfg[k] = v
         return cfg
@@ -115,11 +121,16 @@ class CModel:
         data = torch.from_file(path, size=int(torch.tensor(shape).prod().item()), dtype=torch.float32)
         return data.reshape(shape).clone()
 
-    def clip(self, ckpt, tokens, rows, overrides, skip, dout):
+    def clip(self, ckpt, tokens, rows, overrides, skip, dout, slot="sd", dpooled=None):
         B, T = tokens.shape
         tok = self.write(tokens, "tokens.i32", torch.int32)
         out = self.path("clip-out.f32")
-        args = ["clip", "--ckpt", ckpt, "--tokens", tok, "--batch", B, "--seq", T, "--out", out, "--skip", skip]
+        args = ["clip", "--ckpt", ckpt, "--slot", slot, "--tokens", tok, "--batch", B, "--seq", T, "--out", out,
+                "--skip", skip]
+        pooled = None
+        if dpooled is not None:
+            pooled = self.path("pooled.f32")
+            args += ["--pooled", pooled, "--dpooled", self.write(dpooled, "dpooled.f32", torch.float32)]
         R = rows.shape[0] if rows is not None else 0
         if R:
             ov = torch.tensor(overrides, dtype=torch.int32)
@@ -133,6 +144,8 @@ class CModel:
         C = dout.shape[2] if dout is not None else rows.shape[1]
         o = self.read(out, (B, T, C))
         g = self.read(drows, tuple(rows.shape)) if drows else None
+        if dpooled is not None:
+            return o, g, self.read(pooled, tuple(dpooled.shape))
         return o, g
 
     def vae_encode(self, ckpt, image, f, z):
@@ -170,9 +183,10 @@ class OverrideEmbedding(nn.Module):
         return e.index_put((b, p), self.rows[r].to(e.dtype))
 
 
-def openclip_to_hf(sd, layers):
-    """SD 2.x LDM layout (open_clip names, fused in_proj) -> transformers CLIPTextModel names."""
-    P = "cond_stage_model.model."
+def openclip_to_hf(sd, layers, P="cond_stage_model.model."):
+    """LDM layout (open_clip names, fused in_proj; SD 2.x's, or SDXL's bigG under conditioner.embedders.1.model.)
+    -> transformers CLIPTextModel names; text_projection [in, out] -> CLIPTextModelWithProjection's Linear [out, in]
+    when the config uses it."""
     out = {
         "text_model.embeddings.token_embedding.weight": sd[P + "token_embedding.weight"],
         "text_model.embeddings.position_embedding.weight": sd[P + "positional_embedding"],
@@ -190,35 +204,44 @@ def openclip_to_hf(sd, layers):
         for src, dst in pairs.items():
             out[h + dst + ".weight"] = sd[r + src + ".weight"]
             out[h + dst + ".bias"] = sd[r + src + ".bias"]
+    if P.startswith("conditioner.") and P + "text_projection" in sd:
+        out["text_projection.weight"] = sd[P + "text_projection"].t().contiguous()
     return out
 
 
 def clip_model(cfg):
-    """An untrained CLIP text model of the checkpoint's sizes, from transformers or clip_reference.py."""
+    """An untrained CLIP text model of the checkpoint's sizes (with the projection when it has one), from
+    transformers or clip_reference.py."""
+    projection = int(cfg.get("clip_projection", "0"))
     if CLIPTextModel is None:
-        return ClipTextModel(int(cfg["clip_vocab"]), int(cfg["clip_width"]), int(cfg["clip_layers"]),
-                             int(cfg["clip_heads"]), int(cfg["clip_positions"]), int(cfg["clip_mlp"]), cfg["clip_act"])
+        sizes = (int(cfg["clip_vocab"]), int(cfg["clip_width"]), int(cfg["clip_layers"]), int(cfg["clip_heads"]),
+                 int(cfg["clip_positions"]), int(cfg["clip_mlp"]), cfg["clip_act"])
+        return ClipTextModelWithProjection(*sizes, projection) if projection else ClipTextModel(*sizes)
     hf = CLIPTextConfig(vocab_size=int(cfg["clip_vocab"]), hidden_size=int(cfg["clip_width"]),
                         intermediate_size=int(cfg["clip_mlp"]), num_hidden_layers=int(cfg["clip_layers"]),
                         num_attention_heads=int(cfg["clip_heads"]), max_position_embeddings=int(cfg["clip_positions"]),
-                        hidden_act=cfg["clip_act"], layer_norm_eps=1e-5, projection_dim=int(cfg["clip_width"]))
+                        hidden_act=cfg["clip_act"], layer_norm_eps=1e-5,
+                        projection_dim=projection or int(cfg["clip_width"]))
     try:
         hf._attn_implementation = "eager"  # the plain softmax(QK^T)V path
     except AttributeError:
         pass  # older transformers: eager is the only path
-    return CLIPTextModel(hf)
+    return CLIPTextModelWithProjection(hf) if projection else CLIPTextModel(hf)
 
 
-def torch_clip(sd, cfg, device, dtype):
+SLOT_PREFIX = {"sd": "cond_stage_model.", "sdxl-l": "conditioner.embedders.0.", "sdxl-g": "conditioner.embedders.1."}
+
+
+def torch_clip(sd, cfg, device, dtype, slot="sd"):
     model = clip_model(cfg)
     if cfg["clip_layout"] == "openclip":
-        state = openclip_to_hf(sd, int(cfg["clip_layers"]))
+        state = openclip_to_hf(sd, int(cfg["clip_layers"]), SLOT_PREFIX[slot] + "model.")
     else:
-        prefix = "cond_stage_model.transformer."
+        prefix = SLOT_PREFIX[slot] + "transformer."
         state = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
     # transformers 5 names the text model's parameters without the "text_model." prefix that 4.x used.
     expected = set(model.state_dict().keys())
-    if not any(k.startswith("text_model.") for k in expected):
+    if not any(k.startswith("text_model.") for k in expected) and "text_projection.weight" not in expected:
         state = {k[len("text_model."):] if k.startswith("text_model.") else k: v for k, v in state.items()}
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or any("position_ids" not in m for m in missing):
@@ -242,6 +265,31 @@ def torch_clip_run(model, tokens, rows, overrides, skip, dout, device, dtype):
     finally:
         _text_model(model).embeddings.token_embedding = base
     return z.detach().float().cpu(), rows_p.grad.detach().float().cpu()
+
+
+def torch_clip_sdxl_run(model, tokens, rows, overrides, dout, dpooled, device, dtype):
+    """SDXL's conditioning from one encoder: hidden_states[-2] (no final layernorm) and, with a projection, the
+    pooled output at each row's first largest id; the override-row gradient of sum(dout * context) +
+    sum(dpooled * pooled)."""
+    rows_p = rows.to(device=device, dtype=dtype).clone().requires_grad_(True)
+    text = _text_model(model)
+    base = text.embeddings.token_embedding
+    text.embeddings.token_embedding = OverrideEmbedding(base, rows_p, overrides)
+    ids = tokens.to(device=device, dtype=torch.long)
+    try:
+        out = text(input_ids=ids, output_hidden_states=True)
+        context = out.hidden_states[-2]
+        loss = (context * dout.to(device=device, dtype=dtype)).sum()
+        pooled = None
+        if dpooled is not None:
+            end = ids.argmax(dim=-1)
+            pooled = model.text_projection(out.last_hidden_state[torch.arange(ids.shape[0]), end])
+            loss = loss + (pooled * dpooled.to(device=device, dtype=dtype)).sum()
+        loss.backward()
+    finally:
+        text.embeddings.token_embedding = base
+    return (context.detach().float().cpu(), None if pooled is None else pooled.detach().float().cpu(),
+            rows_p.grad.detach().float().cpu())
 
 
 # ----------------------------------------------------------------------------- PyTorch AutoencoderKL (LDM)
@@ -293,6 +341,35 @@ def check_clip(c, size, seed, gen, device, dtype, report):
         report.add(size, f"clip d(override rows) (skip {skip})", rel_err(c_grad, t_grad), GRAD_TOL)
 
 
+def check_clip_sdxl(c, size, seed, gen, device, dtype, report):
+    ckpt = c.make_checkpoint(size, seed, "text")
+    for slot in ("sdxl-l", "sdxl-g"):
+        cfg = c.config(ckpt, slot)
+        model = torch_clip(load_file(ckpt), cfg, device, dtype, slot)
+        width, vocab, T = int(cfg["clip_width"]), int(cfg["clip_vocab"]), int(cfg["clip_positions"])
+        projection = int(cfg["clip_projection"])
+        B, R = 2, 2
+        # start, text, the end token (the vocabulary's last id), then zeros as OpenCLIP pads; row 1 has a
+        # second end token later, which is not the pooled position
+        tokens = torch.zeros(B, T, dtype=torch.int32)
+        for b, end in enumerate((10 + int(torch.randint(0, 20, (1,), generator=gen)), 40)):
+            tokens[b, 0] = vocab - 2
+            tokens[b, 1:end] = torch.randint(1, vocab - 2, (end - 1,), generator=gen, dtype=torch.int32)
+            tokens[b, end] = vocab - 1
+        tokens[1, 60] = vocab - 1
+        table_std = _text_model(model).embeddings.token_embedding.weight.float().std().item()
+        rows = torch.randn(R, width, generator=gen) * table_std
+        overrides = [(0, 2, 0), (1, 3, 0), (1, 5 + int(torch.randint(0, 20, (1,), generator=gen)), 1)]
+        dout = torch.randn(B, T, width, generator=gen)
+        dpooled = torch.randn(B, projection, generator=gen) if projection else None
+        got = c.clip(ckpt, tokens, rows, overrides, 0, dout, slot, dpooled)
+        t_ctx, t_pooled, t_grad = torch_clip_sdxl_run(model, tokens, rows, overrides, dout, dpooled, device, dtype)
+        report.add(size, f"{slot} context (penultimate, no ln)", rel_err(got[0], t_ctx), FWD_TOL)
+        if projection:
+            report.add(size, f"{slot} pooled", rel_err(got[2], t_pooled), FWD_TOL)
+        report.add(size, f"{slot} d(override rows)", rel_err(got[1], t_grad), GRAD_TOL)
+
+
 def check_vae(c, size, seed, gen, device, dtype, report, image_size):
     ckpt = c.make_checkpoint(size, seed, "vae")
     cfg = c.config(ckpt)
@@ -330,7 +407,8 @@ def record(path, device, dtype, seed, report, elapsed):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the CMake build folder holding sdt-model-io and sdt-make-checkpoint")
-    ap.add_argument("--sizes", default="tiny,sd15,sd2", help="comma list of tiny, sd15, sd2 (text encoder only)")
+    ap.add_argument("--sizes", default="tiny,sd15,sd2",
+                    help="comma list of tiny, sd15, sd2 (text encoder only), tiny-sdxl (SDXL's two text encoders)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--torch-dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--seed", type=int, default=None, help="default: fresh from the clock (printed)")
@@ -355,8 +433,11 @@ def main():
     try:
         for size in args.sizes.split(","):
             size = size.strip()
-            if size not in ("tiny", "sd15", "sd2"):
-                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15, sd2)")
+            if size not in ("tiny", "sd15", "sd2", "tiny-sdxl"):
+                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15, sd2, tiny-sdxl)")
+            if size == "tiny-sdxl":
+                check_clip_sdxl(c, size, seed, gen, args.device, dtype, report)
+                continue
             image_size = args.image_size or (32 if size == "tiny" else 64)
             check_clip(c, size, seed, gen, args.device, dtype, report)
             if size != "sd2":  # SD 2.x has the SD 1.x VAE

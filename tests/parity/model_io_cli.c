@@ -4,11 +4,13 @@
  * (batch, position, row triples), float32 for everything else, row-major in the
  * shapes named below. Runs on the CPU backend (the numerical reference).
  *
- *   sdt-model-io config --ckpt P
+ *   sdt-model-io config --ckpt P [--slot sd|sdxl-l|sdxl-g]
  *       prints the detected config, one "key value" per line
- *   sdt-model-io clip --ckpt P --tokens F --batch B --seq T --out F
+ *   sdt-model-io clip --ckpt P [--slot sd|sdxl-l|sdxl-g] --tokens F --batch B --seq T --out F
  *       [--rows F --nrows R --overrides F --noverrides N] [--skip K]
- *       [--dout F --drows F]            (d(out) [B,T,C] in, d(rows) [R,C] out)
+ *       [--dout F] [--pooled F] [--dpooled F] [--drows F]
+ *       (d(out) [B,T,C] in; pooled [B,P] out and d(pooled) [B,P] in for SDXL's bigG; d(rows) [R,C] out)
+ * --slot picks the encoder: SD 1.x/2.x's (the default) or SDXL's CLIP-L / bigG.
  *   sdt-model-io vae-encode --ckpt P --image F --batch B --height H --width W --mean F --logvar F
  *   sdt-model-io vae-decode --ckpt P --latents F --batch B --height h --width w --out F
  */
@@ -24,6 +26,7 @@
 
 typedef struct args {
     const char *cmd, *ckpt, *tokens, *rows, *overrides, *dout, *drows, *out, *image, *mean, *logvar, *latents;
+    const char *slot, *pooled, *dpooled;
     long batch, seq, nrows, noverrides, skip, height, width;
 } args;
 
@@ -51,6 +54,9 @@ static bool parse(int argc, char **argv, args *a)
                          : !strcmp(k, "--mean")      ? &a->mean
                          : !strcmp(k, "--logvar")    ? &a->logvar
                          : !strcmp(k, "--latents")   ? &a->latents
+                         : !strcmp(k, "--slot")      ? &a->slot
+                         : !strcmp(k, "--pooled")    ? &a->pooled
+                         : !strcmp(k, "--dpooled")   ? &a->dpooled
                                                      : NULL;
         long *n = !strcmp(k, "--batch")        ? &a->batch
                   : !strcmp(k, "--seq")        ? &a->seq
@@ -96,20 +102,27 @@ static sdt_tensor host(void *data, sdt_dtype dt, int ndim, int64_t d0, int64_t d
     return sdt_tensor_4d(data, dt, ndim, d0, d1, d2, d3);
 }
 
+static clip_slot slot_of(const args *a)
+{
+    if (a->slot && !strcmp(a->slot, "sdxl-l")) return CLIP_SLOT_SDXL_L;
+    if (a->slot && !strcmp(a->slot, "sdxl-g")) return CLIP_SLOT_SDXL_G;
+    return CLIP_SLOT_COND_STAGE;
+}
+
 /* Prints each part's detected config (a text-only or VAE-only file has just one part). */
-static int cmd_config(const sdt_weights *w)
+static int cmd_config(const args *a, const sdt_weights *w)
 {
     sd_config c;
     sdt_error error = {0};
     bool any = false;
     if (sd_config_detect(w, &c, &error)) printf("family %s\n", sd_family_name(c.family));
-    if (clip_config_detect(w, &c.clip, &error)) {
+    if (clip_config_detect_at(w, slot_of(a), &c.clip, &error)) {
         any = true;
         printf("clip_layout %s\nclip_vocab %d\nclip_width %d\nclip_layers %d\nclip_heads %d\nclip_positions %d\n"
-               "clip_mlp %d\nclip_act %s\nclip_default_skip %d\n",
+               "clip_mlp %d\nclip_act %s\nclip_default_skip %d\nclip_final_norm %d\nclip_projection %d\n",
                c.clip.layout == CLIP_LAYOUT_HF ? "hf" : "openclip", c.clip.vocab, c.clip.width, c.clip.layers,
                c.clip.heads, c.clip.positions, c.clip.mlp_width, c.clip.act == SDT_ACT_GELU ? "gelu" : "quick_gelu",
-               c.clip.default_skip);
+               c.clip.default_skip, c.clip.context_without_final_norm ? 0 : 1, c.clip.projection_dim);
     }
     if (vae_config_detect(w, &c.vae, &error)) {
         any = true;
@@ -126,34 +139,40 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
     sdt_error error = {0};
     clip_config cfg;
     clip_text_model m;
-    if (!clip_config_detect(w, &cfg, &error) || !clip_text_load(&m, &cfg, w, &error))
+    if (!clip_config_detect_at(w, slot_of(a), &cfg, &error) || !clip_text_load(&m, &cfg, w, &error))
         return fail(error.message);
     if (!a->tokens || !a->out || a->batch < 1 || a->seq < 1) return fail("clip needs --tokens --batch --seq --out");
-    int64_t B = a->batch, T = a->seq, C = cfg.width, R = a->nrows, N = a->noverrides;
+    int64_t B = a->batch, T = a->seq, C = cfg.width, R = a->nrows, N = a->noverrides, P = cfg.projection_dim;
+    if ((a->pooled || a->dpooled) && P == 0) return fail("--pooled/--dpooled need an encoder with a projection (sdxl-g)");
     int32_t *tokens = read_file(a->tokens, (size_t)(B * T) * 4);
     float *rows = R > 0 ? read_file(a->rows, (size_t)(R * C) * 4) : NULL;
     clip_override *ov = N > 0 ? read_file(a->overrides, (size_t)N * sizeof(clip_override)) : NULL;
     float *dout = a->dout ? read_file(a->dout, (size_t)(B * T * C) * 4) : NULL;
-    if (!tokens || (R > 0 && !rows) || (N > 0 && !ov) || (a->dout && !dout)) return 1;
+    float *dpooled = a->dpooled ? read_file(a->dpooled, (size_t)(B * P) * 4) : NULL;
+    if (!tokens || (R > 0 && !rows) || (N > 0 && !ov) || (a->dout && !dout) || (a->dpooled && !dpooled)) return 1;
     float *drows = calloc((size_t)(R > 0 ? R : 1) * C, sizeof(float));
     sdt_tensor tok_t = host(tokens, SDT_I32, 2, B, T, 0, 0), rows_t = host(rows, SDT_F32, 2, R, C, 0, 0);
     sdt_tensor dout_t = host(dout, SDT_F32, 3, B, T, C, 0), drows_t = host(drows, SDT_F32, 2, R, C, 0, 0);
+    sdt_tensor dpooled_t = host(dpooled, SDT_F32, 2, B, P, 0, 0);
+    const sdt_tensor *dout_p = dout ? &dout_t : NULL, *dpooled_p = dpooled ? &dpooled_t : NULL;
+    bool backward = dout || dpooled;
     clip_text_inputs in = {.tokens = &tok_t, .rows = R > 0 ? &rows_t : NULL, .overrides = ov, .n_overrides = (int)N,
                            .clip_skip = (int)a->skip, .act_dtype = SDT_F32};
     sdt_arena meas, arena;
     clip_text_acts acts;
     sdt_arena_init_measure(&meas, be);
     if (!clip_text_forward(&m, be, &meas, &in, &acts, &error) ||
-        (dout && !clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error)))
+        (backward && !clip_text_backward_pooled(&m, be, &meas, &acts, dout_p, dpooled_p, &drows_t, &error)))
         return fail(error.message);
     if (!sdt_arena_init(&arena, be, meas.peak)) return fail(be->error.message);
     if (!clip_text_forward(&m, be, &arena, &in, &acts, &error) ||
-        (dout && !clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error)))
+        (backward && !clip_text_backward_pooled(&m, be, &arena, &acts, dout_p, dpooled_p, &drows_t, &error)))
         return fail(error.message);
     bool ok = write_file(a->out, acts.out.data, (size_t)(B * T * C) * 4);
-    if (ok && dout && a->drows) ok = write_file(a->drows, drows, (size_t)(R * C) * 4);
+    if (ok && a->pooled) ok = write_file(a->pooled, acts.pooled.data, (size_t)(B * P) * 4);
+    if (ok && backward && a->drows) ok = write_file(a->drows, drows, (size_t)(R * C) * 4);
     sdt_arena_release(&arena);
-    free(tokens), free(rows), free(ov), free(dout), free(drows);
+    free(tokens), free(rows), free(ov), free(dout), free(dpooled), free(drows);
     return ok ? 0 : 1;
 }
 
@@ -209,7 +228,7 @@ int main(int argc, char **argv)
     sdt_backend *be = sdt_backend_cpu_create(0);
     if (!be) return fail("cannot create the CPU backend");
     int rc;
-    if (!strcmp(a.cmd, "config")) rc = cmd_config(w);
+    if (!strcmp(a.cmd, "config")) rc = cmd_config(&a, w);
     else if (!strcmp(a.cmd, "clip")) rc = cmd_clip(&a, w, be);
     else if (!strcmp(a.cmd, "vae-encode")) rc = cmd_vae(&a, w, be, true);
     else if (!strcmp(a.cmd, "vae-decode")) rc = cmd_vae(&a, w, be, false);

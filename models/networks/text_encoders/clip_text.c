@@ -2,12 +2,11 @@
 #include "clip_text.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_util.h"
 
-#define HF "cond_stage_model.transformer.text_model."
-#define OC "cond_stage_model.model."
 #define MODULE "clip_text"
 
 /* ---------------------------------------------------------------- configs */
@@ -22,7 +21,8 @@ clip_config clip_config_sd1(void)
 clip_config clip_config_sd2(void)
 {
     clip_config c = {.vocab = 49408, .width = 1024, .layers = 24, .heads = 16, .positions = 77, .mlp_width = 4096,
-                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP};
+                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP,
+                     .pad_zero = true};
     return c;
 }
 
@@ -33,10 +33,66 @@ clip_config clip_config_tiny(void)
     return c;
 }
 
+clip_config clip_config_sdxl_l(void)
+{
+    clip_config c = clip_config_sd1();
+    c.slot = CLIP_SLOT_SDXL_L;
+    c.default_skip = 2; /* sgm: layer "hidden", layer_idx 11 of 12 */
+    c.context_without_final_norm = true;
+    return c;
+}
+
+clip_config clip_config_sdxl_g(void)
+{
+    clip_config c = {.vocab = 49408, .width = 1280, .layers = 32, .heads = 20, .positions = 77, .mlp_width = 5120,
+                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP,
+                     .slot = CLIP_SLOT_SDXL_G, .context_without_final_norm = true, .projection_dim = 1280,
+                     .pad_zero = true};
+    return c;
+}
+
+clip_config clip_config_tiny_sdxl_l(void)
+{
+    clip_config c = clip_config_sdxl_l();
+    c.vocab = 1000, c.width = 32, c.layers = 3, c.heads = 1, c.mlp_width = 128;
+    return c;
+}
+
+clip_config clip_config_tiny_sdxl_g(void)
+{
+    clip_config c = clip_config_sdxl_g();
+    c.vocab = 1000, c.width = 48, c.layers = 3, c.heads = 1, c.mlp_width = 192, c.projection_dim = 48;
+    return c;
+}
+
+const char *clip_key_prefix(const clip_config *c)
+{
+    static const char *const prefixes[3][2] = {
+        {"cond_stage_model.transformer.text_model.", "cond_stage_model.model."},
+        {"conditioner.embedders.0.transformer.text_model.", "conditioner.embedders.0.model."},
+        {"conditioner.embedders.1.transformer.text_model.", "conditioner.embedders.1.model."},
+    };
+    int slot = c->slot >= CLIP_SLOT_COND_STAGE && c->slot <= CLIP_SLOT_SDXL_G ? (int)c->slot : 0;
+    return prefixes[slot][c->layout == CLIP_LAYOUT_OPENCLIP];
+}
+
+int32_t clip_pad_id(const clip_config *c, int32_t end_id)
+{
+    return c->pad_zero ? 0 : end_id;
+}
+
+/* transformers keeps CLIPTextModelWithProjection's projection beside text_model, not in it. */
+static const char *hf_projection_key(const clip_config *c)
+{
+    return c->slot == CLIP_SLOT_SDXL_G ? "conditioner.embedders.1.transformer.text_projection.weight"
+         : c->slot == CLIP_SLOT_SDXL_L ? "conditioner.embedders.0.transformer.text_projection.weight"
+                                       : "cond_stage_model.transformer.text_projection.weight";
+}
+
 bool clip_config_check(const clip_config *c, sdt_error *error)
 {
     if (c->vocab <= 0 || c->width <= 0 || c->layers <= 0 || c->heads <= 0 || c->positions <= 0 ||
-        c->mlp_width <= 0 || c->width % c->heads != 0) {
+        c->mlp_width <= 0 || c->width % c->heads != 0 || c->projection_dim < 0) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
                  "text encoder (sizes must be positive and width divisible by heads)",
                  c->vocab, c->width, c->layers, c->heads, c->positions);
@@ -50,33 +106,69 @@ bool clip_config_check(const clip_config *c, sdt_error *error)
     return true;
 }
 
-static int count_layers(const sdt_weights *w, clip_layout layout)
+static int count_layers(const sdt_weights *w, const char *P, clip_layout layout)
 {
     int n = 0;
     while (n < CLIP_MAX_LAYERS + 1 &&
-           (layout == CLIP_LAYOUT_HF ? mu_has(w, HF "encoder.layers.%d.layer_norm1.weight", n)
-                                     : mu_has(w, OC "transformer.resblocks.%d.ln_1.weight", n)))
+           (layout == CLIP_LAYOUT_HF ? mu_has(w, "%sencoder.layers.%d.layer_norm1.weight", P, n)
+                                     : mu_has(w, "%stransformer.resblocks.%d.ln_1.weight", P, n)))
         n++;
     return n;
 }
 
+/* SDXL's conditioning, whatever layout the checkpoint stores the encoder in. */
+static bool sdxl_slot_config(const sdt_weights *w, clip_config *c, sdt_error *error)
+{
+    c->default_skip = 2;
+    c->context_without_final_norm = true;
+    if (c->slot == CLIP_SLOT_SDXL_L) {
+        c->act = SDT_ACT_QUICK_GELU;
+        return true;
+    }
+    c->act = SDT_ACT_GELU;
+    c->pad_zero = true;
+    bool hf = c->layout == CLIP_LAYOUT_HF;
+    const sdt_tensor *proj = hf ? sdt_weights_get(w, hf_projection_key(c)) : mu_get(w, "%stext_projection", clip_key_prefix(c));
+    if (!proj || proj->ndim != 2 || proj->shape[hf ? 1 : 0] != c->width) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: SDXL's second text encoder (OpenCLIP bigG) needs its projection %s as a "
+                 "[%s] matrix for the pooled output; use a complete SDXL checkpoint", sdt_weights_path(w),
+                 hf ? hf_projection_key(c) : "conditioner.embedders.1.model.text_projection",
+                 hf ? "projection, width" : "width, projection");
+        return false;
+    }
+    c->projection_dim = (int)proj->shape[hf ? 0 : 1];
+    return true;
+}
+
 bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error)
 {
-    const sdt_tensor *tok = sdt_weights_get(w, HF "embeddings.token_embedding.weight");
-    const sdt_tensor *pos = sdt_weights_get(w, HF "embeddings.position_embedding.weight");
+    return clip_config_detect_at(w, CLIP_SLOT_COND_STAGE, cfg, error);
+}
+
+bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error)
+{
     clip_config c;
     memset(&c, 0, sizeof(c));
+    c.slot = slot;
     c.layout = CLIP_LAYOUT_HF;
+    const char *P = clip_key_prefix(&c);
+    const sdt_tensor *tok = mu_get(w, "%sembeddings.token_embedding.weight", P);
+    const sdt_tensor *pos = mu_get(w, "%sembeddings.position_embedding.weight", P);
     if (!tok) {
-        tok = sdt_weights_get(w, OC "token_embedding.weight");
-        pos = sdt_weights_get(w, OC "positional_embedding");
         c.layout = CLIP_LAYOUT_OPENCLIP;
+        P = clip_key_prefix(&c);
+        tok = mu_get(w, "%stoken_embedding.weight", P);
+        pos = mu_get(w, "%spositional_embedding", P);
     }
     if (!tok || !pos || tok->ndim != 2 || pos->ndim != 2 || tok->shape[1] != pos->shape[1]) {
-        if (sdt_weights_missing_part(w, "cond_stage_model.", error)) return false;
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no text encoder found (expected " HF "embeddings.token_embedding.weight or "
-                 OC "token_embedding.weight with a matching position embedding); use a full SD checkpoint",
-                 sdt_weights_path(w));
+        clip_config hf = c, oc = c;
+        hf.layout = CLIP_LAYOUT_HF;
+        oc.layout = CLIP_LAYOUT_OPENCLIP;
+        const char *part = slot == CLIP_SLOT_COND_STAGE ? "cond_stage_model." : clip_key_prefix(&hf);
+        if (sdt_weights_missing_part(w, part, error)) return false;
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no text encoder found (expected %sembeddings.token_embedding.weight or "
+                 "%stoken_embedding.weight with a matching position embedding); use a full SD checkpoint",
+                 sdt_weights_path(w), clip_key_prefix(&hf), clip_key_prefix(&oc));
         return false;
     }
     c.vocab = (int)tok->shape[0];
@@ -84,17 +176,21 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error
     c.positions = (int)pos->shape[0];
     c.heads = c.width / 64 > 0 ? c.width / 64 : 1;
     c.mlp_width = 4 * c.width;
-    c.layers = count_layers(w, c.layout);
+    c.layers = count_layers(w, P, c.layout);
     c.ln_eps = 1e-5f;
-    const sdt_tensor *fc1 = c.layout == CLIP_LAYOUT_HF ? sdt_weights_get(w, HF "encoder.layers.0.mlp.fc1.weight")
-                                                       : sdt_weights_get(w, OC "transformer.resblocks.0.mlp.c_fc.weight");
+    const sdt_tensor *fc1 = c.layout == CLIP_LAYOUT_HF ? mu_get(w, "%sencoder.layers.0.mlp.fc1.weight", P)
+                                                       : mu_get(w, "%stransformer.resblocks.0.mlp.c_fc.weight", P);
     if (fc1 && fc1->ndim == 2) c.mlp_width = (int)fc1->shape[0];
-    if (c.layout == CLIP_LAYOUT_OPENCLIP) {
+    if (slot != CLIP_SLOT_COND_STAGE) {
+        if (!sdxl_slot_config(w, &c, error)) return false;
+    } else if (c.layout == CLIP_LAYOUT_OPENCLIP) {
         c.act = SDT_ACT_GELU;
         c.default_skip = 2; /* SD 2.x conditions on the penultimate layer */
+        c.pad_zero = true;
     } else {
         /* diffusers stores SD 2.x's OpenCLIP-H in the HF layout with 23 layers already cut. */
         c.act = c.width == 1024 ? SDT_ACT_GELU : SDT_ACT_QUICK_GELU;
+        c.pad_zero = c.width == 1024;
         c.default_skip = 1;
     }
     if (!clip_config_check(&c, error)) return false;
@@ -106,61 +202,65 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error
 
 static bool clip_params_hf(const clip_config *c, sdt_param_visitor v, void *u)
 {
+    const char *P = clip_key_prefix(c);
     int64_t C = c->width, M = c->mlp_width;
     int64_t tok[2] = {c->vocab, C}, pos[2] = {c->positions, C}, vec[1] = {C}, sq[2] = {C, C};
     int64_t fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
     float std_c = 1.0f / sqrtf((float)C), std_m = 1.0f / sqrtf((float)M);
-    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, HF "embeddings.token_embedding.weight")) return false;
-    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, HF "embeddings.position_embedding.weight")) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, "%sembeddings.token_embedding.weight", P)) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, "%sembeddings.position_embedding.weight", P)) return false;
     static const char *proj[4] = {"q_proj", "k_proj", "v_proj", "out_proj"};
     for (int i = 0; i < c->layers; i++) {
-        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "encoder.layers.%d.layer_norm1.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.layer_norm1.bias", i))
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%sencoder.layers.%d.layer_norm1.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.layer_norm1.bias", P, i))
             return false;
         for (int p = 0; p < 4; p++)
-            if (!mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, HF "encoder.layers.%d.self_attn.%s.weight", i, proj[p]) ||
-                !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.self_attn.%s.bias", i, proj[p]))
+            if (!mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, "%sencoder.layers.%d.self_attn.%s.weight", P, i, proj[p]) ||
+                !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.self_attn.%s.bias", P, i, proj[p]))
                 return false;
-        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "encoder.layers.%d.layer_norm2.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.layer_norm2.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, HF "encoder.layers.%d.mlp.fc1.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, HF "encoder.layers.%d.mlp.fc1.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, HF "encoder.layers.%d.mlp.fc2.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "encoder.layers.%d.mlp.fc2.bias", i))
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%sencoder.layers.%d.layer_norm2.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.layer_norm2.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, "%sencoder.layers.%d.mlp.fc1.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, "%sencoder.layers.%d.mlp.fc1.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, "%sencoder.layers.%d.mlp.fc2.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.mlp.fc2.bias", P, i))
             return false;
     }
-    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, HF "final_layer_norm.weight") &&
-           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, HF "final_layer_norm.bias");
+    int64_t text_proj[2] = {c->projection_dim, C}; /* transformers' Linear weight [out, in], no bias */
+    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%sfinal_layer_norm.weight", P) &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sfinal_layer_norm.bias", P) &&
+           (c->projection_dim == 0 || mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, text_proj, "%s", hf_projection_key(c)));
 }
 
 static bool clip_params_openclip(const clip_config *c, sdt_param_visitor v, void *u)
 {
+    const char *P = clip_key_prefix(c);
     int64_t C = c->width, M = c->mlp_width;
     int64_t tok[2] = {c->vocab, C}, pos[2] = {c->positions, C}, vec[1] = {C}, sq[2] = {C, C};
     int64_t in_w[2] = {3 * C, C}, in_b[1] = {3 * C}, fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
     float std_c = 1.0f / sqrtf((float)C), std_m = 1.0f / sqrtf((float)M);
-    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, OC "token_embedding.weight")) return false;
-    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, OC "positional_embedding")) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.02f, 2, tok, "%stoken_embedding.weight", P)) return false;
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 0.01f, 2, pos, "%spositional_embedding", P)) return false;
     for (int i = 0; i < c->layers; i++) {
-        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "transformer.resblocks.%d.ln_1.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.ln_1.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, in_w, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, in_b, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "transformer.resblocks.%d.ln_2.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.ln_2.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
-            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
-            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
+        if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%stransformer.resblocks.%d.ln_1.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%stransformer.resblocks.%d.ln_1.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, in_w, "%stransformer.resblocks.%d.attn.in_proj_weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, in_b, "%stransformer.resblocks.%d.attn.in_proj_bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, "%stransformer.resblocks.%d.attn.out_proj.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%stransformer.resblocks.%d.attn.out_proj.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%stransformer.resblocks.%d.ln_2.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%stransformer.resblocks.%d.ln_2.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, fc1, "%stransformer.resblocks.%d.mlp.c_fc.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, fc1b, "%stransformer.resblocks.%d.mlp.c_fc.bias", P, i) ||
+            !mu_emit(v, u, SDT_INIT_NORMAL, std_m, 2, fc2, "%stransformer.resblocks.%d.mlp.c_proj.weight", P, i) ||
+            !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%stransformer.resblocks.%d.mlp.c_proj.bias", P, i))
             return false;
     }
-    int64_t scalar[1] = {1};
-    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, OC "ln_final.weight") &&
-           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, OC "ln_final.bias") &&
-           mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, OC "text_projection") &&
-           mu_emit(v, u, SDT_INIT_ONES, 0, 0, scalar, OC "logit_scale");
+    int64_t scalar[1] = {1}, proj[2] = {C, c->projection_dim > 0 ? c->projection_dim : C}; /* [in, out] */
+    return mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%sln_final.weight", P) &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sln_final.bias", P) &&
+           mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, proj, "%stext_projection", P) &&
+           mu_emit(v, u, SDT_INIT_ONES, 0, 0, scalar, "%slogit_scale", P);
 }
 
 bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user)
@@ -172,44 +272,46 @@ bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user)
 
 static bool load_layer_hf(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, sdt_error *error)
 {
+    const char *P = clip_key_prefix(c);
     int64_t C = c->width, M = c->mlp_width;
     int64_t vec[1] = {C}, sq[2] = {C, C}, fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
-    return mu_require(w, &L->ln1_w, 1, vec, error, HF "encoder.layers.%d.layer_norm1.weight", i) &&
-           mu_require(w, &L->ln1_b, 1, vec, error, HF "encoder.layers.%d.layer_norm1.bias", i) &&
-           mu_require(w, &L->q_w, 2, sq, error, HF "encoder.layers.%d.self_attn.q_proj.weight", i) &&
-           mu_require(w, &L->q_b, 1, vec, error, HF "encoder.layers.%d.self_attn.q_proj.bias", i) &&
-           mu_require(w, &L->k_w, 2, sq, error, HF "encoder.layers.%d.self_attn.k_proj.weight", i) &&
-           mu_require(w, &L->k_b, 1, vec, error, HF "encoder.layers.%d.self_attn.k_proj.bias", i) &&
-           mu_require(w, &L->v_w, 2, sq, error, HF "encoder.layers.%d.self_attn.v_proj.weight", i) &&
-           mu_require(w, &L->v_b, 1, vec, error, HF "encoder.layers.%d.self_attn.v_proj.bias", i) &&
-           mu_require(w, &L->o_w, 2, sq, error, HF "encoder.layers.%d.self_attn.out_proj.weight", i) &&
-           mu_require(w, &L->o_b, 1, vec, error, HF "encoder.layers.%d.self_attn.out_proj.bias", i) &&
-           mu_require(w, &L->ln2_w, 1, vec, error, HF "encoder.layers.%d.layer_norm2.weight", i) &&
-           mu_require(w, &L->ln2_b, 1, vec, error, HF "encoder.layers.%d.layer_norm2.bias", i) &&
-           mu_require(w, &L->fc1_w, 2, fc1, error, HF "encoder.layers.%d.mlp.fc1.weight", i) &&
-           mu_require(w, &L->fc1_b, 1, fc1b, error, HF "encoder.layers.%d.mlp.fc1.bias", i) &&
-           mu_require(w, &L->fc2_w, 2, fc2, error, HF "encoder.layers.%d.mlp.fc2.weight", i) &&
-           mu_require(w, &L->fc2_b, 1, vec, error, HF "encoder.layers.%d.mlp.fc2.bias", i);
+    return mu_require(w, &L->ln1_w, 1, vec, error, "%sencoder.layers.%d.layer_norm1.weight", P, i) &&
+           mu_require(w, &L->ln1_b, 1, vec, error, "%sencoder.layers.%d.layer_norm1.bias", P, i) &&
+           mu_require(w, &L->q_w, 2, sq, error, "%sencoder.layers.%d.self_attn.q_proj.weight", P, i) &&
+           mu_require(w, &L->q_b, 1, vec, error, "%sencoder.layers.%d.self_attn.q_proj.bias", P, i) &&
+           mu_require(w, &L->k_w, 2, sq, error, "%sencoder.layers.%d.self_attn.k_proj.weight", P, i) &&
+           mu_require(w, &L->k_b, 1, vec, error, "%sencoder.layers.%d.self_attn.k_proj.bias", P, i) &&
+           mu_require(w, &L->v_w, 2, sq, error, "%sencoder.layers.%d.self_attn.v_proj.weight", P, i) &&
+           mu_require(w, &L->v_b, 1, vec, error, "%sencoder.layers.%d.self_attn.v_proj.bias", P, i) &&
+           mu_require(w, &L->o_w, 2, sq, error, "%sencoder.layers.%d.self_attn.out_proj.weight", P, i) &&
+           mu_require(w, &L->o_b, 1, vec, error, "%sencoder.layers.%d.self_attn.out_proj.bias", P, i) &&
+           mu_require(w, &L->ln2_w, 1, vec, error, "%sencoder.layers.%d.layer_norm2.weight", P, i) &&
+           mu_require(w, &L->ln2_b, 1, vec, error, "%sencoder.layers.%d.layer_norm2.bias", P, i) &&
+           mu_require(w, &L->fc1_w, 2, fc1, error, "%sencoder.layers.%d.mlp.fc1.weight", P, i) &&
+           mu_require(w, &L->fc1_b, 1, fc1b, error, "%sencoder.layers.%d.mlp.fc1.bias", P, i) &&
+           mu_require(w, &L->fc2_w, 2, fc2, error, "%sencoder.layers.%d.mlp.fc2.weight", P, i) &&
+           mu_require(w, &L->fc2_b, 1, vec, error, "%sencoder.layers.%d.mlp.fc2.bias", P, i);
 }
 
 static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, sdt_error *error)
 {
+    const char *P = clip_key_prefix(c);
     int64_t C = c->width, M = c->mlp_width;
     int64_t vec[1] = {C}, sq[2] = {C, C}, in_w[2] = {3 * C, C}, in_b[1] = {3 * C};
     int64_t fc1[2] = {M, C}, fc1b[1] = {M}, fc2[2] = {C, M};
     sdt_tensor qkv_w, qkv_b;
-    if (!mu_require(w, &L->ln1_w, 1, vec, error, OC "transformer.resblocks.%d.ln_1.weight", i) ||
-        !mu_require(w, &L->ln1_b, 1, vec, error, OC "transformer.resblocks.%d.ln_1.bias", i) ||
-        !mu_require(w, &qkv_w, 2, in_w, error, OC "transformer.resblocks.%d.attn.in_proj_weight", i) ||
-        !mu_require(w, &qkv_b, 1, in_b, error, OC "transformer.resblocks.%d.attn.in_proj_bias", i) ||
-        !mu_require(w, &L->o_w, 2, sq, error, OC "transformer.resblocks.%d.attn.out_proj.weight", i) ||
-        !mu_require(w, &L->o_b, 1, vec, error, OC "transformer.resblocks.%d.attn.out_proj.bias", i) ||
-        !mu_require(w, &L->ln2_w, 1, vec, error, OC "transformer.resblocks.%d.ln_2.weight", i) ||
-        !mu_require(w, &L->ln2_b, 1, vec, error, OC "transformer.resblocks.%d.ln_2.bias", i) ||
-        !mu_require(w, &L->fc1_w, 2, fc1, error, OC "transformer.resblocks.%d.mlp.c_fc.weight", i) ||
-        !mu_require(w, &L->fc1_b, 1, fc1b, error, OC "transformer.resblocks.%d.mlp.c_fc.bias", i) ||
-        !mu_require(w, &L->fc2_w, 2, fc2, error, OC "transformer.resblocks.%d.mlp.c_proj.weight", i) ||
-        !mu_require(w, &L->fc2_b, 1, vec, error, OC "transformer.resblocks.%d.mlp.c_proj.bias", i))
+    if (!mu_require(w, &L->ln1_w, 1, vec, error, "%stransformer.resblocks.%d.ln_1.weight", P, i) ||
+        !mu_require(w, &L->ln1_b, 1, vec, error, "%stransformer.resblocks.%d.ln_1.bias", P, i) ||
+        !mu_require(w, &qkv_w, 2, in_w, error, "%stransformer.resblocks.%d.attn.in_proj_weight", P, i) ||
+        !mu_require(w, &qkv_b, 1, in_b, error, "%stransformer.resblocks.%d.attn.in_proj_bias", P, i) ||
+        !mu_require(w, &L->o_w, 2, sq, error, "%stransformer.resblocks.%d.attn.out_proj.weight", P, i) ||
+        !mu_require(w, &L->o_b, 1, vec, error, "%stransformer.resblocks.%d.attn.out_proj.bias", P, i) ||
+        !mu_require(w, &L->ln2_w, 1, vec, error, "%stransformer.resblocks.%d.ln_2.weight", P, i) ||
+        !mu_require(w, &L->ln2_b, 1, vec, error, "%stransformer.resblocks.%d.ln_2.bias", P, i) ||
+        !mu_require(w, &L->fc1_w, 2, fc1, error, "%stransformer.resblocks.%d.mlp.c_fc.weight", P, i) ||
+        !mu_require(w, &L->fc1_b, 1, fc1b, error, "%stransformer.resblocks.%d.mlp.c_fc.bias", P, i) ||
+        !mu_require(w, &L->fc2_w, 2, fc2, error, "%stransformer.resblocks.%d.mlp.c_proj.weight", P, i) ||
+        !mu_require(w, &L->fc2_b, 1, vec, error, "%stransformer.resblocks.%d.mlp.c_proj.bias", P, i))
         return false;
     /* torch.nn.MultiheadAttention packs q, k, v as consecutive row blocks. */
     L->q_w = mu_rows(&qkv_w, 0, C);
@@ -229,17 +331,22 @@ bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weight
     int64_t C = cfg->width;
     int64_t tok[2] = {cfg->vocab, C}, pos[2] = {cfg->positions, C}, vec[1] = {C};
     bool hf = cfg->layout == CLIP_LAYOUT_HF;
-    bool ok = hf ? mu_require(w, &m->tok_emb, 2, tok, error, HF "embeddings.token_embedding.weight") &&
-                       mu_require(w, &m->pos_emb, 2, pos, error, HF "embeddings.position_embedding.weight") &&
-                       mu_require(w, &m->lnf_w, 1, vec, error, HF "final_layer_norm.weight") &&
-                       mu_require(w, &m->lnf_b, 1, vec, error, HF "final_layer_norm.bias")
-                 : mu_require(w, &m->tok_emb, 2, tok, error, OC "token_embedding.weight") &&
-                       mu_require(w, &m->pos_emb, 2, pos, error, OC "positional_embedding") &&
-                       mu_require(w, &m->lnf_w, 1, vec, error, OC "ln_final.weight") &&
-                       mu_require(w, &m->lnf_b, 1, vec, error, OC "ln_final.bias");
+    const char *P = clip_key_prefix(cfg);
+    bool ok = hf ? mu_require(w, &m->tok_emb, 2, tok, error, "%sembeddings.token_embedding.weight", P) &&
+                       mu_require(w, &m->pos_emb, 2, pos, error, "%sembeddings.position_embedding.weight", P) &&
+                       mu_require(w, &m->lnf_w, 1, vec, error, "%sfinal_layer_norm.weight", P) &&
+                       mu_require(w, &m->lnf_b, 1, vec, error, "%sfinal_layer_norm.bias", P)
+                 : mu_require(w, &m->tok_emb, 2, tok, error, "%stoken_embedding.weight", P) &&
+                       mu_require(w, &m->pos_emb, 2, pos, error, "%spositional_embedding", P) &&
+                       mu_require(w, &m->lnf_w, 1, vec, error, "%sln_final.weight", P) &&
+                       mu_require(w, &m->lnf_b, 1, vec, error, "%sln_final.bias", P);
     for (int i = 0; ok && i < cfg->layers; i++)
         ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, error)
                 : load_layer_openclip(&m->layer[i], cfg, w, i, error);
+    int64_t proj_hf[2] = {cfg->projection_dim, C}, proj_oc[2] = {C, cfg->projection_dim};
+    if (ok && cfg->projection_dim > 0)
+        ok = hf ? mu_require(w, &m->proj, 2, proj_hf, error, "%s", hf_projection_key(cfg))
+                : mu_require(w, &m->proj, 2, proj_oc, error, "%stext_projection", P);
     return ok;
 }
 
@@ -411,6 +518,50 @@ static bool arena_ok(const sdt_arena *ar, const char *what, sdt_error *error)
     return sdt_fail(error, ar->error.code, "clip_text, %s: %s", what, ar->error.message);
 }
 
+/* The end-of-text row of each sequence: the first largest id (OpenCLIP's text.argmax(dim=-1); transformers
+ * takes the first eos, the same position since the end token is the vocabulary's last), as b * T + t. */
+static bool end_rows(sdt_backend *be, const sdt_tensor *tokens, sdt_tensor *index, sdt_error *error)
+{
+    int64_t B = tokens->shape[0], T = tokens->shape[1];
+    int32_t *ids = malloc((size_t)(B * T + B) * sizeof(int32_t));
+    if (!ids) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "clip_text: out of memory finding the end-of-text tokens");
+    int32_t *rows = ids + B * T;
+    bool ok = be->download(be, ids, tokens->data, (size_t)(B * T) * sizeof(int32_t)) == 0;
+    for (int64_t b = 0; ok && b < B; b++) {
+        int64_t best = 0;
+        for (int64_t t = 1; t < T; t++)
+            if (ids[b * T + t] > ids[b * T + best]) best = t;
+        rows[b] = (int32_t)(b * T + best);
+    }
+    ok = ok && be->upload(be, index->data, rows, (size_t)B * sizeof(int32_t)) == 0;
+    free(ids);
+    if (!ok) return sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
+    return true;
+}
+
+/* pooled = ln_final(x_last[end]) @ text_projection. OpenCLIP stores the projection [in, out], the
+ * transpose of a Linear weight [out, in]: x @ P is then linear_backward's input gradient with P as
+ * the weight, and its backward linear_forward with P, so neither layout is copied. */
+static bool pooled_forward(const clip_text_model *m, sdt_backend *be, clip_text_acts *a, const sdt_tensor *tokens,
+                           const sdt_tensor *x_last, sdt_error *error)
+{
+    const clip_config *c = &m->cfg;
+    int64_t B = a->batch, T = a->seq, C = c->width;
+    if (!end_rows(be, tokens, &a->end_index, error)) return false;
+    sdt_tensor table = mu_reshape2(x_last, B * T, C), end2 = mu_reshape2(&a->end_x, B, C);
+    MU_TRY(be, error, MODULE, be->embedding_forward(be, &a->end_x, &a->end_index, &table, NULL));
+    MU_TRY(be, error, MODULE,
+           be->layernorm_forward(be, &a->end_ln, &a->end_mean, &a->end_rstd, &end2, &m->lnf_w, &m->lnf_b, c->ln_eps));
+    if (c->layout == CLIP_LAYOUT_HF) {
+        MU_TRY(be, error, MODULE, be->linear_forward(be, &a->pooled, &a->end_ln, &m->proj, NULL));
+    } else {
+        MU_TRY(be, error, MODULE, be->zero(be, &a->pooled));
+        MU_TRY(be, error, MODULE, be->linear_backward(be, &a->pooled, NULL, NULL, &a->end_ln, &a->pooled, &m->proj));
+    }
+    return check_finite(be, a->anomaly_check, &a->pooled, "pooled output (ln_final at the end token, text_projection)",
+                        -1, error);
+}
+
 bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_inputs *in,
                        clip_text_acts *a, sdt_error *error)
 {
@@ -419,7 +570,9 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     memset(a, 0, sizeof(*a));
     a->batch = (int)in->tokens->shape[0];
     a->seq = (int)in->tokens->shape[1];
-    a->layers_run = layers_to_run(c, in->clip_skip);
+    a->context_layers = layers_to_run(c, in->clip_skip);
+    bool pooled = c->projection_dim > 0;
+    a->layers_run = pooled ? c->layers : a->context_layers; /* the pooled output reads the last layer */
     a->act_dtype = in->act_dtype;
     a->anomaly_check = in->anomaly_check;
     if (in->n_overrides > 0) a->rows = *in->rows;
@@ -429,9 +582,22 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
 
     a->x0 = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
     for (int l = 0; l < a->layers_run; l++) alloc_layer_acts(&a->layer[l], c, arena, B, T, in->act_dtype);
-    a->lnf_mean = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
-    a->lnf_rstd = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
-    a->out = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
+    const sdt_tensor *x_context = a->context_layers > 0 ? &a->layer[a->context_layers - 1].x_out : &a->x0;
+    if (c->context_without_final_norm) {
+        a->out = *x_context; /* SDXL: the hidden state is the context */
+    } else {
+        a->lnf_mean = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
+        a->lnf_rstd = mu_alloc(arena, SDT_F32, 1, N, 0, 0, 0);
+        a->out = mu_alloc(arena, in->act_dtype, 3, B, T, C, 0);
+    }
+    if (pooled) {
+        a->end_index = mu_alloc(arena, SDT_I32, 2, B, 1, 0, 0);
+        a->end_x = mu_alloc(arena, in->act_dtype, 3, B, 1, C, 0);
+        a->end_ln = mu_alloc(arena, in->act_dtype, 2, B, C, 0, 0);
+        a->end_mean = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
+        a->end_rstd = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
+        a->pooled = mu_alloc(arena, in->act_dtype, 2, B, c->projection_dim, 0, 0);
+    }
     if (arena->measuring) return true;
     if (!arena_ok(arena, "the text encoder forward", error)) return false;
 
@@ -444,7 +610,9 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
         if (in->anomaly_check && !layer_check(be, &a->layer[l], l, error)) return false;
         x = &a->layer[l].x_out;
     }
-    sdt_tensor x2 = mu_reshape2(x, N, C), out2 = mu_reshape2(&a->out, N, C);
+    if (pooled && !pooled_forward(m, be, a, in->tokens, x, error)) return false;
+    if (c->context_without_final_norm) return true;
+    sdt_tensor x2 = mu_reshape2(x_context, N, C), out2 = mu_reshape2(&a->out, N, C);
     MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &out2, &a->lnf_mean, &a->lnf_rstd, &x2, &m->lnf_w, &m->lnf_b, c->ln_eps));
     return check_finite(be, in->anomaly_check, &a->out, "final_layer_norm output", -1, error);
@@ -496,14 +664,55 @@ static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sd
     return true;
 }
 
+/* d(pooled) into dx (the last layer's output, f32 [B, T, C]) at each sequence's end-of-text row. */
+static bool pooled_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *a,
+                            const sdt_tensor *dpooled, sdt_tensor *dx, sdt_error *error)
+{
+    const clip_config *c = &m->cfg;
+    int64_t B = a->batch, T = a->seq, C = c->width;
+    /* d_end is f32 like dx: the table gradient of embedding_backward (the scatter into dx's rows) */
+    sdt_tensor d_ln = mu_alloc(arena, a->act_dtype, 2, B, C, 0, 0), d_end = mu_alloc(arena, SDT_F32, 3, B, 1, C, 0);
+    if (arena->measuring) return true;
+    if (!arena_ok(arena, "the pooled output's backward", error)) return false;
+    sdt_tensor d_end2 = mu_reshape2(&d_end, B, C), end2 = mu_reshape2(&a->end_x, B, C);
+    sdt_tensor dx_rows = mu_reshape2(dx, B * T, C);
+    MU_TRY(be, error, MODULE, be->zero(be, &d_ln));
+    MU_TRY(be, error, MODULE, be->zero(be, &d_end));
+    if (c->layout == CLIP_LAYOUT_HF)
+        MU_TRY(be, error, MODULE, be->linear_backward(be, &d_ln, NULL, NULL, dpooled, &a->end_ln, &m->proj));
+    else
+        MU_TRY(be, error, MODULE, be->linear_forward(be, &d_ln, dpooled, &m->proj, NULL));
+    MU_TRY(be, error, MODULE,
+           be->layernorm_backward(be, &d_end2, NULL, NULL, &d_ln, &end2, &m->lnf_w, &a->end_mean, &a->end_rstd));
+    MU_TRY(be, error, MODULE, be->embedding_backward(be, &dx_rows, NULL, &d_end, &a->end_index));
+    return true;
+}
+
 bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *a,
                         const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error)
 {
+    if (!dout) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(output) is missing; give the gradient of the loss with respect "
+                 "to the text encoder's output");
+        return false;
+    }
+    return clip_text_backward_pooled(m, be, arena, a, dout, NULL, drows, error);
+}
+
+bool clip_text_backward_pooled(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *a,
+                               const sdt_tensor *dout, const sdt_tensor *dpooled, sdt_tensor *drows, sdt_error *error)
+{
     const clip_config *c = &m->cfg;
     int64_t B = a->batch, T = a->seq, C = c->width, M = c->mlp_width, N = B * T;
-    if (!dout || dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != T || dout->shape[2] != C) {
+    if (dout && (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != T || dout->shape[2] != C)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]",
                  (long long)B, (long long)T, (long long)C);
+        return false;
+    }
+    if (dpooled && (c->projection_dim == 0 || dpooled->ndim != 2 || dpooled->shape[0] != B ||
+                    dpooled->shape[1] != c->projection_dim)) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(pooled) must be [%lld, %d], the pooled output's shape (only an "
+                 "encoder with a text projection, SDXL's bigG, has one)", (long long)B, c->projection_dim);
         return false;
     }
     if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||
@@ -525,19 +734,36 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
     s.d_m = mu_alloc(arena, a->act_dtype, 3, B, T, M, 0);
     s.d_fc1 = mu_alloc(arena, a->act_dtype, 3, B, T, M, 0);
     bool ok = true;
-    if (arena->measuring) goto done;
-    if (!(ok = arena_ok(arena, "the text encoder backward", error))) goto done;
-
-    /* Final layernorm. */
-    const sdt_tensor *x_last = a->layers_run > 0 ? &a->layer[a->layers_run - 1].x_out : &a->x0;
-    sdt_tensor dx2 = mu_reshape2(&s.dx, N, C), dout2 = mu_reshape2(dout, N, C), xl2 = mu_reshape2(x_last, N, C);
-    ok = be->zero(be, &s.dx) == 0 &&
-         be->layernorm_backward(be, &dx2, NULL, NULL, &dout2, &xl2, &m->lnf_w, &a->lnf_mean, &a->lnf_rstd) == 0;
-    if (!ok) {
-        sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
+    if (arena->measuring) {
+        if (dpooled) ok = pooled_backward(m, be, arena, a, dpooled, &s.dx, error);
         goto done;
     }
-    for (int l = a->layers_run - 1; ok && l >= 0; l--) {
+    if (!(ok = arena_ok(arena, "the text encoder backward", error))) goto done;
+    if (be->zero(be, &s.dx) != 0) {
+        ok = sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
+        goto done;
+    }
+    /* The pooled output's path: from the last layer down to the context's layer. */
+    int l = a->context_layers - 1;
+    if (dpooled) {
+        ok = pooled_backward(m, be, arena, a, dpooled, &s.dx, error);
+        for (int k = a->layers_run - 1; ok && k > l; k--)
+            ok = layer_backward(&m->layer[k], c, be, &a->layer[k], &a->layer[k - 1].x_out, &s, error) &&
+                 check_finite(be, a->anomaly_check, &s.dx, "input gradient", k, error);
+    }
+    /* The context's gradient joins there (through the final layernorm unless SDXL's context skips it). */
+    const sdt_tensor *x_context = l >= 0 ? &a->layer[l].x_out : &a->x0;
+    sdt_tensor dx2 = mu_reshape2(&s.dx, N, C);
+    if (ok && dout) {
+        if (c->context_without_final_norm) {
+            ok = be->axpy(be, &s.dx, 1.0f, dout) == 0;
+        } else {
+            sdt_tensor dout2 = mu_reshape2(dout, N, C), xl2 = mu_reshape2(x_context, N, C);
+            ok = be->layernorm_backward(be, &dx2, NULL, NULL, &dout2, &xl2, &m->lnf_w, &a->lnf_mean, &a->lnf_rstd) == 0;
+        }
+        if (!ok) sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
+    }
+    for (; ok && l >= 0; l--) {
         const sdt_tensor *x_in = l > 0 ? &a->layer[l - 1].x_out : &a->x0;
         ok = layer_backward(&m->layer[l], c, be, &a->layer[l], x_in, &s, error) &&
              check_finite(be, a->anomaly_check, &s.dx, "input gradient", l, error);

@@ -9,6 +9,14 @@
  *   OpenCLIP layout: cond_stage_model.model.* (fused attn.in_proj_weight [3C, C])
  * Fused q/k/v are used as row views of in_proj_weight, never copied.
  *
+ * SDXL has two of them under conditioner.embedders.N. (the slot): CLIP ViT-L
+ * (embedders.0, HF layout) and OpenCLIP ViT-bigG/14 (embedders.1, OpenCLIP
+ * layout; a diffusers folder's text_encoder_2 gives it in the HF layout). Both
+ * condition on the penultimate layer without the final layernorm, and bigG adds
+ * the pooled output: ln_final of the last layer at the end-of-text position
+ * (the first largest token id, as OpenCLIP's text.argmax(dim=-1) and
+ * transformers' eos lookup pick it) times text_projection.
+ *
  * Forward runs on the backend table, activations from an arena (a measuring
  * arena gives the memory without computing). Per-position embedding overrides
  * replace token-embedding rows before the position embedding is added (how
@@ -31,9 +39,16 @@
 #define CLIP_MAX_LAYERS 48
 
 typedef enum clip_layout {
-    CLIP_LAYOUT_HF = 0,       /* cond_stage_model.transformer.text_model.* */
-    CLIP_LAYOUT_OPENCLIP = 1, /* cond_stage_model.model.* */
+    CLIP_LAYOUT_HF = 0,       /* <slot>transformer.text_model.* (projection: <slot>transformer.text_projection.weight) */
+    CLIP_LAYOUT_OPENCLIP = 1, /* <slot>model.* (projection: <slot>model.text_projection, stored [in, out]) */
 } clip_layout;
+
+/* Where the encoder's keys live in the canonical key space. */
+typedef enum clip_slot {
+    CLIP_SLOT_COND_STAGE = 0, /* cond_stage_model.: SD 1.x/2.x's one text encoder */
+    CLIP_SLOT_SDXL_L = 1,     /* conditioner.embedders.0.: SDXL's CLIP ViT-L/14 */
+    CLIP_SLOT_SDXL_G = 2,     /* conditioner.embedders.1.: SDXL's OpenCLIP ViT-bigG/14 */
+} clip_slot;
 
 typedef struct clip_config {
     int vocab;         /* token embedding rows */
@@ -46,24 +61,46 @@ typedef struct clip_config {
     int default_skip;  /* 1: last layer's output; 2: penultimate (SD 2.x) */
     float ln_eps;      /* 1e-5 */
     clip_layout layout;
+    clip_slot slot;
+    bool context_without_final_norm; /* SDXL: the context is the hidden state itself, no final layernorm */
+    int projection_dim; /* > 0: the pooled output [B, projection_dim] exists (SDXL's bigG: 1280); 0: none */
+    bool pad_zero;      /* OpenCLIP's tokenizer (SD 2.x ViT-H, SDXL bigG) pads with 0 after the end token;
+                         * OpenAI's CLIP (SD 1.x, SDXL's CLIP-L) pads with the end token */
 } clip_config;
 
 clip_config clip_config_sd1(void);
 clip_config clip_config_sd2(void);
 /* A small model of the SD1 architecture for tests: vocab 1000, width 128, 2 heads, 3 layers. */
 clip_config clip_config_tiny(void);
+/* SDXL's encoders: CLIP ViT-L/14 (768, 12 layers, quick GELU) and OpenCLIP ViT-bigG/14 (1280, 32 layers,
+ * 20 heads, MLP 5120, GELU, projection 1280), both on the penultimate layer without the final layernorm. */
+clip_config clip_config_sdxl_l(void);
+clip_config clip_config_sdxl_g(void);
+/* Their tiny versions for tests: vocab 1000, 3 layers, one head (width / 64 rounded up to 1, as detection
+ * reads it), widths 32 and 48, bigG's projection 48: the tiny SDXL UNet's context 80 and pooled 48. */
+clip_config clip_config_tiny_sdxl_l(void);
+clip_config clip_config_tiny_sdxl_g(void);
+
+/* The key prefix of the encoder's tensors, e.g. "conditioner.embedders.1.model." (static string). */
+const char *clip_key_prefix(const clip_config *cfg);
+/* The id that fills a 77-token chunk after its first end token for this encoder (pad_zero: 0). */
+int32_t clip_pad_id(const clip_config *cfg, int32_t end_id);
 
 /* Reads the config from tensor names and shapes (never data): the layout from the
  * key prefix, width/vocab/positions from the embeddings, layers by counting,
  * heads = width / 64, activation and default skip from the layout (HF layout with
  * width 1024 is diffusers' SD 2.x text encoder: GELU, 23 stored layers). */
 bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error);
+/* The same for the encoder in slot (clip_config_detect is CLIP_SLOT_COND_STAGE). The SDXL slots set what
+ * SDXL's conditioning uses: default skip 2 without the final layernorm; ViT-L's quick GELU and bigG's
+ * GELU, zero padding and projection (its width read from text_projection's shape). */
+bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error);
 /* Sanity of a config (positive sizes, width divisible by heads, layers <= CLIP_MAX_LAYERS). */
 bool clip_config_check(const clip_config *cfg, sdt_error *error);
 
 /* Enumerates every parameter the checkpoint holds for this config under its
  * canonical key (for the OpenCLIP layout also text_projection and logit_scale,
- * which SD checkpoints store but the text encoder does not use). */
+ * which SD 2.x checkpoints store but do not use; SDXL's bigG uses text_projection). */
 bool clip_params(const clip_config *cfg, sdt_param_visitor visit, void *user);
 
 typedef struct clip_layer_weights {
@@ -79,6 +116,7 @@ typedef struct clip_text_model {
     sdt_tensor tok_emb; /* [vocab, width]: the trainer reads init rows from here */
     sdt_tensor pos_emb; /* [positions, width] */
     sdt_tensor lnf_w, lnf_b;
+    sdt_tensor proj;    /* projection_dim > 0: text_projection, [width, P] (OpenCLIP) or [P, width] (HF) */
     clip_layer_weights layer[CLIP_MAX_LAYERS];
 } clip_text_model;
 
@@ -118,7 +156,9 @@ typedef struct clip_layer_acts {
 
 /* What forward saved for backward (arena tensors). */
 typedef struct clip_text_acts {
-    int batch, seq, layers_run;
+    int batch, seq;
+    int layers_run;     /* layers computed: all of them when there is a pooled output */
+    int context_layers; /* layers under the context (out) */
     sdt_dtype act_dtype;
     bool anomaly_check;
     sdt_tensor rows;
@@ -128,6 +168,11 @@ typedef struct clip_text_acts {
     clip_layer_acts layer[CLIP_MAX_LAYERS];
     sdt_tensor lnf_mean, lnf_rstd;
     sdt_tensor out; /* [B, T, width]: the conditioning */
+    /* projection_dim > 0: the pooled output and what it was made from */
+    sdt_tensor end_index;              /* I32 [B, 1]: b * T + the end-of-text position of row b */
+    sdt_tensor end_x;                  /* [B, 1, width]: the last layer's output there */
+    sdt_tensor end_ln, end_mean, end_rstd; /* ln_final of it ([B, width]; [B] f32) */
+    sdt_tensor pooled;                 /* [B, projection_dim] */
 } clip_text_acts;
 
 /* Runs the encoder; acts->out is the result. With a measuring arena nothing is
@@ -139,5 +184,9 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
  * back before returning. */
 bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
                         const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error);
+/* The same from d(out) and d(pooled) [B, projection_dim] together (either may be NULL): SDXL's bigG,
+ * whose pooled output reaches the UNet through y. */
+bool clip_text_backward_pooled(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
+                               const sdt_tensor *dout, const sdt_tensor *dpooled, sdt_tensor *drows, sdt_error *error);
 
 #endif
