@@ -169,6 +169,11 @@ static bool is_sdxl(const sdt_weights *w, sdt_error *error, bool *refused)
                         "its own UNet); sdtrain trains SDXL base, not the refiner: use the base model "
                         "(sd_xl_base_1.0 or a model fine-tuned from it)", sdt_weights_path(w));
     }
+    return sd_weights_are_sdxl(w);
+}
+
+bool sd_weights_are_sdxl(const sdt_weights *w)
+{
     for (size_t i = 0; i < sdt_weights_count(w); i++)
         if (g_str_has_prefix(sdt_weights_key(w, i), "conditioner.embedders.")) return true;
     return false;

@@ -79,6 +79,9 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
  * first fails) from "a checkpoint whose yaml is wrong" (the second fails) by the step. */
 bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error);
+/* Whether the keys are an SDXL checkpoint's (conditioner.embedders.*: the base or the refiner), from the
+ * names alone (nothing is read). */
+bool sd_weights_are_sdxl(const sdt_weights *w);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);
 

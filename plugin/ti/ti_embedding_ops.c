@@ -10,6 +10,7 @@
 #include "clip_text.h"
 #include "ti/embedding_file.h"
 #include "safetensors.h"
+#include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
 #include "train/train_state_describe.h"
 #include "ti/ti_trainer.h"
@@ -65,7 +66,8 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
     clip_text_model clip;
     sdt_embedding e;
     memset(&e, 0, sizeof e);
-    bool ok = clip_config_detect(w, &cfg, error) && clip_text_load(&clip, &cfg, w, error) &&
+    bool ok = sd_runtime_check_trainable(w, error) && clip_config_detect(w, &cfg, error) &&
+              clip_text_load(&clip, &cfg, w, error) &&
               sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, error) &&
               init_vectors(&e, spec, &clip, host, error);
     if (ok) {
