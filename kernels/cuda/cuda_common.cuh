@@ -14,7 +14,7 @@
 
 #include "../ops.h"
 
-#define SDT_CUDA_SCRATCH_SLOTS 12 /* 0-6 operands and staging, 8-9 16-bit attention operands, last: reductions */
+#define SDT_CUDA_SCRATCH_SLOTS 12 /* 0-5 operands and staging, 6 column sums, 7 groupnorm, 8-9 16-bit attention operands, last: reductions */
 
 /* Sizes of the live cudaMalloc blocks, by pointer (device_memory.cu). */
 typedef struct cuda_alloc_table {

@@ -1,4 +1,5 @@
 /* layernorm.cu - torch.nn.LayerNorm on the GPU, one warp per row. Semantics: kernels/ops.h. */
+#include "column_sum.cuh"
 #include "norm_stats.cuh"
 
 /* One warp per row (LN_ROWS rows per block): the model's rows are 320-1280 values, too few for a
@@ -50,22 +51,21 @@ __global__ void ln_bwd_dx_k(void *dx, int dxt, const void *dy, int dyt, const vo
     }
 }
 
-/* One thread per column, rows in order: deterministic gamma/beta grads. */
-__global__ void ln_bwd_params_k(void *dg, int dgt, void *db, int dbt, const void *dy, int dyt, const void *x, int xdt,
-                                const float *mean, const float *rstd, int64_t N, int64_t C)
-{
-    GRID_STRIDE(c, C)
+/* gamma's and beta's gradients are column sums (column_sum.cuh) of dy * x_hat and of dy. */
+struct ln_param_grad_value {
+    const void *dy;
+    int dyt;
+    const void *x;
+    int xdt;
+    const float *mean, *rstd;
+    int64_t C;
+    __device__ void operator()(int64_t r, int64_t c, float *v) const
     {
-        float sg = 0, sb = 0;
-        for (int64_t r = 0; r < N; r++) {
-            float d = ld(dy, dyt, r * C + c);
-            sg += d * (ld(x, xdt, r * C + c) - mean[r]) * rstd[r];
-            sb += d;
-        }
-        if (dg) acc(dg, dgt, c, sg);
-        if (db) acc(db, dbt, c, sb);
+        float d = ld(dy, dyt, r * C + c);
+        v[0] = d * (ld(x, xdt, r * C + c) - mean[r]) * rstd[r];
+        v[1] = d;
     }
-}
+};
 int cuda_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
                            const sdt_tensor *gamma, const sdt_tensor *beta, float eps)
 {
@@ -91,10 +91,10 @@ int cuda_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
         CUDA_LAUNCHED(be);
     }
     if (dgamma || dbeta) {
-        ln_bwd_params_k<<<grid_for(C, 128), 128, 0, s>>>(dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL,
-                                                         dty(dbeta), dout->data, dout->dtype, x->data, x->dtype,
-                                                         (const float *)mean->data, (const float *)rstd->data, N, C);
-        CUDA_LAUNCHED(be);
+        ln_param_grad_value value{dout->data, dout->dtype, x->data, x->dtype, (const float *)mean->data,
+                                  (const float *)rstd->data, C};
+        if (column_sums<2>(be, dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL, dty(dbeta), value, N, C))
+            return -1;
     }
     return 0;
 }

@@ -2,6 +2,7 @@
  * 16-bit dtype with fp32 accumulation when the dtypes agree (dw too: 16-bit dout
  * and x into an f32 gradient), and through fp32 copies otherwise. (Attention has its own fused kernels: attention.cu.)
  * Semantics: kernels/ops.h. */
+#include "column_sum.cuh"
 #include "cuda_ops.h"
 
 static cudaDataType_t cuda_type(int dtype)
@@ -39,16 +40,13 @@ static int gemm_ex(sdt_backend *be, bool ta, bool tb, int M, int N, int K, float
                      sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
 }
 
-/* db[c] += sum_r dout[r, c], rows in order. */
-__global__ void colsum_k(void *db, int dbt, const void *d, int dt, int64_t rows, int64_t C)
-{
-    GRID_STRIDE(c, C)
-    {
-        float s = 0;
-        for (int64_t r = 0; r < rows; r++) s += ld(d, dt, r * C + c);
-        acc(db, dbt, c, s);
-    }
-}
+/* dout[r, c]: the bias gradient is its column sums (column_sum.cuh). */
+struct bias_grad_value {
+    const void *d;
+    int dt;
+    int64_t C;
+    __device__ void operator()(int64_t r, int64_t c, float *v) const { v[0] = ld(d, dt, r * C + c); }
+};
 
 /* Brings x and w to one dtype: the shared dtype when they agree, else f32 copies. */
 static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const void **xp, const void **wp, int *dt)
@@ -121,8 +119,7 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
             return -1;
     }
     if (db) {
-        colsum_k<<<grid_for(OC, 128), 128, 0, ctx_of(be)->stream>>>(db->data, db->dtype, dout->data, dout->dtype, M, OC);
-        CUDA_LAUNCHED(be);
+        if (column_sums<1>(be, db->data, db->dtype, NULL, 0, bias_grad_value{dout->data, dout->dtype, OC}, M, OC)) return -1;
     }
     return 0;
 }

@@ -77,18 +77,28 @@ static double compare(const pair *p, double tol, const char *what)
 
 static double tol_for(sdt_dtype dt) { return dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 4e-3 : 3e-2; }
 
-static void test_linear(sdt_dtype dt)
+/* x [rows, 45] (as [3, rows / 3, 45]) through OC outputs. */
+static void test_linear_rows(sdt_dtype dt, int64_t rows, int64_t OC)
 {
-    pair x = MAKE(dt, 1, 3, 37, 45), w = MAKE(dt, 0.2, 29, 45), b = MAKE(SDT_F32, 1, 29), out = MAKE(dt, 1, 3, 37, 29);
+    pair x = MAKE(dt, 1, 3, rows / 3, 45), w = MAKE(dt, 0.2, OC, 45), b = MAKE(SDT_F32, 1, OC), out = MAKE(dt, 1, 3, rows / 3, OC);
     RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g), "linear fwd");
     compare(&out, tol_for(dt), "linear forward");
-    pair dout = MAKE(dt, 1, 3, 37, 29), dx = MAKE(dt, 1, 3, 37, 45), dw = MAKE(SDT_F32, 1, 29, 45), db = MAKE(SDT_F32, 1, 29);
+    pair dout = MAKE(dt, 1, 3, rows / 3, OC), dx = MAKE(dt, 1, 3, rows / 3, 45), dw = MAKE(SDT_F32, 1, OC, 45),
+         db = MAKE(SDT_F32, 1, OC);
     RUN2(cpu->linear_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c),
          gpu->linear_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g), "linear bwd");
     compare(&dx, tol_for(dt), "linear dx");
     compare(&dw, tol_for(dt), "linear dw");
     compare(&db, tol_for(dt), "linear db");
     drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db);
+}
+
+static void test_linear(sdt_dtype dt)
+{
+    test_linear_rows(dt, 111, 29);
+    /* the bias gradient's column sums over several 1024-row chunks, the last one partial, and a
+     * partial 32-column tile (kernels/cuda/column_sum.cuh) */
+    test_linear_rows(dt, 5100, 70);
 }
 
 static void test_conv(sdt_dtype dt, int k, int stride)
@@ -198,6 +208,7 @@ static void test_norms(sdt_dtype dt)
     test_layernorm(dt, SDT_F32, 5, 33);
     test_layernorm(dt, dt, 37, 320); /* the model's widths, gamma and beta in the storage dtype */
     test_layernorm(dt, dt, 11, 1280);
+    test_layernorm(dt, SDT_F32, 4100, 70); /* gamma's and beta's column sums over 5 chunks, partial tiles */
 
     test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4);
     test_groupnorm(dt, dt, 2, 64, 16, 16, 32); /* the model's form: gamma and beta in the storage dtype */
