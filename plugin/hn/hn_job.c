@@ -188,11 +188,8 @@ static char *twin_name(const char *path)
 
 static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
 {
-    char *name = twin_name(path);
-    if (!name) return NULL;
-    char twin[4096];
-    snprintf(twin, sizeof twin, "%s", name);
-    free(name);
+    const char *twin = hp->part->also_locks; /* the twin's name, locked with the file since the part opened */
+    if (!twin) return NULL;
     if (access(twin, F_OK) != 0) return strdup(twin);
     char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX]; /* read from the state only when a twin is there */
     sdt_train_job_resume_hashes(job, hp->part, saved, started);
