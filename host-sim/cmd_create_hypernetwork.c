@@ -18,7 +18,7 @@ int cmd_create_hypernetwork(int argc, char **argv)
     gboolean layer_norm = FALSE, dropout = FALSE, activate_output = FALSE, overwrite = FALSE;
     GOptionEntry entries[] = {
         { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required); the file is DIR/NAME.pt", "NAME" },
-        { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes, "Modules: K/V widths (default \"768,320,640,1280\"; SD 2.x: 1024,320,640,1280; `sdt-host inspect MODEL` lists a model's)", "LIST" },
+        { "sizes", 0, 0, G_OPTION_ARG_STRING, &sizes, "Modules: K/V widths (default \"768,320,640,1280\"; or a family: sd1, sd2, sdxl = 2048,640,1280; `sdt-host inspect MODEL` lists a model's)", "LIST" },
         { "layer-structure", 0, 0, G_OPTION_ARG_STRING, &layer_structure, "Width multipliers, first and last 1 (default \"1,2,1\")", "LIST" },
         { "activation", 0, 0, G_OPTION_ARG_STRING, &activation, "Activation function, A1111's lower-case name (default linear)", "NAME" },
         { "init", 0, 0, G_OPTION_ARG_STRING, &init, "Weight initialization: Normal (default), XavierUniform, XavierNormal, KaimingUniform, KaimingNormal", "NAME" },

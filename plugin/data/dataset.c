@@ -105,6 +105,8 @@ static bool make_item(const sdt_dataset_options *opt, const char *path, const ui
     }
     item->width = out_w;
     item->height = out_h;
+    item->source_width = w;
+    item->source_height = h;
     item->pixels = chw;
     item->loss_weight = weight;
     return true;
@@ -127,8 +129,8 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
     }
     if (opt->probe_only) {
         sdt_dataset_item item = {0};
-        item.width = hdr.width;
-        item.height = hdr.height;
+        item.width = item.source_width = hdr.width;
+        item.height = item.source_height = hdr.height;
         item.caption = sdt_caption_for_image(path, &opt->caption, &why);
         item.path = item.caption ? strdup(path) : NULL;
         sdt_dataset_item *grown = item.path ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;

@@ -52,6 +52,7 @@ struct sdt_dataset_item {
     char *path;
     char *caption;      /* the [filewords] */
     int width, height;  /* of pixels (after resize) */
+    int source_width, source_height; /* the image as read (upright), before resizing: SDXL's original size */
     float *pixels;      /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
     float *loss_weight; /* [height/8, width/8], or NULL = weight 1 everywhere */
 };

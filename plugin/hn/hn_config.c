@@ -2,6 +2,7 @@
 #include "hn/hn_config.h"
 
 #include <ctype.h>
+#include <glib.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -255,8 +256,18 @@ bool sdt_hn_parse_dropout_structure(const char *text, sdt_hn_config *c, sdt_erro
     return true;
 }
 
+/* The K/V widths of each model family's attentions (sdt_unet_config_kv_widths of its preset):
+ * the cross-attention context first, then the self-attention widths. */
+static const struct { const char *name, *widths; } hn_width_presets[] = {
+    {"sd1", "768, 320, 640, 1280"},
+    {"sd2", "1024, 320, 640, 1280"},
+    {"sdxl", "2048, 640, 1280"},
+};
+
 bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_error *error)
 {
+    for (size_t i = 0; text && i < sizeof hn_width_presets / sizeof hn_width_presets[0]; i++)
+        if (g_ascii_strcasecmp(text, hn_width_presets[i].name) == 0) text = hn_width_presets[i].widths;
     return hn_split("modules", text, max, count, hn_take_int, out, error);
 }
 

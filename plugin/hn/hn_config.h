@@ -71,7 +71,7 @@ bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int 
  * (A1111 fails on a shorter one and ignores a longer one's tail; both are refused here). */
 bool sdt_hn_parse_layer_structure(const char *text, sdt_hn_config *c, sdt_error *error);
 bool sdt_hn_parse_dropout_structure(const char *text, sdt_hn_config *c, sdt_error *error);
-/* "768, 320, 640, 1280" -> widths. */
+/* "768, 320, 640, 1280" -> widths; or a family's preset: "sd1", "sd2", "sdxl" (2048, 640, 1280). */
 bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_error *error);
 
 /* ---- activations (A1111 accepts torch.nn activation classes by lower-case name) ---- */

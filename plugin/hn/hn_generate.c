@@ -6,6 +6,7 @@
 #include "api/backend_select.h"
 #undef sdt_hn_config
 #include "hn/hn_generate.h"
+#include "ti/ti_part.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,10 +68,7 @@ static bool generate_embedding(generate_run *g, const sdt_hn_generate_settings *
     if (!s->embedding_path || !s->embedding_path[0]) return true;
     if (!sdt_embedding_load(s->embedding_path, &g->emb, NULL, error)) return false;
     g->have_emb = true;
-    int width = g->rt.cfg.clip.width;
-    if (g->emb.dim != width)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder "
-                        "is %d wide; use an embedding made for this model family", s->embedding_path, g->emb.dim, width);
+    if (!ti_embedding_check_model(&g->emb, &g->rt, s->embedding_path, error)) return false;
     int32_t id;
     if (!sdt_tokenizer_add_token(g->tok, g->emb.name, -1, &id, error)) return false;
     rules->placeholder_id = id;

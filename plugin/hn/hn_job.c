@@ -282,7 +282,7 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
             snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%d", i ? "," : "", takes[i]);
         return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the hypernetwork's modules (%s) match no attention of this model, so "
                         "nothing would train: this model's attention widths are %s; create a hypernetwork for this model "
-                        "with the sizes %s (SD 1.x takes 768, 320, 640, 1280; SD 2.x 1024, 320, 640, 1280)",
+                        "with the sizes %s (SD 1.x takes 768, 320, 640, 1280; SD 2.x 1024, 320, 640, 1280; SDXL 2048, 640, 1280: --sizes sdxl)",
                         hp->part->input_path, widths, model_widths, sizes);
     }
     if (job->pb.be != hp->cpu) { /* the values move to the job's backend: load them there */

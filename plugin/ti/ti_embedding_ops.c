@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clip_text.h"
+#include "sd_model.h"
 #include "ti/embedding_file.h"
 #include "safetensors.h"
 #include "train/sd_runtime.h"
@@ -16,12 +17,13 @@
 #include "ti/ti_trainer.h"
 #include "weights.h"
 
-/* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. */
-static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *clip,
+/* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. An
+ * SDXL embedding takes each token's rows from both encoders, side by side (clip_l, then clip_g). */
+static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *const *clips, int n_clips,
                          const sdt_host_callbacks *host, sdt_error *error)
 {
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, clip->cfg.vocab, host, error);
+    sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, clips[0]->cfg.vocab, host, error);
     if (!tok) return false;
     int32_t *ids = NULL;
     size_t n = 0;
@@ -29,20 +31,37 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
     sdt_tokenizer_free(tok);
     if (n > (size_t)e->n_vectors) n = (size_t)e->n_vectors; /* A1111 tokenises with max_length = vectors */
     bool ok = true;
-    if (n > 0) {
-        sdt_backend *cpu = sdt_backend_cpu_create(1);
-        float *rows = malloc(n * (size_t)e->dim * sizeof(float));
-        int64_t shape[2] = {(int64_t)n, e->dim};
+    sdt_backend *cpu = n > 0 ? sdt_backend_cpu_create(1) : NULL;
+    ok = n == 0 || cpu;
+    for (int c = 0, column = 0; ok && n > 0 && c < n_clips; column += clips[c]->cfg.width, c++) {
+        int width = clips[c]->cfg.width;
+        float *rows = malloc(n * (size_t)width * sizeof(float));
+        int64_t shape[2] = {(int64_t)n, width};
         sdt_tensor out = sdt_tensor_make(rows, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-        ok = cpu && rows && clip_text_token_rows(clip, cpu, ids, (int)n, &out, error);
+        ok = rows && clip_text_token_rows(clips[c], cpu, ids, (int)n, &out, error);
         for (int i = 0; ok && i < e->n_vectors; i++)
-            memcpy(e->vectors + (size_t)i * e->dim, rows + (size_t)(i * (int)n / e->n_vectors) * e->dim,
-                   (size_t)e->dim * sizeof(float));
+            memcpy(e->vectors + (size_t)i * e->dim + column, rows + (size_t)(i * (int)n / e->n_vectors) * width,
+                   (size_t)width * sizeof(float));
         free(rows);
-        if (cpu) cpu->destroy(cpu);
     }
+    if (!ok && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding");
+    if (cpu) cpu->destroy(cpu);
     free(ids);
     return ok;
+}
+
+/* The text encoders an embedding for this model needs rows for: one, or SDXL's two. */
+static bool text_encoders(const sdt_weights *w, clip_text_model *clip, clip_text_model *clip2, int *n, sdt_error *error)
+{
+    if (!sd_weights_are_sdxl(w)) {
+        clip_config cfg;
+        *n = 1;
+        return clip_config_detect(w, &cfg, error) && clip_text_load(clip, &cfg, w, error);
+    }
+    sd_config sc;
+    *n = 2;
+    return sd_config_detect_weights(w, &sc, error) && clip_text_load(clip, &sc.clip, w, error) &&
+           clip_text_load(clip2, &sc.clip2, w, error);
 }
 
 bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
@@ -62,14 +81,16 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
     }
     sdt_weights *w = sdt_weights_open(spec->model_path, error);
     if (!w) return false;
-    clip_config cfg;
-    clip_text_model clip;
+    clip_text_model clip, clip2;
+    const clip_text_model *clips[2] = {&clip, &clip2};
+    int n_clips = 0;
     sdt_embedding e;
     memset(&e, 0, sizeof e);
-    bool ok = sd_runtime_check_trainable(w, error) && clip_config_detect(w, &cfg, error) &&
-              clip_text_load(&clip, &cfg, w, error) &&
-              sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token, cfg.width, error) &&
-              init_vectors(&e, spec, &clip, host, error);
+    bool ok = text_encoders(w, &clip, &clip2, &n_clips, error) &&
+              sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token,
+                                 clip.cfg.width + (n_clips > 1 ? clip2.cfg.width : 0), error);
+    if (ok && n_clips > 1) e.clip_l_dim = clip.cfg.width;
+    ok = ok && init_vectors(&e, spec, clips, n_clips, host, error);
     if (ok) {
         sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);
         ok = sdt_embedding_save_safetensors(&e, path, spec->overwrite, error);

@@ -12,6 +12,7 @@
 #include "safetensors.h"
 #include "ti/embedding_file.h"
 #include "ti/ti_part.h"
+#include "train/sd_cond.h"
 
 bool ti_part_download_vectors(ti_part *tp, sdt_error *error)
 {
@@ -161,9 +162,6 @@ static char *check_embedding(sdt_train_job *job, ti_part *tp, const char *path, 
     else if (!sdt_embedding_is_finite(&tp->emb))
         ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
                       "create it again", path);
-    else if (tp->emb.clip_l_dim)
-        ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: SDXL embeddings (clip_l + clip_g) cannot be trained yet; use an SD 1.x or "
-                      "2.x embedding", path);
     if (!ok) {
         free(output);
         return NULL;
@@ -201,13 +199,24 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
     return tp;
 }
 
+bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, const char *path, sdt_error *error)
+{
+    int width = rt->cfg.clip.width, width_g = sdt_cond_width_g(rt);
+    bool sdxl_file = e->clip_l_dim > 0, sdxl_model = width_g > 0;
+    if (sdxl_file == sdxl_model && e->dim == width + width_g && (!sdxl_file || e->clip_l_dim == width)) return true;
+    char has[64], wants[64];
+    if (sdxl_file) snprintf(has, sizeof has, "clip_l %d + clip_g %d values per vector", e->clip_l_dim, e->dim - e->clip_l_dim);
+    else snprintf(has, sizeof has, "%d values per vector", e->dim);
+    if (sdxl_model) snprintf(wants, sizeof wants, "clip_l %d + clip_g %d", width, width_g);
+    else snprintf(wants, sizeof wants, "%d", width);
+    return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %s but the model's text encoders take %s (%s); it was "
+                    "made for another model family: use or create one for this model", path, has, wants,
+                    sd_family_title(rt->cfg.family));
+}
+
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
 {
-    int width = job->rt.cfg.clip.width;
-    if (tp->emb.dim != width)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %d values per vector but the model's text encoder is %d wide "
-             "(%s); it was made for another model family, create a new one for this model", tp->part->input_path,
-             tp->emb.dim, width, sd_family_name(job->rt.cfg.family));
+    if (!ti_embedding_check_model(&tp->emb, &job->rt, tp->part->input_path, error)) return false;
     int32_t id;
     if (!sdt_tokenizer_add_token(job->tok, tp->emb.name, -1, &id, error)) return false;
     snprintf(job->prompt_name, sizeof job->prompt_name, "%s", tp->emb.name);
@@ -237,7 +246,7 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
         return false;
     }
     tp->opt = opt;
-    tp->token_norm = ti_part_token_norm(job);
+    ti_part_token_norms(job, &tp->token_norm, &tp->token_norm_g);
     tp->undo = malloc(3 * bytes);
     if (!tp->undo) {
         sdt_optimizer_destroy(opt);

@@ -21,6 +21,7 @@ typedef struct ti_part {
     sdt_backend *be;
     bool save_cards;
     double token_norm;         /* mean row norm of the model's token embedding (the divergence guard) */
+    double token_norm_g;       /* SDXL: the same for bigG (the clip_g half of each row); 0 otherwise */
     float *undo;               /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
     sdt_optimizer *opt;
 } ti_part;
@@ -32,11 +33,14 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
 /* Phase 2, after the model: the embedding fits the text encoder; its name becomes a token whose
  * occurrences take its rows (job->rules). */
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error);
+/* Whether the embedding's rows fit the model's text encoders (SDXL: clip_l and clip_g); false + a
+ * sentence naming path and both shapes. Training and generating check the same way. */
+bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, const char *path, sdt_error *error);
 /* Phase 3, after the data: the rows on the device, AdamW over them, the parameter group. */
 bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);
 
 /* ti_part_guard.c: the divergence guard around each step (sdt_param_group's before/after). */
-double ti_part_token_norm(const sdt_train_job *job);
+void ti_part_token_norms(const sdt_train_job *job, double *norm, double *norm_g);
 bool ti_part_undo_save(void *tp, sdt_error *error);
 bool ti_part_check_divergence(void *tp, int64_t step_number, double lr, sdt_error *error);
 /* Copies the device rows into tp->emb.vectors. */

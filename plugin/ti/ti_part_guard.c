@@ -9,13 +9,13 @@
 
 #include "ti/ti_part.h"
 
-/* The mean L2 norm of (up to 4096 evenly spaced) rows of the text encoder's token embedding,
- * read from the checkpoint file: the scale a healthy embedding vector stays near. */
-double ti_part_token_norm(const sdt_train_job *job)
+/* The mean L2 norm of (up to 4096 evenly spaced) rows of a text encoder's token embedding, read
+ * from the checkpoint file: the scale a healthy embedding vector stays near. */
+static double token_norm_of(const sdt_train_job *job, const clip_config *cfg)
 {
     clip_text_model m;
     sdt_error ignored; /* no norm means no divergence guard, never a failed run */
-    if (!clip_text_load(&m, &job->rt.cfg.clip, job->rt.file, &ignored)) return 0;
+    if (!clip_text_load(&m, cfg, job->rt.file, &ignored)) return 0;
     int64_t rows = m.tok_emb.shape[0], width = m.tok_emb.shape[1];
     int64_t stride = rows > 4096 ? rows / 4096 : 1;
     float *row = malloc((size_t)width * sizeof(float));
@@ -28,6 +28,12 @@ double ti_part_token_norm(const sdt_train_job *job)
     }
     free(row);
     return counted ? sum / (double)counted : 0;
+}
+
+void ti_part_token_norms(const sdt_train_job *job, double *norm, double *norm_g)
+{
+    *norm = token_norm_of(job, &job->rt.cfg.clip);
+    *norm_g = job->rt.cfg.clip2.width > 0 ? token_norm_of(job, &job->rt.cfg.clip2) : 0;
 }
 
 /* A vector this many times longer than the model's typical token vector is no longer a prompt
@@ -60,36 +66,53 @@ static bool undo_copy(ti_part *tp, undo_op op, sdt_error *error)
     return true;
 }
 
-static double largest_row_norm(const float *x, int rows, int width)
+/* The longest row of columns [from, from + width) of a [rows, stride] table. */
+static double largest_row_norm(const float *x, int rows, int stride, int from, int width)
 {
     double largest = 0;
     for (int r = 0; r < rows; r++) {
-        double norm = sdt_embedding_vector_norm(x + (size_t)r * width, width);
+        double norm = sdt_embedding_vector_norm(x + (size_t)r * stride + from, width);
         if (!(norm <= largest)) largest = norm; /* NaN wins */
     }
     return largest;
 }
+
+/* One encoder's half of the rows (an SD 1.x/2.x embedding has one: the whole row). */
+typedef struct guard_table {
+    const char *what;  /* "" or " (clip_g)" */
+    int from, width;
+    double token_norm;
+} guard_table;
 
 /* After a step: an embedding that left the scale of prompt vectors means the optimisation
  * diverged. The step is undone (so the saved state is the last good one) and the run stops. */
 bool ti_part_check_divergence(void *user, int64_t step_number, double lr, sdt_error *error)
 {
     ti_part *tp = user;
+    int l = tp->emb.clip_l_dim ? tp->emb.clip_l_dim : tp->emb.dim;
+    guard_table tables[2] = {{tp->emb.clip_l_dim ? " (clip_l)" : "", 0, l, tp->token_norm},
+                             {" (clip_g)", l, tp->emb.dim - l, tp->token_norm_g}};
+    int n_tables = tp->emb.clip_l_dim ? 2 : 1;
     if (!(tp->token_norm > 0)) return true;
     if (!ti_part_download_vectors(tp, error)) return false;
-    double now = largest_row_norm(tp->emb.vectors, tp->emb.n_vectors, tp->emb.dim);
-    double limit = TI_DIVERGENCE_FACTOR * tp->token_norm;
-    if (now <= limit) return true;
-    double before = largest_row_norm(tp->undo, tp->emb.n_vectors, tp->emb.dim);
-    if (!undo_copy(tp, UNDO_RESTORE, error)) return false;
-    sdt_optimizer_set_step_count(tp->opt, sdt_optimizer_step_count(tp->opt) - 1);
-    sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest vector "
-             "from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt vector "
-             "stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
-             "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
-             "undone and the last good state is kept.", (long long)step_number, lr, before, now,
-             TI_DIVERGENCE_FACTOR, tp->token_norm);
-    return false;
+    for (int t = 0; t < n_tables; t++) {
+        const guard_table *g = &tables[t];
+        if (!(g->token_norm > 0)) continue;
+        double now = largest_row_norm(tp->emb.vectors, tp->emb.n_vectors, tp->emb.dim, g->from, g->width);
+        double limit = TI_DIVERGENCE_FACTOR * g->token_norm;
+        if (now <= limit) continue;
+        double before = largest_row_norm(tp->undo, tp->emb.n_vectors, tp->emb.dim, g->from, g->width);
+        if (!undo_copy(tp, UNDO_RESTORE, error)) return false;
+        sdt_optimizer_set_step_count(tp->opt, sdt_optimizer_step_count(tp->opt) - 1);
+        sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest "
+                 "vector%s from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt "
+                 "vector stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
+                 "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
+                 "undone and the last good state is kept.", (long long)step_number, lr, g->what, before, now,
+                 TI_DIVERGENCE_FACTOR, g->token_norm);
+        return false;
+    }
+    return true;
 }
 
 bool ti_part_undo_save(void *tp, sdt_error *error) { return undo_copy(tp, UNDO_SAVE, error); }

@@ -9,11 +9,13 @@
 #include "train/ddim_sampler.h"
 #include "train/inpaint_cond.h"
 #include "train/rng.h"
+#include "train/sd_cond.h"
 
 typedef struct preview_run {
     sd_runtime *rt;
     sdt_arena *arena;
     const sdt_tensor *context;  /* [2 or 1, 77, C]: cond first */
+    const sdt_tensor *y;        /* SDXL's vector conditioning [2 or 1, adm], else NULL */
     int batch;                  /* 2 with guidance */
     int c, h, w;
     int in_c;                   /* the UNet's input channels: c, or c + extra for an inpainting model */
@@ -45,7 +47,7 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     sdt_tensor out;
     bool ok = sdt_arena_fits(p->arena) && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
-    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, NULL, &out, p->error);
+    ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, p->y, &out, p->error);
     if (ok) {
         sdt_tensor o32 = sdt_arena_tensor(p->arena, SDT_F32, 4, lshape);
         ok = sdt_arena_fits(p->arena) && be->convert(be, &o32, &out) == 0 &&
@@ -63,26 +65,27 @@ static int denoise(void *user, const float *x, int t, float *out_cond, float *ou
     return ok ? 0 : -1;
 }
 
-/* Tokens and overrides of the prompts (cond, then uncond) on the arena. */
+/* The prompts' conditioning (cond, then uncond) on the arena (train/sd_cond.h). SDXL is conditioned
+ * on the image's own size, uncropped; an empty negative prompt is zeros there, as A1111 and diffusers do. */
 static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const sdt_slot_rules *rules,
-                           const sdt_tensor *rows, const sdt_preview_request *req, int batch, clip_text_acts *acts,
-                           sdt_tensor *context, clip_override *ov, sdt_error *error)
+                           const sdt_tensor *rows, const sdt_preview_request *req, int batch, sdt_cond *cond,
+                           clip_override *ov, sdt_error *error)
 {
     sdt_prompt_encoded e[2];
     int32_t ids[2 * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS];
     const char *texts[2] = {req->prompt, req->negative ? req->negative : ""};
     for (int b = 0; b < batch; b++) sdt_prompt_encode(tok, rules, texts[b], &e[b]);
     int n_ov = 0, chunks = sdt_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
-    int64_t tshape[2] = {(int64_t)batch * chunks, SDT_PROMPT_TOKENS};
-    sdt_tensor tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
-    if (!a->measuring && !sdt_arena_fits(a))
-        return sdt_fail(error, a->error.code, "preview: copying the prompt failed: %s", a->error.message);
-    if (!a->measuring && rt->be->upload(rt->be, tokens.data, ids, sdt_tensor_nbytes(&tokens)))
-        return sdt_fail(error, rt->be->error.code, "preview: copying the prompt failed: %s", rt->be->error.message);
-    clip_text_inputs ci = {&tokens, n_ov ? rows : NULL, ov, n_ov, req->clip_skip, rt->dtype, false};
-    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, acts, error)) return false;
-    *context = sdt_prompt_context(&acts->out, batch);
-    return true;
+    sdt_sdxl_sizes sizes[2];
+    bool zero[2];
+    for (int b = 0; b < batch; b++) {
+        sizes[b] = (sdt_sdxl_sizes){req->height, req->width, 0, 0, req->height, req->width};
+        zero[b] = b == 1 && texts[1][0] == '\0';
+    }
+    sdt_cond_inputs ci = {.tokens = ids, .batch = batch, .chunks = chunks, .end_id = sdt_tokenizer_eos(tok), .overrides = ov,
+                          .n_overrides = n_ov, .rows = n_ov ? rows : NULL, .sizes = sizes, .zero_text = zero,
+                          .clip_skip = req->clip_skip, .act_dtype = rt->dtype, .anomaly_check = false};
+    return sdt_cond_forward(rt, a, &ci, cond, error);
 }
 
 static uint8_t to_u8(float v)
@@ -99,13 +102,13 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
-    preview_run p = {rt, a, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
+    preview_run p = {rt, a, NULL, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
                      vae->cfg.z_channels + inpaint_extra_channels(rt), cond, req->hook, NULL, error};
-    clip_text_acts acts;
+    sdt_cond text;
     clip_override ov[2 * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS];
-    sdt_tensor context;
-    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &acts, &context, ov, error)) return false;
-    p.context = &context;
+    if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &text, ov, error)) return false;
+    p.context = &text.context;
+    p.y = sdt_cond_y(&text);
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one UNet call and the decode; nothing runs */
@@ -116,7 +119,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         int64_t bshape[4] = {batch, p.c, p.h, p.w}, inshape[4] = {batch, p.in_c, p.h, p.w}, tsh[1] = {batch};
         size_t mark = sdt_arena_mark(a);
         sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, inshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tsh), out;
-        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, NULL, &out, error)) return false;
+        if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, p.y, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "train/prompt.h"
+#include "train/sd_cond.h"
 
 typedef struct pass_tensors {
-    sdt_tensor tokens, noisy, target, weight, timesteps;
+    sdt_tensor noisy, target, weight, timesteps;
 } pass_tensors;
 
 bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b)
@@ -20,11 +21,10 @@ bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b)
 
 static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const sdt_pass_shape *in)
 {
-    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS}, lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
+    int64_t lshape[4] = {in->batch, in->c, in->h, in->w}, bshape[1] = {in->batch};
     int64_t ishape[4] = {in->batch, in->in_c, in->h, in->w};
     pass_tensors t;
     memset(&t, 0, sizeof t);
-    t.tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
     t.noisy = sdt_arena_tensor(a, act, 4, ishape);
     t.target = sdt_arena_tensor(a, SDT_F32, 4, lshape);
     if (in->weighted) t.weight = sdt_arena_tensor(a, SDT_F32, 4, lshape);
@@ -47,8 +47,7 @@ static int upload_f32(sdt_backend *be, sdt_tensor *t, const float *src)
 
 static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_inputs *in, sdt_error *error)
 {
-    bool ok = be->upload(be, t->tokens.data, in->tokens, sdt_tensor_nbytes(&t->tokens)) == 0 &&
-              upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
+    bool ok = upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
               (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
               upload_f32(be, &t->timesteps, in->timesteps) == 0;
     if (!ok) sdt_fail(error, be->error.code, "copying the batch to the %s backend failed: %s", be->name, be->error.message);
@@ -69,9 +68,11 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
         return sdt_fail(error, a->error.code, "the activation arena is too small for this batch (a bug: please report): %s",
                         a->error.message);
     if (!a->measuring && !upload_inputs(be, &t, in, error)) return false;
-    clip_text_inputs ci = {&t.tokens, tr->rows, in->overrides, in->n_overrides, opt->clip_skip, act, opt->anomaly_check};
-    clip_text_acts acts;
-    if (!clip_text_forward(&m->clip, be, a, &ci, &acts, error)) return false;
+    sdt_cond_inputs ci = {.tokens = in->tokens, .batch = in->shape.batch, .chunks = in->shape.chunks, .end_id = in->end_id,
+                          .overrides = in->overrides, .n_overrides = in->n_overrides, .rows = tr->rows,
+                          .sizes = in->sizes, .clip_skip = opt->clip_skip, .act_dtype = act, .anomaly_check = opt->anomaly_check};
+    sdt_cond cond;
+    if (!sdt_cond_forward(rt, a, &ci, &cond, error)) return false;
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = act;
     uo.for_backward = backward;
@@ -79,25 +80,28 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     uo.anomaly_check = opt->anomaly_check;
     uo.hook = tr->hook;
     sdt_tensor pred;
-    sdt_tensor context = sdt_prompt_context(&acts.out, in->shape.batch);
-    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &context, NULL, &pred, error)) return false;
+    if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &cond.context, sdt_cond_y(&cond), &pred, error))
+        return false;
     if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
         sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
         return false;
     }
     if (!backward) return true;
     sdt_tensor dpred = sdt_arena_tensor(a, act, 4, pred.shape);
-    sdt_tensor dctx = sdt_arena_tensor(a, act, 3, acts.out.shape);
+    sdt_tensor dctx = sdt_arena_tensor(a, act, 3, cond.context.shape);
+    /* y's gradient only where it leads somewhere: an SDXL embedding's rows through the pooled embedding */
+    bool want_dy = tr->drows && cond.sdxl;
+    sdt_tensor dy = want_dy ? sdt_arena_tensor(a, act, 2, cond.y.shape) : (sdt_tensor){0};
     if (!a->measuring) {
         if (!sdt_arena_fits(a))
             return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
-        if (be->zero(be, &dpred) || be->zero(be, &dctx) || be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight))
+        if (be->zero(be, &dpred) || be->zero(be, &dctx) || (want_dy && be->zero(be, &dy)) ||
+            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight))
             return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
     }
-    sdt_tensor dcontext = sdt_prompt_context(&dctx, in->shape.batch);
-    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dcontext, NULL, error)) return false;
-    if (!tr->drows) return true; /* nothing in the text encoder trains: no backward into CLIP */
-    return clip_text_backward(&m->clip, be, a, &acts, &dctx, tr->drows, error);
+    if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, want_dy ? &dy : NULL, error)) return false;
+    if (!tr->drows) return true; /* nothing in the text encoders trains: no backward into them */
+    return sdt_cond_backward(rt, a, &cond, &dctx, want_dy ? &dy : NULL, tr->drows, error);
 }
 
 bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pass_shape *shape,
@@ -106,6 +110,9 @@ bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pas
     sdt_pass_inputs in;
     memset(&in, 0, sizeof in);
     in.shape = *shape;
+    /* an embedding's slot, so the text encoders' backward is measured too (a pass without one skips it) */
+    static const clip_override slot = {0, 1, 0};
+    if (tr->rows) in.overrides = &slot, in.n_overrides = 1;
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;

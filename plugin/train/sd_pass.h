@@ -1,5 +1,5 @@
-/* sd_pass.h - one micro-batch of training: the text encoder (with an embedding's rows spliced
- * in, if one trains), the UNet on noised latents (with a hypernetwork on its K/V inputs, if one
+/* sd_pass.h - one micro-batch of training: the text conditioning (train/sd_cond.h: one encoder,
+ * or SDXL's two and its vector conditioning, with an embedding's rows spliced in, if one trains), the UNet on noised latents (with a hypernetwork on its K/V inputs, if one
  * trains), MSE against the target, and the way back: the UNet's backward (the hook accumulates
  * its weight gradients) and, only when an embedding trains, the text encoder's backward to its
  * rows. A hypernetwork-only run never runs the text encoder backward. Everything lives in one
@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "clip_text.h"
+#include "sdxl_cond.h"
 #include "train/sd_runtime.h"
 #include "train/work_arena.h"
 
@@ -37,11 +38,14 @@ typedef struct sdt_pass_inputs {
     const float *target;             /* host: noise (eps) or v */
     const float *weight;             /* host, same shape; used when shape.weighted */
     const float *timesteps;          /* host [batch] */
+    int32_t end_id;                  /* the tokenizer's end token (train/sd_cond.h) */
+    const sdt_sdxl_sizes *sizes;     /* SDXL: host [batch], each image's size conditioning; else NULL */
 } sdt_pass_inputs;
 
 /* What trains in the pass. */
 typedef struct sdt_pass_trainables {
-    const sdt_tensor *rows;          /* [n_vectors, width] embedding rows on the device, or NULL */
+    const sdt_tensor *rows;          /* [n_vectors, width] embedding rows on the device, or NULL; SDXL: both
+                                      * encoders' side by side, [n_vectors, 768 + 1280] (clip_l, clip_g) */
     sdt_tensor *drows;               /* their gradient (+=); NULL: no text encoder backward */
     const sdt_unet_kv_hook *hook;    /* the UNet's K/V hook (a hypernetwork), or NULL */
 } sdt_pass_trainables;

@@ -49,14 +49,6 @@ static bool probe_prediction(sd_runtime *rt, sdt_error *error)
     return true;
 }
 
-bool sd_runtime_check_trainable(const sdt_weights *w, sdt_error *error)
-{
-    if (!sd_weights_are_sdxl(w)) return true;
-    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: an SDXL model; sdtrain reads SDXL checkpoints (inspect describes them) but "
-                    "does not train embeddings or hypernetworks on them, or generate with them, yet: use an SD 1.x or 2.x "
-                    "checkpoint", sdt_weights_path(w));
-}
-
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
                      sdt_error *error)
 {
@@ -64,7 +56,7 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
     rt->be = be;
     rt->file = sdt_weights_open(path, error);
     if (!rt->file) return false;
-    if (!sd_runtime_check_trainable(rt->file, error) || !sd_config_detect(rt->file, &rt->cfg, error) ||
+    if (!sd_config_detect(rt->file, &rt->cfg, error) ||
         !sd_weights_check_finite(&rt->cfg, rt->file, error)) {
         sd_runtime_close(rt);
         return false;

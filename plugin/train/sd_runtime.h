@@ -35,10 +35,6 @@ typedef struct sd_runtime {
  * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
                      sdt_error *error);
-/* SDXL checkpoints are read (models/ detects and describes them) but not yet trained or generated
- * with: false + an UNSUPPORTED sentence naming the file for one, true for any other. The one check
- * that training, generating and creating an embedding make before they use a model. */
-bool sd_runtime_check_trainable(const sdt_weights *w, sdt_error *error);
 /* One sentence for the log: what the model predicts and who said so ("the model predicts v (the
  * UNet probe: ...)"). */
 void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size);

@@ -127,7 +127,7 @@ struct sdt_train_job {
     sdt_caption_rules caption_rules;
 
     /* what the pass trains */
-    const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none) */
+    const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
     sdt_tensor *drows;         /* their gradient; NULL: the text encoder runs without backward */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
 
@@ -207,6 +207,10 @@ bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *erro
 /* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
  * Interrupt): the end of every run writes its last step, once. false + error for a failure for IO. */
 bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
+/* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
+sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
+/* SDXL's size conditioning of one dataset image with its cached latent. */
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, int item, const latent_entry *e);
 const char *sdt_train_job_saved_note(const void *job);
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
 bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);

@@ -20,6 +20,7 @@
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"
 #include "train/tokenizer_open.h"
+#include "train/sd_cond.h"
 #include "train/train_job.h"
 #include "train/train_options.h"
 
@@ -212,6 +213,25 @@ bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *
     return ok;
 }
 
+/* What SDXL changes in the settings, each said in the log. */
+static bool sdxl_settings(sdt_train_job *job, sdt_error *error)
+{
+    if (job->clip_skip > 1)
+        sdt_host_log(job->host, SDT_LOG_INFO, "CLIP skip %d is not used on SDXL: both text encoders give their penultimate "
+                     "layer, as SDXL was trained (A1111 does the same)", job->clip_skip);
+    job->clip_skip = 0;
+    if (job->precision != SDT_PRECISION_FP16) return true;
+    if (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16()) {
+        sdt_host_log(job->host, SDT_LOG_WARNING, "SDXL's VAE overflows in fp16 and this GPU has no bf16: if an image "
+                     "encodes to NaN/Inf, the NaN fallback switches the run to fp32");
+        return true;
+    }
+    sdt_host_log(job->host, SDT_LOG_INFO, "training in bf16 instead of fp16: SDXL's VAE overflows in fp16 (its activations "
+                 "exceed 65504), and this GPU computes bf16 natively, with fp32's range and no loss scaling needed");
+    job->precision = SDT_PRECISION_BF16;
+    return sd_runtime_set_dtype(&job->rt, sdt_precision_dtype(job->precision), error);
+}
+
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
@@ -226,6 +246,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
+    if (sdt_cond_is_sdxl(&job->rt) && !sdxl_settings(job, error)) return false;
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
@@ -237,6 +258,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
     job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
+    /* SD 2.x's OpenCLIP pads with 0; CLIP ViT-L (SD 1.x, SDXL's first encoder) with the end token
+     * (bigG's own padding is made from these tokens: train/sd_cond.h) */
     job->rules.pad_id = job->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(job->tok);
     return true;
 }
@@ -540,7 +563,7 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     sdt_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
                             .in_c = e->c + inpaint_extra_channels(&job->rt), .weighted = job->use_alpha};
     sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
-    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    sdt_pass_trainables tr = sdt_train_job_trainables(job);
     size_t bytes = 0;
     if (!sdt_pass_measure(&job->rt, &po, &shape, &tr, &bytes, error)) return false;
     size_t weights = 0;

@@ -10,6 +10,7 @@
 
 #include "api/host_log.h"
 #include "train/rng.h"
+#include "train/sd_cond.h"
 #include "train/train_job.h"
 
 /* Host buffers of one micro-batch. */
@@ -18,6 +19,7 @@ typedef struct batch_buffers {
     int32_t *tokens;
     clip_override *overrides;
     sdt_prompt_encoded *prompts; /* one per sample, before sdt_prompt_batch lays them out */
+    sdt_sdxl_sizes *sizes;       /* SDXL's size conditioning, one per sample */
 } batch_buffers;
 
 static void buffers_free(batch_buffers *b)
@@ -31,6 +33,7 @@ static void buffers_free(batch_buffers *b)
     free(b->tokens);
     free(b->overrides);
     free(b->prompts);
+    free(b->sizes);
     memset(b, 0, sizeof(*b));
 }
 
@@ -48,8 +51,9 @@ static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
     b->tokens = malloc((size_t)batch * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS * sizeof(int32_t));
     b->overrides = malloc((size_t)batch * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS * sizeof(clip_override));
     b->prompts = malloc((size_t)batch * sizeof(sdt_prompt_encoded));
+    b->sizes = malloc((size_t)batch * sizeof(sdt_sdxl_sizes));
     return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides &&
-           b->prompts;
+           b->prompts && b->sizes;
 }
 
 static bool all_finite(const float *x, int64_t n)
@@ -119,6 +123,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
         sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
+        buf->sizes[b] = sdt_train_job_sample_sizes(job, idx[b], e);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
     in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
@@ -129,7 +134,24 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     in->target = buf->target;
     in->weight = buf->weight;
     in->timesteps = buf->timesteps;
+    in->end_id = sdt_tokenizer_eos(job->tok);
+    in->sizes = sdt_cond_is_sdxl(&job->rt) ? buf->sizes : NULL;
     return true;
+}
+
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, int item, const latent_entry *e)
+{
+    const sdt_dataset_item *it = &job->ds.items[item];
+    int f = vae_factor(&job->rt.cfg.vae);
+    /* the whole image, resized to the training size (no crop): what kohya and diffusers pass without buckets */
+    sdt_sdxl_sizes s = {it->source_height, it->source_width, 0, 0, (double)e->h * f, (double)e->w * f};
+    return s;
+}
+
+sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
+{
+    sdt_pass_trainables tr = {.rows = job->rows, .drows = job->drows, .hook = job->hook};
+    return tr;
 }
 
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
@@ -137,7 +159,7 @@ static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const 
 {
     if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
     size_t bytes;
-    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    sdt_pass_trainables tr = sdt_train_job_trainables(job);
     if (!sdt_pass_measure(&job->rt, po, shape, &tr, &bytes, error) ||
         !work_arena_reserve(&job->wa, job->pb.be, bytes, error))
         return false;
@@ -163,7 +185,7 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
 {
     sdt_train_job *job = user;
     sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
-    sdt_pass_trainables tr = {job->rows, job->drows, job->hook};
+    sdt_pass_trainables tr = sdt_train_job_trainables(job);
     *loss = 0;
     job->n_batch_files = 0;
     job->n_bad_input_files = 0;

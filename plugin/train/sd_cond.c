@@ -1,0 +1,189 @@
+/* sd_cond.c - see sd_cond.h. */
+#include "train/sd_cond.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/prompt.h"
+
+bool sdt_cond_is_sdxl(const sd_runtime *rt) { return rt->cfg.clip2.width > 0; }
+
+int sdt_cond_width_g(const sd_runtime *rt) { return rt->cfg.clip2.width; }
+
+static sdt_tensor reshaped(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2)
+{
+    int64_t shape[3] = {d0, d1, d2};
+    return sdt_tensor_make(t->data, t->dtype, t->device, ndim, shape);
+}
+
+/* One prompt's slice [1, ...] of a [batch, ...] tensor. */
+static sdt_tensor sample_slice(const sdt_tensor *t, int b)
+{
+    sdt_tensor s = *t;
+    size_t per = sdt_tensor_nbytes(t) / (size_t)t->shape[0];
+    s.shape[0] = 1;
+    s.data = (char *)t->data + per * (size_t)b;
+    return s;
+}
+
+static bool upload_tokens(sdt_backend *be, sdt_tensor *dst, const int32_t *ids, sdt_error *error)
+{
+    if (be->upload(be, dst->data, ids, sdt_tensor_nbytes(dst)))
+        return sdt_fail(error, be->error.code, "copying the prompt to the %s backend failed: %s", be->name, be->error.message);
+    return true;
+}
+
+/* bigG's copy of the chunks: 0 (its pad) after each chunk's end token where CLIP-L repeats the end token. */
+static bool upload_tokens_g(sd_runtime *rt, sdt_tensor *dst, const int32_t *ids, int rows, int32_t end, sdt_error *error)
+{
+    int32_t *g = malloc((size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
+    if (!g) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt");
+    memcpy(g, ids, (size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
+    for (int r = 0; r < rows; r++)
+        sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, end, clip_pad_id(&rt->cfg.clip2, end));
+    bool ok = upload_tokens(rt->be, dst, g, error);
+    free(g);
+    return ok;
+}
+
+/* y's size part, [batch, 6 x width], computed on the host. */
+static bool upload_time_embeds(sd_runtime *rt, sdt_tensor *dst, const sdt_cond_inputs *in, sdt_error *error)
+{
+    int64_t per = dst->shape[1], width = per / 6;
+    float *h = malloc((size_t)(in->batch * per) * sizeof(float));
+    if (!h) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the size conditioning");
+    for (int b = 0; b < in->batch; b++) {
+        const sdt_sdxl_sizes *s = &in->sizes[b];
+        double v[6] = {s->original_height, s->original_width, s->crop_top, s->crop_left, s->target_height, s->target_width};
+        for (int i = 0; i < 6; i++) sdt_sdxl_size_embedding(v[i], (int)width, h + b * per + i * width);
+    }
+    void *store = h;
+    if (dst->dtype != SDT_F32) {
+        store = malloc(sdt_tensor_nbytes(dst));
+        if (store) sdt_store_f32(h, store, dst->dtype, in->batch * per);
+    }
+    bool ok = store && rt->be->upload(rt->be, dst->data, store, sdt_tensor_nbytes(dst)) == 0;
+    if (store != h) free(store);
+    free(h);
+    if (!ok) return sdt_fail(error, store ? rt->be->error.code : SDT_ERR_OUT_OF_MEMORY, "copying the size conditioning failed: %s",
+                             store ? rt->be->error.message : "out of host memory");
+    return true;
+}
+
+static bool forward_sd(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    clip_text_inputs ci = {&c->tokens, in->rows, in->overrides, in->n_overrides, in->clip_skip, in->act_dtype, in->anomaly_check};
+    if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, &c->clip, error)) return false;
+    c->context = sdt_prompt_context(&c->clip.out, in->batch);
+    return true;
+}
+
+/* [n, Wl + Wg] -> [n, Wl] and [n, Wg] (concat's backward into zeroed tensors is the split). */
+static bool split_rows(sd_runtime *rt, sdt_arena *a, const sdt_tensor *rows, sdt_cond *c, sdt_error *error)
+{
+    int64_t wl = rt->cfg.clip.width, wg = rt->cfg.clip2.width;
+    if (rows->ndim != 2 || rows->shape[1] != wl + wg)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "an SDXL embedding's rows must be [n, %lld + %lld] (clip_l, clip_g)",
+                        (long long)wl, (long long)wg);
+    int64_t sl[2] = {rows->shape[0], wl}, sg[2] = {rows->shape[0], wg};
+    c->rows_l = sdt_arena_tensor(a, rows->dtype, 2, sl);
+    c->rows_g = sdt_arena_tensor(a, rows->dtype, 2, sg);
+    if (a->measuring) return true;
+    if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the embedding's rows: %s", a->error.message);
+    if (rt->be->zero(rt->be, &c->rows_l) || rt->be->zero(rt->be, &c->rows_g) ||
+        rt->be->concat_channels_backward(rt->be, &c->rows_l, &c->rows_g, rows))
+        return sdt_fail(error, rt->be->error.code, "splitting the embedding's rows per encoder failed: %s", rt->be->error.message);
+    return true;
+}
+
+static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    sdt_backend *be = rt->be;
+    sd_model *m = &rt->model;
+    int pooled = sdt_sdxl_pooled_width(&m->cfg.unet), adm = m->cfg.unet.adm_in_channels;
+    if (pooled <= 0 || (adm - pooled) % 6 != 0)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "the model has two text encoders but its UNet takes no SDXL vector "
+                        "conditioning (label_emb with %d inputs); it is not an SDXL base model", adm);
+    c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
+    int64_t tshape[2] = {in->batch, adm - pooled}, yshape[2] = {in->batch, adm};
+    c->time_embeds = sdt_arena_tensor(a, in->act_dtype, 2, tshape);
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s", a->error.message);
+        if (!upload_tokens_g(rt, &c->tokens_g, in->tokens, in->batch * in->chunks, in->end_id, error) ||
+            !upload_time_embeds(rt, &c->time_embeds, in, error))
+            return false;
+    }
+    if (in->rows && !split_rows(rt, a, in->rows, c, error)) return false;
+    sdt_sdxl_text_inputs ti = {&c->tokens, &c->tokens_g, in->chunks, in->rows ? &c->rows_l : NULL, in->rows ? &c->rows_g : NULL,
+                               in->overrides, in->n_overrides, in->act_dtype, in->anomaly_check};
+    if (!sdt_sdxl_text_forward(&m->clip, &m->clip2, be, a, &ti, &c->text, error)) return false;
+    c->context = c->text.context;
+    c->y = sdt_arena_tensor(a, in->act_dtype, 2, yshape);
+    if (a->measuring) return true;
+    if (!sdt_arena_fits(a))
+        return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s", a->error.message);
+    for (int b = 0; in->zero_text && b < in->batch; b++) {
+        if (!in->zero_text[b]) continue;
+        sdt_tensor ctx = sample_slice(&c->context, b), pool = sample_slice(&c->text.pooled, b);
+        if (be->zero(be, &ctx) || be->zero(be, &pool))
+            return sdt_fail(error, be->error.code, "zeroing the empty prompt's conditioning failed: %s", be->error.message);
+    }
+    if (be->concat_channels_forward(be, &c->y, &c->text.pooled, &c->time_embeds))
+        return sdt_fail(error, be->error.code, "building SDXL's vector conditioning failed: %s", be->error.message);
+    return true;
+}
+
+bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    memset(c, 0, sizeof *c);
+    c->sdxl = sdt_cond_is_sdxl(rt);
+    if (c->sdxl && !in->sizes && !a->measuring)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "SDXL conditioning without the size conditioning (a bug: please report)");
+    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};
+    c->tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
+        if (!upload_tokens(rt->be, &c->tokens, in->tokens, error)) return false;
+    }
+    return c->sdxl ? forward_sdxl(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
+}
+
+const sdt_tensor *sdt_cond_y(const sdt_cond *c) { return c->sdxl ? &c->y : NULL; }
+
+bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext, const sdt_tensor *dy,
+                       sdt_tensor *drows, sdt_error *error)
+{
+    sdt_backend *be = rt->be;
+    sd_model *m = &rt->model;
+    if (!c->sdxl) {
+        sdt_tensor d = reshaped(dcontext, 3, c->clip.out.shape[0], c->clip.out.shape[1], c->clip.out.shape[2]);
+        return clip_text_backward(&m->clip, be, a, &c->clip, &d, drows, error);
+    }
+    if (!c->rows_l.data && !a->measuring) return true; /* no embedding: nothing upstream trains */
+    size_t mark = sdt_arena_mark(a);
+    sdt_tensor dpooled = {0}, joined = {0};
+    const sdt_tensor *dp = NULL;
+    if (dy) dpooled = sdt_arena_tensor(a, c->text.pooled.dtype, 2, c->text.pooled.shape);
+    sdt_tensor dl = sdt_arena_tensor(a, SDT_F32, 2, c->rows_l.shape), dg = sdt_arena_tensor(a, SDT_F32, 2, c->rows_g.shape);
+    if (drows) joined = sdt_arena_tensor(a, SDT_F32, 2, drows->shape);
+    bool ok = true;
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a)) {
+            sdt_arena_rewind(a, mark);
+            return sdt_fail(error, a->error.code, "the embedding's gradient: %s", a->error.message);
+        }
+        ok = !(dy && (be->zero(be, &dpooled) || be->concat_channels_backward(be, &dpooled, NULL, dy))) && !be->zero(be, &dl) &&
+             !be->zero(be, &dg);
+        if (!ok) sdt_fail(error, be->error.code, "the pooled embedding's gradient failed: %s", be->error.message);
+    }
+    if (dy) dp = &dpooled;
+    ok = ok && sdt_sdxl_text_backward(&m->clip, &m->clip2, be, a, &c->text, dcontext, dp, &dl, &dg, error);
+    /* drows += [dl, dg] side by side, as the rows are kept */
+    if (ok && !a->measuring && drows &&
+        (be->concat_channels_forward(be, &joined, &dl, &dg) || be->add_forward(be, drows, drows, &joined)))
+        ok = sdt_fail(error, be->error.code, "joining the embedding's gradients failed: %s", be->error.message);
+    sdt_arena_rewind(a, mark);
+    return ok;
+}

@@ -1,0 +1,68 @@
+/* sd_cond.h - a batch of prompts as the UNet's conditioning, for every model family.
+ *
+ * SD 1.x/2.x: one text encoder, its (clip-skipped) hidden states as the context. SDXL: both
+ * encoders (models/networks/text_encoders/sdxl_text.h) give the 2048-wide context and the pooled
+ * embedding, and y = [pooled, the six size embeddings] (sdxl_cond.h) is the UNet's vector
+ * conditioning. Training passes and previews both condition through here, so the two can never
+ * disagree on padding, on what an embedding's rows replace, or on how y is made.
+ *
+ * Tokens come as sdt_prompt_batch lays them out, padded for the first encoder; SDXL's bigG
+ * copy is made here (sdt_tokens_pad_after_end with clip_pad_id). An SDXL embedding's rows hold
+ * both encoders' vectors side by side, [n, 768 + 1280] (clip_l then clip_g, as the embedding
+ * file keeps them in memory); they are split for the encoders here and their gradients joined
+ * again, so the optimizer, the guard and the state see one table.
+ */
+#ifndef SDT_TRAIN_SD_COND_H
+#define SDT_TRAIN_SD_COND_H
+
+#include "sdt_error.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "clip_text.h"
+#include "sdxl_cond.h"
+#include "sdxl_text.h"
+#include "train/sd_runtime.h"
+
+typedef struct sdt_cond_inputs {
+    const int32_t *tokens;           /* host [batch * chunks, 77] (sdt_prompt_batch); NULL on a measuring arena */
+    int batch, chunks;
+    int32_t end_id;                  /* the tokenizer's end token (SDXL: bigG pads with 0 after it) */
+    const clip_override *overrides;  /* an embedding's slots, per chunk sequence */
+    int n_overrides;
+    const sdt_tensor *rows;          /* the embedding's rows [n, text width] (SDXL: [n, 768 + 1280]), or NULL */
+    const sdt_sdxl_sizes *sizes;     /* SDXL: host [batch], each prompt's size conditioning */
+    const bool *zero_text;           /* SDXL, optional host [batch]: true zeroes that prompt's context and pooled
+                                      * embedding (an empty negative prompt, as A1111 and diffusers do for SDXL) */
+    int clip_skip;                   /* SD 1.x (0: the model's default); SDXL uses its penultimate layers */
+    sdt_dtype act_dtype;
+    bool anomaly_check;
+} sdt_cond_inputs;
+
+typedef struct sdt_cond {
+    bool sdxl;
+    sdt_tensor tokens, tokens_g;     /* on the device */
+    sdt_tensor rows_l, rows_g;       /* SDXL: the embedding's rows split per encoder */
+    clip_text_acts clip;             /* SD 1.x/2.x */
+    sdt_sdxl_text_acts text;         /* SDXL */
+    sdt_tensor time_embeds;          /* SDXL: [batch, 6 x 256], y's size part */
+    sdt_tensor context;              /* [batch, chunks x 77, context width] */
+    sdt_tensor y;                    /* SDXL: [batch, adm_in_channels]; no data otherwise */
+} sdt_cond;
+
+/* true for a model conditioned the SDXL way (two encoders, y). */
+bool sdt_cond_is_sdxl(const sd_runtime *rt);
+/* Text rows of an embedding for this model: the first encoder's width, and bigG's (0 unless SDXL). */
+int sdt_cond_width_g(const sd_runtime *rt);
+
+/* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
+bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
+/* The UNet's vector conditioning, or NULL for a model without one. */
+const sdt_tensor *sdt_cond_y(const sdt_cond *c);
+/* From d(context) (c->context's shape) and, for SDXL, d(y) (may be NULL) to the rows' gradient
+ * drows (+=, the rows' shape). Nothing to do without overrides. */
+bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext, const sdt_tensor *dy,
+                       sdt_tensor *drows, sdt_error *error);
+
+#endif

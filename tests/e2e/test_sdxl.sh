@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# SDXL end to end through sdt-host on a tiny SDXL-architecture checkpoint, on the CPU (issue 16):
+# create an embedding (clip_l + clip_g, both initialised from the init text), train it, resume it
+# bit for bit, inspect it, generate with it; a hypernetwork with SDXL's K/V widths trained and
+# applied; joint training; and the sentences for an embedding of the other family.
+source "$(dirname "$0")/e2e_lib.sh"
+[ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
+"$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --out sdxl.safetensors >/dev/null || fail "sdt-make-checkpoint tiny-sdxl"
+TOK=(--tokenizer "$MODEL/tokenizer") # the tiny model's vocabulary is the demo's
+XL=(--model sdxl.safetensors "${TOK[@]}" --width 64 --height 64 --device cpu --seed "$SEED")
+TRAIN=(train --dataset "$DATASET" --template "$SDT_TEMPLATES/style_filewords.txt" "${XL[@]}" --preview-every 0
+       --save-every 0 --csv-every 1)
+
+# tensor shapes of a safetensors file, "name:d0xd1" sorted
+shapes() {
+    python3 - "$1" <<'PY'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+h = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+print(" ".join(sorted("%s:%s" % (k, "x".join(map(str, v["shape"]))) for k, v in h.items() if k != "__metadata__")))
+PY
+}
+
+run_host create-embedding --name sxl --init-text "a cat" --vectors 2 --model sdxl.safetensors "${TOK[@]}" --out made
+expect_rc 0 "create-embedding on SDXL"
+[ "$(shapes made/sxl.safetensors)" = "clip_g:2x48 clip_l:2x32" ] ||
+    fail "the SDXL embedding's tensors are '$(shapes made/sxl.safetensors)', expected clip_g [2, 48] and clip_l [2, 32]"
+run_host inspect made/sxl.safetensors
+expect_rc 0 "inspect the SDXL embedding"
+grep -q "SDXL clip_l + clip_g" "$OUT" || fail "inspect does not call the embedding SDXL's"
+python3 - made/sxl.safetensors <<'PY' || fail "create-embedding left a table of the SDXL embedding empty"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+for k in ("clip_l", "clip_g"):
+    b0, b1 = h[k]["data_offsets"]; v = struct.unpack("<%df" % ((b1 - b0) // 4), raw[8 + n + b0:8 + n + b1])
+    sys.exit(1) if max(abs(x) for x in v) == 0 else None
+PY
+
+for d in straight split; do mkdir -p "$d" && cp made/sxl.safetensors "$d/"; done
+run_host "${TRAIN[@]}" --embedding straight/sxl.safetensors --max-steps 4 --log-dir straight/logs --preview-every 2 \
+    --batch-size 2
+expect_rc 0 "train an SDXL embedding 4 steps"
+cmp -s straight/sxl.safetensors made/sxl.safetensors && fail "training left the SDXL embedding as it was created"
+[ "$(shapes straight/sxl.safetensors)" = "clip_g:2x48 clip_l:2x32" ] || fail "the trained SDXL embedding lost a table"
+expect_file "$(run_folder straight/logs sxl)/images/sxl-2.png" "the preview at step 2"
+grep -q "^4," "$(run_folder straight/logs sxl)/textual_inversion_loss.csv" || fail "the loss CSV has no step 4"
+run_host "${TRAIN[@]}" --embedding split/sxl.safetensors --max-steps 2 --log-dir split/logs --batch-size 2
+expect_rc 0 "train 2 steps"
+run_host "${TRAIN[@]}" --embedding split/sxl.safetensors --max-steps 4 --log-dir split/logs --batch-size 2 \
+    --resume "$(run_folder split/logs sxl)/sxl.state.safetensors"
+expect_rc 0 "resume to 4 steps"
+cmp -s split/sxl.safetensors straight/sxl.safetensors || fail "the resumed SDXL embedding differs from the uninterrupted one"
+
+run_host generate "${XL[@]}" --prompt "a sxl cat" --embedding straight/sxl.safetensors --steps 3 --out e.png
+expect_rc 0 "generate with the SDXL embedding"
+[ "$(od -An -tu1 -j16 -N8 e.png | tr -s ' ')" = " 0 0 0 64 0 0 0 64" ] || fail "e.png is not a 64 x 64 PNG"
+run_host generate "${XL[@]}" --prompt "a sxl cat" --steps 3 --out plain.png
+cmp -s e.png plain.png && fail "the embedding changed nothing in the image"
+
+# an embedding of the other family, either way round: one sentence naming both shapes
+new_embedding sd1 cat 1
+run_host "${TRAIN[@]}" --embedding sd1/cat.safetensors --max-steps 1 --log-dir other
+expect_error "an SD 1.x embedding on SDXL" sd1/cat.safetensors "clip_l 32 + clip_g 48" "another model family"
+mkdir -p onsd1 && cp made/sxl.safetensors onsd1/
+run_host train --dataset "$DATASET" --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" \
+    --embedding onsd1/sxl.safetensors --max-steps 1 --log-dir other
+expect_error "an SDXL embedding on SD 1.x" onsd1/sxl.safetensors "clip_l 32 + clip_g 48 values per vector"
+
+# hypernetworks: SDXL's preset widths are named when they match nothing (the tiny model's are 80, 64)
+run_host create-hypernetwork --name big --sizes sdxl --out hn
+expect_rc 0 "create-hypernetwork --sizes sdxl"
+run_host inspect hn/big.pt
+grep -qE '^modules: +2048, 640, 1280$' "$OUT" || fail "--sizes sdxl did not give 2048, 640, 1280"
+run_host "${TRAIN[@]}" --hypernetwork hn/big.pt --max-steps 1 --log-dir hnlogs
+expect_error "a full-size SDXL hypernetwork on the tiny model" "match no attention" "80,64"
+run_host create-hypernetwork --name style --sizes 80,64 --out hn
+expect_rc 0 "create-hypernetwork 80,64"
+cp hn/style.pt hn/style.pt.before
+run_host "${TRAIN[@]}" --hypernetwork hn/style.pt --max-steps 2 --log-dir hnlogs --learn-rate 0.001
+expect_rc 0 "train a hypernetwork on SDXL"
+cmp -s hn/style.pt hn/style.pt.before && fail "training left the SDXL hypernetwork as it was created"
+run_host generate "${XL[@]}" --prompt "a cat" --steps 3 --hypernetwork hn/style.pt --out h.png
+expect_rc 0 "generate with the SDXL hypernetwork"
+cmp -s h.png plain.png && fail "the hypernetwork changed nothing in the image"
+
+# joint: both files train in one run
+cp made/sxl.safetensors joint.safetensors
+run_host create-hypernetwork --name jstyle --sizes 80,64 --out hn
+run_host "${TRAIN[@]}" --embedding joint.safetensors --hypernetwork hn/jstyle.pt --max-steps 2 --log-dir jlogs \
+    --learn-rate 0.001 --embedding-learn-rate 0.005
+expect_rc 0 "joint training on SDXL"
+cmp -s joint.safetensors made/sxl.safetensors && fail "joint training left the embedding as it was"
+e2e_finish
