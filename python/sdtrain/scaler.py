@@ -6,6 +6,7 @@ inf check, update with nothing recorded, settings out of range) raises ScalerMis
 SdtrainError with the plugin's sentence; none is an assertion."""
 import ctypes
 import struct
+import weakref
 import zlib
 
 from . import _abi
@@ -189,19 +190,21 @@ class GradScaler:
         scaler.update()
 
     GradScaler(device="cuda", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
-    growth_interval=2000, enabled=True, *, plugin=None, max_optimizers=16). device is accepted for
+    growth_interval=2000, enabled=True, *, plugin=None, max_optimizers=8). device is accepted for
     torch's signature: gradients in contiguous float32 CPU tensors are unscaled in place through
     their memory, any other gradient (CUDA, bfloat16, strided) through a float32 CPU copy. Misuse
     raises ScalerMisuseError with the plugin's sentence instead of an AssertionError."""
 
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
-                 growth_interval=2000, enabled=True, *, plugin=None, max_optimizers=16):
+                 growth_interval=2000, enabled=True, *, plugin=None, max_optimizers=8):
         self._device = device
         self._enabled = bool(enabled)
         self._scaler = LossScaler(plugin, optimizer_count=max_optimizers, init_scale=float(init_scale),
                                   growth_factor=float(growth_factor), backoff_factor=float(backoff_factor),
                                   growth_interval=int(growth_interval), enabled=self._enabled)
-        self._index = {}       # id(optimizer) -> the plugin's optimizer index
+        self._index = {}       # id(optimizer) -> (a weak reference to it, the plugin's optimizer index)
+        self._next_index = 0
+        self._recorded = False  # the plugin holds an inf check of this iteration
         self._stage = {}       # index -> "unscaled" / "stepped" since the last update
         self._layouts = {}     # index -> the parameters whose gradients the plugin was given
         self._scratch = {}     # (index, position) -> zeros for a parameter without a gradient
@@ -229,14 +232,18 @@ class GradScaler:
                            "\"outputs must be a Tensor or an iterable of Tensors\").")
 
     def _optimizer_index(self, optimizer):
-        key = id(optimizer)
-        if key not in self._index:
-            if len(self._index) >= self._scaler.optimizer_count:
-                raise SdtrainError(-1, "GradScaler: optimizer number %d is more than this scaler was made for; pass "
-                                   "GradScaler(max_optimizers=N) with N at least the number of optimizers (at most 64)."
-                                   % (len(self._index) + 1))
-            self._index[key] = len(self._index)
-        return self._index[key]
+        """The plugin's index of optimizer: a new one per optimizer object (the plugin fixes an index's
+        gradient layout at its first unscale, so an optimizer made later never reuses one)."""
+        known = self._index.get(id(optimizer))
+        if known is not None and known[0]() is optimizer:
+            return known[1]
+        if self._next_index >= self._scaler.optimizer_count:
+            raise SdtrainError(-1, "GradScaler: optimizer number %d is more than this scaler was made for; pass "
+                               "GradScaler(max_optimizers=N) with N at least the number of optimizers (at most 64)."
+                               % (self._next_index + 1))
+        self._index[id(optimizer)] = (weakref.ref(optimizer), self._next_index)
+        self._next_index += 1
+        return self._next_index - 1
 
     def unscale_(self, optimizer):
         """Divides optimizer's gradients by the scale in place and records whether any was inf/NaN."""
@@ -245,6 +252,13 @@ class GradScaler:
         torch = _torch()
         index = self._optimizer_index(optimizer)
         params = [p for group in optimizer.param_groups for p in group["params"] if p.numel() > 0]
+        first = self._layouts.get(index)
+        if first is not None and [p.numel() for p in first] != [p.numel() for p in params]:
+            raise SdtrainError(-1, "GradScaler: optimizer %d had %d parameters (%d values) at its first unscale_ and "
+                               "now %d (%d values); the scaler fixes an optimizer's parameters at its first unscale_, "
+                               "so make a new GradScaler after add_param_group." % (
+                                   index, len(first), sum(p.numel() for p in first), len(params),
+                                   sum(p.numel() for p in params)))
         if not any(p.grad is not None for p in params):
             # Nothing to check: the plugin's step then says "No inf checks were recorded".
             self._stage[index] = "unscaled"
@@ -275,6 +289,7 @@ class GradScaler:
                 copies.append((g, tmp))
                 buffers.append((tmp.data_ptr(), tmp.numel()))
         self._scaler.unscale_pointers(index, buffers)
+        self._recorded = True
         with torch.no_grad():
             for g, tmp in copies:
                 g.copy_(tmp)
@@ -310,11 +325,12 @@ class GradScaler:
             torch = _torch()
             if torch is not None and isinstance(new_scale, torch.Tensor):
                 new_scale = new_scale.item()
-            if self._stage:
-                self._scaler.update()  # ends the iteration; the scale is replaced below
+            if self._recorded:
+                self._scaler.update()  # ends the plugin's iteration; the scale is replaced below
             fields = dict(self._state, scale=float(new_scale))
             self._scaler.load_state(encode_state(fields))
         self._stage.clear()
+        self._recorded = False
         self._state = decode_state(self._scaler.save_state())
 
     def get_scale(self):

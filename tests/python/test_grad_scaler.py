@@ -275,6 +275,10 @@ def misuse():
                       (dict(init_scale=-1.0), "scale"), (dict(growth_interval=0), "interval")):
         expect_misuse(lambda: sdtrain.GradScaler(**bad), word, cls=sdtrain.SdtrainError)
     expect_misuse(lambda: scaler.load_state_dict({}), "empty", cls=sdtrain.SdtrainError)
+    scaler.update(new_scale=4.0)  # ends the iteration started above
+    opt_a.add_param_group({"params": [torch.nn.Parameter(torch.ones(2))]})
+    scaler.scale(model(torch.randn(2, 6)).sum()).backward()
+    expect_misuse(lambda: scaler.unscale_(opt_a), "add_param_group", cls=sdtrain.SdtrainError)
     bad_dict = dict(scaler.state_dict(), growth_factor=0.5)
     del bad_dict["sdtrain_scaler_state"]  # a torch-style dict: the plugin validates what it holds
     expect_misuse(lambda: scaler.load_state_dict(bad_dict), "growth", cls=sdtrain.SdtrainError)
