@@ -50,12 +50,15 @@ class TorchAlgorithmScaler:
     """torch.amp.GradScaler (torch/amp/grad_scaler.py) on the CPU, kernels written out."""
 
     def __init__(self, init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
-        self.scale_t = torch.full((), init_scale, dtype=torch.float32)
+        self.scale_t = None  # made on the device of the first scaled tensor, as torch's
+        self.init_scale = init_scale
         self.growth_factor, self.backoff_factor, self.growth_interval = growth_factor, backoff_factor, growth_interval
         self.tracker = 0
         self.states = {}
 
     def scale(self, outputs):
+        if self.scale_t is None:
+            self.scale_t = torch.full((), self.init_scale, dtype=torch.float32, device=outputs.device)
         return outputs * self.scale_t
 
     def _state(self, opt):
@@ -112,29 +115,30 @@ class TorchAlgorithmScaler:
         self.states = {}
 
     def get_scale(self):
-        return float(self.scale_t)
+        return self.init_scale if self.scale_t is None else float(self.scale_t)
 
     def state_dict(self):
         return {"scale": self.get_scale(), "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
                 "growth_interval": self.growth_interval, "_growth_tracker": self.tracker}
 
 
-def real_torch_cpu_scaler(**kw):
-    """torch.amp.GradScaler("cpu") when this torch has one that runs on the CPU, else None."""
+def real_torch_scaler(device, **kw):
+    """torch.amp.GradScaler(device) when this torch has one that runs there, else None."""
     cls = getattr(getattr(torch, "amp", None), "GradScaler", None)
     if cls is None:
         return None
     try:
-        s = cls("cpu", **kw)
-        p = torch.nn.Parameter(torch.ones(2))
-        p.grad = torch.ones(2)
+        s = cls(device, **kw)
+        p = torch.nn.Parameter(torch.ones(2, device=device))
+        p.grad = torch.ones(2, device=device)
         o = torch.optim.SGD([p], lr=0.0)
-        s.scale(torch.ones(()))
+        s.scale(torch.ones((), device=device))
         s.step(o)
         s.update()
-        return cls("cpu", **kw)
+        return cls(device, **kw)
     except Exception as e:
-        print("torch.amp.GradScaler('cpu') does not run here (%s); the written-out algorithm is the reference" % e)
+        print("torch.amp.GradScaler(%r) does not run here (%s); the written-out algorithm is the reference"
+              % (device, e))
         return None
 
 
@@ -185,13 +189,14 @@ def make_optimizers(model):
             torch.optim.Adam(model.b.parameters(), lr=0.01))
 
 
-def training_loop():
+def training_loop(device):
     torch.manual_seed(1234)
-    data = [[(torch.randn(5, 6), torch.randn(5, 3)) for _ in range(ACCUM)] for _ in range(STEPS)]
-    ours_model = Net()
-    runs = {"sdtrain": (ours_model, sdtrain.GradScaler("cpu", **SCALER_ARGS)),
+    data = [[(torch.randn(5, 6, device=device), torch.randn(5, 3, device=device)) for _ in range(ACCUM)]
+            for _ in range(STEPS)]
+    ours_model = Net().to(device)
+    runs = {"sdtrain": (ours_model, sdtrain.GradScaler(device, **SCALER_ARGS)),
             "algorithm": (copy.deepcopy(ours_model), TorchAlgorithmScaler(**SCALER_ARGS))}
-    real = real_torch_cpu_scaler(**SCALER_ARGS)
+    real = real_torch_scaler(device, **SCALER_ARGS)
     if real is not None:
         runs["torch"] = (copy.deepcopy(ours_model), real)
     opts = {k: make_optimizers(m) for k, (m, _) in runs.items()}
@@ -231,8 +236,8 @@ def training_loop():
                 s, clean = s * 2, 0
         expect.append(s)
     check(scales == expect, "scales %s, expected %s" % (scales, expect))
-    print("scales:", scales)
-    print("compared with:", ", ".join(k for k in runs if k != "sdtrain"))
+    print("%s scales:" % device, scales)
+    print("%s: sdtrain compared with:" % device, ", ".join(k for k in runs if k != "sdtrain"))
     return runs["sdtrain"][1]
 
 
@@ -295,6 +300,7 @@ def other_gradients():
         ref.grad = g.clone()
         ours, algo = sdtrain.GradScaler(init_scale=3.0), TorchAlgorithmScaler(init_scale=3.0)
         ours.scale(torch.ones(()))
+        algo.scale(torch.ones(()))
         ours.unscale_(torch.optim.SGD([p], lr=0.1))
         algo.unscale_(torch.optim.SGD([ref], lr=0.1))
         check(torch.equal(bits(p.grad), bits(ref.grad)), "%s strided gradient unscaled differently" % dtype)
@@ -319,7 +325,9 @@ def state_round_trip(scaler):
 
 
 def main():
-    scaler = training_loop()
+    scaler = training_loop("cpu")
+    if torch.cuda.is_available():  # gradients on the GPU: the binding's float32 CPU copy
+        training_loop("cuda")
     misuse()
     other_gradients()
     state_round_trip(scaler)
