@@ -320,7 +320,6 @@ _TiTrainer = c_void_p  # opaque handles
 _HnTrainer = c_void_p
 _Applier = c_void_p
 _Scaler = c_void_p
-_ERR_BUF = (c_void_p, c_uint32)  # char *buf, uint32_t size
 
 GET_LAST_ERROR_FN = CFUNCTYPE(sdt_status, c_void_p, c_void_p, c_uint32, POINTER(c_uint32))
 

@@ -13,7 +13,7 @@ import threading
 from . import _abi
 from .errors import SdtrainError, error_for
 from .plugin import copy_out_string, read_struct
-from .records import Metrics, PrepareInfo, Preview, Record, SavedFile, record_from
+from .records import Metrics, PrepareInfo, Preview, SavedFile, record_from
 
 _ERR_SIZE = 2048
 
@@ -27,10 +27,11 @@ class _CallbackState:
         self.error = None
         self.interrupt = None  # set once the handle exists: stops the run when a callback raised
 
-    def guard(self, fn, *args):
+    def guard(self, call):
+        """Runs call() (the conversion and the host's callable) so that nothing unwinds into C."""
         try:
-            fn(*args)
-        except BaseException as e:  # a callback must never unwind into C
+            call()
+        except BaseException as e:
             if self.error is None:
                 self.error = e
             if self.interrupt:
@@ -40,31 +41,31 @@ class _CallbackState:
         """The sdt_host_callbacks struct and the ctypes function objects it points at (keep both)."""
         cb = _abi.HostCallbacks.new()
         refs = []
+
+        def address(ptr):
+            return ctypes.cast(ptr, ctypes.c_void_p).value
+
+        def preview_record(ptr):
+            p = read_struct(_abi.Preview, address(ptr))
+            rec = record_from(p, Preview)
+            n = p.width * p.height * p.channels
+            rec.pixels = ctypes.string_at(p.pixels, n) if p.pixels and n else b""
+            return rec
+
         if self.on_log:
-            def log(_ud, level, message):
-                self.guard(self.on_log, _abi.LOG_LEVELS.get(level, level), (message or b"").decode("utf-8", "replace"))
-            refs.append(_abi.LOG_FN(log))
+            refs.append(_abi.LOG_FN(lambda _ud, level, message: self.guard(lambda: self.on_log(
+                _abi.LOG_LEVELS.get(level, level), (message or b"").decode("utf-8", "replace")))))
             cb.log = refs[-1]
         if self.on_metrics:
-            def metrics(_ud, ptr):
-                m = record_from(read_struct(_abi.Metrics, ctypes.cast(ptr, ctypes.c_void_p).value), Metrics)
-                self.guard(self.on_metrics, m)
-            refs.append(_abi.METRICS_FN(metrics))
+            refs.append(_abi.METRICS_FN(lambda _ud, ptr: self.guard(lambda: self.on_metrics(
+                record_from(read_struct(_abi.Metrics, address(ptr)), Metrics)))))
             cb.metrics = refs[-1]
         if self.on_preview:
-            def preview(_ud, ptr):
-                p = read_struct(_abi.Preview, ctypes.cast(ptr, ctypes.c_void_p).value)
-                rec = record_from(p, Preview)
-                n = p.width * p.height * p.channels
-                rec.pixels = ctypes.string_at(p.pixels, n) if p.pixels and n else b""
-                self.guard(self.on_preview, rec)
-            refs.append(_abi.PREVIEW_FN(preview))
+            refs.append(_abi.PREVIEW_FN(lambda _ud, ptr: self.guard(lambda: self.on_preview(preview_record(ptr)))))
             cb.preview_ready = refs[-1]
         if self.on_file_saved:
-            def file_saved(_ud, ptr):
-                f = record_from(read_struct(_abi.SavedFile, ctypes.cast(ptr, ctypes.c_void_p).value), SavedFile)
-                self.guard(self.on_file_saved, f)
-            refs.append(_abi.FILE_SAVED_FN(file_saved))
+            refs.append(_abi.FILE_SAVED_FN(lambda _ud, ptr: self.guard(lambda: self.on_file_saved(
+                record_from(read_struct(_abi.SavedFile, address(ptr)), SavedFile)))))
             cb.file_saved = refs[-1]
         return cb, refs
 
