@@ -8,6 +8,7 @@ offsets, sizes and alignment. The header's version and enum values must be the b
 When someone appends a field to a struct in the header, this test fails until the same field is
 appended to python/sdtrain/_abi.py (and the binding's ABI minor follows the header's)."""
 import ctypes
+import os
 import re
 import subprocess
 import sys
@@ -79,6 +80,13 @@ def check_constants(text):
     if version != mine:
         fail("the header is ABI %s, the binding %s: update ABI_VERSION_* in python/sdtrain/_abi.py (and "
              "python/pyproject.toml's version) with the fields the new minor appends" % (version, mine))
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(abi.__file__)), "pyproject.toml")
+    if os.path.isfile(pyproject):
+        with open(pyproject, encoding="utf-8") as f:
+            found = re.search(r'^version = "([^"]+)"', f.read(), flags=re.M)
+        wanted = "%d.%d.%d" % (abi.ABI_VERSION_MAJOR, abi.ABI_VERSION_MINOR, abi.ABI_VERSION_PATCH)
+        if not found or found.group(1) != wanted:
+            fail("python/pyproject.toml's version is %s, the binding's ABI %s" % (found and found.group(1), wanted))
     for m in re.finditer(r'#define (SDT_FACTORY_\w+) "([^"]+)"', text):
         attr = {"SDT_FACTORY_TEXTUAL_INVERSION": "FACTORY_TEXTUAL_INVERSION", "SDT_FACTORY_HYPERNETWORK":
                 "FACTORY_HYPERNETWORK", "SDT_FACTORY_SCALER": "FACTORY_SCALER"}.get(m.group(1))
