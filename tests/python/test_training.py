@@ -122,6 +122,9 @@ def embedding_run(plugin, demo, work):
     expect_error(lambda: trainer.prepare(max_step=3), "INVALID_ARGUMENT", "max_step", "max_steps")
     expect_error(lambda: trainer.prepare(precision="fp12"), "INVALID_ARGUMENT", "fp16")
 
+    trainer.close()  # its locks on the embedding go with it
+    expect_error(lambda: trainer.metrics(), "BAD_STATE", "closed")
+
     # A callback that raises stops the run after its step (everything saved) and wait() raises it.
     class Boom(Exception):
         pass
@@ -141,8 +144,6 @@ def embedding_run(plugin, demo, work):
     check(trainer2.state == "interrupted", "after a callback raised the state is %s" % trainer2.state)
     check(trainer2.inspect(path).step == last + 2, "the embedding was not saved at the step the callback stopped")
     trainer2.close()
-    trainer.close()
-    expect_error(lambda: trainer.metrics(), "BAD_STATE", "closed")
 
 
 def hypernetwork_run(plugin, demo, work):
