@@ -4,13 +4,16 @@
 # Besides what the build needs, what CI (.ci/run) needs, unless --build-only is given:
 #   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
 #   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
+#   python3-venv, python3-pip, python3-setuptools, python3-wheel
+#                               the Python binding's install test (pip install ./python into a venv, offline)
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
 # locales (glibc's locale sources) is for the locale test, which generates de_DE.UTF-8 with localedef.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3 locales)
-[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
+[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch python3-venv python3-pip
+                                         python3-setuptools python3-wheel ninja-build dpkg-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,14 @@ if [ -f "$build/plugin/libsdtrain_cuda.so" ] && [ ! -f "$libdir/libsdtrain_cuda.
     echo "FAIL: libsdtrain_cuda.so was built but not installed beside libsdtrain.so"; exit 1
 fi
 
+# The Python binding (python/) finds the installed plugin through the same pkg-config variable.
+if command -v python3 >/dev/null; then
+    found=$(unset SDTRAIN_PLUGIN; PYTHONPATH=$src/python PYTHONDONTWRITEBYTECODE=1 python3 -c \
+            'import sdtrain; p = sdtrain.Plugin(); print(p.path); p.close()')
+    [ "$found" = "$plugin" ] || { echo "FAIL: the Python binding opened '$found', not $plugin"; exit 1; }
+    echo "python: sdtrain.Plugin() opened $found"
+fi
+
 # A host built through pkg-config trains a few steps with the installed plugin and demo assets.
 share=$prefix/share/sdtrain
 # shellcheck disable=SC2046 # pkg-config's flags are words
