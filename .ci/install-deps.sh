@@ -7,7 +7,7 @@
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
 # locales (glibc's locale sources) is for the locale test, which generates de_DE.UTF-8 with localedef.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config git
+pkgs=(build-essential cmake pkg-config git libsoup-3.0-dev
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3 locales)
 [ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
