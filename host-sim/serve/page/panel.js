@@ -264,7 +264,10 @@ function showRun() {
     (run.state === "preparing" ? ": preparing (loading the model, caching latents)…" : "");
   showError(run.error || "");
   const m = run.metrics;
-  if (m) {
+  if (!m) {
+    $("#progress").style.width = "0";
+    for (const id of ["#stat-step", "#stat-epoch", "#stat-loss", "#stat-lr", "#stat-ips", "#stat-eta"]) $(id).textContent = "–";
+  } else {
     const done = m.step - m.start_step, total = m.max_steps - m.start_step;
     $("#progress").style.width = (total > 0 ? Math.min(100, (100 * done) / total) : 0) + "%";
     $("#stat-step").textContent = m.step + " / " + m.max_steps;
