@@ -14,7 +14,7 @@
 static gboolean on_stop(gpointer loop)
 {
     g_main_loop_quit(loop);
-    return G_SOURCE_REMOVE;
+    return G_SOURCE_CONTINUE; /* removed by cmd_serve */
 }
 
 static gboolean is_loopback(const char *address)

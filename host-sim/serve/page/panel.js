@@ -119,11 +119,17 @@ function field(o) {
   } else {
     input = el("input", { name: o.name, placeholder: o.arg || "", inputMode: o.kind === "text" ? "text" : "decimal" });
   }
-  input.title = o.help;
+  const help = helpText(o.help);
+  input.title = help;
   const label = el("label", { className: o.kind === "flag" ? "check" : "", dataset: { option: o.name } });
-  if (o.kind === "flag") label.append(input, " " + o.help);
-  else label.append(labelText(o), input, el("small", { textContent: o.help }));
+  if (o.kind === "flag") label.append(input, " " + help);
+  else label.append(labelText(o), input, el("small", { textContent: help }));
   return label;
+}
+
+/* The CLI's help names options ("--embedding"); the page names its fields ("Embedding"). */
+function helpText(help) {
+  return help.replace(/--([a-z][a-z-]*)/g, (m, name) => "“" + labelText({ name }) + "”");
 }
 
 /* "batch-size" -> "Batch size" */
@@ -215,8 +221,10 @@ async function startTraining(extra = {}) {
   const text = panelText(extra);
   try {
     const r = await api("/api/train", text, "text/plain");
+    const previous = runs.get(current);
     current = r.run;
     const run = ensureRun(r.run);
+    if (extra.resume && previous) run.losses = previous.losses.concat(run.losses); /* one plot across the resume */
     run.panel = text;
     run.extra = extra;
     showRun();

@@ -84,8 +84,8 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
 
   await tab("train");
   await page.click(`input[name=method][value=${method}]`);
-  await page.waitForFunction((f) => [...document.querySelectorAll(`#form-train [name="${method === "embedding" ? "embedding" : "hypernetwork"}"] option`)]
-                                       .some((o) => o.value === f), WAIT, fileName);
+  await page.waitForFunction((select, f) => [...document.querySelectorAll(`#form-train [name="${select}"] option`)].some((o) => o.value === f),
+                             WAIT, method, fileName).catch(() => fail(`the Train tab does not offer ${fileName}`));
   for (const [k, v] of Object.entries(fields)) await setField(k, v);
   await screenshot(`${method}-train-form`);
   await page.click("#start");
