@@ -5,12 +5,17 @@
 #   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
 #   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
+#   chromium, nodejs, npm, curl sdt-host serve's tests: the page in headless Chromium (puppeteer-core,
+#                               which the test installs with npm ci from tests/e2e/serve/package-lock.json)
+#                               and the security rules over HTTP
+# libsoup-3.0-dev builds `sdt-host serve` (the training panel in a browser); without it sdt-host has no serve.
 # locales (glibc's locale sources) is for the locale test, which generates de_DE.UTF-8 with localedef.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git libsoup-3.0-dev
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3 locales)
-[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev)
+[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch ninja-build dpkg-dev
+                                     chromium nodejs npm curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
