@@ -42,4 +42,9 @@ stop_serve() {
     wait "$SERVE_PID" 2>/dev/null
     SERVE_RC=$?
     SERVE_PID=
+    [ "$SERVE_RC" = 0 ] || { fail "sdt-host serve exited with $SERVE_RC after SIGINT"; tail -n 30 "$SERVE_ERR" | sed 's/^/    | /' >&2; }
+    if grep -qE 'CRITICAL|WARNING|ERROR: AddressSanitizer|runtime error:' "$SERVE_ERR"; then
+        fail "sdt-host serve complained:"
+        tail -n 30 "$SERVE_ERR" | sed 's/^/    | /' >&2
+    fi
 }

@@ -8,8 +8,9 @@
 #   lock       a second run of the same embedding fails with the plugin's lock sentence
 #   token      --token: every request without it, or with a wrong one, is refused; --listen beyond
 #              loopback without --token generates one and prints it
-source "$(dirname "$0")/e2e_lib.sh"
-source "$(dirname "$0")/serve_lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
+source "$HERE/e2e_lib.sh"
+source "$HERE/serve_lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
 "$SDT_HOST" serve --help >/dev/null 2>&1 || { echo "SKIP: sdt-host was built without serve (libsoup-3.0-dev)"; exit 77; }
 

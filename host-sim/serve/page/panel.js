@@ -235,7 +235,7 @@ async function startTraining(extra = {}) {
 
 function showError(text) {
   const p = $("#run-error");
-  p.textContent = text;
+  p.textContent = helpText(text || ""); /* the plugin's and the panel file's sentences name options as the CLI does */
   p.hidden = !text;
 }
 
