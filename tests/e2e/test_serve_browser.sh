@@ -2,7 +2,8 @@
 # `sdt-host serve` in a real browser: headless Chromium (Debian's chromium) driven by puppeteer-core
 # (serve/browser_test.mjs) creates an embedding on the demo model, trains it, sees the progress move,
 # interrupts, resumes, and finds the run in the Runs tab; then the same for a hypernetwork. The files
-# the page reported are checked here. Screenshots: <build>/serve-screenshots/ (CI keeps them).
+# the page reported are checked here. A second panel, on the plugin's test build, shows the NaN/Inf
+# fallback's messages as they happen. Screenshots: <build>/serve-screenshots/ (CI keeps them).
 # Skipped (77) without chromium, node or npm, or when puppeteer-core cannot be installed.
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
@@ -54,5 +55,16 @@ for case in "embeddings/browser-cat.safetensors browser-cat textual_inversion_lo
     [ "$(csv_last_step "$run/$csv_name")" = "$step" ] || fail "$name: the CSV ends at $(csv_last_step "$run/$csv_name"), the file is at $step"
     ls "$run"/images/"$name"-*.png >/dev/null 2>&1 || fail "$name: no previews in $run/images"
 done
+# The NaN/Inf fallback as it happens: the test build of the plugin makes step 2's gradient infinite.
+SDTRAIN_FAULT_INF_GRAD=embedding:2 start_serve --plugin "$SDT_TEST_PLUGIN"
+CHROMIUM=$CHROMIUM node "$SERVE_NPM/browser_test.mjs" "$SERVE_URL" "$SHOTS" fallback >"$WORK/.browser" 2>&1 || {
+    fail "the browser's fallback case failed:"
+    sed 's/^/    | /' "$WORK/.browser" >&2
+}
+cat "$WORK/.browser"
+stop_serve
+csv=$(run_folder "$WORK/logs" browser-nan)/textual_inversion_loss.csv
+grep -q ",fp32," "$csv" || fail "the fallback run's CSV does not record the switch to fp32"
+
 ls "$SHOTS"/*.png >/dev/null 2>&1 || fail "no screenshots in $SHOTS"
 e2e_finish

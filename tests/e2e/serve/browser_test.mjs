@@ -1,10 +1,12 @@
-// browser_test.mjs URL SHOTS: drives sdt-host serve's page in headless Chromium as a person would:
+// browser_test.mjs URL SHOTS [fallback]: drives sdt-host serve's page in headless Chromium as a person would:
 // create an embedding on the demo model, train it, watch the progress move, interrupt, resume,
-// interrupt again, find the run in the Runs tab; then the same for a hypernetwork. Screenshots of
+// interrupt again, find the run in the Runs tab; then the same for a hypernetwork. With "fallback"
+// (a panel whose plugin injects an infinite gradient at step 2): a bf16 run shows the NaN/Inf
+// fallback's messages as they happen and finishes in fp32. Screenshots of
 // each stage go to SHOTS/. Prints "FAIL: ..." and exits 1 on the first thing that does not happen.
 import puppeteer from "puppeteer-core";
 
-const [url, shots] = process.argv.slice(2);
+const [url, shots, mode = "train"] = process.argv.slice(2);
 const chromium = process.env.CHROMIUM || "/usr/bin/chromium";
 const WAIT = { timeout: 90000 };
 
@@ -136,6 +138,31 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
 
 await page.goto(url, { waitUntil: "load" });
 await page.waitForSelector("body[data-ready]", WAIT).catch(() => fail("the page did not finish loading: " + pageErrors.join("; ")));
+
+if (mode === "fallback") {
+  shot = 20;
+  await tab("create-embedding");
+  await page.$eval('#create-embedding [name="name"]', (e) => { e.value = "browser-nan"; });
+  await page.click("#create-embedding button[type=submit]");
+  await page.waitForFunction(() => /Created/.test(document.querySelector("#result-embedding").textContent), WAIT)
+    .catch(() => fail("creating browser-nan failed"));
+  await tab("train");
+  for (const [k, v] of Object.entries({ embedding: "browser-nan.safetensors", model: "model", dataset: "dataset", width: "64",
+                                        height: "64", device: "cpu", precision: "bf16", "max-steps": "4", "save-every": "0",
+                                        "preview-every": "0", "csv-every": "1" }))
+    await setField(k, v);
+  await page.click("#start");
+  await waitState("finished");
+  const warnings = await page.$$eval("#log li.warning", (l) => l.map((e) => e.textContent));
+  if (!warnings.some((w) => /switches to fp32/.test(w))) fail(`the plugin's fallback warning is not shown: ${JSON.stringify(warnings)}`);
+  if (!warnings.some((w) => /fallback fired/.test(w))) fail(`the panel's fallback message is not shown: ${JSON.stringify(warnings)}`);
+  await screenshot("fallback");
+  if (pageErrors.length) fail("the page logged errors: " + pageErrors.join("; "));
+  console.log("fallback: " + warnings.length + " warnings shown");
+  await browser.close();
+  process.exit(0);
+}
+
 await screenshot("train-tab");
 
 const common = { model: "model", width: "64", height: "64", device: "cpu", seed: "7", "max-steps": "400", "save-every": "3",
