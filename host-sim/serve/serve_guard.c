@@ -46,18 +46,16 @@ static gboolean host_allowed(const serve_guard *g, const char *host)
     return FALSE;
 }
 
-gboolean serve_guard_origin_allowed(const serve_guard *g, const char *origin)
+gboolean serve_guard_origin_allowed(const char *origin, const char *host)
 {
     if (!origin) return TRUE; /* not a browser (curl, a script): a browser always sends Origin on POST */
-    const char *names[] = { "127.0.0.1", "localhost", "[::1]", g->listen_host };
-    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
-        if (!names[i]) continue;
-        char *allowed = g_strdup_printf("http://%s:%u", names[i], g->port);
-        gboolean same = g_ascii_strcasecmp(origin, allowed) == 0;
-        g_free(allowed);
-        if (same) return TRUE;
-    }
-    return FALSE;
+    if (!host) return FALSE;
+    /* The page's own origin is the address the browser opened: http://<Host>. A loopback panel has
+     * checked Host already; beyond loopback the token guards, which another site's page cannot know. */
+    char *own = g_strdup_printf("http://%s", host);
+    gboolean same = g_ascii_strcasecmp(origin, own) == 0;
+    g_free(own);
+    return same;
 }
 
 static void early_handler(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
@@ -86,7 +84,7 @@ static void early_handler(SoupServer *server, SoupServerMessage *msg, const char
             serve_reply_error(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "The panel takes GET and POST requests only.");
             return;
         }
-        if (!serve_guard_origin_allowed(g, soup_message_headers_get_one(headers, "Origin"))) {
+        if (!serve_guard_origin_allowed(soup_message_headers_get_one(headers, "Origin"), soup_message_headers_get_one(headers, "Host"))) {
             serve_reply_error(msg, SOUP_STATUS_FORBIDDEN,
                               "This request came from another web site's page (its Origin is not this panel's); refused.");
             return;

@@ -25,8 +25,7 @@ char *serve_guard_new_token(void);
  * route a request matches, so every route gets one); guard must outlive the server. */
 void serve_guard_install(SoupServer *server, const char *path, serve_guard *guard);
 
-/* Whether a request may change state: POST with an allowed (or no) Origin. Handlers of POST
- * routes rely on the early handler having refused the rest. */
-gboolean serve_guard_origin_allowed(const serve_guard *guard, const char *origin);
+/* Whether a POST may change state: no Origin (not a browser), or the page's own (http://<Host>). */
+gboolean serve_guard_origin_allowed(const char *origin, const char *host);
 
 #endif

@@ -96,6 +96,8 @@ token=${SERVE_URL##*token=}
 B=http://127.0.0.1:${SERVE_BASE##*:}
 http "generated token missing" 401 "$B/api/setup"
 http "generated token given" 200 "$B/api/setup?token=$token"
+http "the page's own Origin beyond loopback" 409 -X POST -H "Origin: $B" -d '{"run":9}' "$B/api/interrupt?token=$token"
+http "a foreign Origin beyond loopback" 403 -X POST -H "Origin: http://evil.example" -d '{"run":9}' "$B/api/interrupt?token=$token"
 stop_serve
 
 run_host serve --listen nonsense --models "$SDT_DEMO" --datasets "$SDT_DEMO" --embeddings e --hypernetworks h --log-dir l
