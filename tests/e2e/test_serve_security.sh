@@ -6,6 +6,7 @@
 #   host       a loopback panel answers only to loopback names (DNS rebinding)
 #   body       a body over the limit, or without a Content-Length, is refused before it is read
 #   lock       a second run of the same embedding fails with the plugin's lock sentence
+#   events     a reconnecting page (Last-Event-ID) gets only the events it has not seen
 #   token      --token: every request without it, or with a wrong one, is refused; --listen beyond
 #              loopback without --token generates one and prints it
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
@@ -72,6 +73,17 @@ for _ in $(seq 1 300); do
 done
 body_has "the second run of one embedding" "another trainer"
 http "interrupt the first" 200 -X POST -d '{"run":1}' "$B/api/interrupt"
+
+# events: a page that reconnects with Last-Event-ID gets only what it has not seen.
+curl -s -N --max-time 1 -o "$WORK/.events" "$B/api/events"
+all=$(grep -c '^data: ' "$WORK/.events")
+last=$(grep '^id: ' "$WORK/.events" | tail -n 1 | cut -c5-)
+[ "$all" -ge 3 ] || fail "the event stream replayed $all events, expected the runs' states and logs"
+curl -s -N --max-time 1 -o "$WORK/.events" -H "Last-Event-ID: $last" "$B/api/events"
+again=$(grep -c '^data: ' "$WORK/.events")
+[ "$again" -lt "$all" ] || fail "a reconnect after event $last got all $all events again"
+curl -s -N --max-time 1 -o "$WORK/.events" -H "Last-Event-ID: 1-1" "$B/api/events"
+[ "$(grep -c '^data: ' "$WORK/.events")" -ge "$all" ] || fail "an id from another run of the panel did not replay everything"
 stop_serve
 
 # token
