@@ -134,6 +134,47 @@ static void file(SoupServer *server, SoupServerMessage *msg, const char *path, G
     g_free(resolved);
 }
 
+/* GET /api/model?path=REL: what the plugin reads from a model of the models folder (its family, text
+ * encoder width, the hypernetwork sizes it takes), as `sdt-host inspect --json MODEL` prints it. */
+static void model(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+{
+    (void)server, (void)path;
+    serve_context *ctx = data;
+    const char *relative = query ? g_hash_table_lookup(query, "path") : NULL;
+    char *error = NULL;
+    char *resolved = relative ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, relative, &error) : NULL;
+    const sdt_ti_factory *factory = resolved ? host_plugin_factory(&ctx->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error) : NULL;
+    sdt_ti_trainer *trainer = NULL;
+    char sentence[1024] = "";
+    if (!relative) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name a model with path=.");
+    else if (!resolved) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
+    else if (!factory) serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
+    else if (factory->create(NULL, &trainer, sentence, sizeof sentence) != SDT_STATUS_OK)
+        serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, sentence);
+    else {
+        uint32_t size = 64 * 1024, needed = 0;
+        char *json = g_malloc0(size);
+        sdt_status st = factory->inspect(trainer, resolved, NULL, json, size, &needed);
+        if (st == SDT_STATUS_BUFFER_TOO_SMALL && needed > size) {
+            g_free(json);
+            json = g_malloc0(needed);
+            st = factory->inspect(trainer, resolved, NULL, json, needed, NULL);
+        }
+        if (st == SDT_STATUS_OK) {
+            soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
+            soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, json, strlen(json));
+            json = NULL;
+        } else {
+            factory->get_last_error(trainer, sentence, sizeof sentence, NULL);
+            serve_reply_error(msg, SOUP_STATUS_UNPROCESSABLE_ENTITY, sentence);
+        }
+        g_free(json);
+        factory->destroy(trainer);
+    }
+    g_free(resolved);
+    g_free(error);
+}
+
 /* The body of a POST, or NULL after replying (a GET to a POST route). */
 static const char *post_body(SoupServerMessage *msg, size_t *n)
 {
@@ -212,6 +253,7 @@ void serve_api_install(SoupServer *server, serve_context *ctx)
         { "/api/events", events },
         { "/api/runs", runs },
         { "/api/file", file },
+        { "/api/model", model },
         { "/api/create-embedding", create_embedding },
         { "/api/create-hypernetwork", create_hypernetwork },
         { "/api/train", train },

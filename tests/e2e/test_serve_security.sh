@@ -40,6 +40,9 @@ http "a symlink out of the folder" 403 "$B/api/file?root=logs&path=escape/secret
 grep -qx secret "$WORK/.body" && fail "the symlink escape served the file"
 http "/etc/passwd as a model" 403 -X POST --data-binary $'[train]\nmodel=/etc\n' "$B/api/train"
 body_has "/etc as a model" "model:"
+http "a model to inspect outside" 403 "$B/api/model?path=/etc"
+http "the demo model inspected" 200 "$B/api/model?path=model"
+body_has "the demo model inspected" '"hypernetwork_sizes":'
 http "a dataset outside" 403 -X POST --data-binary $'[train]\ndataset=../../..\n' "$B/api/train"
 http "a log folder outside" 403 -X POST --data-binary "$(printf '[train]\nmodel=model\nlog-dir=%s\n' "$WORK/outside")" "$B/api/train"
 

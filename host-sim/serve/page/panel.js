@@ -444,6 +444,19 @@ async function main() {
   $("#form-embedding").onsubmit = (e) => { e.preventDefault(); createFrom(e.target, "/api/create-embedding", "#result-embedding"); };
   $("#form-hypernetwork").onsubmit = (e) => { e.preventDefault(); createFrom(e.target, "/api/create-hypernetwork", "#result-hypernetwork"); };
   $("#form-train").onsubmit = (e) => e.preventDefault();
+  $("#sizes-model").onchange = async (e) => {
+    if (!e.target.value) return;
+    const out = $("#result-hypernetwork");
+    try {
+      const m = await api("/api/model?path=" + encodeURIComponent(e.target.value));
+      if (m.hypernetwork_sizes) $('#form-hypernetwork [name="sizes"]').value = m.hypernetwork_sizes.join(",");
+      out.className = "result";
+      out.textContent = "";
+    } catch (err) {
+      out.className = "result bad";
+      out.textContent = err.message;
+    }
+  };
   $("#start").onclick = () => startTraining();
   $("#interrupt").onclick = async () => {
     $("#interrupt").disabled = true;

@@ -75,6 +75,12 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
     const selector = `#${createTab} [name="${k}"]`;
     await page.$eval(selector, (e, v) => { if (e.type === "checkbox") e.checked = v; else e.value = v; }, v);
   }
+  if (method === "hypernetwork") {
+    // Picking the model fills Modules with the sizes the plugin reads from it (the demo model: 128,64).
+    await page.select("#sizes-model", "model");
+    await page.waitForFunction(() => document.querySelector('#create-hypernetwork [name="sizes"]').value === "128,64", WAIT)
+      .catch(() => fail("picking the demo model did not fill Modules with 128,64"));
+  }
   await screenshot(`${method}-create-form`);
   await page.click(`#${createTab} button[type=submit]`);
   const result = `#result-${method}`;
@@ -174,7 +180,7 @@ const embedding = await trainCase({
 });
 const hypernetwork = await trainCase({
   method: "hypernetwork", createTab: "create-hypernetwork", name: "browser-style", fileName: "browser-style.pt",
-  form: { name: "browser-style", sizes: "128,64" },
+  form: { name: "browser-style" },
   fields: { ...common, hypernetwork: "browser-style.pt", embedding: "", dataset: "dataset-style", template: "style.txt",
             "learn-rate": "0.0001" },
 });
