@@ -15,6 +15,9 @@ const host_command host_commands[] = {
     { "inspect", cmd_inspect, "show what a FILE holds: an embedding, a hypernetwork, a model (with the hypernetwork\n"
                               "                       sizes it takes), any file a run wrote (--json)" },
     { "generate", cmd_generate, "txt2img through the plugin, with hypernetworks at chosen strengths" },
+#ifdef SDT_HOST_SERVE
+    { "serve", cmd_serve, "the training panel in a browser: create, train, watch, interrupt, resume (127.0.0.1)" },
+#endif
 };
 
 const size_t host_command_count = sizeof host_commands / sizeof host_commands[0];

@@ -353,7 +353,6 @@ static gboolean check_text(const char *path, const char *data, gsize n, char **e
 gboolean panel_load_file(panel_values *v, char **error)
 {
     if (!v->config_path || v->key_file) return TRUE;
-    GError *gerr = NULL;
     gchar *data = NULL;
     gsize n = 0;
     char *why = NULL;
@@ -364,13 +363,25 @@ gboolean panel_load_file(panel_values *v, char **error)
         g_free(why);
         return FALSE;
     }
-    if (!check_text(v->config_path, data, n, error)) {
-        g_free(data);
-        return FALSE;
+    gboolean ok = panel_load_data(v, v->config_path, data, n, error);
+    g_free(data);
+    return ok;
+}
+
+gboolean panel_load_data(panel_values *v, const char *origin, const char *data, size_t n, char **error)
+{
+    GError *gerr = NULL;
+    if (v->key_file) {
+        g_key_file_unref(v->key_file);
+        v->key_file = NULL;
     }
+    if (origin != v->config_path) {
+        g_free(v->config_path);
+        v->config_path = g_strdup(origin);
+    }
+    if (!check_text(v->config_path, data, n, error)) return FALSE;
     v->key_file = g_key_file_new();
     gboolean loaded = g_key_file_load_from_data(v->key_file, data, n, G_KEY_FILE_NONE, &gerr);
-    g_free(data);
     if (!loaded) {
         *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "
                                  "under a [%s] line, e.g. max-steps=1000.", v->config_path, gerr->message, PANEL_GROUP);
@@ -533,4 +544,53 @@ char *panel_explain(const char *sentence)
     char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, n);
     g_ptr_array_unref(strings);
     return explained;
+}
+
+size_t panel_option_count(void)
+{
+    return N_OPTIONS;
+}
+
+void panel_option_describe(size_t i, panel_option_info *info)
+{
+    const panel_option *o = &options[i];
+    static const char *const kinds[] = { [OPT_STR] = "text", [OPT_U32] = "whole", [OPT_I64] = "whole", [OPT_U64] = "whole",
+                                         [OPT_F64] = "number", [OPT_FLAG_ON] = "flag", [OPT_FLAG_OFF] = "flag",
+                                         [OPT_ENUM] = "choice", [OPT_FLAG_CHOICE] = "flag" };
+    info->name = o->name;
+    info->kind = kinds[o->kind];
+    info->arg = o->arg;
+    info->help = o->help;
+    info->choices = o->kind == OPT_ENUM ? o->choices : NULL;
+    info->embedding = o->ti_offset != NO_FIELD;
+    info->hypernetwork = o->shared_offset != NO_FIELD || o->hn_offset != NO_FIELD;
+}
+
+char **panel_default_values(const panel_defaults *defaults, panel_method method)
+{
+    panel_config *c = g_new0(panel_config, 1);
+    char *ignored = NULL;
+    c->method = method;
+    char **values = g_new0(char *, N_OPTIONS + 1);
+    if (fill_defaults(defaults, c, &ignored))
+        for (size_t i = 0; i < N_OPTIONS; i++) {
+            char *text = value_text(c, &options[i]);
+            /* the value as a panel file takes it: unquoted; a flag as true/false */
+            if (text && text[0] == '"') {
+                char *inner = g_strndup(text + 1, strlen(text) - 2);
+                g_free(text);
+                text = inner;
+            }
+            if (text && (options[i].kind == OPT_FLAG_ON || options[i].kind == OPT_FLAG_OFF || options[i].kind == OPT_FLAG_CHOICE)) {
+                gboolean on = strcmp(text, "on") == 0;
+                g_free(text);
+                text = g_strdup(on ? "true" : "false"); /* value_text already speaks in the key's own sense */
+            }
+            values[i] = text ? text : g_strdup("");
+        }
+    else
+        for (size_t i = 0; i < N_OPTIONS; i++) values[i] = g_strdup("");
+    g_free(ignored);
+    g_free(c);
+    return values;
 }

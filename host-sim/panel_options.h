@@ -58,6 +58,10 @@ const char *panel_config_path(const panel_values *v);
  * panel_method_chosen). FALSE with one sentence in *error (g_free) naming the file. */
 gboolean panel_load_file(panel_values *v, char **error);
 
+/* Reads a panel file's text (what a browser panel posts); origin names it in sentences. Replaces
+ * any file loaded before. FALSE with one sentence in *error (g_free). */
+gboolean panel_load_data(panel_values *v, const char *origin, const char *data, size_t n, char **error);
+
 /* The method the command line and the loaded panel file ask for. */
 panel_method panel_method_chosen(const panel_values *v);
 
@@ -77,5 +81,23 @@ gboolean panel_check_required(const panel_config *config, char **error);
 /* The plugin's sentence with each "config.<field>" it mentions named as the option that
  * sets it ("--embedding"), for people at a terminal (g_free). */
 char *panel_explain(const char *sentence);
+
+/* The table, for a host that draws its own form (sdt-host serve): option i of panel_option_count(). */
+typedef struct panel_option_info {
+    const char *name;            /* the key in [train], the option without its -- */
+    const char *kind;            /* "text", "whole", "number", "flag" or "choice" */
+    const char *arg;             /* placeholder, NULL for a flag */
+    const char *help;
+    const char *const *choices;  /* "choice": NULL-terminated names */
+    gboolean embedding;          /* an embedding run takes it */
+    gboolean hypernetwork;       /* a hypernetwork run takes it */
+} panel_option_info;
+
+size_t panel_option_count(void);
+void panel_option_describe(size_t i, panel_option_info *info);
+
+/* Each option's default for method as a panel file's value ("" where there is none; a flag:
+ * "true"/"false" for the key's own sense); panel_option_count() strings (g_strfreev). */
+char **panel_default_values(const panel_defaults *defaults, panel_method method);
 
 #endif

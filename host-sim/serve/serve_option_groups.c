@@ -1,0 +1,24 @@
+/* serve_option_groups.c - see serve_option_groups.h. */
+#include <string.h>
+
+#include "serve_option_groups.h"
+
+static const struct { const char *group; const char *const names[16]; } groups[] = {
+    { "What to train", { "embedding", "hypernetwork", "model", "dataset", "template" } },
+    { "Learning rate and batch", { "learn-rate", "embedding-learn-rate", "weight-decay", "strength", "batch-size",
+                                   "grad-accum", "clip-mode", "clip-value", "embedding-clip-mode", "embedding-clip-value" } },
+    { "Images and captions", { "width", "height", "do-not-resize", "latent-sampling", "alpha-loss-weight", "shuffle-tags",
+                               "tag-dropout", "filename-word-regex", "filename-join" } },
+    { "Steps and saving", { "max-steps", "save-every", "preview-every", "save-state-every", "csv-every",
+                            "no-embedding-cards", "resume" } },
+    { "Previews", { "preview-prompt", "preview-negative-prompt", "preview-steps", "preview-cfg", "preview-sampler",
+                    "preview-seed", "preview-width", "preview-height", "preview-hypernetworks", "preview-strength" } },
+};
+
+const char *serve_option_group(const char *name)
+{
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (size_t i = 0; i < 16 && groups[g].names[i]; i++)
+            if (strcmp(groups[g].names[i], name) == 0) return groups[g].group;
+    return "Advanced";
+}

@@ -1,0 +1,98 @@
+/* serve_train_request.c - see serve_train_request.h. */
+#include <string.h>
+
+#include "panel_options.h"
+#include "serve_train_request.h"
+
+#define GROUP "train"
+
+/* The panel keys that name a file or folder, and the folder each must lie in. */
+static const struct { const char *key; serve_root root; } path_keys[] = {
+    { "embedding", SERVE_EMBEDDINGS }, { "hypernetwork", SERVE_HYPERNETWORKS }, { "model", SERVE_MODELS },
+    { "tokenizer", SERVE_MODELS },     { "dataset", SERVE_DATASETS },           { "template", SERVE_TEMPLATES },
+    { "log-dir", SERVE_LOGS },         { "resume", SERVE_LOGS },
+};
+
+static gboolean resolve_key(const serve_folders *f, GKeyFile *kf, const char *key, serve_root root, char **error)
+{
+    char *value = g_key_file_get_string(kf, GROUP, key, NULL);
+    gboolean ok = TRUE;
+    if (value && value[0]) {
+        char *why = NULL;
+        char *resolved = serve_folders_resolve(f, root, value, &why);
+        if (resolved) g_key_file_set_string(kf, GROUP, key, resolved);
+        else {
+            *error = g_strdup_printf("%s: %s", key, why);
+            ok = FALSE;
+        }
+        g_free(why);
+        g_free(resolved);
+    } else if (value) {
+        g_key_file_remove_key(kf, GROUP, key, NULL); /* an empty field: the default */
+    }
+    g_free(value);
+    return ok;
+}
+
+/* preview-hypernetworks: "FILE[:S]; FILE[:S]", each FILE in the hypernetworks folder. */
+static gboolean resolve_chain(const serve_folders *f, GKeyFile *kf, char **error)
+{
+    char *value = g_key_file_get_string(kf, GROUP, "preview-hypernetworks", NULL);
+    if (!value) return TRUE;
+    char **items = g_strsplit(value, ";", -1);
+    GString *out = g_string_new(NULL);
+    gboolean ok = TRUE;
+    for (int i = 0; items[i] && ok; i++) {
+        char *item = g_strstrip(items[i]);
+        if (!item[0]) continue;
+        char *colon = strrchr(item, ':');
+        char *strength = colon && colon[1] && strspn(colon + 1, "0123456789.eE+-") == strlen(colon + 1) ? colon : NULL;
+        if (strength) *strength = '\0';
+        char *why = NULL;
+        char *resolved = serve_folders_resolve(f, SERVE_HYPERNETWORKS, item, &why);
+        if (!resolved) {
+            *error = g_strdup_printf("preview-hypernetworks: %s", why);
+            ok = FALSE;
+        } else {
+            g_string_append_printf(out, "%s%s%s%s", out->len ? "; " : "", resolved, strength ? ":" : "", strength ? strength + 1 : "");
+        }
+        g_free(why);
+        g_free(resolved);
+    }
+    if (ok) g_key_file_set_string(kf, GROUP, "preview-hypernetworks", out->str);
+    g_string_free(out, TRUE);
+    g_strfreev(items);
+    g_free(value);
+    return ok;
+}
+
+char *serve_train_request_check(const serve_folders *folders, const char *body, size_t n, char **error)
+{
+    GKeyFile *kf = g_key_file_new();
+    GError *gerr = NULL;
+    if (!g_utf8_validate(body, (gssize)n, NULL) || !g_key_file_load_from_data(kf, body, n, G_KEY_FILE_NONE, &gerr)) {
+        /* the parser's message quotes the line: not echoed back, as the body may be anything */
+        *error = g_strdup_printf("The panel's settings are not a panel file (%s); send the options under a [%s] line.",
+                                 gerr ? "a line is neither a key=value pair, a [group] nor a comment" : "not UTF-8 text", GROUP);
+        g_clear_error(&gerr);
+        g_key_file_unref(kf);
+        return NULL;
+    }
+    gboolean ok = g_key_file_has_group(kf, GROUP);
+    if (!ok) *error = g_strdup_printf("The panel's settings have no [%s] group.", GROUP);
+    for (size_t i = 0; ok && i < G_N_ELEMENTS(path_keys); i++)
+        ok = resolve_key(folders, kf, path_keys[i].key, path_keys[i].root, error);
+    ok = ok && resolve_chain(folders, kf, error);
+    if (ok) {
+        /* Runs write into the configured log folder; the template defaults as on the command line. */
+        if (!g_key_file_has_key(kf, GROUP, "log-dir", NULL)) g_key_file_set_string(kf, GROUP, "log-dir", folders->root[SERVE_LOGS]);
+        if (!g_key_file_has_key(kf, GROUP, "template", NULL)) {
+            char *template = g_build_filename(folders->root[SERVE_TEMPLATES], PANEL_DEFAULT_TEMPLATE, NULL);
+            g_key_file_set_string(kf, GROUP, "template", template);
+            g_free(template);
+        }
+    }
+    char *text = ok ? g_key_file_to_data(kf, NULL, NULL) : NULL;
+    g_key_file_unref(kf);
+    return text;
+}
