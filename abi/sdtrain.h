@@ -599,7 +599,7 @@ struct sdt_train_options {
     int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
                                        * embedding run whose options struct is older (1.2/1.3) takes the TI
                                        * config's own field instead (docs/abi.md 3.9) */
-    /* ---- appended in 1.5 ---- (the loss, noise and LR-scheduler options, docs/abi.md 3.10; every
+    /* ---- appended in 1.5 ---- (the loss, noise and LR-scheduler options, docs/abi.md 3.11; every
      * default keeps A1111's training exactly) */
     uint32_t loss_type;               /* sdt_loss_type [L2] */
     uint32_t lr_scheduler;            /* sdt_lr_scheduler [CONSTANT] */
