@@ -67,6 +67,16 @@ run_host train "${common[@]}" --hypernetwork "$hn_file" --learn-rate 0.001 --los
 expect_rc 0 "train a hypernetwork 3 steps with the loss options"
 cmp -s "$hn_file" "$hn_file.before" && fail "the hypernetwork trained with the loss options did not change"
 
+# The same options as panel-file keys (an embedding run: they go through its train_options).
+new_embedding panel cat 1
+printf '[train]\nloss-type=l1\nmin-snr-gamma=5\nnoise-offset=0.05\ntimestep-max=500\nlr-scheduler=linear\nwarmup-steps=1\n' >panel.ini
+run_host train "${common[@]}" --config panel.ini --embedding panel/cat.safetensors --max-steps 2 --log-dir panel/logs
+expect_rc 0 "train with the loss options from a panel file"
+settings=$(ls "$(run_folder panel/logs cat)"/settings-*.json 2>/dev/null | head -n 1)
+for key in '"loss_type":"l1"' '"min_snr_gamma":5' '"timestep_max":500' '"lr_scheduler":"linear"' '"warmup_steps":1'; do
+    tr -d ' \n\t' <"$settings" | grep -qF "$key" || fail "the panel file's run: $settings does not hold $key"
+done
+
 # Zero terminal SNR on the epsilon demo model: one sentence naming the option, the model's
 # prediction type and the fix.
 new_embedding eps cat 1
