@@ -57,14 +57,29 @@ cmp -s split/cat.safetensors straight/cat.safetensors || fail "the resumed embed
 cmp -s <(cut -d, -f1-6 "$csv") <(cut -d, -f1-6 "$(run_folder split/logs cat)/textual_inversion_loss.csv") ||
     fail "the loss CSVs of the straight and the resumed runs differ"
 
-# A hypernetwork (the same engine): L1 loss, min-SNR (epsilon form), a linear schedule after a warmup.
+# A hypernetwork (the same engine) in fp16 with the loss scaler: L1 loss, min-SNR (epsilon form), a
+# linear schedule after a warmup; every step's loss finite and its rate 0.001 x diffusers' linear factor.
 run_host create-hypernetwork --name hn --sizes 128,64 --out hn
 expect_rc 0 "create-hypernetwork"
 keep_copy hn/hn.pt 2>/dev/null || keep_copy "$(ls hn/hn.* | head -n 1)"
 hn_file=$(ls hn/hn.* | grep -v '\.before$' | head -n 1)
 run_host train "${common[@]}" --hypernetwork "$hn_file" --learn-rate 0.001 --loss-type l1 --min-snr-gamma 5 \
-    --noise-offset 0.05 --lr-scheduler linear --warmup-steps 1 --max-steps 3 --log-dir hnlogs
-expect_rc 0 "train a hypernetwork 3 steps with the loss options"
+    --noise-offset 0.05 --lr-scheduler linear --warmup-steps 1 --max-steps 3 --log-dir hnlogs --precision fp16
+expect_rc 0 "train a hypernetwork 3 steps in fp16 with the loss options"
+hn_csv=$(ls hnlogs/*/hn/hypernetwork_loss.csv 2>/dev/null | head -n 1)
+expect_file "$hn_csv" "the hypernetwork's loss CSV"
+python3 - "$hn_csv" <<'PY' || fail "the hypernetwork's loss CSV is wrong (above)"
+import csv, math, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ok = len(rows) == 3
+for r in rows:
+    s = int(r["step"]) - 1
+    f = s / 1 if s < 1 else max(0.0, (3 - s) / 2)
+    if abs(float(r["learn_rate"]) - 0.001 * f) > 1e-12 or not math.isfinite(float(r["loss"])):
+        print("step %s: learn_rate %s (want %.9g), loss %s" % (r["step"], r["learn_rate"], 0.001 * f, r["loss"]))
+        ok = False
+sys.exit(0 if ok else 1)
+PY
 cmp -s "$hn_file" "$hn_file.before" && fail "the hypernetwork trained with the loss options did not change"
 
 # The same options as panel-file keys (an embedding run: they go through its train_options).
