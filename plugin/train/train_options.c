@@ -129,7 +129,7 @@ static bool check_numbers(const sdt_train_options *o, const char *p, sdt_error *
 static bool check_loss_options(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (o->loss_type > SDT_LOSS_HUBER) return OPTION_FAIL("%sloss_type is %u; it must be 0 (l2), 1 (l1) or 2 (huber).", p, (unsigned)o->loss_type);
-    if (!(o->huber_delta > 0.0 && isfinite(o->huber_delta)))
+    if (!((float)o->huber_delta > 0.0f && isfinite((float)o->huber_delta))) /* the loss computes in float */
         return OPTION_FAIL("%shuber_delta must be a positive finite number (where the Huber loss turns from quadratic to linear; "
                            "the default is 1).", p);
     if (!(o->min_snr_gamma >= 0.0 && isfinite(o->min_snr_gamma)))

@@ -43,6 +43,8 @@ int main(void)
     expect_refused(&o, "loss_type 3", "config.train_options->loss_type is 3", "huber");
     o = defaults(), o.huber_delta = 0;
     expect_refused(&o, "huber_delta 0", "huber_delta must be a positive finite number", NULL);
+    o = defaults(), o.huber_delta = 1e-60; /* 0 as the float the loss computes in */
+    expect_refused(&o, "huber_delta 1e-60", "huber_delta must be a positive finite number", NULL);
     o = defaults(), o.huber_delta = NAN;
     expect_refused(&o, "huber_delta NaN", "huber_delta", NULL);
     o = defaults(), o.min_snr_gamma = -1;
