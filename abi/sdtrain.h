@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 4
+#define SDT_ABI_VERSION_MINOR 5
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -264,6 +264,25 @@ typedef enum sdt_prediction_type {
 } sdt_prediction_type;
 
 typedef struct sdt_train_options sdt_train_options; /* 1.2: the options every method shares (below) */
+
+/* 1.5: the per-element training loss (sdt_train_options.loss_type). */
+typedef enum sdt_loss_type {
+    SDT_LOSS_L2 = 0,    /* (pred - target)^2, A1111's MSE */
+    SDT_LOSS_L1 = 1,    /* |pred - target| */
+    SDT_LOSS_HUBER = 2, /* PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta) */
+    SDT_LOSS_FORCE_32BIT = 0x7fffffff
+} sdt_loss_type;
+
+/* 1.5: the learning-rate scheduler, a factor on the learn_rate schedule string's rate, as
+ * diffusers' get_scheduler defines it, at the trained file's step s (as the string counts steps) with
+ * T = max_steps: a linear warmup s / warmup_steps while s < warmup_steps, then: */
+typedef enum sdt_lr_scheduler {
+    SDT_LR_SCHEDULER_CONSTANT = 0,             /* 1 (the string's rates as they are: A1111) */
+    SDT_LR_SCHEDULER_LINEAR = 1,               /* linear decay to 0 at max_steps */
+    SDT_LR_SCHEDULER_COSINE = 2,               /* half a cosine down to 0 at max_steps */
+    SDT_LR_SCHEDULER_COSINE_WITH_RESTARTS = 3, /* lr_cycles cosines, each from 1 to 0 (hard restarts) */
+    SDT_LR_SCHEDULER_FORCE_32BIT = 0x7fffffff
+} sdt_lr_scheduler;
 
 /* The Train tab. Input struct: fill it with config_defaults(), then change what you need.
  * Strings are UTF-8 paths or text, borrowed for the duration of prepare() (the plugin copies
@@ -580,6 +599,22 @@ struct sdt_train_options {
     int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
                                        * embedding run whose options struct is older (1.2/1.3) takes the TI
                                        * config's own field instead (docs/abi.md 3.9) */
+    /* ---- appended in 1.5 ---- (the loss, noise and LR-scheduler options, docs/abi.md 3.11; every
+     * default keeps A1111's training exactly) */
+    uint32_t loss_type;               /* sdt_loss_type [L2] */
+    uint32_t lr_scheduler;            /* sdt_lr_scheduler [CONSTANT] */
+    uint32_t lr_cycles;               /* [1] cosine restarts: cosine cycles over the steps after warmup, >= 1 */
+    uint32_t timestep_min;            /* [0] training timesteps drawn uniformly from timestep_min..timestep_max */
+    uint32_t timestep_max;            /* [999] inclusive, <= 999, >= timestep_min */
+    bool zero_terminal_snr;           /* [false] rescale the noise schedule to zero terminal SNR (Lin et al. 2023,
+                                       * Algorithm 1); v-prediction models only (an epsilon model is refused) */
+    bool noise_offset_random_strength;/* [false] each sample's offset strength uniform in [0, noise_offset] */
+    uint8_t reserved_loss[2];         /* [0] must be 0 */
+    int64_t warmup_steps;             /* [0] linear warmup from 0 over this many steps, for every scheduler */
+    double min_snr_gamma;             /* [0] 0 = off; > 0: each sample's loss weighted by min(SNR, gamma)/SNR
+                                       * (epsilon) or min(SNR, gamma)/(SNR + 1) (v-prediction) at its timestep */
+    double noise_offset;              /* [0] 0 = off; noise += noise_offset * N(0,1) per sample and channel */
+    double huber_delta;               /* [1.0] loss_type HUBER's delta, > 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

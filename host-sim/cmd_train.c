@@ -1,6 +1,7 @@
 /* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file. With
  * --hypernetwork it trains a hypernetwork (and, with --embedding too, both together) through the
  * hypernetwork factory; otherwise an embedding through the textual-inversion factory. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,14 @@ static int train_with(panel_config *config, const train_target *target)
     return status;
 }
 
+/* The TI factory's train_options_defaults (1.2 on), or NULL: an embedding run fills the options
+ * only sdt_train_options has (1.5) from it. */
+static sdt_status (*ti_options_defaults(const sdt_ti_factory *f))(sdt_train_options *)
+{
+    if (!f || f->struct_size < offsetof(sdt_ti_factory, train_options_defaults) + sizeof f->train_options_defaults) return NULL;
+    return f->train_options_defaults;
+}
+
 /* Opens the method's factory, builds the config from the plugin's defaults, the panel file and
  * the command line, and trains. Returns an exit status. */
 static int train_method(panel_values *values, panel_method method, const char *plugin)
@@ -48,7 +57,7 @@ static int train_method(panel_values *values, panel_method method, const char *p
         target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
     } else {
         if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
-        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults };
+        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults, .train_options = ti_options_defaults(ti.factory) };
         target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
     }
     char *error = NULL;
@@ -77,7 +86,7 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
         ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
         hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
     }
-    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL };
+    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL, .train_options = ti_options_defaults(ti) };
     panel_defaults hypernetwork = { .train_options = hn ? hn->train_options_defaults : NULL,
                                     .hn_config = hn ? hn->config_defaults : NULL };
     panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);

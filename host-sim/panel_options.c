@@ -37,11 +37,16 @@ static const char *const latent_methods[] = { "once", "deterministic", "random",
 static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
 static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sdt_prediction_type */
+static const char *const loss_types[] = { "l2", "l1", "huber", NULL }; /* sdt_loss_type */
+static const char *const lr_schedulers[] = { "constant", "linear", "cosine", "cosine_with_restarts", NULL }; /* sdt_lr_scheduler */
 
 #define SHARED(f) offsetof(sdt_ti_config, f), offsetof(sdt_train_options, f), NO_FIELD, #f
 #define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
 #define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
 #define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
+/* A shared option that sdt_ti_config has no inline copy of (ABI 1.5 on): an embedding run sends it
+ * through sdt_ti_config.train_options (panel_build_config). */
+#define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
 
 static const panel_option options[] = {
     { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required" },
@@ -99,6 +104,17 @@ static const panel_option options[] = {
     { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
     { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
     { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
+    { "loss-type", OPT_ENUM, OPTIONS_ONLY(loss_type), loss_types, "l2|l1|huber", "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))" },
+    { "huber-delta", OPT_F64, OPTIONS_ONLY(huber_delta), NULL, "D", "With --loss-type huber: where the loss turns from quadratic to linear, > 0" },
+    { "min-snr-gamma", OPT_F64, OPTIONS_ONLY(min_snr_gamma), NULL, "G", "Min-SNR-gamma loss weighting, 0 = off: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)" },
+    { "noise-offset", OPT_F64, OPTIONS_ONLY(noise_offset), NULL, "X", "Noise offset, 0 = off: each sample's noise gets X * N(0,1) per channel, the same over the image (0.05 to 0.1 is usual)" },
+    { "noise-offset-random-strength", OPT_FLAG_ON, OPTIONS_ONLY(noise_offset_random_strength), NULL, NULL, "With --noise-offset: each sample's strength uniform in [0, X]" },
+    { "timestep-min", OPT_U32, OPTIONS_ONLY(timestep_min), NULL, "T", "Lowest training timestep (0..999, inclusive)" },
+    { "timestep-max", OPT_U32, OPTIONS_ONLY(timestep_max), NULL, "T", "Highest training timestep (0..999, inclusive, >= --timestep-min)" },
+    { "zero-terminal-snr", OPT_FLAG_ON, OPTIONS_ONLY(zero_terminal_snr), NULL, NULL, "Rescale the noise schedule to zero terminal SNR (Lin et al. 2023); v-prediction models only" },
+    { "lr-scheduler", OPT_ENUM, OPTIONS_ONLY(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
+    { "lr-cycles", OPT_U32, OPTIONS_ONLY(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
+    { "warmup-steps", OPT_I64, OPTIONS_ONLY(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -224,6 +240,8 @@ void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const
 static char *field_of(const panel_config *c, const panel_option *o)
 {
     char *base = (char *)c;
+    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD && o->shared_offset != NO_FIELD)
+        return c->ti_has_options ? base + offsetof(panel_config, shared) + o->shared_offset : NULL;
     if (c->method == PANEL_EMBEDDING)
         return o->ti_offset == NO_FIELD ? NULL : base + offsetof(panel_config, ti) + o->ti_offset;
     if (o->shared_offset != NO_FIELD) return base + offsetof(panel_config, shared) + o->shared_offset;
@@ -245,10 +263,16 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
                           const char *origin, char **error)
 {
     char *field = field_of(c, o);
+    if (!field && c->method == PANEL_EMBEDDING && o->shared_offset != NO_FIELD) {
+        *error = g_strdup_printf("%s needs a plugin with the shared training options (ABI 1.5 or newer); this plugin "
+                                 "has none for embeddings, so leave it out or update the plugin.", origin);
+        return FALSE;
+    }
     if (!field) {
         *error = other_method_sentence(c, origin);
         return FALSE;
     }
+    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD) c->ti_uses_options = TRUE;
     GError *gerr = NULL;
     gboolean ok = TRUE;
     switch (o->kind) {
@@ -463,14 +487,42 @@ static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **e
     if (c->method == PANEL_HYPERNETWORK)
         ok = d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK && d->hn_config &&
              d->hn_config(&c->hn) == SDT_STATUS_OK;
-    else
+    else {
         ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK;
+        /* the options sdt_ti_config has no inline copy of come from the shared struct's defaults */
+        c->ti_has_options = ok && d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK;
+    }
     if (!ok) {
         *error = g_strdup("The plugin could not fill the default training config.");
         return FALSE;
     }
     c->hn.train_options = &c->shared;
     return TRUE;
+}
+
+/* The bytes option o's value takes. */
+static size_t value_size(const panel_option *o)
+{
+    switch (o->kind) {
+    case OPT_STR: return sizeof(const char *);
+    case OPT_I64: case OPT_U64: case OPT_F64: return 8;
+    case OPT_FLAG_ON: case OPT_FLAG_OFF: return sizeof(bool);
+    case OPT_U32: case OPT_ENUM: case OPT_FLAG_CHOICE: return sizeof(uint32_t);
+    }
+    return 0;
+}
+
+/* An embedding run with an option only sdt_train_options has: the config's train_options points
+ * at the shared struct, which then speaks for every shared field (docs/abi.md 3.7), so the
+ * inline values go there first. Without such an option the config stays as a 1.0 plugin reads it. */
+static void embedding_through_options(panel_config *c)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_option *o = &options[i];
+        if (o->ti_offset != NO_FIELD && o->shared_offset != NO_FIELD)
+            memcpy((char *)&c->shared + o->shared_offset, (const char *)&c->ti + o->ti_offset, value_size(o));
+    }
+    c->ti.train_options = &c->shared;
 }
 
 gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
@@ -485,6 +537,7 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
         *usage_error = TRUE;
         return FALSE;
     }
+    if (config->ti_uses_options) embedding_through_options(config);
     return TRUE;
 }
 

@@ -24,7 +24,10 @@ typedef struct panel_config {
     panel_method method;
     sdt_ti_config ti;         /* PANEL_EMBEDDING */
     sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
-    sdt_train_options shared; /* PANEL_HYPERNETWORK */
+    sdt_train_options shared; /* PANEL_HYPERNETWORK; PANEL_EMBEDDING when ti_uses_options */
+    gboolean ti_has_options;  /* PANEL_EMBEDDING: the plugin filled shared's defaults (1.2 on) */
+    gboolean ti_uses_options; /* PANEL_EMBEDDING: an option only sdt_train_options has (1.5) was given, so
+                               * ti.train_options points at shared, the inline shared values copied there */
 } panel_config;
 
 /* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,

@@ -6,6 +6,7 @@
  * arguments, so the first problem is the one reported. */
 #include "op_checks.h"
 
+#include <math.h>
 #include <stdarg.h>
 
 #include "c_numeric.h"
@@ -685,6 +686,36 @@ bool sdt_check_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss
     (void)dloss;
     if (!dpred) return true;
     return mse_operands(be, op, pred, target, weight) && same_numel(be, op, "dpred", dpred, "pred", pred);
+}
+
+static bool robust_kind_delta(sdt_backend *be, const char *op, sdt_robust_loss kind, float delta)
+{
+    if ((unsigned)kind >= SDT_ROBUST_LOSS_COUNT)
+        return invalid(be, "%s: kind %d is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).", op,
+                       (int)kind);
+    if (kind == SDT_ROBUST_LOSS_HUBER && !(delta > 0.0f && isfinite(delta)))
+        return invalid(be, "%s: the Huber delta %g must be positive and finite; the default is 1.", op, (double)delta);
+    return true;
+}
+
+bool sdt_check_robust_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target,
+                                   const sdt_tensor *weight, sdt_robust_loss kind, float delta)
+{
+    const char *op = "robust_loss_forward";
+    (void)loss;
+    if (!robust_kind_delta(be, op, kind, delta) || !mse_operands(be, op, pred, target, weight)) return false;
+    if (sdt_tensor_numel(pred) == 0) return invalid(be, "%s: pred is empty; the mean of nothing is undefined.", op);
+    return true;
+}
+
+bool sdt_check_robust_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
+                                    const sdt_tensor *target, const sdt_tensor *weight, sdt_robust_loss kind, float delta)
+{
+    const char *op = "robust_loss_backward";
+    (void)dloss;
+    if (!dpred) return true;
+    return robust_kind_delta(be, op, kind, delta) && mse_operands(be, op, pred, target, weight) &&
+           same_numel(be, op, "dpred", dpred, "pred", pred);
 }
 
 /* ---- optimisation ---- */

@@ -59,6 +59,13 @@ typedef enum sdt_activation {
     SDT_ACT_COUNT
 } sdt_activation;
 
+/* The per-element losses besides the squared error (robust_loss_forward/backward). */
+typedef enum sdt_robust_loss {
+    SDT_ROBUST_LOSS_L1 = 0,    /* |d| */
+    SDT_ROBUST_LOSS_HUBER = 1, /* torch.nn.functional.huber_loss(delta) */
+    SDT_ROBUST_LOSS_COUNT
+} sdt_robust_loss;
+
 typedef struct sdt_backend sdt_backend;
 
 /* What a backend has allocated (its alloc() and its own scratch) and, for a GPU, what the
@@ -190,6 +197,16 @@ typedef struct sdt_memory_stats {
     /* dpred += dloss * d(loss)/d(pred). */ \
     X(mse_loss_backward, (sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred, \
                           const sdt_tensor *target, const sdt_tensor *weight), (be, dpred, dloss, pred, target, weight)) \
+    /* loss = mean over all elements of w * rho(pred - target) (w = 1 when weight is NULL), rho \
+     * (kernels/shared_math.h) L1: |d|; HUBER, F.huber_loss(delta): 0.5 d^2 where |d| < delta, else \
+     * delta (|d| - 0.5 delta). Host *loss as a double; L2 is mse_loss_forward. */ \
+    X(robust_loss_forward, (sdt_backend *be, double *loss, const sdt_tensor *pred, const sdt_tensor *target, \
+                            const sdt_tensor *weight, sdt_robust_loss kind, float delta), \
+      (be, loss, pred, target, weight, kind, delta)) \
+    /* dpred += dloss * d(loss)/d(pred): rho' is sign(d) (0 at 0) for L1, clamp(d, -delta, delta) for HUBER. */ \
+    X(robust_loss_backward, (sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred, \
+                             const sdt_tensor *target, const sdt_tensor *weight, sdt_robust_loss kind, float delta), \
+      (be, dpred, dloss, pred, target, weight, kind, delta)) \
     /* ---- optimisation ---- */ \
     /* *sumsq += sum of squares of every element of each tensor (double accumulation). */ \
     X(sum_squares, (sdt_backend *be, double *sumsq, const sdt_tensor *const *tensors, int count), \

@@ -169,4 +169,20 @@ static inline SDT_HOST_DEVICE float dropout_mask_at(uint64_t seed, uint64_t inde
     return dropout_uniform(seed, index) >= p ? keep_scale : 0.0f;
 }
 
+/* The robust losses of one element d = pred - target (ops.h robust_loss_forward): the value and
+ * its derivative. torch's forms: L1 |d| with sign(0) = 0; Huber (F.huber_loss) quadratic inside
+ * delta, linear outside, the two meeting with equal value and slope at |d| = delta. */
+static inline SDT_HOST_DEVICE float robust_loss_value(sdt_robust_loss kind, float d, float delta)
+{
+    float a = fabsf(d);
+    if (kind == SDT_ROBUST_LOSS_L1) return a;
+    return a < delta ? 0.5f * d * d : delta * (a - 0.5f * delta);
+}
+
+static inline SDT_HOST_DEVICE float robust_loss_grad(sdt_robust_loss kind, float d, float delta)
+{
+    if (kind == SDT_ROBUST_LOSS_L1) return d > 0.0f ? 1.0f : d < 0.0f ? -1.0f : 0.0f;
+    return d < -delta ? -delta : d > delta ? delta : d;
+}
+
 #endif

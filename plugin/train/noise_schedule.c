@@ -19,6 +19,21 @@ void sdt_noise_schedule_init_sd(sdt_noise_schedule *s)
     sdt_noise_schedule_init(s, 0.00085, 0.012);
 }
 
+void sdt_noise_schedule_rescale_zero_terminal_snr(sdt_noise_schedule *s)
+{
+    double first = sqrt(s->alphas_cumprod[0]), last = sqrt(s->alphas_cumprod[s->steps - 1]);
+    for (int i = 0; i < s->steps; i++) {
+        double r = (sqrt(s->alphas_cumprod[i]) - last) * first / (first - last);
+        s->alphas_cumprod[i] = r * r;
+    }
+    s->alphas_cumprod[s->steps - 1] = 0.0; /* exactly, whatever the rounding above */
+}
+
+double sdt_noise_schedule_snr(const sdt_noise_schedule *s, int t)
+{
+    return s->alphas_cumprod[t] / (1.0 - s->alphas_cumprod[t]);
+}
+
 void sdt_q_sample(const sdt_noise_schedule *s, int t, const float *x0, const float *noise, float *noisy, int64_t n)
 {
     /* ldm keeps sqrt(acp) buffers in float32; computing the factors once in double then

@@ -21,6 +21,12 @@ typedef struct sdt_noise_schedule {
 void sdt_noise_schedule_init(sdt_noise_schedule *s, double beta_start, double beta_end);
 /* SD's defaults: 0.00085, 0.012. */
 void sdt_noise_schedule_init_sd(sdt_noise_schedule *s);
+/* Zero terminal SNR (Lin et al. 2023, "Common Diffusion Noise Schedules and Sample Steps are
+ * Flawed", Algorithm 1): sqrt(acp) shifted so the last is 0 and scaled so the first is unchanged,
+ * acp = its square. The last timestep is then pure noise; only v-prediction can learn it. */
+void sdt_noise_schedule_rescale_zero_terminal_snr(sdt_noise_schedule *s);
+/* The signal-to-noise ratio at t: acp[t] / (1 - acp[t]) (0 at a zero-terminal-SNR's last step). */
+double sdt_noise_schedule_snr(const sdt_noise_schedule *s, int t);
 
 /* noisy = sqrt(acp[t]) * x0 + sqrt(1 - acp[t]) * noise, over n elements. */
 void sdt_q_sample(const sdt_noise_schedule *s, int t, const float *x0, const float *noise, float *noisy, int64_t n);

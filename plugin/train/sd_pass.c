@@ -54,6 +54,26 @@ static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_input
     return ok;
 }
 
+/* The loss of the pass's type: L2 is A1111's MSE op, L1 and Huber the robust-loss op. */
+static sdt_robust_loss robust_kind(const sdt_pass_options *opt)
+{
+    return opt->loss_type == SDT_LOSS_L1 ? SDT_ROBUST_LOSS_L1 : SDT_ROBUST_LOSS_HUBER;
+}
+
+static int loss_forward(sdt_backend *be, const sdt_pass_options *opt, double *loss, const sdt_tensor *pred,
+                        const sdt_tensor *target, const sdt_tensor *weight)
+{
+    if (opt->loss_type == SDT_LOSS_L2) return be->mse_loss_forward(be, loss, pred, target, weight);
+    return be->robust_loss_forward(be, loss, pred, target, weight, robust_kind(opt), opt->huber_delta);
+}
+
+static int loss_backward(sdt_backend *be, const sdt_pass_options *opt, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
+                         const sdt_tensor *target, const sdt_tensor *weight)
+{
+    if (opt->loss_type == SDT_LOSS_L2) return be->mse_loss_backward(be, dpred, dloss, pred, target, weight);
+    return be->robust_loss_backward(be, dpred, dloss, pred, target, weight, robust_kind(opt), opt->huber_delta);
+}
+
 /* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
  * (in then carries only the shape). */
 static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
@@ -82,7 +102,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     sdt_tensor pred;
     if (!sdt_unet_forward(m->unet, be, a, &uo, &t.noisy, &t.timesteps, &cond.context, sdt_cond_y(&cond), &pred, error))
         return false;
-    if (!a->measuring && be->mse_loss_forward(be, loss, &pred, &t.target, weight)) {
+    if (!a->measuring && loss_forward(be, opt, loss, &pred, &t.target, weight)) {
         sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
         return false;
     }
@@ -96,7 +116,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
         if (!sdt_arena_fits(a))
             return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
         if (be->zero(be, &dpred) || be->zero(be, &dctx) || (want_dy && be->zero(be, &dy)) ||
-            be->mse_loss_backward(be, &dpred, dloss, &pred, &t.target, weight))
+            loss_backward(be, opt, &dpred, dloss, &pred, &t.target, weight))
             return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
     }
     if (!sdt_unet_backward(m->unet, be, a, &dpred, &dctx, want_dy ? &dy : NULL, error)) return false;

@@ -1,6 +1,7 @@
 /* sd_pass.h - one micro-batch of training: the text conditioning (train/sd_cond.h: one encoder,
- * or SDXL's two and its vector conditioning, with an embedding's rows spliced in, if one trains), the UNet on noised latents (with a hypernetwork on its K/V inputs, if one
- * trains), MSE against the target, and the way back: the UNet's backward (the hook accumulates
+ * or SDXL's two and its vector conditioning, with an embedding's rows spliced in, if one trains),
+ * the UNet on noised latents (with a hypernetwork on its K/V inputs, if one trains), the loss
+ * against the target (MSE, or L1/Huber: sdt_pass_options), and the way back: the UNet's backward (the hook accumulates
  * its weight gradients) and, only when an embedding trains, the text encoder's backward to its
  * rows. A hypernetwork-only run never runs the text encoder backward. Everything lives in one
  * arena sized by running the same sequence on a measuring arena first (sdt_pass_measure). */
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "clip_text.h"
+#include "sdtrain.h"
 #include "sdxl_cond.h"
 #include "train/sd_runtime.h"
 #include "train/work_arena.h"
@@ -54,6 +56,8 @@ typedef struct sdt_pass_options {
     int clip_skip;                   /* 0: the model's default */
     bool checkpointing;              /* recompute UNet blocks in backward */
     bool anomaly_check;              /* name the first layer with a non-finite value */
+    sdt_loss_type loss_type;         /* zeroed: L2, A1111's MSE (the mse_loss op); L1 and Huber: robust_loss */
+    float huber_delta;               /* HUBER's delta */
 } sdt_pass_options;
 
 /* Arena bytes a pass of this shape needs (forward and backward). */

@@ -190,7 +190,7 @@ static bool step_group(sdt_step_engine *e, sdt_param_group *g, int64_t step, sdt
         g->stepped = cs == SDT_CORE_OK;
     }
     if (cs != SDT_CORE_OK) return false;
-    if (g->stepped && g->after_step && !g->after_step(g->guard_user, step + 1, sdt_lr_at(&g->lr, step), error))
+    if (g->stepped && g->after_step && !g->after_step(g->guard_user, step + 1, sdt_step_engine_rate(e, g, step), error))
         return false;
     return true;
 }
@@ -240,11 +240,18 @@ static bool measure_grads(sdt_step_engine *e, double *total, sdt_error *error)
     return true;
 }
 
+double sdt_step_engine_rate(const sdt_step_engine *e, const sdt_param_group *g, int64_t step)
+{
+    double rate = sdt_lr_at(&g->lr, step);
+    if (rate < 0 || (e->lr_scheduler.kind == SDT_LR_SCHEDULER_CONSTANT && e->lr_scheduler.warmup_steps == 0)) return rate;
+    return rate * sdt_lr_scheduler_factor(&e->lr_scheduler, step);
+}
+
 bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out, sdt_error *error)
 {
     for (int i = 0; i < e->n_groups; i++) {
         sdt_param_group *g = &e->groups[i];
-        double rate = sdt_lr_at(&g->lr, step);
+        double rate = sdt_step_engine_rate(e, g, step);
         g->resting = rate < 0; /* past the end of its schedule (another group's runs longer) */
         sdt_optimizer_set_lr(g->opt, g->resting ? 0.0f : (float)rate);
         if (sdt_optimizer_zero_grad(g->opt, error) != SDT_CORE_OK) return false;
@@ -258,7 +265,7 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
      * non-finite loss is the fallback's. */
     bool nonfinite = !isfinite(loss) || (!e->scaler && !isfinite(grad_norm));
     sdt_fallback_action action = sdt_fallback_on_loss(&e->fallback, step + 1, nonfinite ? NAN : loss);
-    double lr = e->n_groups ? sdt_lr_at(&e->groups[0].lr, step) : 0;
+    double lr = e->n_groups ? sdt_step_engine_rate(e, &e->groups[0], step) : 0;
     if (!apply_action(e, action, step, error)) return false;
     bool all_stepped = true;
     for (int i = 0; i < e->n_groups; i++) all_stepped &= e->groups[i].stepped || e->groups[i].resting;

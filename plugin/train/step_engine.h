@@ -27,6 +27,7 @@
 #include "data/lr_schedule.h"
 #include "train/diagnosis.h"
 #include "train/fallback.h"
+#include "train/lr_scheduler.h"
 #include "train/optimizer.h"
 #include "train/scaler.h"
 #include "sdtrain.h"
@@ -84,6 +85,7 @@ typedef struct sdt_step_engine {
     int64_t skipped;             /* iterations in which some group did not step */
     sdt_step_hooks hooks;
     sdt_backend *be;
+    sdt_lr_scheduler_config lr_scheduler; /* a factor on every group's schedule (zeroed: 1) */
     const char *inject_inf_group; /* tests only (testhooks/test_hooks.h): this group's grads get an inf */
     int64_t inject_inf_step;
 } sdt_step_engine;
@@ -92,7 +94,7 @@ typedef struct sdt_step_engine {
 typedef struct sdt_step_result {
     double loss;                 /* NAN when not finite */
     double grad_norm;            /* unscaled, all groups together */
-    double learn_rate;           /* the first group's */
+    double learn_rate;           /* the first group's, as used (the schedule's rate times the scheduler's factor) */
     float scale_before;          /* the loss scale the backward was seeded with */
     bool nonfinite;
 } sdt_step_result;
@@ -112,6 +114,9 @@ bool sdt_step_engine_setup(sdt_step_engine *e, sdt_backend *be, bool fp16, bool 
 bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out, sdt_error *error);
 /* The switch to fp32 without the fallback (resuming a run that had switched): no scaler. */
 void sdt_step_engine_drop_scaler(sdt_step_engine *e);
+/* A group's rate at step as the update uses it: its schedule's, times the scheduler's factor;
+ * negative when its schedule has ended. */
+double sdt_step_engine_rate(const sdt_step_engine *e, const sdt_param_group *g, int64_t step);
 /* true when the first group's schedule has ended at step. */
 bool sdt_step_engine_finished(const sdt_step_engine *e, int64_t step);
 void sdt_step_engine_free(sdt_step_engine *e);

@@ -28,6 +28,8 @@
 #include "data/template.h"
 #include "train/inpaint_cond.h"
 #include "train/latent_cache.h"
+#include "train/loss_options.h"
+#include "train/lr_scheduler.h"
 #include "train/noise_schedule.h"
 #include "train/prompt.h"
 #include "train/run_control.h"
@@ -100,6 +102,8 @@ struct sdt_train_job {
     bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
     sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     double tag_dropout;
+    sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
+    sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
@@ -114,7 +118,7 @@ struct sdt_train_job {
     inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
     size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
-    sdt_noise_schedule sched;
+    sdt_noise_schedule sched;  /* SD's; rescaled to zero terminal SNR when asked */
     size_t extra_bytes;        /* device memory the parts add to the plan (hook workspace, values) */
 
     /* text */
@@ -180,6 +184,8 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
 /* The learning-rate and clip schedule strings parse (checked before the model; the groups parse
  * them again at their step). */
+/* The options of a training pass: CLIP skip, checkpointing, anomaly mode, the loss type. */
+sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job);
 bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);
 /* --resume given: resolved and checked as far as possible without a model (call again after load_model). */
 bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_error *error);

@@ -86,6 +86,8 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->use_alpha = c->use_alpha_as_loss_weight;
     job->shuffle_tags = c->shuffle_tags;
     job->tag_dropout = c->tag_dropout;
+    sdt_loss_options_from(&job->loss, c);
+    job->lr_scheduler = (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
     job->anomaly = c->anomaly_mode;
     job->checkpointing = c->gradient_checkpointing;
     job->varsize = c->varsize;
@@ -250,6 +252,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
+    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
     char hash[11];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
@@ -561,8 +564,9 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
 {
     const latent_entry *e = &job->lc.items[0];
     sdt_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
-                            .in_c = e->c + inpaint_extra_channels(&job->rt), .weighted = job->use_alpha};
-    sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+                            .in_c = e->c + inpaint_extra_channels(&job->rt),
+                            .weighted = sdt_loss_options_weighted(&job->loss, job->use_alpha)};
+    sdt_pass_options po = sdt_train_job_pass_options(job);
     sdt_pass_trainables tr = sdt_train_job_trainables(job);
     size_t bytes = 0;
     if (!sdt_pass_measure(&job->rt, &po, &shape, &tr, &bytes, error)) return false;
@@ -588,6 +592,31 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
              "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
              bytes >> 20, job->batch, e->w, e->h, job->pb.be->name, why.message);
     return true;
+}
+
+/* The loss, noise and scheduler options (1.5) that differ from their defaults, so a run with
+ * A1111's settings writes A1111's file. */
+static void add_loss_settings(const sdt_train_job *job, cJSON *s)
+{
+    const sdt_loss_options *l = &job->loss;
+    if (l->type != SDT_LOSS_L2) cJSON_AddStringToObject(s, "loss_type", sdt_loss_type_name(l->type));
+    if (l->type == SDT_LOSS_HUBER) cJSON_AddNumberToObject(s, "huber_delta", l->huber_delta);
+    if (l->min_snr_gamma > 0) cJSON_AddNumberToObject(s, "min_snr_gamma", l->min_snr_gamma);
+    if (l->noise_offset > 0) {
+        cJSON_AddNumberToObject(s, "noise_offset", l->noise_offset);
+        cJSON_AddBoolToObject(s, "noise_offset_random_strength", l->noise_offset_random);
+    }
+    if (l->timestep_min != 0 || l->timestep_max != SDT_DDPM_STEPS - 1) {
+        cJSON_AddNumberToObject(s, "timestep_min", l->timestep_min);
+        cJSON_AddNumberToObject(s, "timestep_max", l->timestep_max);
+    }
+    if (l->zero_terminal_snr) cJSON_AddBoolToObject(s, "zero_terminal_snr", true);
+    const sdt_lr_scheduler_config *sc = &job->lr_scheduler;
+    if (sc->kind != SDT_LR_SCHEDULER_CONSTANT || sc->warmup_steps > 0) {
+        cJSON_AddStringToObject(s, "lr_scheduler", sdt_lr_scheduler_name(sc->kind));
+        cJSON_AddNumberToObject(s, "warmup_steps", (double)sc->warmup_steps);
+        if (sc->kind == SDT_LR_SCHEDULER_COSINE_WITH_RESTARTS) cJSON_AddNumberToObject(s, "lr_cycles", sc->cycles);
+    }
 }
 
 static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const char *learn_rate, sdt_error *error)
@@ -616,6 +645,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     const char *clip[] = {"disabled", "value", "norm"};
     cJSON_AddStringToObject(s, "clip_grad_mode", clip[c->clip_mode % 3]);
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
+    add_loss_settings(job, s);
     char path[4096];
     bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
     cJSON_Delete(s);
@@ -634,7 +664,9 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, o->loss_scale_init, o->lr_backoff,
                                (int)o->max_consecutive_nonfinite, error))
         return false;
+    e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
+    if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
     if (!plan_memory(job, info, error) || !still_wanted(job, error) ||
         !write_settings(job, o, e->groups[0].lr_text, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))

@@ -94,7 +94,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     int extra = inpaint_extra_channels(&job->rt);
     int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
     in->shape = (sdt_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
-                                .in_c = first->c + extra, .weighted = job->use_alpha};
+                                .in_c = first->c + extra, .weighted = sdt_loss_options_weighted(&job->loss, job->use_alpha)};
     if (!buffers_alloc(buf, job->batch, n, n_in)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
@@ -115,13 +115,17 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         latent_cache_get(&job->lc, idx[b], draw, x0);
         if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
-        int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);
+        sdt_loss_offset_noise(&job->loss, job->seed, draw, noise, e->c, hw);
+        int t = sdt_loss_timestep(&job->loss, job->seed, draw);
         buf->timesteps[b] = (float)t;
         sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
         if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
         sdt_training_target(&job->sched, t, v, x0, noise, buf->target + b * n, n);
+        /* the sample's min-SNR-gamma weight times its alpha weight: the mean over the batch of
+         * weight * loss is kohya's per-sample mean times the SNR weight, then the batch mean */
+        float snr_w = (float)sdt_min_snr_weight(sdt_noise_schedule_snr(&job->sched, t), job->loss.min_snr_gamma, v);
         for (int ch = 0; ch < e->c; ch++)
-            for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
+            for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
         sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
         buf->sizes[b] = sdt_train_job_sample_sizes(job, idx[b], e);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
@@ -154,6 +158,11 @@ sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
     return tr;
 }
 
+sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
+{
+    return (sdt_pass_options){job->clip_skip, job->checkpointing, job->anomaly, job->loss.type, job->loss.huber_delta};
+}
+
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
 static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
 {
@@ -184,7 +193,7 @@ static bool anomaly_stop(sdt_train_job *job, sdt_error *error)
 static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
 {
     sdt_train_job *job = user;
-    sdt_pass_options po = {job->clip_skip, job->checkpointing, job->anomaly};
+    sdt_pass_options po = sdt_train_job_pass_options(job);
     sdt_pass_trainables tr = sdt_train_job_trainables(job);
     *loss = 0;
     job->n_batch_files = 0;

@@ -1,10 +1,12 @@
 /* train_options.c - see train_options.h. */
 #include "train/train_options.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/copy_out.h"
+#include "train/noise_schedule.h"
 
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
 {
@@ -35,6 +37,11 @@ void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
     o->filename_join_string = " ";
     o->preview_negative_prompt = "";
     o->preview_sampler = "ddim";
+    o->loss_type = SDT_LOSS_L2;
+    o->lr_scheduler = SDT_LR_SCHEDULER_CONSTANT;
+    o->lr_cycles = 1;
+    o->timestep_max = SDT_DDPM_STEPS - 1;
+    o->huber_delta = 1.0;
 }
 
 bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
@@ -44,7 +51,8 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     if (!host || !sdt_struct_read_in(own, sizeof *own, host))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "%s is NULL or its struct_size is not set; fill it with train_options_defaults() first.", field);
-    if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0)
+    if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
+        own->reserved_loss[1])
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
                         field);
     char prefix[128];
@@ -117,6 +125,34 @@ static bool check_numbers(const sdt_train_options *o, const char *p, sdt_error *
     return true;
 }
 
+/* The loss, noise and LR-scheduler options (1.5). */
+static bool check_loss_options(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (o->loss_type > SDT_LOSS_HUBER) return OPTION_FAIL("%sloss_type is %u; it must be 0 (l2), 1 (l1) or 2 (huber).", p, (unsigned)o->loss_type);
+    if (!((float)o->huber_delta > 0.0f && isfinite((float)o->huber_delta))) /* the loss computes in float */
+        return OPTION_FAIL("%shuber_delta must be a positive finite number (where the Huber loss turns from quadratic to linear; "
+                           "the default is 1).", p);
+    if (!(o->min_snr_gamma >= 0.0 && isfinite(o->min_snr_gamma)))
+        return OPTION_FAIL("%smin_snr_gamma must be 0 (off) or a positive finite number (5 is the paper's choice).", p);
+    if (!(o->noise_offset >= 0.0 && o->noise_offset <= 1.0))
+        return OPTION_FAIL("%snoise_offset must be between 0 (off) and 1 (0.05 to 0.1 is usual).", p);
+    if (o->noise_offset_random_strength && o->noise_offset == 0.0)
+        return OPTION_FAIL("%snoise_offset_random_strength draws each sample's strength from [0, noise_offset], but noise_offset "
+                           "is 0; set noise_offset too, e.g. 0.1.", p);
+    if (o->timestep_max > SDT_DDPM_STEPS - 1)
+        return OPTION_FAIL("%stimestep_max is %u; training timesteps are 0..%d, so use at most %d.", p, (unsigned)o->timestep_max,
+                           SDT_DDPM_STEPS - 1, SDT_DDPM_STEPS - 1);
+    if (o->timestep_min > o->timestep_max)
+        return OPTION_FAIL("%stimestep_min (%u) is above %stimestep_max (%u); the range is inclusive, so set min <= max.", p,
+                           (unsigned)o->timestep_min, p, (unsigned)o->timestep_max);
+    if (o->lr_scheduler > SDT_LR_SCHEDULER_COSINE_WITH_RESTARTS)
+        return OPTION_FAIL("%slr_scheduler is %u; it must be 0 (constant), 1 (linear), 2 (cosine) or 3 (cosine_with_restarts).", p,
+                           (unsigned)o->lr_scheduler);
+    if (o->lr_cycles < 1) return OPTION_FAIL("%slr_cycles must be at least 1 (the cosine cycles of cosine_with_restarts).", p);
+    if (o->warmup_steps < 0) return OPTION_FAIL("%swarmup_steps must be positive or 0 (0: no warmup).", p);
+    return true;
+}
+
 bool sdt_train_options_check_required(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (is_blank(o->model_path))
@@ -133,7 +169,9 @@ bool sdt_train_options_check_required(const sdt_train_options *o, const char *p,
 
 bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
 {
-    if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error)) return false;
+    if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
+        !check_loss_options(o, p, error))
+        return false;
     if (o->preview_every > 0 && !is_blank(o->preview_sampler) && strcmp(o->preview_sampler, "ddim") != 0)
         return OPTION_FAIL("%spreview_sampler is \"%s\"; it must be \"ddim\" (the one preview sampler this plugin has).", p,
                            o->preview_sampler);

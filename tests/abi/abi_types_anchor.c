@@ -54,3 +54,12 @@ void sdt_abi_types_anchor_1_4(sdt_kv_kind kind)
 {
     (void)kind;
 }
+
+/* The types ABI 1.5 added: the loss type and the LR scheduler of sdt_train_options. */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_5(sdt_loss_type loss, sdt_lr_scheduler scheduler);
+
+void sdt_abi_types_anchor_1_5(sdt_loss_type loss, sdt_lr_scheduler scheduler)
+{
+    (void)loss;
+    (void)scheduler;
+}

@@ -259,6 +259,14 @@ static inline void op_refusals_diffusion_and_optimizer(op_refusals *r)
            "mse_loss_forward: 'weight' has 5 elements but 'pred' has 4; pass tensors of equal size.");
     REFUSE(be->mse_loss_backward(be, &v5, 1.0f, &v4, &v4, NULL),
            "mse_loss_backward: 'dpred' has 5 elements but 'pred' has 4; pass tensors of equal size.");
+    REFUSE(be->robust_loss_forward(be, &loss, &v4, &v4, NULL, SDT_ROBUST_LOSS_COUNT, 1.0f),
+           "robust_loss_forward: kind 2 is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).");
+    REFUSE(be->robust_loss_forward(be, &loss, &none, &none, NULL, SDT_ROBUST_LOSS_L1, 1.0f),
+           "robust_loss_forward: pred is empty; the mean of nothing is undefined.");
+    REFUSE(be->robust_loss_backward(be, &v4, 1.0f, &v4, &v4, NULL, SDT_ROBUST_LOSS_HUBER, 0.0f),
+           "robust_loss_backward: the Huber delta 0 must be positive and finite; the default is 1.");
+    REFUSE(be->robust_loss_backward(be, &v5, 1.0f, &v4, &v4, NULL, SDT_ROBUST_LOSS_L1, 1.0f),
+           "robust_loss_backward: 'dpred' has 5 elements but 'pred' has 4; pass tensors of equal size.");
 
     sdt_tensor i32 = T(SDT_I32, 4), other = T(SDT_F32, 4);
     other.device = r->other;

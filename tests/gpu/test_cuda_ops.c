@@ -321,6 +321,15 @@ static void test_loss_and_optim(void)
     CHECK(fabs(lc - lg) <= 1e-5 * fabs(lc), "mse loss GPU %.9g vs CPU %.9g", lg, lc);
     RUN2(cpu->mse_loss_backward(cpu, &dp.c, 0.5f, &p.c, &t.c, &w.c), gpu->mse_loss_backward(gpu, &dp.g, 0.5f, &p.g, &t.g, &w.g), "mse bwd");
     compare(&dp, 1e-5, "mse backward");
+    for (int k = 0; k < SDT_ROBUST_LOSS_COUNT; k++) { /* L1 and Huber: shared_math.h's rho on both sides */
+        sdt_robust_loss kind = (sdt_robust_loss)k;
+        RUN2(cpu->robust_loss_forward(cpu, &lc, &p.c, &t.c, &w.c, kind, 0.7f),
+             gpu->robust_loss_forward(gpu, &lg, &p.g, &t.g, &w.g, kind, 0.7f), "robust loss");
+        CHECK(fabs(lc - lg) <= 1e-5 * fabs(lc), "robust loss %d GPU %.9g vs CPU %.9g", k, lg, lc);
+        RUN2(cpu->robust_loss_backward(cpu, &dp.c, 0.5f, &p.c, &t.c, &w.c, kind, 0.7f),
+             gpu->robust_loss_backward(gpu, &dp.g, 0.5f, &p.g, &t.g, &w.g, kind, 0.7f), "robust loss bwd");
+        compare(&dp, 1e-5, "robust loss backward");
+    }
     const sdt_tensor *lc_list[2] = {&p.c, &t.c}, *lg_list[2] = {&p.g, &t.g};
     double sc = 0, sg = 0;
     RUN2(cpu->sum_squares(cpu, &sc, lc_list, 2), gpu->sum_squares(gpu, &sg, lg_list, 2), "sum_squares");

@@ -65,7 +65,7 @@ static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *r
     int64_t shape[2] = {NV, width};
     float *g = mt_alloc((size_t)NV * width * sizeof(float));
     sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape), dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-    sdt_pass_options po = {0, false, false};
+    sdt_pass_options po = {.clip_skip = 0};
     sdt_pass_trainables tr = {.rows = &r, .drows = grad ? &dr : NULL};
     sdt_pass_inputs in = inputs_of(p);
     size_t bytes;
@@ -115,7 +115,7 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
     sdt_pass_inputs in = inputs_of(p);
     in.n_overrides = 0;
     size_t bytes;
-    sdt_pass_options po = {0, false, false};
+    sdt_pass_options po = {.clip_skip = 0};
     CHECK(sdt_pass_measure(rt, &po, &p->shape, &none, &bytes, &error) && work_arena_reserve(wa, rt->be, bytes, &error) &&
           sdt_pass_run(rt, wa, &po, &in, &none, 1.0f, true, &loss, &error) && isfinite(loss),
           "a pass without rows: %s", error.message);
