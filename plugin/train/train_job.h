@@ -24,6 +24,7 @@
 #include "data/data_order.h"
 #include "data/dataset.h"
 #include "data/outputs.h"
+#include "data/preview_prompts.h"
 #include "data/run_lock.h"
 #include "data/template.h"
 #include "train/inpaint_cond.h"
@@ -32,6 +33,7 @@
 #include "train/prompt.h"
 #include "train/run_control.h"
 #include "train/run_loop.h"
+#include "train/sampler.h"
 #include "train/sd_pass.h"
 #include "train/sd_runtime.h"
 #include "train/step_engine.h"
@@ -100,6 +102,15 @@ struct sdt_train_job {
     bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
     sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     double tag_dropout;
+    /* 1.5: the data options (train/sample_augment.h) and the preview grid (data/preview_grid.h) */
+    bool flip;
+    double caption_dropout;
+    uint32_t keep_tokens;
+    sdt_sampler_kind preview_sampler;
+    char *preview_prompts_file;        /* NULL: no prompts file */
+    sdt_preview_prompts preview_prompts; /* its prompts (read by check_template) */
+    sdt_preview_seeds preview_seeds;
+    bool preview_grid;                 /* a labelled grid of prompts x seeds instead of one image */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
@@ -168,8 +179,9 @@ struct sdt_train_job {
 /* The shared options into a new job (strings copied); run_kind "embedding"/"hypernetwork". */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
-/* Template and caption rules (the checks that need no model); template_for_embedding: every
- * line must hold [name] (an embedding gets no gradient from a line without it). */
+/* Template and caption rules and the preview prompts file (the checks that need no model);
+ * template_for_embedding: every line must hold [name] (an embedding gets no gradient from a line
+ * without it). */
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error);
 /* A part (the job owns self from here on, and frees it with ops->destroy). */
 sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,

@@ -10,6 +10,7 @@
 
 #include "api/host_log.h"
 #include "train/rng.h"
+#include "train/sample_augment.h"
 #include "train/train_job.h"
 
 /* Host buffers of one micro-batch. */
@@ -74,8 +75,10 @@ static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
 static void sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
 {
     sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->seed ^ 0x5445u, draw));
-    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout};
-    char *prompt = sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
+    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout, (int)job->keep_tokens};
+    char *prompt = sdt_augment_caption_dropped(job->seed, draw, job->caption_dropout)
+                       ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
+                       : sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
     sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
     if (b == 0 && prompt) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
     free(prompt);
@@ -100,15 +103,16 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->batch; b++) {
-        const latent_entry *e = &job->lc.items[idx[b]];
+        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
+        bool flipped = job->flip && sdt_augment_flip(job->seed, draw);
+        const latent_entry *e = latent_cache_entry(&job->lc, idx[b], flipped);
         if (latent_cache_numel(&job->lc, idx[b]) != n) {
             sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
                      job->ds.items[idx[b]].path);
             return false;
         }
-        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
-        latent_cache_get(&job->lc, idx[b], draw, x0);
+        latent_cache_get(&job->lc, idx[b], draw, flipped, x0);
         if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         int t = (int)sdt_rng_below(job->seed, SDT_RNG_TIMESTEP, draw, SDT_DDPM_STEPS);

@@ -37,6 +37,11 @@ _Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
+_Static_assert(offsetof(sdt_train_options, preview_prompts_file) == offsetof(sdt_train_options, save_state_every_seconds) + 8 &&
+                   offsetof(sdt_train_options, reserved3) == offsetof(sdt_train_options, flip) + 1 &&
+                   offsetof(sdt_generate_request, sampler) == offsetof(sdt_generate_request, embedding_path) + sizeof(void *),
+               "the fields appended in 1.5 start at 1.4's sizeof, without padding before them");
+
 int main(void)
 {
     sdt_version v = SDT_ABI_VERSION_INIT;

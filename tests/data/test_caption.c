@@ -87,7 +87,7 @@ static void test_tags(sdt_test_rng *rng)
 {
     const char *caption = "red, car ,blue sky, , night, rain, street, neon";
     uint64_t seed = sdt_test_next(rng);
-    sdt_prompt_rules none = {false, 0}, shuffle = {true, 0}, drop = {false, 0.5}, all = {false, 1.0};
+    sdt_prompt_rules none = {false, 0, 0}, shuffle = {true, 0, 0}, drop = {false, 0.5, 0}, all = {false, 1.0, 0};
 
     sdt_data_rng r = sdt_data_rng_seeded(seed);
     char *same = sdt_caption_tags_apply(caption, &none, &r);
@@ -140,7 +140,7 @@ static void test_prompt(sdt_test_rng *rng)
     CHECK(sdt_template_parse(text, strlen(text), "t", &t, &error), "template");
     uint64_t seed = sdt_test_next(rng);
     sdt_data_rng a = sdt_data_rng_seeded(seed), b = sdt_data_rng_seeded(seed);
-    sdt_prompt_rules rules = {true, 0.2};
+    sdt_prompt_rules rules = {true, 0.2, 0};
     for (int i = 0; i < 20; i++) {
         int la, lb;
         char *x = sdt_caption_prompt(&t, "cat, hat, [name] style", "tok", &rules, &a, &la);
