@@ -1,6 +1,7 @@
 /* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file. With
  * --hypernetwork it trains a hypernetwork (and, with --embedding too, both together) through the
  * hypernetwork factory; otherwise an embedding through the textual-inversion factory. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,14 @@ static int train_with(panel_config *config, const train_target *target)
     return status;
 }
 
+/* The embedding factory's shared-options defaults, when it is new enough (1.2) to have them. */
+static sdt_status (*ti_options_defaults(const sdt_ti_factory *f))(sdt_train_options *)
+{
+    return f->struct_size >= offsetof(sdt_ti_factory, train_options_defaults) + sizeof f->train_options_defaults
+               ? f->train_options_defaults
+               : NULL;
+}
+
 /* Opens the method's factory, builds the config from the plugin's defaults, the panel file and
  * the command line, and trains. Returns an exit status. */
 static int train_method(panel_values *values, panel_method method, const char *plugin)
@@ -48,7 +57,8 @@ static int train_method(panel_values *values, panel_method method, const char *p
         target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
     } else {
         if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
-        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults };
+        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults,
+                                     .train_options = ti_options_defaults(ti.factory) };
         target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
     }
     char *error = NULL;
@@ -77,7 +87,8 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
         ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
         hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
     }
-    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL };
+    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL,
+                                 .train_options = ti ? ti_options_defaults(ti) : NULL };
     panel_defaults hypernetwork = { .train_options = hn ? hn->train_options_defaults : NULL,
                                     .hn_config = hn ? hn->config_defaults : NULL };
     panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);

@@ -42,6 +42,9 @@ static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sd
 #define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
 #define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
 #define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
+/* Shared options from ABI 1.5 on live only in sdt_train_options: an embedding run that sets one
+ * passes its shared options through config.train_options (panel_build_config). */
+#define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
 
 static const panel_option options[] = {
     { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required" },
@@ -73,6 +76,9 @@ static const panel_option options[] = {
     { "embedding-clip-value", OPT_STR, HN_ONLY(embedding_clip_value), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's own clip value (schedule grammar; default: as --clip-value)" },
     { "shuffle-tags", OPT_FLAG_ON, SHARED(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
     { "tag-dropout", OPT_F64, SHARED(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
+    { "keep-tokens", OPT_U32, OPTIONS_ONLY(keep_tokens), NULL, "N", "With --shuffle-tags or --tag-dropout: the caption's first N tags stay first, in order, never dropped (kohya's keep_tokens)" },
+    { "caption-dropout", OPT_F64, OPTIONS_ONLY(caption_dropout), NULL, "P", "Train a sample on the empty prompt with probability P (0..1; seeded)" },
+    { "flip", OPT_FLAG_ON, OPTIONS_ONLY(flip), NULL, NULL, "Mirror each training sample left-right with probability 1/2 (seeded; the mirrored latents are cached too)" },
     { "latent-sampling", OPT_ENUM, SHARED(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
     { "alpha-loss-weight", OPT_FLAG_ON, SHARED(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
     { "filename-word-regex", OPT_STR, SHARED(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
@@ -88,7 +94,9 @@ static const panel_option options[] = {
     { "preview-negative-prompt", OPT_STR, SHARED(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
     { "preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps" },
     { "preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
-    { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim", "Preview sampler" },
+    { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras", "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas" },
+    { "preview-prompts", OPT_STR, OPTIONS_ONLY(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)" },
+    { "preview-seeds", OPT_STR, OPTIONS_ONLY(preview_seeds), NULL, "N|\"S1, S2, ...\"", "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)" },
     { "preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height" },
@@ -224,8 +232,8 @@ void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const
 static char *field_of(const panel_config *c, const panel_option *o)
 {
     char *base = (char *)c;
-    if (c->method == PANEL_EMBEDDING)
-        return o->ti_offset == NO_FIELD ? NULL : base + offsetof(panel_config, ti) + o->ti_offset;
+    if (c->method == PANEL_EMBEDDING && o->ti_offset != NO_FIELD) return base + offsetof(panel_config, ti) + o->ti_offset;
+    if (c->method == PANEL_EMBEDDING && o->hn_offset != NO_FIELD) return NULL;
     if (o->shared_offset != NO_FIELD) return base + offsetof(panel_config, shared) + o->shared_offset;
     return o->hn_offset == NO_FIELD ? NULL : base + offsetof(panel_config, hn) + o->hn_offset;
 }
@@ -248,6 +256,14 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
     if (!field) {
         *error = other_method_sentence(c, origin);
         return FALSE;
+    }
+    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD) {
+        if (!c->shared.struct_size) {
+            *error = g_strdup_printf("%s needs a plugin of ABI 1.5 or later (this one has no shared training options); "
+                                     "update the plugin or leave it out.", origin);
+            return FALSE;
+        }
+        c->embedding_uses_shared = TRUE;
     }
     GError *gerr = NULL;
     gboolean ok = TRUE;
@@ -452,14 +468,39 @@ static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **e
     if (c->method == PANEL_HYPERNETWORK)
         ok = d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK && d->hn_config &&
              d->hn_config(&c->hn) == SDT_STATUS_OK;
-    else
+    else {
         ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK;
+        /* the 1.5 options' home (a plugin before 1.2 has none: struct_size 0 says so) */
+        if (!d->train_options || d->train_options(&c->shared) != SDT_STATUS_OK) c->shared.struct_size = 0;
+    }
     if (!ok) {
         *error = g_strdup("The plugin could not fill the default training config.");
         return FALSE;
     }
     c->hn.train_options = &c->shared;
     return TRUE;
+}
+
+static size_t field_size(opt_kind kind)
+{
+    switch (kind) {
+    case OPT_STR: return sizeof(const char *);
+    case OPT_U32: case OPT_ENUM: case OPT_FLAG_CHOICE: return sizeof(uint32_t);
+    case OPT_I64: case OPT_U64: case OPT_F64: return 8;
+    case OPT_FLAG_ON: case OPT_FLAG_OFF: return sizeof(bool);
+    }
+    return 0;
+}
+
+/* An embedding run with a 1.5 option: the shared options go through config.train_options, which
+ * the plugin then reads instead of the config's inline copies, so those copies move there too. */
+static void link_shared(panel_config *c)
+{
+    for (size_t i = 0; i < N_OPTIONS; i++)
+        if (options[i].ti_offset != NO_FIELD && options[i].shared_offset != NO_FIELD)
+            memcpy((char *)&c->shared + options[i].shared_offset, (char *)&c->ti + options[i].ti_offset,
+                   field_size(options[i].kind));
+    c->ti.train_options = &c->shared;
 }
 
 gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
@@ -474,6 +515,7 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
         *usage_error = TRUE;
         return FALSE;
     }
+    if (config->embedding_uses_shared) link_shared(config);
     return TRUE;
 }
 

@@ -24,11 +24,15 @@ typedef struct panel_config {
     panel_method method;
     sdt_ti_config ti;         /* PANEL_EMBEDDING */
     sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
-    sdt_train_options shared; /* PANEL_HYPERNETWORK */
+    sdt_train_options shared; /* PANEL_HYPERNETWORK; PANEL_EMBEDDING when it sets an option that only
+                               * sdt_train_options has (1.5: --flip, --preview-prompts, ...): then
+                               * ti.train_options points here and holds the inline options too */
+    gboolean embedding_uses_shared;
 } panel_config;
 
 /* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,
- * hn_config for PANEL_HYPERNETWORK) and, for a hypernetwork, train_options_defaults; the
+ * hn_config for PANEL_HYPERNETWORK) and its train_options_defaults (1.2 on; for an embedding
+ * the home of the options only sdt_train_options has); the
  * members a method does not use may be NULL. */
 typedef struct panel_defaults {
     sdt_status (*train_options)(sdt_train_options *options);

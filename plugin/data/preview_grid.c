@@ -6,14 +6,21 @@
 
 #include "data/grid_label.h"
 
-#define WRAP_COLUMNS 24
+#define WRAP_COLUMNS 24 /* a prompt's lines */
 #define WRAP_LINES 4
+#define SEED_LINES 3
+#define WRAP_MAX_COLUMNS 64
+#define WRAP_MAX_LINES 8
 #define PAD 4 /* label pixels around every label, times the scale */
 
 /* Greedy word wrap; a word longer than a line is split across lines. */
-void sdt_preview_grid_wrap(const char *text, char *out, int out_size)
+void sdt_preview_grid_wrap(const char *text, int columns, int lines, char *out, int out_size)
 {
-    char buf[WRAP_LINES * (WRAP_COLUMNS + 1) + 4];
+    if (columns < 4) columns = 4;
+    if (columns > WRAP_MAX_COLUMNS) columns = WRAP_MAX_COLUMNS;
+    if (lines > WRAP_MAX_LINES) lines = WRAP_MAX_LINES;
+    if (lines < 1) lines = 1;
+    char buf[WRAP_MAX_LINES * (WRAP_MAX_COLUMNS + 1) + 4];
     int at = 0, line = 0, col = 0;
     bool cut = false;
     const char *p = text ? text : "";
@@ -22,8 +29,8 @@ void sdt_preview_grid_wrap(const char *text, char *out, int out_size)
         int word = 0;
         while (p[word] && p[word] != ' ' && p[word] != '\t') word++;
         if (!word) break;
-        if (col > 0 && col + 1 + (word < WRAP_COLUMNS ? word : WRAP_COLUMNS) > WRAP_COLUMNS) {
-            if (++line == WRAP_LINES) {
+        if (col > 0 && col + 1 + (word < columns ? word : columns) > columns) {
+            if (++line == lines) {
                 cut = true;
                 break;
             }
@@ -34,8 +41,8 @@ void sdt_preview_grid_wrap(const char *text, char *out, int out_size)
             col++;
         }
         for (int k = 0; k < word; k++) {
-            if (col == WRAP_COLUMNS) {
-                if (++line == WRAP_LINES) {
+            if (col == columns) {
+                if (++line == lines) {
                     cut = true;
                     break;
                 }
@@ -48,7 +55,7 @@ void sdt_preview_grid_wrap(const char *text, char *out, int out_size)
         p += word;
     }
     if (cut) { /* say so, within the last line */
-        while (col > WRAP_COLUMNS - 3) at--, col--;
+        while (col > columns - 3) at--, col--;
         memcpy(buf + at, "...", 3);
         at += 3;
     }
@@ -58,19 +65,29 @@ void sdt_preview_grid_wrap(const char *text, char *out, int out_size)
     out[n] = '\0';
 }
 
+#define WRAPPED_SIZE (WRAP_MAX_LINES * (WRAP_MAX_COLUMNS + 1) + 4)
+
+/* The characters of a column label's line: what fits over a cell, less a margin. */
+static int seed_columns(int cell_w, int scale)
+{
+    return (cell_w - 4 * scale) / (6 * scale);
+}
+
 void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h, sdt_preview_grid_layout *out)
 {
     (void)cell_h;
     int scale = cell_w < 256 ? 1 : 2, pad = PAD * scale;
     int widest = 0, tallest_col = 0;
     for (int r = 0; r < labels->rows; r++) {
-        char wrapped[256];
-        sdt_preview_grid_wrap(labels->row_labels[r], wrapped, sizeof wrapped);
+        char wrapped[WRAPPED_SIZE];
+        sdt_preview_grid_wrap(labels->row_labels[r], WRAP_COLUMNS, WRAP_LINES, wrapped, sizeof wrapped);
         int w = sdt_grid_label_width(wrapped, scale);
         widest = w > widest ? w : widest;
     }
     for (int c = 0; c < labels->cols; c++) {
-        int h = sdt_grid_label_height(labels->col_labels[c], scale);
+        char wrapped[WRAPPED_SIZE];
+        sdt_preview_grid_wrap(labels->col_labels[c], seed_columns(cell_w, scale), SEED_LINES, wrapped, sizeof wrapped);
+        int h = sdt_grid_label_height(wrapped, scale);
         tallest_col = h > tallest_col ? h : tallest_col;
     }
     out->scale = scale;
@@ -95,14 +112,15 @@ bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8
     memset(g, 255, (size_t)W * H * 3);
     static const uint8_t ink[3] = {0, 0, 0};
     sdt_grid_label_draw(g, W, H, pad, pad, labels->title ? labels->title : "", s, ink);
-    int col_y = layout->top - pad - sdt_grid_label_height("0", s);
     for (int c = 0; c < labels->cols; c++) {
-        int lw = sdt_grid_label_width(labels->col_labels[c], s);
-        sdt_grid_label_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, col_y, labels->col_labels[c], s, ink);
+        char wrapped[WRAPPED_SIZE];
+        sdt_preview_grid_wrap(labels->col_labels[c], seed_columns(cell_w, s), SEED_LINES, wrapped, sizeof wrapped);
+        int lw = sdt_grid_label_width(wrapped, s), lh = sdt_grid_label_height(wrapped, s);
+        sdt_grid_label_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, layout->top - pad - lh, wrapped, s, ink);
     }
     for (int r = 0; r < labels->rows; r++) {
-        char wrapped[256];
-        sdt_preview_grid_wrap(labels->row_labels[r], wrapped, sizeof wrapped);
+        char wrapped[WRAPPED_SIZE];
+        sdt_preview_grid_wrap(labels->row_labels[r], WRAP_COLUMNS, WRAP_LINES, wrapped, sizeof wrapped);
         int lh = sdt_grid_label_height(wrapped, s);
         sdt_grid_label_draw(g, W, H, pad, layout->top + r * cell_h + (cell_h - lh) / 2, wrapped, s, ink);
         for (int c = 0; c < labels->cols; c++)

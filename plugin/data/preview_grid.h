@@ -1,7 +1,7 @@
 /* preview_grid.h - a run's preview grid: rows of prompts by columns of seeds, each cell one
  * preview image, labelled so a person reading the picture alone knows what it shows: a title
  * band on top (the step, the sampler, its steps and CFG scale), the seeds over the columns and
- * the prompts (wrapped) left of the rows, black on white, in data/grid_label.h's font.
+ * the prompts left of the rows (both wrapped), black on white, in data/grid_label.h's font.
  *
  * The layout is a pure function of the labels and the cell size, so a test can check it:
  *   width  = left + cols * cell_w,   height = top + rows * cell_h,
@@ -30,8 +30,9 @@ typedef struct sdt_preview_grid_layout {
     int width, height;
 } sdt_preview_grid_layout;
 
-/* The wrapped form of a row label (at most 4 lines of 24 characters, cut with "..."), as drawn. */
-void sdt_preview_grid_wrap(const char *text, char *out, int out_size);
+/* text word-wrapped to lines of at most `columns` characters (4..64), at most `lines` lines (up to
+ * 8; cut with "..."), as drawn: a prompt at 24 x 4, a seed label at what fits over a cell x 3. */
+void sdt_preview_grid_wrap(const char *text, int columns, int lines, char *out, int out_size);
 void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h, sdt_preview_grid_layout *out);
 /* cells[r * cols + c] is cell_w x cell_h x 3 RGB bytes. *rgb receives the malloc'd grid (layout's
  * width x height x 3). false + OUT_OF_MEMORY, or VALIDATION for a count past the maxima. */

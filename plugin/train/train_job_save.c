@@ -42,12 +42,15 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 }
 
 /* The seed of column `col` of a preview: the listed one, or counted up from the run's preview
- * seed (drawn per step when it is -1, as a single preview's is). */
+ * seed. When that is -1 a single preview's seed is drawn per step from the whole 64 bits (as
+ * always); a grid's first seed is drawn in 32 bits, as A1111's seeds are, so the label is short
+ * and `sdt-host generate --seed` takes it to render the cell again. */
 static uint64_t preview_seed_of(const sdt_train_job *job, int64_t step, int col)
 {
     if (job->preview_seeds.listed) return job->preview_seeds.seeds[col];
-    uint64_t base = job->preview_seed >= 0 ? (uint64_t)job->preview_seed : sdt_rng_derive(job->seed, (uint64_t)step);
-    return base + (uint64_t)col;
+    if (job->preview_seed >= 0) return (uint64_t)job->preview_seed + (uint64_t)col;
+    uint64_t drawn = sdt_rng_derive(job->seed, (uint64_t)step);
+    return job->preview_grid ? (drawn & 0xFFFFFFFFu) + (uint64_t)col : drawn;
 }
 
 /* The PNG's parameters text of a grid: what each row and column is, as the picture shows. */
