@@ -111,6 +111,7 @@ struct sdt_train_job {
     sdt_preview_prompts preview_prompts; /* its prompts (read by check_template) */
     sdt_preview_seeds preview_seeds;
     bool preview_grid;                 /* a labelled grid of prompts x seeds instead of one image */
+    int step_prompts_dropped;          /* samples of the step in progress that caption drop-out emptied */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
