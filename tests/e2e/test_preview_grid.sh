@@ -11,10 +11,10 @@ for d in grid single; do new_embedding "$d" star 2; done
 printf '# preview prompts, one per line\n\na photo of star\n   \n# a comment\na red circle\n' > prompts.txt
 common=(--dataset "$DATASET" --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" --max-steps 2
         --save-every 0 --csv-every 0 --preview-every 2 --preview-steps 4 --preview-cfg 3
-        --preview-negative-prompt "blurry" --preview-sampler euler_a --no-embedding-cards)
+        --preview-negative-prompt "blurry" --no-embedding-cards)
 
 run_host train "${common[@]}" --embedding grid/star.safetensors --log-dir grid/logs --preview-prompts prompts.txt \
-    --preview-seeds "11, 22"
+    --preview-seeds "11, 22" --preview-sampler euler_a
 expect_rc 0 "train with a preview grid"
 grid=$(run_folder grid/logs star)/images/star-2.png
 expect_file "$grid" "the preview grid of step 2"
@@ -26,7 +26,7 @@ left=97 top=30
     fail "the grid is not $((left + 128)) x $((top + 128)): $(od -An -tu1 -j16 -N8 "$grid")"
 
 run_host train "${common[@]}" --embedding single/star.safetensors --log-dir single/logs --preview-prompt "a photo of star" \
-    --preview-seed 22
+    --preview-seed 22 --preview-sampler euler_a
 expect_rc 0 "train with a single preview"
 single=$(run_folder single/logs star)/images/star-2.png
 [ "$(od -An -tu1 -j16 -N8 "$single" | tr -s ' ')" = " 0 0 0 64 0 0 0 64" ] || fail "the single preview is not 64 x 64"
@@ -56,6 +56,23 @@ cmp -s gen_default.png gen_ddim.png || fail "generate without --sampler is not D
 run_host "${GEN[@]}" --seed 22 --sampler euler --out bad.png
 expect_error "generate --sampler euler" "--sampler" "euler_a"
 [ -e bad.png ] && fail "a bad sampler wrote an image"
+
+# The panel file's keys, and a hypernetwork run: a grid with the DPM++ sampler named.
+new_embedding panel star 2
+printf '[train]\npreview-prompts=prompts.txt\npreview-seeds=5, 6\npreview-sampler=dpmpp_2m_karras\nflip=true\n' > panel.ini
+run_host train "${common[@]}" --config panel.ini --embedding panel/star.safetensors --log-dir panel/logs
+expect_rc 0 "train with the grid options in a panel file"
+pgrid=$(run_folder panel/logs star)/images/star-2.png
+grep -qa "Sampler: dpmpp_2m_karras" "$pgrid" || fail "the panel file's preview-sampler did not reach the grid"
+[ "$(od -An -tu1 -j16 -N8 "$pgrid" | tr -s ' ')" = " 0 0 0 225 0 0 0 158" ] || fail "the panel file's grid is not 225 x 158"
+run_host create-hypernetwork --name shapes --sizes 128,64 --out hn
+expect_rc 0 "create-hypernetwork"
+run_host train "${common[@]}" --hypernetwork hn/shapes.pt --log-dir hn/logs --preview-prompts prompts.txt --preview-seeds 2
+expect_rc 0 "train a hypernetwork with a preview grid"
+hgrid=$(run_folder hn/logs shapes)/images/shapes-2.png
+# Two seeds drawn for the step (32 bits): "seed" and the number on two lines over each cell, so the
+# top margin is one line (10 pixels) taller.
+[ "$(od -An -tu1 -j16 -N8 "$hgrid" | tr -s ' ')" = " 0 0 0 225 0 0 0 168" ] || fail "the hypernetwork's grid is not 225 x 168"
 
 # Bad inputs: one sentence naming the option or the file and line; nothing trained.
 printf 'a photo of star\ncaf\xe9\n' > latin1.txt
