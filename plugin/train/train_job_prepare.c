@@ -607,6 +607,10 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     const char *clip[] = {"disabled", "value", "norm"};
     cJSON_AddStringToObject(s, "clip_grad_mode", clip[c->clip_mode % 3]);
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
+    /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
+    if (job->flip) cJSON_AddBoolToObject(s, "flip", true);
+    if (job->caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->caption_dropout);
+    if (job->keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->keep_tokens);
     char path[4096];
     bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
     cJSON_Delete(s);

@@ -18,6 +18,10 @@ expect_rc 0 "train 3 steps"
 state=$(run_folder split/logs cat)/cat.state.safetensors
 run_host train "${common[@]}" --flip --embedding split/cat.safetensors --max-steps 6 --log-dir split/logs --resume "$state"
 expect_rc 0 "resume to 6 steps"
+settings=$(ls "$(run_folder straight/logs cat)"/settings-*.json | head -n 1)
+[ "$(json_get "$settings" flip)" = "true" ] && [ "$(json_get "$settings" keep_tokens)" = "1" ] &&
+    [ "$(json_get "$settings" caption_dropout)" = "0.29999999999999999" ] ||
+    fail "the settings file does not name the data options: $(cat "$settings")"
 cmp -s split/cat.safetensors straight/cat.safetensors ||
     fail "with --flip, --caption-dropout and --keep-tokens the resumed embedding differs from the uninterrupted one"
 cmp -s <(cut -d, -f1-6 "$(run_folder straight/logs cat)/textual_inversion_loss.csv") \
