@@ -325,7 +325,8 @@ typedef struct sdt_ti_config {
     const char *filename_join_string; /* [" "] joins those words */
     const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
     const char *preview_negative_prompt; /* [""] */
-    const char *preview_sampler;      /* ["ddim"] the preview sampler (DDIM, eta 0) */
+    const char *preview_sampler;      /* ["ddim"] the preview sampler: "ddim" (eta 0), "euler_a" (Euler ancestral)
+                                       * or "dpmpp_2m_karras" (DPM++ 2M, Karras sigmas); 1.5 adds the last two */
     const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from, or a folder:
                                        * the newest state in it that belongs to the embedding */
     bool varsize;                     /* [false] do not resize; images are bucketed by size */
@@ -615,6 +616,21 @@ struct sdt_train_options {
                                        * (epsilon) or min(SNR, gamma)/(SNR + 1) (v-prediction) at its timestep */
     double noise_offset;              /* [0] 0 = off; noise += noise_offset * N(0,1) per sample and channel */
     double huber_delta;               /* [1.0] loss_type HUBER's delta, > 0 */
+    /* 1.5, too: preview grids, flip, caption drop-out, kept tags */
+    const char *preview_prompts_file; /* [NULL] a UTF-8 text file, one preview prompt per line (blank lines
+                                       * and lines starting with # skipped): each preview is a grid of
+                                       * these prompts (rows) by preview_seeds (columns), labelled */
+    const char *preview_seeds;        /* [NULL] the grid's columns: "N" = N seeds (preview_seed, +1, ...; or
+                                       * drawn per step when preview_seed is -1), "S1, S2, ..." = those seeds;
+                                       * NULL/"" = one. A grid is drawn when this or preview_prompts_file is set */
+    double caption_dropout;           /* [0] probability that a sample's whole caption is the empty prompt
+                                       * (seeded per sample, so a resumed run draws the same) */
+    uint32_t keep_tokens;             /* [0] with shuffle_tags: the first N comma-separated tags stay in front,
+                                       * in order (kohya's keep_tokens); tag_dropout spares them too */
+    bool flip;                        /* [false] mirror each training sample left-right with probability 1/2
+                                       * (seeded per sample; the mirrored image's latent is cached beside the
+                                       * original's, as kohya's flip_aug) */
+    uint8_t reserved3[3];             /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */
@@ -696,8 +712,8 @@ typedef struct sdt_hypernetwork_info {
     char checkpoint_hash[72];
 } sdt_hypernetwork_info;
 
-/* 1.4: one txt2img image through the plugin's own sampler (DDIM with classifier-free guidance, as
- * the training previews), with an applier's hypernetwork chain on the UNet. Input struct: zero it
+/* 1.4: one txt2img image through the plugin's own sampler (DDIM, or from 1.5 the request's sampler,
+ * with classifier-free guidance, as the training previews), with an applier's hypernetwork chain on the UNet. Input struct: zero it
  * and set struct_size; 0 in a numeric field means the default in brackets. */
 typedef struct sdt_generate_request {
     uint32_t struct_size;
@@ -715,6 +731,9 @@ typedef struct sdt_generate_request {
     uint32_t cpu_threads;             /* [0] OpenMP's default */
     uint32_t reserved0;               /* [0] must be 0 */
     const char *embedding_path;       /* [NULL] an embedding whose name in the prompt stands for its vectors */
+    /* ---- appended in 1.5 ---- */
+    const char *sampler;              /* [NULL = "ddim"] "ddim" (eta 0), "euler_a" or "dpmpp_2m_karras", as
+                                       * sdt_train_options.preview_sampler */
 } sdt_generate_request;
 
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the

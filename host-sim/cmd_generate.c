@@ -1,5 +1,5 @@
 /* cmd_generate.c - `sdt-host generate`: one txt2img image through the plugin's own sampler (DDIM,
- * as the training previews) on a checkpoint, with hypernetworks chained at chosen strengths (the
+ * Euler ancestral or DPM++ 2M Karras, as the training previews) on a checkpoint, with hypernetworks chained at chosen strengths (the
  * hypernetwork factory's applier, ABI 1.4). The image goes to --out, never over an existing file
  * unless --overwrite. */
 #include <math.h>
@@ -25,7 +25,7 @@
 /* The plugin's sentences name request fields; a terminal user sets options. */
 static const char *const request_options[][2] = {
     { "request.width x height", "--width x --height" }, { "request.steps", "--steps" },
-    { "request.cfg_scale", "--cfg" }, { "request.clip_skip", "--clip-skip" },
+    { "request.cfg_scale", "--cfg" }, { "request.clip_skip", "--clip-skip" }, { "request.sampler", "--sampler" },
 };
 
 /* FILE or FILE:STRENGTH (the part after the last ':' when it is a number); FALSE when a
@@ -125,7 +125,7 @@ static int check_values(const char *model, const char *prompt, const char *out, 
 int cmd_generate(int argc, char **argv)
 {
     char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
-    char *plugin = NULL, *embedding = NULL, **hypernetworks = NULL;
+    char *plugin = NULL, *embedding = NULL, *sampler = NULL, **hypernetworks = NULL;
     int width = GENERATE_SIZE, height = GENERATE_SIZE, steps = GENERATE_STEPS, clip_skip = GENERATE_CLIP_SKIP;
     double cfg = GENERATE_CFG;
     gint64 seed = GENERATE_SEED;
@@ -136,7 +136,8 @@ int cmd_generate(int argc, char **argv)
         { "negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT" },
         { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order (default none)", "FILE[:STRENGTH]" },
         { "embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding, "An embedding: its name in the prompt stands for its vectors (default none)", "FILE" },
-        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "DDIM steps" DEFAULT_IS(GENERATE_STEPS), "N" },
+        { "sampler", 0, 0, G_OPTION_ARG_STRING, &sampler, "ddim (eta 0; default), euler_a (Euler ancestral) or dpmpp_2m_karras (DPM++ 2M, Karras sigmas)", "NAME" },
+        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Sampler steps" DEFAULT_IS(GENERATE_STEPS), "N" },
         { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale" DEFAULT_IS(GENERATE_CFG), "X" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed" DEFAULT_IS(GENERATE_SEED), "N" },
         { "width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels" DEFAULT_IS(GENERATE_SIZE), "N" },
@@ -169,7 +170,7 @@ int cmd_generate(int argc, char **argv)
                                         .tokenizer_path = tokenizer, .prompt = prompt, .negative_prompt = negative,
                                         .width = (uint32_t)width, .height = (uint32_t)height, .steps = (uint32_t)steps,
                                         .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed,
-                                        .embedding_path = embedding };
+                                        .embedding_path = embedding, .sampler = sampler };
             status = generate_image(t.factory, applier, &rq, out);
         }
         if (applier) t.factory->applier_destroy(applier);
@@ -178,6 +179,7 @@ int cmd_generate(int argc, char **argv)
     g_option_context_free(ctx);
     g_free(model); g_free(prompt); g_free(negative); g_free(out); g_free(device); g_free(tokenizer); g_free(plugin);
     g_free(embedding);
+    g_free(sampler);
     g_strfreev(hypernetworks);
     return status;
 }

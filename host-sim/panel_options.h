@@ -31,7 +31,8 @@ typedef struct panel_config {
 } panel_config;
 
 /* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,
- * hn_config for PANEL_HYPERNETWORK) and, for a hypernetwork, train_options_defaults; the
+ * hn_config for PANEL_HYPERNETWORK) and its train_options_defaults (1.2 on; for an embedding
+ * the home of the options only sdt_train_options has); the
  * members a method does not use may be NULL. */
 typedef struct panel_defaults {
     sdt_status (*train_options)(sdt_train_options *options);

@@ -127,21 +127,27 @@ char *sdt_caption_tags_apply(const char *caption, const sdt_prompt_rules *rules,
     if (!dropout && !shuffle) return strdup(caption ? caption : "");
 
     gchar **tags = g_strsplit(caption ? caption : "", ",", -1);
-    guint n = g_strv_length(tags), kept = 0;
+    guint n = g_strv_length(tags), kept = 0, fixed = 0;
+    guint keep = rules->keep_tokens > 0 ? (guint)rules->keep_tokens : 0;
     for (guint i = 0; i < n; i++) {
         g_strstrip(tags[i]);
+        if (tags[i][0] && fixed < keep) { /* kohya's keep_tokens: never dropped, no draw */
+            tags[kept++] = tags[i];
+            fixed++;
+            continue;
+        }
         /* One draw per tag, like A1111's [t for t in tags if random() > p]. */
-        bool keep = !dropout || sdt_data_rng_uniform(rng) > rules->tag_dropout;
-        if (keep && tags[i][0]) tags[kept++] = tags[i];
+        bool keep_tag = !dropout || sdt_data_rng_uniform(rng) > rules->tag_dropout;
+        if (keep_tag && tags[i][0]) tags[kept++] = tags[i];
         else g_free(tags[i]);
     }
     tags[kept] = NULL;
-    if (shuffle) /* Fisher-Yates, as random.shuffle does */
-        for (guint i = kept; i > 1; i--) {
+    if (shuffle) /* Fisher-Yates over the tags after the kept ones, as random.shuffle does */
+        for (guint i = kept - fixed; i > 1; i--) {
             guint j = (guint)sdt_data_rng_below(rng, i);
-            gchar *tmp = tags[i - 1];
-            tags[i - 1] = tags[j];
-            tags[j] = tmp;
+            gchar *tmp = tags[fixed + i - 1];
+            tags[fixed + i - 1] = tags[fixed + j];
+            tags[fixed + j] = tmp;
         }
     gchar *joined = g_strjoinv(", ", tags);
     char *result = strdup(joined);

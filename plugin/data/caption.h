@@ -40,11 +40,14 @@ char *sdt_caption_for_image(const char *image_path, const sdt_caption_rules *rul
 typedef struct sdt_prompt_rules {
     bool shuffle_tags;
     double tag_dropout; /* 0..1: probability of dropping each tag */
+    int keep_tokens;    /* the first N (non-empty) tags stay first, in order, and are never dropped
+                         * (kohya's keep_tokens); they take no drop-out draw */
 } sdt_prompt_rules;
 
 /* Applies drop-out and shuffle to a caption's ','-separated tags. Without either,
  * the caption is returned unchanged; with them, tags are trimmed, empty tags
- * dropped and the rest joined with ", ". Newly allocated. */
+ * dropped and the rest joined with ", ": the kept tags, then the others (each
+ * dropped unless random() > dropout, then shuffled). Newly allocated. */
 char *sdt_caption_tags_apply(const char *caption, const sdt_prompt_rules *rules, sdt_data_rng *rng);
 
 /* The full training prompt: a template line from rng, tags applied, placeholders

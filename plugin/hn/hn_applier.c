@@ -194,8 +194,10 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
         return sdt_fail(error, SDT_ERR_VALIDATION, "request.width x height %u x %u: each side must be at most 8192.",
                         (unsigned)r.width, (unsigned)r.height);
     if (r.steps > 1000)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "request.steps %u: DDIM takes 1..1000 steps (0 = 20).",
+        return sdt_fail(error, SDT_ERR_VALIDATION, "request.steps %u: the samplers take 1..1000 steps (0 = 20).",
                         (unsigned)r.steps);
+    sdt_sampler_kind sampler;
+    if (!sdt_sampler_parse(r.sampler, "request.sampler", &sampler, error)) return false;
     if (r.clip_skip > 12)
         return sdt_fail(error, SDT_ERR_VALIDATION, "request.clip_skip %u: use 1..12 (1 = the last layer, as A1111).",
                         (unsigned)r.clip_skip);
@@ -207,7 +209,7 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
                                     r.width ? (int)r.width : 512, r.height ? (int)r.height : 512,
                                     r.steps ? (int)r.steps : 20, r.clip_skip ? (int)r.clip_skip : 1,
                                     r.cfg_scale > 0 ? (float)r.cfg_scale : 7.0f, r.seed, r.device,
-                                    (int)r.cpu_threads, a->count, (const char *const *)a->paths, a->strengths};
+                                    (int)r.cpu_threads, a->count, (const char *const *)a->paths, a->strengths, sampler};
     return true;
 }
 

@@ -101,7 +101,7 @@ static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint
     if (!generate_embedding(g, s, &rules, error)) return false;
     sdt_preview_request rq = {s->prompt, s->negative ? s->negative : "", s->width, s->height, s->steps,
                               s->cfg_scale, s->seed, g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : s->clip_skip,
-                              s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL};
+                              s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL, s->sampler};
     uint8_t *image = NULL;
     if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, g->rows.data ? &g->rows : NULL, &rq, &image, error))
         return false;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "sdt_error.h"
+#include "train/sampler.h"
 
 typedef struct sdt_hn_generate_settings {
     const char *model_path;
@@ -24,6 +25,7 @@ typedef struct sdt_hn_generate_settings {
     int chain_count;              /* hypernetworks, in order, each loaded on the chosen backend */
     const char *const *chain_paths;
     const float *chain_strengths;
+    sdt_sampler_kind sampler;     /* train/sampler.h */
 } sdt_hn_generate_settings;
 
 /* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */

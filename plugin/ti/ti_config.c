@@ -25,6 +25,14 @@ void ti_config_shared_options(const sdt_ti_config *c, sdt_train_options *o)
 #define GIVE(f) o->f = c->f;
     SDT_TRAIN_OPTION_FIELDS(GIVE)
 #undef GIVE
+    /* 1.5's options live only in train_options (the config has no inline copies of them) */
+    sdt_train_options host;
+    sdt_error unread; /* ti_config_take_train_options reported a bad struct already */
+    if (c->train_options && sdt_train_options_read(&host, c->train_options, "textual_inversion", "config.train_options", &unread)) {
+#define TAKE_1_5(f) o->f = host.f;
+        SDT_TRAIN_OPTION_FIELDS_1_5(TAKE_1_5)
+#undef TAKE_1_5
+    }
 }
 
 void ti_config_set_defaults(sdt_ti_config *c)

@@ -14,9 +14,9 @@
 #include "train/noise_schedule.h"
 
 /* Computes the model output (epsilon or v, as the model predicts) for latents x at
- * timestep t, conditioned (out_cond) and unconditioned (out_uncond; NULL when
- * guidance is off). Returns 0 on success. */
-typedef int (*sdt_denoise_fn)(void *user, const float *x, int timestep, float *out_cond, float *out_uncond);
+ * timestep t (whole for DDIM, fractional for the k-samplers of sampler.h), conditioned
+ * (out_cond) and unconditioned (out_uncond; NULL when guidance is off). Returns 0 on success. */
+typedef int (*sdt_denoise_fn)(void *user, const float *x, double timestep, float *out_cond, float *out_uncond);
 
 typedef struct sdt_ddim_config {
     int steps;           /* 1..1000 */

@@ -33,7 +33,7 @@ const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, 
     bool ok = cached && latent_cache_encode(&one, 0, rt, wa, grey, W, H, NULL, 0, 0, error);
     if (ok) {
         for (size_t i = 0; i < hw; i++) values[i] = 1.0f; /* the mask: everything is to be painted */
-        latent_cache_get(&one, 0, 0, values + hw);
+        latent_cache_get(&one, 0, 0, false, values + hw);
     }
     if (cached) latent_cache_free(&one);
     free(grey);

@@ -20,15 +20,32 @@ bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scal
     return lc->items != NULL;
 }
 
+bool latent_cache_enable_flip(latent_cache *lc)
+{
+    if (!lc->flipped) lc->flipped = calloc((size_t)(lc->n > 0 ? lc->n : 1), sizeof(latent_entry));
+    return lc->flipped != NULL;
+}
+
+static void entries_free(latent_entry *items, int n)
+{
+    for (int i = 0; items && i < n; i++) {
+        free(items[i].value);
+        free(items[i].std);
+        free(items[i].weight);
+    }
+    free(items);
+}
+
 void latent_cache_free(latent_cache *lc)
 {
-    for (int i = 0; lc->items && i < lc->n; i++) {
-        free(lc->items[i].value);
-        free(lc->items[i].std);
-        free(lc->items[i].weight);
-    }
-    free(lc->items);
+    entries_free(lc->items, lc->n);
+    entries_free(lc->flipped, lc->n);
     memset(lc, 0, sizeof(*lc));
+}
+
+const latent_entry *latent_cache_entry(const latent_cache *lc, int index, bool flipped)
+{
+    return flipped && lc->flipped ? &lc->flipped[index] : &lc->items[index];
 }
 
 int64_t latent_cache_numel(const latent_cache *lc, int index)
@@ -44,11 +61,15 @@ static bool finite_values(const float *x, int64_t n)
     return true;
 }
 
+static bool entry_is_finite(const latent_entry *e)
+{
+    int64_t n = (int64_t)e->c * e->h * e->w;
+    return finite_values(e->value, n) && finite_values(e->std, n) && finite_values(e->weight, (int64_t)e->h * e->w);
+}
+
 bool latent_cache_is_finite(const latent_cache *lc, int index)
 {
-    const latent_entry *e = &lc->items[index];
-    int64_t n = latent_cache_numel(lc, index);
-    return finite_values(e->value, n) && finite_values(e->std, n) && finite_values(e->weight, (int64_t)e->h * e->w);
+    return entry_is_finite(&lc->items[index]) && (!lc->flipped || entry_is_finite(&lc->flipped[index]));
 }
 
 typedef struct encode_tensors {
@@ -95,10 +116,12 @@ static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, 
     return true;
 }
 
-bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
-                         const float *weight, int weight_w, int weight_h, sdt_error *error)
+/* One entry from its pixels; noise_slot numbers the entry's draws of "once" (the item, or n +
+ * the item for its mirrored twin). */
+static bool encode_entry(latent_cache *lc, latent_entry *e, uint64_t noise_slot, sd_runtime *rt, work_arena *wa,
+                         const float *pixels, int W, int H, const float *weight, int weight_w, int weight_h,
+                         sdt_error *error)
 {
-    latent_entry *e = &lc->items[index];
     free(e->value); /* encoding again (the fp32 fallback) replaces what was cached */
     free(e->std);
     free(e->weight);
@@ -128,7 +151,7 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
                 sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching latents");
                 return false;
             }
-            sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, (uint64_t)index * n, noise, (int64_t)n);
+            sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, noise_slot * n, noise, (int64_t)n);
         }
         for (size_t i = 0; i < n; i++) e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f));
         free(noise);
@@ -147,15 +170,46 @@ bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena
     return true;
 }
 
-void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, float *out)
+/* Mirrors a [planes, h, w] array left-right into out. */
+static void mirror_planes(const float *in, int planes, int h, int w, float *out)
 {
-    const latent_entry *e = &lc->items[index];
+    for (int64_t row = 0; row < (int64_t)planes * h; row++)
+        for (int x = 0; x < w; x++) out[row * w + x] = in[row * w + (w - 1 - x)];
+}
+
+bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
+                         const float *weight, int weight_w, int weight_h, sdt_error *error)
+{
+    if (!encode_entry(lc, &lc->items[index], (uint64_t)index, rt, wa, pixels, W, H, weight, weight_w, weight_h, error))
+        return false;
+    if (!lc->flipped) return true;
+    float *mirrored = malloc((size_t)3 * W * H * sizeof(float));
+    float *mirrored_weight = weight ? malloc((size_t)weight_w * weight_h * sizeof(float)) : NULL;
+    bool ok = mirrored && (!weight || mirrored_weight);
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory mirroring a %dx%d image", W, H);
+    if (ok) {
+        mirror_planes(pixels, 3, H, W, mirrored);
+        if (weight) mirror_planes(weight, 1, weight_h, weight_w, mirrored_weight);
+        ok = encode_entry(lc, &lc->flipped[index], (uint64_t)lc->n + (uint64_t)index, rt, wa, mirrored, W, H,
+                          mirrored_weight, weight_w, weight_h, error);
+        if (!ok) sdt_error_wrap(error, "the image mirrored left-right (the flip option)");
+    }
+    free(mirrored);
+    free(mirrored_weight);
+    return ok;
+}
+
+void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, bool flipped, float *out)
+{
+    const latent_entry *e = latent_cache_entry(lc, index, flipped);
     int64_t n = latent_cache_numel(lc, index);
     if (!e->std) {
         memcpy(out, e->value, (size_t)n * sizeof(float));
         return;
     }
-    /* random: a fresh draw per use; the stream offset keeps draws of different uses apart */
-    sdt_rng_normal_fill(sdt_rng_derive(lc->seed, draw), SDT_RNG_LATENT_SAMPLE, (uint64_t)index * (uint64_t)n, out, n);
+    /* random: a fresh draw per use; the stream offset keeps draws of different uses (and of an
+     * image and its mirrored twin) apart */
+    uint64_t slot = (uint64_t)index + (e == &lc->items[index] ? 0 : (uint64_t)lc->n);
+    sdt_rng_normal_fill(sdt_rng_derive(lc->seed, draw), SDT_RNG_LATENT_SAMPLE, slot * (uint64_t)n, out, n);
     for (int64_t i = 0; i < n; i++) out[i] = lc->scaling * (e->value[i] + e->std[i] * out[i]);
 }

@@ -34,18 +34,26 @@ typedef struct latent_cache {
     uint64_t seed;
     int n;
     latent_entry *items;
+    latent_entry *flipped; /* [n] the mirrored images' latents (the flip option), or NULL */
 } latent_cache;
 
 bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scaling, uint64_t seed);
+/* The flip option: every encode also caches the image mirrored left-right, through the VAE (as
+ * kohya's flip_aug does: a VAE is not exactly mirror-symmetric, so the latent is not mirrored
+ * instead). Before the first encode. false: out of memory. */
+bool latent_cache_enable_flip(latent_cache *lc);
 void latent_cache_free(latent_cache *lc);
 /* Encodes item index from pixels [3, H, W] in [-1, 1]; weight (may be NULL) is the
  * alpha loss weight at weight_w x weight_h, resized to the latent size if needed. */
 bool latent_cache_encode(latent_cache *lc, int index, sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H,
                          const float *weight, int weight_w, int weight_h, sdt_error *error);
-/* The latent to train on for this use of the item; draw identifies the use (for "random"). */
-void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, float *out);
+/* The latent to train on for this use of the item, mirrored when flipped (the cache must have
+ * enable_flip); draw identifies the use (for "random"). */
+void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, bool flipped, float *out);
+/* The entry of the item as used: the mirrored one when flipped. */
+const latent_entry *latent_cache_entry(const latent_cache *lc, int index, bool flipped);
 int64_t latent_cache_numel(const latent_cache *lc, int index);
-/* false when the cached latent (mean and spread for "random") or loss weight holds NaN/Inf. */
+/* false when the cached latent (mean and spread for "random") or loss weight, mirrored ones included, holds NaN/Inf. */
 bool latent_cache_is_finite(const latent_cache *lc, int index);
 
 #endif

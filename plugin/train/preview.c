@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/ddim_sampler.h"
 #include "train/inpaint_cond.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
@@ -26,7 +25,7 @@ typedef struct preview_run {
 } preview_run;
 
 /* The UNet on x (host) at timestep t for each prompt of the batch. */
-static int denoise(void *user, const float *x, int t, float *out_cond, float *out_uncond)
+static int denoise(void *user, const float *x, double t, float *out_cond, float *out_uncond)
 {
     preview_run *p = user;
     sdt_backend *be = p->rt->be;
@@ -125,7 +124,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
         return vae_decode(vae, be, a, &z, rt->dtype, &img, error);
     }
-    float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 3 * sizeof(float));
+    float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 4 * sizeof(float));
     p.host = malloc((size_t)batch * p.in_c * p.h * p.w * sizeof(float));
     float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
     bool ok = x && scratch && p.host && pix;
@@ -134,9 +133,11 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     if (ok) {
         sdt_noise_schedule s;
         sdt_noise_schedule_init_sd(&s);
-        sdt_ddim_config dc = {req->steps, req->cfg_scale, rt->cfg.unet.v_prediction};
+        sdt_sampler_config sc = {req->sampler, req->steps, req->cfg_scale, rt->cfg.unet.v_prediction, req->seed};
         sdt_rng_normal_fill(req->seed, SDT_RNG_PREVIEW, 0, x, n);
-        ok = sdt_ddim_sample(&s, &dc, x, n, scratch, denoise, &p) == 0;
+        int rc = sdt_sampler_run(&s, &sc, x, n, scratch, denoise, &p);
+        if (rc == SDT_SAMPLER_OUT_OF_MEMORY) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
+        ok = rc == 0;
     }
     if (ok) {
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);

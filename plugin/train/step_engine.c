@@ -201,7 +201,8 @@ static bool apply_action(sdt_step_engine *e, sdt_fallback_action action, int64_t
     for (int i = 0; i < e->n_groups; i++) {
         sdt_param_group *g = &e->groups[i];
         g->stepped = false;
-        if (g->resting) { /* its schedule has ended: it keeps its values while the others train on */
+        if (g->resting || (e->zero_gradient_expected && g->grad_norm == 0.0)) {
+            /* its schedule has ended, or this step had nothing for it: it keeps its values while the others train on */
             sdt_optimizer_note_skipped_step(g->opt);
             continue;
         }
@@ -258,6 +259,7 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
     }
     float scale = e->scaler ? sdt_scaler_get_scale(e->scaler) : 1.0f;
     double loss = 0, grad_norm = NAN;
+    e->zero_gradient_expected = false;
     if (!e->hooks.accumulate(e->hooks.user, scale, &loss, error)) return false;
     if (!inject_inf(e, step + 1, error)) return false;
     if (!measure_grads(e, &grad_norm, error)) return false;

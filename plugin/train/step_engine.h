@@ -88,6 +88,11 @@ typedef struct sdt_step_engine {
     sdt_lr_scheduler_config lr_scheduler; /* a factor on every group's schedule (zeroed: 1) */
     const char *inject_inf_group; /* tests only (testhooks/test_hooks.h): this group's grads get an inf */
     int64_t inject_inf_step;
+    /* Set by accumulate for the step in progress (cleared before it): a group whose gradients are
+     * all exactly zero had nothing to learn from this step (caption drop-out gave every sample the
+     * empty prompt, where an embedding's token is absent), so it rests this step instead of failing
+     * the no-gradient check. */
+    bool zero_gradient_expected;
 } sdt_step_engine;
 
 /* What one step did, for metrics and the CSV. */

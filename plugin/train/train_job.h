@@ -24,6 +24,7 @@
 #include "data/data_order.h"
 #include "data/dataset.h"
 #include "data/outputs.h"
+#include "data/preview_prompts.h"
 #include "data/run_lock.h"
 #include "data/template.h"
 #include "train/inpaint_cond.h"
@@ -34,6 +35,7 @@
 #include "train/prompt.h"
 #include "train/run_control.h"
 #include "train/run_loop.h"
+#include "train/sampler.h"
 #include "train/sd_pass.h"
 #include "train/sd_runtime.h"
 #include "train/step_engine.h"
@@ -104,6 +106,16 @@ struct sdt_train_job {
     double tag_dropout;
     sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
+    /* 1.5: the data options (train/sample_augment.h) and the preview grid (data/preview_grid.h) */
+    bool flip;
+    double caption_dropout;
+    uint32_t keep_tokens;
+    sdt_sampler_kind preview_sampler;
+    char *preview_prompts_file;        /* NULL: no prompts file */
+    sdt_preview_prompts preview_prompts; /* its prompts (read by check_template) */
+    sdt_preview_seeds preview_seeds;
+    bool preview_grid;                 /* a labelled grid of prompts x seeds instead of one image */
+    int step_prompts_dropped;          /* samples of the step in progress that caption drop-out emptied */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
@@ -172,8 +184,9 @@ struct sdt_train_job {
 /* The shared options into a new job (strings copied); run_kind "embedding"/"hypernetwork". */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
-/* Template and caption rules (the checks that need no model); template_for_embedding: every
- * line must hold [name] (an embedding gets no gradient from a line without it). */
+/* Template and caption rules and the preview prompts file (the checks that need no model);
+ * template_for_embedding: every line must hold [name] (an embedding gets no gradient from a line
+ * without it). */
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error);
 /* A part (the job owns self from here on, and frees it with ops->destroy). */
 sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,

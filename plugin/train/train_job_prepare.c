@@ -88,6 +88,16 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->tag_dropout = c->tag_dropout;
     sdt_loss_options_from(&job->loss, c);
     job->lr_scheduler = (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
+    job->flip = c->flip;
+    job->caption_dropout = c->caption_dropout;
+    job->keep_tokens = c->keep_tokens;
+    sdt_error ignored; /* sdt_train_options_check said why a sampler or seeds text is bad; here they are good */
+    if (!sdt_sampler_parse(c->preview_sampler, "preview_sampler", &job->preview_sampler, &ignored))
+        job->preview_sampler = SDT_SAMPLER_DDIM;
+    if (!sdt_preview_seeds_parse(c->preview_seeds, "preview_seeds", &job->preview_seeds, &ignored))
+        sdt_preview_seeds_parse(NULL, "preview_seeds", &job->preview_seeds, &ignored);
+    job->preview_prompts_file = c->preview_prompts_file && c->preview_prompts_file[0] ? strdup(c->preview_prompts_file) : NULL;
+    job->preview_grid = job->preview_prompts_file || (c->preview_seeds && c->preview_seeds[0]);
     job->anomaly = c->anomaly_mode;
     job->checkpointing = c->gradient_checkpointing;
     job->varsize = c->varsize;
@@ -104,6 +114,9 @@ bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embeddin
     if (!job->template_path) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
     if (!sdt_template_load(job->template_path, &job->tmpl, error)) return false;
     if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->template_path, error)) return false;
+    if (job->preview_prompts_file && job->preview_every > 0 &&
+        !sdt_preview_prompts_load(job->preview_prompts_file, &job->preview_prompts, error))
+        return false;
     return sdt_caption_rules_check(&job->caption_rules, error);
 }
 
@@ -399,7 +412,8 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
     }
     for (int i = 0; i < job->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->ds.warnings[i]);
     if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
-                           job->seed))
+                           job->seed) ||
+        (job->flip && !latent_cache_enable_flip(&job->lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     const char *nan_pixel = sdt_test_hook_nan_pixel();
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
@@ -646,6 +660,10 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "clip_grad_mode", clip[c->clip_mode % 3]);
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
     add_loss_settings(job, s);
+    /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
+    if (job->flip) cJSON_AddBoolToObject(s, "flip", true);
+    if (job->caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->caption_dropout);
+    if (job->keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->keep_tokens);
     char path[4096];
     bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
     cJSON_Delete(s);
@@ -715,6 +733,8 @@ void sdt_train_job_destroy(sdt_train_job *job)
     free(job->log_dir);
     free(job->preview_prompt);
     free(job->preview_negative);
+    free(job->preview_prompts_file);
+    sdt_preview_prompts_free(&job->preview_prompts);
     free(job);
 }
 

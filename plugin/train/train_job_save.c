@@ -8,6 +8,7 @@
 #include "api/host_log.h"
 #include "c_numeric.h"
 #include "data/png_write.h"
+#include "data/preview_grid.h"
 #include "train/preview.h"
 #include "train/rng.h"
 #include "train/train_job.h"
@@ -40,43 +41,120 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
     return sdt_train_job_write_run_state(job, error);
 }
 
+/* The seed of column `col` of a preview: the listed one, or counted up from the run's preview
+ * seed. When that is -1 a single preview's seed is drawn per step from the whole 64 bits (as
+ * always); a grid's first seed is drawn in 32 bits, as A1111's seeds are, so the label is short
+ * and `sdt-host generate --seed` takes it to render the cell again. */
+static uint64_t preview_seed_of(const sdt_train_job *job, int64_t step, int col)
+{
+    if (job->preview_seeds.listed) return job->preview_seeds.seeds[col];
+    if (job->preview_seed >= 0) return (uint64_t)job->preview_seed + (uint64_t)col;
+    uint64_t drawn = sdt_rng_derive(job->seed, (uint64_t)step);
+    return job->preview_grid ? (drawn & 0xFFFFFFFFu) + (uint64_t)col : drawn;
+}
+
+/* The PNG's parameters text of a grid: what each row and column is, as the picture shows. */
+static char *grid_parameters(const sdt_train_job *job, const sdt_preview_request *rq, const char *const *prompts,
+                             int rows, const uint64_t *seeds, int cols, int64_t step)
+{
+    size_t size = 512;
+    for (int r = 0; r < rows; r++) size += strlen(prompts[r]) + 2;
+    size += strlen(rq->negative) + (size_t)cols * 24;
+    char *text = malloc(size);
+    if (!text) return NULL;
+    size_t at = 0;
+    for (int r = 0; r < rows; r++) at += (size_t)snprintf(text + at, size - at, "%s\n", prompts[r]);
+    at += (size_t)sdt_c_snprintf(text + at, size - at, "Negative prompt: %s\nStep: %lld, Sampler: %s, Steps: %d, "
+                                 "CFG scale: %g, Size: %dx%d, Seeds:", rq->negative, (long long)step,
+                                 sdt_sampler_name(job->preview_sampler), rq->steps, (double)rq->cfg_scale, rq->width,
+                                 rq->height);
+    for (int c = 0; c < cols; c++)
+        at += (size_t)snprintf(text + at, size - at, "%s %llu", c ? "," : "", (unsigned long long)seeds[c]);
+    return text;
+}
+
+/* Renders every cell of the preview: rows prompts x cols seeds, row-major into cells[]. */
+static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char *const *prompts, int rows,
+                         const uint64_t *seeds, int cols, uint8_t **cells, sdt_error *error)
+{
+    bool ok = true;
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->begin_preview) job->parts[p].ops->begin_preview(&job->parts[p], job);
+    for (int r = 0; ok && r < rows; r++)
+        for (int c = 0; ok && c < cols; c++) {
+            rq->prompt = prompts[r];
+            rq->seed = seeds[c];
+            ok = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, rq, &cells[r * cols + c], error);
+        }
+    for (int p = 0; p < job->n_parts; p++)
+        if (job->parts[p].ops->end_preview) job->parts[p].ops->end_preview(&job->parts[p], job);
+    job->have_measured = false; /* the preview may have resized the arena's contents */
+    return ok;
+}
+
 bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
 {
     sdt_train_job *job = vjob;
     const char *prompt = job->preview_prompt ? job->preview_prompt : job->last_prompt;
+    /* one image unless a prompts file or seeds ask for a grid (then rows x cols cells, labelled) */
+    const char *const *prompts = job->preview_prompts.count ? (const char *const *)job->preview_prompts.prompts : &prompt;
+    int rows = job->preview_prompts.count ? job->preview_prompts.count : 1;
+    int cols = job->preview_grid ? job->preview_seeds.count : 1;
+    uint64_t seeds[SDT_PREVIEW_GRID_MAX_COLS];
+    for (int c = 0; c < cols; c++) seeds[c] = preview_seed_of(job, step, c);
     sdt_preview_request rq = {prompt,
                               job->preview_negative,
                               (int)job->preview_width,
                               (int)job->preview_height,
                               (int)job->preview_steps,
                               (float)job->preview_cfg,
-                              job->preview_seed >= 0 ? (uint64_t)job->preview_seed : sdt_rng_derive(job->seed, (uint64_t)step),
+                              seeds[0],
                               job->clip_skip,
-                              job->hook};
-    uint8_t *rgb = NULL;
-    for (int p = 0; p < job->n_parts; p++)
-        if (job->parts[p].ops->begin_preview) job->parts[p].ops->begin_preview(&job->parts[p], job);
-    bool rendered = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, &rq, &rgb, error);
-    for (int p = 0; p < job->n_parts; p++)
-        if (job->parts[p].ops->end_preview) job->parts[p].ops->end_preview(&job->parts[p], job);
-    job->have_measured = false; /* the preview may have resized the arena's contents */
-    if (!rendered) return false;
+                              job->hook,
+                              job->preview_sampler};
+    uint8_t *cells[SDT_PREVIEW_GRID_MAX_ROWS * SDT_PREVIEW_GRID_MAX_COLS] = {0};
+    bool ok = render_cells(job, &rq, prompts, rows, seeds, cols, cells, error);
+    uint8_t *rgb = cells[0]; /* one image: the preview itself */
+    int width = rq.width, height = rq.height;
+    char *parameters = NULL;
+    if (ok && job->preview_grid) {
+        char title[256], seed_labels[SDT_PREVIEW_GRID_MAX_COLS][32];
+        const char *col_labels[SDT_PREVIEW_GRID_MAX_COLS];
+        sdt_c_snprintf(title, sizeof title, "step %lld  %s %d steps  cfg %g", (long long)step,
+                       sdt_sampler_name(job->preview_sampler), rq.steps, (double)rq.cfg_scale);
+        for (int c = 0; c < cols; c++) {
+            snprintf(seed_labels[c], sizeof seed_labels[c], "seed %llu", (unsigned long long)seeds[c]);
+            col_labels[c] = seed_labels[c];
+        }
+        sdt_preview_grid_labels labels = {rows, cols, prompts, col_labels, title};
+        sdt_preview_grid_layout layout;
+        ok = sdt_preview_grid_compose(&labels, (const uint8_t *const *)cells, rq.width, rq.height, &rgb, &layout, error);
+        width = layout.width;
+        height = layout.height;
+        parameters = grid_parameters(job, &rq, prompts, rows, seeds, cols, step);
+        if (ok && !parameters) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory describing the preview grid");
+    }
     char path[4096];
-    bool ok = true;
-    if (!sdt_output_file(path, sizeof path, job->out.images, job->name, step, ".png"))
+    if (!ok) {
+        /* nothing written */
+    } else if (!sdt_output_file(path, sizeof path, job->out.images, job->name, step, ".png"))
         ok = sdt_fail(error, SDT_ERR_IO, "%s: the preview path is too long", job->out.images);
-    else if (!sdt_png_write_rgb(path, rgb, rq.width, rq.height, "parameters", prompt, error))
+    else if (!sdt_png_write_rgb(path, rgb, width, height, "parameters", parameters ? parameters : prompt, error))
         ok = false;
     else {
         sdt_host_file_saved(job->host, SDT_FILE_PREVIEW, path, step);
-        sdt_preview pv = {sizeof pv, (uint32_t)rq.width, (uint32_t)rq.height, 3, step, rgb, path, prompt};
+        sdt_preview pv = {sizeof pv, (uint32_t)width, (uint32_t)height, 3, step, rgb, path,
+                          parameters ? parameters : prompt};
         sdt_host_preview(job->host, &pv);
+        /* a part's picture of the run (the embedding's card) is the first cell: one image, as A1111's */
         for (int p = 0; ok && p < job->n_parts; p++)
             if (job->parts[p].ops->after_preview)
-                ok = job->parts[p].ops->after_preview(&job->parts[p], job, step, rgb, rq.width, rq.height, error);
+                ok = job->parts[p].ops->after_preview(&job->parts[p], job, step, cells[0], rq.width, rq.height, error);
         if (!ok) sdt_error_append(error, "; the preview %s was saved", path);
     }
-    free(rgb);
+    if (rgb != cells[0]) free(rgb);
+    for (int k = 0; k < rows * cols; k++) free(cells[k]);
+    free(parameters);
     return ok;
 }
 

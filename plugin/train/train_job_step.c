@@ -11,6 +11,7 @@
 #include "api/host_log.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
+#include "train/sample_augment.h"
 #include "train/train_job.h"
 
 /* Host buffers of one micro-batch. */
@@ -74,15 +75,19 @@ static void note_bad_input(sdt_train_job *job, const char *path)
 /* The 1-based number of the step in progress, as metrics, the CSV and messages count. */
 static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
 
-/* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders filled. */
-static void sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
+/* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders
+ * filled; or the empty prompt when caption drop-out picks the sample (true then). */
+static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
 {
+    bool dropped = sdt_augment_caption_dropped(job->seed, draw, job->caption_dropout);
     sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->seed ^ 0x5445u, draw));
-    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout};
-    char *prompt = sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
+    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout, (int)job->keep_tokens};
+    char *prompt = dropped ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
+                           : sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
     sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
-    if (b == 0 && prompt) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
+    if (b == 0 && prompt && !dropped) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
     free(prompt);
+    return dropped;
 }
 
 /* Fills the inputs of micro-batch `micro` (a global counter) from the items idx[0..batch). */
@@ -104,15 +109,16 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->batch; b++) {
-        const latent_entry *e = &job->lc.items[idx[b]];
+        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
+        bool flipped = job->flip && sdt_augment_flip(job->seed, draw);
+        const latent_entry *e = latent_cache_entry(&job->lc, idx[b], flipped);
         if (latent_cache_numel(&job->lc, idx[b]) != n) {
             sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
                      job->ds.items[idx[b]].path);
             return false;
         }
-        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
-        latent_cache_get(&job->lc, idx[b], draw, x0);
+        latent_cache_get(&job->lc, idx[b], draw, flipped, x0);
         if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         sdt_loss_offset_noise(&job->loss, job->seed, draw, noise, e->c, hw);
@@ -126,7 +132,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         float snr_w = (float)sdt_min_snr_weight(sdt_noise_schedule_snr(&job->sched, t), job->loss.min_snr_gamma, v);
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
-        sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
+        job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
         buf->sizes[b] = sdt_train_job_sample_sizes(job, idx[b], e);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
@@ -198,6 +204,7 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
     *loss = 0;
     job->n_batch_files = 0;
     job->n_bad_input_files = 0;
+    job->step_prompts_dropped = 0;
     for (int micro = 0; micro < job->grad_accum; micro++) {
         const int *idx = sdt_data_order_next(&job->order, NULL, NULL);
         uint64_t counter = (uint64_t)job->step * (uint64_t)job->grad_accum + (uint64_t)micro;
@@ -219,6 +226,8 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
         for (int g = 0; g < job->engine.n_groups; g++) sdt_optimizer_note_backward(job->engine.groups[g].opt, scale);
         *loss += l / job->grad_accum;
     }
+    /* every sample on the empty prompt: an embedding's gradient is exactly zero, and rightly so */
+    job->engine.zero_gradient_expected = job->step_prompts_dropped == job->grad_accum * job->batch;
     return true;
 }
 

@@ -7,6 +7,8 @@
 
 #include "api/copy_out.h"
 #include "train/noise_schedule.h"
+#include "data/preview_prompts.h"
+#include "train/sampler.h"
 
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
 {
@@ -52,7 +54,7 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "%s is NULL or its struct_size is not set; fill it with train_options_defaults() first.", field);
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
-        own->reserved_loss[1])
+        own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2])
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
                         field);
     char prefix[128];
@@ -172,9 +174,18 @@ bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_erro
     if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
         !check_loss_options(o, p, error))
         return false;
-    if (o->preview_every > 0 && !is_blank(o->preview_sampler) && strcmp(o->preview_sampler, "ddim") != 0)
-        return OPTION_FAIL("%spreview_sampler is \"%s\"; it must be \"ddim\" (the one preview sampler this plugin has).", p,
-                           o->preview_sampler);
+    char field[160];
+    sdt_preview_seeds seeds;
+    sdt_sampler_kind sampler;
+    snprintf(field, sizeof field, "%spreview_sampler", p);
+    if (o->preview_every > 0 && !sdt_sampler_parse(o->preview_sampler, field, &sampler, error)) return false;
+    snprintf(field, sizeof field, "%spreview_seeds", p);
+    if (o->preview_every > 0 && !sdt_preview_seeds_parse(o->preview_seeds, field, &seeds, error)) return false;
+    if (!(o->caption_dropout >= 0.0 && o->caption_dropout <= 1.0))
+        return OPTION_FAIL("%scaption_dropout must be between 0 and 1 (the chance that a sample trains on the empty prompt).", p);
+    if (o->keep_tokens > 1000)
+        return OPTION_FAIL("%skeep_tokens is %u; it counts the caption's first tags kept in place (0..1000, 0 = none).", p,
+                           (unsigned)o->keep_tokens);
     return true;
 }
 

@@ -23,6 +23,10 @@
     X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)         \
     X(save_state_every_seconds)
 
+/* The fields appended in 1.5, which only sdt_train_options has: a method whose config carries the
+ * older ones inline takes these from its train_options pointer. */
+#define SDT_TRAIN_OPTION_FIELDS_1_5(X) X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip)
+
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
  * the enum's values and not EPSILON beside v_prediction true; a VALIDATION error names the

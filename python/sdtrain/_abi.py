@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 4
+ABI_VERSION_MINOR = 5
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -212,6 +212,25 @@ class TrainOptions(AbiStruct):
         ("reserved2", c_uint32),
         # ---- appended in 1.4 ----
         ("save_state_every_seconds", c_int64),
+        # ---- appended in 1.5 ----
+        ("loss_type", c_uint32),
+        ("lr_scheduler", c_uint32),
+        ("lr_cycles", c_uint32),
+        ("timestep_min", c_uint32),
+        ("timestep_max", c_uint32),
+        ("zero_terminal_snr", c_bool),
+        ("noise_offset_random_strength", c_bool),
+        ("reserved_loss", c_uint8 * 2),
+        ("warmup_steps", c_int64),
+        ("min_snr_gamma", c_double),
+        ("noise_offset", c_double),
+        ("huber_delta", c_double),
+        ("preview_prompts_file", c_char_p),
+        ("preview_seeds", c_char_p),
+        ("caption_dropout", c_double),
+        ("keep_tokens", c_uint32),
+        ("flip", c_bool),
+        ("reserved3", c_uint8 * 3),
     ]
 
 
@@ -477,6 +496,8 @@ class GenerateRequest(AbiStruct):
         ("cpu_threads", c_uint32),
         ("reserved0", c_uint32),
         ("embedding_path", c_char_p),
+        # ---- appended in 1.5 ----
+        ("sampler", c_char_p),
     ]
 
 
@@ -534,6 +555,8 @@ DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}
 CLIP_MODES = {"disabled": 0, "value": 1, "norm": 2}
 LATENT_SAMPLING = {"once": 0, "deterministic": 1, "random": 2}
 PREDICTION_TYPES = {"auto": 0, "epsilon": 1, "v": 2}
+LOSS_TYPES = {"l2": 0, "l1": 1, "huber": 2}
+LR_SCHEDULERS = {"constant": 0, "linear": 1, "cosine": 2, "cosine_with_restarts": 3}
 FILE_KINDS = {0: "embedding", 1: "embedding_snapshot", 2: "embedding_card", 3: "training_state", 4: "loss_csv",
               5: "settings", 6: "preview", 7: "hypernetwork", 8: "hypernetwork_snapshot"}
 RUN_STATES = {0: "idle", 1: "prepared", 2: "running", 3: "finished", 4: "interrupted", 5: "failed"}
@@ -542,4 +565,4 @@ EMBEDDING_FORMATS = {0: "unknown", 1: "safetensors", 2: "safetensors_sdxl", 3: "
 # Fields of the config structs that take one of the names above (or the number).
 ENUM_FIELDS = {"precision": PRECISIONS, "device": DEVICES, "clip_mode": CLIP_MODES,
                "embedding_clip_mode": CLIP_MODES, "latent_sampling": LATENT_SAMPLING,
-               "prediction_type": PREDICTION_TYPES}
+               "prediction_type": PREDICTION_TYPES, "loss_type": LOSS_TYPES, "lr_scheduler": LR_SCHEDULERS}

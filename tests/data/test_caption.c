@@ -87,7 +87,7 @@ static void test_tags(sdt_test_rng *rng)
 {
     const char *caption = "red, car ,blue sky, , night, rain, street, neon";
     uint64_t seed = sdt_test_next(rng);
-    sdt_prompt_rules none = {false, 0}, shuffle = {true, 0}, drop = {false, 0.5}, all = {false, 1.0};
+    sdt_prompt_rules none = {false, 0, 0}, shuffle = {true, 0, 0}, drop = {false, 0.5, 0}, all = {false, 1.0, 0};
 
     sdt_data_rng r = sdt_data_rng_seeded(seed);
     char *same = sdt_caption_tags_apply(caption, &none, &r);
@@ -132,6 +132,40 @@ static void test_tags(sdt_test_rng *rng)
     g_free(want_set);
 }
 
+/* keep_tokens (kohya's): the first N non-empty tags stay first, in order, never dropped; the rest
+ * are dropped and shuffled as without it, uniformly. */
+static void test_keep_tokens(sdt_test_rng *rng)
+{
+    const char *caption = "red, , car ,blue sky, night, rain, street, neon, fog";
+    const char *rest[] = {"blue sky", "night", "rain", "street", "neon", "fog"};
+    enum { REST = 6, TRIALS = 3000 };
+    sdt_prompt_rules shuffle = {true, 0, 2}, drop_all = {false, 1.0, 2}, beyond = {true, 0.0, 50};
+    sdt_data_rng r = sdt_data_rng_seeded(sdt_test_next(rng));
+    int third[REST] = {0};
+    for (int i = 0; i < TRIALS; i++) {
+        char *x = sdt_caption_tags_apply(caption, &shuffle, &r);
+        CHECK(x && !strncmp(x, "red, car, ", 10), "keep 2: '%s' does not start with the two kept tags", x);
+        gchar **tags = g_strsplit(x + 10, ", ", -1);
+        CHECK(g_strv_length(tags) == REST, "keep 2: '%s' lost a tag", x);
+        for (int k = 0; k < REST; k++)
+            if (tags[0] && !strcmp(tags[0], rest[k])) third[k]++;
+        g_strfreev(tags);
+        free(x);
+    }
+    /* Each of the 6 others is third with probability 1/6: 500 expected, sd ~20.4; 5 sd either way. */
+    for (int k = 0; k < REST; k++)
+        CHECK(abs(third[k] - TRIALS / REST) < 102, "keep 2: '%s' came third %d times of %d (want ~%d)", rest[k], third[k],
+              TRIALS, TRIALS / REST);
+    char *kept = sdt_caption_tags_apply(caption, &drop_all, &r);
+    CHECK(kept && !strcmp(kept, "red, car"), "keep 2 with tag dropout 1: '%s', want the kept tags only", kept);
+    free(kept);
+    uint64_t before = r.state;
+    char *all = sdt_caption_tags_apply(caption, &beyond, &r);
+    CHECK(all && !strcmp(all, "red, car, blue sky, night, rain, street, neon, fog") && r.state == before,
+          "keep 50 of 8 tags: '%s' in order, with no draw", all);
+    free(all);
+}
+
 static void test_prompt(sdt_test_rng *rng)
 {
     sdt_template t;
@@ -140,7 +174,7 @@ static void test_prompt(sdt_test_rng *rng)
     CHECK(sdt_template_parse(text, strlen(text), "t", &t, &error), "template");
     uint64_t seed = sdt_test_next(rng);
     sdt_data_rng a = sdt_data_rng_seeded(seed), b = sdt_data_rng_seeded(seed);
-    sdt_prompt_rules rules = {true, 0.2};
+    sdt_prompt_rules rules = {true, 0.2, 0};
     for (int i = 0; i < 20; i++) {
         int la, lb;
         char *x = sdt_caption_prompt(&t, "cat, hat, [name] style", "tok", &rules, &a, &la);
@@ -159,6 +193,7 @@ int main(void)
     test_filenames();
     test_txt_caption();
     test_tags(&rng);
+    test_keep_tokens(&rng);
     test_prompt(&rng);
     return sdt_test_finish("caption");
 }

@@ -75,9 +75,10 @@ static void ideal_output(const ideal_model *m, const float *target, const float 
     }
 }
 
-static int ideal_denoise(void *user, const float *x, int t, float *cond, float *uncond)
+static int ideal_denoise(void *user, const float *x, double timestep, float *cond, float *uncond)
 {
     ideal_model *m = user;
+    int t = (int)timestep;
     m->calls++;
     ideal_output(m, m->cond_x0, x, t, cond);
     if (uncond) ideal_output(m, m->uncond_x0, x, t, uncond);
