@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 4
+#define SDT_ABI_VERSION_MINOR 5
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -580,6 +580,22 @@ struct sdt_train_options {
     int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
                                        * embedding run whose options struct is older (1.2/1.3) takes the TI
                                        * config's own field instead (docs/abi.md 3.9) */
+    /* ---- appended in 1.5: validation, EMA and the metrics file (docs/abi.md 3.10) ---- */
+    const char *validation_dir;       /* [NULL] a folder of images with captions, read as dataset_dir is, whose
+                                       * loss is measured every validate_every steps */
+    double validation_split;          /* [0] 0 < F < 1: hold out that fraction of dataset_dir instead (chosen by
+                                       * seed, named in the log); 0 = none; not with validation_dir */
+    int64_t validate_every;           /* [0] measure the validation loss every N steps; required (> 0) when
+                                       * validation_dir or validation_split is set, 0 otherwise */
+    double ema_decay;                 /* [0] 0 = off; 0 < D < 1: keep an exponential moving average of the trained
+                                       * values, written beside the result as <stem>-ema<ext> */
+    uint32_t ema_every;               /* [1] update the average every N optimizer steps */
+    uint32_t stop_after_no_improvement; /* [0] 0 = never; K: stop (state saved) after K validations in a row
+                                       * without a new lowest validation loss */
+    bool ema_result;                  /* [false] the result file holds the average, <stem>-ema<ext> the raw values */
+    bool ema_previews;                /* [false] previews show the average */
+    bool write_metrics;               /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
+    uint8_t reserved3[5];             /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

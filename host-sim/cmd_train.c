@@ -24,6 +24,7 @@ static int train_with(panel_config *config, const train_target *target)
         status = cli_error(error);
     else {
         *template_slot = template_file;
+        panel_finish_config(config);
         status = train_session_run(target, panel_explain);
     }
     g_free(error);
@@ -48,7 +49,7 @@ static int train_method(panel_values *values, panel_method method, const char *p
         target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
     } else {
         if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
-        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults };
+        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults, .train_options = ti.factory->train_options_defaults };
         target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
     }
     char *error = NULL;
@@ -77,7 +78,7 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
         ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
         hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
     }
-    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL };
+    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL, .train_options = ti ? ti->train_options_defaults : NULL };
     panel_defaults hypernetwork = { .train_options = hn ? hn->train_options_defaults : NULL,
                                     .hn_config = hn ? hn->config_defaults : NULL };
     panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);

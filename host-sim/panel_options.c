@@ -42,6 +42,9 @@ static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sd
 #define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
 #define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
 #define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
+/* Options only sdt_train_options has (1.5): an embedding run that uses one hands the plugin its
+ * options struct too (panel_finish_config). */
+#define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
 
 static const panel_option options[] = {
     { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required" },
@@ -99,6 +102,15 @@ static const panel_option options[] = {
     { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
     { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
     { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
+    { "validation-dir", OPT_STR, OPTIONS_ONLY(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps" },
+    { "validation-split", OPT_F64, OPTIONS_ONLY(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
+    { "validate-every", OPT_I64, OPTIONS_ONLY(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
+    { "stop-after-no-improvement", OPT_U32, OPTIONS_ONLY(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
+    { "ema", OPT_F64, OPTIONS_ONLY(ema_decay), NULL, "DECAY", "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off" },
+    { "ema-every", OPT_U32, OPTIONS_ONLY(ema_every), NULL, "N", "Update the average every N steps" },
+    { "ema-result", OPT_FLAG_ON, OPTIONS_ONLY(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
+    { "ema-previews", OPT_FLAG_ON, OPTIONS_ONLY(ema_previews), NULL, NULL, "With --ema: previews show the average" },
+    { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -224,6 +236,8 @@ void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const
 static char *field_of(const panel_config *c, const panel_option *o)
 {
     char *base = (char *)c;
+    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD && o->shared_offset != NO_FIELD)
+        return base + offsetof(panel_config, shared) + o->shared_offset; /* an options-only field (1.5) */
     if (c->method == PANEL_EMBEDDING)
         return o->ti_offset == NO_FIELD ? NULL : base + offsetof(panel_config, ti) + o->ti_offset;
     if (o->shared_offset != NO_FIELD) return base + offsetof(panel_config, shared) + o->shared_offset;
@@ -249,6 +263,7 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
         *error = other_method_sentence(c, origin);
         return FALSE;
     }
+    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD) c->ti_takes_options = TRUE;
     GError *gerr = NULL;
     gboolean ok = TRUE;
     switch (o->kind) {
@@ -452,8 +467,9 @@ static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **e
     if (c->method == PANEL_HYPERNETWORK)
         ok = d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK && d->hn_config &&
              d->hn_config(&c->hn) == SDT_STATUS_OK;
-    else
-        ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK;
+    else /* the options struct too, for the options only it has (1.5); a plugin without it keeps them unset */
+        ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK &&
+             (!d->train_options || d->train_options(&c->shared) == SDT_STATUS_OK);
     if (!ok) {
         *error = g_strdup("The plugin could not fill the default training config.");
         return FALSE;
@@ -533,4 +549,30 @@ char *panel_explain(const char *sentence)
     char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, n);
     g_ptr_array_unref(strings);
     return explained;
+}
+
+/* The bytes an option's field takes (its kind's C type). */
+static size_t field_size(opt_kind kind)
+{
+    switch (kind) {
+    case OPT_STR: return sizeof(const char *);
+    case OPT_U32: case OPT_ENUM: case OPT_FLAG_CHOICE: return sizeof(uint32_t);
+    case OPT_I64: return sizeof(int64_t);
+    case OPT_U64: return sizeof(uint64_t);
+    case OPT_F64: return sizeof(double);
+    case OPT_FLAG_ON: case OPT_FLAG_OFF: return sizeof(bool);
+    }
+    return 0;
+}
+
+void panel_finish_config(panel_config *c)
+{
+    if (c->method != PANEL_EMBEDDING || !c->ti_takes_options) return;
+    /* The plugin then reads every shared option from the options struct: give it the config's. */
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_option *o = &options[i];
+        if (o->ti_offset == NO_FIELD || o->shared_offset == NO_FIELD) continue;
+        memcpy((char *)&c->shared + o->shared_offset, (const char *)&c->ti + o->ti_offset, field_size(o->kind));
+    }
+    c->ti.train_options = &c->shared;
 }

@@ -24,7 +24,8 @@ typedef struct panel_config {
     panel_method method;
     sdt_ti_config ti;         /* PANEL_EMBEDDING */
     sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
-    sdt_train_options shared; /* PANEL_HYPERNETWORK */
+    sdt_train_options shared; /* PANEL_HYPERNETWORK; an embedding run's options-only fields (1.5) */
+    gboolean ti_takes_options; /* an embedding run set an options-only field: ti.train_options = &shared */
 } panel_config;
 
 /* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,
@@ -70,6 +71,11 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
 
 /* The method's prompt-template field (ti.template_file or shared.template_file). */
 const char **panel_template_slot(panel_config *config);
+
+/* Just before the run: an embedding run that set an option only sdt_train_options has (validation,
+ * EMA, metrics: 1.5) points ti.train_options at `shared`, with every shared field copied from
+ * ti, so the plugin reads them all from there; otherwise nothing changes (1.0 plugins train). */
+void panel_finish_config(panel_config *config);
 
 /* FALSE with a usage sentence (g_free) naming the first required option that is missing. */
 gboolean panel_check_required(const panel_config *config, char **error);

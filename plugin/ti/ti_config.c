@@ -17,6 +17,11 @@ static void take_shared(sdt_ti_config *c, const sdt_train_options *o)
 void ti_config_shared_options(const sdt_ti_config *c, sdt_train_options *o)
 {
     ti_train_options_set_defaults(o);
+    /* The options only sdt_train_options has (1.5: validation, the average, metrics) come from the
+     * host's struct when there is one (ti_config_take_train_options has read it once already). */
+    sdt_error ignored;
+    if (c->train_options && !sdt_train_options_read(o, c->train_options, "textual_inversion", "config.train_options", &ignored))
+        ti_train_options_set_defaults(o);
 #define GIVE(f) o->f = c->f;
     SDT_TRAIN_OPTION_FIELDS(GIVE)
 #undef GIVE
