@@ -580,7 +580,7 @@ struct sdt_train_options {
     int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
                                        * embedding run whose options struct is older (1.2/1.3) takes the TI
                                        * config's own field instead (docs/abi.md 3.9) */
-    /* ---- appended in 1.5: validation, EMA and the metrics file (docs/abi.md 3.10) ---- */
+    /* ---- appended in 1.5: validation, EMA and the metrics file (docs/abi.md 3.11) ---- */
     const char *validation_dir;       /* [NULL] a folder of images with captions, read as dataset_dir is, whose
                                        * loss is measured every validate_every steps */
     double validation_split;          /* [0] 0 < F < 1: hold out that fraction of dataset_dir instead (chosen by

@@ -56,7 +56,7 @@ static bool split_dataset(sdt_train_job *job, sdt_error *error)
     bool *held = calloc((size_t)(n > 0 ? n : 1), sizeof *held);
     if (!held) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory choosing the validation images");
     bool ok = sdt_validation_split_choose(n, job->val.split, job->seed, held, &n_held, error);
-    if (!ok) sdt_error_wrap(error, "validation_split %g", job->val.split);
+    if (!ok) sdt_error_wrap(error, "config.train_options->validation_split (%g)", job->val.split);
     ok = ok && hold_out(job, held, n_held, error);
     free(held);
     if (!ok) return false;
@@ -83,7 +83,7 @@ static bool load_folder(sdt_train_job *job, sdt_error *error)
     o.alpha_as_loss_weight = job->use_alpha;
     o.caption = job->caption_rules;
     if (!sdt_dataset_load(&o, &v->ds, error))
-        return sdt_error_wrap(error, "validation_dir %s: the validation images could not be read", v->dir);
+        return sdt_error_wrap(error, "config.train_options->validation_dir (%s): the validation images could not be read", v->dir);
     for (int i = 0; i < v->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "validation: %s", v->ds.warnings[i]);
     if (!latent_cache_init(&v->lc, v->ds.n_items, LATENT_DETERMINISTIC, job->rt.cfg.vae.scaling, job->seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the validation latents");

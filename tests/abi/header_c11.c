@@ -38,7 +38,7 @@ _Static_assert(offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train
                    offsetof(sdt_train_options, ema_every) == offsetof(sdt_train_options, ema_decay) + 8 &&
                    offsetof(sdt_train_options, reserved3) + 5 == sizeof(sdt_train_options) &&
                    sizeof(sdt_train_options) % 8 == 0,
-               "the option fields appended in 1.5 start at 1.4's sizeof and end without tail padding (docs/abi.md 3.10)");
+               "the option fields appended in 1.5 start at 1.4's sizeof and end without tail padding (docs/abi.md 3.11)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
