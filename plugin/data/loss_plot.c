@@ -13,7 +13,7 @@
 #define H SDT_LOSS_PLOT_HEIGHT
 #define LEFT 86   /* room for the y labels */
 #define RIGHT 24
-#define TOP 54    /* title and legend */
+#define TOP 72    /* title, legend and the lowest validation loss */
 #define BOTTOM 58 /* x labels and the axis name */
 #define FONT 2    /* pixel-font scale of labels */
 
@@ -124,7 +124,7 @@ static void y_range(const sdt_loss_plot *p, const double *mean, double *lo, doub
     if (n) {
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
         *lo = sorted[0];
-        *hi = sorted[(int)floor(0.98 * (n - 1))];
+        *hi = sorted[(int)floor(0.95 * (n - 1))];
     }
     free(sorted);
     for (int i = 0; i < p->train.n; i++)
@@ -159,15 +159,15 @@ static void axes(canvas *c)
     for (int x = LEFT; x < W - RIGHT; x++) put(c, x, H - BOTTOM, black);
     for (int y = TOP; y <= H - BOTTOM; y++) put(c, LEFT - 1, y, black);
     text(c, (LEFT + W - RIGHT - sdt_pixel_font_width("STEP", FONT)) / 2, H - 22, "STEP", black);
-    text(c, 8, TOP - 22, "LOSS", black);
+    text(c, 8, TOP - 18, "LOSS", black);
 }
 
 /* One legend entry right-aligned at *right; moves *right left past it. */
 static void legend_entry(canvas *c, int *right, const char *name, const uint8_t col[3], bool thick)
 {
     int tw = sdt_pixel_font_width(name, FONT), x = *right - tw;
-    text(c, x, 20, name, label_grey);
-    line(c, x - 30, 26, x - 8, 26, thick ? 4 : 2, col);
+    text(c, x, 6, name, label_grey);
+    line(c, x - 30, 12, x - 8, 12, thick ? 4 : 2, col);
     *right = x - 52;
 }
 
@@ -212,6 +212,19 @@ uint8_t *sdt_loss_plot_render(const sdt_loss_plot *p)
             line(&c, px_x(&c, (double)p->validation.step[prev]), px_y(&c, p->validation.value[prev]), x, y, 3, val_orange);
         disc(&c, x, y, 4, val_orange);
         prev = i;
+    }
+    int best = -1; /* the lowest validation loss: ringed, and named under the title */
+    for (int i = 0; i < p->validation.n; i++)
+        if (isfinite(p->validation.value[i]) && (best < 0 || p->validation.value[i] < p->validation.value[best])) best = i;
+    if (best >= 0) {
+        int x = px_x(&c, (double)p->validation.step[best]), y = px_y(&c, p->validation.value[best]);
+        for (int r = 7; r <= 8; r++)
+            for (int a = 0; a < 360; a += 2)
+                put(&c, x + (int)lround(r * cos(a * 0.017453292519943295)), y + (int)lround(r * sin(a * 0.017453292519943295)), black);
+        char note[96];
+        sdt_c_snprintf(note, sizeof note, "LOWEST VALIDATION LOSS %.5g AT STEP %lld", p->validation.value[best],
+                       (long long)p->validation.step[best]);
+        sdt_pixel_font_draw(c.rgb, W, H, 8, 30, note, FONT, val_orange);
     }
     char name[48];
     int right = W - RIGHT;

@@ -4,9 +4,10 @@
  * Drawn into RGB memory without a plotting library: axes with round-number ticks and labels in
  * the built-in pixel font (data/pixel_font.h), the training loss as thin light points joined by
  * lines, its trailing mean as a thick dark line, the validation loss as a thick orange line
- * with a dot per measurement, and a legend naming each. The y range covers the mean and the
- * validation loss and all but the highest 2% of the training losses (one spike would flatten
- * everything else); losses above it are drawn at the top edge. Written with data/png_write.h. */
+ * with a dot per measurement (the lowest ringed and named under the title), and a legend naming
+ * each. The y range covers the mean and the validation loss and all but the highest 5% of the
+ * training losses (a few spikes would flatten everything else); losses above it are drawn at the
+ * top edge. Written with data/png_write.h. */
 #ifndef SDT_DATA_LOSS_PLOT_H
 #define SDT_DATA_LOSS_PLOT_H
 

@@ -256,6 +256,6 @@ void sdt_train_job_validation_summary(sdt_train_job *job)
                      (long long)(job->step - job->step % v->every + v->every));
         return;
     }
-    sdt_host_log(job->host, SDT_LOG_INFO, "validation: the lowest validation loss was %.6f at step %lld; its copy is in %s",
-                 v->best_loss, (long long)v->best_step, job->out.copies);
+    sdt_host_log(job->host, SDT_LOG_INFO, "validation: the lowest validation loss was %.6f at step %lld; its copy (-%lld) is "
+                 "in the run folder %s", v->best_loss, (long long)v->best_step, (long long)v->best_step, job->out.root);
 }

@@ -18,7 +18,9 @@ done
 
 run_host train --help
 for opt in --embedding --dataset --template --model --learn-rate --batch-size --grad-accum --max-steps \
-           --log-dir --precision --config --resume --hypernetwork --weight-decay --strength --embedding-learn-rate; do
+           --log-dir --precision --config --resume --hypernetwork --weight-decay --strength --embedding-learn-rate \
+           --validation-dir --validation-split --validate-every --stop-after-no-improvement --ema --ema-every --ema-result \
+           --ema-previews --metrics; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
 done
 grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where bare template names are looked up"

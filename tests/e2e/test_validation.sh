@@ -57,6 +57,31 @@ grep -q 'validation: 3 of 12 images held out of the training set (chosen by seed
 expect_file hn/style-ema.pt "the average beside the hypernetwork"
 grep -q 'step 4: validation loss' "$ERR" || fail "no validation loss at step 4"
 
+# --ema-result: the result holds the average (the state's ema.embedding), no -ema file is written,
+# and --resume pairs the state with that result.
+new_embedding d cat 1
+ema_run() { # MAX_STEPS [ARGS...]
+    local steps=$1
+    shift
+    run_host train --embedding d/cat.safetensors --dataset "$DATASET" --template "$SDT_TEMPLATES/style_filewords.txt" \
+        "${TRAIN_COMMON[@]}" "${QUIET[@]}" --save-every 0 --max-steps "$steps" --log-dir logs-d --ema 0.8 --ema-result "$@"
+}
+ema_run 3
+expect_rc 0 "train with --ema-result"
+[ -e d/cat-ema.safetensors ] && fail "--ema-result wrote a separate -ema file"
+python3 - d/cat.safetensors "$(run_folder logs-d cat)/cat.state.safetensors" <<'PY' || fail "the result is not the state's average"
+import json, struct, sys
+def tensor(path, name):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    b0, b1 = json.loads(raw[8:8 + n])[name]["data_offsets"]
+    return raw[8 + n + b0: 8 + n + b1]
+sys.exit(0 if tensor(sys.argv[1], "emb_params") == tensor(sys.argv[2], "ema.embedding")
+         and tensor(sys.argv[1], "emb_params") != tensor(sys.argv[2], "emb_params") else 1)
+PY
+ema_run 5 --resume logs-d
+expect_rc 0 "resume a run whose result holds the average"
+
 # Refusals: one sentence naming the option.
 new_embedding c cat 1
 common=(--embedding c/cat.safetensors --dataset "$DATASET" "${TRAIN_COMMON[@]}" --max-steps 2 --log-dir logs-bad)
