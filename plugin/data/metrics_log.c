@@ -54,9 +54,11 @@ static double number_or_nan(const cJSON *o, const char *key)
     return cJSON_IsNumber(v) ? cJSON_GetNumberValue(v) : NAN;
 }
 
-bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last_step, sdt_error *error)
+bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last_step, int *dropped, sdt_error *error)
 {
     memset(log, 0, sizeof *log);
+    int n_dropped = 0;
+    if (dropped) *dropped = 0;
     if (snprintf(log->path, sizeof log->path, "%s/" SDT_METRICS_LOG_NAME, folder) >= (int)sizeof log->path)
         return sdt_fail(error, SDT_ERR_IO, "%s: the log folder's path is too long for %s", folder, SDT_METRICS_LOG_NAME);
     char *text = NULL;
@@ -76,6 +78,7 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
         line_no++;
         if (!nl) { /* cut off by a crash */
             changed = true;
+            n_dropped++;
             break;
         }
         cJSON *o = cJSON_ParseWithLength(p, (size_t)(nl - p));
@@ -85,6 +88,7 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
                           "choose another log folder", log->path, line_no);
         } else if ((int64_t)cJSON_GetNumberValue(step) > last_step) {
             changed = true;
+            n_dropped++;
         } else {
             g_string_append_len(kept, p, next - p);
             if (!history_add(log, (int64_t)cJSON_GetNumberValue(step), number_or_nan(o, "loss"), number_or_nan(o, "validation_loss")))
@@ -93,6 +97,7 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
         cJSON_Delete(o);
     }
     if (ok && changed) ok = sdt_atomic_write(log->path, kept->str, kept->len, error);
+    if (ok && dropped) *dropped = n_dropped;
     g_string_free(kept, TRUE);
     free(text);
     if (!ok) sdt_metrics_log_free(log);

@@ -45,9 +45,10 @@ typedef struct sdt_metrics_log {
 } sdt_metrics_log;
 
 /* <folder>/metrics.jsonl: lines past last_step and a cut-off last line dropped (atomically), the
- * rest read into the history. A missing file is an empty history. false + error when the file
+ * rest read into the history; *dropped (may be NULL) gets how many lines went. A missing file is an
+ * empty history. false + error when the file
  * cannot be read or rewritten, or a kept line is not a metrics object (the sentence names it). */
-bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last_step, sdt_error *error);
+bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last_step, int *dropped, sdt_error *error);
 /* Appends one line and adds it to the history. false + an IO error when the write fails. */
 bool sdt_metrics_log_append(sdt_metrics_log *log, const sdt_metrics_record *r, sdt_error *error);
 /* The history as the loss plot's series (pointers into log). */

@@ -642,7 +642,12 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
     /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
-    if (job->write_metrics && !sdt_metrics_log_open(&job->metrics, job->out.root, job->step, error)) return false;
+    int dropped = 0;
+    if (job->write_metrics && !sdt_metrics_log_open(&job->metrics, job->out.root, job->step, &dropped, error)) return false;
+    if (dropped)
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s/" SDT_METRICS_LOG_NAME ": %d line(s) past step %lld were dropped (written after the "
+                     "state this run continues from, or by an earlier run), so no step is there twice", job->out.root, dropped,
+                     (long long)job->step);
     job->last_state_at = sdt_train_job_clock(); /* the state's time interval counts from here */
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;

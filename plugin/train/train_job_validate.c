@@ -205,7 +205,7 @@ bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error)
         v->best_step = job->step;
         v->since_best = 0;
         if (!save_best_copy(job, error)) return false;
-    } else {
+    } else if (isfinite(loss)) { /* a non-finite measurement (fp16 overflow) is no evidence either way */
         v->since_best++;
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "step %lld: validation loss %.6f%s (lowest %.6f at step %lld)", (long long)job->step,

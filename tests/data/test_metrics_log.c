@@ -51,7 +51,7 @@ int main(void)
     sdt_metrics_log log;
     sdt_error e;
     sdt_error_clear(&e);
-    CHECK(sdt_metrics_log_open(&log, dir, 0, &e) && log.n == 0, "a new file: empty history (%s)", e.message);
+    CHECK(sdt_metrics_log_open(&log, dir, 0, NULL, &e) && log.n == 0, "a new file: empty history (%s)", e.message);
     for (int s = 1; s <= 6; s++) {
         sdt_metrics_record r = record(s, 0.1 / s, s % 2 == 0 ? 0.2 / s : NAN);
         if (s == 3) r.grad_norm = INFINITY;
@@ -82,7 +82,9 @@ int main(void)
         fputs("{\"step\":7,\"lo", f);
         fclose(f);
     }
-    CHECK(sdt_metrics_log_open(&log, dir, 4, &e), "reopen at step 4: %s", e.message);
+    int dropped = -1;
+    CHECK(sdt_metrics_log_open(&log, dir, 4, &dropped, &e), "reopen at step 4: %s", e.message);
+    CHECK(dropped == 3, "steps 5, 6 and the cut-off line dropped (%d)", dropped);
     CHECK(log.n == 4 && log.n_val == 2, "history after the resume: %d losses, %d validation losses", log.n, log.n_val);
     for (int s = 5; s <= 8; s++) {
         sdt_metrics_record r = record(s, 0.1 / s, NAN);
@@ -123,7 +125,7 @@ int main(void)
         fclose(f);
     }
     sdt_error_clear(&e);
-    CHECK(!sdt_metrics_log_open(&log, dir, 10, &e) && e.code == SDT_ERR_BAD_FORMAT && strstr(e.message, "line 2"),
+    CHECK(!sdt_metrics_log_open(&log, dir, 10, NULL, &e) && e.code == SDT_ERR_BAD_FORMAT && strstr(e.message, "line 2"),
           "a damaged file is refused naming the line: %s", e.message);
     unlink(path);
     unlink(png);
