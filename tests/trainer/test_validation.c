@@ -268,6 +268,8 @@ static void check_average_resume(const trainer_env *env)
     options_from(env, &o, &c);
     o.ema_decay = 0.7;
     o.write_metrics = true;
+    o.validation_split = 0.25; /* the validation loss repeats across the resume too */
+    o.validate_every = 2;
     train(env, &c, &o, &whole);
     CHECK(whole.status == SDT_STATUS_OK, "the whole run");
 
@@ -278,6 +280,8 @@ static void check_average_resume(const trainer_env *env)
     options_from(env, &o, &c);
     o.ema_decay = 0.7;
     o.write_metrics = true;
+    o.validation_split = 0.25; /* the validation loss repeats across the resume too */
+    o.validate_every = 2;
     state_grab grab = {STEPS / 2, "", "", false};
     snprintf(grab.dst, sizeof grab.dst, "%.3000s/at-3.state.safetensors", dir_b);
     {
@@ -298,6 +302,8 @@ static void check_average_resume(const trainer_env *env)
     options_from(env, &o, &c);
     o.ema_decay = 0.7;
     o.write_metrics = true;
+    o.validation_split = 0.25; /* the validation loss repeats across the resume too */
+    o.validate_every = 2;
     train(env, &c, &o, &rest);
     CHECK(rest.status == SDT_STATUS_OK && rest.n_steps == STEPS / 2, "the resumed run: %d steps", rest.n_steps);
     if (rest.status != SDT_STATUS_OK || whole.status != SDT_STATUS_OK) return;
@@ -322,6 +328,16 @@ static void check_average_resume(const trainer_env *env)
     int n = run_folder(log_b, "emacat", folder) ? read_metrics(folder, steps, vals, 64) : 0;
     CHECK(n == STEPS, "metrics.jsonl after the resume has %d lines, not %d", n, STEPS);
     for (int i = 0; i < n; i++) CHECK(steps[i] == i + 1, "line %d is step %lld", i + 1, (long long)steps[i]);
+    int64_t steps_whole[64];
+    char vals_whole[64][40];
+    int nw = run_folder(log_a, "emacat", folder) ? read_metrics(folder, steps_whole, vals_whole, 64) : 0;
+    for (int i = 0; i < n && i < nw; i++)
+        CHECK(strcmp(vals[i], vals_whole[i]) == 0 && (vals[i][0] != 0) == (steps[i] % 2 == 0),
+              "step %lld: validation loss '%s' after the resume, '%s' without", (long long)steps[i], vals[i], vals_whole[i]);
+    const char *best_whole = strstr(whole.log, "the lowest validation loss was"),
+               *best_rest = strstr(rest.log, "the lowest validation loss was");
+    CHECK(best_whole && best_rest && strncmp(best_whole, best_rest, 50) == 0, "the best step is the same after the resume (%.50s vs %.50s)",
+          best_whole ? best_whole : "-", best_rest ? best_rest : "-");
 }
 
 int main(int argc, char **argv)
