@@ -5,6 +5,8 @@
 #    metrics.jsonl has one line per step; loss.png is a PNG; cat-ema.safetensors is beside the result;
 #  - the same options from a panel file give the same validation losses;
 #  - a hypernetwork with --validation-split (the held-out files named) and --ema: style-ema.pt;
+#  - --ema-result: the result is the state's average and --resume pairs with it;
+#  - the demo with --validation names the best step and draws loss.png;
 #  - bad values are refused with one sentence naming the option: a split outside (0, 1), a folder
 #    and a split together, a validation folder without images, --validate-every without data.
 source "$(dirname "$0")/e2e_lib.sh"
@@ -81,6 +83,12 @@ sys.exit(0 if tensor(sys.argv[1], "emb_params") == tensor(sys.argv[2], "ema.embe
 PY
 ema_run 5 --resume logs-d
 expect_rc 0 "resume a run whose result holds the average"
+
+# The demo with --validation: the step where the validation loss bottomed out, and loss.png.
+run_host demo --validation --max-steps 20 --grid-seeds 0 --out demo
+expect_rc 0 "demo --validation"
+grep -q 'the lowest validation loss was [0-9.]* at step [0-9]*' "$ERR" || { fail "the demo does not name the best step"; show_stderr; }
+expect_file "$(run_folder demo/textual_inversion sdtrain-demo)/loss.png" "the demo's loss plot"
 
 # Refusals: one sentence naming the option.
 new_embedding c cat 1
