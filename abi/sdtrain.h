@@ -592,7 +592,8 @@ struct sdt_train_options {
     uint32_t ema_every;               /* [1] update the average every N optimizer steps */
     uint32_t stop_after_no_improvement; /* [0] 0 = never; K: stop (state saved) after K validations in a row
                                        * without a new lowest validation loss */
-    bool ema_result;                  /* [false] the result file holds the average, <stem>-ema<ext> the raw values */
+    bool ema_result;                  /* [false] the result file holds the average instead (no <stem>-ema<ext>; the
+                                       * trained values stay in the state, which still resumes exactly) */
     bool ema_previews;                /* [false] previews show the average */
     bool write_metrics;               /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
     uint8_t reserved3[5];             /* [0] must be 0 */
