@@ -631,6 +631,23 @@ struct sdt_train_options {
                                        * (seeded per sample; the mirrored image's latent is cached beside the
                                        * original's, as kohya's flip_aug) */
     uint8_t reserved3[3];             /* [0] must be 0 */
+    /* 1.5, too: validation, EMA and the metrics file (docs/abi.md 3.13) */
+    const char *validation_dir;       /* [NULL] a folder of images with captions, read as dataset_dir is, whose
+                                       * loss is measured every validate_every steps */
+    double validation_split;          /* [0] 0 < F < 1: hold out that fraction of dataset_dir instead (chosen by
+                                       * seed, named in the log); 0 = none; not with validation_dir */
+    int64_t validate_every;           /* [0] measure the validation loss every N steps; required (> 0) when
+                                       * validation_dir or validation_split is set, 0 otherwise */
+    double ema_decay;                 /* [0] 0 = off; 0 < D < 1: keep an exponential moving average of the trained
+                                       * values, written beside the result as <stem>-ema<ext> */
+    uint32_t ema_every;               /* [1] update the average every N optimizer steps */
+    uint32_t stop_after_no_improvement; /* [0] 0 = never; K: stop (state saved) after K validations in a row
+                                       * without a new lowest validation loss */
+    bool ema_result;                  /* [false] the result file holds the average instead (no <stem>-ema<ext>; the
+                                       * trained values stay in the state, which still resumes exactly) */
+    bool ema_previews;                /* [false] previews show the average */
+    bool write_metrics;               /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
+    uint8_t reserved4[5];             /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

@@ -25,6 +25,7 @@ static int train_with(panel_config *config, const train_target *target)
         status = cli_error(error);
     else {
         *template_slot = template_file;
+        panel_finish_config(config);
         status = train_session_run(target, panel_explain);
     }
     g_free(error);

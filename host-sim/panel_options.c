@@ -45,7 +45,7 @@ static const char *const lr_schedulers[] = { "constant", "linear", "cosine", "co
 #define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
 #define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
 /* A shared option that sdt_ti_config has no inline copy of (ABI 1.5 on): an embedding run sends it
- * through sdt_ti_config.train_options (panel_build_config). */
+ * through sdt_ti_config.train_options (panel_finish_config). */
 #define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
 
 static const panel_option options[] = {
@@ -120,6 +120,15 @@ static const panel_option options[] = {
     { "lr-scheduler", OPT_ENUM, OPTIONS_ONLY(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
     { "lr-cycles", OPT_U32, OPTIONS_ONLY(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
     { "warmup-steps", OPT_I64, OPTIONS_ONLY(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
+    { "validation-dir", OPT_STR, OPTIONS_ONLY(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps" },
+    { "validation-split", OPT_F64, OPTIONS_ONLY(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
+    { "validate-every", OPT_I64, OPTIONS_ONLY(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
+    { "stop-after-no-improvement", OPT_U32, OPTIONS_ONLY(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
+    { "ema", OPT_F64, OPTIONS_ONLY(ema_decay), NULL, "DECAY", "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off" },
+    { "ema-every", OPT_U32, OPTIONS_ONLY(ema_every), NULL, "N", "Update the average every N steps" },
+    { "ema-result", OPT_FLAG_ON, OPTIONS_ONLY(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
+    { "ema-previews", OPT_FLAG_ON, OPTIONS_ONLY(ema_previews), NULL, NULL, "With --ema: previews show the average" },
+    { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -519,7 +528,8 @@ static size_t value_size(const panel_option *o)
 
 /* An embedding run with an option only sdt_train_options has: the config's train_options points
  * at the shared struct, which then speaks for every shared field (docs/abi.md 3.7), so the
- * inline values go there first. Without such an option the config stays as a 1.0 plugin reads it. */
+ * inline values go there first (after the template's path is resolved: panel_finish_config).
+ * Without such an option the config stays as a 1.0 plugin reads it. */
 static void embedding_through_options(panel_config *c)
 {
     for (size_t i = 0; i < N_OPTIONS; i++) {
@@ -542,7 +552,6 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
         *usage_error = TRUE;
         return FALSE;
     }
-    if (config->ti_uses_options) embedding_through_options(config);
     return TRUE;
 }
 
@@ -651,4 +660,10 @@ char **panel_default_values(const panel_defaults *defaults, panel_method method)
     g_free(ignored);
     g_free(c);
     return values;
+}
+
+void panel_finish_config(panel_config *c)
+{
+    if (c->method != PANEL_EMBEDDING || !c->ti_uses_options) return;
+    embedding_through_options(c);
 }

@@ -79,6 +79,11 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
 /* The method's prompt-template field (ti.template_file or shared.template_file). */
 const char **panel_template_slot(panel_config *config);
 
+/* Just before the run: an embedding run that set an option only sdt_train_options has (validation,
+ * EMA, metrics: 1.5) points ti.train_options at `shared`, with every shared field copied from
+ * ti, so the plugin reads them all from there; otherwise nothing changes (1.0 plugins train). */
+void panel_finish_config(panel_config *config);
+
 /* FALSE with a usage sentence (g_free) naming the first required option that is missing. */
 gboolean panel_check_required(const panel_config *config, char **error);
 

@@ -34,7 +34,7 @@
 #include "c_numeric.h"
 #include "concept_score.h"
 #include "data/png_write.h"
-#include "data/grid_label.h"
+#include "data/pixel_font.h"
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
 #include "style_score.h"
@@ -297,7 +297,7 @@ int main(int argc, char **argv)
     eval_row rows[MAX_ROWS];
     int n_rows = make_rows(&a, embs, rows), label_w = 0;
     for (int r = 0; r < n_rows; r++) {
-        int w = sdt_grid_label_width(rows[r].label, LABEL_SCALE);
+        int w = sdt_pixel_font_width(rows[r].label, LABEL_SCALE);
         label_w = w > label_w ? w : label_w;
     }
     const int cell = IMAGE_SIZE * CELL_SCALE, left = label_w + 2 * GAP;
@@ -328,8 +328,8 @@ int main(int argc, char **argv)
             g_free(prompt);
         }
         if (!ok) break;
-        int label_h = sdt_grid_label_height(row->label, LABEL_SCALE);
-        sdt_grid_label_draw(grid, grid_w, grid_h, GAP, GAP + r * (cell + GAP) + (cell - label_h) / 2, row->label,
+        int label_h = sdt_pixel_font_height(row->label, LABEL_SCALE);
+        sdt_pixel_font_draw(grid, grid_w, grid_h, GAP, GAP + r * (cell + GAP) + (cell - label_h) / 2, row->label,
                         LABEL_SCALE, ink);
         if (!a.hypernetwork) {
             printf("score %s %.3f %d %d\n", row->name, concept.sum / a.seeds, concept.hits, a.seeds);

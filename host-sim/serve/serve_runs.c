@@ -283,6 +283,7 @@ int serve_runs_start(serve_runs *runs, const char *panel_text, size_t n, char **
     }
     ok = ok && panel_build_config(r->values, r->method, &defaults, &r->config, error, &usage);
     ok = ok && panel_check_required(&r->config, error);
+    if (ok) panel_finish_config(&r->config);
     if (!ok) {
         if (r->ti_trainer) r->ti->destroy(r->ti_trainer);
         if (r->hn_trainer) r->hn->destroy(r->hn_trainer);

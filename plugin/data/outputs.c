@@ -104,14 +104,15 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
 {
     char first[512];
     if (!read_first_line(path, first, sizeof(first), error)) return false;
-    if (first[0] && strcmp(first, SDT_LOSS_CSV_HEADER) != 0) {
+    const char *header = row->with_validation ? SDT_LOSS_CSV_HEADER_VALIDATION : SDT_LOSS_CSV_HEADER;
+    if (first[0] && strcmp(first, header) != 0) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the existing loss CSV has other columns (\"%s\"); move it away or choose another log directory",
                  path, first);
         return false;
     }
     GString *line = g_string_new(NULL);
-    if (!first[0]) g_string_append(line, SDT_LOSS_CSV_HEADER "\n");
+    if (!first[0]) g_string_append_printf(line, "%s\n", header);
     g_string_append_printf(line, "%" PRId64 ",%" PRId64 ",%" PRId64, row->step, row->epoch, row->epoch_step);
     append_number(line, row->loss, "%.7f"); /* A1111's format */
     append_number(line, row->learn_rate, "%.10g");
@@ -119,6 +120,7 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     append_number(line, row->loss_scale, "%.10g");
     g_string_append_printf(line, ",%s,%" PRId64, row->precision ? row->precision : "", row->skipped);
     append_number(line, row->images_per_s, "%.4g");
+    if (row->with_validation) append_number(line, row->validation_loss, "%.7f");
     g_string_append_c(line, '\n');
 
     /* O_APPEND + one write: a crash leaves whole rows, and a row never interleaves. */

@@ -24,6 +24,8 @@
 #define SDT_PATH_MAX 4096
 #define SDT_LOSS_CSV_NAME "textual_inversion_loss.csv"
 #define SDT_LOSS_CSV_HEADER "step,epoch,epoch_step,loss,learn_rate,grad_norm,loss_scale,precision,skipped,images_per_s"
+/* A run with validation (train/validation.h) adds one column; without it the CSV is as before. */
+#define SDT_LOSS_CSV_HEADER_VALIDATION SDT_LOSS_CSV_HEADER ",validation_loss"
 
 /* What a method's folder holds: the copies' folder name, the loss CSV's name, and whether it has
  * PNG cards (image_embeddings/). */
@@ -61,6 +63,8 @@ typedef struct sdt_loss_row {
     const char *precision;        /* "fp32", "fp16", "bf16" */
     int64_t skipped;              /* optimizer steps skipped so far (non-finite gradients) */
     double images_per_s;
+    bool with_validation;         /* the validation_loss column exists (the run measures it) */
+    double validation_loss;       /* NAN (written empty) when not measured at this step */
 } sdt_loss_row;
 
 /* Appends one row (the header first when the file is new or empty); the line

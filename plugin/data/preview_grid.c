@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/grid_label.h"
+#include "data/pixel_font.h"
 
 #define WRAP_COLUMNS 24 /* a prompt's lines */
 #define WRAP_LINES 4
@@ -81,18 +81,18 @@ void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w,
     for (int r = 0; r < labels->rows; r++) {
         char wrapped[WRAPPED_SIZE];
         sdt_preview_grid_wrap(labels->row_labels[r], WRAP_COLUMNS, WRAP_LINES, wrapped, sizeof wrapped);
-        int w = sdt_grid_label_width(wrapped, scale);
+        int w = sdt_pixel_font_width(wrapped, scale);
         widest = w > widest ? w : widest;
     }
     for (int c = 0; c < labels->cols; c++) {
         char wrapped[WRAPPED_SIZE];
         sdt_preview_grid_wrap(labels->col_labels[c], seed_columns(cell_w, scale), SEED_LINES, wrapped, sizeof wrapped);
-        int h = sdt_grid_label_height(wrapped, scale);
+        int h = sdt_pixel_font_height(wrapped, scale);
         tallest_col = h > tallest_col ? h : tallest_col;
     }
     out->scale = scale;
     out->left = widest + 2 * pad;
-    out->top = sdt_grid_label_height(labels->title ? labels->title : "", scale) + tallest_col + 4 * pad;
+    out->top = sdt_pixel_font_height(labels->title ? labels->title : "", scale) + tallest_col + 4 * pad;
     out->width = out->left + labels->cols * cell_w;
     out->height = out->top + labels->rows * cell_h;
 }
@@ -111,18 +111,18 @@ bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8
     if (!g) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory drawing a %d x %d preview grid", W, H);
     memset(g, 255, (size_t)W * H * 3);
     static const uint8_t ink[3] = {0, 0, 0};
-    sdt_grid_label_draw(g, W, H, pad, pad, labels->title ? labels->title : "", s, ink);
+    sdt_pixel_font_draw(g, W, H, pad, pad, labels->title ? labels->title : "", s, ink);
     for (int c = 0; c < labels->cols; c++) {
         char wrapped[WRAPPED_SIZE];
         sdt_preview_grid_wrap(labels->col_labels[c], seed_columns(cell_w, s), SEED_LINES, wrapped, sizeof wrapped);
-        int lw = sdt_grid_label_width(wrapped, s), lh = sdt_grid_label_height(wrapped, s);
-        sdt_grid_label_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, layout->top - pad - lh, wrapped, s, ink);
+        int lw = sdt_pixel_font_width(wrapped, s), lh = sdt_pixel_font_height(wrapped, s);
+        sdt_pixel_font_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, layout->top - pad - lh, wrapped, s, ink);
     }
     for (int r = 0; r < labels->rows; r++) {
         char wrapped[WRAPPED_SIZE];
         sdt_preview_grid_wrap(labels->row_labels[r], WRAP_COLUMNS, WRAP_LINES, wrapped, sizeof wrapped);
-        int lh = sdt_grid_label_height(wrapped, s);
-        sdt_grid_label_draw(g, W, H, pad, layout->top + r * cell_h + (cell_h - lh) / 2, wrapped, s, ink);
+        int lh = sdt_pixel_font_height(wrapped, s);
+        sdt_pixel_font_draw(g, W, H, pad, layout->top + r * cell_h + (cell_h - lh) / 2, wrapped, s, ink);
         for (int c = 0; c < labels->cols; c++)
             for (int y = 0; y < cell_h; y++)
                 memcpy(g + ((size_t)(layout->top + r * cell_h + y) * W + layout->left + c * cell_w) * 3,

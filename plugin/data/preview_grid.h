@@ -1,7 +1,7 @@
 /* preview_grid.h - a run's preview grid: rows of prompts by columns of seeds, each cell one
  * preview image, labelled so a person reading the picture alone knows what it shows: a title
  * band on top (the step, the sampler, its steps and CFG scale), the seeds over the columns and
- * the prompts left of the rows (both wrapped), black on white, in data/grid_label.h's font.
+ * the prompts left of the rows (both wrapped), black on white, in data/pixel_font.h's font.
  *
  * The layout is a pure function of the labels and the cell size, so a test can check it:
  *   width  = left + cols * cell_w,   height = top + rows * cell_h,

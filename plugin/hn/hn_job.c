@@ -78,6 +78,24 @@ static bool part_save_final(sdt_train_part *p, sdt_train_job *job, sdt_error *er
     return true;
 }
 
+/* The values on the device now (the average, train_job_average.c) as a hypernetwork file at path
+ * (its format by the extension, as the result's). */
+static bool part_save_as(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error)
+{
+    hn_part *hp = p->self;
+    if (!part_sync(p, job, error) || !sdt_hn_save(hp->hn, path, error)) return false;
+    sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK, path, job->step);
+    return true;
+}
+
+/* Validation measures what trains: eval mode (no dropout) at the training strength, nothing chained. */
+static void part_begin_validation(sdt_train_part *p, sdt_train_job *job)
+{
+    hn_part *hp = p->self;
+    (void)job;
+    sdt_hn_binding_set_eval(hp->binding);
+}
+
 static void part_begin_micro(sdt_train_part *p, sdt_train_job *job, uint64_t counter)
 {
     hn_part *hp = p->self;
@@ -147,6 +165,8 @@ static const sdt_train_part_ops hn_part_ops = {
     .begin_micro = part_begin_micro,
     .begin_preview = part_begin_preview,
     .end_preview = part_end_preview,
+    .begin_validation = part_begin_validation,
+    .save_as = part_save_as,
     .settings = part_settings,
     .destroy = part_destroy,
 };

@@ -17,8 +17,9 @@ static void take_shared(sdt_ti_config *c, const sdt_train_options *o)
 void ti_config_shared_options(const sdt_ti_config *c, sdt_train_options *o)
 {
     ti_train_options_set_defaults(o);
-    /* the fields only the options struct has (1.5 on: loss, noise, LR scheduler) come from it; a
-     * bad struct was refused by ti_config_take_train_options already, so the defaults stay then */
+    /* the fields only the options struct has (1.5 on: loss, noise, LR scheduler, previews, data,
+     * validation, the average, metrics) come from it; a bad struct was refused by
+     * ti_config_take_train_options already, so the defaults stay then */
     sdt_error ignored;
     if (c->train_options && !sdt_train_options_read(o, c->train_options, "textual_inversion", "config.train_options", &ignored))
         ti_train_options_set_defaults(o);

@@ -62,6 +62,12 @@ static bool part_save_final(sdt_train_part *p, sdt_train_job *job, sdt_error *er
     return save_embedding_as(p->self, job, p->output_path, SDT_FILE_EMBEDDING, error);
 }
 
+/* The vectors on the device now (the average, train_job_average.c) as an embedding file at path. */
+static bool part_save_as(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error)
+{
+    return part_sync(p, job, error) && save_embedding_as(p->self, job, path, SDT_FILE_EMBEDDING, error);
+}
+
 /* The A1111 card of the current embedding over a picture (NULL: a generated one). */
 static bool part_card(sdt_train_part *p, sdt_train_job *job, int64_t step, const uint8_t *rgb, int w, int h,
                       sdt_error *error)
@@ -105,6 +111,7 @@ static const sdt_train_part_ops ti_part_ops = {
     .save_snapshot = part_save_snapshot,
     .save_final = part_save_final,
     .after_preview = part_card,
+    .save_as = part_save_as,
     .settings = part_settings,
     .destroy = part_destroy,
 };

@@ -10,7 +10,9 @@
  *
  * Files: train_job_prepare.c (checks, loading, dataset, outputs, memory, settings),
  * train_job_step.c (batches, accumulation, metrics), train_job_save.c (snapshots, previews,
- * the final save), train_job_state.c (the resume state: sealed, paired with each part's file). */
+ * the final save), train_job_state.c (the resume state: sealed, paired with each part's file),
+ * train_job_validate.c (the validation images and their loss, the best step, early stop),
+ * train_job_average.c (the average of the trained values: train/ema.h, its files and previews). */
 #ifndef SDT_TRAIN_TRAIN_JOB_H
 #define SDT_TRAIN_TRAIN_JOB_H
 
@@ -23,11 +25,13 @@
 #include "data/caption.h"
 #include "data/data_order.h"
 #include "data/dataset.h"
+#include "data/metrics_log.h"
 #include "data/outputs.h"
 #include "data/preview_prompts.h"
 #include "data/run_lock.h"
 #include "data/template.h"
 #include "train/inpaint_cond.h"
+#include "train/ema.h"
 #include "train/latent_cache.h"
 #include "train/loss_options.h"
 #include "train/lr_scheduler.h"
@@ -63,10 +67,32 @@ typedef struct sdt_train_part_ops {
     void (*begin_micro)(sdt_train_part *p, sdt_train_job *job, uint64_t counter);
     void (*begin_preview)(sdt_train_part *p, sdt_train_job *job);
     void (*end_preview)(sdt_train_part *p, sdt_train_job *job);
+    /* Optional: before a validation pass (a hypernetwork's eval mode at its training strength; the
+     * next begin_micro returns to training). */
+    void (*begin_validation)(sdt_train_part *p, sdt_train_job *job);
+    /* Optional: writes the part's values as they are on the device now to path, in the part's own
+     * format (the average beside the result: train_job_average.c); file_kind as the ABI's. */
+    bool (*save_as)(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error);
     /* The part's keys in the settings file. */
     void (*settings)(sdt_train_part *p, sdt_train_job *job, cJSON *s);
     void (*destroy)(sdt_train_part *p);
 } sdt_train_part_ops;
+
+/* The validation images and what they measured (train_job_validate.c). */
+typedef struct sdt_job_validation {
+    bool on;
+    int64_t every;             /* validate_every */
+    uint32_t patience;         /* stop_after_no_improvement (0: never) */
+    double split;              /* validation_split (0: a folder, validation_dir) */
+    char *dir;                 /* validation_dir, or NULL */
+    sdt_dataset ds;            /* the images (pixels dropped once encoded) */
+    latent_cache lc;           /* their latents: each image's one fixed latent */
+    double best_loss;          /* the lowest so far (INFINITY before the first) */
+    int64_t best_step;         /* its step (-1: none yet) */
+    uint32_t since_best;       /* validations since the best without a new lowest */
+    double last_loss;          /* this step's, NAN when not measured at this step */
+    bool stop;                 /* early stop: no improvement for `patience` validations */
+} sdt_job_validation;
 
 struct sdt_train_part {
     const sdt_train_part_ops *ops;
@@ -177,7 +203,16 @@ struct sdt_train_job {
     char checkpoint_name[256];
     sdt_error write_failure;   /* a write of a step (loss CSV, timed state) that failed for IO; stops the run */
     char saved_note[SDT_ERROR_MESSAGE_MAX / 2 + 32]; /* what the last final save wrote (run_loop.h's saved_note) */
+
+    /* ABI 1.5: validation, the average of the trained values, metrics.jsonl and loss.png */
+    sdt_job_validation val;
+    sdt_ema ema;               /* ema.decay 0: off */
+    bool ema_result, ema_previews;
+    bool write_metrics;
+    sdt_metrics_log metrics;   /* open when write_metrics */
+    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
 };
+
 
 /* ---- building a job (the method's prepare calls these in order) ---- */
 
@@ -218,6 +253,33 @@ bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_pa
 bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error);
 void sdt_train_job_destroy(sdt_train_job *job);
 
+/* Validation (train_job_validate.c): the images (a folder, or held out of the dataset before
+ * the batches are planned), measuring every validate_every steps, the best step and its copy,
+ * early stop, the record in the state and the closing line. */
+bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error);
+bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error);
+/* The mean loss over every validation image and fixed timestep, at fixed noise; no state changes. */
+bool sdt_train_job_validation_loss(sdt_train_job *job, double *loss, sdt_error *error);
+void sdt_train_job_validation_to_json(const sdt_train_job *job, cJSON *record);
+void sdt_train_job_validation_from_json(sdt_train_job *job, const cJSON *record);
+void sdt_train_job_validation_summary(sdt_train_job *job);
+/* The arena sized for a pass of this shape (train_job_step.c). */
+bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error);
+
+/* The average (train_job_average.c): started from the values at prepare, updated every ema_every
+ * steps, written beside each part's result (or as it), swapped in for previews when asked. */
+bool sdt_train_job_average_start(sdt_train_job *job, sdt_error *error);
+bool sdt_train_job_average_update(sdt_train_job *job, sdt_error *error);
+bool sdt_train_job_average_save(sdt_train_job *job, sdt_error *error);
+/* Puts the average's values on the device (the trained ones kept on the host) and back. */
+bool sdt_train_job_average_swap_in(sdt_train_job *job, float **kept, sdt_error *error);
+bool sdt_train_job_average_swap_out(sdt_train_job *job, float **kept, sdt_error *error);
+/* <stem>-ema<ext> of a part's output path (malloc'd). */
+char *sdt_train_job_average_path(const char *output_path);
+
+/* metrics.jsonl's line of this step and loss.png (train_job_step.c, train_job_save.c). */
+bool sdt_train_job_write_loss_plot(sdt_train_job *job, sdt_error *error);
+
 /* ---- what the run loop drives ---- */
 const sdt_job_ops *sdt_train_job_ops(void);
 bool sdt_train_job_save_snapshot(void *job, int64_t step, sdt_error *error);
@@ -229,7 +291,7 @@ bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
 /* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
 /* SDXL's size conditioning of one dataset image with its cached latent. */
-sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, int item, const latent_entry *e);
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e);
 const char *sdt_train_job_saved_note(const void *job);
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
 bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);

@@ -106,6 +106,16 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->caption_rules.word_regex = c->filename_word_regex;
     job->caption_rules.join_string = c->filename_join_string;
     job->rules.placeholder_id = -1; /* no embedding rows until a part puts them in */
+    job->val.on = (c->validation_dir && *c->validation_dir) || c->validation_split > 0;
+    job->val.dir = c->validation_dir && *c->validation_dir ? strdup(c->validation_dir) : NULL;
+    job->val.split = c->validation_split;
+    job->val.every = c->validate_every;
+    job->val.patience = c->stop_after_no_improvement;
+    job->ema.decay = c->ema_decay;
+    job->ema.every = c->ema_every;
+    job->ema_result = c->ema_result;
+    job->ema_previews = c->ema_previews;
+    job->write_metrics = c->write_metrics;
     return job;
 }
 
@@ -533,8 +543,10 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
 
 bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error)
 {
+    /* the validation images before the batches: a split takes its images out of the dataset */
     return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
-           load_dataset(job, error) && plan_batches(job, o->batch_size, o->grad_accum_steps, error);
+           load_dataset(job, error) && sdt_train_job_load_validation(job, error) &&
+           plan_batches(job, o->batch_size, o->grad_accum_steps, error);
 }
 
 float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, sdt_error *error)
@@ -654,6 +666,19 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "precision", sdt_precision_name(job->precision));
     cJSON_AddStringToObject(s, "device", job->pb.be->name);
     cJSON_AddNumberToObject(s, "seed", (double)job->seed);
+    if (job->val.on) { /* 1.5's keys only when used: a run without them writes the settings it always did */
+        if (job->val.dir) cJSON_AddStringToObject(s, "validation_dir", job->val.dir);
+        else cJSON_AddNumberToObject(s, "validation_split", job->val.split);
+        cJSON_AddNumberToObject(s, "validate_every", (double)job->val.every);
+        cJSON_AddNumberToObject(s, "stop_after_no_improvement", job->val.patience);
+        cJSON_AddNumberToObject(s, "num_of_validation_images", job->val.ds.n_items);
+    }
+    if (job->ema.decay > 0) {
+        cJSON_AddNumberToObject(s, "ema_decay", job->ema.decay);
+        cJSON_AddNumberToObject(s, "ema_every", (double)job->ema.every);
+        cJSON_AddBoolToObject(s, "ema_result", job->ema_result);
+        cJSON_AddBoolToObject(s, "ema_previews", job->ema_previews);
+    }
     const char *lsm[] = {"once", "deterministic", "random"};
     cJSON_AddStringToObject(s, "latent_sampling_method", lsm[job->latent_sampling % 3]);
     const char *clip[] = {"disabled", "value", "norm"};
@@ -686,9 +711,16 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     sdt_noise_schedule_init_sd(&job->sched);
     if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
     if (!plan_memory(job, info, error) || !still_wanted(job, error) ||
-        !write_settings(job, o, e->groups[0].lr_text, error) ||
+        !write_settings(job, o, e->groups[0].lr_text, error) || !sdt_train_job_average_start(job, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
+    /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
+    int dropped = 0;
+    if (job->write_metrics && !sdt_metrics_log_open(&job->metrics, job->out.root, job->step, &dropped, error)) return false;
+    if (dropped)
+        sdt_host_log(job->host, SDT_LOG_INFO, "%s/" SDT_METRICS_LOG_NAME ": %d line(s) past step %lld were dropped (written after the "
+                     "state this run continues from, or by an earlier run), so no step is there twice", job->out.root, dropped,
+                     (long long)job->step);
     job->last_state_at = sdt_train_job_clock(); /* the state's time interval counts from here */
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
@@ -717,6 +749,11 @@ void sdt_train_job_destroy(sdt_train_job *job)
         free(part->also_locks);
     }
     free(job->resume_path);
+    sdt_dataset_free(&job->val.ds);
+    latent_cache_free(&job->val.lc);
+    free(job->val.dir);
+    sdt_ema_free(&job->ema);
+    sdt_metrics_log_free(&job->metrics);
     work_arena_release(&job->wa);
     sd_runtime_close(&job->rt);
     plugin_backend_close(&job->pb);

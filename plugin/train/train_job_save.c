@@ -38,7 +38,17 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
             !job->parts[p].ops->save_snapshot(&job->parts[p], job, step, error))
             return false;
     /* The state follows every copy: a killed run loses at most the steps since this one. */
-    return sdt_train_job_write_run_state(job, error);
+    return sdt_train_job_write_run_state(job, error) && sdt_train_job_write_loss_plot(job, error);
+}
+
+bool sdt_train_job_write_loss_plot(sdt_train_job *job, sdt_error *error)
+{
+    if (!job->write_metrics) return true;
+    char path[4096], title[300];
+    snprintf(path, sizeof path, "%.4000s/" SDT_LOSS_PLOT_NAME, job->out.root);
+    snprintf(title, sizeof title, "%s (%s)", job->name, job->run_kind);
+    sdt_loss_plot plot = sdt_metrics_log_plot(&job->metrics, title);
+    return sdt_loss_plot_write(path, &plot, error);
 }
 
 /* The seed of column `col` of a preview: the listed one, or counted up from the run's preview
@@ -113,7 +123,16 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
                               job->hook,
                               job->preview_sampler};
     uint8_t *cells[SDT_PREVIEW_GRID_MAX_ROWS * SDT_PREVIEW_GRID_MAX_COLS] = {0};
+    float *kept[SDT_EMA_MAX_GROUPS];
+    bool average = job->ema_previews && job->ema.decay > 0; /* the preview shows the average; the trained values wait */
+    if (average && !sdt_train_job_average_swap_in(job, kept, error)) return false;
     bool ok = render_cells(job, &rq, prompts, rows, seeds, cols, cells, error);
+    sdt_error restore_error;
+    if (average && !sdt_train_job_average_swap_out(job, kept, &restore_error)) {
+        for (int k = 0; k < rows * cols; k++) free(cells[k]);
+        *error = restore_error;
+        return false;
+    }
     uint8_t *rgb = cells[0]; /* one image: the preview itself */
     int width = rq.width, height = rq.height;
     char *parameters = NULL;
@@ -196,29 +215,49 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
     bool state_saved = sdt_train_job_write_run_state(job, &state_error);
     saved_list saved = {"", 0};
     if (state_saved) saved_add(&saved, "the training state", state);
+    /* ema_result: the results hold the average (the trained values stay in the state) */
+    float *kept[SDT_EMA_MAX_GROUPS];
+    bool average = job->ema_result && job->ema.decay > 0;
+    if (average && (!sdt_train_job_average_swap_in(job, kept, error) || !sdt_train_job_sync_parts(job, error))) {
+        if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
+        return fail_after(error, &saved, job->step);
+    }
     for (int p = 0; p < job->n_parts; p++) {
         if (!job->parts[p].ops->save_final(&job->parts[p], job, error)) {
             /* The run is not lost: the state holds the trained values too, and training resumes from it. */
             if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
             fail_after(error, &saved, job->step);
             if (state_saved) sdt_error_append(error, "; resume from the state");
+            if (average) sdt_train_job_average_swap_out(job, kept, &state_error);
             return false;
         }
         char what[64];
         snprintf(what, sizeof what, "the %s", job->parts[p].what);
         saved_add(&saved, what, job->parts[p].output_path);
     }
-    for (int p = 0; p < job->n_parts; p++)
+    bool cards = true;
+    for (int p = 0; cards && p < job->n_parts; p++)
         if (job->parts[p].ops->after_preview &&
             !job->parts[p].ops->after_preview(&job->parts[p], job, job->step, NULL, 0, 0, error))
-            return fail_after(error, &saved, job->step);
+            cards = false;
+    if (average) { /* the trained values back on the device and in the parts' host copies */
+        sdt_error why;
+        if ((!sdt_train_job_average_swap_out(job, kept, &why) || !sdt_train_job_sync_parts(job, &why)) && cards) {
+            *error = why;
+            cards = false;
+        }
+    }
+    if (!cards) return fail_after(error, &saved, job->step);
+    if (!sdt_train_job_average_save(job, error)) return fail_after(error, &saved, job->step);
     if (!state_saved) {
         if (error) *error = state_error;
         return sdt_error_wrap(error, "the %s was saved as %s, but the training state was not", job->parts[0].what,
                               job->parts[0].output_path);
     }
     /* The last step's row after the files: the trained files come first on a full disk. */
-    if (!sdt_train_job_flush_csv(job, error)) return fail_after(error, &saved, job->step);
+    if (!sdt_train_job_flush_csv(job, error) || !sdt_train_job_write_loss_plot(job, error))
+        return fail_after(error, &saved, job->step);
+    sdt_train_job_validation_summary(job);
     snprintf(job->saved_note, sizeof job->saved_note, "%s (step %lld)", saved.text, (long long)job->step);
     sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
                  reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",

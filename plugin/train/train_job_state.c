@@ -24,6 +24,7 @@
 #include "api/host_log.h"
 #include "data/state_seal.h"
 #include "safetensors.h"
+#include "train/ema.h"
 #include "train/train_job.h"
 
 #define STATE_VERSION "2"
@@ -118,6 +119,7 @@ static char *state_json(sdt_train_job *job)
         cJSON_AddNumberToObject(sc, "growth_tracker", (double)s.growth_tracker);
         cJSON_AddNumberToObject(sc, "hysteresis_tracker", s.hysteresis_tracker);
     }
+    sdt_train_job_validation_to_json(job, j);
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return text;
@@ -171,8 +173,8 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     int n = 0;
     state_tensor *t = state_tensors(job, &n);
     float **host = calloc((size_t)(n ? n : 1), sizeof *host);
-    sdt_st_write_item *items = calloc((size_t)(n ? n : 1), sizeof *items);
-    sdt_tensor *views = calloc((size_t)(n ? n : 1), sizeof *views);
+    sdt_st_write_item *items = calloc((size_t)n + SDT_EMA_MAX_GROUPS, sizeof *items); /* and the average's */
+    sdt_tensor *views = calloc((size_t)n + SDT_EMA_MAX_GROUPS, sizeof *views);
     sdt_backend *be = job->pb.be;
     bool host_ok = t && host && items && views, ok = host_ok, finite = true;
     for (int i = 0; ok && i < n; i++) {
@@ -189,15 +191,26 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     if (!ok)
         sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY, "reading the optimizer state failed: %s",
                  host_ok ? be->error.message : "out of host memory");
+    int n_items = n;
+    char ema_names[SDT_EMA_MAX_GROUPS][STATE_KEY_MAX];
+    for (int g = 0; ok && g < job->ema.n_groups; g++) { /* the average: "ema.<group>", one block per group */
+        snprintf(ema_names[g], STATE_KEY_MAX, "ema.%s", job->engine.groups[g].name);
+        int64_t shape[1] = {(int64_t)job->ema.count[g]};
+        finite &= all_finite(job->ema.values[g], job->ema.count[g]);
+        views[n_items] = sdt_tensor_make(job->ema.values[g], SDT_F32, SDT_DEVICE_CPU, 1, shape);
+        items[n_items] = sdt_st_item_from_tensor(ema_names[g], &views[n_items]);
+        n_items++;
+    }
     float scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0f;
     if (ok && (!finite || !isfinite(scale)))
         ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: the training state at step %lld holds NaN or infinite values, so it "
                       "was not saved and the previous state file is kept; resume from it", path, (long long)job->step);
     char *json = ok ? state_json(job) : NULL;
     if (ok && !json) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory writing the training state");
-    char keys[SDT_JOB_MAX_PARTS][PART_META][64], hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX], steps[SDT_JOB_MAX_PARTS][32];
+    char keys[SDT_JOB_MAX_PARTS][PART_META + 1][64], hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX], steps[SDT_JOB_MAX_PARTS][32];
+    char ema_hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX];
     char step[32], seal[SDT_SHA256_HEX];
-    sdt_st_kv meta[6 + SDT_JOB_MAX_PARTS * PART_META + 1];
+    sdt_st_kv meta[6 + SDT_JOB_MAX_PARTS * (PART_META + 1) + 1];
     size_t n_meta = 0;
     if (ok) {
         snprintf(step, sizeof step, "%lld", (long long)job->step);
@@ -222,12 +235,17 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][1], hashes[p]};
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
+            if (job->ema_result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
+                sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
+                snprintf(keys[p][4], 64, "%s_ema_sha256", part->what);
+                meta[n_meta++] = (sdt_st_kv){keys[p][4], ema_hashes[p]};
+            }
         }
     }
     if (ok) {
         meta[n_meta++] = (sdt_st_kv){SDT_STATE_SEAL_KEY, seal};
-        sdt_state_seal_compute(items, (size_t)n, meta, n_meta - 1, seal);
-        ok = sdt_st_write(path, items, (size_t)n, meta, n_meta, error);
+        sdt_state_seal_compute(items, (size_t)n_items, meta, n_meta - 1, seal);
+        ok = sdt_st_write(path, items, (size_t)n_items, meta, n_meta, error);
     }
     free(json);
     for (int i = 0; host && i < n; i++) free(host[i]);
@@ -310,7 +328,11 @@ static bool check_pairing(const sdt_train_job *job, const sdt_safetensors *st, c
         if (!saved_with || !started_from)
             return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the state does not record which %s it belongs to; resume from a state "
                             "this version of sdtrain wrote", path, part->what);
-        if (strcmp(part->start_sha256, saved_with) == 0 || strcmp(part->start_sha256, started_from) == 0) continue;
+        snprintf(key, sizeof key, "%s_ema_sha256", part->what);
+        const char *average = sdt_st_metadata_get(st, key); /* ema_result: the file holds the average */
+        if (strcmp(part->start_sha256, saved_with) == 0 || strcmp(part->start_sha256, started_from) == 0 ||
+            (average && strcmp(part->start_sha256, average) == 0))
+            continue;
         long long state_step = (long long)meta_int(st, "step"), file_step = (long long)part->start_step;
         const char *file = part->input_path;
         if (file_step > state_step)
@@ -568,9 +590,38 @@ static bool restore_scaler(sdt_train_job *job, const cJSON *sc, sdt_error *error
     return sdt_scaler_set_state(job->engine.scaler, &s, error) == SDT_CORE_OK;
 }
 
+/* The average from the state ("ema.<group>"); a state without it (a run without --ema) starts it
+ * from the resumed values. */
+static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)
+{
+    sdt_ema *e = &job->ema;
+    if (e->decay <= 0) return true;
+    for (int g = 0; g < e->n_groups; g++) {
+        char name[STATE_KEY_MAX];
+        snprintf(name, sizeof name, "ema.%s", job->engine.groups[g].name);
+        const sdt_st_entry *entry = sdt_st_find(st, name);
+        if (!entry) {
+            sdt_host_log(job->host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
+                         "starts from the resumed values", path, job->engine.groups[g].name);
+            free(e->values[g]);
+            if (!(e->values[g] = sdt_train_job_group_values(job, g, &e->count[g], error))) return false;
+            continue;
+        }
+        if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
+                            "the state file of this run", path, name, job->engine.groups[g].name, e->count[g]);
+        memcpy(e->values[g], entry->data, (size_t)entry->nbytes);
+        if (!all_finite(e->values[g], e->count[g]))
+            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
+                            "an earlier state, or train without --resume", path, name);
+    }
+    return true;
+}
+
 static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
-    if (!restore_tensors(job, st, path, error)) return false;
+    if (!restore_tensors(job, st, path, error) || !restore_average(job, st, path, error)) return false;
+    sdt_train_job_validation_from_json(job, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
     job->initial_step = (int64_t)num(j, "initial_step");

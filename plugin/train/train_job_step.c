@@ -133,7 +133,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
         job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
-        buf->sizes[b] = sdt_train_job_sample_sizes(job, idx[b], e);
+        buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->ds.items[idx[b]], e);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
     in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
@@ -149,9 +149,8 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     return true;
 }
 
-sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, int item, const latent_entry *e)
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e)
 {
-    const sdt_dataset_item *it = &job->ds.items[item];
     int f = vae_factor(&job->rt.cfg.vae);
     /* the whole image, resized to the training size (no crop): what kohya and diffusers pass without buckets */
     sdt_sdxl_sizes s = {it->source_height, it->source_width, 0, 0, (double)e->h * f, (double)e->w * f};
@@ -170,7 +169,7 @@ sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
 }
 
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
-static bool ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
+bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
 {
     if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
     size_t bytes;
@@ -213,7 +212,7 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
         batch_buffers buf;
         sdt_pass_inputs in;
         double l = 0;
-        bool ok = build_batch(job, counter, idx, &buf, &in, error) && ensure_arena(job, &in.shape, &po, error) &&
+        bool ok = build_batch(job, counter, idx, &buf, &in, error) && sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
                   sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->grad_accum, true, &l, error);
         buffers_free(&buf);
         if (!ok && error->code == SDT_ERR_NUMERICAL && job->anomaly) return anomaly_stop(job, error);
@@ -293,7 +292,7 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
 {
     if (job->write_csv_every <= 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
-                        sdt_precision_name(job->precision), m->skipped_steps, images_per_s};
+                        sdt_precision_name(job->precision), m->skipped_steps, images_per_s, job->val.on, job->val.last_loss};
     job->csv_unwritten = row;
     job->csv_row_unwritten = job->step % job->write_csv_every != 0;
     sdt_error why;
@@ -334,10 +333,30 @@ static bool job_write_failed(void *vjob, sdt_error *error)
     return true;
 }
 
+/* This step's line of metrics.jsonl (write_metrics): a failure for IO stops the run as the CSV's does. */
+static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
+{
+    if (!job->write_metrics) return;
+    sdt_metrics_record r = {.step = m->step, .epoch = m->epoch, .loss = m->loss, .validation_loss = job->val.last_loss,
+                            .learn_rate = m->learn_rate, .grad_norm = m->grad_norm, .loss_scale = m->loss_scale,
+                            .images_per_s = images_per_s, .skipped = job->engine.skipped > job->skipped_before,
+                            .skipped_total = job->engine.skipped, .precision = sdt_precision_name(job->precision)};
+    r.n_groups = job->engine.n_groups < SDT_METRICS_MAX_GROUPS ? job->engine.n_groups : SDT_METRICS_MAX_GROUPS;
+    for (int g = 0; g < r.n_groups; g++) {
+        r.group_names[g] = job->engine.groups[g].name;
+        r.group_rates[g] = sdt_lr_at(&job->engine.groups[g].lr, job->step - 1); /* the step just taken */
+    }
+    sdt_error why;
+    if (sdt_metrics_log_append(&job->metrics, &r, &why)) return;
+    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK) job->write_failure = why;
+    else if (why.code != SDT_ERR_IO) sdt_host_log(job->host, SDT_LOG_WARNING, "metrics.jsonl was not updated: %s", why.message);
+}
+
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     sdt_train_job *job = vjob;
     double started = sdt_train_job_clock();
+    job->skipped_before = job->engine.skipped;
     job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
     sdt_step_result r;
     if (!sdt_step_engine_step(&job->engine, job->step, &r, error)) return false;
@@ -354,8 +373,11 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     m->precision = job->precision;
     m->fallback_fired = job->engine.fallback.fired;
     *images = (uint32_t)(job->batch * job->grad_accum);
-    double seconds = sdt_train_job_clock() - started;
+    double seconds = sdt_train_job_clock() - started; /* the step's own time: validation below is not training */
+    /* The average and the validation after the update; neither draws from the training's RNG. */
+    if (!sdt_train_job_average_update(job, error) || !sdt_train_job_validate_if_due(job, error)) return false;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
+    write_metrics_line(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     save_state_if_due(job);
     return true;
 }
@@ -363,7 +385,7 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
 static bool job_done(const void *vjob)
 {
     const sdt_train_job *job = vjob;
-    return job->step >= job->end_step || sdt_step_engine_finished(&job->engine, job->step);
+    return job->step >= job->end_step || sdt_step_engine_finished(&job->engine, job->step) || job->val.stop;
 }
 
 static const sdt_job_ops train_job_ops = {job_step, job_done, sdt_train_job_save_snapshot, sdt_train_job_save_preview,

@@ -44,6 +44,7 @@ void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
     o->lr_cycles = 1;
     o->timestep_max = SDT_DDPM_STEPS - 1;
     o->huber_delta = 1.0;
+    o->ema_every = 1;
 }
 
 bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
@@ -53,8 +54,10 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     if (!host || !sdt_struct_read_in(own, sizeof *own, host))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "%s is NULL or its struct_size is not set; fill it with train_options_defaults() first.", field);
+    bool reserved4_set = false;
+    for (size_t i = 0; i < sizeof own->reserved4; i++) reserved4_set |= own->reserved4[i] != 0;
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
-        own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2])
+        own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
                         field);
     char prefix[128];
@@ -169,10 +172,46 @@ bool sdt_train_options_check_required(const sdt_train_options *o, const char *p,
     return true;
 }
 
+/* Validation (1.5): one source of held-out images, measured on a cadence; early stop needs it. */
+static bool check_validation(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    bool dir = !is_blank(o->validation_dir), split = o->validation_split != 0.0;
+    if (split && !(o->validation_split > 0.0 && o->validation_split < 1.0))
+        return OPTION_FAIL("%svalidation_split is %g; it must be between 0 and 1 (exclusive), the fraction of the dataset held "
+                           "out, e.g. 0.1; 0 turns it off.", p, o->validation_split);
+    if (dir && split)
+        return OPTION_FAIL("%svalidation_dir and %svalidation_split are both set; choose one source of validation images.", p, p);
+    if (o->validate_every < 0) return OPTION_FAIL("%svalidate_every must be positive or 0.", p);
+    if ((dir || split) && o->validate_every == 0)
+        return OPTION_FAIL("%s%s is set but %svalidate_every is 0; set how often to measure the validation loss, e.g. 100.", p,
+                           dir ? "validation_dir" : "validation_split", p);
+    if (!(dir || split) && o->validate_every > 0)
+        return OPTION_FAIL("%svalidate_every is %lld but there are no validation images; set %svalidation_dir or "
+                           "%svalidation_split, or set validate_every to 0.", p, (long long)o->validate_every, p, p);
+    if (o->stop_after_no_improvement > 0 && !(dir || split))
+        return OPTION_FAIL("%sstop_after_no_improvement needs a validation loss; set %svalidation_dir or %svalidation_split "
+                           "with %svalidate_every.", p, p, p, p);
+    return true;
+}
+
+/* The average of the trained values (1.5). */
+static bool check_ema(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    bool on = o->ema_decay != 0.0;
+    if (on && !(o->ema_decay > 0.0 && o->ema_decay < 1.0))
+        return OPTION_FAIL("%sema_decay is %g; it must be between 0 and 1 (exclusive), e.g. 0.999; 0 turns the average off.",
+                           p, o->ema_decay);
+    if (o->ema_every == 0) return OPTION_FAIL("%sema_every must be at least 1 (the default, every step).", p);
+    if (!on && (o->ema_result || o->ema_previews))
+        return OPTION_FAIL("%s%s needs the average: set %sema_decay, e.g. 0.999.", p, o->ema_result ? "ema_result" : "ema_previews",
+                           p);
+    return true;
+}
+
 bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
-        !check_loss_options(o, p, error))
+        !check_loss_options(o, p, error) || !check_validation(o, p, error) || !check_ema(o, p, error))
         return false;
     char field[160];
     sdt_preview_seeds seeds;

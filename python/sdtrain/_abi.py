@@ -231,6 +231,16 @@ class TrainOptions(AbiStruct):
         ("keep_tokens", c_uint32),
         ("flip", c_bool),
         ("reserved3", c_uint8 * 3),
+        ("validation_dir", c_char_p),
+        ("validation_split", c_double),
+        ("validate_every", c_int64),
+        ("ema_decay", c_double),
+        ("ema_every", c_uint32),
+        ("stop_after_no_improvement", c_uint32),
+        ("ema_result", c_bool),
+        ("ema_previews", c_bool),
+        ("write_metrics", c_bool),
+        ("reserved4", c_uint8 * 5),
     ]
 
 

@@ -39,14 +39,19 @@ _Static_assert(offsetof(sdt_train_options, loss_type) == offsetof(sdt_train_opti
                    offsetof(sdt_train_options, huber_delta) == offsetof(sdt_train_options, warmup_steps) + 24 &&
                    sizeof(sdt_loss_type) == 4 && sizeof(sdt_lr_scheduler) == 4,
                "the loss options appended in 1.5 start at 1.4's sizeof and pack without padding (docs/abi.md 3.6)");
+_Static_assert(offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
+                   offsetof(sdt_train_options, ema_every) == offsetof(sdt_train_options, ema_decay) + 8 &&
+                   offsetof(sdt_train_options, reserved4) + 5 == sizeof(sdt_train_options) &&
+                   sizeof(sdt_train_options) % 8 == 0,
+               "the validation and EMA fields appended in 1.5 follow the data options and end without tail padding (docs/abi.md 3.13)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
 _Static_assert(offsetof(sdt_train_options, preview_prompts_file) == offsetof(sdt_train_options, huber_delta) + 8 &&
                    offsetof(sdt_train_options, reserved3) == offsetof(sdt_train_options, flip) + 1 &&
-                   sizeof(sdt_train_options) == offsetof(sdt_train_options, reserved3) + 3 &&
+                   offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
                    offsetof(sdt_generate_request, sampler) == offsetof(sdt_generate_request, embedding_path) + sizeof(void *),
-               "the preview and data options appended in 1.5 follow the loss options without padding, and end the struct");
+               "the preview and data options appended in 1.5 follow the loss options without padding");
 
 int main(void)
 {

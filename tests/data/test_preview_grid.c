@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/grid_label.h"
+#include "data/pixel_font.h"
 #include "data/preview_grid.h"
 #include "data/preview_prompts.h"
 #include "sdt_test.h"

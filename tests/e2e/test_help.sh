@@ -20,7 +20,9 @@ run_host train --help
 for opt in --embedding --dataset --template --model --learn-rate --batch-size --grad-accum --max-steps \
            --log-dir --precision --config --resume --hypernetwork --weight-decay --strength --embedding-learn-rate \
            --loss-type --huber-delta --min-snr-gamma --noise-offset --noise-offset-random-strength --timestep-min \
-           --timestep-max --zero-terminal-snr --lr-scheduler --lr-cycles --warmup-steps; do
+           --timestep-max --zero-terminal-snr --lr-scheduler --lr-cycles --warmup-steps \
+           --validation-dir --validation-split --validate-every --stop-after-no-improvement --ema --ema-every --ema-result \
+           --ema-previews --metrics; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
 done
 grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where bare template names are looked up"

@@ -1,5 +1,5 @@
-/* grid_label.c - see grid_label.h. */
-#include "data/grid_label.h"
+/* pixel_font.c - see pixel_font.h. */
+#include "data/pixel_font.h"
 
 #include <string.h>
 
@@ -53,7 +53,7 @@ static const glyph *find_glyph(char c)
     return NULL; /* drawn as a space */
 }
 
-int sdt_grid_label_width(const char *text, int scale)
+int sdt_pixel_font_width(const char *text, int scale)
 {
     int widest = 0, n = 0;
     for (const char *p = text;; p++) {
@@ -68,14 +68,14 @@ int sdt_grid_label_width(const char *text, int scale)
     return widest > 0 ? (widest * ADVANCE - 1) * scale : 0;
 }
 
-int sdt_grid_label_height(const char *text, int scale)
+int sdt_pixel_font_height(const char *text, int scale)
 {
     int lines = 1;
     for (const char *p = text; *p; p++) lines += *p == '\n';
     return ((lines - 1) * LINE + GLYPH_H) * scale;
 }
 
-void sdt_grid_label_draw(uint8_t *rgb, int w, int h, int x, int y, const char *text, int scale, const uint8_t colour[3])
+void sdt_pixel_font_draw(uint8_t *rgb, int w, int h, int x, int y, const char *text, int scale, const uint8_t colour[3])
 {
     int pen_x = x, pen_y = y;
     for (const char *p = text; *p; p++) {
