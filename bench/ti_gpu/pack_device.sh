@@ -14,6 +14,11 @@ for lib in libglib-2.0.so.0 libgmodule-2.0.so.0 libpcre2-8.so.0 libcjson.so.1 li
            libwebpdemux.so.2 libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libgomp.so.1; do
   cp -L "/usr/lib/x86_64-linux-gnu/$lib" "$libs/" 2>/dev/null || cp -L "/lib/x86_64-linux-gnu/$lib" "$libs/"
 done
+# everything else sdt-host and the plugin link (sdt-host serve's libsoup and its closure), glibc's own aside
+ldd "$build/host-sim/sdt-host" "$build/plugin/libsdtrain.so" | awk '$3 ~ /^\// { print $3 }' | sort -u |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*)\.so' | while read -r path; do
+    [ -e "$libs/$(basename "$path")" ] || cp -L "$path" "$libs/"
+  done
 list=$(mktemp)
 (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
 # the build: everything but object files, CMake's internals and the CPU-only test programs
