@@ -288,6 +288,8 @@ bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *erro
 /* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
  * Interrupt): the end of every run writes its last step, once. false + error for a failure for IO. */
 bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
+/* How the run reads a folder of images (the dataset, a validation folder): size, captions, alpha. */
+sdt_dataset_options sdt_train_job_dataset_options(sdt_train_job *job, const char *folder);
 /* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
 /* SDXL's size conditioning of one dataset image with its cached latent. */

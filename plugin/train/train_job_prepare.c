@@ -368,10 +368,10 @@ static bool still_wanted(const sdt_train_job *job, sdt_error *error)
     return !(job->control && sdt_run_control_interrupt_requested(job->control)) || interrupted(error);
 }
 
-static sdt_dataset_options dataset_options(sdt_train_job *job)
+sdt_dataset_options sdt_train_job_dataset_options(sdt_train_job *job, const char *folder)
 {
     sdt_dataset_options o = {0};
-    o.folder = job->dataset_dir;
+    o.folder = folder;
     o.width = (int)job->width;
     o.height = (int)job->height;
     o.do_not_resize = job->varsize;
@@ -391,7 +391,7 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
         return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
              "a multiple of %d", job->width, job->height, f, f);
     prep_phase phase = phase_begin(job, "listing the dataset");
-    sdt_dataset_options o = dataset_options(job);
+    sdt_dataset_options o = sdt_train_job_dataset_options(job, job->dataset_dir);
     o.probe_only = true;
     o.user = &phase;
     if (!sdt_dataset_load(&o, &job->ds, error)) {
@@ -413,7 +413,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
 {
     sdt_dataset_free(&job->ds); /* the listing: decoded now */
     prep_phase phase = phase_begin(job, "decoding the dataset's images");
-    sdt_dataset_options o = dataset_options(job);
+    sdt_dataset_options o = sdt_train_job_dataset_options(job, job->dataset_dir);
     o.user = &phase;
     sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->dataset_dir);
     if (!sdt_dataset_load(&o, &job->ds, error)) {

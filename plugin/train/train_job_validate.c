@@ -76,13 +76,8 @@ static bool split_dataset(sdt_train_job *job, sdt_error *error)
 static bool load_folder(sdt_train_job *job, sdt_error *error)
 {
     sdt_job_validation *v = &job->val;
-    sdt_dataset_options o = {0};
-    o.folder = v->dir;
-    o.width = (int)job->width;
-    o.height = (int)job->height;
-    o.do_not_resize = job->varsize;
-    o.alpha_as_loss_weight = job->use_alpha;
-    o.caption = job->caption_rules;
+    sdt_dataset_options o = sdt_train_job_dataset_options(job, v->dir); /* sized and captioned as the dataset */
+    o.keep_going = NULL;
     if (!sdt_dataset_load(&o, &v->ds, error))
         return sdt_error_wrap(error, "config.train_options->validation_dir (%s): the validation images could not be read", v->dir);
     for (int i = 0; i < v->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "validation: %s", v->ds.warnings[i]);
