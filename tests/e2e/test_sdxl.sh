@@ -50,6 +50,16 @@ run_host "${TRAIN[@]}" --embedding split/sxl.safetensors --max-steps 4 --log-dir
     --resume "$(run_folder split/logs sxl)/sxl.state.safetensors"
 expect_rc 0 "resume to 4 steps"
 cmp -s split/sxl.safetensors straight/sxl.safetensors || fail "the resumed SDXL embedding differs from the uninterrupted one"
+card=$(run_folder straight/logs sxl)/image_embeddings/sxl-2.png
+run_host inspect "$card"
+expect_rc 0 "inspect the SDXL embedding's PNG card"
+grep -qE "^vectors: +2 x 80$" "$OUT" || fail "the PNG card does not hold both tables (2 x 32 + 48)"
+
+# the diffusers layout (text_encoder_2/) trains the same way
+"$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --layout diffusers --out sdxl-diffusers >/dev/null || fail "tiny-sdxl diffusers"
+mkdir -p dfolder && cp made/sxl.safetensors dfolder/
+run_host "${TRAIN[@]/sdxl.safetensors/sdxl-diffusers}" --embedding dfolder/sxl.safetensors --max-steps 1 --log-dir dlogs
+expect_rc 0 "train on an SDXL diffusers folder"
 
 run_host generate "${XL[@]}" --prompt "a sxl cat" --embedding straight/sxl.safetensors --steps 3 --out e.png
 expect_rc 0 "generate with the SDXL embedding"
