@@ -398,10 +398,11 @@ static bool make_buckets(sdt_train_job *job, int f, sdt_error *error)
 {
     if (!job->buckets) return true;
     if (job->bucket_rules.step % f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "bucket_step (--bucket-step) is %d, but %s needs bucket sides that are multiples "
-                        "of %d (the VAE's 8 times 2 per UNet level below the first); set --bucket-step to a multiple of %d, "
-                        "e.g. 64", job->bucket_rules.step, job->model_path ? job->model_path : "the model", f, f);
-    if (!sdt_bucket_rules_check(&job->bucket_rules, "", error) || !sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error))
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.train_options->bucket_step is %d, but %s needs bucket sides that are "
+                        "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
+                        "config.train_options->bucket_step to a multiple of %d, e.g. %d", job->bucket_rules.step,
+                        job->model_path ? job->model_path : "the model", f, vae_factor(&job->rt.cfg.vae), f, (64 + f - 1) / f * f);
+    if (!sdt_bucket_rules_check(&job->bucket_rules, "config.train_options->", error) || !sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error))
         return false;
     return true;
 }

@@ -207,8 +207,8 @@ static bool check_buckets(const sdt_train_options *o, const char *p, sdt_error *
         return true;
     }
     if (o->varsize)
-        return OPTION_FAIL("%sbuckets and %svarsize (\"do not resize\") are both set; choose one: buckets resize and crop each "
-                           "image to its bucket, varsize keeps every image's own size.", p, p);
+        return OPTION_FAIL("%sbuckets and %svarsize are both set; choose one: buckets resize and crop each image to its "
+                           "bucket, while %svarsize keeps every image's own size.", p, p, p);
     sdt_bucket_rules r = {o->bucket_max_area ? o->bucket_max_area : (int64_t)o->width * o->height, (int)o->bucket_min_side,
                           (int)o->bucket_max_side, (int)o->bucket_step};
     return sdt_bucket_rules_check(&r, p, error);

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Aspect-ratio buckets (--buckets) on the demo model, with a dataset of three shapes (wide 3:1,
+# tall 1:3, square) written here: the bucket counts are in the log before training, the settings
+# file names the options, a run interrupted and resumed with --random-crop and --flip ends bit
+# exact with the uninterrupted one (the crops are seeded per image, the batch order per epoch),
+# and bad settings are one sentence naming the option: --buckets with --do-not-resize, a step
+# that is not a multiple of 8, a step the demo UNet cannot divide (its VAE is 4x, so 4 x 2 x 2 = 16), an area smaller than the
+# smallest bucket.
+source "$(dirname "$0")/e2e_lib.sh"
+
+mkdir data
+python3 - data <<'PY' || fail "writing the dataset"
+import random, struct, sys, zlib
+def png(path, w, h, seed):
+    rnd = random.Random(seed)
+    cx, cy = rnd.random(), rnd.random()
+    rows = []
+    for y in range(h):
+        row = bytearray([0])
+        for x in range(w):
+            d = ((x / w - cx) ** 2 + (y / h - cy) ** 2) ** 0.5
+            row += bytes([int(255 * min(1.0, d)), x * 255 // w, y * 255 // h])
+        rows.append(bytes(row))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    open(path, "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                           chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+for i, (w, h) in enumerate([(160, 50), (150, 50), (50, 160), (48, 144), (64, 64), (80, 80)]):
+    png(f"{sys.argv[1]}/img_{i}.png", w, h, i)
+    open(f"{sys.argv[1]}/img_{i}.txt", "w").write(f"a picture, shape {i // 2}")
+PY
+
+for d in straight split; do new_embedding "$d" cat 2; done
+# area 64x64, sides 32..128 in steps of 32: buckets 32x96, 32x128, 64x64, 96x32, 128x32; 160x50 and
+# 150x50 (3.2, 3) go to 96x32, the tall ones to 32x96, the squares to 64x64
+common=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" --buckets
+        --bucket-min-side 32 --bucket-max-side 128 --bucket-step 32 --random-crop --flip --batch-size 2
+        --learn-rate 0.01 --save-every 0 --preview-every 0 --csv-every 1)
+run_host train "${common[@]}" --embedding straight/cat.safetensors --max-steps 4 --log-dir straight/logs
+expect_rc 0 "train 4 steps with --buckets"
+grep -qF "buckets: 3 of 5 used by the 6 images (area <= 4096, sides 32..128 in steps of 32, random crop): 32x96: 2, 64x64: 2, 96x32: 2" "$ERR" ||
+    { fail "the log does not give the bucket counts before training"; show_stderr; }
+settings=$(ls "$(run_folder straight/logs cat)"/settings-*.json | head -n 1)
+[ "$(json_get "$settings" buckets)" = "true" ] && [ "$(json_get "$settings" bucket_step)" = "32" ] &&
+    [ "$(json_get "$settings" bucket_max_area)" = "4096" ] && [ "$(json_get "$settings" random_crop)" = "true" ] ||
+    fail "the settings file does not name the bucket options: $(cat "$settings")"
+run_host train "${common[@]}" --embedding split/cat.safetensors --max-steps 2 --log-dir split/logs
+expect_rc 0 "train 2 steps"
+state=$(run_folder split/logs cat)/cat.state.safetensors
+run_host train "${common[@]}" --embedding split/cat.safetensors --max-steps 4 --log-dir split/logs --resume "$state"
+expect_rc 0 "resume to 4 steps"
+cmp -s split/cat.safetensors straight/cat.safetensors ||
+    fail "with --buckets, --random-crop and --flip the resumed embedding differs from the uninterrupted one"
+cmp -s <(cut -d, -f1-6 "$(run_folder straight/logs cat)/textual_inversion_loss.csv") \
+       <(cut -d, -f1-6 "$(run_folder split/logs cat)/textual_inversion_loss.csv") ||
+    fail "the loss CSVs of the straight and the resumed runs differ"
+
+run_host train "${common[@]}" --do-not-resize --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
+expect_error "--buckets with --do-not-resize" "--buckets" "--do-not-resize"
+run_host train "${common[@]}" --bucket-step 12 --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
+expect_error "--bucket-step 12" "--bucket-step" "multiple of 8"
+run_host train "${common[@]}" --bucket-step 8 --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
+expect_error "--bucket-step 8 on the demo UNet, which needs 16" "--bucket-step" "multiple of 16"
+run_host train "${common[@]}" --bucket-max-area 900 --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
+expect_error "--bucket-max-area 900" "--bucket-max-area" "smallest bucket"
+run_host train "${common[@]/--buckets/--flip}" --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
+expect_error "--random-crop without --buckets" "--random-crop" "--buckets"
+[ -e bad/logs ] && fail "a refused run wrote into its log folder"
+e2e_finish
