@@ -54,6 +54,15 @@ cmp -s <(cut -d, -f1-6 "$(run_folder straight/logs cat)/textual_inversion_loss.c
        <(cut -d, -f1-6 "$(run_folder split/logs cat)/textual_inversion_loss.csv") ||
     fail "the loss CSVs of the straight and the resumed runs differ"
 
+# the panel file's keys: another area, the centre crop
+new_embedding panel cat 2
+printf '[train]\nbuckets=true\nbucket-max-area=6144\nbucket-min-side=32\nbucket-max-side=128\nbucket-step=32\n' > panel.ini
+run_host train --dataset data --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" --config panel.ini \
+    --batch-size 2 --max-steps 1 --save-every 0 --preview-every 0 --embedding panel/cat.safetensors --log-dir panel/logs
+expect_rc 0 "train with the bucket options in a panel file"
+grep -qF "buckets: 3 of 5 used by the 6 images (area <= 6144, sides 32..128 in steps of 32, centre crop): 32x128: 2, 64x64: 2, 128x32: 2" "$ERR" ||
+    { fail "the panel file's bucket options did not reach the run"; show_stderr; }
+
 run_host train "${common[@]}" --do-not-resize --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
 expect_error "--buckets with --do-not-resize" "--buckets" "--do-not-resize"
 run_host train "${common[@]}" --bucket-step 12 --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
