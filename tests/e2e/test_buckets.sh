@@ -63,6 +63,25 @@ expect_rc 0 "train with the bucket options in a panel file"
 grep -qF "buckets: 3 of 5 used by the 6 images (area <= 6144, sides 32..128 in steps of 32, centre crop): 32x128: 2, 64x64: 2, 128x32: 2" "$ERR" ||
     { fail "the panel file's bucket options did not reach the run"; show_stderr; }
 
+# SDXL (the tiny checkpoint): its size conditioning takes each image's size and crop (mirrored with
+# --flip; the numbers are train_test_bucket_sizes'); the run resumes exactly
+if [ -n "${SDT_MAKE_CHECKPOINT:-}" ]; then
+    "$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --out sdxl.safetensors >/dev/null || fail "sdt-make-checkpoint tiny-sdxl"
+    xl=(--model sdxl.safetensors --tokenizer "$MODEL/tokenizer")
+    run_host create-embedding --name sxl --init-text "a cat" --vectors 2 "${xl[@]}" --out xl
+    expect_rc 0 "create an SDXL embedding"
+    mkdir -p xl-split && cp xl/sxl.safetensors xl-split/
+    run_host train "${common[@]}" "${xl[@]}" --embedding xl/sxl.safetensors --max-steps 3 --log-dir xl/logs
+    expect_rc 0 "train SDXL 3 steps with --buckets"
+    grep -qF "buckets: 3 of 5 used" "$ERR" || fail "the SDXL run does not give the bucket counts"
+    run_host train "${common[@]}" "${xl[@]}" --embedding xl-split/sxl.safetensors --max-steps 1 --log-dir xl-split/logs
+    expect_rc 0 "train SDXL 1 step"
+    run_host train "${common[@]}" "${xl[@]}" --embedding xl-split/sxl.safetensors --max-steps 3 --log-dir xl-split/logs \
+        --resume "$(run_folder xl-split/logs sxl)/sxl.state.safetensors"
+    expect_rc 0 "resume SDXL to 3 steps"
+    cmp -s xl/sxl.safetensors xl-split/sxl.safetensors || fail "the resumed bucketed SDXL embedding differs from the uninterrupted one"
+fi
+
 run_host train "${common[@]}" --do-not-resize --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
 expect_error "--buckets with --do-not-resize" "--buckets" "--do-not-resize"
 run_host train "${common[@]}" --bucket-step 12 --embedding split/cat.safetensors --max-steps 8 --log-dir bad/logs
