@@ -402,12 +402,12 @@ static bool make_buckets(sdt_train_job *job, int f, sdt_error *error)
                         "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
                         "config.train_options->bucket_step to a multiple of %d, e.g. %d", job->bucket_rules.step,
                         job->model_path ? job->model_path : "the model", f, vae_factor(&job->rt.cfg.vae), f, (64 + f - 1) / f * f);
-    if (!sdt_bucket_rules_check(&job->bucket_rules, "config.train_options->", error) || !sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error))
-        return false;
-    return true;
+    return sdt_bucket_rules_check(&job->bucket_rules, "config.train_options->", error) &&
+           sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error);
 }
 
-/* The buckets the images went to, before training: "buckets: 2 of 9 used (...): 512x512: 4, 576x448: 2". */
+/* The buckets the training images (a validation split's taken out) went to, before training:
+ * "buckets: 2 of 9 used by the 6 images (...): 512x512: 4, 576x448: 2". */
 static void log_bucket_counts(sdt_train_job *job)
 {
     if (!job->buckets) return;
@@ -416,7 +416,8 @@ static void log_bucket_counts(sdt_train_job *job)
     for (int b = 0; b < job->bucket_list.n; b++) {
         const sdt_bucket *k = &job->bucket_list.items[b];
         int count = 0;
-        for (int i = 0; i < job->ds.n_items; i++) count += job->ds.items[i].width == k->width && job->ds.items[i].height == k->height;
+        for (int i = 0; i < job->ds.n_items; i++)
+            count += job->ds.items[i].width == k->width && job->ds.items[i].height == k->height;
         if (!count) continue;
         if (at < (int)sizeof counts)
             at += snprintf(counts + at, sizeof counts - (size_t)at, "%s %dx%d: %d", used ? "," : "", k->width, k->height, count);
@@ -500,7 +501,6 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         }
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
-    log_bucket_counts(job);
     return true;
 }
 
@@ -539,10 +539,11 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-/* The data order (which may lower the batch size), gradient accumulation capped at what the
- * dataset holds, and the steps of one epoch. */
+/* The bucket counts in the log, the data order (which may lower the batch size), gradient
+ * accumulation capped at what the dataset holds, and the steps of one epoch. */
 static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_accum, sdt_error *error)
 {
+    log_bucket_counts(job);
     if (!sdt_data_order_init(&job->order, &job->ds, (int)batch_size, job->seed, error)) return false;
     job->batch = job->order.batch_size;
     int max_ga = job->ds.n_items / job->batch;

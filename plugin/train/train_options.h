@@ -25,8 +25,9 @@
 
 /* The fields appended in 1.5, which only sdt_train_options has: a method whose config carries the
  * older ones inline takes these from its train_options pointer. */
-#define SDT_TRAIN_OPTION_FIELDS_1_5(X) X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip)                 \
-    X(bucket_max_area) X(bucket_min_side) X(bucket_max_side) X(bucket_step) X(buckets) X(random_crop)
+#define SDT_TRAIN_OPTION_FIELDS_1_5(X)                                                                               \
+    X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip) X(bucket_max_area)            \
+    X(bucket_min_side) X(bucket_max_side) X(bucket_step) X(buckets) X(random_crop)
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
