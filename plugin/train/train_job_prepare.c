@@ -91,8 +91,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->flip = c->flip;
     job->buckets = c->buckets;
     job->random_crop = c->random_crop;
-    job->bucket_rules = (sdt_bucket_rules){c->bucket_max_area ? c->bucket_max_area : (int64_t)c->width * c->height,
-                                           (int)c->bucket_min_side, (int)c->bucket_max_side, (int)c->bucket_step};
+    job->bucket_rules = sdt_train_options_bucket_rules(c);
     job->caption_dropout = c->caption_dropout;
     job->keep_tokens = c->keep_tokens;
     sdt_error ignored; /* sdt_train_options_check said why a sampler or seeds text is bad; here they are good */

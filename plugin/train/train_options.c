@@ -209,9 +209,14 @@ static bool check_buckets(const sdt_train_options *o, const char *p, sdt_error *
     if (o->varsize)
         return OPTION_FAIL("%sbuckets and %svarsize are both set; choose one: buckets resize and crop each image to its "
                            "bucket, while %svarsize keeps every image's own size.", p, p, p);
-    sdt_bucket_rules r = {o->bucket_max_area ? o->bucket_max_area : (int64_t)o->width * o->height, (int)o->bucket_min_side,
-                          (int)o->bucket_max_side, (int)o->bucket_step};
+    sdt_bucket_rules r = sdt_train_options_bucket_rules(o);
     return sdt_bucket_rules_check(&r, p, error);
+}
+
+sdt_bucket_rules sdt_train_options_bucket_rules(const sdt_train_options *o)
+{
+    return (sdt_bucket_rules){o->bucket_max_area ? o->bucket_max_area : (int64_t)o->width * o->height,
+                              (int)o->bucket_min_side, (int)o->bucket_max_side, (int)o->bucket_step};
 }
 
 /* The average of the trained values (1.5). */

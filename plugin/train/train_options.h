@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "data/buckets.h"
 #include "sd_model.h"
 #include "sdt_error.h"
 #include "sdtrain.h"
@@ -35,6 +36,9 @@
  * fields after `prefix` ("config.", "config.train_options->") otherwise. */
 bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error);
 sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool v_prediction);
+
+/* The bucket rules of the options (1.5): bucket_max_area 0 is width x height. */
+sdt_bucket_rules sdt_train_options_bucket_rules(const sdt_train_options *o);
 
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);
