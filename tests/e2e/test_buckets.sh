@@ -63,6 +63,14 @@ expect_rc 0 "train with the bucket options in a panel file"
 grep -qF "buckets: 3 of 5 used by the 6 images (area <= 6144, sides 32..128 in steps of 32, centre crop): 32x128: 2, 64x64: 2, 128x32: 2" "$ERR" ||
     { fail "the panel file's bucket options did not reach the run"; show_stderr; }
 
+# the memory plan is sized at the largest bucket: 64x64 (the demo VAE's 16x16 latents), not the
+# first image's 96x32 (24x8); a 1 MiB cap (the test build's hook) makes the plan say which it measured
+if [ -n "${SDT_TEST_PLUGIN:-}" ]; then
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_MEMORY_LIMIT_MB=1 run_host train "${common[@]}" \
+        --embedding split/cat.safetensors --max-steps 8 --log-dir capped/logs
+    expect_error "a 1 MiB cap" "16x16 latents"
+fi
+
 # SDXL (the tiny checkpoint): its size conditioning takes each image's size and crop (mirrored with
 # --flip; the numbers are train_test_bucket_sizes'); the run resumes exactly
 if [ -n "${SDT_MAKE_CHECKPOINT:-}" ]; then
