@@ -30,6 +30,7 @@ for i, (w, h) in enumerate([(160, 50), (150, 50), (50, 160), (48, 144), (64, 64)
 PY
 
 for d in straight split; do new_embedding "$d" cat 2; done
+cp straight/cat.safetensors made-for-gpu.safetensors
 # area 64x64, sides 32..128 in steps of 32: buckets 32x96, 32x128, 64x64, 96x32, 128x32; 160x50 and
 # 150x50 (3.2, 3) go to 96x32, the tall ones to 32x96, the squares to 64x64
 common=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" --buckets
@@ -53,6 +54,18 @@ cmp -s split/cat.safetensors straight/cat.safetensors ||
 cmp -s <(cut -d, -f1-6 "$(run_folder straight/logs cat)/textual_inversion_loss.csv") \
        <(cut -d, -f1-6 "$(run_folder split/logs cat)/textual_inversion_loss.csv") ||
     fail "the loss CSVs of the straight and the resumed runs differ"
+
+# on a GPU, when one is usable (else skipped here): the CUDA backend trains the bucketed run as the CPU did
+mkdir -p gpu && cp made-for-gpu.safetensors gpu/cat.safetensors 2>/dev/null
+run_host train "${common[@]}" --device cuda --embedding gpu/cat.safetensors --max-steps 4 --log-dir gpu/logs
+if [ "$RC" -ne 0 ] && grep -q "device 'cuda' was asked for" "$ERR"; then
+    echo "no usable GPU: the CUDA run is skipped"
+else
+    expect_rc 0 "train 4 steps with --buckets on the GPU"
+    diff=$(emb_diff gpu/cat.safetensors straight/cat.safetensors)
+    echo "cpu vs cuda bucketed embedding: max relative difference $diff"
+    awk -v d="$diff" 'BEGIN { exit !(d < 1e-3) }' || fail "the bucketed CUDA embedding differs from the CPU one by $diff"
+fi
 
 # the panel file's keys: another area, the centre crop
 new_embedding panel cat 2
