@@ -648,6 +648,17 @@ struct sdt_train_options {
     bool ema_previews;                /* [false] previews show the average */
     bool write_metrics;               /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
     uint8_t reserved4[5];             /* [0] must be 0 */
+    /* 1.5, too: aspect-ratio buckets (docs/abi.md 3.14; kohya's sd-scripts' make_buckets) */
+    uint32_t bucket_max_area;         /* [0] with buckets: no bucket holds more pixels; 0 = width x height */
+    uint32_t bucket_min_side;         /* [256] with buckets: no bucket side is shorter; a multiple of bucket_step */
+    uint32_t bucket_max_side;         /* [1024] with buckets: no bucket side is longer; a multiple of bucket_step */
+    uint32_t bucket_step;             /* [64] with buckets: every bucket side is a multiple of it; a multiple of 8
+                                       * (the VAE), and of the model's UNet factor (checked when the model is read) */
+    bool buckets;                     /* [false] each image goes to the bucket nearest its aspect ratio, is resized
+                                       * to cover it and cropped to it; a batch holds one bucket; not with varsize */
+    bool random_crop;                 /* [false] with buckets: the crop is placed at random (seeded per image, fixed
+                                       * for the run as the latents are cached once) instead of centred */
+    uint8_t reserved5[6];             /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

@@ -72,11 +72,38 @@ bool sdt_alpha_to_loss_weight(const uint8_t *rgba, int w, int h, int channels, f
     return true;
 }
 
+/* The size an image is trained at, and the resize and crop that make it. */
+static sdt_bucket_fit item_fit(const sdt_dataset_options *opt, const char *path, int w, int h)
+{
+    if (opt->buckets) {
+        const char *slash = strrchr(path, '/');
+        return sdt_bucket_fit_image(opt->buckets, w, h, opt->random_crop, opt->crop_seed, slash ? slash + 1 : path);
+    }
+    int out_w = opt->do_not_resize ? w : opt->width, out_h = opt->do_not_resize ? h : opt->height;
+    return (sdt_bucket_fit){.bucket = -1, .width = out_w, .height = out_h, .resized_width = out_w, .resized_height = out_h};
+}
+
+/* Resizes to fit's resized size, then crops to its bucket (the whole resized image without buckets). */
+static bool resize_and_crop(const uint8_t *src, int w, int h, int channels, const sdt_bucket_fit *fit, uint8_t *out)
+{
+    if (fit->resized_width == fit->width && fit->resized_height == fit->height)
+        return sdt_image_resize_u8(src, w, h, channels, out, fit->width, fit->height);
+    size_t row = (size_t)fit->resized_width * (size_t)channels;
+    uint8_t *resized = malloc(row * (size_t)fit->resized_height);
+    bool ok = resized && sdt_image_resize_u8(src, w, h, channels, resized, fit->resized_width, fit->resized_height);
+    for (int y = 0; ok && y < fit->height; y++)
+        memcpy(out + (size_t)y * fit->width * channels, resized + (size_t)(y + fit->crop_top) * row + (size_t)fit->crop_left * channels,
+               (size_t)fit->width * channels);
+    free(resized);
+    return ok;
+}
+
 /* Builds one item from a decoded image; false + err (a warning sentence) to skip it. */
 static bool make_item(const sdt_dataset_options *opt, const char *path, const uint8_t *rgba, int channels, int w,
                       int h, sdt_dataset_item *item, sdt_error *error)
 {
-    int out_w = opt->do_not_resize ? w : opt->width, out_h = opt->do_not_resize ? h : opt->height;
+    sdt_bucket_fit fit = item_fit(opt, path, w, h);
+    int out_w = fit.width, out_h = fit.height;
     if (out_w % SDT_LATENT_FACTOR || out_h % SDT_LATENT_FACTOR) {
         sdt_fail(error, SDT_ERR_VALIDATION,
                  "%s: the image is %dx%d, not a multiple of %d on each side, which the VAE needs; crop it or turn off "
@@ -86,17 +113,18 @@ static bool make_item(const sdt_dataset_options *opt, const char *path, const ui
     size_t n_out = (size_t)out_w * (size_t)out_h;
     uint8_t *resized = malloc(n_out * (size_t)channels);
     float *chw = malloc(n_out * 3 * sizeof(float));
-    bool ok = resized && chw && sdt_image_resize_u8(rgba, w, h, channels, resized, out_w, out_h);
+    bool ok = resized && chw && resize_and_crop(rgba, w, h, channels, &fit, resized);
     if (ok) /* interleaved 0..255 -> planar [-1, 1], as A1111's x / 127.5 - 1 */
         for (size_t i = 0; i < n_out; i++)
             for (int c = 0; c < 3; c++) chw[(size_t)c * n_out + i] = resized[i * channels + c] / 127.5f - 1.0f;
-    free(resized);
     float *weight = NULL;
-    if (ok && opt->alpha_as_loss_weight && channels == 4) {
+    if (ok && opt->alpha_as_loss_weight && channels == 4) { /* a bucket's weight comes from its crop */
         int lw = out_w / SDT_LATENT_FACTOR, lh = out_h / SDT_LATENT_FACTOR;
         weight = malloc((size_t)lw * (size_t)lh * sizeof(float));
-        ok = weight && sdt_alpha_to_loss_weight(rgba, w, h, 4, weight, lw, lh);
+        ok = weight && (opt->buckets ? sdt_alpha_to_loss_weight(resized, out_w, out_h, 4, weight, lw, lh)
+                                     : sdt_alpha_to_loss_weight(rgba, w, h, 4, weight, lw, lh));
     }
+    free(resized);
     if (!ok) {
         free(chw);
         free(weight);
@@ -107,6 +135,10 @@ static bool make_item(const sdt_dataset_options *opt, const char *path, const ui
     item->height = out_h;
     item->source_width = w;
     item->source_height = h;
+    item->resized_width = fit.resized_width;
+    item->resized_height = fit.resized_height;
+    item->crop_left = fit.crop_left;
+    item->crop_top = fit.crop_top;
     item->pixels = chw;
     item->loss_weight = weight;
     return true;
@@ -129,8 +161,12 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
     }
     if (opt->probe_only) {
         sdt_dataset_item item = {0};
-        item.width = item.source_width = hdr.width;
-        item.height = item.source_height = hdr.height;
+        sdt_bucket_fit fit = opt->buckets ? item_fit(opt, path, hdr.width, hdr.height)
+                                          : (sdt_bucket_fit){.width = hdr.width, .height = hdr.height};
+        item.width = fit.width;
+        item.height = fit.height;
+        item.source_width = hdr.width;
+        item.source_height = hdr.height;
         item.caption = sdt_caption_for_image(path, &opt->caption, &why);
         item.path = item.caption ? strdup(path) : NULL;
         sdt_dataset_item *grown = item.path ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;

@@ -9,6 +9,9 @@
  * (0 bytes, corrupt, not an image, absurd size, unreadable caption) is named in
  * a warning. Files are visited in name order so runs are reproducible.
  *
+ * With buckets (data/buckets.h) each image instead goes to the bucket nearest its aspect ratio,
+ * is resized to cover it and cropped to it, the crop's place kept for SDXL's conditioning.
+ *
  * Alpha as loss weight: the alpha plane of the original image is resized to
  * the latent size (width/8 x height/8) and normalised to min 0, mean 1, as
  * A1111 does; a constant alpha (e.g. a fully opaque RGBA file) gives weight 1
@@ -23,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/buckets.h"
 #include "data/caption.h"
 
 #define SDT_DATASET_DEFAULT_MAX_PIXELS (64ll * 1024 * 1024) /* 8192 x 8192 */
@@ -34,6 +38,9 @@ typedef struct sdt_dataset_options {
     const char *folder;
     int width, height;        /* resize target (multiples of 8) */
     bool do_not_resize;       /* keep native sizes; each must be a multiple of 8 */
+    const sdt_bucket_list *buckets; /* non-NULL: each image resized to cover its bucket and cropped to it */
+    bool random_crop;         /* with buckets: the crop drawn from (crop_seed, file name) instead of centred */
+    uint64_t crop_seed;
     bool alpha_as_loss_weight;
     int64_t max_pixels;       /* per image, checked from the header; 0 = default */
     sdt_caption_rules caption;
@@ -53,6 +60,8 @@ struct sdt_dataset_item {
     char *caption;      /* the [filewords] */
     int width, height;  /* of pixels (after resize) */
     int source_width, source_height; /* the image as read (upright), before resizing: SDXL's original size */
+    int resized_width, resized_height; /* what it was resized to before the crop (= width, height without buckets) */
+    int crop_left, crop_top; /* the crop's corner in the resized image (0 without buckets): SDXL's crop */
     float *pixels;      /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
     float *loss_weight; /* [height/8, width/8], or NULL = weight 1 everywhere */
 };

@@ -134,6 +134,10 @@ struct sdt_train_job {
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
     /* 1.5: the data options (train/sample_augment.h) and the preview grid (data/preview_grid.h) */
     bool flip;
+    /* 1.5: aspect-ratio buckets (data/buckets.h); bucket_list is made when the dataset is listed */
+    bool buckets, random_crop;
+    sdt_bucket_rules bucket_rules;
+    sdt_bucket_list bucket_list;
     double caption_dropout;
     uint32_t keep_tokens;
     sdt_sampler_kind preview_sampler;
@@ -288,12 +292,14 @@ bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *erro
 /* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
  * Interrupt): the end of every run writes its last step, once. false + error for a failure for IO. */
 bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
-/* How the run reads a folder of images (the dataset, a validation folder): size, captions, alpha. */
-sdt_dataset_options sdt_train_job_dataset_options(sdt_train_job *job, const char *folder);
 /* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
-/* SDXL's size conditioning of one dataset image with its cached latent. */
-sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e);
+/* SDXL's size conditioning of one dataset image with its cached latent: (original h, w, crop top,
+ * left, target h, w), the crop's left mirrored when the sample is flipped, as kohya does. */
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e,
+                                          bool flipped);
+/* How the training and validation images are sized: the training size, varsize or buckets. */
+void sdt_train_job_image_options(const sdt_train_job *job, sdt_dataset_options *o);
 const char *sdt_train_job_saved_note(const void *job);
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job);
 bool sdt_train_job_save_state(sdt_train_job *job, const char *path, sdt_error *error);

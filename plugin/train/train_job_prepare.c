@@ -89,6 +89,9 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     sdt_loss_options_from(&job->loss, c);
     job->lr_scheduler = (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
     job->flip = c->flip;
+    job->buckets = c->buckets;
+    job->random_crop = c->random_crop;
+    job->bucket_rules = sdt_train_options_bucket_rules(c);
     job->caption_dropout = c->caption_dropout;
     job->keep_tokens = c->keep_tokens;
     sdt_error ignored; /* sdt_train_options_check said why a sampler or seeds text is bad; here they are good */
@@ -368,17 +371,61 @@ static bool still_wanted(const sdt_train_job *job, sdt_error *error)
     return !(job->control && sdt_run_control_interrupt_requested(job->control)) || interrupted(error);
 }
 
-sdt_dataset_options sdt_train_job_dataset_options(sdt_train_job *job, const char *folder)
+void sdt_train_job_image_options(const sdt_train_job *job, sdt_dataset_options *o)
+{
+    o->width = (int)job->width;
+    o->height = (int)job->height;
+    o->do_not_resize = job->varsize;
+    o->buckets = job->buckets ? &job->bucket_list : NULL;
+    o->random_crop = job->random_crop;
+    o->crop_seed = job->seed;
+    o->alpha_as_loss_weight = job->use_alpha;
+    o->caption = job->caption_rules;
+}
+
+static sdt_dataset_options dataset_options(sdt_train_job *job)
 {
     sdt_dataset_options o = {0};
-    o.folder = folder;
-    o.width = (int)job->width;
-    o.height = (int)job->height;
-    o.do_not_resize = job->varsize;
-    o.alpha_as_loss_weight = job->use_alpha;
-    o.caption = job->caption_rules;
+    o.folder = job->dataset_dir;
+    sdt_train_job_image_options(job, &o);
     o.keep_going = phase_keep_going;
     return o;
+}
+
+/* The bucket list, its step checked against the model's UNet (every side must divide down its levels). */
+static bool make_buckets(sdt_train_job *job, int f, sdt_error *error)
+{
+    if (!job->buckets) return true;
+    if (job->bucket_rules.step % f)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.train_options->bucket_step is %d, but %s needs bucket sides that are "
+                        "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
+                        "config.train_options->bucket_step to a multiple of %d, e.g. %d", job->bucket_rules.step,
+                        job->model_path ? job->model_path : "the model", f, vae_factor(&job->rt.cfg.vae), f, (64 + f - 1) / f * f);
+    return sdt_bucket_rules_check(&job->bucket_rules, "config.train_options->", error) &&
+           sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error);
+}
+
+/* The buckets the training images (a validation split's taken out) went to, before training:
+ * "buckets: 2 of 9 used by the 6 images (...): 512x512: 4, 576x448: 2". */
+static void log_bucket_counts(sdt_train_job *job)
+{
+    if (!job->buckets) return;
+    char counts[1536] = "";
+    int at = 0, used = 0;
+    for (int b = 0; b < job->bucket_list.n; b++) {
+        const sdt_bucket *k = &job->bucket_list.items[b];
+        int count = 0;
+        for (int i = 0; i < job->ds.n_items; i++)
+            count += job->ds.items[i].width == k->width && job->ds.items[i].height == k->height;
+        if (!count) continue;
+        if (at < (int)sizeof counts)
+            at += snprintf(counts + at, sizeof counts - (size_t)at, "%s %dx%d: %d", used ? "," : "", k->width, k->height, count);
+        used++;
+    }
+    sdt_host_log(job->host, SDT_LOG_INFO, "buckets: %d of %d used by the %d images (area <= %lld, sides %d..%d in steps of %d, "
+                 "%s crop):%s", used, job->bucket_list.n, job->ds.n_items, (long long)job->bucket_rules.max_area,
+                 job->bucket_rules.min_side, job->bucket_rules.max_side, job->bucket_rules.step,
+                 job->random_crop ? "random" : "centre", counts);
 }
 
 /* The dataset's files, captions and sizes from their headers (nothing decoded): enough for
@@ -390,8 +437,9 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
     if (job->width % (uint32_t)f || job->height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
              "a multiple of %d", job->width, job->height, f, f);
+    if (!make_buckets(job, f, error)) return false;
     prep_phase phase = phase_begin(job, "listing the dataset");
-    sdt_dataset_options o = sdt_train_job_dataset_options(job, job->dataset_dir);
+    sdt_dataset_options o = dataset_options(job);
     o.probe_only = true;
     o.user = &phase;
     if (!sdt_dataset_load(&o, &job->ds, error)) {
@@ -413,7 +461,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
 {
     sdt_dataset_free(&job->ds); /* the listing: decoded now */
     prep_phase phase = phase_begin(job, "decoding the dataset's images");
-    sdt_dataset_options o = sdt_train_job_dataset_options(job, job->dataset_dir);
+    sdt_dataset_options o = dataset_options(job);
     o.user = &phase;
     sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->dataset_dir);
     if (!sdt_dataset_load(&o, &job->ds, error)) {
@@ -490,10 +538,11 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-/* The data order (which may lower the batch size), gradient accumulation capped at what the
- * dataset holds, and the steps of one epoch. */
+/* The bucket counts in the log, the data order (which may lower the batch size), gradient
+ * accumulation capped at what the dataset holds, and the steps of one epoch. */
 static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_accum, sdt_error *error)
 {
+    log_bucket_counts(job);
     if (!sdt_data_order_init(&job->order, &job->ds, (int)batch_size, job->seed, error)) return false;
     job->batch = job->order.batch_size;
     int max_ga = job->ds.n_items / job->batch;
@@ -585,10 +634,13 @@ bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_pa
     return true;
 }
 
-/* Sizes the training pass on a measuring arena and reserves it: the memory check. */
+/* Sizes the training pass on a measuring arena and reserves it: the memory check, at the largest
+ * latent of the dataset (its largest bucket, or image with varsize). */
 static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *error)
 {
     const latent_entry *e = &job->lc.items[0];
+    for (int i = 1; i < job->lc.n; i++)
+        if ((int64_t)job->lc.items[i].h * job->lc.items[i].w > (int64_t)e->h * e->w) e = &job->lc.items[i];
     sdt_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
                             .in_c = e->c + inpaint_extra_channels(&job->rt),
                             .weighted = sdt_loss_options_weighted(&job->loss, job->use_alpha)};
@@ -689,6 +741,14 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     if (job->flip) cJSON_AddBoolToObject(s, "flip", true);
     if (job->caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->caption_dropout);
     if (job->keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->keep_tokens);
+    if (job->buckets) {
+        cJSON_AddBoolToObject(s, "buckets", true);
+        cJSON_AddNumberToObject(s, "bucket_max_area", (double)job->bucket_rules.max_area);
+        cJSON_AddNumberToObject(s, "bucket_min_side", job->bucket_rules.min_side);
+        cJSON_AddNumberToObject(s, "bucket_max_side", job->bucket_rules.max_side);
+        cJSON_AddNumberToObject(s, "bucket_step", job->bucket_rules.step);
+        cJSON_AddBoolToObject(s, "random_crop", job->random_crop);
+    }
     char path[4096];
     bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
     cJSON_Delete(s);
@@ -763,6 +823,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     latent_cache_free(&job->lc);
     inpaint_cond_free(&job->inpaint);
     sdt_data_order_free(&job->order);
+    sdt_buckets_free(&job->bucket_list);
     free(job->model_path);
     free(job->dataset_dir);
     free(job->template_path);

@@ -133,7 +133,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
         job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
-        buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->ds.items[idx[b]], e);
+        buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->ds.items[idx[b]], e, flipped);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
     }
     in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
@@ -149,11 +149,14 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     return true;
 }
 
-sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e)
+sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e,
+                                          bool flipped)
 {
     int f = vae_factor(&job->rt.cfg.vae);
-    /* the whole image, resized to the training size (no crop): what kohya and diffusers pass without buckets */
-    sdt_sdxl_sizes s = {it->source_height, it->source_width, 0, 0, (double)e->h * f, (double)e->w * f};
+    /* without buckets the whole image, resized to the training size (crop 0, as kohya and diffusers pass);
+     * with them the crop's corner in the resized image, its left seen from the right when mirrored */
+    int crop_left = flipped ? it->resized_width - it->width - it->crop_left : it->crop_left;
+    sdt_sdxl_sizes s = {it->source_height, it->source_width, it->crop_top, crop_left, (double)e->h * f, (double)e->w * f};
     return s;
 }
 

@@ -76,8 +76,9 @@ static bool split_dataset(sdt_train_job *job, sdt_error *error)
 static bool load_folder(sdt_train_job *job, sdt_error *error)
 {
     sdt_job_validation *v = &job->val;
-    sdt_dataset_options o = sdt_train_job_dataset_options(job, v->dir); /* sized and captioned as the dataset */
-    o.keep_going = NULL;
+    sdt_dataset_options o = {0};
+    o.folder = v->dir;
+    sdt_train_job_image_options(job, &o);
     if (!sdt_dataset_load(&o, &v->ds, error))
         return sdt_error_wrap(error, "config.train_options->validation_dir (%s): the validation images could not be read", v->dir);
     for (int i = 0; i < v->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "validation: %s", v->ds.warnings[i]);
@@ -142,7 +143,7 @@ static bool measure_one(sdt_train_job *job, int item, int k, double *loss, sdt_e
                                         .weighted = job->use_alpha},
                               .tokens = tokens, .overrides = overrides, .noisy = noisy, .target = target, .weight = weight,
                               .timesteps = &timestep, .end_id = sdt_tokenizer_eos(job->tok)};
-        sdt_sdxl_sizes sizes = sdt_train_job_sample_sizes(job, &job->val.ds.items[item], e);
+        sdt_sdxl_sizes sizes = sdt_train_job_sample_sizes(job, &job->val.ds.items[item], e, false);
         if (sdt_cond_is_sdxl(&job->rt)) in.sizes = &sizes;
         in.shape.chunks = sdt_prompt_batch(job->tok, &job->rules, enc, 1, tokens, overrides, &in.n_overrides);
         sdt_pass_options po = sdt_train_job_pass_options(job); /* the training loss, without min-SNR's weights */

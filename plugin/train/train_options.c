@@ -7,6 +7,7 @@
 
 #include "api/copy_out.h"
 #include "train/noise_schedule.h"
+#include "data/buckets.h"
 #include "data/preview_prompts.h"
 #include "train/sampler.h"
 
@@ -45,6 +46,9 @@ void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
     o->timestep_max = SDT_DDPM_STEPS - 1;
     o->huber_delta = 1.0;
     o->ema_every = 1;
+    o->bucket_min_side = SDT_BUCKET_DEFAULT_MIN_SIDE;
+    o->bucket_max_side = SDT_BUCKET_DEFAULT_MAX_SIDE;
+    o->bucket_step = SDT_BUCKET_DEFAULT_STEP;
 }
 
 bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
@@ -56,6 +60,7 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
                         "%s is NULL or its struct_size is not set; fill it with train_options_defaults() first.", field);
     bool reserved4_set = false;
     for (size_t i = 0; i < sizeof own->reserved4; i++) reserved4_set |= own->reserved4[i] != 0;
+    for (size_t i = 0; i < sizeof own->reserved5; i++) reserved4_set |= own->reserved5[i] != 0;
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
         own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the reserved fields must be 0; fill it with train_options_defaults() first.",
@@ -194,6 +199,26 @@ static bool check_validation(const sdt_train_options *o, const char *p, sdt_erro
     return true;
 }
 
+/* Aspect-ratio buckets (1.5): kohya's rules, the area 0 meaning width x height. */
+static bool check_buckets(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    if (!o->buckets) {
+        if (o->random_crop) return OPTION_FAIL("%srandom_crop places the crop of a bucket; turn on %sbuckets too.", p, p);
+        return true;
+    }
+    if (o->varsize)
+        return OPTION_FAIL("%sbuckets and %svarsize are both set; choose one: buckets resize and crop each image to its "
+                           "bucket, while %svarsize keeps every image's own size.", p, p, p);
+    sdt_bucket_rules r = sdt_train_options_bucket_rules(o);
+    return sdt_bucket_rules_check(&r, p, error);
+}
+
+sdt_bucket_rules sdt_train_options_bucket_rules(const sdt_train_options *o)
+{
+    return (sdt_bucket_rules){o->bucket_max_area ? o->bucket_max_area : (int64_t)o->width * o->height,
+                              (int)o->bucket_min_side, (int)o->bucket_max_side, (int)o->bucket_step};
+}
+
 /* The average of the trained values (1.5). */
 static bool check_ema(const sdt_train_options *o, const char *p, sdt_error *error)
 {
@@ -211,7 +236,8 @@ static bool check_ema(const sdt_train_options *o, const char *p, sdt_error *erro
 bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
-        !check_loss_options(o, p, error) || !check_validation(o, p, error) || !check_ema(o, p, error))
+        !check_loss_options(o, p, error) || !check_validation(o, p, error) || !check_ema(o, p, error) ||
+        !check_buckets(o, p, error))
         return false;
     char field[160];
     sdt_preview_seeds seeds;

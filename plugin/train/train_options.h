@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 
+#include "data/buckets.h"
 #include "sd_model.h"
 #include "sdt_error.h"
 #include "sdtrain.h"
@@ -25,7 +26,9 @@
 
 /* The fields appended in 1.5, which only sdt_train_options has: a method whose config carries the
  * older ones inline takes these from its train_options pointer. */
-#define SDT_TRAIN_OPTION_FIELDS_1_5(X) X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip)
+#define SDT_TRAIN_OPTION_FIELDS_1_5(X)                                                                               \
+    X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip) X(bucket_max_area)            \
+    X(bucket_min_side) X(bucket_max_side) X(bucket_step) X(buckets) X(random_crop)
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of
@@ -33,6 +36,9 @@
  * fields after `prefix` ("config.", "config.train_options->") otherwise. */
 bool sdt_train_prediction_check(uint32_t prediction_type, bool v_prediction, const char *prefix, sdt_error *error);
 sd_prediction_choice sdt_train_prediction_choice(uint32_t prediction_type, bool v_prediction);
+
+/* The bucket rules of the options (1.5): bucket_max_area 0 is width x height. */
+sdt_bucket_rules sdt_train_options_bucket_rules(const sdt_train_options *o);
 
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);

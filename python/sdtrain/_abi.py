@@ -241,6 +241,14 @@ class TrainOptions(AbiStruct):
         ("ema_previews", c_bool),
         ("write_metrics", c_bool),
         ("reserved4", c_uint8 * 5),
+        # 1.5, too: aspect-ratio buckets
+        ("bucket_max_area", c_uint32),
+        ("bucket_min_side", c_uint32),
+        ("bucket_max_side", c_uint32),
+        ("bucket_step", c_uint32),
+        ("buckets", c_bool),
+        ("random_crop", c_bool),
+        ("reserved5", c_uint8 * 6),
     ]
 
 

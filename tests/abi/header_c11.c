@@ -41,9 +41,14 @@ _Static_assert(offsetof(sdt_train_options, loss_type) == offsetof(sdt_train_opti
                "the loss options appended in 1.5 start at 1.4's sizeof and pack without padding (docs/abi.md 3.6)");
 _Static_assert(offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
                    offsetof(sdt_train_options, ema_every) == offsetof(sdt_train_options, ema_decay) + 8 &&
-                   offsetof(sdt_train_options, reserved4) + 5 == sizeof(sdt_train_options) &&
                    sizeof(sdt_train_options) % 8 == 0,
                "the validation and EMA fields appended in 1.5 follow the data options and end without tail padding (docs/abi.md 3.13)");
+_Static_assert(offsetof(sdt_train_options, bucket_max_area) == offsetof(sdt_train_options, reserved4) + 5 &&
+                   offsetof(sdt_train_options, bucket_step) == offsetof(sdt_train_options, bucket_max_area) + 12 &&
+                   offsetof(sdt_train_options, buckets) == offsetof(sdt_train_options, bucket_step) + 4 &&
+                   offsetof(sdt_train_options, reserved5) == offsetof(sdt_train_options, random_crop) + 1 &&
+                   offsetof(sdt_train_options, reserved5) + 6 == sizeof(sdt_train_options),
+               "the bucket options appended in 1.5 follow the validation fields and end without tail padding (docs/abi.md 3.14)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
