@@ -5,7 +5,7 @@
 # files and without the CPU-only test programs (and without the source copy of the demo model,
 # which the build holds), and the run-time libraries of the plugin and
 # sdt-host that a bare CUDA image lacks (under BUILD_DIR/device-libs: put it on LD_LIBRARY_PATH).
-#   bench/ti_gpu/pack_device.sh WORKTREE BUILD_DIR OUT.tar.xz
+#   bench/ti_gpu/pack_device.sh WORKTREE BUILD_DIR OUT.tar.xz [--no-tree]
 set -euo pipefail
 tree=$(cd "${1:?worktree}" && pwd); build=$(cd "${2:?build dir}" && pwd); tar_out=${3:?output .tar.xz}
 libs="$build/device-libs"
@@ -20,7 +20,9 @@ ldd "$build/host-sim/sdt-host" "$build/plugin/libsdtrain.so" | awk '$3 ~ /^\// {
     [ -e "$libs/$(basename "$path")" ] || cp -L "$path" "$libs/"
   done
 list=$(mktemp)
-(cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
+# the tree, unless --no-tree (a device call that copies the working tree to the same path has it already,
+# and tree + pack must stay under what one call carries)
+[ "${4:-}" = --no-tree ] || (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
 # the build: everything but object files, CMake's internals and the CPU-only test programs
 (cd "$build" && find . \( -type f -o -type l \) ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' \
     ! \( -path './tests/*' -perm -u+x ! -path './tests/gpu/*' ! -path './tests/e2e/*' \) | sed "s|^\.|$build|") >> "$list"
