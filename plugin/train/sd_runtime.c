@@ -17,8 +17,11 @@ static void unbind(sd_runtime *rt)
     rt->dev = NULL;
 }
 
+static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 {
+    gint64 start = g_get_monotonic_time();
     unbind(rt);
     rt->dtype = dtype;
     rt->dev = sdt_weights_materialize(rt->file, rt->be, dtype, error);
@@ -28,6 +31,7 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
         return false;
     }
     rt->bound = true;
+    rt->place_s = seconds_since(start);
     return true;
 }
 
@@ -54,13 +58,20 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
+    gint64 start = g_get_monotonic_time();
     rt->file = sdt_weights_open(path, error);
     if (!rt->file) return false;
-    if (!sd_config_detect(rt->file, &rt->cfg, error) ||
-        !sd_weights_check_finite(&rt->cfg, rt->file, error)) {
+    if (!sd_config_detect(rt->file, &rt->cfg, error)) {
         sd_runtime_close(rt);
         return false;
     }
+    rt->open_s = seconds_since(start);
+    start = g_get_monotonic_time();
+    if (!sd_weights_check_finite(&rt->cfg, rt->file, error)) {
+        sd_runtime_close(rt);
+        return false;
+    }
+    rt->check_s = seconds_since(start);
     if (prediction != SD_PREDICTION_AUTO) {
         /* a config file that said otherwise is named in the log line */
         bool asked_v = prediction == SD_PREDICTION_V;

@@ -27,6 +27,9 @@ typedef struct sd_runtime {
     sdt_dtype dtype;      /* frozen weights and activations */
     bool bound;
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
+    /* seconds the last open spent opening and detecting, on the finite check, and placing the
+     * weights on the backend in dtype (for the log line that says where loading went) */
+    double open_s, check_s, place_s;
 } sd_runtime;
 
 /* prediction EPSILON or V is the user's word over everything; AUTO takes a diffusers scheduler

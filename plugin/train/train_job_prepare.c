@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "api/host_log.h"
+#include "c_numeric.h"
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"
 #include "train/tokenizer_open.h"
@@ -268,6 +271,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         job->precision = SDT_PRECISION_FP16;
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
+    gint64 start = g_get_monotonic_time();
     if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
@@ -276,10 +280,16 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
     if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
-    char hash[11];
+    char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
+    gint64 hash_start = g_get_monotonic_time();
     if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
-    char buf[4096];
+    gint64 end = g_get_monotonic_time();
+    sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s (opened %.1f, checked for NaN/Inf %.1f, placed on the %s in %s "
+                   "%.1f, hashed %.1f)", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+                   job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
+                   (double)(end - hash_start) / 1e6);
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
     job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
