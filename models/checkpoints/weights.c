@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "host_convert.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
 #include "torch_file.h"
@@ -665,17 +666,17 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     void *conv = NULL;
     if (want != e->tensor.dtype) {
         int64_t n = sdt_tensor_numel(&e->tensor);
-        float *f = g_try_malloc((size_t)n * sizeof(float));
+        if (be->device == SDT_DEVICE_CPU) { /* the backend's memory is the host's: convert in place */
+            sdt_host_convert(e->tensor.data, e->tensor.dtype, mem, want, n);
+            out->data = mem;
+            return true;
+        }
         conv = g_try_malloc(bytes);
-        if (!f || !conv) {
-            g_free(f);
-            g_free(conv);
+        if (!conv) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
-        sdt_load_f32(e->tensor.data, e->tensor.dtype, f, n);
-        sdt_store_f32(f, conv, want, n);
-        g_free(f);
+        sdt_host_convert(e->tensor.data, e->tensor.dtype, conv, want, n);
         host = conv;
     }
     int rc = be->upload(be, mem, host, bytes);
