@@ -19,6 +19,7 @@
 #include "host_convert.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
+#include "sha256.h"
 #include "torch_file.h"
 
 #define MAX_LEVELS 16
@@ -621,21 +622,22 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
             if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
             return false;
         }
-        GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
-        enum { CHUNK = 1 << 20 };
+        sdt_sha256 sum;
+        sdt_sha256_init(&sum, true);
+        enum { CHUNK = 8 << 20 };
         guchar *buf = g_malloc(CHUNK);
         size_t n;
-        while ((n = fread(buf, 1, CHUNK, f)) > 0) g_checksum_update(sum, buf, (gssize)n);
+        while ((n = fread(buf, 1, CHUNK, f)) > 0) sdt_sha256_update(&sum, buf, n);
         bool failed = ferror(f);
         fclose(f);
         g_free(buf);
+        char hex[65];
+        sdt_sha256_finish_hex(&sum, hex);
         if (failed) {
-            g_checksum_free(sum);
             sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", w->hash_file);
             return false;
         }
-        snprintf(w->hash, sizeof(w->hash), "%.10s", g_checksum_get_string(sum));
-        g_checksum_free(sum);
+        snprintf(w->hash, sizeof(w->hash), "%.10s", hex);
     }
     memcpy(out, w->hash, 11);
     return true;
