@@ -647,9 +647,16 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 
 static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16; }
 
+/* Host memory a converted tensor waits in before its upload: one buffer, grown to the largest
+ * tensor, so gigabytes of weights do not fault in fresh pages tensor by tensor. */
+typedef struct staging {
+    void *mem;
+    size_t size;
+} staging;
+
 /* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
 static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
-                               sdt_tensor *out, sdt_error *error)
+                               staging *stage, sdt_tensor *out, sdt_error *error)
 {
     *out = e->tensor;
     sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
@@ -665,7 +672,6 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     }
     g_ptr_array_add(dst->owned, mem);
     const void *host = e->tensor.data;
-    void *conv = NULL;
     if (want != e->tensor.dtype) {
         int64_t n = sdt_tensor_numel(&e->tensor);
         if (be->device == SDT_DEVICE_CPU) { /* the backend's memory is the host's: convert in place */
@@ -673,16 +679,19 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
             out->data = mem;
             return true;
         }
-        conv = g_try_malloc(bytes);
-        if (!conv) {
+        if (stage->size < bytes) {
+            g_free(stage->mem);
+            stage->mem = g_try_malloc(bytes);
+            stage->size = stage->mem ? bytes : 0;
+        }
+        if (!stage->mem) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
-        sdt_host_convert(e->tensor.data, e->tensor.dtype, conv, want, n);
-        host = conv;
+        sdt_host_convert(e->tensor.data, e->tensor.dtype, stage->mem, want, n);
+        host = stage->mem;
     }
     int rc = be->upload(be, mem, host, bytes);
-    g_free(conv);
     out->data = mem;
     if (rc) {
         sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error.message);
@@ -712,16 +721,19 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     gpointer k, v;
     g_hash_table_iter_init(&it, src->unusable);
     while (g_hash_table_iter_next(&it, &k, &v)) g_hash_table_replace(w->unusable, g_strdup(k), v);
+    staging stage = {NULL, 0};
     for (guint i = 0; i < src->entries->len; i++) {
         const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
         weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
-        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, error)) {
+        if (!materialize_tensor(w, e, be, float_dtype, &stage, &we.tensor, error)) {
             g_free(we.key);
+            g_free(stage.mem);
             sdt_weights_close(w);
             return NULL;
         }
         g_array_append_val(w->entries, we);
         g_hash_table_insert(w->index, we.key, GSIZE_TO_POINTER(w->entries->len));
     }
+    g_free(stage.mem);
     return w;
 }
