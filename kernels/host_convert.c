@@ -1,8 +1,17 @@
-/* host_convert.c - see host_convert.h. Both passes cut the tensor into fixed chunks that
- * OpenMP's threads share; small tensors stay on the calling thread. */
+/* host_convert.c - see host_convert.h. Both passes cut the tensor into fixed chunks that a few
+ * threads claim one by one; small tensors stay on the calling thread.
+ *
+ * The threads are started and joined within each call, not OpenMP's pool: a pool that outlives
+ * the call hangs the next parallel region of a child the host forks afterwards (libgomp is not
+ * fork-safe), and hosts and tests do fork after loading a model. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "host_convert.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -10,10 +19,56 @@
 #endif
 
 enum {
-    CHUNK = 1 << 16,             /* elements per task */
-    PARALLEL_MIN = 1 << 18,      /* below this many elements one thread is faster */
+    CHUNK = 1 << 18,             /* elements per claim */
+    MAX_THREADS = 32,            /* memory bandwidth is spent well before this */
     LANE_BLOCK = 4096            /* f32 elements converted through the stack at a time */
 };
+
+typedef struct pass {
+    const void *src;
+    sdt_dtype src_dtype;
+    void *dst;                   /* NULL: the NaN/Inf scan */
+    sdt_dtype dst_dtype;
+    int64_t n, chunks;
+    atomic_llong next;           /* the next chunk to claim */
+    atomic_llong first_bad;      /* the scan: the lowest chunk holding a NaN/Inf, chunks if none */
+} pass;
+
+static int cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void chunk_work(pass *p, int64_t c);
+
+static void *worker(void *arg)
+{
+    pass *p = arg;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&p->next, 1);
+        if (c >= p->chunks) return NULL;
+        chunk_work(p, c);
+    }
+}
+
+/* Runs every chunk of p on the calling thread and up to cpus() - 1 more; a thread that cannot
+ * start leaves its share to the others. */
+static void run(pass *p)
+{
+    atomic_init(&p->next, 0);
+    int want = p->chunks < 2 ? 1 : cpus();
+    if (want > p->chunks) want = (int)p->chunks;
+    if (want > MAX_THREADS) want = MAX_THREADS;
+    pthread_t threads[MAX_THREADS];
+    int started = 0;
+    for (int i = 1; i < want; i++)
+        if (pthread_create(&threads[started], NULL, worker, p) == 0) started++;
+    worker(p);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+}
 
 /* ---- the NaN/Inf scan: an all-ones exponent field, tested on the bits (vectorizes) ---- */
 
@@ -34,14 +89,12 @@ static bool chunk_has_nonfinite(const void *src, sdt_dtype dtype, int64_t start,
 int64_t sdt_host_first_nonfinite(const void *src, sdt_dtype dtype, int64_t n)
 {
     if (dtype != SDT_F32 && dtype != SDT_F16 && dtype != SDT_BF16) return -1;
-    int64_t chunks = (n + CHUNK - 1) / CHUNK, first_bad = chunks;
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN) reduction(min : first_bad)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t start = c * CHUNK, len = n - start < CHUNK ? n - start : CHUNK;
-        if (c < first_bad && chunk_has_nonfinite(src, dtype, start, len)) first_bad = c;
-    }
-    if (first_bad == chunks) return -1;
-    int64_t start = first_bad * CHUNK, len = n - start < CHUNK ? n - start : CHUNK;
+    pass p = {.src = src, .src_dtype = dtype, .n = n, .chunks = (n + CHUNK - 1) / CHUNK};
+    atomic_init(&p.first_bad, p.chunks);
+    run(&p);
+    int64_t bad = atomic_load(&p.first_bad);
+    if (bad == p.chunks) return -1;
+    int64_t start = bad * CHUNK, len = n - start < CHUNK ? n - start : CHUNK;
     for (int64_t i = start; i < start + len; i++)
         if (chunk_has_nonfinite(src, dtype, i, 1)) return i;
     return -1; /* not reached: the chunk held one */
@@ -100,6 +153,19 @@ static void convert_chunk(const void *src, sdt_dtype src_dtype, void *dst, sdt_d
     }
 }
 
+static void chunk_work(pass *p, int64_t c)
+{
+    int64_t start = c * CHUNK, len = p->n - start < CHUNK ? p->n - start : CHUNK;
+    if (p->dst) {
+        convert_chunk(p->src, p->src_dtype, p->dst, p->dst_dtype, start, len);
+        return;
+    }
+    if (c >= atomic_load(&p->first_bad) || !chunk_has_nonfinite(p->src, p->src_dtype, start, len)) return;
+    long long seen = atomic_load(&p->first_bad);
+    while (c < seen && !atomic_compare_exchange_weak(&p->first_bad, &seen, c)) {
+    }
+}
+
 void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype dst_dtype, int64_t n)
 {
     if (src_dtype == dst_dtype) {
@@ -109,10 +175,8 @@ void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype
 #ifdef SDT_HAVE_F16C_PATH
     (void)have_f16c(); /* answered before the threads start */
 #endif
-    int64_t chunks = (n + CHUNK - 1) / CHUNK;
-    #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN)
-    for (int64_t c = 0; c < chunks; c++) {
-        int64_t start = c * CHUNK, len = n - start < CHUNK ? n - start : CHUNK;
-        convert_chunk(src, src_dtype, dst, dst_dtype, start, len);
-    }
+    pass p = {.src = src, .src_dtype = src_dtype, .dst = dst, .dst_dtype = dst_dtype, .n = n,
+              .chunks = (n + CHUNK - 1) / CHUNK};
+    atomic_init(&p.first_bad, 0);
+    run(&p);
 }

@@ -285,8 +285,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     gint64 hash_start = g_get_monotonic_time();
     if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
     gint64 end = g_get_monotonic_time();
-    sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s (opened %.1f, checked for NaN/Inf %.1f, placed on the %s in %s "
-                   "%.1f, hashed %.1f)", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+    sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
+                   "as %s %.1f s, hashed %.1f s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
                    (double)(end - hash_start) / 1e6);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);

@@ -5,13 +5,15 @@
  * isfinite() loop over sdt_load_f32's values, in the last element, at a chunk's edge, in every
  * float dtype. */
 #include <math.h>
-#include <omp.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "host_convert.h"
 #include "kernel_test.h"
 
-enum { BIG = 3 * 65536 * 4 + 12345 }; /* over the parallel threshold, not a multiple of a chunk */
+enum { CHUNK = 1 << 18, BIG = 3 * CHUNK + 12345 }; /* host_convert.c's chunk; BIG takes 4 of them, the last one short */
 
 static const sdt_dtype float_dtypes[3] = {SDT_F32, SDT_F16, SDT_BF16};
 
@@ -111,7 +113,7 @@ static void check_scan(sdt_test_rng *r)
             CHECK(sdt_host_first_nonfinite(x, d, n) == -1, "%s: %lld finite elements reported non-finite", sdt_dtype_name(d),
                   (long long)n);
             /* NaN then Inf, each in the last element, at a chunk's first and last element, and two at once */
-            const int64_t places[] = {n - 1, n > 65536 ? 65536 : 0, n > 65536 ? 65535 : n / 2, n / 3};
+            const int64_t places[] = {n - 1, n > CHUNK ? CHUNK : 0, n > CHUNK ? 2 * CHUNK - 1 : n / 2, n / 3};
             for (int p = 0; p < 4; p++)
                 for (int kind = 0; kind < 2; kind++) {
                     fill_bits(r, x, d, n, true);
@@ -129,12 +131,42 @@ static void check_scan(sdt_test_rng *r)
     free(x);
 }
 
+/* Hosts fork after loading a model: a child converting again must not wait for threads that
+ * only the parent has (as it did with OpenMP's pool). */
+static void check_after_fork(void)
+{
+    float *src = kt_alloc(BIG * 4);
+    uint16_t *dst = kt_alloc(BIG * 2);
+    for (int64_t i = 0; i < BIG; i++) src[i] = (float)i;
+    sdt_host_convert(src, SDT_F32, dst, SDT_BF16, BIG); /* the parent's threads, started and joined */
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        sdt_host_convert(src, SDT_F32, dst, SDT_BF16, BIG);
+        _exit(sdt_host_first_nonfinite(dst, SDT_BF16, BIG) == -1 ? 0 : 1);
+    }
+    int status = -1;
+    bool done = false;
+    for (int waited = 0; child > 0 && waited < 600 && !done; waited++) { /* up to a minute */
+        done = waitpid(child, &status, WNOHANG) == child;
+        if (!done) usleep(100000);
+    }
+    if (child > 0 && !done) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+    }
+    CHECK(child > 0 && done && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+          "a forked child's conversion %s", done ? "failed" : "hung (threads of the parent awaited in the child)");
+    free(src);
+    free(dst);
+}
+
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("host_convert");
-    omp_set_num_threads(3); /* an odd count: uneven partitions, whatever the machine */
     check_all_f16();
     check_conversions(&r);
     check_scan(&r);
+    check_after_fork();
     return sdt_test_finish("host_convert (load-time NaN/Inf scan and dtype conversion = tensor.h's, bit for bit)");
 }
