@@ -612,33 +612,39 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i)
 
 const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
 
+const char *sdt_weights_hash_file(const sdt_weights *w) { return w->hash_file; }
+
+bool sdt_file_short_hash(const char *path, char out[11], sdt_error *error)
+{
+    int fd = sdt_file_open_regular(path, "checkpoint", NULL, error);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", path);
+        return false;
+    }
+    sdt_sha256 sum;
+    sdt_sha256_init(&sum, true);
+    enum { CHUNK = 8 << 20 };
+    guchar *buf = g_malloc(CHUNK);
+    size_t n;
+    while ((n = fread(buf, 1, CHUNK, f)) > 0) sdt_sha256_update(&sum, buf, n);
+    bool failed = ferror(f);
+    fclose(f);
+    g_free(buf);
+    char hex[65];
+    sdt_sha256_finish_hex(&sum, hex);
+    if (failed) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", path);
+        return false;
+    }
+    snprintf(out, 11, "%.10s", hex);
+    return true;
+}
+
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 {
-    if (!w->hash[0]) {
-        int fd = sdt_file_open_regular(w->hash_file, "checkpoint", NULL, error);
-        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-        if (!f) {
-            if (fd >= 0) close(fd);
-            if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
-            return false;
-        }
-        sdt_sha256 sum;
-        sdt_sha256_init(&sum, true);
-        enum { CHUNK = 8 << 20 };
-        guchar *buf = g_malloc(CHUNK);
-        size_t n;
-        while ((n = fread(buf, 1, CHUNK, f)) > 0) sdt_sha256_update(&sum, buf, n);
-        bool failed = ferror(f);
-        fclose(f);
-        g_free(buf);
-        char hex[65];
-        sdt_sha256_finish_hex(&sum, hex);
-        if (failed) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", w->hash_file);
-            return false;
-        }
-        snprintf(w->hash, sizeof(w->hash), "%.10s", hex);
-    }
+    if (!w->hash[0] && !sdt_file_short_hash(w->hash_file, w->hash, error)) return false;
     memcpy(out, w->hash, 11);
     return true;
 }

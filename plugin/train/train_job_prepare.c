@@ -272,7 +272,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, error))
+    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, true, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
     if (sdt_cond_is_sdxl(&job->rt) && !sdxl_settings(job, error)) return false;
@@ -282,13 +282,13 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
     char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
-    gint64 hash_start = g_get_monotonic_time();
-    if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
+    double hash_s;
+    if (sd_runtime_short_hash(&job->rt, hash, &hash_s, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
     gint64 end = g_get_monotonic_time();
     sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
-                   "as %s %.1f s, hashed %.1f s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+                   "as %s %.1f s; hashed alongside %.1f s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
-                   (double)(end - hash_start) / 1e6);
+                   hash_s);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
