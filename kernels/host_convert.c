@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SDT_HAVE_F16C_PATH 1
 #endif
@@ -114,13 +115,21 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(const uint16_t *
     for (; i < n; i++) dst[i] = sdt_f16_to_f32(src[i]);
 }
 
+/* F16C and AVX in CPUID, and the OS saving the YMM registers (XCR0 bits 1 and 2). */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_F16C) || !(c & bit_AVX) || !(c & bit_OSXSAVE)) return false;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    (void)hi;
+    return (lo & 6u) == 6u;
+}
+
 static bool have_f16c(void)
 {
-    static int known; /* 0 unknown, 1 no, 2 yes: the same answer from any thread */
-    if (!known) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c") ? 2 : 1;
-    }
+    static int known; /* 0 unknown, 1 no, 2 yes: asked before any thread starts */
+    if (!known) known = cpu_has_f16c() ? 2 : 1;
     return known == 2;
 }
 #endif
