@@ -147,7 +147,7 @@ static bool open_model(eval_ctx *c, const char *model, sdt_error *error)
 {
     c->be = sdt_backend_cpu_create(0);
     if (!c->be) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the CPU backend could not be created");
-    if (!sd_runtime_open(&c->rt, model, c->be, SDT_F32, SD_PREDICTION_AUTO, error)) return false;
+    if (!sd_runtime_open(&c->rt, model, c->be, SDT_F32, SD_PREDICTION_AUTO, false, error)) return false;
     c->rt_open = true;
     /* tokenizer/ inside a diffusers folder, or beside a single file */
     char *dir = g_file_test(model, G_FILE_TEST_IS_DIR) ? g_strdup(model) : g_path_get_dirname(model);

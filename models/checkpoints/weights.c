@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "host_convert.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
+#include "sha256.h"
 #include "torch_file.h"
 
 #define MAX_LEVELS 16
@@ -610,32 +612,39 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i)
 
 const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
 
+const char *sdt_weights_hash_file(const sdt_weights *w) { return w->hash_file; }
+
+bool sdt_file_short_hash(const char *path, char out[11], sdt_error *error)
+{
+    int fd = sdt_file_open_regular(path, "checkpoint", NULL, error);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", path);
+        return false;
+    }
+    sdt_sha256 sum;
+    sdt_sha256_init(&sum, true);
+    enum { CHUNK = 8 << 20 };
+    guchar *buf = g_malloc(CHUNK);
+    size_t n;
+    while ((n = fread(buf, 1, CHUNK, f)) > 0) sdt_sha256_update(&sum, buf, n);
+    bool failed = ferror(f);
+    fclose(f);
+    g_free(buf);
+    char hex[65];
+    sdt_sha256_finish_hex(&sum, hex);
+    if (failed) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", path);
+        return false;
+    }
+    snprintf(out, 11, "%.10s", hex);
+    return true;
+}
+
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 {
-    if (!w->hash[0]) {
-        int fd = sdt_file_open_regular(w->hash_file, "checkpoint", NULL, error);
-        FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-        if (!f) {
-            if (fd >= 0) close(fd);
-            if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", w->hash_file);
-            return false;
-        }
-        GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
-        enum { CHUNK = 1 << 20 };
-        guchar *buf = g_malloc(CHUNK);
-        size_t n;
-        while ((n = fread(buf, 1, CHUNK, f)) > 0) g_checksum_update(sum, buf, (gssize)n);
-        bool failed = ferror(f);
-        fclose(f);
-        g_free(buf);
-        if (failed) {
-            g_checksum_free(sum);
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: reading the file for its hash failed; check the disk", w->hash_file);
-            return false;
-        }
-        snprintf(w->hash, sizeof(w->hash), "%.10s", g_checksum_get_string(sum));
-        g_checksum_free(sum);
-    }
+    if (!w->hash[0] && !sdt_file_short_hash(w->hash_file, w->hash, error)) return false;
     memcpy(out, w->hash, 11);
     return true;
 }
@@ -644,9 +653,16 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 
 static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16; }
 
+/* Host memory a converted tensor waits in before its upload: one buffer, grown to the largest
+ * tensor, so gigabytes of weights do not fault in fresh pages tensor by tensor. */
+typedef struct staging {
+    void *mem;
+    size_t size;
+} staging;
+
 /* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
 static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
-                               sdt_tensor *out, sdt_error *error)
+                               staging *stage, sdt_tensor *out, sdt_error *error)
 {
     *out = e->tensor;
     sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
@@ -662,24 +678,26 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     }
     g_ptr_array_add(dst->owned, mem);
     const void *host = e->tensor.data;
-    void *conv = NULL;
     if (want != e->tensor.dtype) {
         int64_t n = sdt_tensor_numel(&e->tensor);
-        float *f = g_try_malloc((size_t)n * sizeof(float));
-        conv = g_try_malloc(bytes);
-        if (!f || !conv) {
-            g_free(f);
-            g_free(conv);
+        if (be->device == SDT_DEVICE_CPU) { /* the backend's memory is the host's: convert in place */
+            sdt_host_convert(e->tensor.data, e->tensor.dtype, mem, want, n);
+            out->data = mem;
+            return true;
+        }
+        if (stage->size < bytes) {
+            g_free(stage->mem);
+            stage->mem = g_try_malloc(bytes);
+            stage->size = stage->mem ? bytes : 0;
+        }
+        if (!stage->mem) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
-        sdt_load_f32(e->tensor.data, e->tensor.dtype, f, n);
-        sdt_store_f32(f, conv, want, n);
-        g_free(f);
-        host = conv;
+        sdt_host_convert(e->tensor.data, e->tensor.dtype, stage->mem, want, n);
+        host = stage->mem;
     }
     int rc = be->upload(be, mem, host, bytes);
-    g_free(conv);
     out->data = mem;
     if (rc) {
         sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error.message);
@@ -709,16 +727,19 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     gpointer k, v;
     g_hash_table_iter_init(&it, src->unusable);
     while (g_hash_table_iter_next(&it, &k, &v)) g_hash_table_replace(w->unusable, g_strdup(k), v);
+    staging stage = {NULL, 0};
     for (guint i = 0; i < src->entries->len; i++) {
         const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
         weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
-        if (!materialize_tensor(w, e, be, float_dtype, &we.tensor, error)) {
+        if (!materialize_tensor(w, e, be, float_dtype, &stage, &we.tensor, error)) {
             g_free(we.key);
+            g_free(stage.mem);
             sdt_weights_close(w);
             return NULL;
         }
         g_array_append_val(w->entries, we);
         g_hash_table_insert(w->index, we.key, GSIZE_TO_POINTER(w->entries->len));
     }
+    g_free(stage.mem);
     return w;
 }

@@ -55,6 +55,10 @@ const char *sdt_weights_key(const sdt_weights *w, size_t i);
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);
 bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error);
+/* The file the short hash is taken of, and that hash of any file; touching no sdt_weights, it may
+ * run on a thread of its own while the weights are read (plugin/train/sd_runtime.c). */
+const char *sdt_weights_hash_file(const sdt_weights *w);
+bool sdt_file_short_hash(const char *path, char out[11], sdt_error *error);
 /* When w is a diffusers folder without the part (unet/, text_encoder/, vae/) that keys with
  * key_prefix come from: true and a sentence naming the missing folder (NOT_FOUND). Detectors say
  * this before falling back to the key names they could not find. */

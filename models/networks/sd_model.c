@@ -5,6 +5,7 @@
 
 #include "checkpoint_yaml.h"
 #include "diffusers_config.h"
+#include "host_convert.h"
 #include "sdxl_cond.h"
 
 #include <math.h>
@@ -240,45 +241,30 @@ bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_er
 
 typedef struct finite_ctx {
     const sdt_weights *w;
-    float *buf;
     sdt_error *error;
     bool bad;
 } finite_ctx;
-
-#define FINITE_CHUNK 65536
 
 static bool check_one(void *user, const sdt_param_info *p)
 {
     finite_ctx *f = user;
     const sdt_tensor *t = sdt_weights_get(f->w, p->key);
     if (!t || t->dtype == SDT_I32) return true; /* missing keys are the loaders' errors */
-    int64_t n = sdt_tensor_numel(t);
-    size_t es = sdt_dtype_size(t->dtype);
-    for (int64_t i = 0; i < n; i += FINITE_CHUNK) {
-        int64_t m = n - i < FINITE_CHUNK ? n - i : FINITE_CHUNK;
-        sdt_load_f32((const uint8_t *)t->data + (size_t)i * es, t->dtype, f->buf, m);
-        for (int64_t k = 0; k < m; k++)
-            if (!isfinite(f->buf[k])) {
-                sdt_fail(f->error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
-                         "re-download or re-convert it", sdt_weights_path(f->w), p->key,
-                         isnan(f->buf[k]) ? "NaN" : "Inf", (long long)(i + k));
-                f->bad = true;
-                return false;
-            }
-    }
-    return true;
+    int64_t at = sdt_host_first_nonfinite(t->data, t->dtype, sdt_tensor_numel(t));
+    if (at < 0) return true;
+    float value;
+    sdt_load_f32((const uint8_t *)t->data + (size_t)at * sdt_dtype_size(t->dtype), t->dtype, &value, 1);
+    sdt_fail(f->error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
+             "re-download or re-convert it", sdt_weights_path(f->w), p->key, isnan(value) ? "NaN" : "Inf", (long long)at);
+    f->bad = true;
+    return false;
 }
 
 bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, sdt_error *error)
 {
-    finite_ctx f = {w, malloc(FINITE_CHUNK * sizeof(float)), error, false};
-    if (!f.buf) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "sd_model: out of memory checking the weights");
-        return false;
-    }
+    finite_ctx f = {w, error, false};
     sdt_error enumeration; /* the visitor's own sentence (the bad tensor) wins over "enumeration stopped" */
     bool ok = sd_params(cfg, check_one, &f, &enumeration);
-    free(f.buf);
     if (!ok && !f.bad && error) *error = enumeration;
     return ok;
 }

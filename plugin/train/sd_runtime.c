@@ -2,12 +2,63 @@
 #include "train/sd_runtime.h"
 
 #include <glib.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "c_numeric.h"
 #include "checkpoint_yaml.h"
 #include "prediction_probe.h"
+
+/* The hash thread reads the file through its own descriptor and writes only this struct, so the
+ * weights being checked and placed meanwhile are shared with nothing that changes. */
+struct sd_runtime_hash {
+    pthread_t thread;
+    char *path;
+    char hash[11];
+    bool ok;
+    double seconds;
+    sdt_error error;
+};
+
+static void *hash_thread(void *arg)
+{
+    struct sd_runtime_hash *h = arg;
+    gint64 start = g_get_monotonic_time();
+    h->ok = sdt_file_short_hash(h->path, h->hash, &h->error);
+    h->seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+    return NULL;
+}
+
+/* Joins the hash thread, if one runs; the result stays in rt->hash. */
+static struct sd_runtime_hash *hash_join(sd_runtime *rt)
+{
+    struct sd_runtime_hash *h = rt->hash;
+    if (h && h->path) {
+        pthread_join(h->thread, NULL);
+        g_free(h->path);
+        h->path = NULL;
+    }
+    return h;
+}
+
+bool sd_runtime_short_hash(sd_runtime *rt, char out[11], double *seconds, sdt_error *error)
+{
+    struct sd_runtime_hash *h = hash_join(rt);
+    if (!h) {
+        gint64 start = g_get_monotonic_time();
+        bool ok = sdt_weights_short_hash(rt->file, out, error);
+        *seconds = (double)(g_get_monotonic_time() - start) / 1e6;
+        return ok;
+    }
+    *seconds = h->seconds;
+    if (!h->ok) {
+        if (error) *error = h->error;
+        return false;
+    }
+    memcpy(out, h->hash, 11);
+    return true;
+}
 
 static void unbind(sd_runtime *rt)
 {
@@ -17,8 +68,11 @@ static void unbind(sd_runtime *rt)
     rt->dev = NULL;
 }
 
+static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 {
+    gint64 start = g_get_monotonic_time();
     unbind(rt);
     rt->dtype = dtype;
     rt->dev = sdt_weights_materialize(rt->file, rt->be, dtype, error);
@@ -28,6 +82,7 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
         return false;
     }
     rt->bound = true;
+    rt->place_s = seconds_since(start);
     return true;
 }
 
@@ -50,17 +105,34 @@ static bool probe_prediction(sd_runtime *rt, sdt_error *error)
 }
 
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
-                     sdt_error *error)
+                     bool hash_alongside, sdt_error *error)
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
+    gint64 start = g_get_monotonic_time();
     rt->file = sdt_weights_open(path, error);
     if (!rt->file) return false;
-    if (!sd_config_detect(rt->file, &rt->cfg, error) ||
-        !sd_weights_check_finite(&rt->cfg, rt->file, error)) {
+    if (hash_alongside) { /* a thread that cannot start leaves the hash to sd_runtime_short_hash */
+        struct sd_runtime_hash *h = g_new0(struct sd_runtime_hash, 1);
+        h->path = g_strdup(sdt_weights_hash_file(rt->file));
+        if (pthread_create(&h->thread, NULL, hash_thread, h) == 0) {
+            rt->hash = h;
+        } else {
+            g_free(h->path);
+            g_free(h);
+        }
+    }
+    if (!sd_config_detect(rt->file, &rt->cfg, error)) {
         sd_runtime_close(rt);
         return false;
     }
+    rt->open_s = seconds_since(start);
+    start = g_get_monotonic_time();
+    if (!sd_weights_check_finite(&rt->cfg, rt->file, error)) {
+        sd_runtime_close(rt);
+        return false;
+    }
+    rt->check_s = seconds_since(start);
     if (prediction != SD_PREDICTION_AUTO) {
         /* a config file that said otherwise is named in the log line */
         bool asked_v = prediction == SD_PREDICTION_V;
@@ -123,6 +195,8 @@ void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size
 
 void sd_runtime_close(sd_runtime *rt)
 {
+    g_free(hash_join(rt));
+    rt->hash = NULL;
     unbind(rt);
     sdt_weights_close(rt->file);
     rt->file = NULL;

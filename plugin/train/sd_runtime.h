@@ -27,6 +27,11 @@ typedef struct sd_runtime {
     sdt_dtype dtype;      /* frozen weights and activations */
     bool bound;
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
+    /* seconds the last open spent opening and detecting, on the finite check, and placing the
+     * weights on the backend in dtype (for the log line that says where loading went) */
+    double open_s, check_s, place_s;
+    /* the short hash, taken on a thread of its own while the weights are checked and placed */
+    struct sd_runtime_hash *hash;
 } sd_runtime;
 
 /* prediction EPSILON or V is the user's word over everything; AUTO takes a diffusers scheduler
@@ -34,7 +39,10 @@ typedef struct sd_runtime {
  * checkpoint (checkpoint_yaml.h), else for an SD 2.x model the UNet probe's answer (prediction_probe.h,
  * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
-                     sdt_error *error);
+                     bool hash_alongside, sdt_error *error);
+/* The checkpoint's short hash (sdt_weights_short_hash): what the thread hash_alongside started
+ * found, waited for here (*seconds: how long it hashed), or taken now. */
+bool sd_runtime_short_hash(sd_runtime *rt, char out[11], double *seconds, sdt_error *error);
 /* One sentence for the log: what the model predicts and who said so ("the model predicts v (the
  * UNet probe: ...)"). */
 void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size);

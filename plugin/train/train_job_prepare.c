@@ -16,7 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "api/host_log.h"
+#include "c_numeric.h"
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"
 #include "train/tokenizer_open.h"
@@ -271,7 +274,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         job->precision = SDT_PRECISION_FP16;
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
-    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, error))
+    gint64 start = g_get_monotonic_time();
+    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, true, error))
         return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
     if (sdt_cond_is_sdxl(&job->rt) && !sdxl_settings(job, error)) return false;
@@ -279,10 +283,16 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
     if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
-    char hash[11];
+    char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
-    if (sdt_weights_short_hash(job->rt.file, hash, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
-    char buf[4096];
+    double hash_s;
+    if (sd_runtime_short_hash(&job->rt, hash, &hash_s, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
+    gint64 end = g_get_monotonic_time();
+    sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
+                   "as %s %.1f s; hashed alongside %.1f s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+                   job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
+                   hash_s);
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
     job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);

@@ -241,8 +241,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
     remove_folder(dir);
 }
 
-/* Copies a checkpoint with one float of one tensor replaced. */
-static bool copy_with_poison(const char *src, const char *dst, const char *key, float value)
+/* Copies a checkpoint with one float of one (f32) tensor replaced: its second element, or its last. */
+static bool copy_with_poison(const char *src, const char *dst, const char *key, float value, bool last)
 {
     sdt_error error = {0};
     sdt_safetensors *st = sdt_st_open(src, &error);
@@ -262,7 +262,7 @@ static bool copy_with_poison(const char *src, const char *dst, const char *key, 
     if (ok) {
         uint64_t header = 0;
         for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
-        memcpy(buf + 8 + header + e->offset + 4, &value, 4); /* the tensor's second element */
+        memcpy(buf + 8 + header + e->offset + (last ? e->nbytes - 4 : 4), &value, 4);
         FILE *o = fopen(dst, "wb");
         ok = o && fwrite(buf, 1, (size_t)size, o) == (size_t)size;
         if (o) fclose(o);
@@ -281,16 +281,21 @@ static void test_bad_checkpoints(sdt_test_rng *rng, sdt_backend *be)
     mt_temp_path(bad, sizeof(bad), "nan");
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
     const char *key = "first_stage_model.decoder.mid.attn_1.k.weight";
-    CHECK(copy_with_poison(path, bad, key, NAN), "could not write the poisoned copy");
-    sdt_weights *wb = sdt_weights_open(bad, &error);
-    CHECK(wb != NULL, "open poisoned: %s", error.message);
-    if (wb) {
+    for (int last = 0; last < 2; last++) { /* a NaN in the second element; an Inf in the last (the scan's final chunk) */
+        CHECK(copy_with_poison(path, bad, key, last ? INFINITY : NAN, last), "could not write the poisoned copy");
+        sdt_weights *wb = sdt_weights_open(bad, &error);
+        CHECK(wb != NULL, "open poisoned: %s", error.message);
+        if (!wb) continue;
+        const sdt_tensor *t = sdt_weights_get(wb, key);
+        char where[64];
+        snprintf(where, sizeof where, "%s at element %lld;", last ? "Inf" : "NaN", 
+                 !t ? -1LL : last ? (long long)sdt_tensor_numel(t) - 1 : 1LL);
         sd_model m;
         error.message[0] = 0;
         bool loaded = sd_model_load(&m, wb, be, &error);
         printf("poisoned: %s\n", error.message);
-        CHECK(!loaded && strstr(error.message, key) && strstr(error.message, "NaN") && strstr(error.message, bad),
-              "a NaN weight was not reported with its key and file (%s)", error.message);
+        CHECK(!loaded && strstr(error.message, key) && strstr(error.message, where) && strstr(error.message, bad),
+              "a %s weight was not reported with its key, element (%s) and file (%s)", last ? "Inf" : "NaN", where, error.message);
         sdt_weights_close(wb);
     }
     /* A config asking for more layers than stored: the first missing key is named. */

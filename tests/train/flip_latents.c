@@ -36,7 +36,7 @@ int main(int argc, char **argv)
     memset(&wa, 0, sizeof wa);
     sdt_error error;
     sdt_error_clear(&error);
-    if (!be || !sd_runtime_open(&rt, argv[1], be, SDT_F32, SD_PREDICTION_AUTO, &error)) {
+    if (!be || !sd_runtime_open(&rt, argv[1], be, SDT_F32, SD_PREDICTION_AUTO, false, &error)) {
         fprintf(stderr, "cannot open %s: %s\n", argv[1], error.message);
         return 1;
     }

@@ -65,7 +65,7 @@ static char *make_model(const char *name, model_opts o, uint64_t seed)
 static bool open_rt(sd_runtime *rt, const char *path, sdt_dtype dtype, sd_prediction_choice choice, char *sentence)
 {
     sdt_error err = {0};
-    bool ok = sd_runtime_open(rt, path, be, dtype, choice, &err);
+    bool ok = sd_runtime_open(rt, path, be, dtype, choice, false, &err);
     CHECK(ok, "open %s: %s", path, err.message);
     if (ok) sd_runtime_prediction_sentence(rt, sentence, 512);
     return ok;
@@ -246,7 +246,7 @@ static void check_refused(const char *path, const char *what, const char *w1, co
     sd_runtime rt;
     sdt_error err = {0};
     char *yaml = sdt_checkpoint_yaml_path(path);
-    bool ok = sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, &err);
+    bool ok = sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &err);
     CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, yaml) && strstr(err.message, w1) &&
           strstr(err.message, w2) && strstr(err.message, w3), "%s is refused naming %s, '%s', '%s', '%s': %s", what, yaml,
           w1, w2, w3, ok ? "(opened)" : err.message);

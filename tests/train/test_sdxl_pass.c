@@ -7,6 +7,7 @@
  *   - a hypernetwork-only pass (no rows) runs without the text backward;
  *   - bigG's tokens are CLIP-L's with 0 after each chunk's end token, and an empty negative
  *     prompt's context and pooled part are zeros while its size part is not. */
+#include <glib.h>
 #include <math.h>
 #include <string.h>
 
@@ -174,7 +175,17 @@ int main(void)
     sdt_weights_close(w);
     sd_runtime rt;
     sdt_error error = {0};
-    if (!sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_EPSILON, &error)) {
+    /* the short hash taken on its own thread while the weights load, against GLib's SHA-256 of the file */
+    char want[11] = "", got[11] = "";
+    gchar *bytes = NULL;
+    gsize size = 0;
+    if (g_file_get_contents(path, &bytes, &size, NULL)) {
+        gchar *hex = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)bytes, size);
+        snprintf(want, sizeof want, "%.10s", hex);
+        g_free(hex);
+        g_free(bytes);
+    }
+    if (!sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_EPSILON, true, &error)) {
         CHECK(false, "opening the tiny SDXL checkpoint: %s", error.message);
     } else {
         problem p;
@@ -184,6 +195,9 @@ int main(void)
         check_conditioning(&rt, &wa, &p);
         work_arena_release(&wa);
         free(p.noisy), free(p.target);
+        double seconds = -1;
+        CHECK(sd_runtime_short_hash(&rt, got, &seconds, &error) && want[0] && strcmp(got, want) == 0 && seconds >= 0,
+              "the short hash taken alongside the load is '%s', the file's SHA-256 starts '%s' (%s)", got, want, error.message);
         sd_runtime_close(&rt);
     }
     unlink(path);

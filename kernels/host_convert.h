@@ -1,0 +1,29 @@
+/* host_convert.h - whole-tensor passes over host memory when weights load: the NaN/Inf scan
+ * and the dtype conversion, split over OpenMP's threads (a 6.9 GB SDXL checkpoint passes
+ * through both once per load). Results equal the element-by-element functions of tensor.h bit
+ * for bit: the scan names the same first element, the conversion writes the bits that
+ * sdt_load_f32 followed by sdt_store_f32 write. */
+#ifndef SDT_KERNELS_HOST_CONVERT_H
+#define SDT_KERNELS_HOST_CONVERT_H
+
+#include <stdint.h>
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The index of the first NaN or Inf among n elements of a float dtype (F32, F16, BF16), or -1
+ * when all are finite (and for any other dtype). */
+int64_t sdt_host_first_nonfinite(const void *src, sdt_dtype dtype, int64_t n);
+
+/* n elements from src_dtype to dst_dtype (any two of F32, F16, BF16; the same dtype copies),
+ * rounding as sdt_store_f32 does. src and dst must not overlap. */
+void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype dst_dtype, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
