@@ -104,8 +104,7 @@ static bool probe_prediction(sd_runtime *rt, sdt_error *error)
     return true;
 }
 
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
-                     bool hash_alongside, sdt_error *error)
+bool sd_runtime_read(sd_runtime *rt, const char *path, sdt_backend *be, bool hash_alongside, sdt_error *error)
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
@@ -133,6 +132,11 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
         return false;
     }
     rt->check_s = seconds_since(start);
+    return true;
+}
+
+bool sd_runtime_place(sd_runtime *rt, sdt_dtype dtype, sd_prediction_choice prediction, sdt_error *error)
+{
     if (prediction != SD_PREDICTION_AUTO) {
         /* a config file that said otherwise is named in the log line */
         bool asked_v = prediction == SD_PREDICTION_V;
@@ -148,6 +152,12 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
         return false;
     }
     return true;
+}
+
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
+                     bool hash_alongside, sdt_error *error)
+{
+    return sd_runtime_read(rt, path, be, hash_alongside, error) && sd_runtime_place(rt, dtype, prediction, error);
 }
 
 void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size)

@@ -40,6 +40,11 @@ typedef struct sd_runtime {
  * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
 bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
                      bool hash_alongside, sdt_error *error);
+/* sd_runtime_open in its two steps, for a caller that chooses the dtype from the config: read (open,
+ * detect the config, check every weight finite) and place (the prediction, the weights in dtype on the
+ * backend, the probe). Either closes the runtime when it fails. */
+bool sd_runtime_read(sd_runtime *rt, const char *path, sdt_backend *be, bool hash_alongside, sdt_error *error);
+bool sd_runtime_place(sd_runtime *rt, sdt_dtype dtype, sd_prediction_choice prediction, sdt_error *error);
 /* The checkpoint's short hash (sdt_weights_short_hash): what the thread hash_alongside started
  * found, waited for here (*seconds: how long it hashed), or taken now. */
 bool sd_runtime_short_hash(sd_runtime *rt, char out[11], double *seconds, sdt_error *error);

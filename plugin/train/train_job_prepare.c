@@ -244,23 +244,23 @@ bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *
     return ok;
 }
 
-/* What SDXL changes in the settings, each said in the log. */
-static bool sdxl_settings(sdt_train_job *job, sdt_error *error)
+/* What SDXL changes in the settings, each said in the log; before the weights are placed, so an fp16
+ * run's bf16 is the one copy made. */
+static void sdxl_settings(sdt_train_job *job)
 {
     if (job->clip_skip > 1)
         sdt_host_log(job->host, SDT_LOG_INFO, "CLIP skip %d is not used on SDXL: both text encoders give their penultimate "
                      "layer, as SDXL was trained (A1111 does the same)", job->clip_skip);
     job->clip_skip = 0;
-    if (job->precision != SDT_PRECISION_FP16) return true;
+    if (job->precision != SDT_PRECISION_FP16) return;
     if (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16()) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "SDXL's VAE overflows in fp16 and this GPU has no bf16: if an image "
                      "encodes to NaN/Inf, the NaN fallback switches the run to fp32");
-        return true;
+        return;
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "training in bf16 instead of fp16: SDXL's VAE overflows in fp16 (its activations "
                  "exceed 65504), and this GPU computes bf16 natively, with fp32's range and no loss scaling needed");
     job->precision = SDT_PRECISION_BF16;
-    return sd_runtime_set_dtype(&job->rt, sdt_precision_dtype(job->precision), error);
 }
 
 /* Backend, checkpoint and tokenizer. */
@@ -275,10 +275,10 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     }
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_open(&job->rt, job->model_path, job->pb.be, sdt_precision_dtype(job->precision), job->prediction, true, error))
-        return false;
+    if (!sd_runtime_read(&job->rt, job->model_path, job->pb.be, true, error)) return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
-    if (sdt_cond_is_sdxl(&job->rt) && !sdxl_settings(job, error)) return false;
+    if (sdt_cond_is_sdxl(&job->rt)) sdxl_settings(job);
+    if (!sd_runtime_place(&job->rt, sdt_precision_dtype(job->precision), job->prediction, error)) return false;
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
