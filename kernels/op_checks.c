@@ -65,6 +65,18 @@ static bool tensor_usable(sdt_backend *be, const char *op, const char *field, co
     return true;
 }
 
+/* A float tensor on the backend's device whose values the op does not read: only its shape and dtype
+ * (a frozen layer's input in backward, which need not be kept), so its data may be NULL. */
+static bool tensor_described(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
+{
+    if (!t) return invalid(be, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
+    if (!on_backend_device(be, op, field, t)) return false;
+    if (!is_float_dtype(t->dtype))
+        return invalid(be, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
+                       sdt_dtype_name(t->dtype));
+    return true;
+}
+
 /* A float tensor on the backend's device (every op's operand). */
 static bool tensor_arg(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
 {
@@ -106,10 +118,9 @@ static const char *shape_text(const sdt_tensor *t, char *buf, size_t size)
 }
 
 /* tensor_arg plus an exact shape: ndim dims, each equal to dims[i] unless dims[i] < 0 (any size). */
-static bool shape_arg(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t, int ndim,
-                      const int64_t *dims)
+static bool shape_matches(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t, int ndim,
+                          const int64_t *dims)
 {
-    if (!tensor_arg(be, op, name, t)) return false;
     bool ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++)
         if (dims[i] >= 0 && t->shape[i] != dims[i]) ok = false;
@@ -124,6 +135,12 @@ static bool shape_arg(sdt_backend *be, const char *op, const char *name, const s
     }
     if (used < sizeof want) sdt_c_snprintf(want + used, sizeof want - used, "]");
     return invalid(be, "%s: %s has shape %s but %s is required.", op, name, shape_text(t, got, sizeof got), want);
+}
+
+static bool shape_arg(sdt_backend *be, const char *op, const char *name, const sdt_tensor *t, int ndim,
+                      const int64_t *dims)
+{
+    return tensor_arg(be, op, name, t) && shape_matches(be, op, name, t, ndim, dims);
 }
 
 /* t (skipped when NULL: an optional gradient) has exactly the shape of `like`. */
@@ -275,6 +292,13 @@ bool sdt_check_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tenso
 /* ---- normalisation ---- */
 
 /* out: x's shape (after the op's own statistics checks). */
+static bool known_activation(sdt_backend *be, const char *op, sdt_activation act)
+{
+    if ((int)act < 0 || act >= SDT_ACT_COUNT)
+        return invalid(be, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
+    return true;
+}
+
 static bool norm_output(sdt_backend *be, const char *op, const sdt_tensor *out, const sdt_tensor *x)
 {
     return tensor_arg(be, op, "out", out) && like_arg(be, op, "out", out, "x", x);
@@ -343,19 +367,22 @@ static bool groupnorm_operands(sdt_backend *be, const char *op, const sdt_tensor
 
 bool sdt_check_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
                                  const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
-                                 float eps)
+                                 float eps, sdt_activation act)
 {
     const char *op = "groupnorm_forward";
     (void)eps;
-    return groupnorm_operands(be, op, x, gamma, beta, mean, rstd, groups) && norm_output(be, op, out, x);
+    return known_activation(be, op, act) && groupnorm_operands(be, op, x, gamma, beta, mean, rstd, groups) &&
+           norm_output(be, op, out, x);
 }
 
 bool sdt_check_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
                                   const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                                  const sdt_tensor *mean, const sdt_tensor *rstd, int groups)
+                                  const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                                  sdt_activation act)
 {
     const char *op = "groupnorm_backward";
-    return groupnorm_operands(be, op, x, gamma, NULL, mean, rstd, groups) &&
+    return known_activation(be, op, act) &&
+           groupnorm_operands(be, op, x, gamma, act == SDT_ACT_IDENTITY ? NULL : beta, mean, rstd, groups) &&
            norm_gradients(be, op, dx, dgamma, dbeta, dout, x, x->shape[1]);
 }
 
@@ -363,9 +390,9 @@ bool sdt_check_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *d
 
 /* x [..., C], w [OC, C] and a result (out or dout) with x's leading dims and OC last. */
 static bool linear_operands(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
-                            const sdt_tensor *x, const sdt_tensor *w)
+                            const sdt_tensor *x, const sdt_tensor *w, bool reads_x)
 {
-    if (!tensor_arg(be, op, "x", x)) return false;
+    if (!(reads_x ? tensor_arg(be, op, "x", x) : tensor_described(be, op, "x", x))) return false;
     const int64_t wdims[2] = {-1, sdt_tensor_last_dim(x)};
     if (!shape_arg(be, op, "w [OC, C]", w, 2, wdims)) return false;
     int64_t odims[SDT_MAX_DIMS] = {0};
@@ -378,7 +405,7 @@ bool sdt_check_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor
                               const sdt_tensor *b)
 {
     const char *op = "linear_forward";
-    if (!linear_operands(be, op, "out", out, x, w)) return false;
+    if (!linear_operands(be, op, "out", out, x, w, true)) return false;
     const int64_t bdims[1] = {w->shape[0]};
     return !b || shape_arg(be, op, "b [OC]", b, 1, bdims);
 }
@@ -387,7 +414,7 @@ bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, 
                                const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
 {
     const char *op = "linear_backward";
-    if (!linear_operands(be, op, "dout", dout, x, w) || !like_arg(be, op, "dx", dx, "x", x) ||
+    if (!linear_operands(be, op, "dout", dout, x, w, dw != NULL) || !like_arg(be, op, "dx", dx, "x", x) ||
         !like_arg(be, op, "dw", dw, "w", w))
         return false;
     const int64_t bdims[1] = {w->shape[0]};
@@ -397,10 +424,14 @@ bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, 
 /* x [B, C, H, W], w [OC, C, KH, KW], stride and padding, the result (out or dout)
  * [B, OC, OH, OW] and b [OC]. */
 static bool conv2d_operands(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
-                            const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, int stride, int pad)
+                            const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, int stride, int pad,
+                            bool reads_x)
 {
     const int64_t any4[4] = {-1, -1, -1, -1};
-    if (!shape_arg(be, op, "x [B, C, H, W]", x, 4, any4)) return false;
+    const char *x_name = "x [B, C, H, W]";
+    if (!(reads_x ? tensor_arg(be, op, x_name, x) : tensor_described(be, op, x_name, x)) ||
+        !shape_matches(be, op, x_name, x, 4, any4))
+        return false;
     const int64_t wdims[4] = {-1, x->shape[1], -1, -1};
     if (!shape_arg(be, op, "w [OC, C, KH, KW]", w, 4, wdims)) return false;
     if (stride < 1 || pad < 0)
@@ -421,14 +452,14 @@ static bool conv2d_operands(sdt_backend *be, const char *op, const char *out_nam
 bool sdt_check_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
                               const sdt_tensor *b, int stride, int pad)
 {
-    return conv2d_operands(be, "conv2d_forward", "out", out, x, w, b, stride, pad);
+    return conv2d_operands(be, "conv2d_forward", "out", out, x, w, b, stride, pad, true);
 }
 
 bool sdt_check_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
                                const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
 {
     const char *op = "conv2d_backward";
-    if (!conv2d_operands(be, op, "dout", dout, x, w, NULL, stride, pad) || !like_arg(be, op, "dx", dx, "x", x) ||
+    if (!conv2d_operands(be, op, "dout", dout, x, w, NULL, stride, pad, dw != NULL) || !like_arg(be, op, "dx", dx, "x", x) ||
         !like_arg(be, op, "dw", dw, "w", w))
         return false;
     const int64_t bdims[1] = {w->shape[0]};
@@ -495,12 +526,6 @@ bool sdt_check_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tenso
 
 /* ---- elementwise ---- */
 
-static bool known_activation(sdt_backend *be, const char *op, sdt_activation act)
-{
-    if ((int)act < 0 || act >= SDT_ACT_COUNT)
-        return invalid(be, "%s: activation %d is unknown; pass an sdt_activation value.", op, (int)act);
-    return true;
-}
 
 bool sdt_check_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act)
 {

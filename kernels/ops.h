@@ -119,16 +119,22 @@ typedef struct sdt_memory_stats {
     X(layernorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout, \
                            const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd), \
       (be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd)) \
-    /* torch.nn.GroupNorm on x [B, C, spatial...]; mean/rstd [B, groups] f32. */ \
+    /* out = act(torch.nn.GroupNorm(x)) on x [B, C, spatial...]; mean/rstd [B, groups] f32. act is \
+     * SDT_ACT_IDENTITY for the plain norm, SDT_ACT_SILU for the UNet's and VAE's GroupNorm + SiLU: one \
+     * pass, and the normalised values are never stored (backward recomputes them from x and the stats). */ \
     X(groupnorm_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x, \
-                          const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps), \
-      (be, out, mean, rstd, x, gamma, beta, groups, eps)) \
+                          const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act), \
+      (be, out, mean, rstd, x, gamma, beta, groups, eps, act)) \
+    /* The gradients of act(GroupNorm(x)) for dout, accumulated; beta is read only when act is not identity. */ \
     X(groupnorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout, \
-                           const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd, \
-                           int groups), \
-      (be, dx, dgamma, dbeta, dout, x, gamma, mean, rstd, groups)) \
+                           const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean, \
+                           const sdt_tensor *rstd, int groups, sdt_activation act), \
+      (be, dx, dgamma, dbeta, dout, x, gamma, beta, mean, rstd, groups, act)) \
     /* ---- matmul-shaped ops ---- */ \
-    /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. */ \
+    /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. \
+     * Backward reads x's values only for dw: without dw, x describes the shape and dtype and its \
+     * data may be NULL (a frozen layer's input need not be kept for backward). The same holds \
+     * for conv2d_backward. */ \
     X(linear_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b), \
       (be, out, x, w, b)) \
     X(linear_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \

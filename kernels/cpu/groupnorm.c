@@ -3,10 +3,13 @@
  * x [B, C, spatial...]; the C channels split into `groups` contiguous groups,
  * and each (image, group) block of (C/groups) * spatial values is normalised
  * on its own. mean and rstd [B, groups] (f32) are saved for backward; gamma and
- * beta [C] are per channel and may be NULL (affine=False).
+ * beta [C] are per channel and may be NULL (affine=False). An activation after the
+ * norm (SiLU in the UNet and VAE) is applied in the same pass; backward recomputes
+ * the normalised value from x and the statistics, in the forward's exact expression.
  */
 #include "norm_operands.h"
 #include "norm_stats.h"
+#include "shared_math.h"
 
 typedef struct gn_geom {
     int64_t batch, c, groups, spatial, cpg; /* cpg: channels per group */
@@ -26,7 +29,7 @@ static void groupnorm_geometry(const sdt_tensor *x, int groups, gn_geom *g)
 
 int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
                           const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
-                          float eps)
+                          float eps, sdt_activation act)
 {
     const char *op = "groupnorm_forward";
     gn_geom g;
@@ -47,7 +50,7 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
             const float scale = gf ? gf[c0 + ci] : 1.0f, shift = bf ? bf[c0 + ci] : 0.0f;
             for (int64_t s = 0; s < g.spatial; s++) {
                 const int64_t i = ci * g.spatial + s;
-                ob[i] = (xb[i] - mu) * rs * scale + shift;
+                ob[i] = act_value(act, (xb[i] - mu) * rs * scale + shift);
             }
         }
     }
@@ -55,16 +58,24 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     return 0;
 }
 
-/* One (image, group) block: dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * gamma[c]. */
-static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, const float *x,
-                               const float *gamma, int64_t c0, float mu, float rs)
+/* The gradient at the norm's output: dout through the activation's derivative at the normalised
+ * value, recomputed as the forward computed it. */
+static inline float norm_out_grad(sdt_activation act, float dout, float x, float mu, float rs, float scale, float shift)
+{
+    return act == SDT_ACT_IDENTITY ? dout : dout * act_derivative(act, (x - mu) * rs * scale + shift);
+}
+
+/* One (image, group) block: dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dn * gamma[c],
+ * dn the gradient at the norm's output. */
+static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, const float *x, const float *gamma,
+                               const float *beta, sdt_activation act, int64_t c0, float mu, float rs)
 {
     double sum_g = 0, sum_gx = 0;
     for (int64_t ci = 0; ci < g->cpg; ci++) {
-        const float scale = gamma ? gamma[c0 + ci] : 1.0f;
+        const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
         for (int64_t s = 0; s < g->spatial; s++) {
             const int64_t i = ci * g->spatial + s;
-            const double gi = (double)dout[i] * scale;
+            const double gi = (double)norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale;
             sum_g += gi;
             sum_gx += gi * ((x[i] - mu) * rs);
         }
@@ -72,30 +83,32 @@ static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, c
     const double n = (double)(g->cpg * g->spatial);
     const float mg = (float)(sum_g / n), mgx = (float)(sum_gx / n);
     for (int64_t ci = 0; ci < g->cpg; ci++) {
-        const float scale = gamma ? gamma[c0 + ci] : 1.0f;
+        const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
         for (int64_t s = 0; s < g->spatial; s++) {
             const int64_t i = ci * g->spatial + s;
-            dx[i] += rs * (dout[i] * scale - mg - (x[i] - mu) * rs * mgx);
+            dx[i] += rs * (norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale - mg - (x[i] - mu) * rs * mgx);
         }
     }
 }
 
 int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                           const sdt_tensor *mean, const sdt_tensor *rstd, int groups)
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta,
+                           const sdt_tensor *mean, const sdt_tensor *rstd, int groups, sdt_activation act)
 {
     const char *op = "groupnorm_backward";
     gn_geom g;
     groupnorm_geometry(x, groups, &g);
     cpu_norm_bwd nb;
-    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd)) return -1;
-    const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
+    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, act == SDT_ACT_IDENTITY ? NULL : beta,
+                                mean, rstd))
+        return -1;
+    const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *bf = nb.beta, *mf = nb.mean, *rf = nb.rstd;
     float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     const int64_t block = g.cpg * g.spatial;
     if (dxf) {
 #pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
         for (int64_t bg = 0; bg < g.batch * g.groups; bg++)
-            groupnorm_dx_block(&g, dxf + bg * block, dof + bg * block, xf + bg * block, gf,
+            groupnorm_dx_block(&g, dxf + bg * block, dof + bg * block, xf + bg * block, gf, bf, act,
                                (bg % g.groups) * g.cpg, mf[bg], rf[bg]);
     }
     if (dgf || dbf) {
@@ -103,11 +116,12 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
 #pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
         for (int64_t c = 0; c < g.c; c++) {
             double sg = 0, sb = 0;
+            const float scale = gf ? gf[c] : 1.0f, shift = bf ? bf[c] : 0.0f;
             for (int64_t b = 0; b < g.batch; b++) {
                 const int64_t bg = b * g.groups + c / g.cpg;
                 const int64_t off = (b * g.c + c) * g.spatial;
                 for (int64_t s = 0; s < g.spatial; s++) {
-                    const float d = dof[off + s];
+                    const float d = norm_out_grad(act, dof[off + s], xf[off + s], mf[bg], rf[bg], scale, shift);
                     sg += (double)d * ((xf[off + s] - mf[bg]) * rf[bg]);
                     sb += d;
                 }

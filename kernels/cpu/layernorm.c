@@ -78,7 +78,7 @@ int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     const char *op = "layernorm_backward";
     const int64_t rows = sdt_tensor_rows(x), c = sdt_tensor_last_dim(x);
     cpu_norm_bwd nb;
-    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, mean, rstd)) return -1;
+    if (cpu_norm_backward_begin(be, op, &nb, dx, dgamma, dbeta, dout, x, gamma, NULL, mean, rstd)) return -1;
     const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
     float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     if (dxf) {

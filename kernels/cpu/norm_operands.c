@@ -25,17 +25,19 @@ void cpu_norm_forward_end(sdt_backend *be, const cpu_norm_fwd *f, sdt_tensor *ou
 
 int cpu_norm_backward_begin(sdt_backend *be, const char *op, cpu_norm_bwd *b, sdt_tensor *dx, sdt_tensor *dgamma,
                             sdt_tensor *dbeta, const sdt_tensor *dout, const sdt_tensor *x,
-                            const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd)
+                            const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
+                            const sdt_tensor *rstd)
 {
     b->dout = cpu_read_f32(be, dout, 0);
     b->x = cpu_read_f32(be, x, 1);
     b->gamma = cpu_read_f32(be, gamma, 2);
+    b->beta = cpu_read_f32(be, beta, 8);
     b->mean = cpu_read_f32(be, mean, 3);
     b->rstd = cpu_read_f32(be, rstd, 4);
     b->dx = cpu_write_begin(be, dx, 5, true);
     b->dgamma = cpu_write_begin(be, dgamma, 6, true);
     b->dbeta = cpu_write_begin(be, dbeta, 7, true);
-    if (!b->dout || !b->x || (gamma && !b->gamma) || !b->mean || !b->rstd || (dx && !b->dx) ||
+    if (!b->dout || !b->x || (gamma && !b->gamma) || (beta && !b->beta) || !b->mean || !b->rstd || (dx && !b->dx) ||
         (dgamma && !b->dgamma) || (dbeta && !b->dbeta))
         return cpu_fail_oom(be, op, sdt_tensor_nbytes(x));
     return 0;

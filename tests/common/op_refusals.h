@@ -138,14 +138,20 @@ static inline void op_refusals_norms(op_refusals *r)
 
     sdt_tensor img70 = T(SDT_F32, 2, 70, 2, 2), stats70 = T(SDT_F32, 2, 32), flat = T(SDT_F32, 8);
     sdt_tensor img8 = T(SDT_F32, 2, 8, 2, 2), stats8 = T(SDT_F32, 2, 4), narrow = T(SDT_F32, 2, 2);
-    REFUSE(be->groupnorm_forward(be, &img70, &stats70, &stats70, &img70, NULL, NULL, 32, 1e-5f),
+    sdt_tensor c5 = T(SDT_F32, 5);
+    REFUSE(be->groupnorm_forward(be, &img70, &stats70, &stats70, &img70, NULL, NULL, 32, 1e-5f, SDT_ACT_IDENTITY),
            "groupnorm_forward: 70 channels do not split into 32 groups; use a group count that divides C.");
-    REFUSE(be->groupnorm_forward(be, &img8, &stats8, &stats8, &img8, NULL, NULL, 0, 1e-5f),
+    REFUSE(be->groupnorm_forward(be, &img8, &stats8, &stats8, &img8, NULL, NULL, 0, 1e-5f, SDT_ACT_SILU),
            "groupnorm_forward: 8 channels do not split into 0 groups; use a group count that divides C.");
-    REFUSE(be->groupnorm_forward(be, &flat, &stats8, &stats8, &flat, NULL, NULL, 4, 1e-5f),
+    REFUSE(be->groupnorm_forward(be, &flat, &stats8, &stats8, &flat, NULL, NULL, 4, 1e-5f, SDT_ACT_IDENTITY),
            "groupnorm_forward: x has 1 dimension(s) but [B, C, spatial...] needs at least 2.");
-    REFUSE(be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, &narrow, &stats8, 4),
+    REFUSE(be->groupnorm_forward(be, &img8, &stats8, &stats8, &img8, NULL, NULL, 4, 1e-5f, SDT_ACT_COUNT),
+           "groupnorm_forward: activation %d is unknown; pass an sdt_activation value.", (int)SDT_ACT_COUNT);
+    REFUSE(be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, NULL, &narrow, &stats8, 4, SDT_ACT_IDENTITY),
            "groupnorm_backward: mean [B, groups] has shape [2, 2] but [2, 4] is required.");
+    /* the activated norm's backward recomputes its output, so it reads beta */
+    REFUSE(be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, &c5, &stats8, &stats8, 4, SDT_ACT_SILU),
+           "groupnorm_backward: beta [C] has shape [5] but [8] is required.");
 }
 
 static inline void op_refusals_matmuls(op_refusals *r)
@@ -158,6 +164,11 @@ static inline void op_refusals_matmuls(op_refusals *r)
     REFUSE(be->linear_forward(be, &out, &x, &w, &b6), "linear_forward: b [OC] has shape [6] but [5] is required.");
     REFUSE(be->linear_backward(be, NULL, &w55, NULL, &out, &x, &w),
            "linear_backward: dw has shape [5, 5] but must match w's shape [5, 4].");
+    /* x without data: a shape for dx alone, refused once dw needs its values */
+    sdt_tensor x_shape = x, w_grad = T(SDT_F32, 5, 4);
+    x_shape.data = NULL;
+    REFUSE(be->linear_backward(be, NULL, &w_grad, NULL, &out, &x_shape, &w),
+           "linear_backward: tensor 'x' has no data (an arena overflow?); size the arena by measuring first.");
 
     sdt_tensor img = T(SDT_F32, 1, 2, 4, 4), k3 = T(SDT_F32, 3, 2, 3, 3), k3c4 = T(SDT_F32, 3, 4, 3, 3);
     sdt_tensor k7 = T(SDT_F32, 3, 2, 7, 7), y = T(SDT_F32, 1, 3, 4, 4), b4 = T(SDT_F32, 4);
@@ -173,6 +184,10 @@ static inline void op_refusals_matmuls(op_refusals *r)
            "conv2d_forward: out has shape [1, 2, 4, 4] but [1, 3, 4, 4] is required.");
     REFUSE(be->conv2d_backward(be, NULL, NULL, &b4, &y, &img, &k3, 1, 1),
            "conv2d_backward: db [OC] has shape [4] but [3] is required.");
+    sdt_tensor img_shape = img, k3_grad = T(SDT_F32, 3, 2, 3, 3);
+    img_shape.data = NULL;
+    REFUSE(be->conv2d_backward(be, NULL, &k3_grad, NULL, &y, &img_shape, &k3, 1, 1),
+           "conv2d_backward: tensor 'x [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
 }
 
 static inline void op_refusals_attention(op_refusals *r)

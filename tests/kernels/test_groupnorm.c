@@ -1,6 +1,7 @@
 /* test_groupnorm.c - groupnorm (torch.nn.GroupNorm) forward and backward on the CPU
  * against float64 and finite differences: several groups, one group, one channel
- * per group, 1-d and 2-d spatial extents, with and without affine parameters. */
+ * per group, 1-d and 2-d spatial extents, with and without affine parameters, and
+ * fused with SiLU (the UNet's GroupNorm + SiLU, whose backward recomputes the norm). */
 #include "op_check.h"
 
 typedef struct gn_ref {
@@ -8,7 +9,21 @@ typedef struct gn_ref {
     double eps;
     double *x, *gamma, *beta;
     const double *dout;
+    bool silu; /* y = silu(norm) */
 } gn_ref;
+
+static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+static double silu_grad_d(double v)
+{
+    double s = 1.0 / (1.0 + exp(-v));
+    return s * (1.0 + v * (1.0 - s));
+}
+
+/* The norm's output at flat index i (before the activation). */
+static double gn_norm_at(const gn_ref *r, int64_t i, int64_t ch, double mean, double rstd)
+{
+    return (r->x[i] - mean) * rstd * (r->gamma ? r->gamma[ch] : 1.0) + (r->beta ? r->beta[ch] : 0.0);
+}
 
 static void gn_stats(const gn_ref *r, int64_t bg, double *mean, double *rstd)
 {
@@ -31,7 +46,8 @@ static void gn_forward_ref(const gn_ref *r, double *y, double *mean, double *rst
     for (int64_t bg = 0; bg < r->b * r->groups; bg++) gn_stats(r, bg, &mean[bg], &rstd[bg]);
     for (int64_t i = 0; i < r->b * r->c * r->s; i++) {
         const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
-        y[i] = (r->x[i] - mean[bg]) * rstd[bg] * (r->gamma ? r->gamma[ch] : 1.0) + (r->beta ? r->beta[ch] : 0.0);
+        const double v = gn_norm_at(r, i, ch, mean[bg], rstd[bg]);
+        y[i] = r->silu ? silu_d(v) : v;
     }
 }
 
@@ -51,30 +67,36 @@ static void gn_backward_ref(const gn_ref *r, double *dx, double *dgamma, double 
 {
     const int64_t n = r->b * r->c * r->s, nb = r->b * r->groups, per = r->c / r->groups * r->s;
     double *mean = op_zeros_d(nb), *rstd = op_zeros_d(nb), *sg = op_zeros_d(nb), *sgx = op_zeros_d(nb);
+    double *dn = op_zeros_d(n); /* the gradient at the norm's output */
     for (int64_t bg = 0; bg < nb; bg++) gn_stats(r, bg, &mean[bg], &rstd[bg]);
     for (int64_t i = 0; i < n; i++) {
         const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
-        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = r->dout[i] * (r->gamma ? r->gamma[ch] : 1.0);
-        sg[bg] += g;
-        sgx[bg] += g * xhat;
-        dgamma[ch] += r->dout[i] * xhat;
-        dbeta[ch] += r->dout[i];
+        dn[i] = r->silu ? r->dout[i] * silu_grad_d(gn_norm_at(r, i, ch, mean[bg], rstd[bg])) : r->dout[i];
     }
     for (int64_t i = 0; i < n; i++) {
         const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
-        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = r->dout[i] * (r->gamma ? r->gamma[ch] : 1.0);
+        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = dn[i] * (r->gamma ? r->gamma[ch] : 1.0);
+        sg[bg] += g;
+        sgx[bg] += g * xhat;
+        dgamma[ch] += dn[i] * xhat;
+        dbeta[ch] += dn[i];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t ch = gn_channel(r, i), bg = gn_block(r, i);
+        const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = dn[i] * (r->gamma ? r->gamma[ch] : 1.0);
         dx[i] += rstd[bg] * (g - sg[bg] / (double)per - xhat * sgx[bg] / (double)per);
     }
-    free(mean); free(rstd); free(sg); free(sgx);
+    free(mean); free(rstd); free(sg); free(sgx); free(dn);
 }
 
 /* x [b, c, h, w] when w > 0, else [b, c, h]. */
 static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, int64_t h, int64_t w, int groups,
-                     bool affine, sdt_dtype xdtype)
+                     bool affine, sdt_dtype xdtype, sdt_activation act)
 {
-    char what[112];
-    snprintf(what, sizeof what, "groupnorm x[%lld,%lld,%lld,%lld] groups %d%s x:%s", (long long)b, (long long)c,
-             (long long)h, (long long)w, groups, affine ? " affine" : "", sdt_dtype_name(xdtype));
+    char what[128];
+    snprintf(what, sizeof what, "groupnorm x[%lld,%lld,%lld,%lld] groups %d%s x:%s%s", (long long)b, (long long)c,
+             (long long)h, (long long)w, groups, affine ? " affine" : "", sdt_dtype_name(xdtype),
+             act == SDT_ACT_SILU ? " + silu" : "");
     const int64_t s = h * (w > 0 ? w : 1), n = b * c * s, nb = b * groups;
     const float eps = 1e-5f;
     float *x = kt_randn(rng, n, 1.0), *gamma = kt_randn(rng, c, 1.0), *beta = kt_randn(rng, c, 1.0);
@@ -85,11 +107,11 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
     float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, nb, 1.0), *rstd = kt_randn(rng, nb, 1.0);
     sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
-    CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps) == 0,
+    CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps, act) == 0,
           "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, n, 1.0);
     gn_ref r = {b, c, s, groups, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
-                affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n)};
+                affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n), act == SDT_ACT_SILU};
     double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
     gn_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
@@ -101,7 +123,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), nd, xs), tdg = op_tensor(op_grad_buf(&g_dg, pass), 1, cs),
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
         CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
-                                     affine ? &tg : NULL, &tm, &trs, groups) == 0,
+                                     affine ? &tg : NULL, affine ? &tb : NULL, &tm, &trs, groups, act) == 0,
               "%s backward failed: %s", what, be->error.message);
     }
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
@@ -117,10 +139,12 @@ static void check_rejects(sdt_backend *be)
     float buf[128] = {0};
     const int64_t xs[4] = {1, 6, 2, 2}, ss[2] = {1, 4};
     sdt_tensor x = op_tensor(buf, 4, xs), y = op_tensor(buf, 4, xs), m = op_tensor(buf, 2, ss);
-    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 4, 1e-5f), "groupnorm_forward",
-                     "4 groups for 6 channels");
-    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 3, 1e-5f), "groupnorm_forward",
-                     "mean sized for another group count");
+    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 4, 1e-5f, SDT_ACT_IDENTITY),
+                     "groupnorm_forward", "4 groups for 6 channels");
+    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 3, 1e-5f, SDT_ACT_IDENTITY),
+                     "groupnorm_forward", "mean sized for another group count");
+    op_check_rejects(be, be->groupnorm_forward(be, &y, &m, &m, &x, NULL, NULL, 2, 1e-5f, SDT_ACT_COUNT),
+                     "groupnorm_forward", "an unknown activation");
 }
 
 int main(void)
@@ -128,11 +152,14 @@ int main(void)
     printf("op: groupnorm\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_groupnorm");
     sdt_backend *be = kt_backend();
-    run_case(be, &rng, 2, 6, 3, 5, 3, true, SDT_F32);
-    run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32);   /* one group, 1-d spatial */
-    run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32);   /* one channel per group */
-    run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32);  /* no affine */
-    run_case(be, &rng, 2, 4, 3, 3, 2, true, SDT_BF16);
+    for (int a = 0; a < 2; a++) {
+        sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY;
+        run_case(be, &rng, 2, 6, 3, 5, 3, true, SDT_F32, act);
+        run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32, act);   /* one group, 1-d spatial */
+        run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32, act);   /* one channel per group */
+        run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32, act);  /* no affine */
+        run_case(be, &rng, 2, 4, 3, 3, 2, true, SDT_BF16, act);
+    }
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_groupnorm");

@@ -40,6 +40,12 @@ sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, i
     return sdt_arena_tensor(c->arena, c->dt, ndim, shape);
 }
 
+sdt_tensor unet_shape(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    int64_t shape[4] = {d0, d1, d2, d3};
+    return sdt_tensor_make(NULL, c->dt, c->be ? c->be->device : SDT_DEVICE_CPU, ndim, shape);
+}
+
 sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1)
 {
     int64_t shape[2] = {d0, d1};
@@ -63,6 +69,11 @@ bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const cha
     *out = sdt_arena_tensor(c->arena, t->dtype, t->ndim, t->shape);
     UNET_OP(c, where, c->be->zero(c->be, out));
     return true;
+}
+
+void unet_forget(sdt_tensor *t)
+{
+    t->data = NULL;
 }
 
 sdt_tensor unet_view(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)

@@ -52,10 +52,16 @@ bool unet_arena_ok(unet_ctx *c, const char *where);
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1);
 sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t);
+/* An activation's shape and dtype without memory (what unet_forget leaves). */
+sdt_tensor unet_shape(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 /* A zeroed f32 [d0, d1] gradient buffer (the time embedding's, accumulated over every ResBlock). */
 bool unet_zeroed_stat(unet_ctx *c, int64_t d0, int64_t d1, sdt_tensor *out, const char *where);
 /* A zeroed gradient buffer shaped like t (backward accumulates). */
 bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const char *where);
+/* After its arena memory is rewound, t keeps only its shape and dtype: a temporary that backward needs
+ * as a shape (a frozen layer's input: the input gradient reads no input values). An op that reads
+ * its values refuses it (no data) instead of reading freed memory. */
+void unet_forget(sdt_tensor *t);
 /* t viewed with another shape (same numel). */
 sdt_tensor unet_view(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
@@ -66,8 +72,9 @@ typedef struct unet_resblock {
     unet_norm norm1, norm2;
     unet_conv conv1, conv2, skip; /* skip.w NULL: identity */
     unet_linear emb;
-    /* saved */
-    sdt_tensor n1, mean1, rstd1, a1, h, n2, mean2, rstd2, a2;
+    /* saved: the norms' statistics and conv1's output h; a1 and a2 (the SiLU outputs, conv inputs) are
+     * shapes only (unet_forget) */
+    sdt_tensor mean1, rstd1, a1, h, mean2, rstd2, a2;
 } unet_resblock;
 
 typedef struct unet_attention {
@@ -77,7 +84,7 @@ typedef struct unet_attention {
     int q_width, kv_width, inner, heads;
     unet_linear q, k, v, out;
     /* saved */
-    sdt_tensor kin, vin;   /* hooked K/V inputs (or the plain input when not hooked) */
+    sdt_tensor kin, vin;   /* hooked K/V inputs (or the plain input when not hooked): shapes only */
     bool k_hooked, v_hooked;
     sdt_tensor qt, kt, vt, lse, o; /* lse [B, heads, Tq] f32: attention's saved softmax statistics */
 } unet_attention;
@@ -87,7 +94,9 @@ typedef struct unet_tblock {
     unet_norm ln1, ln2, ln3; /* groups unused */
     unet_attention attn1, attn2;
     unet_linear ff1, ff2;
-    /* saved: x0 -> x1 (after attn1) -> x2 (after attn2) -> x3 (after ff) */
+    /* saved: x0 -> x1 (after attn1) -> x2 (after attn2) -> x3 (after ff), the norms' statistics and the
+     * GEGLU input f1; the norms' outputs n1..n3 and the GEGLU output g feed frozen linears only, so they
+     * are shapes (unet_forget), except n1 when a hypernetwork hooks the self-attention (its input) */
     sdt_tensor x0, n1, m1, r1, x1, n2, m2, r2, x2, n3, m3, r3, f1, g, x3;
 } unet_tblock;
 
@@ -99,7 +108,7 @@ typedef struct unet_transformer {
     unet_conv proj_in_c, proj_out_c;
     unet_linear proj_in_l, proj_out_l;
     unet_tblock *blocks;
-    /* saved */
+    /* saved: the norm's statistics; n, p and s_nchw (inputs of proj_in/proj_out) are shapes only */
     sdt_tensor n, mean, rstd, p, s_nchw;
 } unet_transformer;
 
@@ -107,13 +116,13 @@ typedef struct unet_sampler {
     char name[192];
     bool up;
     unet_conv conv;
-    sdt_tensor upx; /* saved: the upsampled input */
+    sdt_tensor upx; /* the upsampled input (the conv's): a shape only */
 } unet_sampler;
 
 typedef struct unet_head {
     unet_norm norm;
     unet_conv conv;
-    sdt_tensor n, mean, rstd, a;
+    sdt_tensor mean, rstd, a; /* a: a shape only */
 } unet_head;
 
 typedef enum unet_layer_kind {
@@ -202,13 +211,11 @@ bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, co
 bool unet_head_forward(unet_ctx *c, unet_head *h, const sdt_tensor *x, sdt_tensor *out);
 bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sdt_tensor *d_out,
                         sdt_tensor *d_x);
-/* conv via the table, output shape from the input. */
+/* A conv's output for input x (shape only is read), allocated from the arena. */
+sdt_tensor unet_conv_alloc(unet_ctx *c, const unet_conv *cv, const sdt_tensor *x);
+/* out = conv(x) into an allocated out. */
+bool unet_conv_run(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out);
+/* Both: the output allocated, then computed. */
 bool unet_conv_forward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out);
-/* GroupNorm + SiLU (used by ResBlock and the head). */
-bool unet_norm_silu_forward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x, sdt_tensor *nout,
-                            sdt_tensor *mean, sdt_tensor *rstd, sdt_tensor *act);
-bool unet_norm_silu_backward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x,
-                             const sdt_tensor *nout, const sdt_tensor *mean, const sdt_tensor *rstd,
-                             const sdt_tensor *d_act, sdt_tensor *d_x);
 
 #endif

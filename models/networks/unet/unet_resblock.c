@@ -3,13 +3,23 @@
  * are never formed (the UNet is frozen), so every backward op gets NULL for dw/db. */
 #include "unet_internal.h"
 
-bool unet_conv_forward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out)
+sdt_tensor unet_conv_alloc(unet_ctx *c, const unet_conv *cv, const sdt_tensor *x)
 {
     int64_t oh = (x->shape[2] + 2 * cv->pad - cv->k) / cv->stride + 1;
     int64_t ow = (x->shape[3] + 2 * cv->pad - cv->k) / cv->stride + 1;
-    *out = unet_act(c, 4, x->shape[0], cv->out, oh, ow);
+    return unet_act(c, 4, x->shape[0], cv->out, oh, ow);
+}
+
+bool unet_conv_run(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out)
+{
     UNET_OP(c, where, c->be->conv2d_forward(c->be, out, x, cv->w, cv->b, cv->stride, cv->pad));
     return true;
+}
+
+bool unet_conv_forward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out)
+{
+    *out = unet_conv_alloc(c, cv, x);
+    return unet_conv_run(c, cv, where, x, out);
 }
 
 static bool conv_backward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
@@ -19,30 +29,33 @@ static bool conv_backward(unet_ctx *c, const unet_conv *cv, const char *where, c
     return true;
 }
 
-bool unet_norm_silu_forward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x, sdt_tensor *nout,
-                            sdt_tensor *mean, sdt_tensor *rstd, sdt_tensor *act)
+/* out = conv(SiLU(GroupNorm(x))). The SiLU output is a temporary: backward needs x, the saved statistics
+ * and the conv input's shape only (the frozen conv's input gradient reads no input values, and the fused
+ * norm's backward recomputes the normalised values from x). out is allocated here, before it. */
+static bool norm_silu_conv_forward(unet_ctx *c, const unet_norm *n, const unet_conv *cv, const char *where,
+                                   const sdt_tensor *x, sdt_tensor *mean, sdt_tensor *rstd, sdt_tensor *act,
+                                   sdt_tensor *out)
 {
     sdt_backend *be = c->be;
-    *nout = unet_act_like(c, x);
     *mean = unet_stat(c, x->shape[0], n->groups);
     *rstd = unet_stat(c, x->shape[0], n->groups);
+    *out = unet_conv_alloc(c, cv, x);
+    size_t mark = sdt_arena_mark(c->arena);
     *act = unet_act_like(c, x);
-    UNET_OP(c, where, be->groupnorm_forward(be, nout, mean, rstd, x, n->w, n->b, n->groups, n->eps));
-    UNET_OP(c, where, be->activation_forward(be, act, nout, SDT_ACT_SILU));
+    UNET_OP(c, where, be->groupnorm_forward(be, act, mean, rstd, x, n->w, n->b, n->groups, n->eps, SDT_ACT_SILU));
+    if (!unet_conv_run(c, cv, where, act, out)) return false;
+    sdt_arena_rewind(c->arena, mark);
+    unet_forget(act);
     return true;
 }
 
-bool unet_norm_silu_backward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x,
-                             const sdt_tensor *nout, const sdt_tensor *mean, const sdt_tensor *rstd,
-                             const sdt_tensor *d_act, sdt_tensor *d_x)
+/* d_x += the gradient of SiLU(GroupNorm(x)) for d_act. */
+static bool norm_silu_backward(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x,
+                               const sdt_tensor *mean, const sdt_tensor *rstd, const sdt_tensor *d_act, sdt_tensor *d_x)
 {
     sdt_backend *be = c->be;
-    size_t mark = sdt_arena_mark(c->arena);
-    sdt_tensor d_n;
-    if (!unet_grad_like(c, nout, &d_n, where)) return false;
-    UNET_OP(c, where, be->activation_backward(be, &d_n, d_act, nout, SDT_ACT_SILU));
-    UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, n->w, mean, rstd, n->groups));
-    sdt_arena_rewind(c->arena, mark);
+    UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, d_act, x, n->w, n->b, mean, rstd, n->groups,
+                                             SDT_ACT_SILU));
     return true;
 }
 
@@ -52,15 +65,13 @@ bool unet_res_forward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, sdt_te
 {
     sdt_backend *be = c->be;
     const char *where = r->name;
-    if (!unet_norm_silu_forward(c, &r->norm1, where, x, &r->n1, &r->mean1, &r->rstd1, &r->a1)) return false;
-    if (!unet_conv_forward(c, &r->conv1, where, &r->a1, &r->h)) return false;
+    if (!norm_silu_conv_forward(c, &r->norm1, &r->conv1, where, x, &r->mean1, &r->rstd1, &r->a1, &r->h)) return false;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor e = unet_act(c, 2, x->shape[0], r->out_ch, 0, 0);
     UNET_OP(c, where, be->linear_forward(be, &e, &c->emb_act, r->emb.w, r->emb.b));
     UNET_OP(c, where, be->add_channel_forward(be, &r->h, &e));
     sdt_arena_rewind(c->arena, mark);
-    if (!unet_norm_silu_forward(c, &r->norm2, where, &r->h, &r->n2, &r->mean2, &r->rstd2, &r->a2)) return false;
-    if (!unet_conv_forward(c, &r->conv2, where, &r->a2, out)) return false;
+    if (!norm_silu_conv_forward(c, &r->norm2, &r->conv2, where, &r->h, &r->mean2, &r->rstd2, &r->a2, out)) return false;
     if (!r->skip.w) {
         UNET_OP(c, where, be->add_forward(be, out, out, x));
         return true;
@@ -83,7 +94,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
     if (!unet_grad_like(c, &r->a2, &d_a2, where) || !conv_backward(c, &r->conv2, where, &r->a2, d_out, &d_a2))
         return false;
     if (!unet_grad_like(c, &r->h, &d_h, where) ||
-        !unet_norm_silu_backward(c, &r->norm2, where, &r->h, &r->n2, &r->mean2, &r->rstd2, &d_a2, &d_h))
+        !norm_silu_backward(c, &r->norm2, where, &r->h, &r->mean2, &r->rstd2, &d_a2, &d_h))
         return false;
     /* The time-embedding add reaches the context only through y (SDXL's pooled text embedding). */
     if (c->d_emb_act) {
@@ -98,7 +109,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
     }
     if (!unet_grad_like(c, &r->a1, &d_a1, where) || !conv_backward(c, &r->conv1, where, &r->a1, &d_h, &d_a1))
         return false;
-    if (!unet_norm_silu_backward(c, &r->norm1, where, x, &r->n1, &r->mean1, &r->rstd1, &d_a1, d_x)) return false;
+    if (!norm_silu_backward(c, &r->norm1, where, x, &r->mean1, &r->rstd1, &d_a1, d_x)) return false;
     if (r->skip.w) {
         if (!conv_backward(c, &r->skip, where, x, d_out, d_x)) return false;
     } else {
@@ -113,9 +124,16 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
 bool unet_sampler_forward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, sdt_tensor *out)
 {
     if (!s->up) return unet_conv_forward(c, &s->conv, s->name, x, out);
+    /* the upsampled input is the frozen conv's: a temporary, a shape for backward */
+    s->upx = unet_shape(c, 4, x->shape[0], x->shape[1], 2 * x->shape[2], 2 * x->shape[3]);
+    *out = unet_conv_alloc(c, &s->conv, &s->upx);
+    size_t mark = sdt_arena_mark(c->arena);
     s->upx = unet_act(c, 4, x->shape[0], x->shape[1], 2 * x->shape[2], 2 * x->shape[3]);
     UNET_OP(c, s->name, c->be->upsample_nearest2x_forward(c->be, &s->upx, x));
-    return unet_conv_forward(c, &s->conv, s->name, &s->upx, out);
+    if (!unet_conv_run(c, &s->conv, s->name, &s->upx, out)) return false;
+    sdt_arena_rewind(c->arena, mark);
+    unet_forget(&s->upx);
+    return true;
 }
 
 bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x)
@@ -135,8 +153,7 @@ bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, co
 
 bool unet_head_forward(unet_ctx *c, unet_head *h, const sdt_tensor *x, sdt_tensor *out)
 {
-    return unet_norm_silu_forward(c, &h->norm, "out", x, &h->n, &h->mean, &h->rstd, &h->a) &&
-           unet_conv_forward(c, &h->conv, "out.2", &h->a, out);
+    return norm_silu_conv_forward(c, &h->norm, &h->conv, "out", x, &h->mean, &h->rstd, &h->a, out);
 }
 
 bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x)
@@ -145,7 +162,7 @@ bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sd
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_a;
     if (!unet_grad_like(c, &h->a, &d_a, "out.2") || !conv_backward(c, &h->conv, "out.2", &h->a, d_out, &d_a) ||
-        !unet_norm_silu_backward(c, &h->norm, "out", x, &h->n, &h->mean, &h->rstd, &d_a, d_x))
+        !norm_silu_backward(c, &h->norm, "out", x, &h->mean, &h->rstd, &d_a, d_x))
         return false;
     sdt_arena_rewind(c->arena, mark);
     return true;

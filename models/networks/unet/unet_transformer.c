@@ -5,9 +5,12 @@
  * accumulates d(context) through every cross-attention K/V projection and
  * every hypernetwork hook.
  *
- * Self-attention probabilities ([B, heads, HW, HW], 512 MB per layer for one
- * SD 1.5 image at 512 px) are not saved; backward recomputes them. Cross-attention
- * probabilities ([B, heads, HW, 77]) are small and saved. */
+ * No attention probabilities are saved: the fused attention keeps one log-sum-exp
+ * per query row and backward recomputes the rest. What feeds only a frozen linear
+ * or conv (the norms' outputs, the GEGLU output, the hooked K/V inputs, the
+ * projections' inputs) is a temporary, kept as a shape: the input gradient of a
+ * frozen layer reads no input values. Saved tensors are allocated before the
+ * temporaries that feed them, so the temporaries' arena memory is rewound. */
 #include "unet_internal.h"
 
 static sdt_tensor stats(unet_ctx *c, int64_t rows)
@@ -22,11 +25,21 @@ static sdt_tensor rows2d(const sdt_tensor *t)
     return unet_view(t, 2, sdt_tensor_numel(t) / last, last, 0, 0);
 }
 
-static bool linear(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x, sdt_tensor *out)
+static sdt_tensor linear_alloc(unet_ctx *c, const unet_linear *l, const sdt_tensor *x)
 {
-    *out = unet_act(c, 3, x->shape[0], x->shape[1], l->out, 0);
+    return unet_act(c, 3, x->shape[0], x->shape[1], l->out, 0);
+}
+
+static bool linear_into(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x, sdt_tensor *out)
+{
     UNET_OP(c, where, c->be->linear_forward(c->be, out, x, l->w, l->b));
     return true;
+}
+
+static bool linear(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x, sdt_tensor *out)
+{
+    *out = linear_alloc(c, l, x);
+    return linear_into(c, l, where, x, out);
 }
 
 static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
@@ -36,13 +49,19 @@ static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where
     return true;
 }
 
-static bool layernorm(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x, sdt_tensor *out,
-                      sdt_tensor *mean, sdt_tensor *rstd)
+/* The statistics LayerNorm saves for x's rows. */
+static void layernorm_stats(unet_ctx *c, const sdt_tensor *x, sdt_tensor *mean, sdt_tensor *rstd)
 {
-    *out = unet_act_like(c, x);
+    int64_t rows = sdt_tensor_numel(x) / x->shape[x->ndim - 1];
+    *mean = stats(c, rows);
+    *rstd = stats(c, rows);
+}
+
+/* out = LayerNorm(x) into an allocated out and the allocated statistics. */
+static bool layernorm_into(unet_ctx *c, const unet_norm *n, const char *where, const sdt_tensor *x, sdt_tensor *out,
+                           sdt_tensor *mean, sdt_tensor *rstd)
+{
     sdt_tensor x2 = rows2d(x), o2 = rows2d(out);
-    *mean = stats(c, x2.shape[0]);
-    *rstd = stats(c, x2.shape[0]);
     UNET_OP(c, where, c->be->layernorm_forward(c->be, &o2, mean, rstd, &x2, n->w, n->b, n->eps));
     return true;
 }
@@ -93,20 +112,46 @@ static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind,
     return true;
 }
 
-static bool attention_forward(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv)
+/* Does a hypernetwork hook this attention's K or V input? Its backward then reads that input. */
+static bool attention_hooked(const unet_ctx *c, const unet_attention *a)
 {
-    sdt_backend *be = c->be;
-    if (!hook_forward(c, a, SDT_UNET_K, kv, &a->kin, &a->k_hooked) ||
-        !hook_forward(c, a, SDT_UNET_V, kv, &a->vin, &a->v_hooked))
-        return false;
-    if (!linear(c, &a->q, a->name, qin, &a->qt) || !linear(c, &a->k, a->name, &a->kin, &a->kt) ||
-        !linear(c, &a->v, a->name, &a->vin, &a->vt))
-        return false;
-    /* The softmax statistics backward needs: one f32 per query row and head, never [Tq, Tk]. */
+    const sdt_unet_kv_hook *h = c->hook;
+    if (!h || !h->forward) return false;
+    if (!h->wants) return true;
+    sdt_unet_hook_site k = site_of(a, SDT_UNET_K), v = site_of(a, SDT_UNET_V);
+    return h->wants(h->user, &k) || h->wants(h->user, &v);
+}
+
+/* The attention's saved tensors for a query input of qin's shape and K/V inputs of kv's: Q, K, V, the
+ * output and the softmax statistics backward needs (one f32 per query row and head, never [Tq, Tk]). */
+static void attention_alloc(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv)
+{
+    a->qt = linear_alloc(c, &a->q, qin);
+    a->kt = linear_alloc(c, &a->k, kv);
+    a->vt = linear_alloc(c, &a->v, kv);
     int64_t shape[3] = {qin->shape[0], a->heads, qin->shape[1]};
     a->lse = sdt_arena_tensor(c->arena, SDT_F32, 3, shape);
     a->o = unet_act_like(c, &a->qt);
-    UNET_OP(c, a->name, be->attention_forward(be, &a->o, &a->lse, &a->qt, &a->kt, &a->vt, a->heads, false));
+}
+
+/* Q, K and V from their inputs; the hooked K/V inputs are temporaries (the caller rewinds them, and
+ * forgets them with attention_forget_inputs). */
+static bool attention_project(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv)
+{
+    return hook_forward(c, a, SDT_UNET_K, kv, &a->kin, &a->k_hooked) &&
+           hook_forward(c, a, SDT_UNET_V, kv, &a->vin, &a->v_hooked) && linear_into(c, &a->q, a->name, qin, &a->qt) &&
+           linear_into(c, &a->k, a->name, &a->kin, &a->kt) && linear_into(c, &a->v, a->name, &a->vin, &a->vt);
+}
+
+static void attention_forget_inputs(unet_attention *a)
+{
+    unet_forget(&a->kin);
+    unet_forget(&a->vin);
+}
+
+static bool attention_run(unet_ctx *c, unet_attention *a)
+{
+    UNET_OP(c, a->name, c->be->attention_forward(c->be, &a->o, &a->lse, &a->qt, &a->kt, &a->vt, a->heads, false));
     return true;
 }
 
@@ -153,10 +198,9 @@ static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor 
     return true;
 }
 
-/* out = x + to_out(attention) */
+/* out = x + to_out(attention), into an allocated out */
 static bool attention_residual(unet_ctx *c, unet_attention *a, const sdt_tensor *x, sdt_tensor *out)
 {
-    *out = unet_act_like(c, x);
     UNET_OP(c, a->name, c->be->linear_forward(c->be, out, &a->o, a->out.w, a->out.b));
     UNET_OP(c, a->name, c->be->add_forward(c->be, out, out, x));
     return true;
@@ -164,21 +208,49 @@ static bool attention_residual(unet_ctx *c, unet_attention *a, const sdt_tensor 
 
 /* ---- transformer block ---- */
 
+/* One attention sub-layer: out = x + attention(LayerNorm(x), kv or the norm's output). The norm's output
+ * n is a temporary unless keep_n (a hooked self-attention reads it in backward). */
+static bool attention_sublayer(unet_ctx *c, unet_tblock *b, const unet_norm *ln, unet_attention *a, const sdt_tensor *x,
+                               const sdt_tensor *context, sdt_tensor *n, sdt_tensor *mean, sdt_tensor *rstd,
+                               sdt_tensor *out)
+{
+    bool self = context == NULL, keep_n = self && attention_hooked(c, a);
+    layernorm_stats(c, x, mean, rstd);
+    if (keep_n) *n = unet_act_like(c, x);
+    attention_alloc(c, a, x, self ? x : context);
+    *out = unet_act_like(c, x);
+    size_t mark = sdt_arena_mark(c->arena);
+    if (!keep_n) *n = unet_act_like(c, x);
+    if (!layernorm_into(c, ln, b->name, x, n, mean, rstd) || !attention_project(c, a, n, self ? n : context)) return false;
+    sdt_arena_rewind(c->arena, mark);
+    attention_forget_inputs(a);
+    if (!keep_n) unet_forget(n);
+    return attention_run(c, a) && attention_residual(c, a, x, out);
+}
+
 static bool tblock_forward(unet_ctx *c, unet_tblock *b, const sdt_tensor *x0, const sdt_tensor *context)
 {
     sdt_backend *be = c->be;
     b->x0 = *x0;
-    if (!layernorm(c, &b->ln1, b->name, x0, &b->n1, &b->m1, &b->r1) ||
-        !attention_forward(c, &b->attn1, &b->n1, &b->n1) || !attention_residual(c, &b->attn1, x0, &b->x1))
+    if (!attention_sublayer(c, b, &b->ln1, &b->attn1, x0, NULL, &b->n1, &b->m1, &b->r1, &b->x1) ||
+        !attention_sublayer(c, b, &b->ln2, &b->attn2, &b->x1, context, &b->n2, &b->m2, &b->r2, &b->x2))
         return false;
-    if (!layernorm(c, &b->ln2, b->name, &b->x1, &b->n2, &b->m2, &b->r2) ||
-        !attention_forward(c, &b->attn2, &b->n2, context) || !attention_residual(c, &b->attn2, &b->x1, &b->x2))
-        return false;
-    if (!layernorm(c, &b->ln3, b->name, &b->x2, &b->n3, &b->m3, &b->r3) || !linear(c, &b->ff1, b->name, &b->n3, &b->f1))
-        return false;
+    /* feed-forward: x3 = x2 + ff2(GEGLU(ff1(LayerNorm(x2)))); the GEGLU input is saved, the norm's
+     * output and the GEGLU output (inputs of frozen linears) are temporaries */
+    layernorm_stats(c, &b->x2, &b->m3, &b->r3);
+    b->f1 = linear_alloc(c, &b->ff1, &b->x2);
+    b->x3 = unet_act_like(c, &b->x2);
+    size_t mark = sdt_arena_mark(c->arena);
+    b->n3 = unet_act_like(c, &b->x2);
     b->g = unet_act(c, 3, b->f1.shape[0], b->f1.shape[1], b->f1.shape[2] / 2, 0);
+    if (!layernorm_into(c, &b->ln3, b->name, &b->x2, &b->n3, &b->m3, &b->r3) ||
+        !linear_into(c, &b->ff1, b->name, &b->n3, &b->f1))
+        return false;
     UNET_OP(c, b->name, be->geglu_forward(be, &b->g, &b->f1));
-    if (!linear(c, &b->ff2, b->name, &b->g, &b->x3)) return false;
+    if (!linear_into(c, &b->ff2, b->name, &b->g, &b->x3)) return false;
+    sdt_arena_rewind(c->arena, mark);
+    unet_forget(&b->n3);
+    unet_forget(&b->g);
     UNET_OP(c, b->name, be->add_forward(be, &b->x3, &b->x3, &b->x2));
     return true;
 }
@@ -219,44 +291,51 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
     sdt_backend *be = c->be;
     const int64_t B = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3], N = H * W;
     const char *where = t->name;
-    t->n = unet_act_like(c, x);
+    /* the norm's output and the projection's input are temporaries; s, the blocks' input, is saved */
     t->mean = unet_stat(c, B, t->norm.groups);
     t->rstd = unet_stat(c, B, t->norm.groups);
+    sdt_tensor s = unet_act(c, 3, B, N, t->inner, 0);
+    size_t mark = sdt_arena_mark(c->arena);
+    t->n = unet_act_like(c, x);
     UNET_OP(c, where, be->groupnorm_forward(be, &t->n, &t->mean, &t->rstd, x, t->norm.w, t->norm.b, t->norm.groups,
-                                            t->norm.eps));
-    sdt_tensor s;
+                                            t->norm.eps, SDT_ACT_IDENTITY));
     if (t->linear_proj) {
         /* [B, C, HW] -> [B, HW, C] -> Linear */
         t->p = unet_act(c, 3, B, N, C, 0);
         sdt_tensor n3 = unet_view(&t->n, 3, B, C, N, 0);
         UNET_OP(c, where, be->transpose_forward(be, &t->p, &n3));
-        if (!linear(c, &t->proj_in_l, where, &t->p, &s)) return false;
+        if (!linear_into(c, &t->proj_in_l, where, &t->p, &s)) return false;
     } else {
-        /* 1x1 conv -> [B, inner, HW] -> [B, HW, inner]; the conv output is scratch */
-        s = unet_act(c, 3, B, N, t->inner, 0);
-        size_t mark = sdt_arena_mark(c->arena);
+        /* 1x1 conv -> [B, inner, HW] -> [B, HW, inner] */
         sdt_tensor p;
         if (!unet_conv_forward(c, &t->proj_in_c, where, &t->n, &p)) return false;
         sdt_tensor p3 = unet_view(&p, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_forward(be, &s, &p3));
-        sdt_arena_rewind(c->arena, mark);
     }
+    sdt_arena_rewind(c->arena, mark);
+    unet_forget(&t->n);
+    unet_forget(&t->p);
     for (int d = 0; d < t->depth; d++) {
         if (!tblock_forward(c, &t->blocks[d], &s, context)) return false;
         s = t->blocks[d].x3;
     }
     if (t->linear_proj) {
         *out = unet_act_like(c, x);
-        size_t mark = sdt_arena_mark(c->arena);
+        mark = sdt_arena_mark(c->arena);
         sdt_tensor po, o3 = unet_view(out, 3, B, C, N, 0);
         if (!linear(c, &t->proj_out_l, where, &s, &po)) return false;
         UNET_OP(c, where, be->transpose_forward(be, &o3, &po));
         sdt_arena_rewind(c->arena, mark);
     } else {
+        t->s_nchw = unet_shape(c, 4, B, t->inner, H, W);
+        *out = unet_conv_alloc(c, &t->proj_out_c, &t->s_nchw);
+        mark = sdt_arena_mark(c->arena);
         t->s_nchw = unet_act(c, 4, B, t->inner, H, W);
         sdt_tensor s3 = unet_view(&t->s_nchw, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_forward(be, &s3, &s));
-        if (!unet_conv_forward(c, &t->proj_out_c, where, &t->s_nchw, out)) return false;
+        if (!unet_conv_run(c, &t->proj_out_c, where, &t->s_nchw, out)) return false;
+        sdt_arena_rewind(c->arena, mark);
+        unet_forget(&t->s_nchw);
     }
     UNET_OP(c, where, be->add_forward(be, out, out, x));
     return true;
@@ -304,8 +383,8 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
             UNET_OP(c, where, be->transpose_backward(be, &dp3, &d_s));
             UNET_OP(c, where, be->conv2d_backward(be, &d_n, NULL, NULL, &d_p, &t->n, t->proj_in_c.w, 1, 0));
         }
-        UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, &t->mean, &t->rstd,
-                                                 t->norm.groups));
+        UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, t->norm.b, &t->mean,
+                                                 &t->rstd, t->norm.groups, SDT_ACT_IDENTITY));
     }
     sdt_arena_rewind(c->arena, mark);
     return true;

@@ -397,14 +397,12 @@ static sdt_tensor reuse(const sdt_tensor *t, int64_t C, int64_t H, int64_t W)
     return view4(t->data, t->dtype, t->device, t->shape[0], C, H, W);
 }
 
-/* out = silu(groupnorm(x)), with its own scratch for the normalised values. */
-static bool norm_silu(vae_pass *p, sdt_tensor *out, sdt_tensor *tmp, const sdt_tensor *x, const sdt_tensor *g,
-                      const sdt_tensor *b)
+/* out = silu(groupnorm(x)) in one op. */
+static bool norm_silu(vae_pass *p, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *g, const sdt_tensor *b)
 {
     sdt_tensor mean = scratch(p, SDT_F32, 2, p->batch, p->cfg->groups, 0, 0);
     sdt_tensor rstd = scratch(p, SDT_F32, 2, p->batch, p->cfg->groups, 0, 0);
-    OP(p, p->be->groupnorm_forward(p->be, tmp, &mean, &rstd, x, g, b, p->cfg->groups, p->cfg->eps));
-    OP(p, p->be->activation_forward(p->be, out, tmp, SDT_ACT_SILU));
+    OP(p, p->be->groupnorm_forward(p->be, out, &mean, &rstd, x, g, b, p->cfg->groups, p->cfg->eps, SDT_ACT_SILU));
     return true;
 }
 
@@ -414,17 +412,15 @@ static bool resblock(vae_pass *p, const vae_resblock *r)
     const sdt_tensor x = p->x;
     int64_t H = x.shape[2], W = x.shape[3];
     size_t mark = p->sizing ? 0 : sdt_arena_mark(p->ar);
-    sdt_tensor t1 = scratch(p, p->dt, 4, p->batch, r->cin, H, W);
-    sdt_tensor t2 = scratch(p, p->dt, 4, p->batch, r->cin, H, W);
-    if (!norm_silu(p, &t2, &t1, &x, &r->n1_w, &r->n1_b)) return false;
+    sdt_tensor t = scratch(p, p->dt, 4, p->batch, r->cin, H, W);
+    if (!norm_silu(p, &t, &x, &r->n1_w, &r->n1_b)) return false;
     sdt_tensor h = scratch(p, p->dt, 4, p->batch, r->cout, H, W);
-    OP(p, be->conv2d_forward(be, &h, &t2, &r->c1_w, &r->c1_b, 1, 1));
-    /* t1 and t2 are dead; reuse them when they are large enough. */
-    sdt_tensor u1 = r->cout <= r->cin ? reuse(&t1, r->cout, H, W) : scratch(p, p->dt, 4, p->batch, r->cout, H, W);
-    sdt_tensor u2 = r->cout <= r->cin ? reuse(&t2, r->cout, H, W) : scratch(p, p->dt, 4, p->batch, r->cout, H, W);
-    if (!norm_silu(p, &u2, &u1, &h, &r->n2_w, &r->n2_b)) return false;
+    OP(p, be->conv2d_forward(be, &h, &t, &r->c1_w, &r->c1_b, 1, 1));
+    /* t is dead; reuse it when it is large enough. */
+    sdt_tensor u = r->cout <= r->cin ? reuse(&t, r->cout, H, W) : scratch(p, p->dt, 4, p->batch, r->cout, H, W);
+    if (!norm_silu(p, &u, &h, &r->n2_w, &r->n2_b)) return false;
     sdt_tensor out = next_out(p, r->cout, H, W);
-    OP(p, be->conv2d_forward(be, &out, &u2, &r->c2_w, &r->c2_b, 1, 1));
+    OP(p, be->conv2d_forward(be, &out, &u, &r->c2_w, &r->c2_b, 1, 1));
     if (r->cin != r->cout) {
         OP(p, be->conv2d_forward(be, &h, &x, &r->sc_w, &r->sc_b, 1, 0));
         OP(p, be->add_forward(be, &out, &out, &h));
@@ -446,7 +442,8 @@ static bool attn_block(vae_pass *p, const vae_attn *a)
     sdt_tensor mean = scratch(p, SDT_F32, 2, B, p->cfg->groups, 0, 0);
     sdt_tensor rstd = scratch(p, SDT_F32, 2, B, p->cfg->groups, 0, 0);
     sdt_tensor hn = scratch(p, p->dt, 4, B, C, H, W);
-    OP(p, be->groupnorm_forward(be, &hn, &mean, &rstd, &x, &a->n_w, &a->n_b, p->cfg->groups, p->cfg->eps));
+    OP(p, be->groupnorm_forward(be, &hn, &mean, &rstd, &x, &a->n_w, &a->n_b, p->cfg->groups, p->cfg->eps,
+                                SDT_ACT_IDENTITY));
     sdt_tensor hn3 = mu_reshape3(&hn, B, C, L);
     sdt_tensor seq = scratch(p, p->dt, 3, B, L, C, 0);
     OP(p, be->transpose_forward(be, &seq, &hn3));
@@ -501,11 +498,10 @@ static bool head(vae_pass *p, const sdt_tensor *nw, const sdt_tensor *nb, const 
 {
     const sdt_tensor x = p->x;
     size_t mark = p->sizing ? 0 : sdt_arena_mark(p->ar);
-    sdt_tensor t1 = scratch(p, p->dt, 4, p->batch, x.shape[1], x.shape[2], x.shape[3]);
-    sdt_tensor t2 = scratch(p, p->dt, 4, p->batch, x.shape[1], x.shape[2], x.shape[3]);
-    if (!norm_silu(p, &t2, &t1, &x, nw, nb)) return false;
+    sdt_tensor t = scratch(p, p->dt, 4, p->batch, x.shape[1], x.shape[2], x.shape[3]);
+    if (!norm_silu(p, &t, &x, nw, nb)) return false;
     sdt_tensor out = dst ? *dst : next_out(p, cw->shape[0], x.shape[2], x.shape[3]);
-    OP(p, p->be->conv2d_forward(p->be, &out, &t2, cw, cb, 1, 1));
+    OP(p, p->be->conv2d_forward(p->be, &out, &t, cw, cb, 1, 1));
     if (!p->sizing) sdt_arena_rewind(p->ar, mark);
     if (!dst) advance(p, &out);
     return true;
