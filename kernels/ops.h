@@ -251,6 +251,10 @@ struct sdt_backend {
     void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure, be->error set (OUT_OF_MEMORY) */
     void (*free)(sdt_backend *be, void *ptr);
     void (*destroy)(sdt_backend *be);
+    /* Frees the ops' scratch buffers, which grow to the largest call and are kept for the next one:
+     * after a phase whose sizes the next does not need (the VAE's encode at full resolution before
+     * training). Scratch grows again on demand. */
+    void (*release_scratch)(sdt_backend *be);
     /* The op list's entries: each checks its arguments (kernels/op_checks.c), then runs impl's. */
     SDT_BACKEND_OPS(SDT_OP_FIELD)
     sdt_backend_ops impl; /* the backend's implementations the entries call */

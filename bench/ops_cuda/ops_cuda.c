@@ -144,12 +144,12 @@ typedef struct gn_ctx {
 static int gn_f(void *c)
 {
     gn_ctx *n = c;
-    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f);
+    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, SDT_ACT_SILU);
 }
 static int gn_b(void *c)
 {
     gn_ctx *n = c;
-    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->mean, &n->rstd, 32);
+    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, SDT_ACT_SILU);
 }
 
 static result bench_groupnorm(const char *name, int B, int C, int H)
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
         snprintf(names[3], 64, "self-attn 256x1280 h8 b%d", B);
         snprintf(names[4], 64, "self-attn 4096x320 h5 b%d", B); /* SD 2.x: head dim 64 */
         snprintf(names[5], 64, "conv3x3 320ch 64x64 b%d", B);
-        snprintf(names[6], 64, "groupnorm 320ch 64x64 b%d", B);
+        snprintf(names[6], 64, "groupnorm+silu 320ch 64x64 b%d", B);
         r[n++] = bench_attention(names[0], B, 4096, 4096, 320, 8);
         r[n++] = bench_attention(names[1], B, 4096, 77, 320, 8);
         r[n++] = bench_attention(names[2], B, 1024, 1024, 640, 8);

@@ -73,6 +73,7 @@ static void fill_table(sdt_backend *be)
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->destroy = cpu_destroy;
+    be->release_scratch = cpu_scratch_release;
     static const sdt_backend_ops cpu_ops = {
 #define SDT_CPU_OP_ENTRY(name, params, args) .name = cpu_##name,
         SDT_BACKEND_OPS(SDT_CPU_OP_ENTRY)

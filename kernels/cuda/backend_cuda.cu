@@ -82,6 +82,17 @@ void cuda_destroy(sdt_backend *be)
     free(be);
 }
 
+void cuda_release_scratch(sdt_backend *be)
+{
+    cuda_ctx *c = ctx_of(be);
+    cudaStreamSynchronize(c->stream); /* queued ops may still read them */
+    for (int i = 0; i < SDT_CUDA_SCRATCH_SLOTS; i++) {
+        cuda_device_free(c, c->scratch[i]);
+        c->scratch[i] = NULL;
+        c->scratch_size[i] = 0;
+    }
+}
+
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
 {
     cuda_ctx *c = ctx_of(be);
@@ -271,6 +282,7 @@ static void fill_table(sdt_backend *be)
     be->alloc = cuda_alloc;
     be->free = cuda_free;
     be->destroy = cuda_destroy;
+    be->release_scratch = cuda_release_scratch;
     sdt_backend_ops cuda_ops;
 #define SDT_CUDA_OP_ENTRY(name, params, args) cuda_ops.name = cuda_##name;
     SDT_BACKEND_OPS(SDT_CUDA_OP_ENTRY)

@@ -9,6 +9,7 @@
 void *cuda_alloc(sdt_backend *be, size_t bytes);
 void cuda_free(sdt_backend *be, void *ptr);
 void cuda_destroy(sdt_backend *be);
+void cuda_release_scratch(sdt_backend *be);
 #define SDT_CUDA_OP_PROTOTYPE(name, params, args) int cuda_##name params;
 SDT_BACKEND_OPS(SDT_CUDA_OP_PROTOTYPE)
 #undef SDT_CUDA_OP_PROTOTYPE

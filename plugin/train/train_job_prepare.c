@@ -658,6 +658,10 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     sdt_pass_trainables tr = sdt_train_job_trainables(job);
     size_t bytes = 0;
     if (!sdt_pass_measure(&job->rt, &po, &shape, &tr, &bytes, error)) return false;
+    /* The images are encoded: the VAE's arena and scratch (sized for its full-resolution convolutions) are
+     * not the training pass's, which is reserved below and grows its own scratch. */
+    work_arena_release(&job->wa);
+    if (job->pb.be->release_scratch) job->pb.be->release_scratch(job->pb.be);
     size_t weights = 0;
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
         weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));

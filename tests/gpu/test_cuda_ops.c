@@ -182,21 +182,23 @@ static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t 
     drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
 }
 
-/* GroupNorm x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward. */
-static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G)
+/* act(GroupNorm(x)), x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward. */
+static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G,
+                           sdt_activation act)
 {
-    char what[96];
-    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d", (long long)B, (long long)C, (long long)H, (long long)W, G);
+    char what[112];
+    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s", (long long)B, (long long)C, (long long)H, (long long)W, G,
+             act == SDT_ACT_SILU ? " + silu" : "");
     pair gx = MAKE(dt, 2, B, C, H, W), gg = MAKE(param_dt, 1, C), gb = MAKE(param_dt, 1, C), gout = MAKE(dt, 1, B, C, H, W);
     pair gm = MAKE(SDT_F32, 1, B, G), gr = MAKE(SDT_F32, 1, B, G);
-    RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, G, 1e-6f),
-         gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, G, 1e-6f), what);
+    RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, G, 1e-6f, act),
+         gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, G, 1e-6f, act), what);
     compare(&gout, tol_for(dt), what);
     compare(&gm, 1e-4, what);
     compare(&gr, 1e-4, what);
     pair gdo = MAKE(dt, 1, B, C, H, W), gdx = MAKE(dt, 1, B, C, H, W), gdg = MAKE(SDT_F32, 1, C), gdb = MAKE(SDT_F32, 1, C);
-    RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gm.c, &gr.c, G),
-         gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gm.g, &gr.g, G), what);
+    RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gb.c, &gm.c, &gr.c, G, act),
+         gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gb.g, &gm.g, &gr.g, G, act), what);
     compare(&gdx, tol_for(dt), what);
     compare(&gdg, tol_for(dt), what);
     compare(&gdb, tol_for(dt), what);
@@ -210,9 +212,12 @@ static void test_norms(sdt_dtype dt)
     test_layernorm(dt, dt, 11, 1280);
     test_layernorm(dt, SDT_F32, 4100, 70); /* gamma's and beta's column sums over 5 chunks, partial tiles */
 
-    test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4);
-    test_groupnorm(dt, dt, 2, 64, 16, 16, 32); /* the model's form: gamma and beta in the storage dtype */
-    test_groupnorm(dt, dt, 1, 40, 3, 1, 4);
+    for (int a = 0; a < 2; a++) {
+        sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY; /* SiLU: the UNet's fused GroupNorm + SiLU */
+        test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act);
+        test_groupnorm(dt, dt, 2, 64, 16, 16, 32, act); /* the model's form: gamma and beta in the storage dtype */
+        test_groupnorm(dt, dt, 1, 40, 3, 1, 4, act);
+    }
 }
 
 static void test_elementwise(sdt_dtype dt)

@@ -500,8 +500,11 @@ static bool head(vae_pass *p, const sdt_tensor *nw, const sdt_tensor *nb, const 
     size_t mark = p->sizing ? 0 : sdt_arena_mark(p->ar);
     sdt_tensor t = scratch(p, p->dt, 4, p->batch, x.shape[1], x.shape[2], x.shape[3]);
     if (!norm_silu(p, &t, &x, nw, nb)) return false;
-    sdt_tensor out = dst ? *dst : next_out(p, cw->shape[0], x.shape[2], x.shape[3]);
+    /* in the model's dtype, then into dst: a conv with mixed operands runs on f32 copies (on the GPU, scratch
+     * the size of its 128-channel input at full resolution) */
+    sdt_tensor out = dst && dst->dtype == p->dt ? *dst : next_out(p, cw->shape[0], x.shape[2], x.shape[3]);
     OP(p, p->be->conv2d_forward(p->be, &out, &t, cw, cb, 1, 1));
+    if (dst && dst->dtype != p->dt) OP(p, p->be->convert(p->be, dst, &out));
     if (!p->sizing) sdt_arena_rewind(p->ar, mark);
     if (!dst) advance(p, &out);
     return true;
@@ -512,6 +515,13 @@ static bool encoder_body(vae_pass *p, const vae_model *m, const sdt_tensor *imag
     const vae_config *c = &m->cfg;
     p->x = *image;
     p->cur = 1; /* the image is in neither buffer: the first output goes to buf[0] */
+    if (image->dtype != p->dt) {
+        /* the first conv in the model's dtype (mixed operands would run it on f32 copies: GPU scratch the
+         * size of its 128-channel output at full resolution) */
+        sdt_tensor x = next_out(p, image->shape[1], image->shape[2], image->shape[3]);
+        OP(p, p->be->convert(p->be, &x, image));
+        advance(p, &x);
+    }
     if (!conv(p, &m->enc_in_w, &m->enc_in_b, 1, 1)) return false;
     for (int i = 0; i < c->levels; i++) {
         for (int j = 0; j < c->res_blocks; j++)
