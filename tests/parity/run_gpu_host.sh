@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs every PyTorch parity check and the GPU op test on a GPU host with torch,
 # transformers and safetensors, from a build made elsewhere (carried with the tree).
-#   tests/parity/run_gpu_host.sh BUILD_DIR LOG_DIR [TOKENIZER_DIR] [DIFFUSERS_SRC]
+#   tests/parity/run_gpu_host.sh BUILD_DIR LOG_DIR [TOKENIZER_DIR] [DIFFUSERS_SRC] [CHECKS]
+# CHECKS: an extended regular expression of the check names to run (default: all), e.g.
+# 'hn_step_parity|hn_step_sdxl|diffusers_opens_sdxl' for what fits one call: cuda_ops scaler_vs_torch
+# tokenizer_vs_hf unet_parity hn_step_parity hn_step_sdxl clip_vae_parity diffusers_opens diffusers_opens_sdxl.
 # DIFFUSERS_SRC: a diffusers src/ folder, for a host where diffusers is not installed (the check that
 # diffusers opens the folders sdtrain writes runs when diffusers is importable either way).
 # Each check's full output goes to LOG_DIR/<name>.log; one line per check to stdout: ok, FAIL or skip, the
@@ -13,13 +16,16 @@ build=${1:?build dir}
 logs=${2:?log dir}
 tok=${3:-}
 diffusers_src=${4:-}
+only=${5:-.*}
 mkdir -p "$logs"
 here=$(cd "$(dirname "$0")" && pwd)
 models=$(mktemp -d "${TMPDIR:-/tmp}/sdt-gpu-host-models.XXXXXX") || exit 1
 trap 'rm -rf "$models"' EXIT
 status=0
+wanted() { [[ $1 =~ ^($only)$ ]]; }
 run() {
   local name=$1; shift
+  wanted "$name" || return 0
   local t0=$(date +%s)
   "$@" > "$logs/$name.log" 2>&1
   local rc=$? verdict=ok
@@ -53,10 +59,15 @@ run hn_step_parity python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/h
 # C side runs on the CPU, so a small latent; the reference in float64 on the GPU (~21 GB)
 run hn_step_sdxl python3 "$here/../hn/hn_step_parity.py" --cli "$build/tests/hn/hn_step_cli" --sizes sdxl --sd-latent 32
 run clip_vae_parity python3 "$here/clip_vae_parity.py" --build "$build" --sizes tiny,sd15,sd2 --record "$logs/clip_vae_notes.md"
-if PYTHONPATH="${diffusers_src}${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import diffusers" 2> /dev/null; then
+if ! wanted diffusers_opens && ! wanted diffusers_opens_sdxl; then
+  : # not asked for
+elif PYTHONPATH="${diffusers_src}${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import diffusers" 2> /dev/null; then
   # Each model in both layouts from one seed (the generator draws the same weights in both): the folder as
   # diffusers loads it, the single file as A1111/ComfyUI and diffusers' from_single_file load it.
-  for spec in "sd15 2" "tiny-sdxl 3" "sdxl 4"; do
+  specs=()
+  wanted diffusers_opens && specs+=("sd15 2")
+  wanted diffusers_opens_sdxl && specs+=("tiny-sdxl 3" "sdxl 4")
+  for spec in "${specs[@]}"; do
     read -r config seed <<< "$spec"
     make_model "$config" --config "$config" --layout diffusers --dtype f16 --seed "$seed" --out "$models/$config" &&
       make_model "$config" --config "$config" --layout ldm --dtype f16 --seed "$seed" --out "$models/$config.safetensors"
