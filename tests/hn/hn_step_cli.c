@@ -4,7 +4,8 @@
  *               [--seed N] [--lr X] [--weight-decay X] [--strength S] [--threads N] [--checkpointing]
  *
  * CHECKPOINT: a UNet safetensors (model.diffusion_model.* keys, config detected from it).
- * INPUTS: f32 "noisy" [B,C,H,W] (x_t), "timesteps" [B], "context" [B,T,D], "target" [B,C,H,W].
+ * INPUTS: f32 "noisy" [B,C,H,W] (x_t), "timesteps" [B], "context" [B,T,D], "target" [B,C,H,W], and for
+ * a UNet with a label_emb (SDXL) "y" [B,ADM] (the vector conditioning; required there, refused otherwise).
  * Creates a hypernetwork for the widths (layer structure "1, 2, 1", no dropout, every weight
  * random N(0, 1/fan_in), biases and norms random too, from SEED: the init's tiny weights would
  * hide errors) and saves it as OUT_DIR/hn.safetensors; then, as the trainer does: the UNet forward
@@ -101,6 +102,22 @@ int main(int argc, char **argv)
     if (!input(in, "noisy", 4, &noisy) || !input(in, "timesteps", 1, &ts) || !input(in, "context", 3, &ctx) ||
         !input(in, "target", 4, &target))
         return 1;
+    /* SDXL's y: a UNet with a label_emb needs it, one without must not be given one (the check would
+     * silently pass without the vector conditioning otherwise). */
+    sdt_tensor y;
+    const sdt_tensor *y_in = NULL;
+    if (cfg.adm_in_channels > 0) {
+        if (!input(in, "y", 2, &y)) return 1;
+        if (y.shape[0] != noisy.shape[0] || y.shape[1] != cfg.adm_in_channels) {
+            fprintf(stderr, "%s: \"y\" must be [%lld, %d] for this UNet's label_emb\n", argv[2],
+                    (long long)noisy.shape[0], cfg.adm_in_channels);
+            return 1;
+        }
+        y_in = &y;
+    } else if (sdt_st_find(in, "y")) {
+        fprintf(stderr, "%s: \"y\" given, but this UNet has no label_emb (not SDXL)\n", argv[2]);
+        return 1;
+    }
 
     /* the hypernetwork */
     sdt_hn_config hc = sdt_hn_config_default();
@@ -131,11 +148,11 @@ int main(int argc, char **argv)
     sdt_arena arena;
     sdt_arena_init_measure(&arena, be);
     sdt_tensor pred;
-    bool ok = dpred_data && dctx_data && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, NULL, &pred, &error) &&
+    bool ok = dpred_data && dctx_data && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, y_in, &pred, &error) &&
               sdt_unet_backward(u, be, &arena, &dpred, &dctx, NULL, &error);
     ok = ok && sdt_arena_init(&arena, be, arena.peak);
     double loss = 0;
-    ok = ok && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, NULL, &pred, &error);
+    ok = ok && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, y_in, &pred, &error);
     if (ok && (be->mse_loss_forward(be, &loss, &pred, &target, NULL) ||
                be->mse_loss_backward(be, &dpred, 1.0f, &pred, &target, NULL))) {
         sdt_fail(&error, SDT_ERR_DEVICE, "the loss failed: %s", be->error.message);
