@@ -743,3 +743,38 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     g_free(stage.mem);
     return w;
 }
+
+size_t sdt_weights_release_prefix(sdt_weights *w, const char *prefix)
+{
+    size_t freed = 0, n = strlen(prefix);
+    if (!w->owner) return 0;
+    for (guint i = 0; i < w->entries->len; i++) {
+        weight_entry *e = &g_array_index(w->entries, weight_entry, i);
+        if (strncmp(e->key, prefix, n) != 0 || !e->tensor.data) continue;
+        if (!g_ptr_array_remove_fast(w->owned, e->tensor.data)) continue; /* not ours: the CPU mapping */
+        w->owner->free(w->owner, e->tensor.data);
+        freed += sdt_tensor_nbytes(&e->tensor);
+        e->tensor.data = NULL;
+    }
+    return freed;
+}
+
+bool sdt_weights_rematerialize_prefix(sdt_weights *w, const sdt_weights *src, const char *prefix, sdt_dtype float_dtype,
+                                      sdt_error *error)
+{
+    size_t n = strlen(prefix);
+    staging stage = {NULL, 0};
+    bool ok = true;
+    for (guint i = 0; ok && w->owner && i < w->entries->len; i++) {
+        weight_entry *e = &g_array_index(w->entries, weight_entry, i);
+        if (strncmp(e->key, prefix, n) != 0 || e->tensor.data || sdt_tensor_numel(&e->tensor) == 0) continue;
+        const weight_entry *from = find_entry(src, e->key);
+        if (!from) {
+            ok = sdt_fail(error, SDT_ERR_INTERNAL, "%s: '%s' is not in the opened checkpoint any more", w->path, e->key);
+            break;
+        }
+        ok = materialize_tensor(w, from, w->owner, float_dtype, &stage, &e->tensor, error);
+    }
+    g_free(stage.mem);
+    return ok;
+}

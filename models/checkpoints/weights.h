@@ -42,6 +42,16 @@ void sdt_weights_close(sdt_weights *w);
  * copy (before be is destroyed) with sdt_weights_close. */
 sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sdt_dtype float_dtype, sdt_error *error);
 
+/* Frees the backend memory of w's tensors whose key starts with prefix (w from sdt_weights_materialize):
+ * their data becomes NULL while the tensors, which bound networks point to, stay. Weights a phase does
+ * not need leave the device this way (the VAE once the images are encoded). Memory w does not own (the
+ * CPU backend serves unconverted tensors from the mapping) is left alone. Returns the bytes freed. */
+size_t sdt_weights_release_prefix(sdt_weights *w, const char *prefix);
+/* Brings back, from src (which w was materialized from) in float_dtype, every tensor of w under prefix
+ * that sdt_weights_release_prefix released, into the same tensors. */
+bool sdt_weights_rematerialize_prefix(sdt_weights *w, const sdt_weights *src, const char *prefix, sdt_dtype float_dtype,
+                                      sdt_error *error);
+
 /* The tensor under a canonical key, or NULL when the checkpoint lacks it. */
 const sdt_tensor *sdt_weights_get(const sdt_weights *w, const char *key);
 /* Like sdt_weights_get, but a missing key or a shape other than shape[0..ndim)

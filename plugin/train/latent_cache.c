@@ -88,6 +88,7 @@ static encode_tensors encode_alloc(sdt_arena *a, sdt_dtype dtype, int H, int W, 
 static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H, float *mean, float *logvar,
                            sdt_error *error)
 {
+    if (!sd_runtime_vae_ready(rt, error)) return false;
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), c = vae->cfg.z_channels, h = H / f, w = W / f;

@@ -98,6 +98,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
                              const sdt_tensor *rows, const sdt_preview_request *req, const float *cond, uint8_t *rgb,
                              sdt_error *error)
 {
+    if (!sd_runtime_vae_ready(rt, error)) return false;
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;

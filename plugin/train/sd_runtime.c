@@ -82,7 +82,26 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
         return false;
     }
     rt->bound = true;
+    rt->vae_parked = false;
     rt->place_s = seconds_since(start);
+    return true;
+}
+
+size_t sd_runtime_vae_park(sd_runtime *rt)
+{
+    if (!rt->bound || rt->vae_parked || rt->be->device == SDT_DEVICE_CPU) return 0;
+    vae_free(&rt->model.vae);
+    rt->vae_parked = true;
+    return sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
+}
+
+bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error)
+{
+    if (!rt->vae_parked) return true;
+    if (!sdt_weights_rematerialize_prefix(rt->dev, rt->file, VAE_KEY_PREFIX, rt->dtype, error) ||
+        !vae_load(&rt->model.vae, &rt->model.cfg.vae, rt->dev, rt->be, error))
+        return false;
+    rt->vae_parked = false;
     return true;
 }
 

@@ -26,6 +26,7 @@ typedef struct sd_runtime {
     sdt_backend *be;
     sdt_dtype dtype;      /* frozen weights and activations */
     bool bound;
+    bool vae_parked;      /* the VAE's weights are off the backend (sd_runtime_vae_park) */
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
     /* seconds the last open spent opening and detecting, on the finite check, and placing the
      * weights on the backend in dtype (for the log line that says where loading went) */
@@ -52,6 +53,12 @@ bool sd_runtime_short_hash(sd_runtime *rt, char out[11], double *seconds, sdt_er
  * UNet probe: ...)"). */
 void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size);
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
+/* Once the images are encoded, the VAE's weights leave the GPU: training never reads them, and
+ * sd_runtime_vae_ready brings them back for a preview or a re-encode. Nothing to gain on the CPU
+ * (returns 0 there); returns the bytes freed. */
+size_t sd_runtime_vae_park(sd_runtime *rt);
+/* The VAE on the backend (again), before any encode or decode. */
+bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error);
 void sd_runtime_close(sd_runtime *rt);
 
 #endif

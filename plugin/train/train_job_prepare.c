@@ -662,9 +662,15 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
      * not the training pass's, which is reserved below and grows its own scratch. */
     work_arena_release(&job->wa);
     if (job->pb.be->release_scratch) job->pb.be->release_scratch(job->pb.be);
+    size_t parked = sd_runtime_vae_park(&job->rt);
+    if (parked)
+        sdt_host_log(job->host, SDT_LOG_INFO, "the VAE's weights (%zu MiB) leave the GPU while training: the images are encoded, "
+                     "and a preview brings them back", parked >> 20);
     size_t weights = 0;
-    for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++)
-        weights += sdt_tensor_nbytes(sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i)));
+    for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++) {
+        const sdt_tensor *t = sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i));
+        if (t->data) weights += sdt_tensor_nbytes(t); /* a parked VAE is not on the device */
+    }
     size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
     info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
     job->memory_estimate_bytes = info->memory_estimate_bytes;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA backend trains what the CPU reference trains: the demo embedding after a few fp32
 # steps agrees between --device cpu and --device cuda (same seed, same data, same noise), and
-# fp16/bf16 runs on the GPU stay finite. Skips (77) where no GPU or CUDA module is usable.
+# fp16/bf16 runs on the GPU stay finite; the bf16 run's previews bring back the VAE, which leaves the GPU
+# once the images are encoded. Skips (77) where no GPU or CUDA module is usable.
 # shellcheck source=e2e_lib.sh
 source "$(dirname "$0")/e2e_lib.sh"
 
@@ -25,9 +26,18 @@ awk -v d="$diff" 'BEGIN { exit !(d < 1e-3) }' || fail "the CUDA-trained embeddin
 for prec in fp16 bf16; do
     mkdir -p "$WORK/$prec"
     cp "$WORK/emb/gpucheck.safetensors" "$WORK/$prec/"
-    run_host train --embedding "$WORK/$prec/gpucheck.safetensors" --log-dir "$WORK/log-$prec" --device cuda --precision "$prec" "${common[@]}"
+    previews=()
+    [ "$prec" = bf16 ] && previews=(--preview-every 3)
+    run_host train --embedding "$WORK/$prec/gpucheck.safetensors" --log-dir "$WORK/log-$prec" --device cuda --precision "$prec" \
+        "${common[@]}" "${previews[@]}"
     expect_rc 0 "train on cuda in $prec"
+    grep -q "the VAE's weights (.* MiB) leave the GPU while training" "$OUT" "$ERR" ||
+        fail "$prec: the log does not say the VAE left the GPU after encoding"
     run_host inspect "$WORK/$prec/gpucheck.safetensors"
     grep -q "finite:      yes" "$OUT" || fail "the $prec GPU embedding is not finite"
+done
+run=$(run_folder "$WORK/log-bf16" gpucheck)
+for step in 3 6; do
+    expect_file "$run/images/gpucheck-$step.png" "the bf16 GPU run's preview at step $step (the VAE brought back)"
 done
 e2e_finish

@@ -1,5 +1,6 @@
 /* sdt_weights_materialize: copies for a backend and dtype, rounding like storage does,
- * sharing the mapping where nothing changes, and closing cleanly. */
+ * sharing the mapping where nothing changes, and closing cleanly; releasing the tensors under
+ * a prefix (the VAE while training) and materializing them again into the same tensors. */
 #include <string.h>
 
 #include "io_test_util.h"
@@ -48,6 +49,20 @@ int main(void)
         CHECK(got == want || (isinf(got) && isinf(want)), "a[%d]: f16 copy %g, want %g", i, got, want);
     }
     CHECK(a16 && isinf(sdt_f16_to_f32(((const uint16_t *)a16->data)[5])), "70000 must overflow to inf in f16");
+
+    /* release what the copy owns under a prefix, then bring it back: same tensors, same values */
+    uint16_t a16_before[6];
+    if (a16) memcpy(a16_before, a16->data, sizeof a16_before);
+    size_t freed = sdt_weights_release_prefix(w16, "model.diffusion_model.");
+    CHECK(freed == 6 * sizeof(uint16_t), "release freed %zu bytes; the converted a (12 bytes) is the only owned tensor", freed);
+    CHECK(a16 && a16->data == NULL, "a released tensor has no data");
+    CHECK(h16 && h16->data == sdt_weights_get(w, "model.diffusion_model.h.weight")->data,
+          "a tensor served from the mapping is not the copy's to release");
+    CHECK(sdt_weights_release_prefix(w16, "first_stage_model.") == 0, "nothing lives under another prefix");
+    CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.", SDT_F16, &error), "rematerialize: %s",
+          error.message);
+    CHECK(a16 && a16->data && memcmp(a16->data, a16_before, sizeof a16_before) == 0,
+          "the rematerialized tensor differs from the first copy");
 
     sdt_weights *w32 = sdt_weights_materialize(w16, be, SDT_F32, &error);
     CHECK(w32 != NULL, "upcast: %s", error.message);

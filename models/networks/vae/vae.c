@@ -8,7 +8,7 @@
 #include "c_numeric.h"
 #include "model_util.h"
 
-#define FS "first_stage_model."
+#define FS VAE_KEY_PREFIX
 #define MODULE "vae"
 
 /* ---------------------------------------------------------------- configs */
@@ -331,6 +331,7 @@ void vae_free(vae_model *m)
             m->be->free(m->be, m->down_w4[i].data);
             m->down_w4[i].data = NULL;
         }
+    m->be = NULL;
 }
 
 /* ---------------------------------------------------------------- forward machinery */

@@ -91,7 +91,9 @@ typedef struct vae_model {
 /* Looks every parameter up (shape-checked) and builds the padded downsample kernels
  * on the backend (their only owned memory; vae_free releases it). */
 bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error);
-void vae_free(vae_model *m);
+/* The canonical key prefix of the VAE's weights. */
+#define VAE_KEY_PREFIX "first_stage_model."
+void vae_free(vae_model *m); /* and m->be becomes NULL: not loaded */
 
 /* image [B, in_channels, H, W] (H, W multiples of vae_factor) -> mean and logvar
  * [B, z, H/f, W/f] (caller tensors, any float dtype; logvar as the network gives it,
