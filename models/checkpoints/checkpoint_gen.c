@@ -359,7 +359,8 @@ typedef struct gather_ctx {
     const char *hf_prefix;
     const char *src;
     sdt_dtype dtype;
-    size_t used; /* source tensors taken */
+    const sdt_tensor **taken; /* the source tensors used, for naming one left over */
+    size_t used, cap;
     bool failed;
 } gather_ctx;
 
@@ -413,9 +414,10 @@ static bool gather_openclip_param(void *user, const sdt_param_info *p)
             char have[96], need[96];
             shape_text(p->ndim, want, need, sizeof need);
             if (t) shape_text(t->ndim, t->shape, have, sizeof have);
-            ok = sdt_fail(c->g->error, SDT_ERR_BAD_FORMAT, "%s: %s '%s'%s%s, but the single file's '%s' needs it as %s; the "
-                          "folder's %s is incomplete or damaged", c->src, t ? "tensor" : "the folder has no tensor", key,
-                          t ? " has shape " : "", t ? have : "", p->key, need, sdt_diffusers_folder(part));
+            ok = sdt_fail(c->g->error, SDT_ERR_BAD_FORMAT, "%s: %s/ %s '%s'%s%s, which the single file's '%s' is made of "
+                          "(as %s); the folder is incomplete or damaged: copy the whole %s/ again", c->src,
+                          sdt_diffusers_folder(part), t ? "holds" : "has no tensor", name, t ? " with shape " : "",
+                          t ? have : "", p->key, need, sdt_diffusers_folder(part));
             break;
         }
         int64_t part_n = numel / n;
@@ -431,6 +433,7 @@ static bool gather_openclip_param(void *user, const sdt_param_info *p)
         } else {
             sdt_load_f32(t->data, t->dtype, f32 + k * part_n, part_n); /* exact for F32, F16, BF16 into F32 */
         }
+        if (c->used < c->cap) c->taken[c->used] = t;
         c->used++;
     }
     if (ok) {
@@ -493,13 +496,22 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
         g.n++;
     }
     if (ok && hf_prefix) {
-        gather_ctx c = {.g = &g, .w = w, .cfg = &spec.config, .hf_prefix = hf_prefix, .src = src, .dtype = spec.dtype};
-        ok = clip_params(&oc, gather_openclip_param, &c) && !c.failed;
-        if (ok && c.used != hf_count) /* a tensor the OpenCLIP layout has no place for would be lost */
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the text encoder under %s holds %zu tensors, of which the single "
-                          "file's OpenCLIP layout takes %zu; convert a folder as diffusers writes it", src,
-                          sdt_diffusers_folder(spec.config.clip2.width > 0 ? SDT_DIFFUSERS_TEXT2 : SDT_DIFFUSERS_TEXT),
-                          hf_count, c.used);
+        gather_ctx c = {.g = &g, .w = w, .cfg = &spec.config, .hf_prefix = hf_prefix, .src = src, .dtype = spec.dtype,
+                        .taken = calloc(hf_count + 1, sizeof(*c.taken)), .cap = hf_count};
+        ok = c.taken ? clip_params(&oc, gather_openclip_param, &c) && !c.failed
+                     : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
+        for (size_t i = 0; ok && c.used != hf_count && i < n; i++) { /* a tensor with no place would be lost: name it */
+            const char *key = sdt_weights_key(w, i);
+            const sdt_tensor *t = sdt_weights_get(w, key);
+            bool taken = strncmp(key, hf_prefix, strlen(hf_prefix)) != 0;
+            for (size_t k = 0; !taken && k < c.used && k < c.cap; k++) taken = c.taken[k] == t;
+            if (!taken)
+                ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s/ holds '%s', which the single file's OpenCLIP layout has no "
+                              "place for; remove it, or convert a folder as diffusers writes it", src,
+                              sdt_diffusers_folder(spec.config.clip2.width > 0 ? SDT_DIFFUSERS_TEXT2 : SDT_DIFFUSERS_TEXT),
+                              key + strlen(hf_prefix));
+        }
+        free(c.taken);
         if (ok) {
             if (spec.config.clip2.width > 0) spec.config.clip2 = oc;
             else spec.config.clip = oc;

@@ -15,6 +15,8 @@
  * zeros (an identity resblock), text_projection and logit_scale left out; every other tensor is the original's,
  * and the encoder's output (penultimate layer) is the same from the file, the folder and the round trip, and
  * from the round trip with the last layer run too.
+ *
+ * A folder whose bigG misses a tensor or holds one with no place in the single file is refused by name.
  */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -193,6 +195,67 @@ static void test_sdxl(sdt_test_rng *rng, sdt_backend *be)
     remove_folder(dir), remove_folder(back);
 }
 
+/* Rewrites a folder's text_encoder_2 file without the tensor `drop` (NULL: none) and with one extra tensor
+ * `extra` (NULL: none). */
+static bool edit_text2(const char *dir, const char *drop, const char *extra)
+{
+    sdt_error error = {0};
+    char *file = g_build_filename(dir, "text_encoder_2", "model.safetensors", NULL);
+    char *tmp = g_strconcat(file, ".orig", NULL);
+    bool ok = g_rename(file, tmp) == 0;
+    sdt_safetensors *st = ok ? sdt_st_open(tmp, &error) : NULL;
+    size_t n = st ? sdt_st_count(st) : 0;
+    sdt_st_write_item *items = mt_alloc((n + 1) * sizeof(*items));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const sdt_st_entry *e = sdt_st_at(st, i);
+        if (drop && !strcmp(e->name, drop)) continue;
+        items[k++] = (sdt_st_write_item){
+            .name = e->name, .dtype = e->dtype, .ndim = e->ndim, .shape = e->shape, .data = e->data};
+    }
+    static const float four[4] = {1, 2, 3, 4};
+    static const int64_t four_shape[1] = {4};
+    if (extra)
+        items[k++] = (sdt_st_write_item){
+            .name = extra, .dtype = sdt_st_dtype_of(SDT_F32), .ndim = 1, .shape = four_shape, .data = four};
+    ok = st && sdt_st_write(file, items, k, NULL, 0, &error);
+    CHECK(ok, "rewriting %s: %s", file, error.message);
+    if (st) sdt_st_close(st);
+    g_remove(tmp);
+    free(items), g_free(file), g_free(tmp);
+    return ok;
+}
+
+/* A folder whose bigG misses a tensor, or holds one the single file has no place for, is refused with a
+ * sentence naming the tensor, and nothing is written. */
+static void test_sdxl_bad_folders(sdt_test_rng *rng)
+{
+    static const char *const cases[][3] = {
+        {"text_model.encoder.layers.1.self_attn.v_proj.weight", NULL,
+         "has no tensor 'text_model.encoder.layers.1.self_attn.v_proj.weight'"},
+        {NULL, "text_model.extra.weight",
+         "holds 'text_model.extra.weight', which the single file's OpenCLIP layout has no place for"},
+    };
+    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY_SDXL, sdt_test_next(rng));
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        char dir[512], out[600];
+        sdt_error error = {0};
+        mt_temp_path(dir, sizeof dir, "conv-bad");
+        snprintf(out, sizeof out, "%s.out.safetensors", dir);
+        CHECK(sdt_ckpt_generate(dir, &spec, &error), "tiny-sdxl diffusers: %s", error.message);
+        if (edit_text2(dir, cases[i][0], cases[i][1])) {
+            error.message[0] = 0;
+            bool converted = sdt_ckpt_convert(dir, out, SDT_CKPT_LDM, -1, &error);
+            CHECK(!converted && error.code == SDT_ERR_BAD_FORMAT && strstr(error.message, "text_encoder_2/") &&
+                      strstr(error.message, cases[i][2]) && !g_file_test(out, G_FILE_TEST_EXISTS),
+                  "a damaged folder (case %zu) was not refused with its sentence: %s", i, error.message);
+        }
+        unlink(out);
+        remove_folder(dir);
+    }
+}
+
 static int sd2_layers; /* the LDM file's resblocks */
 
 static key_rule sd2_rule(const char *key)
@@ -259,6 +322,7 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_ckpt_convert");
     sdt_backend *be = mt_backend();
     test_sdxl(&rng, be);
+    test_sdxl_bad_folders(&rng);
     test_sd2(&rng, be);
     be->destroy(be);
     return sdt_test_finish("models_test_ckpt_convert");
