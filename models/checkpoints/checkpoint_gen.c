@@ -333,9 +333,10 @@ static gen_tensor *push_item(gen_ctx *g)
 
 /* The encoder an LDM file stores in OpenCLIP's layout (packed in_proj, text_projection [in, out]) where a
  * diffusers folder has transformers' names: SDXL's bigG, and SD 2.x's OpenCLIP-H (a cond-stage encoder with
- * GELU; SD 1.x's CLIP-L is quick_gelu), which the folder keeps without its last, unused layer. false when the
- * source has none (an LDM file, or SD 1.x). */
-static bool openclip_in_folder(const sd_config *cfg, clip_config *oc, const char **hf_prefix)
+ * GELU; SD 1.x's CLIP-L is quick_gelu), which the folder keeps without its last, unused layer. Also a single
+ * file with such an encoder in transformers' names (what --from wrote before) is repaired. false (hf_prefix
+ * untouched) when the source has none (a proper LDM file, or SD 1.x). */
+static bool openclip_in_hf_names(const sd_config *cfg, clip_config *oc, const char **hf_prefix)
 {
     if (cfg->clip2.width > 0 && cfg->clip2.layout == CLIP_LAYOUT_HF) {
         *oc = cfg->clip2;
@@ -462,7 +463,7 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
     /* To the LDM layout, an OpenCLIP encoder the folder keeps in transformers' names goes back to OpenCLIP's. */
     clip_config oc;
     const char *hf_prefix = NULL;
-    if (ok && layout == SDT_CKPT_LDM && !openclip_in_folder(&spec.config, &oc, &hf_prefix)) hf_prefix = NULL;
+    if (ok && layout == SDT_CKPT_LDM) (void)openclip_in_hf_names(&spec.config, &oc, &hf_prefix);
     size_t hf_count = 0;
     if (n) spec.dtype = dtype < 0 ? sdt_weights_get(w, sdt_weights_key(w, 0))->dtype : (sdt_dtype)dtype;
     for (size_t i = 0; ok && i < n; i++) {
