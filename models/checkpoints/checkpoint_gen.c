@@ -189,7 +189,7 @@ static int diffusers_items(const gen_tensor *t, const sdt_ckpt_spec *spec, const
     if (!name) return -1;
     *part = (int)p;
     size_t es = sdt_dtype_size(spec->dtype);
-    if (form == SDT_DIFFUSERS_DROP) {
+    if (form == SDT_DIFFUSERS_DROP || form == SDT_DIFFUSERS_CUT_LAYER) {
         free(name);
         return 0;
     }
@@ -314,6 +314,142 @@ bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *e
     return ok;
 }
 
+/* A free slot at the end of g's items (zeroed), or NULL when memory runs out. */
+static gen_tensor *push_item(gen_ctx *g)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 256;
+        gen_tensor *items = realloc(g->items, cap * sizeof(*items));
+        if (!items) return NULL;
+        g->items = items;
+        g->cap = cap;
+    }
+    gen_tensor *t = &g->items[g->n];
+    memset(t, 0, sizeof(*t));
+    return t;
+}
+
+/* ---- a diffusers folder's transformers-layout encoder as the LDM file's OpenCLIP one ---- */
+
+/* The encoder an LDM file stores in OpenCLIP's layout (packed in_proj, text_projection [in, out]) where a
+ * diffusers folder has transformers' names: SDXL's bigG, and SD 2.x's OpenCLIP-H (a cond-stage encoder with
+ * GELU; SD 1.x's CLIP-L is quick_gelu), which the folder keeps without its last, unused layer. Also a single
+ * file with such an encoder in transformers' names (what --from wrote before) is repaired. false (hf_prefix
+ * untouched) when the source has none (a proper LDM file, or SD 1.x). */
+static bool openclip_in_hf_names(const sd_config *cfg, clip_config *oc, const char **hf_prefix)
+{
+    if (cfg->clip2.width > 0 && cfg->clip2.layout == CLIP_LAYOUT_HF) {
+        *oc = cfg->clip2;
+        *hf_prefix = "conditioner.embedders.1.transformer.";
+    } else if (cfg->clip2.width == 0 && cfg->clip.layout == CLIP_LAYOUT_HF && cfg->clip.act == SDT_ACT_GELU) {
+        *oc = cfg->clip;
+        oc->layers += 1; /* the layer diffusers cut; SD 2.x conditions on the penultimate */
+        oc->default_skip = 2;
+        *hf_prefix = "cond_stage_model.transformer.";
+    } else {
+        return false;
+    }
+    oc->layout = CLIP_LAYOUT_OPENCLIP;
+    return true;
+}
+
+typedef struct gather_ctx {
+    gen_ctx *g;
+    const sdt_weights *w;
+    const sd_config *cfg; /* the folder's: sdt_diffusers_name's diffusers side */
+    const char *hf_prefix;
+    const char *src;
+    sdt_dtype dtype;
+    const sdt_tensor **taken; /* the source tensors used, for naming one left over */
+    size_t used, cap;
+    bool failed;
+} gather_ctx;
+
+static void shape_text(int ndim, const int64_t *shape, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* One OpenCLIP parameter p from the transformers tensor(s) sdt_diffusers_name names for it, undoing the form
+ * the folder is written with: q/k/v concatenated into in_proj, the projection transposed back to [in, out]; a
+ * cut layer's tensors are zeros (an identity resblock); dropped ones (logit_scale, SD 2.x's text_projection)
+ * are left out, as diffusers' own convert_diffusers_to_original_* scripts do. */
+static bool gather_openclip_param(void *user, const sdt_param_info *p)
+{
+    gather_ctx *c = user;
+    sdt_diffusers_part part;
+    sdt_diffusers_form form;
+    char *name = sdt_diffusers_name(p->key, c->cfg, &part, &form);
+    int64_t numel = 1;
+    for (int d = 0; d < p->ndim; d++) numel *= p->shape[d];
+    if (!name) {
+        sdt_fail(c->g->error, SDT_ERR_INVALID_ARGUMENT, "%s: no diffusers name for '%s'", c->src, p->key);
+        c->failed = true;
+        return false;
+    }
+    if (form == SDT_DIFFUSERS_DROP) {
+        free(name);
+        return true;
+    }
+    gen_tensor *dst = push_item(c->g);
+    float *f32 = malloc((size_t)numel * sizeof(float) + 1), *tmp = NULL;
+    if (dst) dst->name = strdup(p->key), dst->data = malloc((size_t)numel * sdt_dtype_size(c->dtype) + 1);
+    bool ok = dst && f32 && dst->name && dst->data;
+    if (!ok) sdt_fail(c->g->error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting '%s'", c->src, p->key);
+    const int n = form == SDT_DIFFUSERS_SPLIT_QKV ? 3 : 1;
+    int64_t want[4] = {p->shape[0] / n, p->ndim > 1 ? p->shape[1] : 0, 0, 0};
+    if (form == SDT_DIFFUSERS_TRANSPOSE) want[0] = p->shape[1], want[1] = p->shape[0];
+    if (ok && form == SDT_DIFFUSERS_CUT_LAYER) memset(f32, 0, (size_t)numel * sizeof(float));
+    char *q = strstr(name, ".q_proj.");
+    for (int k = 0; ok && form != SDT_DIFFUSERS_CUT_LAYER && k < n; k++) {
+        if (q && form == SDT_DIFFUSERS_SPLIT_QKV) q[1] = "qkv"[k];
+        char key[512];
+        snprintf(key, sizeof key, "%s%s", c->hf_prefix, name);
+        const sdt_tensor *t = sdt_weights_get(c->w, key);
+        bool same = t && t->ndim == p->ndim;
+        for (int d = 0; same && d < p->ndim; d++) same = t->shape[d] == want[d];
+        if (!same) {
+            char have[96], need[96];
+            shape_text(p->ndim, want, need, sizeof need);
+            if (t) shape_text(t->ndim, t->shape, have, sizeof have);
+            ok = sdt_fail(c->g->error, SDT_ERR_BAD_FORMAT, "%s: %s/ %s '%s'%s%s, which the single file's '%s' is made of "
+                          "(as %s); the folder is incomplete or damaged: copy the whole %s/ again", c->src,
+                          sdt_diffusers_folder(part), t ? "holds" : "has no tensor", name, t ? " with shape " : "",
+                          t ? have : "", p->key, need, sdt_diffusers_folder(part));
+            break;
+        }
+        int64_t part_n = numel / n;
+        if (form == SDT_DIFFUSERS_TRANSPOSE) { /* [out, in] -> [in, out] */
+            tmp = malloc((size_t)numel * sizeof(float) + 1);
+            if (!tmp) {
+                ok = sdt_fail(c->g->error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting '%s'", c->src, p->key);
+                break;
+            }
+            sdt_load_f32(t->data, t->dtype, tmp, numel);
+            for (int64_t i = 0; i < want[0]; i++)
+                for (int64_t j = 0; j < want[1]; j++) f32[j * want[0] + i] = tmp[i * want[1] + j];
+        } else {
+            sdt_load_f32(t->data, t->dtype, f32 + k * part_n, part_n); /* exact for F32, F16, BF16 into F32 */
+        }
+        if (c->used < c->cap) c->taken[c->used] = t;
+        c->used++;
+    }
+    if (ok) {
+        dst->ndim = p->ndim;
+        for (int d = 0; d < 4; d++) dst->shape[d] = d < p->ndim ? p->shape[d] : 0;
+        sdt_store_f32(f32, dst->data, c->dtype, numel);
+        c->g->n++;
+    } else if (dst) {
+        free(dst->name), free(dst->data);
+    }
+    free(f32), free(tmp), free(name);
+    c->failed = !ok;
+    return ok;
+}
+
 bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout, int dtype, sdt_error *error)
 {
     sdt_weights *w = sdt_weights_open(src, error);
@@ -324,25 +460,32 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
     gen_ctx g = {.spec = &spec, .error = error};
     bool ok = sd_config_detect(w, &spec.config, error);
     size_t n = ok ? sdt_weights_count(w) : 0;
-    g.items = calloc(n ? n : 1, sizeof(*g.items));
-    if (ok && !g.items) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
+    /* To the LDM layout, an OpenCLIP encoder the folder keeps in transformers' names goes back to OpenCLIP's. */
+    clip_config oc;
+    const char *hf_prefix = NULL;
+    if (ok && layout == SDT_CKPT_LDM) (void)openclip_in_hf_names(&spec.config, &oc, &hf_prefix);
+    size_t hf_count = 0;
+    if (n) spec.dtype = dtype < 0 ? sdt_weights_get(w, sdt_weights_key(w, 0))->dtype : (sdt_dtype)dtype;
     for (size_t i = 0; ok && i < n; i++) {
         const char *key = sdt_weights_key(w, i);
         const sdt_tensor *t = sdt_weights_get(w, key);
-        if (i == 0) spec.dtype = dtype < 0 ? t->dtype : (sdt_dtype)dtype;
         if (t->ndim > 4 || (t->dtype != SDT_F32 && t->dtype != SDT_F16 && t->dtype != SDT_BF16)) {
             ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: tensor '%s' is %s with %d dimensions; only float tensors "
                           "(F32, F16, BF16) of up to 4 dimensions are converted", src, key, sdt_dtype_name(t->dtype),
                           t->ndim);
             break;
         }
+        if (hf_prefix && strncmp(key, hf_prefix, strlen(hf_prefix)) == 0) {
+            hf_count++;
+            continue; /* gathered below */
+        }
         int64_t n_values = sdt_tensor_numel(t);
-        gen_tensor *dst = &g.items[g.n];
-        dst->name = strdup(key);
-        dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
+        gen_tensor *dst = push_item(&g);
+        if (dst) dst->name = strdup(key), dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
         float *f32 = malloc(n_values ? (size_t)n_values * sizeof(float) : 1);
-        if (!dst->name || !dst->data || !f32) {
-            free(dst->name), free(dst->data), free(f32);
+        if (!dst || !dst->name || !dst->data || !f32) {
+            if (dst) free(dst->name), free(dst->data);
+            free(f32);
             ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting '%s'", src, key);
             break;
         }
@@ -352,6 +495,28 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
         sdt_store_f32(f32, dst->data, spec.dtype, n_values);
         free(f32);
         g.n++;
+    }
+    if (ok && hf_prefix) {
+        gather_ctx c = {.g = &g, .w = w, .cfg = &spec.config, .hf_prefix = hf_prefix, .src = src, .dtype = spec.dtype,
+                        .taken = calloc(hf_count + 1, sizeof(*c.taken)), .cap = hf_count};
+        ok = c.taken ? clip_params(&oc, gather_openclip_param, &c) && !c.failed
+                     : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
+        for (size_t i = 0; ok && c.used != hf_count && i < n; i++) { /* a tensor with no place would be lost: name it */
+            const char *key = sdt_weights_key(w, i);
+            const sdt_tensor *t = sdt_weights_get(w, key);
+            bool taken = strncmp(key, hf_prefix, strlen(hf_prefix)) != 0;
+            for (size_t k = 0; !taken && k < c.used && k < c.cap; k++) taken = c.taken[k] == t;
+            if (!taken)
+                ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s/ holds '%s', which the single file's OpenCLIP layout has no "
+                              "place for; remove it, or convert a folder as diffusers writes it", src,
+                              sdt_diffusers_folder(spec.config.clip2.width > 0 ? SDT_DIFFUSERS_TEXT2 : SDT_DIFFUSERS_TEXT),
+                              key + strlen(hf_prefix));
+        }
+        free(c.taken);
+        if (ok) {
+            if (spec.config.clip2.width > 0) spec.config.clip2 = oc;
+            else spec.config.clip = oc;
+        }
     }
     if (ok) ok = write_layout(path, &spec, &g, error);
     free_items(&g);

@@ -45,7 +45,11 @@ typedef struct sdt_ckpt_spec {
 bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error);
 
 /* Copies the checkpoint src (either layout) into path in `layout`: the same model in the other
- * layout. dtype < 0 keeps the source's float dtype (values unchanged); SDT_F32 widens exactly. */
+ * layout. dtype < 0 keeps the source's float dtype (values unchanged); SDT_F32 widens exactly.
+ * A folder's SDXL bigG or SD 2.x encoder (transformers' names) becomes the single file's OpenCLIP
+ * layout by diffusers_names.h's map read backwards: q/k/v packed into in_proj, text_projection
+ * transposed, SD 2.x's cut last layer as zeros (an identity resblock); logit_scale, which no folder
+ * holds, is left out (as diffusers' convert_diffusers_to_original_* scripts leave it out). */
 bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout, int dtype, sdt_error *error);
 
 /* The value stream of one parameter: fills n floats as the generator does. */

@@ -126,7 +126,7 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
     return strdup(rest);
 }
 
-/* ---- OpenCLIP text tower (SDXL's bigG) ---- */
+/* ---- OpenCLIP text tower (SDXL's bigG, SD 2.x's OpenCLIP-H) ---- */
 
 /* OpenCLIP's resblock parts and transformers' CLIPEncoderLayer names (diffusers' DIFFUSERS_TO_LDM_MAPPING
  * "openclip" layers). */
@@ -134,22 +134,30 @@ static const char *const openclip_layer_pairs[] = {"ln_1", "layer_norm1", "ln_2"
                                                    "attn.out_proj", "self_attn.out_proj", "mlp.c_fc", "mlp.fc1",
                                                    "mlp.c_proj", "mlp.fc2", NULL};
 
-static char *openclip_name(const char *rest, sdt_diffusers_form *form)
+/* rest: the name after "<slot>model."; layers: how many resblocks the diffusers encoder keeps (SD 2.x's
+ * folder cuts the last, unused one); with_projection: CLIPTextModelWithProjection (bigG) or CLIPTextModel. */
+static char *openclip_name(const char *rest, int layers, bool with_projection, sdt_diffusers_form *form)
 {
     const char *r;
     int i;
     if (!strcmp(rest, "token_embedding.weight")) return strdup("text_model.embeddings.token_embedding.weight");
     if (!strcmp(rest, "positional_embedding")) return strdup("text_model.embeddings.position_embedding.weight");
     if ((r = after(rest, "ln_final."))) return dup_printf("text_model.final_layer_norm.%s", r);
-    if (!strcmp(rest, "text_projection")) return *form = SDT_DIFFUSERS_TRANSPOSE, strdup("text_projection.weight");
+    if (!strcmp(rest, "text_projection"))
+        return *form = with_projection ? SDT_DIFFUSERS_TRANSPOSE : SDT_DIFFUSERS_DROP, strdup("text_projection.weight");
     if (!strcmp(rest, "logit_scale")) return *form = SDT_DIFFUSERS_DROP, strdup("logit_scale");
     if (!(r = after_indexed(rest, "transformer.resblocks.", &i))) return NULL;
+    char *name;
     if (!strcmp(r, "attn.in_proj_weight") || !strcmp(r, "attn.in_proj_bias")) {
         *form = SDT_DIFFUSERS_SPLIT_QKV;
-        return dup_printf("text_model.encoder.layers.%d.self_attn.q_proj.%s", i, strchr(r, '_') + strlen("_proj_"));
+        name = dup_printf("text_model.encoder.layers.%d.self_attn.q_proj.%s", i, strchr(r, '_') + strlen("_proj_"));
+    } else {
+        const char *tail, *head = sdt_pair_head(openclip_layer_pairs, r, SDT_TO_DIFFUSERS, &tail);
+        if (!head) return NULL;
+        name = dup_printf("text_model.encoder.layers.%d.%s%s", i, head, tail);
     }
-    const char *tail, *head = sdt_pair_head(openclip_layer_pairs, r, SDT_TO_DIFFUSERS, &tail);
-    return head ? dup_printf("text_model.encoder.layers.%d.%s%s", i, head, tail) : NULL;
+    if (i >= layers) *form = SDT_DIFFUSERS_CUT_LAYER;
+    return name;
 }
 
 char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_part *part, sdt_diffusers_form *form)
@@ -166,7 +174,11 @@ char *sdt_diffusers_name(const char *key, const sd_config *cfg, sdt_diffusers_pa
     }
     if ((r = after(key, "conditioner.embedders.1.model."))) {
         *part = SDT_DIFFUSERS_TEXT2;
-        return openclip_name(r, form);
+        return openclip_name(r, cfg->clip2.layers, true, form);
+    }
+    if ((r = after(key, "cond_stage_model.model."))) {
+        *part = SDT_DIFFUSERS_TEXT;
+        return openclip_name(r, cfg->clip.layers, false, form);
     }
     if ((r = after(key, "first_stage_model."))) {
         *part = SDT_DIFFUSERS_VAE;

@@ -15,6 +15,8 @@
  * prediction-type probe) and still depends on the prompt (it trains).
  * tiny-sdxl and sdxl are SDXL base (CLIP ViT-L and OpenCLIP bigG under conditioner.embedders.0/1,
  * the UNet with label_emb, the VAE; sd_config_preset) or, with --text-only/--unet-only/--vae-only, a part.
+ * --from converts a checkpoint between the layouts (sdt_ckpt_convert): an SDXL or SD 2.x folder's OpenCLIP
+ * encoder becomes the single file's OpenCLIP layout, as hosts expect it.
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */

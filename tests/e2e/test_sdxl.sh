@@ -60,6 +60,28 @@ grep -qE "^vectors: +2 x 80$" "$OUT" || fail "the PNG card does not hold both ta
 mkdir -p dfolder && cp made/sxl.safetensors dfolder/
 run_host "${TRAIN[@]/sdxl.safetensors/sdxl-diffusers}" --embedding dfolder/sxl.safetensors --max-steps 1 --log-dir dlogs
 expect_rc 0 "train on an SDXL diffusers folder"
+# that folder made a single file (--from): SDXL's single-file layout, bigG as conditioner.embedders.1.model.*
+# (the generator's file less logit_scale, which no folder holds), and it trains as the generator's file does
+"$SDT_MAKE_CHECKPOINT" --from sdxl-diffusers --layout ldm --out from-folder.safetensors >/dev/null ||
+    fail "sdt-make-checkpoint --from the SDXL folder --layout ldm"
+made_shapes=$(shapes from-folder.safetensors | tr ' ' '\n')
+want_shapes=$(shapes sdxl.safetensors | tr ' ' '\n' | grep -vx 'conditioner.embedders.1.model.logit_scale:')
+[ "$made_shapes" = "$want_shapes" ] || fail "the single file made from the SDXL folder has other tensors than the generator's: \
+$(diff <(echo "$want_shapes") <(echo "$made_shapes") | grep '^[<>]' | head -n 4 | tr '\n' ' ')"
+for m in sdxl from-folder; do
+    mkdir -p "one-$m" && cp made/sxl.safetensors "one-$m/"
+    run_host "${TRAIN[@]/sdxl.safetensors/$m.safetensors}" --embedding "one-$m/sxl.safetensors" --max-steps 1 \
+        --log-dir "one-$m/logs"
+    expect_rc 0 "train one step on $m.safetensors"
+done
+python3 - one-sdxl/sxl.safetensors one-from-folder/sxl.safetensors <<'PY' ||
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read(); n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n])
+    return {k: raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}
+sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
+PY
+    fail "one step on the single file made from the folder trains another embedding than on the generator's file"
 
 run_host generate "${XL[@]}" --prompt "a sxl cat" --embedding straight/sxl.safetensors --steps 3 --out e.png
 expect_rc 0 "generate with the SDXL embedding"
