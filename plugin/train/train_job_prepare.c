@@ -674,6 +674,10 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
     info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
     job->memory_estimate_bytes = info->memory_estimate_bytes;
+    if (job->pb.be->device != SDT_DEVICE_CPU)
+        sdt_host_log(job->host, SDT_LOG_INFO, "GPU memory this run needs: about %zu MiB (%zu MiB of model weights, %zu MiB of "
+                     "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context",
+                     info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->batch, e->w, e->h, extra >> 20);
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     char extra_text[96] = "";
     if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
