@@ -10,10 +10,28 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <glib.h>
+#include <glib/gstdio.h>
+
 #include "checkpoint_gen.h"
 #include "ops.h"
 #include "sdt_test.h"
 #include "weights.h"
+
+/* Removes a generated folder with everything in it. */
+static inline void mt_remove_folder(const char *dir)
+{
+    GDir *d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        char *p = g_build_filename(dir, name, NULL);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR)) mt_remove_folder(p);
+        else g_remove(p);
+        g_free(p);
+    }
+    if (d) g_dir_close(d);
+    g_rmdir(dir);
+}
 
 static inline void *mt_alloc(size_t bytes)
 {

@@ -26,20 +26,6 @@
 #include "safetensors.h"
 #include "sd_model.h"
 
-static void remove_folder(const char *dir)
-{
-    GDir *d = g_dir_open(dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        char *p = g_build_filename(dir, name, NULL);
-        if (g_file_test(p, G_FILE_TEST_IS_DIR)) remove_folder(p);
-        else g_remove(p);
-        g_free(p);
-    }
-    if (d) g_dir_close(d);
-    g_rmdir(dir);
-}
-
 static bool same_entry(const sdt_st_entry *a, const sdt_st_entry *b)
 {
     if (!a || !b || a->dtype != b->dtype || a->ndim != b->ndim || a->nbytes != b->nbytes) return false;
@@ -192,7 +178,7 @@ static void test_sdxl(sdt_test_rng *rng, sdt_backend *be)
     if (loaded_f) sd_model_free(&mf), sdt_weights_close(wf);
     if (loaded_c) sd_model_free(&mc), sdt_weights_close(wc);
     unlink(ldm), unlink(conv);
-    remove_folder(dir), remove_folder(back);
+    mt_remove_folder(dir), mt_remove_folder(back);
 }
 
 /* Rewrites a folder's text_encoder_2 file without the tensor `drop` (NULL: none) and with one extra tensor
@@ -252,7 +238,7 @@ static void test_sdxl_bad_folders(sdt_test_rng *rng)
                   "a damaged folder (case %zu) was not refused with its sentence: %s", i, error.message);
         }
         unlink(out);
-        remove_folder(dir);
+        mt_remove_folder(dir);
     }
 }
 
@@ -314,7 +300,7 @@ static void test_sd2(sdt_test_rng *rng, sdt_backend *be)
     if (loaded_f) sd_model_free(&mf), sdt_weights_close(wf);
     if (loaded_c) sd_model_free(&mc), sdt_weights_close(wc);
     unlink(ldm), unlink(conv);
-    remove_folder(dir);
+    mt_remove_folder(dir);
 }
 
 int main(void)

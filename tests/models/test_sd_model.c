@@ -178,21 +178,6 @@ static void test_generator_determinism(sdt_test_rng *rng)
     unlink(p1), unlink(p2), unlink(p3);
 }
 
-/* A generated folder with everything in it. */
-static void remove_folder(const char *dir)
-{
-    GDir *d = g_dir_open(dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        char *p = g_build_filename(dir, name, NULL);
-        if (g_file_test(p, G_FILE_TEST_IS_DIR)) remove_folder(p);
-        else g_remove(p);
-        g_free(p);
-    }
-    if (d) g_dir_close(d);
-    g_rmdir(dir);
-}
-
 /* One seed of a family written as an LDM file (ldm, opened into *a) and as a diffusers folder (dir, opened
  * into *b, NULL when it failed). */
 static void write_both_layouts(sdt_test_rng *rng, sd_family family, char *ldm, size_t ldm_size, char *dir,
@@ -238,7 +223,7 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
     }
     sdt_weights_close(a);
     unlink(ldm);
-    remove_folder(dir);
+    mt_remove_folder(dir);
 }
 
 /* Copies a checkpoint with one float of one (f32) tensor replaced: its second element, or its last. */
@@ -408,7 +393,7 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
     if (b) sdt_weights_close(b);
     sdt_weights_close(a);
     unlink(ldm);
-    remove_folder(dir);
+    mt_remove_folder(dir);
 
     /* SDXL's refiner (bigG alone as conditioner.embedders.0) is named and refused. */
     char refiner[512];
