@@ -13,7 +13,9 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "arena.h"
 #include "checkpoint_gen.h"
+#include "clip_text.h"
 #include "ops.h"
 #include "sdt_test.h"
 #include "weights.h"
@@ -123,5 +125,27 @@ static inline double mt_max_abs_diff(const float *a, const float *b, int64_t n)
     }
     return m;
 }
+
+/* An encoder's context (skip: clip_text_inputs.clip_skip) and, when it has one, pooled output for a fixed prompt. */
+static inline bool mt_encoder_outputs(const clip_text_model *m, sdt_backend *be, int skip, float *context, float *pooled,
+                                      sdt_error *error)
+{
+    int32_t ids[77] = {998, 5, 17, 300, 999};
+    sdt_tensor tok = mt_tensor(ids, SDT_I32, 2, 1, 77, 0, 0);
+    clip_text_inputs in = {.tokens = &tok, .act_dtype = SDT_F32, .clip_skip = skip};
+    sdt_arena meas, arena;
+    clip_text_acts acts;
+    sdt_arena_init_measure(&meas, be);
+    if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return false;
+    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
+    bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
+    if (ok) {
+        memcpy(context, acts.out.data, (size_t)77 * m->cfg.width * sizeof(float));
+        if (pooled) memcpy(pooled, acts.pooled.data, (size_t)m->cfg.projection_dim * sizeof(float));
+    }
+    sdt_arena_release(&arena);
+    return ok;
+}
+
 
 #endif

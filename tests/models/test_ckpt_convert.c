@@ -98,27 +98,6 @@ static int compare_folders(const char *want, const char *got)
     return bad;
 }
 
-/* An encoder's context (skip: clip_text_inputs.clip_skip) and, when it has one, pooled output for a fixed prompt. */
-static bool encoder_outputs(const clip_text_model *m, sdt_backend *be, int skip, float *context, float *pooled,
-                            sdt_error *error)
-{
-    int32_t ids[77] = {998, 5, 17, 300, 999};
-    sdt_tensor tok = mt_tensor(ids, SDT_I32, 2, 1, 77, 0, 0);
-    clip_text_inputs in = {.tokens = &tok, .act_dtype = SDT_F32, .clip_skip = skip};
-    sdt_arena meas, arena;
-    clip_text_acts acts;
-    sdt_arena_init_measure(&meas, be);
-    if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
-    bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
-    if (ok) {
-        memcpy(context, acts.out.data, (size_t)77 * m->cfg.width * sizeof(float));
-        if (pooled) memcpy(pooled, acts.pooled.data, (size_t)m->cfg.projection_dim * sizeof(float));
-    }
-    sdt_arena_release(&arena);
-    return ok;
-}
-
 static bool load_model(sd_model *m, sdt_weights **w, const char *path, sdt_backend *be)
 {
     sdt_error error = {0};
@@ -166,8 +145,8 @@ static void test_sdxl(sdt_test_rng *rng, sdt_backend *be)
                   mf.cfg.clip2.layout == CLIP_LAYOUT_HF,
               "the converted file is %s with bigG in layout %d", sd_family_name(mc.cfg.family), mc.cfg.clip2.layout);
         float ctx_f[77 * 48], ctx_c[77 * 48], pooled_f[48], pooled_c[48];
-        if (encoder_outputs(&mf.clip2, be, 0, ctx_f, pooled_f, &error) &&
-            encoder_outputs(&mc.clip2, be, 0, ctx_c, pooled_c, &error)) {
+        if (mt_encoder_outputs(&mf.clip2, be, 0, ctx_f, pooled_f, &error) &&
+            mt_encoder_outputs(&mc.clip2, be, 0, ctx_c, pooled_c, &error)) {
             double dc = mt_max_abs_diff(ctx_f, ctx_c, 77 * 48), dp = mt_max_abs_diff(pooled_f, pooled_c, 48);
             CHECK(dc == 0 && dp <= 1e-5, "bigG from the converted file differs from the folder's: context %.3g, pooled %.3g",
                   dc, dp);
@@ -285,8 +264,8 @@ static void test_sd2(sdt_test_rng *rng, sdt_backend *be)
         int w = ml.cfg.clip.width;
         float *cl = mt_alloc((size_t)77 * w * 4), *cf = mt_alloc((size_t)77 * w * 4), *cc = mt_alloc((size_t)77 * w * 4);
         float *c1 = mt_alloc((size_t)77 * w * 4);
-        if (encoder_outputs(&ml.clip, be, 0, cl, NULL, &error) && encoder_outputs(&mf.clip, be, 0, cf, NULL, &error) &&
-            encoder_outputs(&mc.clip, be, 0, cc, NULL, &error) && encoder_outputs(&mc.clip, be, 1, c1, NULL, &error)) {
+        if (mt_encoder_outputs(&ml.clip, be, 0, cl, NULL, &error) && mt_encoder_outputs(&mf.clip, be, 0, cf, NULL, &error) &&
+            mt_encoder_outputs(&mc.clip, be, 0, cc, NULL, &error) && mt_encoder_outputs(&mc.clip, be, 1, c1, NULL, &error)) {
             double df = mt_max_abs_diff(cl, cf, 77 * w), dc = mt_max_abs_diff(cl, cc, 77 * w);
             double d1 = mt_max_abs_diff(cc, c1, 77 * w);
             CHECK(df <= 1e-5 && dc <= 1e-5 && d1 == 0,

@@ -324,26 +324,6 @@ static int bigg_differences(const clip_text_model *oc, const clip_text_model *hf
     return bad;
 }
 
-/* bigG's context and pooled output for a fixed prompt. */
-static bool bigg_outputs(const clip_text_model *m, sdt_backend *be, float *context, float *pooled, sdt_error *error)
-{
-    int32_t ids[77] = {998, 5, 17, 300, 999};
-    sdt_tensor tok = mt_tensor(ids, SDT_I32, 2, 1, 77, 0, 0);
-    clip_text_inputs in = {.tokens = &tok, .act_dtype = SDT_F32};
-    sdt_arena meas, arena;
-    clip_text_acts acts;
-    sdt_arena_init_measure(&meas, be);
-    if (!clip_text_forward(m, be, &meas, &in, &acts, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
-    bool ok = clip_text_forward(m, be, &arena, &in, &acts, error);
-    if (ok) {
-        memcpy(context, acts.out.data, (size_t)77 * m->cfg.width * sizeof(float));
-        memcpy(pooled, acts.pooled.data, (size_t)m->cfg.projection_dim * sizeof(float));
-    }
-    sdt_arena_release(&arena);
-    return ok;
-}
-
 static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
 {
     char ldm[512], dir[600];
@@ -381,7 +361,7 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
         CHECK(diff == 0, "bigG's tensors differ in %d places between the layouts (in_proj split, projection transposed)",
               diff);
         float ctx_a[77 * 48], ctx_b[77 * 48], pooled_a[48], pooled_b[48];
-        if (bigg_outputs(&ma.clip2, be, ctx_a, pooled_a, &error) && bigg_outputs(&mb.clip2, be, ctx_b, pooled_b, &error)) {
+        if (mt_encoder_outputs(&ma.clip2, be, 0, ctx_a, pooled_a, &error) && mt_encoder_outputs(&mb.clip2, be, 0, ctx_b, pooled_b, &error)) {
             double dc = mt_max_abs_diff(ctx_a, ctx_b, 77 * 48), dp = mt_max_abs_diff(pooled_a, pooled_b, 48);
             CHECK(dc == 0 && dp <= 1e-5, "bigG's outputs differ between the layouts: context %.3g, pooled %.3g", dc, dp);
         } else {
