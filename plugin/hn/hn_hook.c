@@ -60,17 +60,29 @@ static hn_hook_layout hook_layout(const sdt_hn_binding *b, int width, int64_t ro
     return l;
 }
 
-size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows)
+size_t sdt_hn_binding_workspace_bytes_by_width(const sdt_hn_binding *b, sdt_hn_width_rows rows, void *user)
 {
     size_t most = 0;
     for (int k = 0; k < b->count; k++) {
         const sdt_hn_config *c = sdt_hn_get_config(b->entries[k].hn);
         for (int w = 0; w < c->width_count; w++) {
-            size_t need = hook_layout(b, c->widths[w], max_rows).total;
+            int64_t n = rows(user, c->widths[w]);
+            size_t need = n > 0 ? hook_layout(b, c->widths[w], n).total : 0;
             if (need > most) most = need;
         }
     }
     return most;
+}
+
+static int64_t same_rows(void *user, int width)
+{
+    (void)width;
+    return *(const int64_t *)user;
+}
+
+size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows)
+{
+    return sdt_hn_binding_workspace_bytes_by_width(b, same_rows, &max_rows);
 }
 
 static bool hook_ensure(sdt_hn_binding *b, size_t bytes, sdt_error *error)
@@ -88,6 +100,11 @@ static bool hook_ensure(sdt_hn_binding *b, size_t bytes, sdt_error *error)
 bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error)
 {
     return hook_ensure(b, sdt_hn_binding_workspace_bytes(b, max_rows), error);
+}
+
+bool sdt_hn_binding_reserve_by_width(sdt_hn_binding *b, sdt_hn_width_rows rows, void *user, sdt_error *error)
+{
+    return hook_ensure(b, sdt_hn_binding_workspace_bytes_by_width(b, rows, user), error);
 }
 
 /* ---- the chain at one site ---- */

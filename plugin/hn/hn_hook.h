@@ -57,5 +57,11 @@ const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b);
  * memory estimate; sdt_hn_binding_reserve allocates it now so no step fails later. */
 size_t sdt_hn_binding_workspace_bytes(const sdt_hn_binding *b, int64_t max_rows);
 bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *error);
+/* The same with each width's own largest input: rows(user, width) is the most K/V rows an attention
+ * of that width takes (0: none). SDXL's 2048-wide context has 77 tokens while its self-attentions
+ * see thousands, so one maximum for every width would size the workspace several times too large. */
+typedef int64_t (*sdt_hn_width_rows)(void *user, int width);
+size_t sdt_hn_binding_workspace_bytes_by_width(const sdt_hn_binding *b, sdt_hn_width_rows rows, void *user);
+bool sdt_hn_binding_reserve_by_width(sdt_hn_binding *b, sdt_hn_width_rows rows, void *user, sdt_error *error);
 
 #endif

@@ -320,19 +320,23 @@ static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error
     return true;
 }
 
-/* The largest K/V input the hook sees: a micro-batch's batch x (the largest latent's H x W at the
- * first level, or the prompt's tokens), or a preview's (two prompts with guidance, its own size). */
-static int64_t max_hook_rows(const sdt_train_job *job)
+/* The largest K/V input the hook sees at a width: a micro-batch's batch x the tokens the UNet's
+ * attentions of that width take (at their level of the largest latent, or the prompt's for the
+ * context), or a preview's (two prompts with guidance, its own size). */
+static int64_t hook_rows_for_width(void *user, int width)
 {
-    int64_t tokens = (int64_t)job->max_prompt_chunks * SDT_PROMPT_TOKENS;
+    const sdt_train_job *job = user;
+    const sdt_unet_config *u = &job->rt.cfg.unet;
+    int64_t context = (int64_t)job->max_prompt_chunks * SDT_PROMPT_TOKENS, tokens = 0;
     for (int i = 0; i < job->lc.n; i++) {
-        int64_t hw = (int64_t)job->lc.items[i].h * job->lc.items[i].w;
-        if (hw > tokens) tokens = hw;
+        int64_t t = sdt_unet_config_kv_tokens(u, width, job->lc.items[i].h, job->lc.items[i].w, context);
+        if (t > tokens) tokens = t;
     }
     int64_t rows = (int64_t)job->batch * tokens;
     if (job->preview_every > 0) {
         int f = vae_factor(&job->rt.cfg.vae);
-        int64_t preview = 2 * (int64_t)(job->preview_width / (uint32_t)f) * (int64_t)(job->preview_height / (uint32_t)f);
+        int64_t preview = 2 * sdt_unet_config_kv_tokens(u, width, job->preview_height / (uint32_t)f,
+                                                         job->preview_width / (uint32_t)f, context);
         if (preview > rows) rows = preview;
     }
     return rows;
@@ -342,10 +346,10 @@ static int64_t max_hook_rows(const sdt_train_job *job)
 static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_settings *c, const sdt_train_options *o,
                               sdt_error *error)
 {
-    int64_t rows = max_hook_rows(job);
-    if (!sdt_hn_binding_reserve(hp->binding, rows, error)) return false;
+    if (!sdt_hn_binding_reserve_by_width(hp->binding, hook_rows_for_width, job, error)) return false;
     /* values, grads and AdamW's two moments, and the hook's workspace: the memory plan's share */
-    job->extra_bytes += sdt_hn_binding_workspace_bytes(hp->binding, rows) + 4 * sizeof(float) * (size_t)sdt_hn_param_numel(hp->hn);
+    job->extra_bytes += sdt_hn_binding_workspace_bytes_by_width(hp->binding, hook_rows_for_width, job) +
+                        4 * sizeof(float) * (size_t)sdt_hn_param_numel(hp->hn);
     for (int k = 0; k < hp->preview.count; k++) /* the preview-only hypernetworks' values */
         job->extra_bytes += sizeof(float) * (size_t)sdt_hn_param_numel(hp->preview.members[k]);
     sdt_adamw_hparams hp_adam = sdt_adamw_hparams_torch_default();

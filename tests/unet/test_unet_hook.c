@@ -17,6 +17,7 @@ typedef struct test_hook {
     double d_alpha[MAX_WIDTHS];
     bool cross_only;
     int forward_calls, backward_calls, recompute_calls;
+    int64_t max_rows[MAX_WIDTHS]; /* the most K/V rows a site of the width had */
     sdt_unet_hook_site seen[MAX_SITES];
     int seen_count;
     bool bad_site;
@@ -48,6 +49,8 @@ static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_t
     if (s < 0 || in->shape[in->ndim - 1] != site->width || !sdt_tensor_same_shape(in, out)) h->bad_site = true;
     if (s < 0) return sdt_fail(error, SDT_ERR_INTERNAL, "the test hook has no slot left for width %d", site->width);
     h->forward_calls++;
+    int64_t rows = sdt_tensor_numel(in) / site->width;
+    if (rows > h->max_rows[s]) h->max_rows[s] = rows;
     if (recompute) h->recompute_calls++;
     else if (h->seen_count < MAX_SITES) h->seen[h->seen_count++] = *site;
     const float *x = in->data;
@@ -127,6 +130,25 @@ static void check_kv_widths(sdt_unet *u)
     CHECK(strcmp(text, "768 (cross-attention context 768), 320, 640 and 1280") == 0, "SD 1.x sizes: %s", text);
 }
 
+/* The rows each width's sites take are what the config predicts (the hypernetwork's workspace is sized
+ * by it): batch x the level's H x W, or the context's tokens; and the published configs' numbers. */
+static void check_kv_tokens(const sdt_unet_config *cfg, const test_hook *h, int64_t B, int64_t H, int64_t W, int64_t T)
+{
+    for (int i = 0; i < MAX_WIDTHS && h->widths[i]; i++) {
+        int64_t want = B * sdt_unet_config_kv_tokens(cfg, h->widths[i], H, W, T);
+        CHECK(h->max_rows[i] == want, "width %d: the sites took up to %lld rows, the config predicts %lld", h->widths[i],
+              (long long)h->max_rows[i], (long long)want);
+    }
+    sdt_unet_config xl = sdt_unet_config_sdxl(), sd1 = sdt_unet_config_sd1();
+    CHECK(sdt_unet_config_kv_tokens(&xl, 320, 128, 128, 77) == 0, "SDXL's first level has no attention");
+    CHECK(sdt_unet_config_kv_tokens(&xl, 640, 128, 128, 77) == 64 * 64, "SDXL 640: 64x64");
+    CHECK(sdt_unet_config_kv_tokens(&xl, 1280, 128, 128, 77) == 32 * 32, "SDXL 1280: 32x32");
+    CHECK(sdt_unet_config_kv_tokens(&xl, 2048, 128, 128, 154) == 154, "SDXL 2048: the context's tokens");
+    CHECK(sdt_unet_config_kv_tokens(&sd1, 640, 65, 63, 77) == 33 * 32, "SD 1.x 640 at 65x63: 33x32 (stride-2 rounding)");
+    CHECK(sdt_unet_config_kv_tokens(&sd1, 1280, 64, 64, 77) == 16 * 16, "SD 1.x 1280: level 2's 16x16 over the middle's 8x8");
+    CHECK(sdt_unet_config_kv_tokens(&sd1, 100, 64, 64, 77) == 0, "no attention is 100 wide");
+}
+
 static double loss_with_alpha(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, test_hook *h,
                               int slot, double delta)
 {
@@ -163,6 +185,7 @@ int main(void)
     opt.hook = &hook;
     opt.for_backward = false;
     CHECK(ut_run(u, be, &opt, &in, y1, NULL, NULL), "identity hook run");
+    check_kv_tokens(&cfg, &h, in.B, in.H, in.W, in.T);
     CHECK(!memcmp(y0, y1, (size_t)ny * 4), "an identity hook changed the output");
     check_sites(u, &h, "all sites");
     check_kv_widths(u);

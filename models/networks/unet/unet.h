@@ -103,6 +103,11 @@ int sdt_unet_config_heads(const sdt_unet_config *c, int channels);
  * lists them (SD 1.x: 768, 320, 640, 1280). Returns the count (at most SDT_UNET_MAX_KV_WIDTHS). */
 #define SDT_UNET_MAX_KV_WIDTHS (SDT_UNET_MAX_LEVELS + 1)
 int sdt_unet_config_kv_widths(const sdt_unet_config *c, int widths[SDT_UNET_MAX_KV_WIDTHS]);
+/* The most tokens an attention whose K/V input is `width` wide sees for a latent of h x w: a
+ * self-attention's level's H x W (the levels halve the latent as the UNet's stride-2 convolutions
+ * do), context_tokens for the cross-attention's context; 0 when no attention takes that width. The
+ * hook's workspace is sized by it per width (SDXL's first level has no attention). */
+int64_t sdt_unet_config_kv_tokens(const sdt_unet_config *c, int width, int64_t h, int64_t w, int64_t context_tokens);
 /* The same for a sentence: "128 (cross-attention context 128) and 64". */
 void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, size_t size);
 bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error);

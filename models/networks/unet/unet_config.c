@@ -108,6 +108,20 @@ int sdt_unet_config_kv_widths(const sdt_unet_config *c, int widths[SDT_UNET_MAX_
     return n;
 }
 
+int64_t sdt_unet_config_kv_tokens(const sdt_unet_config *c, int width, int64_t h, int64_t w, int64_t context_tokens)
+{
+    int64_t most = width == c->context_dim ? context_tokens : 0;
+    int levels = c->num_levels < SDT_UNET_MAX_LEVELS ? c->num_levels : SDT_UNET_MAX_LEVELS;
+    for (int level = 0; level < levels; level++) {
+        int channels = c->channel_mult[level] * c->model_channels;
+        bool self = c->attention[level] || (level == levels - 1 && c->middle_depth > 0);
+        if (self && channels == width && h * w > most) most = h * w;
+        h = (h - 1) / 2 + 1; /* the next level: a 3x3 convolution of stride 2 and padding 1 */
+        w = (w - 1) / 2 + 1;
+    }
+    return most;
+}
+
 void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, size_t size)
 {
     int widths[SDT_UNET_MAX_KV_WIDTHS];
