@@ -213,6 +213,8 @@ static bool apply_text_encoder_2(const cJSON *te, const char *path, sd_config *c
 static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_error *error)
 {
     double v;
+    const cJSON *upcast = cJSON_GetObjectItemCaseSensitive(vae, "force_upcast");
+    cfg->vae.fp16_safe = cJSON_IsFalse(upcast);
     if (!get_number(vae, "scaling_factor", &v)) return true;
     if (!(v >= 1e-30 && v <= 1e30))
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)", path);

@@ -751,9 +751,10 @@ size_t sdt_weights_release_prefix(sdt_weights *w, const char *prefix)
     for (guint i = 0; i < w->entries->len; i++) {
         weight_entry *e = &g_array_index(w->entries, weight_entry, i);
         if (strncmp(e->key, prefix, n) != 0 || !e->tensor.data) continue;
-        if (!g_ptr_array_remove_fast(w->owned, e->tensor.data)) continue; /* not ours: the CPU mapping */
-        w->owner->free(w->owner, e->tensor.data);
-        freed += sdt_tensor_nbytes(&e->tensor);
+        if (g_ptr_array_remove_fast(w->owned, e->tensor.data)) { /* else the CPU mapping's: not ours to free */
+            w->owner->free(w->owner, e->tensor.data);
+            freed += sdt_tensor_nbytes(&e->tensor);
+        }
         e->tensor.data = NULL;
     }
     return freed;

@@ -45,7 +45,8 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
 /* Frees the backend memory of w's tensors whose key starts with prefix (w from sdt_weights_materialize):
  * their data becomes NULL while the tensors, which bound networks point to, stay. Weights a phase does
  * not need leave the device this way (the VAE once the images are encoded). Memory w does not own (the
- * CPU backend serves unconverted tensors from the mapping) is left alone. Returns the bytes freed. */
+ * CPU backend serves unconverted tensors from the mapping) is not freed, only let go of. Returns the
+ * bytes freed. */
 size_t sdt_weights_release_prefix(sdt_weights *w, const char *prefix);
 /* Brings back, from src (which w was materialized from) in float_dtype, every tensor of w under prefix
  * that sdt_weights_release_prefix released, into the same tensors. */

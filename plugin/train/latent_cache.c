@@ -94,22 +94,22 @@ static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, 
     int f = vae_factor(&vae->cfg), c = vae->cfg.z_channels, h = H / f, w = W / f;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, be);
-    encode_tensors t = encode_alloc(&measure, rt->dtype, H, W, c, h, w);
-    if (!vae_encode(vae, be, &measure, &t.image, rt->dtype, &t.mean, &t.logvar, error) ||
+    encode_tensors t = encode_alloc(&measure, rt->vae_dtype, H, W, c, h, w);
+    if (!vae_encode(vae, be, &measure, &t.image, rt->vae_dtype, &t.mean, &t.logvar, error) ||
         !work_arena_reserve(wa, be, measure.peak, error))
         return false;
-    t = encode_alloc(&wa->arena, rt->dtype, H, W, c, h, w);
-    size_t n = (size_t)3 * H * W, bytes = n * sdt_dtype_size(rt->dtype);
+    t = encode_alloc(&wa->arena, rt->vae_dtype, H, W, c, h, w);
+    size_t n = (size_t)3 * H * W, bytes = n * sdt_dtype_size(rt->vae_dtype);
     void *host = malloc(bytes);
     if (!host) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory encoding a %dx%d image", W, H);
         return false;
     }
-    sdt_store_f32(pixels, host, rt->dtype, (int64_t)n);
+    sdt_store_f32(pixels, host, rt->vae_dtype, (int64_t)n);
     int rc = be->upload(be, t.image.data, host, bytes);
     free(host);
     size_t zb = (size_t)c * h * w * sizeof(float);
-    if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->dtype, &t.mean, &t.logvar, error) ||
+    if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->vae_dtype, &t.mean, &t.logvar, error) ||
         be->download(be, mean, t.mean.data, zb) || be->download(be, logvar, t.logvar.data, zb)) {
         if (rc || error->code == SDT_ERR_OK) sdt_fail(error, be->error.code, "encoding an image with the VAE failed: %s", be->error.message);
         return false;

@@ -123,7 +123,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        return vae_decode(vae, be, a, &z, rt->dtype, &img, error);
+        return vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 4 * sizeof(float));
     p.host = malloc((size_t)batch * p.in_c * p.h * p.w * sizeof(float));
@@ -143,7 +143,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     if (ok) {
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
         ok = sdt_arena_fits(a) && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
-             vae_decode(vae, be, a, &z, rt->dtype, &img, error) &&
+             vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error) &&
              be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
         if (!ok && !sdt_arena_fits(a)) sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
         else if (!ok && error->code == SDT_ERR_OK)

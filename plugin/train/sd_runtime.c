@@ -83,6 +83,7 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     }
     rt->bound = true;
     rt->vae_parked = false;
+    rt->vae_dtype = dtype;
     rt->place_s = seconds_since(start);
     return true;
 }
@@ -95,10 +96,22 @@ size_t sd_runtime_vae_park(sd_runtime *rt)
     return sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
 }
 
+bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
+{
+    if (!rt->bound || rt->vae_dtype == dtype) return true;
+    if (!rt->vae_parked) { /* unbound and released on every backend: the new dtype is materialized below */
+        vae_free(&rt->model.vae);
+        sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
+        rt->vae_parked = true;
+    }
+    rt->vae_dtype = dtype;
+    return sd_runtime_vae_ready(rt, error);
+}
+
 bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error)
 {
     if (!rt->vae_parked) return true;
-    if (!sdt_weights_rematerialize_prefix(rt->dev, rt->file, VAE_KEY_PREFIX, rt->dtype, error) ||
+    if (!sdt_weights_rematerialize_prefix(rt->dev, rt->file, VAE_KEY_PREFIX, rt->vae_dtype, error) ||
         !vae_load(&rt->model.vae, &rt->model.cfg.vae, rt->dev, rt->be, error))
         return false;
     rt->vae_parked = false;

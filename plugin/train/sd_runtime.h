@@ -25,6 +25,7 @@ typedef struct sd_runtime {
     sd_model model;
     sdt_backend *be;
     sdt_dtype dtype;      /* frozen weights and activations */
+    sdt_dtype vae_dtype;  /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
     bool bound;
     bool vae_parked;      /* the VAE's weights are off the backend (sd_runtime_vae_park) */
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
@@ -59,6 +60,9 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 size_t sd_runtime_vae_park(sd_runtime *rt);
 /* The VAE on the backend (again), before any encode or decode. */
 bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error);
+/* The VAE's weights and activations in dtype from here on (the rest of the model keeps rt->dtype):
+ * SDXL's VAE overflows fp16, so an fp16 run without bf16 encodes and decodes it in f32. */
+bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 void sd_runtime_close(sd_runtime *rt);
 
 #endif

@@ -154,6 +154,7 @@ struct sdt_train_job {
     plugin_backend pb;
     sd_runtime rt;
     sdt_precision precision;   /* in use now (fp32 after the fallback) */
+    bool vae_fp32;             /* SDXL's VAE in fp32 beside fp16 weights (an fp16 run on a GPU without bf16) */
     work_arena wa;             /* training passes and previews */
     sdt_pass_shape measured;   /* the batch shape the arena was last sized for */
     int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */

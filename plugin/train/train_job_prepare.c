@@ -253,9 +253,16 @@ static void sdxl_settings(sdt_train_job *job)
                      "layer, as SDXL was trained (A1111 does the same)", job->clip_skip);
     job->clip_skip = 0;
     if (job->precision != SDT_PRECISION_FP16) return;
+    if (job->rt.cfg.vae.fp16_safe) {
+        sdt_host_log(job->host, SDT_LOG_INFO, "training in fp16 as asked: the VAE's config says force_upcast false (the "
+                     "fp16-fix VAE, which stays within fp16's range)");
+        return;
+    }
     if (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16()) {
-        sdt_host_log(job->host, SDT_LOG_WARNING, "SDXL's VAE overflows in fp16 and this GPU has no bf16: if an image "
-                     "encodes to NaN/Inf, the NaN fallback switches the run to fp32");
+        sdt_host_log(job->host, SDT_LOG_INFO, "SDXL's VAE overflows in fp16 (its activations exceed 65504) and this GPU has no "
+                     "bf16: the VAE encodes and decodes in fp32, the rest trains in fp16 (a VAE whose diffusers config says "
+                     "force_upcast false, such as the fp16-fix VAE, stays in fp16)");
+        job->vae_fp32 = true;
         return;
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "training in bf16 instead of fp16: SDXL's VAE overflows in fp16 (its activations "
@@ -278,7 +285,9 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!sd_runtime_read(&job->rt, job->model_path, job->pb.be, true, error)) return false;
     if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
     if (sdt_cond_is_sdxl(&job->rt)) sdxl_settings(job);
-    if (!sd_runtime_place(&job->rt, sdt_precision_dtype(job->precision), job->prediction, error)) return false;
+    if (!sd_runtime_place(&job->rt, sdt_precision_dtype(job->precision), job->prediction, error) ||
+        (job->vae_fp32 && !sd_runtime_set_vae_dtype(&job->rt, SDT_F32, error)))
+        return false;
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);

@@ -122,4 +122,33 @@ run_host "${TRAIN[@]}" --embedding joint.safetensors --hypernetwork hn/jstyle.pt
     --learn-rate 0.001 --embedding-learn-rate 0.005
 expect_rc 0 "joint training on SDXL"
 cmp -s joint.safetensors made/sxl.safetensors && fail "joint training left the embedding as it was"
+# fp16 on SDXL (its VAE overflows fp16): with bf16 the run trains in bf16; on a device without bf16 the VAE
+# encodes and decodes in fp32 while the rest stays fp16 (no fallback); a VAE whose diffusers config says
+# force_upcast false (the fp16-fix VAE's) keeps fp16 throughout
+mkdir -p fp16-bf16 fp16-nobf16 fp16-fix
+cp made/sxl.safetensors fp16-bf16/ && cp made/sxl.safetensors fp16-nobf16/ && cp made/sxl.safetensors fp16-fix/
+run_host "${TRAIN[@]}" --embedding fp16-bf16/sxl.safetensors --max-steps 2 --precision fp16 --log-dir fp16-bf16/logs
+expect_rc 0 "train SDXL with --precision fp16"
+grep -q "training in bf16 instead of fp16: SDXL's VAE overflows in fp16" "$OUT" "$ERR" || fail "fp16 with bf16: the switch to bf16 is not said"
+SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host "${TRAIN[@]}" --embedding fp16-nobf16/sxl.safetensors \
+    --max-steps 2 --precision fp16 --log-dir fp16-nobf16/logs
+expect_rc 0 "train SDXL in fp16 on a device without bf16"
+grep -q "the VAE encodes and decodes in fp32, the rest trains in fp16" "$OUT" "$ERR" ||
+    fail "fp16 without bf16: the fp32 VAE is not said"
+csv=$(run_folder fp16-nobf16/logs sxl)/textual_inversion_loss.csv
+[ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] ||
+    fail "fp16 without bf16: the steps are not all fp16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+cp -r sdxl-diffusers sdxl-fp16fix
+python3 - sdxl-fp16fix/vae/config.json <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["force_upcast"] = False
+json.dump(c, open(sys.argv[1], "w"), indent=2)
+PY
+run_host "${TRAIN[@]/sdxl.safetensors/sdxl-fp16fix}" --embedding fp16-fix/sxl.safetensors --max-steps 2 --precision fp16 \
+    --log-dir fp16-fix/logs
+expect_rc 0 "train SDXL in fp16 with a force_upcast false VAE"
+grep -q "training in fp16 as asked: the VAE's config says force_upcast false" "$OUT" "$ERR" ||
+    fail "the fp16-fix VAE (force_upcast false) is not recognised"
+csv=$(run_folder fp16-fix/logs sxl)/textual_inversion_loss.csv
+[ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] || fail "the fp16-fix run's steps are not fp16"
 e2e_finish

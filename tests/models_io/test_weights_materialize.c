@@ -56,13 +56,24 @@ int main(void)
     size_t freed = sdt_weights_release_prefix(w16, "model.diffusion_model.");
     CHECK(freed == 6 * sizeof(uint16_t), "release freed %zu bytes; the converted a (12 bytes) is the only owned tensor", freed);
     CHECK(a16 && a16->data == NULL, "a released tensor has no data");
-    CHECK(h16 && h16->data == sdt_weights_get(w, "model.diffusion_model.h.weight")->data,
-          "a tensor served from the mapping is not the copy's to release");
+    CHECK(h16 && h16->data == NULL, "a tensor served from the mapping is let go of too (not freed, not counted)");
     CHECK(sdt_weights_release_prefix(w16, "first_stage_model.") == 0, "nothing lives under another prefix");
     CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.", SDT_F16, &error), "rematerialize: %s",
           error.message);
     CHECK(a16 && a16->data && memcmp(a16->data, a16_before, sizeof a16_before) == 0,
           "the rematerialized tensor differs from the first copy");
+    CHECK(h16 && h16->data == sdt_weights_get(w, "model.diffusion_model.h.weight")->data,
+          "the f16 tensor is served from the mapping again");
+    /* the same prefix in another dtype (an f32 VAE beside f16 weights) */
+    sdt_weights_release_prefix(w16, "model.diffusion_model.a.");
+    CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.a.", SDT_F32, &error), "rematerialize f32: %s",
+          error.message);
+    CHECK(a16 && a16->dtype == SDT_F32 && a16->data && ((const float *)a16->data)[0] == a[0],
+          "rematerialized in f32, a holds the file's f32 values");
+    CHECK(h16 && h16->dtype == SDT_F16, "a tensor outside the prefix keeps its dtype");
+    sdt_weights_release_prefix(w16, "model.diffusion_model.a.");
+    CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.a.", SDT_F16, &error), "back to f16: %s",
+          error.message);
 
     sdt_weights *w32 = sdt_weights_materialize(w16, be, SDT_F32, &error);
     CHECK(w32 != NULL, "upcast: %s", error.message);
