@@ -214,7 +214,7 @@ static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_er
 {
     double v;
     const cJSON *upcast = cJSON_GetObjectItemCaseSensitive(vae, "force_upcast");
-    cfg->vae.fp16_safe = cJSON_IsFalse(upcast);
+    cfg->vae.fp16_safe = cJSON_IsFalse(upcast) ? 1 : 0;
     if (!get_number(vae, "scaling_factor", &v)) return true;
     if (!(v >= 1e-30 && v <= 1e30))
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)", path);

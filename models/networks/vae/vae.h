@@ -39,8 +39,9 @@ typedef struct vae_config {
     int groups;                   /* groupnorm groups (32) */
     float eps;                    /* groupnorm eps (1e-6) */
     float scaling;                /* latent scaling factor (0.18215) */
-    bool fp16_safe;               /* a diffusers config with force_upcast false (the fp16-fix VAE's): its
-                                   * activations stay within fp16's range; SDXL's own VAE overflows */
+    int fp16_safe;                /* nonzero: a diffusers config with force_upcast false (the fp16-fix VAE's):
+                                   * its activations stay within fp16's range; SDXL's own VAE overflows. An int
+                                   * (no padding): configs are compared byte for byte */
 } vae_config;
 
 vae_config vae_config_sd(void);
