@@ -88,22 +88,24 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     return true;
 }
 
-size_t sd_runtime_vae_park(sd_runtime *rt)
+/* The VAE unbound and its weights let go of; sd_runtime_vae_ready brings them back in rt->vae_dtype. */
+static size_t vae_release(sd_runtime *rt)
 {
-    if (!rt->bound || rt->vae_parked || rt->be->device == SDT_DEVICE_CPU) return 0;
     vae_free(&rt->model.vae);
     rt->vae_parked = true;
     return sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
 }
 
+size_t sd_runtime_vae_park(sd_runtime *rt)
+{
+    if (!rt->bound || rt->vae_parked || rt->be->device == SDT_DEVICE_CPU) return 0;
+    return vae_release(rt);
+}
+
 bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 {
     if (!rt->bound || rt->vae_dtype == dtype) return true;
-    if (!rt->vae_parked) { /* unbound and released on every backend: the new dtype is materialized below */
-        vae_free(&rt->model.vae);
-        sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
-        rt->vae_parked = true;
-    }
+    if (!rt->vae_parked) vae_release(rt); /* on every backend: the new dtype is materialized below */
     rt->vae_dtype = dtype;
     return sd_runtime_vae_ready(rt, error);
 }

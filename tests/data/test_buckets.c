@@ -12,16 +12,7 @@
 #include "dataset_test_util.h"
 #include "sdt_test.h"
 
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-function"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#define STB_IMAGE_WRITE_STATIC
-#define STB_IMAGE_WRITE_IMPLEMENTATION
-#include <stb_image_write.h>
-#pragma GCC diagnostic pop
+#include "stb_image_write_static.h"
 
 /* Red = x, green = y, blue 128: a linear function survives a resize, so a pixel tells where it came from. */
 static void write_gradient(const char *dir, const char *name, int w, int h)
