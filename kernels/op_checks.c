@@ -421,6 +421,12 @@ bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, 
     return !db || shape_arg(be, op, "db [OC]", db, 1, bdims);
 }
 
+/* dx stands for x: the layer's input shape, and the tensor written. */
+bool sdt_check_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w)
+{
+    return tensor_arg(be, "linear_input_grad", "dx", dx) && linear_operands(be, "linear_input_grad", "dout", dout, dx, w, false);
+}
+
 /* x [B, C, H, W], w [OC, C, KH, KW], stride and padding, the result (out or dout)
  * [B, OC, OH, OW] and b [OC]. */
 static bool conv2d_operands(sdt_backend *be, const char *op, const char *out_name, const sdt_tensor *out,
@@ -464,6 +470,14 @@ bool sdt_check_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, 
         return false;
     const int64_t bdims[1] = {w->shape[0]};
     return !db || shape_arg(be, op, "db [OC]", db, 1, bdims);
+}
+
+bool sdt_check_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
+                                 int pad)
+{
+    const int64_t any4[4] = {-1, -1, -1, -1};
+    return shape_arg(be, "conv2d_input_grad", "dx [B, C, H, W]", dx, 4, any4) &&
+           conv2d_operands(be, "conv2d_input_grad", "dout", dout, dx, w, NULL, stride, pad, false);
 }
 
 /* q [B, Tq, H*D], k and v [B, Tk, H*D], heads, the causal mask's Tq == Tk and lse [B, H, Tq] f32. */

@@ -139,12 +139,18 @@ typedef struct sdt_memory_stats {
       (be, out, x, w, b)) \
     X(linear_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
                         const sdt_tensor *x, const sdt_tensor *w), (be, dx, dw, db, dout, x, w)) \
+    /* A frozen layer's input gradient, written rather than accumulated: dx [..., C] = dout [..., OC] w. \
+     * The same values as zeroing dx and calling linear_backward without dw and db, without the \
+     * zeroing pass and the read of the zeros. The same holds for conv2d_input_grad. */ \
+    X(linear_input_grad, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w), (be, dx, dout, w)) \
     /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */ \
     X(conv2d_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, \
                        int stride, int pad), (be, out, x, w, b, stride, pad)) \
     X(conv2d_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
                         const sdt_tensor *x, const sdt_tensor *w, int stride, int pad), \
       (be, dx, dw, db, dout, x, w, stride, pad)) \
+    X(conv2d_input_grad, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, \
+                          int pad), (be, dx, dout, w, stride, pad)) \
     /* torch.nn.functional.scaled_dot_product_attention with scale 1/sqrt(head_dim): \
      * q [B, Tq, H*D], k and v [B, Tk, H*D], out [B, Tq, H*D]. causal masks j > i. \
      * Memory stays linear in the sequence length: no backend builds a [Tq, Tk] buffer \

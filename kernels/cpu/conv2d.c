@@ -209,3 +209,12 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
     cpu_write_end(be, db, dbf);
     return 0;
 }
+
+/* The same values as zeroing dx and accumulating into it (conv2d_backward's path, one home for the math). */
+int cpu_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad)
+{
+    sdt_tensor x_shape = *dx;
+    x_shape.data = NULL;
+    if (cpu_zero(be, dx)) return -1;
+    return cpu_conv2d_backward(be, dx, NULL, NULL, dout, &x_shape, w, stride, pad);
+}

@@ -77,3 +77,12 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
     }
     return 0;
 }
+
+/* The same values as zeroing dx and accumulating into it (linear_backward's path, one home for the math). */
+int cpu_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w)
+{
+    sdt_tensor x_shape = *dx;
+    x_shape.data = NULL;
+    if (cpu_zero(be, dx)) return -1;
+    return cpu_linear_backward(be, dx, NULL, NULL, dout, &x_shape, w);
+}

@@ -177,6 +177,46 @@ static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
     return (o->x && o->w && (!y || o->y)) ? 0 : -1;
 }
 
+/* dx = (overwrite ? 0 : dx) + the transposed convolution of dout (cuDNN's backward data with beta 0 or 1;
+ * the f32 fallback for mixed dtypes accumulates into a zeroed dx). dx has x's shape. */
+static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad,
+                              bool overwrite)
+{
+    cudnnHandle_t h = ctx_of(be)->cudnn;
+    float one = 1.0f, beta = 1.0f;
+    bool native = dx->dtype == w->dtype && dout->dtype == dx->dtype;
+    int dt = native ? dx->dtype : SDT_F32;
+    const void *wp = native ? w->data : cuda_read_f32(be, w, 1);
+    const void *dyp = native ? dout->data : cuda_read_f32(be, dout, 3);
+    if (!wp || !dyp) return -1;
+    if (native && overwrite) beta = 0.0f;
+    else if (overwrite && cuda_zero(be, dx)) return -1;
+    float *dx32 = NULL;
+    void *dxp = dx->data;
+    if (!native && dx->dtype != SDT_F32) {
+        int64_t n = sdt_tensor_numel(dx);
+        dx32 = (float *)cuda_scratch(be, 4, (size_t)n * sizeof(float));
+        if (!dx32 || cuda_convert_raw(be, dx32, SDT_F32, dx->data, dx->dtype, n)) return -1;
+        dxp = dx32;
+    }
+    conv_desc d;
+    int rc = conv_desc_make(be, &d, dt, dx->shape, w->shape, dout->shape, stride, pad);
+    if (!rc) {
+        void *wsp = NULL;
+        const struct conv_plan *p = conv_plan(be, CONV_BWD_DATA, dt, dx->shape, w->shape, stride, pad, &d, &wsp);
+        cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
+                             : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv,
+                                                            (cudnnConvolutionBwdDataAlgo_t)p->algo, wsp, p->workspace, &beta,
+                                                            d.x, dxp);
+        if (s != CUDNN_STATUS_SUCCESS)
+            rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
+    }
+    conv_desc_free(&d);
+    if (rc) return rc;
+    if (dx32 && cuda_convert_raw(be, dx->data, dx->dtype, dx32, SDT_F32, sdt_tensor_numel(dx))) return -1;
+    return 0;
+}
+
 int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b,
                         int stride, int pad)
 {
@@ -214,35 +254,7 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
             db->data, db->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1], dout->shape[2] * dout->shape[3]);
         CUDA_LAUNCHED(be);
     }
-    if (dx) { /* accumulate: beta = 1 */
-        bool native = dx->dtype == x->dtype && x->dtype == w->dtype && dout->dtype == x->dtype;
-        int dt = native ? x->dtype : SDT_F32;
-        const void *wp = native ? w->data : cuda_read_f32(be, w, 1);
-        const void *dyp = native ? dout->data : cuda_read_f32(be, dout, 3);
-        float *dx32 = NULL;
-        void *dxp = dx->data;
-        if (!native && dx->dtype != SDT_F32) {
-            int64_t n = sdt_tensor_numel(dx);
-            dx32 = (float *)cuda_scratch(be, 4, (size_t)n * sizeof(float));
-            if (!dx32 || cuda_convert_raw(be, dx32, SDT_F32, dx->data, dx->dtype, n)) return -1;
-            dxp = dx32;
-        }
-        if (!wp || !dyp) return -1;
-        conv_desc d;
-        int rc = conv_desc_make(be, &d, dt, x->shape, w->shape, dout->shape, stride, pad);
-        if (!rc) {
-            void *wsp = NULL;
-            const struct conv_plan *p = conv_plan(be, CONV_BWD_DATA, dt, x->shape, w->shape, stride, pad, &d, &wsp);
-            cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
-                                 : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv,
-                                                                (cudnnConvolutionBwdDataAlgo_t)p->algo, wsp, p->workspace, &one,
-                                                                d.x, dxp);
-            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
-        }
-        conv_desc_free(&d);
-        if (rc) return rc;
-        if (dx32 && cuda_convert_raw(be, dx->data, dx->dtype, dx32, SDT_F32, sdt_tensor_numel(dx))) return -1;
-    }
+    if (dx && conv_backward_data(be, dx, dout, w, stride, pad, false)) return -1;
     if (dw) { /* weight gradients accumulate in f32 */
         const float *x32 = cuda_read_f32(be, x, 0), *dy32 = cuda_read_f32(be, dout, 3);
         float *dw32 = (float *)dw->data;
@@ -268,4 +280,9 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
         if (dw32 != dw->data && cuda_convert_raw(be, dw->data, dw->dtype, dw32, SDT_F32, sdt_tensor_numel(dw))) return -1;
     }
     return 0;
+}
+
+int cuda_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad)
+{
+    return conv_backward_data(be, dx, dout, w, stride, pad, true);
 }

@@ -123,3 +123,17 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
     }
     return 0;
 }
+
+/* dx = dout w with beta 0: no zeroing pass and no read of dx. Mixed dtypes take the accumulating
+ * path on a zeroed dx (the same values). */
+int cuda_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w)
+{
+    int64_t C = dx->shape[dx->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(dx) / C;
+    if (dout->dtype == w->dtype && (dx->dtype == dout->dtype || dx->dtype == SDT_F32))
+        return gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dout->data, dout->dtype, (int)OC, w->data, w->dtype,
+                       (int)C, 0.0f, dx->data, dx->dtype, (int)C);
+    sdt_tensor x_shape = *dx;
+    x_shape.data = NULL;
+    if (cuda_zero(be, dx)) return -1;
+    return cuda_linear_backward(be, dx, NULL, NULL, dout, &x_shape, w);
+}

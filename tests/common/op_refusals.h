@@ -169,6 +169,11 @@ static inline void op_refusals_matmuls(op_refusals *r)
     x_shape.data = NULL;
     REFUSE(be->linear_backward(be, NULL, &w_grad, NULL, &out, &x_shape, &w),
            "linear_backward: tensor 'x' has no data (an arena overflow?); size the arena by measuring first.");
+    /* the input gradient written whole: dx gives x's shape and must have data */
+    REFUSE(be->linear_input_grad(be, &x, &out, &w6), "linear_input_grad: w [OC, C] has shape [5, 6] but [*, 4] is required.");
+    REFUSE(be->linear_input_grad(be, &x, &out6, &w), "linear_input_grad: dout has shape [3, 6] but [3, 5] is required.");
+    REFUSE(be->linear_input_grad(be, &x_shape, &out, &w),
+           "linear_input_grad: tensor 'dx' has no data (an arena overflow?); size the arena by measuring first.");
 
     sdt_tensor img = T(SDT_F32, 1, 2, 4, 4), k3 = T(SDT_F32, 3, 2, 3, 3), k3c4 = T(SDT_F32, 3, 4, 3, 3);
     sdt_tensor k7 = T(SDT_F32, 3, 2, 7, 7), y = T(SDT_F32, 1, 3, 4, 4), b4 = T(SDT_F32, 4);
@@ -188,6 +193,14 @@ static inline void op_refusals_matmuls(op_refusals *r)
     img_shape.data = NULL;
     REFUSE(be->conv2d_backward(be, NULL, &k3_grad, NULL, &y, &img_shape, &k3, 1, 1),
            "conv2d_backward: tensor 'x [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
+    REFUSE(be->conv2d_input_grad(be, &img, &img, &k3, 1, 1),
+           "conv2d_input_grad: dout has shape [1, 2, 4, 4] but [1, 3, 4, 4] is required.");
+    REFUSE(be->conv2d_input_grad(be, &img, &y, &k3, 0, 1),
+           "conv2d_input_grad: stride 0 and padding 1 are invalid; stride must be >= 1 and padding >= 0.");
+    REFUSE(be->conv2d_input_grad(be, &x, &y, &k3, 1, 1),
+           "conv2d_input_grad: dx [B, C, H, W] has shape [3, 4] but [*, *, *, *] is required.");
+    REFUSE(be->conv2d_input_grad(be, &img_shape, &y, &k3, 1, 1),
+           "conv2d_input_grad: tensor 'dx [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
 }
 
 static inline void op_refusals_attention(op_refusals *r)

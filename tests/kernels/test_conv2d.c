@@ -103,6 +103,14 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     op_check_grad(name, &g_dw, gdw, conv_loss, &r, r.wt);
     snprintf(name, sizeof name, "%s db", what);
     op_check_grad(name, &g_db, gdb, conv_loss, &r, r.b);
+    /* the frozen conv's input gradient, written over whatever dx held */
+    float *dx_only = kt_randn(rng, nx, 1.0);
+    sdt_tensor tdx_only = op_tensor(dx_only, 4, xs);
+    CHECK(be->conv2d_input_grad(be, &tdx_only, &tdout, &tw, stride, pad) == 0, "%s input_grad failed: %s", what,
+          be->error.message);
+    snprintf(name, sizeof name, "%s input_grad", what);
+    op_check_forward(name, dx_only, gdx, nx);
+    free(dx_only);
     op_store_free(x16, x); free(x); free(wt); free(b); free(out); free(dout); free(ref);
     kt_grad_free(&g_dx); kt_grad_free(&g_dw); kt_grad_free(&g_db); free(gdx); free(gdw); free(gdb);
     free(r.x); free(r.wt); free(r.b); free((void *)r.dout);

@@ -88,6 +88,13 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
         snprintf(name, sizeof name, "%s db", what);
         op_check_grad(name, &g_db, gdb, lin_loss, &r, r.b);
     }
+    /* the frozen layer's input gradient, written over whatever dx held */
+    float *dx_only = kt_randn(rng, n * c, 1.0);
+    sdt_tensor tdx_only = op_tensor(dx_only, 3, xs);
+    CHECK(be->linear_input_grad(be, &tdx_only, &tdout, &tw) == 0, "%s input_grad failed: %s", what, be->error.message);
+    snprintf(name, sizeof name, "%s input_grad", what);
+    op_check_forward(name, dx_only, gdx, n * c);
+    free(dx_only);
     op_store_free(x16, x); free(x); free(w); free(b); free(out); free(dout); free(dout_d); free(ref);
     kt_grad_free(&g_dx); kt_grad_free(&g_dw); kt_grad_free(&g_db); free(gdx); free(gdw); free(gdb);
     free(r.x); free(r.w); free(r.b);

@@ -29,6 +29,16 @@ static bool conv_backward(unet_ctx *c, const unet_conv *cv, const char *where, c
     return true;
 }
 
+/* d_x = the frozen conv's input gradient, in a fresh tensor shaped like x: written, not accumulated, so it
+ * needs no zeroing pass first. */
+static bool conv_input_grad(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
+                            const sdt_tensor *d_out, sdt_tensor *d_x)
+{
+    *d_x = sdt_arena_tensor(c->arena, x->dtype, x->ndim, x->shape);
+    UNET_OP(c, where, c->be->conv2d_input_grad(c->be, d_x, d_out, cv->w, cv->stride, cv->pad));
+    return true;
+}
+
 /* out = conv(SiLU(GroupNorm(x))). The SiLU output is a temporary: backward needs x, the saved statistics
  * and the conv input's shape only (the frozen conv's input gradient reads no input values, and the fused
  * norm's backward recomputes the normalised values from x). out is allocated here, before it. */
@@ -91,8 +101,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
     const char *where = r->name;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_a2, d_h, d_a1;
-    if (!unet_grad_like(c, &r->a2, &d_a2, where) || !conv_backward(c, &r->conv2, where, &r->a2, d_out, &d_a2))
-        return false;
+    if (!conv_input_grad(c, &r->conv2, where, &r->a2, d_out, &d_a2)) return false;
     if (!unet_grad_like(c, &r->h, &d_h, where) ||
         !norm_silu_backward(c, &r->norm2, where, &r->h, &r->mean2, &r->rstd2, &d_a2, &d_h))
         return false;
@@ -107,8 +116,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
         sdt_arena_rewind(c->arena, mark);
         return true;
     }
-    if (!unet_grad_like(c, &r->a1, &d_a1, where) || !conv_backward(c, &r->conv1, where, &r->a1, &d_h, &d_a1))
-        return false;
+    if (!conv_input_grad(c, &r->conv1, where, &r->a1, &d_h, &d_a1)) return false;
     if (!norm_silu_backward(c, &r->norm1, where, x, &r->mean1, &r->rstd1, &d_a1, d_x)) return false;
     if (r->skip.w) {
         if (!conv_backward(c, &r->skip, where, x, d_out, d_x)) return false;
@@ -142,8 +150,7 @@ bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, co
     if (!s->up) return conv_backward(c, &s->conv, s->name, x, d_out, d_x);
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_up;
-    if (!unet_grad_like(c, &s->upx, &d_up, s->name) || !conv_backward(c, &s->conv, s->name, &s->upx, d_out, &d_up))
-        return false;
+    if (!conv_input_grad(c, &s->conv, s->name, &s->upx, d_out, &d_up)) return false;
     UNET_OP(c, s->name, c->be->upsample_nearest2x_backward(c->be, d_x, &d_up));
     sdt_arena_rewind(c->arena, mark);
     return true;
@@ -161,7 +168,7 @@ bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sd
     if (!d_x) return true;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_a;
-    if (!unet_grad_like(c, &h->a, &d_a, "out.2") || !conv_backward(c, &h->conv, "out.2", &h->a, d_out, &d_a) ||
+    if (!conv_input_grad(c, &h->conv, "out.2", &h->a, d_out, &d_a) ||
         !norm_silu_backward(c, &h->norm, "out", x, &h->mean, &h->rstd, &d_a, d_x))
         return false;
     sdt_arena_rewind(c->arena, mark);

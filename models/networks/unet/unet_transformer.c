@@ -49,6 +49,16 @@ static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where
     return true;
 }
 
+/* d_x = the frozen layer's input gradient, in a fresh tensor shaped like x: written, not accumulated,
+ * so it needs no zeroing pass first. */
+static bool linear_input_grad(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
+                              const sdt_tensor *d_out, sdt_tensor *d_x)
+{
+    *d_x = sdt_arena_tensor(c->arena, x->dtype, x->ndim, x->shape);
+    UNET_OP(c, where, c->be->linear_input_grad(c->be, d_x, d_out, l->w));
+    return true;
+}
+
 /* The statistics LayerNorm saves for x's rows. */
 static void layernorm_stats(unet_ctx *c, const sdt_tensor *x, sdt_tensor *mean, sdt_tensor *rstd)
 {
@@ -165,7 +175,7 @@ static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, 
     if (!hooked) return linear_backward(c, proj, a->name, in, d_proj, d_kv);
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_in;
-    if (!unet_grad_like(c, in, &d_in, a->name) || !linear_backward(c, proj, a->name, in, d_proj, &d_in)) return false;
+    if (!linear_input_grad(c, proj, a->name, in, d_proj, &d_in)) return false;
     if (!c->measuring) {
         const sdt_unet_kv_hook *h = c->hook;
         sdt_unet_hook_site site = site_of(a, kind);
@@ -185,7 +195,7 @@ static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor 
     sdt_backend *be = c->be;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_o, dq, dk, dv;
-    if (!unet_grad_like(c, &a->o, &d_o, a->name) || !linear_backward(c, &a->out, a->name, &a->o, d_stream, &d_o) ||
+    if (!linear_input_grad(c, &a->out, a->name, &a->o, d_stream, &d_o) ||
         !unet_grad_like(c, &a->qt, &dq, a->name) || !unet_grad_like(c, &a->kt, &dk, a->name) ||
         !unet_grad_like(c, &a->vt, &dv, a->name))
         return false;
@@ -262,11 +272,11 @@ static bool tblock_backward(unet_ctx *c, unet_tblock *b, const sdt_tensor *conte
     sdt_backend *be = c->be;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_g, d_f1, d_n;
-    if (!unet_grad_like(c, &b->g, &d_g, b->name) || !linear_backward(c, &b->ff2, b->name, &b->g, d_s, &d_g) ||
+    if (!linear_input_grad(c, &b->ff2, b->name, &b->g, d_s, &d_g) ||
         !unet_grad_like(c, &b->f1, &d_f1, b->name))
         return false;
     UNET_OP(c, b->name, be->geglu_backward(be, &d_f1, &d_g, &b->f1));
-    if (!unet_grad_like(c, &b->n3, &d_n, b->name) || !linear_backward(c, &b->ff1, b->name, &b->n3, &d_f1, &d_n) ||
+    if (!linear_input_grad(c, &b->ff1, b->name, &b->n3, &d_f1, &d_n) ||
         !layernorm_backward(c, &b->ln3, b->name, &b->x2, &b->m3, &b->r3, &d_n, d_s))
         return false;
     sdt_arena_rewind(c->arena, mark);
@@ -351,17 +361,16 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
     size_t mark = sdt_arena_mark(c->arena);
     const sdt_tensor *s_last = &t->blocks[t->depth - 1].x3;
     sdt_tensor d_s;
-    if (!unet_grad_like(c, s_last, &d_s, where)) return false;
     if (t->linear_proj) {
         sdt_tensor d_po, do3 = unet_view(d_out, 3, B, C, N, 0);
         if (!unet_grad_like(c, s_last, &d_po, where)) return false;
         d_po = unet_view(&d_po, 3, B, N, C, 0); /* same numel: inner == C */
         UNET_OP(c, where, be->transpose_backward(be, &d_po, &do3));
-        if (!linear_backward(c, &t->proj_out_l, where, s_last, &d_po, &d_s)) return false;
+        if (!linear_input_grad(c, &t->proj_out_l, where, s_last, &d_po, &d_s)) return false;
     } else {
-        sdt_tensor d_nchw;
-        if (!unet_grad_like(c, &t->s_nchw, &d_nchw, where)) return false;
-        UNET_OP(c, where, be->conv2d_backward(be, &d_nchw, NULL, NULL, d_out, &t->s_nchw, t->proj_out_c.w, 1, 0));
+        if (!unet_grad_like(c, s_last, &d_s, where)) return false;
+        sdt_tensor d_nchw = sdt_arena_tensor(c->arena, t->s_nchw.dtype, t->s_nchw.ndim, t->s_nchw.shape);
+        UNET_OP(c, where, be->conv2d_input_grad(be, &d_nchw, d_out, t->proj_out_c.w, 1, 0));
         sdt_tensor d3 = unet_view(&d_nchw, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_backward(be, &d_s, &d3));
     }
@@ -369,10 +378,10 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
         if (!tblock_backward(c, &t->blocks[d], context, &d_s, d_context)) return false;
     if (d_x) {
         sdt_tensor d_n;
-        if (!unet_grad_like(c, &t->n, &d_n, where)) return false;
         if (t->linear_proj) {
+            if (!unet_grad_like(c, &t->n, &d_n, where)) return false;
             sdt_tensor d_p;
-            if (!unet_grad_like(c, &t->p, &d_p, where) || !linear_backward(c, &t->proj_in_l, where, &t->p, &d_s, &d_p))
+            if (!linear_input_grad(c, &t->proj_in_l, where, &t->p, &d_s, &d_p))
                 return false;
             sdt_tensor dn3 = unet_view(&d_n, 3, B, C, N, 0);
             UNET_OP(c, where, be->transpose_backward(be, &dn3, &d_p));
@@ -381,7 +390,8 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
             UNET_OP(c, where, be->zero(be, &d_p));
             sdt_tensor dp3 = unet_view(&d_p, 3, B, t->inner, N, 0);
             UNET_OP(c, where, be->transpose_backward(be, &dp3, &d_s));
-            UNET_OP(c, where, be->conv2d_backward(be, &d_n, NULL, NULL, &d_p, &t->n, t->proj_in_c.w, 1, 0));
+            d_n = sdt_arena_tensor(c->arena, t->n.dtype, t->n.ndim, t->n.shape);
+            UNET_OP(c, where, be->conv2d_input_grad(be, &d_n, &d_p, t->proj_in_c.w, 1, 0));
         }
         UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, t->norm.b, &t->mean,
                                                  &t->rstd, t->norm.groups, SDT_ACT_IDENTITY));
