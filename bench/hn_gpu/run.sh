@@ -22,6 +22,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out" "$work/model"
 host="$build/host-sim/sdt-host"
+# SDT_BENCH_PLUGIN: another libsdtrain.so (a folder holding bench/op_profile's module);
+# SDT_BENCH_PROFILE_DIR: where that module writes each run's op profile (op_profile_METHOD_PREC_bN.json)
+plugin_args=(); [ -n "${SDT_BENCH_PLUGIN:-}" ] && plugin_args=(--plugin "$SDT_BENCH_PLUGIN")
 model="$work/model/$model_config.safetensors"
 desc="$model_config architecture (sdt-make-checkpoint), random f16 weights"
 if [ -e "$model_config" ]; then model=$model_config; desc=$model_config; else
@@ -39,17 +42,18 @@ for cfg in $configs; do
     dir="$work/${method}_${prec}_${bs}"; log="$out/${method}_${prec}_b${bs}.log"
     mkdir -p "$dir"
     if [ "$method" = ti ]; then
-      "$host" create-embedding --name ring --init-text ring --vectors 1 --model "$model" \
+      "$host" ${plugin_args[@]+"${plugin_args[@]}"} create-embedding --name ring --init-text ring --vectors 1 --model "$model" \
           --out "$dir" > /dev/null 2>&1
       args=(--embedding "$dir/ring.safetensors" --template "$build/host-sim/templates/subject_filewords.txt")
       csv_name=textual_inversion_loss.csv
     else
-      "$host" create-hypernetwork --name ring --sizes "$widths" --out "$dir" > /dev/null 2>&1
+      "$host" ${plugin_args[@]+"${plugin_args[@]}"} create-hypernetwork --name ring --sizes "$widths" --out "$dir" > /dev/null 2>&1
       args=(--hypernetwork "$dir/ring.pt" --template "$build/host-sim/templates/hypernetwork.txt")
       csv_name=hypernetwork_loss.csv
     fi
     t_start=$(date +%s.%N)
-    if ! "$host" train "${args[@]}" "${common[@]}" --precision "$prec" --batch-size "$bs" --log-dir "$dir/log" > "$log" 2>&1; then
+    if ! SDT_OP_PROFILE_OUT="${SDT_BENCH_PROFILE_DIR:+$SDT_BENCH_PROFILE_DIR/op_profile_${method}_${prec}_b${bs}.json}" \
+        "$host" ${plugin_args[@]+"${plugin_args[@]}"} train "${args[@]}" "${common[@]}" --precision "$prec" --batch-size "$bs" --log-dir "$dir/log" > "$log" 2>&1; then
       echo "$method $prec b$bs failed: $(tail -n 2 "$log")"; continue
     fi
     csv=$(find "$dir/log" -name "$csv_name" | head -n 1)
