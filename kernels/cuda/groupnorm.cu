@@ -169,10 +169,13 @@ __global__ void gn_bwd_params_k(void *dg, int dgt, void *db, int dbt, const floa
 }
 
 /* The call's chunking: up to GN_VECS_PER_THREAD vectors per thread and chunk, and more chunks
- * while fewer than GN_MIN_BLOCKS blocks would run and every thread would still get a vector.
+ * while fewer than GN_MIN_BLOCKS blocks would run and every thread would still get a vector;
+ * but at most GN_MAX_GROUP_CHUNKS chunks a group, since every block of the second kernels
+ * combines its group's (a VAE's 1024 x 1024 channels take more vectors per thread instead).
  * Blocks of up to NT threads, fewer for small channels (SD's 8x8 level). */
 #define GN_VECS_PER_THREAD 4
 #define GN_MIN_BLOCKS 1024
+#define GN_MAX_GROUP_CHUNKS 256
 static gn_geom gn_geometry(int64_t B, int64_t C, int64_t S, int G, int vec, int *threads)
 {
     gn_geom g;
@@ -184,6 +187,8 @@ static gn_geom gn_geometry(int64_t B, int64_t C, int64_t S, int G, int vec, int 
     if (t < 32) t = 32;
     int64_t K = (g.units + t * GN_VECS_PER_THREAD - 1) / (t * GN_VECS_PER_THREAD);
     while (B * C * K < GN_MIN_BLOCKS && g.units / (2 * K) >= t) K *= 2;
+    int64_t max_k = GN_MAX_GROUP_CHUNKS / g.cpg;
+    if (K > max_k) K = max_k;
     if (K < 1) K = 1;
     g.cu = (g.units + K - 1) / K;
     g.K = g.cu > 0 ? (g.units + g.cu - 1) / g.cu : 1; /* no empty chunk */

@@ -261,6 +261,7 @@ static void test_norms(sdt_dtype dt)
     test_layernorm(dt, SDT_F32, 5, 33); /* 33 values: no 16-byte vectors, the scalar path */
     test_layernorm(dt, dt, 37, 320);    /* the model's widths, gamma and beta in the storage dtype: 16-byte vectors */
     test_layernorm(dt, dt, 11, 1280);
+    test_layernorm(dt, SDT_F32, 37, 320); /* x in vectors, f32 gamma and beta (16-bit x) element by element */
     test_layernorm(dt, dt, 9, 40);      /* fewer vectors than lanes */
     test_layernorm(dt, dt, 6, 2568);    /* several vectors per lane, the last lanes with one fewer */
     test_layernorm(dt, SDT_F32, 4100, 70); /* gamma's and beta's column sums over 5 chunks, partial tiles */
@@ -276,7 +277,8 @@ static void test_norms(sdt_dtype dt)
         test_groupnorm(dt, dt, 2, 320, 8, 8, 32, act);  /* SD's 8x8 level: 64 values, a 32-thread block */
         test_groupnorm(dt, dt, 1, 8, 128, 128, 2, act); /* batch 1, 16384 values a channel: 8-16 chunks per channel */
         test_groupnorm(dt, dt, 1, 4, 80, 103, 2, act);  /* chunks of unequal length (the last is shorter) */
-        test_groupnorm(dt, dt, 3, 96, 24, 24, 32, act); /* 3 channels a group, several chunks at batch 3 */
+        test_groupnorm(dt, dt, 3, 96, 24, 24, 32, act); /* 3 channels a group, blocks of 96-160 threads */
+        test_groupnorm(dt, dt, 1, 96, 64, 72, 32, act); /* 3 channels a group of 2 chunks each (16-bit) */
         test_groupnorm_at(dt, dt, 2, 64, 16, 16, 32, act, other, 0); /* mixed dtypes: the generic path */
         test_groupnorm_at(dt, SDT_F32, 2, 64, 16, 16, 32, act, dt, 3); /* an unaligned view: the scalar path */
     }
