@@ -66,20 +66,23 @@ typedef struct result {
     double fwd_bytes, bwd_bytes; /* the least the op must move (0: not a memory-bound op) */
 } result;
 
-/* Median of 7 timed calls after 2 warm-ups; f runs the op once. */
+/* Median of 7 timed samples after 2 warm-ups, each sample reps calls back to back (one
+ * synchronize), per call; f runs the op once. The memory-bound ops take 10-100 us at these
+ * shapes, about the host's launch-and-synchronize cost, so they are timed 20 calls a sample. */
 typedef int (*op_fn)(void *ctx);
-static double time_ms(op_fn f, void *ctx)
+static double time_ms_reps(op_fn f, void *ctx, int reps)
 {
     double t[7];
     for (int i = 0; i < 9; i++) {
         be->synchronize(be);
         double t0 = now();
-        if (f(ctx)) {
-            fprintf(stderr, "op failed: %s\n", be->error.message);
-            exit(1);
-        }
+        for (int k = 0; k < reps; k++)
+            if (f(ctx)) {
+                fprintf(stderr, "op failed: %s\n", be->error.message);
+                exit(1);
+            }
         be->synchronize(be);
-        if (i >= 2) t[i - 2] = 1e3 * (now() - t0);
+        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
     }
     for (int i = 0; i < 7; i++)
         for (int j = i + 1; j < 7; j++)
@@ -90,6 +93,8 @@ static double time_ms(op_fn f, void *ctx)
             }
     return t[3];
 }
+static double time_ms(op_fn f, void *ctx) { return time_ms_reps(f, ctx, 1); }
+#define MEMORY_BOUND_REPS 20
 
 /* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does. */
 typedef struct attn_ctx {
@@ -162,7 +167,7 @@ static result bench_groupnorm(const char *name, int B, int C, int H)
     gn_ctx n = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
                 DEV(SDT_F32, B, 32), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
     double bytes = 2.0 * B * C * H * H;
-    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n), 2 * bytes, 4 * bytes};
+    result r = {name, time_ms_reps(gn_f, &n, MEMORY_BOUND_REPS), time_ms_reps(gn_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
@@ -189,7 +194,7 @@ static result bench_layernorm(const char *name, int rows, int C)
                 DEV(SDT_F32, rows), DEVR(SDT_BF16, rows, C), DEV(SDT_BF16, rows, C)};
     double bytes = 2.0 * rows * C;
     ln_f(&n); /* backward reads forward's statistics */
-    result r = {name, time_ms(ln_f, &n), time_ms(ln_b, &n), 2 * bytes, 4 * bytes};
+    result r = {name, time_ms_reps(ln_f, &n, MEMORY_BOUND_REPS), time_ms_reps(ln_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
@@ -213,7 +218,8 @@ static result bench_geglu(const char *name, int rows, int F)
 {
     geglu_ctx g = {DEVR(SDT_BF16, rows, 2 * F), DEV(SDT_BF16, rows, F), DEVR(SDT_BF16, rows, F), DEV(SDT_BF16, rows, 2 * F)};
     double bytes = 2.0 * rows * F; /* one [rows, F] tensor */
-    result r = {name, time_ms(geglu_f, &g), time_ms(geglu_b, &g), 3 * bytes, 7 * bytes};
+    result r = {name, time_ms_reps(geglu_f, &g, MEMORY_BOUND_REPS), time_ms_reps(geglu_b, &g, MEMORY_BOUND_REPS), 3 * bytes,
+                7 * bytes};
     sdt_tensor *all[4] = {&g.x, &g.y, &g.dy, &g.dx};
     for (int i = 0; i < 4; i++) be->free(be, all[i]->data);
     return r;
@@ -243,7 +249,9 @@ static result bench_elementwise(const char *name, bool add, int B, int C, int H)
     ew_ctx e = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H),
                 DEV(SDT_BF16, B, C, H, H)};
     double bytes = 2.0 * B * C * H * H;
-    result r = add ? (result){name, time_ms(add_f, &e), 0, 3 * bytes, 0} : (result){name, time_ms(silu_f, &e), time_ms(silu_b, &e), 2 * bytes, 4 * bytes};
+    result r = add ? (result){name, time_ms_reps(add_f, &e, MEMORY_BOUND_REPS), 0, 3 * bytes, 0}
+                   : (result){name, time_ms_reps(silu_f, &e, MEMORY_BOUND_REPS), time_ms_reps(silu_b, &e, MEMORY_BOUND_REPS),
+                              2 * bytes, 4 * bytes};
     sdt_tensor *all[5] = {&e.a, &e.b, &e.y, &e.dy, &e.dx};
     for (int i = 0; i < 5; i++) be->free(be, all[i]->data);
     return r;
