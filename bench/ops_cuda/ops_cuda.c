@@ -1,7 +1,11 @@
 /* ops_cuda.c - times the CUDA backend's heaviest ops at SD 1.5 shapes (512x512 images, so
  * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64), forward and
  * backward, in bf16 on random inputs, and prints where a training step's time can go.
- * Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
+ * The memory-bound ops (GroupNorm + SiLU, LayerNorm, GEGLU, add, SiLU) run at SD 1.5's batch-8
+ * shapes and SDXL's at 1024x1024, batch 4, and print GB/s: the bytes the op must move at least
+ * (every tensor it reads or writes, once: forward reads x and writes out, backward reads x and
+ * dout and reads and writes dx) over the time, to set against the card's bandwidth (H100 SXM:
+ * ~3.35 TB/s). Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,22 +63,26 @@ static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
 typedef struct result {
     const char *name;
     double fwd_ms, bwd_ms;
+    double fwd_bytes, bwd_bytes; /* the least the op must move (0: not a memory-bound op) */
 } result;
 
-/* Median of 7 timed calls after 2 warm-ups; f runs the op once. */
+/* Median of 7 timed samples after 2 warm-ups, each sample reps calls back to back (one
+ * synchronize), per call; f runs the op once. The memory-bound ops take 10-100 us at these
+ * shapes, about the host's launch-and-synchronize cost, so they are timed 20 calls a sample. */
 typedef int (*op_fn)(void *ctx);
-static double time_ms(op_fn f, void *ctx)
+static double time_ms_reps(op_fn f, void *ctx, int reps)
 {
     double t[7];
     for (int i = 0; i < 9; i++) {
         be->synchronize(be);
         double t0 = now();
-        if (f(ctx)) {
-            fprintf(stderr, "op failed: %s\n", be->error.message);
-            exit(1);
-        }
+        for (int k = 0; k < reps; k++)
+            if (f(ctx)) {
+                fprintf(stderr, "op failed: %s\n", be->error.message);
+                exit(1);
+            }
         be->synchronize(be);
-        if (i >= 2) t[i - 2] = 1e3 * (now() - t0);
+        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
     }
     for (int i = 0; i < 7; i++)
         for (int j = i + 1; j < 7; j++)
@@ -85,6 +93,8 @@ static double time_ms(op_fn f, void *ctx)
             }
     return t[3];
 }
+static double time_ms(op_fn f, void *ctx) { return time_ms_reps(f, ctx, 1); }
+#define MEMORY_BOUND_REPS 20
 
 /* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does. */
 typedef struct attn_ctx {
@@ -108,7 +118,7 @@ static result bench_attention(const char *name, int B, int Tq, int Tk, int C, in
     attn_ctx a = {DEVR(SDT_BF16, B, Tq, C), DEVR(SDT_BF16, B, Tk, C), DEVR(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
                   DEVR(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C),
                   DEV(SDT_F32, B, heads, Tq), heads};
-    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a)};
+    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 0, 0};
     sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
     for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
     return r;
@@ -132,7 +142,7 @@ static result bench_conv(const char *name, int B, int C, int H)
 {
     conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H),
                   DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k)};
+    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k), 0, 0};
     sdt_tensor *all[6] = {&k.x, &k.w, &k.b, &k.y, &k.dy, &k.dx};
     for (int i = 0; i < 6; i++) be->free(be, all[i]->data);
     return r;
@@ -154,11 +164,96 @@ static int gn_b(void *c)
 
 static result bench_groupnorm(const char *name, int B, int C, int H)
 {
-    gn_ctx n = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
-                DEV(SDT_F32, B, 32), DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n)};
+    gn_ctx n = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
+                DEV(SDT_F32, B, 32), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    double bytes = 2.0 * B * C * H * H;
+    result r = {name, time_ms_reps(gn_f, &n, MEMORY_BOUND_REPS), time_ms_reps(gn_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+/* LayerNorm over rows of C (the transformer blocks' norms; gamma's and beta's gradients are not
+ * asked for, as in the frozen UNet). */
+typedef struct ln_ctx {
+    sdt_tensor x, g, b, y, mean, rstd, dy, dx;
+} ln_ctx;
+static int ln_f(void *c)
+{
+    ln_ctx *n = c;
+    return be->layernorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 1e-5f);
+}
+static int ln_b(void *c)
+{
+    ln_ctx *n = c;
+    return be->layernorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->mean, &n->rstd);
+}
+static result bench_layernorm(const char *name, int rows, int C)
+{
+    ln_ctx n = {DEVR(SDT_BF16, rows, C), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, rows, C), DEV(SDT_F32, rows),
+                DEV(SDT_F32, rows), DEVR(SDT_BF16, rows, C), DEV(SDT_BF16, rows, C)};
+    double bytes = 2.0 * rows * C;
+    ln_f(&n); /* backward reads forward's statistics */
+    result r = {name, time_ms_reps(ln_f, &n, MEMORY_BOUND_REPS), time_ms_reps(ln_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
+    sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
+    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+/* GEGLU x [rows, 2F] -> [rows, F]. */
+typedef struct geglu_ctx {
+    sdt_tensor x, y, dy, dx;
+} geglu_ctx;
+static int geglu_f(void *c)
+{
+    geglu_ctx *g = c;
+    return be->geglu_forward(be, &g->y, &g->x);
+}
+static int geglu_b(void *c)
+{
+    geglu_ctx *g = c;
+    return be->geglu_backward(be, &g->dx, &g->dy, &g->x);
+}
+static result bench_geglu(const char *name, int rows, int F)
+{
+    geglu_ctx g = {DEVR(SDT_BF16, rows, 2 * F), DEV(SDT_BF16, rows, F), DEVR(SDT_BF16, rows, F), DEV(SDT_BF16, rows, 2 * F)};
+    double bytes = 2.0 * rows * F; /* one [rows, F] tensor */
+    result r = {name, time_ms_reps(geglu_f, &g, MEMORY_BOUND_REPS), time_ms_reps(geglu_b, &g, MEMORY_BOUND_REPS), 3 * bytes,
+                7 * bytes};
+    sdt_tensor *all[4] = {&g.x, &g.y, &g.dy, &g.dx};
+    for (int i = 0; i < 4; i++) be->free(be, all[i]->data);
+    return r;
+}
+
+/* The residual add (forward only: its backward is an axpy) and SiLU forward and backward. */
+typedef struct ew_ctx {
+    sdt_tensor a, b, y, dy, dx;
+} ew_ctx;
+static int add_f(void *c)
+{
+    ew_ctx *e = c;
+    return be->add_forward(be, &e->y, &e->a, &e->b);
+}
+static int silu_f(void *c)
+{
+    ew_ctx *e = c;
+    return be->activation_forward(be, &e->y, &e->a, SDT_ACT_SILU);
+}
+static int silu_b(void *c)
+{
+    ew_ctx *e = c;
+    return be->activation_backward(be, &e->dx, &e->dy, &e->a, SDT_ACT_SILU);
+}
+static result bench_elementwise(const char *name, bool add, int B, int C, int H)
+{
+    ew_ctx e = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H),
+                DEV(SDT_BF16, B, C, H, H)};
+    double bytes = 2.0 * B * C * H * H;
+    result r = add ? (result){name, time_ms_reps(add_f, &e, MEMORY_BOUND_REPS), 0, 3 * bytes, 0}
+                   : (result){name, time_ms_reps(silu_f, &e, MEMORY_BOUND_REPS), time_ms_reps(silu_b, &e, MEMORY_BOUND_REPS),
+                              2 * bytes, 4 * bytes};
+    sdt_tensor *all[5] = {&e.a, &e.b, &e.y, &e.dy, &e.dx};
+    for (int i = 0; i < 5; i++) be->free(be, all[i]->data);
     return r;
 }
 
@@ -174,7 +269,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ops_cuda: %s\n", err);
         return 1;
     }
-    result r[32];
+    result r[64];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
         char *names[7];
@@ -194,13 +289,35 @@ int main(int argc, char **argv)
         r[n++] = bench_conv(names[5], B, 320, 64);
         r[n++] = bench_groupnorm(names[6], B, 320, 64);
     }
+    /* memory-bound ops: SD 1.5 at batch 8 (levels 64x64, 32x32, 16x16), SDXL 1024x1024 at batch 4 */
+    r[n++] = bench_groupnorm("groupnorm+silu 640ch 32x32 b8", 8, 640, 32);
+    r[n++] = bench_groupnorm("groupnorm+silu 1280ch 16x16 b8", 8, 1280, 16);
+    r[n++] = bench_groupnorm("groupnorm+silu 1280ch 8x8 b8", 8, 1280, 8);
+    r[n++] = bench_groupnorm("groupnorm+silu 320ch 128x128 b1 (XL)", 1, 320, 128);
+    r[n++] = bench_groupnorm("groupnorm+silu 640ch 64x64 b4 (XL)", 4, 640, 64);
+    r[n++] = bench_layernorm("layernorm 32768x320 b8", 8 * 4096, 320);
+    r[n++] = bench_layernorm("layernorm 8192x640 b8", 8 * 1024, 640);
+    r[n++] = bench_layernorm("layernorm 2048x1280 b8", 8 * 256, 1280);
+    r[n++] = bench_layernorm("layernorm 4096x1280 b4 (XL)", 4 * 1024, 1280);
+    r[n++] = bench_geglu("geglu 32768x1280 b8", 8 * 4096, 1280);
+    r[n++] = bench_geglu("geglu 8192x2560 b8", 8 * 1024, 2560);
+    r[n++] = bench_geglu("geglu 2048x5120 b8", 8 * 256, 5120);
+    r[n++] = bench_geglu("geglu 4096x5120 b4 (XL)", 4 * 1024, 5120);
+    r[n++] = bench_elementwise("add 320ch 64x64 b8", true, 8, 320, 64);
+    r[n++] = bench_elementwise("silu 320ch 64x64 b8", false, 8, 320, 64);
     FILE *j = fopen(out, "w");
-    printf("%-30s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms");
+    printf("%-40s %10s %10s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms", "fwd GB/s", "bwd GB/s");
     if (j) fprintf(j, "{\"dtype\": \"bf16\", \"results\": [\n");
     for (int i = 0; i < n; i++) {
-        printf("%-30s %10.3f %10.3f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
-        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f}%s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms,
-                       i + 1 < n ? "," : "");
+        double fg = r[i].fwd_bytes > 0 ? r[i].fwd_bytes / (r[i].fwd_ms * 1e6) : 0;
+        double bg = r[i].bwd_bytes > 0 && r[i].bwd_ms > 0 ? r[i].bwd_bytes / (r[i].bwd_ms * 1e6) : 0;
+        printf("%-40s %10.3f %10.3f", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
+        if (fg > 0) printf(" %10.0f", fg);
+        else printf(" %10s", "-");
+        if (bg > 0) printf(" %10.0f\n", bg);
+        else printf(" %10s\n", "-");
+        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_gbs\": %.1f, \"bwd_gbs\": %.1f}%s\n", r[i].name,
+                       r[i].fwd_ms, r[i].bwd_ms, fg, bg, i + 1 < n ? "," : "");
     }
     if (j) {
         fprintf(j, "]}\n");

@@ -130,22 +130,6 @@ static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtyp
     return p;
 }
 
-/* The bias gradient: db[c] += sum over b, s of dy[b, c, s]. */
-__global__ void conv_dbias_k(void *db, int dbt, const void *dy, int dyt, int64_t B, int64_t C, int64_t S)
-{
-    __shared__ float part[256];
-    int64_t c = blockIdx.x;
-    float s = 0;
-    for (int64_t k = threadIdx.x; k < B * S; k += blockDim.x) s += ld(dy, dyt, ((k / S) * C + c) * S + k % S);
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) acc(db, dbt, c, part[0]);
-}
-
 /* Operands in one dtype: the tensors' own when x, w and y agree, else f32 copies in scratch. */
 typedef struct conv_ops {
     const void *x, *w;
@@ -250,9 +234,10 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
     cudnnHandle_t h = ctx_of(be)->cudnn;
     float one = 1.0f;
     if (db) {
-        conv_dbias_k<<<(unsigned)dout->shape[1], 256, 0, ctx_of(be)->stream>>>(
-            db->data, db->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1], dout->shape[2] * dout->shape[3]);
-        CUDA_LAUNCHED(be);
+        /* db[c] += sum over b, s of dy[b, c, s] */
+        if (cuda_channel_sums(be, db->data, db->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1],
+                              dout->shape[2] * dout->shape[3]))
+            return -1;
     }
     if (dx && conv_backward_data(be, dx, dout, w, stride, pad, false)) return -1;
     if (dw) { /* weight gradients accumulate in f32 */

@@ -130,6 +130,9 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
  * a convolution's channels). One launch per call, no division per element: blockIdx.y is
  * (r, c), blockIdx.x a span of s. */
 int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, int64_t R, int64_t C, int64_t S);
+/* dst[c] += sum over b < B and s < S of src[(b * C + c) * S + s] (add.cu): a bias's gradient
+ * over [B, C, S] (a convolution's), or with B = 1 per-(batch, channel) sums. Deterministic. */
+int cuda_channel_sums(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C, int64_t S);
 
 /* Accumulating store: p[i] += v, rounded to p's dtype. */
 __device__ __forceinline__ void acc(void *p, int dtype, int64_t i, float v) { st(p, dtype, i, ld(p, dtype, i) + v); }

@@ -12,20 +12,25 @@
 static sdt_backend *cpu, *gpu;
 static sdt_test_rng rng;
 
-/* One logical tensor held on both backends. */
+/* One logical tensor held on both backends; base: the allocations (data may be a view into them). */
 typedef struct pair {
     sdt_tensor c, g;
+    void *cbase, *gbase;
 } pair;
 
-static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale)
+/* offset > 0: the tensor starts offset elements into its allocation, a view whose data is not
+ * 16-byte aligned when offset * element size is not a multiple of 16 (the kernels' scalar path). */
+static pair make_at(sdt_dtype dt, int ndim, const int64_t *shape, double scale, int64_t offset)
 {
     pair p;
     p.c = sdt_tensor_make(NULL, dt, SDT_DEVICE_CPU, ndim, shape);
     p.g = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
-    size_t bytes = sdt_tensor_nbytes(&p.c);
+    size_t bytes = sdt_tensor_nbytes(&p.c), skip = (size_t)offset * sdt_dtype_size(dt);
     int64_t n = sdt_tensor_numel(&p.c);
-    p.c.data = cpu->alloc(cpu, bytes);
-    p.g.data = gpu->alloc(gpu, bytes);
+    p.cbase = cpu->alloc(cpu, bytes + skip);
+    p.gbase = gpu->alloc(gpu, bytes + skip);
+    p.c.data = (char *)p.cbase + skip;
+    p.g.data = (char *)p.gbase + skip;
     float *tmp = malloc((size_t)n * sizeof(float));
     sdt_test_fill_normal(&rng, tmp, n, scale);
     if (dt == SDT_I32) {
@@ -37,12 +42,30 @@ static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale)
     free(tmp);
     return p;
 }
+static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale) { return make_at(dt, ndim, shape, scale, 0); }
 #define MAKE(dt, scale, ...) make(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale)
+/* A view offset elements into its allocation (see make_at). */
+#define MAKE_AT(offset, dt, scale, ...)                                                                       \
+    make_at(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale, offset)
 
 static void drop(pair *p)
 {
-    cpu->free(cpu, p->c.data);
-    gpu->free(gpu, p->g.data);
+    cpu->free(cpu, p->cbase);
+    gpu->free(gpu, p->gbase);
+}
+
+/* Whether the GPU copies of two tensors of one shape hold the same bytes (run-to-run determinism). */
+static bool same_bits(const pair *a, const pair *b)
+{
+    size_t bytes = sdt_tensor_nbytes(&a->g);
+    char *x = malloc(bytes), *y = malloc(bytes);
+    gpu->synchronize(gpu);
+    gpu->download(gpu, x, a->g.data, bytes);
+    gpu->download(gpu, y, b->g.data, bytes);
+    bool same = memcmp(x, y, bytes) == 0;
+    free(x);
+    free(y);
+    return same;
 }
 
 /* Relative max error of the GPU copy against the CPU copy (returned too). */
@@ -99,15 +122,17 @@ static void test_linear(sdt_dtype dt)
     /* the bias gradient's column sums over several 1024-row chunks, the last one partial, and a
      * partial 32-column tile (kernels/cuda/column_sum.cuh) */
     test_linear_rows(dt, 5100, 70);
+    test_linear_rows(dt, 111, 64); /* 64 outputs: the bias pass in 16-byte vectors */
 }
 
-static void test_conv(sdt_dtype dt, int k, int stride)
+/* H x W = 13 x 10 leaves the bias passes' scalar path; 16 x 16 (outputs of 256 or 64 values) their 16-byte vectors. */
+static void test_conv(sdt_dtype dt, int k, int stride, int64_t H, int64_t W)
 {
     int pad = k / 2;
-    int64_t H = 13, W = 10, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
+    int64_t OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
     pair x = MAKE(dt, 1, 2, 7, H, W), w = MAKE(dt, 0.2, 11, 7, k, k), b = MAKE(SDT_F32, 1, 11), out = MAKE(dt, 1, 2, 11, OH, OW);
-    char name[64];
-    snprintf(name, sizeof name, "conv2d %dx%d stride %d %s", k, k, stride, sdt_dtype_name(dt));
+    char name[96];
+    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lldx%lld %s", k, k, stride, (long long)H, (long long)W, sdt_dtype_name(dt));
     RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad), gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad),
          name);
     compare(&out, tol_for(dt), name);
@@ -161,63 +186,154 @@ static void test_attention_model_shapes(sdt_dtype dt)
     test_attention(dt, 1, 1, 512, 150, 150, false, false); /* VAE mid-block: one 512-wide head */
 }
 
-/* LayerNorm over the last dim of x [N, C], forward (output, mean, rstd) and backward. */
-static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C)
+/* The tolerance of a result computed from dtype a inputs and stored as dtype b: the coarser one. */
+static double tol_for2(sdt_dtype a, sdt_dtype b) { return tol_for(a) > tol_for(b) ? tol_for(a) : tol_for(b); }
+
+/* LayerNorm over the last dim of x [N, C], forward (output, mean, rstd) and backward. io_dt: the
+ * dtype of out, dout and dx (x's dtype for the common case, another one for the mixed-dtype
+ * path); offset: x, out, dout and dx start offset elements into their allocations (an unaligned
+ * view takes the scalar path). */
+static void test_layernorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C, sdt_dtype io_dt, int64_t offset)
 {
-    char what[64];
-    snprintf(what, sizeof what, "layernorm %lldx%lld", (long long)N, (long long)C);
-    pair x = MAKE(dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C), out = MAKE(dt, 1, N, C);
+    char what[96];
+    snprintf(what, sizeof what, "layernorm %lldx%lld %s%s%s offset %lld", (long long)N, (long long)C, sdt_dtype_name(dt),
+             io_dt != dt ? " io " : "", io_dt != dt ? sdt_dtype_name(io_dt) : "", (long long)offset);
+    const double tol = tol_for2(dt, io_dt);
+    pair x = MAKE_AT(offset, dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C), out = MAKE_AT(offset, io_dt, 1, N, C);
     pair mean = MAKE(SDT_F32, 1, N), rstd = MAKE(SDT_F32, 1, N);
     RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
          gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), what);
-    compare(&out, tol_for(dt), what);
+    compare(&out, tol, what);
     compare(&mean, 1e-4, what);
     compare(&rstd, 1e-4, what);
-    pair dout = MAKE(dt, 1, N, C), dx = MAKE(dt, 1, N, C), dg = MAKE(SDT_F32, 1, C), dbb = MAKE(SDT_F32, 1, C);
+    pair dout = MAKE_AT(offset, io_dt, 1, N, C), dx = MAKE_AT(offset, io_dt, 1, N, C), dg = MAKE(SDT_F32, 1, C), dbb = MAKE(SDT_F32, 1, C);
     RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
          gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), what);
-    compare(&dx, tol_for(dt), what);
-    compare(&dg, tol_for(dt), what);
-    compare(&dbb, tol_for(dt), what);
+    compare(&dx, tol, what);
+    compare(&dg, tol, what);
+    compare(&dbb, tol, what);
     drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
 }
+static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C) { test_layernorm_at(dt, param_dt, N, C, dt, 0); }
 
-/* act(GroupNorm(x)), x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward. */
-static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G,
-                           sdt_activation act)
+/* act(GroupNorm(x)), x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward;
+ * io_dt and offset as for test_layernorm_at. The backward runs twice into two gradients that
+ * start equal: the GPU's must be bit-identical (no atomics, a fixed order). */
+static void test_groupnorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G,
+                              sdt_activation act, sdt_dtype io_dt, int64_t offset)
 {
-    char what[112];
-    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s", (long long)B, (long long)C, (long long)H, (long long)W, G,
-             act == SDT_ACT_SILU ? " + silu" : "");
-    pair gx = MAKE(dt, 2, B, C, H, W), gg = MAKE(param_dt, 1, C), gb = MAKE(param_dt, 1, C), gout = MAKE(dt, 1, B, C, H, W);
+    char what[160];
+    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s %s%s%s offset %lld", (long long)B, (long long)C, (long long)H,
+             (long long)W, G, act == SDT_ACT_SILU ? " + silu" : "", sdt_dtype_name(dt), io_dt != dt ? " io " : "",
+             io_dt != dt ? sdt_dtype_name(io_dt) : "", (long long)offset);
+    const double tol = tol_for2(dt, io_dt);
+    pair gx = MAKE_AT(offset, dt, 2, B, C, H, W), gg = MAKE(param_dt, 1, C), gb = MAKE(param_dt, 1, C),
+         gout = MAKE_AT(offset, io_dt, 1, B, C, H, W);
     pair gm = MAKE(SDT_F32, 1, B, G), gr = MAKE(SDT_F32, 1, B, G);
     RUN2(cpu->groupnorm_forward(cpu, &gout.c, &gm.c, &gr.c, &gx.c, &gg.c, &gb.c, G, 1e-6f, act),
          gpu->groupnorm_forward(gpu, &gout.g, &gm.g, &gr.g, &gx.g, &gg.g, &gb.g, G, 1e-6f, act), what);
-    compare(&gout, tol_for(dt), what);
+    compare(&gout, tol, what);
     compare(&gm, 1e-4, what);
     compare(&gr, 1e-4, what);
-    pair gdo = MAKE(dt, 1, B, C, H, W), gdx = MAKE(dt, 1, B, C, H, W), gdg = MAKE(SDT_F32, 1, C), gdb = MAKE(SDT_F32, 1, C);
+    pair gdo = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdx = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdg = MAKE(SDT_F32, 1, C),
+         gdb = MAKE(SDT_F32, 1, C);
+    pair again = MAKE_AT(offset, io_dt, 1, B, C, H, W);
+    gpu->upload(gpu, again.g.data, gdx.c.data, sdt_tensor_nbytes(&gdx.c)); /* gdx's values, before either backward */
     RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gb.c, &gm.c, &gr.c, G, act),
          gpu->groupnorm_backward(gpu, &gdx.g, &gdg.g, &gdb.g, &gdo.g, &gx.g, &gg.g, &gb.g, &gm.g, &gr.g, G, act), what);
-    compare(&gdx, tol_for(dt), what);
-    compare(&gdg, tol_for(dt), what);
-    compare(&gdb, tol_for(dt), what);
-    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb);
+    compare(&gdx, tol, what);
+    compare(&gdg, tol, what);
+    compare(&gdb, tol, what);
+    RUN2(0, gpu->groupnorm_backward(gpu, &again.g, NULL, NULL, &gdo.g, &gx.g, &gg.g, &gb.g, &gm.g, &gr.g, G, act), what);
+    CHECK(same_bits(&gdx, &again), "%s: two backward runs differ", what);
+    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb), drop(&again);
+}
+static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G,
+                           sdt_activation act)
+{
+    test_groupnorm_at(dt, param_dt, B, C, H, W, G, act, dt, 0);
 }
 
 static void test_norms(sdt_dtype dt)
 {
-    test_layernorm(dt, SDT_F32, 5, 33);
-    test_layernorm(dt, dt, 37, 320); /* the model's widths, gamma and beta in the storage dtype */
+    /* the other storage dtype for the mixed-dtype (generic) path */
+    const sdt_dtype other = dt == SDT_F32 ? SDT_BF16 : SDT_F32;
+    test_layernorm(dt, SDT_F32, 5, 33); /* 33 values: no 16-byte vectors, the scalar path */
+    test_layernorm(dt, dt, 37, 320);    /* the model's widths, gamma and beta in the storage dtype: 16-byte vectors */
     test_layernorm(dt, dt, 11, 1280);
+    test_layernorm(dt, SDT_F32, 37, 320); /* x in vectors, f32 gamma and beta (16-bit x) element by element */
+    test_layernorm(dt, dt, 9, 40);      /* fewer vectors than lanes */
+    test_layernorm(dt, dt, 6, 2568);    /* several vectors per lane, the last lanes with one fewer */
     test_layernorm(dt, SDT_F32, 4100, 70); /* gamma's and beta's column sums over 5 chunks, partial tiles */
+    test_layernorm(dt, dt, 3000, 320);  /* tall: many blocks of 8 rows, the last one partial */
+    test_layernorm_at(dt, dt, 37, 320, other, 0); /* mixed dtypes: the generic path */
+    test_layernorm_at(dt, dt, 37, 320, dt, 1);    /* an unaligned view: the scalar path */
 
     for (int a = 0; a < 2; a++) {
         sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY; /* SiLU: the UNet's fused GroupNorm + SiLU */
-        test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act);
+        test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act); /* 35 values a channel: the scalar path */
         test_groupnorm(dt, dt, 2, 64, 16, 16, 32, act); /* the model's form: gamma and beta in the storage dtype */
         test_groupnorm(dt, dt, 1, 40, 3, 1, 4, act);
+        test_groupnorm(dt, dt, 2, 320, 8, 8, 32, act);  /* SD's 8x8 level: 64 values, a 32-thread block */
+        test_groupnorm(dt, dt, 1, 8, 128, 128, 2, act); /* batch 1, 16384 values a channel: 8-16 chunks per channel */
+        test_groupnorm(dt, dt, 1, 4, 80, 103, 2, act);  /* chunks of unequal length (the last is shorter) */
+        test_groupnorm(dt, dt, 3, 96, 24, 24, 32, act); /* 3 channels a group, blocks of 96-160 threads */
+        test_groupnorm(dt, dt, 1, 96, 64, 72, 32, act); /* 3 channels a group of 2 chunks each (16-bit) */
+        test_groupnorm_at(dt, dt, 2, 64, 16, 16, 32, act, other, 0); /* mixed dtypes: the generic path */
+        test_groupnorm_at(dt, SDT_F32, 2, 64, 16, 16, 32, act, dt, 3); /* an unaligned view: the scalar path */
     }
+}
+
+/* GEGLU x [rows, 2C] -> [rows, C]; io_dt: out's, dout's and dx's dtype; offset as in make_at. */
+static void test_geglu(sdt_dtype dt, int64_t rows, int64_t C, sdt_dtype io_dt, int64_t offset)
+{
+    char what[96];
+    snprintf(what, sizeof what, "geglu %lldx%lld %s io %s offset %lld", (long long)rows, (long long)C, sdt_dtype_name(dt),
+             sdt_dtype_name(io_dt), (long long)offset);
+    pair x = MAKE_AT(offset, dt, 1, rows, 2 * C), out = MAKE_AT(offset, io_dt, 1, rows, C), dout = MAKE_AT(offset, io_dt, 1, rows, C),
+         dx = MAKE_AT(offset, io_dt, 1, rows, 2 * C);
+    RUN2(cpu->geglu_forward(cpu, &out.c, &x.c), gpu->geglu_forward(gpu, &out.g, &x.g), what);
+    compare(&out, tol_for2(dt, io_dt), what);
+    RUN2(cpu->geglu_backward(cpu, &dx.c, &dout.c, &x.c), gpu->geglu_backward(gpu, &dx.g, &dout.g, &x.g), what);
+    compare(&dx, tol_for2(dt, io_dt), what);
+    drop(&x), drop(&out), drop(&dout), drop(&dx);
+}
+
+/* out = a + b over n values; b_dt: b's dtype (mixed when not dt); alias: out is a. */
+static void test_add(sdt_dtype dt, int64_t n, sdt_dtype b_dt, int64_t offset, bool alias)
+{
+    char what[96];
+    snprintf(what, sizeof what, "add %lld %s + %s offset %lld%s", (long long)n, sdt_dtype_name(dt), sdt_dtype_name(b_dt),
+             (long long)offset, alias ? " in place" : "");
+    pair a = MAKE_AT(offset, dt, 1, n), b = MAKE_AT(offset, b_dt, 1, n), out = MAKE_AT(offset, dt, 1, n);
+    pair *o = alias ? &a : &out;
+    RUN2(cpu->add_forward(cpu, &o->c, &a.c, &b.c), gpu->add_forward(gpu, &o->g, &a.g, &b.g), what);
+    compare(o, tol_for2(dt, b_dt), what);
+    drop(&a), drop(&b), drop(&out);
+}
+
+/* add_channel (forward and its per-(batch, channel) sums) and concat_channels (forward, and the
+ * backward with both parts and with one) on [2, C, H, W]; offset as in make_at. */
+static void test_add_channel_concat(sdt_dtype dt, int64_t H, int64_t W, int64_t offset)
+{
+    char what[96];
+    snprintf(what, sizeof what, "add_channel/concat %lldx%lld %s offset %lld", (long long)H, (long long)W, sdt_dtype_name(dt),
+             (long long)offset);
+    pair h = MAKE_AT(offset, dt, 1, 2, 6, H, W), v = MAKE(dt, 1, 2, 6), dv = MAKE(SDT_F32, 1, 2, 6);
+    RUN2(cpu->add_channel_forward(cpu, &h.c, &v.c), gpu->add_channel_forward(gpu, &h.g, &v.g), what);
+    compare(&h, tol_for(dt), what);
+    RUN2(cpu->add_channel_backward(cpu, &dv.c, &h.c), gpu->add_channel_backward(gpu, &dv.g, &h.g), what);
+    compare(&dv, tol_for(dt), what);
+    pair a = MAKE_AT(offset, dt, 1, 2, 4, H, W), cat = MAKE_AT(offset, dt, 1, 2, 10, H, W), da = MAKE_AT(offset, dt, 1, 2, 4, H, W),
+         dh = MAKE_AT(offset, dt, 1, 2, 6, H, W);
+    RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g), what);
+    compare(&cat, tol_for(dt), what);
+    RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), what);
+    compare(&da, tol_for(dt), what);
+    compare(&dh, tol_for(dt), what);
+    RUN2(cpu->concat_channels_backward(cpu, NULL, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, NULL, &dh.g, &cat.g), what);
+    compare(&dh, tol_for(dt), what);
+    drop(&h), drop(&v), drop(&dv), drop(&a), drop(&cat), drop(&da), drop(&dh);
 }
 
 static void test_elementwise(sdt_dtype dt)
@@ -232,30 +348,40 @@ static void test_elementwise(sdt_dtype dt)
         compare(&dx, tol_for(dt), name);
         drop(&x), drop(&out), drop(&dout), drop(&dx);
     }
-    pair x = MAKE(dt, 1, 3, 10), out = MAKE(dt, 1, 3, 5), dout = MAKE(dt, 1, 3, 5), dx = MAKE(dt, 1, 3, 10);
-    RUN2(cpu->geglu_forward(cpu, &out.c, &x.c), gpu->geglu_forward(gpu, &out.g, &x.g), "geglu");
-    compare(&out, tol_for(dt), "geglu forward");
-    RUN2(cpu->geglu_backward(cpu, &dx.c, &dout.c, &x.c), gpu->geglu_backward(gpu, &dx.g, &dout.g, &x.g), "geglu bwd");
-    compare(&dx, tol_for(dt), "geglu backward");
-    drop(&x), drop(&out), drop(&dout), drop(&dx);
+    for (int k = 0; k < 3; k++) { /* SiLU (the UNet's) long enough for many vectors: aligned, mixed, unaligned */
+        sdt_dtype io = k == 1 ? (dt == SDT_F32 ? SDT_BF16 : SDT_F32) : dt;
+        int64_t off = k == 2 ? 1 : 0;
+        pair x = MAKE_AT(off, dt, 2, 4, 1003), out = MAKE_AT(off, io, 1, 4, 1003), dout = MAKE_AT(off, io, 1, 4, 1003),
+             dx = MAKE_AT(off, io, 1, 4, 1003);
+        const char *name = k == 0 ? "silu 4x1003" : k == 1 ? "silu 4x1003 mixed" : "silu 4x1003 unaligned";
+        RUN2(cpu->activation_forward(cpu, &out.c, &x.c, SDT_ACT_SILU), gpu->activation_forward(gpu, &out.g, &x.g, SDT_ACT_SILU), name);
+        compare(&out, tol_for2(dt, io), name);
+        RUN2(cpu->activation_backward(cpu, &dx.c, &dout.c, &x.c, SDT_ACT_SILU),
+             gpu->activation_backward(gpu, &dx.g, &dout.g, &x.g, SDT_ACT_SILU), name);
+        compare(&dx, tol_for2(dt, io), name);
+        drop(&x), drop(&out), drop(&dout), drop(&dx);
+    }
+    test_geglu(dt, 3, 5, dt, 0);      /* 5 columns: the scalar path */
+    test_geglu(dt, 37, 328, dt, 0);   /* 16-byte vectors */
+    test_geglu(dt, 5, 5120, dt, 0);   /* SDXL's widest GEGLU (1280 * 4) */
+    test_geglu(dt, 37, 328, dt == SDT_F32 ? SDT_BF16 : SDT_F32, 0); /* mixed dtypes: the generic path */
+    test_geglu(dt, 37, 328, dt, 1);   /* an unaligned view */
+    /* 8 * 131 + 3 values: vectors, then a tail of 3 */
+    test_add(dt, 1051, dt, 0, false);
+    test_add(dt, 1051, dt, 0, true); /* out is a */
+    test_add(dt, 1051, dt == SDT_F32 ? SDT_F16 : SDT_F32, 0, false); /* mixed dtypes */
+    test_add(dt, 1051, dt, 1, false); /* an unaligned view */
+    test_add_channel_concat(dt, 3, 5, 0); /* 15 values a channel: the scalar path */
+    test_add_channel_concat(dt, 8, 8, 0); /* 64: 16-byte vectors */
+    test_add_channel_concat(dt, 8, 8, 1); /* an unaligned view */
 
-    pair h = MAKE(dt, 1, 2, 6, 3, 5), v = MAKE(dt, 1, 2, 6), dv = MAKE(SDT_F32, 1, 2, 6);
-    RUN2(cpu->add_channel_forward(cpu, &h.c, &v.c), gpu->add_channel_forward(gpu, &h.g, &v.g), "add_channel");
-    compare(&h, tol_for(dt), "add_channel forward");
-    RUN2(cpu->add_channel_backward(cpu, &dv.c, &h.c), gpu->add_channel_backward(gpu, &dv.g, &h.g), "add_channel bwd");
-    compare(&dv, tol_for(dt), "add_channel backward");
-    pair a = MAKE(dt, 1, 2, 4, 3, 5), cat = MAKE(dt, 1, 2, 10, 3, 5), da = MAKE(dt, 1, 2, 4, 3, 5), dh = MAKE(dt, 1, 2, 6, 3, 5);
-    RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g), "concat");
-    compare(&cat, tol_for(dt), "concat forward");
-    RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), "concat bwd");
-    compare(&da, tol_for(dt), "concat backward a");
-    compare(&dh, tol_for(dt), "concat backward b");
+    pair h = MAKE(dt, 1, 2, 6, 3, 5);
     pair up = MAKE(dt, 1, 2, 6, 6, 10), dup = MAKE(dt, 1, 2, 6, 3, 5);
     RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g), "upsample");
     compare(&up, tol_for(dt), "upsample forward");
     RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g), "upsample bwd");
     compare(&dup, tol_for(dt), "upsample backward");
-    drop(&h), drop(&v), drop(&dv), drop(&a), drop(&cat), drop(&da), drop(&dh), drop(&up), drop(&dup);
+    drop(&h), drop(&up), drop(&dup);
 
     pair t = MAKE(SDT_F32, 300, 4), emb = MAKE(dt, 1, 4, 31);
     RUN2(cpu->timestep_embedding(cpu, &emb.c, &t.c, true, 0, 10000), gpu->timestep_embedding(gpu, &emb.g, &t.g, true, 0, 10000), "timestep");
@@ -378,9 +504,11 @@ int main(void)
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
     for (int i = 0; i < 3; i++) {
         test_linear(dts[i]);
-        test_conv(dts[i], 3, 1);
-        test_conv(dts[i], 3, 2);
-        test_conv(dts[i], 1, 1);
+        test_conv(dts[i], 3, 1, 13, 10);
+        test_conv(dts[i], 3, 2, 13, 10);
+        test_conv(dts[i], 1, 1, 13, 10);
+        test_conv(dts[i], 3, 1, 16, 16);
+        test_conv(dts[i], 3, 2, 16, 16);
         test_attention(dts[i], 2, 3, 8, 11, 11, true, true);
         test_attention(dts[i], 2, 3, 8, 13, 7, false, false);
         test_attention_model_shapes(dts[i]);
