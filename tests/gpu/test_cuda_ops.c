@@ -125,6 +125,29 @@ static void test_linear(sdt_dtype dt)
     test_linear_rows(dt, 111, 64); /* 64 outputs: the bias pass in 16-byte vectors */
 }
 
+/* A frozen layer's input gradient, written over a dx full of other values (the CPU's, the reference,
+ * zeroes first): dx in the operands' dtype (cuBLAS / cuDNN with beta 0) and in f32 (cuBLAS's f32
+ * output; cuDNN's mixed-dtype path, which accumulates into a zeroed dx). */
+static void test_input_grads(sdt_dtype dt)
+{
+    for (int f32_dx = 0; f32_dx < 2; f32_dx++) {
+        sdt_dtype dxt = f32_dx ? SDT_F32 : dt;
+        pair w = MAKE(dt, 0.2, 29, 45), dout = MAKE(dt, 1, 3, 37, 29), dx = MAKE(dxt, 3, 3, 37, 45);
+        RUN2(cpu->linear_input_grad(cpu, &dx.c, &dout.c, &w.c), gpu->linear_input_grad(gpu, &dx.g, &dout.g, &w.g),
+             "linear input grad");
+        compare(&dx, tol_for(dt), f32_dx ? "linear input grad (f32 dx)" : "linear input grad");
+        drop(&w), drop(&dout), drop(&dx);
+        for (int stride = 1; stride <= 2; stride++) {
+            int64_t H = 13, W = 10, OH = (H + 2 - 3) / stride + 1, OW = (W + 2 - 3) / stride + 1;
+            pair cw = MAKE(dt, 0.2, 11, 7, 3, 3), cd = MAKE(dt, 1, 2, 11, OH, OW), cdx = MAKE(dxt, 3, 2, 7, H, W);
+            RUN2(cpu->conv2d_input_grad(cpu, &cdx.c, &cd.c, &cw.c, stride, 1),
+                 gpu->conv2d_input_grad(gpu, &cdx.g, &cd.g, &cw.g, stride, 1), "conv input grad");
+            compare(&cdx, tol_for(dt), f32_dx ? "conv input grad (f32 dx)" : "conv input grad");
+            drop(&cw), drop(&cd), drop(&cdx);
+        }
+    }
+}
+
 /* H x W = 13 x 10 leaves the bias passes' scalar path; 16 x 16 (outputs of 256 or 64 values) their 16-byte vectors. */
 static void test_conv(sdt_dtype dt, int k, int stride, int64_t H, int64_t W)
 {
@@ -504,6 +527,7 @@ int main(void)
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
     for (int i = 0; i < 3; i++) {
         test_linear(dts[i]);
+        test_input_grads(dts[i]);
         test_conv(dts[i], 3, 1, 13, 10);
         test_conv(dts[i], 3, 2, 13, 10);
         test_conv(dts[i], 1, 1, 13, 10);
