@@ -1,6 +1,9 @@
 /* ops_cuda.c - times the CUDA backend's heaviest ops at SD 1.5 shapes (512x512 images, so
- * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64), forward and
- * backward, in bf16 on random inputs, and prints where a training step's time can go.
+ * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64) and SDXL's
+ * self-attention (1024x1024 images: 4096 tokens x 10 heads and 1024 tokens x 20 heads, head
+ * dim 64), forward and backward, in bf16 on random inputs, and prints where a training
+ * step's time can go, with attention's TFLOP/s (FlashAttention's count: forward
+ * 4 B H Tq Tk D, backward 2.5 times that).
  * Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -59,6 +62,7 @@ static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
 typedef struct result {
     const char *name;
     double fwd_ms, bwd_ms;
+    double fwd_flop; /* attention only (0 for the other ops) */
 } result;
 
 /* Median of 7 timed calls after 2 warm-ups; f runs the op once. */
@@ -108,7 +112,7 @@ static result bench_attention(const char *name, int B, int Tq, int Tk, int C, in
     attn_ctx a = {DEVR(SDT_BF16, B, Tq, C), DEVR(SDT_BF16, B, Tk, C), DEVR(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
                   DEVR(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C),
                   DEV(SDT_F32, B, heads, Tq), heads};
-    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a)};
+    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 4.0 * B * Tq * Tk * (double)C};
     sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
     for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
     return r;
@@ -174,7 +178,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ops_cuda: %s\n", err);
         return 1;
     }
-    result r[32];
+    result r[40];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
         char *names[7];
@@ -194,13 +198,28 @@ int main(int argc, char **argv)
         r[n++] = bench_conv(names[5], B, 320, 64);
         r[n++] = bench_groupnorm(names[6], B, 320, 64);
     }
+    for (int B = 1; B <= 4; B *= 4) { /* SDXL at 1024x1024: 128x128 latents, attention at 64x64 and 32x32 */
+        char *names[2];
+        for (int i = 0; i < 2; i++) names[i] = malloc(64);
+        snprintf(names[0], 64, "sdxl self-attn 4096x640 h10 b%d", B);
+        snprintf(names[1], 64, "sdxl self-attn 1024x1280 h20 b%d", B);
+        r[n++] = bench_attention(names[0], B, 4096, 4096, 640, 10);
+        r[n++] = bench_attention(names[1], B, 1024, 1024, 1280, 20);
+    }
     FILE *j = fopen(out, "w");
-    printf("%-30s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms");
+    printf("%-34s %10s %10s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
     if (j) fprintf(j, "{\"dtype\": \"bf16\", \"results\": [\n");
     for (int i = 0; i < n; i++) {
-        printf("%-30s %10.3f %10.3f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
-        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f}%s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms,
-                       i + 1 < n ? "," : "");
+        /* TFLOP/s = flop / (ms * 1e9) */
+        const double tf_f = r[i].fwd_flop / (r[i].fwd_ms * 1e9), tf_b = 2.5 * r[i].fwd_flop / (r[i].bwd_ms * 1e9);
+        if (r[i].fwd_flop > 0)
+            printf("%-34s %10.3f %10.3f %10.1f %10.1f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms, tf_f, tf_b);
+        else
+            printf("%-34s %10.3f %10.3f %10s %10s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms, "-", "-");
+        if (j)
+            fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}%s\n",
+                    r[i].name, r[i].fwd_ms, r[i].bwd_ms, r[i].fwd_flop > 0 ? tf_f : 0.0, r[i].fwd_flop > 0 ? tf_b : 0.0,
+                    i + 1 < n ? "," : "");
     }
     if (j) {
         fprintf(j, "]}\n");
