@@ -136,7 +136,7 @@ static result bench_conv(const char *name, int B, int C, int H)
 {
     conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H),
                   DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k)};
+    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k), 0.0};
     sdt_tensor *all[6] = {&k.x, &k.w, &k.b, &k.y, &k.dy, &k.dx};
     for (int i = 0; i < 6; i++) be->free(be, all[i]->data);
     return r;
@@ -160,7 +160,7 @@ static result bench_groupnorm(const char *name, int B, int C, int H)
 {
     gn_ctx n = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
                 DEV(SDT_F32, B, 32), DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n)};
+    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n), 0.0};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
