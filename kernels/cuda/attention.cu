@@ -293,8 +293,9 @@ enum { TC_ROWS = 64, TC_WARPS = 4, TC_THREADS = 128 };
 
 /* Head dim padded to the mma's k of 16, and the shared-memory row stride: 16 bytes of
  * padding put the 8 rows one ldmatrix reads in 8 different bank groups. */
-/* Backward's streamed tile pairs are double-buffered up to head dim 80 (6 tiles, 68 KB); at 160
- * one buffer (4 tiles, 86 KB) keeps them under the 99 KB a block gets on sm_86/sm_89. */
+/* The streamed tile pairs are double-buffered up to head dim 80 (at most 6 tiles of 64 rows
+ * with the resident ones, 90 KB in dQ); at 160 one buffer (4 tiles, 86 KB in backward) keeps
+ * a block under the 99 KB it gets on sm_86/sm_89. */
 __host__ __device__ constexpr int tc_stream_buffers(int D) { return D <= 80 ? 2 : 1; }
 /* m-tiles of 16 rows per warp (the block's resident rows are 64 of them): with 2, each B
  * fragment read from shared memory feeds two mma, which is what keeps the tensor cores busy
@@ -310,6 +311,9 @@ template <int D> struct tc_dims {
     static constexpr int TILE = TC_ROWS * LD; /* elements of one [64, DP] tile */
     static constexpr int NBUF = tc_stream_buffers(D);
     static constexpr int FWD_MT = tc_fwd_mt(D), DKDV_MT = tc_dkdv_mt(D), DQ_MT = tc_dq_mt(D);
+    /* Forward keeps the Q fragments in registers across the key tiles, except at 80 with two
+     * m-tiles, where reading them again per tile is what keeps o and the scores out of local memory. */
+    static constexpr bool FWD_HOLD_Q = !(D == 80 && FWD_MT == 2);
     /* Backward takes each streamed tile of 64 in steps of STEP rows (fewer live score registers);
      * HOLD keeps the resident rows' A fragments (K and V, or Q and dO) in registers for the
      * whole kernel instead of reading them from shared memory again at every step. */
@@ -429,7 +433,7 @@ __device__ __forceinline__ void tc_load_tile(T *tile, const void *src, int b, in
     }
 }
 
-/* Tile t of a backward stream of pairs (x, y) lives in buffer t % NBUF. With two buffers
+/* Tile t of a stream of pairs (x, y) (K and V, or Q and dO) lives in buffer t % NBUF. With two
  * buffers step t + 1 is copied while step t computes; with one, after it. */
 template <typename T, int D> struct tc_stream {
     T *x; /* NBUF consecutive pairs of tiles: x0, y0, x1, y1 */
@@ -536,9 +540,10 @@ __device__ __forceinline__ void tc_two_products(float (&s)[MT][NN][4], float (&d
 }
 
 /* Forward: block = 64 MT query rows of one head, warp = MT m-tiles of 16 consecutive rows;
- * K and V tiles of 64 keys stream through shared memory, the next K copy overlapping the
- * softmax and P V, the next V copy overlapping the next Q K^T. The scores stay unscaled
- * until the exponent, where scale * log2(e) is folded into one fma. */
+ * K and V tiles of 64 keys stream through shared memory, double-buffered up to head dim 80
+ * (the next pair copied while this one computes, one barrier per tile), single at 160 (copied
+ * after). The scores stay unscaled until the exponent, where scale * log2(e) is folded into
+ * one fma. */
 template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
 {
@@ -546,16 +551,15 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
     constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = DP / 8, MT = dims::FWD_MT;
     constexpr int ROWS = TC_ROWS * MT;
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    T *sQ = reinterpret_cast<T *>(tc_smem), *sK = sQ + ROWS * LD, *sV = sK + dims::TILE;
+    T *sQ = reinterpret_cast<T *>(tc_smem);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     const int q0 = blockIdx.x * ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
     const int wrow0 = q0 + warp * 16 * MT; /* the warp's first row */
     const int Tk = a.s.Tk, n_tiles_all = (Tk + TC_ROWS - 1) / TC_ROWS;
     const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
+    const tc_stream<T, D> kv = {sQ + ROWS * LD, a.k, a.v, b, h, Tk, a.s.H};
     tc_load_tile<T, D, ROWS>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
-    tc_load_tile<T, D, TC_ROWS>(sK, a.k, b, h, 0, Tk, a.s.H);
-    cp_async_commit();
-    tc_load_tile<T, D, TC_ROWS>(sV, a.v, b, h, 0, Tk, a.s.H);
+    kv.issue(0);
     cp_async_commit();
     const float sl2 = a.s.scale * ATTN_LOG2E;
     float o[MT][ND][4];
@@ -565,15 +569,15 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
     for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
     uint32_t qf[MT][KQ][4];
     for (int t = 0; t < n_tiles; t++) {
-        cp_async_wait<1>();
-        __syncthreads();
-        if (t == 0) tc_load_a<LD>(qf, sQ, warp * 16 * MT);
+        cp_async_wait<0>();
+        __syncthreads(); /* tile t has landed for every thread, and every warp is done with tile t - 1 */
+        if (dims::NBUF == 2 && t + 1 < n_tiles) kv.issue(t + 1); /* into the buffer tile t - 1 used */
+        cp_async_commit();
+        if (t == 0 || !dims::FWD_HOLD_Q) tc_load_a<LD>(qf, sQ, warp * 16 * MT);
+        const T *sK = kv.x_at(t), *sV = kv.y_at(t);
         float s[MT][NT][4];
         tc_zero(s);
         tc_gemm<T, LD, KQ, NT / 2, false>(s, qf, sK, 0, 0);
-        __syncthreads();
-        if (t + 1 < n_tiles) tc_load_tile<T, D, TC_ROWS>(sK, a.k, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
-        cp_async_commit();
         /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n*8 + tig*2 + (e & 1);
          * the mask is applied only on tiles that reach past Tk or past the warp's first row (causal) */
         const int k0 = t * TC_ROWS;
@@ -618,12 +622,12 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
         }
         uint32_t pf[MT][TC_ROWS / 16][4];
         tc_acc_to_a<T>(pf, s);
-        cp_async_wait<1>();
-        __syncthreads();
         tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(o, pf, sV, 0, 0);
-        __syncthreads();
-        if (t + 1 < n_tiles) tc_load_tile<T, D, TC_ROWS>(sV, a.v, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
-        cp_async_commit();
+        if (dims::NBUF == 1 && t + 1 < n_tiles) {
+            __syncthreads();
+            kv.issue(t + 1);
+            cp_async_commit();
+        }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -919,7 +923,7 @@ static size_t tc_tile_bytes(int D) { return (size_t)TC_ROWS * ((D + 15) / 16 * 1
 static int tc_fwd_rows(int D) { return TC_ROWS * tc_fwd_mt(D); }
 static int tc_dkdv_rows(int D) { return TC_ROWS * tc_dkdv_mt(D); }
 static int tc_dq_rows(int D) { return TC_ROWS * tc_dq_mt(D); }
-static size_t tc_fwd_smem(int D) { return (size_t)(tc_fwd_mt(D) + 2) * tc_tile_bytes(D); }
+static size_t tc_fwd_smem(int D) { return (size_t)(tc_fwd_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D); }
 static size_t tc_dkdv_smem(int D)
 {
     return (size_t)(2 * tc_dkdv_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D) + 2 * TC_ROWS * sizeof(float);
