@@ -8,10 +8,13 @@
  * tiles writes dQ), so results are deterministic and no atomics are needed.
  *
  * Two implementations of the same algorithm:
- *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 64 query rows
- *    (or keys) per block, 16 per warp, mma.sync m16n8k16 with fp32 accumulators fed by
- *    ldmatrix from shared memory; the probabilities go from the accumulators straight
- *    into the next product's operand registers.
+ *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 4 warps per block,
+ *    each owning one or two m-tiles of 16 resident rows (query rows in forward and dQ, keys
+ *    in dK/dV: 128 rows per block where the registers allow, else 64; tc_dims says which),
+ *    the other side streaming through shared memory in double-buffered tiles of 64 rows;
+ *    mma.sync m16n8k16 with fp32 accumulators fed by ldmatrix, each B fragment shared by
+ *    the warp's m-tiles; the probabilities go from the accumulators straight into the next
+ *    product's operand registers.
  *  - a scalar fp32 path for everything else (f32 tensors, mixed dtypes, other head dims
  *    up to 512 such as the VAE's single 512-wide head, GPUs before sm_80): a warp per
  *    row, a lane per key, the same recurrence.
@@ -293,9 +296,9 @@ enum { TC_ROWS = 64, TC_WARPS = 4, TC_THREADS = 128 };
 
 /* Head dim padded to the mma's k of 16, and the shared-memory row stride: 16 bytes of
  * padding put the 8 rows one ldmatrix reads in 8 different bank groups. */
-/* The streamed tile pairs are double-buffered up to head dim 80 (at most 6 tiles of 64 rows
- * with the resident ones, 90 KB in dQ); at 160 one buffer (4 tiles, 86 KB in backward) keeps
- * a block under the 99 KB it gets on sm_86/sm_89. */
+/* The streamed tile pairs are double-buffered up to head dim 80 (with the resident rows at most
+ * 8 tiles of 64 rows, 88 KiB in dQ at 80); at 160 one buffer (4 tiles, 84.5 KiB in backward)
+ * keeps a block under the 99 KiB it gets on sm_86/sm_89. */
 __host__ __device__ constexpr int tc_stream_buffers(int D) { return D <= 80 ? 2 : 1; }
 /* m-tiles of 16 rows per warp (the block's resident rows are 64 of them): with 2, each B
  * fragment read from shared memory feeds two mma, which is what keeps the tensor cores busy

@@ -161,9 +161,9 @@ static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq
 /* The tensor-core kernels' tile edges at every head dim they take (blocks of 128 query rows, two
  * 16-row m-tiles per warp, in forward and dQ up to head dim 80; 128 keys per dK/dV block up to
  * 64; 64 elsewhere): token counts at, just over and just under those multiples, a warp whose
- * second m-tile lies past Tq, a single query row, causal masks across several key tiles,
- * cross-attention's 77 keys, and dK/dV query splits of which some are empty. Gradients start at
- * zero. */
+ * second m-tile lies past Tq, a single query row, fewer keys than one tile, causal masks across
+ * several key tiles, cross-attention's 77 keys, and dK/dV query splits of which some are empty.
+ * Gradients start at zero. */
 static void test_attention_tile_edges(sdt_dtype dt)
 {
     static const int64_t dims[4] = {40, 64, 80, 160};
@@ -176,6 +176,7 @@ static void test_attention_tile_edges(sdt_dtype dt)
         test_attention_grads(dt, 2, 1, D, 256, 77, false, true, true);
     }
     test_attention_grads(dt, 1, 2, 40, 1, 70, false, true, true);
+    test_attention_grads(dt, 1, 2, 64, 150, 13, false, true, true); /* fewer keys than one tile */
     test_attention_grads(dt, 1, 1, 64, 1280, 77, false, true, true); /* 20 query tiles over 16 splits */
     test_attention_grads(dt, 2, 3, 64, 300, 300, true, false, true);
 }
