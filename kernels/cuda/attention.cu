@@ -822,18 +822,31 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
             if (a.s.causal && k0 + n0 > wrow0 + 16 * MT - 1) continue; /* every key of the step is after the warp's rows */
             float s[MT][NS][4], dp[MT][NS][4];
             tc_two_products<T, D, HOLD>(s, dp, qf, of, sQ, sO, warp * 16 * MT, sK, sV, n0); /* S = Q K^T, dP = dO V^T */
-            /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n0 + n*8 + tig*2 + (e & 1) */
+            /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n0 + n*8 + tig*2 + (e & 1);
+             * the mask is applied only on steps that reach past Tk or past the warp's first row (causal) */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int n = 0; n < NS; n++)
 #pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int key = k0 + n0 + n * 8 + tig * 2 + (e & 1);
-                        const bool masked = key >= Tk || (a.s.causal && key > wrow0 + mt * 16 + g + 8 * (e >> 1));
-                        const float p = masked ? 0.0f : exp2_ftz(fmaf(s[mt][n][e], sl2, -lse2[mt][e >> 1]));
-                        dp[mt][n][e] = p * (dp[mt][n][e] - delta[mt][e >> 1]);
-                    }
+                    for (int e = 0; e < 4; e++) s[mt][n][e] = exp2_ftz(fmaf(s[mt][n][e], sl2, -lse2[mt][e >> 1]));
+            if (k0 + n0 + STEP > Tk || (a.s.causal && k0 + n0 + STEP - 1 > wrow0)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int n = 0; n < NS; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int key = k0 + n0 + n * 8 + tig * 2 + (e & 1);
+                            if (key >= Tk || (a.s.causal && key > wrow0 + mt * 16 + g + 8 * (e >> 1))) s[mt][n][e] = 0.0f;
+                        }
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) dp[mt][n][e] = s[mt][n][e] * (dp[mt][n][e] - delta[mt][e >> 1]);
             uint32_t pf[MT][NS / 2][4];
             tc_acc_to_a<T>(pf, dp);
             tc_gemm<T, LD, NS / 2, DP / 16, true>(dq, pf, sK, n0, 0); /* dQ += dS K */
