@@ -312,6 +312,8 @@ template <int D> struct tc_dims {
     static constexpr int DP = (D + 15) / 16 * 16;
     static constexpr int LD = DP + 8;
     static constexpr int TILE = TC_ROWS * LD; /* elements of one [64, DP] tile */
+    static constexpr int NDU = (D + 7) / 8;         /* n-tiles of 8 a head-dim-wide result needs */
+    static constexpr bool KHALF = D % 16 == 8;      /* the last k step over the head dim is 8 wide */
     static constexpr int NBUF = tc_stream_buffers(D);
     static constexpr int FWD_MT = tc_fwd_mt(D), DKDV_MT = tc_dkdv_mt(D), DQ_MT = tc_dq_mt(D);
     /* Forward keeps the Q fragments in registers across the key tiles, except at 80 with two
@@ -384,6 +386,23 @@ __device__ __forceinline__ float exp2_ftz(float x)
     return y;
 }
 
+/* c += a b for one 16x8x8 product (a: the first two registers of a 16x16 fragment, its columns 0..7). */
+template <typename T> __device__ __forceinline__ void mma16808(float *c, const uint32_t *a, uint32_t b0);
+#if SDT_TC_ARCH
+#define SDT_MMA8_ASM(type)                                                                                          \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "       \
+                 "{%0,%1,%2,%3};\n"                                                                                  \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(b0))
+#else
+#define SDT_MMA8_ASM(type) (void)c, (void)a, (void)b0
+#endif
+template <> __device__ __forceinline__ void mma16808<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0)
+{
+    SDT_MMA8_ASM("bf16");
+}
+template <> __device__ __forceinline__ void mma16808<__half>(float *c, const uint32_t *a, uint32_t b0) { SDT_MMA8_ASM("f16"); }
+
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* Four 8x8 matrices (transposed with TRANS); lane l gives the address of row (l & 7) of matrix l >> 3. */
@@ -398,6 +417,19 @@ template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t *r, const
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(smem_addr(p)));
+#endif
+}
+
+/* Two 8x8 matrices (transposed with TRANS); lanes 0..15 give the addresses, lane l row (l & 7) of matrix l >> 3. */
+template <bool TRANS> __device__ __forceinline__ void ldsm_x2(uint32_t *r, const void *p)
+{
+#if SDT_TC_ARCH
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
 #endif
 }
 
@@ -451,22 +483,35 @@ template <typename T, int D> struct tc_stream {
     }
 };
 
-/* acc[m] [16, 8 * 2 * NP] += A[m] (16 x 16 * KS, a fragment per k step) B for the warp's MT
- * m-tiles, each B fragment loaded once and used by every m-tile (with MT = 2, half the
- * shared-memory reads per mma). B's k rows are the tile's rows (trans: B[k][n] = tile[k][n],
- * e.g. V) or its columns (B[k][n] = tile[n][k], e.g. K in Q K^T). n0 and k0 select the
- * tile's corner. */
-template <typename T, int LD, int KS, int NP, bool TRANS, int MT, int NA, int KA>
+/* acc[m] [16, 8 NN] += A[m] (16 x 16 * KS, a fragment per k step) B for the warp's MT m-tiles,
+ * each B fragment loaded once and used by every m-tile (with MT = 2, half the shared-memory
+ * reads per mma). B's k rows are the tile's rows (trans: B[k][n] = tile[k][n], e.g. V) or its
+ * columns (B[k][n] = tile[n][k], e.g. K in Q K^T). n0 and k0 select the tile's corner. A head
+ * dim of 40 needs neither the padded 6th n-tile of 8 (an odd NN: trans products, whose n is the
+ * head dim) nor the upper half of the last k step (KHALF: m16n8k8 there, for products whose k is
+ * the head dim), which saves a sixth of the mma at SD 1.x's most common width. */
+template <typename T, int LD, int KS, int NN, bool TRANS, bool KHALF, int MT, int NA, int KA>
 __device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_t (&a)[MT][KA][4], const T *tile, int k0,
                                         int n0)
 {
-    static_assert(NA >= 2 * NP && KA >= KS, "fragment arrays too small");
+    static_assert(NA >= NN && KA >= KS, "fragment arrays too small");
+    static_assert(TRANS || NN % 2 == 0, "an odd n-tile count is for trans products");
+    static_assert(!(TRANS && KHALF), "a half k step is for products whose k is the head dim");
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++)
+    for (int ks = 0; ks < KS; ks++) {
 #pragma unroll
-        for (int np = 0; np < NP; np++) {
+        for (int np = 0; np < NN / 2; np++) {
             uint32_t b[4];
+            if (KHALF && ks == KS - 1) { /* columns k0 + 16 ks .. + 8 of the rows of both n-tiles */
+                ldsm_x2<false>(b, tile + (n0 + np * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + k0 + ks * 16);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    mma16808<T>(accum[m][2 * np], a[m][ks], b[0]);
+                    mma16808<T>(accum[m][2 * np + 1], a[m][ks], b[1]);
+                }
+                continue;
+            }
             if (TRANS)
                 ldsm_x4<true>(b, tile + (k0 + ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + np * 16 +
                                      (lane >> 4) * 8);
@@ -479,6 +524,13 @@ __device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_
                 mma16816<T>(accum[m][2 * np + 1], a[m][ks], b[2], b[3]);
             }
         }
+        if (NN % 2) { /* the last n-tile alone: k rows 0..15 of its 8 columns */
+            uint32_t b[2];
+            ldsm_x2<true>(b, tile + (k0 + ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + (NN - 1) * 8);
+#pragma unroll
+            for (int m = 0; m < MT; m++) mma16816<T>(accum[m][NN - 1], a[m][ks], b[0], b[1]);
+        }
+    }
 }
 
 /* A fragments of the warp's MT m-tiles (rows row0 + 16 m ..) of a tile, KS steps of 16 columns. */
@@ -531,14 +583,14 @@ __device__ __forceinline__ void tc_two_products(float (&s)[MT][NN][4], float (&d
     tc_zero(s);
     tc_zero(dp);
     if (HOLD) {
-        tc_gemm<T, LD, KQ, NN / 2, false>(s, a1f, b1, 0, n0);
-        tc_gemm<T, LD, KQ, NN / 2, false>(dp, a2f, b2, 0, n0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(s, a1f, b1, 0, n0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(dp, a2f, b2, 0, n0);
     } else {
         uint32_t af[MT][KQ][4];
         tc_load_a<LD>(af, a1, row0);
-        tc_gemm<T, LD, KQ, NN / 2, false>(s, af, b1, 0, n0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(s, af, b1, 0, n0);
         tc_load_a<LD>(af, a2, row0);
-        tc_gemm<T, LD, KQ, NN / 2, false>(dp, af, b2, 0, n0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(dp, af, b2, 0, n0);
     }
 }
 
@@ -551,7 +603,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = DP / 8, MT = dims::FWD_MT;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = dims::NDU, MT = dims::FWD_MT;
     constexpr int ROWS = TC_ROWS * MT;
     extern __shared__ __align__(16) unsigned char tc_smem[];
     T *sQ = reinterpret_cast<T *>(tc_smem);
@@ -580,7 +632,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
         const T *sK = kv.x_at(t), *sV = kv.y_at(t);
         float s[MT][NT][4];
         tc_zero(s);
-        tc_gemm<T, LD, KQ, NT / 2, false>(s, qf, sK, 0, 0);
+        tc_gemm<T, LD, KQ, NT, false, dims::KHALF>(s, qf, sK, 0, 0);
         /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n*8 + tig*2 + (e & 1);
          * the mask is applied only on tiles that reach past Tk or past the warp's first row (causal) */
         const int k0 = t * TC_ROWS;
@@ -625,7 +677,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
         }
         uint32_t pf[MT][TC_ROWS / 16][4];
         tc_acc_to_a<T>(pf, s);
-        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(o, pf, sV, 0, 0);
+        tc_gemm<T, LD, TC_ROWS / 16, ND, true, false>(o, pf, sV, 0, 0);
         if (dims::NBUF == 1 && t + 1 < n_tiles) {
             __syncthreads();
             kv.issue(t + 1);
@@ -660,7 +712,7 @@ template <int D>
 __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, int dt, float *partial, int b, int h,
                                               int row0, int rows_total, int H, float alpha)
 {
-    constexpr int ND = tc_dims<D>::DP / 8;
+    constexpr int ND = tc_dims<D>::NDU;
     const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -690,7 +742,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = DP / 8, MT = dims::DKDV_MT, STEP = dims::DKDV_STEP;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DKDV_MT, STEP = dims::DKDV_STEP;
     constexpr int KROWS = TC_ROWS * MT, NS = STEP / 8;
     constexpr bool HOLD = dims::DKDV_HOLD;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -751,9 +803,9 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
                     }
             uint32_t pf[MT][NS / 2][4];
             tc_acc_to_a<T>(pf, s);
-            tc_gemm<T, LD, NS / 2, DP / 16, true>(dv, pf, sO, n0, 0); /* dV += P^T dO */
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dv, pf, sO, n0, 0); /* dV += P^T dO */
             tc_acc_to_a<T>(pf, dp);
-            tc_gemm<T, LD, NS / 2, DP / 16, true>(dk, pf, sQ, n0, 0); /* dK += dS^T Q */
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dk, pf, sQ, n0, 0); /* dK += dS^T Q */
         }
         __syncthreads();
         if (dims::NBUF == 1 && t + 1 < t_end) qo.issue(t + 1);
@@ -774,7 +826,7 @@ template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = DP / 8, MT = dims::DQ_MT, STEP = dims::DQ_STEP;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DQ_MT, STEP = dims::DQ_STEP;
     constexpr int QROWS = TC_ROWS * MT, NS = STEP / 8;
     constexpr bool HOLD = dims::DQ_HOLD;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -849,7 +901,7 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
                     for (int e = 0; e < 4; e++) dp[mt][n][e] = s[mt][n][e] * (dp[mt][n][e] - delta[mt][e >> 1]);
             uint32_t pf[MT][NS / 2][4];
             tc_acc_to_a<T>(pf, dp);
-            tc_gemm<T, LD, NS / 2, DP / 16, true>(dq, pf, sK, n0, 0); /* dQ += dS K */
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dq, pf, sK, n0, 0); /* dQ += dS K */
         }
         __syncthreads();
         if (dims::NBUF == 1 && t + 1 < n_tiles) kv.issue(t + 1);
