@@ -181,6 +181,48 @@ static void test_attention_tile_edges(sdt_dtype dt)
     test_attention_grads(dt, 2, 3, 64, 300, 300, true, false, true);
 }
 
+/* The GPU copy's bytes (malloc'd). */
+static void *gpu_bytes(const pair *p)
+{
+    void *raw = malloc(sdt_tensor_nbytes(&p->g));
+    gpu->synchronize(gpu);
+    gpu->download(gpu, raw, p->g.data, sdt_tensor_nbytes(&p->g));
+    return raw;
+}
+
+/* The fused attention twice on the same inputs gives the same bits, as replayed runs must: no
+ * atomics, dK/dV's query splits summed in a fixed order (Tq 1280 over 77 keys splits). */
+static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk)
+{
+    const int64_t HD = H * D;
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), dout = MAKE(dt, 1, B, Tq, HD);
+    void *first[5] = {NULL};
+    for (int run = 0; run < 2; run++) {
+        pair out = MAKE(dt, 1, B, Tq, HD), lse = MAKE(SDT_F32, 1, B, H, Tq);
+        pair dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+        pair *res[5] = {&out, &lse, &dq, &dk, &dv};
+        for (int i = 2; i < 5; i++) gpu->zero(gpu, &res[i]->g);
+        CHECK(gpu->attention_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, H, false) == 0, "replay forward: %s",
+              gpu->error.message);
+        CHECK(gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, H, false) == 0,
+              "replay backward: %s", gpu->error.message);
+        for (int i = 0; i < 5; i++) {
+            void *bytes = gpu_bytes(res[i]);
+            if (run == 0) {
+                first[i] = bytes;
+            } else {
+                CHECK(memcmp(first[i], bytes, sdt_tensor_nbytes(&res[i]->g)) == 0,
+                      "attention %s D%lld Tq%lld Tk%lld: output %d differs between two identical runs", sdt_dtype_name(dt),
+                      (long long)D, (long long)Tq, (long long)Tk, i);
+                free(first[i]);
+                free(bytes);
+            }
+            drop(res[i]);
+        }
+    }
+    drop(&q), drop(&k), drop(&v), drop(&dout);
+}
+
 /* The shapes the models run, at shorter sequences (partial 64-row tiles included). */
 static void test_attention_model_shapes(sdt_dtype dt)
 {
@@ -420,6 +462,8 @@ int main(void)
         test_attention(dts[i], 2, 3, 8, 13, 7, false, false);
         test_attention_model_shapes(dts[i]);
         test_attention_tile_edges(dts[i]);
+        test_attention_replay(dts[i], 2, 2, 40, 300, 300);
+        test_attention_replay(dts[i], 1, 2, 64, 1280, 77);
         test_norms(dts[i]);
         test_elementwise(dts[i]);
         test_transpose(dts[i]);
