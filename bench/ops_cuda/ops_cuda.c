@@ -1,9 +1,6 @@
 /* ops_cuda.c - times the CUDA backend's heaviest ops at SD 1.5 shapes (512x512 images, so
- * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64) and SDXL's
- * self-attention (1024x1024 images: 4096 tokens x 10 heads and 1024 tokens x 20 heads, head
- * dim 64), forward and backward, in bf16 on random inputs, and prints where a training
- * step's time can go, with attention's TFLOP/s (FlashAttention's count: forward
- * 4 B H Tq Tk D, backward 2.5 times that).
+ * 64x64 latents; attention at every UNet level, and SD 2.x's head dim 64), forward and
+ * backward, in bf16 on random inputs, and prints where a training step's time can go.
  * Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -62,7 +59,6 @@ static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
 typedef struct result {
     const char *name;
     double fwd_ms, bwd_ms;
-    double fwd_flop; /* attention only (0 for the other ops) */
 } result;
 
 /* Median of 7 timed calls after 2 warm-ups; f runs the op once. */
@@ -90,7 +86,10 @@ static double time_ms(op_fn f, void *ctx)
     return t[3];
 }
 
-/* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does. */
+/* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does.
+ * Each attention shape also prints its TFLOP/s as it is timed (FlashAttention's count: forward
+ * 4 B Tq Tk H D, backward 2.5 times that), to set against FlashAttention-2's ~300 forward and
+ * ~200 backward at head dim 64 on an H100. */
 typedef struct attn_ctx {
     sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
     int heads;
@@ -112,9 +111,11 @@ static result bench_attention(const char *name, int B, int Tq, int Tk, int C, in
     attn_ctx a = {DEVR(SDT_BF16, B, Tq, C), DEVR(SDT_BF16, B, Tk, C), DEVR(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
                   DEVR(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C),
                   DEV(SDT_F32, B, heads, Tq), heads};
-    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 4.0 * B * Tq * Tk * (double)C};
+    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a)};
     sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
     for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+    const double flop = 4.0 * B * Tq * Tk * (double)C; /* C = H D */
+    printf("%-40s fwd %7.1f TFLOP/s   bwd %7.1f TFLOP/s\n", name, flop / (r.fwd_ms * 1e9), 2.5 * flop / (r.bwd_ms * 1e9));
     return r;
 }
 
@@ -136,7 +137,7 @@ static result bench_conv(const char *name, int B, int C, int H)
 {
     conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H),
                   DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k), 0.0};
+    result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k)};
     sdt_tensor *all[6] = {&k.x, &k.w, &k.b, &k.y, &k.dy, &k.dx};
     for (int i = 0; i < 6; i++) be->free(be, all[i]->data);
     return r;
@@ -160,7 +161,7 @@ static result bench_groupnorm(const char *name, int B, int C, int H)
 {
     gn_ctx n = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
                 DEV(SDT_F32, B, 32), DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
-    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n), 0.0};
+    result r = {name, time_ms(gn_f, &n), time_ms(gn_b, &n)};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "ops_cuda: %s\n", err);
         return 1;
     }
-    result r[40];
+    result r[32];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
         char *names[7];
@@ -197,29 +198,22 @@ int main(int argc, char **argv)
         r[n++] = bench_attention(names[4], B, 4096, 4096, 320, 5);
         r[n++] = bench_conv(names[5], B, 320, 64);
         r[n++] = bench_groupnorm(names[6], B, 320, 64);
-    }
-    for (int B = 1; B <= 4; B *= 4) { /* SDXL at 1024x1024: 128x128 latents, attention at 64x64 and 32x32 */
-        char *names[2];
-        for (int i = 0; i < 2; i++) names[i] = malloc(64);
-        snprintf(names[0], 64, "sdxl self-attn 4096x640 h10 b%d", B);
-        snprintf(names[1], 64, "sdxl self-attn 1024x1280 h20 b%d", B);
-        r[n++] = bench_attention(names[0], B, 4096, 4096, 640, 10);
-        r[n++] = bench_attention(names[1], B, 1024, 1024, 1280, 20);
+        /* SDXL at 1024x1024 (128x128 latents), batch 1 and 4: self-attention at 64x64 (10 heads)
+         * and 32x32 (20 heads), head dim 64 */
+        const int xb = B == 1 ? 1 : 4;
+        char *xl[2] = {malloc(64), malloc(64)};
+        snprintf(xl[0], 64, "sdxl self-attn 4096x640 h10 b%d", xb);
+        snprintf(xl[1], 64, "sdxl self-attn 1024x1280 h20 b%d", xb);
+        r[n++] = bench_attention(xl[0], xb, 4096, 4096, 640, 10);
+        r[n++] = bench_attention(xl[1], xb, 1024, 1024, 1280, 20);
     }
     FILE *j = fopen(out, "w");
-    printf("%-34s %10s %10s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s");
+    printf("%-30s %10s %10s\n", "op (bf16)", "fwd ms", "bwd ms");
     if (j) fprintf(j, "{\"dtype\": \"bf16\", \"results\": [\n");
     for (int i = 0; i < n; i++) {
-        /* TFLOP/s = flop / (ms * 1e9) */
-        const double tf_f = r[i].fwd_flop / (r[i].fwd_ms * 1e9), tf_b = 2.5 * r[i].fwd_flop / (r[i].bwd_ms * 1e9);
-        if (r[i].fwd_flop > 0)
-            printf("%-34s %10.3f %10.3f %10.1f %10.1f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms, tf_f, tf_b);
-        else
-            printf("%-34s %10.3f %10.3f %10s %10s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms, "-", "-");
-        if (j)
-            fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}%s\n",
-                    r[i].name, r[i].fwd_ms, r[i].bwd_ms, r[i].fwd_flop > 0 ? tf_f : 0.0, r[i].fwd_flop > 0 ? tf_b : 0.0,
-                    i + 1 < n ? "," : "");
+        printf("%-30s %10.3f %10.3f\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
+        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f}%s\n", r[i].name, r[i].fwd_ms, r[i].bwd_ms,
+                       i + 1 < n ? "," : "");
     }
     if (j) {
         fprintf(j, "]}\n");
