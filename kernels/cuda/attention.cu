@@ -8,10 +8,13 @@
  * tiles writes dQ), so results are deterministic and no atomics are needed.
  *
  * Two implementations of the same algorithm:
- *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 64 query rows
- *    (or keys) per block, 16 per warp, mma.sync m16n8k16 with fp32 accumulators fed by
- *    ldmatrix from shared memory; the probabilities go from the accumulators straight
- *    into the next product's operand registers.
+ *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 4 warps per block,
+ *    each owning one or two m-tiles of 16 resident rows (query rows in forward and dQ, keys
+ *    in dK/dV: 128 rows per block where the registers allow, else 64; tc_dims says which),
+ *    the other side streaming through shared memory in double-buffered tiles of 64 rows;
+ *    mma.sync m16n8k16 with fp32 accumulators fed by ldmatrix, each B fragment shared by
+ *    the warp's m-tiles; the probabilities go from the accumulators straight into the next
+ *    product's operand registers.
  *  - a scalar fp32 path for everything else (f32 tensors, mixed dtypes, other head dims
  *    up to 512 such as the VAE's single 512-wide head, GPUs before sm_80): a warp per
  *    row, a lane per key, the same recurrence.
@@ -293,15 +296,40 @@ enum { TC_ROWS = 64, TC_WARPS = 4, TC_THREADS = 128 };
 
 /* Head dim padded to the mma's k of 16, and the shared-memory row stride: 16 bytes of
  * padding put the 8 rows one ldmatrix reads in 8 different bank groups. */
-/* Backward's streamed tile pairs are double-buffered up to head dim 80 (6 tiles, 68 KB); at 160
- * one buffer (4 tiles, 86 KB) keeps them under the 99 KB a block gets on sm_86/sm_89. */
+/* The streamed tile pairs are double-buffered up to head dim 80 (with the resident rows at most
+ * 8 tiles of 64 rows, 88 KiB in dQ at 80); at 160 one buffer (4 tiles, 84.5 KiB in backward)
+ * keeps a block under the 99 KiB it gets on sm_86/sm_89. */
 __host__ __device__ constexpr int tc_stream_buffers(int D) { return D <= 80 ? 2 : 1; }
+/* m-tiles of 16 rows per warp (the block's resident rows are 64 of them): with 2, each B
+ * fragment read from shared memory feeds two mma, which is what keeps the tensor cores busy
+ * rather than the shared-memory pipe. One where the accumulators would not fit in registers:
+ * forward holds o [16 MT, DP] and the scores; dK/dV hold dk and dv [16 MT, DP] each; dQ holds dq. */
+__host__ __device__ constexpr int tc_fwd_mt(int D) { return D <= 80 ? 2 : 1; }
+__host__ __device__ constexpr int tc_dkdv_mt(int D) { return D <= 64 ? 2 : 1; }
+__host__ __device__ constexpr int tc_dq_mt(int D) { return D <= 80 ? 2 : 1; }
+/* Forward at head dim 40 fits 168 registers without spilling (ptxas -v), so 3 blocks (12 warps)
+ * share an SM instead of 2; the other kernels need more than 170 (2 blocks) to keep their
+ * accumulators out of local memory. */
+__host__ __device__ constexpr int tc_fwd_min_blocks(int D) { return D == 40 ? 3 : 1; }
 
 template <int D> struct tc_dims {
     static constexpr int DP = (D + 15) / 16 * 16;
     static constexpr int LD = DP + 8;
     static constexpr int TILE = TC_ROWS * LD; /* elements of one [64, DP] tile */
+    static constexpr int NDU = (D + 7) / 8;         /* n-tiles of 8 a head-dim-wide result needs */
+    static constexpr bool KHALF = D % 16 == 8;      /* the last k step over the head dim is 8 wide */
     static constexpr int NBUF = tc_stream_buffers(D);
+    static constexpr int FWD_MT = tc_fwd_mt(D), DKDV_MT = tc_dkdv_mt(D), DQ_MT = tc_dq_mt(D);
+    /* Forward keeps the Q fragments in registers across the key tiles, except at 80 with two
+     * m-tiles, where reading them again per tile is what keeps o and the scores out of local memory. */
+    static constexpr bool FWD_HOLD_Q = !(D == 80 && FWD_MT == 2);
+    /* Backward takes each streamed tile of 64 in steps of STEP rows (fewer live score registers);
+     * HOLD keeps the resident rows' A fragments (K and V, or Q and dO) in registers for the
+     * whole kernel instead of reading them from shared memory again at every step. */
+    static constexpr int DKDV_STEP = D <= 64 ? 16 : D <= 80 ? 32 : 64;
+    static constexpr bool DKDV_HOLD = D <= 80;
+    static constexpr int DQ_STEP = D <= 40 ? 32 : D <= 80 ? 16 : 64;
+    static constexpr bool DQ_HOLD = D <= 80;
 };
 
 struct tc_args {
@@ -353,6 +381,32 @@ template <> __device__ __forceinline__ void mma16816<__half>(float *c, const uin
     SDT_MMA_ASM("f16");
 }
 
+/* 2^x on the special-function unit without the subnormal fix-up exp2f adds: results under
+ * 2^-126 become 0, far below what a 16-bit probability keeps; 2^-inf is 0. */
+__device__ __forceinline__ float exp2_ftz(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* c += a b for one 16x8x8 product (a: the first two registers of a 16x16 fragment, its columns 0..7). */
+template <typename T> __device__ __forceinline__ void mma16808(float *c, const uint32_t *a, uint32_t b0);
+#if SDT_TC_ARCH
+#define SDT_MMA8_ASM(type)                                                                                          \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "       \
+                 "{%0,%1,%2,%3};\n"                                                                                  \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                    \
+                 : "r"(a[0]), "r"(a[1]), "r"(b0))
+#else
+#define SDT_MMA8_ASM(type) (void)c, (void)a, (void)b0
+#endif
+template <> __device__ __forceinline__ void mma16808<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0)
+{
+    SDT_MMA8_ASM("bf16");
+}
+template <> __device__ __forceinline__ void mma16808<__half>(float *c, const uint32_t *a, uint32_t b0) { SDT_MMA8_ASM("f16"); }
+
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* Four 8x8 matrices (transposed with TRANS); lane l gives the address of row (l & 7) of matrix l >> 3. */
@@ -367,6 +421,19 @@ template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t *r, const
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                      : "r"(smem_addr(p)));
+#endif
+}
+
+/* Two 8x8 matrices (transposed with TRANS); lanes 0..15 give the addresses, lane l row (l & 7) of matrix l >> 3. */
+template <bool TRANS> __device__ __forceinline__ void ldsm_x2(uint32_t *r, const void *p)
+{
+#if SDT_TC_ARCH
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(smem_addr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
 #endif
 }
 
@@ -389,13 +456,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 #endif
 }
 
-/* Rows [r0, r0 + 64) of head (b, h) of a [B, T, H*D] tensor into a [64, LD] tile, 16 bytes
+/* Rows [r0, r0 + ROWS) of head (b, h) of a [B, T, H*D] tensor into a [ROWS, LD] tile, 16 bytes
  * per copy; rows past T and the columns D..DP are zeros. */
-template <typename T, int D>
+template <typename T, int D, int ROWS>
 __device__ __forceinline__ void tc_load_tile(T *tile, const void *src, int b, int h, int r0, int rows_total, int H)
 {
     constexpr int CH = tc_dims<D>::DP / 8, LD = tc_dims<D>::LD;
-    for (int c = threadIdx.x; c < TC_ROWS * CH; c += TC_THREADS) {
+    for (int c = threadIdx.x; c < ROWS * CH; c += TC_THREADS) {
         const int r = c / CH, col = (c % CH) * 8;
         T *dst = tile + r * LD + col;
         if (r0 + r < rows_total && col < D)
@@ -405,7 +472,7 @@ __device__ __forceinline__ void tc_load_tile(T *tile, const void *src, int b, in
     }
 }
 
-/* Tile t of a backward stream of pairs (x, y) lives in buffer t % NBUF. With two buffers
+/* Tile t of a stream of pairs (x, y) (K and V, or Q and dO) lives in buffer t % NBUF. With two
  * buffers step t + 1 is copied while step t computes; with one, after it. */
 template <typename T, int D> struct tc_stream {
     T *x; /* NBUF consecutive pairs of tiles: x0, y0, x1, y1 */
@@ -415,171 +482,233 @@ template <typename T, int D> struct tc_stream {
     __device__ __forceinline__ T *y_at(int t) const { return x_at(t) + tc_dims<D>::TILE; }
     __device__ __forceinline__ void issue(int t) const
     {
-        tc_load_tile<T, D>(x_at(t), gx, b, h, t * TC_ROWS, rows_total, H);
-        tc_load_tile<T, D>(y_at(t), gy, b, h, t * TC_ROWS, rows_total, H);
+        tc_load_tile<T, D, TC_ROWS>(x_at(t), gx, b, h, t * TC_ROWS, rows_total, H);
+        tc_load_tile<T, D, TC_ROWS>(y_at(t), gy, b, h, t * TC_ROWS, rows_total, H);
     }
 };
 
-/* acc [16, 8 * 2 * NP] += A (16 x 16 * KS, a fragment per k step) B, where B's k rows are
- * the tile's rows (trans: B[k][n] = tile[k][n], e.g. V) or its columns (B[k][n] = tile[n][k],
- * e.g. K in Q K^T). n0 and k0 select the tile's corner. */
-template <typename T, int LD, int KS, int NP, bool TRANS>
-__device__ __forceinline__ void tc_gemm(float (*accum)[4], const uint32_t (*a)[4], const T *tile, int k0, int n0)
+/* acc[m] [16, 8 NN] += A[m] (16 x 16 * KS, a fragment per k step) B for the warp's MT m-tiles,
+ * each B fragment loaded once and used by every m-tile (with MT = 2, half the shared-memory
+ * reads per mma). B's k rows are the tile's rows (trans: B[k][n] = tile[k][n], e.g. V) or its
+ * columns (B[k][n] = tile[n][k], e.g. K in Q K^T). n0 and k0 select the tile's corner. A head
+ * dim of 40 needs neither the padded 6th n-tile of 8 (an odd NN: trans products, whose n is the
+ * head dim) nor the upper half of the last k step (KHALF: m16n8k8 there, for products whose k is
+ * the head dim), which saves a sixth of the mma at SD 1.x's most common width. */
+template <typename T, int LD, int KS, int NN, bool TRANS, bool KHALF, int MT, int NA, int KA>
+__device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_t (&a)[MT][KA][4], const T *tile, int k0,
+                                        int n0)
 {
+    static_assert(NA >= NN && KA >= KS, "fragment arrays too small");
+    static_assert(TRANS || NN % 2 == 0, "an odd n-tile count is for trans products");
+    static_assert(!(TRANS && KHALF), "a half k step is for products whose k is the head dim");
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++)
+    for (int ks = 0; ks < KS; ks++) {
 #pragma unroll
-        for (int np = 0; np < NP; np++) {
+        for (int np = 0; np < NN / 2; np++) {
             uint32_t b[4];
+            if (KHALF && ks == KS - 1) { /* columns k0 + 16 ks .. + 8 of the rows of both n-tiles */
+                ldsm_x2<false>(b, tile + (n0 + np * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + k0 + ks * 16);
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    mma16808<T>(accum[m][2 * np], a[m][ks], b[0]);
+                    mma16808<T>(accum[m][2 * np + 1], a[m][ks], b[1]);
+                }
+                continue;
+            }
             if (TRANS)
                 ldsm_x4<true>(b, tile + (k0 + ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + np * 16 +
                                      (lane >> 4) * 8);
             else
                 ldsm_x4<false>(b, tile + (n0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + ks * 16 +
                                ((lane >> 3) & 1) * 8);
-            mma16816<T>(accum[2 * np], a[ks], b[0], b[1]);
-            mma16816<T>(accum[2 * np + 1], a[ks], b[2], b[3]);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                mma16816<T>(accum[m][2 * np], a[m][ks], b[0], b[1]);
+                mma16816<T>(accum[m][2 * np + 1], a[m][ks], b[2], b[3]);
+            }
         }
+        if (NN % 2) { /* the last n-tile alone: k rows 0..15 of its 8 columns */
+            uint32_t b[2];
+            ldsm_x2<true>(b, tile + (k0 + ks * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + n0 + (NN - 1) * 8);
+#pragma unroll
+            for (int m = 0; m < MT; m++) mma16816<T>(accum[m][NN - 1], a[m][ks], b[0], b[1]);
+        }
+    }
 }
 
-/* A fragments of the warp's 16 rows (starting at row0) of a tile, KS steps of 16 columns. */
-template <int LD, int KS, typename T>
-__device__ __forceinline__ void tc_load_a(uint32_t (*a)[4], const T *tile, int row0)
+/* A fragments of the warp's MT m-tiles (rows row0 + 16 m ..) of a tile, KS steps of 16 columns. */
+template <int LD, typename T, int MT, int KS>
+__device__ __forceinline__ void tc_load_a(uint32_t (&a)[MT][KS][4], const T *tile, int row0)
 {
     const int lane = threadIdx.x & 31;
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) ldsm_x4<false>(a[ks], tile + (row0 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++)
+            ldsm_x4<false>(a[m][ks], tile + (row0 + m * 16 + (lane & 15)) * LD + ks * 16 + (lane >> 4) * 8);
 }
 
-/* Accumulators [16, 8 * 2 * KS] (8 n-tiles of 8 per 16 columns) as A fragments of 16-bit values. */
-template <typename T, int KS>
-__device__ __forceinline__ void tc_acc_to_a(uint32_t (*a)[4], const float (*c)[4])
+/* Accumulators [16, 8 * 2 * KS] per m-tile (8 n-tiles of 8 per 16 columns) as A fragments of 16-bit values. */
+template <typename T, int MT, int KS, int NA>
+__device__ __forceinline__ void tc_acc_to_a(uint32_t (&a)[MT][KS][4], const float (&c)[MT][NA][4])
+{
+    static_assert(NA == 2 * KS, "accumulators and fragments differ in width");
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            a[m][ks][0] = pack2<T>(c[m][2 * ks][0], c[m][2 * ks][1]);
+            a[m][ks][1] = pack2<T>(c[m][2 * ks][2], c[m][2 * ks][3]);
+            a[m][ks][2] = pack2<T>(c[m][2 * ks + 1][0], c[m][2 * ks + 1][1]);
+            a[m][ks][3] = pack2<T>(c[m][2 * ks + 1][2], c[m][2 * ks + 1][3]);
+        }
+}
+
+template <int MT, int NN> __device__ __forceinline__ void tc_zero(float (&c)[MT][NN][4])
 {
 #pragma unroll
-    for (int ks = 0; ks < KS; ks++) {
-        a[ks][0] = pack2<T>(c[2 * ks][0], c[2 * ks][1]);
-        a[ks][1] = pack2<T>(c[2 * ks][2], c[2 * ks][3]);
-        a[ks][2] = pack2<T>(c[2 * ks + 1][0], c[2 * ks + 1][1]);
-        a[ks][3] = pack2<T>(c[2 * ks + 1][2], c[2 * ks + 1][3]);
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < NN; n++) c[m][n][0] = c[m][n][1] = c[m][n][2] = c[m][n][3] = 0.0f;
+}
+
+/* Backward's two score-shaped products for the warp's MT m-tiles: s = A1 B1^T and dp = A2 B2^T
+ * over rows n0 .. n0 + 8 NN of b1, b2 (fresh accumulators). HOLD: the A fragments a1f, a2f are
+ * held in registers for the whole kernel; otherwise they are read from rows row0.. of tiles
+ * a1, a2 here, one after the other into one set of registers. */
+template <typename T, int D, bool HOLD, int MT, int NN, int KQ>
+__device__ __forceinline__ void tc_two_products(float (&s)[MT][NN][4], float (&dp)[MT][NN][4], const uint32_t (&a1f)[MT][KQ][4],
+                                                const uint32_t (&a2f)[MT][KQ][4], const T *a1, const T *a2, int row0,
+                                                const T *b1, const T *b2, int n0)
+{
+    constexpr int LD = tc_dims<D>::LD;
+    static_assert(KQ == tc_dims<D>::DP / 16, "A fragments must span the head dim");
+    tc_zero(s);
+    tc_zero(dp);
+    if (HOLD) {
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(s, a1f, b1, 0, n0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(dp, a2f, b2, 0, n0);
+    } else {
+        uint32_t af[MT][KQ][4];
+        tc_load_a<LD>(af, a1, row0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(s, af, b1, 0, n0);
+        tc_load_a<LD>(af, a2, row0);
+        tc_gemm<T, LD, KQ, NN, false, tc_dims<D>::KHALF>(dp, af, b2, 0, n0);
     }
 }
 
-/* Backward's two score-shaped products for the warp's 16 rows: s = A1 B1^T and dp = A2 B2^T,
- * A from rows warp*16.. of tiles a1, a2, B over all 64 rows of b1, b2 (fresh accumulators). */
+/* Forward: block = 64 MT query rows of one head, warp = MT m-tiles of 16 consecutive rows;
+ * K and V tiles of 64 keys stream through shared memory, double-buffered up to head dim 80
+ * (the next pair copied while this one computes, one barrier per tile), single at 160 (copied
+ * after). The scores stay unscaled until the exponent, where scale * log2(e) is folded into
+ * one fma. */
 template <typename T, int D>
-__device__ __forceinline__ void tc_two_products(float (*s)[4], float (*dp)[4], const T *a1, const T *b1, const T *a2,
-                                                const T *b2)
-{
-    constexpr int LD = tc_dims<D>::LD, KQ = tc_dims<D>::DP / 16, NT = TC_ROWS / 8;
-    const int row0 = (threadIdx.x >> 5) * 16;
-#pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.0f;
-    uint32_t af[KQ][4];
-    tc_load_a<LD, KQ>(af, a1, row0);
-    tc_gemm<T, LD, KQ, NT / 2, false>(s, af, b1, 0, 0);
-    tc_load_a<LD, KQ>(af, a2, row0);
-    tc_gemm<T, LD, KQ, NT / 2, false>(dp, af, b2, 0, 0);
-}
-
-/* Forward: block = 64 query rows of one head, warp = 16 rows; K and V tiles of 64 keys
- * stream through shared memory, the next K copy overlapping the softmax and P V. */
-template <typename T, int D>
-__global__ void __launch_bounds__(TC_THREADS) attn_tc_fwd_kernel(tc_args a)
+__global__ void __launch_bounds__(TC_THREADS, tc_fwd_min_blocks(D)) attn_tc_fwd_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = DP / 8;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, NT = TC_ROWS / 8, ND = dims::NDU, MT = dims::FWD_MT;
+    constexpr int ROWS = TC_ROWS * MT;
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    T *sQ = reinterpret_cast<T *>(tc_smem), *sK = sQ + dims::TILE, *sV = sK + dims::TILE;
+    T *sQ = reinterpret_cast<T *>(tc_smem);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-    const int q0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int q0 = blockIdx.x * ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int wrow0 = q0 + warp * 16 * MT; /* the warp's first row */
     const int Tk = a.s.Tk, n_tiles_all = (Tk + TC_ROWS - 1) / TC_ROWS;
-    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + TC_ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
-    tc_load_tile<T, D>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
-    tc_load_tile<T, D>(sK, a.k, b, h, 0, Tk, a.s.H);
-    cp_async_commit();
-    tc_load_tile<T, D>(sV, a.v, b, h, 0, Tk, a.s.H);
+    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
+    const tc_stream<T, D> kv = {sQ + ROWS * LD, a.k, a.v, b, h, Tk, a.s.H};
+    tc_load_tile<T, D, ROWS>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
+    kv.issue(0);
     cp_async_commit();
     const float sl2 = a.s.scale * ATTN_LOG2E;
-    float o[ND][4];
+    float o[MT][ND][4];
+    tc_zero(o);
+    float m[MT][2], l[MT][2]; /* running max (unscaled scores) and sum per row */
 #pragma unroll
-    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    uint32_t qf[KQ][4];
-    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.0f;
+    uint32_t qf[MT][KQ][4];
     for (int t = 0; t < n_tiles; t++) {
-        cp_async_wait<1>();
-        __syncthreads();
-        if (t == 0) tc_load_a<LD, KQ>(qf, sQ, warp * 16);
-        float s[NT][4];
-#pragma unroll
-        for (int n = 0; n < NT; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-        tc_gemm<T, LD, KQ, NT / 2, false>(s, qf, sK, 0, 0);
-        __syncthreads();
-        if (t + 1 < n_tiles) tc_load_tile<T, D>(sK, a.k, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
+        cp_async_wait<0>();
+        __syncthreads(); /* tile t has landed for every thread, and every warp is done with tile t - 1 */
+        if (dims::NBUF == 2 && t + 1 < n_tiles) kv.issue(t + 1); /* into the buffer tile t - 1 used */
         cp_async_commit();
-        /* online softmax in log2 units; element e of n-tile n is row row[e >> 1], key k0 + n*8 + tig*2 + (e & 1) */
+        if (t == 0 || !dims::FWD_HOLD_Q) tc_load_a<LD>(qf, sQ, warp * 16 * MT);
+        const T *sK = kv.x_at(t), *sV = kv.y_at(t);
+        float s[MT][NT][4];
+        tc_zero(s);
+        tc_gemm<T, LD, KQ, NT, false, dims::KHALF>(s, qf, sK, 0, 0);
+        /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n*8 + tig*2 + (e & 1);
+         * the mask is applied only on tiles that reach past Tk or past the warp's first row (causal) */
         const int k0 = t * TC_ROWS;
-        float mx[2] = {m[0], m[1]};
+        if (k0 + TC_ROWS > Tk || (a.s.causal && k0 + TC_ROWS - 1 > wrow0)) {
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + n * 8 + tig * 2 + (e & 1);
-                const bool masked = key >= Tk || (a.s.causal && key > row[e >> 1]);
-                s[n][e] = masked ? -INFINITY : s[n][e] * sl2;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int key = k0 + n * 8 + tig * 2 + (e & 1), row = wrow0 + mt * 16 + g + 8 * (e >> 1);
+                        if (key >= Tk || (a.s.causal && key > row)) s[mt][n][e] = -INFINITY;
+                    }
+        }
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            float mx[2] = {m[mt][0], m[mt][1]}, base2[2], corr[2];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[mt][n][e]);
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float base = mx[r] == -INFINITY ? 0.0f : mx[r];
+                corr[r] = exp2_ftz((m[mt][r] - base) * sl2);
+                base2[r] = base * sl2;
+                m[mt][r] = mx[r];
+                l[mt][r] *= corr[r];
             }
-        float base[2], corr[2];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[mt][n][e] = exp2_ftz(fmaf(s[mt][n][e], sl2, -base2[e >> 1]));
+                    l[mt][e >> 1] += s[mt][n][e];
+                }
+#pragma unroll
+            for (int n = 0; n < ND; n++)
+                o[mt][n][0] *= corr[0], o[mt][n][1] *= corr[0], o[mt][n][2] *= corr[1], o[mt][n][3] *= corr[1];
+        }
+        uint32_t pf[MT][TC_ROWS / 16][4];
+        tc_acc_to_a<T>(pf, s);
+        tc_gemm<T, LD, TC_ROWS / 16, ND, true, false>(o, pf, sV, 0, 0);
+        if (dims::NBUF == 1 && t + 1 < n_tiles) {
+            __syncthreads();
+            kv.issue(t + 1);
+            cp_async_commit();
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
-            corr[r] = exp2f(m[r] - base[r]);
-            m[r] = mx[r];
-            l[r] *= corr[r];
-        }
+            float lr = l[mt][r];
+            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+            const int row = wrow0 + mt * 16 + g + 8 * r;
+            if (row >= a.s.Tq) continue;
+            const float inv = 1.0f / lr;
+            const int64_t base_o = row_at(b, row, h, a.s.Tq, a.s.H, D);
 #pragma unroll
-        for (int n = 0; n < NT; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                s[n][e] = exp2f(s[n][e] - base[e >> 1]);
-                l[e >> 1] += s[n][e];
+            for (int n = 0; n < ND; n++) {
+                const int d = n * 8 + tig * 2;
+                if (d < D) {
+                    st(a.out, a.ot, base_o + d, o[mt][n][2 * r] * inv);
+                    st(a.out, a.ot, base_o + d + 1, o[mt][n][2 * r + 1] * inv);
+                }
             }
-#pragma unroll
-        for (int n = 0; n < ND; n++) o[n][0] *= corr[0], o[n][1] *= corr[0], o[n][2] *= corr[1], o[n][3] *= corr[1];
-        uint32_t pf[TC_ROWS / 16][4];
-        tc_acc_to_a<T, TC_ROWS / 16>(pf, s);
-        cp_async_wait<1>();
-        __syncthreads();
-        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(o, pf, sV, 0, 0);
-        __syncthreads();
-        if (t + 1 < n_tiles) tc_load_tile<T, D>(sV, a.v, b, h, (t + 1) * TC_ROWS, Tk, a.s.H);
-        cp_async_commit();
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        if (row[r] >= a.s.Tq) continue;
-        const float inv = 1.0f / l[r];
-        const int64_t base_o = row_at(b, row[r], h, a.s.Tq, a.s.H, D);
-#pragma unroll
-        for (int n = 0; n < ND; n++) {
-            const int d = n * 8 + tig * 2;
-            if (d < D) {
-                st(a.out, a.ot, base_o + d, o[n][2 * r] * inv);
-                st(a.out, a.ot, base_o + d + 1, o[n][2 * r + 1] * inv);
-            }
+            if (a.lse && tig == 0) a.lse[(int64_t)bh * a.s.Tq + row] = (m[mt][r] * sl2 + log2f(lr)) * ATTN_LN2;
         }
-        if (a.lse && tig == 0) a.lse[(int64_t)bh * a.s.Tq + row[r]] = (m[r] + log2f(l[r])) * ATTN_LN2;
-    }
 }
 
 /* Stores or accumulates a warp's [16, DP] fp32 accumulators into rows row0.. of head (b, h). */
@@ -587,7 +716,7 @@ template <int D>
 __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, int dt, float *partial, int b, int h,
                                               int row0, int rows_total, int H, float alpha)
 {
-    constexpr int ND = tc_dims<D>::DP / 8;
+    constexpr int ND = tc_dims<D>::NDU;
     const int lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
@@ -609,34 +738,36 @@ __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, in
     }
 }
 
-/* dK, dV: block = 64 keys of one head (warp = 16 keys) over the query tiles of split
- * blockIdx.z. Works transposed: S^T = K Q^T, so P^T and dS^T land in the accumulators
+/* dK, dV: block = 64 MT keys of one head (warp = MT m-tiles of 16 keys) over the query tiles
+ * of split blockIdx.z, each tile of 64 queries taken in steps of DKDV_STEP (fewer live
+ * accumulators). Works transposed: S^T = K Q^T, so P^T and dS^T land in the accumulators
  * laid out as the A operands of dV += P^T dO and dK += dS^T Q. */
 template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, NT = TC_ROWS / 8, ND = DP / 8;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DKDV_MT, STEP = dims::DKDV_STEP;
+    constexpr int KROWS = TC_ROWS * MT, NS = STEP / 8;
+    constexpr bool HOLD = dims::DKDV_HOLD;
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    T *sK = reinterpret_cast<T *>(tc_smem), *sV = sK + dims::TILE;
-    float *sLse = reinterpret_cast<float *>(sV + (1 + 2 * dims::NBUF) * dims::TILE), *sDelta = sLse + TC_ROWS;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, tig = lane & 3;
-    const int k0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    T *sK = reinterpret_cast<T *>(tc_smem), *sV = sK + KROWS * LD;
+    float *sLse = reinterpret_cast<float *>(sV + KROWS * LD + 2 * dims::NBUF * dims::TILE), *sDelta = sLse + TC_ROWS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
+    const int k0 = blockIdx.x * KROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int krow0 = k0 + warp * 16 * MT; /* the warp's first key */
     const int Tq = a.s.Tq, q_tiles = (Tq + TC_ROWS - 1) / TC_ROWS;
     const int first = a.s.causal ? k0 / TC_ROWS : 0, per = (q_tiles - first + a.splits - 1) / a.splits;
     const int t_begin = first + blockIdx.z * per, t_end = min(q_tiles, t_begin + per);
-    const tc_stream<T, D> qo = {sV + dims::TILE, a.q, a.dout, b, h, Tq, a.s.H};
-    tc_load_tile<T, D>(sK, a.k, b, h, k0, a.s.Tk, a.s.H);
-    tc_load_tile<T, D>(sV, a.v, b, h, k0, a.s.Tk, a.s.H);
+    const tc_stream<T, D> qo = {sV + KROWS * LD, a.q, a.dout, b, h, Tq, a.s.H};
+    tc_load_tile<T, D, KROWS>(sK, a.k, b, h, k0, a.s.Tk, a.s.H);
+    tc_load_tile<T, D, KROWS>(sV, a.v, b, h, k0, a.s.Tk, a.s.H);
     if (t_begin < t_end) qo.issue(t_begin);
     cp_async_commit();
     const float sl2 = a.s.scale * ATTN_LOG2E;
-    float dk[ND][4], dv[ND][4];
-#pragma unroll
-    for (int n = 0; n < ND; n++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[n][e] = dv[n][e] = 0.0f;
-    const int key[2] = {k0 + warp * 16 + (lane >> 2), k0 + warp * 16 + (lane >> 2) + 8};
+    float dk[MT][ND][4], dv[MT][ND][4];
+    tc_zero(dk);
+    tc_zero(dv);
+    uint32_t kf[MT][KQ][4], vf[MT][KQ][4]; /* written and read only with HOLD */
     for (int t = t_begin; t < t_end; t++) {
         const int q0 = t * TC_ROWS;
         if (dims::NBUF == 2 && t + 1 < t_end) qo.issue(t + 1);
@@ -651,64 +782,83 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
         else
             cp_async_wait<0>();
         __syncthreads();
+        if (HOLD && t == t_begin) {
+            tc_load_a<LD>(kf, sK, warp * 16 * MT);
+            tc_load_a<LD>(vf, sV, warp * 16 * MT);
+        }
         const T *sQ = qo.x_at(t), *sO = qo.y_at(t);
-        float s[NT][4], dp[NT][4];
-        tc_two_products<T, D>(s, dp, sK, sQ, sV, sO); /* S^T = K Q^T, dP^T = V dO^T */
-        /* element e of n-tile n: key key[e >> 1], query q0 + n*8 + tig*2 + (e & 1) */
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+        for (int n0 = 0; n0 < TC_ROWS; n0 += STEP) {
+            if (a.s.causal && krow0 > q0 + n0 + STEP - 1) continue; /* every key of the warp is after every query */
+            float s[MT][NS][4], dp[MT][NS][4];
+            tc_two_products<T, D, HOLD>(s, dp, kf, vf, sK, sV, warp * 16 * MT, sQ, sO, n0); /* S^T = K Q^T, dP^T = V dO^T */
+            /* element e of n-tile n of m-tile mt: key krow0 + 16 mt + g + 8 (e >> 1), query q0 + n0 + n*8 + tig*2 + (e & 1) */
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int qi = n * 8 + tig * 2 + (e & 1);
-                const bool masked = a.s.causal && key[e >> 1] > q0 + qi;
-                const float p = masked ? 0.0f : exp2f(s[n][e] * sl2 - sLse[qi]);
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - sDelta[qi]);
-            }
-        uint32_t pf[TC_ROWS / 16][4];
-        tc_acc_to_a<T, TC_ROWS / 16>(pf, s);
-        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dv, pf, sO, 0, 0); /* dV += P^T dO */
-        tc_acc_to_a<T, TC_ROWS / 16>(pf, dp);
-        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dk, pf, sQ, 0, 0); /* dK += dS^T Q */
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int qi = n0 + n * 8 + tig * 2 + (e & 1);
+                        const bool masked = a.s.causal && krow0 + mt * 16 + g + 8 * (e >> 1) > q0 + qi;
+                        const float p = masked ? 0.0f : exp2_ftz(fmaf(s[mt][n][e], sl2, -sLse[qi]));
+                        s[mt][n][e] = p;
+                        dp[mt][n][e] = p * (dp[mt][n][e] - sDelta[qi]);
+                    }
+            uint32_t pf[MT][NS / 2][4];
+            tc_acc_to_a<T>(pf, s);
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dv, pf, sO, n0, 0); /* dV += P^T dO */
+            tc_acc_to_a<T>(pf, dp);
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dk, pf, sQ, n0, 0); /* dK += dS^T Q */
+        }
         __syncthreads();
         if (dims::NBUF == 1 && t + 1 < t_end) qo.issue(t + 1);
     }
     const int64_t plane = (int64_t)a.s.B * a.s.Tk * a.s.HD;
     float *pk = a.partial ? a.partial + (int64_t)blockIdx.z * plane : NULL;
     float *pv = a.partial ? a.partial + (int64_t)(a.splits + blockIdx.z) * plane : NULL;
-    if (a.dk) tc_store_rows<D>(dk, a.dk, a.dkt, pk, b, h, k0 + warp * 16, a.s.Tk, a.s.H, a.partial ? 1.0f : a.s.scale);
-    if (a.dv) tc_store_rows<D>(dv, a.dv, a.dvt, pv, b, h, k0 + warp * 16, a.s.Tk, a.s.H, 1.0f);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        if (a.dk) tc_store_rows<D>(dk[mt], a.dk, a.dkt, pk, b, h, krow0 + mt * 16, a.s.Tk, a.s.H, a.partial ? 1.0f : a.s.scale);
+        if (a.dv) tc_store_rows<D>(dv[mt], a.dv, a.dvt, pv, b, h, krow0 + mt * 16, a.s.Tk, a.s.H, 1.0f);
+    }
 }
 
-/* dQ: block = 64 query rows of one head (warp = 16 rows) over the key tiles they see. */
+/* dQ: block = 64 MT query rows of one head (warp = MT m-tiles of 16 rows) over the key tiles
+ * they see, each tile of 64 keys taken in steps of DQ_STEP. */
 template <typename T, int D>
 __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, NT = TC_ROWS / 8, ND = DP / 8;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DQ_MT, STEP = dims::DQ_STEP;
+    constexpr int QROWS = TC_ROWS * MT, NS = STEP / 8;
+    constexpr bool HOLD = dims::DQ_HOLD;
     extern __shared__ __align__(16) unsigned char tc_smem[];
-    T *sQ = reinterpret_cast<T *>(tc_smem), *sO = sQ + dims::TILE;
+    T *sQ = reinterpret_cast<T *>(tc_smem), *sO = sQ + QROWS * LD;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
-    const int q0 = blockIdx.x * TC_ROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int q0 = blockIdx.x * QROWS, bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H;
+    const int wrow0 = q0 + warp * 16 * MT; /* the warp's first row */
     const int Tk = a.s.Tk, n_tiles_all = (Tk + TC_ROWS - 1) / TC_ROWS;
-    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + TC_ROWS - 1) / TC_ROWS + 1) : n_tiles_all;
-    const tc_stream<T, D> kv = {sO + dims::TILE, a.k, a.v, b, h, Tk, a.s.H};
-    tc_load_tile<T, D>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
-    tc_load_tile<T, D>(sO, a.dout, b, h, q0, a.s.Tq, a.s.H);
+    const int n_tiles = a.s.causal ? min(n_tiles_all, (q0 + QROWS - 1) / TC_ROWS + 1) : n_tiles_all;
+    const tc_stream<T, D> kv = {sO + QROWS * LD, a.k, a.v, b, h, Tk, a.s.H};
+    tc_load_tile<T, D, QROWS>(sQ, a.q, b, h, q0, a.s.Tq, a.s.H);
+    tc_load_tile<T, D, QROWS>(sO, a.dout, b, h, q0, a.s.Tq, a.s.H);
     kv.issue(0);
     cp_async_commit();
     const float sl2 = a.s.scale * ATTN_LOG2E;
-    const int row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
-    float lse2[2], delta[2];
+    float lse2[MT][2], delta[MT][2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const bool in = row[r] < a.s.Tq;
-        lse2[r] = in ? a.lse_in[(int64_t)bh * a.s.Tq + row[r]] * ATTN_LOG2E : INFINITY;
-        delta[r] = in ? a.delta[(int64_t)bh * a.s.Tq + row[r]] : 0.0f;
-    }
-    float dq[ND][4];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int n = 0; n < ND; n++) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+        for (int r = 0; r < 2; r++) {
+            const int row = wrow0 + mt * 16 + g + 8 * r;
+            const bool in = row < a.s.Tq;
+            lse2[mt][r] = in ? a.lse_in[(int64_t)bh * a.s.Tq + row] * ATTN_LOG2E : INFINITY;
+            delta[mt][r] = in ? a.delta[(int64_t)bh * a.s.Tq + row] : 0.0f;
+        }
+    float dq[MT][ND][4];
+    tc_zero(dq);
+    uint32_t qf[MT][KQ][4], of[MT][KQ][4]; /* written and read only with HOLD */
     for (int t = 0; t < n_tiles; t++) {
         const int k0 = t * TC_ROWS;
         if (dims::NBUF == 2 && t + 1 < n_tiles) kv.issue(t + 1);
@@ -718,25 +868,51 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
         else
             cp_async_wait<0>();
         __syncthreads();
+        if (HOLD && t == 0) {
+            tc_load_a<LD>(qf, sQ, warp * 16 * MT);
+            tc_load_a<LD>(of, sO, warp * 16 * MT);
+        }
         const T *sK = kv.x_at(t), *sV = kv.y_at(t);
-        float s[NT][4], dp[NT][4];
-        tc_two_products<T, D>(s, dp, sQ, sK, sO, sV); /* S = Q K^T, dP = dO V^T */
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+        for (int n0 = 0; n0 < TC_ROWS; n0 += STEP) {
+            if (a.s.causal && k0 + n0 > wrow0 + 16 * MT - 1) continue; /* every key of the step is after the warp's rows */
+            float s[MT][NS][4], dp[MT][NS][4];
+            tc_two_products<T, D, HOLD>(s, dp, qf, of, sQ, sO, warp * 16 * MT, sK, sV, n0); /* S = Q K^T, dP = dO V^T */
+            /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n0 + n*8 + tig*2 + (e & 1);
+             * the mask is applied only on steps that reach past Tk or past the warp's first row (causal) */
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + n * 8 + tig * 2 + (e & 1);
-                const bool masked = key >= Tk || (a.s.causal && key > row[e >> 1]);
-                const float p = masked ? 0.0f : exp2f(s[n][e] * sl2 - lse2[e >> 1]);
-                dp[n][e] = p * (dp[n][e] - delta[e >> 1]);
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][n][e] = exp2_ftz(fmaf(s[mt][n][e], sl2, -lse2[mt][e >> 1]));
+            if (k0 + n0 + STEP > Tk || (a.s.causal && k0 + n0 + STEP - 1 > wrow0)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                    for (int n = 0; n < NS; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int key = k0 + n0 + n * 8 + tig * 2 + (e & 1);
+                            if (key >= Tk || (a.s.causal && key > wrow0 + mt * 16 + g + 8 * (e >> 1))) s[mt][n][e] = 0.0f;
+                        }
             }
-        uint32_t pf[TC_ROWS / 16][4];
-        tc_acc_to_a<T, TC_ROWS / 16>(pf, dp);
-        tc_gemm<T, LD, TC_ROWS / 16, DP / 16, true>(dq, pf, sK, 0, 0); /* dQ += dS K */
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NS; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) dp[mt][n][e] = s[mt][n][e] * (dp[mt][n][e] - delta[mt][e >> 1]);
+            uint32_t pf[MT][NS / 2][4];
+            tc_acc_to_a<T>(pf, dp);
+            tc_gemm<T, LD, NS / 2, ND, true, false>(dq, pf, sK, n0, 0); /* dQ += dS K */
+        }
         __syncthreads();
         if (dims::NBUF == 1 && t + 1 < n_tiles) kv.issue(t + 1);
     }
-    tc_store_rows<D>(dq, a.dq, a.dqt, NULL, b, h, q0 + warp * 16, a.s.Tq, a.s.H, a.s.scale);
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        tc_store_rows<D>(dq[mt], a.dq, a.dqt, NULL, b, h, wrow0 + mt * 16, a.s.Tq, a.s.H, a.s.scale);
 }
 
 /* ======================================================= launchers */
@@ -814,6 +990,18 @@ static bool tc_usable(sdt_backend *be, const attn_shape *s, const sdt_tensor *co
 
 static size_t tc_tile_bytes(int D) { return (size_t)TC_ROWS * ((D + 15) / 16 * 16 + 8) * 2; }
 
+/* Each kernel's block: its resident rows (64 per m-tile) and its shared memory, the tiles laid
+ * out as the kernels above take them. */
+static int tc_fwd_rows(int D) { return TC_ROWS * tc_fwd_mt(D); }
+static int tc_dkdv_rows(int D) { return TC_ROWS * tc_dkdv_mt(D); }
+static int tc_dq_rows(int D) { return TC_ROWS * tc_dq_mt(D); }
+static size_t tc_fwd_smem(int D) { return (size_t)(tc_fwd_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D); }
+static size_t tc_dkdv_smem(int D)
+{
+    return (size_t)(2 * tc_dkdv_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D) + 2 * TC_ROWS * sizeof(float);
+}
+static size_t tc_dq_smem(int D) { return (size_t)(2 * tc_dq_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D); }
+
 /* Launches a scalar kernel<NC, STAGED, DQ> over `rows` rows, NC = 32-dim chunks per lane covering D;
  * head dims up to GEN_STAGED_MAX_D stage their tiles in shared memory (under the default 48 KiB). */
 #define GEN_LAUNCH_NC(be, kernel, DQ, NC, grid, s, args)                                                                   \
@@ -840,8 +1028,9 @@ static int forward_run(sdt_backend *be, const attn_shape *s, const sdt_tensor *q
     if (tc) {
         tc_args a = {};
         a.q = q->data, a.k = k->data, a.v = v->data, a.out = out, a.ot = ot, a.lse = lse, a.s = *s;
-        dim3 grid((unsigned)((s->Tq + TC_ROWS - 1) / TC_ROWS), (unsigned)(s->B * s->H));
-        TC_DISPATCH(be, attn_tc_fwd_kernel, q->dtype == SDT_BF16, s->D, grid, 3 * tc_tile_bytes(s->D), a);
+        const int rows = tc_fwd_rows(s->D);
+        dim3 grid((unsigned)((s->Tq + rows - 1) / rows), (unsigned)(s->B * s->H));
+        TC_DISPATCH(be, attn_tc_fwd_kernel, q->dtype == SDT_BF16, s->D, grid, tc_fwd_smem(s->D), a);
         return 0;
     }
     gen_args a = {};
@@ -866,7 +1055,8 @@ static int dkdv_splits(sdt_backend *be, const attn_shape *s)
 {
     int sms = 0;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device) != cudaSuccess || sms <= 0) sms = 80;
-    const int blocks = (s->Tk + TC_ROWS - 1) / TC_ROWS * s->B * s->H, q_tiles = (s->Tq + TC_ROWS - 1) / TC_ROWS;
+    const int krows = tc_dkdv_rows(s->D);
+    const int blocks = (s->Tk + krows - 1) / krows * s->B * s->H, q_tiles = (s->Tq + TC_ROWS - 1) / TC_ROWS;
     int splits = (2 * sms + blocks - 1) / blocks;
     if (s->causal || splits < 1) splits = 1; /* causal work per key tile is uneven; CLIP's T = 77 is small anyway */
     if (splits > q_tiles) splits = q_tiles;
@@ -925,9 +1115,9 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
             a.partial = (float *)cuda_scratch(be, 10, (size_t)(2 * a.splits * plane) * sizeof(float));
             if (!a.partial) return -1;
         }
-        dim3 grid((unsigned)((s.Tk + TC_ROWS - 1) / TC_ROWS), (unsigned)(s.B * s.H), (unsigned)a.splits);
-        TC_DISPATCH(be, attn_tc_dkdv_kernel, bf16, s.D, grid,
-                    (2 + 2 * tc_stream_buffers(s.D)) * tc_tile_bytes(s.D) + 2 * TC_ROWS * sizeof(float), a);
+        const int krows = tc_dkdv_rows(s.D);
+        dim3 grid((unsigned)((s.Tk + krows - 1) / krows), (unsigned)(s.B * s.H), (unsigned)a.splits);
+        TC_DISPATCH(be, attn_tc_dkdv_kernel, bf16, s.D, grid, tc_dkdv_smem(s.D), a);
         if (a.splits > 1) {
             if (dk) {
                 attn_reduce_kernel<<<grid_for(plane, 256), 256, 0, ctx_of(be)->stream>>>(dk->data, dk->dtype, a.partial,
@@ -942,8 +1132,9 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
         }
     }
     if (dq) {
-        dim3 grid((unsigned)((s.Tq + TC_ROWS - 1) / TC_ROWS), (unsigned)(s.B * s.H));
-        TC_DISPATCH(be, attn_tc_dq_kernel, bf16, s.D, grid, (2 + 2 * tc_stream_buffers(s.D)) * tc_tile_bytes(s.D), a);
+        const int rows = tc_dq_rows(s.D);
+        dim3 grid((unsigned)((s.Tq + rows - 1) / rows), (unsigned)(s.B * s.H));
+        TC_DISPATCH(be, attn_tc_dq_kernel, bf16, s.D, grid, tc_dq_smem(s.D), a);
     }
     return 0;
 }

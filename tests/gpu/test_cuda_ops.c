@@ -169,9 +169,11 @@ static void test_conv(sdt_dtype dt, int k, int stride, int64_t H, int64_t W)
 }
 
 /* Attention of B x H heads of width D, GPU against the CPU reference, forward (out, lse) and
- * backward (gradients pre-filled: accumulation is checked), with forward's statistics saved or
- * everything recomputed in backward. Prints the errors it measured. */
-static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save)
+ * backward (gradients pre-filled: accumulation is checked; or, with fresh_grads, zeros, so that
+ * a gradient contribution missing or counted twice is not hidden under the pre-filled values),
+ * with forward's statistics saved or everything recomputed in backward. Prints the errors it measured. */
+static void test_attention_grads(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save,
+                                 bool fresh_grads)
 {
     const int64_t HD = H * D;
     /* 16-bit storage: the fused kernels round P and dS to the operand dtype, as every flash kernel does */
@@ -180,18 +182,93 @@ static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq
     pair lse = MAKE(SDT_F32, 1, B, H, Tq);
     sdt_tensor *lc = save ? &lse.c : NULL, *lg = save ? &lse.g : NULL;
     char what[160];
-    snprintf(what, sizeof what, "attention %s B%lld H%d D%lld Tq%lld Tk%lld%s%s", sdt_dtype_name(dt), (long long)B, H,
-             (long long)D, (long long)Tq, (long long)Tk, causal ? " causal" : "", save ? " saved-lse" : " recomputed");
+    snprintf(what, sizeof what, "attention %s B%lld H%d D%lld Tq%lld Tk%lld%s%s%s", sdt_dtype_name(dt), (long long)B, H,
+             (long long)D, (long long)Tq, (long long)Tk, causal ? " causal" : "", save ? " saved-lse" : " recomputed",
+             fresh_grads ? " fresh-grads" : "");
     RUN2(cpu->attention_forward(cpu, &out.c, lc, &q.c, &k.c, &v.c, H, causal),
          gpu->attention_forward(gpu, &out.g, lg, &q.g, &k.g, &v.g, H, causal), what);
     double e_out = compare(&out, tol, what), e_lse = save ? compare(&lse, 1e-4, what) : 0;
     pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+    if (fresh_grads) {
+        pair *grads[3] = {&dq, &dk, &dv};
+        for (int i = 0; i < 3; i++) cpu->zero(cpu, &grads[i]->c), gpu->zero(gpu, &grads[i]->g);
+    }
     RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL, lc, H, causal),
          gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL, lg, H, causal),
          what);
     double e_dq = compare(&dq, tol, what), e_dk = compare(&dk, tol, what), e_dv = compare(&dv, tol, what);
     printf("%s: rel err out %.2g lse %.2g dq %.2g dk %.2g dv %.2g (tol %.0e)\n", what, e_out, e_lse, e_dq, e_dk, e_dv, tol);
     drop(&q), drop(&k), drop(&v), drop(&out), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+}
+
+static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save)
+{
+    test_attention_grads(dt, B, H, D, Tq, Tk, causal, save, false);
+}
+
+/* The tensor-core kernels' tile edges at every head dim they take (blocks of 128 query rows, two
+ * 16-row m-tiles per warp, in forward and dQ up to head dim 80; 128 keys per dK/dV block up to
+ * 64; 64 elsewhere): token counts at, just over and just under those multiples, a warp whose
+ * second m-tile lies past Tq, a single query row, fewer keys than one tile, causal masks across
+ * several key tiles, cross-attention's 77 keys, and dK/dV query splits of which some are empty.
+ * Gradients start at zero. */
+static void test_attention_tile_edges(sdt_dtype dt)
+{
+    static const int64_t dims[4] = {40, 64, 80, 160};
+    for (int i = 0; i < 4; i++) {
+        const int64_t D = dims[i];
+        test_attention_grads(dt, 2, 2, D, 128, 128, false, true, true);
+        test_attention_grads(dt, 1, 2, D, 129, 191, false, false, true);
+        test_attention_grads(dt, 1, 1, D, 20, 150, false, true, true);
+        test_attention_grads(dt, 1, 2, D, 200, 200, true, true, true);
+        test_attention_grads(dt, 2, 1, D, 256, 77, false, true, true);
+    }
+    test_attention_grads(dt, 1, 2, 40, 1, 70, false, true, true);
+    test_attention_grads(dt, 1, 2, 64, 150, 13, false, true, true); /* fewer keys than one tile */
+    test_attention_grads(dt, 1, 1, 64, 1280, 77, false, true, true); /* 20 query tiles over 16 splits */
+    test_attention_grads(dt, 2, 3, 64, 300, 300, true, false, true);
+}
+
+/* The GPU copy's bytes (malloc'd). */
+static void *gpu_bytes(const pair *p)
+{
+    void *raw = malloc(sdt_tensor_nbytes(&p->g));
+    gpu->synchronize(gpu);
+    gpu->download(gpu, raw, p->g.data, sdt_tensor_nbytes(&p->g));
+    return raw;
+}
+
+/* The fused attention twice on the same inputs gives the same bits, as replayed runs must: no
+ * atomics, dK/dV's query splits summed in a fixed order (Tq 1280 over 77 keys splits). */
+static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk)
+{
+    const int64_t HD = H * D;
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), dout = MAKE(dt, 1, B, Tq, HD);
+    void *first[5] = {NULL};
+    for (int run = 0; run < 2; run++) {
+        pair out = MAKE(dt, 1, B, Tq, HD), lse = MAKE(SDT_F32, 1, B, H, Tq);
+        pair dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+        pair *res[5] = {&out, &lse, &dq, &dk, &dv};
+        for (int i = 2; i < 5; i++) gpu->zero(gpu, &res[i]->g);
+        CHECK(gpu->attention_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, H, false) == 0, "replay forward: %s",
+              gpu->error.message);
+        CHECK(gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, H, false) == 0,
+              "replay backward: %s", gpu->error.message);
+        for (int i = 0; i < 5; i++) {
+            void *bytes = gpu_bytes(res[i]);
+            if (run == 0) {
+                first[i] = bytes;
+            } else {
+                CHECK(memcmp(first[i], bytes, sdt_tensor_nbytes(&res[i]->g)) == 0,
+                      "attention %s D%lld Tq%lld Tk%lld: output %d differs between two identical runs", sdt_dtype_name(dt),
+                      (long long)D, (long long)Tq, (long long)Tk, i);
+                free(first[i]);
+                free(bytes);
+            }
+            drop(res[i]);
+        }
+    }
+    drop(&q), drop(&k), drop(&v), drop(&dout);
 }
 
 /* The shapes the models run, at shorter sequences (partial 64-row tiles included). */
@@ -536,6 +613,9 @@ int main(void)
         test_attention(dts[i], 2, 3, 8, 11, 11, true, true);
         test_attention(dts[i], 2, 3, 8, 13, 7, false, false);
         test_attention_model_shapes(dts[i]);
+        test_attention_tile_edges(dts[i]);
+        test_attention_replay(dts[i], 2, 2, 40, 300, 300);
+        test_attention_replay(dts[i], 1, 2, 64, 1280, 77);
         test_norms(dts[i]);
         test_elementwise(dts[i]);
         test_transpose(dts[i]);
