@@ -479,12 +479,13 @@ uint64_t sdt_hn_dropout_seed(const sdt_hn_run *run, int layer)
     return sdt_rng_derive(run->dropout_seed, (uint64_t)layer);
 }
 
-/* Runs f(in) layer by layer into the workspace; the last layer's output is p->out[L-1]. */
-static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, sdt_error *error)
+/* Runs f(in)'s first `layers` layers into the workspace; the last layer's output is p->out[L-1]. */
+static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, int layers,
+                          sdt_error *error)
 {
     sdt_backend *be = hn->be;
     const sdt_tensor *x = &p->in;
-    for (int i = 0; i < m->layer_count; i++) {
+    for (int i = 0; i < layers; i++) {
         const hn_layer *l = &m->layers[i];
         if (be->linear_forward(be, &p->z[i], x, &p->weight[i], &hn->params[l->bias].value) != 0)
             return hn_backend_fail(hn, error, "a Linear layer's forward");
@@ -522,7 +523,7 @@ bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const 
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes "
                         "differ", hn->config.name);
     hn_pass p;
-    if (!hn_pass_setup(hn, m, run, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
+    if (!hn_pass_setup(hn, m, run, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, m->layer_count, error))
         return false;
     sdt_backend *be = hn->be;
     const sdt_tensor *f = &p.out[m->layer_count - 1];
@@ -556,8 +557,15 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes "
                         "differ", hn->config.name);
+    /* The backward reads each layer's input and its stages' saved values, never f's output: a last
+     * layer that is a bare Linear (A1111's default: no activation, norm or dropout after it) needs
+     * no recompute. */
+    const hn_layer *last = &m->layers[m->layer_count - 1];
+    bool last_bare = last->plan.activation_position < 0 && last->plan.norm_position < 0 &&
+                     last->plan.dropout_position < 0;
     hn_pass p;
-    if (!hn_pass_setup(hn, m, run, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
+    if (!hn_pass_setup(hn, m, run, in, work, &p, error) ||
+        !hn_run_layers(hn, m, run, &p, last_bare ? m->layer_count - 1 : m->layer_count, error))
         return false;
     sdt_backend *be = hn->be;
     bool weights = with_weight_grads && hn->grads;
