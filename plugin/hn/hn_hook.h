@@ -16,6 +16,19 @@
  * The backward recomputes the chain from the hook's input (cheap next to the UNet)
  * and accumulates the weight gradients of entries added with `training` whose
  * gradients are enabled (sdt_hn_enable_grads).
+ *
+ * A UNet pass (unet.h: sdt_unet_kv_hook.pass; a forward, or a forward and its backward)
+ * computes once what does not change within it:
+ *  - every cross-attention's K/V input is the one text context, so the chain's output on it
+ *    is computed at the first cross site and handed to the others (and to the checkpointing
+ *    recompute); their output gradients are summed (f32) and taken back through the chain once
+ *    at the backward's end, weight gradients and d(context) alike. Equal to the per-site
+ *    computation up to float summation order. Not when a member draws dropout masks in
+ *    training (keyed per site: those chains keep running per site);
+ *  - a 16-bit call's copies of the Linear weights are made once per module and pass, not per call.
+ * Both are forgotten when the next pass begins and by every call below that changes the chain or
+ * its mode, so new weights (the optimizer, an upload, a swap) are always seen by the next pass.
+ * Calls outside a pass (the applier's) compute per call.
  */
 #ifndef SDT_HN_HOOK_H
 #define SDT_HN_HOOK_H
@@ -49,6 +62,10 @@ bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, s
 void sdt_hn_binding_set_step(sdt_hn_binding *b, uint64_t seed, uint64_t counter);
 void sdt_hn_binding_set_eval(sdt_hn_binding *b);
 
+/* Whether a pass computes the context's chain once (the default) or at every cross site, as
+ * before; the per-site way is the reference the tests compare the shared one against. */
+void sdt_hn_binding_share_context(sdt_hn_binding *b, bool share);
+
 /* The hook to put in sdt_unet_options.hook; valid while the binding lives. */
 const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b);
 
@@ -63,5 +80,13 @@ bool sdt_hn_binding_reserve(sdt_hn_binding *b, int64_t max_rows, sdt_error *erro
 typedef int64_t (*sdt_hn_width_rows)(void *user, int width);
 size_t sdt_hn_binding_workspace_bytes_by_width(const sdt_hn_binding *b, sdt_hn_width_rows rows, void *user);
 bool sdt_hn_binding_reserve_by_width(sdt_hn_binding *b, sdt_hn_width_rows rows, void *user, sdt_error *error);
+
+/* Device bytes of the pass caches for a text context of up to context_rows rows (batch x tokens) of
+ * context_width: the shared K and V outputs and their gradient sums, and with weights16 (a 16-bit
+ * precision) the members' 16-bit weight copies; sdt_hn_binding_reserve_cache allocates them now.
+ * Without a reserve a pass sizes them itself and, refused, works per site and per call. */
+size_t sdt_hn_binding_cache_bytes(const sdt_hn_binding *b, int context_width, int64_t context_rows, bool weights16);
+bool sdt_hn_binding_reserve_cache(sdt_hn_binding *b, int context_width, int64_t context_rows, bool weights16,
+                                  sdt_error *error);
 
 #endif

@@ -346,9 +346,17 @@ static int64_t hook_rows_for_width(void *user, int width)
 static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_settings *c, const sdt_train_options *o,
                               sdt_error *error)
 {
-    if (!sdt_hn_binding_reserve_by_width(hp->binding, hook_rows_for_width, job, error)) return false;
+    /* the pass caches (hn_hook.h): the context's K/V outputs and gradient sums for a micro-batch or a
+     * preview's two prompts, and in 16-bit precisions the weights' 16-bit copies */
+    int context_width = job->rt.cfg.unet.context_dim;
+    int64_t context_rows = (int64_t)(job->batch > 2 ? job->batch : 2) * job->max_prompt_chunks * SDT_PROMPT_TOKENS;
+    bool weights16 = sdt_precision_dtype(job->precision) != SDT_F32;
+    if (!sdt_hn_binding_reserve_by_width(hp->binding, hook_rows_for_width, job, error) ||
+        !sdt_hn_binding_reserve_cache(hp->binding, context_width, context_rows, weights16, error))
+        return false;
     /* values, grads and AdamW's two moments, and the hook's workspace: the memory plan's share */
     job->extra_bytes += sdt_hn_binding_workspace_bytes_by_width(hp->binding, hook_rows_for_width, job) +
+                        sdt_hn_binding_cache_bytes(hp->binding, context_width, context_rows, weights16) +
                         4 * sizeof(float) * (size_t)sdt_hn_param_numel(hp->hn);
     for (int k = 0; k < hp->preview.count; k++) /* the preview-only hypernetworks' values */
         job->extra_bytes += sizeof(float) * (size_t)sdt_hn_param_numel(hp->preview.members[k]);

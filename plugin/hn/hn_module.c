@@ -16,6 +16,7 @@ typedef struct hn_layer {
     sdt_hn_layer_plan plan;
     int weight, bias;       /* Linear parameters (indices) */
     int gamma, beta;        /* LayerNorm parameters, HN_NO_PARAM without layer norm */
+    size_t weight16;        /* byte offset of the weight's 16-bit copy in a weights16 block */
 } hn_layer;
 
 typedef struct hn_mlp {
@@ -35,6 +36,7 @@ struct sdt_hn {
     int param_count;
     sdt_hn_param *params;
     int64_t numel;
+    size_t weights16_bytes; /* sdt_hn_weights16_bytes */
     void *values; /* one device block for every value ... */
     void *grads;  /* ... and one for every gradient */
 };
@@ -78,6 +80,9 @@ static bool hn_layout(sdt_hn *hn, sdt_error *error)
                 l->bias = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, true, plan[i].out_size,
                     0);
                 l->gamma = l->beta = HN_NO_PARAM;
+                l->weight16 = hn->weights16_bytes;
+                hn->weights16_bytes += ((size_t)plan[i].out_size * (size_t)plan[i].in_size * 2 + HN_WORK_ALIGN - 1) /
+                                       HN_WORK_ALIGN * HN_WORK_ALIGN;
                 if (plan[i].norm_position >= 0) {
                     l->gamma = hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, false,
                                             plan[i].out_size, 0);
@@ -381,8 +386,8 @@ typedef struct hn_pass {
     sdt_dtype dtype;   /* hn_compute_dtype of the input */
 } hn_pass;
 
-static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *in, void *work, hn_pass *p,
-    sdt_error *error)
+static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, const sdt_tensor *in, void *work,
+                          hn_pass *p, sdt_error *error)
 {
     if (in->ndim < 1 || in->shape[in->ndim - 1] != m->width)
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input's last dimension is %lld, "
@@ -417,7 +422,10 @@ static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *i
             p->out[i] = p->drop[i] = hn_rows(hn, work, l->drop, dt, p->rows, o);
         }
         p->weight[i] = hn->params[m->layers[i].weight].value;
-        if (dt != SDT_F32) {
+        if (dt != SDT_F32 && run && run->weights16) { /* the caller's copies, made once per UNet pass */
+            p->weight[i].data = (char *)run->weights16 + m->layers[i].weight16;
+            p->weight[i].dtype = dt;
+        } else if (dt != SDT_F32) {
             /* one 16-bit copy per call: the forward and the backward's recompute share it */
             p->weight[i].data = (char *)work + w.weights16[i];
             p->weight[i].dtype = dt;
@@ -432,17 +440,52 @@ static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_tensor *i
     return true;
 }
 
+bool sdt_hn_has_dropout(const sdt_hn *hn)
+{
+    for (int i = 0; i < hn->mlp_count; i++)
+        for (int k = 0; k < hn->mlps[i].layer_count; k++)
+            if (hn->mlps[i].layers[k].plan.dropout_position >= 0 && hn->mlps[i].layers[k].plan.dropout_p > 0)
+                return true;
+    return false;
+}
+
+int sdt_hn_module_index(const sdt_hn *hn, int width, sdt_unet_kv kind)
+{
+    const hn_mlp *m = hn_find_mlp(hn, width, kind);
+    return m ? (int)(m - hn->mlps) : -1;
+}
+
+size_t sdt_hn_weights16_bytes(const sdt_hn *hn) { return hn->weights16_bytes; }
+
+bool sdt_hn_module_copy_weights16(const sdt_hn *hn, int width, sdt_unet_kv kind, sdt_dtype dtype, void *block,
+                                  sdt_error *error)
+{
+    const hn_mlp *m = hn_find_mlp(hn, width, kind);
+    if (!m || (dtype != SDT_F16 && dtype != SDT_BF16) || !block)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": no module of width %d to copy to 16 bits, "
+                        "or not a 16-bit dtype", hn->config.name, width);
+    for (int i = 0; i < m->layer_count; i++) {
+        const sdt_tensor *w = &hn->params[m->layers[i].weight].value;
+        sdt_tensor w16 = *w;
+        w16.data = (char *)block + m->layers[i].weight16;
+        w16.dtype = dtype;
+        if (hn->be->convert(hn->be, &w16, w) != 0) return hn_backend_fail(hn, error, "copying a Linear weight to 16 bits");
+    }
+    return true;
+}
+
 uint64_t sdt_hn_dropout_seed(const sdt_hn_run *run, int layer)
 {
     return sdt_rng_derive(run->dropout_seed, (uint64_t)layer);
 }
 
-/* Runs f(in) layer by layer into the workspace; the last layer's output is p->out[L-1]. */
-static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, sdt_error *error)
+/* Runs f(in)'s first `layers` layers into the workspace; the last layer's output is p->out[L-1]. */
+static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, hn_pass *p, int layers,
+                          sdt_error *error)
 {
     sdt_backend *be = hn->be;
     const sdt_tensor *x = &p->in;
-    for (int i = 0; i < m->layer_count; i++) {
+    for (int i = 0; i < layers; i++) {
         const hn_layer *l = &m->layers[i];
         if (be->linear_forward(be, &p->z[i], x, &p->weight[i], &hn->params[l->bias].value) != 0)
             return hn_backend_fail(hn, error, "a Linear layer's forward");
@@ -480,11 +523,16 @@ bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const 
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes "
                         "differ", hn->config.name);
     hn_pass p;
-    if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
+    if (!hn_pass_setup(hn, m, run, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, m->layer_count, error))
         return false;
     sdt_backend *be = hn->be;
-    if (be->convert(be, out, in) != 0 || be->axpy(be, out, strength, &p.out[m->layer_count - 1]) != 0)
-        return hn_backend_fail(hn, error, "the residual sum");
+    const sdt_tensor *f = &p.out[m->layer_count - 1];
+    /* at strength 1 (training) one pass: in + f rounds as the copy and the axpy would */
+    sdt_tensor out2 = *out;
+    out2.ndim = 2, out2.shape[0] = p.rows, out2.shape[1] = width;
+    bool ok = strength == 1.0f ? be->add_forward(be, &out2, &p.in, f) == 0
+                               : be->convert(be, out, in) == 0 && be->axpy(be, out, strength, f) == 0;
+    if (!ok) return hn_backend_fail(hn, error, "the residual sum");
     return true;
 }
 
@@ -509,18 +557,28 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes "
                         "differ", hn->config.name);
+    /* The backward reads each layer's input and its stages' saved values, never f's output: a last
+     * layer that is a bare Linear (A1111's default: no activation, norm or dropout after it) needs
+     * no recompute. */
+    const hn_layer *last = &m->layers[m->layer_count - 1];
+    bool last_bare = last->plan.activation_position < 0 && last->plan.norm_position < 0 &&
+                     last->plan.dropout_position < 0;
     hn_pass p;
-    if (!hn_pass_setup(hn, m, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, error))
+    if (!hn_pass_setup(hn, m, run, in, work, &p, error) ||
+        !hn_run_layers(hn, m, run, &p, last_bare ? m->layer_count - 1 : m->layer_count, error))
         return false;
     sdt_backend *be = hn->be;
     bool weights = with_weight_grads && hn->grads;
     sdt_tensor *buf_cur = &p.grad_a, *buf_next = &p.grad_b;
-    /* g = strength * d_out, the gradient at f's output */
-    sdt_tensor g = hn_fresh(be, buf_cur, &p.out[m->layer_count - 1]);
+    /* g = strength * d_out, the gradient at f's output (at strength 1 a copy) */
     int64_t shape[2] = {p.rows, width};
     sdt_tensor d_out2 = sdt_tensor_make(d_out->data, d_out->dtype, d_out->device, 2, shape);
-    if (!g.data || be->axpy(be, &g, strength, &d_out2) != 0)
-        return hn_backend_fail(hn, error, "scaling the output gradient");
+    sdt_tensor g = p.out[m->layer_count - 1];
+    g.data = buf_cur->data;
+    g.dtype = buf_cur->dtype;
+    bool scaled = strength == 1.0f ? be->convert(be, &g, &d_out2) == 0
+                                   : (g = hn_fresh(be, buf_cur, &g), g.data && be->axpy(be, &g, strength, &d_out2) == 0);
+    if (!scaled) return hn_backend_fail(hn, error, "scaling the output gradient");
 #define HN_STEP(call, what)                                                                   \
     do {                                                                                      \
         sdt_tensor *t_ = buf_cur;                                                             \

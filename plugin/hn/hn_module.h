@@ -8,7 +8,8 @@
  *
  * A module computes y = x + f(x) * strength on rows of x [..., width]. With an f32 x,
  * f runs in f32. With an f16/bf16 x (the 16-bit step), f runs as A1111's autocast: its
- * GEMMs take 16-bit operands (a 16-bit copy of each weight made once per call) with f32
+ * GEMMs take 16-bit operands (16-bit copies of the weights: made per call, or once per UNet
+ * pass by the caller, sdt_hn_module_copy_weights16) with f32
  * accumulation, activations and the gradients between layers stay in x's dtype,
  * LayerNorm statistics, master weights and weight gradients stay f32. Training turns dropout on, its masks drawn from a
  * counter-based key (sdt_hn_run.dropout_seed) so the backward, a checkpointing
@@ -84,7 +85,21 @@ bool sdt_hn_upload(sdt_hn *hn, const float *host, sdt_error *error);
 typedef struct sdt_hn_run {
     bool training;         /* dropout on (A1111's train mode) */
     uint64_t dropout_seed; /* the masks' key; derive one per call site and step */
+    const void *weights16; /* NULL: a 16-bit call copies its weights into the workspace; else a block
+                            * of sdt_hn_weights16_bytes that sdt_hn_module_copy_weights16 filled for
+                            * this module in the call's dtype, with the master weights as they are now */
 } sdt_hn_run;
+
+/* True when a training call of some module draws dropout masks (a layer with p > 0): its output
+ * then depends on the call's key, so two calls on the same input differ. */
+bool sdt_hn_has_dropout(const sdt_hn *hn);
+/* The module (width, kind)'s index in 0 .. 2 x widths - 1, or -1 when the hypernetwork has none. */
+int sdt_hn_module_index(const sdt_hn *hn, int width, sdt_unet_kv kind);
+/* Device bytes of 16-bit copies of every Linear weight of every module (each module at its own
+ * place in the block), and the copy of one module's into such a block (dtype F16 or BF16). */
+size_t sdt_hn_weights16_bytes(const sdt_hn *hn);
+bool sdt_hn_module_copy_weights16(const sdt_hn *hn, int width, sdt_unet_kv kind, sdt_dtype dtype, void *block,
+                                  sdt_error *error);
 
 /* The key of the dropout masks after Linear `layer` in one module call: the mask is
  * dropout_forward's (kernels/ops.h) for this seed, so tests and tools can redraw it. */

@@ -3,7 +3,10 @@
  * context and to the hook's own parameters) consistent with finite
  * differences, also under checkpointing. The test hook is
  * out = in + alpha[width] * tanh(in), one alpha per context width like
- * A1111's per-width hypernetwork modules. */
+ * A1111's per-width hypernetwork modules. The pass callback is told forward
+ * begins/ends and backward begins/ends, in that order, never while measuring, with the
+ * context and d(context); a hook that hands cross sites memory of its own (unet.h) gives
+ * the same output and gradients as one that writes out. */
 #include <string.h>
 
 #include "unet_test_util.h"
@@ -21,7 +24,34 @@ typedef struct test_hook {
     sdt_unet_hook_site seen[MAX_SITES];
     int seen_count;
     bool bad_site;
+    /* the pass callback */
+    sdt_unet_pass_event events[16];
+    int event_count;
+    bool bad_pass;
+    const void *context_data;
+    bool own_memory;           /* cross sites: out->data points at a block of the hook's own */
+    float *own[MAX_SITES];
+    int own_count;
 } test_hook;
+
+static void free_own(test_hook *h)
+{
+    for (int i = 0; i < h->own_count; i++) free(h->own[i]);
+    h->own_count = 0;
+}
+
+static bool hook_pass(void *user, const sdt_unet_hook_pass *pass, sdt_error *error)
+{
+    (void)error;
+    test_hook *h = user;
+    if (h->event_count < 16) h->events[h->event_count++] = pass->event;
+    if (!pass->context || (pass->event >= SDT_UNET_PASS_BACKWARD_BEGIN && !pass->d_context)) h->bad_pass = true;
+    if (pass->event == SDT_UNET_PASS_FORWARD_BEGIN) {
+        free_own(h); /* the last pass's blocks are no longer read */
+        h->context_data = pass->context->data;
+    } else if (pass->context->data != h->context_data) h->bad_pass = true;
+    return true;
+}
 
 static int width_slot(test_hook *h, int width)
 {
@@ -55,6 +85,12 @@ static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_t
     else if (h->seen_count < MAX_SITES) h->seen[h->seen_count++] = *site;
     const float *x = in->data;
     float *y = out->data;
+    if (h->own_memory && site->cross && h->own_count < MAX_SITES) {
+        if (in->data != h->context_data) h->bad_pass = true;
+        y = h->own[h->own_count++] = kt_alloc((size_t)sdt_tensor_nbytes(out));
+        memset(out->data, 0xff, sdt_tensor_nbytes(out)); /* NaN: the UNet must read the hook's block */
+        out->data = y;
+    }
     for (int64_t i = 0, n = sdt_tensor_numel(in); i < n; i++) y[i] = (float)(x[i] + h->alpha[s] * tanh(x[i]));
     return true;
 }
@@ -78,7 +114,8 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
 
 static sdt_unet_kv_hook make_hook(test_hook *h)
 {
-    sdt_unet_kv_hook k = {.user = h, .wants = hook_wants, .forward = hook_forward, .backward = hook_backward};
+    sdt_unet_kv_hook k = {.user = h, .wants = hook_wants, .forward = hook_forward, .backward = hook_backward,
+                          .pass = hook_pass};
     return k;
 }
 
@@ -260,6 +297,31 @@ int main(void)
     CHECK(h.recompute_calls == 2 * sdt_unet_attention_count(u), "recompute calls %d, expected %d", h.recompute_calls,
           2 * sdt_unet_attention_count(u));
     CHECK(memcmp(g0, g1, (size_t)nc * 4) != 0, "the hook did not change d(context)");
+
+    /* The pass events: forward then backward, in order, none from ut_run's measuring; a forward alone. */
+    h.event_count = 0;
+    float *y2 = kt_alloc((size_t)ny * 4);
+    CHECK(ut_run(u, be, &opt, &in, y2, g2, NULL), "a pass with a backward");
+    CHECK(h.event_count == 4 && h.events[0] == SDT_UNET_PASS_FORWARD_BEGIN && h.events[1] == SDT_UNET_PASS_FORWARD_END &&
+              h.events[2] == SDT_UNET_PASS_BACKWARD_BEGIN && h.events[3] == SDT_UNET_PASS_BACKWARD_END,
+          "a training pass must tell forward begins, ends, backward begins, ends (%d events)", h.event_count);
+    h.event_count = 0;
+    sdt_unet_options fwd = opt;
+    fwd.for_backward = false;
+    CHECK(ut_run(u, be, &fwd, &in, y2, NULL, NULL), "a forward alone");
+    CHECK(h.event_count == 2 && h.events[0] == SDT_UNET_PASS_FORWARD_BEGIN && h.events[1] == SDT_UNET_PASS_FORWARD_END,
+          "a forward alone must tell forward begins and ends (%d events)", h.event_count);
+    CHECK(!h.bad_pass, "the pass callback got no context, no d(context), or another context than the sites'");
+    /* The cross sites hand the UNet blocks of the hook's own: the same output and gradients, also recomputed. */
+    h.own_memory = true;
+    memset(h.d_alpha, 0, sizeof h.d_alpha);
+    CHECK(ut_run(u, be, &ck, &in, y2, g2, NULL), "a hook handing its own memory");
+    CHECK(!memcmp(y1, y2, (size_t)ny * 4) && !memcmp(g1, g2, (size_t)nc * 4) && h.own_count > 0 && !h.bad_pass,
+          "the UNet must read the hook's own block where the hook points out (%d blocks)", h.own_count);
+    for (int k = 0; k < MAX_WIDTHS; k++)
+        CHECK(h.d_alpha[k] == before[k], "the hook's own memory changed d(alpha) slot %d", k);
+    free_own(&h);
+    free(y2);
 
     free(saved);
     free(v);

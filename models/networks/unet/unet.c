@@ -337,6 +337,22 @@ static void ctx_init(unet_ctx *c, sdt_unet *u, sdt_backend *be, sdt_arena *arena
     c->error = error;
 }
 
+/* Tells the hook where the pass stands (unet.h: sdt_unet_kv_hook.pass); nothing while measuring. */
+static bool hook_pass(unet_ctx *c, sdt_unet_pass_event event, bool for_backward, const sdt_tensor *context,
+                      sdt_tensor *d_context)
+{
+    const sdt_unet_kv_hook *h = c->hook;
+    if (c->measuring || !h || !h->pass) return true;
+    sdt_unet_hook_pass pass = {.event = event, .for_backward = for_backward, .act_dtype = c->dt, .context = context,
+                               .d_context = d_context};
+    sdt_error hook_error = {0};
+    if (h->pass(h->user, &pass, &hook_error)) return true;
+    static const char *const names[] = {"forward begins", "forward ends", "backward begins", "backward ends"};
+    return unet_fail(c, hook_error.code != SDT_ERR_OK ? hook_error.code : SDT_ERR_INTERNAL,
+                     "unet: the hypernetwork hook, told the %s: %s", names[event],
+                     hook_error.message[0] ? hook_error.message : "it failed without a sentence");
+}
+
 bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_unet_options *opt,
                       const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
                       const sdt_tensor *y, sdt_tensor *out, sdt_error *error)
@@ -351,6 +367,7 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
                              "sdt_unet_load to run it");
     if (!check_inputs(&c, latents, timesteps, context, y)) return false;
     c.context = context;
+    if (!hook_pass(&c, SDT_UNET_PASS_FORWARD_BEGIN, opt->for_backward, context, NULL)) return false;
     if (!time_embedding(&c, timesteps, y, latents->shape[0])) return false;
     bool keep = opt->for_backward && !opt->checkpointing;
     const sdt_tensor *x = latents;
@@ -361,6 +378,7 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
         x = &un->out;
     }
     if (!c.measuring && !unet_arena_ok(&c, "forward")) return false;
+    if (!hook_pass(&c, SDT_UNET_PASS_FORWARD_END, opt->for_backward, context, NULL)) return false;
     *out = *x;
     u->fwd_opt = *opt;
     if (opt->hook) {
@@ -421,6 +439,7 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
     c.context = u->context;
     c.emb_act = u->emb_act;
     unet_mark_dependence(u, d_y != NULL);
+    if (!hook_pass(&c, SDT_UNET_PASS_BACKWARD_BEGIN, true, u->context, d_context)) return false;
     size_t mark = sdt_arena_mark(arena);
     /* One gradient buffer per unit output that backward will visit (and one for the time embedding). */
     sdt_tensor *d = calloc((size_t)u->unit_count, sizeof *d);
@@ -442,6 +461,7 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
         ok = unit_backward(&c, un, &d[i], d_x, d_skip, d_context);
     }
     if (ok && d_y) ok = label_emb_backward(&c, d_y);
+    if (ok) ok = hook_pass(&c, SDT_UNET_PASS_BACKWARD_END, true, u->context, d_context);
     if (ok && !c.measuring) ok = unet_arena_ok(&c, "backward");
     free(d);
     sdt_arena_rewind(arena, mark);

@@ -158,6 +158,23 @@ typedef struct sdt_unet_hook_site {
     bool cross;        /* attn2 (text context) vs attn1 (hidden states) */
 } sdt_unet_hook_site;
 
+/* A UNet pass, as the hook's `pass` callback sees it: one forward, or one forward with
+ * for_backward and then its backward (whose checkpointing recompute belongs to it). */
+typedef enum sdt_unet_pass_event {
+    SDT_UNET_PASS_FORWARD_BEGIN = 0, /* before the forward's first site */
+    SDT_UNET_PASS_FORWARD_END,       /* after its last site; without for_backward the pass is over */
+    SDT_UNET_PASS_BACKWARD_BEGIN,    /* before the backward's first site (recompute included) */
+    SDT_UNET_PASS_BACKWARD_END,      /* after its last site, before sdt_unet_backward returns */
+} sdt_unet_pass_event;
+
+typedef struct sdt_unet_hook_pass {
+    sdt_unet_pass_event event;
+    bool for_backward;          /* the forward saves for a backward, which will end the pass */
+    sdt_dtype act_dtype;        /* the activations' dtype (every self-attention K/V input's) */
+    const sdt_tensor *context;  /* the cross-attention K/V input: the `in` of every cross site */
+    sdt_tensor *d_context;      /* backward: where d(context) accumulates (the cross sites' d_in) */
+} sdt_unet_hook_pass;
+
 typedef struct sdt_unet_kv_hook {
     void *user;
     /* NULL means every site. Must answer the same for the same site within a step. */
@@ -167,6 +184,9 @@ typedef struct sdt_unet_kv_hook {
      * and must be written fully.
      * recompute is true when gradient checkpointing runs the block again in
      * backward: the hook must return the same values (same dropout masks).
+     * Inside a pass (`pass` below) the hook may instead point out->data at memory
+     * of its own holding the values in out's dtype and shape, unchanged until the
+     * pass ends: the UNet only reads it (the K/V projection's input).
      * Returns true, or false with its own sentence and status in *error (out of
      * workspace, a backend failure); the UNet puts the layer in front of it. */
     bool (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
@@ -175,6 +195,16 @@ typedef struct sdt_unet_kv_hook {
      * may also accumulate its own parameter gradients here. Errors as forward. */
     bool (*backward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
                      sdt_tensor *d_in, sdt_error *error);
+    /* NULL: not told. The UNet calls it at each sdt_unet_pass_event of a real (not
+     * measuring) sdt_unet_forward / sdt_unet_backward. Between FORWARD_BEGIN and the
+     * pass's end nothing the hook reads changes (its parameters, the context: the
+     * optimizer runs between passes), so it may compute once what every cross-attention
+     * shares (their K/V input is the one context), keep converted copies of its weights,
+     * and sum the cross sites' d_out to take them back once at BACKWARD_END, into the
+     * d_in the sites passed (d_context); it must forget all of it at the next
+     * FORWARD_BEGIN (a backward that failed never sends its END). Errors as forward; the
+     * UNet names the pass in front of the hook's sentence. */
+    bool (*pass)(void *user, const sdt_unet_hook_pass *pass, sdt_error *error);
 } sdt_unet_kv_hook;
 
 int sdt_unet_attention_count(const sdt_unet *u);
