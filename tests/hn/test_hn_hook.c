@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hn/hn_hook.h"
+#include "hn_test_util.h"
 #include "unet_test_util.h"
 
 static sdt_hn *make_hn(sdt_backend *be, sdt_test_rng *r, const char *name, const int *widths, int n_widths,
@@ -30,18 +31,6 @@ static sdt_hn *make_hn(sdt_backend *be, sdt_test_rng *r, const char *name, const
     CHECK(sdt_hn_upload(hn, w, &err), "upload: %s", err.message);
     free(w);
     return hn;
-}
-
-static float *grads_of(sdt_hn *hn)
-{
-    float *g = kt_alloc((size_t)sdt_hn_param_numel(hn) * sizeof(float));
-    int64_t at = 0;
-    for (int i = 0; i < sdt_hn_param_count(hn); i++) {
-        const sdt_hn_param *p = sdt_hn_param_at(hn, i);
-        memcpy(g + at, p->grad.data, sdt_tensor_nbytes(&p->grad));
-        at += sdt_tensor_numel(&p->grad);
-    }
-    return g;
 }
 
 /* Loss with one weight of hn moved by delta. */
@@ -204,7 +193,7 @@ int main(void)
     sdt_hn_binding_set_step(b, 11, 5);
     opt.for_backward = true;
     CHECK(ut_run(u, be, &opt, &in, NULL, g1, NULL), "hooked backward");
-    float *ga = grads_of(a), *gb = grads_of(bn);
+    float *ga = hn_test_grads_of(a), *gb = hn_test_grads_of(bn);
     int64_t moved = 0;
     for (int64_t i = 0; i < sdt_hn_param_numel(bn); i++) moved += gb[i] != 0.0f;
     CHECK(moved == 0, "the frozen member's gradients moved (%lld)", (long long)moved);
@@ -258,7 +247,7 @@ int main(void)
     ck.checkpointing = true;
     CHECK(ut_run(u, be, &ck, &in, NULL, g2, NULL), "checkpointed backward");
     CHECK(!memcmp(g1, g2, (size_t)nc * 4), "checkpointing changed d(context)");
-    float *ga2 = grads_of(a);
+    float *ga2 = hn_test_grads_of(a);
     CHECK(!memcmp(ga, ga2, (size_t)numel * 4), "checkpointing changed the weight gradients");
 
     free(ga), free(ga2), free(gb), free(host), free(v), free(saved);

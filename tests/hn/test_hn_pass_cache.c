@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hn/hn_hook.h"
+#include "hn_test_util.h"
 #include "unet_test_util.h"
 
 /* ---- counting the backend's calls ---- */
@@ -60,18 +61,6 @@ static sdt_hn *make_hn(sdt_backend *be, sdt_test_rng *r, const char *name, const
     return hn;
 }
 
-static float *grads_of(sdt_hn *hn)
-{
-    float *g = kt_alloc((size_t)sdt_hn_param_numel(hn) * sizeof(float));
-    int64_t at = 0;
-    for (int i = 0; i < sdt_hn_param_count(hn); i++) {
-        const sdt_hn_param *p = sdt_hn_param_at(hn, i);
-        memcpy(g + at, p->grad.data, sdt_tensor_nbytes(&p->grad));
-        at += sdt_tensor_numel(&p->grad);
-    }
-    return g;
-}
-
 typedef struct step_result {
     float *y, *dctx, *grads;
     int linear, copies;
@@ -96,7 +85,7 @@ static step_result run(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt
     linear_calls = weight_copies = 0;
     CHECK(ut_run(u, be, opt, in, r.y, r.dctx, NULL), "UNet run");
     r.linear = linear_calls, r.copies = weight_copies;
-    r.grads = grads_of(trained);
+    r.grads = hn_test_grads_of(trained);
     return r;
 }
 
