@@ -151,4 +151,24 @@ grep -q "training in fp16 as asked: the VAE's config says force_upcast false" "$
     fail "the fp16-fix VAE (force_upcast false) is not recognised"
 csv=$(run_folder fp16-fix/logs sxl)/textual_inversion_loss.csv
 [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] || fail "the fp16-fix run's steps are not fp16"
+
+# an SDXL inpainting model (a 9-channel UNet: latent, mask, masked-image latent) trains, previews and generates as
+# the SD 1.x inpainting models do: conditioned on a full mask over a grey image
+"$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --unet-in-channels 9 --out sdxl-inpaint.safetensors >/dev/null ||
+    fail "sdt-make-checkpoint tiny-sdxl --unet-in-channels 9"
+run_host inspect sdxl-inpaint.safetensors
+grep -qE '"unet_in_channels":[[:space:]]*9' "$OUT" || fail "inspect does not give the inpainting UNet's 9 input channels"
+INPAINT=("${TRAIN[@]/sdxl.safetensors/sdxl-inpaint.safetensors}")
+mkdir -p inpaint && cp made/sxl.safetensors inpaint/ && cp hn/style.pt.before inpaint/style.pt
+run_host "${INPAINT[@]}" --embedding inpaint/sxl.safetensors --max-steps 2 --log-dir inpaint/logs --preview-every 2
+expect_rc 0 "train an embedding on an SDXL inpainting model"
+cmp -s inpaint/sxl.safetensors made/sxl.safetensors && fail "training on the inpainting model left the embedding as it was"
+expect_file "$(run_folder inpaint/logs sxl)/images/sxl-2.png" "the inpainting model's preview at step 2"
+run_host "${INPAINT[@]}" --hypernetwork inpaint/style.pt --max-steps 2 --log-dir inpaint/hnlogs --learn-rate 0.001
+expect_rc 0 "train a hypernetwork on an SDXL inpainting model"
+cmp -s inpaint/style.pt hn/style.pt.before && fail "training on the inpainting model left the hypernetwork as it was"
+run_host generate "${XL[@]/sdxl.safetensors/sdxl-inpaint.safetensors}" --prompt "a sxl cat" --steps 3 \
+    --embedding inpaint/sxl.safetensors --hypernetwork inpaint/style.pt --out inpaint.png
+expect_rc 0 "generate with an SDXL inpainting model"
+expect_file inpaint.png "the inpainting model's image"
 e2e_finish
