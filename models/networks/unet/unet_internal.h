@@ -110,6 +110,9 @@ typedef struct unet_transformer {
     unet_tblock *blocks;
     /* saved: the norm's statistics; n, p and s_nchw (inputs of proj_in/proj_out) are shapes only */
     sdt_tensor n, mean, rstd, p, s_nchw;
+    /* the checkpointing recompute of a transformer deeper than one block kept only each block's input and
+     * output (blocks[d].x0, .x3): its backward recomputes one block at a time (unet_st_forward) */
+    bool per_block;
 } unet_transformer;
 
 typedef struct unet_sampler {

@@ -325,9 +325,23 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
     sdt_arena_rewind(c->arena, mark);
     unet_forget(&t->n);
     unet_forget(&t->p);
+    /* Checkpointing's recompute of a deep transformer (SDXL's ten blocks) keeps each block's output only, so
+     * its backward holds one block's activations at a time, as diffusers' per-block checkpointing does; the
+     * blocks run once more each in backward. */
+    t->per_block = c->recompute && t->depth > 1;
     for (int d = 0; d < t->depth; d++) {
+        if (!t->per_block) {
+            if (!tblock_forward(c, &t->blocks[d], &s, context)) return false;
+            s = t->blocks[d].x3;
+            continue;
+        }
+        sdt_tensor next = unet_act(c, 3, B, N, t->inner, 0);
+        size_t block_mark = sdt_arena_mark(c->arena);
         if (!tblock_forward(c, &t->blocks[d], &s, context)) return false;
-        s = t->blocks[d].x3;
+        UNET_OP(c, t->blocks[d].name, be->convert(be, &next, &t->blocks[d].x3));
+        sdt_arena_rewind(c->arena, block_mark);
+        t->blocks[d].x3 = next;
+        s = next;
     }
     if (t->linear_proj) {
         *out = unet_act_like(c, x);
@@ -374,8 +388,20 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
         sdt_tensor d3 = unet_view(&d_nchw, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_backward(be, &d_s, &d3));
     }
-    for (int d = t->depth - 1; d >= 0; d--)
-        if (!tblock_backward(c, &t->blocks[d], context, &d_s, d_context)) return false;
+    for (int d = t->depth - 1; d >= 0; d--) {
+        unet_tblock *blk = &t->blocks[d];
+        size_t block_mark = sdt_arena_mark(c->arena);
+        if (t->per_block) { /* this block's activations again, from its kept input */
+            sdt_tensor x0 = blk->x0, x3 = blk->x3;
+            c->recompute = true;
+            bool ok = tblock_forward(c, blk, &x0, context);
+            c->recompute = false;
+            blk->x3 = x3;
+            if (!ok) return false;
+        }
+        if (!tblock_backward(c, blk, context, &d_s, d_context)) return false;
+        sdt_arena_rewind(c->arena, block_mark);
+    }
     if (d_x) {
         sdt_tensor d_n;
         if (t->linear_proj) {
