@@ -64,9 +64,14 @@ sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t)
     return sdt_arena_tensor(c->arena, c->dt, t->ndim, t->shape);
 }
 
+sdt_tensor unet_grad_buffer(unet_ctx *c, const sdt_tensor *t)
+{
+    return sdt_arena_tensor(c->arena, t->dtype, t->ndim, t->shape);
+}
+
 bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const char *where)
 {
-    *out = sdt_arena_tensor(c->arena, t->dtype, t->ndim, t->shape);
+    *out = unet_grad_buffer(c, t);
     UNET_OP(c, where, c->be->zero(c->be, out));
     return true;
 }

@@ -56,6 +56,9 @@ sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t);
 sdt_tensor unet_shape(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 /* A zeroed f32 [d0, d1] gradient buffer (the time embedding's, accumulated over every ResBlock). */
 bool unet_zeroed_stat(unet_ctx *c, int64_t d0, int64_t d1, sdt_tensor *out, const char *where);
+/* A gradient buffer shaped like t, not zeroed: for an op that writes it whole (linear_input_grad,
+ * conv2d_input_grad). */
+sdt_tensor unet_grad_buffer(unet_ctx *c, const sdt_tensor *t);
 /* A zeroed gradient buffer shaped like t (backward accumulates). */
 bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const char *where);
 /* After its arena memory is rewound, t keeps only its shape and dtype: a temporary that backward needs
@@ -218,6 +221,9 @@ bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sd
 sdt_tensor unet_conv_alloc(unet_ctx *c, const unet_conv *cv, const sdt_tensor *x);
 /* out = conv(x) into an allocated out. */
 bool unet_conv_run(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out);
+/* d_x = the frozen conv's input gradient for input x (a shape), in a fresh buffer it writes whole. */
+bool unet_conv_input_grad(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
+                          const sdt_tensor *d_out, sdt_tensor *d_x);
 /* Both: the output allocated, then computed. */
 bool unet_conv_forward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out);
 

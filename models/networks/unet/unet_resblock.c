@@ -22,20 +22,19 @@ bool unet_conv_forward(unet_ctx *c, const unet_conv *cv, const char *where, cons
     return unet_conv_run(c, cv, where, x, out);
 }
 
+/* Written, not accumulated: no zeroing pass before it. */
+bool unet_conv_input_grad(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
+                          const sdt_tensor *d_out, sdt_tensor *d_x)
+{
+    *d_x = unet_grad_buffer(c, x);
+    UNET_OP(c, where, c->be->conv2d_input_grad(c->be, d_x, d_out, cv->w, cv->stride, cv->pad));
+    return true;
+}
+
 static bool conv_backward(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
                           const sdt_tensor *d_out, sdt_tensor *d_x)
 {
     UNET_OP(c, where, c->be->conv2d_backward(c->be, d_x, NULL, NULL, d_out, x, cv->w, cv->stride, cv->pad));
-    return true;
-}
-
-/* d_x = the frozen conv's input gradient, in a fresh tensor shaped like x: written, not accumulated, so it
- * needs no zeroing pass first. */
-static bool conv_input_grad(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x,
-                            const sdt_tensor *d_out, sdt_tensor *d_x)
-{
-    *d_x = sdt_arena_tensor(c->arena, x->dtype, x->ndim, x->shape);
-    UNET_OP(c, where, c->be->conv2d_input_grad(c->be, d_x, d_out, cv->w, cv->stride, cv->pad));
     return true;
 }
 
@@ -101,7 +100,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
     const char *where = r->name;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_a2, d_h, d_a1;
-    if (!conv_input_grad(c, &r->conv2, where, &r->a2, d_out, &d_a2)) return false;
+    if (!unet_conv_input_grad(c, &r->conv2, where, &r->a2, d_out, &d_a2)) return false;
     if (!unet_grad_like(c, &r->h, &d_h, where) ||
         !norm_silu_backward(c, &r->norm2, where, &r->h, &r->mean2, &r->rstd2, &d_a2, &d_h))
         return false;
@@ -116,7 +115,7 @@ bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const
         sdt_arena_rewind(c->arena, mark);
         return true;
     }
-    if (!conv_input_grad(c, &r->conv1, where, &r->a1, &d_h, &d_a1)) return false;
+    if (!unet_conv_input_grad(c, &r->conv1, where, &r->a1, &d_h, &d_a1)) return false;
     if (!norm_silu_backward(c, &r->norm1, where, x, &r->mean1, &r->rstd1, &d_a1, d_x)) return false;
     if (r->skip.w) {
         if (!conv_backward(c, &r->skip, where, x, d_out, d_x)) return false;
@@ -150,7 +149,7 @@ bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, co
     if (!s->up) return conv_backward(c, &s->conv, s->name, x, d_out, d_x);
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_up;
-    if (!conv_input_grad(c, &s->conv, s->name, &s->upx, d_out, &d_up)) return false;
+    if (!unet_conv_input_grad(c, &s->conv, s->name, &s->upx, d_out, &d_up)) return false;
     UNET_OP(c, s->name, c->be->upsample_nearest2x_backward(c->be, d_x, &d_up));
     sdt_arena_rewind(c->arena, mark);
     return true;
@@ -168,7 +167,7 @@ bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sd
     if (!d_x) return true;
     size_t mark = sdt_arena_mark(c->arena);
     sdt_tensor d_a;
-    if (!conv_input_grad(c, &h->conv, "out.2", &h->a, d_out, &d_a) ||
+    if (!unet_conv_input_grad(c, &h->conv, "out.2", &h->a, d_out, &d_a) ||
         !norm_silu_backward(c, &h->norm, "out", x, &h->mean, &h->rstd, &d_a, d_x))
         return false;
     sdt_arena_rewind(c->arena, mark);

@@ -54,7 +54,7 @@ static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where
 static bool linear_input_grad(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
                               const sdt_tensor *d_out, sdt_tensor *d_x)
 {
-    *d_x = sdt_arena_tensor(c->arena, x->dtype, x->ndim, x->shape);
+    *d_x = unet_grad_buffer(c, x);
     UNET_OP(c, where, c->be->linear_input_grad(c->be, d_x, d_out, l->w));
     return true;
 }
@@ -383,8 +383,8 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
         if (!linear_input_grad(c, &t->proj_out_l, where, s_last, &d_po, &d_s)) return false;
     } else {
         if (!unet_grad_like(c, s_last, &d_s, where)) return false;
-        sdt_tensor d_nchw = sdt_arena_tensor(c->arena, t->s_nchw.dtype, t->s_nchw.ndim, t->s_nchw.shape);
-        UNET_OP(c, where, be->conv2d_input_grad(be, &d_nchw, d_out, t->proj_out_c.w, 1, 0));
+        sdt_tensor d_nchw;
+        if (!unet_conv_input_grad(c, &t->proj_out_c, where, &t->s_nchw, d_out, &d_nchw)) return false;
         sdt_tensor d3 = unet_view(&d_nchw, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_backward(be, &d_s, &d3));
     }
@@ -416,8 +416,7 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
             UNET_OP(c, where, be->zero(be, &d_p));
             sdt_tensor dp3 = unet_view(&d_p, 3, B, t->inner, N, 0);
             UNET_OP(c, where, be->transpose_backward(be, &dp3, &d_s));
-            d_n = sdt_arena_tensor(c->arena, t->n.dtype, t->n.ndim, t->n.shape);
-            UNET_OP(c, where, be->conv2d_input_grad(be, &d_n, &d_p, t->proj_in_c.w, 1, 0));
+            if (!unet_conv_input_grad(c, &t->proj_in_c, where, &t->n, &d_p, &d_n)) return false;
         }
         UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, t->norm.b, &t->mean,
                                                  &t->rstd, t->norm.groups, SDT_ACT_IDENTITY));
