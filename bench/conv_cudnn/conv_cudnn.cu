@@ -5,9 +5,10 @@
  *   legacy  - the legacy API with its v7 heuristics (what kernels/cuda/conv2d.cu uses), NCHW and NHWC;
  *   graph   - the graph (backend) API, heuristics mode A's first plan that finalizes, NCHW and NHWC;
  *   best    - the fastest of heuristics mode A's first N plans (what a one-time autotune would pick).
- * bf16 data, fp32 accumulation. Prints a table and writes JSON (argv[1], default conv_cudnn.json).
- * A benchmark, not a test: the tensors hold garbage and no value is checked. */
+ * bf16 data in [-1, 1) from a fixed hash (zeros flatter tensor cores), fp32 accumulation. Prints a table
+ * and writes JSON (argv[1], default conv_cudnn.json). A benchmark, not a test: no value is checked. */
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
 #include <cudnn.h>
 
 #include <stdio.h>
@@ -43,6 +44,16 @@ static cudnnHandle_t g_dnn;
 static cudaStream_t g_stream;
 static void *g_ws;
 static size_t g_ws_size = (size_t)1 << 30;
+
+/* Uniform values in [-1, 1) from a hash of the index. */
+__global__ void fill_random(__nv_bfloat16 *p, size_t n, unsigned seed)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+        p[i] = __float2bfloat16((float)(h >> 8) / 8388608.0f - 1.0f);
+    }
+}
 
 static double flops(const shape *s) { return 2.0 * s->n * s->h * s->h * (double)s->k * s->c * s->r * s->r; }
 
@@ -296,9 +307,10 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&px, big));
     CK(cudaMalloc(&pw, (size_t)1280 * 1280 * 9 * 2));
     CK(cudaMalloc(&py, big));
-    CK(cudaMemset(px, 0, big));
-    CK(cudaMemset(pw, 0, (size_t)1280 * 1280 * 9 * 2));
-    CK(cudaMemset(py, 0, big));
+    fill_random<<<1024, 256>>>((__nv_bfloat16 *)px, big / 2, 1u);
+    fill_random<<<1024, 256>>>((__nv_bfloat16 *)pw, (size_t)1280 * 1280 * 9, 2u);
+    fill_random<<<1024, 256>>>((__nv_bfloat16 *)py, big / 2, 3u);
+    CK(cudaDeviceSynchronize());
 
     FILE *js = fopen(out, "w");
     if (!js) {
