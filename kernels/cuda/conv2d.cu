@@ -1,5 +1,5 @@
-/* conv2d.cu - conv2d forward and backward through cuDNN (legacy convolution API,
- * heuristic algorithm choice, workspace from scratch). Runs in the tensors'
+/* conv2d.cu - conv2d forward and backward through cuDNN's graph API (one cached execution
+ * plan per shape, chosen by cuDNN's heuristics; workspace from scratch). Runs in the tensors'
  * dtype with fp32 compute when x, w and the output agree; otherwise on fp32
  * copies. Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
@@ -9,92 +9,217 @@ static cudnnDataType_t dnn_type(int dtype)
     return dtype == SDT_F16 ? CUDNN_DATA_HALF : dtype == SDT_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
 }
 
-typedef struct conv_desc {
-    cudnnTensorDescriptor_t x, y;
-    cudnnFilterDescriptor_t w;
-    cudnnConvolutionDescriptor_t conv;
-} conv_desc;
-
-static void conv_desc_free(conv_desc *d)
-{
-    if (d->x) cudnnDestroyTensorDescriptor(d->x);
-    if (d->y) cudnnDestroyTensorDescriptor(d->y);
-    if (d->w) cudnnDestroyFilterDescriptor(d->w);
-    if (d->conv) cudnnDestroyConvolutionDescriptor(d->conv);
-}
-
-static int conv_desc_make(sdt_backend *be, conv_desc *d, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
-                          int stride, int pad)
-{
-    memset(d, 0, sizeof(*d));
-    cudnnDataType_t t = dnn_type(dtype);
-    CUDNN_TRY(be, cudnnCreateTensorDescriptor(&d->x));
-    CUDNN_TRY(be, cudnnCreateTensorDescriptor(&d->y));
-    CUDNN_TRY(be, cudnnCreateFilterDescriptor(&d->w));
-    CUDNN_TRY(be, cudnnCreateConvolutionDescriptor(&d->conv));
-    CUDNN_TRY(be, cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, t, (int)xs[0], (int)xs[1], (int)xs[2], (int)xs[3]));
-    CUDNN_TRY(be, cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, t, (int)ys[0], (int)ys[1], (int)ys[2], (int)ys[3]));
-    CUDNN_TRY(be, cudnnSetFilter4dDescriptor(d->w, t, CUDNN_TENSOR_NCHW, (int)ws[0], (int)ws[1], (int)ws[2], (int)ws[3]));
-    CUDNN_TRY(be, cudnnSetConvolution2dDescriptor(d->conv, pad, pad, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                  CUDNN_DATA_FLOAT));
-    /* Tensor cores for 16-bit data; exact fp32 math for f32 (parity with the CPU reference). */
-    CUDNN_TRY(be, cudnnSetConvolutionMathType(d->conv, dtype == SDT_F32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
-    return 0;
-}
-
-/* cuDNN's algorithm heuristics cost far more than a small convolution, so the choice is
- * made once per (direction, dtype, shapes, stride, pad) and remembered in the backend. */
+/* One execution plan per convolution (direction, dtype, shapes, stride, pad, beta and the operands'
+ * alignment), chosen once by cuDNN's heuristics and remembered in the backend: the graph API's
+ * plans launch with a few microseconds of host work, where the legacy API spent 50-100 us a call
+ * and picked slow kernels for 1x1 and small convolutions (bench/NOTES.md run 23). */
 typedef enum conv_dir { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 } conv_dir;
+typedef cudnnBackendDescriptor_t dnn_desc;
 
 struct conv_plan {
-    int dir, dtype, stride, pad;
+    int dir, dtype, stride, pad, accumulate, align;
     int64_t xs[4], ws[4];
-    int algo;
+    dnn_desc plan;
     size_t workspace;
 };
+
+/* Larger workspaces are skipped for the next candidate plan: the workspace is scratch held all run. */
+#define CONV_WORKSPACE_CAP ((size_t)256 << 20)
+
+enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
 
 static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
 {
     for (int i = 0; i < c->n_conv_plans; i++) {
         struct conv_plan *p = &c->conv_plans[i];
         if (p->dir == key->dir && p->dtype == key->dtype && p->stride == key->stride && p->pad == key->pad &&
-            !memcmp(p->xs, key->xs, sizeof p->xs) && !memcmp(p->ws, key->ws, sizeof p->ws))
+            p->accumulate == key->accumulate && p->align == key->align && !memcmp(p->xs, key->xs, sizeof p->xs) &&
+            !memcmp(p->ws, key->ws, sizeof p->ws))
             return p;
     }
     return NULL;
 }
 
-/* Asks cuDNN's heuristics for the best algorithm of one direction and its workspace size.
- * (Timing every algorithm with cudnnFind* instead was measured on an H100: no faster at batch 8
- * and 16, 30% slower at batch 1; bench/NOTES.md run 3.) */
-static cudnnStatus_t plan_choose(cudnnHandle_t h, const conv_desc *d, struct conv_plan *p)
+void cuda_conv_plans_free(cuda_ctx *c)
 {
-    int found = 0;
-    if (p->dir == CONV_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t perf[8];
-        cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y, 8, &found, perf);
-        cudnnConvolutionFwdAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-        p->algo = (int)a;
-        return cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y, a, &p->workspace);
-    }
-    if (p->dir == CONV_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[8];
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x, 8, &found, perf);
-        cudnnConvolutionBwdDataAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-        p->algo = (int)a;
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d->w, d->y, d->conv, d->x, a, &p->workspace);
-    }
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[8];
-    cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d->x, d->y, d->conv, d->w, 8, &found, perf);
-    cudnnConvolutionBwdFilterAlgo_t a = found ? perf[0].algo : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    p->algo = (int)a;
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, d->conv, d->w, a, &p->workspace);
+    for (int i = 0; i < c->n_conv_plans; i++) cudnnBackendDestroyDescriptor(c->conv_plans[i].plan);
+    free(c->conv_plans);
+    c->conv_plans = NULL;
+    c->n_conv_plans = c->cap_conv_plans = 0;
 }
 
+/* The largest power of two up to 16 dividing every operand's address: plans are made for it. */
+static int operands_align(const void *a, const void *b, const void *c)
+{
+    uintptr_t v = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c;
+    int align = 16;
+    while (align > 1 && (v & (uintptr_t)(align - 1))) align /= 2;
+    return align;
+}
 
-/* The plan for this convolution (cached) and its workspace in *wsp; NULL + be->error on failure. */
-static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws,
-                                         int stride, int pad, const conv_desc *d, void **wsp)
+static cudnnStatus_t make_tensor(dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, int64_t align)
+{
+    int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}; /* NCHW */
+    cudnnDataType_t dt = dnn_type(dtype);
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*t);
+    return s;
+}
+
+static cudnnStatus_t make_conv(dnn_desc *d, int stride, int pad)
+{
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    int64_t dims = 2, ones[2] = {1, 1}, strides[2] = {stride, stride}, pads[2] = {pad, pad};
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*d);
+    return s;
+}
+
+/* The one operation of the plan's graph: its x, w and y attributes by direction. */
+static cudnnStatus_t make_operation(dnn_desc *op, conv_dir dir, dnn_desc x, dnn_desc w, dnn_desc y, dnn_desc conv, float beta)
+{
+    static const cudnnBackendDescriptorType_t type[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                                         CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                                         CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    static const cudnnBackendAttributeName_t attr[3][6] = {
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA},
+        {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+         CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+    const cudnnBackendAttributeName_t *a = attr[dir];
+    float alpha = 1.0f;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(type[dir], op);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[3], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[4], CUDNN_TYPE_FLOAT, 1, &alpha);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[5], CUDNN_TYPE_FLOAT, 1, &beta);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*op);
+    return s;
+}
+
+/* Whether an engine's numerics suit this plan: never nondeterministic (a replayed step gives the
+ * same bits), fp32 accumulation always, and for f32 data exact fp32 math (parity with the CPU
+ * reference, as the legacy API's FMA math type gave). */
+static bool engine_allowed(dnn_desc cfg, int dtype)
+{
+    dnn_desc engine;
+    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
+    int64_t n = 0;
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    bool ok = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
+                  CUDNN_STATUS_SUCCESS &&
+              cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS;
+    for (int64_t i = 0; ok && i < n; i++) {
+        cudnnBackendNumericalNote_t note = notes[i];
+        if (note == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC || note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
+            ok = false;
+        if (dtype == SDT_F32 && (note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
+            ok = false;
+    }
+    cudnnBackendDestroyDescriptor(engine);
+    return ok;
+}
+
+/* The first plan, in heuristics' order (mode A, then the fallback list), that is allowed, finalizes
+ * and fits the workspace cap. */
+static cudnnStatus_t choose_plan(cudnnHandle_t h, dnn_desc graph, int dtype, dnn_desc *plan_out, size_t *workspace)
+{
+    static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+    for (int m = 0; m < 2; m++) {
+        dnn_desc heur;
+        cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+        if (s != CUDNN_STATUS_SUCCESS) return s;
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
+        int64_t count = 0;
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
+        dnn_desc cfgs[64];
+        int64_t made = 0, got = 0;
+        if (count > 64) count = 64;
+        while (s == CUDNN_STATUS_SUCCESS && made < count) {
+            s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[made]);
+            if (s == CUDNN_STATUS_SUCCESS) made++;
+        }
+        if (s == CUDNN_STATUS_SUCCESS && count > 0)
+            s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs);
+        bool found = false;
+        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && !found; i++) {
+            if (!engine_allowed(cfgs[i], dtype)) continue;
+            dnn_desc plan;
+            if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) continue;
+            int64_t ws = 0, n = 0;
+            cudnnStatus_t ps = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+            if (ps == CUDNN_STATUS_SUCCESS)
+                ps = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+            if (ps == CUDNN_STATUS_SUCCESS) ps = cudnnBackendFinalize(plan);
+            if (ps == CUDNN_STATUS_SUCCESS)
+                ps = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
+            if (ps == CUDNN_STATUS_SUCCESS && ws >= 0 && (size_t)ws <= CONV_WORKSPACE_CAP) {
+                *plan_out = plan;
+                *workspace = (size_t)ws;
+                found = true;
+            } else {
+                last = ps == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : ps;
+                cudnnBackendDestroyDescriptor(plan);
+            }
+        }
+        for (int64_t i = 0; i < made; i++) cudnnBackendDestroyDescriptor(cfgs[i]);
+        cudnnBackendDestroyDescriptor(heur);
+        if (found) return CUDNN_STATUS_SUCCESS;
+        if (s != CUDNN_STATUS_SUCCESS) last = s;
+    }
+    return last;
+}
+
+/* Builds the one-operation graph of key and its plan. */
+static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const int64_t *ys)
+{
+    dnn_desc x = NULL, w = NULL, y = NULL, conv = NULL, op = NULL, graph = NULL;
+    cudnnStatus_t s = make_tensor(&x, UID_X, key->dtype, key->xs, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&w, UID_W, key->dtype, key->ws, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&y, UID_Y, key->dtype, ys, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_conv(&conv, key->stride, key->pad);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_operation(&op, (conv_dir)key->dir, x, w, y, conv, key->accumulate ? 1.0f : 0.0f);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(graph);
+    if (s == CUDNN_STATUS_SUCCESS) s = choose_plan(h, graph, key->dtype, &key->plan, &key->workspace);
+    dnn_desc all[6] = {graph, op, conv, y, w, x};
+    for (int i = 0; i < 6; i++)
+        if (all[i]) cudnnBackendDestroyDescriptor(all[i]);
+    return s;
+}
+
+/* Runs one convolution of direction dir: x, w and y are the forward's names (for backward data x
+ * is dx and y is dy; for backward filter w is dw). accumulate: y (dx, dw) += instead of =. */
+static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                    int stride, int pad, bool accumulate, const void *x, const void *w, const void *y, const char *what)
 {
     cuda_ctx *c = ctx_of(be);
     struct conv_plan key;
@@ -103,31 +228,42 @@ static const struct conv_plan *conv_plan(sdt_backend *be, conv_dir dir, int dtyp
     key.dtype = dtype;
     key.stride = stride;
     key.pad = pad;
+    key.accumulate = accumulate;
+    key.align = operands_align(x, w, y);
     memcpy(key.xs, xs, sizeof key.xs);
     memcpy(key.ws, ws, sizeof key.ws);
     struct conv_plan *p = plan_lookup(c, &key);
     if (!p) {
-        cudnnStatus_t s = plan_choose(c->cudnn, d, &key);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            cuda_fail(be, cudnn_error_code(s), "conv2d: cuDNN found no algorithm (%s)", cudnnGetErrorString(s));
-            return NULL;
-        }
         if (c->n_conv_plans == c->cap_conv_plans) {
             int cap = c->cap_conv_plans ? 2 * c->cap_conv_plans : 64;
             struct conv_plan *np = (struct conv_plan *)realloc(c->conv_plans, (size_t)cap * sizeof(*np));
-            if (!np) {
-                cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "conv2d: out of host memory");
-                return NULL;
-            }
+            if (!np) return cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory", what);
             c->conv_plans = np;
             c->cap_conv_plans = cap;
         }
+        cudnnStatus_t s = plan_build(c->cudnn, &key, ys);
+        if (s != CUDNN_STATUS_SUCCESS)
+            return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld input and a %lldx%lldx%lldx%lld filter (%s)",
+                             what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ws[0],
+                             (long long)ws[1], (long long)ws[2], (long long)ws[3], cudnnGetErrorString(s));
         p = &c->conv_plans[c->n_conv_plans++];
         *p = key;
     }
-    *wsp = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
-    if (p->workspace && !*wsp) return NULL;
-    return p;
+    void *workspace = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
+    if (p->workspace && !workspace) return -1;
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)x, (void *)w, (void *)y};
+    dnn_desc pack;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    if (s != CUDNN_STATUS_SUCCESS) return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
+    s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(pack);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendExecute(c->cudnn, p->plan, pack);
+    cudnnBackendDestroyDescriptor(pack);
+    if (s != CUDNN_STATUS_SUCCESS) return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
+    return 0;
 }
 
 /* Operands in one dtype: the tensors' own when x, w and y agree, else f32 copies in scratch. */
@@ -166,8 +302,7 @@ static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
 static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad,
                               bool overwrite)
 {
-    cudnnHandle_t h = ctx_of(be)->cudnn;
-    float one = 1.0f, beta = 1.0f;
+    float beta = 1.0f;
     bool native = dx->dtype == w->dtype && dout->dtype == dx->dtype;
     int dt = native ? dx->dtype : SDT_F32;
     const void *wp = native ? w->data : cuda_read_f32(be, w, 1);
@@ -183,20 +318,9 @@ static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor 
         if (!dx32 || cuda_convert_raw(be, dx32, SDT_F32, dx->data, dx->dtype, n)) return -1;
         dxp = dx32;
     }
-    conv_desc d;
-    int rc = conv_desc_make(be, &d, dt, dx->shape, w->shape, dout->shape, stride, pad);
-    if (!rc) {
-        void *wsp = NULL;
-        const struct conv_plan *p = conv_plan(be, CONV_BWD_DATA, dt, dx->shape, w->shape, stride, pad, &d, &wsp);
-        cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
-                             : cudnnConvolutionBackwardData(h, &one, d.w, wp, d.y, dyp, d.conv,
-                                                            (cudnnConvolutionBwdDataAlgo_t)p->algo, wsp, p->workspace, &beta,
-                                                            d.x, dxp);
-        if (s != CUDNN_STATUS_SUCCESS)
-            rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (data): cuDNN failed (%s)", cudnnGetErrorString(s));
-    }
-    conv_desc_free(&d);
-    if (rc) return rc;
+    if (conv_run(be, CONV_BWD_DATA, dt, dx->shape, w->shape, dout->shape, stride, pad, beta != 0.0f, dxp, wp, dyp,
+                 "conv2d backward (data)"))
+        return -1;
     if (dx32 && cuda_convert_raw(be, dx->data, dx->dtype, dx32, SDT_F32, sdt_tensor_numel(dx))) return -1;
     return 0;
 }
@@ -206,20 +330,8 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 {
     conv_ops o;
     if (conv_operands(be, x, w, out, false, &o)) return -1;
-    conv_desc d;
-    int rc = conv_desc_make(be, &d, o.dtype, x->shape, w->shape, out->shape, stride, pad);
-    cudnnHandle_t h = ctx_of(be)->cudnn;
-    if (!rc) {
-        void *wsp = NULL;
-        const struct conv_plan *p = conv_plan(be, CONV_FWD, o.dtype, x->shape, w->shape, stride, pad, &d, &wsp);
-        float one = 1.0f, zero = 0.0f;
-        cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
-                             : cudnnConvolutionForward(h, &one, d.x, o.x, d.w, o.w, d.conv, (cudnnConvolutionFwdAlgo_t)p->algo, wsp,
-                                                       p->workspace, &zero, d.y, o.y);
-        if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d forward: cuDNN failed (%s)", cudnnGetErrorString(s));
-    }
-    conv_desc_free(&d);
-    if (rc) return rc;
+    if (conv_run(be, CONV_FWD, o.dtype, x->shape, w->shape, out->shape, stride, pad, false, o.x, o.w, o.y, "conv2d forward"))
+        return -1;
     int64_t n = sdt_tensor_numel(out), C = out->shape[1], S = out->shape[2] * out->shape[3];
     if (b) {
         if (cuda_add_bias(be, o.y, o.dtype, b->data, b->dtype, out->shape[0], C, S)) return -1;
@@ -231,8 +343,6 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
                          const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
 {
-    cudnnHandle_t h = ctx_of(be)->cudnn;
-    float one = 1.0f;
     if (db) {
         /* db[c] += sum over b, s of dy[b, c, s] */
         if (cuda_channel_sums(be, db->data, db->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1],
@@ -249,19 +359,9 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
             if (!dw32 || cuda_convert_raw(be, dw32, SDT_F32, dw->data, dw->dtype, n)) return -1;
         }
         if (!x32 || !dy32) return -1;
-        conv_desc d;
-        int rc = conv_desc_make(be, &d, SDT_F32, x->shape, w->shape, dout->shape, stride, pad);
-        if (!rc) {
-            void *wsp = NULL;
-            const struct conv_plan *p = conv_plan(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, stride, pad, &d, &wsp);
-            cudnnStatus_t s = !p ? CUDNN_STATUS_ALLOC_FAILED
-                                 : cudnnConvolutionBackwardFilter(h, &one, d.x, x32, d.y, dy32, d.conv,
-                                                                  (cudnnConvolutionBwdFilterAlgo_t)p->algo, wsp, p->workspace,
-                                                                  &one, d.w, dw32);
-            if (s != CUDNN_STATUS_SUCCESS) rc = cuda_fail(be, cudnn_error_code(s), "conv2d backward (filter): cuDNN failed (%s)", cudnnGetErrorString(s));
-        }
-        conv_desc_free(&d);
-        if (rc) return rc;
+        if (conv_run(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, dout->shape, stride, pad, true, x32, dw32, dy32,
+                     "conv2d backward (filter)"))
+            return -1;
         if (dw32 != dw->data && cuda_convert_raw(be, dw->data, dw->dtype, dw32, SDT_F32, sdt_tensor_numel(dw))) return -1;
     }
     return 0;

@@ -33,7 +33,7 @@ typedef struct cuda_ctx {
     float *reduce;        /* small device buffer for reductions */
     double *reduce_d;
     int *flag;
-    struct conv_plan *conv_plans; /* conv2d.cu: algorithm choices by shape, grown on demand */
+    struct conv_plan *conv_plans; /* conv2d.cu: cuDNN execution plans by shape, grown on demand */
     int n_conv_plans, cap_conv_plans;
     bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
     cuda_alloc_table allocs;                      /* device_memory.cu */
@@ -151,6 +151,8 @@ static inline unsigned grid_for(int64_t n, int block)
 cudaError_t cuda_device_malloc(cuda_ctx *c, void **p, size_t bytes);
 void cuda_device_free(cuda_ctx *c, void *p);
 void cuda_device_memory_release(cuda_ctx *c);
+/* Destroys conv2d.cu's cached cuDNN execution plans (before the cuDNN handle goes). */
+void cuda_conv_plans_free(cuda_ctx *c);
 /* cuDNN's convolution workspace (memory_stats reports it apart from the other slots). */
 #define CUDA_CONV_WORKSPACE_SLOT 6
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
