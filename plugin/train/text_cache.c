@@ -81,7 +81,7 @@ static bool download(sdt_backend *be, void *dst, const sdt_tensor *t, size_t byt
 }
 
 bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, int clip_skip, bool anomaly_check,
-                           sdt_error *error)
+                           sdt_text_cache_progress progress, void *user, sdt_error *error)
 {
     if (!c->sealed || rt->text_cache || rt->text_parked)
         return sdt_fail(error, SDT_ERR_INTERNAL, "the text cache was encoded without the text encoders (a bug: please report)");
@@ -109,6 +109,8 @@ bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, in
         return sdt_error_wrap(error, "encoding the run's prompts once");
     for (int at = 0; at < c->n; at += group) {
         int count = c->n - at < group ? c->n - at : group;
+        if (progress && !progress(user, at, c->n))
+            return sdt_fail(error, SDT_ERR_INTERRUPTED, "encoding the run's prompts was interrupted");
         sdt_arena_rewind(&wa->arena, 0);
         sdt_arena_clear_error(&wa->arena);
         ci = group_inputs(c, rt, c->keys + (size_t)at * SDT_PROMPT_TOKENS, count, sizes, clip_skip, anomaly_check);

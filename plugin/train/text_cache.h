@@ -53,11 +53,15 @@ bool sdt_text_cache_add_prompt(sdt_text_cache *c, sdt_tokenizer *tok, const sdt_
 void sdt_text_cache_seal(sdt_text_cache *c);
 /* Host bytes the values of n chunks take for this model in dtype. */
 size_t sdt_text_cache_bytes(const sd_runtime *rt, sdt_dtype dtype, int n);
+/* Called between groups of chunks with the chunks encoded so far: false stops the encoding (an
+ * interrupt during prepare); it may log progress. */
+typedef bool (*sdt_text_cache_progress)(void *user, int done, int total);
 /* Encodes every sealed key with the runtime's encoders in rt->dtype (rt->text_cache must be NULL
  * meanwhile: this runs the encoders), the work arena sized for a group of chunks and left
- * reserved. Values already there (the fp32 fallback's second encode) are replaced. */
+ * reserved. Values already there (the fp32 fallback's second encode) are replaced. progress may be
+ * NULL; when it returns false, encoding stops with SDT_ERR_INTERRUPTED. */
 bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, int clip_skip, bool anomaly_check,
-                           sdt_error *error);
+                           sdt_text_cache_progress progress, void *user, sdt_error *error);
 /* The values of the chunk with these 77 ids (NULL when the cache does not hold it). */
 const uint8_t *sdt_text_cache_context(const sdt_text_cache *c, const int32_t *ids);
 const uint8_t *sdt_text_cache_pooled(const sdt_text_cache *c, const int32_t *ids);

@@ -803,8 +803,11 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
     if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
-    if (!sdt_train_job_cache_text(job, error) || !still_wanted(job, error) || !plan_memory(job, info, error) ||
-        !still_wanted(job, error) ||
+    if (!sdt_train_job_cache_text(job, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the encoder's "interrupted" */
+        return false;
+    }
+    if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
         !write_settings(job, o, e->groups[0].lr_text, error) || !sdt_train_job_average_start(job, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;

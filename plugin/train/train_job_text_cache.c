@@ -53,6 +53,26 @@ static bool collect_prompts(sdt_train_job *job)
     return ok;
 }
 
+/* Progress every few seconds (bigG on a CPU takes seconds a chunk) and the interrupt button. */
+typedef struct encode_progress {
+    sdt_train_job *job;
+    double last;
+} encode_progress;
+
+#define ENCODE_PROGRESS_EVERY_S 3
+
+static bool keep_encoding(void *user, int done, int total)
+{
+    encode_progress *p = user;
+    if (p->job->control && sdt_run_control_interrupt_requested(p->job->control)) return false;
+    double now = sdt_train_job_clock();
+    if (now - p->last >= ENCODE_PROGRESS_EVERY_S) {
+        sdt_host_log(p->job->host, SDT_LOG_INFO, "encoding the run's prompts with the text encoders: %d of %d chunks", done, total);
+        p->last = now;
+    }
+    return true;
+}
+
 bool sdt_train_job_cache_text(sdt_train_job *job, sdt_error *error)
 {
     if (job->rows || job->rules.placeholder_id >= 0) {
@@ -84,7 +104,10 @@ bool sdt_train_job_cache_text(sdt_train_job *job, sdt_error *error)
         return true;
     }
     double start = sdt_train_job_clock();
-    if (!sdt_text_cache_encode(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->anomaly, error)) return false;
+    encode_progress progress = {job, start};
+    if (!sdt_text_cache_encode(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->anomaly, keep_encoding, &progress,
+                               error))
+        return false;
     job->have_measured = false; /* the encoders used the work arena */
     job->rt.text_cache = &job->text_cache;
     size_t weights = sd_runtime_text_park(&job->rt);
@@ -102,7 +125,8 @@ bool sdt_train_job_recache_text(sdt_train_job *job, sdt_error *error)
 {
     if (!job->rt.text_cache) return true;
     job->rt.text_cache = NULL; /* the fresh f32 copy of the encoders computes the values again */
-    if (!sdt_text_cache_encode(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->anomaly, error)) return false;
+    if (!sdt_text_cache_encode(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->anomaly, NULL, NULL, error))
+        return false;
     job->have_measured = false;
     job->rt.text_cache = &job->text_cache;
     sd_runtime_text_park(&job->rt);
