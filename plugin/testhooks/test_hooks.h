@@ -17,6 +17,9 @@
  *   SDTRAIN_FAULT_ENOSPC=<end of a path>       every save to a path ending so (".png", "a.safetensors";
  *                                              "*": every file) fails as on a full disk (ENOSPC),
  *                                              through models/formats/write_fault.h; read at each save
+ *   SDTRAIN_TEXT_CACHE_OFF=1                   a run that could encode its prompts once (train/text_cache.h)
+ *                                              keeps its text encoders and runs them every step, so a test
+ *                                              compares the two paths on one run
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -30,6 +33,7 @@
 #define SDT_TEST_HOOK_NO_BF16_NAME "SDTRAIN_DEVICE_NO_BF16"
 #define SDT_TEST_HOOK_STEP_DELAY_NAME "SDTRAIN_TEST_STEP_DELAY_MS"
 #define SDT_TEST_HOOK_ENOSPC_NAME "SDTRAIN_FAULT_ENOSPC"
+#define SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME "SDTRAIN_TEXT_CACHE_OFF"
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -39,6 +43,8 @@ unsigned long long sdt_test_hook_memory_limit_mib(void);
 const char *sdt_test_hook_inf_grad(void);
 /* true: treat the backend as one without bf16 arithmetic. */
 bool sdt_test_hook_no_bf16(void);
+/* true: keep the text encoders even where the text cache could replace them. */
+bool sdt_test_hook_text_cache_off(void);
 /* Milliseconds added to every training step, or 0. */
 unsigned sdt_test_hook_step_delay_ms(void);
 /* true: saves to path fail as on a full disk. Defined only by the test build; models/formats/write_fault.c

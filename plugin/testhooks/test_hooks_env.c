@@ -30,6 +30,12 @@ bool sdt_test_hook_no_bf16(void)
     return text && strcmp(text, "1") == 0;
 }
 
+bool sdt_test_hook_text_cache_off(void)
+{
+    const char *text = getenv(SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME);
+    return text && strcmp(text, "1") == 0;
+}
+
 bool sdt_test_hook_disk_full(const char *path)
 {
     const char *end = getenv(SDT_TEST_HOOK_ENOSPC_NAME);

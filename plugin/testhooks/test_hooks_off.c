@@ -12,3 +12,5 @@ const char *sdt_test_hook_inf_grad(void) { return NULL; }
 bool sdt_test_hook_no_bf16(void) { return false; }
 
 unsigned sdt_test_hook_step_delay_ms(void) { return 0; }
+
+bool sdt_test_hook_text_cache_off(void) { return false; }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "train/prompt.h"
+#include "train/text_cache.h"
 
 bool sdt_cond_is_sdxl(const sd_runtime *rt) { return rt->cfg.clip2.width > 0; }
 
@@ -70,6 +71,59 @@ static bool upload_time_embeds(sd_runtime *rt, sdt_tensor *dst, const sdt_cond_i
     return true;
 }
 
+/* The context rows (and SDXL's pooled vectors, from each prompt's first chunk) from the text cache,
+ * chunk by chunk as the encoders would have computed them (train/text_cache.h). */
+static bool upload_cached(sd_runtime *rt, const sdt_cond_inputs *in, sdt_tensor *context, sdt_tensor *pooled, sdt_error *error)
+{
+    const sdt_text_cache *tc = rt->text_cache;
+    int rows = in->batch * in->chunks;
+    if (tc->dtype != in->act_dtype || tc->clip_skip != in->clip_skip)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "the text cache holds %s values with CLIP skip %d, the pass asks for %s with %d "
+                        "(a bug: please report)", sdt_dtype_name(tc->dtype), tc->clip_skip, sdt_dtype_name(in->act_dtype),
+                        in->clip_skip);
+    uint8_t *host = malloc((size_t)rows * tc->context_bytes + (size_t)in->batch * tc->pooled_bytes);
+    if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt's conditioning");
+    uint8_t *host_pooled = host + (size_t)rows * tc->context_bytes;
+    bool found = true;
+    for (int r = 0; found && r < rows; r++) {
+        const int32_t *ids = in->tokens + (size_t)r * SDT_PROMPT_TOKENS;
+        const uint8_t *ctx = sdt_text_cache_context(tc, ids);
+        found = ctx != NULL;
+        if (ctx) memcpy(host + (size_t)r * tc->context_bytes, ctx, tc->context_bytes);
+        if (ctx && pooled && r % in->chunks == 0)
+            memcpy(host_pooled + (size_t)(r / in->chunks) * tc->pooled_bytes, sdt_text_cache_pooled(tc, ids), tc->pooled_bytes);
+    }
+    bool ok = found && sdt_tensor_nbytes(context) == (size_t)rows * tc->context_bytes &&
+              (!pooled || sdt_tensor_nbytes(pooled) == (size_t)in->batch * tc->pooled_bytes);
+    if (!ok) {
+        free(host);
+        return sdt_fail(error, SDT_ERR_INTERNAL, "a prompt of this batch is not in the text cache that replaced the text encoders "
+                        "(a bug: please report)");
+    }
+    sdt_backend *be = rt->be;
+    ok = be->upload(be, context->data, host, sdt_tensor_nbytes(context)) == 0 &&
+         (!pooled || be->upload(be, pooled->data, host_pooled, sdt_tensor_nbytes(pooled)) == 0);
+    free(host);
+    if (!ok) return sdt_fail(error, be->error.code, "copying the prompt's conditioning to the %s backend failed: %s", be->name,
+                             be->error.message);
+    return true;
+}
+
+/* Without the encoders: the context (and pooled) tensors filled from the text cache. */
+static bool forward_cached(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    const sdt_text_cache *tc = rt->text_cache;
+    int64_t cshape[3] = {in->batch, (int64_t)in->chunks * SDT_PROMPT_TOKENS, tc->width}, pshape[2] = {in->batch, tc->pooled_width};
+    c->context = sdt_arena_tensor(a, in->act_dtype, 3, cshape);
+    sdt_tensor *pooled = c->sdxl ? &c->text.pooled : NULL;
+    if (pooled) *pooled = sdt_arena_tensor(a, in->act_dtype, 2, pshape);
+    if (c->sdxl) c->text.context = c->context, c->text.batch = in->batch, c->text.chunks = in->chunks;
+    if (a->measuring) return true;
+    if (!sdt_arena_fits(a))
+        return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
+    return upload_cached(rt, in, &c->context, pooled, error);
+}
+
 static bool forward_sd(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
     clip_text_inputs ci = {&c->tokens, in->rows, in->overrides, in->n_overrides, in->clip_skip, in->act_dtype, in->anomaly_check};
@@ -104,21 +158,27 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
     if (pooled <= 0 || (adm - pooled) % 6 != 0)
         return sdt_fail(error, SDT_ERR_UNSUPPORTED, "the model has two text encoders but its UNet takes no SDXL vector "
                         "conditioning (label_emb with %d inputs); it is not an SDXL base model", adm);
-    c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
+    bool cached = rt->text_cache != NULL;
+    if (!cached) c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
     int64_t tshape[2] = {in->batch, adm - pooled}, yshape[2] = {in->batch, adm};
     c->time_embeds = sdt_arena_tensor(a, in->act_dtype, 2, tshape);
     if (!a->measuring) {
         if (!sdt_arena_fits(a))
             return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s", a->error.message);
-        if (!upload_tokens_g(rt, &c->tokens_g, in->tokens, in->batch * in->chunks, in->end_id, error) ||
+        if ((!cached && !upload_tokens_g(rt, &c->tokens_g, in->tokens, in->batch * in->chunks, in->end_id, error)) ||
             !upload_time_embeds(rt, &c->time_embeds, in, error))
             return false;
     }
-    if (in->rows && !split_rows(rt, a, in->rows, c, error)) return false;
-    sdt_sdxl_text_inputs ti = {&c->tokens, &c->tokens_g, in->chunks, in->rows ? &c->rows_l : NULL, in->rows ? &c->rows_g : NULL,
-                               in->overrides, in->n_overrides, in->act_dtype, in->anomaly_check};
-    if (!sdt_sdxl_text_forward(&m->clip, &m->clip2, be, a, &ti, &c->text, error)) return false;
-    c->context = c->text.context;
+    if (cached) {
+        if (!forward_cached(rt, a, in, c, error)) return false;
+    } else {
+        if (in->rows && !split_rows(rt, a, in->rows, c, error)) return false;
+        sdt_sdxl_text_inputs ti = {&c->tokens, &c->tokens_g, in->chunks, in->rows ? &c->rows_l : NULL,
+                                   in->rows ? &c->rows_g : NULL, in->overrides, in->n_overrides, in->act_dtype,
+                                   in->anomaly_check};
+        if (!sdt_sdxl_text_forward(&m->clip, &m->clip2, be, a, &ti, &c->text, error)) return false;
+        c->context = c->text.context;
+    }
     c->y = sdt_arena_tensor(a, in->act_dtype, 2, yshape);
     if (a->measuring) return true;
     if (!sdt_arena_fits(a))
@@ -140,14 +200,23 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     c->sdxl = sdt_cond_is_sdxl(rt);
     if (c->sdxl && !in->sizes && !a->measuring)
         return sdt_fail(error, SDT_ERR_INTERNAL, "SDXL conditioning without the size conditioning (a bug: please report)");
-    int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};
-    c->tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
-    if (!a->measuring) {
-        if (!sdt_arena_fits(a))
-            return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
-        if (!upload_tokens(rt->be, &c->tokens, in->tokens, error)) return false;
+    if (rt->text_cache && (in->rows || in->n_overrides))
+        return sdt_fail(error, SDT_ERR_INTERNAL, "an embedding's rows reached a prompt whose text encoders were replaced by the "
+                        "text cache (a bug: please report)");
+    if (rt->text_parked && !rt->text_cache)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "the text encoders left the device without a text cache (a bug: please report)");
+    bool cached = rt->text_cache != NULL;
+    if (!cached) {
+        int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};
+        c->tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
+        if (!a->measuring) {
+            if (!sdt_arena_fits(a))
+                return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
+            if (!upload_tokens(rt->be, &c->tokens, in->tokens, error)) return false;
+        }
     }
-    return c->sdxl ? forward_sdxl(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
+    if (c->sdxl) return forward_sdxl(rt, a, in, c, error);
+    return cached ? forward_cached(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
 }
 
 const sdt_tensor *sdt_cond_y(const sdt_cond *c) { return c->sdxl ? &c->y : NULL; }

@@ -11,6 +11,10 @@
  * both encoders' vectors side by side, [n, 768 + 1280] (clip_l then clip_g, as the embedding
  * file keeps them in memory); they are split for the encoders here and their gradients joined
  * again, so the optimizer, the guard and the state see one table.
+ *
+ * With a text cache on the runtime (rt->text_cache, train/text_cache.h: a run whose text side trains
+ * nothing) the encoders do not run: the context and SDXL's pooled embedding are copied from the
+ * cache chunk by chunk, and y is made from them as before.
  */
 #ifndef SDT_TRAIN_SD_COND_H
 #define SDT_TRAIN_SD_COND_H

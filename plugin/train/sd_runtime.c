@@ -83,6 +83,7 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     }
     rt->bound = true;
     rt->vae_parked = false;
+    rt->text_parked = false;
     rt->vae_dtype = dtype;
     rt->place_s = seconds_since(start);
     return true;
@@ -100,6 +101,33 @@ size_t sd_runtime_vae_park(sd_runtime *rt)
 {
     if (!rt->bound || rt->vae_parked || rt->be->device == SDT_DEVICE_CPU) return 0;
     return vae_release(rt);
+}
+
+/* Bytes of the tensors under prefix that are on the backend now. */
+static size_t placed_bytes(const sdt_weights *w, const char *prefix)
+{
+    size_t bytes = 0, n = strlen(prefix);
+    for (size_t i = 0; i < sdt_weights_count(w); i++) {
+        const char *key = sdt_weights_key(w, i);
+        const sdt_tensor *t = strncmp(key, prefix, n) == 0 ? sdt_weights_get(w, key) : NULL;
+        if (t && t->data) bytes += sdt_tensor_nbytes(t);
+    }
+    return bytes;
+}
+
+size_t sd_runtime_text_park(sd_runtime *rt)
+{
+    if (!rt->bound || rt->text_parked) return 0;
+    /* each encoder's whole slot: its projection sits beside the prefix its layers have (clip_key_prefix) */
+    const char *slots[2] = {rt->cfg.clip2.width > 0 ? "conditioner.embedders.0." : "cond_stage_model.",
+                            rt->cfg.clip2.width > 0 ? "conditioner.embedders.1." : NULL};
+    size_t bytes = 0;
+    for (int i = 0; i < 2 && slots[i]; i++) {
+        bytes += placed_bytes(rt->dev, slots[i]);
+        sdt_weights_release_prefix(rt->dev, slots[i]);
+    }
+    rt->text_parked = true;
+    return bytes;
 }
 
 bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)

@@ -28,6 +28,10 @@ typedef struct sd_runtime {
     sdt_dtype vae_dtype;  /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
     bool bound;
     bool vae_parked;      /* the VAE's weights are off the backend (sd_runtime_vae_park) */
+    bool text_parked;     /* the text encoders' weights are off the backend (sd_runtime_text_park) */
+    /* every prompt's conditioning, encoded once (train/text_cache.h): sd_cond copies it instead of
+     * running the encoders; NULL: the encoders run */
+    const struct sdt_text_cache *text_cache;
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
     /* seconds the last open spent opening and detecting, on the finite check, and placing the
      * weights on the backend in dtype (for the log line that says where loading went) */
@@ -60,6 +64,11 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);
 size_t sd_runtime_vae_park(sd_runtime *rt);
 /* The VAE on the backend (again), before any encode or decode. */
 bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error);
+/* Once every prompt of the run is in rt->text_cache, the text encoders' weights leave the backend
+ * (on every backend: a converted CPU copy is freed too, the file's mapping only let go of); nothing
+ * runs them again until sd_runtime_set_dtype binds a fresh copy. Returns the bytes of weights let go
+ * of (what the memory plan no longer counts). */
+size_t sd_runtime_text_park(sd_runtime *rt);
 /* The VAE's weights and activations in dtype from here on (the rest of the model keeps rt->dtype):
  * SDXL's VAE overflows fp16, so an fp16 run without bf16 encodes and decodes it in f32. */
 bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);

@@ -43,6 +43,7 @@
 #include "train/sd_pass.h"
 #include "train/sd_runtime.h"
 #include "train/step_engine.h"
+#include "train/text_cache.h"
 #include "train/work_arena.h"
 #include "tokenizer.h"
 
@@ -172,6 +173,7 @@ struct sdt_train_job {
     char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
     sdt_caption_rules caption_rules;
+    sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (rt.text_cache points here) */
 
     /* what the pass trains */
     const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
@@ -318,6 +320,12 @@ bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error);
 /* ---- for the parts and the job's own files ---- */
 /* Monotonic seconds. */
 double sdt_train_job_clock(void);
+/* The text encoders kept, or every prompt of the run encoded once and the encoders' weights let go
+ * of (train_job_text_cache.c, train/text_cache.h): after the data and the parts, before the memory
+ * plan. Its one log line says which and why. */
+bool sdt_train_job_cache_text(sdt_train_job *job, sdt_error *error);
+/* After the switch to fp32: a text cache is encoded again by the fresh f32 encoders. */
+bool sdt_train_job_recache_text(sdt_train_job *job, sdt_error *error);
 /* Frozen weights upcast to f32, no loss scaling, non-finite latents encoded again. */
 bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error);
 /* After the switch to fp32: images whose latents were not finite are encoded again. */

@@ -346,7 +346,7 @@ bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
     job->precision = SDT_PRECISION_FP32;
     job->have_measured = false;
     inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
-    return sdt_train_job_reencode_nonfinite(job, error);
+    return sdt_train_job_recache_text(job, error) && sdt_train_job_reencode_nonfinite(job, error);
 }
 
 /* Progress of a long phase of preparation, logged every few seconds, and the interrupt button:
@@ -803,7 +803,11 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
     if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
-    if (!plan_memory(job, info, error) || !still_wanted(job, error) ||
+    if (!sdt_train_job_cache_text(job, error)) {
+        still_wanted(job, error); /* an interrupt says so instead of the encoder's "interrupted" */
+        return false;
+    }
+    if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
         !write_settings(job, o, e->groups[0].lr_text, error) || !sdt_train_job_average_start(job, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
@@ -852,6 +856,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     plugin_backend_close(&job->pb);
     sdt_tokenizer_free(job->tok);
     sdt_template_free(&job->tmpl);
+    sdt_text_cache_free(&job->text_cache);
     sdt_dataset_free(&job->ds);
     latent_cache_free(&job->lc);
     inpaint_cond_free(&job->inpaint);
