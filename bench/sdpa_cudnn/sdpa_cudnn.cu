@@ -51,7 +51,7 @@
 
 /* Graph building may be refused by the runtime: record why (status, line, call, cuDNN's own message)
  * in g_err and return the status instead of exiting, so the other route still runs. */
-static char g_err[1024];
+static char g_err[2048];
 #define TRY(x)                                                                                                 \
     do {                                                                                                       \
         cudnnStatus_t s_ = (x);                                                                                \
@@ -163,10 +163,25 @@ static cudnnStatus_t mk_virt(pool *p, bdesc *out, tdesc t, cudnnDataType_t dt)
     return mk_tensor(p, out, 0, t, dt, true, false);
 }
 
-/* A scalar passed by value (the scale, the constant one). */
+/* A scalar passed by value (the scale, the constant one), as [1, 1, 1, 1] (what cuDNN's own attention
+ * samples used) or, with g_scalar_rank 1, as [1] (what cudnn-frontend's Tensor_attributes(float) sends). */
+static int g_scalar_rank = 4;
+
 static cudnnStatus_t mk_scalar(pool *p, bdesc *out, int64_t uid)
 {
-    return mk_tensor(p, out, uid, td(1, 1, 1, 1, 1, 1, 1, 1), CUDNN_DATA_FLOAT, false, true);
+    if (g_scalar_rank == 4) return mk_tensor(p, out, uid, td(1, 1, 1, 1, 1, 1, 1, 1), CUDNN_DATA_FLOAT, false, true);
+    bool by_value = true;
+    int64_t one = 1, align = 16;
+    cudnnDataType_t dt = CUDNN_DATA_FLOAT;
+    TRY(pool_new(p, CUDNN_BACKEND_TENSOR_DESCRIPTOR, out));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 1, &one));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 1, &one));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
+    TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
+    TRY(cudnnBackendFinalize(*out));
+    return CUDNN_STATUS_SUCCESS;
 }
 
 static cudnnStatus_t mk_matmul(pool *p, bdesc *op, bdesc a, bdesc b, bdesc c)
@@ -235,6 +250,7 @@ typedef struct plan_info {
     int64_t engine;     /* its engine's global index */
     int64_t workspace;  /* bytes */
     char json[768];     /* the plan's JSON representation, quotes replaced, cut short */
+    int scale_rank;     /* rank of the by-value scale tensor the plan was built with */
 } plan_info;
 
 /* Operation graph -> heuristics mode A -> first plan that finalizes within the workspace. */
@@ -242,7 +258,7 @@ static cudnnStatus_t mk_plan(pool *p, bdesc *ops, int n_ops, bdesc *plan, plan_i
 {
     bdesc graph, heur;
     memset(info, 0, sizeof *info);
-    info->index = -1, info->engine = -1;
+    info->index = -1, info->engine = -1, info->scale_rank = g_scalar_rank;
     TRY(pool_new(p, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph));
     TRY(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_ops, ops));
     TRY(cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &g_dnn));
@@ -342,7 +358,7 @@ static tdesc rowvec(const shape *s)
 
 static const cudnnDataType_t BF16 = CUDNN_DATA_BFLOAT16, F32 = CUDNN_DATA_FLOAT;
 
-static cudnnStatus_t native_fwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
+static cudnnStatus_t native_fwd_once(pool *p, const shape *s, bdesc *plan, plan_info *info)
 {
     views w = make_views(s);
     bdesc q, k, v, o, st, sc, op;
@@ -363,7 +379,7 @@ static cudnnStatus_t native_fwd(pool *p, const shape *s, bdesc *plan, plan_info 
     return mk_plan(p, &op, 1, plan, info);
 }
 
-static cudnnStatus_t native_bwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
+static cudnnStatus_t native_bwd_once(pool *p, const shape *s, bdesc *plan, plan_info *info)
 {
     views w = make_views(s);
     bdesc q, k, v, o, st, sc, d_o, dq, dk, dv, op;
@@ -392,11 +408,47 @@ static cudnnStatus_t native_bwd(pool *p, const shape *s, bdesc *plan, plan_info 
     return mk_plan(p, &op, 1, plan, info);
 }
 
+typedef cudnnStatus_t (*build_fn)(pool *, const shape *, bdesc *, plan_info *);
+
+/* The native ops' contract for the scale is cudnn-frontend's (a rank-1 by-value tensor); if the runtime
+ * refuses that, try [1, 1, 1, 1] before giving up, and keep both refusals in g_err. */
+static cudnnStatus_t native_either_rank(build_fn once, pool *p, const shape *s, bdesc *plan, plan_info *info)
+{
+    static char first[sizeof g_err];
+    g_scalar_rank = 1;
+    cudnnStatus_t st = once(p, s, plan, info);
+    if (st == CUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    snprintf(first, sizeof first, "%s", g_err);
+    g_scalar_rank = 4;
+    st = once(p, s, plan, info);
+    if (st == CUDNN_STATUS_SUCCESS) {
+        return st;
+    }
+    char second[sizeof g_err];
+    snprintf(second, sizeof second, "%s", g_err);
+    if (strcmp(first, second) == 0) return st;
+    snprintf(g_err, sizeof g_err, "scale as [1]: %.900s; as [1,1,1,1]: %.900s", first, second);
+    return st;
+}
+
+static cudnnStatus_t native_fwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
+{
+    return native_either_rank(native_fwd_once, p, s, plan, info);
+}
+
+static cudnnStatus_t native_bwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
+{
+    return native_either_rank(native_bwd_once, p, s, plan, info);
+}
+
 /* cudnn-frontend's CompositeSDPANode with stats: S = Q KT * scale; softmax with stats = max + log(sum exp);
  * O = P V. K enters transposed ([B, H, D, Skv], the same memory). */
 static cudnnStatus_t composite_fwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
 {
     views w = make_views(s);
+    g_scalar_rank = 4;
     bdesc q, kt, v, o, st, sc;
     bdesc t_s, t_ss, t_max, t_sub, t_exp, t_sum, t_log, t_p;
     bdesc ops[10];
@@ -432,6 +484,7 @@ static cudnnStatus_t composite_fwd(pool *p, const shape *s, bdesc *plan, plan_in
 static cudnnStatus_t composite_bwd(pool *p, const shape *s, bdesc *plan, plan_info *info)
 {
     views w = make_views(s);
+    g_scalar_rank = 4;
     int64_t b = s->b, h = s->h, sq = s->sq, skv = s->skv, d = s->d;
     bdesc q, kt, vt, o, st, sc, one, d_o, dq, dk, dv, ssum, dqacc;
     TRY(mk_tensor(p, &q, UID_Q, w.q, BF16, false, false));
@@ -657,12 +710,11 @@ static double check_bwd(const bufs *m, const shape *s, double errs[3])
 }
 
 /* ---- driver ---- */
-typedef cudnnStatus_t (*build_fn)(pool *, const shape *, bdesc *, plan_info *);
 
 typedef struct result {
     float ms;
     plan_info info;
-    char err[1024];
+    char err[2048];
     double check; /* relative error of the sanity check; NAN when not finite, -1 when not run */
     double check_parts[3];
 } result;
@@ -792,9 +844,9 @@ int main(int argc, char **argv)
                 if (r.check < 0) snprintf(chk, sizeof chk, "-");
                 else snprintf(chk, sizeof chk, "%.2e", r.check);
                 if (r.ms > 0)
-                    printf("%-22s %-3s %-9s | %9.4f %7.1f | %4d %4d %6lld %9s | ws %lld B%s\n", s->name, dn,
-                           route_names[route], r.ms, flop / r.ms / 1e9, r.info.offered, r.info.index,
-                           (long long)r.info.engine, chk, (long long)r.info.workspace,
+                    printf("%-22s %-3s %-9s | %9.4f %7.1f | %4d %4d %6lld %9s | ws %lld B, scale rank %d%s\n", s->name,
+                           dn, route_names[route], r.ms, flop / r.ms / 1e9, r.info.offered, r.info.index,
+                           (long long)r.info.engine, chk, (long long)r.info.workspace, r.info.scale_rank,
                            (dir == 0 && r.check_parts[1] > 1e-2) || isnan(r.check) || r.check > 2e-2 ? "  CHECK FAILED" : "");
                 else
                     printf("%-22s %-3s %-9s | %9s %7s | %4d %4s %6s %9s | %s\n", s->name, dn, route_names[route], "-",
@@ -805,12 +857,12 @@ int main(int argc, char **argv)
                 fprintf(js,
                         "%s  {\"shape\": \"%s\", \"b\": %lld, \"h\": %lld, \"sq\": %lld, \"skv\": %lld, \"d\": %lld, "
                         "\"dir\": \"%s\", \"route\": \"%s\", \"ms\": %.5f, \"tflops\": %.2f, \"plans_offered\": %d, "
-                        "\"plan_index\": %d, \"engine\": %lld, \"workspace\": %lld, \"check_rel_err\": %.3e, "
+                        "\"plan_index\": %d, \"engine\": %lld, \"workspace\": %lld, \"scale_rank\": %d, \"check_rel_err\": %.3e, "
                         "\"check_parts\": [%.3e, %.3e, %.3e], \"error\": \"%s\", \"plan_json\": \"%s\"}",
                         first_row ? "" : ",\n", s->name, (long long)s->b, (long long)s->h, (long long)s->sq,
                         (long long)s->skv, (long long)s->d, dn, route_names[route], r.ms,
                         r.ms > 0 ? flop / r.ms / 1e9 : 0.0, r.info.offered, r.info.index, (long long)r.info.engine,
-                        (long long)r.info.workspace, isnan(r.check) ? 99.0 : r.check,
+                        (long long)r.info.workspace, r.info.scale_rank, isnan(r.check) ? 99.0 : r.check,
                         isnan(r.check_parts[0]) ? 99.0 : r.check_parts[0], isnan(r.check_parts[1]) ? 99.0 : r.check_parts[1],
                         isnan(r.check_parts[2]) ? 99.0 : r.check_parts[2], r.err, r.ms > 0 ? r.info.json : "");
                 first_row = 0;
