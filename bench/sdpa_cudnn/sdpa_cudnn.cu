@@ -139,6 +139,7 @@ static tdesc td_t(tdesc t)
 }
 
 static int64_t g_next_virtual;
+static int g_det; /* argv[3] given: skip engines whose numerical notes say nondeterministic */
 
 static cudnnStatus_t mk_tensor(pool *p, bdesc *out, int64_t uid, tdesc t, cudnnDataType_t dt, bool is_virtual,
                                bool by_value)
@@ -251,6 +252,7 @@ typedef struct plan_info {
     int64_t workspace;  /* bytes */
     char json[768];     /* the plan's JSON representation, quotes replaced, cut short */
     int scale_rank;     /* rank of the by-value scale tensor the plan was built with */
+    char notes[64];     /* the engine's numerical notes (cudnnBackendNumericalNote_t values) */
 } plan_info;
 
 /* Operation graph -> heuristics mode A -> first plan that finalizes within the workspace. */
@@ -308,7 +310,27 @@ static cudnnStatus_t mk_plan(pool *p, bdesc *ops, int n_ops, bdesc *plan, plan_i
         if (pool_new(p, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) == CUDNN_STATUS_SUCCESS &&
             cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ==
                 CUDNN_STATUS_SUCCESS)
+        {
             cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info->engine);
+            cudnnBackendNumericalNote_t notes[16];
+            int64_t nn = 0;
+            bool nondet = false;
+            info->notes[0] = 0;
+            if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 16, &nn, notes) !=
+                CUDNN_STATUS_SUCCESS)
+                nn = 0;
+            for (int64_t j = 0; j < nn; j++) {
+                size_t len = strlen(info->notes);
+                snprintf(info->notes + len, sizeof info->notes - len, "%d ", (int)notes[j]);
+                nondet |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+            }
+            fprintf(stderr, "plan %d of %d: engine %lld, notes [%s]\n", (int)i, (int)got, (long long)info->engine, info->notes);
+            if (g_det && nondet) {
+                snprintf(g_err, sizeof g_err, "heuristics mode A offered %d engine configs, none deterministic", (int)got);
+                last = CUDNN_STATUS_NOT_SUPPORTED;
+                continue;
+            }
+        }
         static char js[1 << 16];
         n = 0;
         if (cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
@@ -556,15 +578,15 @@ typedef struct exec_ctx {
 
 static float g_scale, g_one = 1.0f;
 
-static cudnnStatus_t mk_pack(pool *p, const bufs *m, bdesc *pack)
+static cudnnStatus_t mk_pack(pool *p, const bufs *m, bdesc *pack, int n_uids)
 {
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV,
                       UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM};
     void *ptrs[] = {m->q, m->k, m->v, m->o, m->stats, &g_scale, m->d_o, m->dq, m->dk, m->dv,
                     &g_one, m->ssum, m->dqacc};
     TRY(pool_new(p, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack));
-    TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 13, uids));
-    TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 13, ptrs));
+    TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n_uids, uids));
+    TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n_uids, ptrs));
     TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &g_ws));
     TRY(cudnnBackendFinalize(*pack));
     return CUDNN_STATUS_SUCCESS;
@@ -728,7 +750,8 @@ static void run_one(build_fn build, const shape *s, const bufs *m, int dir, resu
     bdesc plan, pack;
     g_err[0] = 0;
     cudnnStatus_t st = build(&p, s, &plan, &r->info);
-    if (st == CUDNN_STATUS_SUCCESS) st = mk_pack(&p, m, &pack);
+    /* the native ops take exactly their tensors: Q K V O Stats Scale (+ dO dQ dK dV) */
+    if (st == CUDNN_STATUS_SUCCESS) st = mk_pack(&p, m, &pack, build == native_fwd ? 6 : build == native_bwd ? 10 : 13);
     if (st != CUDNN_STATUS_SUCCESS) {
         snprintf(r->err, sizeof r->err, "%s", g_err);
         pool_free(&p);
@@ -762,7 +785,8 @@ static void run_one(build_fn build, const shape *s, const bufs *m, int dir, resu
 int main(int argc, char **argv)
 {
     const char *out = argc > 1 ? argv[1] : "sdpa_cudnn.json";
-    const char *only = argc > 2 ? argv[2] : NULL; /* run only shapes whose name contains this */
+    const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL; /* run only shapes whose name contains this ("" for all) */
+    g_det = argc > 3;
     static const shape shapes[] = {
         {"sd15 self 64x64 b1", 1, 8, 4096, 4096, 40},  {"sd15 self 64x64 b8", 8, 8, 4096, 4096, 40},
         {"sd15 self 32x32 b8", 8, 8, 1024, 1024, 80},  {"sd15 self 16x16 b8", 8, 8, 256, 256, 160},

@@ -1045,6 +1045,8 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, co
 {
     attn_shape s;
     if (attn_geometry(be, "attention_forward", q, k, heads, causal, &s)) return -1;
+    int rc = cuda_sdpa_forward(be, out, lse, q, k, v, heads, causal); /* cuDNN's fused attention where it applies */
+    if (rc <= 0) return rc;
     const sdt_tensor *all[4] = {q, k, v, out};
     return forward_run(be, &s, q, k, v, out->data, out->dtype, lse ? (float *)lse->data : NULL, tc_usable(be, &s, all, 4));
 }
@@ -1072,6 +1074,8 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
     attn_shape s;
     if (attn_geometry(be, op, q, k, heads, causal, &s)) return -1;
     if (!dq && !dk && !dv) return 0;
+    int rc = cuda_sdpa_backward(be, dq, dk, dv, dout, q, k, v, out, lse, heads, causal);
+    if (rc <= 0) return rc;
     const sdt_tensor *all[5] = {q, k, v, dout, lse ? out : q};
     const bool tc = tc_usable(be, &s, all, 5);
     const int64_t rows = (int64_t)s.B * s.H * s.Tq;
@@ -1112,7 +1116,7 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
         a.splits = dkdv_splits(be, &s);
         const int64_t plane = (int64_t)s.B * s.Tk * s.HD;
         if (a.splits > 1) {
-            a.partial = (float *)cuda_scratch(be, 10, (size_t)(2 * a.splits * plane) * sizeof(float));
+            a.partial = (float *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, (size_t)(2 * a.splits * plane) * sizeof(float));
             if (!a.partial) return -1;
         }
         const int krows = tc_dkdv_rows(s.D);

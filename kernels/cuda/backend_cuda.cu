@@ -74,6 +74,7 @@ void cuda_destroy(sdt_backend *be)
         cuda_device_free(c, c->flag);
         cuda_device_memory_release(c);
         cuda_conv_plans_free(c); /* before the handle they were made with */
+        cuda_sdpa_plans_free(c);
         if (c->cudnn) cudnnDestroy(c->cudnn);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);

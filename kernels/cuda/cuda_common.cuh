@@ -35,6 +35,8 @@ typedef struct cuda_ctx {
     int *flag;
     struct conv_plan *conv_plans; /* conv2d.cu: cuDNN execution plans by shape, grown on demand */
     int n_conv_plans, cap_conv_plans;
+    struct sdpa_plan *sdpa_plans; /* attention_cudnn.cu: cuDNN fused-attention plans by shape (or none), grown on demand */
+    int n_sdpa_plans, cap_sdpa_plans;
     bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
     cuda_alloc_table allocs;                      /* device_memory.cu */
     size_t allocated_bytes, peak_allocated_bytes; /* held by the backend now; most at once */
@@ -151,10 +153,13 @@ static inline unsigned grid_for(int64_t n, int block)
 cudaError_t cuda_device_malloc(cuda_ctx *c, void **p, size_t bytes);
 void cuda_device_free(cuda_ctx *c, void *p);
 void cuda_device_memory_release(cuda_ctx *c);
-/* Destroys conv2d.cu's cached cuDNN execution plans (before the cuDNN handle goes). */
+/* Destroy conv2d.cu's and attention_cudnn.cu's cached cuDNN execution plans (before the cuDNN handle goes). */
 void cuda_conv_plans_free(cuda_ctx *c);
+void cuda_sdpa_plans_free(cuda_ctx *c);
 /* cuDNN's convolution workspace (memory_stats reports it apart from the other slots). */
 #define CUDA_CONV_WORKSPACE_SLOT 6
+/* attention's backward: its dK/dV partial sums (attention.cu) or cuDNN's outputs (attention_cudnn.cu) */
+#define CUDA_ATTENTION_SCRATCH_SLOT 10
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);
 /* A float32 view of t: t's data when f32, else converted into scratch slot. */

@@ -14,6 +14,14 @@ void cuda_release_scratch(sdt_backend *be);
 SDT_BACKEND_OPS(SDT_CUDA_OP_PROTOTYPE)
 #undef SDT_CUDA_OP_PROTOTYPE
 
+/* attention_cudnn.cu: attention through cuDNN's fused attention where it has a plan for the case: 0 done,
+ * -1 failed (be->error), 1 not taken (attention.cu's kernels run it). Same arguments as the ops. */
+int cuda_sdpa_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k,
+                      const sdt_tensor *v, int heads, bool causal);
+int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout,
+                       const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
+                       const sdt_tensor *lse, int heads, bool causal);
+
 /* At create: whether attention's tensor-core kernels have sm_80+ code on this card. */
 bool cuda_attention_tc_available(int device_major);
 
