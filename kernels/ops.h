@@ -250,6 +250,9 @@ struct sdt_backend {
     sdt_device device;
     bool native_bf16;   /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
                          * backend stores bf16 for real and always says true) */
+    bool deterministic; /* [true] every op gives the same bits when run again on the same inputs. The training
+                         * job sets it from its `deterministic` option; false lets the CUDA backend take faster
+                         * kernels that sum in a varying order (cuDNN's fused attention backward: its dQ). */
     void *ctx;          /* backend-private state: scratch, handles, stream */
     sdt_error error;    /* the last failure: its code and sentence (read only after a failed call) */
 

@@ -96,6 +96,7 @@ sdt_backend *sdt_backend_cpu_create(int threads)
     be->name = "cpu";
     be->device = SDT_DEVICE_CPU;
     be->native_bf16 = true; /* bf16 is stored for real and computed in f32 */
+    be->deterministic = true; /* always: every CPU op sums in a fixed order */
     be->ctx = ctx;
     fill_table(be);
     return be;

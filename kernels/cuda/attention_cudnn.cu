@@ -3,8 +3,9 @@
  * single-node SDPA operation (O and the logsumexp statistics, the same natural-log lse attention.cu
  * saves); the backward is the graph cudnn-frontend builds for it (S = QK^T scale, P = exp(S - lse),
  * dV = P^T dO, dS = P (dO V^T - rowsum(dO O)) scale, dK = dS^T Q, dQ = dS K through an fp32
- * accumulator). On an H100 they run at 1.6-2.3x attention.cu's tensor-core kernels (bench/NOTES.md
- * run 26). Any other case, or a shape cuDNN has no plan for, returns 1 and attention.cu runs it. */
+ * accumulator, which it sums in a varying order: only when the backend need not be deterministic,
+ * ops.h). On an H100 they run at 1.6-2.3x attention.cu's tensor-core kernels (bench/NOTES.md run 26).
+ * Any other case, or a shape cuDNN has no plan for, returns 1 and attention.cu runs it. */
 #include "cuda_ops.h"
 #include "cudnn_plan.cuh"
 
@@ -280,7 +281,8 @@ int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tens
                        const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
                        const sdt_tensor *lse, int heads, bool causal)
 {
-    if (!dq || !dk || !dv || !out || !lse || !aligned16(lse->data)) return 1;
+    /* cuDNN's dQ accumulates in a varying order (run 26's replay test): a deterministic backend keeps attention.cu */
+    if (be->deterministic || !dq || !dk || !dv || !out || !lse || !aligned16(lse->data)) return 1;
     const int64_t B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2] / heads;
     const sdt_tensor *all[8] = {q, k, v, out, dout, dq, dk, dv};
     int dtype, rc = 1;
