@@ -14,6 +14,11 @@
  *    This makes residual branches and gradient accumulation free.
  *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
  *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
+ *  - A 4-D tensor may be channels-last (tensor.h: NHWC memory, the shape still [N, C, H, W]).
+ *    The convolutional ops take it (conv2d: x, w and the output each in either layout, a
+ *    gradient in its tensor's; groupnorm, add_channel, concat_channels, upsample_nearest2x:
+ *    every image operand in one layout), and so do the elementwise ops, whose operands
+ *    must share it. Every other op refuses it (kernels/op_checks.c).
  *  - Every function returns 0 on success; nonzero means the backend failed and be->error
  *    holds the error value: its code decided where the failure happened (a bad argument is
  *    SDT_ERR_INVALID_ARGUMENT, a failed allocation of host or device memory, cuBLAS/cuDNN
@@ -250,6 +255,9 @@ struct sdt_backend {
     sdt_device device;
     bool native_bf16;   /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
                          * backend stores bf16 for real and always says true) */
+    bool prefers_channels_last; /* the UNet keeps its activations channels-last here and its conv filters
+                                 * are stored so (CUDA: cuDNN's NHWC kernels are faster). The CPU says
+                                 * false; tests set it to run that path on the CPU. */
     void *ctx;          /* backend-private state: scratch, handles, stream */
     sdt_error error;    /* the last failure: its code and sentence (read only after a failed call) */
 
