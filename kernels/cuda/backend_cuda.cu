@@ -199,8 +199,8 @@ __global__ void transpose_kernel(TO *out, const TI *x, int64_t M, int64_t N, int
     }
 }
 
-static int transpose_launch(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
-                            int accumulate)
+int cuda_transpose_raw(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
+                       int accumulate)
 {
     if (B * M * N == 0) return 0;
     if (B > 65535) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "transpose: %lld matrices exceed one launch", (long long)B);
@@ -224,14 +224,14 @@ int cuda_transpose_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
 {
     int64_t B, M, N;
     last2(x, &B, &M, &N);
-    return transpose_launch(be, out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
+    return cuda_transpose_raw(be, out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
 }
 
 int cuda_transpose_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout)
 {
     int64_t B, M, N;
     last2(dout, &B, &M, &N);
-    return transpose_launch(be, dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
+    return cuda_transpose_raw(be, dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
 }
 
 __global__ void count_nonfinite_kernel(const void *x, int dt, int64_t n, unsigned long long *count)

@@ -23,8 +23,9 @@ struct conv_plan {
     int dir, dtype, stride, pad, accumulate, align;
     int layout; /* CONV_CL_X | CONV_CL_W | CONV_CL_Y: which operands are channels-last */
     int64_t xs[4], ws[4];
-    dnn_desc plan;
+    dnn_desc plan;       /* NULL when nchw_fallback */
     size_t workspace;
+    bool nchw_fallback;  /* cuDNN had no plan for this layout mix: conv_run_nchw runs it */
 };
 
 /* Larger workspaces are skipped for the next candidate plan: the workspace is scratch held all run. */
@@ -54,7 +55,8 @@ static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
 
 void cuda_conv_plans_free(cuda_ctx *c)
 {
-    for (int i = 0; i < c->n_conv_plans; i++) cudnnBackendDestroyDescriptor(c->conv_plans[i].plan);
+    for (int i = 0; i < c->n_conv_plans; i++)
+        if (c->conv_plans[i].plan) cudnnBackendDestroyDescriptor(c->conv_plans[i].plan);
     free(c->conv_plans);
     c->conv_plans = NULL;
     c->n_conv_plans = c->cap_conv_plans = 0;
@@ -235,6 +237,40 @@ static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const in
     return s;
 }
 
+static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                    int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
+                    const char *what);
+
+/* A convolution whose layout mix cuDNN offers no plan for (an engine list without NHWC kernels for
+ * this dtype or channel count, say) runs NCHW on row-major copies of its channels-last operands, in
+ * scratch slots 8-10 (attention's, free during a convolution): correct everywhere, at NCHW's speed
+ * plus the transposes. The operand the direction writes (y, dx or dw) is copied in only when it
+ * accumulates, and moved back after. */
+static int conv_run_nchw(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                         int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
+                         const char *what)
+{
+    const int64_t *dims[3] = {xs, ws, ys};
+    const void *ptr[3] = {x, w, y};
+    const int bit[3] = {CONV_CL_X, CONV_CL_W, CONV_CL_Y};
+    const int out = dir == CONV_FWD ? 2 : dir == CONV_BWD_DATA ? 0 : 1;
+    const void *copy[3];
+    for (int i = 0; i < 3; i++) {
+        copy[i] = ptr[i];
+        if (!(layout & bit[i])) continue;
+        const int64_t n = dims[i][0], C = dims[i][1], S = dims[i][2] * dims[i][3];
+        void *buf = cuda_scratch(be, 8 + i, (size_t)(n * C * S) * sdt_dtype_size((sdt_dtype)dtype));
+        if (!buf) return -1;
+        /* channels-last [n, S, C] -> row-major [n, C, S] */
+        if ((i != out || accumulate) && cuda_transpose_raw(be, buf, dtype, ptr[i], dtype, n, S, C, 0)) return -1;
+        copy[i] = buf;
+    }
+    if (conv_run(be, dir, dtype, xs, ws, ys, 0, stride, pad, accumulate, copy[0], copy[1], copy[2], what)) return -1;
+    if (!(layout & bit[out])) return 0;
+    const int64_t n = dims[out][0], C = dims[out][1], S = dims[out][2] * dims[out][3];
+    return cuda_transpose_raw(be, (void *)ptr[out], dtype, copy[out], dtype, n, C, S, 0);
+}
+
 /* Runs one convolution of direction dir: x, w and y are the forward's names (for backward data x
  * is dx and y is dy; for backward filter w is dw), layout their conv_layout bits. accumulate: y
  * (dx, dw) += instead of =. */
@@ -264,14 +300,17 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
             c->cap_conv_plans = cap;
         }
         cudnnStatus_t s = plan_build(c->cudnn, &key, ys);
-        if (s != CUDNN_STATUS_SUCCESS)
+        key.nchw_fallback = s != CUDNN_STATUS_SUCCESS && layout != 0;
+        if (s != CUDNN_STATUS_SUCCESS && !key.nchw_fallback)
             return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld %s input and a %lldx%lldx%lldx%lld %s filter (%s)",
                              what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
                              layout & CONV_CL_X ? "NHWC" : "NCHW", (long long)ws[0], (long long)ws[1], (long long)ws[2],
                              (long long)ws[3], layout & CONV_CL_W ? "KRSC" : "KCRS", cudnnGetErrorString(s));
+        if (key.nchw_fallback) key.plan = NULL;
         p = &c->conv_plans[c->n_conv_plans++];
         *p = key;
     }
+    if (p->nchw_fallback) return conv_run_nchw(be, dir, dtype, xs, ws, ys, layout, stride, pad, accumulate, x, w, y, what);
     void *workspace = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !workspace) return -1;
     int64_t uids[3] = {UID_X, UID_W, UID_Y};

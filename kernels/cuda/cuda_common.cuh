@@ -139,6 +139,10 @@ int cuda_channel_sums(sdt_backend *be, void *dst, int dst_dtype, const void *src
 int cuda_channel_sums_nhwc(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C,
                            int64_t S);
 
+/* out[b, j, i] (+)= x[b, i, j] for x [B, M, N], any dtypes (backend_cuda.cu's tiled transpose). */
+int cuda_transpose_raw(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
+                       int accumulate);
+
 /* Accumulating store: p[i] += v, rounded to p's dtype. */
 __device__ __forceinline__ void acc(void *p, int dtype, int64_t i, float v) { st(p, dtype, i, ld(p, dtype, i) + v); }
 
