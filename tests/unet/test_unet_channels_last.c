@@ -3,12 +3,33 @@
  * ops stage through NCHW copies, so any difference is a layout slip in the UNet: a view, a missed
  * transpose, a wrong output layout). Tiny SD (1x1 conv projections), tiny SD with linear
  * projections (SD 2), a 9-channel (inpainting) input and tiny SDXL; f32 and f16 activations; with
- * gradient checkpointing; and with the conv filters laid out channels-last by
+ * gradient checkpointing; with a hook at every attention's K/V input (a hypernetwork's place); and with the conv filters laid out channels-last by
  * sdt_weights_materialize, as they reach a GPU, under either activation layout. */
 #include <string.h>
 
 #include "host_convert.h"
 #include "unet_test_util.h"
+
+/* A hook at every K/V input (a hypernetwork's place): out = 1.5 in, so d_in += 1.5 d_out. */
+static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out, bool recompute,
+                         sdt_error *error)
+{
+    sdt_backend *be = user;
+    (void)site, (void)recompute;
+    if (be->convert(be, out, in) == 0 && be->scale(be, out, 1.5f) == 0) return true;
+    *error = be->error;
+    return false;
+}
+
+static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
+                          sdt_tensor *d_in, sdt_error *error)
+{
+    sdt_backend *be = user;
+    (void)site, (void)in;
+    if (be->axpy(be, d_in, 1.5f, d_out) == 0) return true;
+    *error = be->error;
+    return false;
+}
 
 typedef struct results {
     float *y, *dctx, *dy;
@@ -80,7 +101,16 @@ static void check_variant(sdt_backend *be, sdt_test_rng *rng, const char *dir, s
         results ck = run(u, be, true, &opt, &in, ny, nc, n_y, label);
         snprintf(what, sizeof what, "%s %s channels-last with checkpointing", label, sdt_dtype_name(opt.act_dtype));
         same(&ref, &ck, ny, nc, n_y, what);
-        drop(&ref), drop(&cl), drop(&ck);
+        drop(&cl), drop(&ck);
+        /* a hook at every attention's K/V input, checkpointing on */
+        sdt_unet_kv_hook hook = {.user = be, .forward = hook_forward, .backward = hook_backward};
+        opt.hook = &hook;
+        results href = run(u, be, false, &opt, &in, ny, nc, n_y, label);
+        results hcl = run(u, be, true, &opt, &in, ny, nc, n_y, label);
+        snprintf(what, sizeof what, "%s %s channels-last with a K/V hook", label, sdt_dtype_name(opt.act_dtype));
+        same(&href, &hcl, ny, nc, n_y, what);
+        CHECK(memcmp(href.y, ref.y, (size_t)ny * 4) != 0, "%s: the hook changed nothing", what);
+        drop(&ref), drop(&href), drop(&hcl);
     }
     /* the filters as a GPU gets them: materialized for a backend that prefers channels-last */
     be->prefers_channels_last = true;
