@@ -10,8 +10,10 @@
  * memory, and each channel's chunk statistics land in scratch group by group
  * ([b, g, chunk, channel of the group]). One warp per (image, group) then combines its entries in
  * a fixed lane-strided order and a fixed tree (warp_mstat), so no result depends on scheduling.
- * The normalisation (forward) and the input gradient (backward) are then elementwise passes in
- * 16-byte vectors (vec_io.cuh) when C is a multiple of the vector width.
+ * The normalisation (forward) and the input gradient (backward) then go over the same tiles with
+ * V consecutive channels a thread (one 16-byte vector, vec_io.cuh, when C is a multiple of the
+ * vector width; else one channel): each thread works out its channels' constants once and walks
+ * its lane's pixels, so no element pays an index division.
  * Forward: statistics, group combination (writes mean and rstd), normalisation: x read twice.
  * Backward: per-channel chunk sums of dn and dn * (x - mean) (dn the gradient at the norm's
  * output), the group's two means, then dx; gamma's and beta's gradients come from the same sums. */
@@ -97,23 +99,38 @@ __global__ void gn_nhwc_group_stats_k(float *mean, float *rstd, const mstat *sta
     }
 }
 
+/* The elementwise passes' walk: V channels from c0 (this thread's) of image blockIdx.z, its lane's
+ * pixels of chunk blockIdx.y; body(i) gets the flat index of each pixel's first of the V. */
+template <int V, typename Body>
+__device__ __forceinline__ void gn_nhwc_walk(const gn_nhwc_geom &g, int64_t c0, Body body)
+{
+    int64_t b = blockIdx.z, s0 = (int64_t)blockIdx.y * GN_ROWS, s1 = s0 + GN_ROWS < g.S ? s0 + GN_ROWS : g.S;
+    for (int64_t s = s0 + threadIdx.y; s < s1; s += GN_LANES) body((b * g.S + s) * g.C + c0);
+}
+
 /* out = act(x * scale + shift), scale = gamma * rstd, shift = beta - mean * scale (groupnorm.cu's
- * expression); V consecutive channels of one pixel per step (C is a multiple of V). */
+ * expression), V consecutive channels a thread. */
 template <typename T>
 __global__ void gn_nhwc_fwd_k(io<T> out, io<T> x, const float *mean, const float *rstd, const void *gamma, int gdt,
                               const void *beta, int bdt, gn_nhwc_geom g, sdt_activation act)
 {
-    flat_vec_loop<T>(g.B * g.S * g.C, [&](int64_t i, auto w) {
-        constexpr int V = decltype(w)::value;
-        int64_t c0 = i % g.C, b = i / (g.S * g.C);
+    constexpr int V = io<T>::VEC;
+    const int64_t c0 = ((int64_t)blockIdx.x * GN_TILE + threadIdx.x) * V, b = blockIdx.z;
+    if (c0 >= g.C) return;
+    float scale[V], shift[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        int64_t c = c0 + k, bg = b * g.G + c / g.cpg;
+        float mu = mean[bg], rs = rstd[bg];
+        scale[k] = gamma ? ld(gamma, gdt, c) * rs : rs;
+        shift[k] = (beta ? ld(beta, bdt, c) : 0.0f) - mu * scale[k];
+    }
+    gn_nhwc_walk<V>(g, c0, [&](int64_t i) {
         float f[V];
         x.load(i, f);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            int64_t c = c0 + k, bg = b * g.G + c / g.cpg;
-            float mu = mean[bg], rs = rstd[bg];
-            float scale = gamma ? ld(gamma, gdt, c) * rs : rs, shift = (beta ? ld(beta, bdt, c) : 0.0f) - mu * scale;
-            float y = f[k] * scale + shift;
+            float y = f[k] * scale[k] + shift[k];
             f[k] = act == SDT_ACT_IDENTITY ? y : act_value(act, y);
         }
         out.store(i, f);
@@ -169,25 +186,35 @@ __global__ void gn_nhwc_group_sums_k(float2 *m, const float2 *part, const void *
     }
 }
 
-/* dx += rstd * (dn * gamma - m1 - x_hat * m2), V consecutive channels of one pixel per step. */
+/* dx += rstd * (dn * gamma - m1 - x_hat * m2) (groupnorm.cu's gn_bwd_dx_k), V consecutive channels a thread. */
 template <typename T>
 __global__ void gn_nhwc_bwd_dx_k(io<T> dx, io<T> dy, io<T> x, const void *gamma, int gdt, const void *beta, int bdt,
                                  const float *mean, const float *rstd, const float2 *m, gn_nhwc_geom g, sdt_activation act)
 {
-    flat_vec_loop<T>(g.B * g.S * g.C, [&](int64_t i, auto w) {
-        constexpr int V = decltype(w)::value;
-        int64_t c0 = i % g.C, b = i / (g.S * g.C);
+    constexpr int V = io<T>::VEC;
+    const int64_t c0 = ((int64_t)blockIdx.x * GN_TILE + threadIdx.x) * V, b = blockIdx.z;
+    if (c0 >= g.C) return;
+    float mu[V], rs[V], gc[V], scale[V], shift[V], m1[V], m2[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        int64_t c = c0 + k, bg = b * g.G + c / g.cpg;
+        mu[k] = mean[bg];
+        rs[k] = rstd[bg];
+        gc[k] = gamma ? ld(gamma, gdt, c) : 1.0f;
+        scale[k] = gc[k] * rs[k];
+        shift[k] = (beta ? ld(beta, bdt, c) : 0.0f) - mu[k] * scale[k];
+        m1[k] = m[bg].x;
+        m2[k] = m[bg].y;
+    }
+    gn_nhwc_walk<V>(g, c0, [&](int64_t i) {
         float xf[V], df[V], gf[V];
         x.load(i, xf);
         dy.load(i, df);
         dx.load(i, gf);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            int64_t c = c0 + k, bg = b * g.G + c / g.cpg;
-            float mu = mean[bg], rs = rstd[bg], gc = gamma ? ld(gamma, gdt, c) : 1.0f;
-            float scale = gc * rs, shift = (beta ? ld(beta, bdt, c) : 0.0f) - mu * scale;
-            float d = gn_out_grad(act, df[k], xf[k] * scale + shift), xh = (xf[k] - mu) * rs;
-            gf[k] += rs * (d * gc - m[bg].x - xh * m[bg].y);
+            float d = gn_out_grad(act, df[k], xf[k] * scale[k] + shift[k]), xh = (xf[k] - mu[k]) * rs[k];
+            gf[k] += rs[k] * (d * gc[k] - m1[k] - xh * m2[k]);
         }
         dx.store(i, gf);
     });
@@ -225,6 +252,12 @@ static int gn_nhwc_grid(sdt_backend *be, const gn_nhwc_geom &g, dim3 *grid)
     return 0;
 }
 
+/* The elementwise passes' grid: tiles of GN_TILE vectors of V channels, the reductions' chunks and images. */
+static dim3 gn_nhwc_vec_grid(const gn_nhwc_geom &g, int V)
+{
+    return dim3((unsigned)((g.C / V + GN_TILE - 1) / GN_TILE), (unsigned)g.K, (unsigned)g.B);
+}
+
 int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
                                 const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
 {
@@ -243,10 +276,11 @@ int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *me
     CUDA_LAUNCHED(be);
     const void *ptrs[2] = {out->data, x->data};
     bool same = out->dtype == x->dtype && vec_ok(x->dtype, g.C, ptrs, 2);
-    int64_t n = g.B * g.S * g.C;
-    SDT_IO_SWITCH(same, x->dtype, T,
-                  gn_nhwc_fwd_k<T> LAUNCH(be, n / io<T>::VEC)(io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype), mp,
-                                                             rp, dat(gamma), dty(gamma), dat(beta), dty(beta), g, act));
+    SDT_IO_SWITCH(same, x->dtype, T, {
+        gn_nhwc_fwd_k<T><<<gn_nhwc_vec_grid(g, io<T>::VEC), dim3(GN_TILE, GN_LANES), 0, s>>>(
+            io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype), mp, rp, dat(gamma), dty(gamma), dat(beta), dty(beta), g,
+            act);
+    });
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -274,12 +308,11 @@ int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dg
         CUDA_LAUNCHED(be);
         const void *ptrs[3] = {dx->data, dout->data, x->data};
         bool same = dout->dtype == x->dtype && dx->dtype == x->dtype && vec_ok(x->dtype, g.C, ptrs, 3);
-        int64_t n = g.B * g.S * g.C;
-        SDT_IO_SWITCH(same, x->dtype, T,
-                      gn_nhwc_bwd_dx_k<T> LAUNCH(be, n / io<T>::VEC)(io_of<T>(dx->data, dx->dtype),
-                                                                    io_of<T>(dout->data, dout->dtype),
-                                                                    io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma),
-                                                                    dat(beta), dty(beta), mp, rp, group_means, g, act));
+        SDT_IO_SWITCH(same, x->dtype, T, {
+            gn_nhwc_bwd_dx_k<T><<<gn_nhwc_vec_grid(g, io<T>::VEC), dim3(GN_TILE, GN_LANES), 0, s>>>(
+                io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype), dat(gamma),
+                dty(gamma), dat(beta), dty(beta), mp, rp, group_means, g, act);
+        });
         CUDA_LAUNCHED(be);
     }
     if (dgamma || dbeta) {
