@@ -148,7 +148,8 @@ typedef struct sdt_memory_stats {
      * The same values as zeroing dx and calling linear_backward without dw and db, without the \
      * zeroing pass and the read of the zeros. The same holds for conv2d_input_grad. */ \
     X(linear_input_grad, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w), (be, dx, dout, w)) \
-    /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */ \
+    /* torch.nn.functional.conv2d, square stride and padding, dilation 1, groups 1; x, w and out each NCHW \
+     * or channels-last (dx in x's layout, dw in w's). */ \
     X(conv2d_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, \
                        int stride, int pad), (be, out, x, w, b, stride, pad)) \
     X(conv2d_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
@@ -186,12 +187,12 @@ typedef struct sdt_memory_stats {
      * Backward: dv[b, c] += sum over spatial of dout. */ \
     X(add_channel_forward, (sdt_backend *be, sdt_tensor *x, const sdt_tensor *v), (be, x, v)) \
     X(add_channel_backward, (sdt_backend *be, sdt_tensor *dv, const sdt_tensor *dout), (be, dv, dout)) \
-    /* torch.cat([a, b], dim=1) for NCHW. */ \
+    /* torch.cat([a, b], dim=1), NCHW or channels-last (all three alike). */ \
     X(concat_channels_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), \
       (be, out, a, b)) \
     X(concat_channels_backward, (sdt_backend *be, sdt_tensor *da, sdt_tensor *db, const sdt_tensor *dout), \
       (be, da, db, dout)) \
-    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW. */ \
+    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW or channels-last (x and out alike). */ \
     X(upsample_nearest2x_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
     X(upsample_nearest2x_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout), (be, dx, dout)) \
     /* Inverted dropout (torch.nn.Dropout in training): mask [same shape] f32 holds \
