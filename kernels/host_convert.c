@@ -189,3 +189,25 @@ void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype
     atomic_init(&p.first_bad, 0);
     run(&p);
 }
+
+/* One element's bytes, typed for the sizes tensors have so the copy is a load and a store. */
+static inline void copy_element(const char *src, char *dst, size_t esize)
+{
+    if (esize == 4) memcpy(dst, src, 4);
+    else if (esize == 2) memcpy(dst, src, 2);
+    else memcpy(dst, src, esize);
+}
+
+void sdt_host_permute_channels(const void *src, void *dst, size_t esize, int64_t n, int64_t c, int64_t s,
+                               bool to_channels_last)
+{
+    const char *from = src;
+    char *to = dst;
+    for (int64_t b = 0; b < n; b++)
+        for (int64_t ci = 0; ci < c; ci++)
+            for (int64_t si = 0; si < s; si++) {
+                const int64_t rowmajor = (b * c + ci) * s + si, last = (b * s + si) * c + ci;
+                const int64_t i = to_channels_last ? rowmajor : last, o = to_channels_last ? last : rowmajor;
+                copy_element(from + (size_t)i * esize, to + (size_t)o * esize, esize);
+            }
+}

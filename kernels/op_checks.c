@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include "c_numeric.h"
 
@@ -50,12 +51,57 @@ static bool is_float_dtype(sdt_dtype d)
     return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16;
 }
 
+/* ---- layout: which ops read a channels-last tensor (tensor.h) ---- */
+
+/* The ops that take channels-last (NHWC memory) operands: the UNet's convolutional path, whose
+ * kernels index by layout, and the elementwise ops, for which only equal layouts matter (checked
+ * pairwise: same_numel, like_arg). Every other op reads a row-major [.., C] and refuses one. */
+static bool op_takes_channels_last(const char *op)
+{
+    static const char *const prefixes[] = {"conv2d_",     "groupnorm_",  "add_channel_", "concat_channels_",
+                                           "upsample_nearest2x_", "activation_", "mse_loss_", "robust_loss_",
+                                           "dropout_"};
+    static const char *const names[] = {"zero", "convert", "axpy", "scale", "count_nonfinite", "add_forward",
+                                        "sum_squares", "unscale_check"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(op, prefixes[i], strlen(prefixes[i])) == 0) return true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(op, names[i]) == 0) return true;
+    return false;
+}
+
+static bool layout_accepted(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
+{
+    if (!t->channels_last) return true;
+    if (t->ndim != 4)
+        return invalid(be, "%s: tensor '%s' is marked channels-last but has %d dims; only a 4-D [N, C, H, W] tensor can be.",
+                       op, field, t->ndim);
+    if (!op_takes_channels_last(op))
+        return invalid(be, "%s: tensor '%s' is channels-last (NHWC memory), which this op does not read; pass it in the "
+                           "row-major (NCHW) layout.", op, field);
+    return true;
+}
+
+static const char *layout_name(const sdt_tensor *t)
+{
+    return t->channels_last ? "channels-last (NHWC)" : "row-major (NCHW)";
+}
+
+/* a and b are laid out alike (an elementwise pair, a gradient and its tensor, the parts of a concat). */
+static bool same_layout(sdt_backend *be, const char *op, const char *field_a, const sdt_tensor *a, const char *field_b,
+                        const sdt_tensor *b)
+{
+    if (a->channels_last == b->channels_last) return true;
+    return invalid(be, "%s: '%s' is %s but '%s' is %s; pass both in one layout.", op, field_a, layout_name(a), field_b,
+                   layout_name(b));
+}
+
 /* t is present, on the backend's device and (when float_only) a float tensor, with data
- * unless it is empty. */
+ * unless it is empty, in a layout the op reads. */
 static bool tensor_usable(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t, bool float_only)
 {
     if (!t) return invalid(be, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
-    if (!on_backend_device(be, op, field, t)) return false;
+    if (!on_backend_device(be, op, field, t) || !layout_accepted(be, op, field, t)) return false;
     if (float_only && !is_float_dtype(t->dtype))
         return invalid(be, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
                        sdt_dtype_name(t->dtype));
@@ -70,7 +116,7 @@ static bool tensor_usable(sdt_backend *be, const char *op, const char *field, co
 static bool tensor_described(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
 {
     if (!t) return invalid(be, "%s: tensor '%s' is NULL; pass a tensor.", op, field);
-    if (!on_backend_device(be, op, field, t)) return false;
+    if (!on_backend_device(be, op, field, t) || !layout_accepted(be, op, field, t)) return false;
     if (!is_float_dtype(t->dtype))
         return invalid(be, "%s: tensor '%s' has dtype %s; pass an f32, f16 or bf16 tensor.", op, field,
                        sdt_dtype_name(t->dtype));
@@ -91,7 +137,7 @@ static bool same_numel(sdt_backend *be, const char *op, const char *field_a, con
     if (na != nb)
         return invalid(be, "%s: '%s' has %lld elements but '%s' has %lld; pass tensors of equal size.", op, field_a,
                        (long long)na, field_b, (long long)nb);
-    return true;
+    return same_layout(be, op, field_a, a, field_b, b);
 }
 
 static bool f32_arg(sdt_backend *be, const char *op, const char *field, const sdt_tensor *t)
@@ -149,7 +195,7 @@ static bool like_arg(sdt_backend *be, const char *op, const char *name, const sd
 {
     if (!t) return true;
     if (!tensor_arg(be, op, name, t)) return false;
-    if (sdt_tensor_same_shape(t, like)) return true;
+    if (sdt_tensor_same_shape(t, like)) return same_layout(be, op, name, t, like_name, like);
     char got[SHAPE_TEXT], want[SHAPE_TEXT];
     return invalid(be, "%s: %s has shape %s but must match %s's shape %s.", op, name, shape_text(t, got, sizeof got),
                    like_name, shape_text(like, want, sizeof want));
@@ -630,7 +676,7 @@ static bool concat_operands(sdt_backend *be, const char *op, const sdt_tensor *w
     if (!ok)
         return invalid(be, "%s: a [B, Ca, ...], b [B, Cb, ...] and out [B, Ca+Cb, ...] disagree; "
                            "check the skip connection's shapes.", op);
-    return true;
+    return (!a || same_layout(be, op, "a/da", a, "out/dout", whole)) && (!b || same_layout(be, op, "b/db", b, "out/dout", whole));
 }
 
 bool sdt_check_concat_channels_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)
@@ -652,7 +698,7 @@ static bool upsample_operands(sdt_backend *be, const char *op, const sdt_tensor 
     if (small->ndim != 4 || big->ndim != 4 || big->shape[0] != small->shape[0] || big->shape[1] != small->shape[1] ||
         big->shape[2] != 2 * small->shape[2] || big->shape[3] != 2 * small->shape[3])
         return invalid(be, "%s: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.", op);
-    return true;
+    return same_layout(be, op, "x/dx", small, "out/dout", big);
 }
 
 bool sdt_check_upsample_nearest2x_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)

@@ -14,6 +14,11 @@
  *    This makes residual branches and gradient accumulation free.
  *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
  *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
+ *  - A 4-D tensor may be channels-last (tensor.h: NHWC memory, the shape still [N, C, H, W]).
+ *    The convolutional ops take it (conv2d: x, w and the output each in either layout, a
+ *    gradient in its tensor's; groupnorm, add_channel, concat_channels, upsample_nearest2x:
+ *    every image operand in one layout), and so do the elementwise ops, whose operands
+ *    must share it. Every other op refuses it (kernels/op_checks.c).
  *  - Every function returns 0 on success; nonzero means the backend failed and be->error
  *    holds the error value: its code decided where the failure happened (a bad argument is
  *    SDT_ERR_INVALID_ARGUMENT, a failed allocation of host or device memory, cuBLAS/cuDNN
@@ -143,7 +148,8 @@ typedef struct sdt_memory_stats {
      * The same values as zeroing dx and calling linear_backward without dw and db, without the \
      * zeroing pass and the read of the zeros. The same holds for conv2d_input_grad. */ \
     X(linear_input_grad, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w), (be, dx, dout, w)) \
-    /* torch.nn.functional.conv2d, NCHW, square stride and padding, dilation 1, groups 1. */ \
+    /* torch.nn.functional.conv2d, square stride and padding, dilation 1, groups 1; x, w and out each NCHW \
+     * or channels-last (dx in x's layout, dw in w's). */ \
     X(conv2d_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b, \
                        int stride, int pad), (be, out, x, w, b, stride, pad)) \
     X(conv2d_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
@@ -181,12 +187,12 @@ typedef struct sdt_memory_stats {
      * Backward: dv[b, c] += sum over spatial of dout. */ \
     X(add_channel_forward, (sdt_backend *be, sdt_tensor *x, const sdt_tensor *v), (be, x, v)) \
     X(add_channel_backward, (sdt_backend *be, sdt_tensor *dv, const sdt_tensor *dout), (be, dv, dout)) \
-    /* torch.cat([a, b], dim=1) for NCHW. */ \
+    /* torch.cat([a, b], dim=1), NCHW or channels-last (all three alike). */ \
     X(concat_channels_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), \
       (be, out, a, b)) \
     X(concat_channels_backward, (sdt_backend *be, sdt_tensor *da, sdt_tensor *db, const sdt_tensor *dout), \
       (be, da, db, dout)) \
-    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW. */ \
+    /* torch.nn.functional.interpolate(scale_factor=2, mode="nearest"), NCHW or channels-last (x and out alike). */ \
     X(upsample_nearest2x_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
     X(upsample_nearest2x_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout), (be, dx, dout)) \
     /* Inverted dropout (torch.nn.Dropout in training): mask [same shape] f32 holds \
@@ -253,6 +259,9 @@ struct sdt_backend {
     bool deterministic; /* [true] every op gives the same bits when run again on the same inputs. The training
                          * job sets it from its `deterministic` option; false lets the CUDA backend take faster
                          * kernels that sum in a varying order (cuDNN's fused attention backward: its dQ). */
+    bool prefers_channels_last; /* the UNet keeps its activations channels-last here and its conv filters
+                                 * are stored so (CUDA: cuDNN's NHWC kernels are faster). The CPU says
+                                 * false; tests set it to run that path on the CPU. */
     void *ctx;          /* backend-private state: scratch, handles, stream */
     sdt_error error;    /* the last failure: its code and sentence (read only after a failed call) */
 

@@ -72,6 +72,20 @@ bool sdt_tensor_same_shape(const sdt_tensor *a, const sdt_tensor *b)
     return true;
 }
 
+sdt_tensor sdt_tensor_reshape(const sdt_tensor *t, int ndim, const int64_t *shape)
+{
+    sdt_tensor v = sdt_tensor_make(t->data, t->dtype, t->device, ndim, shape);
+    return v;
+}
+
+sdt_tensor sdt_tensor_channels_last_view(const sdt_tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    sdt_tensor v = sdt_tensor_make(t->data, t->dtype, t->device, 4, shape);
+    v.channels_last = true;
+    return v;
+}
+
 static uint32_t float_bits(float x)
 {
     uint32_t u;

@@ -2,6 +2,9 @@
  *
  * A tensor is a view: a data pointer plus dtype, device and a row-major shape.
  * It never owns its memory; arenas (arena.h) and model weight stores do.
+ * A 4-D tensor may be channels-last: its shape stays the logical [N, C, H, W]
+ * (every shape check and sentence reads the same) while its memory is N, H, W, C,
+ * the layout cuDNN's fastest convolutions want (docs/DESIGN.md, "Channels-last").
  * f16 and bf16 are real 16-bit storage on both backends, so overflow to inf
  * and precision loss happen on the CPU exactly as they do on a GPU.
  */
@@ -36,6 +39,10 @@ typedef struct sdt_tensor {
     sdt_device device;
     int ndim;
     int64_t shape[SDT_MAX_DIMS];
+    /* 4-D only: memory is [N, H, W, C] for the logical shape [N, C, H, W] (a conv filter
+     * [OC, C, KH, KW]: OC, KH, KW, C). Only the ops that say so take it (kernels/op_checks.c);
+     * a view of other dims is plain row-major and clears it (sdt_tensor_reshape). */
+    bool channels_last;
 } sdt_tensor;
 
 size_t sdt_dtype_size(sdt_dtype dtype);
@@ -47,6 +54,12 @@ sdt_tensor sdt_tensor_make(void *data, sdt_dtype dtype, sdt_device device, int n
 /* Convenience for up to 4 dims; pass 0 for unused trailing dims is NOT allowed: ndim says how many are used. */
 sdt_tensor sdt_tensor_4d(void *data, sdt_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 bool sdt_tensor_same_shape(const sdt_tensor *a, const sdt_tensor *b);
+/* t's memory viewed with another shape (same numel), row-major: channels_last is cleared, so a
+ * channels-last image [B, C, H, W] viewed as [B, H*W, C] is its tokens. */
+sdt_tensor sdt_tensor_reshape(const sdt_tensor *t, int ndim, const int64_t *shape);
+/* The channels-last 4-D view [d0, d1, d2, d3] of memory laid out [d0, d2, d3, d1] (tokens
+ * [B, H*W, C] seen as the image [B, C, H, W] they are). */
+sdt_tensor sdt_tensor_channels_last_view(const sdt_tensor *t, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 /* t viewed as a matrix [rows, last dim] (x [..., C] of linear, layernorm, softmax): the product
  * of all dims but the last, and the last (1 for a 0-d tensor). */
 int64_t sdt_tensor_rows(const sdt_tensor *t);

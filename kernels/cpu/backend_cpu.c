@@ -74,11 +74,12 @@ static void fill_table(sdt_backend *be)
     be->free = cpu_free;
     be->destroy = cpu_destroy;
     be->release_scratch = cpu_scratch_release;
-    static const sdt_backend_ops cpu_ops = {
+    sdt_backend_ops cpu_ops = {
 #define SDT_CPU_OP_ENTRY(name, params, args) .name = cpu_##name,
         SDT_BACKEND_OPS(SDT_CPU_OP_ENTRY)
 #undef SDT_CPU_OP_ENTRY
     };
+    cpu_channels_last_ops(&cpu_ops);
     sdt_backend_set_ops(be, &cpu_ops);
 }
 

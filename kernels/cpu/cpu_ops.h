@@ -15,6 +15,9 @@ void cpu_destroy(sdt_backend *be);
 #define SDT_CPU_OP_PROTOTYPE(name, params, args) int cpu_##name params;
 SDT_BACKEND_OPS(SDT_CPU_OP_PROTOTYPE)
 #undef SDT_CPU_OP_PROTOTYPE
+/* Points the convolutional ops' entries of ops at their channels-last staging (channels_last.c),
+ * which runs the cpu_ functions above on row-major copies. */
+void cpu_channels_last_ops(sdt_backend_ops *ops);
 
 /* ---- dtype handling shared by every CPU op ----
  * Ops compute on float arrays. A tensor stored as f16/bf16 is converted into a

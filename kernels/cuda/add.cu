@@ -1,6 +1,7 @@
 /* add.cu - adds: tensors, a bias over rows or channels, a per-(batch, channel) vector, and the
  * channel sums their backwards need, on the GPU. Semantics: kernels/ops.h. Every kernel moves
  * 16-byte vectors when its big tensors share a dtype and are aligned (vec_io.cuh). */
+#include "column_sum.cuh"
 #include "norm_stats.cuh"
 #include "vec_io.cuh"
 
@@ -102,6 +103,42 @@ __global__ void add_channel_k(io<T> x, const void *v, int vdt, int64_t BC, int64
     }
 }
 
+/* Channels-last x [B, S, C] += v [B, C]: VEC consecutive channels of one pixel per thread. */
+template <typename T>
+__global__ void add_channel_nhwc_k(io<T> x, const void *v, int vdt, int64_t S, int64_t C, int64_t n_vectors)
+{
+    constexpr int V = io<T>::VEC;
+    const int64_t per_row = C / V;
+    GRID_STRIDE(u, n_vectors)
+    {
+        int64_t row = u / per_row, c0 = (u - row * per_row) * V, vb = row / S * C + c0;
+        float f[V];
+        x.load(row * C + c0, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] += ld(v, vdt, vb + k);
+        x.store(row * C + c0, f);
+    }
+}
+
+/* Column col = b * C + c of channels-last src [B, S, C] seen as S rows: the sums over pixels
+ * per (batch, channel) are column sums (column_sum.cuh), read coalesced along c. */
+struct nhwc_channel_value {
+    const void *d;
+    int dt;
+    int64_t C, S;
+    __device__ void operator()(int64_t r, int64_t col, float *v) const
+    {
+        int64_t b = col / C;
+        v[0] = ld(d, dt, (b * S + r) * C + (col - b * C));
+    }
+};
+
+int cuda_channel_sums_nhwc(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C,
+                           int64_t S)
+{
+    return column_sums<1>(be, dst, dst_dtype, NULL, 0, nhwc_channel_value{src, src_dtype, C, S}, S, B * C);
+}
+
 /* dst[c] += sum over b < B and s < S of src[(b * C + c) * S + s]: one block per c, batches in
  * order, a fixed tree over the block (deterministic). */
 template <typename T>
@@ -139,6 +176,17 @@ int cuda_add_channel_forward(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v
 {
     int64_t BC = x->shape[0] * x->shape[1], S = sdt_tensor_numel(x) / BC;
     const void *ptrs[1] = {x->data};
+    if (BC * S == 0) return 0;
+    if (x->channels_last) {
+        int64_t C = x->shape[1];
+        bool vec = vec_ok(x->dtype, C, ptrs, 1);
+        SDT_IO_SWITCH(vec, x->dtype, T, {
+            int64_t n = BC * S / io<T>::VEC;
+            add_channel_nhwc_k<T> LAUNCH(be, n)(io_of<T>(x->data, x->dtype), v->data, v->dtype, S, C, n);
+        });
+        CUDA_LAUNCHED(be);
+        return 0;
+    }
     bool vec = vec_ok(x->dtype, S, ptrs, 1);
     SDT_IO_SWITCH(vec, x->dtype, T,
                   add_channel_k<T> LAUNCH(be, BC * S / io<T>::VEC)(io_of<T>(x->data, x->dtype), v->data, v->dtype, BC, S));
@@ -150,5 +198,7 @@ int cuda_add_channel_backward(sdt_backend *be, sdt_tensor *dv, const sdt_tensor 
 {
     if (!dv) return 0;
     int64_t BC = dout->shape[0] * dout->shape[1], S = sdt_tensor_numel(dout) / BC;
+    if (dout->channels_last)
+        return cuda_channel_sums_nhwc(be, dv->data, dv->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1], S);
     return cuda_channel_sums(be, dv->data, dv->dtype, dout->data, dout->dtype, 1, BC, S);
 }

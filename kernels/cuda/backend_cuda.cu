@@ -200,8 +200,8 @@ __global__ void transpose_kernel(TO *out, const TI *x, int64_t M, int64_t N, int
     }
 }
 
-static int transpose_launch(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
-                            int accumulate)
+int cuda_transpose_raw(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
+                       int accumulate)
 {
     if (B * M * N == 0) return 0;
     if (B > 65535) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "transpose: %lld matrices exceed one launch", (long long)B);
@@ -225,14 +225,14 @@ int cuda_transpose_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
 {
     int64_t B, M, N;
     last2(x, &B, &M, &N);
-    return transpose_launch(be, out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
+    return cuda_transpose_raw(be, out->data, out->dtype, x->data, x->dtype, B, M, N, 0);
 }
 
 int cuda_transpose_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout)
 {
     int64_t B, M, N;
     last2(dout, &B, &M, &N);
-    return transpose_launch(be, dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
+    return cuda_transpose_raw(be, dx->data, dx->dtype, dout->data, dout->dtype, B, M, N, 1);
 }
 
 __global__ void count_nonfinite_kernel(const void *x, int dt, int64_t n, unsigned long long *count)
@@ -369,6 +369,7 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     be->native_bf16 = cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major >= 8;
     be->deterministic = true; /* until the job says otherwise (ops.h) */
     c->attention_tc = be->native_bf16 && cuda_attention_tc_available(prop.major);
+    be->prefers_channels_last = true; /* cuDNN runs the UNet's 3x3 convolutions 1.5-2x faster in NHWC (bench/NOTES.md run 23) */
     /* Exact fp32 GEMMs by default: parity with the CPU reference matters more than TF32 speed here. */
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
     return be;

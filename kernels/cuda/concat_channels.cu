@@ -1,8 +1,10 @@
-/* concat_channels.cu - torch.cat along channels (NCHW) and its backward on the GPU. Semantics: kernels/ops.h. */
+/* concat_channels.cu - torch.cat along channels and its backward on the GPU, NCHW or channels-last
+ * (tensor.h: there each pixel's Ca channels of a, then its Cb of b). Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
 #include "vec_io.cuh"
 
 /* out [B, Ca+Cb, S] from a [B, Ca, S] and b [B, Cb, S]: per batch, a's Ca*S values then b's Cb*S.
+ * Channels-last is the same walk with a pixel as the batch: B*S blocks of Ca then Cb values.
  * backward = true splits dout back, accumulating (a NULL part is skipped). A thread moves VEC
  * values (16-byte accesses when Ca*S and Cb*S are multiples of VEC, vec_io.cuh). */
 template <typename T>
@@ -51,6 +53,7 @@ static int concat_launch(sdt_backend *be, const sdt_tensor *out, const sdt_tenso
 int cuda_concat_channels_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)
 {
     int64_t B = a->shape[0], Ca = a->shape[1], Cb = b->shape[1], S = sdt_tensor_numel(a) / (B * Ca);
+    if (out->channels_last) return concat_launch(be, out, a, b, B * S, Ca, Cb, false);
     return concat_launch(be, out, a, b, B, Ca * S, Cb * S, false);
 }
 
@@ -58,5 +61,6 @@ int cuda_concat_channels_backward(sdt_backend *be, sdt_tensor *da, sdt_tensor *d
 {
     int64_t B = dout->shape[0], C = dout->shape[1], S = sdt_tensor_numel(dout) / (B * C);
     int64_t Ca = da ? da->shape[1] : C - db->shape[1], Cb = C - Ca;
+    if (dout->channels_last) return concat_launch(be, dout, da, db, B * S, Ca, Cb, true);
     return concat_launch(be, dout, da, db, B, Ca * S, Cb * S, true);
 }

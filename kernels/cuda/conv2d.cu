@@ -1,7 +1,10 @@
 /* conv2d.cu - conv2d forward and backward through cuDNN's graph API (one cached execution
- * plan per shape, chosen by cuDNN's heuristics; workspace from scratch). Runs in the tensors'
- * dtype with fp32 compute when x, w and the output agree; otherwise on fp32
- * copies. Semantics: kernels/ops.h. */
+ * plan per shape and layout, chosen by cuDNN's heuristics; workspace from scratch). Runs in the
+ * tensors' dtype with fp32 compute when x, w and the output agree; otherwise on fp32
+ * copies (same layout: a dtype copy moves no element). Each of x, w and y is NCHW or
+ * channels-last (tensor.h) on its own: the graph API takes each tensor's strides, so the
+ * UNet's conv_in reads NCHW latents into NHWC activations without a transpose.
+ * Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
 
 static cudnnDataType_t dnn_type(int dtype)
@@ -18,22 +21,32 @@ typedef cudnnBackendDescriptor_t dnn_desc;
 
 struct conv_plan {
     int dir, dtype, stride, pad, accumulate, align;
+    int layout; /* CONV_CL_X | CONV_CL_W | CONV_CL_Y: which operands are channels-last */
     int64_t xs[4], ws[4];
-    dnn_desc plan;
+    dnn_desc plan;       /* NULL when nchw_fallback */
     size_t workspace;
+    bool nchw_fallback;  /* cuDNN had no plan for this layout mix: conv_run_nchw runs it */
 };
 
 /* Larger workspaces are skipped for the next candidate plan: the workspace is scratch held all run. */
 #define CONV_WORKSPACE_CAP ((size_t)256 << 20)
 
 enum { UID_X = 'x', UID_W = 'w', UID_Y = 'y' };
+enum { CONV_CL_X = 1, CONV_CL_W = 2, CONV_CL_Y = 4 };
+
+/* The layout bits of x, w and y (the forward's names: dx is x, dy is y, dw is w). */
+static int conv_layout(const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *y)
+{
+    return (x->channels_last ? CONV_CL_X : 0) | (w->channels_last ? CONV_CL_W : 0) | (y->channels_last ? CONV_CL_Y : 0);
+}
 
 static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
 {
     for (int i = 0; i < c->n_conv_plans; i++) {
         struct conv_plan *p = &c->conv_plans[i];
         if (p->dir == key->dir && p->dtype == key->dtype && p->stride == key->stride && p->pad == key->pad &&
-            p->accumulate == key->accumulate && p->align == key->align && !memcmp(p->xs, key->xs, sizeof p->xs) &&
+            p->accumulate == key->accumulate && p->align == key->align && p->layout == key->layout &&
+            !memcmp(p->xs, key->xs, sizeof p->xs) &&
             !memcmp(p->ws, key->ws, sizeof p->ws))
             return p;
     }
@@ -42,7 +55,8 @@ static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
 
 void cuda_conv_plans_free(cuda_ctx *c)
 {
-    for (int i = 0; i < c->n_conv_plans; i++) cudnnBackendDestroyDescriptor(c->conv_plans[i].plan);
+    for (int i = 0; i < c->n_conv_plans; i++)
+        if (c->conv_plans[i].plan) cudnnBackendDestroyDescriptor(c->conv_plans[i].plan);
     free(c->conv_plans);
     c->conv_plans = NULL;
     c->n_conv_plans = c->cap_conv_plans = 0;
@@ -57,9 +71,16 @@ static int operands_align(const void *a, const void *b, const void *c)
     return align;
 }
 
-static cudnnStatus_t make_tensor(dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, int64_t align)
+/* dims are the logical [N, C, H, W] (a filter's [K, C, R, S]); channels_last: memory N, H, W, C (K, R, S, C). */
+static cudnnStatus_t make_tensor(dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, bool channels_last, int64_t align)
 {
-    int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1}; /* NCHW */
+    int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+    if (channels_last) {
+        strides[0] = dims[1] * dims[2] * dims[3];
+        strides[1] = 1;
+        strides[2] = dims[3] * dims[1];
+        strides[3] = dims[1];
+    }
     cudnnDataType_t dt = dnn_type(dtype);
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
@@ -200,9 +221,9 @@ static cudnnStatus_t choose_plan(cudnnHandle_t h, dnn_desc graph, int dtype, dnn
 static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const int64_t *ys)
 {
     dnn_desc x = NULL, w = NULL, y = NULL, conv = NULL, op = NULL, graph = NULL;
-    cudnnStatus_t s = make_tensor(&x, UID_X, key->dtype, key->xs, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&w, UID_W, key->dtype, key->ws, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&y, UID_Y, key->dtype, ys, key->align);
+    cudnnStatus_t s = make_tensor(&x, UID_X, key->dtype, key->xs, key->layout & CONV_CL_X, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&w, UID_W, key->dtype, key->ws, key->layout & CONV_CL_W, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&y, UID_Y, key->dtype, ys, key->layout & CONV_CL_Y, key->align);
     if (s == CUDNN_STATUS_SUCCESS) s = make_conv(&conv, key->stride, key->pad);
     if (s == CUDNN_STATUS_SUCCESS) s = make_operation(&op, (conv_dir)key->dir, x, w, y, conv, key->accumulate ? 1.0f : 0.0f);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
@@ -216,10 +237,46 @@ static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const in
     return s;
 }
 
-/* Runs one convolution of direction dir: x, w and y are the forward's names (for backward data x
- * is dx and y is dy; for backward filter w is dw). accumulate: y (dx, dw) += instead of =. */
 static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
-                    int stride, int pad, bool accumulate, const void *x, const void *w, const void *y, const char *what)
+                    int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
+                    const char *what);
+
+/* A convolution whose layout mix cuDNN offers no plan for (an engine list without NHWC kernels for
+ * this dtype or channel count, say) runs NCHW on row-major copies of its channels-last operands, in
+ * scratch slots 8-10 (attention's, free during a convolution): correct everywhere, at NCHW's speed
+ * plus the transposes. The operand the direction writes (y, dx or dw) is copied in only when it
+ * accumulates, and moved back after. */
+static int conv_run_nchw(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                         int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
+                         const char *what)
+{
+    const int64_t *dims[3] = {xs, ws, ys};
+    const void *ptr[3] = {x, w, y};
+    const int bit[3] = {CONV_CL_X, CONV_CL_W, CONV_CL_Y};
+    const int out = dir == CONV_FWD ? 2 : dir == CONV_BWD_DATA ? 0 : 1;
+    const void *copy[3];
+    for (int i = 0; i < 3; i++) {
+        copy[i] = ptr[i];
+        if (!(layout & bit[i])) continue;
+        const int64_t n = dims[i][0], C = dims[i][1], S = dims[i][2] * dims[i][3];
+        void *buf = cuda_scratch(be, 8 + i, (size_t)(n * C * S) * sdt_dtype_size((sdt_dtype)dtype));
+        if (!buf) return -1;
+        /* channels-last [n, S, C] -> row-major [n, C, S] */
+        if ((i != out || accumulate) && cuda_transpose_raw(be, buf, dtype, ptr[i], dtype, n, S, C, 0)) return -1;
+        copy[i] = buf;
+    }
+    if (conv_run(be, dir, dtype, xs, ws, ys, 0, stride, pad, accumulate, copy[0], copy[1], copy[2], what)) return -1;
+    if (!(layout & bit[out])) return 0;
+    const int64_t n = dims[out][0], C = dims[out][1], S = dims[out][2] * dims[out][3];
+    return cuda_transpose_raw(be, (void *)ptr[out], dtype, copy[out], dtype, n, C, S, 0);
+}
+
+/* Runs one convolution of direction dir: x, w and y are the forward's names (for backward data x
+ * is dx and y is dy; for backward filter w is dw), layout their conv_layout bits. accumulate: y
+ * (dx, dw) += instead of =. */
+static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
+                    int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
+                    const char *what)
 {
     cuda_ctx *c = ctx_of(be);
     struct conv_plan key;
@@ -230,6 +287,7 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
     key.pad = pad;
     key.accumulate = accumulate;
     key.align = operands_align(x, w, y);
+    key.layout = layout;
     memcpy(key.xs, xs, sizeof key.xs);
     memcpy(key.ws, ws, sizeof key.ws);
     struct conv_plan *p = plan_lookup(c, &key);
@@ -242,13 +300,17 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
             c->cap_conv_plans = cap;
         }
         cudnnStatus_t s = plan_build(c->cudnn, &key, ys);
-        if (s != CUDNN_STATUS_SUCCESS)
-            return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld input and a %lldx%lldx%lldx%lld filter (%s)",
-                             what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3], (long long)ws[0],
-                             (long long)ws[1], (long long)ws[2], (long long)ws[3], cudnnGetErrorString(s));
+        key.nchw_fallback = s != CUDNN_STATUS_SUCCESS && layout != 0;
+        if (s != CUDNN_STATUS_SUCCESS && !key.nchw_fallback)
+            return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld %s input and a %lldx%lldx%lldx%lld %s filter (%s)",
+                             what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
+                             layout & CONV_CL_X ? "NHWC" : "NCHW", (long long)ws[0], (long long)ws[1], (long long)ws[2],
+                             (long long)ws[3], layout & CONV_CL_W ? "KRSC" : "KCRS", cudnnGetErrorString(s));
+        if (key.nchw_fallback) key.plan = NULL;
         p = &c->conv_plans[c->n_conv_plans++];
         *p = key;
     }
+    if (p->nchw_fallback) return conv_run_nchw(be, dir, dtype, xs, ws, ys, layout, stride, pad, accumulate, x, w, y, what);
     void *workspace = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !workspace) return -1;
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
@@ -318,8 +380,8 @@ static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor 
         if (!dx32 || cuda_convert_raw(be, dx32, SDT_F32, dx->data, dx->dtype, n)) return -1;
         dxp = dx32;
     }
-    if (conv_run(be, CONV_BWD_DATA, dt, dx->shape, w->shape, dout->shape, stride, pad, beta != 0.0f, dxp, wp, dyp,
-                 "conv2d backward (data)"))
+    if (conv_run(be, CONV_BWD_DATA, dt, dx->shape, w->shape, dout->shape, conv_layout(dx, w, dout), stride, pad, beta != 0.0f,
+                 dxp, wp, dyp, "conv2d backward (data)"))
         return -1;
     if (dx32 && cuda_convert_raw(be, dx->data, dx->dtype, dx32, SDT_F32, sdt_tensor_numel(dx))) return -1;
     return 0;
@@ -330,11 +392,14 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 {
     conv_ops o;
     if (conv_operands(be, x, w, out, false, &o)) return -1;
-    if (conv_run(be, CONV_FWD, o.dtype, x->shape, w->shape, out->shape, stride, pad, false, o.x, o.w, o.y, "conv2d forward"))
+    if (conv_run(be, CONV_FWD, o.dtype, x->shape, w->shape, out->shape, conv_layout(x, w, out), stride, pad, false, o.x, o.w,
+                 o.y, "conv2d forward"))
         return -1;
     int64_t n = sdt_tensor_numel(out), C = out->shape[1], S = out->shape[2] * out->shape[3];
-    if (b) {
-        if (cuda_add_bias(be, o.y, o.dtype, b->data, b->dtype, out->shape[0], C, S)) return -1;
+    if (b) { /* over channels of S values, or (channels-last) over rows of C values */
+        if (out->channels_last ? cuda_add_bias(be, o.y, o.dtype, b->data, b->dtype, out->shape[0] * S, C, 1)
+                               : cuda_add_bias(be, o.y, o.dtype, b->data, b->dtype, out->shape[0], C, S))
+            return -1;
     }
     if (o.y_copied) return cuda_convert_raw(be, out->data, out->dtype, o.y, SDT_F32, n);
     return 0;
@@ -344,9 +409,10 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
                          const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
 {
     if (db) {
-        /* db[c] += sum over b, s of dy[b, c, s] */
-        if (cuda_channel_sums(be, db->data, db->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1],
-                              dout->shape[2] * dout->shape[3]))
+        /* db[c] += sum over b, s of dy[b, c, s] (channels-last: one image of B*S rows) */
+        int64_t B = dout->shape[0], C = dout->shape[1], S = dout->shape[2] * dout->shape[3];
+        if (dout->channels_last ? cuda_channel_sums_nhwc(be, db->data, db->dtype, dout->data, dout->dtype, 1, C, B * S)
+                                : cuda_channel_sums(be, db->data, db->dtype, dout->data, dout->dtype, B, C, S))
             return -1;
     }
     if (dx && conv_backward_data(be, dx, dout, w, stride, pad, false)) return -1;
@@ -359,8 +425,8 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
             if (!dw32 || cuda_convert_raw(be, dw32, SDT_F32, dw->data, dw->dtype, n)) return -1;
         }
         if (!x32 || !dy32) return -1;
-        if (conv_run(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, dout->shape, stride, pad, true, x32, dw32, dy32,
-                     "conv2d backward (filter)"))
+        if (conv_run(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, dout->shape, conv_layout(x, dw, dout), stride, pad, true,
+                     x32, dw32, dy32, "conv2d backward (filter)"))
             return -1;
         if (dw32 != dw->data && cuda_convert_raw(be, dw->data, dw->dtype, dw32, SDT_F32, sdt_tensor_numel(dw))) return -1;
     }

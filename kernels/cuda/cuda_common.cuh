@@ -135,6 +135,15 @@ int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, 
 /* dst[c] += sum over b < B and s < S of src[(b * C + c) * S + s] (add.cu): a bias's gradient
  * over [B, C, S] (a convolution's), or with B = 1 per-(batch, channel) sums. Deterministic. */
 int cuda_channel_sums(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C, int64_t S);
+/* The same for channels-last src [B, S, C] (tensor.h): dst[b * C + c] += sum over s < S of
+ * src[(b * S + s) * C + c] (add.cu): per-(batch, channel) sums, or with B = 1 and S the batch's
+ * pixels a convolution's bias gradient. Deterministic (column_sum.cuh). */
+int cuda_channel_sums_nhwc(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C,
+                           int64_t S);
+
+/* out[b, j, i] (+)= x[b, i, j] for x [B, M, N], any dtypes (backend_cuda.cu's tiled transpose). */
+int cuda_transpose_raw(sdt_backend *be, void *out, int odt, const void *x, int xdt, int64_t B, int64_t M, int64_t N,
+                       int accumulate);
 
 /* Accumulating store: p[i] += v, rounded to p's dtype. */
 __device__ __forceinline__ void acc(void *p, int dtype, int64_t i, float v) { st(p, dtype, i, ld(p, dtype, i) + v); }

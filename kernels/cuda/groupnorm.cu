@@ -4,9 +4,8 @@
 #include "shared_math.h"
 #include "vec_io.cuh"
 
-#define GN_SCRATCH_SLOT 7 /* groupnorm's per-chunk statistics */
 
-/* x [B, C, S]; a group is cpg consecutive channels: cpg*S contiguous values.
+/* x [B, C, S] (channels-last x: groupnorm_nhwc.cu); a group is cpg consecutive channels: cpg*S contiguous values.
  * Work is cut into chunks of a channel: block (b, c, k) owns chunk k of channel c of batch b
  * (K chunks per channel, more when B x C alone would leave the GPU idle: batch 1), and walks it
  * in 16-byte vectors (vec_io.cuh). Forward: the first kernel writes each chunk's statistics in
@@ -23,12 +22,6 @@ struct gn_geom {
     int64_t units; /* vectors per channel: S / VEC */
     int64_t cu;    /* vectors per chunk (the last chunk may hold fewer) */
 };
-
-/* The gradient at the norm's output: dy through the activation at the normalised value n. */
-__device__ __forceinline__ float gn_out_grad(sdt_activation act, float dy, float n)
-{
-    return act == SDT_ACT_IDENTITY ? dy : dy * act_derivative(act, n);
-}
 
 /* Block blockIdx.x = (b * C + c) * K + k: its channel's offset and its chunk's vectors [u0, u1). */
 struct gn_chunk {
@@ -215,6 +208,7 @@ static int gn_launch_limit(sdt_backend *be, int64_t blocks)
 int cuda_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
                            const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
 {
+    if (x->channels_last) return cuda_groupnorm_nhwc_forward(be, out, mean, rstd, x, gamma, beta, groups, eps, act);
     int64_t B, C, S;
     gn_shape(x, &B, &C, &S);
     if (B * C * S == 0) return 0;
@@ -243,6 +237,8 @@ int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
 {
     if (act == SDT_ACT_IDENTITY) beta = NULL; /* the plain norm's gradient does not depend on beta */
     if (!dx && !dgamma && !dbeta) return 0;
+    if (x->channels_last)
+        return cuda_groupnorm_nhwc_backward(be, dx, dgamma, dbeta, dout, x, gamma, beta, mean, rstd, groups, act);
     int64_t B, C, S;
     gn_shape(x, &B, &C, &S);
     if (B * C * S == 0) return 0;

@@ -4,6 +4,7 @@
 #define SDT_KERNELS_CUDA_NORM_STATS_CUH
 
 #include "cuda_ops.h"
+#include "shared_math.h"
 
 #define NT 256 /* threads per block of every normalisation kernel */
 
@@ -105,6 +106,15 @@ static __device__ float2 block_sum2(float2 v)
     if (threadIdx.x == 0)
         for (int i = 1; i < (int)blockDim.x / 32; i++) v = make_float2(v.x + w[i].x, v.y + w[i].y);
     return v;
+}
+
+/* ---- GroupNorm's pieces shared by its NCHW and channels-last kernels (groupnorm*.cu) ---- */
+#define GN_SCRATCH_SLOT 7 /* groupnorm's per-chunk statistics */
+
+/* The gradient at the norm's output: dy through the activation at the normalised value n. */
+static __device__ __forceinline__ float gn_out_grad(sdt_activation act, float dy, float n)
+{
+    return act == SDT_ACT_IDENTITY ? dy : dy * act_derivative(act, n);
 }
 
 /* An optional tensor's data and dtype (NULL and 0 when absent). */

@@ -653,22 +653,51 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 
 static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16; }
 
-/* Host memory a converted tensor waits in before its upload: one buffer, grown to the largest
- * tensor, so gigabytes of weights do not fault in fresh pages tensor by tensor. */
+/* Host memory a converted tensor waits in before its upload: buffers grown to the largest tensor,
+ * so gigabytes of weights do not fault in fresh pages tensor by tensor. mem holds a dtype
+ * conversion, perm a channels-last permutation (of the file's data or of mem). */
 typedef struct staging {
-    void *mem;
-    size_t size;
+    void *mem, *perm;
+    size_t size, perm_size;
 } staging;
 
-/* Places one tensor's data on the backend in the wanted dtype; false + sentence on failure. */
+/* A host buffer of at least bytes in *buf (grown, contents not kept); false when out of memory. */
+static bool staging_reserve(void **buf, size_t *size, size_t bytes)
+{
+    if (*size >= bytes) return true;
+    g_free(*buf);
+    *buf = g_try_malloc(bytes ? bytes : 1);
+    *size = *buf ? bytes : 0;
+    return *buf != NULL;
+}
+
+static void staging_free(staging *stage)
+{
+    g_free(stage->mem);
+    g_free(stage->perm);
+}
+
+/* The UNet's convolution filters (its 4-D tensors) go channels-last on a backend that prefers it
+ * (ops.h: prefers_channels_last): converted once here, where the frozen weights reach the device,
+ * rather than per call. The shape stays [OC, C, KH, KW] (tensor.h), so lookups and shape checks
+ * are unchanged, and every conv2d reads either layout. */
+static bool stored_channels_last(const weight_entry *e, const sdt_backend *be)
+{
+    return be->prefers_channels_last && e->tensor.ndim == 4 && is_float(e->tensor.dtype) &&
+           g_str_has_prefix(e->key, "model.diffusion_model.");
+}
+
+/* Places one tensor's data on the backend in the wanted dtype (and layout); false + sentence on failure. */
 static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_backend *be, sdt_dtype float_dtype,
                                staging *stage, sdt_tensor *out, sdt_error *error)
 {
     *out = e->tensor;
     sdt_dtype want = is_float(e->tensor.dtype) ? float_dtype : e->tensor.dtype;
+    bool channels_last = stored_channels_last(e, be);
     out->dtype = want;
     out->device = be->device;
-    if (be->device == SDT_DEVICE_CPU && want == e->tensor.dtype) return true; /* the mapping serves as is */
+    out->channels_last = channels_last;
+    if (be->device == SDT_DEVICE_CPU && want == e->tensor.dtype && !channels_last) return true; /* the mapping serves as is */
     size_t bytes = sdt_tensor_nbytes(out);
     void *mem = be->alloc(be, bytes);
     if (!mem) {
@@ -677,28 +706,34 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
         return false;
     }
     g_ptr_array_add(dst->owned, mem);
+    out->data = mem;
+    /* the backend's memory is the host's on the CPU: the last host step writes it directly */
+    const bool host_is_backend = be->device == SDT_DEVICE_CPU;
     const void *host = e->tensor.data;
     if (want != e->tensor.dtype) {
         int64_t n = sdt_tensor_numel(&e->tensor);
-        if (be->device == SDT_DEVICE_CPU) { /* the backend's memory is the host's: convert in place */
-            sdt_host_convert(e->tensor.data, e->tensor.dtype, mem, want, n);
-            out->data = mem;
-            return true;
-        }
-        if (stage->size < bytes) {
-            g_free(stage->mem);
-            stage->mem = g_try_malloc(bytes);
-            stage->size = stage->mem ? bytes : 0;
-        }
-        if (!stage->mem) {
+        void *to = host_is_backend && !channels_last ? mem : NULL;
+        if (!to && !staging_reserve(&stage->mem, &stage->size, bytes)) {
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
             return false;
         }
-        sdt_host_convert(e->tensor.data, e->tensor.dtype, stage->mem, want, n);
-        host = stage->mem;
+        if (!to) to = stage->mem;
+        sdt_host_convert(e->tensor.data, e->tensor.dtype, to, want, n);
+        host = to;
     }
+    if (channels_last) {
+        void *to = host_is_backend ? mem : NULL;
+        if (!to && !staging_reserve(&stage->perm, &stage->perm_size, bytes)) {
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory laying '%s' out channels-last", dst->path, e->key);
+            return false;
+        }
+        if (!to) to = stage->perm;
+        const sdt_tensor *t = &e->tensor;
+        sdt_host_permute_channels(host, to, sdt_dtype_size(want), t->shape[0], t->shape[1], t->shape[2] * t->shape[3], true);
+        host = to;
+    }
+    if (host_is_backend) return true;
     int rc = be->upload(be, mem, host, bytes);
-    out->data = mem;
     if (rc) {
         sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error.message);
         return false;
@@ -727,20 +762,20 @@ sdt_weights *sdt_weights_materialize(const sdt_weights *src, sdt_backend *be, sd
     gpointer k, v;
     g_hash_table_iter_init(&it, src->unusable);
     while (g_hash_table_iter_next(&it, &k, &v)) g_hash_table_replace(w->unusable, g_strdup(k), v);
-    staging stage = {NULL, 0};
+    staging stage = {0};
     for (guint i = 0; i < src->entries->len; i++) {
         const weight_entry *e = &g_array_index(src->entries, weight_entry, i);
         weight_entry we = {g_strdup(e->key), e->source, e->file, e->tensor};
         if (!materialize_tensor(w, e, be, float_dtype, &stage, &we.tensor, error)) {
             g_free(we.key);
-            g_free(stage.mem);
+            staging_free(&stage);
             sdt_weights_close(w);
             return NULL;
         }
         g_array_append_val(w->entries, we);
         g_hash_table_insert(w->index, we.key, GSIZE_TO_POINTER(w->entries->len));
     }
-    g_free(stage.mem);
+    staging_free(&stage);
     return w;
 }
 
@@ -764,7 +799,7 @@ bool sdt_weights_rematerialize_prefix(sdt_weights *w, const sdt_weights *src, co
                                       sdt_error *error)
 {
     size_t n = strlen(prefix);
-    staging stage = {NULL, 0};
+    staging stage = {0};
     bool ok = true;
     for (guint i = 0; ok && w->owner && i < w->entries->len; i++) {
         weight_entry *e = &g_array_index(w->entries, weight_entry, i);
@@ -776,6 +811,6 @@ bool sdt_weights_rematerialize_prefix(sdt_weights *w, const sdt_weights *src, co
         }
         ok = materialize_tensor(w, from, w->owner, float_dtype, &stage, &e->tensor, error);
     }
-    g_free(stage.mem);
+    staging_free(&stage);
     return ok;
 }

@@ -315,6 +315,38 @@ static inline void op_refusals_diffusion_and_optimizer(op_refusals *r)
            "adamw_update: 'v' has 5 elements but 'param' has 4; pass tensors of equal size.");
 }
 
+/* Channels-last tensors (tensor.h): only 4-D ones, only where an op reads them, and in one layout with
+ * the tensors they pair with. */
+static inline void op_refusals_layouts(op_refusals *r)
+{
+    sdt_backend *be = r->be;
+    sdt_tensor cl = T(SDT_F32, 2, 3, 4, 4), rm = T(SDT_F32, 2, 3, 4, 4), t3 = T(SDT_F32, 2, 3, 16);
+    cl.channels_last = t3.channels_last = true;
+    REFUSE(be->scale(be, &t3, 2.0f),
+           "scale: tensor 'x' is marked channels-last but has 3 dims; only a 4-D [N, C, H, W] tensor can be.");
+    sdt_tensor w = T(SDT_F32, 5, 4), lout = T(SDT_F32, 2, 3, 4, 5);
+    REFUSE(be->linear_forward(be, &lout, &cl, &w, NULL),
+           "linear_forward: tensor 'x' is channels-last (NHWC memory), which this op does not read; pass it in the "
+           "row-major (NCHW) layout.");
+    REFUSE(be->add_forward(be, &rm, &cl, &cl),
+           "add_forward: 'out' is row-major (NCHW) but 'a' is channels-last (NHWC); pass both in one layout.");
+    sdt_tensor stat = T(SDT_F32, 2, 3);
+    REFUSE(be->groupnorm_forward(be, &rm, &stat, &stat, &cl, NULL, NULL, 3, 1e-5f, SDT_ACT_IDENTITY),
+           "groupnorm_forward: 'out' is row-major (NCHW) but 'x' is channels-last (NHWC); pass both in one layout.");
+    sdt_tensor whole = T(SDT_F32, 2, 6, 4, 4);
+    whole.channels_last = true;
+    REFUSE(be->concat_channels_forward(be, &whole, &rm, &cl),
+           "concat_channels_forward: 'a/da' is row-major (NCHW) but 'out/dout' is channels-last (NHWC); pass both in one "
+           "layout.");
+    sdt_tensor big = T(SDT_F32, 2, 3, 8, 8);
+    REFUSE(be->upsample_nearest2x_forward(be, &big, &cl),
+           "upsample_nearest2x_forward: 'x/dx' is channels-last (NHWC) but 'out/dout' is row-major (NCHW); pass both in "
+           "one layout.");
+    sdt_tensor f = T(SDT_F32, 5, 3, 1, 1), dout = T(SDT_F32, 2, 5, 4, 4);
+    REFUSE(be->conv2d_backward(be, &rm, NULL, NULL, &dout, &cl, &f, 1, 0),
+           "conv2d_backward: 'dx' is row-major (NCHW) but 'x' is channels-last (NHWC); pass both in one layout.");
+}
+
 #undef T
 
 /* Runs every case on be (whose alloc gives the buffer the tensors view) and checks that each
@@ -337,6 +369,7 @@ static inline void op_refusals_run(sdt_backend *be)
     op_refusals_attention(r);
     op_refusals_elementwise(r);
     op_refusals_diffusion_and_optimizer(r);
+    op_refusals_layouts(r);
     r->covered[OP_REFUSALS_synchronize] = true; /* takes no argument to refuse */
     for (int i = 0; i < OP_REFUSALS_COUNT; i++)
         CHECK(r->covered[i], "op %s has no refusal case in tests/common/op_refusals.h; add its bad arguments",

@@ -1,6 +1,9 @@
 /* test_cuda_ops.c - every CUDA op against the CPU reference backend, forward and
  * backward (gradients pre-filled, so accumulation is checked too), in f32 and
- * with f16/bf16 storage; the fused attention at every head dim the models use.
+ * with f16/bf16 storage; the fused attention at every head dim the models use;
+ * the convolutional ops again on channels-last tensors (tensor.h: the NHWC kernels
+ * against the CPU's, which stage through NCHW copies: tests/kernels/test_channels_last.c),
+ * and conv2d in every mix of x, filter and output layouts.
  * Skips (77) when the CUDA module or a GPU is absent. */
 #include <math.h>
 #include <string.h>
@@ -11,6 +14,9 @@
 
 static sdt_backend *cpu, *gpu;
 static sdt_test_rng rng;
+/* When set, make_at marks every 4-D tensor channels-last on both backends: the tests written for
+ * NCHW then run the channels-last kernels on the same values. */
+static bool g_channels_last;
 
 /* One logical tensor held on both backends; base: the allocations (data may be a view into them). */
 typedef struct pair {
@@ -40,6 +46,7 @@ static pair make_at(sdt_dtype dt, int ndim, const int64_t *shape, double scale, 
     }
     gpu->upload(gpu, p.g.data, p.c.data, bytes);
     free(tmp);
+    p.c.channels_last = p.g.channels_last = g_channels_last && ndim == 4;
     return p;
 }
 static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale) { return make_at(dt, ndim, shape, scale, 0); }
@@ -84,7 +91,8 @@ static double compare(const pair *p, double tol, const char *what)
         if (d > num || d != d) num = d;
         if (fabs(b[i]) > den) den = fabs(b[i]);
     }
-    CHECK(num / den <= tol, "%s: GPU vs CPU relative error %.3g > %.3g", what, num / den, tol);
+    CHECK(num / den <= tol, "%s%s: GPU vs CPU relative error %.3g > %.3g", what, p->g.channels_last ? " (channels-last)" : "",
+          num / den, tol);
     free(a);
     free(b);
     free(raw);
@@ -94,8 +102,8 @@ static double compare(const pair *p, double tol, const char *what)
 #define RUN2(call_c, call_g, what)                                                                          \
     do {                                                                                                    \
         int rc_c = (call_c), rc_g = (call_g);                                                               \
-        CHECK(rc_c == 0, "%s: CPU failed: %s", what, cpu->error);                                           \
-        CHECK(rc_g == 0, "%s: GPU failed: %s", what, gpu->error);                                           \
+        CHECK(rc_c == 0, "%s: CPU failed: %s", what, cpu->error.message);                                   \
+        CHECK(rc_g == 0, "%s: GPU failed: %s", what, gpu->error.message);                                   \
     } while (0)
 
 static double tol_for(sdt_dtype dt) { return dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 4e-3 : 3e-2; }
@@ -368,7 +376,11 @@ static void test_norms(sdt_dtype dt)
     test_layernorm(dt, dt, 3000, 320);  /* tall: many blocks of 8 rows, the last one partial */
     test_layernorm_at(dt, dt, 37, 320, other, 0); /* mixed dtypes: the generic path */
     test_layernorm_at(dt, dt, 37, 320, dt, 1);    /* an unaligned view: the scalar path */
+}
 
+static void test_groupnorms(sdt_dtype dt)
+{
+    const sdt_dtype other = dt == SDT_F32 ? SDT_BF16 : SDT_F32;
     for (int a = 0; a < 2; a++) {
         sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY; /* SiLU: the UNet's fused GroupNorm + SiLU */
         test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act); /* 35 values a channel: the scalar path */
@@ -381,6 +393,10 @@ static void test_norms(sdt_dtype dt)
         test_groupnorm(dt, dt, 1, 96, 64, 72, 32, act); /* 3 channels a group of 2 chunks each (16-bit) */
         test_groupnorm_at(dt, dt, 2, 64, 16, 16, 32, act, other, 0); /* mixed dtypes: the generic path */
         test_groupnorm_at(dt, SDT_F32, 2, 64, 16, 16, 32, act, dt, 3); /* an unaligned view: the scalar path */
+        /* SD's channel counts: groups of 10, 20 and 30 channels (16-bit vectors of 8 span two groups) */
+        test_groupnorm(dt, dt, 2, 320, 16, 16, 32, act);
+        test_groupnorm(dt, dt, 1, 640, 24, 20, 32, act);
+        test_groupnorm(dt, dt, 2, 960, 8, 8, 32, act);
     }
 }
 
@@ -414,18 +430,18 @@ static void test_add(sdt_dtype dt, int64_t n, sdt_dtype b_dt, int64_t offset, bo
 
 /* add_channel (forward and its per-(batch, channel) sums) and concat_channels (forward, and the
  * backward with both parts and with one) on [2, C, H, W]; offset as in make_at. */
-static void test_add_channel_concat(sdt_dtype dt, int64_t H, int64_t W, int64_t offset)
+static void test_add_channel_concat_ch(sdt_dtype dt, int64_t H, int64_t W, int64_t offset, int64_t ca, int64_t cb)
 {
     char what[96];
-    snprintf(what, sizeof what, "add_channel/concat %lldx%lld %s offset %lld", (long long)H, (long long)W, sdt_dtype_name(dt),
-             (long long)offset);
-    pair h = MAKE_AT(offset, dt, 1, 2, 6, H, W), v = MAKE(dt, 1, 2, 6), dv = MAKE(SDT_F32, 1, 2, 6);
+    snprintf(what, sizeof what, "add_channel/concat %lldx%lld %lld+%lld %s offset %lld%s", (long long)H, (long long)W, (long long)ca,
+             (long long)cb, sdt_dtype_name(dt), (long long)offset, g_channels_last ? " channels-last" : "");
+    pair h = MAKE_AT(offset, dt, 1, 2, cb, H, W), v = MAKE(dt, 1, 2, cb), dv = MAKE(SDT_F32, 1, 2, cb);
     RUN2(cpu->add_channel_forward(cpu, &h.c, &v.c), gpu->add_channel_forward(gpu, &h.g, &v.g), what);
     compare(&h, tol_for(dt), what);
     RUN2(cpu->add_channel_backward(cpu, &dv.c, &h.c), gpu->add_channel_backward(gpu, &dv.g, &h.g), what);
     compare(&dv, tol_for(dt), what);
-    pair a = MAKE_AT(offset, dt, 1, 2, 4, H, W), cat = MAKE_AT(offset, dt, 1, 2, 10, H, W), da = MAKE_AT(offset, dt, 1, 2, 4, H, W),
-         dh = MAKE_AT(offset, dt, 1, 2, 6, H, W);
+    pair a = MAKE_AT(offset, dt, 1, 2, ca, H, W), cat = MAKE_AT(offset, dt, 1, 2, ca + cb, H, W), da = MAKE_AT(offset, dt, 1, 2, ca, H, W),
+         dh = MAKE_AT(offset, dt, 1, 2, cb, H, W);
     RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g), what);
     compare(&cat, tol_for(dt), what);
     RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), what);
@@ -434,6 +450,22 @@ static void test_add_channel_concat(sdt_dtype dt, int64_t H, int64_t W, int64_t 
     RUN2(cpu->concat_channels_backward(cpu, NULL, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, NULL, &dh.g, &cat.g), what);
     compare(&dh, tol_for(dt), what);
     drop(&h), drop(&v), drop(&dv), drop(&a), drop(&cat), drop(&da), drop(&dh);
+}
+
+static void test_add_channel_concat(sdt_dtype dt, int64_t H, int64_t W, int64_t offset)
+{
+    test_add_channel_concat_ch(dt, H, W, offset, 4, 6);
+}
+
+static void test_upsample(sdt_dtype dt)
+{
+    pair h = MAKE(dt, 1, 2, 6, 3, 5);
+    pair up = MAKE(dt, 1, 2, 6, 6, 10), dup = MAKE(dt, 1, 2, 6, 3, 5);
+    RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g), "upsample");
+    compare(&up, tol_for(dt), "upsample forward");
+    RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g), "upsample bwd");
+    compare(&dup, tol_for(dt), "upsample backward");
+    drop(&h), drop(&up), drop(&dup);
 }
 
 static void test_elementwise(sdt_dtype dt)
@@ -474,14 +506,7 @@ static void test_elementwise(sdt_dtype dt)
     test_add_channel_concat(dt, 3, 5, 0); /* 15 values a channel: the scalar path */
     test_add_channel_concat(dt, 8, 8, 0); /* 64: 16-byte vectors */
     test_add_channel_concat(dt, 8, 8, 1); /* an unaligned view */
-
-    pair h = MAKE(dt, 1, 2, 6, 3, 5);
-    pair up = MAKE(dt, 1, 2, 6, 6, 10), dup = MAKE(dt, 1, 2, 6, 3, 5);
-    RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g), "upsample");
-    compare(&up, tol_for(dt), "upsample forward");
-    RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g), "upsample bwd");
-    compare(&dup, tol_for(dt), "upsample backward");
-    drop(&h), drop(&up), drop(&dup);
+    test_upsample(dt);
 
     pair t = MAKE(SDT_F32, 300, 4), emb = MAKE(dt, 1, 4, 31);
     RUN2(cpu->timestep_embedding(cpu, &emb.c, &t.c, true, 0, 10000), gpu->timestep_embedding(gpu, &emb.g, &t.g, true, 0, 10000), "timestep");
@@ -596,6 +621,62 @@ static void test_loss_and_optim(void)
     drop(&p), drop(&t), drop(&w), drop(&dp), drop(&m), drop(&v);
 }
 
+/* conv2d with x, the filter and the output each NCHW or channels-last (layout bits 1, 2, 4; dx and dw
+ * in x's and the filter's): the UNet's conv_in (NCHW latents, a channels-last filter, NHWC output)
+ * and conv_out (the reverse) among them; w_dt: the filter's dtype (not dt: the f32 fallback). */
+static void test_conv_layout(sdt_dtype dt, sdt_dtype w_dt, int layout, int k, int stride, int64_t C, int64_t OC)
+{
+    int pad = k / 2;
+    int64_t H = 12, W = 9, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
+    char name[128];
+    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lld->%lld layout x%d w%d y%d %s w %s", k, k, stride, (long long)C,
+             (long long)OC, layout & 1, (layout >> 1) & 1, (layout >> 2) & 1, sdt_dtype_name(dt), sdt_dtype_name(w_dt));
+    pair x = MAKE(dt, 1, 2, C, H, W), w = MAKE(w_dt, 0.2, OC, C, k, k), b = MAKE(SDT_F32, 1, OC), out = MAKE(dt, 1, 2, OC, OH, OW);
+    pair dout = MAKE(dt, 1, 2, OC, OH, OW), dx = MAKE(dt, 1, 2, C, H, W), dw = MAKE(SDT_F32, 1, OC, C, k, k), db = MAKE(SDT_F32, 1, OC);
+    pair gx = MAKE(dt, 3, 2, C, H, W);
+    x.c.channels_last = x.g.channels_last = dx.c.channels_last = dx.g.channels_last = gx.c.channels_last =
+        gx.g.channels_last = layout & 1;
+    w.c.channels_last = w.g.channels_last = dw.c.channels_last = dw.g.channels_last = (layout >> 1) & 1;
+    out.c.channels_last = out.g.channels_last = dout.c.channels_last = dout.g.channels_last = (layout >> 2) & 1;
+    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad), gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad),
+         name);
+    compare(&out, tol_for(dt), name);
+    RUN2(cpu->conv2d_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c, stride, pad),
+         gpu->conv2d_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g, stride, pad), name);
+    compare(&dx, tol_for(dt), "conv dx");
+    compare(&dw, tol_for(dt), "conv dw");
+    compare(&db, tol_for(dt), "conv db");
+    RUN2(cpu->conv2d_input_grad(cpu, &gx.c, &dout.c, &w.c, stride, pad), gpu->conv2d_input_grad(gpu, &gx.g, &dout.g, &w.g, stride, pad),
+         name);
+    compare(&gx, tol_for(dt), "conv input grad");
+    drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db), drop(&gx);
+}
+
+/* The convolutional ops on channels-last tensors: the NCHW tests again with every 4-D tensor NHWC
+ * (g_channels_last), then conv2d's layout mixes at the UNet's forms. */
+static void test_channels_last(sdt_dtype dt)
+{
+    g_channels_last = true;
+    test_input_grads(dt);
+    test_conv(dt, 3, 1, 13, 10);
+    test_conv(dt, 3, 2, 13, 10);
+    test_conv(dt, 1, 1, 13, 10);
+    test_conv(dt, 3, 1, 16, 16);
+    test_conv(dt, 3, 2, 16, 16);
+    test_groupnorms(dt);
+    test_add_channel_concat(dt, 3, 5, 0);
+    test_add_channel_concat(dt, 8, 8, 0);
+    test_add_channel_concat(dt, 8, 8, 1);
+    test_add_channel_concat_ch(dt, 5, 7, 0, 16, 32); /* channel counts of whole vectors: the NHWC 16-byte path */
+    test_upsample(dt);
+    g_channels_last = false;
+    for (int layout = 0; layout < 8; layout++) test_conv_layout(dt, dt, layout, 3, 1, 9, 32); /* conv_in's 9 (inpainting) -> 32 */
+    test_conv_layout(dt, dt, 3, 3, 1, 32, 4);  /* conv_out: NHWC x, KRSC filter, NCHW output */
+    test_conv_layout(dt, dt, 7, 3, 2, 32, 32); /* a Downsample */
+    test_conv_layout(dt, dt, 7, 1, 1, 64, 32); /* a skip connection / SD 1.x proj_in */
+    if (dt != SDT_F32) test_conv_layout(dt, SDT_F32, 7, 3, 1, 16, 32); /* mixed dtypes: the f32 fallback, NHWC */
+}
+
 int main(void)
 {
     if (!(gpu = gpu_test_backend("cuda_ops"))) return SDT_TEST_SKIP;
@@ -617,8 +698,10 @@ int main(void)
         test_attention_replay(dts[i], 2, 2, 40, 300, 300);
         test_attention_replay(dts[i], 1, 2, 64, 1280, 77);
         test_norms(dts[i]);
+        test_groupnorms(dts[i]);
         test_elementwise(dts[i]);
         test_transpose(dts[i]);
+        test_channels_last(dts[i]);
     }
     test_loss_and_optim();
     test_memory_stats();

@@ -37,13 +37,17 @@ bool unet_op_failed(unet_ctx *c, const char *where, const char *op)
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
     int64_t shape[4] = {d0, d1, d2, d3};
-    return sdt_arena_tensor(c->arena, c->dt, ndim, shape);
+    sdt_tensor t = sdt_arena_tensor(c->arena, c->dt, ndim, shape);
+    t.channels_last = ndim == 4 && c->channels_last;
+    return t;
 }
 
 sdt_tensor unet_shape(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
     int64_t shape[4] = {d0, d1, d2, d3};
-    return sdt_tensor_make(NULL, c->dt, c->be ? c->be->device : SDT_DEVICE_CPU, ndim, shape);
+    sdt_tensor t = sdt_tensor_make(NULL, c->dt, c->be ? c->be->device : SDT_DEVICE_CPU, ndim, shape);
+    t.channels_last = ndim == 4 && c->channels_last;
+    return t;
 }
 
 sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1)
@@ -61,12 +65,16 @@ bool unet_zeroed_stat(unet_ctx *c, int64_t d0, int64_t d1, sdt_tensor *out, cons
 
 sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t)
 {
-    return sdt_arena_tensor(c->arena, c->dt, t->ndim, t->shape);
+    sdt_tensor a = sdt_arena_tensor(c->arena, c->dt, t->ndim, t->shape);
+    a.channels_last = t->channels_last;
+    return a;
 }
 
 sdt_tensor unet_grad_buffer(unet_ctx *c, const sdt_tensor *t)
 {
-    return sdt_arena_tensor(c->arena, t->dtype, t->ndim, t->shape);
+    sdt_tensor g = sdt_arena_tensor(c->arena, t->dtype, t->ndim, t->shape);
+    g.channels_last = t->channels_last;
+    return g;
 }
 
 bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const char *where)
@@ -83,11 +91,8 @@ void unet_forget(sdt_tensor *t)
 
 sdt_tensor unet_view(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
-    sdt_tensor v = *t;
     int64_t shape[4] = {d0, d1, d2, d3};
-    v.ndim = ndim;
-    for (int i = 0; i < ndim; i++) v.shape[i] = shape[i];
-    return v;
+    return sdt_tensor_reshape(t, ndim, shape);
 }
 
 sdt_unet_options sdt_unet_options_default(void)
@@ -199,7 +204,9 @@ static bool unit_forward(unet_ctx *c, unet_unit *un, const sdt_tensor *x, const 
     /* Output first, then the internals above a mark that is rewound once the output is copied out. */
     int64_t shape[4];
     unit_out_shape(u, un, x, shape);
-    un->out = sdt_arena_tensor(c->arena, c->dt, 4, shape);
+    un->out = unet_act(c, 4, shape[0], shape[1], shape[2], shape[3]);
+    /* the run's layout, but the head's conv_out writes NCHW */
+    un->out.channels_last = c->channels_last && !(last->kind == UNET_LAYER_HEAD && last->head->conv.row_major_out);
     size_t mark = sdt_arena_mark(c->arena);
     if (!unit_run_layers(c, un)) return false;
     UNET_OP(c, un->name, c->be->convert(c->be, &un->out, &last->out));
@@ -339,6 +346,7 @@ static void ctx_init(unet_ctx *c, sdt_unet *u, sdt_backend *be, sdt_arena *arena
     c->hook = opt->hook;
     c->measuring = arena->measuring;
     c->dt = opt->act_dtype;
+    c->channels_last = be->prefers_channels_last;
     c->error = error;
 }
 
@@ -393,6 +401,7 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     u->context = context;
     u->y = y;
     u->emb_act = c.emb_act;
+    u->fwd_channels_last = c.channels_last;
     u->fwd_arena = arena;
     u->fwd_mark = sdt_arena_mark(arena);
     u->have_forward = opt->for_backward;
@@ -443,6 +452,7 @@ bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt
         return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y must have y's shape [B, %d]", u->cfg.adm_in_channels);
     c.context = u->context;
     c.emb_act = u->emb_act;
+    c.channels_last = u->fwd_channels_last; /* the saved activations' layout, whatever the backend says now */
     unet_mark_dependence(u, d_y != NULL);
     if (!hook_pass(&c, SDT_UNET_PASS_BACKWARD_BEGIN, true, u->context, d_context)) return false;
     size_t mark = sdt_arena_mark(arena);

@@ -292,6 +292,7 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
     if (!bind_norm(&w, &h->norm, "out.0", ch, c->norm_groups, c->norm_eps) ||
         !bind_conv(&w, &h->conv, "out.2", ch, c->out_channels, 3, 1))
         return false;
+    h->conv.row_major_out = true; /* the UNet's output is NCHW, as the latents are */
     unet_mark_dependence(u, false);
     return true;
 }

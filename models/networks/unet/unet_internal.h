@@ -15,7 +15,11 @@
 /* ---- parameters ---- */
 typedef struct unet_norm { const sdt_tensor *w, *b; int channels, groups; float eps; } unet_norm;
 typedef struct unet_linear { const sdt_tensor *w, *b; int in, out; } unet_linear;
-typedef struct unet_conv { const sdt_tensor *w, *b; int in, out, k, stride, pad; } unet_conv;
+typedef struct unet_conv {
+    const sdt_tensor *w, *b;
+    int in, out, k, stride, pad;
+    bool row_major_out; /* writes NCHW in a channels-last run too (conv_out: the UNet's output) */
+} unet_conv;
 
 /* ---- run context: one forward or backward call ---- */
 typedef struct unet_ctx {
@@ -27,6 +31,7 @@ typedef struct unet_ctx {
     bool measuring;
     bool recompute;      /* rerunning a unit inside backward (checkpointing) */
     sdt_dtype dt;
+    bool channels_last;  /* the 4-D activations are channels-last (tensor.h): the backend prefers it */
     const sdt_tensor *context; /* [B, T, context_dim], the cross-attention K/V input */
     sdt_tensor emb_act;  /* SiLU(time embedding) [B, time_embed_dim], input of every ResBlock's emb_layers */
     sdt_tensor *d_emb_act; /* backward towards y: every ResBlock accumulates its emb_layers' input gradient
@@ -48,9 +53,10 @@ bool unet_arena_ok(unet_ctx *c, const char *where);
         }                                                                              \
     } while (0)
 
-/* An activation (c->dt) or f32 statistics tensor from the arena. */
+/* An activation (c->dt; 4-D ones in the run's layout) or f32 statistics tensor from the arena. */
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 sdt_tensor unet_stat(unet_ctx *c, int64_t d0, int64_t d1);
+/* An activation shaped and laid out like t. */
 sdt_tensor unet_act_like(unet_ctx *c, const sdt_tensor *t);
 /* An activation's shape and dtype without memory (what unet_forget leaves). */
 sdt_tensor unet_shape(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
@@ -65,7 +71,7 @@ bool unet_grad_like(unet_ctx *c, const sdt_tensor *t, sdt_tensor *out, const cha
  * as a shape (a frozen layer's input: the input gradient reads no input values). An op that reads
  * its values refuses it (no data) instead of reading freed memory. */
 void unet_forget(sdt_tensor *t);
-/* t viewed with another shape (same numel). */
+/* t's memory viewed row-major with another shape (same numel; sdt_tensor_reshape). */
 sdt_tensor unet_view(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3);
 
 /* ---- layers ---- */
@@ -111,8 +117,8 @@ typedef struct unet_transformer {
     unet_conv proj_in_c, proj_out_c;
     unet_linear proj_in_l, proj_out_l;
     unet_tblock *blocks;
-    /* saved: the norm's statistics; n, p and s_nchw (inputs of proj_in/proj_out) are shapes only */
-    sdt_tensor n, mean, rstd, p, s_nchw;
+    /* saved: the norm's statistics; n, p and s_img (inputs of proj_in/proj_out) are shapes only */
+    sdt_tensor n, mean, rstd, p, s_img;
     /* the checkpointing recompute of a transformer deeper than one block kept only each block's input and
      * output (blocks[d].x0, .x3): its backward recomputes one block at a time (unet_st_forward) */
     bool per_block;
@@ -182,6 +188,7 @@ struct sdt_unet {
     sdt_tensor emb_act;
     sdt_tensor emb_pre, label_pre, label_act; /* with y: time embedding + label_emb before the SiLU, and
                                                * label_emb.0.0's output before and after its SiLU */
+    bool fwd_channels_last;                   /* the layout the forward's activations have */
     const sdt_arena *fwd_arena;
     size_t fwd_mark;
 };

@@ -7,7 +7,9 @@ sdt_tensor unet_conv_alloc(unet_ctx *c, const unet_conv *cv, const sdt_tensor *x
 {
     int64_t oh = (x->shape[2] + 2 * cv->pad - cv->k) / cv->stride + 1;
     int64_t ow = (x->shape[3] + 2 * cv->pad - cv->k) / cv->stride + 1;
-    return unet_act(c, 4, x->shape[0], cv->out, oh, ow);
+    sdt_tensor out = unet_act(c, 4, x->shape[0], cv->out, oh, ow);
+    if (cv->row_major_out) out.channels_last = false;
+    return out;
 }
 
 bool unet_conv_run(unet_ctx *c, const unet_conv *cv, const char *where, const sdt_tensor *x, sdt_tensor *out)

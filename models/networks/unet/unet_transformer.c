@@ -1,7 +1,9 @@
 /* unet_transformer.c - SpatialTransformer (LDM attention.py): GroupNorm,
  * proj_in (1x1 conv, or Linear for SD2), transformer blocks (self-attention,
  * cross-attention to the context, GEGLU feed-forward, each pre-LayerNorm and
- * residual), proj_out, residual. Backward gives the input gradient and
+ * residual), proj_out, residual. The blocks' tokens [B, H*W, C] are a
+ * channels-last image's memory: in a channels-last run (tensor.h) the image
+ * and the tokens are views of each other and the NCHW run's transposes vanish. Backward gives the input gradient and
  * accumulates d(context) through every cross-attention K/V projection and
  * every hypernetwork hook.
  *
@@ -23,6 +25,17 @@ static sdt_tensor rows2d(const sdt_tensor *t)
 {
     int64_t last = t->shape[t->ndim - 1];
     return unet_view(t, 2, sdt_tensor_numel(t) / last, last, 0, 0);
+}
+
+/* A channels-last image [B, C, H, W] as its tokens [B, H*W, C], and back. */
+static sdt_tensor tokens_of(const sdt_tensor *img)
+{
+    return unet_view(img, 3, img->shape[0], img->shape[2] * img->shape[3], img->shape[1], 0);
+}
+
+static sdt_tensor image_of(const sdt_tensor *tok, int64_t h, int64_t w)
+{
+    return sdt_tensor_channels_last_view(tok, tok->shape[0], tok->shape[2], h, w);
 }
 
 static sdt_tensor linear_alloc(unet_ctx *c, const unet_linear *l, const sdt_tensor *x)
@@ -309,7 +322,16 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
     t->n = unet_act_like(c, x);
     UNET_OP(c, where, be->groupnorm_forward(be, &t->n, &t->mean, &t->rstd, x, t->norm.w, t->norm.b, t->norm.groups,
                                             t->norm.eps, SDT_ACT_IDENTITY));
-    if (t->linear_proj) {
+    if (c->channels_last) {
+        /* the norm's output is the projection's tokens; the 1x1 conv writes s as the image it is */
+        if (t->linear_proj) {
+            t->p = tokens_of(&t->n);
+            if (!linear_into(c, &t->proj_in_l, where, &t->p, &s)) return false;
+        } else {
+            sdt_tensor p = image_of(&s, H, W);
+            if (!unet_conv_run(c, &t->proj_in_c, where, &t->n, &p)) return false;
+        }
+    } else if (t->linear_proj) {
         /* [B, C, HW] -> [B, HW, C] -> Linear */
         t->p = unet_act(c, 3, B, N, C, 0);
         sdt_tensor n3 = unet_view(&t->n, 3, B, C, N, 0);
@@ -343,7 +365,16 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
         t->blocks[d].x3 = next;
         s = next;
     }
-    if (t->linear_proj) {
+    if (c->channels_last) {
+        /* proj_out reads the last block's tokens as the image they are and writes out's tokens */
+        *out = unet_act_like(c, x);
+        t->s_img = image_of(&s, H, W);
+        sdt_tensor o_tokens = tokens_of(out);
+        if (t->linear_proj ? !linear_into(c, &t->proj_out_l, where, &s, &o_tokens)
+                           : !unet_conv_run(c, &t->proj_out_c, where, &t->s_img, out))
+            return false;
+        unet_forget(&t->s_img);
+    } else if (t->linear_proj) {
         *out = unet_act_like(c, x);
         mark = sdt_arena_mark(c->arena);
         sdt_tensor po, o3 = unet_view(out, 3, B, C, N, 0);
@@ -351,15 +382,15 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
         UNET_OP(c, where, be->transpose_forward(be, &o3, &po));
         sdt_arena_rewind(c->arena, mark);
     } else {
-        t->s_nchw = unet_shape(c, 4, B, t->inner, H, W);
-        *out = unet_conv_alloc(c, &t->proj_out_c, &t->s_nchw);
+        t->s_img = unet_shape(c, 4, B, t->inner, H, W);
+        *out = unet_conv_alloc(c, &t->proj_out_c, &t->s_img);
         mark = sdt_arena_mark(c->arena);
-        t->s_nchw = unet_act(c, 4, B, t->inner, H, W);
-        sdt_tensor s3 = unet_view(&t->s_nchw, 3, B, t->inner, N, 0);
+        t->s_img = unet_act(c, 4, B, t->inner, H, W);
+        sdt_tensor s3 = unet_view(&t->s_img, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_forward(be, &s3, &s));
-        if (!unet_conv_run(c, &t->proj_out_c, where, &t->s_nchw, out)) return false;
+        if (!unet_conv_run(c, &t->proj_out_c, where, &t->s_img, out)) return false;
         sdt_arena_rewind(c->arena, mark);
-        unet_forget(&t->s_nchw);
+        unet_forget(&t->s_img);
     }
     UNET_OP(c, where, be->add_forward(be, out, out, x));
     return true;
@@ -375,7 +406,17 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
     size_t mark = sdt_arena_mark(c->arena);
     const sdt_tensor *s_last = &t->blocks[t->depth - 1].x3;
     sdt_tensor d_s;
-    if (t->linear_proj) {
+    if (c->channels_last) {
+        /* d_out's tokens go back through proj_out; its input gradient (a fresh buffer) is d_s's tokens */
+        if (t->linear_proj) {
+            sdt_tensor do_tokens = tokens_of(d_out);
+            if (!linear_input_grad(c, &t->proj_out_l, where, s_last, &do_tokens, &d_s)) return false;
+        } else {
+            sdt_tensor d_img;
+            if (!unet_conv_input_grad(c, &t->proj_out_c, where, &t->s_img, d_out, &d_img)) return false;
+            d_s = tokens_of(&d_img);
+        }
+    } else if (t->linear_proj) {
         sdt_tensor d_po, do3 = unet_view(d_out, 3, B, C, N, 0);
         if (!unet_grad_like(c, s_last, &d_po, where)) return false;
         d_po = unet_view(&d_po, 3, B, N, C, 0); /* same numel: inner == C */
@@ -384,7 +425,7 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
     } else {
         if (!unet_grad_like(c, s_last, &d_s, where)) return false;
         sdt_tensor d_nchw;
-        if (!unet_conv_input_grad(c, &t->proj_out_c, where, &t->s_nchw, d_out, &d_nchw)) return false;
+        if (!unet_conv_input_grad(c, &t->proj_out_c, where, &t->s_img, d_out, &d_nchw)) return false;
         sdt_tensor d3 = unet_view(&d_nchw, 3, B, t->inner, N, 0);
         UNET_OP(c, where, be->transpose_backward(be, &d_s, &d3));
     }
@@ -404,7 +445,16 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
     }
     if (d_x) {
         sdt_tensor d_n;
-        if (t->linear_proj) {
+        if (c->channels_last) {
+            if (t->linear_proj) {
+                sdt_tensor d_p;
+                if (!linear_input_grad(c, &t->proj_in_l, where, &t->p, &d_s, &d_p)) return false;
+                d_n = image_of(&d_p, H, W);
+            } else {
+                sdt_tensor d_p = image_of(&d_s, H, W);
+                if (!unet_conv_input_grad(c, &t->proj_in_c, where, &t->n, &d_p, &d_n)) return false;
+            }
+        } else if (t->linear_proj) {
             if (!unet_grad_like(c, &t->n, &d_n, where)) return false;
             sdt_tensor d_p;
             if (!linear_input_grad(c, &t->proj_in_l, where, &t->p, &d_s, &d_p))
