@@ -6,6 +6,7 @@
  * UNet's conv_in reads NCHW latents into NHWC activations without a transpose.
  * Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
+#include "cudnn_plan.cuh"
 
 static cudnnDataType_t dnn_type(int dtype)
 {
@@ -17,7 +18,6 @@ static cudnnDataType_t dnn_type(int dtype)
  * plans launch with a few microseconds of host work, where the legacy API spent 50-100 us a call
  * and picked slow kernels for 1x1 and small convolutions (bench/NOTES.md run 23). */
 typedef enum conv_dir { CONV_FWD = 0, CONV_BWD_DATA = 1, CONV_BWD_FILTER = 2 } conv_dir;
-typedef cudnnBackendDescriptor_t dnn_desc;
 
 struct conv_plan {
     int dir, dtype, stride, pad, accumulate, align;
@@ -72,32 +72,24 @@ static int operands_align(const void *a, const void *b, const void *c)
 }
 
 /* dims are the logical [N, C, H, W] (a filter's [K, C, R, S]); channels_last: memory N, H, W, C (K, R, S, C). */
-static cudnnStatus_t make_tensor(dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, bool channels_last, int64_t align)
+static cudnnStatus_t make_tensor(dnn_pool *p, dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, bool channels_last,
+                                 int64_t align)
 {
     int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
     if (channels_last) {
-        strides[0] = dims[1] * dims[2] * dims[3];
         strides[1] = 1;
         strides[2] = dims[3] * dims[1];
         strides[3] = dims[1];
     }
-    cudnnDataType_t dt = dnn_type(dtype);
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*t);
-    return s;
+    return dnn_tensor(p, t, uid, dnn_type(dtype), 4, dims, strides, align, false, false);
 }
 
-static cudnnStatus_t make_conv(dnn_desc *d, int stride, int pad)
+static cudnnStatus_t make_conv(dnn_pool *p, dnn_desc *d, int stride, int pad)
 {
     cudnnDataType_t comp = CUDNN_DATA_FLOAT;
     cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     int64_t dims = 2, ones[2] = {1, 1}, strides[2] = {stride, stride}, pads[2] = {pad, pad};
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d);
+    cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
@@ -111,7 +103,7 @@ static cudnnStatus_t make_conv(dnn_desc *d, int stride, int pad)
 }
 
 /* The one operation of the plan's graph: its x, w and y attributes by direction. */
-static cudnnStatus_t make_operation(dnn_desc *op, conv_dir dir, dnn_desc x, dnn_desc w, dnn_desc y, dnn_desc conv, float beta)
+static cudnnStatus_t make_operation(dnn_pool *p, dnn_desc *op, conv_dir dir, dnn_desc x, dnn_desc w, dnn_desc y, dnn_desc conv, float beta)
 {
     static const cudnnBackendDescriptorType_t type[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
                                                          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
@@ -128,7 +120,7 @@ static cudnnStatus_t make_operation(dnn_desc *op, conv_dir dir, dnn_desc x, dnn_
          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
     const cudnnBackendAttributeName_t *a = attr[dir];
     float alpha = 1.0f;
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(type[dir], op);
+    cudnnStatus_t s = dnn_pool_new(p, type[dir], op);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[0], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[1], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, a[2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
@@ -139,101 +131,22 @@ static cudnnStatus_t make_operation(dnn_desc *op, conv_dir dir, dnn_desc x, dnn_
     return s;
 }
 
-/* Whether an engine's numerics suit this plan: never nondeterministic (a replayed step gives the
- * same bits), fp32 accumulation always, and for f32 data exact fp32 math (parity with the CPU
- * reference, as the legacy API's FMA math type gave). */
-static bool engine_allowed(dnn_desc cfg, int dtype)
-{
-    dnn_desc engine;
-    if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
-    int64_t n = 0;
-    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    bool ok = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &engine) ==
-                  CUDNN_STATUS_SUCCESS &&
-              cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS;
-    for (int64_t i = 0; ok && i < n; i++) {
-        cudnnBackendNumericalNote_t note = notes[i];
-        if (note == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC || note == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION)
-            ok = false;
-        if (dtype == SDT_F32 && (note == CUDNN_NUMERICAL_NOTE_TENSOR_CORE || note == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS))
-            ok = false;
-    }
-    cudnnBackendDestroyDescriptor(engine);
-    return ok;
-}
-
-/* The first plan, in heuristics' order (mode A, then the fallback list), that is allowed, finalizes
- * and fits the workspace cap. */
-static cudnnStatus_t choose_plan(cudnnHandle_t h, dnn_desc graph, int dtype, dnn_desc *plan_out, size_t *workspace)
-{
-    static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-    for (int m = 0; m < 2; m++) {
-        dnn_desc heur;
-        cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-        if (s != CUDNN_STATUS_SUCCESS) return s;
-        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
-        int64_t count = 0;
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL);
-        dnn_desc cfgs[64];
-        int64_t made = 0, got = 0;
-        if (count > 64) count = 64;
-        while (s == CUDNN_STATUS_SUCCESS && made < count) {
-            s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[made]);
-            if (s == CUDNN_STATUS_SUCCESS) made++;
-        }
-        if (s == CUDNN_STATUS_SUCCESS && count > 0)
-            s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs);
-        bool found = false;
-        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && !found; i++) {
-            if (!engine_allowed(cfgs[i], dtype)) continue;
-            dnn_desc plan;
-            if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan) != CUDNN_STATUS_SUCCESS) continue;
-            int64_t ws = 0, n = 0;
-            cudnnStatus_t ps = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-            if (ps == CUDNN_STATUS_SUCCESS)
-                ps = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
-            if (ps == CUDNN_STATUS_SUCCESS) ps = cudnnBackendFinalize(plan);
-            if (ps == CUDNN_STATUS_SUCCESS)
-                ps = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &ws);
-            if (ps == CUDNN_STATUS_SUCCESS && ws >= 0 && (size_t)ws <= CONV_WORKSPACE_CAP) {
-                *plan_out = plan;
-                *workspace = (size_t)ws;
-                found = true;
-            } else {
-                last = ps == CUDNN_STATUS_SUCCESS ? CUDNN_STATUS_NOT_SUPPORTED : ps;
-                cudnnBackendDestroyDescriptor(plan);
-            }
-        }
-        for (int64_t i = 0; i < made; i++) cudnnBackendDestroyDescriptor(cfgs[i]);
-        cudnnBackendDestroyDescriptor(heur);
-        if (found) return CUDNN_STATUS_SUCCESS;
-        if (s != CUDNN_STATUS_SUCCESS) last = s;
-    }
-    return last;
-}
-
-/* Builds the one-operation graph of key and its plan. */
+/* Builds the one-operation graph of key and its plan (cudnn_plan.cuh: deterministic engines, exact
+ * fp32 math for f32 data as the CPU reference computes it). */
 static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const int64_t *ys)
 {
-    dnn_desc x = NULL, w = NULL, y = NULL, conv = NULL, op = NULL, graph = NULL;
-    cudnnStatus_t s = make_tensor(&x, UID_X, key->dtype, key->xs, key->layout & CONV_CL_X, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&w, UID_W, key->dtype, key->ws, key->layout & CONV_CL_W, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&y, UID_Y, key->dtype, ys, key->layout & CONV_CL_Y, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_conv(&conv, key->stride, key->pad);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_operation(&op, (conv_dir)key->dir, x, w, y, conv, key->accumulate ? 1.0f : 0.0f);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(graph);
-    if (s == CUDNN_STATUS_SUCCESS) s = choose_plan(h, graph, key->dtype, &key->plan, &key->workspace);
-    dnn_desc all[6] = {graph, op, conv, y, w, x};
-    for (int i = 0; i < 6; i++)
-        if (all[i]) cudnnBackendDestroyDescriptor(all[i]);
+    dnn_pool pool;
+    memset(&pool, 0, sizeof pool);
+    dnn_desc x, w, y, conv, op;
+    cudnnStatus_t s = make_tensor(&pool, &x, UID_X, key->dtype, key->xs, key->layout & CONV_CL_X, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&pool, &w, UID_W, key->dtype, key->ws, key->layout & CONV_CL_W, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&pool, &y, UID_Y, key->dtype, ys, key->layout & CONV_CL_Y, key->align);
+    if (s == CUDNN_STATUS_SUCCESS) s = make_conv(&pool, &conv, key->stride, key->pad);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = make_operation(&pool, &op, (conv_dir)key->dir, x, w, y, conv, key->accumulate ? 1.0f : 0.0f);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = dnn_plan_for_ops(&pool, h, &op, 1, key->dtype == SDT_F32, CONV_WORKSPACE_CAP, &key->plan, &key->workspace);
+    dnn_pool_free(&pool);
     return s;
 }
 
@@ -313,17 +226,9 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
     if (p->nchw_fallback) return conv_run_nchw(be, dir, dtype, xs, ws, ys, layout, stride, pad, accumulate, x, w, y, what);
     void *workspace = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !workspace) return -1;
-    int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    void *ptrs[3] = {(void *)x, (void *)w, (void *)y};
-    dnn_desc pack;
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-    if (s != CUDNN_STATUS_SUCCESS) return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
-    s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(pack);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendExecute(c->cudnn, p->plan, pack);
-    cudnnBackendDestroyDescriptor(pack);
+    const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *const ptrs[3] = {(void *)x, (void *)w, (void *)y};
+    cudnnStatus_t s = dnn_execute(c->cudnn, p->plan, 3, uids, ptrs, workspace);
     if (s != CUDNN_STATUS_SUCCESS) return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
     return 0;
 }
