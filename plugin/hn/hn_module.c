@@ -607,9 +607,13 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
             HN_STEP(be->activation_backward(be, &next, &g, &p.z[i], hn->act), "the activation's backward");
         }
         if (i > 0) {
-            sdt_tensor next = hn_fresh(be, buf_next, &p.out[i - 1]);
-            HN_STEP(be->linear_backward(be, &next, gw, gb, &g, &p.out[i - 1], &p.weight[i]),
-                    "a Linear layer's backward");
+            /* the weights' gradients, then the input's written rather than accumulated: no zeroing pass */
+            sdt_tensor next = p.out[i - 1];
+            next.data = buf_next->data;
+            next.dtype = buf_next->dtype;
+            if (weights && be->linear_backward(be, NULL, gw, gb, &g, &p.out[i - 1], &p.weight[i]) != 0)
+                return hn_backend_fail(hn, error, "a Linear layer's backward");
+            HN_STEP(be->linear_input_grad(be, &next, &g, &p.weight[i]), "a Linear layer's input gradient");
         } else {
             sdt_tensor d_in2;
             if (d_in) d_in2 = sdt_tensor_make(d_in->data, d_in->dtype, d_in->device, 2, shape);
