@@ -47,7 +47,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 5
+#define SDT_ABI_VERSION_MINOR 6
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -659,6 +659,12 @@ struct sdt_train_options {
     bool random_crop;                 /* [false] with buckets: the crop is placed at random (seeded per image, fixed
                                        * for the run as the latents are cached once) instead of centred */
     uint8_t reserved5[6];             /* [0] must be 0 */
+    /* ---- appended in 1.6 ---- (docs/abi.md 3.15) */
+    bool deterministic;               /* [false] true: every GPU step gives the same bits when run again (the CUDA
+                                       * backend keeps to kernels that sum in a fixed order; slower attention
+                                       * backward); false: cuDNN's fused attention backward where it applies,
+                                       * whose dQ sums in a varying order, as PyTorch's default. The CPU always is */
+    uint8_t reserved6[7];             /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */

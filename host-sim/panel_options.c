@@ -112,6 +112,7 @@ static const panel_option options[] = {
     { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
+    { "deterministic", OPT_FLAG_ON, OPTIONS_ONLY(deterministic), NULL, NULL, "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)" },
     { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
     { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
     { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },

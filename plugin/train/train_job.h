@@ -129,6 +129,7 @@ struct sdt_train_job {
     double preview_cfg;
     uint64_t seed;
     bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
+    bool deterministic; /* the options' deterministic (1.6): the job's backend is set from it at load */
     sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     double tag_dropout;
     sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */

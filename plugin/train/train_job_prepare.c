@@ -105,6 +105,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->preview_prompts_file = c->preview_prompts_file && c->preview_prompts_file[0] ? strdup(c->preview_prompts_file) : NULL;
     job->preview_grid = job->preview_prompts_file || (c->preview_seeds && c->preview_seeds[0]);
     job->anomaly = c->anomaly_mode;
+    job->deterministic = c->deterministic;
     job->checkpointing = c->gradient_checkpointing;
     job->varsize = c->varsize;
     job->prediction = sdt_train_prediction_choice(c->prediction_type, c->v_prediction);
@@ -275,6 +276,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
 {
     sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
     if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
+    /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
+    job->pb.be->deterministic = job->deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
@@ -297,10 +300,15 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     double hash_s;
     if (sd_runtime_short_hash(&job->rt, hash, &hash_s, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
     gint64 end = g_get_monotonic_time();
+    const char *attention_backward = job->pb.be->device == SDT_DEVICE_CPU ? ""
+                                     : job->pb.be->deterministic
+                                         ? "; attention backward: deterministic kernels (every step bitwise reproducible)"
+                                         : "; attention backward: cuDNN's fused kernels where they apply (faster, not bitwise "
+                                           "reproducible; the deterministic option makes it so)";
     sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
-                   "as %s %.1f s; hashed alongside %.1f s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+                   "as %s %.1f s; hashed alongside %.1f s%s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
-                   hash_s);
+                   hash_s, attention_backward);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
     snprintf(buf, sizeof buf, "%s", job->model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
@@ -771,6 +779,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
     add_loss_settings(job, s);
     /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
+    if (job->deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
     if (job->flip) cJSON_AddBoolToObject(s, "flip", true);
     if (job->caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->caption_dropout);
     if (job->keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->keep_tokens);

@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 5
+ABI_VERSION_MINOR = 6
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -249,6 +249,9 @@ class TrainOptions(AbiStruct):
         ("buckets", c_bool),
         ("random_crop", c_bool),
         ("reserved5", c_uint8 * 6),
+        # ---- appended in 1.6 ----
+        ("deterministic", c_bool),
+        ("reserved6", c_uint8 * 7),
     ]
 
 

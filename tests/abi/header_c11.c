@@ -47,8 +47,12 @@ _Static_assert(offsetof(sdt_train_options, bucket_max_area) == offsetof(sdt_trai
                    offsetof(sdt_train_options, bucket_step) == offsetof(sdt_train_options, bucket_max_area) + 12 &&
                    offsetof(sdt_train_options, buckets) == offsetof(sdt_train_options, bucket_step) + 4 &&
                    offsetof(sdt_train_options, reserved5) == offsetof(sdt_train_options, random_crop) + 1 &&
-                   offsetof(sdt_train_options, reserved5) + 6 == sizeof(sdt_train_options),
+                   offsetof(sdt_train_options, reserved5) + 6 == offsetof(sdt_train_options, deterministic),
                "the bucket options appended in 1.5 follow the validation fields and end without tail padding (docs/abi.md 3.14)");
+_Static_assert(offsetof(sdt_train_options, deterministic) % 8 == 0 &&
+                   offsetof(sdt_train_options, reserved6) == offsetof(sdt_train_options, deterministic) + 1 &&
+                   offsetof(sdt_train_options, reserved6) + 7 == sizeof(sdt_train_options),
+               "deterministic (1.6) starts at 1.5's sizeof and its block ends without tail padding (docs/abi.md 3.15)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
