@@ -456,6 +456,23 @@ bool sdt_check_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor
     return !b || shape_arg(be, op, "b [OC]", b, 1, bdims);
 }
 
+bool sdt_check_linear_residual_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                                       const sdt_tensor *b, const sdt_tensor *residual)
+{
+    const char *op = "linear_residual_forward";
+    if (!linear_operands(be, op, "out", out, x, w, true)) return false;
+    const int64_t bdims[1] = {w->shape[0]};
+    if (b && !shape_arg(be, op, "b [OC]", b, 1, bdims)) return false;
+    if (!residual) return invalid(be, "%s: tensor 'residual' is NULL; pass a tensor (or call linear_forward).", op);
+    if (!like_arg(be, op, "residual", residual, "out", out)) return false;
+    /* the CPU writes out before it reads the residual */
+    const char *o = (const char *)out->data, *r = (const char *)residual->data;
+    size_t on = sdt_tensor_nbytes(out), rn = sdt_tensor_nbytes(residual);
+    if (o && r && o < r + rn && r < o + on)
+        return invalid(be, "%s: 'residual' shares memory with 'out'; pass a separate output tensor.", op);
+    return true;
+}
+
 bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
                                const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
 {

@@ -142,6 +142,12 @@ typedef struct sdt_memory_stats {
      * for conv2d_backward. */ \
     X(linear_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b), \
       (be, out, x, w, b)) \
+    /* out = x w^T + b + residual: a linear layer whose output joins a residual stream (a transformer's \
+     * attention and feed-forward outputs). residual is shaped like out and must not share its memory. \
+     * The values of linear_forward then add_forward(out, out, residual), up to rounding: CUDA adds the \
+     * bias and the residual in the GEMM's epilogue and rounds once; the CPU runs the two ops. */ \
+    X(linear_residual_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, \
+                                const sdt_tensor *b, const sdt_tensor *residual), (be, out, x, w, b, residual)) \
     X(linear_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout, \
                         const sdt_tensor *x, const sdt_tensor *w), (be, dx, dw, db, dout, x, w)) \
     /* A frozen layer's input gradient, written rather than accumulated: dx [..., C] = dout [..., OC] w. \

@@ -35,6 +35,14 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
     return 0;
 }
 
+/* The linear, then the residual added as add_forward adds it: the same bits as the two ops. */
+int cpu_linear_residual_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                                const sdt_tensor *b, const sdt_tensor *residual)
+{
+    if (cpu_linear_forward(be, out, x, w, b)) return -1;
+    return cpu_add_forward(be, out, out, residual);
+}
+
 /* db[o] += sum over rows of dout[:, o]; rows split across threads, columns stay contiguous. */
 static void linear_bias_grad(float *db, const float *dout, int n, int oc, int threads)
 {

@@ -75,7 +75,9 @@ void cuda_destroy(sdt_backend *be)
         cuda_device_memory_release(c);
         cuda_conv_plans_free(c); /* before the handle they were made with */
         cuda_sdpa_plans_free(c);
+        cuda_lt_plans_free(c);
         if (c->cudnn) cudnnDestroy(c->cudnn);
+        if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
@@ -354,6 +356,8 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
         what = "a CUDA stream";
     else if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS)
         what = "a cuBLAS handle";
+    else if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS)
+        what = "a cuBLASLt handle";
     else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(c->cudnn, c->stream) != CUDNN_STATUS_SUCCESS)
         what = "a cuDNN handle (is libcudnn.so.9 installed?)";
     else if (cuda_device_malloc(c, (void **)&c->reduce, 64 * sizeof(float)) != cudaSuccess ||

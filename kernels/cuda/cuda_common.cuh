@@ -4,6 +4,7 @@
 #ifndef SDT_KERNELS_CUDA_COMMON_CUH
 #define SDT_KERNELS_CUDA_COMMON_CUH
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -27,6 +28,7 @@ typedef struct cuda_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t cublas;
+    cublasLtHandle_t cublaslt; /* linear.cu's forward with its bias in the GEMM's epilogue */
     cudnnHandle_t cudnn;
     void *scratch[SDT_CUDA_SCRATCH_SLOTS];
     size_t scratch_size[SDT_CUDA_SCRATCH_SLOTS];
@@ -37,6 +39,8 @@ typedef struct cuda_ctx {
     int n_conv_plans, cap_conv_plans;
     struct sdpa_plan *sdpa_plans; /* attention_cudnn.cu: cuDNN fused-attention plans by shape (or none), grown on demand */
     int n_sdpa_plans, cap_sdpa_plans;
+    struct lt_plan *lt_plans; /* linear.cu: cuBLASLt plans by shape (or none), grown on demand */
+    int n_lt_plans, cap_lt_plans;
     bool attention_tc; /* attention.cu's tensor-core kernels have sm_80+ code on this card */
     cuda_alloc_table allocs;                      /* device_memory.cu */
     size_t allocated_bytes, peak_allocated_bytes; /* held by the backend now; most at once */
@@ -165,7 +169,9 @@ void cuda_device_memory_release(cuda_ctx *c);
 /* Destroy conv2d.cu's and attention_cudnn.cu's cached cuDNN execution plans (before the cuDNN handle goes). */
 void cuda_conv_plans_free(cuda_ctx *c);
 void cuda_sdpa_plans_free(cuda_ctx *c);
-/* cuDNN's convolution workspace (memory_stats reports it apart from the other slots). */
+/* Destroy linear.cu's cached cuBLASLt plans (before the cuBLASLt handle goes). */
+void cuda_lt_plans_free(cuda_ctx *c);
+/* cuDNN's convolution and attention workspace, and cuBLASLt's (memory_stats reports it apart from the other slots). */
 #define CUDA_CONV_WORKSPACE_SLOT 6
 /* attention's backward: its dK/dV partial sums (attention.cu) or cuDNN's outputs (attention_cudnn.cu) */
 #define CUDA_ATTENTION_SCRATCH_SLOT 10

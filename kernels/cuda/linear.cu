@@ -1,7 +1,13 @@
 /* linear.cu - linear on the GPU through cuBLAS. GEMMs run in the tensors' own
  * 16-bit dtype with fp32 accumulation when the dtypes agree (dw too: 16-bit dout
- * and x into an f32 gradient), and through fp32 copies otherwise. (Attention has its own fused kernels: attention.cu.)
+ * and x into an f32 gradient), and through fp32 copies otherwise. A 16-bit forward runs
+ * through cuBLASLt with the bias (and a residual) added in the GEMM's epilogue: no pass of
+ * its own over the output. (Attention has its own fused kernels: attention.cu.)
  * Semantics: kernels/ops.h. */
+#include <cublasLt.h>
+#include <stdint.h>
+#include <stdlib.h>
+
 #include "column_sum.cuh"
 #include "cuda_ops.h"
 
@@ -63,7 +69,163 @@ static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
     return (*xp && *wp) ? 0 : -1;
 }
 
-int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
+/* ---- cuBLASLt forward: out [M, N] = x [M, K] w [N, K]^T (+ bias [N]) (+ residual [M, N]) ---- */
+
+/* cuBLASLt's heuristics pick per shape; one plan (its descriptors and the chosen algorithm, or none)
+ * is kept per shape, dtype, epilogue and pointer alignment, so a call is one cublasLtMatmul. A fixed
+ * algorithm gives the same bits on every run (cuBLAS's reproducibility rule), so this holds under
+ * the deterministic backend too. */
+struct lt_plan {
+    int64_t M, N, K;
+    int dt;
+    bool bias, residual;
+    unsigned align; /* bytes every operand's address is a multiple of (16 .. 256) */
+    bool ok;        /* false: no algorithm; the cuBLAS path runs */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+};
+
+#define LT_WORKSPACE_CAP ((size_t)32 << 20)
+
+static void lt_plan_destroy(struct lt_plan *p)
+{
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+}
+
+void cuda_lt_plans_free(cuda_ctx *c)
+{
+    for (int i = 0; i < c->n_lt_plans; i++) lt_plan_destroy(&c->lt_plans[i]);
+    free(c->lt_plans);
+    c->lt_plans = NULL;
+    c->n_lt_plans = c->cap_lt_plans = 0;
+}
+
+/* The largest power of two (at most 256) that divides every address. */
+static unsigned common_alignment(const void *const *ptrs, int n)
+{
+    uintptr_t bits = 256;
+    for (int i = 0; i < n; i++)
+        if (ptrs[i]) bits |= (uintptr_t)ptrs[i];
+    return (unsigned)(bits & (~bits + 1));
+}
+
+/* Fills p's descriptors and asks the heuristics for one algorithm; a status other than success
+ * means cuBLASLt could not be asked (p->ok says whether an algorithm was found). */
+static cublasStatus_t lt_plan_make(cublasLtHandle_t lt, struct lt_plan *p)
+{
+    const cudaDataType_t t = cuda_type(p->dt);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    /* column-major: w [N, K] row-major is [K, N] with ld K (transposed: [N, K]); x is [K, M]; out is [N, M] */
+    cublasStatus_t s = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)p->K, (uint64_t)p->N, p->K);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->b, t, (uint64_t)p->K, (uint64_t)p->M, p->K);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->c, t, (uint64_t)p->N, (uint64_t)p->M, p->N);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
+    const size_t cap = LT_WORKSPACE_CAP;
+    const uint32_t align = p->align;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap);
+    const cublasLtMatmulPreferenceAttributes_t aligns[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        /* "no algorithm" is an answer, not a failure: the plan says so and the cuBLAS path runs */
+        if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found) !=
+                CUBLAS_STATUS_SUCCESS ||
+            result.state != CUBLAS_STATUS_SUCCESS)
+            found = 0;
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (p->ok) {
+        p->algo = result.algo;
+        p->workspace = result.workspaceSize;
+    }
+    return s;
+}
+
+/* The cached plan for this call (made on first use), NULL on failure (be->error set). */
+static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *key)
+{
+    cuda_ctx *c = ctx_of(be);
+    for (int i = 0; i < c->n_lt_plans; i++) {
+        const struct lt_plan *p = &c->lt_plans[i];
+        if (p->M == key->M && p->N == key->N && p->K == key->K && p->dt == key->dt && p->bias == key->bias &&
+            p->residual == key->residual && p->align == key->align)
+            return p;
+    }
+    if (c->n_lt_plans == c->cap_lt_plans) {
+        int cap = c->cap_lt_plans ? 2 * c->cap_lt_plans : 64;
+        struct lt_plan *np = (struct lt_plan *)realloc(c->lt_plans, (size_t)cap * sizeof(*np));
+        if (!np) {
+            cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "linear_forward: out of host memory for a cuBLASLt plan");
+            return NULL;
+        }
+        c->lt_plans = np;
+        c->cap_lt_plans = cap;
+    }
+    struct lt_plan *p = &c->lt_plans[c->n_lt_plans];
+    *p = *key;
+    p->desc = NULL, p->a = p->b = p->c = NULL;
+    cublasStatus_t s = lt_plan_make(c->cublaslt, p);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        lt_plan_destroy(p);
+        cuda_fail(be, cublas_error_code(s), "linear_forward: cuBLASLt error %d describing a [%lld, %lld] x [%lld, %lld]^T product",
+                  (int)s, (long long)key->M, (long long)key->K, (long long)key->N, (long long)key->K);
+        return NULL;
+    }
+    c->n_lt_plans++;
+    return p;
+}
+
+/* 0 done, -1 failed (be->error set), 1 not taken: dtypes or alignment cuBLASLt is not given here, or
+ * no algorithm for the shape; the caller runs the cuBLAS path. */
+static int lt_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b,
+                      const sdt_tensor *residual)
+{
+    const int dt = x->dtype;
+    if (!ctx_of(be)->cublaslt || (dt != SDT_BF16 && dt != SDT_F16) || w->dtype != dt || out->dtype != dt ||
+        (b && b->dtype != dt) || (residual && residual->dtype != dt))
+        return 1;
+    const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = sdt_tensor_numel(x) / (K ? K : 1);
+    if (M <= 0 || N <= 0 || K <= 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 1;
+    const void *ptrs[5] = {x->data, w->data, out->data, residual ? residual->data : NULL, b ? b->data : NULL};
+    struct lt_plan key = {};
+    key.M = M, key.N = N, key.K = K, key.dt = dt, key.bias = b != NULL, key.residual = residual != NULL;
+    key.align = common_alignment(ptrs, 5);
+    if (key.align < 16) return 1;
+    const struct lt_plan *p = lt_plan_for(be, &key);
+    if (!p) return -1;
+    if (!p->ok) return 1;
+    if (b) {
+        const void *bias = b->data;
+        CUBLAS_TRY(be, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
+    if (p->workspace && !ws) return -1;
+    const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
+    const void *cin = residual ? residual->data : out->data;
+    CUBLAS_TRY(be, cublasLtMatmul(ctx_of(be)->cublaslt, p->desc, &alpha, w->data, p->a, x->data, p->b, &beta, cin, p->c,
+                                  out->data, p->c, &p->algo, ws, p->workspace, ctx_of(be)->stream));
+    return 0;
+}
+
+/* The cuBLAS path: the GEMM, then the bias in a pass of its own. */
+static int gemm_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
 {
     int64_t C = x->shape[x->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(x) / C;
     const void *xp, *wp;
@@ -82,6 +244,21 @@ int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
     }
     if (op != out->data) return cuda_convert_raw(be, out->data, out->dtype, op, SDT_F32, M * OC);
     return 0;
+}
+
+int cuda_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
+{
+    int rc = lt_forward(be, out, x, w, b, NULL);
+    return rc <= 0 ? rc : gemm_forward(be, out, x, w, b);
+}
+
+int cuda_linear_residual_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                                 const sdt_tensor *b, const sdt_tensor *residual)
+{
+    int rc = lt_forward(be, out, x, w, b, residual);
+    if (rc <= 0) return rc;
+    if (gemm_forward(be, out, x, w, b)) return -1;
+    return cuda_add_forward(be, out, out, residual);
 }
 
 int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,

@@ -162,6 +162,13 @@ static inline void op_refusals_matmuls(op_refusals *r)
     REFUSE(be->linear_forward(be, &out, &x, &w6, NULL), "linear_forward: w [OC, C] has shape [5, 6] but [*, 4] is required.");
     REFUSE(be->linear_forward(be, &out6, &x, &w, NULL), "linear_forward: out has shape [3, 6] but [3, 5] is required.");
     REFUSE(be->linear_forward(be, &out, &x, &w, &b6), "linear_forward: b [OC] has shape [6] but [5] is required.");
+    sdt_tensor res_small = T(SDT_F32, 3, 4);
+    REFUSE(be->linear_residual_forward(be, &out, &x, &w, NULL, &out),
+           "linear_residual_forward: 'residual' shares memory with 'out'; pass a separate output tensor.");
+    REFUSE(be->linear_residual_forward(be, &out, &x, &w, NULL, NULL),
+           "linear_residual_forward: tensor 'residual' is NULL; pass a tensor (or call linear_forward).");
+    REFUSE(be->linear_residual_forward(be, &out, &x, &w, NULL, &res_small),
+           "linear_residual_forward: residual has shape [3, 4] but must match out's shape [3, 5].");
     REFUSE(be->linear_backward(be, NULL, &w55, NULL, &out, &x, &w),
            "linear_backward: dw has shape [5, 5] but must match w's shape [5, 4].");
     /* x without data: a shape for dx alone, refused once dw needs its values */

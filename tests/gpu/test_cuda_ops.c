@@ -133,6 +133,32 @@ static void test_linear(sdt_dtype dt)
     test_linear_rows(dt, 111, 64); /* 64 outputs: the bias pass in 16-byte vectors */
 }
 
+/* The forward with its bias in the operands' dtype (the cuBLASLt epilogue path), without a bias, and
+ * with a residual added (linear_residual_forward); twice, for the same bits. C = 64 and 1280 rows are
+ * 16-byte aligned (Lt's kernels); C = 45 leaves Lt a shape it may refuse (then the cuBLAS path). */
+static void test_linear_epilogues(sdt_dtype dt, int64_t rows, int64_t C, int64_t OC)
+{
+    pair x = MAKE(dt, 1, 2, rows / 2, C), w = MAKE(dt, 0.1, OC, C), b = MAKE(dt, 1, OC), r = MAKE(dt, 1, 2, rows / 2, OC);
+    pair out = MAKE(dt, 1, 2, rows / 2, OC), again = MAKE(dt, 1, 2, rows / 2, OC);
+    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g),
+         "linear fwd (bias in the operands' dtype)");
+    compare(&out, tol_for(dt), "linear forward, bias in the operands' dtype");
+    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, NULL), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, NULL),
+         "linear fwd (no bias)");
+    compare(&out, tol_for(dt), "linear forward, no bias");
+    RUN2(cpu->linear_residual_forward(cpu, &out.c, &x.c, &w.c, &b.c, &r.c),
+         gpu->linear_residual_forward(gpu, &out.g, &x.g, &w.g, &b.g, &r.g), "linear + residual");
+    compare(&out, tol_for(dt), "linear + residual");
+    CHECK(gpu->linear_residual_forward(gpu, &again.g, &x.g, &w.g, &b.g, &r.g) == 0, "linear + residual again: %s",
+          gpu->error.message);
+    CHECK(same_bits(&out, &again), "linear + residual %s [%lld, %lld] x [%lld]: two identical runs differ",
+          sdt_dtype_name(dt), (long long)rows, (long long)C, (long long)OC);
+    RUN2(cpu->linear_residual_forward(cpu, &out.c, &x.c, &w.c, NULL, &r.c),
+         gpu->linear_residual_forward(gpu, &out.g, &x.g, &w.g, NULL, &r.g), "linear + residual, no bias");
+    compare(&out, tol_for(dt), "linear + residual, no bias");
+    drop(&x), drop(&w), drop(&b), drop(&r), drop(&out), drop(&again);
+}
+
 /* A frozen layer's input gradient, written over a dx full of other values (the CPU's, the reference,
  * zeroes first): dx in the operands' dtype (cuBLAS / cuDNN with beta 0) and in f32 (cuBLAS's f32
  * output; cuDNN's mixed-dtype path, which accumulates into a zeroed dx). */
@@ -685,6 +711,9 @@ int main(void)
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
     for (int i = 0; i < 3; i++) {
         test_linear(dts[i]);
+        test_linear_epilogues(dts[i], 222, 64, 96);
+        test_linear_epilogues(dts[i], 2048, 1280, 1280);
+        test_linear_epilogues(dts[i], 154, 45, 29);
         test_input_grads(dts[i]);
         test_conv(dts[i], 3, 1, 13, 10);
         test_conv(dts[i], 3, 2, 13, 10);

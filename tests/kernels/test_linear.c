@@ -88,6 +88,16 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
         snprintf(name, sizeof name, "%s db", what);
         op_check_grad(name, &g_db, gdb, lin_loss, &r, r.b);
     }
+    /* out = x w^T + b + residual, written over out's garbage */
+    float *res = kt_randn(rng, n * oc, 1.0), *out_r = kt_randn(rng, n * oc, 1.0);
+    sdt_tensor tres = op_tensor(res, 3, os), tout_r = op_tensor(out_r, 3, os);
+    CHECK(be->linear_residual_forward(be, &tout_r, &tx, &tw, bias ? &tb : NULL, &tres) == 0, "%s residual forward failed: %s",
+          what, be->error.message);
+    double *ref_r = op_zeros_d(n * oc);
+    for (int64_t i = 0; i < n * oc; i++) ref_r[i] = ref[i] + res[i];
+    snprintf(name, sizeof name, "%s + residual", what);
+    op_check_forward(name, out_r, ref_r, n * oc);
+    free(res), free(out_r), free(ref_r);
     /* the frozen layer's input gradient, written over whatever dx held */
     float *dx_only = kt_randn(rng, n * c, 1.0);
     sdt_tensor tdx_only = op_tensor(dx_only, 3, xs);

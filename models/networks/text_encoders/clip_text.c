@@ -500,15 +500,13 @@ static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
     MU_TRY(be, error, MODULE,
            be->attention_forward(be, &a->attn, &a->lse, &a->q, &a->k, &a->v, c->heads, true));
-    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b));
-    MU_TRY(be, error, MODULE, be->add_forward(be, &a->x_mid, &a->x_mid, x_in));
+    MU_TRY(be, error, MODULE, be->linear_residual_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b, x_in));
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C), ln2 = mu_reshape2(&a->ln2, N, C);
     MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &ln2, &a->ln2_mean, &a->ln2_rstd, &xm2, &L->ln2_w, &L->ln2_b, c->ln_eps));
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->fc1, &a->ln2, &L->fc1_w, &L->fc1_b));
     MU_TRY(be, error, MODULE, be->activation_forward(be, &a->act, &a->fc1, c->act));
-    MU_TRY(be, error, MODULE, be->linear_forward(be, &a->x_out, &a->act, &L->fc2_w, &L->fc2_b));
-    MU_TRY(be, error, MODULE, be->add_forward(be, &a->x_out, &a->x_out, &a->x_mid));
+    MU_TRY(be, error, MODULE, be->linear_residual_forward(be, &a->x_out, &a->act, &L->fc2_w, &L->fc2_b, &a->x_mid));
     return true;
 }
 

@@ -221,12 +221,18 @@ static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor 
     return true;
 }
 
+/* out = residual + l(x), into an allocated out (one op: CUDA adds both in the GEMM's epilogue) */
+static bool linear_residual_into(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
+                                 const sdt_tensor *residual, sdt_tensor *out)
+{
+    UNET_OP(c, where, c->be->linear_residual_forward(c->be, out, x, l->w, l->b, residual));
+    return true;
+}
+
 /* out = x + to_out(attention), into an allocated out */
 static bool attention_residual(unet_ctx *c, unet_attention *a, const sdt_tensor *x, sdt_tensor *out)
 {
-    UNET_OP(c, a->name, c->be->linear_forward(c->be, out, &a->o, a->out.w, a->out.b));
-    UNET_OP(c, a->name, c->be->add_forward(c->be, out, out, x));
-    return true;
+    return linear_residual_into(c, &a->out, a->name, &a->o, x, out);
 }
 
 /* ---- transformer block ---- */
@@ -270,11 +276,10 @@ static bool tblock_forward(unet_ctx *c, unet_tblock *b, const sdt_tensor *x0, co
         !linear_into(c, &b->ff1, b->name, &b->n3, &b->f1))
         return false;
     UNET_OP(c, b->name, be->geglu_forward(be, &b->g, &b->f1));
-    if (!linear_into(c, &b->ff2, b->name, &b->g, &b->x3)) return false;
+    if (!linear_residual_into(c, &b->ff2, b->name, &b->g, &b->x2, &b->x3)) return false;
     sdt_arena_rewind(c->arena, mark);
     unet_forget(&b->n3);
     unet_forget(&b->g);
-    UNET_OP(c, b->name, be->add_forward(be, &b->x3, &b->x3, &b->x2));
     return true;
 }
 
@@ -369,10 +374,13 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
         /* proj_out reads the last block's tokens as the image they are and writes out's tokens */
         *out = unet_act_like(c, x);
         t->s_img = image_of(&s, H, W);
-        sdt_tensor o_tokens = tokens_of(out);
-        if (t->linear_proj ? !linear_into(c, &t->proj_out_l, where, &s, &o_tokens)
-                           : !unet_conv_run(c, &t->proj_out_c, where, &t->s_img, out))
-            return false;
+        sdt_tensor o_tokens = tokens_of(out), x_tokens = tokens_of(x);
+        if (t->linear_proj) {
+            bool ok = linear_residual_into(c, &t->proj_out_l, where, &s, &x_tokens, &o_tokens);
+            unet_forget(&t->s_img);
+            return ok;
+        }
+        if (!unet_conv_run(c, &t->proj_out_c, where, &t->s_img, out)) return false;
         unet_forget(&t->s_img);
     } else if (t->linear_proj) {
         *out = unet_act_like(c, x);
