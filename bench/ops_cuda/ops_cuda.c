@@ -5,7 +5,8 @@
  * shapes and SDXL's at 1024x1024, batch 4, and print GB/s: the bytes the op must move at least
  * (every tensor it reads or writes, once: forward reads x and writes out, backward reads x and
  * dout and reads and writes dx) over the time, to set against the card's bandwidth (H100 SXM:
- * ~3.35 TB/s). Prints a table and writes JSON (argv[1], default bench_ops_cuda.json). Needs a GPU. */
+ * ~3.35 TB/s). Prints a table and writes JSON (argv[1], default bench_ops_cuda.json); argv[2]
+ * "nondeterministic" runs the backend as a default training job does. Needs a GPU. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "ops_cuda: %s\n", err);
         return 1;
     }
+    /* argv[2] "nondeterministic": the backend as a default training job sets it (cuDNN's attention backward,
+     * kernels/ops.h); otherwise as created, deterministic (attention.cu's backward) */
+    if (argc > 2 && strcmp(argv[2], "nondeterministic") == 0) be->deterministic = false;
+    printf("backend: %s\n", be->deterministic ? "deterministic (attention.cu's backward)" : "nondeterministic (cuDNN's attention backward)");
     result r[64];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
@@ -296,11 +301,15 @@ int main(int argc, char **argv)
         /* SDXL at 1024x1024 (128x128 latents), batch 1 and 4: self-attention at 64x64 (10 heads)
          * and 32x32 (20 heads), head dim 64 */
         const int xb = B == 1 ? 1 : 4;
-        char *xl[2] = {malloc(64), malloc(64)};
+        char *xl[4] = {malloc(64), malloc(64), malloc(64), malloc(64)};
         snprintf(xl[0], 64, "sdxl self-attn 4096x640 h10 b%d", xb);
         snprintf(xl[1], 64, "sdxl self-attn 1024x1280 h20 b%d", xb);
+        snprintf(xl[2], 64, "sdxl cross-attn 4096x77 h10 b%d", xb);
+        snprintf(xl[3], 64, "sdxl cross-attn 1024x77 h20 b%d", xb);
         r[n++] = bench_attention(xl[0], xb, 4096, 4096, 640, 10);
         r[n++] = bench_attention(xl[1], xb, 1024, 1024, 1280, 20);
+        r[n++] = bench_attention(xl[2], xb, 4096, 77, 640, 10);
+        r[n++] = bench_attention(xl[3], xb, 1024, 77, 1280, 20);
     }
     /* memory-bound ops: SD 1.5 at batch 8 (levels 64x64, 32x32, 16x16), SDXL 1024x1024 at batch 4 */
     r[n++] = bench_groupnorm("groupnorm+silu 640ch 32x32 b8", 8, 640, 32);
