@@ -11,7 +11,9 @@
  *  - Saved statistics (mean, rstd, attention logsumexp) are f32 tensors.
  *  - Backward ACCUMULATES (+=) into every gradient tensor it is given, inputs
  *    and weights alike; the caller zeroes them. A NULL gradient is skipped.
- *    This makes residual branches and gradient accumulation free.
+ *    This makes residual branches and gradient accumulation free. The exceptions
+ *    say so where they are declared: linear_input_grad, conv2d_input_grad,
+ *    attention_backward and geglu_backward WRITE their gradients.
  *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
  *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
  *  - A 4-D tensor may be channels-last (tensor.h: NHWC memory, the shape still [N, C, H, W]).
@@ -171,7 +173,9 @@ typedef struct sdt_memory_stats {
      * backward needs besides out; when lse is NULL forward saves nothing. */ \
     X(attention_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k, \
                           const sdt_tensor *v, int heads, bool causal), (be, out, lse, q, k, v, heads, causal)) \
-    /* out and lse are forward's; with lse NULL backward recomputes both (out may then be NULL). */ \
+    /* out and lse are forward's; with lse NULL backward recomputes both (out may then be NULL). \
+     * dq, dk, dv are WRITTEN, not accumulated (each may be NULL: not wanted): the values zeroing them \
+     * and accumulating would give, without the zeroing pass and the read; callers need not zero them. */ \
     X(attention_backward, (sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, \
                            const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, \
                            const sdt_tensor *lse, int heads, bool causal), \
@@ -186,6 +190,7 @@ typedef struct sdt_memory_stats {
                             sdt_activation act), (be, dx, dout, x, act)) \
     /* diffusers GEGLU: x [..., 2C] -> value, gate = chunk(2, -1); out [..., C] = value * gelu(gate). */ \
     X(geglu_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
+    /* Backward WRITES dx (not accumulated): the values zeroing dx and accumulating would give. */ \
     X(geglu_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x), (be, dx, dout, x)) \
     /* out = a + b (same shape; out may alias a or b). Backward is axpy of dout into each. */ \
     X(add_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), (be, out, a, b)) \

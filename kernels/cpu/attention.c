@@ -8,7 +8,9 @@
  * saves each row's logsumexp. Backward recomputes each probability tile from that
  * logsumexp and uses D = rowsum(dO * O) for the softmax gradient: one pass over key
  * tiles writes dk and dv, one over query tiles writes dq, so no two work units
- * touch the same rows and the results do not depend on the thread count.
+ * touch the same rows and the results do not depend on the thread count. Each unit
+ * zeroes its own gradient rows and then sums into them, so the op WRITES dq, dk, dv
+ * (ops.h) with exactly the bits that zeroing them and accumulating would give.
  * Workspace: two [QT, KT] tiles and a [QT, D] accumulator per thread.
  */
 #include "cpu_context.h"
@@ -163,9 +165,18 @@ static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, i
     }
 }
 
+/* Zeroes rows [r0, r0 + rows) of head (b, h) of a [B, t_len, H*D] gradient: the unit that owns
+ * them then sums into zeros, which writes the gradient without reading the caller's values. */
+static void zero_unit_rows(const attn_geom *g, float *grad, int t_len, attn_unit u)
+{
+    for (int i = 0; i < u.rows; i++) memset(grad + row_offset(g, t_len, u.b, u.r0 + i, u.h), 0, sizeof(float) * (size_t)g->d);
+}
+
 /* dk and dv rows of one key tile, over every query tile that sees it. */
 static void dkdv_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn_unit u, float *p, float *ds)
 {
+    if (a->dv) zero_unit_rows(g, a->dv, g->tk, u);
+    if (a->dk) zero_unit_rows(g, a->dk, g->tk, u);
     for (int q0 = g->causal ? u.r0 / ATTN_QT * ATTN_QT : 0; q0 < g->tq; q0 += ATTN_QT) {
         const int rows = g->tq - q0 < ATTN_QT ? g->tq - q0 : ATTN_QT;
         probs_tile(be, g, a, u.b, u.h, q0, rows, u.r0, u.rows, p, a->dk ? ds : NULL);
@@ -183,6 +194,7 @@ static void dkdv_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, at
 static void dq_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn_unit u, float *p, float *ds)
 {
     const int last_row = u.r0 + u.rows - 1;
+    zero_unit_rows(g, a->dq, g->tq, u);
     for (int k0 = 0; k0 < g->tk && !(g->causal && k0 > last_row); k0 += ATTN_KT) {
         const int cols = g->tk - k0 < ATTN_KT ? g->tk - k0 : ATTN_KT;
         probs_tile(be, g, a, u.b, u.h, u.r0, u.rows, k0, cols, p, ds);
@@ -200,8 +212,8 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
     attn_geometry(q, k, heads, causal, &g);
     if (!dq && !dk && !dv) return 0;
     attn_bwd a = {cpu_read_f32(be, q, 1), cpu_read_f32(be, k, 2), cpu_read_f32(be, v, 3), cpu_read_f32(be, dout, 0),
-                  NULL, NULL, cpu_write_begin(be, dq, 5, true), cpu_write_begin(be, dk, 6, true),
-                  cpu_write_begin(be, dv, 7, true)};
+                  NULL, NULL, cpu_write_begin(be, dq, 5, false), cpu_write_begin(be, dk, 6, false),
+                  cpu_write_begin(be, dv, 7, false)};
     const int64_t rows_total = (int64_t)g.batch * g.heads * g.tq, nq = (int64_t)g.batch * g.tq * g.hd;
     const int threads = cpu_threads_for(be, (int64_t)g.tq * g.tk);
     const size_t per_thread = 2 * (size_t)ATTN_QT * ATTN_KT;

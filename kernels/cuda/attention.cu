@@ -5,7 +5,10 @@
  * and saves each row's logsumexp. Backward recomputes the probabilities tile by tile
  * from that logsumexp, with delta = rowsum(dO * O) for the softmax gradient, in two
  * kernels that own disjoint rows (one over key tiles writes dK and dV, one over query
- * tiles writes dQ), so results are deterministic and no atomics are needed.
+ * tiles writes dQ), so results are deterministic and no atomics are needed. Every
+ * gradient element is stored exactly once (by its row's owner, or by the reduction of
+ * the dK/dV query splits' partials), so the op writes dq, dk, dv without reading them
+ * (ops.h) and callers need not zero them.
  *
  * Two implementations of the same algorithm:
  *  - tensor cores (sm_80+, bf16/fp16 q, k, v, head dims 40, 64, 80, 160): 4 warps per block,
@@ -70,14 +73,15 @@ __global__ void attn_delta_kernel(float *delta, const void *dout, int dot, const
     }
 }
 
-/* dst[i] += alpha * sum over splits of partial[s * n + i]; the fixed order keeps it deterministic. */
+/* dst[i] = alpha * sum over splits of partial[s * n + i] (written, not accumulated); the fixed order
+ * keeps it deterministic. Every split stores its whole plane of partials, zeros included. */
 __global__ void attn_reduce_kernel(void *dst, int dt, const float *partial, int splits, int64_t n, float alpha)
 {
     GRID_STRIDE(i, n)
     {
         float s = 0.0f;
         for (int k = 0; k < splits; k++) s += partial[(int64_t)k * n + i];
-        acc(dst, dt, i, alpha * s);
+        st(dst, dt, i, alpha * s);
     }
 }
 
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(128) attn_gen_rows_kernel(gen_args a)
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c * 32 + lane < D) {
-            if (DQ) acc(a.dq, a.dqt, qo + c * 32 + lane, o[c] * a.s.scale);
+            if (DQ) st(a.dq, a.dqt, qo + c * 32 + lane, o[c] * a.s.scale); /* the row's only store */
             else st(a.out, a.ot, qo + c * 32 + lane, o[c] / l);
         }
     if (!DQ && a.lse && lane == 0) a.lse[(int64_t)bh * a.s.Tq + i] = m + logf(l);
@@ -285,8 +289,8 @@ __global__ void __launch_bounds__(128) attn_gen_dkdv_kernel(gen_args a)
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c * 32 + lane < D) {
-            if (a.dk) acc(a.dk, a.dkt, ko + c * 32 + lane, dk[c] * a.s.scale);
-            if (a.dv) acc(a.dv, a.dvt, ko + c * 32 + lane, dv[c]);
+            if (a.dk) st(a.dk, a.dkt, ko + c * 32 + lane, dk[c] * a.s.scale); /* the row's only store */
+            if (a.dv) st(a.dv, a.dvt, ko + c * 32 + lane, dv[c]);
         }
 }
 
@@ -711,7 +715,8 @@ __global__ void __launch_bounds__(TC_THREADS, tc_fwd_min_blocks(D)) attn_tc_fwd_
         }
 }
 
-/* Stores or accumulates a warp's [16, DP] fp32 accumulators into rows row0.. of head (b, h). */
+/* Writes a warp's [16, DP] fp32 accumulators into rows row0.. of head (b, h) of dst, or of partial
+ * (fp32) when the dK/dV queries are split. The block owning the rows is their only writer. */
 template <int D>
 __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, int dt, float *partial, int b, int h,
                                               int row0, int rows_total, int H, float alpha)
@@ -731,8 +736,8 @@ __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, in
                 partial[base + d] = alpha * c[n][2 * r];
                 partial[base + d + 1] = alpha * c[n][2 * r + 1];
             } else {
-                acc(dst, dt, base + d, alpha * c[n][2 * r]);
-                acc(dst, dt, base + d + 1, alpha * c[n][2 * r + 1]);
+                st(dst, dt, base + d, alpha * c[n][2 * r]);
+                st(dst, dt, base + d + 1, alpha * c[n][2 * r + 1]);
             }
         }
     }

@@ -135,7 +135,8 @@ static cudnnStatus_t build_forward(dnn_pool *p, cudnnHandle_t h, struct sdpa_pla
 }
 
 /* The backward as cudnn-frontend's composite graph (header comment). dQ, dK, dV are written, not
- * accumulated: attention.cu adds them into the op's gradients. */
+ * accumulated, straight into the op's gradients (ops.h: attention_backward writes them), whose
+ * [B, T, H*D] rows these views describe. */
 static cudnnStatus_t build_backward(dnn_pool *p, cudnnHandle_t h, struct sdpa_plan *s)
 {
     sdpa_views w = views_of(s);
@@ -281,7 +282,9 @@ int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tens
                        const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
                        const sdt_tensor *lse, int heads, bool causal)
 {
-    /* cuDNN's dQ accumulates in a varying order (run 26's replay test): a deterministic backend keeps attention.cu */
+    /* cuDNN's dQ accumulates in a varying order (run 26's replay test): a deterministic backend keeps attention.cu.
+     * A gradient that is not wanted (NULL; no training caller passes one) leaves the call to attention.cu too,
+     * which then skips its work instead of writing it to scratch. */
     if (be->deterministic || !dq || !dk || !dv || !out || !lse || !aligned16(lse->data)) return 1;
     const int64_t B = q->shape[0], Tq = q->shape[1], Tk = k->shape[1], D = q->shape[2] / heads;
     const sdt_tensor *all[8] = {q, k, v, out, dout, dq, dk, dv};
@@ -289,11 +292,10 @@ int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tens
     if (!sdpa_applies(be, all, 8, D, causal, &dtype)) return 1;
     const struct sdpa_plan *p = plan_for(be, SDPA_BWD, dtype, B, heads, Tq, Tk, D, &rc);
     if (!p) return rc;
-    /* dQ, dK, dV as cuDNN writes them, its fp32 dQ accumulator and row sums: one scratch block */
-    const int64_t nq = sdt_tensor_numel(q), nk = sdt_tensor_numel(k);
-    const size_t es = sdt_dtype_size((sdt_dtype)dtype);
+    /* cuDNN writes dQ, dK, dV straight into the op's gradients (same dtype, 16-byte aligned: sdpa_applies);
+     * its fp32 dQ accumulator and row sums take one scratch block */
+    const int64_t nq = sdt_tensor_numel(q);
     size_t at = 0;
-    const size_t o_dq = carve(&at, (size_t)nq * es), o_dk = carve(&at, (size_t)nk * es), o_dv = carve(&at, (size_t)nk * es);
     const size_t o_acc = carve(&at, (size_t)nq * sizeof(float)), o_sum = carve(&at, (size_t)(B * heads * Tq) * sizeof(float));
     char *blk = (char *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, at);
     void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
@@ -302,13 +304,9 @@ int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tens
     const int64_t uids[13] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_ONE,
                               UID_DO, UID_DQ, UID_DK, UID_DV, UID_SUM, UID_DQ_ACC};
     void *const ptrs[13] = {q->data, k->data, v->data, out->data, lse->data, &scale, &one, dout->data,
-                            blk + o_dq, blk + o_dk, blk + o_dv, blk + o_sum, blk + o_acc};
+                            dq->data, dk->data, dv->data, blk + o_sum, blk + o_acc};
     cudnnStatus_t s = dnn_execute(ctx_of(be)->cudnn, p->plan, 13, uids, ptrs, ws);
     if (s != CUDNN_STATUS_SUCCESS)
         return cuda_fail(be, cudnn_error_code(s), "attention_backward: cuDNN's fused attention failed (%s)", cudnnGetErrorString(s));
-    /* the op accumulates into its gradients (ops.h) */
-    sdt_tensor gq = *dq, gk = *dk, gv = *dv;
-    gq.data = blk + o_dq, gk.data = blk + o_dk, gv.data = blk + o_dv;
-    if (cuda_axpy(be, dq, 1.0f, &gq) || cuda_axpy(be, dk, 1.0f, &gk) || cuda_axpy(be, dv, 1.0f, &gv)) return -1;
     return 0;
 }

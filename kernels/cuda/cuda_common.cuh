@@ -173,7 +173,7 @@ void cuda_sdpa_plans_free(cuda_ctx *c);
 void cuda_lt_plans_free(cuda_ctx *c);
 /* cuDNN's convolution and attention workspace, and cuBLASLt's (memory_stats reports it apart from the other slots). */
 #define CUDA_CONV_WORKSPACE_SLOT 6
-/* attention's backward: its dK/dV partial sums (attention.cu) or cuDNN's outputs (attention_cudnn.cu) */
+/* attention's backward: its dK/dV partial sums (attention.cu) or cuDNN's fp32 dQ accumulator and row sums (attention_cudnn.cu) */
 #define CUDA_ATTENTION_SCRATCH_SLOT 10
 /* A device scratch buffer of at least bytes in the given slot (grown on demand). */
 void *cuda_scratch(sdt_backend *be, int slot, size_t bytes);

@@ -33,12 +33,10 @@ __global__ void geglu_bwd_k(io<T> dx, io<T> dout, io<T> x, int64_t rows, int64_t
         x.load(vi, v);
         x.load(gi, g);
         dout.load(u * V, d);
-        dx.load(vi, dv);
-        dx.load(gi, dg);
 #pragma unroll
-        for (int k = 0; k < V; k++) {
-            dv[k] += d[k] * act_gelu(g[k]);
-            dg[k] += d[k] * v[k] * act_gelu_grad(g[k]);
+        for (int k = 0; k < V; k++) { /* dx is written, never read (ops.h) */
+            dv[k] = d[k] * act_gelu(g[k]);
+            dg[k] = d[k] * v[k] * act_gelu_grad(g[k]);
         }
         dx.store(vi, dv);
         dx.store(gi, dg);

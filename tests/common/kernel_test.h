@@ -3,6 +3,7 @@
 #ifndef SDT_KERNEL_TEST_H
 #define SDT_KERNEL_TEST_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,23 @@ static inline int kt_grad_accumulated(const kt_grad *g)
         if (!(fabs((double)g->acc[i] - want) <= tol)) return 0;
     }
     return 1;
+}
+
+/* Gradient buffers for an op that WRITES its gradient (ops.h: linear_input_grad, attention_backward,
+ * geglu_backward): `fresh` full of NaN and `acc` full of 1e30, so an op that reads its gradient or
+ * leaves an element unwritten shows it (NaN, or 1e30 added in) against the reference; both runs
+ * must give the same bits. `base` is unused. */
+static inline kt_grad kt_grad_make_garbage(int64_t n)
+{
+    kt_grad g = {kt_alloc((size_t)n * sizeof(float)), kt_alloc((size_t)n * sizeof(float)), NULL, n};
+    for (int64_t i = 0; i < n; i++) g.fresh[i] = NAN, g.acc[i] = 1e30f;
+    return g;
+}
+
+/* Both runs of a kt_grad_make_garbage pair wrote the same bits. */
+static inline int kt_grad_written(const kt_grad *g)
+{
+    return memcmp(g->fresh, g->acc, (size_t)g->n * sizeof(float)) == 0;
 }
 
 static inline void kt_grad_free(kt_grad *g)

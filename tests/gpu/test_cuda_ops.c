@@ -1,5 +1,6 @@
 /* test_cuda_ops.c - every CUDA op against the CPU reference backend, forward and
- * backward (gradients pre-filled, so accumulation is checked too), in f32 and
+ * backward (gradients pre-filled, so accumulation is checked too; an op that writes its gradient,
+ * attention_backward and geglu_backward, gets NaN there, so a kernel that reads it fails), in f32 and
  * with f16/bf16 storage; the fused attention at every head dim the models use;
  * the convolutional ops again on channels-last tensors (tensor.h: the NHWC kernels
  * against the CPU's, which stage through NCHW copies: tests/kernels/test_channels_last.c),
@@ -59,6 +60,18 @@ static void drop(pair *p)
 {
     cpu->free(cpu, p->cbase);
     gpu->free(gpu, p->gbase);
+}
+
+/* Fills both copies with NaN: the gradient of an op that WRITES it (ops.h), so a kernel that reads
+ * it, or leaves an element unwritten, shows NaN in the comparison. */
+static void fill_garbage(pair *p)
+{
+    int64_t n = sdt_tensor_numel(&p->c);
+    float *tmp = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) tmp[i] = NAN;
+    sdt_store_f32(tmp, p->c.data, p->c.dtype, n);
+    gpu->upload(gpu, p->g.data, p->c.data, sdt_tensor_nbytes(&p->c));
+    free(tmp);
 }
 
 /* Whether the GPU copies of two tensors of one shape hold the same bytes (run-to-run determinism). */
@@ -203,11 +216,10 @@ static void test_conv(sdt_dtype dt, int k, int stride, int64_t H, int64_t W)
 }
 
 /* Attention of B x H heads of width D, GPU against the CPU reference, forward (out, lse) and
- * backward (gradients pre-filled: accumulation is checked; or, with fresh_grads, zeros, so that
- * a gradient contribution missing or counted twice is not hidden under the pre-filled values),
- * with forward's statistics saved or everything recomputed in backward. Prints the errors it measured. */
-static void test_attention_grads(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save,
-                                 bool fresh_grads)
+ * backward (gradients filled with NaN: backward writes them, ops.h, so a kernel that reads one or
+ * leaves an element unwritten fails), with forward's statistics saved or everything recomputed in
+ * backward. Prints the errors it measured. */
+static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save)
 {
     const int64_t HD = H * D;
     /* 16-bit storage: the fused kernels round P and dS to the operand dtype, as every flash kernel does */
@@ -216,17 +228,13 @@ static void test_attention_grads(sdt_dtype dt, int64_t B, int H, int64_t D, int6
     pair lse = MAKE(SDT_F32, 1, B, H, Tq);
     sdt_tensor *lc = save ? &lse.c : NULL, *lg = save ? &lse.g : NULL;
     char what[160];
-    snprintf(what, sizeof what, "attention %s B%lld H%d D%lld Tq%lld Tk%lld%s%s%s", sdt_dtype_name(dt), (long long)B, H,
-             (long long)D, (long long)Tq, (long long)Tk, causal ? " causal" : "", save ? " saved-lse" : " recomputed",
-             fresh_grads ? " fresh-grads" : "");
+    snprintf(what, sizeof what, "attention %s B%lld H%d D%lld Tq%lld Tk%lld%s%s", sdt_dtype_name(dt), (long long)B, H,
+             (long long)D, (long long)Tq, (long long)Tk, causal ? " causal" : "", save ? " saved-lse" : " recomputed");
     RUN2(cpu->attention_forward(cpu, &out.c, lc, &q.c, &k.c, &v.c, H, causal),
          gpu->attention_forward(gpu, &out.g, lg, &q.g, &k.g, &v.g, H, causal), what);
     double e_out = compare(&out, tol, what), e_lse = save ? compare(&lse, 1e-4, what) : 0;
     pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
-    if (fresh_grads) {
-        pair *grads[3] = {&dq, &dk, &dv};
-        for (int i = 0; i < 3; i++) cpu->zero(cpu, &grads[i]->c), gpu->zero(gpu, &grads[i]->g);
-    }
+    fill_garbage(&dq), fill_garbage(&dk), fill_garbage(&dv);
     RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL, lc, H, causal),
          gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL, lg, H, causal),
          what);
@@ -235,32 +243,27 @@ static void test_attention_grads(sdt_dtype dt, int64_t B, int H, int64_t D, int6
     drop(&q), drop(&k), drop(&v), drop(&out), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
 
-static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk, bool causal, bool save)
-{
-    test_attention_grads(dt, B, H, D, Tq, Tk, causal, save, false);
-}
 
 /* The tensor-core kernels' tile edges at every head dim they take (blocks of 128 query rows, two
  * 16-row m-tiles per warp, in forward and dQ up to head dim 80; 128 keys per dK/dV block up to
  * 64; 64 elsewhere): token counts at, just over and just under those multiples, a warp whose
  * second m-tile lies past Tq, a single query row, fewer keys than one tile, causal masks across
- * several key tiles, cross-attention's 77 keys, and dK/dV query splits of which some are empty.
- * Gradients start at zero. */
+ * several key tiles, cross-attention's 77 keys, and dK/dV query splits of which some are empty. */
 static void test_attention_tile_edges(sdt_dtype dt)
 {
     static const int64_t dims[4] = {40, 64, 80, 160};
     for (int i = 0; i < 4; i++) {
         const int64_t D = dims[i];
-        test_attention_grads(dt, 2, 2, D, 128, 128, false, true, true);
-        test_attention_grads(dt, 1, 2, D, 129, 191, false, false, true);
-        test_attention_grads(dt, 1, 1, D, 20, 150, false, true, true);
-        test_attention_grads(dt, 1, 2, D, 200, 200, true, true, true);
-        test_attention_grads(dt, 2, 1, D, 256, 77, false, true, true);
+        test_attention(dt, 2, 2, D, 128, 128, false, true);
+        test_attention(dt, 1, 2, D, 129, 191, false, false);
+        test_attention(dt, 1, 1, D, 20, 150, false, true);
+        test_attention(dt, 1, 2, D, 200, 200, true, true);
+        test_attention(dt, 2, 1, D, 256, 77, false, true);
     }
-    test_attention_grads(dt, 1, 2, 40, 1, 70, false, true, true);
-    test_attention_grads(dt, 1, 2, 64, 150, 13, false, true, true); /* fewer keys than one tile */
-    test_attention_grads(dt, 1, 1, 64, 1280, 77, false, true, true); /* 20 query tiles over 16 splits */
-    test_attention_grads(dt, 2, 3, 64, 300, 300, true, false, true);
+    test_attention(dt, 1, 2, 40, 1, 70, false, true);
+    test_attention(dt, 1, 2, 64, 150, 13, false, true); /* fewer keys than one tile */
+    test_attention(dt, 1, 1, 64, 1280, 77, false, true); /* 20 query tiles over 16 splits */
+    test_attention(dt, 2, 3, 64, 300, 300, true, false);
 }
 
 /* The GPU copy's bytes (malloc'd). */
@@ -283,7 +286,7 @@ static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int
         pair out = MAKE(dt, 1, B, Tq, HD), lse = MAKE(SDT_F32, 1, B, H, Tq);
         pair dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
         pair *res[5] = {&out, &lse, &dq, &dk, &dv};
-        for (int i = 2; i < 5; i++) gpu->zero(gpu, &res[i]->g);
+        for (int i = 2; i < 5; i++) fill_garbage(res[i]);
         CHECK(gpu->attention_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, H, false) == 0, "replay forward: %s",
               gpu->error.message);
         CHECK(gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, H, false) == 0,
@@ -434,6 +437,7 @@ static void test_geglu(sdt_dtype dt, int64_t rows, int64_t C, sdt_dtype io_dt, i
              sdt_dtype_name(io_dt), (long long)offset);
     pair x = MAKE_AT(offset, dt, 1, rows, 2 * C), out = MAKE_AT(offset, io_dt, 1, rows, C), dout = MAKE_AT(offset, io_dt, 1, rows, C),
          dx = MAKE_AT(offset, io_dt, 1, rows, 2 * C);
+    fill_garbage(&dx); /* backward writes dx (ops.h) */
     RUN2(cpu->geglu_forward(cpu, &out.c, &x.c), gpu->geglu_forward(gpu, &out.g, &x.g), what);
     compare(&out, tol_for2(dt, io_dt), what);
     RUN2(cpu->geglu_backward(cpu, &dx.c, &dout.c, &x.c), gpu->geglu_backward(gpu, &dx.g, &dout.g, &x.g), what);

@@ -92,6 +92,22 @@ static inline void op_check_grad(const char *what, const kt_grad *g, const doubl
           "it must accumulate", what, acc);
 }
 
+/* One written gradient (kt_grad_make_garbage) after both passes: the f32 gradient written over NaN
+ * must match the float64 analytic one, that must match finite differences, and the pass over 1e30
+ * must have written the same bits: the op neither reads nor skips an element of its gradient. */
+static inline void op_check_written_grad(const char *what, const kt_grad *g, const double *analytic, sdt_fd_loss_fn loss,
+                                         void *ctx, double *param)
+{
+    double err = sdt_rel_err_fd(g->fresh, analytic, g->n);
+    CHECK(err < OP_BWD_TOL, "%s: f32 backward (written over NaN) vs float64 analytic relative error %.3g >= %g", what, err,
+          OP_BWD_TOL);
+    double fd = sdt_fd_check(loss, ctx, param, g->n, analytic);
+    CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd,
+          OP_FD_TOL);
+    CHECK(kt_grad_written(g), "%s: backward over NaN and over 1e30 differ: it must write its gradient, not read it",
+          what);
+}
+
 /* The statistics a norm's forward saves, checked as "<what> mean" and "<what> rstd". */
 static inline void op_check_norm_stats(const char *what, const float *mean, const double *ref_mean, const float *rstd,
                                        const double *ref_rstd, int64_t n)

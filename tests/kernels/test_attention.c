@@ -2,7 +2,8 @@
  * scaled_dot_product_attention, scale 1/sqrt(D)) forward and backward on the CPU:
  * self, causal self and cross-attention (Tq != Tk), with the saved logsumexp and
  * with everything recomputed, at sizes that span several query and key tiles, against
- * a float64 reference and finite differences; and f16 q, k, v whose logits pass f16's range
+ * a float64 reference and finite differences, backward writing its gradients over NaN and 1e30
+ * (it writes them, ops.h); and f16 q, k, v whose logits pass f16's range
  * (diffusers' upcast_attention case: SD 2.1 in fp16) stay finite and right, since the logits
  * and the softmax are fp32 whatever the storage. */
 #include "op_check.h"
@@ -122,7 +123,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
         op_check_forward(name, lse, ref_l, nl);
     }
 
-    kt_grad g_dq = kt_grad_make(rng, nq), g_dk = kt_grad_make(rng, nk), g_dv = kt_grad_make(rng, nk);
+    /* backward WRITES dq, dk, dv (ops.h): run it over NaN, then over 1e30 */
+    kt_grad g_dq = kt_grad_make_garbage(nq), g_dk = kt_grad_make_garbage(nk), g_dv = kt_grad_make_garbage(nk);
     sdt_tensor tdout = op_tensor(dout, 3, qs);
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdq = op_tensor(op_grad_buf(&g_dq, pass), 3, qs), tdk = op_tensor(op_grad_buf(&g_dk, pass), 3, ks),
@@ -134,11 +136,24 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     double *gq = op_zeros_d(nq), *gk = op_zeros_d(nk), *gv = op_zeros_d(nk);
     attn_backward_ref(&r, gq, gk, gv);
     snprintf(name, sizeof name, "%s dq", what);
-    op_check_grad(name, &g_dq, gq, attn_loss, &r, r.q);
+    op_check_written_grad(name, &g_dq, gq, attn_loss, &r, r.q);
     snprintf(name, sizeof name, "%s dk", what);
-    op_check_grad(name, &g_dk, gk, attn_loss, &r, r.k);
+    op_check_written_grad(name, &g_dk, gk, attn_loss, &r, r.k);
     snprintf(name, sizeof name, "%s dv", what);
-    op_check_grad(name, &g_dv, gv, attn_loss, &r, r.v);
+    op_check_written_grad(name, &g_dv, gv, attn_loss, &r, r.v);
+    /* a gradient that is not wanted (NULL) changes nothing in the others: dq alone, then dk and dv */
+    kt_grad only_q = kt_grad_make_garbage(nq), only_k = kt_grad_make_garbage(nk), only_v = kt_grad_make_garbage(nk);
+    sdt_tensor oq = op_tensor(only_q.fresh, 3, qs), ok = op_tensor(only_k.fresh, 3, ks), ov = op_tensor(only_v.fresh, 3, ks);
+    CHECK(be->attention_backward(be, &oq, NULL, NULL, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
+                                 save_lse ? &tl : NULL, (int)h, causal) == 0 &&
+              be->attention_backward(be, NULL, &ok, &ov, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
+                                     save_lse ? &tl : NULL, (int)h, causal) == 0,
+          "%s backward with NULL gradients failed: %s", what, be->error.message);
+    CHECK(memcmp(only_q.fresh, g_dq.fresh, (size_t)nq * sizeof(float)) == 0 &&
+              memcmp(only_k.fresh, g_dk.fresh, (size_t)nk * sizeof(float)) == 0 &&
+              memcmp(only_v.fresh, g_dv.fresh, (size_t)nk * sizeof(float)) == 0,
+          "%s: dq alone, or dk and dv without dq, must be written with the same bits as all three", what);
+    kt_grad_free(&only_q); kt_grad_free(&only_k); kt_grad_free(&only_v);
     op_store_free(q16, q); free(q); free(k); free(v); free(out); free(lse); free(dout); free(ref_p); free(ref_o); free(ref_l);
     kt_grad_free(&g_dq); kt_grad_free(&g_dk); kt_grad_free(&g_dv); free(gq); free(gk); free(gv);
     free(r.q); free(r.k); free(r.v); free((void *)r.dout);

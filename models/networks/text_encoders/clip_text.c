@@ -624,36 +624,28 @@ typedef struct clip_grad_scratch {
     sdt_tensor d_m, d_fc1;     /* [B, T, M] */
 } clip_grad_scratch;
 
-static bool zero_all(sdt_backend *be, sdt_tensor **ts, int n, sdt_error *error)
-{
-    for (int i = 0; i < n; i++) MU_TRY(be, error, MODULE, be->zero(be, ts[i]));
-    return true;
-}
-
 /* dx holds d(x_out) on entry and d(x_in) on return. */
 static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be,
                            const clip_layer_acts *a, const sdt_tensor *x_in, clip_grad_scratch *s, sdt_error *error)
 {
     int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
-    /* MLP branch: x_out = x_mid + fc2(act(fc1(ln2(x_mid)))) */
-    sdt_tensor *mlp[3] = {&s->d_m, &s->d_fc1, &s->d_c};
-    if (!zero_all(be, mlp, 3, error)) return false;
-    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_m, NULL, NULL, &s->dx, &a->act, &L->fc2_w));
+    /* MLP branch: x_out = x_mid + fc2(act(fc1(ln2(x_mid)))). A frozen linear's input gradient that is
+     * the first to reach its buffer is written (linear_input_grad), so only d_fc1 needs zeroing. */
+    MU_TRY(be, error, MODULE, be->zero(be, &s->d_fc1));
+    MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_m, &s->dx, &L->fc2_w));
     MU_TRY(be, error, MODULE, be->activation_backward(be, &s->d_fc1, &s->d_m, &a->fc1, c->act));
-    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->d_fc1, &a->ln2, &L->fc1_w));
+    MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_c, &s->d_fc1, &L->fc1_w));
     sdt_tensor dx2 = mu_reshape2(&s->dx, N, C), dc2 = mu_reshape2(&s->d_c, N, C);
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C);
     MU_TRY(be, error, MODULE,
            be->layernorm_backward(be, &dx2, NULL, NULL, &dc2, &xm2, &L->ln2_w, &a->ln2_mean, &a->ln2_rstd));
-    /* Attention branch: x_mid = x_in + out_proj(attn(q, k, v of ln1(x_in))) */
-    sdt_tensor *att[4] = {&s->d_c, &s->dq, &s->dk, &s->dv};
-    if (!zero_all(be, att, 4, error)) return false;
-    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dx, &a->attn, &L->o_w));
+    /* Attention branch: x_mid = x_in + out_proj(attn(q, k, v of ln1(x_in))). attention_backward writes
+     * dq, dk, dv (ops.h); d(ln1) is written by the Q projection's input gradient, then K and V add. */
+    MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_c, &s->dx, &L->o_w));
     MU_TRY(be, error, MODULE,
            be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->attn, &a->lse,
                                   c->heads, true));
-    MU_TRY(be, error, MODULE, be->zero(be, &s->d_c));
-    MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dq, &a->ln1, &L->q_w));
+    MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_c, &s->dq, &L->q_w));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dv, &a->ln1, &L->v_w));
     sdt_tensor xi2 = mu_reshape2(x_in, N, C);

@@ -62,14 +62,21 @@ static bool linear_backward(unet_ctx *c, const unet_linear *l, const char *where
     return true;
 }
 
-/* d_x = the frozen layer's input gradient, in a fresh tensor shaped like x: written, not accumulated,
- * so it needs no zeroing pass first. */
+/* d_x (allocated) = the frozen layer's input gradient: written, not accumulated, so it needs no
+ * zeroing pass first. */
+static bool linear_input_grad_into(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *d_out,
+                                   sdt_tensor *d_x)
+{
+    UNET_OP(c, where, c->be->linear_input_grad(c->be, d_x, d_out, l->w));
+    return true;
+}
+
+/* linear_input_grad_into a fresh tensor shaped like x. */
 static bool linear_input_grad(unet_ctx *c, const unet_linear *l, const char *where, const sdt_tensor *x,
                               const sdt_tensor *d_out, sdt_tensor *d_x)
 {
     *d_x = unet_grad_buffer(c, x);
-    UNET_OP(c, where, c->be->linear_input_grad(c->be, d_x, d_out, l->w));
-    return true;
+    return linear_input_grad_into(c, l, where, d_out, d_x);
 }
 
 /* The statistics LayerNorm saves for x's rows. */
@@ -201,20 +208,23 @@ static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, 
     return true;
 }
 
-/* d_stream is the gradient of the residual sum x + to_out(o); d_q and d_kv accumulate (they may alias). */
-static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor *qin, const sdt_tensor *kv,
-                               const sdt_tensor *d_stream, sdt_tensor *d_q, sdt_tensor *d_kv)
+/* d_stream is the gradient of the residual sum x + to_out(o). d_q (allocated, shaped like the query input) is
+ * WRITTEN by the Q projection's input gradient, which goes first; the K and V paths then accumulate
+ * into d_kv, which may alias d_q (self-attention: both are the norm's gradient, so whether K or V
+ * is hooked or not, the first contribution writes and the rest add) or be an accumulator the caller
+ * zeroed (cross-attention: d(context), shared by every block). */
+static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor *kv, const sdt_tensor *d_stream,
+                               sdt_tensor *d_q, sdt_tensor *d_kv)
 {
     sdt_backend *be = c->be;
     size_t mark = sdt_arena_mark(c->arena);
-    sdt_tensor d_o, dq, dk, dv;
-    if (!linear_input_grad(c, &a->out, a->name, &a->o, d_stream, &d_o) ||
-        !unet_grad_like(c, &a->qt, &dq, a->name) || !unet_grad_like(c, &a->kt, &dk, a->name) ||
-        !unet_grad_like(c, &a->vt, &dv, a->name))
-        return false;
+    sdt_tensor d_o;
+    if (!linear_input_grad(c, &a->out, a->name, &a->o, d_stream, &d_o)) return false;
+    /* attention_backward writes dq, dk and dv (ops.h): no zeroing */
+    sdt_tensor dq = unet_grad_buffer(c, &a->qt), dk = unet_grad_buffer(c, &a->kt), dv = unet_grad_buffer(c, &a->vt);
     UNET_OP(c, a->name, be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt, &a->o,
                                                &a->lse, a->heads, false));
-    if (!linear_backward(c, &a->q, a->name, qin, &dq, d_q) || !kv_backward(c, a, SDT_UNET_K, kv, &dk, d_kv) ||
+    if (!linear_input_grad_into(c, &a->q, a->name, &dq, d_q) || !kv_backward(c, a, SDT_UNET_K, kv, &dk, d_kv) ||
         !kv_backward(c, a, SDT_UNET_V, kv, &dv, d_kv))
         return false;
     sdt_arena_rewind(c->arena, mark);
@@ -289,23 +299,24 @@ static bool tblock_backward(unet_ctx *c, unet_tblock *b, const sdt_tensor *conte
 {
     sdt_backend *be = c->be;
     size_t mark = sdt_arena_mark(c->arena);
-    sdt_tensor d_g, d_f1, d_n;
-    if (!linear_input_grad(c, &b->ff2, b->name, &b->g, d_s, &d_g) ||
-        !unet_grad_like(c, &b->f1, &d_f1, b->name))
-        return false;
+    sdt_tensor d_g, d_n;
+    if (!linear_input_grad(c, &b->ff2, b->name, &b->g, d_s, &d_g)) return false;
+    sdt_tensor d_f1 = unet_grad_buffer(c, &b->f1); /* geglu_backward writes it (ops.h) */
     UNET_OP(c, b->name, be->geglu_backward(be, &d_f1, &d_g, &b->f1));
     if (!linear_input_grad(c, &b->ff1, b->name, &b->n3, &d_f1, &d_n) ||
         !layernorm_backward(c, &b->ln3, b->name, &b->x2, &b->m3, &b->r3, &d_n, d_s))
         return false;
     sdt_arena_rewind(c->arena, mark);
 
-    if (!unet_grad_like(c, &b->n2, &d_n, b->name) ||
-        !attention_backward(c, &b->attn2, &b->n2, context, d_s, &d_n, d_context) ||
+    /* d_n, the norm's gradient, is written by the attention's Q path (no zeroing pass) */
+    d_n = unet_grad_buffer(c, &b->n2);
+    if (!attention_backward(c, &b->attn2, context, d_s, &d_n, d_context) ||
         !layernorm_backward(c, &b->ln2, b->name, &b->x1, &b->m2, &b->r2, &d_n, d_s))
         return false;
     sdt_arena_rewind(c->arena, mark);
 
-    if (!unet_grad_like(c, &b->n1, &d_n, b->name) || !attention_backward(c, &b->attn1, &b->n1, &b->n1, d_s, &d_n, &d_n) ||
+    d_n = unet_grad_buffer(c, &b->n1);
+    if (!attention_backward(c, &b->attn1, &b->n1, d_s, &d_n, &d_n) ||
         !layernorm_backward(c, &b->ln1, b->name, &b->x0, &b->m1, &b->r1, &d_n, d_s))
         return false;
     sdt_arena_rewind(c->arena, mark);
