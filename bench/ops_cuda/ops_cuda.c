@@ -168,16 +168,19 @@ static int gn_b(void *c)
     return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, SDT_ACT_SILU);
 }
 
-static result bench_groupnorm(const char *name, int B, int C, int H)
+/* channels_last: the UNet's layout on CUDA (tensor.h) */
+static result bench_groupnorm_layout(const char *name, int B, int C, int H, bool channels_last)
 {
     gn_ctx n = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
                 DEV(SDT_F32, B, 32), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = channels_last;
     double bytes = 2.0 * B * C * H * H;
     result r = {name, time_ms_reps(gn_f, &n, MEMORY_BOUND_REPS), time_ms_reps(gn_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
 }
+static result bench_groupnorm(const char *name, int B, int C, int H) { return bench_groupnorm_layout(name, B, C, H, false); }
 
 /* LayerNorm over rows of C (the transformer blocks' norms; gamma's and beta's gradients are not
  * asked for, as in the frozen UNet). */
@@ -313,6 +316,10 @@ int main(int argc, char **argv)
         r[n++] = bench_attention(xl[3], xb, 1024, 77, 1280, 20);
     }
     /* memory-bound ops: SD 1.5 at batch 8 (levels 64x64, 32x32, 16x16), SDXL 1024x1024 at batch 4 */
+    r[n++] = bench_groupnorm_layout("groupnorm+silu NHWC 320ch 64x64 b8", 8, 320, 64, true);
+    r[n++] = bench_groupnorm_layout("groupnorm+silu NHWC 320ch 128x128 b4 (XL)", 4, 320, 128, true);
+    r[n++] = bench_groupnorm_layout("groupnorm+silu NHWC 640ch 64x64 b4 (XL)", 4, 640, 64, true);
+    r[n++] = bench_groupnorm_layout("groupnorm+silu NHWC 1280ch 32x32 b4 (XL)", 4, 1280, 32, true);
     r[n++] = bench_groupnorm("groupnorm+silu 640ch 32x32 b8", 8, 640, 32);
     r[n++] = bench_groupnorm("groupnorm+silu 1280ch 16x16 b8", 8, 1280, 16);
     r[n++] = bench_groupnorm("groupnorm+silu 1280ch 8x8 b8", 8, 1280, 8);

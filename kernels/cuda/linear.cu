@@ -69,16 +69,23 @@ static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
     return (*xp && *wp) ? 0 : -1;
 }
 
-/* ---- cuBLASLt forward: out [M, N] = x [M, K] w [N, K]^T (+ bias [N]) (+ residual [M, N]) ---- */
+/* ---- cuBLASLt: the 16-bit linears ----
+ * In cuBLASLt's column-major terms every call is D [n, m] = op(A) [n, k] B [k, m] (+ bias [n]) (+ beta C):
+ *   forward      out [M, OC] = x [M, C] w^T: n = OC, k = C, A = w transposed, B = x
+ *   input grad   dx [M, C] (+)= dout [M, OC] w: n = C, k = OC, A = w, B = dout
+ * One plan (descriptors and chosen algorithm, or none) is kept per shape, transpose, epilogue, C operand and
+ * pointer alignment, so a call is one cublasLtMatmul with no heuristics query. The algorithm: heuristics' first
+ * on a deterministic backend (a fixed algorithm gives the same bits on every run, cuBLAS's reproducibility rule);
+ * otherwise the fastest of heuristics' first LT_CANDIDATES, timed once on the call's own operands, as
+ * cudnn.benchmark picks convolutions (which one wins may differ between runs, hence not when determinism is
+ * asked for). */
+enum lt_c { LT_C_NONE, LT_C_SEPARATE, LT_C_IN_PLACE }; /* beta 0; beta 1 with C another tensor; beta 1 with C = D */
 
-/* cuBLASLt's heuristics pick per shape; one plan (its descriptors and the chosen algorithm, or none)
- * is kept per shape, dtype, epilogue and pointer alignment, so a call is one cublasLtMatmul. A fixed
- * algorithm gives the same bits on every run (cuBLAS's reproducibility rule), so this holds under
- * the deterministic backend too. */
 struct lt_plan {
-    int64_t M, N, K;
-    int dt;
-    bool bias, residual;
+    int64_t n, m, k;
+    int dt, bias_dt; /* bias_dt: the bias's dtype (dt or f32), when there is one */
+    bool trans_a, bias, tuned;
+    int c_mode;     /* enum lt_c */
     unsigned align; /* bytes every operand's address is a multiple of (16 .. 256) */
     bool ok;        /* false: no algorithm; the cuBLAS path runs */
     cublasLtMatmulDesc_t desc;
@@ -88,6 +95,7 @@ struct lt_plan {
 };
 
 #define LT_WORKSPACE_CAP ((size_t)32 << 20)
+#define LT_CANDIDATES 8
 
 static void lt_plan_destroy(struct lt_plan *p)
 {
@@ -114,21 +122,96 @@ static unsigned common_alignment(const void *const *ptrs, int n)
     return (unsigned)(bits & (~bits + 1));
 }
 
-/* Fills p's descriptors and asks the heuristics for one algorithm; a status other than success
- * means cuBLASLt could not be asked (p->ok says whether an algorithm was found). */
-static cublasStatus_t lt_plan_make(cublasLtHandle_t lt, struct lt_plan *p)
+/* One call's operands. */
+typedef struct lt_call {
+    const void *a, *b, *c, *bias;
+    void *d;
+} lt_call;
+
+static cublasStatus_t lt_run(sdt_backend *be, const struct lt_plan *p, const cublasLtMatmulAlgo_t *algo, size_t ws_bytes,
+                             void *ws, const lt_call *x, void *d)
+{
+    const float alpha = 1.0f, beta = p->c_mode == LT_C_NONE ? 0.0f : 1.0f;
+    const void *cin = p->c_mode == LT_C_SEPARATE ? x->c : x->d;
+    return cublasLtMatmul(ctx_of(be)->cublaslt, p->desc, &alpha, x->a, p->a, x->b, p->b, &beta, cin, p->c, d, p->c, algo, ws,
+                          ws_bytes, ctx_of(be)->stream);
+}
+
+/* The fastest of the candidates on this call's operands: each runs once to warm, then three times timed.
+ * D is the call's own output, or (accumulating in place) a temporary, so no value is changed twice. */
+static int lt_pick_fastest(sdt_backend *be, struct lt_plan *p, const cublasLtMatmulHeuristicResult_t *cand, int n,
+                           const lt_call *x)
+{
+    cuda_ctx *c = ctx_of(be);
+    size_t ws_max = 0;
+    for (int i = 0; i < n; i++)
+        if (cand[i].workspaceSize > ws_max) ws_max = cand[i].workspaceSize;
+    void *ws = ws_max ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, ws_max) : NULL;
+    if (ws_max && !ws) return -1;
+    void *d = x->d, *tmp = NULL;
+    if (p->c_mode == LT_C_IN_PLACE) {
+        CUDA_TRY(be, cuda_device_malloc(c, &tmp, (size_t)(p->n * p->m) * sdt_dtype_size((sdt_dtype)p->dt)));
+        d = tmp;
+    }
+    struct lt_plan timing = *p;
+    if (p->c_mode == LT_C_IN_PLACE) timing.c_mode = LT_C_SEPARATE; /* C = the real gradient, D = the temporary */
+    lt_call tx = *x;
+    tx.c = x->d;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int best = -1, rc = 0;
+    float best_ms = 0;
+    if (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess) {
+        rc = cuda_fail(be, SDT_ERR_DEVICE, "linear: cannot create CUDA events to time cuBLASLt's algorithms");
+        n = 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (lt_run(be, &timing, &cand[i].algo, cand[i].workspaceSize, ws, &tx, d) != CUBLAS_STATUS_SUCCESS) continue;
+        cudaEventRecord(e0, c->stream);
+        bool ran = true;
+        for (int r = 0; r < 3 && ran; r++)
+            ran = lt_run(be, &timing, &cand[i].algo, cand[i].workspaceSize, ws, &tx, d) == CUBLAS_STATUS_SUCCESS;
+        cudaEventRecord(e1, c->stream);
+        float ms = 0;
+        if (!ran || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) continue;
+        if (best < 0 || ms < best_ms) best = i, best_ms = ms;
+    }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    if (tmp) {
+        cudaStreamSynchronize(c->stream);
+        cuda_device_free(c, tmp);
+    }
+    cudaGetLastError(); /* a candidate that failed to launch is skipped, not the call's error */
+    if (rc) return rc;
+    p->ok = best >= 0;
+    if (p->ok) {
+        p->algo = cand[best].algo;
+        p->workspace = cand[best].workspaceSize;
+    }
+    return 0;
+}
+
+/* Fills p's descriptors and chooses its algorithm (p->ok: one was found). -1 with be->error set when cuBLASLt
+ * could not be asked. */
+static int lt_plan_make(sdt_backend *be, struct lt_plan *p, const lt_call *x)
 {
     const cudaDataType_t t = cuda_type(p->dt);
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    const cublasOperation_t ta = p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     const cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    /* column-major: w [N, K] row-major is [K, N] with ld K (transposed: [N, K]); x is [K, M]; out is [N, M] */
     cublasStatus_t s = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)p->K, (uint64_t)p->N, p->K);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->b, t, (uint64_t)p->K, (uint64_t)p->M, p->K);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->c, t, (uint64_t)p->N, (uint64_t)p->M, p->N);
+    const cudaDataType_t bias_t = cuda_type(p->bias_dt);
+    if (s == CUBLAS_STATUS_SUCCESS && p->bias)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t);
+    if (s == CUBLAS_STATUS_SUCCESS && p->bias)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x->bias, sizeof x->bias);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = p->trans_a ? cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)p->k, (uint64_t)p->n, p->k)
+                       : cublasLtMatrixLayoutCreate(&p->a, t, (uint64_t)p->n, (uint64_t)p->k, p->n);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->b, t, (uint64_t)p->k, (uint64_t)p->m, p->k);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&p->c, t, (uint64_t)p->n, (uint64_t)p->m, p->n);
     cublasLtMatmulPreference_t pref = NULL;
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
     const size_t cap = LT_WORKSPACE_CAP;
@@ -140,39 +223,44 @@ static cublasStatus_t lt_plan_make(cublasLtHandle_t lt, struct lt_plan *p)
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
         s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i], &align, sizeof align);
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t cand[LT_CANDIDATES];
     int found = 0;
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        /* "no algorithm" is an answer, not a failure: the plan says so and the cuBLAS path runs */
-        if (cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found) !=
-                CUBLAS_STATUS_SUCCESS ||
-            result.state != CUBLAS_STATUS_SUCCESS)
-            found = 0;
-    }
+    /* "no algorithm" is an answer, not a failure: the plan says so and the cuBLAS path runs */
+    if (s == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoGetHeuristic(ctx_of(be)->cublaslt, p->desc, p->a, p->b, p->c, p->c, pref,
+                                       p->tuned ? LT_CANDIDATES : 1, cand, &found) != CUBLAS_STATUS_SUCCESS)
+        found = 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
-    p->ok = s == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return cuda_fail(be, cublas_error_code(s), "linear: cuBLASLt error %d describing a [%lld, %lld] x [%lld, %lld] product", (int)s,
+                         (long long)p->m, (long long)p->k, (long long)p->k, (long long)p->n);
+    int usable = 0;
+    for (int i = 0; i < found; i++)
+        if (cand[i].state == CUBLAS_STATUS_SUCCESS) cand[usable++] = cand[i];
+    if (usable > 1) return lt_pick_fastest(be, p, cand, usable, x);
+    p->ok = usable == 1;
     if (p->ok) {
-        p->algo = result.algo;
-        p->workspace = result.workspaceSize;
+        p->algo = cand[0].algo;
+        p->workspace = cand[0].workspaceSize;
     }
-    return s;
+    return 0;
 }
 
-/* The cached plan for this call (made on first use), NULL on failure (be->error set). */
-static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *key)
+/* The cached plan for this key (made, and its algorithm chosen, on first use), NULL on failure (be->error set). */
+static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *key, const lt_call *x)
 {
     cuda_ctx *c = ctx_of(be);
     for (int i = 0; i < c->n_lt_plans; i++) {
         const struct lt_plan *p = &c->lt_plans[i];
-        if (p->M == key->M && p->N == key->N && p->K == key->K && p->dt == key->dt && p->bias == key->bias &&
-            p->residual == key->residual && p->align == key->align)
+        if (p->n == key->n && p->m == key->m && p->k == key->k && p->dt == key->dt && p->trans_a == key->trans_a &&
+            p->bias == key->bias && p->bias_dt == key->bias_dt && p->tuned == key->tuned && p->c_mode == key->c_mode && p->align == key->align)
             return p;
     }
     if (c->n_lt_plans == c->cap_lt_plans) {
         int cap = c->cap_lt_plans ? 2 * c->cap_lt_plans : 64;
         struct lt_plan *np = (struct lt_plan *)realloc(c->lt_plans, (size_t)cap * sizeof(*np));
         if (!np) {
-            cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "linear_forward: out of host memory for a cuBLASLt plan");
+            cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "linear: out of host memory for a cuBLASLt plan");
             return NULL;
         }
         c->lt_plans = np;
@@ -181,47 +269,59 @@ static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *
     struct lt_plan *p = &c->lt_plans[c->n_lt_plans];
     *p = *key;
     p->desc = NULL, p->a = p->b = p->c = NULL;
-    cublasStatus_t s = lt_plan_make(c->cublaslt, p);
-    if (s != CUBLAS_STATUS_SUCCESS) {
+    if (lt_plan_make(be, p, x)) {
         lt_plan_destroy(p);
-        cuda_fail(be, cublas_error_code(s), "linear_forward: cuBLASLt error %d describing a [%lld, %lld] x [%lld, %lld]^T product",
-                  (int)s, (long long)key->M, (long long)key->K, (long long)key->N, (long long)key->K);
         return NULL;
     }
     c->n_lt_plans++;
     return p;
 }
 
-/* 0 done, -1 failed (be->error set), 1 not taken: dtypes or alignment cuBLASLt is not given here, or
- * no algorithm for the shape; the caller runs the cuBLAS path. */
+/* 0 done, -1 failed (be->error set), 1 not taken (dtypes or alignment not given to cuBLASLt here, or no
+ * algorithm for the shape): the caller runs the cuBLAS path. All operands share the 16-bit dtype dt. */
+static int lt_gemm(sdt_backend *be, int dt, int bias_dt, bool trans_a, int64_t n, int64_t m, int64_t k, int c_mode,
+                   const lt_call *x)
+{
+    if (!ctx_of(be)->cublaslt || (dt != SDT_BF16 && dt != SDT_F16)) return 1;
+    if (n <= 0 || m <= 0 || k <= 0 || n > INT32_MAX || m > INT32_MAX || k > INT32_MAX) return 1;
+    const void *ptrs[5] = {x->a, x->b, x->c, x->d, x->bias};
+    struct lt_plan key = {};
+    key.n = n, key.m = m, key.k = k, key.dt = dt, key.trans_a = trans_a, key.bias = x->bias != NULL;
+    key.c_mode = c_mode, key.tuned = !be->deterministic, key.bias_dt = x->bias ? bias_dt : 0;
+    key.align = common_alignment(ptrs, 5);
+    if (key.align < 16) return 1;
+    const struct lt_plan *p = lt_plan_for(be, &key, x);
+    if (!p) return -1;
+    if (!p->ok) return 1;
+    if (x->bias) CUBLAS_TRY(be, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x->bias, sizeof x->bias));
+    void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
+    if (p->workspace && !ws) return -1;
+    CUBLAS_TRY(be, lt_run(be, p, &p->algo, p->workspace, ws, x, x->d));
+    return 0;
+}
+
+/* out [M, OC] = x [M, C] w [OC, C]^T (+ b) (+ residual), all in one 16-bit dtype but the bias, which may be f32
+ * (a hypernetwork's, kept in f32 by its optimizer) */
 static int lt_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b,
                       const sdt_tensor *residual)
 {
     const int dt = x->dtype;
-    if (!ctx_of(be)->cublaslt || (dt != SDT_BF16 && dt != SDT_F16) || w->dtype != dt || out->dtype != dt ||
-        (b && b->dtype != dt) || (residual && residual->dtype != dt))
+    if (w->dtype != dt || out->dtype != dt || (b && b->dtype != dt && b->dtype != SDT_F32) ||
+        (residual && residual->dtype != dt))
         return 1;
-    const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = sdt_tensor_numel(x) / (K ? K : 1);
-    if (M <= 0 || N <= 0 || K <= 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX) return 1;
-    const void *ptrs[5] = {x->data, w->data, out->data, residual ? residual->data : NULL, b ? b->data : NULL};
-    struct lt_plan key = {};
-    key.M = M, key.N = N, key.K = K, key.dt = dt, key.bias = b != NULL, key.residual = residual != NULL;
-    key.align = common_alignment(ptrs, 5);
-    if (key.align < 16) return 1;
-    const struct lt_plan *p = lt_plan_for(be, &key);
-    if (!p) return -1;
-    if (!p->ok) return 1;
-    if (b) {
-        const void *bias = b->data;
-        CUBLAS_TRY(be, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    }
-    void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
-    if (p->workspace && !ws) return -1;
-    const float alpha = 1.0f, beta = residual ? 1.0f : 0.0f;
-    const void *cin = residual ? residual->data : out->data;
-    CUBLAS_TRY(be, cublasLtMatmul(ctx_of(be)->cublaslt, p->desc, &alpha, w->data, p->a, x->data, p->b, &beta, cin, p->c,
-                                  out->data, p->c, &p->algo, ws, p->workspace, ctx_of(be)->stream));
-    return 0;
+    const int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = K ? sdt_tensor_numel(x) / K : 0;
+    lt_call c = {w->data, x->data, residual ? residual->data : NULL, b ? b->data : NULL, out->data};
+    return lt_gemm(be, dt, b ? b->dtype : 0, true, N, M, K, residual ? LT_C_SEPARATE : LT_C_NONE, &c);
+}
+
+/* dx [M, C] = (or +=, accumulate) dout [M, OC] w [OC, C], all in one 16-bit dtype */
+static int lt_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, bool accumulate)
+{
+    const int dt = dout->dtype;
+    if (w->dtype != dt || dx->dtype != dt) return 1;
+    const int64_t C = dx->shape[dx->ndim - 1], OC = w->shape[0], M = C ? sdt_tensor_numel(dx) / C : 0;
+    lt_call c = {w->data, dout->data, NULL, NULL, dx->data};
+    return lt_gemm(be, dt, 0, false, C, M, OC, accumulate ? LT_C_IN_PLACE : LT_C_NONE, &c);
 }
 
 /* The cuBLAS path: the GEMM, then the bias in a pass of its own. */
@@ -265,7 +365,9 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
                          const sdt_tensor *x, const sdt_tensor *w)
 {
     int64_t C = x->shape[x->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(x) / C;
-    if (dx) { /* dx [M, C] += dout [M, OC] w [OC, C] */
+    int lt = dx ? lt_input_grad(be, dx, dout, w, true) : 0;
+    if (lt < 0) return -1;
+    if (lt > 0) { /* dx [M, C] += dout [M, OC] w [OC, C] */
         const void *dp, *wp;
         int dt;
         if (gemm_operands(be, dout, w, &dp, &wp, &dt)) return -1;
@@ -306,6 +408,8 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
 int cuda_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w)
 {
     int64_t C = dx->shape[dx->ndim - 1], OC = w->shape[0], M = sdt_tensor_numel(dx) / C;
+    int lt = lt_input_grad(be, dx, dout, w, false);
+    if (lt <= 0) return lt;
     if (dout->dtype == w->dtype && (dx->dtype == dout->dtype || dx->dtype == SDT_F32))
         return gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dout->data, dout->dtype, (int)OC, w->data, w->dtype,
                        (int)C, 0.0f, dx->data, dx->dtype, (int)C);

@@ -156,6 +156,11 @@ static void test_linear_epilogues(sdt_dtype dt, int64_t rows, int64_t C, int64_t
     RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g),
          "linear fwd (bias in the operands' dtype)");
     compare(&out, tol_for(dt), "linear forward, bias in the operands' dtype");
+    pair b32 = MAKE(SDT_F32, 1, OC); /* a hypernetwork's bias: f32 beside 16-bit operands */
+    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b32.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b32.g),
+         "linear fwd (f32 bias)");
+    compare(&out, tol_for(dt), "linear forward, f32 bias");
+    drop(&b32);
     RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, NULL), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, NULL),
          "linear fwd (no bias)");
     compare(&out, tol_for(dt), "linear forward, no bias");
@@ -736,6 +741,15 @@ int main(void)
         test_transpose(dts[i]);
         test_channels_last(dts[i]);
     }
+    /* a default training job's backend: cuBLASLt times its candidate algorithms on first use (linear.cu) */
+    gpu->deterministic = false;
+    for (int i = 1; i < 3; i++) {
+        test_linear(dts[i]);
+        test_linear_epilogues(dts[i], 2048, 1280, 1280);
+        test_linear_epilogues(dts[i], 4096, 640, 2560);
+        test_input_grads(dts[i]);
+    }
+    gpu->deterministic = true;
     test_loss_and_optim();
     test_memory_stats();
     gpu->destroy(gpu);
