@@ -3,17 +3,17 @@
  * kernels and the formulas mirrored here: groupnorm.cu.
  *
  * A group is cpg consecutive channels of every pixel: in NHWC memory a strided set of short runs.
- * The reductions therefore go by channel: a block is a tile of GN_TILE vectors of V consecutive
- * channels (the threads along x, so each pixel row is read coalesced; V = 8 16-bit values, one 16-byte
- * load, vec_io.cuh, when C is a multiple of the vector width, else one channel) by GN_LANES pixel lanes
- * (along y), over a chunk of GN_ROWS pixels of one image. Each thread keeps its channels' statistics
- * over its lane's pixels (Welford per value, norm_stats.cuh), the lanes are combined in lane order in
- * shared memory, and each channel's chunk statistics land in scratch group by group
+ * The reductions therefore go by channel: a block is a tile of GN_TILE consecutive channels (the
+ * threads along x, so each pixel row is read coalesced) by GN_LANES pixel lanes (along y), over a
+ * chunk of GN_ROWS pixels of one image. Each thread keeps its channel's statistics over its lane's
+ * pixels (Welford per value, norm_stats.cuh), the lanes are combined in lane order in shared
+ * memory, and each channel's chunk statistics land in scratch group by group
  * ([b, g, chunk, channel of the group]). One warp per (image, group) then combines its entries in
- * a fixed lane-strided order and a fixed tree (warp_mstat), so no result depends on scheduling (nor
- * on V). The normalisation (forward) and the input gradient (backward) go over the same tiles: each
- * thread works out its channels' constants once and walks its lane's pixels, so no element pays an
- * index division.
+ * a fixed lane-strided order and a fixed tree (warp_mstat), so no result depends on scheduling.
+ * The normalisation (forward) and the input gradient (backward) then go over the same tiles with
+ * V consecutive channels a thread (one 16-byte vector, vec_io.cuh, when C is a multiple of the
+ * vector width; else one channel): each thread works out its channels' constants once and walks
+ * its lane's pixels, so no element pays an index division.
  * Forward: statistics, group combination (writes mean and rstd), normalisation: x read twice.
  * Backward: per-channel chunk sums of dn and dn * (x - mean) (dn the gradient at the norm's
  * output), the group's two means, then dx; gamma's and beta's gradients come from the same sums. */
@@ -47,49 +47,40 @@ __device__ __forceinline__ int64_t gn_nhwc_entry(const gn_nhwc_geom &g, int64_t 
     return ((b * g.G + grp) * g.K + k) * g.cpg + (c - grp * g.cpg);
 }
 
-/* The elementwise passes' walk: V channels from c0 (this thread's) of image blockIdx.z, its lane's
- * pixels of chunk blockIdx.y; body(i) gets the flat index of each pixel's first of the V. Unrolled, so
- * several 16-byte loads are in flight per thread (one at a time left the reductions at ~0.5 TB/s). */
-template <int V, typename Body>
-__device__ __forceinline__ void gn_nhwc_walk(const gn_nhwc_geom &g, int64_t c0, Body body)
+/* The block's tile: its channel, image, chunk and the first and past-last pixel of its lane walk. */
+struct gn_nhwc_tile {
+    int64_t c, b, k, s0, s1;
+    bool live;
+};
+__device__ __forceinline__ gn_nhwc_tile gn_nhwc_tile_of(const gn_nhwc_geom &g)
 {
-    int64_t b = blockIdx.z, s0 = (int64_t)blockIdx.y * GN_ROWS, s1 = s0 + GN_ROWS < g.S ? s0 + GN_ROWS : g.S;
-#pragma unroll 4
-    for (int64_t s = s0 + threadIdx.y; s < s1; s += GN_LANES) body((b * g.S + s) * g.C + c0);
+    gn_nhwc_tile t;
+    t.c = (int64_t)blockIdx.x * GN_TILE + threadIdx.x;
+    t.k = blockIdx.y;
+    t.b = blockIdx.z;
+    t.s0 = t.k * GN_ROWS;
+    t.s1 = t.s0 + GN_ROWS < g.S ? t.s0 + GN_ROWS : g.S;
+    t.live = t.c < g.C;
+    return t;
 }
 
-/* stats[entry(b, c, k)] = the statistics of channel c over chunk k of image b, V consecutive channels a
- * thread (one 16-byte load a pixel). Each channel's values combine in pixel order, then the lanes in lane
- * order: the same bits whatever V is. */
-template <typename T>
-__global__ void gn_nhwc_stats_k(mstat *stats, io<T> x, gn_nhwc_geom g)
+/* stats[entry(b, c, k)] = the statistics of channel c over chunk k of image b. */
+__global__ void gn_nhwc_stats_k(mstat *stats, const void *x, int xdt, gn_nhwc_geom g)
 {
-    constexpr int V = io<T>::VEC;
-    __shared__ mstat lanes[GN_LANES][GN_TILE * V];
-    const int64_t c0 = ((int64_t)blockIdx.x * GN_TILE + threadIdx.x) * V, b = blockIdx.z, k = blockIdx.y;
-    const bool live = c0 < g.C;
-    mstat m[V];
-#pragma unroll
-    for (int j = 0; j < V; j++) m[j] = mstat{0, 0, 0};
-    if (live)
-        gn_nhwc_walk<V>(g, c0, [&](int64_t i) {
-            float f[V];
-            x.load(i, f);
-#pragma unroll
-            for (int j = 0; j < V; j++) {
-                float one[1] = {f[j]};
-                m[j] = mstat_combine(m[j], mstat_of<1>(one));
-            }
-        });
-#pragma unroll
-    for (int j = 0; j < V; j++) lanes[threadIdx.y][threadIdx.x * V + j] = m[j];
-    __syncthreads();
-    if (threadIdx.y == 0 && live)
-        for (int j = 0; j < V; j++) {
-            mstat a = m[j];
-            for (int l = 1; l < GN_LANES; l++) a = mstat_combine(a, lanes[l][threadIdx.x * V + j]);
-            stats[gn_nhwc_entry(g, b, c0 + j, k)] = a;
+    __shared__ mstat lanes[GN_LANES][GN_TILE];
+    gn_nhwc_tile t = gn_nhwc_tile_of(g);
+    mstat m{0, 0, 0};
+    if (t.live)
+        for (int64_t s = t.s0 + threadIdx.y; s < t.s1; s += GN_LANES) {
+            float f[1] = {ld(x, xdt, (t.b * g.S + s) * g.C + t.c)};
+            m = mstat_combine(m, mstat_of<1>(f));
         }
+    lanes[threadIdx.y][threadIdx.x] = m;
+    __syncthreads();
+    if (threadIdx.y == 0 && t.live) {
+        for (int l = 1; l < GN_LANES; l++) m = mstat_combine(m, lanes[l][threadIdx.x]);
+        stats[gn_nhwc_entry(g, t.b, t.c, t.k)] = m;
+    }
 }
 
 /* One warp per (image, group): mean and rstd from the group's K * cpg entries. */
@@ -106,6 +97,15 @@ __global__ void gn_nhwc_group_stats_k(float *mean, float *rstd, const mstat *sta
         mean[bg] = m.mean;
         rstd[bg] = rsqrtf(m.m2 / m.n + eps);
     }
+}
+
+/* The elementwise passes' walk: V channels from c0 (this thread's) of image blockIdx.z, its lane's
+ * pixels of chunk blockIdx.y; body(i) gets the flat index of each pixel's first of the V. */
+template <int V, typename Body>
+__device__ __forceinline__ void gn_nhwc_walk(const gn_nhwc_geom &g, int64_t c0, Body body)
+{
+    int64_t b = blockIdx.z, s0 = (int64_t)blockIdx.y * GN_ROWS, s1 = s0 + GN_ROWS < g.S ? s0 + GN_ROWS : g.S;
+    for (int64_t s = s0 + threadIdx.y; s < s1; s += GN_LANES) body((b * g.S + s) * g.C + c0);
 }
 
 /* out = act(x * scale + shift), scale = gamma * rstd, shift = beta - mean * scale (groupnorm.cu's
@@ -137,51 +137,31 @@ __global__ void gn_nhwc_fwd_k(io<T> out, io<T> x, const float *mean, const float
     });
 }
 
-/* part[entry(b, c, k)] = (sum of dn, sum of dn * (x - mean)) of channel c over chunk k of image b, V
- * consecutive channels a thread; the same order of sums whatever V is. */
-template <typename T>
-__global__ void gn_nhwc_bwd_sums_k(float2 *part, io<T> dy, io<T> x, const void *gamma, int gdt, const void *beta, int bdt,
-                                   const float *mean, const float *rstd, gn_nhwc_geom g, sdt_activation act)
+/* part[entry(b, c, k)] = (sum of dn, sum of dn * (x - mean)) of channel c over chunk k of image b. */
+__global__ void gn_nhwc_bwd_sums_k(float2 *part, const void *dy, int dyt, const void *x, int xdt, const void *gamma, int gdt,
+                                   const void *beta, int bdt, const float *mean, const float *rstd, gn_nhwc_geom g,
+                                   sdt_activation act)
 {
-    constexpr int V = io<T>::VEC;
-    __shared__ float2 lanes[GN_LANES][GN_TILE * V];
-    const int64_t c0 = ((int64_t)blockIdx.x * GN_TILE + threadIdx.x) * V, b = blockIdx.z, k = blockIdx.y;
-    const bool live = c0 < g.C;
-    float2 s[V];
-#pragma unroll
-    for (int j = 0; j < V; j++) s[j] = make_float2(0, 0);
-    if (live) {
-        float mu[V], scale[V], shift[V];
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            int64_t c = c0 + j, bg = b * g.G + c / g.cpg;
-            float gc = gamma ? ld(gamma, gdt, c) : 1.0f;
-            mu[j] = mean[bg];
-            scale[j] = gc * rstd[bg];
-            shift[j] = (beta ? ld(beta, bdt, c) : 0.0f) - mu[j] * scale[j];
+    __shared__ float2 lanes[GN_LANES][GN_TILE];
+    gn_nhwc_tile t = gn_nhwc_tile_of(g);
+    float2 s = make_float2(0, 0);
+    if (t.live) {
+        int64_t bg = t.b * g.G + t.c / g.cpg;
+        float mu = mean[bg], rs = rstd[bg], gc = gamma ? ld(gamma, gdt, t.c) : 1.0f;
+        float scale = gc * rs, shift = (beta ? ld(beta, bdt, t.c) : 0.0f) - mu * scale;
+        for (int64_t p = t.s0 + threadIdx.y; p < t.s1; p += GN_LANES) {
+            int64_t i = (t.b * g.S + p) * g.C + t.c;
+            float xv = ld(x, xdt, i), d = gn_out_grad(act, ld(dy, dyt, i), xv * scale + shift);
+            s.x += d;
+            s.y += d * (xv - mu);
         }
-        gn_nhwc_walk<V>(g, c0, [&](int64_t i) {
-            float xf[V], df[V];
-            x.load(i, xf);
-            dy.load(i, df);
-#pragma unroll
-            for (int j = 0; j < V; j++) {
-                float d = gn_out_grad(act, df[j], xf[j] * scale[j] + shift[j]);
-                s[j].x += d;
-                s[j].y += d * (xf[j] - mu[j]);
-            }
-        });
     }
-#pragma unroll
-    for (int j = 0; j < V; j++) lanes[threadIdx.y][threadIdx.x * V + j] = s[j];
+    lanes[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
-    if (threadIdx.y == 0 && live)
-        for (int j = 0; j < V; j++) {
-            float2 a = s[j];
-            for (int l = 1; l < GN_LANES; l++)
-                a = make_float2(a.x + lanes[l][threadIdx.x * V + j].x, a.y + lanes[l][threadIdx.x * V + j].y);
-            part[gn_nhwc_entry(g, b, c0 + j, k)] = a;
-        }
+    if (threadIdx.y == 0 && t.live) {
+        for (int l = 1; l < GN_LANES; l++) s = make_float2(s.x + lanes[l][threadIdx.x].x, s.y + lanes[l][threadIdx.x].y);
+        part[gn_nhwc_entry(g, t.b, t.c, t.k)] = s;
+    }
 }
 
 /* One warp per (image, group): the means of dn * gamma and of dn * gamma * x_hat over the group,
@@ -290,10 +270,7 @@ int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *me
     if (!stats) return -1;
     cudaStream_t s = STREAM(be);
     float *mp = (float *)mean->data, *rp = (float *)rstd->data;
-    const void *xp[1] = {x->data};
-    SDT_IO_SWITCH(vec_ok(x->dtype, g.C, xp, 1), x->dtype, T, {
-        gn_nhwc_stats_k<T><<<gn_nhwc_vec_grid(g, io<T>::VEC), dim3(GN_TILE, GN_LANES), 0, s>>>(stats, io_of<T>(x->data, x->dtype), g);
-    });
+    gn_nhwc_stats_k<<<grid, dim3(GN_TILE, GN_LANES), 0, s>>>(stats, x->data, x->dtype, g);
     CUDA_LAUNCHED(be);
     gn_nhwc_group_stats_k<<<grid_for(g.B * g.G * 32, NT), NT, 0, s>>>(mp, rp, stats, g, eps);
     CUDA_LAUNCHED(be);
@@ -323,12 +300,8 @@ int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dg
     float2 *group_means = part + entries;
     cudaStream_t s = STREAM(be);
     const float *mp = (const float *)mean->data, *rp = (const float *)rstd->data;
-    const void *sp[2] = {dout->data, x->data};
-    SDT_IO_SWITCH(dout->dtype == x->dtype && vec_ok(x->dtype, g.C, sp, 2), x->dtype, T, {
-        gn_nhwc_bwd_sums_k<T><<<gn_nhwc_vec_grid(g, io<T>::VEC), dim3(GN_TILE, GN_LANES), 0, s>>>(
-            part, io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma), dat(beta), dty(beta), mp,
-            rp, g, act);
-    });
+    gn_nhwc_bwd_sums_k<<<grid, dim3(GN_TILE, GN_LANES), 0, s>>>(part, dout->data, dout->dtype, x->data, x->dtype, dat(gamma),
+                                                               dty(gamma), dat(beta), dty(beta), mp, rp, g, act);
     CUDA_LAUNCHED(be);
     if (dx) {
         gn_nhwc_group_sums_k<<<grid_for(g.B * g.G * 32, NT), NT, 0, s>>>(group_means, part, dat(gamma), dty(gamma), rp, g);
