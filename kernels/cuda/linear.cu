@@ -149,14 +149,14 @@ static int lt_pick_fastest(sdt_backend *be, struct lt_plan *p, const cublasLtMat
     void *ws = ws_max ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, ws_max) : NULL;
     if (ws_max && !ws) return -1;
     void *d = x->d, *tmp = NULL;
-    if (p->c_mode == LT_C_IN_PLACE) {
+    struct lt_plan timing = *p;
+    lt_call tx = *x;
+    if (p->c_mode == LT_C_IN_PLACE) { /* C = the real gradient, D = the temporary */
         CUDA_TRY(be, cuda_device_malloc(c, &tmp, (size_t)(p->n * p->m) * sdt_dtype_size((sdt_dtype)p->dt)));
         d = tmp;
+        timing.c_mode = LT_C_SEPARATE;
+        tx.c = x->d;
     }
-    struct lt_plan timing = *p;
-    if (p->c_mode == LT_C_IN_PLACE) timing.c_mode = LT_C_SEPARATE; /* C = the real gradient, D = the temporary */
-    lt_call tx = *x;
-    tx.c = x->d;
     cudaEvent_t e0 = NULL, e1 = NULL;
     int best = -1, rc = 0;
     float best_ms = 0;
