@@ -143,8 +143,18 @@ static bool check_loss_options(const sdt_train_options *o, const char *p, sdt_er
     if (!((float)o->huber_delta > 0.0f && isfinite((float)o->huber_delta))) /* the loss computes in float */
         return OPTION_FAIL("%shuber_delta must be a positive finite number (where the Huber loss turns from quadratic to linear; "
                            "the default is 1).", p);
+    if (o->huber_delta < SDT_LOSS_SCALE_OPTION_MIN)
+        return OPTION_FAIL("%shuber_delta is %g, below %g: the Huber gradient is at most delta, so every gradient would vanish in "
+                           "float arithmetic before it reaches the trained values; use %g to 1e6 (the default is 1), or "
+                           "loss_type l1 for the shape a tiny delta gives.", p, o->huber_delta, SDT_LOSS_SCALE_OPTION_MIN,
+                           SDT_LOSS_SCALE_OPTION_MIN);
     if (!(o->min_snr_gamma >= 0.0 && isfinite(o->min_snr_gamma)))
         return OPTION_FAIL("%smin_snr_gamma must be 0 (off) or a positive finite number (5 is the paper's choice).", p);
+    if (o->min_snr_gamma > 0.0 && o->min_snr_gamma < SDT_LOSS_SCALE_OPTION_MIN)
+        return OPTION_FAIL("%smin_snr_gamma is %g, below %g: each sample's weight min(SNR, gamma)/SNR is at most gamma/SNR, so "
+                           "every gradient would vanish in float arithmetic before it reaches the trained values; use 0 (off) "
+                           "or %g and above (5 is the paper's choice).", p, o->min_snr_gamma, SDT_LOSS_SCALE_OPTION_MIN,
+                           SDT_LOSS_SCALE_OPTION_MIN);
     if (!(o->noise_offset >= 0.0 && o->noise_offset <= 1.0))
         return OPTION_FAIL("%snoise_offset must be between 0 (off) and 1 (0.05 to 0.1 is usual).", p);
     if (o->noise_offset_random_strength && o->noise_offset == 0.0)

@@ -43,6 +43,13 @@ sdt_bucket_rules sdt_train_options_bucket_rules(const sdt_train_options *o);
 /* The A1111 Train tab's defaults; log_dir is the method's ("textual_inversion", "hypernetworks"). */
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir);
 
+/* The smallest huber_delta and (non-zero) min_snr_gamma. Both only scale gradients (a tiny delta
+ * makes Huber delta x L1; a tiny gamma weighs every sample gamma/SNR), and AdamW undoes a scale,
+ * but the scaled per-pixel gradient, value x loss scale / pixels, must stay above fp16's smallest
+ * step (6e-8) in the 16-bit backward: at 1e-4 it does for any latent and batch up to ~10^8 pixels,
+ * while 5e-324 or 1e-45 make every gradient exactly 0 even in fp32. */
+#define SDT_LOSS_SCALE_OPTION_MIN 1e-4
+
 /* The checks of the shared values that need no file (enums, counts, ranges, sizes, the preview
  * sampler), one home for every method: false + a VALIDATION sentence naming the field after
  * `prefix` ("config.", "config.train_options->") and the fix. Reserved fields are the reader's

@@ -45,6 +45,15 @@ int main(void)
     expect_refused(&o, "huber_delta 0", "huber_delta must be a positive finite number", NULL);
     o = defaults(), o.huber_delta = 1e-60; /* 0 as the float the loss computes in */
     expect_refused(&o, "huber_delta 1e-60", "huber_delta must be a positive finite number", NULL);
+    /* values that only scale the gradient until every gradient underflows to 0 (issue 29) */
+    o = defaults(), o.huber_delta = 1e-45;
+    expect_refused(&o, "huber_delta 1e-45", "huber_delta is 1e-45, below 0.0001", "every gradient would vanish");
+    o = defaults(), o.min_snr_gamma = 5e-324;
+    expect_refused(&o, "min_snr_gamma 5e-324", "min_snr_gamma is 4.94066e-324, below 0.0001", "every gradient would vanish");
+    o = defaults(), o.min_snr_gamma = 1e-5;
+    expect_refused(&o, "min_snr_gamma 1e-5", "min_snr_gamma is 1e-05", "use 0 (off)");
+    o = defaults(), o.loss_type = SDT_LOSS_HUBER, o.huber_delta = 1e-4, o.min_snr_gamma = 1e-4;
+    CHECK(sdt_train_options_check(&o, "config.", &e), "the smallest delta and gamma pass: %s", e.message);
     o = defaults(), o.huber_delta = NAN;
     expect_refused(&o, "huber_delta NaN", "huber_delta", NULL);
     o = defaults(), o.min_snr_gamma = -1;
