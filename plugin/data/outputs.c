@@ -39,8 +39,8 @@ static bool make_folder(const char *path, sdt_error *error)
     return true;
 }
 
-bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
-                         sdt_output_dirs *out, sdt_error *error)
+bool sdt_outputs_paths(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
+                       sdt_output_dirs *out, sdt_error *error)
 {
     if (!layout) layout = &sdt_output_layout_embedding;
     memset(out, 0, sizeof(*out));
@@ -63,8 +63,15 @@ bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, con
         sdt_fail(error, SDT_ERR_IO, "%s: the log directory path is too long; choose a shorter one", log_dir);
         return false;
     }
-    return make_folder(out->copies, error) && make_folder(out->images, error) &&
-           (!layout->cards || make_folder(out->image_embeddings, error));
+    return true;
+}
+
+bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
+                         sdt_output_dirs *out, sdt_error *error)
+{
+    if (!layout) layout = &sdt_output_layout_embedding;
+    return sdt_outputs_paths(log_dir, name, when, layout, out, error) && make_folder(out->copies, error) &&
+           make_folder(out->images, error) && (!layout->cards || make_folder(out->image_embeddings, error));
 }
 
 bool sdt_output_file(char *buf, size_t size, const char *folder, const char *name, int64_t step, const char *ext)
@@ -100,11 +107,28 @@ __attribute__((format(printf, 3, 0))) static void append_number(GString *s, doub
     } else if (!isnan(v)) g_string_append(s, v > 0 ? "inf" : "-inf");
 }
 
-bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error)
+bool sdt_loss_row_format(const sdt_loss_row *row, char *line, size_t size)
+{
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "%" PRId64 ",%" PRId64 ",%" PRId64, row->step, row->epoch, row->epoch_step);
+    append_number(s, row->loss, "%.7f"); /* A1111's format */
+    append_number(s, row->learn_rate, "%.10g");
+    append_number(s, row->grad_norm, "%.6g");
+    append_number(s, row->loss_scale, "%.10g");
+    g_string_append_printf(s, ",%s,%" PRId64, row->precision ? row->precision : "", row->skipped);
+    append_number(s, row->images_per_s, "%.4g");
+    if (row->with_validation) append_number(s, row->validation_loss, "%.7f");
+    bool fits_line = s->len < size;
+    if (fits_line) memcpy(line, s->str, s->len + 1);
+    g_string_free(s, TRUE);
+    return fits_line;
+}
+
+bool sdt_loss_csv_append_line(const char *path, bool with_validation, const char *row_text, sdt_error *error)
 {
     char first[512];
     if (!read_first_line(path, first, sizeof(first), error)) return false;
-    const char *header = row->with_validation ? SDT_LOSS_CSV_HEADER_VALIDATION : SDT_LOSS_CSV_HEADER;
+    const char *header = with_validation ? SDT_LOSS_CSV_HEADER_VALIDATION : SDT_LOSS_CSV_HEADER;
     if (first[0] && strcmp(first, header) != 0) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the existing loss CSV has other columns (\"%s\"); move it away or choose another log directory",
@@ -113,15 +137,7 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     }
     GString *line = g_string_new(NULL);
     if (!first[0]) g_string_append_printf(line, "%s\n", header);
-    g_string_append_printf(line, "%" PRId64 ",%" PRId64 ",%" PRId64, row->step, row->epoch, row->epoch_step);
-    append_number(line, row->loss, "%.7f"); /* A1111's format */
-    append_number(line, row->learn_rate, "%.10g");
-    append_number(line, row->grad_norm, "%.6g");
-    append_number(line, row->loss_scale, "%.10g");
-    g_string_append_printf(line, ",%s,%" PRId64, row->precision ? row->precision : "", row->skipped);
-    append_number(line, row->images_per_s, "%.4g");
-    if (row->with_validation) append_number(line, row->validation_loss, "%.7f");
-    g_string_append_c(line, '\n');
+    g_string_append_printf(line, "%s\n", row_text);
 
     /* O_APPEND + one write: a crash leaves whole rows, and a row never interleaves. */
     int fd = sdt_write_fault_disk_full(path) ? open(SDT_WRITE_FAULT_DEVICE, O_WRONLY | O_CLOEXEC)
@@ -133,6 +149,15 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
     if (fd >= 0) close(fd);
     g_string_free(line, TRUE);
     return ok;
+}
+
+bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error)
+{
+    char text[SDT_LOSS_ROW_MAX];
+    if (!sdt_loss_row_format(row, text, sizeof text))
+        return sdt_fail(error, SDT_ERR_INTERNAL, "%s: a loss CSV row is longer than %d bytes (a bug: please report)", path,
+                        SDT_LOSS_ROW_MAX);
+    return sdt_loss_csv_append_line(path, row->with_validation, text, error);
 }
 
 bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error *error)

@@ -48,8 +48,11 @@ typedef struct sdt_output_dirs {
     char loss_csv[SDT_PATH_MAX];
 } sdt_output_dirs;
 
-/* Fills the paths for when (local date) and creates every folder of the layout (NULL: the
- * embedding's). name must pass sdt_file_name_check. false + error when a folder cannot be made. */
+/* Fills the paths for when (local date) of the layout (NULL: the embedding's), creating nothing.
+ * name must pass sdt_file_name_check. false + error when it does not or a path is too long. */
+bool sdt_outputs_paths(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
+                       sdt_output_dirs *out, sdt_error *error);
+/* sdt_outputs_paths, then creates every folder of the layout. false + error when a folder cannot be made. */
 bool sdt_outputs_prepare(const char *log_dir, const char *name, time_t when, const sdt_output_layout *layout,
                          sdt_output_dirs *out, sdt_error *error);
 
@@ -71,6 +74,13 @@ typedef struct sdt_loss_row {
  * is written with one write() and fsynced. false + error when the existing file
  * has another header (choose another log folder) or writing fails. */
 bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *error);
+/* A row's text, without the newline (what the resume state keeps of a row not yet written);
+ * false when it does not fit size (SDT_LOSS_ROW_MAX always does). */
+#define SDT_LOSS_ROW_MAX 512
+bool sdt_loss_row_format(const sdt_loss_row *row, char *line, size_t size);
+/* sdt_loss_csv_append of a row's text (sdt_loss_row_format's) under the header with or without
+ * the validation column. */
+bool sdt_loss_csv_append_line(const char *path, bool with_validation, const char *row_text, sdt_error *error);
 
 /* For resume: drops rows whose step is greater than last_step (written after
  * the checkpoint being resumed), atomically. A missing file is fine. */

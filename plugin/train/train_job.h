@@ -110,7 +110,9 @@ struct sdt_train_part {
     int64_t start_step;          /* the step its file held then */
     char *also_locks;            /* another name the part's file goes by (a hypernetwork's twin name, whether
                                   * it exists or not), locked with it so two runs never write the pair; or NULL */
-    sdt_run_lock lock, also_lock;
+    char *average_path;          /* <stem>-ema<ext> when the run writes the average beside the result (ema_decay
+                                  * without ema_result), locked under its own name too; or NULL */
+    sdt_run_lock lock, also_lock, average_lock;
 };
 
 struct sdt_train_job {
@@ -121,7 +123,9 @@ struct sdt_train_job {
     uint32_t latent_sampling, preview_steps, preview_width, preview_height, width, height;
     int clip_skip;
     int64_t save_every, preview_every, write_csv_every;
-    sdt_loss_row csv_unwritten; /* the last step's row when write_csv_every skipped it: the run's end writes it */
+    char csv_unwritten[SDT_LOSS_ROW_MAX]; /* the last step's row (its text) when write_csv_every skipped it: the run's
+                                           * end writes it; the resume state keeps it, so a kill between the final
+                                           * state and this row loses nothing */
     bool csv_row_unwritten;
     int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
     double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
@@ -235,8 +239,9 @@ bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embeddin
 sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
                                        const char *what, const char *option, const char *state_prefix,
                                        const char *input_path, const char *output_path, sdt_error *error);
-/* Every part's output lock (<output>.lock, <also_locks>.lock and the file's inode, so a hard link
- * is covered), right after the cheap checks, so a second run on the same file is refused at once. */
+/* Every part's output lock (<output>.lock, <also_locks>.lock, <average_path>.lock and the files'
+ * inodes, so a hard link is covered), right after the cheap checks, so a second run on any file
+ * this run will write is refused at once. */
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error);
 /* The learning-rate and clip schedule strings parse (checked before the model; the groups parse
  * them again at their step). */
@@ -270,6 +275,9 @@ bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error);
 bool sdt_train_job_validation_loss(sdt_train_job *job, double *loss, sdt_error *error);
 void sdt_train_job_validation_to_json(const sdt_train_job *job, cJSON *record);
 void sdt_train_job_validation_from_json(sdt_train_job *job, const cJSON *record);
+/* The state's validation record as a run writes it (best_loss a number's text, not negative;
+ * whole counts); false + a damage sentence naming the file and the field. */
+bool sdt_train_job_validation_check_json(const cJSON *record, const char *path, sdt_error *error);
 void sdt_train_job_validation_summary(sdt_train_job *job);
 /* The arena sized for a pass of this shape (train_job_step.c). */
 bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error);

@@ -103,13 +103,11 @@ bool sdt_train_job_average_save(sdt_train_job *job, sdt_error *error)
     bool ok = true;
     for (int p = 0; ok && p < job->n_parts; p++) {
         sdt_train_part *part = &job->parts[p];
-        if (!part->ops->save_as) continue;
-        char *path = sdt_train_job_average_path(part->output_path);
-        ok = path ? part->ops->save_as(part, job, path, error)
-                  : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory naming the average's file");
+        const char *path = part->average_path; /* named and locked with the part (train_job_prepare.c) */
+        if (!path) continue;
+        ok = part->ops->save_as(part, job, path, error);
         if (ok) sdt_host_log(job->host, SDT_LOG_INFO, "the average of the %s's values (ema %g, every %lld steps) is saved as %s",
                              part->what, job->ema.decay, (long long)job->ema.every, path);
-        free(path);
     }
     sdt_error restore_error;
     if (!sdt_train_job_average_swap_out(job, kept, &restore_error) && ok) {

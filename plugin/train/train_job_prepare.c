@@ -176,22 +176,45 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
     p->group = -1;
     p->input_path = strdup(input_path);
     p->output_path = trained_file_path(job, what, output_path);
-    if (!p->input_path || !p->output_path) {
+    bool average_beside = job->ema.decay > 0 && !job->ema_result && ops->save_as;
+    if (p->output_path && average_beside) p->average_path = sdt_train_job_average_path(p->output_path);
+    if (!p->input_path || !p->output_path || (average_beside && !p->average_path)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
     return p;
 }
 
-static bool lock_part(sdt_train_part *p, sdt_error *error)
+/* <file>.lock and, when inode, the file itself (a hard link to it is refused too). */
+static bool lock_name(sdt_run_lock *lock, const char *file, bool inode, sdt_error *error)
 {
     char lock_path[4200];
-    snprintf(lock_path, sizeof lock_path, "%s.lock", p->output_path);
-    if (!sdt_run_lock_take(&p->lock, lock_path, p->output_path, error) || !sdt_run_lock_file(&p->lock, p->output_path, error))
-        return false;
-    if (!p->also_locks) return true;
-    snprintf(lock_path, sizeof lock_path, "%s.lock", p->also_locks);
-    return sdt_run_lock_take(&p->also_lock, lock_path, p->also_locks, error);
+    snprintf(lock_path, sizeof lock_path, "%s.lock", file);
+    return sdt_run_lock_take(lock, lock_path, file, error) && (!inode || sdt_run_lock_file(lock, file, error));
+}
+
+/* Every name the part writes: its file, the twin's name, the average's file (a run training that
+ * file by its own name would otherwise have its result replaced by this run's average). */
+static bool lock_part(sdt_train_part *p, sdt_error *error)
+{
+    return lock_name(&p->lock, p->output_path, true, error) &&
+           (!p->also_locks || lock_name(&p->also_lock, p->also_locks, false, error)) &&
+           (!p->average_path || lock_name(&p->average_lock, p->average_path, true, error));
+}
+
+static void unlock_part(sdt_train_part *p)
+{
+    sdt_run_lock_release(&p->lock);
+    sdt_run_lock_release(&p->also_lock);
+    sdt_run_lock_release(&p->average_lock);
+}
+
+/* Temp files that a killed save left beside the part's files (the result, the twin, the
+ * average); the number removed. Only once the part's locks are this run's. */
+static int remove_stale_beside_part(const sdt_train_part *p)
+{
+    return sdt_atomic_remove_stale(p->output_path) + (p->also_locks ? sdt_atomic_remove_stale(p->also_locks) : 0) +
+           (p->average_path ? sdt_atomic_remove_stale(p->average_path) : 0);
 }
 
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
@@ -201,27 +224,55 @@ bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-/* A run refused before it locked its files leaves what a killed run left beside them: a lock file
- * no process holds and temp files of an interrupted save. Both are provably stale once the
- * lock is ours, so they go (the lock file with the release); a file another run holds is left. */
-static void sweep_unlocked_parts(sdt_train_job *job)
+/* Temp files that a killed save left in the locked run folder and its sub-folders (the copies,
+ * previews, cards, a joint run's embeddings/); the number removed. */
+static int remove_stale_in_run_folder(const char *root)
 {
+    int stale = sdt_atomic_remove_stale_in(root);
+    DIR *d = opendir(root);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[SDT_PATH_MAX + 256];
+        struct stat sb;
+        if (e->d_name[0] == '.' || snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
+        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) stale += sdt_atomic_remove_stale_in(path);
+    }
+    if (d) closedir(d);
+    return stale;
+}
+
+static bool lock_run_folder(sdt_train_job *job, sdt_error *error)
+{
+    char lock_path[4200];
+    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
+    return sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error);
+}
+
+/* A run refused before it opened its outputs leaves what a killed run left: lock files no process
+ * holds and temp files of an interrupted save, beside the parts' files and in the run folder it
+ * would have used. Both are provably stale once the locks are ours, so they go (the lock files
+ * with the release); what another run holds is left. (A run that opened its outputs swept then.) */
+static void sweep_after_refusal(sdt_train_job *job)
+{
+    if (job->log_lock.fd_plus_one) return;
+    int stale = 0;
     for (int i = 0; i < job->n_parts; i++) {
         sdt_train_part *p = &job->parts[i];
-        if (p->lock.fd_plus_one) continue; /* the run's own: swept when its data was loaded */
+        unlock_part(p); /* the run ends here: whichever of its locks it took, all are taken afresh */
         sdt_error busy;
-        if (!lock_part(p, &busy)) { /* another run's, or a folder we cannot write */
-            sdt_run_lock_release(&p->lock);
-            sdt_run_lock_release(&p->also_lock);
-            continue;
-        }
-        int stale = sdt_atomic_remove_stale(p->output_path) + (p->also_locks ? sdt_atomic_remove_stale(p->also_locks) : 0);
-        if (stale)
-            sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) beside %s that an interrupted save of an earlier "
-                         "run left behind", stale, p->output_path);
-        sdt_run_lock_release(&p->lock);
-        sdt_run_lock_release(&p->also_lock);
+        if (lock_part(p, &busy)) stale += remove_stale_beside_part(p); /* else another run's, or not writable */
+        unlock_part(p);
     }
+    sdt_error ignored;
+    struct stat sb;
+    if (job->log_dir && job->name[0] &&
+        sdt_outputs_paths(job->log_dir, job->name, time(NULL), job->layout, &job->out, &ignored) &&
+        stat(job->out.root, &sb) == 0 && S_ISDIR(sb.st_mode) && lock_run_folder(job, &ignored)) {
+        stale += remove_stale_in_run_folder(job->out.root);
+        sdt_run_lock_release(&job->log_lock);
+    }
+    if (stale)
+        sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left behind "
+                     "(*.tmp-XXXXXX)", stale);
 }
 
 /* The step the schedules are parsed from before a state is read. A file already at max steps gets
@@ -580,35 +631,19 @@ static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_
     return true;
 }
 
-/* Temp files that a killed save left in the locked run folder and its sub-folders (the copies,
- * previews, cards, a joint run's embeddings/); the number removed. */
-static int remove_stale_in_run_folder(const char *root)
-{
-    int stale = sdt_atomic_remove_stale_in(root);
-    DIR *d = opendir(root);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        char path[SDT_PATH_MAX + 256];
-        struct stat sb;
-        if (e->d_name[0] == '.' || snprintf(path, sizeof path, "%s/%s", root, e->d_name) >= (int)sizeof path) continue;
-        if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) stale += sdt_atomic_remove_stale_in(path);
-    }
-    if (d) closedir(d);
-    return stale;
-}
-
 /* The log folder and its lock, before the expensive work. Temp files that a killed save left in
  * the locked places (beside each part's files, in the run folder) go. */
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
-    char lock_path[4200];
     job->started_at = time(NULL);
-    if (!sdt_outputs_prepare(job->log_dir, job->name, job->started_at, job->layout, &job->out, error)) return false;
-    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
-    if (!sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error)) return false;
+    if (!sdt_outputs_prepare(job->log_dir, job->name, job->started_at, job->layout, &job->out, error) ||
+        !lock_run_folder(job, error))
+        return false;
     int stale = 0;
     for (int p = 0; p < job->n_parts; p++) {
-        stale += sdt_atomic_remove_stale(job->parts[p].output_path);
-        if (job->parts[p].also_writes) stale += sdt_atomic_remove_stale(job->parts[p].also_writes);
+        stale += remove_stale_beside_part(&job->parts[p]);
+        if (job->parts[p].also_writes && (!job->parts[p].also_locks || strcmp(job->parts[p].also_writes, job->parts[p].also_locks)))
+            stale += sdt_atomic_remove_stale(job->parts[p].also_writes);
     }
     stale += remove_stale_in_run_folder(job->out.root);
     if (stale)
@@ -842,17 +877,17 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
 void sdt_train_job_destroy(sdt_train_job *job)
 {
     if (!job) return;
-    sweep_unlocked_parts(job);
+    sweep_after_refusal(job);
     sdt_run_lock_release(&job->log_lock);
     sdt_step_engine_free(&job->engine);
     for (int p = 0; p < job->n_parts; p++) {
         sdt_train_part *part = &job->parts[p];
-        sdt_run_lock_release(&part->lock);
-        sdt_run_lock_release(&part->also_lock);
+        unlock_part(part);
         if (part->ops->destroy) part->ops->destroy(part);
         free(part->input_path);
         free(part->output_path);
         free(part->also_locks);
+        free(part->average_path);
     }
     free(job->resume_path);
     sdt_dataset_free(&job->val.ds);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "api/host_log.h"
+#include "c_numeric.h"
 #include "data/state_seal.h"
 #include "safetensors.h"
 #include "train/ema.h"
@@ -76,6 +77,99 @@ static state_tensor *state_tensors(const sdt_train_job *job, int *n)
     return t;
 }
 
+/* ---- the options a resume must repeat -------------------------------------------------- */
+
+/* An option that changes what the run trains or averages, as the state records it: its text in
+ * this run ("" when off or not used). max_steps, the learning rates and what is only written or
+ * shown (copies, previews, the CSV, validate_every) may change on resume; these may not. */
+typedef struct run_option {
+    const char *key, *option; /* the state's key (the settings file's); how the user names it */
+    char text[48];
+} run_option;
+
+#define RUN_OPTIONS_MAX 20
+
+static void option_number(run_option *o, const char *key, const char *option, bool used, double v)
+{
+    *o = (run_option){key, option, ""};
+    if (used) sdt_c_snprintf(o->text, sizeof o->text, "%.15g", v);
+}
+
+static void option_bool(run_option *o, const char *key, const char *option, bool v)
+{
+    *o = (run_option){key, option, ""};
+    if (v) snprintf(o->text, sizeof o->text, "true");
+}
+
+static int run_options(const sdt_train_job *job, run_option *o)
+{
+    const sdt_loss_options *l = &job->loss;
+    bool ema = job->ema.decay > 0;
+    int n = 0;
+    option_number(&o[n++], "validation_split", "--validation-split", job->val.split > 0, job->val.split);
+    option_number(&o[n++], "ema_decay", "--ema", ema, job->ema.decay);
+    option_number(&o[n++], "ema_every", "--ema-every", ema, (double)job->ema.every);
+    o[n] = (run_option){"loss_type", "--loss-type", ""};
+    snprintf(o[n++].text, sizeof o->text, "%s", sdt_loss_type_name(l->type));
+    option_number(&o[n++], "huber_delta", "--huber-delta", l->type == SDT_LOSS_HUBER, l->huber_delta);
+    option_number(&o[n++], "min_snr_gamma", "--min-snr-gamma", l->min_snr_gamma > 0, l->min_snr_gamma);
+    option_number(&o[n++], "noise_offset", "--noise-offset", l->noise_offset > 0, l->noise_offset);
+    option_bool(&o[n++], "noise_offset_random_strength", "--noise-offset-random-strength", l->noise_offset_random);
+    option_number(&o[n++], "timestep_min", "--timestep-min", true, l->timestep_min);
+    option_number(&o[n++], "timestep_max", "--timestep-max", true, l->timestep_max);
+    option_bool(&o[n++], "zero_terminal_snr", "--zero-terminal-snr", l->zero_terminal_snr);
+    option_bool(&o[n++], "flip", "--flip", job->flip);
+    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->caption_dropout > 0, job->caption_dropout);
+    option_number(&o[n++], "keep_tokens", "--keep-tokens", job->keep_tokens > 0, job->keep_tokens);
+    option_number(&o[n++], "tag_dropout", "--tag-dropout", job->tag_dropout > 0, job->tag_dropout);
+    option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->shuffle_tags);
+    option_bool(&o[n++], "use_alpha_as_loss_weight", "--alpha-loss-weight", job->use_alpha);
+    return n;
+}
+
+static void add_run_options(const sdt_train_job *job, cJSON *record)
+{
+    run_option o[RUN_OPTIONS_MAX];
+    int n = run_options(job, o);
+    cJSON *j = cJSON_AddObjectToObject(record, "options");
+    for (int i = 0; i < n; i++)
+        if (o[i].text[0]) cJSON_AddStringToObject(j, o[i].key, o[i].text);
+}
+
+/* The state's options against this run's: a state without the record (an older sdtrain's) is
+ * taken as it is; a recorded value that is not text is damage; another value is refused with the
+ * option, both values and the fix. Turning the average on at a resume is the one change allowed:
+ * it starts from the resumed values (restore_average says so) and changes nothing else. */
+static bool check_run_options(const sdt_train_job *job, const cJSON *record, const char *path, sdt_error *error)
+{
+    const cJSON *saved = cJSON_GetObjectItemCaseSensitive(record, "options");
+    if (!saved) return true;
+    if (!cJSON_IsObject(saved))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has 'options' that is not an object (the file "
+                        "is damaged); resume from an earlier state, or train without --resume", path);
+    const cJSON *v;
+    cJSON_ArrayForEach(v, saved)
+    {
+        if (!cJSON_IsString(v))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has options.%s that is not text (the "
+                            "file is damaged); resume from an earlier state, or train without --resume", path,
+                            v->string ? v->string : "?");
+    }
+    run_option o[RUN_OPTIONS_MAX];
+    int n = run_options(job, o);
+    bool average_was_off = !cJSON_GetObjectItemCaseSensitive(saved, "ema_decay");
+    for (int i = 0; i < n; i++) {
+        const char *was = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(saved, o[i].key));
+        if (!was) was = "";
+        if (strcmp(was, o[i].text) == 0 || (average_was_off && strncmp(o[i].key, "ema_", 4) == 0)) continue;
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: its run was trained with %s (%s) %s, and this resume asks for %s, so "
+                        "the run would not continue as it was; resume with %s %s, or train without --resume to start afresh "
+                        "with %s", path, o[i].key, o[i].option, was[0] ? was : "off", o[i].text[0] ? o[i].text : "off",
+                        o[i].option, was[0] ? was : "off", o[i].text[0] ? o[i].text : "off");
+    }
+    return true;
+}
+
 static char *state_json(sdt_train_job *job)
 {
     cJSON *j = cJSON_CreateObject();
@@ -120,6 +214,9 @@ static char *state_json(sdt_train_job *job)
         cJSON_AddNumberToObject(sc, "hysteresis_tracker", s.hysteresis_tracker);
     }
     sdt_train_job_validation_to_json(job, j);
+    add_run_options(job, j);
+    /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
+    if (job->csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->csv_unwritten);
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     return text;
@@ -391,7 +488,14 @@ static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *
     if (num(j, "initial_step") > step || (double)meta_int(st, "step") != step)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's step (%.17g) disagrees with its first step or its "
                         "metadata (the file is damaged); resume from an earlier state, or train without --resume", path, step);
-    return true;
+    const cJSON *row = cJSON_GetObjectItemCaseSensitive(j, "csv_row");
+    const char *text = cJSON_GetStringValue(row);
+    char *end = NULL;
+    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') || (double)strtoll(text, &end, 10) != step ||
+                *end != ','))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
+                        "is damaged); resume from an earlier state, or train without --resume", path, step);
+    return sdt_train_job_validation_check_json(j, path, error);
 }
 
 /* The state must come from this run's name, model and seed, or the run would not continue as it was. */
@@ -437,7 +541,7 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
                  path);
     else
         ok = sdt_state_seal_check(st, error) && check_record(st, j, path, error) && state_matches_run(job, st, j, path, error) &&
-             check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
+             check_run_options(job, j, path, error) && check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
     if (!ok) {
         cJSON_Delete(j);
         sdt_st_close(st);
@@ -592,14 +696,20 @@ static bool restore_scaler(sdt_train_job *job, const cJSON *sc, sdt_error *error
 
 /* The average from the state ("ema.<group>"); a state without it (a run without --ema) starts it
  * from the resumed values. */
-static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)
+static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
     sdt_ema *e = &job->ema;
     if (e->decay <= 0) return true;
+    const char *recorded = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay"));
     for (int g = 0; g < e->n_groups; g++) {
         char name[STATE_KEY_MAX];
         snprintf(name, sizeof name, "ema.%s", job->engine.groups[g].name);
         const sdt_st_entry *entry = sdt_st_find(st, name);
+        if (!entry && recorded)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
+                            "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
+                            path, name, recorded);
         if (!entry) {
             sdt_host_log(job->host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
                          "starts from the resumed values", path, job->engine.groups[g].name);
@@ -620,7 +730,7 @@ static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const
 
 static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
-    if (!restore_tensors(job, st, path, error) || !restore_average(job, st, path, error)) return false;
+    if (!restore_tensors(job, st, path, error) || !restore_average(job, st, j, path, error)) return false;
     sdt_train_job_validation_from_json(job, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
@@ -659,8 +769,13 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
     if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
         return false;
+    /* The state's row not yet in the CSV (write_csv_every skipped it) is written at the run's end,
+     * as it would have been; a copy the killed run wrote after this state goes first. */
+    const char *row = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "csv_row"));
+    job->csv_row_unwritten = row != NULL;
+    if (row) snprintf(job->csv_unwritten, sizeof job->csv_unwritten, "%s", row);
     sdt_error why;
-    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, job->step, &why))
+    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, row ? job->step - 1 : job->step, &why))
         sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why.message);
     return true;
 }

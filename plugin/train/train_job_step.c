@@ -277,10 +277,10 @@ static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job
 
 /* A row of the loss CSV. A failure for IO (the disk) is returned (the run stops: run_loop.h);
  * any other (e.g. an existing CSV with other columns) is a warning, and training goes on. */
-static bool append_csv_row(sdt_train_job *job, const sdt_loss_row *row, sdt_error *error)
+static bool append_csv_row(sdt_train_job *job, const char *row_text, sdt_error *error)
 {
     sdt_error why;
-    if (sdt_loss_csv_append(job->out.loss_csv, row, &why)) return true;
+    if (sdt_loss_csv_append_line(job->out.loss_csv, job->val.on, row_text, &why)) return true;
     if (why.code == SDT_ERR_IO) {
         if (error) *error = why;
         return false;
@@ -296,10 +296,10 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
     if (job->write_csv_every <= 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
                         sdt_precision_name(job->precision), m->skipped_steps, images_per_s, job->val.on, job->val.last_loss};
-    job->csv_unwritten = row;
+    sdt_loss_row_format(&row, job->csv_unwritten, sizeof job->csv_unwritten); /* SDT_LOSS_ROW_MAX holds any row */
     job->csv_row_unwritten = job->step % job->write_csv_every != 0;
     sdt_error why;
-    if (!job->csv_row_unwritten && !append_csv_row(job, &row, &why) && job->write_failure.code == SDT_ERR_OK)
+    if (!job->csv_row_unwritten && !append_csv_row(job, job->csv_unwritten, &why) && job->write_failure.code == SDT_ERR_OK)
         job->write_failure = why;
 }
 
@@ -307,7 +307,7 @@ bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error)
 {
     if (!job->csv_row_unwritten) return true;
     job->csv_row_unwritten = false;
-    return append_csv_row(job, &job->csv_unwritten, error);
+    return append_csv_row(job, job->csv_unwritten, error);
 }
 
 /* The state on a time interval (save_state_every_seconds), besides the one written with every

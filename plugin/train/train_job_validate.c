@@ -233,19 +233,43 @@ void sdt_train_job_validation_to_json(const sdt_train_job *job, cJSON *record)
     cJSON_AddNumberToObject(o, "since_best", v->since_best);
 }
 
+/* The lowest loss as the state writes it: a number's whole text, not negative (infinity: none yet). */
+static bool parse_best_loss(const char *text, double *loss)
+{
+    char *end = NULL;
+    *loss = text ? sdt_c_strtod(text, &end) : NAN;
+    return text && end != text && *end == '\0' && (*loss >= 0 || (isinf(*loss) && *loss > 0));
+}
+
+bool sdt_train_job_validation_check_json(const cJSON *record, const char *path, sdt_error *error)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(record, "validation");
+    if (!o) return true; /* a run without validation */
+    const cJSON *best = cJSON_GetObjectItemCaseSensitive(o, "best_loss"), *step = cJSON_GetObjectItemCaseSensitive(o, "best_step"),
+                *since = cJSON_GetObjectItemCaseSensitive(o, "since_best");
+    double loss, s = cJSON_GetNumberValue(step), n = cJSON_GetNumberValue(since);
+    const char *bad = !cJSON_IsObject(o) ? "validation"
+                      : !parse_best_loss(cJSON_GetStringValue(best), &loss) ? "validation.best_loss"
+                      : !cJSON_IsNumber(step) || !(s >= -1 && s <= 9e15 && s == floor(s)) ? "validation.best_step"
+                      : !cJSON_IsNumber(since) || !(n >= 0 && n < 4e9 && n == floor(n)) ? "validation.since_best"
+                                                                                            : NULL;
+    if (!bad) return true;
+    const char *text = cJSON_IsString(best) && strcmp(bad, "validation.best_loss") == 0 ? cJSON_GetStringValue(best) : NULL;
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has %s%s%s%s, which no run writes (the file is "
+                    "damaged); resume from an earlier state, or train without --resume", path, bad, text ? " = \"" : "",
+                    text ? text : "", text ? "\"" : "");
+}
+
 void sdt_train_job_validation_from_json(sdt_train_job *job, const cJSON *record)
 {
     sdt_job_validation *v = &job->val;
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(record, "validation");
-    const char *best = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "best_loss"));
-    const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "best_step"), *since = cJSON_GetObjectItemCaseSensitive(o, "since_best");
-    if (!v->on || !best || !cJSON_IsNumber(step) || !cJSON_IsNumber(since)) return; /* a state without it: start afresh */
-    double loss = sdt_c_strtod(best, NULL);
-    if (!(loss >= 0) && !isinf(loss)) return;
+    double loss;
+    /* a state without it starts afresh; one with it was checked (sdt_train_job_validation_check_json) */
+    if (!v->on || !o || !parse_best_loss(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "best_loss")), &loss)) return;
     v->best_loss = loss;
-    v->best_step = (int64_t)cJSON_GetNumberValue(step);
-    double n = cJSON_GetNumberValue(since);
-    v->since_best = n >= 0 && n < 4e9 ? (uint32_t)n : 0;
+    v->best_step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "best_step"));
+    v->since_best = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "since_best"));
 }
 
 void sdt_train_job_validation_summary(sdt_train_job *job)

@@ -10,6 +10,8 @@
  *    kill between the final state and the final embedding leaves a pair that resumes; with
  *    save_state_every_seconds the state also follows the clock (the host's callback sleeps past
  *    the interval, so the behaviour, not the timing, is tested);
+ *  - a kill after the final state but before the loss CSV's last row: the resume writes the row
+ *    from the state, once;
  *  - temp files of a killed save are removed at the next run, other files are not;
  *  - interrupt() during preparation stops it (SDT_STATUS_INTERRUPTED) before anything is written. */
 #include <cjson/cJSON.h>
@@ -403,6 +405,50 @@ static void check_kill(const trainer_env *env)
     env->ti->destroy(t);
 }
 
+/* The rows of a loss CSV after its header (a cut-off last row counts), and the first of them in first. */
+static int csv_rows(const char *path, char *first, size_t size)
+{
+    size_t n;
+    char *text = (char *)fx_read_file(path, &n);
+    int rows = 0;
+    first[0] = '\0';
+    for (char *line = text ? strchr(text, '\n') : NULL; line && line[1]; line = strchr(line + 1, '\n'))
+        if (rows++ == 0) snprintf(first, size, "%.*s", (int)strcspn(line + 1, "\n"), line + 1);
+    free(text);
+    return rows;
+}
+
+/* Killed after the final state, before the loss CSV's last row (write_csv_every skipped it): the
+ * resume at max steps writes that row from the state, once, as the uninterrupted run does (issue 29). */
+static void check_kill_before_csv(const trainer_env *env)
+{
+    printf("-- kill -9 after the final state, before the loss CSV: the resume writes the CSV's row, once\n");
+    char dir[FX_PATH], emb[FX_PATH], log[FX_PATH], csv[FX_PATH + 64], row[256], again[256];
+    fx_subdir(env, dir, "kill-csv");
+    if (!fx_make_embedding(env, dir, "csvkill", 2, "ring", emb)) return;
+    fx_subdir(env, log, "kill-csv-log");
+    sdt_ti_config c;
+    fx_config(env, &c, emb, NULL, log, 3);
+    c.save_every = 3; /* the last step's copy writes a state, then the final save's: killed there */
+    c.write_csv_every = 500;
+    CHECK(train_in_child(env, &c, 0, true, 0) == SIGKILL, "the child was not killed after the final state");
+    char date[16];
+    fx_today(date);
+    snprintf(csv, sizeof csv, "%.3000s/%s/csvkill/textual_inversion_loss.csv", log, date);
+    CHECK(access(csv, F_OK) != 0, "the killed run wrote %s before its final save", csv);
+    c.resume_state_path = log;
+    for (int k = 0; k < 2; k++) { /* a second resume from the same state must not repeat the row */
+        fx_recorder rec;
+        sdt_ti_trainer *t = fx_create(env, &rec);
+        CHECK(fx_prepare_run(env, t, &c) == SDT_STATUS_OK, "resume %d at max steps: %s", k, fx_last_error(env, t));
+        env->ti->destroy(t);
+        int rows = csv_rows(csv, k ? again : row, sizeof row);
+        CHECK(rows == 1 && strncmp(k ? again : row, "3,", 2) == 0, "resume %d: %s has %d row(s) after its header, the first "
+              "'%s'; the uninterrupted run writes one, of step 3", k, csv, rows, k ? again : row);
+    }
+    CHECK(strcmp(row, again) == 0, "the row written again differs: '%s' then '%s'", row, again);
+}
+
 static void check_state_interval(const trainer_env *env)
 {
     printf("-- save_state_every_seconds: the state also follows the clock, without any copy\n");
@@ -462,6 +508,7 @@ int main(int argc, char **argv)
     if (!trainer_env_open(&env, argc, argv, "data_safety")) return trainer_env_abandon(&env);
     check_locks(&env); /* forks first, before this process has threads */
     check_kill(&env);
+    check_kill_before_csv(&env);
     check_state_interval(&env);
     check_named_file(&env);
     check_stale_pair(&env);

@@ -4,7 +4,11 @@
  *    writes that file and keeps the link;
  *  - a hard link to an embedding is refused while a run holds the file by its other name;
  *  - a run refused before it starts sweeps what a killed run left beside its file (a lock file no
- *    process holds, temp files of an interrupted save), and leaves alone what a live run holds.
+ *    process holds, temp files of an interrupted save), and leaves alone what a live run holds;
+ *  - a run refused after it locked its files (its model does not exist) sweeps the killed run's
+ *    run folder too (temp files, .sdtrain.lock);
+ *  - the average's <stem>-ema file is locked: a run on star.pt with ema and one on star-ema.pt
+ *    exclude each other.
  * The second trainer is in the same process: flock excludes open files, not processes, so the
  * sentence says "another trainer in this process". */
 #include <sys/stat.h>
@@ -163,6 +167,69 @@ static void check_refused_run_sweeps(const hn_env *env)
     unlink(temp);
 }
 
+/* A run refused late (a model path that does not exist, after its files are locked) still sweeps
+ * what a killed run left: temp files beside its file and in the run folder it would use, and that
+ * folder's lock file (issue 29). */
+static void check_refused_run_sweeps_run_folder(const hn_env *env)
+{
+    printf("-- a run refused for its model sweeps a killed run's run folder: temp files and .sdtrain.lock\n");
+    char dir[FX_PATH], log[FX_PATH], emb[FX_PATH], run[FX_PATH], copies[FX_PATH + 16];
+    char planted[4][FX_PATH + 64];
+    fx_subdir(&env->base, dir, "sweep-late");
+    fx_subdir(&env->base, log, "sweep-late-log");
+    if (!fx_make_embedding(&env->base, dir, "late", 1, "ring", emb)) return;
+    char date[16];
+    fx_today(date);
+    snprintf(run, sizeof run, "%.3000s/%s", log, date);
+    CHECK(fx_mkdir(run), "mkdir %s", run);
+    snprintf(run, sizeof run, "%.3000s/%s/late", log, date);
+    snprintf(copies, sizeof copies, "%s/embeddings", run);
+    CHECK(fx_mkdir(run) && fx_mkdir(copies), "mkdir %s", copies);
+    snprintf(planted[0], sizeof planted[0], "%s/.sdtrain.lock", run);
+    snprintf(planted[1], sizeof planted[1], "%s/late.state.safetensors.tmp-Ab12Cd", run);
+    snprintf(planted[2], sizeof planted[2], "%s/late-2.safetensors.tmp-Ef34Gh", copies);
+    snprintf(planted[3], sizeof planted[3], "%s.tmp-Ij56Kl", emb);
+    for (int i = 0; i < 4; i++) CHECK(fx_write_file(planted[i], "99999\n", 6), "plant %s", planted[i]);
+    fx_recorder rec;
+    sdt_ti_trainer *t = fx_create(&env->base, &rec);
+    sdt_ti_config c;
+    fx_config(&env->base, &c, emb, NULL, log, 2);
+    c.model_path = "/nonexistent/sdtrain-model";
+    CHECK(ti_prepare(env, t, &c) != SDT_STATUS_OK, "a model path that does not exist was accepted");
+    env->base.ti->destroy(t);
+    for (int i = 0; i < 4; i++) CHECK(access(planted[i], F_OK) != 0, "%s is still there after a refused run", planted[i]);
+    CHECK(access(emb, F_OK) == 0 && access(copies, F_OK) == 0, "the embedding or the copies folder was removed");
+}
+
+/* The average's file (<stem>-ema<ext>) is locked under its own name: a run training that file and
+ * a run whose average goes there exclude each other, in either order (issue 29). */
+static void check_average_lock(const hn_env *env)
+{
+    printf("-- the -ema file is locked: a run on star.pt with ema and a run on star-ema.pt exclude each other\n");
+    char dir[FX_PATH], log[FX_PATH], log2[FX_PATH], star[FX_PATH], star_ema[FX_PATH];
+    run_dirs(env, "ema-lock", dir, log);
+    fx_subdir(&env->base, log2, "ema-lock-log2");
+    if (!make_hn(env, dir, "star", "128, 64", false, star) || !make_hn(env, dir, "star-ema", "128, 64", false, star_ema)) return;
+    for (int order = 0; order < 2; order++) {
+        hn_run with_ema, plain;
+        hn_config(env, &with_ema, star, order ? log2 : log, 2);
+        with_ema.options.ema_decay = 0.9;
+        hn_config(env, &plain, star_ema, order ? log : log2, 2);
+        hn_run *first = order ? &plain : &with_ema, *second = order ? &with_ema : &plain;
+        fx_recorder ra, rb;
+        sdt_hn_trainer *a = hn_create(env, &ra), *b = hn_create(env, &rb);
+        if (!a || !b) return;
+        CHECK(hn_prepare(env, a, first) == SDT_STATUS_OK, "order %d: the first run: %s", order, hn_error(env, a));
+        sdt_status st = hn_prepare(env, b, second);
+        char want[FX_PATH + 64];
+        snprintf(want, sizeof want, "%s is being written by another trainer in this process", star_ema);
+        CHECK(st == SDT_STATUS_BAD_STATE && contains(hn_error(env, b), want), "order %d: status %d, sentence: %s", order, (int)st,
+              hn_error(env, b));
+        env->hn->destroy(b);
+        env->hn->destroy(a);
+    }
+}
+
 int main(int argc, char **argv)
 {
     hn_env env;
@@ -171,6 +238,8 @@ int main(int argc, char **argv)
     check_symlink(&env);
     check_hard_link(&env);
     check_refused_run_sweeps(&env);
+    check_refused_run_sweeps_run_folder(&env);
+    check_average_lock(&env);
     trainer_env_close(&env.base);
     return sdt_test_finish("trainer_locks");
 }

@@ -10,11 +10,14 @@
  *  - the average: N + N steps resumed equal 2N steps, the average's tensor in the state and the
  *    <stem>-ema.safetensors file included, and the average differs from the trained values;
  *  - metrics.jsonl has one line per step 1..2N after the resume in the same log folder (the lines
- *    the interrupted part wrote past its state are dropped, not repeated). */
+ *    the interrupted part wrote past its state are dropped, not repeated);
+ *  - a resume with another validation split or ema decay (or ema off) is refused naming the option,
+ *    and a forged best_loss or a removed average tensor is refused as damage. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
 
+#include "data/state_seal.h"
 #include "trainer_fixture.h"
 
 #define STEPS 6
@@ -340,6 +343,102 @@ static void check_average_resume(const trainer_env *env)
           best_whole ? best_whole : "-", best_rest ? best_rest : "-");
 }
 
+/* A copy of the state src at dst as a forger would write it: the tensor `drop` left out (NULL:
+ * none), the training record's validation.best_loss set to best_loss (NULL: kept), and a seal that
+ * matches, so only the checks of the contents can catch it. */
+static bool forge_state(const char *src, const char *dst, const char *drop, const char *best_loss)
+{
+    sdt_error err;
+    sdt_safetensors *st = sdt_st_open(src, &err);
+    if (!st) return false;
+    size_t n = sdt_st_count(st), n_meta = sdt_st_metadata_count(st), k = 0, m = 0;
+    sdt_st_write_item items[16];
+    sdt_st_kv meta[32];
+    char *training = NULL;
+    bool ok = n <= 16 && n_meta < 32;
+    for (size_t i = 0; ok && i < n; i++) {
+        const sdt_st_entry *e = sdt_st_at(st, i);
+        if (!drop || strcmp(e->name, drop) != 0) items[k++] = (sdt_st_write_item){e->name, e->dtype, e->ndim, e->shape, e->data};
+    }
+    for (size_t i = 0; ok && i < n_meta; i++) {
+        const char *key = sdt_st_metadata_key(st, i), *v = sdt_st_metadata_get(st, key);
+        if (best_loss && strcmp(key, "training") == 0) {
+            cJSON *j = cJSON_Parse(v);
+            cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "validation"), "best_loss",
+                                                   cJSON_CreateString(best_loss));
+            v = training = cJSON_PrintUnformatted(j);
+            cJSON_Delete(j);
+        }
+        if (strcmp(key, SDT_STATE_SEAL_KEY) != 0) meta[m++] = (sdt_st_kv){key, v};
+    }
+    char seal[SDT_SHA256_HEX];
+    if (ok) {
+        sdt_state_seal_compute(items, k, meta, m, seal);
+        meta[m++] = (sdt_st_kv){SDT_STATE_SEAL_KEY, seal};
+        ok = sdt_st_write(dst, items, k, meta, m, &err);
+    }
+    free(training);
+    sdt_st_close(st);
+    return ok;
+}
+
+/* A resume that changes what the run trains or averages is refused, naming the option, both values
+ * and the fix; a forged lowest loss or a missing average are damage (issue 29). */
+static void check_resume_options(const trainer_env *env)
+{
+    printf("-- a resume with another validation split or ema, or a damaged validation or average record, is refused\n");
+    char dir[FX_PATH], log[FX_PATH], emb[FX_PATH], pristine[FX_PATH], state[FX_PATH], forged[FX_PATH];
+    fx_subdir(env, dir, "opts");
+    fx_subdir(env, log, "opts-log");
+    if (!fx_make_embedding(env, dir, "optcat", 2, "a cat", emb)) return;
+    snprintf(pristine, sizeof pristine, "%.3000s/untrained.bak", dir);
+    snprintf(state, sizeof state, "%.3000s/at-2.state.safetensors", dir);
+    CHECK(fx_copy_file(emb, pristine), "copy the embedding");
+    sdt_ti_config c;
+    sdt_train_options o;
+    fx_config(env, &c, emb, NULL, log, 2);
+    options_from(env, &o, &c);
+    o.ema_decay = 0.7;
+    o.validation_split = 0.25;
+    o.validate_every = 1;
+    run_result r;
+    train(env, &c, &o, &r);
+    CHECK(r.status == SDT_STATUS_OK && fx_copy_file(r.state, state), "the run to resume: %s", r.log);
+    if (r.status != SDT_STATUS_OK) return;
+    struct {
+        double split, ema;
+        const char *drop, *best_loss, *want1, *want2;
+    } cases[] = {
+        {0.5, 0.7, NULL, NULL, "validation_split (--validation-split) 0.25, and this resume asks for 0.5", "resume with --validation-split 0.25"},
+        {0.25, 0.9, NULL, NULL, "ema_decay (--ema) 0.7, and this resume asks for 0.9", "resume with --ema 0.7"},
+        {0.25, 0, NULL, NULL, "ema_decay (--ema) 0.7, and this resume asks for off", "start afresh with off"},
+        {0.25, 0.7, NULL, "abc", "validation.best_loss = \"abc\", which no run writes (the file is damaged)", NULL},
+        {0.25, 0.7, "ema.embedding", NULL, "tensor 'ema.embedding' is missing, but the state records ema_decay 0.7", "damaged"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        bool forge = cases[i].drop || cases[i].best_loss;
+        snprintf(forged, sizeof forged, "%.3000s/forged-%zu.state.safetensors", dir, i);
+        CHECK(!forge || forge_state(state, forged, cases[i].drop, cases[i].best_loss), "forge case %zu", i);
+        CHECK(fx_copy_file(pristine, emb), "the embedding as the run began");
+        fx_config(env, &c, emb, NULL, log, 4);
+        c.resume_state_path = forge ? forged : state;
+        options_from(env, &o, &c);
+        o.ema_decay = cases[i].ema;
+        o.validation_split = cases[i].split;
+        o.validate_every = 1;
+        c.train_options = &o;
+        fx_recorder rec;
+        sdt_ti_trainer *t = fx_create(env, &rec);
+        if (!t) return;
+        sdt_status st = fx_prepare_run(env, t, &c);
+        const char *why = fx_last_error(env, t);
+        CHECK(st != SDT_STATUS_OK && strstr(why, cases[i].want1) && (!cases[i].want2 || strstr(why, cases[i].want2)),
+              "case %zu: status %d, sentence: %s", i, (int)st, why);
+        CHECK(!strstr(rec.log, "its run had no ema_decay"), "case %zu: the log gives a false reason: %s", i, rec.log);
+        env->ti->destroy(t);
+    }
+}
+
 int main(int argc, char **argv)
 {
     trainer_env env;
@@ -347,6 +446,7 @@ int main(int argc, char **argv)
     check_validation(&env);
     check_early_stop(&env);
     check_average_resume(&env);
+    check_resume_options(&env);
     trainer_env_close(&env);
     return sdt_test_finish("trainer_validation");
 }

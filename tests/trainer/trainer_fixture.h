@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "plugin_open.h"
@@ -103,6 +104,15 @@ static inline bool fx_same_bytes(const char *a, const char *b)
     free(x);
     free(y);
     return same;
+}
+
+/* Today's local date as a run names its date folder (<log>/<YYYY-MM-DD>/<name>). */
+static inline void fx_today(char date[16])
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(date, 16, "%Y-%m-%d", &tm);
 }
 
 /* The places where a damaged state is tried: a byte of the tensor data, and one of the header (its JSON). */
