@@ -612,10 +612,11 @@ struct sdt_train_options {
     bool noise_offset_random_strength;/* [false] each sample's offset strength uniform in [0, noise_offset] */
     uint8_t reserved_loss[2];         /* [0] must be 0 */
     int64_t warmup_steps;             /* [0] linear warmup from 0 over this many steps, for every scheduler */
-    double min_snr_gamma;             /* [0] 0 = off; > 0: each sample's loss weighted by min(SNR, gamma)/SNR
+    double min_snr_gamma;             /* [0] 0 = off; >= 1e-4: each sample's loss weighted by min(SNR, gamma)/SNR
                                        * (epsilon) or min(SNR, gamma)/(SNR + 1) (v-prediction) at its timestep */
     double noise_offset;              /* [0] 0 = off; noise += noise_offset * N(0,1) per sample and channel */
-    double huber_delta;               /* [1.0] loss_type HUBER's delta, > 0 */
+    double huber_delta;               /* [1.0] loss_type HUBER's delta, >= 1e-4 (smaller
+                                       * would make every 16-bit gradient zero) */
     /* 1.5, too: preview grids, flip, caption drop-out, kept tags */
     const char *preview_prompts_file; /* [NULL] a UTF-8 text file, one preview prompt per line (blank lines
                                        * and lines starting with # skipped): each preview is a grid of
