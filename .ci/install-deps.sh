@@ -4,8 +4,8 @@
 # Besides what the build needs, what CI (.ci/run) needs, unless --build-only is given:
 #   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
 #   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
-#   python3-venv, python3-pip, python3-setuptools, python3-wheel
-#                               the Python binding's install test (pip install ./python into a venv, offline)
+#   python3-venv, python3-pip   the Python binding's install test (its wheel and pip install ./python into a
+#                               plain venv, offline; no setuptools or wheel needed)
 #   ninja-build, dpkg-dev       the Ninja build check and CPack's .deb (dpkg-shlibdeps)
 #   chromium, nodejs, npm, curl sdt-host serve's tests: the page in headless Chromium (puppeteer-core,
 #                               which the test installs with npm ci from tests/e2e/serve/package-lock.json)
@@ -17,7 +17,7 @@ pkgs=(build-essential cmake pkg-config git libsoup-3.0-dev
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3 locales)
 [ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch python3-venv python3-pip
-                                         python3-setuptools python3-wheel ninja-build dpkg-dev chromium curl)
+                                         ninja-build dpkg-dev chromium curl)
 # node and npm: Debian's nodejs and npm, unless a node with its npm is already installed (NodeSource's
 # nodejs carries npm and conflicts with Debian's npm package)
 if [ "${1:-}" != "--build-only" ] && ! { command -v node && command -v npm; } >/dev/null 2>&1; then pkgs+=(nodejs npm); fi

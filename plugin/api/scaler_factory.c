@@ -3,8 +3,9 @@
  *
  * It wraps the core scaler (train/scaler.h) so the semantics and every safety check are
  * the same as inside the trainers. Each public optimizer index is a core optimizer whose
- * parameters are views of the host's gradient buffers, registered at the first unscale (the
- * layout must stay the same afterwards; the pointers may change). The host runs its own
+ * parameters are views of the host's gradient buffers, attached to the core scaler and
+ * registered at the first unscale (the layout must stay the same afterwards; the pointers may
+ * change). The host runs its own
  * optimizer: should_step only decides, so the core optimizer never steps. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,7 +114,7 @@ static bool build_core(sdt_loss_scaler *s, const sdt_loss_scaler_config *c, sdt_
         char name[32];
         snprintf(name, sizeof name, "optimizer %u", (unsigned)i);
         s->opts[i].core = sdt_optimizer_create(s->backend, name, &unused, error);
-        if (!s->opts[i].core || sdt_scaler_attach(s->core, s->opts[i].core, error) != SDT_CORE_OK) return false;
+        if (!s->opts[i].core) return false;
     }
     return true;
 }
@@ -212,6 +213,15 @@ static sdt_status bind_buffers(sdt_loss_scaler *s, host_optimizer *o, uint32_t i
     return SDT_STATUS_OK;
 }
 
+/* An index joins the core scaler at its first unscale, so the scaler's sentences name the
+ * optimizers the host uses, not every index optimizer_count reserved. */
+static sdt_status attach_on_first_use(sdt_loss_scaler *s, host_optimizer *o)
+{
+    if (o->buffer_count) return SDT_STATUS_OK;
+    sdt_error error = {0};
+    return sdt_scaler_attach(s->core, o->core, &error) == SDT_CORE_OK ? SDT_STATUS_OK : fail_core(s, &error);
+}
+
 static sdt_status check_buffers(sdt_loss_scaler *s, float *const *grads, const uint64_t *counts, uint32_t n)
 {
     if (!grads || !counts || n == 0)
@@ -236,6 +246,7 @@ static sdt_status unscale(sdt_loss_scaler *s, uint32_t index, float *const *grad
                                "optimizer %u: unscale after should_step (PyTorch: \"unscale_() is being called after "
                                "step().\"); call update() to start the next iteration first.", (unsigned)index);
     sdt_status st = check_buffers(s, grads, counts, buffer_count);
+    if (st == SDT_STATUS_OK) st = attach_on_first_use(s, o);
     if (st == SDT_STATUS_OK) st = bind_buffers(s, o, index, grads, counts, buffer_count);
     if (st != SDT_STATUS_OK) return st;
     sdt_optimizer_note_backward(o->core, sdt_scaler_enabled(s->core)); /* the host's backward filled these */

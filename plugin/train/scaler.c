@@ -129,14 +129,27 @@ static void scaler_log(const sdt_scaler *sc, sdt_core_log_level level, const cha
     sc->log(sc->log_user, level, msg);
 }
 
-/* "'a'" or "'a', 'b'": who a scaler-wide message is about. */
+/* "'a'" or "'a', 'b'": the optimizers attached (a host's scaler attaches each at its first use). */
 static const char *optimizer_names(const sdt_scaler *sc, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < sc->count && used < size; i++)
         used += (size_t)snprintf(buf + used, size - used, "%s'%s'", i ? ", " : "", sdt_optimizer_name(sc->records[i].opt));
-    if (sc->count == 0) snprintf(buf, size, "(none attached)");
+    if (sc->count == 0) snprintf(buf, size, "no optimizer");
+    return buf;
+}
+
+/* Who a scaler-wide message is about: "optimizer 'a'", "optimizers 'a', 'b'", or "loss scaler"
+ * before any optimizer is attached. */
+static const char *message_subject(const sdt_scaler *sc, char *buf, size_t size)
+{
+    if (sc->count == 0) {
+        snprintf(buf, size, "loss scaler");
+        return buf;
+    }
+    char names[224];
+    snprintf(buf, size, "optimizer%s %s", sc->count > 1 ? "s" : "", optimizer_names(sc, names, sizeof names));
     return buf;
 }
 
@@ -207,9 +220,9 @@ sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_siz
     char names[256];
     if (batch_size <= 0)
         return core_fail(error, SDT_CORE_EMPTY_BATCH,
-                         "optimizer %s: the batch is empty (%d samples), so there is no loss to learn from; check that "
+                         "%s: the batch is empty (%d samples), so there is no loss to learn from; check that "
                          "the dataset folder has readable images and that batch_size >= 1.",
-                         optimizer_names(sc, names, sizeof names), batch_size);
+                         message_subject(sc, names, sizeof names), batch_size);
     if (!sc->cfg.enabled) {
         *scaled = loss;
         return SDT_CORE_OK;
@@ -224,9 +237,9 @@ static sdt_core_status require_scaled_once(const sdt_scaler *sc, const char *wha
     if (sc->scaled_once) return SDT_CORE_OK;
     char names[256];
     return core_fail(error, SDT_CORE_NOT_SCALED,
-                     "optimizer %s: %s before any scale_loss() (PyTorch: \"Attempted %s but _scale is None\"); call "
+                     "%s: %s before any scale_loss() (PyTorch: \"Attempted %s but _scale is None\"); call "
                      "scale_loss() first and run backward on the scaled loss.",
-                     optimizer_names(sc, names, sizeof names), what, what);
+                     message_subject(sc, names, sizeof names), what, what);
 }
 
 static sdt_core_status find_owned(const sdt_scaler *sc, const sdt_optimizer *opt, const char *what,
@@ -344,10 +357,10 @@ static sdt_core_status apply_update_rule(sdt_scaler *sc, float found_inf, sdt_sc
             if (!scale_usable(new_scale)) {
                 char names[256];
                 return core_fail(error, SDT_CORE_SCALE_UNDERFLOW,
-                                 "optimizer %s: the loss scale would underflow from %g to %g after repeated overflows "
+                                 "%s: the loss scale would underflow from %g to %g after repeated overflows "
                                  "(fp16 cannot represent these gradients); set min_scale (e.g. 1) so the fp32 fallback "
                                  "takes over, or train in fp32 or bf16.",
-                                 optimizer_names(sc, names, sizeof names), (double)sc->scale, (double)new_scale);
+                                 message_subject(sc, names, sizeof names), (double)sc->scale, (double)new_scale);
             }
             info->backed_off = true;
         }
@@ -390,9 +403,9 @@ sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, 
     if (records == 0) {
         char names[256];
         return core_fail(error, SDT_CORE_UPDATE_WITHOUT_RECORDS,
-                         "optimizer %s: update with nothing recorded: no optimizer was unscaled or stepped since the "
+                         "%s: update with nothing recorded: no optimizer was unscaled or stepped since the "
                          "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call unscale() and "
-                         "should_step() for each optimizer, then update() once.", optimizer_names(sc, names, sizeof names));
+                         "should_step() for each optimizer, then update() once.", message_subject(sc, names, sizeof names));
     }
     st = apply_update_rule(sc, found_inf, info, error);
     clear_records(sc);
@@ -408,8 +421,8 @@ sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, sdt_error
     if (!scale_usable(new_scale)) {
         char names[256];
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "optimizer %s: new loss scale %g is invalid (zero, negative, NaN, infinite or too small for "
-                         "fp32); pass a positive finite scale such as 65536.", optimizer_names(sc, names, sizeof names), new_scale);
+                         "%s: new loss scale %g is invalid (zero, negative, NaN, infinite or too small for "
+                         "fp32); pass a positive finite scale such as 65536.", message_subject(sc, names, sizeof names), new_scale);
     }
     sc->scale = (float)new_scale;
     clear_records(sc);

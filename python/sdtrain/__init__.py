@@ -1,8 +1,9 @@
 """sdtrain for Python hosts: a pure-Python (ctypes) binding of libsdtrain.so's C ABI (abi/sdtrain.h).
 
-    import sdtrain
+    import os, sdtrain
     plugin = sdtrain.Plugin()        # a path, else $SDTRAIN_PLUGIN, else pkg-config's `plugin` variable
     trainer = plugin.embedding_trainer(on_metrics=lambda m: print(m.step, m.loss))
+    os.makedirs("embeddings", exist_ok=True)  # the plugin writes into an existing folder
     path = trainer.create_embedding("star", model_path=model, output_dir="embeddings", init_text="object")
     run = trainer.start(embedding_path=path, model_path=model, dataset_dir="dataset",
                         template_file="template.txt", max_steps=200, learn_rate="0.005")

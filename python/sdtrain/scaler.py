@@ -3,7 +3,8 @@ GradScaler, the same object with torch.amp.GradScaler's calls for a host's own P
 
 Every misuse the plugin checks (unscale twice, unscale after step, step twice, a step with no
 inf check, update with nothing recorded, settings out of range) raises ScalerMisuseError or
-SdtrainError with the plugin's sentence; none is an assertion."""
+SdtrainError with the plugin's sentence; none is an assertion. Complex losses, gradients and
+buffers are refused (UNSUPPORTED) before anything is touched."""
 import ctypes
 import struct
 import weakref
@@ -20,6 +21,29 @@ _BLOB = struct.Struct("<8sIIfddqqiif")
 _MAGIC = b"SDTSCAL\0"
 _BLOB_KEYS = ("version", "enabled", "scale", "growth_factor", "backoff_factor", "growth_interval",
               "growth_tracker", "hysteresis", "hysteresis_tracker", "min_scale")
+
+
+_UNSUPPORTED = -4
+
+
+def _is_complex(value):
+    """A Python, NumPy or torch complex number or array (without importing NumPy or torch)."""
+    if isinstance(value, complex):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return bool(getattr(dtype, "is_complex", False)) or getattr(dtype, "kind", None) == "c"
+
+
+def _refuse_complex(value, what):
+    """Complex values would lose their imaginary part on the way to float32 (a silent corruption):
+    refused with a sentence naming what held them."""
+    if _is_complex(value):
+        dtype = getattr(value, "dtype", None)
+        raise SdtrainError(_UNSUPPORTED, "%s is complex %s; sdtrain's loss scaler works on real float32 values "
+                           "only: pass real numbers (for complex parameters, train their real and imaginary parts "
+                           "as real tensors, e.g. torch.view_as_real)."
+                           % (what, "(dtype %s)" % dtype if dtype is not None else repr(value)))
+    return value
 
 
 def decode_state(blob):
@@ -87,7 +111,8 @@ class LossScaler:
         """loss * scale, as the plugin computes it in float32 (loss unchanged when disabled)."""
         self._require_open()
         out = ctypes.c_float()
-        self._check(self._f.scale_loss(self._handle, float(loss), ctypes.byref(out)))
+        loss = float(_refuse_complex(loss, "scale_loss(): the loss"))
+        self._check(self._f.scale_loss(self._handle, loss, ctypes.byref(out)))
         return out.value
 
     def unscale_pointers(self, optimizer, buffers):
@@ -109,6 +134,10 @@ class LossScaler:
         views, pairs = [], []
         for b in buffers:
             m = memoryview(b)
+            if "Z" in m.format:  # the buffer protocol's complex formats ("Zf", "Zd")
+                raise SdtrainError(_UNSUPPORTED, "unscale(): buffer %d holds complex numbers (format %r); sdtrain's "
+                                   "loss scaler unscales real float32 gradients only: pass their real and imaginary "
+                                   "parts as float32 (NumPy: a.view(numpy.float32))." % (len(pairs), m.format))
             if m.readonly or m.itemsize != 4 or m.format not in ("f", "<f", "=f") or not m.c_contiguous:
                 raise SdtrainError(-1, "unscale(): buffer %d is not writable contiguous float32 memory (format %r, "
                                    "item size %d); pass float32 arrays." % (len(pairs), m.format, m.itemsize))
@@ -219,6 +248,7 @@ class GradScaler:
         """outputs * scale: a tensor (the graph kept), a float, or a list/tuple of them."""
         if not self._enabled:
             return outputs
+        _refuse_complex(outputs, "scale(): the loss")
         torch = _torch()
         if torch is not None and isinstance(outputs, torch.Tensor):
             # The plugin's scale_loss(1) is its scale (a float32 value, so the product is torch's
@@ -276,6 +306,8 @@ class GradScaler:
             if g.is_sparse:
                 raise SdtrainError(-4, "GradScaler: parameter %d of optimizer %d has a sparse gradient; sdtrain's "
                                    "scaler unscales dense float32 gradients only." % (pos, index))
+            _refuse_complex(g, "GradScaler: the gradient of parameter %d of optimizer %d (shape %s)"
+                            % (pos, index, list(p.shape)))
             if g.dtype == torch.float16:
                 raise ScalerMisuseError(-14, "optimizer %d: parameter %d has a float16 gradient (PyTorch: \"Attempting "
                                         "to unscale FP16 gradients.\"); keep the parameters an optimizer updates in "
@@ -323,6 +355,7 @@ class GradScaler:
             self._scaler.update()
         else:
             torch = _torch()
+            _refuse_complex(new_scale, "update(): new_scale")
             if torch is not None and isinstance(new_scale, torch.Tensor):
                 new_scale = new_scale.item()
             if self._recorded:

@@ -1,7 +1,8 @@
 /* test_scaler_abi.c - the public loss scaler ("sdtrain.scaler/1") as a host uses it, through
  * dlopen of libsdtrain.so (argv[1]): GradScaler numbers (unscale values, one backoff for an
  * overflow in one of two optimizers, growth after the interval), every misuse as a status with
- * a sentence, state round trip, invalid configs, older config structs, the disabled identity. */
+ * a sentence (naming only the optimizers in use), state round trip, invalid configs, older
+ * config structs, the disabled identity. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
@@ -121,6 +122,31 @@ static void test_misuse(void)
     f->destroy(sc);
 }
 
+/* A sentence about the whole scaler names the optimizers in use, not every index reserved. */
+static void test_misuse_names_used_optimizers(void)
+{
+    sdt_loss_scaler *sc = make(1024, 2000, 8, true);
+    float g[2] = { 1, 2 }, h[2] = { 3, 4 };
+    uint64_t counts[1] = { 2 };
+    float scaled;
+    bool step;
+    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "loss scaler: update before any scale_loss()");
+    f->scale_loss(sc, 1.0f, &scaled);
+    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "loss scaler: update with nothing recorded");
+    float *bufs[1] = { g };
+    CHECK(f->unscale(sc, 2, bufs, counts, 1, NULL) == SDT_STATUS_OK, "unscale 2: %s", last(sc));
+    CHECK(f->should_step(sc, 2, &step) == SDT_STATUS_OK && f->update(sc) == SDT_STATUS_OK, "iteration: %s", last(sc));
+    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "optimizer 'optimizer 2': update with nothing recorded");
+    CHECK(strstr(err, "optimizer 0") == NULL && strstr(err, "optimizer 7") == NULL, "unused optimizers named: %s", err);
+    f->scale_loss(sc, 1.0f, &scaled);
+    bufs[0] = h;
+    CHECK(f->unscale(sc, 5, bufs, counts, 1, NULL) == SDT_STATUS_OK, "unscale 5: %s", last(sc));
+    CHECK(f->should_step(sc, 5, &step) == SDT_STATUS_OK && f->update(sc) == SDT_STATUS_OK, "iteration: %s", last(sc));
+    EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "optimizers 'optimizer 2', 'optimizer 5': update with");
+    CHECK(strstr(err, "optimizer 0") == NULL && strstr(err, "optimizer 7") == NULL, "unused optimizers named: %s", err);
+    f->destroy(sc);
+}
+
 static void test_state_round_trip(sdt_test_rng *rng)
 {
     sdt_loss_scaler *sc = make(ldexp(1.0, 10), 3, 2, true);
@@ -221,6 +247,7 @@ int main(int argc, char **argv)
     if (f) {
         test_update_sequence(&rng);
         test_misuse();
+        test_misuse_names_used_optimizers();
         test_state_round_trip(&rng);
         test_configs();
     }

@@ -31,9 +31,11 @@ if [ -f "$build/plugin/libsdtrain_cuda.so" ] && [ ! -f "$libdir/libsdtrain_cuda.
     echo "FAIL: libsdtrain_cuda.so was built but not installed beside libsdtrain.so"; exit 1
 fi
 
-# The Python binding (python/) finds the installed plugin through the same pkg-config variable.
+# The Python binding, imported from the wheel installed in share/sdtrain/python (a pure-Python
+# wheel imports from the zip), finds the installed plugin through the same pkg-config variable.
 if command -v python3 >/dev/null; then
-    found=$(unset SDTRAIN_PLUGIN; PYTHONPATH=$src/python PYTHONDONTWRITEBYTECODE=1 python3 -c \
+    wheel=$(ls "$prefix"/share/sdtrain/python/sdtrain-*-py3-none-any.whl) || { echo "FAIL: no wheel installed"; exit 1; }
+    found=$(unset SDTRAIN_PLUGIN; PYTHONPATH=$wheel PYTHONDONTWRITEBYTECODE=1 python3 -c \
             'import sdtrain; p = sdtrain.Plugin(); print(p.path); p.close()')
     [ "$found" = "$plugin" ] || { echo "FAIL: the Python binding opened '$found', not $plugin"; exit 1; }
     echo "python: sdtrain.Plugin() opened $found"

@@ -259,8 +259,9 @@ def expect_misuse(fn, *words, cls=sdtrain.ScalerMisuseError):
     except cls as e:
         for w in words:
             check(w in e.sentence, "the sentence %r does not say %r" % (e.sentence, w))
-        return
+        return e
     check(False, "no %s for %s" % (cls.__name__, words))
+    return None
 
 
 def misuse():
@@ -277,7 +278,10 @@ def misuse():
     expect_misuse(lambda: scaler.state_dict(), "middle of an iteration", cls=sdtrain.SdtrainError)
     scaler.step(opt_b)
     scaler.update()
-    expect_misuse(lambda: scaler.update(), "No inf checks were recorded prior to update")
+    e = expect_misuse(lambda: scaler.update(), "optimizers 'optimizer 0', 'optimizer 1': update with nothing",
+                      "No inf checks were recorded prior to update")
+    # Only the two optimizers in use, not the 8 a GradScaler can take.
+    check(e is None or "optimizer 2" not in e.sentence, "the sentence names unused optimizers: %s" % e)
     empty = torch.optim.SGD([torch.nn.Parameter(torch.ones(3))], lr=0.1)  # no gradient at all
     scaler.scale(torch.ones((), requires_grad=True))
     expect_misuse(lambda: scaler.step(empty), "No inf checks were recorded for this optimizer")
@@ -297,6 +301,40 @@ def misuse():
     del bad_dict["sdtrain_scaler_state"]  # a torch-style dict: the plugin validates what it holds
     expect_misuse(lambda: scaler.load_state_dict(bad_dict), "growth", cls=sdtrain.SdtrainError)
     expect_misuse(lambda: scaler.load_state_dict({"scale": 2.0}), "growth_factor", cls=sdtrain.SdtrainError)
+
+
+def complex_refused():
+    """Complex values would lose their imaginary part on the way to float32 ([2+4j, 6-8j] unscaled
+    by 2 became [1+0j, 3+0j]): refused, naming the parameter, with no gradient touched."""
+    real = torch.nn.Parameter(torch.zeros(3))
+    real.grad = torch.full((3,), 4.0)
+    z = torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))
+    z.grad = torch.tensor([2 + 4j, 6 - 8j], dtype=torch.complex64)
+    before = z.grad.clone()
+    scaler = sdtrain.GradScaler(init_scale=2.0)
+    scaler.scale(torch.ones(()))
+    unsupported = dict(cls=sdtrain.SdtrainError)
+    e = expect_misuse(lambda: scaler.unscale_(torch.optim.SGD([real, z], lr=0.1)),
+                      "parameter 1 of optimizer 0 (shape [2])", "complex64", **unsupported)
+    check(e is None or e.status_name == "UNSUPPORTED", "complex gradient: status %s" % (e and e.status_name))
+    check(torch.equal(z.grad, before) and torch.equal(real.grad, torch.full((3,), 4.0)),
+          "a refused unscale_ changed the gradients: %s %s" % (z.grad, real.grad))
+    expect_misuse(lambda: scaler.scale(torch.ones((), dtype=torch.complex64)), "the loss is complex",
+                  "complex64", **unsupported)
+    expect_misuse(lambda: scaler.scale(2 + 4j), "the loss is complex (2+4j)", **unsupported)
+    expect_misuse(lambda: scaler.update(new_scale=2 + 0j), "new_scale is complex", **unsupported)
+    with sdtrain.LossScaler(init_scale=2.0) as plain:
+        expect_misuse(lambda: plain.scale_loss(1 - 1j), "the loss is complex", **unsupported)
+        try:
+            import numpy
+        except ImportError:
+            return
+        plain.scale_loss(1.0)
+        buf = numpy.array([2 + 4j, 6 - 8j], dtype=numpy.complex64)
+        expect_misuse(lambda: plain.unscale(0, [buf]), "buffer 0 holds complex numbers", "'Zf'", **unsupported)
+        check(list(buf) == [2 + 4j, 6 - 8j], "a refused unscale changed the buffer: %s" % buf)
+        pairs = buf.view(numpy.float32)  # the fix the sentence gives: both parts, unscaled alike
+        check(plain.unscale(0, [pairs]) is False and list(buf) == [1 + 2j, 3 - 4j], "float32 view: %s" % buf)
 
 
 def other_gradients():
@@ -338,6 +376,7 @@ def main():
     if torch.cuda.is_available():  # gradients on the GPU: the binding's float32 CPU copy
         training_loop("cuda")
     misuse()
+    complex_refused()
     other_gradients()
     state_round_trip(scaler)
     if failures:
