@@ -120,7 +120,14 @@ class TrainingRun:
     def _work(self):
         try:
             if self._options is not None:
-                self.prepare_info = self._trainer.prepare(**self._options)
+                self.prepare_info, status = self._trainer._prepare(self._options)
+                if status == 1:  # interrupt() during prepare: nothing was written (docs/abi.md 8.3a)
+                    self._result = "interrupted"
+                    return
+                # prepare() clears a pending request (docs/abi.md 7.3); one made after start() is for this
+                # run, so it is made again now that the run is prepared.
+                if self._trainer._interrupt_asked:
+                    self._trainer._check(self._trainer._f.interrupt(self._trainer._handle))
             self._result = self._trainer.run()
         except BaseException as e:
             self._error = e
@@ -154,6 +161,7 @@ class _Trainer:
             plugin = default_plugin()
         self.plugin = plugin
         self.closed = True
+        self._interrupt_asked = False
         self._f = plugin.factory(self._factory_id, self._factory_cls)
         self._callbacks = _CallbackState(on_log, on_metrics, on_preview, on_file_saved)
         self._cb_struct, self._cb_refs = self._callbacks.table()
@@ -215,12 +223,16 @@ class _Trainer:
         of sdt_train_options and of the method's config (docs/abi.md, abi/sdtrain.h), by name:
         model_path, dataset_dir, template_file, log_dir, max_steps, learn_rate, precision="fp16", ...
         Returns a PrepareInfo."""
+        return self._prepare(options)[0]
+
+    def _prepare(self, options):
+        """prepare(), also returning its status: 1 when interrupt() stopped it."""
         self._require_open()
         config, shared, keep = self._config(options)
         info = _abi.PrepareInfo.new()
-        self._check(self._f.prepare(self._handle, ctypes.byref(config), ctypes.byref(info)))
+        status = self._check(self._f.prepare(self._handle, ctypes.byref(config), ctypes.byref(info)))
         del keep, shared
-        return record_from(info, PrepareInfo)
+        return record_from(info, PrepareInfo), status
 
     def run(self):
         """Trains on the calling thread until max steps, an error or interrupt(). Returns
@@ -246,12 +258,15 @@ class _Trainer:
         options, prepare(**options) runs on that thread first; without, the trainer must be prepared."""
         self._require_open()
         run = TrainingRun(self, options if options else None)
+        self._interrupt_asked = False
         run.thread.start()
         return run
 
     def interrupt(self):
-        """[any thread] Asks the run to stop after the current step and save everything."""
+        """[any thread] Asks the run to stop after the current step and save everything. After
+        start(**options) it holds even while that run is still preparing."""
         self._require_open()
+        self._interrupt_asked = True  # before the plugin's request: _work reads it after prepare returns
         self._check(self._f.interrupt(self._handle))
 
     @property

@@ -201,6 +201,31 @@ def loading(plugin_path, work):
         print("a plugin of the next major:", e)
 
 
+def interrupt_right_after_start(plugin, demo, work):
+    """The docs' example: interrupt() at once after start(**options), while the worker thread is still
+    preparing (prepare() clears the plugin's pending request): the run still stops and saves."""
+    model = os.path.join(demo, "model", "sdtrain-demo.safetensors")
+    out = os.path.join(work, "early")
+    os.mkdir(out)
+    steps = []
+    trainer = plugin.embedding_trainer(on_metrics=lambda m: steps.append(m.step))
+    path = trainer.create_embedding("py-early", model, out, init_text="object", vectors_per_token=1)
+    run = trainer.start(embedding_path=path, model_path=model, dataset_dir=os.path.join(demo, "dataset"),
+                        template_file=os.path.join(work, "template.txt"), log_dir=os.path.join(work, "early-logs"),
+                        max_steps=100000, width=64, height=64, save_every=0, preview_every=0, device="cpu", seed=7)
+    trainer.interrupt()
+    try:
+        result = run.wait(240)
+    except TimeoutError:
+        trainer.interrupt()
+        run.wait()
+        check(False, "an interrupt right after start() was lost: the run went on to step %s" % (steps[-1:] or [0]))
+        return
+    check(result == "interrupted", "an interrupt right after start() gave %r, not 'interrupted'" % result)
+    check(len(steps) <= 1, "an interrupt right after start() let the run train %d steps" % len(steps))
+    trainer.close()
+
+
 def main():
     plugin_path = os.environ.get("SDTRAIN_PLUGIN")
     demo = os.environ.get("SDT_DEMO")
@@ -211,6 +236,7 @@ def main():
         with sdtrain.Plugin() as plugin:
             check(plugin.abi_version.startswith("1."), "the plugin speaks ABI %s" % plugin.abi_version)
             embedding_run(plugin, demo, work)
+            interrupt_right_after_start(plugin, demo, work)
             hypernetwork_run(plugin, demo, work)
         loading(os.path.abspath(plugin_path), work)
     if failures:
