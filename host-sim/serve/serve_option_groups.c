@@ -4,7 +4,7 @@
 #include "serve_option_groups.h"
 
 static const struct { const char *group; const char *const names[16]; } groups[] = {
-    { "What to train", { "embedding", "hypernetwork", "model", "dataset", "template" } },
+    { "What to train", { "embedding", "hypernetwork", "model", "dataset", "template", "log-dir" } },
     { "Learning rate and batch", { "learn-rate", "embedding-learn-rate", "weight-decay", "strength", "batch-size",
                                    "grad-accum", "clip-mode", "clip-value", "embedding-clip-mode", "embedding-clip-value",
                                    "lr-scheduler", "lr-cycles", "warmup-steps" } },
