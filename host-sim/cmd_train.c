@@ -33,14 +33,6 @@ static int train_with(panel_config *config, const train_target *target)
     return status;
 }
 
-/* The TI factory's train_options_defaults (1.2 on), or NULL: an embedding run fills the options
- * only sdt_train_options has (1.5) from it. */
-static sdt_status (*ti_options_defaults(const sdt_ti_factory *f))(sdt_train_options *)
-{
-    if (!f || f->struct_size < offsetof(sdt_ti_factory, train_options_defaults) + sizeof f->train_options_defaults) return NULL;
-    return f->train_options_defaults;
-}
-
 /* Opens the method's factory, builds the config from the plugin's defaults, the panel file and
  * the command line, and trains. Returns an exit status. */
 static int train_method(panel_values *values, panel_method method, const char *plugin)
@@ -54,11 +46,11 @@ static int train_method(panel_values *values, panel_method method, const char *p
     int status;
     if (method == PANEL_HYPERNETWORK) {
         if ((status = cli_hn_trainer_open(&hn, plugin)) != SDT_EXIT_OK) return status;
-        defaults = (panel_defaults){ .train_options = hn.factory->train_options_defaults, .hn_config = hn.factory->config_defaults };
+        defaults = panel_defaults_of_hypernetwork(hn.factory);
         target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
     } else {
         if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
-        defaults = (panel_defaults){ .ti_config = ti.factory->config_defaults, .train_options = ti_options_defaults(ti.factory) };
+        defaults = panel_defaults_of_embedding(ti.factory);
         target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
     }
     char *error = NULL;
@@ -87,9 +79,7 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
         ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
         hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
     }
-    panel_defaults embedding = { .ti_config = ti ? ti->config_defaults : NULL, .train_options = ti_options_defaults(ti) };
-    panel_defaults hypernetwork = { .train_options = hn ? hn->train_options_defaults : NULL,
-                                    .hn_config = hn ? hn->config_defaults : NULL };
+    panel_defaults embedding = panel_defaults_of_embedding(ti), hypernetwork = panel_defaults_of_hypernetwork(hn);
     panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);
     if (error) {
         char *summary = g_strdup_printf("%s\n(The defaults of the other options come from the plugin, which did not open: %s)",

@@ -135,19 +135,47 @@ static const panel_option options[] = {
     { "ema-every", OPT_U32, OPTIONS_ONLY(ema_every), NULL, "N", "Update the average every N steps" },
     { "ema-result", OPT_FLAG_ON, OPTIONS_ONLY(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
     { "ema-previews", OPT_FLAG_ON, OPTIONS_ONLY(ema_previews), NULL, NULL, "With --ema: previews show the average" },
-    { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder" },
+    { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV" },
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
+/* The flags sdt-host turns on whatever the plugin's default (the loss picture is what people look at),
+ * each with the help of its --no-<name> (in a panel file: <name>=false). */
+static const struct { const char *name; const char *off_help; } on_by_default[] = {
+    { "metrics", "Do not write metrics.jsonl and loss.png (by default they are written; the loss CSV is written either way; in a panel file: metrics=false)" },
+};
+
+/* The help of option o's --no- form, or NULL when sdt-host leaves its default to the plugin. */
+static const char *off_help_of(const panel_option *o)
+{
+    for (size_t k = 0; k < G_N_ELEMENTS(on_by_default); k++)
+        if (strcmp(on_by_default[k].name, o->name) == 0) return on_by_default[k].off_help;
+    return NULL;
+}
+
 struct panel_values {
     char *text[N_OPTIONS];       /* command-line values, NULL = not given */
     gboolean flag[N_OPTIONS];
+    gboolean off[N_OPTIONS];     /* --no-<name> given (the options on_by_default names) */
+    char *off_name[N_OPTIONS];   /* "no-<name>" */
     char *config_path;
     GKeyFile *key_file;
     GPtrArray *owned;            /* strings the config points at */
-    GOptionEntry entries[N_OPTIONS + 2];
+    GOptionEntry entries[2 * N_OPTIONS + 2]; /* --config, each option in table order, then the --no- forms */
 };
+
+panel_defaults panel_defaults_of_embedding(const sdt_ti_factory *f)
+{
+    gboolean has_options = f && f->struct_size >= offsetof(sdt_ti_factory, train_options_defaults) + sizeof f->train_options_defaults;
+    return (panel_defaults){ .ti_config = f ? f->config_defaults : NULL,
+                             .train_options = has_options ? f->train_options_defaults : NULL };
+}
+
+panel_defaults panel_defaults_of_hypernetwork(const sdt_hn_factory *f)
+{
+    return (panel_defaults){ .train_options = f ? f->train_options_defaults : NULL, .hn_config = f ? f->config_defaults : NULL };
+}
 
 panel_values *panel_values_new(void)
 {
@@ -159,7 +187,7 @@ panel_values *panel_values_new(void)
 void panel_values_free(panel_values *v)
 {
     if (!v) return;
-    for (size_t i = 0; i < N_OPTIONS; i++) g_free(v->text[i]);
+    for (size_t i = 0; i < N_OPTIONS; i++) g_free(v->text[i]), g_free(v->off_name[i]);
     g_free(v->config_path);
     if (v->key_file) g_key_file_unref(v->key_file);
     g_ptr_array_unref(v->owned);
@@ -181,6 +209,12 @@ const GOptionEntry *panel_option_entries(panel_values *v)
         gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF || o->kind == OPT_FLAG_CHOICE;
         v->entries[n++] = (GOptionEntry){ o->name, 0, 0, is_flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
                                           is_flag ? (gpointer)&v->flag[i] : (gpointer)&v->text[i], o->help, o->arg };
+    }
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const char *off_help = off_help_of(&options[i]);
+        if (!off_help) continue;
+        if (!v->off_name[i]) v->off_name[i] = g_strdup_printf("no-%s", options[i].name);
+        v->entries[n++] = (GOptionEntry){ v->off_name[i], 0, 0, G_OPTION_ARG_NONE, &v->off[i], off_help, NULL };
     }
     v->entries[n] = (GOptionEntry){ NULL, 0, 0, 0, NULL, NULL, NULL };
     return v->entries;
@@ -487,8 +521,16 @@ static gboolean apply_command_line(panel_values *v, panel_config *c, char **erro
         const panel_option *o = &options[i];
         char *origin = g_strdup_printf("--%s", o->name);
         gboolean ok = TRUE;
-        if (v->text[i]) ok = set_field(v, c, o, v->text[i], origin, error);
+        if (v->flag[i] && v->off[i]) {
+            *error = g_strdup_printf("--%s and --no-%s contradict each other; give one of them.", o->name, o->name);
+            ok = FALSE;
+        } else if (v->text[i]) ok = set_field(v, c, o, v->text[i], origin, error);
         else if (v->flag[i]) ok = set_field(v, c, o, "true", origin, error);
+        else if (v->off[i]) {
+            g_free(origin);
+            origin = g_strdup_printf("--no-%s", o->name);
+            ok = set_field(v, c, o, "false", origin, error);
+        }
         g_free(origin);
         if (!ok) return FALSE;
     }
@@ -518,6 +560,15 @@ static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **e
         return FALSE;
     }
     c->hn.train_options = &c->shared;
+    /* sdt-host's own defaults: what people look at (loss.png) is on unless turned off; a plugin
+     * without the field (an embedding on ABI < 1.2) trains without it. */
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        char *field = off_help_of(&options[i]) ? field_of(c, &options[i]) : NULL;
+        if (!field) continue;
+        bool on = true;
+        memcpy(field, &on, sizeof on);
+        if (c->method == PANEL_EMBEDDING && options[i].ti_offset == NO_FIELD) c->ti_uses_options = TRUE;
+    }
     return TRUE;
 }
 
@@ -636,7 +687,7 @@ void panel_option_describe(size_t i, panel_option_info *info)
     info->arg = o->arg;
     info->help = o->help;
     info->choices = o->kind == OPT_ENUM ? o->choices : NULL;
-    info->embedding = o->ti_offset != NO_FIELD;
+    info->embedding = o->ti_offset != NO_FIELD || o->shared_offset != NO_FIELD; /* the latter through train_options (1.5) */
     info->hypernetwork = o->shared_offset != NO_FIELD || o->hn_offset != NO_FIELD;
 }
 

@@ -4,7 +4,8 @@
  * panel.ini, and the mapping onto the plugin's structs: the options every method shares go to
  * sdt_train_options, a method's own to sdt_ti_config (an embedding) or sdt_hn_config (a
  * hypernetwork; with --embedding too, joint training). Precedence: the plugin's defaults, then
- * the panel file, then the command line. */
+ * sdt-host's own (metrics.jsonl and loss.png on: --no-metrics), then the panel file, then the
+ * command line. */
 #ifndef SDT_HOST_PANEL_OPTIONS_H
 #define SDT_HOST_PANEL_OPTIONS_H
 
@@ -26,7 +27,8 @@ typedef struct panel_config {
     sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
     sdt_train_options shared; /* PANEL_HYPERNETWORK; PANEL_EMBEDDING when ti_uses_options */
     gboolean ti_has_options;  /* PANEL_EMBEDDING: the plugin filled shared's defaults (1.2 on) */
-    gboolean ti_uses_options; /* PANEL_EMBEDDING: an option only sdt_train_options has (1.5) was given, so
+    gboolean ti_uses_options; /* PANEL_EMBEDDING: an option only sdt_train_options has (1.5) was given or is on
+                               * by sdt-host's default (metrics), so
                                * ti.train_options points at shared, the inline shared values copied there */
 } panel_config;
 
@@ -39,6 +41,13 @@ typedef struct panel_defaults {
     sdt_status (*ti_config)(sdt_ti_config *config);
     sdt_status (*hn_config)(sdt_hn_config *config);
 } panel_defaults;
+
+/* The plugin's defaults for a run of each method, from its factory (NULL: none). sdt-host train and
+ * sdt-host serve both take them from here, so an embedding run gets the TI factory's
+ * train_options_defaults (1.2 on) wherever it starts: the home of the options only
+ * sdt_train_options has (validation, EMA, the LR scheduler, flip, buckets, metrics...). */
+panel_defaults panel_defaults_of_embedding(const sdt_ti_factory *factory);
+panel_defaults panel_defaults_of_hypernetwork(const sdt_hn_factory *factory);
 
 panel_values *panel_values_new(void);
 void panel_values_free(panel_values *v);

@@ -68,8 +68,7 @@ static void setup(SoupServer *server, SoupServerMessage *msg, const char *path, 
     }
     const sdt_ti_factory *ti = host_plugin_factory(&ctx->plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
     const sdt_hn_factory *hn = host_plugin_factory(&ctx->plugin, SDT_FACTORY_HYPERNETWORK, NULL);
-    panel_defaults ti_d = { .ti_config = ti ? ti->config_defaults : NULL };
-    panel_defaults hn_d = { .train_options = hn ? hn->train_options_defaults : NULL, .hn_config = hn ? hn->config_defaults : NULL };
+    panel_defaults ti_d = panel_defaults_of_embedding(ti), hn_d = panel_defaults_of_hypernetwork(hn);
     char **ti_defaults = ti ? panel_default_values(&ti_d, PANEL_EMBEDDING) : NULL;
     char **hn_defaults = hn ? panel_default_values(&hn_d, PANEL_HYPERNETWORK) : NULL;
     cJSON *options = cJSON_AddArrayToObject(j, "options");
@@ -100,7 +99,7 @@ static const char *content_type_of(const char *path)
 {
     if (g_str_has_suffix(path, ".png")) return "image/png";
     if (g_str_has_suffix(path, ".json")) return "application/json";
-    if (g_str_has_suffix(path, ".csv") || g_str_has_suffix(path, ".txt")) return "text/plain; charset=utf-8";
+    if (g_str_has_suffix(path, ".csv") || g_str_has_suffix(path, ".txt") || g_str_has_suffix(path, ".jsonl")) return "text/plain; charset=utf-8";
     return "application/octet-stream";
 }
 

@@ -105,7 +105,8 @@ int cmd_serve(int argc, char **argv)
     else {
         ctx.guard.port = bound_port(server);
         const char *shown = strchr(address, ':') ? g_strdup_printf("[%s]", address) : g_strdup(address);
-        printf("sdt-host serve: open http://%s:%u/%s%s\n", ctx.guard.loopback ? "127.0.0.1" : shown, ctx.guard.port,
+        /* the address it listens on, as given: 127.0.0.2 or ::1 is not reachable at 127.0.0.1 */
+        printf("sdt-host serve: open http://%s:%u/%s%s\n", shown, ctx.guard.port,
                ctx.guard.token ? "?token=" : "", ctx.guard.token ? ctx.guard.token : "");
         printf("Folders: models %s, datasets %s, embeddings %s, hypernetworks %s, logs %s\n",
                ctx.folders.root[SERVE_MODELS], ctx.folders.root[SERVE_DATASETS], ctx.folders.root[SERVE_EMBEDDINGS],

@@ -7,7 +7,7 @@
 
 #include "serve_folders.h"
 
-/* [{ "folder": "<date>/<name>", "date", "name", "modified" (unix s), "csv", "settings",
+/* [{ "folder": "<date>/<name>", "date", "name", "modified" (unix s), "csv", "metrics" (metrics.jsonl), "settings",
  *    "images": [...], "files": [...] }], newest first; paths relative to the log folder. */
 cJSON *serve_log_runs_json(const serve_folders *folders);
 

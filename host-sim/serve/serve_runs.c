@@ -255,12 +255,12 @@ static gboolean open_trainer(run *r, panel_defaults *defaults, char **error)
         r->hn = host_plugin_factory(r->owner->plugin, SDT_FACTORY_HYPERNETWORK, error);
         if (!r->hn) return FALSE;
         st = r->hn->create(&cb, &r->hn_trainer, sentence, sizeof sentence);
-        *defaults = (panel_defaults){ .train_options = r->hn->train_options_defaults, .hn_config = r->hn->config_defaults };
+        *defaults = panel_defaults_of_hypernetwork(r->hn);
     } else {
         r->ti = host_plugin_factory(r->owner->plugin, SDT_FACTORY_TEXTUAL_INVERSION, error);
         if (!r->ti) return FALSE;
         st = r->ti->create(&cb, &r->ti_trainer, sentence, sizeof sentence);
-        *defaults = (panel_defaults){ .ti_config = r->ti->config_defaults };
+        *defaults = panel_defaults_of_embedding(r->ti);
     }
     if (st != SDT_STATUS_OK) {
         *error = g_strdup(sentence[0] ? sentence : "The plugin could not create a trainer.");

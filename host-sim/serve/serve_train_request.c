@@ -1,4 +1,6 @@
 /* serve_train_request.c - see serve_train_request.h. */
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "panel_options.h"
@@ -66,6 +68,46 @@ static gboolean resolve_chain(const serve_folders *f, GKeyFile *kf, char **error
     return ok;
 }
 
+/* A log folder typed on the page (A1111's "Log directory") may be new: its folders are made when the
+ * deepest one that exists lies inside the logs folder and the rest are plain names; the check of
+ * every path key (resolve_key) then confines the whole path. */
+static gboolean make_log_folder(const serve_folders *f, GKeyFile *kf, char **error)
+{
+    char *value = g_key_file_get_string(kf, GROUP, "log-dir", NULL);
+    char *path = value && value[0] ? (g_path_is_absolute(value) ? g_strdup(value) : g_build_filename(f->root[SERVE_LOGS], value, NULL)) : NULL;
+    GPtrArray *missing = g_ptr_array_new_with_free_func(g_free); /* the new folders' names, innermost first */
+    gboolean ok = TRUE;
+    while (path && !g_file_test(path, G_FILE_TEST_EXISTS) && ok) {
+        char *name = g_path_get_basename(path), *parent = g_path_get_dirname(path);
+        ok = strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && strcmp(name, G_DIR_SEPARATOR_S) != 0 && strcmp(parent, path) != 0;
+        g_ptr_array_add(missing, name);
+        g_free(path);
+        path = parent;
+    }
+    if (!ok) *error = g_strdup_printf("log-dir: '%s' is not a folder name inside the logs folder (%s); name one without '.' or '..'.",
+                                      value, f->root[SERVE_LOGS]);
+    char *why = NULL, *inside = ok && path && missing->len ? serve_folders_resolve(f, SERVE_LOGS, path, &why) : NULL;
+    if (ok && missing->len && !inside) {
+        *error = g_strdup_printf("log-dir: %s", why);
+        ok = FALSE;
+    }
+    for (guint i = missing->len; ok && i > 0; i--) {
+        char *next = g_build_filename(inside, g_ptr_array_index(missing, i - 1), NULL);
+        g_free(inside);
+        inside = next;
+        if (g_mkdir(inside, 0777) != 0 && !g_file_test(inside, G_FILE_TEST_IS_DIR)) {
+            *error = g_strdup_printf("log-dir: could not make the folder %s (%s).", inside, g_strerror(errno));
+            ok = FALSE;
+        }
+    }
+    g_free(why);
+    g_free(inside);
+    g_ptr_array_unref(missing);
+    g_free(path);
+    g_free(value);
+    return ok;
+}
+
 char *serve_train_request_check(const serve_folders *folders, const char *body, size_t n, char **error)
 {
     GKeyFile *kf = g_key_file_new();
@@ -80,6 +122,7 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
     }
     gboolean ok = g_key_file_has_group(kf, GROUP);
     if (!ok) *error = g_strdup_printf("The panel's settings have no [%s] group.", GROUP);
+    ok = ok && make_log_folder(folders, kf, error);
     for (size_t i = 0; ok && i < G_N_ELEMENTS(path_keys); i++)
         ok = resolve_key(folders, kf, path_keys[i].key, path_keys[i].root, error);
     ok = ok && resolve_chain(folders, kf, error);

@@ -203,6 +203,7 @@ class _Trainer:
         shared = _abi.TrainOptions.new()
         if _abi.has_function(self._f, "train_options_defaults"):
             self._check(self._f.train_options_defaults(ctypes.byref(shared)))
+            shared.write_metrics = True  # as sdt-host: metrics.jsonl and loss.png unless write_metrics=False
             config.train_options = ctypes.pointer(shared)
             shared_names = set(_settable(_abi.TrainOptions))
         else:

@@ -1,5 +1,16 @@
 # serve_lib.sh - sourced after e2e_lib.sh by the `sdt-host serve` tests: starts the panel on a free
-# port with its folders in the work folder (models and datasets: the demo assets) and stops it.
+# port with its folders in the work folder (models and datasets: the demo assets) and stops it;
+# http and body_has check an answer over curl.
+
+# http WHAT EXPECTED_STATUS CURL_ARGS...: the status, and the body in $WORK/.body.
+http() {
+    local what=$1 want=$2
+    shift 2
+    local got
+    got=$(curl -s -o "$WORK/.body" -w '%{http_code}' "$@")
+    [ "$got" = "$want" ] || fail "$what: HTTP $got, expected $want: $(head -c 300 "$WORK/.body")"
+}
+body_has() { grep -qF "$2" "$WORK/.body" || fail "$1: the answer does not say '$2': $(head -c 300 "$WORK/.body")"; }
 
 SERVE_PID=
 SERVE_URL=

@@ -22,7 +22,7 @@ for opt in --embedding --dataset --template --model --learn-rate --batch-size --
            --loss-type --huber-delta --min-snr-gamma --noise-offset --noise-offset-random-strength --timestep-min \
            --timestep-max --zero-terminal-snr --lr-scheduler --lr-cycles --warmup-steps \
            --validation-dir --validation-split --validate-every --stop-after-no-improvement --ema --ema-every --ema-result \
-           --ema-previews --metrics --buckets --bucket-max-area --bucket-min-side --bucket-max-side --bucket-step \
+           --ema-previews --metrics --no-metrics --buckets --bucket-max-area --bucket-min-side --bucket-max-side --bucket-step \
            --random-crop; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
 done

@@ -15,16 +15,6 @@ source "$HERE/serve_lib.sh"
 command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
 "$SDT_HOST" serve --help >/dev/null 2>&1 || { echo "SKIP: sdt-host was built without serve (libsoup-3.0-dev)"; exit 77; }
 
-# http WHAT EXPECTED_STATUS CURL_ARGS...: the status, and the body in $WORK/.body.
-http() {
-    local what=$1 want=$2
-    shift 2
-    local got
-    got=$(curl -s -o "$WORK/.body" -w '%{http_code}' "$@")
-    [ "$got" = "$want" ] || fail "$what: HTTP $got, expected $want: $(head -c 300 "$WORK/.body")"
-}
-body_has() { grep -qF "$2" "$WORK/.body" || fail "$1: the answer does not say '$2': $(head -c 300 "$WORK/.body")"; }
-
 mkdir -p "$WORK/embeddings" "$WORK/outside"
 echo secret >"$WORK/outside/secret.txt"
 start_serve

@@ -7,6 +7,7 @@
 #  - a hypernetwork with --validation-split (the held-out files named) and --ema: style-ema.pt;
 #  - --ema-result: the result is the state's average and --resume pairs with it;
 #  - the demo with --validation names the best step and draws loss.png;
+#  - the loss plot by default: metrics.jsonl and loss.png without --metrics, none with --no-metrics or metrics=false;
 #  - bad values are refused with one sentence naming the option: a split outside (0, 1), a folder
 #    and a split together, a validation folder without images, --validate-every without data.
 source "$(dirname "$0")/e2e_lib.sh"
@@ -89,6 +90,30 @@ run_host demo --validation --max-steps 20 --grid-seeds 0 --out demo
 expect_rc 0 "demo --validation"
 grep -q 'the lowest validation loss was [0-9.]* at step [0-9]*' "$ERR" || { fail "the demo does not name the best step"; show_stderr; }
 expect_file "$(run_folder demo/textual_inversion sdtrain-demo)/loss.png" "the demo's loss plot"
+
+# The loss plot is the default (the loss picture is what people look at); --no-metrics or metrics=false turns it
+# off, and the CSV is written either way.
+plot_run() { # LOG [ARGS...]: a new embedding LOG-e/cat trained 2 steps into LOG
+    local log=$1
+    shift
+    new_embedding "$log-e" cat 1
+    run_host train --embedding "$log-e/cat.safetensors" --dataset "$DATASET" --template "$SDT_TEMPLATES/style_filewords.txt" \
+        "${TRAIN_COMMON[@]}" "${QUIET[@]}" --save-every 0 --max-steps 2 --log-dir "$log" "$@"
+}
+plot_run logs-m1
+expect_rc 0 "train with the default loss plot"
+[ "$(wc -l <"$(run_folder logs-m1 cat)/metrics.jsonl" 2>/dev/null)" = 2 ] || fail "a plain run wrote no metrics.jsonl of 2 lines"
+head -c 8 "$(run_folder logs-m1 cat)/loss.png" 2>/dev/null | grep -q PNG || fail "a plain run drew no loss.png"
+plot_run logs-m2 --no-metrics
+expect_rc 0 "train with --no-metrics"
+[ -e "$(run_folder logs-m2 cat)/metrics.jsonl" ] || [ -e "$(run_folder logs-m2 cat)/loss.png" ] && fail "--no-metrics wrote the metrics"
+expect_file "$(run_folder logs-m2 cat)/textual_inversion_loss.csv" "the CSV with --no-metrics"
+printf '[train]\nmetrics=false\n' >no-metrics.ini
+plot_run logs-m3 --config no-metrics.ini
+expect_rc 0 "train with metrics=false in a panel file"
+[ -e "$(run_folder logs-m3 cat)/metrics.jsonl" ] && fail "metrics=false in a panel file wrote metrics.jsonl"
+plot_run logs-m4 --metrics --no-metrics
+expect_usage "--metrics with --no-metrics" "--no-metrics"
 
 # Refusals: one sentence naming the option.
 new_embedding c cat 1

@@ -12,6 +12,7 @@ Checks:
  - errors: a bad option, a missing dataset, a plugin of another ABI major, a plugin that is not
    found; each an SdtrainError with its status and a sentence naming the cause;
  - the plugin found through pkg-config's `plugin` variable."""
+import glob
 import os
 import sys
 import tempfile
@@ -173,6 +174,17 @@ def hypernetwork_run(plugin, demo, work):
         info = t.inspect(path)
         check(info.step == 3 and info.widths[:info.width_count] == [128, 64] and info.all_finite,
               "inspect of the trained hypernetwork: %r" % info)
+        # The loss plot is on by default, as in sdt-host; write_metrics=False turns it off.
+        run_dirs = glob.glob(os.path.join(work, "hn-logs", "*", "py-style"))
+        check(len(run_dirs) == 1 and os.path.isfile(os.path.join(run_dirs[0], "metrics.jsonl"))
+              and os.path.isfile(os.path.join(run_dirs[0], "loss.png")), "no metrics.jsonl and loss.png by default: %r" % run_dirs)
+        run = t.start(hypernetwork_path=path, model_path=model, dataset_dir=os.path.join(demo, "dataset-style"),
+                      template_file=template, log_dir=os.path.join(work, "hn-logs-plain"), max_steps=4, width=64,
+                      height=64, save_every=0, preview_every=0, learn_rate=0.002, device="cpu", write_metrics=False)
+        check(run.wait(240) == "finished", "the hypernetwork run with write_metrics=False did not finish")
+        plain = glob.glob(os.path.join(work, "hn-logs-plain", "*", "py-style"))
+        check(len(plain) == 1 and not os.path.exists(os.path.join(plain[0], "metrics.jsonl")),
+              "write_metrics=False still wrote metrics.jsonl: %r" % plain)
 
 
 def loading(plugin_path, work):

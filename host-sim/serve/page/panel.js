@@ -4,9 +4,11 @@
 
 const token = new URLSearchParams(location.search).get("token");
 const PATH_OPTIONS = { embedding: "embeddings", hypernetwork: "hypernetworks", model: "models", dataset: "datasets", template: "templates" };
-const GROUP_ORDER = ["What to train", "Learning rate and batch", "Images and captions", "Steps and saving", "Previews", "Advanced"];
-const COLLAPSED = new Set(["Previews", "Advanced"]);
-const HIDDEN = new Set(["log-dir"]); /* the panel's runs write to its configured log folder */
+/* Typed as in A1111's Train tab (the folders listed are suggestions); the panel takes them inside its folders. */
+const TYPED = { dataset: "datasets", "log-dir": "logs" };
+const GROUP_ORDER = ["What to train", "Learning rate and batch", "Images and captions", "Steps and saving",
+                     "Validation and average", "Previews", "Advanced"];
+const COLLAPSED = new Set(["Validation and average", "Previews", "Advanced"]);
 
 let setup = null;
 const runs = new Map();   /* id -> { state, name, method, losses: [[step, loss]], start, statePath, panel } */
@@ -71,6 +73,7 @@ function fillSelect(select, items, { empty } = {}) {
 
 async function refreshLists() {
   setup = await api("/api/setup");
+  for (const list of document.querySelectorAll("datalist[data-list]")) fillSelect(list, setup.lists[list.dataset.list] || []);
   for (const select of document.querySelectorAll("select[data-list]")) {
     const list = setup.lists[select.dataset.list] || [];
     fillSelect(select, list, select.dataset.empty !== undefined ? { empty: select.dataset.empty } : {});
@@ -91,7 +94,7 @@ function buildTrainForm() {
   const form = $("#form-train");
   form.replaceChildren();
   const groups = new Map(GROUP_ORDER.map((g) => [g, []]));
-  for (const o of setup.options) if (!HIDDEN.has(o.name)) (groups.get(o.group) || groups.get("Advanced")).push(o);
+  for (const o of setup.options) (groups.get(o.group) || groups.get("Advanced")).push(o);
   for (const [title, options] of groups) {
     const box = COLLAPSED.has(title) ? el("details", {}, el("summary", { textContent: title }))
                                      : el("fieldset", {}, el("legend", { textContent: title }));
@@ -106,7 +109,15 @@ function buildTrainForm() {
 function field(o) {
   let input;
   const list = PATH_OPTIONS[o.name];
-  if (list) {
+  if (TYPED[o.name]) {
+    input = el("input", { name: o.name, placeholder: TYPED[o.name] === "logs" ? "(the log folder: " + setup.folders.logs + ")" : o.arg || "" });
+    if (setup.lists[TYPED[o.name]]) {
+      const options = el("datalist", { id: "list-" + o.name, dataset: { list: TYPED[o.name] } });
+      fillSelect(options, setup.lists[TYPED[o.name]]);
+      input.setAttribute("list", options.id);
+      input.suggestions = options;
+    }
+  } else if (list) {
     input = el("select", { name: o.name, dataset: { list } });
     if (o.name === "embedding") input.dataset.empty = "(none)";
     if (o.name === "template") input.dataset.empty = "(default: " + setup.default_template + ")";
@@ -124,6 +135,7 @@ function field(o) {
   const label = el("label", { className: o.kind === "flag" ? "check" : "", dataset: { option: o.name } });
   if (o.kind === "flag") label.append(input, " " + help);
   else label.append(labelText(o), input, el("small", { textContent: help }));
+  if (input.suggestions) label.append(input.suggestions);
   return label;
 }
 
@@ -145,7 +157,7 @@ function applyMethod() {
     if (!label) continue;
     label.hidden = !o[m];
     const input = label.querySelector("[name]");
-    if (PATH_OPTIONS[o.name]) continue;
+    if (PATH_OPTIONS[o.name] || TYPED[o.name]) continue;
     const d = defaultOf(o);
     if (o.kind === "flag") input.checked = d === "true";
     else input.value = d;
@@ -162,7 +174,7 @@ function panelText(extra = {}) {
   const lines = ["[train]"];
   const m = method();
   for (const o of setup.options) {
-    if (!o[m] || HIDDEN.has(o.name) || o.name in extra) continue;
+    if (!o[m] || o.name in extra) continue;
     const input = $(`#form-train [name="${o.name}"]`);
     if (!input) continue;
     let value = o.kind === "flag" ? (input.checked ? "true" : "false") : input.value.trim();
@@ -219,18 +231,30 @@ async function createFrom(form, path, result) {
 
 async function startTraining(extra = {}) {
   const text = panelText(extra);
+  /* Taken before the request: the new run's first events may arrive before its answer and make it current. */
+  const previous = extra.resume ? runs.get(current) : null;
+  $("#start").disabled = true; /* until the run ends: a second click would only start a refused duplicate */
   try {
     const r = await api("/api/train", text, "text/plain");
-    const previous = runs.get(current);
     current = r.run;
     const run = ensureRun(r.run);
-    if (extra.resume && previous) run.losses = previous.losses.concat(run.losses); /* one plot across the resume */
+    if (previous) { /* one plot across the resume, and its newest preview until this run draws one */
+      run.before = previous.before ? previous.before.concat(previous.losses) : previous.losses.slice();
+      if (!run.preview) run.preview = previous.preview;
+    }
     run.panel = text;
     run.extra = extra;
     showRun();
   } catch (e) {
+    $("#start").disabled = false;
     showError(e.message);
   }
+}
+
+/* The run's losses, with those of the runs it resumed before its first step. */
+function lossesOf(run) {
+  const first = run.losses.length ? run.losses[0][0] : Infinity;
+  return (run.before || []).filter((p) => p[0] < first).concat(run.losses);
 }
 
 function showError(text) {
@@ -266,7 +290,7 @@ function showRun() {
   const going = run && (run.state === "preparing" || run.state === "training");
   $("#interrupt").disabled = !going;
   $("#resume").disabled = !(run && run.state === "interrupted" && run.panel);
-  $("#start").disabled = false;
+  $("#start").disabled = !!going;
   if (!run) return;
   $("#run-name").textContent = (run.method ? run.method + " " : "") + (run.name || "") + " — run " + current +
     (run.state === "preparing" ? ": preparing (loading the model, caching latents)…" : "");
@@ -285,19 +309,24 @@ function showRun() {
     $("#stat-ips").textContent = fmt(m.images_per_second, 3);
     $("#stat-eta").textContent = going && done > 0 ? duration((m.elapsed / done) * (m.max_steps - m.step)) : going ? "–" : "done";
   }
-  drawLoss($("#loss-plot"), run.losses);
+  drawLoss($("#loss-plot"), lossesOf(run));
   const log = $("#log");
   log.replaceChildren(...run.log.slice(-200).map((l) => el("li", { className: l.level, textContent: l.message })));
   log.scrollTop = log.scrollHeight;
+  const img = $("#preview img");
   if (run.preview) {
-    const img = $("#preview img");
     img.src = fileUrl(run.preview.root || "logs", run.preview.path);
     img.hidden = false;
     $("#preview figcaption").textContent = "Step " + run.preview.step + (run.preview.prompt ? ": " + run.preview.prompt : "");
+  } else { /* this run has drawn none (yet): not another run's */
+    img.removeAttribute("src");
+    img.hidden = true;
+    $("#preview figcaption").textContent = "No preview yet.";
   }
 }
 
-function drawLoss(canvas, points) {
+/* The training loss as a line; the validation loss, when given, as dots on the same axes. */
+function drawLoss(canvas, points, validation = []) {
   const ratio = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 460, h = canvas.clientHeight || 180;
   canvas.width = w * ratio;
@@ -313,7 +342,8 @@ function drawLoss(canvas, points) {
     return;
   }
   const pad = { l: 46, r: 10, t: 10, b: 22 };
-  const xs = finite.map((p) => p[0]), ys = finite.map((p) => p[1]);
+  const measured = validation.filter((p) => Number.isFinite(p[1]));
+  const xs = finite.map((p) => p[0]), ys = finite.concat(measured).map((p) => p[1]);
   const x0 = Math.min(...xs), x1 = Math.max(...xs);
   let y0 = Math.min(...ys), y1 = Math.max(...ys);
   if (y1 - y0 < 1e-12) { y0 -= 0.5 * Math.abs(y0 || 1); y1 += 0.5 * Math.abs(y1 || 1); }
@@ -327,6 +357,7 @@ function drawLoss(canvas, points) {
     g.fillText(fmt(y, 3), 4, Y(y) + 4);
   }
   g.stroke();
+  Object.assign(canvas.dataset, { firstStep: x0, lastStep: x1, steps: finite.length }); /* what it shows, for tests */
   g.fillText("step " + x0, pad.l, h - 6);
   g.fillText("step " + x1, w - pad.r - 50, h - 6);
   g.strokeStyle = "#d9641c";
@@ -334,6 +365,9 @@ function drawLoss(canvas, points) {
   g.beginPath();
   finite.forEach((p, i) => (i ? g.lineTo(X(p[0]), Y(p[1])) : g.moveTo(X(p[0]), Y(p[1]))));
   g.stroke();
+  g.fillStyle = "#1c6bd9";
+  for (const p of measured) { g.beginPath(); g.arc(X(p[0]), Y(p[1]), 3, 0, 2 * Math.PI); g.fill(); }
+  if (measured.length) g.fillText("● validation", w - pad.r - 70, pad.t + 10);
 }
 
 function onEvent(e) {
@@ -415,13 +449,19 @@ async function showLogRun(r) {
     };
     box.append(resume);
   }
-  if (r.csv) {
+  if (r.metrics || r.csv) {
     const canvas = el("canvas", { width: 460, height: 180 });
+    canvas.dataset.source = r.metrics ? "metrics" : "csv";
     box.append(el("h3", { textContent: "Loss" }), canvas);
     try {
-      const response = await fetch(fileUrl("logs", r.csv));
-      const lines = (await response.text()).trim().split("\n").slice(1);
-      drawLoss(canvas, lines.map((l) => { const c = l.split(","); return [Number(c[0]), Number(c[3])]; }));
+      const response = await fetch(fileUrl("logs", r.metrics || r.csv));
+      const lines = (await response.text()).trim().split("\n");
+      /* metrics.jsonl has every step (and the validation loss); the CSV only every csv-every steps */
+      const points = r.metrics ? lines.map((l) => JSON.parse(l)).map((m) => [m.step, m.loss === null ? NaN : m.loss])
+                               : lines.slice(1).map((l) => { const c = l.split(","); return [Number(c[0]), Number(c[3])]; });
+      const validation = r.metrics ? lines.map((l) => JSON.parse(l)).filter((m) => typeof m.validation_loss === "number")
+                                          .map((m) => [m.step, m.validation_loss]) : [];
+      drawLoss(canvas, points, validation);
     } catch (e) { /* the plot stays empty */ }
   }
   if (r.images.length) {

@@ -98,6 +98,8 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
   await screenshot(`${method}-train-form`);
   await page.click("#start");
   await waitStep(2);
+  // While it trains, Train is off: a second click would only start a duplicate the plugin refuses.
+  if (!(await page.$eval("#start", (b) => b.disabled))) fail("Train is still enabled while the run trains");
   const first = await stepNow();
   await waitStep(first + 2);
   const second = await stepNow();
@@ -110,6 +112,7 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
   await page.click("#interrupt");
   await waitState("interrupted");
   const stopped = await stepNow();
+  if (await page.$eval("#start", (b) => b.disabled)) fail("Train stays disabled after the run was interrupted");
   const messages = await text("#log");
   if (!/Saved .*state\.safetensors/.test(messages)) fail(`interrupting did not report the saved state: ${messages}`);
   await screenshot(`${method}-interrupted`);
@@ -127,6 +130,10 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
   await waitState("interrupted");
   const final = await stepNow();
   if (!(final > stopped)) fail(`resume did not continue past step ${stopped} (now ${final})`);
+  // The live plot spans the first run and the resumed one.
+  const live = await page.$eval("#loss-plot", (c) => ({ ...c.dataset }));
+  if (Number(live.firstStep) !== 1 || Number(live.lastStep) !== final || Number(live.steps) !== final)
+    fail(`after Resume the live plot shows steps ${live.firstStep}..${live.lastStep} (${live.steps} points), expected 1..${final}`);
   await screenshot(`${method}-resumed-interrupted`);
 
   await tab("runs");
@@ -137,6 +144,11 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
   await page.waitForSelector("#run-detail .gallery img", WAIT).catch(() => fail(`the run ${stem} shows no previews`));
   await page.waitForFunction(() => [...document.querySelectorAll("#run-detail img")].every((i) => i.complete && i.naturalWidth > 0), WAIT)
     .catch(() => fail("a preview in the Runs tab did not load"));
+  // The Runs plot reads metrics.jsonl: every step, though the CSV has a row only every csv-every steps.
+  await page.waitForSelector("#run-detail canvas[data-steps]", WAIT).catch(() => fail(`the run ${stem} shows no loss plot`));
+  const plotted = await page.$eval("#run-detail canvas", (c) => ({ ...c.dataset }));
+  if (plotted.source !== "metrics" || Number(plotted.steps) !== final || Number(plotted.lastStep) !== final)
+    fail(`the Runs plot shows ${plotted.steps} steps to ${plotted.lastStep} from ${plotted.source}, expected all ${final} from metrics.jsonl`);
   await screenshot(`${method}-runs`);
   console.log(`${method}: steps ${first} -> ${second}, interrupted at ${stopped}, resumed to ${final}` + (resumedStart ? "" : ""));
   return { stopped, final };
@@ -172,12 +184,23 @@ if (mode === "fallback") {
 await screenshot("train-tab");
 
 const common = { model: "model", width: "64", height: "64", device: "cpu", seed: "7", "max-steps": "400", "save-every": "3",
-                 "preview-every": "3", "preview-steps": "3", "csv-every": "1", "learn-rate": "0.01" };
+                 "preview-every": "3", "preview-steps": "3", "csv-every": "4", "learn-rate": "0.01" };
 const embedding = await trainCase({
   method: "embedding", createTab: "create-embedding", name: "browser-cat", fileName: "browser-cat.safetensors",
   form: { name: "browser-cat", init_text: "a star", vectors: "2", model: "model" },
   fields: { ...common, embedding: "browser-cat.safetensors", dataset: "dataset", template: "subject.txt" },
 });
+// A run that fails in preparation shows its error and no preview: not the previous run's.
+await tab("train");
+await page.click("input[name=method][value=embedding]");
+await setField("width", "63");
+await page.click("#start");
+await waitState("failed");
+if (!(await page.$eval("#preview img", (i) => i.hidden))) fail("the failed run shows the previous run's preview");
+if (!(await text("#run-error"))) fail("the failed run shows no error");
+if (await page.$eval("#start", (b) => b.disabled)) fail("Train stays disabled after a failed run");
+await screenshot("embedding-failed");
+
 const hypernetwork = await trainCase({
   method: "hypernetwork", createTab: "create-hypernetwork", name: "browser-style", fileName: "browser-style.pt",
   form: { name: "browser-style" },

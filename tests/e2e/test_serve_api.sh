@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# `sdt-host serve`'s functions over HTTP (curl), as the page uses them:
+#   options    an embedding run takes every option the CLI's embedding run takes: validation, EMA and the
+#              LR scheduler are accepted and give the -ema file and metrics.jsonl (with loss.png, written
+#              by default); the setup offers them for embeddings
+#   folders    a dataset path and a log folder typed by hand are taken inside the configured folders (a
+#              new log folder is made there) and refused outside
+#   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
+HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
+source "$HERE/e2e_lib.sh"
+source "$HERE/serve_lib.sh"
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+"$SDT_HOST" serve --help >/dev/null 2>&1 || { echo "SKIP: sdt-host was built without serve (libsoup-3.0-dev)"; exit 77; }
+
+# wait_run ID STATE: polls /api/runs until run ID is in STATE (30 s at most).
+wait_run() {
+    for _ in $(seq 1 300); do
+        curl -s -o "$WORK/.runs" "$B/api/runs"
+        grep -q "\"run\":$1,[^}]*\"state\":\"$2\"" "$WORK/.runs" && return 0
+        grep -q "\"run\":$1,[^}]*\"state\":\"failed\"" "$WORK/.runs" && break
+        sleep 0.1
+    done
+    fail "run $1 did not become $2: $(head -c 500 "$WORK/.runs")"
+}
+
+start_serve
+B=$SERVE_BASE
+
+# options: the setup offers an embedding the options only sdt_train_options has.
+http "the setup" 200 "$B/api/setup"
+for option in validation-split ema lr-scheduler flip buckets metrics; do
+    python3 - "$WORK/.body" "$option" <<'PY' || fail "the setup does not offer $option to embeddings"
+import json, sys
+options = {o["name"]: o for o in json.load(open(sys.argv[1]))["options"]}
+sys.exit(0 if options[sys.argv[2]]["embedding"] else 1)
+PY
+done
+http "create an embedding" 200 -X POST -d '{"name":"star","model":"model"}' "$B/api/create-embedding"
+panel=$'[train]\nembedding=star.safetensors\nmodel=model\ndataset=dataset\nwidth=64\nheight=64\ndevice=cpu\nseed=7\n'
+panel+=$'max-steps=6\nsave-every=0\npreview-every=0\ncsv-every=1\nvalidation-split=0.25\nvalidate-every=2\nema=0.8\n'
+panel+=$'lr-scheduler=cosine\nwarmup-steps=2\n'
+http "an embedding run with validation, EMA and a scheduler" 200 -X POST --data-binary "$panel" "$B/api/train"
+wait_run 1 finished
+folder=$(run_folder "$WORK/logs" star)
+expect_file "$WORK/embeddings/star-ema.safetensors" "the embedding's average"
+[ "$(wc -l <"$folder/metrics.jsonl" 2>/dev/null)" = 6 ] || fail "metrics.jsonl of the panel's run does not have 6 lines"
+[ "$(grep -c '"validation_loss"' "$folder/metrics.jsonl")" = 3 ] || fail "metrics.jsonl does not hold 3 validation losses"
+head -c 8 "$folder/loss.png" 2>/dev/null | grep -q PNG || fail "the panel's run drew no loss.png"
+# metrics=false (the page's unticked box) turns the default off; the CSV stays.
+http "create a second embedding" 200 -X POST -d '{"name":"plain","model":"model"}' "$B/api/create-embedding"
+plain=$'[train]\nembedding=plain.safetensors\nmodel=model\ndataset=dataset\nwidth=64\nheight=64\ndevice=cpu\nmax-steps=2\n'
+plain+=$'save-every=0\npreview-every=0\nmetrics=false\n'
+http "an embedding run with metrics=false" 200 -X POST --data-binary "$plain" "$B/api/train"
+wait_run 2 finished
+folder=$(run_folder "$WORK/logs" plain)
+expect_file "$folder/textual_inversion_loss.csv" "the loss CSV without metrics"
+[ -e "$folder/metrics.jsonl" ] && fail "metrics=false still wrote metrics.jsonl"
+
+# folders: a dataset and a log folder typed by hand.
+mkdir -p "$WORK/outside/images"
+cp "$SDT_DEMO/dataset"/demo_001.* "$WORK/outside/images/"
+typed=$'[train]\nembedding=plain.safetensors\nmodel=model\nwidth=64\nheight=64\ndevice=cpu\nmax-steps=3\nsave-every=0\n'
+typed+=$'preview-every=0\n'
+http "a typed dataset path inside the datasets folder" 200 -X POST \
+    --data-binary "$(printf '%sdataset=%s\nlog-dir=%s\n' "$typed" "$SDT_DEMO/dataset" "project/first")" "$B/api/train"
+wait_run 3 finished
+[ -d "$(run_folder "$WORK/logs/project/first" plain)" ] || fail "the run did not write into the typed log folder logs/project/first"
+http "a typed dataset outside" 403 -X POST --data-binary "$(printf '%sdataset=%s\n' "$typed" "$WORK/outside/images")" "$B/api/train"
+body_has "a typed dataset outside" "outside the datasets folder"
+http "a typed log folder outside" 403 -X POST \
+    --data-binary "$(printf '%sdataset=dataset\nlog-dir=%s\n' "$typed" "$WORK/outside/new-logs")" "$B/api/train"
+http "a typed log folder climbing out" 403 -X POST \
+    --data-binary "$(printf '%sdataset=dataset\nlog-dir=../escaped/logs\n' "$typed")" "$B/api/train"
+[ -e "$WORK/outside/new-logs" ] || [ -e "$WORK/escaped" ] && fail "a log folder outside the logs folder was made"
+http "a typed log folder through a missing '..'" 403 -X POST \
+    --data-binary "$(printf '%sdataset=dataset\nlog-dir=new/../../escaped\n' "$typed")" "$B/api/train"
+[ -e "$WORK/escaped" ] || [ -e "$WORK/logs/new" ] && fail "a log folder with '..' was made"
+stop_serve
+
+# listen: the address printed is the one listened on.
+start_serve --listen 127.0.0.2
+case $SERVE_URL in http://127.0.0.2:*) ;; *) fail "--listen 127.0.0.2 printed $SERVE_URL" ;; esac
+http "the printed address" 200 "$SERVE_BASE/api/setup"
+stop_serve
+if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+    start_serve --listen ::1
+    case $SERVE_URL in "http://[::1]:"*) ;; *) fail "--listen ::1 printed $SERVE_URL" ;; esac
+    http "the printed IPv6 address" 200 -g "$SERVE_BASE/api/setup"
+    stop_serve
+else
+    echo "note: no IPv6 loopback here; --listen ::1 is not checked"
+fi
+
+e2e_finish
