@@ -82,6 +82,7 @@ http "a chunked body within the limit" 403 -X POST -H "Transfer-Encoding: chunke
 body_has "a chunked body within the limit" "model:"
 http "a GET with a body" 400 -X GET -H "Expect:" --data-binary "@$WORK/big" "$B/api/setup"
 body_has "a GET with a body" "A GET request carries no body"
+http "a HEAD with a body" 400 -X HEAD -H "Expect:" --max-time 5 --data-binary "@$WORK/big" "$B/api/setup"
 # flood WHAT STATUS CURL_ARGS...: sends 50 MiB (no Expect: 100-continue, so the bytes come whatever
 # the answer); the answer must be STATUS and the server's resident memory must not grow by 16 MiB.
 flood() {
