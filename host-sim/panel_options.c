@@ -30,6 +30,8 @@ typedef struct panel_option {
     const char *const *choices;  /* OPT_ENUM: names in enum order */
     const char *arg;             /* placeholder in --help */
     const char *help;
+    const char *folder;          /* a path option: the panel folder it must lie in (panel_option_info) */
+    gboolean folder_list;        /* "FILE[:S]; ...": a list of such paths */
 } panel_option;
 
 static const char *const clip_modes[] = { "disabled", "value", "norm", NULL };
@@ -48,18 +50,21 @@ static const char *const lr_schedulers[] = { "constant", "linear", "cosine", "co
  * through sdt_ti_config.train_options (panel_finish_config). */
 #define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
 
+/* Rows that name no folder leave folder and folder_list out (NULL, FALSE). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const panel_option options[] = {
-    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required" },
-    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required" },
-    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder (required)" },
-    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions; required)" },
-    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE ")" },
-    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)" },
+    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required", "embeddings" },
+    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required", "hypernetworks" },
+    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder (required)", "models" },
+    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions; required)", "datasets" },
+    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE ")", "templates" },
+    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)", "logs" },
     { "learn-rate", OPT_STR, EACH_METHOD(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
     { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate" },
     { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)" },
     { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10" },
-    { "preview-hypernetworks", OPT_STR, HN_ONLY(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)" },
+    { "preview-hypernetworks", OPT_STR, HN_ONLY(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)", "hypernetworks", TRUE },
     { "preview-strength", OPT_F64, HN_ONLY(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength" },
     { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
     { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
@@ -103,19 +108,19 @@ static const panel_option options[] = {
     { "preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps" },
     { "preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
     { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras", "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas" },
-    { "preview-prompts", OPT_STR, OPTIONS_ONLY(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)" },
+    { "preview-prompts", OPT_STR, OPTIONS_ONLY(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)", "datasets" },
     { "preview-seeds", OPT_STR, OPTIONS_ONLY(preview_seeds), NULL, "N|\"S1, S2, ...\"", "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)" },
     { "preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height" },
-    { "resume", OPT_STR, SHARED(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder" },
+    { "resume", OPT_STR, SHARED(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder", "logs" },
     { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
     { "deterministic", OPT_FLAG_ON, OPTIONS_ONLY(deterministic), NULL, NULL, "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)" },
     { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
     { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
-    { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)" },
+    { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "models" },
     { "loss-type", OPT_ENUM, OPTIONS_ONLY(loss_type), loss_types, "l2|l1|huber", "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))" },
     { "huber-delta", OPT_F64, OPTIONS_ONLY(huber_delta), NULL, "D", "With --loss-type huber: where the loss turns from quadratic to linear, at least 1e-4" },
     { "min-snr-gamma", OPT_F64, OPTIONS_ONLY(min_snr_gamma), NULL, "G", "Min-SNR-gamma loss weighting, 0 = off, else at least 1e-4: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)" },
@@ -127,7 +132,7 @@ static const panel_option options[] = {
     { "lr-scheduler", OPT_ENUM, OPTIONS_ONLY(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
     { "lr-cycles", OPT_U32, OPTIONS_ONLY(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
     { "warmup-steps", OPT_I64, OPTIONS_ONLY(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
-    { "validation-dir", OPT_STR, OPTIONS_ONLY(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps" },
+    { "validation-dir", OPT_STR, OPTIONS_ONLY(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps", "datasets" },
     { "validation-split", OPT_F64, OPTIONS_ONLY(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
     { "validate-every", OPT_I64, OPTIONS_ONLY(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
     { "stop-after-no-improvement", OPT_U32, OPTIONS_ONLY(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
@@ -137,6 +142,7 @@ static const panel_option options[] = {
     { "ema-previews", OPT_FLAG_ON, OPTIONS_ONLY(ema_previews), NULL, NULL, "With --ema: previews show the average" },
     { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV" },
 };
+#pragma GCC diagnostic pop
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
@@ -689,6 +695,8 @@ void panel_option_describe(size_t i, panel_option_info *info)
     info->choices = o->kind == OPT_ENUM ? o->choices : NULL;
     info->embedding = o->ti_offset != NO_FIELD || o->shared_offset != NO_FIELD; /* the latter through train_options (1.5) */
     info->hypernetwork = o->shared_offset != NO_FIELD || o->hn_offset != NO_FIELD;
+    info->folder = o->folder;
+    info->folder_list = o->folder_list;
 }
 
 char **panel_default_values(const panel_defaults *defaults, panel_method method)

@@ -109,6 +109,10 @@ typedef struct panel_option_info {
     const char *const *choices;  /* "choice": NULL-terminated names */
     gboolean embedding;          /* an embedding run takes it */
     gboolean hypernetwork;       /* a hypernetwork run takes it */
+    const char *folder;          /* a file or folder path: the kind of folder a panel keeps it in ("models",
+                                  * "datasets", "embeddings", "hypernetworks", "logs", "templates"); NULL for
+                                  * other options. sdt-host serve confines every such key by it. */
+    gboolean folder_list;        /* the value is a list of such paths, "FILE[:S]; FILE[:S]" */
 } panel_option_info;
 
 size_t panel_option_count(void);

@@ -43,6 +43,8 @@ static cJSON *option_json(size_t i, char **ti_defaults, char **hn_defaults)
     cJSON_AddStringToObject(o, "group", serve_option_group(info.name));
     cJSON_AddBoolToObject(o, "embedding", info.embedding);
     cJSON_AddBoolToObject(o, "hypernetwork", info.hypernetwork);
+    if (info.folder) cJSON_AddStringToObject(o, "folder", info.folder);
+    if (info.folder_list) cJSON_AddBoolToObject(o, "folder_list", TRUE);
     if (info.choices) {
         cJSON *choices = cJSON_AddArrayToObject(o, "choices");
         for (size_t k = 0; info.choices[k]; k++) cJSON_AddItemToArray(choices, cJSON_CreateString(info.choices[k]));

@@ -95,8 +95,12 @@ int cmd_serve(int argc, char **argv)
 
     address = listen ? listen : "127.0.0.1";
     ctx.guard.loopback = is_loopback(address);
-    ctx.guard.token = token ? g_strdup(token) : ctx.guard.loopback ? NULL : serve_guard_new_token();
+    ctx.guard.token = token ? g_strdup(token) : ctx.guard.loopback ? NULL : serve_guard_new_token(&error);
     ctx.guard.listen_host = g_strdup(address);
+    if (error) {
+        status = cli_error(error);
+        goto done;
+    }
     SoupServer *server = soup_server_new("server-header", "sdt-host-serve", NULL);
     ctx.events = serve_events_new();
     ctx.runs = serve_runs_new(&ctx.plugin, ctx.events, &ctx.folders);

@@ -87,6 +87,30 @@ char *serve_folders_resolve(const serve_folders *f, serve_root r, const char *re
     return result;
 }
 
+gboolean serve_folders_check_links(const serve_folders *f, serve_root r, const char *folder, int depth, char **error)
+{
+    GDir *d = g_dir_open(folder, 0, NULL);
+    const char *name;
+    gboolean ok = TRUE;
+    while (d && ok && (name = g_dir_read_name(d))) {
+        char *path = g_build_filename(folder, name, NULL);
+        char resolved[PATH_MAX];
+        if (g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
+            if (realpath(path, resolved) && !inside(f->root[r], resolved)) {
+                *error = g_strdup_printf("%s is a link to %s, outside the %s folder (%s); the panel reaches only the "
+                                         "folders it was started with: put the file itself there.",
+                                         path, resolved, root_names[r], f->root[r]);
+                ok = FALSE;
+            }
+        } else if (depth > 1 && g_file_test(path, G_FILE_TEST_IS_DIR)) {
+            ok = serve_folders_check_links(f, r, path, depth - 1, error);
+        }
+        g_free(path);
+    }
+    if (d) g_dir_close(d);
+    return ok;
+}
+
 char *serve_folders_relative(const serve_folders *f, serve_root r, const char *path)
 {
     char resolved[PATH_MAX];

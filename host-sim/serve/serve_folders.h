@@ -36,6 +36,11 @@ void serve_folders_clear(serve_folders *f);
  * resolves inside r. "" names the root itself. */
 char *serve_folders_resolve(const serve_folders *f, serve_root r, const char *relative, char **error);
 
+/* Whether no entry of folder (a resolved path inside root r), down to depth levels, is a symbolic
+ * link that leads out of r: a run reads each file of a dataset folder (captions) and writes into
+ * its run folder following links, so one would reach outside. FALSE with a sentence naming it. */
+gboolean serve_folders_check_links(const serve_folders *f, serve_root r, const char *folder, int depth, char **error);
+
 /* path (absolute) relative to root r when it lies inside it, else NULL (g_free). */
 char *serve_folders_relative(const serve_folders *f, serve_root r, const char *path);
 

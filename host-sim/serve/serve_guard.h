@@ -1,7 +1,9 @@
 /* serve_guard.h - the rules every request passes before a handler sees it (an early handler:
  * they run on the headers, before a body is read): the token when one is set, the Host a
  * browser used (against DNS rebinding of a loopback panel), the Origin of state-changing
- * requests, and the body's size. */
+ * requests, and the body: none on GET and HEAD, and at most SERVE_BODY_LIMIT bytes, refused by its
+ * Content-Length before it is read, or (chunked) while it is read; a refused body is never read
+ * (serve_refuse.h). Every answer carries Cross-Origin-Resource-Policy: same-origin. */
 #ifndef SDT_SERVE_GUARD_H
 #define SDT_SERVE_GUARD_H
 
@@ -18,8 +20,9 @@ typedef struct serve_guard {
     char *listen_host;  /* the address given to --listen, as a Host header may name it */
 } serve_guard;
 
-/* A random token for --listen beyond loopback without --token (g_free): 32 hex digits. */
-char *serve_guard_new_token(void);
+/* A random token for --listen beyond loopback without --token (g_free): 32 hex digits from the
+ * system's cryptographic source (getrandom); NULL with a sentence when it gives none. */
+char *serve_guard_new_token(char **error);
 
 /* Installs the early handler for the route at path (libsoup runs the early handler of the
  * route a request matches, so every route gets one); guard must outlive the server. */

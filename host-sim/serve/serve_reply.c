@@ -10,14 +10,20 @@ static void reply_text(SoupServerMessage *msg, guint status, char *json_text)
     soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, json_text, strlen(json_text));
 }
 
-void serve_reply_error(SoupServerMessage *msg, guint status, const char *sentence)
+char *serve_reply_error_text(const char *sentence)
 {
     cJSON *json = cJSON_CreateObject();
     cJSON_AddStringToObject(json, "error", sentence);
     char *text = cJSON_PrintUnformatted(json);
     cJSON_Delete(json);
-    reply_text(msg, status, g_strdup(text));
+    char *copy = g_strdup(text);
     cJSON_free(text);
+    return copy;
+}
+
+void serve_reply_error(SoupServerMessage *msg, guint status, const char *sentence)
+{
+    reply_text(msg, status, serve_reply_error_text(sentence));
 }
 
 void serve_reply_json(SoupServerMessage *msg, cJSON *json)

@@ -5,6 +5,8 @@
 #include <cjson/cJSON.h>
 #include <libsoup/soup.h>
 
+/* The JSON text {"error": sentence} (g_free). */
+char *serve_reply_error_text(const char *sentence);
 /* Sets status and a JSON body {"error": sentence}. */
 void serve_reply_error(SoupServerMessage *msg, guint status, const char *sentence);
 /* Sets 200 and json as the body; frees json. */

@@ -8,13 +8,6 @@
 
 #define GROUP "train"
 
-/* The panel keys that name a file or folder, and the folder each must lie in. */
-static const struct { const char *key; serve_root root; } path_keys[] = {
-    { "embedding", SERVE_EMBEDDINGS }, { "hypernetwork", SERVE_HYPERNETWORKS }, { "model", SERVE_MODELS },
-    { "tokenizer", SERVE_MODELS },     { "dataset", SERVE_DATASETS },           { "template", SERVE_TEMPLATES },
-    { "log-dir", SERVE_LOGS },         { "resume", SERVE_LOGS },
-};
-
 static gboolean resolve_key(const serve_folders *f, GKeyFile *kf, const char *key, serve_root root, char **error)
 {
     char *value = g_key_file_get_string(kf, GROUP, key, NULL);
@@ -36,10 +29,10 @@ static gboolean resolve_key(const serve_folders *f, GKeyFile *kf, const char *ke
     return ok;
 }
 
-/* preview-hypernetworks: "FILE[:S]; FILE[:S]", each FILE in the hypernetworks folder. */
-static gboolean resolve_chain(const serve_folders *f, GKeyFile *kf, char **error)
+/* A list key (preview-hypernetworks): "FILE[:S]; FILE[:S]", each FILE in root. */
+static gboolean resolve_list(const serve_folders *f, GKeyFile *kf, const char *key, serve_root root, char **error)
 {
-    char *value = g_key_file_get_string(kf, GROUP, "preview-hypernetworks", NULL);
+    char *value = g_key_file_get_string(kf, GROUP, key, NULL);
     if (!value) return TRUE;
     char **items = g_strsplit(value, ";", -1);
     GString *out = g_string_new(NULL);
@@ -51,9 +44,9 @@ static gboolean resolve_chain(const serve_folders *f, GKeyFile *kf, char **error
         char *strength = colon && colon[1] && strspn(colon + 1, "0123456789.eE+-") == strlen(colon + 1) ? colon : NULL;
         if (strength) *strength = '\0';
         char *why = NULL;
-        char *resolved = serve_folders_resolve(f, SERVE_HYPERNETWORKS, item, &why);
+        char *resolved = serve_folders_resolve(f, root, item, &why);
         if (!resolved) {
-            *error = g_strdup_printf("preview-hypernetworks: %s", why);
+            *error = g_strdup_printf("%s: %s", key, why);
             ok = FALSE;
         } else {
             g_string_append_printf(out, "%s%s%s%s", out->len ? "; " : "", resolved, strength ? ":" : "", strength ? strength + 1 : "");
@@ -61,7 +54,7 @@ static gboolean resolve_chain(const serve_folders *f, GKeyFile *kf, char **error
         g_free(why);
         g_free(resolved);
     }
-    if (ok) g_key_file_set_string(kf, GROUP, "preview-hypernetworks", out->str);
+    if (ok) g_key_file_set_string(kf, GROUP, key, out->str);
     g_string_free(out, TRUE);
     g_strfreev(items);
     g_free(value);
@@ -108,6 +101,26 @@ static gboolean make_log_folder(const serve_folders *f, GKeyFile *kf, char **err
     return ok;
 }
 
+/* How deep a link is looked for in a folder a run reads every file of (a dataset: its captions)
+ * or writes into (the log folder: <date>/<name>/images/<file>). */
+static const int link_depth[SERVE_N_ROOTS] = { [SERVE_DATASETS] = 1, [SERVE_LOGS] = 4 };
+
+/* Option i's folder (resolved already) holds no link leading out of its root. */
+static gboolean check_links(const serve_folders *f, GKeyFile *kf, size_t i, char **error)
+{
+    panel_option_info info;
+    panel_option_describe(i, &info);
+    int root = info.folder && !info.folder_list ? serve_root_named(info.folder) : -1;
+    char *value = root >= 0 && link_depth[root] ? g_key_file_get_string(kf, GROUP, info.name, NULL) : NULL;
+    char *why = NULL;
+    gboolean ok = !value || !g_file_test(value, G_FILE_TEST_IS_DIR) ||
+                  serve_folders_check_links(f, root, value, link_depth[root], &why);
+    if (!ok) *error = g_strdup_printf("%s: %s", info.name, why);
+    g_free(why);
+    g_free(value);
+    return ok;
+}
+
 char *serve_train_request_check(const serve_folders *folders, const char *body, size_t n, char **error)
 {
     GKeyFile *kf = g_key_file_new();
@@ -123,9 +136,20 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
     gboolean ok = g_key_file_has_group(kf, GROUP);
     if (!ok) *error = g_strdup_printf("The panel's settings have no [%s] group.", GROUP);
     ok = ok && make_log_folder(folders, kf, error);
-    for (size_t i = 0; ok && i < G_N_ELEMENTS(path_keys); i++)
-        ok = resolve_key(folders, kf, path_keys[i].key, path_keys[i].root, error);
-    ok = ok && resolve_chain(folders, kf, error);
+    /* Every key the option table marks as a path, so a new path option is confined too. */
+    for (size_t i = 0; ok && i < panel_option_count(); i++) {
+        panel_option_info info;
+        panel_option_describe(i, &info);
+        if (!info.folder) continue;
+        int root = serve_root_named(info.folder);
+        if (root < 0) {
+            *error = g_strdup_printf("%s: the panel keeps no %s folder, so it cannot take this key.", info.name, info.folder);
+            ok = FALSE;
+        } else {
+            ok = info.folder_list ? resolve_list(folders, kf, info.name, root, error)
+                                  : resolve_key(folders, kf, info.name, root, error);
+        }
+    }
     if (ok) {
         /* Runs write into the configured log folder; the template defaults as on the command line. */
         if (!g_key_file_has_key(kf, GROUP, "log-dir", NULL)) g_key_file_set_string(kf, GROUP, "log-dir", folders->root[SERVE_LOGS]);
@@ -135,6 +159,7 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
             g_free(template);
         }
     }
+    for (size_t i = 0; ok && i < panel_option_count(); i++) ok = check_links(folders, kf, i, error);
     char *text = ok ? g_key_file_to_data(kf, NULL, NULL) : NULL;
     g_key_file_unref(kf);
     return text;

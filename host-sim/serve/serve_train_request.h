@@ -1,6 +1,8 @@
 /* serve_train_request.h - a panel file posted by the page, made safe to train from: each key
- * that names a path is resolved inside its configured folder (serve_folders.h) and written
- * back absolute; the log folder is the configured one; the template defaults as in the CLI. */
+ * that names a path (those the option table gives a folder, panel_option_info) is resolved
+ * inside its configured folder (serve_folders.h) and written back absolute; a dataset folder's
+ * files and the log folder's run folders hold no link leading out; the log folder is the
+ * configured one; the template defaults as in the CLI. */
 #ifndef SDT_SERVE_TRAIN_REQUEST_H
 #define SDT_SERVE_TRAIN_REQUEST_H
 
