@@ -256,7 +256,9 @@ static bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error
         return sdt_fail(error, SDT_ERR_IO, "%s: the .safetensors twin's path is too long; choose a shorter log folder",
                         job->out.root);
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
-    if (!sdt_run_lock_take(&hp->twin_lock, lock_path, path, error)) return false;
+    /* a .pt in the run folder itself: its beside name is that path, locked already */
+    bool locked = hp->part->also_locks && strcmp(hp->part->also_locks, path) == 0;
+    if (!locked && !sdt_run_lock_take(&hp->twin_lock, lock_path, path, error)) return false;
     hp->twin_path = strdup(path);
     return hp->twin_path ? true : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
 }
