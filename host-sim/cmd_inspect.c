@@ -2,6 +2,7 @@
  * a model checkpoint or another file a run wrote holds. Each factory's inspect is asked in turn:
  * the textual inversion one first (embeddings, then models), then the hypernetwork one, then the
  * run outputs. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,12 +25,31 @@ static const char *format_name(uint32_t format)
     }
 }
 
-static void print_info(const char *path, const sdt_embedding_info *info)
+/* The model family an embedding of this width is for: SDXL's pair (clip_l_width > 0), or the one
+ * text encoder's width. */
+static const char *embedding_family(uint32_t dim, uint32_t clip_l_width)
+{
+    if (clip_l_width) return "SDXL (clip_l + clip_g)";
+    switch (dim) {
+    case 768: return "SD 1.x (CLIP ViT-L, 768)";
+    case 1024: return "SD 2.x (OpenCLIP ViT-H, 1024)";
+    default: return "a model whose text encoder is this wide (not SD 1.x's 768, SD 2.x's 1024 or SDXL's 768 + 1280)";
+    }
+}
+
+/* clip_l_width: SDXL's first table's width from the plugin's JSON (0: one table). */
+static void print_info(const char *path, const sdt_embedding_info *info, uint32_t clip_l_width)
 {
     printf("file:        %s\n", path);
     printf("format:      %s\n", format_name(info->format));
     printf("name:        %s\n", info->name);
-    if (info->vectors) printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
+    if (info->vectors && clip_l_width && clip_l_width < info->embedding_dim)
+        printf("vectors:     %u x %u (%u clip_l + %u clip_g)\n", info->vectors, info->embedding_dim, clip_l_width,
+               info->embedding_dim - clip_l_width);
+    else if (info->vectors)
+        printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
+    if (info->vectors && info->format != SDT_EMBEDDING_FILE_TRAINING_STATE)
+        printf("family:      %s\n", embedding_family(info->embedding_dim, clip_l_width));
     if (info->step >= 0) printf("step:        %lld\n", (long long)info->step);
     if (info->init_text[0]) printf("init text:   %s\n", info->init_text);
     if (info->checkpoint_name[0] || info->checkpoint_hash[0])
@@ -37,6 +57,66 @@ static void print_info(const char *path, const sdt_embedding_info *info)
     c_number_text norm;
     if (info->vectors) printf("mean norm:   %s\n", c_number(&norm, "%.6g", info->vector_norm_mean));
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
+}
+
+/* The families whose cross-attention context a hypernetwork has a module for (A1111 applies a
+ * module by the K/V width: 768 SD 1.x, 1024 SD 2.x, 2048 SDXL). */
+static void print_hn_family(const sdt_hypernetwork_info *info)
+{
+    static const struct { uint32_t width; const char *family; } contexts[] = {
+        {768, "SD 1.x"}, {1024, "SD 2.x"}, {2048, "SDXL"}};
+    GString *names = g_string_new("");
+    for (size_t k = 0; k < G_N_ELEMENTS(contexts); k++)
+        for (uint32_t i = 0; i < info->width_count && i < 8; i++)
+            if (info->widths[i] == contexts[k].width)
+                g_string_append_printf(names, "%s%s", names->len ? ", " : "", contexts[k].family);
+    printf("family:      %s\n", names->len ? names->str
+                                            : "none of SD 1.x, SD 2.x or SDXL (no module for their context widths 768, "
+                                              "1024, 2048)");
+    g_string_free(names, TRUE);
+}
+
+/* One JSON value as inspect's text: numbers with '.', lists joined, null as "none". */
+static void append_value_text(GString *out, const cJSON *v)
+{
+    c_number_text n;
+    if (cJSON_IsString(v)) g_string_append(out, v->valuestring);
+    else if (cJSON_IsNumber(v)) g_string_append(out, c_number(&n, "%.7g", v->valuedouble));
+    else if (cJSON_IsBool(v)) g_string_append(out, cJSON_IsTrue(v) ? "yes" : "no");
+    else if (cJSON_IsNull(v)) g_string_append(out, "none");
+    else if (cJSON_IsArray(v))
+        for (const cJSON *e = v->child; e; e = e->next) {
+            if (e != v->child) g_string_append(out, ", ");
+            append_value_text(out, e);
+        }
+    else {
+        char *raw = cJSON_PrintUnformatted(v);
+        g_string_append(out, raw ? raw : "?");
+        cJSON_free(raw);
+    }
+}
+
+/* The plugin's model description (a JSON object) as "key: value" lines, the key's '_' as spaces, the
+ * values in one column. */
+static void print_model(const char *path, const char *json)
+{
+    cJSON *o = cJSON_Parse(json);
+    int width = (int)strlen("format:");
+    for (const cJSON *item = cJSON_IsObject(o) ? o->child : NULL; item; item = item->next)
+        if ((int)strlen(item->string) + 1 > width) width = (int)strlen(item->string) + 1;
+    printf("%-*s %s\n%-*s model checkpoint\n", width, "file:", path, width, "format:");
+    for (const cJSON *item = cJSON_IsObject(o) ? o->child : NULL; item; item = item->next) {
+        if (!strcmp(item->string, "file") || !strcmp(item->string, "kind")) continue;
+        char *label = g_strdup_printf("%s:", item->string);
+        g_strdelimit(label, "_", ' ');
+        GString *value = g_string_new("");
+        append_value_text(value, item);
+        printf("%-*s %s\n", width, label, value->str);
+        g_string_free(value, TRUE);
+        g_free(label);
+    }
+    if (!cJSON_IsObject(o)) printf("%-*s %s\n", width, "model:", json); /* not an object: as the plugin wrote it */
+    cJSON_Delete(o);
 }
 
 static void print_hn_info(const char *path, const sdt_hypernetwork_info *info)
@@ -47,6 +127,7 @@ static void print_hn_info(const char *path, const sdt_hypernetwork_info *info)
     printf("modules:     ");
     for (uint32_t i = 0; i < info->width_count && i < 8; i++) printf("%s%u", i ? ", " : "", info->widths[i]);
     printf("\n");
+    print_hn_family(info);
     printf("structure:   %s (%u Linear layers)\n", info->layer_structure, info->layer_count);
     printf("activation:  %s%s\n", info->activation, info->activate_output ? " (also on the output)" : "");
     printf("init:        %s\n", info->weight_init);
@@ -109,11 +190,15 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
     info.struct_size = sizeof info;
     if (!json) {
         if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
-            print_info(path, &info);
             char *text = NULL;
+            bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
+            bool described = fetch_json(&t, path, &text) == SDT_STATUS_OK;
+            cJSON *o = described && !state ? cJSON_Parse(text) : NULL; /* SDXL's two widths are in the JSON only */
+            const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
+            print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
+            cJSON_Delete(o);
             /* a run's state: what it trains, its paired files and hashes, precision, scale */
-            if (info.format == SDT_EMBEDDING_FILE_TRAINING_STATE && fetch_json(&t, path, &text) == SDT_STATUS_OK)
-                printf("state:       %s\n", text);
+            if (state && described) printf("state:       %s\n", text);
             g_free(text);
             cli_trainer_close(&t);
             return status;
@@ -121,7 +206,7 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
         /* not an embedding: the plugin's JSON may describe a model checkpoint (the yaml beside it too) */
         char *text = NULL;
         if (fetch_json(&t, path, &text) == SDT_STATUS_OK) {
-            printf("file:        %s\nformat:      model checkpoint\nmodel:       %s\n", path, text);
+            print_model(path, text);
             g_free(text);
             cli_trainer_close(&t);
             return status;

@@ -373,6 +373,14 @@ static cJSON *model_index(const sd_config *cfg)
     return o;
 }
 
+/* The latent side the model was trained at, diffusers' UNet sample_size (the pipeline's default
+ * image is 8 times it): SDXL 128 (1024 px), SD 2.x's v-prediction models 96 (768-v), others 64.
+ * Decided by the UNet's y input and prediction, what a folder's weights always tell. */
+static int native_latent_size(const sdt_unet_config *u)
+{
+    return u->adm_in_channels > 0 ? 128 : u->v_prediction ? 96 : 64;
+}
+
 static cJSON *unet_json(const sdt_unet_config *u)
 {
     cJSON *o = cJSON_CreateObject();
@@ -409,7 +417,7 @@ static cJSON *unet_json(const sdt_unet_config *u)
     cJSON_AddNumberToObject(o, "norm_num_groups", u->norm_groups);
     cJSON_AddNumberToObject(o, "out_channels", u->out_channels);
     if (u->adm_in_channels > 0) cJSON_AddNumberToObject(o, "projection_class_embeddings_input_dim", u->adm_in_channels);
-    cJSON_AddNumberToObject(o, "sample_size", 64);
+    cJSON_AddNumberToObject(o, "sample_size", native_latent_size(u));
     /* diffusers' mid block takes the last level's depth (SDXL: 10 and 10) */
     cJSON_AddItemToObject(o, "transformer_layers_per_block", depth > 0 ? cJSON_CreateNumber(depth)
                                                                         : int_list(u->transformer_depth, n));
@@ -446,7 +454,7 @@ static cJSON *text_json(const clip_config *c)
     return o;
 }
 
-static cJSON *vae_json(const vae_config *v)
+static cJSON *vae_json(const vae_config *v, int image_size)
 {
     cJSON *o = cJSON_CreateObject();
     int out[VAE_MAX_LEVELS];
@@ -466,7 +474,7 @@ static cJSON *vae_json(const vae_config *v)
     cJSON_AddNumberToObject(o, "layers_per_block", v->res_blocks);
     cJSON_AddNumberToObject(o, "norm_num_groups", v->groups);
     cJSON_AddNumberToObject(o, "out_channels", v->in_channels);
-    cJSON_AddNumberToObject(o, "sample_size", 512);
+    cJSON_AddNumberToObject(o, "sample_size", image_size);
     add_float(o, "scaling_factor", decimal(v->scaling));
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, v->levels));
     return o;
@@ -519,6 +527,6 @@ bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_er
            write_json(folder, "unet", "config.json", unet_json(&cfg->unet), error) &&
            write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), error) &&
            (cfg->clip2.width == 0 || write_json(folder, "text_encoder_2", "config.json", text_json(&cfg->clip2), error)) &&
-           write_json(folder, "vae", "config.json", vae_json(&cfg->vae), error) &&
+           write_json(folder, "vae", "config.json", vae_json(&cfg->vae, 8 * native_latent_size(&cfg->unet)), error) &&
            write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), error);
 }

@@ -50,7 +50,8 @@ static void on_png_warning(png_structp png, png_const_charp msg)
 }
 
 /* Writes the PNG to fp; false + message on a libpng error. */
-static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *key, const char *text, png_failure *failure)
+static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const sdt_png_text *texts, int n_texts,
+                      png_failure *failure)
 {
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, failure, on_png_error, on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -67,11 +68,11 @@ static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *ke
     png_set_write_fn(png, failure, write_bytes, flush_bytes);
     png_set_IHDR(png, info, (png_uint_32)w, (png_uint_32)h, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    if (key) {
+    for (int i = 0; i < n_texts; i++) {
         png_text chunk = {0};
         chunk.compression = PNG_TEXT_COMPRESSION_NONE;
-        chunk.key = (png_charp)key;
-        chunk.text = (png_charp)text;
+        chunk.key = (png_charp)texts[i].key;
+        chunk.text = (png_charp)texts[i].text;
         png_set_text(png, info, &chunk, 1);
     }
     png_write_info(png, info);
@@ -84,6 +85,13 @@ static bool write_png(FILE *fp, const uint8_t *rgb, int w, int h, const char *ke
 bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const char *text_key, const char *text,
                        sdt_error *error)
 {
+    const sdt_png_text one = {text_key, text};
+    return sdt_png_write_rgb_texts(path, rgb, w, h, &one, text_key ? 1 : 0, error);
+}
+
+bool sdt_png_write_rgb_texts(const char *path, const uint8_t *rgb, int w, int h, const sdt_png_text *texts, int n_texts,
+                             sdt_error *error)
+{
     if (!rgb || w <= 0 || h <= 0) {
         sdt_fail(error, SDT_ERR_IO, "%s: an empty picture cannot be saved", path);
         return false;
@@ -91,7 +99,7 @@ bool sdt_png_write_rgb(const char *path, const uint8_t *rgb, int w, int h, const
     sdt_atomic_file f;
     if (!sdt_atomic_begin(&f, path, error)) return false;
     png_failure failure = {"", NULL, 0};
-    if (!write_png(f.fp, rgb, w, h, text_key, text, &failure)) {
+    if (!write_png(f.fp, rgb, w, h, texts, n_texts, &failure)) {
         if (failure.write_errno)
             sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or "
                      "choose another folder", path, strerror(failure.write_errno));

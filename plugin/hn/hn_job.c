@@ -38,7 +38,9 @@ typedef struct hn_part {
     sdt_hn_binding *binding;
     float strength;
     sdt_hn_preview_chain preview;  /* other hypernetworks in previews only, and the preview strength */
-    char *twin_path;           /* the other format written beside the file named, or NULL */
+    char *twin_path;           /* the other format, or NULL (see choose_twin) */
+    bool twin_in_run_folder;   /* a .pt's .safetensors twin, placed once the run folder is known */
+    sdt_run_lock twin_lock;    /* on that twin: a run training it by name is refused */
 } hn_part;
 
 static bool part_sync(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
@@ -154,6 +156,7 @@ static void part_destroy(sdt_train_part *p)
     sdt_hn_preview_chain_free(&hp->preview);
     sdt_hn_free(hp->hn);
     if (hp->cpu) hp->cpu->destroy(hp->cpu);
+    sdt_run_lock_release(&hp->twin_lock);
     free(hp->twin_path);
     free(hp);
 }
@@ -188,11 +191,6 @@ static bool values_sha256(const sdt_hn *hn, char hex[SDT_SHA256_HEX], sdt_error 
     return ok;
 }
 
-/* The other format beside the file named (.pt <-> .safetensors): written only where no file is,
- * or where the file there is this hypernetwork's twin already (the same values), so no file the
- * user did not name is ever replaced. On --resume the twin may also hold the values the state
- * records for the hypernetwork (saved with, or started from): a run killed between the file named
- * and its twin left it one save behind, and the resume brings it along. */
 /* The twin's name beside path (.pt <-> .safetensors), whether a file is there or not; NULL for another
  * extension. */
 static char *twin_name(const char *path)
@@ -206,24 +204,63 @@ static char *twin_name(const char *path)
     return strdup(twin);
 }
 
-static char *choose_twin(const sdt_train_job *job, const hn_part *hp, const char *path, const char *start_sha)
+/* The file named in the other format, the twin. A .pt's .safetensors twin goes into the run folder
+ * (<run folder>/<stem>.safetensors): ComfyUI lists every .safetensors under models/hypernetworks but
+ * builds no module from this layout, and A1111 lists only .pt, so beside the .pt it would be a
+ * file that does nothing in a host's list. A .safetensors file's .pt twin, which the hosts load,
+ * goes beside it. Beside the file a twin replaces only a file that is already this hypernetwork's
+ * twin (the same values), so no file the user did not name is replaced; on --resume also one
+ * holding the values the state records (saved with, or started from): a run killed between the
+ * file named and its twin left it one save behind, and the resume brings it along. Such a
+ * .safetensors twin beside a .pt (written before the twin moved) is kept up to date there. */
+static char *choose_twin(const sdt_train_job *job, hn_part *hp, const char *path, const char *start_sha)
 {
-    const char *twin = hp->part->also_locks; /* the twin's name, locked with the file since the part opened */
+    const char *twin = hp->part->also_locks; /* the name beside, locked with the file since the part opened */
     if (!twin) return NULL;
-    if (access(twin, F_OK) != 0) return strdup(twin);
-    char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX]; /* read from the state only when a twin is there */
-    sdt_train_job_resume_hashes(job, hp->part, saved, started);
-    sdt_error why;
-    sdt_error_clear(&why);
-    sdt_hn *other = sdt_hn_load(twin, hp->cpu, &why);
-    char sha[SDT_SHA256_HEX] = "";
-    bool same = other && values_sha256(other, sha, &why) &&
-                (strcmp(sha, start_sha) == 0 || strcmp(sha, saved) == 0 || strcmp(sha, started) == 0);
-    sdt_hn_free(other);
+    bool pt = has_suffix(path, ".pt");
+    bool same = false;
+    if (access(twin, F_OK) == 0) {
+        char saved[SDT_SHA256_HEX], started[SDT_SHA256_HEX]; /* read from the state only when a file is there */
+        sdt_train_job_resume_hashes(job, hp->part, saved, started);
+        sdt_error why;
+        sdt_error_clear(&why);
+        sdt_hn *other = sdt_hn_load(twin, hp->cpu, &why);
+        char sha[SDT_SHA256_HEX] = "";
+        same = other && values_sha256(other, sha, &why) &&
+               (strcmp(sha, start_sha) == 0 || strcmp(sha, saved) == 0 || strcmp(sha, started) == 0);
+        sdt_hn_free(other);
+        if (same && pt)
+            sdt_host_log(job->host, SDT_LOG_INFO, "%s is this hypernetwork's .safetensors twin from an earlier run, so it "
+                         "is kept up to date there; ComfyUI lists it but cannot apply it (use the .pt): delete it, and "
+                         "later runs write the twin into their run folder", twin);
+        else if (!pt && !same)
+            sdt_host_log(job->host, SDT_LOG_INFO, "%s exists and is not this hypernetwork's twin, so it is left alone; the "
+                         "trained hypernetwork is written to %s only", twin, path);
+    } else {
+        same = !pt; /* a .pt beside a .safetensors goes where no file is */
+    }
     if (same) return strdup(twin);
-    sdt_host_log(job->host, SDT_LOG_INFO, "%s exists and is not this hypernetwork's twin, so it is left alone; the trained "
-                 "hypernetwork is written to %s only", twin, path);
+    hp->twin_in_run_folder = pt;
     return NULL;
+}
+
+/* Once the run folder exists (sdt_train_job_load_data): the .pt's twin there, locked under its name. */
+static bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
+{
+    if (!hp->twin_in_run_folder) return true;
+    const char *base = strrchr(hp->part->output_path, '/');
+    base = base ? base + 1 : hp->part->output_path;
+    char path[SDT_PATH_MAX + 256], lock_path[SDT_PATH_MAX + 300];
+    if (snprintf(path, sizeof path, "%s/%.*s.safetensors", job->out.root, (int)(strlen(base) - strlen(".pt")), base) >=
+        (int)sizeof path)
+        return sdt_fail(error, SDT_ERR_IO, "%s: the .safetensors twin's path is too long; choose a shorter log folder",
+                        job->out.root);
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    /* a .pt in the run folder itself: its beside name is that path, locked already */
+    bool locked = hp->part->also_locks && strcmp(hp->part->also_locks, path) == 0;
+    if (!locked && !sdt_run_lock_take(&hp->twin_lock, lock_path, path, error)) return false;
+    hp->twin_path = strdup(path);
+    return hp->twin_path ? true : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
 }
 
 /* Phase 1, before the model: the file, its values, the name, where the result goes. */
@@ -431,7 +468,8 @@ bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o
          sdt_train_job_load_model(job, o->device, o->cpu_threads, error) && hn_part_bind_model(hp, job, error) &&
          (!joint || ti_part_bind_model(tp, job, error)) &&
          (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
-         hn_part_pick_twin(hp, job) && sdt_train_job_load_data(job, o, error) && hn_part_add_group(hp, job, c, o, error) &&
+         hn_part_pick_twin(hp, job) && sdt_train_job_load_data(job, o, error) && hn_part_place_twin(hp, job, error) &&
+         hn_part_add_group(hp, job, c, o, error) &&
          (!joint || ti_part_add_group(tp, job, &emb_schedules, error)) &&
          sdt_train_job_finish(job, o, info, error);
     if (!ok) {

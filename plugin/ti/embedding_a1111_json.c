@@ -6,6 +6,13 @@
  * string_to_param, name, step, sd_checkpoint, sd_checkpoint_name. Numbers are
  * Python float reprs of the float32 values widened to double (shortest text
  * that reads back as the same double), so vectors survive bit for bit.
+ *
+ * An SDXL card holds only {"clip_l": ..., "clip_g": ...}: A1111 1.10's and Forge's
+ * create_embedding_from_data take SDXL vectors only from a dict whose every value is a
+ * tensor (string_to_param holding the pair, or a name or step beside it, fails with
+ * "'dict' object has no attribute 'detach'"). The name, step and checkpoint then travel
+ * in sdtrain's own chunk (SDT_PNG_CARD_INFO_KEYWORD, the same keys as JSON), which
+ * A1111 ignores.
  */
 #include <cjson/cJSON.h>
 #include <glib.h>
@@ -119,30 +126,51 @@ static void append_tensor(GString *s, const sdt_embedding *e, int c0, int c1)
     g_string_append(s, "]}");
 }
 
-char *sdt_embedding_a1111_json(const sdt_embedding *e)
+/* "name": ..., "step": ..., "sd_checkpoint": ..., "sd_checkpoint_name": ... (A1111's order). */
+static void append_info(GString *s, const sdt_embedding *e)
 {
-    if (!sdt_embedding_is_finite(e)) return NULL;
-    GString *s = g_string_sized_new((size_t)e->n_vectors * (size_t)e->dim * 22 + 256);
-    g_string_append(s, "{\"string_to_token\": {\"*\": 265}, \"string_to_param\": {\"*\": ");
-    if (e->clip_l_dim) {
-        g_string_append(s, "{\"clip_l\": ");
-        append_tensor(s, e, 0, e->clip_l_dim);
-        g_string_append(s, ", \"clip_g\": ");
-        append_tensor(s, e, e->clip_l_dim, e->dim);
-        g_string_append_c(s, '}');
-    } else {
-        append_tensor(s, e, 0, e->dim);
-    }
-    g_string_append(s, "}, \"name\": ");
+    g_string_append(s, "\"name\": ");
     append_optional_string(s, e->name);
     g_string_append_printf(s, ", \"step\": %" PRId64 ", \"sd_checkpoint\": ", e->step);
     append_optional_string(s, e->checkpoint_hash);
     g_string_append(s, ", \"sd_checkpoint_name\": ");
     append_optional_string(s, e->checkpoint_name);
-    g_string_append_c(s, '}');
+}
+
+static char *finish(GString *s)
+{
     char *out = strdup(s->str);
     g_string_free(s, TRUE);
     return out;
+}
+
+char *sdt_embedding_a1111_json(const sdt_embedding *e)
+{
+    if (!sdt_embedding_is_finite(e)) return NULL;
+    GString *s = g_string_sized_new((size_t)e->n_vectors * (size_t)e->dim * 22 + 256);
+    if (e->clip_l_dim) { /* the tensors alone: see the top of this file */
+        g_string_append(s, "{\"clip_l\": ");
+        append_tensor(s, e, 0, e->clip_l_dim);
+        g_string_append(s, ", \"clip_g\": ");
+        append_tensor(s, e, e->clip_l_dim, e->dim);
+        g_string_append_c(s, '}');
+        return finish(s);
+    }
+    g_string_append(s, "{\"string_to_token\": {\"*\": 265}, \"string_to_param\": {\"*\": ");
+    append_tensor(s, e, 0, e->dim);
+    g_string_append(s, "}, ");
+    append_info(s, e);
+    g_string_append_c(s, '}');
+    return finish(s);
+}
+
+char *sdt_embedding_card_info_json(const sdt_embedding *e)
+{
+    if (!e->clip_l_dim) return NULL; /* A1111's own JSON holds them */
+    GString *s = g_string_new("{");
+    append_info(s, e);
+    g_string_append_c(s, '}');
+    return finish(s);
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -219,6 +247,27 @@ static bool optional_string(const cJSON *root, const char *key, char **field)
     return sdt_embedding_set_string(field, cJSON_IsString(v) ? v->valuestring : NULL);
 }
 
+/* name (fallback_name when absent), step, sd_checkpoint, sd_checkpoint_name from root; false only
+ * without memory. */
+static bool read_info(const cJSON *root, const char *fallback_name, sdt_embedding *e)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
+    e->step = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15 ? (int64_t)step->valuedouble : 0;
+    return sdt_embedding_set_string(&e->name, cJSON_IsString(name) ? name->valuestring : fallback_name) &&
+           optional_string(root, "sd_checkpoint", &e->checkpoint_hash) &&
+           optional_string(root, "sd_checkpoint_name", &e->checkpoint_name);
+}
+
+bool sdt_embedding_apply_card_info(const char *json, size_t len, sdt_embedding *e)
+{
+    if (!g_utf8_validate(json, (gssize)len, NULL)) return false;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    bool ok = cJSON_IsObject(root) && e->name && read_info(root, e->name, e);
+    cJSON_Delete(root);
+    return ok;
+}
+
 bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *origin, const char *fallback_name,
                                    sdt_embedding *e, sdt_error *error)
 {
@@ -249,16 +298,7 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
         ok = false;
     }
     ok = ok && read_vectors(param, origin, e, error);
-    if (ok) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
-        const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
-        ok = sdt_embedding_set_string(&e->name, cJSON_IsString(name) ? name->valuestring : fallback_name) &&
-             optional_string(root, "sd_checkpoint", &e->checkpoint_hash) &&
-             optional_string(root, "sd_checkpoint_name", &e->checkpoint_name);
-        e->step = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15 ? (int64_t)step->valuedouble
-                                                                                              : 0;
-        if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
-    }
+    if (ok && !read_info(root, fallback_name, e)) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
     cJSON_Delete(root);
     if (!ok) sdt_embedding_free(e);
     return ok;

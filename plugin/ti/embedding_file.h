@@ -7,8 +7,10 @@
  *                 vectors_per_token, init_text (absent ones omitted).
  *   .png card     A1111's card: a tEXt chunk "sd-ti-embedding" holding base64 of
  *                 the JSON that A1111 makes from its .pt dict (json.dumps default
- *                 separators, ensure_ascii, tensors as {"TORCHTENSOR": nested list}),
- *                 over a picture (the caller's preview, or a generated card).
+ *                 separators, ensure_ascii, tensors as {"TORCHTENSOR": nested list};
+ *                 SDXL: {clip_l, clip_g} alone, with name and step in a tEXt chunk
+ *                 "sdtrain-embedding-info"), over a picture (the caller's preview, or a
+ *                 generated card), the same data hidden in its pixels too.
  * Read: the above, any single-tensor safetensors embedding (diffusers
  * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, A1111
  * cards whose chunk is tEXt, zTXt or iTXt, and PyTorch files (torch.save,
@@ -36,6 +38,9 @@
 #include "safetensors.h"
 
 #define SDT_PNG_CARD_KEYWORD "sd-ti-embedding"
+/* sdtrain's own tEXt chunk beside an SDXL card's: {"name", "step", "sd_checkpoint", "sd_checkpoint_name"}
+ * as JSON (embedding_a1111_json.c says why they cannot sit in the card's data). */
+#define SDT_PNG_CARD_INFO_KEYWORD "sdtrain-embedding-info"
 
 typedef enum sdt_embedding_format {
     SDT_EMBEDDING_FORMAT_UNKNOWN = 0,
@@ -63,11 +68,19 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error);
 /* The card reader on a PNG file image in memory (also the fuzz entry). origin names it in errors. */
 bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error);
-/* The JSON text A1111 stores (before base64). Newly allocated; NULL for non-finite vectors. */
+/* The JSON text A1111 stores (before base64): its .pt dict, or for SDXL only {clip_l, clip_g}.
+ * Newly allocated; NULL for non-finite vectors. */
 char *sdt_embedding_a1111_json(const sdt_embedding *e);
-/* Parses that JSON into e. fallback_name is used when it has no "name". */
+/* Parses that JSON into e (also the older SDXL cards that held the pair in string_to_param).
+ * fallback_name is used when it has no "name". */
 bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *origin, const char *fallback_name,
                                    sdt_embedding *e, sdt_error *error);
+/* The SDT_PNG_CARD_INFO_KEYWORD text for e: JSON of what its card's data leaves out (SDXL),
+ * or NULL when the data holds it all. Newly allocated. */
+char *sdt_embedding_card_info_json(const sdt_embedding *e);
+/* Takes name, step and checkpoint from that text into a loaded e (a missing name keeps e's);
+ * false (e unchanged but for what was read) when it is not such JSON or memory ran out. */
+bool sdt_embedding_apply_card_info(const char *json, size_t len, sdt_embedding *e);
 
 /* Reads any supported file, chosen by its first bytes. format may be NULL. */
 bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error);

@@ -1,7 +1,9 @@
 /* embedding_png_card.c - A1111's PNG embedding card: write with libpng, read by walking the chunks.
  *
  * The picture carries A1111's pixel-hidden copy too (card_pixels.h), so the
- * card still loads after a service strips its metadata.
+ * card still loads after a service strips its metadata. An SDXL card's name,
+ * step and checkpoint sit in a second text chunk (embedding_file.h), read
+ * wherever it is in the file.
  *
  * The reader walks chunks itself (signature, length, type, CRC) instead of
  * decoding the picture: the card's data sits in a text chunk that may come
@@ -75,7 +77,10 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
         sdt_fail(error, why.code, "%s: building the PNG card failed (%s)", path, why.message);
         return false;
     }
-    bool ok = sdt_png_write_rgb(path, composed, composed_w, pic_h, SDT_PNG_CARD_KEYWORD, b64, error);
+    char *info = sdt_embedding_card_info_json(e); /* SDXL: what A1111's loader must not see in the data */
+    const sdt_png_text texts[2] = {{SDT_PNG_CARD_KEYWORD, b64}, {SDT_PNG_CARD_INFO_KEYWORD, info}};
+    bool ok = sdt_png_write_rgb_texts(path, composed, composed_w, pic_h, texts, info ? 2 : 1, error);
+    free(info);
     g_free(b64);
     free(composed);
     return ok;
@@ -88,15 +93,13 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* The text of the sd-ti-embedding chunk in tEXt / zTXt / iTXt data, or NULL
- * (not ours, or damaged: *damaged says which). */
-static char *card_text(const char *type, const uint8_t *d, size_t n, size_t *len, bool *damaged)
+/* The text of the chunk named keyword in tEXt / zTXt / iTXt data, or NULL
+ * (another chunk, or damaged: *damaged says which). */
+static char *card_text(const char *type, const uint8_t *d, size_t n, const char *keyword, size_t *len, bool *damaged)
 {
     *damaged = false;
     const uint8_t *nul = memchr(d, 0, n < 80 ? n : 80);
-    if (!nul || (size_t)(nul - d) != strlen(SDT_PNG_CARD_KEYWORD) ||
-        memcmp(d, SDT_PNG_CARD_KEYWORD, strlen(SDT_PNG_CARD_KEYWORD)) != 0)
-        return NULL;
+    if (!nul || (size_t)(nul - d) != strlen(keyword) || memcmp(d, keyword, strlen(keyword)) != 0) return NULL;
     const uint8_t *p = nul + 1, *end = d + n;
     bool compressed = false;
     if (!strcmp(type, "zTXt")) {
@@ -186,6 +189,9 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
     }
     size_t pos = 8;
     bool complete = false; /* every chunk in bounds up to IEND: only then is libpng given the file */
+    bool loaded = false;   /* from the text chunk; the walk goes on only to find the info chunk */
+    char *info = NULL;     /* sdtrain's SDT_PNG_CARD_INFO_KEYWORD text (SDXL cards) */
+    size_t info_len = 0;
     sdt_error text_err = {0};
     uint64_t pixels = UINT64_MAX;
     while (size - pos >= 12) {
@@ -197,15 +203,22 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         const uint8_t *data = b + pos + 8;
         uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b + pos + 4, n + 4);
         if (crc != be32(data + n)) {
+            if (loaded) break; /* the embedding is whole; only its info may be lost */
             sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged", origin,
                      g_ascii_isalpha(type[0]) && g_ascii_isalpha(type[1]) && g_ascii_isalpha(type[2]) && g_ascii_isalpha(type[3]) ? type : "?",
                      pos);
+            free(info);
             return false;
         }
-        if (text_err.code == SDT_ERR_OK && (!strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt"))) {
+        bool text_chunk = !strcmp(type, "tEXt") || !strcmp(type, "zTXt") || !strcmp(type, "iTXt");
+        if (text_chunk && !info) {
+            bool damaged;
+            info = card_text(type, data, n, SDT_PNG_CARD_INFO_KEYWORD, &info_len, &damaged);
+        }
+        if (!loaded && text_err.code == SDT_ERR_OK && text_chunk) {
             size_t len = 0;
             bool damaged;
-            char *text = card_text(type, data, n, &len, &damaged);
+            char *text = card_text(type, data, n, SDT_PNG_CARD_KEYWORD, &len, &damaged);
             if (damaged)
                 sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the %s chunk \"%s\" cannot be read; the card is damaged",
                          origin, type, SDT_PNG_CARD_KEYWORD);
@@ -225,8 +238,7 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                              origin, SDT_PNG_CARD_KEYWORD);
                 free(stem);
                 g_free(raw);
-                if (ok) return true;
-                /* A damaged text chunk: the copy in the pixels may still be whole. */
+                loaded = ok; /* else a damaged text chunk: the copy in the pixels may still be whole */
             }
         }
         if (!strcmp(type, "IEND")) {
@@ -235,27 +247,30 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         }
         pos += (size_t)n + 12;
     }
+    bool ok = loaded;
     /* libpng allocates what chunk headers and IHDR declare, so it only sees files already checked. */
-    if (text_err.code != SDT_ERR_OK) {
-        if (complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error)) {
+    if (!loaded && text_err.code != SDT_ERR_OK) {
+        ok = complete && pixels <= MAX_CARD_PIXELS && decode_from_pixels(png, size, origin, e, error);
+        if (ok) {
             char note[1100];
             snprintf(note, sizeof note, "%.1000s; the copy hidden in the pixels was used", text_err.message);
             e->from_card_pixels = true;
             sdt_embedding_set_string(&e->load_note, note); /* a courtesy: without memory, the vectors still load */
-            return true;
+        } else if (error) {
+            *error = text_err; /* the text chunk's fault is the one to report */
         }
-        if (error) *error = text_err; /* the text chunk's fault is the one to report */
-        return false;
-    }
-    if (!complete || pixels > MAX_CARD_PIXELS) {
+    } else if (!loaded && (!complete || pixels > MAX_CARD_PIXELS)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: this PNG has no \"%s\" text chunk, and it is %s, so the pixels were not searched for an "
                  "embedding", origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
-        return false;
+    } else if (!loaded) {
+        ok = decode_from_pixels(png, size, origin, e, error);
+        e->from_card_pixels = ok;
     }
-    if (!decode_from_pixels(png, size, origin, e, error)) return false;
-    e->from_card_pixels = true;
-    return true;
+    /* An info chunk that does not parse is ignored: the vectors are what a card is for. */
+    if (ok && info) sdt_embedding_apply_card_info(info, info_len, e);
+    free(info);
+    return ok;
 }
 
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error)

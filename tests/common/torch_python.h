@@ -1,5 +1,5 @@
-/* torch_python.h - running tests/models_io/torch_files.py under Debian's /usr/bin/python3 with python3-torch
- * (header only). Tests that need real torch files call tp_torch_available() first and skip without it. */
+/* torch_python.h - running the tests' torch scripts (tests/models_io/torch_files.py,
+ * tests/ti/a1111_card_loader.py) under Debian's /usr/bin/python3 with python3-torch (header only). Tests that need real torch files call tp_torch_available() first and skip without it. */
 #ifndef SDT_TORCH_PYTHON_H
 #define SDT_TORCH_PYTHON_H
 
@@ -18,15 +18,14 @@ static inline bool tp_torch_available(void)
            status == 0;
 }
 
-/* Runs torch_files.py (in source_dir/tests/models_io) with mode and the NULL-terminated args; returns its
+/* Runs the script source_dir/relative_script (a tests/ path) with the NULL-terminated args; returns its
  * stdout (g_free), *status 0 on success (its stderr printed otherwise). */
-static inline char *tp_run(const char *source_dir, const char *mode, char **args, int *status)
+static inline char *tp_run_script(const char *source_dir, const char *relative_script, char **args, int *status)
 {
-    char *script = g_build_filename(source_dir, "tests", "models_io", "torch_files.py", NULL);
+    char *script = g_build_filename(source_dir, relative_script, NULL);
     GPtrArray *argv = g_ptr_array_new();
     g_ptr_array_add(argv, TP_PYTHON);
     g_ptr_array_add(argv, script);
-    g_ptr_array_add(argv, (char *)mode);
     for (char **a = args; *a; a++) g_ptr_array_add(argv, *a);
     g_ptr_array_add(argv, NULL);
     char *out = NULL, *errout = NULL;
@@ -36,11 +35,23 @@ static inline char *tp_run(const char *source_dir, const char *mode, char **args
         fprintf(stderr, "cannot run %s: %s\n", TP_PYTHON, e->message);
         g_error_free(e);
     } else if (*status != 0) {
-        fprintf(stderr, "%s %s failed:\n%s\n", script, mode, errout);
+        fprintf(stderr, "%s %s failed:\n%s\n", script, args[0] ? args[0] : "", errout);
     }
     g_ptr_array_free(argv, TRUE);
     g_free(errout);
     g_free(script);
+    return out;
+}
+
+/* Runs torch_files.py (in source_dir/tests/models_io) with mode and the NULL-terminated args. */
+static inline char *tp_run(const char *source_dir, const char *mode, char **args, int *status)
+{
+    GPtrArray *all = g_ptr_array_new();
+    g_ptr_array_add(all, (char *)mode);
+    for (char **a = args; *a; a++) g_ptr_array_add(all, *a);
+    g_ptr_array_add(all, NULL);
+    char *out = tp_run_script(source_dir, "tests/models_io/torch_files.py", (char **)all->pdata, status);
+    g_ptr_array_free(all, TRUE);
     return out;
 }
 

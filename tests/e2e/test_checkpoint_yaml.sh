@@ -16,7 +16,9 @@ expect_rc 0 "inspect a checkpoint"
 [ "$(json_get "$OUT" prediction)" = v ] || fail "inspect: prediction is '$(json_get "$OUT" prediction)'"
 run_host inspect ckpt/model.ckpt
 expect_rc 0 "inspect a checkpoint (text)"
-grep -qF "ckpt/model.yaml (model.params.parameterization: \\\"v\\\")" "$OUT" || fail "inspect's text does not name the yaml"
+grep -qE '^prediction decided by: +ckpt/model.yaml \(model.params.parameterization: "v"\)$' "$OUT" ||
+    fail "inspect's text does not name the yaml in a key: value line"
+grep -q '^[{}]' "$OUT" && fail "inspect's text prints the model as raw JSON"
 
 new_embedding emb cat 2
 common=(--embedding emb/cat.safetensors --model ckpt/model.ckpt --dataset "$DATASET"

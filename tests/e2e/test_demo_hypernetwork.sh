@@ -4,7 +4,7 @@
 # on the shipped demo model, and the style score of its grid rises from strength 0 (the base
 # model) to strength 1 by a clear margin (a CPU run is bit-exact, so this seed's numbers never
 # move; over other training seeds the rise at strength 1 varies by about 0.15: docs/demo.md). It
-# writes what a real run writes (the .pt and its .safetensors twin, copies, previews, the loss CSV,
+# writes what a real run writes (the .pt and its .safetensors twin in the run folder, copies, previews, the loss CSV,
 # the state), and a short demo cut in half and continued with --resume ends in the same files,
 # byte for byte.
 source "$(dirname "$0")/e2e_lib.sh"
@@ -32,8 +32,10 @@ SAVE=$((STEPS / 4))
 run_host demo --hypernetwork --out straight --max-steps "$STEPS" --save-every "$SAVE" --seed "$SEED" --grid-seeds 0
 expect_rc 0 "demo --hypernetwork --max-steps $STEPS"
 expect_file straight/hypernetworks/$NAME.pt "the trained hypernetwork"
-expect_file straight/hypernetworks/$NAME.safetensors "its .safetensors twin"
 run=$(run_folder straight/textual_inversion $NAME)
+expect_file "$run/$NAME.safetensors" "its .safetensors twin, in the run folder"
+[ -e straight/hypernetworks/$NAME.safetensors ] &&
+    fail "a .safetensors twin beside the .pt, where ComfyUI lists a file it cannot apply"
 for f in "$run/hypernetwork_loss.csv" "$run/$NAME.state.safetensors" "$run/hypernetworks/$NAME-$SAVE.pt" \
          "$run/images/$NAME-$SAVE.png" "$run/images/$NAME-$STEPS.png"; do
     expect_file "$f" "a demo output"
@@ -49,9 +51,10 @@ split_run=$(run_folder split/textual_inversion $NAME)
 run_host demo --hypernetwork --out split --max-steps "$STEPS" --save-every "$SAVE" --seed "$SEED" --grid-seeds 0 \
     --resume "$split_run/$NAME.state.safetensors"
 expect_rc 0 "demo --hypernetwork --resume to $STEPS steps"
-for f in hypernetworks/$NAME.pt hypernetworks/$NAME.safetensors; do
-    cmp -s "straight/$f" "split/$f" || fail "the resumed demo's $f differs from the uninterrupted one's"
-done
+cmp -s straight/hypernetworks/$NAME.pt split/hypernetworks/$NAME.pt ||
+    fail "the resumed demo's hypernetworks/$NAME.pt differs from the uninterrupted one's"
+cmp -s "$run/$NAME.safetensors" "$split_run/$NAME.safetensors" ||
+    fail "the resumed demo's .safetensors twin differs from the uninterrupted one's"
 # (The states differ where they should: each records the hash of the file its run began from.)
 for f in "$run"/hypernetworks/*.pt "$run"/images/*.png; do
     cmp -s "$f" "$split_run/${f#"$run"/}" || fail "the resumed demo's ${f#"$run"/} differs from the uninterrupted one's"

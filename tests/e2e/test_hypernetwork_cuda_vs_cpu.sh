@@ -67,7 +67,8 @@ for dev in cpu cuda; do
     expect_rc 0 "train the hypernetwork on $dev"
     cmp -s "$WORK/hn/gpuhn.pt" "$WORK/$dev/gpuhn.pt" && fail "training on $dev left the hypernetwork as it was created"
 done
-read -r outliers total < <(hn_diff "$WORK/cpu/gpuhn.safetensors" "$WORK/cuda/gpuhn.safetensors")
+read -r outliers total < <(hn_diff "$(run_folder "$WORK/log-cpu" gpuhn)/gpuhn.safetensors" \
+    "$(run_folder "$WORK/log-cuda" gpuhn)/gpuhn.safetensors")
 echo "cpu vs cuda hypernetwork after one step: $outliers of $total values differ by more than 1e-3 of their tensor's largest"
 # Adam's first step moves every value by about lr * sign(g) however small g is, so a value whose gradient is
 # at float32 rounding level can step the other way on the other device: measured on an H100, 1 value of
@@ -84,7 +85,7 @@ for prec in fp16 bf16; do
     expect_rc 0 "train the hypernetwork on cuda in $prec"
     run_host inspect "$WORK/$prec/gpuhn.pt"
     grep -qE '^finite: +yes' "$OUT" || fail "the $prec GPU hypernetwork is not finite"
-    run_host inspect --json "$WORK/$prec/gpuhn.safetensors"
+    run_host inspect --json "$(run_folder "$WORK/log-$prec" gpuhn)/gpuhn.safetensors"
     [ "$(json_get "$OUT" all_finite)" = true ] || fail "the $prec GPU hypernetwork's .safetensors twin is not finite"
 done
 e2e_finish

@@ -70,7 +70,7 @@ INI
         step train-panel train --config panel.ini
         step generate generate --model "$MODEL" --prompt "a red square" --width 64 --height 64 --steps 2 --cfg 7.5 \
             --device cpu --seed "$SEED" --hypernetwork hn/hn.pt:0.5 --out gen.png
-        for f in emb/tok.safetensors emb/jt.safetensors hn/hn.pt hn/hn.safetensors hn/jhn.pt; do
+        for f in emb/tok.safetensors emb/jt.safetensors hn/hn.pt logs/*/hn/hn.safetensors hn/jhn.pt; do
             step "inspect-$(basename "$f")" inspect "$f"
             step "inspect-json-$(basename "$f")" inspect --json "$f"
         done

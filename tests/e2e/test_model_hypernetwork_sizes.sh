@@ -10,7 +10,7 @@ for model in "$MODEL" "$MODEL/sdtrain-demo.safetensors"; do
     [ "$(json_get "$OUT" hypernetwork_sizes)" = "[128,64]" ] ||
         fail "inspect $model: hypernetwork_sizes is '$(json_get "$OUT" hypernetwork_sizes)', not [128,64]"
     run_host inspect "$model"
-    grep -q '"hypernetwork_sizes":.*128, 64' "$OUT" || fail "inspect $model (text) does not list the hypernetwork sizes"
+    grep -qE '^hypernetwork sizes: +128, 64$' "$OUT" || fail "inspect $model (text) does not list the hypernetwork sizes"
 done
 
 run_host create-hypernetwork --name sd1 --sizes 768,320,640,1280 --out hn

@@ -53,7 +53,17 @@ cmp -s split/sxl.safetensors straight/sxl.safetensors || fail "the resumed SDXL 
 card=$(run_folder straight/logs sxl)/image_embeddings/sxl-2.png
 run_host inspect "$card"
 expect_rc 0 "inspect the SDXL embedding's PNG card"
-grep -qE "^vectors: +2 x 80$" "$OUT" || fail "the PNG card does not hold both tables (2 x 32 + 48)"
+grep -qE "^vectors: +2 x 80 \(32 clip_l \+ 48 clip_g\)$" "$OUT" || fail "the PNG card does not hold both tables (2 x 32 + 48)"
+grep -qE "^family: +SDXL" "$OUT" || fail "inspect does not give the card's family"
+grep -qE "^name: +sxl$" "$OUT" || fail "the SDXL card lost its name (sdtrain's info chunk; the file is sxl-2.png)"
+# the card as A1111 1.10 and Forge load it (their loader's logic, tests/ti/a1111_card_loader.py; needs torch)
+if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    loaded=$(/usr/bin/python3 "$(dirname "$0")/../ti/a1111_card_loader.py" "$card" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+print(d.get("error") or " ".join("%s:%s" % (k, "x".join(map(str, v["shape"]))) for k, v in sorted(d["tensors"].items())))')
+    [ "$loaded" = "clip_g:2x48 clip_l:2x32" ] || fail "A1111/Forge's loader does not take the SDXL card: $loaded"
+fi
 
 # the diffusers layout (text_encoder_2/) trains the same way
 "$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --layout diffusers --out sdxl-diffusers >/dev/null || fail "tiny-sdxl diffusers"
@@ -157,7 +167,7 @@ csv=$(run_folder fp16-fix/logs sxl)/textual_inversion_loss.csv
 "$SDT_MAKE_CHECKPOINT" --config tiny-sdxl --unet-in-channels 9 --out sdxl-inpaint.safetensors >/dev/null ||
     fail "sdt-make-checkpoint tiny-sdxl --unet-in-channels 9"
 run_host inspect sdxl-inpaint.safetensors
-grep -qE '"unet_in_channels":[[:space:]]*9' "$OUT" || fail "inspect does not give the inpainting UNet's 9 input channels"
+grep -qE '^unet in channels: +9$' "$OUT" || fail "inspect does not give the inpainting UNet's 9 input channels"
 INPAINT=("${TRAIN[@]/sdxl.safetensors/sdxl-inpaint.safetensors}")
 mkdir -p inpaint && cp made/sxl.safetensors inpaint/ && cp hn/style.pt.before inpaint/style.pt
 run_host "${INPAINT[@]}" --embedding inpaint/sxl.safetensors --max-steps 2 --log-dir inpaint/logs --preview-every 2

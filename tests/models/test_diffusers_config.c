@@ -289,6 +289,31 @@ static void check_upcast_and_index(const char *model, const char *dir)
     cJSON_Delete(orig);
 }
 
+/* sample_size: the UNet's latent side and the VAE's image side at the resolution each family was
+ * trained at (diffusers' pipeline defaults its image to them). */
+static void check_sample_sizes(const char *dir)
+{
+    const struct { sd_family family; bool v; int unet, vae; const char *what; } cases[] = {
+        {SD_FAMILY_SD1, false, 64, 512, "SD 1.x"},
+        {SD_FAMILY_SD2, true, 96, 768, "SD 2.x 768-v"},
+        {SD_FAMILY_SD2, false, 64, 512, "SD 2.x base (epsilon)"},
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+        sd_config c = sd_config_preset(cases[i].family);
+        c.unet.v_prediction = cases[i].v;
+        sdt_error err = {0};
+        char *folder = g_strdup_printf("%s/sizes-%zu", dir, i);
+        CHECK(sdt_diffusers_config_write(folder, &c, &err), "write %s configs: %s", cases[i].what, err.message);
+        cJSON *u = load(folder, "unet", "config.json"), *vae = load(folder, "vae", "config.json");
+        CHECK(num(u, "sample_size") == cases[i].unet && num(vae, "sample_size") == cases[i].vae,
+              "%s: sample_size %g / %g, expected %d / %d", cases[i].what, num(u, "sample_size"), num(vae, "sample_size"),
+              cases[i].unet, cases[i].vae);
+        cJSON_Delete(u);
+        cJSON_Delete(vae);
+        g_free(folder);
+    }
+}
+
 static void check_sdxl_unet_config(const char *dir)
 {
     sd_config c = sd_config_preset(SD_FAMILY_SD1), read;
@@ -311,7 +336,11 @@ static void check_sdxl_unet_config(const char *dir)
               !strcmp(str_at(u, "down_block_types", 0), "DownBlock2D") &&
               !strcmp(str_at(u, "down_block_types", 1), "CrossAttnDownBlock2D"),
           "SDXL's addition embedding, context width and block types");
+    CHECK(num(u, "sample_size") == 128, "SDXL's UNet sample_size is 128 (1024 px), not %g", num(u, "sample_size"));
     cJSON_Delete(u);
+    cJSON *vae = load(folder, "vae", "config.json");
+    CHECK(num(vae, "sample_size") == 1024, "SDXL's VAE sample_size is 1024, not %g", num(vae, "sample_size"));
+    cJSON_Delete(vae);
     read = c;
     read.unet.addition_time_embed_dim = 0;
     CHECK(sdt_diffusers_config_apply(folder, &read, &err) && read.unet.addition_time_embed_dim == 256 &&
@@ -389,6 +418,7 @@ int main(void)
     check_text_encoder_config(model);
     check_upcast_and_index(model, dir);
     check_sdxl_unet_config(dir);
+    check_sample_sizes(dir);
     CHECK(detect(model, &c, &err), "the restored folder loads: %s", err.message);
     check_sharded(model);
 

@@ -11,6 +11,7 @@
 #include "data/image_io.h"
 #include "safetensors.h"
 #include "sdt_test.h"
+#include "torch_python.h"
 
 static char *tmp_dir;
 
@@ -50,29 +51,56 @@ static void check_same(const sdt_embedding *a, const sdt_embedding *b, bool with
     if (with_init_text) CHECK(str_eq(a->init_text, b->init_text), "%s: init text", what);
 }
 
-/* The card with its text chunks removed (as an image host strips metadata) still loads from its pixels. */
-static void check_pixel_copy(const char *path, const sdt_embedding *want, const char *what)
+/* The PNG at path without its tEXt chunks (as an image host strips metadata); *removed counts them. */
+static GByteArray *strip_text_chunks(const char *path, int *removed)
 {
     gchar *data = NULL;
     gsize size = 0;
     CHECK(g_file_get_contents(path, &data, &size, NULL), "read %s", path);
     GByteArray *stripped = g_byte_array_new();
     g_byte_array_append(stripped, (const guint8 *)data, 8);
-    int removed = 0;
-    for (size_t pos = 8; pos + 12 <= size;) {
+    *removed = 0;
+    for (size_t pos = 8; data && pos + 12 <= size;) {
         const uint8_t *b = (const uint8_t *)data + pos;
         uint32_t n = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
         if (memcmp(b + 4, "tEXt", 4)) g_byte_array_append(stripped, b, n + 12);
-        else removed++;
+        else ++*removed;
         pos += (size_t)n + 12;
     }
-    CHECK(removed == 1, "%s: one tEXt chunk", what);
+    g_free(data);
+    return stripped;
+}
+
+/* What the pixels alone give: the vectors, and for SD 1.x/2.x also the name, step and checkpoint
+ * (an SDXL card's sit in a text chunk; without it the name is the file's stem). */
+static void check_pixel_same(const sdt_embedding *want, const sdt_embedding *back, const char *path, const char *what)
+{
+    if (!want->clip_l_dim) {
+        check_same(want, back, false, what);
+        return;
+    }
+    sdt_embedding vectors_only = *want;
+    char *stem = sdt_path_stem(path);
+    vectors_only.name = stem;
+    vectors_only.step = 0;
+    vectors_only.checkpoint_hash = vectors_only.checkpoint_name = NULL;
+    check_same(&vectors_only, back, false, what);
+    free(stem);
+}
+
+/* The card with its text chunks removed still loads from its pixels. */
+static void check_pixel_copy(const char *path, const sdt_embedding *want, const char *what)
+{
+    int removed;
+    GByteArray *stripped = strip_text_chunks(path, &removed);
+    CHECK(removed == (want->clip_l_dim ? 2 : 1), "%s: %d tEXt chunks (A1111's, and sdtrain's info for SDXL)", what,
+          removed);
     sdt_embedding back;
     sdt_error error = {0};
     bool ok = sdt_embedding_png_card_decode(stripped->data, stripped->len, path, &back, &error);
     CHECK(ok, "%s: loads from the pixels alone: %s", what, error.message);
     if (ok) {
-        check_same(want, &back, false, what);
+        check_pixel_same(want, &back, path, what);
         CHECK(back.from_card_pixels && !back.load_note, "%s: the pixel copy is reported, with no damage note", what);
         sdt_embedding_free(&back);
     }
@@ -85,7 +113,7 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     ok = sdt_embedding_png_card_decode(broken->data, broken->len, path, &back, &error);
     CHECK(ok, "%s: damaged text chunk, pixels used: %s", what, error.message);
     if (ok) {
-        check_same(want, &back, false, what);
+        check_pixel_same(want, &back, path, what);
         CHECK(back.from_card_pixels && back.load_note && strstr(back.load_note, "damaged") &&
                   strstr(back.load_note, "copy hidden in the pixels was used"),
               "%s: the note says the text chunk is damaged and which copy was used: %s", what,
@@ -100,7 +128,6 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
               strstr(error.message, "no embedding hidden"), "plain picture: %s", error.message);
     g_byte_array_unref(plain);
     g_byte_array_unref(stripped);
-    g_free(data);
 }
 
 static void test_keystream(void)
@@ -359,6 +386,114 @@ static void test_a1111_cards(void)
     }
 }
 
+/* One card as A1111 1.10 and Forge load it (a1111_card_loader.py): no error, the tensors by key with
+ * their shapes, each value the float32 vector's. want_name: the name the host gives it. */
+static void check_host_loaded(const cJSON *line, const sdt_embedding *want, const char *want_name, const char *what)
+{
+    const cJSON *err = cJSON_GetObjectItem(line, "error");
+    CHECK(!err, "%s: A1111/Forge's loader fails: %s", what, cJSON_IsString(err) ? err->valuestring : "");
+    if (err) return;
+    const cJSON *name = cJSON_GetObjectItem(line, "name"), *tensors = cJSON_GetObjectItem(line, "tensors");
+    CHECK(cJSON_IsString(name) && !strcmp(name->valuestring, want_name), "%s: the host names it %s, expected %s", what,
+          cJSON_IsString(name) ? name->valuestring : "?", want_name);
+    CHECK(cJSON_GetObjectItem(line, "vectors")->valueint == want->n_vectors &&
+              cJSON_GetObjectItem(line, "shape")->valueint == want->dim,
+          "%s: %d vectors of %d values", what, cJSON_GetObjectItem(line, "vectors")->valueint,
+          cJSON_GetObjectItem(line, "shape")->valueint);
+    typedef struct { const char *key; int c0, c1; } columns;
+    columns parts[2] = {{"vec", 0, want->dim}, {NULL, 0, 0}};
+    if (want->clip_l_dim) { /* A1111's SDXL dict: exactly clip_l and clip_g */
+        parts[0] = (columns){"clip_l", 0, want->clip_l_dim};
+        parts[1] = (columns){"clip_g", want->clip_l_dim, want->dim};
+    }
+    CHECK(cJSON_GetArraySize(tensors) == (want->clip_l_dim ? 2 : 1), "%s: %d tensors", what, cJSON_GetArraySize(tensors));
+    for (int k = 0; k < 2 && parts[k].key; k++) {
+        const cJSON *t = cJSON_GetObjectItem(tensors, parts[k].key);
+        const cJSON *shape = t ? cJSON_GetObjectItem(t, "shape") : NULL, *values = t ? cJSON_GetObjectItem(t, "values") : NULL;
+        int cols = parts[k].c1 - parts[k].c0;
+        CHECK(shape && cJSON_GetArraySize(shape) == 2 && cJSON_GetArrayItem(shape, 0)->valueint == want->n_vectors &&
+                  cJSON_GetArrayItem(shape, 1)->valueint == cols,
+              "%s: %s is [%d, %d]", what, parts[k].key, want->n_vectors, cols);
+        if (!values || cJSON_GetArraySize(values) != want->n_vectors * cols) continue;
+        int bad = 0;
+        const cJSON *v = values->child;
+        for (int r = 0; r < want->n_vectors; r++)
+            for (int c = parts[k].c0; c < parts[k].c1; c++, v = v->next)
+                bad += (float)v->valuedouble != want->vectors[(size_t)r * want->dim + c];
+        CHECK(bad == 0, "%s: %d values of %s differ from the embedding's", what, bad, parts[k].key);
+    }
+}
+
+/* Cards loaded by A1111 1.10's and Forge's own logic: from the text chunk, and from the pixels once
+ * the text chunks are gone. An SDXL card must be {clip_l, clip_g} alone (issue 29). */
+static void test_cards_in_a1111(sdt_test_rng *rng)
+{
+    if (!tp_torch_available()) {
+        printf("  %s has no torch (apt-get install python3-torch): cards not loaded as A1111 does\n", TP_PYTHON);
+        return;
+    }
+    sdt_error error = {0};
+    sdt_embedding sd, xl;
+    random_embedding(rng, &sd, "sd-card", 2, 768);
+    random_embedding(rng, &xl, "xl-card", 2, 2048);
+    xl.clip_l_dim = 768;
+    uint8_t picture[16 * 12 * 3];
+    for (size_t i = 0; i < sizeof(picture); i++) picture[i] = (uint8_t)(i * 7);
+    char *sd_card = tmp_path("sd-card-7.png"), *xl_card = tmp_path("xl-card-7.png"),
+         *xl_stripped = tmp_path("xl-stripped.png"), *old_xl = tmp_path("old-xl.png");
+    CHECK(sdt_embedding_save_png_card(&sd, sd_card, picture, 16, 12, false, &error), "save: %s", error.message);
+    CHECK(sdt_embedding_save_png_card(&xl, xl_card, picture, 16, 12, false, &error), "save xl: %s", error.message);
+    int removed;
+    GByteArray *stripped = strip_text_chunks(xl_card, &removed);
+    CHECK(g_file_set_contents(xl_stripped, (const gchar *)stripped->data, stripped->len, NULL), "write stripped");
+    g_byte_array_unref(stripped);
+    /* The card sdtrain wrote before issue 29: the pair inside string_to_param, with a name beside it. */
+    GByteArray *old = a1111_card("{\"string_to_token\": {\"*\": 265}, \"string_to_param\": {\"*\": {\"clip_l\": "
+                                 "{\"TORCHTENSOR\": [[0.5, 1.0]]}, \"clip_g\": {\"TORCHTENSOR\": [[2.0, 3.0, 4.0]]}}}, "
+                                 "\"name\": \"old-xl\", \"step\": 12, \"sd_checkpoint\": null, \"sd_checkpoint_name\": null}",
+                                 "tEXt");
+    CHECK(g_file_set_contents(old_xl, (const gchar *)old->data, old->len, NULL), "write old card");
+    g_byte_array_unref(old);
+
+    char *args[] = {sd_card, xl_card, xl_stripped, old_xl, NULL};
+    int status;
+    char *out = tp_run_script(SDT_SOURCE_DIR, "tests/ti/a1111_card_loader.py", args, &status);
+    CHECK(status == 0 && out, "a1111_card_loader.py failed");
+    gchar **lines = out ? g_strsplit(out, "\n", -1) : NULL;
+    cJSON *got[4] = {0};
+    for (int i = 0; i < 4 && lines && lines[i]; i++) got[i] = cJSON_Parse(lines[i]);
+    if (got[0] && got[1] && got[2] && got[3]) {
+        check_host_loaded(got[0], &sd, "sd-card", "SD card");
+        check_host_loaded(got[1], &xl, "xl-card-7", "SDXL card (text chunk)"); /* no name in the data: the stem */
+        check_host_loaded(got[2], &xl, "xl-stripped", "SDXL card (pixels)");
+        const cJSON *err = cJSON_GetObjectItem(got[3], "error");
+        CHECK(cJSON_IsString(err) && strstr(err->valuestring, "detach"),
+              "the emulated loader refuses the old SDXL card as the hosts do ('dict' object has no attribute 'detach')");
+    } else {
+        CHECK(false, "a1111_card_loader.py printed %s", out ? out : "nothing");
+    }
+    /* sdtrain still reads its old SDXL cards, and the new ones with their name and step. */
+    sdt_embedding back;
+    CHECK(sdt_embedding_load_png_card(old_xl, &back, &error) && back.clip_l_dim == 2 && back.dim == 5 &&
+              back.vectors[4] == 4.0f && !strcmp(back.name, "old-xl") && back.step == 12,
+          "an old SDXL card still loads: %s", error.message);
+    sdt_embedding_free(&back);
+    CHECK(sdt_embedding_load_png_card(xl_card, &back, &error), "load xl card: %s", error.message);
+    if (back.vectors) {
+        check_same(&xl, &back, false, "new SDXL card, name and step from sdtrain's chunk");
+        sdt_embedding_free(&back);
+    }
+    for (int i = 0; i < 4; i++) cJSON_Delete(got[i]);
+    g_strfreev(lines);
+    g_free(out);
+    sdt_embedding_free(&sd);
+    sdt_embedding_free(&xl);
+    g_free(sd_card);
+    g_free(xl_card);
+    g_free(xl_stripped);
+    g_free(old_xl);
+}
+
 static void test_names_and_saves(sdt_test_rng *rng)
 {
     sdt_error error = {0};
@@ -477,6 +612,7 @@ int main(void)
     test_round_trips(&rng);
     test_foreign_safetensors(&rng);
     test_a1111_cards();
+    test_cards_in_a1111(&rng);
     test_names_and_saves(&rng);
     test_fuzz_card_reader(&rng);
     test_rmtree(tmp_dir);

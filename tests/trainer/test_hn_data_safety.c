@@ -6,8 +6,8 @@
  *  1. killed at a chosen step (after at least one copy and its state): the files named are the
  *     untouched originals, the copies <name>-<step>.pt (and the embedding's) are whole (the
  *     reference's bytes), the sealed state beside them pairs with them, and temp files that a
- *     killed save leaves (beside each file, the .safetensors twin, in the copies folders and
- *     the run folder) are removed by the next run, while other files stay;
+ *     killed save leaves (beside each file, the .safetensors twin in the run folder, in the
+ *     copies folders and the run folder) are removed by the next run, while other files stay;
  *  2. --resume of the log folder starts from the newest copy and ends with the reference's bytes
  *     (.pt, twin, embedding);
  *  3. killed right after the final save's state, before the trained files: the files are the
@@ -41,12 +41,20 @@ typedef struct run_files {
     char hn[FX_PATH], twin[FX_PATH], emb[FX_PATH]; /* emb "" for a hypernetwork alone */
 } run_files;
 
+/* The twin's path is beside the .pt until twin_in names the run folder. */
 static void files_in(run_files *f, const char *dir, const char *hn_name, const char *emb_name)
 {
     snprintf(f->hn, FX_PATH, "%.3900s/%s.pt", dir, hn_name);
     snprintf(f->twin, FX_PATH, "%.3900s/%s.safetensors", dir, hn_name);
     f->emb[0] = '\0';
     if (emb_name) snprintf(f->emb, FX_PATH, "%.3900s/%s.safetensors", dir, emb_name);
+}
+
+/* A .pt's .safetensors twin is written into the run folder (<log>/<date>/<name>), not beside it. */
+static void twin_in(run_files *f, const char *run_root, const char *hn_name)
+{
+    CHECK(access(f->twin, F_OK) != 0, "no .safetensors twin beside the .pt: %s", f->twin);
+    snprintf(f->twin, FX_PATH, "%.3900s/%s.safetensors", run_root, hn_name);
 }
 
 /* Both absent, or both present with the same bytes. */
@@ -321,6 +329,7 @@ static bool run_reference(chain *ch, run_files *at_first_end, run_files *at_last
     char state[FX_PATH];
     if (st != SDT_STATUS_OK || !find_state(ch->ref_log, 3, state)) return false;
     snprintf(ch->ref_root, FX_PATH, "%s", dirname(state));
+    twin_in(&ch->ref, ch->ref_root, ch->hn_name);
     char tag[64];
     snprintf(tag, sizeof tag, "%s-ref%d", ch->mode, FIRST_END);
     keep_files(ch->env, &ch->ref, tag, at_first_end);
@@ -443,6 +452,7 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     char state_dir[FX_PATH];
     snprintf(state_dir, sizeof state_dir, "%s", state);
     snprintf(ch.run_root, FX_PATH, "%s", dirname(state_dir));
+    twin_in(&ch.run, ch.run_root, ch.hn_name);
     CHECK(same_files(&ch.run, &original), "%s: the run killed at step %lld changed the files named", ch.mode,
           (long long)kill_step);
     check_copies(&ch, copied, "killed mid-run");

@@ -1,7 +1,8 @@
 /* test_hn_train.c - hypernetwork training through the ABI (issue 8), on the demo model (K/V
  * widths 128 for cross-attention, 64 for self-attention), CPU, fixed seed:
  *  1. a run learns: the mean loss of the last steps is below that of the first; the file named
- *     (.pt) and its .safetensors twin, the copies hypernetworks/<name>-<step>.pt, previews,
+ *     (.pt) and its .safetensors twin (in the run folder, not beside the .pt where ComfyUI would
+ *     list it), the copies hypernetworks/<name>-<step>.pt, previews,
  *     hypernetwork_loss.csv (one row per step) and the state are written; the .pt, the twin and
  *     the state hold the same values bit for bit, and the files record the step;
  *  2. resume is bit-exact, fp32 and fp16 (the scaler's state): N steps in one run equal K steps plus
@@ -13,8 +14,9 @@
  *  5. the validation sentences: modules that match no attention of the model, max steps already
  *     reached, a schedule that does not parse, a hypernetwork holding NaN, a memory plan over the
  *     cap (SDTRAIN_MEMORY_LIMIT_MB), an embedding for joint
- *     training that is missing; a file at the twin's name that is not this hypernetwork's twin
- *     is never replaced; each shared option out of range (batch, accumulation, clip skip, tag
+ *     training that is missing; a file beside the .pt at the twin's name that is not this
+ *     hypernetwork's twin is never replaced, and one that is (an earlier version's layout) is kept
+ *     up to date; each shared option out of range (batch, accumulation, clip skip, tag
  *     dropout, save/CSV/preview cadences, preview size, CFG and sampler...) names its field;
  *  6. joint training (hypernetwork + embedding), fp16, an inf injected into the embedding's
  *     gradients at one step (SDTRAIN_FAULT_INF_GRAD): that step the embedding's optimizer skips,
@@ -73,10 +75,13 @@ static void check_learns(const hn_env *env)
           "copies are hypernetworks/<name>-<step>.pt: %s", rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
     CHECK(rec.saved[SDT_FILE_PREVIEW] == 2, "a preview every 12 steps (%d)", rec.saved[SDT_FILE_PREVIEW]);
     CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 2, "the file named and its twin (%d)", rec.saved[SDT_FILE_HYPERNETWORK]);
-    char twin[FX_PATH];
-    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
-    CHECK(access(twin, F_OK) == 0, "the .safetensors twin %s exists", twin);
-    const char *state = rec.last_saved[SDT_FILE_TRAINING_STATE];
+    const char *twin = rec.last_saved[SDT_FILE_HYPERNETWORK], *state = rec.last_saved[SDT_FILE_TRAINING_STATE];
+    char beside[FX_PATH], run_folder_twin[FX_PATH];
+    snprintf(beside, sizeof beside, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    snprintf(run_folder_twin, sizeof run_folder_twin, "%.*s/shapes.safetensors", (int)(strrchr(state, '/') - state), state);
+    CHECK(strcmp(twin, run_folder_twin) == 0 && access(twin, F_OK) == 0,
+          "the .safetensors twin is in the run folder, beside the state: %s", twin);
+    CHECK(access(beside, F_OK) != 0, "no .safetensors beside the .pt, where ComfyUI would list a file it cannot apply");
     CHECK(same_floats(twin, FIRST_WEIGHT, state, "hypernetwork." FIRST_WEIGHT) &&
               same_floats(twin, LAST_BIAS, state, "hypernetwork." LAST_BIAS),
           "the twin holds the state's values bit for bit");
@@ -115,9 +120,6 @@ static void check_resume(const hn_env *env, sdt_precision precision)
     if (!make_hn(env, dir, "resumed", "128, 64", true, hn_a)) return;
     snprintf(hn_b, sizeof hn_b, "%.3900s/resumed-b.pt", dir);
     CHECK(fx_copy_file(hn_a, hn_b), "copy the hypernetwork");
-    char twin_a[FX_PATH], twin_b[FX_PATH];
-    snprintf(twin_a, sizeof twin_a, "%.*s.safetensors", (int)(strlen(hn_a) - 3), hn_a);
-    snprintf(twin_b, sizeof twin_b, "%.*s.safetensors", (int)(strlen(hn_b) - 3), hn_b);
     hn_run r;
     fx_recorder rec_a, rec_b, rec_c;
     /* A: 6 steps at once */
@@ -148,6 +150,7 @@ static void check_resume(const hn_env *env, sdt_precision precision)
     CHECK(rec_a.n_steps == 6 && rec_c.n_steps == 2 && rec_a.steps[4].loss == rec_c.steps[0].loss &&
               rec_a.steps[5].loss == rec_c.steps[1].loss,
           "the losses of steps 5 and 6 are the same bits");
+    const char *twin_a = rec_a.last_saved[SDT_FILE_HYPERNETWORK], *twin_b = rec_c.last_saved[SDT_FILE_HYPERNETWORK];
     CHECK(same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) && same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
           "the hypernetworks are the same bits");
     CHECK(same_floats(rec_a.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT,
@@ -183,9 +186,7 @@ static void check_previews_leave_training_alone(const hn_env *env)
     r.options.preview_every = 0;
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "without previews: %s", hn_error(env, t));
     env->hn->destroy(t);
-    char twin_a[FX_PATH], twin_b[FX_PATH];
-    snprintf(twin_a, sizeof twin_a, "%.*s.safetensors", (int)(strlen(hn_a) - 3), hn_a);
-    snprintf(twin_b, sizeof twin_b, "%.*s.safetensors", (int)(strlen(hn_b) - 3), hn_b);
+    const char *twin_a = rec_a.last_saved[SDT_FILE_HYPERNETWORK], *twin_b = rec_b.last_saved[SDT_FILE_HYPERNETWORK];
     bool same_losses = rec_a.n_steps == 3 && rec_b.n_steps == 3;
     for (int i = 0; same_losses && i < 3; i++) same_losses = rec_a.steps[i].loss == rec_b.steps[i].loss;
     CHECK(same_losses && same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) &&
@@ -200,7 +201,6 @@ static sdt_status preview_run(const hn_env *env, const char *src, const char *di
 {
     char path[FX_PATH], log[FX_PATH];
     snprintf(path, sizeof path, "%.3900s/%s.pt", dir, name);
-    snprintf(twin, FX_PATH, "%.3900s/%s.safetensors", dir, name);
     snprintf(log, sizeof log, "%.3900s/log-%s", dir, name);
     CHECK(fx_copy_file(src, path), "copy the hypernetwork to %s", path);
     hn_run r;
@@ -216,6 +216,7 @@ static sdt_status preview_run(const hn_env *env, const char *src, const char *di
     if (st != SDT_STATUS_OK) printf("   %s: %s\n", name, hn_error(env, t));
     env->hn->destroy(t);
     snprintf(preview, FX_PATH, "%s", st == SDT_STATUS_OK ? rec.last_saved[SDT_FILE_PREVIEW] : "");
+    snprintf(twin, FX_PATH, "%s", st == SDT_STATUS_OK ? rec.last_saved[SDT_FILE_HYPERNETWORK] : "");
     return st;
 }
 
@@ -290,23 +291,38 @@ static void check_interrupt(const hn_env *env)
     env->hn->destroy(t);
 }
 
-/* A file at the twin's name that is not this hypernetwork's twin is left alone. */
+/* A file beside the .pt at the twin's name that is not this hypernetwork's twin is left alone (the
+ * twin goes to the run folder); one that is (the layout before the twin moved) is kept up to date. */
 static void check_twin_safety(const hn_env *env)
 {
     printf("-- a file at the twin's name that is another hypernetwork is not replaced\n");
-    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], other[FX_PATH], twin[FX_PATH];
+    char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], other[FX_PATH], beside[FX_PATH];
     run_dirs(env, "twin", dir, log);
     if (!make_hn(env, dir, "twin", "128, 64", false, hn) || !make_hn(env, dir, "other", "128", false, other)) return;
-    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
-    /* another hypernetwork where the twin would go (a .pt's bytes under the .safetensors name: any other file) */
-    CHECK(fx_copy_file(other, twin), "a foreign file at %s", twin);
+    snprintf(beside, sizeof beside, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    /* another hypernetwork where the twin used to go (a .pt's bytes under the .safetensors name: any other file) */
+    CHECK(fx_copy_file(other, beside), "a foreign file at %s", beside);
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
     hn_run r;
     hn_config(env, &r, hn, log, 2);
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run finishes: %s", hn_error(env, t));
-    CHECK(fx_same_bytes(other, twin), "the foreign file is unchanged");
-    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 1, "only the file named was written (%d)", rec.saved[SDT_FILE_HYPERNETWORK]);
+    CHECK(fx_same_bytes(other, beside), "the foreign file is unchanged");
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 2 && strcmp(rec.last_saved[SDT_FILE_HYPERNETWORK], beside) != 0,
+          "the file named and its twin in the run folder were written (%d, %s)", rec.saved[SDT_FILE_HYPERNETWORK],
+          rec.last_saved[SDT_FILE_HYPERNETWORK]);
+    env->hn->destroy(t);
+    /* the earlier layout: this hypernetwork's twin beside the .pt is updated there, no second twin */
+    CHECK(fx_copy_file(rec.last_saved[SDT_FILE_HYPERNETWORK], beside), "an old-layout twin at %s", beside);
+    t = hn_create(env, &rec);
+    hn_config(env, &r, hn, log, 3);
+    CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "the run on the old layout finishes: %s", hn_error(env, t));
+    char *step = fx_read_metadata(beside, "step");
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 2 && strcmp(rec.last_saved[SDT_FILE_HYPERNETWORK], beside) == 0 && step &&
+              strcmp(step, "3") == 0,
+          "the old-layout twin is the one written, at step 3 (%s, step %s)", rec.last_saved[SDT_FILE_HYPERNETWORK],
+          step ? step : "-");
+    free(step);
     env->hn->destroy(t);
 }
 
@@ -342,14 +358,13 @@ static void check_refusals(const hn_env *env)
     r.config.learn_rate = "0.001:x";
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "0.001:x", NULL, "a schedule that does not parse");
     /* a hypernetwork holding a NaN (a .safetensors copy of it, poked) */
-    char twin[FX_PATH], nan_hn[FX_PATH];
-    snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
+    char nan_hn[FX_PATH];
     snprintf(nan_hn, sizeof nan_hn, "%.3900s/nan.safetensors", dir);
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
     hn_run once;
     hn_config(env, &once, hn, log, 1); /* one step writes the .safetensors twin to copy */
-    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK && fx_copy_file(twin, nan_hn) &&
+    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK && fx_copy_file(rec.last_saved[SDT_FILE_HYPERNETWORK], nan_hn) &&
               fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
           "a hypernetwork with a NaN made");
     env->hn->destroy(t);
