@@ -41,7 +41,8 @@ static void check_twin_pair(const hn_env *env)
     run_dirs(env, "twins", dir, log);
     fx_subdir(&env->base, log2, "twins-log2");
     if (!make_hn(env, dir, "pair", "128, 64", false, pt)) return;
-    /* one step writes the .safetensors twin beside the .pt */
+    /* one step writes the .safetensors twin into the run folder; a copy beside the .pt (the layout
+     * before the twin moved, or a user's copy) is the name a second run could take */
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
     hn_run r;
@@ -49,8 +50,9 @@ static void check_twin_pair(const hn_env *env)
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "one step on %s: %s", pt, hn_error(env, t));
     env->hn->destroy(t);
     snprintf(twin, sizeof twin, "%.*s.safetensors", (int)(strlen(pt) - 3), pt);
-    struct stat sb;
-    CHECK(stat(twin, &sb) == 0, "the twin %s was not written", twin);
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK] == 2 && strcmp(rec.last_saved[SDT_FILE_HYPERNETWORK], twin) != 0,
+          "the twin went to the run folder (%s)", rec.last_saved[SDT_FILE_HYPERNETWORK]);
+    CHECK(fx_copy_file(rec.last_saved[SDT_FILE_HYPERNETWORK], twin), "the twin copied beside the .pt as %s", twin);
 
     const char *names[2][2] = {{pt, twin}, {twin, pt}};
     for (int k = 0; k < 2; k++) {
