@@ -17,6 +17,7 @@
 
 #include "c_numeric.h"
 #include "ti/embedding_file.h"
+#include "c_json.h"
 
 /* Python's repr(float): shortest round-trip digits; fixed notation for
  * exponents -4..15 (with ".0" when integral), scientific otherwise. */
@@ -225,7 +226,7 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
     memset(e, 0, sizeof(*e));
     if (!g_utf8_validate(json, (gssize)len, NULL)) /* JSON is UTF-8; its strings become names and metadata */
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not UTF-8 text; the card is damaged", origin);
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    cJSON *root = sdt_json_parse(json, len);
     if (!cJSON_IsObject(root)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not valid JSON; the card is damaged", origin);
         cJSON_Delete(root);

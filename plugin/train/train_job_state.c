@@ -26,6 +26,7 @@
 #include "safetensors.h"
 #include "train/ema.h"
 #include "train/train_job.h"
+#include "c_json.h"
 
 #define STATE_VERSION "2"
 #define STATE_SUFFIX ".state.safetensors"
@@ -120,7 +121,7 @@ static char *state_json(sdt_train_job *job)
         cJSON_AddNumberToObject(sc, "hysteresis_tracker", s.hysteresis_tracker);
     }
     sdt_train_job_validation_to_json(job, j);
-    char *text = cJSON_PrintUnformatted(j);
+    char *text = sdt_json_print_compact(j);
     cJSON_Delete(j);
     return text;
 }
@@ -432,7 +433,7 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
     else if (!version || strcmp(version, STATE_VERSION) != 0)
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX
                  " file this plugin wrote", path, version ? version : "missing");
-    else if (!training || !(j = cJSON_Parse(training)))
+    else if (!training || !(j = sdt_json_parse(training, strlen(training))))
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record is not valid JSON; resume from another state",
                  path);
     else
