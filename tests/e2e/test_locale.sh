@@ -14,7 +14,8 @@
 # state, generate with FILE:0.5, inspect (text and --json) of every file, a PNG card, a state and the
 # diffusers model folder (which every training loads too). Every file and every printed line must be
 # byte-identical to C's (dates and timings aside), and the trained files moved.
-source "$(dirname "$0")/e2e_lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/e2e_lib.sh"
 
 LOCALES=$WORK/locales
 if ! command -v localedef >/dev/null || [ ! -e /usr/share/i18n/locales/de_DE ]; then
@@ -185,5 +186,20 @@ for l in "${TESTED[@]}"; do
         iconv -f UTF-8 -t UTF-8 "$f" >/dev/null 2>&1 || fail "$l.UTF-8: ${f#"$l"/} is not valid UTF-8"
     done < <(find "$l" -type f \( -name '*.out' -o -name '*.err' -o -name '*.json' -o -name '*.jsonl' -o -name '*.csv' \) -print0)
 done
+# The panel (sdt-host serve, where it is built): its setup and a model's description, as JSON replies.
+if command -v curl >/dev/null && "$SDT_HOST" serve --help >/dev/null 2>&1; then
+    source "$HERE/serve_lib.sh"
+    for l in C ps_AF; do
+        if [ $l = C ]; then LC_ALL=C start_serve; else LOCPATH=$LOCALES LC_ALL=$l.UTF-8 LC_MESSAGES=C start_serve; fi
+        curl -s "$SERVE_BASE/api/setup" >"panel-$l-setup.json"
+        curl -s "$SERVE_BASE/api/model?path=model" >"panel-$l-model.json"
+        stop_serve
+    done
+    grep -q '"layout":.*"diffusers folder"' panel-C-model.json || fail "the panel did not describe the demo model under C"
+    for what in setup model; do
+        cmp -s "panel-C-$what.json" "panel-ps_AF-$what.json" ||
+            { fail "the panel's /api/$what differs between C and ps_AF.UTF-8"; diff "panel-C-$what.json" "panel-ps_AF-$what.json" | head -6 >&2; }
+    done
+fi
 [ "$(wc -l <"$(run_folder c/mlogs met)/metrics.jsonl")" = 3 ] || fail "C: the resumed --metrics run's metrics.jsonl does not hold 3 steps"
 e2e_finish
