@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "host_json.h"
 #include "inspect_outputs.h"
 
 static const char *format_name(uint32_t format)
@@ -90,7 +91,7 @@ static void append_value_text(GString *out, const cJSON *v)
             append_value_text(out, e);
         }
     else {
-        char *raw = cJSON_PrintUnformatted(v);
+        char *raw = host_json_print(v);
         g_string_append(out, raw ? raw : "?");
         cJSON_free(raw);
     }
@@ -100,7 +101,7 @@ static void append_value_text(GString *out, const cJSON *v)
  * values in one column. */
 static void print_model(const char *path, const char *json)
 {
-    cJSON *o = cJSON_Parse(json);
+    cJSON *o = host_json_parse(json, strlen(json));
     int width = (int)strlen("format:");
     for (const cJSON *item = cJSON_IsObject(o) ? o->child : NULL; item; item = item->next)
         if ((int)strlen(item->string) + 1 > width) width = (int)strlen(item->string) + 1;
@@ -193,7 +194,7 @@ static int inspect_file(const char *path, gboolean json, const char *plugin)
             char *text = NULL;
             bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
             bool described = fetch_json(&t, path, &text) == SDT_STATUS_OK;
-            cJSON *o = described && !state ? cJSON_Parse(text) : NULL; /* SDXL's two widths are in the JSON only */
+            cJSON *o = described && !state ? host_json_parse(text, strlen(text)) : NULL; /* SDXL's two widths are in the JSON only */
             const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
             print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
             cJSON_Delete(o);

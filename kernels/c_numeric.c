@@ -12,22 +12,22 @@ static locale_t c_locale(void)
 }
 
 /* Switches this thread to the C locale; the returned value restores what it had. */
-static locale_t enter_c(void)
+locale_t sdt_c_locale_enter(void)
 {
     locale_t c = c_locale();
     return c == (locale_t)0 ? (locale_t)0 : uselocale(c);
 }
 
-static void leave_c(locale_t previous)
+void sdt_c_locale_leave(locale_t previous)
 {
     if (previous != (locale_t)0) uselocale(previous);
 }
 
 int sdt_c_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
 {
-    locale_t previous = enter_c();
+    locale_t previous = sdt_c_locale_enter();
     int n = vsnprintf(buf, size, fmt, ap);
-    leave_c(previous);
+    sdt_c_locale_leave(previous);
     return n;
 }
 
@@ -42,9 +42,9 @@ int sdt_c_snprintf(char *buf, size_t size, const char *fmt, ...)
 
 int sdt_c_vfprintf(FILE *f, const char *fmt, va_list ap)
 {
-    locale_t previous = enter_c();
+    locale_t previous = sdt_c_locale_enter();
     int n = vfprintf(f, fmt, ap);
-    leave_c(previous);
+    sdt_c_locale_leave(previous);
     return n;
 }
 
@@ -59,16 +59,16 @@ int sdt_c_fprintf(FILE *f, const char *fmt, ...)
 
 double sdt_c_strtod(const char *text, char **end)
 {
-    locale_t previous = enter_c();
+    locale_t previous = sdt_c_locale_enter();
     double v = strtod(text, end);
-    leave_c(previous);
+    sdt_c_locale_leave(previous);
     return v;
 }
 
 float sdt_c_strtof(const char *text, char **end)
 {
-    locale_t previous = enter_c();
+    locale_t previous = sdt_c_locale_enter();
     float v = strtof(text, end);
-    leave_c(previous);
+    sdt_c_locale_leave(previous);
     return v;
 }

@@ -11,6 +11,7 @@
 #include "serve_page.h"
 #include "serve_reply.h"
 #include "serve_train_request.h"
+#include "host_json.h"
 
 /* The largest file /api/file serves: previews, CSVs, settings (a model is never asked for). */
 #define SERVE_FILE_LIMIT (64 * 1024 * 1024)
@@ -236,7 +237,7 @@ static void interrupt(SoupServer *server, SoupServerMessage *msg, const char *pa
     size_t n;
     const char *body = post_body(msg, &n);
     if (!body) return;
-    cJSON *form = cJSON_ParseWithLength(body, n);
+    cJSON *form = host_json_parse(body, n);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(form, "run");
     char *error = NULL;
     if (!cJSON_IsNumber(id)) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name the run to interrupt: {\"run\": ID}.");

@@ -5,6 +5,7 @@
 
 #include "serve_context.h"
 #include "serve_reply.h"
+#include "host_json.h"
 
 /* A string member of the form, NULL when absent or empty. */
 static const char *text_of(const cJSON *form, const char *key)
@@ -20,7 +21,7 @@ static bool flag_of(const cJSON *form, const char *key)
 
 static cJSON *parse_form(SoupServerMessage *msg, const char *body, size_t n)
 {
-    cJSON *form = cJSON_ParseWithLength(body, n);
+    cJSON *form = host_json_parse(body, n);
     if (!cJSON_IsObject(form)) {
         serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "The form did not arrive as a JSON object; reload the page.");
         cJSON_Delete(form);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "serve_events.h"
+#include "host_json.h"
 
 /* Events kept for a client that connects later: a long run's loss plot, the last logs. */
 #define REPLAY_LIMIT 20000
@@ -91,7 +92,7 @@ void serve_events_attach(serve_events *e, SoupServerMessage *msg)
 
 void serve_events_publish(serve_events *e, cJSON *event)
 {
-    char *json = cJSON_PrintUnformatted(event);
+    char *json = host_json_print(event);
     cJSON_Delete(event);
     sent_event *sent = g_new(sent_event, 1);
     sent->id = ++e->next_id;

@@ -69,7 +69,7 @@ static void add_files(cJSON *run, const char *logs, const char *folder)
         if (g_str_has_suffix(file, "_loss.csv")) cJSON_AddStringToObject(run, "csv", relative);
         if (strcmp(file, "metrics.jsonl") == 0) cJSON_AddStringToObject(run, "metrics", relative); /* every step: the Runs plot */
         if (g_str_has_prefix(file, "settings-") && g_str_has_suffix(file, ".json")) { /* the last by name: the newest */
-            cJSON_DeleteItemFromObject(run, "settings");
+            cJSON_DeleteItemFromObjectCaseSensitive(run, "settings");
             cJSON_AddStringToObject(run, "settings", relative);
         }
         g_free(relative);

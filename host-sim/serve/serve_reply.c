@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "serve_reply.h"
+#include "host_json.h"
 
 static void reply_text(SoupServerMessage *msg, guint status, char *json_text)
 {
@@ -14,7 +15,7 @@ char *serve_reply_error_text(const char *sentence)
 {
     cJSON *json = cJSON_CreateObject();
     cJSON_AddStringToObject(json, "error", sentence);
-    char *text = cJSON_PrintUnformatted(json);
+    char *text = host_json_print(json);
     cJSON_Delete(json);
     char *copy = g_strdup(text);
     cJSON_free(text);
@@ -28,7 +29,7 @@ void serve_reply_error(SoupServerMessage *msg, guint status, const char *sentenc
 
 void serve_reply_json(SoupServerMessage *msg, cJSON *json)
 {
-    char *text = cJSON_PrintUnformatted(json);
+    char *text = host_json_print(json);
     cJSON_Delete(json);
     reply_text(msg, SOUP_STATUS_OK, g_strdup(text ? text : "null"));
     cJSON_free(text);

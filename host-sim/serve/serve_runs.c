@@ -47,7 +47,7 @@ static void publish_state(run *r);
 static gboolean deliver(gpointer data)
 {
     pending_event *p = data;
-    cJSON *type = cJSON_GetObjectItem(p->event, "type");
+    cJSON *type = cJSON_GetObjectItemCaseSensitive(p->event, "type");
     if (type && strcmp(type->valuestring, "metrics") == 0) {
         cJSON_Delete(p->r->last_metrics);
         p->r->last_metrics = cJSON_Duplicate(p->event, 1);

@@ -11,6 +11,7 @@
 #include "prediction_probe.h"
 #include "sd_model.h"
 #include "weights.h"
+#include "c_json.h"
 
 /* Who decides the prediction type when training with the default (auto), as sd_runtime_open does. */
 static void add_prediction(cJSON *o, const sd_config *c, const char *config_file)
@@ -73,7 +74,7 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
         if (yaml) cJSON_AddStringToObject(o, "config_file", yaml);
         else cJSON_AddNullToObject(o, "config_file");
         add_prediction(o, &c, yaml);
-        text = cJSON_Print(o);
+        text = sdt_json_print(o);
         cJSON_Delete(o);
         if (!text) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory describing the model", path);
     }

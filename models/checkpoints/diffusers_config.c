@@ -10,6 +10,7 @@
 #include "file_read.h"
 #include "atomic_file.h"
 #include "c_numeric.h"
+#include "c_json.h"
 
 #define DIFFUSERS_VERSION "0.21.0"
 
@@ -28,7 +29,7 @@ static cJSON *read_json(const char *folder, const char *sub, const char *name, b
     cJSON *j = NULL;
     if (!sdt_file_read_all(path, "model config", SDT_FILE_LIMIT_TEXT, &text, &len, error))
         ;
-    else if (!(j = cJSON_ParseWithLength(text, len)) || !cJSON_IsObject(j))
+    else if (!(j = sdt_json_parse(text, len)) || !cJSON_IsObject(j))
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
     free(text);
     if (j && !cJSON_IsObject(j)) {
@@ -504,7 +505,7 @@ static bool write_json(const char *folder, const char *sub, const char *name, cJ
 {
     char *dir = sub ? g_build_filename(folder, sub, NULL) : g_strdup(folder);
     char *path = g_build_filename(dir, name, NULL);
-    char *json = j ? cJSON_Print(j) : NULL;
+    char *json = j ? sdt_json_print(j) : NULL;
     char *text = json ? g_strconcat(json, "\n", NULL) : NULL;
     bool ok = text != NULL;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory writing the config", path);

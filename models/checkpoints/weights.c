@@ -21,6 +21,7 @@
 #include "safetensors.h"
 #include "sha256.h"
 #include "torch_file.h"
+#include "c_json.h"
 
 #define MAX_LEVELS 16
 #define MAX_FILES 4 /* unet, text_encoder, vae, text_encoder_2 */
@@ -317,7 +318,7 @@ static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error 
     char *text = NULL;
     size_t len = 0;
     if (!sdt_file_read_all(index_path, "sharded-checkpoint index", SDT_FILE_LIMIT_LARGE_TEXT, &text, &len, error)) return 0;
-    cJSON *j = cJSON_ParseWithLength(text, len);
+    cJSON *j = sdt_json_parse(text, len);
     free(text);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
     if (!cJSON_IsObject(map)) {

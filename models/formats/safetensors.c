@@ -15,6 +15,7 @@
 
 #include "file_read.h"
 #include "atomic_file.h"
+#include "c_json.h"
 
 /* ---- dtypes --------------------------------------------------------------- */
 
@@ -263,7 +264,7 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, sdt
     if (hlen < 2 || json[0] != '{')
         FAIL("%s: the header is not a JSON object (it must start with '{'); this is not a safetensors file", file);
     const char *parse_end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &parse_end, false);
+    cJSON *root = sdt_json_parse_prefix(json, (size_t)hlen, &parse_end);
     if (!root || !cJSON_IsObject(root) || !parse_end || !header_tail_is_blank(parse_end, json + hlen)) {
         size_t at = parse_end ? (size_t)(parse_end - json) : (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0);
         cJSON_Delete(root);
@@ -486,7 +487,7 @@ static char *build_header(const write_slot *slots, size_t n, const sdt_st_kv *me
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(offset + slots[i].nbytes)));
         offset += slots[i].nbytes;
     }
-    char *text = cJSON_PrintUnformatted(root);
+    char *text = sdt_json_print_compact(root);
     cJSON_Delete(root);
     return text;
 }

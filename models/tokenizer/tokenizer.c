@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "file_read.h"
+#include "c_json.h"
+#include "py_lower.h"
 
 #define START_TOKEN CLIP_START_TOKEN
 #define END_TOKEN CLIP_END_TOKEN
@@ -104,7 +106,7 @@ static void set_id_text(sdt_tokenizer *t, int32_t id, const char *text)
 static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const char *name, sdt_error *error)
 {
     const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    cJSON *root = sdt_json_parse_prefix(text, len, &end);
     if (!root || !cJSON_IsObject(root)) {
         size_t at = root ? 0 : (cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
         cJSON_Delete(root);
@@ -319,7 +321,7 @@ static int find_added(const sdt_tokenizer *t, const char *lowered)
 
 int32_t sdt_tokenizer_token_id(const sdt_tokenizer *t, const char *token)
 {
-    char *low = g_utf8_strdown(token, -1);
+    char *low = sdt_py_lower(token);
     int a = find_added(t, low);
     g_free(low);
     if (a >= 0) return g_array_index(t->added_id, int32_t, a);
@@ -423,7 +425,7 @@ static char *normalize(const char *text)
     char *once = html_unescape(valid);
     char *twice = html_unescape(once);
     char *clean = whitespace_clean(twice);
-    char *lower = g_utf8_strdown(clean, -1);
+    char *lower = sdt_py_lower(clean);
     g_free(valid);
     g_free(once);
     g_free(twice);

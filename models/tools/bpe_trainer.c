@@ -9,6 +9,8 @@
 
 #include "atomic_file.h"
 #include "clip_bpe_rules.h"
+#include "c_json.h"
+#include "py_lower.h"
 
 typedef struct bpe_word {
     char *text;  /* byte-encoded word (owned) */
@@ -104,7 +106,7 @@ static void count_word(bpe_trainer *t, const char *piece, size_t len)
 void bpe_trainer_add_text(bpe_trainer *t, const char *text)
 {
     char *valid = g_utf8_make_valid(text, -1);
-    char *lower = g_utf8_strdown(valid, -1); /* CLIP lowercases before splitting */
+    char *lower = sdt_py_lower(valid); /* CLIP lowercases before splitting */
     GMatchInfo *mi = NULL;
     g_regex_match(t->pattern, lower, 0, &mi);
     while (g_match_info_matches(mi)) {
@@ -267,7 +269,7 @@ static char *vocab_json(const bpe_trainer *t)
     for (; id < (int)t->sym_text->len; id++) cJSON_AddNumberToObject(root, g_ptr_array_index(t->sym_text, id), id);
     cJSON_AddNumberToObject(root, CLIP_START_TOKEN, id++);
     cJSON_AddNumberToObject(root, CLIP_END_TOKEN, id);
-    char *text = cJSON_Print(root);
+    char *text = sdt_json_print(root);
     cJSON_Delete(root);
     return text;
 }

@@ -16,6 +16,7 @@
 #include "c_numeric.h"
 #include "file_read.h"
 #include "write_fault.h"
+#include "c_json.h"
 
 #define METRICS_LOG_LIMIT ((size_t)512 << 20) /* ~2 million steps of lines */
 
@@ -81,7 +82,7 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
             n_dropped++;
             break;
         }
-        cJSON *o = cJSON_ParseWithLength(p, (size_t)(nl - p));
+        cJSON *o = sdt_json_parse(p, (size_t)(nl - p));
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
         if (!cJSON_IsNumber(step)) {
             ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d is not a metrics object with a step; move the file away or "

@@ -16,6 +16,7 @@
 #include "data/file_name.h"
 #include "file_read.h"
 #include "write_fault.h"
+#include "c_json.h"
 
 #define LOSS_CSV_LIMIT ((size_t)1 << 30) /* ten million rows */
 #define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
@@ -198,7 +199,7 @@ bool sdt_settings_save(const char *folder, const cJSON *settings, time_t when, c
         sdt_fail(error, SDT_ERR_IO, "%s: the folder path is too long for the settings file", folder);
         return false;
     }
-    char *text = cJSON_Print(settings);
+    char *text = sdt_json_print(settings);
     if (!text) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory writing the settings", path);
         return false;

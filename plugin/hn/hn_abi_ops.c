@@ -18,6 +18,7 @@
 #include "hn/hn_file.h"
 #include "train/train_state_describe.h"
 #include "torch_file.h"
+#include "c_json.h"
 
 /* FNV-1a of the name: a reproducible seed per hypernetwork (A1111 draws from torch's global RNG). */
 static uint64_t name_seed(const char *name)
@@ -126,7 +127,7 @@ static char *describe_json(const sdt_hn *hn, const sdt_hypernetwork_info *info, 
     else cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (info->checkpoint_hash[0]) cJSON_AddStringToObject(root, "sd_checkpoint", info->checkpoint_hash);
     else cJSON_AddNullToObject(root, "sd_checkpoint");
-    char *text = cJSON_Print(root);
+    char *text = sdt_json_print(root);
     cJSON_Delete(root);
     return text;
 }

@@ -24,6 +24,7 @@
 
 #include "c_numeric.h"
 #include "ti/embedding_file.h"
+#include "c_json.h"
 
 /* Python's repr(float): shortest round-trip digits; fixed notation for
  * exponents -4..15 (with ".0" when integral), scientific otherwise. */
@@ -262,7 +263,7 @@ static bool read_info(const cJSON *root, const char *fallback_name, sdt_embeddin
 bool sdt_embedding_apply_card_info(const char *json, size_t len, sdt_embedding *e)
 {
     if (!g_utf8_validate(json, (gssize)len, NULL)) return false;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    cJSON *root = sdt_json_parse(json, len);
     bool ok = cJSON_IsObject(root) && e->name && read_info(root, e->name, e);
     cJSON_Delete(root);
     return ok;
@@ -274,7 +275,7 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
     memset(e, 0, sizeof(*e));
     if (!g_utf8_validate(json, (gssize)len, NULL)) /* JSON is UTF-8; its strings become names and metadata */
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not UTF-8 text; the card is damaged", origin);
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    cJSON *root = sdt_json_parse(json, len);
     if (!cJSON_IsObject(root)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not valid JSON; the card is damaged", origin);
         cJSON_Delete(root);

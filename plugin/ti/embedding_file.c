@@ -12,6 +12,7 @@
 
 #include "file_read.h"
 #include "torch_file.h"
+#include "c_json.h"
 
 #define MAX_LOADED_VECTORS 1024 /* generous: only inspection ever sees more than 75 */
 
@@ -141,7 +142,7 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
         cJSON_AddNumberToObject(root, "max", hi);
         cJSON_AddNumberToObject(root, "mean", sum / (double)n);
     }
-    char *text = cJSON_Print(root);
+    char *text = sdt_json_print(root);
     cJSON_Delete(root);
     return text;
 }

@@ -27,6 +27,7 @@
 #include "safetensors.h"
 #include "train/ema.h"
 #include "train/train_job.h"
+#include "c_json.h"
 
 #define STATE_VERSION "2"
 #define STATE_SUFFIX ".state.safetensors"
@@ -217,7 +218,7 @@ static char *state_json(sdt_train_job *job)
     add_run_options(job, j);
     /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
     if (job->csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->csv_unwritten);
-    char *text = cJSON_PrintUnformatted(j);
+    char *text = sdt_json_print_compact(j);
     cJSON_Delete(j);
     return text;
 }
@@ -536,7 +537,7 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
     else if (!version || strcmp(version, STATE_VERSION) != 0)
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX
                  " file this plugin wrote", path, version ? version : "missing");
-    else if (!training || !(j = cJSON_Parse(training)))
+    else if (!training || !(j = sdt_json_parse(training, strlen(training))))
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record is not valid JSON; resume from another state",
                  path);
     else

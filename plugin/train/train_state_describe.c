@@ -9,6 +9,7 @@
 
 #include "data/state_seal.h"
 #include "safetensors.h"
+#include "c_json.h"
 
 #define STATE_MARKER "sdtrain_state"
 #define PART_FILE_SUFFIX "_file"
@@ -119,7 +120,7 @@ static void count_tensors(const sdt_safetensors *st, sdt_state_facts *f)
 static void read_training(const sdt_safetensors *st, sdt_state_facts *f)
 {
     const char *training = sdt_st_metadata_get(st, "training");
-    cJSON *j = training ? cJSON_Parse(training) : NULL;
+    cJSON *j = training ? sdt_json_parse(training, strlen(training)) : NULL;
     const cJSON *precision = cJSON_GetObjectItemCaseSensitive(j, "precision");
     snprintf(f->precision, sizeof f->precision, "%s", cJSON_IsString(precision) ? precision->valuestring : "");
     const cJSON *scale = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "scaler"), "scale");
@@ -130,7 +131,7 @@ static void read_training(const sdt_safetensors *st, sdt_state_facts *f)
 
 static void add_or_replace(cJSON *root, const char *key, cJSON *item)
 {
-    if (cJSON_HasObjectItem(root, key)) cJSON_ReplaceItemInObjectCaseSensitive(root, key, item);
+    if (cJSON_GetObjectItemCaseSensitive(root, key)) cJSON_ReplaceItemInObjectCaseSensitive(root, key, item);
     else cJSON_AddItemToObject(root, key, item);
 }
 
@@ -141,7 +142,7 @@ static cJSON *string_or_null(const char *s)
 
 static char *facts_json(const sdt_state_facts *f, const char *path, const char *base_json)
 {
-    cJSON *root = base_json ? cJSON_Parse(base_json) : NULL;
+    cJSON *root = base_json ? sdt_json_parse(base_json, strlen(base_json)) : NULL;
     if (!root) root = cJSON_CreateObject();
     if (!root) return NULL;
     add_or_replace(root, "format", cJSON_CreateString("sdtrain-training-state"));
@@ -172,7 +173,7 @@ static char *facts_json(const sdt_state_facts *f, const char *path, const char *
     add_or_replace(root, "all_finite", cJSON_CreateBool(f->all_finite));
     add_or_replace(root, "sealed", cJSON_CreateBool(f->sealed));
     if (!f->sealed) add_or_replace(root, "seal_problem", cJSON_CreateString(f->seal_problem));
-    char *text = cJSON_Print(root);
+    char *text = sdt_json_print(root);
     cJSON_Delete(root);
     return text;
 }

@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Numbers mean the same in every locale. sdt-host calls setlocale(LC_ALL, "") as every GUI host does;
-# in a comma-decimal locale (de_DE.UTF-8, generated here with localedef) printf writes "0,005" and
-# strtod reads "0.005" as 0. The same session runs under LC_ALL=C and under de_DE.UTF-8:
-#   an embedding trained with an LR schedule (PNG cards, copies, the loss CSV, the state), a hypernetwork with a
-#   fractional layer and dropout structure (its .pt, .safetensors twin and metadata), a joint run, a panel file,
-#   generate with FILE:0.5, inspect (text and --json)
-# and every file and every printed line must be byte-identical (dates and timings aside); the trained files moved.
-source "$(dirname "$0")/e2e_lib.sh"
+# Every file and every printed line is the same bytes in every locale. sdt-host calls setlocale(LC_ALL, "")
+# as every GUI host does. The same session runs under LC_ALL=C and under four locales generated here with
+# localedef, each breaking something else:
+#   de_DE.UTF-8  a one-byte decimal comma: printf's "%g" writes "0,005", strtod reads "0.005" as 0;
+#   tr_TR.UTF-8  Turkish case mapping: GLib's g_utf8_strdown lowers "Icon" to "ıcon" (CLIP does not),
+#                tolower('I') stays 'I';
+#   ps_AF.UTF-8  a two-byte decimal point "٫" (cJSON swaps only its first byte: files with a lone 0xAB,
+#                JSON that does not parse back) and Arabic-Indic output digits;
+#   fa_IR.UTF-8  Persian output and alternative digits, "." as the decimal point.
+# The session: an embedding trained with an LR schedule through a template with capital I's (PNG cards,
+# copies, the loss CSV, the state), a hypernetwork with a fractional layer and dropout structure (its .pt,
+# .safetensors twin and metadata), a joint run, a panel file, a --metrics run with EMA resumed from its
+# state, generate with FILE:0.5, inspect (text and --json) of every file, a PNG card, a state and the
+# diffusers model folder (which every training loads too). Every file and every printed line must be
+# byte-identical to C's (dates and timings aside), and the trained files moved.
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/e2e_lib.sh"
 
 LOCALES=$WORK/locales
 if ! command -v localedef >/dev/null || [ ! -e /usr/share/i18n/locales/de_DE ]; then
@@ -14,13 +23,26 @@ if ! command -v localedef >/dev/null || [ ! -e /usr/share/i18n/locales/de_DE ]; 
     exit 1
 fi
 mkdir -p "$LOCALES"
-localedef -i de_DE -f UTF-8 "$LOCALES/de_DE.UTF-8" >/dev/null 2>&1
-[ -f "$LOCALES/de_DE.UTF-8/LC_NUMERIC" ] || { echo "FAIL: localedef could not generate de_DE.UTF-8" >&2; exit 1; }
-# The generated locale really uses a comma (else this test would prove nothing).
-[ "$(LOCPATH=$LOCALES LC_ALL=de_DE.UTF-8 locale decimal_point)" = "," ] ||
-    { echo "FAIL: the generated de_DE.UTF-8 does not use a decimal comma" >&2; exit 1; }
+TESTED=(de_DE tr_TR ps_AF fa_IR)
+for l in "${TESTED[@]}"; do
+    localedef -i "$l" -f UTF-8 "$LOCALES/$l.UTF-8" >/dev/null 2>&1
+    [ -f "$LOCALES/$l.UTF-8/LC_NUMERIC" ] || { echo "FAIL: localedef could not generate $l.UTF-8" >&2; exit 1; }
+done
+in_locale() { LOCPATH=$LOCALES LC_ALL=$1.UTF-8 "${@:2}"; }
+# Each generated locale really has what it is here for (else this test would prove nothing).
+[ "$(in_locale de_DE locale decimal_point)" = "," ] || { echo "FAIL: the generated de_DE.UTF-8 does not use a decimal comma" >&2; exit 1; }
+[ "$(in_locale tr_TR locale territory)" = Turkey ] || { echo "FAIL: the generated tr_TR.UTF-8 is not Turkish" >&2; exit 1; }
+[ "$(in_locale ps_AF locale decimal_point)" = "٫" ] ||
+    { echo "FAIL: the generated ps_AF.UTF-8 does not use the two-byte decimal point U+066B" >&2; exit 1; }
+for l in ps_AF fa_IR; do
+    [ "$(in_locale $l locale ctype-outdigit1_mb)" != 1 ] ||
+        { echo "FAIL: the generated $l.UTF-8 does not have its own digits" >&2; exit 1; }
+done
 
-TEMPLATE=(--template "$SDT_TEMPLATES/style.txt")
+# Capital I's (and a dotted İ) in the prompts: Turkish lowering would change the tokens.
+ICON_TEMPLATE=$WORK/icon-template.txt
+printf '%s\n' "an Icon in the style of [name]" "a DIGITAL ICON of [name], İzmir Illustration" >"$ICON_TEMPLATE"
+TEMPLATE=(--template "$ICON_TEMPLATE")
 
 # session DIR: the whole session in DIR, every command's stdout and stderr kept as DIR/NN-what.{out,err}.
 session() {
@@ -70,11 +92,19 @@ INI
         step train-panel train --config panel.ini
         step generate generate --model "$MODEL" --prompt "a red square" --width 64 --height 64 --steps 2 --cfg 7.5 \
             --device cpu --seed "$SEED" --hypernetwork hn/hn.pt:0.5 --out gen.png
-        for f in emb/tok.safetensors emb/jt.safetensors hn/hn.pt logs/*/hn/hn.safetensors hn/jhn.pt; do
+        step create-metrics-embedding create-embedding --name met --init-text "an icon" --vectors 1 --model "$MODEL" --out emb
+        step train-metrics train --embedding emb/met.safetensors --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" \
+            --learn-rate 0.004 --max-steps 2 --save-every 2 --preview-every 0 --csv-every 1 --log-dir mlogs --metrics --ema 0.9
+        step resume-metrics train --embedding emb/met.safetensors --dataset "$DATASET" "${TEMPLATE[@]}" "${TRAIN_COMMON[@]}" \
+            --learn-rate 0.004 --max-steps 3 --save-every 3 --preview-every 0 --csv-every 1 --log-dir mlogs --metrics --ema 0.9 \
+            --resume mlogs
+        for f in emb/tok.safetensors emb/jt.safetensors emb/met.safetensors emb/met-ema.safetensors hn/hn.pt logs/*/hn/hn.safetensors \
+            hn/jhn.pt logs/*/tok/image_embeddings/*.png "$MODEL"; do
             step "inspect-$(basename "$f")" inspect "$f"
             step "inspect-json-$(basename "$f")" inspect --json "$f"
         done
-        for f in logs/*/tok/*.state.safetensors logs/*/hn/*.state.safetensors logs/*/jhn/*.state.safetensors; do
+        for f in logs/*/tok/*.state.safetensors logs/*/hn/*.state.safetensors logs/*/jhn/*.state.safetensors \
+            mlogs/*/met/*.state.safetensors; do
             step "inspect-state-$(basename "$f")" inspect "$f"
         done
     )
@@ -82,13 +112,15 @@ INI
 
 LC_ALL=C session c
 # LC_MESSAGES stays C so that strerror's sentences (translated, as they should be) compare too.
-(unset LC_ALL; LOCPATH=$LOCALES LANG=de_DE.UTF-8 LC_MESSAGES=C session de)
-
-for rc in c/*.rc; do
-    [ "$(cat "$rc")" = 0 ] || { fail "C locale: ${rc#c/} exit $(cat "$rc")"; sed 's/^/    | /' "${rc%.rc}.err" | tail -5 >&2; }
+for l in "${TESTED[@]}"; do
+    (unset LC_ALL; LOCPATH=$LOCALES LANG=$l.UTF-8 LC_MESSAGES=C session "$l") &
 done
-for rc in de/*.rc; do
-    [ "$(cat "$rc")" = 0 ] || { fail "de_DE.UTF-8: ${rc#de/} exit $(cat "$rc")"; sed 's/^/    | /' "${rc%.rc}.err" | tail -5 >&2; }
+wait
+
+for d in c "${TESTED[@]}"; do
+    for rc in "$d"/*.rc; do
+        [ "$(cat "$rc")" = 0 ] || { fail "$d: ${rc#"$d"/} exit $(cat "$rc")"; sed 's/^/    | /' "${rc%.rc}.err" | tail -5 >&2; }
+    done
 done
 
 # Times, dates and speeds are the only things two runs may print or write differently.
@@ -98,45 +130,76 @@ normalise() { # FILE: the text with timings, speeds and dates replaced
         -e 's/([0-9.]+) (img\/s|s|ms|it\/s)\b/N \2/g' -e 's/ETA [^ ]+/ETA T/g' \
         -e 's/(in|took|after) [0-9.]+ ?(s|ms|min)/\1 T/g'
 }
-# The loss CSV's last column is images/s, a timing.
+# The loss CSV's last column is images/s, a timing; metrics.jsonl's lines carry the step's seconds.
 csv_without_speed() { cut -d, -f1-8 "$1"; }
-# metrics.jsonl (written by default) holds the same timing.
-jsonl_without_speed() { sed -E 's/"images_per_s":[^,}]*/"images_per_s":N/' "$1"; }
+jsonl_without_time() { sed -E 's/"images_per_s":[^,}]*/"images_per_s":T/g' "$1"; }
 
-compared=0
-while IFS= read -r -d '' f; do
-    rel=${f#c/}
-    other=de/$rel
-    # The run folder is named after the day; the settings file after the second it was written.
-    [ -e "$other" ] || other=$(find de -path "de/$(echo "$rel" | sed -E 's#/[0-9]{4}-[0-9]{2}-[0-9]{2}/#/*/#; s#settings-[^/]*\.json#settings-*.json#')" | head -n 1)
-    if [ -z "$other" ] || [ ! -e "$other" ]; then
-        fail "$rel was written under C but not under de_DE.UTF-8"
-        continue
-    fi
-    compared=$((compared + 1))
-    case $rel in
-    *.csv)
-        cmp -s <(csv_without_speed "$f") <(csv_without_speed "$other") ||
-            { fail "$rel differs between C and de_DE.UTF-8"; diff <(csv_without_speed "$f") <(csv_without_speed "$other") | head -6 >&2; } ;;
-    *.jsonl)
-        cmp -s <(jsonl_without_speed "$f") <(jsonl_without_speed "$other") ||
-            { fail "$rel differs between C and de_DE.UTF-8"; diff <(jsonl_without_speed "$f") <(jsonl_without_speed "$other") | head -6 >&2; } ;;
-    *.out | *.err | *settings-*.json | *.json | *.txt | *.ini)
-        cmp -s <(normalise "$f") <(normalise "$other") ||
-            { fail "$rel differs between C and de_DE.UTF-8"; diff <(normalise "$f") <(normalise "$other") | head -6 >&2; } ;;
-    *)
-        cmp -s "$f" "$other" || fail "$rel: the bytes differ between C and de_DE.UTF-8" ;;
-    esac
-done < <(find c -type f ! -name '*.rc' ! -name '*.lock' -print0 | sort -z)
-[ "$compared" -gt 30 ] || fail "only $compared files were compared; the sessions did not write what they should"
+compare_with_c() { # LOCALE: every file the C session wrote, against the same file in LOCALE's session
+    local l=$1 f rel other compared=0
+    while IFS= read -r -d '' f; do
+        rel=${f#c/}
+        other=$l/$rel
+        # The run folder is named after the day; a settings file after the second it was written (the
+        # resumed run writes a second one: the n-th of C's pairs with the n-th of the locale's).
+        if [ ! -e "$other" ]; then
+            local nth=1 pattern
+            case $rel in */settings-*.json) nth=$(find "$(dirname "$f")" -name 'settings-*.json' | sort | grep -nxF "$f" | cut -d: -f1) ;; esac
+            pattern=$(echo "$rel" | sed -E 's#/[0-9]{4}-[0-9]{2}-[0-9]{2}/#/*/#; s#settings-[^/]*\.json#settings-*.json#')
+            other=$(find "$l" -path "$l/$pattern" | sort | sed -n "${nth}p")
+        fi
+        if [ -z "$other" ] || [ ! -e "$other" ]; then
+            fail "$rel was written under C but not under $l.UTF-8"
+            continue
+        fi
+        compared=$((compared + 1))
+        case $rel in
+        *.csv)
+            cmp -s <(csv_without_speed "$f") <(csv_without_speed "$other") ||
+                { fail "$rel differs between C and $l.UTF-8"; diff <(csv_without_speed "$f") <(csv_without_speed "$other") | head -6 >&2; } ;;
+        *.jsonl)
+            cmp -s <(jsonl_without_time "$f") <(jsonl_without_time "$other") ||
+                { fail "$rel differs between C and $l.UTF-8"; diff <(jsonl_without_time "$f") <(jsonl_without_time "$other") | head -6 >&2; } ;;
+        *.out | *.err | *settings-*.json | *.json | *.txt | *.ini)
+            cmp -s <(normalise "$f") <(normalise "$other") ||
+                { fail "$rel differs between C and $l.UTF-8"; diff <(normalise "$f") <(normalise "$other") | head -6 >&2; } ;;
+        *)
+            cmp -s "$f" "$other" || fail "$rel: the bytes differ between C and $l.UTF-8" ;;
+        esac
+    done < <(find c -type f ! -name '*.rc' ! -name '*.lock' -print0 | sort -z)
+    [ "$compared" -gt 40 ] || fail "$l: only $compared files were compared; the sessions did not write what they should"
+}
 
-# What the review saw in de_DE: the learning rate parsed as 0 and nothing trained.
-cmp -s de/created-tok.safetensors de/emb/tok.safetensors && fail "de_DE.UTF-8: the embedding did not move (learning rate 0?)"
-cmp -s de/created-hn.pt de/hn/hn.pt && fail "de_DE.UTF-8: the hypernetwork did not move (learning rate 0?)"
-grep -q 'lr 1.00e-03' de/02-train-embedding.out de/02-train-embedding.err ||
-    fail "de_DE.UTF-8: the progress line does not show 'lr 1.00e-03'"
-grep -rqE '[0-9],[0-9]{2}e[-+]' de/*.out de/*.err && fail "de_DE.UTF-8: a number was printed with a decimal comma"
-csv=$(run_folder de/logs tok)/textual_inversion_loss.csv
-awk -F, 'NR > 1 && NF != 10 { bad = 1 } END { exit bad }' "$csv" || fail "de_DE.UTF-8: the loss CSV has rows that are not 10 fields"
-[ "$(tail -n +2 "$csv" | head -n 1 | cut -d, -f5)" = 0.005 ] || fail "de_DE.UTF-8: step 1's learning rate in the CSV is not 0.005"
+for l in "${TESTED[@]}"; do
+    compare_with_c "$l"
+    # What the reviews saw: in de_DE the learning rate parsed as 0 and nothing trained; in ps_AF every
+    # diffusers folder was refused, so nothing trained either.
+    cmp -s "$l/created-tok.safetensors" "$l/emb/tok.safetensors" && fail "$l.UTF-8: the embedding did not move (learning rate 0?)"
+    cmp -s "$l/created-hn.pt" "$l/hn/hn.pt" && fail "$l.UTF-8: the hypernetwork did not move (learning rate 0?)"
+    grep -q 'lr 1.00e-03' "$l/02-train-embedding.out" "$l/02-train-embedding.err" ||
+        fail "$l.UTF-8: the progress line does not show 'lr 1.00e-03'"
+    grep -rqE '[0-9],[0-9]{2}e[-+]' "$l"/*.out "$l"/*.err && fail "$l.UTF-8: a number was printed with a decimal comma"
+    csv=$(run_folder "$l/logs" tok)/textual_inversion_loss.csv
+    awk -F, 'NR > 1 && NF != 10 { bad = 1 } END { exit bad }' "$csv" || fail "$l.UTF-8: the loss CSV has rows that are not 10 fields"
+    [ "$(tail -n +2 "$csv" | head -n 1 | cut -d, -f5)" = 0.005 ] || fail "$l.UTF-8: step 1's learning rate in the CSV is not 0.005"
+    # Every line sdt-host printed and every text file written is UTF-8 (ps_AF's lone 0xAB byte was not).
+    while IFS= read -r -d '' f; do
+        iconv -f UTF-8 -t UTF-8 "$f" >/dev/null 2>&1 || fail "$l.UTF-8: ${f#"$l"/} is not valid UTF-8"
+    done < <(find "$l" -type f \( -name '*.out' -o -name '*.err' -o -name '*.json' -o -name '*.jsonl' -o -name '*.csv' \) -print0)
+done
+# The panel (sdt-host serve, where it is built): its setup and a model's description, as JSON replies.
+if command -v curl >/dev/null && "$SDT_HOST" serve --help >/dev/null 2>&1; then
+    source "$HERE/serve_lib.sh"
+    for l in C ps_AF; do
+        if [ $l = C ]; then LC_ALL=C start_serve; else LOCPATH=$LOCALES LC_ALL=$l.UTF-8 LC_MESSAGES=C start_serve; fi
+        curl -s "$SERVE_BASE/api/setup" >"panel-$l-setup.json"
+        curl -s "$SERVE_BASE/api/model?path=model" >"panel-$l-model.json"
+        stop_serve
+    done
+    grep -q '"layout":.*"diffusers folder"' panel-C-model.json || fail "the panel did not describe the demo model under C"
+    for what in setup model; do
+        cmp -s "panel-C-$what.json" "panel-ps_AF-$what.json" ||
+            { fail "the panel's /api/$what differs between C and ps_AF.UTF-8"; diff "panel-C-$what.json" "panel-ps_AF-$what.json" | head -6 >&2; }
+    done
+fi
+[ "$(wc -l <"$(run_folder c/mlogs met)/metrics.jsonl")" = 3 ] || fail "C: the resumed --metrics run's metrics.jsonl does not hold 3 steps"
 e2e_finish

@@ -8,7 +8,13 @@ kernels/, host-sim/; build-time tools, which never set a locale, aside) and fail
     (kernels/c_numeric.c; host-sim's cli_common.c formats only what the next rule checks);
   - a float conversion (%f %e %g %a) in the format of a locale-dependent call (printf, snprintf,
     g_string_append_printf, sscanf, ...): such numbers go through sdt_c_snprintf, the error and
-    log helpers (which format with sdt_c_vsnprintf) or host-sim's c_number.
+    log helpers (which format with sdt_c_vsnprintf) or host-sim's c_number;
+  - a cJSON print or parse outside its C-locale wrapper (models/formats/c_json.c, and
+    host-sim/host_json.c for sdt-host): cJSON swaps only the first byte of a multi-byte
+    decimal point (ps_AF.UTF-8's "٫"), so its files would not even be UTF-8 (tools included);
+  - case mapping that follows the locale (g_utf8_strdown/strup, tolower/toupper, strcasecmp,
+    cJSON's case-insensitive key lookups): in tr_TR 'I' lowers to 'ı' (tolower('I') stays 'I');
+    use g_ascii_* or cJSON's *CaseSensitive calls for keys, sdt_py_lower for CLIP's text.
 Usage: check_locale_numbers.py SOURCE_ROOT"""
 import pathlib
 import re
@@ -18,12 +24,18 @@ root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".")
 DIRS = ["plugin", "models", "kernels", "host-sim"]
 SKIP_DIRS = {"models/tools", "host-sim/demo"}  # build-time tools: their own processes, C locale
 HELPERS = {"kernels/c_numeric.c"}
+JSON_HELPERS = {"models/formats/c_json.c", "host-sim/host_json.c"}
 VARIADIC_OK = {"host-sim/cli_common.c"}  # cli_errorf/cli_usage_errorf: their callers are checked below
 PARSE = re.compile(r"(?<![\w.])(strtod|strtof|strtold|atof)\s*\(")
 VPRINTF = re.compile(r"(?<![\w.])(vsnprintf|vsprintf|vfprintf|vprintf|g_strdup_vprintf|g_string_append_vprintf|g_vsnprintf)\s*\(")
 LOCALE_PRINTF = re.compile(
     r"(?<![\w.])(printf|fprintf|sprintf|snprintf|g_snprintf|g_string_append_printf|g_string_printf|g_strdup_printf|"
     r"g_print|g_printerr|g_message|g_warning|cli_errorf|cli_usage_errorf|sscanf|fscanf)\s*\(")
+RAW_JSON = re.compile(r"(?<![\w.])(cJSON_Print\w*|cJSON_Parse\w*)\s*\(")
+LOCALE_CASE = re.compile(r"(?<![\w.])(g_utf8_strdown|g_utf8_strup|g_strdown|g_strup|tolower|toupper|towlower|towupper|"
+                         r"strcasecmp|strncasecmp|g_strcasecmp|g_strncasecmp|"
+                         r"cJSON_GetObjectItem|cJSON_HasObjectItem|cJSON_DeleteItemFromObject|cJSON_DetachItemFromObject|"
+                         r"cJSON_ReplaceItemInObject)\s*\(")
 FLOAT_CONV = re.compile(r"%[-+ #0'*.\d]*(?:l|L|ll)?[aAeEfFgG]")
 
 
@@ -83,10 +95,17 @@ for d in DIRS:
         if path.suffix not in (".c", ".cu", ".h", ".cuh"):
             continue
         rel = path.relative_to(root).as_posix()
-        if any(rel.startswith(s + "/") for s in SKIP_DIRS) or rel in HELPERS:
-            continue
         text = strip_comments(path.read_text(errors="replace"))
         line_of = lambda pos: text.count("\n", 0, pos) + 1
+        if rel not in JSON_HELPERS:
+            for m in RAW_JSON.finditer(text):
+                problems.append(f"{rel}:{line_of(m.start())}: {m.group(1)} reads the locale's decimal point; "
+                                "use sdt_json_* (models/formats/c_json.h; sdt-host: host_json_*, host-sim/host_json.h)")
+        for m in LOCALE_CASE.finditer(text):
+            problems.append(f"{rel}:{line_of(m.start())}: {m.group(1)} follows the locale (tr_TR: 'I' -> 'ı'); "
+                            "use g_ascii_*, cJSON's *CaseSensitive or sdt_py_lower")
+        if any(rel.startswith(s + "/") for s in SKIP_DIRS) or rel in HELPERS:
+            continue
         for m in PARSE.finditer(text):
             problems.append(f"{rel}:{line_of(m.start())}: {m.group(1)} reads the locale's decimal point; use sdt_c_strtod (or g_ascii_strtod)")
         if rel not in VARIADIC_OK:
@@ -102,6 +121,6 @@ for d in DIRS:
 for p in problems:
     print(p)
 if problems:
-    print(f"{len(problems)} locale-dependent number(s); see tests/source/check_locale_numbers.py")
+    print(f"{len(problems)} locale-dependent call(s); see tests/source/check_locale_numbers.py")
     sys.exit(1)
-print("every number is printed and parsed locale-independently")
+print("every number, JSON text and case mapping is locale-independent")
