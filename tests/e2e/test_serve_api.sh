@@ -5,6 +5,8 @@
 #              by default); the setup offers them for embeddings
 #   folders    a dataset path and a log folder typed by hand are taken inside the configured folders (a
 #              new log folder is made there) and refused outside
+#   runs       the Runs list walks every log folder inside the logs folder (logs/project/first/<date>/<name>),
+#              names each run's log folder, and follows no link out of the logs folder
 #   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
@@ -75,6 +77,28 @@ http "a typed log folder climbing out" 403 -X POST \
 http "a typed log folder through a missing '..'" 403 -X POST \
     --data-binary "$(printf '%sdataset=dataset\nlog-dir=new/../../escaped\n' "$typed")" "$B/api/train"
 [ -e "$WORK/escaped" ] || [ -e "$WORK/logs/new" ] && fail "a log folder with '..' was made"
+
+# runs: the run written into logs/project/first is listed with its log folder; a link to a run folder
+# outside the logs folder is not followed.
+mkdir -p "$WORK/outside/runs/2020-01-01/secret/images"
+echo "step,loss" >"$WORK/outside/runs/2020-01-01/secret/textual_inversion_loss.csv"
+ln -s "$WORK/outside/runs" "$WORK/logs/linked"
+ln -s "$WORK/outside/runs/2020-01-01" "$WORK/logs/2020-01-02"
+http "the runs" 200 "$B/api/runs"
+python3 - "$WORK/.body" "$(basename "$(dirname "$(run_folder "$WORK/logs/project/first" plain)")")" <<'PY' || fail "the Runs list is wrong: $(head -c 600 "$WORK/.body")"
+import json, sys
+logs = json.load(open(sys.argv[1]))["logs"]
+date = sys.argv[2]
+nested = [r for r in logs if r["log_dir"] == "project/first"]
+assert len(nested) == 1, "the run in logs/project/first is not listed once"
+r = nested[0]
+assert (r["date"], r["name"], r["folder"]) == (date, "plain", "project/first/%s/plain" % date), r
+assert r["csv"] == r["folder"] + "/textual_inversion_loss.csv" and r["settings"].startswith(r["folder"] + "/settings-"), r
+assert any(f.endswith("/plain.state.safetensors") for f in r["files"]), r["files"]
+assert all(x["date"] not in ("project", "first") and x["name"] != "first" for x in logs), "a log folder is listed as a run"
+assert all(x["log_dir"] == "" for x in logs if x is not r), "the other runs are not in the logs folder itself"
+assert not any(x["name"] == "secret" for x in logs), "a run outside the logs folder was listed through a link"
+PY
 stop_serve
 
 # listen: the address printed is the one listened on.
