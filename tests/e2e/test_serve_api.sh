@@ -7,6 +7,7 @@
 #              new log folder is made there) and refused outside
 #   runs       the Runs list walks every log folder inside the logs folder (logs/project/first/<date>/<name>),
 #              names each run's log folder, and follows no link out of the logs folder
+#              a run with only a CSV whose folder holds one with other columns warns once, not every step
 #   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
@@ -98,6 +99,22 @@ assert any(f.endswith("/plain.state.safetensors") for f in r["files"]), r["files
 assert all(x["date"] not in ("project", "first") and x["name"] != "first" for x in logs), "a log folder is listed as a run"
 assert all(x["log_dir"] == "" for x in logs if x is not r), "the other runs are not in the logs folder itself"
 assert not any(x["name"] == "secret" for x in logs), "a run outside the logs folder was listed through a link"
+PY
+rm "$WORK/logs/linked" "$WORK/logs/2020-01-02" # a run refuses a log folder holding links out of it
+# A run with only a CSV (metrics=false) whose folder holds a CSV with other columns (plain's, without
+# validation): one warning for the run, not one per step; the Runs list offers the CSV for its plot.
+csv_run=$plain$'validation-split=0.25\nvalidate-every=1\ncsv-every=1\nmax-steps=8\n'
+http "a CSV-only run into a CSV with other columns" 200 -X POST --data-binary "$csv_run" "$B/api/train"
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"])' "$WORK/.body")
+wait_run "$id" finished
+curl -s -N --max-time 1 -o "$WORK/.events" "$B/api/events"
+warned=$(grep "\"run\":$id[,}]" "$WORK/.events" | grep -c "the loss CSV was not updated")
+[ "$warned" = 1 ] || fail "a run whose CSV has other columns warned $warned times, expected once: $(grep -m 2 'not updated' "$WORK/.events")"
+http "the runs" 200 "$B/api/runs"
+python3 - "$WORK/.body" <<'PY' || fail "the CSV-only run is not offered with its CSV: $(head -c 600 "$WORK/.body")"
+import json, sys
+r = [r for r in json.load(open(sys.argv[1]))["logs"] if r["name"] == "plain" and r["log_dir"] == ""][0]
+assert r["csv"].endswith("/textual_inversion_loss.csv") and "metrics" not in r, r
 PY
 stop_serve
 
