@@ -127,6 +127,7 @@ struct sdt_train_job {
                                            * end writes it; the resume state keeps it, so a kill between the final
                                            * state and this row loses nothing */
     bool csv_row_unwritten;
+    bool csv_refused;          /* a row was refused (an existing CSV with other columns): warned once, not every step */
     int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
     double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
     int64_t preview_seed;

@@ -276,7 +276,8 @@ static void engine_log(void *user, sdt_log_level level, const char *message)
 static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
 
 /* A row of the loss CSV. A failure for IO (the disk) is returned (the run stops: run_loop.h);
- * any other (e.g. an existing CSV with other columns) is a warning, and training goes on. */
+ * any other (e.g. an existing CSV with other columns) is one warning for the run, and training goes on:
+ * every later row would be refused for the same reason. */
 static bool append_csv_row(sdt_train_job *job, const char *row_text, sdt_error *error)
 {
     sdt_error why;
@@ -285,7 +286,10 @@ static bool append_csv_row(sdt_train_job *job, const char *row_text, sdt_error *
         if (error) *error = why;
         return false;
     }
-    sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s", why.message);
+    if (!job->csv_refused)
+        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s; this run adds no rows to it",
+                     why.message);
+    job->csv_refused = true;
     return true;
 }
 

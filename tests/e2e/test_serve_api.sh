@@ -5,6 +5,9 @@
 #              by default); the setup offers them for embeddings
 #   folders    a dataset path and a log folder typed by hand are taken inside the configured folders (a
 #              new log folder is made there) and refused outside
+#   runs       the Runs list walks every log folder inside the logs folder (logs/project/first/<date>/<name>),
+#              names each run's log folder, and follows no link out of the logs folder
+#              a run with only a CSV whose folder holds one with other columns warns once, not every step
 #   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
@@ -75,6 +78,44 @@ http "a typed log folder climbing out" 403 -X POST \
 http "a typed log folder through a missing '..'" 403 -X POST \
     --data-binary "$(printf '%sdataset=dataset\nlog-dir=new/../../escaped\n' "$typed")" "$B/api/train"
 [ -e "$WORK/escaped" ] || [ -e "$WORK/logs/new" ] && fail "a log folder with '..' was made"
+
+# runs: the run written into logs/project/first is listed with its log folder; a link to a run folder
+# outside the logs folder is not followed.
+mkdir -p "$WORK/outside/runs/2020-01-01/secret/images"
+echo "step,loss" >"$WORK/outside/runs/2020-01-01/secret/textual_inversion_loss.csv"
+ln -s "$WORK/outside/runs" "$WORK/logs/linked"
+ln -s "$WORK/outside/runs/2020-01-01" "$WORK/logs/2020-01-02"
+http "the runs" 200 "$B/api/runs"
+python3 - "$WORK/.body" "$(basename "$(dirname "$(run_folder "$WORK/logs/project/first" plain)")")" <<'PY' || fail "the Runs list is wrong: $(head -c 600 "$WORK/.body")"
+import json, sys
+logs = json.load(open(sys.argv[1]))["logs"]
+date = sys.argv[2]
+nested = [r for r in logs if r["log_dir"] == "project/first"]
+assert len(nested) == 1, "the run in logs/project/first is not listed once"
+r = nested[0]
+assert (r["date"], r["name"], r["folder"]) == (date, "plain", "project/first/%s/plain" % date), r
+assert r["csv"] == r["folder"] + "/textual_inversion_loss.csv" and r["settings"].startswith(r["folder"] + "/settings-"), r
+assert any(f.endswith("/plain.state.safetensors") for f in r["files"]), r["files"]
+assert all(x["date"] not in ("project", "first") and x["name"] != "first" for x in logs), "a log folder is listed as a run"
+assert all(x["log_dir"] == "" for x in logs if x is not r), "the other runs are not in the logs folder itself"
+assert not any(x["name"] == "secret" for x in logs), "a run outside the logs folder was listed through a link"
+PY
+rm "$WORK/logs/linked" "$WORK/logs/2020-01-02" # a run refuses a log folder holding links out of it
+# A run with only a CSV (metrics=false) whose folder holds a CSV with other columns (plain's, without
+# validation): one warning for the run, not one per step; the Runs list offers the CSV for its plot.
+csv_run=$plain$'validation-split=0.25\nvalidate-every=1\ncsv-every=1\nmax-steps=8\n'
+http "a CSV-only run into a CSV with other columns" 200 -X POST --data-binary "$csv_run" "$B/api/train"
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"])' "$WORK/.body")
+wait_run "$id" finished
+curl -s -N --max-time 1 -o "$WORK/.events" "$B/api/events"
+warned=$(grep "\"run\":$id[,}]" "$WORK/.events" | grep -c "the loss CSV was not updated")
+[ "$warned" = 1 ] || fail "a run whose CSV has other columns warned $warned times, expected once: $(grep -m 2 'not updated' "$WORK/.events")"
+http "the runs" 200 "$B/api/runs"
+python3 - "$WORK/.body" <<'PY' || fail "the CSV-only run is not offered with its CSV: $(head -c 600 "$WORK/.body")"
+import json, sys
+r = [r for r in json.load(open(sys.argv[1]))["logs"] if r["name"] == "plain" and r["log_dir"] == ""][0]
+assert r["csv"].endswith("/textual_inversion_loss.csv") and "metrics" not in r, r
+PY
 stop_serve
 
 # listen: the address printed is the one listened on.

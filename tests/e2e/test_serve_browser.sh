@@ -31,6 +31,15 @@ cp "$HERE/serve/browser_test.mjs" "$SERVE_NPM/"
 SHOTS=${SDT_SERVE_SHOTS:?ctest sets SDT_SERVE_SHOTS}
 rm -rf "$SHOTS"
 mkdir -p "$SHOTS"
+# A run with only a loss CSV (no metrics.jsonl), validation column included, that ends in 2 torn rows.
+csv_only=$WORK/logs/2020-01-01/csv-only
+mkdir -p "$csv_only"
+{
+    echo "step,epoch,epoch_step,loss,learn_rate,grad_norm,loss_scale,precision,skipped,images_per_s,validation_loss"
+    for step in $(seq 1 20); do echo "$step,0,$step,0.0$((50 - step)),0.005,0.01,1,fp32,0,1.0,$([ $((step % 5)) = 0 ] && echo 0.03)"; done
+    echo "21,0,21,0.02"
+    echo "22,0,22,,0.005,0.01,1,fp32,0,1.0,"
+} >"$csv_only/textual_inversion_loss.csv"
 start_serve
 CHROMIUM=$CHROMIUM node "$SERVE_NPM/browser_test.mjs" "$SERVE_URL" "$SHOTS" >"$WORK/.browser" 2>&1 || {
     fail "the browser test failed:"
@@ -41,15 +50,16 @@ stop_serve
 
 # What the page reported is on disk: each file trained past step 0, its run folder with a state,
 # snapshots, previews and a loss CSV whose last step is the file's step.
-for case in "embeddings/browser-cat.safetensors browser-cat textual_inversion_loss.csv" \
-            "hypernetworks/browser-style.pt browser-style hypernetwork_loss.csv"; do
+# The hypernetwork was written into the log folder typed on the page, and resumed there from the Runs tab.
+for case in "embeddings/browser-cat.safetensors browser-cat textual_inversion_loss.csv logs" \
+            "hypernetworks/browser-style.pt browser-style hypernetwork_loss.csv logs/project/first"; do
     set -- $case
-    file=$WORK/$1 name=$2 csv_name=$3
+    file=$WORK/$1 name=$2 csv_name=$3 logs=$WORK/$4
     run_host inspect --json "$file"
     expect_rc 0 "inspect $file"
     step=$(json_get "$OUT" step)
     [ -n "$step" ] && [ "$step" -gt 2 ] || fail "$file was not trained (step '$step')"
-    run=$(run_folder "$WORK/logs" "$name")
+    run=$(run_folder "$logs" "$name")
     expect_file "$run/$name.state.safetensors" "$name's training state"
     expect_file "$run/$csv_name" "$name's loss CSV"
     [ "$(csv_last_step "$run/$csv_name")" = "$step" ] || fail "$name: the CSV ends at $(csv_last_step "$run/$csv_name"), the file is at $step"

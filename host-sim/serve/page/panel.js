@@ -3,9 +3,10 @@
 "use strict";
 
 const token = new URLSearchParams(location.search).get("token");
-const PATH_OPTIONS = { embedding: "embeddings", hypernetwork: "hypernetworks", model: "models", dataset: "datasets", template: "templates" };
-/* Typed as in A1111's Train tab (the folders listed are suggestions); the panel takes them inside its folders. */
-const TYPED = { dataset: "datasets", "log-dir": "logs" };
+/* Path fields are the options /api/setup gives a "folder" (the CLI's option table), with that folder's
+ * list as suggestions; the panel takes them inside its folders. A1111's Train tab picks these from a
+ * list; every other path field is typed (dataset, log folder, resume, ...), as there. */
+const PICKED = { embedding: "(none)", hypernetwork: "", model: "", template: "" };
 const GROUP_ORDER = ["What to train", "Learning rate and batch", "Images and captions", "Steps and saving",
                      "Validation and average", "Previews", "Advanced"];
 const COLLAPSED = new Set(["Validation and average", "Previews", "Advanced"]);
@@ -108,20 +109,20 @@ function buildTrainForm() {
 
 function field(o) {
   let input;
-  const list = PATH_OPTIONS[o.name];
-  if (TYPED[o.name]) {
-    input = el("input", { name: o.name, placeholder: TYPED[o.name] === "logs" ? "(the log folder: " + setup.folders.logs + ")" : o.arg || "" });
-    if (setup.lists[TYPED[o.name]]) {
-      const options = el("datalist", { id: "list-" + o.name, dataset: { list: TYPED[o.name] } });
-      fillSelect(options, setup.lists[TYPED[o.name]]);
+  if (o.folder && !(o.name in PICKED)) {
+    input = el("input", { name: o.name, placeholder: o.name === "log-dir" ? "(the log folder: " + setup.folders.logs + ")" : o.arg || "" });
+    input.dataset.folder = o.folder;
+    if (setup.lists[o.folder]) {
+      const options = el("datalist", { id: "list-" + o.name, dataset: { list: o.folder } });
+      fillSelect(options, setup.lists[o.folder]);
       input.setAttribute("list", options.id);
       input.suggestions = options;
     }
-  } else if (list) {
-    input = el("select", { name: o.name, dataset: { list } });
-    if (o.name === "embedding") input.dataset.empty = "(none)";
+  } else if (o.folder) {
+    input = el("select", { name: o.name, dataset: { list: o.folder, folder: o.folder } });
+    if (PICKED[o.name]) input.dataset.empty = PICKED[o.name];
     if (o.name === "template") input.dataset.empty = "(default: " + setup.default_template + ")";
-    fillSelect(input, setup.lists[list] || [], input.dataset.empty !== undefined ? { empty: input.dataset.empty } : {});
+    fillSelect(input, setup.lists[o.folder] || [], input.dataset.empty !== undefined ? { empty: input.dataset.empty } : {});
   } else if (o.kind === "choice") {
     input = el("select", { name: o.name });
     for (const c of o.choices) input.append(el("option", { value: c, textContent: c }));
@@ -157,7 +158,7 @@ function applyMethod() {
     if (!label) continue;
     label.hidden = !o[m];
     const input = label.querySelector("[name]");
-    if (PATH_OPTIONS[o.name] || TYPED[o.name]) continue;
+    if (o.folder) continue; /* a path: the defaults are not reset by the method */
     const d = defaultOf(o);
     if (o.kind === "flag") input.checked = d === "true";
     else input.value = d;
@@ -179,7 +180,7 @@ function panelText(extra = {}) {
     if (!input) continue;
     let value = o.kind === "flag" ? (input.checked ? "true" : "false") : input.value.trim();
     if (o.name === "hypernetwork" && m !== "hypernetwork") continue;
-    if (!PATH_OPTIONS[o.name] && value === defaultOf(o)) continue;
+    if (!o.folder && value === defaultOf(o)) continue;
     if (value === "") continue;
     lines.push(o.name + "=" + value.replace(/\n/g, " "));
   }
@@ -423,6 +424,7 @@ async function loadRuns() {
   body.replaceChildren();
   for (const r of data.logs) {
     const row = el("tr", {}, el("td", { textContent: r.date }), el("td", { textContent: r.name }),
+                   el("td", { textContent: r.log_dir || "(the log folder)", className: "log-dir" }),
                    el("td", { textContent: String(r.images.length) }), el("td", { textContent: String(r.files.length) }));
     row.dataset.folder = r.folder;
     row.onclick = () => {
@@ -431,21 +433,40 @@ async function loadRuns() {
     };
     body.append(row);
   }
-  if (!data.logs.length) body.append(el("tr", {}, el("td", { colSpan: 4, textContent: "No runs yet." })));
+  if (!data.logs.length) body.append(el("tr", {}, el("td", { colSpan: 5, textContent: "No runs yet." })));
+}
+
+/* The loss CSV's rows as { step, loss, validation_loss }, by its header's names (the columns differ with
+ * validation); rows without a step and a loss are counted in .unreadable. */
+function csvRows(lines) {
+  const names = lines[0].split(",");
+  const column = (name) => names.indexOf(name);
+  const number = (text) => (text === undefined || text.trim() === "" ? NaN : Number(text)); /* an empty cell: not 0 */
+  const rows = [];
+  rows.unreadable = 0;
+  for (const line of lines.slice(1)) {
+    const c = line.split(",");
+    const row = { step: number(c[column("step")]), loss: number(c[column("loss")]), validation_loss: number(c[column("validation_loss")]) };
+    if (c.length === names.length && Number.isInteger(row.step) && Number.isFinite(row.loss)) rows.push(row);
+    else rows.unreadable++;
+  }
+  return rows;
 }
 
 async function showLogRun(r) {
   const box = $("#run-detail");
-  box.replaceChildren(el("h3", { textContent: r.name + " — " + r.date }));
+  box.replaceChildren(el("h3", { textContent: r.name + " — " + r.date + (r.log_dir ? " in " + r.log_dir : "") }));
   const state = r.files.find((f) => f.endsWith(".state.safetensors"));
   if (state) {
     const resume = el("button", { textContent: "Resume this run", title: "Fill the Train tab to continue from " + state });
-    resume.onclick = () => {
+    resume.onclick = () => { /* the state, and its log folder: the resumed run writes beside the run it continues */
       showTab("train");
-      const input = $('#form-train [name="resume"]');
-      if (input) input.value = state;
-      const details = input && input.closest("details");
-      if (details) details.open = true;
+      for (const [name, value] of [["resume", state], ["log-dir", r.log_dir]]) {
+        const input = $(`#form-train [name="${name}"]`);
+        if (input) input.value = value;
+        const details = input && input.closest("details");
+        if (details) details.open = true;
+      }
     };
     box.append(resume);
   }
@@ -457,11 +478,12 @@ async function showLogRun(r) {
       const response = await fetch(fileUrl("logs", r.metrics || r.csv));
       const lines = (await response.text()).trim().split("\n");
       /* metrics.jsonl has every step (and the validation loss); the CSV only every csv-every steps */
-      const points = r.metrics ? lines.map((l) => JSON.parse(l)).map((m) => [m.step, m.loss === null ? NaN : m.loss])
-                               : lines.slice(1).map((l) => { const c = l.split(","); return [Number(c[0]), Number(c[3])]; });
-      const validation = r.metrics ? lines.map((l) => JSON.parse(l)).filter((m) => typeof m.validation_loss === "number")
-                                          .map((m) => [m.step, m.validation_loss]) : [];
+      const rows = r.metrics ? lines.map((l) => JSON.parse(l)) : csvRows(lines);
+      const points = rows.map((m) => [m.step, m.loss === null ? NaN : m.loss]);
+      const validation = rows.filter((m) => Number.isFinite(m.validation_loss)).map((m) => [m.step, m.validation_loss]);
       drawLoss(canvas, points, validation);
+      /* one sentence for the whole file, never one per row */
+      if (rows.unreadable) box.append(el("p", { className: "note", textContent: rows.unreadable + " of the CSV's rows could not be read; the plot leaves them out." }));
     } catch (e) { /* the plot stays empty */ }
   }
   if (r.images.length) {

@@ -1,6 +1,8 @@
 // browser_test.mjs URL SHOTS [fallback]: drives sdt-host serve's page in headless Chromium as a person would:
 // create an embedding on the demo model, train it, watch the progress move, interrupt, resume,
-// interrupt again, find the run in the Runs tab; then the same for a hypernetwork. With "fallback"
+// interrupt again, find the run in the Runs tab; then the same for a hypernetwork, written into a typed log
+// folder (logs/project/first), found there in the Runs tab and resumed from it. The path fields are the
+// options /api/setup gives a folder, even one the page has never heard of. With "fallback"
 // (a panel whose plugin injects an infinite gradient at step 2): a bf16 run shows the NaN/Inf
 // fallback's messages as they happen and finishes in fp32. Screenshots of
 // each stage go to SHOTS/. Prints "FAIL: ..." and exits 1 on the first thing that does not happen.
@@ -150,8 +152,26 @@ async function trainCase({ method, createTab, form, fields, name, fileName }) {
   if (plotted.source !== "metrics" || Number(plotted.steps) !== final || Number(plotted.lastStep) !== final)
     fail(`the Runs plot shows ${plotted.steps} steps to ${plotted.lastStep} from ${plotted.source}, expected all ${final} from metrics.jsonl`);
   await screenshot(`${method}-runs`);
+  let resumedFromRuns = 0;
+  if (fields["log-dir"]) {
+    // A run in a typed log folder shows it, and Resume there continues it in that folder.
+    const shown = await page.evaluate((n) => [...document.querySelectorAll("#runs-table tbody tr")].find((r) => r.children[1].textContent === n).children[2].textContent, stem);
+    if (shown !== fields["log-dir"]) fail(`the Runs tab shows ${stem}'s log folder as '${shown}', expected ${fields["log-dir"]}`);
+    await page.evaluate(() => [...document.querySelectorAll("#run-detail button")].find((b) => /Resume/.test(b.textContent)).click());
+    const filled = await page.evaluate(() => ({ resume: document.querySelector('#form-train [name="resume"]').value,
+                                                logDir: document.querySelector('#form-train [name="log-dir"]').value }));
+    if (filled.logDir !== fields["log-dir"] || !filled.resume.startsWith(fields["log-dir"] + "/") || !filled.resume.endsWith(stem + ".state.safetensors"))
+      fail(`Resume in the Runs tab filled resume '${filled.resume}' and log folder '${filled.logDir}'`);
+    await screenshot(`${method}-resume-from-runs`);
+    await page.click("#start");
+    await waitStep(final + 1);
+    await page.click("#interrupt");
+    await waitState("interrupted");
+    resumedFromRuns = await stepNow();
+    if (!(resumedFromRuns > final)) fail(`resuming from the Runs tab did not continue past step ${final}`);
+  }
   console.log(`${method}: steps ${first} -> ${second}, interrupted at ${stopped}, resumed to ${final}` + (resumedStart ? "" : ""));
-  return { stopped, final };
+  return { stopped, final: resumedFromRuns || final };
 }
 
 await page.goto(url, { waitUntil: "load" });
@@ -183,6 +203,42 @@ if (mode === "fallback") {
 
 await screenshot("train-tab");
 
+// Every option /api/setup gives a folder is a path field offering that folder's entries; one the page
+// does not know (here added to the setup on its way to a second page) is one too.
+const pathFields = await page.evaluate(async () => {
+  const headers = {};
+  const token = new URLSearchParams(location.search).get("token");
+  if (token) headers["X-SDT-Token"] = token;
+  const setup = await (await fetch("/api/setup", { headers })).json();
+  return setup.options.filter((o) => o.folder).map((o) => {
+    const input = document.querySelector(`#form-train [name="${o.name}"]`);
+    const list = input && (input.tagName === "SELECT" ? input : input.list);
+    return { name: o.name, folder: o.folder, fieldFolder: input && input.dataset.folder,
+             listed: !setup.lists[o.folder] || (list && list.dataset.list === o.folder && [...list.options].filter((x) => x.value).length === setup.lists[o.folder].length) };
+  });
+});
+if (pathFields.length < 8) fail(`the setup names only ${pathFields.length} path options`);
+for (const f of pathFields)
+  if (f.fieldFolder !== f.folder || !f.listed) fail(`the path option ${f.name} is not a field of the ${f.folder} folder with its entries: ${JSON.stringify(f)}`);
+const other = await browser.newPage();
+await other.setRequestInterception(true);
+other.on("request", async (request) => {
+  if (!new URL(request.url()).pathname.startsWith("/api/setup")) return request.continue();
+  const token = request.headers()["x-sdt-token"];
+  const setup = await (await fetch(request.url(), { headers: token ? { "X-SDT-Token": token } : {} })).json();
+  setup.options.push({ name: "new-path", kind: "text", help: "A path option the page has never heard of", arg: "DIR",
+                       group: "Advanced", embedding: true, hypernetwork: true, folder: "datasets" });
+  request.respond({ status: 200, contentType: "application/json", body: JSON.stringify(setup) });
+});
+await other.goto(url, { waitUntil: "load" });
+await other.waitForSelector("body[data-ready]", WAIT).catch(() => fail("the page with a new path option did not load"));
+const added = await other.$eval('#form-train [name="new-path"]', (i) => ({ folder: i.dataset.folder, list: i.list && i.list.dataset.list,
+                                                                          n: i.list ? i.list.options.length : 0 }))
+  .catch(() => null);
+if (!added || added.folder !== "datasets" || added.list !== "datasets" || !added.n)
+  fail(`a new path option from the setup is not a datasets field with its suggestions: ${JSON.stringify(added)}`);
+await other.close();
+
 const common = { model: "model", width: "64", height: "64", device: "cpu", seed: "7", "max-steps": "400", "save-every": "3",
                  "preview-every": "3", "preview-steps": "3", "csv-every": "4", "learn-rate": "0.01" };
 const embedding = await trainCase({
@@ -205,8 +261,21 @@ const hypernetwork = await trainCase({
   method: "hypernetwork", createTab: "create-hypernetwork", name: "browser-style", fileName: "browser-style.pt",
   form: { name: "browser-style" },
   fields: { ...common, hypernetwork: "browser-style.pt", embedding: "", dataset: "dataset-style", template: "style.txt",
-            "learn-rate": "0.0001" },
+            "learn-rate": "0.0001", "log-dir": "project/first" },
 });
+// A run with only a CSV (an older run, or metrics=false; test_serve_browser.sh wrote it: 20 rows with the
+// validation column, then 2 torn ones) is plotted from the CSV with one note for the rows left out.
+await tab("runs");
+await page.waitForFunction(() => [...document.querySelectorAll("#runs-table tbody tr")].some((r) => r.children[1] && r.children[1].textContent === "csv-only"), WAIT)
+  .catch(() => fail("the Runs tab does not list the CSV-only run"));
+await page.evaluate(() => [...document.querySelectorAll("#runs-table tbody tr")].find((r) => r.children[1].textContent === "csv-only").click());
+await page.waitForSelector("#run-detail canvas[data-steps]", WAIT).catch(() => fail("the CSV-only run shows no loss plot"));
+const csvPlot = await page.$eval("#run-detail canvas", (c) => ({ ...c.dataset }));
+const notes = await page.$$eval("#run-detail .note", (n) => n.map((e) => e.textContent));
+if (csvPlot.source !== "csv" || Number(csvPlot.steps) !== 20 || Number(csvPlot.lastStep) !== 20)
+  fail(`the CSV-only run's plot shows ${csvPlot.steps} steps to ${csvPlot.lastStep} from ${csvPlot.source}, expected 20 from the CSV`);
+if (notes.length !== 1 || !/^2 of the CSV/.test(notes[0])) fail(`the CSV-only run shows ${notes.length} notes, expected one for 2 rows: ${JSON.stringify(notes)}`);
+await screenshot("runs-csv-only");
 if (pageErrors.length) fail("the page logged errors: " + pageErrors.join("; "));
 console.log(JSON.stringify({ embedding, hypernetwork }));
 await browser.close();
