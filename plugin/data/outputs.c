@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
@@ -195,9 +196,22 @@ bool sdt_settings_save(const char *folder, const cJSON *settings, time_t when, c
     localtime_r(&when, &tm);
     char stamp[32], path[SDT_PATH_MAX];
     strftime(stamp, sizeof(stamp), "%Y-%m-%d-%H-%M-%S", &tm);
-    if (!fits(snprintf(path, sizeof(path), "%s/settings-%s.json", folder, stamp), sizeof(path))) {
-        sdt_fail(error, SDT_ERR_IO, "%s: the folder path is too long for the settings file", folder);
-        return false;
+    /* A second run in the same second (a resume right after its run) gets settings-<stamp>_2.json, which
+     * sorts after the first: the earlier run's settings are never replaced. The run folder's lock keeps
+     * another process from taking the same name meanwhile. */
+    for (int n = 1;; n++) {
+        char suffix[16] = "";
+        if (n > 1) snprintf(suffix, sizeof suffix, "_%d", n);
+        if (!fits(snprintf(path, sizeof(path), "%s/settings-%s%s.json", folder, stamp, suffix), sizeof(path))) {
+            sdt_fail(error, SDT_ERR_IO, "%s: the folder path is too long for the settings file", folder);
+            return false;
+        }
+        struct stat st;
+        if (lstat(path, &st) != 0 && errno == ENOENT) break;
+        if (n == 1000) {
+            sdt_fail(error, SDT_ERR_IO, "%s: 1000 settings files were written in one second; wait a second and start again", folder);
+            return false;
+        }
     }
     char *text = sdt_json_print(settings);
     if (!text) {

@@ -140,8 +140,9 @@ compare_with_c() { # LOCALE: every file the C session wrote, against the same fi
         rel=${f#c/}
         other=$l/$rel
         # The run folder is named after the day; a settings file after the second it was written (the
-        # resumed run writes a second one: the n-th of C's pairs with the n-th of the locale's).
-        if [ ! -e "$other" ]; then
+        # resumed run writes a second one: the n-th of C's pairs with the n-th of the locale's, even
+        # where a name happens to match: the two sessions' seconds fall differently).
+        if [ ! -e "$other" ] || [[ $rel == */settings-*.json ]]; then
             local nth=1 pattern
             case $rel in */settings-*.json) nth=$(find "$(dirname "$f")" -name 'settings-*.json' | sort | grep -nxF "$f" | cut -d: -f1) ;; esac
             pattern=$(echo "$rel" | sed -E 's#/[0-9]{4}-[0-9]{2}-[0-9]{2}/#/*/#; s#settings-[^/]*\.json#settings-*.json#')

@@ -105,6 +105,21 @@ int main(void)
     cJSON *back = text ? cJSON_Parse(text) : NULL;
     CHECK(back && cJSON_GetObjectItem(back, "batch_size")->valueint == 2, "settings read back");
     cJSON_Delete(back);
+    g_free(text);
+    /* a second run in the same second (a resume right after its run) keeps the first's settings */
+    char second[4096], third[4096], first_text[64];
+    cJSON_ReplaceItemInObject(settings, "batch_size", cJSON_CreateNumber(3));
+    CHECK(sdt_settings_save(d.root, settings, when, second, sizeof(second), &error), "settings again: %s", error.message);
+    CHECK(sdt_settings_save(d.root, settings, when, third, sizeof(third), &error), "settings a third time: %s", error.message);
+    snprintf(want_name, sizeof(want_name), "/settings-%s_2.json", stamp);
+    CHECK(g_str_has_suffix(second, want_name), "the second settings file of one second is %s", second);
+    snprintf(want_name, sizeof(want_name), "/settings-%s_3.json", stamp);
+    CHECK(g_str_has_suffix(third, want_name), "the third settings file of one second is %s", third);
+    g_file_get_contents(path, &text, NULL, NULL);
+    back = text ? cJSON_Parse(text) : NULL;
+    snprintf(first_text, sizeof first_text, "%d", back ? cJSON_GetObjectItem(back, "batch_size")->valueint : -1);
+    CHECK(back && cJSON_GetObjectItem(back, "batch_size")->valueint == 2, "the first run's settings were replaced (batch_size %s)", first_text);
+    cJSON_Delete(back);
     cJSON_Delete(settings);
     g_free(text);
     test_rmtree(log);
