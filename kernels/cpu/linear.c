@@ -1,8 +1,14 @@
 /* linear.c - torch.nn.functional.linear on the CPU: out = x w^T + b via OpenBLAS sgemm.
  *
  * x [..., C] is viewed as a matrix [N, C]; w is [OC, C] (PyTorch layout), so the
- * forward is one row-major sgemm with w transposed. Backward accumulates:
+ * forward is a row-major sgemm with w transposed. Backward accumulates:
  * dx += dout w, dw += dout^T x (beta = 1), db += column sums of dout.
+ *
+ * x [S, ..., C] holds S samples (sequences, images; a 2-D x is one sample), and the forward and dx
+ * are one GEMM per sample: OpenBLAS's kernels for some CPUs (Haswell, Zen) give a row bits that
+ * depend on its place in the call and on the call's row count, so a GEMM over the whole batch would
+ * let a sample's output depend on what else shares its batch. Per sample, it never does (the text
+ * cache relies on it: docs/DESIGN.md section 8). dw sums over every row, so it stays one GEMM.
  */
 #include "cpu_context.h"
 #include "cpu_gemm.h"
@@ -10,6 +16,22 @@
 
 static const char *OP_FWD = "linear_forward";
 static const char *OP_BWD = "linear_backward";
+
+/* Rows of one sample of x [S, ..., C]: all of them for a 2-D x. */
+static int sample_rows(const sdt_tensor *x)
+{
+    const int64_t rows = sdt_tensor_rows(x);
+    return (int)(x->ndim >= 3 && x->shape[0] > 0 ? rows / x->shape[0] : rows);
+}
+
+/* Row-major C [n, cols] = alpha A [n, k] op(B) + beta C, one cpu_sgemm per sample of `rows` rows. */
+static void sgemm_per_sample(sdt_backend *be, bool trans_b, int n, int rows, int cols, int k, const float *a,
+                             const float *b, int ldb, float beta, float *c)
+{
+    for (int r0 = 0; r0 < n; r0 += rows)
+        cpu_sgemm(be, false, trans_b, rows, cols, k, 1.0f, a + (size_t)r0 * k, k, b, ldb, beta, c + (size_t)r0 * cols,
+                  cols);
+}
 
 int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
                        const sdt_tensor *w, const sdt_tensor *b)
@@ -30,7 +52,7 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
             for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
         beta = 1.0f;
     }
-    cpu_sgemm(be, false, true, n, oc, c, 1.0f, xf, c, wf, c, beta, of, oc);
+    sgemm_per_sample(be, true, n, sample_rows(x), oc, c, xf, wf, c, beta, of);
     cpu_write_end(be, out, of);
     return 0;
 }
@@ -67,7 +89,7 @@ int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         const float *wf = cpu_read_f32(be, w, 1);
         float *dxf = cpu_write_begin(be, dx, 3, true);
         if (!wf || !dxf) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dx));
-        cpu_sgemm(be, false, false, n, c, oc, 1.0f, dof, oc, wf, c, 1.0f, dxf, c);
+        sgemm_per_sample(be, false, n, sample_rows(x), c, oc, dof, wf, c, 1.0f, dxf);
         cpu_write_end(be, dx, dxf);
     }
     if (dw) {

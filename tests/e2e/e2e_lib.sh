@@ -52,6 +52,20 @@ run_host() {
     LAST_CMD="sdt-host $*"
 }
 
+# The ctest cases that emulate another CPU (OPENBLAS_CORETYPE, tests/e2e/CMakeLists.txt) are worth
+# something only if the plugin's OpenBLAS really takes that core, though sdt-host sets
+# OPENBLAS_NUM_THREADS for its own process: OpenBLAS names its core at load when OPENBLAS_VERBOSE=2.
+# An OpenBLAS built for one CPU names none and ignores the variable, so the case is skipped there.
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    OPENBLAS_VERBOSE=2 run_host create-hypernetwork --name blas-core --sizes 32,64 --out "$WORK/.blas-core"
+    blas_core=$(sed -n 's/^Core: //p' "$ERR" | head -n 1)
+    if [ -z "$blas_core" ]; then
+        echo "this OpenBLAS does not choose its kernels at run time (OPENBLAS_CORETYPE is ignored); skipping"
+        exit 77
+    fi
+    [ "$blas_core" = "$OPENBLAS_CORETYPE" ] || fail "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE did not reach the plugin's OpenBLAS (it took $blas_core)"
+fi
+
 # Options every training here shares: the tiny demo model at its 64x64 size, on the CPU.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TRAIN_COMMON=(--model "$MODEL" --width 64 --height 64 --device cpu --seed "$SEED")

@@ -2,8 +2,10 @@
 # The hypernetwork demo learns (issue 21): a short `demo --hypernetwork` run with a fixed seed
 # trains a hypernetwork of the world's held-out style (outlined shapes, captioned as filled ones)
 # on the shipped demo model, and the style score of its grid rises from strength 0 (the base
-# model) to strength 1 by a clear margin (a CPU run is bit-exact, so this seed's numbers never
-# move; over other training seeds the rise at strength 1 varies by about 0.15: docs/demo.md). It
+# model) to strength 1 by a clear margin (a CPU run is bit-exact, so on one CPU this seed's numbers
+# never move; OpenBLAS's kernels for another CPU move them in the last bits, which the margin takes:
+# it passes under OPENBLAS_CORETYPE=Zen too; over other training seeds the rise at strength 1 varies
+# by about 0.15: docs/demo.md). It
 # writes what a real run writes (the .pt and its .safetensors twin in the run folder, copies, previews, the loss CSV,
 # the state), and a short demo cut in half and continued with --resume ends in the same files,
 # byte for byte.

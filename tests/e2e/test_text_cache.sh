@@ -4,9 +4,10 @@
 # tiny SDXL checkpoint the same run is trained twice through the test plugin, with the cache and with
 # SDTRAIN_TEXT_CACHE_OFF=1 (the encoders run every step, the path that was there before), and the
 # hypernetwork files, its twin, the loss CSV (validation loss included) and the previews must agree
-# bit for bit: the CPU encoder computes each 77-token chunk on its own, and its GEMMs give a row the
-# same bits whatever else shares the batch, so encoding a chunk at prepare in another group than a
-# step's batch changes nothing. The dataset mixes one- and two-chunk captions in a batch (the short
+# bit for bit: the CPU encoder computes each 77-token chunk on its own, and its linears run one GEMM
+# per chunk (the pooled projection one per row), so encoding a chunk at prepare in another group
+# than a step's batch changes nothing, whatever kernels OpenBLAS picks for the CPU (ctest runs this
+# again under OPENBLAS_CORETYPE Zen and Sandybridge: e2e_text_cache_Zen, ..._Sandybridge). The dataset mixes one- and two-chunk captions in a batch (the short
 # prompt's padding chunk), caption drop-out adds the empty prompt, a validation split adds the
 # validation prompts, a negative prompt and previews the preview prompts; an fp16 run with a NaN
 # pixel switches to fp32 mid-run, which encodes the cache again. Tag shuffle and joint training

@@ -550,11 +550,14 @@ static bool pooled_forward(const clip_text_model *m, sdt_backend *be, clip_text_
     MU_TRY(be, error, MODULE, be->embedding_forward(be, &a->end_x, &a->end_index, &table, NULL));
     MU_TRY(be, error, MODULE,
            be->layernorm_forward(be, &a->end_ln, &a->end_mean, &a->end_rstd, &end2, &m->lnf_w, &m->lnf_b, c->ln_eps));
+    /* As [B, 1, width]: each sequence's row is its own sample to the projection, so a sequence's pooled
+     * vector does not depend on what shares its batch (the text cache encodes in other groups). */
+    sdt_tensor end_ln3 = mu_reshape3(&a->end_ln, B, 1, C), pooled3 = mu_reshape3(&a->pooled, B, 1, c->projection_dim);
     if (c->layout == CLIP_LAYOUT_HF) {
-        MU_TRY(be, error, MODULE, be->linear_forward(be, &a->pooled, &a->end_ln, &m->proj, NULL));
+        MU_TRY(be, error, MODULE, be->linear_forward(be, &pooled3, &end_ln3, &m->proj, NULL));
     } else {
         MU_TRY(be, error, MODULE, be->zero(be, &a->pooled));
-        MU_TRY(be, error, MODULE, be->linear_backward(be, &a->pooled, NULL, NULL, &a->end_ln, &a->pooled, &m->proj));
+        MU_TRY(be, error, MODULE, be->linear_backward(be, &pooled3, NULL, NULL, &end_ln3, &pooled3, &m->proj));
     }
     return check_finite(be, a->anomaly_check, &a->pooled, "pooled output (ln_final at the end token, text_projection)",
                         -1, error);
