@@ -126,7 +126,7 @@ done
 # Times, dates and speeds are the only things two runs may print or write differently.
 normalise() { # FILE: the text with timings, speeds and dates replaced
     # Progress lines are printed by the clock (which steps show varies), so they are left out.
-    grep -v '^step [0-9]*/' "$1" | sed -E -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}([ T_-][0-9:.-]+)?/DATE/g' \
+    grep -v '^step [0-9]*/' "$1" | sed -E -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}([ T_-][0-9:.-]+)?(_[0-9]+)?/DATE/g' \
         -e 's/([0-9.]+) (img\/s|s|ms|it\/s)\b/N \2/g' -e 's/ETA [^ ]+/ETA T/g' \
         -e 's/(in|took|after) [0-9.]+ ?(s|ms|min)/\1 T/g'
 }
@@ -144,9 +144,9 @@ compare_with_c() { # LOCALE: every file the C session wrote, against the same fi
         # where a name happens to match: the two sessions' seconds fall differently).
         if [ ! -e "$other" ] || [[ $rel == */settings-*.json ]]; then
             local nth=1 pattern
-            case $rel in */settings-*.json) nth=$(find "$(dirname "$f")" -name 'settings-*.json' | sort | grep -nxF "$f" | cut -d: -f1) ;; esac
+            case $rel in */settings-*.json) nth=$(find "$(dirname "$f")" -name 'settings-*.json' | LC_ALL=C sort | grep -nxF "$f" | cut -d: -f1) ;; esac
             pattern=$(echo "$rel" | sed -E 's#/[0-9]{4}-[0-9]{2}-[0-9]{2}/#/*/#; s#settings-[^/]*\.json#settings-*.json#')
-            other=$(find "$l" -path "$l/$pattern" | sort | sed -n "${nth}p")
+            other=$(find "$l" -path "$l/$pattern" | LC_ALL=C sort | sed -n "${nth}p")
         fi
         if [ -z "$other" ] || [ ! -e "$other" ]; then
             fail "$rel was written under C but not under $l.UTF-8"

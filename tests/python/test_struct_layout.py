@@ -78,15 +78,26 @@ def check_constants(text):
     version = {k: int(v) for k, v in re.findall(r"#define SDT_ABI_VERSION_(MAJOR|MINOR|PATCH) (\d+)", text)}
     mine = {"MAJOR": abi.ABI_VERSION_MAJOR, "MINOR": abi.ABI_VERSION_MINOR, "PATCH": abi.ABI_VERSION_PATCH}
     if version != mine:
-        fail("the header is ABI %s, the binding %s: update ABI_VERSION_* in python/sdtrain/_abi.py (and "
-             "python/pyproject.toml's version) with the fields the new minor appends" % (version, mine))
-    pyproject = os.path.join(os.path.dirname(os.path.dirname(abi.__file__)), "pyproject.toml")
+        fail("the header is ABI %s, the binding %s: update ABI_VERSION_* in python/sdtrain/_abi.py (the "
+             "package version follows) with the fields the new minor appends" % (version, mine))
+    # The package's version is the ABI's: python/sdtrain_wheel.py (the build backend) reads it from
+    # _abi.py, and pyproject.toml states none that could disagree.
+    python_dir = os.path.dirname(os.path.dirname(abi.__file__))
+    backend = os.path.join(python_dir, "sdtrain_wheel.py")
+    wanted = "%d.%d.%d" % (abi.ABI_VERSION_MAJOR, abi.ABI_VERSION_MINOR, abi.ABI_VERSION_PATCH)
+    if os.path.isfile(backend):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("sdtrain_wheel", backend)
+        wheel = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(wheel)
+        if wheel.version() != wanted:
+            fail("python/sdtrain_wheel.py builds version %s, the binding's ABI %s" % (wheel.version(), wanted))
+    pyproject = os.path.join(python_dir, "pyproject.toml")
     if os.path.isfile(pyproject):
         with open(pyproject, encoding="utf-8") as f:
             found = re.search(r'^version = "([^"]+)"', f.read(), flags=re.M)
-        wanted = "%d.%d.%d" % (abi.ABI_VERSION_MAJOR, abi.ABI_VERSION_MINOR, abi.ABI_VERSION_PATCH)
-        if not found or found.group(1) != wanted:
-            fail("python/pyproject.toml's version is %s, the binding's ABI %s" % (found and found.group(1), wanted))
+        if found and found.group(1) != wanted:
+            fail("python/pyproject.toml's version is %s, the binding's ABI %s" % (found.group(1), wanted))
     for m in re.finditer(r'#define (SDT_FACTORY_\w+) "([^"]+)"', text):
         attr = {"SDT_FACTORY_TEXTUAL_INVERSION": "FACTORY_TEXTUAL_INVERSION", "SDT_FACTORY_HYPERNETWORK":
                 "FACTORY_HYPERNETWORK", "SDT_FACTORY_SCALER": "FACTORY_SCALER"}.get(m.group(1))

@@ -109,7 +109,10 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
         printf("%s rows: d(loss) along a random direction: analytic %.6g, central differences %.6g (rel %.3g)\n", half[k],
                analytic, fd, rel);
         CHECK(fabs(analytic) > 1e-7, "the %s half gets no gradient (%g)", half[k], analytic);
-        CHECK(rel <= 1.5e-2, "the %s rows' gradient disagrees with central differences: %.6g vs %.6g", half[k], analytic, fd);
+        /* Central differences of an f32 pass carry its rounding: with OpenBLAS's Haswell and Zen kernels
+         * (OPENBLAS_CORETYPE) they land up to 2.3e-2 off the analytic value, 0.7e-2 with SkylakeX's;
+         * a wrong gradient (a missing half, a transposed block) is off by far more. */
+        CHECK(rel <= 4e-2, "the %s rows' gradient disagrees with central differences: %.6g vs %.6g", half[k], analytic, fd);
     }
     /* a hypernetwork-only pass: no rows, no text backward */
     sdt_pass_trainables none = {0};
