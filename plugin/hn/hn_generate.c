@@ -3,7 +3,7 @@
  * The backend chooser reads the ABI header, whose Train-tab sdt_hn_config shares its name with
  * the module's shape (hn/hn_config.h): it is read first with the ABI's renamed (as hn_abi_ops.c). */
 #define sdt_hn_config sdt_hn_abi_train_config
-#include "api/backend_select.h"
+#include "host/backend_select.h"
 #undef sdt_hn_config
 #include "hn/hn_generate.h"
 #include "ti/ti_part.h"

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "data/state_seal.h"
 #include "safetensors.h"
 #include "ti/embedding_file.h"

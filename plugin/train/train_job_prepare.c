@@ -18,7 +18,7 @@
 
 #include <glib.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"

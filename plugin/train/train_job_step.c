@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 #include "train/sample_augment.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 #include "data/validation_split.h"
 #include "train/rng.h"
