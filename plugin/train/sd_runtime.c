@@ -10,6 +10,7 @@
 #include "checkpoint_yaml.h"
 #include "sd_text_rules.h"
 #include "prediction_probe.h"
+#include "sd_config_detect.h"
 
 /* The hash thread reads the file through its own descriptor and writes only this struct, so the
  * weights being checked and placed meanwhile are shared with nothing that changes. */

@@ -37,6 +37,11 @@ RULES = [
     plugin_rule("train", {"api", "ti", "hn"}),
     plugin_rule("data", {"api", "train", "ti", "hn"}),
     plugin_rule("host", {"api", "train", "ti", "hn"}),
+    # config detection lives with the checkpoint layouts: checkpoints/ includes networks/, never the reverse,
+    # and both read weights/ (the canonical key space), which includes neither
+    models_rule("models/networks", "models/checkpoints"),
+    models_rule("models/weights", "models/checkpoints"),
+    models_rule("models/weights", "models/networks"),
 ]
 
 failures = 0
