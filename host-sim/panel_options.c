@@ -200,11 +200,6 @@ void panel_values_free(panel_values *v)
     g_free(v);
 }
 
-const char *panel_config_path(const panel_values *v)
-{
-    return v->config_path;
-}
-
 const GOptionEntry *panel_option_entries(panel_values *v)
 {
     size_t n = 0;

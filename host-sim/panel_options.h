@@ -64,9 +64,6 @@ void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const
 /* The option entries for `train` (--config and every Train-tab option); owned by v. */
 const GOptionEntry *panel_option_entries(panel_values *v);
 
-/* The --config path given on the command line, or NULL. */
-const char *panel_config_path(const panel_values *v);
-
 /* Reads the --config file, when one was given, after the command line is parsed (needed before
  * panel_method_chosen). FALSE with one sentence in *error (g_free) naming the file. */
 gboolean panel_load_file(panel_values *v, char **error);

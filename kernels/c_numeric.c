@@ -2,6 +2,7 @@
 #include "c_numeric.h"
 
 #include <locale.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* glibc's "C" locale object is static: newlocale returns it without allocating, so there is
@@ -40,35 +41,10 @@ int sdt_c_snprintf(char *buf, size_t size, const char *fmt, ...)
     return n;
 }
 
-int sdt_c_vfprintf(FILE *f, const char *fmt, va_list ap)
-{
-    locale_t previous = sdt_c_locale_enter();
-    int n = vfprintf(f, fmt, ap);
-    sdt_c_locale_leave(previous);
-    return n;
-}
-
-int sdt_c_fprintf(FILE *f, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = sdt_c_vfprintf(f, fmt, ap);
-    va_end(ap);
-    return n;
-}
-
 double sdt_c_strtod(const char *text, char **end)
 {
     locale_t previous = sdt_c_locale_enter();
     double v = strtod(text, end);
-    sdt_c_locale_leave(previous);
-    return v;
-}
-
-float sdt_c_strtof(const char *text, char **end)
-{
-    locale_t previous = sdt_c_locale_enter();
-    float v = strtof(text, end);
     sdt_c_locale_leave(previous);
     return v;
 }

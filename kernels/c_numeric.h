@@ -11,7 +11,6 @@
 #include <locale.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,17 +19,14 @@ extern "C" {
 int sdt_c_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 int sdt_c_snprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int sdt_c_vfprintf(FILE *f, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-int sdt_c_fprintf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* For a library call that reads the locale itself (cJSON's number printing and parsing): run it
  * between these, on this thread: sdt_c_locale_leave(sdt_c_locale_enter()) around the call. */
 locale_t sdt_c_locale_enter(void);
 void sdt_c_locale_leave(locale_t previous);
 
-/* strtod/strtof with '.' as the decimal point whatever the locale. */
+/* strtod with '.' as the decimal point whatever the locale. */
 double sdt_c_strtod(const char *text, char **end);
-float sdt_c_strtof(const char *text, char **end);
 
 #ifdef __cplusplus
 }

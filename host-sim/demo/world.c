@@ -34,7 +34,6 @@ const char *world_shape_name(world_shape s) { return (unsigned)s < WORLD_SHAPE_C
 const char *world_colour_name(world_colour c) { return (unsigned)c < WORLD_COLOUR_COUNT ? colour_names[c] : "?"; }
 const char *world_background_name(int b) { return b >= 0 && b < WORLD_BACKGROUND_COUNT ? background_names[b] : "?"; }
 const uint8_t *world_colour_rgb(world_colour c) { return colour_rgb[(unsigned)c % WORLD_COLOUR_COUNT]; }
-const uint8_t *world_background_rgb(int b) { return background_rgb[(unsigned)b % WORLD_BACKGROUND_COUNT]; }
 
 static uint64_t next_u64(uint64_t *s) /* splitmix64 */
 {

@@ -61,9 +61,8 @@ typedef struct world_scene {
 const char *world_shape_name(world_shape s);
 const char *world_colour_name(world_colour c);
 const char *world_background_name(int background);
-/* The nominal RGB of an object colour and of a background (its gradient's middle). */
+/* The nominal RGB of an object colour. */
 const uint8_t *world_colour_rgb(world_colour c);
-const uint8_t *world_background_rgb(int background);
 
 /* Scene `index` of the set drawn with `seed`, for images of size x size pixels (16..1024). */
 world_scene world_scene_make(uint64_t seed, uint64_t index, int size, world_pick pick);

@@ -9,6 +9,7 @@
 
 #include "checkpoint_yaml.h"
 #include "prediction_probe.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 #include "weights.h"
 #include "c_json.h"

@@ -17,6 +17,7 @@
 
 #include "diffusers_names.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "weights.h"
 
 static uint64_t splitmix64(uint64_t *s)

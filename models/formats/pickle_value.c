@@ -127,14 +127,6 @@ sdt_pv *sdt_pv_new_tensor(sdt_pv_arena *a, sdt_st_dtype dtype, int ndim, const i
     return v;
 }
 
-sdt_pv *sdt_pv_new_object(sdt_pv_arena *a, const char *cls, sdt_pv *args)
-{
-    sdt_pv *v = sdt_pv_new(a, SDT_PV_OBJECT);
-    v->u.obj.cls = cls;
-    v->u.obj.args = args;
-    return v;
-}
-
 static void push_item(sdt_pv *seq, sdt_pv *item)
 {
     if (seq->u.seq.n == seq->u.seq.cap) {

@@ -109,7 +109,6 @@ sdt_pv_storage *sdt_pv_new_storage(sdt_pv_arena *a, const char *key, sdt_st_dtyp
                                    const void *data);
 /* A contiguous tensor over its own new storage holding data (borrowed). */
 sdt_pv *sdt_pv_new_tensor(sdt_pv_arena *a, sdt_st_dtype dtype, int ndim, const int64_t *shape, const void *data);
-sdt_pv *sdt_pv_new_object(sdt_pv_arena *a, const char *cls, sdt_pv *args);
 
 /* Appends to a LIST or TUPLE. */
 void sdt_pv_append(sdt_pv *seq, sdt_pv *item);

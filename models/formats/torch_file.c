@@ -61,7 +61,6 @@ void sdt_torch_close(sdt_torch_file *f)
     g_free(f);
 }
 
-const char *sdt_torch_path(const sdt_torch_file *f) { return f->path; }
 sdt_torch_layout sdt_torch_layout_of(const sdt_torch_file *f) { return f->layout; }
 const sdt_pv *sdt_torch_root(const sdt_torch_file *f) { return f->root; }
 

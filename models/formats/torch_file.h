@@ -50,7 +50,6 @@ sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error);
 sdt_torch_file *sdt_torch_open_memory(const void *buf, size_t size, const char *origin, sdt_error *error);
 void sdt_torch_close(sdt_torch_file *f);
 
-const char *sdt_torch_path(const sdt_torch_file *f);
 sdt_torch_layout sdt_torch_layout_of(const sdt_torch_file *f);
 /* The unpickled object (owned by f). */
 const sdt_pv *sdt_torch_root(const sdt_torch_file *f);

@@ -1,12 +1,10 @@
 /* sd_model.h - a whole Stable Diffusion checkpoint: text encoder, UNet, VAE.
  *
- * The configuration is read from tensor names and shapes only (never data), so
- * a checkpoint of any size - SD 1.x, SD 2.x, the tiny test models - loads
- * without being told what it is. What weights cannot say (v-prediction, the
- * latent scaling factor) takes SD's published values; the caller may override.
- *
- * The UNet comes from models/networks/unet/unet.h (sdt_unet_config_detect, sdt_unet_enumerate_params,
- * sdt_unet_load); sd_model only ties the three parts together.
+ * The config of a checkpoint is detected in models/checkpoints/sd_config_detect.h, beside the
+ * checkpoint layouts and config files it reads; this file names the families and their presets and
+ * binds a config's three parts to weights. The UNet comes from models/networks/unet/unet.h
+ * (sdt_unet_config_detect, sdt_unet_enumerate_params, sdt_unet_load); sd_model only ties the three
+ * parts together.
  */
 #ifndef SDT_MODELS_SD_MODEL_H
 #define SDT_MODELS_SD_MODEL_H
@@ -69,19 +67,6 @@ const char *sd_family_title(sd_family f);
 bool sd_family_parse(const char *name, sd_family *out);
 /* The published (or tiny) configuration of a family. */
 sd_config sd_config_preset(sd_family f);
-/* Detects all three parts' configs and names the family. A checkpoint without a
- * UNet, text encoder or VAE is an error naming the missing part. A diffusers folder's
- * config files (diffusers_config.h), or for a single file the <stem>.yaml beside it that A1111
- * reads (checkpoint_yaml.h), then set what the weights cannot say. */
-bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
-/* sd_config_detect in its two steps: what the weights (and a diffusers folder's config files)
- * say, then the .yaml beside a single file. Describing a file tells "not a checkpoint" (the
- * first fails) from "a checkpoint whose yaml is wrong" (the second fails) by the step. */
-bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error);
-bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error);
-/* Whether the keys are an SDXL checkpoint's (conditioner.embedders.*: the base or the refiner), from the
- * names alone (nothing is read). */
-bool sd_weights_are_sdxl(const sdt_weights *w);
 /* Every parameter of the three parts under canonical keys (text encoder, UNet, VAE). */
 bool sd_params(const sd_config *cfg, sdt_param_visitor visit, void *user, sdt_error *error);
 
@@ -97,11 +82,9 @@ typedef struct sd_model {
  * or Inf is an error naming the file and the key. */
 bool sd_weights_check_finite(const sd_config *cfg, const sdt_weights *w, sdt_error *error);
 
-/* Detects the config, checks the weights are finite and binds every part's
- * weights (w must outlive the model). be owns the VAE's derived downsample kernels. */
-bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, sdt_error *error);
-/* Binds an already detected config to weights without scanning them: for copies made
- * by sdt_weights_materialize (GPU memory, other dtypes) of weights checked before. */
+/* Binds a detected config (sd_config_detect.h, whose sd_model_load detects, checks and binds) to
+ * weights without scanning them: for copies made by sdt_weights_materialize (GPU memory, other
+ * dtypes) of weights checked before. */
 bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error);
 void sd_model_free(sd_model *m);
 

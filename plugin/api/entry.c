@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "api/factories.h"
 #include "api/runtime_pins.h"
-#include "api/status.h"
+#include "host/status.h"
 
 #ifndef SDT_PLUGIN_VERSION
 #define SDT_PLUGIN_VERSION "0.0.0"

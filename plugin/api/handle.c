@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "api/handle.h"
-#include "api/status.h"
+#include "host/status.h"
 #include "c_numeric.h"
 
 void sdt_handle_init(sdt_handle *h, uint32_t magic)

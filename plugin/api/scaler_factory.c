@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "api/factories.h"
 #include "api/handle.h"
-#include "api/status.h"
+#include "host/status.h"
 #include "ops.h"
 #include "train/scaler.h"
 #include "api/scaler_state_blob.h"

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/copy_out.h"
-#include "api/host_log.h"
+#include "host/copy_out.h"
+#include "host/host_log.h"
 
 static sdt_status create_fail(char *err, uint32_t err_size, sdt_status status, const char *sentence)
 {

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "api/handle.h"
-#include "api/status.h"
+#include "host/status.h"
 #include "hn/hn_file.h"
 #include "hn/hn_generate.h"
 #include "hn/hn_hook.h"

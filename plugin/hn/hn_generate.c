@@ -3,7 +3,7 @@
  * The backend chooser reads the ABI header, whose Train-tab sdt_hn_config shares its name with
  * the module's shape (hn/hn_config.h): it is read first with the ABI's renamed (as hn_abi_ops.c). */
 #define sdt_hn_config sdt_hn_abi_train_config
-#include "api/backend_select.h"
+#include "host/backend_select.h"
 #undef sdt_hn_config
 #include "hn/hn_generate.h"
 #include "ti/ti_part.h"
@@ -14,6 +14,7 @@
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
 #include "ti/embedding_file.h"
+#include "sd_text_rules.h"
 #include "train/preview.h"
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
@@ -96,11 +97,12 @@ static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint
                         "round them to a multiple of %d", s->width, s->height, s->model_path, f, f);
     g->tok = sdt_open_tokenizer(s->tokenizer_path, s->model_path, g->rt.cfg.clip.vocab, NULL, error);
     if (!g->tok || !generate_chain(g, s, error)) return false;
+    sd_text_rules text = sd_text_rules_of(&g->rt.cfg);
     sdt_slot_rules rules = {.placeholder_id = -1, .n_vectors = 0, .slot_token = 0,
-                            .pad_id = g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(g->tok)};
+                            .pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(g->tok))};
     if (!generate_embedding(g, s, &rules, error)) return false;
     sdt_preview_request rq = {s->prompt, s->negative ? s->negative : "", s->width, s->height, s->steps,
-                              s->cfg_scale, s->seed, g->rt.cfg.family == SD_FAMILY_SD2 ? 0 : s->clip_skip,
+                              s->cfg_scale, s->seed, sd_text_clip_skip(&text, s->clip_skip),
                               s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL, s->sampler};
     uint8_t *image = NULL;
     if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, g->rows.data ? &g->rows : NULL, &rq, &image, error))

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 #include "data/file_name.h"
 #include "data/state_seal.h"

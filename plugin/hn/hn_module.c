@@ -264,8 +264,6 @@ bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error)
     return sdt_hn_zero_grads(hn, error);
 }
 
-bool sdt_hn_has_grads(const sdt_hn *hn) { return hn->grads != NULL; }
-
 bool sdt_hn_zero_grads(sdt_hn *hn, sdt_error *error)
 {
     if (!hn->grads) return sdt_fail(error, SDT_ERR_BAD_STATE, "hypernetwork \"%s\": no gradients to zero; call "

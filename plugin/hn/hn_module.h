@@ -74,7 +74,6 @@ int64_t sdt_hn_param_numel(const sdt_hn *hn);
 
 /* Gradients: allocated zeroed on first call; zeroing again is sdt_hn_zero_grads. */
 bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error);
-bool sdt_hn_has_grads(const sdt_hn *hn);
 bool sdt_hn_zero_grads(sdt_hn *hn, sdt_error *error);
 
 /* Host copies of every value (f32, parameter order, sdt_hn_param_numel floats) and back. */

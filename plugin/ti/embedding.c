@@ -65,30 +65,6 @@ bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int d
     return true;
 }
 
-bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src)
-{
-    memset(dst, 0, sizeof(*dst));
-    size_t n = (size_t)src->n_vectors * (size_t)src->dim;
-    dst->vectors = malloc(n * sizeof(float) + 1);
-    bool ok = dst->vectors && sdt_embedding_set_string(&dst->name, src->name) &&
-              sdt_embedding_set_string(&dst->checkpoint_hash, src->checkpoint_hash) &&
-              sdt_embedding_set_string(&dst->checkpoint_name, src->checkpoint_name) &&
-              sdt_embedding_set_string(&dst->init_text, src->init_text) &&
-              sdt_embedding_set_string(&dst->training_note, src->training_note) &&
-              sdt_embedding_set_string(&dst->load_note, src->load_note);
-    if (!ok) {
-        sdt_embedding_free(dst);
-        return false;
-    }
-    if (n) memcpy(dst->vectors, src->vectors, n * sizeof(float));
-    dst->n_vectors = src->n_vectors;
-    dst->dim = src->dim;
-    dst->clip_l_dim = src->clip_l_dim;
-    dst->step = src->step;
-    dst->from_card_pixels = src->from_card_pixels;
-    return true;
-}
-
 double sdt_embedding_vector_norm(const float *v, int64_t dim)
 {
     double s = 0;

@@ -35,8 +35,6 @@ typedef struct sdt_embedding {
 /* Allocates zeroed vectors. false + error on bad sizes or a bad name. */
 bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int dim, sdt_error *error);
 void sdt_embedding_free(sdt_embedding *e);
-/* Deep copy into dst (dst is overwritten, not freed first). */
-bool sdt_embedding_copy(sdt_embedding *dst, const sdt_embedding *src);
 /* Replaces one string field (NULL clears it). */
 bool sdt_embedding_set_string(char **field, const char *value);
 

@@ -11,6 +11,7 @@
 #include "sd_model.h"
 #include "ti/embedding_file.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
 #include "train/train_state_describe.h"

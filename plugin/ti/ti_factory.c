@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "api/factories.h"
 #include "api/handle.h"
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "api/trainer_handle.h"
 #include "checkpoint_describe.h"
 #include "ti/ti_config.h"

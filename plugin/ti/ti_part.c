@@ -7,8 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "data/state_seal.h"
+#include "sd_text_rules.h"
 #include "safetensors.h"
 #include "ti/embedding_file.h"
 #include "ti/ti_part.h"
@@ -208,7 +209,7 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
 
 bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, const char *path, sdt_error *error)
 {
-    int width = rt->cfg.clip.width, width_g = sdt_cond_width_g(rt);
+    int width = rt->cfg.clip.width, width_g = sd_text_rules_of(&rt->cfg).width_g;
     bool sdxl_file = e->clip_l_dim > 0, sdxl_model = width_g > 0;
     if (sdxl_file == sdxl_model && e->dim == width + width_g && (!sdxl_file || e->clip_l_dim == width)) return true;
     char has[64], wants[64];

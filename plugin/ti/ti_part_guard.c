@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sd_text_rules.h"
 #include "ti/ti_part.h"
 
 /* The mean L2 norm of (up to 4096 evenly spaced) rows of a text encoder's token embedding, read
@@ -33,7 +34,7 @@ static double token_norm_of(const sdt_train_job *job, const clip_config *cfg)
 void ti_part_token_norms(const sdt_train_job *job, double *norm, double *norm_g)
 {
     *norm = token_norm_of(job, &job->rt.cfg.clip);
-    *norm_g = job->rt.cfg.clip2.width > 0 ? token_norm_of(job, &job->rt.cfg.clip2) : 0;
+    *norm_g = sd_text_rules_of(&job->rt.cfg).sdxl ? token_norm_of(job, &job->rt.cfg.clip2) : 0;
 }
 
 /* A vector this many times longer than the model's typical token vector is no longer a prompt

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 
 #define MIB(x) ((double)(x) / (1024.0 * 1024.0))
 

@@ -95,10 +95,8 @@ void sdt_optimizer_destroy(sdt_optimizer *opt)
 
 const char *sdt_optimizer_name(const sdt_optimizer *opt) { return opt->name; }
 int sdt_optimizer_param_count(const sdt_optimizer *opt) { return opt->count; }
-int sdt_optimizer_trainable_count(const sdt_optimizer *opt) { return opt->grad_count; }
 int sdt_optimizer_backward_count(const sdt_optimizer *opt) { return opt->backward_count; }
 bool sdt_optimizer_grads_not_zeroed(const sdt_optimizer *opt) { return opt->added_to_stale; }
-sdt_adamw_hparams sdt_optimizer_hparams(const sdt_optimizer *opt) { return opt->hp; }
 void sdt_optimizer_set_lr(sdt_optimizer *opt, float lr) { opt->hp.lr = lr; }
 int64_t sdt_optimizer_step_count(const sdt_optimizer *opt) { return opt->step_count; }
 void sdt_optimizer_set_step_count(sdt_optimizer *opt, int64_t steps) { opt->step_count = steps; }

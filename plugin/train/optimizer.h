@@ -63,7 +63,6 @@ sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, sdt_error *error
 
 const char *sdt_optimizer_name(const sdt_optimizer *opt);
 int sdt_optimizer_param_count(const sdt_optimizer *opt);
-int sdt_optimizer_trainable_count(const sdt_optimizer *opt);
 /* The first parameter whose memory overlaps one of b's, or NULL: a parameter
  * owned by two optimizers would be unscaled and updated twice. */
 const char *sdt_optimizer_find_shared_param(const sdt_optimizer *a, const sdt_optimizer *b);
@@ -106,7 +105,6 @@ sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, sdt_error *error);
 /* A step the scaler skipped: state untouched, but the grads count as used. */
 void sdt_optimizer_note_skipped_step(sdt_optimizer *opt);
 
-sdt_adamw_hparams sdt_optimizer_hparams(const sdt_optimizer *opt);
 /* The schedule sets the learning rate before each step. */
 void sdt_optimizer_set_lr(sdt_optimizer *opt, float lr);
 /* Completed (not skipped) steps; torch's state['step']. set_ is for resume. */

@@ -3,10 +3,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "train/memory_report.h"
 #include "train/run_loop.h"
-#include "api/status.h"
+#include "host/status.h"
 #include "testhooks/test_hooks.h"
 
 /* Weight of the newest step in the images/s average: smooth enough for a progress bar,

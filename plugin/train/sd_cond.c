@@ -4,12 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sd_text_rules.h"
 #include "train/prompt.h"
 #include "train/text_cache.h"
-
-bool sdt_cond_is_sdxl(const sd_runtime *rt) { return rt->cfg.clip2.width > 0; }
-
-int sdt_cond_width_g(const sd_runtime *rt) { return rt->cfg.clip2.width; }
 
 static sdt_tensor reshaped(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2)
 {
@@ -40,8 +37,9 @@ static bool upload_tokens_g(sd_runtime *rt, sdt_tensor *dst, const int32_t *ids,
     int32_t *g = malloc((size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
     if (!g) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt");
     memcpy(g, ids, (size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
+    sd_text_rules text = sd_text_rules_of(&rt->cfg);
     for (int r = 0; r < rows; r++)
-        sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, end, clip_pad_id(&rt->cfg.clip2, end));
+        sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, end, sd_text_pad_id_g(&text, end));
     bool ok = upload_tokens(rt->be, dst, g, error);
     free(g);
     return ok;
@@ -197,7 +195,7 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
     memset(c, 0, sizeof *c);
-    c->sdxl = sdt_cond_is_sdxl(rt);
+    c->sdxl = sd_text_rules_of(&rt->cfg).sdxl;
     if (c->sdxl && !in->sizes && !a->measuring)
         return sdt_fail(error, SDT_ERR_INTERNAL, "SDXL conditioning without the size conditioning (a bug: please report)");
     if (rt->text_cache && (in->rows || in->n_overrides))

@@ -55,11 +55,6 @@ typedef struct sdt_cond {
     sdt_tensor y;                    /* SDXL: [batch, adm_in_channels]; no data otherwise */
 } sdt_cond;
 
-/* true for a model conditioned the SDXL way (two encoders, y). */
-bool sdt_cond_is_sdxl(const sd_runtime *rt);
-/* Text rows of an embedding for this model: the first encoder's width, and bigG's (0 unless SDXL). */
-int sdt_cond_width_g(const sd_runtime *rt);
-
 /* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
 /* The UNet's vector conditioning, or NULL for a model without one. */

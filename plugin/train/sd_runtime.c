@@ -8,7 +8,9 @@
 
 #include "c_numeric.h"
 #include "checkpoint_yaml.h"
+#include "sd_text_rules.h"
 #include "prediction_probe.h"
+#include "sd_config_detect.h"
 
 /* The hash thread reads the file through its own descriptor and writes only this struct, so the
  * weights being checked and placed meanwhile are shared with nothing that changes. */
@@ -119,8 +121,8 @@ size_t sd_runtime_text_park(sd_runtime *rt)
 {
     if (!rt->bound || rt->text_parked) return 0;
     /* each encoder's whole slot: its projection sits beside the prefix its layers have (clip_key_prefix) */
-    const char *slots[2] = {rt->cfg.clip2.width > 0 ? "conditioner.embedders.0." : "cond_stage_model.",
-                            rt->cfg.clip2.width > 0 ? "conditioner.embedders.1." : NULL};
+    bool sdxl = sd_text_rules_of(&rt->cfg).sdxl;
+    const char *slots[2] = {sdxl ? "conditioner.embedders.0." : "cond_stage_model.", sdxl ? "conditioner.embedders.1." : NULL};
     size_t bytes = 0;
     for (int i = 0; i < 2 && slots[i]; i++) {
         bytes += placed_bytes(rt->dev, slots[i]);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sd_text_rules.h"
 #include "train/sd_cond.h"
 
 /* Chunks encoded together: what a training batch of a few long prompts puts through the encoders. */
@@ -50,9 +51,9 @@ void sdt_text_cache_seal(sdt_text_cache *c)
     c->sealed = true;
 }
 
-static int pooled_width(const sd_runtime *rt) { return sdt_cond_is_sdxl(rt) ? rt->cfg.clip2.projection_dim : 0; }
+static int pooled_width(const sd_runtime *rt) { return sd_text_rules_of(&rt->cfg).pooled_width; }
 
-static int context_width(const sd_runtime *rt) { return rt->cfg.clip.width + rt->cfg.clip2.width; }
+static int context_width(const sd_runtime *rt) { return rt->cfg.clip.width + sd_text_rules_of(&rt->cfg).width_g; }
 
 size_t sdt_text_cache_bytes(const sd_runtime *rt, sdt_dtype dtype, int n)
 {

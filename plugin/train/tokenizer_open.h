@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "tokenizer.h"
 
 /* The tokenizer, first found of: the folder given (non-empty); the model folder's tokenizer/

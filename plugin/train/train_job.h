@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 #include <time.h>
 
-#include "api/backend_select.h"
+#include "host/backend_select.h"
 #include "data/caption.h"
 #include "data/data_order.h"
 #include "data/dataset.h"

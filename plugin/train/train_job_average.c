@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "train/train_job.h"
 
 bool sdt_train_job_average_start(sdt_train_job *job, sdt_error *error)

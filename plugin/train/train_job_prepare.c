@@ -18,10 +18,11 @@
 
 #include <glib.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"
+#include "sd_text_rules.h"
 #include "train/tokenizer_open.h"
 #include "train/sd_cond.h"
 #include "train/train_job.h"
@@ -303,7 +304,6 @@ static void sdxl_settings(sdt_train_job *job)
     if (job->clip_skip > 1)
         sdt_host_log(job->host, SDT_LOG_INFO, "CLIP skip %d is not used on SDXL: both text encoders give their penultimate "
                      "layer, as SDXL was trained (A1111 does the same)", job->clip_skip);
-    job->clip_skip = 0;
     if (job->precision != SDT_PRECISION_FP16) return;
     if (job->rt.cfg.vae.fp16_safe) {
         sdt_host_log(job->host, SDT_LOG_INFO, "training in fp16 as asked: the VAE's config says force_upcast false (the "
@@ -337,8 +337,9 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
     if (!sd_runtime_read(&job->rt, job->model_path, job->pb.be, true, error)) return false;
-    if (job->rt.cfg.family == SD_FAMILY_SD2) job->clip_skip = 0; /* A1111 ignores CLIP skip on SD 2.x */
-    if (sdt_cond_is_sdxl(&job->rt)) sdxl_settings(job);
+    sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
+    if (text.sdxl) sdxl_settings(job);
+    job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
     if (!sd_runtime_place(&job->rt, sdt_precision_dtype(job->precision), job->prediction, error) ||
         (job->vae_fp32 && !sd_runtime_set_vae_dtype(&job->rt, SDT_F32, error)))
         return false;
@@ -365,9 +366,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
     job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
-    /* SD 2.x's OpenCLIP pads with 0; CLIP ViT-L (SD 1.x, SDXL's first encoder) with the end token
-     * (bigG's own padding is made from these tokens: train/sd_cond.h) */
-    job->rules.pad_id = job->rt.cfg.family == SD_FAMILY_SD2 ? 0 : sdt_tokenizer_eos(job->tok);
+    /* bigG's own padding is made from these tokens (train/sd_cond.h) */
+    job->rules.pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(job->tok));
     return true;
 }
 

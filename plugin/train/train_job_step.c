@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
+#include "sd_text_rules.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 #include "train/sample_augment.h"
@@ -145,7 +146,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     in->weight = buf->weight;
     in->timesteps = buf->timesteps;
     in->end_id = sdt_tokenizer_eos(job->tok);
-    in->sizes = sdt_cond_is_sdxl(&job->rt) ? buf->sizes : NULL;
+    in->sizes = sd_text_rules_of(&job->rt.cfg).sdxl ? buf->sizes : NULL;
     return true;
 }
 

@@ -16,9 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/host_log.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 #include "data/validation_split.h"
+#include "sd_text_rules.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 #include "train/train_job.h"
@@ -144,7 +145,7 @@ static bool measure_one(sdt_train_job *job, int item, int k, double *loss, sdt_e
                               .tokens = tokens, .overrides = overrides, .noisy = noisy, .target = target, .weight = weight,
                               .timesteps = &timestep, .end_id = sdt_tokenizer_eos(job->tok)};
         sdt_sdxl_sizes sizes = sdt_train_job_sample_sizes(job, &job->val.ds.items[item], e, false);
-        if (sdt_cond_is_sdxl(&job->rt)) in.sizes = &sizes;
+        if (sd_text_rules_of(&job->rt.cfg).sdxl) in.sizes = &sizes;
         in.shape.chunks = sdt_prompt_batch(job->tok, &job->rules, enc, 1, tokens, overrides, &in.n_overrides);
         sdt_pass_options po = sdt_train_job_pass_options(job); /* the training loss, without min-SNR's weights */
         po.anomaly_check = false;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "train/noise_schedule.h"
 #include "data/buckets.h"
 #include "data/preview_prompts.h"

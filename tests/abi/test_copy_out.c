@@ -1,7 +1,7 @@
 /* test_copy_out.c - copy-out buffers and struct_size-aware copies (ABI rules 3 and 5). */
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 #include "sdt_test.h"
 
 static void test_strings(sdt_test_rng *rng)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fuzz_file.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -13,6 +13,7 @@
 
 #include "diffusers_config.h"
 #include "fuzz_file.h"
+#include "sd_config_detect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

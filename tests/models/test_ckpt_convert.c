@@ -24,6 +24,7 @@
 #include "checkpoint_gen.h"
 #include "model_test_util.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 
 static bool same_entry(const sdt_st_entry *a, const sdt_st_entry *b)

@@ -28,6 +28,7 @@
 #include "diffusers_config.h"
 #include "model_test_util.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 
 static cJSON *load(const char *dir, const char *sub, const char *name)

@@ -15,6 +15,7 @@
 #include "diffusers_names.h"
 #include "model_test_util.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 
 typedef struct counter {

@@ -9,6 +9,7 @@
 #include "checkpoint_gen.h"
 #include "io_test_util.h"
 #include "safetensors.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 #include "sdt_test.h"
 #include "torch_save.h"

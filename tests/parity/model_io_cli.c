@@ -20,6 +20,7 @@
 
 #include "clip_text.h"
 #include "ops.h"
+#include "sd_config_detect.h"
 #include "sd_model.h"
 #include "vae.h"
 #include "weights.h"

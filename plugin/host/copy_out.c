@@ -2,7 +2,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "api/copy_out.h"
+#include "host/copy_out.h"
 
 sdt_status sdt_copy_string_out(const char *src, char *buf, uint32_t buf_size, uint32_t *needed)
 {

@@ -1,6 +1,6 @@
 /* backend_select.c - see backend_select.h. */
 #define _GNU_SOURCE /* dladdr */
-#include "api/backend_select.h"
+#include "host/backend_select.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cuda/backend_cuda.h"
-#include "api/host_log.h"
+#include "host/host_log.h"
 
 #define CUDA_MODULE_NAME "libsdtrain_cuda.so"
 

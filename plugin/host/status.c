@@ -1,5 +1,5 @@
 /* status.c - one table from status code to its name, so logs and hosts print the same words. */
-#include "api/status.h"
+#include "host/status.h"
 
 /* sdt_error's codes are the ABI's numbers; a mismatch is a build error, not a wrong status. */
 #define SAME_CODE(name) _Static_assert((int)SDT_ERR_##name == (int)SDT_STATUS_##name, "sdt_error code " #name)

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/copy_out.h"
-#include "api/host_log.h"
+#include "host/copy_out.h"
+#include "host/host_log.h"
 #include "c_numeric.h"
 
 bool sdt_host_callbacks_adopt(sdt_host_callbacks *own, const sdt_host_callbacks *host)
