@@ -126,7 +126,7 @@ done
 # Times, dates and speeds are the only things two runs may print or write differently.
 normalise() { # FILE: the text with timings, speeds and dates replaced
     # Progress lines are printed by the clock (which steps show varies), so they are left out.
-    grep -v '^step [0-9]*/' "$1" | sed -E -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}([ T_-][0-9:.-]+)?(_[0-9]+)?/DATE/g' \
+    grep -v '^step [0-9]*/' "$1" | sed -E -e 's/[0-9]{4}-[0-9]{2}-[0-9]{2}([ T_-][0-9:-]+(\.[0-9]+)?)?(_[0-9]+)?/DATE/g' \
         -e 's/([0-9.]+) (img\/s|s|ms|it\/s)\b/N \2/g' -e 's/ETA [^ ]+/ETA T/g' \
         -e 's/(in|took|after) [0-9.]+ ?(s|ms|min)/\1 T/g'
 }
