@@ -185,4 +185,20 @@ static inline SDT_HOST_DEVICE float robust_loss_grad(sdt_robust_loss kind, float
     return d < -delta ? -delta : d > delta ? delta : d;
 }
 
+/* Timestep embedding (diffusers' get_timestep_embedding): column j of a timestep t's row of dim
+ * columns, half = dim / 2: freq_k = exp(-log_period * k / (half - shift)), arg = t * freq_k,
+ * [sin, cos] (or [cos, sin] when flip), an odd dim's last column 0. Formed in double on both
+ * backends: t * freq reaches ~1000, where a float argument alone would carry ~3e-5 of error into
+ * sin/cos. log_period is log((double)max_period), taken once by the caller. */
+static inline SDT_HOST_DEVICE float timestep_embedding_at(float t, int64_t j, int64_t dim, bool flip, float shift,
+                                                          double log_period)
+{
+    int64_t half = dim / 2;
+    if (j >= 2 * half) return 0.0f;
+    int64_t k = j % half;
+    double arg = (double)t * exp(-log_period * (double)k / ((double)half - (double)shift));
+    bool first = j < half;
+    return (float)((first != flip) ? sin(arg) : cos(arg));
+}
+
 #endif

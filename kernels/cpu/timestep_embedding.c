@@ -1,9 +1,8 @@
-/* timestep_embedding.c - diffusers' get_timestep_embedding (SD's sinusoidal time embedding):
- *   half = dim / 2, freq_i = exp(-ln(max_period) * i / (half - shift)), arg = t * freq_i,
- *   out = [sin(arg), cos(arg)], or [cos, sin] when flip_sin_to_cos; odd dim zero-pads the last column.
- * The argument is formed in double: t * freq reaches ~1000, where a float argument alone
- * would carry ~3e-5 of error into sin/cos. No backward: timesteps are not trained. */
+/* timestep_embedding.c - diffusers' get_timestep_embedding (SD's sinusoidal time embedding); the
+ * value of each column is kernels/shared_math.h's timestep_embedding_at, the CUDA backend's too.
+ * No backward: timesteps are not trained. */
 #include "cpu_context.h"
+#include "shared_math.h"
 
 #include <math.h>
 
@@ -11,23 +10,16 @@ int cpu_timestep_embedding(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t
                            float downscale_freq_shift, float max_period)
 {
     int64_t batch = sdt_tensor_numel(t);
-    int64_t dim = out->shape[1], half = dim / 2;
+    int64_t dim = out->shape[1];
     if (batch * dim == 0) return 0;
     const float *ts = cpu_read_f32(be, t, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     if (!ts || !o) return -1;
-    double log_period = log((double)max_period), denom = (double)half - (double)downscale_freq_shift;
-    int64_t sin_at = flip_sin_to_cos ? half : 0, cos_at = flip_sin_to_cos ? 0 : half;
+    double log_period = log((double)max_period);
     #pragma omp parallel for num_threads(cpu_threads_for(be, batch * dim)) schedule(static)
-    for (int64_t b = 0; b < batch; b++) {
-        float *row = o + b * dim;
-        for (int64_t i = 0; i < half; i++) {
-            double arg = (double)ts[b] * exp(-log_period * (double)i / denom);
-            row[sin_at + i] = (float)sin(arg);
-            row[cos_at + i] = (float)cos(arg);
-        }
-        if (dim % 2) row[dim - 1] = 0.0f;
-    }
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t j = 0; j < dim; j++)
+            o[b * dim + j] = timestep_embedding_at(ts[b], j, dim, flip_sin_to_cos, downscale_freq_shift, log_period);
     cpu_write_end(be, out, o);
     return 0;
 }
