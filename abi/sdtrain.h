@@ -27,9 +27,13 @@
  *     Host callbacks are called on the thread that made the call that causes them.
  *  8. The plugin never calls exit(), abort() or assert() on any input.
  *
- * Factories: "sdtrain.textual_inversion/1" (sdt_ti_factory), "sdtrain.hypernetwork/1"
- * (sdt_hn_factory, 1.2; its chain applier for a host's own generation, 1.4), "sdtrain.scaler/1" (sdt_loss_scaler_factory). Devices: libsdtrain.so needs no CUDA library; it opens the sibling
- * module libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
+ * Factories: "sdtrain.trainer/1" (sdt_trainer_factory, 1.7: one trainer for every method; an
+ * embedding, a hypernetwork or both are parts of one config; method-specific calls are extensions
+ * looked up by id), "sdtrain.scaler/1" (sdt_loss_scaler_factory). Deprecated since 1.7 and kept
+ * working for hosts built against 1.0-1.6: "sdtrain.textual_inversion/1" (sdt_ti_factory) and
+ * "sdtrain.hypernetwork/1" (sdt_hn_factory, 1.2; its applier 1.4), both thin adapters over the
+ * trainer factory. Devices: libsdtrain.so needs no CUDA library; it opens the sibling module
+ * libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
  *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
  */
@@ -47,7 +51,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 6
+#define SDT_ABI_VERSION_MINOR 7
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -58,6 +62,14 @@ typedef struct sdt_version {
 
 /* The version this header describes, as a value (C and C++). */
 #define SDT_ABI_VERSION_INIT { SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH }
+
+/* Marks what a host should move off (the 1.x method factories, 1.7). Silent unless the host
+ * defines SDT_WARN_DEPRECATED before including this header: hosts built with -Werror keep building. */
+#if defined(SDT_WARN_DEPRECATED) && (defined(__GNUC__) || defined(__clang__))
+#define SDT_DEPRECATED(why) __attribute__((deprecated(why)))
+#else
+#define SDT_DEPRECATED(why)
+#endif
 
 /* Export macro, used by the plugin on its one symbol. Hosts never need it. */
 #if defined(_WIN32)
@@ -220,7 +232,10 @@ typedef struct sdt_entry {
 SDT_EXPORT extern const sdt_entry sdtrain_entry;
 #endif
 
-/* ---- Textual inversion: "sdtrain.textual_inversion/1" ------------------------------------- */
+/* ---- Textual inversion: "sdtrain.textual_inversion/1" (deprecated in 1.7) ------------------- */
+/* Kept for hosts built against 1.0-1.6: an adapter over "sdtrain.trainer/1" (below), which new
+ * hosts use. Its structs stay: sdt_embedding_spec, sdt_embedding_info and the enums serve the
+ * trainer factory's extensions too. */
 
 #define SDT_FACTORY_TEXTUAL_INVERSION "sdtrain.textual_inversion/1"
 
@@ -481,7 +496,7 @@ typedef struct sdt_ti_factory {
     /* [any thread] Fills *options with the shared defaults (as this factory's config_defaults
      * fills the same fields). Set options->struct_size first. */
     sdt_status (*train_options_defaults)(sdt_train_options *options);
-} sdt_ti_factory;
+} sdt_ti_factory SDT_DEPRECATED("use sdtrain.trainer/1 (sdt_trainer_factory)");
 
 /* ---- The loss scaler: "sdtrain.scaler/1" --------------------------------------------------- */
 /* PyTorch GradScaler semantics (init scale 2^16, growth 2, backoff 0.5, interval 2000), one
@@ -539,8 +554,6 @@ typedef struct sdt_loss_scaler_factory {
     /* [main thread] Restores a blob from save_state; a corrupt or foreign blob is BAD_FORMAT. */
     sdt_status (*load_state)(sdt_loss_scaler *scaler, const void *buf, uint32_t buf_size);
 } sdt_loss_scaler_factory;
-
-/* Reserved for a later minor version: "sdtrain.hypernetwork/1". */
 
 /* ---- Options every training method shares (1.2) ------------------------------------------ */
 
@@ -668,7 +681,9 @@ struct sdt_train_options {
     uint8_t reserved6[7];             /* [0] must be 0 */
 };
 
-/* ---- Hypernetworks (1.2) -------------------------------------------------------------------- */
+/* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */
+/* "sdtrain.hypernetwork/1" is kept for hosts built against 1.2-1.6, as an adapter over
+ * "sdtrain.trainer/1"; its spec, info and request structs serve the trainer factory's extensions. */
 
 #define SDT_FACTORY_HYPERNETWORK "sdtrain.hypernetwork/1"
 
@@ -834,7 +849,147 @@ typedef struct sdt_hn_factory {
      * x 3 bytes, rows top to bottom. rgb_size smaller than that is BUFFER_TOO_SMALL. */
     sdt_status (*applier_generate)(sdt_hn_applier *applier, const sdt_generate_request *request, uint8_t *rgb,
                                    uint64_t rgb_size);
-} sdt_hn_factory;
+} sdt_hn_factory SDT_DEPRECATED("use sdtrain.trainer/1 (sdt_trainer_factory) and its extensions");
+
+/* ---- One trainer: "sdtrain.trainer/1" (1.7) ------------------------------------------------ */
+/* One lifecycle for every training method, in CLAP's shape: prepare() takes the shared options
+ * and the parts to train, each in its own struct (an embedding, a hypernetwork, or both: joint
+ * training is two parts, nothing special). What is one method's own and not part of training
+ * (creating or inspecting its files, applying hypernetworks in the host's generation) comes as
+ * extensions a host looks up by id with get_extension(); an id it does not know gives NULL.
+ * Ids and versions: "name/N"; a new major of a factory or extension is a new id beside the old.
+ *
+ * A run with an embedding part only is exactly the textual-inversion factory's run; with a
+ * hypernetwork part (alone, or with an embedding part) exactly the hypernetwork factory's: the
+ * same files, bytes, states and sentences, except that a sentence names the field as the new
+ * structs do ("embedding->learn_rate", "options->clip_value"). */
+
+#define SDT_FACTORY_TRAINER "sdtrain.trainer/1"
+
+typedef struct sdt_trainer sdt_trainer; /* opaque */
+
+/* An embedding to train. Input struct: fill it with embedding_part_defaults(). */
+typedef struct sdt_embedding_part {
+    uint32_t struct_size;
+    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; read only when clip_value is set */
+    const char *embedding_path;       /* the embedding to train (any format inspect reads) */
+    const char *learn_rate;           /* ["0.005"] schedule "RATE[:STEP], ..." (A1111 grammar) */
+    const char *clip_value;           /* [NULL] NULL: the embedding clips as the options say (clip_mode,
+                                       * clip_value); set: clip_mode above with this schedule */
+    bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
+    uint8_t reserved0[7];             /* [0] must be 0 */
+} sdt_embedding_part;
+
+/* A hypernetwork to train. Input struct: fill it with hypernetwork_part_defaults(). */
+typedef struct sdt_hypernetwork_part {
+    uint32_t struct_size;
+    uint32_t reserved0;               /* [0] must be 0 */
+    const char *hypernetwork_path;    /* the hypernetwork to train (.pt or .safetensors) */
+    const char *learn_rate;           /* ["0.00001"] schedule grammar as the embedding's */
+    double weight_decay;              /* [0.01] AdamW weight decay (A1111's) */
+    double strength;                  /* [1.0] the modules' strength while training, (0, 10] */
+    const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; ..." chained after the trained one in
+                                        * previews only (strength 1 when left out; at most 7) */
+    double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */
+} sdt_hypernetwork_part;
+
+/* What one prepare() trains. Input struct: zero it and set struct_size. The options are the Train
+ * tab's shared part; at least one part pointer is set. Everything is read once, during prepare(),
+ * and copied: the host's structs and strings need not outlive the call. */
+typedef struct sdt_trainer_config {
+    uint32_t struct_size;
+    uint32_t reserved0;                        /* [0] must be 0 */
+    const sdt_train_options *options;          /* required; from train_options_defaults(). Its log_dir NULL
+                                                * means A1111's folder for the parts: "hypernetworks" when a
+                                                * hypernetwork trains, else "textual_inversion" */
+    const sdt_embedding_part *embedding;       /* [NULL] no embedding trains */
+    const sdt_hypernetwork_part *hypernetwork; /* [NULL] no hypernetwork trains */
+} sdt_trainer_config;
+
+/* The trainer factory. Lifecycle members keep the threading rules and meanings the
+ * textual-inversion factory documents for its members of the same name. struct_size lets a host
+ * check that a member appended in a later minor version is present. */
+typedef struct sdt_trainer_factory {
+    uint32_t struct_size;
+    /* [any thread] Fill the input structs with their defaults (set struct_size first; only that
+     * many bytes are written). The options' log_dir stays NULL (see sdt_trainer_config.options). */
+    sdt_status (*train_options_defaults)(sdt_train_options *options);
+    sdt_status (*embedding_part_defaults)(sdt_embedding_part *part);
+    sdt_status (*hypernetwork_part_defaults)(sdt_hypernetwork_part *part);
+    /* [main thread] Creates a trainer; the callbacks table is copied (NULL = no callbacks). On
+     * failure *out is NULL and the sentence is copied into err (err may be NULL). */
+    sdt_status (*create)(const sdt_host_callbacks *callbacks, sdt_trainer **out, char *err, uint32_t err_size);
+    /* [main thread] NULL is a no-op; not while run() is in progress. */
+    void (*destroy)(sdt_trainer *trainer);
+    /* [any thread] The sentence of the last failed call on this handle ("" when none). */
+    sdt_status (*get_last_error)(const sdt_trainer *trainer, char *buf, uint32_t buf_size, uint32_t *needed);
+    /* [worker thread] Validates the whole job (every part's file first, then the shared inputs)
+     * and loads what run() needs; *info (may be NULL) is filled, its vectors and embedding_dim
+     * when an embedding trains. Calling it again replaces the previous preparation. */
+    sdt_status (*prepare)(sdt_trainer *trainer, const sdt_trainer_config *config, sdt_prepare_info *info);
+    /* [worker thread] Trains until max steps, an error or interrupt(); OK, INTERRUPTED or an error. */
+    sdt_status (*run)(sdt_trainer *trainer);
+    /* [any thread] Stop after the current optimizer step and save. */
+    sdt_status (*interrupt)(sdt_trainer *trainer);
+    /* [any thread] */
+    sdt_status (*get_run_state)(const sdt_trainer *trainer, sdt_run_state *state);
+    /* [any thread] The metrics of the latest finished step. */
+    sdt_status (*get_metrics)(const sdt_trainer *trainer, sdt_metrics *metrics);
+    /* [main thread] A full-state checkpoint of a prepared trainer, written atomically / read back. */
+    sdt_status (*save_state)(sdt_trainer *trainer, const char *path);
+    sdt_status (*load_state)(sdt_trainer *trainer, const char *path);
+    /* [any thread] The extension table with this id (SDT_EXT_...) cast to const void *, or NULL
+     * when this plugin has none by that id. Static: valid until the last deinit. */
+    const void *(*get_extension)(const char *extension_id);
+} sdt_trainer_factory;
+
+/* Extension "sdtrain.embedding_files/1": embedding files. A failure leaves its sentence on the
+ * trainer passed (get_last_error); file_saved is called through the trainer's callbacks. */
+#define SDT_EXT_EMBEDDING_FILES "sdtrain.embedding_files/1"
+
+typedef struct sdt_embedding_files_ext {
+    uint32_t struct_size;
+    /* [worker thread] Creates an embedding file from spec; its path goes into path_buf (may be
+     * NULL). Loads the model's text encoder: may take seconds. Not while run() is in progress. */
+    sdt_status (*create_embedding)(sdt_trainer *trainer, const sdt_embedding_spec *spec, char *path_buf,
+                                   uint32_t path_buf_size, uint32_t *needed);
+    /* [any thread] Reads an embedding file of any supported format (as sdt_ti_factory.inspect:
+     * with info NULL a model checkpoint is described in json_buf too). */
+    sdt_status (*inspect)(sdt_trainer *trainer, const char *path, sdt_embedding_info *info, char *json_buf,
+                          uint32_t json_buf_size, uint32_t *json_needed);
+} sdt_embedding_files_ext;
+
+/* Extension "sdtrain.hypernetwork_files/1": hypernetwork files, as the embedding files' extension. */
+#define SDT_EXT_HYPERNETWORK_FILES "sdtrain.hypernetwork_files/1"
+
+typedef struct sdt_hypernetwork_files_ext {
+    uint32_t struct_size;
+    /* [worker thread] Writes a new hypernetwork file from spec; its path goes into path_buf. */
+    sdt_status (*create_hypernetwork)(sdt_trainer *trainer, const sdt_hypernetwork_spec *spec, char *path_buf,
+                                      uint32_t path_buf_size, uint32_t *needed);
+    /* [worker thread] Reads a hypernetwork file (.pt or .safetensors). */
+    sdt_status (*inspect)(sdt_trainer *trainer, const char *path, sdt_hypernetwork_info *info, char *json_buf,
+                          uint32_t json_buf_size, uint32_t *json_needed);
+} sdt_hypernetwork_files_ext;
+
+/* Extension "sdtrain.hypernetwork_applier/1": A1111's hypernetwork chain applied in the host's
+ * own generation. Its members mean what sdt_hn_factory's applier_* members (1.4) mean; appliers
+ * are handles of their own, independent of trainers. */
+#define SDT_EXT_HYPERNETWORK_APPLIER "sdtrain.hypernetwork_applier/1"
+
+typedef struct sdt_hypernetwork_applier_ext {
+    uint32_t struct_size;
+    sdt_status (*create)(sdt_hn_applier **out, char *err, uint32_t err_size);          /* [main thread] */
+    void (*destroy)(sdt_hn_applier *applier);                                          /* [main thread] */
+    sdt_status (*get_last_error)(const sdt_hn_applier *applier, char *buf, uint32_t buf_size,
+                                 uint32_t *needed);                                    /* [any thread] */
+    sdt_status (*add)(sdt_hn_applier *applier, const char *path, double strength);     /* [worker thread] */
+    sdt_status (*set_strength)(sdt_hn_applier *applier, uint32_t index, double strength); /* [main thread] */
+    sdt_status (*apply_kv)(sdt_hn_applier *applier, uint32_t width, uint32_t kind, const float *in, float *out,
+                           uint64_t rows);                                             /* [main thread] */
+    sdt_status (*generate)(sdt_hn_applier *applier, const sdt_generate_request *request, uint8_t *rgb,
+                           uint64_t rgb_size);                                         /* [worker thread] */
+} sdt_hypernetwork_applier_ext;
 
 #ifdef __cplusplus
 } /* extern "C" */
