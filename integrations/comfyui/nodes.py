@@ -209,7 +209,9 @@ class _A1111HypernetworkPatch:
         src = x.detach().to("cpu", torch.float32).contiguous()
         out = torch.empty_like(src)
         self.chain.apply_kv(kind, width, src.data_ptr(), out.data_ptr(), src.numel() // width)
-        return out.to(device=x.device, dtype=x.dtype)
+        # x plus the chain's change: a width no member has (change exactly 0) leaves x as it was,
+        # in its own dtype, as A1111 passes it through.
+        return x + (out - src).to(device=x.device, dtype=x.dtype)
 
     def __call__(self, q, k, v, extra_options):
         return q, self._apply(kit.KV_K, k), self._apply(kit.KV_V, v)

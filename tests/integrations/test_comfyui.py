@@ -26,6 +26,7 @@ from common import (HERE, ROOT, check, checkpoint_folder, environment, expect_re
 
 sys.path.insert(0, os.path.join(HERE, "standins", "comfyui"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.append(os.path.join(HERE, "standins", "pil"))  # Pillow's frombytes where the interpreter lacks Pillow
 import comfy.model_management as mm  # noqa: E402
 import comfy.utils  # noqa: E402
 import folder_paths  # noqa: E402
@@ -140,11 +141,10 @@ def main():
         check(steps and steps == sorted(steps) and steps[-1] >= cancel_at and steps[-1] < 10000 and bar.total == 10000,
               "progress values %s (total %s)" % (steps, bar.total))
         previews = [u[2] for u in bar.updates if u[2] is not None]
-        try:
-            import PIL  # noqa: F401
-            check(previews and previews[-1][0] == "JPEG", "no preview reached the progress bar")
-        except ImportError:
-            print("NOTE: PIL is missing: the progress bar gets no preview image (ComfyUI always has PIL)")
+        check(previews and previews[-1][0] == "JPEG" and previews[-1][1].size == (64, 64)
+              and previews[-1][2] == pack.nodes.PREVIEW_MAX_SIZE, "no preview reached the progress bar: %r"
+              % (previews[-1:],))
+        check(len(previews) < len(bar.updates), "every progress update carried a preview (preview_every is 2)")
         last = trained_step(path)
         check(cancel_at <= last < 10000 and last >= steps[-1], "the cancelled embedding is at step %d (bar %s)"
               % (last, steps[-1:]))
@@ -181,7 +181,7 @@ def main():
                           width=64, height=64, device="cpu", hypernetwork_learn_rate="0.002", preview_every=0,
                           save_every=1)
         check(out[2] == hn_path and trained_step(hn_path, hypernetwork=True) == 3, "the hypernetwork run gave %r" % (out[2],))
-        out = train.train("sdtrain-demo.safetensors", "cmf-star.safetensors", "cmf-style.pt", style, "[filewords]",
+        out = train.train("sdtrain-demo.safetensors", "cmf-star.safetensors", "cmf-style.pt", style, "[name], [filewords]",
                           max_steps=5, width=64, height=64, device="cpu", preview_every=0, save_every=0)
         check(out[2] == hn_path + "\n" + path and trained_step(hn_path, hypernetwork=True) == 5,
               "the joint run gave %r" % (out[2],))

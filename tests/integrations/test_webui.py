@@ -38,7 +38,7 @@ def load_script(extension_dir):
 
 def button(label):
     for b, fn, inputs, outputs in gradio.clicks:
-        if b.label == label:
+        if label in (b.label, b.value):
             return fn, inputs, outputs
     raise AssertionError("no button %r" % label)
 
