@@ -4,6 +4,7 @@ modules it imports (standins/comfyui: folder_paths, comfy.utils, comfy.model_man
 whole trainings on the demo model through the Python binding.
 
 Checks:
+ - an SDXL embedding (a tiny SDXL checkpoint from models/tools) created and trained through the nodes;
  - the four nodes are registered with ComfyUI's class shape, the checkpoint/embedding/hypernetwork
    lists come from folder_paths, the Train node's defaults are the plugin's;
  - Create embedding / Create hypernetwork write into ComfyUI's folders under the name given;
@@ -185,6 +186,29 @@ def main():
                           max_steps=5, width=64, height=64, device="cpu", preview_every=0, save_every=0)
         check(out[2] == hn_path + "\n" + path and trained_step(hn_path, hypernetwork=True) == 5,
               "the joint run gave %r" % (out[2],))
+
+        # ---- SDXL: an embedding with clip_l and clip_g rows, created and trained -----------------------
+        make_ckpt, make_tok = os.environ.get("SDT_MAKE_CHECKPOINT"), os.environ.get("SDT_MAKE_TOKENIZER")
+        if make_ckpt and make_tok:
+            import subprocess
+            sdxl_dir = os.path.join(models, "checkpoints", "sdxl")
+            os.makedirs(sdxl_dir)
+            subprocess.run([make_ckpt, "--config", "tiny-sdxl", "--seed", "7", "--out",
+                            os.path.join(sdxl_dir, "tiny-sdxl.safetensors")], check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([make_tok, "--out", os.path.join(sdxl_dir, "tokenizer")], check=True,
+                           stdout=subprocess.DEVNULL)
+            check("sdxl/tiny-sdxl.safetensors" in nodes["SdtrainTrain"].INPUT_TYPES()["required"]["ckpt_name"][0],
+                  "the SDXL checkpoint is not in the list")
+            name, xl_path = create.create("sdxl/tiny-sdxl.safetensors", "cmf-xl", "cat", 2, False)
+            with kit.open_plugin().embedding_trainer() as t:
+                info = t.inspect(xl_path)
+            check(info.format == "safetensors_sdxl" and info.vectors == 2 and info.metadata.get("clip_g_dim"),
+                  "the SDXL embedding is %r" % info)
+            out = train.train("sdxl/tiny-sdxl.safetensors", name, "None", dataset, "a [name]", max_steps=2, width=64,
+                              height=64, device="cpu", preview_every=0, save_every=0)
+            check(out[2] == xl_path and trained_step(xl_path) == 2, "the SDXL run gave %r" % (out[2],))
+        else:
+            print("NOTE: SDT_MAKE_CHECKPOINT / SDT_MAKE_TOKENIZER not set: no SDXL embedding")
 
         # ---- refusals ------------------------------------------------------------------------
         expect_refusal(lambda: train.train("nope.safetensors", "cmf-star.safetensors", "None", dataset, "[name]"),
