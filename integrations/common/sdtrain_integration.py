@@ -349,8 +349,7 @@ def template_file(template, log_dir):
 def create_embedding(plugin, name, model_path, output_dir, init_text="*", vectors_per_token=1, overwrite=False):
     """Writes <output_dir>/<name>.safetensors (SD 1.x/2.x: one tensor; SDXL: clip_l and clip_g,
     as the checkpoint's text encoders say) and returns its path."""
-    name = check_new_name("embedding", name, output_dir, EMBEDDING_EXTENSIONS[:1] + EMBEDDING_EXTENSIONS[1:],
-                          overwrite)
+    name = check_new_name("embedding", name, output_dir, EMBEDDING_EXTENSIONS, overwrite)
     if not model_path or not os.path.exists(model_path):
         raise Refusal("The checkpoint %s does not exist; pick one from the host's checkpoint list." % model_path)
     with plugin.embedding_trainer() as trainer:
@@ -371,10 +370,11 @@ def create_hypernetwork(plugin, name, output_dir, overwrite=False, **spec):
 # ---- one training job ------------------------------------------------------------------------
 
 class Image:
-    """An RGB picture: width, height, pixels (bytes, rows top to bottom, 3 bytes a pixel)."""
+    """An RGB picture: width, height, pixels (bytes, rows top to bottom, 3 bytes a pixel), and the
+    file it was saved to (path, or None)."""
 
-    def __init__(self, width, height, pixels):
-        self.width, self.height, self.pixels = width, height, pixels
+    def __init__(self, width, height, pixels, path=None):
+        self.width, self.height, self.pixels, self.path = width, height, pixels, path
 
 
 class Result:
@@ -491,7 +491,7 @@ def run_training(plugin, host, model_path, dataset_dir, log_dir, template, embed
                         result.step = item.step
                     elif what == "preview":
                         if item.pixels and item.channels == 3:
-                            preview = result.preview = Image(item.width, item.height, item.pixels)
+                            preview = result.preview = Image(item.width, item.height, item.pixels, item.path)
                     elif what == "file":
                         result.saved.append(item)
                         if item.kind in ("settings", "training_state") and not result.log_folder:

@@ -126,6 +126,9 @@ def main():
         check(os.path.dirname(updates[-1][2]).startswith(os.path.join(work, "textual_inversion")),
               "the run's log folder %s is not the webui's textual_inversion folder" % updates[-1][2])
         check(any("Training: step" in u[0] for u in updates[:-1]), "no live progress in the tab")
+        live = [u[1] for u in updates[:-1] if u[1]]
+        check(live and all(os.path.isfile(p) and p.endswith(".png") for p in live),
+              "no live preview in the tab: %r" % live[-1:])
 
         # ---- a hypernetwork to the end, on a Forge-like host (no embedding_db on model_hijack) --------
         shared.hypernetworks = {}

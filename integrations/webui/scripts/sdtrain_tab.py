@@ -105,6 +105,8 @@ class WebuiHost(kit.Host):
     def progress(self, step, max_steps, preview):
         with self.lock:
             self.step, self.max_steps = step, max_steps
+            if preview is not None and preview.path:
+                self.preview_path = preview.path
         shared.state.sampling_step, shared.state.sampling_steps = step, max_steps
         shared.state.textinfo = "sdtrain: step %d of %d" % (step, max_steps)
 
@@ -198,8 +200,8 @@ def train(*field_values, poll_seconds=0.5):
         while worker.is_alive():
             worker.join(poll_seconds)
             with host.lock:
-                step, total = host.step, host.max_steps
-            yield _status("Training: step %d of %d" % (step, total) if total else "Preparing..."), None, None
+                step, total, preview = host.step, host.max_steps, host.preview_path
+            yield _status("Training: step %d of %d" % (step, total) if total else "Preparing..."), preview, None
     finally:
         shared.state.end()
     if "error" in done:
