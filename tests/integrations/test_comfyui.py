@@ -15,7 +15,8 @@ Checks:
    out; a resumed run finishes from that state and returns the preview and the loss plot as IMAGE
    tensors ([1, H, W, 3] float 0..1, with torch) and the path; a hypernetwork and a joint run;
  - refusals: missing checkpoint, missing dataset, nothing chosen, a template without [name];
- - the A1111-compatible apply node patches attn1/attn2 of a cloned model with sdtrain's applier."""
+ - the A1111-compatible apply node patches attn1/attn2 of a cloned model with sdtrain's applier, and
+   (with torch) its K and V equal A1111's module computed from the trained file at strength 0.7."""
 import glob
 import importlib.util
 import os
@@ -257,6 +258,21 @@ def main():
             _, k2, v2 = patched.patches["attn1"](y, y, y, {})
             check(torch.equal(k2, y) and torch.equal(v2, y) and k2.dtype == torch.float64,
                   "a width without a module changed")
+            # A1111's module for relu, layer structure 1, 2, 1, no layer norm, no dropout, computed here
+            # from the file (torch.load) as A1111's HypernetworkModule: Linear, ReLU, Linear; x + f(x) * s.
+            state = torch.load(hn_path, map_location="cpu")
+
+            def a1111(index, t, strength):
+                w = state[128][index]
+                h = torch.relu(t.double() @ w["linear.0.weight"].double().T + w["linear.0.bias"].double())
+                return t.double() + (h @ w["linear.2.weight"].double().T + w["linear.2.bias"].double()) * strength
+            (strong,) = apply_node().apply(base, "cmf-style.pt", 0.7)
+            _, k7, v7 = strong.patches["attn2"](x, x, x, {})
+            for got, index in ((k7, 0), (v7, 1)):
+                change, want = got.double() - x.double(), a1111(index, x, 0.7) - x.double()
+                err = float((change - want).abs().max() / want.abs().max())  # of the module's change, not of x
+                check(err < 1e-3, "the A1111-compatible patch's %s change differs from A1111's by %.3g"
+                      % ("KV"[index], err))
             (zero,) = apply_node().apply(base, "cmf-style.pt", 0.0)
             _, k0, _ = zero.patches["attn2"](x, x, x, {})
             check(torch.allclose(k0, x), "strength 0 changed the keys")
