@@ -5,6 +5,8 @@ modules.paths_internal, modules.sd_hijack, modules.hypernetworks.hypernetwork, a
 gradio), driving whole trainings on the demo model through the Python binding.
 
 Checks:
+ - the extension, linked from the source tree, finds the sdtrain package in the tree's python/ (where the
+   interpreter has none installed);
  - the script registers one tab through on_ui_tabs; the tab builds with the webui's checkpoint
    list and the host's folders, its option fields carry the plugin's defaults, and its buttons are
    wired to the create / train / interrupt actions with the fields in TRAIN_FIELDS' order;
@@ -22,7 +24,7 @@ import tempfile
 from common import HERE, ROOT, check, checkpoint_folder, environment, finish, trained_step
 
 sys.path.insert(0, os.path.join(HERE, "standins", "webui"))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# No path to python/ here: the extension, linked from this source tree, finds the binding there itself.
 import gradio  # noqa: E402
 from modules import paths_internal, script_callbacks, sd_hijack, sd_models, shared  # noqa: E402
 
@@ -54,7 +56,10 @@ def main():
         extensions = os.path.join(work, "extensions")
         os.makedirs(extensions)
         os.symlink(os.path.join(ROOT, "integrations", "webui"), os.path.join(extensions, "sdtrain"))
+        installed = importlib.util.find_spec("sdtrain") is not None  # then the installed one is used, rightly
         tab_module = load_script(os.path.join(extensions, "sdtrain"))
+        check(installed or os.path.samefile(os.path.dirname(sys.modules["sdtrain"].__file__), os.path.join(ROOT, "python", "sdtrain")),
+              "the extension imported sdtrain from %s" % sys.modules["sdtrain"].__file__)
         check(len(script_callbacks.ui_tabs) == 1, "on_ui_tabs got %d callbacks" % len(script_callbacks.ui_tabs))
         tabs = script_callbacks.ui_tabs[0]()
         check(len(tabs) == 1 and isinstance(tabs[0][0], gradio.Blocks) and tabs[0][1] == "sdtrain Train",
