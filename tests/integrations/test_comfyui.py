@@ -107,7 +107,8 @@ def main():
             name="cmf-style", widths="128, 64", layer_structure="1, 2, 1", activation="relu", weight_init="Normal",
             layer_norm=False, use_dropout=False, dropout_structure="0, 0, 0", activate_output=False, overwrite=False)
         check(hn_name == "cmf-style.pt" and os.path.isfile(hn_path)
-              and os.path.dirname(hn_path) == os.path.join(models, "hypernetworks"), "Create hypernetwork gave %r" % hn_path)
+              and os.path.dirname(hn_path) == os.path.join(models, "hypernetworks"),
+              "Create hypernetwork gave %r" % hn_path)
         check("cmf-style.pt" in nodes["SdtrainTrain"].INPUT_TYPES()["required"]["hypernetwork_name"][0],
               "the new hypernetwork is not in the Train node's list")
 
@@ -182,8 +183,10 @@ def main():
         out = train.train("sdtrain-demo.safetensors", "None", "cmf-style.pt", style, "[filewords]", max_steps=3,
                           width=64, height=64, device="cpu", hypernetwork_learn_rate="0.002", preview_every=0,
                           save_every=1)
-        check(out[2] == hn_path and trained_step(hn_path, hypernetwork=True) == 3, "the hypernetwork run gave %r" % (out[2],))
-        out = train.train("sdtrain-demo.safetensors", "cmf-star.safetensors", "cmf-style.pt", style, "[name], [filewords]",
+        check(out[2] == hn_path and trained_step(hn_path, hypernetwork=True) == 3,
+              "the hypernetwork run gave %r" % (out[2],))
+        out = train.train("sdtrain-demo.safetensors", "cmf-star.safetensors", "cmf-style.pt", style,
+                          "[name], [filewords]",
                           max_steps=5, width=64, height=64, device="cpu", preview_every=0, save_every=0)
         check(out[2] == hn_path + "\n" + path and trained_step(hn_path, hypernetwork=True) == 5,
               "the joint run gave %r" % (out[2],))

@@ -58,7 +58,8 @@ def main():
         os.symlink(os.path.join(ROOT, "integrations", "webui"), os.path.join(extensions, "sdtrain"))
         installed = importlib.util.find_spec("sdtrain") is not None  # then the installed one is used, rightly
         tab_module = load_script(os.path.join(extensions, "sdtrain"))
-        check(installed or os.path.samefile(os.path.dirname(sys.modules["sdtrain"].__file__), os.path.join(ROOT, "python", "sdtrain")),
+        check(installed or os.path.samefile(os.path.dirname(sys.modules["sdtrain"].__file__),
+                                            os.path.join(ROOT, "python", "sdtrain")),
               "the extension imported sdtrain from %s" % sys.modules["sdtrain"].__file__)
         check(len(script_callbacks.ui_tabs) == 1, "on_ui_tabs got %d callbacks" % len(script_callbacks.ui_tabs))
         tabs = script_callbacks.ui_tabs[0]()
@@ -87,7 +88,8 @@ def main():
         status = create_emb("web-star", title, "object", 2, False)
         path = os.path.join(shared.cmd_opts.embeddings_dir, "web-star.safetensors")
         check(os.path.isfile(path) and "web-star" in status, "Create embedding: %s" % status)
-        check(sd_hijack.model_hijack.embedding_db.reloads[reloads:] == [True], "the embedding database was not reloaded")
+        check(sd_hijack.model_hijack.embedding_db.reloads[reloads:] == [True],
+              "the embedding database was not reloaded")
         status = create_emb("web-star", title, "object", 2, False)
         check("already exists" in status and "Overwrite" in status, "a second create said %s" % status)
         status = create_emb("web-x", "missing.ckpt", "object", 1, False)

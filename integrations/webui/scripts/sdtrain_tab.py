@@ -162,7 +162,8 @@ def create_hypernetwork(name, widths, layer_structure, activation, weight_init, 
         return _status(_sentence(e), error=True)
 
 
-TRAIN_FIELDS = ["embedding", "hypernetwork", "checkpoint", "dataset_dir", "log_directory", "template"] + kit.OPTION_NAMES
+TRAIN_FIELDS = (["embedding", "hypernetwork", "checkpoint", "dataset_dir", "log_directory", "template"]
+                + kit.OPTION_NAMES)
 
 
 def train(*field_values, poll_seconds=0.5):
