@@ -1,5 +1,5 @@
 """The ComfyUI node pack (integrations/comfyui) loaded as ComfyUI loads a custom node (a folder
-linked into custom_nodes/, imported by its __init__.py) with stand-ins for exactly the host
+copied into custom_nodes/ with the shared file, imported by its __init__.py) with stand-ins for exactly the host
 modules it imports (standins/comfyui: folder_paths, comfy.utils, comfy.model_management), driving
 whole trainings on the demo model through the Python binding.
 
@@ -61,7 +61,13 @@ def main():
         folder_paths.output_directory = os.path.join(work, "output")
         custom_nodes = os.path.join(work, "custom_nodes")
         os.makedirs(custom_nodes)
-        os.symlink(os.path.join(ROOT, "integrations", "comfyui"), os.path.join(custom_nodes, PACK))
+        # Installed by copying, as integrations/README.md says: the folder plus the shared file in it
+        # (the webui test links its package from the tree instead).
+        import shutil
+        shutil.copytree(os.path.join(ROOT, "integrations", "comfyui"), os.path.join(custom_nodes, PACK),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(os.path.join(ROOT, "integrations", "common", "sdtrain_integration.py"),
+                    os.path.join(custom_nodes, PACK))
         pack = load_pack(custom_nodes)
         nodes = pack.NODE_CLASS_MAPPINGS
         check(sorted(nodes) == ["SdtrainApplyHypernetworkA1111", "SdtrainCreateEmbedding", "SdtrainCreateHypernetwork",
@@ -71,6 +77,8 @@ def main():
             check(all(hasattr(cls, a) for a in ("INPUT_TYPES", "RETURN_TYPES", "FUNCTION", "CATEGORY"))
                   and callable(getattr(cls(), cls.FUNCTION)), "%s lacks ComfyUI's node shape" % name)
         import sdtrain_integration as kit
+        check(os.path.dirname(kit.__file__) == os.path.join(custom_nodes, PACK),
+              "the shared file came from %s, not the installed pack" % kit.__file__)
         defaults = kit.read_defaults(kit.open_plugin())
         train_inputs = nodes["SdtrainTrain"].INPUT_TYPES()
         req, opt = train_inputs["required"], train_inputs["optional"]
