@@ -80,6 +80,12 @@ def main():
         check(os.path.dirname(kit.__file__) == os.path.join(custom_nodes, PACK),
               "the shared file came from %s, not the installed pack" % kit.__file__)
         defaults = kit.read_defaults(kit.open_plugin())
+        # The struct read back to its last fields (1.5, 1.6): the header's documented defaults.
+        tail = {k: defaults[k] for k in ("timestep_max", "lr_cycles", "huber_delta", "ema_every", "bucket_min_side",
+                                         "bucket_max_side", "bucket_step", "deterministic", "loss_type", "lr_scheduler")}
+        check(tail == dict(timestep_max=999, lr_cycles=1, huber_delta=1.0, ema_every=1, bucket_min_side=256,
+                           bucket_max_side=1024, bucket_step=64, deterministic=False, loss_type="l2",
+                           lr_scheduler="constant"), "the plugin's defaults read as %r" % tail)
         train_inputs = nodes["SdtrainTrain"].INPUT_TYPES()
         req, opt = train_inputs["required"], train_inputs["optional"]
         check(req["ckpt_name"][0] == ["sdtrain-demo.safetensors"], "checkpoint list %r" % (req["ckpt_name"],))
