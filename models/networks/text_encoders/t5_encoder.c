@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "model_util.h"
 #include "shared_math.h"
 
@@ -147,7 +148,7 @@ static bool t5_require(const sdt_weights *w, sdt_tensor *out, int ndim, const in
     char key[256];
     va_list ap;
     va_start(ap, key_fmt);
-    vsnprintf(key, sizeof key, key_fmt, ap);
+    sdt_c_vsnprintf(key, sizeof key, key_fmt, ap);
     va_end(ap);
     if (!sdt_weights_get(w, key))
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
