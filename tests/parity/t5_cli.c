@@ -2,7 +2,8 @@
  * tokens, lengths and overrides (batch, position, row triples), float32 for the rest, row-major. CPU backend.
  *
  *   sdt-t5-io gen --out P [--seed N] [--dtype f32|bf16]   a tiny T5 (t5_config_tiny), every parameter perturbed
- *   sdt-t5-io run --ckpt P --tokens F --batch B --seq T [--lengths F] [--max-distance M]
+ *   sdt-t5-io run --ckpt P --tokens F --batch B --seq T [--lengths F] [--max-distance M (default 128; 20 puts
+ *                 short sequences into the capped buckets)]
  *                 [--rows F --nrows R --overrides F --noverrides N --dout F --drows F] --out F
  *       (out [B, T, d_model]; with dout [B, T, d_model] in, d(rows) [R, d_model] out)
  *   sdt-t5-io buckets --seq T --max-distance M --out F    int32 [T, T] of t5_relative_buckets

@@ -25,7 +25,7 @@ t5_config t5_config_xxl(void)
 t5_config t5_config_tiny(void)
 {
     t5_config c = {.vocab = 96, .d_model = 32, .layers = 3, .heads = 4, .d_kv = 6, .d_ff = 40,
-                   .rel_buckets = 32, .rel_max_distance = 20, .ln_eps = 1e-6f};
+                   .rel_buckets = 32, .rel_max_distance = 128, .ln_eps = 1e-6f};
     return c;
 }
 

@@ -62,7 +62,7 @@ typedef struct t5_config {
 /* T5-XXL as SD3 and Flux use it: 24 layers, 4096 wide, 64 heads of 64, d_ff 10240, vocab 32128. */
 t5_config t5_config_xxl(void);
 /* A small model for tests: vocab 96, d_model 32, 3 layers, 4 heads of d_kv 6 (inner 24 != d_model),
- * d_ff 40, 32 buckets, max distance 20 (so short sequences reach the logarithmic buckets). */
+ * d_ff 40, 32 buckets, max distance 128 (what t5_config_detect reads: the file does not store it). */
 t5_config t5_config_tiny(void);
 
 /* Sizes positive, layers <= T5_MAX_LAYERS, buckets even and >= 4, max distance > buckets / 4. */
