@@ -27,6 +27,12 @@ struct sdt_spm {
     bool byte_fallback;
     int32_t byte_id[256];   /* byte_fallback: the <0xHH> pieces */
     bool add_dummy_prefix, remove_extra_whitespaces;
+    /* the normalizer's precompiled character map (NFKC and NMT's rules for T5): a Darts-clone double
+     * array of the source strings and a blob of NUL-terminated replacements; NULL when the model has none */
+    uint32_t *trie;
+    size_t trie_units;
+    char *replacements;
+    size_t replacements_size;
 };
 
 static sdt_spm *spm_new(void)
@@ -44,6 +50,7 @@ void sdt_spm_free(sdt_spm *t)
     for (int32_t i = 0; i < t->n; i++) free(t->text[i]);
     free(t->text), free(t->score), free(t->type);
     if (t->ids) g_hash_table_destroy(t->ids);
+    free(t->trie), free(t->replacements);
     free(t);
 }
 
@@ -133,6 +140,57 @@ static bool spm_finish(sdt_spm *t, const char *name, sdt_error *error)
                 return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: byte_fallback is on but the byte piece <0x%02X> is missing",
                                 name, b);
     return true;
+}
+
+/* ---------------------------------------------------------------- the precompiled character map */
+
+/* SentencePiece's precompiled_charsmap: a little-endian uint32 trie size in bytes, the Darts-clone double
+ * array (uint32 units), then the replacement strings. */
+static bool set_charsmap(sdt_spm *t, const uint8_t *blob, size_t size, const char *name, sdt_error *error)
+{
+    if (size == 0) return true; /* none */
+    uint32_t trie_bytes = size >= 4 ? (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 |
+                                          (uint32_t)blob[3] << 24
+                                    : 0;
+    if (size < 8 || trie_bytes == 0 || trie_bytes % 4 || trie_bytes > size - 4)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the normalizer's precompiled character map (%zu bytes, trie of "
+                        "%u) is malformed; the file is damaged", name, size, trie_bytes);
+    free(t->trie), free(t->replacements);
+    t->trie_units = trie_bytes / 4;
+    t->replacements_size = size - 4 - trie_bytes;
+    t->trie = malloc(trie_bytes);
+    t->replacements = malloc(t->replacements_size + 1);
+    if (!t->trie || !t->replacements) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
+    for (size_t i = 0; i < t->trie_units; i++) {
+        const uint8_t *u = blob + 4 + 4 * i;
+        t->trie[i] = (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+    }
+    memcpy(t->replacements, blob + 4 + trie_bytes, t->replacements_size);
+    t->replacements[t->replacements_size] = 0; /* a last string left open ends here */
+    return true;
+}
+
+/* The longest prefix of s[0..len) the map replaces: its length (0: none) and *out the replacement.
+ * Darts-clone's commonPrefixSearch, every index bounds-checked (a damaged map matches nothing). */
+static size_t charsmap_match(const sdt_spm *t, const char *s, size_t len, const char **out)
+{
+    if (!t->trie) return 0;
+    size_t best = 0;
+    uint32_t unit = t->trie[0];
+    size_t pos = (unit >> 10) << ((unit & (1U << 9)) >> 6);
+    for (size_t i = 0; i < len; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        pos ^= c;
+        if (pos >= t->trie_units) break;
+        unit = t->trie[pos];
+        if ((unit & ((1U << 31) | 0xFF)) != c) break;
+        pos ^= (unit >> 10) << ((unit & (1U << 9)) >> 6); /* a base: only the units it leads to must exist */
+        if (((unit >> 8) & 1) && pos < t->trie_units) {
+            const size_t value = t->trie[pos] & ((1U << 31) - 1);
+            if (value < t->replacements_size) best = i + 1, *out = t->replacements + value;
+        }
+    }
+    return best;
 }
 
 /* ---------------------------------------------------------------- spiece.model (protobuf) */
@@ -271,6 +329,9 @@ static bool parse_normalizer(sdt_spm *t, pb_reader r, const char *name, sdt_erro
     pb_field f;
     while (r.p < r.end) {
         if (!pb_next(&r, &f, name, "the normalizer spec", error)) return false;
+        if (f.wire == 2 && f.number == 2 &&
+            !set_charsmap(t, f.sub.p, (size_t)(f.sub.end - f.sub.p), name, error))
+            return false;
         if (f.wire == 0 && f.number == 3) t->add_dummy_prefix = f.varint != 0;
         if (f.wire == 0 && f.number == 4) t->remove_extra_whitespaces = f.varint != 0;
     }
@@ -312,6 +373,20 @@ sdt_spm *sdt_spm_load_model_memory(const void *data, size_t size, const char *na
 }
 
 /* ---------------------------------------------------------------- tokenizer.json */
+
+/* The "Precompiled" normalizer in n or its Sequence; NULL when none. */
+static const cJSON *find_precompiled(const cJSON *n)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(n, "type");
+    if (cJSON_IsString(type) && !strcmp(type->valuestring, "Precompiled")) return n;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(n, "normalizers"))
+    {
+        const cJSON *found = find_precompiled(item);
+        if (found) return found;
+    }
+    return NULL;
+}
 
 sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *name, sdt_error *error)
 {
@@ -366,6 +441,14 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
             id->valuedouble < t->n && !strcmp(t->text[(int32_t)id->valuedouble], content->valuestring) &&
             (int32_t)id->valuedouble != t->unk)
             t->type[(int32_t)id->valuedouble] = SDT_SPM_CONTROL;
+    }
+    const cJSON *pre = ok ? find_precompiled(cJSON_GetObjectItemCaseSensitive(root, "normalizer")) : NULL;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(pre, "precompiled_charsmap");
+    if (pre && cJSON_IsString(map) && map->valuestring[0]) {
+        gsize n = 0;
+        guchar *blob = g_base64_decode(map->valuestring, &n);
+        ok = set_charsmap(t, blob, n, name, error);
+        g_free(blob);
     }
     for (int32_t k = 0; ok && t->byte_fallback && k < t->n; k++)
         if (strlen(t->text[k]) == 6 && !strncmp(t->text[k], "<0x", 3) && t->text[k][5] == '>') t->type[k] = SDT_SPM_BYTE;
@@ -456,11 +539,24 @@ char *sdt_spm_normalize(const sdt_spm *t, const char *text)
 {
     GString *out = g_string_new(NULL);
     bool pending_space = false;
-    for (const char *p = text; *p;) {
-        gunichar c = g_utf8_get_char_validated(p, -1);
-        int len = utf8_len((unsigned char)*p);
+    const size_t text_len = strlen(text);
+    const char *mapped = NULL; /* the rest of a replacement from the character map being read */
+    for (const char *p = text; *p || (mapped && *mapped);) {
+        if (!(mapped && *mapped)) {
+            const char *rep = NULL;
+            size_t m = charsmap_match(t, p, text_len - (size_t)(p - text), &rep);
+            if (m > 0) {
+                p += m, mapped = rep;
+                continue;
+            }
+            mapped = NULL;
+        }
+        const char *src = mapped && *mapped ? mapped : p;
+        gunichar c = g_utf8_get_char_validated(src, -1);
+        int len = utf8_len((unsigned char)*src);
         if (c == (gunichar)-1 || c == (gunichar)-2 || len == 0) c = 0xFFFD, len = 1; /* invalid UTF-8: one byte */
-        p += len;
+        if (src == mapped) mapped += len;
+        else p += len;
         c = fold(c);
         if (c == 0) continue;
         if (c == ' ') {

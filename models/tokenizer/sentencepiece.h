@@ -7,12 +7,13 @@
  * added tokens marked special become control pieces). Both give the same ids for the same vocabulary.
  *
  * Encoding follows SentencePiece's unigram model as T5 uses it:
- *  - normalisation: ASCII controls dropped, tab/newline/CR and the Unicode spaces (U+00A0, U+2000-U+200A,
- *    U+202F, U+205F, U+3000) read as a space, fullwidth ASCII (U+FF01-U+FF5E) folded to ASCII, invalid
- *    UTF-8 read as U+FFFD; whitespace runs collapsed and trimmed; then a U+2581 (▁) before the text and
- *    in place of each space. T5's model names NFKC (nmt_nfkc, a precompiled character map), which is not
- *    applied beyond these foldings: text with other compatibility characters (ligatures, circled digits,
- *    half-width katakana, ...) can segment differently from transformers' tokenizer;
+ *  - normalisation: the model's precompiled character map when it has one (T5's nmt_nfkc: NFKC and NMT's
+ *    rules as a Darts-clone double array of source strings and their replacements, longest match first,
+ *    as SentencePiece's normalizer and transformers' Precompiled normalizer apply it); then, and alone
+ *    for a model without a map, ASCII controls dropped, tab/newline/CR and the Unicode spaces (U+00A0,
+ *    U+2000-U+200A, U+202F, U+205F, U+3000) read as a space, fullwidth ASCII (U+FF01-U+FF5E) folded to
+ *    ASCII, invalid UTF-8 read as U+FFFD; whitespace runs collapsed and trimmed; then a U+2581 (▁) before
+ *    the text and in place of each space;
  *  - segmentation: per word (SentencePiece trains T5's pieces never to cross a ▁), the Viterbi path of
  *    highest total score over the normal and user-defined pieces; a character no piece covers is the
  *    unknown piece (score: the lowest piece score - 10, as SentencePiece), consecutive unknowns fused

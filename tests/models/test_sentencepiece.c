@@ -16,6 +16,8 @@
 #include "sdt_test.h"
 #include "sentencepiece.h"
 
+#include <glib.h>
+
 #define SP "\xE2\x96\x81"
 
 typedef struct piece {
@@ -76,9 +78,92 @@ static void put_int(buf *b, unsigned field, int64_t v)
     put_varint(b, (uint64_t)v);
 }
 
+/* ---------------------------------------------------------------- a precompiled character map */
+
+typedef struct cm_key {
+    const char *src, *dst;
+} cm_key;
+
+enum { CM_UNITS = 8192 };
+
+/* Places the children of trie node P (whose path is the first depth bytes of keys[0..n)) as Darts-clone
+ * does: a base P ^ off that no other node has, children at base ^ label, the value unit at base. */
+static void cm_place(uint32_t *units, bool *used, bool *used_base, size_t P, const cm_key *keys, int n, size_t depth,
+                     const uint32_t *values)
+{
+    unsigned char labels[256];
+    int nl = 0, leaf = -1;
+    for (int i = 0; i < n; i++) {
+        if (strlen(keys[i].src) == depth) {
+            leaf = i;
+            continue;
+        }
+        unsigned char c = (unsigned char)keys[i].src[depth];
+        bool seen = false;
+        for (int k = 0; k < nl; k++) seen = seen || labels[k] == c;
+        if (!seen) labels[nl++] = c;
+    }
+    uint32_t off = 1;
+    for (;; off++) {
+        size_t base = P ^ off;
+        bool ok = base < CM_UNITS && !used_base[base] && (leaf < 0 || !used[base]);
+        for (int k = 0; ok && k < nl; k++) ok = (base ^ labels[k]) < CM_UNITS && !used[base ^ labels[k]];
+        if (ok) break;
+    }
+    const size_t base = P ^ off;
+    used_base[base] = true;
+    units[P] |= off << 10;
+    if (leaf >= 0) {
+        units[P] |= 1u << 8;
+        used[base] = true;
+        units[base] = (1u << 31) | values[leaf];
+    }
+    for (int k = 0; k < nl; k++) used[base ^ labels[k]] = true, units[base ^ labels[k]] = labels[k];
+    for (int k = 0; k < nl; k++) {
+        cm_key sub[8] = {{0}};
+        uint32_t subv[8] = {0};
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (strlen(keys[i].src) > depth && (unsigned char)keys[i].src[depth] == labels[k])
+                sub[m] = keys[i], subv[m++] = values[i];
+        cm_place(units, used, used_base, base ^ labels[k], sub, m, depth + 1, subv);
+    }
+}
+
+/* precompiled_charsmap bytes: trie size, the double array, the NUL-terminated replacements. */
+static buf charsmap(const cm_key *keys, int n)
+{
+    static uint32_t units[CM_UNITS];
+    static bool used[CM_UNITS], used_base[CM_UNITS];
+    memset(units, 0, sizeof units), memset(used, 0, sizeof used), memset(used_base, 0, sizeof used_base);
+    used[0] = true;
+    buf reps = {0};
+    uint32_t values[8];
+    for (int i = 0; i < n; i++) values[i] = (uint32_t)reps.n, put(&reps, keys[i].dst, strlen(keys[i].dst) + 1);
+    cm_place(units, used, used_base, 0, keys, n, 0, values);
+    size_t last = 0;
+    for (size_t i = 0; i < CM_UNITS; i++)
+        if (used[i] || units[i]) last = i;
+    uint32_t trie_bytes = (uint32_t)(last + 1) * 4;
+    buf b = {0};
+    put(&b, &trie_bytes, 4);
+    put(&b, units, trie_bytes);
+    put(&b, reps.p, reps.n);
+    free(reps.p);
+    return b;
+}
+
+/* ﬁ -> fi, ① -> 1, e + combining acute -> é (longer than its prefix "e", which maps to nothing) */
+static const cm_key NFKC_KEYS[] = {{"\xEF\xAC\x81", "fi"}, {"\xE2\x91\xA0", "1"}, {"e\xCC\x81", "\xC3\xA9"}};
+
 /* ModelProto: the pieces (+ 256 byte pieces when bytes), trainer spec (unigram, ids, byte_fallback),
- * normalizer spec. */
+ * normalizer spec (with the character map when cm is given). */
+static buf model_proto_map(const piece *v, int n, bool bytes, bool with_ids, const buf *cm);
 static buf model_proto(const piece *v, int n, bool bytes, bool with_ids)
+{
+    return model_proto_map(v, n, bytes, with_ids, NULL);
+}
+static buf model_proto_map(const piece *v, int n, bool bytes, bool with_ids, const buf *cm)
 {
     buf m = {0};
     for (int i = 0; i < n + (bytes ? 256 : 0); i++) {
@@ -99,20 +184,28 @@ static buf model_proto(const piece *v, int n, bool bytes, bool with_ids)
     put_bytes(&m, 2, t.p, t.n);
     buf z = {0};
     put_bytes(&z, 1, "nmt_nfkc", 8);
+    if (cm) put_bytes(&z, 2, cm->p, cm->n);
     put_int(&z, 3, 1), put_int(&z, 4, 1), put_int(&z, 5, 1);
     put_bytes(&m, 3, z.p, z.n);
     free(t.p), free(z.p);
     return m;
 }
 
-/* tokenizer.json as transformers writes T5's (the parts read). */
-static char *tokenizer_json(void)
+/* tokenizer.json as transformers writes T5's (the parts read), with the character map when cm is given. */
+static char *tokenizer_json(const buf *cm)
 {
     buf j = {0};
     const char *head = "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
                        "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
-                       "\"normalizer\":{\"type\":\"Precompiled\"},\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[";
+                       "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"";
     put(&j, head, strlen(head));
+    if (cm) {
+        char *b64 = g_base64_encode(cm->p, cm->n);
+        put(&j, b64, strlen(b64));
+        g_free(b64);
+    }
+    const char *mid = "\"},{\"type\":\"Replace\"}]},\"model\":{\"type\":\"Unigram\",\"unk_id\":2,\"vocab\":[";
+    put(&j, mid, strlen(mid));
     for (int i = 0; i < NV; i++) {
         char e[96];
         snprintf(e, sizeof e, "%s[\"%s\",%.9g]", i ? "," : "", VOCAB[i].text, (double)VOCAB[i].score);
@@ -217,7 +310,7 @@ int main(void)
 
     buf m = model_proto(VOCAB, NV, false, true);
     write_file(model, m.p, m.n);
-    char *js = tokenizer_json();
+    char *js = tokenizer_json(NULL);
     write_file(json, js, strlen(js));
     sdt_spm *tm = sdt_spm_load(model, &err);
     CHECK(tm != NULL, "spiece.model: %s", err.message);
@@ -268,6 +361,40 @@ int main(void)
     sdt_spm_free(tb);
     free(mb.p);
 
+    /* the precompiled character map (T5's NFKC): in spiece.model's normalizer spec and tokenizer.json's
+     * Precompiled normalizer (base64) alike */
+    buf cm = charsmap(NFKC_KEYS, 3);
+    buf mc = model_proto_map(VOCAB, NV, false, true, &cm);
+    char *jc = tokenizer_json(&cm);
+    sdt_spm *cms[2] = {sdt_spm_load_model_memory(mc.p, mc.n, "nfkc.model", &err),
+                       sdt_spm_load_json_memory(jc, strlen(jc), "nfkc.json", &err)};
+    for (int k = 0; k < 2; k++) {
+        const char *what = k ? "charsmap tokenizer.json" : "charsmap spiece.model";
+        CHECK(cms[k] != NULL, "%s: %s", what, err.message);
+        if (!cms[k]) continue;
+        static const struct { const char *in, *out; } norms[] = {
+            {"\xEF\xAC\x81", SP "fi"},
+            {"a  \xE2\x91\xA0", SP "a" SP "1"},
+            {"cafe\xCC\x81", SP "caf\xC3\xA9"},
+            {"ex e", SP "ex" SP "e"},
+            {"\xEF\xBD\x83" "at", SP "cat"}, /* the built-in foldings still apply */
+        };
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
+            char *got = sdt_spm_normalize(cms[k], norms[i].in);
+            CHECK(!strcmp(got, norms[i].out), "%s: \"%s\" normalised to \"%s\", want \"%s\"", what, norms[i].in, got,
+                  norms[i].out);
+            free(got);
+        }
+        EXPECT(cms[k], "cafe\xCC\x81", what, 17, 16); /* composed by the map: the ids of "café" */
+    }
+    if (tm) {
+        char *plain = sdt_spm_normalize(tm, "cafe\xCC\x81");
+        CHECK(strcmp(plain, SP "caf\xC3\xA9") != 0, "without a map the combining accent stays apart");
+        free(plain);
+    }
+    sdt_spm_free(cms[0]), sdt_spm_free(cms[1]);
+    free(mc.p), free(jc), free(cm.p);
+
     /* malformed files: each refused with a sentence naming it */
     char bad[700];
     snprintf(bad, sizeof bad, "%s/bad.model", dir);
@@ -317,6 +444,11 @@ int main(void)
     put_int(&ts, 3, 2);
     put_bytes(&bpe, 2, ts.p, ts.n);
     expect_refusal(bad, bpe.p, bpe.n, "BPE");
+    buf short_map = {0};
+    put(&short_map, "\x40\x00\x00\x00\x01\x02", 6);
+    buf mm = model_proto_map(VOCAB, NV, false, true, &short_map);
+    expect_refusal(bad, mm.p, mm.n, "precompiled character map");
+    free(mm.p), free(short_map.p);
     free(bpe.p), free(ts.p);
     buf wide_ids = model_proto(VOCAB, NV, false, false), tr = {0};
     put_int(&tr, 42, 500); /* eos past the last piece */
