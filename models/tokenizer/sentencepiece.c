@@ -33,6 +33,7 @@ struct sdt_spm {
     size_t trie_units;
     char *replacements;
     size_t replacements_size;
+    GPtrArray *added;       /* added tokens' texts (owned); added token i has id n + i */
 };
 
 static sdt_spm *spm_new(void)
@@ -51,6 +52,7 @@ void sdt_spm_free(sdt_spm *t)
     free(t->text), free(t->score), free(t->type);
     if (t->ids) g_hash_table_destroy(t->ids);
     free(t->trie), free(t->replacements);
+    if (t->added) g_ptr_array_free(t->added, TRUE);
     free(t);
 }
 
@@ -506,16 +508,25 @@ sdt_spm *sdt_spm_load(const char *path, sdt_error *error)
 }
 
 int32_t sdt_spm_size(const sdt_spm *t) { return t->n; }
+int32_t sdt_spm_size_with_added(const sdt_spm *t) { return t->n + (t->added ? (int32_t)t->added->len : 0); }
 int32_t sdt_spm_eos(const sdt_spm *t) { return t->eos; }
 int32_t sdt_spm_pad(const sdt_spm *t) { return t->pad; }
 int32_t sdt_spm_unk(const sdt_spm *t) { return t->unk; }
 
 int32_t sdt_spm_piece_id(const sdt_spm *t, const char *piece)
 {
-    return GPOINTER_TO_INT(g_hash_table_lookup(t->ids, piece)) - 1;
+    int32_t id = GPOINTER_TO_INT(g_hash_table_lookup(t->ids, piece)) - 1;
+    for (guint i = 0; id < 0 && t->added && i < t->added->len; i++)
+        if (!strcmp(g_ptr_array_index(t->added, i), piece)) id = t->n + (int32_t)i;
+    return id;
 }
 
-const char *sdt_spm_piece_text(const sdt_spm *t, int32_t id) { return id >= 0 && id < t->n ? t->text[id] : NULL; }
+const char *sdt_spm_piece_text(const sdt_spm *t, int32_t id)
+{
+    if (id >= 0 && id < t->n) return t->text[id];
+    if (t->added && id >= t->n && id < sdt_spm_size_with_added(t)) return g_ptr_array_index(t->added, (guint)(id - t->n));
+    return NULL;
+}
 float sdt_spm_piece_score(const sdt_spm *t, int32_t id) { return id >= 0 && id < t->n ? t->score[id] : 0.0f; }
 sdt_spm_piece_type sdt_spm_piece_kind(const sdt_spm *t, int32_t id)
 {
@@ -614,18 +625,17 @@ static void segment_word(const sdt_spm *t, const char *word, const int *offs, in
     }
 }
 
-bool sdt_spm_tokenize(const sdt_spm *t, const char *text, int32_t **ids_out, size_t *n_out, sdt_error *error)
+/* One stretch of text without added tokens: normalised (its own ▁ prefix) and segmented word by word. */
+static bool tokenize_segment(const sdt_spm *t, const char *text, GArray *ids, sdt_error *error)
 {
-    char *norm = sdt_spm_normalize(t, text ? text : "");
+    char *norm = sdt_spm_normalize(t, text);
     size_t len = strlen(norm);
-    GArray *ids = g_array_new(FALSE, FALSE, sizeof(int32_t));
     int *offs = malloc(sizeof(int) * (len + 2)), *prev = malloc(sizeof(int) * (len + 2));
     double *best = malloc(sizeof(double) * (len + 2));
     int32_t *piece = malloc(sizeof(int32_t) * (len + 2));
     char *key = malloc((size_t)t->max_piece_bytes + 1);
     if (!offs || !prev || !best || !piece || !key) {
         free(offs), free(prev), free(best), free(piece), free(key), g_free(norm);
-        g_array_free(ids, TRUE);
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "t5 tokenizer: out of memory segmenting a %zu-byte prompt", len);
     }
     const size_t space_len = strlen(SPM_SPACE);
@@ -640,6 +650,64 @@ bool sdt_spm_tokenize(const sdt_spm *t, const char *text, int32_t **ids_out, siz
         w = e;
     }
     free(offs), free(prev), free(best), free(piece), free(key), g_free(norm);
+    return true;
+}
+
+bool sdt_spm_add_token(sdt_spm *t, const char *text, int32_t *id_out, sdt_error *error)
+{
+    if (!text || !text[0] || !g_utf8_validate(text, -1, NULL) || strpbrk(text, " \t\n\r"))
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "t5 tokenizer: an added token must be non-empty UTF-8 without "
+                        "whitespace (\"%s\" is not)", text ? text : "(null)");
+    if (!t->added && !(t->added = g_ptr_array_new_with_free_func(g_free)))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "t5 tokenizer: out of memory");
+    for (guint i = 0; i < t->added->len; i++)
+        if (!strcmp(g_ptr_array_index(t->added, i), text)) {
+            if (id_out) *id_out = t->n + (int32_t)i;
+            return true;
+        }
+    g_ptr_array_add(t->added, g_strdup(text));
+    if (id_out) *id_out = t->n + (int32_t)t->added->len - 1;
+    return true;
+}
+
+/* The earliest added token in s (the longest where two start together): its index, *at its start; -1 if none. */
+static int next_added(const sdt_spm *t, const char *s, const char **at)
+{
+    int best = -1;
+    size_t best_len = 0;
+    *at = NULL;
+    for (guint i = 0; t->added && i < t->added->len; i++) {
+        const char *tok = g_ptr_array_index(t->added, i), *p = strstr(s, tok);
+        size_t len = strlen(tok);
+        if (p && (!*at || p < *at || (p == *at && len > best_len))) *at = p, best = (int)i, best_len = len;
+    }
+    return best;
+}
+
+bool sdt_spm_tokenize(const sdt_spm *t, const char *text, int32_t **ids_out, size_t *n_out, sdt_error *error)
+{
+    GArray *ids = g_array_new(FALSE, FALSE, sizeof(int32_t));
+    const char *s = text ? text : "";
+    bool ok = true;
+    /* added tokens are split out first, as transformers does; the text between them is tokenized apart */
+    while (ok) {
+        const char *at;
+        int k = next_added(t, s, &at);
+        if (k < 0) {
+            ok = tokenize_segment(t, s, ids, error);
+            break;
+        }
+        char *before = g_strndup(s, (size_t)(at - s));
+        ok = tokenize_segment(t, before, ids, error);
+        g_free(before);
+        int32_t id = t->n + k;
+        g_array_append_val(ids, id);
+        s = at + strlen(g_ptr_array_index(t->added, (guint)k));
+    }
+    if (!ok) {
+        g_array_free(ids, TRUE);
+        return false;
+    }
     *n_out = ids->len;
     *ids_out = (int32_t *)g_array_free(ids, FALSE);
     return true;

@@ -21,7 +21,12 @@
  *    never come from text;
  *  - the sequence: the text's ids, truncated to length - 1, then the end id (</s>, 1 for T5), then the
  *    pad id (<pad>, 0) to length. No start token. T5's <extra_id_N> sentinels (transformers adds them as
- *    ids 32000-32099) are not matched in text.
+ *    ids 32000-32099) and the control pieces' texts ("</s>") are not matched in text;
+ *  - added tokens (textual-inversion placeholders, sdt_spm_add_token) are split out of the raw text first,
+ *    as transformers splits its added tokens, and the text between them is tokenized apart (each stretch
+ *    with its own ▁ prefix).
+ *
+ * Thread safety: encoding from several threads is safe; adding tokens is not concurrent with encoding.
  */
 #ifndef SDT_MODELS_SENTENCEPIECE_H
 #define SDT_MODELS_SENTENCEPIECE_H
@@ -55,14 +60,22 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
 void sdt_spm_free(sdt_spm *t);
 
 int32_t sdt_spm_size(const sdt_spm *t);
+/* The pieces and the added tokens. */
+int32_t sdt_spm_size_with_added(const sdt_spm *t);
 int32_t sdt_spm_eos(const sdt_spm *t);
 int32_t sdt_spm_pad(const sdt_spm *t);
 int32_t sdt_spm_unk(const sdt_spm *t);
-/* The id of a piece spelled as in the model ("▁cat"), -1 when absent; its text, score and type. */
+/* The id of a piece spelled as in the model ("▁cat") or of an added token, -1 when absent; its text (an added
+ * token's too), score and type (pieces only). */
 int32_t sdt_spm_piece_id(const sdt_spm *t, const char *piece);
 const char *sdt_spm_piece_text(const sdt_spm *t, int32_t id);
 float sdt_spm_piece_score(const sdt_spm *t, int32_t id);
 sdt_spm_piece_type sdt_spm_piece_kind(const sdt_spm *t, int32_t id);
+
+/* Adds a placeholder matched whole in the raw text, never segmented: ids sdt_spm_size(t), +1, ... in the
+ * order added (adding the same text again gives its id). T5's embedding has rows past the pieces (32128 for
+ * 32100 ids), and a textual-inversion row replaces the placeholder's embedding anyway. */
+bool sdt_spm_add_token(sdt_spm *t, const char *text, int32_t *id_out, sdt_error *error);
 
 /* The normalised text (▁ for spaces, dummy prefix included), malloc'd. */
 char *sdt_spm_normalize(const sdt_spm *t, const char *text);

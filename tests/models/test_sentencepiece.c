@@ -344,6 +344,22 @@ int main(void)
               "spiece.model and tokenizer.json must give the same ids");
         free(a), free(b);
     }
+    /* added tokens (textual-inversion placeholders): split out of the raw text first, ids after the pieces */
+    if (tm) {
+        int32_t star = -1, star2 = -1, again = -1;
+        CHECK(sdt_spm_add_token(tm, "<star>", &star, &err) && star == NV, "add <star>: %d %s", star, err.message);
+        CHECK(sdt_spm_add_token(tm, "<star>-2", &star2, &err) && star2 == NV + 1, "add <star>-2: %d", star2);
+        CHECK(sdt_spm_add_token(tm, "<star>", &again, &err) && again == NV, "adding <star> again gives its id");
+        CHECK(!sdt_spm_add_token(tm, "two words", &again, &err) && strstr(err.message, "whitespace"),
+              "an added token with a space is refused: \"%s\"", err.message);
+        CHECK(sdt_spm_size_with_added(tm) == NV + 2 && sdt_spm_piece_id(tm, "<star>-2") == NV + 1 &&
+                  !strcmp(sdt_spm_piece_text(tm, NV), "<star>"),
+              "added tokens' ids and texts");
+        EXPECT(tm, "the <star> cat", "added token", 10, NV, 5);
+        EXPECT(tm, "the<star>cat", "added token", 10, NV, 5);     /* each stretch gets its own ▁ */
+        EXPECT(tm, "<star>-2 dog", "added token", NV + 1, 13);   /* the longest added token at a position */
+        EXPECT(tm, "<star><star>", "added token", NV, NV);
+    }
     /* without the trainer's ids the special pieces are found by name and type */
     buf m2 = model_proto(VOCAB, NV, false, false);
     sdt_spm *t2 = sdt_spm_load_model_memory(m2.p, m2.n, "no-ids.model", &err);
