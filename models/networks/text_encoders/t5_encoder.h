@@ -105,7 +105,9 @@ typedef struct t5_inputs {
     const sdt_tensor *rows;         /* [R, d_model] override rows, any float dtype; NULL when none */
     const t5_override *overrides;   /* n_overrides entries; must stay valid until backward */
     int n_overrides;
-    sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16) */
+    sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16). T5-XXL's residual
+                                     * stream outgrows fp16 (transformers keeps wo in fp32 and clamps): use bf16 or
+                                     * f32 for it; f16 is for small models and tests */
 } t5_inputs;
 
 typedef struct t5_layer_acts {
@@ -132,7 +134,8 @@ typedef struct t5_acts {
 bool t5_encoder_token_rows(const t5_encoder *m, sdt_backend *be, const int32_t *ids, int n, sdt_tensor *out,
                            sdt_error *error);
 /* Runs the encoder; acts->out is the result. With a measuring arena nothing is computed and arena->peak
- * afterwards is the memory forward needs. */
+ * afterwards is the memory forward needs (T5-XXL, batch 1, 512 tokens: 2.2 GiB in f32, 1.1 GiB in bf16; the
+ * backward adds 4%). Every layer's activations are kept (no recomputation yet). */
 bool t5_encoder_forward(const t5_encoder *m, sdt_backend *be, sdt_arena *arena, const t5_inputs *in, t5_acts *acts,
                         sdt_error *error);
 /* From d(out) [B, T, d_model] to the override rows: drows [R, d_model] += gradient (accumulates). Scratch
