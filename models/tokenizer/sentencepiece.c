@@ -482,8 +482,10 @@ static sdt_spm *load_file(const char *path, sdt_error *error)
     char *data = NULL;
     size_t size = 0;
     if (!sdt_file_read_all(path, "T5 tokenizer file", SDT_FILE_LIMIT_LARGE_TEXT, &data, &size, error)) return NULL;
-    size_t n = strlen(path);
-    bool json = n >= 5 && !strcmp(path + n - 5, ".json");
+    /* told by content: spiece.model starts with a piece (byte 0x0A), which is never JSON's '{' (a protobuf key
+     * of wire type 3, which no model uses) */
+    size_t lead = strspn(data, " \t\r\n");
+    bool json = lead < size && data[lead] == '{';
     sdt_spm *t = json ? sdt_spm_load_json_memory(data, size, path, error) : sdt_spm_load_model_memory(data, size, path, error);
     free(data);
     return t;

@@ -49,7 +49,7 @@ typedef enum sdt_spm_piece_type {
     SDT_SPM_BYTE = 6,
 } sdt_spm_piece_type;
 
-/* spiece.model / tokenizer.json, or a folder holding either (spiece.model first), or a checkpoint folder
+/* spiece.model / tokenizer.json (told by content), or a folder holding either (spiece.model first), or a checkpoint folder
  * whose tokenizer_3/ (SD3) or tokenizer_2/ (Flux) holds one. NULL + a sentence naming the file and what
  * is wrong with it (truncated, not a protobuf or JSON, not a unigram model, a piece without text, ids
  * out of range, no end token). */

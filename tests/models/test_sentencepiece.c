@@ -471,6 +471,13 @@ int main(void)
     put_bytes(&wide_ids, 2, tr.p, tr.n);
     expect_refusal(bad, wide_ids.p, wide_ids.n, "past the last piece");
     free(wide_ids.p), free(tr.p);
+    /* a tokenizer.json under another name is told by its content */
+    snprintf(bad, sizeof bad, "%s/t5-vocab.txt", dir);
+    write_file(bad, js, strlen(js));
+    sdt_spm *renamed = sdt_spm_load(bad, &err);
+    CHECK(renamed && sdt_spm_size(renamed) == NV, "a renamed tokenizer.json: %s", err.message);
+    sdt_spm_free(renamed);
+    unlink(bad);
     snprintf(bad, sizeof bad, "%s/bad.json", dir);
     expect_refusal(bad, "{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\"", 40, "not valid JSON");
     expect_refusal(bad, "{\"model\":{\"type\":\"BPE\",\"vocab\":{}}}", 35, "not a Unigram model");
