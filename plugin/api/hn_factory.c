@@ -9,7 +9,6 @@
 #include "api/factories.h"
 #include "api/hn_applier.h"
 #include "api/part_files.h"
-#include "compose/train_request.h"
 #include "api/trainer_handle.h"
 #include "host/copy_out.h"
 #include "train/train_options.h"
@@ -20,9 +19,6 @@ struct sdt_hn_trainer {
     sdt_trainer_handle core;
 };
 
-SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
-
-#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 static void hn_config_set_defaults(sdt_hn_config *c)
 {
@@ -103,31 +99,15 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
            sdt_train_options_check(o, "config.train_options->", error);
 }
 
-static sdt_status hn_create(const sdt_host_callbacks *callbacks, sdt_hn_trainer **out, char *err, uint32_t err_size)
-{
-    sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_hn_trainer), HN_TRAINER_MAGIC, &sdt_compose_method, callbacks,
-                                       "sdt_hn_trainer", &made, err, err_size);
-    if (out) *out = (sdt_hn_trainer *)made;
-    return st;
-}
+SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC, sdt_hn_config, hn_config_read)
+
+#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwork_spec *spec, char *path_buf,
                                          uint32_t path_buf_size, uint32_t *needed)
 {
     REQUIRE_TRAINER(t);
     return sdt_part_files_create_hypernetwork(&t->core, spec, path_buf, path_buf_size, needed);
-}
-
-static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt_prepare_info *info)
-{
-    REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
-    if (st != SDT_STATUS_OK) return st;
-    sdt_train_request rq;
-    sdt_error error = {0};
-    if (!hn_config_read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &rq, info);
 }
 
 static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,

@@ -11,7 +11,6 @@
 #include "api/factories.h"
 #include "api/hn_applier.h"
 #include "api/part_files.h"
-#include "compose/train_request.h"
 #include "api/trainer_handle.h"
 #include "host/copy_out.h"
 #include "train/train_options.h"
@@ -22,9 +21,6 @@ struct sdt_trainer {
     sdt_trainer_handle core;
 };
 
-SDT_TRAINER_LIFECYCLE(trainer, sdt_trainer, TRAINER_MAGIC)
-
-#define REQUIRE_TRAINER(t) do { if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* ---- defaults ---- */
 
@@ -138,27 +134,9 @@ static bool read_config(const sdt_trainer_config *host, sdt_train_request *rq, s
            sdt_train_options_check(&rq->options, "options->", error);
 }
 
-/* ---- the lifecycle ---- */
+SDT_TRAINER_LIFECYCLE(trainer, sdt_trainer, TRAINER_MAGIC, sdt_trainer_config, read_config)
 
-static sdt_status trainer_create(const sdt_host_callbacks *callbacks, sdt_trainer **out, char *err, uint32_t err_size)
-{
-    sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_trainer), TRAINER_MAGIC, &sdt_compose_method, callbacks, "sdt_trainer",
-                                       &made, err, err_size);
-    if (out) *out = (sdt_trainer *)made;
-    return st;
-}
-
-static sdt_status trainer_prepare(sdt_trainer *t, const sdt_trainer_config *config, sdt_prepare_info *info)
-{
-    REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
-    if (st != SDT_STATUS_OK) return st;
-    sdt_train_request rq;
-    sdt_error error = {0};
-    if (!read_config(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &rq, info);
-}
+#define REQUIRE_TRAINER(t) do { if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* ---- the extensions ---- */
 
