@@ -1,13 +1,15 @@
 /* trainer_handle.h - the one trainer-handle lifecycle every training factory shares.
  *
- * A factory (textual inversion, hypernetwork, ...) keeps only what is its own: reading and
- * checking its config struct, its extra calls (create an embedding, inspect a file). Creating
+ * A factory (the trainer factory; the deprecated textual-inversion and hypernetwork adapters)
+ * keeps only what is its own: the one reader of its config struct into a training request
+ * (compose/train_request.h) and its extra calls or extensions. Creating
  * and destroying the handle, the last error, refusing calls while run() is in progress,
  * prepare's bookkeeping, run() on the host's worker thread through the shared run loop,
  * interrupt, run state, metrics and save/load of the training state live here once.
  *
- * A method plugs in through sdt_train_method: how to prepare a job from its (already read
- * and checked) config, and the job's step vtable, cadences, state files and destruction. */
+ * The job plugs in through sdt_train_method: how to prepare it from the (already read and
+ * checked) request, and its step vtable, cadences, state files and destruction; every factory
+ * uses sdt_compose_method, the job composed from the request's parts. */
 #ifndef SDT_PLUGIN_TRAINER_HANDLE_H
 #define SDT_PLUGIN_TRAINER_HANDLE_H
 
