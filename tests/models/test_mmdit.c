@@ -1,8 +1,9 @@
 /* test_mmdit.c - the SD3 MMDiT on a tiny random model (every parameter perturbed): config detection, the
  * gradients to the context and the pooled projection against central differences of the C forward
- * (directional, and per element for the context), the measuring arena's size being enough, the latent size
- * refused past the position table, and the loader's sentences for a missing and a misshaped tensor, an
- * MMDiT-X (SD3.5 Medium) file and Stability's original layout. Torch parity: tests/parity/mmdit_parity.py. */
+ * (directional, and per element for the context) for a plain and an MMDiT-X (SD3.5 Medium's attn2) model,
+ * the measuring arena's size being enough, the latent size refused past the position table, and the loader's
+ * sentences for a missing and a misshaped tensor, an attn2 without its 9-chunk norm1 and Stability's
+ * original layout. Torch parity: tests/parity/mmdit_parity.py. */
 #include <math.h>
 
 #include "mmdit.h"
@@ -153,7 +154,7 @@ static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
     CHECK(!mmdit_load(&m, &wide, w, &err) && strstr(err.message, "transformer_blocks.0.ff.net.0.proj.weight"),
           "a misshaped ff.net.0.proj must be named: \"%s\"", err.message);
     printf("misshaped: %s\n", err.message);
-    /* MMDiT-X: attn2 in block 0 */
+    /* half an MMDiT-X block: attn2 in block 0 but the 6-chunk norm1 of a plain block */
     const int64_t H = (int64_t)cfg->heads * cfg->head_dim;
     float *q2 = mt_alloc(sizeof(float) * (size_t)(H * H));
     sdt_tensor tq2 = mt_tensor(q2, SDT_F32, 2, H, H, 0, 0);
@@ -162,9 +163,9 @@ static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
     copy_without(w, path, NULL, names, &tq2, 1);
     mw = sdt_weights_open(path, &err);
     CHECK(mw && mmdit_config_detect(mw, "", &got, &err) && got.dual_layers == 1 && !mmdit_load(&m, &got, mw, &err) &&
-              err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "MMDiT-X"),
-          "an MMDiT-X file must be refused by name: \"%s\"", err.message);
-    printf("MMDiT-X: %s\n", err.message);
+              strstr(err.message, "transformer_blocks.0.norm1.linear.weight"),
+          "an MMDiT-X block without its 9-chunk norm1 must be named: \"%s\"", err.message);
+    printf("half MMDiT-X: %s\n", err.message);
     if (mw) sdt_weights_close(mw);
     unlink(path);
     /* Stability's original layout */
@@ -216,6 +217,24 @@ int main(void)
     float ts[B] = {250.0f, 800.0f};
     run_ctx c = {&m, be, latent, ts, dout};
     check_gradients(&c, &rng);
+
+    /* SD3.5 Medium's kind: MMDiT-X (attn2) in the first two blocks */
+    char path_x[512];
+    mt_temp_path(path_x, sizeof path_x, "mmdit-dual");
+    mmdit_config cfg_x = cfg;
+    cfg_x.dual_layers = 2;
+    CHECK(mmdit_generate(path_x, &cfg_x, SDT_F32, 8, true, &err), "generate: %s", err.message);
+    sdt_weights *wx = sdt_weights_open(path_x, &err);
+    static mmdit_model mx;
+    CHECK(wx && mmdit_config_detect(wx, "", &det, &err) && det.dual_layers == 2 && mmdit_load(&mx, &det, wx, &err),
+          "MMDiT-X model: %s (detected %d dual blocks)", err.message, det.dual_layers);
+    if (wx) {
+        run_ctx cx = {&mx, be, latent, ts, dout};
+        printf("MMDiT-X:\n");
+        check_gradients(&cx, &rng);
+        sdt_weights_close(wx);
+    }
+    unlink(path_x);
 
     /* a latent larger than the position table covers */
     float *big = mt_alloc(sizeof(float) * (size_t)(C * 14 * 4)), ctx[T * 24] = {0}, pooled[12] = {0};

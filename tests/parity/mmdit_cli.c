@@ -1,8 +1,9 @@
 /* mmdit_cli.c - drives the C SD3 MMDiT from files, for mmdit_parity.py. Raw little-endian float32 files,
  * row-major. CPU backend.
  *
- *   sdt-mmdit-io gen --out P [--seed N] [--no-qk-norm]   a tiny MMDiT (mmdit_config_tiny), every parameter perturbed;
- *                                                      --no-qk-norm: SD3.0-like, 2 heads of 64
+ *   sdt-mmdit-io gen --out P [--seed N] [--no-qk-norm] [--dual N]   a tiny MMDiT (mmdit_config_tiny), every parameter perturbed;
+ *                                                      --no-qk-norm: SD3.0-like, 2 heads of 64;
+ *                                                      --dual N: MMDiT-X (attn2) in blocks 0..N-1
  *   sdt-mmdit-io run --ckpt P --batch B --height h --width w --ctx-tokens T --latent F --timesteps F --context F
  *                    --pooled F --out F [--dout F --dcontext F --dpooled F]
  *       (out [B, C, h, w]; with dout [B, C, h, w] in: d(context) [B, T, context_dim], d(pooled) [B, pooled_dim])
@@ -80,6 +81,8 @@ int main(int argc, char **argv)
             cfg.qk_norm = false;
             cfg.head_dim = 64;
         }
+        const char *dual = arg(argc, argv, "--dual");
+        if (dual) cfg.dual_layers = atoi(dual);
         const char *seed = arg(argc, argv, "--seed");
         return mmdit_generate(arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
                    ? 0 : fail(&err);

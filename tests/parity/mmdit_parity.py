@@ -7,7 +7,8 @@ cropped_pos_embed, get_timestep_embedding [cos, sin], CombinedTimestepTextProjEm
 AdaLayerNormZero and AdaLayerNormContinuous (scale, shift); attention.py JointTransformerBlock with
 context_pre_only in the last block, FeedForward gelu-approximate; attention_processor.py JointAttnProcessor2_0:
 [image, text] tokens, RMSNorm on q and k per head), in float64. A tiny random MMDiT (sdt-mmdit-io gen: every
-norm and bias perturbed), with and without QK norm, latents of two sizes (the position table cropped at the
+norm and bias perturbed), with and without QK norm, with and without SD3.5 Medium's MMDiT-X blocks (attn2,
+SD35AdaLayerNormZeroX's 9 chunks), latents of two sizes (the position table cropped at the
 centre), batch 2: forward, and the gradients of sum(G * output) with respect to the context
 (encoder_hidden_states) and the pooled projection. The C side runs through sdt-mmdit-io
 (tests/parity/mmdit_cli.c) on the CPU backend in f32. Thresholds: relative error (max |a - b| / max |b|)
@@ -83,8 +84,14 @@ def mmdit_forward(W, latent, timestep, context, pooled, heads, patch, pos_max):
     for l in range(layers):
         p = f"transformer_blocks.{l}."
         pre_only = l == layers - 1
-        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = \
-            lin(W, p + "norm1.linear", F.silu(temb)).chunk(6, dim=1)
+        dual = p + "attn2.to_q.weight" in W
+        emb = lin(W, p + "norm1.linear", F.silu(temb))
+        if dual:  # SD35AdaLayerNormZeroX
+            (shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp,
+             shift_msa2, scale_msa2, gate_msa2) = emb.chunk(9, dim=1)
+            nx2 = layer_norm(x) * (1 + scale_msa2[:, None]) + shift_msa2[:, None]
+        else:
+            shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = emb.chunk(6, dim=1)
         nx = layer_norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None]
         if pre_only:
             scale, shift = lin(W, p + "norm1_context.linear", F.silu(temb)).chunk(2, dim=1)
@@ -107,6 +114,12 @@ def mmdit_forward(W, latent, timestep, context, pooled, heads, patch, pos_max):
         o = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(B, -1, Hd)
         ox, oc = o[:, :N], o[:, N:]
         x = x + gate_msa[:, None] * lin(W, p + "attn.to_out.0", ox)
+        if dual:  # attn2: self-attention over the image tokens (AttnProcessor2_0 with the same QK norm)
+            q2, k2, v2 = (split(lin(W, p + "attn2." + n, nx2)) for n in ("to_q", "to_k", "to_v"))
+            if qk_norm:
+                q2, k2 = rms_norm(q2, W[p + "attn2.norm_q.weight"]), rms_norm(k2, W[p + "attn2.norm_k.weight"])
+            o2 = torch.softmax(q2 @ k2.transpose(-1, -2) / math.sqrt(Hd // heads), -1) @ v2
+            x = x + gate_msa2[:, None] * lin(W, p + "attn2.to_out.0", o2.transpose(1, 2).reshape(B, -1, Hd))
         n2 = layer_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
         x = x + gate_mlp[:, None] * lin(W, p + "ff.net.2", gelu_tanh(lin(W, p + "ff.net.0.proj", n2)))
         if not pre_only:
@@ -148,10 +161,10 @@ def main():
         def f32(t):
             return t.to(torch.float32).to(torch.float64)
 
-        for qk in (True, False):
-            ckpt = path(f"mmdit{qk}.safetensors")
-            subprocess.run([args.cli, "gen", "--out", ckpt, "--seed", str(args.seed)] + ([] if qk else ["--no-qk-norm"]),
-                           check=True)
+        for qk, dual in ((True, 0), (False, 0), (True, 2), (False, 1)):
+            ckpt = path(f"mmdit{qk}{dual}.safetensors")
+            subprocess.run([args.cli, "gen", "--out", ckpt, "--seed", str(args.seed), "--dual", str(dual)]
+                           + ([] if qk else ["--no-qk-norm"]), check=True)
             W = {k: v.to(torch.float64) for k, v in st_read(ckpt).items()}
             Hd, CD = W["context_embedder.weight"].shape
             PD = W["time_text_embed.text_embedder.linear_1.weight"].shape[1]
@@ -176,7 +189,7 @@ def main():
                 ef, ec, ep = rel_err(c_out, out.detach()), rel_err(c_dctx, ctx_ref.grad), rel_err(c_dpool, pool_ref.grad)
                 ok = ef <= 1e-4 and ec <= 1e-3 and ep <= 1e-3
                 failures += not ok
-                print(f"qk_norm {qk} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, d(context) {ec:.3g}, "
+                print(f"qk_norm {qk} MMDiT-X blocks {dual} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, d(context) {ec:.3g}, "
                       f"d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
     print("mmdit_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
     return 1 if failures else 0

@@ -158,7 +158,8 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
     for (int l = 0; l < c->layers; l++) {
         const bool pre_only = l == c->layers - 1;
         const char *B = "transformer_blocks";
-        if (!emit_linear(v, u, 6 * H, H, P, "%s.%d.norm1.linear", B, l) ||
+        const bool dual = l < c->dual_layers;
+        if (!emit_linear(v, u, (dual ? 9 : 6) * H, H, P, "%s.%d.norm1.linear", B, l) ||
             !emit_linear(v, u, (pre_only ? 2 : 6) * H, H, P, "%s.%d.norm1_context.linear", B, l) ||
             !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) || !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
             !emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
@@ -172,6 +173,14 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_k.weight", P, B, l) ||
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_q.weight", P, B, l) ||
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_k.weight", P, B, l)))
+            return false;
+        if (dual && (!emit_linear(v, u, H, H, P, "%s.%d.attn2.to_q", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_k", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_v", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_out.0", B, l)))
+            return false;
+        if (dual && c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
+                                   !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
             return false;
         if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) || !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
             return false;
@@ -222,7 +231,8 @@ static bool load_block(mmdit_model *m, const sdt_weights *w, int l, sdt_error *e
     const bool pre_only = l == c->layers - 1;
     mmdit_stream_weights *x = &m->img[l], *t = &m->ctx[l];
     int64_t hd[1] = {c->head_dim};
-    bool ok = need_linear(w, &x->mod, 6 * H, H, error, P, "norm1.linear", l) &&
+    x->dual = l < c->dual_layers;
+    bool ok = need_linear(w, &x->mod, (x->dual ? 9 : 6) * H, H, error, P, "norm1.linear", l) &&
               need_linear(w, &t->mod, (pre_only ? 2 : 6) * H, H, error, P, "norm1_context.linear", l) &&
               need_linear(w, &x->q, H, H, error, P, "attn.to_q", l) && need_linear(w, &x->k, H, H, error, P, "attn.to_k", l) &&
               need_linear(w, &x->v, H, H, error, P, "attn.to_v", l) &&
@@ -246,17 +256,19 @@ static bool load_block(mmdit_model *m, const sdt_weights *w, int l, sdt_error *e
              need(w, &x->norm_k, 1, hd, error, "%stransformer_blocks.%d.attn.norm_k.weight", P, l) &&
              need(w, &t->norm_q, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_q.weight", P, l) &&
              need(w, &t->norm_k, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_k.weight", P, l);
+    if (ok && x->dual)
+        ok = need_linear(w, &x->q2, H, H, error, P, "attn2.to_q", l) && need_linear(w, &x->k2, H, H, error, P, "attn2.to_k", l) &&
+             need_linear(w, &x->v2, H, H, error, P, "attn2.to_v", l) &&
+             need_linear(w, &x->out2, H, H, error, P, "attn2.to_out.0", l);
+    if (ok && x->dual && c->qk_norm)
+        ok = need(w, &x->norm_q2, 1, hd, error, "%stransformer_blocks.%d.attn2.norm_q.weight", P, l) &&
+             need(w, &x->norm_k2, 1, hd, error, "%stransformer_blocks.%d.attn2.norm_k.weight", P, l);
     return ok;
 }
 
 bool mmdit_load(mmdit_model *m, const mmdit_config *cfg, const sdt_weights *w, sdt_error *error)
 {
     if (!mmdit_config_check(cfg, error)) return false;
-    if (cfg->dual_layers > 0)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this SD3.5 Medium transformer has MMDiT-X self-attention (attn2) in its first %d blocks; "
-                        "sdtrain does not run those blocks yet (SD3.5 Large and SD3 Medium load)",
-                        sdt_weights_path(w), cfg->dual_layers);
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     const mmdit_config *c = cfg;
@@ -289,9 +301,10 @@ static sdt_tensor vec_row(const sdt_tensor *t2, int64_t r)
     return mu_reshape(&v, 1, n);
 }
 
-/* Chunk j of batch b of a modulation [B, k*H]: a [H] vector. */
-static sdt_tensor chunk(const sdt_tensor *mod, int k, int64_t H, int b, int j)
+/* Chunk j of batch b of a modulation [B, k*H] (k chunks): a [H] vector. */
+static sdt_tensor chunk(const sdt_tensor *mod, int64_t H, int b, int j)
 {
+    const int64_t k = mod->shape[1] / H;
     sdt_tensor m2 = mu_reshape2(mod, mod->shape[0] * k, H);
     return vec_row(&m2, (int64_t)b * k + j);
 }
@@ -311,11 +324,11 @@ static sdt_tensor joint_rows(const sdt_tensor *t, int b, int64_t off, int64_t n)
 }
 
 /* gamma[b] = 1 + chunk(mod, scale_j)[b] for every b. */
-static bool make_gamma(sdt_backend *be, sdt_tensor *gamma, const sdt_tensor *mod, int k, int64_t H, int j,
+static bool make_gamma(sdt_backend *be, sdt_tensor *gamma, const sdt_tensor *mod, int64_t H, int j,
                        const sdt_tensor *ones_h, sdt_error *error)
 {
     for (int b = 0; b < gamma->shape[0]; b++) {
-        sdt_tensor g = vec_row(gamma, b), s = chunk(mod, k, H, b, j);
+        sdt_tensor g = vec_row(gamma, b), s = chunk(mod, H, b, j);
         TRY(be->add_forward(be, &g, &s, ones_h));
     }
     return true;
@@ -323,12 +336,12 @@ static bool make_gamma(sdt_backend *be, sdt_tensor *gamma, const sdt_tensor *mod
 
 /* out = LN(x) * gamma[b] + shift[b] per batch element (LayerNorm without affine, then the modulation). */
 static bool modulated_ln(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
-                         const sdt_tensor *gamma, const sdt_tensor *mod, int k, int shift_j, sdt_error *error)
+                         const sdt_tensor *gamma, const sdt_tensor *mod, int shift_j, sdt_error *error)
 {
     const int64_t n = x->shape[1], H = x->shape[2];
     for (int b = 0; b < x->shape[0]; b++) {
         sdt_tensor xb = batch_rows(x, b), ob = batch_rows(out, b), mb = mu_rows(mean, (int64_t)b * n, n),
-                   rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b), s = chunk(mod, k, H, b, shift_j);
+                   rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b), s = chunk(mod, H, b, shift_j);
         TRY(be->layernorm_forward(be, &ob, &mb, &rb, &xb, &g, &s, LN_EPS));
     }
     return true;
@@ -337,7 +350,7 @@ static bool modulated_ln(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt
 /* Backward of modulated_ln: dx += ..., d(scale chunk) and d(shift chunk) of dmod +=. dgam [1, H] scratch. */
 static bool modulated_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dmod, sdt_tensor *dgam,
                                   const sdt_tensor *dn, const sdt_tensor *x, const sdt_tensor *gamma,
-                                  const sdt_tensor *mean, const sdt_tensor *rstd, int k, int scale_j, int shift_j,
+                                  const sdt_tensor *mean, const sdt_tensor *rstd, int scale_j, int shift_j,
                                   sdt_error *error)
 {
     const int64_t n = x->shape[1], H = x->shape[2];
@@ -345,7 +358,7 @@ static bool modulated_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *d
     for (int b = 0; b < x->shape[0]; b++) {
         sdt_tensor xb = batch_rows(x, b), dxb = batch_rows(dx, b), dnb = batch_rows(dn, b),
                    mb = mu_rows(mean, (int64_t)b * n, n), rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b),
-                   dscale = chunk(dmod, k, H, b, scale_j), dshift = chunk(dmod, k, H, b, shift_j);
+                   dscale = chunk(dmod, H, b, scale_j), dshift = chunk(dmod, H, b, shift_j);
         TRY(be->zero(be, &dg));
         TRY(be->layernorm_backward(be, &dxb, &dg, &dshift, &dnb, &xb, &g, &mb, &rb));
         TRY(be->axpy(be, &dscale, 1.0f, &dg));
@@ -370,7 +383,7 @@ static bool gated_residual(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
     const int64_t n = x->shape[1], H = x->shape[2];
     sdt_tensor bc = mu_rows(tmp, 0, n);
     for (int b = 0; b < x->shape[0]; b++) {
-        sdt_tensor xb = batch_rows(x, b), yb = batch_rows(y, b), ob = batch_rows(out, b), g = chunk(mod, 6, H, b, gate_j);
+        sdt_tensor xb = batch_rows(x, b), yb = batch_rows(y, b), ob = batch_rows(out, b), g = chunk(mod, H, b, gate_j);
         if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
         TRY(be->gated_activation_forward(be, &ob, &bc, &yb, SDT_ACT_IDENTITY));
         TRY(be->add_forward(be, &ob, &ob, &xb));
@@ -387,7 +400,7 @@ static bool gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor 
     sdt_tensor bc = mu_rows(tmp, 0, n), dbc = mu_rows(tmp2, 0, n), o = mu_rows(ones, 0, n);
     for (int b = 0; b < y->shape[0]; b++) {
         sdt_tensor yb = batch_rows(y, b), dyb = batch_rows(dy, b), dxb = batch_rows(dx, b),
-                   g = chunk(mod, 6, H, b, gate_j), dg = chunk(dmod, 6, H, b, gate_j);
+                   g = chunk(mod, H, b, gate_j), dg = chunk(dmod, H, b, gate_j);
         sdt_tensor g2 = mu_reshape2(&g, H, 1), dg2 = mu_reshape2(&dg, H, 1);
         if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
         TRY(be->gated_activation_backward(be, &dbc, &dyb, &dxb, &bc, &yb, SDT_ACT_IDENTITY));
@@ -431,10 +444,11 @@ static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error
     return true;
 }
 
-static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only)
+static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
+                         bool dual)
 {
     const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
-    s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : 6) * H, 0, 0);
+    s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
     s->gamma1 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
     s->mean1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
     s->rstd1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
@@ -454,12 +468,23 @@ static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena 
     s->h1 = mu_alloc(ar, SDT_F32, 3, B, n, F, 0);
     s->y_ff = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
     s->x_out = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    if (!dual) return;
+    s->gamma3 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mean3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->rstd3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    sdt_tensor *bnh[] = {&s->q2, &s->k2, &s->v2, &s->Q2, &s->K2, &s->O2, &s->y_attn2, &s->x_mid1};
+    for (size_t i = 0; i < sizeof bnh / sizeof bnh[0]; i++) *bnh[i] = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->lse2 = mu_alloc(ar, SDT_F32, 3, B, c->heads, n, 0);
+    if (c->qk_norm) {
+        s->rstd_q2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+        s->rstd_k2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+    }
 }
 
-/* The head-split view [n * heads, head_dim] of a [n, H] block. */
+/* The head-split view [tokens * heads, head_dim] of a [..., H] tensor. */
 static sdt_tensor heads_view(const sdt_tensor *t, int head_dim)
 {
-    return mu_reshape2(t, t->shape[0] * t->shape[1] / head_dim, head_dim);
+    return mu_reshape2(t, sdt_tensor_numel(t) / head_dim, head_dim);
 }
 
 /* q, k, v of one stream into the joint tensors at token offset off (per-head RMS norm on q and k). */
@@ -497,15 +522,39 @@ static bool stream_pre(const mmdit_stream_weights *W, const mmdit_config *c, sdt
                        sdt_tensor *joint, int64_t off, bool pre_only, sdt_error *error)
 {
     const int64_t H = (int64_t)c->heads * c->head_dim;
-    const int k = pre_only ? 2 : 6;
     TRY(be->linear_forward(be, &s->mod, &a->silu_temb, &W->mod.w, &W->mod.b));
-    if (!make_gamma(be, &s->gamma1, &s->mod, k, H, pre_only ? 0 : 1, ones_h, error) ||
-        !modulated_ln(be, nbuf, &s->mean1, &s->rstd1, x_in, &s->gamma1, &s->mod, k, pre_only ? 1 : 0, error))
+    if (!make_gamma(be, &s->gamma1, &s->mod, H, pre_only ? 0 : 1, ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean1, &s->rstd1, x_in, &s->gamma1, &s->mod, pre_only ? 1 : 0, error))
         return false;
     TRY(be->linear_forward(be, &s->q, nbuf, &W->q.w, &W->q.b));
     TRY(be->linear_forward(be, &s->k, nbuf, &W->k.w, &W->k.b));
     TRY(be->linear_forward(be, &s->v, nbuf, &W->v.w, &W->v.b));
     return stream_qkv_forward(W, c, be, s, joint, off, error);
+}
+
+/* MMDiT-X: x_mid = x_mid1 + gate2 * attn2(LN(x_in)(1 + scale2) + shift2), self-attention over the image. */
+static bool attn2_forward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
+                          mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, fwd_tmp *t, sdt_error *error)
+{
+    const int64_t H = (int64_t)c->heads * c->head_dim;
+    if (!make_gamma(be, &s->gamma3, &s->mod, H, 7, &t->ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean3, &s->rstd3, x_in, &s->gamma3, &s->mod, 6, error))
+        return false;
+    TRY(be->linear_forward(be, &s->q2, nbuf, &W->q2.w, &W->q2.b));
+    TRY(be->linear_forward(be, &s->k2, nbuf, &W->k2.w, &W->k2.b));
+    TRY(be->linear_forward(be, &s->v2, nbuf, &W->v2.w, &W->v2.b));
+    if (c->qk_norm) {
+        sdt_tensor Qh = heads_view(&s->Q2, c->head_dim), qh = heads_view(&s->q2, c->head_dim),
+                   Kh = heads_view(&s->K2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
+        TRY(be->rmsnorm_forward(be, &Qh, &s->rstd_q2, &qh, &W->norm_q2, LN_EPS));
+        TRY(be->rmsnorm_forward(be, &Kh, &s->rstd_k2, &kh, &W->norm_k2, LN_EPS));
+    } else {
+        TRY(be->convert(be, &s->Q2, &s->q2));
+        TRY(be->convert(be, &s->K2, &s->k2));
+    }
+    TRY(be->attention_forward(be, &s->O2, &s->lse2, &s->Q2, &s->K2, &s->v2, c->heads, false));
+    TRY(be->linear_forward(be, &s->y_attn2, &s->O2, &W->out2.w, &W->out2.b));
+    return gated_residual(be, &s->x_mid, &s->x_mid1, &s->y_attn2, &s->mod, 8, &a->ones, &t->tmp, error);
 }
 
 /* The part after it: output projection, gated residual, modulated LN, MLP, gated residual. */
@@ -518,9 +567,11 @@ static bool stream_post(const mmdit_stream_weights *W, const mmdit_config *c, sd
         sdt_tensor Ob = joint_rows(&joint[JO], b, off, n), yb = batch_rows(&s->y_attn, b);
         TRY(be->linear_forward(be, &yb, &Ob, &W->out.w, &W->out.b));
     }
-    if (!gated_residual(be, &s->x_mid, x_in, &s->y_attn, &s->mod, 2, &a->ones, &t->tmp, error) ||
-        !make_gamma(be, &s->gamma2, &s->mod, 6, H, 4, &t->ones_h, error) ||
-        !modulated_ln(be, nbuf, &s->mean2, &s->rstd2, &s->x_mid, &s->gamma2, &s->mod, 6, 3, error))
+    if (!gated_residual(be, W->dual ? &s->x_mid1 : &s->x_mid, x_in, &s->y_attn, &s->mod, 2, &a->ones, &t->tmp, error))
+        return false;
+    if (W->dual && !attn2_forward(W, c, be, a, s, x_in, nbuf, t, error)) return false;
+    if (!make_gamma(be, &s->gamma2, &s->mod, H, 4, &t->ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean2, &s->rstd2, &s->x_mid, &s->gamma2, &s->mod, 3, error))
         return false;
     TRY(be->linear_forward(be, &s->h1, nbuf, &W->ff1.w, &W->ff1.b));
     TRY(be->activation_forward(be, abuf, &s->h1, SDT_ACT_GELU_TANH));
@@ -608,8 +659,8 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena,
     /* output: continuous adaLN (scale, shift), proj_out, unpatchify */
     const sdt_tensor *x_last = &a->img[c->layers - 1].x_out;
     TRY(be->linear_forward(be, &a->out_mod, &a->silu_temb, &m->norm_out.w, &m->norm_out.b));
-    if (!make_gamma(be, &a->out_gamma, &a->out_mod, 2, H, 0, &t->ones_h, error) ||
-        !modulated_ln(be, &t->n_img, &a->out_mean, &a->out_rstd, x_last, &a->out_gamma, &a->out_mod, 2, 1, error))
+    if (!make_gamma(be, &a->out_gamma, &a->out_mod, H, 0, &t->ones_h, error) ||
+        !modulated_ln(be, &t->n_img, &a->out_mean, &a->out_rstd, x_last, &a->out_gamma, &a->out_mod, 1, error))
         return false;
     TRY(be->linear_forward(be, tok, &t->n_img, &m->proj_out.w, &m->proj_out.b));
     const size_t n_out = (size_t)sdt_tensor_numel(&a->out);
@@ -649,8 +700,8 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
     a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
     for (int l = 0; l < c->layers; l++) {
-        alloc_stream(&a->img[l], c, arena, B, N, false);
-        alloc_stream(&a->ctx[l], c, arena, B, T, l == c->layers - 1);
+        alloc_stream(&a->img[l], c, arena, B, N, false, l < c->dual_layers);
+        alloc_stream(&a->ctx[l], c, arena, B, T, l == c->layers - 1, false);
         for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
@@ -695,6 +746,7 @@ typedef struct bwd_scratch {
     sdt_tensor tmp, tmp2;           /* [M, H] */
     sdt_tensor dst, dtemb, dpa, dph; /* [B, H] */
     sdt_tensor dtok;                /* [B, N, p*p*C] */
+    sdt_tensor d2[5];               /* MMDiT-X: d(y_attn2), dQ2, dK2, dV2, dO2 [B, N, H] */
 } bwd_scratch;
 
 static sdt_tensor dmod_view(const bwd_scratch *s, int64_t B, int k, int64_t H)
@@ -703,14 +755,39 @@ static sdt_tensor dmod_view(const bwd_scratch *s, int64_t B, int k, int64_t H)
     return mu_reshape2(&r, B, k * H);
 }
 
+/* MMDiT-X, backward: d(y_attn2) in d2[0] to d(x_in) (dX +=) and the attn2 modulation chunks. */
+static bool attn2_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
+                           const mmdit_stream_acts *s, const sdt_tensor *x_in, bwd_scratch *S, sdt_tensor *dmod,
+                           sdt_error *error)
+{
+    sdt_tensor *dy2 = &S->d2[0], *dQ2 = &S->d2[1], *dK2 = &S->d2[2], *dV2 = &S->d2[3], *dO2 = &S->d2[4];
+    TRY(be->linear_input_grad(be, dO2, dy2, &W->out2.w));
+    TRY(be->attention_backward(be, dQ2, dK2, dV2, dO2, &s->Q2, &s->K2, &s->v2, &s->O2, &s->lse2, c->heads, false));
+    sdt_tensor *dq = &S->dq[0], *dk = &S->dk[0], *dn = &S->dn[0];
+    if (c->qk_norm) {
+        sdt_tensor dqh = heads_view(dq, c->head_dim), dQh = heads_view(dQ2, c->head_dim),
+                   qh = heads_view(&s->q2, c->head_dim), dkh = heads_view(dk, c->head_dim),
+                   dKh = heads_view(dK2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
+        TRY(be->zero(be, dq));
+        TRY(be->zero(be, dk));
+        TRY(be->rmsnorm_backward(be, &dqh, NULL, &dQh, &qh, &W->norm_q2, &s->rstd_q2));
+        TRY(be->rmsnorm_backward(be, &dkh, NULL, &dKh, &kh, &W->norm_k2, &s->rstd_k2));
+    } else {
+        dq = dQ2, dk = dK2;
+    }
+    TRY(be->linear_input_grad(be, dn, dq, &W->q2.w));
+    TRY(be->linear_backward(be, dn, NULL, NULL, dk, dn, &W->k2.w));
+    TRY(be->linear_backward(be, dn, NULL, NULL, dV2, dn, &W->v2.w));
+    return modulated_ln_backward(be, &S->dX[0], dmod, &S->dgam, dn, x_in, &s->gamma3, &s->mean3, &s->rstd3, 7, 6, error);
+}
+
 /* Steps after the attention, backward: from d(x_out) in dX to d(x_mid) in dX, then d(attention output) into
- * the joint dO. */
+ * the joint dO (and, in an MMDiT-X block, attn2's whole backward, whose input gradient joins dX). */
 static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                                 const mmdit_acts *a, const mmdit_stream_acts *s, bwd_scratch *S, int st,
-                                 sdt_tensor *dmod, int64_t off, sdt_error *error)
+                                 const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in,
+                                 bwd_scratch *S, int st, sdt_tensor *dmod, int64_t off, sdt_error *error)
 {
     const int64_t n = s->x_mid.shape[1];
-    (void)c;
     if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_ff, &s->mod, 5, &a->ones, &S->tmp, &S->tmp2,
                                  error))
         return false;
@@ -719,15 +796,20 @@ static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_conf
     TRY(be->activation_backward(be, &S->dh[st], &S->da[st], &s->h1, SDT_ACT_GELU_TANH));
     TRY(be->linear_input_grad(be, &S->dn[st], &S->dh[st], &W->ff1.w));
     if (!modulated_ln_backward(be, &S->dX[st], dmod, &S->dgam, &S->dn[st], &s->x_mid, &s->gamma2, &s->mean2, &s->rstd2,
-                               6, 4, 3, error) ||
-        !gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp,
+                               4, 3, error))
+        return false;
+    /* dX is d(x_mid); through attn2's gated residual it is d(x_mid1) as well */
+    if (W->dual && !gated_residual_backward(be, &S->d2[0], dmod, &S->dX[st], &s->y_attn2, &s->mod, 8, &a->ones,
+                                            &S->tmp, &S->tmp2, error))
+        return false;
+    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp,
                                  &S->tmp2, error))
         return false;
     for (int b = 0; b < a->batch; b++) {
         sdt_tensor dOb = joint_rows(&S->dJ[JO], b, off, n), dyb = batch_rows(&S->dy[st], b);
         TRY(be->linear_input_grad(be, &dOb, &dyb, &W->out.w));
     }
-    return true;
+    return !W->dual || attn2_backward(W, c, be, s, x_in, S, dmod, error);
 }
 
 /* Steps before the attention, backward: joint dQ/dK/dV to the stream's input gradient (dX +=) and the
@@ -737,8 +819,7 @@ static bool stream_pre_backward(const mmdit_stream_weights *W, const mmdit_confi
                                 bwd_scratch *S, int st, bool pre_only, int64_t off, sdt_error *error)
 {
     const int64_t n = s->q.shape[1], H = (int64_t)c->heads * c->head_dim, B = a->batch;
-    const int k = pre_only ? 2 : 6;
-    sdt_tensor dmod = dmod_view(S, B, k, H);
+    sdt_tensor dmod = dmod_view(S, B, pre_only ? 2 : W->dual ? 9 : 6, H);
     if (c->qk_norm) {
         TRY(be->zero(be, &S->dq[st]));
         TRY(be->zero(be, &S->dk[st]));
@@ -765,7 +846,7 @@ static bool stream_pre_backward(const mmdit_stream_weights *W, const mmdit_confi
     TRY(be->linear_input_grad(be, &S->dn[st], &S->dq[st], &W->q.w));
     TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dk[st], &S->dn[st], &W->k.w));
     TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dv[st], &S->dn[st], &W->v.w));
-    if (!modulated_ln_backward(be, &S->dX[st], &dmod, &S->dgam, &S->dn[st], x_in, &s->gamma1, &s->mean1, &s->rstd1, k,
+    if (!modulated_ln_backward(be, &S->dX[st], &dmod, &S->dgam, &S->dn[st], x_in, &s->gamma1, &s->mean1, &s->rstd1,
                                pre_only ? 0 : 1, pre_only ? 1 : 0, error))
         return false;
     TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod, &a->silu_temb, &W->mod.w));
@@ -795,7 +876,7 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
     sdt_tensor dmod2 = dmod_view(S, B, 2, H);
     TRY(be->zero(be, &dmod2));
     if (!modulated_ln_backward(be, &S->dX[0], &dmod2, &S->dgam, &S->dn[0], &a->img[c->layers - 1].x_out, &a->out_gamma,
-                               &a->out_mean, &a->out_rstd, 2, 0, 1, error))
+                               &a->out_mean, &a->out_rstd, 0, 1, error))
         return false;
     TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod2, &a->silu_temb, &m->norm_out.w));
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -808,16 +889,17 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
         if (pre_only) TRY(be->zero(be, &S->dJ[JO]));
         else {
             TRY(be->zero(be, &dmod6));
-            if (!stream_post_backward(&m->ctx[l], c, be, a, &a->ctx[l], S, 1, &dmod6, N, error)) return false;
+            if (!stream_post_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, &dmod6, N, error)) return false;
             /* gate and MLP parts of the text modulation reach dst now; its LN1 part comes below */
             TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->ctx[l].mod.w));
         }
-        TRY(be->zero(be, &dmod6));
-        if (!stream_post_backward(&m->img[l], c, be, a, &a->img[l], S, 0, &dmod6, 0, error)) return false;
-        TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->img[l].mod.w));
+        sdt_tensor dmod_img = dmod_view(S, B, m->img[l].dual ? 9 : 6, H);
+        TRY(be->zero(be, &dmod_img));
+        if (!stream_post_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, &dmod_img, 0, error)) return false;
+        TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod_img, &a->silu_temb, &m->img[l].mod.w));
         TRY(be->attention_backward(be, &S->dJ[JQ], &S->dJ[JK], &S->dJ[JV], &S->dJ[JO], &J[JQ], &J[JK], &J[JV], &J[JO],
                                    &J[JLSE], c->heads, false));
-        sdt_tensor dmod_any = dmod_view(S, B, 6, H);
+        sdt_tensor dmod_any = dmod_view(S, B, 9, H);
         TRY(be->zero(be, &dmod_any));
         if (!stream_pre_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, false, 0, error)) return false;
         TRY(be->zero(be, &dmod_any));
@@ -868,7 +950,8 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
         s.dv[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
     }
     for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
-    s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 6 * H, 0, 0, 0);
+    s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 9 * H, 0, 0, 0);
+    for (int j = 0; j < 5; j++) s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, SDT_F32, 3, B, N, H, 0) : (sdt_tensor){0};
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
     s.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
     s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);

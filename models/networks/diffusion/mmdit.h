@@ -24,9 +24,12 @@
  *   transformer_blocks.N.attn.norm_{q, k, added_q, added_k}.weight [head_dim]   (qk_norm rms_norm)
  *   transformer_blocks.N.ff.net.{0.proj [4H, H], 2 [H, 4H]}, ff_context.net.{0.proj, 2}
  *   norm_out.linear [2H, H], proj_out [p*p*C, H]
+ * SD3.5 Medium's MMDiT-X blocks (the first dual_layers): norm1.linear [9H, H] (the 6 chunks, then shift2,
+ * scale2, gate2) and attn2.{to_q, to_k, to_v, to_out.0, norm_q, norm_k}: self-attention over the image tokens on
+ * LN(x)(1 + scale2) + shift2 (x the block's input), gated and added after the joint attention's residual, before
+ * the MLP (diffusers SD35AdaLayerNormZeroX, JointTransformerBlock use_dual_attention).
  * Every linear has a bias. SAI's all-in-one layout (model.diffusion_model.joint_blocks.N.x_block.attn.qkv ...,
- * fused qkv, final adaLN stored shift-then-scale) is a later slice, as are SD3.5 Medium's MMDiT-X extra image
- * self-attention blocks (attn2, 9-chunk norm1): a file with them is refused by name.
+ * fused qkv, final adaLN stored shift-then-scale) is a later slice: such a file is refused by name.
  *
  * Activations are f32 and every block's are kept (no checkpointing yet).
  */
@@ -58,7 +61,7 @@ typedef struct mmdit_config {
     int pooled_dim;      /* pooled_projection_dim, 2048 */
     int mlp_ratio;       /* 4 */
     bool qk_norm;        /* SD3.5: rms_norm on q and k per head */
-    int dual_layers;     /* MMDiT-X blocks (SD3.5 Medium: 13); not yet run: mmdit_load refuses them */
+    int dual_layers;     /* MMDiT-X blocks 0..dual_layers-1 (SD3.5 Medium: 13) */
     char prefix[MMDIT_PREFIX_MAX];
 } mmdit_config;
 
@@ -85,6 +88,9 @@ typedef struct mmdit_stream_weights {
     mmdit_linear q, k, v, out;   /* out absent (data NULL) in a context_pre_only stream */
     sdt_tensor norm_q, norm_k;   /* [head_dim] when qk_norm */
     mmdit_linear ff1, ff2;       /* absent in a context_pre_only stream */
+    bool dual;                   /* MMDiT-X image stream: norm1.linear has 9 chunks and attn2 runs */
+    mmdit_linear q2, k2, v2, out2; /* attn2.{to_q, to_k, to_v, to_out.0} */
+    sdt_tensor norm_q2, norm_k2;   /* attn2.norm_{q,k}.weight when qk_norm */
 } mmdit_stream_weights;
 
 typedef struct mmdit_model {
@@ -111,6 +117,8 @@ typedef struct mmdit_stream_acts {
     sdt_tensor q, k, v;                     /* raw projections [B, N, H] */
     sdt_tensor rstd_q, rstd_k;              /* [B*N*heads] */
     sdt_tensor y_attn, x_mid, h1, y_ff, x_out;
+    /* MMDiT-X (dual) image streams: attn2 on LN(x)(1 + scale2) + shift2, added after the joint residual */
+    sdt_tensor gamma3, mean3, rstd3, q2, k2, v2, rstd_q2, rstd_k2, Q2, K2, O2, lse2, y_attn2, x_mid1;
 } mmdit_stream_acts;
 
 typedef struct mmdit_acts {
