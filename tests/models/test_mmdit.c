@@ -202,7 +202,8 @@ int main(void)
     CHECK(mmdit_config_detect(w, "", &det, &err), "detect: %s", err.message);
     CHECK(det.layers == cfg.layers && det.heads == cfg.heads && det.head_dim == cfg.head_dim &&
               det.in_channels == cfg.in_channels && det.patch == cfg.patch && det.pos_max == cfg.pos_max &&
-              det.context_dim == cfg.context_dim && det.pooled_dim == cfg.pooled_dim && det.mlp_ratio == cfg.mlp_ratio &&
+              det.context_dim == cfg.context_dim && det.pooled_dim == cfg.pooled_dim &&
+              det.mlp_ratio == cfg.mlp_ratio &&
               det.qk_norm && det.dual_layers == 0,
           "detected layers %d heads %d x %d channels %d patch %d P %d context %d pooled %d mlp %d", det.layers,
           det.heads, det.head_dim, det.in_channels, det.patch, det.pos_max, det.context_dim, det.pooled_dim,

@@ -1,9 +1,9 @@
 /* mmdit_cli.c - drives the C SD3 MMDiT from files, for mmdit_parity.py. Raw little-endian float32 files,
  * row-major. CPU backend.
  *
- *   sdt-mmdit-io gen --out P [--seed N] [--no-qk-norm] [--dual N]   a tiny MMDiT (mmdit_config_tiny), every parameter perturbed;
- *                                                      --no-qk-norm: SD3.0-like, 2 heads of 64;
- *                                                      --dual N: MMDiT-X (attn2) in blocks 0..N-1
+ *   sdt-mmdit-io gen --out P [--seed N] [--no-qk-norm] [--dual N]
+ *       a tiny MMDiT (mmdit_config_tiny), every parameter perturbed; --no-qk-norm: SD3.0-like, 2 heads of 64;
+ *       --dual N: MMDiT-X (attn2) in blocks 0..N-1
  *   sdt-mmdit-io run --ckpt P --batch B --height h --width w --ctx-tokens T --latent F --timesteps F --context F
  *                    --pooled F --out F [--dout F --dcontext F --dpooled F]
  *       (out [B, C, h, w]; with dout [B, C, h, w] in: d(context) [B, T, context_dim], d(pooled) [B, pooled_dim])
@@ -108,7 +108,8 @@ int main(int argc, char **argv)
     sdt_backend *be = sdt_backend_cpu_create(0);
     sdt_tensor tl = sdt_tensor_4d(latent, SDT_F32, 4, B, C, h, wd), tc = sdt_tensor_4d(ctx, SDT_F32, 3, B, T, CD, 0),
                tp = sdt_tensor_4d(pooled, SDT_F32, 2, B, PD, 0, 0), td = sdt_tensor_4d(dout, SDT_F32, 4, B, C, h, wd),
-               tdc = sdt_tensor_4d(dctx, SDT_F32, 3, B, T, CD, 0), tdp = sdt_tensor_4d(dpooled, SDT_F32, 2, B, PD, 0, 0);
+               tdc = sdt_tensor_4d(dctx, SDT_F32, 3, B, T, CD, 0),
+               tdp = sdt_tensor_4d(dpooled, SDT_F32, 2, B, PD, 0, 0);
     mmdit_inputs in = {&tl, ts, &tc, &tp};
     static mmdit_acts acts;
     sdt_arena measure, arena;

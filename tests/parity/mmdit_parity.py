@@ -12,7 +12,7 @@ SD35AdaLayerNormZeroX's 9 chunks), latents of two sizes (the position table crop
 centre), batch 2: forward, and the gradients of sum(G * output) with respect to the context
 (encoder_hidden_states) and the pooled projection. The C side runs through sdt-mmdit-io
 (tests/parity/mmdit_cli.c) on the CPU backend in f32. Thresholds: relative error (max |a - b| / max |b|)
-<= 1e-4 forward, <= 1e-3 gradients. Exits 77 (skip) without torch.
+<= 1e-5 forward, <= 2e-5 gradients (f32 against float64; measured ~1e-6). Exits 77 (skip) without torch.
 
   python3 tests/parity/mmdit_parity.py --cli build/tests/parity/sdt-mmdit-io [--seed N]
 """
@@ -186,11 +186,12 @@ def main():
                 ctx_ref, pool_ref = f32(ctx).requires_grad_(True), f32(pooled).requires_grad_(True)
                 out = mmdit_forward(W, f32(latent), f32(ts), ctx_ref, pool_ref, heads, patch, pos_max)
                 (out * f32(G)).sum().backward()
-                ef, ec, ep = rel_err(c_out, out.detach()), rel_err(c_dctx, ctx_ref.grad), rel_err(c_dpool, pool_ref.grad)
-                ok = ef <= 1e-4 and ec <= 1e-3 and ep <= 1e-3
+                ef, ec = rel_err(c_out, out.detach()), rel_err(c_dctx, ctx_ref.grad)
+                ep = rel_err(c_dpool, pool_ref.grad)
+                ok = ef <= 1e-5 and ec <= 2e-5 and ep <= 2e-5
                 failures += not ok
-                print(f"qk_norm {qk} MMDiT-X blocks {dual} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, d(context) {ec:.3g}, "
-                      f"d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
+                print(f"qk_norm {qk} MMDiT-X blocks {dual} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, "
+                      f"d(context) {ec:.3g}, d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
     print("mmdit_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
     return 1 if failures else 0
 

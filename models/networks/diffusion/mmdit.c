@@ -46,8 +46,8 @@ bool mmdit_config_check(const mmdit_config *c, sdt_error *error)
         c->patch < 1 || c->pos_max < 1 || c->context_dim < 1 || c->pooled_dim < 1 || c->mlp_ratio < 1 ||
         c->dual_layers < 0 || c->dual_layers > c->layers)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "mmdit: config layers %d heads %d head_dim %d channels %d patch %d pos_max %d context %d pooled "
-                        "%d is not a valid MMDiT (sizes positive, 1..%d blocks)",
+                        "mmdit: config layers %d heads %d head_dim %d channels %d patch %d pos_max %d context %d "
+                        "pooled %d is not a valid MMDiT (sizes positive, 1..%d blocks)",
                         c->layers, c->heads, c->head_dim, c->in_channels, c->patch, c->pos_max, c->context_dim,
                         c->pooled_dim, MMDIT_MAX_LAYERS);
     return true;
@@ -81,9 +81,10 @@ bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config 
     const sdt_tensor *ff = mu_get(w, "%stransformer_blocks.0.ff.net.0.proj.weight", P);
     if (!ctx || ctx->ndim != 2 || !patch || patch->ndim != 4 || !pooled || pooled->ndim != 2 || !ff || ff->ndim != 2)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "%s: no SD3 MMDiT transformer found (expected %scontext_embedder.weight, %spos_embed.proj.weight, "
-                        "%stime_text_embed.text_embedder.linear_1.weight and %stransformer_blocks.0.ff.net.0.proj.weight "
-                        "in diffusers' names); give an SD3 / SD3.5 diffusers transformer file",
+                        "%s: no SD3 MMDiT transformer found (expected %scontext_embedder.weight, "
+                        "%spos_embed.proj.weight, %stime_text_embed.text_embedder.linear_1.weight and "
+                        "%stransformer_blocks.0.ff.net.0.proj.weight in diffusers' names); give an SD3 / SD3.5 "
+                        "diffusers transformer file",
                         sdt_weights_path(w), P, P, P, P);
     mmdit_config c;
     memset(&c, 0, sizeof c);
@@ -117,7 +118,8 @@ bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config 
                         sdt_weights_path(w), P, (long long)ff->shape[0], (long long)H);
     if (c.pos_max == 0)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "%s: %spos_embed.pos_embed is %s; an SD3 transformer stores its position table as [1, P*P, %lld]",
+                        "%s: %spos_embed.pos_embed is %s; an SD3 transformer stores its position table as "
+                        "[1, P*P, %lld]",
                         sdt_weights_path(w), P, pos ? "not a square table of the hidden width" : "missing",
                         (long long)H);
     if (!mmdit_config_check(&c, error)) return false;
@@ -161,7 +163,8 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
         const bool dual = l < c->dual_layers;
         if (!emit_linear(v, u, (dual ? 9 : 6) * H, H, P, "%s.%d.norm1.linear", B, l) ||
             !emit_linear(v, u, (pre_only ? 2 : 6) * H, H, P, "%s.%d.norm1_context.linear", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) || !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
             !emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
             !emit_linear(v, u, H, H, P, "%s.%d.attn.add_q_proj", B, l) ||
             !emit_linear(v, u, H, H, P, "%s.%d.attn.add_k_proj", B, l) ||
@@ -182,7 +185,8 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
         if (dual && c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
                                    !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
             return false;
-        if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) || !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
+        if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
+            !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
             return false;
         if (!pre_only && (!emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
                           !emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l)))
@@ -234,7 +238,8 @@ static bool load_block(mmdit_model *m, const sdt_weights *w, int l, sdt_error *e
     x->dual = l < c->dual_layers;
     bool ok = need_linear(w, &x->mod, (x->dual ? 9 : 6) * H, H, error, P, "norm1.linear", l) &&
               need_linear(w, &t->mod, (pre_only ? 2 : 6) * H, H, error, P, "norm1_context.linear", l) &&
-              need_linear(w, &x->q, H, H, error, P, "attn.to_q", l) && need_linear(w, &x->k, H, H, error, P, "attn.to_k", l) &&
+              need_linear(w, &x->q, H, H, error, P, "attn.to_q", l) &&
+              need_linear(w, &x->k, H, H, error, P, "attn.to_k", l) &&
               need_linear(w, &x->v, H, H, error, P, "attn.to_v", l) &&
               need_linear(w, &x->out, H, H, error, P, "attn.to_out.0", l) &&
               need_linear(w, &t->q, H, H, error, P, "attn.add_q_proj", l) &&
@@ -257,7 +262,8 @@ static bool load_block(mmdit_model *m, const sdt_weights *w, int l, sdt_error *e
              need(w, &t->norm_q, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_q.weight", P, l) &&
              need(w, &t->norm_k, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_k.weight", P, l);
     if (ok && x->dual)
-        ok = need_linear(w, &x->q2, H, H, error, P, "attn2.to_q", l) && need_linear(w, &x->k2, H, H, error, P, "attn2.to_k", l) &&
+        ok = need_linear(w, &x->q2, H, H, error, P, "attn2.to_q", l) &&
+             need_linear(w, &x->k2, H, H, error, P, "attn2.to_k", l) &&
              need_linear(w, &x->v2, H, H, error, P, "attn2.to_v", l) &&
              need_linear(w, &x->out2, H, H, error, P, "attn2.to_out.0", l);
     if (ok && x->dual && c->qk_norm)
@@ -434,7 +440,8 @@ static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error
                         "at most %lld (pos_embed_max_size %d x patch %d)",
                         (long long)x->shape[2], (long long)x->shape[3], c->patch, (long long)hmax, c->pos_max,
                         c->patch);
-    if (!t || t->ndim != 3 || t->shape[0] != B || t->shape[1] < 1 || t->shape[2] != c->context_dim || t->dtype == SDT_I32)
+    if (!t || t->ndim != 3 || t->shape[0] != B || t->shape[1] < 1 || t->shape[2] != c->context_dim ||
+        t->dtype == SDT_I32)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the context must be a float tensor [%lld, tokens, %d]",
                         (long long)B, c->context_dim);
     if (!p || p->ndim != 2 || p->shape[0] != B || p->shape[1] != c->pooled_dim || p->dtype == SDT_I32)
@@ -444,8 +451,8 @@ static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error
     return true;
 }
 
-static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
-                         bool dual)
+static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n,
+                         bool pre_only, bool dual)
 {
     const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
     s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
@@ -778,7 +785,8 @@ static bool attn2_backward(const mmdit_stream_weights *W, const mmdit_config *c,
     TRY(be->linear_input_grad(be, dn, dq, &W->q2.w));
     TRY(be->linear_backward(be, dn, NULL, NULL, dk, dn, &W->k2.w));
     TRY(be->linear_backward(be, dn, NULL, NULL, dV2, dn, &W->v2.w));
-    return modulated_ln_backward(be, &S->dX[0], dmod, &S->dgam, dn, x_in, &s->gamma3, &s->mean3, &s->rstd3, 7, 6, error);
+    return modulated_ln_backward(be, &S->dX[0], dmod, &S->dgam, dn, x_in, &s->gamma3, &s->mean3, &s->rstd3, 7, 6,
+                                 error);
 }
 
 /* Steps after the attention, backward: from d(x_out) in dX to d(x_mid) in dX, then d(attention output) into
@@ -929,8 +937,9 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: d(output) must be an f32 tensor shaped like the output");
     if (dcontext && (dcontext->ndim != 3 || dcontext->shape[0] != B || dcontext->shape[1] != T ||
                      dcontext->shape[2] != c->context_dim || dcontext->dtype == SDT_I32))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the context gradient must be a float tensor [%lld, %lld, %d]",
-                        (long long)B, (long long)T, c->context_dim);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "mmdit: the context gradient must be a float tensor [%lld, %lld, %d]", (long long)B,
+                        (long long)T, c->context_dim);
     if (dpooled && (dpooled->ndim != 2 || dpooled->shape[0] != B || dpooled->shape[1] != c->pooled_dim ||
                     dpooled->dtype == SDT_I32))
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the pooled gradient must be a float tensor [%lld, %d]",
@@ -951,7 +960,8 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
     }
     for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
     s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 9 * H, 0, 0, 0);
-    for (int j = 0; j < 5; j++) s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, SDT_F32, 3, B, N, H, 0) : (sdt_tensor){0};
+    for (int j = 0; j < 5; j++)
+        s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, SDT_F32, 3, B, N, H, 0) : (sdt_tensor){0};
     s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
     s.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
     s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
