@@ -7,6 +7,8 @@
  *   sdt-mmdit-io run --ckpt P --batch B --height h --width w --ctx-tokens T --latent F --timesteps F --context F
  *                    --pooled F --out F [--dout F --dcontext F --dpooled F]
  *       (out [B, C, h, w]; with dout [B, C, h, w] in: d(context) [B, T, context_dim], d(pooled) [B, pooled_dim])
+ *   sdt-mmdit-io measure --config sd3|sd35-medium|sd35-large --height h --width w --ctx-tokens T [--batch B]
+ *       prints forward's activation peak and forward + backward's (a measuring arena, no weights)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,34 @@ int main(int argc, char **argv)
         const char *seed = arg(argc, argv, "--seed");
         return mmdit_generate(arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
                    ? 0 : fail(&err);
+    }
+    if (!strcmp(argv[1], "measure")) {
+        const char *name = arg(argc, argv, "--config");
+        static mmdit_model m;
+        m.cfg = name && !strcmp(name, "sd3")            ? mmdit_config_sd3_medium()
+                : name && !strcmp(name, "sd35-medium") ? mmdit_config_sd35_medium()
+                                                       : mmdit_config_sd35_large();
+        const long B = arg(argc, argv, "--batch") ? num(argc, argv, "--batch") : 1, h = num(argc, argv, "--height"),
+                   wd = num(argc, argv, "--width"), T = num(argc, argv, "--ctx-tokens");
+        const mmdit_config *c = &m.cfg;
+        float ts[64] = {0};
+        sdt_tensor tl = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd),
+                   tc = sdt_tensor_4d(NULL, SDT_F32, 3, B, T, c->context_dim, 0),
+                   tp = sdt_tensor_4d(NULL, SDT_F32, 2, B, c->pooled_dim, 0, 0),
+                   td = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd);
+        mmdit_inputs in = {&tl, ts, &tc, &tp};
+        static mmdit_acts acts;
+        sdt_backend *be = sdt_backend_cpu_create(1);
+        sdt_arena measure;
+        sdt_arena_init_measure(&measure, be);
+        if (B > 64 || !mmdit_forward(&m, be, &measure, &in, &acts, &err)) return fail(&err);
+        size_t kept = measure.peak;
+        if (!mmdit_backward(&m, be, &measure, &acts, &td, &tc, &tp, &err)) return fail(&err);
+        printf("%s, batch %ld, latent %ldx%ld, %ld text tokens: forward peak %.2f GiB, with backward %.2f GiB "
+               "(f32 activations)\n",
+               name ? name : "sd35-large", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0);
+        be->destroy(be);
+        return 0;
     }
     if (strcmp(argv[1], "run")) {
         fprintf(stderr, "sdt-mmdit-io: unknown command %s\n", argv[1]);

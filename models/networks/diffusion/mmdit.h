@@ -31,7 +31,9 @@
  * Every linear has a bias. SAI's all-in-one layout (model.diffusion_model.joint_blocks.N.x_block.attn.qkv ...,
  * fused qkv, final adaLN stored shift-then-scale) is a later slice: such a file is refused by name.
  *
- * Activations are f32 and every block's are kept (no checkpointing yet).
+ * Activations are f32 and every block's are kept (no checkpointing yet): at 1024 x 1024 (a 128 x 128 latent)
+ * with 77 + 256 text tokens, batch 1, forward and backward peak at 9.7 GiB for SD3 Medium, 12.2 GiB for SD3.5
+ * Medium and 23.8 GiB for SD3.5 Large (the measuring arena: sdt-mmdit-io measure).
  */
 #ifndef SDT_MODELS_MMDIT_H
 #define SDT_MODELS_MMDIT_H
