@@ -610,13 +610,12 @@ static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64
                         }
 }
 
-static bool run_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, const mmdit_inputs *in, mmdit_acts *a,
+static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a,
                         fwd_tmp *t, sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt,
                         sdt_tensor *tp, sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
 {
     const mmdit_config *c = &m->cfg;
-    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, H = (int64_t)c->heads * c->head_dim;
-    (void)arena;
+    const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
     /* ones for broadcasting and for 1 + scale */
     const int64_t M = a->ones.shape[0];
     float *host = malloc((size_t)(M > B ? M : B) * sizeof(float));
@@ -662,7 +661,6 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena,
         if (!pre_only && !stream_post(&m->ctx[l], c, be, a, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, N, error))
             return false;
     }
-    (void)T;
     /* output: continuous adaLN (scale, shift), proj_out, unpatchify */
     const sdt_tensor *x_last = &a->img[c->layers - 1].x_out;
     TRY(be->linear_forward(be, &a->out_mod, &a->silu_temb, &m->norm_out.w, &m->norm_out.b));
@@ -736,7 +734,7 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
         int64_t hs[1] = {H};
         t.ones_h = mu_reshape(&o2, 1, hs);
         ok = arena_ok(arena, "the MMDiT forward", error) &&
-             run_forward(m, be, arena, in, a, &t, &conv, &tproj, &th, &tt, &tp, &tok, &tsteps, error);
+             run_forward(m, be, in, a, &t, &conv, &tproj, &th, &tt, &tp, &tok, &tsteps, error);
     }
     sdt_arena_rewind(arena, mark);
     return ok;
