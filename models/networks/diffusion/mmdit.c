@@ -1,0 +1,976 @@
+/* mmdit.c - the SD3 / SD3.5 MMDiT forward and backward to its conditioning; see mmdit.h.
+ *
+ * Per-batch vectors (the adaLN shift, scale and gate) reach every token through the existing ops: the
+ * modulated LayerNorm is layernorm_forward per batch element with gamma = 1 + scale, beta = shift (its
+ * backward gives d scale and d shift as dgamma and dbeta); a gate is broadcast over the tokens by a linear
+ * layer of a ones column (x [N, 1] times gate as a [H, 1] weight) and multiplied by gated_activation
+ * (identity). A fused modulation op is a later speed-up. */
+#include "mmdit.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "c_numeric.h"
+#include "model_util.h"
+
+#define MODULE "mmdit"
+#define LN_EPS 1e-6f
+
+/* ---------------------------------------------------------------- configs */
+
+static mmdit_config preset(int layers, int heads, int pos_max, bool qk_norm, int dual)
+{
+    mmdit_config c = {.layers = layers, .heads = heads, .head_dim = 64, .in_channels = 16, .patch = 2,
+                      .pos_max = pos_max, .context_dim = 4096, .pooled_dim = 2048, .mlp_ratio = 4,
+                      .qk_norm = qk_norm, .dual_layers = dual};
+    return c;
+}
+
+mmdit_config mmdit_config_sd35_large(void) { return preset(38, 38, 192, true, 0); }
+mmdit_config mmdit_config_sd35_medium(void) { return preset(24, 24, 384, true, 13); }
+mmdit_config mmdit_config_sd3_medium(void) { return preset(24, 24, 192, false, 0); }
+
+mmdit_config mmdit_config_tiny(void)
+{
+    mmdit_config c = {.layers = 3, .heads = 2, .head_dim = 8, .in_channels = 4, .patch = 2, .pos_max = 6,
+                      .context_dim = 24, .pooled_dim = 12, .mlp_ratio = 4, .qk_norm = true, .dual_layers = 0};
+    return c;
+}
+
+bool mmdit_config_check(const mmdit_config *c, sdt_error *error)
+{
+    if (c->layers < 1 || c->layers > MMDIT_MAX_LAYERS || c->heads < 1 || c->head_dim < 1 || c->in_channels < 1 ||
+        c->patch < 1 || c->pos_max < 1 || c->context_dim < 1 || c->pooled_dim < 1 || c->mlp_ratio < 1 ||
+        c->dual_layers < 0 || c->dual_layers > c->layers)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "mmdit: config layers %d heads %d head_dim %d channels %d patch %d pos_max %d context %d "
+                        "pooled %d is not a valid MMDiT (sizes positive, 1..%d blocks)",
+                        c->layers, c->heads, c->head_dim, c->in_channels, c->patch, c->pos_max, c->context_dim,
+                        c->pooled_dim, MMDIT_MAX_LAYERS);
+    return true;
+}
+
+static int count_layers(const sdt_weights *w, const char *P)
+{
+    int n = 0;
+    while (n < MMDIT_MAX_LAYERS + 1 && mu_has(w, "%stransformer_blocks.%d.norm1.linear.weight", P, n)) n++;
+    return n;
+}
+
+bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config *cfg, sdt_error *error)
+{
+    const char *P = prefix ? prefix : "";
+    if (strlen(P) >= MMDIT_PREFIX_MAX)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "mmdit: key prefix \"%s\" is longer than %d characters", P,
+                        MMDIT_PREFIX_MAX - 1);
+    if (mu_has(w, "%smodel.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight", P) ||
+        mu_has(w, "model.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight"))
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: this is an SD3 checkpoint in Stability's original layout (model.diffusion_model."
+                        "joint_blocks.N...); reading it is not done yet: give the diffusers transformer "
+                        "(transformer/diffusion_pytorch_model.safetensors)",
+                        sdt_weights_path(w));
+    const sdt_tensor *ctx = mu_get(w, "%scontext_embedder.weight", P);
+    const sdt_tensor *patch = mu_get(w, "%spos_embed.proj.weight", P);
+    const sdt_tensor *pos = mu_get(w, "%spos_embed.pos_embed", P);
+    const sdt_tensor *pooled = mu_get(w, "%stime_text_embed.text_embedder.linear_1.weight", P);
+    const sdt_tensor *nq = mu_get(w, "%stransformer_blocks.0.attn.norm_q.weight", P);
+    const sdt_tensor *ff = mu_get(w, "%stransformer_blocks.0.ff.net.0.proj.weight", P);
+    if (!ctx || ctx->ndim != 2 || !patch || patch->ndim != 4 || !pooled || pooled->ndim != 2 || !ff || ff->ndim != 2)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: no SD3 MMDiT transformer found (expected %scontext_embedder.weight, "
+                        "%spos_embed.proj.weight, %stime_text_embed.text_embedder.linear_1.weight and "
+                        "%stransformer_blocks.0.ff.net.0.proj.weight in diffusers' names); give an SD3 / SD3.5 "
+                        "diffusers transformer file",
+                        sdt_weights_path(w), P, P, P, P);
+    mmdit_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.prefix, sizeof c.prefix, "%s", P);
+    const int64_t H = ctx->shape[0];
+    c.context_dim = (int)ctx->shape[1];
+    c.pooled_dim = (int)pooled->shape[1];
+    c.in_channels = (int)patch->shape[1];
+    c.patch = (int)patch->shape[2];
+    c.qk_norm = nq != NULL;
+    c.head_dim = nq && nq->ndim == 1 ? (int)nq->shape[0] : 64;
+    c.heads = c.head_dim > 0 && H % c.head_dim == 0 ? (int)(H / c.head_dim) : 0;
+    c.mlp_ratio = H > 0 && ff->shape[0] % H == 0 ? (int)(ff->shape[0] / H) : 0;
+    c.layers = count_layers(w, P);
+    if (pos && pos->ndim == 3 && pos->shape[2] == H) {
+        int64_t side = (int64_t)llround(sqrt((double)pos->shape[1]));
+        c.pos_max = side * side == pos->shape[1] ? (int)side : 0;
+    }
+    while (c.dual_layers < c.layers && mu_has(w, "%stransformer_blocks.%d.attn2.to_q.weight", P, c.dual_layers))
+        c.dual_layers++;
+    if (c.heads == 0)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the hidden width %lld (rows of %scontext_embedder.weight) is not a multiple of the head "
+                        "width %d (%s); the file is damaged or not an SD3 transformer",
+                        sdt_weights_path(w), (long long)H, P, c.head_dim,
+                        nq ? "from attn.norm_q.weight" : "SD3's 64: without attn.norm_q the file does not store it");
+    if (c.mlp_ratio == 0)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: %stransformer_blocks.0.ff.net.0.proj.weight has %lld rows, not a multiple of the hidden "
+                        "width %lld; the file is damaged or not an SD3 transformer",
+                        sdt_weights_path(w), P, (long long)ff->shape[0], (long long)H);
+    if (c.pos_max == 0)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: %spos_embed.pos_embed is %s; an SD3 transformer stores its position table as "
+                        "[1, P*P, %lld]",
+                        sdt_weights_path(w), P, pos ? "not a square table of the hidden width" : "missing",
+                        (long long)H);
+    if (!mmdit_config_check(&c, error)) return false;
+    *cfg = c;
+    return true;
+}
+
+/* ---------------------------------------------------------------- parameters */
+
+static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
+{
+    char name[200];
+    va_list ap;
+    va_start(ap, fmt);
+    sdt_c_vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    return mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)in), 2, ws, "%s%s.weight", P, name) &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, bs, "%s%s.bias", P, name);
+}
+
+bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
+{
+    const char *P = c->prefix;
+    const int64_t H = (int64_t)c->heads * c->head_dim, C = c->in_channels, p = c->patch, F = H * c->mlp_ratio;
+    int64_t pw[4] = {H, C, p, p}, pb[1] = {H}, pos[3] = {1, (int64_t)c->pos_max * c->pos_max, H}, hd[1] = {c->head_dim};
+    if (!mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)(C * p * p)), 4, pw, "%spos_embed.proj.weight", P) ||
+        !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, pb, "%spos_embed.proj.bias", P) ||
+        !mu_emit(v, u, SDT_INIT_NORMAL, 1.0f, 3, pos, "%spos_embed.pos_embed", P) ||
+        !emit_linear(v, u, H, MMDIT_TIME_DIM, P, "time_text_embed.timestep_embedder.linear_1") ||
+        !emit_linear(v, u, H, H, P, "time_text_embed.timestep_embedder.linear_2") ||
+        !emit_linear(v, u, H, c->pooled_dim, P, "time_text_embed.text_embedder.linear_1") ||
+        !emit_linear(v, u, H, H, P, "time_text_embed.text_embedder.linear_2") ||
+        !emit_linear(v, u, H, c->context_dim, P, "context_embedder"))
+        return false;
+    for (int l = 0; l < c->layers; l++) {
+        const bool pre_only = l == c->layers - 1;
+        const char *B = "transformer_blocks";
+        const bool dual = l < c->dual_layers;
+        if (!emit_linear(v, u, (dual ? 9 : 6) * H, H, P, "%s.%d.norm1.linear", B, l) ||
+            !emit_linear(v, u, (pre_only ? 2 : 6) * H, H, P, "%s.%d.norm1_context.linear", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_q_proj", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_k_proj", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_v_proj", B, l) ||
+            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_out.0", B, l) ||
+            (!pre_only && !emit_linear(v, u, H, H, P, "%s.%d.attn.to_add_out", B, l)))
+            return false;
+        if (c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_q.weight", P, B, l) ||
+                           !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_k.weight", P, B, l) ||
+                           !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_q.weight", P, B, l) ||
+                           !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_k.weight", P, B, l)))
+            return false;
+        if (dual && (!emit_linear(v, u, H, H, P, "%s.%d.attn2.to_q", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_k", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_v", B, l) ||
+                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_out.0", B, l)))
+            return false;
+        if (dual && c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
+                                   !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
+            return false;
+        if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
+            !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
+            return false;
+        if (!pre_only && (!emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
+                          !emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l)))
+            return false;
+    }
+    return emit_linear(v, u, 2 * H, H, P, "norm_out.linear") && emit_linear(v, u, p * p * C, H, P, "proj_out");
+}
+
+/* ---------------------------------------------------------------- loading */
+
+static bool need(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                 const char *key_fmt, ...) __attribute__((format(printf, 6, 7)));
+static bool need(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                 const char *key_fmt, ...)
+{
+    char key[256];
+    va_list ap;
+    va_start(ap, key_fmt);
+    sdt_c_vsnprintf(key, sizeof key, key_fmt, ap);
+    va_end(ap);
+    if (!sdt_weights_get(w, key))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: key '%s' is missing; the SD3 transformer file is incomplete (truncated, or another "
+                        "model); use a complete diffusers SD3 / SD3.5 transformer",
+                        sdt_weights_path(w), key);
+    return mu_require(w, out, ndim, shape, error, "%s", key);
+}
+
+static bool need_linear(const sdt_weights *w, mmdit_linear *L, int64_t out, int64_t in, sdt_error *error,
+                        const char *P, const char *name, int l)
+{
+    char full[200];
+    if (l >= 0)
+        snprintf(full, sizeof full, "%stransformer_blocks.%d.%s", P, l, name);
+    else
+        snprintf(full, sizeof full, "%s%s", P, name);
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    return need(w, &L->w, 2, ws, error, "%s.weight", full) && need(w, &L->b, 1, bs, error, "%s.bias", full);
+}
+
+static bool load_block(mmdit_model *m, const sdt_weights *w, int l, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const char *P = c->prefix;
+    const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
+    const bool pre_only = l == c->layers - 1;
+    mmdit_stream_weights *x = &m->img[l], *t = &m->ctx[l];
+    int64_t hd[1] = {c->head_dim};
+    x->dual = l < c->dual_layers;
+    bool ok = need_linear(w, &x->mod, (x->dual ? 9 : 6) * H, H, error, P, "norm1.linear", l) &&
+              need_linear(w, &t->mod, (pre_only ? 2 : 6) * H, H, error, P, "norm1_context.linear", l) &&
+              need_linear(w, &x->q, H, H, error, P, "attn.to_q", l) &&
+              need_linear(w, &x->k, H, H, error, P, "attn.to_k", l) &&
+              need_linear(w, &x->v, H, H, error, P, "attn.to_v", l) &&
+              need_linear(w, &x->out, H, H, error, P, "attn.to_out.0", l) &&
+              need_linear(w, &t->q, H, H, error, P, "attn.add_q_proj", l) &&
+              need_linear(w, &t->k, H, H, error, P, "attn.add_k_proj", l) &&
+              need_linear(w, &t->v, H, H, error, P, "attn.add_v_proj", l) &&
+              need_linear(w, &x->ff1, F, H, error, P, "ff.net.0.proj", l) &&
+              need_linear(w, &x->ff2, H, F, error, P, "ff.net.2", l);
+    if (ok && !pre_only)
+        ok = need_linear(w, &t->out, H, H, error, P, "attn.to_add_out", l) &&
+             need_linear(w, &t->ff1, F, H, error, P, "ff_context.net.0.proj", l) &&
+             need_linear(w, &t->ff2, H, F, error, P, "ff_context.net.2", l);
+    if (ok && pre_only && mu_has(w, "%stransformer_blocks.%d.attn.to_add_out.weight", P, l))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the last block (%d) has %stransformer_blocks.%d.attn.to_add_out.weight, but an SD3 "
+                        "transformer's last block is context_pre_only; the block count or the file is wrong",
+                        sdt_weights_path(w), l, P, l);
+    if (ok && c->qk_norm)
+        ok = need(w, &x->norm_q, 1, hd, error, "%stransformer_blocks.%d.attn.norm_q.weight", P, l) &&
+             need(w, &x->norm_k, 1, hd, error, "%stransformer_blocks.%d.attn.norm_k.weight", P, l) &&
+             need(w, &t->norm_q, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_q.weight", P, l) &&
+             need(w, &t->norm_k, 1, hd, error, "%stransformer_blocks.%d.attn.norm_added_k.weight", P, l);
+    if (ok && x->dual)
+        ok = need_linear(w, &x->q2, H, H, error, P, "attn2.to_q", l) &&
+             need_linear(w, &x->k2, H, H, error, P, "attn2.to_k", l) &&
+             need_linear(w, &x->v2, H, H, error, P, "attn2.to_v", l) &&
+             need_linear(w, &x->out2, H, H, error, P, "attn2.to_out.0", l);
+    if (ok && x->dual && c->qk_norm)
+        ok = need(w, &x->norm_q2, 1, hd, error, "%stransformer_blocks.%d.attn2.norm_q.weight", P, l) &&
+             need(w, &x->norm_k2, 1, hd, error, "%stransformer_blocks.%d.attn2.norm_k.weight", P, l);
+    return ok;
+}
+
+bool mmdit_load(mmdit_model *m, const mmdit_config *cfg, const sdt_weights *w, sdt_error *error)
+{
+    if (!mmdit_config_check(cfg, error)) return false;
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    const mmdit_config *c = cfg;
+    const char *P = c->prefix;
+    const int64_t H = (int64_t)c->heads * c->head_dim, C = c->in_channels, p = c->patch;
+    int64_t pw[4] = {H, C, p, p}, pb[1] = {H}, pos[3] = {1, (int64_t)c->pos_max * c->pos_max, H};
+    bool ok = need(w, &m->patch_w, 4, pw, error, "%spos_embed.proj.weight", P) &&
+              need(w, &m->patch_b, 1, pb, error, "%spos_embed.proj.bias", P) &&
+              need(w, &m->pos_table, 3, pos, error, "%spos_embed.pos_embed", P) &&
+              need_linear(w, &m->t1, H, MMDIT_TIME_DIM, error, P, "time_text_embed.timestep_embedder.linear_1", -1) &&
+              need_linear(w, &m->t2, H, H, error, P, "time_text_embed.timestep_embedder.linear_2", -1) &&
+              need_linear(w, &m->p1, H, c->pooled_dim, error, P, "time_text_embed.text_embedder.linear_1", -1) &&
+              need_linear(w, &m->p2, H, H, error, P, "time_text_embed.text_embedder.linear_2", -1) &&
+              need_linear(w, &m->ctx_in, H, c->context_dim, error, P, "context_embedder", -1) &&
+              need_linear(w, &m->norm_out, 2 * H, H, error, P, "norm_out.linear", -1) &&
+              need_linear(w, &m->proj_out, p * p * C, H, error, P, "proj_out", -1);
+    for (int l = 0; ok && l < c->layers; l++) ok = load_block(m, w, l, error);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+#define TRY(call) MU_TRY(be, error, MODULE, call)
+
+/* Row r of a [rows, n] tensor as a 1-D [n] vector. */
+static sdt_tensor vec_row(const sdt_tensor *t2, int64_t r)
+{
+    sdt_tensor v = mu_rows(t2, r, 1);
+    int64_t n[1] = {v.shape[1]};
+    return mu_reshape(&v, 1, n);
+}
+
+/* Chunk j of batch b of a modulation [B, k*H] (k chunks): a [H] vector. */
+static sdt_tensor chunk(const sdt_tensor *mod, int64_t H, int b, int j)
+{
+    const int64_t k = mod->shape[1] / H;
+    sdt_tensor m2 = mu_reshape2(mod, mod->shape[0] * k, H);
+    return vec_row(&m2, (int64_t)b * k + j);
+}
+
+/* Tokens of batch b of a [B, n, C] tensor: [n, C]. */
+static sdt_tensor batch_rows(const sdt_tensor *t, int b)
+{
+    sdt_tensor t2 = mu_reshape2(t, t->shape[0] * t->shape[1], t->shape[2]);
+    return mu_rows(&t2, (int64_t)b * t->shape[1], t->shape[1]);
+}
+
+/* Tokens [off, off + n) of batch b of a joint [B, S, C] tensor: [n, C]. */
+static sdt_tensor joint_rows(const sdt_tensor *t, int b, int64_t off, int64_t n)
+{
+    sdt_tensor t2 = mu_reshape2(t, t->shape[0] * t->shape[1], t->shape[2]);
+    return mu_rows(&t2, (int64_t)b * t->shape[1] + off, n);
+}
+
+/* gamma[b] = 1 + chunk(mod, scale_j)[b] for every b. */
+static bool make_gamma(sdt_backend *be, sdt_tensor *gamma, const sdt_tensor *mod, int64_t H, int j,
+                       const sdt_tensor *ones_h, sdt_error *error)
+{
+    for (int b = 0; b < gamma->shape[0]; b++) {
+        sdt_tensor g = vec_row(gamma, b), s = chunk(mod, H, b, j);
+        TRY(be->add_forward(be, &g, &s, ones_h));
+    }
+    return true;
+}
+
+/* out = LN(x) * gamma[b] + shift[b] per batch element (LayerNorm without affine, then the modulation). */
+static bool modulated_ln(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
+                         const sdt_tensor *gamma, const sdt_tensor *mod, int shift_j, sdt_error *error)
+{
+    const int64_t n = x->shape[1], H = x->shape[2];
+    for (int b = 0; b < x->shape[0]; b++) {
+        sdt_tensor xb = batch_rows(x, b), ob = batch_rows(out, b), mb = mu_rows(mean, (int64_t)b * n, n),
+                   rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b), s = chunk(mod, H, b, shift_j);
+        TRY(be->layernorm_forward(be, &ob, &mb, &rb, &xb, &g, &s, LN_EPS));
+    }
+    return true;
+}
+
+/* Backward of modulated_ln: dx += ..., d(scale chunk) and d(shift chunk) of dmod +=. dgam [1, H] scratch. */
+static bool modulated_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dmod, sdt_tensor *dgam,
+                                  const sdt_tensor *dn, const sdt_tensor *x, const sdt_tensor *gamma,
+                                  const sdt_tensor *mean, const sdt_tensor *rstd, int scale_j, int shift_j,
+                                  sdt_error *error)
+{
+    const int64_t n = x->shape[1], H = x->shape[2];
+    sdt_tensor dg = vec_row(dgam, 0);
+    for (int b = 0; b < x->shape[0]; b++) {
+        sdt_tensor xb = batch_rows(x, b), dxb = batch_rows(dx, b), dnb = batch_rows(dn, b),
+                   mb = mu_rows(mean, (int64_t)b * n, n), rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b),
+                   dscale = chunk(dmod, H, b, scale_j), dshift = chunk(dmod, H, b, shift_j);
+        TRY(be->zero(be, &dg));
+        TRY(be->layernorm_backward(be, &dxb, &dg, &dshift, &dnb, &xb, &g, &mb, &rb));
+        TRY(be->axpy(be, &dscale, 1.0f, &dg));
+    }
+    return true;
+}
+
+/* The gate of batch b broadcast over n tokens: bc [n, H] = ones [n, 1] gate^T. */
+static bool broadcast_gate(sdt_backend *be, sdt_tensor *bc, const sdt_tensor *ones, const sdt_tensor *gate,
+                           sdt_error *error)
+{
+    const int64_t n = bc->shape[0], H = bc->shape[1];
+    sdt_tensor o = mu_rows(ones, 0, n), g = mu_reshape2(gate, H, 1);
+    TRY(be->linear_forward(be, bc, &o, &g, NULL));
+    return true;
+}
+
+/* out = x + gate[b] * y per batch element; tmp [>= n, H] scratch. */
+static bool gated_residual(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *y,
+                           const sdt_tensor *mod, int gate_j, const sdt_tensor *ones, sdt_tensor *tmp, sdt_error *error)
+{
+    const int64_t n = x->shape[1], H = x->shape[2];
+    sdt_tensor bc = mu_rows(tmp, 0, n);
+    for (int b = 0; b < x->shape[0]; b++) {
+        sdt_tensor xb = batch_rows(x, b), yb = batch_rows(y, b), ob = batch_rows(out, b), g = chunk(mod, H, b, gate_j);
+        if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
+        TRY(be->gated_activation_forward(be, &ob, &bc, &yb, SDT_ACT_IDENTITY));
+        TRY(be->add_forward(be, &ob, &ob, &xb));
+    }
+    return true;
+}
+
+/* Backward of gated_residual for d(out) = dx (which passes to x unchanged): dy written, d gate into dmod. */
+static bool gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dmod, const sdt_tensor *dx,
+                                    const sdt_tensor *y, const sdt_tensor *mod, int gate_j, const sdt_tensor *ones,
+                                    sdt_tensor *tmp, sdt_tensor *tmp2, sdt_error *error)
+{
+    const int64_t n = y->shape[1], H = y->shape[2];
+    sdt_tensor bc = mu_rows(tmp, 0, n), dbc = mu_rows(tmp2, 0, n), o = mu_rows(ones, 0, n);
+    for (int b = 0; b < y->shape[0]; b++) {
+        sdt_tensor yb = batch_rows(y, b), dyb = batch_rows(dy, b), dxb = batch_rows(dx, b),
+                   g = chunk(mod, H, b, gate_j), dg = chunk(dmod, H, b, gate_j);
+        sdt_tensor g2 = mu_reshape2(&g, H, 1), dg2 = mu_reshape2(&dg, H, 1);
+        if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
+        TRY(be->gated_activation_backward(be, &dbc, &dyb, &dxb, &bc, &yb, SDT_ACT_IDENTITY));
+        TRY(be->linear_backward(be, NULL, &dg2, NULL, &dbc, &o, &g2));
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- forward */
+
+enum { JQ, JK, JV, JO, JLSE };
+
+static bool arena_ok(const sdt_arena *ar, const char *what, sdt_error *error)
+{
+    if (sdt_arena_fits(ar)) return true;
+    return sdt_fail(error, ar->error.code, "mmdit, %s: %s", what, ar->error.message);
+}
+
+static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const sdt_tensor *x = in->latent, *t = in->context, *p = in->pooled;
+    if (!x || x->ndim != 4 || x->shape[0] < 1 || x->shape[1] != c->in_channels || x->channels_last)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the latent must be [batch, %d, height, width] (NCHW)",
+                        c->in_channels);
+    const int64_t B = x->shape[0], hmax = (int64_t)c->pos_max * c->patch;
+    if (x->shape[2] < c->patch || x->shape[3] < c->patch || x->shape[2] % c->patch || x->shape[3] % c->patch ||
+        x->shape[2] > hmax || x->shape[3] > hmax)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "mmdit: a %lld x %lld latent does not fit this transformer: sides must be multiples of %d and "
+                        "at most %lld (pos_embed_max_size %d x patch %d)",
+                        (long long)x->shape[2], (long long)x->shape[3], c->patch, (long long)hmax, c->pos_max,
+                        c->patch);
+    if (!t || t->ndim != 3 || t->shape[0] != B || t->shape[1] < 1 || t->shape[2] != c->context_dim ||
+        t->dtype == SDT_I32)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the context must be a float tensor [%lld, tokens, %d]",
+                        (long long)B, c->context_dim);
+    if (!p || p->ndim != 2 || p->shape[0] != B || p->shape[1] != c->pooled_dim || p->dtype == SDT_I32)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the pooled projection must be a float tensor [%lld, %d]",
+                        (long long)B, c->pooled_dim);
+    if (!in->timesteps) return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: no timesteps given");
+    return true;
+}
+
+static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n,
+                         bool pre_only, bool dual)
+{
+    const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
+    s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
+    s->gamma1 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mean1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->rstd1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->q = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->k = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->v = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    if (c->qk_norm) {
+        s->rstd_q = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+        s->rstd_k = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+    }
+    if (pre_only) return;
+    s->gamma2 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mean2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->rstd2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->y_attn = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->x_mid = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->h1 = mu_alloc(ar, SDT_F32, 3, B, n, F, 0);
+    s->y_ff = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->x_out = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    if (!dual) return;
+    s->gamma3 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
+    s->mean3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    s->rstd3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
+    sdt_tensor *bnh[] = {&s->q2, &s->k2, &s->v2, &s->Q2, &s->K2, &s->O2, &s->y_attn2, &s->x_mid1};
+    for (size_t i = 0; i < sizeof bnh / sizeof bnh[0]; i++) *bnh[i] = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
+    s->lse2 = mu_alloc(ar, SDT_F32, 3, B, c->heads, n, 0);
+    if (c->qk_norm) {
+        s->rstd_q2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+        s->rstd_k2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
+    }
+}
+
+/* The head-split view [tokens * heads, head_dim] of a [..., H] tensor. */
+static sdt_tensor heads_view(const sdt_tensor *t, int head_dim)
+{
+    return mu_reshape2(t, sdt_tensor_numel(t) / head_dim, head_dim);
+}
+
+/* q, k, v of one stream into the joint tensors at token offset off (per-head RMS norm on q and k). */
+static bool stream_qkv_forward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
+                               mmdit_stream_acts *s, sdt_tensor *joint, int64_t off, sdt_error *error)
+{
+    const int64_t n = s->q.shape[1];
+    for (int b = 0; b < s->q.shape[0]; b++) {
+        sdt_tensor qb = batch_rows(&s->q, b), kb = batch_rows(&s->k, b), vb = batch_rows(&s->v, b);
+        sdt_tensor Qb = joint_rows(&joint[JQ], b, off, n), Kb = joint_rows(&joint[JK], b, off, n),
+                   Vb = joint_rows(&joint[JV], b, off, n);
+        if (c->qk_norm) {
+            const int64_t rows = n * c->heads;
+            sdt_tensor Qh = heads_view(&Qb, c->head_dim), qh = heads_view(&qb, c->head_dim),
+                       Kh = heads_view(&Kb, c->head_dim), kh = heads_view(&kb, c->head_dim),
+                       rq = mu_rows(&s->rstd_q, b * rows, rows), rk = mu_rows(&s->rstd_k, b * rows, rows);
+            TRY(be->rmsnorm_forward(be, &Qh, &rq, &qh, &W->norm_q, LN_EPS));
+            TRY(be->rmsnorm_forward(be, &Kh, &rk, &kh, &W->norm_k, LN_EPS));
+        } else {
+            TRY(be->convert(be, &Qb, &qb));
+            TRY(be->convert(be, &Kb, &kb));
+        }
+        TRY(be->convert(be, &Vb, &vb));
+    }
+    return true;
+}
+
+typedef struct fwd_tmp {
+    sdt_tensor n_img, n_ctx, a_img, a_ctx, tmp, ones_h;
+} fwd_tmp;
+
+/* The part before the joint attention: modulation, modulated LN, q/k/v. */
+static bool stream_pre(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
+                       mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, const sdt_tensor *ones_h,
+                       sdt_tensor *joint, int64_t off, bool pre_only, sdt_error *error)
+{
+    const int64_t H = (int64_t)c->heads * c->head_dim;
+    TRY(be->linear_forward(be, &s->mod, &a->silu_temb, &W->mod.w, &W->mod.b));
+    if (!make_gamma(be, &s->gamma1, &s->mod, H, pre_only ? 0 : 1, ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean1, &s->rstd1, x_in, &s->gamma1, &s->mod, pre_only ? 1 : 0, error))
+        return false;
+    TRY(be->linear_forward(be, &s->q, nbuf, &W->q.w, &W->q.b));
+    TRY(be->linear_forward(be, &s->k, nbuf, &W->k.w, &W->k.b));
+    TRY(be->linear_forward(be, &s->v, nbuf, &W->v.w, &W->v.b));
+    return stream_qkv_forward(W, c, be, s, joint, off, error);
+}
+
+/* MMDiT-X: x_mid = x_mid1 + gate2 * attn2(LN(x_in)(1 + scale2) + shift2), self-attention over the image. */
+static bool attn2_forward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
+                          mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, fwd_tmp *t, sdt_error *error)
+{
+    const int64_t H = (int64_t)c->heads * c->head_dim;
+    if (!make_gamma(be, &s->gamma3, &s->mod, H, 7, &t->ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean3, &s->rstd3, x_in, &s->gamma3, &s->mod, 6, error))
+        return false;
+    TRY(be->linear_forward(be, &s->q2, nbuf, &W->q2.w, &W->q2.b));
+    TRY(be->linear_forward(be, &s->k2, nbuf, &W->k2.w, &W->k2.b));
+    TRY(be->linear_forward(be, &s->v2, nbuf, &W->v2.w, &W->v2.b));
+    if (c->qk_norm) {
+        sdt_tensor Qh = heads_view(&s->Q2, c->head_dim), qh = heads_view(&s->q2, c->head_dim),
+                   Kh = heads_view(&s->K2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
+        TRY(be->rmsnorm_forward(be, &Qh, &s->rstd_q2, &qh, &W->norm_q2, LN_EPS));
+        TRY(be->rmsnorm_forward(be, &Kh, &s->rstd_k2, &kh, &W->norm_k2, LN_EPS));
+    } else {
+        TRY(be->convert(be, &s->Q2, &s->q2));
+        TRY(be->convert(be, &s->K2, &s->k2));
+    }
+    TRY(be->attention_forward(be, &s->O2, &s->lse2, &s->Q2, &s->K2, &s->v2, c->heads, false));
+    TRY(be->linear_forward(be, &s->y_attn2, &s->O2, &W->out2.w, &W->out2.b));
+    return gated_residual(be, &s->x_mid, &s->x_mid1, &s->y_attn2, &s->mod, 8, &a->ones, &t->tmp, error);
+}
+
+/* The part after it: output projection, gated residual, modulated LN, MLP, gated residual. */
+static bool stream_post(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
+                        mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf,
+                        fwd_tmp *t, const sdt_tensor *joint, int64_t off, sdt_error *error)
+{
+    const int64_t H = (int64_t)c->heads * c->head_dim, n = x_in->shape[1];
+    for (int b = 0; b < x_in->shape[0]; b++) {
+        sdt_tensor Ob = joint_rows(&joint[JO], b, off, n), yb = batch_rows(&s->y_attn, b);
+        TRY(be->linear_forward(be, &yb, &Ob, &W->out.w, &W->out.b));
+    }
+    if (!gated_residual(be, W->dual ? &s->x_mid1 : &s->x_mid, x_in, &s->y_attn, &s->mod, 2, &a->ones, &t->tmp, error))
+        return false;
+    if (W->dual && !attn2_forward(W, c, be, a, s, x_in, nbuf, t, error)) return false;
+    if (!make_gamma(be, &s->gamma2, &s->mod, H, 4, &t->ones_h, error) ||
+        !modulated_ln(be, nbuf, &s->mean2, &s->rstd2, &s->x_mid, &s->gamma2, &s->mod, 3, error))
+        return false;
+    TRY(be->linear_forward(be, &s->h1, nbuf, &W->ff1.w, &W->ff1.b));
+    TRY(be->activation_forward(be, abuf, &s->h1, SDT_ACT_GELU_TANH));
+    TRY(be->linear_forward(be, &s->y_ff, abuf, &W->ff2.w, &W->ff2.b));
+    return gated_residual(be, &s->x_out, &s->x_mid, &s->y_ff, &s->mod, 5, &a->ones, &t->tmp, error);
+}
+
+static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error)
+{
+    TRY(be->upload(be, t->data, host, sdt_tensor_nbytes(t)));
+    return true;
+}
+
+/* tok [B, gh*gw, p*p*C] <-> out [B, C, gh*p, gw*p] on the host (the latent is small), either direction. */
+static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64_t gw, float *tok, float *img,
+                             bool to_img)
+{
+    const int64_t p = c->patch, C = c->in_channels, W = gw * p, HH = gh * p, D = p * p * C;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t y = 0; y < gh; y++)
+            for (int64_t x = 0; x < gw; x++)
+                for (int64_t py = 0; py < p; py++)
+                    for (int64_t px = 0; px < p; px++)
+                        for (int64_t ch = 0; ch < C; ch++) {
+                            float *tv = &tok[(b * gh * gw + y * gw + x) * D + (py * p + px) * C + ch];
+                            float *iv = &img[((b * C + ch) * HH + y * p + py) * W + x * p + px];
+                            if (to_img) *iv = *tv;
+                            else *tv = *iv;
+                        }
+}
+
+static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a,
+                        fwd_tmp *t, sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt,
+                        sdt_tensor *tp, sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
+    /* ones for broadcasting and for 1 + scale */
+    const int64_t M = a->ones.shape[0];
+    float *host = malloc((size_t)(M > B ? M : B) * sizeof(float));
+    if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "mmdit: out of memory");
+    for (int64_t i = 0; i < M; i++) host[i] = 1.0f;
+    bool ok = upload_f32(be, &a->ones, host, error);
+    for (int64_t i = 0; i < B; i++) host[i] = in->timesteps[i];
+    ok = ok && upload_f32(be, tsteps, host, error);
+    free(host);
+    if (!ok) return false;
+    /* conditioning: temb = t2(silu(t1(sinusoid))) + p2(silu(p1(pooled))) */
+    TRY(be->timestep_embedding(be, tproj, tsteps, true, 0.0f, 10000.0f));
+    TRY(be->linear_forward(be, th, tproj, &m->t1.w, &m->t1.b));
+    TRY(be->activation_forward(be, tt, th, SDT_ACT_SILU));
+    TRY(be->linear_forward(be, th, tt, &m->t2.w, &m->t2.b));
+    TRY(be->linear_forward(be, &a->pooled_h, in->pooled, &m->p1.w, &m->p1.b));
+    TRY(be->activation_forward(be, &a->pooled_a, &a->pooled_h, SDT_ACT_SILU));
+    TRY(be->linear_forward(be, tp, &a->pooled_a, &m->p2.w, &m->p2.b));
+    TRY(be->add_forward(be, &a->temb, th, tp));
+    TRY(be->activation_forward(be, &a->silu_temb, &a->temb, SDT_ACT_SILU));
+    /* streams */
+    TRY(be->linear_forward(be, &a->ctx0, in->context, &m->ctx_in.w, &m->ctx_in.b));
+    TRY(be->conv2d_forward(be, conv, in->latent, &m->patch_w, &m->patch_b, c->patch, 0));
+    sdt_tensor conv3 = mu_reshape3(conv, B, H, N);
+    TRY(be->transpose_forward(be, &a->img0, &conv3));
+    const int64_t P = c->pos_max, top = (P - a->grid_h) / 2, left = (P - a->grid_w) / 2;
+    sdt_tensor table = mu_reshape2(&m->pos_table, P * P, H);
+    for (int b = 0; b < B; b++)
+        for (int64_t y = 0; y < a->grid_h; y++) {
+            sdt_tensor rows = joint_rows(&a->img0, b, y * a->grid_w, a->grid_w),
+                       pos = mu_rows(&table, (top + y) * P + left, a->grid_w);
+            TRY(be->add_forward(be, &rows, &rows, &pos));
+        }
+    for (int l = 0; l < c->layers; l++) {
+        const bool pre_only = l == c->layers - 1;
+        const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
+        sdt_tensor *J = a->joint[l];
+        if (!stream_pre(&m->img[l], c, be, a, &a->img[l], xi, &t->n_img, &t->ones_h, J, 0, false, error) ||
+            !stream_pre(&m->ctx[l], c, be, a, &a->ctx[l], xc, &t->n_ctx, &t->ones_h, J, N, pre_only, error))
+            return false;
+        TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
+        if (!stream_post(&m->img[l], c, be, a, &a->img[l], xi, &t->n_img, &t->a_img, t, J, 0, error)) return false;
+        if (!pre_only && !stream_post(&m->ctx[l], c, be, a, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, N, error))
+            return false;
+    }
+    /* output: continuous adaLN (scale, shift), proj_out, unpatchify */
+    const sdt_tensor *x_last = &a->img[c->layers - 1].x_out;
+    TRY(be->linear_forward(be, &a->out_mod, &a->silu_temb, &m->norm_out.w, &m->norm_out.b));
+    if (!make_gamma(be, &a->out_gamma, &a->out_mod, H, 0, &t->ones_h, error) ||
+        !modulated_ln(be, &t->n_img, &a->out_mean, &a->out_rstd, x_last, &a->out_gamma, &a->out_mod, 1, error))
+        return false;
+    TRY(be->linear_forward(be, tok, &t->n_img, &m->proj_out.w, &m->proj_out.b));
+    const size_t n_out = (size_t)sdt_tensor_numel(&a->out);
+    float *ht = malloc(n_out * sizeof(float)), *hi = malloc(n_out * sizeof(float));
+    ok = ht && hi;
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "mmdit: out of memory unpatchifying the output");
+    if (ok && be->download(be, ht, tok->data, n_out * sizeof(float)) != 0)
+        ok = sdt_fail(error, be->error.code, "%s: the %s backend failed: %s", MODULE, be->name, be->error.message);
+    if (ok) unpatchify_index(c, B, a->grid_h, a->grid_w, ht, hi, true);
+    ok = ok && upload_f32(be, &a->out, hi, error);
+    free(ht), free(hi);
+    return ok;
+}
+
+bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, const mmdit_inputs *in, mmdit_acts *a,
+                   sdt_error *error)
+{
+    if (!check_inputs(m, in, error)) return false;
+    const mmdit_config *c = &m->cfg;
+    memset(a, 0, sizeof(*a));
+    const int64_t B = in->latent->shape[0], H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
+    a->batch = (int)B;
+    a->grid_h = (int)(in->latent->shape[2] / c->patch);
+    a->grid_w = (int)(in->latent->shape[3] / c->patch);
+    a->tokens = a->grid_h * a->grid_w;
+    a->ctx_tokens = (int)in->context->shape[1];
+    a->context = *in->context;
+    a->pooled = *in->pooled;
+    const int64_t N = a->tokens, T = a->ctx_tokens, S = N + T;
+    int64_t M = N > T ? N : T;
+    if (H > M) M = H;
+    a->ones = mu_alloc(arena, SDT_F32, 2, M, 1, 0, 0);
+    a->pooled_h = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->pooled_a = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->silu_temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+    a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    for (int l = 0; l < c->layers; l++) {
+        alloc_stream(&a->img[l], c, arena, B, N, false, l < c->dual_layers);
+        alloc_stream(&a->ctx[l], c, arena, B, T, l == c->layers - 1, false);
+        for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
+    }
+    a->out_mod = mu_alloc(arena, SDT_F32, 2, B, 2 * H, 0, 0);
+    a->out_gamma = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    a->out_mean = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
+    a->out_rstd = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
+    a->out = mu_alloc(arena, SDT_F32, 4, B, c->in_channels, in->latent->shape[2], in->latent->shape[3]);
+    size_t mark = sdt_arena_mark(arena);
+    fwd_tmp t;
+    t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+    t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
+    t.a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
+    t.tmp = mu_alloc(arena, SDT_F32, 2, M, H, 0, 0);
+    sdt_tensor conv = mu_alloc(arena, SDT_F32, 4, B, H, a->grid_h, a->grid_w);
+    sdt_tensor tproj = mu_alloc(arena, SDT_F32, 2, B, MMDIT_TIME_DIM, 0, 0);
+    sdt_tensor th = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0), tt = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0),
+               tp = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    sdt_tensor tok = mu_alloc(arena, SDT_F32, 3, B, N, (int64_t)c->patch * c->patch * c->in_channels, 0);
+    sdt_tensor tsteps = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
+    bool ok = true;
+    if (!arena->measuring) {
+        sdt_tensor o2 = mu_rows(&a->ones, 0, H);
+        int64_t hs[1] = {H};
+        t.ones_h = mu_reshape(&o2, 1, hs);
+        ok = arena_ok(arena, "the MMDiT forward", error) &&
+             run_forward(m, be, in, a, &t, &conv, &tproj, &th, &tt, &tp, &tok, &tsteps, error);
+    }
+    sdt_arena_rewind(arena, mark);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+typedef struct bwd_scratch {
+    sdt_tensor dX[2];               /* residual-stream gradients: image [B, N, H], text [B, T, H] */
+    sdt_tensor dmod_flat;           /* [B * 6H] */
+    sdt_tensor dgam;                /* [1, H] */
+    sdt_tensor dy[2], da[2], dh[2], dn[2], dq[2], dk[2], dv[2];
+    sdt_tensor dJ[4];               /* dQ, dK, dV, dO [B, S, H] */
+    sdt_tensor tmp, tmp2;           /* [M, H] */
+    sdt_tensor dst, dtemb, dpa, dph; /* [B, H] */
+    sdt_tensor dtok;                /* [B, N, p*p*C] */
+    sdt_tensor d2[5];               /* MMDiT-X: d(y_attn2), dQ2, dK2, dV2, dO2 [B, N, H] */
+} bwd_scratch;
+
+static sdt_tensor dmod_view(const bwd_scratch *s, int64_t B, int k, int64_t H)
+{
+    sdt_tensor r = mu_rows(&s->dmod_flat, 0, B * k * H);
+    return mu_reshape2(&r, B, k * H);
+}
+
+/* MMDiT-X, backward: d(y_attn2) in d2[0] to d(x_in) (dX +=) and the attn2 modulation chunks. */
+static bool attn2_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
+                           const mmdit_stream_acts *s, const sdt_tensor *x_in, bwd_scratch *S, sdt_tensor *dmod,
+                           sdt_error *error)
+{
+    sdt_tensor *dy2 = &S->d2[0], *dQ2 = &S->d2[1], *dK2 = &S->d2[2], *dV2 = &S->d2[3], *dO2 = &S->d2[4];
+    TRY(be->linear_input_grad(be, dO2, dy2, &W->out2.w));
+    TRY(be->attention_backward(be, dQ2, dK2, dV2, dO2, &s->Q2, &s->K2, &s->v2, &s->O2, &s->lse2, c->heads, false));
+    sdt_tensor *dq = &S->dq[0], *dk = &S->dk[0], *dn = &S->dn[0];
+    if (c->qk_norm) {
+        sdt_tensor dqh = heads_view(dq, c->head_dim), dQh = heads_view(dQ2, c->head_dim),
+                   qh = heads_view(&s->q2, c->head_dim), dkh = heads_view(dk, c->head_dim),
+                   dKh = heads_view(dK2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
+        TRY(be->zero(be, dq));
+        TRY(be->zero(be, dk));
+        TRY(be->rmsnorm_backward(be, &dqh, NULL, &dQh, &qh, &W->norm_q2, &s->rstd_q2));
+        TRY(be->rmsnorm_backward(be, &dkh, NULL, &dKh, &kh, &W->norm_k2, &s->rstd_k2));
+    } else {
+        dq = dQ2, dk = dK2;
+    }
+    TRY(be->linear_input_grad(be, dn, dq, &W->q2.w));
+    TRY(be->linear_backward(be, dn, NULL, NULL, dk, dn, &W->k2.w));
+    TRY(be->linear_backward(be, dn, NULL, NULL, dV2, dn, &W->v2.w));
+    return modulated_ln_backward(be, &S->dX[0], dmod, &S->dgam, dn, x_in, &s->gamma3, &s->mean3, &s->rstd3, 7, 6,
+                                 error);
+}
+
+/* Steps after the attention, backward: from d(x_out) in dX to d(x_mid) in dX, then d(attention output) into
+ * the joint dO (and, in an MMDiT-X block, attn2's whole backward, whose input gradient joins dX). */
+static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
+                                 const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in,
+                                 bwd_scratch *S, int st, sdt_tensor *dmod, int64_t off, sdt_error *error)
+{
+    const int64_t n = s->x_mid.shape[1];
+    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_ff, &s->mod, 5, &a->ones, &S->tmp, &S->tmp2,
+                                 error))
+        return false;
+    TRY(be->linear_input_grad(be, &S->da[st], &S->dy[st], &W->ff2.w));
+    TRY(be->zero(be, &S->dh[st]));
+    TRY(be->activation_backward(be, &S->dh[st], &S->da[st], &s->h1, SDT_ACT_GELU_TANH));
+    TRY(be->linear_input_grad(be, &S->dn[st], &S->dh[st], &W->ff1.w));
+    if (!modulated_ln_backward(be, &S->dX[st], dmod, &S->dgam, &S->dn[st], &s->x_mid, &s->gamma2, &s->mean2, &s->rstd2,
+                               4, 3, error))
+        return false;
+    /* dX is d(x_mid); through attn2's gated residual it is d(x_mid1) as well */
+    if (W->dual && !gated_residual_backward(be, &S->d2[0], dmod, &S->dX[st], &s->y_attn2, &s->mod, 8, &a->ones,
+                                            &S->tmp, &S->tmp2, error))
+        return false;
+    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp,
+                                 &S->tmp2, error))
+        return false;
+    for (int b = 0; b < a->batch; b++) {
+        sdt_tensor dOb = joint_rows(&S->dJ[JO], b, off, n), dyb = batch_rows(&S->dy[st], b);
+        TRY(be->linear_input_grad(be, &dOb, &dyb, &W->out.w));
+    }
+    return !W->dual || attn2_backward(W, c, be, s, x_in, S, dmod, error);
+}
+
+/* Steps before the attention, backward: joint dQ/dK/dV to the stream's input gradient (dX +=) and the
+ * modulation's, on into d(silu(temb)). */
+static bool stream_pre_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
+                                const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in,
+                                bwd_scratch *S, int st, bool pre_only, int64_t off, sdt_error *error)
+{
+    const int64_t n = s->q.shape[1], H = (int64_t)c->heads * c->head_dim, B = a->batch;
+    sdt_tensor dmod = dmod_view(S, B, pre_only ? 2 : W->dual ? 9 : 6, H);
+    if (c->qk_norm) {
+        TRY(be->zero(be, &S->dq[st]));
+        TRY(be->zero(be, &S->dk[st]));
+    }
+    for (int b = 0; b < B; b++) {
+        sdt_tensor dQb = joint_rows(&S->dJ[JQ], b, off, n), dKb = joint_rows(&S->dJ[JK], b, off, n),
+                   dVb = joint_rows(&S->dJ[JV], b, off, n);
+        sdt_tensor dqb = batch_rows(&S->dq[st], b), dkb = batch_rows(&S->dk[st], b), dvb = batch_rows(&S->dv[st], b);
+        if (c->qk_norm) {
+            const int64_t rows = n * c->heads;
+            sdt_tensor qb = batch_rows(&s->q, b), kb = batch_rows(&s->k, b);
+            sdt_tensor dqh = heads_view(&dqb, c->head_dim), dQh = heads_view(&dQb, c->head_dim),
+                       qh = heads_view(&qb, c->head_dim), dkh = heads_view(&dkb, c->head_dim),
+                       dKh = heads_view(&dKb, c->head_dim), kh = heads_view(&kb, c->head_dim),
+                       rq = mu_rows(&s->rstd_q, b * rows, rows), rk = mu_rows(&s->rstd_k, b * rows, rows);
+            TRY(be->rmsnorm_backward(be, &dqh, NULL, &dQh, &qh, &W->norm_q, &rq));
+            TRY(be->rmsnorm_backward(be, &dkh, NULL, &dKh, &kh, &W->norm_k, &rk));
+        } else {
+            TRY(be->convert(be, &dqb, &dQb));
+            TRY(be->convert(be, &dkb, &dKb));
+        }
+        TRY(be->convert(be, &dvb, &dVb));
+    }
+    TRY(be->linear_input_grad(be, &S->dn[st], &S->dq[st], &W->q.w));
+    TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dk[st], &S->dn[st], &W->k.w));
+    TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dv[st], &S->dn[st], &W->v.w));
+    if (!modulated_ln_backward(be, &S->dX[st], &dmod, &S->dgam, &S->dn[st], x_in, &s->gamma1, &s->mean1, &s->rstd1,
+                               pre_only ? 0 : 1, pre_only ? 1 : 0, error))
+        return false;
+    TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod, &a->silu_temb, &W->mod.w));
+    return true;
+}
+
+static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts *a, const sdt_tensor *dout,
+                         sdt_tensor *dcontext, sdt_tensor *dpooled, bwd_scratch *S, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
+    /* output: d(out) -> d(tokens) (host permutation) -> proj_out -> the final modulated LN */
+    const size_t n_out = (size_t)sdt_tensor_numel(&a->out);
+    float *ht = malloc(n_out * sizeof(float)), *hi = malloc(n_out * sizeof(float));
+    bool ok = ht && hi;
+    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "mmdit: out of memory for the output gradient");
+    if (ok && (be->download(be, hi, dout->data, n_out * sizeof(float)) != 0))
+        ok = sdt_fail(error, be->error.code, "%s: the %s backend failed: %s", MODULE, be->name, be->error.message);
+    if (ok) unpatchify_index(c, B, a->grid_h, a->grid_w, ht, hi, false);
+    ok = ok && upload_f32(be, &S->dtok, ht, error);
+    free(ht), free(hi);
+    if (!ok) return false;
+    TRY(be->zero(be, &S->dst));
+    TRY(be->zero(be, &S->dX[0]));
+    TRY(be->zero(be, &S->dX[1])); /* the last block's text output is dropped */
+    TRY(be->linear_input_grad(be, &S->dn[0], &S->dtok, &m->proj_out.w));
+    sdt_tensor dmod2 = dmod_view(S, B, 2, H);
+    TRY(be->zero(be, &dmod2));
+    if (!modulated_ln_backward(be, &S->dX[0], &dmod2, &S->dgam, &S->dn[0], &a->img[c->layers - 1].x_out, &a->out_gamma,
+                               &a->out_mean, &a->out_rstd, 0, 1, error))
+        return false;
+    TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod2, &a->silu_temb, &m->norm_out.w));
+    for (int l = c->layers - 1; l >= 0; l--) {
+        const bool pre_only = l == c->layers - 1;
+        const sdt_tensor *J = a->joint[l];
+        const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
+        /* the image stream's modulation gradient is kept in dmod_flat until its pre part: do the text
+         * stream's post part on its own zeroed view after the image's, each finishing into dst */
+        sdt_tensor dmod6 = dmod_view(S, B, 6, H);
+        if (pre_only) TRY(be->zero(be, &S->dJ[JO]));
+        else {
+            TRY(be->zero(be, &dmod6));
+            if (!stream_post_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, &dmod6, N, error)) return false;
+            /* gate and MLP parts of the text modulation reach dst now; its LN1 part comes below */
+            TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->ctx[l].mod.w));
+        }
+        sdt_tensor dmod_img = dmod_view(S, B, m->img[l].dual ? 9 : 6, H);
+        TRY(be->zero(be, &dmod_img));
+        if (!stream_post_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, &dmod_img, 0, error)) return false;
+        TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod_img, &a->silu_temb, &m->img[l].mod.w));
+        TRY(be->attention_backward(be, &S->dJ[JQ], &S->dJ[JK], &S->dJ[JV], &S->dJ[JO], &J[JQ], &J[JK], &J[JV], &J[JO],
+                                   &J[JLSE], c->heads, false));
+        sdt_tensor dmod_any = dmod_view(S, B, 9, H);
+        TRY(be->zero(be, &dmod_any));
+        if (!stream_pre_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, false, 0, error)) return false;
+        TRY(be->zero(be, &dmod_any));
+        if (!stream_pre_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, pre_only, N, error)) return false;
+    }
+    if (dcontext) TRY(be->linear_backward(be, dcontext, NULL, NULL, &S->dX[1], &a->context, &m->ctx_in.w));
+    if (dpooled) {
+        /* temb = ... + p2(silu(p1(pooled))); every modulation read silu(temb) */
+        TRY(be->zero(be, &S->dtemb));
+        TRY(be->activation_backward(be, &S->dtemb, &S->dst, &a->temb, SDT_ACT_SILU));
+        TRY(be->linear_input_grad(be, &S->dpa, &S->dtemb, &m->p2.w));
+        TRY(be->zero(be, &S->dph));
+        TRY(be->activation_backward(be, &S->dph, &S->dpa, &a->pooled_h, SDT_ACT_SILU));
+        TRY(be->linear_backward(be, dpooled, NULL, NULL, &S->dph, &a->pooled, &m->p1.w));
+    }
+    return true;
+}
+
+bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, const mmdit_acts *a,
+                    const sdt_tensor *dout, sdt_tensor *dcontext, sdt_tensor *dpooled, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, S = N + T, H = (int64_t)c->heads * c->head_dim,
+                  F = H * c->mlp_ratio;
+    if (!dout || dout->ndim != 4 || dout->dtype != SDT_F32 || sdt_tensor_numel(dout) != sdt_tensor_numel(&a->out) ||
+        dout->shape[0] != B)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: d(output) must be an f32 tensor shaped like the output");
+    if (dcontext && (dcontext->ndim != 3 || dcontext->shape[0] != B || dcontext->shape[1] != T ||
+                     dcontext->shape[2] != c->context_dim || dcontext->dtype == SDT_I32))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "mmdit: the context gradient must be a float tensor [%lld, %lld, %d]", (long long)B,
+                        (long long)T, c->context_dim);
+    if (dpooled && (dpooled->ndim != 2 || dpooled->shape[0] != B || dpooled->shape[1] != c->pooled_dim ||
+                    dpooled->dtype == SDT_I32))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "mmdit: the pooled gradient must be a float tensor [%lld, %d]",
+                        (long long)B, c->pooled_dim);
+    if (!dcontext && !dpooled) return true;
+    size_t mark = sdt_arena_mark(arena);
+    bwd_scratch s;
+    const int64_t n[2] = {N, T};
+    for (int st = 0; st < 2; st++) {
+        s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dy[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.da[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
+        s.dh[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], F, 0);
+        s.dn[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dq[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dk[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+        s.dv[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);
+    }
+    for (int j = 0; j < 4; j++) s.dJ[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    s.dmod_flat = mu_alloc(arena, SDT_F32, 1, B * 9 * H, 0, 0, 0);
+    for (int j = 0; j < 5; j++)
+        s.d2[j] = c->dual_layers > 0 ? mu_alloc(arena, SDT_F32, 3, B, N, H, 0) : (sdt_tensor){0};
+    s.dgam = mu_alloc(arena, SDT_F32, 2, 1, H, 0, 0);
+    s.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    s.tmp2 = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    s.dst = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    s.dtemb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    s.dpa = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    s.dph = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
+    s.dtok = mu_alloc(arena, SDT_F32, 3, B, N, (int64_t)c->patch * c->patch * c->in_channels, 0);
+    bool ok = true;
+    if (!arena->measuring)
+        ok = arena_ok(arena, "the MMDiT backward", error) && run_backward(m, be, a, dout, dcontext, dpooled, &s, error);
+    sdt_arena_rewind(arena, mark);
+    return ok;
+}

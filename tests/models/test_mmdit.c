@@ -1,0 +1,260 @@
+/* test_mmdit.c - the SD3 MMDiT on a tiny random model (every parameter perturbed): config detection, the
+ * gradients to the context and the pooled projection against central differences of the C forward
+ * (directional, and per element for the context) for a plain and an MMDiT-X (SD3.5 Medium's attn2) model,
+ * the measuring arena's size being enough, the latent size refused past the position table, and the loader's
+ * sentences for a missing and a misshaped tensor, an attn2 without its 9-chunk norm1 and Stability's
+ * original layout. Torch parity: tests/parity/mmdit_parity.py. */
+#include <math.h>
+
+#include "mmdit.h"
+#include "mmdit_gen.h"
+#include "model_test_util.h"
+#include "safetensors.h"
+
+enum { B = 2, T = 3, LH = 4, LW = 6 };
+
+typedef struct run_ctx {
+    const mmdit_model *m;
+    sdt_backend *be;
+    const float *latent, *timesteps, *dout; /* dout [B, C, LH, LW] */
+} run_ctx;
+
+/* loss = sum(dout * out) (double accumulation); gradients written when dctx / dpooled are given. */
+static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, float *dctx, float *dpooled)
+{
+    const mmdit_config *cfg = &c->m->cfg;
+    const int64_t C = cfg->in_channels, n_out = (int64_t)B * C * LH * LW;
+    sdt_tensor tl = mt_tensor((void *)c->latent, SDT_F32, 4, B, C, LH, LW);
+    sdt_tensor tc = mt_tensor((void *)ctx, SDT_F32, 3, B, T, cfg->context_dim, 0);
+    sdt_tensor tp = mt_tensor((void *)pooled, SDT_F32, 2, B, cfg->pooled_dim, 0, 0);
+    sdt_tensor td = mt_tensor((void *)c->dout, SDT_F32, 4, B, C, LH, LW);
+    sdt_tensor tdc = mt_tensor(dctx, SDT_F32, 3, B, T, cfg->context_dim, 0);
+    sdt_tensor tdp = mt_tensor(dpooled, SDT_F32, 2, B, cfg->pooled_dim, 0, 0);
+    mmdit_inputs in = {&tl, c->timesteps, &tc, &tp};
+    static mmdit_acts acts;
+    sdt_arena measure, arena;
+    sdt_error err = {0};
+    sdt_arena_init_measure(&measure, c->be);
+    bool ok = mmdit_forward(c->m, c->be, &measure, &in, &acts, &err) &&
+              mmdit_backward(c->m, c->be, &measure, &acts, &td, &tdc, &tdp, &err);
+    CHECK(ok, "measuring failed: %s", err.message);
+    /* exactly the measured peak must be enough */
+    CHECK(sdt_arena_init(&arena, c->be, measure.peak), "arena of %zu bytes", measure.peak);
+    ok = mmdit_forward(c->m, c->be, &arena, &in, &acts, &err);
+    CHECK(ok, "forward failed: %s", err.message);
+    double loss = 0;
+    if (ok) {
+        const float *out = acts.out.data;
+        for (int64_t i = 0; i < n_out; i++) loss += (double)c->dout[i] * out[i];
+        if (dctx) {
+            memset(dctx, 0, sizeof(float) * (size_t)B * T * cfg->context_dim);
+            memset(dpooled, 0, sizeof(float) * (size_t)B * cfg->pooled_dim);
+            CHECK(mmdit_backward(c->m, c->be, &arena, &acts, &td, &tdc, &tdp, &err), "backward failed: %s",
+                  err.message);
+        }
+    }
+    sdt_arena_release(&arena);
+    return loss;
+}
+
+/* (L(x + h u) - L(x - h u)) / 2h against g . u for a random u over x (which is ctx or pooled). */
+static void directional(const run_ctx *c, sdt_test_rng *rng, float *ctx, float *pooled, float *x, const float *g,
+                        int n, const char *what)
+{
+    const double h = 1e-2;
+    float *u = mt_alloc(sizeof(float) * n), *x0 = mt_alloc(sizeof(float) * n);
+    sdt_test_fill_normal(rng, u, n, 1.0);
+    memcpy(x0, x, sizeof(float) * n);
+    double an = 0, un = 0;
+    for (int i = 0; i < n; i++) an += (double)g[i] * u[i], un += fabs((double)g[i] * u[i]);
+    for (int i = 0; i < n; i++) x[i] = x0[i] + (float)h * u[i];
+    double lp = run_loss(c, ctx, pooled, NULL, NULL);
+    for (int i = 0; i < n; i++) x[i] = x0[i] - (float)h * u[i];
+    double lm = run_loss(c, ctx, pooled, NULL, NULL);
+    memcpy(x, x0, sizeof(float) * n);
+    double fd = (lp - lm) / (2 * h), rel = fabs(fd - an) / fmax(un, 1e-12);
+    printf("%s: directional analytic %.6g fd %.6g (rel %.3g)\n", what, an, fd, rel);
+    CHECK(rel < 2e-3, "%s: directional derivative %.6g differs from central differences %.6g", what, an, fd);
+    free(u), free(x0);
+}
+
+static void check_gradients(const run_ctx *c, sdt_test_rng *rng)
+{
+    const int nc = B * T * c->m->cfg.context_dim, np = B * c->m->cfg.pooled_dim;
+    float *ctx = mt_alloc(sizeof(float) * nc), *pooled = mt_alloc(sizeof(float) * np);
+    float *dctx = mt_alloc(sizeof(float) * nc), *dpooled = mt_alloc(sizeof(float) * np);
+    sdt_test_fill_normal(rng, ctx, nc, 1.0);
+    sdt_test_fill_normal(rng, pooled, np, 1.0);
+    run_loss(c, ctx, pooled, dctx, dpooled);
+    double gmax = 0, pmax = 0;
+    for (int i = 0; i < nc; i++) gmax = fmax(gmax, fabs(dctx[i]));
+    for (int i = 0; i < np; i++) pmax = fmax(pmax, fabs(dpooled[i]));
+    CHECK(gmax > 0 && pmax > 0, "a gradient is all zero (context %g, pooled %g)", gmax, pmax);
+    directional(c, rng, ctx, pooled, ctx, dctx, nc, "context");
+    directional(c, rng, ctx, pooled, pooled, dpooled, np, "pooled");
+    /* every context element */
+    const double h = 1e-2;
+    int bad = 0;
+    for (int i = 0; i < nc; i++) {
+        float keep = ctx[i];
+        ctx[i] = keep + (float)h;
+        double a = run_loss(c, ctx, pooled, NULL, NULL);
+        ctx[i] = keep - (float)h;
+        double b = run_loss(c, ctx, pooled, NULL, NULL);
+        ctx[i] = keep;
+        double e = (a - b) / (2 * h);
+        if (fabs(e - dctx[i]) > 5e-3 * gmax + 1e-5 && bad++ < 5)
+            printf("context element %d analytic %.6g fd %.6g\n", i, dctx[i], e);
+    }
+    CHECK(bad == 0, "%d of %d context-gradient elements differ from central differences", bad, nc);
+    free(ctx), free(pooled), free(dctx), free(dpooled);
+}
+
+/* A safetensors file holding the tensors of w except skip, plus the extra ones. */
+static void copy_without(const sdt_weights *w, const char *path, const char *skip, const char *const *extra_names,
+                         const sdt_tensor *extra, int n_extra)
+{
+    size_t n = sdt_weights_count(w);
+    sdt_st_write_item *items = mt_alloc(sizeof(*items) * (n + (size_t)n_extra));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *key = sdt_weights_key(w, i);
+        if (skip && !strcmp(key, skip)) continue;
+        items[k++] = sdt_st_item_from_tensor(key, sdt_weights_get(w, key));
+    }
+    for (int i = 0; i < n_extra; i++) items[k++] = sdt_st_item_from_tensor(extra_names[i], &extra[i]);
+    sdt_error err = {0};
+    CHECK(sdt_st_write(path, items, k, NULL, 0, &err), "writing %s: %s", path, err.message);
+    free(items);
+}
+
+static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
+{
+    char path[512];
+    sdt_error err = {0};
+    static mmdit_model m;
+    mmdit_config got;
+    /* a missing tensor */
+    mt_temp_path(path, sizeof path, "mmdit-missing");
+    copy_without(w, path, "transformer_blocks.1.attn.add_k_proj.bias", NULL, NULL, 0);
+    sdt_weights *mw = sdt_weights_open(path, &err);
+    CHECK(mw != NULL, "open: %s", err.message);
+    if (mw) {
+        CHECK(mmdit_config_detect(mw, "", &got, &err) && !mmdit_load(&m, &got, mw, &err) &&
+                  strstr(err.message, "transformer_blocks.1.attn.add_k_proj.bias") && strstr(err.message, path) &&
+                  strstr(err.message, "SD3 / SD3.5 transformer"),
+              "a missing add_k_proj.bias must be named with the file: \"%s\"", err.message);
+        printf("missing: %s\n", err.message);
+        sdt_weights_close(mw);
+    }
+    unlink(path);
+    /* a misshaped tensor: the config's MLP one step wider than the file's */
+    mmdit_config wide = *cfg;
+    wide.mlp_ratio++;
+    CHECK(!mmdit_load(&m, &wide, w, &err) && strstr(err.message, "transformer_blocks.0.ff.net.0.proj.weight"),
+          "a misshaped ff.net.0.proj must be named: \"%s\"", err.message);
+    printf("misshaped: %s\n", err.message);
+    /* half an MMDiT-X block: attn2 in block 0 but the 6-chunk norm1 of a plain block */
+    const int64_t H = (int64_t)cfg->heads * cfg->head_dim;
+    float *q2 = mt_alloc(sizeof(float) * (size_t)(H * H));
+    sdt_tensor tq2 = mt_tensor(q2, SDT_F32, 2, H, H, 0, 0);
+    const char *names[1] = {"transformer_blocks.0.attn2.to_q.weight"};
+    mt_temp_path(path, sizeof path, "mmdit-x");
+    copy_without(w, path, NULL, names, &tq2, 1);
+    mw = sdt_weights_open(path, &err);
+    CHECK(mw && mmdit_config_detect(mw, "", &got, &err) && got.dual_layers == 1 && !mmdit_load(&m, &got, mw, &err) &&
+              strstr(err.message, "transformer_blocks.0.norm1.linear.weight"),
+          "an MMDiT-X block without its 9-chunk norm1 must be named: \"%s\"", err.message);
+    printf("half MMDiT-X: %s\n", err.message);
+    if (mw) sdt_weights_close(mw);
+    unlink(path);
+    /* Stability's original layout */
+    const char *sai[1] = {"model.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight"};
+    mt_temp_path(path, sizeof path, "mmdit-sai");
+    copy_without(w, path, NULL, sai, &tq2, 1);
+    mw = sdt_weights_open(path, &err);
+    CHECK(mw && !mmdit_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED &&
+              strstr(err.message, "original layout"),
+          "Stability's layout must be refused by name: \"%s\"", err.message);
+    printf("SAI layout: %s\n", err.message);
+    if (mw) sdt_weights_close(mw);
+    unlink(path);
+    free(q2);
+    /* no transformer under a prefix */
+    CHECK(!mmdit_config_detect(w, "model.diffusion_model.", &got, &err) &&
+              strstr(err.message, "model.diffusion_model.context_embedder.weight"),
+          "a missing transformer must name the key it looked for: \"%s\"", err.message);
+}
+
+int main(void)
+{
+    sdt_test_rng rng = sdt_test_rng_from_env("mmdit");
+    sdt_backend *be = mt_backend();
+    char path[512];
+    mt_temp_path(path, sizeof path, "mmdit");
+    mmdit_config cfg = mmdit_config_tiny();
+    sdt_error err = {0};
+    CHECK(mmdit_generate(path, &cfg, SDT_F32, 7, true, &err), "generate: %s", err.message);
+    sdt_weights *w = sdt_weights_open(path, &err);
+    CHECK(w != NULL, "open: %s", err.message);
+    if (!w) return sdt_test_finish("mmdit");
+    mmdit_config det;
+    CHECK(mmdit_config_detect(w, "", &det, &err), "detect: %s", err.message);
+    CHECK(det.layers == cfg.layers && det.heads == cfg.heads && det.head_dim == cfg.head_dim &&
+              det.in_channels == cfg.in_channels && det.patch == cfg.patch && det.pos_max == cfg.pos_max &&
+              det.context_dim == cfg.context_dim && det.pooled_dim == cfg.pooled_dim &&
+              det.mlp_ratio == cfg.mlp_ratio &&
+              det.qk_norm && det.dual_layers == 0,
+          "detected layers %d heads %d x %d channels %d patch %d P %d context %d pooled %d mlp %d", det.layers,
+          det.heads, det.head_dim, det.in_channels, det.patch, det.pos_max, det.context_dim, det.pooled_dim,
+          det.mlp_ratio);
+    static mmdit_model m;
+    CHECK(mmdit_load(&m, &cfg, w, &err), "load: %s", err.message);
+
+    const int64_t C = cfg.in_channels, n_lat = (int64_t)B * C * LH * LW;
+    float *latent = mt_alloc(sizeof(float) * n_lat), *dout = mt_alloc(sizeof(float) * n_lat);
+    sdt_test_fill_normal(&rng, latent, n_lat, 1.0);
+    sdt_test_fill_normal(&rng, dout, n_lat, 1.0);
+    float ts[B] = {250.0f, 800.0f};
+    run_ctx c = {&m, be, latent, ts, dout};
+    check_gradients(&c, &rng);
+
+    /* SD3.5 Medium's kind: MMDiT-X (attn2) in the first two blocks */
+    char path_x[512];
+    mt_temp_path(path_x, sizeof path_x, "mmdit-dual");
+    mmdit_config cfg_x = cfg;
+    cfg_x.dual_layers = 2;
+    CHECK(mmdit_generate(path_x, &cfg_x, SDT_F32, 8, true, &err), "generate: %s", err.message);
+    sdt_weights *wx = sdt_weights_open(path_x, &err);
+    static mmdit_model mx;
+    CHECK(wx && mmdit_config_detect(wx, "", &det, &err) && det.dual_layers == 2 && mmdit_load(&mx, &det, wx, &err),
+          "MMDiT-X model: %s (detected %d dual blocks)", err.message, det.dual_layers);
+    if (wx) {
+        run_ctx cx = {&mx, be, latent, ts, dout};
+        printf("MMDiT-X:\n");
+        check_gradients(&cx, &rng);
+        sdt_weights_close(wx);
+    }
+    unlink(path_x);
+
+    /* a latent larger than the position table covers */
+    float *big = mt_alloc(sizeof(float) * (size_t)(C * 14 * 4)), ctx[T * 24] = {0}, pooled[12] = {0};
+    sdt_tensor tl = mt_tensor(big, SDT_F32, 4, 1, C, 14, 4), tc = mt_tensor(ctx, SDT_F32, 3, 1, T, 24, 0),
+               tp = mt_tensor(pooled, SDT_F32, 2, 1, 12, 0, 0);
+    mmdit_inputs in = {&tl, ts, &tc, &tp};
+    static mmdit_acts acts;
+    sdt_arena measure;
+    sdt_arena_init_measure(&measure, be);
+    CHECK(!mmdit_forward(&m, be, &measure, &in, &acts, &err) && strstr(err.message, "14 x 4") &&
+              strstr(err.message, "at most 12"),
+          "a latent past the position table must be refused: \"%s\"", err.message);
+    printf("too large: %s\n", err.message);
+    free(big);
+
+    check_refusals(w, &cfg);
+    sdt_weights_close(w);
+    unlink(path);
+    free(latent), free(dout);
+    be->destroy(be);
+    return sdt_test_finish("mmdit");
+}
