@@ -26,3 +26,11 @@ const char *serve_option_group(const char *name)
             if (strcmp(groups[g].names[i], name) == 0) return groups[g].group;
     return "Advanced";
 }
+
+const char *serve_option_group_member(size_t i)
+{
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+        for (size_t k = 0; k < 16 && groups[g].names[k]; k++)
+            if (i-- == 0) return groups[g].names[k];
+    return NULL;
+}

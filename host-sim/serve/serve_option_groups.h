@@ -4,7 +4,13 @@
 #ifndef SDT_SERVE_OPTION_GROUPS_H
 #define SDT_SERVE_OPTION_GROUPS_H
 
+#include <stddef.h>
+
 /* The group's title for option name ("Advanced" for one not listed). */
 const char *serve_option_group(const char *name);
+
+/* The i-th option name the layout places (every group's, in order); NULL past the last. A name
+ * that is not an option of the table would place nothing: tests/host/test_panel_options.c. */
+const char *serve_option_group_member(size_t i);
 
 #endif
