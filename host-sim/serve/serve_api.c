@@ -46,6 +46,7 @@ static cJSON *option_json(size_t i, char **ti_defaults, char **hn_defaults)
     cJSON_AddBoolToObject(o, "embedding", info.embedding);
     cJSON_AddBoolToObject(o, "hypernetwork", info.hypernetwork);
     if (info.folder) cJSON_AddStringToObject(o, "folder", info.folder);
+    if (serve_option_picked(info.name)) cJSON_AddStringToObject(o, "picked", serve_option_picked(info.name));
     if (info.folder_list) cJSON_AddBoolToObject(o, "folder_list", TRUE);
     if (info.choices) {
         cJSON *choices = cJSON_AddArrayToObject(o, "choices");

@@ -9,8 +9,13 @@
 /* The group's title for option name ("Advanced" for one not listed). */
 const char *serve_option_group(const char *name);
 
-/* The i-th option name the layout places (every group's, in order); NULL past the last. A name
- * that is not an option of the table would place nothing: tests/host/test_panel_options.c. */
+/* For a path option the page picks from its folder's list (a select, as A1111's): the label of its
+ * empty choice ("" for the page's own); NULL for an option typed in. */
+const char *serve_option_picked(const char *name);
+
+/* The i-th option name the layout names (every group's, in order, then the picked ones); NULL past
+ * the last. A name that is not an option of the table would lay out nothing:
+ * tests/host/test_panel_options.c. */
 const char *serve_option_group_member(size_t i);
 
 #endif

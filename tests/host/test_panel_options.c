@@ -3,8 +3,8 @@
  * panel_option_describe says so (what /api/setup sends and panel.js shows or hides); the CLI takes it
  * when panel_build_config accepts it for that method. For every option and both methods the two must
  * agree; every --option of train's command line is a table option or the --no- form of one; every
- * name the page's layout (serve_option_groups.c) places is a table option. An option added to one
- * list and not the other fails here. */
+ * name the page's layout (serve_option_groups.c: its groups and picked paths) names is a table
+ * option. An option added to one list and not the other fails here. */
 #include <stdio.h>
 #include <string.h>
 
@@ -104,11 +104,11 @@ int main(void)
     }
     CHECK(cli_options > n, "train has %zu options, the table %zu", cli_options, n);
     panel_values_free(v);
-    /* The layout places only table options (a stale name would place nothing). */
+    /* The layout names only table options (a stale name would lay out nothing). */
     size_t placed = 0;
     for (const char *name; (name = serve_option_group_member(placed)); placed++)
-        CHECK(is_option(name), "the panel's layout places '%s', which is not an option", name);
-    CHECK(placed >= 40, "the layout places only %zu options", placed);
-    printf("%zu options, %zu command-line options, %zu placed; %d failure(s)\n", n, cli_options, placed, failures);
+        CHECK(is_option(name), "the panel's layout names '%s', which is not an option", name);
+    CHECK(placed >= 40, "the layout names only %zu options", placed);
+    printf("%zu options, %zu command-line options, %zu laid out; %d failure(s)\n", n, cli_options, placed, failures);
     return failures ? 1 : 0;
 }
