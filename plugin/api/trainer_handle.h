@@ -33,6 +33,11 @@ typedef struct sdt_train_method {
     bool (*load_state)(void *job, const char *path, sdt_error *error);
 } sdt_train_method;
 
+/* The method every training factory uses since 1.7: prepare's config is a training request
+ * (compose/train_request.h, read once by the factory's reader) and the job is composed from its
+ * parts (compose/train_compose.h). */
+extern const sdt_train_method sdt_compose_method;
+
 typedef struct sdt_trainer_handle {
     sdt_handle base;
     const sdt_train_method *method;
@@ -56,6 +61,8 @@ sdt_status sdt_trainer_refuse_while_running(sdt_trainer_handle *t, const char *c
 /* Clears the last error and refuses while running: the start of every call that may change the job. */
 sdt_status sdt_trainer_begin_call(sdt_trainer_handle *t, const char *call);
 
+/* The start of prepare(): sdt_trainer_begin_call, then an info whose struct_size is unset is refused. */
+sdt_status sdt_trainer_begin_prepare(sdt_trainer_handle *t, const sdt_prepare_info *info);
 /* prepare() after the method's config checks: drops any previous job, then the method's prepare. */
 sdt_status sdt_trainer_prepare(sdt_trainer_handle *t, const void *config, sdt_prepare_info *info);
 sdt_status sdt_trainer_run(sdt_trainer_handle *t);

@@ -1,40 +1,12 @@
-/* ti_config.c - textual-inversion config defaults (the A1111 Train tab's) and plain checks. */
+/* ti_config.c - the deprecated textual-inversion config: defaults (the A1111 Train tab's), its one reader
+ * and the plain checks (see ti_config.h). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "ti/ti_config.h"
+#include "api/ti_config.h"
+#include "host/copy_out.h"
 #include "train/train_options.h"
-
-/* The shared options into the config's inline copies of them. */
-static void take_shared(sdt_ti_config *c, const sdt_train_options *o)
-{
-#define TAKE(f) c->f = o->f;
-    SDT_TRAIN_OPTION_FIELDS(TAKE)
-#undef TAKE
-}
-
-void ti_config_shared_options(const sdt_ti_config *c, sdt_train_options *o)
-{
-    ti_train_options_set_defaults(o);
-    /* the fields only the options struct has (1.5 on: loss, noise, LR scheduler, previews, data,
-     * validation, the average, metrics) come from it; a bad struct was refused by
-     * ti_config_take_train_options already, so the defaults stay then */
-    sdt_error ignored;
-    if (c->train_options && !sdt_train_options_read(o, c->train_options, "textual_inversion", "config.train_options", &ignored))
-        ti_train_options_set_defaults(o);
-#define GIVE(f) o->f = c->f;
-    SDT_TRAIN_OPTION_FIELDS(GIVE)
-#undef GIVE
-    /* 1.5's options live only in train_options (the config has no inline copies of them) */
-    sdt_train_options host;
-    sdt_error unread; /* ti_config_take_train_options reported a bad struct already */
-    if (c->train_options && sdt_train_options_read(&host, c->train_options, "textual_inversion", "config.train_options", &unread)) {
-#define TAKE_1_5(f) o->f = host.f;
-        SDT_TRAIN_OPTION_FIELDS_1_5(TAKE_1_5)
-#undef TAKE_1_5
-    }
-}
 
 void ti_config_set_defaults(sdt_ti_config *c)
 {
@@ -42,7 +14,9 @@ void ti_config_set_defaults(sdt_ti_config *c)
     c->struct_size = sizeof *c;
     sdt_train_options shared;
     ti_train_options_set_defaults(&shared);
-    take_shared(c, &shared);
+#define TAKE(f) c->f = shared.f;
+    SDT_TRAIN_OPTION_FIELDS(TAKE)
+#undef TAKE
     c->learn_rate = "0.005";
     c->save_image_with_embedding = true;
 }
@@ -52,16 +26,19 @@ void ti_train_options_set_defaults(sdt_train_options *o)
     sdt_train_options_set_defaults(o, "textual_inversion");
 }
 
-bool ti_config_take_train_options(sdt_ti_config *c, sdt_error *error)
+bool ti_config_read_options(const sdt_ti_config *own, sdt_train_options *o, sdt_error *error)
 {
-    if (!c->train_options) return true;
-    sdt_train_options own;
-    if (!sdt_train_options_read(&own, c->train_options, "textual_inversion", "config.train_options", error)) return false;
-    int64_t own_state_every = c->save_state_every_seconds;
-    take_shared(c, &own);
+    if (!own->train_options) { /* 1.0/1.1: the inline copies; what only the options struct has keeps its default */
+        ti_train_options_set_defaults(o);
+#define GIVE(f) o->f = own->f;
+        SDT_TRAIN_OPTION_FIELDS(GIVE)
+#undef GIVE
+        return true;
+    }
+    if (!sdt_train_options_read(o, own->train_options, "textual_inversion", "config.train_options", error)) return false;
     /* options from before 1.4 have no save_state_every_seconds: the TI config's own counts then */
-    if (c->train_options->struct_size < offsetof(sdt_train_options, save_state_every_seconds) + sizeof(int64_t))
-        c->save_state_every_seconds = own_state_every;
+    if (own->train_options->struct_size < offsetof(sdt_train_options, save_state_every_seconds) + sizeof(int64_t))
+        o->save_state_every_seconds = own->save_state_every_seconds;
     return true;
 }
 
@@ -91,14 +68,32 @@ static bool check_own(const sdt_ti_config *c, sdt_error *error)
     return true;
 }
 
-bool ti_config_check(const sdt_ti_config *c, sdt_error *error)
+/* The checks that need no file, in the order they always came: the embedding, the learning rate,
+ * the shared values, the reserved words, the shared paths. */
+static bool check(const sdt_ti_config *c, const sdt_train_options *o, sdt_error *error)
 {
     if (is_blank(c->embedding_path)) return fail(error, "Embedding not selected: set config.embedding_path to the embedding file to train.");
     if (is_blank(c->learn_rate)) return fail(error, "Learning rate is empty: set config.learn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".");
-    sdt_train_options shared;
-    ti_config_shared_options(c, &shared);
-    return sdt_train_options_check(&shared, "config.", error) && check_own(c, error) &&
-           sdt_train_options_check_required(&shared, "config.", error);
+    return sdt_train_options_check(o, "config.", error) && check_own(c, error) &&
+           sdt_train_options_check_required(o, "config.", error);
+}
+
+bool ti_config_read(const sdt_ti_config *host, sdt_train_request *rq, sdt_error *error)
+{
+    sdt_ti_config own;
+    ti_config_set_defaults(&own);
+    if (!host || !sdt_struct_read_in(&own, sizeof own, host))
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
+    memset(rq, 0, sizeof *rq);
+    if (!ti_config_read_options(&own, &rq->options, error) || !check(&own, &rq->options, error)) return false;
+    rq->options_prefix = "config.";
+    rq->has_embedding = true;
+    rq->embedding = (sdt_embedding_settings){
+        .path = own.embedding_path,
+        .schedules = {own.learn_rate, "config.learn_rate", rq->options.clip_mode, rq->options.clip_value, "config.clip_value"},
+        .save_cards = own.save_image_with_embedding};
+    return true;
 }
 
 void ti_spec_set_defaults(sdt_embedding_spec *s)

@@ -1,21 +1,17 @@
-/* hn_factory.c - the "sdtrain.hypernetwork/1" factory (ABI 1.2).
- *
- * The lifecycle members are the shared trainer handle's (api/trainer_handle.h), exactly as the
- * textual-inversion factory uses them; this file keeps the hypernetwork's own config and its
- * checks. create_hypernetwork() and inspect() are live (hn/hn_abi_ops.h); prepare() builds the
- * training job (hn/hn_job.h: the module on the UNet's K/V hook, and joint training with an
- * embedding) on the shared job (train/train_job.h). */
-#include <stdlib.h>
+/* hn_factory.c - "sdtrain.hypernetwork/1" (1.2; deprecated in 1.7): an adapter over the trainer
+ * factory for hosts built against 1.2-1.6. Its prepare reads sdt_hn_config (the struct's one
+ * reader, below) into a training request and prepares it as the trainer factory does; every other
+ * member forwards to the shared lifecycle (api/trainer_handle.h), the part-file calls
+ * (api/part_files.h) or the applier (api/hn_applier.h). Sentences name the fields config.<field>
+ * and config.train_options-><field>, as they always have. */
 #include <string.h>
 
-#include "host/copy_out.h"
 #include "api/factories.h"
-#include "api/handle.h"
-#include "host/host_log.h"
+#include "api/hn_applier.h"
+#include "api/part_files.h"
+#include "compose/train_request.h"
 #include "api/trainer_handle.h"
-#include "hn/hn_abi_ops.h"
-#include "hn/hn_applier.h"
-#include "hn/hn_job.h"
+#include "host/copy_out.h"
 #include "train/train_options.h"
 
 #define HN_TRAINER_MAGIC 0x484e7472u /* "HNtr" */
@@ -27,30 +23,6 @@ struct sdt_hn_trainer {
 SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
 
 #define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
-
-/* The config with its shared options: the form the method's prepare receives. */
-typedef struct hn_prepared_config {
-    sdt_hn_config config;
-    sdt_train_options options;
-} hn_prepared_config;
-
-/* The method behind the shared lifecycle. */
-static bool method_prepare(const void *config, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
-                           sdt_prepare_info *info, sdt_error *error)
-{
-    const hn_prepared_config *c = config;
-    sdt_hn_job_settings s = {c->config.hypernetwork_path, c->config.learn_rate, c->config.weight_decay,
-                             c->config.strength, c->config.embedding_path, c->config.embedding_learn_rate,
-                             c->config.save_image_with_embedding, c->config.embedding_clip_mode,
-                             c->config.embedding_clip_value, c->config.preview_hypernetworks,
-                             c->config.preview_strength};
-    sdt_train_job *made = NULL;
-    bool ok = sdt_hn_job_prepare(&s, &c->options, host, control, &made, info, error);
-    *job = made;
-    return ok;
-}
-
-static const sdt_train_method hn_method = SDT_TRAIN_JOB_METHOD(method_prepare);
 
 static void hn_config_set_defaults(sdt_hn_config *c)
 {
@@ -109,11 +81,44 @@ static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
     return true;
 }
 
+/* The one reader of sdt_hn_config: the host's config (any struct_size from 1.2 on) and its options into rq. */
+static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt_error *error)
+{
+    sdt_hn_config c;
+    hn_config_set_defaults(&c);
+    if (!host || !sdt_struct_read_in(&c, sizeof c, host))
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
+    memset(rq, 0, sizeof *rq);
+    const sdt_train_options *o = &rq->options;
+    if (!sdt_train_options_read(&rq->options, c.train_options, HN_LOG_DIR, "config.train_options", error) ||
+        !hn_config_check(&c, error) || !sdt_train_options_check(o, "config.train_options->", error))
+        return false;
+    rq->options_prefix = "config.train_options->";
+    rq->has_hypernetwork = true;
+    rq->hypernetwork = (sdt_hypernetwork_settings){
+        .path = c.hypernetwork_path,
+        .schedules = {c.learn_rate, "config.learn_rate", o->clip_mode, o->clip_value, "config.train_options->clip_value"},
+        .weight_decay = c.weight_decay,
+        .strength = c.strength,
+        .preview_hypernetworks = c.preview_hypernetworks,
+        .preview_strength = c.preview_strength};
+    rq->has_embedding = c.embedding_path && c.embedding_path[0];
+    bool own_clip = c.embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */
+    rq->embedding = (sdt_embedding_settings){
+        .path = c.embedding_path,
+        .schedules = {c.embedding_learn_rate, "config.embedding_learn_rate", own_clip ? c.embedding_clip_mode : o->clip_mode,
+                      own_clip ? c.embedding_clip_value : o->clip_value,
+                      own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"},
+        .save_cards = c.save_image_with_embedding};
+    return true;
+}
+
 static sdt_status hn_create(const sdt_host_callbacks *callbacks, sdt_hn_trainer **out, char *err, uint32_t err_size)
 {
     sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_hn_trainer), HN_TRAINER_MAGIC, &hn_method, callbacks, "sdt_hn_trainer",
-                                       &made, err, err_size);
+    sdt_status st = sdt_trainer_create(sizeof(sdt_hn_trainer), HN_TRAINER_MAGIC, &sdt_compose_method, callbacks,
+                                       "sdt_hn_trainer", &made, err, err_size);
     if (out) *out = (sdt_hn_trainer *)made;
     return st;
 }
@@ -122,66 +127,25 @@ static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwo
                                          uint32_t path_buf_size, uint32_t *needed)
 {
     REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_call(&t->core, "create_hypernetwork");
-    if (st != SDT_STATUS_OK) return st;
-    sdt_hypernetwork_spec own;
-    memset(&own, 0, sizeof own);
-    own.struct_size = sizeof own;
-    if (!spec || !sdt_struct_read_in(&own, sizeof own, spec))
-        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
-                               "create_hypernetwork(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_hypernetwork_spec).");
-    sdt_error error = {0};
-    char path[4096] = "";
-    if (!sdt_hn_abi_create(&own, path, sizeof path, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    sdt_host_file_saved(&t->core.host, SDT_FILE_HYPERNETWORK, path, 0);
-    if (!path_buf && path_buf_size == 0 && !needed) return SDT_STATUS_OK;
-    st = sdt_copy_string_out(path, path_buf, path_buf_size, needed);
-    if (st != SDT_STATUS_OK)
-        return sdt_handle_fail(&t->core.base, st, "The hypernetwork was written, but its path needs %zu bytes and path_buf has %u.",
-                               strlen(path) + 1, (unsigned)path_buf_size);
-    return SDT_STATUS_OK;
+    return sdt_part_files_create_hypernetwork(&t->core, spec, path_buf, path_buf_size, needed);
 }
 
 static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt_prepare_info *info)
 {
     REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_call(&t->core, "prepare");
+    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
     if (st != SDT_STATUS_OK) return st;
-    if (info && info->struct_size < sizeof(uint32_t))
-        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT, "prepare(): info->struct_size is not set; set it to sizeof(sdt_prepare_info).");
-    hn_prepared_config own;
-    hn_config_set_defaults(&own.config);
-    if (!config || !sdt_struct_read_in(&own.config, sizeof own.config, config))
-        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
-                               "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
+    sdt_train_request rq;
     sdt_error error = {0};
-    if (!sdt_train_options_read(&own.options, own.config.train_options, HN_LOG_DIR, "config.train_options", &error) ||
-        !hn_config_check(&own.config, &error) || !sdt_train_options_check(&own.options, "config.train_options->", &error))
-        return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &own, info);
+    if (!hn_config_read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
+    return sdt_trainer_prepare(&t->core, &rq, info);
 }
 
 static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,
                              uint32_t json_buf_size, uint32_t *json_needed)
 {
     REQUIRE_TRAINER(t);
-    sdt_handle_clear_error(&t->core.base);
-    if (!path || !path[0])
-        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass a hypernetwork file.");
-    if (info && info->struct_size < sizeof(uint32_t))
-        return sdt_handle_fail(&t->core.base, SDT_STATUS_INVALID_ARGUMENT,
-                               "inspect(): info->struct_size is not set; set it to sizeof(sdt_hypernetwork_info).");
-    bool want_json = json_buf || json_needed;
-    sdt_hypernetwork_info found;
-    memset(&found, 0, sizeof found);
-    found.struct_size = sizeof found;
-    char *json = NULL;
-    sdt_error error = {0};
-    if (!sdt_hn_abi_inspect(path, &found, want_json ? &json : NULL, &error)) {
-        free(json);
-        return sdt_handle_fail_error(&t->core.base, &error);
-    }
-    return sdt_handle_inspect_out(&t->core.base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
+    return sdt_part_files_inspect_hypernetwork(&t->core, path, info, json_buf, json_buf_size, json_needed);
 }
 
 const sdt_hn_factory sdt_hn_factory_table = {
