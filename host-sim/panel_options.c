@@ -625,22 +625,37 @@ gboolean panel_check_required(const panel_config *config, char **error)
     return TRUE;
 }
 
-/* The plugin names a field by its struct ("options->clip_value", "embedding->learn_rate"; written
- * after "config." or "config->" too): each becomes the option that sets it in a run of method.
- * The same field is another option in another method: "embedding->learn_rate" is --learn-rate in
- * an embedding run and --embedding-learn-rate in a joint one. */
+/* The name a sentence gives option o's field in a run of method, in form (g_free); NULL when the
+ * form does not name it. The trainer factory names a field by its struct ("options->clip_value",
+ * "embedding->learn_rate"); parts of the shared training code still speak as the method factories
+ * did, of the shared options and the trained part's own fields ("config.train_options->clip_value",
+ * "config.learn_rate"); the joint embedding's fields had other names there and keep only the new. */
+typedef enum { FORM_SHARED_LEGACY, FORM_PART, FORM_CONFIG_LEGACY, N_FORMS } name_form;
+
+static char *field_name(const panel_option *o, panel_method method, name_form form)
+{
+    const panel_place *at = &o->place[method];
+    gboolean trained = at->part == PART_OPTIONS || at->part == (method == PANEL_EMBEDDING ? PART_EMBEDDING : PART_HYPERNETWORK);
+    if (at->part == PART_NONE) return NULL;
+    if (form == FORM_PART) return g_strdup_printf("%s->%s", part_names[at->part], o->field);
+    if (form == FORM_SHARED_LEGACY) return at->part == PART_OPTIONS ? g_strdup_printf("config.train_options->%s", o->field) : NULL;
+    return trained ? g_strdup_printf("config.%s", o->field) : NULL;
+}
+
+/* Each field the sentence names becomes the option that sets it in a run of method. The same
+ * field is another option in another method: "embedding->learn_rate" is --learn-rate in an
+ * embedding run and --embedding-learn-rate in a joint one. The forms go longest first, so
+ * "config.train_options->width" is never read as "options->width". */
 char *panel_explain(panel_method method, const char *sentence)
 {
-    static const char *const prefixes[] = { "config.", "config->", "" };
     GPtrArray *strings = g_ptr_array_new_with_free_func(g_free);
-    const char *renames[G_N_ELEMENTS(prefixes) * N_OPTIONS][2];
+    const char *renames[N_FORMS * N_OPTIONS][2];
     size_t n = 0;
-    for (size_t p = 0; p < G_N_ELEMENTS(prefixes); p++)
+    for (name_form form = 0; form < N_FORMS; form++)
         for (size_t i = 0; i < N_OPTIONS; i++) {
-            const panel_place *at = &options[i].place[method];
-            if (at->part == PART_NONE) continue;
+            char *field = field_name(&options[i], method, form);
+            if (!field) continue;
             char *option = g_strdup_printf("--%s", options[i].name);
-            char *field = g_strdup_printf("%s%s->%s", prefixes[p], part_names[at->part], options[i].field);
             g_ptr_array_add(strings, option);
             g_ptr_array_add(strings, field);
             renames[n][0] = field;
