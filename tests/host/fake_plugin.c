@@ -208,10 +208,16 @@ static const sdt_trainer_factory factory = {
     prepare, run, interrupt, run_state, metrics, NULL, NULL, get_extension,
 };
 
-/* Only the trainer factory: "sdtrain.textual_inversion/1" and "sdtrain.hypernetwork/1" are unknown here. */
+/* Only the trainer factory: "sdtrain.textual_inversion/1" and "sdtrain.hypernetwork/1" are unknown here.
+ * FAKE_NO_TRAINER_FACTORY plays a plugin from before 1.7, which has no trainer factory. */
 static const void *get_factory(const char *id)
 {
+#ifdef FAKE_NO_TRAINER_FACTORY
+    (void)id;
+    return NULL;
+#else
     return id && strcmp(id, SDT_FACTORY_TRAINER) == 0 ? &factory : NULL;
+#endif
 }
 
 SDT_EXPORT const sdt_entry sdtrain_entry = {
