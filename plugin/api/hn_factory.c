@@ -9,7 +9,6 @@
 #include "api/factories.h"
 #include "api/hn_applier.h"
 #include "api/part_files.h"
-#include "compose/train_request.h"
 #include "api/trainer_handle.h"
 #include "host/copy_out.h"
 #include "train/train_options.h"
@@ -20,9 +19,6 @@ struct sdt_hn_trainer {
     sdt_trainer_handle core;
 };
 
-SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC)
-
-#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 static void hn_config_set_defaults(sdt_hn_config *c)
 {
@@ -49,22 +45,9 @@ static sdt_status hn_train_options_defaults(sdt_train_options *options)
     return sdt_defaults_write_out(options, &defaults, sizeof defaults);
 }
 
-/* The checks that need no file: required fields and ranges, each naming the field and the fix. */
-static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
+/* The joint-training fields' checks that need no file, each naming the field and the fix. */
+static bool check_joint_fields(const sdt_hn_config *c, sdt_error *error)
 {
-    if (c->reserved0 != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved0 must be 0; fill the config with config_defaults() first.");
-    if (!c->hypernetwork_path || !c->hypernetwork_path[0])
-        return sdt_fail(error, SDT_ERR_VALIDATION,
-                        "Hypernetwork not selected: set config.hypernetwork_path to the .pt or .safetensors file to train.");
-    if (!c->learn_rate || !c->learn_rate[0])
-        return sdt_fail(error, SDT_ERR_VALIDATION, "Learning rate is empty: set config.learn_rate, e.g. \"0.00001\".");
-    if (!(c->weight_decay >= 0 && c->weight_decay < 1))
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.weight_decay must be in [0, 1) (A1111's is 0.01).");
-    if (!(c->strength > 0 && c->strength <= 10))
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.strength must be in (0, 10] (1 trains at full strength).");
-    if (!(c->preview_strength >= -10 && c->preview_strength <= 10))
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.preview_strength must be in [-10, 10] (0 = the training strength).");
     if (c->embedding_path && c->embedding_path[0] && (!c->embedding_learn_rate || !c->embedding_learn_rate[0]))
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");
@@ -81,7 +64,8 @@ static bool hn_config_check(const sdt_hn_config *c, sdt_error *error)
     return true;
 }
 
-/* The one reader of sdt_hn_config: the host's config (any struct_size from 1.2 on) and its options into rq. */
+/* The one reader of sdt_hn_config: the host's config (any struct_size from 1.2 on) and its options
+ * into rq, then the checks that need no file in the order they always came. */
 static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt_error *error)
 {
     sdt_hn_config c;
@@ -91,9 +75,7 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
                         "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     memset(rq, 0, sizeof *rq);
     const sdt_train_options *o = &rq->options;
-    if (!sdt_train_options_read(&rq->options, c.train_options, HN_LOG_DIR, "config.train_options", error) ||
-        !hn_config_check(&c, error) || !sdt_train_options_check(o, "config.train_options->", error))
-        return false;
+    if (!sdt_train_options_read(&rq->options, c.train_options, HN_LOG_DIR, "config.train_options", error)) return false;
     rq->options_prefix = "config.train_options->";
     rq->has_hypernetwork = true;
     rq->hypernetwork = (sdt_hypernetwork_settings){
@@ -111,34 +93,21 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
                       own_clip ? c.embedding_clip_value : o->clip_value,
                       own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"},
         .save_cards = c.save_image_with_embedding};
-    return true;
+    if (c.reserved0 != 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved0 must be 0; fill the config with config_defaults() first.");
+    return sdt_hypernetwork_settings_check(&rq->hypernetwork, "config.", error) && check_joint_fields(&c, error) &&
+           sdt_train_options_check(o, "config.train_options->", error);
 }
 
-static sdt_status hn_create(const sdt_host_callbacks *callbacks, sdt_hn_trainer **out, char *err, uint32_t err_size)
-{
-    sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_hn_trainer), HN_TRAINER_MAGIC, &sdt_compose_method, callbacks,
-                                       "sdt_hn_trainer", &made, err, err_size);
-    if (out) *out = (sdt_hn_trainer *)made;
-    return st;
-}
+SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC, sdt_hn_config, hn_config_read)
+
+#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwork_spec *spec, char *path_buf,
                                          uint32_t path_buf_size, uint32_t *needed)
 {
     REQUIRE_TRAINER(t);
     return sdt_part_files_create_hypernetwork(&t->core, spec, path_buf, path_buf_size, needed);
-}
-
-static sdt_status hn_prepare(sdt_hn_trainer *t, const sdt_hn_config *config, sdt_prepare_info *info)
-{
-    REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
-    if (st != SDT_STATUS_OK) return st;
-    sdt_train_request rq;
-    sdt_error error = {0};
-    if (!hn_config_read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &rq, info);
 }
 
 static sdt_status hn_inspect(sdt_hn_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,

@@ -24,6 +24,21 @@ static sdt_status created(sdt_trainer_handle *t, sdt_file_kind kind, const char 
     return SDT_STATUS_OK;
 }
 
+/* The start of an inspect call: the last error cleared, the path and the info's struct_size checked. */
+static sdt_status inspect_begin(sdt_trainer_handle *t, const char *path, const void *info, const char *file_kind,
+                                const char *info_type)
+{
+    sdt_handle_clear_error(&t->base);
+    if (!path || !path[0])
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass %s file.", file_kind);
+    uint32_t info_size = 0;
+    if (info) memcpy(&info_size, info, sizeof info_size); /* every output struct starts with its struct_size */
+    if (info && info_size < sizeof(uint32_t))
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
+                               "inspect(): info->struct_size is not set; set it to sizeof(%s).", info_type);
+    return SDT_STATUS_OK;
+}
+
 sdt_status sdt_part_files_create_embedding(sdt_trainer_handle *t, const sdt_embedding_spec *spec, char *path_buf,
                                            uint32_t path_buf_size, uint32_t *needed)
 {
@@ -44,10 +59,8 @@ sdt_status sdt_part_files_create_embedding(sdt_trainer_handle *t, const sdt_embe
 sdt_status sdt_part_files_inspect_embedding(sdt_trainer_handle *t, const char *path, sdt_embedding_info *info,
                                             char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
 {
-    sdt_handle_clear_error(&t->base);
-    if (!path || !path[0]) return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass an embedding file.");
-    if (info && info->struct_size < sizeof(uint32_t))
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): info->struct_size is not set; set it to sizeof(sdt_embedding_info).");
+    sdt_status st = inspect_begin(t, path, info, "an embedding", "sdt_embedding_info");
+    if (st != SDT_STATUS_OK) return st;
     bool want_json = json_buf || json_needed;
     sdt_embedding_info found;
     memset(&found, 0, sizeof found);
@@ -85,12 +98,8 @@ sdt_status sdt_part_files_create_hypernetwork(sdt_trainer_handle *t, const sdt_h
 sdt_status sdt_part_files_inspect_hypernetwork(sdt_trainer_handle *t, const char *path, sdt_hypernetwork_info *info,
                                                char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
 {
-    sdt_handle_clear_error(&t->base);
-    if (!path || !path[0])
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass a hypernetwork file.");
-    if (info && info->struct_size < sizeof(uint32_t))
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
-                               "inspect(): info->struct_size is not set; set it to sizeof(sdt_hypernetwork_info).");
+    sdt_status st = inspect_begin(t, path, info, "a hypernetwork", "sdt_hypernetwork_info");
+    if (st != SDT_STATUS_OK) return st;
     bool want_json = json_buf || json_needed;
     sdt_hypernetwork_info found;
     memset(&found, 0, sizeof found);

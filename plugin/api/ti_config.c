@@ -70,12 +70,11 @@ static bool check_own(const sdt_ti_config *c, sdt_error *error)
 
 /* The checks that need no file, in the order they always came: the embedding, the learning rate,
  * the shared values, the reserved words, the shared paths. */
-static bool check(const sdt_ti_config *c, const sdt_train_options *o, sdt_error *error)
+static bool check(const sdt_ti_config *c, const sdt_train_request *rq, sdt_error *error)
 {
-    if (is_blank(c->embedding_path)) return fail(error, "Embedding not selected: set config.embedding_path to the embedding file to train.");
-    if (is_blank(c->learn_rate)) return fail(error, "Learning rate is empty: set config.learn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".");
-    return sdt_train_options_check(o, "config.", error) && check_own(c, error) &&
-           sdt_train_options_check_required(o, "config.", error);
+    return sdt_embedding_settings_check(&rq->embedding, "config.", error) &&
+           sdt_train_options_check(&rq->options, "config.", error) && check_own(c, error) &&
+           sdt_train_options_check_required(&rq->options, "config.", error);
 }
 
 bool ti_config_read(const sdt_ti_config *host, sdt_train_request *rq, sdt_error *error)
@@ -86,14 +85,14 @@ bool ti_config_read(const sdt_ti_config *host, sdt_train_request *rq, sdt_error 
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     memset(rq, 0, sizeof *rq);
-    if (!ti_config_read_options(&own, &rq->options, error) || !check(&own, &rq->options, error)) return false;
+    if (!ti_config_read_options(&own, &rq->options, error)) return false;
     rq->options_prefix = "config.";
     rq->has_embedding = true;
     rq->embedding = (sdt_embedding_settings){
         .path = own.embedding_path,
         .schedules = {own.learn_rate, "config.learn_rate", rq->options.clip_mode, rq->options.clip_value, "config.clip_value"},
         .save_cards = own.save_image_with_embedding};
-    return true;
+    return check(&own, rq, error);
 }
 
 void ti_spec_set_defaults(sdt_embedding_spec *s)

@@ -5,7 +5,6 @@
  * (api/part_files.h). Nothing here trains differently: the bytes and sentences are 1.6's. */
 #include "api/factories.h"
 #include "api/part_files.h"
-#include "compose/train_request.h"
 #include "api/ti_config.h"
 #include "api/trainer_handle.h"
 #include "host/copy_out.h"
@@ -17,7 +16,7 @@ struct sdt_ti_trainer {
     sdt_trainer_handle core;
 };
 
-SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC)
+SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC, sdt_ti_config, ti_config_read)
 
 #define REQUIRE_TRAINER(t) do { if (!ti_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
@@ -35,31 +34,11 @@ static sdt_status ti_train_options_defaults(sdt_train_options *options)
     return sdt_defaults_write_out(options, &defaults, sizeof defaults);
 }
 
-static sdt_status ti_create(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out, char *err, uint32_t err_size)
-{
-    sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_ti_trainer), TI_TRAINER_MAGIC, &sdt_compose_method, callbacks,
-                                       "sdt_ti_trainer", &made, err, err_size);
-    if (out) *out = (sdt_ti_trainer *)made;
-    return st;
-}
-
 static sdt_status ti_create_embedding(sdt_ti_trainer *t, const sdt_embedding_spec *spec, char *path_buf,
                                       uint32_t path_buf_size, uint32_t *needed)
 {
     REQUIRE_TRAINER(t);
     return sdt_part_files_create_embedding(&t->core, spec, path_buf, path_buf_size, needed);
-}
-
-static sdt_status ti_prepare(sdt_ti_trainer *t, const sdt_ti_config *config, sdt_prepare_info *info)
-{
-    REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
-    if (st != SDT_STATUS_OK) return st;
-    sdt_train_request rq;
-    sdt_error error = {0};
-    if (!ti_config_read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &rq, info);
 }
 
 static sdt_status ti_inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_info *info, char *json_buf,

@@ -11,7 +11,6 @@
 #include "api/factories.h"
 #include "api/hn_applier.h"
 #include "api/part_files.h"
-#include "compose/train_request.h"
 #include "api/trainer_handle.h"
 #include "host/copy_out.h"
 #include "train/train_options.h"
@@ -22,9 +21,6 @@ struct sdt_trainer {
     sdt_trainer_handle core;
 };
 
-SDT_TRAINER_LIFECYCLE(trainer, sdt_trainer, TRAINER_MAGIC)
-
-#define REQUIRE_TRAINER(t) do { if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* ---- defaults ---- */
 
@@ -68,11 +64,6 @@ static sdt_status trainer_hypernetwork_part_defaults(sdt_hypernetwork_part *part
 
 /* ---- the reader ---- */
 
-static bool blank(const char *s)
-{
-    return !s || !s[0];
-}
-
 #define INVALID(...) sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define INVALID_FIELD(...) sdt_fail(error, SDT_ERR_VALIDATION, __VA_ARGS__)
 
@@ -84,15 +75,6 @@ static bool read_hypernetwork(const sdt_hypernetwork_part *host, sdt_train_reque
         return INVALID("prepare(): config->hypernetwork->struct_size is not set; fill the part with hypernetwork_part_defaults() first.");
     if (p.reserved0 != 0)
         return INVALID_FIELD("hypernetwork->reserved0 must be 0; fill the part with hypernetwork_part_defaults() first.");
-    if (blank(p.hypernetwork_path))
-        return INVALID_FIELD("Hypernetwork not selected: set hypernetwork->hypernetwork_path to the .pt or .safetensors file to train.");
-    if (blank(p.learn_rate)) return INVALID_FIELD("Learning rate is empty: set hypernetwork->learn_rate, e.g. \"0.00001\".");
-    if (!(p.weight_decay >= 0 && p.weight_decay < 1))
-        return INVALID_FIELD("hypernetwork->weight_decay must be in [0, 1) (A1111's is 0.01).");
-    if (!(p.strength > 0 && p.strength <= 10))
-        return INVALID_FIELD("hypernetwork->strength must be in (0, 10] (1 trains at full strength).");
-    if (!(p.preview_strength >= -10 && p.preview_strength <= 10))
-        return INVALID_FIELD("hypernetwork->preview_strength must be in [-10, 10] (0 = the training strength).");
     const sdt_train_options *o = &rq->options;
     rq->has_hypernetwork = true;
     rq->hypernetwork = (sdt_hypernetwork_settings){
@@ -102,7 +84,7 @@ static bool read_hypernetwork(const sdt_hypernetwork_part *host, sdt_train_reque
         .strength = p.strength,
         .preview_hypernetworks = p.preview_hypernetworks,
         .preview_strength = p.preview_strength};
-    return true;
+    return sdt_hypernetwork_settings_check(&rq->hypernetwork, "hypernetwork->", error);
 }
 
 static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq, sdt_error *error)
@@ -114,15 +96,7 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
     bool reserved = false;
     for (size_t i = 0; i < sizeof p.reserved0; i++) reserved |= p.reserved0[i] != 0;
     if (reserved) return INVALID_FIELD("embedding->reserved0 must be 0; fill the part with embedding_part_defaults() first.");
-    if (blank(p.embedding_path))
-        return INVALID_FIELD("Embedding not selected: set embedding->embedding_path to the embedding file to train.");
-    if (blank(p.learn_rate))
-        return INVALID_FIELD("Learning rate is empty: set embedding->learn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".");
     bool own_clip = p.clip_value != NULL; /* NULL: the embedding clips as the options say */
-    if (own_clip && p.clip_mode > SDT_CLIP_NORM)
-        return INVALID_FIELD("embedding->clip_mode is not one of disabled, value or norm; pick one of those.");
-    if (own_clip && p.clip_mode != SDT_CLIP_DISABLED && !p.clip_value[0])
-        return INVALID_FIELD("The embedding's gradient clipping is on but embedding->clip_value is empty; set it, e.g. \"0.1\".");
     const sdt_train_options *o = &rq->options;
     rq->has_embedding = true;
     rq->embedding = (sdt_embedding_settings){
@@ -130,6 +104,11 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
         .schedules = {p.learn_rate, "embedding->learn_rate", own_clip ? p.clip_mode : o->clip_mode,
                       own_clip ? p.clip_value : o->clip_value, own_clip ? "embedding->clip_value" : "options->clip_value"},
         .save_cards = p.save_image_with_embedding};
+    if (!sdt_embedding_settings_check(&rq->embedding, "embedding->", error)) return false;
+    if (own_clip && p.clip_mode > SDT_CLIP_NORM)
+        return INVALID_FIELD("embedding->clip_mode is not one of disabled, value or norm; pick one of those.");
+    if (own_clip && p.clip_mode != SDT_CLIP_DISABLED && !p.clip_value[0])
+        return INVALID_FIELD("The embedding's gradient clipping is on but embedding->clip_value is empty; set it, e.g. \"0.1\".");
     return true;
 }
 
@@ -155,27 +134,9 @@ static bool read_config(const sdt_trainer_config *host, sdt_train_request *rq, s
            sdt_train_options_check(&rq->options, "options->", error);
 }
 
-/* ---- the lifecycle ---- */
+SDT_TRAINER_LIFECYCLE(trainer, sdt_trainer, TRAINER_MAGIC, sdt_trainer_config, read_config)
 
-static sdt_status trainer_create(const sdt_host_callbacks *callbacks, sdt_trainer **out, char *err, uint32_t err_size)
-{
-    sdt_trainer_handle *made = NULL;
-    sdt_status st = sdt_trainer_create(sizeof(sdt_trainer), TRAINER_MAGIC, &sdt_compose_method, callbacks, "sdt_trainer",
-                                       &made, err, err_size);
-    if (out) *out = (sdt_trainer *)made;
-    return st;
-}
-
-static sdt_status trainer_prepare(sdt_trainer *t, const sdt_trainer_config *config, sdt_prepare_info *info)
-{
-    REQUIRE_TRAINER(t);
-    sdt_status st = sdt_trainer_begin_prepare(&t->core, info);
-    if (st != SDT_STATUS_OK) return st;
-    sdt_train_request rq;
-    sdt_error error = {0};
-    if (!read_config(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);
-    return sdt_trainer_prepare(&t->core, &rq, info);
-}
+#define REQUIRE_TRAINER(t) do { if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
 
 /* ---- the extensions ---- */
 

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "sdt_error.h"
 #include "sdtrain.h"
 
 /* A part's learning-rate and clip schedules with the fields they came from; the clip is resolved
@@ -44,5 +45,11 @@ typedef struct sdt_train_request {
     sdt_embedding_settings embedding;
     sdt_hypernetwork_settings hypernetwork;
 } sdt_train_request;
+
+/* The checks of a part's settings that need no file (the file chosen, the learning rate, the
+ * hypernetwork's ranges), one home for every reader: false + a VALIDATION sentence naming the field
+ * after prefix ("config.", "embedding->", "hypernetwork->") and the fix. */
+bool sdt_embedding_settings_check(const sdt_embedding_settings *s, const char *prefix, sdt_error *error);
+bool sdt_hypernetwork_settings_check(const sdt_hypernetwork_settings *s, const char *prefix, sdt_error *error);
 
 #endif
