@@ -187,6 +187,14 @@ const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id
     return extension;
 }
 
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension)
+{
+    int status = cli_trainer_open(t, plugin_path);
+    if (status != SDT_EXIT_OK) return status;
+    if (!(*extension = cli_trainer_extension(t, extension_id, &status))) cli_trainer_close(t);
+    return status;
+}
+
 char *cli_trainer_error(const cli_trainer *t)
 {
     uint32_t needed = 0;

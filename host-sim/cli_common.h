@@ -50,6 +50,10 @@ void cli_trainer_close(cli_trainer *t);
  * naming it; *status gets the exit status then. */
 const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id, int *status);
 
+/* cli_trainer_open, then the extension extension_id into *extension; 0, or an exit status after
+ * the sentence (nothing left open). */
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension);
+
 /* The trainer's last error as a malloc'd string (g_free). */
 char *cli_trainer_error(const cli_trainer *t);
 

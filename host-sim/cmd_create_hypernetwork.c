@@ -39,11 +39,10 @@ int cmd_create_hypernetwork(int argc, char **argv)
     const char *out_dir = out ? out : "hypernetworks";
     if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_trainer t;
-    const sdt_hypernetwork_files_ext *files = NULL;
-    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK &&
-        !(files = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_FILES, &status)))
-        cli_trainer_close(&t);
-    if (files) {
+    const void *extension = NULL;
+    if (status == SDT_EXIT_OK &&
+        (status = cli_trainer_open_extension(&t, plugin, SDT_EXT_HYPERNETWORK_FILES, &extension)) == SDT_EXIT_OK) {
+        const sdt_hypernetwork_files_ext *files = extension;
         sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = name, .output_dir = out_dir, .widths = sizes,
                                        .layer_structure = layer_structure, .activation = activation, .weight_init = init,
                                        .dropout_structure = dropout_structure, .layer_norm = layer_norm,
