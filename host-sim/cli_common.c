@@ -146,66 +146,71 @@ static int open_failed(host_plugin *plugin, const char *sentence)
     return status;
 }
 
-/* Opens the plugin and finds the factory for id; 0, or an exit status after the sentence. */
-static int open_factory(host_plugin *plugin, const char *plugin_path, const char *id, const void **factory)
+int cli_factory_open(cli_trainer *t, const char *plugin_path)
 {
+    memset(t, 0, sizeof *t);
     char *error = NULL;
-    *factory = NULL;
-    if (host_plugin_open(plugin, plugin_path, &error)) *factory = host_plugin_factory(plugin, id, &error);
-    if (*factory) return 0;
-    int status = open_failed(plugin, error);
+    if (host_plugin_open(&t->plugin, plugin_path, &error))
+        t->factory = host_plugin_factory(&t->plugin, SDT_FACTORY_TRAINER, &error);
+    if (t->factory) return SDT_EXIT_OK;
+    int status = open_failed(&t->plugin, error);
     g_free(error);
     return status;
 }
 
-/* A trainer's last error as a g_malloc'd string, through the factory's get_last_error. */
-#define LAST_ERROR(t)                                                                                                 \
-    do {                                                                                                               \
-        uint32_t needed = 0;                                                                                           \
-        (t)->factory->get_last_error((t)->trainer, NULL, 0, &needed);                                                  \
-        char *sentence = g_malloc0(needed ? needed : 1);                                                               \
-        (t)->factory->get_last_error((t)->trainer, sentence, needed ? needed : 1, NULL);                               \
-        return sentence;                                                                                               \
-    } while (0)
-
-static int fail_with(char *sentence)
+int cli_trainer_open(cli_trainer *t, const char *plugin_path)
 {
+    int status = cli_factory_open(t, plugin_path);
+    if (status != SDT_EXIT_OK) return status;
+    sdt_host_callbacks callbacks = train_session_callbacks();
+    char sentence[1024] = "";
+    if (t->factory->create(&callbacks, &t->trainer, sentence, sizeof sentence) != SDT_STATUS_OK) {
+        t->factory = NULL;
+        return open_failed(&t->plugin, sentence);
+    }
+    return SDT_EXIT_OK;
+}
+
+void cli_trainer_close(cli_trainer *t)
+{
+    if (t->factory && t->trainer) t->factory->destroy(t->trainer);
+    host_plugin_close(&t->plugin);
+    memset(t, 0, sizeof *t);
+}
+
+const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id, int *status)
+{
+    const void *extension = t->factory->get_extension(extension_id);
+    if (!extension)
+        *status = cli_errorf("The plugin %s (version %s) does not provide '%s'; use a newer plugin.", t->plugin.path,
+                             t->plugin.entry->plugin_version, extension_id);
+    return extension;
+}
+
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension)
+{
+    int status = cli_trainer_open(t, plugin_path);
+    if (status != SDT_EXIT_OK) return status;
+    if (!(*extension = cli_trainer_extension(t, extension_id, &status))) cli_trainer_close(t);
+    return status;
+}
+
+char *cli_trainer_error(const cli_trainer *t)
+{
+    uint32_t needed = 0;
+    t->factory->get_last_error(t->trainer, NULL, 0, &needed);
+    char *sentence = g_malloc0(needed ? needed : 1);
+    t->factory->get_last_error(t->trainer, sentence, needed ? needed : 1, NULL);
+    return sentence;
+}
+
+int cli_trainer_fail(const cli_trainer *t)
+{
+    char *sentence = cli_trainer_error(t);
     int status = cli_error(sentence[0] ? sentence : "the plugin reported a failure without a message.");
     g_free(sentence);
     return status;
 }
-
-/* Opening and closing a trainer read the same for each factory: its table, then one trainer
- * with sdt-host's callbacks. Macros, as the factories' types differ. */
-#define OPEN_TRAINER(t, plugin_path, id)                                                                            \
-    do {                                                                                                           \
-        memset((t), 0, sizeof *(t));                                                                               \
-        const void *factory = NULL;                                                                                \
-        int status = open_factory(&(t)->plugin, (plugin_path), (id), &factory);                                    \
-        if (status != 0) return status;                                                                            \
-        (t)->factory = factory;                                                                                    \
-        sdt_host_callbacks callbacks = train_session_callbacks();                                                  \
-        char sentence[1024] = "";                                                                                  \
-        if ((t)->factory->create(&callbacks, &(t)->trainer, sentence, sizeof sentence) != SDT_STATUS_OK)           \
-            return open_failed(&(t)->plugin, sentence);                                                            \
-        return 0;                                                                                                  \
-    } while (0)
-
-#define CLOSE_TRAINER(t)                                                                                            \
-    do {                                                                                                           \
-        if ((t)->factory && (t)->trainer) (t)->factory->destroy((t)->trainer);                                     \
-        host_plugin_close(&(t)->plugin);                                                                           \
-        memset((t), 0, sizeof *(t));                                                                               \
-    } while (0)
-
-int cli_trainer_open(cli_trainer *t, const char *plugin_path) { OPEN_TRAINER(t, plugin_path, SDT_FACTORY_TEXTUAL_INVERSION); }
-void cli_trainer_close(cli_trainer *t) { CLOSE_TRAINER(t); }
-char *cli_trainer_error(const cli_trainer *t) { LAST_ERROR(t); }
-int cli_trainer_fail(const cli_trainer *t) { return fail_with(cli_trainer_error(t)); }
-
-int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path) { OPEN_TRAINER(t, plugin_path, SDT_FACTORY_HYPERNETWORK); }
-void cli_hn_trainer_close(cli_hn_trainer *t) { CLOSE_TRAINER(t); }
-char *cli_hn_trainer_error(const cli_hn_trainer *t) { LAST_ERROR(t); }
 
 int cli_parse_create(GOptionContext *ctx, const char *command, int *argc, char ***argv, char *const *name)
 {

@@ -31,33 +31,34 @@ int cli_usage_error(const char *command, const char *sentence);
 int cli_errorf(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 int cli_usage_errorf(const char *command, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 
-/* An open plugin, its TI factory and one trainer with sdt-host's callbacks. */
+/* An open plugin, its trainer factory ("sdtrain.trainer/1": every method, as parts of one
+ * config) and, once cli_trainer_open made it, one trainer with sdt-host's callbacks. */
 typedef struct cli_trainer {
     host_plugin plugin;
-    const sdt_ti_factory *factory;
-    sdt_ti_trainer *trainer;
+    const sdt_trainer_factory *factory;
+    sdt_trainer *trainer;
 } cli_trainer;
 
-/* 0, or an exit status after printing the sentence. */
+/* Opens the plugin and its trainer factory only (no trainer: what the applier needs); 0, or an
+ * exit status after printing the sentence. */
+int cli_factory_open(cli_trainer *t, const char *plugin_path);
+/* The factory and one trainer; 0, or an exit status after printing the sentence. */
 int cli_trainer_open(cli_trainer *t, const char *plugin_path);
 void cli_trainer_close(cli_trainer *t);
+
+/* The factory's extension table with this id (SDT_EXT_...), or NULL after printing a sentence
+ * naming it; *status gets the exit status then. */
+const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id, int *status);
+
+/* cli_trainer_open, then the extension extension_id into *extension; 0, or an exit status after
+ * the sentence (nothing left open). */
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension);
 
 /* The trainer's last error as a malloc'd string (g_free). */
 char *cli_trainer_error(const cli_trainer *t);
 
 /* Maps a failed status to an exit status after printing the trainer's sentence. */
 int cli_trainer_fail(const cli_trainer *t);
-
-/* The same for the hypernetwork factory. */
-typedef struct cli_hn_trainer {
-    host_plugin plugin;
-    const sdt_hn_factory *factory;
-    sdt_hn_trainer *trainer;
-} cli_hn_trainer;
-
-int cli_hn_trainer_open(cli_hn_trainer *t, const char *plugin_path);
-void cli_hn_trainer_close(cli_hn_trainer *t);
-char *cli_hn_trainer_error(const cli_hn_trainer *t);
 
 /* What every create-* command shares. cli_parse_create parses argv, refuses a positional
  * argument and requires --name (*name: the variable its entry fills); cli_make_output_folder creates the folder

@@ -36,12 +36,15 @@ int cmd_create_embedding(int argc, char **argv)
     const char *out_dir = out ? out : "embeddings";
     if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
     cli_trainer t;
-    if (status == SDT_EXIT_OK && (status = cli_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+    const void *extension = NULL;
+    if (status == SDT_EXIT_OK &&
+        (status = cli_trainer_open_extension(&t, plugin, SDT_EXT_EMBEDDING_FILES, &extension)) == SDT_EXIT_OK) {
+        const sdt_embedding_files_ext *files = extension;
         sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)vectors, .name = name,
                                     .init_text = init_text ? init_text : "*", .model_path = model, .output_dir = out_dir,
                                     .overwrite = overwrite, .tokenizer_path = tokenizer };
         char path[4096] = "";
-        sdt_status st = t.factory->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
+        sdt_status st = files->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
         status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
         cli_trainer_close(&t);
     }

@@ -38,16 +38,19 @@ int cmd_create_hypernetwork(int argc, char **argv)
         status = cli_usage_error("create-hypernetwork", "--dropout-structure needs --dropout (A1111 ignores the structure without it).");
     const char *out_dir = out ? out : "hypernetworks";
     if (status == SDT_EXIT_OK) status = cli_make_output_folder(out_dir);
-    cli_hn_trainer t;
-    if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+    cli_trainer t;
+    const void *extension = NULL;
+    if (status == SDT_EXIT_OK &&
+        (status = cli_trainer_open_extension(&t, plugin, SDT_EXT_HYPERNETWORK_FILES, &extension)) == SDT_EXIT_OK) {
+        const sdt_hypernetwork_files_ext *files = extension;
         sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = name, .output_dir = out_dir, .widths = sizes,
                                        .layer_structure = layer_structure, .activation = activation, .weight_init = init,
                                        .dropout_structure = dropout_structure, .layer_norm = layer_norm,
                                        .use_dropout = dropout, .activate_output = activate_output, .overwrite = overwrite };
         char path[4096] = "";
-        sdt_status st = t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL);
-        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_hn_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
-        cli_hn_trainer_close(&t);
+        sdt_status st = files->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL);
+        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
+        cli_trainer_close(&t);
     }
     g_option_context_free(ctx);
     g_free(name); g_free(sizes); g_free(layer_structure); g_free(activation); g_free(init);

@@ -145,87 +145,56 @@ static bool keep_initial(const char *embedding, const char *copy)
 
 /* The embedding (DEMO_EMBEDDING, DEMO_JOINT), initialised from "object", and for the embedding
  * demo its initial copy. An exit status. */
-static int create_embedding(const demo_options *o, const demo_paths *p)
+static int create_embedding(const demo_options *o, const demo_paths *p, const cli_trainer *t)
 {
-    cli_trainer t;
-    int status = cli_trainer_open(&t, o->plugin);
-    if (status != SDT_EXIT_OK) return status;
+    int status = SDT_EXIT_OK;
+    const sdt_embedding_files_ext *files = cli_trainer_extension(t, SDT_EXT_EMBEDDING_FILES, &status);
+    if (!files) return status;
     sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = 2, .name = DEMO_NAME,
                                 .init_text = DEMO_INIT_TEXT, .model_path = o->model, .output_dir = p->emb_dir,
                                 .overwrite = true };
     char embedding[4096] = "";
-    if (t.factory->create_embedding(t.trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK)
-        status = cli_trainer_fail(&t);
+    if (files->create_embedding(t->trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK)
+        status = cli_trainer_fail(t);
     else if (o->method == DEMO_EMBEDDING && !keep_initial(embedding, p->initial))
         status = cli_errorf("Could not copy %s to %s; choose a writable --out folder.", embedding, p->initial);
-    cli_trainer_close(&t);
     return status;
 }
 
 /* The hypernetwork (DEMO_HYPERNETWORK, DEMO_JOINT), sized for the demo model. An exit status. */
-static int create_hypernetwork(const demo_options *o, const demo_paths *p)
+static int create_hypernetwork(const demo_paths *p, const cli_trainer *t)
 {
-    cli_hn_trainer t;
-    int status = cli_hn_trainer_open(&t, o->plugin);
-    if (status != SDT_EXIT_OK) return status;
+    int status = SDT_EXIT_OK;
+    const sdt_hypernetwork_files_ext *files = cli_trainer_extension(t, SDT_EXT_HYPERNETWORK_FILES, &status);
+    if (!files) return status;
     sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = DEMO_HN_NAME, .output_dir = p->hn_dir,
                                    .widths = DEMO_HN_SIZES, .layer_structure = DEMO_HN_LAYERS, .overwrite = true };
     char path[4096] = "";
-    if (t.factory->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) != SDT_STATUS_OK) {
-        char *sentence = cli_hn_trainer_error(&t);
-        status = cli_error(sentence);
-        g_free(sentence);
-    }
-    cli_hn_trainer_close(&t);
+    if (files->create_hypernetwork(t->trainer, &spec, path, sizeof path, NULL) != SDT_STATUS_OK) status = cli_trainer_fail(t);
     return status;
 }
 
-static int train_embedding(const demo_options *o, const demo_paths *p)
+/* One run of the demo's parts: the embedding, the hypernetwork, or both (DEMO_JOINT). */
+static int train_demo(const demo_options *o, const demo_paths *p, const cli_trainer *t)
 {
-    cli_trainer t;
-    int status = cli_trainer_open(&t, o->plugin);
-    if (status != SDT_EXIT_OK) return status;
-    sdt_ti_config config = { .struct_size = sizeof config };
-    sdt_train_options shared = { .struct_size = sizeof shared };
-    if (t.factory->config_defaults(&config) != SDT_STATUS_OK || t.factory->train_options_defaults(&shared) != SDT_STATUS_OK) {
-        status = cli_trainer_fail(&t);
-    } else {
-        demo_train_options(&shared, o, p);
-        config.train_options = &shared;
-        config.embedding_path = p->embedding;
-        config.learn_rate = o->learn_rate;
-        train_target target = { .ti = t.factory, .ti_trainer = t.trainer, .ti_config = &config };
-        status = train_session_run(&target, NULL);
-    }
-    cli_trainer_close(&t);
-    return status;
-}
-
-static int train_hypernetwork(const demo_options *o, const demo_paths *p)
-{
-    cli_hn_trainer t;
-    int status = cli_hn_trainer_open(&t, o->plugin);
-    if (status != SDT_EXIT_OK) return status;
-    sdt_hn_config config = { .struct_size = sizeof config };
-    sdt_train_options shared = { .struct_size = sizeof shared };
-    if (t.factory->config_defaults(&config) != SDT_STATUS_OK || t.factory->train_options_defaults(&shared) != SDT_STATUS_OK) {
-        char *sentence = cli_hn_trainer_error(&t);
-        status = cli_error(sentence);
-        g_free(sentence);
-    } else {
-        demo_train_options(&shared, o, p);
-        config.train_options = &shared;
-        config.hypernetwork_path = p->hypernetwork;
-        config.learn_rate = o->learn_rate;
-        if (o->method == DEMO_JOINT) {
-            config.embedding_path = p->embedding;
-            config.embedding_learn_rate = demo_kinds[DEMO_JOINT].embedding_learn_rate;
-        }
-        train_target target = { .hn = t.factory, .hn_trainer = t.trainer, .hn_config = &config };
-        status = train_session_run(&target, NULL);
-    }
-    cli_hn_trainer_close(&t);
-    return status;
+    sdt_train_options options = { .struct_size = sizeof options };
+    sdt_embedding_part embedding = { .struct_size = sizeof embedding };
+    sdt_hypernetwork_part hypernetwork = { .struct_size = sizeof hypernetwork };
+    if (t->factory->train_options_defaults(&options) != SDT_STATUS_OK ||
+        t->factory->embedding_part_defaults(&embedding) != SDT_STATUS_OK ||
+        t->factory->hypernetwork_part_defaults(&hypernetwork) != SDT_STATUS_OK)
+        return cli_trainer_fail(t);
+    const demo_kind *kind = &demo_kinds[o->method];
+    demo_train_options(&options, o, p);
+    embedding.embedding_path = p->embedding;
+    embedding.learn_rate = kind->embedding_learn_rate ? kind->embedding_learn_rate : o->learn_rate;
+    hypernetwork.hypernetwork_path = p->hypernetwork;
+    hypernetwork.learn_rate = o->learn_rate;
+    sdt_trainer_config config = { .struct_size = sizeof config, .options = &options,
+                                  .embedding = o->method != DEMO_HYPERNETWORK ? &embedding : NULL,
+                                  .hypernetwork = o->method != DEMO_EMBEDDING ? &hypernetwork : NULL };
+    train_target target = { .factory = t->factory, .trainer = t->trainer, .config = &config };
+    return train_session_run(&target, NULL, NULL);
 }
 
 /* A resumed run needs the files the first run trained: 0, or the exit status after the sentence. */
@@ -241,7 +210,7 @@ static int check_resumable(const demo_options *o, const demo_paths *p)
 }
 
 /* The folders and the template; for a fresh run, new files to train. An exit status. */
-static int prepare_files(const demo_options *o, const demo_paths *p)
+static int prepare_files(const demo_options *o, const demo_paths *p, const cli_trainer *t)
 {
     bool embedding = o->method != DEMO_HYPERNETWORK, hypernetwork = o->method != DEMO_EMBEDDING;
     if (o->resume) return check_resumable(o, p);
@@ -253,8 +222,8 @@ static int prepare_files(const demo_options *o, const demo_paths *p)
         return cli_errorf("Could not write the demo files in %s; choose a writable --out folder.", o->out);
     }
     int status = SDT_EXIT_OK;
-    if (embedding) status = create_embedding(o, p);
-    if (status == SDT_EXIT_OK && hypernetwork) status = create_hypernetwork(o, p);
+    if (embedding) status = create_embedding(o, p, t);
+    if (status == SDT_EXIT_OK && hypernetwork) status = create_hypernetwork(p, t);
     return status;
 }
 
@@ -266,9 +235,10 @@ static int run_demo(const demo_options *o)
     }
     demo_paths p;
     demo_paths_make(&p, o->out);
-    int status = prepare_files(o, &p);
-    if (status == SDT_EXIT_OK) {
-        status = o->method == DEMO_EMBEDDING ? train_embedding(o, &p) : train_hypernetwork(o, &p);
+    cli_trainer t;
+    int status = cli_trainer_open(&t, o->plugin);
+    if (status == SDT_EXIT_OK && (status = prepare_files(o, &p, &t)) == SDT_EXIT_OK) {
+        status = train_demo(o, &p, &t);
         if (status != SDT_EXIT_ERROR) {
             if (o->method != DEMO_HYPERNETWORK) printf("Demo outputs: the embedding %s", p.embedding);
             if (o->method == DEMO_JOINT) printf(",\n  the hypernetwork %s", p.hypernetwork);
@@ -286,6 +256,7 @@ static int run_demo(const demo_options *o)
                                  .hypernetwork = o->method != DEMO_EMBEDDING ? p.hypernetwork : NULL };
         demo_grid_run(&rq);
     }
+    if (t.factory) cli_trainer_close(&t);
     demo_paths_free(&p);
     return status;
 }

@@ -1,6 +1,6 @@
 /* cmd_generate.c - `sdt-host generate`: one txt2img image through the plugin's own sampler (DDIM,
  * Euler ancestral or DPM++ 2M Karras, as the training previews) on a checkpoint, with hypernetworks chained at chosen strengths (the
- * hypernetwork factory's applier, ABI 1.4). The image goes to --out, never over an existing file
+ * trainer factory's hypernetwork applier extension). The image goes to --out, never over an existing file
  * unless --overwrite. */
 #include <math.h>
 #include <stddef.h>
@@ -56,10 +56,10 @@ static int device_choice(const char *name, uint32_t *out)
 }
 
 /* Loads the chain into a new applier; an exit status (the plugin's sentence printed). */
-static int build_chain(const sdt_hn_factory *f, sdt_hn_applier **applier, char **hypernetworks)
+static int build_chain(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier **applier, char **hypernetworks)
 {
     char err[1024] = "";
-    if (f->applier_create(applier, err, sizeof err) != SDT_STATUS_OK) return cli_error(err);
+    if (f->create(applier, err, sizeof err) != SDT_STATUS_OK) return cli_error(err);
     for (int i = 0; hypernetworks && hypernetworks[i]; i++) {
         char *file = NULL;
         double strength;
@@ -68,26 +68,26 @@ static int build_chain(const sdt_hn_factory *f, sdt_hn_applier **applier, char *
             return cli_usage_errorf("generate", "--hypernetwork %s: the strength after ':' is not a finite number; "
                                     "write FILE or FILE:STRENGTH, e.g. style.pt:0.8.", hypernetworks[i]);
         }
-        sdt_status st = f->applier_add(*applier, file, strength);
+        sdt_status st = f->add(*applier, file, strength);
         g_free(file);
         if (st != SDT_STATUS_OK) {
-            f->applier_get_last_error(*applier, err, sizeof err, NULL);
+            f->get_last_error(*applier, err, sizeof err, NULL);
             return cli_errorf("--hypernetwork %s: %s", hypernetworks[i], err);
         }
     }
     return SDT_EXIT_OK;
 }
 
-static int generate_image(const sdt_hn_factory *f, sdt_hn_applier *applier, const sdt_generate_request *rq,
+static int generate_image(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier *applier, const sdt_generate_request *rq,
                           const char *out)
 {
     uint64_t bytes = (uint64_t)rq->width * rq->height * 3;
     uint8_t *rgb = g_try_malloc(bytes);
     if (!rgb) return cli_errorf("out of memory for a %u x %u image.", rq->width, rq->height);
     int status = SDT_EXIT_OK;
-    if (f->applier_generate(applier, rq, rgb, bytes) != SDT_STATUS_OK) {
+    if (f->generate(applier, rq, rgb, bytes) != SDT_STATUS_OK) {
         char err[1024] = "";
-        f->applier_get_last_error(applier, err, sizeof err, NULL);
+        f->get_last_error(applier, err, sizeof err, NULL);
         status = cli_error_renamed(g_strdup(err), request_options, G_N_ELEMENTS(request_options));
     } else {
         GError *gerr = NULL;
@@ -160,21 +160,20 @@ int cmd_generate(int argc, char **argv)
     if (status == SDT_EXIT_OK && (clip_skip < 1 || clip_skip > 12))
         status = cli_usage_errorf("generate", "--clip-skip %d: use 1..12.", clip_skip);
     if (status == SDT_EXIT_OK) status = device_choice(device, &device_id);
-    cli_hn_trainer t;
-    if (status == SDT_EXIT_OK && (status = cli_hn_trainer_open(&t, plugin)) == SDT_EXIT_OK) {
+    cli_trainer t;
+    if (status == SDT_EXIT_OK && (status = cli_factory_open(&t, plugin)) == SDT_EXIT_OK) {
         sdt_hn_applier *applier = NULL;
-        if (t.factory->struct_size <= offsetof(sdt_hn_factory, applier_generate))
-            status = cli_error("this libsdtrain.so predates ABI 1.4 and cannot generate; use a newer plugin.");
-        else if ((status = build_chain(t.factory, &applier, hypernetworks)) == SDT_EXIT_OK) {
+        const sdt_hypernetwork_applier_ext *chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
+        if (chain && (status = build_chain(chain, &applier, hypernetworks)) == SDT_EXIT_OK) {
             sdt_generate_request rq = { .struct_size = sizeof rq, .device = device_id, .model_path = model,
                                         .tokenizer_path = tokenizer, .prompt = prompt, .negative_prompt = negative,
                                         .width = (uint32_t)width, .height = (uint32_t)height, .steps = (uint32_t)steps,
                                         .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed,
                                         .embedding_path = embedding, .sampler = sampler };
-            status = generate_image(t.factory, applier, &rq, out);
+            status = generate_image(chain, applier, &rq, out);
         }
-        if (applier) t.factory->applier_destroy(applier);
-        cli_hn_trainer_close(&t);
+        if (applier) chain->destroy(applier);
+        cli_trainer_close(&t);
     }
     g_option_context_free(ctx);
     g_free(model); g_free(prompt); g_free(negative); g_free(out); g_free(device); g_free(tokenizer); g_free(plugin);

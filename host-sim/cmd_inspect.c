@@ -1,7 +1,7 @@
 /* cmd_inspect.c - `sdt-host inspect FILE [--json]`: what an embedding file, a hypernetwork file,
- * a model checkpoint or another file a run wrote holds. Each factory's inspect is asked in turn:
- * the textual inversion one first (embeddings, then models), then the hypernetwork one, then the
- * run outputs. */
+ * a model checkpoint or another file a run wrote holds. Each file extension of the trainer factory
+ * is asked in turn: the embedding files' first (embeddings, then models), then the hypernetwork
+ * files', then the run outputs. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <string.h>
@@ -141,91 +141,97 @@ static void print_hn_info(const char *path, const sdt_hypernetwork_info *info)
     printf("finite:      %s\n", info->all_finite ? "yes" : "NO (contains NaN or Inf)");
 }
 
-/* The hypernetwork factory's view of path: TRUE when it printed it. */
-static gboolean inspect_hypernetwork(const char *path, gboolean json, const char *plugin)
+/* The extensions inspect asks, from one trainer (their failures leave sentences on it). */
+typedef struct inspector {
+    cli_trainer t;
+    const sdt_embedding_files_ext *embeddings;
+    const sdt_hypernetwork_files_ext *hypernetworks;
+} inspector;
+
+/* The hypernetwork files' view of path: TRUE when it printed it. */
+static gboolean inspect_hypernetwork(const inspector *in, const char *path, gboolean json)
 {
-    cli_hn_trainer t;
-    if (cli_hn_trainer_open(&t, plugin) != SDT_EXIT_OK) return FALSE;
     gboolean done = FALSE;
     if (!json) {
         sdt_hypernetwork_info info;
         memset(&info, 0, sizeof info);
         info.struct_size = sizeof info;
-        done = t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK;
+        done = in->hypernetworks->inspect(in->t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK;
         if (done) print_hn_info(path, &info);
     } else {
         uint32_t needed = 0;
-        if (t.factory->inspect(t.trainer, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed) {
+        if (in->hypernetworks->inspect(in->t.trainer, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed) {
             char *text = g_malloc0(needed);
-            done = t.factory->inspect(t.trainer, path, NULL, text, needed, NULL) == SDT_STATUS_OK;
+            done = in->hypernetworks->inspect(in->t.trainer, path, NULL, text, needed, NULL) == SDT_STATUS_OK;
             if (done) printf("%s\n", text);
             g_free(text);
         }
     }
-    cli_hn_trainer_close(&t);
     return done;
 }
 
 /* The plugin's JSON for path (g_free). Each call reads the file, so the first offers a buffer
  * that fits any usual embedding, and only a larger JSON costs a second call at its size. */
-static sdt_status fetch_json(const cli_trainer *t, const char *path, char **text)
+static sdt_status fetch_json(const inspector *in, const char *path, char **text)
 {
     uint32_t size = 64 * 1024, needed = 0;
     *text = g_malloc0(size);
-    sdt_status st = t->factory->inspect(t->trainer, path, NULL, *text, size, &needed);
+    sdt_status st = in->embeddings->inspect(in->t.trainer, path, NULL, *text, size, &needed);
     if (st == SDT_STATUS_BUFFER_TOO_SMALL && needed > size) {
         g_free(*text);
         *text = g_malloc0(needed);
-        st = t->factory->inspect(t->trainer, path, NULL, *text, needed, NULL);
+        st = in->embeddings->inspect(in->t.trainer, path, NULL, *text, needed, NULL);
     }
     return st;
 }
 
-static int inspect_file(const char *path, gboolean json, const char *plugin)
+/* What the embedding files' inspect makes of path: TRUE when it printed it (an embedding, a
+ * training state or, without --json, a model checkpoint). */
+static gboolean inspect_embedding(const inspector *in, const char *path, gboolean json)
 {
-    cli_trainer t;
-    int status = cli_trainer_open(&t, plugin);
-    if (status != SDT_EXIT_OK) return status;
+    char *text = NULL;
+    gboolean done = FALSE;
     sdt_embedding_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
-    if (!json) {
-        if (t.factory->inspect(t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
-            char *text = NULL;
-            bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
-            bool described = fetch_json(&t, path, &text) == SDT_STATUS_OK;
-            cJSON *o = described && !state ? host_json_parse(text, strlen(text)) : NULL; /* SDXL's two widths are in the JSON only */
-            const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
-            print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
-            cJSON_Delete(o);
-            /* a run's state: what it trains, its paired files and hashes, precision, scale */
-            if (state && described) printf("state:       %s\n", text);
-            g_free(text);
-            cli_trainer_close(&t);
-            return status;
-        }
+    if (json) {
+        done = fetch_json(in, path, &text) == SDT_STATUS_OK;
+        if (done) printf("%s\n", text);
+    } else if (in->embeddings->inspect(in->t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
+        bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
+        bool described = fetch_json(in, path, &text) == SDT_STATUS_OK;
+        cJSON *o = described && !state ? host_json_parse(text, strlen(text)) : NULL; /* SDXL's two widths are in the JSON only */
+        const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
+        print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
+        cJSON_Delete(o);
+        /* a run's state: what it trains, its paired files and hashes, precision, scale */
+        if (state && described) printf("state:       %s\n", text);
+        done = TRUE;
+    } else if (fetch_json(in, path, &text) == SDT_STATUS_OK) {
         /* not an embedding: the plugin's JSON may describe a model checkpoint (the yaml beside it too) */
-        char *text = NULL;
-        if (fetch_json(&t, path, &text) == SDT_STATUS_OK) {
-            print_model(path, text);
-            g_free(text);
-            cli_trainer_close(&t);
-            return status;
-        }
-        g_free(text);
-    } else {
-        char *text = NULL;
-        sdt_status st = fetch_json(&t, path, &text);
-        if (st == SDT_STATUS_OK) printf("%s\n", text);
-        g_free(text);
-        if (st == SDT_STATUS_OK) {
-            cli_trainer_close(&t);
-            return status;
-        }
+        print_model(path, text);
+        done = TRUE;
     }
-    /* the embedding reader's sentence when no reader takes the file: one line, as every error */
-    if (!inspect_hypernetwork(path, json, plugin) && !inspect_output_file(path, json)) status = cli_trainer_fail(&t);
-    cli_trainer_close(&t);
+    g_free(text);
+    return done;
+}
+
+static int inspect_file(const char *path, gboolean json, const char *plugin)
+{
+    inspector in;
+    memset(&in, 0, sizeof in);
+    int status = cli_trainer_open(&in.t, plugin);
+    if (status != SDT_EXIT_OK) return status;
+    if ((in.embeddings = cli_trainer_extension(&in.t, SDT_EXT_EMBEDDING_FILES, &status)) &&
+        (in.hypernetworks = cli_trainer_extension(&in.t, SDT_EXT_HYPERNETWORK_FILES, &status)) &&
+        !inspect_embedding(&in, path, json)) {
+        /* the embedding reader's sentence when no reader takes the file: one line, as every error */
+        char *sentence = cli_trainer_error(&in.t);
+        if (!inspect_hypernetwork(&in, path, json) && !inspect_output_file(path, json))
+            status = cli_error(sentence[0] ? sentence : "the plugin reported a failure without a message.");
+        g_free(sentence);
+    }
+    cli_trainer_close(&in.t);
     return status;
 }
 

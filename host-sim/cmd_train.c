@@ -1,6 +1,5 @@
-/* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file. With
- * --hypernetwork it trains a hypernetwork (and, with --embedding too, both together) through the
- * hypernetwork factory; otherwise an embedding through the textual-inversion factory. */
+/* cmd_train.c - `sdt-host train`: the Train tab, from options and/or a panel file, through the
+ * trainer factory: the parts named (--embedding, --hypernetwork, or both together) in one config. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,8 +11,14 @@
 #include "panel_options.h"
 #include "train_session.h"
 
+/* The sentence with the fields it names as options of method (train_session_explain_fn). */
+static char *explain(const void *data, const char *sentence)
+{
+    return panel_explain(((const panel_config *)data)->method, sentence);
+}
+
 /* Required options, the template's path (looked up like a shipped name) and the run. */
-static int train_with(panel_config *config, const train_target *target)
+static int train_with(panel_config *config, const cli_trainer *t)
 {
     char *error = NULL, *template_file = NULL;
     int status;
@@ -26,42 +31,32 @@ static int train_with(panel_config *config, const train_target *target)
     else {
         *template_slot = template_file;
         panel_finish_config(config);
-        status = train_session_run(target, panel_explain);
+        train_target target = { .factory = t->factory, .trainer = t->trainer, .config = &config->trainer };
+        status = train_session_run(&target, explain, config);
     }
     g_free(error);
     g_free(template_file);
     return status;
 }
 
-/* Opens the method's factory, builds the config from the plugin's defaults, the panel file and
- * the command line, and trains. Returns an exit status. */
+/* Opens the trainer, builds the config from the plugin's defaults, the panel file and the
+ * command line, and trains. Returns an exit status. */
 static int train_method(panel_values *values, panel_method method, const char *plugin)
 {
-    cli_trainer ti;
-    cli_hn_trainer hn;
-    panel_config config;
-    panel_defaults defaults;
-    train_target target;
-    memset(&target, 0, sizeof target);
-    int status;
-    if (method == PANEL_HYPERNETWORK) {
-        if ((status = cli_hn_trainer_open(&hn, plugin)) != SDT_EXIT_OK) return status;
-        defaults = panel_defaults_of_hypernetwork(hn.factory);
-        target.hn = hn.factory, target.hn_trainer = hn.trainer, target.hn_config = &config.hn;
-    } else {
-        if ((status = cli_trainer_open(&ti, plugin)) != SDT_EXIT_OK) return status;
-        defaults = panel_defaults_of_embedding(ti.factory);
-        target.ti = ti.factory, target.ti_trainer = ti.trainer, target.ti_config = &config.ti;
-    }
+    cli_trainer t;
+    int status = cli_trainer_open(&t, plugin);
+    if (status != SDT_EXIT_OK) return status;
+    panel_config *config = g_new0(panel_config, 1);
+    panel_defaults defaults = panel_defaults_of(t.factory);
     char *error = NULL;
     gboolean usage = FALSE;
-    if (!panel_build_config(values, method, &defaults, &config, &error, &usage))
+    if (!panel_build_config(values, method, &defaults, config, &error, &usage))
         status = usage ? cli_usage_error("train", error) : cli_error(error);
     else
-        status = train_with(&config, &target);
+        status = train_with(config, &t);
     g_free(error);
-    if (method == PANEL_HYPERNETWORK) cli_hn_trainer_close(&hn);
-    else cli_trainer_close(&ti);
+    g_free(config);
+    cli_trainer_close(&t);
     return status;
 }
 
@@ -73,14 +68,10 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
     memset(&plugin, 0, sizeof plugin);
     char *error = NULL;
     const char *path = cli_plugin_argument(argc, argv);
-    const sdt_ti_factory *ti = NULL;
-    const sdt_hn_factory *hn = NULL;
-    if (host_plugin_open(&plugin, path, &error)) {
-        ti = host_plugin_factory(&plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
-        hn = host_plugin_factory(&plugin, SDT_FACTORY_HYPERNETWORK, NULL);
-    }
-    panel_defaults embedding = panel_defaults_of_embedding(ti), hypernetwork = panel_defaults_of_hypernetwork(hn);
-    panel_show_defaults(values, ti ? &embedding : NULL, hn ? &hypernetwork : NULL);
+    const sdt_trainer_factory *factory = NULL;
+    if (host_plugin_open(&plugin, path, &error)) factory = host_plugin_factory(&plugin, SDT_FACTORY_TRAINER, NULL);
+    panel_defaults defaults = panel_defaults_of(factory);
+    panel_show_defaults(values, factory ? &defaults : NULL);
     if (error) {
         char *summary = g_strdup_printf("%s\n(The defaults of the other options come from the plugin, which did not open: %s)",
                                         g_option_context_get_summary(ctx) ? g_option_context_get_summary(ctx) : "", error);

@@ -14,19 +14,28 @@
  * in choices (--epsilon: prediction_type = 1); false sets index 0. */
 typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM, OPT_FLAG_CHOICE } opt_kind;
 
-#define NO_FIELD ((size_t)-1)
+/* The structs a run's values live in: the shared options and each part's own settings. */
+typedef enum panel_part { PART_NONE, PART_OPTIONS, PART_EMBEDDING, PART_HYPERNETWORK } panel_part;
 
-/* Where an option's value goes for each method (NO_FIELD where the method has no such field;
- * giving it there is refused with a sentence). An embedding run fills sdt_ti_config's own
- * fields, the shared ones included, so plugins from before sdt_train_options (ABI 1.0, 1.1)
- * train it too; a hypernetwork run fills sdt_train_options and sdt_hn_config. */
+/* Their names as the plugin's sentences write a field ("options->clip_value"). */
+static const char *const part_names[] = { [PART_OPTIONS] = "options", [PART_EMBEDDING] = "embedding",
+                                          [PART_HYPERNETWORK] = "hypernetwork" };
+
+/* Where a run keeps an option's value: a struct and the field's offset in it. */
+typedef struct panel_place {
+    panel_part part;
+    size_t offset;
+} panel_place;
+
+/* Where an option's value goes for each method (PART_NONE where the method takes no such value;
+ * giving it there is refused with a sentence). Both methods fill the same sdt_train_options; an
+ * embedding run adds an embedding part, a hypernetwork run a hypernetwork part and, with
+ * --embedding, an embedding part too (joint training). */
 typedef struct panel_option {
     const char *name;            /* --name on the command line, name= in [train] */
     opt_kind kind;
-    size_t ti_offset;            /* into sdt_ti_config */
-    size_t shared_offset;        /* hypernetwork runs: into sdt_train_options */
-    size_t hn_offset;            /* hypernetwork runs: into sdt_hn_config */
-    const char *field;           /* its name there, as the plugin's sentences say "config.<field>" */
+    panel_place place[2];        /* [panel_method] */
+    const char *field;           /* its name there, as the plugin's sentences say "<part>-><field>" */
     const char *const *choices;  /* OPT_ENUM: names in enum order */
     const char *arg;             /* placeholder in --help */
     const char *help;
@@ -42,30 +51,35 @@ static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sd
 static const char *const loss_types[] = { "l2", "l1", "huber", NULL }; /* sdt_loss_type */
 static const char *const lr_schedulers[] = { "constant", "linear", "cosine", "cosine_with_restarts", NULL }; /* sdt_lr_scheduler */
 
-#define SHARED(f) offsetof(sdt_ti_config, f), offsetof(sdt_train_options, f), NO_FIELD, #f
-#define TI_ONLY(f) offsetof(sdt_ti_config, f), NO_FIELD, NO_FIELD, #f
-#define HN_ONLY(f) NO_FIELD, NO_FIELD, offsetof(sdt_hn_config, f), #f
-#define EACH_METHOD(f) offsetof(sdt_ti_config, f), NO_FIELD, offsetof(sdt_hn_config, f), #f
-/* A shared option that sdt_ti_config has no inline copy of (ABI 1.5 on): an embedding run sends it
- * through sdt_ti_config.train_options (panel_finish_config). */
-#define OPTIONS_ONLY(f) NO_FIELD, offsetof(sdt_train_options, f), NO_FIELD, #f
+#define AT(part, type, f) { part, offsetof(type, f) }
+#define NOWHERE { PART_NONE, 0 }
+/* A shared option: sdt_train_options for either method. */
+#define SHARED(f) { AT(PART_OPTIONS, sdt_train_options, f), AT(PART_OPTIONS, sdt_train_options, f) }, #f
+/* The embedding part's, for either method (with --hypernetwork: the jointly trained embedding's). */
+#define EMBEDDING_PART(f) { AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_EMBEDDING, sdt_embedding_part, f) }, #f
+/* The hypernetwork part's: hypernetwork runs only. */
+#define HYPERNETWORK_PART(f) { NOWHERE, AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f) }, #f
+/* The jointly trained embedding's own setting: hypernetwork runs only. */
+#define JOINT_EMBEDDING(f) { NOWHERE, AT(PART_EMBEDDING, sdt_embedding_part, f) }, #f
+/* What is trained: the embedding's in an embedding run, the hypernetwork's in a hypernetwork run. */
+#define TRAINED_PART(f) { AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f) }, #f
 
 /* Rows that name no folder leave folder and folder_list out (NULL, FALSE). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const panel_option options[] = {
-    { "embedding", OPT_STR, EACH_METHOD(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required", "embeddings" },
-    { "hypernetwork", OPT_STR, HN_ONLY(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required", "hypernetworks" },
+    { "embedding", OPT_STR, EMBEDDING_PART(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required", "embeddings" },
+    { "hypernetwork", OPT_STR, HYPERNETWORK_PART(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required", "hypernetworks" },
     { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder (required)", "models" },
     { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions; required)", "datasets" },
     { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE ")", "templates" },
     { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)", "logs" },
-    { "learn-rate", OPT_STR, EACH_METHOD(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
-    { "embedding-learn-rate", OPT_STR, HN_ONLY(embedding_learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate" },
-    { "weight-decay", OPT_F64, HN_ONLY(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)" },
-    { "strength", OPT_F64, HN_ONLY(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10" },
-    { "preview-hypernetworks", OPT_STR, HN_ONLY(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)", "hypernetworks", TRUE },
-    { "preview-strength", OPT_F64, HN_ONLY(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength" },
+    { "learn-rate", OPT_STR, TRAINED_PART(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
+    { "embedding-learn-rate", OPT_STR, JOINT_EMBEDDING(learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate" },
+    { "weight-decay", OPT_F64, HYPERNETWORK_PART(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)" },
+    { "strength", OPT_F64, HYPERNETWORK_PART(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10" },
+    { "preview-hypernetworks", OPT_STR, HYPERNETWORK_PART(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)", "hypernetworks", TRUE },
+    { "preview-strength", OPT_F64, HYPERNETWORK_PART(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength" },
     { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
     { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
     { "clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
@@ -78,20 +92,20 @@ static const panel_option options[] = {
     { "preview-every", OPT_I64, SHARED(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
     { "save-state-every", OPT_I64, SHARED(save_state_every_seconds), NULL, "SECONDS", "Also save the training state when this many seconds passed since the last save, 0 = only with each copy" },
     { "csv-every", OPT_I64, SHARED(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
-    { "no-embedding-cards", OPT_FLAG_OFF, EACH_METHOD(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks (with --hypernetwork: the jointly trained embedding's)" },
-    { "embedding-clip-mode", OPT_ENUM, HN_ONLY(embedding_clip_mode), clip_modes, "disabled|value|norm", "With --hypernetwork and --embedding: the embedding's own gradient clipping, with --embedding-clip-value (default: as --clip-mode)" },
-    { "embedding-clip-value", OPT_STR, HN_ONLY(embedding_clip_value), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's own clip value (schedule grammar; default: as --clip-value)" },
+    { "no-embedding-cards", OPT_FLAG_OFF, EMBEDDING_PART(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks (with --hypernetwork: the jointly trained embedding's)" },
+    { "embedding-clip-mode", OPT_ENUM, JOINT_EMBEDDING(clip_mode), clip_modes, "disabled|value|norm", "With --hypernetwork and --embedding: the embedding's own gradient clipping, with --embedding-clip-value (default: as --clip-mode)" },
+    { "embedding-clip-value", OPT_STR, JOINT_EMBEDDING(clip_value), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's own clip value (schedule grammar; default: as --clip-value)" },
     { "shuffle-tags", OPT_FLAG_ON, SHARED(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
     { "tag-dropout", OPT_F64, SHARED(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
-    { "keep-tokens", OPT_U32, OPTIONS_ONLY(keep_tokens), NULL, "N", "With --shuffle-tags or --tag-dropout: the caption's first N tags stay first, in order, never dropped (kohya's keep_tokens)" },
-    { "caption-dropout", OPT_F64, OPTIONS_ONLY(caption_dropout), NULL, "P", "Train a sample on the empty prompt with probability P (0..1; seeded)" },
-    { "flip", OPT_FLAG_ON, OPTIONS_ONLY(flip), NULL, NULL, "Mirror each training sample left-right with probability 1/2 (seeded; the mirrored latents are cached too)" },
-    { "buckets", OPT_FLAG_ON, OPTIONS_ONLY(buckets), NULL, NULL, "Aspect-ratio buckets (kohya's): each image goes to the bucket nearest its aspect ratio, resized to cover it and cropped; a batch holds one bucket" },
-    { "bucket-max-area", OPT_U32, OPTIONS_ONLY(bucket_max_area), NULL, "PIXELS", "With --buckets: the most pixels a bucket holds, 0 = width x height" },
-    { "bucket-min-side", OPT_U32, OPTIONS_ONLY(bucket_min_side), NULL, "PX", "With --buckets: the shortest bucket side, a multiple of --bucket-step (default 256)" },
-    { "bucket-max-side", OPT_U32, OPTIONS_ONLY(bucket_max_side), NULL, "PX", "With --buckets: the longest bucket side, a multiple of --bucket-step (default 1024)" },
-    { "bucket-step", OPT_U32, OPTIONS_ONLY(bucket_step), NULL, "PX", "With --buckets: bucket sides are multiples of it, a multiple of 8 and of the model's UNet factor (default 64)" },
-    { "random-crop", OPT_FLAG_ON, OPTIONS_ONLY(random_crop), NULL, NULL, "With --buckets: crop each image at a random place (seeded per image, fixed for the run) instead of its centre" },
+    { "keep-tokens", OPT_U32, SHARED(keep_tokens), NULL, "N", "With --shuffle-tags or --tag-dropout: the caption's first N tags stay first, in order, never dropped (kohya's keep_tokens)" },
+    { "caption-dropout", OPT_F64, SHARED(caption_dropout), NULL, "P", "Train a sample on the empty prompt with probability P (0..1; seeded)" },
+    { "flip", OPT_FLAG_ON, SHARED(flip), NULL, NULL, "Mirror each training sample left-right with probability 1/2 (seeded; the mirrored latents are cached too)" },
+    { "buckets", OPT_FLAG_ON, SHARED(buckets), NULL, NULL, "Aspect-ratio buckets (kohya's): each image goes to the bucket nearest its aspect ratio, resized to cover it and cropped; a batch holds one bucket" },
+    { "bucket-max-area", OPT_U32, SHARED(bucket_max_area), NULL, "PIXELS", "With --buckets: the most pixels a bucket holds, 0 = width x height" },
+    { "bucket-min-side", OPT_U32, SHARED(bucket_min_side), NULL, "PX", "With --buckets: the shortest bucket side, a multiple of --bucket-step (default 256)" },
+    { "bucket-max-side", OPT_U32, SHARED(bucket_max_side), NULL, "PX", "With --buckets: the longest bucket side, a multiple of --bucket-step (default 1024)" },
+    { "bucket-step", OPT_U32, SHARED(bucket_step), NULL, "PX", "With --buckets: bucket sides are multiples of it, a multiple of 8 and of the model's UNet factor (default 64)" },
+    { "random-crop", OPT_FLAG_ON, SHARED(random_crop), NULL, NULL, "With --buckets: crop each image at a random place (seeded per image, fixed for the run) instead of its centre" },
     { "latent-sampling", OPT_ENUM, SHARED(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
     { "alpha-loss-weight", OPT_FLAG_ON, SHARED(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
     { "filename-word-regex", OPT_STR, SHARED(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
@@ -108,8 +122,8 @@ static const panel_option options[] = {
     { "preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps" },
     { "preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
     { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras", "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas" },
-    { "preview-prompts", OPT_STR, OPTIONS_ONLY(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)", "datasets" },
-    { "preview-seeds", OPT_STR, OPTIONS_ONLY(preview_seeds), NULL, "N|\"S1, S2, ...\"", "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)" },
+    { "preview-prompts", OPT_STR, SHARED(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)", "datasets" },
+    { "preview-seeds", OPT_STR, SHARED(preview_seeds), NULL, "N|\"S1, S2, ...\"", "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)" },
     { "preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random" },
     { "preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width" },
     { "preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height" },
@@ -117,30 +131,30 @@ static const panel_option options[] = {
     { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
     { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
     { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
-    { "deterministic", OPT_FLAG_ON, OPTIONS_ONLY(deterministic), NULL, NULL, "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)" },
+    { "deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL, "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)" },
     { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
     { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
     { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "models" },
-    { "loss-type", OPT_ENUM, OPTIONS_ONLY(loss_type), loss_types, "l2|l1|huber", "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))" },
-    { "huber-delta", OPT_F64, OPTIONS_ONLY(huber_delta), NULL, "D", "With --loss-type huber: where the loss turns from quadratic to linear, at least 1e-4" },
-    { "min-snr-gamma", OPT_F64, OPTIONS_ONLY(min_snr_gamma), NULL, "G", "Min-SNR-gamma loss weighting, 0 = off, else at least 1e-4: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)" },
-    { "noise-offset", OPT_F64, OPTIONS_ONLY(noise_offset), NULL, "X", "Noise offset, 0 = off: each sample's noise gets X * N(0,1) per channel, the same over the image (0.05 to 0.1 is usual)" },
-    { "noise-offset-random-strength", OPT_FLAG_ON, OPTIONS_ONLY(noise_offset_random_strength), NULL, NULL, "With --noise-offset: each sample's strength uniform in [0, X]" },
-    { "timestep-min", OPT_U32, OPTIONS_ONLY(timestep_min), NULL, "T", "Lowest training timestep (0..999, inclusive)" },
-    { "timestep-max", OPT_U32, OPTIONS_ONLY(timestep_max), NULL, "T", "Highest training timestep (0..999, inclusive, >= --timestep-min)" },
-    { "zero-terminal-snr", OPT_FLAG_ON, OPTIONS_ONLY(zero_terminal_snr), NULL, NULL, "Rescale the noise schedule to zero terminal SNR (Lin et al. 2023); v-prediction models only" },
-    { "lr-scheduler", OPT_ENUM, OPTIONS_ONLY(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
-    { "lr-cycles", OPT_U32, OPTIONS_ONLY(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
-    { "warmup-steps", OPT_I64, OPTIONS_ONLY(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
-    { "validation-dir", OPT_STR, OPTIONS_ONLY(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps", "datasets" },
-    { "validation-split", OPT_F64, OPTIONS_ONLY(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
-    { "validate-every", OPT_I64, OPTIONS_ONLY(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
-    { "stop-after-no-improvement", OPT_U32, OPTIONS_ONLY(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
-    { "ema", OPT_F64, OPTIONS_ONLY(ema_decay), NULL, "DECAY", "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off" },
-    { "ema-every", OPT_U32, OPTIONS_ONLY(ema_every), NULL, "N", "Update the average every N steps" },
-    { "ema-result", OPT_FLAG_ON, OPTIONS_ONLY(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
-    { "ema-previews", OPT_FLAG_ON, OPTIONS_ONLY(ema_previews), NULL, NULL, "With --ema: previews show the average" },
-    { "metrics", OPT_FLAG_ON, OPTIONS_ONLY(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV" },
+    { "loss-type", OPT_ENUM, SHARED(loss_type), loss_types, "l2|l1|huber", "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))" },
+    { "huber-delta", OPT_F64, SHARED(huber_delta), NULL, "D", "With --loss-type huber: where the loss turns from quadratic to linear, at least 1e-4" },
+    { "min-snr-gamma", OPT_F64, SHARED(min_snr_gamma), NULL, "G", "Min-SNR-gamma loss weighting, 0 = off, else at least 1e-4: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)" },
+    { "noise-offset", OPT_F64, SHARED(noise_offset), NULL, "X", "Noise offset, 0 = off: each sample's noise gets X * N(0,1) per channel, the same over the image (0.05 to 0.1 is usual)" },
+    { "noise-offset-random-strength", OPT_FLAG_ON, SHARED(noise_offset_random_strength), NULL, NULL, "With --noise-offset: each sample's strength uniform in [0, X]" },
+    { "timestep-min", OPT_U32, SHARED(timestep_min), NULL, "T", "Lowest training timestep (0..999, inclusive)" },
+    { "timestep-max", OPT_U32, SHARED(timestep_max), NULL, "T", "Highest training timestep (0..999, inclusive, >= --timestep-min)" },
+    { "zero-terminal-snr", OPT_FLAG_ON, SHARED(zero_terminal_snr), NULL, NULL, "Rescale the noise schedule to zero terminal SNR (Lin et al. 2023); v-prediction models only" },
+    { "lr-scheduler", OPT_ENUM, SHARED(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
+    { "lr-cycles", OPT_U32, SHARED(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
+    { "warmup-steps", OPT_I64, SHARED(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
+    { "validation-dir", OPT_STR, SHARED(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps", "datasets" },
+    { "validation-split", OPT_F64, SHARED(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
+    { "validate-every", OPT_I64, SHARED(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
+    { "stop-after-no-improvement", OPT_U32, SHARED(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
+    { "ema", OPT_F64, SHARED(ema_decay), NULL, "DECAY", "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off" },
+    { "ema-every", OPT_U32, SHARED(ema_every), NULL, "N", "Update the average every N steps" },
+    { "ema-result", OPT_FLAG_ON, SHARED(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
+    { "ema-previews", OPT_FLAG_ON, SHARED(ema_previews), NULL, NULL, "With --ema: previews show the average" },
+    { "metrics", OPT_FLAG_ON, SHARED(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV" },
 };
 #pragma GCC diagnostic pop
 
@@ -171,16 +185,11 @@ struct panel_values {
     GOptionEntry entries[2 * N_OPTIONS + 2]; /* --config, each option in table order, then the --no- forms */
 };
 
-panel_defaults panel_defaults_of_embedding(const sdt_ti_factory *f)
+panel_defaults panel_defaults_of(const sdt_trainer_factory *f)
 {
-    gboolean has_options = f && f->struct_size >= offsetof(sdt_ti_factory, train_options_defaults) + sizeof f->train_options_defaults;
-    return (panel_defaults){ .ti_config = f ? f->config_defaults : NULL,
-                             .train_options = has_options ? f->train_options_defaults : NULL };
-}
-
-panel_defaults panel_defaults_of_hypernetwork(const sdt_hn_factory *f)
-{
-    return (panel_defaults){ .train_options = f ? f->train_options_defaults : NULL, .hn_config = f ? f->config_defaults : NULL };
+    return (panel_defaults){ .train_options = f ? f->train_options_defaults : NULL,
+                             .embedding_part = f ? f->embedding_part_defaults : NULL,
+                             .hypernetwork_part = f ? f->hypernetwork_part_defaults : NULL };
 }
 
 panel_values *panel_values_new(void)
@@ -223,6 +232,15 @@ const GOptionEntry *panel_option_entries(panel_values *v)
 
 static char *field_of(const panel_config *c, const panel_option *o);
 
+/* What the plugin does with a text the defaults leave unset, as abi/sdtrain.h documents it
+ * (sdt_trainer_config.options: log_dir NULL is A1111's folder for the parts), so --help and the
+ * panel show the folder a run will use; NULL for the others. */
+static const char *unset_default(const panel_option *o, panel_method method)
+{
+    static const char *const log_folders[] = { [PANEL_EMBEDDING] = "textual_inversion", [PANEL_HYPERNETWORK] = "hypernetworks" };
+    return strcmp(o->name, "log-dir") == 0 ? log_folders[method] : NULL;
+}
+
 /* The value of option o in c as --help shows it; NULL when c's method has no such field or leaves
  * a text unset (g_free). */
 static char *value_text(const panel_config *c, const panel_option *o)
@@ -236,6 +254,7 @@ static char *value_text(const panel_config *c, const panel_option *o)
     case OPT_STR: {
         const char *text;
         memcpy(&text, field, sizeof text);
+        if (!text || !text[0]) text = unset_default(o, c->method);
         if (!text || !text[0]) return NULL;
         return strchr(text, ' ') || strchr(text, ',') ? g_strdup_printf("\"%s\"", text) : g_strdup(text);
     }
@@ -264,14 +283,14 @@ static char *value_text(const panel_config *c, const panel_option *o)
 
 static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **error);
 
-void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const panel_defaults *hypernetwork)
+void panel_show_defaults(panel_values *v, const panel_defaults *defaults)
 {
     panel_config *ti = g_new0(panel_config, 1), *hn = g_new0(panel_config, 1);
     char *ignored = NULL;
     ti->method = PANEL_EMBEDDING, hn->method = PANEL_HYPERNETWORK;
-    gboolean have_ti = embedding && fill_defaults(embedding, ti, &ignored);
+    gboolean have_ti = defaults && fill_defaults(defaults, ti, &ignored);
     g_clear_pointer(&ignored, g_free);
-    gboolean have_hn = hypernetwork && fill_defaults(hypernetwork, hn, &ignored);
+    gboolean have_hn = defaults && fill_defaults(defaults, hn, &ignored);
     g_clear_pointer(&ignored, g_free);
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const panel_option *o = &options[i];
@@ -295,13 +314,11 @@ void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const
  * Writable, as set_field fills it; panel_check_required only reads it. */
 static char *field_of(const panel_config *c, const panel_option *o)
 {
-    char *base = (char *)c;
-    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD && o->shared_offset != NO_FIELD)
-        return c->ti_has_options ? base + offsetof(panel_config, shared) + o->shared_offset : NULL;
-    if (c->method == PANEL_EMBEDDING)
-        return o->ti_offset == NO_FIELD ? NULL : base + offsetof(panel_config, ti) + o->ti_offset;
-    if (o->shared_offset != NO_FIELD) return base + offsetof(panel_config, shared) + o->shared_offset;
-    return o->hn_offset == NO_FIELD ? NULL : base + offsetof(panel_config, hn) + o->hn_offset;
+    const panel_place *at = &o->place[c->method];
+    const size_t part_offsets[] = { [PART_OPTIONS] = offsetof(panel_config, options),
+                                    [PART_EMBEDDING] = offsetof(panel_config, embedding),
+                                    [PART_HYPERNETWORK] = offsetof(panel_config, hypernetwork) };
+    return at->part == PART_NONE ? NULL : (char *)c + part_offsets[at->part] + at->offset;
 }
 
 /* The sentence for an option the chosen method does not take. */
@@ -319,16 +336,10 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
                           const char *origin, char **error)
 {
     char *field = field_of(c, o);
-    if (!field && c->method == PANEL_EMBEDDING && o->shared_offset != NO_FIELD) {
-        *error = g_strdup_printf("%s needs a plugin with the shared training options (ABI 1.5 or newer); this plugin "
-                                 "has none for embeddings, so leave it out or update the plugin.", origin);
-        return FALSE;
-    }
     if (!field) {
         *error = other_method_sentence(c, origin);
         return FALSE;
     }
-    if (c->method == PANEL_EMBEDDING && o->ti_offset == NO_FIELD) c->ti_uses_options = TRUE;
     GError *gerr = NULL;
     gboolean ok = TRUE;
     switch (o->kind) {
@@ -538,65 +549,31 @@ static gboolean apply_command_line(panel_values *v, panel_config *c, char **erro
     return TRUE;
 }
 
-/* The plugin's defaults for the method; a hypernetwork config points at its shared options. */
+/* The plugin's defaults: the shared options and both parts' (a run sends the parts it trains). */
 static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **error)
 {
-    memset(&c->shared, 0, sizeof c->shared);
-    memset(&c->ti, 0, sizeof c->ti);
-    memset(&c->hn, 0, sizeof c->hn);
-    c->shared.struct_size = sizeof c->shared;
-    c->ti.struct_size = sizeof c->ti;
-    c->hn.struct_size = sizeof c->hn;
-    gboolean ok;
-    if (c->method == PANEL_HYPERNETWORK)
-        ok = d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK && d->hn_config &&
-             d->hn_config(&c->hn) == SDT_STATUS_OK;
-    else {
-        ok = d->ti_config && d->ti_config(&c->ti) == SDT_STATUS_OK;
-        /* the options sdt_ti_config has no inline copy of come from the shared struct's defaults */
-        c->ti_has_options = ok && d->train_options && d->train_options(&c->shared) == SDT_STATUS_OK;
-    }
+    memset(&c->options, 0, sizeof c->options);
+    memset(&c->embedding, 0, sizeof c->embedding);
+    memset(&c->hypernetwork, 0, sizeof c->hypernetwork);
+    memset(&c->trainer, 0, sizeof c->trainer);
+    c->options.struct_size = sizeof c->options;
+    c->embedding.struct_size = sizeof c->embedding;
+    c->hypernetwork.struct_size = sizeof c->hypernetwork;
+    gboolean ok = d->train_options && d->train_options(&c->options) == SDT_STATUS_OK && d->embedding_part &&
+                  d->embedding_part(&c->embedding) == SDT_STATUS_OK && d->hypernetwork_part &&
+                  d->hypernetwork_part(&c->hypernetwork) == SDT_STATUS_OK;
     if (!ok) {
         *error = g_strdup("The plugin could not fill the default training config.");
         return FALSE;
     }
-    c->hn.train_options = &c->shared;
-    /* sdt-host's own defaults: what people look at (loss.png) is on unless turned off; a plugin
-     * without the field (an embedding on ABI < 1.2) trains without it. */
+    /* sdt-host's own defaults: what people look at (loss.png) is on unless turned off. */
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char *field = off_help_of(&options[i]) ? field_of(c, &options[i]) : NULL;
         if (!field) continue;
         bool on = true;
         memcpy(field, &on, sizeof on);
-        if (c->method == PANEL_EMBEDDING && options[i].ti_offset == NO_FIELD) c->ti_uses_options = TRUE;
     }
     return TRUE;
-}
-
-/* The bytes option o's value takes. */
-static size_t value_size(const panel_option *o)
-{
-    switch (o->kind) {
-    case OPT_STR: return sizeof(const char *);
-    case OPT_I64: case OPT_U64: case OPT_F64: return 8;
-    case OPT_FLAG_ON: case OPT_FLAG_OFF: return sizeof(bool);
-    case OPT_U32: case OPT_ENUM: case OPT_FLAG_CHOICE: return sizeof(uint32_t);
-    }
-    return 0;
-}
-
-/* An embedding run with an option only sdt_train_options has: the config's train_options points
- * at the shared struct, which then speaks for every shared field (docs/abi.md 3.7), so the
- * inline values go there first (after the template's path is resolved: panel_finish_config).
- * Without such an option the config stays as a 1.0 plugin reads it. */
-static void embedding_through_options(panel_config *c)
-{
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        const panel_option *o = &options[i];
-        if (o->ti_offset != NO_FIELD && o->shared_offset != NO_FIELD)
-            memcpy((char *)&c->shared + o->shared_offset, (const char *)&c->ti + o->ti_offset, value_size(o));
-    }
-    c->ti.train_options = &c->shared;
 }
 
 gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
@@ -648,25 +625,42 @@ gboolean panel_check_required(const panel_config *config, char **error)
     return TRUE;
 }
 
-/* A shared option's field is named "config.train_options-><field>" by a method that reads the
- * shared struct, "config.<field>" by one that copies it into its own config. */
-char *panel_explain(const char *sentence)
+/* The name a sentence gives option o's field in a run of method, in form (g_free); NULL when the
+ * form does not name it. The trainer factory names a field by its struct ("options->clip_value",
+ * "embedding->learn_rate"); parts of the shared training code still speak as the method factories
+ * did, of the shared options and the trained part's own fields ("config.train_options->clip_value",
+ * "config.learn_rate"); the joint embedding's fields had other names there and keep only the new. */
+typedef enum { FORM_SHARED_LEGACY, FORM_PART, FORM_CONFIG_LEGACY, N_FORMS } name_form;
+
+static char *field_name(const panel_option *o, panel_method method, name_form form)
+{
+    const panel_place *at = &o->place[method];
+    gboolean trained = at->part == PART_OPTIONS || at->part == (method == PANEL_EMBEDDING ? PART_EMBEDDING : PART_HYPERNETWORK);
+    if (at->part == PART_NONE) return NULL;
+    if (form == FORM_PART) return g_strdup_printf("%s->%s", part_names[at->part], o->field);
+    if (form == FORM_SHARED_LEGACY) return at->part == PART_OPTIONS ? g_strdup_printf("config.train_options->%s", o->field) : NULL;
+    return trained ? g_strdup_printf("config.%s", o->field) : NULL;
+}
+
+/* Each field the sentence names becomes the option that sets it in a run of method. The same
+ * field is another option in another method: "embedding->learn_rate" is --learn-rate in an
+ * embedding run and --embedding-learn-rate in a joint one. The forms go longest first, so
+ * "config.train_options->width" is never read as "options->width". */
+char *panel_explain(panel_method method, const char *sentence)
 {
     GPtrArray *strings = g_ptr_array_new_with_free_func(g_free);
-    const char *renames[2 * N_OPTIONS][2];
+    const char *renames[N_FORMS * N_OPTIONS][2];
     size_t n = 0;
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        char *option = g_strdup_printf("--%s", options[i].name);
-        g_ptr_array_add(strings, option);
-        if (options[i].shared_offset != NO_FIELD) {
-            renames[n][0] = g_strdup_printf("config.train_options->%s", options[i].field);
-            g_ptr_array_add(strings, (char *)renames[n][0]);
+    for (name_form form = 0; form < N_FORMS; form++)
+        for (size_t i = 0; i < N_OPTIONS; i++) {
+            char *field = field_name(&options[i], method, form);
+            if (!field) continue;
+            char *option = g_strdup_printf("--%s", options[i].name);
+            g_ptr_array_add(strings, option);
+            g_ptr_array_add(strings, field);
+            renames[n][0] = field;
             renames[n++][1] = option;
         }
-        renames[n][0] = g_strdup_printf("config.%s", options[i].field);
-        g_ptr_array_add(strings, (char *)renames[n][0]);
-        renames[n++][1] = option;
-    }
     char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, n);
     g_ptr_array_unref(strings);
     return explained;
@@ -688,8 +682,8 @@ void panel_option_describe(size_t i, panel_option_info *info)
     info->arg = o->arg;
     info->help = o->help;
     info->choices = o->kind == OPT_ENUM ? o->choices : NULL;
-    info->embedding = o->ti_offset != NO_FIELD || o->shared_offset != NO_FIELD; /* the latter through train_options (1.5) */
-    info->hypernetwork = o->shared_offset != NO_FIELD || o->hn_offset != NO_FIELD;
+    info->embedding = o->place[PANEL_EMBEDDING].part != PART_NONE;
+    info->hypernetwork = o->place[PANEL_HYPERNETWORK].part != PART_NONE;
     info->folder = o->folder;
     info->folder_list = o->folder_list;
 }
@@ -725,6 +719,10 @@ char **panel_default_values(const panel_defaults *defaults, panel_method method)
 
 void panel_finish_config(panel_config *c)
 {
-    if (c->method != PANEL_EMBEDDING || !c->ti_uses_options) return;
-    embedding_through_options(c);
+    /* The parts whose file is named train: an embedding, a hypernetwork, or both. */
+    memset(&c->trainer, 0, sizeof c->trainer);
+    c->trainer.struct_size = sizeof c->trainer;
+    c->trainer.options = &c->options;
+    c->trainer.embedding = c->embedding.embedding_path && c->embedding.embedding_path[0] ? &c->embedding : NULL;
+    c->trainer.hypernetwork = c->hypernetwork.hypernetwork_path && c->hypernetwork.hypernetwork_path[0] ? &c->hypernetwork : NULL;
 }

@@ -1,9 +1,10 @@
 /* panel_options.h - the Train tab as command-line options and as a GKeyFile panel file.
  *
  * One table names every option once; it drives the GOptionEntry list, the [train] group of a
- * panel.ini, and the mapping onto the plugin's structs: the options every method shares go to
- * sdt_train_options, a method's own to sdt_ti_config (an embedding) or sdt_hn_config (a
- * hypernetwork; with --embedding too, joint training). Precedence: the plugin's defaults, then
+ * panel.ini, the web panel's form (sdt-host serve), and the mapping onto the trainer factory's
+ * structs: the options every method shares go to sdt_train_options, a part's own to
+ * sdt_embedding_part or sdt_hypernetwork_part. A run trains the parts whose file is named: an
+ * embedding, a hypernetwork, or both (joint training). Precedence: the plugin's defaults, then
  * sdt-host's own (metrics.jsonl and loss.png on: --no-metrics), then the panel file, then the
  * command line. */
 #ifndef SDT_HOST_PANEL_OPTIONS_H
@@ -15,39 +16,31 @@
 
 typedef struct panel_values panel_values;
 
-/* What a run trains: a hypernetwork when --hypernetwork (or hypernetwork= in the file) is given. */
+/* What a run trains: a hypernetwork (with --embedding too, jointly with an embedding) when
+ * --hypernetwork (or hypernetwork= in the file) is given, else an embedding. The method decides
+ * what an option means (--learn-rate is the hypernetwork's in a hypernetwork run). */
 typedef enum panel_method { PANEL_EMBEDDING, PANEL_HYPERNETWORK } panel_method;
 
-/* What prepare() receives: sdt_ti_config with every option inline (ABI 1.0 plugins read it), or
- * sdt_hn_config whose train_options points at shared (so a panel_config is filled in place,
- * never copied). */
+/* What prepare() receives: the shared options and each part's settings, filled in place;
+ * trainer points at them once panel_finish_config ran (so a panel_config is never copied). */
 typedef struct panel_config {
     panel_method method;
-    sdt_ti_config ti;         /* PANEL_EMBEDDING */
-    sdt_hn_config hn;         /* PANEL_HYPERNETWORK */
-    sdt_train_options shared; /* PANEL_HYPERNETWORK; PANEL_EMBEDDING when ti_uses_options */
-    gboolean ti_has_options;  /* PANEL_EMBEDDING: the plugin filled shared's defaults (1.2 on) */
-    gboolean ti_uses_options; /* PANEL_EMBEDDING: an option only sdt_train_options has (1.5) was given or is on
-                               * by sdt-host's default (metrics), so
-                               * ti.train_options points at shared, the inline shared values copied there */
+    sdt_train_options options;
+    sdt_embedding_part embedding;       /* sent when its embedding_path is set */
+    sdt_hypernetwork_part hypernetwork; /* sent when its hypernetwork_path is set */
+    sdt_trainer_config trainer;         /* panel_finish_config */
 } panel_config;
 
-/* The plugin's defaults: the method's factory's config_defaults (ti_config for PANEL_EMBEDDING,
- * hn_config for PANEL_HYPERNETWORK) and its train_options_defaults (1.2 on; for an embedding
- * the home of the options only sdt_train_options has); the
- * members a method does not use may be NULL. */
+/* The plugin's defaults: the trainer factory's train_options_defaults and each part's. */
 typedef struct panel_defaults {
     sdt_status (*train_options)(sdt_train_options *options);
-    sdt_status (*ti_config)(sdt_ti_config *config);
-    sdt_status (*hn_config)(sdt_hn_config *config);
+    sdt_status (*embedding_part)(sdt_embedding_part *part);
+    sdt_status (*hypernetwork_part)(sdt_hypernetwork_part *part);
 } panel_defaults;
 
-/* The plugin's defaults for a run of each method, from its factory (NULL: none). sdt-host train and
- * sdt-host serve both take them from here, so an embedding run gets the TI factory's
- * train_options_defaults (1.2 on) wherever it starts: the home of the options only
- * sdt_train_options has (validation, EMA, the LR scheduler, flip, buckets, metrics...). */
-panel_defaults panel_defaults_of_embedding(const sdt_ti_factory *factory);
-panel_defaults panel_defaults_of_hypernetwork(const sdt_hn_factory *factory);
+/* The plugin's defaults from its trainer factory (NULL: none). sdt-host train and sdt-host serve
+ * both take them from here. */
+panel_defaults panel_defaults_of(const sdt_trainer_factory *factory);
 
 panel_values *panel_values_new(void);
 void panel_values_free(panel_values *v);
@@ -56,10 +49,10 @@ void panel_values_free(panel_values *v);
 #define PANEL_DEFAULT_TEMPLATE "style_filewords.txt"
 
 /* Puts each option's default into its --help line (call after panel_option_entries, before its
- * entries are added to a GOptionContext, which copies them): the values the plugin's factories fill (embedding: the textual-inversion
- * factory's; hypernetwork: the hypernetwork factory's; either may be NULL when it did not open),
- * so the help shows what a run would use. */
-void panel_show_defaults(panel_values *v, const panel_defaults *embedding, const panel_defaults *hypernetwork);
+ * entries are added to a GOptionContext, which copies them): the values the plugin's trainer
+ * factory fills for each method (defaults NULL when the plugin did not open), so the help shows
+ * what a run would use. */
+void panel_show_defaults(panel_values *v, const panel_defaults *defaults);
 
 /* The option entries for `train` (--config and every Train-tab option); owned by v. */
 const GOptionEntry *panel_option_entries(panel_values *v);
@@ -82,20 +75,19 @@ panel_method panel_method_chosen(const panel_values *v);
 gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
                             panel_config *config, char **error, gboolean *usage_error);
 
-/* The method's prompt-template field (ti.template_file or shared.template_file). */
+/* The prompt-template field (options.template_file). */
 const char **panel_template_slot(panel_config *config);
 
-/* Just before the run: an embedding run that set an option only sdt_train_options has (validation,
- * EMA, metrics: 1.5) points ti.train_options at `shared`, with every shared field copied from
- * ti, so the plugin reads them all from there; otherwise nothing changes (1.0 plugins train). */
+/* Just before the run: points config->trainer at the options and the parts whose file is named. */
 void panel_finish_config(panel_config *config);
 
 /* FALSE with a usage sentence (g_free) naming the first required option that is missing. */
 gboolean panel_check_required(const panel_config *config, char **error);
 
-/* The plugin's sentence with each "config.<field>" it mentions named as the option that
- * sets it ("--embedding"), for people at a terminal (g_free). */
-char *panel_explain(const char *sentence);
+/* The plugin's sentence with each field it names ("options->clip_value", "embedding->learn_rate")
+ * named as the option that sets it in a run of method ("--clip-value"), for people at a terminal
+ * or a panel (g_free). */
+char *panel_explain(panel_method method, const char *sentence);
 
 /* The table, for a host that draws its own form (sdt-host serve): option i of panel_option_count(). */
 typedef struct panel_option_info {

@@ -101,7 +101,7 @@ gboolean host_plugin_open(host_plugin *p, const char *explicit_path, char **erro
 const void *host_plugin_factory(const host_plugin *p, const char *id, char **error)
 {
     const void *factory = p->entry->get_factory(id);
-    if (!factory)
+    if (!factory && error)
         *error = g_strdup_printf("The plugin %s (version %s) does not provide '%s'; use a newer plugin.", p->path,
                                  p->entry->plugin_version, id);
     return factory;

@@ -19,7 +19,7 @@ typedef struct host_plugin {
  * On failure returns FALSE and *error is one sentence naming what was tried and the fix. */
 gboolean host_plugin_open(host_plugin *p, const char *explicit_path, char **error);
 
-/* The factory for id, or NULL with a sentence in *error. */
+/* The factory for id, or NULL with a sentence in *error (error may be NULL). */
 const void *host_plugin_factory(const host_plugin *p, const char *id, char **error);
 
 /* deinit and close; safe on a plugin that failed to open. */

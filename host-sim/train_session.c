@@ -54,11 +54,6 @@ sdt_host_callbacks train_session_callbacks(void)
     return cb;
 }
 
-/* Calls the lifecycle member of whichever factory the target holds. */
-#define TARGET_CALL(t, member, ...)                                                                                   \
-    ((t)->ti ? (t)->ti->member((t)->ti_trainer, __VA_ARGS__) : (t)->hn->member((t)->hn_trainer, __VA_ARGS__))
-#define TARGET_CALL0(t, member) ((t)->ti ? (t)->ti->member((t)->ti_trainer) : (t)->hn->member((t)->hn_trainer))
-
 /* The signals that mean "stop": Ctrl-C, a terminal closed (SIGHUP), docker stop / systemd / kill
  * (SIGTERM). Each is the Interrupt button: the step finishes and everything is saved. */
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
@@ -100,11 +95,11 @@ static gpointer worker(gpointer data)
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     const train_target *t = s->target;
-    s->result = t->ti ? t->ti->prepare(t->ti_trainer, t->ti_config, &info) : t->hn->prepare(t->hn_trainer, t->hn_config, &info);
+    s->result = t->factory->prepare(t->trainer, t->config, &info);
     if (s->result == SDT_STATUS_OK) {
         s->start_step = info.start_step;
         g_atomic_int_set(&s->running, 1);
-        s->result = TARGET_CALL0(t, run);
+        s->result = t->factory->run(t->trainer);
     }
     g_idle_add(worker_done, s);
     return NULL;
@@ -114,12 +109,12 @@ static gpointer worker(gpointer data)
 static void draw_progress(session *s, gboolean final)
 {
     sdt_run_state state = SDT_RUN_IDLE;
-    TARGET_CALL(s->target, get_run_state, &state);
+    s->target->factory->get_run_state(s->target->trainer, &state);
     if (state != SDT_RUN_RUNNING && !final) return;
     sdt_metrics m;
     memset(&m, 0, sizeof m);
     m.struct_size = sizeof m;
-    if (TARGET_CALL(s->target, get_metrics, &m) != SDT_STATUS_OK || m.step == 0) return;
+    if (s->target->factory->get_metrics(s->target->trainer, &m) != SDT_STATUS_OK || m.step == 0) return;
     char line[512];
     progress_bar_format(&m, s->start_step, 24, line, sizeof line);
     g_mutex_lock(&terminal_lock);
@@ -170,7 +165,7 @@ static gboolean on_stop_signal(gpointer data)
     if (!s->first_signal) {
         s->first_signal = src->signo;
         s->first_signal_at = now;
-        TARGET_CALL0(s->target, interrupt);
+        s->target->factory->interrupt(s->target->trainer);
         char *sentence = g_strdup_printf(g_atomic_int_get(&s->running)
                                              ? "%s: interrupting, finishing the current step and saving (Ctrl-C again "
                                                "quits at once, without saving)."
@@ -188,15 +183,15 @@ static gboolean on_stop_signal(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static int exit_status_for(const session *s, train_session_explain_fn explain)
+static int exit_status_for(const session *s, train_session_explain_fn explain, const void *explain_data)
 {
     if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
     if (s->result == SDT_STATUS_INTERRUPTED) return s->first_signal ? exit_status_of_signal(s->first_signal) : SDT_EXIT_INTERRUPTED;
     char sentence[2048] = "";
-    TARGET_CALL(s->target, get_last_error, sentence, sizeof sentence, NULL);
+    s->target->factory->get_last_error(s->target->trainer, sentence, sizeof sentence, NULL);
     char *shown = g_strdup(sentence[0] ? sentence : "training failed without a message from the plugin.");
     if (explain) {
-        char *explained = explain(shown);
+        char *explained = explain(explain_data, shown);
         g_free(shown);
         shown = explained;
     }
@@ -205,7 +200,7 @@ static int exit_status_for(const session *s, train_session_explain_fn explain)
     return status;
 }
 
-int train_session_run(const train_target *target, train_session_explain_fn explain)
+int train_session_run(const train_target *target, train_session_explain_fn explain, const void *explain_data)
 {
     session s;
     memset(&s, 0, sizeof s);
@@ -224,7 +219,7 @@ int train_session_run(const train_target *target, train_session_explain_fn expla
     for (int i = 0; i < N_STOP_SIGNALS; i++) g_source_remove(s.stops[i].id);
     draw_progress(&s, TRUE);
     g_main_loop_unref(s.loop);
-    int status = exit_status_for(&s, explain);
+    int status = exit_status_for(&s, explain, explain_data);
     if (s.result == SDT_STATUS_INTERRUPTED)
         fprintf(stderr, "%s\n", s.running ? "Interrupted; the training state was saved."
                                           : "Interrupted during preparation; nothing was trained or saved.");

@@ -8,22 +8,19 @@
 /* The host callbacks sdt-host gives every trainer: log lines and saved files on stderr. */
 sdt_host_callbacks train_session_callbacks(void);
 
-/* Rewrites a plugin sentence for the terminal (a new string, g_free); NULL: print it as is. */
-typedef char *(*train_session_explain_fn)(const char *sentence);
+/* Rewrites a plugin sentence for the terminal (a new string, g_free); NULL: print it as is. data
+ * is the session's explain_data. */
+typedef char *(*train_session_explain_fn)(const void *data, const char *sentence);
 
-/* The trainer a session drives: either factory's (their lifecycle members are the same, in the
- * same order; only the trainer and config types differ). Set the ti_* or the hn_* members. */
+/* The trainer a session drives and what its prepare() receives. */
 typedef struct train_target {
-    const sdt_ti_factory *ti;
-    sdt_ti_trainer *ti_trainer;
-    const sdt_ti_config *ti_config;
-    const sdt_hn_factory *hn;
-    sdt_hn_trainer *hn_trainer;
-    const sdt_hn_config *hn_config;
+    const sdt_trainer_factory *factory;
+    sdt_trainer *trainer;
+    const sdt_trainer_config *config;
 } train_target;
 
 /* Prepares and trains on a worker thread. Returns an sdt-host exit status (0, 1 or 130);
- * errors are printed as one sentence, passed through explain when given. */
-int train_session_run(const train_target *target, train_session_explain_fn explain);
+ * errors are printed as one sentence, passed through explain (with explain_data) when given. */
+int train_session_run(const train_target *target, train_session_explain_fn explain, const void *explain_data);
 
 #endif

@@ -11,6 +11,7 @@
 #include "serve_page.h"
 #include "serve_reply.h"
 #include "serve_train_request.h"
+#include "serve_trainer.h"
 #include "host_json.h"
 
 /* The largest file /api/file serves: previews, CSVs, settings (a model is never asked for). */
@@ -45,6 +46,7 @@ static cJSON *option_json(size_t i, char **ti_defaults, char **hn_defaults)
     cJSON_AddBoolToObject(o, "embedding", info.embedding);
     cJSON_AddBoolToObject(o, "hypernetwork", info.hypernetwork);
     if (info.folder) cJSON_AddStringToObject(o, "folder", info.folder);
+    if (serve_option_picked(info.name)) cJSON_AddStringToObject(o, "picked", serve_option_picked(info.name));
     if (info.folder_list) cJSON_AddBoolToObject(o, "folder_list", TRUE);
     if (info.choices) {
         cJSON *choices = cJSON_AddArrayToObject(o, "choices");
@@ -69,11 +71,10 @@ static void setup(SoupServer *server, SoupServerMessage *msg, const char *path, 
         for (guint i = 0; i < names->len; i++) cJSON_AddItemToArray(list, cJSON_CreateString(g_ptr_array_index(names, i)));
         g_ptr_array_unref(names);
     }
-    const sdt_ti_factory *ti = host_plugin_factory(&ctx->plugin, SDT_FACTORY_TEXTUAL_INVERSION, NULL);
-    const sdt_hn_factory *hn = host_plugin_factory(&ctx->plugin, SDT_FACTORY_HYPERNETWORK, NULL);
-    panel_defaults ti_d = panel_defaults_of_embedding(ti), hn_d = panel_defaults_of_hypernetwork(hn);
-    char **ti_defaults = ti ? panel_default_values(&ti_d, PANEL_EMBEDDING) : NULL;
-    char **hn_defaults = hn ? panel_default_values(&hn_d, PANEL_HYPERNETWORK) : NULL;
+    const sdt_trainer_factory *factory = host_plugin_factory(&ctx->plugin, SDT_FACTORY_TRAINER, NULL);
+    panel_defaults defaults = panel_defaults_of(factory);
+    char **ti_defaults = factory ? panel_default_values(&defaults, PANEL_EMBEDDING) : NULL;
+    char **hn_defaults = factory ? panel_default_values(&defaults, PANEL_HYPERNETWORK) : NULL;
     cJSON *options = cJSON_AddArrayToObject(j, "options");
     for (size_t i = 0; i < panel_option_count(); i++) cJSON_AddItemToArray(options, option_json(i, ti_defaults, hn_defaults));
     g_strfreev(ti_defaults);
@@ -145,33 +146,33 @@ static void model(SoupServer *server, SoupServerMessage *msg, const char *path, 
     const char *relative = query ? g_hash_table_lookup(query, "path") : NULL;
     char *error = NULL;
     char *resolved = relative ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, relative, &error) : NULL;
-    const sdt_ti_factory *factory = resolved ? host_plugin_factory(&ctx->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error) : NULL;
-    sdt_ti_trainer *trainer = NULL;
-    char sentence[1024] = "";
+    serve_trainer t;
     if (!relative) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name a model with path=.");
     else if (!resolved) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
-    else if (!factory) serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
-    else if (factory->create(NULL, &trainer, sentence, sizeof sentence) != SDT_STATUS_OK)
-        serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, sentence);
+    else if (!serve_trainer_open(&t, &ctx->plugin, SDT_EXT_EMBEDDING_FILES, &error))
+        serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
     else {
+        const sdt_embedding_files_ext *files = t.extension;
+        sdt_trainer *trainer = t.trainer;
+        char sentence[1024] = "";
         uint32_t size = 64 * 1024, needed = 0;
         char *json = g_malloc0(size);
-        sdt_status st = factory->inspect(trainer, resolved, NULL, json, size, &needed);
+        sdt_status st = files->inspect(trainer, resolved, NULL, json, size, &needed);
         if (st == SDT_STATUS_BUFFER_TOO_SMALL && needed > size) {
             g_free(json);
             json = g_malloc0(needed);
-            st = factory->inspect(trainer, resolved, NULL, json, needed, NULL);
+            st = files->inspect(trainer, resolved, NULL, json, needed, NULL);
         }
         if (st == SDT_STATUS_OK) {
             soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
             soup_server_message_set_response(msg, "application/json", SOUP_MEMORY_TAKE, json, strlen(json));
             json = NULL;
         } else {
-            factory->get_last_error(trainer, sentence, sizeof sentence, NULL);
+            serve_trainer_error(&t, sentence, sizeof sentence);
             serve_reply_error(msg, SOUP_STATUS_UNPROCESSABLE_ENTITY, sentence);
         }
         g_free(json);
-        factory->destroy(trainer);
+        serve_trainer_close(&t);
     }
     g_free(resolved);
     g_free(error);

@@ -5,6 +5,7 @@
 
 #include "serve_context.h"
 #include "serve_reply.h"
+#include "serve_trainer.h"
 #include "host_json.h"
 
 /* A string member of the form, NULL when absent or empty. */
@@ -67,29 +68,27 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
     double k = cJSON_IsNumber(vectors) ? vectors->valuedouble : 1;
     char *model = text_of(form, "model") ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, text_of(form, "model"), &error)
                                          : NULL;
-    const sdt_ti_factory *factory = NULL;
-    sdt_ti_trainer *trainer = NULL;
+    serve_trainer t;
     char sentence[2048] = "";
     if (!text_of(form, "model")) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Pick the model whose text encoder the embedding is for.");
     else if (!model) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
     else if (!(k >= 1 && k <= 75 && k == (double)(uint32_t)k)) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Vectors per token must be a whole number from 1 to 75.");
-    else if (!(factory = host_plugin_factory(&ctx->plugin, SDT_FACTORY_TEXTUAL_INVERSION, &error)))
+    else if (!serve_trainer_open(&t, &ctx->plugin, SDT_EXT_EMBEDDING_FILES, &error))
         serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
-    else if (factory->create(NULL, &trainer, sentence, sizeof sentence) != SDT_STATUS_OK)
-        reply_failure(msg, sentence, NULL, 0);
     else {
+        const sdt_embedding_files_ext *files = t.extension;
         const cJSON *init = cJSON_GetObjectItemCaseSensitive(form, "init_text");
         sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)k, .name = text_of(form, "name"),
                                     .init_text = cJSON_IsString(init) ? init->valuestring : "*", .model_path = model,
                                     .output_dir = ctx->folders.root[SERVE_EMBEDDINGS], .overwrite = flag_of(form, "overwrite") };
         char path[4096] = "";
-        if (factory->create_embedding(trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
+        if (files->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             reply_created(ctx, msg, SERVE_EMBEDDINGS, path);
         else {
-            factory->get_last_error(trainer, sentence, sizeof sentence, NULL);
+            serve_trainer_error(&t, sentence, sizeof sentence);
             reply_failure(msg, sentence, embedding_fields, G_N_ELEMENTS(embedding_fields));
         }
-        factory->destroy(trainer);
+        serve_trainer_close(&t);
     }
     g_free(model);
     g_free(error);
@@ -105,12 +104,12 @@ void serve_create_hypernetwork(serve_context *ctx, SoupServerMessage *msg, const
     cJSON *form = parse_form(msg, body, n);
     if (!form) return;
     char *error = NULL;
-    const sdt_hn_factory *factory = host_plugin_factory(&ctx->plugin, SDT_FACTORY_HYPERNETWORK, &error);
-    sdt_hn_trainer *trainer = NULL;
+    serve_trainer t;
     char sentence[2048] = "";
-    if (!factory) serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
-    else if (factory->create(NULL, &trainer, sentence, sizeof sentence) != SDT_STATUS_OK) reply_failure(msg, sentence, NULL, 0);
+    if (!serve_trainer_open(&t, &ctx->plugin, SDT_EXT_HYPERNETWORK_FILES, &error))
+        serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
     else {
+        const sdt_hypernetwork_files_ext *files = t.extension;
         bool dropout = flag_of(form, "dropout");
         sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = text_of(form, "name"),
                                        .output_dir = ctx->folders.root[SERVE_HYPERNETWORKS], .widths = text_of(form, "sizes"),
@@ -120,13 +119,13 @@ void serve_create_hypernetwork(serve_context *ctx, SoupServerMessage *msg, const
                                        .layer_norm = flag_of(form, "layer_norm"), .use_dropout = dropout,
                                        .activate_output = flag_of(form, "activate_output"), .overwrite = flag_of(form, "overwrite") };
         char path[4096] = "";
-        if (factory->create_hypernetwork(trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
+        if (files->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             reply_created(ctx, msg, SERVE_HYPERNETWORKS, path);
         else {
-            factory->get_last_error(trainer, sentence, sizeof sentence, NULL);
+            serve_trainer_error(&t, sentence, sizeof sentence);
             reply_failure(msg, sentence, hypernetwork_fields, G_N_ELEMENTS(hypernetwork_fields));
         }
-        factory->destroy(trainer);
+        serve_trainer_close(&t);
     }
     g_free(error);
     cJSON_Delete(form);

@@ -14,10 +14,8 @@ typedef struct run {
     panel_method method;
     panel_values *values;
     panel_config config;      /* what prepare reads; lives as long as the run */
-    const sdt_ti_factory *ti;
-    sdt_ti_trainer *ti_trainer;
-    const sdt_hn_factory *hn;
-    sdt_hn_trainer *hn_trainer;
+    const sdt_trainer_factory *factory;
+    sdt_trainer *trainer;
     GThread *thread;
     run_state state;          /* main thread's view */
     char *error;              /* the sentence of a failed run */
@@ -134,11 +132,6 @@ static void on_file_saved(void *user_data, const sdt_saved_file *file)
     post(user_data, "file", e);
 }
 
-static sdt_status run_last_error(const run *r, char *buffer, uint32_t size)
-{
-    return r->ti ? r->ti->get_last_error(r->ti_trainer, buffer, size, NULL) : r->hn->get_last_error(r->hn_trainer, buffer, size, NULL);
-}
-
 static gboolean worker_started(gpointer data)
 {
     run *r = data;
@@ -156,13 +149,12 @@ static gboolean worker_done(gpointer data)
     else if (r->result == SDT_STATUS_INTERRUPTED) r->state = RUN_INTERRUPTED;
     else {
         char sentence[2048] = "";
-        run_last_error(r, sentence, sizeof sentence);
+        r->factory->get_last_error(r->trainer, sentence, sizeof sentence, NULL);
         r->state = RUN_FAILED;
-        r->error = panel_explain(sentence[0] ? sentence : "training failed without a message from the plugin.");
+        r->error = panel_explain(r->method, sentence[0] ? sentence : "training failed without a message from the plugin.");
     }
-    if (r->ti) r->ti->destroy(r->ti_trainer);
-    else r->hn->destroy(r->hn_trainer);
-    r->ti_trainer = NULL, r->hn_trainer = NULL;
+    r->factory->destroy(r->trainer);
+    r->trainer = NULL;
     publish_state(r);
     return G_SOURCE_REMOVE;
 }
@@ -173,11 +165,11 @@ static gpointer worker(gpointer data)
     sdt_prepare_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
-    r->result = r->ti ? r->ti->prepare(r->ti_trainer, &r->config.ti, &info) : r->hn->prepare(r->hn_trainer, &r->config.hn, &info);
+    r->result = r->factory->prepare(r->trainer, &r->config.trainer, &info);
     if (r->result == SDT_STATUS_OK) {
         r->start_step = info.start_step;
         g_idle_add(worker_started, r);
-        r->result = r->ti ? r->ti->run(r->ti_trainer) : r->hn->run(r->hn_trainer);
+        r->result = r->factory->run(r->trainer);
     }
     g_idle_add(worker_done, r);
     return NULL;
@@ -226,9 +218,7 @@ void serve_runs_free(serve_runs *runs)
 {
     for (guint i = 0; i < runs->all->len; i++) {
         run *r = g_ptr_array_index(runs->all, i);
-        if (!r->thread) continue;
-        if (r->ti) r->ti->interrupt(r->ti_trainer);
-        else r->hn->interrupt(r->hn_trainer);
+        if (r->thread) r->factory->interrupt(r->trainer);
     }
     /* Each worker's last act is to queue worker_done: run the loop until every one has joined. */
     for (guint i = 0; i < runs->all->len; i++)
@@ -238,7 +228,7 @@ void serve_runs_free(serve_runs *runs)
     g_free(runs);
 }
 
-/* Opens a trainer of the method's factory with the panel's callbacks; fills the defaults table. */
+/* Opens a trainer of the trainer factory with the panel's callbacks; fills the defaults table. */
 static gboolean open_trainer(run *r, panel_defaults *defaults, char **error)
 {
     sdt_host_callbacks cb;
@@ -250,22 +240,13 @@ static gboolean open_trainer(run *r, panel_defaults *defaults, char **error)
     cb.preview_ready = on_preview;
     cb.file_saved = on_file_saved;
     char sentence[1024] = "";
-    sdt_status st;
-    if (r->method == PANEL_HYPERNETWORK) {
-        r->hn = host_plugin_factory(r->owner->plugin, SDT_FACTORY_HYPERNETWORK, error);
-        if (!r->hn) return FALSE;
-        st = r->hn->create(&cb, &r->hn_trainer, sentence, sizeof sentence);
-        *defaults = panel_defaults_of_hypernetwork(r->hn);
-    } else {
-        r->ti = host_plugin_factory(r->owner->plugin, SDT_FACTORY_TEXTUAL_INVERSION, error);
-        if (!r->ti) return FALSE;
-        st = r->ti->create(&cb, &r->ti_trainer, sentence, sizeof sentence);
-        *defaults = panel_defaults_of_embedding(r->ti);
-    }
-    if (st != SDT_STATUS_OK) {
+    r->factory = host_plugin_factory(r->owner->plugin, SDT_FACTORY_TRAINER, error);
+    if (!r->factory) return FALSE;
+    if (r->factory->create(&cb, &r->trainer, sentence, sizeof sentence) != SDT_STATUS_OK) {
         *error = g_strdup(sentence[0] ? sentence : "The plugin could not create a trainer.");
         return FALSE;
     }
+    *defaults = panel_defaults_of(r->factory);
     return TRUE;
 }
 
@@ -285,13 +266,13 @@ int serve_runs_start(serve_runs *runs, const char *panel_text, size_t n, char **
     ok = ok && panel_check_required(&r->config, error);
     if (ok) panel_finish_config(&r->config);
     if (!ok) {
-        if (r->ti_trainer) r->ti->destroy(r->ti_trainer);
-        if (r->hn_trainer) r->hn->destroy(r->hn_trainer);
+        if (r->trainer) r->factory->destroy(r->trainer);
         run_free(r);
         return 0;
     }
-    const char *file = r->method == PANEL_HYPERNETWORK ? r->config.hn.hypernetwork_path : r->config.ti.embedding_path;
-    r->name = g_path_get_basename(file);
+    /* the run's name: its hypernetwork's file, else its embedding's */
+    const sdt_trainer_config *parts = &r->config.trainer;
+    r->name = g_path_get_basename(parts->hypernetwork ? parts->hypernetwork->hypernetwork_path : parts->embedding->embedding_path);
     r->id = runs->next_id++;
     r->state = RUN_PREPARING;
     g_ptr_array_add(runs->all, r);
@@ -309,8 +290,7 @@ gboolean serve_runs_interrupt(serve_runs *runs, int id, char **error)
             *error = g_strdup_printf("Run %d is no longer going (%s).", id, state_names[r->state]);
             return FALSE;
         }
-        if (r->ti) r->ti->interrupt(r->ti_trainer);
-        else r->hn->interrupt(r->hn_trainer);
+        r->factory->interrupt(r->trainer);
         r->interrupt_asked = TRUE;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "level", "info");

@@ -16,13 +16,17 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 6
+ABI_VERSION_MINOR = 7
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
-FACTORY_TEXTUAL_INVERSION = b"sdtrain.textual_inversion/1"
-FACTORY_HYPERNETWORK = b"sdtrain.hypernetwork/1"
+FACTORY_TRAINER = b"sdtrain.trainer/1"  # 1.7: what the binding trains through
+FACTORY_TEXTUAL_INVERSION = b"sdtrain.textual_inversion/1"  # deprecated in 1.7; mirrored, not used
+FACTORY_HYPERNETWORK = b"sdtrain.hypernetwork/1"  # deprecated in 1.7; mirrored, not used
 FACTORY_SCALER = b"sdtrain.scaler/1"
+EXT_EMBEDDING_FILES = b"sdtrain.embedding_files/1"
+EXT_HYPERNETWORK_FILES = b"sdtrain.hypernetwork_files/1"
+EXT_HYPERNETWORK_APPLIER = b"sdtrain.hypernetwork_applier/1"
 
 sdt_status = c_int32  # enum sdt_status: 32 bits on every compiler (SDT_STATUS_FORCE_32BIT)
 
@@ -552,6 +556,114 @@ class HnFactory(AbiStruct):
         ("applier_apply_kv", CFUNCTYPE(sdt_status, _Applier, c_uint32, c_uint32, POINTER(c_float), POINTER(c_float),
                                        c_uint64)),
         ("applier_generate", CFUNCTYPE(sdt_status, _Applier, POINTER(GenerateRequest), POINTER(c_uint8), c_uint64)),
+    ]
+
+
+# ---- One trainer: "sdtrain.trainer/1" (1.7) --------------------------------------------------------
+
+_Trainer = c_void_p
+
+
+@_register
+class EmbeddingPart(AbiStruct):
+    c_name = "sdt_embedding_part"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("clip_mode", c_uint32),
+        ("embedding_path", c_char_p),
+        ("learn_rate", c_char_p),
+        ("clip_value", c_char_p),
+        ("save_image_with_embedding", c_bool),
+        ("reserved0", c_uint8 * 7),
+    ]
+
+
+@_register
+class HypernetworkPart(AbiStruct):
+    c_name = "sdt_hypernetwork_part"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved0", c_uint32),
+        ("hypernetwork_path", c_char_p),
+        ("learn_rate", c_char_p),
+        ("weight_decay", c_double),
+        ("strength", c_double),
+        ("preview_hypernetworks", c_char_p),
+        ("preview_strength", c_double),
+    ]
+
+
+@_register
+class TrainerConfig(AbiStruct):
+    c_name = "sdt_trainer_config"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved0", c_uint32),
+        ("options", POINTER(TrainOptions)),
+        ("embedding", POINTER(EmbeddingPart)),
+        ("hypernetwork", POINTER(HypernetworkPart)),
+    ]
+
+
+@_register
+class TrainerFactory(AbiStruct):
+    c_name = "sdt_trainer_factory"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("train_options_defaults", CFUNCTYPE(sdt_status, POINTER(TrainOptions))),
+        ("embedding_part_defaults", CFUNCTYPE(sdt_status, POINTER(EmbeddingPart))),
+        ("hypernetwork_part_defaults", CFUNCTYPE(sdt_status, POINTER(HypernetworkPart))),
+        ("create", CFUNCTYPE(sdt_status, POINTER(HostCallbacks), POINTER(_Trainer), c_void_p, c_uint32)),
+        ("destroy", CFUNCTYPE(None, _Trainer)),
+        ("get_last_error", GET_LAST_ERROR_FN),
+        ("prepare", CFUNCTYPE(sdt_status, _Trainer, POINTER(TrainerConfig), POINTER(PrepareInfo))),
+        ("run", CFUNCTYPE(sdt_status, _Trainer)),
+        ("interrupt", CFUNCTYPE(sdt_status, _Trainer)),
+        ("get_run_state", CFUNCTYPE(sdt_status, _Trainer, POINTER(c_int32))),
+        ("get_metrics", CFUNCTYPE(sdt_status, _Trainer, POINTER(Metrics))),
+        ("save_state", CFUNCTYPE(sdt_status, _Trainer, c_char_p)),
+        ("load_state", CFUNCTYPE(sdt_status, _Trainer, c_char_p)),
+        ("get_extension", CFUNCTYPE(c_void_p, c_char_p)),
+    ]
+
+
+@_register
+class EmbeddingFilesExt(AbiStruct):
+    c_name = "sdt_embedding_files_ext"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("create_embedding", CFUNCTYPE(sdt_status, _Trainer, POINTER(EmbeddingSpec), c_void_p, c_uint32,
+                                       POINTER(c_uint32))),
+        ("inspect", CFUNCTYPE(sdt_status, _Trainer, c_char_p, POINTER(EmbeddingInfo), c_void_p, c_uint32,
+                              POINTER(c_uint32))),
+    ]
+
+
+@_register
+class HypernetworkFilesExt(AbiStruct):
+    c_name = "sdt_hypernetwork_files_ext"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("create_hypernetwork", CFUNCTYPE(sdt_status, _Trainer, POINTER(HypernetworkSpec), c_void_p, c_uint32,
+                                          POINTER(c_uint32))),
+        ("inspect", CFUNCTYPE(sdt_status, _Trainer, c_char_p, POINTER(HypernetworkInfo), c_void_p, c_uint32,
+                              POINTER(c_uint32))),
+    ]
+
+
+@_register
+class HypernetworkApplierExt(AbiStruct):
+    c_name = "sdt_hypernetwork_applier_ext"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("create", CFUNCTYPE(sdt_status, POINTER(_Applier), c_void_p, c_uint32)),
+        ("destroy", CFUNCTYPE(None, _Applier)),
+        ("get_last_error", GET_LAST_ERROR_FN),
+        ("add", CFUNCTYPE(sdt_status, _Applier, c_char_p, c_double)),
+        ("set_strength", CFUNCTYPE(sdt_status, _Applier, c_uint32, c_double)),
+        ("apply_kv", CFUNCTYPE(sdt_status, _Applier, c_uint32, c_uint32, POINTER(c_float), POINTER(c_float),
+                               c_uint64)),
+        ("generate", CFUNCTYPE(sdt_status, _Applier, POINTER(GenerateRequest), POINTER(c_uint8), c_uint64)),
     ]
 
 

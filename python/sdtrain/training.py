@@ -1,5 +1,10 @@
 """Embedding and hypernetwork trainers: create, prepare, run on a worker thread, interrupt.
 
+Both are one trainer of the plugin's trainer factory ("sdtrain.trainer/1", ABI 1.7): prepare() sends
+the shared options and the parts to train (an embedding, a hypernetwork, or both: joint training);
+creating and reading files go through the factory's extensions. The two classes differ only in the
+table that says where each of their option names goes.
+
 The plugin calls the host's callbacks on the thread inside run(); here that is the trainer's
 threading.Thread, and each callback is a Python callable. A callable that raises stops the run
 (interrupt(): the step finishes and everything is saved) and its exception comes out of
@@ -70,9 +75,11 @@ class _CallbackState:
         return cb, refs
 
 
-def _to_c(struct, name, value):
+def _to_c(struct, name, value, shown=None):
     """Sets struct.name from a Python value: str/path for strings, an enum's name or number,
-    numbers and bools as they are. Returns the object to keep alive (ctypes keeps it too)."""
+    numbers and bools as they are; sentences call it `shown` (the caller's name, default name).
+    Returns the object to keep alive (ctypes keeps it too)."""
+    shown = shown or name
     ctype = dict(type(struct)._fields_)[name]
     if ctype is ctypes.c_char_p:
         if value is None:
@@ -86,12 +93,12 @@ def _to_c(struct, name, value):
     if name in _abi.ENUM_FIELDS and isinstance(value, str):
         names = _abi.ENUM_FIELDS[name]
         if value.lower() not in names:
-            raise SdtrainError(-1, "%s must be one of %s, not %r." % (name, ", ".join(names), value))
+            raise SdtrainError(-1, "%s must be one of %s, not %r." % (shown, ", ".join(names), value))
         value = names[value.lower()]
     try:
         setattr(struct, name, value)
     except TypeError:
-        raise SdtrainError(-1, "%s takes a %s, not %r." % (name, ctype.__name__, value)) from None
+        raise SdtrainError(-1, "%s takes a %s, not %r." % (shown, ctype.__name__, value)) from None
     return value
 
 
@@ -147,11 +154,19 @@ class TrainingRun:
         return self._result
 
 
+# The parts of a config (sdt_trainer_config's members) and their structs, defaults and file fields.
+_PARTS = {"embedding": (_abi.EmbeddingPart, "embedding_part_defaults", "embedding_path"),
+          "hypernetwork": (_abi.HypernetworkPart, "hypernetwork_part_defaults", "hypernetwork_path")}
+
+
 class _Trainer:
-    """What both trainers share: the factories have the same lifecycle members (docs/abi.md 8.6)."""
-    _factory_id = None
-    _factory_cls = None
-    _config_cls = None
+    """One trainer of the trainer factory; a subclass names its part, where its option names go
+    (_names: name -> (part, field); every other name is a field of sdt_train_options) and its files'
+    extension. A run sends the subclass's part and every part whose file an option names."""
+    _part = None
+    _names = None
+    _files_ext = None
+    _files_cls = None
     _info_cls = None
     _kind = None
 
@@ -162,7 +177,8 @@ class _Trainer:
         self.plugin = plugin
         self.closed = True
         self._interrupt_asked = False
-        self._f = plugin.factory(self._factory_id, self._factory_cls)
+        self._f = plugin.factory(_abi.FACTORY_TRAINER, _abi.TrainerFactory)
+        self._files = self._extension(self._files_ext, self._files_cls)
         self._callbacks = _CallbackState(on_log, on_metrics, on_preview, on_file_saved)
         self._cb_struct, self._cb_refs = self._callbacks.table()
         handle = ctypes.c_void_p()
@@ -178,6 +194,14 @@ class _Trainer:
         self._run_lock = threading.Lock()
         self._running = False
         plugin._adopt(self)
+
+    def _extension(self, extension_id, cls):
+        """A copy of the factory's extension table extension_id; SdtrainError UNSUPPORTED when absent."""
+        address = self._f.get_extension(extension_id)
+        if not address:
+            raise SdtrainError(-4, "The plugin %s (ABI %s) has no extension %s; install a newer sdtrain."
+                               % (self.plugin.path, self.plugin.abi_version, extension_id.decode()))
+        return read_struct(cls, address)
 
     # ---- errors ----------------------------------------------------------------------------------
 
@@ -197,31 +221,33 @@ class _Trainer:
     # ---- configuration -------------------------------------------------------------------------------
 
     def _config(self, options):
-        """The method's config and the shared train options from the plugin's defaults plus options."""
-        config = self._config_cls.new()
-        self._check(self._f.config_defaults(ctypes.byref(config)))
+        """The trainer config from the plugin's defaults plus options: the shared options and the parts
+        it sends, with the objects to keep alive while prepare() reads them."""
         shared = _abi.TrainOptions.new()
-        if _abi.has_function(self._f, "train_options_defaults"):
-            self._check(self._f.train_options_defaults(ctypes.byref(shared)))
-            shared.write_metrics = True  # as sdt-host: metrics.jsonl and loss.png unless write_metrics=False
-            config.train_options = ctypes.pointer(shared)
-            shared_names = set(_settable(_abi.TrainOptions))
-        else:
-            shared_names = set()
-        config_names = set(_settable(self._config_cls))
+        self._check(self._f.train_options_defaults(ctypes.byref(shared)))
+        shared.write_metrics = True  # as sdt-host: metrics.jsonl and loss.png unless write_metrics=False
+        parts = {}
+        for part, (cls, defaults, _file) in _PARTS.items():
+            parts[part] = cls.new()
+            self._check(getattr(self._f, defaults)(ctypes.byref(parts[part])))
+        structs = dict(parts, options=shared)
+        shared_names = set(_settable(_abi.TrainOptions))
         keep = []
         for name, value in options.items():
-            if name in shared_names:  # with train_options set, the config's inline copies are ignored (3.7)
-                keep.append(_to_c(shared, name, value))
-            elif name in config_names:
-                keep.append(_to_c(config, name, value))
-            else:
-                raise _unknown("%s training" % self._kind, name, shared_names | config_names)
-        return config, shared, keep
+            part, field = self._names.get(name, ("options", name if name in shared_names else None))
+            if field is None:
+                raise _unknown("%s training" % self._kind, name, shared_names | set(self._names))
+            keep.append(_to_c(structs[part], field, value, name))
+        config = _abi.TrainerConfig.new()
+        config.options = ctypes.pointer(shared)
+        for part, (_cls, _defaults, file_field) in _PARTS.items():
+            if part == self._part or getattr(parts[part], file_field):
+                setattr(config, part, ctypes.pointer(parts[part]))
+        return config, (shared, parts), keep
 
     def prepare(self, **options):
         """Validates the job and loads what run() needs (blocking: seconds). Options are the fields
-        of sdt_train_options and of the method's config (docs/abi.md, abi/sdtrain.h), by name:
+        of sdt_train_options and the method's own (its part's: docs/abi.md, abi/sdtrain.h), by name:
         model_path, dataset_dir, template_file, log_dir, max_steps, learn_rate, precision="fp16", ...
         Returns a PrepareInfo."""
         return self._prepare(options)[0]
@@ -229,10 +255,10 @@ class _Trainer:
     def _prepare(self, options):
         """prepare(), also returning its status: 1 when interrupt() stopped it."""
         self._require_open()
-        config, shared, keep = self._config(options)
+        config, structs, keep = self._config(options)
         info = _abi.PrepareInfo.new()
         status = self._check(self._f.prepare(self._handle, ctypes.byref(config), ctypes.byref(info)))
-        del keep, shared
+        del keep, structs
         return record_from(info, PrepareInfo), status
 
     def run(self):
@@ -301,7 +327,7 @@ class _Trainer:
         holder = {}
 
         def call(buf, size, needed):
-            holder["st"] = self._f.inspect(self._handle, path, ctypes.byref(info), buf, size, needed)
+            holder["st"] = self._files.inspect(self._handle, path, ctypes.byref(info), buf, size, needed)
             return holder["st"]
         st, text = copy_out_string(call)
         self._check(st)
@@ -351,14 +377,17 @@ class _Trainer:
 
 
 class EmbeddingTrainer(_Trainer):
-    """Textual inversion ("sdtrain.textual_inversion/1").
+    """Textual inversion: a trainer with an embedding part (embedding_path, learn_rate,
+    save_image_with_embedding; the rest are the shared options).
 
     EmbeddingTrainer(plugin=None, on_log=None, on_metrics=None, on_preview=None, on_file_saved=None):
     on_log(level, message), on_metrics(Metrics), on_preview(Preview), on_file_saved(SavedFile), called
     on the run's thread."""
-    _factory_id = _abi.FACTORY_TEXTUAL_INVERSION
-    _factory_cls = _abi.TiFactory
-    _config_cls = _abi.TiConfig
+    _part = "embedding"
+    _names = {"embedding_path": ("embedding", "embedding_path"), "learn_rate": ("embedding", "learn_rate"),
+              "save_image_with_embedding": ("embedding", "save_image_with_embedding")}
+    _files_ext = _abi.EXT_EMBEDDING_FILES
+    _files_cls = _abi.EmbeddingFilesExt
     _info_cls = _abi.EmbeddingInfo
     _kind = "embedding"
 
@@ -366,16 +395,24 @@ class EmbeddingTrainer(_Trainer):
         """Writes a new embedding file (A1111's Create embedding: init_text, vectors_per_token,
         overwrite, tokenizer_path) and returns its path. Blocking: loads the text encoder."""
         spec.setdefault("vectors_per_token", 1)
-        return self._create_from_spec(self._f.create_embedding, _abi.EmbeddingSpec,
+        return self._create_from_spec(self._files.create_embedding, _abi.EmbeddingSpec,
                                       dict(spec, name=name, model_path=model_path, output_dir=output_dir))
 
 
 class HypernetworkTrainer(_Trainer):
-    """Hypernetworks ("sdtrain.hypernetwork/1"), alone or jointly with an embedding (embedding_path);
-    the same callbacks and lifecycle as EmbeddingTrainer."""
-    _factory_id = _abi.FACTORY_HYPERNETWORK
-    _factory_cls = _abi.HnFactory
-    _config_cls = _abi.HnConfig
+    """Hypernetworks: a trainer with a hypernetwork part, and with embedding_path an embedding part too
+    (joint training; its embedding_learn_rate, embedding_clip_mode, embedding_clip_value and
+    save_image_with_embedding); the same callbacks and lifecycle as EmbeddingTrainer."""
+    _part = "hypernetwork"
+    _names = {"hypernetwork_path": ("hypernetwork", "hypernetwork_path"), "learn_rate": ("hypernetwork", "learn_rate"),
+              "weight_decay": ("hypernetwork", "weight_decay"), "strength": ("hypernetwork", "strength"),
+              "preview_hypernetworks": ("hypernetwork", "preview_hypernetworks"),
+              "preview_strength": ("hypernetwork", "preview_strength"),
+              "embedding_path": ("embedding", "embedding_path"), "embedding_learn_rate": ("embedding", "learn_rate"),
+              "embedding_clip_mode": ("embedding", "clip_mode"), "embedding_clip_value": ("embedding", "clip_value"),
+              "save_image_with_embedding": ("embedding", "save_image_with_embedding")}
+    _files_ext = _abi.EXT_HYPERNETWORK_FILES
+    _files_cls = _abi.HypernetworkFilesExt
     _info_cls = _abi.HypernetworkInfo
     _kind = "hypernetwork"
 
@@ -383,5 +420,5 @@ class HypernetworkTrainer(_Trainer):
         """Writes a new hypernetwork .pt (A1111's Create hypernetwork: widths, layer_structure,
         activation, weight_init, dropout_structure, layer_norm, use_dropout, activate_output,
         overwrite) and returns its path."""
-        return self._create_from_spec(self._f.create_hypernetwork, _abi.HypernetworkSpec,
+        return self._create_from_spec(self._files.create_hypernetwork, _abi.HypernetworkSpec,
                                       dict(spec, name=name, output_dir=output_dir))

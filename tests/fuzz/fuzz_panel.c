@@ -18,16 +18,16 @@ static sdt_status stub_train_options(sdt_train_options *o)
     return SDT_STATUS_OK;
 }
 
-static sdt_status stub_ti_config(sdt_ti_config *c)
+static sdt_status stub_embedding_part(sdt_embedding_part *p)
 {
-    c->learn_rate = "0.005";
+    p->learn_rate = "0.005";
     return SDT_STATUS_OK;
 }
 
-static sdt_status stub_hn_config(sdt_hn_config *c)
+static sdt_status stub_hypernetwork_part(sdt_hypernetwork_part *p)
 {
-    c->learn_rate = "0.00001";
-    c->weight_decay = 0.01;
+    p->learn_rate = "0.00001";
+    p->weight_decay = 0.01;
     return SDT_STATUS_OK;
 }
 
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char **argv = args;
     int argc = 3;
     if (!g_option_context_parse(ctx, &argc, &argv, NULL)) abort();
-    panel_defaults defaults = { stub_train_options, stub_ti_config, stub_hn_config };
+    panel_defaults defaults = { stub_train_options, stub_embedding_part, stub_hypernetwork_part };
     panel_config config;
     char *error = NULL;
     gboolean usage_error = FALSE;
@@ -54,10 +54,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!panel_check_required(&config, &error)) {
             if (!error) abort();
             g_free(error);
+        } else {
+            panel_finish_config(&config);
+            if (!config.trainer.options || (!config.trainer.embedding && !config.trainer.hypernetwork)) abort();
         }
     } else {
         if (!error || !error[0] || usage_error) abort(); /* a file's fault, with a sentence */
-        char *explained = panel_explain(error);
+        char *explained = panel_explain(method, error);
         g_free(explained);
         g_free(error);
     }

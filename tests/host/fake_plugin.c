@@ -1,7 +1,9 @@
 /* fake_plugin.c - a stand-in libsdtrain.so for testing sdt-host on its own: it speaks the ABI
  * (our major plus FAKE_ABI_MAJOR_OFFSET, so a second build plays a plugin of another major), "trains"
  * by counting steps with a short sleep each, honours interrupt(), and reports metrics, logs and
- * a saved file. Only the host's behaviour is under test here, never numerics. */
+ * a saved file. Only the host's behaviour is under test here, never numerics. It offers the
+ * trainer factory ("sdtrain.trainer/1") and its file extensions only, none of the deprecated
+ * method factories: a host that asked for one of those would fail here. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -17,7 +19,7 @@
 #endif
 #define FAKE_ABI_MAJOR (SDT_ABI_VERSION_MAJOR + FAKE_ABI_MAJOR_OFFSET)
 
-struct sdt_ti_trainer {
+struct sdt_trainer {
     sdt_host_callbacks cb;
     atomic_bool interrupt;
     atomic_int state;
@@ -38,35 +40,55 @@ static sdt_status fake_init(sdt_version v, char *err, uint32_t n)
 static void fake_deinit(void) {}
 static const char *fake_status_name(sdt_status s) { (void)s; return "SDT_STATUS_FAKE"; }
 
-static sdt_status defaults(sdt_ti_config *c)
+/* Zeroes the first struct_size bytes the host's struct has, keeping struct_size. */
+#define CLEAR(p)                                                                                                     \
+    do {                                                                                                             \
+        uint32_t size = (p)->struct_size;                                                                            \
+        memset((p), 0, size < sizeof *(p) ? size : sizeof *(p));                                                     \
+        (p)->struct_size = size;                                                                                     \
+    } while (0)
+
+static sdt_status options_defaults(sdt_train_options *o)
 {
-    uint32_t size = c->struct_size;
-    memset(c, 0, size < sizeof *c ? size : sizeof *c);
-    c->struct_size = size;
-    c->max_steps = 100;
-    c->batch_size = 1;
+    CLEAR(o);
+    o->max_steps = 100;
+    o->batch_size = 1;
     return SDT_STATUS_OK;
 }
 
-static sdt_status create(const sdt_host_callbacks *cb, sdt_ti_trainer **out, char *err, uint32_t n)
+static sdt_status embedding_defaults(sdt_embedding_part *p)
+{
+    CLEAR(p);
+    p->learn_rate = "0.005";
+    return SDT_STATUS_OK;
+}
+
+static sdt_status hypernetwork_defaults(sdt_hypernetwork_part *p)
+{
+    CLEAR(p);
+    p->learn_rate = "0.00001";
+    return SDT_STATUS_OK;
+}
+
+static sdt_status create(const sdt_host_callbacks *cb, sdt_trainer **out, char *err, uint32_t n)
 {
     (void)err; (void)n;
-    sdt_ti_trainer *t = calloc(1, sizeof *t);
+    sdt_trainer *t = calloc(1, sizeof *t);
     if (cb) memcpy(&t->cb, cb, cb->struct_size < sizeof t->cb ? cb->struct_size : sizeof t->cb);
     *out = t;
     return SDT_STATUS_OK;
 }
 
-static void destroy(sdt_ti_trainer *t) { free(t); }
+static void destroy(sdt_trainer *t) { free(t); }
 
-static sdt_status last_error(const sdt_ti_trainer *t, char *buf, uint32_t n, uint32_t *needed)
+static sdt_status last_error(const sdt_trainer *t, char *buf, uint32_t n, uint32_t *needed)
 {
     if (needed) *needed = (uint32_t)strlen(t->error) + 1;
     if (buf && n) snprintf(buf, n, "%s", t->error);
     return SDT_STATUS_OK;
 }
 
-static sdt_status create_embedding(sdt_ti_trainer *t, const sdt_embedding_spec *s, char *path, uint32_t n, uint32_t *needed)
+static sdt_status create_embedding(sdt_trainer *t, const sdt_embedding_spec *s, char *path, uint32_t n, uint32_t *needed)
 {
     (void)needed;
     if (path && n) snprintf(path, n, "%s/%s.safetensors", s->output_dir, s->name);
@@ -74,8 +96,13 @@ static sdt_status create_embedding(sdt_ti_trainer *t, const sdt_embedding_spec *
     return SDT_STATUS_OK;
 }
 
-static sdt_status prepare(sdt_ti_trainer *t, const sdt_ti_config *c, sdt_prepare_info *info)
+static sdt_status prepare(sdt_trainer *t, const sdt_trainer_config *config, sdt_prepare_info *info)
 {
+    const sdt_train_options *c = config->options;
+    if (!config->embedding && !config->hypernetwork) {
+        snprintf(t->error, sizeof t->error, "fake: nothing to train.");
+        return SDT_STATUS_VALIDATION;
+    }
     if (!c->dataset_dir || !c->dataset_dir[0]) {
         snprintf(t->error, sizeof t->error, "fake: Dataset directory is empty.");
         return SDT_STATUS_VALIDATION;
@@ -88,7 +115,7 @@ static sdt_status prepare(sdt_ti_trainer *t, const sdt_ti_config *c, sdt_prepare
     return SDT_STATUS_OK;
 }
 
-static void report(sdt_ti_trainer *t, long long step)
+static void report(sdt_trainer *t, long long step)
 {
     sdt_metrics m;
     memset(&m, 0, sizeof m);
@@ -102,7 +129,7 @@ static void report(sdt_ti_trainer *t, long long step)
     if (t->cb.metrics) t->cb.metrics(t->cb.user_data, &m);
 }
 
-static sdt_status run(sdt_ti_trainer *t)
+static sdt_status run(sdt_trainer *t)
 {
     atomic_store(&t->state, SDT_RUN_RUNNING);
     if (t->cb.log) t->cb.log(t->cb.user_data, SDT_LOG_INFO, "fake: training started");
@@ -120,17 +147,17 @@ static sdt_status run(sdt_ti_trainer *t)
     return stopped ? SDT_STATUS_INTERRUPTED : SDT_STATUS_OK;
 }
 
-static sdt_status interrupt(sdt_ti_trainer *t) { atomic_store(&t->interrupt, true); return SDT_STATUS_OK; }
+static sdt_status interrupt(sdt_trainer *t) { atomic_store(&t->interrupt, true); return SDT_STATUS_OK; }
 
-static sdt_status run_state(const sdt_ti_trainer *t, sdt_run_state *s)
+static sdt_status run_state(const sdt_trainer *t, sdt_run_state *s)
 {
-    *s = (sdt_run_state)atomic_load(&((sdt_ti_trainer *)t)->state);
+    *s = (sdt_run_state)atomic_load(&((sdt_trainer *)t)->state);
     return SDT_STATUS_OK;
 }
 
-static sdt_status metrics(const sdt_ti_trainer *t, sdt_metrics *m)
+static sdt_status metrics(const sdt_trainer *t, sdt_metrics *m)
 {
-    long long step = atomic_load(&((sdt_ti_trainer *)t)->step);
+    long long step = atomic_load(&((sdt_trainer *)t)->step);
     uint32_t size = m->struct_size;
     memset(m, 0, size);
     m->struct_size = size;
@@ -139,7 +166,7 @@ static sdt_status metrics(const sdt_ti_trainer *t, sdt_metrics *m)
     return SDT_STATUS_OK;
 }
 
-static sdt_status inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_info *info, char *json, uint32_t n, uint32_t *needed)
+static sdt_status inspect(sdt_trainer *t, const char *path, sdt_embedding_info *info, char *json, uint32_t n, uint32_t *needed)
 {
     (void)t;
     const char *text = "{\"fake\": true}";
@@ -149,15 +176,48 @@ static sdt_status inspect(sdt_ti_trainer *t, const char *path, sdt_embedding_inf
     return json || !needed ? SDT_STATUS_OK : SDT_STATUS_BUFFER_TOO_SMALL;
 }
 
-/* A 1.1 factory: the table ends before the members 1.2 appended. */
-static const sdt_ti_factory factory = {
-    (uint32_t)offsetof(sdt_ti_factory, train_options_defaults), defaults, create, destroy, last_error,
-    create_embedding, prepare, run, interrupt, run_state, metrics, NULL, NULL, inspect, NULL,
+/* A hypernetwork reader that knows no file: inspect falls back to the embedding reader's sentence. */
+static sdt_status inspect_hypernetwork(sdt_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json,
+                                       uint32_t n, uint32_t *needed)
+{
+    (void)info, (void)json, (void)n, (void)needed;
+    snprintf(t->error, sizeof t->error, "fake: %s is no hypernetwork.", path);
+    return SDT_STATUS_BAD_FORMAT;
+}
+
+static sdt_status create_hypernetwork(sdt_trainer *t, const sdt_hypernetwork_spec *s, char *path, uint32_t n, uint32_t *needed)
+{
+    (void)t, (void)needed;
+    if (path && n) snprintf(path, n, "%s/%s.pt", s->output_dir, s->name);
+    return SDT_STATUS_OK;
+}
+
+static const sdt_embedding_files_ext embedding_files = { sizeof embedding_files, create_embedding, inspect };
+static const sdt_hypernetwork_files_ext hypernetwork_files = { sizeof hypernetwork_files, create_hypernetwork,
+                                                               inspect_hypernetwork };
+
+static const void *get_extension(const char *id)
+{
+    if (id && strcmp(id, SDT_EXT_EMBEDDING_FILES) == 0) return &embedding_files;
+    if (id && strcmp(id, SDT_EXT_HYPERNETWORK_FILES) == 0) return &hypernetwork_files;
+    return NULL;
+}
+
+static const sdt_trainer_factory factory = {
+    sizeof factory, options_defaults, embedding_defaults, hypernetwork_defaults, create, destroy, last_error,
+    prepare, run, interrupt, run_state, metrics, NULL, NULL, get_extension,
 };
 
+/* Only the trainer factory: "sdtrain.textual_inversion/1" and "sdtrain.hypernetwork/1" are unknown here.
+ * FAKE_NO_TRAINER_FACTORY plays a plugin from before 1.7, which has no trainer factory. */
 static const void *get_factory(const char *id)
 {
-    return id && strcmp(id, SDT_FACTORY_TEXTUAL_INVERSION) == 0 ? &factory : NULL;
+#ifdef FAKE_NO_TRAINER_FACTORY
+    (void)id;
+    return NULL;
+#else
+    return id && strcmp(id, SDT_FACTORY_TRAINER) == 0 ? &factory : NULL;
+#endif
 }
 
 SDT_EXPORT const sdt_entry sdtrain_entry = {

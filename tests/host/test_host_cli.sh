@@ -1,7 +1,8 @@
 #!/bin/sh
-# test_host_cli.sh SDT_HOST FAKE_SAME FAKE_NEXT REAL_PLUGIN - sdt-host's command-line contract:
-# exit 0 for help, 2 for usage, 1 with one clear sentence for errors, 130 after Ctrl-C.
-host="$1"; fake="$2"; fake_next="$3"; real="$4"
+# test_host_cli.sh SDT_HOST FAKE_SAME FAKE_NEXT REAL_PLUGIN FAKE_OLD - sdt-host's command-line contract:
+# exit 0 for help, 2 for usage, 1 with one clear sentence for errors, 130 after Ctrl-C. FAKE_SAME offers
+# only the trainer factory (sdt-host asks for no other); FAKE_OLD none (a plugin from before 1.7).
+host="$1"; fake="$2"; fake_next="$3"; real="$4"; fake_old="$5"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 failures=0
 
@@ -38,6 +39,12 @@ expect 1 "Could not load the plugin" "$host" inspect x.safetensors --plugin "$tm
 expect 1 "speaks ABI" "$host" inspect x.safetensors --plugin "$fake_next"
 expect 0 '"fake": true' "$host" inspect x.safetensors --json --plugin "$fake"
 expect 0 '"fake": true' "$host" --plugin "$fake" inspect x.safetensors --json
+expect 0 "Created: $tmp/made.safetensors" "$host" create-embedding --name made --out "$tmp" --plugin "$fake"
+expect 0 "Created: $tmp/made.pt" "$host" create-hypernetwork --name made --out "$tmp" --plugin "$fake"
+for cmd in "inspect x.safetensors" "create-embedding --name a --out $tmp" "train --embedding x --model x --dataset x"; do
+    # shellcheck disable=SC2086 # the words are separate arguments on purpose
+    expect 1 "does not provide 'sdtrain.trainer/1'; use a newer plugin" "$host" $cmd --plugin "$fake_old"
+done
 # Found next to itself (the build tree's ../plugin) without --plugin: the real plugin answers.
 env -u SDTRAIN_PLUGIN "$host" inspect "$tmp/none.safetensors" >"$tmp/out" 2>&1
 if grep -q "Could not find the plugin" "$tmp/out"; then

@@ -2,7 +2,8 @@
 # test_install.sh BUILD_DIR SOURCE_DIR - `cmake --install` into a temporary prefix gives a host
 # author what README's "Installing" promises: the library with its SONAME, sdtrain.h, a
 # pkg-config file and a CMake package that a small host builds against, and a plugin that
-# trains (3 steps on the installed demo model); the installed sdt-host finds the plugin by itself.
+# trains (3 steps on the installed demo model; 2 more through the trainer factory, install_trainer_host.c);
+# the installed sdt-host finds the plugin by itself.
 set -eu
 build=$1
 src=$2
@@ -47,6 +48,11 @@ share=$prefix/share/sdtrain
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_host.c" -o "$tmp/host" -ldl
 mkdir "$tmp/out"
 "$tmp/host" "$plugin" "$share/demo/model" "$share/demo/dataset" "$share/templates/subject_filewords.txt" "$tmp/out" 3
+# The same on the trainer factory (1.7), as README shows it; the host above keeps the deprecated
+# textual-inversion factory, as a host built against an earlier 1.x does.
+# shellcheck disable=SC2046 # pkg-config's flags are words
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_trainer_host.c" -o "$tmp/trainer-host" -ldl
+"$tmp/trainer-host" "$plugin" "$share/demo/model" "$share/demo/dataset" "$share/templates/subject_filewords.txt" "$tmp/out" 2
 
 # The installed sdt-host finds the plugin relative to itself (no --plugin, no SDTRAIN_PLUGIN).
 (unset SDTRAIN_PLUGIN; "$prefix/bin/sdt-host" inspect "$tmp/out/installed.safetensors") >"$tmp/inspect.txt"

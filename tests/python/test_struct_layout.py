@@ -36,7 +36,7 @@ def c_layout(probe):
 
 
 def check_structs(c):
-    if len(c) < 19:
+    if len(c) < 26:
         fail("the probe printed only %d structs" % len(c))
     for name, layout in c.items():
         cls = abi.STRUCTS.get(name)
@@ -100,9 +100,17 @@ def check_constants(text):
             fail("python/pyproject.toml's version is %s, the binding's ABI %s" % (found.group(1), wanted))
     for m in re.finditer(r'#define (SDT_FACTORY_\w+) "([^"]+)"', text):
         attr = {"SDT_FACTORY_TEXTUAL_INVERSION": "FACTORY_TEXTUAL_INVERSION", "SDT_FACTORY_HYPERNETWORK":
-                "FACTORY_HYPERNETWORK", "SDT_FACTORY_SCALER": "FACTORY_SCALER"}.get(m.group(1))
+                "FACTORY_HYPERNETWORK", "SDT_FACTORY_SCALER": "FACTORY_SCALER",
+                "SDT_FACTORY_TRAINER": "FACTORY_TRAINER"}.get(m.group(1))
         if attr is None or getattr(abi, attr).decode() != m.group(2):
             fail("factory id %s = %s is not the binding's" % (m.group(1), m.group(2)))
+    # The trainer factory's extensions (1.7): SDT_EXT_EMBEDDING_FILES is the binding's EXT_EMBEDDING_FILES.
+    extensions = re.findall(r'#define SDT_(EXT_\w+) "([^"]+)"', text)
+    if len(extensions) < 3:
+        fail("the header names %d extension ids; the trainer factory has three" % len(extensions))
+    for name, value in extensions:
+        if getattr(abi, name, b"").decode() != value:
+            fail("extension id SDT_%s = %s is not the binding's" % (name, value))
     tables = [
         ("SDT_STATUS_", {v: k for k, v in abi.STATUS_NAMES.items()}),
         ("SDT_LOG_", {v.upper(): k for k, v in abi.LOG_LEVELS.items()}),

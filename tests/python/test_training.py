@@ -8,6 +8,8 @@ Checks:
    callbacks name files that exist, the embedding and the state hold the last reported step;
  - previews reach the preview callback with their pixels, log lines the log callback;
  - a hypernetwork created and trained to the end, its files reported and readable;
+ - a hypernetwork and an embedding trained together (embedding_path= on the hypernetwork trainer: both
+   parts in one config), each file reported at the run's last step;
  - an exception in a callback stops the run (saved) and comes out of wait();
  - errors: a bad option, a missing dataset, a plugin of another ABI major, a plugin that is not
    found; each an SdtrainError with its status and a sentence naming the cause;
@@ -185,6 +187,28 @@ def hypernetwork_run(plugin, demo, work):
         plain = glob.glob(os.path.join(work, "hn-logs-plain", "*", "py-style"))
         check(len(plain) == 1 and not os.path.exists(os.path.join(plain[0], "metrics.jsonl")),
               "write_metrics=False still wrote metrics.jsonl: %r" % plain)
+
+    # Joint training: the embedding part beside the hypernetwork's, one run.
+    joint_dir = os.path.join(work, "joint")
+    os.mkdir(joint_dir)
+    with open(os.path.join(work, "joint.txt"), "w") as f:
+        f.write("a [name] on a [filewords]\n")
+    with plugin.embedding_trainer() as e:
+        star = e.create_embedding("py-joint", model, joint_dir, init_text="object")
+    files = []
+    with plugin.hypernetwork_trainer(on_file_saved=files.append) as t:
+        hn = t.create_hypernetwork("py-joint-style", joint_dir, widths="128, 64")
+        run = t.start(hypernetwork_path=hn, embedding_path=star, embedding_learn_rate="0.02", embedding_clip_mode="norm",
+                      embedding_clip_value="1", model_path=model, dataset_dir=os.path.join(demo, "dataset-joint"),
+                      template_file=os.path.join(work, "joint.txt"), log_dir=os.path.join(work, "joint-logs"), max_steps=2,
+                      width=64, height=64, save_every=0, preview_every=0, learn_rate=0.002, device="cpu")
+        check(run.wait(240) == "finished", "the joint run did not finish")
+        saved = {(f.kind, os.path.basename(f.path)) for f in files if f.step == 2}
+        for kind, name in (("embedding", "py-joint.safetensors"), ("hypernetwork", "py-joint-style.pt")):
+            check((kind, name) in saved, "the joint run did not report %s %s at step 2 (got %s)" % (kind, name, sorted(saved)))
+        check(t.inspect(hn).step == 2, "the jointly trained hypernetwork is not at step 2")
+        expect_error(lambda: t.prepare(hypernetwork_path=hn, embedding_clip_mode="sideways"), "INVALID_ARGUMENT",
+                     "embedding_clip_mode", "norm")
 
 
 def loading(plugin_path, work):

@@ -4,9 +4,9 @@
 
 const token = new URLSearchParams(location.search).get("token");
 /* Path fields are the options /api/setup gives a "folder" (the CLI's option table), with that folder's
- * list as suggestions; the panel takes them inside its folders. A1111's Train tab picks these from a
- * list; every other path field is typed (dataset, log folder, resume, ...), as there. */
-const PICKED = { embedding: "(none)", hypernetwork: "", model: "", template: "" };
+ * list as suggestions; the panel takes them inside its folders. Those it gives "picked" (the label of
+ * the empty choice) are picked from the list, as A1111's Train tab does; every other path field is
+ * typed (dataset, log folder, resume, ...), as there. */
 const GROUP_ORDER = ["What to train", "Learning rate and batch", "Images and captions", "Steps and saving",
                      "Validation and average", "Previews", "Advanced"];
 const COLLAPSED = new Set(["Validation and average", "Previews", "Advanced"]);
@@ -109,7 +109,7 @@ function buildTrainForm() {
 
 function field(o) {
   let input;
-  if (o.folder && !(o.name in PICKED)) {
+  if (o.folder && o.picked === undefined) {
     input = el("input", { name: o.name, placeholder: o.name === "log-dir" ? "(the log folder: " + setup.folders.logs + ")" : o.arg || "" });
     input.dataset.folder = o.folder;
     if (setup.lists[o.folder]) {
@@ -120,7 +120,7 @@ function field(o) {
     }
   } else if (o.folder) {
     input = el("select", { name: o.name, dataset: { list: o.folder, folder: o.folder } });
-    if (PICKED[o.name]) input.dataset.empty = PICKED[o.name];
+    if (o.picked) input.dataset.empty = o.picked;
     if (o.name === "template") input.dataset.empty = "(default: " + setup.default_template + ")";
     fillSelect(input, setup.lists[o.folder] || [], input.dataset.empty !== undefined ? { empty: input.dataset.empty } : {});
   } else if (o.kind === "choice") {
