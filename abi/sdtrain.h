@@ -872,7 +872,8 @@ typedef struct sdt_trainer sdt_trainer; /* opaque */
 /* An embedding to train. Input struct: fill it with embedding_part_defaults(). */
 typedef struct sdt_embedding_part {
     uint32_t struct_size;
-    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; read only when clip_value is set */
+    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; with clip_value (a mode without it is a
+                                       * VALIDATION error) */
     const char *embedding_path;       /* the embedding to train (any format inspect reads) */
     const char *learn_rate;           /* ["0.005"] schedule "RATE[:STEP], ..." (A1111 grammar) */
     const char *clip_value;           /* [NULL] NULL: the embedding clips as the options say (clip_mode,

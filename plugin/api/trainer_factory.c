@@ -105,6 +105,9 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
                       own_clip ? p.clip_value : o->clip_value, own_clip ? "embedding->clip_value" : "options->clip_value"},
         .save_cards = p.save_image_with_embedding};
     if (!sdt_embedding_settings_check(&rq->embedding, "embedding->", error)) return false;
+    if (!own_clip && p.clip_mode != SDT_CLIP_DISABLED) /* a mode without its value is a forgotten field, never ignored */
+        return INVALID_FIELD("embedding->clip_mode is set but embedding->clip_value is not; set the embedding's clip value "
+                             "too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
     if (own_clip && p.clip_mode > SDT_CLIP_NORM)
         return INVALID_FIELD("embedding->clip_mode is not one of disabled, value or norm; pick one of those.");
     if (own_clip && p.clip_mode != SDT_CLIP_DISABLED && !p.clip_value[0])
