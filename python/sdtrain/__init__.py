@@ -14,6 +14,8 @@ GradScaler has torch.amp.GradScaler's calls over the plugin's loss scaler (torch
 docs/python.md has the whole story."""
 from ._abi import ABI_VERSION_MAJOR, ABI_VERSION_MINOR, ABI_VERSION_PATCH
 from ._loader import find_plugin
+from .applier import KV_K, KV_V, HypernetworkApplier
+from .defaults import defaults
 from .errors import ScalerMisuseError, SdtrainError
 from .plugin import Plugin, default_plugin
 from .records import Metrics, PrepareInfo, Preview, Record, SavedFile
@@ -25,4 +27,4 @@ ABI_VERSION = __version__
 
 __all__ = ["Plugin", "default_plugin", "find_plugin", "SdtrainError", "ScalerMisuseError", "EmbeddingTrainer",
            "HypernetworkTrainer", "TrainingRun", "LossScaler", "GradScaler", "Metrics", "Preview", "SavedFile",
-           "PrepareInfo", "Record", "ABI_VERSION"]
+           "PrepareInfo", "Record", "ABI_VERSION", "defaults", "HypernetworkApplier", "KV_K", "KV_V"]
