@@ -3,11 +3,9 @@ A1111's tab groups them, defaults read from the plugin), the refusals, one train
 host's progress, interrupt and GPU hand-over as plain callables, a PNG reader for the loss plot,
 and A1111's hypernetwork chain (sdtrain's applier) for ComfyUI's attention patches.
 
-Host-independent: nothing here imports ComfyUI, webui, gradio or torch. It uses the public API of
-the `sdtrain` Python package (python/sdtrain); two things that package does not offer yet, reading
-the plugin's defaults and the hypernetwork applier, are read through `Plugin.factory()` with the
-few struct members they need (abi/sdtrain.h, "sdtrain.hypernetwork/1")."""
-import ctypes
+Host-independent: nothing here imports ComfyUI, webui, gradio or torch. It uses only the public
+API of the `sdtrain` Python package (python/sdtrain): trainers, sdtrain.defaults() and
+sdtrain.HypernetworkApplier, all over the trainer factory "sdtrain.trainer/1"."""
 import os
 import queue
 import re
@@ -73,81 +71,6 @@ def open_plugin(package_dir=None):
 
 
 # ---- defaults read from the plugin -------------------------------------------------------------
-# sdt_train_options up to ABI 1.6 and sdt_hn_config up to 1.2, as abi/sdtrain.h declares them: a
-# host struct may be shorter than the plugin's (struct_size says how much it writes), never longer.
-
-_U32, _I64, _U64, _F64, _STR, _BOOL = (ctypes.c_uint32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_double,
-                                       ctypes.c_char_p, ctypes.c_bool)
-
-
-class _TrainOptions(ctypes.Structure):
-    _fields_ = [("struct_size", _U32)] + [(n, _U32) for n in (
-        "batch_size", "grad_accum_steps", "clip_mode", "width", "height", "latent_sampling", "precision", "device",
-        "clip_skip", "max_consecutive_nonfinite", "preview_steps", "preview_width", "preview_height", "cpu_threads",
-        "reserved0")] + [(n, _I64) for n in ("max_steps", "save_every", "preview_every", "write_csv_every")] + [
-        ("seed", _U64), ("preview_seed", _I64)] + [(n, _F64) for n in (
-            "tag_dropout", "lr_backoff", "preview_cfg_scale", "loss_scale_init")] + [(n, _STR) for n in (
-                "model_path", "clip_value", "dataset_dir", "log_dir", "template_file", "filename_word_regex",
-                "filename_join_string", "preview_prompt", "preview_negative_prompt", "preview_sampler",
-                "resume_state_path", "tokenizer_path")] + [(n, _BOOL) for n in (
-                    "varsize", "shuffle_tags", "use_alpha_as_loss_weight", "anomaly_mode", "v_prediction",
-                    "gradient_checkpointing")] + [
-        ("reserved1", ctypes.c_uint8 * 2), ("prediction_type", _U32), ("reserved2", _U32),
-        ("save_state_every_seconds", _I64),
-        ("loss_type", _U32), ("lr_scheduler", _U32), ("lr_cycles", _U32), ("timestep_min", _U32),
-        ("timestep_max", _U32), ("zero_terminal_snr", _BOOL), ("noise_offset_random_strength", _BOOL),
-        ("reserved_loss", ctypes.c_uint8 * 2), ("warmup_steps", _I64), ("min_snr_gamma", _F64),
-        ("noise_offset", _F64), ("huber_delta", _F64), ("preview_prompts_file", _STR), ("preview_seeds", _STR),
-        ("caption_dropout", _F64), ("keep_tokens", _U32), ("flip", _BOOL), ("reserved3", ctypes.c_uint8 * 3),
-        ("validation_dir", _STR), ("validation_split", _F64), ("validate_every", _I64), ("ema_decay", _F64),
-        ("ema_every", _U32), ("stop_after_no_improvement", _U32), ("ema_result", _BOOL), ("ema_previews", _BOOL),
-        ("write_metrics", _BOOL), ("reserved4", ctypes.c_uint8 * 5), ("bucket_max_area", _U32),
-        ("bucket_min_side", _U32), ("bucket_max_side", _U32), ("bucket_step", _U32), ("buckets", _BOOL),
-        ("random_crop", _BOOL), ("reserved5", ctypes.c_uint8 * 6), ("deterministic", _BOOL),
-        ("reserved6", ctypes.c_uint8 * 7)]
-
-
-class _HnConfig(ctypes.Structure):
-    _fields_ = [("struct_size", _U32), ("reserved0", _U32), ("train_options", ctypes.c_void_p),
-                ("hypernetwork_path", _STR), ("learn_rate", _STR), ("weight_decay", _F64), ("strength", _F64),
-                ("embedding_path", _STR), ("embedding_learn_rate", _STR)]
-
-
-_STATUS = ctypes.c_int32
-_APPLIER = ctypes.c_void_p
-_ERR_FN = ctypes.CFUNCTYPE(_STATUS, ctypes.c_void_p, ctypes.c_void_p, _U32, ctypes.POINTER(_U32))
-
-
-class _HnFactory(ctypes.Structure):
-    """sdt_hn_factory through the 1.4 applier members; the lifecycle members stay opaque here (the
-    binding's HypernetworkTrainer drives them)."""
-    _fields_ = [("struct_size", _U32),
-                ("config_defaults", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(_HnConfig)))] + [
-        (n, ctypes.c_void_p) for n in ("create", "destroy", "get_last_error", "create_hypernetwork", "prepare", "run",
-                                       "interrupt", "get_run_state", "get_metrics", "save_state", "load_state",
-                                       "inspect")] + [
-        ("train_options_defaults", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(_TrainOptions))),
-        ("applier_create", ctypes.CFUNCTYPE(_STATUS, ctypes.POINTER(_APPLIER), ctypes.c_void_p, _U32)),
-        ("applier_destroy", ctypes.CFUNCTYPE(None, _APPLIER)),
-        ("applier_get_last_error", _ERR_FN),
-        ("applier_add", ctypes.CFUNCTYPE(_STATUS, _APPLIER, ctypes.c_char_p, ctypes.c_double)),
-        ("applier_set_strength", ctypes.CFUNCTYPE(_STATUS, _APPLIER, _U32, ctypes.c_double)),
-        ("applier_apply_kv", ctypes.CFUNCTYPE(_STATUS, _APPLIER, _U32, _U32, ctypes.c_void_p, ctypes.c_void_p,
-                                              ctypes.c_uint64)),
-    ]
-
-
-_HN_FACTORY_ID = b"sdtrain.hypernetwork/1"
-
-
-def _hn_factory(plugin):
-    return plugin.factory(_HN_FACTORY_ID, _HnFactory)
-
-
-def _present(table, name):
-    """A member the plugin's table has (its offset below the table's struct_size, not NULL)."""
-    return getattr(_HnFactory, name).offset < table.struct_size and bool(getattr(table, name))
-
 
 _ENUMS = {
     "clip_mode": ["disabled", "value", "norm"],
@@ -160,31 +83,15 @@ _ENUMS = {
 
 
 def read_defaults(plugin):
-    """{option name: the plugin's default} for every option OPTIONS lists (enums by name)."""
-    table = _hn_factory(plugin)
-    options = _TrainOptions()
-    options.struct_size = ctypes.sizeof(_TrainOptions)
-    config = _HnConfig()
-    config.struct_size = ctypes.sizeof(_HnConfig)
-    for fn, arg in ((table.train_options_defaults, options), (table.config_defaults, config)):
-        status = fn(ctypes.byref(arg))
-        if status < 0:
-            raise SdtrainError(status, "The plugin %s did not give its defaults (status %d)." % (plugin.path, status))
-    out = {}
-    for name, _ in _TrainOptions._fields_:
-        if name.startswith("reserved") or name == "struct_size":
-            continue
-        value = getattr(options, name)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", "replace")
-        if name in _ENUMS:
-            value = _ENUMS[name][value] if value < len(_ENUMS[name]) else value
-        out[name] = value
-    out["hypernetwork_learn_rate"] = (config.learn_rate or b"").decode()
-    out["embedding_learn_rate"] = (config.embedding_learn_rate or b"").decode()
-    out["weight_decay"] = config.weight_decay
-    out["strength"] = config.strength
-    out["save_image_with_embedding"] = True  # sdt_ti_config's [true]: no defaults call reads it alone
+    """{option name: the plugin's default} for every option OPTIONS lists (enums by name), from
+    sdtrain.defaults() (the trainer factory's options and parts)."""
+    d = sdtrain.defaults(plugin)
+    out = dict(d["options"])
+    out["hypernetwork_learn_rate"] = d["hypernetwork"]["learn_rate"] or ""
+    out["embedding_learn_rate"] = d["embedding"]["learn_rate"] or ""
+    out["weight_decay"] = d["hypernetwork"]["weight_decay"]
+    out["strength"] = d["hypernetwork"]["strength"]
+    out["save_image_with_embedding"] = d["embedding"]["save_image_with_embedding"]
     return out
 
 
@@ -598,53 +505,20 @@ def read_png(path):
 
 # ---- A1111's hypernetwork chain (sdtrain's applier) ------------------------------------------
 
-KV_K, KV_V = 0, 1
+KV_K, KV_V = sdtrain.KV_K, sdtrain.KV_V
 
 
-class HypernetworkChain:
+class HypernetworkChain(sdtrain.HypernetworkApplier):
     """A1111's apply_hypernetworks on the CPU in float32 and eval mode (no dropout, no activation
     after the last layer unless the file asks for it): each member's K module to the keys' input,
-    V to the values', x + f(x) * strength, members without a module for the width passing x on."""
+    V to the values', x + f(x) * strength, members without a module for the width passing x on.
+    The binding's HypernetworkApplier; a plugin without the applier is a Refusal naming the fix."""
 
     def __init__(self, plugin):
-        self._t = _hn_factory(plugin)
-        if not _present(self._t, "applier_apply_kv"):
-            raise Refusal("The plugin %s (ABI %s) cannot apply hypernetworks (ABI 1.4 or newer needed); install a "
-                          "newer sdtrain." % (plugin.path, plugin.abi_version))
-        handle = _APPLIER()
-        err = ctypes.create_string_buffer(2048)
-        status = self._t.applier_create(ctypes.byref(handle), ctypes.cast(err, ctypes.c_void_p), 2048)
-        if status < 0:
-            raise SdtrainError(status, err.value.decode("utf-8", "replace"))
-        self._h = handle
-        self._lock = threading.Lock()  # one call at a time per applier (abi/sdtrain.h)
-        self.members = []
-
-    def _check(self, status):
-        if status < 0:
-            buf = ctypes.create_string_buffer(2048)
-            needed = _U32(0)
-            self._t.applier_get_last_error(self._h, ctypes.cast(buf, ctypes.c_void_p), 2048, ctypes.byref(needed))
-            raise SdtrainError(status, buf.value.decode("utf-8", "replace"))
-        return status
-
-    def add(self, path, strength=1.0):
-        with self._lock:
-            self._check(self._t.applier_add(self._h, os.fsencode(path), float(strength)))
-        self.members.append((path, strength))
-
-    def apply_kv(self, kind, width, in_address, out_address, rows):
-        """out[rows, width] = the chain on in[rows, width] (float32 buffers at those addresses)."""
-        with self._lock:
-            self._check(self._t.applier_apply_kv(self._h, width, kind, in_address, out_address, rows))
-
-    def close(self):
-        if self._h:
-            self._t.applier_destroy(self._h)
-            self._h = None
-
-    def __del__(self):
         try:
-            self.close()
-        except Exception:
-            pass
+            super().__init__(plugin)
+        except SdtrainError as e:
+            if e.status_name != "UNSUPPORTED":
+                raise
+            raise Refusal("The plugin %s (ABI %s) cannot apply hypernetworks (ABI 1.7 or newer needed); install a "
+                          "newer sdtrain." % (plugin.path, plugin.abi_version)) from None
