@@ -1,6 +1,7 @@
 /* ema.c - see ema.h. */
 #include "train/ema.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,4 +20,84 @@ void sdt_ema_free(sdt_ema *e)
 {
     for (int g = 0; g < e->n_groups; g++) free(e->values[g]);
     memset(e, 0, sizeof *e);
+}
+
+bool sdt_ema_start(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, sdt_error *error)
+{
+    if (e->decay <= 0) return true;
+    if (engine->n_groups > SDT_EMA_MAX_GROUPS)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "the average (ema_decay) covers at most %d parameter groups; this run has %d",
+                        SDT_EMA_MAX_GROUPS, engine->n_groups);
+    for (int g = 0; g < engine->n_groups; g++) {
+        free(e->values[g]);
+        e->values[g] = sdt_step_engine_group_values(engine, be, g, &e->count[g], error);
+        if (!e->values[g]) return false;
+    }
+    e->n_groups = engine->n_groups;
+    return true;
+}
+
+bool sdt_ema_update(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, int64_t step, sdt_error *error)
+{
+    if (!sdt_ema_due(e, step)) return true;
+    for (int g = 0; g < e->n_groups; g++) {
+        size_t count = 0;
+        float *now = sdt_step_engine_group_values(engine, be, g, &count, error);
+        if (!now) return false;
+        if (count == e->count[g]) sdt_ema_blend(e->values[g], now, count, e->decay);
+        free(now);
+    }
+    return true;
+}
+
+/* Uploads values (a group's, in parameter order) into the group's parameters on the device. */
+static bool upload_group(const sdt_step_engine *engine, sdt_backend *be, int g, const float *values, sdt_error *error)
+{
+    sdt_optimizer *opt = engine->groups[g].opt;
+    for (int i = 0; i < sdt_optimizer_param_count(opt); i++) {
+        const char *name;
+        sdt_tensor *param, *grad, *m, *v;
+        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
+        if (be->upload(be, param->data, values, sdt_tensor_nbytes(param)))
+            return sdt_fail(error, be->error.code, "copying the average of '%s' to the %s backend failed: %s", name, be->name,
+                            be->error.message);
+        values += sdt_tensor_numel(param);
+    }
+    return true;
+}
+
+bool sdt_ema_swap_in(const sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, float **kept, sdt_error *error)
+{
+    for (int g = 0; g < e->n_groups; g++) kept[g] = NULL;
+    for (int g = 0; g < e->n_groups; g++) {
+        size_t count = 0;
+        if (!(kept[g] = sdt_step_engine_group_values(engine, be, g, &count, error)) ||
+            !upload_group(engine, be, g, e->values[g], error)) {
+            sdt_error ignored;
+            sdt_ema_swap_out(e, engine, be, kept, &ignored);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool sdt_ema_swap_out(const sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, float **kept, sdt_error *error)
+{
+    bool ok = true;
+    for (int g = 0; g < e->n_groups; g++) {
+        if (kept[g] && ok) ok = upload_group(engine, be, g, kept[g], error);
+        free(kept[g]);
+        kept[g] = NULL;
+    }
+    return ok;
+}
+
+char *sdt_ema_path(const char *output_path)
+{
+    const char *slash = strrchr(output_path, '/'), *dot = strrchr(output_path, '.');
+    size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - output_path) : strlen(output_path);
+    size_t n = strlen(output_path) + 5;
+    char *path = malloc(n);
+    if (path) snprintf(path, n, "%.*s-ema%s", (int)stem, output_path, output_path + stem);
+    return path;
 }

@@ -119,12 +119,12 @@ static int run_options(const sdt_train_job *job, run_option *o)
     option_number(&o[n++], "timestep_min", "--timestep-min", true, l->timestep_min);
     option_number(&o[n++], "timestep_max", "--timestep-max", true, l->timestep_max);
     option_bool(&o[n++], "zero_terminal_snr", "--zero-terminal-snr", l->zero_terminal_snr);
-    option_bool(&o[n++], "flip", "--flip", job->flip);
-    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->caption_dropout > 0, job->caption_dropout);
-    option_number(&o[n++], "keep_tokens", "--keep-tokens", job->keep_tokens > 0, job->keep_tokens);
-    option_number(&o[n++], "tag_dropout", "--tag-dropout", job->tag_dropout > 0, job->tag_dropout);
-    option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->shuffle_tags);
-    option_bool(&o[n++], "use_alpha_as_loss_weight", "--alpha-loss-weight", job->use_alpha);
+    option_bool(&o[n++], "flip", "--flip", job->data.flip);
+    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->data.caption_dropout > 0, job->data.caption_dropout);
+    option_number(&o[n++], "keep_tokens", "--keep-tokens", job->data.keep_tokens > 0, job->data.keep_tokens);
+    option_number(&o[n++], "tag_dropout", "--tag-dropout", job->data.tag_dropout > 0, job->data.tag_dropout);
+    option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->data.shuffle_tags);
+    option_bool(&o[n++], "use_alpha_as_loss_weight", "--alpha-loss-weight", job->data.use_alpha);
     return n;
 }
 
@@ -185,7 +185,7 @@ static char *state_json(sdt_train_job *job)
     cJSON_AddStringToObject(j, "precision", sdt_precision_name(job->precision));
     int64_t epoch;
     int position;
-    sdt_data_order_get_position(&job->order, &epoch, &position);
+    sdt_data_order_get_position(&job->data.order, &epoch, &position);
     cJSON_AddNumberToObject(j, "data_epoch", (double)epoch);
     cJSON_AddNumberToObject(j, "data_position", position);
     char sched[4096];
@@ -214,10 +214,10 @@ static char *state_json(sdt_train_job *job)
         cJSON_AddNumberToObject(sc, "growth_tracker", (double)s.growth_tracker);
         cJSON_AddNumberToObject(sc, "hysteresis_tracker", s.hysteresis_tracker);
     }
-    sdt_train_job_validation_to_json(job, j);
+    sdt_validation_to_json(&job->val, j);
     add_run_options(job, j);
     /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
-    if (job->csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->csv_unwritten);
+    if (job->outputs.csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->outputs.csv_unwritten);
     char *text = sdt_json_print_compact(j);
     cJSON_Delete(j);
     return text;
@@ -239,7 +239,7 @@ static bool all_nonnegative(const float *v, size_t n)
 
 void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size)
 {
-    snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->out.root, job->name);
+    snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->outputs.dirs.root, job->name);
 }
 
 /* The hash of one group's values in parameter order (the value tensors of that group in t, every
@@ -333,7 +333,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][1], hashes[p]};
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
-            if (job->ema_result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
+            if (job->ema.result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
                 sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
                 snprintf(keys[p][4], 64, "%s_ema_sha256", part->what);
                 meta[n_meta++] = (sdt_st_kv){keys[p][4], ema_hashes[p]};
@@ -352,7 +352,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     free(views);
     free(t);
     if (!ok) return false;
-    job->last_state_at = sdt_train_job_clock();
+    job->last_state_at = sdt_run_clock();
     sdt_host_file_saved(job->host, SDT_FILE_TRAINING_STATE, path, job->step);
     return true;
 }
@@ -496,7 +496,7 @@ static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *
                 *end != ','))
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
                         "is damaged); resume from an earlier state, or train without --resume", path, step);
-    return sdt_train_job_validation_check_json(j, path, error);
+    return sdt_validation_check_json(j, path, error);
 }
 
 /* The state must come from this run's name, model and seed, or the run would not continue as it was. */
@@ -715,7 +715,7 @@ static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const
             sdt_host_log(job->host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
                          "starts from the resumed values", path, job->engine.groups[g].name);
             free(e->values[g]);
-            if (!(e->values[g] = sdt_train_job_group_values(job, g, &e->count[g], error))) return false;
+            if (!(e->values[g] = sdt_step_engine_group_values(&job->engine, job->pb.be, g, &e->count[g], error))) return false;
             continue;
         }
         if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
@@ -732,7 +732,7 @@ static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const
 static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
     if (!restore_tensors(job, st, path, error) || !restore_average(job, st, j, path, error)) return false;
-    sdt_train_job_validation_from_json(job, j);
+    sdt_validation_from_json(&job->val, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
     job->initial_step = (int64_t)num(j, "initial_step");
@@ -768,15 +768,15 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
         if (!sdt_train_job_use_fp32(job, error)) return false;
     }
     if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
-    if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
+    if (!sdt_data_order_set_position(&job->data.order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
         return false;
     /* The state's row not yet in the CSV (write_csv_every skipped it) is written at the run's end,
      * as it would have been; a copy the killed run wrote after this state goes first. */
     const char *row = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "csv_row"));
-    job->csv_row_unwritten = row != NULL;
-    if (row) snprintf(job->csv_unwritten, sizeof job->csv_unwritten, "%s", row);
+    job->outputs.csv_row_unwritten = row != NULL;
+    if (row) snprintf(job->outputs.csv_unwritten, sizeof job->outputs.csv_unwritten, "%s", row);
     sdt_error why;
-    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, row ? job->step - 1 : job->step, &why))
+    if (!sdt_loss_csv_truncate_after(job->outputs.dirs.loss_csv, row ? job->step - 1 : job->step, &why))
         sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why.message);
     return true;
 }
