@@ -101,7 +101,7 @@ static void part_begin_validation(sdt_train_part *p, sdt_train_job *job)
 static void part_begin_micro(sdt_train_part *p, sdt_train_job *job, uint64_t counter)
 {
     hn_part *hp = p->self;
-    sdt_hn_binding_set_step(hp->binding, job->seed, counter);
+    sdt_hn_binding_set_step(hp->binding, job->opt.seed, counter);
 }
 
 /* A preview sees the hypernetwork as a user will: eval mode (no dropout), at its preview strength,
@@ -134,7 +134,7 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     cJSON_AddStringToObject(s, "layer_structure", structure);
     cJSON_AddBoolToObject(s, "use_dropout", c->use_dropout);
     cJSON_AddStringToObject(s, "weight_init", sdt_hn_init_name(c->init));
-    cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->save_every);
+    cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->opt.save_every);
     cJSON_AddNumberToObject(s, "hypernetwork_strength", hp->strength);
     if (hp->preview.count > 0 || hp->preview.trained_preview_strength != hp->strength) {
         cJSON_AddNumberToObject(s, "preview_hypernetwork_strength", hp->preview.trained_preview_strength);

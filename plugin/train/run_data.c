@@ -71,6 +71,4 @@ void sdt_run_data_free(sdt_run_data *d)
     latent_cache_free(&d->lc);
     sdt_data_order_free(&d->order);
     sdt_buckets_free(&d->bucket_list);
-    free(d->dir);
-    d->dir = NULL;
 }

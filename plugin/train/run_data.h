@@ -21,7 +21,7 @@
 
 typedef struct sdt_run_data {
     /* the options */
-    char *dir;                       /* dataset_dir (NULL: none given) */
+    const char *dir;                 /* dataset_dir (NULL: none given) */
     uint32_t width, height;          /* the training size */
     uint32_t latent_sampling;        /* latent_method */
     bool varsize, use_alpha;

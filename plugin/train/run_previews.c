@@ -69,9 +69,5 @@ bool sdt_run_previews_compose_grid(const sdt_run_previews *pv, const sdt_preview
 
 void sdt_run_previews_free(sdt_run_previews *pv)
 {
-    free(pv->prompt);
-    free(pv->negative);
-    free(pv->prompts_file);
     sdt_preview_prompts_free(&pv->prompts);
-    pv->prompt = pv->negative = pv->prompts_file = NULL;
 }

@@ -18,13 +18,13 @@
 
 typedef struct sdt_run_previews {
     int64_t every;                     /* preview_every (0: none) */
-    char *prompt;                      /* NULL: a preview shows the last training prompt */
-    char *negative;                    /* "" when none */
+    const char *prompt;                /* NULL: a preview shows the last training prompt */
+    const char *negative;              /* "" when none */
     uint32_t steps, width, height;
     int64_t seed;                      /* -1: drawn per step from the run's seed */
     double cfg;
     sdt_sampler_kind sampler;
-    char *prompts_file;                /* NULL: no prompts file */
+    const char *prompts_file;          /* NULL: no prompts file */
     sdt_preview_prompts prompts;       /* its prompts (sdt_run_previews_load) */
     sdt_preview_seeds seeds;
     bool grid;                         /* a labelled grid of prompts x seeds instead of one image */

@@ -22,7 +22,7 @@ const char *sdt_precision_name(sdt_precision p)
 
 void sdt_train_job_image_options(const sdt_train_job *job, sdt_dataset_options *o)
 {
-    sdt_run_data_image_options(&job->data, job->seed, o);
+    sdt_run_data_image_options(&job->data, job->opt.seed, o);
 }
 
 sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e,
@@ -44,7 +44,7 @@ sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
 
 sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
 {
-    return (sdt_pass_options){job->clip_skip, job->checkpointing, job->anomaly, job->loss.type, job->loss.huber_delta};
+    return (sdt_pass_options){job->clip_skip, job->opt.gradient_checkpointing, job->opt.anomaly_mode, job->loss.type, job->loss.huber_delta};
 }
 
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
@@ -113,7 +113,7 @@ bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
     job->have_measured = false;
     inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
     bool encoded = false;
-    if (!sdt_run_text_recache(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->anomaly, job->host, &encoded, error))
+    if (!sdt_run_text_recache(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode, job->host, &encoded, error))
         return false;
     if (encoded) job->have_measured = false;
     return sdt_train_job_reencode_nonfinite(job, error);

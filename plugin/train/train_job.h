@@ -8,11 +8,13 @@
  * part owns one parameter group of the step engine, its files and its saves; it may put rows
  * into the prompt (an embedding) or a hook on the UNet's K/V inputs (a hypernetwork).
  *
- * Files: train_job_prepare.c (checks, loading, dataset, outputs, memory, settings),
- * train_job_step.c (batches, accumulation, metrics), train_job_save.c (snapshots, previews,
- * the final save), train_job_state.c (the resume state: sealed, paired with each part's file),
- * train_job_validate.c (the validation images and their loss, the best step, early stop),
- * the average of the trained values is train/ema.h's. */
+ * The job composes modules that own their fields and take explicit inputs (run_data,
+ * run_outputs, run_previews, validation, ema, run_text_cache: docs/DESIGN.md draws them); its
+ * own files are layered, each calling only those below it: train_job_prepare.c (the builder:
+ * checks, loading, memory, settings) > train_job_step.c (batches, accumulation, metrics) >
+ * train_job_save.c (snapshots, previews, the final save) > train_job_state.c (the resume state:
+ * sealed, paired with each part's file) and train_job_validate.c (validation's pass) >
+ * train_job.c (the small pieces all of them use). tests/source/check_train_cycles.py keeps it so. */
 #ifndef SDT_TRAIN_TRAIN_JOB_H
 #define SDT_TRAIN_TRAIN_JOB_H
 
@@ -36,6 +38,7 @@
 #include "train/loss_options.h"
 #include "train/lr_scheduler.h"
 #include "train/noise_schedule.h"
+#include "train/options_copy.h"
 #include "train/prompt.h"
 #include "train/run_control.h"
 #include "train/run_data.h"
@@ -61,7 +64,7 @@ typedef struct sdt_train_part sdt_train_part;
 typedef struct sdt_train_part_ops {
     /* Brings the part's host copy (weights, step, checkpoint, training note) up to date. */
     bool (*sync)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
-    /* The copy every save_every steps (into job->out.copies). */
+    /* The copy every save_every steps (into job->outputs.dirs.copies). */
     bool (*save_snapshot)(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error);
     /* The trained file (p->output_path, and any twin). */
     bool (*save_final)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
@@ -105,23 +108,25 @@ struct sdt_train_part {
 };
 
 struct sdt_train_job {
-    /* what the panel asked for (strings owned here) */
-    char *model_path, *template_path, *tokenizer_dir, *log_dir;
-    int64_t max_steps;
-    int clip_skip;
-    int64_t save_every;
-    int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
-    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
-    uint64_t seed;
-    bool anomaly, checkpointing;
-    bool deterministic; /* the options' deterministic (1.6): the job's backend is set from it at load */
+    /* what the panel asked for: the shared options, read once at sdt_train_job_new (strings owned
+     * here, normalised: train/options_copy.h); the modules below take their settings from it */
+    sdt_train_options opt;
+    int clip_skip;             /* the options' clip_skip as the model's text rules take it (load_model) */
     sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
     sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
-    int step_prompts_dropped;          /* samples of the step in progress that caption drop-out emptied */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
+
+    /* the modules (each owns its fields; none knows the job) */
+    sdt_run_data data;         /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
+    sdt_run_outputs outputs;   /* folders, the run folder's lock, the loss CSV, metrics.jsonl, loss.png (train/run_outputs.h) */
+    sdt_run_previews previews; /* what previews show, how and how often (train/run_previews.h) */
+    sdt_validation val;        /* the validation images and what they measured (train/validation.h) */
+    sdt_ema ema;               /* the average of the trained values (train/ema.h): ema.decay 0: off */
+    sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (train/run_text_cache.h;
+                                * rt.text_cache points here) */
 
     /* compute */
     plugin_backend pb;
@@ -144,15 +149,11 @@ struct sdt_train_job {
     char name[256];            /* the run's name: folders, the state, copies */
     char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
-    sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (rt.text_cache points here) */
 
     /* what the pass trains */
     const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
     sdt_tensor *drows;         /* their gradient; NULL: the text encoder runs without backward */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
-
-    /* data */
-    sdt_run_data data;         /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
 
     /* the method's parts and the numerics */
     sdt_train_part parts[SDT_JOB_MAX_PARTS];
@@ -166,25 +167,23 @@ struct sdt_train_job {
     int n_batch_files;
     const char *bad_input_files[SDT_JOB_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
     int n_bad_input_files;
+    int step_prompts_dropped;  /* samples of the step in progress that caption drop-out emptied */
+    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
+    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
 
-    /* outputs */
+    /* the resume state and the files */
     char *resume_path;         /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
-    sdt_run_previews previews; /* what previews show, how and how often (train/run_previews.h) */
-    sdt_run_outputs outputs;   /* folders, the run folder's lock, the loss CSV, metrics.jsonl, loss.png (train/run_outputs.h) */
     char checkpoint_hash[16];
     char checkpoint_name[256];
     char saved_note[SDT_ERROR_MESSAGE_MAX / 2 + 32]; /* what the last final save wrote (run_loop.h's saved_note) */
-
-    /* ABI 1.5: validation, the average of the trained values, metrics.jsonl and loss.png */
-    sdt_validation val;        /* train/validation.h */
-    sdt_ema ema;               /* the average (train/ema.h): ema.decay 0: off */
-    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
 };
 
 
 /* ---- building a job (the method's prepare calls these in order) ---- */
 
-/* The shared options into a new job (strings copied); run_kind "embedding"/"hypernetwork". */
+/* The shared options into a new job, read once (job->opt: train/options_copy.h); run_kind
+ * "embedding"/"hypernetwork". Nothing later reads the host's struct or writes into it: the o that
+ * load_data and finish take is the same options, kept in their signatures for the methods. */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
 /* Template and caption rules and the preview prompts file (the checks that need no model);

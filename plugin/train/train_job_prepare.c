@@ -28,8 +28,6 @@
 #include "train/train_job.h"
 #include "train/train_options.h"
 
-static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
-
 static const char *file_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -48,28 +46,26 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->control = control;
     job->run_kind = run_kind;
     job->outputs.layout = layout;
-    job->model_path = dup_or_null(c->model_path);
-    job->data.dir = dup_or_null(c->dataset_dir);
-    job->template_path = dup_or_null(c->template_file);
-    job->tokenizer_dir = dup_or_null(c->tokenizer_path);
-    job->log_dir = c->log_dir ? strdup(c->log_dir) : NULL;
-    job->previews.prompt = dup_or_null(c->preview_prompt);
-    job->previews.negative = strdup(c->preview_negative_prompt ? c->preview_negative_prompt : "");
-    job->max_steps = c->max_steps;
+    if (!sdt_train_options_copy(&job->opt, c)) {
+        free(job);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    c = &job->opt; /* read once: from here on the job's own copy, never the host's struct */
+    job->data.dir = c->dataset_dir;
+    job->previews.prompt = c->preview_prompt;
+    job->previews.negative = c->preview_negative_prompt;
     job->data.latent_sampling = c->latent_sampling;
+    job->clip_skip = (int)c->clip_skip;
     job->previews.steps = c->preview_steps;
     job->data.width = c->width;
     job->data.height = c->height;
     job->previews.width = c->preview_width ? c->preview_width : c->width;
     job->previews.height = c->preview_height ? c->preview_height : c->height;
-    job->clip_skip = (int)c->clip_skip;
-    job->save_every = c->save_every;
     job->previews.every = c->preview_every;
     job->outputs.write_csv_every = c->write_csv_every;
-    job->state_every_s = c->save_state_every_seconds;
     job->previews.seed = c->preview_seed;
     job->previews.cfg = c->preview_cfg_scale;
-    job->seed = c->seed;
     job->data.use_alpha = c->use_alpha_as_loss_weight;
     job->data.shuffle_tags = c->shuffle_tags;
     job->data.tag_dropout = c->tag_dropout;
@@ -86,19 +82,16 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
         job->previews.sampler = SDT_SAMPLER_DDIM;
     if (!sdt_preview_seeds_parse(c->preview_seeds, "preview_seeds", &job->previews.seeds, &ignored))
         sdt_preview_seeds_parse(NULL, "preview_seeds", &job->previews.seeds, &ignored);
-    job->previews.prompts_file = c->preview_prompts_file && c->preview_prompts_file[0] ? strdup(c->preview_prompts_file) : NULL;
+    job->previews.prompts_file = c->preview_prompts_file;
     job->previews.grid = job->previews.prompts_file || (c->preview_seeds && c->preview_seeds[0]);
-    job->anomaly = c->anomaly_mode;
-    job->deterministic = c->deterministic;
-    job->checkpointing = c->gradient_checkpointing;
     job->data.varsize = c->varsize;
     job->prediction = sdt_train_prediction_choice(c->prediction_type, c->v_prediction);
     job->precision = (sdt_precision)c->precision;
     job->data.caption_rules.word_regex = c->filename_word_regex;
     job->data.caption_rules.join_string = c->filename_join_string;
     job->rules.placeholder_id = -1; /* no embedding rows until a part puts them in */
-    job->val.on = (c->validation_dir && *c->validation_dir) || c->validation_split > 0;
-    job->val.dir = c->validation_dir && *c->validation_dir ? strdup(c->validation_dir) : NULL;
+    job->val.on = c->validation_dir || c->validation_split > 0;
+    job->val.dir = c->validation_dir;
     job->val.split = c->validation_split;
     job->val.every = c->validate_every;
     job->val.patience = c->stop_after_no_improvement;
@@ -113,9 +106,9 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
 
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error)
 {
-    if (!job->template_path) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
-    if (!sdt_template_load(job->template_path, &job->tmpl, error)) return false;
-    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->template_path, error)) return false;
+    if (!job->opt.template_file) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
+    if (!sdt_template_load(job->opt.template_file, &job->tmpl, error)) return false;
+    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->opt.template_file, error)) return false;
     if (!sdt_run_previews_load(&job->previews, error)) return false;
     return sdt_caption_rules_check(&job->data.caption_rules, error);
 }
@@ -247,8 +240,8 @@ static void sweep_after_refusal(sdt_train_job *job)
     }
     sdt_error ignored;
     struct stat sb;
-    if (job->log_dir && job->name[0] &&
-        sdt_outputs_paths(job->log_dir, job->name, time(NULL), job->outputs.layout, &job->outputs.dirs, &ignored) &&
+    if (job->opt.log_dir && job->name[0] &&
+        sdt_outputs_paths(job->opt.log_dir, job->name, time(NULL), job->outputs.layout, &job->outputs.dirs, &ignored) &&
         stat(job->outputs.dirs.root, &sb) == 0 && S_ISDIR(sb.st_mode) && lock_run_folder(job, &ignored)) {
         stale += remove_stale_in_run_folder(job->outputs.dirs.root);
         sdt_run_lock_release(&job->outputs.log_lock);
@@ -263,17 +256,17 @@ static void sweep_after_refusal(sdt_train_job *job)
  * state and its files; the state's step then decides): its schedules are checked from the start. */
 static int64_t schedule_check_step(const sdt_train_job *job)
 {
-    return job->step < job->max_steps ? job->step : 0;
+    return job->step < job->opt.max_steps ? job->step : 0;
 }
 
 bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
 {
     int64_t from = schedule_check_step(job);
     sdt_lr_schedule s = {0};
-    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, from, job->max_steps, &s, error);
+    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, from, job->opt.max_steps, &s, error);
     sdt_lr_schedule_free(&s);
     if (ok && texts->clip_mode != SDT_CLIP_DISABLED) {
-        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, from, job->max_steps, &s, error);
+        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, from, job->opt.max_steps, &s, error);
         sdt_lr_schedule_free(&s);
     }
     return ok;
@@ -307,18 +300,18 @@ static void sdxl_settings(sdt_train_job *job)
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
-    sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
+    sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->opt.model_path ? job->opt.model_path : "");
     if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
-    job->pb.be->deterministic = job->deterministic || job->pb.be->device == SDT_DEVICE_CPU;
+    job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
         job->precision = SDT_PRECISION_FP16;
     }
-    if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
+    if (!job->opt.model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_read(&job->rt, job->model_path, job->pb.be, true, error)) return false;
+    if (!sd_runtime_read(&job->rt, job->opt.model_path, job->pb.be, true, error)) return false;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
@@ -327,8 +320,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         return false;
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
-    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
-    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->opt.model_path, prediction);
+    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction, error)) return false;
     char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     double hash_s;
@@ -344,9 +337,9 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
                    hash_s, attention_backward);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
-    snprintf(buf, sizeof buf, "%s", job->model_path);
+    snprintf(buf, sizeof buf, "%s", job->opt.model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
-    job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
+    job->tok = sdt_open_tokenizer(job->opt.tokenizer_path, job->opt.model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
     /* bigG's own padding is made from these tokens (train/sd_cond.h) */
     job->rules.pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(job->tok));
@@ -412,7 +405,7 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
     if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
              "a multiple of %d", job->data.width, job->data.height, f, f);
-    if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->model_path, error)) return false;
+    if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->opt.model_path, error)) return false;
     prep_phase phase = phase_begin(job, "listing the dataset");
     sdt_dataset_options o = dataset_options(job);
     o.probe_only = true;
@@ -445,7 +438,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
     }
     for (int i = 0; i < job->data.ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->data.ds.warnings[i]);
     if (!latent_cache_init(&job->data.lc, job->data.ds.n_items, (latent_method)job->data.latent_sampling, job->rt.cfg.vae.scaling,
-                           job->seed) ||
+                           job->opt.seed) ||
         (job->data.flip && !latent_cache_enable_flip(&job->data.lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     const char *nan_pixel = sdt_test_hook_nan_pixel();
@@ -500,7 +493,7 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
                 return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
                      "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
                      "would get no gradient; shorten the caption or put [name] before [filewords]", job->data.ds.items[i].path,
-                     l + 1, job->template_path, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
+                     l + 1, job->opt.template_file, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
                      SDT_PROMPT_CHUNK_BODY, job->prompt_name, e.n_cut_tokens);
             if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
             if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
@@ -518,7 +511,7 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
     job->outputs.started_at = time(NULL);
-    if (!sdt_outputs_prepare(job->log_dir, job->name, job->outputs.started_at, job->outputs.layout, &job->outputs.dirs, error) ||
+    if (!sdt_outputs_prepare(job->opt.log_dir, job->name, job->outputs.started_at, job->outputs.layout, &job->outputs.dirs, error) ||
         !lock_run_folder(job, error))
         return false;
     int stale = 0;
@@ -536,10 +529,11 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
 
 bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error)
 {
+    (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
     /* the validation images before the batches: a split takes its images out of the dataset */
     return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
            load_dataset(job, error) && sdt_train_job_load_validation(job, error) &&
-           sdt_run_data_plan_batches(&job->data, o->batch_size, o->grad_accum_steps, job->seed, job->host, error);
+           sdt_run_data_plan_batches(&job->data, job->opt.batch_size, job->opt.grad_accum_steps, job->opt.seed, job->host, error);
 }
 
 bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error)
@@ -635,7 +629,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "model_name", job->checkpoint_name);
     cJSON_AddStringToObject(s, "model_hash", job->checkpoint_hash);
     cJSON_AddStringToObject(s, "data_root", job->data.dir);
-    cJSON_AddStringToObject(s, "template_file", job->template_path);
+    cJSON_AddStringToObject(s, "template_file", job->opt.template_file);
     cJSON_AddStringToObject(s, "learn_rate", learn_rate);
     cJSON_AddNumberToObject(s, "batch_size", job->data.batch);
     cJSON_AddNumberToObject(s, "gradient_step", job->data.grad_accum);
@@ -646,7 +640,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddNumberToObject(s, "num_of_dataset_images", job->data.ds.n_items);
     cJSON_AddStringToObject(s, "precision", sdt_precision_name(job->precision));
     cJSON_AddStringToObject(s, "device", job->pb.be->name);
-    cJSON_AddNumberToObject(s, "seed", (double)job->seed);
+    cJSON_AddNumberToObject(s, "seed", (double)job->opt.seed);
     if (job->val.on) { /* 1.5's keys only when used: a run without them writes the settings it always did */
         if (job->val.dir) cJSON_AddStringToObject(s, "validation_dir", job->val.dir);
         else cJSON_AddNumberToObject(s, "validation_split", job->val.split);
@@ -667,7 +661,7 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
     add_loss_settings(job, s);
     /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
-    if (job->deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
+    if (job->opt.deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
     if (job->data.flip) cJSON_AddBoolToObject(s, "flip", true);
     if (job->data.caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->data.caption_dropout);
     if (job->data.keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->data.keep_tokens);
@@ -696,7 +690,7 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
                                job->previews.negative, &job->previews.prompts};
     sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags, job->data.tag_dropout};
     bool encoded = false;
-    bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip, job->anomaly,
+    bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode,
                                  job->control, job->host, &encoded, error);
     if (encoded) job->have_measured = false; /* the encoders used the work arena */
     return ok;
@@ -704,13 +698,14 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
 
 bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error)
 {
+    (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
     bool resume = job->resume_path != NULL;
     sdt_step_engine *e = &job->engine;
     e->hooks.user = job;
-    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->max_steps, &job->end_step, error)) return false;
+    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->opt.max_steps, &job->end_step, error)) return false;
     bool mixed = job->precision != SDT_PRECISION_FP32;
-    if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, o->loss_scale_init, o->lr_backoff,
-                               (int)o->max_consecutive_nonfinite, error))
+    if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, job->opt.loss_scale_init,
+                               job->opt.lr_backoff, (int)job->opt.max_consecutive_nonfinite, error))
         return false;
     e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
@@ -720,7 +715,7 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
         return false;
     }
     if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
-        !write_settings(job, o, e->groups[0].lr_text, error) || !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
+        !write_settings(job, &job->opt, e->groups[0].lr_text, error) || !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
     /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
@@ -769,10 +764,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     sdt_text_cache_free(&job->text_cache);
     sdt_run_data_free(&job->data);
     inpaint_cond_free(&job->inpaint);
-    free(job->model_path);
-    free(job->template_path);
-    free(job->tokenizer_dir);
-    free(job->log_dir);
+    sdt_train_options_release(&job->opt);
     sdt_run_previews_free(&job->previews);
     free(job);
 }

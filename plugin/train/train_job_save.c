@@ -52,7 +52,7 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
     int rows = job->previews.prompts.count ? job->previews.prompts.count : 1;
     int cols = job->previews.grid ? job->previews.seeds.count : 1;
     uint64_t seeds[SDT_PREVIEW_GRID_MAX_COLS];
-    for (int c = 0; c < cols; c++) seeds[c] = sdt_run_previews_seed(&job->previews, job->seed, step, c);
+    for (int c = 0; c < cols; c++) seeds[c] = sdt_run_previews_seed(&job->previews, job->opt.seed, step, c);
     sdt_preview_request rq = {prompt,
                               job->previews.negative,
                               (int)job->previews.width,

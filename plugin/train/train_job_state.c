@@ -175,7 +175,7 @@ static char *state_json(sdt_train_job *job)
 {
     cJSON *j = cJSON_CreateObject();
     char num[64];
-    snprintf(num, sizeof num, "%" PRIu64, job->seed);
+    snprintf(num, sizeof num, "%" PRIu64, job->opt.seed);
     cJSON_AddStringToObject(j, "seed", num);
     cJSON_AddNumberToObject(j, "step", (double)job->step);
     cJSON_AddNumberToObject(j, "initial_step", (double)job->initial_step);
@@ -512,7 +512,7 @@ static bool state_matches_run(const sdt_train_job *job, const sdt_safetensors *s
     if (hash && *hash && job->checkpoint_hash[0] && strcmp(hash, job->checkpoint_hash) != 0)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run was trained on model %s but this model is %s; resume on the same model",
                  path, hash, job->checkpoint_hash);
-    if (!seed || strtoull(seed, NULL, 10) != job->seed)
+    if (!seed || strtoull(seed, NULL, 10) != job->opt.seed)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
                  "would have", path, seed ? seed : "?");
     return true;
@@ -751,15 +751,15 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     e->fallback.consecutive = (int)num(f, "consecutive");
     /* The schedules come from this panel (max steps may have grown since the state was saved),
      * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
-    if (job->max_steps < job->step)
+    if (job->opt.max_steps < job->step)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, past max steps (%lld); raise max steps "
-                        "to continue it", path, (long long)job->step, (long long)job->max_steps);
-    if (job->max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
+                        "to continue it", path, (long long)job->step, (long long)job->opt.max_steps);
+    if (job->opt.max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
         sdt_host_log(job->host, SDT_LOG_INFO, "%s is at step %lld, which is max steps: nothing is left to train, so the run "
                      "only writes the trained files from it; raise max steps to train further", path,
                      (long long)job->step);
         job->end_step = job->step; /* no schedule to parse: no step will run */
-    } else if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error) ||
+    } else if (!sdt_step_engine_parse_schedules(e, job->step, job->opt.max_steps, &job->end_step, error) ||
                !sdt_step_engine_reapply_backoff(e, job->step, error)) {
         return false;
     }

@@ -80,8 +80,8 @@ static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
  * filled; or the empty prompt when caption drop-out picks the sample (true then). */
 static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
 {
-    bool dropped = sdt_augment_caption_dropped(job->seed, draw, job->data.caption_dropout);
-    sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->seed ^ 0x5445u, draw));
+    bool dropped = sdt_augment_caption_dropped(job->opt.seed, draw, job->data.caption_dropout);
+    sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->opt.seed ^ 0x5445u, draw));
     sdt_prompt_rules pr = {job->data.shuffle_tags, job->data.tag_dropout, (int)job->data.keep_tokens};
     char *prompt = dropped ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
                            : sdt_caption_prompt(&job->tmpl, job->data.ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
@@ -111,7 +111,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->data.batch; b++) {
         uint64_t draw = micro * (uint64_t)job->data.batch + (uint64_t)b;
-        bool flipped = job->data.flip && sdt_augment_flip(job->seed, draw);
+        bool flipped = job->data.flip && sdt_augment_flip(job->opt.seed, draw);
         const latent_entry *e = latent_cache_entry(&job->data.lc, idx[b], flipped);
         if (latent_cache_numel(&job->data.lc, idx[b]) != n) {
             sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
@@ -121,9 +121,9 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
         latent_cache_get(&job->data.lc, idx[b], draw, flipped, x0);
         if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->data.ds.items[idx[b]].path);
-        sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
-        sdt_loss_offset_noise(&job->loss, job->seed, draw, noise, e->c, hw);
-        int t = sdt_loss_timestep(&job->loss, job->seed, draw);
+        sdt_rng_normal_fill(job->opt.seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
+        sdt_loss_offset_noise(&job->loss, job->opt.seed, draw, noise, e->c, hw);
+        int t = sdt_loss_timestep(&job->loss, job->opt.seed, draw);
         buf->timesteps[b] = (float)t;
         sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
         if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
@@ -183,7 +183,7 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
         bool ok = build_batch(job, counter, idx, &buf, &in, error) && sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
                   sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->data.grad_accum, true, &l, error);
         buffers_free(&buf);
-        if (!ok && error->code == SDT_ERR_NUMERICAL && job->anomaly) return anomaly_stop(job, error);
+        if (!ok && error->code == SDT_ERR_NUMERICAL && job->opt.anomaly_mode) return anomaly_stop(job, error);
         if (!ok) return false;
         if (job->engine.scaler) {
             double scaled;
@@ -254,7 +254,7 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
  * warning, and training goes on. */
 static void save_state_if_due(sdt_train_job *job)
 {
-    if (job->state_every_s <= 0 || sdt_run_clock() - job->last_state_at < (double)job->state_every_s) return;
+    if (job->opt.save_state_every_seconds <= 0 || sdt_run_clock() - job->last_state_at < (double)job->opt.save_state_every_seconds) return;
     sdt_error why;
     sdt_error_clear(&why);
     if (sdt_train_job_write_run_state(job, &why)) return;
@@ -328,7 +328,7 @@ const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
 
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
 {
-    sdt_run_params p = {.save_every = job->save_every, .preview_every = job->previews.every, .backend = job->pb.be,
+    sdt_run_params p = {.save_every = job->opt.save_every, .preview_every = job->previews.every, .backend = job->pb.be,
                         .memory_estimate_bytes = job->memory_estimate_bytes};
     return p;
 }

@@ -14,10 +14,10 @@ bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error)
     sdt_validation *v = &job->val;
     sdt_validation_reset(v);
     if (!v->on) return true;
-    if (!v->dir) return sdt_validation_hold_out(v, &job->data.ds, &job->data.lc, job->seed, job->host, error);
+    if (!v->dir) return sdt_validation_hold_out(v, &job->data.ds, &job->data.lc, job->opt.seed, job->host, error);
     sdt_dataset_options o = {0};
     sdt_train_job_image_options(job, &o);
-    bool ok = sdt_validation_load_folder(v, &o, &job->rt, &job->wa, job->seed, job->host, error);
+    bool ok = sdt_validation_load_folder(v, &o, &job->rt, &job->wa, job->opt.seed, job->host, error);
     job->have_measured = false; /* the encoder used the work arena */
     return ok;
 }
@@ -76,13 +76,13 @@ bool sdt_train_job_validation_loss(sdt_train_job *job, double *loss, sdt_error *
 {
     for (int p = 0; p < job->n_parts; p++)
         if (job->parts[p].ops->begin_validation) job->parts[p].ops->begin_validation(&job->parts[p], job);
-    return sdt_validation_loss(&job->val, job->seed, measure_one, job, loss, error);
+    return sdt_validation_loss(&job->val, job->opt.seed, measure_one, job, loss, error);
 }
 
 /* A new lowest loss: its copy now, unless the snapshot of this step will be written anyway. */
 static bool save_best_copy(sdt_train_job *job, sdt_error *error)
 {
-    if (job->save_every > 0 && job->step % job->save_every == 0) return true;
+    if (job->opt.save_every > 0 && job->step % job->opt.save_every == 0) return true;
     for (int p = 0; p < job->n_parts; p++)
         if (!job->parts[p].ops->sync(&job->parts[p], job, error) ||
             !job->parts[p].ops->save_snapshot(&job->parts[p], job, job->step, error))

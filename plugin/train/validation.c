@@ -215,6 +215,4 @@ void sdt_validation_free(sdt_validation *v)
 {
     sdt_dataset_free(&v->ds);
     latent_cache_free(&v->lc);
-    free(v->dir);
-    v->dir = NULL;
 }

@@ -28,7 +28,7 @@ typedef struct sdt_validation {
     int64_t every;             /* validate_every */
     uint32_t patience;         /* stop_after_no_improvement (0: never) */
     double split;              /* validation_split (0: a folder, validation_dir) */
-    char *dir;                 /* validation_dir, or NULL */
+    const char *dir;           /* validation_dir, or NULL */
     sdt_dataset ds;            /* the images (pixels dropped once encoded) */
     latent_cache lc;           /* their latents: each image's one fixed latent */
     double best_loss;          /* the lowest so far (INFINITY before the first) */
