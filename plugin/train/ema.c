@@ -1,6 +1,7 @@
 /* ema.c - see ema.h. */
 #include "train/ema.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,4 +101,46 @@ char *sdt_ema_path(const char *output_path)
     char *path = malloc(n);
     if (path) snprintf(path, n, "%.*s-ema%s", (int)stem, output_path, output_path + stem);
     return path;
+}
+
+void sdt_ema_state_key(const sdt_step_engine *engine, int group, char *out, size_t size)
+{
+    snprintf(out, size, "ema.%s", engine->groups[group].name);
+}
+
+static bool all_finite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
+}
+
+bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st, const char *recorded,
+                     const char *path, const sdt_host_callbacks *host, sdt_error *error)
+{
+    if (e->decay <= 0) return true;
+    for (int g = 0; g < e->n_groups; g++) {
+        char name[SDT_EMA_STATE_KEY_MAX];
+        sdt_ema_state_key(engine, g, name, sizeof name);
+        const sdt_st_entry *entry = sdt_st_find(st, name);
+        if (!entry && recorded)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
+                            "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
+                            path, name, recorded);
+        if (!entry) {
+            sdt_host_log(host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
+                         "starts from the resumed values", path, engine->groups[g].name);
+            free(e->values[g]);
+            if (!(e->values[g] = sdt_step_engine_group_values(engine, be, g, &e->count[g], error))) return false;
+            continue;
+        }
+        if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
+                            "the state file of this run", path, name, engine->groups[g].name, e->count[g]);
+        memcpy(e->values[g], entry->data, (size_t)entry->nbytes);
+        if (!all_finite(e->values[g], e->count[g]))
+            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
+                            "an earlier state, or train without --resume", path, name);
+    }
+    return true;
 }

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "sdt_error.h"
+#include "host/host_log.h"
+#include "safetensors.h"
 #include "train/step_engine.h"
 
 #define SDT_EMA_MAX_GROUPS 4
@@ -46,5 +48,12 @@ bool sdt_ema_swap_in(const sdt_ema *e, const sdt_step_engine *engine, sdt_backen
 bool sdt_ema_swap_out(const sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, float **kept, sdt_error *error);
 /* <stem>-ema<ext> of an output path (malloc'd): where the average goes beside the result. */
 char *sdt_ema_path(const char *output_path);
+/* The average in the resume state: one f32 tensor per group, named by sdt_ema_state_key
+ * ("ema.<group>"); restored from a state st at path (recorded: the state's ema_decay text, NULL
+ * when its run had none: a group without its tensor then starts from the resumed values). */
+#define SDT_EMA_STATE_KEY_MAX 160
+void sdt_ema_state_key(const sdt_step_engine *engine, int group, char *out, size_t size);
+bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st, const char *recorded,
+                     const char *path, const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

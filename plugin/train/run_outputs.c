@@ -2,6 +2,8 @@
 #include "train/run_outputs.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* A row of the loss CSV. A failure for IO (the disk) is returned (the run stops: run_loop.h);
  * any other (e.g. an existing CSV with other columns) is one warning for the run, and training goes on:
@@ -70,4 +72,32 @@ bool sdt_run_outputs_take_failure(sdt_run_outputs *o, int64_t step, sdt_error *e
     sdt_error_wrap(error, "Step %lld: a file of the run could not be written, so training stopped", (long long)step);
     sdt_error_clear(&o->write_failure);
     return true;
+}
+
+void sdt_run_outputs_to_json(const sdt_run_outputs *o, cJSON *record)
+{
+    /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
+    if (o->csv_row_unwritten) cJSON_AddStringToObject(record, "csv_row", o->csv_unwritten);
+}
+
+bool sdt_run_outputs_check_json(const cJSON *record, double step, const char *path, sdt_error *error)
+{
+    const cJSON *row = cJSON_GetObjectItemCaseSensitive(record, "csv_row");
+    const char *text = cJSON_GetStringValue(row);
+    char *end = NULL;
+    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') || (double)strtoll(text, &end, 10) != step ||
+                *end != ','))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
+                        "is damaged); resume from an earlier state, or train without --resume", path, step);
+    return true;
+}
+
+void sdt_run_outputs_from_json(sdt_run_outputs *o, const cJSON *record, int64_t step, const sdt_host_callbacks *host)
+{
+    const char *row = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(record, "csv_row"));
+    o->csv_row_unwritten = row != NULL;
+    if (row) snprintf(o->csv_unwritten, sizeof o->csv_unwritten, "%s", row);
+    sdt_error why;
+    if (!sdt_loss_csv_truncate_after(o->dirs.loss_csv, row ? step - 1 : step, &why))
+        sdt_host_log(host, SDT_LOG_WARNING, "%s", why.message);
 }

@@ -8,6 +8,7 @@
 
 #include "sdt_error.h"
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -47,5 +48,12 @@ bool sdt_run_outputs_loss_plot(sdt_run_outputs *o, const char *name, const char 
 bool sdt_run_outputs_note_failure(sdt_run_outputs *o, const sdt_error *why);
 /* The kept write failure (wrapped with the step) into error, cleared: true when there was one. */
 bool sdt_run_outputs_take_failure(sdt_run_outputs *o, int64_t step, sdt_error *error);
+
+/* The resume state's record of the row not yet in the CSV ("csv_row"): written, checked against the
+ * state's step (false + a damage sentence naming the file), and read back: the run's end writes
+ * it as it would have been, and a copy that a killed run wrote after the state goes first. */
+void sdt_run_outputs_to_json(const sdt_run_outputs *o, cJSON *record);
+bool sdt_run_outputs_check_json(const cJSON *record, double step, const char *path, sdt_error *error);
+void sdt_run_outputs_from_json(sdt_run_outputs *o, const cJSON *record, int64_t step, const sdt_host_callbacks *host);
 
 #endif

@@ -6,11 +6,9 @@
 #include <string.h>
 
 #include "host/host_log.h"
-#include "c_numeric.h"
 #include "data/png_write.h"
 #include "data/preview_grid.h"
 #include "train/preview.h"
-#include "train/rng.h"
 #include "train/train_job.h"
 
 bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)

@@ -216,8 +216,7 @@ static char *state_json(sdt_train_job *job)
     }
     sdt_validation_to_json(&job->val, j);
     add_run_options(job, j);
-    /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
-    if (job->outputs.csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->outputs.csv_unwritten);
+    sdt_run_outputs_to_json(&job->outputs, j);
     char *text = sdt_json_print_compact(j);
     cJSON_Delete(j);
     return text;
@@ -292,7 +291,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     int n_items = n;
     char ema_names[SDT_EMA_MAX_GROUPS][STATE_KEY_MAX];
     for (int g = 0; ok && g < job->ema.n_groups; g++) { /* the average: "ema.<group>", one block per group */
-        snprintf(ema_names[g], STATE_KEY_MAX, "ema.%s", job->engine.groups[g].name);
+        sdt_ema_state_key(&job->engine, g, ema_names[g], STATE_KEY_MAX);
         int64_t shape[1] = {(int64_t)job->ema.count[g]};
         finite &= all_finite(job->ema.values[g], job->ema.count[g]);
         views[n_items] = sdt_tensor_make(job->ema.values[g], SDT_F32, SDT_DEVICE_CPU, 1, shape);
@@ -489,14 +488,7 @@ static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *
     if (num(j, "initial_step") > step || (double)meta_int(st, "step") != step)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's step (%.17g) disagrees with its first step or its "
                         "metadata (the file is damaged); resume from an earlier state, or train without --resume", path, step);
-    const cJSON *row = cJSON_GetObjectItemCaseSensitive(j, "csv_row");
-    const char *text = cJSON_GetStringValue(row);
-    char *end = NULL;
-    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') || (double)strtoll(text, &end, 10) != step ||
-                *end != ','))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
-                        "is damaged); resume from an earlier state, or train without --resume", path, step);
-    return sdt_validation_check_json(j, path, error);
+    return sdt_run_outputs_check_json(j, step, path, error) && sdt_validation_check_json(j, path, error);
 }
 
 /* The state must come from this run's name, model and seed, or the run would not continue as it was. */
@@ -697,41 +689,12 @@ static bool restore_scaler(sdt_train_job *job, const cJSON *sc, sdt_error *error
 
 /* The average from the state ("ema.<group>"); a state without it (a run without --ema) starts it
  * from the resumed values. */
-static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
-{
-    sdt_ema *e = &job->ema;
-    if (e->decay <= 0) return true;
-    const char *recorded = cJSON_GetStringValue(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay"));
-    for (int g = 0; g < e->n_groups; g++) {
-        char name[STATE_KEY_MAX];
-        snprintf(name, sizeof name, "ema.%s", job->engine.groups[g].name);
-        const sdt_st_entry *entry = sdt_st_find(st, name);
-        if (!entry && recorded)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
-                            "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
-                            path, name, recorded);
-        if (!entry) {
-            sdt_host_log(job->host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
-                         "starts from the resumed values", path, job->engine.groups[g].name);
-            free(e->values[g]);
-            if (!(e->values[g] = sdt_step_engine_group_values(&job->engine, job->pb.be, g, &e->count[g], error))) return false;
-            continue;
-        }
-        if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
-                            "the state file of this run", path, name, job->engine.groups[g].name, e->count[g]);
-        memcpy(e->values[g], entry->data, (size_t)entry->nbytes);
-        if (!all_finite(e->values[g], e->count[g]))
-            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
-                            "an earlier state, or train without --resume", path, name);
-    }
-    return true;
-}
-
 static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
-    if (!restore_tensors(job, st, path, error) || !restore_average(job, st, j, path, error)) return false;
+    if (!restore_tensors(job, st, path, error) || !sdt_ema_restore(&job->ema, &job->engine, job->pb.be, st,
+                                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                                             cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay")),
+                                         path, job->host, error)) return false;
     sdt_validation_from_json(&job->val, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
@@ -770,14 +733,7 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
     if (!sdt_data_order_set_position(&job->data.order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
         return false;
-    /* The state's row not yet in the CSV (write_csv_every skipped it) is written at the run's end,
-     * as it would have been; a copy the killed run wrote after this state goes first. */
-    const char *row = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "csv_row"));
-    job->outputs.csv_row_unwritten = row != NULL;
-    if (row) snprintf(job->outputs.csv_unwritten, sizeof job->outputs.csv_unwritten, "%s", row);
-    sdt_error why;
-    if (!sdt_loss_csv_truncate_after(job->outputs.dirs.loss_csv, row ? job->step - 1 : job->step, &why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why.message);
+    sdt_run_outputs_from_json(&job->outputs, j, job->step, job->host);
     return true;
 }
 
