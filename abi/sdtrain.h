@@ -590,7 +590,8 @@ struct sdt_train_options {
     const char *model_path;
     const char *clip_value;           /* ["0.1"] */
     const char *dataset_dir;
-    const char *log_dir;              /* ["textual_inversion"]; the hypernetwork factory's default is "hypernetworks" */
+    const char *log_dir;              /* ["textual_inversion"]; the hypernetwork factory's default is "hypernetworks",
+                                       * the trainer factory's NULL (sdt_trainer_config.options) */
     const char *template_file;
     const char *filename_word_regex;  /* [""] */
     const char *filename_join_string; /* [" "] */

@@ -394,6 +394,38 @@ bool sdt_check_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *d
            norm_gradients(be, op, dx, dgamma, dbeta, dout, x, sdt_tensor_last_dim(x));
 }
 
+/* x [N, C] (any rank, C its last dim), gamma [C] (optional), rstd f32 with one value per row. */
+static bool rmsnorm_operands(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
+                             const sdt_tensor *rstd)
+{
+    if (!tensor_arg(be, op, "x", x)) return false;
+    const int64_t cdims[1] = {sdt_tensor_last_dim(x)};
+    if (gamma && !shape_arg(be, op, "gamma [C]", gamma, 1, cdims)) return false;
+    if (!f32_arg(be, op, "rstd", rstd)) return false;
+    if (sdt_tensor_numel(rstd) != sdt_tensor_rows(x))
+        return invalid(be, "%s: rstd holds %lld values but x has %lld rows; size it [N].", op,
+                       (long long)sdt_tensor_numel(rstd), (long long)sdt_tensor_rows(x));
+    return true;
+}
+
+bool sdt_check_rmsnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *rstd, const sdt_tensor *x,
+                               const sdt_tensor *gamma, float eps)
+{
+    const char *op = "rmsnorm_forward";
+    if (!(eps >= 0.0f) || !isfinite(eps))
+        return invalid(be, "%s: eps %g must be finite and >= 0 (T5 uses 1e-6).", op, (double)eps);
+    return rmsnorm_operands(be, op, x, gamma, rstd) && norm_output(be, op, out, x);
+}
+
+bool sdt_check_rmsnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, const sdt_tensor *dout,
+                                const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *rstd)
+{
+    const char *op = "rmsnorm_backward";
+    if (dgamma && !gamma) return invalid(be, "%s: dgamma was given without gamma; pass both or neither.", op);
+    return rmsnorm_operands(be, op, x, gamma, rstd) &&
+           norm_gradients(be, op, dx, dgamma, NULL, dout, x, sdt_tensor_last_dim(x));
+}
+
 static bool groupnorm_operands(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
                                const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups)
 {
@@ -588,6 +620,51 @@ bool sdt_check_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *d
     return like_arg(be, op, "out", out, "q", q) && tensor_arg(be, op, "out", out);
 }
 
+/* attention_operands (never causal) plus the bias f32 [1 or B, H, Tq, Tk] and a finite, positive scale. */
+static bool attention_bias_operands(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k,
+                                    const sdt_tensor *v, const sdt_tensor *lse, const sdt_tensor *bias, int heads,
+                                    float scale)
+{
+    if (!attention_operands(be, op, q, k, v, lse, heads, false)) return false;
+    if (!(scale > 0.0f) || !isfinite(scale))
+        return invalid(be, "%s: scale %g must be finite and > 0 (1 / sqrt(head_dim) for SDPA, 1 for T5).", op,
+                       (double)scale);
+    if (!bias) return true;
+    const int64_t bdims[4] = {-1, heads, q->shape[1], k->shape[1]};
+    if (!shape_arg(be, op, "bias [1 or B, H, Tq, Tk]", bias, 4, bdims)) return false;
+    if (bias->shape[0] != 1 && bias->shape[0] != q->shape[0])
+        return invalid(be, "%s: bias has %lld batch rows but q has batch %lld; give 1 (shared) or B.", op,
+                       (long long)bias->shape[0], (long long)q->shape[0]);
+    if (bias->dtype != SDT_F32)
+        return invalid(be, "%s: bias must be f32 (it may hold -inf to mask keys) but is %s.", op,
+                       sdt_dtype_name(bias->dtype));
+    return true;
+}
+
+bool sdt_check_attention_bias_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
+                                      const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *bias, int heads,
+                                      float scale)
+{
+    const char *op = "attention_bias_forward";
+    return attention_bias_operands(be, op, q, k, v, lse, bias, heads, scale) && like_arg(be, op, "out", out, "q", q) &&
+           tensor_arg(be, op, "out", out);
+}
+
+bool sdt_check_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                                       const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
+                                       const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse,
+                                       const sdt_tensor *bias, int heads, float scale)
+{
+    const char *op = "attention_bias_backward";
+    if (!attention_bias_operands(be, op, q, k, v, lse, bias, heads, scale)) return false;
+    if (!tensor_arg(be, op, "dout", dout) || !like_arg(be, op, "dout", dout, "q", q) ||
+        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) || !like_arg(be, op, "dv", dv, "v", v))
+        return false;
+    if (!lse) return true;
+    if (!out) return invalid(be, "%s: lse was given without forward's out; pass both or neither.", op);
+    return like_arg(be, op, "out", out, "q", q) && tensor_arg(be, op, "out", out);
+}
+
 bool sdt_check_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
     const char *op = "softmax_forward";
@@ -642,6 +719,24 @@ bool sdt_check_geglu_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor 
     const char *op = "geglu_backward";
     if (!dx) return true;
     return geglu_operands(be, op, dout, x) && same_numel(be, op, "dx", dx, "x", x);
+}
+
+bool sdt_check_gated_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *gate, const sdt_tensor *up,
+                                        sdt_activation act)
+{
+    const char *op = "gated_activation_forward";
+    return known_activation(be, op, act) && same_numel(be, op, "out", out, "gate", gate) &&
+           same_numel(be, op, "up", up, "gate", gate);
+}
+
+bool sdt_check_gated_activation_backward(sdt_backend *be, sdt_tensor *dgate, sdt_tensor *dup, const sdt_tensor *dout,
+                                         const sdt_tensor *gate, const sdt_tensor *up, sdt_activation act)
+{
+    const char *op = "gated_activation_backward";
+    if (!dgate && !dup) return true;
+    return known_activation(be, op, act) && same_numel(be, op, "dout", dout, "gate", gate) &&
+           same_numel(be, op, "up", up, "gate", gate) && (!dgate || same_numel(be, op, "dgate", dgate, "gate", gate)) &&
+           (!dup || same_numel(be, op, "dup", dup, "gate", gate));
 }
 
 bool sdt_check_add_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)

@@ -13,7 +13,8 @@
  *    and weights alike; the caller zeroes them. A NULL gradient is skipped.
  *    This makes residual branches and gradient accumulation free. The exceptions
  *    say so where they are declared: linear_input_grad, conv2d_input_grad,
- *    attention_backward and geglu_backward WRITE their gradients.
+ *    attention_backward, attention_bias_backward, geglu_backward and
+ *    gated_activation_backward WRITE their gradients.
  *  - Layouts mirror PyTorch: linear weight [OC, C]; conv weight [OC, C, KH, KW];
  *    images NCHW; sequences [B, T, C]; attention q/k/v [B, T, heads*head_dim].
  *  - A 4-D tensor may be channels-last (tensor.h: NHWC memory, the shape still [N, C, H, W]).
@@ -63,6 +64,8 @@ typedef enum sdt_activation {
     SDT_ACT_LOGSIGMOID, /* log(sigmoid(x)) */
     SDT_ACT_HARDSHRINK, /* x where |x| > 0.5, else 0 */
     SDT_ACT_SOFTSHRINK, /* x - 0.5 sign(x) where |x| > 0.5, else 0 */
+    SDT_ACT_GELU_TANH,  /* GELU's tanh approximation, torch.nn.GELU(approximate="tanh"): T5 v1.1's gelu_new,
+                         * the MLPs of SD3 and Flux (not an A1111 hypernetwork activation) */
     SDT_ACT_COUNT
 } sdt_activation;
 
@@ -137,6 +140,14 @@ typedef struct sdt_memory_stats {
                            const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean, \
                            const sdt_tensor *rstd, int groups, sdt_activation act), \
       (be, dx, dgamma, dbeta, dout, x, gamma, beta, mean, rstd, groups, act)) \
+    /* T5LayerNorm (RMS norm; SD3.5's and Flux's QK norm too) over the last dim C of x [N, C]: \
+     * out = x * rstd * gamma, rstd [N] f32 = 1 / sqrt(mean(x^2) + eps); no mean, no bias; gamma may \
+     * be NULL (ones). Backward accumulates dx and dgamma (either may be NULL). */ \
+    X(rmsnorm_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *rstd, const sdt_tensor *x, \
+                        const sdt_tensor *gamma, float eps), (be, out, rstd, x, gamma, eps)) \
+    X(rmsnorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, const sdt_tensor *dout, \
+                         const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *rstd), \
+      (be, dx, dgamma, dout, x, gamma, rstd)) \
     /* ---- matmul-shaped ops ---- */ \
     /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. \
      * Backward reads x's values only for dw: without dw, x describes the shape and dtype and its \
@@ -180,6 +191,19 @@ typedef struct sdt_memory_stats {
                            const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, \
                            const sdt_tensor *lse, int heads, bool causal), \
       (be, dq, dk, dv, dout, q, k, v, out, lse, heads, causal)) \
+    /* Attention with an additive logit bias and an explicit scale, never causal: T5's relative \
+     * position bias (and its padding mask), softmax(scale q k^T + bias) v per head. q, k, v, out, lse \
+     * as attention_forward's; bias f32 [Bb, H, Tq, Tk] with Bb 1 (shared by the batch) or B, may be \
+     * NULL; -inf entries mask a key, and a row whose every key is masked gives zeros (lse -inf). T5 \
+     * passes scale 1 (its init folds 1/sqrt(d) in). Backward WRITES dq, dk, dv as attention_backward \
+     * does; the bias is frozen (no gradient). Memory linear in the sequence length besides the bias. */ \
+    X(attention_bias_forward, (sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, \
+                               const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *bias, int heads, float scale), \
+      (be, out, lse, q, k, v, bias, heads, scale)) \
+    X(attention_bias_backward, (sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout, \
+                                const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out, \
+                                const sdt_tensor *lse, const sdt_tensor *bias, int heads, float scale), \
+      (be, dq, dk, dv, dout, q, k, v, out, lse, bias, heads, scale)) \
     /* Numerically stable softmax over the last dim. Backward reads the forward output. */ \
     X(softmax_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
     X(softmax_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out), \
@@ -192,6 +216,13 @@ typedef struct sdt_memory_stats {
     X(geglu_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x), (be, out, x)) \
     /* Backward WRITES dx (not accumulated): the values zeroing dx and accumulating would give. */ \
     X(geglu_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x), (be, dx, dout, x)) \
+    /* A gated feed-forward's product (T5 v1.1's gated GELU: wo(gelu_tanh(wi_0 h) * wi_1 h)): \
+     * out = act(gate) * up, all one shape. Backward WRITES dgate and dup (either may be NULL). */ \
+    X(gated_activation_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *gate, const sdt_tensor *up, \
+                                 sdt_activation act), (be, out, gate, up, act)) \
+    X(gated_activation_backward, (sdt_backend *be, sdt_tensor *dgate, sdt_tensor *dup, const sdt_tensor *dout, \
+                                  const sdt_tensor *gate, const sdt_tensor *up, sdt_activation act), \
+      (be, dgate, dup, dout, gate, up, act)) \
     /* out = a + b (same shape; out may alias a or b). Backward is axpy of dout into each. */ \
     X(add_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b), (be, out, a, b)) \
     /* x [B, C, spatial...] += v [B, C] broadcast over spatial (ResBlock time embedding). \

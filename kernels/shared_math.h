@@ -74,6 +74,25 @@ static inline SDT_HOST_DEVICE float act_sech2(float x)
     return 1.0f / (c * c);
 }
 
+#define ACT_SQRT_2_OVER_PI 0.79788456080286536f
+#define ACT_GELU_TANH_CUBIC 0.044715f
+
+/* GELU's tanh approximation 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), written as
+ * x * sigmoid(2u): 1 + tanh(u) = 2 sigmoid(2u) without the cancellation of 1 + tanh for x << 0. */
+static inline SDT_HOST_DEVICE float act_gelu_tanh(float x)
+{
+    float u = ACT_SQRT_2_OVER_PI * (x + ACT_GELU_TANH_CUBIC * x * x * x);
+    return x * act_sigmoid(2.0f * u);
+}
+
+static inline SDT_HOST_DEVICE float act_gelu_tanh_grad(float x)
+{
+    float u = ACT_SQRT_2_OVER_PI * (x + ACT_GELU_TANH_CUBIC * x * x * x);
+    float du = ACT_SQRT_2_OVER_PI * (1.0f + 3.0f * ACT_GELU_TANH_CUBIC * x * x);
+    float s = act_sigmoid(2.0f * u);
+    return s + x * 2.0f * s * act_sigmoid(-2.0f * u) * du;
+}
+
 static inline SDT_HOST_DEVICE float act_value(sdt_activation act, float x)
 {
     switch (act) {
@@ -100,6 +119,7 @@ static inline SDT_HOST_DEVICE float act_value(sdt_activation act, float x)
     case SDT_ACT_HARDSHRINK: return fabsf(x) > ACT_SHRINK_LAMBDA ? x : 0.0f;
     case SDT_ACT_SOFTSHRINK:
         return x > ACT_SHRINK_LAMBDA ? x - ACT_SHRINK_LAMBDA : x < -ACT_SHRINK_LAMBDA ? x + ACT_SHRINK_LAMBDA : 0.0f;
+    case SDT_ACT_GELU_TANH: return act_gelu_tanh(x);
     default: return x; /* identity */
     }
 }
@@ -142,6 +162,7 @@ static inline SDT_HOST_DEVICE float act_derivative(sdt_activation act, float x)
     case SDT_ACT_LOGSIGMOID: return act_sigmoid(-x);
     case SDT_ACT_HARDSHRINK:
     case SDT_ACT_SOFTSHRINK: return fabsf(x) > ACT_SHRINK_LAMBDA ? 1.0f : 0.0f;
+    case SDT_ACT_GELU_TANH: return act_gelu_tanh_grad(x);
     default: return 1.0f;
     }
 }
@@ -199,6 +220,22 @@ static inline SDT_HOST_DEVICE float timestep_embedding_at(float t, int64_t j, in
     double arg = (double)t * exp(-log_period * (double)k / ((double)half - (double)shift));
     bool first = j < half;
     return (float)((first != flip) ? sin(arg) : cos(arg));
+}
+
+/* T5's bidirectional relative-position bucket (transformers' T5Attention._relative_position_bucket,
+ * bidirectional) of rel = key position - query position: half the buckets per sign (rel > 0 offset
+ * by half), |rel| below half / 2 exact, above it logarithmic up to max_distance, capped at half - 1.
+ * The logarithm is taken in float as torch takes it (float32 tensor ops, the Python scalars cast
+ * to float), so the buckets at the boundaries agree with transformers'. */
+static inline SDT_HOST_DEVICE int t5_relative_bucket(int rel, int num_buckets, int max_distance)
+{
+    int half = num_buckets / 2, max_exact = half / 2;
+    int bucket = rel > 0 ? half : 0;
+    int n = rel < 0 ? -rel : rel;
+    if (n < max_exact) return bucket + n;
+    float f = logf((float)n / (float)max_exact) / (float)log((double)max_distance / (double)max_exact);
+    int large = max_exact + (int)(f * (float)(half - max_exact));
+    return bucket + (large < half - 1 ? large : half - 1);
 }
 
 #endif

@@ -12,6 +12,8 @@
  * zeroes its own gradient rows and then sums into them, so the op WRITES dq, dk, dv
  * (ops.h) with exactly the bits that zeroing them and accumulating would give.
  * Workspace: two [QT, KT] tiles and a [QT, D] accumulator per thread.
+ * attention_bias_* (T5) run the same tiles with the caller's scale and an f32 bias added to each
+ * logit tile after the scaled product; -inf bias entries mask keys, a fully masked row gives zeros.
  */
 #include "cpu_context.h"
 #include "cpu_gemm.h"
@@ -27,14 +29,34 @@ typedef struct attn_geom {
     int batch, heads, tq, tk, d, hd; /* hd = heads * d, the row stride of q, k, v */
     float scale;
     bool causal;
+    const float *bias; /* attention_bias_*: f32 [bias_batch, H, Tq, Tk] added to the scaled logits, or NULL */
+    int bias_batch;
 } attn_geom;
 
 /* The geometry of q [B, Tq, H*D] and k [B, Tk, H*D] (checked before the op runs: op_checks.c). */
 static void attn_geometry(const sdt_tensor *q, const sdt_tensor *k, int heads, bool causal, attn_geom *g)
 {
     *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
-                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal};
+                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, NULL, 0};
     g->scale = (float)(1.0 / sqrt((double)g->d));
+}
+
+/* attention_bias_*: the bias and the caller's scale, never causal (checked: op_checks.c). */
+static void attn_bias_geometry(const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *bias, int heads,
+                               float scale, attn_geom *g)
+{
+    attn_geometry(q, k, heads, false, g);
+    g->scale = scale;
+    g->bias = bias ? (const float *)bias->data : NULL;
+    g->bias_batch = bias ? (int)bias->shape[0] : 0;
+}
+
+/* Adds bias row i (absolute) of head (b, h), keys [k0, k0 + cols), to a tile row. */
+static void add_bias_row(const attn_geom *g, int b, int h, int i, int k0, int cols, float *row)
+{
+    if (!g->bias) return;
+    const float *src = g->bias + (((int64_t)(g->bias_batch == 1 ? 0 : b) * g->heads + h) * g->tq + i) * g->tk + k0;
+    for (int j = 0; j < cols; j++) row[j] += src[j];
 }
 
 /* Offset of row t of head h of batch b in a [B, T, H*D] tensor. */
@@ -82,8 +104,13 @@ static void forward_unit(sdt_backend *be, const attn_geom *g, attn_unit u, const
         for (int i = 0; i < u.rows; i++) {
             float *row = s + (int64_t)i * ATTN_KT;
             const int valid = visible_keys(g, u.r0 + i, k0, cols);
+            add_bias_row(g, u.b, u.h, u.r0 + i, k0, valid, row);
             float mx = m[i];
             for (int j = 0; j < valid; j++) mx = row[j] > mx ? row[j] : mx;
+            if (mx == -INFINITY) { /* every key so far masked by the bias: nothing to add yet */
+                for (int j = 0; j < cols; j++) row[j] = 0.0f;
+                continue;
+            }
             const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - mx);
             float sum = 0.0f;
             for (int j = 0; j < valid; j++) sum += (row[j] = expf(row[j] - mx));
@@ -98,7 +125,7 @@ static void forward_unit(sdt_backend *be, const attn_geom *g, attn_unit u, const
     }
     for (int i = 0; i < u.rows; i++) {
         float *dst = out + row_offset(g, g->tq, u.b, u.r0 + i, u.h);
-        const float inv = 1.0f / l[i];
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f; /* a fully masked row gives zeros, lse -inf */
         for (int e = 0; e < g->d; e++) dst[e] = o[(int64_t)i * g->d + e] * inv;
         if (lse) lse[((int64_t)u.b * g->heads + u.h) * g->tq + u.r0 + i] = m[i] + logf(l[i]);
     }
@@ -121,12 +148,10 @@ static int forward_all(sdt_backend *be, const char *op, const attn_geom *g, cons
     return 0;
 }
 
-int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
-                          const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal)
+static int forward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt_tensor *out, sdt_tensor *lse,
+                      const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v)
 {
-    const char *op = "attention_forward";
-    attn_geom g;
-    attn_geometry(q, k, heads, causal, &g);
+    const attn_geom g = *gp;
     const float *qf = cpu_read_f32(be, q, 0);
     const float *kf = cpu_read_f32(be, k, 1);
     const float *vf = cpu_read_f32(be, v, 2);
@@ -135,6 +160,22 @@ int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, con
     if (forward_all(be, op, &g, qf, kf, vf, of, lse ? (float *)lse->data : NULL)) return -1;
     cpu_write_end(be, out, of);
     return 0;
+}
+
+int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
+                          const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal)
+{
+    attn_geom g;
+    attn_geometry(q, k, heads, causal, &g);
+    return forward_op(be, "attention_forward", &g, out, lse, q, k, v);
+}
+
+int cpu_attention_bias_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
+                               const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *bias, int heads, float scale)
+{
+    attn_geom g;
+    attn_bias_geometry(q, k, bias, heads, scale, &g);
+    return forward_op(be, "attention_bias_forward", &g, out, lse, q, k, v);
 }
 
 /* What backward reads, all f32. */
@@ -158,7 +199,8 @@ static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, i
         float *pr = p + (int64_t)i * ATTN_KT, *dr = ds ? ds + (int64_t)i * ATTN_KT : NULL;
         const int valid = visible_keys(g, q0 + i, k0, cols);
         const float lse = a->lse[stat + i], delta = a->delta[stat + i];
-        for (int j = 0; j < valid; j++) pr[j] = expf(pr[j] - lse);
+        add_bias_row(g, b, h, q0 + i, k0, valid, pr);
+        for (int j = 0; j < valid; j++) pr[j] = lse == -INFINITY ? 0.0f : expf(pr[j] - lse);
         for (int j = valid; j < cols; j++) pr[j] = 0.0f;
         if (dr)
             for (int j = 0; j < cols; j++) dr[j] = pr[j] * (dr[j] - delta);
@@ -203,13 +245,11 @@ static void dq_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn
     }
 }
 
-int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
-                           const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
-                           const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
+static int backward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt_tensor *dq, sdt_tensor *dk,
+                       sdt_tensor *dv, const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
+                       const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse)
 {
-    const char *op = "attention_backward";
-    attn_geom g;
-    attn_geometry(q, k, heads, causal, &g);
+    const attn_geom g = *gp;
     if (!dq && !dk && !dv) return 0;
     attn_bwd a = {cpu_read_f32(be, q, 1), cpu_read_f32(be, k, 2), cpu_read_f32(be, v, 3), cpu_read_f32(be, dout, 0),
                   NULL, NULL, cpu_write_begin(be, dq, 5, false), cpu_write_begin(be, dk, 6, false),
@@ -259,4 +299,23 @@ int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_
     cpu_write_end(be, dk, a.dk);
     cpu_write_end(be, dv, a.dv);
     return 0;
+}
+
+int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                           const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
+                           const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
+{
+    attn_geom g;
+    attn_geometry(q, k, heads, causal, &g);
+    return backward_op(be, "attention_backward", &g, dq, dk, dv, dout, q, k, v, out, lse);
+}
+
+int cpu_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                                const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
+                                const sdt_tensor *out, const sdt_tensor *lse, const sdt_tensor *bias, int heads,
+                                float scale)
+{
+    attn_geom g;
+    attn_bias_geometry(q, k, bias, heads, scale, &g);
+    return backward_op(be, "attention_bias_backward", &g, dq, dk, dv, dout, q, k, v, out, lse);
 }

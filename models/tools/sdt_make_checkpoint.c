@@ -1,6 +1,6 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
@@ -17,6 +17,8 @@
  * the UNet with label_emb, the VAE; sd_config_preset) or, with --text-only/--unet-only/--vae-only, a part.
  * --from converts a checkpoint between the layouts (sdt_ckpt_convert): an SDXL or SD 2.x folder's OpenCLIP
  * encoder becomes the single file's OpenCLIP layout, as hosts expect it.
+ * tiny-t5 and t5xxl write a T5 v1.1 encoder alone (t5_gen.h; the names of t5xxl_fp16.safetensors): the tiny
+ * test model or T5-XXL's shapes (4.7 billion parameters: use --dtype bf16 for a 9.5 GB file).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -25,12 +27,13 @@
 #include <string.h>
 
 #include "checkpoint_gen.h"
+#include "t5_gen.h"
 
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(stderr,
-            "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+            "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
             "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
             "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
             "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
@@ -110,9 +113,21 @@ int main(int argc, char **argv)
         printf("wrote %s (%s in the %s layout)\n", out, from, spec.layout == SDT_CKPT_LDM ? "ldm" : "diffusers");
         return 0;
     }
+    if (config && (!strcmp(config, "tiny-t5") || !strcmp(config, "t5xxl"))) {
+        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip || clip_vocab ||
+            unet_in || spec.unet_output_set)
+            return usage("a T5 encoder file takes only --out, --dtype, --seed and --perturb-all");
+        t5_config t5 = !strcmp(config, "t5xxl") ? t5_config_xxl() : t5_config_tiny();
+        if (!t5_generate(out, &t5, spec.dtype, spec.seed, spec.perturb_all, &error)) {
+            fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+            return 1;
+        }
+        printf("wrote %s (T5 encoder %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
+        return 0;
+    }
     sd_family family;
     if (!config || !sd_family_parse(config, &family))
-        return usage("--config must be tiny, sd15, sd2, tiny-sdxl or sdxl");
+        return usage("--config must be tiny, sd15, sd2, tiny-sdxl, sdxl, tiny-t5 or t5xxl");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
     spec.config = sd_config_preset(family);

@@ -56,6 +56,7 @@ static void plugin_deinit(void)
 static const void *plugin_get_factory(const char *factory_id)
 {
     if (!factory_id || atomic_load(&init_count) <= 0) return NULL;
+    if (strcmp(factory_id, SDT_FACTORY_TRAINER) == 0) return &sdt_trainer_factory_table;
     if (strcmp(factory_id, SDT_FACTORY_TEXTUAL_INVERSION) == 0) return &sdt_ti_factory_table;
     if (strcmp(factory_id, SDT_FACTORY_HYPERNETWORK) == 0) return &sdt_hn_factory_table;
     if (strcmp(factory_id, SDT_FACTORY_SCALER) == 0) return sdt_loss_scaler_factory_get();

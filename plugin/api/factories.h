@@ -4,6 +4,8 @@
 
 #include "sdtrain.h"
 
+extern const sdt_trainer_factory sdt_trainer_factory_table;
+/* deprecated since 1.7: adapters over the trainer factory */
 extern const sdt_ti_factory sdt_ti_factory_table;
 extern const sdt_hn_factory sdt_hn_factory_table;
 

@@ -5,8 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compose/train_compose.h"
 #include "host/copy_out.h"
 #include "host/host_log.h"
+
+static bool compose_prepare(const void *request, const sdt_host_callbacks *host, sdt_run_control *control, void **job,
+                            sdt_prepare_info *info, sdt_error *error)
+{
+    sdt_train_job *made = NULL;
+    bool ok = sdt_compose_job(request, host, control, &made, info, error);
+    *job = made;
+    return ok;
+}
+
+const sdt_train_method sdt_compose_method = SDT_TRAIN_JOB_METHOD(compose_prepare);
 
 static sdt_status create_fail(char *err, uint32_t err_size, sdt_status status, const char *sentence)
 {
@@ -79,6 +91,15 @@ sdt_status sdt_trainer_begin_call(sdt_trainer_handle *t, const char *call)
 {
     sdt_handle_clear_error(&t->base);
     if (sdt_run_control_state(&t->control) == SDT_RUN_RUNNING) return sdt_trainer_refuse_while_running(t, call);
+    return SDT_STATUS_OK;
+}
+
+sdt_status sdt_trainer_begin_prepare(sdt_trainer_handle *t, const sdt_prepare_info *info)
+{
+    sdt_status st = sdt_trainer_begin_call(t, "prepare");
+    if (st != SDT_STATUS_OK) return st;
+    if (info && info->struct_size < sizeof(uint32_t))
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "prepare(): info->struct_size is not set; set it to sizeof(sdt_prepare_info).");
     return SDT_STATUS_OK;
 }
 

@@ -15,7 +15,7 @@
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
 #include "train/train_state_describe.h"
-#include "ti/ti_trainer.h"
+#include "ti/ti_embedding_ops.h"
 #include "weights.h"
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. An

@@ -63,3 +63,19 @@ void sdt_abi_types_anchor_1_5(sdt_loss_type loss, sdt_lr_scheduler scheduler)
     (void)loss;
     (void)scheduler;
 }
+
+/* The types ABI 1.7 added: the trainer factory, its config and parts, and its extension tables. */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_7(
+    const sdt_trainer_factory *trainer, const sdt_trainer_config *config, const sdt_embedding_part *embedding,
+    const sdt_hypernetwork_part *hypernetwork, const sdt_embedding_files_ext *embedding_files,
+    const sdt_hypernetwork_files_ext *hypernetwork_files, const sdt_hypernetwork_applier_ext *applier);
+
+void sdt_abi_types_anchor_1_7(const sdt_trainer_factory *trainer, const sdt_trainer_config *config,
+                              const sdt_embedding_part *embedding, const sdt_hypernetwork_part *hypernetwork,
+                              const sdt_embedding_files_ext *embedding_files,
+                              const sdt_hypernetwork_files_ext *hypernetwork_files,
+                              const sdt_hypernetwork_applier_ext *applier)
+{
+    (void)trainer; (void)config; (void)embedding; (void)hypernetwork; (void)embedding_files; (void)hypernetwork_files;
+    (void)applier;
+}

@@ -41,6 +41,8 @@ static inline double act_ref_value(sdt_activation act, double x)
     case SDT_ACT_LOGSIGMOID: return -log1p(exp(-x));
     case SDT_ACT_HARDSHRINK: return fabs(x) > 0.5 ? x : 0;
     case SDT_ACT_SOFTSHRINK: return x > 0.5 ? x - 0.5 : x < -0.5 ? x + 0.5 : 0;
+    /* 0.5 x (1 + tanh(u)) = x sigmoid(2u): the form without cancellation in the left tail */
+    case SDT_ACT_GELU_TANH: return x / (1 + exp(-2 * sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
     default: return x;
     }
 }
@@ -71,6 +73,11 @@ static inline double act_ref_derivative(sdt_activation act, double x)
     case SDT_ACT_LOGSIGMOID: return act_ref_sigmoid(-x);
     case SDT_ACT_HARDSHRINK:
     case SDT_ACT_SOFTSHRINK: return fabs(x) > 0.5 ? 1 : 0;
+    case SDT_ACT_GELU_TANH: {
+        double u = sqrt(2 / M_PI) * (x + 0.044715 * x * x * x);
+        double s = 1 / (1 + exp(-2 * u)), s_neg = 1 / (1 + exp(2 * u)); /* sigmoid(2u), 1 - sigmoid(2u) */
+        return s + 2 * x * s * s_neg * sqrt(2 / M_PI) * (1 + 3 * 0.044715 * x * x);
+    }
     default: return 1;
     }
 }

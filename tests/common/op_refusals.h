@@ -135,6 +135,14 @@ static inline void op_refusals_norms(op_refusals *r)
            "layernorm_forward: out has shape [6, 5] but must match x's shape [6, 4].");
     REFUSE(be->layernorm_backward(be, &x, &c3, NULL, &x, &x, NULL, &n6, &n6),
            "layernorm_backward: dgamma [C] has shape [3] but [4] is required.");
+    REFUSE(be->rmsnorm_forward(be, &x, &n5, &x, NULL, 1e-6f),
+           "rmsnorm_forward: rstd holds 5 values but x has 6 rows; size it [N].");
+    REFUSE(be->rmsnorm_forward(be, &x, &n6, &x, NULL, -1.0f),
+           "rmsnorm_forward: eps -1 must be finite and >= 0 (T5 uses 1e-6).");
+    REFUSE(be->rmsnorm_backward(be, &x, &c3, &x, &x, NULL, &n6),
+           "rmsnorm_backward: dgamma was given without gamma; pass both or neither.");
+    REFUSE(be->rmsnorm_backward(be, &wide, NULL, &x, &x, NULL, &n6),
+           "rmsnorm_backward: dx has shape [6, 5] but must match x's shape [6, 4].");
 
     sdt_tensor img70 = T(SDT_F32, 2, 70, 2, 2), stats70 = T(SDT_F32, 2, 32), flat = T(SDT_F32, 8);
     sdt_tensor img8 = T(SDT_F32, 2, 8, 2, 2), stats8 = T(SDT_F32, 2, 4), narrow = T(SDT_F32, 2, 2);
@@ -226,6 +234,19 @@ static inline void op_refusals_attention(op_refusals *r)
     REFUSE(be->attention_backward(be, &q, &q, &q, &q, &q, &q, &q, NULL, &lse, 2, false),
            "attention_backward: lse was given without forward's out; pass both or neither.");
 
+    sdt_tensor bias = T(SDT_F32, 1, 2, 4, 4), bias16 = T(SDT_F16, 1, 2, 4, 4), bias_b3 = T(SDT_F32, 3, 2, 4, 4);
+    sdt_tensor bias_short = T(SDT_F32, 1, 2, 4, 3);
+    REFUSE(be->attention_bias_forward(be, &q, NULL, &q, &q, &q, &bias, 2, 0.0f),
+           "attention_bias_forward: scale 0 must be finite and > 0 (1 / sqrt(head_dim) for SDPA, 1 for T5).");
+    REFUSE(be->attention_bias_forward(be, &q, NULL, &q, &q, &q, &bias16, 2, 1.0f),
+           "attention_bias_forward: bias must be f32 (it may hold -inf to mask keys) but is f16.");
+    REFUSE(be->attention_bias_forward(be, &q, NULL, &q, &q, &q, &bias_b3, 2, 1.0f),
+           "attention_bias_forward: bias has 3 batch rows but q has batch 1; give 1 (shared) or B.");
+    REFUSE(be->attention_bias_backward(be, &q, &q, &q, &q, &q, &q, &q, NULL, &lse, &bias, 2, 1.0f),
+           "attention_bias_backward: lse was given without forward's out; pass both or neither.");
+    REFUSE(be->attention_bias_backward(be, &q, &q, &q, &q, &q, &q, &q, NULL, NULL, &bias_short, 2, 1.0f),
+           "attention_bias_backward: bias [1 or B, H, Tq, Tk] has shape [1, 2, 4, 3] but [*, 2, 4, 4] is required.");
+
     sdt_tensor x = T(SDT_F32, 2, 4), wide = T(SDT_F32, 2, 5);
     REFUSE(be->softmax_forward(be, &wide, &x), "softmax_forward: out has shape [2, 5] but must match x's shape [2, 4].");
     REFUSE(be->softmax_backward(be, &wide, &x, &x), "softmax_backward: dx has shape [2, 5] but must match out's shape [2, 4].");
@@ -251,6 +272,11 @@ static inline void op_refusals_elementwise(op_refusals *r)
            "geglu_forward: x's last dim is 6 but out's is 4; x must be [..., 2C] for out [..., C].");
     REFUSE(be->geglu_backward(be, &dx, &half, &x8),
            "geglu_backward: 'dx' has 10 elements but 'x' has 16; pass tensors of equal size.");
+
+    REFUSE(be->gated_activation_forward(be, &half, &half, &x, SDT_ACT_GELU_TANH),
+           "gated_activation_forward: 'up' has 12 elements but 'gate' has 8; pass tensors of equal size.");
+    REFUSE(be->gated_activation_backward(be, &half, NULL, &half, &half, &half, SDT_ACT_COUNT),
+           "gated_activation_backward: activation %d is unknown; pass an sdt_activation value.", (int)SDT_ACT_COUNT);
 
     sdt_tensor img = T(SDT_F32, 2, 3, 4, 4), v = T(SDT_F32, 2, 4);
     REFUSE(be->add_channel_forward(be, &img, &v),

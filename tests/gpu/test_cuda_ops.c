@@ -450,6 +450,74 @@ static void test_geglu(sdt_dtype dt, int64_t rows, int64_t C, sdt_dtype io_dt, i
     drop(&x), drop(&out), drop(&dout), drop(&dx);
 }
 
+/* T5's ops (rmsnorm, gated_activation with GELU tanh, attention_bias with a shared bias, a per-batch bias
+ * holding -inf padding masks and a fully masked row, and the backward that recomputes forward). */
+static void test_t5_ops(sdt_dtype dt)
+{
+    char what[96];
+    const double tol = tol_for(dt);
+    snprintf(what, sizeof what, "rmsnorm %s", sdt_dtype_name(dt));
+    for (int with_gamma = 0; with_gamma < 2; with_gamma++) {
+        pair x = MAKE(dt, 2, 37, 300), g = MAKE(dt, 1, 300), out = MAKE(dt, 1, 37, 300), rstd = MAKE(SDT_F32, 1, 37);
+        RUN2(cpu->rmsnorm_forward(cpu, &out.c, &rstd.c, &x.c, with_gamma ? &g.c : NULL, 1e-6f),
+             gpu->rmsnorm_forward(gpu, &out.g, &rstd.g, &x.g, with_gamma ? &g.g : NULL, 1e-6f), what);
+        compare(&out, tol, what);
+        compare(&rstd, 1e-4, what);
+        pair dout = MAKE(dt, 1, 37, 300), dx = MAKE(dt, 1, 37, 300), dg = MAKE(SDT_F32, 1, 300);
+        RUN2(cpu->rmsnorm_backward(cpu, &dx.c, with_gamma ? &dg.c : NULL, &dout.c, &x.c, with_gamma ? &g.c : NULL, &rstd.c),
+             gpu->rmsnorm_backward(gpu, &dx.g, with_gamma ? &dg.g : NULL, &dout.g, &x.g, with_gamma ? &g.g : NULL, &rstd.g),
+             what);
+        compare(&dx, tol, what);
+        if (with_gamma) compare(&dg, tol, what);
+        drop(&x), drop(&g), drop(&out), drop(&rstd), drop(&dout), drop(&dx), drop(&dg);
+    }
+    snprintf(what, sizeof what, "gated_activation %s", sdt_dtype_name(dt));
+    pair gate = MAKE(dt, 1.5, 29, 130), up = MAKE(dt, 1, 29, 130), prod = MAKE(dt, 1, 29, 130), dprod = MAKE(dt, 1, 29, 130);
+    pair dgate = MAKE(dt, 1, 29, 130), dup = MAKE(dt, 1, 29, 130);
+    fill_garbage(&dgate), fill_garbage(&dup); /* written (ops.h) */
+    RUN2(cpu->gated_activation_forward(cpu, &prod.c, &gate.c, &up.c, SDT_ACT_GELU_TANH),
+         gpu->gated_activation_forward(gpu, &prod.g, &gate.g, &up.g, SDT_ACT_GELU_TANH), what);
+    compare(&prod, tol, what);
+    RUN2(cpu->gated_activation_backward(cpu, &dgate.c, &dup.c, &dprod.c, &gate.c, &up.c, SDT_ACT_GELU_TANH),
+         gpu->gated_activation_backward(gpu, &dgate.g, &dup.g, &dprod.g, &gate.g, &up.g, SDT_ACT_GELU_TANH), what);
+    compare(&dgate, tol, what), compare(&dup, tol, what);
+    drop(&gate), drop(&up), drop(&prod), drop(&dprod), drop(&dgate), drop(&dup);
+
+    const int64_t B = 2, H = 4, D = 16, T = 77, HD = H * D;
+    const double atol = dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 1e-2 : 3e-2;
+    for (int per_batch = 0; per_batch < 2; per_batch++) {
+        snprintf(what, sizeof what, "attention_bias %s %s", sdt_dtype_name(dt), per_batch ? "masked per batch" : "shared");
+        pair q = MAKE(dt, 1, B, T, HD), k = MAKE(dt, 1, B, T, HD), v = MAKE(dt, 1, B, T, HD), out = MAKE(dt, 1, B, T, HD);
+        pair lse = MAKE(SDT_F32, 1, B, H, T), bias = MAKE(SDT_F32, 2, per_batch ? B : 1, H, T, T);
+        if (per_batch) { /* batch 1 masks its keys from 60 on, and head 0's query 0 sees nothing */
+            size_t n = (size_t)(B * H * T * T);
+            float *hb = malloc(n * sizeof(float));
+            memcpy(hb, bias.c.data, n * sizeof(float));
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t j = 0; j < T; j++)
+                        if (j >= 60 || (h == 0 && i == 0)) hb[((H + h) * T + i) * T + j] = -INFINITY;
+            memcpy(bias.c.data, hb, n * sizeof(float));
+            gpu->upload(gpu, bias.g.data, hb, n * sizeof(float));
+            free(hb);
+        }
+        RUN2(cpu->attention_bias_forward(cpu, &out.c, &lse.c, &q.c, &k.c, &v.c, &bias.c, (int)H, 1.0f),
+             gpu->attention_bias_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, &bias.g, (int)H, 1.0f), what);
+        compare(&out, atol, what);
+        pair dout = MAKE(dt, 1, B, T, HD), dq = MAKE(dt, 1, B, T, HD), dk = MAKE(dt, 1, B, T, HD), dv = MAKE(dt, 1, B, T, HD);
+        for (int save = 0; save < 2; save++) {
+            fill_garbage(&dq), fill_garbage(&dk), fill_garbage(&dv);
+            RUN2(cpu->attention_bias_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL,
+                                              save ? &lse.c : NULL, &bias.c, (int)H, 1.0f),
+                 gpu->attention_bias_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL,
+                                              save ? &lse.g : NULL, &bias.g, (int)H, 1.0f),
+                 what);
+            compare(&dq, atol, what), compare(&dk, atol, what), compare(&dv, atol, what);
+        }
+        drop(&q), drop(&k), drop(&v), drop(&out), drop(&lse), drop(&bias), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
+    }
+}
+
 /* out = a + b over n values; b_dt: b's dtype (mixed when not dt); alias: out is a. */
 static void test_add(sdt_dtype dt, int64_t n, sdt_dtype b_dt, int64_t offset, bool alias)
 {
@@ -741,6 +809,7 @@ int main(void)
         test_elementwise(dts[i]);
         test_transpose(dts[i]);
         test_channels_last(dts[i]);
+        test_t5_ops(dts[i]);
     }
     /* a default training job's backend: cuBLASLt times its candidate algorithms on first use (linear.cu) */
     gpu->deterministic = false;

@@ -7,7 +7,7 @@
  * strengths 0.8, -0.5 and 1.7 to random rows of width 8 for K and for V, and writes the input
  * and both outputs as OUT_DIR/in.f32, k.f32, v.f32 (raw little-endian f32, ROWS x 8). */
 #define sdt_hn_config sdt_hn_abi_train_config
-#include "hn/hn_applier.h"
+#include "api/hn_applier.h"
 #undef sdt_hn_config
 
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * strength 0 and unknown widths pass the input through bit for bit; out may be in; every
  * misuse is a status and a sentence naming the argument. */
 #define sdt_hn_config sdt_hn_abi_train_config
-#include "hn/hn_applier.h"
+#include "api/hn_applier.h"
 #undef sdt_hn_config
 
 #include <math.h>

@@ -8,7 +8,7 @@
 static const char *const act_names[SDT_ACT_COUNT] = {
     "identity", "relu",     "leaky_relu", "elu",        "gelu",       "quick_gelu", "silu",      "tanh",
     "sigmoid",  "mish",     "hardswish",  "hardsigmoid", "hardtanh",  "relu6",      "selu",      "softplus",
-    "softsign", "tanhshrink", "logsigmoid", "hardshrink", "softshrink"};
+    "softsign", "tanhshrink", "logsigmoid", "hardshrink", "softshrink", "gelu_tanh"};
 
 typedef struct act_ctx {
     sdt_activation act;

@@ -34,9 +34,14 @@ def models_rule(folder, banned_folder):
 
 RULES = [
     # the training engine and the data layer sit below the ABI side (the host edge is plugin/host/)
-    plugin_rule("train", {"api", "ti", "hn"}),
-    plugin_rule("data", {"api", "train", "ti", "hn"}),
-    plugin_rule("host", {"api", "train", "ti", "hn"}),
+    plugin_rule("train", {"api", "compose", "ti", "hn"}),
+    plugin_rule("data", {"api", "compose", "train", "ti", "hn"}),
+    plugin_rule("host", {"api", "compose", "train", "ti", "hn"}),
+    # no method knows another: what combines them (joint runs, generate with an embedding) is compose/'s,
+    # and the ABI side (api/) sits above both
+    plugin_rule("ti", {"api", "compose", "hn"}),
+    plugin_rule("hn", {"api", "compose", "ti"}),
+    plugin_rule("compose", {"api"}),
     # config detection lives with the checkpoint layouts: checkpoints/ includes networks/, never the reverse,
     # and both read weights/ (the canonical key space), which includes neither
     models_rule("models/networks", "models/checkpoints"),

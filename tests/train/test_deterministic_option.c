@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "sdt_test.h"
-#include "ti/ti_config.h"
+#include "api/ti_config.h"
 #include "train/train_job.h"
 #include "train/train_options.h"
 
@@ -49,15 +49,13 @@ int main(void)
     sdt_ti_config c;
     ti_config_set_defaults(&c);
     sdt_train_options shared;
-    ti_config_shared_options(&c, &shared);
-    CHECK(!shared.deterministic, "an embedding config without train_options trains with false");
+    CHECK(ti_config_read_options(&c, &shared, &e) && !shared.deterministic,
+          "an embedding config without train_options trains with false");
     c.train_options = &on;
-    CHECK(ti_config_take_train_options(&c, &e), "the TI config takes the options: %s", e.message);
-    ti_config_shared_options(&c, &shared);
+    CHECK(ti_config_read_options(&c, &shared, &e), "the TI config takes the options: %s", e.message);
     CHECK(shared.deterministic, "an embedding config's train_options gives deterministic true");
     c.train_options = &old;
-    ti_config_shared_options(&c, &shared);
-    CHECK(!shared.deterministic, "an embedding config's 1.5 train_options gives false");
+    CHECK(ti_config_read_options(&c, &shared, &e) && !shared.deterministic, "an embedding config's 1.5 train_options gives false");
 
     /* the job keeps it for the backend it opens at load */
     sdt_train_job *job = sdt_train_job_new(&on, "textual_inversion", NULL, NULL, NULL, &e);

@@ -1,9 +1,10 @@
-/* hn_applier.c - the applier of the hypernetwork factory; see hn_applier.h.
+/* hn_applier.c - the hypernetwork applier (the "sdtrain.hypernetwork_applier/1" extension and the
+ * deprecated hypernetwork factory's applier_* members); see hn_applier.h.
  *
  * The ABI's sdt_hn_config (the Train tab) and the module's (hn/hn_config.h) share a name: the
  * ABI header is read first with its name changed, as in hn_abi_ops.c. */
 #define sdt_hn_config sdt_hn_abi_train_config
-#include "hn/hn_applier.h"
+#include "api/hn_applier.h"
 #undef sdt_hn_config
 
 #include <math.h>
@@ -12,9 +13,9 @@
 
 #include "host/copy_out.h"
 #include "api/handle.h"
+#include "compose/generate.h"
 #include "host/status.h"
 #include "hn/hn_file.h"
-#include "hn/hn_generate.h"
 #include "hn/hn_hook.h"
 
 #define HN_APPLIER_MAGIC 0x484e6170u /* "HNap" */
@@ -177,7 +178,7 @@ sdt_status sdt_hn_applier_apply_kv(sdt_hn_applier *applier, uint32_t width, uint
 }
 
 /* The request with the defaults its zero fields stand for; false + a sentence naming the field. */
-static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_request *req, sdt_hn_generate_settings *g,
+static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_request *req, sdt_compose_generate_settings *g,
                               sdt_error *error)
 {
     sdt_generate_request r;
@@ -204,7 +205,7 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
     if (!isfinite(r.cfg_scale) || r.cfg_scale < 0 || r.cfg_scale > 100)
         return sdt_fail(error, SDT_ERR_VALIDATION, "request.cfg_scale %g: use 0..100 (0 = 7, 1 = no guidance).",
                         r.cfg_scale);
-    *g = (sdt_hn_generate_settings){r.model_path, r.tokenizer_path, r.prompt, r.negative_prompt ? r.negative_prompt : "",
+    *g = (sdt_compose_generate_settings){r.model_path, r.tokenizer_path, r.prompt, r.negative_prompt ? r.negative_prompt : "",
                                     r.embedding_path,
                                     r.width ? (int)r.width : 512, r.height ? (int)r.height : 512,
                                     r.steps ? (int)r.steps : 20, r.clip_skip ? (int)r.clip_skip : 1,
@@ -220,13 +221,13 @@ sdt_status sdt_hn_applier_generate(sdt_hn_applier *applier, const sdt_generate_r
     sdt_handle *h = &applier->base;
     sdt_handle_clear_error(h);
     sdt_error error = {0};
-    sdt_hn_generate_settings g;
+    sdt_compose_generate_settings g;
     if (!generate_settings(applier, request, &g, &error)) return sdt_handle_fail_error(h, &error);
     uint64_t need = (uint64_t)g.width * (uint64_t)g.height * 3;
     if (!rgb || rgb_size < need)
         return sdt_handle_fail(h, SDT_STATUS_BUFFER_TOO_SMALL, "applier_generate(): the image needs %llu bytes "
                                "(%d x %d x 3) and rgb holds %llu; pass a larger buffer.", (unsigned long long)need,
                                g.width, g.height, (unsigned long long)(rgb ? rgb_size : 0));
-    if (!sdt_hn_generate(&g, rgb, &error)) return sdt_handle_fail_error(h, &error);
+    if (!sdt_compose_generate(&g, rgb, &error)) return sdt_handle_fail_error(h, &error);
     return SDT_STATUS_OK;
 }

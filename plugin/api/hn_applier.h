@@ -1,4 +1,5 @@
-/* hn_applier.h - the hypernetwork factory's applier (ABI 1.4): a chain of hypernetworks a host
+/* hn_applier.h - the hypernetwork applier (ABI 1.4; since 1.7 the trainer factory's extension
+ * "sdtrain.hypernetwork_applier/1" too): a chain of hypernetworks a host
  * applies to the K/V inputs of its own UNet, on the CPU, in eval mode. It is the training
  * hook's chain (hn/hn_hook.h) called directly, so generation and previews compute the same. */
 #ifndef SDT_HN_APPLIER_H

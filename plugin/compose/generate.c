@@ -1,11 +1,11 @@
-/* hn_generate.c - txt2img with a hypernetwork chain; see hn_generate.h.
+/* generate.c - txt2img with a hypernetwork chain and an embedding; see generate.h.
  *
  * The backend chooser reads the ABI header, whose Train-tab sdt_hn_config shares its name with
  * the module's shape (hn/hn_config.h): it is read first with the ABI's renamed (as hn_abi_ops.c). */
 #define sdt_hn_config sdt_hn_abi_train_config
 #include "host/backend_select.h"
 #undef sdt_hn_config
-#include "hn/hn_generate.h"
+#include "compose/generate.h"
 #include "ti/ti_part.h"
 
 #include <stdlib.h>
@@ -46,7 +46,7 @@ static void generate_close(generate_run *g)
     if (g->pb.be) plugin_backend_close(&g->pb);
 }
 
-static bool generate_chain(generate_run *g, const sdt_hn_generate_settings *s, sdt_error *error)
+static bool generate_chain(generate_run *g, const sdt_compose_generate_settings *s, sdt_error *error)
 {
     if (s->chain_count > SDT_HN_MAX_CHAIN)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%d hypernetworks given; the chain takes at most %d",
@@ -63,7 +63,7 @@ static bool generate_chain(generate_run *g, const sdt_hn_generate_settings *s, s
 }
 
 /* The embedding's name as a token of its own, its vectors on the backend (as ti/ti_part.c does for training). */
-static bool generate_embedding(generate_run *g, const sdt_hn_generate_settings *s, sdt_slot_rules *rules,
+static bool generate_embedding(generate_run *g, const sdt_compose_generate_settings *s, sdt_slot_rules *rules,
                                sdt_error *error)
 {
     if (!s->embedding_path || !s->embedding_path[0]) return true;
@@ -83,7 +83,7 @@ static bool generate_embedding(generate_run *g, const sdt_hn_generate_settings *
     return true;
 }
 
-static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error)
+static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     if (!s->model_path || !s->model_path[0])
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model given: set the model path to an SD checkpoint");
@@ -112,7 +112,7 @@ static bool generate_in(generate_run *g, const sdt_hn_generate_settings *s, uint
     return true;
 }
 
-bool sdt_hn_generate(const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error)
+bool sdt_compose_generate(const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     generate_run g;
     memset(&g, 0, sizeof g);

@@ -1,5 +1,4 @@
-/* hn_job.c - hypernetwork training (see hn_job.h): the hypernetwork part and the prepare that
- * puts it (and, for joint training, an embedding part) on the shared job.
+/* hn_part.c - a hypernetwork as a part of a training job (see hn_part.h).
  *
  * A1111's semantics (reference section 4.9): every Linear and LayerNorm weight and bias of every
  * module trains, AdamW with weight decay 0.01 by default, the template's [name] is the
@@ -13,7 +12,7 @@
 #include "sdtrain.h"
 #undef sdt_hn_config
 
-#include "hn/hn_job.h"
+#include "hn/hn_part.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -28,10 +27,8 @@
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
 #include "hn/hn_preview_chain.h"
-#include "ti/ti_part.h"
-#include "train/train_options.h"
 
-typedef struct hn_part {
+struct hn_part {
     sdt_train_part *part;
     sdt_hn *hn;                /* on the job's backend from phase 2 (on a private CPU backend before) */
     sdt_backend *cpu;          /* phase 1's backend, freed once the hypernetwork moved */
@@ -41,7 +38,7 @@ typedef struct hn_part {
     char *twin_path;           /* the other format, or NULL (see choose_twin) */
     bool twin_in_run_folder;   /* a .pt's .safetensors twin, placed once the run folder is known */
     sdt_run_lock twin_lock;    /* on that twin: a run training it by name is refused */
-} hn_part;
+};
 
 static bool part_sync(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
 {
@@ -245,7 +242,7 @@ static char *choose_twin(const sdt_train_job *job, hn_part *hp, const char *path
 }
 
 /* Once the run folder exists (sdt_train_job_load_data): the .pt's twin there, locked under its name. */
-static bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
+bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
 {
     if (!hp->twin_in_run_folder) return true;
     const char *base = strrchr(hp->part->output_path, '/');
@@ -264,7 +261,8 @@ static bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error
 }
 
 /* Phase 1, before the model: the file, its values, the name, where the result goes. */
-static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, sdt_error *error)
+hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, const char *preview_hypernetworks,
+                      double preview_strength, sdt_error *error)
 {
     hn_part *hp = calloc(1, sizeof *hp);
     if (!hp || !(hp->cpu = sdt_backend_cpu_create(1))) {
@@ -272,10 +270,9 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
-    hp->strength = (float)c->strength;
+    hp->strength = (float)strength;
     char sha[SDT_SHA256_HEX] = "";
-    const char *path = c->hypernetwork_path;
-    bool ok = sdt_hn_preview_chain_parse(&hp->preview, c->preview_hypernetworks, hp->strength, c->preview_strength, error) &&
+    bool ok = sdt_hn_preview_chain_parse(&hp->preview, preview_hypernetworks, hp->strength, preview_strength, error) &&
               (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
     if (ok) {
         int64_t n = sdt_hn_param_numel(hp->hn);
@@ -310,16 +307,30 @@ static hn_part *hn_part_open(sdt_train_job *job, const sdt_hn_job_settings *c, s
 
 /* After --resume is resolved (the state's record of the hypernetwork is known), before the data
  * (whose sweep of a killed save's temp files covers the twin). */
-static bool hn_part_pick_twin(hn_part *hp, sdt_train_job *job)
+void hn_part_pick_twin(hn_part *hp, sdt_train_job *job)
 {
     hp->twin_path = choose_twin(job, hp, hp->part->output_path, hp->part->start_sha256);
     hp->part->also_writes = hp->twin_path;
-    return true;
+}
+
+const char *hn_part_name(const hn_part *hp)
+{
+    return sdt_hn_get_config(hp->hn)->name;
+}
+
+int64_t hn_part_step(const hn_part *hp)
+{
+    return sdt_hn_get_info_const(hp->hn)->step;
+}
+
+bool hn_part_check_name(const hn_part *hp, sdt_error *error)
+{
+    return sdt_file_name_check("hypernetwork", hn_part_name(hp), SDT_HN_NAME_MAX, error);
 }
 
 /* Phase 2, after the model: the hypernetwork on the job's backend, a module for some attention
  * of this UNet (else nothing would train), the binding on the UNet's K/V hook. */
-static bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error)
+bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error)
 {
     const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
     sdt_unet *u = job->rt.model.unet;
@@ -380,8 +391,8 @@ static int64_t hook_rows_for_width(void *user, int width)
 }
 
 /* Phase 3, after the data: the hook's workspace, AdamW over every parameter, the group. */
-static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_settings *c, const sdt_train_options *o,
-                              sdt_error *error)
+bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_schedule_texts *texts, double weight_decay,
+                       sdt_error *error)
 {
     /* the pass caches (hn_hook.h): the context's K/V outputs and gradient sums for a micro-batch or a
      * preview's two prompts, and in 16-bit precisions the weights' 16-bit copies */
@@ -399,7 +410,7 @@ static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_
         job->extra_bytes += sizeof(float) * (size_t)sdt_hn_param_numel(hp->preview.members[k]);
     sdt_adamw_hparams hp_adam = sdt_adamw_hparams_torch_default();
     hp_adam.lr = 0.0f; /* the schedule sets the rate before each step */
-    hp_adam.weight_decay = (float)c->weight_decay;
+    hp_adam.weight_decay = (float)weight_decay;
     sdt_optimizer *opt = sdt_optimizer_create(job->pb.be, job->name, &hp_adam, error);
     if (!opt) return false;
     for (int i = 0; i < sdt_hn_param_count(hp->hn); i++) {
@@ -409,77 +420,12 @@ static bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_hn_job_
             return false;
         }
     }
-    sdt_param_group g = {.name = "hypernetwork", .opt = opt, .lr_text = (char *)c->learn_rate,
-                         .clip_text = (char *)o->clip_value, .lr_field = "config.learn_rate",
-                         .clip_field = "config.train_options->clip_value", .clip_mode = o->clip_mode};
+    sdt_param_group g = {.name = "hypernetwork", .opt = opt, .lr_text = (char *)texts->lr,
+                         .clip_text = (char *)texts->clip, .lr_field = texts->lr_field,
+                         .clip_field = texts->clip_field, .clip_mode = texts->clip_mode};
     if (!sdt_train_job_add_group(job, hp->part, &g, error)) {
         sdt_optimizer_destroy(opt);
         return false;
     }
-    return true;
-}
-
-bool sdt_hn_job_prepare(const sdt_hn_job_settings *c, const sdt_train_options *o, const sdt_host_callbacks *host,
-                        const sdt_run_control *control, sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
-{
-    *out = NULL;
-    bool joint = c->embedding_path && c->embedding_path[0];
-    const sdt_output_layout *layout = joint && c->embedding_cards ? &sdt_output_layout_hypernetwork_cards
-                                                                  : &sdt_output_layout_hypernetwork;
-    sdt_train_job *job = sdt_train_job_new(o, "hypernetwork", layout, host, control, error);
-    if (!job) return false;
-    bool resume = o->resume_state_path && *o->resume_state_path;
-    /* The cheap checks first (files, template, schedules), identity included, then the expensive work. */
-    hn_part *hp = hn_part_open(job, c, error);
-    ti_part *tp = NULL;
-    bool ok = hp != NULL;
-    if (ok) {
-        const sdt_hn_config *hc = sdt_hn_get_config(hp->hn);
-        snprintf(job->name, sizeof job->name, "%s", hc->name);
-        snprintf(job->prompt_name, sizeof job->prompt_name, "%s", hc->name); /* A1111: [name] is the hypernetwork's */
-        job->initial_step = job->step = sdt_hn_get_info(hp->hn)->step;
-        ok = sdt_file_name_check("hypernetwork", job->name, SDT_HN_NAME_MAX, error) &&
-             sdt_train_options_check_required(o, "config.train_options->", error);
-    }
-    if (ok && joint) {
-        tp = ti_part_open(job, c->embedding_path, "embedding.", c->embedding_cards, error);
-        ok = tp != NULL;
-        if (ok && tp->emb.step != job->step)
-            sdt_host_log(host, SDT_LOG_INFO, "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
-                         "from the hypernetwork's", c->embedding_path, (long long)tp->emb.step, (long long)job->step);
-    }
-    ok = ok && sdt_train_job_check_template(job, joint, error);
-    /* Resuming, the state's step decides (at max steps the run writes the trained files from it). */
-    if (ok && !resume && o->max_steps <= job->step)
-        ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork has already been trained for %lld steps, which reaches max "
-                      "steps (%lld); raise max steps to train further", c->hypernetwork_path, (long long)job->step,
-                      (long long)o->max_steps);
-    const sdt_schedule_texts hn_schedules = {c->learn_rate, "config.learn_rate", o->clip_mode, o->clip_value,
-                                             "config.train_options->clip_value"};
-    bool own_clip = c->embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */
-    const sdt_schedule_texts emb_schedules = {c->embedding_learn_rate, "config.embedding_learn_rate",
-                                              own_clip ? c->embedding_clip_mode : o->clip_mode,
-                                              own_clip ? c->embedding_clip_value : o->clip_value,
-                                              own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"};
-    ok = ok && sdt_train_job_check_schedule(job, &hn_schedules, error) &&
-         (!joint || sdt_train_job_check_schedule(job, &emb_schedules, error)) &&
-         sdt_train_job_lock_parts(job, error) &&
-         (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&
-         sdt_train_job_load_model(job, o->device, o->cpu_threads, error) && hn_part_bind_model(hp, job, error) &&
-         (!joint || ti_part_bind_model(tp, job, error)) &&
-         (!resume || sdt_train_job_resolve_resume(job, job->resume_path, error)) && /* the model too */
-         hn_part_pick_twin(hp, job) && sdt_train_job_load_data(job, o, error) && hn_part_place_twin(hp, job, error) &&
-         hn_part_add_group(hp, job, c, o, error) &&
-         (!joint || ti_part_add_group(tp, job, &emb_schedules, error)) &&
-         sdt_train_job_finish(job, o, info, error);
-    if (!ok) {
-        sdt_train_job_destroy(job);
-        return false;
-    }
-    if (tp) {
-        info->vectors = (uint32_t)tp->emb.n_vectors;
-        info->embedding_dim = (uint32_t)tp->emb.dim;
-    }
-    *out = job;
     return true;
 }

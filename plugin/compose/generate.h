@@ -1,9 +1,10 @@
-/* hn_generate.h - one txt2img image through the plugin's own sampler (train/preview.h: DDIM with
+/* generate.h - one txt2img image through the plugin's own sampler (train/preview.h: DDIM with
  * classifier-free guidance, the VAE's decode) on a checkpoint, with a chain of hypernetworks on
- * the UNet's K/V hook in eval mode. Behind the applier's generate (ABI 1.4) and sdt-host's
- * generate command. */
-#ifndef SDT_HN_GENERATE_H
-#define SDT_HN_GENERATE_H
+ * the UNet's K/V hook in eval mode and optionally an embedding in the prompts. It combines the
+ * methods (an embedding, hypernetworks), so it lives with the composition, not in either method's
+ * folder. Behind the applier's generate (ABI 1.4) and sdt-host's generate command. */
+#ifndef SDT_COMPOSE_GENERATE_H
+#define SDT_COMPOSE_GENERATE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,7 +12,7 @@
 #include "sdt_error.h"
 #include "train/sampler.h"
 
-typedef struct sdt_hn_generate_settings {
+typedef struct sdt_compose_generate_settings {
     const char *model_path;
     const char *tokenizer_path;   /* NULL: found as for training (train/tokenizer_open.h) */
     const char *prompt;
@@ -26,9 +27,9 @@ typedef struct sdt_hn_generate_settings {
     const char *const *chain_paths;
     const float *chain_strengths;
     sdt_sampler_kind sampler;     /* train/sampler.h */
-} sdt_hn_generate_settings;
+} sdt_compose_generate_settings;
 
 /* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */
-bool sdt_hn_generate(const sdt_hn_generate_settings *s, uint8_t *rgb, sdt_error *error);
+bool sdt_compose_generate(const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error);
 
 #endif
