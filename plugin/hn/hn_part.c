@@ -55,8 +55,8 @@ static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t st
 {
     hn_part *hp = p->self;
     char path[4096];
-    if (!sdt_output_file(path, sizeof path, job->out.copies, job->name, step, ".pt"))
-        return sdt_fail(error, SDT_ERR_IO, "%s: the copy's path is too long; choose a shorter log folder", job->out.copies);
+    if (!sdt_output_file(path, sizeof path, job->outputs.dirs.copies, job->name, step, ".pt"))
+        return sdt_fail(error, SDT_ERR_IO, "%s: the copy's path is too long; choose a shorter log folder", job->outputs.dirs.copies);
     if (!sdt_hn_save(hp->hn, path, error)) return false;
     sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK_SNAPSHOT, path, step);
     return true;
@@ -98,7 +98,7 @@ static void part_begin_validation(sdt_train_part *p, sdt_train_job *job)
 static void part_begin_micro(sdt_train_part *p, sdt_train_job *job, uint64_t counter)
 {
     hn_part *hp = p->self;
-    sdt_hn_binding_set_step(hp->binding, job->seed, counter);
+    sdt_hn_binding_set_step(hp->binding, job->opt.seed, counter);
 }
 
 /* A preview sees the hypernetwork as a user will: eval mode (no dropout), at its preview strength,
@@ -131,7 +131,7 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     cJSON_AddStringToObject(s, "layer_structure", structure);
     cJSON_AddBoolToObject(s, "use_dropout", c->use_dropout);
     cJSON_AddStringToObject(s, "weight_init", sdt_hn_init_name(c->init));
-    cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->save_every);
+    cJSON_AddNumberToObject(s, "save_hypernetwork_every", (double)job->opt.save_every);
     cJSON_AddNumberToObject(s, "hypernetwork_strength", hp->strength);
     if (hp->preview.count > 0 || hp->preview.trained_preview_strength != hp->strength) {
         cJSON_AddNumberToObject(s, "preview_hypernetwork_strength", hp->preview.trained_preview_strength);
@@ -248,10 +248,10 @@ bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
     const char *base = strrchr(hp->part->output_path, '/');
     base = base ? base + 1 : hp->part->output_path;
     char path[SDT_PATH_MAX + 256], lock_path[SDT_PATH_MAX + 300];
-    if (snprintf(path, sizeof path, "%s/%.*s.safetensors", job->out.root, (int)(strlen(base) - strlen(".pt")), base) >=
+    if (snprintf(path, sizeof path, "%s/%.*s.safetensors", job->outputs.dirs.root, (int)(strlen(base) - strlen(".pt")), base) >=
         (int)sizeof path)
         return sdt_fail(error, SDT_ERR_IO, "%s: the .safetensors twin's path is too long; choose a shorter log folder",
-                        job->out.root);
+                        job->outputs.dirs.root);
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
     /* a .pt in the run folder itself: its beside name is that path, locked already */
     bool locked = hp->part->also_locks && strcmp(hp->part->also_locks, path) == 0;
@@ -376,15 +376,15 @@ static int64_t hook_rows_for_width(void *user, int width)
     const sdt_train_job *job = user;
     const sdt_unet_config *u = &job->rt.cfg.unet;
     int64_t context = (int64_t)job->max_prompt_chunks * SDT_PROMPT_TOKENS, tokens = 0;
-    for (int i = 0; i < job->lc.n; i++) {
-        int64_t t = sdt_unet_config_kv_tokens(u, width, job->lc.items[i].h, job->lc.items[i].w, context);
+    for (int i = 0; i < job->data.lc.n; i++) {
+        int64_t t = sdt_unet_config_kv_tokens(u, width, job->data.lc.items[i].h, job->data.lc.items[i].w, context);
         if (t > tokens) tokens = t;
     }
-    int64_t rows = (int64_t)job->batch * tokens;
-    if (job->preview_every > 0) {
+    int64_t rows = (int64_t)job->data.batch * tokens;
+    if (job->previews.every > 0) {
         int f = vae_factor(&job->rt.cfg.vae);
-        int64_t preview = 2 * sdt_unet_config_kv_tokens(u, width, job->preview_height / (uint32_t)f,
-                                                         job->preview_width / (uint32_t)f, context);
+        int64_t preview = 2 * sdt_unet_config_kv_tokens(u, width, job->previews.height / (uint32_t)f,
+                                                         job->previews.width / (uint32_t)f, context);
         if (preview > rows) rows = preview;
     }
     return rows;
@@ -397,7 +397,7 @@ bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_schedule_texts
     /* the pass caches (hn_hook.h): the context's K/V outputs and gradient sums for a micro-batch or a
      * preview's two prompts, and in 16-bit precisions the weights' 16-bit copies */
     int context_width = job->rt.cfg.unet.context_dim;
-    int64_t context_rows = (int64_t)(job->batch > 2 ? job->batch : 2) * job->max_prompt_chunks * SDT_PROMPT_TOKENS;
+    int64_t context_rows = (int64_t)(job->data.batch > 2 ? job->data.batch : 2) * job->max_prompt_chunks * SDT_PROMPT_TOKENS;
     bool weights16 = sdt_precision_dtype(job->precision) != SDT_F32;
     if (!sdt_hn_binding_reserve_by_width(hp->binding, hook_rows_for_width, job, error) ||
         !sdt_hn_binding_reserve_cache(hp->binding, context_width, context_rows, weights16, error))

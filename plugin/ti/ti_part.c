@@ -49,7 +49,7 @@ static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t st
     ti_part *tp = p->self;
     char folder[4096], path[4096];
     /* <run>/embeddings/: the run's copies folder, or beside it in a hypernetwork's run (joint training) */
-    snprintf(folder, sizeof folder, "%.4000s/embeddings", job->out.root);
+    snprintf(folder, sizeof folder, "%.4000s/embeddings", job->outputs.dirs.root);
     if (mkdir(folder, 0777) != 0 && errno != EEXIST)
         return sdt_fail(error, SDT_ERR_IO, "%s: cannot create the folder for the embedding's copies (%s); choose a writable "
                         "log folder", folder, strerror(errno));
@@ -74,12 +74,12 @@ static bool part_card(sdt_train_part *p, sdt_train_job *job, int64_t step, const
                       sdt_error *error)
 {
     ti_part *tp = p->self;
-    if (!tp->save_cards || !job->out.image_embeddings[0]) return true;
+    if (!tp->save_cards || !job->outputs.dirs.image_embeddings[0]) return true;
     if (rgb && !part_sync(p, job, error)) return false; /* after a preview: the card shows the vectors of now */
     char path[4096];
-    if (!sdt_output_file(path, sizeof path, job->out.image_embeddings, tp->emb.name, step, ".png"))
+    if (!sdt_output_file(path, sizeof path, job->outputs.dirs.image_embeddings, tp->emb.name, step, ".png"))
         return sdt_fail(error, SDT_ERR_IO, "%s: the PNG card's path is too long; choose a shorter log folder",
-                        job->out.image_embeddings);
+                        job->outputs.dirs.image_embeddings);
     if (!sdt_embedding_save_png_card(&tp->emb, path, rgb, w, h, true, error))
         return sdt_error_wrap(error, "the PNG card was not saved");
     sdt_host_file_saved(job->host, SDT_FILE_EMBEDDING_CARD, path, step);

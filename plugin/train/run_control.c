@@ -1,5 +1,6 @@
 /* run_control.c - cross-thread state of a training handle (see run_control.h). */
 #include <string.h>
+#include <time.h>
 
 #include "train/run_control.h"
 
@@ -66,4 +67,11 @@ void sdt_run_control_latest(const sdt_run_control *c, sdt_metrics *out)
     pthread_mutex_lock(lock);
     *out = c->latest;
     pthread_mutex_unlock(lock);
+}
+
+double sdt_run_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

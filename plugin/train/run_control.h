@@ -33,4 +33,7 @@ bool sdt_run_control_begin_run(sdt_run_control *c);
 void sdt_run_control_publish(sdt_run_control *c, const sdt_metrics *m);
 void sdt_run_control_latest(const sdt_run_control *c, sdt_metrics *out); /* full sizeof copy */
 
+/* Monotonic seconds: the clock of every interval a run measures (throughput, timed state, progress lines). */
+double sdt_run_clock(void);
+
 #endif

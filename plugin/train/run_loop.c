@@ -13,13 +13,6 @@
  * quick enough to show a slowdown within a few steps. */
 #define THROUGHPUT_SMOOTHING 0.2
 
-static double seconds_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static bool cadence_due(int64_t every, int64_t step)
 {
     return every > 0 && step > 0 && step % every == 0;
@@ -75,7 +68,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
                        sdt_run_control *ctl, const sdt_host_callbacks *host,
                        sdt_error *error)
 {
-    double start = seconds_now();
+    double start = sdt_run_clock();
     double throughput = 0;
     int64_t step = 0;
     sdt_memory_report memory;
@@ -86,11 +79,11 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
         memset(&m, 0, sizeof m);
         m.struct_size = sizeof m;
         uint32_t images = 0;
-        double t0 = seconds_now();
+        double t0 = sdt_run_clock();
         if (!ops->step(job, &m, &images, error)) return fail_after_error(ops, job, ctl, host, error);
         unsigned delay_ms = sdt_test_hook_step_delay_ms();
         if (delay_ms) nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L}, NULL);
-        double t1 = seconds_now();
+        double t1 = sdt_run_clock();
         time_metrics(&m, images, t1 - t0, t1 - start, &throughput);
         step = m.step;
         sdt_run_control_publish(ctl, &m);

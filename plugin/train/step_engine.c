@@ -283,3 +283,31 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
     out->nonfinite = nonfinite;
     return true;
 }
+
+float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count, sdt_error *error)
+{
+    sdt_optimizer *opt = e->groups[group].opt;
+    size_t total = 0;
+    for (int i = 0; i < sdt_optimizer_param_count(opt); i++) {
+        const char *name;
+        sdt_tensor *param, *grad, *m, *v;
+        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
+        total += (size_t)sdt_tensor_numel(param);
+    }
+    float *host = malloc(total ? total * sizeof(float) : 1), *at = host;
+    for (int i = 0; host && i < sdt_optimizer_param_count(opt); i++) {
+        const char *name;
+        sdt_tensor *param, *grad, *m, *v;
+        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
+        if (be->download(be, at, param->data, sdt_tensor_nbytes(param))) {
+            free(host);
+            sdt_fail(error, be->error.code, "reading the %s back from the %s backend failed: %s", e->groups[group].name,
+                     be->name, be->error.message);
+            return NULL;
+        }
+        at += sdt_tensor_numel(param);
+    }
+    if (!host) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    *count = total;
+    return host;
+}

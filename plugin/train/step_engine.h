@@ -126,4 +126,8 @@ double sdt_step_engine_rate(const sdt_step_engine *e, const sdt_param_group *g, 
 bool sdt_step_engine_finished(const sdt_step_engine *e, int64_t step);
 void sdt_step_engine_free(sdt_step_engine *e);
 
+/* Host f32 copy of every value of a group's optimizer, in parameter order (malloc'd; *count), read
+ * from the backend be the group's tensors live on. */
+float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count, sdt_error *error);
+
 #endif

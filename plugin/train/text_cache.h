@@ -14,7 +14,8 @@
  * run's activation dtype, in groups of chunks, and kept in host memory; with the cache attached
  * to the runtime (sd_runtime.text_cache) sd_cond copies them instead of running the encoders,
  * whose weights then leave the device (sd_runtime_text_park). The fp32 fallback encodes them
- * again in f32 (sdt_text_cache_encode after sd_runtime_set_dtype).
+ * again in f32 (sdt_text_cache_encode after sd_runtime_set_dtype). Encoding lives in
+ * train/text_cache_encode.h: it runs sd_cond, which reads this store.
  */
 #ifndef SDT_TRAIN_TEXT_CACHE_H
 #define SDT_TRAIN_TEXT_CACHE_H
@@ -51,17 +52,11 @@ typedef struct sdt_text_cache {
 bool sdt_text_cache_add_prompt(sdt_text_cache *c, sdt_tokenizer *tok, const sdt_slot_rules *rules, const char *prompt);
 /* Sorts the keys and drops repeats; n is then the count of distinct chunks. */
 void sdt_text_cache_seal(sdt_text_cache *c);
+/* A chunk's context width (SDXL: 768 + 1280) and its pooled width (SDXL's, else 0) for this model. */
+int sdt_text_cache_context_width(const sd_runtime *rt);
+int sdt_text_cache_pooled_width(const sd_runtime *rt);
 /* Host bytes the values of n chunks take for this model in dtype. */
 size_t sdt_text_cache_bytes(const sd_runtime *rt, sdt_dtype dtype, int n);
-/* Called between groups of chunks with the chunks encoded so far: false stops the encoding (an
- * interrupt during prepare); it may log progress. */
-typedef bool (*sdt_text_cache_progress)(void *user, int done, int total);
-/* Encodes every sealed key with the runtime's encoders in rt->dtype (rt->text_cache must be NULL
- * meanwhile: this runs the encoders), the work arena sized for a group of chunks and left
- * reserved. Values already there (the fp32 fallback's second encode) are replaced. progress may be
- * NULL; when it returns false, encoding stops with SDT_ERR_INTERRUPTED. */
-bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, int clip_skip, bool anomaly_check,
-                           sdt_text_cache_progress progress, void *user, sdt_error *error);
 /* The values of the chunk with these 77 ids (NULL when the cache does not hold it). */
 const uint8_t *sdt_text_cache_context(const sdt_text_cache *c, const int32_t *ids);
 const uint8_t *sdt_text_cache_pooled(const sdt_text_cache *c, const int32_t *ids);

@@ -8,11 +8,13 @@
  * part owns one parameter group of the step engine, its files and its saves; it may put rows
  * into the prompt (an embedding) or a hook on the UNet's K/V inputs (a hypernetwork).
  *
- * Files: train_job_prepare.c (checks, loading, dataset, outputs, memory, settings),
- * train_job_step.c (batches, accumulation, metrics), train_job_save.c (snapshots, previews,
- * the final save), train_job_state.c (the resume state: sealed, paired with each part's file),
- * train_job_validate.c (the validation images and their loss, the best step, early stop),
- * train_job_average.c (the average of the trained values: train/ema.h, its files and previews). */
+ * The job composes modules that own their fields and take explicit inputs (run_data,
+ * run_outputs, run_previews, validation, ema, run_text_cache: docs/DESIGN.md draws them); its
+ * own files are layered, each calling only those below it: train_job_prepare.c (the builder:
+ * checks, loading, memory, settings) > train_job_step.c (batches, accumulation, metrics) >
+ * train_job_save.c (snapshots, previews, the final save) > train_job_state.c (the resume state:
+ * sealed, paired with each part's file) and train_job_validate.c (validation's pass) >
+ * train_job.c (the small pieces all of them use). tests/source/check_train_cycles.py keeps it so. */
 #ifndef SDT_TRAIN_TRAIN_JOB_H
 #define SDT_TRAIN_TRAIN_JOB_H
 
@@ -36,14 +38,20 @@
 #include "train/loss_options.h"
 #include "train/lr_scheduler.h"
 #include "train/noise_schedule.h"
+#include "train/options_copy.h"
 #include "train/prompt.h"
 #include "train/run_control.h"
+#include "train/run_data.h"
 #include "train/run_loop.h"
+#include "train/run_outputs.h"
+#include "train/run_previews.h"
 #include "train/sampler.h"
 #include "train/sd_pass.h"
 #include "train/sd_runtime.h"
 #include "train/step_engine.h"
+#include "train/run_text_cache.h"
 #include "train/text_cache.h"
+#include "train/validation.h"
 #include "train/work_arena.h"
 #include "tokenizer.h"
 
@@ -56,7 +64,7 @@ typedef struct sdt_train_part sdt_train_part;
 typedef struct sdt_train_part_ops {
     /* Brings the part's host copy (weights, step, checkpoint, training note) up to date. */
     bool (*sync)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
-    /* The copy every save_every steps (into job->out.copies). */
+    /* The copy every save_every steps (into job->outputs.dirs.copies). */
     bool (*save_snapshot)(sdt_train_part *p, sdt_train_job *job, int64_t step, sdt_error *error);
     /* The trained file (p->output_path, and any twin). */
     bool (*save_final)(sdt_train_part *p, sdt_train_job *job, sdt_error *error);
@@ -72,28 +80,12 @@ typedef struct sdt_train_part_ops {
      * next begin_micro returns to training). */
     void (*begin_validation)(sdt_train_part *p, sdt_train_job *job);
     /* Optional: writes the part's values as they are on the device now to path, in the part's own
-     * format (the average beside the result: train_job_average.c); file_kind as the ABI's. */
+     * format (the average beside the result: train_job_save.c); file_kind as the ABI's. */
     bool (*save_as)(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error);
     /* The part's keys in the settings file. */
     void (*settings)(sdt_train_part *p, sdt_train_job *job, cJSON *s);
     void (*destroy)(sdt_train_part *p);
 } sdt_train_part_ops;
-
-/* The validation images and what they measured (train_job_validate.c). */
-typedef struct sdt_job_validation {
-    bool on;
-    int64_t every;             /* validate_every */
-    uint32_t patience;         /* stop_after_no_improvement (0: never) */
-    double split;              /* validation_split (0: a folder, validation_dir) */
-    char *dir;                 /* validation_dir, or NULL */
-    sdt_dataset ds;            /* the images (pixels dropped once encoded) */
-    latent_cache lc;           /* their latents: each image's one fixed latent */
-    double best_loss;          /* the lowest so far (INFINITY before the first) */
-    int64_t best_step;         /* its step (-1: none yet) */
-    uint32_t since_best;       /* validations since the best without a new lowest */
-    double last_loss;          /* this step's, NAN when not measured at this step */
-    bool stop;                 /* early stop: no improvement for `patience` validations */
-} sdt_job_validation;
 
 struct sdt_train_part {
     const sdt_train_part_ops *ops;
@@ -116,46 +108,25 @@ struct sdt_train_part {
 };
 
 struct sdt_train_job {
-    /* what the panel asked for (strings owned here) */
-    char *model_path, *dataset_dir, *template_path, *tokenizer_dir, *log_dir;
-    char *preview_prompt, *preview_negative;
-    int64_t max_steps;
-    uint32_t latent_sampling, preview_steps, preview_width, preview_height, width, height;
-    int clip_skip;
-    int64_t save_every, preview_every, write_csv_every;
-    char csv_unwritten[SDT_LOSS_ROW_MAX]; /* the last step's row (its text) when write_csv_every skipped it: the run's
-                                           * end writes it; the resume state keeps it, so a kill between the final
-                                           * state and this row loses nothing */
-    bool csv_row_unwritten;
-    bool csv_refused;          /* a row was refused (an existing CSV with other columns): warned once, not every step */
-    int64_t state_every_s;     /* the state after a step once this many seconds passed since the last (0: off) */
-    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
-    int64_t preview_seed;
-    double preview_cfg;
-    uint64_t seed;
-    bool use_alpha, shuffle_tags, anomaly, checkpointing, varsize;
-    bool deterministic; /* the options' deterministic (1.6): the job's backend is set from it at load */
+    /* what the panel asked for: the shared options, read once at sdt_train_job_new (strings owned
+     * here, normalised: train/options_copy.h); the modules below take their settings from it */
+    sdt_train_options opt;
+    int clip_skip;             /* the options' clip_skip as the model's text rules take it (load_model) */
     sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
-    double tag_dropout;
     sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
-    /* 1.5: the data options (train/sample_augment.h) and the preview grid (data/preview_grid.h) */
-    bool flip;
-    /* 1.5: aspect-ratio buckets (data/buckets.h); bucket_list is made when the dataset is listed */
-    bool buckets, random_crop;
-    sdt_bucket_rules bucket_rules;
-    sdt_bucket_list bucket_list;
-    double caption_dropout;
-    uint32_t keep_tokens;
-    sdt_sampler_kind preview_sampler;
-    char *preview_prompts_file;        /* NULL: no prompts file */
-    sdt_preview_prompts preview_prompts; /* its prompts (read by check_template) */
-    sdt_preview_seeds preview_seeds;
-    bool preview_grid;                 /* a labelled grid of prompts x seeds instead of one image */
-    int step_prompts_dropped;          /* samples of the step in progress that caption drop-out emptied */
     const sdt_host_callbacks *host;
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
+
+    /* the modules (each owns its fields; none knows the job) */
+    sdt_run_data data;         /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
+    sdt_run_outputs outputs;   /* folders, the run folder's lock, the loss CSV, metrics.jsonl, loss.png (train/run_outputs.h) */
+    sdt_run_previews previews; /* what previews show, how and how often (train/run_previews.h) */
+    sdt_validation val;        /* the validation images and what they measured (train/validation.h) */
+    sdt_ema ema;               /* the average of the trained values (train/ema.h): ema.decay 0: off */
+    sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (train/run_text_cache.h;
+                                * rt.text_cache points here) */
 
     /* compute */
     plugin_backend pb;
@@ -178,20 +149,11 @@ struct sdt_train_job {
     char name[256];            /* the run's name: folders, the state, copies */
     char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
-    sdt_caption_rules caption_rules;
-    sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (rt.text_cache points here) */
 
     /* what the pass trains */
     const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
     sdt_tensor *drows;         /* their gradient; NULL: the text encoder runs without backward */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
-
-    /* data */
-    sdt_dataset ds;
-    latent_cache lc;
-    sdt_data_order order;
-    int batch, grad_accum;
-    int64_t steps_per_epoch;
 
     /* the method's parts and the numerics */
     sdt_train_part parts[SDT_JOB_MAX_PARTS];
@@ -205,31 +167,23 @@ struct sdt_train_job {
     int n_batch_files;
     const char *bad_input_files[SDT_JOB_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
     int n_bad_input_files;
+    int step_prompts_dropped;  /* samples of the step in progress that caption drop-out emptied */
+    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
+    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
 
-    /* outputs */
+    /* the resume state and the files */
     char *resume_path;         /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
-    sdt_run_lock log_lock;
-    time_t started_at;         /* names the log folder (its date) and the settings file */
-    sdt_output_dirs out;
-    const sdt_output_layout *layout;
     char checkpoint_hash[16];
     char checkpoint_name[256];
-    sdt_error write_failure;   /* a write of a step (loss CSV, timed state) that failed for IO; stops the run */
     char saved_note[SDT_ERROR_MESSAGE_MAX / 2 + 32]; /* what the last final save wrote (run_loop.h's saved_note) */
-
-    /* ABI 1.5: validation, the average of the trained values, metrics.jsonl and loss.png */
-    sdt_job_validation val;
-    sdt_ema ema;               /* ema.decay 0: off */
-    bool ema_result, ema_previews;
-    bool write_metrics;
-    sdt_metrics_log metrics;   /* open when write_metrics */
-    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
 };
 
 
 /* ---- building a job (the method's prepare calls these in order) ---- */
 
-/* The shared options into a new job (strings copied); run_kind "embedding"/"hypernetwork". */
+/* The shared options into a new job, read once (job->opt: train/options_copy.h); run_kind
+ * "embedding"/"hypernetwork". Nothing later reads the host's struct or writes into it: the o that
+ * load_data and finish take is the same options, kept in their signatures for the methods. */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
 /* Template and caption rules and the preview prompts file (the checks that need no model);
@@ -267,44 +221,22 @@ bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_pa
 bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error);
 void sdt_train_job_destroy(sdt_train_job *job);
 
-/* Validation (train_job_validate.c): the images (a folder, or held out of the dataset before
- * the batches are planned), measuring every validate_every steps, the best step and its copy,
- * early stop, the record in the state and the closing line. */
+/* Validation (train_job_validate.c over train/validation.h): the images (a folder, or held out of
+ * the dataset before the batches are planned), measuring every validate_every steps, the best
+ * step's copy. */
 bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error);
 bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error);
 /* The mean loss over every validation image and fixed timestep, at fixed noise; no state changes. */
 bool sdt_train_job_validation_loss(sdt_train_job *job, double *loss, sdt_error *error);
-void sdt_train_job_validation_to_json(const sdt_train_job *job, cJSON *record);
-void sdt_train_job_validation_from_json(sdt_train_job *job, const cJSON *record);
-/* The state's validation record as a run writes it (best_loss a number's text, not negative;
- * whole counts); false + a damage sentence naming the file and the field. */
-bool sdt_train_job_validation_check_json(const cJSON *record, const char *path, sdt_error *error);
-void sdt_train_job_validation_summary(sdt_train_job *job);
 /* The arena sized for a pass of this shape (train_job_step.c). */
 bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error);
 
-/* The average (train_job_average.c): started from the values at prepare, updated every ema_every
- * steps, written beside each part's result (or as it), swapped in for previews when asked. */
-bool sdt_train_job_average_start(sdt_train_job *job, sdt_error *error);
-bool sdt_train_job_average_update(sdt_train_job *job, sdt_error *error);
-bool sdt_train_job_average_save(sdt_train_job *job, sdt_error *error);
-/* Puts the average's values on the device (the trained ones kept on the host) and back. */
-bool sdt_train_job_average_swap_in(sdt_train_job *job, float **kept, sdt_error *error);
-bool sdt_train_job_average_swap_out(sdt_train_job *job, float **kept, sdt_error *error);
-/* <stem>-ema<ext> of a part's output path (malloc'd). */
-char *sdt_train_job_average_path(const char *output_path);
-
-/* metrics.jsonl's line of this step and loss.png (train_job_step.c, train_job_save.c). */
-bool sdt_train_job_write_loss_plot(sdt_train_job *job, sdt_error *error);
 
 /* ---- what the run loop drives ---- */
 const sdt_job_ops *sdt_train_job_ops(void);
 bool sdt_train_job_save_snapshot(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_preview(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
-/* The loss CSV's row of the run's last step when write_csv_every skipped it (a short run, an
- * Interrupt): the end of every run writes its last step, once. false + error for a failure for IO. */
-bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error);
 /* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
 /* SDXL's size conditioning of one dataset image with its cached latent: (original h, w, crop top,
@@ -328,14 +260,9 @@ bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error);
      sdt_train_job_load_state_at}
 
 /* ---- for the parts and the job's own files ---- */
-/* Monotonic seconds. */
-double sdt_train_job_clock(void);
-/* The text encoders kept, or every prompt of the run encoded once and the encoders' weights let go
- * of (train_job_text_cache.c, train/text_cache.h): after the data and the parts, before the memory
- * plan. Its one log line says which and why. */
-bool sdt_train_job_cache_text(sdt_train_job *job, sdt_error *error);
-/* After the switch to fp32: a text cache is encoded again by the fresh f32 encoders. */
-bool sdt_train_job_recache_text(sdt_train_job *job, sdt_error *error);
+/* One dataset image through the VAE into the latent cache, in the runtime's current precision;
+ * a failure keeps the encoder's status, its sentence naming the image. */
+bool sdt_train_job_encode_item(sdt_train_job *job, int i, sdt_error *error);
 /* Frozen weights upcast to f32, no loss scaling, non-finite latents encoded again. */
 bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error);
 /* After the switch to fp32: images whose latents were not finite are encoded again. */
@@ -344,8 +271,6 @@ bool sdt_train_job_reencode_nonfinite(sdt_train_job *job, sdt_error *error);
 void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size);
 bool sdt_train_job_write_run_state(sdt_train_job *job, sdt_error *error);
 bool sdt_train_job_sync_parts(sdt_train_job *job, sdt_error *error);
-/* Host f32 copy of every value of a group's optimizer, in parameter order (malloc'd; *count). */
-float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, sdt_error *error);
 /* "fp32 from step N (...), learning rate xF" when the fallback fired, else "". */
 void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t size);
 sdt_dtype sdt_precision_dtype(sdt_precision p);

@@ -28,25 +28,6 @@
 #include "train/train_job.h"
 #include "train/train_options.h"
 
-static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
-
-sdt_dtype sdt_precision_dtype(sdt_precision p)
-{
-    return p == SDT_PRECISION_FP16 ? SDT_F16 : p == SDT_PRECISION_BF16 ? SDT_BF16 : SDT_F32;
-}
-
-const char *sdt_precision_name(sdt_precision p)
-{
-    return p == SDT_PRECISION_FP16 ? "fp16" : p == SDT_PRECISION_BF16 ? "bf16" : "fp32";
-}
-
-double sdt_train_job_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static const char *file_name(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -64,78 +45,72 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->host = host;
     job->control = control;
     job->run_kind = run_kind;
-    job->layout = layout;
-    job->model_path = dup_or_null(c->model_path);
-    job->dataset_dir = dup_or_null(c->dataset_dir);
-    job->template_path = dup_or_null(c->template_file);
-    job->tokenizer_dir = dup_or_null(c->tokenizer_path);
-    job->log_dir = c->log_dir ? strdup(c->log_dir) : NULL;
-    job->preview_prompt = dup_or_null(c->preview_prompt);
-    job->preview_negative = strdup(c->preview_negative_prompt ? c->preview_negative_prompt : "");
-    job->max_steps = c->max_steps;
-    job->latent_sampling = c->latent_sampling;
-    job->preview_steps = c->preview_steps;
-    job->width = c->width;
-    job->height = c->height;
-    job->preview_width = c->preview_width ? c->preview_width : c->width;
-    job->preview_height = c->preview_height ? c->preview_height : c->height;
+    job->outputs.layout = layout;
+    if (!sdt_train_options_copy(&job->opt, c)) {
+        free(job);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+        return NULL;
+    }
+    c = &job->opt; /* read once: from here on the job's own copy, never the host's struct */
+    job->data.dir = c->dataset_dir;
+    job->previews.prompt = c->preview_prompt;
+    job->previews.negative = c->preview_negative_prompt;
+    job->data.latent_sampling = c->latent_sampling;
     job->clip_skip = (int)c->clip_skip;
-    job->save_every = c->save_every;
-    job->preview_every = c->preview_every;
-    job->write_csv_every = c->write_csv_every;
-    job->state_every_s = c->save_state_every_seconds;
-    job->preview_seed = c->preview_seed;
-    job->preview_cfg = c->preview_cfg_scale;
-    job->seed = c->seed;
-    job->use_alpha = c->use_alpha_as_loss_weight;
-    job->shuffle_tags = c->shuffle_tags;
-    job->tag_dropout = c->tag_dropout;
+    job->previews.steps = c->preview_steps;
+    job->data.width = c->width;
+    job->data.height = c->height;
+    job->previews.width = c->preview_width ? c->preview_width : c->width;
+    job->previews.height = c->preview_height ? c->preview_height : c->height;
+    job->previews.every = c->preview_every;
+    job->outputs.write_csv_every = c->write_csv_every;
+    job->previews.seed = c->preview_seed;
+    job->previews.cfg = c->preview_cfg_scale;
+    job->data.use_alpha = c->use_alpha_as_loss_weight;
+    job->data.shuffle_tags = c->shuffle_tags;
+    job->data.tag_dropout = c->tag_dropout;
     sdt_loss_options_from(&job->loss, c);
     job->lr_scheduler = (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
-    job->flip = c->flip;
-    job->buckets = c->buckets;
-    job->random_crop = c->random_crop;
-    job->bucket_rules = sdt_train_options_bucket_rules(c);
-    job->caption_dropout = c->caption_dropout;
-    job->keep_tokens = c->keep_tokens;
+    job->data.flip = c->flip;
+    job->data.buckets = c->buckets;
+    job->data.random_crop = c->random_crop;
+    job->data.bucket_rules = sdt_train_options_bucket_rules(c);
+    job->data.caption_dropout = c->caption_dropout;
+    job->data.keep_tokens = c->keep_tokens;
     sdt_error ignored; /* sdt_train_options_check said why a sampler or seeds text is bad; here they are good */
-    if (!sdt_sampler_parse(c->preview_sampler, "preview_sampler", &job->preview_sampler, &ignored))
-        job->preview_sampler = SDT_SAMPLER_DDIM;
-    if (!sdt_preview_seeds_parse(c->preview_seeds, "preview_seeds", &job->preview_seeds, &ignored))
-        sdt_preview_seeds_parse(NULL, "preview_seeds", &job->preview_seeds, &ignored);
-    job->preview_prompts_file = c->preview_prompts_file && c->preview_prompts_file[0] ? strdup(c->preview_prompts_file) : NULL;
-    job->preview_grid = job->preview_prompts_file || (c->preview_seeds && c->preview_seeds[0]);
-    job->anomaly = c->anomaly_mode;
-    job->deterministic = c->deterministic;
-    job->checkpointing = c->gradient_checkpointing;
-    job->varsize = c->varsize;
+    if (!sdt_sampler_parse(c->preview_sampler, "preview_sampler", &job->previews.sampler, &ignored))
+        job->previews.sampler = SDT_SAMPLER_DDIM;
+    if (!sdt_preview_seeds_parse(c->preview_seeds, "preview_seeds", &job->previews.seeds, &ignored))
+        sdt_preview_seeds_parse(NULL, "preview_seeds", &job->previews.seeds, &ignored);
+    job->previews.prompts_file = c->preview_prompts_file;
+    job->previews.grid = job->previews.prompts_file || (c->preview_seeds && c->preview_seeds[0]);
+    job->data.varsize = c->varsize;
     job->prediction = sdt_train_prediction_choice(c->prediction_type, c->v_prediction);
     job->precision = (sdt_precision)c->precision;
-    job->caption_rules.word_regex = c->filename_word_regex;
-    job->caption_rules.join_string = c->filename_join_string;
+    job->data.caption_rules.word_regex = c->filename_word_regex;
+    job->data.caption_rules.join_string = c->filename_join_string;
     job->rules.placeholder_id = -1; /* no embedding rows until a part puts them in */
-    job->val.on = (c->validation_dir && *c->validation_dir) || c->validation_split > 0;
-    job->val.dir = c->validation_dir && *c->validation_dir ? strdup(c->validation_dir) : NULL;
+    job->val.on = c->validation_dir || c->validation_split > 0;
+    job->val.dir = c->validation_dir;
     job->val.split = c->validation_split;
     job->val.every = c->validate_every;
     job->val.patience = c->stop_after_no_improvement;
     job->ema.decay = c->ema_decay;
     job->ema.every = c->ema_every;
-    job->ema_result = c->ema_result;
-    job->ema_previews = c->ema_previews;
-    job->write_metrics = c->write_metrics;
+    job->ema.result = c->ema_result;
+    job->ema.previews = c->ema_previews;
+    job->outputs.write_metrics = c->write_metrics;
+    job->outputs.csv_validation = job->val.on; /* the CSV's validation column */
     return job;
 }
 
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error)
 {
-    if (!job->template_path) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
-    if (!sdt_template_load(job->template_path, &job->tmpl, error)) return false;
-    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->template_path, error)) return false;
-    if (job->preview_prompts_file && job->preview_every > 0 &&
-        !sdt_preview_prompts_load(job->preview_prompts_file, &job->preview_prompts, error))
-        return false;
-    return sdt_caption_rules_check(&job->caption_rules, error);
+    if (!job->opt.template_file) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
+    if (!sdt_template_load(job->opt.template_file, &job->tmpl, error)) return false;
+    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->opt.template_file, error)) return false;
+    if (!sdt_run_previews_load(&job->previews, error)) return false;
+    return sdt_caption_rules_check(&job->data.caption_rules, error);
 }
 
 /* The file a part writes: the one a symbolic link names (a save replaces a name by rename, which
@@ -177,8 +152,8 @@ sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_
     p->group = -1;
     p->input_path = strdup(input_path);
     p->output_path = trained_file_path(job, what, output_path);
-    bool average_beside = job->ema.decay > 0 && !job->ema_result && ops->save_as;
-    if (p->output_path && average_beside) p->average_path = sdt_train_job_average_path(p->output_path);
+    bool average_beside = job->ema.decay > 0 && !job->ema.result && ops->save_as;
+    if (p->output_path && average_beside) p->average_path = sdt_ema_path(p->output_path);
     if (!p->input_path || !p->output_path || (average_beside && !p->average_path)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
@@ -244,8 +219,8 @@ static int remove_stale_in_run_folder(const char *root)
 static bool lock_run_folder(sdt_train_job *job, sdt_error *error)
 {
     char lock_path[4200];
-    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->out.root);
-    return sdt_run_lock_take(&job->log_lock, lock_path, job->out.root, error);
+    snprintf(lock_path, sizeof lock_path, "%s/.sdtrain.lock", job->outputs.dirs.root);
+    return sdt_run_lock_take(&job->outputs.log_lock, lock_path, job->outputs.dirs.root, error);
 }
 
 /* A run refused before it opened its outputs leaves what a killed run left: lock files no process
@@ -254,7 +229,7 @@ static bool lock_run_folder(sdt_train_job *job, sdt_error *error)
  * with the release); what another run holds is left. (A run that opened its outputs swept then.) */
 static void sweep_after_refusal(sdt_train_job *job)
 {
-    if (job->log_lock.fd_plus_one) return;
+    if (job->outputs.log_lock.fd_plus_one) return;
     int stale = 0;
     for (int i = 0; i < job->n_parts; i++) {
         sdt_train_part *p = &job->parts[i];
@@ -265,11 +240,11 @@ static void sweep_after_refusal(sdt_train_job *job)
     }
     sdt_error ignored;
     struct stat sb;
-    if (job->log_dir && job->name[0] &&
-        sdt_outputs_paths(job->log_dir, job->name, time(NULL), job->layout, &job->out, &ignored) &&
-        stat(job->out.root, &sb) == 0 && S_ISDIR(sb.st_mode) && lock_run_folder(job, &ignored)) {
-        stale += remove_stale_in_run_folder(job->out.root);
-        sdt_run_lock_release(&job->log_lock);
+    if (job->opt.log_dir && job->name[0] &&
+        sdt_outputs_paths(job->opt.log_dir, job->name, time(NULL), job->outputs.layout, &job->outputs.dirs, &ignored) &&
+        stat(job->outputs.dirs.root, &sb) == 0 && S_ISDIR(sb.st_mode) && lock_run_folder(job, &ignored)) {
+        stale += remove_stale_in_run_folder(job->outputs.dirs.root);
+        sdt_run_lock_release(&job->outputs.log_lock);
     }
     if (stale)
         sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left behind "
@@ -281,17 +256,17 @@ static void sweep_after_refusal(sdt_train_job *job)
  * state and its files; the state's step then decides): its schedules are checked from the start. */
 static int64_t schedule_check_step(const sdt_train_job *job)
 {
-    return job->step < job->max_steps ? job->step : 0;
+    return job->step < job->opt.max_steps ? job->step : 0;
 }
 
 bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
 {
     int64_t from = schedule_check_step(job);
     sdt_lr_schedule s = {0};
-    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, from, job->max_steps, &s, error);
+    bool ok = sdt_lr_schedule_parse(texts->lr, texts->lr_field, from, job->opt.max_steps, &s, error);
     sdt_lr_schedule_free(&s);
     if (ok && texts->clip_mode != SDT_CLIP_DISABLED) {
-        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, from, job->max_steps, &s, error);
+        ok = sdt_lr_schedule_parse(texts->clip, texts->clip_field, from, job->opt.max_steps, &s, error);
         sdt_lr_schedule_free(&s);
     }
     return ok;
@@ -325,18 +300,18 @@ static void sdxl_settings(sdt_train_job *job)
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
-    sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->model_path ? job->model_path : "");
+    sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->opt.model_path ? job->opt.model_path : "");
     if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
-    job->pb.be->deterministic = job->deterministic || job->pb.be->device == SDT_DEVICE_CPU;
+    job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
         sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
         job->precision = SDT_PRECISION_FP16;
     }
-    if (!job->model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
+    if (!job->opt.model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_read(&job->rt, job->model_path, job->pb.be, true, error)) return false;
+    if (!sd_runtime_read(&job->rt, job->opt.model_path, job->pb.be, true, error)) return false;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
@@ -345,8 +320,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         return false;
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
-    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->model_path, prediction);
-    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->model_path, prediction, error)) return false;
+    sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->opt.model_path, prediction);
+    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction, error)) return false;
     char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     double hash_s;
@@ -362,50 +337,13 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
                    hash_s, attention_backward);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
-    snprintf(buf, sizeof buf, "%s", job->model_path);
+    snprintf(buf, sizeof buf, "%s", job->opt.model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
-    job->tok = sdt_open_tokenizer(job->tokenizer_dir, job->model_path, job->rt.cfg.clip.vocab, job->host, error);
+    job->tok = sdt_open_tokenizer(job->opt.tokenizer_path, job->opt.model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
     /* bigG's own padding is made from these tokens (train/sd_cond.h) */
     job->rules.pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(job->tok));
     return true;
-}
-
-/* One image through the VAE into the latent cache, in the runtime's current precision;
- * a failure keeps the encoder's status, its sentence naming the image. */
-static bool encode_item(sdt_train_job *job, int i, sdt_error *error)
-{
-    sdt_dataset_item *it = &job->ds.items[i];
-    if (!latent_cache_encode(&job->lc, i, &job->rt, &job->wa, it->pixels, it->width, it->height, it->loss_weight,
-                             it->width / 8, it->height / 8, error))
-        return sdt_error_wrap(error, "%s: encoding the image failed", it->path);
-    return true;
-}
-
-bool sdt_train_job_reencode_nonfinite(sdt_train_job *job, sdt_error *error)
-{
-    for (int i = 0; i < job->ds.n_items; i++) {
-        sdt_dataset_item *it = &job->ds.items[i];
-        if (!it->pixels) continue;
-        if (!encode_item(job, i, error)) return false;
-        bool finite = latent_cache_is_finite(&job->lc, i);
-        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
-                     "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
-                     "uses it will be skipped (remove or replace the file)", it->path, sdt_precision_name(job->precision));
-        sdt_dataset_drop_pixels(&job->ds, i);
-    }
-    job->have_measured = false; /* the encoder used the work arena */
-    return true;
-}
-
-bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
-{
-    if (!sd_runtime_set_dtype(&job->rt, SDT_F32, error)) return false;
-    sdt_step_engine_drop_scaler(&job->engine);
-    job->precision = SDT_PRECISION_FP32;
-    job->have_measured = false;
-    inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
-    return sdt_train_job_recache_text(job, error) && sdt_train_job_reencode_nonfinite(job, error);
 }
 
 /* Progress of a long phase of preparation, logged every few seconds, and the interrupt button:
@@ -449,84 +387,36 @@ static bool still_wanted(const sdt_train_job *job, sdt_error *error)
     return !(job->control && sdt_run_control_interrupt_requested(job->control)) || interrupted(error);
 }
 
-void sdt_train_job_image_options(const sdt_train_job *job, sdt_dataset_options *o)
-{
-    o->width = (int)job->width;
-    o->height = (int)job->height;
-    o->do_not_resize = job->varsize;
-    o->buckets = job->buckets ? &job->bucket_list : NULL;
-    o->random_crop = job->random_crop;
-    o->crop_seed = job->seed;
-    o->alpha_as_loss_weight = job->use_alpha;
-    o->caption = job->caption_rules;
-}
-
 static sdt_dataset_options dataset_options(sdt_train_job *job)
 {
     sdt_dataset_options o = {0};
-    o.folder = job->dataset_dir;
+    o.folder = job->data.dir;
     sdt_train_job_image_options(job, &o);
     o.keep_going = phase_keep_going;
     return o;
 }
 
-/* The bucket list, its step checked against the model's UNet (every side must divide down its levels). */
-static bool make_buckets(sdt_train_job *job, int f, sdt_error *error)
-{
-    if (!job->buckets) return true;
-    if (job->bucket_rules.step % f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.train_options->bucket_step is %d, but %s needs bucket sides that are "
-                        "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
-                        "config.train_options->bucket_step to a multiple of %d, e.g. %d", job->bucket_rules.step,
-                        job->model_path ? job->model_path : "the model", f, vae_factor(&job->rt.cfg.vae), f, (64 + f - 1) / f * f);
-    return sdt_bucket_rules_check(&job->bucket_rules, "config.train_options->", error) &&
-           sdt_buckets_make(&job->bucket_rules, &job->bucket_list, error);
-}
-
-/* The buckets the training images (a validation split's taken out) went to, before training:
- * "buckets: 2 of 9 used by the 6 images (...): 512x512: 4, 576x448: 2". */
-static void log_bucket_counts(sdt_train_job *job)
-{
-    if (!job->buckets) return;
-    char counts[1536] = "";
-    int at = 0, used = 0;
-    for (int b = 0; b < job->bucket_list.n; b++) {
-        const sdt_bucket *k = &job->bucket_list.items[b];
-        int count = 0;
-        for (int i = 0; i < job->ds.n_items; i++)
-            count += job->ds.items[i].width == k->width && job->ds.items[i].height == k->height;
-        if (!count) continue;
-        if (at < (int)sizeof counts)
-            at += snprintf(counts + at, sizeof counts - (size_t)at, "%s %dx%d: %d", used ? "," : "", k->width, k->height, count);
-        used++;
-    }
-    sdt_host_log(job->host, SDT_LOG_INFO, "buckets: %d of %d used by the %d images (area <= %lld, sides %d..%d in steps of %d, "
-                 "%s crop):%s", used, job->bucket_list.n, job->ds.n_items, (long long)job->bucket_rules.max_area,
-                 job->bucket_rules.min_side, job->bucket_rules.max_side, job->bucket_rules.step,
-                 job->random_crop ? "random" : "centre", counts);
-}
-
 /* The dataset's files, captions and sizes from their headers (nothing decoded): enough for
- * every check before the expensive work. The listing goes into job->ds until load_dataset. */
+ * every check before the expensive work. The listing goes into job->data.ds until load_dataset. */
 static bool list_dataset(sdt_train_job *job, sdt_error *error)
 {
-    if (!job->dataset_dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
+    if (!job->data.dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
-    if (job->width % (uint32_t)f || job->height % (uint32_t)f)
+    if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
-             "a multiple of %d", job->width, job->height, f, f);
-    if (!make_buckets(job, f, error)) return false;
+             "a multiple of %d", job->data.width, job->data.height, f, f);
+    if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->opt.model_path, error)) return false;
     prep_phase phase = phase_begin(job, "listing the dataset");
     sdt_dataset_options o = dataset_options(job);
     o.probe_only = true;
     o.user = &phase;
-    if (!sdt_dataset_load(&o, &job->ds, error)) {
+    if (!sdt_dataset_load(&o, &job->data.ds, error)) {
         still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
         return false;
     }
-    for (int i = 0; i < job->ds.n_items; i++) {
-        const sdt_dataset_item *it = &job->ds.items[i];
-        if (job->varsize && (it->width % f || it->height % f))
+    for (int i = 0; i < job->data.ds.n_items; i++) {
+        const sdt_dataset_item *it = &job->data.ds.items[i];
+        if (job->data.varsize && (it->width % f || it->height % f))
             return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
     }
@@ -537,26 +427,26 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
  * mixed precision gave non-finite latents that fp32 may fix). */
 static bool load_dataset(sdt_train_job *job, sdt_error *error)
 {
-    sdt_dataset_free(&job->ds); /* the listing: decoded now */
+    sdt_dataset_free(&job->data.ds); /* the listing: decoded now */
     prep_phase phase = phase_begin(job, "decoding the dataset's images");
     sdt_dataset_options o = dataset_options(job);
     o.user = &phase;
-    sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->dataset_dir);
-    if (!sdt_dataset_load(&o, &job->ds, error)) {
+    sdt_host_log(job->host, SDT_LOG_INFO, "reading the dataset %s", job->data.dir);
+    if (!sdt_dataset_load(&o, &job->data.ds, error)) {
         still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
         return false;
     }
-    for (int i = 0; i < job->ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->ds.warnings[i]);
-    if (!latent_cache_init(&job->lc, job->ds.n_items, (latent_method)job->latent_sampling, job->rt.cfg.vae.scaling,
-                           job->seed) ||
-        (job->flip && !latent_cache_enable_flip(&job->lc)))
+    for (int i = 0; i < job->data.ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->data.ds.warnings[i]);
+    if (!latent_cache_init(&job->data.lc, job->data.ds.n_items, (latent_method)job->data.latent_sampling, job->rt.cfg.vae.scaling,
+                           job->opt.seed) ||
+        (job->data.flip && !latent_cache_enable_flip(&job->data.lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     const char *nan_pixel = sdt_test_hook_nan_pixel();
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
     phase = phase_begin(job, "encoding the dataset with the VAE");
-    for (int i = 0; i < job->ds.n_items; i++) {
-        if (!phase_keep_going(&phase, i, job->ds.n_items)) return interrupted(error);
-        sdt_dataset_item *it = &job->ds.items[i];
+    for (int i = 0; i < job->data.ds.n_items; i++) {
+        if (!phase_keep_going(&phase, i, job->data.ds.n_items)) return interrupted(error);
+        sdt_dataset_item *it = &job->data.ds.items[i];
         if (it->width % f || it->height % f)
             return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
                  "\"do not resize\"", it->path, it->width, it->height, f);
@@ -564,20 +454,20 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
             it->pixels[0] = NAN; /* fault injection (tests only): what a broken decoder would hand over */
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection: one pixel set to NaN", it->path);
         }
-        if (!encode_item(job, i, error)) return false;
-        if (latent_cache_is_finite(&job->lc, i)) {
-            sdt_dataset_drop_pixels(&job->ds, i);
+        if (!sdt_train_job_encode_item(job, i, error)) return false;
+        if (latent_cache_is_finite(&job->data.lc, i)) {
+            sdt_dataset_drop_pixels(&job->data.ds, i);
         } else if (job->precision == SDT_PRECISION_FP32) {
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
                          "uses it will be skipped (remove or replace the file)", it->path);
-            sdt_dataset_drop_pixels(&job->ds, i);
+            sdt_dataset_drop_pixels(&job->data.ds, i);
         } else { /* the pixels stay: the fp32 fallback encodes them again */
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
                          "that use it will be skipped until the fp32 fallback encodes it again", it->path,
                          sdt_precision_name(job->precision));
         }
     }
-    sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->ds.n_items);
+    sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->data.ds.n_items);
     return true;
 }
 
@@ -588,10 +478,10 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
     job->max_prompt_chunks = 1;
     int longest = 0;
     const char *emb_path = job->placeholder_file ? job->placeholder_file : "";
-    for (int i = 0; i < job->ds.n_items; i++) {
+    for (int i = 0; i < job->data.ds.n_items; i++) {
         for (int l = 0; l < job->tmpl.n_lines; l++) {
             if (!strstr(job->tmpl.lines[l], "[name]") && job->rules.placeholder_id >= 0) continue; /* no slot to lose */
-            char *prompt = sdt_template_fill(job->tmpl.lines[l], job->prompt_name, job->ds.items[i].caption);
+            char *prompt = sdt_template_fill(job->tmpl.lines[l], job->prompt_name, job->data.ds.items[i].caption);
             sdt_prompt_encoded e;
             sdt_prompt_encode(job->tok, &job->rules, prompt, &e);
             free(prompt);
@@ -602,8 +492,8 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
             if (e.n_cut_slots > 0)
                 return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
                      "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
-                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->ds.items[i].path,
-                     l + 1, job->template_path, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
+                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->data.ds.items[i].path,
+                     l + 1, job->opt.template_file, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
                      SDT_PROMPT_CHUNK_BODY, job->prompt_name, e.n_cut_tokens);
             if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
             if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
@@ -616,27 +506,12 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
-/* The bucket counts in the log, the data order (which may lower the batch size), gradient
- * accumulation capped at what the dataset holds, and the steps of one epoch. */
-static bool plan_batches(sdt_train_job *job, uint32_t batch_size, uint32_t grad_accum, sdt_error *error)
-{
-    log_bucket_counts(job);
-    if (!sdt_data_order_init(&job->order, &job->ds, (int)batch_size, job->seed, error)) return false;
-    job->batch = job->order.batch_size;
-    int max_ga = job->ds.n_items / job->batch;
-    job->grad_accum = (int)grad_accum < max_ga ? (int)grad_accum : max_ga;
-    if (job->grad_accum < 1) job->grad_accum = 1;
-    job->steps_per_epoch = job->ds.n_items / job->batch / job->grad_accum;
-    if (job->steps_per_epoch < 1) job->steps_per_epoch = 1;
-    return true;
-}
-
 /* The log folder and its lock, before the expensive work. Temp files that a killed save left in
  * the locked places (beside each part's files, in the run folder) go. */
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
-    job->started_at = time(NULL);
-    if (!sdt_outputs_prepare(job->log_dir, job->name, job->started_at, job->layout, &job->out, error) ||
+    job->outputs.started_at = time(NULL);
+    if (!sdt_outputs_prepare(job->opt.log_dir, job->name, job->outputs.started_at, job->outputs.layout, &job->outputs.dirs, error) ||
         !lock_run_folder(job, error))
         return false;
     int stale = 0;
@@ -645,7 +520,7 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
         if (job->parts[p].also_writes && (!job->parts[p].also_locks || strcmp(job->parts[p].also_writes, job->parts[p].also_locks)))
             stale += sdt_atomic_remove_stale(job->parts[p].also_writes);
     }
-    stale += remove_stale_in_run_folder(job->out.root);
+    stale += remove_stale_in_run_folder(job->outputs.dirs.root);
     if (stale)
         sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left "
                      "behind (*.tmp-XXXXXX)", stale);
@@ -654,39 +529,11 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
 
 bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error)
 {
+    (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
     /* the validation images before the batches: a split takes its images out of the dataset */
     return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
            load_dataset(job, error) && sdt_train_job_load_validation(job, error) &&
-           plan_batches(job, o->batch_size, o->grad_accum_steps, error);
-}
-
-float *sdt_train_job_group_values(sdt_train_job *job, int group, size_t *count, sdt_error *error)
-{
-    sdt_optimizer *opt = job->engine.groups[group].opt;
-    size_t total = 0;
-    for (int i = 0; i < sdt_optimizer_param_count(opt); i++) {
-        const char *name;
-        sdt_tensor *param, *grad, *m, *v;
-        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
-        total += (size_t)sdt_tensor_numel(param);
-    }
-    float *host = malloc(total ? total * sizeof(float) : 1), *at = host;
-    sdt_backend *be = job->pb.be;
-    for (int i = 0; host && i < sdt_optimizer_param_count(opt); i++) {
-        const char *name;
-        sdt_tensor *param, *grad, *m, *v;
-        sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
-        if (be->download(be, at, param->data, sdt_tensor_nbytes(param))) {
-            free(host);
-            sdt_fail(error, be->error.code, "reading the %s back from the %s backend failed: %s", job->engine.groups[group].name,
-                     be->name, be->error.message);
-            return NULL;
-        }
-        at += sdt_tensor_numel(param);
-    }
-    if (!host) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
-    *count = total;
-    return host;
+           sdt_run_data_plan_batches(&job->data, job->opt.batch_size, job->opt.grad_accum_steps, job->opt.seed, job->host, error);
 }
 
 bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error)
@@ -700,12 +547,12 @@ bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_pa
  * latent of the dataset (its largest bucket, or image with varsize). */
 static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *error)
 {
-    const latent_entry *e = &job->lc.items[0];
-    for (int i = 1; i < job->lc.n; i++)
-        if ((int64_t)job->lc.items[i].h * job->lc.items[i].w > (int64_t)e->h * e->w) e = &job->lc.items[i];
-    sdt_pass_shape shape = {.batch = job->batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
+    const latent_entry *e = &job->data.lc.items[0];
+    for (int i = 1; i < job->data.lc.n; i++)
+        if ((int64_t)job->data.lc.items[i].h * job->data.lc.items[i].w > (int64_t)e->h * e->w) e = &job->data.lc.items[i];
+    sdt_pass_shape shape = {.batch = job->data.batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
                             .in_c = e->c + inpaint_extra_channels(&job->rt),
-                            .weighted = sdt_loss_options_weighted(&job->loss, job->use_alpha)};
+                            .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
     sdt_pass_options po = sdt_train_job_pass_options(job);
     sdt_pass_trainables tr = sdt_train_job_trainables(job);
     size_t bytes = 0;
@@ -729,14 +576,14 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     if (job->pb.be->device != SDT_DEVICE_CPU)
         sdt_host_log(job->host, SDT_LOG_INFO, "GPU memory this run needs: about %zu MiB (%zu MiB of model weights, %zu MiB of "
                      "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context",
-                     info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->batch, e->w, e->h, extra >> 20);
+                     info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->data.batch, e->w, e->h, extra >> 20);
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     char extra_text[96] = "";
     if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
     if (cap_mib > 0 && (unsigned long long)((bytes + weights + extra) >> 20) > cap_mib)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
              "latents, %zu MiB of model weights%s) but %s limits it to %llu MiB; lower the batch size or the resolution, "
-             "enable gradient checkpointing, or raise the limit", (bytes + weights + extra) >> 20, bytes >> 20, job->batch,
+             "enable gradient checkpointing, or raise the limit", (bytes + weights + extra) >> 20, bytes >> 20, job->data.batch,
              e->w, e->h, weights >> 20, extra_text, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
     sdt_error why;
     job->measured = shape;
@@ -744,7 +591,7 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     if (!work_arena_reserve(&job->wa, job->pb.be, bytes, &why))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs %zu MiB for activations at batch size %d and %dx%d latents, and the "
              "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
-             bytes >> 20, job->batch, e->w, e->h, job->pb.be->name, why.message);
+             bytes >> 20, job->data.batch, e->w, e->h, job->pb.be->name, why.message);
     return true;
 }
 
@@ -775,25 +622,25 @@ static void add_loss_settings(const sdt_train_job *job, cJSON *s)
 
 static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const char *learn_rate, sdt_error *error)
 {
-    time_t now = job->started_at;
+    time_t now = job->outputs.started_at;
     cJSON *s = cJSON_CreateObject();
     for (int p = 0; p < job->n_parts; p++)
         if (job->parts[p].ops->settings) job->parts[p].ops->settings(&job->parts[p], job, s);
     cJSON_AddStringToObject(s, "model_name", job->checkpoint_name);
     cJSON_AddStringToObject(s, "model_hash", job->checkpoint_hash);
-    cJSON_AddStringToObject(s, "data_root", job->dataset_dir);
-    cJSON_AddStringToObject(s, "template_file", job->template_path);
+    cJSON_AddStringToObject(s, "data_root", job->data.dir);
+    cJSON_AddStringToObject(s, "template_file", job->opt.template_file);
     cJSON_AddStringToObject(s, "learn_rate", learn_rate);
-    cJSON_AddNumberToObject(s, "batch_size", job->batch);
-    cJSON_AddNumberToObject(s, "gradient_step", job->grad_accum);
+    cJSON_AddNumberToObject(s, "batch_size", job->data.batch);
+    cJSON_AddNumberToObject(s, "gradient_step", job->data.grad_accum);
     cJSON_AddNumberToObject(s, "training_width", c->width);
     cJSON_AddNumberToObject(s, "training_height", c->height);
     cJSON_AddNumberToObject(s, "steps", (double)c->max_steps);
     cJSON_AddNumberToObject(s, "initial_step", (double)job->initial_step);
-    cJSON_AddNumberToObject(s, "num_of_dataset_images", job->ds.n_items);
+    cJSON_AddNumberToObject(s, "num_of_dataset_images", job->data.ds.n_items);
     cJSON_AddStringToObject(s, "precision", sdt_precision_name(job->precision));
     cJSON_AddStringToObject(s, "device", job->pb.be->name);
-    cJSON_AddNumberToObject(s, "seed", (double)job->seed);
+    cJSON_AddNumberToObject(s, "seed", (double)job->opt.seed);
     if (job->val.on) { /* 1.5's keys only when used: a run without them writes the settings it always did */
         if (job->val.dir) cJSON_AddStringToObject(s, "validation_dir", job->val.dir);
         else cJSON_AddNumberToObject(s, "validation_split", job->val.split);
@@ -804,71 +651,87 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     if (job->ema.decay > 0) {
         cJSON_AddNumberToObject(s, "ema_decay", job->ema.decay);
         cJSON_AddNumberToObject(s, "ema_every", (double)job->ema.every);
-        cJSON_AddBoolToObject(s, "ema_result", job->ema_result);
-        cJSON_AddBoolToObject(s, "ema_previews", job->ema_previews);
+        cJSON_AddBoolToObject(s, "ema_result", job->ema.result);
+        cJSON_AddBoolToObject(s, "ema_previews", job->ema.previews);
     }
     const char *lsm[] = {"once", "deterministic", "random"};
-    cJSON_AddStringToObject(s, "latent_sampling_method", lsm[job->latent_sampling % 3]);
+    cJSON_AddStringToObject(s, "latent_sampling_method", lsm[job->data.latent_sampling % 3]);
     const char *clip[] = {"disabled", "value", "norm"};
     cJSON_AddStringToObject(s, "clip_grad_mode", clip[c->clip_mode % 3]);
     cJSON_AddStringToObject(s, "clip_grad_value", c->clip_value ? c->clip_value : "");
     add_loss_settings(job, s);
     /* 1.5's data options, named only when on (A1111's settings file has no such keys) */
-    if (job->deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
-    if (job->flip) cJSON_AddBoolToObject(s, "flip", true);
-    if (job->caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->caption_dropout);
-    if (job->keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->keep_tokens);
-    if (job->buckets) {
+    if (job->opt.deterministic) cJSON_AddBoolToObject(s, "deterministic", true); /* 1.6, named only when on */
+    if (job->data.flip) cJSON_AddBoolToObject(s, "flip", true);
+    if (job->data.caption_dropout > 0) cJSON_AddNumberToObject(s, "caption_dropout", job->data.caption_dropout);
+    if (job->data.keep_tokens > 0) cJSON_AddNumberToObject(s, "keep_tokens", job->data.keep_tokens);
+    if (job->data.buckets) {
         cJSON_AddBoolToObject(s, "buckets", true);
-        cJSON_AddNumberToObject(s, "bucket_max_area", (double)job->bucket_rules.max_area);
-        cJSON_AddNumberToObject(s, "bucket_min_side", job->bucket_rules.min_side);
-        cJSON_AddNumberToObject(s, "bucket_max_side", job->bucket_rules.max_side);
-        cJSON_AddNumberToObject(s, "bucket_step", job->bucket_rules.step);
-        cJSON_AddBoolToObject(s, "random_crop", job->random_crop);
+        cJSON_AddNumberToObject(s, "bucket_max_area", (double)job->data.bucket_rules.max_area);
+        cJSON_AddNumberToObject(s, "bucket_min_side", job->data.bucket_rules.min_side);
+        cJSON_AddNumberToObject(s, "bucket_max_side", job->data.bucket_rules.max_side);
+        cJSON_AddNumberToObject(s, "bucket_step", job->data.bucket_rules.step);
+        cJSON_AddBoolToObject(s, "random_crop", job->data.random_crop);
     }
     char path[4096];
-    bool ok = sdt_settings_save(job->out.root, s, now, path, sizeof path, error);
+    bool ok = sdt_settings_save(job->outputs.dirs.root, s, now, path, sizeof path, error);
     cJSON_Delete(s);
     if (!ok) return false;
     sdt_host_file_saved(job->host, SDT_FILE_SETTINGS, path, job->step);
     return true;
 }
 
+/* The text encoders kept, or every prompt of the run encoded once and the encoders' weights let go
+ * of (train/run_text_cache.h): after the data and the parts, before the memory plan. */
+static bool cache_text(sdt_train_job *job, sdt_error *error)
+{
+    sdt_run_prompts prompts = {job->tok, &job->rules, job->prompt_name, &job->tmpl, &job->data.ds,
+                               job->val.on ? &job->val.ds : NULL, job->previews.prompt, sizeof job->last_prompt,
+                               job->previews.negative, &job->previews.prompts};
+    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags, job->data.tag_dropout};
+    bool encoded = false;
+    bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode,
+                                 job->control, job->host, &encoded, error);
+    if (encoded) job->have_measured = false; /* the encoders used the work arena */
+    return ok;
+}
+
 bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error)
 {
+    (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
     bool resume = job->resume_path != NULL;
     sdt_step_engine *e = &job->engine;
     e->hooks.user = job;
-    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->max_steps, &job->end_step, error)) return false;
+    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->opt.max_steps, &job->end_step, error)) return false;
     bool mixed = job->precision != SDT_PRECISION_FP32;
-    if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, o->loss_scale_init, o->lr_backoff,
-                               (int)o->max_consecutive_nonfinite, error))
+    if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, job->opt.loss_scale_init,
+                               job->opt.lr_backoff, (int)job->opt.max_consecutive_nonfinite, error))
         return false;
     e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
     if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
-    if (!sdt_train_job_cache_text(job, error)) {
+    if (!cache_text(job, error)) {
         still_wanted(job, error); /* an interrupt says so instead of the encoder's "interrupted" */
         return false;
     }
     if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
-        !write_settings(job, o, e->groups[0].lr_text, error) || !sdt_train_job_average_start(job, error) ||
+        !write_settings(job, &job->opt, e->groups[0].lr_text, error) || !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
     /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
     int dropped = 0;
-    if (job->write_metrics && !sdt_metrics_log_open(&job->metrics, job->out.root, job->step, &dropped, error)) return false;
+    if (job->outputs.write_metrics && !sdt_metrics_log_open(&job->outputs.metrics, job->outputs.dirs.root, job->step, &dropped, error)) return false;
     if (dropped)
         sdt_host_log(job->host, SDT_LOG_INFO, "%s/" SDT_METRICS_LOG_NAME ": %d line(s) past step %lld were dropped (written after the "
-                     "state this run continues from, or by an earlier run), so no step is there twice", job->out.root, dropped,
+                     "state this run continues from, or by an earlier run), so no step is there twice", job->outputs.dirs.root, dropped,
                      (long long)job->step);
-    job->last_state_at = sdt_train_job_clock(); /* the state's time interval counts from here */
+    job->last_state_at = sdt_run_clock(); /* the state's time interval counts from here */
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
-    info->batch_size = (uint32_t)job->batch;
-    info->grad_accum_steps = (uint32_t)job->grad_accum;
-    info->dataset_images = job->ds.n_items;
-    info->steps_per_epoch = job->steps_per_epoch;
+    info->batch_size = (uint32_t)job->data.batch;
+    info->grad_accum_steps = (uint32_t)job->data.grad_accum;
+    info->dataset_images = job->data.ds.n_items;
+    info->steps_per_epoch = job->data.steps_per_epoch;
     info->start_step = job->step;
     info->max_steps = job->end_step;
     return true;
@@ -878,7 +741,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
 {
     if (!job) return;
     sweep_after_refusal(job);
-    sdt_run_lock_release(&job->log_lock);
+    sdt_run_lock_release(&job->outputs.log_lock);
     sdt_step_engine_free(&job->engine);
     for (int p = 0; p < job->n_parts; p++) {
         sdt_train_part *part = &job->parts[p];
@@ -890,31 +753,19 @@ void sdt_train_job_destroy(sdt_train_job *job)
         free(part->average_path);
     }
     free(job->resume_path);
-    sdt_dataset_free(&job->val.ds);
-    latent_cache_free(&job->val.lc);
-    free(job->val.dir);
+    sdt_validation_free(&job->val);
     sdt_ema_free(&job->ema);
-    sdt_metrics_log_free(&job->metrics);
+    sdt_metrics_log_free(&job->outputs.metrics);
     work_arena_release(&job->wa);
     sd_runtime_close(&job->rt);
     plugin_backend_close(&job->pb);
     sdt_tokenizer_free(job->tok);
     sdt_template_free(&job->tmpl);
     sdt_text_cache_free(&job->text_cache);
-    sdt_dataset_free(&job->ds);
-    latent_cache_free(&job->lc);
+    sdt_run_data_free(&job->data);
     inpaint_cond_free(&job->inpaint);
-    sdt_data_order_free(&job->order);
-    sdt_buckets_free(&job->bucket_list);
-    free(job->model_path);
-    free(job->dataset_dir);
-    free(job->template_path);
-    free(job->tokenizer_dir);
-    free(job->log_dir);
-    free(job->preview_prompt);
-    free(job->preview_negative);
-    free(job->preview_prompts_file);
-    sdt_preview_prompts_free(&job->preview_prompts);
+    sdt_train_options_release(&job->opt);
+    sdt_run_previews_free(&job->previews);
     free(job);
 }
 

@@ -6,29 +6,10 @@
 #include <string.h>
 
 #include "host/host_log.h"
-#include "c_numeric.h"
 #include "data/png_write.h"
 #include "data/preview_grid.h"
 #include "train/preview.h"
-#include "train/rng.h"
 #include "train/train_job.h"
-
-bool sdt_train_job_sync_parts(sdt_train_job *job, sdt_error *error)
-{
-    for (int p = 0; p < job->n_parts; p++)
-        if (!job->parts[p].ops->sync(&job->parts[p], job, error)) return false;
-    return true;
-}
-
-void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t size)
-{
-    const sdt_fallback *fb = &job->engine.fallback;
-    note[0] = '\0';
-    if (fb->fired) /* a file says how it was trained: fp32 from that step, at the backed-off rate */
-        sdt_c_snprintf(note, size, "fp32 from step %lld (%s), learning rate x%g", (long long)fb->fired_at_step,
-                 fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
-                 fb->cfg.lr_backoff);
-}
 
 bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 {
@@ -38,49 +19,7 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
             !job->parts[p].ops->save_snapshot(&job->parts[p], job, step, error))
             return false;
     /* The state follows every copy: a killed run loses at most the steps since this one. */
-    return sdt_train_job_write_run_state(job, error) && sdt_train_job_write_loss_plot(job, error);
-}
-
-bool sdt_train_job_write_loss_plot(sdt_train_job *job, sdt_error *error)
-{
-    if (!job->write_metrics) return true;
-    char path[4096], title[300];
-    snprintf(path, sizeof path, "%.4000s/" SDT_LOSS_PLOT_NAME, job->out.root);
-    snprintf(title, sizeof title, "%s (%s)", job->name, job->run_kind);
-    sdt_loss_plot plot = sdt_metrics_log_plot(&job->metrics, title);
-    return sdt_loss_plot_write(path, &plot, error);
-}
-
-/* The seed of column `col` of a preview: the listed one, or counted up from the run's preview
- * seed. When that is -1 a single preview's seed is drawn per step from the whole 64 bits (as
- * always); a grid's first seed is drawn in 32 bits, as A1111's seeds are, so the label is short
- * and `sdt-host generate --seed` takes it to render the cell again. */
-static uint64_t preview_seed_of(const sdt_train_job *job, int64_t step, int col)
-{
-    if (job->preview_seeds.listed) return job->preview_seeds.seeds[col];
-    if (job->preview_seed >= 0) return (uint64_t)job->preview_seed + (uint64_t)col;
-    uint64_t drawn = sdt_rng_derive(job->seed, (uint64_t)step);
-    return job->preview_grid ? (drawn & 0xFFFFFFFFu) + (uint64_t)col : drawn;
-}
-
-/* The PNG's parameters text of a grid: what each row and column is, as the picture shows. */
-static char *grid_parameters(const sdt_train_job *job, const sdt_preview_request *rq, const char *const *prompts,
-                             int rows, const uint64_t *seeds, int cols, int64_t step)
-{
-    size_t size = 512;
-    for (int r = 0; r < rows; r++) size += strlen(prompts[r]) + 2;
-    size += strlen(rq->negative) + (size_t)cols * 24;
-    char *text = malloc(size);
-    if (!text) return NULL;
-    size_t at = 0;
-    for (int r = 0; r < rows; r++) at += (size_t)snprintf(text + at, size - at, "%s\n", prompts[r]);
-    at += (size_t)sdt_c_snprintf(text + at, size - at, "Negative prompt: %s\nStep: %lld, Sampler: %s, Steps: %d, "
-                                 "CFG scale: %g, Size: %dx%d, Seeds:", rq->negative, (long long)step,
-                                 sdt_sampler_name(job->preview_sampler), rq->steps, (double)rq->cfg_scale, rq->width,
-                                 rq->height);
-    for (int c = 0; c < cols; c++)
-        at += (size_t)snprintf(text + at, size - at, "%s %llu", c ? "," : "", (unsigned long long)seeds[c]);
-    return text;
+    return sdt_train_job_write_run_state(job, error) && sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error);
 }
 
 /* Renders every cell of the preview: rows prompts x cols seeds, row-major into cells[]. */
@@ -105,30 +44,30 @@ static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char
 bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
 {
     sdt_train_job *job = vjob;
-    const char *prompt = job->preview_prompt ? job->preview_prompt : job->last_prompt;
+    const char *prompt = job->previews.prompt ? job->previews.prompt : job->last_prompt;
     /* one image unless a prompts file or seeds ask for a grid (then rows x cols cells, labelled) */
-    const char *const *prompts = job->preview_prompts.count ? (const char *const *)job->preview_prompts.prompts : &prompt;
-    int rows = job->preview_prompts.count ? job->preview_prompts.count : 1;
-    int cols = job->preview_grid ? job->preview_seeds.count : 1;
+    const char *const *prompts = job->previews.prompts.count ? (const char *const *)job->previews.prompts.prompts : &prompt;
+    int rows = job->previews.prompts.count ? job->previews.prompts.count : 1;
+    int cols = job->previews.grid ? job->previews.seeds.count : 1;
     uint64_t seeds[SDT_PREVIEW_GRID_MAX_COLS];
-    for (int c = 0; c < cols; c++) seeds[c] = preview_seed_of(job, step, c);
+    for (int c = 0; c < cols; c++) seeds[c] = sdt_run_previews_seed(&job->previews, job->opt.seed, step, c);
     sdt_preview_request rq = {prompt,
-                              job->preview_negative,
-                              (int)job->preview_width,
-                              (int)job->preview_height,
-                              (int)job->preview_steps,
-                              (float)job->preview_cfg,
+                              job->previews.negative,
+                              (int)job->previews.width,
+                              (int)job->previews.height,
+                              (int)job->previews.steps,
+                              (float)job->previews.cfg,
                               seeds[0],
                               job->clip_skip,
                               job->hook,
-                              job->preview_sampler};
+                              job->previews.sampler};
     uint8_t *cells[SDT_PREVIEW_GRID_MAX_ROWS * SDT_PREVIEW_GRID_MAX_COLS] = {0};
     float *kept[SDT_EMA_MAX_GROUPS];
-    bool average = job->ema_previews && job->ema.decay > 0; /* the preview shows the average; the trained values wait */
-    if (average && !sdt_train_job_average_swap_in(job, kept, error)) return false;
+    bool average = job->ema.previews && job->ema.decay > 0; /* the preview shows the average; the trained values wait */
+    if (average && !sdt_ema_swap_in(&job->ema, &job->engine, job->pb.be, kept, error)) return false;
     bool ok = render_cells(job, &rq, prompts, rows, seeds, cols, cells, error);
     sdt_error restore_error;
-    if (average && !sdt_train_job_average_swap_out(job, kept, &restore_error)) {
+    if (average && !sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &restore_error)) {
         for (int k = 0; k < rows * cols; k++) free(cells[k]);
         *error = restore_error;
         return false;
@@ -136,28 +75,14 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
     uint8_t *rgb = cells[0]; /* one image: the preview itself */
     int width = rq.width, height = rq.height;
     char *parameters = NULL;
-    if (ok && job->preview_grid) {
-        char title[256], seed_labels[SDT_PREVIEW_GRID_MAX_COLS][32];
-        const char *col_labels[SDT_PREVIEW_GRID_MAX_COLS];
-        sdt_c_snprintf(title, sizeof title, "step %lld  %s %d steps  cfg %g", (long long)step,
-                       sdt_sampler_name(job->preview_sampler), rq.steps, (double)rq.cfg_scale);
-        for (int c = 0; c < cols; c++) {
-            snprintf(seed_labels[c], sizeof seed_labels[c], "seed %llu", (unsigned long long)seeds[c]);
-            col_labels[c] = seed_labels[c];
-        }
-        sdt_preview_grid_labels labels = {rows, cols, prompts, col_labels, title};
-        sdt_preview_grid_layout layout;
-        ok = sdt_preview_grid_compose(&labels, (const uint8_t *const *)cells, rq.width, rq.height, &rgb, &layout, error);
-        width = layout.width;
-        height = layout.height;
-        parameters = grid_parameters(job, &rq, prompts, rows, seeds, cols, step);
-        if (ok && !parameters) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory describing the preview grid");
-    }
+    if (ok && job->previews.grid)
+        ok = sdt_run_previews_compose_grid(&job->previews, &rq, prompts, rows, seeds, cols, step, cells, &rgb, &width, &height,
+                                           &parameters, error);
     char path[4096];
     if (!ok) {
         /* nothing written */
-    } else if (!sdt_output_file(path, sizeof path, job->out.images, job->name, step, ".png"))
-        ok = sdt_fail(error, SDT_ERR_IO, "%s: the preview path is too long", job->out.images);
+    } else if (!sdt_output_file(path, sizeof path, job->outputs.dirs.images, job->name, step, ".png"))
+        ok = sdt_fail(error, SDT_ERR_IO, "%s: the preview path is too long", job->outputs.dirs.images);
     else if (!sdt_png_write_rgb(path, rgb, width, height, "parameters", parameters ? parameters : prompt, error))
         ok = false;
     else {
@@ -175,6 +100,31 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
     for (int k = 0; k < rows * cols; k++) free(cells[k]);
     free(parameters);
     return ok;
+}
+
+/* Without ema_result: each part's average beside its result. (With it, the final save writes
+ * the results from the average itself: train_job_save.c.) */
+static bool save_average_beside(sdt_train_job *job, sdt_error *error)
+{
+    if (job->ema.decay <= 0 || job->ema.result) return true;
+    float *kept[SDT_EMA_MAX_GROUPS];
+    if (!sdt_ema_swap_in(&job->ema, &job->engine, job->pb.be, kept, error)) return false;
+    bool ok = true;
+    for (int p = 0; ok && p < job->n_parts; p++) {
+        sdt_train_part *part = &job->parts[p];
+        const char *path = part->average_path; /* named and locked with the part (train_job_prepare.c) */
+        if (!path) continue;
+        ok = part->ops->save_as(part, job, path, error);
+        if (ok) sdt_host_log(job->host, SDT_LOG_INFO, "the average of the %s's values (ema %g, every %lld steps) is saved as %s",
+                             part->what, job->ema.decay, (long long)job->ema.every, path);
+    }
+    sdt_error restore_error;
+    if (!sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &restore_error) && ok) {
+        *error = restore_error;
+        ok = false;
+    }
+    /* the parts' host copies (an embedding's vectors) go back to the trained values */
+    return sdt_train_job_sync_parts(job, ok ? error : &restore_error) && ok;
 }
 
 /* What the final save has written so far, for a sentence about a failure after it. */
@@ -217,8 +167,8 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
     if (state_saved) saved_add(&saved, "the training state", state);
     /* ema_result: the results hold the average (the trained values stay in the state) */
     float *kept[SDT_EMA_MAX_GROUPS];
-    bool average = job->ema_result && job->ema.decay > 0;
-    if (average && (!sdt_train_job_average_swap_in(job, kept, error) || !sdt_train_job_sync_parts(job, error))) {
+    bool average = job->ema.result && job->ema.decay > 0;
+    if (average && (!sdt_ema_swap_in(&job->ema, &job->engine, job->pb.be, kept, error) || !sdt_train_job_sync_parts(job, error))) {
         if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
         return fail_after(error, &saved, job->step);
     }
@@ -228,7 +178,7 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
             if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
             fail_after(error, &saved, job->step);
             if (state_saved) sdt_error_append(error, "; resume from the state");
-            if (average) sdt_train_job_average_swap_out(job, kept, &state_error);
+            if (average) sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &state_error);
             return false;
         }
         char what[64];
@@ -242,22 +192,22 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
             cards = false;
     if (average) { /* the trained values back on the device and in the parts' host copies */
         sdt_error why;
-        if ((!sdt_train_job_average_swap_out(job, kept, &why) || !sdt_train_job_sync_parts(job, &why)) && cards) {
+        if ((!sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &why) || !sdt_train_job_sync_parts(job, &why)) && cards) {
             *error = why;
             cards = false;
         }
     }
     if (!cards) return fail_after(error, &saved, job->step);
-    if (!sdt_train_job_average_save(job, error)) return fail_after(error, &saved, job->step);
+    if (!save_average_beside(job, error)) return fail_after(error, &saved, job->step);
     if (!state_saved) {
         if (error) *error = state_error;
         return sdt_error_wrap(error, "the %s was saved as %s, but the training state was not", job->parts[0].what,
                               job->parts[0].output_path);
     }
     /* The last step's row after the files: the trained files come first on a full disk. */
-    if (!sdt_train_job_flush_csv(job, error) || !sdt_train_job_write_loss_plot(job, error))
+    if (!sdt_run_outputs_flush_csv(&job->outputs, job->host, error) || !sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error))
         return fail_after(error, &saved, job->step);
-    sdt_train_job_validation_summary(job);
+    sdt_validation_summary(&job->val, job->step, job->outputs.dirs.root, job->host);
     snprintf(job->saved_note, sizeof job->saved_note, "%s (step %lld)", saved.text, (long long)job->step);
     sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
                  reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
@@ -266,3 +216,4 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
 }
 
 const char *sdt_train_job_saved_note(const void *job) { return ((const sdt_train_job *)job)->saved_note; }
+

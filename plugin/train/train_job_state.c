@@ -119,12 +119,12 @@ static int run_options(const sdt_train_job *job, run_option *o)
     option_number(&o[n++], "timestep_min", "--timestep-min", true, l->timestep_min);
     option_number(&o[n++], "timestep_max", "--timestep-max", true, l->timestep_max);
     option_bool(&o[n++], "zero_terminal_snr", "--zero-terminal-snr", l->zero_terminal_snr);
-    option_bool(&o[n++], "flip", "--flip", job->flip);
-    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->caption_dropout > 0, job->caption_dropout);
-    option_number(&o[n++], "keep_tokens", "--keep-tokens", job->keep_tokens > 0, job->keep_tokens);
-    option_number(&o[n++], "tag_dropout", "--tag-dropout", job->tag_dropout > 0, job->tag_dropout);
-    option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->shuffle_tags);
-    option_bool(&o[n++], "use_alpha_as_loss_weight", "--alpha-loss-weight", job->use_alpha);
+    option_bool(&o[n++], "flip", "--flip", job->data.flip);
+    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->data.caption_dropout > 0, job->data.caption_dropout);
+    option_number(&o[n++], "keep_tokens", "--keep-tokens", job->data.keep_tokens > 0, job->data.keep_tokens);
+    option_number(&o[n++], "tag_dropout", "--tag-dropout", job->data.tag_dropout > 0, job->data.tag_dropout);
+    option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->data.shuffle_tags);
+    option_bool(&o[n++], "use_alpha_as_loss_weight", "--alpha-loss-weight", job->data.use_alpha);
     return n;
 }
 
@@ -175,7 +175,7 @@ static char *state_json(sdt_train_job *job)
 {
     cJSON *j = cJSON_CreateObject();
     char num[64];
-    snprintf(num, sizeof num, "%" PRIu64, job->seed);
+    snprintf(num, sizeof num, "%" PRIu64, job->opt.seed);
     cJSON_AddStringToObject(j, "seed", num);
     cJSON_AddNumberToObject(j, "step", (double)job->step);
     cJSON_AddNumberToObject(j, "initial_step", (double)job->initial_step);
@@ -185,7 +185,7 @@ static char *state_json(sdt_train_job *job)
     cJSON_AddStringToObject(j, "precision", sdt_precision_name(job->precision));
     int64_t epoch;
     int position;
-    sdt_data_order_get_position(&job->order, &epoch, &position);
+    sdt_data_order_get_position(&job->data.order, &epoch, &position);
     cJSON_AddNumberToObject(j, "data_epoch", (double)epoch);
     cJSON_AddNumberToObject(j, "data_position", position);
     char sched[4096];
@@ -214,10 +214,9 @@ static char *state_json(sdt_train_job *job)
         cJSON_AddNumberToObject(sc, "growth_tracker", (double)s.growth_tracker);
         cJSON_AddNumberToObject(sc, "hysteresis_tracker", s.hysteresis_tracker);
     }
-    sdt_train_job_validation_to_json(job, j);
+    sdt_validation_to_json(&job->val, j);
     add_run_options(job, j);
-    /* the last step's row that the run's end writes: a kill between this state and that row loses nothing */
-    if (job->csv_row_unwritten) cJSON_AddStringToObject(j, "csv_row", job->csv_unwritten);
+    sdt_run_outputs_to_json(&job->outputs, j);
     char *text = sdt_json_print_compact(j);
     cJSON_Delete(j);
     return text;
@@ -239,7 +238,7 @@ static bool all_nonnegative(const float *v, size_t n)
 
 void sdt_train_job_state_path(const sdt_train_job *job, char *out, size_t size)
 {
-    snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->out.root, job->name);
+    snprintf(out, size, "%.3800s/%.200s" STATE_SUFFIX, job->outputs.dirs.root, job->name);
 }
 
 /* The hash of one group's values in parameter order (the value tensors of that group in t, every
@@ -292,7 +291,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     int n_items = n;
     char ema_names[SDT_EMA_MAX_GROUPS][STATE_KEY_MAX];
     for (int g = 0; ok && g < job->ema.n_groups; g++) { /* the average: "ema.<group>", one block per group */
-        snprintf(ema_names[g], STATE_KEY_MAX, "ema.%s", job->engine.groups[g].name);
+        sdt_ema_state_key(&job->engine, g, ema_names[g], STATE_KEY_MAX);
         int64_t shape[1] = {(int64_t)job->ema.count[g]};
         finite &= all_finite(job->ema.values[g], job->ema.count[g]);
         views[n_items] = sdt_tensor_make(job->ema.values[g], SDT_F32, SDT_DEVICE_CPU, 1, shape);
@@ -333,7 +332,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][1], hashes[p]};
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
-            if (job->ema_result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
+            if (job->ema.result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
                 sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
                 snprintf(keys[p][4], 64, "%s_ema_sha256", part->what);
                 meta[n_meta++] = (sdt_st_kv){keys[p][4], ema_hashes[p]};
@@ -352,7 +351,7 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     free(views);
     free(t);
     if (!ok) return false;
-    job->last_state_at = sdt_train_job_clock();
+    job->last_state_at = sdt_run_clock();
     sdt_host_file_saved(job->host, SDT_FILE_TRAINING_STATE, path, job->step);
     return true;
 }
@@ -489,14 +488,7 @@ static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *
     if (num(j, "initial_step") > step || (double)meta_int(st, "step") != step)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's step (%.17g) disagrees with its first step or its "
                         "metadata (the file is damaged); resume from an earlier state, or train without --resume", path, step);
-    const cJSON *row = cJSON_GetObjectItemCaseSensitive(j, "csv_row");
-    const char *text = cJSON_GetStringValue(row);
-    char *end = NULL;
-    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') || (double)strtoll(text, &end, 10) != step ||
-                *end != ','))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
-                        "is damaged); resume from an earlier state, or train without --resume", path, step);
-    return sdt_train_job_validation_check_json(j, path, error);
+    return sdt_run_outputs_check_json(j, step, path, error) && sdt_validation_check_json(j, path, error);
 }
 
 /* The state must come from this run's name, model and seed, or the run would not continue as it was. */
@@ -512,7 +504,7 @@ static bool state_matches_run(const sdt_train_job *job, const sdt_safetensors *s
     if (hash && *hash && job->checkpoint_hash[0] && strcmp(hash, job->checkpoint_hash) != 0)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run was trained on model %s but this model is %s; resume on the same model",
                  path, hash, job->checkpoint_hash);
-    if (!seed || strtoull(seed, NULL, 10) != job->seed)
+    if (!seed || strtoull(seed, NULL, 10) != job->opt.seed)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
                  "would have", path, seed ? seed : "?");
     return true;
@@ -697,42 +689,13 @@ static bool restore_scaler(sdt_train_job *job, const cJSON *sc, sdt_error *error
 
 /* The average from the state ("ema.<group>"); a state without it (a run without --ema) starts it
  * from the resumed values. */
-static bool restore_average(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
-{
-    sdt_ema *e = &job->ema;
-    if (e->decay <= 0) return true;
-    const char *recorded = cJSON_GetStringValue(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay"));
-    for (int g = 0; g < e->n_groups; g++) {
-        char name[STATE_KEY_MAX];
-        snprintf(name, sizeof name, "ema.%s", job->engine.groups[g].name);
-        const sdt_st_entry *entry = sdt_st_find(st, name);
-        if (!entry && recorded)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
-                            "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
-                            path, name, recorded);
-        if (!entry) {
-            sdt_host_log(job->host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
-                         "starts from the resumed values", path, job->engine.groups[g].name);
-            free(e->values[g]);
-            if (!(e->values[g] = sdt_train_job_group_values(job, g, &e->count[g], error))) return false;
-            continue;
-        }
-        if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
-                            "the state file of this run", path, name, job->engine.groups[g].name, e->count[g]);
-        memcpy(e->values[g], entry->data, (size_t)entry->nbytes);
-        if (!all_finite(e->values[g], e->count[g]))
-            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
-                            "an earlier state, or train without --resume", path, name);
-    }
-    return true;
-}
-
 static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
-    if (!restore_tensors(job, st, path, error) || !restore_average(job, st, j, path, error)) return false;
-    sdt_train_job_validation_from_json(job, j);
+    if (!restore_tensors(job, st, path, error) || !sdt_ema_restore(&job->ema, &job->engine, job->pb.be, st,
+                                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                                             cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay")),
+                                         path, job->host, error)) return false;
+    sdt_validation_from_json(&job->val, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
     job->initial_step = (int64_t)num(j, "initial_step");
@@ -751,15 +714,15 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     e->fallback.consecutive = (int)num(f, "consecutive");
     /* The schedules come from this panel (max steps may have grown since the state was saved),
      * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
-    if (job->max_steps < job->step)
+    if (job->opt.max_steps < job->step)
         return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, past max steps (%lld); raise max steps "
-                        "to continue it", path, (long long)job->step, (long long)job->max_steps);
-    if (job->max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
+                        "to continue it", path, (long long)job->step, (long long)job->opt.max_steps);
+    if (job->opt.max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
         sdt_host_log(job->host, SDT_LOG_INFO, "%s is at step %lld, which is max steps: nothing is left to train, so the run "
                      "only writes the trained files from it; raise max steps to train further", path,
                      (long long)job->step);
         job->end_step = job->step; /* no schedule to parse: no step will run */
-    } else if (!sdt_step_engine_parse_schedules(e, job->step, job->max_steps, &job->end_step, error) ||
+    } else if (!sdt_step_engine_parse_schedules(e, job->step, job->opt.max_steps, &job->end_step, error) ||
                !sdt_step_engine_reapply_backoff(e, job->step, error)) {
         return false;
     }
@@ -768,16 +731,9 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
         if (!sdt_train_job_use_fp32(job, error)) return false;
     }
     if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
-    if (!sdt_data_order_set_position(&job->order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
+    if (!sdt_data_order_set_position(&job->data.order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
         return false;
-    /* The state's row not yet in the CSV (write_csv_every skipped it) is written at the run's end,
-     * as it would have been; a copy the killed run wrote after this state goes first. */
-    const char *row = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "csv_row"));
-    job->csv_row_unwritten = row != NULL;
-    if (row) snprintf(job->csv_unwritten, sizeof job->csv_unwritten, "%s", row);
-    sdt_error why;
-    if (!sdt_loss_csv_truncate_after(job->out.loss_csv, row ? job->step - 1 : job->step, &why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", why.message);
+    sdt_run_outputs_from_json(&job->outputs, j, job->step, job->host);
     return true;
 }
 

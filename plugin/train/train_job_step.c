@@ -80,11 +80,11 @@ static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
  * filled; or the empty prompt when caption drop-out picks the sample (true then). */
 static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
 {
-    bool dropped = sdt_augment_caption_dropped(job->seed, draw, job->caption_dropout);
-    sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->seed ^ 0x5445u, draw));
-    sdt_prompt_rules pr = {job->shuffle_tags, job->tag_dropout, (int)job->keep_tokens};
+    bool dropped = sdt_augment_caption_dropped(job->opt.seed, draw, job->data.caption_dropout);
+    sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->opt.seed ^ 0x5445u, draw));
+    sdt_prompt_rules pr = {job->data.shuffle_tags, job->data.tag_dropout, (int)job->data.keep_tokens};
     char *prompt = dropped ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
-                           : sdt_caption_prompt(&job->tmpl, job->ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
+                           : sdt_caption_prompt(&job->tmpl, job->data.ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
     sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
     if (b == 0 && prompt && !dropped) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
     free(prompt);
@@ -94,14 +94,14 @@ static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_promp
 /* Fills the inputs of micro-batch `micro` (a global counter) from the items idx[0..batch). */
 static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batch_buffers *buf, sdt_pass_inputs *in, sdt_error *error)
 {
-    const latent_entry *first = &job->lc.items[idx[0]];
+    const latent_entry *first = &job->data.lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
     memset(in, 0, sizeof(*in));
     int extra = inpaint_extra_channels(&job->rt);
     int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
-    in->shape = (sdt_pass_shape){.batch = job->batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
-                                .in_c = first->c + extra, .weighted = sdt_loss_options_weighted(&job->loss, job->use_alpha)};
-    if (!buffers_alloc(buf, job->batch, n, n_in)) {
+    in->shape = (sdt_pass_shape){.batch = job->data.batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
+                                .in_c = first->c + extra, .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
+    if (!buffers_alloc(buf, job->data.batch, n, n_in)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
     }
@@ -109,21 +109,21 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
                               : NULL;
     if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
-    for (int b = 0; b < job->batch; b++) {
-        uint64_t draw = micro * (uint64_t)job->batch + (uint64_t)b;
-        bool flipped = job->flip && sdt_augment_flip(job->seed, draw);
-        const latent_entry *e = latent_cache_entry(&job->lc, idx[b], flipped);
-        if (latent_cache_numel(&job->lc, idx[b]) != n) {
+    for (int b = 0; b < job->data.batch; b++) {
+        uint64_t draw = micro * (uint64_t)job->data.batch + (uint64_t)b;
+        bool flipped = job->data.flip && sdt_augment_flip(job->opt.seed, draw);
+        const latent_entry *e = latent_cache_entry(&job->data.lc, idx[b], flipped);
+        if (latent_cache_numel(&job->data.lc, idx[b]) != n) {
             sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
-                     job->ds.items[idx[b]].path);
+                     job->data.ds.items[idx[b]].path);
             return false;
         }
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
-        latent_cache_get(&job->lc, idx[b], draw, flipped, x0);
-        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->ds.items[idx[b]].path);
-        sdt_rng_normal_fill(job->seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
-        sdt_loss_offset_noise(&job->loss, job->seed, draw, noise, e->c, hw);
-        int t = sdt_loss_timestep(&job->loss, job->seed, draw);
+        latent_cache_get(&job->data.lc, idx[b], draw, flipped, x0);
+        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->data.ds.items[idx[b]].path);
+        sdt_rng_normal_fill(job->opt.seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
+        sdt_loss_offset_noise(&job->loss, job->opt.seed, draw, noise, e->c, hw);
+        int t = sdt_loss_timestep(&job->loss, job->opt.seed, draw);
         buf->timesteps[b] = (float)t;
         sdt_q_sample(&job->sched, t, x0, noise, buf->noisy + b * n_in, n);
         if (extra) memcpy(buf->noisy + b * n_in + n, cond, (size_t)(n_in - n) * sizeof(float));
@@ -134,10 +134,10 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
         job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
-        buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->ds.items[idx[b]], e, flipped);
-        if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->ds.items[idx[b]].path;
+        buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->data.ds.items[idx[b]], e, flipped);
+        if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
     }
-    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->batch, buf->tokens, buf->overrides,
+    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->data.batch, buf->tokens, buf->overrides,
                                        &in->n_overrides);
     in->tokens = buf->tokens;
     in->overrides = buf->overrides;
@@ -147,42 +147,6 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
     in->timesteps = buf->timesteps;
     in->end_id = sdt_tokenizer_eos(job->tok);
     in->sizes = sd_text_rules_of(&job->rt.cfg).sdxl ? buf->sizes : NULL;
-    return true;
-}
-
-sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e,
-                                          bool flipped)
-{
-    int f = vae_factor(&job->rt.cfg.vae);
-    /* without buckets the whole image, resized to the training size (crop 0, as kohya and diffusers pass);
-     * with them the crop's corner in the resized image, its left seen from the right when mirrored */
-    int crop_left = flipped ? it->resized_width - it->width - it->crop_left : it->crop_left;
-    sdt_sdxl_sizes s = {it->source_height, it->source_width, it->crop_top, crop_left, (double)e->h * f, (double)e->w * f};
-    return s;
-}
-
-sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
-{
-    sdt_pass_trainables tr = {.rows = job->rows, .drows = job->drows, .hook = job->hook};
-    return tr;
-}
-
-sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
-{
-    return (sdt_pass_options){job->clip_skip, job->checkpointing, job->anomaly, job->loss.type, job->loss.huber_delta};
-}
-
-/* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
-bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
-{
-    if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
-    size_t bytes;
-    sdt_pass_trainables tr = sdt_train_job_trainables(job);
-    if (!sdt_pass_measure(&job->rt, po, shape, &tr, &bytes, error) ||
-        !work_arena_reserve(&job->wa, job->pb.be, bytes, error))
-        return false;
-    job->measured = *shape;
-    job->have_measured = true;
     return true;
 }
 
@@ -208,29 +172,29 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
     job->n_batch_files = 0;
     job->n_bad_input_files = 0;
     job->step_prompts_dropped = 0;
-    for (int micro = 0; micro < job->grad_accum; micro++) {
-        const int *idx = sdt_data_order_next(&job->order, NULL, NULL);
-        uint64_t counter = (uint64_t)job->step * (uint64_t)job->grad_accum + (uint64_t)micro;
+    for (int micro = 0; micro < job->data.grad_accum; micro++) {
+        const int *idx = sdt_data_order_next(&job->data.order, NULL, NULL);
+        uint64_t counter = (uint64_t)job->step * (uint64_t)job->data.grad_accum + (uint64_t)micro;
         for (int p = 0; p < job->n_parts; p++)
             if (job->parts[p].ops->begin_micro) job->parts[p].ops->begin_micro(&job->parts[p], job, counter);
         batch_buffers buf;
         sdt_pass_inputs in;
         double l = 0;
         bool ok = build_batch(job, counter, idx, &buf, &in, error) && sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
-                  sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->grad_accum, true, &l, error);
+                  sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->data.grad_accum, true, &l, error);
         buffers_free(&buf);
-        if (!ok && error->code == SDT_ERR_NUMERICAL && job->anomaly) return anomaly_stop(job, error);
+        if (!ok && error->code == SDT_ERR_NUMERICAL && job->opt.anomaly_mode) return anomaly_stop(job, error);
         if (!ok) return false;
         if (job->engine.scaler) {
             double scaled;
-            sdt_core_status cs = sdt_scaler_scale_loss(job->engine.scaler, l, job->batch, &scaled, error);
+            sdt_core_status cs = sdt_scaler_scale_loss(job->engine.scaler, l, job->data.batch, &scaled, error);
             if (cs != SDT_CORE_OK) return false;
         }
         for (int g = 0; g < job->engine.n_groups; g++) sdt_optimizer_note_backward(job->engine.groups[g].opt, scale);
-        *loss += l / job->grad_accum;
+        *loss += l / job->data.grad_accum;
     }
     /* every sample on the empty prompt: an embedding's gradient is exactly zero, and rightly so */
-    job->engine.zero_gradient_expected = job->step_prompts_dropped == job->grad_accum * job->batch;
+    job->engine.zero_gradient_expected = job->step_prompts_dropped == job->data.grad_accum * job->data.batch;
     return true;
 }
 
@@ -276,43 +240,13 @@ static void engine_log(void *user, sdt_log_level level, const char *message)
 
 static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
 
-/* A row of the loss CSV. A failure for IO (the disk) is returned (the run stops: run_loop.h);
- * any other (e.g. an existing CSV with other columns) is one warning for the run, and training goes on:
- * every later row would be refused for the same reason. */
-static bool append_csv_row(sdt_train_job *job, const char *row_text, sdt_error *error)
-{
-    sdt_error why;
-    if (sdt_loss_csv_append_line(job->out.loss_csv, job->val.on, row_text, &why)) return true;
-    if (why.code == SDT_ERR_IO) {
-        if (error) *error = why;
-        return false;
-    }
-    if (!job->csv_refused)
-        sdt_host_log(job->host, SDT_LOG_WARNING, "the loss CSV was not updated: %s; this run adds no rows to it",
-                     why.message);
-    job->csv_refused = true;
-    return true;
-}
-
 /* Every write_csv_every-th step's row now; another step's is kept for the run's end.
  * images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
 static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
-    if (job->write_csv_every <= 0) return;
     sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
                         sdt_precision_name(job->precision), m->skipped_steps, images_per_s, job->val.on, job->val.last_loss};
-    sdt_loss_row_format(&row, job->csv_unwritten, sizeof job->csv_unwritten); /* SDT_LOSS_ROW_MAX holds any row */
-    job->csv_row_unwritten = job->step % job->write_csv_every != 0;
-    sdt_error why;
-    if (!job->csv_row_unwritten && !append_csv_row(job, job->csv_unwritten, &why) && job->write_failure.code == SDT_ERR_OK)
-        job->write_failure = why;
-}
-
-bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error)
-{
-    if (!job->csv_row_unwritten) return true;
-    job->csv_row_unwritten = false;
-    return append_csv_row(job, job->csv_unwritten, error);
+    sdt_run_outputs_csv_row(&job->outputs, &row, job->host);
 }
 
 /* The state on a time interval (save_state_every_seconds), besides the one written with every
@@ -320,13 +254,11 @@ bool sdt_train_job_flush_csv(sdt_train_job *job, sdt_error *error)
  * warning, and training goes on. */
 static void save_state_if_due(sdt_train_job *job)
 {
-    if (job->state_every_s <= 0 || sdt_train_job_clock() - job->last_state_at < (double)job->state_every_s) return;
+    if (job->opt.save_state_every_seconds <= 0 || sdt_run_clock() - job->last_state_at < (double)job->opt.save_state_every_seconds) return;
     sdt_error why;
     sdt_error_clear(&why);
     if (sdt_train_job_write_run_state(job, &why)) return;
-    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK)
-        job->write_failure = why;
-    else
+    if (!sdt_run_outputs_note_failure(&job->outputs, &why))
         sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
                      (long long)job->step, why.message);
 }
@@ -334,17 +266,13 @@ static void save_state_if_due(sdt_train_job *job)
 static bool job_write_failed(void *vjob, sdt_error *error)
 {
     sdt_train_job *job = vjob;
-    if (job->write_failure.code == SDT_ERR_OK) return false;
-    *error = job->write_failure;
-    sdt_error_wrap(error, "Step %lld: a file of the run could not be written, so training stopped", (long long)job->step);
-    sdt_error_clear(&job->write_failure);
-    return true;
+    return sdt_run_outputs_take_failure(&job->outputs, job->step, error);
 }
 
 /* This step's line of metrics.jsonl (write_metrics): a failure for IO stops the run as the CSV's does. */
 static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
-    if (!job->write_metrics) return;
+    if (!job->outputs.write_metrics) return;
     sdt_metrics_record r = {.step = m->step, .epoch = m->epoch, .loss = m->loss, .validation_loss = job->val.last_loss,
                             .learn_rate = m->learn_rate, .grad_norm = m->grad_norm, .loss_scale = m->loss_scale,
                             .images_per_s = images_per_s, .skipped = job->engine.skipped > job->skipped_before,
@@ -354,16 +282,13 @@ static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double 
         r.group_names[g] = job->engine.groups[g].name;
         r.group_rates[g] = sdt_lr_at(&job->engine.groups[g].lr, job->step - 1); /* the step just taken */
     }
-    sdt_error why;
-    if (sdt_metrics_log_append(&job->metrics, &r, &why)) return;
-    if (why.code == SDT_ERR_IO && job->write_failure.code == SDT_ERR_OK) job->write_failure = why;
-    else if (why.code != SDT_ERR_IO) sdt_host_log(job->host, SDT_LOG_WARNING, "metrics.jsonl was not updated: %s", why.message);
+    sdt_run_outputs_metrics_line(&job->outputs, &r, job->host);
 }
 
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     sdt_train_job *job = vjob;
-    double started = sdt_train_job_clock();
+    double started = sdt_run_clock();
     job->skipped_before = job->engine.skipped;
     job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
     sdt_step_result r;
@@ -371,8 +296,8 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     job->step++;
     m->step = job->step;
     m->max_steps = job->end_step;
-    m->epoch = (job->step - 1) / job->steps_per_epoch;
-    m->epoch_step = (job->step - 1) % job->steps_per_epoch;
+    m->epoch = (job->step - 1) / job->data.steps_per_epoch;
+    m->epoch_step = (job->step - 1) % job->data.steps_per_epoch;
     m->skipped_steps = job->engine.skipped;
     m->loss = r.loss;
     m->grad_norm = r.grad_norm;
@@ -380,10 +305,10 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     m->loss_scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0;
     m->precision = job->precision;
     m->fallback_fired = job->engine.fallback.fired;
-    *images = (uint32_t)(job->batch * job->grad_accum);
-    double seconds = sdt_train_job_clock() - started; /* the step's own time: validation below is not training */
+    *images = (uint32_t)(job->data.batch * job->data.grad_accum);
+    double seconds = sdt_run_clock() - started; /* the step's own time: validation below is not training */
     /* The average and the validation after the update; neither draws from the training's RNG. */
-    if (!sdt_train_job_average_update(job, error) || !sdt_train_job_validate_if_due(job, error)) return false;
+    if (!sdt_ema_update(&job->ema, &job->engine, job->pb.be, job->step, error) || !sdt_train_job_validate_if_due(job, error)) return false;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     write_metrics_line(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     save_state_if_due(job);
@@ -403,7 +328,7 @@ const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
 
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
 {
-    sdt_run_params p = {.save_every = job->save_every, .preview_every = job->preview_every, .backend = job->pb.be,
+    sdt_run_params p = {.save_every = job->opt.save_every, .preview_every = job->previews.every, .backend = job->pb.be,
                         .memory_estimate_bytes = job->memory_estimate_bytes};
     return p;
 }

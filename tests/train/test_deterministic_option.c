@@ -59,10 +59,10 @@ int main(void)
 
     /* the job keeps it for the backend it opens at load */
     sdt_train_job *job = sdt_train_job_new(&on, "textual_inversion", NULL, NULL, NULL, &e);
-    CHECK(job && job->deterministic, "the job holds the option: %s", e.message);
+    CHECK(job && job->opt.deterministic, "the job holds the option: %s", e.message);
     if (job) sdt_train_job_destroy(job);
     job = sdt_train_job_new(&d, "textual_inversion", NULL, NULL, NULL, &e);
-    CHECK(job && !job->deterministic, "the job holds the default false: %s", e.message);
+    CHECK(job && !job->opt.deterministic, "the job holds the default false: %s", e.message);
     if (job) sdt_train_job_destroy(job);
     return sdt_test_finish("train_test_deterministic_option");
 }
