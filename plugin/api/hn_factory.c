@@ -77,6 +77,7 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
     const sdt_train_options *o = &rq->options;
     if (!sdt_train_options_read(&rq->options, c.train_options, HN_LOG_DIR, "config.train_options", error)) return false;
     rq->options_prefix = "config.train_options->";
+    rq->train_options_prefix = "config.train_options->";
     rq->has_hypernetwork = true;
     rq->hypernetwork = (sdt_hypernetwork_settings){
         .path = c.hypernetwork_path,
@@ -84,6 +85,7 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
         .weight_decay = c.weight_decay,
         .strength = c.strength,
         .preview_hypernetworks = c.preview_hypernetworks,
+        .preview_hypernetworks_field = "config.preview_hypernetworks",
         .preview_strength = c.preview_strength};
     rq->has_embedding = c.embedding_path && c.embedding_path[0];
     bool own_clip = c.embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */

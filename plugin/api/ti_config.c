@@ -87,6 +87,7 @@ bool ti_config_read(const sdt_ti_config *host, sdt_train_request *rq, sdt_error 
     memset(rq, 0, sizeof *rq);
     if (!ti_config_read_options(&own, &rq->options, error)) return false;
     rq->options_prefix = "config.";
+    rq->train_options_prefix = "config.train_options->";
     rq->has_embedding = true;
     rq->embedding = (sdt_embedding_settings){
         .path = own.embedding_path,

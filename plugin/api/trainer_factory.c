@@ -83,6 +83,7 @@ static bool read_hypernetwork(const sdt_hypernetwork_part *host, sdt_train_reque
         .weight_decay = p.weight_decay,
         .strength = p.strength,
         .preview_hypernetworks = p.preview_hypernetworks,
+        .preview_hypernetworks_field = "hypernetwork->preview_hypernetworks",
         .preview_strength = p.preview_strength};
     return sdt_hypernetwork_settings_check(&rq->hypernetwork, "hypernetwork->", error);
 }
@@ -132,6 +133,7 @@ static bool read_config(const sdt_trainer_config *host, sdt_train_request *rq, s
     if (!sdt_train_options_read(&rq->options, c.options, NULL, "options", error)) return false;
     if (!rq->options.log_dir) rq->options.log_dir = c.hypernetwork ? "hypernetworks" : "textual_inversion"; /* A1111's */
     rq->options_prefix = "options->";
+    rq->train_options_prefix = "options->";
     return (!c.hypernetwork || read_hypernetwork(c.hypernetwork, rq, error)) &&
            (!c.embedding || read_embedding(c.embedding, rq, error)) &&
            sdt_train_options_check(&rq->options, "options->", error);

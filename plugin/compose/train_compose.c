@@ -16,7 +16,8 @@ static sdt_schedule_texts texts_of(const sdt_part_schedules *s)
 /* A hypernetwork run's first part: the file, then its name (A1111's [name] is the hypernetwork's) and step. */
 static bool open_hypernetwork(sdt_train_job *job, const sdt_hypernetwork_settings *s, hn_part **out, sdt_error *error)
 {
-    hn_part *hp = *out = hn_part_open(job, s->path, s->strength, s->preview_hypernetworks, s->preview_strength, error);
+    hn_part *hp = *out = hn_part_open(job, s->path, s->strength, s->preview_hypernetworks, s->preview_hypernetworks_field,
+                                     s->preview_strength, error);
     if (!hp) return false;
     snprintf(job->name, sizeof job->name, "%s", hn_part_name(hp));
     snprintf(job->prompt_name, sizeof job->prompt_name, "%s", hn_part_name(hp));
@@ -66,6 +67,7 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
                                                                         : &sdt_output_layout_hypernetwork;
     sdt_train_job *job = sdt_train_job_new(o, hn ? "hypernetwork" : "embedding", layout, host, control, error);
     if (!job) return false;
+    sdt_train_job_name_options(job, rq->train_options_prefix);
     bool resume = o->resume_state_path && *o->resume_state_path;
     hn_part *hp = NULL;
     ti_part *tp = NULL;

@@ -35,12 +35,15 @@ typedef struct sdt_hypernetwork_settings {
     double weight_decay;
     double strength;
     const char *preview_hypernetworks; /* NULL or "": none */
+    const char *preview_hypernetworks_field; /* its name in sentences */
     double preview_strength;           /* 0: strength */
 } sdt_hypernetwork_settings;
 
 typedef struct sdt_train_request {
     sdt_train_options options;        /* complete: defaults under what the host gave, log_dir resolved */
     const char *options_prefix;       /* how sentences name an option: "options->", "config.", ... */
+    const char *train_options_prefix; /* how they name one only sdt_train_options has (1.5 on): "options->",
+                                       * "config.train_options->" */
     bool has_embedding, has_hypernetwork;
     sdt_embedding_settings embedding;
     sdt_hypernetwork_settings hypernetwork;

@@ -262,7 +262,7 @@ bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
 
 /* Phase 1, before the model: the file, its values, the name, where the result goes. */
 hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, const char *preview_hypernetworks,
-                      double preview_strength, sdt_error *error)
+                      const char *preview_field, double preview_strength, sdt_error *error)
 {
     hn_part *hp = calloc(1, sizeof *hp);
     if (!hp || !(hp->cpu = sdt_backend_cpu_create(1))) {
@@ -272,7 +272,7 @@ hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, con
     }
     hp->strength = (float)strength;
     char sha[SDT_SHA256_HEX] = "";
-    bool ok = sdt_hn_preview_chain_parse(&hp->preview, preview_hypernetworks, hp->strength, preview_strength, error) &&
+    bool ok = sdt_hn_preview_chain_parse(&hp->preview, preview_hypernetworks, preview_field, hp->strength, preview_strength, error) &&
               (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
     if (ok) {
         int64_t n = sdt_hn_param_numel(hp->hn);

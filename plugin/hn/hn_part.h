@@ -15,7 +15,7 @@ typedef struct hn_part hn_part;
  * preview_strength, 0 = strength), the file, its values (finite), its folder (writable), where the
  * result goes and the part on the job. The job owns the part from here on. */
 hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, const char *preview_hypernetworks,
-                      double preview_strength, sdt_error *error);
+                      const char *preview_field, double preview_strength, sdt_error *error);
 /* The name (A1111's, from the file) and the step the file records. */
 const char *hn_part_name(const hn_part *hp);
 int64_t hn_part_step(const hn_part *hp);

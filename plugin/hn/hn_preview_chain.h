@@ -24,9 +24,9 @@ typedef struct sdt_hn_preview_chain {
 
 /* Before the model: "FILE[:STRENGTH]; ..." (NULL or "" is none; a part after the last ':' that
  * is a number is the strength, else part of the file name), each file readable. preview_strength
- * 0 means the training strength. false + a sentence naming config.preview_hypernetworks. */
-bool sdt_hn_preview_chain_parse(sdt_hn_preview_chain *c, const char *list, float strength, double preview_strength,
-                                sdt_error *error);
+ * 0 means the training strength. false + a sentence naming field (as the host's struct names the list). */
+bool sdt_hn_preview_chain_parse(sdt_hn_preview_chain *c, const char *list, const char *field, float strength,
+                                double preview_strength, sdt_error *error);
 /* After the model: each file loaded on be and appended to b (after the trained one, index 0) at
  * strength 0. */
 bool sdt_hn_preview_chain_bind(sdt_hn_preview_chain *c, sdt_hn_binding *b, sdt_backend *be, sdt_error *error);

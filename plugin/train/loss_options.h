@@ -49,6 +49,6 @@ bool sdt_loss_options_weighted(const sdt_loss_options *l, bool alpha_weight);
  * epsilon model cannot predict the noise from pure noise at the last timestep). `prediction` is
  * the runtime's sentence of what the model predicts and why. */
 bool sdt_loss_options_check_model(const sdt_loss_options *l, bool v_prediction, const char *model_path, const char *prediction,
-                                  sdt_error *error);
+                                  const char *prefix, sdt_error *error);
 
 #endif

@@ -16,15 +16,16 @@ void sdt_run_data_image_options(const sdt_run_data *d, uint64_t seed, sdt_datase
     o->caption = d->caption_rules;
 }
 
-bool sdt_run_data_make_buckets(sdt_run_data *d, int f, int vae_factor, const char *model, sdt_error *error)
+bool sdt_run_data_make_buckets(sdt_run_data *d, int f, int vae_factor, const char *model, const char *prefix,
+                               sdt_error *error)
 {
     if (!d->buckets) return true;
     if (d->bucket_rules.step % f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.train_options->bucket_step is %d, but %s needs bucket sides that are "
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_step is %d, but %s needs bucket sides that are "
                         "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
-                        "config.train_options->bucket_step to a multiple of %d, e.g. %d", d->bucket_rules.step,
-                        model ? model : "the model", f, vae_factor, f, (64 + f - 1) / f * f);
-    return sdt_bucket_rules_check(&d->bucket_rules, "config.train_options->", error) &&
+                        "%sbucket_step to a multiple of %d, e.g. %d", prefix, d->bucket_rules.step,
+                        model ? model : "the model", f, vae_factor, prefix, f, (64 + f - 1) / f * f);
+    return sdt_bucket_rules_check(&d->bucket_rules, prefix, error) &&
            sdt_buckets_make(&d->bucket_rules, &d->bucket_list, error);
 }
 

@@ -47,7 +47,8 @@ typedef struct sdt_run_data {
 void sdt_run_data_image_options(const sdt_run_data *d, uint64_t seed, sdt_dataset_options *o);
 /* The bucket list, its step checked against the model: f is the side every bucket must divide
  * by (the VAE's factor vae_factor, doubled per UNet level below the first); model names it. */
-bool sdt_run_data_make_buckets(sdt_run_data *d, int f, int vae_factor, const char *model, sdt_error *error);
+bool sdt_run_data_make_buckets(sdt_run_data *d, int f, int vae_factor, const char *model, const char *prefix,
+                               sdt_error *error);
 /* The bucket counts in the log, the data order (which may lower the batch size), gradient
  * accumulation capped at what the dataset holds, and the steps of one epoch. */
 bool sdt_run_data_plan_batches(sdt_run_data *d, uint32_t batch_size, uint32_t grad_accum, uint64_t seed,

@@ -116,6 +116,7 @@ struct sdt_train_job {
     sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
     const sdt_host_callbacks *host;
+    const char *options_field; /* how sentences name an option only sdt_train_options has ("options->") */
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
     const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
 
@@ -186,6 +187,10 @@ struct sdt_train_job {
  * load_data and finish take is the same options, kept in their signatures for the methods. */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
+/* How the job's sentences name an option only sdt_train_options has, as the host's struct does:
+ * "options->" (the trainer factory), "config.train_options->" (the default: the method factories). A
+ * string literal. */
+void sdt_train_job_name_options(sdt_train_job *job, const char *prefix);
 /* Template and caption rules and the preview prompts file (the checks that need no model);
  * template_for_embedding: every line must hold [name] (an embedding gets no gradient from a line
  * without it). */

@@ -34,6 +34,12 @@ static const char *file_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+void sdt_train_job_name_options(sdt_train_job *job, const char *prefix)
+{
+    job->options_field = prefix;
+    job->val.field_prefix = prefix;
+}
+
 sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kind, const sdt_output_layout *layout,
                                  const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error)
 {
@@ -93,6 +99,7 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->val.on = c->validation_dir || c->validation_split > 0;
     job->val.dir = c->validation_dir;
     job->val.split = c->validation_split;
+    sdt_train_job_name_options(job, "config.train_options->");
     job->val.every = c->validate_every;
     job->val.patience = c->stop_after_no_improvement;
     job->ema.decay = c->ema_decay;
@@ -321,7 +328,8 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     char prediction[512];
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->opt.model_path, prediction);
-    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction, error)) return false;
+    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction,
+                                      job->options_field, error)) return false;
     char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     double hash_s;
@@ -405,7 +413,8 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
     if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
              "a multiple of %d", job->data.width, job->data.height, f, f);
-    if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->opt.model_path, error)) return false;
+    if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->opt.model_path, job->options_field,
+                                   error)) return false;
     prep_phase phase = phase_begin(job, "listing the dataset");
     sdt_dataset_options o = dataset_options(job);
     o.probe_only = true;

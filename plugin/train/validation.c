@@ -52,7 +52,7 @@ bool sdt_validation_hold_out(sdt_validation *v, sdt_dataset *ds, latent_cache *l
     bool *held = calloc((size_t)(n > 0 ? n : 1), sizeof *held);
     if (!held) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory choosing the validation images");
     bool ok = sdt_validation_split_choose(n, v->split, seed, held, &n_held, error);
-    if (!ok) sdt_error_wrap(error, "config.train_options->validation_split (%g)", v->split);
+    if (!ok) sdt_error_wrap(error, "%svalidation_split (%g)", v->field_prefix, v->split);
     ok = ok && move_held(v, ds, lc, seed, held, n_held, error);
     free(held);
     if (!ok) return false;
@@ -72,7 +72,8 @@ bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_ru
 {
     o->folder = v->dir;
     if (!sdt_dataset_load(o, &v->ds, error))
-        return sdt_error_wrap(error, "config.train_options->validation_dir (%s): the validation images could not be read", v->dir);
+        return sdt_error_wrap(error, "%svalidation_dir (%s): the validation images could not be read", v->field_prefix,
+                              v->dir);
     for (int i = 0; i < v->ds.n_warnings; i++) sdt_host_log(host, SDT_LOG_WARNING, "validation: %s", v->ds.warnings[i]);
     if (!latent_cache_init(&v->lc, v->ds.n_items, LATENT_DETERMINISTIC, rt->cfg.vae.scaling, seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the validation latents");

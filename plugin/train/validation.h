@@ -29,6 +29,7 @@ typedef struct sdt_validation {
     uint32_t patience;         /* stop_after_no_improvement (0: never) */
     double split;              /* validation_split (0: a folder, validation_dir) */
     const char *dir;           /* validation_dir, or NULL */
+    const char *field_prefix;  /* how sentences name those two: "options->", "config.train_options->" */
     sdt_dataset ds;            /* the images (pixels dropped once encoded) */
     latent_cache lc;           /* their latents: each image's one fixed latent */
     double best_loss;          /* the lowest so far (INFINITY before the first) */

@@ -335,6 +335,9 @@ static void check_misuse(const trainer_ctx *c)
     e.clip_mode = SDT_CLIP_NORM;
     expect(c, t, &config, SDT_STATUS_VALIDATION, "embedding->clip_value", "an empty own clip value");
     e.clip_value = NULL;
+    expect(c, t, &config, SDT_STATUS_VALIDATION, "embedding->clip_mode is set but embedding->clip_value is not",
+           "a clip mode without its value (never silently ignored)");
+    e.clip_mode = SDT_CLIP_DISABLED;
     e.embedding_path = NULL;
     expect(c, t, &config, SDT_STATUS_VALIDATION, "embedding->embedding_path", "no embedding file");
     e.embedding_path = "/nonexistent/x.safetensors";
@@ -351,6 +354,10 @@ static void check_misuse(const trainer_ctx *c)
     o.batch_size = 0;
     expect(c, t, &config, SDT_STATUS_VALIDATION, "options->batch_size", "an options value named options->");
     o.batch_size = 1;
+    h.preview_hypernetworks = "/nonexistent/chained.pt";
+    expect(c, t, &config, SDT_STATUS_NOT_FOUND, "hypernetwork->preview_hypernetworks: /nonexistent/chained.pt",
+           "a preview-only hypernetwork named as the part names it");
+    h.preview_hypernetworks = NULL;
     /* the part's file is checked before the shared paths */
     o.model_path = NULL;
     expect(c, t, &config, SDT_STATUS_NOT_FOUND, "/nonexistent/x.pt", "the hypernetwork's file first");
