@@ -31,7 +31,7 @@ sd_model=/tmp/sd15.safetensors
 # hn_gpu/run.sh runs TI and HN per config; ti only is what the table needs, so the HN rows are extra
 for label in sd15-base sd15-change; do
   [ "$(elapsed)" -lt $(( budget - 60 )) ] || { echo "skip $label: time"; continue; }
-  plug="$build/plugin"; [ "${label#*-}" = base ] && plug="$build/base-plugin"
+  plug="$build/plugin/libsdtrain.so"; [ "${label#*-}" = base ] && plug="$build/base-plugin/libsdtrain.so"
   run_step "$label" "$plug" "bf16:8" 512 "$sd_model" 768,320,640,1280
 done
 if [ "$(elapsed)" -lt $(( budget - 200 )) ]; then
@@ -40,7 +40,7 @@ if [ "$(elapsed)" -lt $(( budget - 200 )) ]; then
   "$build/models/tools/sdt-make-checkpoint" --config sdxl --dtype f16 --seed 1 --out "$xl_model" > /dev/null 2>&1
   for label in sdxl-change sdxl-base; do
     [ "$(elapsed)" -lt $(( budget - 50 )) ] || { echo "skip $label: time"; continue; }
-    plug="$build/plugin"; [ "${label#*-}" = base ] && plug="$build/base-plugin"
+    plug="$build/plugin/libsdtrain.so"; [ "${label#*-}" = base ] && plug="$build/base-plugin/libsdtrain.so"
     run_step "$label" "$plug" "bf16:4" 1024 "$xl_model" 2048,640,1280
   done
 fi
