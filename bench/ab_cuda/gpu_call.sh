@@ -13,37 +13,35 @@ tar -xJf "$pack" -C / || exit 1
 export LD_LIBRARY_PATH="$build/device-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
 echo "== [$(elapsed) s] gpu_cuda_ops"
-SDT_TEST_SEED=20261207 "$build/tests/gpu/gpu_cuda_ops" > "$out/test_cuda_ops.log" 2>&1; echo "gpu_cuda_ops rc=$?"
+SDT_TEST_SEED=20261207 timeout 170 "$build/tests/gpu/gpu_cuda_ops" > "$out/test_cuda_ops.log" 2>&1; echo "gpu_cuda_ops rc=$?"
 grep -iE "fail|passed|checks|error" "$out/test_cuda_ops.log" | head -n 20; tail -n 3 "$out/test_cuda_ops.log"
 echo "== [$(elapsed) s] ab_cuda (deterministic backend)"
-"$build/bench/ab_cuda/ab_cuda" "$out/ab_cuda.json" "$build/base-plugin/libsdtrain_cuda.so" "$build/plugin/libsdtrain_cuda.so" 2>&1
+timeout 100 "$build/bench/ab_cuda/ab_cuda" "$out/ab_cuda.json" "$build/base-plugin/libsdtrain_cuda.so" "$build/plugin/libsdtrain_cuda.so" 2>&1
 echo "== [$(elapsed) s] ab_cuda (nondeterministic: cuDNN's attention backward)"
-"$build/bench/ab_cuda/ab_cuda" "$out/ab_cuda_nondet.json" "$build/base-plugin/libsdtrain_cuda.so" "$build/plugin/libsdtrain_cuda.so" \
+timeout 100 "$build/bench/ab_cuda/ab_cuda" "$out/ab_cuda_nondet.json" "$build/base-plugin/libsdtrain_cuda.so" "$build/plugin/libsdtrain_cuda.so" \
   nondeterministic 2>&1 | grep -E "cross|op "
 run_step() { # LABEL PLUGIN_DIR CONFIG RES MODEL WIDTHS
   local label=$1 plug=$2
   echo "== [$(elapsed) s] step $label"
   SDT_BENCH_IMAGES=8 SDT_BENCH_PLUGIN=$plug bash "$tree/bench/hn_gpu/run.sh" "$build" "$out/step-$label" "$steps" "$3" cuda "$4" "$5" "$6" \
-    2>&1 | grep -E "^ti |^method" | head -n 3
+    2>&1 | grep -E "^ti |^hn |^method|failed" | head -n 4
 }
+xl_model=/tmp/sdxl.safetensors
+echo "== [$(elapsed) s] SDXL checkpoint"
+"$build/models/tools/sdt-make-checkpoint" --config sdxl --dtype f16 --seed 1 --out "$xl_model" > /dev/null 2>&1
+for label in sdxl-change sdxl-base; do
+  [ "$(elapsed)" -lt $(( budget - 60 )) ] || { echo "skip $label: time"; continue; }
+  plug="$build/plugin/libsdtrain.so"; [ "${label#*-}" = base ] && plug="$build/base-plugin/libsdtrain.so"
+  run_step "$label" "$plug" "bf16:4" 1024 "$xl_model" 2048,640,1280
+done
+rm -f "$xl_model"
 sd_model=/tmp/sd15.safetensors
 "$build/models/tools/sdt-make-checkpoint" --config sd15 --dtype f16 --seed 1 --out "$sd_model" > /dev/null 2>&1
-# hn_gpu/run.sh runs TI and HN per config; ti only is what the table needs, so the HN rows are extra
-for label in sd15-base sd15-change; do
-  [ "$(elapsed)" -lt $(( budget - 60 )) ] || { echo "skip $label: time"; continue; }
+for label in sd15-change sd15-base; do
+  [ "$(elapsed)" -lt $(( budget - 45 )) ] || { echo "skip $label: time"; continue; }
   plug="$build/plugin/libsdtrain.so"; [ "${label#*-}" = base ] && plug="$build/base-plugin/libsdtrain.so"
   run_step "$label" "$plug" "bf16:8" 512 "$sd_model" 768,320,640,1280
 done
-if [ "$(elapsed)" -lt $(( budget - 200 )) ]; then
-  xl_model=/tmp/sdxl.safetensors
-  echo "== [$(elapsed) s] SDXL checkpoint"
-  "$build/models/tools/sdt-make-checkpoint" --config sdxl --dtype f16 --seed 1 --out "$xl_model" > /dev/null 2>&1
-  for label in sdxl-change sdxl-base; do
-    [ "$(elapsed)" -lt $(( budget - 50 )) ] || { echo "skip $label: time"; continue; }
-    plug="$build/plugin/libsdtrain.so"; [ "${label#*-}" = base ] && plug="$build/base-plugin/libsdtrain.so"
-    run_step "$label" "$plug" "bf16:4" 1024 "$xl_model" 2048,640,1280
-  done
-fi
 for d in "$out"/step-*; do [ -f "$d/hn_gpu.json" ] && cp "$d/hn_gpu.json" "$out/$(basename "$d").json"; done
 rm -rf "$out"/step-*
 echo "== [$(elapsed) s] done"
