@@ -431,6 +431,10 @@ static void test_groupnorms(sdt_dtype dt)
         test_groupnorm(dt, dt, 2, 320, 16, 16, 32, act);
         test_groupnorm(dt, dt, 1, 640, 24, 20, 32, act);
         test_groupnorm(dt, dt, 2, 960, 8, 8, 32, act);
+        /* channels-last chunking (groupnorm_nhwc.cu): 597 chunks of 64 pixels, the last of 46 (a partial batch of
+         * unrolled loads); a pixel row of 320 16-byte vectors, wider than one block */
+        test_groupnorm(dt, dt, 1, 64, 190, 201, 32, act);
+        test_groupnorm(dt, dt, 1, 2560, 9, 11, 32, act);
     }
 }
 

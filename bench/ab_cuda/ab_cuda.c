@@ -1,0 +1,269 @@
+/* ab_cuda.c - times the same ops on two builds of the CUDA module, a base and a change, in one
+ * process on one GPU, so a kernel change is measured against what it replaces in one sitting:
+ * channels-last GroupNorm (+ SiLU, and plain: the transformers' norm before proj_in) and the
+ * cross-attention (Tk = 77, the text tokens) at the UNet's shapes of SD 1.5 at 512x512 batch 8
+ * and SDXL at 1024x1024 batch 4, bf16, random inputs from a fixed seed. Each op is timed on base,
+ * change, base, change (median of 7 samples after 2 warm-ups each time) and the lower of each
+ * module's two medians is kept, so neither gains from going second. Memory-bound ops print GB/s
+ * as bench/ops_cuda does (the bytes the op must move at least: forward reads x and writes out,
+ * backward reads x and dout and reads and writes dx); attention prints TFLOP/s (FlashAttention's
+ * count). Prints a table and writes JSON.
+ *   ab_cuda OUT.json BASE_MODULE.so [CHANGE_MODULE.so (default: this build's)] [nondeterministic]
+ * Needs a GPU. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../../kernels/cuda/backend_cuda.h"
+#include "ops.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static sdt_backend *open_backend(const char *path, bool deterministic)
+{
+    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    sdt_backend_cuda_create_fn create = mod ? (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL) : NULL;
+    char err[256] = "the CUDA module could not be loaded";
+    if (!mod) snprintf(err, sizeof err, "%s", dlerror());
+    sdt_backend *be = create ? create(0, err, sizeof err) : NULL;
+    if (!be) {
+        fprintf(stderr, "ab_cuda: %s: %s\n", path, err);
+        exit(1);
+    }
+    be->deterministic = deterministic;
+    return be;
+}
+
+/* Uniform random values in [-1, 1) from a fixed seed (reset per op, so both modules get the same inputs). */
+static unsigned long long rng;
+static sdt_tensor dev(sdt_backend *be, sdt_dtype dt, bool random, int ndim, const int64_t *shape)
+{
+    sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
+    t.data = be->alloc(be, sdt_tensor_nbytes(&t));
+    if (!t.data) {
+        fprintf(stderr, "out of GPU memory\n");
+        exit(1);
+    }
+    be->zero(be, &t);
+    if (!random) return t;
+    int64_t n = sdt_tensor_numel(&t);
+    float *host = malloc(sizeof(float) * (size_t)n);
+    void *raw = malloc(sdt_tensor_nbytes(&t));
+    if (!host || !raw) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        host[i] = (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    sdt_store_f32(host, raw, dt, n);
+    be->upload(be, t.data, raw, sdt_tensor_nbytes(&t));
+    free(host);
+    free(raw);
+    return t;
+}
+#define NDIM(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
+#define DEVR(be, dt, ...) dev(be, dt, true, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define DEV(be, dt, ...) dev(be, dt, false, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+
+/* Median of 7 samples after 2 warm-ups, each sample reps calls (one synchronize), per call. */
+typedef int (*op_fn)(sdt_backend *be, void *ctx);
+static double time_ms(sdt_backend *be, op_fn f, void *ctx, int reps)
+{
+    double t[7];
+    for (int i = 0; i < 9; i++) {
+        be->synchronize(be);
+        double t0 = now();
+        for (int k = 0; k < reps; k++)
+            if (f(be, ctx)) {
+                fprintf(stderr, "op failed: %s\n", be->error.message);
+                exit(1);
+            }
+        be->synchronize(be);
+        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
+    }
+    for (int i = 0; i < 7; i++)
+        for (int j = i + 1; j < 7; j++)
+            if (t[j] < t[i]) {
+                double x = t[i];
+                t[i] = t[j];
+                t[j] = x;
+            }
+    return t[3];
+}
+
+typedef struct gn_ctx {
+    sdt_tensor x, g, b, y, mean, rstd, dy, dx;
+    sdt_activation act;
+} gn_ctx;
+static int gn_f(sdt_backend *be, void *c)
+{
+    gn_ctx *n = c;
+    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, n->act);
+}
+static int gn_b(sdt_backend *be, void *c)
+{
+    gn_ctx *n = c;
+    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, n->act);
+}
+static gn_ctx gn_make(sdt_backend *be, int B, int C, int H, sdt_activation act)
+{
+    rng = 0x5d7a11ULL;
+    gn_ctx n = {DEVR(be, SDT_BF16, B, C, H, H), DEVR(be, SDT_BF16, C), DEVR(be, SDT_BF16, C), DEV(be, SDT_BF16, B, C, H, H),
+                DEV(be, SDT_F32, B, 32), DEV(be, SDT_F32, B, 32), DEVR(be, SDT_BF16, B, C, H, H), DEV(be, SDT_BF16, B, C, H, H),
+                act};
+    n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = true;
+    return n;
+}
+static void gn_drop(sdt_backend *be, gn_ctx *n)
+{
+    sdt_tensor *all[8] = {&n->x, &n->g, &n->b, &n->y, &n->mean, &n->rstd, &n->dy, &n->dx};
+    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+}
+
+typedef struct attn_ctx {
+    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
+    int heads;
+} attn_ctx;
+static int attn_f(sdt_backend *be, void *c)
+{
+    attn_ctx *a = c;
+    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
+}
+static int attn_b(sdt_backend *be, void *c)
+{
+    attn_ctx *a = c;
+    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
+                                  false);
+}
+static attn_ctx attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
+{
+    rng = 0x5d7a11ULL;
+    attn_ctx a = {DEVR(be, SDT_BF16, B, Tq, C), DEVR(be, SDT_BF16, B, Tk, C), DEVR(be, SDT_BF16, B, Tk, C),
+                  DEV(be, SDT_BF16, B, Tq, C),  DEVR(be, SDT_BF16, B, Tq, C), DEV(be, SDT_BF16, B, Tq, C),
+                  DEV(be, SDT_BF16, B, Tk, C),  DEV(be, SDT_BF16, B, Tk, C),  DEV(be, SDT_F32, B, heads, Tq),
+                  heads};
+    return a;
+}
+static void attn_drop(sdt_backend *be, attn_ctx *a)
+{
+    sdt_tensor *all[9] = {&a->q, &a->k, &a->v, &a->out, &a->dout, &a->dq, &a->dk, &a->dv, &a->lse};
+    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+}
+
+typedef struct row {
+    char name[64];
+    double ms[2][2]; /* [base, change][forward, backward] */
+    double bytes[2]; /* forward, backward; 0: not memory-bound */
+    double flop;     /* forward (FlashAttention's count); 0: not attention */
+} row;
+
+static sdt_backend *mods[2];
+
+/* base, change, base, change; the lower median of each module */
+static void time_both(row *r, op_fn f, op_fn b, void *ctx[2], int reps)
+{
+    for (int m = 0; m < 2; m++) r->ms[m][0] = r->ms[m][1] = 1e30;
+    for (int round = 0; round < 2; round++)
+        for (int m = 0; m < 2; m++) {
+            double tf = time_ms(mods[m], f, ctx[m], reps), tb = time_ms(mods[m], b, ctx[m], reps);
+            if (tf < r->ms[m][0]) r->ms[m][0] = tf;
+            if (tb < r->ms[m][1]) r->ms[m][1] = tb;
+        }
+}
+
+static row bench_gn(const char *name, int B, int C, int H, sdt_activation act)
+{
+    row r = {{0}, {{0}}, {0}, 0};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    gn_ctx n[2] = {gn_make(mods[0], B, C, H, act), gn_make(mods[1], B, C, H, act)};
+    void *ctx[2] = {&n[0], &n[1]};
+    time_both(&r, gn_f, gn_b, ctx, 20); /* 10-400 us an op: 20 calls a sample */
+    double bytes = 2.0 * B * C * H * H;
+    r.bytes[0] = 2 * bytes;
+    r.bytes[1] = 4 * bytes;
+    gn_drop(mods[0], &n[0]);
+    gn_drop(mods[1], &n[1]);
+    return r;
+}
+
+static row bench_attn(const char *name, int B, int Tq, int Tk, int C, int heads)
+{
+    row r = {{0}, {{0}}, {0}, 0};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    attn_ctx a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
+    void *ctx[2] = {&a[0], &a[1]};
+    time_both(&r, attn_f, attn_b, ctx, 5);
+    r.flop = 4.0 * B * Tq * Tk * (double)C;
+    attn_drop(mods[0], &a[0]);
+    attn_drop(mods[1], &a[1]);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: ab_cuda OUT.json BASE_MODULE.so [CHANGE_MODULE.so] [nondeterministic]\n");
+        return 2;
+    }
+    const char *out = argv[1], *base = argv[2], *change = argc > 3 ? argv[3] : SDT_CUDA_MODULE_PATH;
+    bool deterministic = !(argc > 4 && strcmp(argv[4], "nondeterministic") == 0);
+    mods[0] = open_backend(base, deterministic);
+    mods[1] = open_backend(change, deterministic);
+    printf("base %s\nchange %s\nbackend: %s\n", base, change,
+           deterministic ? "deterministic (attention.cu's backward)" : "nondeterministic (cuDNN's attention backward)");
+    row r[32];
+    int n = 0;
+    /* GroupNorm + SiLU (the resnets' norms) and plain GroupNorm (the transformers' norm) at every UNet level */
+    r[n++] = bench_gn("gn+silu NHWC 320ch 64x64 b8 (1.5)", 8, 320, 64, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn+silu NHWC 640ch 32x32 b8 (1.5)", 8, 640, 32, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn+silu NHWC 1280ch 16x16 b8 (1.5)", 8, 1280, 16, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn+silu NHWC 1280ch 8x8 b8 (1.5)", 8, 1280, 8, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn NHWC 320ch 64x64 b8 (1.5)", 8, 320, 64, SDT_ACT_IDENTITY);
+    r[n++] = bench_gn("gn+silu NHWC 320ch 128x128 b4 (XL)", 4, 320, 128, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn+silu NHWC 640ch 64x64 b4 (XL)", 4, 640, 64, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn+silu NHWC 1280ch 32x32 b4 (XL)", 4, 1280, 32, SDT_ACT_SILU);
+    r[n++] = bench_gn("gn NHWC 640ch 64x64 b4 (XL)", 4, 640, 64, SDT_ACT_IDENTITY);
+    /* cross-attention: the text's 77 tokens */
+    r[n++] = bench_attn("cross-attn 4096x77 d40 h8 b8 (1.5)", 8, 4096, 77, 320, 8);
+    r[n++] = bench_attn("cross-attn 1024x77 d80 h8 b8 (1.5)", 8, 1024, 77, 640, 8);
+    r[n++] = bench_attn("cross-attn 256x77 d160 h8 b8 (1.5)", 8, 256, 77, 1280, 8);
+    r[n++] = bench_attn("cross-attn 4096x77 d64 h10 b4 (XL)", 4, 4096, 77, 640, 10);
+    r[n++] = bench_attn("cross-attn 1024x77 d64 h20 b4 (XL)", 4, 1024, 77, 1280, 20);
+    FILE *j = fopen(out, "w");
+    printf("%-38s %9s %9s %9s %9s %7s %7s %16s %16s\n", "op (bf16)", "base fwd", "new fwd", "base bwd", "new bwd", "fwd x",
+           "bwd x", "GB/s fwd b/new", "GB/s bwd b/new");
+    if (j) fprintf(j, "{\"dtype\": \"bf16\", \"deterministic\": %s, \"results\": [\n", deterministic ? "true" : "false");
+    for (int i = 0; i < n; i++) {
+        double sf = r[i].ms[0][0] / r[i].ms[1][0], sb = r[i].ms[0][1] / r[i].ms[1][1];
+        printf("%-38s %9.4f %9.4f %9.4f %9.4f %6.2fx %6.2fx", r[i].name, r[i].ms[0][0], r[i].ms[1][0], r[i].ms[0][1],
+               r[i].ms[1][1], sf, sb);
+        if (r[i].bytes[0] > 0)
+            printf(" %7.0f/%-7.0f %7.0f/%-7.0f\n", r[i].bytes[0] / (r[i].ms[0][0] * 1e6), r[i].bytes[0] / (r[i].ms[1][0] * 1e6),
+                   r[i].bytes[1] / (r[i].ms[0][1] * 1e6), r[i].bytes[1] / (r[i].ms[1][1] * 1e6));
+        else
+            printf("   TFLOP/s fwd %5.1f/%-5.1f bwd %5.1f/%-5.1f\n", r[i].flop / (r[i].ms[0][0] * 1e9), r[i].flop / (r[i].ms[1][0] * 1e9),
+                   2.5 * r[i].flop / (r[i].ms[0][1] * 1e9), 2.5 * r[i].flop / (r[i].ms[1][1] * 1e9));
+        if (j)
+            fprintf(j,
+                    "  {\"op\": \"%s\", \"base_fwd_ms\": %.4f, \"change_fwd_ms\": %.4f, \"base_bwd_ms\": %.4f, \"change_bwd_ms\": %.4f, "
+                    "\"fwd_bytes\": %.0f, \"bwd_bytes\": %.0f, \"fwd_flop\": %.0f}%s\n",
+                    r[i].name, r[i].ms[0][0], r[i].ms[1][0], r[i].ms[0][1], r[i].ms[1][1], r[i].bytes[0], r[i].bytes[1], r[i].flop,
+                    i + 1 < n ? "," : "");
+    }
+    if (j) {
+        fprintf(j, "]}\n");
+        fclose(j);
+    }
+    mods[0]->destroy(mods[0]);
+    mods[1]->destroy(mods[1]);
+    return 0;
+}
