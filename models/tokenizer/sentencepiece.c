@@ -724,7 +724,7 @@ bool sdt_spm_encode(const sdt_spm *t, const char *text, int length, int32_t *ids
     size_t n = 0;
     if (!sdt_spm_tokenize(t, text, &tok, &n, error)) return false;
     int keep = n < (size_t)(length - 1) ? (int)n : length - 1;
-    memcpy(ids, tok, sizeof(int32_t) * (size_t)keep);
+    if (keep > 0) memcpy(ids, tok, sizeof(int32_t) * (size_t)keep); /* an empty text gives tok NULL */
     ids[keep] = t->eos;
     for (int i = keep + 1; i < length; i++) ids[i] = t->pad;
     if (rep) rep->n_text_tokens = (int)n, rep->n_cut = (int)n - keep, rep->end_index = keep;
