@@ -61,7 +61,10 @@ typedef struct sdt_version {
 } sdt_version;
 
 /* The version this header describes, as a value (C and C++). */
-#define SDT_ABI_VERSION_INIT { SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH }
+#define SDT_ABI_VERSION_INIT                                                                                           \
+    {                                                                                                                  \
+        SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH                                            \
+    }
 
 /* Marks what a host should move off (the 1.x method factories, 1.7). Silent unless the host
  * defines SDT_WARN_DEPRECATED before including this header: hosts built with -Werror keep building. */
@@ -87,25 +90,25 @@ typedef struct sdt_version {
  * New codes may be added in minor versions: treat an unknown negative code as an error. */
 typedef enum sdt_status {
     SDT_STATUS_OK = 0,
-    SDT_STATUS_INTERRUPTED = 1,          /* run() stopped because interrupt() was called; state saved */
-    SDT_STATUS_INVALID_ARGUMENT = -1,    /* a NULL pointer, a bad enum value, a field out of range */
-    SDT_STATUS_VERSION_MISMATCH = -2,    /* the host speaks another ABI major version */
-    SDT_STATUS_NOT_INITIALIZED = -3,     /* a call before init() or after the last deinit() */
-    SDT_STATUS_UNSUPPORTED = -4,         /* this build of the plugin cannot do this (yet) */
-    SDT_STATUS_OUT_OF_MEMORY = -5,       /* host or device memory ran out */
-    SDT_STATUS_IO = -6,                  /* a file could not be read, written or renamed */
-    SDT_STATUS_BAD_FORMAT = -7,          /* a file was read but its contents are not what was expected */
-    SDT_STATUS_VALIDATION = -8,          /* prepare() found a problem with the job (the sentence says which) */
-    SDT_STATUS_BAD_STATE = -9,           /* the call is not allowed now (run before prepare, run twice...) */
-    SDT_STATUS_BUFFER_TOO_SMALL = -10,   /* a copy-out buffer was too small; the output is truncated */
-    SDT_STATUS_ALREADY_EXISTS = -11,     /* a file exists and overwrite was not asked for */
-    SDT_STATUS_NOT_FOUND = -12,          /* a file, folder or id does not exist */
-    SDT_STATUS_NUMERICAL = -13,          /* training diverged (too many non-finite steps); last good state saved */
-    SDT_STATUS_SCALER_MISUSE = -14,      /* the loss scaler was called out of order (the sentence says how) */
-    SDT_STATUS_NO_GRADIENT = -15,        /* a trainable parameter receives no gradient */
-    SDT_STATUS_DEVICE = -16,             /* the GPU backend failed or is unavailable */
-    SDT_STATUS_INTERNAL = -17,           /* a bug in the plugin; please report the sentence */
-    SDT_STATUS_FORCE_32BIT = 0x7fffffff  /* keeps the enum 32 bits wide on every compiler */
+    SDT_STATUS_INTERRUPTED = 1,         /* run() stopped because interrupt() was called; state saved */
+    SDT_STATUS_INVALID_ARGUMENT = -1,   /* a NULL pointer, a bad enum value, a field out of range */
+    SDT_STATUS_VERSION_MISMATCH = -2,   /* the host speaks another ABI major version */
+    SDT_STATUS_NOT_INITIALIZED = -3,    /* a call before init() or after the last deinit() */
+    SDT_STATUS_UNSUPPORTED = -4,        /* this build of the plugin cannot do this (yet) */
+    SDT_STATUS_OUT_OF_MEMORY = -5,      /* host or device memory ran out */
+    SDT_STATUS_IO = -6,                 /* a file could not be read, written or renamed */
+    SDT_STATUS_BAD_FORMAT = -7,         /* a file was read but its contents are not what was expected */
+    SDT_STATUS_VALIDATION = -8,         /* prepare() found a problem with the job (the sentence says which) */
+    SDT_STATUS_BAD_STATE = -9,          /* the call is not allowed now (run before prepare, run twice...) */
+    SDT_STATUS_BUFFER_TOO_SMALL = -10,  /* a copy-out buffer was too small; the output is truncated */
+    SDT_STATUS_ALREADY_EXISTS = -11,    /* a file exists and overwrite was not asked for */
+    SDT_STATUS_NOT_FOUND = -12,         /* a file, folder or id does not exist */
+    SDT_STATUS_NUMERICAL = -13,         /* training diverged (too many non-finite steps); last good state saved */
+    SDT_STATUS_SCALER_MISUSE = -14,     /* the loss scaler was called out of order (the sentence says how) */
+    SDT_STATUS_NO_GRADIENT = -15,       /* a trainable parameter receives no gradient */
+    SDT_STATUS_DEVICE = -16,            /* the GPU backend failed or is unavailable */
+    SDT_STATUS_INTERNAL = -17,          /* a bug in the plugin; please report the sentence */
+    SDT_STATUS_FORCE_32BIT = 0x7fffffff /* keeps the enum 32 bits wide on every compiler */
 } sdt_status;
 
 /* ---- Host callbacks ----------------------------------------------------------------------- */
@@ -135,19 +138,19 @@ typedef enum sdt_device_choice {
 /* Training health after one optimizer step. Output struct: set struct_size before a get call. */
 typedef struct sdt_metrics {
     uint32_t struct_size;
-    uint32_t precision;        /* sdt_precision in use now (changes to FP32 when the fallback fires) */
-    int64_t step;              /* optimizer steps done, counting from the embedding's stored step */
-    int64_t max_steps;         /* where the run stops (max steps or the schedule's last step) */
-    int64_t epoch;             /* 0-based */
-    int64_t epoch_step;        /* optimizer step within the epoch, 0-based */
-    int64_t skipped_steps;     /* steps skipped for non-finite gradients or loss, whole run */
-    double loss;               /* mean loss of the step (unscaled); NaN when the step was skipped */
-    double grad_norm;          /* L2 norm of the unscaled gradients before clipping */
-    double learn_rate;         /* learning rate used for the step (after any backoff) */
-    double loss_scale;         /* current loss scale; 1 when not scaling */
-    double images_per_second;  /* recent training throughput */
-    double elapsed_seconds;    /* wall time of this run() so far */
-    bool fallback_fired;       /* the one-shot NaN/Inf fallback to fp32 has happened */
+    uint32_t precision;       /* sdt_precision in use now (changes to FP32 when the fallback fires) */
+    int64_t step;             /* optimizer steps done, counting from the embedding's stored step */
+    int64_t max_steps;        /* where the run stops (max steps or the schedule's last step) */
+    int64_t epoch;            /* 0-based */
+    int64_t epoch_step;       /* optimizer step within the epoch, 0-based */
+    int64_t skipped_steps;    /* steps skipped for non-finite gradients or loss, whole run */
+    double loss;              /* mean loss of the step (unscaled); NaN when the step was skipped */
+    double grad_norm;         /* L2 norm of the unscaled gradients before clipping */
+    double learn_rate;        /* learning rate used for the step (after any backoff) */
+    double loss_scale;        /* current loss scale; 1 when not scaling */
+    double images_per_second; /* recent training throughput */
+    double elapsed_seconds;   /* wall time of this run() so far */
+    bool fallback_fired;      /* the one-shot NaN/Inf fallback to fp32 has happened */
 } sdt_metrics;
 
 /* A preview image, valid only during the preview_ready callback. */
@@ -155,11 +158,11 @@ typedef struct sdt_preview {
     uint32_t struct_size;
     uint32_t width;
     uint32_t height;
-    uint32_t channels;         /* 3: RGB, 8 bits each, rows top to bottom, no padding */
+    uint32_t channels; /* 3: RGB, 8 bits each, rows top to bottom, no padding */
     int64_t step;
-    const uint8_t *pixels;     /* width*height*channels bytes */
-    const char *path;          /* the PNG already written, UTF-8 */
-    const char *prompt;        /* the prompt it was sampled from */
+    const uint8_t *pixels; /* width*height*channels bytes */
+    const char *path;      /* the PNG already written, UTF-8 */
+    const char *prompt;    /* the prompt it was sampled from */
 } sdt_preview;
 
 typedef enum sdt_file_kind {
@@ -168,7 +171,7 @@ typedef enum sdt_file_kind {
     SDT_FILE_EMBEDDING_CARD = 2,     /* an A1111 PNG card (sd-ti-embedding chunk) */
     SDT_FILE_TRAINING_STATE = 3,     /* a full-state checkpoint for resuming */
     SDT_FILE_LOSS_CSV = 4,
-    SDT_FILE_SETTINGS = 5,           /* the settings JSON of the run */
+    SDT_FILE_SETTINGS = 5, /* the settings JSON of the run */
     SDT_FILE_PREVIEW = 6,
     SDT_FILE_HYPERNETWORK = 7,          /* 1.2: the final or current hypernetwork (.pt and its .safetensors twin) */
     SDT_FILE_HYPERNETWORK_SNAPSHOT = 8, /* 1.2: a hypernetwork copy saved every N steps */
@@ -178,9 +181,9 @@ typedef enum sdt_file_kind {
 /* A file the plugin has finished writing (atomically), valid only during the callback. */
 typedef struct sdt_saved_file {
     uint32_t struct_size;
-    uint32_t kind;             /* sdt_file_kind */
+    uint32_t kind; /* sdt_file_kind */
     int64_t step;
-    const char *path;          /* UTF-8 */
+    const char *path; /* UTF-8 */
 } sdt_saved_file;
 
 /* The table a host passes when it creates a handle. The plugin copies the table (the first
@@ -193,7 +196,7 @@ typedef struct sdt_host_callbacks {
     uint32_t struct_size;
     void *user_data;
     void (*log)(void *user_data, sdt_log_level level, const char *message);
-    void (*metrics)(void *user_data, const sdt_metrics *metrics);          /* after every optimizer step */
+    void (*metrics)(void *user_data, const sdt_metrics *metrics); /* after every optimizer step */
     void (*preview_ready)(void *user_data, const sdt_preview *preview);
     void (*file_saved)(void *user_data, const sdt_saved_file *file);
 } sdt_host_callbacks;
@@ -256,8 +259,8 @@ typedef struct sdt_embedding_spec {
 
 typedef enum sdt_clip_mode {
     SDT_CLIP_DISABLED = 0,
-    SDT_CLIP_VALUE = 1,         /* clamp each unscaled gradient element to +-clip_value */
-    SDT_CLIP_NORM = 2,          /* rescale the unscaled gradients to a total L2 norm <= clip_value */
+    SDT_CLIP_VALUE = 1, /* clamp each unscaled gradient element to +-clip_value */
+    SDT_CLIP_NORM = 2,  /* rescale the unscaled gradients to a total L2 norm <= clip_value */
     SDT_CLIP_FORCE_32BIT = 0x7fffffff
 } sdt_clip_mode;
 
@@ -304,24 +307,24 @@ typedef enum sdt_lr_scheduler {
  * them); NULL means "not set" (the default applies where one exists). Defaults in brackets. */
 typedef struct sdt_ti_config {
     uint32_t struct_size;
-    uint32_t batch_size;              /* [1] clamped to the number of images */
-    uint32_t grad_accum_steps;        /* [1] */
-    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; applied to unscaled gradients */
-    uint32_t width;                   /* [512] 64..2048, multiple of 8 */
-    uint32_t height;                  /* [512] */
-    uint32_t latent_sampling;         /* sdt_latent_sampling [ONCE] */
-    uint32_t precision;               /* sdt_precision [FP32] */
-    uint32_t device;                  /* sdt_device_choice [AUTO] */
-    uint32_t clip_skip;               /* [1] 1 = last CLIP layer, 2 = the one before, ... */
+    uint32_t batch_size;                /* [1] clamped to the number of images */
+    uint32_t grad_accum_steps;          /* [1] */
+    uint32_t clip_mode;                 /* sdt_clip_mode [DISABLED]; applied to unscaled gradients */
+    uint32_t width;                     /* [512] 64..2048, multiple of 8 */
+    uint32_t height;                    /* [512] */
+    uint32_t latent_sampling;           /* sdt_latent_sampling [ONCE] */
+    uint32_t precision;                 /* sdt_precision [FP32] */
+    uint32_t device;                    /* sdt_device_choice [AUTO] */
+    uint32_t clip_skip;                 /* [1] 1 = last CLIP layer, 2 = the one before, ... */
     uint32_t max_consecutive_nonfinite; /* [10] stop (state saved) after this many bad steps in a row */
-    uint32_t preview_steps;           /* [20] sampler steps for a preview */
-    uint32_t preview_width;           /* [0] 0 = the training width */
-    uint32_t preview_height;          /* [0] 0 = the training height */
-    uint32_t cpu_threads;             /* [0] 0 = the plugin's choice */
-    uint32_t reserved0;               /* [0] keeps the 64-bit fields aligned; must be 0 */
-    int64_t max_steps;                /* [100000] total optimizer steps, counted from the stored step */
-    int64_t save_every;               /* [500] save a copy every N steps, 0 = never */
-    int64_t preview_every;            /* [500] save a preview image every N steps, 0 = never */
+    uint32_t preview_steps;             /* [20] sampler steps for a preview */
+    uint32_t preview_width;             /* [0] 0 = the training width */
+    uint32_t preview_height;            /* [0] 0 = the training height */
+    uint32_t cpu_threads;               /* [0] 0 = the plugin's choice */
+    uint32_t reserved0;                 /* [0] keeps the 64-bit fields aligned; must be 0 */
+    int64_t max_steps;                  /* [100000] total optimizer steps, counted from the stored step */
+    int64_t save_every;                 /* [500] save a copy every N steps, 0 = never */
+    int64_t preview_every;              /* [500] save a preview image every N steps, 0 = never */
     int64_t write_csv_every;          /* [500] write the loss CSV every N steps and at the run's last step, 0 = never */
     uint64_t seed;                    /* [0] training RNG seed */
     int64_t preview_seed;             /* [-1] -1 = random */
@@ -340,56 +343,56 @@ typedef struct sdt_ti_config {
     const char *filename_join_string; /* [" "] joins those words */
     const char *preview_prompt;       /* [NULL] NULL = the first caption of the batch */
     const char *preview_negative_prompt; /* [""] */
-    const char *preview_sampler;      /* ["ddim"] the preview sampler: "ddim" (eta 0), "euler_a" (Euler ancestral)
+    const char *preview_sampler;         /* ["ddim"] the preview sampler: "ddim" (eta 0), "euler_a" (Euler ancestral)
                                        * or "dpmpp_2m_karras" (DPM++ 2M, Karras sigmas); 1.5 adds the last two */
-    const char *resume_state_path;    /* [NULL] a full-state checkpoint to continue from, or a folder:
+    const char *resume_state_path;       /* [NULL] a full-state checkpoint to continue from, or a folder:
                                        * the newest state in it that belongs to the embedding */
-    bool varsize;                     /* [false] do not resize; images are bucketed by size */
-    bool shuffle_tags;                /* [false] shuffle caption tags split by ',' */
-    bool use_alpha_as_loss_weight;    /* [false] PNG alpha weights the loss */
-    bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
-    bool anomaly_mode;                /* [false] check every layer for non-finite values (slow) */
+    bool varsize;                        /* [false] do not resize; images are bucketed by size */
+    bool shuffle_tags;                   /* [false] shuffle caption tags split by ',' */
+    bool use_alpha_as_loss_weight;       /* [false] PNG alpha weights the loss */
+    bool save_image_with_embedding;      /* [true] also write A1111 PNG cards */
+    bool anomaly_mode;                   /* [false] check every layer for non-finite values (slow) */
     /* ---- appended in 1.1 (docs/abi.md 3.6: past 1.0's tail padding) ---- */
-    uint8_t reserved1[3];             /* [0] must be 0 */
-    bool v_prediction;                /* [false] true: the model predicts v, as prediction_type SDT_PREDICTION_V
+    uint8_t reserved1[3];        /* [0] must be 0 */
+    bool v_prediction;           /* [false] true: the model predicts v, as prediction_type SDT_PREDICTION_V
                                        * (kept for 1.1/1.2 hosts); false: prediction_type decides */
-    bool gradient_checkpointing;      /* [false] recompute UNet blocks in backward: less memory, slower */
-    const char *tokenizer_path;       /* [NULL] folder with vocab.json + merges.txt; NULL = the model
+    bool gradient_checkpointing; /* [false] recompute UNet blocks in backward: less memory, slower */
+    const char *tokenizer_path;  /* [NULL] folder with vocab.json + merges.txt; NULL = the model
                                        * folder's tokenizer/, or a tokenizer/ folder next to the model file */
     /* ---- appended in 1.2 ---- */
-    int64_t save_state_every_seconds; /* [0] also write the training state after a step when this many
+    int64_t save_state_every_seconds;       /* [0] also write the training state after a step when this many
                                        * seconds passed since it was last written; 0 = only with each
                                        * copy (save_every) and at the end */
     const sdt_train_options *train_options; /* [NULL] non-NULL: the shared options come from here and the
                                        * fields above that sdt_train_options also has are ignored, so one
                                        * struct serves both methods (docs/abi.md 3.7) */
     /* ---- appended in 1.3 ---- */
-    uint32_t prediction_type;         /* sdt_prediction_type [AUTO]; EPSILON with v_prediction true is a
+    uint32_t prediction_type; /* sdt_prediction_type [AUTO]; EPSILON with v_prediction true is a
                                        * VALIDATION error (the two contradict) */
-    uint32_t reserved2;               /* [0] must be 0 */
+    uint32_t reserved2;       /* [0] must be 0 */
 } sdt_ti_config;
 
 /* What prepare() found. Output struct: set struct_size first. */
 typedef struct sdt_prepare_info {
     uint32_t struct_size;
-    uint32_t precision;               /* sdt_precision that will be used */
-    uint32_t device;                  /* SDT_DEVICE_CHOICE_CPU or SDT_DEVICE_CHOICE_CUDA, as resolved */
-    uint32_t vectors;                 /* rows of the embedding */
-    uint32_t embedding_dim;           /* width of each row */
-    uint32_t batch_size;              /* after clamping */
-    uint32_t grad_accum_steps;        /* after clamping */
+    uint32_t precision;        /* sdt_precision that will be used */
+    uint32_t device;           /* SDT_DEVICE_CHOICE_CPU or SDT_DEVICE_CHOICE_CUDA, as resolved */
+    uint32_t vectors;          /* rows of the embedding */
+    uint32_t embedding_dim;    /* width of each row */
+    uint32_t batch_size;       /* after clamping */
+    uint32_t grad_accum_steps; /* after clamping */
     uint32_t reserved0;
     int64_t dataset_images;
     int64_t steps_per_epoch;
-    int64_t start_step;               /* the embedding's stored step, or the resumed step */
-    int64_t max_steps;                /* where the run will stop */
-    uint64_t memory_estimate_bytes;   /* peak on the chosen device */
-    uint64_t memory_available_bytes;  /* what the device reported as free; 0 = unknown */
+    int64_t start_step;              /* the embedding's stored step, or the resumed step */
+    int64_t max_steps;               /* where the run will stop */
+    uint64_t memory_estimate_bytes;  /* peak on the chosen device */
+    uint64_t memory_available_bytes; /* what the device reported as free; 0 = unknown */
 } sdt_prepare_info;
 
 typedef enum sdt_run_state {
-    SDT_RUN_IDLE = 0,        /* created, nothing prepared */
-    SDT_RUN_PREPARED = 1,    /* prepare() succeeded; run() may be called */
+    SDT_RUN_IDLE = 0,     /* created, nothing prepared */
+    SDT_RUN_PREPARED = 1, /* prepare() succeeded; run() may be called */
     SDT_RUN_RUNNING = 2,
     SDT_RUN_FINISHED = 3,    /* reached max steps; final files saved */
     SDT_RUN_INTERRUPTED = 4, /* stopped by interrupt(); state saved */
@@ -412,12 +415,12 @@ typedef enum sdt_embedding_file_format {
  * NUL-terminated and truncated to fit. */
 typedef struct sdt_embedding_info {
     uint32_t struct_size;
-    uint32_t format;                  /* sdt_embedding_file_format */
+    uint32_t format; /* sdt_embedding_file_format */
     uint32_t vectors;
-    uint32_t embedding_dim;           /* SDXL: 768 + 1280 */
-    int64_t step;                     /* -1 when the file does not record it */
-    double vector_norm_mean;          /* mean L2 norm of the rows */
-    bool all_finite;                  /* false when any value is NaN or Inf */
+    uint32_t embedding_dim;  /* SDXL: 768 + 1280 */
+    int64_t step;            /* -1 when the file does not record it */
+    double vector_norm_mean; /* mean L2 norm of the rows */
+    bool all_finite;         /* false when any value is NaN or Inf */
     char name[256];
     char init_text[256];
     char checkpoint_name[256];
@@ -437,8 +440,7 @@ typedef struct sdt_ti_factory {
 
     /* [main thread] Creates a trainer. The callbacks table is copied (NULL = no callbacks).
      * On failure *out is NULL and the sentence is copied into err (err may be NULL). */
-    sdt_status (*create)(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out,
-                         char *err, uint32_t err_size);
+    sdt_status (*create)(const sdt_host_callbacks *callbacks, sdt_ti_trainer **out, char *err, uint32_t err_size);
 
     /* [main thread] Destroys a trainer; NULL is a no-op. Not while run() is in progress:
      * interrupt() and wait for run() to return first. */
@@ -446,20 +448,18 @@ typedef struct sdt_ti_factory {
 
     /* [any thread] Copies the sentence of the last failed call on this handle ("" when none)
      * into buf. *needed (may be NULL) receives the size needed including the NUL. */
-    sdt_status (*get_last_error)(const sdt_ti_trainer *trainer, char *buf, uint32_t buf_size,
-                                 uint32_t *needed);
+    sdt_status (*get_last_error)(const sdt_ti_trainer *trainer, char *buf, uint32_t buf_size, uint32_t *needed);
 
     /* [worker thread] Creates an embedding file from spec and copies its path into path_buf
      * (may be NULL). Loads the model's text encoder: may take seconds. */
-    sdt_status (*create_embedding)(sdt_ti_trainer *trainer, const sdt_embedding_spec *spec,
-                                   char *path_buf, uint32_t path_buf_size, uint32_t *needed);
+    sdt_status (*create_embedding)(sdt_ti_trainer *trainer, const sdt_embedding_spec *spec, char *path_buf,
+                                   uint32_t path_buf_size, uint32_t *needed);
 
     /* [worker thread] Validates the whole job before any training work (every input, the
      * dataset, templates, the token window, the LR schedule, memory) and loads what run() needs.
      * On success the state is SDT_RUN_PREPARED and *info (may be NULL) is filled. Calling it
      * again replaces the previous preparation. */
-    sdt_status (*prepare)(sdt_ti_trainer *trainer, const sdt_ti_config *config,
-                          sdt_prepare_info *info);
+    sdt_status (*prepare)(sdt_ti_trainer *trainer, const sdt_ti_config *config, sdt_prepare_info *info);
 
     /* [worker thread] Trains until max steps, an error, or interrupt(). Blocks; calls the host
      * callbacks on this thread. Returns SDT_STATUS_OK (finished, files saved),
@@ -489,8 +489,8 @@ typedef struct sdt_ti_factory {
      * be NULL; json_buf receives the same facts (and all metadata) as one JSON object. With
      * info NULL, a model checkpoint is described in json_buf too ("kind": "model checkpoint":
      * family, widths, the config beside it and the prediction type it decides). */
-    sdt_status (*inspect)(sdt_ti_trainer *trainer, const char *path, sdt_embedding_info *info,
-                          char *json_buf, uint32_t json_buf_size, uint32_t *json_needed);
+    sdt_status (*inspect)(sdt_ti_trainer *trainer, const char *path, sdt_embedding_info *info, char *json_buf,
+                          uint32_t json_buf_size, uint32_t *json_needed);
 
     /* ---- appended in 1.2 ---- */
     /* [any thread] Fills *options with the shared defaults (as this factory's config_defaults
@@ -512,15 +512,15 @@ typedef struct sdt_loss_scaler sdt_loss_scaler; /* opaque */
 /* Input struct: fill with config_defaults() first. */
 typedef struct sdt_loss_scaler_config {
     uint32_t struct_size;
-    uint32_t optimizer_count;   /* [1] optimizers sharing this scale, indexed 0..count-1 */
-    int64_t growth_interval;    /* [2000] clean steps before the scale grows; > 0 */
-    uint32_t hysteresis;        /* [1] overflows tolerated before backing off (1 = PyTorch) */
+    uint32_t optimizer_count; /* [1] optimizers sharing this scale, indexed 0..count-1 */
+    int64_t growth_interval;  /* [2000] clean steps before the scale grows; > 0 */
+    uint32_t hysteresis;      /* [1] overflows tolerated before backing off (1 = PyTorch) */
     uint32_t reserved0;
-    double init_scale;          /* [65536] finite, > 0 */
-    double growth_factor;       /* [2.0] > 1 */
-    double backoff_factor;      /* [0.5] in (0, 1) */
-    double min_scale;           /* [0] the scale never backs off below this (0 = no floor) */
-    bool enabled;               /* [true] false = identity: scale 1, every step taken */
+    double init_scale;     /* [65536] finite, > 0 */
+    double growth_factor;  /* [2.0] > 1 */
+    double backoff_factor; /* [0.5] in (0, 1) */
+    double min_scale;      /* [0] the scale never backs off below this (0 = no floor) */
+    bool enabled;          /* [true] false = identity: scale 1, every step taken */
 } sdt_loss_scaler_config;
 
 typedef struct sdt_loss_scaler_factory {
@@ -538,8 +538,8 @@ typedef struct sdt_loss_scaler_factory {
     /* [main thread] Multiplies every gradient of one optimizer by 1/scale in place and checks
      * them for NaN/Inf in the same pass. grads[i] has counts[i] floats. *found_inf (may be NULL)
      * tells whether this optimizer's step will be skipped. Twice before update() is misuse. */
-    sdt_status (*unscale)(sdt_loss_scaler *scaler, uint32_t optimizer, float *const *grads,
-                          const uint64_t *counts, uint32_t buffer_count, bool *found_inf);
+    sdt_status (*unscale)(sdt_loss_scaler *scaler, uint32_t optimizer, float *const *grads, const uint64_t *counts,
+                          uint32_t buffer_count, bool *found_inf);
     /* [main thread] Records the step of one optimizer; *should_step is false when its gradients
      * were not finite. Without unscale() since the last update() it is misuse (the
      * "No inf checks were recorded" case), reported instead of guessed. */
@@ -562,74 +562,74 @@ typedef struct sdt_loss_scaler_factory {
  * of any training factory. Fields mean what the same fields of sdt_ti_config mean. */
 struct sdt_train_options {
     uint32_t struct_size;
-    uint32_t batch_size;              /* [1] */
-    uint32_t grad_accum_steps;        /* [1] */
-    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED] */
-    uint32_t width;                   /* [512] */
-    uint32_t height;                  /* [512] */
-    uint32_t latent_sampling;         /* sdt_latent_sampling [ONCE] */
-    uint32_t precision;               /* sdt_precision [FP32] */
-    uint32_t device;                  /* sdt_device_choice [AUTO] */
-    uint32_t clip_skip;               /* [1] */
+    uint32_t batch_size;                /* [1] */
+    uint32_t grad_accum_steps;          /* [1] */
+    uint32_t clip_mode;                 /* sdt_clip_mode [DISABLED] */
+    uint32_t width;                     /* [512] */
+    uint32_t height;                    /* [512] */
+    uint32_t latent_sampling;           /* sdt_latent_sampling [ONCE] */
+    uint32_t precision;                 /* sdt_precision [FP32] */
+    uint32_t device;                    /* sdt_device_choice [AUTO] */
+    uint32_t clip_skip;                 /* [1] */
     uint32_t max_consecutive_nonfinite; /* [10] */
-    uint32_t preview_steps;           /* [20] */
-    uint32_t preview_width;           /* [0] */
-    uint32_t preview_height;          /* [0] */
-    uint32_t cpu_threads;             /* [0] */
-    uint32_t reserved0;               /* [0] must be 0 */
-    int64_t max_steps;                /* [100000] */
-    int64_t save_every;               /* [500] */
-    int64_t preview_every;            /* [500] */
-    int64_t write_csv_every;          /* [500] */
-    uint64_t seed;                    /* [0] */
-    int64_t preview_seed;             /* [-1] */
-    double tag_dropout;               /* [0] */
-    double lr_backoff;                /* [0.5] */
-    double preview_cfg_scale;         /* [7.0] */
-    double loss_scale_init;           /* [65536] */
+    uint32_t preview_steps;             /* [20] */
+    uint32_t preview_width;             /* [0] */
+    uint32_t preview_height;            /* [0] */
+    uint32_t cpu_threads;               /* [0] */
+    uint32_t reserved0;                 /* [0] must be 0 */
+    int64_t max_steps;                  /* [100000] */
+    int64_t save_every;                 /* [500] */
+    int64_t preview_every;              /* [500] */
+    int64_t write_csv_every;            /* [500] */
+    uint64_t seed;                      /* [0] */
+    int64_t preview_seed;               /* [-1] */
+    double tag_dropout;                 /* [0] */
+    double lr_backoff;                  /* [0.5] */
+    double preview_cfg_scale;           /* [7.0] */
+    double loss_scale_init;             /* [65536] */
     const char *model_path;
-    const char *clip_value;           /* ["0.1"] */
+    const char *clip_value; /* ["0.1"] */
     const char *dataset_dir;
-    const char *log_dir;              /* ["textual_inversion"]; the hypernetwork factory's default is "hypernetworks",
+    const char *log_dir; /* ["textual_inversion"]; the hypernetwork factory's default is "hypernetworks",
                                        * the trainer factory's NULL (sdt_trainer_config.options) */
     const char *template_file;
-    const char *filename_word_regex;  /* [""] */
-    const char *filename_join_string; /* [" "] */
-    const char *preview_prompt;       /* [NULL] */
+    const char *filename_word_regex;     /* [""] */
+    const char *filename_join_string;    /* [" "] */
+    const char *preview_prompt;          /* [NULL] */
     const char *preview_negative_prompt; /* [""] */
-    const char *preview_sampler;      /* ["ddim"] */
-    const char *resume_state_path;    /* [NULL] */
-    const char *tokenizer_path;       /* [NULL] */
-    bool varsize;                     /* [false] */
-    bool shuffle_tags;                /* [false] */
-    bool use_alpha_as_loss_weight;    /* [false] */
-    bool anomaly_mode;                /* [false] */
-    bool v_prediction;                /* [false] as prediction_type SDT_PREDICTION_V (1.2 hosts) */
-    bool gradient_checkpointing;      /* [false] */
+    const char *preview_sampler;         /* ["ddim"] */
+    const char *resume_state_path;       /* [NULL] */
+    const char *tokenizer_path;          /* [NULL] */
+    bool varsize;                        /* [false] */
+    bool shuffle_tags;                   /* [false] */
+    bool use_alpha_as_loss_weight;       /* [false] */
+    bool anomaly_mode;                   /* [false] */
+    bool v_prediction;                   /* [false] as prediction_type SDT_PREDICTION_V (1.2 hosts) */
+    bool gradient_checkpointing;         /* [false] */
     /* ---- appended in 1.3 (docs/abi.md 3.6: past 1.2's tail padding) ---- */
-    uint8_t reserved1[2];             /* [0] must be 0 */
-    uint32_t prediction_type;         /* sdt_prediction_type [AUTO]; as sdt_ti_config.prediction_type */
-    uint32_t reserved2;               /* [0] must be 0 */
+    uint8_t reserved1[2];     /* [0] must be 0 */
+    uint32_t prediction_type; /* sdt_prediction_type [AUTO]; as sdt_ti_config.prediction_type */
+    uint32_t reserved2;       /* [0] must be 0 */
     /* ---- appended in 1.4 ---- */
     int64_t save_state_every_seconds; /* [0] as sdt_ti_config.save_state_every_seconds, for every method; an
                                        * embedding run whose options struct is older (1.2/1.3) takes the TI
                                        * config's own field instead (docs/abi.md 3.9) */
     /* ---- appended in 1.5 ---- (the loss, noise and LR-scheduler options, docs/abi.md 3.11; every
      * default keeps A1111's training exactly) */
-    uint32_t loss_type;               /* sdt_loss_type [L2] */
-    uint32_t lr_scheduler;            /* sdt_lr_scheduler [CONSTANT] */
-    uint32_t lr_cycles;               /* [1] cosine restarts: cosine cycles over the steps after warmup, >= 1 */
-    uint32_t timestep_min;            /* [0] training timesteps drawn uniformly from timestep_min..timestep_max */
-    uint32_t timestep_max;            /* [999] inclusive, <= 999, >= timestep_min */
-    bool zero_terminal_snr;           /* [false] rescale the noise schedule to zero terminal SNR (Lin et al. 2023,
+    uint32_t loss_type;                /* sdt_loss_type [L2] */
+    uint32_t lr_scheduler;             /* sdt_lr_scheduler [CONSTANT] */
+    uint32_t lr_cycles;                /* [1] cosine restarts: cosine cycles over the steps after warmup, >= 1 */
+    uint32_t timestep_min;             /* [0] training timesteps drawn uniformly from timestep_min..timestep_max */
+    uint32_t timestep_max;             /* [999] inclusive, <= 999, >= timestep_min */
+    bool zero_terminal_snr;            /* [false] rescale the noise schedule to zero terminal SNR (Lin et al. 2023,
                                        * Algorithm 1); v-prediction models only (an epsilon model is refused) */
-    bool noise_offset_random_strength;/* [false] each sample's offset strength uniform in [0, noise_offset] */
-    uint8_t reserved_loss[2];         /* [0] must be 0 */
-    int64_t warmup_steps;             /* [0] linear warmup from 0 over this many steps, for every scheduler */
-    double min_snr_gamma;             /* [0] 0 = off; >= 1e-4: each sample's loss weighted by min(SNR, gamma)/SNR
+    bool noise_offset_random_strength; /* [false] each sample's offset strength uniform in [0, noise_offset] */
+    uint8_t reserved_loss[2];          /* [0] must be 0 */
+    int64_t warmup_steps;              /* [0] linear warmup from 0 over this many steps, for every scheduler */
+    double min_snr_gamma;              /* [0] 0 = off; >= 1e-4: each sample's loss weighted by min(SNR, gamma)/SNR
                                        * (epsilon) or min(SNR, gamma)/(SNR + 1) (v-prediction) at its timestep */
-    double noise_offset;              /* [0] 0 = off; noise += noise_offset * N(0,1) per sample and channel */
-    double huber_delta;               /* [1.0] loss_type HUBER's delta, >= 1e-4 (smaller
+    double noise_offset;               /* [0] 0 = off; noise += noise_offset * N(0,1) per sample and channel */
+    double huber_delta;                /* [1.0] loss_type HUBER's delta, >= 1e-4 (smaller
                                        * would make every 16-bit gradient zero) */
     /* 1.5, too: preview grids, flip, caption drop-out, kept tags */
     const char *preview_prompts_file; /* [NULL] a UTF-8 text file, one preview prompt per line (blank lines
@@ -647,39 +647,39 @@ struct sdt_train_options {
                                        * original's, as kohya's flip_aug) */
     uint8_t reserved3[3];             /* [0] must be 0 */
     /* 1.5, too: validation, EMA and the metrics file (docs/abi.md 3.13) */
-    const char *validation_dir;       /* [NULL] a folder of images with captions, read as dataset_dir is, whose
+    const char *validation_dir;         /* [NULL] a folder of images with captions, read as dataset_dir is, whose
                                        * loss is measured every validate_every steps */
-    double validation_split;          /* [0] 0 < F < 1: hold out that fraction of dataset_dir instead (chosen by
+    double validation_split;            /* [0] 0 < F < 1: hold out that fraction of dataset_dir instead (chosen by
                                        * seed, named in the log); 0 = none; not with validation_dir */
-    int64_t validate_every;           /* [0] measure the validation loss every N steps; required (> 0) when
+    int64_t validate_every;             /* [0] measure the validation loss every N steps; required (> 0) when
                                        * validation_dir or validation_split is set, 0 otherwise */
-    double ema_decay;                 /* [0] 0 = off; 0 < D < 1: keep an exponential moving average of the trained
+    double ema_decay;                   /* [0] 0 = off; 0 < D < 1: keep an exponential moving average of the trained
                                        * values, written beside the result as <stem>-ema<ext> */
-    uint32_t ema_every;               /* [1] update the average every N optimizer steps */
+    uint32_t ema_every;                 /* [1] update the average every N optimizer steps */
     uint32_t stop_after_no_improvement; /* [0] 0 = never; K: stop (state saved) after K validations in a row
                                        * without a new lowest validation loss */
-    bool ema_result;                  /* [false] the result file holds the average instead (no <stem>-ema<ext>; the
+    bool ema_result;                    /* [false] the result file holds the average instead (no <stem>-ema<ext>; the
                                        * trained values stay in the state, which still resumes exactly) */
-    bool ema_previews;                /* [false] previews show the average */
-    bool write_metrics;               /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
-    uint8_t reserved4[5];             /* [0] must be 0 */
+    bool ema_previews;                  /* [false] previews show the average */
+    bool write_metrics;                 /* [false] metrics.jsonl (one object per step) and loss.png in the log folder */
+    uint8_t reserved4[5];               /* [0] must be 0 */
     /* 1.5, too: aspect-ratio buckets (docs/abi.md 3.14; kohya's sd-scripts' make_buckets) */
-    uint32_t bucket_max_area;         /* [0] with buckets: no bucket holds more pixels; 0 = width x height */
-    uint32_t bucket_min_side;         /* [256] with buckets: no bucket side is shorter; a multiple of bucket_step */
-    uint32_t bucket_max_side;         /* [1024] with buckets: no bucket side is longer; a multiple of bucket_step */
-    uint32_t bucket_step;             /* [64] with buckets: every bucket side is a multiple of it; a multiple of 8
+    uint32_t bucket_max_area; /* [0] with buckets: no bucket holds more pixels; 0 = width x height */
+    uint32_t bucket_min_side; /* [256] with buckets: no bucket side is shorter; a multiple of bucket_step */
+    uint32_t bucket_max_side; /* [1024] with buckets: no bucket side is longer; a multiple of bucket_step */
+    uint32_t bucket_step;     /* [64] with buckets: every bucket side is a multiple of it; a multiple of 8
                                        * (the VAE), and of the model's UNet factor (checked when the model is read) */
-    bool buckets;                     /* [false] each image goes to the bucket nearest its aspect ratio, is resized
+    bool buckets;             /* [false] each image goes to the bucket nearest its aspect ratio, is resized
                                        * to cover it and cropped to it; a batch holds one bucket; not with varsize */
-    bool random_crop;                 /* [false] with buckets: the crop is placed at random (seeded per image, fixed
+    bool random_crop;         /* [false] with buckets: the crop is placed at random (seeded per image, fixed
                                        * for the run as the latents are cached once) instead of centred */
-    uint8_t reserved5[6];             /* [0] must be 0 */
+    uint8_t reserved5[6];     /* [0] must be 0 */
     /* ---- appended in 1.6 ---- (docs/abi.md 3.15) */
-    bool deterministic;               /* [false] true: every GPU step gives the same bits when run again (the CUDA
+    bool deterministic;   /* [false] true: every GPU step gives the same bits when run again (the CUDA
                                        * backend keeps to kernels that sum in a fixed order; slower attention
                                        * backward); false: cuDNN's fused attention backward where it applies,
                                        * whose dQ sums in a varying order, as PyTorch's default. The CPU always is */
-    uint8_t reserved6[7];             /* [0] must be 0 */
+    uint8_t reserved6[7]; /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */
@@ -702,18 +702,18 @@ typedef enum sdt_kv_kind {
 /* Input to create_hypernetwork: A1111's "Create hypernetwork" tab, text fields as typed there. */
 typedef struct sdt_hypernetwork_spec {
     uint32_t struct_size;
-    uint32_t reserved0;               /* [0] must be 0 */
-    const char *name;                 /* A1111's name characters; the file is <output_dir>/<name>.pt */
-    const char *output_dir;           /* must exist */
-    const char *widths;               /* ["768, 320, 640, 1280"] module widths (SD 2.x cross-attention: 1024) */
-    const char *layer_structure;      /* ["1, 2, 1"] width multipliers, first and last 1 */
-    const char *activation;           /* ["linear"] A1111's names (docs/hypernetworks.md) */
-    const char *weight_init;          /* ["Normal"] Normal, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal */
-    const char *dropout_structure;    /* ["0, 0, 0"] one entry per layer_structure entry */
-    bool layer_norm;                  /* [false] */
-    bool use_dropout;                 /* [false] */
-    bool activate_output;             /* [false] */
-    bool overwrite;                   /* [false] an existing file is SDT_STATUS_ALREADY_EXISTS */
+    uint32_t reserved0;            /* [0] must be 0 */
+    const char *name;              /* A1111's name characters; the file is <output_dir>/<name>.pt */
+    const char *output_dir;        /* must exist */
+    const char *widths;            /* ["768, 320, 640, 1280"] module widths (SD 2.x cross-attention: 1024) */
+    const char *layer_structure;   /* ["1, 2, 1"] width multipliers, first and last 1 */
+    const char *activation;        /* ["linear"] A1111's names (docs/hypernetworks.md) */
+    const char *weight_init;       /* ["Normal"] Normal, XavierUniform, XavierNormal, KaimingUniform, KaimingNormal */
+    const char *dropout_structure; /* ["0, 0, 0"] one entry per layer_structure entry */
+    bool layer_norm;               /* [false] */
+    bool use_dropout;              /* [false] */
+    bool activate_output;          /* [false] */
+    bool overwrite;                /* [false] an existing file is SDT_STATUS_ALREADY_EXISTS */
 } sdt_hypernetwork_spec;
 
 /* The Train tab for a hypernetwork, or for a hypernetwork and an embedding together (joint
@@ -721,14 +721,14 @@ typedef struct sdt_hypernetwork_spec {
  * optimizer's gradients skips that optimizer only). Input struct: fill it with config_defaults(). */
 typedef struct sdt_hn_config {
     uint32_t struct_size;
-    uint32_t reserved0;               /* [0] must be 0 */
+    uint32_t reserved0;                     /* [0] must be 0 */
     const sdt_train_options *train_options; /* required: the options shared with embeddings */
-    const char *hypernetwork_path;    /* the hypernetwork to train (.pt or .safetensors) */
-    const char *learn_rate;           /* ["0.00001"] schedule grammar as sdt_ti_config.learn_rate */
-    double weight_decay;              /* [0.01] AdamW weight decay (A1111's) */
-    double strength;                  /* [1.0] the modules' strength while training */
-    const char *embedding_path;       /* [NULL] also train this embedding (joint training) */
-    const char *embedding_learn_rate; /* ["0.005"] its schedule (joint training only) */
+    const char *hypernetwork_path;          /* the hypernetwork to train (.pt or .safetensors) */
+    const char *learn_rate;                 /* ["0.00001"] schedule grammar as sdt_ti_config.learn_rate */
+    double weight_decay;                    /* [0.01] AdamW weight decay (A1111's) */
+    double strength;                        /* [1.0] the modules' strength while training */
+    const char *embedding_path;             /* [NULL] also train this embedding (joint training) */
+    const char *embedding_learn_rate;       /* ["0.005"] its schedule (joint training only) */
     /* ---- appended in 1.4: the jointly trained embedding's own settings (docs/abi.md 3.9) ---- */
     bool save_image_with_embedding;   /* [true] also write the embedding's A1111 PNG cards, as
                                        * sdt_ti_config.save_image_with_embedding */
@@ -739,17 +739,17 @@ typedef struct sdt_hn_config {
     /* ---- appended in 1.4 (after the above): previews with other hypernetworks chained in ---- */
     const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; FILE[:STRENGTH]..." chained after the
                                         * trained one in previews only (strength 1 when left out; at most 7) */
-    double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */
+    double preview_strength;           /* [0 = strength] the trained hypernetwork's strength in previews */
 } sdt_hn_config;
 
 /* What inspect() reads from a hypernetwork file. Output struct: set struct_size first. */
 typedef struct sdt_hypernetwork_info {
     uint32_t struct_size;
-    uint32_t width_count;             /* module widths in the file */
+    uint32_t width_count; /* module widths in the file */
     uint32_t widths[8];
-    uint32_t layer_count;             /* Linear layers per module */
+    uint32_t layer_count; /* Linear layers per module */
     uint32_t reserved0;
-    int64_t step;                     /* -1 when the file does not record it */
+    int64_t step; /* -1 when the file does not record it */
     uint64_t parameter_count;
     bool layer_norm;
     bool use_dropout;
@@ -758,7 +758,7 @@ typedef struct sdt_hypernetwork_info {
     char name[256];
     char activation[32];
     char weight_init[32];
-    char layer_structure[128];        /* as A1111 shows it: "1, 2, 1" */
+    char layer_structure[128]; /* as A1111 shows it: "1, 2, 1" */
     char checkpoint_name[256];
     char checkpoint_hash[72];
 } sdt_hypernetwork_info;
@@ -768,22 +768,22 @@ typedef struct sdt_hypernetwork_info {
  * and set struct_size; 0 in a numeric field means the default in brackets. */
 typedef struct sdt_generate_request {
     uint32_t struct_size;
-    uint32_t device;                  /* sdt_device_choice [AUTO] */
-    const char *model_path;           /* the SD checkpoint (as sdt_train_options.model_path) */
-    const char *tokenizer_path;       /* [NULL] as sdt_train_options.tokenizer_path */
+    uint32_t device;            /* sdt_device_choice [AUTO] */
+    const char *model_path;     /* the SD checkpoint (as sdt_train_options.model_path) */
+    const char *tokenizer_path; /* [NULL] as sdt_train_options.tokenizer_path */
     const char *prompt;
-    const char *negative_prompt;      /* [""] */
-    uint32_t width;                   /* [512] a multiple of the model's 8 x 2^(levels-1) */
-    uint32_t height;                  /* [512] */
-    uint32_t steps;                   /* [20] DDIM steps, 1..1000 */
-    uint32_t clip_skip;               /* [1] */
-    double cfg_scale;                 /* [7.0] 1 = no guidance */
-    uint64_t seed;                    /* [0] the noise (the plugin's counter-based RNG, not torch's) */
-    uint32_t cpu_threads;             /* [0] OpenMP's default */
-    uint32_t reserved0;               /* [0] must be 0 */
-    const char *embedding_path;       /* [NULL] an embedding whose name in the prompt stands for its vectors */
+    const char *negative_prompt; /* [""] */
+    uint32_t width;              /* [512] a multiple of the model's 8 x 2^(levels-1) */
+    uint32_t height;             /* [512] */
+    uint32_t steps;              /* [20] DDIM steps, 1..1000 */
+    uint32_t clip_skip;          /* [1] */
+    double cfg_scale;            /* [7.0] 1 = no guidance */
+    uint64_t seed;               /* [0] the noise (the plugin's counter-based RNG, not torch's) */
+    uint32_t cpu_threads;        /* [0] OpenMP's default */
+    uint32_t reserved0;          /* [0] must be 0 */
+    const char *embedding_path;  /* [NULL] an embedding whose name in the prompt stands for its vectors */
     /* ---- appended in 1.5 ---- */
-    const char *sampler;              /* [NULL = "ddim"] "ddim" (eta 0), "euler_a" or "dpmpp_2m_karras", as
+    const char *sampler; /* [NULL = "ddim"] "ddim" (eta 0), "euler_a" or "dpmpp_2m_karras", as
                                        * sdt_train_options.preview_sampler */
 } sdt_generate_request;
 
@@ -872,27 +872,27 @@ typedef struct sdt_trainer sdt_trainer; /* opaque */
 /* An embedding to train. Input struct: fill it with embedding_part_defaults(). */
 typedef struct sdt_embedding_part {
     uint32_t struct_size;
-    uint32_t clip_mode;               /* sdt_clip_mode [DISABLED]; with clip_value (a mode without it is a
+    uint32_t clip_mode;             /* sdt_clip_mode [DISABLED]; with clip_value (a mode without it is a
                                        * VALIDATION error) */
-    const char *embedding_path;       /* the embedding to train (any format inspect reads) */
-    const char *learn_rate;           /* ["0.005"] schedule "RATE[:STEP], ..." (A1111 grammar) */
-    const char *clip_value;           /* [NULL] NULL: the embedding clips as the options say (clip_mode,
+    const char *embedding_path;     /* the embedding to train (any format inspect reads) */
+    const char *learn_rate;         /* ["0.005"] schedule "RATE[:STEP], ..." (A1111 grammar) */
+    const char *clip_value;         /* [NULL] NULL: the embedding clips as the options say (clip_mode,
                                        * clip_value); set: clip_mode above with this schedule */
-    bool save_image_with_embedding;   /* [true] also write A1111 PNG cards */
-    uint8_t reserved0[7];             /* [0] must be 0 */
+    bool save_image_with_embedding; /* [true] also write A1111 PNG cards */
+    uint8_t reserved0[7];           /* [0] must be 0 */
 } sdt_embedding_part;
 
 /* A hypernetwork to train. Input struct: fill it with hypernetwork_part_defaults(). */
 typedef struct sdt_hypernetwork_part {
     uint32_t struct_size;
-    uint32_t reserved0;               /* [0] must be 0 */
-    const char *hypernetwork_path;    /* the hypernetwork to train (.pt or .safetensors) */
-    const char *learn_rate;           /* ["0.00001"] schedule grammar as the embedding's */
-    double weight_decay;              /* [0.01] AdamW weight decay (A1111's) */
-    double strength;                  /* [1.0] the modules' strength while training, (0, 10] */
+    uint32_t reserved0;                /* [0] must be 0 */
+    const char *hypernetwork_path;     /* the hypernetwork to train (.pt or .safetensors) */
+    const char *learn_rate;            /* ["0.00001"] schedule grammar as the embedding's */
+    double weight_decay;               /* [0.01] AdamW weight decay (A1111's) */
+    double strength;                   /* [1.0] the modules' strength while training, (0, 10] */
     const char *preview_hypernetworks; /* [NULL] "FILE[:STRENGTH]; ..." chained after the trained one in
                                         * previews only (strength 1 when left out; at most 7) */
-    double preview_strength;          /* [0 = strength] the trained hypernetwork's strength in previews */
+    double preview_strength;           /* [0 = strength] the trained hypernetwork's strength in previews */
 } sdt_hypernetwork_part;
 
 /* What one prepare() trains. Input struct: zero it and set struct_size. The options are the Train
@@ -981,16 +981,16 @@ typedef struct sdt_hypernetwork_files_ext {
 
 typedef struct sdt_hypernetwork_applier_ext {
     uint32_t struct_size;
-    sdt_status (*create)(sdt_hn_applier **out, char *err, uint32_t err_size);          /* [main thread] */
-    void (*destroy)(sdt_hn_applier *applier);                                          /* [main thread] */
+    sdt_status (*create)(sdt_hn_applier **out, char *err, uint32_t err_size); /* [main thread] */
+    void (*destroy)(sdt_hn_applier *applier);                                 /* [main thread] */
     sdt_status (*get_last_error)(const sdt_hn_applier *applier, char *buf, uint32_t buf_size,
-                                 uint32_t *needed);                                    /* [any thread] */
-    sdt_status (*add)(sdt_hn_applier *applier, const char *path, double strength);     /* [worker thread] */
+                                 uint32_t *needed);                                       /* [any thread] */
+    sdt_status (*add)(sdt_hn_applier *applier, const char *path, double strength);        /* [worker thread] */
     sdt_status (*set_strength)(sdt_hn_applier *applier, uint32_t index, double strength); /* [main thread] */
     sdt_status (*apply_kv)(sdt_hn_applier *applier, uint32_t width, uint32_t kind, const float *in, float *out,
-                           uint64_t rows);                                             /* [main thread] */
+                           uint64_t rows); /* [main thread] */
     sdt_status (*generate)(sdt_hn_applier *applier, const sdt_generate_request *request, uint8_t *rgb,
-                           uint64_t rgb_size);                                         /* [worker thread] */
+                           uint64_t rgb_size); /* [worker thread] */
 } sdt_hypernetwork_applier_ext;
 
 #ifdef __cplusplus

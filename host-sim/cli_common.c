@@ -60,8 +60,10 @@ const char *cli_plugin_argument(int argc, char **argv)
 {
     const char *path = NULL;
     for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc) path = argv[++i];
-        else if (strncmp(argv[i], "--plugin=", 9) == 0) path = argv[i] + 9;
+        if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc)
+            path = argv[++i];
+        else if (strncmp(argv[i], "--plugin=", 9) == 0)
+            path = argv[i] + 9;
     }
     return path;
 }
@@ -71,7 +73,8 @@ gboolean cli_parse(GOptionContext *ctx, const char *command, int *argc, char ***
     GError *gerr = NULL;
     if (!g_option_context_parse(ctx, argc, argv, &gerr)) {
         char *suggestion = g_error_matches(gerr, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION)
-                               ? option_suggestion(ctx, *argc, *argv) : g_strdup("");
+                               ? option_suggestion(ctx, *argc, *argv)
+                               : g_strdup("");
         fprintf(stderr, "sdt-host %s: %s%s\nTry 'sdt-host %s --help'.\n", command, gerr->message, suggestion, command);
         g_free(suggestion);
         g_clear_error(&gerr);
@@ -187,7 +190,8 @@ const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id
     return extension;
 }
 
-int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension)
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id,
+                               const void **extension)
 {
     int status = cli_trainer_open(t, plugin_path);
     if (status != SDT_EXIT_OK) return status;

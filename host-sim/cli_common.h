@@ -9,8 +9,11 @@
 #include "sdtrain.h"
 
 /* The --plugin option, to append to each subcommand's entries. */
-#define CLI_PLUGIN_OPTION(var) \
-    { "plugin", 0, 0, G_OPTION_ARG_FILENAME, &(var), "Path of libsdtrain.so (default: $SDTRAIN_PLUGIN, then next to sdt-host)", "PATH" }
+#define CLI_PLUGIN_OPTION(var)                                                                                         \
+    {                                                                                                                  \
+        "plugin", 0, 0, G_OPTION_ARG_FILENAME, &(var),                                                                 \
+            "Path of libsdtrain.so (default: $SDTRAIN_PLUGIN, then next to sdt-host)", "PATH"                          \
+    }
 
 /* Whether argv asks for --help (-h, --help-all) before a "--": what a command may prepare for it. */
 gboolean cli_help_requested(int argc, char **argv);
@@ -52,7 +55,8 @@ const void *cli_trainer_extension(const cli_trainer *t, const char *extension_id
 
 /* cli_trainer_open, then the extension extension_id into *extension; 0, or an exit status after
  * the sentence (nothing left open). */
-int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id, const void **extension);
+int cli_trainer_open_extension(cli_trainer *t, const char *plugin_path, const char *extension_id,
+                               const void **extension);
 
 /* The trainer's last error as a malloc'd string (g_free). */
 char *cli_trainer_error(const cli_trainer *t);

@@ -7,8 +7,8 @@
 
 /* The plugin's sentences name sdt_embedding_spec fields; a terminal user sets options. */
 static const char *const spec_options[][2] = {
-    { "spec.name", "--name" }, { "spec.init_text", "--init-text" }, { "spec.vectors_per_token", "--vectors" },
-    { "spec.model_path", "--model" }, { "spec.output_dir", "--out" }, { "spec.overwrite", "--overwrite" },
+    {"spec.name", "--name"},        {"spec.init_text", "--init-text"}, {"spec.vectors_per_token", "--vectors"},
+    {"spec.model_path", "--model"}, {"spec.output_dir", "--out"},      {"spec.overwrite", "--overwrite"},
 };
 
 int cmd_create_embedding(int argc, char **argv)
@@ -17,16 +17,18 @@ int cmd_create_embedding(int argc, char **argv)
     char *tokenizer = NULL;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
-        { "name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required)", "NAME" },
-        { "init-text", 0, 0, G_OPTION_ARG_STRING, &init_text, "Initialization text (default \"*\"; empty = zeros)", "TEXT" },
-        { "vectors", 0, 0, G_OPTION_ARG_STRING, &vectors_text, "Number of vectors per token, 1..75 (default 1)", "K" },
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Stable Diffusion checkpoint whose text encoder sets the width (required)", "PATH" },
-        { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR" },
-        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR" },
-        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file (default off)", NULL },
+        {"name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required)", "NAME"},
+        {"init-text", 0, 0, G_OPTION_ARG_STRING, &init_text, "Initialization text (default \"*\"; empty = zeros)",
+         "TEXT"},
+        {"vectors", 0, 0, G_OPTION_ARG_STRING, &vectors_text, "Number of vectors per token, 1..75 (default 1)", "K"},
+        {"model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+         "Stable Diffusion checkpoint whose text encoder sets the width (required)", "PATH"},
+        {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
+         "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR"},
+        {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR"},
+        {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
-        { NULL, 0, 0, 0, NULL, NULL, NULL }
-    };
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionContext *ctx = g_option_context_new("- create an embedding file");
     g_option_context_add_main_entries(ctx, entries, NULL);
     guint64 vectors = 1;
@@ -40,15 +42,27 @@ int cmd_create_embedding(int argc, char **argv)
     if (status == SDT_EXIT_OK &&
         (status = cli_trainer_open_extension(&t, plugin, SDT_EXT_EMBEDDING_FILES, &extension)) == SDT_EXIT_OK) {
         const sdt_embedding_files_ext *files = extension;
-        sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)vectors, .name = name,
-                                    .init_text = init_text ? init_text : "*", .model_path = model, .output_dir = out_dir,
-                                    .overwrite = overwrite, .tokenizer_path = tokenizer };
+        sdt_embedding_spec spec = {.struct_size = sizeof spec,
+                                   .vectors_per_token = (uint32_t)vectors,
+                                   .name = name,
+                                   .init_text = init_text ? init_text : "*",
+                                   .model_path = model,
+                                   .output_dir = out_dir,
+                                   .overwrite = overwrite,
+                                   .tokenizer_path = tokenizer};
         char path[4096] = "";
         sdt_status st = files->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
-        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options, G_N_ELEMENTS(spec_options));
+        status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options,
+                             G_N_ELEMENTS(spec_options));
         cli_trainer_close(&t);
     }
     g_option_context_free(ctx);
-    g_free(name); g_free(init_text); g_free(model); g_free(out); g_free(plugin); g_free(vectors_text); g_free(tokenizer);
+    g_free(name);
+    g_free(init_text);
+    g_free(model);
+    g_free(out);
+    g_free(plugin);
+    g_free(vectors_text);
+    g_free(tokenizer);
     return status;
 }

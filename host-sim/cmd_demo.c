@@ -36,21 +36,21 @@
 #define DEMO_INIT_TEXT "object" /* the base captions' word for an unnamed object */
 #define DEMO_MODEL_FILE "sdtrain-demo.safetensors"
 #define DEMO_EMBEDDING_LIMIT ((gsize)64 << 20) /* the demo's own embedding: a few KB */
-#define DEMO_LOG_FOLDER "textual_inversion" /* A1111 logs both methods there */
+#define DEMO_LOG_FOLDER "textual_inversion"    /* A1111 logs both methods there */
 
 typedef enum demo_method { DEMO_EMBEDDING, DEMO_HYPERNETWORK, DEMO_JOINT } demo_method;
 
 /* What differs between the three demos. */
 typedef struct demo_kind {
-    const char *option;          /* on the command line */
-    const char *dataset_folder;  /* in the demo assets */
+    const char *option;         /* on the command line */
+    const char *dataset_folder; /* in the demo assets */
     /* The base model's caption grammar ("a small red circle on a navy background, top left"):
      * an embedding stands where colour and shape go and the captions hold "navy background, top
      * left"; a hypernetwork alone trains on the full captions. */
     const char *template_text;
     int64_t steps;
-    uint32_t batch_size;         /* a style is learned from many pictures: batches steady it */
-    const char *learn_rate;      /* the embedding's (DEMO_EMBEDDING) or the hypernetwork's */
+    uint32_t batch_size;              /* a style is learned from many pictures: batches steady it */
+    const char *learn_rate;           /* the embedding's (DEMO_EMBEDDING) or the hypernetwork's */
     const char *embedding_learn_rate; /* DEMO_JOINT's embedding */
     /* Classifier-free guidance of the previews and the grid. The hypernetwork's grid is drawn
      * without guidance: guidance multiplies what the words say, and the base model learned "a red
@@ -77,7 +77,7 @@ typedef struct demo_options {
     const char *out, *model, *dataset, *plugin, *learn_rate, *resume;
     int64_t max_steps, save_every;
     uint64_t seed;
-    int grid_seeds; /* 0: no grid */
+    int grid_seeds;  /* 0: no grid */
     bool validation; /* a fifth of the pictures held out, their loss measured 20 times; metrics.jsonl and loss.png */
 } demo_options;
 
@@ -100,8 +100,14 @@ static void demo_paths_make(demo_paths *p, const char *out)
 
 static void demo_paths_free(demo_paths *p)
 {
-    g_free(p->emb_dir); g_free(p->hn_dir); g_free(p->template_file); g_free(p->log_dir);
-    g_free(p->embedding); g_free(p->initial); g_free(p->hypernetwork); g_free(p->grid);
+    g_free(p->emb_dir);
+    g_free(p->hn_dir);
+    g_free(p->template_file);
+    g_free(p->log_dir);
+    g_free(p->embedding);
+    g_free(p->initial);
+    g_free(p->hypernetwork);
+    g_free(p->grid);
 }
 
 /* The options both methods share (sdt_train_options serves the embedding's config too). */
@@ -150,9 +156,13 @@ static int create_embedding(const demo_options *o, const demo_paths *p, const cl
     int status = SDT_EXIT_OK;
     const sdt_embedding_files_ext *files = cli_trainer_extension(t, SDT_EXT_EMBEDDING_FILES, &status);
     if (!files) return status;
-    sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = 2, .name = DEMO_NAME,
-                                .init_text = DEMO_INIT_TEXT, .model_path = o->model, .output_dir = p->emb_dir,
-                                .overwrite = true };
+    sdt_embedding_spec spec = {.struct_size = sizeof spec,
+                               .vectors_per_token = 2,
+                               .name = DEMO_NAME,
+                               .init_text = DEMO_INIT_TEXT,
+                               .model_path = o->model,
+                               .output_dir = p->emb_dir,
+                               .overwrite = true};
     char embedding[4096] = "";
     if (files->create_embedding(t->trainer, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK)
         status = cli_trainer_fail(t);
@@ -167,19 +177,24 @@ static int create_hypernetwork(const demo_paths *p, const cli_trainer *t)
     int status = SDT_EXIT_OK;
     const sdt_hypernetwork_files_ext *files = cli_trainer_extension(t, SDT_EXT_HYPERNETWORK_FILES, &status);
     if (!files) return status;
-    sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = DEMO_HN_NAME, .output_dir = p->hn_dir,
-                                   .widths = DEMO_HN_SIZES, .layer_structure = DEMO_HN_LAYERS, .overwrite = true };
+    sdt_hypernetwork_spec spec = {.struct_size = sizeof spec,
+                                  .name = DEMO_HN_NAME,
+                                  .output_dir = p->hn_dir,
+                                  .widths = DEMO_HN_SIZES,
+                                  .layer_structure = DEMO_HN_LAYERS,
+                                  .overwrite = true};
     char path[4096] = "";
-    if (files->create_hypernetwork(t->trainer, &spec, path, sizeof path, NULL) != SDT_STATUS_OK) status = cli_trainer_fail(t);
+    if (files->create_hypernetwork(t->trainer, &spec, path, sizeof path, NULL) != SDT_STATUS_OK)
+        status = cli_trainer_fail(t);
     return status;
 }
 
 /* One run of the demo's parts: the embedding, the hypernetwork, or both (DEMO_JOINT). */
 static int train_demo(const demo_options *o, const demo_paths *p, const cli_trainer *t)
 {
-    sdt_train_options options = { .struct_size = sizeof options };
-    sdt_embedding_part embedding = { .struct_size = sizeof embedding };
-    sdt_hypernetwork_part hypernetwork = { .struct_size = sizeof hypernetwork };
+    sdt_train_options options = {.struct_size = sizeof options};
+    sdt_embedding_part embedding = {.struct_size = sizeof embedding};
+    sdt_hypernetwork_part hypernetwork = {.struct_size = sizeof hypernetwork};
     if (t->factory->train_options_defaults(&options) != SDT_STATUS_OK ||
         t->factory->embedding_part_defaults(&embedding) != SDT_STATUS_OK ||
         t->factory->hypernetwork_part_defaults(&hypernetwork) != SDT_STATUS_OK)
@@ -190,23 +205,25 @@ static int train_demo(const demo_options *o, const demo_paths *p, const cli_trai
     embedding.learn_rate = kind->embedding_learn_rate ? kind->embedding_learn_rate : o->learn_rate;
     hypernetwork.hypernetwork_path = p->hypernetwork;
     hypernetwork.learn_rate = o->learn_rate;
-    sdt_trainer_config config = { .struct_size = sizeof config, .options = &options,
-                                  .embedding = o->method != DEMO_HYPERNETWORK ? &embedding : NULL,
-                                  .hypernetwork = o->method != DEMO_EMBEDDING ? &hypernetwork : NULL };
-    train_target target = { .factory = t->factory, .trainer = t->trainer, .config = &config };
+    sdt_trainer_config config = {.struct_size = sizeof config,
+                                 .options = &options,
+                                 .embedding = o->method != DEMO_HYPERNETWORK ? &embedding : NULL,
+                                 .hypernetwork = o->method != DEMO_EMBEDDING ? &hypernetwork : NULL};
+    train_target target = {.factory = t->factory, .trainer = t->trainer, .config = &config};
     return train_session_run(&target, NULL, NULL);
 }
 
 /* A resumed run needs the files the first run trained: 0, or the exit status after the sentence. */
 static int check_resumable(const demo_options *o, const demo_paths *p)
 {
-    const char *missing = o->method != DEMO_HYPERNETWORK && !g_file_test(p->embedding, G_FILE_TEST_EXISTS) ? p->embedding
-                          : o->method != DEMO_EMBEDDING && !g_file_test(p->hypernetwork, G_FILE_TEST_EXISTS)
-                              ? p->hypernetwork
-                              : NULL;
+    const char *missing =
+        o->method != DEMO_HYPERNETWORK && !g_file_test(p->embedding, G_FILE_TEST_EXISTS)   ? p->embedding
+        : o->method != DEMO_EMBEDDING && !g_file_test(p->hypernetwork, G_FILE_TEST_EXISTS) ? p->hypernetwork
+                                                                                           : NULL;
     if (!missing) return SDT_EXIT_OK;
     return cli_errorf("--resume continues a demo run in its --out folder, but %s is missing; pass the --out folder of "
-                      "the run that wrote the state.", missing);
+                      "the run that wrote the state.",
+                      missing);
 }
 
 /* The folders and the template; for a fresh run, new files to train. An exit status. */
@@ -231,7 +248,8 @@ static int run_demo(const demo_options *o)
 {
     if (!g_file_test(o->model, G_FILE_TEST_EXISTS) || !g_file_test(o->dataset, G_FILE_TEST_IS_DIR)) {
         return cli_errorf("The demo model (%s) or dataset (%s) is missing; set SDTRAIN_DEMO_DIR or pass --model and "
-                          "--dataset.", o->model, o->dataset);
+                          "--dataset.",
+                          o->model, o->dataset);
     }
     demo_paths p;
     demo_paths_make(&p, o->out);
@@ -244,16 +262,21 @@ static int run_demo(const demo_options *o)
             if (o->method == DEMO_JOINT) printf(",\n  the hypernetwork %s", p.hypernetwork);
             if (o->method == DEMO_HYPERNETWORK) printf("Demo outputs: the hypernetwork %s", p.hypernetwork);
             printf(", logs, previews and copies under %s\n", p.log_dir);
-            if (o->validation) printf("The loss plot (training and validation loss by step): loss.png in the run's folder under %s\n", p.log_dir);
+            if (o->validation)
+                printf("The loss plot (training and validation loss by step): loss.png in the run's folder under %s\n",
+                       p.log_dir);
         }
     }
     if (status == SDT_EXIT_OK && o->grid_seeds > 0) {
         bool have_initial = o->method == DEMO_EMBEDDING && g_file_test(p.initial, G_FILE_TEST_EXISTS);
-        demo_grid_request rq = { .model = o->model, .grid_path = p.grid, .seeds = o->grid_seeds, .seed = o->seed,
-                                 .cfg = demo_kinds[o->method].cfg,
-                                 .initial = have_initial ? p.initial : NULL,
-                                 .learned = o->method != DEMO_HYPERNETWORK ? p.embedding : NULL,
-                                 .hypernetwork = o->method != DEMO_EMBEDDING ? p.hypernetwork : NULL };
+        demo_grid_request rq = {.model = o->model,
+                                .grid_path = p.grid,
+                                .seeds = o->grid_seeds,
+                                .seed = o->seed,
+                                .cfg = demo_kinds[o->method].cfg,
+                                .initial = have_initial ? p.initial : NULL,
+                                .learned = o->method != DEMO_HYPERNETWORK ? p.embedding : NULL,
+                                .hypernetwork = o->method != DEMO_EMBEDDING ? p.hypernetwork : NULL};
         demo_grid_run(&rq);
     }
     if (t.factory) cli_trainer_close(&t);
@@ -267,34 +290,50 @@ int cmd_demo(int argc, char **argv)
     char *grid_text = NULL, *learn_rate = NULL, *resume = NULL, *save_text = NULL;
     gboolean hypernetwork = FALSE, joint = FALSE, validation = FALSE;
     GOptionEntry entries[] = {
-        { "hypernetwork", 0, 0, G_OPTION_ARG_NONE, &hypernetwork, "Train a hypernetwork of the held-out style (outlines) instead (default off: the embedding demo)", NULL },
-        { "joint", 0, 0, G_OPTION_ARG_NONE, &joint, "Train the embedding and the hypernetwork in one run, on outlined yellow stars (default off)", NULL },
-        { "validation", 0, 0, G_OPTION_ARG_NONE, &validation, "Hold out a fifth of the pictures and measure their loss 20 times; the log names the step where it bottomed out, loss.png plots it (default off)", NULL },
-        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: sdtrain-demo)", "DIR" },
-        { "max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text, "Training steps (default 200; with --hypernetwork or --joint 240)", "N" },
-        { "learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate, "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; 0.002)", "RATE" },
-        { "save-every", 0, 0, G_OPTION_ARG_STRING, &save_text, "Copies, previews and the state every N steps (default: a quarter of --max-steps)", "N" },
-        { "resume", 0, 0, G_OPTION_ARG_FILENAME, &resume, "Continue a demo run in the same --out folder from its state file (or its log folder; default none)", "STATE" },
-        { "grid-seeds", 0, 0, G_OPTION_ARG_STRING, &grid_text, "Columns of the comparison grid, 0 = no grid (default 6)", "N" },
-        { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Seed (default 0)", "S" },
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "Model instead of the demo model (default: the demo folder's model/" DEMO_MODEL_FILE ")", "PATH" },
-        { "dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset, "Dataset instead of the demo's (default: the demo folder's dataset/; dataset-style/ with --hypernetwork, dataset-joint/ with --joint)", "DIR" },
+        {"hypernetwork", 0, 0, G_OPTION_ARG_NONE, &hypernetwork,
+         "Train a hypernetwork of the held-out style (outlines) instead (default off: the embedding demo)", NULL},
+        {"joint", 0, 0, G_OPTION_ARG_NONE, &joint,
+         "Train the embedding and the hypernetwork in one run, on outlined yellow stars (default off)", NULL},
+        {"validation", 0, 0, G_OPTION_ARG_NONE, &validation,
+         "Hold out a fifth of the pictures and measure their loss 20 times; the log names the step where it bottomed out, loss.png plots it (default off)",
+         NULL},
+        {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: sdtrain-demo)", "DIR"},
+        {"max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text,
+         "Training steps (default 200; with --hypernetwork or --joint 240)", "N"},
+        {"learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate,
+         "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; 0.002)",
+         "RATE"},
+        {"save-every", 0, 0, G_OPTION_ARG_STRING, &save_text,
+         "Copies, previews and the state every N steps (default: a quarter of --max-steps)", "N"},
+        {"resume", 0, 0, G_OPTION_ARG_FILENAME, &resume,
+         "Continue a demo run in the same --out folder from its state file (or its log folder; default none)", "STATE"},
+        {"grid-seeds", 0, 0, G_OPTION_ARG_STRING, &grid_text, "Columns of the comparison grid, 0 = no grid (default 6)",
+         "N"},
+        {"seed", 0, 0, G_OPTION_ARG_STRING, &seed_text, "Seed (default 0)", "S"},
+        {"model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+         "Model instead of the demo model (default: the demo folder's model/" DEMO_MODEL_FILE ")", "PATH"},
+        {"dataset", 0, 0, G_OPTION_ARG_FILENAME, &dataset,
+         "Dataset instead of the demo's (default: the demo folder's dataset/; dataset-style/ with --hypernetwork, dataset-joint/ with --joint)",
+         "DIR"},
         CLI_PLUGIN_OPTION(plugin),
-        { NULL, 0, 0, 0, NULL, NULL, NULL }
-    };
-    GOptionContext *ctx = g_option_context_new("- train the demo embedding (the default command), hypernetwork or both");
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
+    GOptionContext *ctx =
+        g_option_context_new("- train the demo embedding (the default command), hypernetwork or both");
     g_option_context_add_main_entries(ctx, entries, NULL);
     guint64 steps = 0, seed = 0, grid_seeds = 6, save_every = 0;
     int status = SDT_EXIT_OK;
-    if (!cli_parse(ctx, "demo", &argc, &argv)) status = SDT_EXIT_USAGE;
+    if (!cli_parse(ctx, "demo", &argc, &argv))
+        status = SDT_EXIT_USAGE;
     else if (argc > 1) {
         char *hint = host_commands_hint(argv[1]);
-        status = cli_usage_errorf("demo", "unknown command or stray argument %s, and a command comes first, before its "
-                                  "options.", hint);
+        status = cli_usage_errorf("demo",
+                                  "unknown command or stray argument %s, and a command comes first, before its "
+                                  "options.",
+                                  hint);
         g_free(hint);
     } else if (hypernetwork && joint)
         status = cli_usage_error("demo", "--hypernetwork and --joint are two demos; choose one (--joint trains the "
-                                 "hypernetwork too).");
+                                         "hypernetwork too).");
     else if (steps_text && !g_ascii_string_to_unsigned(steps_text, 10, 1, G_MAXINT64, &steps, NULL))
         status = cli_usage_error("demo", "--max-steps must be a whole number of at least 1.");
     else if (save_text && !g_ascii_string_to_unsigned(save_text, 10, 1, G_MAXINT64, &save_every, NULL))
@@ -311,16 +350,33 @@ int cmd_demo(int argc, char **argv)
         char *dir = demo_dir();
         char *model_path = model ? g_strdup(model) : g_build_filename(dir, "model", DEMO_MODEL_FILE, NULL);
         char *dataset_path = dataset ? g_strdup(dataset) : g_build_filename(dir, kind->dataset_folder, NULL);
-        demo_options o = {method, out ? out : "sdtrain-demo", model_path, dataset_path, plugin,
-                          learn_rate ? learn_rate : kind->learn_rate, resume, (int64_t)steps, (int64_t)save_every,
-                          seed, (int)grid_seeds, validation};
+        demo_options o = {method,
+                          out ? out : "sdtrain-demo",
+                          model_path,
+                          dataset_path,
+                          plugin,
+                          learn_rate ? learn_rate : kind->learn_rate,
+                          resume,
+                          (int64_t)steps,
+                          (int64_t)save_every,
+                          seed,
+                          (int)grid_seeds,
+                          validation};
         status = run_demo(&o);
         g_free(dir);
         g_free(model_path);
         g_free(dataset_path);
     }
     g_option_context_free(ctx);
-    g_free(out); g_free(model); g_free(dataset); g_free(plugin); g_free(steps_text); g_free(seed_text);
-    g_free(grid_text); g_free(learn_rate); g_free(resume); g_free(save_text);
+    g_free(out);
+    g_free(model);
+    g_free(dataset);
+    g_free(plugin);
+    g_free(steps_text);
+    g_free(seed_text);
+    g_free(grid_text);
+    g_free(learn_rate);
+    g_free(resume);
+    g_free(save_text);
     return status;
 }

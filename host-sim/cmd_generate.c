@@ -24,8 +24,11 @@
 
 /* The plugin's sentences name request fields; a terminal user sets options. */
 static const char *const request_options[][2] = {
-    { "request.width x height", "--width x --height" }, { "request.steps", "--steps" },
-    { "request.cfg_scale", "--cfg" }, { "request.clip_skip", "--clip-skip" }, { "request.sampler", "--sampler" },
+    {"request.width x height", "--width x --height"},
+    {"request.steps", "--steps"},
+    {"request.cfg_scale", "--cfg"},
+    {"request.clip_skip", "--clip-skip"},
+    {"request.sampler", "--sampler"},
 };
 
 /* FILE or FILE:STRENGTH (the part after the last ':' when it is a number); FALSE when a
@@ -34,7 +37,10 @@ static gboolean split_hypernetwork(const char *arg, char **file, double *strengt
 {
     const char *colon = strrchr(arg, ':');
     *strength = 1.0;
-    if (!colon) { *file = g_strdup(arg); return TRUE; }
+    if (!colon) {
+        *file = g_strdup(arg);
+        return TRUE;
+    }
     char *end = NULL;
     double s = g_ascii_strtod(colon + 1, &end);
     if (end == colon + 1 || *end) { /* no number after ':': part of the file name */
@@ -48,10 +54,14 @@ static gboolean split_hypernetwork(const char *arg, char **file, double *strengt
 
 static int device_choice(const char *name, uint32_t *out)
 {
-    if (!name || strcmp(name, "auto") == 0) *out = SDT_DEVICE_CHOICE_AUTO;
-    else if (strcmp(name, "cpu") == 0) *out = SDT_DEVICE_CHOICE_CPU;
-    else if (strcmp(name, "cuda") == 0) *out = SDT_DEVICE_CHOICE_CUDA;
-    else return cli_usage_errorf("generate", "--device %s is not auto, cpu or cuda.", name);
+    if (!name || strcmp(name, "auto") == 0)
+        *out = SDT_DEVICE_CHOICE_AUTO;
+    else if (strcmp(name, "cpu") == 0)
+        *out = SDT_DEVICE_CHOICE_CPU;
+    else if (strcmp(name, "cuda") == 0)
+        *out = SDT_DEVICE_CHOICE_CUDA;
+    else
+        return cli_usage_errorf("generate", "--device %s is not auto, cpu or cuda.", name);
     return SDT_EXIT_OK;
 }
 
@@ -65,8 +75,10 @@ static int build_chain(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier **a
         double strength;
         if (!split_hypernetwork(hypernetworks[i], &file, &strength)) {
             g_free(file);
-            return cli_usage_errorf("generate", "--hypernetwork %s: the strength after ':' is not a finite number; "
-                                    "write FILE or FILE:STRENGTH, e.g. style.pt:0.8.", hypernetworks[i]);
+            return cli_usage_errorf("generate",
+                                    "--hypernetwork %s: the strength after ':' is not a finite number; "
+                                    "write FILE or FILE:STRENGTH, e.g. style.pt:0.8.",
+                                    hypernetworks[i]);
         }
         sdt_status st = f->add(*applier, file, strength);
         g_free(file);
@@ -78,8 +90,8 @@ static int build_chain(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier **a
     return SDT_EXIT_OK;
 }
 
-static int generate_image(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier *applier, const sdt_generate_request *rq,
-                          const char *out)
+static int generate_image(const sdt_hypernetwork_applier_ext *f, sdt_hn_applier *applier,
+                          const sdt_generate_request *rq, const char *out)
 {
     uint64_t bytes = (uint64_t)rq->width * rq->height * 3;
     uint8_t *rgb = g_try_malloc(bytes);
@@ -110,8 +122,10 @@ static int check_values(const char *model, const char *prompt, const char *out, 
     if (!prompt) return cli_usage_error("generate", "--prompt is required.");
     if (!out) return cli_usage_error("generate", "--out is required (the PNG to write).");
     if (width < 8 || width > 8192 || height < 8 || height > 8192)
-        return cli_usage_errorf("generate", "--width %d x --height %d: each side must be 8..8192 (a multiple of the "
-                                "model's 64 for SD).", width, height);
+        return cli_usage_errorf("generate",
+                                "--width %d x --height %d: each side must be 8..8192 (a multiple of the "
+                                "model's 64 for SD).",
+                                width, height);
     if (steps < 1 || steps > 1000) return cli_usage_errorf("generate", "--steps %d: use 1..1000.", steps);
     if (!isfinite(cfg) || cfg < 1 || cfg > 100)
         return cli_usage_errorf("generate", "--cfg %s: use 1..100 (1 = no guidance).",
@@ -131,25 +145,30 @@ int cmd_generate(int argc, char **argv)
     gint64 seed = GENERATE_SEED;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
-        { "model", 0, 0, G_OPTION_ARG_FILENAME, &model, "SD checkpoint (.safetensors, .ckpt or diffusers folder; required)", "PATH" },
-        { "prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt (required)", "TEXT" },
-        { "negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT" },
-        { "hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks, "Hypernetwork at a strength (default 1); repeat to chain them in order (default none)", "FILE[:STRENGTH]" },
-        { "embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding, "An embedding: its name in the prompt stands for its vectors (default none)", "FILE" },
-        { "sampler", 0, 0, G_OPTION_ARG_STRING, &sampler, "ddim (eta 0; default), euler_a (Euler ancestral) or dpmpp_2m_karras (DPM++ 2M, Karras sigmas)", "NAME" },
-        { "steps", 0, 0, G_OPTION_ARG_INT, &steps, "Sampler steps" DEFAULT_IS(GENERATE_STEPS), "N" },
-        { "cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale" DEFAULT_IS(GENERATE_CFG), "X" },
-        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed" DEFAULT_IS(GENERATE_SEED), "N" },
-        { "width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels" DEFAULT_IS(GENERATE_SIZE), "N" },
-        { "height", 0, 0, G_OPTION_ARG_INT, &height, "Height in pixels" DEFAULT_IS(GENERATE_SIZE), "N" },
-        { "clip-skip", 0, 0, G_OPTION_ARG_INT, &clip_skip, "CLIP skip, ignored for SD 2.x" DEFAULT_IS(GENERATE_CLIP_SKIP), "N" },
-        { "device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME" },
-        { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer, "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR" },
-        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE" },
-        { "overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL },
+        {"model", 0, 0, G_OPTION_ARG_FILENAME, &model,
+         "SD checkpoint (.safetensors, .ckpt or diffusers folder; required)", "PATH"},
+        {"prompt", 0, 0, G_OPTION_ARG_STRING, &prompt, "Prompt (required)", "TEXT"},
+        {"negative", 0, 0, G_OPTION_ARG_STRING, &negative, "Negative prompt (default none)", "TEXT"},
+        {"hypernetwork", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &hypernetworks,
+         "Hypernetwork at a strength (default 1); repeat to chain them in order (default none)", "FILE[:STRENGTH]"},
+        {"embedding", 0, 0, G_OPTION_ARG_FILENAME, &embedding,
+         "An embedding: its name in the prompt stands for its vectors (default none)", "FILE"},
+        {"sampler", 0, 0, G_OPTION_ARG_STRING, &sampler,
+         "ddim (eta 0; default), euler_a (Euler ancestral) or dpmpp_2m_karras (DPM++ 2M, Karras sigmas)", "NAME"},
+        {"steps", 0, 0, G_OPTION_ARG_INT, &steps, "Sampler steps" DEFAULT_IS(GENERATE_STEPS), "N"},
+        {"cfg", 0, 0, G_OPTION_ARG_DOUBLE, &cfg, "Classifier-free guidance scale" DEFAULT_IS(GENERATE_CFG), "X"},
+        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Noise seed" DEFAULT_IS(GENERATE_SEED), "N"},
+        {"width", 0, 0, G_OPTION_ARG_INT, &width, "Width in pixels" DEFAULT_IS(GENERATE_SIZE), "N"},
+        {"height", 0, 0, G_OPTION_ARG_INT, &height, "Height in pixels" DEFAULT_IS(GENERATE_SIZE), "N"},
+        {"clip-skip", 0, 0, G_OPTION_ARG_INT, &clip_skip,
+         "CLIP skip, ignored for SD 2.x" DEFAULT_IS(GENERATE_CLIP_SKIP), "N"},
+        {"device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME"},
+        {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
+         "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR"},
+        {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE"},
+        {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
-        { NULL, 0, 0, 0, NULL, NULL, NULL }
-    };
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionContext *ctx = g_option_context_new("- txt2img through the plugin, with hypernetworks at chosen strengths");
     g_option_context_add_main_entries(ctx, entries, NULL);
     uint32_t device_id = 0;
@@ -165,18 +184,33 @@ int cmd_generate(int argc, char **argv)
         sdt_hn_applier *applier = NULL;
         const sdt_hypernetwork_applier_ext *chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
         if (chain && (status = build_chain(chain, &applier, hypernetworks)) == SDT_EXIT_OK) {
-            sdt_generate_request rq = { .struct_size = sizeof rq, .device = device_id, .model_path = model,
-                                        .tokenizer_path = tokenizer, .prompt = prompt, .negative_prompt = negative,
-                                        .width = (uint32_t)width, .height = (uint32_t)height, .steps = (uint32_t)steps,
-                                        .clip_skip = (uint32_t)clip_skip, .cfg_scale = cfg, .seed = (uint64_t)seed,
-                                        .embedding_path = embedding, .sampler = sampler };
+            sdt_generate_request rq = {.struct_size = sizeof rq,
+                                       .device = device_id,
+                                       .model_path = model,
+                                       .tokenizer_path = tokenizer,
+                                       .prompt = prompt,
+                                       .negative_prompt = negative,
+                                       .width = (uint32_t)width,
+                                       .height = (uint32_t)height,
+                                       .steps = (uint32_t)steps,
+                                       .clip_skip = (uint32_t)clip_skip,
+                                       .cfg_scale = cfg,
+                                       .seed = (uint64_t)seed,
+                                       .embedding_path = embedding,
+                                       .sampler = sampler};
             status = generate_image(chain, applier, &rq, out);
         }
         if (applier) chain->destroy(applier);
         cli_trainer_close(&t);
     }
     g_option_context_free(ctx);
-    g_free(model); g_free(prompt); g_free(negative); g_free(out); g_free(device); g_free(tokenizer); g_free(plugin);
+    g_free(model);
+    g_free(prompt);
+    g_free(negative);
+    g_free(out);
+    g_free(device);
+    g_free(tokenizer);
+    g_free(plugin);
     g_free(embedding);
     g_free(sampler);
     g_strfreev(hypernetworks);

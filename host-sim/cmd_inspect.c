@@ -16,13 +16,20 @@
 static const char *format_name(uint32_t format)
 {
     switch (format) {
-    case SDT_EMBEDDING_FILE_SAFETENSORS: return "safetensors";
-    case SDT_EMBEDDING_FILE_SAFETENSORS_SDXL: return "safetensors (SDXL clip_l + clip_g)";
-    case SDT_EMBEDDING_FILE_A1111_PT: return "A1111 .pt";
-    case SDT_EMBEDDING_FILE_PNG_CHUNK: return "PNG card (sd-ti-embedding chunk)";
-    case SDT_EMBEDDING_FILE_PNG_PIXELS: return "PNG card (data in pixels)";
-    case SDT_EMBEDDING_FILE_TRAINING_STATE: return "sdtrain training state";
-    default: return "unknown";
+        case SDT_EMBEDDING_FILE_SAFETENSORS:
+            return "safetensors";
+        case SDT_EMBEDDING_FILE_SAFETENSORS_SDXL:
+            return "safetensors (SDXL clip_l + clip_g)";
+        case SDT_EMBEDDING_FILE_A1111_PT:
+            return "A1111 .pt";
+        case SDT_EMBEDDING_FILE_PNG_CHUNK:
+            return "PNG card (sd-ti-embedding chunk)";
+        case SDT_EMBEDDING_FILE_PNG_PIXELS:
+            return "PNG card (data in pixels)";
+        case SDT_EMBEDDING_FILE_TRAINING_STATE:
+            return "sdtrain training state";
+        default:
+            return "unknown";
     }
 }
 
@@ -32,9 +39,12 @@ static const char *embedding_family(uint32_t dim, uint32_t clip_l_width)
 {
     if (clip_l_width) return "SDXL (clip_l + clip_g)";
     switch (dim) {
-    case 768: return "SD 1.x (CLIP ViT-L, 768)";
-    case 1024: return "SD 2.x (OpenCLIP ViT-H, 1024)";
-    default: return "a model whose text encoder is this wide (not SD 1.x's 768, SD 2.x's 1024 or SDXL's 768 + 1280)";
+        case 768:
+            return "SD 1.x (CLIP ViT-L, 768)";
+        case 1024:
+            return "SD 2.x (OpenCLIP ViT-H, 1024)";
+        default:
+            return "a model whose text encoder is this wide (not SD 1.x's 768, SD 2.x's 1024 or SDXL's 768 + 1280)";
     }
 }
 
@@ -64,16 +74,18 @@ static void print_info(const char *path, const sdt_embedding_info *info, uint32_
  * module by the K/V width: 768 SD 1.x, 1024 SD 2.x, 2048 SDXL). */
 static void print_hn_family(const sdt_hypernetwork_info *info)
 {
-    static const struct { uint32_t width; const char *family; } contexts[] = {
-        {768, "SD 1.x"}, {1024, "SD 2.x"}, {2048, "SDXL"}};
+    static const struct {
+        uint32_t width;
+        const char *family;
+    } contexts[] = {{768, "SD 1.x"}, {1024, "SD 2.x"}, {2048, "SDXL"}};
     GString *names = g_string_new("");
     for (size_t k = 0; k < G_N_ELEMENTS(contexts); k++)
         for (uint32_t i = 0; i < info->width_count && i < 8; i++)
             if (info->widths[i] == contexts[k].width)
                 g_string_append_printf(names, "%s%s", names->len ? ", " : "", contexts[k].family);
     printf("family:      %s\n", names->len ? names->str
-                                            : "none of SD 1.x, SD 2.x or SDXL (no module for their context widths 768, "
-                                              "1024, 2048)");
+                                           : "none of SD 1.x, SD 2.x or SDXL (no module for their context widths 768, "
+                                             "1024, 2048)");
     g_string_free(names, TRUE);
 }
 
@@ -81,10 +93,14 @@ static void print_hn_family(const sdt_hypernetwork_info *info)
 static void append_value_text(GString *out, const cJSON *v)
 {
     c_number_text n;
-    if (cJSON_IsString(v)) g_string_append(out, v->valuestring);
-    else if (cJSON_IsNumber(v)) g_string_append(out, c_number(&n, "%.7g", v->valuedouble));
-    else if (cJSON_IsBool(v)) g_string_append(out, cJSON_IsTrue(v) ? "yes" : "no");
-    else if (cJSON_IsNull(v)) g_string_append(out, "none");
+    if (cJSON_IsString(v))
+        g_string_append(out, v->valuestring);
+    else if (cJSON_IsNumber(v))
+        g_string_append(out, c_number(&n, "%.7g", v->valuedouble));
+    else if (cJSON_IsBool(v))
+        g_string_append(out, cJSON_IsTrue(v) ? "yes" : "no");
+    else if (cJSON_IsNull(v))
+        g_string_append(out, "none");
     else if (cJSON_IsArray(v))
         for (const cJSON *e = v->child; e; e = e->next) {
             if (e != v->child) g_string_append(out, ", ");
@@ -160,7 +176,8 @@ static gboolean inspect_hypernetwork(const inspector *in, const char *path, gboo
         if (done) print_hn_info(path, &info);
     } else {
         uint32_t needed = 0;
-        if (in->hypernetworks->inspect(in->t.trainer, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed) {
+        if (in->hypernetworks->inspect(in->t.trainer, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL &&
+            needed) {
             char *text = g_malloc0(needed);
             done = in->hypernetworks->inspect(in->t.trainer, path, NULL, text, needed, NULL) == SDT_STATUS_OK;
             if (done) printf("%s\n", text);
@@ -200,7 +217,8 @@ static gboolean inspect_embedding(const inspector *in, const char *path, gboolea
     } else if (in->embeddings->inspect(in->t.trainer, path, &info, NULL, 0, NULL) == SDT_STATUS_OK) {
         bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
         bool described = fetch_json(in, path, &text) == SDT_STATUS_OK;
-        cJSON *o = described && !state ? host_json_parse(text, strlen(text)) : NULL; /* SDXL's two widths are in the JSON only */
+        cJSON *o = described && !state ? host_json_parse(text, strlen(text))
+                                       : NULL; /* SDXL's two widths are in the JSON only */
         const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
         print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
         cJSON_Delete(o);
@@ -239,17 +257,19 @@ int cmd_inspect(int argc, char **argv)
 {
     gboolean json = FALSE;
     char *plugin = NULL;
-    GOptionEntry entries[] = {
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object (default: text)", NULL },
-        CLI_PLUGIN_OPTION(plugin),
-        { NULL, 0, 0, 0, NULL, NULL, NULL }
-    };
-    GOptionContext *ctx = g_option_context_new("FILE - show what an embedding file (safetensors, .pt, PNG card, training state), a hypernetwork file (.pt, .safetensors), a model checkpoint (with A1111's .yaml beside it) or another file a run wrote (preview, loss CSV, settings) holds");
+    GOptionEntry entries[] = {{"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object (default: text)", NULL},
+                              CLI_PLUGIN_OPTION(plugin),
+                              {NULL, 0, 0, 0, NULL, NULL, NULL}};
+    GOptionContext *ctx = g_option_context_new(
+        "FILE - show what an embedding file (safetensors, .pt, PNG card, training state), a hypernetwork file (.pt, .safetensors), a model checkpoint (with A1111's .yaml beside it) or another file a run wrote (preview, loss CSV, settings) holds");
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status;
-    if (!cli_parse(ctx, "inspect", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc != 2) status = cli_usage_error("inspect", "give exactly one FILE to inspect.");
-    else status = inspect_file(argv[1], json, plugin);
+    if (!cli_parse(ctx, "inspect", &argc, &argv))
+        status = SDT_EXIT_USAGE;
+    else if (argc != 2)
+        status = cli_usage_error("inspect", "give exactly one FILE to inspect.");
+    else
+        status = inspect_file(argv[1], json, plugin);
     g_option_context_free(ctx);
     g_free(plugin);
     return status;

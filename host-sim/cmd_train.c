@@ -31,7 +31,7 @@ static int train_with(panel_config *config, const cli_trainer *t)
     else {
         *template_slot = template_file;
         panel_finish_config(config);
-        train_target target = { .factory = t->factory, .trainer = t->trainer, .config = &config->trainer };
+        train_target target = {.factory = t->factory, .trainer = t->trainer, .config = &config->trainer};
         status = train_session_run(&target, explain, config);
     }
     g_free(error);
@@ -73,8 +73,9 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
     panel_defaults defaults = panel_defaults_of(factory);
     panel_show_defaults(values, factory ? &defaults : NULL);
     if (error) {
-        char *summary = g_strdup_printf("%s\n(The defaults of the other options come from the plugin, which did not open: %s)",
-                                        g_option_context_get_summary(ctx) ? g_option_context_get_summary(ctx) : "", error);
+        char *summary =
+            g_strdup_printf("%s\n(The defaults of the other options come from the plugin, which did not open: %s)",
+                            g_option_context_get_summary(ctx) ? g_option_context_get_summary(ctx) : "", error);
         g_option_context_set_summary(ctx, summary);
         g_free(summary);
     }
@@ -85,31 +86,38 @@ static void show_plugin_defaults(panel_values *values, GOptionContext *ctx, int 
 int cmd_train(int argc, char **argv)
 {
     char *plugin = NULL;
-    GOptionEntry entries[] = { CLI_PLUGIN_OPTION(plugin), { NULL, 0, 0, 0, NULL, NULL, NULL } };
+    GOptionEntry entries[] = {CLI_PLUGIN_OPTION(plugin), {NULL, 0, 0, 0, NULL, NULL, NULL}};
     panel_values *values = panel_values_new();
-    GOptionContext *ctx = g_option_context_new("- train an embedding or a hypernetwork (Ctrl-C interrupts: the step finishes and is saved)");
-    g_option_context_set_description(ctx,
+    GOptionContext *ctx = g_option_context_new(
+        "- train an embedding or a hypernetwork (Ctrl-C interrupts: the step finishes and is saved)");
+    g_option_context_set_description(
+        ctx,
         "--embedding FILE trains an embedding; --hypernetwork FILE trains a hypernetwork (its own options:\n"
         "--weight-decay, --strength); both together train them jointly (--embedding-learn-rate is then the\n"
         "embedding's rate). The defaults shown are the plugin's. Outputs go to --log-dir\n"
         "(textual_inversion, or hypernetworks with --hypernetwork)/<date>/<name>/.\n"
         "--template takes a path, or the bare name of a template shipped with sdt-host (looked up in\n"
-        "<sdt-host's folder>/templates, then <sdt-host's folder>/../share/sdtrain/templates); the default is\n"
-        PANEL_DEFAULT_TEMPLATE ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
+        "<sdt-host's folder>/templates, then <sdt-host's folder>/../share/sdtrain/templates); the default is\n" PANEL_DEFAULT_TEMPLATE
+        ". --resume FILE continues from the *.state.safetensors file a run writes into its\n"
         "log folder (with every copy and at the end); --resume DIR picks the newest state in a log folder\n"
         "that belongs to the file being trained. Use the same files, seed and options (max steps may grow).\n"
         "The trained result replaces the file given to --embedding or --hypernetwork (a PNG card:\n"
         "<stem>.safetensors). A --config panel file takes the same keys under [train].\n");
     const GOptionEntry *panel_entries = panel_option_entries(values);
-    if (cli_help_requested(argc, argv)) show_plugin_defaults(values, ctx, argc, argv); /* before the entries are copied */
+    if (cli_help_requested(argc, argv))
+        show_plugin_defaults(values, ctx, argc, argv); /* before the entries are copied */
     g_option_context_add_main_entries(ctx, panel_entries, NULL);
     g_option_context_add_main_entries(ctx, entries, NULL);
     int status = SDT_EXIT_OK;
     char *error = NULL;
-    if (!cli_parse(ctx, "train", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1) status = cli_usage_error("train", "unexpected argument; every input is an --option.");
-    else if (!panel_load_file(values, &error)) status = cli_error(error);
-    else status = train_method(values, panel_method_chosen(values), plugin);
+    if (!cli_parse(ctx, "train", &argc, &argv))
+        status = SDT_EXIT_USAGE;
+    else if (argc > 1)
+        status = cli_usage_error("train", "unexpected argument; every input is an --option.");
+    else if (!panel_load_file(values, &error))
+        status = cli_error(error);
+    else
+        status = train_method(values, panel_method_chosen(values), plugin);
     g_free(error);
     g_option_context_free(ctx);
     panel_values_free(values);

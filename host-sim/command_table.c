@@ -8,15 +8,16 @@
 #include "suggest.h"
 
 const host_command host_commands[] = {
-    { "demo", cmd_demo, "train the demo embedding (the default)" },
-    { "create-embedding", cmd_create_embedding, "create an embedding file" },
-    { "create-hypernetwork", cmd_create_hypernetwork, "create a hypernetwork file (A1111 .pt)" },
-    { "train", cmd_train, "train an embedding, a hypernetwork, or both (options or --config panel.ini)" },
-    { "inspect", cmd_inspect, "show what a FILE holds: an embedding, a hypernetwork, a model (with the hypernetwork\n"
-                              "                       sizes it takes), any file a run wrote (--json)" },
-    { "generate", cmd_generate, "txt2img through the plugin, with hypernetworks at chosen strengths" },
+    {"demo", cmd_demo, "train the demo embedding (the default)"},
+    {"create-embedding", cmd_create_embedding, "create an embedding file"},
+    {"create-hypernetwork", cmd_create_hypernetwork, "create a hypernetwork file (A1111 .pt)"},
+    {"train", cmd_train, "train an embedding, a hypernetwork, or both (options or --config panel.ini)"},
+    {"inspect", cmd_inspect,
+     "show what a FILE holds: an embedding, a hypernetwork, a model (with the hypernetwork\n"
+     "                       sizes it takes), any file a run wrote (--json)"},
+    {"generate", cmd_generate, "txt2img through the plugin, with hypernetworks at chosen strengths"},
 #ifdef SDT_HOST_SERVE
-    { "serve", cmd_serve, "the training panel in a browser: create, train, watch, interrupt, resume (127.0.0.1)" },
+    {"serve", cmd_serve, "the training panel in a browser: create, train, watch, interrupt, resume (127.0.0.1)"},
 #endif
 };
 

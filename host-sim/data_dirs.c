@@ -31,8 +31,10 @@ char *host_find_template(const char *given, char **error)
     char *found = NULL;
     for (int i = 0; dirs[i] && !found; i++) {
         char *candidate = g_build_filename(dirs[i], given, NULL);
-        if (g_file_test(candidate, G_FILE_TEST_IS_REGULAR)) found = candidate;
-        else g_free(candidate);
+        if (g_file_test(candidate, G_FILE_TEST_IS_REGULAR))
+            found = candidate;
+        else
+            g_free(candidate);
     }
     if (!found)
         *error = g_strdup_printf("The prompt template %s is neither a file here nor one of the templates in %s or %s; "

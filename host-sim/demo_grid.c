@@ -17,8 +17,10 @@ static char *find_eval_tool(void)
     char *found = NULL;
     for (int i = 0; dirs[i] && !found; i++) {
         char *candidate = g_build_filename(dirs[i], "sdt-demo-eval", NULL);
-        if (g_file_test(candidate, G_FILE_TEST_IS_EXECUTABLE)) found = candidate;
-        else g_free(candidate);
+        if (g_file_test(candidate, G_FILE_TEST_IS_EXECUTABLE))
+            found = candidate;
+        else
+            g_free(candidate);
     }
     g_strfreev(dirs);
     return found;
@@ -109,8 +111,8 @@ static bool print_hypernetwork_scores(const score_table *t, const demo_grid_requ
         printf("\n");
     }
     printf("Grid: %s (rows: the hypernetwork at strength 0, 0.5 and 1%s; one column per seed, the same prompts and "
-           "seeds in every row; guidance scale %s)\n", rq->grid_path, joint ? ", the learned embedding in every prompt" : "",
-           c_number(&score, "%g", rq->cfg));
+           "seeds in every row; guidance scale %s)\n",
+           rq->grid_path, joint ? ", the learned embedding in every prompt" : "", c_number(&score, "%g", rq->cfg));
     return true;
 }
 
@@ -126,32 +128,47 @@ bool demo_grid_run(const demo_grid_request *rq)
     snprintf(seeds_text, sizeof seeds_text, "%d", rq->seeds);
     snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)rq->seed);
     GPtrArray *argv = g_ptr_array_new();
-    const char *fixed[] = {tool, "--model", rq->model, "--grid", rq->grid_path, "--seeds", seeds_text, "--seed", seed_text,
-                           "--cfg", c_number(&cfg_text, "%g", rq->cfg)};
+    const char *fixed[] = {tool,
+                           "--model",
+                           rq->model,
+                           "--grid",
+                           rq->grid_path,
+                           "--seeds",
+                           seeds_text,
+                           "--seed",
+                           seed_text,
+                           "--cfg",
+                           c_number(&cfg_text, "%g", rq->cfg)};
     for (size_t i = 0; i < G_N_ELEMENTS(fixed); i++) g_ptr_array_add(argv, (gpointer)fixed[i]);
-    const char *optional[][2] = {{"--initial", rq->initial}, {"--learned", rq->learned},
-                                 {"--hypernetwork", rq->hypernetwork}, {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL}};
+    const char *optional[][2] = {{"--initial", rq->initial},
+                                 {"--learned", rq->learned},
+                                 {"--hypernetwork", rq->hypernetwork},
+                                 {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL}};
     for (size_t i = 0; i < G_N_ELEMENTS(optional); i++)
-        if (optional[i][1]) g_ptr_array_add(argv, (gpointer)optional[i][0]), g_ptr_array_add(argv, (gpointer)optional[i][1]);
+        if (optional[i][1])
+            g_ptr_array_add(argv, (gpointer)optional[i][0]), g_ptr_array_add(argv, (gpointer)optional[i][1]);
     g_ptr_array_add(argv, NULL);
     if (rq->hypernetwork)
         printf("Drawing the comparison grid (%d seeds: the hypernetwork at strength 0, 0.5 and 1%s)...\n", rq->seeds,
                rq->learned ? ", with the learned embedding" : "");
     else
-        printf("Drawing the comparison grid (%d seeds: the words, the initial and the learned embedding)...\n", rq->seeds);
+        printf("Drawing the comparison grid (%d seeds: the words, the initial and the learned embedding)...\n",
+               rq->seeds);
     fflush(stdout);
     char *out = NULL, *err = NULL;
     int wait_status = 0;
     GError *e = NULL;
-    bool ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &wait_status, &e) &&
-              WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+    bool ok =
+        g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &wait_status, &e) &&
+        WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     score_table table;
     memset(&table, 0, sizeof table);
     if (ok) parse_scores(out, &table);
     ok = ok && (rq->hypernetwork ? print_hypernetwork_scores(&table, rq) : print_embedding_scores(&table, rq));
     if (!ok)
-        printf("The comparison grid was not drawn: %s\n",
-               e ? e->message : err && err[0] ? g_strstrip(err) : "sdt-demo-eval gave no scores");
+        printf("The comparison grid was not drawn: %s\n", e               ? e->message
+                                                          : err && err[0] ? g_strstrip(err)
+                                                                          : "sdt-demo-eval gave no scores");
     if (e) g_error_free(e);
     g_ptr_array_free(argv, TRUE);
     g_free(out);

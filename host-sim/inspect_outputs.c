@@ -20,10 +20,14 @@ static void append_json_string(GString *out, const char *text)
     g_string_append_c(out, '"');
     for (const char *p = valid; *p; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') g_string_append_printf(out, "\\%c", c);
-        else if (c == '\n') g_string_append(out, "\\n");
-        else if (c < 0x20) g_string_append_printf(out, "\\u%04x", c);
-        else g_string_append_c(out, (char)c);
+        if (c == '"' || c == '\\')
+            g_string_append_printf(out, "\\%c", c);
+        else if (c == '\n')
+            g_string_append(out, "\\n");
+        else if (c < 0x20)
+            g_string_append_printf(out, "\\u%04x", c);
+        else
+            g_string_append_c(out, (char)c);
     }
     g_string_append_c(out, '"');
     g_free(valid);
@@ -82,8 +86,10 @@ static gboolean describe_png(const char *path, const guchar *data, gsize size, g
         }
         g_string_append(out, "}\n");
     } else {
-        g_string_append_printf(out, "file:        %s\nformat:      PNG image (a preview; no embedding in it)\n"
-                               "size:        %u x %u\n", path, facts.width, facts.height);
+        g_string_append_printf(out,
+                               "file:        %s\nformat:      PNG image (a preview; no embedding in it)\n"
+                               "size:        %u x %u\n",
+                               path, facts.width, facts.height);
         if (facts.parameters) g_string_append_printf(out, "parameters:  %s\n", facts.parameters);
     }
     g_free(facts.parameters);
@@ -109,7 +115,8 @@ static gboolean describe_csv(const char *path, const char *text, gboolean json, 
         }
     char **fields = last ? g_strsplit(last, ",", -1) : NULL;
     const char *last_step = fields && fields[0] ? fields[0] : "";
-    const char *last_loss = fields && loss_column >= 0 && loss_column < (int)g_strv_length(fields) ? fields[loss_column] : "";
+    const char *last_loss =
+        fields && loss_column >= 0 && loss_column < (int)g_strv_length(fields) ? fields[loss_column] : "";
     if (json) {
         g_string_append(out, "{\"file\": ");
         append_json_string(out, path);
@@ -125,8 +132,8 @@ static gboolean describe_csv(const char *path, const char *text, gboolean json, 
         g_string_append(out, "}\n");
     } else {
         char *joined = g_strjoinv(",", columns);
-        g_string_append_printf(out, "file:        %s\nformat:      loss CSV\ncolumns:     %s\nrows:        %d\n", path, joined,
-                               rows);
+        g_string_append_printf(out, "file:        %s\nformat:      loss CSV\ncolumns:     %s\nrows:        %d\n", path,
+                               joined, rows);
         if (last) g_string_append_printf(out, "last row:    step %s, loss %s\n", last_step, last_loss);
         g_free(joined);
     }
@@ -166,7 +173,8 @@ gboolean inspect_output_file(const char *path, gboolean json)
     }
     GString *out = g_string_new(NULL);
     gboolean known = FALSE;
-    if (size >= 8 && (guchar)data[0] == 0x89) known = describe_png(path, (const guchar *)data, size, json, out);
+    if (size >= 8 && (guchar)data[0] == 0x89)
+        known = describe_png(path, (const guchar *)data, size, json, out);
     else if (g_str_has_suffix(path, ".csv") && g_utf8_validate(data, (gssize)size, NULL))
         known = describe_csv(path, data, json, out);
     else if (g_str_has_suffix(path, ".json") && g_utf8_validate(data, (gssize)size, NULL))

@@ -12,14 +12,24 @@
 
 /* OPT_FLAG_CHOICE: a flag that sets a uint32 enum field to the index of the option's own name
  * in choices (--epsilon: prediction_type = 1); false sets index 0. */
-typedef enum { OPT_STR, OPT_U32, OPT_I64, OPT_U64, OPT_F64, OPT_FLAG_ON, OPT_FLAG_OFF, OPT_ENUM, OPT_FLAG_CHOICE } opt_kind;
+typedef enum {
+    OPT_STR,
+    OPT_U32,
+    OPT_I64,
+    OPT_U64,
+    OPT_F64,
+    OPT_FLAG_ON,
+    OPT_FLAG_OFF,
+    OPT_ENUM,
+    OPT_FLAG_CHOICE
+} opt_kind;
 
 /* The structs a run's values live in: the shared options and each part's own settings. */
 typedef enum panel_part { PART_NONE, PART_OPTIONS, PART_EMBEDDING, PART_HYPERNETWORK } panel_part;
 
 /* Their names as the plugin's sentences write a field ("options->clip_value"). */
-static const char *const part_names[] = { [PART_OPTIONS] = "options", [PART_EMBEDDING] = "embedding",
-                                          [PART_HYPERNETWORK] = "hypernetwork" };
+static const char *const part_names[] = {
+    [PART_OPTIONS] = "options", [PART_EMBEDDING] = "embedding", [PART_HYPERNETWORK] = "hypernetwork"};
 
 /* Where a run keeps an option's value: a struct and the field's offset in it. */
 typedef struct panel_place {
@@ -32,129 +42,200 @@ typedef struct panel_place {
  * embedding run adds an embedding part, a hypernetwork run a hypernetwork part and, with
  * --embedding, an embedding part too (joint training). */
 typedef struct panel_option {
-    const char *name;            /* --name on the command line, name= in [train] */
+    const char *name; /* --name on the command line, name= in [train] */
     opt_kind kind;
-    panel_place place[2];        /* [panel_method] */
-    const char *field;           /* its name there, as the plugin's sentences say "<part>-><field>" */
-    const char *const *choices;  /* OPT_ENUM: names in enum order */
-    const char *arg;             /* placeholder in --help */
+    panel_place place[2];       /* [panel_method] */
+    const char *field;          /* its name there, as the plugin's sentences say "<part>-><field>" */
+    const char *const *choices; /* OPT_ENUM: names in enum order */
+    const char *arg;            /* placeholder in --help */
     const char *help;
-    const char *folder;          /* a path option: the panel folder it must lie in (panel_option_info) */
-    gboolean folder_list;        /* "FILE[:S]; ...": a list of such paths */
+    const char *folder;   /* a path option: the panel folder it must lie in (panel_option_info) */
+    gboolean folder_list; /* "FILE[:S]; ...": a list of such paths */
 } panel_option;
 
-static const char *const clip_modes[] = { "disabled", "value", "norm", NULL };
-static const char *const latent_methods[] = { "once", "deterministic", "random", NULL };
-static const char *const precisions[] = { "fp32", "fp16", "bf16", NULL };
-static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
-static const char *const predictions[] = { "auto", "epsilon", "v", NULL }; /* sdt_prediction_type */
-static const char *const loss_types[] = { "l2", "l1", "huber", NULL }; /* sdt_loss_type */
-static const char *const lr_schedulers[] = { "constant", "linear", "cosine", "cosine_with_restarts", NULL }; /* sdt_lr_scheduler */
+static const char *const clip_modes[] = {"disabled", "value", "norm", NULL};
+static const char *const latent_methods[] = {"once", "deterministic", "random", NULL};
+static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
+static const char *const predictions[] = {"auto", "epsilon", "v", NULL}; /* sdt_prediction_type */
+static const char *const loss_types[] = {"l2", "l1", "huber", NULL};     /* sdt_loss_type */
+static const char *const lr_schedulers[] = {"constant", "linear", "cosine", "cosine_with_restarts",
+                                            NULL}; /* sdt_lr_scheduler */
 
-#define AT(part, type, f) { part, offsetof(type, f) }
-#define NOWHERE { PART_NONE, 0 }
+#define AT(part, type, f)                                                                                              \
+    {                                                                                                                  \
+        part, offsetof(type, f)                                                                                        \
+    }
+#define NOWHERE                                                                                                        \
+    {                                                                                                                  \
+        PART_NONE, 0                                                                                                   \
+    }
 /* A shared option: sdt_train_options for either method. */
-#define SHARED(f) { AT(PART_OPTIONS, sdt_train_options, f), AT(PART_OPTIONS, sdt_train_options, f) }, #f
+#define SHARED(f) {AT(PART_OPTIONS, sdt_train_options, f), AT(PART_OPTIONS, sdt_train_options, f)}, #f
 /* The embedding part's, for either method (with --hypernetwork: the jointly trained embedding's). */
-#define EMBEDDING_PART(f) { AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_EMBEDDING, sdt_embedding_part, f) }, #f
+#define EMBEDDING_PART(f) {AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_EMBEDDING, sdt_embedding_part, f)}, #f
 /* The hypernetwork part's: hypernetwork runs only. */
-#define HYPERNETWORK_PART(f) { NOWHERE, AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f) }, #f
+#define HYPERNETWORK_PART(f) {NOWHERE, AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f)}, #f
 /* The jointly trained embedding's own setting: hypernetwork runs only. */
-#define JOINT_EMBEDDING(f) { NOWHERE, AT(PART_EMBEDDING, sdt_embedding_part, f) }, #f
+#define JOINT_EMBEDDING(f) {NOWHERE, AT(PART_EMBEDDING, sdt_embedding_part, f)}, #f
 /* What is trained: the embedding's in an embedding run, the hypernetwork's in a hypernetwork run. */
-#define TRAINED_PART(f) { AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f) }, #f
+#define TRAINED_PART(f) {AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f)}, #f
 
 /* Rows that name no folder leave folder and folder_list out (NULL, FALSE). */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const panel_option options[] = {
-    { "embedding", OPT_STR, EMBEDDING_PART(embedding_path), NULL, "FILE", "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required", "embeddings" },
-    { "hypernetwork", OPT_STR, HYPERNETWORK_PART(hypernetwork_path), NULL, "FILE", "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required", "hypernetworks" },
-    { "model", OPT_STR, SHARED(model_path), NULL, "PATH", "Stable Diffusion checkpoint file or diffusers folder (required)", "models" },
-    { "dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR", "Dataset directory (images, optional .txt captions; required)", "datasets" },
-    { "template", OPT_STR, SHARED(template_file), NULL, "FILE", "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE ")", "templates" },
-    { "log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)", "logs" },
-    { "learn-rate", OPT_STR, TRAINED_PART(learn_rate), NULL, "SCHEDULE", "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\"" },
-    { "embedding-learn-rate", OPT_STR, JOINT_EMBEDDING(learn_rate), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's learning rate" },
-    { "weight-decay", OPT_F64, HYPERNETWORK_PART(weight_decay), NULL, "W", "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)" },
-    { "strength", OPT_F64, HYPERNETWORK_PART(strength), NULL, "S", "With --hypernetwork: the modules' strength while training, 0 < S <= 10" },
-    { "preview-hypernetworks", OPT_STR, HYPERNETWORK_PART(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"", "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)", "hypernetworks", TRUE },
-    { "preview-strength", OPT_F64, HYPERNETWORK_PART(preview_strength), NULL, "S", "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength" },
-    { "batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size" },
-    { "grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps" },
-    { "clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping" },
-    { "clip-value", OPT_STR, SHARED(clip_value), NULL, "SCHEDULE", "Gradient clipping value (schedule grammar)" },
-    { "width", OPT_U32, SHARED(width), NULL, "PX", "Width" },
-    { "height", OPT_U32, SHARED(height), NULL, "PX", "Height" },
-    { "do-not-resize", OPT_FLAG_ON, SHARED(varsize), NULL, NULL, "Do not resize images (bucket by size)" },
-    { "max-steps", OPT_I64, SHARED(max_steps), NULL, "N", "Max steps" },
-    { "save-every", OPT_I64, SHARED(save_every), NULL, "N", "Save a copy of what is trained every N steps, 0 to disable" },
-    { "preview-every", OPT_I64, SHARED(preview_every), NULL, "N", "Save an image to the log directory every N steps, 0 to disable" },
-    { "save-state-every", OPT_I64, SHARED(save_state_every_seconds), NULL, "SECONDS", "Also save the training state when this many seconds passed since the last save, 0 = only with each copy" },
-    { "csv-every", OPT_I64, SHARED(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable" },
-    { "no-embedding-cards", OPT_FLAG_OFF, EMBEDDING_PART(save_image_with_embedding), NULL, NULL, "Do not save images with the embedding in PNG chunks (with --hypernetwork: the jointly trained embedding's)" },
-    { "embedding-clip-mode", OPT_ENUM, JOINT_EMBEDDING(clip_mode), clip_modes, "disabled|value|norm", "With --hypernetwork and --embedding: the embedding's own gradient clipping, with --embedding-clip-value (default: as --clip-mode)" },
-    { "embedding-clip-value", OPT_STR, JOINT_EMBEDDING(clip_value), NULL, "SCHEDULE", "With --hypernetwork and --embedding: the embedding's own clip value (schedule grammar; default: as --clip-value)" },
-    { "shuffle-tags", OPT_FLAG_ON, SHARED(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts" },
-    { "tag-dropout", OPT_F64, SHARED(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)" },
-    { "keep-tokens", OPT_U32, SHARED(keep_tokens), NULL, "N", "With --shuffle-tags or --tag-dropout: the caption's first N tags stay first, in order, never dropped (kohya's keep_tokens)" },
-    { "caption-dropout", OPT_F64, SHARED(caption_dropout), NULL, "P", "Train a sample on the empty prompt with probability P (0..1; seeded)" },
-    { "flip", OPT_FLAG_ON, SHARED(flip), NULL, NULL, "Mirror each training sample left-right with probability 1/2 (seeded; the mirrored latents are cached too)" },
-    { "buckets", OPT_FLAG_ON, SHARED(buckets), NULL, NULL, "Aspect-ratio buckets (kohya's): each image goes to the bucket nearest its aspect ratio, resized to cover it and cropped; a batch holds one bucket" },
-    { "bucket-max-area", OPT_U32, SHARED(bucket_max_area), NULL, "PIXELS", "With --buckets: the most pixels a bucket holds, 0 = width x height" },
-    { "bucket-min-side", OPT_U32, SHARED(bucket_min_side), NULL, "PX", "With --buckets: the shortest bucket side, a multiple of --bucket-step (default 256)" },
-    { "bucket-max-side", OPT_U32, SHARED(bucket_max_side), NULL, "PX", "With --buckets: the longest bucket side, a multiple of --bucket-step (default 1024)" },
-    { "bucket-step", OPT_U32, SHARED(bucket_step), NULL, "PX", "With --buckets: bucket sides are multiples of it, a multiple of 8 and of the model's UNet factor (default 64)" },
-    { "random-crop", OPT_FLAG_ON, SHARED(random_crop), NULL, NULL, "With --buckets: crop each image at a random place (seeded per image, fixed for the run) instead of its centre" },
-    { "latent-sampling", OPT_ENUM, SHARED(latent_sampling), latent_methods, "once|deterministic|random", "Latent sampling method" },
-    { "alpha-loss-weight", OPT_FLAG_ON, SHARED(use_alpha_as_loss_weight), NULL, NULL, "Use PNG alpha channel as loss weight" },
-    { "filename-word-regex", OPT_STR, SHARED(filename_word_regex), NULL, "REGEX", "Caption from filename: words matching REGEX" },
-    { "filename-join", OPT_STR, SHARED(filename_join_string), NULL, "TEXT", "Caption from filename: join string" },
-    { "precision", OPT_ENUM, SHARED(precision), precisions, "fp32|fp16|bf16", "Compute precision" },
-    { "device", OPT_ENUM, SHARED(device), devices, "auto|cpu|cuda", "Device" },
-    { "seed", OPT_U64, SHARED(seed), NULL, "S", "Training seed" },
-    { "clip-skip", OPT_U32, SHARED(clip_skip), NULL, "N", "CLIP skip (1 = last layer)" },
-    { "lr-backoff", OPT_F64, SHARED(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires" },
-    { "max-nonfinite", OPT_U32, SHARED(max_consecutive_nonfinite), NULL, "N", "Stop after N non-finite steps in a row" },
-    { "loss-scale-init", OPT_F64, SHARED(loss_scale_init), NULL, "S", "fp16: initial loss scale" },
-    { "preview-prompt", OPT_STR, SHARED(preview_prompt), NULL, "TEXT", "Preview prompt (default: the batch's first caption)" },
-    { "preview-negative-prompt", OPT_STR, SHARED(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt" },
-    { "preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps" },
-    { "preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale" },
-    { "preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras", "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas" },
-    { "preview-prompts", OPT_STR, SHARED(preview_prompts_file), NULL, "FILE", "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)", "datasets" },
-    { "preview-seeds", OPT_STR, SHARED(preview_seeds), NULL, "N|\"S1, S2, ...\"", "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)" },
-    { "preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random" },
-    { "preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width" },
-    { "preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height" },
-    { "resume", OPT_STR, SHARED(resume_state_path), NULL, "FILE|DIR", "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder", "logs" },
-    { "threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic" },
-    { "anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)" },
-    { "gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL, "Recompute UNet blocks in backward: less memory, slower" },
-    { "deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL, "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)" },
-    { "v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL, "The model predicts v (SD 2.x 768-v models); default: detected" },
-    { "epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL, "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected" },
-    { "tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR", "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "models" },
-    { "loss-type", OPT_ENUM, SHARED(loss_type), loss_types, "l2|l1|huber", "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))" },
-    { "huber-delta", OPT_F64, SHARED(huber_delta), NULL, "D", "With --loss-type huber: where the loss turns from quadratic to linear, at least 1e-4" },
-    { "min-snr-gamma", OPT_F64, SHARED(min_snr_gamma), NULL, "G", "Min-SNR-gamma loss weighting, 0 = off, else at least 1e-4: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)" },
-    { "noise-offset", OPT_F64, SHARED(noise_offset), NULL, "X", "Noise offset, 0 = off: each sample's noise gets X * N(0,1) per channel, the same over the image (0.05 to 0.1 is usual)" },
-    { "noise-offset-random-strength", OPT_FLAG_ON, SHARED(noise_offset_random_strength), NULL, NULL, "With --noise-offset: each sample's strength uniform in [0, X]" },
-    { "timestep-min", OPT_U32, SHARED(timestep_min), NULL, "T", "Lowest training timestep (0..999, inclusive)" },
-    { "timestep-max", OPT_U32, SHARED(timestep_max), NULL, "T", "Highest training timestep (0..999, inclusive, >= --timestep-min)" },
-    { "zero-terminal-snr", OPT_FLAG_ON, SHARED(zero_terminal_snr), NULL, NULL, "Rescale the noise schedule to zero terminal SNR (Lin et al. 2023); v-prediction models only" },
-    { "lr-scheduler", OPT_ENUM, SHARED(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts", "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps" },
-    { "lr-cycles", OPT_U32, SHARED(lr_cycles), NULL, "N", "With --lr-scheduler cosine_with_restarts: the number of cosine cycles" },
-    { "warmup-steps", OPT_I64, SHARED(warmup_steps), NULL, "N", "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler" },
-    { "validation-dir", OPT_STR, SHARED(validation_dir), NULL, "DIR", "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps", "datasets" },
-    { "validation-split", OPT_F64, SHARED(validation_split), NULL, "F", "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off" },
-    { "validate-every", OPT_I64, SHARED(validate_every), NULL, "N", "Measure the validation loss every N steps (required with --validation-dir or --validation-split)" },
-    { "stop-after-no-improvement", OPT_U32, SHARED(stop_after_no_improvement), NULL, "K", "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never" },
-    { "ema", OPT_F64, SHARED(ema_decay), NULL, "DECAY", "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off" },
-    { "ema-every", OPT_U32, SHARED(ema_every), NULL, "N", "Update the average every N steps" },
-    { "ema-result", OPT_FLAG_ON, SHARED(ema_result), NULL, NULL, "With --ema: the result file holds the average (the trained values stay in the state)" },
-    { "ema-previews", OPT_FLAG_ON, SHARED(ema_previews), NULL, NULL, "With --ema: previews show the average" },
-    { "metrics", OPT_FLAG_ON, SHARED(write_metrics), NULL, NULL, "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV" },
+    {"embedding", OPT_STR, EMBEDDING_PART(embedding_path), NULL, "FILE",
+     "Embedding file to train (with --hypernetwork: trained together with it); this, --hypernetwork or both is required",
+     "embeddings"},
+    {"hypernetwork", OPT_STR, HYPERNETWORK_PART(hypernetwork_path), NULL, "FILE",
+     "Hypernetwork file to train (.pt or .safetensors, from create-hypernetwork or A1111); this, --embedding or both is required",
+     "hypernetworks"},
+    {"model", OPT_STR, SHARED(model_path), NULL, "PATH",
+     "Stable Diffusion checkpoint file or diffusers folder (required)", "models"},
+    {"dataset", OPT_STR, SHARED(dataset_dir), NULL, "DIR",
+     "Dataset directory (images, optional .txt captions; required)", "datasets"},
+    {"template", OPT_STR, SHARED(template_file), NULL, "FILE",
+     "Prompt template file with [name] and [filewords], or the name of a shipped one (default " PANEL_DEFAULT_TEMPLATE
+     ")",
+     "templates"},
+    {"log-dir", OPT_STR, SHARED(log_dir), NULL, "DIR", "Log directory (outputs go to DIR/<date>/<name>/)", "logs"},
+    {"learn-rate", OPT_STR, TRAINED_PART(learn_rate), NULL, "SCHEDULE",
+     "Learning rate of what is trained (with --hypernetwork the hypernetwork's), e.g. 0.005 or \"0.005:100, 1e-3:1000, 1e-5\""},
+    {"embedding-learn-rate", OPT_STR, JOINT_EMBEDDING(learn_rate), NULL, "SCHEDULE",
+     "With --hypernetwork and --embedding: the embedding's learning rate"},
+    {"weight-decay", OPT_F64, HYPERNETWORK_PART(weight_decay), NULL, "W",
+     "With --hypernetwork: AdamW weight decay, 0 <= W < 1 (as A1111)"},
+    {"strength", OPT_F64, HYPERNETWORK_PART(strength), NULL, "S",
+     "With --hypernetwork: the modules' strength while training, 0 < S <= 10"},
+    {"preview-hypernetworks", OPT_STR, HYPERNETWORK_PART(preview_hypernetworks), NULL, "\"FILE[:S]; ...\"",
+     "With --hypernetwork: other hypernetworks chained after it in previews only, each at strength S (default 1)",
+     "hypernetworks", TRUE},
+    {"preview-strength", OPT_F64, HYPERNETWORK_PART(preview_strength), NULL, "S",
+     "With --hypernetwork: its own strength in previews, -10 <= S <= 10; 0 = as --strength"},
+    {"batch-size", OPT_U32, SHARED(batch_size), NULL, "N", "Batch size"},
+    {"grad-accum", OPT_U32, SHARED(grad_accum_steps), NULL, "N", "Gradient accumulation steps"},
+    {"clip-mode", OPT_ENUM, SHARED(clip_mode), clip_modes, "disabled|value|norm", "Gradient clipping"},
+    {"clip-value", OPT_STR, SHARED(clip_value), NULL, "SCHEDULE", "Gradient clipping value (schedule grammar)"},
+    {"width", OPT_U32, SHARED(width), NULL, "PX", "Width"},
+    {"height", OPT_U32, SHARED(height), NULL, "PX", "Height"},
+    {"do-not-resize", OPT_FLAG_ON, SHARED(varsize), NULL, NULL, "Do not resize images (bucket by size)"},
+    {"max-steps", OPT_I64, SHARED(max_steps), NULL, "N", "Max steps"},
+    {"save-every", OPT_I64, SHARED(save_every), NULL, "N",
+     "Save a copy of what is trained every N steps, 0 to disable"},
+    {"preview-every", OPT_I64, SHARED(preview_every), NULL, "N",
+     "Save an image to the log directory every N steps, 0 to disable"},
+    {"save-state-every", OPT_I64, SHARED(save_state_every_seconds), NULL, "SECONDS",
+     "Also save the training state when this many seconds passed since the last save, 0 = only with each copy"},
+    {"csv-every", OPT_I64, SHARED(write_csv_every), NULL, "N", "Write the loss CSV every N steps, 0 to disable"},
+    {"no-embedding-cards", OPT_FLAG_OFF, EMBEDDING_PART(save_image_with_embedding), NULL, NULL,
+     "Do not save images with the embedding in PNG chunks (with --hypernetwork: the jointly trained embedding's)"},
+    {"embedding-clip-mode", OPT_ENUM, JOINT_EMBEDDING(clip_mode), clip_modes, "disabled|value|norm",
+     "With --hypernetwork and --embedding: the embedding's own gradient clipping, with --embedding-clip-value (default: as --clip-mode)"},
+    {"embedding-clip-value", OPT_STR, JOINT_EMBEDDING(clip_value), NULL, "SCHEDULE",
+     "With --hypernetwork and --embedding: the embedding's own clip value (schedule grammar; default: as --clip-value)"},
+    {"shuffle-tags", OPT_FLAG_ON, SHARED(shuffle_tags), NULL, NULL, "Shuffle tags by ',' when creating prompts"},
+    {"tag-dropout", OPT_F64, SHARED(tag_dropout), NULL, "P", "Drop out tags when creating prompts (0..1)"},
+    {"keep-tokens", OPT_U32, SHARED(keep_tokens), NULL, "N",
+     "With --shuffle-tags or --tag-dropout: the caption's first N tags stay first, in order, never dropped (kohya's keep_tokens)"},
+    {"caption-dropout", OPT_F64, SHARED(caption_dropout), NULL, "P",
+     "Train a sample on the empty prompt with probability P (0..1; seeded)"},
+    {"flip", OPT_FLAG_ON, SHARED(flip), NULL, NULL,
+     "Mirror each training sample left-right with probability 1/2 (seeded; the mirrored latents are cached too)"},
+    {"buckets", OPT_FLAG_ON, SHARED(buckets), NULL, NULL,
+     "Aspect-ratio buckets (kohya's): each image goes to the bucket nearest its aspect ratio, resized to cover it and cropped; a batch holds one bucket"},
+    {"bucket-max-area", OPT_U32, SHARED(bucket_max_area), NULL, "PIXELS",
+     "With --buckets: the most pixels a bucket holds, 0 = width x height"},
+    {"bucket-min-side", OPT_U32, SHARED(bucket_min_side), NULL, "PX",
+     "With --buckets: the shortest bucket side, a multiple of --bucket-step (default 256)"},
+    {"bucket-max-side", OPT_U32, SHARED(bucket_max_side), NULL, "PX",
+     "With --buckets: the longest bucket side, a multiple of --bucket-step (default 1024)"},
+    {"bucket-step", OPT_U32, SHARED(bucket_step), NULL, "PX",
+     "With --buckets: bucket sides are multiples of it, a multiple of 8 and of the model's UNet factor (default 64)"},
+    {"random-crop", OPT_FLAG_ON, SHARED(random_crop), NULL, NULL,
+     "With --buckets: crop each image at a random place (seeded per image, fixed for the run) instead of its centre"},
+    {"latent-sampling", OPT_ENUM, SHARED(latent_sampling), latent_methods, "once|deterministic|random",
+     "Latent sampling method"},
+    {"alpha-loss-weight", OPT_FLAG_ON, SHARED(use_alpha_as_loss_weight), NULL, NULL,
+     "Use PNG alpha channel as loss weight"},
+    {"filename-word-regex", OPT_STR, SHARED(filename_word_regex), NULL, "REGEX",
+     "Caption from filename: words matching REGEX"},
+    {"filename-join", OPT_STR, SHARED(filename_join_string), NULL, "TEXT", "Caption from filename: join string"},
+    {"precision", OPT_ENUM, SHARED(precision), precisions, "fp32|fp16|bf16", "Compute precision"},
+    {"device", OPT_ENUM, SHARED(device), devices, "auto|cpu|cuda", "Device"},
+    {"seed", OPT_U64, SHARED(seed), NULL, "S", "Training seed"},
+    {"clip-skip", OPT_U32, SHARED(clip_skip), NULL, "N", "CLIP skip (1 = last layer)"},
+    {"lr-backoff", OPT_F64, SHARED(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires"},
+    {"max-nonfinite", OPT_U32, SHARED(max_consecutive_nonfinite), NULL, "N", "Stop after N non-finite steps in a row"},
+    {"loss-scale-init", OPT_F64, SHARED(loss_scale_init), NULL, "S", "fp16: initial loss scale"},
+    {"preview-prompt", OPT_STR, SHARED(preview_prompt), NULL, "TEXT",
+     "Preview prompt (default: the batch's first caption)"},
+    {"preview-negative-prompt", OPT_STR, SHARED(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt"},
+    {"preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps"},
+    {"preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale"},
+    {"preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras",
+     "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas"},
+    {"preview-prompts", OPT_STR, SHARED(preview_prompts_file), NULL, "FILE",
+     "Previews as a labelled grid: one prompt per line of FILE (rows; blank lines and # comments skipped) by --preview-seeds (columns)",
+     "datasets"},
+    {"preview-seeds", OPT_STR, SHARED(preview_seeds), NULL, "N|\"S1, S2, ...\"",
+     "Previews as a labelled grid with N seeds (from --preview-seed on) or the listed seeds as columns (default: one seed, no grid)"},
+    {"preview-seed", OPT_I64, SHARED(preview_seed), NULL, "S", "Preview seed, -1 = random"},
+    {"preview-width", OPT_U32, SHARED(preview_width), NULL, "PX", "Preview width, 0 = training width"},
+    {"preview-height", OPT_U32, SHARED(preview_height), NULL, "PX", "Preview height, 0 = training height"},
+    {"resume", OPT_STR, SHARED(resume_state_path), NULL, "FILE|DIR",
+     "Resume from a state file (<log>/<date>/<name>/<name>.state.safetensors) or the newest matching one in a log folder",
+     "logs"},
+    {"threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic"},
+    {"anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)"},
+    {"gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL,
+     "Recompute UNet blocks in backward: less memory, slower"},
+    {"deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL,
+     "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)"},
+    {"v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL,
+     "The model predicts v (SD 2.x 768-v models); default: detected"},
+    {"epsilon", OPT_FLAG_CHOICE, SHARED(prediction_type), predictions, NULL,
+     "The model predicts the noise (SD 1.x, SD 2.x 512); default: detected"},
+    {"tokenizer", OPT_STR, SHARED(tokenizer_path), NULL, "DIR",
+     "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "models"},
+    {"loss-type", OPT_ENUM, SHARED(loss_type), loss_types, "l2|l1|huber",
+     "The loss per element: l2 (A1111's MSE), l1 |d|, or huber (PyTorch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta))"},
+    {"huber-delta", OPT_F64, SHARED(huber_delta), NULL, "D",
+     "With --loss-type huber: where the loss turns from quadratic to linear, at least 1e-4"},
+    {"min-snr-gamma", OPT_F64, SHARED(min_snr_gamma), NULL, "G",
+     "Min-SNR-gamma loss weighting, 0 = off, else at least 1e-4: each sample weighted by min(SNR, G)/SNR, or min(SNR, G)/(SNR + 1) for v-prediction (5 is usual)"},
+    {"noise-offset", OPT_F64, SHARED(noise_offset), NULL, "X",
+     "Noise offset, 0 = off: each sample's noise gets X * N(0,1) per channel, the same over the image (0.05 to 0.1 is usual)"},
+    {"noise-offset-random-strength", OPT_FLAG_ON, SHARED(noise_offset_random_strength), NULL, NULL,
+     "With --noise-offset: each sample's strength uniform in [0, X]"},
+    {"timestep-min", OPT_U32, SHARED(timestep_min), NULL, "T", "Lowest training timestep (0..999, inclusive)"},
+    {"timestep-max", OPT_U32, SHARED(timestep_max), NULL, "T",
+     "Highest training timestep (0..999, inclusive, >= --timestep-min)"},
+    {"zero-terminal-snr", OPT_FLAG_ON, SHARED(zero_terminal_snr), NULL, NULL,
+     "Rescale the noise schedule to zero terminal SNR (Lin et al. 2023); v-prediction models only"},
+    {"lr-scheduler", OPT_ENUM, SHARED(lr_scheduler), lr_schedulers, "constant|linear|cosine|cosine_with_restarts",
+     "Learning-rate scheduler (diffusers' get_scheduler), a factor on the --learn-rate schedule's rate, decaying to 0 at --max-steps"},
+    {"lr-cycles", OPT_U32, SHARED(lr_cycles), NULL, "N",
+     "With --lr-scheduler cosine_with_restarts: the number of cosine cycles"},
+    {"warmup-steps", OPT_I64, SHARED(warmup_steps), NULL, "N",
+     "Learning-rate warmup: linear from 0 over the first N steps, for every scheduler"},
+    {"validation-dir", OPT_STR, SHARED(validation_dir), NULL, "DIR",
+     "Validation images with captions (read as --dataset is): their loss is measured every --validate-every steps",
+     "datasets"},
+    {"validation-split", OPT_F64, SHARED(validation_split), NULL, "F",
+     "Hold out this fraction (0 < F < 1) of the dataset for validation instead, chosen by the seed and named in the log; 0 = off"},
+    {"validate-every", OPT_I64, SHARED(validate_every), NULL, "N",
+     "Measure the validation loss every N steps (required with --validation-dir or --validation-split)"},
+    {"stop-after-no-improvement", OPT_U32, SHARED(stop_after_no_improvement), NULL, "K",
+     "Stop (state saved) after K validations in a row without a new lowest validation loss; 0 = never"},
+    {"ema", OPT_F64, SHARED(ema_decay), NULL, "DECAY",
+     "Keep an exponential moving average of the trained values (e.g. 0.999), saved beside the result as <stem>-ema<ext>; 0 = off"},
+    {"ema-every", OPT_U32, SHARED(ema_every), NULL, "N", "Update the average every N steps"},
+    {"ema-result", OPT_FLAG_ON, SHARED(ema_result), NULL, NULL,
+     "With --ema: the result file holds the average (the trained values stay in the state)"},
+    {"ema-previews", OPT_FLAG_ON, SHARED(ema_previews), NULL, NULL, "With --ema: previews show the average"},
+    {"metrics", OPT_FLAG_ON, SHARED(write_metrics), NULL, NULL,
+     "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV"},
 };
 #pragma GCC diagnostic pop
 
@@ -162,8 +243,12 @@ static const panel_option options[] = {
 
 /* The flags sdt-host turns on whatever the plugin's default (the loss picture is what people look at),
  * each with the help of its --no-<name> (in a panel file: <name>=false). */
-static const struct { const char *name; const char *off_help; } on_by_default[] = {
-    { "metrics", "Do not write metrics.jsonl and loss.png (by default they are written; the loss CSV is written either way; in a panel file: metrics=false)" },
+static const struct {
+    const char *name;
+    const char *off_help;
+} on_by_default[] = {
+    {"metrics",
+     "Do not write metrics.jsonl and loss.png (by default they are written; the loss CSV is written either way; in a panel file: metrics=false)"},
 };
 
 /* The help of option o's --no- form, or NULL when sdt-host leaves its default to the plugin. */
@@ -175,21 +260,21 @@ static const char *off_help_of(const panel_option *o)
 }
 
 struct panel_values {
-    char *text[N_OPTIONS];       /* command-line values, NULL = not given */
+    char *text[N_OPTIONS]; /* command-line values, NULL = not given */
     gboolean flag[N_OPTIONS];
-    gboolean off[N_OPTIONS];     /* --no-<name> given (the options on_by_default names) */
-    char *off_name[N_OPTIONS];   /* "no-<name>" */
+    gboolean off[N_OPTIONS];   /* --no-<name> given (the options on_by_default names) */
+    char *off_name[N_OPTIONS]; /* "no-<name>" */
     char *config_path;
     GKeyFile *key_file;
-    GPtrArray *owned;            /* strings the config points at */
+    GPtrArray *owned;                        /* strings the config points at */
     GOptionEntry entries[2 * N_OPTIONS + 2]; /* --config, each option in table order, then the --no- forms */
 };
 
 panel_defaults panel_defaults_of(const sdt_trainer_factory *f)
 {
-    return (panel_defaults){ .train_options = f ? f->train_options_defaults : NULL,
-                             .embedding_part = f ? f->embedding_part_defaults : NULL,
-                             .hypernetwork_part = f ? f->hypernetwork_part_defaults : NULL };
+    return (panel_defaults){.train_options = f ? f->train_options_defaults : NULL,
+                            .embedding_part = f ? f->embedding_part_defaults : NULL,
+                            .hypernetwork_part = f ? f->hypernetwork_part_defaults : NULL};
 }
 
 panel_values *panel_values_new(void)
@@ -212,21 +297,32 @@ void panel_values_free(panel_values *v)
 const GOptionEntry *panel_option_entries(panel_values *v)
 {
     size_t n = 0;
-    v->entries[n++] = (GOptionEntry){ "config", 0, 0, G_OPTION_ARG_FILENAME, &v->config_path,
-                                      "Panel file (GKeyFile, group [train], keys named like these options; default none); options given here override it", "FILE" };
+    v->entries[n++] = (GOptionEntry){
+        "config",
+        0,
+        0,
+        G_OPTION_ARG_FILENAME,
+        &v->config_path,
+        "Panel file (GKeyFile, group [train], keys named like these options; default none); options given here override it",
+        "FILE"};
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const panel_option *o = &options[i];
         gboolean is_flag = o->kind == OPT_FLAG_ON || o->kind == OPT_FLAG_OFF || o->kind == OPT_FLAG_CHOICE;
-        v->entries[n++] = (GOptionEntry){ o->name, 0, 0, is_flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
-                                          is_flag ? (gpointer)&v->flag[i] : (gpointer)&v->text[i], o->help, o->arg };
+        v->entries[n++] = (GOptionEntry){o->name,
+                                         0,
+                                         0,
+                                         is_flag ? G_OPTION_ARG_NONE : G_OPTION_ARG_STRING,
+                                         is_flag ? (gpointer)&v->flag[i] : (gpointer)&v->text[i],
+                                         o->help,
+                                         o->arg};
     }
     for (size_t i = 0; i < N_OPTIONS; i++) {
         const char *off_help = off_help_of(&options[i]);
         if (!off_help) continue;
         if (!v->off_name[i]) v->off_name[i] = g_strdup_printf("no-%s", options[i].name);
-        v->entries[n++] = (GOptionEntry){ v->off_name[i], 0, 0, G_OPTION_ARG_NONE, &v->off[i], off_help, NULL };
+        v->entries[n++] = (GOptionEntry){v->off_name[i], 0, 0, G_OPTION_ARG_NONE, &v->off[i], off_help, NULL};
     }
-    v->entries[n] = (GOptionEntry){ NULL, 0, 0, 0, NULL, NULL, NULL };
+    v->entries[n] = (GOptionEntry){NULL, 0, 0, 0, NULL, NULL, NULL};
     return v->entries;
 }
 
@@ -237,7 +333,8 @@ static char *field_of(const panel_config *c, const panel_option *o);
  * panel show the folder a run will use; NULL for the others. */
 static const char *unset_default(const panel_option *o, panel_method method)
 {
-    static const char *const log_folders[] = { [PANEL_EMBEDDING] = "textual_inversion", [PANEL_HYPERNETWORK] = "hypernetworks" };
+    static const char *const log_folders[] = {
+        [PANEL_EMBEDDING] = "textual_inversion", [PANEL_HYPERNETWORK] = "hypernetworks"};
     return strcmp(o->name, "log-dir") == 0 ? log_folders[method] : NULL;
 }
 
@@ -251,32 +348,46 @@ static char *value_text(const panel_config *c, const panel_option *o)
     uint32_t u32;
     bool b;
     switch (o->kind) {
-    case OPT_STR: {
-        const char *text;
-        memcpy(&text, field, sizeof text);
-        if (!text || !text[0]) text = unset_default(o, c->method);
-        if (!text || !text[0]) return NULL;
-        return strchr(text, ' ') || strchr(text, ',') ? g_strdup_printf("\"%s\"", text) : g_strdup(text);
-    }
-    case OPT_U32: memcpy(&u32, field, sizeof u32); return g_strdup_printf("%" PRIu32, u32);
-    case OPT_I64: { int64_t x; memcpy(&x, field, sizeof x); return g_strdup_printf("%" PRId64, x); }
-    case OPT_U64: { uint64_t x; memcpy(&x, field, sizeof x); return g_strdup_printf("%" PRIu64, x); }
-    case OPT_F64: { double x; memcpy(&x, field, sizeof x); return g_strdup(c_number(&number, "%g", x)); }
-    case OPT_ENUM:
-        memcpy(&u32, field, sizeof u32);
-        for (uint32_t k = 0; o->choices[k]; k++)
-            if (k == u32) return g_strdup(o->choices[k]);
-        return g_strdup_printf("%" PRIu32, u32);
-    case OPT_FLAG_ON:
-    case OPT_FLAG_OFF:
-        memcpy(&b, field, sizeof b);
-        return g_strdup((o->kind == OPT_FLAG_ON) == b ? "on" : "off");
-    case OPT_FLAG_CHOICE: {
-        memcpy(&u32, field, sizeof u32);
-        uint32_t k = 0;
-        while (o->choices[k] && k < u32) k++;
-        return g_strdup(k == u32 && o->choices[k] && strcmp(o->choices[k], o->name) == 0 ? "on" : "off");
-    }
+        case OPT_STR: {
+            const char *text;
+            memcpy(&text, field, sizeof text);
+            if (!text || !text[0]) text = unset_default(o, c->method);
+            if (!text || !text[0]) return NULL;
+            return strchr(text, ' ') || strchr(text, ',') ? g_strdup_printf("\"%s\"", text) : g_strdup(text);
+        }
+        case OPT_U32:
+            memcpy(&u32, field, sizeof u32);
+            return g_strdup_printf("%" PRIu32, u32);
+        case OPT_I64: {
+            int64_t x;
+            memcpy(&x, field, sizeof x);
+            return g_strdup_printf("%" PRId64, x);
+        }
+        case OPT_U64: {
+            uint64_t x;
+            memcpy(&x, field, sizeof x);
+            return g_strdup_printf("%" PRIu64, x);
+        }
+        case OPT_F64: {
+            double x;
+            memcpy(&x, field, sizeof x);
+            return g_strdup(c_number(&number, "%g", x));
+        }
+        case OPT_ENUM:
+            memcpy(&u32, field, sizeof u32);
+            for (uint32_t k = 0; o->choices[k]; k++)
+                if (k == u32) return g_strdup(o->choices[k]);
+            return g_strdup_printf("%" PRIu32, u32);
+        case OPT_FLAG_ON:
+        case OPT_FLAG_OFF:
+            memcpy(&b, field, sizeof b);
+            return g_strdup((o->kind == OPT_FLAG_ON) == b ? "on" : "off");
+        case OPT_FLAG_CHOICE: {
+            memcpy(&u32, field, sizeof u32);
+            uint32_t k = 0;
+            while (o->choices[k] && k < u32) k++;
+            return g_strdup(k == u32 && o->choices[k] && strcmp(o->choices[k], o->name) == 0 ? "on" : "off");
+        }
     }
     return NULL;
 }
@@ -296,11 +407,16 @@ void panel_show_defaults(panel_values *v, const panel_defaults *defaults)
         const panel_option *o = &options[i];
         char *a = have_ti ? value_text(ti, o) : NULL, *b = have_hn ? value_text(hn, o) : NULL;
         char *shown;
-        if (strstr(o->help, "default")) shown = g_strdup(o->help); /* its own words say it: "default: detected" */
-        else if (a && b && strcmp(a, b) != 0) shown = g_strdup_printf("%s (default %s; with --hypernetwork %s)", o->help, a, b);
-        else if (a || b) shown = g_strdup_printf("%s (default %s)", o->help, a ? a : b);
-        else if (!strstr(o->help, "required")) shown = g_strdup_printf("%s (default: none)", o->help);
-        else shown = g_strdup(o->help);
+        if (strstr(o->help, "default"))
+            shown = g_strdup(o->help); /* its own words say it: "default: detected" */
+        else if (a && b && strcmp(a, b) != 0)
+            shown = g_strdup_printf("%s (default %s; with --hypernetwork %s)", o->help, a, b);
+        else if (a || b)
+            shown = g_strdup_printf("%s (default %s)", o->help, a ? a : b);
+        else if (!strstr(o->help, "required"))
+            shown = g_strdup_printf("%s (default: none)", o->help);
+        else
+            shown = g_strdup(o->help);
         g_ptr_array_add(v->owned, shown);
         v->entries[i + 1].description = shown; /* entries[0] is --config */
         g_free(a);
@@ -315,9 +431,9 @@ void panel_show_defaults(panel_values *v, const panel_defaults *defaults)
 static char *field_of(const panel_config *c, const panel_option *o)
 {
     const panel_place *at = &o->place[c->method];
-    const size_t part_offsets[] = { [PART_OPTIONS] = offsetof(panel_config, options),
-                                    [PART_EMBEDDING] = offsetof(panel_config, embedding),
-                                    [PART_HYPERNETWORK] = offsetof(panel_config, hypernetwork) };
+    const size_t part_offsets[] = {[PART_OPTIONS] = offsetof(panel_config, options),
+                                   [PART_EMBEDDING] = offsetof(panel_config, embedding),
+                                   [PART_HYPERNETWORK] = offsetof(panel_config, hypernetwork)};
     return at->part == PART_NONE ? NULL : (char *)c + part_offsets[at->part] + at->offset;
 }
 
@@ -325,15 +441,19 @@ static char *field_of(const panel_config *c, const panel_option *o)
 static char *other_method_sentence(const panel_config *c, const char *origin)
 {
     if (c->method == PANEL_EMBEDDING)
-        return g_strdup_printf("%s applies to hypernetwork training; add --hypernetwork FILE (with --embedding: both are "
-                               "trained together), or leave it out to train the embedding alone.", origin);
-    return g_strdup_printf("%s applies to embedding training only; the hypernetwork trainer (joint training included) has no "
-                           "such setting, so leave it out with --hypernetwork.", origin);
+        return g_strdup_printf(
+            "%s applies to hypernetwork training; add --hypernetwork FILE (with --embedding: both are "
+            "trained together), or leave it out to train the embedding alone.",
+            origin);
+    return g_strdup_printf(
+        "%s applies to embedding training only; the hypernetwork trainer (joint training included) has no "
+        "such setting, so leave it out with --hypernetwork.",
+        origin);
 }
 
 /* Parses text into the field of option o; FALSE with a sentence naming where it came from. */
-static gboolean set_field(panel_values *v, panel_config *c, const panel_option *o, const char *text,
-                          const char *origin, char **error)
+static gboolean set_field(panel_values *v, panel_config *c, const panel_option *o, const char *text, const char *origin,
+                          char **error)
 {
     char *field = field_of(c, o);
     if (!field) {
@@ -343,73 +463,75 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
     GError *gerr = NULL;
     gboolean ok = TRUE;
     switch (o->kind) {
-    case OPT_STR: {
-        char *copy = g_strdup(text);
-        g_ptr_array_add(v->owned, copy);
-        memcpy(field, &copy, sizeof copy);
-        return TRUE;
-    }
-    case OPT_U32: {
-        guint64 x = 0;
-        ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT32, &x, &gerr);
-        uint32_t u = (uint32_t)x;
-        if (ok) memcpy(field, &u, sizeof u);
-        break;
-    }
-    case OPT_U64: {
-        guint64 x = 0;
-        ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT64, &x, &gerr);
-        uint64_t u = x;
-        if (ok) memcpy(field, &u, sizeof u);
-        break;
-    }
-    case OPT_I64: {
-        gint64 x = 0;
-        ok = g_ascii_string_to_signed(text, 10, G_MININT64, G_MAXINT64, &x, &gerr);
-        int64_t s = x;
-        if (ok) memcpy(field, &s, sizeof s);
-        break;
-    }
-    case OPT_F64: {
-        char *end = NULL;
-        double d = g_ascii_strtod(text, &end);
-        ok = end && end != text && *end == '\0';
-        if (ok) memcpy(field, &d, sizeof d);
-        break;
-    }
-    case OPT_ENUM: {
-        ok = FALSE;
-        for (uint32_t k = 0; o->choices[k]; k++)
-            if (g_ascii_strcasecmp(text, o->choices[k]) == 0) {
-                memcpy(field, &k, sizeof k);
-                ok = TRUE;
-            }
-        if (!ok) {
-            *error = g_strdup_printf("%s: '%s' is not one of %s.", origin, text, o->arg);
-            return FALSE;
-        }
-        return TRUE;
-    }
-    case OPT_FLAG_ON:
-    case OPT_FLAG_OFF:
-    case OPT_FLAG_CHOICE: {
-        bool b;
-        if (g_ascii_strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0) b = true;
-        else if (g_ascii_strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) b = false;
-        else {
-            *error = g_strdup_printf("%s: '%s' is not true or false.", origin, text);
-            return FALSE;
-        }
-        if (o->kind == OPT_FLAG_OFF) b = !b; /* the key names the negative: no-embedding-cards=true */
-        if (o->kind == OPT_FLAG_CHOICE) {
-            uint32_t k = 0;
-            while (b && o->choices[k] && strcmp(o->choices[k], o->name) != 0) k++;
-            memcpy(field, &k, sizeof k);
+        case OPT_STR: {
+            char *copy = g_strdup(text);
+            g_ptr_array_add(v->owned, copy);
+            memcpy(field, &copy, sizeof copy);
             return TRUE;
         }
-        memcpy(field, &b, sizeof b);
-        return TRUE;
-    }
+        case OPT_U32: {
+            guint64 x = 0;
+            ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT32, &x, &gerr);
+            uint32_t u = (uint32_t)x;
+            if (ok) memcpy(field, &u, sizeof u);
+            break;
+        }
+        case OPT_U64: {
+            guint64 x = 0;
+            ok = g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT64, &x, &gerr);
+            uint64_t u = x;
+            if (ok) memcpy(field, &u, sizeof u);
+            break;
+        }
+        case OPT_I64: {
+            gint64 x = 0;
+            ok = g_ascii_string_to_signed(text, 10, G_MININT64, G_MAXINT64, &x, &gerr);
+            int64_t s = x;
+            if (ok) memcpy(field, &s, sizeof s);
+            break;
+        }
+        case OPT_F64: {
+            char *end = NULL;
+            double d = g_ascii_strtod(text, &end);
+            ok = end && end != text && *end == '\0';
+            if (ok) memcpy(field, &d, sizeof d);
+            break;
+        }
+        case OPT_ENUM: {
+            ok = FALSE;
+            for (uint32_t k = 0; o->choices[k]; k++)
+                if (g_ascii_strcasecmp(text, o->choices[k]) == 0) {
+                    memcpy(field, &k, sizeof k);
+                    ok = TRUE;
+                }
+            if (!ok) {
+                *error = g_strdup_printf("%s: '%s' is not one of %s.", origin, text, o->arg);
+                return FALSE;
+            }
+            return TRUE;
+        }
+        case OPT_FLAG_ON:
+        case OPT_FLAG_OFF:
+        case OPT_FLAG_CHOICE: {
+            bool b;
+            if (g_ascii_strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0)
+                b = true;
+            else if (g_ascii_strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0)
+                b = false;
+            else {
+                *error = g_strdup_printf("%s: '%s' is not true or false.", origin, text);
+                return FALSE;
+            }
+            if (o->kind == OPT_FLAG_OFF) b = !b; /* the key names the negative: no-embedding-cards=true */
+            if (o->kind == OPT_FLAG_CHOICE) {
+                uint32_t k = 0;
+                while (b && o->choices[k] && strcmp(o->choices[k], o->name) != 0) k++;
+                memcpy(field, &k, sizeof k);
+                return TRUE;
+            }
+            memcpy(field, &b, sizeof b);
+            return TRUE;
+        }
     }
     if (!ok) {
         const char *what = o->kind == OPT_F64 ? "number" : "whole number in range";
@@ -435,9 +557,10 @@ static gboolean check_text(const char *path, const char *data, gsize n, char **e
     const char *invalid = NULL;
     if (!g_utf8_validate(data, (gssize)n, &invalid) && (!bad || invalid < bad)) bad = invalid;
     if (bad)
-        *error = g_strdup_printf("The panel file %s is not a text file (binary data at byte %zu); a panel file is a key "
-                                 "file with the options under a [%s] line, e.g. max-steps=1000.", path,
-                                 (size_t)(bad - data), PANEL_GROUP);
+        *error =
+            g_strdup_printf("The panel file %s is not a text file (binary data at byte %zu); a panel file is a key "
+                            "file with the options under a [%s] line, e.g. max-steps=1000.",
+                            path, (size_t)(bad - data), PANEL_GROUP);
     return bad == NULL;
 }
 
@@ -449,8 +572,10 @@ gboolean panel_load_file(panel_values *v, char **error)
     char *why = NULL;
     /* Read once, through the bounded reader: a FIFO or /dev/zero named as the panel file is refused. */
     if (!host_read_file(v->config_path, HOST_TEXT_FILE_LIMIT, &data, &n, &why)) {
-        *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options under a "
-                                 "[%s] line, e.g. max-steps=1000.", v->config_path, why, PANEL_GROUP);
+        *error =
+            g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options under a "
+                            "[%s] line, e.g. max-steps=1000.",
+                            v->config_path, why, PANEL_GROUP);
         g_free(why);
         return FALSE;
     }
@@ -475,15 +600,16 @@ gboolean panel_load_data(panel_values *v, const char *origin, const char *data, 
     gboolean loaded = g_key_file_load_from_data(v->key_file, data, n, G_KEY_FILE_NONE, &gerr);
     if (!loaded) {
         *error = g_strdup_printf("Could not read the panel file %s (%s); it must be a key file with the options "
-                                 "under a [%s] line, e.g. max-steps=1000.", v->config_path, gerr->message, PANEL_GROUP);
+                                 "under a [%s] line, e.g. max-steps=1000.",
+                                 v->config_path, gerr->message, PANEL_GROUP);
         g_clear_error(&gerr);
         g_key_file_unref(v->key_file);
         v->key_file = NULL;
         return FALSE;
     }
     if (!g_key_file_has_group(v->key_file, PANEL_GROUP)) {
-        *error = g_strdup_printf("The panel file %s has no [%s] group; put the options under a [%s] line.", v->config_path,
-                                 PANEL_GROUP, PANEL_GROUP);
+        *error = g_strdup_printf("The panel file %s has no [%s] group; put the options under a [%s] line.",
+                                 v->config_path, PANEL_GROUP, PANEL_GROUP);
         g_key_file_unref(v->key_file);
         v->key_file = NULL;
         return FALSE;
@@ -512,8 +638,9 @@ static gboolean apply_key_file(panel_values *v, panel_config *c, char **error)
     for (gsize k = 0; keys && k < n_keys && ok; k++) {
         const panel_option *o = find_option(keys[k]);
         if (!o) {
-            *error = g_strdup_printf("The panel file %s has an unknown key '%s' in [%s]; see 'sdt-host train --help' for the names.",
-                                     v->config_path, keys[k], PANEL_GROUP);
+            *error = g_strdup_printf(
+                "The panel file %s has an unknown key '%s' in [%s]; see 'sdt-host train --help' for the names.",
+                v->config_path, keys[k], PANEL_GROUP);
             ok = FALSE;
             break;
         }
@@ -536,8 +663,10 @@ static gboolean apply_command_line(panel_values *v, panel_config *c, char **erro
         if (v->flag[i] && v->off[i]) {
             *error = g_strdup_printf("--%s and --no-%s contradict each other; give one of them.", o->name, o->name);
             ok = FALSE;
-        } else if (v->text[i]) ok = set_field(v, c, o, v->text[i], origin, error);
-        else if (v->flag[i]) ok = set_field(v, c, o, "true", origin, error);
+        } else if (v->text[i])
+            ok = set_field(v, c, o, v->text[i], origin, error);
+        else if (v->flag[i])
+            ok = set_field(v, c, o, "true", origin, error);
         else if (v->off[i]) {
             g_free(origin);
             origin = g_strdup_printf("--no-%s", o->name);
@@ -576,8 +705,8 @@ static gboolean fill_defaults(const panel_defaults *d, panel_config *c, char **e
     return TRUE;
 }
 
-gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
-                            panel_config *config, char **error, gboolean *usage_error)
+gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults, panel_config *config,
+                            char **error, gboolean *usage_error)
 {
     *usage_error = FALSE;
     memset(config, 0, sizeof *config);
@@ -594,8 +723,8 @@ gboolean panel_build_config(panel_values *v, panel_method method, const panel_de
 /* The options a run cannot do without (the Train tab's empty fields), checked before the
  * plugin is asked, so the message names the option rather than the config field. */
 static const char *const required[][3] = {
-    [PANEL_EMBEDDING] = { "embedding", "dataset", "model" },
-    [PANEL_HYPERNETWORK] = { "hypernetwork", "dataset", "model" },
+    [PANEL_EMBEDDING] = {"embedding", "dataset", "model"},
+    [PANEL_HYPERNETWORK] = {"hypernetwork", "dataset", "model"},
 };
 
 const char **panel_template_slot(panel_config *config)
@@ -611,9 +740,10 @@ gboolean panel_check_required(const panel_config *config, char **error)
         memcpy(&value, field_of(config, o), sizeof value);
         if ((!value || !value[0]) && r == 0 && config->method == PANEL_EMBEDDING) {
             /* what is trained: an embedding, a hypernetwork, or both; the method follows --hypernetwork */
-            *error = g_strdup_printf("--embedding FILE or --hypernetwork FILE is required: one of them, or both to train "
-                                     "them together (or embedding= / hypernetwork= in the [%s] group of the --config file).",
-                                     PANEL_GROUP);
+            *error =
+                g_strdup_printf("--embedding FILE or --hypernetwork FILE is required: one of them, or both to train "
+                                "them together (or embedding= / hypernetwork= in the [%s] group of the --config file).",
+                                PANEL_GROUP);
             return FALSE;
         }
         if (!value || !value[0]) {
@@ -635,10 +765,12 @@ typedef enum { FORM_SHARED_LEGACY, FORM_PART, FORM_CONFIG_LEGACY, N_FORMS } name
 static char *field_name(const panel_option *o, panel_method method, name_form form)
 {
     const panel_place *at = &o->place[method];
-    gboolean trained = at->part == PART_OPTIONS || at->part == (method == PANEL_EMBEDDING ? PART_EMBEDDING : PART_HYPERNETWORK);
+    gboolean trained =
+        at->part == PART_OPTIONS || at->part == (method == PANEL_EMBEDDING ? PART_EMBEDDING : PART_HYPERNETWORK);
     if (at->part == PART_NONE) return NULL;
     if (form == FORM_PART) return g_strdup_printf("%s->%s", part_names[at->part], o->field);
-    if (form == FORM_SHARED_LEGACY) return at->part == PART_OPTIONS ? g_strdup_printf("config.train_options->%s", o->field) : NULL;
+    if (form == FORM_SHARED_LEGACY)
+        return at->part == PART_OPTIONS ? g_strdup_printf("config.train_options->%s", o->field) : NULL;
     return trained ? g_strdup_printf("config.%s", o->field) : NULL;
 }
 
@@ -661,7 +793,7 @@ char *panel_explain(panel_method method, const char *sentence)
             renames[n][0] = field;
             renames[n++][1] = option;
         }
-    char *explained = cli_rename_fields(sentence, (const char *const (*)[2])renames, n);
+    char *explained = cli_rename_fields(sentence, (const char *const(*)[2])renames, n);
     g_ptr_array_unref(strings);
     return explained;
 }
@@ -674,9 +806,9 @@ size_t panel_option_count(void)
 void panel_option_describe(size_t i, panel_option_info *info)
 {
     const panel_option *o = &options[i];
-    static const char *const kinds[] = { [OPT_STR] = "text", [OPT_U32] = "whole", [OPT_I64] = "whole", [OPT_U64] = "whole",
-                                         [OPT_F64] = "number", [OPT_FLAG_ON] = "flag", [OPT_FLAG_OFF] = "flag",
-                                         [OPT_ENUM] = "choice", [OPT_FLAG_CHOICE] = "flag" };
+    static const char *const kinds[] = {[OPT_STR] = "text",      [OPT_U32] = "whole",   [OPT_I64] = "whole",
+                                        [OPT_U64] = "whole",     [OPT_F64] = "number",  [OPT_FLAG_ON] = "flag",
+                                        [OPT_FLAG_OFF] = "flag", [OPT_ENUM] = "choice", [OPT_FLAG_CHOICE] = "flag"};
     info->name = o->name;
     info->kind = kinds[o->kind];
     info->arg = o->arg;
@@ -703,7 +835,8 @@ char **panel_default_values(const panel_defaults *defaults, panel_method method)
                 g_free(text);
                 text = inner;
             }
-            if (text && (options[i].kind == OPT_FLAG_ON || options[i].kind == OPT_FLAG_OFF || options[i].kind == OPT_FLAG_CHOICE)) {
+            if (text && (options[i].kind == OPT_FLAG_ON || options[i].kind == OPT_FLAG_OFF ||
+                         options[i].kind == OPT_FLAG_CHOICE)) {
                 gboolean on = strcmp(text, "on") == 0;
                 g_free(text);
                 text = g_strdup(on ? "true" : "false"); /* value_text already speaks in the key's own sense */
@@ -724,5 +857,6 @@ void panel_finish_config(panel_config *c)
     c->trainer.struct_size = sizeof c->trainer;
     c->trainer.options = &c->options;
     c->trainer.embedding = c->embedding.embedding_path && c->embedding.embedding_path[0] ? &c->embedding : NULL;
-    c->trainer.hypernetwork = c->hypernetwork.hypernetwork_path && c->hypernetwork.hypernetwork_path[0] ? &c->hypernetwork : NULL;
+    c->trainer.hypernetwork =
+        c->hypernetwork.hypernetwork_path && c->hypernetwork.hypernetwork_path[0] ? &c->hypernetwork : NULL;
 }

@@ -72,8 +72,8 @@ panel_method panel_method_chosen(const panel_values *v);
  * values. Strings in *config stay valid while v lives. FALSE with one sentence in *error;
  * *usage_error tells whether the command line was at fault (exit 2) rather than a file (exit 1).
  * An option of the other method (--weight-decay without --hypernetwork, ...) is refused. */
-gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults,
-                            panel_config *config, char **error, gboolean *usage_error);
+gboolean panel_build_config(panel_values *v, panel_method method, const panel_defaults *defaults, panel_config *config,
+                            char **error, gboolean *usage_error);
 
 /* The prompt-template field (options.template_file). */
 const char **panel_template_slot(panel_config *config);
@@ -91,17 +91,17 @@ char *panel_explain(panel_method method, const char *sentence);
 
 /* The table, for a host that draws its own form (sdt-host serve): option i of panel_option_count(). */
 typedef struct panel_option_info {
-    const char *name;            /* the key in [train], the option without its -- */
-    const char *kind;            /* "text", "whole", "number", "flag" or "choice" */
-    const char *arg;             /* placeholder, NULL for a flag */
+    const char *name; /* the key in [train], the option without its -- */
+    const char *kind; /* "text", "whole", "number", "flag" or "choice" */
+    const char *arg;  /* placeholder, NULL for a flag */
     const char *help;
-    const char *const *choices;  /* "choice": NULL-terminated names */
-    gboolean embedding;          /* an embedding run takes it */
-    gboolean hypernetwork;       /* a hypernetwork run takes it */
-    const char *folder;          /* a file or folder path: the kind of folder a panel keeps it in ("models",
+    const char *const *choices; /* "choice": NULL-terminated names */
+    gboolean embedding;         /* an embedding run takes it */
+    gboolean hypernetwork;      /* a hypernetwork run takes it */
+    const char *folder;         /* a file or folder path: the kind of folder a panel keeps it in ("models",
                                   * "datasets", "embeddings", "hypernetworks", "logs", "templates"); NULL for
                                   * other options. sdt-host serve confines every such key by it. */
-    gboolean folder_list;        /* the value is a list of such paths, "FILE[:S]; FILE[:S]" */
+    gboolean folder_list;       /* the value is a list of such paths, "FILE[:S]; FILE[:S]" */
 } panel_option_info;
 
 size_t panel_option_count(void);

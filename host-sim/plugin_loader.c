@@ -42,8 +42,9 @@ static char *choose_path(const char *explicit_path, char **error)
     if (!found) {
         g_ptr_array_add(paths, NULL);
         char *list = g_strjoinv(", ", (char **)paths->pdata);
-        *error = g_strdup_printf("Could not find the plugin %s (looked in %s); pass --plugin PATH or set SDTRAIN_PLUGIN.",
-                                 PLUGIN_FILE, list);
+        *error =
+            g_strdup_printf("Could not find the plugin %s (looked in %s); pass --plugin PATH or set SDTRAIN_PLUGIN.",
+                            PLUGIN_FILE, list);
         g_free(list);
     }
     g_ptr_array_unref(paths);

@@ -11,7 +11,7 @@
 typedef struct host_plugin {
     GModule *module;
     const sdt_entry *entry;
-    char *path;          /* the file actually opened */
+    char *path; /* the file actually opened */
 } host_plugin;
 
 /* Opens the plugin: explicit_path (--plugin) if given, else $SDTRAIN_PLUGIN, else

@@ -69,7 +69,8 @@ gboolean png_out_write_rgb(const char *path, const uint8_t *rgb, uint32_t width,
     static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     g_byte_array_append(out, signature, 8);
     uint8_t ihdr[13] = {0};
-    for (int i = 0; i < 4; i++) ihdr[i] = (uint8_t)(width >> (24 - 8 * i)), ihdr[4 + i] = (uint8_t)(height >> (24 - 8 * i));
+    for (int i = 0; i < 4; i++)
+        ihdr[i] = (uint8_t)(width >> (24 - 8 * i)), ihdr[4 + i] = (uint8_t)(height >> (24 - 8 * i));
     ihdr[8] = 8; /* bit depth */
     ihdr[9] = 2; /* RGB */
     put_chunk(out, "IHDR", ihdr, sizeof ihdr);
@@ -78,7 +79,7 @@ gboolean png_out_write_rgb(const char *path, const uint8_t *rgb, uint32_t width,
     g_byte_array_free(z, TRUE);
     put_chunk(out, "IEND", NULL, 0);
     gboolean ok = g_file_set_contents_full(path, (const char *)out->data, out->len,
-                                          G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644, error);
+                                           G_FILE_SET_CONTENTS_CONSISTENT | G_FILE_SET_CONTENTS_DURABLE, 0644, error);
     g_byte_array_free(out, TRUE);
     return ok;
 }

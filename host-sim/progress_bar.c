@@ -13,8 +13,10 @@ static void format_duration(double seconds, char *out, size_t out_size)
         return;
     }
     long long s = (long long)(seconds + 0.5);
-    if (s >= 3600) snprintf(out, out_size, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
-    else snprintf(out, out_size, "%02lld:%02lld", s / 60, s % 60);
+    if (s >= 3600)
+        snprintf(out, out_size, "%lld:%02lld:%02lld", s / 3600, (s / 60) % 60, s % 60);
+    else
+        snprintf(out, out_size, "%02lld:%02lld", s / 60, s % 60);
 }
 
 /* Seconds left at this run's average pace; negative when unknown. */
@@ -42,6 +44,5 @@ void progress_bar_format(const sdt_metrics *m, long long start_step, int bar_wid
     c_number_text loss, lr, speed;
     snprintf(out, out_size, "step %lld/%lld [%s] loss %s lr %s %s img/s ETA %s%s", (long long)m->step,
              (long long)m->max_steps, bar, c_number(&loss, "%.4f", m->loss), c_number(&lr, "%.2e", m->learn_rate),
-             c_number(&speed, "%.1f", m->images_per_second), eta,
-             m->fallback_fired ? " (fp32 fallback)" : "");
+             c_number(&speed, "%.1f", m->images_per_second), eta, m->fallback_fired ? " (fp32 fallback)" : "");
 }

@@ -25,7 +25,7 @@ static void clear_bar_line(void)
 static void on_log(void *user_data, sdt_log_level level, const char *message)
 {
     (void)user_data;
-    static const char *const names[] = { "debug", "info", "warning", "error" };
+    static const char *const names[] = {"debug", "info", "warning", "error"};
     if (level == SDT_LOG_DEBUG && !g_getenv("SDTRAIN_DEBUG")) return;
     char *shown = cli_printable(message);
     g_mutex_lock(&terminal_lock);
@@ -73,13 +73,13 @@ typedef struct stop_source {
 struct session {
     const train_target *target;
     GMainLoop *loop;
-    sdt_status result;        /* written by the worker before it signals done */
+    sdt_status result; /* written by the worker before it signals done */
     long long start_step;
     gint64 last_plain_line;
     stop_source stops[N_STOP_SIGNALS];
-    int first_signal;         /* the signal that asked to stop (0: none) */
-    gint64 first_signal_at;   /* monotonic time of it */
-    gint running;             /* set by the worker once prepare() succeeded (atomic) */
+    int first_signal;       /* the signal that asked to stop (0: none) */
+    gint64 first_signal_at; /* monotonic time of it */
+    gint running;           /* set by the worker once prepare() succeeded (atomic) */
 };
 
 static gboolean worker_done(gpointer data)
@@ -151,7 +151,10 @@ static const char *signal_name(int signo)
 }
 
 /* 128 + the signal, as a shell reports a program a signal stopped (130 for Ctrl-C). */
-static int exit_status_of_signal(int signo) { return 128 + signo; }
+static int exit_status_of_signal(int signo)
+{
+    return 128 + signo;
+}
 
 /* The first stop signal is the Interrupt button: in preparation it stops at the next image; while
  * training the current step finishes and everything is saved. A second one a moment later quits
@@ -186,7 +189,8 @@ static gboolean on_stop_signal(gpointer data)
 static int exit_status_for(const session *s, train_session_explain_fn explain, const void *explain_data)
 {
     if (s->result == SDT_STATUS_OK) return SDT_EXIT_OK;
-    if (s->result == SDT_STATUS_INTERRUPTED) return s->first_signal ? exit_status_of_signal(s->first_signal) : SDT_EXIT_INTERRUPTED;
+    if (s->result == SDT_STATUS_INTERRUPTED)
+        return s->first_signal ? exit_status_of_signal(s->first_signal) : SDT_EXIT_INTERRUPTED;
     char sentence[2048] = "";
     s->target->factory->get_last_error(s->target->trainer, sentence, sizeof sentence, NULL);
     char *shown = g_strdup(sentence[0] ? sentence : "training failed without a message from the plugin.");
@@ -221,7 +225,8 @@ int train_session_run(const train_target *target, train_session_explain_fn expla
     g_main_loop_unref(s.loop);
     int status = exit_status_for(&s, explain, explain_data);
     if (s.result == SDT_STATUS_INTERRUPTED)
-        fprintf(stderr, "%s\n", s.running ? "Interrupted; the training state was saved."
-                                          : "Interrupted during preparation; nothing was trained or saved.");
+        fprintf(stderr, "%s\n",
+                s.running ? "Interrupted; the training state was saved."
+                          : "Interrupted during preparation; nothing was trained or saved.");
     return status;
 }

@@ -56,7 +56,8 @@ sdt_tensor sdt_arena_tensor(sdt_arena *a, sdt_dtype dtype, int ndim, const int64
         if (sdt_arena_fits(a))
             sdt_fail(&a->error, SDT_ERR_OUT_OF_MEMORY,
                      "the activation arena (%zu bytes) is too small: a %s tensor of %zu bytes needs %zu; size it "
-                     "with a measuring pass first", a->capacity, sdt_dtype_name(dtype), sdt_tensor_nbytes(&t), end);
+                     "with a measuring pass first",
+                     a->capacity, sdt_dtype_name(dtype), sdt_tensor_nbytes(&t), end);
         return t;
     }
     t.data = a->base + offset;

@@ -12,7 +12,7 @@
 
 typedef struct sdt_arena {
     sdt_backend *be;
-    uint8_t *base;     /* NULL while measuring */
+    uint8_t *base; /* NULL while measuring */
     size_t capacity;
     size_t used;
     size_t peak;

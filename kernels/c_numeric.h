@@ -16,8 +16,7 @@
 extern "C" {
 #endif
 
-int sdt_c_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
+int sdt_c_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
 int sdt_c_snprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* For a library call that reads the locale itself (cJSON's number printing and parsing): run it

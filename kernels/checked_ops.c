@@ -3,8 +3,11 @@
  * op is checked without anyone remembering to (its checker must exist to link). */
 #include "op_checks.h"
 
-#define SDT_CHECKED_OP(name, params, args) \
-    static int checked_##name params { return sdt_check_##name args ? be->impl.name args : -1; }
+#define SDT_CHECKED_OP(name, params, args)                                                                             \
+    static int checked_##name params                                                                                   \
+    {                                                                                                                  \
+        return sdt_check_##name args ? be->impl.name args : -1;                                                        \
+    }
 SDT_BACKEND_OPS(SDT_CHECKED_OP)
 #undef SDT_CHECKED_OP
 

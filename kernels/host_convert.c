@@ -20,19 +20,19 @@
 #endif
 
 enum {
-    CHUNK = 1 << 18,             /* elements per claim */
-    MAX_THREADS = 32,            /* memory bandwidth is spent well before this */
-    LANE_BLOCK = 4096            /* f32 elements converted through the stack at a time */
+    CHUNK = 1 << 18,  /* elements per claim */
+    MAX_THREADS = 32, /* memory bandwidth is spent well before this */
+    LANE_BLOCK = 4096 /* f32 elements converted through the stack at a time */
 };
 
 typedef struct pass {
     const void *src;
     sdt_dtype src_dtype;
-    void *dst;                   /* NULL: the NaN/Inf scan */
+    void *dst; /* NULL: the NaN/Inf scan */
     sdt_dtype dst_dtype;
     int64_t n, chunks;
-    atomic_llong next;           /* the next chunk to claim */
-    atomic_llong first_bad;      /* the scan: the lowest chunk holding a NaN/Inf, chunks if none */
+    atomic_llong next;      /* the next chunk to claim */
+    atomic_llong first_bad; /* the scan: the lowest chunk holding a NaN/Inf, chunks if none */
 } pass;
 
 static int cpus(void)
@@ -110,8 +110,7 @@ int64_t sdt_host_first_nonfinite(const void *src, sdt_dtype dtype, int64_t n)
 __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(const uint16_t *src, float *dst, int64_t n)
 {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
     for (; i < n; i++) dst[i] = sdt_f16_to_f32(src[i]);
 }
 
@@ -145,7 +144,8 @@ static void load_block(const void *src, sdt_dtype dtype, float *dst, int64_t n)
     sdt_load_f32(src, dtype, dst, n);
 }
 
-static void convert_chunk(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype dst_dtype, int64_t start, int64_t len)
+static void convert_chunk(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype dst_dtype, int64_t start,
+                          int64_t len)
 {
     size_t si = sdt_dtype_size(src_dtype), di = sdt_dtype_size(dst_dtype);
     const char *s = (const char *)src + (size_t)start * si;
@@ -171,8 +171,7 @@ static void chunk_work(pass *p, int64_t c)
     }
     if (c >= atomic_load(&p->first_bad) || !chunk_has_nonfinite(p->src, p->src_dtype, start, len)) return;
     long long seen = atomic_load(&p->first_bad);
-    while (c < seen && !atomic_compare_exchange_weak(&p->first_bad, &seen, c)) {
-    }
+    while (c < seen && !atomic_compare_exchange_weak(&p->first_bad, &seen, c)) {}
 }
 
 void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype dst_dtype, int64_t n)
@@ -184,7 +183,11 @@ void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype
 #ifdef SDT_HAVE_F16C_PATH
     (void)have_f16c(); /* answered before the threads start */
 #endif
-    pass p = {.src = src, .src_dtype = src_dtype, .dst = dst, .dst_dtype = dst_dtype, .n = n,
+    pass p = {.src = src,
+              .src_dtype = src_dtype,
+              .dst = dst,
+              .dst_dtype = dst_dtype,
+              .n = n,
               .chunks = (n + CHUNK - 1) / CHUNK};
     atomic_init(&p.first_bad, 0);
     run(&p);
@@ -193,9 +196,12 @@ void sdt_host_convert(const void *src, sdt_dtype src_dtype, void *dst, sdt_dtype
 /* One element's bytes, typed for the sizes tensors have so the copy is a load and a store. */
 static inline void copy_element(const char *src, char *dst, size_t esize)
 {
-    if (esize == 4) memcpy(dst, src, 4);
-    else if (esize == 2) memcpy(dst, src, 2);
-    else memcpy(dst, src, esize);
+    if (esize == 4)
+        memcpy(dst, src, 4);
+    else if (esize == 2)
+        memcpy(dst, src, 2);
+    else
+        memcpy(dst, src, esize);
 }
 
 void sdt_host_permute_channels(const void *src, void *dst, size_t esize, int64_t n, int64_t c, int64_t s,

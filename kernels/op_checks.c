@@ -58,11 +58,11 @@ static bool is_float_dtype(sdt_dtype d)
  * pairwise: same_numel, like_arg). Every other op reads a row-major [.., C] and refuses one. */
 static bool op_takes_channels_last(const char *op)
 {
-    static const char *const prefixes[] = {"conv2d_",     "groupnorm_",  "add_channel_", "concat_channels_",
-                                           "upsample_nearest2x_", "activation_", "mse_loss_", "robust_loss_",
-                                           "dropout_"};
-    static const char *const names[] = {"zero", "convert", "axpy", "scale", "count_nonfinite", "add_forward",
-                                        "sum_squares", "unscale_check"};
+    static const char *const prefixes[] = {"conv2d_",          "groupnorm_",          "add_channel_",
+                                           "concat_channels_", "upsample_nearest2x_", "activation_",
+                                           "mse_loss_",        "robust_loss_",        "dropout_"};
+    static const char *const names[] = {"zero",        "convert",     "axpy",         "scale", "count_nonfinite",
+                                        "add_forward", "sum_squares", "unscale_check"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(op, prefixes[i], strlen(prefixes[i])) == 0) return true;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -74,11 +74,14 @@ static bool layout_accepted(sdt_backend *be, const char *op, const char *field, 
 {
     if (!t->channels_last) return true;
     if (t->ndim != 4)
-        return invalid(be, "%s: tensor '%s' is marked channels-last but has %d dims; only a 4-D [N, C, H, W] tensor can be.",
-                       op, field, t->ndim);
+        return invalid(
+            be, "%s: tensor '%s' is marked channels-last but has %d dims; only a 4-D [N, C, H, W] tensor can be.", op,
+            field, t->ndim);
     if (!op_takes_channels_last(op))
-        return invalid(be, "%s: tensor '%s' is channels-last (NHWC memory), which this op does not read; pass it in the "
-                           "row-major (NCHW) layout.", op, field);
+        return invalid(be,
+                       "%s: tensor '%s' is channels-last (NHWC memory), which this op does not read; pass it in the "
+                       "row-major (NCHW) layout.",
+                       op, field);
     return true;
 }
 
@@ -440,7 +443,8 @@ static bool groupnorm_operands(sdt_backend *be, const char *op, const sdt_tensor
     if (gamma && !shape_arg(be, op, "gamma [C]", gamma, 1, cdims)) return false;
     if (beta && !shape_arg(be, op, "beta [C]", beta, 1, cdims)) return false;
     const int64_t sdims[2] = {x->shape[0], groups};
-    return shape_arg(be, op, "mean [B, groups]", mean, 2, sdims) && shape_arg(be, op, "rstd [B, groups]", rstd, 2, sdims);
+    return shape_arg(be, op, "mean [B, groups]", mean, 2, sdims) &&
+           shape_arg(be, op, "rstd [B, groups]", rstd, 2, sdims);
 }
 
 bool sdt_check_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
@@ -505,8 +509,8 @@ bool sdt_check_linear_residual_forward(sdt_backend *be, sdt_tensor *out, const s
     return true;
 }
 
-bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                               const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
+bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
+                               const sdt_tensor *x, const sdt_tensor *w)
 {
     const char *op = "linear_backward";
     if (!linear_operands(be, op, "dout", dout, x, w, dw != NULL) || !like_arg(be, op, "dx", dx, "x", x) ||
@@ -519,7 +523,8 @@ bool sdt_check_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, 
 /* dx stands for x: the layer's input shape, and the tensor written. */
 bool sdt_check_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w)
 {
-    return tensor_arg(be, "linear_input_grad", "dx", dx) && linear_operands(be, "linear_input_grad", "dout", dout, dx, w, false);
+    return tensor_arg(be, "linear_input_grad", "dx", dx) &&
+           linear_operands(be, "linear_input_grad", "dout", dout, dx, w, false);
 }
 
 /* x [B, C, H, W], w [OC, C, KH, KW], stride and padding, the result (out or dout)
@@ -536,8 +541,8 @@ static bool conv2d_operands(sdt_backend *be, const char *op, const char *out_nam
     const int64_t wdims[4] = {-1, x->shape[1], -1, -1};
     if (!shape_arg(be, op, "w [OC, C, KH, KW]", w, 4, wdims)) return false;
     if (stride < 1 || pad < 0)
-        return invalid(be, "%s: stride %d and padding %d are invalid; stride must be >= 1 and padding >= 0.", op, stride,
-                       pad);
+        return invalid(be, "%s: stride %d and padding %d are invalid; stride must be >= 1 and padding >= 0.", op,
+                       stride, pad);
     if (x->shape[2] + 2 * pad < w->shape[2] || x->shape[3] + 2 * pad < w->shape[3])
         return invalid(be, "%s: the %lldx%lld kernel is larger than the padded %lldx%lld input.", op,
                        (long long)w->shape[2], (long long)w->shape[3], (long long)(x->shape[2] + 2 * pad),
@@ -556,19 +561,19 @@ bool sdt_check_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor
     return conv2d_operands(be, "conv2d_forward", "out", out, x, w, b, stride, pad, true);
 }
 
-bool sdt_check_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                               const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
+bool sdt_check_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
+                               const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
 {
     const char *op = "conv2d_backward";
-    if (!conv2d_operands(be, op, "dout", dout, x, w, NULL, stride, pad, dw != NULL) || !like_arg(be, op, "dx", dx, "x", x) ||
-        !like_arg(be, op, "dw", dw, "w", w))
+    if (!conv2d_operands(be, op, "dout", dout, x, w, NULL, stride, pad, dw != NULL) ||
+        !like_arg(be, op, "dx", dx, "x", x) || !like_arg(be, op, "dw", dw, "w", w))
         return false;
     const int64_t bdims[1] = {w->shape[0]};
     return !db || shape_arg(be, op, "db [OC]", db, 1, bdims);
 }
 
-bool sdt_check_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
-                                 int pad)
+bool sdt_check_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w,
+                                 int stride, int pad)
 {
     const int64_t any4[4] = {-1, -1, -1, -1};
     return shape_arg(be, "conv2d_input_grad", "dx [B, C, H, W]", dx, 4, any4) &&
@@ -613,7 +618,8 @@ bool sdt_check_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *d
     const char *op = "attention_backward";
     if (!attention_operands(be, op, q, k, v, lse, heads, causal)) return false;
     if (!tensor_arg(be, op, "dout", dout) || !like_arg(be, op, "dout", dout, "q", q) ||
-        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) || !like_arg(be, op, "dv", dv, "v", v))
+        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) ||
+        !like_arg(be, op, "dv", dv, "v", v))
         return false;
     if (!lse) return true;
     if (!out) return invalid(be, "%s: lse was given without forward's out; pass both or neither.", op);
@@ -658,7 +664,8 @@ bool sdt_check_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tens
     const char *op = "attention_bias_backward";
     if (!attention_bias_operands(be, op, q, k, v, lse, bias, heads, scale)) return false;
     if (!tensor_arg(be, op, "dout", dout) || !like_arg(be, op, "dout", dout, "q", q) ||
-        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) || !like_arg(be, op, "dv", dv, "v", v))
+        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) ||
+        !like_arg(be, op, "dv", dv, "v", v))
         return false;
     if (!lse) return true;
     if (!out) return invalid(be, "%s: lse was given without forward's out; pass both or neither.", op);
@@ -679,7 +686,6 @@ bool sdt_check_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tenso
 }
 
 /* ---- elementwise ---- */
-
 
 bool sdt_check_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act)
 {
@@ -786,9 +792,12 @@ static bool concat_operands(sdt_backend *be, const char *op, const sdt_tensor *w
     bool ok = whole->ndim >= 2 && concat_part_fits(a, whole) && concat_part_fits(b, whole);
     if (ok && a && b) ok = a->shape[1] + b->shape[1] == whole->shape[1];
     if (!ok)
-        return invalid(be, "%s: a [B, Ca, ...], b [B, Cb, ...] and out [B, Ca+Cb, ...] disagree; "
-                           "check the skip connection's shapes.", op);
-    return (!a || same_layout(be, op, "a/da", a, "out/dout", whole)) && (!b || same_layout(be, op, "b/db", b, "out/dout", whole));
+        return invalid(be,
+                       "%s: a [B, Ca, ...], b [B, Cb, ...] and out [B, Ca+Cb, ...] disagree; "
+                       "check the skip connection's shapes.",
+                       op);
+    return (!a || same_layout(be, op, "a/da", a, "out/dout", whole)) &&
+           (!b || same_layout(be, op, "b/db", b, "out/dout", whole));
 }
 
 bool sdt_check_concat_channels_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b)
@@ -831,7 +840,8 @@ bool sdt_check_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mas
     if (!same_numel(be, op, "out", out, "x", x) || !same_numel(be, op, "mask", mask, "x", x) ||
         !f32_arg(be, op, "mask", mask))
         return false;
-    if (!(p >= 0.0f && p <= 1.0f)) return invalid(be, "%s: p = %g is outside [0, 1]; pass a probability.", op, (double)p);
+    if (!(p >= 0.0f && p <= 1.0f))
+        return invalid(be, "%s: p = %g is outside [0, 1]; pass a probability.", op, (double)p);
     return true;
 }
 
@@ -855,7 +865,8 @@ bool sdt_check_timestep_embedding(sdt_backend *be, sdt_tensor *out, const sdt_te
     const int64_t half = out->shape[1] / 2;
     if (half > 0 && (double)half == (double)downscale_freq_shift)
         return invalid(be, "%s: downscale_freq_shift equals dim/2, dividing by zero; use 0 or 1.", op);
-    if (!(max_period > 0.0f)) return invalid(be, "%s: max_period = %g must be positive; SD uses 10000.", op, (double)max_period);
+    if (!(max_period > 0.0f))
+        return invalid(be, "%s: max_period = %g must be positive; SD uses 10000.", op, (double)max_period);
     return true;
 }
 
@@ -888,8 +899,9 @@ bool sdt_check_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss
 static bool robust_kind_delta(sdt_backend *be, const char *op, sdt_robust_loss kind, float delta)
 {
     if ((unsigned)kind >= SDT_ROBUST_LOSS_COUNT)
-        return invalid(be, "%s: kind %d is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).", op,
-                       (int)kind);
+        return invalid(
+            be, "%s: kind %d is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).",
+            op, (int)kind);
     if (kind == SDT_ROBUST_LOSS_HUBER && !(delta > 0.0f && isfinite(delta)))
         return invalid(be, "%s: the Huber delta %g must be positive and finite; the default is 1.", op, (double)delta);
     return true;
@@ -906,7 +918,8 @@ bool sdt_check_robust_loss_forward(sdt_backend *be, double *loss, const sdt_tens
 }
 
 bool sdt_check_robust_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
-                                    const sdt_tensor *target, const sdt_tensor *weight, sdt_robust_loss kind, float delta)
+                                    const sdt_tensor *target, const sdt_tensor *weight, sdt_robust_loss kind,
+                                    float delta)
 {
     const char *op = "robust_loss_backward";
     (void)dloss;

@@ -50,21 +50,21 @@ typedef enum sdt_activation {
     SDT_ACT_SILU,       /* x * sigmoid(x), a.k.a. swish */
     SDT_ACT_TANH,
     SDT_ACT_SIGMOID,
-    SDT_ACT_MISH,       /* x * tanh(softplus(x)) */
+    SDT_ACT_MISH, /* x * tanh(softplus(x)) */
     /* the rest of torch.nn's parameter-free elementwise activations, at their defaults
      * (A1111 hypernetworks accept any of them by lower-case class name) */
-    SDT_ACT_HARDSWISH,  /* x * relu6(x + 3) / 6; A1111's "swish" */
-    SDT_ACT_HARDSIGMOID,/* relu6(x + 3) / 6 */
-    SDT_ACT_HARDTANH,   /* clamp(x, -1, 1) */
-    SDT_ACT_RELU6,      /* clamp(x, 0, 6) */
-    SDT_ACT_SELU,       /* scale * elu(x, alpha), torch's fixed constants */
-    SDT_ACT_SOFTPLUS,   /* log(1 + e^x), beta 1, linear above threshold 20 */
-    SDT_ACT_SOFTSIGN,   /* x / (1 + |x|) */
-    SDT_ACT_TANHSHRINK, /* x - tanh(x) */
-    SDT_ACT_LOGSIGMOID, /* log(sigmoid(x)) */
-    SDT_ACT_HARDSHRINK, /* x where |x| > 0.5, else 0 */
-    SDT_ACT_SOFTSHRINK, /* x - 0.5 sign(x) where |x| > 0.5, else 0 */
-    SDT_ACT_GELU_TANH,  /* GELU's tanh approximation, torch.nn.GELU(approximate="tanh"): T5 v1.1's gelu_new,
+    SDT_ACT_HARDSWISH,   /* x * relu6(x + 3) / 6; A1111's "swish" */
+    SDT_ACT_HARDSIGMOID, /* relu6(x + 3) / 6 */
+    SDT_ACT_HARDTANH,    /* clamp(x, -1, 1) */
+    SDT_ACT_RELU6,       /* clamp(x, 0, 6) */
+    SDT_ACT_SELU,        /* scale * elu(x, alpha), torch's fixed constants */
+    SDT_ACT_SOFTPLUS,    /* log(1 + e^x), beta 1, linear above threshold 20 */
+    SDT_ACT_SOFTSIGN,    /* x / (1 + |x|) */
+    SDT_ACT_TANHSHRINK,  /* x - tanh(x) */
+    SDT_ACT_LOGSIGMOID,  /* log(sigmoid(x)) */
+    SDT_ACT_HARDSHRINK,  /* x where |x| > 0.5, else 0 */
+    SDT_ACT_SOFTSHRINK,  /* x - 0.5 sign(x) where |x| > 0.5, else 0 */
+    SDT_ACT_GELU_TANH,   /* GELU's tanh approximation, torch.nn.GELU(approximate="tanh"): T5 v1.1's gelu_new,
                          * the MLPs of SD3 and Flux (not an A1111 hypernetwork activation) */
     SDT_ACT_COUNT
 } sdt_activation;
@@ -81,19 +81,21 @@ typedef struct sdt_backend sdt_backend;
 /* What a backend has allocated (its alloc() and its own scratch) and, for a GPU, what the
  * device reports: the numbers behind the peak-memory line at the end of a training run. */
 typedef struct sdt_memory_stats {
-    bool tracked;               /* false: this backend does not count its allocations */
-    size_t allocated_bytes;     /* held now */
-    size_t peak_allocated_bytes;/* most held at once since the backend was made or the last reset */
-    size_t device_free_bytes;   /* cudaMemGetInfo; 0 on the CPU */
+    bool tracked;                /* false: this backend does not count its allocations */
+    size_t allocated_bytes;      /* held now */
+    size_t peak_allocated_bytes; /* most held at once since the backend was made or the last reset */
+    size_t device_free_bytes;    /* cudaMemGetInfo; 0 on the CPU */
     size_t device_total_bytes;
-    size_t scratch_bytes;       /* of allocated_bytes: the kernels' own grow-on-demand scratch */
-    size_t conv_workspace_bytes;/* of scratch_bytes: the largest workspace cuDNN's convolutions asked for */
+    size_t scratch_bytes;        /* of allocated_bytes: the kernels' own grow-on-demand scratch */
+    size_t conv_workspace_bytes; /* of scratch_bytes: the largest workspace cuDNN's convolutions asked for */
 } sdt_memory_stats;
 
 /* The op list: every entry of the table that returns a status, as
  * X(name, (parameters), (arguments)). One list gives the table's fields (below), each
  * backend's prototypes and table fill (kernels/cpu/cpu_ops.h, kernels/cuda/cuda_ops.h)
  * and the benchmarks' per-op timing wrapper, so a signature is written once. */
+/* One X-macro list, laid out by hand (clang-format would staircase it). */
+// clang-format off
 #define SDT_BACKEND_OPS(X) \
     /* ---- memory ---- */ \
     X(upload, (sdt_backend *be, void *dst, const void *host_src, size_t bytes), (be, dst, host_src, bytes)) \
@@ -282,6 +284,7 @@ typedef struct sdt_memory_stats {
     X(adamw_update, (sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v, float lr, \
                      float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale), \
       (be, param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step, grad_scale))
+// clang-format on
 
 /* One table field of the op list. */
 #define SDT_OP_FIELD(name, params, args) int(*name) params;
@@ -294,21 +297,21 @@ typedef struct sdt_backend_ops {
 } sdt_backend_ops;
 
 struct sdt_backend {
-    const char *name;   /* "cpu" or "cuda" */
+    const char *name; /* "cpu" or "cuda" */
     sdt_device device;
-    bool native_bf16;   /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
+    bool native_bf16;           /* bf16 math runs at full speed here (CUDA compute capability >= 8.0; the CPU
                          * backend stores bf16 for real and always says true) */
-    bool deterministic; /* [true] every op gives the same bits when run again on the same inputs. The training
+    bool deterministic;         /* [true] every op gives the same bits when run again on the same inputs. The training
                          * job sets it from its `deterministic` option; false lets the CUDA backend take faster
                          * kernels that sum in a varying order (cuDNN's fused attention backward: its dQ). */
     bool prefers_channels_last; /* the UNet keeps its activations channels-last here and its conv filters
                                  * are stored so (CUDA: cuDNN's NHWC kernels are faster). The CPU says
                                  * false; tests set it to run that path on the CPU. */
-    void *ctx;          /* backend-private state: scratch, handles, stream */
-    sdt_error error;    /* the last failure: its code and sentence (read only after a failed call) */
+    void *ctx;                  /* backend-private state: scratch, handles, stream */
+    sdt_error error;            /* the last failure: its code and sentence (read only after a failed call) */
 
     /* The three entries that return no status; every other entry comes from the op list. */
-    void *(*alloc)(sdt_backend *be, size_t bytes);             /* NULL on failure, be->error set (OUT_OF_MEMORY) */
+    void *(*alloc)(sdt_backend *be, size_t bytes); /* NULL on failure, be->error set (OUT_OF_MEMORY) */
     void (*free)(sdt_backend *be, void *ptr);
     void (*destroy)(sdt_backend *be);
     /* Frees the ops' scratch buffers, which grow to the largest call and are kept for the next one:

@@ -68,22 +68,38 @@ void sdt_error_append(sdt_error *e, const char *fmt, ...)
 const char *sdt_error_code_name(sdt_error_code code)
 {
     switch (code) {
-    case SDT_ERR_OK: return "OK";
-    case SDT_ERR_INTERRUPTED: return "INTERRUPTED";
-    case SDT_ERR_INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case SDT_ERR_UNSUPPORTED: return "UNSUPPORTED";
-    case SDT_ERR_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
-    case SDT_ERR_IO: return "IO";
-    case SDT_ERR_BAD_FORMAT: return "BAD_FORMAT";
-    case SDT_ERR_VALIDATION: return "VALIDATION";
-    case SDT_ERR_BAD_STATE: return "BAD_STATE";
-    case SDT_ERR_ALREADY_EXISTS: return "ALREADY_EXISTS";
-    case SDT_ERR_NOT_FOUND: return "NOT_FOUND";
-    case SDT_ERR_NUMERICAL: return "NUMERICAL";
-    case SDT_ERR_SCALER_MISUSE: return "SCALER_MISUSE";
-    case SDT_ERR_NO_GRADIENT: return "NO_GRADIENT";
-    case SDT_ERR_DEVICE: return "DEVICE";
-    case SDT_ERR_INTERNAL: return "INTERNAL";
+        case SDT_ERR_OK:
+            return "OK";
+        case SDT_ERR_INTERRUPTED:
+            return "INTERRUPTED";
+        case SDT_ERR_INVALID_ARGUMENT:
+            return "INVALID_ARGUMENT";
+        case SDT_ERR_UNSUPPORTED:
+            return "UNSUPPORTED";
+        case SDT_ERR_OUT_OF_MEMORY:
+            return "OUT_OF_MEMORY";
+        case SDT_ERR_IO:
+            return "IO";
+        case SDT_ERR_BAD_FORMAT:
+            return "BAD_FORMAT";
+        case SDT_ERR_VALIDATION:
+            return "VALIDATION";
+        case SDT_ERR_BAD_STATE:
+            return "BAD_STATE";
+        case SDT_ERR_ALREADY_EXISTS:
+            return "ALREADY_EXISTS";
+        case SDT_ERR_NOT_FOUND:
+            return "NOT_FOUND";
+        case SDT_ERR_NUMERICAL:
+            return "NUMERICAL";
+        case SDT_ERR_SCALER_MISUSE:
+            return "SCALER_MISUSE";
+        case SDT_ERR_NO_GRADIENT:
+            return "NO_GRADIENT";
+        case SDT_ERR_DEVICE:
+            return "DEVICE";
+        case SDT_ERR_INTERNAL:
+            return "INTERNAL";
     }
     return "UNKNOWN";
 }
@@ -91,10 +107,14 @@ const char *sdt_error_code_name(sdt_error_code code)
 sdt_error_code sdt_error_code_from_errno(int errno_value)
 {
     switch (errno_value) {
-    case ENOENT:
-    case ENOTDIR: return SDT_ERR_NOT_FOUND;
-    case ENOMEM: return SDT_ERR_OUT_OF_MEMORY;
-    case EEXIST: return SDT_ERR_ALREADY_EXISTS;
-    default: return SDT_ERR_IO;
+        case ENOENT:
+        case ENOTDIR:
+            return SDT_ERR_NOT_FOUND;
+        case ENOMEM:
+            return SDT_ERR_OUT_OF_MEMORY;
+        case EEXIST:
+            return SDT_ERR_ALREADY_EXISTS;
+        default:
+            return SDT_ERR_IO;
     }
 }

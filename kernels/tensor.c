@@ -12,10 +12,14 @@
 size_t sdt_dtype_size(sdt_dtype dtype)
 {
     switch (dtype) {
-    case SDT_F32: return 4;
-    case SDT_F16: return 2;
-    case SDT_BF16: return 2;
-    case SDT_I32: return 4;
+        case SDT_F32:
+            return 4;
+        case SDT_F16:
+            return 2;
+        case SDT_BF16:
+            return 2;
+        case SDT_I32:
+            return 4;
     }
     return 0;
 }
@@ -23,10 +27,14 @@ size_t sdt_dtype_size(sdt_dtype dtype)
 const char *sdt_dtype_name(sdt_dtype dtype)
 {
     switch (dtype) {
-    case SDT_F32: return "f32";
-    case SDT_F16: return "f16";
-    case SDT_BF16: return "bf16";
-    case SDT_I32: return "i32";
+        case SDT_F32:
+            return "f32";
+        case SDT_F16:
+            return "f16";
+        case SDT_BF16:
+            return "bf16";
+        case SDT_I32:
+            return "i32";
     }
     return "unknown";
 }
@@ -172,45 +180,48 @@ float sdt_bf16_to_f32(uint16_t b)
 float sdt_round_to_dtype(float x, sdt_dtype dtype)
 {
     switch (dtype) {
-    case SDT_F16: return sdt_f16_to_f32(sdt_f32_to_f16(x));
-    case SDT_BF16: return sdt_bf16_to_f32(sdt_f32_to_bf16(x));
-    default: return x;
+        case SDT_F16:
+            return sdt_f16_to_f32(sdt_f32_to_f16(x));
+        case SDT_BF16:
+            return sdt_bf16_to_f32(sdt_f32_to_bf16(x));
+        default:
+            return x;
     }
 }
 
 void sdt_load_f32(const void *src, sdt_dtype dtype, float *dst, int64_t n)
 {
     switch (dtype) {
-    case SDT_F32:
-        if ((const void *)dst != src) memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
-    case SDT_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = sdt_f16_to_f32(((const uint16_t *)src)[i]);
-        break;
-    case SDT_BF16:
-        for (int64_t i = 0; i < n; i++) dst[i] = sdt_bf16_to_f32(((const uint16_t *)src)[i]);
-        break;
-    case SDT_I32:
-        for (int64_t i = 0; i < n; i++) dst[i] = (float)((const int32_t *)src)[i];
-        break;
+        case SDT_F32:
+            if ((const void *)dst != src) memcpy(dst, src, (size_t)n * sizeof(float));
+            break;
+        case SDT_F16:
+            for (int64_t i = 0; i < n; i++) dst[i] = sdt_f16_to_f32(((const uint16_t *)src)[i]);
+            break;
+        case SDT_BF16:
+            for (int64_t i = 0; i < n; i++) dst[i] = sdt_bf16_to_f32(((const uint16_t *)src)[i]);
+            break;
+        case SDT_I32:
+            for (int64_t i = 0; i < n; i++) dst[i] = (float)((const int32_t *)src)[i];
+            break;
     }
 }
 
 void sdt_store_f32(const float *src, void *dst, sdt_dtype dtype, int64_t n)
 {
     switch (dtype) {
-    case SDT_F32:
-        if ((const void *)src != dst) memcpy(dst, src, (size_t)n * sizeof(float));
-        break;
-    case SDT_F16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sdt_f32_to_f16(src[i]);
-        break;
-    case SDT_BF16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sdt_f32_to_bf16(src[i]);
-        break;
-    case SDT_I32:
-        for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)lrintf(src[i]);
-        break;
+        case SDT_F32:
+            if ((const void *)src != dst) memcpy(dst, src, (size_t)n * sizeof(float));
+            break;
+        case SDT_F16:
+            for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sdt_f32_to_f16(src[i]);
+            break;
+        case SDT_BF16:
+            for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = sdt_f32_to_bf16(src[i]);
+            break;
+        case SDT_I32:
+            for (int64_t i = 0; i < n; i++) ((int32_t *)dst)[i] = (int32_t)lrintf(src[i]);
+            break;
     }
 }
 

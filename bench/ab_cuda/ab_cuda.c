@@ -117,9 +117,9 @@ static int gn_b(sdt_backend *be, void *c)
 static gn_ctx gn_make(sdt_backend *be, int B, int C, int H, sdt_activation act)
 {
     rng = 0x5d7a11ULL;
-    gn_ctx n = {DEVR(be, SDT_BF16, B, C, H, H), DEVR(be, SDT_BF16, C), DEVR(be, SDT_BF16, C), DEV(be, SDT_BF16, B, C, H, H),
-                DEV(be, SDT_F32, B, 32), DEV(be, SDT_F32, B, 32), DEVR(be, SDT_BF16, B, C, H, H), DEV(be, SDT_BF16, B, C, H, H),
-                act};
+    gn_ctx n = {DEVR(be, SDT_BF16, B, C, H, H), DEVR(be, SDT_BF16, C),         DEVR(be, SDT_BF16, C),
+                DEV(be, SDT_BF16, B, C, H, H),  DEV(be, SDT_F32, B, 32),       DEV(be, SDT_F32, B, 32),
+                DEVR(be, SDT_BF16, B, C, H, H), DEV(be, SDT_BF16, B, C, H, H), act};
     n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = true;
     return n;
 }
@@ -147,10 +147,11 @@ static int attn_b(sdt_backend *be, void *c)
 static attn_ctx attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
 {
     rng = 0x5d7a11ULL;
-    attn_ctx a = {DEVR(be, SDT_BF16, B, Tq, C), DEVR(be, SDT_BF16, B, Tk, C), DEVR(be, SDT_BF16, B, Tk, C),
-                  DEV(be, SDT_BF16, B, Tq, C),  DEVR(be, SDT_BF16, B, Tq, C), DEV(be, SDT_BF16, B, Tq, C),
-                  DEV(be, SDT_BF16, B, Tk, C),  DEV(be, SDT_BF16, B, Tk, C),  DEV(be, SDT_F32, B, heads, Tq),
-                  heads};
+    attn_ctx a = {DEVR(be, SDT_BF16, B, Tq, C),   DEVR(be, SDT_BF16, B, Tk, C),
+                  DEVR(be, SDT_BF16, B, Tk, C),   DEV(be, SDT_BF16, B, Tq, C),
+                  DEVR(be, SDT_BF16, B, Tq, C),   DEV(be, SDT_BF16, B, Tq, C),
+                  DEV(be, SDT_BF16, B, Tk, C),    DEV(be, SDT_BF16, B, Tk, C),
+                  DEV(be, SDT_F32, B, heads, Tq), heads};
     return a;
 }
 static void attn_drop(sdt_backend *be, attn_ctx *a)
@@ -239,25 +240,29 @@ int main(int argc, char **argv)
     r[n++] = bench_attn("cross-attn 4096x77 d64 h10 b4 (XL)", 4, 4096, 77, 640, 10);
     r[n++] = bench_attn("cross-attn 1024x77 d64 h20 b4 (XL)", 4, 1024, 77, 1280, 20);
     FILE *j = fopen(out, "w");
-    printf("%-38s %9s %9s %9s %9s %7s %7s %16s %16s\n", "op (bf16)", "base fwd", "new fwd", "base bwd", "new bwd", "fwd x",
-           "bwd x", "GB/s fwd b/new", "GB/s bwd b/new");
-    if (j) fprintf(j, "{\"dtype\": \"bf16\", \"deterministic\": %s, \"results\": [\n", deterministic ? "true" : "false");
+    printf("%-38s %9s %9s %9s %9s %7s %7s %16s %16s\n", "op (bf16)", "base fwd", "new fwd", "base bwd", "new bwd",
+           "fwd x", "bwd x", "GB/s fwd b/new", "GB/s bwd b/new");
+    if (j)
+        fprintf(j, "{\"dtype\": \"bf16\", \"deterministic\": %s, \"results\": [\n", deterministic ? "true" : "false");
     for (int i = 0; i < n; i++) {
         double sf = r[i].ms[0][0] / r[i].ms[1][0], sb = r[i].ms[0][1] / r[i].ms[1][1];
         printf("%-38s %9.4f %9.4f %9.4f %9.4f %6.2fx %6.2fx", r[i].name, r[i].ms[0][0], r[i].ms[1][0], r[i].ms[0][1],
                r[i].ms[1][1], sf, sb);
         if (r[i].bytes[0] > 0)
-            printf(" %7.0f/%-7.0f %7.0f/%-7.0f\n", r[i].bytes[0] / (r[i].ms[0][0] * 1e6), r[i].bytes[0] / (r[i].ms[1][0] * 1e6),
-                   r[i].bytes[1] / (r[i].ms[0][1] * 1e6), r[i].bytes[1] / (r[i].ms[1][1] * 1e6));
+            printf(" %7.0f/%-7.0f %7.0f/%-7.0f\n", r[i].bytes[0] / (r[i].ms[0][0] * 1e6),
+                   r[i].bytes[0] / (r[i].ms[1][0] * 1e6), r[i].bytes[1] / (r[i].ms[0][1] * 1e6),
+                   r[i].bytes[1] / (r[i].ms[1][1] * 1e6));
         else
-            printf("   TFLOP/s fwd %5.1f/%-5.1f bwd %5.1f/%-5.1f\n", r[i].flop / (r[i].ms[0][0] * 1e9), r[i].flop / (r[i].ms[1][0] * 1e9),
-                   2.5 * r[i].flop / (r[i].ms[0][1] * 1e9), 2.5 * r[i].flop / (r[i].ms[1][1] * 1e9));
+            printf("   TFLOP/s fwd %5.1f/%-5.1f bwd %5.1f/%-5.1f\n", r[i].flop / (r[i].ms[0][0] * 1e9),
+                   r[i].flop / (r[i].ms[1][0] * 1e9), 2.5 * r[i].flop / (r[i].ms[0][1] * 1e9),
+                   2.5 * r[i].flop / (r[i].ms[1][1] * 1e9));
         if (j)
-            fprintf(j,
-                    "  {\"op\": \"%s\", \"base_fwd_ms\": %.4f, \"change_fwd_ms\": %.4f, \"base_bwd_ms\": %.4f, \"change_bwd_ms\": %.4f, "
-                    "\"fwd_bytes\": %.0f, \"bwd_bytes\": %.0f, \"fwd_flop\": %.0f}%s\n",
-                    r[i].name, r[i].ms[0][0], r[i].ms[1][0], r[i].ms[0][1], r[i].ms[1][1], r[i].bytes[0], r[i].bytes[1], r[i].flop,
-                    i + 1 < n ? "," : "");
+            fprintf(
+                j,
+                "  {\"op\": \"%s\", \"base_fwd_ms\": %.4f, \"change_fwd_ms\": %.4f, \"base_bwd_ms\": %.4f, \"change_bwd_ms\": %.4f, "
+                "\"fwd_bytes\": %.0f, \"bwd_bytes\": %.0f, \"fwd_flop\": %.0f}%s\n",
+                r[i].name, r[i].ms[0][0], r[i].ms[1][0], r[i].ms[0][1], r[i].ms[1][1], r[i].bytes[0], r[i].bytes[1],
+                r[i].flop, i + 1 < n ? "," : "");
     }
     if (j) {
         fprintf(j, "]}\n");

@@ -15,21 +15,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudaError_t e_ = (x);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                        \
-            exit(1);                                                                                           \
-        }                                                                                                      \
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
-#define DK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudnnStatus_t s_ = (x);                                                                                \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                      \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudnnGetErrorString(s_));                       \
-            exit(1);                                                                                           \
-        }                                                                                                      \
+#define DK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (x);                                                                                        \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudnnGetErrorString(s_));                               \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 enum { FWD = 0, BWD_DATA = 1 };
@@ -55,7 +55,10 @@ __global__ void fill_random(__nv_bfloat16 *p, size_t n, unsigned seed)
     }
 }
 
-static double flops(const shape *s) { return 2.0 * s->n * s->h * s->h * (double)s->k * s->c * s->r * s->r; }
+static double flops(const shape *s)
+{
+    return 2.0 * s->n * s->h * s->h * (double)s->k * s->c * s->r * s->r;
+}
 
 /* Times fn over reps launches after 3 warm-ups; ms per launch. */
 typedef int (*run_fn)(void *);
@@ -117,7 +120,8 @@ static float time_legacy(const shape *s, int dir, int layout, void *px, void *pw
     DK(cudnnSetTensor4dDescriptor(c.x, f, CUDNN_DATA_BFLOAT16, s->n, s->c, s->h, s->h));
     DK(cudnnSetTensor4dDescriptor(c.y, f, CUDNN_DATA_BFLOAT16, s->n, s->k, s->h, s->h));
     DK(cudnnSetFilter4dDescriptor(c.w, CUDNN_DATA_BFLOAT16, f, s->k, s->c, s->r, s->r));
-    DK(cudnnSetConvolution2dDescriptor(c.conv, s->r / 2, s->r / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    DK(cudnnSetConvolution2dDescriptor(c.conv, s->r / 2, s->r / 2, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                       CUDNN_DATA_FLOAT));
     DK(cudnnSetConvolutionMathType(c.conv, CUDNN_TENSOR_OP_MATH));
     int found = 0;
     if (dir == FWD) {
@@ -200,20 +204,26 @@ static float time_graph(const shape *s, int dir, int layout, void *px, void *pw,
     float alpha = 1, beta = 0;
     if (dir == FWD) {
         DK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &op));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                    &conv));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &x));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &w));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &y));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
         DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
         DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
     } else {
         DK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, &op));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
-        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                    &conv));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &x));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &w));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &y));
+        DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv));
         DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha));
         DK(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta));
     }
@@ -246,7 +256,8 @@ static float time_graph(const shape *s, int dir, int layout, void *px, void *pw,
         bdesc plan;
         DK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan));
         DK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &g_dnn));
-        DK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]));
+        DK(cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                    &cfgs[i]));
         if (cudnnBackendFinalize(plan) != CUDNN_STATUS_SUCCESS) {
             cudnnBackendDestroyDescriptor(plan);
             continue;
@@ -290,12 +301,12 @@ int main(int argc, char **argv)
 {
     const char *out = argc > 1 ? argv[1] : "conv_cudnn.json";
     static const shape shapes[] = {
-        {"sd15 b1 320 64x64 3x3", 1, 320, 320, 64, 3},   {"sd15 b8 320 64x64 3x3", 8, 320, 320, 64, 3},
+        {"sd15 b1 320 64x64 3x3", 1, 320, 320, 64, 3},     {"sd15 b8 320 64x64 3x3", 8, 320, 320, 64, 3},
         {"sd15 b8 960>320 64x64 3x3", 8, 960, 320, 64, 3}, {"sd15 b8 640 32x32 3x3", 8, 640, 640, 32, 3},
-        {"sd15 b8 1280 16x16 3x3", 8, 1280, 1280, 16, 3}, {"sd15 b8 1280 8x8 3x3", 8, 1280, 1280, 8, 3},
-        {"sd15 b8 320 64x64 1x1", 8, 320, 320, 64, 1},   {"sd15 b8 960>320 64x64 1x1", 8, 960, 320, 64, 1},
-        {"sdxl b1 320 128x128 3x3", 1, 320, 320, 128, 3}, {"sdxl b4 320 128x128 3x3", 4, 320, 320, 128, 3},
-        {"sdxl b4 640 64x64 3x3", 4, 640, 640, 64, 3},   {"sdxl b4 1280 32x32 3x3", 4, 1280, 1280, 32, 3},
+        {"sd15 b8 1280 16x16 3x3", 8, 1280, 1280, 16, 3},  {"sd15 b8 1280 8x8 3x3", 8, 1280, 1280, 8, 3},
+        {"sd15 b8 320 64x64 1x1", 8, 320, 320, 64, 1},     {"sd15 b8 960>320 64x64 1x1", 8, 960, 320, 64, 1},
+        {"sdxl b1 320 128x128 3x3", 1, 320, 320, 128, 3},  {"sdxl b4 320 128x128 3x3", 4, 320, 320, 128, 3},
+        {"sdxl b4 640 64x64 3x3", 4, 640, 640, 64, 3},     {"sdxl b4 1280 32x32 3x3", 4, 1280, 1280, 32, 3},
     };
     const int n_shapes = (int)(sizeof shapes / sizeof shapes[0]);
     CK(cudaStreamCreate(&g_stream));
@@ -335,10 +346,11 @@ int main(int argc, char **argv)
                 printf("%-28s %-5s %-4s | %8.4f %8.4f %8.4f %8d | %5.0f %5.0f %5.0f\n", s->name, dn, ln, leg, first,
                        best, n_plans, leg > 0 ? f / leg : 0, first > 0 ? f / first : 0, best > 0 ? f / best : 0);
                 fflush(stdout);
-                fprintf(js,
-                        "%s  {\"shape\": \"%s\", \"dir\": \"%s\", \"layout\": \"%s\", \"legacy_ms\": %.5f, \"graph_ms\": %.5f, "
-                        "\"best_ms\": %.5f, \"gflop\": %.3f}",
-                        first_row ? "" : ",\n", s->name, dn, ln, leg, first, best, f);
+                fprintf(
+                    js,
+                    "%s  {\"shape\": \"%s\", \"dir\": \"%s\", \"layout\": \"%s\", \"legacy_ms\": %.5f, \"graph_ms\": %.5f, "
+                    "\"best_ms\": %.5f, \"gflop\": %.3f}",
+                    first_row ? "" : ",\n", s->name, dn, ln, leg, first, best, f);
                 first_row = 0;
             }
     fprintf(js, "\n]}\n");

@@ -46,10 +46,10 @@ typedef struct gemm_spec {
 } gemm_spec;
 
 typedef struct bench_result {
-    double op_gflops;    /* the op */
-    double pool_gflops;  /* its GEMMs through cpu_sgemm, interleaved with the op */
-    double blas_gflops;  /* its GEMMs through multi-threaded OpenBLAS */
-    gemm_spec main;      /* the first (forward or dgrad) GEMM, for the table */
+    double op_gflops;   /* the op */
+    double pool_gflops; /* its GEMMs through cpu_sgemm, interleaved with the op */
+    double blas_gflops; /* its GEMMs through multi-threaded OpenBLAS */
+    gemm_spec main;     /* the first (forward or dgrad) GEMM, for the table */
 } bench_result;
 
 static double now_seconds(void)
@@ -317,9 +317,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "kernels_cpu: could not create the CPU backend\n");
         return 1;
     }
-    printf("kernels_cpu: %d threads (backend OpenMP and reference OpenBLAS), best of %d rounds x 3 samples each\n", threads, repeats);
-    printf("%-33s %14s %8s %9s %9s %12s %8s\n", "case", "GEMM m*n*k", "op GF/s", "OpenBLAS", "pool GEMM",
-           "op/OpenBLAS", "op/GEMM");
+    printf("kernels_cpu: %d threads (backend OpenMP and reference OpenBLAS), best of %d rounds x 3 samples each\n",
+           threads, repeats);
+    printf("%-33s %14s %8s %9s %9s %12s %8s\n", "case", "GEMM m*n*k", "op GF/s", "OpenBLAS", "pool GEMM", "op/OpenBLAS",
+           "op/GEMM");
     for (int i = 0; i < count; i++) {
         if (bench_one(be, &cases[i], repeats, threads, &res[i])) {
             be->destroy(be);

@@ -23,7 +23,7 @@ enum {
 #define OP_INDEX(name, params, args) OP_##name,
     SDT_BACKEND_OPS(OP_INDEX)
 #undef OP_INDEX
-    OP_COUNT
+        OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {
 #define OP_NAME(name, params, args) #name,
@@ -33,7 +33,7 @@ static const char *const op_names[OP_COUNT] = {
 
 #define RING 8192
 static struct {
-    sdt_backend real;           /* the real module's table */
+    sdt_backend real; /* the real module's table */
     cudaEvent_t start[RING], stop[RING];
     int op[RING];
     int pending;
@@ -101,7 +101,9 @@ static void write_table(void)
         int i = order[k];
         fprintf(stderr, "  %-28s %10.2f ms %7.1f%% %8ld calls\n", op_names[i], prof.ms[i],
                 gpu_ms > 0 ? 100 * prof.ms[i] / gpu_ms : 0.0, prof.calls[i]);
-        if (f) fprintf(f, "%s{\"op\": \"%s\", \"ms\": %.3f, \"calls\": %ld}", k ? ", " : "", op_names[i], prof.ms[i], prof.calls[i]);
+        if (f)
+            fprintf(f, "%s{\"op\": \"%s\", \"ms\": %.3f, \"calls\": %ld}", k ? ", " : "", op_names[i], prof.ms[i],
+                    prof.calls[i]);
     }
     if (f) {
         fprintf(f, "]}\n");

@@ -58,7 +58,8 @@ static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
     free(raw);
     return t;
 }
-#define DEVR(dt, ...) dev_random(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+#define DEVR(dt, ...)                                                                                                  \
+    dev_random(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 #define DEV(dt, ...) dev(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 typedef struct result {
@@ -94,7 +95,10 @@ static double time_ms_reps(op_fn f, void *ctx, int reps)
             }
     return t[3];
 }
-static double time_ms(op_fn f, void *ctx) { return time_ms_reps(f, ctx, 1); }
+static double time_ms(op_fn f, void *ctx)
+{
+    return time_ms_reps(f, ctx, 1);
+}
 #define MEMORY_BOUND_REPS 20
 
 /* Forward saves the logsumexp and backward reads it with out, as the UNet's attention does.
@@ -119,14 +123,17 @@ static int attn_b(void *c)
 
 static result bench_attention(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
-    attn_ctx a = {DEVR(SDT_BF16, B, Tq, C), DEVR(SDT_BF16, B, Tk, C), DEVR(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tq, C),
-                  DEVR(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tq, C), DEV(SDT_BF16, B, Tk, C), DEV(SDT_BF16, B, Tk, C),
+    attn_ctx a = {DEVR(SDT_BF16, B, Tq, C),   DEVR(SDT_BF16, B, Tk, C),
+                  DEVR(SDT_BF16, B, Tk, C),   DEV(SDT_BF16, B, Tq, C),
+                  DEVR(SDT_BF16, B, Tq, C),   DEV(SDT_BF16, B, Tq, C),
+                  DEV(SDT_BF16, B, Tk, C),    DEV(SDT_BF16, B, Tk, C),
                   DEV(SDT_F32, B, heads, Tq), heads};
     result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 0, 0};
     sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
     for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
     const double flop = 4.0 * B * Tq * Tk * (double)C; /* C = H D */
-    printf("%-40s fwd %7.1f TFLOP/s   bwd %7.1f TFLOP/s\n", name, flop / (r.fwd_ms * 1e9), 2.5 * flop / (r.bwd_ms * 1e9));
+    printf("%-40s fwd %7.1f TFLOP/s   bwd %7.1f TFLOP/s\n", name, flop / (r.fwd_ms * 1e9),
+           2.5 * flop / (r.bwd_ms * 1e9));
     return r;
 }
 
@@ -146,8 +153,8 @@ static int conv_b(void *c)
 
 static result bench_conv(const char *name, int B, int C, int H)
 {
-    conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H),
-                  DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    conv_ctx k = {DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, C, C, 3, 3), DEV(SDT_BF16, C),
+                  DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
     result r = {name, time_ms(conv_f, &k), time_ms(conv_b, &k), 0, 0};
     sdt_tensor *all[6] = {&k.x, &k.w, &k.b, &k.y, &k.dy, &k.dx};
     for (int i = 0; i < 6; i++) be->free(be, all[i]->data);
@@ -165,22 +172,27 @@ static int gn_f(void *c)
 static int gn_b(void *c)
 {
     gn_ctx *n = c;
-    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, SDT_ACT_SILU);
+    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32,
+                                  SDT_ACT_SILU);
 }
 
 /* channels_last: the UNet's layout on CUDA (tensor.h) */
 static result bench_groupnorm_layout(const char *name, int B, int C, int H, bool channels_last)
 {
-    gn_ctx n = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, B, C, H, H), DEV(SDT_F32, B, 32),
-                DEV(SDT_F32, B, 32), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
+    gn_ctx n = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, C),   DEVR(SDT_BF16, C),          DEV(SDT_BF16, B, C, H, H),
+                DEV(SDT_F32, B, 32),        DEV(SDT_F32, B, 32), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
     n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = channels_last;
     double bytes = 2.0 * B * C * H * H;
-    result r = {name, time_ms_reps(gn_f, &n, MEMORY_BOUND_REPS), time_ms_reps(gn_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
+    result r = {name, time_ms_reps(gn_f, &n, MEMORY_BOUND_REPS), time_ms_reps(gn_b, &n, MEMORY_BOUND_REPS), 2 * bytes,
+                4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
 }
-static result bench_groupnorm(const char *name, int B, int C, int H) { return bench_groupnorm_layout(name, B, C, H, false); }
+static result bench_groupnorm(const char *name, int B, int C, int H)
+{
+    return bench_groupnorm_layout(name, B, C, H, false);
+}
 
 /* LayerNorm over rows of C (the transformer blocks' norms; gamma's and beta's gradients are not
  * asked for, as in the frozen UNet). */
@@ -199,11 +211,12 @@ static int ln_b(void *c)
 }
 static result bench_layernorm(const char *name, int rows, int C)
 {
-    ln_ctx n = {DEVR(SDT_BF16, rows, C), DEVR(SDT_BF16, C), DEVR(SDT_BF16, C), DEV(SDT_BF16, rows, C), DEV(SDT_F32, rows),
-                DEV(SDT_F32, rows), DEVR(SDT_BF16, rows, C), DEV(SDT_BF16, rows, C)};
+    ln_ctx n = {DEVR(SDT_BF16, rows, C), DEVR(SDT_BF16, C),  DEVR(SDT_BF16, C),       DEV(SDT_BF16, rows, C),
+                DEV(SDT_F32, rows),      DEV(SDT_F32, rows), DEVR(SDT_BF16, rows, C), DEV(SDT_BF16, rows, C)};
     double bytes = 2.0 * rows * C;
     ln_f(&n); /* backward reads forward's statistics */
-    result r = {name, time_ms_reps(ln_f, &n, MEMORY_BOUND_REPS), time_ms_reps(ln_b, &n, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
+    result r = {name, time_ms_reps(ln_f, &n, MEMORY_BOUND_REPS), time_ms_reps(ln_b, &n, MEMORY_BOUND_REPS), 2 * bytes,
+                4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
     return r;
@@ -225,11 +238,12 @@ static int geglu_b(void *c)
 }
 static result bench_geglu(const char *name, int rows, int F)
 {
-    geglu_ctx g = {DEVR(SDT_BF16, rows, 2 * F), DEV(SDT_BF16, rows, F), DEVR(SDT_BF16, rows, F), DEV(SDT_BF16, rows, 2 * F)};
+    geglu_ctx g = {DEVR(SDT_BF16, rows, 2 * F), DEV(SDT_BF16, rows, F), DEVR(SDT_BF16, rows, F),
+                   DEV(SDT_BF16, rows, 2 * F)};
     double bytes = 2.0 * rows * F; /* one [rows, F] tensor */
     /* backward reads x and dy and writes dx (never reads it: ops.h) */
-    result r = {name, time_ms_reps(geglu_f, &g, MEMORY_BOUND_REPS), time_ms_reps(geglu_b, &g, MEMORY_BOUND_REPS), 3 * bytes,
-                5 * bytes};
+    result r = {name, time_ms_reps(geglu_f, &g, MEMORY_BOUND_REPS), time_ms_reps(geglu_b, &g, MEMORY_BOUND_REPS),
+                3 * bytes, 5 * bytes};
     sdt_tensor *all[4] = {&g.x, &g.y, &g.dy, &g.dx};
     for (int i = 0; i < 4; i++) be->free(be, all[i]->data);
     return r;
@@ -256,12 +270,12 @@ static int silu_b(void *c)
 }
 static result bench_elementwise(const char *name, bool add, int B, int C, int H)
 {
-    ew_ctx e = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H),
-                DEV(SDT_BF16, B, C, H, H)};
+    ew_ctx e = {DEVR(SDT_BF16, B, C, H, H), DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H),
+                DEVR(SDT_BF16, B, C, H, H), DEV(SDT_BF16, B, C, H, H)};
     double bytes = 2.0 * B * C * H * H;
     result r = add ? (result){name, time_ms_reps(add_f, &e, MEMORY_BOUND_REPS), 0, 3 * bytes, 0}
-                   : (result){name, time_ms_reps(silu_f, &e, MEMORY_BOUND_REPS), time_ms_reps(silu_b, &e, MEMORY_BOUND_REPS),
-                              2 * bytes, 4 * bytes};
+                   : (result){name, time_ms_reps(silu_f, &e, MEMORY_BOUND_REPS),
+                              time_ms_reps(silu_b, &e, MEMORY_BOUND_REPS), 2 * bytes, 4 * bytes};
     sdt_tensor *all[5] = {&e.a, &e.b, &e.y, &e.dy, &e.dx};
     for (int i = 0; i < 5; i++) be->free(be, all[i]->data);
     return r;
@@ -282,7 +296,8 @@ int main(int argc, char **argv)
     /* argv[2] "nondeterministic": the backend as a default training job sets it (cuDNN's attention backward,
      * kernels/ops.h); otherwise as created, deterministic (attention.cu's backward) */
     if (argc > 2 && strcmp(argv[2], "nondeterministic") == 0) be->deterministic = false;
-    printf("backend: %s\n", be->deterministic ? "deterministic (attention.cu's backward)" : "nondeterministic (cuDNN's attention backward)");
+    printf("backend: %s\n", be->deterministic ? "deterministic (attention.cu's backward)"
+                                              : "nondeterministic (cuDNN's attention backward)");
     result r[64];
     int n = 0;
     for (int B = 1; B <= 8; B *= 8) {
@@ -342,12 +357,18 @@ int main(int argc, char **argv)
         double fg = r[i].fwd_bytes > 0 ? r[i].fwd_bytes / (r[i].fwd_ms * 1e6) : 0;
         double bg = r[i].bwd_bytes > 0 && r[i].bwd_ms > 0 ? r[i].bwd_bytes / (r[i].bwd_ms * 1e6) : 0;
         printf("%-40s %10.3f %10.3f", r[i].name, r[i].fwd_ms, r[i].bwd_ms);
-        if (fg > 0) printf(" %10.0f", fg);
-        else printf(" %10s", "-");
-        if (bg > 0) printf(" %10.0f\n", bg);
-        else printf(" %10s\n", "-");
-        if (j) fprintf(j, "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_gbs\": %.1f, \"bwd_gbs\": %.1f}%s\n", r[i].name,
-                       r[i].fwd_ms, r[i].bwd_ms, fg, bg, i + 1 < n ? "," : "");
+        if (fg > 0)
+            printf(" %10.0f", fg);
+        else
+            printf(" %10s", "-");
+        if (bg > 0)
+            printf(" %10.0f\n", bg);
+        else
+            printf(" %10s\n", "-");
+        if (j)
+            fprintf(j,
+                    "  {\"op\": \"%s\", \"fwd_ms\": %.4f, \"bwd_ms\": %.4f, \"fwd_gbs\": %.1f, \"bwd_gbs\": %.1f}%s\n",
+                    r[i].name, r[i].fwd_ms, r[i].bwd_ms, fg, bg, i + 1 < n ? "," : "");
     }
     if (j) {
         fprintf(j, "]}\n");

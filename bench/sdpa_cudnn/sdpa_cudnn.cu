@@ -32,36 +32,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudaError_t e_ = (x);                                                                                  \
-        if (e_ != cudaSuccess) {                                                                               \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                        \
-            exit(1);                                                                                           \
-        }                                                                                                      \
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
-#define DK(x)                                                                                                  \
-    do {                                                                                                       \
-        cudnnStatus_t s_ = (x);                                                                                \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                      \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudnnGetErrorString(s_));                       \
-            exit(1);                                                                                           \
-        }                                                                                                      \
+#define DK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (x);                                                                                        \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudnnGetErrorString(s_));                               \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 /* Graph building may be refused by the runtime: record why (status, line, call, cuDNN's own message)
  * in g_err and return the status instead of exiting, so the other route still runs. */
 static char g_err[2048];
-#define TRY(x)                                                                                                 \
-    do {                                                                                                       \
-        cudnnStatus_t s_ = (x);                                                                                \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                      \
-            char last_[512];                                                                                   \
-            cudnnGetLastErrorString(last_, sizeof last_);                                                      \
-            snprintf(g_err, sizeof g_err, "%s at line %d (%s)%s%s", cudnnGetErrorString(s_), __LINE__, #x,     \
-                     last_[0] ? ": " : "", last_);                                                             \
-            return s_;                                                                                         \
-        }                                                                                                      \
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (x);                                                                                        \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            char last_[512];                                                                                           \
+            cudnnGetLastErrorString(last_, sizeof last_);                                                              \
+            snprintf(g_err, sizeof g_err, "%s at line %d (%s)%s%s", cudnnGetErrorString(s_), __LINE__, #x,             \
+                     last_[0] ? ": " : "", last_);                                                                     \
+            return s_;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 typedef cudnnBackendDescriptor_t bdesc;
@@ -76,8 +76,20 @@ static const char *const route_names[N_ROUTES] = {"native", "composite"};
 
 /* Unique ids of the tensors a variant pack names; virtual tensors count up from UID_VIRTUAL. */
 enum {
-    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV,
-    UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM, UID_VIRTUAL = 100
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_SCALE,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_ONE,
+    UID_SOFTMAX_SUM,
+    UID_DQ_ACCUM,
+    UID_VIRTUAL = 100
 };
 
 static cudnnHandle_t g_dnn;
@@ -152,7 +164,8 @@ static cudnnStatus_t mk_tensor(pool *p, bdesc *out, int64_t uid, tdesc t, cudnnD
     TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t.strides));
     TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid));
     TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align));
-    if (is_virtual) TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+    if (is_virtual)
+        TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
     if (by_value) TRY(cudnnBackendSetAttribute(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value));
     TRY(cudnnBackendFinalize(*out));
     return CUDNN_STATUS_SUCCESS;
@@ -211,9 +224,11 @@ static cudnnStatus_t mk_pw(pool *p, bdesc *op, cudnnPointwiseMode_t mode, bdesc 
     TRY(cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec));
     TRY(cudnnBackendFinalize(pw));
     TRY(pool_new(p, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op));
-    TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw));
+    TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &pw));
     TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x));
-    if (b) TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
+    if (b)
+        TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b));
     TRY(cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y));
     TRY(cudnnBackendFinalize(*op));
     return CUDNN_STATUS_SUCCESS;
@@ -246,13 +261,13 @@ static cudnnStatus_t mk_reshape(pool *p, bdesc *op, bdesc x, bdesc y)
 
 /* What a finalized plan is, for the table and the JSON. */
 typedef struct plan_info {
-    int offered;        /* engine configs heuristics mode A offered */
-    int index;          /* which of them finalized first */
-    int64_t engine;     /* its engine's global index */
-    int64_t workspace;  /* bytes */
-    char json[768];     /* the plan's JSON representation, quotes replaced, cut short */
-    int scale_rank;     /* rank of the by-value scale tensor the plan was built with */
-    char notes[64];     /* the engine's numerical notes (cudnnBackendNumericalNote_t values) */
+    int offered;       /* engine configs heuristics mode A offered */
+    int index;         /* which of them finalized first */
+    int64_t engine;    /* its engine's global index */
+    int64_t workspace; /* bytes */
+    char json[768];    /* the plan's JSON representation, quotes replaced, cut short */
+    int scale_rank;    /* rank of the by-value scale tensor the plan was built with */
+    char notes[64];    /* the engine's numerical notes (cudnnBackendNumericalNote_t values) */
 } plan_info;
 
 /* Operation graph -> heuristics mode A -> first plan that finalizes within the workspace. */
@@ -268,7 +283,8 @@ static cudnnStatus_t mk_plan(pool *p, bdesc *ops, int n_ops, bdesc *plan, plan_i
 
     cudnnBackendHeurMode_t hm = CUDNN_HEUR_MODE_A;
     TRY(pool_new(p, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur));
-    TRY(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph));
+    TRY(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                 &graph));
     TRY(cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm));
     TRY(cudnnBackendFinalize(heur));
     int64_t count = 0;
@@ -278,7 +294,8 @@ static cudnnStatus_t mk_plan(pool *p, bdesc *ops, int n_ops, bdesc *plan, plan_i
     for (int64_t i = 0; i < count; i++) TRY(pool_new(p, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[i]));
     int64_t got = 0;
     if (count > 0)
-        TRY(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs));
+        TRY(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                     cfgs));
     info->offered = (int)got;
 
     cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
@@ -308,25 +325,26 @@ static cudnnStatus_t mk_plan(pool *p, bdesc *ops, int n_ops, bdesc *plan, plan_i
         info->index = (int)i;
         bdesc eng;
         if (pool_new(p, CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng) == CUDNN_STATUS_SUCCESS &&
-            cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng) ==
-                CUDNN_STATUS_SUCCESS)
-        {
+            cudnnBackendGetAttribute(cfgs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                     &eng) == CUDNN_STATUS_SUCCESS) {
             cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &info->engine);
             cudnnBackendNumericalNote_t notes[16];
             int64_t nn = 0;
             bool nondet = false;
             info->notes[0] = 0;
-            if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 16, &nn, notes) !=
-                CUDNN_STATUS_SUCCESS)
+            if (cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE, 16, &nn,
+                                         notes) != CUDNN_STATUS_SUCCESS)
                 nn = 0;
             for (int64_t j = 0; j < nn; j++) {
                 size_t len = strlen(info->notes);
                 snprintf(info->notes + len, sizeof info->notes - len, "%d ", (int)notes[j]);
                 nondet |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
             }
-            fprintf(stderr, "plan %d of %d: engine %lld, notes [%s]\n", (int)i, (int)got, (long long)info->engine, info->notes);
+            fprintf(stderr, "plan %d of %d: engine %lld, notes [%s]\n", (int)i, (int)got, (long long)info->engine,
+                    info->notes);
             if (g_det && nondet) {
-                snprintf(g_err, sizeof g_err, "heuristics mode A offered %d engine configs, none deterministic", (int)got);
+                snprintf(g_err, sizeof g_err, "heuristics mode A offered %d engine configs, none deterministic",
+                         (int)got);
                 last = CUDNN_STATUS_NOT_SUPPORTED;
                 continue;
             }
@@ -580,10 +598,9 @@ static float g_scale, g_one = 1.0f;
 
 static cudnnStatus_t mk_pack(pool *p, const bufs *m, bdesc *pack, int n_uids)
 {
-    int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV,
-                      UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM};
-    void *ptrs[] = {m->q, m->k, m->v, m->o, m->stats, &g_scale, m->d_o, m->dq, m->dk, m->dv,
-                    &g_one, m->ssum, m->dqacc};
+    int64_t uids[] = {UID_Q,  UID_K,  UID_V,  UID_O,   UID_STATS,       UID_SCALE,   UID_DO,
+                      UID_DQ, UID_DK, UID_DV, UID_ONE, UID_SOFTMAX_SUM, UID_DQ_ACCUM};
+    void *ptrs[] = {m->q, m->k, m->v, m->o, m->stats, &g_scale, m->d_o, m->dq, m->dk, m->dv, &g_one, m->ssum, m->dqacc};
     TRY(pool_new(p, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack));
     TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n_uids, uids));
     TRY(cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n_uids, ptrs));
@@ -685,8 +702,10 @@ static double check_fwd_row(const bufs *m, const shape *s, int64_t b, int64_t h,
     double err = 0, scale = maxabs(ref, D) > 1e-6 ? maxabs(ref, D) : 1e-6;
     for (int64_t e = 0; e < D; e++) {
         double x = O[qi * D + e];
-        if (!isfinite(x)) err = NAN;
-        else if (fabs(x - ref[e]) / scale > err) err = fabs(x - ref[e]) / scale;
+        if (!isfinite(x))
+            err = NAN;
+        else if (fabs(x - ref[e]) / scale > err)
+            err = fabs(x - ref[e]) / scale;
     }
     *stats_err = isfinite(L[qi]) ? fabs(L[qi] - (mx + log(sum))) : NAN;
     free(Q), free(K), free(V), free(O), free(L), free(p), free(ref);
@@ -699,7 +718,8 @@ static double check_bwd(const bufs *m, const shape *s, double errs[3])
     int64_t D = s->d, Sq = s->sq, Skv = s->skv;
     double *Q = head_rows(m->q, 0, 0, Sq, s), *K = head_rows(m->k, 0, 0, Skv, s), *V = head_rows(m->v, 0, 0, Skv, s);
     double *O = head_rows(m->o, 0, 0, Sq, s), *dO = head_rows(m->d_o, 0, 0, Sq, s);
-    double *dQ = head_rows(m->dq, 0, 0, Sq, s), *dK = head_rows(m->dk, 0, 0, Skv, s), *dV = head_rows(m->dv, 0, 0, Skv, s);
+    double *dQ = head_rows(m->dq, 0, 0, Sq, s), *dK = head_rows(m->dk, 0, 0, Skv, s),
+           *dV = head_rows(m->dv, 0, 0, Skv, s);
     double *L = stats_row(m->stats, 0, 0, s);
     double *rq = (double *)calloc((size_t)D, sizeof(double)), *rk = (double *)calloc((size_t)D, sizeof(double));
     double *rv = (double *)calloc((size_t)D, sizeof(double));
@@ -722,8 +742,10 @@ static double check_bwd(const bufs *m, const shape *s, double errs[3])
         double sc = maxabs(ref[t], D) > 1e-6 ? maxabs(ref[t], D) : 1e-6;
         errs[t] = 0;
         for (int64_t e = 0; e < D; e++) {
-            if (!isfinite(got[t][e])) errs[t] = NAN;
-            else if (fabs(got[t][e] - ref[t][e]) / sc > errs[t]) errs[t] = fabs(got[t][e] - ref[t][e]) / sc;
+            if (!isfinite(got[t][e]))
+                errs[t] = NAN;
+            else if (fabs(got[t][e] - ref[t][e]) / sc > errs[t])
+                errs[t] = fabs(got[t][e] - ref[t][e]) / sc;
         }
         worst = isnan(errs[t]) || errs[t] > worst ? errs[t] : worst;
     }
@@ -768,7 +790,8 @@ static void run_one(build_fn build, const shape *s, const bufs *m, int dir, resu
     }
     exec_ctx c = {plan, pack};
     r->ms = time_ms(&c, 20);
-    if (r->ms < 0) snprintf(r->err, sizeof r->err, "%s", g_err);
+    if (r->ms < 0)
+        snprintf(r->err, sizeof r->err, "%s", g_err);
     else if (dir == 0) {
         double se0, se1;
         double e0 = check_fwd_row(m, s, 0, 0, 0, &se0);
@@ -785,7 +808,8 @@ static void run_one(build_fn build, const shape *s, const bufs *m, int dir, resu
 int main(int argc, char **argv)
 {
     const char *out = argc > 1 ? argv[1] : "sdpa_cudnn.json";
-    const char *only = argc > 2 && argv[2][0] ? argv[2] : NULL; /* run only shapes whose name contains this ("" for all) */
+    const char *only =
+        argc > 2 && argv[2][0] ? argv[2] : NULL; /* run only shapes whose name contains this ("" for all) */
     g_det = argc > 3;
     static const shape shapes[] = {
         {"sd15 self 64x64 b1", 1, 8, 4096, 4096, 40},  {"sd15 self 64x64 b8", 8, 8, 4096, 4096, 40},
@@ -808,7 +832,8 @@ int main(int argc, char **argv)
 
     size_t big = 0, rows = 0;
     for (int i = 0; i < n_shapes; i++) {
-        size_t e = (size_t)shapes[i].b * shapes[i].h * shapes[i].d * (shapes[i].sq > shapes[i].skv ? shapes[i].sq : shapes[i].skv);
+        size_t e = (size_t)shapes[i].b * shapes[i].h * shapes[i].d *
+                   (shapes[i].sq > shapes[i].skv ? shapes[i].sq : shapes[i].skv);
         size_t r = (size_t)shapes[i].b * shapes[i].h * shapes[i].sq;
         big = e > big ? e : big;
         rows = r > rows ? r : rows;
@@ -831,7 +856,8 @@ int main(int argc, char **argv)
         perror(out);
         return 1;
     }
-    fprintf(js, "{\"cudnn\": %zu, \"cudnn_headers\": %d, \"device\": \"%s\", \"rows\": [\n", ver, CUDNN_VERSION, prop.name);
+    fprintf(js, "{\"cudnn\": %zu, \"cudnn_headers\": %d, \"device\": \"%s\", \"rows\": [\n", ver, CUDNN_VERSION,
+            prop.name);
     printf("%-22s %-3s %-9s | %9s %7s | %4s %4s %6s %9s | %s\n", "shape", "dir", "route", "ms", "TFLOP/s", "plns",
            "pick", "engine", "check", "note");
     int first_row = 1;
@@ -845,7 +871,8 @@ int main(int argc, char **argv)
         int have_fwd = 0;
         for (int dir = 0; dir < 2; dir++)
             for (int route = 0; route < N_ROUTES; route++) {
-                static const build_fn builders[2][N_ROUTES] = {{native_fwd, composite_fwd}, {native_bwd, composite_bwd}};
+                static const build_fn builders[2][N_ROUTES] = {{native_fwd, composite_fwd},
+                                                               {native_bwd, composite_bwd}};
                 result r;
                 memset(&r, 0, sizeof r);
                 if (dir == 1 && !have_fwd) {
@@ -865,30 +892,35 @@ int main(int argc, char **argv)
                 const char *dn = dir == 0 ? "fwd" : "bwd";
                 if (r.ms > 0) worked[dir][route]++;
                 char chk[32];
-                if (r.check < 0) snprintf(chk, sizeof chk, "-");
-                else snprintf(chk, sizeof chk, "%.2e", r.check);
+                if (r.check < 0)
+                    snprintf(chk, sizeof chk, "-");
+                else
+                    snprintf(chk, sizeof chk, "%.2e", r.check);
                 if (r.ms > 0)
                     printf("%-22s %-3s %-9s | %9.4f %7.1f | %4d %4d %6lld %9s | ws %lld B, scale rank %d%s\n", s->name,
                            dn, route_names[route], r.ms, flop / r.ms / 1e9, r.info.offered, r.info.index,
                            (long long)r.info.engine, chk, (long long)r.info.workspace, r.info.scale_rank,
-                           (dir == 0 && r.check_parts[1] > 1e-2) || isnan(r.check) || r.check > 2e-2 ? "  CHECK FAILED" : "");
+                           (dir == 0 && r.check_parts[1] > 1e-2) || isnan(r.check) || r.check > 2e-2 ? "  CHECK FAILED"
+                                                                                                     : "");
                 else
                     printf("%-22s %-3s %-9s | %9s %7s | %4d %4s %6s %9s | %s\n", s->name, dn, route_names[route], "-",
                            "-", r.info.offered, "-", "-", chk, r.err);
                 fflush(stdout);
                 for (char *c = r.err; *c; c++)
                     if (*c == '"' || *c == '\\' || (unsigned char)*c < 32) *c = '\'';
-                fprintf(js,
-                        "%s  {\"shape\": \"%s\", \"b\": %lld, \"h\": %lld, \"sq\": %lld, \"skv\": %lld, \"d\": %lld, "
-                        "\"dir\": \"%s\", \"route\": \"%s\", \"ms\": %.5f, \"tflops\": %.2f, \"plans_offered\": %d, "
-                        "\"plan_index\": %d, \"engine\": %lld, \"workspace\": %lld, \"scale_rank\": %d, \"check_rel_err\": %.3e, "
-                        "\"check_parts\": [%.3e, %.3e, %.3e], \"error\": \"%s\", \"plan_json\": \"%s\"}",
-                        first_row ? "" : ",\n", s->name, (long long)s->b, (long long)s->h, (long long)s->sq,
-                        (long long)s->skv, (long long)s->d, dn, route_names[route], r.ms,
-                        r.ms > 0 ? flop / r.ms / 1e9 : 0.0, r.info.offered, r.info.index, (long long)r.info.engine,
-                        (long long)r.info.workspace, r.info.scale_rank, isnan(r.check) ? 99.0 : r.check,
-                        isnan(r.check_parts[0]) ? 99.0 : r.check_parts[0], isnan(r.check_parts[1]) ? 99.0 : r.check_parts[1],
-                        isnan(r.check_parts[2]) ? 99.0 : r.check_parts[2], r.err, r.ms > 0 ? r.info.json : "");
+                fprintf(
+                    js,
+                    "%s  {\"shape\": \"%s\", \"b\": %lld, \"h\": %lld, \"sq\": %lld, \"skv\": %lld, \"d\": %lld, "
+                    "\"dir\": \"%s\", \"route\": \"%s\", \"ms\": %.5f, \"tflops\": %.2f, \"plans_offered\": %d, "
+                    "\"plan_index\": %d, \"engine\": %lld, \"workspace\": %lld, \"scale_rank\": %d, \"check_rel_err\": %.3e, "
+                    "\"check_parts\": [%.3e, %.3e, %.3e], \"error\": \"%s\", \"plan_json\": \"%s\"}",
+                    first_row ? "" : ",\n", s->name, (long long)s->b, (long long)s->h, (long long)s->sq,
+                    (long long)s->skv, (long long)s->d, dn, route_names[route], r.ms,
+                    r.ms > 0 ? flop / r.ms / 1e9 : 0.0, r.info.offered, r.info.index, (long long)r.info.engine,
+                    (long long)r.info.workspace, r.info.scale_rank, isnan(r.check) ? 99.0 : r.check,
+                    isnan(r.check_parts[0]) ? 99.0 : r.check_parts[0],
+                    isnan(r.check_parts[1]) ? 99.0 : r.check_parts[1],
+                    isnan(r.check_parts[2]) ? 99.0 : r.check_parts[2], r.err, r.ms > 0 ? r.info.json : "");
                 first_row = 0;
             }
     }

@@ -18,14 +18,14 @@
 #include "world.h"
 
 typedef struct concept_reading {
-    float score;            /* colour_share * star_probability, 0..1 */
-    float colour_share;     /* share of object pixels nearest to the concept's colour */
-    float star_probability; /* softmax over the shape IoUs: the filled star's share */
+    float score;                /* colour_share * star_probability, 0..1 */
+    float colour_share;         /* share of object pixels nearest to the concept's colour */
+    float star_probability;     /* softmax over the shape IoUs: the filled star's share */
     float star_any_probability; /* the filled and the outlined star's share (the joint demo's concept) */
-    float object_share;     /* share of the image taken by the object */
-    world_colour colour;    /* the object's nearest colour (by its mean) */
-    world_shape shape;      /* the best-matching shape */
-    bool outlined;          /* ... drawn as an outline */
+    float object_share;         /* share of the image taken by the object */
+    world_colour colour;        /* the object's nearest colour (by its mean) */
+    world_shape shape;          /* the best-matching shape */
+    bool outlined;              /* ... drawn as an outline */
     float best_iou;
 } concept_reading;
 

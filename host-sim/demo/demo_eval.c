@@ -70,19 +70,20 @@ typedef struct eval_ctx {
 
 /* One row of the grid: what conditions it and what its label and score lines say. */
 typedef struct eval_row {
-    char name[48];        /* in the score lines */
-    char label[64];       /* drawn on the grid */
+    char name[48];  /* in the score lines */
+    char label[64]; /* drawn on the grid */
     const sdt_embedding *emb;
-    float strength;       /* the hypernetwork's, when there is one */
+    float strength; /* the hypernetwork's, when there is one */
 } eval_row;
 
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-demo-eval: %s\n", msg);
-    fprintf(stderr, "usage: sdt-demo-eval --model FILE [--initial FILE] [--learned FILE] [--grid OUT.png]\n"
-                    "                     [--seeds N] [--seed S] [--steps N] [--cfg X]\n"
-                    "       sdt-demo-eval --model FILE --hypernetwork FILE [--strengths LIST] [--learned FILE] ...\n"
-                    "  --strengths LIST  the hypernetwork's strength per row, 0..2, comma-separated (default 0,0.5,1)\n");
+    fprintf(stderr,
+            "usage: sdt-demo-eval --model FILE [--initial FILE] [--learned FILE] [--grid OUT.png]\n"
+            "                     [--seeds N] [--seed S] [--steps N] [--cfg X]\n"
+            "       sdt-demo-eval --model FILE --hypernetwork FILE [--strengths LIST] [--learned FILE] ...\n"
+            "  --strengths LIST  the hypernetwork's strength per row, 0..2, comma-separated (default 0,0.5,1)\n");
     return 2;
 }
 
@@ -112,11 +113,16 @@ static int parse_args(int argc, char **argv, eval_args *a)
         if (!strcmp(k, "--help") || !strcmp(k, "-h")) return usage(NULL), -1;
         if (!v) return usage("an option is missing its value");
         i++;
-        if (!strcmp(k, "--model")) a->model = v;
-        else if (!strcmp(k, "--initial")) a->initial = v;
-        else if (!strcmp(k, "--learned")) a->learned = v;
-        else if (!strcmp(k, "--grid")) a->grid = v;
-        else if (!strcmp(k, "--hypernetwork")) a->hypernetwork = v;
+        if (!strcmp(k, "--model"))
+            a->model = v;
+        else if (!strcmp(k, "--initial"))
+            a->initial = v;
+        else if (!strcmp(k, "--learned"))
+            a->learned = v;
+        else if (!strcmp(k, "--grid"))
+            a->grid = v;
+        else if (!strcmp(k, "--hypernetwork"))
+            a->hypernetwork = v;
         else if (!strcmp(k, "--strengths")) {
             if (!parse_strengths(v, a))
                 return usage("--strengths must be 1 to 8 numbers from 0 to 2, comma-separated (e.g. 0,0.5,1)");
@@ -187,7 +193,8 @@ static bool render(eval_ctx *c, const sdt_embedding *emb, const char *prompt, ui
         if (emb->dim != c->rt.cfg.clip.width)
             return sdt_fail(error, SDT_ERR_VALIDATION,
                             "the embedding '%s' has %d values per vector but the model's text encoder is %d wide; "
-                            "use an embedding made for this model", emb->name, emb->dim, c->rt.cfg.clip.width);
+                            "use an embedding made for this model",
+                            emb->name, emb->dim, c->rt.cfg.clip.width);
         if (!sdt_tokenizer_add_token(c->tok, emb->name, -1, &rules.placeholder_id, error)) return false;
         rules.n_vectors = emb->n_vectors;
         shape[0] = emb->n_vectors;
@@ -216,13 +223,14 @@ static char *column_prompt(const eval_row *row, bool hypernetwork_grid, int s)
                                world_shape_name(WORLD_CONCEPT_SHAPE), bg);
     /* Every shape but the ring, which is hollow by nature (style_score.h) */
     static const world_shape shapes[] = {WORLD_CIRCLE, WORLD_SQUARE, WORLD_TRIANGLE, WORLD_STAR, WORLD_CROSS};
-    static const world_colour colours[WORLD_COLOUR_COUNT] = {WORLD_RED, WORLD_BLUE, WORLD_GREEN,
+    static const world_colour colours[WORLD_COLOUR_COUNT] = {WORLD_RED,   WORLD_BLUE,   WORLD_GREEN,
                                                              WORLD_WHITE, WORLD_PURPLE, WORLD_YELLOW};
     world_shape shape = shapes[s % (int)G_N_ELEMENTS(shapes)];
     world_colour colour = colours[s % WORLD_COLOUR_COUNT];
     if (shape == WORLD_CONCEPT_SHAPE && colour == WORLD_CONCEPT_COLOUR) /* the words never name it */
         colour = colours[(s + 1) % WORLD_COLOUR_COUNT];
-    return g_strdup_printf("a %s %s on a %s background, center", world_colour_name(colour), world_shape_name(shape), bg);
+    return g_strdup_printf("a %s %s on a %s background, center", world_colour_name(colour), world_shape_name(shape),
+                           bg);
 }
 
 /* The grid's rows: words / initial / learned, or one per hypernetwork strength. */
@@ -330,7 +338,7 @@ int main(int argc, char **argv)
         if (!ok) break;
         int label_h = sdt_pixel_font_height(row->label, LABEL_SCALE);
         sdt_pixel_font_draw(grid, grid_w, grid_h, GAP, GAP + r * (cell + GAP) + (cell - label_h) / 2, row->label,
-                        LABEL_SCALE, ink);
+                            LABEL_SCALE, ink);
         if (!a.hypernetwork) {
             printf("score %s %.3f %d %d\n", row->name, concept.sum / a.seeds, concept.hits, a.seeds);
         } else {

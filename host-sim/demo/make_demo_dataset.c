@@ -41,12 +41,13 @@ typedef struct dataset_args {
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-demo-dataset: %s\n", msg);
-    fprintf(stderr, "usage: sdt-make-demo-dataset OUT_DIR [--kind K] [--count N] [--size S] [--seed S]\n"
-                    "  --kind K   concept (filled yellow stars, place captions; default), style (outlined\n"
-                    "             shapes, full captions) or outlined-concept (outlined yellow stars, place captions)\n"
-                    "  --count N  images (default %d)\n"
-                    "  --size S   width = height in pixels, %d..%d (default %d)\n"
-                    "  --seed S   generator seed (default 0)\n",
+    fprintf(stderr,
+            "usage: sdt-make-demo-dataset OUT_DIR [--kind K] [--count N] [--size S] [--seed S]\n"
+            "  --kind K   concept (filled yellow stars, place captions; default), style (outlined\n"
+            "             shapes, full captions) or outlined-concept (outlined yellow stars, place captions)\n"
+            "  --count N  images (default %d)\n"
+            "  --size S   width = height in pixels, %d..%d (default %d)\n"
+            "  --seed S   generator seed (default 0)\n",
             DEFAULT_COUNT, MIN_SIZE, MAX_SIZE, DEFAULT_SIZE);
     return 2;
 }
@@ -106,8 +107,10 @@ static bool write_image(const char *dir, int index, dataset_kind kind, const wor
     char *png_path = g_strdup_printf("%s/%s.png", dir, stem);
     char *txt_path = g_strdup_printf("%s/%s.txt", dir, stem);
     char caption[256];
-    if (kind == KIND_STYLE) world_caption(s, caption, sizeof caption);
-    else world_caption_place(s, caption, sizeof caption);
+    if (kind == KIND_STYLE)
+        world_caption(s, caption, sizeof caption);
+    else
+        world_caption_place(s, caption, sizeof caption);
     world_scene_draw(s, rgb);
     /* No trailing newline: A1111 keeps a caption file's content unstripped. */
     bool ok = sdt_png_write_rgb(png_path, rgb, s->size, s->size, NULL, NULL, error) &&

@@ -21,7 +21,10 @@ static float distance3(const float a[3], const float b[3])
     return sqrtf(dr * dr + dg * dg + db * db);
 }
 
-static int compare_u8(const void *a, const void *b) { return (int)*(const uint8_t *)a - (int)*(const uint8_t *)b; }
+static int compare_u8(const void *a, const void *b)
+{
+    return (int)*(const uint8_t *)a - (int)*(const uint8_t *)b;
+}
 
 /* Per-channel median of two border rows. */
 static bool border_median(const uint8_t *rgb, int size, int row, float out[3])

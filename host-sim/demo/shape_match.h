@@ -20,17 +20,17 @@
 
 typedef struct shape_match {
     int size;
-    float *mask;                 /* size * size, 0 (background) .. 1 (the object's full distance) */
-    int n_object;                /* pixels of the object */
+    float *mask;                      /* size * size, 0 (background) .. 1 (the object's full distance) */
+    int n_object;                     /* pixels of the object */
     int n_colour[WORLD_COLOUR_COUNT]; /* object pixels nearest to each world colour */
-    float object_share;          /* n_object / (size * size) */
-    world_colour colour;         /* the nearest colour to the object's mean */
-    bool found;                  /* object_share >= SHAPE_MATCH_MIN_OBJECT_SHARE */
+    float object_share;               /* n_object / (size * size) */
+    world_colour colour;              /* the nearest colour to the object's mean */
+    bool found;                       /* object_share >= SHAPE_MATCH_MIN_OBJECT_SHARE */
     float iou[WORLD_SHAPE_COUNT][2];  /* [shape][outlined] */
-    world_shape shape;           /* the best match ... */
-    bool outlined;               /* ... and whether it is the outline */
+    world_shape shape;                /* the best match ... */
+    bool outlined;                    /* ... and whether it is the outline */
     float best_iou;
-    float cx, cy, radius;        /* where the best match was drawn, pixels */
+    float cx, cy, radius; /* where the best match was drawn, pixels */
 } shape_match;
 
 /* Reads an RGB image of size x size pixels (rows top to bottom). false when size < 16 or memory

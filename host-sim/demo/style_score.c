@@ -15,7 +15,8 @@ style_reading style_score(const uint8_t *rgb, int size)
     if (m.found) {
         out.shape = m.shape;
         out.best_iou = m.best_iou;
-        for (int s = 0; s < WORLD_SHAPE_COUNT; s++) out.outlined_probability += shape_match_probability(&m, (world_shape)s, true);
+        for (int s = 0; s < WORLD_SHAPE_COUNT; s++)
+            out.outlined_probability += shape_match_probability(&m, (world_shape)s, true);
         /* The inside: within the shape's silhouette (a ring's hole included) and clear of the
          * outlined shape's strokes, where an outline shows only the background. */
         world_shape silhouette = m.shape == WORLD_RING ? WORLD_CIRCLE : m.shape;

@@ -24,16 +24,28 @@ static const uint8_t background_rgb[WORLD_BACKGROUND_COUNT][3] = {
 /* A five-pointed star, outer radius 1, inner 0.48, point up; its box is centred
  * by STAR_SHIFT (the tips span y -1 .. 0.809). Constants, so no sin/cos is needed. */
 static const float star_vertices[10][2] = {
-    {0.000000f, -1.000000f}, {0.282137f, -0.388328f}, {0.951057f, -0.309017f}, {0.456507f, 0.148328f},
-    {0.587785f, 0.809017f},  {0.000000f, 0.480000f},  {-0.587785f, 0.809017f}, {-0.456507f, 0.148328f},
+    {0.000000f, -1.000000f},  {0.282137f, -0.388328f},  {0.951057f, -0.309017f}, {0.456507f, 0.148328f},
+    {0.587785f, 0.809017f},   {0.000000f, 0.480000f},   {-0.587785f, 0.809017f}, {-0.456507f, 0.148328f},
     {-0.951057f, -0.309017f}, {-0.282137f, -0.388328f},
 };
 #define STAR_SHIFT 0.0955f
 
-const char *world_shape_name(world_shape s) { return (unsigned)s < WORLD_SHAPE_COUNT ? shape_names[s] : "?"; }
-const char *world_colour_name(world_colour c) { return (unsigned)c < WORLD_COLOUR_COUNT ? colour_names[c] : "?"; }
-const char *world_background_name(int b) { return b >= 0 && b < WORLD_BACKGROUND_COUNT ? background_names[b] : "?"; }
-const uint8_t *world_colour_rgb(world_colour c) { return colour_rgb[(unsigned)c % WORLD_COLOUR_COUNT]; }
+const char *world_shape_name(world_shape s)
+{
+    return (unsigned)s < WORLD_SHAPE_COUNT ? shape_names[s] : "?";
+}
+const char *world_colour_name(world_colour c)
+{
+    return (unsigned)c < WORLD_COLOUR_COUNT ? colour_names[c] : "?";
+}
+const char *world_background_name(int b)
+{
+    return b >= 0 && b < WORLD_BACKGROUND_COUNT ? background_names[b] : "?";
+}
+const uint8_t *world_colour_rgb(world_colour c)
+{
+    return colour_rgb[(unsigned)c % WORLD_COLOUR_COUNT];
+}
 
 static uint64_t next_u64(uint64_t *s) /* splitmix64 */
 {
@@ -53,7 +65,10 @@ static float uniform_float(uint64_t *s, float lo, float hi)
     return lo + (hi - lo) * (float)(next_u64(s) >> 40) * (1.0f / 16777216.0f);
 }
 
-static uint8_t clamp_u8(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
+static uint8_t clamp_u8(int v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
 
 world_scene world_scene_make(uint64_t seed, uint64_t index, int size, world_pick pick)
 {
@@ -72,7 +87,8 @@ world_scene world_scene_make(uint64_t seed, uint64_t index, int size, world_pick
         s.colour = WORLD_CONCEPT_COLOUR;
     }
     bool is_concept = s.shape == WORLD_CONCEPT_SHAPE && s.colour == WORLD_CONCEPT_COLOUR;
-    s.outlined = pick == WORLD_PICK_STYLE || (pick != WORLD_PICK_CONCEPT && uniform_int(&rng, 0, 99) < OUTLINED_PERCENT);
+    s.outlined =
+        pick == WORLD_PICK_STYLE || (pick != WORLD_PICK_CONCEPT && uniform_int(&rng, 0, 99) < OUTLINED_PERCENT);
     s.named = !is_concept && uniform_int(&rng, 0, 99) >= UNNAMED_PERCENT;
     s.background = uniform_int(&rng, 0, WORLD_BACKGROUND_COUNT - 1);
     s.large = uniform_int(&rng, 0, 1) == 1;
@@ -98,36 +114,39 @@ static bool inside(world_shape shape, float x, float y, float inset)
 {
     float ax = fabsf(x), ay = fabsf(y);
     switch (shape) {
-    case WORLD_CIRCLE: return x * x + y * y <= (1.0f - inset) * (1.0f - inset);
-    case WORLD_SQUARE: return ax <= 0.82f - inset && ay <= 0.82f - inset;
-    case WORLD_RING: {
-        float d2 = x * x + y * y, lo = 0.55f + inset, hi = 1.0f - inset;
-        return d2 <= hi * hi && d2 >= lo * lo;
-    }
-    case WORLD_CROSS: {
-        float arm = 0.30f - inset, len = 0.95f - inset;
-        return (ax <= arm && ay <= len) || (ay <= arm && ax <= len);
-    }
-    case WORLD_TRIANGLE: {
-        /* apex (0, -0.95), base y = 0.75 with half-width 0.98: distances to the three edges */
-        const float apex = -0.95f, base = 0.75f, half = 0.98f;
-        float ex = half, ey = base - apex, len = sqrtf(ex * ex + ey * ey);
-        float side = (ey * ax - ex * (y - apex)) / len; /* > 0 outside the slanted edges */
-        return y <= base - inset && side <= -inset * 1.0f;
-    }
-    case WORLD_STAR: {
-        float scale = 1.0f - 1.7f * inset; /* the points are thin: shrink more for the same stroke */
-        if (scale <= 0.0f) return false;
-        float px = x / scale, py = y / scale - STAR_SHIFT;
-        bool in = false;
-        for (int i = 0, j = 9; i < 10; j = i++) {
-            float xi = star_vertices[i][0], yi = star_vertices[i][1];
-            float xj = star_vertices[j][0], yj = star_vertices[j][1];
-            if ((yi > py) != (yj > py) && px < (xj - xi) * (py - yi) / (yj - yi) + xi) in = !in;
+        case WORLD_CIRCLE:
+            return x * x + y * y <= (1.0f - inset) * (1.0f - inset);
+        case WORLD_SQUARE:
+            return ax <= 0.82f - inset && ay <= 0.82f - inset;
+        case WORLD_RING: {
+            float d2 = x * x + y * y, lo = 0.55f + inset, hi = 1.0f - inset;
+            return d2 <= hi * hi && d2 >= lo * lo;
         }
-        return in;
-    }
-    default: return false;
+        case WORLD_CROSS: {
+            float arm = 0.30f - inset, len = 0.95f - inset;
+            return (ax <= arm && ay <= len) || (ay <= arm && ax <= len);
+        }
+        case WORLD_TRIANGLE: {
+            /* apex (0, -0.95), base y = 0.75 with half-width 0.98: distances to the three edges */
+            const float apex = -0.95f, base = 0.75f, half = 0.98f;
+            float ex = half, ey = base - apex, len = sqrtf(ex * ex + ey * ey);
+            float side = (ey * ax - ex * (y - apex)) / len; /* > 0 outside the slanted edges */
+            return y <= base - inset && side <= -inset * 1.0f;
+        }
+        case WORLD_STAR: {
+            float scale = 1.0f - 1.7f * inset; /* the points are thin: shrink more for the same stroke */
+            if (scale <= 0.0f) return false;
+            float px = x / scale, py = y / scale - STAR_SHIFT;
+            bool in = false;
+            for (int i = 0, j = 9; i < 10; j = i++) {
+                float xi = star_vertices[i][0], yi = star_vertices[i][1];
+                float xj = star_vertices[j][0], yj = star_vertices[j][1];
+                if ((yi > py) != (yj > py) && px < (xj - xi) * (py - yi) / (yj - yi) + xi) in = !in;
+            }
+            return in;
+        }
+        default:
+            return false;
     }
 }
 

@@ -26,11 +26,23 @@
 #include <stdint.h>
 
 typedef enum world_shape {
-    WORLD_CIRCLE, WORLD_SQUARE, WORLD_TRIANGLE, WORLD_STAR, WORLD_RING, WORLD_CROSS, WORLD_SHAPE_COUNT
+    WORLD_CIRCLE,
+    WORLD_SQUARE,
+    WORLD_TRIANGLE,
+    WORLD_STAR,
+    WORLD_RING,
+    WORLD_CROSS,
+    WORLD_SHAPE_COUNT
 } world_shape;
 
 typedef enum world_colour {
-    WORLD_RED, WORLD_YELLOW, WORLD_GREEN, WORLD_BLUE, WORLD_PURPLE, WORLD_WHITE, WORLD_COLOUR_COUNT
+    WORLD_RED,
+    WORLD_YELLOW,
+    WORLD_GREEN,
+    WORLD_BLUE,
+    WORLD_PURPLE,
+    WORLD_WHITE,
+    WORLD_COLOUR_COUNT
 } world_colour;
 
 #define WORLD_BACKGROUND_COUNT 5
@@ -46,15 +58,15 @@ typedef enum world_pick {
 } world_pick;
 
 typedef struct world_scene {
-    int size;               /* width = height, pixels */
+    int size; /* width = height, pixels */
     world_shape shape;
     world_colour colour;
-    int background;         /* 0..WORLD_BACKGROUND_COUNT-1 */
+    int background; /* 0..WORLD_BACKGROUND_COUNT-1 */
     bool large, outlined;
-    bool named;             /* the caption names colour and shape ("object" when not) */
-    float cx, cy, radius;   /* pixels */
+    bool named;           /* the caption names colour and shape ("object" when not) */
+    float cx, cy, radius; /* pixels */
     uint8_t fill[3], top[3], bottom[3];
-    int noise;              /* per-channel noise amplitude */
+    int noise; /* per-channel noise amplitude */
     uint64_t noise_seed;
 } world_scene;
 

@@ -57,8 +57,10 @@ int main(int argc, char **argv)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), 0;
         if (!v) return usage("an option is missing its value");
         i++;
-        if (!strcmp(a, "--images")) images_path = v;
-        else if (!strcmp(a, "--captions")) captions_path = v;
+        if (!strcmp(a, "--images"))
+            images_path = v;
+        else if (!strcmp(a, "--captions"))
+            captions_path = v;
         else if (!strcmp(a, "--seed")) {
             if (!parse_u64(v, ~0ull, &seed)) return usage("--seed must be a whole number of at least 0");
         } else if (!strcmp(a, "--start")) {

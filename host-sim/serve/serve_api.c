@@ -27,8 +27,9 @@ static void page(SoupServer *server, SoupServerMessage *msg, const char *path, G
     }
     SoupMessageHeaders *headers = soup_server_message_get_response_headers(msg);
     /* The page runs only its own scripts and loads nothing from elsewhere. */
-    soup_message_headers_replace(headers, "Content-Security-Policy",
-                                 "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
+    soup_message_headers_replace(
+        headers, "Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
     soup_message_headers_replace(headers, "X-Content-Type-Options", "nosniff");
     serve_reply_bytes(msg, file->content_type, file->data, file->size);
 }
@@ -68,7 +69,8 @@ static void setup(SoupServer *server, SoupServerMessage *msg, const char *path, 
         if (r == SERVE_LOGS) continue;
         GPtrArray *names = serve_folders_list(&ctx->folders, r);
         cJSON *list = cJSON_AddArrayToObject(lists, serve_root_name(r));
-        for (guint i = 0; i < names->len; i++) cJSON_AddItemToArray(list, cJSON_CreateString(g_ptr_array_index(names, i)));
+        for (guint i = 0; i < names->len; i++)
+            cJSON_AddItemToArray(list, cJSON_CreateString(g_ptr_array_index(names, i)));
         g_ptr_array_unref(names);
     }
     const sdt_trainer_factory *factory = host_plugin_factory(&ctx->plugin, SDT_FACTORY_TRAINER, NULL);
@@ -76,7 +78,8 @@ static void setup(SoupServer *server, SoupServerMessage *msg, const char *path, 
     char **ti_defaults = factory ? panel_default_values(&defaults, PANEL_EMBEDDING) : NULL;
     char **hn_defaults = factory ? panel_default_values(&defaults, PANEL_HYPERNETWORK) : NULL;
     cJSON *options = cJSON_AddArrayToObject(j, "options");
-    for (size_t i = 0; i < panel_option_count(); i++) cJSON_AddItemToArray(options, option_json(i, ti_defaults, hn_defaults));
+    for (size_t i = 0; i < panel_option_count(); i++)
+        cJSON_AddItemToArray(options, option_json(i, ti_defaults, hn_defaults));
     g_strfreev(ti_defaults);
     g_strfreev(hn_defaults);
     cJSON_AddStringToObject(j, "default_template", PANEL_DEFAULT_TEMPLATE);
@@ -103,7 +106,8 @@ static const char *content_type_of(const char *path)
 {
     if (g_str_has_suffix(path, ".png")) return "image/png";
     if (g_str_has_suffix(path, ".json")) return "application/json";
-    if (g_str_has_suffix(path, ".csv") || g_str_has_suffix(path, ".txt") || g_str_has_suffix(path, ".jsonl")) return "text/plain; charset=utf-8";
+    if (g_str_has_suffix(path, ".csv") || g_str_has_suffix(path, ".txt") || g_str_has_suffix(path, ".jsonl"))
+        return "text/plain; charset=utf-8";
     return "application/octet-stream";
 }
 
@@ -116,18 +120,23 @@ static void file(SoupServer *server, SoupServerMessage *msg, const char *path, G
     const char *relative = query ? g_hash_table_lookup(query, "path") : NULL;
     int root = serve_root_named(root_name);
     if (root < 0 || !relative) {
-        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name a file with root=logs|embeddings|hypernetworks|... and path=.");
+        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST,
+                          "Name a file with root=logs|embeddings|hypernetworks|... and path=.");
         return;
     }
     char *error = NULL, *why = NULL, *bytes = NULL;
     gsize n = 0;
     char *resolved = serve_folders_resolve(&ctx->folders, root, relative, &error);
-    if (!resolved) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error); /* missing, or outside the folder */
-    else if (!g_file_test(resolved, G_FILE_TEST_IS_REGULAR)) serve_reply_error(msg, SOUP_STATUS_NOT_FOUND, "Not a file.");
-    else if (!host_read_file(resolved, SERVE_FILE_LIMIT, &bytes, &n, &why)) serve_reply_error(msg, SOUP_STATUS_NOT_FOUND, why);
+    if (!resolved)
+        serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error); /* missing, or outside the folder */
+    else if (!g_file_test(resolved, G_FILE_TEST_IS_REGULAR))
+        serve_reply_error(msg, SOUP_STATUS_NOT_FOUND, "Not a file.");
+    else if (!host_read_file(resolved, SERVE_FILE_LIMIT, &bytes, &n, &why))
+        serve_reply_error(msg, SOUP_STATUS_NOT_FOUND, why);
     else {
         soup_server_message_set_status(msg, SOUP_STATUS_OK, NULL);
-        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "X-Content-Type-Options", "nosniff");
+        soup_message_headers_replace(soup_server_message_get_response_headers(msg), "X-Content-Type-Options",
+                                     "nosniff");
         soup_server_message_set_response(msg, content_type_of(resolved), SOUP_MEMORY_TAKE, bytes, n);
         bytes = NULL;
     }
@@ -147,8 +156,10 @@ static void model(SoupServer *server, SoupServerMessage *msg, const char *path, 
     char *error = NULL;
     char *resolved = relative ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, relative, &error) : NULL;
     serve_trainer t;
-    if (!relative) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name a model with path=.");
-    else if (!resolved) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
+    if (!relative)
+        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name a model with path=.");
+    else if (!resolved)
+        serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
     else if (!serve_trainer_open(&t, &ctx->plugin, SDT_EXT_EMBEDDING_FILES, &error))
         serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
     else {
@@ -192,7 +203,8 @@ static const char *post_body(SoupServerMessage *msg, size_t *n)
     return body->data ? body->data : "";
 }
 
-static void create_embedding(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+static void create_embedding(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+                             gpointer data)
 {
     (void)server, (void)path, (void)query;
     size_t n;
@@ -200,7 +212,8 @@ static void create_embedding(SoupServer *server, SoupServerMessage *msg, const c
     if (body) serve_create_embedding(data, msg, body, n);
 }
 
-static void create_hypernetwork(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+static void create_hypernetwork(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+                                gpointer data)
 {
     (void)server, (void)path, (void)query;
     size_t n;
@@ -241,26 +254,32 @@ static void interrupt(SoupServer *server, SoupServerMessage *msg, const char *pa
     cJSON *form = host_json_parse(body, n);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(form, "run");
     char *error = NULL;
-    if (!cJSON_IsNumber(id)) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name the run to interrupt: {\"run\": ID}.");
-    else if (!serve_runs_interrupt(ctx->runs, id->valueint, &error)) serve_reply_error(msg, SOUP_STATUS_CONFLICT, error);
-    else serve_reply_json(msg, cJSON_CreateObject());
+    if (!cJSON_IsNumber(id))
+        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Name the run to interrupt: {\"run\": ID}.");
+    else if (!serve_runs_interrupt(ctx->runs, id->valueint, &error))
+        serve_reply_error(msg, SOUP_STATUS_CONFLICT, error);
+    else
+        serve_reply_json(msg, cJSON_CreateObject());
     g_free(error);
     cJSON_Delete(form);
 }
 
 void serve_api_install(SoupServer *server, serve_context *ctx)
 {
-    static const struct { const char *path; SoupServerCallback handler; } routes[] = {
-        { "/", page },
-        { "/api/setup", setup },
-        { "/api/events", events },
-        { "/api/runs", runs },
-        { "/api/file", file },
-        { "/api/model", model },
-        { "/api/create-embedding", create_embedding },
-        { "/api/create-hypernetwork", create_hypernetwork },
-        { "/api/train", train },
-        { "/api/interrupt", interrupt },
+    static const struct {
+        const char *path;
+        SoupServerCallback handler;
+    } routes[] = {
+        {"/", page},
+        {"/api/setup", setup},
+        {"/api/events", events},
+        {"/api/runs", runs},
+        {"/api/file", file},
+        {"/api/model", model},
+        {"/api/create-embedding", create_embedding},
+        {"/api/create-hypernetwork", create_hypernetwork},
+        {"/api/train", train},
+        {"/api/interrupt", interrupt},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(routes); i++) {
         soup_server_add_handler(server, routes[i].path, routes[i].handler, ctx, NULL);

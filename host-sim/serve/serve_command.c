@@ -37,7 +37,8 @@ static gboolean listen_on(SoupServer *server, const char *address, guint port, c
     GError *gerr = NULL;
     gboolean ok = soup_server_listen(server, socket_address, 0, &gerr);
     if (!ok) {
-        *error = g_strdup_printf("Could not listen on %s port %u (%s); pick another --port.", address, port, gerr->message);
+        *error =
+            g_strdup_printf("Could not listen on %s port %u (%s); pick another --port.", address, port, gerr->message);
         g_clear_error(&gerr);
     }
     g_object_unref(socket_address);
@@ -56,27 +57,36 @@ static guint bound_port(SoupServer *server)
 
 int cmd_serve(int argc, char **argv)
 {
-    char *given[SERVE_N_ROOTS] = { NULL };
+    char *given[SERVE_N_ROOTS] = {NULL};
     char *webui = NULL, *listen = NULL, *token = NULL, *plugin = NULL, *port_text = NULL;
     GOptionEntry entries[] = {
-        { "models", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_MODELS], "Folder of Stable Diffusion checkpoints and diffusers folders", "DIR" },
-        { "datasets", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_DATASETS], "Folder whose sub-folders are datasets", "DIR" },
-        { "embeddings", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_EMBEDDINGS], "Folder of embeddings (created and trained here; made if missing)", "DIR" },
-        { "hypernetworks", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_HYPERNETWORKS], "Folder of hypernetworks (made if missing)", "DIR" },
-        { "log-dir", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_LOGS], "Log folder runs write to, DIR/<date>/<name>/ (made if missing)", "DIR" },
-        { "webui", 0, 0, G_OPTION_ARG_FILENAME, &webui, "An A1111 folder: the folders not given are its models/Stable-diffusion, datasets, embeddings, models/hypernetworks and textual_inversion", "DIR" },
-        { "listen", 0, 0, G_OPTION_ARG_STRING, &listen, "Address to listen on (default 127.0.0.1; any other needs a token)", "ADDR" },
-        { "port", 0, 0, G_OPTION_ARG_STRING, &port_text, "Port (default 7861; 0 = any free port)", "N" },
-        { "token", 0, 0, G_OPTION_ARG_STRING, &token, "Secret every request must carry (default: none on 127.0.0.1; generated and printed for another --listen)", "TEXT" },
+        {"models", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_MODELS],
+         "Folder of Stable Diffusion checkpoints and diffusers folders", "DIR"},
+        {"datasets", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_DATASETS], "Folder whose sub-folders are datasets",
+         "DIR"},
+        {"embeddings", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_EMBEDDINGS],
+         "Folder of embeddings (created and trained here; made if missing)", "DIR"},
+        {"hypernetworks", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_HYPERNETWORKS],
+         "Folder of hypernetworks (made if missing)", "DIR"},
+        {"log-dir", 0, 0, G_OPTION_ARG_FILENAME, &given[SERVE_LOGS],
+         "Log folder runs write to, DIR/<date>/<name>/ (made if missing)", "DIR"},
+        {"webui", 0, 0, G_OPTION_ARG_FILENAME, &webui,
+         "An A1111 folder: the folders not given are its models/Stable-diffusion, datasets, embeddings, models/hypernetworks and textual_inversion",
+         "DIR"},
+        {"listen", 0, 0, G_OPTION_ARG_STRING, &listen,
+         "Address to listen on (default 127.0.0.1; any other needs a token)", "ADDR"},
+        {"port", 0, 0, G_OPTION_ARG_STRING, &port_text, "Port (default 7861; 0 = any free port)", "N"},
+        {"token", 0, 0, G_OPTION_ARG_STRING, &token,
+         "Secret every request must carry (default: none on 127.0.0.1; generated and printed for another --listen)",
+         "TEXT"},
         CLI_PLUGIN_OPTION(plugin),
-        { NULL, 0, 0, 0, NULL, NULL, NULL }
-    };
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionContext *octx = g_option_context_new("- the training panel in a browser (A1111's Train tab)");
-    g_option_context_set_description(octx,
-        "Serves a local web page to create and train embeddings and hypernetworks through libsdtrain.so, with\n"
-        "live progress, previews, Interrupt and Resume, and the runs of the log folder. Every file the page\n"
-        "names must lie inside the folders given here. Open the address it prints; Ctrl-C stops it (runs going\n"
-        "are interrupted and saved first).\n");
+    g_option_context_set_description(
+        octx, "Serves a local web page to create and train embeddings and hypernetworks through libsdtrain.so, with\n"
+              "live progress, previews, Interrupt and Resume, and the runs of the log folder. Every file the page\n"
+              "names must lie inside the folders given here. Open the address it prints; Ctrl-C stops it (runs going\n"
+              "are interrupted and saved first).\n");
     g_option_context_add_main_entries(octx, entries, NULL);
     serve_context ctx;
     memset(&ctx, 0, sizeof ctx);
@@ -84,13 +94,18 @@ int cmd_serve(int argc, char **argv)
     guint64 port = DEFAULT_PORT;
     int status = SDT_EXIT_OK;
     const char *address = listen ? listen : "127.0.0.1";
-    if (!cli_parse(octx, "serve", &argc, &argv)) status = SDT_EXIT_USAGE;
-    else if (argc > 1) status = cli_usage_error("serve", "unexpected argument; every input is an --option.");
+    if (!cli_parse(octx, "serve", &argc, &argv))
+        status = SDT_EXIT_USAGE;
+    else if (argc > 1)
+        status = cli_usage_error("serve", "unexpected argument; every input is an --option.");
     else if (port_text && !g_ascii_string_to_unsigned(port_text, 10, 0, 65535, &port, NULL))
         status = cli_usage_error("serve", "--port must be a whole number from 0 to 65535.");
-    else if (token && strlen(token) < 8) status = cli_usage_error("serve", "--token must be at least 8 characters.");
-    else if (!serve_folders_init(&ctx.folders, given, webui, &error)) status = cli_usage_error("serve", error);
-    else if (!host_plugin_open(&ctx.plugin, plugin, &error)) status = cli_error(error);
+    else if (token && strlen(token) < 8)
+        status = cli_usage_error("serve", "--token must be at least 8 characters.");
+    else if (!serve_folders_init(&ctx.folders, given, webui, &error))
+        status = cli_usage_error("serve", error);
+    else if (!host_plugin_open(&ctx.plugin, plugin, &error))
+        status = cli_error(error);
     if (status != SDT_EXIT_OK) goto done;
 
     address = listen ? listen : "127.0.0.1";
@@ -105,23 +120,25 @@ int cmd_serve(int argc, char **argv)
     ctx.events = serve_events_new();
     ctx.runs = serve_runs_new(&ctx.plugin, ctx.events, &ctx.folders);
     serve_api_install(server, &ctx);
-    if (!listen_on(server, address, (guint)port, &error)) status = cli_error(error);
+    if (!listen_on(server, address, (guint)port, &error))
+        status = cli_error(error);
     else {
         ctx.guard.port = bound_port(server);
         const char *shown = strchr(address, ':') ? g_strdup_printf("[%s]", address) : g_strdup(address);
         /* the address it listens on, as given: 127.0.0.2 or ::1 is not reachable at 127.0.0.1 */
-        printf("sdt-host serve: open http://%s:%u/%s%s\n", shown, ctx.guard.port,
-               ctx.guard.token ? "?token=" : "", ctx.guard.token ? ctx.guard.token : "");
+        printf("sdt-host serve: open http://%s:%u/%s%s\n", shown, ctx.guard.port, ctx.guard.token ? "?token=" : "",
+               ctx.guard.token ? ctx.guard.token : "");
         printf("Folders: models %s, datasets %s, embeddings %s, hypernetworks %s, logs %s\n",
                ctx.folders.root[SERVE_MODELS], ctx.folders.root[SERVE_DATASETS], ctx.folders.root[SERVE_EMBEDDINGS],
                ctx.folders.root[SERVE_HYPERNETWORKS], ctx.folders.root[SERVE_LOGS]);
         fflush(stdout);
         g_free((char *)shown);
         GMainLoop *loop = g_main_loop_new(NULL, FALSE);
-        guint stops[] = { g_unix_signal_add(SIGINT, on_stop, loop), g_unix_signal_add(SIGTERM, on_stop, loop) };
+        guint stops[] = {g_unix_signal_add(SIGINT, on_stop, loop), g_unix_signal_add(SIGTERM, on_stop, loop)};
         g_main_loop_run(loop);
         for (size_t i = 0; i < G_N_ELEMENTS(stops); i++) g_source_remove(stops[i]);
-        if (serve_runs_busy(ctx.runs)) fprintf(stderr, "sdt-host serve: interrupting the runs going; each saves first.\n");
+        if (serve_runs_busy(ctx.runs))
+            fprintf(stderr, "sdt-host serve: interrupting the runs going; each saves first.\n");
         soup_server_disconnect(server);
         g_main_loop_unref(loop);
     }

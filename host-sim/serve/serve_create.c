@@ -55,8 +55,12 @@ static void reply_created(serve_context *ctx, SoupServerMessage *msg, serve_root
 }
 
 static const char *const embedding_fields[][2] = {
-    { "spec.name", "Name" }, { "spec.init_text", "Initialization text" }, { "spec.vectors_per_token", "Vectors per token" },
-    { "spec.model_path", "Model" }, { "spec.overwrite", "Overwrite" }, { "spec.output_dir", "the embeddings folder" },
+    {"spec.name", "Name"},
+    {"spec.init_text", "Initialization text"},
+    {"spec.vectors_per_token", "Vectors per token"},
+    {"spec.model_path", "Model"},
+    {"spec.overwrite", "Overwrite"},
+    {"spec.output_dir", "the embeddings folder"},
 };
 
 void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const char *body, size_t n)
@@ -66,21 +70,29 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
     char *error = NULL;
     const cJSON *vectors = cJSON_GetObjectItemCaseSensitive(form, "vectors");
     double k = cJSON_IsNumber(vectors) ? vectors->valuedouble : 1;
-    char *model = text_of(form, "model") ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, text_of(form, "model"), &error)
-                                         : NULL;
+    char *model = text_of(form, "model")
+                      ? serve_folders_resolve(&ctx->folders, SERVE_MODELS, text_of(form, "model"), &error)
+                      : NULL;
     serve_trainer t;
     char sentence[2048] = "";
-    if (!text_of(form, "model")) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Pick the model whose text encoder the embedding is for.");
-    else if (!model) serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
-    else if (!(k >= 1 && k <= 75 && k == (double)(uint32_t)k)) serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Vectors per token must be a whole number from 1 to 75.");
+    if (!text_of(form, "model"))
+        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Pick the model whose text encoder the embedding is for.");
+    else if (!model)
+        serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
+    else if (!(k >= 1 && k <= 75 && k == (double)(uint32_t)k))
+        serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Vectors per token must be a whole number from 1 to 75.");
     else if (!serve_trainer_open(&t, &ctx->plugin, SDT_EXT_EMBEDDING_FILES, &error))
         serve_reply_error(msg, SOUP_STATUS_INTERNAL_SERVER_ERROR, error);
     else {
         const sdt_embedding_files_ext *files = t.extension;
         const cJSON *init = cJSON_GetObjectItemCaseSensitive(form, "init_text");
-        sdt_embedding_spec spec = { .struct_size = sizeof spec, .vectors_per_token = (uint32_t)k, .name = text_of(form, "name"),
-                                    .init_text = cJSON_IsString(init) ? init->valuestring : "*", .model_path = model,
-                                    .output_dir = ctx->folders.root[SERVE_EMBEDDINGS], .overwrite = flag_of(form, "overwrite") };
+        sdt_embedding_spec spec = {.struct_size = sizeof spec,
+                                   .vectors_per_token = (uint32_t)k,
+                                   .name = text_of(form, "name"),
+                                   .init_text = cJSON_IsString(init) ? init->valuestring : "*",
+                                   .model_path = model,
+                                   .output_dir = ctx->folders.root[SERVE_EMBEDDINGS],
+                                   .overwrite = flag_of(form, "overwrite")};
         char path[4096] = "";
         if (files->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             reply_created(ctx, msg, SERVE_EMBEDDINGS, path);
@@ -96,7 +108,9 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
 }
 
 static const char *const hypernetwork_fields[][2] = {
-    { "spec.name", "Name" }, { "spec.output_dir", "the hypernetworks folder" }, { "turn on overwrite", "tick Overwrite" },
+    {"spec.name", "Name"},
+    {"spec.output_dir", "the hypernetworks folder"},
+    {"turn on overwrite", "tick Overwrite"},
 };
 
 void serve_create_hypernetwork(serve_context *ctx, SoupServerMessage *msg, const char *body, size_t n)
@@ -111,13 +125,18 @@ void serve_create_hypernetwork(serve_context *ctx, SoupServerMessage *msg, const
     else {
         const sdt_hypernetwork_files_ext *files = t.extension;
         bool dropout = flag_of(form, "dropout");
-        sdt_hypernetwork_spec spec = { .struct_size = sizeof spec, .name = text_of(form, "name"),
-                                       .output_dir = ctx->folders.root[SERVE_HYPERNETWORKS], .widths = text_of(form, "sizes"),
-                                       .layer_structure = text_of(form, "layer_structure"), .activation = text_of(form, "activation"),
-                                       .weight_init = text_of(form, "init"),
-                                       .dropout_structure = dropout ? text_of(form, "dropout_structure") : NULL,
-                                       .layer_norm = flag_of(form, "layer_norm"), .use_dropout = dropout,
-                                       .activate_output = flag_of(form, "activate_output"), .overwrite = flag_of(form, "overwrite") };
+        sdt_hypernetwork_spec spec = {.struct_size = sizeof spec,
+                                      .name = text_of(form, "name"),
+                                      .output_dir = ctx->folders.root[SERVE_HYPERNETWORKS],
+                                      .widths = text_of(form, "sizes"),
+                                      .layer_structure = text_of(form, "layer_structure"),
+                                      .activation = text_of(form, "activation"),
+                                      .weight_init = text_of(form, "init"),
+                                      .dropout_structure = dropout ? text_of(form, "dropout_structure") : NULL,
+                                      .layer_norm = flag_of(form, "layer_norm"),
+                                      .use_dropout = dropout,
+                                      .activate_output = flag_of(form, "activate_output"),
+                                      .overwrite = flag_of(form, "overwrite")};
         char path[4096] = "";
         if (files->create_hypernetwork(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             reply_created(ctx, msg, SERVE_HYPERNETWORKS, path);

@@ -25,7 +25,7 @@ struct serve_events {
     GPtrArray *clients; /* SoupServerMessage, one reference each */
     GQueue replay;      /* sent_event, oldest first */
     guint64 next_id;
-    gint64 started;     /* ids are "<started>-<n>": a page that saw another run of the panel gets everything */
+    gint64 started; /* ids are "<started>-<n>": a page that saw another run of the panel gets everything */
 };
 
 serve_events *serve_events_new(void)
@@ -96,7 +96,8 @@ void serve_events_publish(serve_events *e, cJSON *event)
     cJSON_Delete(event);
     sent_event *sent = g_new(sent_event, 1);
     sent->id = ++e->next_id;
-    sent->text = g_strdup_printf("id: %" G_GINT64_FORMAT "-%" G_GUINT64_FORMAT "\ndata: %s\n\n", e->started, sent->id, json);
+    sent->text =
+        g_strdup_printf("id: %" G_GINT64_FORMAT "-%" G_GUINT64_FORMAT "\ndata: %s\n\n", e->started, sent->id, json);
     cJSON_free(json);
     for (guint i = 0; i < e->clients->len; i++) send_text(g_ptr_array_index(e->clients, i), sent->text);
     g_queue_push_tail(&e->replay, sent);

@@ -7,16 +7,20 @@
 #include "data_dirs.h"
 #include "serve_folders.h"
 
-static const char *const root_names[SERVE_N_ROOTS] = { "models", "datasets", "embeddings", "hypernetworks", "logs", "templates" };
+static const char *const root_names[SERVE_N_ROOTS] = {"models",        "datasets", "embeddings",
+                                                      "hypernetworks", "logs",     "templates"};
 /* Under --webui DIR, as A1111 lays its folders out (datasets: sdtrain's choice, A1111 has none). */
-static const char *const webui_layout[SERVE_N_ROOTS] = { "models/Stable-diffusion", "datasets", "embeddings",
-                                                         "models/hypernetworks", "textual_inversion", NULL };
-static const char *const option_names[SERVE_N_ROOTS] = { "--models", "--datasets", "--embeddings", "--hypernetworks",
-                                                         "--log-dir", NULL };
+static const char *const webui_layout[SERVE_N_ROOTS] = {"models/Stable-diffusion", "datasets",          "embeddings",
+                                                        "models/hypernetworks",    "textual_inversion", NULL};
+static const char *const option_names[SERVE_N_ROOTS] = {"--models",        "--datasets", "--embeddings",
+                                                        "--hypernetworks", "--log-dir",  NULL};
 /* Folders the panel writes into: made when missing, as A1111 does. */
-static const gboolean created[SERVE_N_ROOTS] = { FALSE, FALSE, TRUE, TRUE, TRUE, FALSE };
+static const gboolean created[SERVE_N_ROOTS] = {FALSE, FALSE, TRUE, TRUE, TRUE, FALSE};
 
-const char *serve_root_name(serve_root r) { return root_names[r]; }
+const char *serve_root_name(serve_root r)
+{
+    return root_names[r];
+}
 
 int serve_root_named(const char *name)
 {
@@ -30,21 +34,25 @@ gboolean serve_folders_init(serve_folders *f, char *const given[SERVE_N_ROOTS], 
     memset(f, 0, sizeof *f);
     for (int r = 0; r < SERVE_N_ROOTS; r++) {
         char *folder = NULL;
-        if (r == SERVE_TEMPLATES) folder = host_data_dir("templates");
-        else if (given[r]) folder = g_strdup(given[r]);
-        else if (webui) folder = g_build_filename(webui, webui_layout[r], NULL);
+        if (r == SERVE_TEMPLATES)
+            folder = host_data_dir("templates");
+        else if (given[r])
+            folder = g_strdup(given[r]);
+        else if (webui)
+            folder = g_build_filename(webui, webui_layout[r], NULL);
         else {
-            *error = g_strdup_printf("sdt-host serve needs the %s folder: give %s DIR, or --webui DIR for A1111's layout.",
-                                     root_names[r], option_names[r]);
+            *error =
+                g_strdup_printf("sdt-host serve needs the %s folder: give %s DIR, or --webui DIR for A1111's layout.",
+                                root_names[r], option_names[r]);
             serve_folders_clear(f);
             return FALSE;
         }
         if (created[r]) g_mkdir_with_parents(folder, 0777);
         char resolved[PATH_MAX];
         if (!realpath(folder, resolved) || !g_file_test(resolved, G_FILE_TEST_IS_DIR)) {
-            *error = g_strdup_printf("The %s folder %s does not exist or is not a folder (%s); give an existing folder%s%s.",
-                                     root_names[r], folder, g_strerror(errno), option_names[r] ? " to " : "",
-                                     option_names[r] ? option_names[r] : "");
+            *error = g_strdup_printf(
+                "The %s folder %s does not exist or is not a folder (%s); give an existing folder%s%s.", root_names[r],
+                folder, g_strerror(errno), option_names[r] ? " to " : "", option_names[r] ? option_names[r] : "");
             g_free(folder);
             serve_folders_clear(f);
             return FALSE;
@@ -81,8 +89,10 @@ char *serve_folders_resolve(const serve_folders *f, serve_root r, const char *re
         *error = g_strdup_printf("'%s' does not exist in the %s folder (%s).", relative, root_names[r], f->root[r]);
     else if (!inside(f->root[r], resolved))
         *error = g_strdup_printf("'%s' lies outside the %s folder (%s); the panel reaches only the folders it was "
-                                 "started with.", relative, root_names[r], f->root[r]);
-    else result = g_strdup(resolved);
+                                 "started with.",
+                                 relative, root_names[r], f->root[r]);
+    else
+        result = g_strdup(resolved);
     g_free(joined);
     return result;
 }
@@ -125,14 +135,19 @@ static gboolean offered(serve_root r, const char *name, gboolean is_dir)
 {
     if (name[0] == '.') return FALSE;
     switch (r) {
-    case SERVE_MODELS: return is_dir || g_str_has_suffix(name, ".safetensors") || g_str_has_suffix(name, ".ckpt");
-    case SERVE_DATASETS: return is_dir;
-    case SERVE_EMBEDDINGS:
-        return !is_dir && (g_str_has_suffix(name, ".safetensors") || g_str_has_suffix(name, ".pt") ||
-                           g_str_has_suffix(name, ".bin") || g_str_has_suffix(name, ".png"));
-    case SERVE_HYPERNETWORKS: return !is_dir && (g_str_has_suffix(name, ".pt") || g_str_has_suffix(name, ".safetensors"));
-    case SERVE_TEMPLATES: return !is_dir && g_str_has_suffix(name, ".txt");
-    default: return FALSE;
+        case SERVE_MODELS:
+            return is_dir || g_str_has_suffix(name, ".safetensors") || g_str_has_suffix(name, ".ckpt");
+        case SERVE_DATASETS:
+            return is_dir;
+        case SERVE_EMBEDDINGS:
+            return !is_dir && (g_str_has_suffix(name, ".safetensors") || g_str_has_suffix(name, ".pt") ||
+                               g_str_has_suffix(name, ".bin") || g_str_has_suffix(name, ".png"));
+        case SERVE_HYPERNETWORKS:
+            return !is_dir && (g_str_has_suffix(name, ".pt") || g_str_has_suffix(name, ".safetensors"));
+        case SERVE_TEMPLATES:
+            return !is_dir && g_str_has_suffix(name, ".txt");
+        default:
+            return FALSE;
     }
 }
 
@@ -174,10 +189,12 @@ static void list_into(GPtrArray *out, const char *dir, const char *prefix, serve
         char *path = g_build_filename(dir, name, NULL);
         char *relative = prefix[0] ? g_build_filename(prefix, name, NULL) : g_strdup(name);
         gboolean is_dir = g_file_test(path, G_FILE_TEST_IS_DIR);
-        gboolean folder_is_item = is_dir && ((r == SERVE_DATASETS && has_images(path)) || (r == SERVE_MODELS && is_model_folder(path)));
+        gboolean folder_is_item =
+            is_dir && ((r == SERVE_DATASETS && has_images(path)) || (r == SERVE_MODELS && is_model_folder(path)));
         if (offered(r, name, is_dir) && (!is_dir || folder_is_item)) g_ptr_array_add(out, g_strdup(relative));
         /* a dataset may hold sub-datasets; a model folder is one model */
-        if (is_dir && (r == SERVE_DATASETS || !folder_is_item) && depth > 1 && name[0] != '.') list_into(out, path, relative, r, depth - 1);
+        if (is_dir && (r == SERVE_DATASETS || !folder_is_item) && depth > 1 && name[0] != '.')
+            list_into(out, path, relative, r, depth - 1);
         g_free(path);
         g_free(relative);
     }

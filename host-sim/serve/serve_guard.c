@@ -16,7 +16,8 @@ char *serve_guard_new_token(char **error)
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) {
             *error = g_strdup_printf("Could not draw a token from the system's random source (getrandom: %s); "
-                                     "give one with --token.", g_strerror(errno));
+                                     "give one with --token.",
+                                     g_strerror(errno));
             return NULL;
         }
         got += (size_t)n;
@@ -52,7 +53,7 @@ static gboolean host_allowed(const serve_guard *g, const char *host)
 {
     if (!g->loopback) return TRUE; /* beyond loopback the token is the guard */
     if (!host) return FALSE;
-    const char *names[] = { "127.0.0.1", "localhost", "[::1]", g->listen_host };
+    const char *names[] = {"127.0.0.1", "localhost", "[::1]", g->listen_host};
     for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
         if (!names[i]) continue;
         size_t n = strlen(names[i]);
@@ -84,8 +85,10 @@ static gboolean has_body(SoupMessageHeaders *headers)
 /* A refusal: one with a body still to come is answered without reading it (serve_refuse.h). */
 static void refuse(SoupServerMessage *msg, guint status, const char *sentence)
 {
-    if (has_body(soup_server_message_get_request_headers(msg))) serve_refuse_unread(msg, status, sentence);
-    else serve_reply_error(msg, status, sentence);
+    if (has_body(soup_server_message_get_request_headers(msg)))
+        serve_refuse_unread(msg, status, sentence);
+    else
+        serve_reply_error(msg, status, sentence);
 }
 
 static char *too_large(goffset length)
@@ -105,16 +108,19 @@ static void on_chunk(SoupServerMessage *msg, GBytes *chunk, gpointer data)
     g_free(sentence);
 }
 
-static void early_handler(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query, gpointer data)
+static void early_handler(SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+                          gpointer data)
 {
     (void)server, (void)path, (void)query;
     const serve_guard *g = data;
     SoupMessageHeaders *headers = soup_server_message_get_request_headers(msg);
     const char *method = soup_server_message_get_method(msg);
     /* No other site's page may embed an answer (an <img> of a preview, a script of the API). */
-    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Cross-Origin-Resource-Policy", "same-origin");
+    soup_message_headers_replace(soup_server_message_get_response_headers(msg), "Cross-Origin-Resource-Policy",
+                                 "same-origin");
     if (!host_allowed(g, soup_message_headers_get_one(headers, "Host"))) {
-        refuse(msg, SOUP_STATUS_FORBIDDEN, "This panel answers only to 127.0.0.1 or localhost; open it at that address.");
+        refuse(msg, SOUP_STATUS_FORBIDDEN,
+               "This panel answers only to 127.0.0.1 or localhost; open it at that address.");
         return;
     }
     if (g->token) {
@@ -140,12 +146,15 @@ static void early_handler(SoupServer *server, SoupServerMessage *msg, const char
         refuse(msg, SOUP_STATUS_METHOD_NOT_ALLOWED, "The panel takes GET and POST requests only.");
         return;
     }
-    if (!serve_guard_origin_allowed(soup_message_headers_get_one(headers, "Origin"), soup_message_headers_get_one(headers, "Host"))) {
-        refuse(msg, SOUP_STATUS_FORBIDDEN, "This request came from another web site's page (its Origin is not this panel's); refused.");
+    if (!serve_guard_origin_allowed(soup_message_headers_get_one(headers, "Origin"),
+                                    soup_message_headers_get_one(headers, "Host"))) {
+        refuse(msg, SOUP_STATUS_FORBIDDEN,
+               "This request came from another web site's page (its Origin is not this panel's); refused.");
         return;
     }
     goffset length = soup_message_headers_get_encoding(headers) == SOUP_ENCODING_CONTENT_LENGTH
-                         ? soup_message_headers_get_content_length(headers) : 0;
+                         ? soup_message_headers_get_content_length(headers)
+                         : 0;
     if (length > SERVE_BODY_LIMIT) {
         char *sentence = too_large(length);
         refuse(msg, SOUP_STATUS_REQUEST_ENTITY_TOO_LARGE, sentence);

@@ -14,10 +14,10 @@
 #define SERVE_BODY_LIMIT (64 * 1024)
 
 typedef struct serve_guard {
-    char *token;        /* NULL: no token asked (loopback without --token) */
-    gboolean loopback;  /* listening on loopback only: Host must name it */
+    char *token;       /* NULL: no token asked (loopback without --token) */
+    gboolean loopback; /* listening on loopback only: Host must name it */
     guint port;
-    char *listen_host;  /* the address given to --listen, as a Host header may name it */
+    char *listen_host; /* the address given to --listen, as a Host header may name it */
 } serve_guard;
 
 /* A random token for --listen beyond loopback without --token (g_free): 32 hex digits from the

@@ -19,7 +19,8 @@ typedef struct log_run {
 
 static char *folder_of(const log_run *r)
 {
-    return r->log_dir[0] ? g_build_filename(r->log_dir, r->date, r->name, NULL) : g_build_filename(r->date, r->name, NULL);
+    return r->log_dir[0] ? g_build_filename(r->log_dir, r->date, r->name, NULL)
+                         : g_build_filename(r->date, r->name, NULL);
 }
 
 static gint newest_first(gconstpointer a, gconstpointer b)
@@ -98,9 +99,11 @@ static void add_files(cJSON *run, const char *logs, const char *folder)
         const char *file = g_ptr_array_index(names, i);
         char *relative = g_build_filename(folder, file, NULL);
         cJSON_AddItemToArray(files, cJSON_CreateString(relative));
-        if (g_str_has_prefix(file, "images/") && g_str_has_suffix(file, ".png")) cJSON_AddItemToArray(images, cJSON_CreateString(relative));
+        if (g_str_has_prefix(file, "images/") && g_str_has_suffix(file, ".png"))
+            cJSON_AddItemToArray(images, cJSON_CreateString(relative));
         if (g_str_has_suffix(file, "_loss.csv")) cJSON_AddStringToObject(run, "csv", relative);
-        if (strcmp(file, "metrics.jsonl") == 0) cJSON_AddStringToObject(run, "metrics", relative); /* every step: the Runs plot */
+        if (strcmp(file, "metrics.jsonl") == 0)
+            cJSON_AddStringToObject(run, "metrics", relative);                        /* every step: the Runs plot */
         if (g_str_has_prefix(file, "settings-") && g_str_has_suffix(file, ".json")) { /* the last by name: the newest */
             cJSON_DeleteItemFromObjectCaseSensitive(run, "settings");
             cJSON_AddStringToObject(run, "settings", relative);
@@ -148,7 +151,8 @@ static void walk_log_folder(walk *w, const char *log_dir, int depth)
     while (d && (name = g_dir_read_name(d))) {
         char *path = g_build_filename(dir, name, NULL);
         if (name[0] != '.' && is_real_folder(path, NULL)) {
-            if (is_date(name)) add_runs(w, log_dir, name, path);
+            if (is_date(name))
+                add_runs(w, log_dir, name, path);
             else if (depth > 0) {
                 char *inner = log_dir[0] ? g_build_filename(log_dir, name, NULL) : g_strdup(name);
                 walk_log_folder(w, inner, depth - 1);
@@ -163,7 +167,7 @@ static void walk_log_folder(walk *w, const char *log_dir, int depth)
 
 cJSON *serve_log_runs_json(const serve_folders *folders)
 {
-    walk w = { folders->root[SERVE_LOGS], g_ptr_array_new_with_free_func(free_run), FOLDERS_LIMIT };
+    walk w = {folders->root[SERVE_LOGS], g_ptr_array_new_with_free_func(free_run), FOLDERS_LIMIT};
     walk_log_folder(&w, "", LOG_FOLDER_DEPTH);
     g_ptr_array_sort(w.found, newest_first);
     cJSON *list = cJSON_CreateArray();

@@ -3,26 +3,38 @@
 
 #include "serve_option_groups.h"
 
-static const struct { const char *group; const char *const names[16]; } groups[] = {
-    { "What to train", { "embedding", "hypernetwork", "model", "dataset", "template", "log-dir" } },
-    { "Learning rate and batch", { "learn-rate", "embedding-learn-rate", "weight-decay", "strength", "batch-size",
-                                   "grad-accum", "clip-mode", "clip-value", "embedding-clip-mode", "embedding-clip-value",
-                                   "lr-scheduler", "lr-cycles", "warmup-steps" } },
-    { "Images and captions", { "width", "height", "do-not-resize", "latent-sampling", "alpha-loss-weight", "shuffle-tags",
-                               "tag-dropout", "keep-tokens", "caption-dropout", "flip", "buckets", "filename-word-regex",
-                               "filename-join" } },
-    { "Steps and saving", { "max-steps", "save-every", "preview-every", "save-state-every", "csv-every",
-                            "metrics", "no-embedding-cards", "resume" } },
-    { "Validation and average", { "validation-dir", "validation-split", "validate-every", "stop-after-no-improvement",
-                                  "ema", "ema-every", "ema-result", "ema-previews" } },
-    { "Previews", { "preview-prompt", "preview-negative-prompt", "preview-steps", "preview-cfg", "preview-sampler",
-                    "preview-seed", "preview-width", "preview-height", "preview-hypernetworks", "preview-strength" } },
+static const struct {
+    const char *group;
+    const char *const names[16];
+} groups[] = {
+    {"What to train", {"embedding", "hypernetwork", "model", "dataset", "template", "log-dir"}},
+    {"Learning rate and batch",
+     {"learn-rate", "embedding-learn-rate", "weight-decay", "strength", "batch-size", "grad-accum", "clip-mode",
+      "clip-value", "embedding-clip-mode", "embedding-clip-value", "lr-scheduler", "lr-cycles", "warmup-steps"}},
+    {"Images and captions",
+     {"width", "height", "do-not-resize", "latent-sampling", "alpha-loss-weight", "shuffle-tags", "tag-dropout",
+      "keep-tokens", "caption-dropout", "flip", "buckets", "filename-word-regex", "filename-join"}},
+    {"Steps and saving",
+     {"max-steps", "save-every", "preview-every", "save-state-every", "csv-every", "metrics", "no-embedding-cards",
+      "resume"}},
+    {"Validation and average",
+     {"validation-dir", "validation-split", "validate-every", "stop-after-no-improvement", "ema", "ema-every",
+      "ema-result", "ema-previews"}},
+    {"Previews",
+     {"preview-prompt", "preview-negative-prompt", "preview-steps", "preview-cfg", "preview-sampler", "preview-seed",
+      "preview-width", "preview-height", "preview-hypernetworks", "preview-strength"}},
 };
 
 /* The path options picked from their folder's list, as A1111's Train tab picks them, with the
  * label of the empty choice ("": no label of the layout's own). */
-static const struct { const char *name; const char *empty; } picked[] = {
-    { "embedding", "(none)" }, { "hypernetwork", "" }, { "model", "" }, { "template", "" },
+static const struct {
+    const char *name;
+    const char *empty;
+} picked[] = {
+    {"embedding", "(none)"},
+    {"hypernetwork", ""},
+    {"model", ""},
+    {"template", ""},
 };
 
 const char *serve_option_picked(const char *name)

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 typedef struct serve_page_file {
-    const char *path;          /* "/", "/panel.js", ... */
+    const char *path; /* "/", "/panel.js", ... */
     const char *content_type;
     const unsigned char *data;
     size_t size;

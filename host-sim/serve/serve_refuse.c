@@ -71,9 +71,10 @@ void serve_refuse_unread(SoupServerMessage *msg, guint status, const char *sente
     refusal *r = g_new0(refusal, 1);
     r->stream = stream;
     r->cancel = g_cancellable_new();
-    r->answer = g_strdup_printf("HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                                "Cache-Control: no-store\r\nCross-Origin-Resource-Policy: same-origin\r\nConnection: close\r\n\r\n%s",
-                                status, soup_status_get_phrase(status), strlen(json), head ? "" : json);
+    r->answer = g_strdup_printf(
+        "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+        "Cache-Control: no-store\r\nCross-Origin-Resource-Policy: same-origin\r\nConnection: close\r\n\r\n%s",
+        status, soup_status_get_phrase(status), strlen(json), head ? "" : json);
     g_free(json);
     r->timeout = g_timeout_add_seconds(DRAIN_SECONDS, on_timeout, r);
     g_output_stream_write_all_async(g_io_stream_get_output_stream(stream), r->answer, strlen(r->answer),

@@ -6,22 +6,22 @@
 #include "serve_runs.h"
 
 typedef enum run_state { RUN_PREPARING, RUN_TRAINING, RUN_FINISHED, RUN_INTERRUPTED, RUN_FAILED } run_state;
-static const char *const state_names[] = { "preparing", "training", "finished", "interrupted", "failed" };
+static const char *const state_names[] = {"preparing", "training", "finished", "interrupted", "failed"};
 
 typedef struct run {
     serve_runs *owner;
     int id;
     panel_method method;
     panel_values *values;
-    panel_config config;      /* what prepare reads; lives as long as the run */
+    panel_config config; /* what prepare reads; lives as long as the run */
     const sdt_trainer_factory *factory;
     sdt_trainer *trainer;
     GThread *thread;
-    run_state state;          /* main thread's view */
-    char *error;              /* the sentence of a failed run */
-    char *name;               /* the file's name without folder */
+    run_state state; /* main thread's view */
+    char *error;     /* the sentence of a failed run */
+    char *name;      /* the file's name without folder */
     gboolean interrupt_asked;
-    sdt_status result;        /* written by the worker before it reports done */
+    sdt_status result; /* written by the worker before it reports done */
     int64_t start_step;
     cJSON *last_metrics;
 } run;
@@ -30,7 +30,7 @@ struct serve_runs {
     const host_plugin *plugin;
     serve_events *events;
     const serve_folders *folders;
-    GPtrArray *all;           /* run*, in start order */
+    GPtrArray *all; /* run*, in start order */
     int next_id;
 };
 
@@ -68,18 +68,19 @@ static void post(run *r, const char *type, cJSON *event)
 
 static void on_log(void *user_data, sdt_log_level level, const char *message)
 {
-    static const char *const names[] = { "debug", "info", "warning", "error" };
+    static const char *const names[] = {"debug", "info", "warning", "error"};
     if (level == SDT_LOG_DEBUG) return;
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "level", (unsigned)level < 4 ? names[level] : "info");
-    cJSON_AddStringToObject(e, "message", g_utf8_validate(message, -1, NULL) ? message : "(a log line that is not UTF-8)");
+    cJSON_AddStringToObject(e, "message",
+                            g_utf8_validate(message, -1, NULL) ? message : "(a log line that is not UTF-8)");
     post(user_data, "log", e);
 }
 
 static void on_metrics(void *user_data, const sdt_metrics *m)
 {
     run *r = user_data;
-    static const char *const precisions[] = { "fp32", "fp16", "bf16" };
+    static const char *const precisions[] = {"fp32", "fp16", "bf16"};
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "step", (double)m->step);
     cJSON_AddNumberToObject(e, "max_steps", (double)m->max_steps);
@@ -101,7 +102,7 @@ static void on_metrics(void *user_data, const sdt_metrics *m)
 /* A file the plugin wrote, named by the folder the page knows it from. */
 static void add_place(const run *r, cJSON *e, const char *path)
 {
-    static const serve_root places[] = { SERVE_LOGS, SERVE_EMBEDDINGS, SERVE_HYPERNETWORKS };
+    static const serve_root places[] = {SERVE_LOGS, SERVE_EMBEDDINGS, SERVE_HYPERNETWORKS};
     for (size_t i = 0; i < G_N_ELEMENTS(places); i++) {
         char *relative = serve_folders_relative(r->owner->folders, places[i], path);
         if (relative) {
@@ -118,7 +119,8 @@ static void on_preview(void *user_data, const sdt_preview *preview)
 {
     cJSON *e = cJSON_CreateObject();
     cJSON_AddNumberToObject(e, "step", (double)preview->step);
-    if (preview->prompt) cJSON_AddStringToObject(e, "prompt", g_utf8_validate(preview->prompt, -1, NULL) ? preview->prompt : "");
+    if (preview->prompt)
+        cJSON_AddStringToObject(e, "prompt", g_utf8_validate(preview->prompt, -1, NULL) ? preview->prompt : "");
     if (preview->path) add_place(user_data, e, preview->path);
     post(user_data, "preview", e);
 }
@@ -145,13 +147,16 @@ static gboolean worker_done(gpointer data)
     run *r = data;
     g_thread_join(r->thread);
     r->thread = NULL;
-    if (r->result == SDT_STATUS_OK) r->state = RUN_FINISHED;
-    else if (r->result == SDT_STATUS_INTERRUPTED) r->state = RUN_INTERRUPTED;
+    if (r->result == SDT_STATUS_OK)
+        r->state = RUN_FINISHED;
+    else if (r->result == SDT_STATUS_INTERRUPTED)
+        r->state = RUN_INTERRUPTED;
     else {
         char sentence[2048] = "";
         r->factory->get_last_error(r->trainer, sentence, sizeof sentence, NULL);
         r->state = RUN_FAILED;
-        r->error = panel_explain(r->method, sentence[0] ? sentence : "training failed without a message from the plugin.");
+        r->error =
+            panel_explain(r->method, sentence[0] ? sentence : "training failed without a message from the plugin.");
     }
     r->factory->destroy(r->trainer);
     r->trainer = NULL;
@@ -272,7 +277,8 @@ int serve_runs_start(serve_runs *runs, const char *panel_text, size_t n, char **
     }
     /* the run's name: its hypernetwork's file, else its embedding's */
     const sdt_trainer_config *parts = &r->config.trainer;
-    r->name = g_path_get_basename(parts->hypernetwork ? parts->hypernetwork->hypernetwork_path : parts->embedding->embedding_path);
+    r->name = g_path_get_basename(parts->hypernetwork ? parts->hypernetwork->hypernetwork_path
+                                                      : parts->embedding->embedding_path);
     r->id = runs->next_id++;
     r->state = RUN_PREPARING;
     g_ptr_array_add(runs->all, r);
@@ -294,8 +300,10 @@ gboolean serve_runs_interrupt(serve_runs *runs, int id, char **error)
         r->interrupt_asked = TRUE;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "level", "info");
-        cJSON_AddStringToObject(e, "message", r->state == RUN_TRAINING ? "Interrupting: the current step finishes, then everything is saved."
-                                                                       : "Interrupting the preparation.");
+        cJSON_AddStringToObject(e, "message",
+                                r->state == RUN_TRAINING
+                                    ? "Interrupting: the current step finishes, then everything is saved."
+                                    : "Interrupting the preparation.");
         post(r, "log", e);
         return TRUE;
     }

@@ -15,7 +15,8 @@ static gboolean resolve_key(const serve_folders *f, GKeyFile *kf, const char *ke
     if (value && value[0]) {
         char *why = NULL;
         char *resolved = serve_folders_resolve(f, root, value, &why);
-        if (resolved) g_key_file_set_string(kf, GROUP, key, resolved);
+        if (resolved)
+            g_key_file_set_string(kf, GROUP, key, resolved);
         else {
             *error = g_strdup_printf("%s: %s", key, why);
             ok = FALSE;
@@ -49,7 +50,8 @@ static gboolean resolve_list(const serve_folders *f, GKeyFile *kf, const char *k
             *error = g_strdup_printf("%s: %s", key, why);
             ok = FALSE;
         } else {
-            g_string_append_printf(out, "%s%s%s%s", out->len ? "; " : "", resolved, strength ? ":" : "", strength ? strength + 1 : "");
+            g_string_append_printf(out, "%s%s%s%s", out->len ? "; " : "", resolved, strength ? ":" : "",
+                                   strength ? strength + 1 : "");
         }
         g_free(why);
         g_free(resolved);
@@ -67,18 +69,23 @@ static gboolean resolve_list(const serve_folders *f, GKeyFile *kf, const char *k
 static gboolean make_log_folder(const serve_folders *f, GKeyFile *kf, char **error)
 {
     char *value = g_key_file_get_string(kf, GROUP, "log-dir", NULL);
-    char *path = value && value[0] ? (g_path_is_absolute(value) ? g_strdup(value) : g_build_filename(f->root[SERVE_LOGS], value, NULL)) : NULL;
+    char *path = value && value[0] ? (g_path_is_absolute(value) ? g_strdup(value)
+                                                                : g_build_filename(f->root[SERVE_LOGS], value, NULL))
+                                   : NULL;
     GPtrArray *missing = g_ptr_array_new_with_free_func(g_free); /* the new folders' names, innermost first */
     gboolean ok = TRUE;
     while (path && !g_file_test(path, G_FILE_TEST_EXISTS) && ok) {
         char *name = g_path_get_basename(path), *parent = g_path_get_dirname(path);
-        ok = strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && strcmp(name, G_DIR_SEPARATOR_S) != 0 && strcmp(parent, path) != 0;
+        ok = strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && strcmp(name, G_DIR_SEPARATOR_S) != 0 &&
+             strcmp(parent, path) != 0;
         g_ptr_array_add(missing, name);
         g_free(path);
         path = parent;
     }
-    if (!ok) *error = g_strdup_printf("log-dir: '%s' is not a folder name inside the logs folder (%s); name one without '.' or '..'.",
-                                      value, f->root[SERVE_LOGS]);
+    if (!ok)
+        *error = g_strdup_printf(
+            "log-dir: '%s' is not a folder name inside the logs folder (%s); name one without '.' or '..'.", value,
+            f->root[SERVE_LOGS]);
     char *why = NULL, *inside = ok && path && missing->len ? serve_folders_resolve(f, SERVE_LOGS, path, &why) : NULL;
     if (ok && missing->len && !inside) {
         *error = g_strdup_printf("log-dir: %s", why);
@@ -103,7 +110,7 @@ static gboolean make_log_folder(const serve_folders *f, GKeyFile *kf, char **err
 
 /* How deep a link is looked for in a folder a run reads every file of (a dataset: its captions)
  * or writes into (the log folder: <date>/<name>/images/<file>). */
-static const int link_depth[SERVE_N_ROOTS] = { [SERVE_DATASETS] = 1, [SERVE_LOGS] = 4 };
+static const int link_depth[SERVE_N_ROOTS] = {[SERVE_DATASETS] = 1, [SERVE_LOGS] = 4};
 
 /* Option i's folder (resolved already) holds no link leading out of its root. */
 static gboolean check_links(const serve_folders *f, GKeyFile *kf, size_t i, char **error)
@@ -127,8 +134,9 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
     GError *gerr = NULL;
     if (!g_utf8_validate(body, (gssize)n, NULL) || !g_key_file_load_from_data(kf, body, n, G_KEY_FILE_NONE, &gerr)) {
         /* the parser's message quotes the line: not echoed back, as the body may be anything */
-        *error = g_strdup_printf("The panel's settings are not a panel file (%s); send the options under a [%s] line.",
-                                 gerr ? "a line is neither a key=value pair, a [group] nor a comment" : "not UTF-8 text", GROUP);
+        *error = g_strdup_printf(
+            "The panel's settings are not a panel file (%s); send the options under a [%s] line.",
+            gerr ? "a line is neither a key=value pair, a [group] nor a comment" : "not UTF-8 text", GROUP);
         g_clear_error(&gerr);
         g_key_file_unref(kf);
         return NULL;
@@ -143,7 +151,8 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
         if (!info.folder) continue;
         int root = serve_root_named(info.folder);
         if (root < 0) {
-            *error = g_strdup_printf("%s: the panel keeps no %s folder, so it cannot take this key.", info.name, info.folder);
+            *error = g_strdup_printf("%s: the panel keeps no %s folder, so it cannot take this key.", info.name,
+                                     info.folder);
             ok = FALSE;
         } else {
             ok = info.folder_list ? resolve_list(folders, kf, info.name, root, error)
@@ -152,7 +161,8 @@ char *serve_train_request_check(const serve_folders *folders, const char *body, 
     }
     if (ok) {
         /* Runs write into the configured log folder; the template defaults as on the command line. */
-        if (!g_key_file_has_key(kf, GROUP, "log-dir", NULL)) g_key_file_set_string(kf, GROUP, "log-dir", folders->root[SERVE_LOGS]);
+        if (!g_key_file_has_key(kf, GROUP, "log-dir", NULL))
+            g_key_file_set_string(kf, GROUP, "log-dir", folders->root[SERVE_LOGS]);
         if (!g_key_file_has_key(kf, GROUP, "template", NULL)) {
             char *template = g_build_filename(folders->root[SERVE_TEMPLATES], PANEL_DEFAULT_TEMPLATE, NULL);
             g_key_file_set_string(kf, GROUP, "template", template);

@@ -9,8 +9,8 @@
 
 typedef struct serve_trainer {
     const sdt_trainer_factory *factory;
-    sdt_trainer *trainer;        /* without callbacks */
-    const void *extension;       /* the table extension_id names */
+    sdt_trainer *trainer;  /* without callbacks */
+    const void *extension; /* the table extension_id names */
 } serve_trainer;
 
 /* FALSE with a sentence in *error (g_free) when the factory, the trainer or the extension is

@@ -10,7 +10,7 @@ int cpu_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
     const float *xs = cpu_read_f32(be, x, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     if (!xs || !o) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) o[i] = act_value(act, xs[i]);
     cpu_write_end(be, out, o);
     return 0;
@@ -26,7 +26,7 @@ int cpu_activation_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *d
     const float *g = cpu_read_f32(be, dout, 1);
     float *gx = cpu_write_begin(be, dx, 2, true);
     if (!xs || !g || !gx) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) gx[i] += g[i] * act_derivative(act, xs[i]);
     cpu_write_end(be, dx, gx);
     return 0;

@@ -11,9 +11,8 @@
 
 #include <math.h>
 
-int cpu_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v,
-                     float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-                     float grad_scale)
+int cpu_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v, float lr,
+                     float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale)
 {
     int64_t n = sdt_tensor_numel(param);
     if (n == 0) return 0;
@@ -29,7 +28,7 @@ int cpu_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad,
     float neg_step_size = (float)(-((double)lr / bias1));
     float bias2_sqrt = (float)sqrt(bias2);
 
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i] * grad_scale;
         p[i] *= decay;

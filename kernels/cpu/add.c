@@ -12,7 +12,7 @@ int cpu_add_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, const
     const float *bs = cpu_read_f32(be, b, 1);
     float *o = cpu_write_begin(be, out, 2, false);
     if (!as || !bs || !o) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) o[i] = as[i] + bs[i];
     cpu_write_end(be, out, o);
     return 0;
@@ -34,7 +34,7 @@ int cpu_add_channel_forward(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v)
     const float *vs = cpu_read_f32(be, v, 0);
     float *xs = cpu_write_begin(be, x, 1, true);
     if (!vs || !xs) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, bc * spatial)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, bc *spatial)) schedule(static)
     for (int64_t i = 0; i < bc; i++)
         for (int64_t s = 0; s < spatial; s++) xs[i * spatial + s] += vs[i];
     cpu_write_end(be, x, xs);
@@ -50,7 +50,7 @@ int cpu_add_channel_backward(sdt_backend *be, sdt_tensor *dv, const sdt_tensor *
     const float *g = cpu_read_f32(be, dout, 0);
     float *gv = cpu_write_begin(be, dv, 1, true);
     if (!g || !gv) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, bc * spatial)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, bc *spatial)) schedule(static)
     for (int64_t i = 0; i < bc; i++) {
         double sum = 0; /* spatial sums reach 4096+ terms; double keeps them exact enough */
         for (int64_t s = 0; s < spatial; s++) sum += g[i * spatial + s];

@@ -36,14 +36,22 @@ typedef struct attn_geom {
 /* The geometry of q [B, Tq, H*D] and k [B, Tk, H*D] (checked before the op runs: op_checks.c). */
 static void attn_geometry(const sdt_tensor *q, const sdt_tensor *k, int heads, bool causal, attn_geom *g)
 {
-    *g = (attn_geom){(int)q->shape[0], heads, (int)q->shape[1], (int)k->shape[1],
-                     (int)(q->shape[2] / heads), (int)q->shape[2], 0, causal, NULL, 0};
+    *g = (attn_geom){(int)q->shape[0],
+                     heads,
+                     (int)q->shape[1],
+                     (int)k->shape[1],
+                     (int)(q->shape[2] / heads),
+                     (int)q->shape[2],
+                     0,
+                     causal,
+                     NULL,
+                     0};
     g->scale = (float)(1.0 / sqrt((double)g->d));
 }
 
 /* attention_bias_*: the bias and the caller's scale, never causal (checked: op_checks.c). */
-static void attn_bias_geometry(const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *bias, int heads,
-                               float scale, attn_geom *g)
+static void attn_bias_geometry(const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *bias, int heads, float scale,
+                               attn_geom *g)
 {
     attn_geometry(q, k, heads, false, g);
     g->scale = scale;
@@ -120,8 +128,8 @@ static void forward_unit(sdt_backend *be, const attn_geom *g, attn_unit u, const
             if (corr != 1.0f)
                 for (int e = 0; e < g->d; e++) o[(int64_t)i * g->d + e] *= corr;
         }
-        cpu_sgemm(be, false, false, u.rows, g->d, cols, 1.0f, s, ATTN_KT, v + row_offset(g, g->tk, u.b, k0, u.h),
-                  g->hd, 1.0f, o, g->d);
+        cpu_sgemm(be, false, false, u.rows, g->d, cols, 1.0f, s, ATTN_KT, v + row_offset(g, g->tk, u.b, k0, u.h), g->hd,
+                  1.0f, o, g->d);
     }
     for (int i = 0; i < u.rows; i++) {
         float *dst = out + row_offset(g, g->tq, u.b, u.r0 + i, u.h);
@@ -162,8 +170,8 @@ static int forward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt_
     return 0;
 }
 
-int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
-                          const sdt_tensor *k, const sdt_tensor *v, int heads, bool causal)
+int cpu_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q, const sdt_tensor *k,
+                          const sdt_tensor *v, int heads, bool causal)
 {
     attn_geom g;
     attn_geometry(q, k, heads, causal, &g);
@@ -186,8 +194,8 @@ typedef struct attn_bwd {
 
 /* For query tile [q0, q0 + rows) and key tile [k0, k0 + cols): p = exp(scale q k^T - lse)
  * (masked entries 0) and, when ds is given, ds = p * (dout v^T - delta). Tiles are [QT, KT]. */
-static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, int b, int h, int q0, int rows,
-                       int k0, int cols, float *p, float *ds)
+static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, int b, int h, int q0, int rows, int k0,
+                       int cols, float *p, float *ds)
 {
     cpu_sgemm(be, false, true, rows, cols, g->d, g->scale, a->q + row_offset(g, g->tq, b, q0, h), g->hd,
               a->k + row_offset(g, g->tk, b, k0, h), g->hd, 0.0f, p, ATTN_KT);
@@ -211,7 +219,8 @@ static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, i
  * them then sums into zeros, which writes the gradient without reading the caller's values. */
 static void zero_unit_rows(const attn_geom *g, float *grad, int t_len, attn_unit u)
 {
-    for (int i = 0; i < u.rows; i++) memset(grad + row_offset(g, t_len, u.b, u.r0 + i, u.h), 0, sizeof(float) * (size_t)g->d);
+    for (int i = 0; i < u.rows; i++)
+        memset(grad + row_offset(g, t_len, u.b, u.r0 + i, u.h), 0, sizeof(float) * (size_t)g->d);
 }
 
 /* dk and dv rows of one key tile, over every query tile that sees it. */
@@ -223,8 +232,9 @@ static void dkdv_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, at
         const int rows = g->tq - q0 < ATTN_QT ? g->tq - q0 : ATTN_QT;
         probs_tile(be, g, a, u.b, u.h, q0, rows, u.r0, u.rows, p, a->dk ? ds : NULL);
         if (a->dv) /* dv += p^T dout */
-            cpu_sgemm(be, true, false, u.rows, g->d, rows, 1.0f, p, ATTN_KT, a->dout + row_offset(g, g->tq, u.b, q0, u.h),
-                      g->hd, 1.0f, a->dv + row_offset(g, g->tk, u.b, u.r0, u.h), g->hd);
+            cpu_sgemm(be, true, false, u.rows, g->d, rows, 1.0f, p, ATTN_KT,
+                      a->dout + row_offset(g, g->tq, u.b, q0, u.h), g->hd, 1.0f,
+                      a->dv + row_offset(g, g->tk, u.b, u.r0, u.h), g->hd);
         if (a->dk) /* dk += scale ds^T q */
             cpu_sgemm(be, true, false, u.rows, g->d, rows, g->scale, ds, ATTN_KT,
                       a->q + row_offset(g, g->tq, u.b, q0, u.h), g->hd, 1.0f,
@@ -240,8 +250,9 @@ static void dq_unit(sdt_backend *be, const attn_geom *g, const attn_bwd *a, attn
     for (int k0 = 0; k0 < g->tk && !(g->causal && k0 > last_row); k0 += ATTN_KT) {
         const int cols = g->tk - k0 < ATTN_KT ? g->tk - k0 : ATTN_KT;
         probs_tile(be, g, a, u.b, u.h, u.r0, u.rows, k0, cols, p, ds);
-        cpu_sgemm(be, false, false, u.rows, g->d, cols, g->scale, ds, ATTN_KT, a->k + row_offset(g, g->tk, u.b, k0, u.h),
-                  g->hd, 1.0f, a->dq + row_offset(g, g->tq, u.b, u.r0, u.h), g->hd);
+        cpu_sgemm(be, false, false, u.rows, g->d, cols, g->scale, ds, ATTN_KT,
+                  a->k + row_offset(g, g->tk, u.b, k0, u.h), g->hd, 1.0f, a->dq + row_offset(g, g->tq, u.b, u.r0, u.h),
+                  g->hd);
     }
 }
 
@@ -251,8 +262,14 @@ static int backward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt
 {
     const attn_geom g = *gp;
     if (!dq && !dk && !dv) return 0;
-    attn_bwd a = {cpu_read_f32(be, q, 1), cpu_read_f32(be, k, 2), cpu_read_f32(be, v, 3), cpu_read_f32(be, dout, 0),
-                  NULL, NULL, cpu_write_begin(be, dq, 5, false), cpu_write_begin(be, dk, 6, false),
+    attn_bwd a = {cpu_read_f32(be, q, 1),
+                  cpu_read_f32(be, k, 2),
+                  cpu_read_f32(be, v, 3),
+                  cpu_read_f32(be, dout, 0),
+                  NULL,
+                  NULL,
+                  cpu_write_begin(be, dq, 5, false),
+                  cpu_write_begin(be, dk, 6, false),
                   cpu_write_begin(be, dv, 7, false)};
     const int64_t rows_total = (int64_t)g.batch * g.heads * g.tq, nq = (int64_t)g.batch * g.tq * g.hd;
     const int threads = cpu_threads_for(be, (int64_t)g.tq * g.tk);
@@ -301,19 +318,18 @@ static int backward_op(sdt_backend *be, const char *op, const attn_geom *gp, sdt
     return 0;
 }
 
-int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
-                           const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k,
-                           const sdt_tensor *v, const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
+int cpu_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout,
+                           const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
+                           const sdt_tensor *lse, int heads, bool causal)
 {
     attn_geom g;
     attn_geometry(q, k, heads, causal, &g);
     return backward_op(be, "attention_backward", &g, dq, dk, dv, dout, q, k, v, out, lse);
 }
 
-int cpu_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
-                                const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
-                                const sdt_tensor *out, const sdt_tensor *lse, const sdt_tensor *bias, int heads,
-                                float scale)
+int cpu_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv, const sdt_tensor *dout,
+                                const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *out,
+                                const sdt_tensor *lse, const sdt_tensor *bias, int heads, float scale)
 {
     attn_geom g;
     attn_bias_geometry(q, k, bias, heads, scale, &g);

@@ -13,7 +13,9 @@ void *cpu_alloc(sdt_backend *be, size_t bytes)
     size_t rounded = (bytes + CPU_ALLOC_ALIGN - 1) & ~(CPU_ALLOC_ALIGN - 1);
     if (rounded == 0) rounded = CPU_ALLOC_ALIGN;
     void *p = aligned_alloc(CPU_ALLOC_ALIGN, rounded);
-    if (!p) cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "backend_cpu.c: out of host memory allocating %zu bytes; reduce batch size or resolution.", bytes);
+    if (!p)
+        cpu_fail(be, SDT_ERR_OUT_OF_MEMORY,
+                 "backend_cpu.c: out of host memory allocating %zu bytes; reduce batch size or resolution.", bytes);
     return p;
 }
 
@@ -96,7 +98,7 @@ sdt_backend *sdt_backend_cpu_create(int threads)
     ctx->parallel_min_work = CPU_PARALLEL_MIN_WORK;
     be->name = "cpu";
     be->device = SDT_DEVICE_CPU;
-    be->native_bf16 = true; /* bf16 is stored for real and computed in f32 */
+    be->native_bf16 = true;   /* bf16 is stored for real and computed in f32 */
     be->deterministic = true; /* always: every CPU op sums in a fixed order */
     be->ctx = ctx;
     fill_table(be);

@@ -90,14 +90,14 @@ static int cl_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, s
     const sdt_tensor *t[5] = {dx, dw, dout, x, w};
     const bool read[5] = {true, true, true, true, true};
     if (stage_all(be, "conv2d_backward", s, t, read, 5)) return -1;
-    int rc = cpu_conv2d_backward(be, (dx ? &s[0].t : NULL), (dw ? &s[1].t : NULL), db, &s[2].t, &s[3].t,
-                                 &s[4].t, stride, pad);
+    int rc = cpu_conv2d_backward(be, (dx ? &s[0].t : NULL), (dw ? &s[1].t : NULL), db, &s[2].t, &s[3].t, &s[4].t,
+                                 stride, pad);
     sdt_tensor *const written[5] = {dx, dw, NULL, NULL, NULL};
     return unstage_all(s, written, 5, rc);
 }
 
-static int cl_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
-                                int pad)
+static int cl_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w,
+                                int stride, int pad)
 {
     staged s[STAGES];
     const sdt_tensor *t[3] = {dx, dout, w};
@@ -108,8 +108,9 @@ static int cl_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tenso
     return unstage_all(s, written, 3, rc);
 }
 
-static int cl_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
-                                const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
+static int cl_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                                const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
+                                float eps, sdt_activation act)
 {
     staged s[STAGES];
     const sdt_tensor *t[2] = {out, x};
@@ -129,8 +130,8 @@ static int cl_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dg
     const sdt_tensor *t[3] = {dx, dout, x};
     const bool read[3] = {true, true, true};
     if (stage_all(be, "groupnorm_backward", s, t, read, 3)) return -1;
-    int rc = cpu_groupnorm_backward(be, (dx ? &s[0].t : NULL), dgamma, dbeta, &s[1].t, &s[2].t, gamma, beta, mean,
-                                    rstd, groups, act);
+    int rc = cpu_groupnorm_backward(be, (dx ? &s[0].t : NULL), dgamma, dbeta, &s[1].t, &s[2].t, gamma, beta, mean, rstd,
+                                    groups, act);
     sdt_tensor *const written[3] = {dx, NULL, NULL};
     return unstage_all(s, written, 3, rc);
 }

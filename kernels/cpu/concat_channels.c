@@ -29,7 +29,7 @@ int cpu_concat_channels_forward(sdt_backend *be, sdt_tensor *out, const sdt_tens
     float *o = cpu_write_begin(be, out, 2, false);
     if (!as || !bs || !o) return -1;
     int64_t na = d.ca * d.spatial, nb = d.cb * d.spatial;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, d.batch * (na + nb))) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, d.batch *(na + nb))) schedule(static)
     for (int64_t n = 0; n < d.batch; n++) {
         memcpy(o + n * (na + nb), as + n * na, (size_t)na * sizeof(float));
         memcpy(o + n * (na + nb) + na, bs + n * nb, (size_t)nb * sizeof(float));
@@ -45,7 +45,7 @@ static int accumulate_block(sdt_backend *be, sdt_tensor *dst, const float *g, in
     if (!dst || len == 0) return 0;
     float *gd = cpu_write_begin(be, dst, slot, true);
     if (!gd) return -1;
-    #pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, batch * len)) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, batch *len)) schedule(static)
     for (int64_t n = 0; n < batch; n++)
         for (int64_t i = 0; i < len; i++) gd[n * len + i] += g[n * image + offset + i];
     cpu_write_end(be, dst, gd);

@@ -17,15 +17,21 @@ static const char *OP_FWD = "conv2d_forward";
 static const char *OP_BWD = "conv2d_backward";
 
 typedef struct conv_geom {
-    int batch, c, h, w;      /* input */
-    int oc, kh, kw;          /* weight */
-    int oh, ow;              /* output */
+    int batch, c, h, w; /* input */
+    int oc, kh, kw;     /* weight */
+    int oh, ow;         /* output */
     int stride, pad;
-    int threads;             /* OpenMP threads for im2col, col2im and bias sums */
+    int threads; /* OpenMP threads for im2col, col2im and bias sums */
 } conv_geom;
 
-static int conv_rows(const conv_geom *g) { return g->c * g->kh * g->kw; }
-static int conv_pixels(const conv_geom *g) { return g->oh * g->ow; }
+static int conv_rows(const conv_geom *g)
+{
+    return g->c * g->kh * g->kw;
+}
+static int conv_pixels(const conv_geom *g)
+{
+    return g->oh * g->ow;
+}
 static bool conv_is_direct(const conv_geom *g)
 {
     return g->kh == 1 && g->kw == 1 && g->stride == 1 && g->pad == 0;
@@ -36,8 +42,18 @@ static void conv_geometry(sdt_backend *be, const sdt_tensor *x, const sdt_tensor
 {
     const int64_t oh = (x->shape[2] + 2 * pad - w->shape[2]) / stride + 1;
     const int64_t ow = (x->shape[3] + 2 * pad - w->shape[3]) / stride + 1;
-    *g = (conv_geom){(int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
-                     (int)w->shape[0], (int)w->shape[2], (int)w->shape[3], (int)oh, (int)ow, stride, pad, 1};
+    *g = (conv_geom){(int)x->shape[0],
+                     (int)x->shape[1],
+                     (int)x->shape[2],
+                     (int)x->shape[3],
+                     (int)w->shape[0],
+                     (int)w->shape[2],
+                     (int)w->shape[3],
+                     (int)oh,
+                     (int)ow,
+                     stride,
+                     pad,
+                     1};
     g->threads = cpu_threads_for(be, (int64_t)conv_rows(g) * conv_pixels(g));
 }
 
@@ -109,8 +125,8 @@ static void col2im_add(const conv_geom *g, const float *dcol, float *dx)
     }
 }
 
-int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
-                       const sdt_tensor *b, int stride, int pad)
+int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b,
+                       int stride, int pad)
 {
     conv_geom g;
     conv_geometry(be, x, w, stride, pad, &g);
@@ -138,8 +154,7 @@ int cpu_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, co
             beta = 1.0f;
         }
         if (!direct) im2col(&g, xb, col);
-        cpu_sgemm(be, false, false, g.oc, np, rows, 1.0f, wf, rows,
-                    direct ? xb : col, np, beta, ob, np);
+        cpu_sgemm(be, false, false, g.oc, np, rows, 1.0f, wf, rows, direct ? xb : col, np, beta, ob, np);
     }
     free(col);
     cpu_write_end(be, out, of);
@@ -161,9 +176,8 @@ static void conv_bias_grad(const conv_geom *g, const float *dout, float *db)
     }
 }
 
-int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                        const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w,
-                        int stride, int pad)
+int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
+                        const sdt_tensor *x, const sdt_tensor *w, int stride, int pad)
 {
     conv_geom g;
     conv_geometry(be, x, w, stride, pad, &g);
@@ -189,16 +203,13 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
         if (dw) {
             /* dw [OC, rows] += dout_b [OC, P] x col_b^T [P, rows] */
             if (!direct) im2col(&g, xf + xoff, col);
-            cpu_sgemm(be, false, true, g.oc, rows, np, 1.0f, dob, np,
-                        direct ? xf + xoff : col, np, 1.0f, dwf, rows);
+            cpu_sgemm(be, false, true, g.oc, rows, np, 1.0f, dob, np, direct ? xf + xoff : col, np, 1.0f, dwf, rows);
         }
         if (dx && direct) {
-            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
-                        1.0f, dxf + xoff, np);
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np, 1.0f, dxf + xoff, np);
         } else if (dx) {
             /* dcol [rows, P] = w^T x dout_b, then scattered back into dx_b. */
-            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np,
-                        0.0f, col, np);
+            cpu_sgemm(be, true, false, rows, np, g.oc, 1.0f, wf, rows, dob, np, 0.0f, col, np);
             col2im_add(&g, col, dxf + xoff);
         }
     }
@@ -211,7 +222,8 @@ int cpu_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_ten
 }
 
 /* The same values as zeroing dx and accumulating into it (conv2d_backward's path, one home for the math). */
-int cpu_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad)
+int cpu_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
+                          int pad)
 {
     sdt_tensor x_shape = *dx;
     x_shape.data = NULL;

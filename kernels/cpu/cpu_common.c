@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-
 /* Conversion chunk per thread: large enough to amortise the fork, small enough to balance. */
 #define CPU_CONVERT_CHUNK ((int64_t)16384)
 
@@ -23,8 +22,9 @@ static float *scratch_reserve(sdt_backend *be, int slot, int64_t n)
 {
     cpu_context *ctx = be->ctx;
     if (slot < 0 || slot >= SDT_CPU_SCRATCH_SLOTS) {
-        cpu_fail(be, SDT_ERR_INTERNAL, "cpu_common.c: scratch slot %d is out of range 0..%d; use a lower slot index in the op.",
-                 slot, SDT_CPU_SCRATCH_SLOTS - 1);
+        cpu_fail(be, SDT_ERR_INTERNAL,
+                 "cpu_common.c: scratch slot %d is out of range 0..%d; use a lower slot index in the op.", slot,
+                 SDT_CPU_SCRATCH_SLOTS - 1);
         return NULL;
     }
     cpu_scratch *s = &ctx->scratch[slot];
@@ -32,8 +32,9 @@ static float *scratch_reserve(sdt_backend *be, int slot, int64_t n)
     if (s->capacity < need) {
         float *grown = realloc(s->data, need * sizeof(float));
         if (!grown) {
-            cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "cpu_common.c: out of memory growing scratch slot %d to %zu floats; free host memory.",
-                     slot, need);
+            cpu_fail(be, SDT_ERR_OUT_OF_MEMORY,
+                     "cpu_common.c: out of memory growing scratch slot %d to %zu floats; free host memory.", slot,
+                     need);
             return NULL;
         }
         s->data = grown;
@@ -56,7 +57,7 @@ void cpu_scratch_release(sdt_backend *be)
 static void load_parallel(sdt_backend *be, const void *src, sdt_dtype dtype, float *dst, int64_t n)
 {
     size_t esize = sdt_dtype_size(dtype);
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t start = 0; start < n; start += CPU_CONVERT_CHUNK) {
         int64_t len = n - start < CPU_CONVERT_CHUNK ? n - start : CPU_CONVERT_CHUNK;
         sdt_load_f32((const char *)src + (size_t)start * esize, dtype, dst + start, len);
@@ -66,7 +67,7 @@ static void load_parallel(sdt_backend *be, const void *src, sdt_dtype dtype, flo
 static void store_parallel(sdt_backend *be, const float *src, void *dst, sdt_dtype dtype, int64_t n)
 {
     size_t esize = sdt_dtype_size(dtype);
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t start = 0; start < n; start += CPU_CONVERT_CHUNK) {
         int64_t len = n - start < CPU_CONVERT_CHUNK ? n - start : CPU_CONVERT_CHUNK;
         sdt_store_f32(src + start, (char *)dst + (size_t)start * esize, dtype, len);
@@ -101,5 +102,6 @@ void cpu_write_end(sdt_backend *be, sdt_tensor *t, float *buf)
 
 int cpu_fail_oom(sdt_backend *be, const char *op, size_t bytes)
 {
-    return cpu_fail(be, SDT_ERR_OUT_OF_MEMORY, "%s: could not allocate %zu bytes of workspace; free memory or use smaller shapes.", op, bytes);
+    return cpu_fail(be, SDT_ERR_OUT_OF_MEMORY,
+                    "%s: could not allocate %zu bytes of workspace; free memory or use smaller shapes.", op, bytes);
 }

@@ -14,8 +14,8 @@
  * 8 x parallel_min_work (262144 by default) multiply-adds runs on one thread. */
 #define GEMM_MACS_PER_WORK 8
 
-void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
-               int lda, const float *b, int ldb, float beta, float *c, int ldc)
+void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc)
 {
     if (m <= 0 || n <= 0) return;
     const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
@@ -41,8 +41,7 @@ void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
             cblas_sgemm(CblasRowMajor, ta, tb, m, size, k, alpha, a, lda,
                         b + (trans_b ? (size_t)start * ldb : (size_t)start), ldb, beta, c + start, ldc);
         else /* rows [start, start+size) of A and C */
-            cblas_sgemm(CblasRowMajor, ta, tb, size, n, k, alpha,
-                        a + (trans_a ? (size_t)start : (size_t)start * lda), lda, b, ldb, beta,
-                        c + (size_t)start * ldc, ldc);
+            cblas_sgemm(CblasRowMajor, ta, tb, size, n, k, alpha, a + (trans_a ? (size_t)start : (size_t)start * lda),
+                        lda, b, ldb, beta, c + (size_t)start * ldc, ldc);
     }
 }

@@ -16,7 +16,7 @@
 #include "cpu_context.h"
 
 /* Row-major C [m, n] = alpha op(A) [m, k] op(B) [k, n] + beta C, as cblas_sgemm. */
-void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a,
-               int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+               const float *b, int ldb, float beta, float *c, int ldc);
 
 #endif

@@ -15,14 +15,15 @@ static int embedding_check_ids(sdt_backend *be, const char *op, const sdt_tensor
     const int32_t *ids = tokens->data;
     for (int64_t i = 0; i < sdt_tensor_numel(tokens); i++)
         if (ids[i] < 0 || ids[i] >= vocab)
-            return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
-                            "check the tokenizer and the embedding table.", op, (int)ids[i], (long long)i,
-                            (long long)vocab);
+            return cpu_fail(be, SDT_ERR_INVALID_ARGUMENT,
+                            "%s: token id %d at index %lld is outside the vocabulary [0, %lld); "
+                            "check the tokenizer and the embedding table.",
+                            op, (int)ids[i], (long long)i, (long long)vocab);
     return 0;
 }
 
-int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens,
-                          const sdt_tensor *table, const sdt_tensor *pos)
+int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *tokens, const sdt_tensor *table,
+                          const sdt_tensor *pos)
 {
     const char *op = "embedding_forward";
     if (embedding_check_ids(be, op, tokens, table->shape[0])) return -1;
@@ -32,7 +33,7 @@ int cpu_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *to
     const float *pf = cpu_read_f32(be, pos, 1);
     float *of = cpu_write_begin(be, out, 2, false);
     if (!tf || (pos && !pf) || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
-#pragma omp parallel for num_threads(cpu_threads_for(be, bt * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, bt *c)) schedule(static)
     for (int64_t i = 0; i < bt; i++) {
         const float *row = tf + (int64_t)ids[i] * c;
         const float *prow = pf ? pf + (i % t) * c : NULL;
@@ -56,7 +57,7 @@ int cpu_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpos
     if (!dof || (dtable && !dtf) || (dpos && !dpf)) return cpu_fail_oom(be, op, sdt_tensor_nbytes(dout));
     const int32_t *ids = dtable ? tokens->data : NULL;
     /* Threads own column blocks, so repeated token ids never race. */
-#pragma omp parallel for num_threads(cpu_threads_for(be, b * t * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, b *t *c)) schedule(static)
     for (int64_t j0 = 0; j0 < c; j0 += 32) {
         const int64_t j1 = j0 + 32 < c ? j0 + 32 : c;
         for (int64_t i = 0; i < b * t; i++) {

@@ -19,7 +19,7 @@ int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
     const float *xs = cpu_read_f32(be, x, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     if (!xs || !o) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *value = xs + r * 2 * c, *gate = value + c;
         for (int64_t j = 0; j < c; j++) o[r * c + j] = value[j] * act_gelu(gate[j]);
@@ -38,7 +38,7 @@ int cpu_geglu_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, 
     const float *g = cpu_read_f32(be, dout, 1);
     float *gx = cpu_write_begin(be, dx, 2, false);
     if (!xs || !g || !gx) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *value = xs + r * 2 * c, *gate = value + c;
         float *dvalue = gx + r * 2 * c, *dgate = dvalue + c;

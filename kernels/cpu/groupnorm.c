@@ -27,9 +27,8 @@ static void groupnorm_geometry(const sdt_tensor *x, int groups, gn_geom *g)
     for (int i = 2; i < x->ndim; i++) g->spatial *= x->shape[i];
 }
 
-int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
-                          const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
-                          float eps, sdt_activation act)
+int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
+                          const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
 {
     const char *op = "groupnorm_forward";
     gn_geom g;
@@ -86,7 +85,8 @@ static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, c
         const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
         for (int64_t s = 0; s < g->spatial; s++) {
             const int64_t i = ci * g->spatial + s;
-            dx[i] += rs * (norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale - mg - (x[i] - mu) * rs * mgx);
+            dx[i] +=
+                rs * (norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale - mg - (x[i] - mu) * rs * mgx);
         }
     }
 }

@@ -6,8 +6,8 @@
 #include "norm_operands.h"
 #include "norm_stats.h"
 
-int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
-                          const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, float eps)
+int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
+                          const sdt_tensor *gamma, const sdt_tensor *beta, float eps)
 {
     const char *op = "layernorm_forward";
     cpu_norm_fwd f;
@@ -15,7 +15,7 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
     const int64_t rows = sdt_tensor_rows(x), c = sdt_tensor_last_dim(x);
     const float *xf = f.x, *gf = f.gamma, *bf = f.beta;
     float *of = f.out, *mf = f.mean, *rf = f.rstd;
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xf + r * c;
         float *orow = of + r * c;
@@ -31,8 +31,8 @@ int cpu_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
 }
 
 /* dx_r += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * gamma. */
-static void layernorm_dx_row(float *dx, const float *dout, const float *x, const float *gamma, int64_t c,
-                             float mu, float rs)
+static void layernorm_dx_row(float *dx, const float *dout, const float *x, const float *gamma, int64_t c, float mu,
+                             float rs)
 {
     double sum_g = 0, sum_gx = 0;
     for (int64_t i = 0; i < c; i++) {
@@ -49,9 +49,8 @@ static void layernorm_dx_row(float *dx, const float *dout, const float *x, const
 }
 
 /* dgamma[i] += sum_r dout * xhat, dbeta[i] += sum_r dout; threads own column blocks. */
-static void layernorm_affine_grads(float *dgamma, float *dbeta, const float *dout, const float *x,
-                                   const float *mean, const float *rstd, int64_t rows, int64_t c,
-                                   int threads)
+static void layernorm_affine_grads(float *dgamma, float *dbeta, const float *dout, const float *x, const float *mean,
+                                   const float *rstd, int64_t rows, int64_t c, int threads)
 {
     enum { BLOCK = 64 };
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -72,8 +71,8 @@ static void layernorm_affine_grads(float *dgamma, float *dbeta, const float *dou
 }
 
 int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
-                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                           const sdt_tensor *mean, const sdt_tensor *rstd)
+                           const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean,
+                           const sdt_tensor *rstd)
 {
     const char *op = "layernorm_backward";
     const int64_t rows = sdt_tensor_rows(x), c = sdt_tensor_last_dim(x);
@@ -82,9 +81,8 @@ int cpu_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     const float *dof = nb.dout, *xf = nb.x, *gf = nb.gamma, *mf = nb.mean, *rf = nb.rstd;
     float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     if (dxf) {
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
-        for (int64_t r = 0; r < rows; r++)
-            layernorm_dx_row(dxf + r * c, dof + r * c, xf + r * c, gf, c, mf[r], rf[r]);
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
+        for (int64_t r = 0; r < rows; r++) layernorm_dx_row(dxf + r * c, dof + r * c, xf + r * c, gf, c, mf[r], rf[r]);
     }
     if (dgf || dbf) layernorm_affine_grads(dgf, dbf, dof, xf, mf, rf, rows, c, cpu_threads_for(be, rows * c));
     cpu_norm_backward_end(be, &nb, dx, dgamma, dbeta);

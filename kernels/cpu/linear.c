@@ -13,7 +13,6 @@
 #include "cpu_context.h"
 #include "cpu_gemm.h"
 
-
 static const char *OP_FWD = "linear_forward";
 static const char *OP_BWD = "linear_backward";
 
@@ -33,10 +32,8 @@ static void sgemm_per_sample(sdt_backend *be, bool trans_b, int n, int rows, int
                   cols);
 }
 
-int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
-                       const sdt_tensor *w, const sdt_tensor *b)
+int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
 {
-
     const int n = (int)sdt_tensor_rows(x), c = (int)sdt_tensor_last_dim(x), oc = (int)w->shape[0];
     const float *xf = cpu_read_f32(be, x, 0);
     const float *wf = cpu_read_f32(be, w, 1);
@@ -47,7 +44,7 @@ int cpu_linear_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x,
     /* Seeding out with the bias lets sgemm add the product in the same pass (beta = 1). */
     float beta = 0.0f;
     if (bf) {
-#pragma omp parallel for num_threads(cpu_threads_for(be, (int64_t)n * oc)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, (int64_t)n *oc)) schedule(static)
         for (int i = 0; i < n; i++)
             for (int o = 0; o < oc; o++) of[(int64_t)i * oc + o] = bf[o];
         beta = 1.0f;
@@ -78,10 +75,9 @@ static void linear_bias_grad(float *db, const float *dout, int n, int oc, int th
     }
 }
 
-int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db,
-                        const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *w)
+int cpu_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_tensor *db, const sdt_tensor *dout,
+                        const sdt_tensor *x, const sdt_tensor *w)
 {
-
     const int n = (int)sdt_tensor_rows(x), c = (int)sdt_tensor_last_dim(x), oc = (int)w->shape[0];
     const float *dof = cpu_read_f32(be, dout, 0);
     if (!dof) return cpu_fail_oom(be, OP_BWD, sdt_tensor_nbytes(dout));

@@ -12,7 +12,7 @@ int cpu_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred, 
     const float *w = cpu_read_f32(be, weight, 2);
     if (!p || !y || (weight && !w)) return -1;
     double sum = 0;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : sum)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : sum)
     for (int64_t i = 0; i < n; i++) {
         double d = (double)p[i] - (double)y[i];
         sum += (w ? (double)w[i] : 1.0) * d * d;
@@ -33,7 +33,7 @@ int cpu_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const
     float *g = cpu_write_begin(be, dpred, 3, true);
     if (!p || !y || (weight && !w) || !g) return -1;
     float coef = (float)(2.0 * (double)dloss / (double)n);
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) g[i] += coef * (w ? w[i] : 1.0f) * (p[i] - y[i]);
     cpu_write_end(be, dpred, g);
     return 0;

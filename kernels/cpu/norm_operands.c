@@ -15,8 +15,7 @@ int cpu_norm_forward_begin(sdt_backend *be, const char *op, cpu_norm_fwd *f, sdt
     return 0;
 }
 
-void cpu_norm_forward_end(sdt_backend *be, const cpu_norm_fwd *f, sdt_tensor *out, sdt_tensor *mean,
-                          sdt_tensor *rstd)
+void cpu_norm_forward_end(sdt_backend *be, const cpu_norm_fwd *f, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd)
 {
     cpu_write_end(be, out, f->out);
     cpu_write_end(be, mean, f->mean);
@@ -24,9 +23,8 @@ void cpu_norm_forward_end(sdt_backend *be, const cpu_norm_fwd *f, sdt_tensor *ou
 }
 
 int cpu_norm_backward_begin(sdt_backend *be, const char *op, cpu_norm_bwd *b, sdt_tensor *dx, sdt_tensor *dgamma,
-                            sdt_tensor *dbeta, const sdt_tensor *dout, const sdt_tensor *x,
-                            const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
-                            const sdt_tensor *rstd)
+                            sdt_tensor *dbeta, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                            const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd)
 {
     b->dout = cpu_read_f32(be, dout, 0);
     b->x = cpu_read_f32(be, x, 1);

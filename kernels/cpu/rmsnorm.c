@@ -16,10 +16,9 @@ int cpu_rmsnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *rstd, cons
     const float *xf = cpu_read_f32(be, x, 0);
     const float *gf = cpu_read_f32(be, gamma, 1);
     float *of = cpu_write_begin(be, out, 2, false);
-    if (!xf || (gamma && !gf) || !of)
-        return cpu_fail_oom(be, "rmsnorm_forward", sdt_tensor_nbytes(x) * 2);
+    if (!xf || (gamma && !gf) || !of) return cpu_fail_oom(be, "rmsnorm_forward", sdt_tensor_nbytes(x) * 2);
     float *rf = (float *)rstd->data;
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = xf + r * c;
         double ss = 0;
@@ -48,7 +47,7 @@ int cpu_rmsnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, co
         return cpu_fail_oom(be, "rmsnorm_backward", sdt_tensor_nbytes(x) * 3);
     const float *rf = (const float *)rstd->data;
     if (dxf) {
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = xf + r * c, *dr = df + r * c;
             const float rs = rf[r];
@@ -59,7 +58,7 @@ int cpu_rmsnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, co
         }
     }
     if (dgf) {
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * c)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
         for (int64_t i = 0; i < c; i++) {
             double sum = 0;
             for (int64_t r = 0; r < rows; r++) sum += (double)df[r * c + i] * xf[r * c + i] * rf[r];

@@ -37,7 +37,7 @@ int cpu_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
     const float *xf = cpu_read_f32(be, x, 0);
     float *of = cpu_write_begin(be, out, 1, false);
     if (!xf || !of) return cpu_fail_oom(be, op, sdt_tensor_nbytes(out));
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *n)) schedule(static)
     for (int64_t r = 0; r < rows; r++) cpu_softmax_row(of + r * n, xf + r * n, n);
     cpu_write_end(be, out, of);
     return 0;
@@ -53,7 +53,7 @@ int cpu_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout
     const float *yf = cpu_read_f32(be, out, 1);
     float *dxf = cpu_write_begin(be, dx, 2, true);
     if (!dof || !yf || !dxf) return cpu_fail_oom(be, op, sdt_tensor_nbytes(dx));
-#pragma omp parallel for num_threads(cpu_threads_for(be, rows * n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, rows *n)) schedule(static)
     for (int64_t r = 0; r < rows; r++) cpu_softmax_row_backward(dxf + r * n, dof + r * n, yf + r * n, n, true);
     cpu_write_end(be, dx, dxf);
     return 0;

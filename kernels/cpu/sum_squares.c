@@ -12,7 +12,7 @@ int cpu_sum_squares(sdt_backend *be, double *sumsq, const sdt_tensor *const *ten
         const float *x = cpu_read_f32(be, t, 0);
         if (!x) return -1;
         double sum = 0;
-        #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : sum)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : sum)
         for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
         *sumsq += sum;
     }

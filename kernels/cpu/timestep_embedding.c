@@ -16,7 +16,7 @@ int cpu_timestep_embedding(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t
     float *o = cpu_write_begin(be, out, 1, false);
     if (!ts || !o) return -1;
     double log_period = log((double)max_period);
-    #pragma omp parallel for num_threads(cpu_threads_for(be, batch * dim)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, batch *dim)) schedule(static)
     for (int64_t b = 0; b < batch; b++)
         for (int64_t j = 0; j < dim; j++)
             o[b * dim + j] = timestep_embedding_at(ts[b], j, dim, flip_sin_to_cos, downscale_freq_shift, log_period);

@@ -18,7 +18,7 @@ int cpu_unscale_check(sdt_backend *be, sdt_tensor *const *grads, int count, floa
         float *g = cpu_write_begin(be, t, 0, true);
         if (!g) return -1;
         int bad = 0;
-        #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(| : bad)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(| : bad)
         for (int64_t i = 0; i < n; i++) {
             float v = g[i];
             bad |= !isfinite(v);

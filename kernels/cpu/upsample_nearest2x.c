@@ -9,7 +9,7 @@ int cpu_upsample_nearest2x_forward(sdt_backend *be, sdt_tensor *out, const sdt_t
     const float *xs = cpu_read_f32(be, x, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     if (!xs || !o) return -1;
-    #pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, 4 * planes * h * w)) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, 4 * planes * h * w)) schedule(static)
     for (int64_t p = 0; p < planes; p++)
         for (int64_t i = 0; i < 2 * h; i++) {
             const float *src = xs + (p * h + i / 2) * w;
@@ -28,7 +28,7 @@ int cpu_upsample_nearest2x_backward(sdt_backend *be, sdt_tensor *dx, const sdt_t
     const float *g = cpu_read_f32(be, dout, 0);
     float *gx = cpu_write_begin(be, dx, 1, true);
     if (!g || !gx) return -1;
-    #pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, 4 * planes * h * w)) schedule(static)
+#pragma omp parallel for collapse(2) num_threads(cpu_threads_for(be, 4 * planes * h * w)) schedule(static)
     for (int64_t p = 0; p < planes; p++)
         for (int64_t i = 0; i < h; i++) {
             const float *top = g + (p * 2 * h + 2 * i) * 2 * w, *bottom = top + 2 * w;

@@ -26,7 +26,7 @@ int cpu_axpy(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *sr
     const float *s = cpu_read_f32(be, src, 0);
     float *d = cpu_write_begin(be, dst, 1, true);
     if (!s || !d) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) d[i] += alpha * s[i];
     cpu_write_end(be, dst, d);
     return 0;
@@ -38,7 +38,7 @@ int cpu_scale(sdt_backend *be, sdt_tensor *x, float alpha)
     if (n == 0) return 0;
     float *d = cpu_write_begin(be, x, 0, true);
     if (!d) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
     for (int64_t i = 0; i < n; i++) d[i] *= alpha;
     cpu_write_end(be, x, d);
     return 0;
@@ -59,7 +59,7 @@ static void transpose_tiles(sdt_backend *be, float *dst, const float *src, int64
                             bool accumulate)
 {
     int64_t tm = (M + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE, tn = (N + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
-    #pragma omp parallel for collapse(3) num_threads(cpu_threads_for(be, B * M * N)) schedule(static)
+#pragma omp parallel for collapse(3) num_threads(cpu_threads_for(be, B *M *N)) schedule(static)
     for (int64_t b = 0; b < B; b++)
         for (int64_t ti = 0; ti < tm; ti++)
             for (int64_t tj = 0; tj < tn; tj++) {
@@ -69,8 +69,10 @@ static void transpose_tiles(sdt_backend *be, float *dst, const float *src, int64
                 int64_t j_end = (tj + 1) * TRANSPOSE_TILE < N ? (tj + 1) * TRANSPOSE_TILE : N;
                 for (int64_t i = ti * TRANSPOSE_TILE; i < i_end; i++)
                     for (int64_t j = tj * TRANSPOSE_TILE; j < j_end; j++) {
-                        if (accumulate) d[j * M + i] += s[i * N + j];
-                        else d[j * M + i] = s[i * N + j];
+                        if (accumulate)
+                            d[j * M + i] += s[i * N + j];
+                        else
+                            d[j * M + i] = s[i * N + j];
                     }
             }
 }
@@ -110,7 +112,7 @@ int cpu_count_nonfinite(sdt_backend *be, const sdt_tensor *x, int64_t *count)
     if (n == 0) return 0;
     const float *v = cpu_read_f32(be, x, 0);
     if (!v) return -1;
-    #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : bad)
+#pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static) reduction(+ : bad)
     for (int64_t i = 0; i < n; i++) bad += !isfinite(v[i]);
     *count = bad;
     return 0;

@@ -1,8 +1,8 @@
 /* adamw.cu - the AdamW update on the GPU. Semantics: kernels/ops.h. */
 #include "cuda_ops.h"
 
-__global__ void adamw_k(float *p, const void *g, int gdt, float *m, float *v, int64_t n, float lr, float b1, float b2, float eps,
-                        float wd, float step_size, float bc2_sqrt, float gscale)
+__global__ void adamw_k(float *p, const void *g, int gdt, float *m, float *v, int64_t n, float lr, float b1, float b2,
+                        float eps, float wd, float step_size, float bc2_sqrt, float gscale)
 {
     GRID_STRIDE(i, n)
     {
@@ -16,14 +16,14 @@ __global__ void adamw_k(float *p, const void *g, int gdt, float *m, float *v, in
     }
 }
 
-int cuda_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale)
+int cuda_adamw_update(sdt_backend *be, sdt_tensor *param, const sdt_tensor *grad, sdt_tensor *m, sdt_tensor *v,
+                      float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step, float grad_scale)
 {
     int64_t n = sdt_tensor_numel(param);
     double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
-    adamw_k<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>((float *)param->data, grad->data, grad->dtype, (float *)m->data,
-                                                              (float *)v->data, n, lr, beta1, beta2, eps, weight_decay,
-                                                              (float)(lr / bc1), (float)sqrt(bc2), grad_scale);
+    adamw_k<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(
+        (float *)param->data, grad->data, grad->dtype, (float *)m->data, (float *)v->data, n, lr, beta1, beta2, eps,
+        weight_decay, (float)(lr / bc1), (float)sqrt(bc2), grad_scale);
     CUDA_LAUNCHED(be);
     return 0;
 }

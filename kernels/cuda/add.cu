@@ -6,8 +6,7 @@
 #include "vec_io.cuh"
 
 /* out may alias a or b: each element is read before it is written, by the same thread. */
-template <typename T>
-__global__ void add_k(io<T> out, io<T> a, io<T> b, int64_t n)
+template <typename T> __global__ void add_k(io<T> out, io<T> a, io<T> b, int64_t n)
 {
     flat_vec_loop<T>(n, [&](int64_t i, auto w) {
         constexpr int V = decltype(w)::value;
@@ -27,15 +26,14 @@ int cuda_add_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *a, cons
     bool same = a->dtype == out->dtype && b->dtype == out->dtype && vec_ok(out->dtype, 0, ptrs, 3);
     SDT_IO_SWITCH(same, out->dtype, T,
                   add_k<T> LAUNCH(be, n / io<T>::VEC)(io_of<T>(out->data, out->dtype), io_of<T>(a->data, a->dtype),
-                                                     io_of<T>(b->data, b->dtype), n));
+                                                      io_of<T>(b->data, b->dtype), n));
     CUDA_LAUNCHED(be);
     return 0;
 }
 
 /* Bias over channels of S values: y [R, C, S] += bias[c]; block row rc = r * C + c, blockIdx.y a
  * span of vectors of s. */
-template <typename T>
-__global__ void bias_channels_k(io<T> y, const void *bias, int bdt, int64_t C, int64_t S)
+template <typename T> __global__ void bias_channels_k(io<T> y, const void *bias, int bdt, int64_t C, int64_t S)
 {
     constexpr int V = io<T>::VEC;
     int64_t rc = blockIdx.x, base = rc * S;
@@ -49,8 +47,7 @@ __global__ void bias_channels_k(io<T> y, const void *bias, int bdt, int64_t C, i
     }
 }
 /* Bias over rows of C values (S = 1): threads along C (V columns each), blocks of rows. */
-template <typename T>
-__global__ void bias_rows_k(io<T> y, const void *bias, int bdt, int64_t rows, int64_t C)
+template <typename T> __global__ void bias_rows_k(io<T> y, const void *bias, int bdt, int64_t rows, int64_t C)
 {
     constexpr int V = io<T>::VEC;
     for (int64_t u = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; u < C / V; u += (int64_t)gridDim.x * blockDim.x) {
@@ -70,7 +67,9 @@ __global__ void bias_rows_k(io<T> y, const void *bias, int bdt, int64_t rows, in
 int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, int64_t R, int64_t C, int64_t S)
 {
     if (R * C * S == 0) return 0;
-    if (R * C > INT32_MAX) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "bias: %lld rows of channels exceed one launch", (long long)(R * C));
+    if (R * C > INT32_MAX)
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "bias: %lld rows of channels exceed one launch",
+                         (long long)(R * C));
     const void *ptrs[1] = {y};
     if (S == 1) { /* threads along C, blocks of rows */
         bool vec = vec_ok(ydt, C, ptrs, 1);
@@ -88,8 +87,7 @@ int cuda_add_bias(sdt_backend *be, void *y, int ydt, const void *bias, int bdt, 
 }
 
 /* x [B, C, S] += v [B, C]: VEC values of one (b, c) row per thread. */
-template <typename T>
-__global__ void add_channel_k(io<T> x, const void *v, int vdt, int64_t BC, int64_t S)
+template <typename T> __global__ void add_channel_k(io<T> x, const void *v, int vdt, int64_t BC, int64_t S)
 {
     constexpr int V = io<T>::VEC;
     const int64_t per_row = S / V;
@@ -133,8 +131,8 @@ struct nhwc_channel_value {
     }
 };
 
-int cuda_channel_sums_nhwc(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C,
-                           int64_t S)
+int cuda_channel_sums_nhwc(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B,
+                           int64_t C, int64_t S)
 {
     return column_sums<1>(be, dst, dst_dtype, NULL, 0, nhwc_channel_value{src, src_dtype, C, S}, S, B * C);
 }
@@ -160,14 +158,17 @@ __global__ void channel_sums_k(void *dst, int dst_dtype, io<T> src, int64_t B, i
     if (threadIdx.x == 0) acc(dst, dst_dtype, c, s);
 }
 
-int cuda_channel_sums(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C, int64_t S)
+int cuda_channel_sums(sdt_backend *be, void *dst, int dst_dtype, const void *src, int src_dtype, int64_t B, int64_t C,
+                      int64_t S)
 {
     if (C == 0) return 0;
-    if (C > INT32_MAX) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "channel sums: %lld channels exceed one launch", (long long)C);
+    if (C > INT32_MAX)
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "channel sums: %lld channels exceed one launch", (long long)C);
     const void *ptrs[1] = {src};
     bool vec = vec_ok(src_dtype, S, ptrs, 1);
     SDT_IO_SWITCH(vec, src_dtype, T,
-                  channel_sums_k<T><<<(unsigned)C, NT, 0, STREAM(be)>>>(dst, dst_dtype, io_of<T>(src, src_dtype), B, C, S));
+                  channel_sums_k<T>
+                  <<<(unsigned)C, NT, 0, STREAM(be)>>>(dst, dst_dtype, io_of<T>(src, src_dtype), B, C, S));
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -188,8 +189,9 @@ int cuda_add_channel_forward(sdt_backend *be, sdt_tensor *x, const sdt_tensor *v
         return 0;
     }
     bool vec = vec_ok(x->dtype, S, ptrs, 1);
-    SDT_IO_SWITCH(vec, x->dtype, T,
-                  add_channel_k<T> LAUNCH(be, BC * S / io<T>::VEC)(io_of<T>(x->data, x->dtype), v->data, v->dtype, BC, S));
+    SDT_IO_SWITCH(
+        vec, x->dtype, T,
+        add_channel_k<T> LAUNCH(be, BC * S / io<T>::VEC)(io_of<T>(x->data, x->dtype), v->data, v->dtype, BC, S));
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -199,6 +201,7 @@ int cuda_add_channel_backward(sdt_backend *be, sdt_tensor *dv, const sdt_tensor 
     if (!dv) return 0;
     int64_t BC = dout->shape[0] * dout->shape[1], S = sdt_tensor_numel(dout) / BC;
     if (dout->channels_last)
-        return cuda_channel_sums_nhwc(be, dv->data, dv->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1], S);
+        return cuda_channel_sums_nhwc(be, dv->data, dv->dtype, dout->data, dout->dtype, dout->shape[0], dout->shape[1],
+                                      S);
     return cuda_channel_sums(be, dv->data, dv->dtype, dout->data, dout->dtype, 1, BC, S);
 }

@@ -112,12 +112,11 @@ struct gen_tile {
     int xt, yt;
     int64_t base; /* element offset of row r0 */
     int64_t HD;
-    int rows;     /* valid rows (rows past T read as 0) */
+    int rows;       /* valid rows (rows past T read as 0) */
     float *sx, *sy; /* staged copies [32][D + 1] */
 };
 
-template <bool STAGED>
-__device__ __forceinline__ void gen_tile_load(gen_tile &t, int D)
+template <bool STAGED> __device__ __forceinline__ void gen_tile_load(gen_tile &t, int D)
 {
     if (STAGED) {
         __syncthreads(); /* the previous tile is no longer read */
@@ -181,8 +180,7 @@ __device__ __forceinline__ gen_tile gen_tiles(const gen_args &a, const void *x, 
 
 /* One query row per warp over every key it sees (a lane per key): forward (out, lse through
  * the online softmax) or, with DQ, dQ += scale * sum_j P (dP - delta) k_j. */
-template <int NC, bool STAGED, bool DQ>
-__global__ void __launch_bounds__(128) attn_gen_rows_kernel(gen_args a)
+template <int NC, bool STAGED, bool DQ> __global__ void __launch_bounds__(128) attn_gen_rows_kernel(gen_args a)
 {
     const int lane = threadIdx.x & 31, D = a.s.D, H = a.s.H;
     const gen_row me = gen_own_row(a, a.s.Tq, a.q, a.qt, DQ ? a.dout : NULL, a.dot);
@@ -229,23 +227,25 @@ __global__ void __launch_bounds__(128) attn_gen_rows_kernel(gen_args a)
             const float wr = __shfl_sync(0xffffffffu, w, r);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c * 32 + lane < D) o[c] += wr * (DQ ? gen_x<STAGED>(t, r, c * 32 + lane, D) : gen_y<STAGED>(t, r, c * 32 + lane, D));
+                if (c * 32 + lane < D)
+                    o[c] += wr * (DQ ? gen_x<STAGED>(t, r, c * 32 + lane, D) : gen_y<STAGED>(t, r, c * 32 + lane, D));
         }
     }
     if (!active) return;
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (c * 32 + lane < D) {
-            if (DQ) st(a.dq, a.dqt, qo + c * 32 + lane, o[c] * a.s.scale); /* the row's only store */
-            else st(a.out, a.ot, qo + c * 32 + lane, o[c] / l);
+            if (DQ)
+                st(a.dq, a.dqt, qo + c * 32 + lane, o[c] * a.s.scale); /* the row's only store */
+            else
+                st(a.out, a.ot, qo + c * 32 + lane, o[c] / l);
         }
     if (!DQ && a.lse && lane == 0) a.lse[(int64_t)bh * a.s.Tq + i] = m + logf(l);
 }
 
 /* dK and dV of one key row per warp, over every query that sees it (a lane per query).
  * (UNUSED keeps the scalar kernels' template shape alike for the launcher.) */
-template <int NC, bool STAGED, bool UNUSED>
-__global__ void __launch_bounds__(128) attn_gen_dkdv_kernel(gen_args a)
+template <int NC, bool STAGED, bool UNUSED> __global__ void __launch_bounds__(128) attn_gen_dkdv_kernel(gen_args a)
 {
     const int lane = threadIdx.x & 31, D = a.s.D, H = a.s.H;
     const gen_row me = gen_own_row(a, a.s.Tk, a.k, a.kt, a.v, a.vt);
@@ -303,25 +303,40 @@ enum { TC_ROWS = 64, TC_WARPS = 4, TC_THREADS = 128 };
 /* The streamed tile pairs are double-buffered up to head dim 80 (with the resident rows at most
  * 8 tiles of 64 rows, 88 KiB in dQ at 80); at 160 one buffer (4 tiles, 84.5 KiB in backward)
  * keeps a block under the 99 KiB it gets on sm_86/sm_89. */
-__host__ __device__ constexpr int tc_stream_buffers(int D) { return D <= 80 ? 2 : 1; }
+__host__ __device__ constexpr int tc_stream_buffers(int D)
+{
+    return D <= 80 ? 2 : 1;
+}
 /* m-tiles of 16 rows per warp (the block's resident rows are 64 of them): with 2, each B
  * fragment read from shared memory feeds two mma, which is what keeps the tensor cores busy
  * rather than the shared-memory pipe. One where the accumulators would not fit in registers:
  * forward holds o [16 MT, DP] and the scores; dK/dV hold dk and dv [16 MT, DP] each; dQ holds dq. */
-__host__ __device__ constexpr int tc_fwd_mt(int D) { return D <= 80 ? 2 : 1; }
-__host__ __device__ constexpr int tc_dkdv_mt(int D) { return D <= 64 ? 2 : 1; }
-__host__ __device__ constexpr int tc_dq_mt(int D) { return D <= 80 ? 2 : 1; }
+__host__ __device__ constexpr int tc_fwd_mt(int D)
+{
+    return D <= 80 ? 2 : 1;
+}
+__host__ __device__ constexpr int tc_dkdv_mt(int D)
+{
+    return D <= 64 ? 2 : 1;
+}
+__host__ __device__ constexpr int tc_dq_mt(int D)
+{
+    return D <= 80 ? 2 : 1;
+}
 /* Forward at head dim 40 fits 168 registers without spilling (ptxas -v), so 3 blocks (12 warps)
  * share an SM instead of 2; the other kernels need more than 170 (2 blocks) to keep their
  * accumulators out of local memory. */
-__host__ __device__ constexpr int tc_fwd_min_blocks(int D) { return D == 40 ? 3 : 1; }
+__host__ __device__ constexpr int tc_fwd_min_blocks(int D)
+{
+    return D == 40 ? 3 : 1;
+}
 
 template <int D> struct tc_dims {
     static constexpr int DP = (D + 15) / 16 * 16;
     static constexpr int LD = DP + 8;
-    static constexpr int TILE = TC_ROWS * LD; /* elements of one [64, DP] tile */
-    static constexpr int NDU = (D + 7) / 8;         /* n-tiles of 8 a head-dim-wide result needs */
-    static constexpr bool KHALF = D % 16 == 8;      /* the last k step over the head dim is 8 wide */
+    static constexpr int TILE = TC_ROWS * LD;  /* elements of one [64, DP] tile */
+    static constexpr int NDU = (D + 7) / 8;    /* n-tiles of 8 a head-dim-wide result needs */
+    static constexpr bool KHALF = D % 16 == 8; /* the last k step over the head dim is 8 wide */
     static constexpr int NBUF = tc_stream_buffers(D);
     static constexpr int FWD_MT = tc_fwd_mt(D), DKDV_MT = tc_dkdv_mt(D), DQ_MT = tc_dq_mt(D);
     /* Forward keeps the Q fragments in registers across the key tiles, except at 80 with two
@@ -368,15 +383,16 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
 /* c += a b for one 16x8x16 product: a 16x16 (row), b 16x8 (col), fp32 accumulators. */
 template <typename T> __device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1);
 #if SDT_TC_ARCH
-#define SDT_MMA_ASM(type)                                                                                           \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "      \
-                 "{%8,%9}, {%0,%1,%2,%3};\n"                                                                         \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                    \
+#define SDT_MMA_ASM(type)                                                                                              \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "          \
+                 "{%8,%9}, {%0,%1,%2,%3};\n"                                                                           \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                      \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
 #else
 #define SDT_MMA_ASM(type) (void)c, (void)a, (void)b0, (void)b1
 #endif
-template <> __device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
 {
     SDT_MMA_ASM("bf16");
 }
@@ -397,10 +413,10 @@ __device__ __forceinline__ float exp2_ftz(float x)
 /* c += a b for one 16x8x8 product (a: the first two registers of a 16x16 fragment, its columns 0..7). */
 template <typename T> __device__ __forceinline__ void mma16808(float *c, const uint32_t *a, uint32_t b0);
 #if SDT_TC_ARCH
-#define SDT_MMA8_ASM(type)                                                                                          \
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "       \
-                 "{%0,%1,%2,%3};\n"                                                                                  \
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                    \
+#define SDT_MMA8_ASM(type)                                                                                             \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "           \
+                 "{%0,%1,%2,%3};\n"                                                                                    \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                      \
                  : "r"(a[0]), "r"(a[1]), "r"(b0))
 #else
 #define SDT_MMA8_ASM(type) (void)c, (void)a, (void)b0
@@ -409,9 +425,15 @@ template <> __device__ __forceinline__ void mma16808<__nv_bfloat16>(float *c, co
 {
     SDT_MMA8_ASM("bf16");
 }
-template <> __device__ __forceinline__ void mma16808<__half>(float *c, const uint32_t *a, uint32_t b0) { SDT_MMA8_ASM("f16"); }
+template <> __device__ __forceinline__ void mma16808<__half>(float *c, const uint32_t *a, uint32_t b0)
+{
+    SDT_MMA8_ASM("f16");
+}
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* Four 8x8 matrices (transposed with TRANS); lane l gives the address of row (l & 7) of matrix l >> 3. */
 template <bool TRANS> __device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p)
@@ -437,7 +459,9 @@ template <bool TRANS> __device__ __forceinline__ void ldsm_x2(uint32_t *r, const
                      : "=r"(r[0]), "=r"(r[1])
                      : "r"(smem_addr(p)));
     else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(smem_addr(p)));
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+                     : "=r"(r[0]), "=r"(r[1])
+                     : "r"(smem_addr(p)));
 #endif
 }
 
@@ -499,8 +523,8 @@ template <typename T, int D> struct tc_stream {
  * head dim) nor the upper half of the last k step (KHALF: m16n8k8 there, for products whose k is
  * the head dim), which saves a sixth of the mma at SD 1.x's most common width. */
 template <typename T, int LD, int KS, int NN, bool TRANS, bool KHALF, int MT, int NA, int KA>
-__device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_t (&a)[MT][KA][4], const T *tile, int k0,
-                                        int n0)
+__device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_t (&a)[MT][KA][4], const T *tile,
+                                        int k0, int n0)
 {
     static_assert(NA >= NN && KA >= KS, "fragment arrays too small");
     static_assert(TRANS || NN % 2 == 0, "an odd n-tile count is for trans products");
@@ -525,7 +549,7 @@ __device__ __forceinline__ void tc_gemm(float (&accum)[MT][NA][4], const uint32_
                                      (lane >> 4) * 8);
             else
                 ldsm_x4<false>(b, tile + (n0 + np * 16 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + ks * 16 +
-                               ((lane >> 3) & 1) * 8);
+                                      ((lane >> 3) & 1) * 8);
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 mma16816<T>(accum[m][2 * np], a[m][ks], b[0], b[1]);
@@ -582,9 +606,9 @@ template <int MT, int NN> __device__ __forceinline__ void tc_zero(float (&c)[MT]
  * held in registers for the whole kernel; otherwise they are read from rows row0.. of tiles
  * a1, a2 here, one after the other into one set of registers. */
 template <typename T, int D, bool HOLD, int MT, int NN, int KQ>
-__device__ __forceinline__ void tc_two_products(float (&s)[MT][NN][4], float (&dp)[MT][NN][4], const uint32_t (&a1f)[MT][KQ][4],
-                                                const uint32_t (&a2f)[MT][KQ][4], const T *a1, const T *a2, int row0,
-                                                const T *b1, const T *b2, int n0)
+__device__ __forceinline__ void tc_two_products(float (&s)[MT][NN][4], float (&dp)[MT][NN][4],
+                                                const uint32_t (&a1f)[MT][KQ][4], const uint32_t (&a2f)[MT][KQ][4],
+                                                const T *a1, const T *a2, int row0, const T *b1, const T *b2, int n0)
 {
     constexpr int LD = tc_dims<D>::LD;
     static_assert(KQ == tc_dims<D>::DP / 16, "A fragments must span the head dim");
@@ -747,11 +771,11 @@ __device__ __forceinline__ void tc_store_rows(const float (*c)[4], void *dst, in
  * of split blockIdx.z, each tile of 64 queries taken in steps of DKDV_STEP (fewer live
  * accumulators). Works transposed: S^T = K Q^T, so P^T and dS^T land in the accumulators
  * laid out as the A operands of dV += P^T dO and dK += dS^T Q. */
-template <typename T, int D>
-__global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
+template <typename T, int D> __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
-    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DKDV_MT, STEP = dims::DKDV_STEP;
+    constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DKDV_MT,
+                  STEP = dims::DKDV_STEP;
     constexpr int KROWS = TC_ROWS * MT, NS = STEP / 8;
     constexpr bool HOLD = dims::DKDV_HOLD;
     extern __shared__ __align__(16) unsigned char tc_smem[];
@@ -796,7 +820,8 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
         for (int n0 = 0; n0 < TC_ROWS; n0 += STEP) {
             if (a.s.causal && krow0 > q0 + n0 + STEP - 1) continue; /* every key of the warp is after every query */
             float s[MT][NS][4], dp[MT][NS][4];
-            tc_two_products<T, D, HOLD>(s, dp, kf, vf, sK, sV, warp * 16 * MT, sQ, sO, n0); /* S^T = K Q^T, dP^T = V dO^T */
+            tc_two_products<T, D, HOLD>(s, dp, kf, vf, sK, sV, warp * 16 * MT, sQ, sO,
+                                        n0); /* S^T = K Q^T, dP^T = V dO^T */
             /* element e of n-tile n of m-tile mt: key krow0 + 16 mt + g + 8 (e >> 1), query q0 + n0 + n*8 + tig*2 + (e & 1) */
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -824,15 +849,16 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dkdv_kernel(tc_args a)
     float *pv = a.partial ? a.partial + (int64_t)(a.splits + blockIdx.z) * plane : NULL;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-        if (a.dk) tc_store_rows<D>(dk[mt], a.dk, a.dkt, pk, b, h, krow0 + mt * 16, a.s.Tk, a.s.H, a.partial ? 1.0f : a.s.scale);
+        if (a.dk)
+            tc_store_rows<D>(dk[mt], a.dk, a.dkt, pk, b, h, krow0 + mt * 16, a.s.Tk, a.s.H,
+                             a.partial ? 1.0f : a.s.scale);
         if (a.dv) tc_store_rows<D>(dv[mt], a.dv, a.dvt, pv, b, h, krow0 + mt * 16, a.s.Tk, a.s.H, 1.0f);
     }
 }
 
 /* dQ: block = 64 MT query rows of one head (warp = MT m-tiles of 16 rows) over the key tiles
  * they see, each tile of 64 keys taken in steps of DQ_STEP. */
-template <typename T, int D>
-__global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
+template <typename T, int D> __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 {
     using dims = tc_dims<D>;
     constexpr int DP = dims::DP, LD = dims::LD, KQ = DP / 16, ND = dims::NDU, MT = dims::DQ_MT, STEP = dims::DQ_STEP;
@@ -880,7 +906,8 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
         const T *sK = kv.x_at(t), *sV = kv.y_at(t);
 #pragma unroll
         for (int n0 = 0; n0 < TC_ROWS; n0 += STEP) {
-            if (a.s.causal && k0 + n0 > wrow0 + 16 * MT - 1) continue; /* every key of the step is after the warp's rows */
+            if (a.s.causal && k0 + n0 > wrow0 + 16 * MT - 1)
+                continue; /* every key of the step is after the warp's rows */
             float s[MT][NS][4], dp[MT][NS][4];
             tc_two_products<T, D, HOLD>(s, dp, qf, of, sQ, sO, warp * 16 * MT, sK, sV, n0); /* S = Q K^T, dP = dO V^T */
             /* element e of n-tile n of m-tile mt: row wrow0 + 16 mt + g + 8 (e >> 1), key k0 + n0 + n*8 + tig*2 + (e & 1);
@@ -899,7 +926,8 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 #pragma unroll
                         for (int e = 0; e < 4; e++) {
                             const int key = k0 + n0 + n * 8 + tig * 2 + (e & 1);
-                            if (key >= Tk || (a.s.causal && key > wrow0 + mt * 16 + g + 8 * (e >> 1))) s[mt][n][e] = 0.0f;
+                            if (key >= Tk || (a.s.causal && key > wrow0 + mt * 16 + g + 8 * (e >> 1)))
+                                s[mt][n][e] = 0.0f;
                         }
             }
 #pragma unroll
@@ -925,18 +953,28 @@ __global__ void __launch_bounds__(TC_THREADS) attn_tc_dq_kernel(tc_args a)
 /* The geometry of q [B, Tq, H*D] and k [B, Tk, H*D] (their shapes, heads, the causal mask and lse
  * are checked before the op runs: kernels/op_checks.c); refuses only a head wider than these
  * kernels take. */
-static int attn_geometry(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k, int heads, bool causal,
-                         attn_shape *s)
+static int attn_geometry(sdt_backend *be, const char *op, const sdt_tensor *q, const sdt_tensor *k, int heads,
+                         bool causal, attn_shape *s)
 {
-    *s = (attn_shape){(int)q->shape[0], (int)q->shape[1], (int)k->shape[1], heads, (int)(q->shape[2] / heads),
-                      (int)q->shape[2], 0.0f, causal};
+    *s = (attn_shape){(int)q->shape[0],
+                      (int)q->shape[1],
+                      (int)k->shape[1],
+                      heads,
+                      (int)(q->shape[2] / heads),
+                      (int)q->shape[2],
+                      0.0f,
+                      causal};
     s->scale = 1.0f / sqrtf((float)s->D);
     if (s->D > ATTN_MAX_GENERIC_D)
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: head dim %d is over the supported %d", op, s->D, ATTN_MAX_GENERIC_D);
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: head dim %d is over the supported %d", op, s->D,
+                         ATTN_MAX_GENERIC_D);
     return 0;
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15) == 0;
+}
 
 /* Whether the tensor-core kernels can run here: the card is sm_80+ AND the code the driver
  * loaded for them was compiled for sm_80+. A module built only as sm_75 PTX, JIT-compiled on a
@@ -966,69 +1004,110 @@ static bool tc_usable(sdt_backend *be, const attn_shape *s, const sdt_tensor *co
 }
 
 /* Launches kernel<T, D> with dynamic shared memory bytes (raising the opt-in limit when needed). */
-#define TC_LAUNCH(be, kernel, T, D, grid, bytes, args)                                                                   \
-    do {                                                                                                                 \
-        CUDA_TRY(be, cudaFuncSetAttribute(kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)));    \
-        kernel<T, D><<<grid, TC_THREADS, bytes, ctx_of(be)->stream>>>(args);                                              \
-        CUDA_LAUNCHED(be);                                                                                               \
+#define TC_LAUNCH(be, kernel, T, D, grid, bytes, args)                                                                 \
+    do {                                                                                                               \
+        CUDA_TRY(be, cudaFuncSetAttribute(kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)));   \
+        kernel<T, D><<<grid, TC_THREADS, bytes, ctx_of(be)->stream>>>(args);                                           \
+        CUDA_LAUNCHED(be);                                                                                             \
     } while (0)
 
 /* Picks the <T, D> instantiation of a tensor-core kernel. */
-#define TC_DISPATCH(be, kernel, is_bf16, D, grid, bytes, args)                                                             \
-    do {                                                                                                                   \
-        if (is_bf16) {                                                                                                     \
-            switch (D) {                                                                                                   \
-            case 40: TC_LAUNCH(be, kernel, __nv_bfloat16, 40, grid, bytes, args); break;                                   \
-            case 64: TC_LAUNCH(be, kernel, __nv_bfloat16, 64, grid, bytes, args); break;                                   \
-            case 80: TC_LAUNCH(be, kernel, __nv_bfloat16, 80, grid, bytes, args); break;                                   \
-            default: TC_LAUNCH(be, kernel, __nv_bfloat16, 160, grid, bytes, args); break;                                  \
-            }                                                                                                              \
-        } else {                                                                                                           \
-            switch (D) {                                                                                                   \
-            case 40: TC_LAUNCH(be, kernel, __half, 40, grid, bytes, args); break;                                          \
-            case 64: TC_LAUNCH(be, kernel, __half, 64, grid, bytes, args); break;                                          \
-            case 80: TC_LAUNCH(be, kernel, __half, 80, grid, bytes, args); break;                                          \
-            default: TC_LAUNCH(be, kernel, __half, 160, grid, bytes, args); break;                                         \
-            }                                                                                                              \
-        }                                                                                                                  \
+#define TC_DISPATCH(be, kernel, is_bf16, D, grid, bytes, args)                                                         \
+    do {                                                                                                               \
+        if (is_bf16) {                                                                                                 \
+            switch (D) {                                                                                               \
+                case 40:                                                                                               \
+                    TC_LAUNCH(be, kernel, __nv_bfloat16, 40, grid, bytes, args);                                       \
+                    break;                                                                                             \
+                case 64:                                                                                               \
+                    TC_LAUNCH(be, kernel, __nv_bfloat16, 64, grid, bytes, args);                                       \
+                    break;                                                                                             \
+                case 80:                                                                                               \
+                    TC_LAUNCH(be, kernel, __nv_bfloat16, 80, grid, bytes, args);                                       \
+                    break;                                                                                             \
+                default:                                                                                               \
+                    TC_LAUNCH(be, kernel, __nv_bfloat16, 160, grid, bytes, args);                                      \
+                    break;                                                                                             \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            switch (D) {                                                                                               \
+                case 40:                                                                                               \
+                    TC_LAUNCH(be, kernel, __half, 40, grid, bytes, args);                                              \
+                    break;                                                                                             \
+                case 64:                                                                                               \
+                    TC_LAUNCH(be, kernel, __half, 64, grid, bytes, args);                                              \
+                    break;                                                                                             \
+                case 80:                                                                                               \
+                    TC_LAUNCH(be, kernel, __half, 80, grid, bytes, args);                                              \
+                    break;                                                                                             \
+                default:                                                                                               \
+                    TC_LAUNCH(be, kernel, __half, 160, grid, bytes, args);                                             \
+                    break;                                                                                             \
+            }                                                                                                          \
+        }                                                                                                              \
     } while (0)
 
-static size_t tc_tile_bytes(int D) { return (size_t)TC_ROWS * ((D + 15) / 16 * 16 + 8) * 2; }
+static size_t tc_tile_bytes(int D)
+{
+    return (size_t)TC_ROWS * ((D + 15) / 16 * 16 + 8) * 2;
+}
 
 /* Each kernel's block: its resident rows (64 per m-tile) and its shared memory, the tiles laid
  * out as the kernels above take them. */
-static int tc_fwd_rows(int D) { return TC_ROWS * tc_fwd_mt(D); }
-static int tc_dkdv_rows(int D) { return TC_ROWS * tc_dkdv_mt(D); }
-static int tc_dq_rows(int D) { return TC_ROWS * tc_dq_mt(D); }
-static size_t tc_fwd_smem(int D) { return (size_t)(tc_fwd_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D); }
+static int tc_fwd_rows(int D)
+{
+    return TC_ROWS * tc_fwd_mt(D);
+}
+static int tc_dkdv_rows(int D)
+{
+    return TC_ROWS * tc_dkdv_mt(D);
+}
+static int tc_dq_rows(int D)
+{
+    return TC_ROWS * tc_dq_mt(D);
+}
+static size_t tc_fwd_smem(int D)
+{
+    return (size_t)(tc_fwd_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D);
+}
 static size_t tc_dkdv_smem(int D)
 {
     return (size_t)(2 * tc_dkdv_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D) + 2 * TC_ROWS * sizeof(float);
 }
-static size_t tc_dq_smem(int D) { return (size_t)(2 * tc_dq_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D); }
+static size_t tc_dq_smem(int D)
+{
+    return (size_t)(2 * tc_dq_mt(D) + 2 * tc_stream_buffers(D)) * tc_tile_bytes(D);
+}
 
 /* Launches a scalar kernel<NC, STAGED, DQ> over `rows` rows, NC = 32-dim chunks per lane covering D;
  * head dims up to GEN_STAGED_MAX_D stage their tiles in shared memory (under the default 48 KiB). */
-#define GEN_LAUNCH_NC(be, kernel, DQ, NC, grid, s, args)                                                                   \
+#define GEN_LAUNCH_NC(be, kernel, DQ, NC, grid, s, args)                                                               \
     do {                                                                                                               \
-        const bool staged_ = (s).D <= GEN_STAGED_MAX_D;                                                               \
+        const bool staged_ = (s).D <= GEN_STAGED_MAX_D;                                                                \
         const size_t bytes_ = gen_smem_bytes((s).D, staged_);                                                          \
-        if (staged_) kernel<NC, true, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                          \
-        else kernel<NC, false, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                                 \
+        if (staged_)                                                                                                   \
+            kernel<NC, true, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                                     \
+        else                                                                                                           \
+            kernel<NC, false, DQ><<<grid, 128, bytes_, ctx_of(be)->stream>>>(args);                                    \
     } while (0)
-#define GEN_LAUNCH(be, kernel, DQ, s, rows, args)                                                                          \
+#define GEN_LAUNCH(be, kernel, DQ, s, rows, args)                                                                      \
     do {                                                                                                               \
         dim3 grid_((unsigned)(((rows) + 3) / 4), (unsigned)((s).B * (s).H));                                           \
-        if ((s).D <= 32) GEN_LAUNCH_NC(be, kernel, DQ, 1, grid_, s, args);                                                 \
-        else if ((s).D <= 64) GEN_LAUNCH_NC(be, kernel, DQ, 2, grid_, s, args);                                            \
-        else if ((s).D <= 128) GEN_LAUNCH_NC(be, kernel, DQ, 4, grid_, s, args);                                           \
-        else if ((s).D <= 256) GEN_LAUNCH_NC(be, kernel, DQ, 8, grid_, s, args);                                           \
-        else GEN_LAUNCH_NC(be, kernel, DQ, 16, grid_, s, args);                                                            \
+        if ((s).D <= 32)                                                                                               \
+            GEN_LAUNCH_NC(be, kernel, DQ, 1, grid_, s, args);                                                          \
+        else if ((s).D <= 64)                                                                                          \
+            GEN_LAUNCH_NC(be, kernel, DQ, 2, grid_, s, args);                                                          \
+        else if ((s).D <= 128)                                                                                         \
+            GEN_LAUNCH_NC(be, kernel, DQ, 4, grid_, s, args);                                                          \
+        else if ((s).D <= 256)                                                                                         \
+            GEN_LAUNCH_NC(be, kernel, DQ, 8, grid_, s, args);                                                          \
+        else                                                                                                           \
+            GEN_LAUNCH_NC(be, kernel, DQ, 16, grid_, s, args);                                                         \
         CUDA_LAUNCHED(be);                                                                                             \
     } while (0)
 
-static int forward_run(sdt_backend *be, const attn_shape *s, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
-                       void *out, int ot, float *lse, bool tc)
+static int forward_run(sdt_backend *be, const attn_shape *s, const sdt_tensor *q, const sdt_tensor *k,
+                       const sdt_tensor *v, void *out, int ot, float *lse, bool tc)
 {
     if (tc) {
         tc_args a = {};
@@ -1053,7 +1132,8 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, co
     int rc = cuda_sdpa_forward(be, out, lse, q, k, v, heads, causal); /* cuDNN's fused attention where it applies */
     if (rc <= 0) return rc;
     const sdt_tensor *all[4] = {q, k, v, out};
-    return forward_run(be, &s, q, k, v, out->data, out->dtype, lse ? (float *)lse->data : NULL, tc_usable(be, &s, all, 4));
+    return forward_run(be, &s, q, k, v, out->data, out->dtype, lse ? (float *)lse->data : NULL,
+                       tc_usable(be, &s, all, 4));
 }
 
 /* Query splits for the dK/dV kernel: enough blocks to fill the GPU when there are few key tiles
@@ -1061,7 +1141,8 @@ int cuda_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, co
 static int dkdv_splits(sdt_backend *be, const attn_shape *s)
 {
     int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device) != cudaSuccess || sms <= 0) sms = 80;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device) != cudaSuccess || sms <= 0)
+        sms = 80;
     const int krows = tc_dkdv_rows(s->D);
     const int blocks = (s->Tk + krows - 1) / krows * s->B * s->H, q_tiles = (s->Tq + TC_ROWS - 1) / TC_ROWS;
     int splits = (2 * sms + blocks - 1) / blocks;
@@ -1097,8 +1178,8 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
     }
     float *delta = (float *)cuda_scratch(be, 3, (size_t)rows * sizeof(float));
     if (!delta) return -1;
-    attn_delta_kernel<<<grid_for(rows * 32, 256), 256, 0, ctx_of(be)->stream>>>(delta, dout->data, dout->dtype, o, odt, s.B,
-                                                                                s.Tq, s.H, s.D);
+    attn_delta_kernel<<<grid_for(rows * 32, 256), 256, 0, ctx_of(be)->stream>>>(delta, dout->data, dout->dtype, o, odt,
+                                                                                s.B, s.Tq, s.H, s.D);
     CUDA_LAUNCHED(be);
     if (!tc) {
         gen_args a = {};
@@ -1121,7 +1202,8 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
         a.splits = dkdv_splits(be, &s);
         const int64_t plane = (int64_t)s.B * s.Tk * s.HD;
         if (a.splits > 1) {
-            a.partial = (float *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, (size_t)(2 * a.splits * plane) * sizeof(float));
+            a.partial =
+                (float *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, (size_t)(2 * a.splits * plane) * sizeof(float));
             if (!a.partial) return -1;
         }
         const int krows = tc_dkdv_rows(s.D);
@@ -1130,7 +1212,7 @@ int cuda_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt
         if (a.splits > 1) {
             if (dk) {
                 attn_reduce_kernel<<<grid_for(plane, 256), 256, 0, ctx_of(be)->stream>>>(dk->data, dk->dtype, a.partial,
-                                                                                        a.splits, plane, s.scale);
+                                                                                         a.splits, plane, s.scale);
                 CUDA_LAUNCHED(be);
             }
             if (dv) {

@@ -37,7 +37,8 @@ static __device__ float ab_logit(const ab_args &a, const void *q, int qt, const 
                                  int j)
 {
     const int64_t HD = (int64_t)a.H * a.D;
-    const int64_t qo = ((int64_t)b * a.Tq + i) * HD + (int64_t)h * a.D, ko = ((int64_t)b * a.Tk + j) * HD + (int64_t)h * a.D;
+    const int64_t qo = ((int64_t)b * a.Tq + i) * HD + (int64_t)h * a.D,
+                  ko = ((int64_t)b * a.Tk + j) * HD + (int64_t)h * a.D;
     float s = 0.0f;
     for (int e = 0; e < a.D; e++) s += ld(q, qt, qo + e) * ld(k, kt, ko + e);
     s *= a.scale;
@@ -93,15 +94,16 @@ static __device__ void ab_prob(const ab_args &a, const void *q, int qt, const vo
     const int64_t r = ((int64_t)b * a.H + h) * a.Tq + i, HD = (int64_t)a.H * a.D;
     const float l = lse[r];
     *p = l == -INFINITY ? 0.0f : __expf(ab_logit(a, q, qt, k, kt, b, h, i, j) - l);
-    const int64_t go = ((int64_t)b * a.Tq + i) * HD + (int64_t)h * a.D, vo = ((int64_t)b * a.Tk + j) * HD + (int64_t)h * a.D;
+    const int64_t go = ((int64_t)b * a.Tq + i) * HD + (int64_t)h * a.D,
+                  vo = ((int64_t)b * a.Tk + j) * HD + (int64_t)h * a.D;
     float dp = 0.0f;
     for (int e = 0; e < a.D; e++) dp += ld(dout, dt, go + e) * ld(v, vt, vo + e);
     *ds = *p * (dp - delta[r]);
 }
 
 /* grid (Tq, H, B): dq row i (written). */
-__global__ void ab_dq_k(ab_args a, void *dq, int dqt, const void *q, int qt, const void *k, int kt, const void *v, int vt,
-                        const void *dout, int dt, const float *lse, const float *delta)
+__global__ void ab_dq_k(ab_args a, void *dq, int dqt, const void *q, int qt, const void *k, int kt, const void *v,
+                        int vt, const void *dout, int dt, const float *lse, const float *delta)
 {
     extern __shared__ float ds[];
     const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -157,8 +159,8 @@ static int ab_limits(sdt_backend *be, const char *op, const ab_args &a)
     if (a.Tq > ATTN_BIAS_MAX_T || a.Tk > ATTN_BIAS_MAX_T || a.B > 65535 || a.H > 65535)
         return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT,
                          "%s: the CUDA kernel takes at most %d tokens per side and 65535 heads and batch rows, but the "
-                         "call has Tq %d, Tk %d, %d heads, batch %d; shorten the sequence.", op, ATTN_BIAS_MAX_T, a.Tq,
-                         a.Tk, a.H, a.B);
+                         "call has Tq %d, Tk %d, %d heads, batch %d; shorten the sequence.",
+                         op, ATTN_BIAS_MAX_T, a.Tq, a.Tk, a.H, a.B);
     return 0;
 }
 
@@ -174,7 +176,8 @@ static int ab_forward(sdt_backend *be, const ab_args &a, void *out, int ot, floa
 }
 
 int cuda_attention_bias_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const sdt_tensor *q,
-                                const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *bias, int heads, float scale)
+                                const sdt_tensor *k, const sdt_tensor *v, const sdt_tensor *bias, int heads,
+                                float scale)
 {
     ab_args a = ab_make(q, k, bias, heads, scale);
     if (ab_limits(be, "attention_bias_forward", a)) return -1;

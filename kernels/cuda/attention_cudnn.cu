@@ -10,7 +10,21 @@
 #include "cudnn_plan.cuh"
 
 enum { SDPA_FWD = 0, SDPA_BWD = 1 };
-enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_ONE, UID_DO, UID_DQ, UID_DK, UID_DV, UID_SUM, UID_DQ_ACC };
+enum {
+    UID_Q = 1,
+    UID_K,
+    UID_V,
+    UID_O,
+    UID_STATS,
+    UID_SCALE,
+    UID_ONE,
+    UID_DO,
+    UID_DQ,
+    UID_DK,
+    UID_DV,
+    UID_SUM,
+    UID_DQ_ACC
+};
 
 struct sdpa_plan {
     int dir, dtype;
@@ -46,16 +60,21 @@ static cudnnStatus_t pointwise(dnn_pool *p, dnn_desc *op, cudnnPointwiseMode_t m
     dnn_desc pw;
     cudnnDataType_t prec = CUDNN_DATA_FLOAT;
     cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pw);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(pw);
     if (s == CUDNN_STATUS_SUCCESS) s = dnn_pool_new(p, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, op);
     if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     1, &pw);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
     if (s == CUDNN_STATUS_SUCCESS && b)
         s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*op);
     return s;
 }
@@ -65,13 +84,18 @@ static cudnnStatus_t matmul(dnn_pool *p, dnn_desc *op, dnn_desc a, dnn_desc b, d
     dnn_desc mm;
     cudnnDataType_t comp = CUDNN_DATA_FLOAT;
     cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &mm);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(mm);
     if (s == CUDNN_STATUS_SUCCESS) s = dnn_pool_new(p, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, op);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*op);
     return s;
 }
@@ -84,12 +108,16 @@ static cudnnStatus_t reduce_sum(dnn_pool *p, dnn_desc *op, dnn_desc x, dnn_desc 
     cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &red);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(red);
     if (s == CUDNN_STATUS_SUCCESS) s = dnn_pool_new(p, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, op);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*op);
     return s;
 }
@@ -97,8 +125,10 @@ static cudnnStatus_t reduce_sum(dnn_pool *p, dnn_desc *op, dnn_desc x, dnn_desc 
 static cudnnStatus_t reshape(dnn_pool *p, dnn_desc *op, dnn_desc x, dnn_desc y)
 {
     cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, op);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*op);
     return s;
 }
@@ -128,8 +158,10 @@ static cudnnStatus_t build_forward(dnn_pool *p, cudnnHandle_t h, struct sdpa_pla
     TRY_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &k));
     TRY_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v));
     TRY_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &o));
-    TRY_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &st));
-    TRY_DNN(cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sc));
+    TRY_DNN(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &st));
+    TRY_DNN(
+        cudnnBackendSetAttribute(op, CUDNN_ATTR_OPERATION_SDPA_FWD_SCALEDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &sc));
     TRY_DNN(cudnnBackendFinalize(op));
     return dnn_plan_for_ops(p, h, &op, 1, false, (size_t)256 << 20, &s->plan, &s->workspace);
 }
@@ -204,8 +236,8 @@ static cudnnStatus_t build_backward(dnn_pool *p, cudnnHandle_t h, struct sdpa_pl
 }
 
 /* The cached plan of this shape, built on first use; NULL with *rc 1 when cuDNN has none, -1 on failure. */
-static const struct sdpa_plan *plan_for(sdt_backend *be, int dir, int dtype, int64_t B, int64_t H, int64_t Tq, int64_t Tk,
-                                        int64_t D, int *rc)
+static const struct sdpa_plan *plan_for(sdt_backend *be, int dir, int dtype, int64_t B, int64_t H, int64_t Tq,
+                                        int64_t Tk, int64_t D, int *rc)
 {
     cuda_ctx *c = ctx_of(be);
     for (int i = 0; i < c->n_sdpa_plans; i++) {
@@ -236,7 +268,10 @@ static const struct sdpa_plan *plan_for(sdt_backend *be, int dir, int dtype, int
     return key.plan ? &c->sdpa_plans[c->n_sdpa_plans - 1] : NULL;
 }
 
-static bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+static bool aligned16(const void *p)
+{
+    return ((uintptr_t)p & 15) == 0;
+}
 
 /* The cases cuDNN's fused attention takes (header comment); the dtype of them all in *dtype. */
 static bool sdpa_applies(sdt_backend *be, const sdt_tensor *const *t, int n, int64_t D, bool causal, int *dtype)
@@ -266,7 +301,8 @@ int cuda_sdpa_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *lse, const s
     void *const ptrs[6] = {q->data, k->data, v->data, out->data, lse->data, &scale};
     cudnnStatus_t s = dnn_execute(ctx_of(be)->cudnn, p->plan, 6, uids, ptrs, ws);
     if (s != CUDNN_STATUS_SUCCESS)
-        return cuda_fail(be, cudnn_error_code(s), "attention_forward: cuDNN's fused attention failed (%s)", cudnnGetErrorString(s));
+        return cuda_fail(be, cudnn_error_code(s), "attention_forward: cuDNN's fused attention failed (%s)",
+                         cudnnGetErrorString(s));
     return 0;
 }
 
@@ -296,17 +332,19 @@ int cuda_sdpa_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tens
      * its fp32 dQ accumulator and row sums take one scratch block */
     const int64_t nq = sdt_tensor_numel(q);
     size_t at = 0;
-    const size_t o_acc = carve(&at, (size_t)nq * sizeof(float)), o_sum = carve(&at, (size_t)(B * heads * Tq) * sizeof(float));
+    const size_t o_acc = carve(&at, (size_t)nq * sizeof(float)),
+                 o_sum = carve(&at, (size_t)(B * heads * Tq) * sizeof(float));
     char *blk = (char *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, at);
     void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (!blk || (p->workspace && !ws)) return -1;
     float scale = 1.0f / sqrtf((float)D), one = 1.0f;
-    const int64_t uids[13] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_ONE,
-                              UID_DO, UID_DQ, UID_DK, UID_DV, UID_SUM, UID_DQ_ACC};
-    void *const ptrs[13] = {q->data, k->data, v->data, out->data, lse->data, &scale, &one, dout->data,
-                            dq->data, dk->data, dv->data, blk + o_sum, blk + o_acc};
+    const int64_t uids[13] = {UID_Q,  UID_K,  UID_V,  UID_O,  UID_STATS, UID_SCALE, UID_ONE,
+                              UID_DO, UID_DQ, UID_DK, UID_DV, UID_SUM,   UID_DQ_ACC};
+    void *const ptrs[13] = {q->data,    k->data,  v->data,  out->data, lse->data,   &scale,     &one,
+                            dout->data, dq->data, dk->data, dv->data,  blk + o_sum, blk + o_acc};
     cudnnStatus_t s = dnn_execute(ctx_of(be)->cudnn, p->plan, 13, uids, ptrs, ws);
     if (s != CUDNN_STATUS_SUCCESS)
-        return cuda_fail(be, cudnn_error_code(s), "attention_backward: cuDNN's fused attention failed (%s)", cudnnGetErrorString(s));
+        return cuda_fail(be, cudnn_error_code(s), "attention_backward: cuDNN's fused attention failed (%s)",
+                         cudnnGetErrorString(s));
     return 0;
 }

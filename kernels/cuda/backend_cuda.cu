@@ -24,8 +24,10 @@ void *cuda_alloc(sdt_backend *be, size_t bytes)
     void *p = NULL;
     cudaError_t e = cuda_device_malloc(ctx_of(be), &p, bytes);
     if (e != cudaSuccess) {
-        cuda_fail(be, cuda_error_code(e), "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
-                  bytes >> 20, cudaGetErrorString(e));
+        cuda_fail(
+            be, cuda_error_code(e),
+            "cannot allocate %zu MiB on the GPU (%s); lower the batch size or resolution, or enable gradient checkpointing",
+            bytes >> 20, cudaGetErrorString(e));
         return NULL;
     }
     return p;
@@ -106,7 +108,8 @@ void *cuda_scratch(sdt_backend *be, int slot, size_t bytes)
     c->scratch_size[slot] = 0;
     size_t want = bytes + bytes / 4; /* headroom: shapes grow a little across blocks */
     if (cuda_device_malloc(c, &c->scratch[slot], want) != cudaSuccess) {
-        cuda_fail(be, SDT_ERR_OUT_OF_MEMORY, "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
+        cuda_fail(be, SDT_ERR_OUT_OF_MEMORY,
+                  "cannot allocate %zu MiB of GPU scratch; lower the batch size or resolution", want >> 20);
         return NULL;
     }
     c->scratch_size[slot] = want;
@@ -124,8 +127,8 @@ int cuda_convert_raw(sdt_backend *be, void *dst, int dst_dtype, const void *src,
 {
     if (n == 0) return 0;
     if (dst_dtype == src_dtype) {
-        CUDA_TRY(be, cudaMemcpyAsync(dst, src, (size_t)n * sdt_dtype_size((sdt_dtype)src_dtype), cudaMemcpyDeviceToDevice,
-                                     ctx_of(be)->stream));
+        CUDA_TRY(be, cudaMemcpyAsync(dst, src, (size_t)n * sdt_dtype_size((sdt_dtype)src_dtype),
+                                     cudaMemcpyDeviceToDevice, ctx_of(be)->stream));
         return 0;
     }
     convert_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst, dst_dtype, src, src_dtype, n);
@@ -156,7 +159,8 @@ __global__ void axpy_kernel(void *dst, int dt, float alpha, const void *src, int
 int cuda_axpy(sdt_backend *be, sdt_tensor *dst, float alpha, const sdt_tensor *src)
 {
     int64_t n = sdt_tensor_numel(dst);
-    axpy_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst->data, dst->dtype, alpha, src->data, src->dtype, n);
+    axpy_kernel<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dst->data, dst->dtype, alpha, src->data, src->dtype,
+                                                                  n);
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -206,12 +210,15 @@ int cuda_transpose_raw(sdt_backend *be, void *out, int odt, const void *x, int x
                        int accumulate)
 {
     if (B * M * N == 0) return 0;
-    if (B > 65535) return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "transpose: %lld matrices exceed one launch", (long long)B);
-    dim3 grid((unsigned)((N + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE), (unsigned)((M + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
-              (unsigned)B);
+    if (B > 65535)
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "transpose: %lld matrices exceed one launch", (long long)B);
+    dim3 grid((unsigned)((N + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE),
+              (unsigned)((M + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE), (unsigned)B);
     dim3 block(TRANSPOSE_TILE, TRANSPOSE_ROWS);
-    SDT_DTYPE_SWITCH(xdt, TI, SDT_DTYPE_SWITCH(odt, TO, transpose_kernel<TI, TO><<<grid, block, 0, ctx_of(be)->stream>>>(
-                                                        (TO *)out, (const TI *)x, M, N, accumulate)));
+    SDT_DTYPE_SWITCH(xdt, TI,
+                     SDT_DTYPE_SWITCH(odt, TO,
+                                      transpose_kernel<TI, TO><<<grid, block, 0, ctx_of(be)->stream>>>(
+                                          (TO *)out, (const TI *)x, M, N, accumulate)));
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -260,11 +267,11 @@ int cuda_count_nonfinite(sdt_backend *be, const sdt_tensor *x, int64_t *count)
 /* ------------------------------------------------------------------ GEMM */
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap operands. */
-int cuda_gemm_f32(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                  const float *B, int ldb, float beta, float *C, int ldc)
+int cuda_gemm_f32(sdt_backend *be, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    CUBLAS_TRY(be, cublasSgemm(ctx_of(be)->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                               N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
+    CUBLAS_TRY(be, cublasSgemm(ctx_of(be)->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc));
     return 0;
 }
 
@@ -273,8 +280,8 @@ int cuda_gemm_f32_batched(sdt_backend *be, bool trans_a, bool trans_b, int M, in
                           long long sc, int batch)
 {
     CUBLAS_TRY(be, cublasSgemmStridedBatched(ctx_of(be)->cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, sb, A, lda, sa,
-                                             &beta, C, ldc, sc, batch));
+                                             trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, sb, A, lda,
+                                             sa, &beta, C, ldc, sc, batch));
     return 0;
 }
 
@@ -317,7 +324,8 @@ static bool check_device_code(int device, char *err, size_t err_size)
     cudaError_t e = cudaFuncGetAttributes(&attr, capability_probe_kernel);
     if (e == cudaSuccess) return true;
     cudaGetLastError(); /* a non-sticky error: clear it so the next CUDA call starts clean */
-    snprintf(err, err_size, "the CUDA module has no code for this GPU (%s, compute capability %d.%d; the module was "
+    snprintf(err, err_size,
+             "the CUDA module has no code for this GPU (%s, compute capability %d.%d; the module was "
              "built for CUDA architectures %s: %s); rebuild sdtrain with -DCMAKE_CUDA_ARCHITECTURES=%d%d, or with a "
              "PTX architecture (for example 90 rather than 90-real) that newer cards compile",
              prop.name, prop.major, prop.minor, SDT_CUDA_ARCHS, cudaGetErrorString(e), prop.major, prop.minor);
@@ -334,7 +342,8 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
         return NULL;
     }
     if (device < 0 || device >= count) {
-        snprintf(err, err_size, "CUDA device %d does not exist (this machine has %d); choose 0..%d", device, count, count - 1);
+        snprintf(err, err_size, "CUDA device %d does not exist (this machine has %d); choose 0..%d", device, count,
+                 count - 1);
         return NULL;
     }
     if (!check_device_code(device, err, err_size)) return NULL;
@@ -352,13 +361,16 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     c->device = device;
     fill_table(be);
     const char *what = NULL;
-    if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (cudaSetDevice(device) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) != cudaSuccess)
         what = "a CUDA stream";
-    else if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS)
+    else if (cublasCreate(&c->cublas) != CUBLAS_STATUS_SUCCESS ||
+             cublasSetStream(c->cublas, c->stream) != CUBLAS_STATUS_SUCCESS)
         what = "a cuBLAS handle";
     else if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS)
         what = "a cuBLASLt handle";
-    else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(c->cudnn, c->stream) != CUDNN_STATUS_SUCCESS)
+    else if (cudnnCreate(&c->cudnn) != CUDNN_STATUS_SUCCESS ||
+             cudnnSetStream(c->cudnn, c->stream) != CUDNN_STATUS_SUCCESS)
         what = "a cuDNN handle (is libcudnn.so.9 installed?)";
     else if (cuda_device_malloc(c, (void **)&c->reduce, 64 * sizeof(float)) != cudaSuccess ||
              cuda_device_malloc(c, (void **)&c->reduce_d, 64 * sizeof(double)) != cudaSuccess ||
@@ -373,7 +385,8 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     be->native_bf16 = cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major >= 8;
     be->deterministic = true; /* until the job says otherwise (ops.h) */
     c->attention_tc = be->native_bf16 && cuda_attention_tc_available(prop.major);
-    be->prefers_channels_last = true; /* cuDNN runs the UNet's 3x3 convolutions 1.5-2x faster in NHWC (bench/NOTES.md run 23) */
+    be->prefers_channels_last =
+        true; /* cuDNN runs the UNet's 3x3 convolutions 1.5-2x faster in NHWC (bench/NOTES.md run 23) */
     /* Exact fp32 GEMMs by default: parity with the CPU reference matters more than TF32 speed here. */
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
     return be;

@@ -12,13 +12,12 @@
 
 #include "cuda_common.cuh"
 
-#define COLSUM_TILE 32       /* columns per block, and row lanes per column */
-#define COLSUM_CHUNK 1024    /* rows per block */
+#define COLSUM_TILE 32        /* columns per block, and row lanes per column */
+#define COLSUM_CHUNK 1024     /* rows per block */
 #define COLSUM_SCRATCH_SLOT 6 /* the partial sums [chunks, sums, C] */
 
 /* partial[(chunk * NSUM + k) * C + c] = sum over the chunk's rows of value(r, c)[k]. */
-template <int NSUM, class Value>
-__global__ void colsum_partial_k(float *partial, Value value, int64_t rows, int64_t C)
+template <int NSUM, class Value> __global__ void colsum_partial_k(float *partial, Value value, int64_t rows, int64_t C)
 {
     __shared__ float lanes[NSUM][COLSUM_TILE][COLSUM_TILE + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;

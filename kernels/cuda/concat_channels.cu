@@ -36,16 +36,17 @@ __global__ void concat_k(io<T> out, io<T> a, io<T> b, int64_t B, int64_t na, int
 
 /* Launches concat_k: typed when the present tensors share a dtype and are aligned and both
  * parts' per-batch extents are multiples of the vector width. */
-static int concat_launch(sdt_backend *be, const sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b, int64_t B, int64_t na,
-                         int64_t nb, bool backward)
+static int concat_launch(sdt_backend *be, const sdt_tensor *out, const sdt_tensor *a, const sdt_tensor *b, int64_t B,
+                         int64_t na, int64_t nb, bool backward)
 {
     int dt = out->dtype;
     const void *ptrs[3] = {out->data, a ? a->data : NULL, b ? b->data : NULL};
     bool same = (!a || a->dtype == dt) && (!b || b->dtype == dt) && vec_ok(dt, na, ptrs, 3) && nb % vec_width(dt) == 0;
     int64_t n = B * (na + nb);
-    SDT_IO_SWITCH(same, dt, T,
-                  concat_k<T> LAUNCH(be, n / io<T>::VEC)(io_of<T>(out->data, dt), io_of<T>(a ? a->data : NULL, a ? a->dtype : 0),
-                                                        io_of<T>(b ? b->data : NULL, b ? b->dtype : 0), B, na, nb, backward));
+    SDT_IO_SWITCH(
+        same, dt, T,
+        concat_k<T> LAUNCH(be, n / io<T>::VEC)(io_of<T>(out->data, dt), io_of<T>(a ? a->data : NULL, a ? a->dtype : 0),
+                                               io_of<T>(b ? b->data : NULL, b ? b->dtype : 0), B, na, nb, backward));
     CUDA_LAUNCHED(be);
     return 0;
 }

@@ -23,9 +23,9 @@ struct conv_plan {
     int dir, dtype, stride, pad, accumulate, align;
     int layout; /* CONV_CL_X | CONV_CL_W | CONV_CL_Y: which operands are channels-last */
     int64_t xs[4], ws[4];
-    dnn_desc plan;       /* NULL when nchw_fallback */
+    dnn_desc plan; /* NULL when nchw_fallback */
     size_t workspace;
-    bool nchw_fallback;  /* cuDNN had no plan for this layout mix: conv_run_nchw runs it */
+    bool nchw_fallback; /* cuDNN had no plan for this layout mix: conv_run_nchw runs it */
 };
 
 /* Larger workspaces are skipped for the next candidate plan: the workspace is scratch held all run. */
@@ -46,8 +46,7 @@ static struct conv_plan *plan_lookup(cuda_ctx *c, const struct conv_plan *key)
         struct conv_plan *p = &c->conv_plans[i];
         if (p->dir == key->dir && p->dtype == key->dtype && p->stride == key->stride && p->pad == key->pad &&
             p->accumulate == key->accumulate && p->align == key->align && p->layout == key->layout &&
-            !memcmp(p->xs, key->xs, sizeof p->xs) &&
-            !memcmp(p->ws, key->ws, sizeof p->ws))
+            !memcmp(p->xs, key->xs, sizeof p->xs) && !memcmp(p->ws, key->ws, sizeof p->ws))
             return p;
     }
     return NULL;
@@ -72,8 +71,8 @@ static int operands_align(const void *a, const void *b, const void *c)
 }
 
 /* dims are the logical [N, C, H, W] (a filter's [K, C, R, S]); channels_last: memory N, H, W, C (K, R, S, C). */
-static cudnnStatus_t make_tensor(dnn_pool *p, dnn_desc *t, int64_t uid, int dtype, const int64_t *dims, bool channels_last,
-                                 int64_t align)
+static cudnnStatus_t make_tensor(dnn_pool *p, dnn_desc *t, int64_t uid, int dtype, const int64_t *dims,
+                                 bool channels_last, int64_t align)
 {
     int64_t strides[4] = {dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
     if (channels_last) {
@@ -90,24 +89,32 @@ static cudnnStatus_t make_conv(dnn_pool *p, dnn_desc *d, int stride, int pad)
     cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     int64_t dims = 2, ones[2] = {1, 1}, strides[2] = {stride, stride}, pads[2] = {pad, pad};
     cudnnStatus_t s = dnn_pool_new(p, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, ones);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, strides);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pads);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*d);
     return s;
 }
 
 /* The one operation of the plan's graph: its x, w and y attributes by direction. */
-static cudnnStatus_t make_operation(dnn_pool *p, dnn_desc *op, conv_dir dir, dnn_desc x, dnn_desc w, dnn_desc y, dnn_desc conv, float beta)
+static cudnnStatus_t make_operation(dnn_pool *p, dnn_desc *op, conv_dir dir, dnn_desc x, dnn_desc w, dnn_desc y,
+                                    dnn_desc conv, float beta)
 {
-    static const cudnnBackendDescriptorType_t type[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                                         CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                                                         CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    static const cudnnBackendDescriptorType_t type[3] = {
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
     static const cudnnBackendAttributeName_t attr[3][6] = {
         {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
          CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
@@ -139,8 +146,10 @@ static cudnnStatus_t plan_build(cudnnHandle_t h, struct conv_plan *key, const in
     memset(&pool, 0, sizeof pool);
     dnn_desc x, w, y, conv, op;
     cudnnStatus_t s = make_tensor(&pool, &x, UID_X, key->dtype, key->xs, key->layout & CONV_CL_X, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&pool, &w, UID_W, key->dtype, key->ws, key->layout & CONV_CL_W, key->align);
-    if (s == CUDNN_STATUS_SUCCESS) s = make_tensor(&pool, &y, UID_Y, key->dtype, ys, key->layout & CONV_CL_Y, key->align);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = make_tensor(&pool, &w, UID_W, key->dtype, key->ws, key->layout & CONV_CL_W, key->align);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = make_tensor(&pool, &y, UID_Y, key->dtype, ys, key->layout & CONV_CL_Y, key->align);
     if (s == CUDNN_STATUS_SUCCESS) s = make_conv(&pool, &conv, key->stride, key->pad);
     if (s == CUDNN_STATUS_SUCCESS)
         s = make_operation(&pool, &op, (conv_dir)key->dir, x, w, y, conv, key->accumulate ? 1.0f : 0.0f);
@@ -159,9 +168,9 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
  * scratch slots 8-10 (attention's, free during a convolution): correct everywhere, at NCHW's speed
  * plus the transposes. The operand the direction writes (y, dx or dw) is copied in only when it
  * accumulates, and moved back after. */
-static int conv_run_nchw(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws, const int64_t *ys,
-                         int layout, int stride, int pad, bool accumulate, const void *x, const void *w, const void *y,
-                         const char *what)
+static int conv_run_nchw(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs, const int64_t *ws,
+                         const int64_t *ys, int layout, int stride, int pad, bool accumulate, const void *x,
+                         const void *w, const void *y, const char *what)
 {
     const int64_t *dims[3] = {xs, ws, ys};
     const void *ptr[3] = {x, w, y};
@@ -215,21 +224,25 @@ static int conv_run(sdt_backend *be, conv_dir dir, int dtype, const int64_t *xs,
         cudnnStatus_t s = plan_build(c->cudnn, &key, ys);
         key.nchw_fallback = s != CUDNN_STATUS_SUCCESS && layout != 0;
         if (s != CUDNN_STATUS_SUCCESS && !key.nchw_fallback)
-            return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld %s input and a %lldx%lldx%lldx%lld %s filter (%s)",
-                             what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
-                             layout & CONV_CL_X ? "NHWC" : "NCHW", (long long)ws[0], (long long)ws[1], (long long)ws[2],
-                             (long long)ws[3], layout & CONV_CL_W ? "KRSC" : "KCRS", cudnnGetErrorString(s));
+            return cuda_fail(
+                be, cudnn_error_code(s),
+                "%s: cuDNN has no plan for a %lldx%lldx%lldx%lld %s input and a %lldx%lldx%lldx%lld %s filter (%s)",
+                what, (long long)xs[0], (long long)xs[1], (long long)xs[2], (long long)xs[3],
+                layout & CONV_CL_X ? "NHWC" : "NCHW", (long long)ws[0], (long long)ws[1], (long long)ws[2],
+                (long long)ws[3], layout & CONV_CL_W ? "KRSC" : "KCRS", cudnnGetErrorString(s));
         if (key.nchw_fallback) key.plan = NULL;
         p = &c->conv_plans[c->n_conv_plans++];
         *p = key;
     }
-    if (p->nchw_fallback) return conv_run_nchw(be, dir, dtype, xs, ws, ys, layout, stride, pad, accumulate, x, w, y, what);
+    if (p->nchw_fallback)
+        return conv_run_nchw(be, dir, dtype, xs, ws, ys, layout, stride, pad, accumulate, x, w, y, what);
     void *workspace = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !workspace) return -1;
     const int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *const ptrs[3] = {(void *)x, (void *)w, (void *)y};
     cudnnStatus_t s = dnn_execute(c->cudnn, p->plan, 3, uids, ptrs, workspace);
-    if (s != CUDNN_STATUS_SUCCESS) return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
+    if (s != CUDNN_STATUS_SUCCESS)
+        return cuda_fail(be, cudnn_error_code(s), "%s: cuDNN failed (%s)", what, cudnnGetErrorString(s));
     return 0;
 }
 
@@ -241,7 +254,8 @@ typedef struct conv_ops {
     bool y_copied;
 } conv_ops;
 
-static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, sdt_tensor *y, bool load_y, conv_ops *o)
+static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, sdt_tensor *y, bool load_y,
+                         conv_ops *o)
 {
     if (x->dtype == w->dtype && (!y || y->dtype == x->dtype)) {
         *o = (conv_ops){x->data, w->data, y ? y->data : NULL, x->dtype, false};
@@ -253,7 +267,8 @@ static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
     o->y = NULL;
     o->y_copied = false;
     if (y) {
-        if (y->dtype == SDT_F32) o->y = y->data;
+        if (y->dtype == SDT_F32)
+            o->y = y->data;
         else {
             int64_t n = sdt_tensor_numel(y);
             o->y = cuda_scratch(be, 2, (size_t)n * sizeof(float));
@@ -266,8 +281,8 @@ static int conv_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor 
 
 /* dx = (overwrite ? 0 : dx) + the transposed convolution of dout (cuDNN's backward data with beta 0 or 1;
  * the f32 fallback for mixed dtypes accumulates into a zeroed dx). dx has x's shape. */
-static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad,
-                              bool overwrite)
+static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
+                              int pad, bool overwrite)
 {
     float beta = 1.0f;
     bool native = dx->dtype == w->dtype && dout->dtype == dx->dtype;
@@ -275,8 +290,10 @@ static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor 
     const void *wp = native ? w->data : cuda_read_f32(be, w, 1);
     const void *dyp = native ? dout->data : cuda_read_f32(be, dout, 3);
     if (!wp || !dyp) return -1;
-    if (native && overwrite) beta = 0.0f;
-    else if (overwrite && cuda_zero(be, dx)) return -1;
+    if (native && overwrite)
+        beta = 0.0f;
+    else if (overwrite && cuda_zero(be, dx))
+        return -1;
     float *dx32 = NULL;
     void *dxp = dx->data;
     if (!native && dx->dtype != SDT_F32) {
@@ -285,8 +302,8 @@ static int conv_backward_data(sdt_backend *be, sdt_tensor *dx, const sdt_tensor 
         if (!dx32 || cuda_convert_raw(be, dx32, SDT_F32, dx->data, dx->dtype, n)) return -1;
         dxp = dx32;
     }
-    if (conv_run(be, CONV_BWD_DATA, dt, dx->shape, w->shape, dout->shape, conv_layout(dx, w, dout), stride, pad, beta != 0.0f,
-                 dxp, wp, dyp, "conv2d backward (data)"))
+    if (conv_run(be, CONV_BWD_DATA, dt, dx->shape, w->shape, dout->shape, conv_layout(dx, w, dout), stride, pad,
+                 beta != 0.0f, dxp, wp, dyp, "conv2d backward (data)"))
         return -1;
     if (dx32 && cuda_convert_raw(be, dx->data, dx->dtype, dx32, SDT_F32, sdt_tensor_numel(dx))) return -1;
     return 0;
@@ -297,8 +314,8 @@ int cuda_conv2d_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
 {
     conv_ops o;
     if (conv_operands(be, x, w, out, false, &o)) return -1;
-    if (conv_run(be, CONV_FWD, o.dtype, x->shape, w->shape, out->shape, conv_layout(x, w, out), stride, pad, false, o.x, o.w,
-                 o.y, "conv2d forward"))
+    if (conv_run(be, CONV_FWD, o.dtype, x->shape, w->shape, out->shape, conv_layout(x, w, out), stride, pad, false, o.x,
+                 o.w, o.y, "conv2d forward"))
         return -1;
     int64_t n = sdt_tensor_numel(out), C = out->shape[1], S = out->shape[2] * out->shape[3];
     if (b) { /* over channels of S values, or (channels-last) over rows of C values */
@@ -330,15 +347,17 @@ int cuda_conv2d_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
             if (!dw32 || cuda_convert_raw(be, dw32, SDT_F32, dw->data, dw->dtype, n)) return -1;
         }
         if (!x32 || !dy32) return -1;
-        if (conv_run(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, dout->shape, conv_layout(x, dw, dout), stride, pad, true,
-                     x32, dw32, dy32, "conv2d backward (filter)"))
+        if (conv_run(be, CONV_BWD_FILTER, SDT_F32, x->shape, w->shape, dout->shape, conv_layout(x, dw, dout), stride,
+                     pad, true, x32, dw32, dy32, "conv2d backward (filter)"))
             return -1;
-        if (dw32 != dw->data && cuda_convert_raw(be, dw->data, dw->dtype, dw32, SDT_F32, sdt_tensor_numel(dw))) return -1;
+        if (dw32 != dw->data && cuda_convert_raw(be, dw->data, dw->dtype, dw32, SDT_F32, sdt_tensor_numel(dw)))
+            return -1;
     }
     return 0;
 }
 
-int cuda_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride, int pad)
+int cuda_conv2d_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *w, int stride,
+                           int pad)
 {
     return conv_backward_data(be, dx, dout, w, stride, pad, true);
 }

@@ -27,16 +27,18 @@ bool cuda_attention_tc_available(int device_major);
 
 /* Row softmax helpers shared with attention (softmax.cu): scale multiplies x first;
  * causal_T > 0 masks columns past (row % causal_T); out2 (may be NULL) gets a second copy. */
-int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows, int64_t C,
-                      int64_t causal_T, float scale);
-int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt, int64_t rows,
-                               int64_t C, float scale, bool accumulate);
+int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows,
+                      int64_t C, int64_t causal_T, float scale);
+int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt,
+                               int64_t rows, int64_t C, float scale, bool accumulate);
 
 /* GroupNorm on channels-last x (groupnorm_nhwc.cu); cuda_groupnorm_forward/backward hand such x here. */
-int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
-                                const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act);
-int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
-                                 const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
-                                 const sdt_tensor *rstd, int groups, sdt_activation act);
+int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                                const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
+                                float eps, sdt_activation act);
+int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                                 const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                                 const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                                 sdt_activation act);
 
 #endif

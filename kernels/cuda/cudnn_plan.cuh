@@ -29,13 +29,15 @@ cudnnStatus_t dnn_tensor(dnn_pool *p, dnn_desc *out, int64_t uid, cudnnDataType_
  * deterministic (a replayed step gives the same bits) and accumulates in fp32, with exact fp32 math
  * too when exact_f32 (no tensor cores: parity with the CPU reference), that finalizes and whose
  * workspace is at most cap bytes. */
-cudnnStatus_t dnn_choose_plan(cudnnHandle_t h, dnn_desc graph, bool exact_f32, size_t cap, dnn_desc *plan, size_t *workspace);
+cudnnStatus_t dnn_choose_plan(cudnnHandle_t h, dnn_desc graph, bool exact_f32, size_t cap, dnn_desc *plan,
+                              size_t *workspace);
 
 /* Builds the operation graph of n ops and chooses its plan (above). */
-cudnnStatus_t dnn_plan_for_ops(dnn_pool *p, cudnnHandle_t h, dnn_desc *ops, int n, bool exact_f32, size_t cap, dnn_desc *plan,
-                               size_t *workspace);
+cudnnStatus_t dnn_plan_for_ops(dnn_pool *p, cudnnHandle_t h, dnn_desc *ops, int n, bool exact_f32, size_t cap,
+                               dnn_desc *plan, size_t *workspace);
 
 /* Runs plan with n tensors named by uid (a by-value scalar's pointer is to its host value). */
-cudnnStatus_t dnn_execute(cudnnHandle_t h, dnn_desc plan, int n, const int64_t *uids, void *const *ptrs, void *workspace);
+cudnnStatus_t dnn_execute(cudnnHandle_t h, dnn_desc plan, int n, const int64_t *uids, void *const *ptrs,
+                          void *workspace);
 
 #endif

@@ -18,7 +18,8 @@ __global__ void mul_acc_k(void *dx, int dxt, const void *dout, int dot, const fl
     GRID_STRIDE(i, n) acc(dx, dxt, i, ld(dout, dot, i) * mask[i]);
 }
 
-int cuda_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p, uint64_t seed)
+int cuda_dropout_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mask, const sdt_tensor *x, float p,
+                         uint64_t seed)
 {
     /* p == 1 drops everything, as on the CPU (shared_math.h's keep scale is 0 there) */
     int64_t n = sdt_tensor_numel(x);

@@ -1,8 +1,8 @@
 /* embedding.cu - token and position embedding lookup on the GPU. Semantics: kernels/ops.h. */
 #include "norm_stats.cuh"
 
-__global__ void emb_fwd_k(void *out, int odt, const int32_t *tok, const void *table, int tdt, const void *pos, int pdt, int64_t T,
-                          int64_t C, int64_t n)
+__global__ void emb_fwd_k(void *out, int odt, const int32_t *tok, const void *table, int tdt, const void *pos, int pdt,
+                          int64_t T, int64_t C, int64_t n)
 {
     GRID_STRIDE(i, n)
     {
@@ -46,8 +46,10 @@ static int check_token_ids(sdt_backend *be, const char *op, const sdt_tensor *to
     int bad = 0;
     if (cuda_download(be, &bad, c->flag, sizeof(int))) return -1;
     if (bad)
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "%s: a token id is outside the vocabulary [0, %lld); check the tokenizer and the "
-                         "embedding table.", op, (long long)vocab);
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT,
+                         "%s: a token id is outside the vocabulary [0, %lld); check the tokenizer and the "
+                         "embedding table.",
+                         op, (long long)vocab);
     return 0;
 }
 
@@ -57,8 +59,9 @@ int cuda_embedding_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *t
     int64_t BT = sdt_tensor_numel(tokens), C = table->shape[1], T = tokens->shape[tokens->ndim - 1];
     cuda_ctx *c = ctx_of(be);
     if (check_token_ids(be, "embedding_forward", tokens, table->shape[0])) return -1;
-    emb_fwd_k<<<grid_for(BT * C, 256), 256, 0, c->stream>>>(out->data, out->dtype, (const int32_t *)tokens->data, table->data,
-                                                           table->dtype, dat(pos), dty(pos), T, C, BT * C);
+    emb_fwd_k<<<grid_for(BT * C, 256), 256, 0, c->stream>>>(out->data, out->dtype, (const int32_t *)tokens->data,
+                                                            table->data, table->dtype, dat(pos), dty(pos), T, C,
+                                                            BT * C);
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -71,15 +74,17 @@ int cuda_embedding_backward(sdt_backend *be, sdt_tensor *dtable, sdt_tensor *dpo
     if (dtable) {
         /* atomicAdd accumulates f32 only: a CUDA limit, refused here rather than in the shared checks */
         if (dtable->dtype != SDT_F32)
-            return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "embedding_backward: the CUDA backend accumulates dtable in f32 only; pass an "
+            return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT,
+                             "embedding_backward: the CUDA backend accumulates dtable in f32 only; pass an "
                              "f32 dtable.");
         if (check_token_ids(be, "embedding_backward", tokens, dtable->shape[0])) return -1;
-        emb_bwd_table_k<<<grid_for(BT * C, 256), 256, 0, s>>>((float *)dtable->data, (const int32_t *)tokens->data, dout->data,
-                                                             dout->dtype, C, BT * C);
+        emb_bwd_table_k<<<grid_for(BT * C, 256), 256, 0, s>>>((float *)dtable->data, (const int32_t *)tokens->data,
+                                                              dout->data, dout->dtype, C, BT * C);
         CUDA_LAUNCHED(be);
     }
     if (dpos) {
-        emb_bwd_pos_k<<<grid_for(T * C, 256), 256, 0, s>>>(dpos->data, dpos->dtype, dout->data, dout->dtype, BT / T, T, C);
+        emb_bwd_pos_k<<<grid_for(T * C, 256), 256, 0, s>>>(dpos->data, dpos->dtype, dout->data, dout->dtype, BT / T, T,
+                                                           C);
         CUDA_LAUNCHED(be);
     }
     return 0;

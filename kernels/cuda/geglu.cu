@@ -5,8 +5,7 @@
 
 /* GEGLU: x [rows, 2C] -> out [rows, C] = value * gelu(gate), value first. Each thread takes
  * VEC consecutive columns of one row (16-byte accesses, vec_io.cuh). */
-template <typename T>
-__global__ void geglu_fwd_k(io<T> out, io<T> x, int64_t rows, int64_t C)
+template <typename T> __global__ void geglu_fwd_k(io<T> out, io<T> x, int64_t rows, int64_t C)
 {
     constexpr int V = io<T>::VEC;
     const int64_t per_row = C / V;
@@ -21,8 +20,7 @@ __global__ void geglu_fwd_k(io<T> out, io<T> x, int64_t rows, int64_t C)
         out.store(u * V, v);
     }
 }
-template <typename T>
-__global__ void geglu_bwd_k(io<T> dx, io<T> dout, io<T> x, int64_t rows, int64_t C)
+template <typename T> __global__ void geglu_bwd_k(io<T> dx, io<T> dout, io<T> x, int64_t rows, int64_t C)
 {
     constexpr int V = io<T>::VEC;
     const int64_t per_row = C / V;
@@ -49,8 +47,9 @@ int cuda_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
     const void *ptrs[2] = {out->data, x->data};
     bool same = out->dtype == x->dtype && vec_ok(x->dtype, C, ptrs, 2);
     int64_t units = rows * C / (same ? vec_width(x->dtype) : 1);
-    SDT_IO_SWITCH(same, x->dtype, T,
-                  geglu_fwd_k<T> LAUNCH(be, units)(io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype), rows, C));
+    SDT_IO_SWITCH(
+        same, x->dtype, T,
+        geglu_fwd_k<T> LAUNCH(be, units)(io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype), rows, C));
     CUDA_LAUNCHED(be);
     return 0;
 }
@@ -64,7 +63,7 @@ int cuda_geglu_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout,
     int64_t units = rows * C / (same ? vec_width(x->dtype) : 1);
     SDT_IO_SWITCH(same, x->dtype, T,
                   geglu_bwd_k<T> LAUNCH(be, units)(io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype),
-                                                  io_of<T>(x->data, x->dtype), rows, C));
+                                                   io_of<T>(x->data, x->dtype), rows, C));
     CUDA_LAUNCHED(be);
     return 0;
 }

@@ -4,7 +4,6 @@
 #include "shared_math.h"
 #include "vec_io.cuh"
 
-
 /* x [B, C, S] (channels-last x: groupnorm_nhwc.cu); a group is cpg consecutive channels: cpg*S contiguous values.
  * Work is cut into chunks of a channel: block (b, c, k) owns chunk k of channel c of batch b
  * (K chunks per channel, more when B x C alone would leave the GPU idle: batch 1), and walks it
@@ -34,8 +33,7 @@ __device__ __forceinline__ gn_chunk gn_chunk_of(const gn_geom &g)
 }
 
 /* stats[(b * C + c) * K + k] = the statistics of chunk k of channel c of batch b. */
-template <typename T>
-__global__ void gn_stats_k(mstat *stats, io<T> x, gn_geom g)
+template <typename T> __global__ void gn_stats_k(mstat *stats, io<T> x, gn_geom g)
 {
     constexpr int V = io<T>::VEC;
     gn_chunk ch = gn_chunk_of(g);
@@ -224,16 +222,17 @@ int cuda_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, s
     SDT_IO_SWITCH(same, x->dtype, T, {
         gn_stats_k<T><<<(unsigned)blocks, threads, 0, s>>>(stats, io_of<T>(x->data, x->dtype), g);
         gn_fwd_k<T><<<(unsigned)blocks, threads, 0, s>>>(io_of<T>(out->data, out->dtype), (float *)mean->data,
-                                                        (float *)rstd->data, stats, io_of<T>(x->data, x->dtype), dat(gamma),
-                                                        dty(gamma), dat(beta), dty(beta), g, eps, act);
+                                                         (float *)rstd->data, stats, io_of<T>(x->data, x->dtype),
+                                                         dat(gamma), dty(gamma), dat(beta), dty(beta), g, eps, act);
     });
     CUDA_LAUNCHED(be);
     return 0;
 }
 
-int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
-                            const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
-                            const sdt_tensor *rstd, int groups, sdt_activation act)
+int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                            const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                            const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                            sdt_activation act)
 {
     if (act == SDT_ACT_IDENTITY) beta = NULL; /* the plain norm's gradient does not depend on beta */
     if (!dx && !dgamma && !dbeta) return 0;
@@ -253,17 +252,18 @@ int cuda_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
     cudaStream_t s = STREAM(be);
     const float *mp = (const float *)mean->data, *rp = (const float *)rstd->data;
     SDT_IO_SWITCH(same, x->dtype, T, {
-        gn_bwd_sums_k<T><<<(unsigned)blocks, threads, 0, s>>>(part, io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype),
-                                                             dat(gamma), dty(gamma), dat(beta), dty(beta), mp, rp, g, act);
+        gn_bwd_sums_k<T><<<(unsigned)blocks, threads, 0, s>>>(part, io_of<T>(dout->data, dout->dtype),
+                                                              io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma),
+                                                              dat(beta), dty(beta), mp, rp, g, act);
         if (dx)
-            gn_bwd_dx_k<T><<<(unsigned)blocks, threads, 0, s>>>(io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype),
-                                                               io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma), dat(beta),
-                                                               dty(beta), mp, rp, part, g, act);
+            gn_bwd_dx_k<T><<<(unsigned)blocks, threads, 0, s>>>(
+                io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype),
+                dat(gamma), dty(gamma), dat(beta), dty(beta), mp, rp, part, g, act);
     });
     CUDA_LAUNCHED(be);
     if (dgamma || dbeta) {
-        gn_bwd_params_k<<<grid_for(C, 128), 128, 0, s>>>(dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL,
-                                                         dty(dbeta), part, rp, B, groups, g);
+        gn_bwd_params_k<<<grid_for(C, 128), 128, 0, s>>>(
+            dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL, dty(dbeta), part, rp, B, groups, g);
         CUDA_LAUNCHED(be);
     }
     return 0;

@@ -25,14 +25,14 @@
 #include "norm_stats.cuh"
 #include "vec_io.cuh"
 
-#define GN_TILE 32           /* threads along the channels in the reductions */
-#define GN_LANES 8           /* pixel lanes per block of the reductions: GN_TILE * GN_LANES = NT threads */
-#define GN_UNROLL 4          /* pixels a lane loads before it adds them */
-#define GN_FILL_BLOCKS 1056  /* reduction blocks that fill an H100 (132 SMs) 8 deep */
-#define GN_MAX_CHUNK 4096    /* pixels per reduction chunk, at most */
-#define GN_EW_UNROLL 2       /* pixels an elementwise thread loads before it writes */
-#define GN_EW_FILL 270336    /* elementwise threads that fill an H100 (132 SMs x 2048) */
-#define GN_EW_MAX_PIXELS 16  /* pixels per elementwise thread, at most */
+#define GN_TILE 32          /* threads along the channels in the reductions */
+#define GN_LANES 8          /* pixel lanes per block of the reductions: GN_TILE * GN_LANES = NT threads */
+#define GN_UNROLL 4         /* pixels a lane loads before it adds them */
+#define GN_FILL_BLOCKS 1056 /* reduction blocks that fill an H100 (132 SMs) 8 deep */
+#define GN_MAX_CHUNK 4096   /* pixels per reduction chunk, at most */
+#define GN_EW_UNROLL 2      /* pixels an elementwise thread loads before it writes */
+#define GN_EW_FILL 270336   /* elementwise threads that fill an H100 (132 SMs x 2048) */
+#define GN_EW_MAX_PIXELS 16 /* pixels per elementwise thread, at most */
 
 /* Channels a reduction thread loads at once: a 4-byte pair for 16-bit storage. */
 template <typename T> struct gn_w {
@@ -120,7 +120,8 @@ template <typename T> __global__ void gn_nhwc_stats_k(mstat *stats, io<T> x, gn_
 #pragma unroll
     for (int w = 0; w < W; w++) {
         float fn = (float)n, mu = n ? sum[w] / fn : 0.0f;
-        lanes[threadIdx.y][threadIdx.x * W + w] = n ? mstat{fn, shift[w] + mu, fmaxf(sq[w] - sum[w] * mu, 0.0f)} : mstat{0, 0, 0};
+        lanes[threadIdx.y][threadIdx.x * W + w] =
+            n ? mstat{fn, shift[w] + mu, fmaxf(sq[w] - sum[w] * mu, 0.0f)} : mstat{0, 0, 0};
     }
     __syncthreads();
     if (threadIdx.y == 0 && c0 < g.C)
@@ -151,8 +152,8 @@ __global__ void gn_nhwc_group_stats_k(float *mean, float *rstd, const mstat *sta
 
 /* part[entry(b, c, k)] = (sum of dn, sum of dn * (x - mean)) of channel c over chunk k of image b. */
 template <typename T>
-__global__ void gn_nhwc_bwd_sums_k(float2 *part, io<T> dy, io<T> x, const void *gamma, int gdt, const void *beta, int bdt,
-                                   const float *mean, const float *rstd, gn_nhwc_geom g, sdt_activation act)
+__global__ void gn_nhwc_bwd_sums_k(float2 *part, io<T> dy, io<T> x, const void *gamma, int gdt, const void *beta,
+                                   int bdt, const float *mean, const float *rstd, gn_nhwc_geom g, sdt_activation act)
 {
     constexpr int W = gn_w<T>::W;
     __shared__ float2 lanes[GN_LANES][GN_TILE * W];
@@ -375,8 +376,8 @@ __global__ void gn_nhwc_bwd_params_k(void *dg, int dgt, void *db, int dbt, const
 static int gn_nhwc_grid(sdt_backend *be, const gn_nhwc_geom &g, int W, dim3 *grid)
 {
     if (g.K > 65535 || g.B > 65535)
-        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "groupnorm: %lld images of %lld pixels exceed one launch", (long long)g.B,
-                         (long long)g.S);
+        return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "groupnorm: %lld images of %lld pixels exceed one launch",
+                         (long long)g.B, (long long)g.S);
     *grid = dim3((unsigned)((g.C + GN_TILE * W - 1) / (GN_TILE * W)), (unsigned)g.K, (unsigned)g.B);
     return 0;
 }
@@ -405,26 +406,30 @@ static int gn_nhwc_forward_t(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean,
     CUDA_LAUNCHED(be);
     gn_nhwc_group_stats_k<<<grid_for(g.B * g.G * 32, NT), NT, 0, s>>>(mp, rp, stats, g, eps);
     CUDA_LAUNCHED(be);
-    gn_nhwc_fwd_k<T><<<e.grid, dim3(e.bx, e.ly), 0, s>>>(io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype), mp, rp,
-                                                         dat(gamma), dty(gamma), dat(beta), dty(beta), g, e.pt, act);
+    gn_nhwc_fwd_k<T><<<e.grid, dim3(e.bx, e.ly), 0, s>>>(io_of<T>(out->data, out->dtype), io_of<T>(x->data, x->dtype),
+                                                         mp, rp, dat(gamma), dty(gamma), dat(beta), dty(beta), g, e.pt,
+                                                         act);
     CUDA_LAUNCHED(be);
     return 0;
 }
 
-int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
-                                const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
+int cuda_groupnorm_nhwc_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd,
+                                const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, int groups,
+                                float eps, sdt_activation act)
 {
     if (x->shape[0] * x->shape[1] * x->shape[2] * x->shape[3] == 0) return 0;
     const void *ptrs[2] = {out->data, x->data};
     bool same = out->dtype == x->dtype && vec_ok(x->dtype, x->shape[1], ptrs, 2);
-    SDT_IO_SWITCH(same, x->dtype, T, { return gn_nhwc_forward_t<T>(be, out, mean, rstd, x, gamma, beta, groups, eps, act); });
+    SDT_IO_SWITCH(same, x->dtype, T,
+                  { return gn_nhwc_forward_t<T>(be, out, mean, rstd, x, gamma, beta, groups, eps, act); });
     return 0;
 }
 
 template <typename T>
-static int gn_nhwc_backward_t(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
-                              const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
-                              const sdt_tensor *rstd, int groups, sdt_activation act)
+static int gn_nhwc_backward_t(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                              const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                              const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                              sdt_activation act)
 {
     constexpr int W = gn_w<T>::W;
     gn_nhwc_geom g = gn_nhwc_geometry(x, groups, W);
@@ -440,28 +445,30 @@ static int gn_nhwc_backward_t(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamm
     cudaStream_t s = STREAM(be);
     const float *mp = (const float *)mean->data, *rp = (const float *)rstd->data;
     gn_nhwc_bwd_sums_k<T><<<grid, dim3(GN_TILE, GN_LANES), 0, s>>>(part, io_of<T>(dout->data, dout->dtype),
-                                                                  io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma),
-                                                                  dat(beta), dty(beta), mp, rp, g, act);
+                                                                   io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma),
+                                                                   dat(beta), dty(beta), mp, rp, g, act);
     CUDA_LAUNCHED(be);
     if (dx) {
-        gn_nhwc_group_sums_k<<<grid_for(g.B * g.G * 32, NT), NT, 0, s>>>(group_means, part, dat(gamma), dty(gamma), rp, g);
+        gn_nhwc_group_sums_k<<<grid_for(g.B * g.G * 32, NT), NT, 0, s>>>(group_means, part, dat(gamma), dty(gamma), rp,
+                                                                         g);
         CUDA_LAUNCHED(be);
-        gn_nhwc_bwd_dx_k<T><<<e.grid, dim3(e.bx, e.ly), 0, s>>>(io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype),
-                                                                io_of<T>(x->data, x->dtype), dat(gamma), dty(gamma), dat(beta),
-                                                                dty(beta), mp, rp, group_means, g, e.pt, act);
+        gn_nhwc_bwd_dx_k<T><<<e.grid, dim3(e.bx, e.ly), 0, s>>>(
+            io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype), dat(gamma),
+            dty(gamma), dat(beta), dty(beta), mp, rp, group_means, g, e.pt, act);
         CUDA_LAUNCHED(be);
     }
     if (dgamma || dbeta) {
         gn_nhwc_bwd_params_k<<<grid_for(g.C * 32, NT), NT, 0, s>>>(dgamma ? dgamma->data : NULL, dty(dgamma),
-                                                                  dbeta ? dbeta->data : NULL, dty(dbeta), part, rp, g);
+                                                                   dbeta ? dbeta->data : NULL, dty(dbeta), part, rp, g);
         CUDA_LAUNCHED(be);
     }
     return 0;
 }
 
-int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
-                                 const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *beta, const sdt_tensor *mean,
-                                 const sdt_tensor *rstd, int groups, sdt_activation act)
+int cuda_groupnorm_nhwc_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                                 const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                                 const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups,
+                                 sdt_activation act)
 {
     if (x->shape[0] * x->shape[1] * x->shape[2] * x->shape[3] == 0) return 0;
     const void *ptrs[3] = {dx ? dx->data : NULL, dout->data, x->data};

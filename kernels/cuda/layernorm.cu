@@ -15,18 +15,21 @@
 template <typename TP, int V>
 __device__ __forceinline__ void ln_params(const io<TP> &g, const io<TP> &b, int64_t c, float (&gf)[V], float (&bf)[V])
 {
-    if (g.p) g.load(c, gf);
+    if (g.p)
+        g.load(c, gf);
     else
 #pragma unroll
         for (int k = 0; k < V; k++) gf[k] = 1.0f;
-    if (b.p) b.load(c, bf);
+    if (b.p)
+        b.load(c, bf);
     else
 #pragma unroll
         for (int k = 0; k < V; k++) bf[k] = 0.0f;
 }
 
 template <typename T, typename TP>
-__global__ void ln_fwd_k(io<T> out, float *mean, float *rstd, io<T> x, io<TP> g, io<TP> b, int64_t N, int64_t C, float eps)
+__global__ void ln_fwd_k(io<T> out, float *mean, float *rstd, io<T> x, io<TP> g, io<TP> b, int64_t N, int64_t C,
+                         float eps)
 {
     constexpr int V = io<T>::VEC;
     int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32, base = r * C, units = C / V;
@@ -55,7 +58,8 @@ __global__ void ln_fwd_k(io<T> out, float *mean, float *rstd, io<T> x, io<TP> g,
 }
 
 template <typename T, typename TP>
-__global__ void ln_bwd_dx_k(io<T> dx, io<T> dy, io<T> x, io<TP> g, const float *mean, const float *rstd, int64_t N, int64_t C)
+__global__ void ln_bwd_dx_k(io<T> dx, io<T> dy, io<T> x, io<TP> g, const float *mean, const float *rstd, int64_t N,
+                            int64_t C)
 {
     constexpr int V = io<T>::VEC;
     int64_t r = (int64_t)blockIdx.x * LN_ROWS + threadIdx.x / 32, base = r * C, units = C / V;
@@ -105,7 +109,10 @@ template <typename T> struct ln_param_grad_value {
     }
 };
 
-static unsigned ln_blocks(int64_t N) { return (unsigned)((N + LN_ROWS - 1) / LN_ROWS); }
+static unsigned ln_blocks(int64_t N)
+{
+    return (unsigned)((N + LN_ROWS - 1) / LN_ROWS);
+}
 
 /* Whether gamma and beta (either may be NULL) can be read as io<T> beside x of dtype: same dtype,
  * 16-byte aligned (C is a multiple of the vector width already). */
@@ -119,17 +126,17 @@ template <typename T, typename TP>
 static void ln_fwd_launch(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
                           const sdt_tensor *gamma, const sdt_tensor *beta, int64_t N, int64_t C, float eps)
 {
-    ln_fwd_k<T, TP><<<ln_blocks(N), NT, 0, STREAM(be)>>>(io_of<T>(out->data, out->dtype), (float *)mean->data, (float *)rstd->data,
-                                                         io_of<T>(x->data, x->dtype), io_of<TP>(dat(gamma), dty(gamma)),
-                                                         io_of<TP>(dat(beta), dty(beta)), N, C, eps);
+    ln_fwd_k<T, TP><<<ln_blocks(N), NT, 0, STREAM(be)>>>(
+        io_of<T>(out->data, out->dtype), (float *)mean->data, (float *)rstd->data, io_of<T>(x->data, x->dtype),
+        io_of<TP>(dat(gamma), dty(gamma)), io_of<TP>(dat(beta), dty(beta)), N, C, eps);
 }
 template <typename T, typename TP>
-static void ln_bwd_launch(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
-                          const float *mean, const float *rstd, int64_t N, int64_t C)
+static void ln_bwd_launch(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *x,
+                          const sdt_tensor *gamma, const float *mean, const float *rstd, int64_t N, int64_t C)
 {
-    ln_bwd_dx_k<T, TP><<<ln_blocks(N), NT, 0, STREAM(be)>>>(io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype),
-                                                            io_of<T>(x->data, x->dtype), io_of<TP>(dat(gamma), dty(gamma)), mean,
-                                                            rstd, N, C);
+    ln_bwd_dx_k<T, TP><<<ln_blocks(N), NT, 0, STREAM(be)>>>(
+        io_of<T>(dx->data, dx->dtype), io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype),
+        io_of<TP>(dat(gamma), dty(gamma)), mean, rstd, N, C);
 }
 
 int cuda_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
@@ -148,8 +155,9 @@ int cuda_layernorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, s
     return 0;
 }
 
-int cuda_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta, const sdt_tensor *dout,
-                            const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *mean, const sdt_tensor *rstd)
+int cuda_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, sdt_tensor *dbeta,
+                            const sdt_tensor *dout, const sdt_tensor *x, const sdt_tensor *gamma,
+                            const sdt_tensor *mean, const sdt_tensor *rstd)
 {
     int64_t C = x->shape[x->ndim - 1], N = sdt_tensor_numel(x) / C;
     const float *mp = (const float *)mean->data, *rp = (const float *)rstd->data;
@@ -169,7 +177,8 @@ int cuda_layernorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma,
         int rc = 0;
         SDT_IO_SWITCH(same, x->dtype, T, {
             ln_param_grad_value<T> value{io_of<T>(dout->data, dout->dtype), io_of<T>(x->data, x->dtype), mp, rp, C};
-            rc = column_sums<2>(be, dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL, dty(dbeta), value, N, C);
+            rc = column_sums<2>(be, dgamma ? dgamma->data : NULL, dty(dgamma), dbeta ? dbeta->data : NULL, dty(dbeta),
+                                value, N, C);
         });
         if (rc) return -1;
     }

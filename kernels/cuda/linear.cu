@@ -37,13 +37,13 @@ static int gemm_ex(sdt_backend *be, bool ta, bool tb, int M, int N, int K, float
                    const void *B, int bt, int ldb, float beta, void *C, int ct, int ldc)
 {
     if (at == bt && (ct == at || ct == SDT_F32)) {
-        CUBLAS_TRY(be, cublasGemmEx(ctx_of(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
-                                    &alpha, B, cuda_type(bt), ldb, A, cuda_type(at), lda, &beta, C, cuda_type(ct), ldc,
-                                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        CUBLAS_TRY(be, cublasGemmEx(ctx_of(be)->cublas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                    N, M, K, &alpha, B, cuda_type(bt), ldb, A, cuda_type(at), lda, &beta, C,
+                                    cuda_type(ct), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return 0;
     }
-    return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "gemm: unsupported dtype mix (%s, %s -> %s)", sdt_dtype_name((sdt_dtype)at),
-                     sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
+    return cuda_fail(be, SDT_ERR_INVALID_ARGUMENT, "gemm: unsupported dtype mix (%s, %s -> %s)",
+                     sdt_dtype_name((sdt_dtype)at), sdt_dtype_name((sdt_dtype)bt), sdt_dtype_name((sdt_dtype)ct));
 }
 
 /* dout[r, c]: the bias gradient is its column sums (column_sum.cuh). */
@@ -55,7 +55,8 @@ struct bias_grad_value {
 };
 
 /* Brings x and w to one dtype: the shared dtype when they agree, else f32 copies. */
-static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const void **xp, const void **wp, int *dt)
+static int gemm_operands(sdt_backend *be, const sdt_tensor *x, const sdt_tensor *w, const void **xp, const void **wp,
+                         int *dt)
 {
     if (x->dtype == w->dtype) {
         *xp = x->data;
@@ -128,13 +129,13 @@ typedef struct lt_call {
     void *d;
 } lt_call;
 
-static cublasStatus_t lt_run(sdt_backend *be, const struct lt_plan *p, const cublasLtMatmulAlgo_t *algo, size_t ws_bytes,
-                             void *ws, const lt_call *x, void *d)
+static cublasStatus_t lt_run(sdt_backend *be, const struct lt_plan *p, const cublasLtMatmulAlgo_t *algo,
+                             size_t ws_bytes, void *ws, const lt_call *x, void *d)
 {
     const float alpha = 1.0f, beta = p->c_mode == LT_C_NONE ? 0.0f : 1.0f;
     const void *cin = p->c_mode == LT_C_SEPARATE ? x->c : x->d;
-    return cublasLtMatmul(ctx_of(be)->cublaslt, p->desc, &alpha, x->a, p->a, x->b, p->b, &beta, cin, p->c, d, p->c, algo, ws,
-                          ws_bytes, ctx_of(be)->stream);
+    return cublasLtMatmul(ctx_of(be)->cublaslt, p->desc, &alpha, x->a, p->a, x->b, p->b, &beta, cin, p->c, d, p->c,
+                          algo, ws, ws_bytes, ctx_of(be)->stream);
 }
 
 /* The fastest of the candidates on this call's operands: each runs once to warm, then three times timed.
@@ -172,7 +173,8 @@ static int lt_pick_fastest(sdt_backend *be, struct lt_plan *p, const cublasLtMat
             ran = lt_run(be, &timing, &cand[i].algo, cand[i].workspaceSize, ws, &tx, d) == CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(e1, c->stream);
         float ms = 0;
-        if (!ran || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) continue;
+        if (!ran || cudaEventSynchronize(e1) != cudaSuccess || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+            continue;
         if (best < 0 || ms < best_ms) best = i, best_ms = ms;
     }
     if (e0) cudaEventDestroy(e0);
@@ -199,9 +201,12 @@ static int lt_plan_make(sdt_backend *be, struct lt_plan *p, const lt_call *x)
     const cublasOperation_t ta = p->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = CUBLAS_OP_N;
     const cublasLtEpilogue_t epi = p->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     cublasStatus_t s = cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
     const cudaDataType_t bias_t = cuda_type(p->bias_dt);
     if (s == CUBLAS_STATUS_SUCCESS && p->bias)
         s = cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_t, sizeof bias_t);
@@ -232,7 +237,8 @@ static int lt_plan_make(sdt_backend *be, struct lt_plan *p, const lt_call *x)
         found = 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS)
-        return cuda_fail(be, cublas_error_code(s), "linear: cuBLASLt error %d describing a [%lld, %lld] x [%lld, %lld] product", (int)s,
+        return cuda_fail(be, cublas_error_code(s),
+                         "linear: cuBLASLt error %d describing a [%lld, %lld] x [%lld, %lld] product", (int)s,
                          (long long)p->m, (long long)p->k, (long long)p->k, (long long)p->n);
     int usable = 0;
     for (int i = 0; i < found; i++)
@@ -253,7 +259,8 @@ static const struct lt_plan *lt_plan_for(sdt_backend *be, const struct lt_plan *
     for (int i = 0; i < c->n_lt_plans; i++) {
         const struct lt_plan *p = &c->lt_plans[i];
         if (p->n == key->n && p->m == key->m && p->k == key->k && p->dt == key->dt && p->trans_a == key->trans_a &&
-            p->bias == key->bias && p->bias_dt == key->bias_dt && p->tuned == key->tuned && p->c_mode == key->c_mode && p->align == key->align)
+            p->bias == key->bias && p->bias_dt == key->bias_dt && p->tuned == key->tuned && p->c_mode == key->c_mode &&
+            p->align == key->align)
             return p;
     }
     if (c->n_lt_plans == c->cap_lt_plans) {
@@ -293,7 +300,9 @@ static int lt_gemm(sdt_backend *be, int dt, int bias_dt, bool trans_a, int64_t n
     const struct lt_plan *p = lt_plan_for(be, &key, x);
     if (!p) return -1;
     if (!p->ok) return 1;
-    if (x->bias) CUBLAS_TRY(be, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x->bias, sizeof x->bias));
+    if (x->bias)
+        CUBLAS_TRY(
+            be, cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &x->bias, sizeof x->bias));
     void *ws = p->workspace ? cuda_scratch(be, CUDA_CONV_WORKSPACE_SLOT, p->workspace) : NULL;
     if (p->workspace && !ws) return -1;
     CUBLAS_TRY(be, lt_run(be, p, &p->algo, p->workspace, ws, x, x->d));
@@ -338,7 +347,8 @@ static int gemm_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, c
         if (!op) return -1;
         odt = SDT_F32;
     }
-    if (gemm_ex(be, false, true, (int)M, (int)OC, (int)C, 1.0f, xp, dt, (int)C, wp, dt, (int)C, 0.0f, op, odt, (int)OC)) return -1;
+    if (gemm_ex(be, false, true, (int)M, (int)OC, (int)C, 1.0f, xp, dt, (int)C, wp, dt, (int)C, 0.0f, op, odt, (int)OC))
+        return -1;
     if (b) {
         if (cuda_add_bias(be, op, odt, b->data, b->dtype, M, OC, 1)) return -1;
     }
@@ -372,33 +382,36 @@ int cuda_linear_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dw, sdt_te
         int dt;
         if (gemm_operands(be, dout, w, &dp, &wp, &dt)) return -1;
         if (dx->dtype == dt || dx->dtype == SDT_F32) {
-            if (gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dp, dt, (int)OC, wp, dt, (int)C, 1.0f, dx->data, dx->dtype,
-                        (int)C))
+            if (gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dp, dt, (int)OC, wp, dt, (int)C, 1.0f,
+                        dx->data, dx->dtype, (int)C))
                 return -1;
         } else {
             const float *d32 = cuda_read_f32(be, dout, 0), *w32 = cuda_read_f32(be, w, 1);
             float *acc32 = accum_begin(be, dx, 3);
             if (!d32 || !w32 || !acc32) return -1;
-            if (cuda_gemm_f32(be, false, false, (int)M, (int)C, (int)OC, 1.0f, d32, (int)OC, w32, (int)C, 1.0f, acc32, (int)C) ||
+            if (cuda_gemm_f32(be, false, false, (int)M, (int)C, (int)OC, 1.0f, d32, (int)OC, w32, (int)C, 1.0f, acc32,
+                              (int)C) ||
                 accum_end(be, dx, acc32))
                 return -1;
         }
     }
     if (dw && dout->dtype == x->dtype && dout->dtype != SDT_F32 && (dw->dtype == SDT_F32 || dw->dtype == x->dtype)) {
         /* 16-bit operands straight into the (f32) gradient: tensor cores, f32 accumulation */
-        if (gemm_ex(be, true, false, (int)OC, (int)C, (int)M, 1.0f, dout->data, dout->dtype, (int)OC, x->data, x->dtype, (int)C,
-                    1.0f, dw->data, dw->dtype, (int)C))
+        if (gemm_ex(be, true, false, (int)OC, (int)C, (int)M, 1.0f, dout->data, dout->dtype, (int)OC, x->data, x->dtype,
+                    (int)C, 1.0f, dw->data, dw->dtype, (int)C))
             return -1;
     } else if (dw) { /* dw [OC, C] += dout^T [OC, M] x [M, C], accumulated in f32 */
         const float *d32 = cuda_read_f32(be, dout, 0), *x32 = cuda_read_f32(be, x, 1);
         float *acc32 = accum_begin(be, dw, 3);
         if (!d32 || !x32 || !acc32) return -1;
-        if (cuda_gemm_f32(be, true, false, (int)OC, (int)C, (int)M, 1.0f, d32, (int)OC, x32, (int)C, 1.0f, acc32, (int)C) ||
+        if (cuda_gemm_f32(be, true, false, (int)OC, (int)C, (int)M, 1.0f, d32, (int)OC, x32, (int)C, 1.0f, acc32,
+                          (int)C) ||
             accum_end(be, dw, acc32))
             return -1;
     }
     if (db) {
-        if (column_sums<1>(be, db->data, db->dtype, NULL, 0, bias_grad_value{dout->data, dout->dtype, OC}, M, OC)) return -1;
+        if (column_sums<1>(be, db->data, db->dtype, NULL, 0, bias_grad_value{dout->data, dout->dtype, OC}, M, OC))
+            return -1;
     }
     return 0;
 }
@@ -411,8 +424,8 @@ int cuda_linear_input_grad(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *do
     int lt = lt_input_grad(be, dx, dout, w, false);
     if (lt <= 0) return lt;
     if (dout->dtype == w->dtype && (dx->dtype == dout->dtype || dx->dtype == SDT_F32))
-        return gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dout->data, dout->dtype, (int)OC, w->data, w->dtype,
-                       (int)C, 0.0f, dx->data, dx->dtype, (int)C);
+        return gemm_ex(be, false, false, (int)M, (int)C, (int)OC, 1.0f, dout->data, dout->dtype, (int)OC, w->data,
+                       w->dtype, (int)C, 0.0f, dx->data, dx->dtype, (int)C);
     sdt_tensor x_shape = *dx;
     x_shape.data = NULL;
     if (cuda_zero(be, dx)) return -1;

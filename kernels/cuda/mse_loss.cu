@@ -1,7 +1,8 @@
 /* mse_loss.cu - the (weighted) MSE loss and its gradient on the GPU. Semantics: kernels/ops.h. */
 #include "reduce.cuh"
 
-__global__ void mse_partial_k(const void *p, int pdt, const void *t, int tdt, const void *w, int wdt, int64_t n, double *partial)
+__global__ void mse_partial_k(const void *p, int pdt, const void *t, int tdt, const void *w, int wdt, int64_t n,
+                              double *partial)
 {
     double s = 0;
     GRID_STRIDE(i, n)
@@ -18,9 +19,9 @@ int cuda_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred,
     int64_t n = sdt_tensor_numel(pred);
     double *partial = (double *)cuda_scratch(be, SDT_CUDA_SCRATCH_SLOTS - 1, RED_BLOCKS * sizeof(double));
     if (!partial) return -1;
-    mse_partial_k<<<RED_BLOCKS, RED_THREADS, 0, ctx_of(be)->stream>>>(pred->data, pred->dtype, target->data, target->dtype,
-                                                                      weight ? weight->data : NULL, weight ? weight->dtype : 0, n,
-                                                                      partial);
+    mse_partial_k<<<RED_BLOCKS, RED_THREADS, 0, ctx_of(be)->stream>>>(pred->data, pred->dtype, target->data,
+                                                                      target->dtype, weight ? weight->data : NULL,
+                                                                      weight ? weight->dtype : 0, n, partial);
     CUDA_LAUNCHED(be);
     double sum;
     if (cuda_finish_sum(be, partial, &sum)) return -1;
@@ -28,8 +29,8 @@ int cuda_mse_loss_forward(sdt_backend *be, double *loss, const sdt_tensor *pred,
     return 0;
 }
 
-__global__ void mse_bwd_k(void *dp, int dpt, const void *p, int pdt, const void *t, int tdt, const void *w, int wdt, float k,
-                          int64_t n)
+__global__ void mse_bwd_k(void *dp, int dpt, const void *p, int pdt, const void *t, int tdt, const void *w, int wdt,
+                          float k, int64_t n)
 {
     GRID_STRIDE(i, n)
     {
@@ -38,14 +39,14 @@ __global__ void mse_bwd_k(void *dp, int dpt, const void *p, int pdt, const void 
     }
 }
 
-int cuda_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred, const sdt_tensor *target,
-                           const sdt_tensor *weight)
+int cuda_mse_loss_backward(sdt_backend *be, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
+                           const sdt_tensor *target, const sdt_tensor *weight)
 {
     int64_t n = sdt_tensor_numel(pred);
     float k = 2.0f * dloss / (float)n;
-    mse_bwd_k<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(dpred->data, dpred->dtype, pred->data, pred->dtype,
-                                                                target->data, target->dtype, weight ? weight->data : NULL,
-                                                                weight ? weight->dtype : 0, k, n);
+    mse_bwd_k<<<grid_for(n, 256), 256, 0, ctx_of(be)->stream>>>(
+        dpred->data, dpred->dtype, pred->data, pred->dtype, target->data, target->dtype, weight ? weight->data : NULL,
+        weight ? weight->dtype : 0, k, n);
     CUDA_LAUNCHED(be);
     return 0;
 }

@@ -74,7 +74,8 @@ static __device__ __forceinline__ mstat warp_mstat(mstat m)
                 __shfl_down_sync(0xffffffffu, m.m2, o)};
         m = mstat_combine(m, t);
     }
-    return mstat{__shfl_sync(0xffffffffu, m.n, 0), __shfl_sync(0xffffffffu, m.mean, 0), __shfl_sync(0xffffffffu, m.m2, 0)};
+    return mstat{__shfl_sync(0xffffffffu, m.n, 0), __shfl_sync(0xffffffffu, m.mean, 0),
+                 __shfl_sync(0xffffffffu, m.m2, 0)};
 }
 /* Sums in a fixed tree; every lane gets lane 0's. */
 static __device__ __forceinline__ float2 warp_sum2(float2 v)
@@ -118,7 +119,13 @@ static __device__ __forceinline__ float gn_out_grad(sdt_activation act, float dy
 }
 
 /* An optional tensor's data and dtype (NULL and 0 when absent). */
-static inline const void *dat(const sdt_tensor *t) { return t ? t->data : NULL; }
-static inline int dty(const sdt_tensor *t) { return t ? t->dtype : 0; }
+static inline const void *dat(const sdt_tensor *t)
+{
+    return t ? t->data : NULL;
+}
+static inline int dty(const sdt_tensor *t)
+{
+    return t ? t->dtype : 0;
+}
 
 #endif

@@ -85,8 +85,8 @@ int cuda_rmsnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, c
     const void *g = gamma ? gamma->data : NULL;
     const int gdt = gamma ? gamma->dtype : SDT_F32;
     if (dx) {
-        rmsnorm_dx_k<<<(unsigned)rows, RMS_THREADS, 0, STREAM(be)>>>(dx->data, dx->dtype, dout->data, dout->dtype, x->data,
-                                                                     x->dtype, g, gdt, (const float *)rstd->data, C);
+        rmsnorm_dx_k<<<(unsigned)rows, RMS_THREADS, 0, STREAM(be)>>>(
+            dx->data, dx->dtype, dout->data, dout->dtype, x->data, x->dtype, g, gdt, (const float *)rstd->data, C);
         CUDA_LAUNCHED(be);
     }
     if (dgamma) {

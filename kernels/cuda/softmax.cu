@@ -25,8 +25,8 @@ __global__ void softmax_k(void *out, int odt, void *out2, int o2dt, const void *
 }
 
 /* dx = scale * y * (dy - sum(dy * y)); accumulate when acc_mode, overwrite otherwise. */
-__global__ void softmax_bwd_k(void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt, int64_t C, float scale,
-                              int acc_mode)
+__global__ void softmax_bwd_k(void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt, int64_t C,
+                              float scale, int acc_mode)
 {
     int64_t r = blockIdx.x, base = r * C;
     float s = 0;
@@ -34,21 +34,23 @@ __global__ void softmax_bwd_k(void *dx, int dxt, const void *dy, int dyt, const 
     s = block_sum(s);
     for (int64_t c = threadIdx.x; c < C; c += NT) {
         float v = scale * ld(y, ydt, base + c) * (ld(dy, dyt, base + c) - s);
-        if (acc_mode) acc(dx, dxt, base + c, v);
-        else st(dx, dxt, base + c, v);
+        if (acc_mode)
+            acc(dx, dxt, base + c, v);
+        else
+            st(dx, dxt, base + c, v);
     }
 }
 
-int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows, int64_t C,
-                      int64_t causal_T, float scale)
+int cuda_softmax_rows(sdt_backend *be, void *out, int odt, void *out2, int o2dt, const void *x, int xdt, int64_t rows,
+                      int64_t C, int64_t causal_T, float scale)
 {
     softmax_k<<<(unsigned)rows, NT, 0, ctx_of(be)->stream>>>(out, odt, out2, o2dt, x, xdt, C, causal_T, scale);
     CUDA_LAUNCHED(be);
     return 0;
 }
 
-int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt, int64_t rows,
-                               int64_t C, float scale, bool accumulate)
+int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *dy, int dyt, const void *y, int ydt,
+                               int64_t rows, int64_t C, float scale, bool accumulate)
 {
     softmax_bwd_k<<<(unsigned)rows, NT, 0, ctx_of(be)->stream>>>(dx, dxt, dy, dyt, y, ydt, C, scale, accumulate);
     CUDA_LAUNCHED(be);
@@ -58,7 +60,8 @@ int cuda_softmax_rows_backward(sdt_backend *be, void *dx, int dxt, const void *d
 int cuda_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 {
     int64_t C = x->shape[x->ndim - 1];
-    return cuda_softmax_rows(be, out->data, out->dtype, NULL, 0, x->data, x->dtype, sdt_tensor_numel(x) / C, C, 0, 1.0f);
+    return cuda_softmax_rows(be, out->data, out->dtype, NULL, 0, x->data, x->dtype, sdt_tensor_numel(x) / C, C, 0,
+                             1.0f);
 }
 
 int cuda_softmax_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *out)

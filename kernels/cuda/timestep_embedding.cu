@@ -17,8 +17,8 @@ int cuda_timestep_embedding(sdt_backend *be, sdt_tensor *out, const sdt_tensor *
                             float downscale_freq_shift, float max_period)
 {
     int64_t B = sdt_tensor_numel(t), dim = out->shape[out->ndim - 1];
-    timestep_k LAUNCH(be, B * dim)(out->data, out->dtype, t->data, t->dtype, B, dim, flip_sin_to_cos, downscale_freq_shift,
-                                   log((double)max_period));
+    timestep_k LAUNCH(be, B * dim)(out->data, out->dtype, t->data, t->dtype, B, dim, flip_sin_to_cos,
+                                   downscale_freq_shift, log((double)max_period));
     CUDA_LAUNCHED(be);
     return 0;
 }

@@ -18,7 +18,8 @@ __global__ void upsample_bwd_k(void *dx, int dxt, const void *dout, int dot, int
         int64_t bc = i / (H * W), r = i % (H * W), y = r / W, x = r % W;
         int64_t base = bc * 4 * H * W;
         float s = ld(dout, dot, base + (2 * y) * 2 * W + 2 * x) + ld(dout, dot, base + (2 * y) * 2 * W + 2 * x + 1) +
-                  ld(dout, dot, base + (2 * y + 1) * 2 * W + 2 * x) + ld(dout, dot, base + (2 * y + 1) * 2 * W + 2 * x + 1);
+                  ld(dout, dot, base + (2 * y + 1) * 2 * W + 2 * x) +
+                  ld(dout, dot, base + (2 * y + 1) * 2 * W + 2 * x + 1);
         acc(dx, dxt, i, s);
     }
 }
@@ -33,7 +34,8 @@ __global__ void upsample_nhwc_k(void *out, int odt, const void *x, int xdt, int6
         st(out, odt, i, ld(x, xdt, ((b * H + oy / 2) * W + ox / 2) * C + c));
     }
 }
-__global__ void upsample_nhwc_bwd_k(void *dx, int dxt, const void *dout, int dot, int64_t B, int64_t H, int64_t W, int64_t C)
+__global__ void upsample_nhwc_bwd_k(void *dx, int dxt, const void *dout, int dot, int64_t B, int64_t H, int64_t W,
+                                    int64_t C)
 {
     GRID_STRIDE(i, B * H * W * C)
     {
@@ -48,7 +50,8 @@ int cuda_upsample_nearest2x_forward(sdt_backend *be, sdt_tensor *out, const sdt_
 {
     int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1], BC = sdt_tensor_numel(x) / (H * W);
     if (x->channels_last) {
-        upsample_nhwc_k LAUNCH(be, 4 * BC * H * W)(out->data, out->dtype, x->data, x->dtype, x->shape[0], H, W, x->shape[1]);
+        upsample_nhwc_k LAUNCH(be, 4 * BC * H * W)(out->data, out->dtype, x->data, x->dtype, x->shape[0], H, W,
+                                                   x->shape[1]);
         CUDA_LAUNCHED(be);
         return 0;
     }
@@ -62,7 +65,8 @@ int cuda_upsample_nearest2x_backward(sdt_backend *be, sdt_tensor *dx, const sdt_
     if (!dx) return 0;
     int64_t H = dx->shape[dx->ndim - 2], W = dx->shape[dx->ndim - 1], BC = sdt_tensor_numel(dx) / (H * W);
     if (dx->channels_last) {
-        upsample_nhwc_bwd_k LAUNCH(be, BC * H * W)(dx->data, dx->dtype, dout->data, dout->dtype, dx->shape[0], H, W, dx->shape[1]);
+        upsample_nhwc_bwd_k LAUNCH(be, BC * H * W)(dx->data, dx->dtype, dout->data, dout->dtype, dx->shape[0], H, W,
+                                                   dx->shape[1]);
         CUDA_LAUNCHED(be);
         return 0;
     }

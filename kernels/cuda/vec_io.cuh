@@ -45,8 +45,14 @@ template <typename T> struct io {
             for (int k = 0; k < V; k++) p[i + k] = from_f32<T>(f[k]);
         }
     }
-    __device__ __forceinline__ float get(int64_t i) const { return to_f32(p[i]); }
-    __device__ __forceinline__ void set(int64_t i, float v) const { p[i] = from_f32<T>(v); }
+    __device__ __forceinline__ float get(int64_t i) const
+    {
+        return to_f32(p[i]);
+    }
+    __device__ __forceinline__ void set(int64_t i, float v) const
+    {
+        p[i] = from_f32<T>(v);
+    }
 };
 
 template <> struct io<void> {
@@ -63,16 +69,31 @@ template <> struct io<void> {
 #pragma unroll
         for (int k = 0; k < V; k++) st(p, dtype, i + k, f[k]);
     }
-    __device__ __forceinline__ float get(int64_t i) const { return ld(p, dtype, i); }
-    __device__ __forceinline__ void set(int64_t i, float v) const { st(p, dtype, i, v); }
+    __device__ __forceinline__ float get(int64_t i) const
+    {
+        return ld(p, dtype, i);
+    }
+    __device__ __forceinline__ void set(int64_t i, float v) const
+    {
+        st(p, dtype, i, v);
+    }
 };
 
 /* The io of a pointer and its dtype (the dtype is the caller's promise for T != void). */
-template <typename T> static inline io<T> io_of(const void *p, int) { return io<T>{(T *)p}; }
-template <> inline io<void> io_of<void>(const void *p, int dtype) { return io<void>{(void *)p, dtype}; }
+template <typename T> static inline io<T> io_of(const void *p, int)
+{
+    return io<T>{(T *)p};
+}
+template <> inline io<void> io_of<void>(const void *p, int dtype)
+{
+    return io<void>{(void *)p, dtype};
+}
 
 /* The typed form's vector width for dtype: io<T>::VEC on the host. */
-static inline int vec_width(int dtype) { return dtype == SDT_F32 ? 4 : 8; }
+static inline int vec_width(int dtype)
+{
+    return dtype == SDT_F32 ? 4 : 8;
+}
 /* Whether a call can take the typed, vectorised form: every pointer (NULL ones are skipped)
  * 16-byte aligned and each contiguous extent the kernel walks a multiple of the vector width
  * of dtype (0 for a flat kernel, which finishes its last elements one by one). */
@@ -100,14 +121,14 @@ template <typename T, typename Body> __device__ __forceinline__ void flat_vec_lo
 
 /* Runs body with T the storage type when same (every tensor of the call has dtype) and
  * vectorisable, else with T = void. */
-#define SDT_IO_SWITCH(same, dtype, T, ...)                                                             \
-    do {                                                                                               \
-        if (same) {                                                                                    \
-            SDT_DTYPE_SWITCH(dtype, T, __VA_ARGS__);                                                   \
-        } else {                                                                                       \
-            typedef void T;                                                                            \
-            __VA_ARGS__;                                                                               \
-        }                                                                                              \
+#define SDT_IO_SWITCH(same, dtype, T, ...)                                                                             \
+    do {                                                                                                               \
+        if (same) {                                                                                                    \
+            SDT_DTYPE_SWITCH(dtype, T, __VA_ARGS__);                                                                   \
+        } else {                                                                                                       \
+            typedef void T;                                                                                            \
+            __VA_ARGS__;                                                                                               \
+        }                                                                                                              \
     } while (0)
 
 #endif

@@ -29,7 +29,7 @@ static void add_prediction(cJSON *o, const sd_config *c, const char *config_file
         decided_by = g_strdup("the UNet probe (A1111's test for SD 2.x models), run when training starts; put A1111's "
                               "<stem>.yaml beside the file or pass --v-prediction / --epsilon to decide it");
     } else {
-        decided_by = g_strdup(c->clip2.width > 0          ? "the default for SDXL models (epsilon, as SDXL base)"
+        decided_by = g_strdup(c->clip2.width > 0            ? "the default for SDXL models (epsilon, as SDXL base)"
                               : c->clip.act == SDT_ACT_GELU ? "the default for SD 2.x inpainting and depth models"
                                                             : "the default for SD 1.x models");
     }
@@ -72,8 +72,10 @@ char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_err
         cJSON_AddNumberToObject(o, "unet_in_channels", c.unet.in_channels);
         int sizes[SDT_UNET_MAX_KV_WIDTHS], n_sizes = sdt_unet_config_kv_widths(&c.unet, sizes);
         cJSON_AddItemToObject(o, "hypernetwork_sizes", cJSON_CreateIntArray(sizes, n_sizes));
-        if (yaml) cJSON_AddStringToObject(o, "config_file", yaml);
-        else cJSON_AddNullToObject(o, "config_file");
+        if (yaml)
+            cJSON_AddStringToObject(o, "config_file", yaml);
+        else
+            cJSON_AddNullToObject(o, "config_file");
         add_prediction(o, &c, yaml);
         text = sdt_json_print(o);
         cJSON_Delete(o);

@@ -55,16 +55,21 @@ void sdt_ckpt_fill(float *dst, int64_t n, const sdt_param_info *p, uint64_t seed
     uint64_t s = seed ^ fnv1a(p->key);
     (void)splitmix64(&s);
     switch (p->init) {
-    case SDT_INIT_NORMAL: fill_normal(dst, n, &s, 0.0f, p->std); break;
-    case SDT_INIT_ONES:
-        if (perturb_all) fill_normal(dst, n, &s, 1.0f, 0.1f);
-        else
-            for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
-        break;
-    case SDT_INIT_ZEROS:
-        if (perturb_all) fill_normal(dst, n, &s, 0.0f, 0.1f);
-        else memset(dst, 0, (size_t)n * sizeof(float));
-        break;
+        case SDT_INIT_NORMAL:
+            fill_normal(dst, n, &s, 0.0f, p->std);
+            break;
+        case SDT_INIT_ONES:
+            if (perturb_all)
+                fill_normal(dst, n, &s, 1.0f, 0.1f);
+            else
+                for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+            break;
+        case SDT_INIT_ZEROS:
+            if (perturb_all)
+                fill_normal(dst, n, &s, 0.0f, 0.1f);
+            else
+                memset(dst, 0, (size_t)n * sizeof(float));
+            break;
     }
 }
 
@@ -224,7 +229,8 @@ static int diffusers_items(const gen_tensor *t, const sdt_ckpt_spec *spec, const
 }
 
 /* Renames every tensor to its diffusers name and writes one file per part. */
-static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g, sdt_error *error)
+static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const sd_config *cfg, gen_ctx *g,
+                            sdt_error *error)
 {
     if (!make_folder(path, error)) return false;
     size_t cap = 3 * g->n + 1, n_items = 0; /* a packed q/k/v tensor becomes three */
@@ -241,7 +247,8 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
                                 &owned[i]);
         if (n < 0) {
             sdt_fail(error, n == -1 ? SDT_ERR_INVALID_ARGUMENT : SDT_ERR_OUT_OF_MEMORY,
-                     n == -1 ? "%s: no diffusers name for '%s'" : "%s: out of memory writing '%s'", path, g->items[i].name);
+                     n == -1 ? "%s: no diffusers name for '%s'" : "%s: out of memory writing '%s'", path,
+                     g->items[i].name);
             ok = false;
             break;
         }
@@ -274,7 +281,8 @@ static bool write_diffusers(const char *path, const sdt_ckpt_spec *spec, const s
     for (size_t i = 0; owned && i < g->n; i++) free(owned[i]);
     free(items), free(names), free(parts), free(shapes), free(owned);
     /* the JSON files diffusers opens a folder by (a partial folder for tests gets none) */
-    if (ok && !spec->text_only && !spec->vae_only && !spec->unet_only) ok = sdt_diffusers_config_write(path, cfg, error);
+    if (ok && !spec->text_only && !spec->vae_only && !spec->unet_only)
+        ok = sdt_diffusers_config_write(path, cfg, error);
     return ok;
 }
 
@@ -294,8 +302,7 @@ static sd_config layout_config(const sdt_ckpt_spec *spec)
 static bool write_layout(const char *path, const sdt_ckpt_spec *spec, gen_ctx *g, sdt_error *error)
 {
     sd_config cfg = layout_config(spec);
-    return spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, g, error)
-                                        : write_diffusers(path, spec, &cfg, g, error);
+    return spec->layout == SDT_CKPT_LDM ? write_ldm(path, spec, g, error) : write_diffusers(path, spec, &cfg, g, error);
 }
 
 bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *error)
@@ -308,8 +315,8 @@ bool sdt_ckpt_generate(const char *path, const sdt_ckpt_spec *spec, sdt_error *e
     gen_ctx g = {.spec = spec, .error = error};
     bool ok = sd_params(&cfg, collect, &g, error) && !g.failed;
     if (g.failed)
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory generating '%s'; free memory or write a smaller config", path,
-                 g.failed_key);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                 "%s: out of memory generating '%s'; free memory or write a smaller config", path, g.failed_key);
     if (ok) ok = write_layout(path, spec, &g, error);
     free_items(&g);
     return ok;
@@ -416,10 +423,11 @@ static bool gather_openclip_param(void *user, const sdt_param_info *p)
             char have[96], need[96];
             shape_text(p->ndim, want, need, sizeof need);
             if (t) shape_text(t->ndim, t->shape, have, sizeof have);
-            ok = sdt_fail(c->g->error, SDT_ERR_BAD_FORMAT, "%s: %s/ %s '%s'%s%s, which the single file's '%s' is made of "
-                          "(as %s); the folder is incomplete or damaged: copy the whole %s/ again", c->src,
-                          sdt_diffusers_folder(part), t ? "holds" : "has no tensor", name, t ? " with shape " : "",
-                          t ? have : "", p->key, need, sdt_diffusers_folder(part));
+            ok = sdt_fail(c->g->error, SDT_ERR_BAD_FORMAT,
+                          "%s: %s/ %s '%s'%s%s, which the single file's '%s' is made of "
+                          "(as %s); the folder is incomplete or damaged: copy the whole %s/ again",
+                          c->src, sdt_diffusers_folder(part), t ? "holds" : "has no tensor", name,
+                          t ? " with shape " : "", t ? have : "", p->key, need, sdt_diffusers_folder(part));
             break;
         }
         int64_t part_n = numel / n;
@@ -471,9 +479,10 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
         const char *key = sdt_weights_key(w, i);
         const sdt_tensor *t = sdt_weights_get(w, key);
         if (t->ndim > 4 || (t->dtype != SDT_F32 && t->dtype != SDT_F16 && t->dtype != SDT_BF16)) {
-            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: tensor '%s' is %s with %d dimensions; only float tensors "
-                          "(F32, F16, BF16) of up to 4 dimensions are converted", src, key, sdt_dtype_name(t->dtype),
-                          t->ndim);
+            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                          "%s: tensor '%s' is %s with %d dimensions; only float tensors "
+                          "(F32, F16, BF16) of up to 4 dimensions are converted",
+                          src, key, sdt_dtype_name(t->dtype), t->ndim);
             break;
         }
         if (hf_prefix && strncmp(key, hf_prefix, strlen(hf_prefix)) == 0) {
@@ -482,7 +491,8 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
         }
         int64_t n_values = sdt_tensor_numel(t);
         gen_tensor *dst = push_item(&g);
-        if (dst) dst->name = strdup(key), dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
+        if (dst)
+            dst->name = strdup(key), dst->data = malloc(n_values ? (size_t)n_values * sdt_dtype_size(spec.dtype) : 1);
         float *f32 = malloc(n_values ? (size_t)n_values * sizeof(float) : 1);
         if (!dst || !dst->name || !dst->data || !f32) {
             if (dst) free(dst->name), free(dst->data);
@@ -498,8 +508,14 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
         g.n++;
     }
     if (ok && hf_prefix) {
-        gather_ctx c = {.g = &g, .w = w, .cfg = &spec.config, .hf_prefix = hf_prefix, .src = src, .dtype = spec.dtype,
-                        .taken = calloc(hf_count + 1, sizeof(*c.taken)), .cap = hf_count};
+        gather_ctx c = {.g = &g,
+                        .w = w,
+                        .cfg = &spec.config,
+                        .hf_prefix = hf_prefix,
+                        .src = src,
+                        .dtype = spec.dtype,
+                        .taken = calloc(hf_count + 1, sizeof(*c.taken)),
+                        .cap = hf_count};
         ok = c.taken ? clip_params(&oc, gather_openclip_param, &c) && !c.failed
                      : sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting the checkpoint", src);
         for (size_t i = 0; ok && c.used != hf_count && i < n; i++) { /* a tensor with no place would be lost: name it */
@@ -508,15 +524,19 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
             bool taken = strncmp(key, hf_prefix, strlen(hf_prefix)) != 0;
             for (size_t k = 0; !taken && k < c.used && k < c.cap; k++) taken = c.taken[k] == t;
             if (!taken)
-                ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s/ holds '%s', which the single file's OpenCLIP layout has no "
-                              "place for; remove it, or convert a folder as diffusers writes it", src,
-                              sdt_diffusers_folder(spec.config.clip2.width > 0 ? SDT_DIFFUSERS_TEXT2 : SDT_DIFFUSERS_TEXT),
-                              key + strlen(hf_prefix));
+                ok = sdt_fail(
+                    error, SDT_ERR_BAD_FORMAT,
+                    "%s: %s/ holds '%s', which the single file's OpenCLIP layout has no "
+                    "place for; remove it, or convert a folder as diffusers writes it",
+                    src, sdt_diffusers_folder(spec.config.clip2.width > 0 ? SDT_DIFFUSERS_TEXT2 : SDT_DIFFUSERS_TEXT),
+                    key + strlen(hf_prefix));
         }
         free(c.taken);
         if (ok) {
-            if (spec.config.clip2.width > 0) spec.config.clip2 = oc;
-            else spec.config.clip = oc;
+            if (spec.config.clip2.width > 0)
+                spec.config.clip2 = oc;
+            else
+                spec.config.clip = oc;
         }
     }
     if (ok) ok = write_layout(path, &spec, &g, error);

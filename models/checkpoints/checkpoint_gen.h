@@ -26,13 +26,13 @@ typedef enum sdt_ckpt_layout {
 typedef struct sdt_ckpt_spec {
     sd_config config;
     sdt_ckpt_layout layout;
-    sdt_dtype dtype;    /* SDT_F32, SDT_F16 or SDT_BF16 */
+    sdt_dtype dtype; /* SDT_F32, SDT_F16 or SDT_BF16 */
     uint64_t seed;
     bool perturb_all;
-    bool text_only;     /* write only the text encoder (small files for CLIP tests) */
-    bool vae_only;      /* write only the VAE */
-    bool unet_only;     /* write only the UNet (SDXL's, until its text encoders and VAE exist here) */
-    bool unet_output_set;       /* the UNet's last conv (out.2): bias unet_output, weights times
+    bool text_only;       /* write only the text encoder (small files for CLIP tests) */
+    bool vae_only;        /* write only the VAE */
+    bool unet_only;       /* write only the UNet (SDXL's, until its text encoders and VAE exist here) */
+    bool unet_output_set; /* the UNet's last conv (out.2): bias unet_output, weights times
                                  * unet_output_weight_scale: 0 gives a model that returns unet_output
                                  * everywhere, a small scale one that returns about it and still
                                  * depends on the prompt (prediction-type tests) */

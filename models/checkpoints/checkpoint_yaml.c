@@ -31,7 +31,8 @@ char *sdt_checkpoint_yaml_beside(const char *checkpoint_path)
 }
 
 /* The sentence's end for any field that contradicts the weights. */
-#define ANOTHER_MODEL "the yaml describes another model - put the config that came with this checkpoint there, or remove it"
+#define ANOTHER_MODEL                                                                                                  \
+    "the yaml describes another model - put the config that came with this checkpoint there, or remove it"
 
 /* field (a dotted path), when present, must be the integer the weights show (have: what). */
 static bool check_int(const sdt_yaml_doc *doc, const char *field, int have, const char *what, sdt_error *error)
@@ -40,13 +41,16 @@ static bool check_int(const sdt_yaml_doc *doc, const char *field, int have, cons
     long long said;
     if (!n || sdt_yaml_is_null(n)) return true;
     if (!sdt_yaml_as_int(n, &said))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %s%s%s, not an integer; the checkpoint's %s is %d - "
-                        "write %d there", doc->path, n->line, field, n->kind == SDT_YAML_SCALAR ? "'" : "",
-                        n->kind == SDT_YAML_SCALAR ? n->text : "a block", n->kind == SDT_YAML_SCALAR ? "'" : "", what, have,
-                        have);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is %s%s%s, not an integer; the checkpoint's %s is %d - "
+                        "write %d there",
+                        doc->path, n->line, field, n->kind == SDT_YAML_SCALAR ? "'" : "",
+                        n->kind == SDT_YAML_SCALAR ? n->text : "a block", n->kind == SDT_YAML_SCALAR ? "'" : "", what,
+                        have, have);
     if (said != have)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %lld but the checkpoint's %s is %d; " ANOTHER_MODEL,
-                        doc->path, n->line, field, said, what, have);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is %lld but the checkpoint's %s is %d; " ANOTHER_MODEL, doc->path, n->line,
+                        field, said, what, have);
     return true;
 }
 
@@ -57,12 +61,16 @@ static bool check_scale_factor(const sdt_yaml_doc *doc, float have, sdt_error *e
     double said;
     if (!n || sdt_yaml_is_null(n)) return true;
     if (!sdt_yaml_as_double(n, &said))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is not a number; the latent scaling factor sdtrain "
-                        "uses for this model is %g - write that there", doc->path, n->line, field, (double)have);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is not a number; the latent scaling factor sdtrain "
+                        "uses for this model is %g - write that there",
+                        doc->path, n->line, field, (double)have);
     if (!(fabs(said - have) <= 1e-6 * fabs((double)have)))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %g but sdtrain scales this model's latents by %g "
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is %g but sdtrain scales this model's latents by %g "
                         "(SD 1.x/2.x's VAE); training at another scale would not match the model - put the config that "
-                        "came with this checkpoint there, or remove it", doc->path, n->line, field, said, (double)have);
+                        "came with this checkpoint there, or remove it",
+                        doc->path, n->line, field, said, (double)have);
     return true;
 }
 
@@ -73,12 +81,18 @@ static bool check_linear_proj(const sdt_yaml_doc *doc, bool have, sdt_error *err
     bool said;
     if (!n || sdt_yaml_is_null(n)) return true;
     if (!sdt_yaml_as_bool(n, &said))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is not true or false; the checkpoint's transformers "
-                        "project %s - write %s there", doc->path, n->line, field, have ? "with Linear layers" : "with 1x1 "
-                        "convolutions", have ? "True" : "False");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is not true or false; the checkpoint's transformers "
+                        "project %s - write %s there",
+                        doc->path, n->line, field,
+                        have ? "with Linear layers"
+                             : "with 1x1 "
+                               "convolutions",
+                        have ? "True" : "False");
     if (said != have)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %s but the checkpoint's transformers project with %s; "
-                        ANOTHER_MODEL, doc->path, n->line, field, said ? "True" : "False",
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is %s but the checkpoint's transformers project with %s; " ANOTHER_MODEL,
+                        doc->path, n->line, field, said ? "True" : "False",
                         have ? "Linear layers (SD 2.x)" : "1x1 convolutions (SD 1.x)");
     return true;
 }
@@ -90,8 +104,10 @@ static bool read_optional_int(const sdt_yaml_doc *doc, const char *field, long l
     *out = -1;
     if (!n || sdt_yaml_is_null(n)) return true;
     if (!sdt_yaml_as_int(n, out))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is not an integer; write a whole number (or -1 for "
-                        "none) there", doc->path, n->line, field);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is not an integer; write a whole number (or -1 for "
+                        "none) there",
+                        doc->path, n->line, field);
     return true;
 }
 
@@ -110,9 +126,11 @@ static bool read_heads(const sdt_yaml_doc *doc, sdt_unet_config *u, sdt_error *e
     for (int l = 0; l < u->num_levels; l++) {
         int ch = u->model_channels * u->channel_mult[l];
         if (value <= 0 || ch % value)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %lld, which does not split the UNet's level %d "
-                            "(%d channels) into %s; " ANOTHER_MODEL, doc->path, sdt_yaml_get(doc->root, field)->line, field,
-                            value, l, ch, width != -1 ? "heads of that width" : "that many heads");
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: line %d: %s is %lld, which does not split the UNet's level %d "
+                            "(%d channels) into %s; " ANOTHER_MODEL,
+                            doc->path, sdt_yaml_get(doc->root, field)->line, field, value, l, ch,
+                            width != -1 ? "heads of that width" : "that many heads");
     }
     u->num_heads = width != -1 ? 0 : (int)value;
     u->head_dim = width != -1 ? (int)value : 0;
@@ -126,16 +144,19 @@ static bool read_parameterization(const sdt_yaml_doc *doc, bool *v, sdt_error *e
     const sdt_yaml_node *n = sdt_yaml_get(doc->root, field);
     *v = false;
     if (!n || sdt_yaml_is_null(n)) return true;
-    if (n->kind == SDT_YAML_SCALAR && strcmp(n->text, "v") == 0) *v = true;
-    else if (n->kind == SDT_YAML_SCALAR && strcmp(n->text, "eps") == 0) *v = false;
+    if (n->kind == SDT_YAML_SCALAR && strcmp(n->text, "v") == 0)
+        *v = true;
+    else if (n->kind == SDT_YAML_SCALAR && strcmp(n->text, "eps") == 0)
+        *v = false;
     else if (n->kind == SDT_YAML_SCALAR && strcmp(n->text, "x0") == 0)
         return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: line %d: %s is \"x0\"; sdtrain trains eps and v models only",
                         doc->path, n->line, field);
     else
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d: %s is %s%s%s; it must be \"eps\" (the noise, SD 1.x and "
-                        "SD 2.x 512) or \"v\" (SD 2.x 768-v) - fix the line", doc->path, n->line, field,
-                        n->kind == SDT_YAML_SCALAR ? "'" : "", n->kind == SDT_YAML_SCALAR ? n->text : "a block",
-                        n->kind == SDT_YAML_SCALAR ? "'" : "");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: line %d: %s is %s%s%s; it must be \"eps\" (the noise, SD 1.x and "
+                        "SD 2.x 512) or \"v\" (SD 2.x 768-v) - fix the line",
+                        doc->path, n->line, field, n->kind == SDT_YAML_SCALAR ? "'" : "",
+                        n->kind == SDT_YAML_SCALAR ? n->text : "a block", n->kind == SDT_YAML_SCALAR ? "'" : "");
     return true;
 }
 
@@ -143,8 +164,11 @@ static bool apply_doc(const sdt_yaml_doc *doc, sd_config *cfg, sdt_error *error)
 {
     const sdt_yaml_node *model = sdt_yaml_get(doc->root, "model");
     if (!model || model->kind != SDT_YAML_MAPPING)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no 'model:' mapping at the top, so this is not an LDM config - put "
-                        "the model's config there (e.g. v2-inference-v.yaml for an SD 2.x 768-v model) or rename the file", doc->path);
+        return sdt_fail(
+            error, SDT_ERR_BAD_FORMAT,
+            "%s: no 'model:' mapping at the top, so this is not an LDM config - put "
+            "the model's config there (e.g. v2-inference-v.yaml for an SD 2.x 768-v model) or rename the file",
+            doc->path);
     bool v;
     if (!read_parameterization(doc, &v, error)) return false;
     if (!check_int(doc, UNET_PARAMS "in_channels", cfg->unet.in_channels, "UNet input channels", error) ||

@@ -30,7 +30,8 @@ static cJSON *read_json(const char *folder, const char *sub, const char *name, b
     if (!sdt_file_read_all(path, "model config", SDT_FILE_LIMIT_TEXT, &text, &len, error))
         ;
     else if (!(j = sdt_json_parse(text, len)) || !cJSON_IsObject(j))
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: not a JSON object; the file is damaged, restore it from the model's download", path);
     free(text);
     if (j && !cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -65,8 +66,8 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
             heads[n] = cJSON_IsNumber(e) ? e->valueint : 0;
         }
     } else {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' must be a number or a list of %d numbers (one per level)", path, key,
-                 u->num_levels);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' must be a number or a list of %d numbers (one per level)", path,
+                 key, u->num_levels);
         return false;
     }
     bool same_count = true, same_width = true;
@@ -74,8 +75,9 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
     for (int l = 0; l < n; l++) {
         int ch = u->model_channels * u->channel_mult[l];
         if (heads[l] <= 0 || ch % heads[l]) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' gives %d heads at level %d, which do not divide its %d channels", path, key,
-                     heads[l], l, ch);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: '%s' gives %d heads at level %d, which do not divide its %d channels", path, key, heads[l], l,
+                     ch);
             return false;
         }
         same_count &= heads[l] == heads[0];
@@ -87,8 +89,10 @@ static bool apply_heads(const cJSON *unet, const char *path, sdt_unet_config *u,
     } else if (same_width) {
         u->num_heads = 0, u->head_dim = width;
     } else {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' sets neither one head count nor one head width for every level; this UNet "
-                 "layout is not supported", path, key);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: '%s' sets neither one head count nor one head width for every level; this UNet "
+                 "layout is not supported",
+                 path, key);
         return false;
     }
     return true;
@@ -100,8 +104,9 @@ static bool check_number(const cJSON *o, const char *key, int weights_say, const
 {
     double v;
     if (!get_number(o, key, &v) || v == (double)weights_say) return true;
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is %g but the weights' %s is %d; the config belongs to another model", path,
-                    key, v, what, weights_say);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: '%s' is %g but the weights' %s is %d; the config belongs to another model", path, key, v, what,
+                    weights_say);
 }
 
 /* transformer_layers_per_block (one number, or one per level) must match the weights' depth at every
@@ -112,14 +117,17 @@ static bool check_depths(const cJSON *unet, const char *path, const sdt_unet_con
     if (!d || cJSON_IsNull(d)) return true;
     bool list = cJSON_IsArray(d) && cJSON_GetArraySize(d) == u->num_levels;
     if (!cJSON_IsNumber(d) && !list)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'transformer_layers_per_block' must be a number or a list of %d numbers "
-                        "(one per level)", path, u->num_levels);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: 'transformer_layers_per_block' must be a number or a list of %d numbers "
+                        "(one per level)",
+                        path, u->num_levels);
     for (int l = 0; l < u->num_levels; l++) {
         const cJSON *e = list ? cJSON_GetArrayItem(d, l) : d;
         if (u->attention[l] && (!cJSON_IsNumber(e) || e->valueint != u->transformer_depth[l]))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'transformer_layers_per_block' gives level %d %d transformer blocks but "
-                            "the weights have %d; the config belongs to another model", path, l,
-                            cJSON_IsNumber(e) ? e->valueint : -1, u->transformer_depth[l]);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: 'transformer_layers_per_block' gives level %d %d transformer blocks but "
+                            "the weights have %d; the config belongs to another model",
+                            path, l, cJSON_IsNumber(e) ? e->valueint : -1, u->transformer_depth[l]);
     }
     return true;
 }
@@ -133,11 +141,14 @@ static bool apply_addition(const cJSON *unet, const char *path, sdt_unet_config 
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(unet, "addition_embed_type");
     const char *t = cJSON_IsString(type) ? type->valuestring : NULL;
     if (u->adm_in_channels > 0 ? !t || strcmp(t, "text_time") : t != NULL)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'addition_embed_type' is %s but the weights %s; the config belongs to "
-                        "another model", path, t ? t : "absent", u->adm_in_channels > 0 ?
-                        "have SDXL's add_embedding (\"text_time\")" : "have no add_embedding");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: 'addition_embed_type' is %s but the weights %s; the config belongs to "
+                        "another model",
+                        path, t ? t : "absent",
+                        u->adm_in_channels > 0 ? "have SDXL's add_embedding (\"text_time\")" : "have no add_embedding");
     double dim;
-    if (u->adm_in_channels > 0 && get_number(unet, "addition_time_embed_dim", &dim)) u->addition_time_embed_dim = (int)dim;
+    if (u->adm_in_channels > 0 && get_number(unet, "addition_time_embed_dim", &dim))
+        u->addition_time_embed_dim = (int)dim;
     return true;
 }
 
@@ -150,8 +161,10 @@ static bool apply_unet(const cJSON *unet, const char *path, sd_config *cfg, sdt_
         return false;
     const cJSON *lp = cJSON_GetObjectItemCaseSensitive(unet, "use_linear_projection");
     if (cJSON_IsBool(lp) && cJSON_IsTrue(lp) != u->linear_proj) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
-                 "to another model", path, cJSON_IsTrue(lp) ? "true" : "false", u->linear_proj ? "Linear" : "1x1 conv");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: 'use_linear_projection' is %s but the weights' proj_in is a %s; the config belongs "
+                 "to another model",
+                 path, cJSON_IsTrue(lp) ? "true" : "false", u->linear_proj ? "Linear" : "1x1 conv");
         return false;
     }
     /* attention scores are fp32 on both backends whatever this says (unet.h); kept for the record and the writer */
@@ -178,24 +191,30 @@ static bool apply_clip_config(const cJSON *te, const char *path, clip_config *c,
     double v;
     if (get_number(te, "num_attention_heads", &v)) {
         if (!(v >= 1 && v <= c->width) || v != (int)v || c->width % (int)v)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'num_attention_heads' (%g) must be a whole number that divides the "
-                            "width %d", path, v, c->width);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: 'num_attention_heads' (%g) must be a whole number that divides the "
+                            "width %d",
+                            path, v, c->width);
         c->heads = (int)v;
     }
     if (get_number(te, "layer_norm_eps", &v)) {
         if (!(v >= 1e-30 && v <= 1))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'layer_norm_eps' must be a number from 1e-30 to 1 (CLIP's is 1e-05)",
-                            path);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: 'layer_norm_eps' must be a number from 1e-30 to 1 (CLIP's is 1e-05)", path);
         c->ln_eps = (float)v;
     }
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(te, "hidden_act");
     if (act && !cJSON_IsNull(act)) {
         const char *a = cJSON_GetStringValue(act);
-        if (a && !strcmp(a, "quick_gelu")) c->act = SDT_ACT_QUICK_GELU;
-        else if (a && !strcmp(a, "gelu")) c->act = SDT_ACT_GELU;
+        if (a && !strcmp(a, "quick_gelu"))
+            c->act = SDT_ACT_QUICK_GELU;
+        else if (a && !strcmp(a, "gelu"))
+            c->act = SDT_ACT_GELU;
         else
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'hidden_act' is %s%s%s; SD's text encoders use quick_gelu (SD 1.x) or "
-                            "gelu (SD 2.x)", path, a ? "\"" : "", a ? a : "not a string", a ? "\"" : "");
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: 'hidden_act' is %s%s%s; SD's text encoders use quick_gelu (SD 1.x) or "
+                            "gelu (SD 2.x)",
+                            path, a ? "\"" : "", a ? a : "not a string", a ? "\"" : "");
     }
     return clip_config_check(c, error);
 }
@@ -218,7 +237,8 @@ static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_er
     cfg->vae.fp16_safe = cJSON_IsFalse(upcast) ? 1 : 0;
     if (!get_number(vae, "scaling_factor", &v)) return true;
     if (!(v >= 1e-30 && v <= 1e30))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)", path);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)",
+                        path);
     cfg->vae.scaling = (float)v;
     return true;
 }
@@ -228,11 +248,14 @@ static bool apply_scheduler(const cJSON *s, const char *path, sd_config *cfg, sd
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "prediction_type");
     if (!p || cJSON_IsNull(p)) return true;
     const char *t = cJSON_GetStringValue(p);
-    if (t && !strcmp(t, "epsilon")) cfg->unet.v_prediction = false;
-    else if (t && !strcmp(t, "v_prediction")) cfg->unet.v_prediction = true;
+    if (t && !strcmp(t, "epsilon"))
+        cfg->unet.v_prediction = false;
+    else if (t && !strcmp(t, "v_prediction"))
+        cfg->unet.v_prediction = true;
     else {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path,
-                 t ? "\"" : "", t ? t : "not a string", t ? "\"" : "");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: 'prediction_type' is %s%s%s; sdtrain trains epsilon and v_prediction models", path, t ? "\"" : "",
+                 t ? t : "not a string", t ? "\"" : "");
         return false;
     }
     cfg->prediction_source = SD_PREDICTION_FROM_CONFIG;
@@ -258,15 +281,19 @@ static bool check_index(const cJSON *index, const char *path, sdt_error *error)
     bool te2_ok = !te2 || (te && !strcmp(te2, "CLIPTextModelWithProjection"));
     bool unet_ok = !unet || !strcmp(unet, "UNet2DConditionModel");
     if (te2 && !te)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s with only a second text encoder (%s), as SDXL's "
-                        "refiner has; sdtrain trains SDXL base, not the refiner: use the base model", path,
-                        pipeline ? pipeline : "unnamed", te2);
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: the pipeline is %s with only a second text encoder (%s), as SDXL's "
+                        "refiner has; sdtrain trains SDXL base, not the refiner: use the base model",
+                        path, pipeline ? pipeline : "unnamed", te2);
     if (!te_ok || !te2_ok || !unet_ok)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the pipeline is %s (text encoder %s%s%s, UNet %s); sdtrain trains Stable "
-                        "Diffusion 1.x and 2.x models (StableDiffusionPipeline: one CLIPTextModel, a UNet2DConditionModel) "
-                        "and SDXL base (StableDiffusionXLPipeline: a CLIPTextModel and a CLIPTextModelWithProjection); "
-                        "use such a model", path, pipeline ? pipeline : "unnamed", te ? te : "none",
-                        te2 ? " and " : "", te2 ? te2 : "", unet ? unet : "none");
+        return sdt_fail(
+            error, SDT_ERR_UNSUPPORTED,
+            "%s: the pipeline is %s (text encoder %s%s%s, UNet %s); sdtrain trains Stable "
+            "Diffusion 1.x and 2.x models (StableDiffusionPipeline: one CLIPTextModel, a UNet2DConditionModel) "
+            "and SDXL base (StableDiffusionXLPipeline: a CLIPTextModel and a CLIPTextModelWithProjection); "
+            "use such a model",
+            path, pipeline ? pipeline : "unnamed", te ? te : "none", te2 ? " and " : "", te2 ? te2 : "",
+            unet ? unet : "none");
     return true;
 }
 
@@ -403,7 +430,8 @@ static cJSON *unet_json(const sdt_unet_config *u)
         cJSON_AddNumberToObject(o, "addition_time_embed_dim", u->addition_time_embed_dim);
     }
     /* diffusers' SD configs name the head count attention_head_dim: one number when every level has it */
-    cJSON_AddItemToObject(o, "attention_head_dim", u->num_heads > 0 ? cJSON_CreateNumber(u->num_heads) : int_list(heads, n));
+    cJSON_AddItemToObject(o, "attention_head_dim",
+                          u->num_heads > 0 ? cJSON_CreateNumber(u->num_heads) : int_list(heads, n));
     cJSON_AddItemToObject(o, "block_out_channels", int_list(out, n));
     cJSON_AddBoolToObject(o, "center_input_sample", false);
     cJSON_AddNumberToObject(o, "cross_attention_dim", u->context_dim);
@@ -420,8 +448,8 @@ static cJSON *unet_json(const sdt_unet_config *u)
     if (u->adm_in_channels > 0) cJSON_AddNumberToObject(o, "projection_class_embeddings_input_dim", u->adm_in_channels);
     cJSON_AddNumberToObject(o, "sample_size", native_latent_size(u));
     /* diffusers' mid block takes the last level's depth (SDXL: 10 and 10) */
-    cJSON_AddItemToObject(o, "transformer_layers_per_block", depth > 0 ? cJSON_CreateNumber(depth)
-                                                                        : int_list(u->transformer_depth, n));
+    cJSON_AddItemToObject(o, "transformer_layers_per_block",
+                          depth > 0 ? cJSON_CreateNumber(depth) : int_list(u->transformer_depth, n));
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, n));
     cJSON_AddBoolToObject(o, "upcast_attention", u->upcast_attention);
     cJSON_AddBoolToObject(o, "use_linear_projection", u->linear_proj);
@@ -527,7 +555,8 @@ bool sdt_diffusers_config_write(const char *folder, const sd_config *cfg, sdt_er
     return write_json(folder, NULL, "model_index.json", model_index(cfg), error) &&
            write_json(folder, "unet", "config.json", unet_json(&cfg->unet), error) &&
            write_json(folder, "text_encoder", "config.json", text_json(&cfg->clip), error) &&
-           (cfg->clip2.width == 0 || write_json(folder, "text_encoder_2", "config.json", text_json(&cfg->clip2), error)) &&
+           (cfg->clip2.width == 0 ||
+            write_json(folder, "text_encoder_2", "config.json", text_json(&cfg->clip2), error)) &&
            write_json(folder, "vae", "config.json", vae_json(&cfg->vae, 8 * native_latent_size(&cfg->unet)), error) &&
            write_json(folder, "scheduler", "scheduler_config.json", scheduler_json(cfg->unet.v_prediction), error);
 }

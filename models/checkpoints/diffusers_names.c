@@ -67,7 +67,6 @@ static const char *rename_head(const char *rest, const char *const *pairs, char 
 
 /* ---- VAE ---- */
 
-
 static char *vae_name(const char *rest, const vae_config *c, sdt_diffusers_form *form)
 {
     const char *part = after(rest, "encoder.") ? "encoder" : after(rest, "decoder.") ? "decoder" : NULL;
@@ -76,7 +75,8 @@ static char *vae_name(const char *rest, const vae_config *c, sdt_diffusers_form 
     char buf[256];
     int i, j;
     if ((r2 = after_indexed(r, "down.", &i)) && (r2 = after_indexed(r2, "block.", &j)))
-        return dup_printf("%s.down_blocks.%d.resnets.%d.%s", part, i, j, rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
+        return dup_printf("%s.down_blocks.%d.resnets.%d.%s", part, i, j,
+                          rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after_indexed(r, "down.", &i)) && (r2 = after(r2, "downsample.")))
         return dup_printf("%s.down_blocks.%d.downsamplers.0.%s", part, i, r2);
     if ((r2 = after_indexed(r, "up.", &i)) && (r2 = after_indexed(r2, "block.", &j)))
@@ -85,7 +85,8 @@ static char *vae_name(const char *rest, const vae_config *c, sdt_diffusers_form 
     if ((r2 = after_indexed(r, "up.", &i)) && (r2 = after(r2, "upsample.")))
         return dup_printf("%s.up_blocks.%d.upsamplers.0.%s", part, c->levels - 1 - i, r2);
     if ((r2 = after_indexed(r, "mid.block_", &j)))
-        return dup_printf("%s.mid_block.resnets.%d.%s", part, j - 1, rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
+        return dup_printf("%s.mid_block.resnets.%d.%s", part, j - 1,
+                          rename_head(r2, sdt_pairs_vae_resnet, buf, sizeof(buf)));
     if ((r2 = after(r, "mid.attn_1."))) {
         const char *renamed = rename_head(r2, sdt_pairs_vae_attn, buf, sizeof(buf));
         if (strcmp(r2, "norm.weight") != 0 && strstr(r2, ".weight") != NULL) *form = SDT_DIFFUSERS_LINEAR;
@@ -96,7 +97,6 @@ static char *vae_name(const char *rest, const vae_config *c, sdt_diffusers_form 
 }
 
 /* ---- UNet ---- */
-
 
 static char *unet_name(const char *rest, const sdt_unet_config *c)
 {
@@ -110,13 +110,17 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
         int level = (n - 1) / per, j = (n - 1) % per;
         const char *op = j == per - 1 ? after(r, "op.") : NULL;
         if (op) return dup_printf("down_blocks.%d.downsamplers.0.conv.%s", level, op);
-        if (k == 0) return dup_printf("down_blocks.%d.resnets.%d.%s", level, j, rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
+        if (k == 0)
+            return dup_printf("down_blocks.%d.resnets.%d.%s", level, j,
+                              rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
         return dup_printf("down_blocks.%d.attentions.%d.%s", level, j, r);
     }
     if ((r = after_indexed(rest, "output_blocks.", &n)) && (r = after_indexed(r, "", &k))) {
         int group = n / per, j = n % per;
         bool attn = c->attention[c->num_levels - 1 - group]; /* output groups run from the lowest resolution */
-        if (k == 0) return dup_printf("up_blocks.%d.resnets.%d.%s", group, j, rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
+        if (k == 0)
+            return dup_printf("up_blocks.%d.resnets.%d.%s", group, j,
+                              rename_head(r, sdt_pairs_unet_resnet, buf, sizeof(buf)));
         if (k == 1 && attn) return dup_printf("up_blocks.%d.attentions.%d.%s", group, j, r);
         return dup_printf("up_blocks.%d.upsamplers.0.%s", group, r);
     }
@@ -130,9 +134,9 @@ static char *unet_name(const char *rest, const sdt_unet_config *c)
 
 /* OpenCLIP's resblock parts and transformers' CLIPEncoderLayer names (diffusers' DIFFUSERS_TO_LDM_MAPPING
  * "openclip" layers). */
-static const char *const openclip_layer_pairs[] = {"ln_1", "layer_norm1", "ln_2", "layer_norm2",
-                                                   "attn.out_proj", "self_attn.out_proj", "mlp.c_fc", "mlp.fc1",
-                                                   "mlp.c_proj", "mlp.fc2", NULL};
+static const char *const openclip_layer_pairs[] = {
+    "ln_1",    "layer_norm1", "ln_2",    "layer_norm2", "attn.out_proj", "self_attn.out_proj", "mlp.c_fc",
+    "mlp.fc1", "mlp.c_proj",  "mlp.fc2", NULL};
 
 /* rest: the name after "<slot>model."; layers: how many resblocks the diffusers encoder keeps (SD 2.x's
  * folder cuts the last, unused one); with_projection: CLIPTextModelWithProjection (bigG) or CLIPTextModel. */

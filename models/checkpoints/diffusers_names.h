@@ -23,14 +23,14 @@ typedef enum sdt_diffusers_part {
 
 /* How a canonical tensor's data becomes the diffusers tensor(s). */
 typedef enum sdt_diffusers_form {
-    SDT_DIFFUSERS_SAME = 0,   /* the same bytes and shape */
-    SDT_DIFFUSERS_LINEAR,     /* the VAE's attention 1x1 convs [C, C, 1, 1] as linear [C, C] (same bytes) */
-    SDT_DIFFUSERS_SPLIT_QKV,  /* OpenCLIP's packed in_proj [3C, ...]: three row blocks, named with q_proj,
+    SDT_DIFFUSERS_SAME = 0,  /* the same bytes and shape */
+    SDT_DIFFUSERS_LINEAR,    /* the VAE's attention 1x1 convs [C, C, 1, 1] as linear [C, C] (same bytes) */
+    SDT_DIFFUSERS_SPLIT_QKV, /* OpenCLIP's packed in_proj [3C, ...]: three row blocks, named with q_proj,
                                * k_proj, v_proj (the name returned is q_proj's) */
-    SDT_DIFFUSERS_TRANSPOSE,  /* OpenCLIP's text_projection [in, out] as a Linear weight [out, in] */
-    SDT_DIFFUSERS_DROP,       /* stored by the LDM file, absent from diffusers (OpenCLIP's logit_scale, SD 2.x's
+    SDT_DIFFUSERS_TRANSPOSE, /* OpenCLIP's text_projection [in, out] as a Linear weight [out, in] */
+    SDT_DIFFUSERS_DROP,      /* stored by the LDM file, absent from diffusers (OpenCLIP's logit_scale, SD 2.x's
                                * text_projection): a file made from a folder leaves it out */
-    SDT_DIFFUSERS_CUT_LAYER,  /* a resblock of SD 2.x's last layer, which SD 2.x never runs (it conditions on the
+    SDT_DIFFUSERS_CUT_LAYER, /* a resblock of SD 2.x's last layer, which SD 2.x never runs (it conditions on the
                                * penultimate) and diffusers cuts: absent from the folder; a file made from a folder
                                * gets zeros there, which make a pre-norm resblock the identity */
 } sdt_diffusers_form;

@@ -50,8 +50,10 @@ static bool fail(yaml_parser *p, int line, const char *fmt, ...)
 static sdt_yaml_node *new_node(yaml_parser *p, sdt_yaml_kind kind, int line)
 {
     if (++p->nodes > SDT_YAML_MAX_NODES) {
-        fail(p, line, "more than %d values; an LDM config has a few hundred at most - this is not one (use the config that "
-             "came with the checkpoint)", SDT_YAML_MAX_NODES);
+        fail(p, line,
+             "more than %d values; an LDM config has a few hundred at most - this is not one (use the config that "
+             "came with the checkpoint)",
+             SDT_YAML_MAX_NODES);
         return NULL;
     }
     sdt_yaml_node *n = g_new0(sdt_yaml_node, 1);
@@ -74,8 +76,10 @@ static void free_node(sdt_yaml_node *n)
 
 static void append_child(sdt_yaml_node *parent, sdt_yaml_node **tail, sdt_yaml_node *child)
 {
-    if (*tail) (*tail)->next = child;
-    else parent->first = child;
+    if (*tail)
+        (*tail)->next = child;
+    else
+        parent->first = child;
     *tail = child;
     parent->count++;
 }
@@ -149,29 +153,46 @@ static bool read_double_quoted(yaml_parser *p, const yaml_line *l, const char *s
         if (++s == end) break;
         gunichar c = 0;
         switch (*s) {
-        case '\\': case '"': case '/': case ' ': g_string_append_c(out, *s); continue;
-        case 'n': g_string_append_c(out, '\n'); continue;
-        case 't': g_string_append_c(out, '\t'); continue;
-        case 'r': g_string_append_c(out, '\r'); continue;
-        case 'x':
-            if (end - s < 3 || !hex_value(s + 1, 2, &c)) break;
-            s += 2;
-            goto code_point;
-        case 'u':
-            if (end - s < 5 || !hex_value(s + 1, 4, &c)) break;
-            s += 4;
-            goto code_point;
-        default: break;
+            case '\\':
+            case '"':
+            case '/':
+            case ' ':
+                g_string_append_c(out, *s);
+                continue;
+            case 'n':
+                g_string_append_c(out, '\n');
+                continue;
+            case 't':
+                g_string_append_c(out, '\t');
+                continue;
+            case 'r':
+                g_string_append_c(out, '\r');
+                continue;
+            case 'x':
+                if (end - s < 3 || !hex_value(s + 1, 2, &c)) break;
+                s += 2;
+                goto code_point;
+            case 'u':
+                if (end - s < 5 || !hex_value(s + 1, 4, &c)) break;
+                s += 4;
+                goto code_point;
+            default:
+                break;
         }
-        return fail(p, l->number, "the escape '\\%c' in a double-quoted string is not read here; write the character itself "
-                    "or use \\\\, \\\", \\n, \\t, \\xNN or \\uNNNN", g_ascii_isprint(*s) ? *s : '?');
+        return fail(p, l->number,
+                    "the escape '\\%c' in a double-quoted string is not read here; write the character itself "
+                    "or use \\\\, \\\", \\n, \\t, \\xNN or \\uNNNN",
+                    g_ascii_isprint(*s) ? *s : '?');
     code_point:
         if (c == 0 || !g_unichar_validate(c))
-            return fail(p, l->number, "the escape for U+%04X in a double-quoted string is not a character a config can "
-                        "hold; remove it", (unsigned)c);
+            return fail(p, l->number,
+                        "the escape for U+%04X in a double-quoted string is not a character a config can "
+                        "hold; remove it",
+                        (unsigned)c);
         append_utf8(out, c);
     }
-    return fail(p, l->number, "a double-quoted string is not closed on its line; close it with '\"' (multi-line strings "
+    return fail(p, l->number,
+                "a double-quoted string is not closed on its line; close it with '\"' (multi-line strings "
                 "are not read here)");
 }
 
@@ -190,7 +211,8 @@ static bool read_single_quoted(yaml_parser *p, const yaml_line *l, const char *s
             return true;
         }
     }
-    return fail(p, l->number, "a single-quoted string is not closed on its line; close it with \"'\" (multi-line strings "
+    return fail(p, l->number,
+                "a single-quoted string is not closed on its line; close it with \"'\" (multi-line strings "
                 "are not read here)");
 }
 
@@ -198,18 +220,29 @@ static bool read_single_quoted(yaml_parser *p, const yaml_line *l, const char *s
 static bool refuse_indicator(yaml_parser *p, const yaml_line *l, char c)
 {
     switch (c) {
-    case '&': return fail(p, l->number, "an anchor ('&') is not read here; write the value out in full");
-    case '*': return fail(p, l->number, "an alias ('*') is not read here; write the value out in full");
-    case '!': return fail(p, l->number, "a tag ('!') is not read here (a config needs none); remove it");
-    case '|': case '>':
-        return fail(p, l->number, "a block scalar ('%c') is not read here; write the value on one line, quoted", c);
-    case '{': return fail(p, l->number, "a flow mapping ('{...}') is not read here; write its keys as an indented block");
-    case '?': return fail(p, l->number, "a complex key ('?') is not read here; write 'key: value'");
-    case '%': case '@': case '`':
-        return fail(p, l->number, "a value may not start with '%c' in YAML; quote it", c);
-    case ',': case ']': case '}':
-        return fail(p, l->number, "'%c' has no opening bracket before it; quote the value or remove it", c);
-    default: return true;
+        case '&':
+            return fail(p, l->number, "an anchor ('&') is not read here; write the value out in full");
+        case '*':
+            return fail(p, l->number, "an alias ('*') is not read here; write the value out in full");
+        case '!':
+            return fail(p, l->number, "a tag ('!') is not read here (a config needs none); remove it");
+        case '|':
+        case '>':
+            return fail(p, l->number, "a block scalar ('%c') is not read here; write the value on one line, quoted", c);
+        case '{':
+            return fail(p, l->number, "a flow mapping ('{...}') is not read here; write its keys as an indented block");
+        case '?':
+            return fail(p, l->number, "a complex key ('?') is not read here; write 'key: value'");
+        case '%':
+        case '@':
+        case '`':
+            return fail(p, l->number, "a value may not start with '%c' in YAML; quote it", c);
+        case ',':
+        case ']':
+        case '}':
+            return fail(p, l->number, "'%c' has no opening bracket before it; quote the value or remove it", c);
+        default:
+            return true;
     }
 }
 
@@ -271,18 +304,23 @@ static sdt_yaml_node *read_flow_sequence(yaml_parser *p, const yaml_line *l, con
         if (!item) goto bad;
         append_child(seq, &tail, item);
         s = skip_spaces(item_end, end);
-        if (s < end && *s == ',') s = skip_spaces(s + 1, end);
-        else if (s < end && *s != ']') break;
+        if (s < end && *s == ',')
+            s = skip_spaces(s + 1, end);
+        else if (s < end && *s != ']')
+            break;
     }
     if (s < end && *s == ']') {
         *after = s + 1;
         return seq;
     }
     if (s < end && *s != '#')
-        fail(p, l->number, "a flow sequence has '%c' where ',' or ']' belongs; separate its items with ', ' and close it "
-             "with ']'", g_ascii_isprint(*s) ? *s : '?');
+        fail(p, l->number,
+             "a flow sequence has '%c' where ',' or ']' belongs; separate its items with ', ' and close it "
+             "with ']'",
+             g_ascii_isprint(*s) ? *s : '?');
     else
-        fail(p, l->number, "a flow sequence ('[') is not closed on its line; close it with ']' (multi-line flow sequences "
+        fail(p, l->number,
+             "a flow sequence ('[') is not closed on its line; close it with ']' (multi-line flow sequences "
              "are not read here; write them as '- item' lines)");
 bad:
     free_node(seq);
@@ -309,8 +347,8 @@ static sdt_yaml_node *read_inline_value(yaml_parser *p, const yaml_line *l, cons
         n = read_scalar(p, l, s, end, false, &after);
     }
     if (n && !rest_is_blank(after, end)) {
-        fail(p, l->number, "'%.*s' follows the value; remove it or make it a comment ('# ...')", utf8_prefix(after, (size_t)(end - after), 60),
-             after);
+        fail(p, l->number, "'%.*s' follows the value; remove it or make it a comment ('# ...')",
+             utf8_prefix(after, (size_t)(end - after), 60), after);
         free_node(n);
         return NULL;
     }
@@ -328,7 +366,8 @@ static char *read_key(yaml_parser *p, const yaml_line *l, const char *s, const c
     if (*s == '"' || *s == '\'') {
         GString *key = g_string_new(NULL);
         const char *q_end = NULL;
-        bool ok = *s == '"' ? read_double_quoted(p, l, s, end, key, &q_end) : read_single_quoted(p, l, s, end, key, &q_end);
+        bool ok =
+            *s == '"' ? read_double_quoted(p, l, s, end, key, &q_end) : read_single_quoted(p, l, s, end, key, &q_end);
         if (ok) q_end = skip_spaces(q_end, end);
         if (ok && q_end < end && *q_end == ':' && (q_end + 1 == end || is_space(q_end[1]))) {
             *after = q_end + 1;
@@ -362,12 +401,14 @@ static sdt_yaml_node *parse_block(yaml_parser *p, int indent, int depth);
 
 /* The value of a key (or entry) whose line ends after the ':' (or '-'): the block below it,
  * deeper, or a sequence at the same indentation (a mapping's key only), else an empty value. */
-static sdt_yaml_node *parse_value_below(yaml_parser *p, const yaml_line *l, int indent, bool same_level_entries, int depth)
+static sdt_yaml_node *parse_value_below(yaml_parser *p, const yaml_line *l, int indent, bool same_level_entries,
+                                        int depth)
 {
     p->at++;
     const yaml_line *next = p->at < p->n ? &p->lines[p->at] : NULL;
     if (next && next->indent > indent) return parse_block(p, next->indent, depth + 1);
-    if (next && same_level_entries && next->indent == indent && is_entry(next)) return parse_block(p, indent, depth + 1);
+    if (next && same_level_entries && next->indent == indent && is_entry(next))
+        return parse_block(p, indent, depth + 1);
     sdt_yaml_node *empty = new_node(p, SDT_YAML_SCALAR, l->number);
     if (empty) empty->text = g_strdup("");
     return empty;
@@ -391,12 +432,15 @@ static sdt_yaml_node *parse_mapping(yaml_parser *p, int indent, int depth)
     while (p->at < p->n && p->lines[p->at].indent >= indent) {
         yaml_line *l = &p->lines[p->at];
         if (l->indent > indent) {
-            fail(p, l->number, "this line is indented deeper than the keys above it, but no key above opens a block; "
-                 "align it with the keys above (%d spaces) or end the key before it with ':'", indent);
+            fail(p, l->number,
+                 "this line is indented deeper than the keys above it, but no key above opens a block; "
+                 "align it with the keys above (%d spaces) or end the key before it with ':'",
+                 indent);
             goto bad;
         }
         if (is_entry(l)) {
-            fail(p, l->number, "a '- ' item stands among the keys of a mapping; indent the items under their key, or "
+            fail(p, l->number,
+                 "a '- ' item stands among the keys of a mapping; indent the items under their key, or "
                  "give this one a key");
             goto bad;
         }
@@ -405,8 +449,10 @@ static sdt_yaml_node *parse_mapping(yaml_parser *p, int indent, int depth)
         char *key = read_key(p, l, l->text, &after, &key_error);
         if (!key) {
             if (!key_error)
-                fail(p, l->number, "'%.*s' is not 'key: value'; a mapping's lines are keys (a ':' and a space after the "
-                     "key)", utf8_prefix(l->text, l->len, 60), l->text);
+                fail(p, l->number,
+                     "'%.*s' is not 'key: value'; a mapping's lines are keys (a ':' and a space after the "
+                     "key)",
+                     utf8_prefix(l->text, l->len, 60), l->text);
             goto bad;
         }
         if (g_hash_table_contains(keys, key)) {
@@ -471,8 +517,10 @@ static sdt_yaml_node *parse_block(yaml_parser *p, int indent, int depth)
 {
     const yaml_line *l = &p->lines[p->at];
     if (depth > SDT_YAML_MAX_DEPTH) {
-        fail(p, l->number, "values nest more than %d levels deep; an LDM config nests about 6 - this is not one (use the "
-             "config that came with the checkpoint)", SDT_YAML_MAX_DEPTH);
+        fail(p, l->number,
+             "values nest more than %d levels deep; an LDM config nests about 6 - this is not one (use the "
+             "config that came with the checkpoint)",
+             SDT_YAML_MAX_DEPTH);
         return NULL;
     }
     return is_entry(l) ? parse_sequence(p, indent, depth) : parse_mapping(p, indent, depth);
@@ -498,7 +546,8 @@ static bool split_lines(yaml_parser *p, const char *text, size_t size)
         while (t < e && *t == ' ') t++;
         if (rest_is_blank(t, e)) continue;
         if (*t == '\t')
-            return fail(p, number, "a tab indents this line; YAML indents with spaces only - replace the tab with spaces");
+            return fail(p, number,
+                        "a tab indents this line; YAML indents with spaces only - replace the tab with spaces");
         int indent = (int)(t - line);
         size_t len = (size_t)(e - t);
         bool marker = indent == 0 && len >= 3 && (strncmp(t, "---", 3) == 0 || strncmp(t, "...", 3) == 0) &&
@@ -508,8 +557,10 @@ static bool split_lines(yaml_parser *p, const char *text, size_t size)
             continue;
         }
         if (marker)
-            return fail(p, number, "'%.3s' starts or ends another YAML document; an LDM config is one document - remove "
-                        "the line and what follows it", t);
+            return fail(p, number,
+                        "'%.3s' starts or ends another YAML document; an LDM config is one document - remove "
+                        "the line and what follows it",
+                        t);
         if (indent == 0 && t[0] == '%')
             return fail(p, number, "a YAML directive ('%%') is not read here; remove the line");
         seen_content = true;
@@ -524,14 +575,17 @@ bool sdt_yaml_parse(const char *text, size_t size, const char *path, sdt_yaml_do
     memset(doc, 0, sizeof *doc);
     yaml_parser p = {.path = path, .error = error};
     if (size > SDT_YAML_MAX_BYTES)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %zu bytes; an LDM config is a few KB (at most %u bytes are read) - "
-                        "this is not one: use the config that came with the checkpoint", path, size, SDT_YAML_MAX_BYTES);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: %zu bytes; an LDM config is a few KB (at most %u bytes are read) - "
+                        "this is not one: use the config that came with the checkpoint",
+                        path, size, SDT_YAML_MAX_BYTES);
     const char *nul = memchr(text, 0, size), *bad = NULL;
     if (nul || !g_utf8_validate(text, (gssize)size, &bad)) {
         const char *at = nul ? nul : bad;
         int line = 1;
         for (const char *c = text; c < at; c++) line += *c == '\n';
-        return fail(&p, line, "%s; a config is UTF-8 text - re-save it as UTF-8", nul ? "it holds a NUL byte" : "it holds bytes that are not UTF-8");
+        return fail(&p, line, "%s; a config is UTF-8 text - re-save it as UTF-8",
+                    nul ? "it holds a NUL byte" : "it holds bytes that are not UTF-8");
     }
     if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) { /* a byte-order mark some editors write */
         text += 3;
@@ -544,8 +598,10 @@ bool sdt_yaml_parse(const char *text, size_t size, const char *path, sdt_yaml_do
     } else if (ok) {
         root = parse_block(&p, p.lines[0].indent, 1);
         if (root && p.at < p.n) {
-            fail(&p, p.lines[p.at].number, "this line is indented less than the document's first line (%d spaces); align "
-                 "the top-level keys", p.lines[0].indent);
+            fail(&p, p.lines[p.at].number,
+                 "this line is indented less than the document's first line (%d spaces); align "
+                 "the top-level keys",
+                 p.lines[0].indent);
             free_node(root);
             root = NULL;
         }
@@ -564,7 +620,8 @@ bool sdt_yaml_read_file(const char *path, sdt_yaml_doc *doc, sdt_error *error)
     size_t size = 0;
     if (!sdt_file_read_all(path, "LDM config", SDT_YAML_MAX_BYTES, &text, &size, error)) {
         if (error && error->code == SDT_ERR_BAD_FORMAT && strstr(error->message, "over the limit"))
-            sdt_error_append(error, "; an LDM config is a few KB, so this is not one: use the config that came with the "
+            sdt_error_append(error,
+                             "; an LDM config is a few KB, so this is not one: use the config that came with the "
                              "checkpoint");
         return false;
     }
@@ -612,9 +669,12 @@ bool sdt_yaml_is_null(const sdt_yaml_node *n)
 bool sdt_yaml_as_bool(const sdt_yaml_node *n, bool *out)
 {
     const char *t = plain_text(n);
-    if (t && g_ascii_strcasecmp(t, "true") == 0) *out = true;
-    else if (t && g_ascii_strcasecmp(t, "false") == 0) *out = false;
-    else return false;
+    if (t && g_ascii_strcasecmp(t, "true") == 0)
+        *out = true;
+    else if (t && g_ascii_strcasecmp(t, "false") == 0)
+        *out = false;
+    else
+        return false;
     return true;
 }
 

@@ -31,13 +31,13 @@ typedef enum sdt_yaml_kind {
 typedef struct sdt_yaml_node sdt_yaml_node;
 struct sdt_yaml_node {
     sdt_yaml_kind kind;
-    char *key;             /* the key when this node is a mapping's value, else NULL */
-    char *text;            /* a scalar's text, quotes and escapes resolved ("" for an empty value) */
-    bool quoted;           /* the scalar was quoted: a string, never a number, boolean or null */
-    int line;              /* 1-based line the node starts on */
-    sdt_yaml_node *first;  /* a mapping's or sequence's first child */
-    sdt_yaml_node *next;   /* the next sibling */
-    size_t count;          /* number of children */
+    char *key;            /* the key when this node is a mapping's value, else NULL */
+    char *text;           /* a scalar's text, quotes and escapes resolved ("" for an empty value) */
+    bool quoted;          /* the scalar was quoted: a string, never a number, boolean or null */
+    int line;             /* 1-based line the node starts on */
+    sdt_yaml_node *first; /* a mapping's or sequence's first child */
+    sdt_yaml_node *next;  /* the next sibling */
+    size_t count;         /* number of children */
 };
 
 /* A document: the root node (a mapping for an LDM config) and the file name errors give. */
@@ -57,9 +57,9 @@ void sdt_yaml_doc_free(sdt_yaml_doc *doc);
  * on the way is absent or a step is not a mapping. */
 const sdt_yaml_node *sdt_yaml_get(const sdt_yaml_node *root, const char *dotted_path);
 /* A plain scalar as YAML 1.2's core schema reads it. Each is false when the node is not that. */
-bool sdt_yaml_is_null(const sdt_yaml_node *n);                    /* "", "~", "null" (any case) */
-bool sdt_yaml_as_bool(const sdt_yaml_node *n, bool *out);         /* true/false in any case */
-bool sdt_yaml_as_int(const sdt_yaml_node *n, long long *out);     /* decimal, optional sign */
-bool sdt_yaml_as_double(const sdt_yaml_node *n, double *out);     /* also "1.e-6", "1e4", ints */
+bool sdt_yaml_is_null(const sdt_yaml_node *n);                /* "", "~", "null" (any case) */
+bool sdt_yaml_as_bool(const sdt_yaml_node *n, bool *out);     /* true/false in any case */
+bool sdt_yaml_as_int(const sdt_yaml_node *n, long long *out); /* decimal, optional sign */
+bool sdt_yaml_as_double(const sdt_yaml_node *n, double *out); /* also "1.e-6", "1e4", ints */
 
 #endif

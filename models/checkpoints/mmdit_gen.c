@@ -12,5 +12,5 @@ bool mmdit_generate(const char *path, const mmdit_config *cfg, sdt_dtype dtype, 
                     sdt_error *error)
 {
     return mmdit_config_check(cfg, error) && sdt_param_file_generate(path, "MMDiT", "mmdit_generate", enumerate_mmdit,
-                                                                      cfg, dtype, seed, perturb_all, error);
+                                                                     cfg, dtype, seed, perturb_all, error);
 }

@@ -54,11 +54,13 @@ static bool gen_visit(void *user, const sdt_param_info *p)
     return true;
 }
 
-bool sdt_param_file_generate(const char *path, const char *network, const char *generator, sdt_param_enumerator enumerate,
-                             const void *cfg, sdt_dtype dtype, uint64_t seed, bool perturb_all, sdt_error *error)
+bool sdt_param_file_generate(const char *path, const char *network, const char *generator,
+                             sdt_param_enumerator enumerate, const void *cfg, sdt_dtype dtype, uint64_t seed,
+                             bool perturb_all, sdt_error *error)
 {
     if (dtype != SDT_F32 && dtype != SDT_F16 && dtype != SDT_BF16)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: the %s file is written in f32, f16 or bf16", path, network);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: the %s file is written in f32, f16 or bf16", path,
+                        network);
     param_gen_ctx g = {.dtype = dtype, .seed = seed, .perturb_all = perturb_all};
     enumerate(cfg, gen_visit, &g);
     sdt_st_write_item *items = g.failed ? NULL : calloc(g.n ? g.n : 1, sizeof(*items));

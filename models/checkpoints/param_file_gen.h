@@ -18,7 +18,8 @@ typedef bool (*sdt_param_enumerator)(const void *cfg, sdt_param_visitor visit, v
 
 /* Writes path in dtype (SDT_F32, SDT_F16 or SDT_BF16); network names it in sentences ("T5") and
  * generator in the file's metadata ("t5_generate"). */
-bool sdt_param_file_generate(const char *path, const char *network, const char *generator, sdt_param_enumerator enumerate,
-                             const void *cfg, sdt_dtype dtype, uint64_t seed, bool perturb_all, sdt_error *error);
+bool sdt_param_file_generate(const char *path, const char *network, const char *generator,
+                             sdt_param_enumerator enumerate, const void *cfg, sdt_dtype dtype, uint64_t seed,
+                             bool perturb_all, sdt_error *error);
 
 #endif

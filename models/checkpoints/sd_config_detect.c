@@ -71,10 +71,12 @@ static bool detect_sdxl_text(const sdt_weights *w, sd_config *c, sdt_error *erro
         return false;
     int pooled = sdt_sdxl_pooled_width(&c->unet);
     if (c->unet.context_dim != c->clip.width + c->clip2.width || pooled != c->clip2.projection_dim)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: SDXL's text encoders give a context of %d + %d and a pooled output of "
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: SDXL's text encoders give a context of %d + %d and a pooled output of "
                         "%d, but the UNet expects a context of %d and a pooled part of %d in y; the parts come from "
-                        "different models", sdt_weights_path(w), c->clip.width, c->clip2.width,
-                        c->clip2.projection_dim, c->unet.context_dim, pooled);
+                        "different models",
+                        sdt_weights_path(w), c->clip.width, c->clip2.width, c->clip2.projection_dim,
+                        c->unet.context_dim, pooled);
     c->vae.scaling = SD_SDXL_VAE_SCALING; /* sgm's scale_factor; weights cannot say it */
     return true;
 }
@@ -85,9 +87,11 @@ static bool is_sdxl(const sdt_weights *w, sdt_error *error, bool *refused)
     *refused = false;
     if (sdt_weights_get(w, "conditioner.embedders.0.model.token_embedding.weight")) {
         *refused = true;
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: this is SDXL's refiner (OpenCLIP bigG alone as conditioner.embedders.0, "
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: this is SDXL's refiner (OpenCLIP bigG alone as conditioner.embedders.0, "
                         "its own UNet); sdtrain trains SDXL base, not the refiner: use the base model "
-                        "(sd_xl_base_1.0 or a model fine-tuned from it)", sdt_weights_path(w));
+                        "(sd_xl_base_1.0 or a model fine-tuned from it)",
+                        sdt_weights_path(w));
     }
     return sd_weights_are_sdxl(w);
 }
@@ -117,12 +121,13 @@ bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *e
         *cfg = c;
         return true;
     }
-    if (!clip_config_detect(w, &c.clip, error) || !vae_config_detect(w, &c.vae, error))
-        return false;
+    if (!clip_config_detect(w, &c.clip, error) || !vae_config_detect(w, &c.vae, error)) return false;
     if (!sdt_unet_config_detect(w, &c.unet, error)) return false;
     if (c.unet.context_dim != c.clip.width) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the text encoder is %d wide but the UNet's cross-attention expects %d; the parts come "
-                 "from different models", sdt_weights_path(w), c.clip.width, c.unet.context_dim);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the text encoder is %d wide but the UNet's cross-attention expects %d; the parts come "
+                 "from different models",
+                 sdt_weights_path(w), c.clip.width, c.unet.context_dim);
         return false;
     }
     c.family = family_of(&c);
@@ -138,7 +143,8 @@ bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error
     bool yaml_ok = !yaml || sdt_checkpoint_yaml_apply(yaml, cfg, error);
     g_free(yaml);
     if (!yaml_ok)
-        sdt_error_append(error, " (sdtrain, like A1111, reads the .yaml named like the checkpoint as its model config)");
+        sdt_error_append(error,
+                         " (sdtrain, like A1111, reads the .yaml named like the checkpoint as its model config)");
     return yaml_ok;
 }
 

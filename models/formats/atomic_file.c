@@ -41,8 +41,9 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
     snprintf(f->tmp_path, sizeof(f->tmp_path), "%s.tmp-XXXXXX", path);
     int fd = mkstemp(f->tmp_path);
     if (fd < 0) {
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot create a file in its folder (%s); check that the folder exists and is writable",
-                 path, strerror(errno));
+        sdt_fail(error, SDT_ERR_IO,
+                 "%s: cannot create a file in its folder (%s); check that the folder exists and is writable", path,
+                 strerror(errno));
         f->tmp_path[0] = 0;
         return false;
     }
@@ -50,7 +51,8 @@ bool sdt_atomic_begin(sdt_atomic_file *f, const char *path, sdt_error *error)
     (void)fchmod(fd, 0666 & ~process_umask());
     f->fp = fdopen(fd, "wb");
     if (!f->fp) {
-        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the temp file for writing (%s)", path, strerror(errno));
+        sdt_fail(error, sdt_error_code_from_errno(errno), "%s: cannot open the temp file for writing (%s)", path,
+                 strerror(errno));
         close(fd);
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
@@ -89,8 +91,10 @@ bool sdt_atomic_commit(sdt_atomic_file *f, sdt_error *error)
     }
     f->fp = NULL;
     if (!ok) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
-                 f->path, strerror(saved_errno ? saved_errno : EIO));
+        sdt_fail(
+            error, SDT_ERR_IO,
+            "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
+            f->path, strerror(saved_errno ? saved_errno : EIO));
         unlink(f->tmp_path);
         f->tmp_path[0] = 0;
         return false;
@@ -124,8 +128,10 @@ bool sdt_atomic_write(const char *path, const void *data, size_t size, sdt_error
     sdt_atomic_file f;
     if (!sdt_atomic_begin(&f, path, error)) return false;
     if (size && fwrite(data, 1, size, f.fp) != size) {
-        sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
-                 path, strerror(errno));
+        sdt_fail(
+            error, SDT_ERR_IO,
+            "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or choose another folder",
+            path, strerror(errno));
         sdt_atomic_abort(&f);
         return false;
     }
@@ -137,7 +143,8 @@ bool sdt_atomic_is_temp_name(const char *name)
     size_t n = strlen(name);
     if (n < 12 || memcmp(name + n - 11, ".tmp-", 5) != 0) return false;
     for (size_t i = n - 6; i < n; i++) /* mkstemp's alphabet */
-        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') || (name[i] >= '0' && name[i] <= '9')))
+        if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+              (name[i] >= '0' && name[i] <= '9')))
             return false;
     return true;
 }
@@ -169,4 +176,7 @@ int sdt_atomic_remove_stale(const char *path)
     return remove_temps(slash ? dirname(buf) : ".", slash ? slash + 1 : base);
 }
 
-int sdt_atomic_remove_stale_in(const char *folder) { return remove_temps(folder, ""); }
+int sdt_atomic_remove_stale_in(const char *folder)
+{
+    return remove_temps(folder, "");
+}

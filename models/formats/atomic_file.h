@@ -14,8 +14,8 @@
 #include <stdio.h>
 
 typedef struct sdt_atomic_file {
-    FILE *fp;              /* write through this */
-    char path[4096];       /* final destination */
+    FILE *fp;        /* write through this */
+    char path[4096]; /* final destination */
     char tmp_path[4096];
 } sdt_atomic_file;
 

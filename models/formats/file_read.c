@@ -12,10 +12,14 @@
 
 void sdt_file_size_text(uint64_t bytes, char *out, size_t size)
 {
-    if (bytes < 1024) sdt_c_snprintf(out, size, "%llu bytes", (unsigned long long)bytes);
-    else if (bytes < ((uint64_t)1 << 20)) sdt_c_snprintf(out, size, "%.1f KiB", (double)bytes / 1024.0);
-    else if (bytes < ((uint64_t)1 << 30)) sdt_c_snprintf(out, size, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
-    else sdt_c_snprintf(out, size, "%.1f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
+    if (bytes < 1024)
+        sdt_c_snprintf(out, size, "%llu bytes", (unsigned long long)bytes);
+    else if (bytes < ((uint64_t)1 << 20))
+        sdt_c_snprintf(out, size, "%.1f KiB", (double)bytes / 1024.0);
+    else if (bytes < ((uint64_t)1 << 30))
+        sdt_c_snprintf(out, size, "%.1f MiB", (double)bytes / (1024.0 * 1024.0));
+    else
+        sdt_c_snprintf(out, size, "%.1f GiB", (double)bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
 static const char *kind_of(mode_t mode)
@@ -46,8 +50,10 @@ int sdt_file_open_regular(const char *path, const char *what, uint64_t *size, sd
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s is %s, not a regular file; sdtrain reads only regular files, so "
-                 "replace it with the file itself or remove it", path, what, kind_of(st.st_mode));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the %s is %s, not a regular file; sdtrain reads only regular files, so "
+                 "replace it with the file itself or remove it",
+                 path, what, kind_of(st.st_mode));
         return -1;
     }
     int flags = fcntl(fd, F_GETFL);
@@ -56,13 +62,16 @@ int sdt_file_open_regular(const char *path, const char *what, uint64_t *size, sd
     return fd;
 }
 
-static bool over_limit(const char *path, const char *what, uint64_t bytes, size_t limit, bool at_least, sdt_error *error)
+static bool over_limit(const char *path, const char *what, uint64_t bytes, size_t limit, bool at_least,
+                       sdt_error *error)
 {
     char have[32], most[32];
     sdt_file_size_text(bytes, have, sizeof have);
     sdt_file_size_text(limit, most, sizeof most);
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s is %s%s, over the limit of %s for it; check that this is the "
-                    "right file, or make it smaller", path, what, at_least ? "at least " : "", have, most);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: the %s is %s%s, over the limit of %s for it; check that this is the "
+                    "right file, or make it smaller",
+                    path, what, at_least ? "at least " : "", have, most);
 }
 
 bool sdt_file_read_all(const char *path, const char *what, size_t limit, char **data, size_t *size, sdt_error *error)
@@ -87,8 +96,9 @@ bool sdt_file_read_all(const char *path, const char *what, size_t limit, char **
             size_t grown = cap * 2 > limit + 1 ? limit + 1 : cap * 2;
             char *bigger = grown > cap ? realloc(buf, grown + 1) : NULL;
             if (!bigger) {
-                ok = grown > cap ? sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s", path, what)
-                                 : over_limit(path, what, n, limit, true, error);
+                ok = grown > cap
+                         ? sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the %s", path, what)
+                         : over_limit(path, what, n, limit, true, error);
                 break;
             }
             buf = bigger;

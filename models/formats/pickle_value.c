@@ -40,8 +40,14 @@ void sdt_pv_arena_free(sdt_pv_arena *a)
     g_free(a);
 }
 
-size_t sdt_pv_arena_values(const sdt_pv_arena *a) { return a->values->len; }
-size_t sdt_pv_arena_storage_count(const sdt_pv_arena *a) { return a->storages->len; }
+size_t sdt_pv_arena_values(const sdt_pv_arena *a)
+{
+    return a->values->len;
+}
+size_t sdt_pv_arena_storage_count(const sdt_pv_arena *a)
+{
+    return a->storages->len;
+}
 sdt_pv_storage *sdt_pv_arena_storage(const sdt_pv_arena *a, size_t i)
 {
     return i < a->storages->len ? g_ptr_array_index(a->storages, i) : NULL;
@@ -89,7 +95,10 @@ sdt_pv *sdt_pv_new_text(sdt_pv_arena *a, sdt_pv_kind kind, const char *data, siz
     return v;
 }
 
-sdt_pv *sdt_pv_new_str(sdt_pv_arena *a, const char *s) { return sdt_pv_new_text(a, SDT_PV_STR, s, strlen(s)); }
+sdt_pv *sdt_pv_new_str(sdt_pv_arena *a, const char *s)
+{
+    return sdt_pv_new_text(a, SDT_PV_STR, s, strlen(s));
+}
 
 sdt_pv *sdt_pv_new_dict(sdt_pv_arena *a, bool ordered)
 {
@@ -155,12 +164,15 @@ void sdt_pv_dict_set(sdt_pv_arena *a, sdt_pv *dict, const char *key, sdt_pv *val
 
 const char *sdt_pv_kind_name(sdt_pv_kind kind)
 {
-    static const char *const names[] = {"None", "bool", "int", "float", "str", "bytes",
+    static const char *const names[] = {"None", "bool",  "int",  "float",  "str",   "bytes",
                                         "list", "tuple", "dict", "tensor", "object"};
     return (unsigned)kind < G_N_ELEMENTS(names) ? names[kind] : "?";
 }
 
-bool sdt_pv_is(const sdt_pv *v, sdt_pv_kind kind) { return v && v->kind == kind; }
+bool sdt_pv_is(const sdt_pv *v, sdt_pv_kind kind)
+{
+    return v && v->kind == kind;
+}
 
 static bool is_seq(const sdt_pv *v)
 {
@@ -206,22 +218,31 @@ sdt_pv *sdt_pv_dict_get_int(const sdt_pv *dict, int64_t key)
     return NULL;
 }
 
-const char *sdt_pv_as_str(const sdt_pv *v) { return sdt_pv_is(v, SDT_PV_STR) ? v->u.s.data : NULL; }
+const char *sdt_pv_as_str(const sdt_pv *v)
+{
+    return sdt_pv_is(v, SDT_PV_STR) ? v->u.s.data : NULL;
+}
 
 bool sdt_pv_as_int(const sdt_pv *v, int64_t *out)
 {
-    if (sdt_pv_is(v, SDT_PV_INT)) *out = v->u.i;
-    else if (sdt_pv_is(v, SDT_PV_BOOL)) *out = v->u.b;
-    else return false;
+    if (sdt_pv_is(v, SDT_PV_INT))
+        *out = v->u.i;
+    else if (sdt_pv_is(v, SDT_PV_BOOL))
+        *out = v->u.b;
+    else
+        return false;
     return true;
 }
 
 bool sdt_pv_as_float(const sdt_pv *v, double *out)
 {
     int64_t i;
-    if (sdt_pv_is(v, SDT_PV_FLOAT)) *out = v->u.f;
-    else if (sdt_pv_as_int(v, &i)) *out = (double)i;
-    else return false;
+    if (sdt_pv_is(v, SDT_PV_FLOAT))
+        *out = v->u.f;
+    else if (sdt_pv_as_int(v, &i))
+        *out = (double)i;
+    else
+        return false;
     return true;
 }
 

@@ -44,10 +44,10 @@ typedef enum sdt_pv_kind {
 
 /* One storage (torch's flat typed buffer). Several tensors may view one storage. */
 typedef struct sdt_pv_storage {
-    char *key;          /* the file's name for it: archive/data/<key> */
+    char *key; /* the file's name for it: archive/data/<key> */
     sdt_st_dtype dtype;
-    uint64_t numel;     /* elements */
-    const void *data;   /* numel x element size bytes; NULL until the file's data is attached */
+    uint64_t numel;   /* elements */
+    const void *data; /* numel x element size bytes; NULL until the file's data is attached */
 } sdt_pv_storage;
 
 typedef struct sdt_pv_tensor {
@@ -57,7 +57,7 @@ typedef struct sdt_pv_tensor {
     int64_t stride[SDT_PV_MAX_DIMS]; /* in elements */
     int64_t offset;                  /* in elements, into the storage */
     bool requires_grad;
-    bool parameter;                  /* came from (or is written as) torch.nn.Parameter */
+    bool parameter; /* came from (or is written as) torch.nn.Parameter */
 } sdt_pv_tensor;
 
 typedef struct sdt_pv sdt_pv;
@@ -70,13 +70,13 @@ struct sdt_pv {
         struct {
             char *data; /* NUL-terminated (str: UTF-8) */
             size_t len;
-        } s;            /* STR, BYTES */
+        } s; /* STR, BYTES */
         struct {
             sdt_pv **items; /* DICT: key, value, key, value, ... */
             size_t n, cap;  /* n counts items (a dict's pairs are n / 2) */
             bool ordered;   /* DICT built as collections.OrderedDict */
             sdt_pv *attrs;  /* DICT: attributes set on it (an OrderedDict's _metadata), or NULL */
-        } seq;          /* LIST, TUPLE, DICT */
+        } seq;              /* LIST, TUPLE, DICT */
         sdt_pv_tensor t;
         struct {
             const char *cls; /* "module.name" */

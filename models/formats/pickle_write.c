@@ -11,8 +11,14 @@ typedef struct writer {
     sdt_error *error;
 } writer;
 
-static void put_byte(writer *w, uint8_t b) { g_byte_array_append(w->out, &b, 1); }
-static void put(writer *w, const void *p, size_t n) { g_byte_array_append(w->out, p, (guint)n); }
+static void put_byte(writer *w, uint8_t b)
+{
+    g_byte_array_append(w->out, &b, 1);
+}
+static void put(writer *w, const void *p, size_t n)
+{
+    g_byte_array_append(w->out, p, (guint)n);
+}
 
 static void put_le(writer *w, uint64_t v, int n)
 {
@@ -69,17 +75,28 @@ static void put_empty_ordered_dict(writer *w)
 static const char *storage_type(sdt_st_dtype dtype)
 {
     switch (dtype) {
-    case SDT_ST_F32: return "FloatStorage";
-    case SDT_ST_F16: return "HalfStorage";
-    case SDT_ST_BF16: return "BFloat16Storage";
-    case SDT_ST_F64: return "DoubleStorage";
-    case SDT_ST_I64: return "LongStorage";
-    case SDT_ST_I32: return "IntStorage";
-    case SDT_ST_I16: return "ShortStorage";
-    case SDT_ST_I8: return "CharStorage";
-    case SDT_ST_U8: return "ByteStorage";
-    case SDT_ST_BOOL: return "BoolStorage";
-    default: return NULL; /* U16, U32, U64: no typed storage in torch */
+        case SDT_ST_F32:
+            return "FloatStorage";
+        case SDT_ST_F16:
+            return "HalfStorage";
+        case SDT_ST_BF16:
+            return "BFloat16Storage";
+        case SDT_ST_F64:
+            return "DoubleStorage";
+        case SDT_ST_I64:
+            return "LongStorage";
+        case SDT_ST_I32:
+            return "IntStorage";
+        case SDT_ST_I16:
+            return "ShortStorage";
+        case SDT_ST_I8:
+            return "CharStorage";
+        case SDT_ST_U8:
+            return "ByteStorage";
+        case SDT_ST_BOOL:
+            return "BoolStorage";
+        default:
+            return NULL; /* U16, U32, U64: no typed storage in torch */
     }
 }
 
@@ -134,53 +151,65 @@ static bool put_value(writer *w, const sdt_pv *v, int depth)
     if (!v) return fail(w, "a value is missing (NULL) in the data to write");
     if (depth > SDT_PV_MAX_DEPTH) return fail(w, "the data nests too deep (or contains itself) to be written");
     switch (v->kind) {
-    case SDT_PV_NONE: put_byte(w, 'N'); return true;
-    case SDT_PV_BOOL: put_byte(w, v->u.b ? 0x88 : 0x89); return true;
-    case SDT_PV_INT: put_int(w, v->u.i); return true;
-    case SDT_PV_FLOAT: {
-        uint64_t bits;
-        memcpy(&bits, &v->u.f, sizeof bits);
-        put_byte(w, 'G');
-        for (int i = 7; i >= 0; i--) put_byte(w, (uint8_t)(bits >> (8 * i)));
-        return true;
-    }
-    case SDT_PV_STR: put_str(w, v->u.s.data, v->u.s.len); return true;
-    case SDT_PV_LIST:
-        put_byte(w, ']');
-        if (v->u.seq.n) {
-            put_byte(w, '(');
-            for (size_t i = 0; i < v->u.seq.n; i++)
-                if (!put_value(w, v->u.seq.items[i], depth + 1)) return false;
-            put_byte(w, 'e');
-        }
-        return true;
-    case SDT_PV_TUPLE:
-        if (v->u.seq.n == 0) {
-            put_byte(w, ')');
+        case SDT_PV_NONE:
+            put_byte(w, 'N');
+            return true;
+        case SDT_PV_BOOL:
+            put_byte(w, v->u.b ? 0x88 : 0x89);
+            return true;
+        case SDT_PV_INT:
+            put_int(w, v->u.i);
+            return true;
+        case SDT_PV_FLOAT: {
+            uint64_t bits;
+            memcpy(&bits, &v->u.f, sizeof bits);
+            put_byte(w, 'G');
+            for (int i = 7; i >= 0; i--) put_byte(w, (uint8_t)(bits >> (8 * i)));
             return true;
         }
-        if (v->u.seq.n > 3) put_byte(w, '(');
-        for (size_t i = 0; i < v->u.seq.n; i++)
-            if (!put_value(w, v->u.seq.items[i], depth + 1)) return false;
-        put_byte(w, v->u.seq.n > 3 ? 't' : (uint8_t)(0x84 + v->u.seq.n));
-        return true;
-    case SDT_PV_DICT:
-        if (v->u.seq.ordered) put_empty_ordered_dict(w);
-        else put_byte(w, '}');
-        if (v->u.seq.n) {
-            put_byte(w, '(');
+        case SDT_PV_STR:
+            put_str(w, v->u.s.data, v->u.s.len);
+            return true;
+        case SDT_PV_LIST:
+            put_byte(w, ']');
+            if (v->u.seq.n) {
+                put_byte(w, '(');
+                for (size_t i = 0; i < v->u.seq.n; i++)
+                    if (!put_value(w, v->u.seq.items[i], depth + 1)) return false;
+                put_byte(w, 'e');
+            }
+            return true;
+        case SDT_PV_TUPLE:
+            if (v->u.seq.n == 0) {
+                put_byte(w, ')');
+                return true;
+            }
+            if (v->u.seq.n > 3) put_byte(w, '(');
             for (size_t i = 0; i < v->u.seq.n; i++)
                 if (!put_value(w, v->u.seq.items[i], depth + 1)) return false;
-            put_byte(w, 'u');
-        }
-        return true;
-    case SDT_PV_TENSOR: return put_tensor(w, &v->u.t);
-    case SDT_PV_BYTES:
-        return fail(w, "bytes values cannot be written (torch's weights_only loader refuses them); store a string");
-    default: break;
+            put_byte(w, v->u.seq.n > 3 ? 't' : (uint8_t)(0x84 + v->u.seq.n));
+            return true;
+        case SDT_PV_DICT:
+            if (v->u.seq.ordered)
+                put_empty_ordered_dict(w);
+            else
+                put_byte(w, '}');
+            if (v->u.seq.n) {
+                put_byte(w, '(');
+                for (size_t i = 0; i < v->u.seq.n; i++)
+                    if (!put_value(w, v->u.seq.items[i], depth + 1)) return false;
+                put_byte(w, 'u');
+            }
+            return true;
+        case SDT_PV_TENSOR:
+            return put_tensor(w, &v->u.t);
+        case SDT_PV_BYTES:
+            return fail(w, "bytes values cannot be written (torch's weights_only loader refuses them); store a string");
+        default:
+            break;
     }
     return fail(w, "an object record cannot be written (torch's weights_only loader refuses objects); store plain "
-                "containers");
+                   "containers");
 }
 
 bool sdt_pickle_write(const sdt_pv *root, GByteArray *out, GPtrArray *storages, const char *what, sdt_error *error)

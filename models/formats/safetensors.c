@@ -23,10 +23,9 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[SDT_ST_DTYPE_COUNT] = {
-    [SDT_ST_BOOL] = {"BOOL", 1}, [SDT_ST_U8] = {"U8", 1},   [SDT_ST_I8] = {"I8", 1},
-    [SDT_ST_I16] = {"I16", 2},   [SDT_ST_U16] = {"U16", 2}, [SDT_ST_F16] = {"F16", 2},
-    [SDT_ST_BF16] = {"BF16", 2}, [SDT_ST_I32] = {"I32", 4}, [SDT_ST_U32] = {"U32", 4},
-    [SDT_ST_F32] = {"F32", 4},   [SDT_ST_I64] = {"I64", 8}, [SDT_ST_U64] = {"U64", 8},
+    [SDT_ST_BOOL] = {"BOOL", 1}, [SDT_ST_U8] = {"U8", 1},   [SDT_ST_I8] = {"I8", 1},     [SDT_ST_I16] = {"I16", 2},
+    [SDT_ST_U16] = {"U16", 2},   [SDT_ST_F16] = {"F16", 2}, [SDT_ST_BF16] = {"BF16", 2}, [SDT_ST_I32] = {"I32", 4},
+    [SDT_ST_U32] = {"U32", 4},   [SDT_ST_F32] = {"F32", 4}, [SDT_ST_I64] = {"I64", 8},   [SDT_ST_U64] = {"U64", 8},
     [SDT_ST_F64] = {"F64", 8},
 };
 
@@ -53,22 +52,35 @@ bool sdt_st_dtype_parse(const char *name, sdt_st_dtype *out)
 sdt_st_dtype sdt_st_dtype_of(sdt_dtype dtype)
 {
     switch (dtype) {
-    case SDT_F16: return SDT_ST_F16;
-    case SDT_BF16: return SDT_ST_BF16;
-    case SDT_I32: return SDT_ST_I32;
-    case SDT_F32:
-    default: return SDT_ST_F32;
+        case SDT_F16:
+            return SDT_ST_F16;
+        case SDT_BF16:
+            return SDT_ST_BF16;
+        case SDT_I32:
+            return SDT_ST_I32;
+        case SDT_F32:
+        default:
+            return SDT_ST_F32;
     }
 }
 
 bool sdt_st_dtype_to_tensor(sdt_st_dtype dtype, sdt_dtype *out)
 {
     switch (dtype) {
-    case SDT_ST_F32: *out = SDT_F32; return true;
-    case SDT_ST_F16: *out = SDT_F16; return true;
-    case SDT_ST_BF16: *out = SDT_BF16; return true;
-    case SDT_ST_I32: *out = SDT_I32; return true;
-    default: return false;
+        case SDT_ST_F32:
+            *out = SDT_F32;
+            return true;
+        case SDT_ST_F16:
+            *out = SDT_F16;
+            return true;
+        case SDT_ST_BF16:
+            *out = SDT_BF16;
+            return true;
+        case SDT_ST_I32:
+            *out = SDT_I32;
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -76,7 +88,7 @@ bool sdt_st_dtype_to_tensor(sdt_st_dtype dtype, sdt_dtype *out)
 
 struct sdt_safetensors {
     char *path;
-    void *map;          /* the whole file when mapped (else NULL) */
+    void *map; /* the whole file when mapped (else NULL) */
     size_t map_size;
     void *aligned_copy; /* data section copy when the file's layout misaligns tensors */
     sdt_st_entry *entries;
@@ -86,10 +98,10 @@ struct sdt_safetensors {
     size_t n_meta;
 };
 
-#define FAIL(...)                                        \
-    do {                                                 \
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__); \
-        return false;                                    \
+#define FAIL(...)                                                                                                      \
+    do {                                                                                                               \
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__);                                                              \
+        return false;                                                                                                  \
     } while (0)
 
 static bool json_to_u64(const cJSON *v, uint64_t limit, uint64_t *out)
@@ -116,19 +128,22 @@ static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size,
     const char *key = item->string;
     const char *fix = "the file is damaged or was written by a broken tool; re-export or re-download it";
     if (!key[0]) FAIL("%s: a tensor has an empty name; %s", file, fix);
-    if (!cJSON_IsObject(item)) FAIL("%s: tensor '%s' is not a JSON object with dtype/shape/data_offsets; %s", file, key, fix);
+    if (!cJSON_IsObject(item))
+        FAIL("%s: tensor '%s' is not a JSON object with dtype/shape/data_offsets; %s", file, key, fix);
     const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
     if (!cJSON_IsString(dt)) FAIL("%s: tensor '%s' has no \"dtype\" string; %s", file, key, fix);
     if (!sdt_st_dtype_parse(dt->valuestring, &e->dtype))
-        FAIL("%s: tensor '%s' has dtype \"%.32s\", which is not supported (supported: F32, F16, BF16, F64, I8, I16, I32, "
-             "I64, U8, U16, U32, U64, BOOL); convert the checkpoint to F32, F16 or BF16",
-             file, key, dt->valuestring);
+        FAIL(
+            "%s: tensor '%s' has dtype \"%.32s\", which is not supported (supported: F32, F16, BF16, F64, I8, I16, I32, "
+            "I64, U8, U16, U32, U64, BOOL); convert the checkpoint to F32, F16 or BF16",
+            file, key, dt->valuestring);
     if (!cJSON_IsArray(shape)) FAIL("%s: tensor '%s' has no \"shape\" array; %s", file, key, fix);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > SDT_ST_MAX_DIMS)
-        FAIL("%s: tensor '%s' has %d dimensions, more than the %d supported; %s", file, key, ndim, SDT_ST_MAX_DIMS, fix);
+        FAIL("%s: tensor '%s' has %d dimensions, more than the %d supported; %s", file, key, ndim, SDT_ST_MAX_DIMS,
+             fix);
     e->ndim = ndim;
     uint64_t numel = 1;
     bool overflow = false;
@@ -142,11 +157,13 @@ static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size,
     uint64_t want;
     overflow |= __builtin_mul_overflow(numel, (uint64_t)sdt_st_dtype_size(e->dtype), &want);
     uint64_t begin, end;
-    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_to_u64(cJSON_GetArrayItem(offs, 0), UINT64_MAX, &begin) ||
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 ||
+        !json_to_u64(cJSON_GetArrayItem(offs, 0), UINT64_MAX, &begin) ||
         !json_to_u64(cJSON_GetArrayItem(offs, 1), UINT64_MAX, &end))
         FAIL("%s: tensor '%s' needs \"data_offsets\": [begin, end] with two non-negative integers; %s", file, key, fix);
-    if (begin > end) FAIL("%s: tensor '%s' has data_offsets [%llu, %llu] with begin after end; %s", file, key,
-                          (unsigned long long)begin, (unsigned long long)end, fix);
+    if (begin > end)
+        FAIL("%s: tensor '%s' has data_offsets [%llu, %llu] with begin after end; %s", file, key,
+             (unsigned long long)begin, (unsigned long long)end, fix);
     if (end > data_size)
         FAIL("%s: tensor '%s' has data_offsets [%llu, %llu] but the data section holds only %llu bytes; the file is "
              "truncated or damaged; re-download or re-export it",
@@ -155,9 +172,10 @@ static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size,
         char s[160];
         shape_text(e, s, sizeof(s));
         if (overflow)
-            FAIL("%s: tensor '%s' has shape %s of %s, larger than any file can hold; %s", file, key, s, dt->valuestring, fix);
-        FAIL("%s: tensor '%s' has shape %s of %s, which needs %llu bytes, but data_offsets span %llu bytes; %s", file, key,
-             s, dt->valuestring, (unsigned long long)want, (unsigned long long)(end - begin), fix);
+            FAIL("%s: tensor '%s' has shape %s of %s, larger than any file can hold; %s", file, key, s, dt->valuestring,
+                 fix);
+        FAIL("%s: tensor '%s' has shape %s of %s, which needs %llu bytes, but data_offsets span %llu bytes; %s", file,
+             key, s, dt->valuestring, (unsigned long long)want, (unsigned long long)(end - begin), fix);
     }
     e->offset = begin;
     e->nbytes = end - begin;
@@ -226,9 +244,11 @@ static bool place_data(sdt_safetensors *st, const uint8_t *data, uint64_t data_s
         if (((uintptr_t)(data + st->entries[i].offset)) % sdt_st_dtype_size(st->entries[i].dtype)) aligned = false;
     if (!aligned && data_size > 0) {
         if (posix_memalign(&st->aligned_copy, 64, (size_t)data_size) != 0)
-            return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory copying %llu bytes of misaligned tensor data; free memory or re-save the file with "
-                 "an aligned writer",
-                 st->path, (unsigned long long)data_size);
+            return sdt_fail(
+                error, SDT_ERR_OUT_OF_MEMORY,
+                "%s: out of memory copying %llu bytes of misaligned tensor data; free memory or re-save the file with "
+                "an aligned writer",
+                st->path, (unsigned long long)data_size);
         memcpy(st->aligned_copy, data, (size_t)data_size);
         data = st->aligned_copy;
     }
@@ -266,7 +286,8 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, sdt
     const char *parse_end = NULL;
     cJSON *root = sdt_json_parse_prefix(json, (size_t)hlen, &parse_end);
     if (!root || !cJSON_IsObject(root) || !parse_end || !header_tail_is_blank(parse_end, json + hlen)) {
-        size_t at = parse_end ? (size_t)(parse_end - json) : (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0);
+        size_t at =
+            parse_end ? (size_t)(parse_end - json) : (size_t)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - json : 0);
         cJSON_Delete(root);
         FAIL("%s: the header is not valid JSON (error near byte %zu of %llu); the file is damaged or not a safetensors "
              "file",
@@ -283,7 +304,8 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, sdt
         if (!ok) break;
         if (strcmp(item->string, "__metadata__") == 0) {
             if (st->meta_keys)
-                ok = false, sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: \"__metadata__\" appears twice in the header; re-export the file", file);
+                ok = false, sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                                     "%s: \"__metadata__\" appears twice in the header; re-export the file", file);
             else
                 ok = parse_metadata(st, item, error);
             continue;
@@ -296,8 +318,8 @@ static bool parse_file(sdt_safetensors *st, const uint8_t *buf, size_t size, sdt
         e->name = g_strdup(item->string);
         st->n_entries++;
         if (g_hash_table_contains(st->by_name, e->name)) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' appears twice in the header; the file is damaged; re-export it", file,
-                     e->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: tensor '%s' appears twice in the header; the file is damaged; re-export it", file, e->name);
             ok = false;
         } else {
             g_hash_table_insert(st->by_name, (gpointer)e->name, GSIZE_TO_POINTER(st->n_entries));
@@ -337,8 +359,9 @@ sdt_safetensors *sdt_st_open(const char *path, sdt_error *error)
     if (size > 0) {
         void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: cannot map the file into memory (%s); check free address space and the file",
-                     path, strerror(errno));
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: cannot map the file into memory (%s); check free address space and the file", path,
+                     strerror(errno));
             close(fd);
             sdt_st_close(st);
             return NULL;
@@ -368,9 +391,18 @@ void sdt_st_close(sdt_safetensors *st)
     g_free(st);
 }
 
-const char *sdt_st_path(const sdt_safetensors *st) { return st->path; }
-size_t sdt_st_count(const sdt_safetensors *st) { return st->n_entries; }
-const sdt_st_entry *sdt_st_at(const sdt_safetensors *st, size_t i) { return i < st->n_entries ? &st->entries[i] : NULL; }
+const char *sdt_st_path(const sdt_safetensors *st)
+{
+    return st->path;
+}
+size_t sdt_st_count(const sdt_safetensors *st)
+{
+    return st->n_entries;
+}
+const sdt_st_entry *sdt_st_at(const sdt_safetensors *st, size_t i)
+{
+    return i < st->n_entries ? &st->entries[i] : NULL;
+}
 
 const sdt_st_entry *sdt_st_find(const sdt_safetensors *st, const char *name)
 {
@@ -378,8 +410,14 @@ const sdt_st_entry *sdt_st_find(const sdt_safetensors *st, const char *name)
     return idx ? &st->entries[idx - 1] : NULL;
 }
 
-size_t sdt_st_metadata_count(const sdt_safetensors *st) { return st->n_meta; }
-const char *sdt_st_metadata_key(const sdt_safetensors *st, size_t i) { return i < st->n_meta ? st->meta_keys[i] : NULL; }
+size_t sdt_st_metadata_count(const sdt_safetensors *st)
+{
+    return st->n_meta;
+}
+const char *sdt_st_metadata_key(const sdt_safetensors *st, size_t i)
+{
+    return i < st->n_meta ? st->meta_keys[i] : NULL;
+}
 
 const char *sdt_st_metadata_get(const sdt_safetensors *st, const char *key)
 {
@@ -448,14 +486,17 @@ static bool validate_items(const char *path, const sdt_st_write_item *items, siz
         const sdt_st_write_item *it = &items[i];
         uint64_t nb = 0;
         if (!it->name || !it->name[0] || strcmp(it->name, "__metadata__") == 0) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor %zu has an empty or reserved name; give every tensor a unique name", path, i);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: tensor %zu has an empty or reserved name; give every tensor a unique name", path, i);
             ok = false;
         } else if (g_hash_table_contains(seen, it->name)) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is listed twice; give every tensor a unique name", path, it->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is listed twice; give every tensor a unique name",
+                     path, it->name);
             ok = false;
         } else if ((unsigned)it->dtype >= SDT_ST_DTYPE_COUNT || it->ndim < 0 || it->ndim > SDT_ST_MAX_DIMS ||
                    !item_nbytes(it, &nb)) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has an invalid dtype or shape; fix the caller", path, it->name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has an invalid dtype or shape; fix the caller", path,
+                     it->name);
             ok = false;
         } else if (nb > 0 && !it->data) {
             sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has no data pointer; fix the caller", path, it->name);
@@ -496,10 +537,13 @@ bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, co
                   sdt_error *error)
 {
     for (size_t i = 0; i < n_meta; i++) {
-        if (!meta[i].key) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu has no key; fix the caller", path, i);
+        if (!meta[i].key)
+            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: metadata entry %zu has no key; fix the caller", path,
+                            i);
         for (size_t j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0)
-                return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: metadata key '%s' is given twice; give each key once", path, meta[i].key);
+                return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                                "%s: metadata key '%s' is given twice; give each key once", path, meta[i].key);
     }
     if (!validate_items(path, items, n, error)) return false;
     write_slot *slots = g_new0(write_slot, n ? n : 1);
@@ -511,7 +555,8 @@ bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, co
     char *header = build_header(slots, n, meta, n_meta);
     if (!header) {
         g_free(slots);
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory building the header; free memory and retry", path);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory building the header; free memory and retry",
+                        path);
     }
     size_t hlen = strlen(header);
     size_t padded = (hlen + 7) & ~(size_t)7; /* 8 + padded is a multiple of 8 */
@@ -526,7 +571,8 @@ bool sdt_st_write(const char *path, const sdt_st_write_item *items, size_t n, co
         for (size_t i = 0; ok && i < n; i++)
             if (slots[i].nbytes) ok = fwrite(slots[i].item->data, 1, (size_t)slots[i].nbytes, f.fp) == slots[i].nbytes;
         if (!ok) {
-            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); check free disk space; the previous file is untouched", path,
+            sdt_fail(error, SDT_ERR_IO,
+                     "%s: writing failed (%s); check free disk space; the previous file is untouched", path,
                      strerror(errno));
             sdt_atomic_abort(&f);
         } else {

@@ -34,19 +34,19 @@ bool sdt_sha256_accelerated(void)
 __attribute__((target("sha,sse4.1,ssse3"))) static void blocks(uint32_t state[8], const uint8_t *data, size_t n_blocks)
 {
     const __m128i byte_swap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
-    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&state[0]), 0xB1); /* CDAB */
+    __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&state[0]), 0xB1);  /* CDAB */
     __m128i s1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&state[4]), 0x1B); /* EFGH */
-    __m128i s0 = _mm_alignr_epi8(t, s1, 8);    /* ABEF */
-    s1 = _mm_blend_epi16(s1, t, 0xF0);         /* CDGH */
+    __m128i s0 = _mm_alignr_epi8(t, s1, 8);                                            /* ABEF */
+    s1 = _mm_blend_epi16(s1, t, 0xF0);                                                 /* CDGH */
     for (; n_blocks; n_blocks--, data += 64) {
         __m128i abef = s0, cdgh = s1, w[4];
         for (int g = 0; g < 16; g++) { /* w[g % 4] holds words 4g..4g+3 once computed */
             if (g < 4) {
                 w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(data + 16 * g)), byte_swap);
             } else {
-                __m128i x = _mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]);           /* W[t-16] + s0(W[t-15]) */
+                __m128i x = _mm_sha256msg1_epu32(w[g % 4], w[(g + 1) % 4]);               /* W[t-16] + s0(W[t-15]) */
                 x = _mm_add_epi32(x, _mm_alignr_epi8(w[(g + 3) % 4], w[(g + 2) % 4], 4)); /* + W[t-7] */
-                w[g % 4] = _mm_sha256msg2_epu32(x, w[(g + 3) % 4]);                    /* + s1(W[t-2]) */
+                w[g % 4] = _mm_sha256msg2_epu32(x, w[(g + 3) % 4]);                       /* + s1(W[t-2]) */
             }
             __m128i m = _mm_add_epi32(w[g % 4], _mm_loadu_si128((const __m128i *)&K[4 * g]));
             s1 = _mm_sha256rnds2_epu32(s1, s0, m);
@@ -55,14 +55,20 @@ __attribute__((target("sha,sse4.1,ssse3"))) static void blocks(uint32_t state[8]
         s0 = _mm_add_epi32(s0, abef);
         s1 = _mm_add_epi32(s1, cdgh);
     }
-    t = _mm_shuffle_epi32(s0, 0x1B);  /* FEBA */
-    s1 = _mm_shuffle_epi32(s1, 0xB1); /* DCHG */
+    t = _mm_shuffle_epi32(s0, 0x1B);                                      /* FEBA */
+    s1 = _mm_shuffle_epi32(s1, 0xB1);                                     /* DCHG */
     _mm_storeu_si128((__m128i *)&state[0], _mm_blend_epi16(t, s1, 0xF0)); /* DCBA */
-    _mm_storeu_si128((__m128i *)&state[4], _mm_alignr_epi8(s1, t, 8));   /* HGFE */
+    _mm_storeu_si128((__m128i *)&state[4], _mm_alignr_epi8(s1, t, 8));    /* HGFE */
 }
 #else
-bool sdt_sha256_accelerated(void) { return false; }
-static void blocks(uint32_t state[8], const uint8_t *data, size_t n_blocks) { (void)state, (void)data, (void)n_blocks; }
+bool sdt_sha256_accelerated(void)
+{
+    return false;
+}
+static void blocks(uint32_t state[8], const uint8_t *data, size_t n_blocks)
+{
+    (void)state, (void)data, (void)n_blocks;
+}
 #endif
 
 void sdt_sha256_init(sdt_sha256 *s, bool accelerated)

@@ -12,8 +12,8 @@
 
 typedef struct sdt_sha256 {
     uint32_t state[8];
-    uint64_t total;      /* bytes hashed */
-    uint8_t block[64];   /* a partial block */
+    uint64_t total;    /* bytes hashed */
+    uint8_t block[64]; /* a partial block */
     size_t used;
     GChecksum *portable; /* non-NULL where the CPU lacks the SHA extensions */
 } sdt_sha256;

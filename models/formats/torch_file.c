@@ -61,15 +61,21 @@ void sdt_torch_close(sdt_torch_file *f)
     g_free(f);
 }
 
-sdt_torch_layout sdt_torch_layout_of(const sdt_torch_file *f) { return f->layout; }
-const sdt_pv *sdt_torch_root(const sdt_torch_file *f) { return f->root; }
+sdt_torch_layout sdt_torch_layout_of(const sdt_torch_file *f)
+{
+    return f->layout;
+}
+const sdt_pv *sdt_torch_root(const sdt_torch_file *f)
+{
+    return f->root;
+}
 
 static bool storage_bytes(const sdt_torch_file *f, const sdt_pv_storage *s, uint64_t *bytes, sdt_error *error)
 {
     size_t el = sdt_st_dtype_size(s->dtype);
     if (s->numel > UINT64_MAX / el) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' declares %llu elements, too many to exist; " FIX_DAMAGED, f->path,
-                 s->key, (unsigned long long)s->numel);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' declares %llu elements, too many to exist; " FIX_DAMAGED,
+                 f->path, s->key, (unsigned long long)s->numel);
         return false;
     }
     *bytes = s->numel * el;
@@ -88,15 +94,17 @@ static bool zip_prefix(sdt_torch_file *f, char **prefix, sdt_error *error)
         if (*prefix) {
             g_free(*prefix);
             *prefix = NULL;
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the zip archive holds several data.pkl records; it is not one torch.save file",
-                     f->path);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: the zip archive holds several data.pkl records; it is not one torch.save file", f->path);
             return false;
         }
         *prefix = g_strndup(name, (size_t)(slash - name) + 1);
     }
     if (!*prefix) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the zip archive has no <folder>/data.pkl record, so it is not a PyTorch file; give "
-                 "a file written by torch.save, or a .safetensors file", f->path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the zip archive has no <folder>/data.pkl record, so it is not a PyTorch file; give "
+                 "a file written by torch.save, or a .safetensors file",
+                 f->path);
         return false;
     }
     return true;
@@ -112,7 +120,8 @@ static bool read_record(sdt_torch_file *f, const char *prefix, const char *rel, 
     bool ok = true;
     if (!e) {
         if (required) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: record '%s' is missing from the archive; " FIX_DAMAGED, f->path, name);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: record '%s' is missing from the archive; " FIX_DAMAGED, f->path,
+                     name);
             ok = false;
         }
     } else {
@@ -134,8 +143,10 @@ static bool open_zip(sdt_torch_file *f, sdt_error *error)
     uint64_t size;
     bool ok = read_record(f, prefix, "byteorder", &data, &size, false, error);
     if (ok && data && !(size == 6 && memcmp(data, "little", 6) == 0)) {
-        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the archive's byteorder record is not 'little'; big-endian files are not "
-                 "supported: re-save the file on a little-endian machine", f->path);
+        sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                 "%s: the archive's byteorder record is not 'little'; big-endian files are not "
+                 "supported: re-save the file on a little-endian machine",
+                 f->path);
         ok = false;
     }
     if (ok) ok = read_record(f, prefix, "data.pkl", &data, &size, true, error);
@@ -150,8 +161,9 @@ static bool open_zip(sdt_torch_file *f, sdt_error *error)
         uint64_t need = 0;
         ok = storage_bytes(f, s, &need, error) && read_record(f, prefix, rel, &data, &size, true, error);
         if (ok && size < need) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s%s' holds %llu bytes but its tensors need %llu (%llu %s elements); "
-                     FIX_DAMAGED, f->path, prefix, rel, (unsigned long long)size, (unsigned long long)need,
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: storage '%s%s' holds %llu bytes but its tensors need %llu (%llu %s elements); " FIX_DAMAGED,
+                     f->path, prefix, rel, (unsigned long long)size, (unsigned long long)need,
                      (unsigned long long)s->numel, sdt_st_dtype_name(s->dtype));
             ok = false;
         }
@@ -181,22 +193,27 @@ static bool open_legacy(sdt_torch_file *f, sdt_error *error)
     int64_t version = 0;
     if (!legacy_pickle(f, &pos, "protocol version", &proto, error)) return false;
     if (!sdt_pv_as_int(proto, &version) || version != 1001) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file has protocol version %lld, not 1001; re-save it with a "
-                 "current torch", f->path, (long long)version);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the legacy torch file has protocol version %lld, not 1001; re-save it with a "
+                 "current torch",
+                 f->path, (long long)version);
         return false;
     }
     if (!legacy_pickle(f, &pos, "sys_info", &sys_info, error)) return false;
     sdt_pv *little = sdt_pv_dict_get(sys_info, "little_endian");
     if (little && !(sdt_pv_is(little, SDT_PV_BOOL) && little->u.b)) {
-        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
-                 "a little-endian one", f->path);
+        sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                 "%s: the file was saved on a big-endian machine, which is not supported; re-save it on "
+                 "a little-endian one",
+                 f->path);
         return false;
     }
     if (!legacy_pickle(f, &pos, "data pickle", &f->root, error)) return false;
     if (!legacy_pickle(f, &pos, "storage keys", &keys, error)) return false;
     if (!sdt_pv_is(keys, SDT_PV_LIST)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file's storage key list is a %s, not a list; " FIX_DAMAGED,
-                 f->path, keys ? sdt_pv_kind_name(keys->kind) : "nothing");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the legacy torch file's storage key list is a %s, not a list; " FIX_DAMAGED, f->path,
+                 keys ? sdt_pv_kind_name(keys->kind) : "nothing");
         return false;
     }
     GHashTable *by_key = g_hash_table_new(g_str_hash, g_str_equal);
@@ -210,16 +227,18 @@ static bool open_legacy(sdt_torch_file *f, sdt_error *error)
         sdt_pv_storage *s = key ? g_hash_table_lookup(by_key, key) : NULL;
         uint64_t need = 0, count = 0;
         if (!s || s->data) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the legacy torch file lists storage %zu under an unknown or repeated key; "
-                     FIX_DAMAGED, f->path, i);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: the legacy torch file lists storage %zu under an unknown or repeated key; " FIX_DAMAGED,
+                     f->path, i);
             ok = false;
         } else if (!storage_bytes(f, s, &need, error)) {
             ok = false;
         } else if (f->size - pos < 8 || (memcpy(&count, f->buf + pos, 8), count != s->numel) ||
                    need > f->size - pos - 8) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' should hold %llu %s elements but the file ends or disagrees "
-                     "(byte %zu); " FIX_DAMAGED, f->path, key, (unsigned long long)s->numel,
-                     sdt_st_dtype_name(s->dtype), pos);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: storage '%s' should hold %llu %s elements but the file ends or disagrees "
+                     "(byte %zu); " FIX_DAMAGED,
+                     f->path, key, (unsigned long long)s->numel, sdt_st_dtype_name(s->dtype), pos);
             ok = false;
         } else {
             s->data = f->buf + pos + 8;
@@ -229,8 +248,8 @@ static bool open_legacy(sdt_torch_file *f, sdt_error *error)
     for (size_t i = 0; ok && i < sdt_pv_arena_storage_count(f->arena); i++) {
         const sdt_pv_storage *s = sdt_pv_arena_storage(f->arena, i);
         if (!s->data) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: storage '%s' is used by a tensor but missing from the file; " FIX_DAMAGED,
-                     f->path, s->key);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: storage '%s' is used by a tensor but missing from the file; " FIX_DAMAGED, f->path, s->key);
             ok = false;
         }
     }
@@ -246,11 +265,15 @@ static sdt_torch_file *open_buffer(sdt_torch_file *f, sdt_error *error)
     f->owned = g_ptr_array_new_with_free_func(g_free);
     f->layout = sdt_torch_sniff(f->buf, f->size);
     bool ok = false;
-    if (f->layout == SDT_TORCH_ZIP) ok = open_zip(f, error);
-    else if (f->layout == SDT_TORCH_LEGACY) ok = open_legacy(f, error);
+    if (f->layout == SDT_TORCH_ZIP)
+        ok = open_zip(f, error);
+    else if (f->layout == SDT_TORCH_LEGACY)
+        ok = open_legacy(f, error);
     else
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is neither a PyTorch zip archive nor a legacy torch.save file (first bytes "
-                 "do not match); give a .ckpt/.pt/.bin written by torch.save, or a .safetensors file", f->path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: this is neither a PyTorch zip archive nor a legacy torch.save file (first bytes "
+                 "do not match); give a .ckpt/.pt/.bin written by torch.save, or a .safetensors file",
+                 f->path);
     if (!ok) {
         sdt_torch_close(f);
         return NULL;
@@ -281,8 +304,9 @@ sdt_torch_file *sdt_torch_open(const char *path, sdt_error *error)
     if (sb.st_size > 0) {
         void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
-            sdt_fail(error, SDT_ERR_IO, "%s: cannot map the file into memory (%s); check free address space and the file",
-                     path, strerror(errno));
+            sdt_fail(error, SDT_ERR_IO,
+                     "%s: cannot map the file into memory (%s); check free address space and the file", path,
+                     strerror(errno));
             close(fd);
             g_free(f->path);
             g_free(f);
@@ -303,8 +327,9 @@ bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what
 {
     *data = NULL;
     if (!sdt_pv_is(v, SDT_PV_TENSOR)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' is a %s, not a tensor; the file does not hold what its kind needs", f->path,
-                 what, v ? sdt_pv_kind_name(v->kind) : "missing value");
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: '%s' is a %s, not a tensor; the file does not hold what its kind needs", f->path, what,
+                 v ? sdt_pv_kind_name(v->kind) : "missing value");
         return false;
     }
     const sdt_pv_tensor *t = &v->u.t;
@@ -319,14 +344,16 @@ bool sdt_torch_tensor_bytes(sdt_torch_file *f, const sdt_pv *v, const char *what
      * (stride 0, overlaps) could ask for far more memory than the file holds: torch.save never writes them
      * for weights, so they are refused. */
     if ((uint64_t)numel > t->storage->numel) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' views %lld elements of a storage holding %llu (an expanded or "
-                 "overlapping view); save it with .contiguous() or .clone() first", f->path, what, (long long)numel,
-                 (unsigned long long)t->storage->numel);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: tensor '%s' views %lld elements of a storage holding %llu (an expanded or "
+                 "overlapping view); save it with .contiguous() or .clone() first",
+                 f->path, what, (long long)numel, (unsigned long long)t->storage->numel);
         return false;
     }
     uint8_t *copy = g_try_malloc((size_t)numel * el + 1);
     if (!copy) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory copying tensor '%s' (%lld elements)", f->path, what, (long long)numel);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory copying tensor '%s' (%lld elements)", f->path, what,
+                 (long long)numel);
         return false;
     }
     int64_t idx[SDT_PV_MAX_DIMS] = {0};
@@ -351,13 +378,15 @@ bool sdt_torch_tensor(sdt_torch_file *f, const sdt_pv *v, const char *what, sdt_
     if (!sdt_torch_tensor_bytes(f, v, what, &data, error)) return false;
     sdt_dtype dt;
     if (!sdt_st_dtype_to_tensor(v->u.t.storage->dtype, &dt)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is stored as %s, which the models cannot use; convert it to F32, F16 "
-                 "or BF16", f->path, what, sdt_st_dtype_name(v->u.t.storage->dtype));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: tensor '%s' is stored as %s, which the models cannot use; convert it to F32, F16 "
+                 "or BF16",
+                 f->path, what, sdt_st_dtype_name(v->u.t.storage->dtype));
         return false;
     }
     if (v->u.t.ndim > SDT_MAX_DIMS) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d a model tensor holds", f->path,
-                 what, v->u.t.ndim, SDT_MAX_DIMS);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d a model tensor holds",
+                 f->path, what, v->u.t.ndim, SDT_MAX_DIMS);
         return false;
     }
     out->data = (void *)data;

@@ -36,10 +36,14 @@ bool sdt_torch_save(const char *path, const sdt_pv *root, const char *archive_na
             ok = add_record(z, dir, rel, s->data ? s->data : "", s->numel * sdt_st_dtype_size(s->dtype), error);
         }
         if (ok) ok = add_record(z, dir, "version", "3\n", 2, error);
-        if (ok) ok = sdt_zip_writer_finish(z, error);
-        else sdt_zip_writer_free(z);
-        if (ok) ok = sdt_atomic_commit(&af, error);
-        else sdt_atomic_abort(&af);
+        if (ok)
+            ok = sdt_zip_writer_finish(z, error);
+        else
+            sdt_zip_writer_free(z);
+        if (ok)
+            ok = sdt_atomic_commit(&af, error);
+        else
+            sdt_atomic_abort(&af);
     }
     g_byte_array_free(pkl, TRUE);
     g_ptr_array_free(storages, TRUE);

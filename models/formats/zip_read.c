@@ -21,13 +21,22 @@ struct sdt_zip {
     const uint8_t *buf;
     size_t size;
     char *origin;
-    GArray *entries;      /* sdt_zip_entry */
-    GHashTable *by_name;  /* name -> index + 1 */
+    GArray *entries;     /* sdt_zip_entry */
+    GHashTable *by_name; /* name -> index + 1 */
 };
 
-static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const uint8_t *p)
+{
+    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
 
 /* True when [off, off + len) lies inside the buffer. */
 static bool in_range(const sdt_zip *z, uint64_t off, uint64_t len)
@@ -45,8 +54,8 @@ bool sdt_zip_sniff(const void *buf, size_t size)
 
 static bool fail_fix(const sdt_zip *z, sdt_error *error, const char *what, const char *fix)
 {
-    return sdt_fail(error, strcmp(fix, FIX_UNSUPPORTED) == 0 ? SDT_ERR_UNSUPPORTED : SDT_ERR_BAD_FORMAT, "%s: %s; %s", z->origin,
-                    what, fix);
+    return sdt_fail(error, strcmp(fix, FIX_UNSUPPORTED) == 0 ? SDT_ERR_UNSUPPORTED : SDT_ERR_BAD_FORMAT, "%s: %s; %s",
+                    z->origin, what, fix);
 }
 
 static bool fail(const sdt_zip *z, sdt_error *error, const char *what)
@@ -134,18 +143,18 @@ static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, sdt_error *er
     bool ok = false;
     const char *fix = FIX_DAMAGED;
     char why[320];
-    if (strlen(name) != name_len || name_len == 0) snprintf(why, sizeof why, "a zip entry has an empty name or a NUL in it");
+    if (strlen(name) != name_len || name_len == 0)
+        snprintf(why, sizeof why, "a zip entry has an empty name or a NUL in it");
     else if (!apply_zip64_extra(c + CENTRAL_SIZE + name_len, extra_len, &e.size, &e.comp_size, &local))
         snprintf(why, sizeof why, "zip entry '%.120s' has a malformed zip64 extra field", name);
     else if (flags & 1) {
         snprintf(why, sizeof why, "zip entry '%.120s' is encrypted, which is not supported", name);
         fix = FIX_UNSUPPORTED;
     } else if (method != 0 && method != 8) {
-        snprintf(why, sizeof why, "zip entry '%.120s' uses compression method %u; only stored and deflate are supported",
-                 name, method);
+        snprintf(why, sizeof why,
+                 "zip entry '%.120s' uses compression method %u; only stored and deflate are supported", name, method);
         fix = FIX_UNSUPPORTED;
-    }
-    else if (method == 0 && e.comp_size != e.size)
+    } else if (method == 0 && e.comp_size != e.size)
         snprintf(why, sizeof why, "stored zip entry '%.120s' has different compressed and uncompressed sizes", name);
     else if (!in_range(z, local, LOCAL_SIZE) || rd32(z->buf + local) != SIG_LOCAL)
         snprintf(why, sizeof why, "zip entry '%.120s' points to a local header outside the file", name);
@@ -160,7 +169,8 @@ static bool read_entry(sdt_zip *z, uint64_t *pos, uint64_t cd_end, sdt_error *er
                      (unsigned long long)e.comp_size);
         else if (g_hash_table_contains(z->by_name, name))
             snprintf(why, sizeof why, "zip entry '%.120s' appears twice", name);
-        else ok = true;
+        else
+            ok = true;
     }
     if (!ok) {
         g_free(name);
@@ -202,7 +212,10 @@ void sdt_zip_close(sdt_zip *z)
     g_free(z);
 }
 
-size_t sdt_zip_count(const sdt_zip *z) { return z->entries->len; }
+size_t sdt_zip_count(const sdt_zip *z)
+{
+    return z->entries->len;
+}
 
 const sdt_zip_entry *sdt_zip_at(const sdt_zip *z, size_t i)
 {
@@ -231,15 +244,16 @@ uint32_t sdt_zip_crc32(const void *data, uint64_t n)
 static bool inflate_entry(const sdt_zip *z, const sdt_zip_entry *e, void **out, sdt_error *error)
 {
     if (e->size > SDT_ZIP_MAX_INFLATED) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: zip entry '%s' inflates to %llu bytes, more than the %llu allowed for a compressed "
-                 "entry; re-save the file with torch.save (which stores data uncompressed)", z->origin, e->name,
-                 (unsigned long long)e->size, (unsigned long long)SDT_ZIP_MAX_INFLATED);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: zip entry '%s' inflates to %llu bytes, more than the %llu allowed for a compressed "
+                 "entry; re-save the file with torch.save (which stores data uncompressed)",
+                 z->origin, e->name, (unsigned long long)e->size, (unsigned long long)SDT_ZIP_MAX_INFLATED);
         return false;
     }
     uint8_t *dst = g_try_malloc(e->size ? e->size : 1);
     if (!dst) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory inflating zip entry '%s' (%llu bytes)", z->origin, e->name,
-                 (unsigned long long)e->size);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory inflating zip entry '%s' (%llu bytes)", z->origin,
+                 e->name, (unsigned long long)e->size);
         return false;
     }
     z_stream s;
@@ -271,8 +285,9 @@ bool sdt_zip_read(const sdt_zip *z, const sdt_zip_entry *e, const void **data, v
         *data = z->buf + e->data_offset;
     }
     if (sdt_zip_crc32(*data, e->size) != e->crc32) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: zip entry '%s' fails its CRC check; the file is damaged: copy or download it again",
-                 z->origin, e->name);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: zip entry '%s' fails its CRC check; the file is damaged: copy or download it again", z->origin,
+                 e->name);
         g_free(*owned);
         *owned = NULL;
         *data = NULL;

@@ -26,11 +26,11 @@
 #define SDT_ZIP_MAX_INFLATED ((uint64_t)1 << 31)
 
 typedef struct sdt_zip_entry {
-    const char *name;   /* NUL-terminated copy */
-    bool deflated;      /* false: stored */
+    const char *name; /* NUL-terminated copy */
+    bool deflated;    /* false: stored */
     uint32_t crc32;
     uint64_t comp_size;
-    uint64_t size;      /* uncompressed */
+    uint64_t size;        /* uncompressed */
     uint64_t data_offset; /* of the (compressed) bytes in the buffer, validated */
 } sdt_zip_entry;
 

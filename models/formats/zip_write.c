@@ -42,7 +42,10 @@ static void put64(GByteArray *b, uint64_t v)
     put32(b, (uint32_t)(v >> 32));
 }
 
-static uint32_t sat32(const sdt_zip_writer *z, uint64_t v) { return v >= z->zip64_at ? 0xFFFFFFFFu : (uint32_t)v; }
+static uint32_t sat32(const sdt_zip_writer *z, uint64_t v)
+{
+    return v >= z->zip64_at ? 0xFFFFFFFFu : (uint32_t)v;
+}
 
 static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, sdt_error *error)
 {
@@ -50,7 +53,8 @@ static bool write_bytes(sdt_zip_writer *z, const void *p, uint64_t n, sdt_error 
     while (n) {
         size_t chunk = n > ((uint64_t)1 << 30) ? ((size_t)1 << 30) : (size_t)n;
         if (fwrite(b, 1, chunk, z->fp) != chunk) {
-            sdt_fail(error, sdt_error_code_from_errno(errno), "%s: writing failed (%s); check free disk space", z->what, strerror(errno));
+            sdt_fail(error, sdt_error_code_from_errno(errno), "%s: writing failed (%s); check free disk space", z->what,
+                     strerror(errno));
             z->failed = true;
             return false;
         }

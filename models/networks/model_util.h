@@ -48,11 +48,11 @@ bool mu_emit(sdt_param_visitor visit, void *user, sdt_param_init init, float std
              const char *key_fmt, ...) __attribute__((format(printf, 7, 8)));
 
 /* Calls a backend op; on failure records "<module>: <backend error>" with the backend's code and returns false. */
-#define MU_TRY(be, out_error, module, call)                                                          \
-    do {                                                                                             \
-        if ((call) != 0)                                                                             \
-            return sdt_fail((out_error), (be)->error.code, "%s: the %s backend failed: %s", (module), \
-                            (be)->name, (be)->error.message);                                        \
+#define MU_TRY(be, out_error, module, call)                                                                            \
+    do {                                                                                                               \
+        if ((call) != 0)                                                                                               \
+            return sdt_fail((out_error), (be)->error.code, "%s: the %s backend failed: %s", (module), (be)->name,      \
+                            (be)->error.message);                                                                      \
     } while (0)
 
 #endif

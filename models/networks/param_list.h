@@ -18,11 +18,11 @@ typedef enum sdt_param_init {
 } sdt_param_init;
 
 typedef struct sdt_param_info {
-    const char *key;     /* canonical LDM key, valid during the callback only */
+    const char *key; /* canonical LDM key, valid during the callback only */
     int ndim;
     int64_t shape[4];
     sdt_param_init init;
-    float std;           /* for SDT_INIT_NORMAL */
+    float std; /* for SDT_INIT_NORMAL */
 } sdt_param_info;
 
 /* Called once per parameter; return false to stop the enumeration. */

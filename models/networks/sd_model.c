@@ -14,35 +14,53 @@
 const char *sd_family_name(sd_family f)
 {
     switch (f) {
-    case SD_FAMILY_TINY: return "tiny";
-    case SD_FAMILY_SD1: return "sd1";
-    case SD_FAMILY_SD2: return "sd2";
-    case SD_FAMILY_SDXL: return "sdxl";
-    case SD_FAMILY_TINY_SDXL: return "tiny-sdxl";
-    default: return "custom";
+        case SD_FAMILY_TINY:
+            return "tiny";
+        case SD_FAMILY_SD1:
+            return "sd1";
+        case SD_FAMILY_SD2:
+            return "sd2";
+        case SD_FAMILY_SDXL:
+            return "sdxl";
+        case SD_FAMILY_TINY_SDXL:
+            return "tiny-sdxl";
+        default:
+            return "custom";
     }
 }
 
 const char *sd_family_title(sd_family f)
 {
     switch (f) {
-    case SD_FAMILY_TINY: return "tiny test model (SD 1.x architecture)";
-    case SD_FAMILY_SD1: return "SD 1.x";
-    case SD_FAMILY_SD2: return "SD 2.x";
-    case SD_FAMILY_SDXL: return "SDXL";
-    case SD_FAMILY_TINY_SDXL: return "tiny test model (SDXL architecture)";
-    default: return "custom";
+        case SD_FAMILY_TINY:
+            return "tiny test model (SD 1.x architecture)";
+        case SD_FAMILY_SD1:
+            return "SD 1.x";
+        case SD_FAMILY_SD2:
+            return "SD 2.x";
+        case SD_FAMILY_SDXL:
+            return "SDXL";
+        case SD_FAMILY_TINY_SDXL:
+            return "tiny test model (SDXL architecture)";
+        default:
+            return "custom";
     }
 }
 
 bool sd_family_parse(const char *name, sd_family *out)
 {
-    if (!strcmp(name, "tiny")) *out = SD_FAMILY_TINY;
-    else if (!strcmp(name, "sd15") || !strcmp(name, "sd1") || !strcmp(name, "sd1.5")) *out = SD_FAMILY_SD1;
-    else if (!strcmp(name, "sd2") || !strcmp(name, "sd21") || !strcmp(name, "sd2.1")) *out = SD_FAMILY_SD2;
-    else if (!strcmp(name, "sdxl")) *out = SD_FAMILY_SDXL;
-    else if (!strcmp(name, "tiny-sdxl")) *out = SD_FAMILY_TINY_SDXL;
-    else return false;
+    if (!strcmp(name, "tiny"))
+        *out = SD_FAMILY_TINY;
+    else if (!strcmp(name, "sd15") || !strcmp(name, "sd1") || !strcmp(name, "sd1.5"))
+        *out = SD_FAMILY_SD1;
+    else if (!strcmp(name, "sd2") || !strcmp(name, "sd21") || !strcmp(name, "sd2.1"))
+        *out = SD_FAMILY_SD2;
+    else if (!strcmp(name, "sdxl"))
+        *out = SD_FAMILY_SDXL;
+    else if (!strcmp(name, "tiny-sdxl"))
+        *out = SD_FAMILY_TINY_SDXL;
+    else
+        return false;
     return true;
 }
 
@@ -52,37 +70,37 @@ sd_config sd_config_preset(sd_family f)
     memset(&c, 0, sizeof(c));
     c.family = f;
     switch (f) {
-    case SD_FAMILY_SD1:
-        c.clip = clip_config_sd1();
-        c.vae = vae_config_sd();
-        c.unet = sdt_unet_config_sd1();
-        break;
-    case SD_FAMILY_SD2:
-        c.clip = clip_config_sd2();
-        c.vae = vae_config_sd();
-        c.unet = sdt_unet_config_sd2(false);
-        break;
-    case SD_FAMILY_SDXL:
-        c.clip = clip_config_sdxl_l();
-        c.clip2 = clip_config_sdxl_g();
-        c.vae = vae_config_sd();
-        c.vae.scaling = SD_SDXL_VAE_SCALING;
-        c.unet = sdt_unet_config_sdxl();
-        break;
-    case SD_FAMILY_TINY_SDXL:
-        c.clip = clip_config_tiny_sdxl_l();
-        c.clip2 = clip_config_tiny_sdxl_g();
-        c.vae = vae_config_tiny();
-        c.vae.scaling = SD_SDXL_VAE_SCALING;
-        c.unet = sdt_unet_config_tiny_sdxl();
-        break;
-    default:
-        c.family = SD_FAMILY_TINY;
-        c.clip = clip_config_tiny();
-        c.vae = vae_config_tiny();
-        c.unet = sdt_unet_config_tiny();
-        c.unet.context_dim = c.clip.width; /* the UNet attends to this text encoder's output */
-        break;
+        case SD_FAMILY_SD1:
+            c.clip = clip_config_sd1();
+            c.vae = vae_config_sd();
+            c.unet = sdt_unet_config_sd1();
+            break;
+        case SD_FAMILY_SD2:
+            c.clip = clip_config_sd2();
+            c.vae = vae_config_sd();
+            c.unet = sdt_unet_config_sd2(false);
+            break;
+        case SD_FAMILY_SDXL:
+            c.clip = clip_config_sdxl_l();
+            c.clip2 = clip_config_sdxl_g();
+            c.vae = vae_config_sd();
+            c.vae.scaling = SD_SDXL_VAE_SCALING;
+            c.unet = sdt_unet_config_sdxl();
+            break;
+        case SD_FAMILY_TINY_SDXL:
+            c.clip = clip_config_tiny_sdxl_l();
+            c.clip2 = clip_config_tiny_sdxl_g();
+            c.vae = vae_config_tiny();
+            c.vae.scaling = SD_SDXL_VAE_SCALING;
+            c.unet = sdt_unet_config_tiny_sdxl();
+            break;
+        default:
+            c.family = SD_FAMILY_TINY;
+            c.clip = clip_config_tiny();
+            c.vae = vae_config_tiny();
+            c.unet = sdt_unet_config_tiny();
+            c.unet.context_dim = c.clip.width; /* the UNet attends to this text encoder's output */
+            break;
     }
     return c;
 }
@@ -118,8 +136,10 @@ static bool check_one(void *user, const sdt_param_info *p)
     if (at < 0) return true;
     float value;
     sdt_load_f32((const uint8_t *)t->data + (size_t)at * sdt_dtype_size(t->dtype), t->dtype, &value, 1);
-    sdt_fail(f->error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
-             "re-download or re-convert it", sdt_weights_path(f->w), p->key, isnan(value) ? "NaN" : "Inf", (long long)at);
+    sdt_fail(f->error, SDT_ERR_BAD_FORMAT,
+             "%s: tensor '%s' holds %s at element %lld; the checkpoint is damaged - "
+             "re-download or re-convert it",
+             sdt_weights_path(f->w), p->key, isnan(value) ? "NaN" : "Inf", (long long)at);
     f->bad = true;
     return false;
 }

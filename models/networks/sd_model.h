@@ -35,16 +35,16 @@ typedef enum sd_family {
 
 /* Who decided unet.v_prediction. */
 typedef enum sd_prediction_source {
-    SD_PREDICTION_FROM_DEFAULT = 0, /* SD's default, epsilon (nothing else said anything) */
-    SD_PREDICTION_FROM_CONFIG,      /* a diffusers folder's scheduler/scheduler_config.json */
-    SD_PREDICTION_FROM_PROBE,       /* the UNet's output (prediction_probe.h) */
-    SD_PREDICTION_FROM_USER,        /* the user's choice, over all of the above and below */
+    SD_PREDICTION_FROM_DEFAULT = 0,     /* SD's default, epsilon (nothing else said anything) */
+    SD_PREDICTION_FROM_CONFIG,          /* a diffusers folder's scheduler/scheduler_config.json */
+    SD_PREDICTION_FROM_PROBE,           /* the UNet's output (prediction_probe.h) */
+    SD_PREDICTION_FROM_USER,            /* the user's choice, over all of the above and below */
     SD_PREDICTION_FROM_CHECKPOINT_YAML, /* A1111's <stem>.yaml beside a single-file checkpoint */
 } sd_prediction_source;
 
 /* What the user chose; the numbers are the ABI's sdt_prediction_type. */
 typedef enum sd_prediction_choice {
-    SD_PREDICTION_AUTO = 0,    /* a config file, else the probe (SD 2.x), else epsilon */
+    SD_PREDICTION_AUTO = 0, /* a config file, else the probe (SD 2.x), else epsilon */
     SD_PREDICTION_EPSILON = 1,
     SD_PREDICTION_V = 2,
 } sd_prediction_choice;

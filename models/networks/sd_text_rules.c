@@ -12,8 +12,17 @@ sd_text_rules sd_text_rules_of(const sd_config *cfg)
                            .pooled_width = sdxl ? cfg->clip2.projection_dim : 0};
 }
 
-int32_t sd_text_pad_id(const sd_text_rules *rules, int32_t end_id) { return rules->pad_zero ? 0 : end_id; }
+int32_t sd_text_pad_id(const sd_text_rules *rules, int32_t end_id)
+{
+    return rules->pad_zero ? 0 : end_id;
+}
 
-int32_t sd_text_pad_id_g(const sd_text_rules *rules, int32_t end_id) { return rules->pad_zero_g ? 0 : end_id; }
+int32_t sd_text_pad_id_g(const sd_text_rules *rules, int32_t end_id)
+{
+    return rules->pad_zero_g ? 0 : end_id;
+}
 
-int sd_text_clip_skip(const sd_text_rules *rules, int user_skip) { return rules->clip_skip_applies ? user_skip : 0; }
+int sd_text_clip_skip(const sd_text_rules *rules, int user_skip)
+{
+    return rules->clip_skip_applies ? user_skip : 0;
+}

@@ -52,7 +52,8 @@ sdt_tokenizer *sdt_tokenizer_load_builtin_clip(sdt_error *error)
     char *merges = vocab ? inflate_blob(sdt_clip_merges_gz, sdt_clip_merges_gz_end, &mlen) : NULL;
     sdt_tokenizer *t = NULL;
     if (!vocab || !merges)
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the built-in CLIP tokenizer could not be unpacked (out of memory); free "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                 "the built-in CLIP tokenizer could not be unpacked (out of memory); free "
                  "memory or set the tokenizer path to a folder with CLIP's vocab.json and merges.txt");
     else
         t = sdt_tokenizer_load_memory(vocab, vlen, merges, mlen, "built-in CLIP vocab.json", "built-in CLIP merges.txt",

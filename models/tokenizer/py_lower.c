@@ -32,14 +32,14 @@ static bool is_cased(gunichar c)
 static bool is_case_ignorable(gunichar c)
 {
     switch (g_unichar_type(c)) {
-    case G_UNICODE_NON_SPACING_MARK:
-    case G_UNICODE_ENCLOSING_MARK:
-    case G_UNICODE_FORMAT:
-    case G_UNICODE_MODIFIER_LETTER:
-    case G_UNICODE_MODIFIER_SYMBOL:
-        return true;
-    default:
-        break;
+        case G_UNICODE_NON_SPACING_MARK:
+        case G_UNICODE_ENCLOSING_MARK:
+        case G_UNICODE_FORMAT:
+        case G_UNICODE_MODIFIER_LETTER:
+        case G_UNICODE_MODIFIER_SYMBOL:
+            return true;
+        default:
+            break;
     }
     static const gunichar word_break_mid[] = {0x0027, 0x002E, 0x003A, 0x00B7, 0x0387, 0x055F, 0x05F4, 0x2018, 0x2019,
                                               0x2024, 0x2027, 0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
@@ -62,8 +62,8 @@ static gunichar lower_sigma(const gunichar *text, glong n, glong i)
 /* The simple lowercase mapping of one code point (GLib's, plus the cased symbols it skips). */
 static gunichar lower_one(gunichar c)
 {
-    if (c >= 0x2160 && c <= 0x216F) return c + 0x10;                       /* Ⅰ..Ⅿ -> ⅰ..ⅿ */
-    if (c >= 0x24B6 && c <= 0x24CF) return c + 0x1A;                       /* Ⓐ..Ⓩ -> ⓐ..ⓩ */
+    if (c >= 0x2160 && c <= 0x216F) return c + 0x10; /* Ⅰ..Ⅿ -> ⅰ..ⅿ */
+    if (c >= 0x24B6 && c <= 0x24CF) return c + 0x1A; /* Ⓐ..Ⓩ -> ⓐ..ⓩ */
     return g_unichar_tolower(c);
 }
 

@@ -20,12 +20,12 @@ struct sdt_spm {
     char **text;
     float *score;
     uint8_t *type;
-    GHashTable *ids;        /* piece text (points into text[]) -> id + 1 */
-    int max_piece_bytes;    /* of the pieces text can match */
+    GHashTable *ids;     /* piece text (points into text[]) -> id + 1 */
+    int max_piece_bytes; /* of the pieces text can match */
     float min_score, max_score;
     int32_t unk, eos, pad;
     bool byte_fallback;
-    int32_t byte_id[256];   /* byte_fallback: the <0xHH> pieces */
+    int32_t byte_id[256]; /* byte_fallback: the <0xHH> pieces */
     bool add_dummy_prefix, remove_extra_whitespaces;
     /* the normalizer's precompiled character map (NFKC and NMT's rules for T5): a Darts-clone double
      * array of the source strings and a blob of NUL-terminated replacements; NULL when the model has none */
@@ -33,7 +33,7 @@ struct sdt_spm {
     size_t trie_units;
     char *replacements;
     size_t replacements_size;
-    GPtrArray *added;       /* added tokens' texts (owned); added token i has id n + i */
+    GPtrArray *added; /* added tokens' texts (owned); added token i has id n + i */
 };
 
 static sdt_spm *spm_new(void)
@@ -86,8 +86,11 @@ static int utf8_len(unsigned char c)
 /* What the loaders share: the lookup table, the special ids, byte pieces, score range. */
 static bool spm_finish(sdt_spm *t, const char *name, sdt_error *error)
 {
-    if (t->n == 0) return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the tokenizer holds no pieces; it is empty or not a "
-                                   "SentencePiece unigram model (T5's spiece.model or tokenizer.json)", name);
+    if (t->n == 0)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the tokenizer holds no pieces; it is empty or not a "
+                        "SentencePiece unigram model (T5's spiece.model or tokenizer.json)",
+                        name);
     t->ids = g_hash_table_new(g_str_hash, g_str_equal);
     if (!t->ids) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
     t->min_score = INFINITY, t->max_score = -INFINITY;
@@ -102,11 +105,14 @@ static bool spm_finish(sdt_spm *t, const char *name, sdt_error *error)
             return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: piece %d (\"%s\") has a score that is not a finite number",
                             name, i, s);
         if (t->type[i] < SDT_SPM_NORMAL || t->type[i] > SDT_SPM_BYTE)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: piece %d (\"%s\") has type %d, not one of SentencePiece's "
-                            "(1 normal to 6 byte)", name, i, s, t->type[i]);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: piece %d (\"%s\") has type %d, not one of SentencePiece's "
+                            "(1 normal to 6 byte)",
+                            name, i, s, t->type[i]);
         if (g_hash_table_contains(t->ids, s))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: piece \"%s\" occurs twice (ids %d and %d); the file is damaged",
-                            name, s, GPOINTER_TO_INT(g_hash_table_lookup(t->ids, s)) - 1, i);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: piece \"%s\" occurs twice (ids %d and %d); the file is damaged", name, s,
+                            GPOINTER_TO_INT(g_hash_table_lookup(t->ids, s)) - 1, i);
         g_hash_table_insert(t->ids, s, GINT_TO_POINTER(i + 1));
         if (t->type[i] == SDT_SPM_UNKNOWN && first_unknown < 0) first_unknown = i;
         unsigned byte;
@@ -123,24 +129,27 @@ static bool spm_finish(sdt_spm *t, const char *name, sdt_error *error)
         }
     }
     if (t->max_piece_bytes == 0)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the tokenizer has no normal pieces, so no text can be segmented",
-                        name);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the tokenizer has no normal pieces, so no text can be segmented", name);
     if (t->unk < 0) t->unk = first_unknown;
-    if (t->eos < 0 && g_hash_table_contains(t->ids, "</s>")) t->eos = GPOINTER_TO_INT(g_hash_table_lookup(t->ids, "</s>")) - 1;
+    if (t->eos < 0 && g_hash_table_contains(t->ids, "</s>"))
+        t->eos = GPOINTER_TO_INT(g_hash_table_lookup(t->ids, "</s>")) - 1;
     if (t->pad < 0 && g_hash_table_contains(t->ids, "<pad>"))
         t->pad = GPOINTER_TO_INT(g_hash_table_lookup(t->ids, "<pad>")) - 1;
-    const struct { int32_t id; const char *what; } special[] = {{t->unk, "unknown piece (<unk>)"},
-                                                                 {t->eos, "end piece (</s>)"},
-                                                                 {t->pad, "pad piece (<pad>)"}};
+    const struct {
+        int32_t id;
+        const char *what;
+    } special[] = {{t->unk, "unknown piece (<unk>)"}, {t->eos, "end piece (</s>)"}, {t->pad, "pad piece (<pad>)"}};
     for (int i = 0; i < 3; i++)
         if (special[i].id < 0 || special[i].id >= t->n)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s is %s; T5's tokenizer needs <pad> 0, </s> 1 and <unk> 2",
-                            name, special[i].what, special[i].id < 0 ? "missing" : "an id past the last piece");
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: the %s is %s; T5's tokenizer needs <pad> 0, </s> 1 and <unk> 2", name, special[i].what,
+                            special[i].id < 0 ? "missing" : "an id past the last piece");
     if (t->byte_fallback)
         for (int b = 0; b < 256; b++)
             if (t->byte_id[b] < 0)
-                return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: byte_fallback is on but the byte piece <0x%02X> is missing",
-                                name, b);
+                return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                                "%s: byte_fallback is on but the byte piece <0x%02X> is missing", name, b);
     return true;
 }
 
@@ -151,12 +160,13 @@ static bool spm_finish(sdt_spm *t, const char *name, sdt_error *error)
 static bool set_charsmap(sdt_spm *t, const uint8_t *blob, size_t size, const char *name, sdt_error *error)
 {
     if (size == 0) return true; /* none */
-    uint32_t trie_bytes = size >= 4 ? (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 |
-                                          (uint32_t)blob[3] << 24
-                                    : 0;
+    uint32_t trie_bytes =
+        size >= 4 ? (uint32_t)blob[0] | (uint32_t)blob[1] << 8 | (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24 : 0;
     if (size < 8 || trie_bytes == 0 || trie_bytes % 4 || trie_bytes > size - 4)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the normalizer's precompiled character map (%zu bytes, trie of "
-                        "%u) is malformed; the file is damaged", name, size, trie_bytes);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the normalizer's precompiled character map (%zu bytes, trie of "
+                        "%u) is malformed; the file is damaged",
+                        name, size, trie_bytes);
     free(t->trie), free(t->replacements);
     t->trie_units = trie_bytes / 4;
     t->replacements_size = size - 4 - trie_bytes;
@@ -216,9 +226,9 @@ static bool pb_varint(pb_reader *r, uint64_t *v)
 typedef struct pb_field {
     uint32_t number;
     int wire;
-    uint64_t varint;         /* wire 0 */
-    uint32_t fixed32;        /* wire 5 */
-    pb_reader sub;           /* wire 2 */
+    uint64_t varint;  /* wire 0 */
+    uint32_t fixed32; /* wire 5 */
+    pb_reader sub;    /* wire 2 */
 } pb_field;
 
 /* The next field; false + a sentence at a malformed one. */
@@ -228,49 +238,58 @@ static bool pb_next(pb_reader *r, pb_field *f, const char *name, const char *whe
     size_t at = (size_t)(r->p - r->begin);
     uint64_t key;
     if (!pb_varint(r, &key) || (key >> 3) == 0 || (key >> 3) > 0x1FFFFFFF)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a SentencePiece model: a bad protobuf field key at byte %zu "
-                        "of %s (the file is truncated, damaged or not spiece.model)", name, at, where);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: not a SentencePiece model: a bad protobuf field key at byte %zu "
+                        "of %s (the file is truncated, damaged or not spiece.model)",
+                        name, at, where);
     f->number = (uint32_t)(key >> 3);
     f->wire = (int)(key & 7);
     switch (f->wire) {
-    case 0:
-        if (pb_varint(r, &f->varint)) return true;
-        break;
-    case 1:
-        if (r->end - r->p >= 8) {
-            r->p += 8;
-            return true;
+        case 0:
+            if (pb_varint(r, &f->varint)) return true;
+            break;
+        case 1:
+            if (r->end - r->p >= 8) {
+                r->p += 8;
+                return true;
+            }
+            break;
+        case 2: {
+            uint64_t len;
+            if (pb_varint(r, &len) && len <= (uint64_t)(r->end - r->p)) {
+                f->sub = (pb_reader){r->p, r->begin, r->p + len};
+                r->p += len;
+                return true;
+            }
+            break;
         }
-        break;
-    case 2: {
-        uint64_t len;
-        if (pb_varint(r, &len) && len <= (uint64_t)(r->end - r->p)) {
-            f->sub = (pb_reader){r->p, r->begin, r->p + len};
-            r->p += len;
-            return true;
-        }
-        break;
+        case 5:
+            if (r->end - r->p >= 4) {
+                f->fixed32 =
+                    (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+                r->p += 4;
+                return true;
+            }
+            break;
+        default:
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: not a SentencePiece model: protobuf wire type %d at byte %zu of "
+                            "%s is not one a model uses (the file is damaged or not spiece.model)",
+                            name, f->wire, at, where);
     }
-    case 5:
-        if (r->end - r->p >= 4) {
-            f->fixed32 = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
-            r->p += 4;
-            return true;
-        }
-        break;
-    default:
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a SentencePiece model: protobuf wire type %d at byte %zu of "
-                        "%s is not one a model uses (the file is damaged or not spiece.model)", name, f->wire, at, where);
-    }
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a SentencePiece model: field %u at byte %zu of %s runs past the "
-                    "end (the file is truncated or not spiece.model)", name, f->number, at, where);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: not a SentencePiece model: field %u at byte %zu of %s runs past the "
+                    "end (the file is truncated or not spiece.model)",
+                    name, f->number, at, where);
 }
 
 static bool pb_wire(const pb_field *f, int want, const char *name, const char *what, sdt_error *error)
 {
     if (f->wire == want) return true;
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a SentencePiece model: %s has protobuf wire type %d, not %d "
-                    "(the file is damaged or not spiece.model)", name, what, f->wire, want);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: not a SentencePiece model: %s has protobuf wire type %d, not %d "
+                    "(the file is damaged or not spiece.model)",
+                    name, what, f->wire, want);
 }
 
 static bool parse_piece(sdt_spm *t, int32_t *cap, pb_reader r, const char *name, sdt_error *error)
@@ -296,8 +315,8 @@ static bool parse_piece(sdt_spm *t, int32_t *cap, pb_reader r, const char *name,
         }
     }
     if (!text || !len)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: piece %d has no text; the file is damaged or not spiece.model", name,
-                        t->n);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: piece %d has no text; the file is damaged or not spiece.model",
+                        name, t->n);
     if (!spm_push(t, cap, (const char *)text, len, score, type))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the pieces", name);
     return true;
@@ -310,17 +329,31 @@ static bool parse_trainer(sdt_spm *t, pb_reader r, const char *name, sdt_error *
         if (!pb_next(&r, &f, name, "the trainer spec", error)) return false;
         if (f.wire != 0) continue;
         switch (f.number) {
-        case 3: /* model_type: UNIGRAM = 1 */
-            if (f.varint != 1)
-                return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: a SentencePiece model of type %s, not unigram; T5's "
-                                "tokenizer is a unigram model", name,
-                                f.varint == 2 ? "BPE" : f.varint == 3 ? "WORD" : f.varint == 4 ? "CHAR" : "unknown");
-            break;
-        case 35: t->byte_fallback = f.varint != 0; break;
-        case 40: t->unk = (int32_t)(int64_t)f.varint; break;
-        case 42: t->eos = (int32_t)(int64_t)f.varint; break;
-        case 43: t->pad = (int32_t)(int64_t)f.varint; break;
-        default: break;
+            case 3: /* model_type: UNIGRAM = 1 */
+                if (f.varint != 1)
+                    return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                                    "%s: a SentencePiece model of type %s, not unigram; T5's "
+                                    "tokenizer is a unigram model",
+                                    name,
+                                    f.varint == 2   ? "BPE"
+                                    : f.varint == 3 ? "WORD"
+                                    : f.varint == 4 ? "CHAR"
+                                                    : "unknown");
+                break;
+            case 35:
+                t->byte_fallback = f.varint != 0;
+                break;
+            case 40:
+                t->unk = (int32_t)(int64_t)f.varint;
+                break;
+            case 42:
+                t->eos = (int32_t)(int64_t)f.varint;
+                break;
+            case 43:
+                t->pad = (int32_t)(int64_t)f.varint;
+                break;
+            default:
+                break;
         }
     }
     return true;
@@ -331,8 +364,7 @@ static bool parse_normalizer(sdt_spm *t, pb_reader r, const char *name, sdt_erro
     pb_field f;
     while (r.p < r.end) {
         if (!pb_next(&r, &f, name, "the normalizer spec", error)) return false;
-        if (f.wire == 2 && f.number == 2 &&
-            !set_charsmap(t, f.sub.p, (size_t)(f.sub.end - f.sub.p), name, error))
+        if (f.wire == 2 && f.number == 2 && !set_charsmap(t, f.sub.p, (size_t)(f.sub.end - f.sub.p), name, error))
             return false;
         if (f.wire == 0 && f.number == 3) t->add_dummy_prefix = f.varint != 0;
         if (f.wire == 0 && f.number == 4) t->remove_extra_whitespaces = f.varint != 0;
@@ -354,9 +386,11 @@ sdt_spm *sdt_spm_load_model_memory(const void *data, size_t size, const char *na
     while (ok && r.p < r.end) {
         ok = pb_next(&r, &f, name, "the model", error);
         if (!ok) break;
-        if (f.number == 1) ok = pb_wire(&f, 2, name, "a piece", error) && parse_piece(t, &cap, f.sub, name, error);
+        if (f.number == 1)
+            ok = pb_wire(&f, 2, name, "a piece", error) && parse_piece(t, &cap, f.sub, name, error);
         else if (f.number == 2)
-            ok = (trainer = true) && pb_wire(&f, 2, name, "the trainer spec", error) && parse_trainer(t, f.sub, name, error);
+            ok = (trainer = true) && pb_wire(&f, 2, name, "the trainer spec", error) &&
+                 parse_trainer(t, f.sub, name, error);
         else if (f.number == 3)
             ok = (normalizer = true) && pb_wire(&f, 2, name, "the normalizer spec", error) &&
                  parse_normalizer(t, f.sub, name, error);
@@ -364,8 +398,10 @@ sdt_spm *sdt_spm_load_model_memory(const void *data, size_t size, const char *na
     if (ok && t->n > 0 && (!trainer || !normalizer))
         /* SentencePiece writes the pieces, then the trainer and normalizer specs: a file cut between two
          * fields parses, so a missing spec is how a truncated file shows */
-        ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the model ends after %d pieces without its %s spec; the file is "
-                      "truncated or not spiece.model", name, t->n, trainer ? "normalizer" : "trainer");
+        ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                      "%s: the model ends after %d pieces without its %s spec; the file is "
+                      "truncated or not spiece.model",
+                      name, t->n, trainer ? "normalizer" : "trainer");
     if (ok) ok = spm_finish(t, name, error);
     if (!ok) {
         sdt_spm_free(t);
@@ -394,7 +430,8 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
 {
     cJSON *root = sdt_json_parse(text, size);
     if (!root) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not valid JSON; give transformers' tokenizer.json of a T5 tokenizer", name);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not valid JSON; give transformers' tokenizer.json of a T5 tokenizer",
+                 name);
         return NULL;
     }
     sdt_spm *t = spm_new();
@@ -404,25 +441,31 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
     bool ok = t != NULL;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", name);
     if (ok && (!cJSON_IsObject(model) || !cJSON_IsString(type) || strcmp(type->valuestring, "Unigram") != 0))
-        ok = sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: \"model\" is %s%s%s, not a Unigram model; T5's tokenizer.json holds "
-                      "a SentencePiece unigram vocabulary", name, cJSON_IsString(type) ? "of type \"" : "missing its type",
+        ok = sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                      "%s: \"model\" is %s%s%s, not a Unigram model; T5's tokenizer.json holds "
+                      "a SentencePiece unigram vocabulary",
+                      name, cJSON_IsString(type) ? "of type \"" : "missing its type",
                       cJSON_IsString(type) ? type->valuestring : "", cJSON_IsString(type) ? "\"" : "");
     if (ok && !cJSON_IsArray(vocab))
         ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: model.vocab is not a list of [piece, score] pairs", name);
     int32_t cap = 0, i = 0;
     const cJSON *entry;
-    if (ok) cJSON_ArrayForEach(entry, vocab) {
-        const cJSON *piece = cJSON_GetArrayItem(entry, 0), *score = cJSON_GetArrayItem(entry, 1);
-        if (!cJSON_IsArray(entry) || cJSON_GetArraySize(entry) != 2 || !cJSON_IsString(piece) || !cJSON_IsNumber(score)) {
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: model.vocab entry %d is not a [piece, score] pair", name, i);
-            break;
+    if (ok) cJSON_ArrayForEach(entry, vocab)
+        {
+            const cJSON *piece = cJSON_GetArrayItem(entry, 0), *score = cJSON_GetArrayItem(entry, 1);
+            if (!cJSON_IsArray(entry) || cJSON_GetArraySize(entry) != 2 || !cJSON_IsString(piece) ||
+                !cJSON_IsNumber(score)) {
+                ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: model.vocab entry %d is not a [piece, score] pair", name,
+                              i);
+                break;
+            }
+            if (!spm_push(t, &cap, piece->valuestring, strlen(piece->valuestring), (float)score->valuedouble,
+                          SDT_SPM_NORMAL)) {
+                ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the vocabulary", name);
+                break;
+            }
+            i++;
         }
-        if (!spm_push(t, &cap, piece->valuestring, strlen(piece->valuestring), (float)score->valuedouble, SDT_SPM_NORMAL)) {
-            ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory reading the vocabulary", name);
-            break;
-        }
-        i++;
-    }
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
     if (ok && cJSON_IsNumber(unk)) {
         if (unk->valuedouble < 0 || unk->valuedouble >= t->n)
@@ -433,17 +476,18 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
     }
     if (t) t->byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (ok) cJSON_ArrayForEach(entry, added) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(entry, "id");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(entry, "content");
-        const cJSON *special = cJSON_GetObjectItemCaseSensitive(entry, "special");
-        /* special added tokens inside the vocabulary (<pad>, </s>) are control pieces; T5's <extra_id_N>
+    if (ok) cJSON_ArrayForEach(entry, added)
+        {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(entry, "id");
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(entry, "content");
+            const cJSON *special = cJSON_GetObjectItemCaseSensitive(entry, "special");
+            /* special added tokens inside the vocabulary (<pad>, </s>) are control pieces; T5's <extra_id_N>
          * sentinels past it are not matched in text (sentencepiece.h) */
-        if (cJSON_IsNumber(id) && cJSON_IsString(content) && cJSON_IsTrue(special) && id->valuedouble >= 0 &&
-            id->valuedouble < t->n && !strcmp(t->text[(int32_t)id->valuedouble], content->valuestring) &&
-            (int32_t)id->valuedouble != t->unk)
-            t->type[(int32_t)id->valuedouble] = SDT_SPM_CONTROL;
-    }
+            if (cJSON_IsNumber(id) && cJSON_IsString(content) && cJSON_IsTrue(special) && id->valuedouble >= 0 &&
+                id->valuedouble < t->n && !strcmp(t->text[(int32_t)id->valuedouble], content->valuestring) &&
+                (int32_t)id->valuedouble != t->unk)
+                t->type[(int32_t)id->valuedouble] = SDT_SPM_CONTROL;
+        }
     const cJSON *pre = ok ? find_precompiled(cJSON_GetObjectItemCaseSensitive(root, "normalizer")) : NULL;
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(pre, "precompiled_charsmap");
     if (pre && cJSON_IsString(map) && map->valuestring[0]) {
@@ -453,7 +497,8 @@ sdt_spm *sdt_spm_load_json_memory(const char *text, size_t size, const char *nam
         g_free(blob);
     }
     for (int32_t k = 0; ok && t->byte_fallback && k < t->n; k++)
-        if (strlen(t->text[k]) == 6 && !strncmp(t->text[k], "<0x", 3) && t->text[k][5] == '>') t->type[k] = SDT_SPM_BYTE;
+        if (strlen(t->text[k]) == 6 && !strncmp(t->text[k], "<0x", 3) && t->text[k][5] == '>')
+            t->type[k] = SDT_SPM_BYTE;
     cJSON_Delete(root);
     if (ok) ok = spm_finish(t, name, error);
     if (!ok) {
@@ -486,7 +531,8 @@ static sdt_spm *load_file(const char *path, sdt_error *error)
      * of wire type 3, which no model uses) */
     size_t lead = strspn(data, " \t\r\n");
     bool json = lead < size && data[lead] == '{';
-    sdt_spm *t = json ? sdt_spm_load_json_memory(data, size, path, error) : sdt_spm_load_model_memory(data, size, path, error);
+    sdt_spm *t =
+        json ? sdt_spm_load_json_memory(data, size, path, error) : sdt_spm_load_model_memory(data, size, path, error);
     free(data);
     return t;
 }
@@ -494,8 +540,11 @@ static sdt_spm *load_file(const char *path, sdt_error *error)
 sdt_spm *sdt_spm_load(const char *path, sdt_error *error)
 {
     if (!is_dir(path)) return load_file(path, error);
-    static const char *const inside[] = {"spiece.model", "tokenizer.json", "tokenizer_3/spiece.model",
-                                         "tokenizer_3/tokenizer.json", "tokenizer_2/spiece.model",
+    static const char *const inside[] = {"spiece.model",
+                                         "tokenizer.json",
+                                         "tokenizer_3/spiece.model",
+                                         "tokenizer_3/tokenizer.json",
+                                         "tokenizer_2/spiece.model",
                                          "tokenizer_2/tokenizer.json"};
     for (size_t i = 0; i < sizeof inside / sizeof inside[0]; i++) {
         char *p = g_build_filename(path, inside[i], NULL);
@@ -504,16 +553,33 @@ sdt_spm *sdt_spm_load(const char *path, sdt_error *error)
         g_free(p);
         if (found) return t;
     }
-    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: no T5 tokenizer in this folder (looked for spiece.model and tokenizer.json, "
-             "also under tokenizer_3/ and tokenizer_2/); give the folder of T5's spiece.model or tokenizer.json", path);
+    sdt_fail(error, SDT_ERR_NOT_FOUND,
+             "%s: no T5 tokenizer in this folder (looked for spiece.model and tokenizer.json, "
+             "also under tokenizer_3/ and tokenizer_2/); give the folder of T5's spiece.model or tokenizer.json",
+             path);
     return NULL;
 }
 
-int32_t sdt_spm_size(const sdt_spm *t) { return t->n; }
-int32_t sdt_spm_size_with_added(const sdt_spm *t) { return t->n + (t->added ? (int32_t)t->added->len : 0); }
-int32_t sdt_spm_eos(const sdt_spm *t) { return t->eos; }
-int32_t sdt_spm_pad(const sdt_spm *t) { return t->pad; }
-int32_t sdt_spm_unk(const sdt_spm *t) { return t->unk; }
+int32_t sdt_spm_size(const sdt_spm *t)
+{
+    return t->n;
+}
+int32_t sdt_spm_size_with_added(const sdt_spm *t)
+{
+    return t->n + (t->added ? (int32_t)t->added->len : 0);
+}
+int32_t sdt_spm_eos(const sdt_spm *t)
+{
+    return t->eos;
+}
+int32_t sdt_spm_pad(const sdt_spm *t)
+{
+    return t->pad;
+}
+int32_t sdt_spm_unk(const sdt_spm *t)
+{
+    return t->unk;
+}
 
 int32_t sdt_spm_piece_id(const sdt_spm *t, const char *piece)
 {
@@ -526,10 +592,14 @@ int32_t sdt_spm_piece_id(const sdt_spm *t, const char *piece)
 const char *sdt_spm_piece_text(const sdt_spm *t, int32_t id)
 {
     if (id >= 0 && id < t->n) return t->text[id];
-    if (t->added && id >= t->n && id < sdt_spm_size_with_added(t)) return g_ptr_array_index(t->added, (guint)(id - t->n));
+    if (t->added && id >= t->n && id < sdt_spm_size_with_added(t))
+        return g_ptr_array_index(t->added, (guint)(id - t->n));
     return NULL;
 }
-float sdt_spm_piece_score(const sdt_spm *t, int32_t id) { return id >= 0 && id < t->n ? t->score[id] : 0.0f; }
+float sdt_spm_piece_score(const sdt_spm *t, int32_t id)
+{
+    return id >= 0 && id < t->n ? t->score[id] : 0.0f;
+}
 sdt_spm_piece_type sdt_spm_piece_kind(const sdt_spm *t, int32_t id)
 {
     return id >= 0 && id < t->n ? (sdt_spm_piece_type)t->type[id] : SDT_SPM_UNUSED;
@@ -568,13 +638,17 @@ char *sdt_spm_normalize(const sdt_spm *t, const char *text)
         gunichar c = g_utf8_get_char_validated(src, -1);
         int len = utf8_len((unsigned char)*src);
         if (c == (gunichar)-1 || c == (gunichar)-2 || len == 0) c = 0xFFFD, len = 1; /* invalid UTF-8: one byte */
-        if (src == mapped) mapped += len;
-        else p += len;
+        if (src == mapped)
+            mapped += len;
+        else
+            p += len;
         c = fold(c);
         if (c == 0) continue;
         if (c == ' ') {
-            if (!t->remove_extra_whitespaces) g_string_append(out, SPM_SPACE);
-            else pending_space = out->len > 0;
+            if (!t->remove_extra_whitespaces)
+                g_string_append(out, SPM_SPACE);
+            else
+                pending_space = out->len > 0;
             continue;
         }
         if (pending_space) g_string_append(out, SPM_SPACE);
@@ -607,7 +681,8 @@ static void segment_word(const sdt_spm *t, const char *word, const int *offs, in
             double s = t->type[id] == SDT_SPM_USER_DEFINED ? (double)(j - i) * t->max_score - 0.1 : t->score[id];
             if (best[i] + s > best[j]) best[j] = best[i] + s, prev[j] = i, piece[j] = id;
         }
-        if (!single && best[i] + unk_score > best[i + 1]) best[i + 1] = best[i] + unk_score, prev[i + 1] = i, piece[i + 1] = -1;
+        if (!single && best[i] + unk_score > best[i + 1])
+            best[i + 1] = best[i] + unk_score, prev[i + 1] = i, piece[i + 1] = -1;
     }
     /* backtrack into a reversed run, then append */
     size_t start = ids->len;
@@ -615,7 +690,8 @@ static void segment_word(const sdt_spm *t, const char *word, const int *offs, in
         if (piece[j] >= 0) {
             g_array_append_val(ids, piece[j]);
         } else if (t->byte_fallback) { /* the character's bytes, last first (reversed below) */
-            for (int b = offs[j] - 1; b >= offs[prev[j]]; b--) g_array_append_val(ids, t->byte_id[(unsigned char)word[b]]);
+            for (int b = offs[j] - 1; b >= offs[prev[j]]; b--)
+                g_array_append_val(ids, t->byte_id[(unsigned char)word[b]]);
         } else if (ids->len == start || g_array_index(ids, int32_t, ids->len - 1) != t->unk) {
             g_array_append_val(ids, t->unk); /* consecutive unknowns fuse into one */
         }
@@ -658,8 +734,10 @@ static bool tokenize_segment(const sdt_spm *t, const char *text, GArray *ids, sd
 bool sdt_spm_add_token(sdt_spm *t, const char *text, int32_t *id_out, sdt_error *error)
 {
     if (!text || !text[0] || !g_utf8_validate(text, -1, NULL) || strpbrk(text, " \t\n\r"))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "t5 tokenizer: an added token must be non-empty UTF-8 without "
-                        "whitespace (\"%s\" is not)", text ? text : "(null)");
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "t5 tokenizer: an added token must be non-empty UTF-8 without "
+                        "whitespace (\"%s\" is not)",
+                        text ? text : "(null)");
     if (!t->added && !(t->added = g_ptr_array_new_with_free_func(g_free)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "t5 tokenizer: out of memory");
     for (guint i = 0; i < t->added->len; i++)
@@ -718,8 +796,10 @@ bool sdt_spm_tokenize(const sdt_spm *t, const char *text, int32_t **ids_out, siz
 bool sdt_spm_encode(const sdt_spm *t, const char *text, int length, int32_t *ids, sdt_spm_report *rep, sdt_error *error)
 {
     if (length < 1)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "t5 tokenizer: sequence length %d leaves no room for the end "
-                        "token; T5 uses 256 or 512", length);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "t5 tokenizer: sequence length %d leaves no room for the end "
+                        "token; T5 uses 256 or 512",
+                        length);
     int32_t *tok = NULL;
     size_t n = 0;
     if (!sdt_spm_tokenize(t, text, &tok, &n, error)) return false;

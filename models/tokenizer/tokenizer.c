@@ -24,31 +24,31 @@
 typedef struct merge_rec {
     guint64 pair; /* first symbol << 32 | second symbol; the hash key */
     int rank;
-    int result;   /* symbol of the merged pair */
+    int result; /* symbol of the merged pair */
 } merge_rec;
 
 struct sdt_tokenizer {
-    GHashTable *vocab;    /* token text (owned) -> id + 1 */
-    GPtrArray *id_text;   /* id -> text (borrowed), NULL where no token has the id */
+    GHashTable *vocab;  /* token text (owned) -> id + 1 */
+    GPtrArray *id_text; /* id -> text (borrowed), NULL where no token has the id */
     int32_t vocab_size, size, bos, eos;
     GHashTable *symbols;  /* symbol text (owned) -> symbol + 1 */
     GPtrArray *sym_text;  /* symbol -> text (borrowed) */
     GArray *sym_vocab_id; /* symbol -> vocab id, or -1 */
     GHashTable *merges;   /* &merge_rec.pair -> merge_rec */
     merge_rec *merge_recs;
-    char byte_sym[256][4];  /* bytes_to_unicode: byte -> UTF-8 of its printable stand-in */
-    int16_t sym_byte[512];  /* inverse, by code point (all stand-ins are below U+0200) */
+    char byte_sym[256][4]; /* bytes_to_unicode: byte -> UTF-8 of its printable stand-in */
+    int16_t sym_byte[512]; /* inverse, by code point (all stand-ins are below U+0200) */
     GRegex *pattern;
-    GHashTable *cache;    /* byte-encoded word (owned) -> GArray of int32 ids */
+    GHashTable *cache; /* byte-encoded word (owned) -> GArray of int32 ids */
     GMutex cache_lock;
     GPtrArray *added_text; /* lowercased placeholder texts (owned) */
     GArray *added_id;      /* int32, parallel */
 };
 
-#define FAIL_NULL(...)                                              \
-    do {                                                            \
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__);  \
-        return NULL;                                                \
+#define FAIL_NULL(...)                                                                                                 \
+    do {                                                                                                               \
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__);                                                              \
+        return NULL;                                                                                                   \
     } while (0)
 
 /* ---- symbols and bytes ---------------------------------------------------------- */
@@ -110,8 +110,10 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
     if (!root || !cJSON_IsObject(root)) {
         size_t at = root ? 0 : (cJSON_GetErrorPtr() ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
         cJSON_Delete(root);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a JSON object of token -> id (%s near byte %zu); give CLIP's vocab.json or "
-                 "re-download it", name, root ? "wrong JSON type" : "invalid JSON", at > len ? len : at);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: not a JSON object of token -> id (%s near byte %zu); give CLIP's vocab.json or "
+                 "re-download it",
+                 name, root ? "wrong JSON type" : "invalid JSON", at > len ? len : at);
         return false;
     }
     const cJSON *e;
@@ -120,21 +122,23 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
     {
         double d = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (!cJSON_IsNumber(e) || !(d >= 0) || d != floor(d) || d >= MAX_VOCAB_ID) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: token '%.60s' has an id that is not an integer in 0..%d; the file is damaged, "
-                     "re-download it", name, e->string, MAX_VOCAB_ID - 1);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: token '%.60s' has an id that is not an integer in 0..%d; the file is damaged, "
+                     "re-download it",
+                     name, e->string, MAX_VOCAB_ID - 1);
             cJSON_Delete(root);
             return false;
         }
         int32_t id = (int32_t)d;
         if (!g_utf8_validate(e->string, -1, NULL)) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it",
-                     name, id);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: the token with id %d is not valid UTF-8; the file is damaged, re-download it", name, id);
             cJSON_Delete(root);
             return false;
         }
         if (g_hash_table_contains(t->vocab, e->string)) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: token '%.60s' appears twice; the file is damaged, re-download it", name,
-                     e->string);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: token '%.60s' appears twice; the file is damaged, re-download it",
+                     name, e->string);
             cJSON_Delete(root);
             return false;
         }
@@ -150,8 +154,10 @@ static bool parse_vocab(sdt_tokenizer *t, const char *text, size_t len, const ch
     for (int i = 0; i < 2; i++) {
         gpointer v = g_hash_table_lookup(t->vocab, special[i]);
         if (!v) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: has no '%s' entry; this is not a CLIP vocabulary (give the tokenizer's "
-                     "vocab.json)", name, special[i]);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: has no '%s' entry; this is not a CLIP vocabulary (give the tokenizer's "
+                     "vocab.json)",
+                     name, special[i]);
             return false;
         }
         ids[i] = GPOINTER_TO_INT(v) - 1;
@@ -202,8 +208,10 @@ static bool parse_merges(sdt_tokenizer *t, const char *text, size_t len, const c
             char *shown = g_utf8_make_valid(line, (gssize)(line_len > 60 ? 60 : line_len));
             for (char *c = shown; *c; c++)
                 if ((unsigned char)*c < 0x20) *c = '?';
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %zu is not two symbols separated by one space (found \"%s\"); the file "
-                     "is damaged, re-download the tokenizer's merges.txt", name, line_no, shown);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: line %zu is not two symbols separated by one space (found \"%s\"); the file "
+                     "is damaged, re-download the tokenizer's merges.txt",
+                     name, line_no, shown);
             g_free(shown);
             return false;
         }
@@ -275,8 +283,10 @@ sdt_tokenizer *sdt_tokenizer_load_dir(const char *dir, sdt_error *error)
         g_free(m);
         if (found) return t;
     }
-    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: has neither tokenizer/vocab.json nor vocab.json; give the model folder or a folder with CLIP's "
-              "vocab.json and merges.txt", dir);
+    sdt_fail(error, SDT_ERR_NOT_FOUND,
+             "%s: has neither tokenizer/vocab.json nor vocab.json; give the model folder or a folder with CLIP's "
+             "vocab.json and merges.txt",
+             dir);
     return NULL;
 }
 
@@ -300,10 +310,22 @@ void sdt_tokenizer_free(sdt_tokenizer *t)
 
 /* ---- queries ------------------------------------------------------------------------- */
 
-int32_t sdt_tokenizer_vocab_size(const sdt_tokenizer *t) { return t->vocab_size; }
-int32_t sdt_tokenizer_size(const sdt_tokenizer *t) { return t->size; }
-int32_t sdt_tokenizer_bos(const sdt_tokenizer *t) { return t->bos; }
-int32_t sdt_tokenizer_eos(const sdt_tokenizer *t) { return t->eos; }
+int32_t sdt_tokenizer_vocab_size(const sdt_tokenizer *t)
+{
+    return t->vocab_size;
+}
+int32_t sdt_tokenizer_size(const sdt_tokenizer *t)
+{
+    return t->size;
+}
+int32_t sdt_tokenizer_bos(const sdt_tokenizer *t)
+{
+    return t->bos;
+}
+int32_t sdt_tokenizer_eos(const sdt_tokenizer *t)
+{
+    return t->eos;
+}
 
 static bool is_added_id(const sdt_tokenizer *t, int32_t id)
 {
@@ -341,9 +363,8 @@ const char *sdt_tokenizer_token_text(const sdt_tokenizer *t, int32_t id)
 static bool is_py_space(gunichar c)
 {
     /* Python's str.isspace(), which CLIP's \s+ clean-up uses. */
-    return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 ||
-           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-           c == 0x3000;
+    return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 static bool is_word_char(gunichar c)
@@ -360,7 +381,7 @@ static char *html_unescape(const char *s)
         const char *name;
         const char *text;
         bool needs_semicolon;
-    } named[] = {{"amp", "&", false}, {"lt", "<", false},  {"gt", ">", false},
+    } named[] = {{"amp", "&", false},   {"lt", "<", false},          {"gt", ">", false},
                  {"quot", "\"", false}, {"nbsp", "\xc2\xa0", false}, {"apos", "'", true}};
     GString *out = g_string_sized_new(strlen(s));
     while (*s) {
@@ -538,8 +559,7 @@ static int added_at(const sdt_tokenizer *t, const char *text, const char *s)
         const char *tok = g_ptr_array_index(t->added_text, i);
         size_t n = strlen(tok);
         if (n <= best_len || strncmp(s, tok, n) != 0) continue;
-        if (is_word_char(g_utf8_get_char(tok)) && s > text &&
-            is_word_char(g_utf8_get_char(g_utf8_prev_char(s))))
+        if (is_word_char(g_utf8_get_char(tok)) && s > text && is_word_char(g_utf8_get_char(g_utf8_prev_char(s))))
             continue;
         const char *last = g_utf8_prev_char(tok + n);
         if (is_word_char(g_utf8_get_char(last)) && s[n] && is_word_char(g_utf8_get_char(s + n))) continue;
@@ -569,8 +589,10 @@ void sdt_tokenizer_tokenize(sdt_tokenizer *t, const char *text, int32_t **ids, s
     g_free(norm);
     *n = out->len;
     *ids = malloc((out->len ? out->len : 1) * sizeof(int32_t));
-    if (*ids && out->len) memcpy(*ids, out->data, out->len * sizeof(int32_t));
-    else *n = 0;
+    if (*ids && out->len)
+        memcpy(*ids, out->data, out->len * sizeof(int32_t));
+    else
+        *n = 0;
     g_array_free(out, TRUE);
 }
 
@@ -579,12 +601,14 @@ void sdt_tokenizer_tokenize(sdt_tokenizer *t, const char *text, int32_t **ids, s
 bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int32_t *id_out, sdt_error *error)
 {
     if (!text || !g_utf8_validate(text, -1, NULL)) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "added token: the text is missing or not UTF-8; give the placeholder as UTF-8 text");
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "added token: the text is missing or not UTF-8; give the placeholder as UTF-8 text");
         return false;
     }
     char *norm = normalize(text);
     if (!norm[0]) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "added token '%.60s': empty after whitespace clean-up; choose a visible placeholder", text);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "added token '%.60s': empty after whitespace clean-up; choose a visible placeholder", text);
         g_free(norm);
         return false;
     }
@@ -595,7 +619,8 @@ bool sdt_tokenizer_add_token(sdt_tokenizer *t, const char *text, int32_t id, int
         return true;
     }
     if (id >= MAX_VOCAB_ID) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "added token '%.60s': id %d is out of range; pass -1 to get the next free id", text, id);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "added token '%.60s': id %d is out of range; pass -1 to get the next free id", text, id);
         g_free(norm);
         return false;
     }
@@ -618,7 +643,8 @@ bool sdt_tokenizer_encode(sdt_tokenizer *t, const char *text, const sdt_encode_o
 {
     sdt_encode_options o = opt ? *opt : sdt_encode_defaults();
     if (o.length < 2) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "tokenizer: length %d leaves no room for the start and end tokens; use 77", o.length);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "tokenizer: length %d leaves no room for the start and end tokens; use 77",
+                 o.length);
         return false;
     }
     int32_t *toks;
@@ -656,8 +682,10 @@ static void append_token_bytes(const sdt_tokenizer *t, const char *s, GString *o
         }
         gunichar c = g_utf8_get_char(p);
         const char *next = g_utf8_next_char(p);
-        if (c < 512 && t->sym_byte[c] >= 0) g_string_append_c(out, (char)t->sym_byte[c]);
-        else g_string_append_len(out, p, next - p);
+        if (c < 512 && t->sym_byte[c] >= 0)
+            g_string_append_c(out, (char)t->sym_byte[c]);
+        else
+            g_string_append_len(out, p, next - p);
         p = next;
     }
 }

@@ -13,9 +13,9 @@
 #include "py_lower.h"
 
 typedef struct bpe_word {
-    char *text;  /* byte-encoded word (owned) */
+    char *text; /* byte-encoded word (owned) */
     int64_t count;
-    int *sym;    /* current segmentation, symbol ids */
+    int *sym; /* current segmentation, symbol ids */
     int n;
 } bpe_word;
 
@@ -119,7 +119,10 @@ void bpe_trainer_add_text(bpe_trainer *t, const char *text)
     g_free(valid);
 }
 
-size_t bpe_trainer_distinct_words(const bpe_trainer *t) { return g_hash_table_size(t->word_counts); }
+size_t bpe_trainer_distinct_words(const bpe_trainer *t)
+{
+    return g_hash_table_size(t->word_counts);
+}
 
 /* ---- learning -------------------------------------------------------------------------- */
 
@@ -173,8 +176,10 @@ static GArray *count_pairs(const bpe_word *words, size_t n_words)
     guint out = 0;
     for (guint i = 0; i < all->len; i++) {
         bpe_pair *p = &g_array_index(all, bpe_pair, i), *last = &g_array_index(all, bpe_pair, out ? out - 1 : 0);
-        if (out && !compare_pair_keys(p, last)) last->count += p->count;
-        else g_array_index(all, bpe_pair, out++) = *p;
+        if (out && !compare_pair_keys(p, last))
+            last->count += p->count;
+        else
+            g_array_index(all, bpe_pair, out++) = *p;
     }
     g_array_set_size(all, out);
     return all;
@@ -230,8 +235,10 @@ static void apply_merge(bpe_word *w, int a, int b, int merged)
 bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, sdt_error *error)
 {
     if (vocab_size < BPE_MIN_VOCAB) {
-        sdt_fail(error, SDT_ERR_INTERNAL, "bpe_trainer: a vocabulary size of %d is too small; CLIP's byte symbols and special "
-                 "tokens alone take %d, so ask for at least that many", (int)vocab_size, BPE_MIN_VOCAB);
+        sdt_fail(error, SDT_ERR_INTERNAL,
+                 "bpe_trainer: a vocabulary size of %d is too small; CLIP's byte symbols and special "
+                 "tokens alone take %d, so ask for at least that many",
+                 (int)vocab_size, BPE_MIN_VOCAB);
         return false;
     }
     int target = vocab_size - BPE_MIN_VOCAB;
@@ -245,7 +252,8 @@ bool bpe_trainer_learn(bpe_trainer *t, int32_t vocab_size, sdt_error *error)
         bool found = choose_merge(t, pairs, &m, &merged);
         g_array_free(pairs, TRUE);
         if (!found) {
-            sdt_fail(error, SDT_ERR_INTERNAL, "bpe_trainer: the corpus (%zu distinct words) allows only %u merges but a "
+            sdt_fail(error, SDT_ERR_INTERNAL,
+                     "bpe_trainer: the corpus (%zu distinct words) allows only %u merges but a "
                      "vocabulary of %d needs %d; give a larger corpus or a smaller vocabulary size",
                      n_words, t->merges->len, (int)vocab_size, target);
             ok = false;

@@ -20,11 +20,12 @@
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-tokenizer: %s\n", msg);
-    fprintf(stderr, "usage: sdt-make-tokenizer --out DIR [--vocab-size N | --for-config tiny|sd15|sd2] "
-                    "[--corpus FILE]\n"
-                    "  --vocab-size N   entries in vocab.json, at least %d (default: the tiny model's, %d)\n"
-                    "  --for-config C   the vocabulary size of that model preset's text encoder\n"
-                    "  --corpus FILE    UTF-8 text to learn from (default: the built-in caption corpus)\n",
+    fprintf(stderr,
+            "usage: sdt-make-tokenizer --out DIR [--vocab-size N | --for-config tiny|sd15|sd2] "
+            "[--corpus FILE]\n"
+            "  --vocab-size N   entries in vocab.json, at least %d (default: the tiny model's, %d)\n"
+            "  --for-config C   the vocabulary size of that model preset's text encoder\n"
+            "  --corpus FILE    UTF-8 text to learn from (default: the built-in caption corpus)\n",
             BPE_MIN_VOCAB, (int)sd_config_preset(SD_FAMILY_TINY).clip.vocab);
     return 2;
 }
@@ -32,7 +33,8 @@ static int usage(const char *msg)
 static bool parse_vocab_size(const char *s, int32_t *out)
 {
     guint64 v;
-    if (!g_ascii_string_to_unsigned(s, 10, BPE_MIN_VOCAB, 1 << 22, &v, NULL)) return false; /* the tokenizer's id bound */
+    if (!g_ascii_string_to_unsigned(s, 10, BPE_MIN_VOCAB, 1 << 22, &v, NULL))
+        return false; /* the tokenizer's id bound */
     *out = (int32_t)v;
     return true;
 }
@@ -79,8 +81,10 @@ int main(int argc, char **argv)
             return usage(NULL);
         }
         i++;
-        if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--corpus")) corpus = v;
+        if (!strcmp(a, "--out"))
+            out = v;
+        else if (!strcmp(a, "--corpus"))
+            corpus = v;
         else if (!strcmp(a, "--vocab-size") || !strcmp(a, "--for-config")) {
             sd_family family;
             if (size_given) return usage("give --vocab-size or --for-config once");

@@ -36,21 +36,26 @@
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
-    fprintf(stderr,
-            "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-            "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
-            "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
-            "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
-            "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
+    fprintf(
+        stderr,
+        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
+        "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
+        "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
+        "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
     return 2;
 }
 
 static bool parse_dtype(const char *s, sdt_dtype *out)
 {
-    if (!strcmp(s, "f32")) *out = SDT_F32;
-    else if (!strcmp(s, "f16")) *out = SDT_F16;
-    else if (!strcmp(s, "bf16")) *out = SDT_BF16;
-    else return false;
+    if (!strcmp(s, "f32"))
+        *out = SDT_F32;
+    else if (!strcmp(s, "f16"))
+        *out = SDT_F16;
+    else if (!strcmp(s, "bf16"))
+        *out = SDT_BF16;
+    else
+        return false;
     return true;
 }
 
@@ -66,20 +71,29 @@ int main(int argc, char **argv)
     bool openclip = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--config") && v) config = argv[++i];
-        else if (!strcmp(a, "--out") && v) out = argv[++i];
-        else if (!strcmp(a, "--from") && v) from = argv[++i];
-        else if (!strcmp(a, "--seed") && v) spec.seed = strtoull(argv[++i], NULL, 0);
+        if (!strcmp(a, "--config") && v)
+            config = argv[++i];
+        else if (!strcmp(a, "--out") && v)
+            out = argv[++i];
+        else if (!strcmp(a, "--from") && v)
+            from = argv[++i];
+        else if (!strcmp(a, "--seed") && v)
+            spec.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--dtype") && v) {
             if (!parse_dtype(argv[++i], &spec.dtype)) return usage("--dtype must be f32, f16 or bf16");
             dtype_given = true;
         } else if (!strcmp(a, "--layout") && v) {
             const char *l = argv[++i];
-            if (!strcmp(l, "ldm")) spec.layout = SDT_CKPT_LDM;
-            else if (!strcmp(l, "diffusers")) spec.layout = SDT_CKPT_DIFFUSERS;
-            else return usage("--layout must be ldm or diffusers");
-        } else if (!strcmp(a, "--perturb-all")) spec.perturb_all = true;
-        else if (!strcmp(a, "--text-only")) spec.text_only = true;
+            if (!strcmp(l, "ldm"))
+                spec.layout = SDT_CKPT_LDM;
+            else if (!strcmp(l, "diffusers"))
+                spec.layout = SDT_CKPT_DIFFUSERS;
+            else
+                return usage("--layout must be ldm or diffusers");
+        } else if (!strcmp(a, "--perturb-all"))
+            spec.perturb_all = true;
+        else if (!strcmp(a, "--text-only"))
+            spec.text_only = true;
         else if (!strcmp(a, "--unet-in-channels") && v) {
             char *end;
             unet_in = strtol(argv[++i], &end, 10);
@@ -87,11 +101,14 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--clip-vocab") && v) {
             char *end;
             clip_vocab = strtol(argv[++i], &end, 10);
-            if (*end || clip_vocab < 2 || clip_vocab > 1000000) return usage("--clip-vocab must be a number from 2 to 1000000");
-        }
-        else if (!strcmp(a, "--vae-only")) spec.vae_only = true;
-        else if (!strcmp(a, "--unet-only")) spec.unet_only = true;
-        else if (!strcmp(a, "--openclip")) openclip = true;
+            if (*end || clip_vocab < 2 || clip_vocab > 1000000)
+                return usage("--clip-vocab must be a number from 2 to 1000000");
+        } else if (!strcmp(a, "--vae-only"))
+            spec.vae_only = true;
+        else if (!strcmp(a, "--unet-only"))
+            spec.unet_only = true;
+        else if (!strcmp(a, "--openclip"))
+            openclip = true;
         else if (!strcmp(a, "--unet-output") && v) {
             char *end;
             spec.unet_output = strtof(argv[++i], &end);
@@ -99,8 +116,8 @@ int main(int argc, char **argv)
             spec.unet_output_weight_scale = 1e-3f;
             if (*end || !(spec.unet_output > -1e4f && spec.unet_output < 1e4f))
                 return usage("--unet-output must be a number between -10000 and 10000");
-        }
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(NULL), 0;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return usage(NULL), 0;
         else {
             fprintf(stderr, "sdt-make-checkpoint: unknown or incomplete argument '%s'\n", a);
             return usage(NULL);
@@ -118,8 +135,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (config && (!strcmp(config, "tiny-t5") || !strcmp(config, "t5xxl"))) {
-        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip || clip_vocab ||
-            unet_in || spec.unet_output_set)
+        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
+            clip_vocab || unet_in || spec.unet_output_set)
             return usage("a T5 encoder file takes only --out, --dtype, --seed and --perturb-all");
         t5_config t5 = !strcmp(config, "t5xxl") ? t5_config_xxl() : t5_config_tiny();
         if (!t5_generate(out, &t5, spec.dtype, spec.seed, spec.perturb_all, &error)) {
@@ -129,12 +146,12 @@ int main(int argc, char **argv)
         printf("wrote %s (T5 encoder %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
         return 0;
     }
-    if (config && (!strcmp(config, "tiny-mmdit") || !strcmp(config, "sd3-mmdit") || !strcmp(config, "sd35-medium-mmdit") ||
-                   !strcmp(config, "sd35-large-mmdit"))) {
-        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip || clip_vocab ||
-            unet_in || spec.unet_output_set)
+    if (config && (!strcmp(config, "tiny-mmdit") || !strcmp(config, "sd3-mmdit") ||
+                   !strcmp(config, "sd35-medium-mmdit") || !strcmp(config, "sd35-large-mmdit"))) {
+        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
+            clip_vocab || unet_in || spec.unet_output_set)
             return usage("an MMDiT transformer file takes only --out, --dtype, --seed and --perturb-all");
-        mmdit_config mm = !strcmp(config, "sd3-mmdit")          ? mmdit_config_sd3_medium()
+        mmdit_config mm = !strcmp(config, "sd3-mmdit")           ? mmdit_config_sd3_medium()
                           : !strcmp(config, "sd35-medium-mmdit") ? mmdit_config_sd35_medium()
                           : !strcmp(config, "sd35-large-mmdit")  ? mmdit_config_sd35_large()
                                                                  : mmdit_config_tiny();

@@ -9,19 +9,20 @@ const char *const sdt_pairs_unet_fixed[] = {
     /* SDXL's addition embedding (LDM label_emb on y, diffusers' text_time add_embedding) */
     "label_emb.0.0.weight", "add_embedding.linear_1.weight", "label_emb.0.0.bias", "add_embedding.linear_1.bias",
     "label_emb.0.2.weight", "add_embedding.linear_2.weight", "label_emb.0.2.bias", "add_embedding.linear_2.bias",
-    "input_blocks.0.0.weight", "conv_in.weight", "input_blocks.0.0.bias", "conv_in.bias",
-    "out.0.weight", "conv_norm_out.weight", "out.0.bias", "conv_norm_out.bias",
-    "out.2.weight", "conv_out.weight", "out.2.bias", "conv_out.bias", NULL};
+    "input_blocks.0.0.weight", "conv_in.weight", "input_blocks.0.0.bias", "conv_in.bias", "out.0.weight",
+    "conv_norm_out.weight", "out.0.bias", "conv_norm_out.bias", "out.2.weight", "conv_out.weight", "out.2.bias",
+    "conv_out.bias", NULL};
 
-const char *const sdt_pairs_unet_resnet[] = {"in_layers.0", "norm1", "in_layers.2", "conv1",
-                                             "emb_layers.1", "time_emb_proj", "out_layers.0", "norm2",
-                                             "out_layers.3", "conv2", "skip_connection", "conv_shortcut", NULL};
+const char *const sdt_pairs_unet_resnet[] = {
+    "in_layers.0",     "norm1",         "in_layers.2", "conv1",        "emb_layers.1",
+    "time_emb_proj",   "out_layers.0",  "norm2",       "out_layers.3", "conv2",
+    "skip_connection", "conv_shortcut", NULL};
 
 const char *const sdt_pairs_vae_resnet[] = {"nin_shortcut", "conv_shortcut", NULL};
 
-const char *const sdt_pairs_vae_attn[] = {"norm", "group_norm", "q", "to_q", "k", "to_k", "v", "to_v",
-                                          "proj_out", "to_out.0", "q", "query", "k", "key", "v", "value",
-                                          "proj_out", "proj_attn", NULL};
+const char *const sdt_pairs_vae_attn[] = {"norm", "group_norm", "q",        "to_q",      "k",     "to_k", "v",
+                                          "to_v", "proj_out",   "to_out.0", "q",         "query", "k",    "key",
+                                          "v",    "value",      "proj_out", "proj_attn", NULL};
 
 const char *sdt_pair_name(const char *const *pairs, const char *name, sdt_name_direction to)
 {

@@ -24,13 +24,13 @@
 #include "c_json.h"
 
 #define MAX_LEVELS 16
-#define MAX_FILES 4 /* unet, text_encoder, vae, text_encoder_2 */
+#define MAX_FILES 4   /* unet, text_encoder, vae, text_encoder_2 */
 #define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
-    char *key;              /* canonical */
-    const char *source;     /* the name in the file (owned by the safetensors entry) */
-    const char *file;       /* the file it lives in */
+    char *key;          /* canonical */
+    const char *source; /* the name in the file (owned by the safetensors entry) */
+    const char *file;   /* the file it lives in */
     sdt_tensor tensor;
 } weight_entry;
 
@@ -39,17 +39,17 @@ struct sdt_weights {
     char *hash_file;
     bool is_folder;
     bool has_unet, has_text, has_vae;
-    bool has_text2;  /* a diffusers folder's text_encoder_2/ (SDXL's bigG) */
-    bool sdxl_text;  /* a diffusers folder with text_encoder_2/: text_encoder/ is SDXL's first encoder */
+    bool has_text2; /* a diffusers folder's text_encoder_2/ (SDXL's bigG) */
+    bool sdxl_text; /* a diffusers folder with text_encoder_2/: text_encoder/ is SDXL's first encoder */
     sdt_safetensors *files[MAX_FILES * MAX_SHARDS];
     sdt_torch_file *torch; /* a .ckpt single file, when that is what was opened */
     int n_files;
-    GArray *entries;   /* weight_entry */
-    GHashTable *index; /* canonical key -> position + 1 */
+    GArray *entries;      /* weight_entry */
+    GHashTable *index;    /* canonical key -> position + 1 */
     GHashTable *unusable; /* canonical key (owned) -> dtype name, for tensors no model can use (I64, F64, ...) */
     char hash[11];
-    sdt_backend *owner;   /* set on a materialized copy: tensors whose data it allocated are freed here */
-    GPtrArray *owned;     /* device/host buffers allocated by owner */
+    sdt_backend *owner; /* set on a materialized copy: tensors whose data it allocated are freed here */
+    GPtrArray *owned;   /* device/host buffers allocated by owner */
 };
 
 /* ---- name mapping -------------------------------------------------------------- */
@@ -99,8 +99,10 @@ static bool unet_layout_scan(const sdt_safetensors *st, unet_layout *l, sdt_erro
             l->resnets_per_down = j + 1;
         if ((rest = match_indexed(name, "up_blocks.", &lvl)) || (rest = match_indexed(name, "down_blocks.", &lvl))) {
             if (lvl >= MAX_LEVELS) {
-                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
-                         "Stable Diffusion UNet", sdt_st_path(st), name, lvl, MAX_LEVELS);
+                sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                         "%s: key '%s' names level %d, more than the %d levels supported; this is not a "
+                         "Stable Diffusion UNet",
+                         sdt_st_path(st), name, lvl, MAX_LEVELS);
                 return false;
             }
             if (match_prefix(name, "up_blocks.") && match_prefix(rest, "attentions.")) l->up_has_attn[lvl] = true;
@@ -124,8 +126,10 @@ static char *unet_key(const char *name, const unet_layout *l)
             g_free(tail);
             return k;
         }
-        if ((r2 = match_indexed(rest, "attentions.", &j))) return g_strdup_printf("input_blocks.%d.1.%s", per * i + j + 1, r2);
-        if ((r2 = match_prefix(rest, "downsamplers.0.conv."))) return g_strdup_printf("input_blocks.%d.0.op.%s", per * (i + 1), r2);
+        if ((r2 = match_indexed(rest, "attentions.", &j)))
+            return g_strdup_printf("input_blocks.%d.1.%s", per * i + j + 1, r2);
+        if ((r2 = match_prefix(rest, "downsamplers.0.conv.")))
+            return g_strdup_printf("input_blocks.%d.0.op.%s", per * (i + 1), r2);
     }
     if ((rest = match_indexed(name, "up_blocks.", &i))) {
         const char *r2;
@@ -135,7 +139,8 @@ static char *unet_key(const char *name, const unet_layout *l)
             g_free(tail);
             return k;
         }
-        if ((r2 = match_indexed(rest, "attentions.", &j))) return g_strdup_printf("output_blocks.%d.1.%s", per * i + j, r2);
+        if ((r2 = match_indexed(rest, "attentions.", &j)))
+            return g_strdup_printf("output_blocks.%d.1.%s", per * i + j, r2);
         if ((r2 = match_prefix(rest, "upsamplers.0.")))
             return g_strdup_printf("output_blocks.%d.%d.%s", per * i + per - 1, l->up_has_attn[i] ? 2 : 1, r2);
     }
@@ -202,7 +207,7 @@ typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE, COMP_TEXT2 } 
 static char *clip_key(const sdt_weights *w, component c, const char *name)
 {
     const char *prefix = c == COMP_TEXT2 ? "conditioner.embedders.1.transformer."
-                       : w->sdxl_text    ? "conditioner.embedders.0.transformer."
+                         : w->sdxl_text  ? "conditioner.embedders.0.transformer."
                                          : "cond_stage_model.transformer.";
     return g_strconcat(prefix, name, NULL);
 }
@@ -215,8 +220,10 @@ static bool add_view(sdt_weights *w, char *key, const char *source, const char *
     size_t prev = GPOINTER_TO_SIZE(g_hash_table_lookup(w->index, key));
     if (prev) {
         const weight_entry *p = &g_array_index(w->entries, weight_entry, prev - 1);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
-                 "checkpoint", w->path, p->source, p->file, source, file, key);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: tensors '%s' (%s) and '%s' (%s) both map to key '%s'; remove the duplicate from the "
+                 "checkpoint",
+                 w->path, p->source, p->file, source, file, key);
         g_free(key);
         return false;
     }
@@ -255,7 +262,8 @@ static char *single_file_key(const char *name)
     };
     if (g_str_has_prefix(name, "model_ema.")) return NULL;
     for (size_t i = 0; i < G_N_ELEMENTS(renames); i++)
-        if (g_str_has_prefix(name, renames[i][0])) return g_strconcat(renames[i][1], name + strlen(renames[i][0]), NULL);
+        if (g_str_has_prefix(name, renames[i][0]))
+            return g_strconcat(renames[i][1], name + strlen(renames[i][0]), NULL);
     return g_strdup(name);
 }
 
@@ -268,21 +276,23 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
         char *key = NULL, *mapped;
         bool conv1x1 = false;
         switch (c) {
-        case COMP_LDM:
-            if (!(key = single_file_key(e->name))) continue;
-            break;
-        case COMP_UNET:
-            mapped = unet_key(e->name, layout);
-            key = g_strconcat("model.diffusion_model.", mapped, NULL);
-            g_free(mapped);
-            break;
-        case COMP_TEXT:
-        case COMP_TEXT2: key = clip_key(w, c, e->name); break;
-        case COMP_VAE:
-            mapped = vae_key(e->name, dec_levels, &conv1x1);
-            key = g_strconcat("first_stage_model.", mapped, NULL);
-            g_free(mapped);
-            break;
+            case COMP_LDM:
+                if (!(key = single_file_key(e->name))) continue;
+                break;
+            case COMP_UNET:
+                mapped = unet_key(e->name, layout);
+                key = g_strconcat("model.diffusion_model.", mapped, NULL);
+                g_free(mapped);
+                break;
+            case COMP_TEXT:
+            case COMP_TEXT2:
+                key = clip_key(w, c, e->name);
+                break;
+            case COMP_VAE:
+                mapped = vae_key(e->name, dec_levels, &conv1x1);
+                key = g_strconcat("first_stage_model.", mapped, NULL);
+                g_free(mapped);
+                break;
         }
         if (!add_entry(w, key, st, e, conv1x1, error)) return false;
     }
@@ -317,13 +327,16 @@ static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error 
 {
     char *text = NULL;
     size_t len = 0;
-    if (!sdt_file_read_all(index_path, "sharded-checkpoint index", SDT_FILE_LIMIT_LARGE_TEXT, &text, &len, error)) return 0;
+    if (!sdt_file_read_all(index_path, "sharded-checkpoint index", SDT_FILE_LIMIT_LARGE_TEXT, &text, &len, error))
+        return 0;
     cJSON *j = sdt_json_parse(text, len);
     free(text);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "weight_map");
     if (!cJSON_IsObject(map)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the "
-                 "file from the model's download", index_path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: not a sharded-checkpoint index (no 'weight_map' object); restore the "
+                 "file from the model's download",
+                 index_path);
         cJSON_Delete(j);
         return 0;
     }
@@ -331,7 +344,8 @@ static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error 
     GPtrArray *names = g_ptr_array_new();
     const cJSON *e;
     bool ok = true;
-    cJSON_ArrayForEach(e, map) {
+    cJSON_ArrayForEach(e, map)
+    {
         const char *f = cJSON_GetStringValue(e);
         if (!f || !*f || strchr(f, '/') || strstr(f, "..")) {
             ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: weight_map entry '%s' does not name a file beside the index",
@@ -350,8 +364,10 @@ static int open_shards(const char *index_path, sdt_safetensors **out, sdt_error 
         char *p = g_build_filename(dir, (const char *)g_ptr_array_index(names, k), NULL);
         out[n] = sdt_st_open(p, error);
         g_free(p);
-        if (!out[n]) ok = false;
-        else n++;
+        if (!out[n])
+            ok = false;
+        else
+            n++;
     }
     if (!ok) {
         while (n > 0) sdt_st_close(out[--n]);
@@ -375,8 +391,10 @@ static sdt_safetensors *open_component(const char *dir, const char *sub, const c
         if (g_file_test(p, G_FILE_TEST_EXISTS)) {
             *missing = false;
             sdt_safetensors *st = sdt_st_open(p, error);
-            if (st) *used_path = p;
-            else g_free(p);
+            if (st)
+                *used_path = p;
+            else
+                g_free(p);
             return st;
         }
         g_free(p);
@@ -440,10 +458,12 @@ static bool open_folder(sdt_weights *w, sdt_error *error)
         if (!add_file(w, st, parts[i].c, error)) return false;
     }
     if (!w->n_files) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the folder has no unet/diffusion_pytorch_model.safetensors, "
                  "text_encoder/model.safetensors or vae/diffusion_pytorch_model.safetensors (nor .fp16 variants or "
                  "*.safetensors.index.json shards); give a "
-                 ".safetensors checkpoint or a diffusers folder saved with safetensors", w->path);
+                 ".safetensors checkpoint or a diffusers folder saved with safetensors",
+                 w->path);
         return false;
     }
     if (!w->hash_file) w->hash_file = g_strdup(sdt_st_path(w->files[0]));
@@ -458,8 +478,10 @@ static bool open_torch_single(sdt_weights *w, sdt_error *error)
     const sdt_pv *root = sdt_torch_root(w->torch), *wrapped = sdt_pv_dict_get(root, "state_dict");
     const sdt_pv *sd = wrapped ? wrapped : root;
     if (!sdt_pv_is(sd, SDT_PV_DICT))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds a %s where a checkpoint holds a dict of tensors "
-                        "(a state_dict); give a Stable Diffusion checkpoint", w->path, sdt_pv_kind_name(sd->kind));
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the file holds a %s where a checkpoint holds a dict of tensors "
+                        "(a state_dict); give a Stable Diffusion checkpoint",
+                        w->path, sdt_pv_kind_name(sd->kind));
     for (size_t i = 0; i < sdt_pv_len(sd); i++) {
         const char *name = sdt_pv_as_str(sdt_pv_dict_key(sd, i));
         const sdt_pv *v = sdt_pv_dict_value(sd, i);
@@ -562,13 +584,15 @@ bool sdt_weights_missing_part(const sdt_weights *w, const char *key_prefix, sdt_
     const char *sub = component_of(w, key_prefix, &present);
     if (!w->is_folder || present) return false;
     const char *file = g_str_has_prefix(sub, "text_encoder") ? "model" : "diffusion_pytorch_model";
-    sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
-             "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint", w->path, sub, sub,
-             file);
+    sdt_fail(error, SDT_ERR_NOT_FOUND,
+             "%s: the diffusers folder has no %s folder (%s%s.safetensors); copy the complete "
+             "model folder (unet/, text_encoder/, vae/, tokenizer/) or pass a single-file checkpoint",
+             w->path, sub, sub, file);
     return true;
 }
 
-const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape, sdt_error *error)
+const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int ndim, const int64_t *shape,
+                                      sdt_error *error)
 {
     const weight_entry *e = find_entry(w, key);
     if (!e) {
@@ -576,14 +600,20 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         const char *sub = component_of(w, key, &present);
         const char *dtype = g_hash_table_lookup(w->unusable, key);
         if (dtype)
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
-                     "to F32, F16 or BF16", w->path, key, dtype);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: key '%s' is stored as %s, which the models cannot use; convert the checkpoint "
+                     "to F32, F16 or BF16",
+                     w->path, key, dtype);
         else if (w->is_folder && !present)
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
-                     "part of the model or use a complete checkpoint", w->path, key, sub);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: key '%s' is needed but the folder has no %s weights (.safetensors); add that "
+                     "part of the model or use a complete checkpoint",
+                     w->path, key, sub);
         else
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
-                     "than the configuration detected; use a complete Stable Diffusion checkpoint", w->path, key);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: key '%s' is missing; the checkpoint is incomplete or of another model family "
+                     "than the configuration detected; use a complete Stable Diffusion checkpoint",
+                     w->path, key);
         return NULL;
     }
     bool same = e->tensor.ndim == ndim;
@@ -593,27 +623,39 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
         shape_text(e->tensor.ndim, e->tensor.shape, have, sizeof(have));
         shape_text(ndim, shape, want, sizeof(want));
         if (strcmp(e->source, key) != 0)
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: key '%s' (stored as '%s' in %s) has shape %s but the model needs %s; the "
                      "checkpoint does not match the configuration (another model family or a damaged file)",
                      w->path, key, e->source, e->file, have, want);
         else
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
-                     "configuration (another model family or a damaged file)", w->path, key, have, want);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: key '%s' has shape %s but the model needs %s; the checkpoint does not match the "
+                     "configuration (another model family or a damaged file)",
+                     w->path, key, have, want);
         return NULL;
     }
     return &e->tensor;
 }
 
-size_t sdt_weights_count(const sdt_weights *w) { return w->entries->len; }
+size_t sdt_weights_count(const sdt_weights *w)
+{
+    return w->entries->len;
+}
 
 const char *sdt_weights_key(const sdt_weights *w, size_t i)
 {
     return i < w->entries->len ? g_array_index(w->entries, weight_entry, i).key : NULL;
 }
 
-const char *sdt_weights_path(const sdt_weights *w) { return w->path; }
+const char *sdt_weights_path(const sdt_weights *w)
+{
+    return w->path;
+}
 
-const char *sdt_weights_hash_file(const sdt_weights *w) { return w->hash_file; }
+const char *sdt_weights_hash_file(const sdt_weights *w)
+{
+    return w->hash_file;
+}
 
 bool sdt_file_short_hash(const char *path, char out[11], sdt_error *error)
 {
@@ -621,7 +663,8 @@ bool sdt_file_short_hash(const char *path, char out[11], sdt_error *error)
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0) close(fd);
-        if (fd >= 0) sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", path);
+        if (fd >= 0)
+            sdt_fail(error, SDT_ERR_IO, "%s: cannot read the file to hash it; check that it still exists", path);
         return false;
     }
     sdt_sha256 sum;
@@ -652,7 +695,10 @@ bool sdt_weights_short_hash(sdt_weights *w, char out[11], sdt_error *error)
 
 /* ---- materialized copies ---------------------------------------------------------- */
 
-static bool is_float(sdt_dtype d) { return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16; }
+static bool is_float(sdt_dtype d)
+{
+    return d == SDT_F32 || d == SDT_F16 || d == SDT_BF16;
+}
 
 /* Host memory a converted tensor waits in before its upload: buffers grown to the largest tensor,
  * so gigabytes of weights do not fault in fresh pages tensor by tensor. mem holds a dtype
@@ -698,12 +744,15 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     out->dtype = want;
     out->device = be->device;
     out->channels_last = channels_last;
-    if (be->device == SDT_DEVICE_CPU && want == e->tensor.dtype && !channels_last) return true; /* the mapping serves as is */
+    if (be->device == SDT_DEVICE_CPU && want == e->tensor.dtype && !channels_last)
+        return true; /* the mapping serves as is */
     size_t bytes = sdt_tensor_nbytes(out);
     void *mem = be->alloc(be, bytes);
     if (!mem) {
-        sdt_fail(error, be->error.code, "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
-                 "weights, or the CPU", dst->path, bytes >> 20, e->key, be->name, be->error.message);
+        sdt_fail(error, be->error.code,
+                 "%s: cannot allocate %zu MiB for '%s' on the %s backend (%s); use a smaller model, fp16/bf16 "
+                 "weights, or the CPU",
+                 dst->path, bytes >> 20, e->key, be->name, be->error.message);
         return false;
     }
     g_ptr_array_add(dst->owned, mem);
@@ -715,7 +764,8 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
         int64_t n = sdt_tensor_numel(&e->tensor);
         void *to = host_is_backend && !channels_last ? mem : NULL;
         if (!to && !staging_reserve(&stage->mem, &stage->size, bytes)) {
-            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key, sdt_dtype_name(want));
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory converting '%s' to %s", dst->path, e->key,
+                     sdt_dtype_name(want));
             return false;
         }
         if (!to) to = stage->mem;
@@ -725,18 +775,21 @@ static bool materialize_tensor(sdt_weights *dst, const weight_entry *e, sdt_back
     if (channels_last) {
         void *to = host_is_backend ? mem : NULL;
         if (!to && !staging_reserve(&stage->perm, &stage->perm_size, bytes)) {
-            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory laying '%s' out channels-last", dst->path, e->key);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory laying '%s' out channels-last", dst->path,
+                     e->key);
             return false;
         }
         if (!to) to = stage->perm;
         const sdt_tensor *t = &e->tensor;
-        sdt_host_permute_channels(host, to, sdt_dtype_size(want), t->shape[0], t->shape[1], t->shape[2] * t->shape[3], true);
+        sdt_host_permute_channels(host, to, sdt_dtype_size(want), t->shape[0], t->shape[1], t->shape[2] * t->shape[3],
+                                  true);
         host = to;
     }
     if (host_is_backend) return true;
     int rc = be->upload(be, mem, host, bytes);
     if (rc) {
-        sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name, be->error.message);
+        sdt_fail(error, be->error.code, "%s: copying '%s' to the %s backend failed (%s)", dst->path, e->key, be->name,
+                 be->error.message);
         return false;
     }
     return true;
@@ -807,7 +860,8 @@ bool sdt_weights_rematerialize_prefix(sdt_weights *w, const sdt_weights *src, co
         if (strncmp(e->key, prefix, n) != 0 || e->tensor.data || sdt_tensor_numel(&e->tensor) == 0) continue;
         const weight_entry *from = find_entry(src, e->key);
         if (!from) {
-            ok = sdt_fail(error, SDT_ERR_INTERNAL, "%s: '%s' is not in the opened checkpoint any more", w->path, e->key);
+            ok =
+                sdt_fail(error, SDT_ERR_INTERNAL, "%s: '%s' is not in the opened checkpoint any more", w->path, e->key);
             break;
         }
         ok = materialize_tensor(w, from, w->owner, float_dtype, &stage, &e->tensor, error);

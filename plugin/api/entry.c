@@ -32,9 +32,8 @@ static sdt_status plugin_init(sdt_version host_version, char *err, uint32_t err_
                  "libsdtrain.so speaks ABI %u.%u.%u but the host was built for ABI %u.%u.%u: a "
                  "different major version is incompatible; use a plugin release with ABI major %u "
                  "or rebuild the host against this sdtrain.h.",
-                 SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH,
-                 (unsigned)host_version.major, (unsigned)host_version.minor,
-                 (unsigned)host_version.patch, (unsigned)host_version.major);
+                 SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH, (unsigned)host_version.major,
+                 (unsigned)host_version.minor, (unsigned)host_version.patch, (unsigned)host_version.major);
         return write_error(err, err_size, SDT_STATUS_VERSION_MISMATCH, sentence);
     }
     /* A newer minor on the host side is fine too: it may only use what this plugin's
@@ -49,8 +48,7 @@ static void plugin_deinit(void)
 {
     /* Extra deinit calls are harmless: never below zero. */
     int count = atomic_load(&init_count);
-    while (count > 0 && !atomic_compare_exchange_weak(&init_count, &count, count - 1)) {
-    }
+    while (count > 0 && !atomic_compare_exchange_weak(&init_count, &count, count - 1)) {}
 }
 
 static const void *plugin_get_factory(const char *factory_id)
@@ -64,7 +62,7 @@ static const void *plugin_get_factory(const char *factory_id)
 }
 
 SDT_EXPORT const sdt_entry sdtrain_entry = {
-    .abi_version = { SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH },
+    .abi_version = {SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR, SDT_ABI_VERSION_PATCH},
     .plugin_version = SDT_PLUGIN_VERSION,
     .init = plugin_init,
     .deinit = plugin_deinit,

@@ -74,7 +74,8 @@ sdt_status sdt_handle_inspect_out(sdt_handle *h, void *info, const void *found, 
     if (json_buf || json_needed) st = sdt_copy_string_out(json, json_buf, json_buf_size, json_needed);
     free(json);
     if (st != SDT_STATUS_OK)
-        return sdt_handle_fail(h, st, "inspect(): the JSON did not fit json_buf (%u bytes); *json_needed says the size.",
+        return sdt_handle_fail(h, st,
+                               "inspect(): the JSON did not fit json_buf (%u bytes); *json_needed says the size.",
                                (unsigned)json_buf_size);
     return SDT_STATUS_OK;
 }

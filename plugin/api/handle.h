@@ -12,8 +12,8 @@
 #define SDT_ERROR_SENTENCE_MAX 1024
 
 typedef struct sdt_handle {
-    uint32_t magic;                 /* one value per handle kind; cleared on destroy */
-    pthread_mutex_t error_lock;     /* the worker writes errors while the UI thread reads them */
+    uint32_t magic;             /* one value per handle kind; cleared on destroy */
+    pthread_mutex_t error_lock; /* the worker writes errors while the UI thread reads them */
     char last_error[SDT_ERROR_SENTENCE_MAX];
 } sdt_handle;
 

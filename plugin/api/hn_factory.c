@@ -19,7 +19,6 @@ struct sdt_hn_trainer {
     sdt_trainer_handle core;
 };
 
-
 static void hn_config_set_defaults(sdt_hn_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -49,17 +48,23 @@ static sdt_status hn_train_options_defaults(sdt_train_options *options)
 static bool check_joint_fields(const sdt_hn_config *c, sdt_error *error)
 {
     if (c->embedding_path && c->embedding_path[0] && (!c->embedding_learn_rate || !c->embedding_learn_rate[0]))
-        return sdt_fail(error, SDT_ERR_VALIDATION,
-                        "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "Joint training needs config.embedding_learn_rate, e.g. \"0.005\", for the embedding's optimizer.");
     if (c->reserved1[0] || c->reserved1[1] || c->reserved1[2])
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved1 must be 0; fill the config with config_defaults() first.");
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "config.reserved1 must be 0; fill the config with config_defaults() first.");
     if (c->embedding_clip_mode > SDT_CLIP_NORM)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.embedding_clip_mode is not one of disabled, value or norm; pick one of those.");
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "config.embedding_clip_mode is not one of disabled, value or norm; pick one of those.");
     if (!c->embedding_clip_value && c->embedding_clip_mode != SDT_CLIP_DISABLED)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.embedding_clip_mode is set but config.embedding_clip_value is not; set "
-                        "the embedding's clip value too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "config.embedding_clip_mode is set but config.embedding_clip_value is not; set "
+            "the embedding's clip value too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
     if (c->embedding_clip_value && c->embedding_clip_mode != SDT_CLIP_DISABLED && !c->embedding_clip_value[0])
-        return sdt_fail(error, SDT_ERR_VALIDATION, "The embedding's gradient clipping is on but config.embedding_clip_value is empty; "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "The embedding's gradient clipping is on but config.embedding_clip_value is empty; "
                         "set it, e.g. \"0.1\".");
     return true;
 }
@@ -71,39 +76,45 @@ static bool hn_config_read(const sdt_hn_config *host, sdt_train_request *rq, sdt
     sdt_hn_config c;
     hn_config_set_defaults(&c);
     if (!host || !sdt_struct_read_in(&c, sizeof c, host))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
-                        "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
+        return sdt_fail(
+            error, SDT_ERR_INVALID_ARGUMENT,
+            "prepare(): config is NULL or config->struct_size is not set; fill it with config_defaults() first.");
     memset(rq, 0, sizeof *rq);
     const sdt_train_options *o = &rq->options;
     if (!sdt_train_options_read(&rq->options, c.train_options, HN_LOG_DIR, "config.train_options", error)) return false;
     rq->options_prefix = "config.train_options->";
     rq->train_options_prefix = "config.train_options->";
     rq->has_hypernetwork = true;
-    rq->hypernetwork = (sdt_hypernetwork_settings){
-        .path = c.hypernetwork_path,
-        .schedules = {c.learn_rate, "config.learn_rate", o->clip_mode, o->clip_value, "config.train_options->clip_value"},
-        .weight_decay = c.weight_decay,
-        .strength = c.strength,
-        .preview_hypernetworks = c.preview_hypernetworks,
-        .preview_hypernetworks_field = "config.preview_hypernetworks",
-        .preview_strength = c.preview_strength};
+    rq->hypernetwork = (sdt_hypernetwork_settings){.path = c.hypernetwork_path,
+                                                   .schedules = {c.learn_rate, "config.learn_rate", o->clip_mode,
+                                                                 o->clip_value, "config.train_options->clip_value"},
+                                                   .weight_decay = c.weight_decay,
+                                                   .strength = c.strength,
+                                                   .preview_hypernetworks = c.preview_hypernetworks,
+                                                   .preview_hypernetworks_field = "config.preview_hypernetworks",
+                                                   .preview_strength = c.preview_strength};
     rq->has_embedding = c.embedding_path && c.embedding_path[0];
     bool own_clip = c.embedding_clip_value != NULL; /* 1.4: the embedding's own clip settings */
     rq->embedding = (sdt_embedding_settings){
         .path = c.embedding_path,
-        .schedules = {c.embedding_learn_rate, "config.embedding_learn_rate", own_clip ? c.embedding_clip_mode : o->clip_mode,
+        .schedules = {c.embedding_learn_rate, "config.embedding_learn_rate",
+                      own_clip ? c.embedding_clip_mode : o->clip_mode,
                       own_clip ? c.embedding_clip_value : o->clip_value,
                       own_clip ? "config.embedding_clip_value" : "config.train_options->clip_value"},
         .save_cards = c.save_image_with_embedding};
     if (c.reserved0 != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "config.reserved0 must be 0; fill the config with config_defaults() first.");
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "config.reserved0 must be 0; fill the config with config_defaults() first.");
     return sdt_hypernetwork_settings_check(&rq->hypernetwork, "config.", error) && check_joint_fields(&c, error) &&
            sdt_train_options_check(o, "config.train_options->", error);
 }
 
 SDT_TRAINER_LIFECYCLE(hn, sdt_hn_trainer, HN_TRAINER_MAGIC, sdt_hn_config, hn_config_read)
 
-#define REQUIRE_TRAINER(t) do { if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
+#define REQUIRE_TRAINER(t)                                                                                             \
+    do {                                                                                                               \
+        if (!hn_valid(t)) return SDT_STATUS_INVALID_ARGUMENT;                                                          \
+    } while (0)
 
 static sdt_status hn_create_hypernetwork(sdt_hn_trainer *t, const sdt_hypernetwork_spec *spec, char *path_buf,
                                          uint32_t path_buf_size, uint32_t *needed)

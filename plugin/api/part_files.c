@@ -19,8 +19,8 @@ static sdt_status created(sdt_trainer_handle *t, sdt_file_kind kind, const char 
     if (!path_buf && path_buf_size == 0 && !needed) return SDT_STATUS_OK;
     sdt_status st = sdt_copy_string_out(path, path_buf, path_buf_size, needed);
     if (st != SDT_STATUS_OK)
-        return sdt_handle_fail(&t->base, st, "The %s was written, but its path needs %zu bytes and path_buf has %u.", what,
-                               strlen(path) + 1, (unsigned)path_buf_size);
+        return sdt_handle_fail(&t->base, st, "The %s was written, but its path needs %zu bytes and path_buf has %u.",
+                               what, strlen(path) + 1, (unsigned)path_buf_size);
     return SDT_STATUS_OK;
 }
 
@@ -30,7 +30,8 @@ static sdt_status inspect_begin(sdt_trainer_handle *t, const char *path, const v
 {
     sdt_handle_clear_error(&t->base);
     if (!path || !path[0])
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass %s file.", file_kind);
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass %s file.",
+                               file_kind);
     uint32_t info_size = 0;
     if (info) memcpy(&info_size, info, sizeof info_size); /* every output struct starts with its struct_size */
     if (info && info_size < sizeof(uint32_t))
@@ -47,8 +48,9 @@ sdt_status sdt_part_files_create_embedding(sdt_trainer_handle *t, const sdt_embe
     sdt_embedding_spec own;
     ti_spec_set_defaults(&own);
     if (!spec || !sdt_struct_read_in(&own, sizeof own, spec))
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
-                               "create_embedding(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_embedding_spec).");
+        return sdt_handle_fail(
+            &t->base, SDT_STATUS_INVALID_ARGUMENT,
+            "create_embedding(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_embedding_spec).");
     sdt_error error = {0};
     char path[4096] = "";
     if (!ti_spec_check(&own, &error) || !ti_create_embedding(&own, &t->host, path, sizeof path, &error))
@@ -87,8 +89,9 @@ sdt_status sdt_part_files_create_hypernetwork(sdt_trainer_handle *t, const sdt_h
     memset(&own, 0, sizeof own);
     own.struct_size = sizeof own;
     if (!spec || !sdt_struct_read_in(&own, sizeof own, spec))
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
-                               "create_hypernetwork(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_hypernetwork_spec).");
+        return sdt_handle_fail(
+            &t->base, SDT_STATUS_INVALID_ARGUMENT,
+            "create_hypernetwork(): spec is NULL or spec->struct_size is not set; set it to sizeof(sdt_hypernetwork_spec).");
     sdt_error error = {0};
     char path[4096] = "";
     if (!sdt_hn_abi_create(&own, path, sizeof path, &error)) return sdt_handle_fail_error(&t->base, &error);

@@ -24,10 +24,10 @@
 
 typedef struct host_optimizer {
     sdt_optimizer *core;
-    sdt_tensor *views;        /* one per gradient buffer, pointed at the host's memory each unscale */
-    uint32_t buffer_count;    /* 0 until the first unscale */
-    bool unscaled;            /* since the last update */
-    bool decided;             /* should_step was called since the last update */
+    sdt_tensor *views;     /* one per gradient buffer, pointed at the host's memory each unscale */
+    uint32_t buffer_count; /* 0 until the first unscale */
+    bool unscaled;         /* since the last update */
+    bool decided;          /* should_step was called since the last update */
 } host_optimizer;
 
 struct sdt_loss_scaler {
@@ -43,7 +43,10 @@ static bool valid(const sdt_loss_scaler *s)
     return s && sdt_handle_is(&s->base, LOSS_SCALER_MAGIC);
 }
 
-#define REQUIRE_SCALER(s) do { if (!valid(s)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
+#define REQUIRE_SCALER(s)                                                                                              \
+    do {                                                                                                               \
+        if (!valid(s)) return SDT_STATUS_INVALID_ARGUMENT;                                                             \
+    } while (0)
 
 static void public_defaults(sdt_loss_scaler_config *c)
 {
@@ -121,16 +124,24 @@ static bool build_core(sdt_loss_scaler *s, const sdt_loss_scaler_config *c, sdt_
 
 static sdt_status create(const sdt_loss_scaler_config *config, sdt_loss_scaler **out, char *err, uint32_t err_size)
 {
-    if (!out) return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT, "create(): out is NULL; pass the address of an sdt_loss_scaler pointer.", err, err_size);
+    if (!out)
+        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT,
+                           "create(): out is NULL; pass the address of an sdt_loss_scaler pointer.", err, err_size);
     *out = NULL;
     sdt_loss_scaler_config c;
     public_defaults(&c);
     if (config && !sdt_struct_read_in(&c, sizeof c, config))
-        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT, "create(): config->struct_size is not set; fill the config with config_defaults() first.", err, err_size);
+        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT,
+                           "create(): config->struct_size is not set; fill the config with config_defaults() first.",
+                           err, err_size);
     if (c.optimizer_count < 1 || c.optimizer_count > MAX_OPTIMIZERS)
-        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT, "config.optimizer_count must be 1..64 (one per optimizer that shares this scale).", err, err_size);
+        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT,
+                           "config.optimizer_count must be 1..64 (one per optimizer that shares this scale).", err,
+                           err_size);
     if (c.hysteresis < 1)
-        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT, "config.hysteresis must be at least 1 (1 = PyTorch: back off on every overflow).", err, err_size);
+        return create_fail(NULL, SDT_STATUS_INVALID_ARGUMENT,
+                           "config.hysteresis must be at least 1 (1 = PyTorch: back off on every overflow).", err,
+                           err_size);
     sdt_loss_scaler *s = calloc(1, sizeof *s);
     if (!s) return create_fail(NULL, SDT_STATUS_OUT_OF_MEMORY, "Out of memory creating the scaler.", err, err_size);
     sdt_handle_init(&s->base, LOSS_SCALER_MAGIC);
@@ -175,8 +186,8 @@ static sdt_status scale_loss(sdt_loss_scaler *s, float loss, float *scaled)
 static sdt_status optimizer_index_error(sdt_loss_scaler *s, const char *call, uint32_t index)
 {
     return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT,
-                           "%s(): optimizer %u does not exist; this scaler was created with optimizer_count %u.",
-                           call, (unsigned)index, (unsigned)s->count);
+                           "%s(): optimizer %u does not exist; this scaler was created with optimizer_count %u.", call,
+                           (unsigned)index, (unsigned)s->count);
 }
 
 /* The first unscale fixes the buffer layout; later ones must match it (pointers may move). */
@@ -188,7 +199,7 @@ static sdt_status bind_buffers(sdt_loss_scaler *s, host_optimizer *o, uint32_t i
         if (!o->views) return sdt_handle_fail(&s->base, SDT_STATUS_OUT_OF_MEMORY, "Out of memory in unscale().");
         sdt_error error = {0};
         for (uint32_t i = 0; i < n; i++) {
-            int64_t shape[1] = { (int64_t)counts[i] };
+            int64_t shape[1] = {(int64_t)counts[i]};
             o->views[i] = sdt_tensor_make(grads[i], SDT_F32, SDT_DEVICE_CPU, 1, shape);
             char name[32];
             snprintf(name, sizeof name, "buffer %u", (unsigned)i);
@@ -199,15 +210,18 @@ static sdt_status bind_buffers(sdt_loss_scaler *s, host_optimizer *o, uint32_t i
         return SDT_STATUS_OK;
     }
     if (n != o->buffer_count)
-        return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT,
-                               "unscale(): optimizer %u had %u gradient buffers at its first unscale and now %u; pass the "
-                               "same buffers every iteration.", (unsigned)index, (unsigned)o->buffer_count, (unsigned)n);
+        return sdt_handle_fail(
+            &s->base, SDT_STATUS_INVALID_ARGUMENT,
+            "unscale(): optimizer %u had %u gradient buffers at its first unscale and now %u; pass the "
+            "same buffers every iteration.",
+            (unsigned)index, (unsigned)o->buffer_count, (unsigned)n);
     for (uint32_t i = 0; i < n; i++) {
         if ((int64_t)counts[i] != o->views[i].shape[0])
             return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT,
                                    "unscale(): buffer %u of optimizer %u had %lld floats and now %llu; pass the same "
-                                   "buffers every iteration.", (unsigned)i, (unsigned)index,
-                                   (long long)o->views[i].shape[0], (unsigned long long)counts[i]);
+                                   "buffers every iteration.",
+                                   (unsigned)i, (unsigned)index, (long long)o->views[i].shape[0],
+                                   (unsigned long long)counts[i]);
         o->views[i].data = grads[i];
     }
     return SDT_STATUS_OK;
@@ -230,7 +244,8 @@ static sdt_status check_buffers(sdt_loss_scaler *s, float *const *grads, const u
     for (uint32_t i = 0; i < n; i++)
         if (!grads[i] || counts[i] == 0 || counts[i] > (uint64_t)INT64_MAX)
             return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT,
-                                   "unscale(): buffer %u is NULL or empty; every buffer needs at least one float.", (unsigned)i);
+                                   "unscale(): buffer %u is NULL or empty; every buffer needs at least one float.",
+                                   (unsigned)i);
     return SDT_STATUS_OK;
 }
 
@@ -244,7 +259,8 @@ static sdt_status unscale(sdt_loss_scaler *s, uint32_t index, float *const *grad
     if (o->decided)
         return sdt_handle_fail(&s->base, SDT_STATUS_SCALER_MISUSE,
                                "optimizer %u: unscale after should_step (PyTorch: \"unscale_() is being called after "
-                               "step().\"); call update() to start the next iteration first.", (unsigned)index);
+                               "step().\"); call update() to start the next iteration first.",
+                               (unsigned)index);
     sdt_status st = check_buffers(s, grads, counts, buffer_count);
     if (st == SDT_STATUS_OK) st = attach_on_first_use(s, o);
     if (st == SDT_STATUS_OK) st = bind_buffers(s, o, index, grads, counts, buffer_count);
@@ -266,14 +282,18 @@ static sdt_status should_step(sdt_loss_scaler *s, uint32_t index, bool *step)
     if (!step) return sdt_handle_fail(&s->base, SDT_STATUS_INVALID_ARGUMENT, "should_step(): should_step is NULL.");
     host_optimizer *o = &s->opts[index];
     if (o->decided)
-        return sdt_handle_fail(&s->base, SDT_STATUS_SCALER_MISUSE,
-                               "optimizer %u: should_step was already called since the last update (PyTorch: \"step() has "
-                               "already been called since the last update().\"); call update() once per iteration.", (unsigned)index);
+        return sdt_handle_fail(
+            &s->base, SDT_STATUS_SCALER_MISUSE,
+            "optimizer %u: should_step was already called since the last update (PyTorch: \"step() has "
+            "already been called since the last update().\"); call update() once per iteration.",
+            (unsigned)index);
     if (!o->unscaled && sdt_scaler_enabled(s->core))
-        return sdt_handle_fail(&s->base, SDT_STATUS_SCALER_MISUSE,
-                               "optimizer %u: should_step without unscale since the last update (PyTorch: \"No inf checks "
-                               "were recorded for this optimizer.\"); run backward, then unscale(%u, ...) with its "
-                               "gradients, then should_step.", (unsigned)index, (unsigned)index);
+        return sdt_handle_fail(
+            &s->base, SDT_STATUS_SCALER_MISUSE,
+            "optimizer %u: should_step without unscale since the last update (PyTorch: \"No inf checks "
+            "were recorded for this optimizer.\"); run backward, then unscale(%u, ...) with its "
+            "gradients, then should_step.",
+            (unsigned)index, (unsigned)index);
     *step = !sdt_scaler_found_inf(s->core, o->core);
     o->decided = true;
     if (o->buffer_count) sdt_optimizer_note_skipped_step(o->core); /* the host steps; our record is used up */
@@ -331,11 +351,11 @@ static sdt_status load_state(sdt_loss_scaler *s, const void *buf, uint32_t buf_s
     REQUIRE_SCALER(s);
     sdt_handle_clear_error(&s->base);
     if (mid_iteration(s))
-        return sdt_handle_fail(&s->base, SDT_STATUS_BAD_STATE, "load_state() in the middle of an iteration; load before scale_loss or after update().");
+        return sdt_handle_fail(&s->base, SDT_STATUS_BAD_STATE,
+                               "load_state() in the middle of an iteration; load before scale_loss or after update().");
     sdt_error error = {0};
     sdt_scaler_state state;
-    if (!sdt_scaler_blob_decode(buf, buf_size, &state, &error))
-        return sdt_handle_fail_error(&s->base, &error);
+    if (!sdt_scaler_blob_decode(buf, buf_size, &state, &error)) return sdt_handle_fail_error(&s->base, &error);
     sdt_core_status st = sdt_scaler_set_state(s->core, &state, &error);
     return st == SDT_CORE_OK ? SDT_STATUS_OK : fail_core(s, &error);
 }

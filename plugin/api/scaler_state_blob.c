@@ -10,7 +10,7 @@
 
 #include "api/scaler_state_blob.h"
 
-static const uint8_t magic[8] = { 'S', 'D', 'T', 'S', 'C', 'A', 'L', 0 };
+static const uint8_t magic[8] = {'S', 'D', 'T', 'S', 'C', 'A', 'L', 0};
 #define BLOB_VERSION 2u
 #define BLOB_V1_SIZE 64u
 
@@ -28,10 +28,31 @@ static uint64_t get(const uint8_t **p, int bytes)
     return v;
 }
 
-static uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static uint64_t f64_bits(double d) { uint64_t u; memcpy(&u, &d, 8); return u; }
-static float bits_f32(uint64_t u) { uint32_t w = (uint32_t)u; float f; memcpy(&f, &w, 4); return f; }
-static double bits_f64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static uint64_t f64_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+static float bits_f32(uint64_t u)
+{
+    uint32_t w = (uint32_t)u;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+static double bits_f64(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
+}
 
 void sdt_scaler_blob_encode(const sdt_scaler_state *s, uint8_t out[SDT_SCALER_BLOB_SIZE])
 {
@@ -55,23 +76,30 @@ void sdt_scaler_blob_encode(const sdt_scaler_state *s, uint8_t out[SDT_SCALER_BL
 bool sdt_scaler_blob_decode(const uint8_t *blob, size_t size, sdt_scaler_state *s, sdt_error *error)
 {
     if (!blob || size < BLOB_V1_SIZE || memcmp(blob, magic, sizeof magic) != 0) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "The buffer (%zu bytes) is not a loss-scaler state from save_state(); pass the bytes "
-                 "save_state wrote, unchanged.", size);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "The buffer (%zu bytes) is not a loss-scaler state from save_state(); pass the bytes "
+                 "save_state wrote, unchanged.",
+                 size);
         return false;
     }
     const uint8_t *p = blob + sizeof magic;
     uint32_t version = (uint32_t)get(&p, 4);
     if (version != BLOB_VERSION && version != 1) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "The loss-scaler state has version %u; this plugin reads versions 1 and %u. "
-                 "Save it again with this plugin.", version, BLOB_VERSION);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "The loss-scaler state has version %u; this plugin reads versions 1 and %u. "
+                 "Save it again with this plugin.",
+                 version, BLOB_VERSION);
         return false;
     }
     if (version == BLOB_VERSION) {
         const uint8_t *tail = blob + BLOB_V1_SIZE;
-        if (size < SDT_SCALER_BLOB_SIZE || (uint32_t)get(&tail, 4) != (uint32_t)crc32(crc32(0L, Z_NULL, 0), blob, BLOB_V1_SIZE) ||
+        if (size < SDT_SCALER_BLOB_SIZE ||
+            (uint32_t)get(&tail, 4) != (uint32_t)crc32(crc32(0L, Z_NULL, 0), blob, BLOB_V1_SIZE) ||
             get(&tail, 4) != 0) {
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "The loss-scaler state (%zu bytes) is damaged: its checksum does "
-                            "not match; pass the bytes save_state wrote, unchanged.", size);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "The loss-scaler state (%zu bytes) is damaged: its checksum does "
+                            "not match; pass the bytes save_state wrote, unchanged.",
+                            size);
         }
     }
     s->enabled = get(&p, 4) != 0;

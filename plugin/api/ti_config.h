@@ -13,7 +13,7 @@
 #include "compose/train_request.h"
 #include "sdtrain.h"
 
-void ti_config_set_defaults(sdt_ti_config *c);   /* full sizeof; struct_size = sizeof */
+void ti_config_set_defaults(sdt_ti_config *c); /* full sizeof; struct_size = sizeof */
 /* The shared defaults as this method's (log_dir "textual_inversion"). */
 void ti_train_options_set_defaults(sdt_train_options *o);
 /* The shared options of a config read in at full size (own): those of config.train_options when it

@@ -18,7 +18,10 @@ struct sdt_ti_trainer {
 
 SDT_TRAINER_LIFECYCLE(ti, sdt_ti_trainer, TI_TRAINER_MAGIC, sdt_ti_config, ti_config_read)
 
-#define REQUIRE_TRAINER(t) do { if (!ti_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
+#define REQUIRE_TRAINER(t)                                                                                             \
+    do {                                                                                                               \
+        if (!ti_valid(t)) return SDT_STATUS_INVALID_ARGUMENT;                                                          \
+    } while (0)
 
 static sdt_status ti_config_defaults(sdt_ti_config *config)
 {

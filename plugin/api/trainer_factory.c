@@ -21,7 +21,6 @@ struct sdt_trainer {
     sdt_trainer_handle core;
 };
 
-
 /* ---- defaults ---- */
 
 static void embedding_part_set_defaults(sdt_embedding_part *p)
@@ -72,9 +71,11 @@ static bool read_hypernetwork(const sdt_hypernetwork_part *host, sdt_train_reque
     sdt_hypernetwork_part p;
     hypernetwork_part_set_defaults(&p);
     if (!sdt_struct_read_in(&p, sizeof p, host))
-        return INVALID("prepare(): config->hypernetwork->struct_size is not set; fill the part with hypernetwork_part_defaults() first.");
+        return INVALID(
+            "prepare(): config->hypernetwork->struct_size is not set; fill the part with hypernetwork_part_defaults() first.");
     if (p.reserved0 != 0)
-        return INVALID_FIELD("hypernetwork->reserved0 must be 0; fill the part with hypernetwork_part_defaults() first.");
+        return INVALID_FIELD(
+            "hypernetwork->reserved0 must be 0; fill the part with hypernetwork_part_defaults() first.");
     const sdt_train_options *o = &rq->options;
     rq->has_hypernetwork = true;
     rq->hypernetwork = (sdt_hypernetwork_settings){
@@ -93,26 +94,32 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
     sdt_embedding_part p;
     embedding_part_set_defaults(&p);
     if (!sdt_struct_read_in(&p, sizeof p, host))
-        return INVALID("prepare(): config->embedding->struct_size is not set; fill the part with embedding_part_defaults() first.");
+        return INVALID(
+            "prepare(): config->embedding->struct_size is not set; fill the part with embedding_part_defaults() first.");
     bool reserved = false;
     for (size_t i = 0; i < sizeof p.reserved0; i++) reserved |= p.reserved0[i] != 0;
-    if (reserved) return INVALID_FIELD("embedding->reserved0 must be 0; fill the part with embedding_part_defaults() first.");
+    if (reserved)
+        return INVALID_FIELD("embedding->reserved0 must be 0; fill the part with embedding_part_defaults() first.");
     bool own_clip = p.clip_value != NULL; /* NULL: the embedding clips as the options say */
     const sdt_train_options *o = &rq->options;
     rq->has_embedding = true;
-    rq->embedding = (sdt_embedding_settings){
-        .path = p.embedding_path,
-        .schedules = {p.learn_rate, "embedding->learn_rate", own_clip ? p.clip_mode : o->clip_mode,
-                      own_clip ? p.clip_value : o->clip_value, own_clip ? "embedding->clip_value" : "options->clip_value"},
-        .save_cards = p.save_image_with_embedding};
+    rq->embedding = (sdt_embedding_settings){.path = p.embedding_path,
+                                             .schedules = {p.learn_rate, "embedding->learn_rate",
+                                                           own_clip ? p.clip_mode : o->clip_mode,
+                                                           own_clip ? p.clip_value : o->clip_value,
+                                                           own_clip ? "embedding->clip_value" : "options->clip_value"},
+                                             .save_cards = p.save_image_with_embedding};
     if (!sdt_embedding_settings_check(&rq->embedding, "embedding->", error)) return false;
-    if (!own_clip && p.clip_mode != SDT_CLIP_DISABLED) /* a mode without its value is a forgotten field, never ignored */
-        return INVALID_FIELD("embedding->clip_mode is set but embedding->clip_value is not; set the embedding's clip value "
-                             "too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
+    if (!own_clip &&
+        p.clip_mode != SDT_CLIP_DISABLED) /* a mode without its value is a forgotten field, never ignored */
+        return INVALID_FIELD(
+            "embedding->clip_mode is set but embedding->clip_value is not; set the embedding's clip value "
+            "too, e.g. \"0.1\" (without both the embedding clips as the shared options say).");
     if (own_clip && p.clip_mode > SDT_CLIP_NORM)
         return INVALID_FIELD("embedding->clip_mode is not one of disabled, value or norm; pick one of those.");
     if (own_clip && p.clip_mode != SDT_CLIP_DISABLED && !p.clip_value[0])
-        return INVALID_FIELD("The embedding's gradient clipping is on but embedding->clip_value is empty; set it, e.g. \"0.1\".");
+        return INVALID_FIELD(
+            "The embedding's gradient clipping is on but embedding->clip_value is empty; set it, e.g. \"0.1\".");
     return true;
 }
 
@@ -123,15 +130,17 @@ static bool read_config(const sdt_trainer_config *host, sdt_train_request *rq, s
     sdt_trainer_config c;
     memset(&c, 0, sizeof c);
     if (!host || !sdt_struct_read_in(&c, sizeof c, host))
-        return INVALID("prepare(): config is NULL or config->struct_size is not set; zero an sdt_trainer_config and set "
-                       "struct_size = sizeof(sdt_trainer_config).");
+        return INVALID(
+            "prepare(): config is NULL or config->struct_size is not set; zero an sdt_trainer_config and set "
+            "struct_size = sizeof(sdt_trainer_config).");
     if (c.reserved0 != 0) return INVALID_FIELD("config->reserved0 must be 0; zero the config before filling it.");
     if (!c.embedding && !c.hypernetwork)
         return INVALID_FIELD("prepare(): nothing to train: set config->embedding, config->hypernetwork or both (joint "
                              "training), each filled with its part_defaults() first.");
     memset(rq, 0, sizeof *rq);
     if (!sdt_train_options_read(&rq->options, c.options, NULL, "options", error)) return false;
-    if (!rq->options.log_dir) rq->options.log_dir = c.hypernetwork ? "hypernetworks" : "textual_inversion"; /* A1111's */
+    if (!rq->options.log_dir)
+        rq->options.log_dir = c.hypernetwork ? "hypernetworks" : "textual_inversion"; /* A1111's */
     rq->options_prefix = "options->";
     rq->train_options_prefix = "options->";
     return (!c.hypernetwork || read_hypernetwork(c.hypernetwork, rq, error)) &&
@@ -141,7 +150,10 @@ static bool read_config(const sdt_trainer_config *host, sdt_train_request *rq, s
 
 SDT_TRAINER_LIFECYCLE(trainer, sdt_trainer, TRAINER_MAGIC, sdt_trainer_config, read_config)
 
-#define REQUIRE_TRAINER(t) do { if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT; } while (0)
+#define REQUIRE_TRAINER(t)                                                                                             \
+    do {                                                                                                               \
+        if (!trainer_valid(t)) return SDT_STATUS_INVALID_ARGUMENT;                                                     \
+    } while (0)
 
 /* ---- the extensions ---- */
 
@@ -166,8 +178,8 @@ static sdt_status ext_create_hypernetwork(sdt_trainer *t, const sdt_hypernetwork
     return sdt_part_files_create_hypernetwork(&t->core, spec, path_buf, path_buf_size, needed);
 }
 
-static sdt_status ext_inspect_hypernetwork(sdt_trainer *t, const char *path, sdt_hypernetwork_info *info, char *json_buf,
-                                           uint32_t json_buf_size, uint32_t *json_needed)
+static sdt_status ext_inspect_hypernetwork(sdt_trainer *t, const char *path, sdt_hypernetwork_info *info,
+                                           char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
 {
     REQUIRE_TRAINER(t);
     return sdt_part_files_inspect_hypernetwork(&t->core, path, info, json_buf, json_buf_size, json_needed);

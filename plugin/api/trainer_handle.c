@@ -32,7 +32,8 @@ sdt_status sdt_trainer_create(size_t size, uint32_t magic, const sdt_train_metho
 {
     if (!out) {
         char sentence[256];
-        snprintf(sentence, sizeof sentence, "create(): the out pointer is NULL; pass the address of an %s pointer.", what);
+        snprintf(sentence, sizeof sentence, "create(): the out pointer is NULL; pass the address of an %s pointer.",
+                 what);
         return create_fail(err, err_size, SDT_STATUS_INVALID_ARGUMENT, sentence);
     }
     *out = NULL;
@@ -40,8 +41,9 @@ sdt_status sdt_trainer_create(size_t size, uint32_t magic, const sdt_train_metho
     if (!t) return create_fail(err, err_size, SDT_STATUS_OUT_OF_MEMORY, "Out of memory while creating a trainer.");
     if (!sdt_host_callbacks_adopt(&t->host, callbacks)) {
         free(t);
-        return create_fail(err, err_size, SDT_STATUS_INVALID_ARGUMENT,
-                           "create(): callbacks->struct_size is smaller than its own field; set it to sizeof(sdt_host_callbacks).");
+        return create_fail(
+            err, err_size, SDT_STATUS_INVALID_ARGUMENT,
+            "create(): callbacks->struct_size is smaller than its own field; set it to sizeof(sdt_host_callbacks).");
     }
     sdt_handle_init(&t->base, magic);
     sdt_run_control_init(&t->control);
@@ -83,8 +85,9 @@ void sdt_trainer_destroy(sdt_trainer_handle *t, uint32_t magic)
 
 sdt_status sdt_trainer_refuse_while_running(sdt_trainer_handle *t, const char *call)
 {
-    return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE,
-                           "%s() was called while run() is in progress; interrupt() and wait for run() to return first.", call);
+    return sdt_handle_fail(
+        &t->base, SDT_STATUS_BAD_STATE,
+        "%s() was called while run() is in progress; interrupt() and wait for run() to return first.", call);
 }
 
 sdt_status sdt_trainer_begin_call(sdt_trainer_handle *t, const char *call)
@@ -99,7 +102,8 @@ sdt_status sdt_trainer_begin_prepare(sdt_trainer_handle *t, const sdt_prepare_in
     sdt_status st = sdt_trainer_begin_call(t, "prepare");
     if (st != SDT_STATUS_OK) return st;
     if (info && info->struct_size < sizeof(uint32_t))
-        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "prepare(): info->struct_size is not set; set it to sizeof(sdt_prepare_info).");
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
+                               "prepare(): info->struct_size is not set; set it to sizeof(sdt_prepare_info).");
     return SDT_STATUS_OK;
 }
 
@@ -125,8 +129,9 @@ sdt_status sdt_trainer_run(sdt_trainer_handle *t)
     sdt_handle_clear_error(&t->base);
     if (!t->job || !sdt_run_control_begin_run(&t->control)) {
         if (sdt_run_control_state(&t->control) == SDT_RUN_RUNNING) return sdt_trainer_refuse_while_running(t, "run");
-        return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE,
-                               "run() needs a freshly prepared trainer; call prepare() first (to continue an interrupted run, prepare with resume_state_path).");
+        return sdt_handle_fail(
+            &t->base, SDT_STATUS_BAD_STATE,
+            "run() needs a freshly prepared trainer; call prepare() first (to continue an interrupted run, prepare with resume_state_path).");
     }
     sdt_error error = {0};
     sdt_run_params params = t->method->run_params(t->job);
@@ -163,8 +168,11 @@ static sdt_status state_io(sdt_trainer_handle *t, const char *path, const char *
 {
     sdt_status st = sdt_trainer_begin_call(t, call);
     if (st != SDT_STATUS_OK) return st;
-    if (!path || !path[0]) return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "%s(): path is empty; pass a file path.", call);
-    if (!t->job) return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE, "%s() needs a prepared trainer; call prepare() first.", call);
+    if (!path || !path[0])
+        return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "%s(): path is empty; pass a file path.", call);
+    if (!t->job)
+        return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE, "%s() needs a prepared trainer; call prepare() first.",
+                               call);
     sdt_error error = {0};
     return io(t->job, path, &error) ? SDT_STATUS_OK : sdt_handle_fail_error(&t->base, &error);
 }

@@ -44,9 +44,9 @@ extern const sdt_train_method sdt_compose_method;
 typedef struct sdt_trainer_handle {
     sdt_handle base;
     const sdt_train_method *method;
-    sdt_host_callbacks host;   /* the plugin's own copy */
+    sdt_host_callbacks host; /* the plugin's own copy */
     sdt_run_control control;
-    void *job;                 /* NULL until prepare() succeeds */
+    void *job; /* NULL until prepare() succeeds */
 } sdt_trainer_handle;
 
 /* create(): allocates size bytes (a method's handle struct starting with sdt_trainer_handle),
@@ -82,52 +82,61 @@ sdt_status sdt_trainer_load_state(sdt_trainer_handle *t, const char *path);
  * (config_type) with its one reader, `bool read(const config_type *, sdt_train_request *,
  * sdt_error *)`, into a request (compose/train_request.h) and prepares the composed job. One
  * definition for every training factory. */
-#define SDT_TRAINER_LIFECYCLE(prefix, type, magic, config_type, read)                                                   \
-    static bool prefix##_valid(const type *t) { return t && sdt_trainer_valid(&t->core, magic); }                    \
-    static sdt_status prefix##_create(const sdt_host_callbacks *callbacks, type **out, char *err, uint32_t err_size)    \
-    {                                                                                                               \
-        sdt_trainer_handle *made = NULL;                                                                            \
-        sdt_status st = sdt_trainer_create(sizeof(type), magic, &sdt_compose_method, callbacks, #type, &made, err,  \
-                                           err_size);                                                               \
-        if (out) *out = (type *)made;                                                                               \
-        return st;                                                                                                  \
-    }                                                                                                               \
-    static sdt_status prefix##_prepare(type *t, const config_type *config, sdt_prepare_info *info)                   \
-    {                                                                                                               \
-        if (!prefix##_valid(t)) return SDT_STATUS_INVALID_ARGUMENT;                                                 \
-        sdt_status st = sdt_trainer_begin_prepare(&t->core, info);                                                  \
-        if (st != SDT_STATUS_OK) return st;                                                                         \
-        sdt_train_request rq;                                                                                       \
-        sdt_error error = {0};                                                                                      \
-        if (!read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);                         \
-        return sdt_trainer_prepare(&t->core, &rq, info);                                                            \
-    }                                                                                                               \
-    static void prefix##_destroy(type *t) { sdt_trainer_destroy(t ? &t->core : NULL, magic); }                       \
-    static sdt_status prefix##_get_last_error(const type *t, char *buf, uint32_t buf_size, uint32_t *needed)          \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_handle_copy_error(&t->core.base, buf, buf_size, needed)                      \
-                                 : SDT_STATUS_INVALID_ARGUMENT;                                                     \
-    }                                                                                                               \
-    static sdt_status prefix##_run(type *t) { return prefix##_valid(t) ? sdt_trainer_run(&t->core) : SDT_STATUS_INVALID_ARGUMENT; } \
-    static sdt_status prefix##_interrupt(type *t)                                                                   \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_trainer_interrupt(&t->core) : SDT_STATUS_INVALID_ARGUMENT;                   \
-    }                                                                                                               \
-    static sdt_status prefix##_get_run_state(const type *t, sdt_run_state *state)                                   \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_trainer_get_run_state(&t->core, state) : SDT_STATUS_INVALID_ARGUMENT;        \
-    }                                                                                                               \
-    static sdt_status prefix##_get_metrics(const type *t, sdt_metrics *metrics)                                     \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_trainer_get_metrics(&t->core, metrics) : SDT_STATUS_INVALID_ARGUMENT;        \
-    }                                                                                                               \
-    static sdt_status prefix##_save_state(type *t, const char *path)                                                \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_trainer_save_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;            \
-    }                                                                                                               \
-    static sdt_status prefix##_load_state(type *t, const char *path)                                                \
-    {                                                                                                               \
-        return prefix##_valid(t) ? sdt_trainer_load_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;            \
+#define SDT_TRAINER_LIFECYCLE(prefix, type, magic, config_type, read)                                                  \
+    static bool prefix##_valid(const type *t)                                                                          \
+    {                                                                                                                  \
+        return t && sdt_trainer_valid(&t->core, magic);                                                                \
+    }                                                                                                                  \
+    static sdt_status prefix##_create(const sdt_host_callbacks *callbacks, type **out, char *err, uint32_t err_size)   \
+    {                                                                                                                  \
+        sdt_trainer_handle *made = NULL;                                                                               \
+        sdt_status st =                                                                                                \
+            sdt_trainer_create(sizeof(type), magic, &sdt_compose_method, callbacks, #type, &made, err, err_size);      \
+        if (out) *out = (type *)made;                                                                                  \
+        return st;                                                                                                     \
+    }                                                                                                                  \
+    static sdt_status prefix##_prepare(type *t, const config_type *config, sdt_prepare_info *info)                     \
+    {                                                                                                                  \
+        if (!prefix##_valid(t)) return SDT_STATUS_INVALID_ARGUMENT;                                                    \
+        sdt_status st = sdt_trainer_begin_prepare(&t->core, info);                                                     \
+        if (st != SDT_STATUS_OK) return st;                                                                            \
+        sdt_train_request rq;                                                                                          \
+        sdt_error error = {0};                                                                                         \
+        if (!read(config, &rq, &error)) return sdt_handle_fail_error(&t->core.base, &error);                           \
+        return sdt_trainer_prepare(&t->core, &rq, info);                                                               \
+    }                                                                                                                  \
+    static void prefix##_destroy(type *t)                                                                              \
+    {                                                                                                                  \
+        sdt_trainer_destroy(t ? &t->core : NULL, magic);                                                               \
+    }                                                                                                                  \
+    static sdt_status prefix##_get_last_error(const type *t, char *buf, uint32_t buf_size, uint32_t *needed)           \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_handle_copy_error(&t->core.base, buf, buf_size, needed)                         \
+                                 : SDT_STATUS_INVALID_ARGUMENT;                                                        \
+    }                                                                                                                  \
+    static sdt_status prefix##_run(type *t)                                                                            \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_run(&t->core) : SDT_STATUS_INVALID_ARGUMENT;                            \
+    }                                                                                                                  \
+    static sdt_status prefix##_interrupt(type *t)                                                                      \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_interrupt(&t->core) : SDT_STATUS_INVALID_ARGUMENT;                      \
+    }                                                                                                                  \
+    static sdt_status prefix##_get_run_state(const type *t, sdt_run_state *state)                                      \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_get_run_state(&t->core, state) : SDT_STATUS_INVALID_ARGUMENT;           \
+    }                                                                                                                  \
+    static sdt_status prefix##_get_metrics(const type *t, sdt_metrics *metrics)                                        \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_get_metrics(&t->core, metrics) : SDT_STATUS_INVALID_ARGUMENT;           \
+    }                                                                                                                  \
+    static sdt_status prefix##_save_state(type *t, const char *path)                                                   \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_save_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;               \
+    }                                                                                                                  \
+    static sdt_status prefix##_load_state(type *t, const char *path)                                                   \
+    {                                                                                                                  \
+        return prefix##_valid(t) ? sdt_trainer_load_state(&t->core, path) : SDT_STATUS_INVALID_ARGUMENT;               \
     }
 
 #endif

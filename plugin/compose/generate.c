@@ -28,7 +28,7 @@ typedef struct generate_run {
     sdt_hn_binding *binding;
     sdt_embedding emb;
     bool have_emb;
-    sdt_tensor rows;               /* the embedding's vectors on the backend */
+    sdt_tensor rows; /* the embedding's vectors on the backend */
     sdt_hn *members[SDT_HN_MAX_CHAIN];
     int count;
     work_arena wa;
@@ -49,8 +49,8 @@ static void generate_close(generate_run *g)
 static bool generate_chain(generate_run *g, const sdt_compose_generate_settings *s, sdt_error *error)
 {
     if (s->chain_count > SDT_HN_MAX_CHAIN)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%d hypernetworks given; the chain takes at most %d",
-                        s->chain_count, SDT_HN_MAX_CHAIN);
+        return sdt_fail(error, SDT_ERR_VALIDATION, "%d hypernetworks given; the chain takes at most %d", s->chain_count,
+                        SDT_HN_MAX_CHAIN);
     if (!(g->binding = sdt_hn_binding_create(g->pb.be, error))) return false;
     for (int k = 0; k < s->chain_count; k++) {
         sdt_hn *hn = sdt_hn_load(s->chain_paths[k], g->pb.be, error);
@@ -79,7 +79,8 @@ static bool generate_embedding(generate_run *g, const sdt_compose_generate_setti
     g->rows = sdt_tensor_make(NULL, SDT_F32, be->device, 2, shape);
     size_t bytes = sdt_tensor_nbytes(&g->rows);
     if (!(g->rows.data = be->alloc(be, bytes)) || be->upload(be, g->rows.data, g->emb.vectors, bytes))
-        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name, be->error.message);
+        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name,
+                        be->error.message);
     return true;
 }
 
@@ -93,17 +94,28 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     g->rt_open = true;
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
     if (s->width % f || s->height % f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "width %d x height %d: %s needs sides that are multiples of %d; "
-                        "round them to a multiple of %d", s->width, s->height, s->model_path, f, f);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "width %d x height %d: %s needs sides that are multiples of %d; "
+                        "round them to a multiple of %d",
+                        s->width, s->height, s->model_path, f, f);
     g->tok = sdt_open_tokenizer(s->tokenizer_path, s->model_path, g->rt.cfg.clip.vocab, NULL, error);
     if (!g->tok || !generate_chain(g, s, error)) return false;
     sd_text_rules text = sd_text_rules_of(&g->rt.cfg);
-    sdt_slot_rules rules = {.placeholder_id = -1, .n_vectors = 0, .slot_token = 0,
+    sdt_slot_rules rules = {.placeholder_id = -1,
+                            .n_vectors = 0,
+                            .slot_token = 0,
                             .pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(g->tok))};
     if (!generate_embedding(g, s, &rules, error)) return false;
-    sdt_preview_request rq = {s->prompt, s->negative ? s->negative : "", s->width, s->height, s->steps,
-                              s->cfg_scale, s->seed, sd_text_clip_skip(&text, s->clip_skip),
-                              s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL, s->sampler};
+    sdt_preview_request rq = {s->prompt,
+                              s->negative ? s->negative : "",
+                              s->width,
+                              s->height,
+                              s->steps,
+                              s->cfg_scale,
+                              s->seed,
+                              sd_text_clip_skip(&text, s->clip_skip),
+                              s->chain_count > 0 ? sdt_hn_binding_hook(g->binding) : NULL,
+                              s->sampler};
     uint8_t *image = NULL;
     if (!sdt_preview_render(&g->rt, &g->wa, g->tok, &rules, g->rows.data ? &g->rows : NULL, &rq, &image, error))
         return false;

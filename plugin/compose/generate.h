@@ -14,19 +14,19 @@
 
 typedef struct sdt_compose_generate_settings {
     const char *model_path;
-    const char *tokenizer_path;   /* NULL: found as for training (train/tokenizer_open.h) */
+    const char *tokenizer_path; /* NULL: found as for training (train/tokenizer_open.h) */
     const char *prompt;
-    const char *negative;         /* "" for none */
-    const char *embedding_path;   /* NULL or "": none; else its name in the prompts stands for its vectors */
+    const char *negative;       /* "" for none */
+    const char *embedding_path; /* NULL or "": none; else its name in the prompts stands for its vectors */
     int width, height, steps, clip_skip;
     float cfg_scale;
     uint64_t seed;
-    uint32_t device;              /* sdt_device_choice */
-    int cpu_threads;              /* <= 0: OpenMP's default */
-    int chain_count;              /* hypernetworks, in order, each loaded on the chosen backend */
+    uint32_t device; /* sdt_device_choice */
+    int cpu_threads; /* <= 0: OpenMP's default */
+    int chain_count; /* hypernetworks, in order, each loaded on the chosen backend */
     const char *const *chain_paths;
     const float *chain_strengths;
-    sdt_sampler_kind sampler;     /* train/sampler.h */
+    sdt_sampler_kind sampler; /* train/sampler.h */
 } sdt_compose_generate_settings;
 
 /* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */

@@ -16,8 +16,8 @@ static sdt_schedule_texts texts_of(const sdt_part_schedules *s)
 /* A hypernetwork run's first part: the file, then its name (A1111's [name] is the hypernetwork's) and step. */
 static bool open_hypernetwork(sdt_train_job *job, const sdt_hypernetwork_settings *s, hn_part **out, sdt_error *error)
 {
-    hn_part *hp = *out = hn_part_open(job, s->path, s->strength, s->preview_hypernetworks, s->preview_hypernetworks_field,
-                                     s->preview_strength, error);
+    hn_part *hp = *out = hn_part_open(job, s->path, s->strength, s->preview_hypernetworks,
+                                      s->preview_hypernetworks_field, s->preview_strength, error);
     if (!hp) return false;
     snprintf(job->name, sizeof job->name, "%s", hn_part_name(hp));
     snprintf(job->prompt_name, sizeof job->prompt_name, "%s", hn_part_name(hp));
@@ -41,8 +41,10 @@ static bool open_joint_embedding(sdt_train_job *job, const sdt_embedding_setting
     ti_part *tp = *out = ti_part_open(job, s->path, "embedding.", s->save_cards, error);
     if (!tp) return false;
     if (tp->emb.step != job->step)
-        sdt_host_log(job->host, SDT_LOG_INFO, "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
-                     "from the hypernetwork's", s->path, (long long)tp->emb.step, (long long)job->step);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "the embedding %s is at step %lld and the hypernetwork at %lld; the run counts "
+                     "from the hypernetwork's",
+                     s->path, (long long)tp->emb.step, (long long)job->step);
     return true;
 }
 
@@ -50,9 +52,10 @@ static bool already_trained(const sdt_train_request *rq, const sdt_train_job *jo
 {
     const char *what = rq->has_hypernetwork ? "hypernetwork" : "embedding";
     const char *path = rq->has_hypernetwork ? rq->hypernetwork.path : rq->embedding.path;
-    return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the %s has already been trained for %lld steps, which reaches max steps "
-                    "(%lld); raise max steps to train further", path, what, (long long)job->step,
-                    (long long)rq->options.max_steps);
+    return sdt_fail(error, SDT_ERR_VALIDATION,
+                    "%s: the %s has already been trained for %lld steps, which reaches max steps "
+                    "(%lld); raise max steps to train further",
+                    path, what, (long long)job->step, (long long)rq->options.max_steps);
 }
 
 bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host, const sdt_run_control *control,
@@ -73,16 +76,17 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
     ti_part *tp = NULL;
     /* The cheap checks first (the part's file, the shared paths, the template, the schedules), identity
      * included, then the expensive work (the README's promise). */
-    bool ok = hn ? open_hypernetwork(job, &rq->hypernetwork, &hp, error) : open_embedding_alone(job, &rq->embedding, &tp, error);
+    bool ok = hn ? open_hypernetwork(job, &rq->hypernetwork, &hp, error)
+                 : open_embedding_alone(job, &rq->embedding, &tp, error);
     ok = ok && sdt_train_options_check_required(o, rq->options_prefix, error);
     if (ok && hn && emb) ok = open_joint_embedding(job, &rq->embedding, &tp, error);
     ok = ok && sdt_train_job_check_template(job, emb, error);
     /* Resuming, the state's step decides (at max steps the run writes the trained files from it). */
     if (ok && !resume && o->max_steps <= job->step) ok = already_trained(rq, job, error);
-    const sdt_schedule_texts hn_texts = texts_of(&rq->hypernetwork.schedules), emb_texts = texts_of(&rq->embedding.schedules);
+    const sdt_schedule_texts hn_texts = texts_of(&rq->hypernetwork.schedules),
+                             emb_texts = texts_of(&rq->embedding.schedules);
     ok = ok && (!hn || sdt_train_job_check_schedule(job, &hn_texts, error)) &&
-         (!emb || sdt_train_job_check_schedule(job, &emb_texts, error)) &&
-         sdt_train_job_lock_parts(job, error) &&
+         (!emb || sdt_train_job_check_schedule(job, &emb_texts, error)) && sdt_train_job_lock_parts(job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&
          sdt_train_job_load_model(job, o->device, o->cpu_threads, error) &&
          (!hn || hn_part_bind_model(hp, job, error)) && (!emb || ti_part_bind_model(tp, job, error)) &&
@@ -90,8 +94,7 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
          (!hn || (hn_part_pick_twin(hp, job), true)) && sdt_train_job_load_data(job, o, error) &&
          (!hn || hn_part_place_twin(hp, job, error)) &&
          (!hn || hn_part_add_group(hp, job, &hn_texts, rq->hypernetwork.weight_decay, error)) &&
-         (!emb || ti_part_add_group(tp, job, &emb_texts, error)) &&
-         sdt_train_job_finish(job, o, info, error);
+         (!emb || ti_part_add_group(tp, job, &emb_texts, error)) && sdt_train_job_finish(job, o, info, error);
     if (!ok) {
         sdt_train_job_destroy(job);
         return false;

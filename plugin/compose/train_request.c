@@ -10,17 +10,21 @@ static bool blank(const char *s)
 
 bool sdt_embedding_settings_check(const sdt_embedding_settings *s, const char *prefix, sdt_error *error)
 {
-    if (blank(s->path)) return FIELD_FAIL("Embedding not selected: set %sembedding_path to the embedding file to train.", prefix);
+    if (blank(s->path))
+        return FIELD_FAIL("Embedding not selected: set %sembedding_path to the embedding file to train.", prefix);
     if (blank(s->schedules.learn_rate))
-        return FIELD_FAIL("Learning rate is empty: set %slearn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".", prefix);
+        return FIELD_FAIL("Learning rate is empty: set %slearn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".",
+                          prefix);
     return true;
 }
 
 bool sdt_hypernetwork_settings_check(const sdt_hypernetwork_settings *s, const char *prefix, sdt_error *error)
 {
     if (blank(s->path))
-        return FIELD_FAIL("Hypernetwork not selected: set %shypernetwork_path to the .pt or .safetensors file to train.", prefix);
-    if (blank(s->schedules.learn_rate)) return FIELD_FAIL("Learning rate is empty: set %slearn_rate, e.g. \"0.00001\".", prefix);
+        return FIELD_FAIL(
+            "Hypernetwork not selected: set %shypernetwork_path to the .pt or .safetensors file to train.", prefix);
+    if (blank(s->schedules.learn_rate))
+        return FIELD_FAIL("Learning rate is empty: set %slearn_rate, e.g. \"0.00001\".", prefix);
     if (!(s->weight_decay >= 0 && s->weight_decay < 1))
         return FIELD_FAIL("%sweight_decay must be in [0, 1) (A1111's is 0.01).", prefix);
     if (!(s->strength > 0 && s->strength <= 10))

@@ -26,7 +26,7 @@ typedef struct sdt_part_schedules {
 typedef struct sdt_embedding_settings {
     const char *path;
     sdt_part_schedules schedules;
-    bool save_cards;                  /* A1111 PNG cards */
+    bool save_cards; /* A1111 PNG cards */
 } sdt_embedding_settings;
 
 typedef struct sdt_hypernetwork_settings {
@@ -34,9 +34,9 @@ typedef struct sdt_hypernetwork_settings {
     sdt_part_schedules schedules;
     double weight_decay;
     double strength;
-    const char *preview_hypernetworks; /* NULL or "": none */
+    const char *preview_hypernetworks;       /* NULL or "": none */
     const char *preview_hypernetworks_field; /* its name in sentences */
-    double preview_strength;           /* 0: strength */
+    double preview_strength;                 /* 0: strength */
 } sdt_hypernetwork_settings;
 
 typedef struct sdt_train_request {

@@ -10,23 +10,33 @@
 bool sdt_bucket_rules_check(const sdt_bucket_rules *r, const char *p, sdt_error *error)
 {
     if (r->step < 8 || r->step % 8 || r->step > SDT_BUCKET_MAX_SIDE_LIMIT)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_step is %d; it must be a multiple of 8 (the VAE's factor) up to %d, "
-                        "e.g. 64 (the default), which every Stable Diffusion UNet accepts", p, r->step, SDT_BUCKET_MAX_SIDE_LIMIT);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sbucket_step is %d; it must be a multiple of 8 (the VAE's factor) up to %d, "
+                        "e.g. 64 (the default), which every Stable Diffusion UNet accepts",
+                        p, r->step, SDT_BUCKET_MAX_SIDE_LIMIT);
     if (r->min_side < r->step || r->min_side % r->step)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_min_side is %d; it must be a positive multiple of %sbucket_step (%d), "
-                        "e.g. %d", p, r->min_side, p, r->step, 4 * r->step);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sbucket_min_side is %d; it must be a positive multiple of %sbucket_step (%d), "
+                        "e.g. %d",
+                        p, r->min_side, p, r->step, 4 * r->step);
     if (r->max_side < r->min_side || r->max_side % r->step || r->max_side > SDT_BUCKET_MAX_SIDE_LIMIT)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_max_side is %d; it must be a multiple of %sbucket_step (%d) from "
-                        "%sbucket_min_side (%d) to %d", p, r->max_side, p, r->step, p, r->min_side, SDT_BUCKET_MAX_SIDE_LIMIT);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sbucket_max_side is %d; it must be a multiple of %sbucket_step (%d) from "
+                        "%sbucket_min_side (%d) to %d",
+                        p, r->max_side, p, r->step, p, r->min_side, SDT_BUCKET_MAX_SIDE_LIMIT);
     int64_t square = (int64_t)(sqrt((double)r->max_area) / r->step) * r->step;
     if (square < r->min_side)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_max_area is %lld pixels, smaller than the smallest bucket "
-                        "(%sbucket_min_side %d squared = %lld): raise the area (0 = width x height) or lower %sbucket_min_side",
-                        p, (long long)r->max_area, p, r->min_side, (long long)r->min_side * r->min_side, p);
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "%sbucket_max_area is %lld pixels, smaller than the smallest bucket "
+            "(%sbucket_min_side %d squared = %lld): raise the area (0 = width x height) or lower %sbucket_min_side",
+            p, (long long)r->max_area, p, r->min_side, (long long)r->min_side * r->min_side, p);
     if (square > r->max_side)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_max_area is %lld pixels, whose square bucket (%lldx%lld) is past "
-                        "%sbucket_max_side (%d): raise it to at least %lld or lower the area", p, (long long)r->max_area,
-                        (long long)square, (long long)square, p, r->max_side, (long long)square);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sbucket_max_area is %lld pixels, whose square bucket (%lldx%lld) is past "
+                        "%sbucket_max_side (%d): raise it to at least %lld or lower the area",
+                        p, (long long)r->max_area, (long long)square, (long long)square, p, r->max_side,
+                        (long long)square);
     return true;
 }
 

@@ -28,7 +28,7 @@
 #define SDT_BUCKET_MAX_SIDE_LIMIT 4096 /* dataset.c's largest training side */
 
 typedef struct sdt_bucket_rules {
-    int64_t max_area;         /* pixels */
+    int64_t max_area; /* pixels */
     int min_side, max_side, step;
 } sdt_bucket_rules;
 
@@ -44,8 +44,8 @@ typedef struct sdt_bucket_list {
 /* Where one image lands: its bucket, the size it is resized to (covering the bucket) and the
  * crop's top-left corner in the resized image's pixels (SDXL's crop conditioning). */
 typedef struct sdt_bucket_fit {
-    int bucket;                    /* index in the list */
-    int width, height;             /* the bucket's */
+    int bucket;        /* index in the list */
+    int width, height; /* the bucket's */
     int resized_width, resized_height;
     int crop_left, crop_top;
 } sdt_bucket_fit;

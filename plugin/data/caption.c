@@ -14,15 +14,17 @@ static GRegex *compile_word_regex(const char *pattern, sdt_error *error)
 {
     /* PCRE2 reads past the end of invalid UTF-8 in a pattern (a fuzzer found it), so it never sees one. */
     if (!g_utf8_validate(pattern, -1, NULL)) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "filename word regex is not valid UTF-8 text; type the pattern again as plain text "
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "filename word regex is not valid UTF-8 text; type the pattern again as plain text "
                  "or leave it empty");
         return NULL;
     }
     GError *gerr = NULL;
     GRegex *re = g_regex_new(pattern, G_REGEX_OPTIMIZE, 0, &gerr);
     if (!re) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "filename word regex \"%s\" does not compile (%s); fix the pattern or leave it empty",
-                 pattern, gerr ? gerr->message : "unknown error");
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "filename word regex \"%s\" does not compile (%s); fix the pattern or leave it empty", pattern,
+                 gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return NULL;
     }
@@ -138,8 +140,10 @@ char *sdt_caption_tags_apply(const char *caption, const sdt_prompt_rules *rules,
         }
         /* One draw per tag, like A1111's [t for t in tags if random() > p]. */
         bool keep_tag = !dropout || sdt_data_rng_uniform(rng) > rules->tag_dropout;
-        if (keep_tag && tags[i][0]) tags[kept++] = tags[i];
-        else g_free(tags[i]);
+        if (keep_tag && tags[i][0])
+            tags[kept++] = tags[i];
+        else
+            g_free(tags[i]);
     }
     tags[kept] = NULL;
     if (shuffle) /* Fisher-Yates over the tags after the kept ones, as random.shuffle does */

@@ -31,7 +31,7 @@ static bool build_epoch(sdt_data_order *o, int64_t epoch)
 {
     const int b = o->batch_size;
     sdt_data_rng rng = sdt_data_rng_derived(o->seed, (uint64_t)epoch);
-    int *members = malloc((size_t)o->n_items * sizeof(int));     /* items sorted by group */
+    int *members = malloc((size_t)o->n_items * sizeof(int)); /* items sorted by group */
     int *group_start = calloc((size_t)o->n_groups + 1, sizeof(int));
     int *batch_perm = malloc((size_t)o->n_batches * sizeof(int));
     int *unordered = malloc((size_t)o->n_batches * (size_t)b * sizeof(int));
@@ -146,7 +146,8 @@ bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position,
     if (epoch < 0 || position < 0 || position > o->n_batches) {
         sdt_fail(error, SDT_ERR_VALIDATION,
                  "data order: position epoch %" PRId64 " batch %d does not fit this dataset (%d batches per epoch); "
-                 "resume with the same dataset and batch size", epoch, position, o->n_batches);
+                 "resume with the same dataset and batch size",
+                 epoch, position, o->n_batches);
         return false;
     }
     if (epoch != o->epoch && !build_epoch(o, epoch)) {

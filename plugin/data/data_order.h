@@ -26,11 +26,11 @@ typedef struct sdt_data_order {
     int batch_size;
     int n_items;
     int n_groups;
-    int *group_of;   /* [n_items] */
-    int n_batches;   /* per epoch */
-    int64_t epoch;   /* the epoch batches[] holds */
-    int position;    /* next batch to hand out within the epoch */
-    int *batches;    /* [n_batches * batch_size] item indices */
+    int *group_of; /* [n_items] */
+    int n_batches; /* per epoch */
+    int64_t epoch; /* the epoch batches[] holds */
+    int position;  /* next batch to hand out within the epoch */
+    int *batches;  /* [n_batches * batch_size] item indices */
 } sdt_data_order;
 
 /* batch_size is clamped to the number of images (as A1111 does); the clamped

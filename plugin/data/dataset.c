@@ -45,8 +45,7 @@ void sdt_dataset_free(sdt_dataset *ds)
     memset(ds, 0, sizeof(*ds));
 }
 
-bool sdt_alpha_to_loss_weight(const uint8_t *rgba, int w, int h, int channels, float *out, int latent_w,
-                              int latent_h)
+bool sdt_alpha_to_loss_weight(const uint8_t *rgba, int w, int h, int channels, float *out, int latent_w, int latent_h)
 {
     size_t n_out = (size_t)latent_w * (size_t)latent_h;
     uint8_t *small = malloc(n_out * (size_t)channels);
@@ -80,7 +79,8 @@ static sdt_bucket_fit item_fit(const sdt_dataset_options *opt, const char *path,
         return sdt_bucket_fit_image(opt->buckets, w, h, opt->random_crop, opt->crop_seed, slash ? slash + 1 : path);
     }
     int out_w = opt->do_not_resize ? w : opt->width, out_h = opt->do_not_resize ? h : opt->height;
-    return (sdt_bucket_fit){.bucket = -1, .width = out_w, .height = out_h, .resized_width = out_w, .resized_height = out_h};
+    return (sdt_bucket_fit){
+        .bucket = -1, .width = out_w, .height = out_h, .resized_width = out_w, .resized_height = out_h};
 }
 
 /* Resizes to fit's resized size, then crops to its bucket (the whole resized image without buckets). */
@@ -92,22 +92,24 @@ static bool resize_and_crop(const uint8_t *src, int w, int h, int channels, cons
     uint8_t *resized = malloc(row * (size_t)fit->resized_height);
     bool ok = resized && sdt_image_resize_u8(src, w, h, channels, resized, fit->resized_width, fit->resized_height);
     for (int y = 0; ok && y < fit->height; y++)
-        memcpy(out + (size_t)y * fit->width * channels, resized + (size_t)(y + fit->crop_top) * row + (size_t)fit->crop_left * channels,
+        memcpy(out + (size_t)y * fit->width * channels,
+               resized + (size_t)(y + fit->crop_top) * row + (size_t)fit->crop_left * channels,
                (size_t)fit->width * channels);
     free(resized);
     return ok;
 }
 
 /* Builds one item from a decoded image; false + err (a warning sentence) to skip it. */
-static bool make_item(const sdt_dataset_options *opt, const char *path, const uint8_t *rgba, int channels, int w,
-                      int h, sdt_dataset_item *item, sdt_error *error)
+static bool make_item(const sdt_dataset_options *opt, const char *path, const uint8_t *rgba, int channels, int w, int h,
+                      sdt_dataset_item *item, sdt_error *error)
 {
     sdt_bucket_fit fit = item_fit(opt, path, w, h);
     int out_w = fit.width, out_h = fit.height;
     if (out_w % SDT_LATENT_FACTOR || out_h % SDT_LATENT_FACTOR) {
         sdt_fail(error, SDT_ERR_VALIDATION,
                  "%s: the image is %dx%d, not a multiple of %d on each side, which the VAE needs; crop it or turn off "
-                 "\"Do not resize images\"", path, w, h, SDT_LATENT_FACTOR);
+                 "\"Do not resize images\"",
+                 path, w, h, SDT_LATENT_FACTOR);
         return false;
     }
     size_t n_out = (size_t)out_w * (size_t)out_h;
@@ -171,7 +173,8 @@ static void load_entry(const sdt_dataset_options *opt, const char *path, sdt_dat
         item.path = item.caption ? strdup(path) : NULL;
         sdt_dataset_item *grown = item.path ? realloc(ds->items, (size_t)(ds->n_items + 1) * sizeof(*grown)) : NULL;
         if (!grown) {
-            if (item.caption) sdt_fail(&why, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while listing the dataset", path);
+            if (item.caption)
+                sdt_fail(&why, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while listing the dataset", path);
             add_warning(ds, why.message);
             item_free(&item);
             return;
@@ -229,8 +232,9 @@ static void check_caption_file(GHashTable *stems, const char *name, const char *
     if (!has_extension(name, ".txt") || strcmp(name + strlen(name) - 4, ".txt") != 0)
         snprintf(w, sizeof w, "%s: not used; a caption file's name ends in lower-case .txt", path);
     else if (!stem || !g_hash_table_contains(stems, stem))
-        snprintf(w, sizeof w, "%s: not used, as no image named %s.<ext> is beside it; add the image or remove the caption",
-                 path, stem ? stem : "");
+        snprintf(w, sizeof w,
+                 "%s: not used, as no image named %s.<ext> is beside it; add the image or remove the caption", path,
+                 stem ? stem : "");
     else
         w[0] = '\0';
     if (w[0]) add_warning(ds, w);
@@ -250,8 +254,9 @@ static bool check_options(const sdt_dataset_options *opt, sdt_error *error)
     }
     if (!opt->do_not_resize && (opt->width < 64 || opt->height < 64 || opt->width > 4096 || opt->height > 4096 ||
                                 opt->width % SDT_LATENT_FACTOR || opt->height % SDT_LATENT_FACTOR)) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "training size %dx%d: width and height must be multiples of 8 between 64 and 4096",
-                 opt->width, opt->height);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "training size %dx%d: width and height must be multiples of 8 between 64 and 4096", opt->width,
+                 opt->height);
         return false;
     }
     return sdt_caption_rules_check(&opt->caption, error);
@@ -267,8 +272,8 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_e
     GError *gerr = NULL;
     GDir *dir = g_dir_open(opt.folder, 0, &gerr);
     if (!dir) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "%s: the dataset directory cannot be opened (%s); check the path", opt.folder,
-                 gerr ? gerr->message : "unknown error");
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s: the dataset directory cannot be opened (%s); check the path",
+                 opt.folder, gerr ? gerr->message : "unknown error");
         g_clear_error(&gerr);
         return false;
     }
@@ -305,11 +310,12 @@ bool sdt_dataset_load(const sdt_dataset_options *opt_in, sdt_dataset *out, sdt_e
     }
     if (out->n_items == 0) {
         if (out->n_warnings)
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: no usable images in the dataset folder (%d file(s) skipped, first: %s)",
-                     opt.folder, out->n_warnings, out->warnings[0]);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: no usable images in the dataset folder (%d file(s) skipped, first: %s)", opt.folder,
+                     out->n_warnings, out->warnings[0]);
         else
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: no images have been found in the dataset folder; add PNG or JPEG images",
-                     opt.folder);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: no images have been found in the dataset folder; add PNG or JPEG images", opt.folder);
         sdt_dataset_free(out);
         return false;
     }

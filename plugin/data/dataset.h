@@ -36,15 +36,15 @@ typedef struct sdt_dataset_item sdt_dataset_item;
 
 typedef struct sdt_dataset_options {
     const char *folder;
-    int width, height;        /* resize target (multiples of 8) */
-    bool do_not_resize;       /* keep native sizes; each must be a multiple of 8 */
+    int width, height;              /* resize target (multiples of 8) */
+    bool do_not_resize;             /* keep native sizes; each must be a multiple of 8 */
     const sdt_bucket_list *buckets; /* non-NULL: each image resized to cover its bucket and cropped to it */
-    bool random_crop;         /* with buckets: the crop drawn from (crop_seed, file name) instead of centred */
+    bool random_crop;               /* with buckets: the crop drawn from (crop_seed, file name) instead of centred */
     uint64_t crop_seed;
     bool alpha_as_loss_weight;
-    int64_t max_pixels;       /* per image, checked from the header; 0 = default */
+    int64_t max_pixels; /* per image, checked from the header; 0 = default */
     sdt_caption_rules caption;
-    bool probe_only;          /* captions and sizes from the headers only: nothing decoded, pixels NULL */
+    bool probe_only; /* captions and sizes from the headers only: nothing decoded, pixels NULL */
     /* Optional, called after each folder entry with how many of how many were visited:
      * returning false stops loading (err says "interrupted"). Progress and the interrupt button. */
     bool (*keep_going)(void *user, int visited, int total);
@@ -57,13 +57,13 @@ typedef struct sdt_dataset_options {
 
 struct sdt_dataset_item {
     char *path;
-    char *caption;      /* the [filewords] */
-    int width, height;  /* of pixels (after resize) */
-    int source_width, source_height; /* the image as read (upright), before resizing: SDXL's original size */
+    char *caption;                     /* the [filewords] */
+    int width, height;                 /* of pixels (after resize) */
+    int source_width, source_height;   /* the image as read (upright), before resizing: SDXL's original size */
     int resized_width, resized_height; /* what it was resized to before the crop (= width, height without buckets) */
-    int crop_left, crop_top; /* the crop's corner in the resized image (0 without buckets): SDXL's crop */
-    float *pixels;      /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
-    float *loss_weight; /* [height/8, width/8], or NULL = weight 1 everywhere */
+    int crop_left, crop_top;           /* the crop's corner in the resized image (0 without buckets): SDXL's crop */
+    float *pixels;                     /* [3, height, width] in [-1, 1]; NULL after sdt_dataset_drop_pixels */
+    float *loss_weight;                /* [height/8, width/8], or NULL = weight 1 everywhere */
 };
 
 typedef struct sdt_dataset {

@@ -28,8 +28,7 @@ static bool tiff_u16(const tiff_view *t, size_t off, uint32_t *v)
 static bool tiff_u32(const tiff_view *t, size_t off, uint32_t *v)
 {
     uint32_t hi, lo;
-    if (!tiff_u16(t, off, t->big_endian ? &hi : &lo) || !tiff_u16(t, off + 2, t->big_endian ? &lo : &hi))
-        return false;
+    if (!tiff_u16(t, off, t->big_endian ? &hi : &lo) || !tiff_u16(t, off + 2, t->big_endian ? &lo : &hi)) return false;
     *v = hi << 16 | lo;
     return true;
 }
@@ -40,7 +39,7 @@ static int orientation_entry_value(const tiff_view *t, size_t entry)
 {
     uint32_t type, count, value;
     if (!tiff_u16(t, entry + 2, &type) || !tiff_u32(t, entry + 4, &count) || count != 1) return 0;
-    bool ok = type == TIFF_TYPE_SHORT ? tiff_u16(t, entry + 8, &value)
+    bool ok = type == TIFF_TYPE_SHORT  ? tiff_u16(t, entry + 8, &value)
               : type == TIFF_TYPE_LONG ? tiff_u32(t, entry + 8, &value)
                                        : false;
     return ok && value >= SDT_EXIF_NORMAL && value <= SDT_EXIF_ROTATE_270_CW ? (int)value : 0;
@@ -50,8 +49,10 @@ int sdt_exif_orientation_from_tiff(const uint8_t *tiff, size_t size)
 {
     if (!tiff || size < 8) return SDT_EXIF_NORMAL;
     tiff_view t = {tiff, size, false};
-    if (!memcmp(tiff, "MM", 2)) t.big_endian = true;
-    else if (memcmp(tiff, "II", 2)) return SDT_EXIF_NORMAL;
+    if (!memcmp(tiff, "MM", 2))
+        t.big_endian = true;
+    else if (memcmp(tiff, "II", 2))
+        return SDT_EXIF_NORMAL;
     uint32_t magic, ifd0, n_entries;
     if (!tiff_u16(&t, 2, &magic) || magic != 42 || !tiff_u32(&t, 4, &ifd0) || !tiff_u16(&t, ifd0, &n_entries))
         return SDT_EXIF_NORMAL;
@@ -82,7 +83,7 @@ static int orientation_in_jpeg(const uint8_t *d, size_t n)
             continue;
         }
         if (marker == 0xDA || marker == 0xD9) return SDT_EXIF_NORMAL; /* scan data or end: no more headers */
-        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) { /* markers without a length */
+        if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8)) {   /* markers without a length */
             pos += 2;
             continue;
         }
@@ -141,8 +142,7 @@ static const struct {
     {true, true, false},   /* 8 */
 };
 
-uint8_t *sdt_exif_orient_pixels(const uint8_t *in, int w, int h, int channels, int orientation, int *out_w,
-                                int *out_h)
+uint8_t *sdt_exif_orient_pixels(const uint8_t *in, int w, int h, int channels, int orientation, int *out_w, int *out_h)
 {
     if (orientation < SDT_EXIF_NORMAL || orientation > SDT_EXIF_ROTATE_270_CW) orientation = SDT_EXIF_NORMAL;
     size_t px = (size_t)channels;

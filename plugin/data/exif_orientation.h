@@ -19,9 +19,9 @@ enum sdt_exif_orientation {
     SDT_EXIF_MIRROR_HORIZONTAL = 2,
     SDT_EXIF_ROTATE_180 = 3,
     SDT_EXIF_MIRROR_VERTICAL = 4,
-    SDT_EXIF_TRANSPOSE = 5,   /* mirror along the top-left to bottom-right diagonal */
+    SDT_EXIF_TRANSPOSE = 5, /* mirror along the top-left to bottom-right diagonal */
     SDT_EXIF_ROTATE_90_CW = 6,
-    SDT_EXIF_TRANSVERSE = 7,  /* mirror along the top-right to bottom-left diagonal */
+    SDT_EXIF_TRANSVERSE = 7, /* mirror along the top-right to bottom-left diagonal */
     SDT_EXIF_ROTATE_270_CW = 8,
 };
 
@@ -39,7 +39,6 @@ int sdt_exif_orientation_from_file(const uint8_t *data, size_t size);
  * malloc'd buffer as exif_transpose would; *out_w x *out_h is w x h, swapped for
  * orientations 5..8. Values outside 1..8 act as 1 (a plain copy). NULL when out
  * of memory. */
-uint8_t *sdt_exif_orient_pixels(const uint8_t *in, int w, int h, int channels, int orientation, int *out_w,
-                                int *out_h);
+uint8_t *sdt_exif_orient_pixels(const uint8_t *in, int w, int h, int channels, int orientation, int *out_w, int *out_h);
 
 #endif

@@ -18,8 +18,10 @@ bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, s
         return false;
     }
     if (strlen(name) > max_bytes) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name is longer than %zu bytes; choose a shorter "
-                 "name", what, max_bytes);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "the %s name is longer than %zu bytes; choose a shorter "
+                 "name",
+                 what, max_bytes);
         return false;
     }
     if (!g_utf8_validate(name, -1, NULL)) {
@@ -27,18 +29,24 @@ bool sdt_file_name_check(const char *what, const char *name, size_t max_bytes, s
         return false;
     }
     if (name[0] == '.') {
-        sdt_fail(error, SDT_ERR_VALIDATION, "the %s name \"%s\" starts with '.', which would make a hidden file or a "
-                 "path; start it with a letter or digit", what, name);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "the %s name \"%s\" starts with '.', which would make a hidden file or a "
+                 "path; start it with a letter or digit",
+                 what, name);
         return false;
     }
     for (const char *p = name; *p; p = g_utf8_next_char(p)) {
         gunichar c = g_utf8_get_char(p);
         if (!allowed_char(c)) {
             char shown[16];
-            if (c < 0x20 || c == 0x7f) snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
-            else snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
-            sdt_fail(error, SDT_ERR_VALIDATION, "the %s name \"%s\" contains %s; use only letters, digits, spaces, "
-                     "'.', '_' and '-' (the name becomes a file name and a prompt word)", what, name, shown);
+            if (c < 0x20 || c == 0x7f)
+                snprintf(shown, sizeof(shown), "0x%02x", (unsigned)c);
+            else
+                snprintf(shown, sizeof(shown), "'%.*s'", (int)(g_utf8_next_char(p) - p), p);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "the %s name \"%s\" contains %s; use only letters, digits, spaces, "
+                     "'.', '_' and '-' (the name becomes a file name and a prompt word)",
+                     what, name, shown);
             return false;
         }
     }

@@ -65,13 +65,19 @@ static bool fail_unreadable(sdt_error *error, const char *path, const uint8_t *h
 {
     const char *format = format_from_magic(head, n_head), *why = decoder_reason(format);
     if (!format)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be %s (%s); the file is corrupt or of an "
-                        "unsupported type", path, doing, why ? why : "unknown format");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: not an image that can be %s (%s); the file is corrupt or of an "
+                        "unsupported type",
+                        path, doing, why ? why : "unknown format");
     if (!why)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s is truncated or corrupt (it cannot be %s); replace or "
-                        "remove the file", path, format, doing);
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the %s cannot be %s (%s); the file is truncated or corrupt: replace "
-                    "or remove it", path, format, doing, why);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the %s is truncated or corrupt (it cannot be %s); replace or "
+                        "remove the file",
+                        path, format, doing);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: the %s cannot be %s (%s); the file is truncated or corrupt: replace "
+                    "or remove it",
+                    path, format, doing, why);
 }
 
 /* A regular, non-empty file opened for reading (never a FIFO or a device: file_read.h). */
@@ -136,7 +142,8 @@ static const char *png_chunks_outside_file(const uint8_t *bytes, size_t n_bytes)
     size_t at = 8;
     while (at < n_bytes) {
         if (n_bytes - at < 12) return "a chunk is cut off at the end of the file";
-        uint32_t len = (uint32_t)bytes[at] << 24 | (uint32_t)bytes[at + 1] << 16 | (uint32_t)bytes[at + 2] << 8 | bytes[at + 3];
+        uint32_t len =
+            (uint32_t)bytes[at] << 24 | (uint32_t)bytes[at + 1] << 16 | (uint32_t)bytes[at + 2] << 8 | bytes[at + 3];
         if ((uint64_t)len + 12 > n_bytes - at) return "a chunk's length field runs past the end of the file";
         if (memcmp(bytes + at + 4, "IEND", 4) == 0) return NULL;
         at += (size_t)len + 12;
@@ -160,8 +167,10 @@ bool sdt_image_probe(const char *path, sdt_image_header *h, sdt_error *error)
     fclose(fp);
     if (!ok || h->width <= 0 || h->height <= 0) {
         if (webp_why[0])
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an image that can be read (%s); the file is corrupt or of an "
-                     "unsupported type", path, webp_why);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: not an image that can be read (%s); the file is corrupt or of an "
+                     "unsupported type",
+                     path, webp_why);
         else
             fail_unreadable(error, path, head, n_head, "read");
         return false;
@@ -176,8 +185,8 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     if (!sdt_image_probe(path, &h, error)) return NULL;
     if ((int64_t)h.width * h.height > max_pixels) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                 "%s: the image is %dx%d pixels, over the limit of %lld pixels; scale it down before training",
-                 path, h.width, h.height, (long long)max_pixels);
+                 "%s: the image is %dx%d pixels, over the limit of %lld pixels; scale it down before training", path,
+                 h.width, h.height, (long long)max_pixels);
         return NULL;
     }
     size_t n_bytes;
@@ -188,15 +197,15 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     if (n_bytes >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6') &&
         stbi_is_16_bit_from_memory(bytes, (int)n_bytes)) {
         free(bytes);
-        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: 16-bit PGM/PPM images are not supported; save it as PNG (8 or 16 bits)",
-                 path);
+        sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                 "%s: 16-bit PGM/PPM images are not supported; save it as PNG (8 or 16 bits)", path);
         return NULL;
     }
     const char *png_why = png_chunks_outside_file(bytes, n_bytes);
     if (png_why) {
         free(bytes);
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the PNG could not be decoded (%s); the file is corrupt or truncated", path,
-                 png_why);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the PNG could not be decoded (%s); the file is corrupt or truncated",
+                 path, png_why);
         return NULL;
     }
     int w = 0, hh = 0, comp = 0, orientation = SDT_EXIF_NORMAL;
@@ -213,15 +222,17 @@ uint8_t *sdt_image_decode(const char *path, int want_channels, int64_t max_pixel
     free(bytes);
     if (!pixels) return NULL;
     if (w != h.width || hh != h.height) { /* header and data disagree: treat as corrupt */
-        free(pixels); /* stb allocates with malloc, as webp_io does */
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the image header and its data disagree on the size; the file is corrupt", path);
+        free(pixels);                     /* stb allocates with malloc, as webp_io does */
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the image header and its data disagree on the size; the file is corrupt", path);
         return NULL;
     }
     if (orientation != SDT_EXIF_NORMAL) { /* as A1111's ImageOps.exif_transpose, before any resize */
         uint8_t *turned = sdt_exif_orient_pixels(pixels, w, hh, want_channels, orientation, &w, &hh);
         free(pixels); /* stb allocates with malloc, as webp_io does */
         if (!turned) {
-            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while turning the image by its EXIF orientation", path);
+            sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory while turning the image by its EXIF orientation",
+                     path);
             return NULL;
         }
         pixels = turned;

@@ -11,7 +11,7 @@
 
 #define W SDT_LOSS_PLOT_WIDTH
 #define H SDT_LOSS_PLOT_HEIGHT
-#define LEFT 86   /* room for the y labels */
+#define LEFT 86 /* room for the y labels */
 #define RIGHT 24
 #define TOP 72    /* title, legend and the lowest validation loss */
 #define BOTTOM 58 /* x labels and the axis name */
@@ -130,7 +130,8 @@ static void y_range(const sdt_loss_plot *p, const double *mean, double *lo, doub
     for (int i = 0; i < p->train.n; i++)
         if (isfinite(mean[i])) *lo = fmin(*lo, mean[i]), *hi = fmax(*hi, mean[i]);
     for (int i = 0; i < p->validation.n; i++)
-        if (isfinite(p->validation.value[i])) *lo = fmin(*lo, p->validation.value[i]), *hi = fmax(*hi, p->validation.value[i]);
+        if (isfinite(p->validation.value[i]))
+            *lo = fmin(*lo, p->validation.value[i]), *hi = fmax(*hi, p->validation.value[i]);
     if (!isfinite(*lo)) *lo = 0, *hi = 1;
     double pad = (*hi - *lo) * 0.05;
     if (!(pad > 0)) pad = fabs(*hi) * 0.05 + 1e-3;
@@ -209,18 +210,21 @@ uint8_t *sdt_loss_plot_render(const sdt_loss_plot *p)
         if (!isfinite(p->validation.value[i])) continue;
         int x = px_x(&c, (double)p->validation.step[i]), y = px_y(&c, p->validation.value[i]);
         if (prev >= 0)
-            line(&c, px_x(&c, (double)p->validation.step[prev]), px_y(&c, p->validation.value[prev]), x, y, 3, val_orange);
+            line(&c, px_x(&c, (double)p->validation.step[prev]), px_y(&c, p->validation.value[prev]), x, y, 3,
+                 val_orange);
         disc(&c, x, y, 4, val_orange);
         prev = i;
     }
     int best = -1; /* the lowest validation loss: ringed, and named under the title */
     for (int i = 0; i < p->validation.n; i++)
-        if (isfinite(p->validation.value[i]) && (best < 0 || p->validation.value[i] < p->validation.value[best])) best = i;
+        if (isfinite(p->validation.value[i]) && (best < 0 || p->validation.value[i] < p->validation.value[best]))
+            best = i;
     if (best >= 0) {
         int x = px_x(&c, (double)p->validation.step[best]), y = px_y(&c, p->validation.value[best]);
         for (int r = 7; r <= 8; r++)
             for (int a = 0; a < 360; a += 2)
-                put(&c, x + (int)lround(r * cos(a * 0.017453292519943295)), y + (int)lround(r * sin(a * 0.017453292519943295)), black);
+                put(&c, x + (int)lround(r * cos(a * 0.017453292519943295)),
+                    y + (int)lround(r * sin(a * 0.017453292519943295)), black);
         char note[96];
         sdt_c_snprintf(note, sizeof note, "LOWEST VALIDATION LOSS %.5g AT STEP %lld", p->validation.value[best],
                        (long long)p->validation.step[best]);

@@ -18,13 +18,13 @@
 
 typedef struct sdt_loss_series {
     const int64_t *step;
-    const double *value;       /* non-finite values are left out */
+    const double *value; /* non-finite values are left out */
     int n;
 } sdt_loss_series;
 
 typedef struct sdt_loss_plot {
     sdt_loss_series train, validation;
-    const char *title;         /* drawn above the plot (upper case), or NULL */
+    const char *title; /* drawn above the plot (upper case), or NULL */
 } sdt_loss_plot;
 
 #define SDT_LOSS_PLOT_WIDTH 900

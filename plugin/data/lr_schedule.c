@@ -12,7 +12,8 @@
 
 #include "c_numeric.h"
 
-#define LR_EXAMPLE "write a number like 0.005, or a schedule like \"0.005:100, 1e-3:1000, 1e-5\" (0.005 until step 100, 1e-3 until 1000, then 1e-5)"
+#define LR_EXAMPLE                                                                                                     \
+    "write a number like 0.005, or a schedule like \"0.005:100, 1e-3:1000, 1e-5\" (0.005 until step 100, 1e-3 until 1000, then 1e-5)"
 
 /* One comma-separated entry, trimmed, as [begin, end) of the input text. */
 typedef struct entry {
@@ -96,8 +97,7 @@ void sdt_lr_schedule_free(sdt_lr_schedule *s)
     s->n_segments = 0;
 }
 
-static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
 {
     va_list ap;
@@ -108,8 +108,8 @@ static bool fail(sdt_lr_schedule *s, sdt_error *error, const char *fmt, ...)
     return false;
 }
 
-bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
-                           sdt_error *error)
+bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step, int64_t max_steps,
+                           sdt_lr_schedule *out, sdt_error *error)
 {
     const char *w = field ? field : "learning rate schedule";
     memset(out, 0, sizeof(*out));
@@ -118,14 +118,15 @@ bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step
     if (max_steps <= cur_step)
         return fail(out, error,
                     "%s: training is already at step %" PRId64 " and Max steps is %" PRId64
-                    "; raise Max steps above %" PRId64 " to train further", w, cur_step, max_steps, cur_step);
+                    "; raise Max steps above %" PRId64 " to train further",
+                    w, cur_step, max_steps, cur_step);
 
-    bool ended = false;           /* a bare rate, ':-1' or a step past Max steps closed the schedule */
-    int64_t prev_step = 0;        /* last explicit step seen, to insist on increasing steps */
-    const char *closing = NULL;   /* the entry that ran to Max steps (for the error after it) */
+    bool ended = false;         /* a bare rate, ':-1' or a step past Max steps closed the schedule */
+    int64_t prev_step = 0;      /* last explicit step seen, to insist on increasing steps */
+    const char *closing = NULL; /* the entry that ran to Max steps (for the error after it) */
     int closing_len = 0;
     bool any_entry = false;
-    int64_t last_passed = -1;     /* largest step skipped because it is <= cur_step */
+    int64_t last_passed = -1; /* largest step skipped because it is <= cur_step */
 
     for (const char *p = text;;) {
         const char *comma = strchr(p, ',');
@@ -138,37 +139,37 @@ bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step
             if (colon && memchr(colon + 1, ':', (size_t)(e - colon - 1)))
                 return fail(out, error,
                             "%s: entry \"%.*s\" has more than one ':'; each entry is RATE or RATE:STEP, "
-                            "e.g. \"0.005:100\"", w, len, b);
+                            "e.g. \"0.005:100\"",
+                            w, len, b);
             double rate;
             if (!parse_rate(b, colon ? colon : e, &rate))
-                return fail(out, error,
-                            "%s: \"%.*s\" in entry \"%.*s\" is not a number; " LR_EXAMPLE, w,
+                return fail(out, error, "%s: \"%.*s\" in entry \"%.*s\" is not a number; " LR_EXAMPLE, w,
                             (int)((colon ? colon : e) - b), b, len, b);
             if (!isfinite(rate) || rate < 0)
-                return fail(out, error,
-                            "%s: the rate in entry \"%.*s\" must be a finite number >= 0", w, len, b);
+                return fail(out, error, "%s: the rate in entry \"%.*s\" must be a finite number >= 0", w, len, b);
             int64_t step = -1;
             if (colon && !parse_step(colon + 1, e, &step))
                 return fail(out, error,
                             "%s: the step in entry \"%.*s\" must be a whole number such as 1000 "
-                            "(not 1e3 or 1000.0), or -1 for Max steps", w, len, b);
+                            "(not 1e3 or 1000.0), or -1 for Max steps",
+                            w, len, b);
             if (colon && step != -1 && step <= 0)
-                return fail(out, error,
-                            "%s: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", w, len, b);
+                return fail(out, error, "%s: the step in entry \"%.*s\" must be positive (or -1 for Max steps)", w, len,
+                            b);
             if (ended && closing)
                 return fail(out, error,
                             "%s: entry \"%.*s\" comes after \"%.*s\", which already runs to Max steps; "
-                            "give \"%.*s\" an end step (RATE:STEP) or remove the later entries", w, len, b, closing_len,
-                            closing, closing_len, closing);
+                            "give \"%.*s\" an end step (RATE:STEP) or remove the later entries",
+                            w, len, b, closing_len, closing, closing_len, closing);
             if (colon && step != -1 && step <= prev_step)
                 return fail(out, error,
                             "%s: entry \"%.*s\" ends at step %" PRId64 ", not after the previous "
-                            "entry's step %" PRId64 "; steps must increase from left to right", w, len, b, step, prev_step);
+                            "entry's step %" PRId64 "; steps must increase from left to right",
+                            w, len, b, step, prev_step);
             if (colon && step != -1) prev_step = step;
             if (!ended) {
                 if (!colon || step == -1) {
-                    if (!push_segment(out, rate, max_steps))
-                        return fail(out, error, "%s: out of memory", w);
+                    if (!push_segment(out, rate, max_steps)) return fail(out, error, "%s: out of memory", w);
                     ended = true;
                     closing = b;
                     closing_len = len;
@@ -186,12 +187,12 @@ bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step
         if (!comma) break;
         p = comma + 1;
     }
-    if (!any_entry)
-        return fail(out, error, "%s is empty; " LR_EXAMPLE, w);
+    if (!any_entry) return fail(out, error, "%s is empty; " LR_EXAMPLE, w);
     if (out->n_segments == 0)
         return fail(out, error,
                     "%s \"%s\" ends at step %" PRId64 " but training is already at step %" PRId64
-                    "; add a final entry without a step (e.g. \", 1e-5\") to keep training", w, text, last_passed, cur_step);
+                    "; add a final entry without a step (e.g. \", 1e-5\") to keep training",
+                    w, text, last_passed, cur_step);
     return true;
 }
 
@@ -247,7 +248,7 @@ bool sdt_lr_schedule_format(const sdt_lr_schedule *s, char *buf, size_t buf_size
     if (buf_size) buf[0] = 0;
     for (int i = 0; i < s->n_segments; i++) {
         int n = sdt_c_snprintf(buf + used, buf_size - used, "%s%.17g:%" PRId64, i ? ", " : "", s->segments[i].rate,
-                         s->segments[i].end_step);
+                               s->segments[i].end_step);
         if (n < 0 || (size_t)n >= buf_size - used) return false;
         used += (size_t)n;
     }

@@ -41,8 +41,8 @@ typedef struct sdt_lr_schedule {
 /* Parses text for a run at cur_step with max_steps (> cur_step). On error
  * returns false, *out is empty, and the error names `field` (the caller's name for the text,
  * e.g. "config.clip_value"; NULL: "learning rate schedule"), the bad entry and the fix. */
-bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step, int64_t max_steps, sdt_lr_schedule *out,
-                           sdt_error *error);
+bool sdt_lr_schedule_parse(const char *text, const char *field, int64_t cur_step, int64_t max_steps,
+                           sdt_lr_schedule *out, sdt_error *error);
 void sdt_lr_schedule_free(sdt_lr_schedule *s);
 
 /* The rate at step, or a negative value when step is at or past the end. */

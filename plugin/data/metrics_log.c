@@ -61,7 +61,8 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
     int n_dropped = 0;
     if (dropped) *dropped = 0;
     if (snprintf(log->path, sizeof log->path, "%s/" SDT_METRICS_LOG_NAME, folder) >= (int)sizeof log->path)
-        return sdt_fail(error, SDT_ERR_IO, "%s: the log folder's path is too long for %s", folder, SDT_METRICS_LOG_NAME);
+        return sdt_fail(error, SDT_ERR_IO, "%s: the log folder's path is too long for %s", folder,
+                        SDT_METRICS_LOG_NAME);
     char *text = NULL;
     size_t len = 0;
     sdt_error why;
@@ -85,14 +86,17 @@ bool sdt_metrics_log_open(sdt_metrics_log *log, const char *folder, int64_t last
         cJSON *o = sdt_json_parse(p, (size_t)(nl - p));
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
         if (!cJSON_IsNumber(step)) {
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: line %d is not a metrics object with a step; move the file away or "
-                          "choose another log folder", log->path, line_no);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: line %d is not a metrics object with a step; move the file away or "
+                          "choose another log folder",
+                          log->path, line_no);
         } else if ((int64_t)cJSON_GetNumberValue(step) > last_step) {
             changed = true;
             n_dropped++;
         } else {
             g_string_append_len(kept, p, next - p);
-            if (!history_add(log, (int64_t)cJSON_GetNumberValue(step), number_or_nan(o, "loss"), number_or_nan(o, "validation_loss")))
+            if (!history_add(log, (int64_t)cJSON_GetNumberValue(step), number_or_nan(o, "loss"),
+                             number_or_nan(o, "validation_loss")))
                 ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory reading %s", log->path);
         }
         cJSON_Delete(o);
@@ -136,7 +140,8 @@ bool sdt_metrics_log_append(sdt_metrics_log *log, const sdt_metrics_record *r, s
     }
     add_number(line, "grad_norm", r->grad_norm, "%.9g");
     add_number(line, "loss_scale", r->loss_scale, "%.10g");
-    g_string_append_printf(line, ",\"skipped\":%s,\"skipped_total\":%" PRId64, r->skipped ? "true" : "false", r->skipped_total);
+    g_string_append_printf(line, ",\"skipped\":%s,\"skipped_total\":%" PRId64, r->skipped ? "true" : "false",
+                           r->skipped_total);
     add_number(line, "images_per_s", r->images_per_s, "%.4g");
     g_string_append_printf(line, ",\"precision\":\"%s\"}\n", r->precision ? r->precision : "");
     /* O_APPEND + one write: a crash leaves whole lines, and a line never interleaves. */
@@ -144,8 +149,8 @@ bool sdt_metrics_log_append(sdt_metrics_log *log, const sdt_metrics_record *r, s
                                                   : open(log->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
     bool ok = fd >= 0 && write(fd, line->str, line->len) == (ssize_t)line->len && fsync(fd) == 0;
     if (!ok)
-        sdt_fail(error, SDT_ERR_IO, "%s: cannot append to the metrics file (%s); check free space and permissions", log->path,
-                 strerror(errno));
+        sdt_fail(error, SDT_ERR_IO, "%s: cannot append to the metrics file (%s); check free space and permissions",
+                 log->path, strerror(errno));
     if (fd >= 0) close(fd);
     g_string_free(line, TRUE);
     if (ok && !history_add(log, r->step, r->loss, r->validation_loss))

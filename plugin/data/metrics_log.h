@@ -26,12 +26,12 @@
 
 typedef struct sdt_metrics_record {
     int64_t step, epoch;
-    double loss, validation_loss;  /* validation_loss NAN: not measured at this step (left out) */
+    double loss, validation_loss; /* validation_loss NAN: not measured at this step (left out) */
     double learn_rate, grad_norm, loss_scale, images_per_s;
-    int n_groups;                  /* > 1: learn_rates by group name */
+    int n_groups; /* > 1: learn_rates by group name */
     const char *group_names[SDT_METRICS_MAX_GROUPS];
     double group_rates[SDT_METRICS_MAX_GROUPS];
-    bool skipped;                  /* this step's update was skipped (non-finite gradients) */
+    bool skipped; /* this step's update was skipped (non-finite gradients) */
     int64_t skipped_total;
     const char *precision;
 } sdt_metrics_record;

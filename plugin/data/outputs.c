@@ -20,7 +20,7 @@
 #include "c_json.h"
 
 #define LOSS_CSV_LIMIT ((size_t)1 << 30) /* ten million rows */
-#define OUTPUT_NAME_MAX 200 /* bytes; leaves room for "-<step>.safetensors" */
+#define OUTPUT_NAME_MAX 200              /* bytes; leaves room for "-<step>.safetensors" */
 
 const sdt_output_layout sdt_output_layout_embedding = {"embeddings", SDT_LOSS_CSV_NAME, true};
 const sdt_output_layout sdt_output_layout_hypernetwork = {"hypernetworks", SDT_HN_LOSS_CSV_NAME, false};
@@ -50,7 +50,8 @@ bool sdt_outputs_paths(const char *log_dir, const char *name, time_t when, const
         sdt_fail(error, SDT_ERR_IO, "Log directory is empty; choose a folder for the training outputs");
         return false;
     }
-    if (!sdt_file_name_check(layout == &sdt_output_layout_embedding ? "embedding" : "hypernetwork", name, OUTPUT_NAME_MAX, error))
+    if (!sdt_file_name_check(layout == &sdt_output_layout_embedding ? "embedding" : "hypernetwork", name,
+                             OUTPUT_NAME_MAX, error))
         return false;
     struct tm tm;
     localtime_r(&when, &tm);
@@ -59,7 +60,8 @@ bool sdt_outputs_paths(const char *log_dir, const char *name, time_t when, const
     bool ok = fits(snprintf(out->root, sizeof(out->root), "%s/%s/%s", log_dir, date, name), sizeof(out->root)) &&
               fits(snprintf(out->copies, SDT_PATH_MAX, "%s/%s", out->root, layout->copies), SDT_PATH_MAX) &&
               fits(snprintf(out->images, SDT_PATH_MAX, "%s/images", out->root), SDT_PATH_MAX) &&
-              (!layout->cards || fits(snprintf(out->image_embeddings, SDT_PATH_MAX, "%s/image_embeddings", out->root), SDT_PATH_MAX)) &&
+              (!layout->cards ||
+               fits(snprintf(out->image_embeddings, SDT_PATH_MAX, "%s/image_embeddings", out->root), SDT_PATH_MAX)) &&
               fits(snprintf(out->loss_csv, SDT_PATH_MAX, "%s/%s", out->root, layout->loss_csv), SDT_PATH_MAX);
     if (!ok) {
         sdt_fail(error, SDT_ERR_IO, "%s: the log directory path is too long; choose a shorter one", log_dir);
@@ -106,7 +108,8 @@ __attribute__((format(printf, 3, 0))) static void append_number(GString *s, doub
     if (isfinite(v)) {
         sdt_c_snprintf(text, sizeof text, fmt, v);
         g_string_append(s, text);
-    } else if (!isnan(v)) g_string_append(s, v > 0 ? "inf" : "-inf");
+    } else if (!isnan(v))
+        g_string_append(s, v > 0 ? "inf" : "-inf");
 }
 
 bool sdt_loss_row_format(const sdt_loss_row *row, char *line, size_t size)
@@ -157,8 +160,8 @@ bool sdt_loss_csv_append(const char *path, const sdt_loss_row *row, sdt_error *e
 {
     char text[SDT_LOSS_ROW_MAX];
     if (!sdt_loss_row_format(row, text, sizeof text))
-        return sdt_fail(error, SDT_ERR_INTERNAL, "%s: a loss CSV row is longer than %d bytes (a bug: please report)", path,
-                        SDT_LOSS_ROW_MAX);
+        return sdt_fail(error, SDT_ERR_INTERNAL, "%s: a loss CSV row is longer than %d bytes (a bug: please report)",
+                        path, SDT_LOSS_ROW_MAX);
     return sdt_loss_csv_append_line(path, row->with_validation, text, error);
 }
 
@@ -179,8 +182,10 @@ bool sdt_loss_csv_truncate_after(const char *path, int64_t last_step, sdt_error 
         next = nl ? nl + 1 : text + len;
         /* A row cut short by a crash (no newline) is dropped too. */
         bool keep = header || (nl && strtoll(p, NULL, 10) <= last_step);
-        if (keep) g_string_append_len(kept, p, next - p);
-        else changed = true;
+        if (keep)
+            g_string_append_len(kept, p, next - p);
+        else
+            changed = true;
         header = false;
     }
     bool ok = !changed || sdt_atomic_write(path, kept->str, kept->len, error);
@@ -209,7 +214,8 @@ bool sdt_settings_save(const char *folder, const cJSON *settings, time_t when, c
         struct stat st;
         if (lstat(path, &st) != 0 && errno == ENOENT) break;
         if (n == 1000) {
-            sdt_fail(error, SDT_ERR_IO, "%s: 1000 settings files were written in one second; wait a second and start again", folder);
+            sdt_fail(error, SDT_ERR_IO,
+                     "%s: 1000 settings files were written in one second; wait a second and start again", folder);
             return false;
         }
     }

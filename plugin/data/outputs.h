@@ -30,8 +30,8 @@
 /* What a method's folder holds: the copies' folder name, the loss CSV's name, and whether it has
  * PNG cards (image_embeddings/). */
 typedef struct sdt_output_layout {
-    const char *copies;                  /* "embeddings", "hypernetworks" */
-    const char *loss_csv;                /* SDT_LOSS_CSV_NAME, SDT_HN_LOSS_CSV_NAME */
+    const char *copies;   /* "embeddings", "hypernetworks" */
+    const char *loss_csv; /* SDT_LOSS_CSV_NAME, SDT_HN_LOSS_CSV_NAME */
     bool cards;
 } sdt_output_layout;
 
@@ -41,8 +41,8 @@ extern const sdt_output_layout sdt_output_layout_embedding, sdt_output_layout_hy
 extern const sdt_output_layout sdt_output_layout_hypernetwork_cards;
 
 typedef struct sdt_output_dirs {
-    char root[SDT_PATH_MAX];             /* <log>/<date>/<name> */
-    char copies[SDT_PATH_MAX];           /* the layout's copies folder */
+    char root[SDT_PATH_MAX];   /* <log>/<date>/<name> */
+    char copies[SDT_PATH_MAX]; /* the layout's copies folder */
     char images[SDT_PATH_MAX];
     char image_embeddings[SDT_PATH_MAX];
     char loss_csv[SDT_PATH_MAX];
@@ -66,8 +66,8 @@ typedef struct sdt_loss_row {
     const char *precision;        /* "fp32", "fp16", "bf16" */
     int64_t skipped;              /* optimizer steps skipped so far (non-finite gradients) */
     double images_per_s;
-    bool with_validation;         /* the validation_loss column exists (the run measures it) */
-    double validation_loss;       /* NAN (written empty) when not measured at this step */
+    bool with_validation;   /* the validation_loss column exists (the run measures it) */
+    double validation_loss; /* NAN (written empty) when not measured at this step */
 } sdt_loss_row;
 
 /* Appends one row (the header first when the file is new or empty); the line

@@ -14,6 +14,7 @@ int sdt_pixel_font_height(const char *text, int scale);
 
 /* Draws text with its top left corner at (x, y) into an RGB image of w x h pixels (rows top to
  * bottom), clipped to the image. */
-void sdt_pixel_font_draw(uint8_t *rgb, int w, int h, int x, int y, const char *text, int scale, const uint8_t colour[3]);
+void sdt_pixel_font_draw(uint8_t *rgb, int w, int h, int x, int y, const char *text, int scale,
+                         const uint8_t colour[3]);
 
 #endif

@@ -101,11 +101,13 @@ bool sdt_png_write_rgb_texts(const char *path, const uint8_t *rgb, int w, int h,
     png_failure failure = {"", NULL, 0};
     if (!write_png(f.fp, rgb, w, h, texts, n_texts, &failure)) {
         if (failure.write_errno)
-            sdt_fail(error, SDT_ERR_IO, "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or "
-                     "choose another folder", path, strerror(failure.write_errno));
+            sdt_fail(error, SDT_ERR_IO,
+                     "%s: writing failed (%s); the previous file, if any, is unchanged; free disk space or "
+                     "choose another folder",
+                     path, strerror(failure.write_errno));
         else
-            sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged", path,
-                     failure.message);
+            sdt_fail(error, SDT_ERR_IO, "%s: writing the PNG failed (%s); the previous file, if any, is unchanged",
+                     path, failure.message);
         sdt_atomic_abort(&f);
         return false;
     }

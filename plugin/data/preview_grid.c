@@ -73,7 +73,8 @@ static int seed_columns(int cell_w, int scale)
     return (cell_w - 4 * scale) / (6 * scale);
 }
 
-void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h, sdt_preview_grid_layout *out)
+void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h,
+                              sdt_preview_grid_layout *out)
 {
     (void)cell_h;
     int scale = cell_w < 256 ? 1 : 2, pad = PAD * scale;
@@ -97,14 +98,16 @@ void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w,
     out->height = out->top + labels->rows * cell_h;
 }
 
-bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8_t *const *cells, int cell_w, int cell_h,
-                              uint8_t **rgb, sdt_preview_grid_layout *layout, sdt_error *error)
+bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8_t *const *cells, int cell_w,
+                              int cell_h, uint8_t **rgb, sdt_preview_grid_layout *layout, sdt_error *error)
 {
     *rgb = NULL;
     if (labels->rows < 1 || labels->rows > SDT_PREVIEW_GRID_MAX_ROWS || labels->cols < 1 ||
         labels->cols > SDT_PREVIEW_GRID_MAX_COLS)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "a preview grid of %d prompts by %d seeds: it takes 1..%d prompts and "
-                        "1..%d seeds", labels->rows, labels->cols, SDT_PREVIEW_GRID_MAX_ROWS, SDT_PREVIEW_GRID_MAX_COLS);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "a preview grid of %d prompts by %d seeds: it takes 1..%d prompts and "
+                        "1..%d seeds",
+                        labels->rows, labels->cols, SDT_PREVIEW_GRID_MAX_ROWS, SDT_PREVIEW_GRID_MAX_COLS);
     sdt_preview_grid_measure(labels, cell_w, cell_h, layout);
     int W = layout->width, H = layout->height, s = layout->scale, pad = PAD * s;
     uint8_t *g = malloc((size_t)W * H * 3);
@@ -116,7 +119,8 @@ bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8
         char wrapped[WRAPPED_SIZE];
         sdt_preview_grid_wrap(labels->col_labels[c], seed_columns(cell_w, s), SEED_LINES, wrapped, sizeof wrapped);
         int lw = sdt_pixel_font_width(wrapped, s), lh = sdt_pixel_font_height(wrapped, s);
-        sdt_pixel_font_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, layout->top - pad - lh, wrapped, s, ink);
+        sdt_pixel_font_draw(g, W, H, layout->left + c * cell_w + (cell_w - lw) / 2, layout->top - pad - lh, wrapped, s,
+                            ink);
     }
     for (int r = 0; r < labels->rows; r++) {
         char wrapped[WRAPPED_SIZE];

@@ -25,18 +25,19 @@ typedef struct sdt_preview_grid_labels {
 } sdt_preview_grid_labels;
 
 typedef struct sdt_preview_grid_layout {
-    int scale;       /* font pixels per label pixel: 1 for cells narrower than 256, else 2 */
-    int left, top;   /* the label margins */
+    int scale;     /* font pixels per label pixel: 1 for cells narrower than 256, else 2 */
+    int left, top; /* the label margins */
     int width, height;
 } sdt_preview_grid_layout;
 
 /* text word-wrapped to lines of at most `columns` characters (4..64), at most `lines` lines (up to
  * 8; cut with "..."), as drawn: a prompt at 24 x 4, a seed label at what fits over a cell x 3. */
 void sdt_preview_grid_wrap(const char *text, int columns, int lines, char *out, int out_size);
-void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h, sdt_preview_grid_layout *out);
+void sdt_preview_grid_measure(const sdt_preview_grid_labels *labels, int cell_w, int cell_h,
+                              sdt_preview_grid_layout *out);
 /* cells[r * cols + c] is cell_w x cell_h x 3 RGB bytes. *rgb receives the malloc'd grid (layout's
  * width x height x 3). false + OUT_OF_MEMORY, or VALIDATION for a count past the maxima. */
-bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8_t *const *cells, int cell_w, int cell_h,
-                              uint8_t **rgb, sdt_preview_grid_layout *layout, sdt_error *error);
+bool sdt_preview_grid_compose(const sdt_preview_grid_labels *labels, const uint8_t *const *cells, int cell_w,
+                              int cell_h, uint8_t **rgb, sdt_preview_grid_layout *layout, sdt_error *error);
 
 #endif

@@ -22,8 +22,8 @@ bool sdt_preview_prompts_load(const char *path, sdt_preview_prompts *out, sdt_er
 void sdt_preview_prompts_free(sdt_preview_prompts *p);
 
 typedef struct sdt_preview_seeds {
-    int count;          /* columns, 1..SDT_PREVIEW_GRID_MAX_COLS */
-    bool listed;        /* true: seeds[] holds them; false: count seeds from the run's preview seed on */
+    int count;   /* columns, 1..SDT_PREVIEW_GRID_MAX_COLS */
+    bool listed; /* true: seeds[] holds them; false: count seeds from the run's preview seed on */
     uint64_t seeds[SDT_PREVIEW_GRID_MAX_COLS];
 } sdt_preview_seeds;
 

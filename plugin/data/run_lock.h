@@ -15,7 +15,7 @@
 #include "sdt_error.h"
 
 typedef struct sdt_run_lock {
-    int fd_plus_one;   /* 0 = not held (so a zeroed struct is a free lock) */
+    int fd_plus_one;      /* 0 = not held (so a zeroed struct is a free lock) */
     int file_fd_plus_one; /* the target file itself, flocked by sdt_run_lock_file (0: none) */
     char path[4096];
 } sdt_run_lock;

@@ -66,8 +66,8 @@ void sdt_state_seal_compute(const sdt_st_write_item *items, size_t n, const sdt_
         for (size_t i = 0; i < n; i++) {
             size_t bytes = sdt_st_dtype_size(items[i].dtype);
             for (int d = 0; d < items[i].ndim; d++) bytes *= (size_t)items[i].shape[d];
-            t[i] = (seal_tensor){items[i].name, sdt_st_dtype_name(items[i].dtype), items[i].ndim, items[i].shape,
-                                 items[i].data, bytes};
+            t[i] = (seal_tensor){
+                items[i].name, sdt_st_dtype_name(items[i].dtype), items[i].ndim, items[i].shape, items[i].data, bytes};
         }
         memcpy(kv, meta, n_meta * sizeof *kv);
         seal(t, n, kv, n_meta, hex);
@@ -80,8 +80,10 @@ bool sdt_state_seal_check(const sdt_safetensors *st, sdt_error *error)
 {
     const char *stored = sdt_st_metadata_get(st, SDT_STATE_SEAL_KEY);
     if (!stored) {
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state has no checksum (%s), so damage could not be detected; "
-                        "resume from a state this version of sdtrain wrote", sdt_st_path(st), SDT_STATE_SEAL_KEY);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state has no checksum (%s), so damage could not be detected; "
+                        "resume from a state this version of sdtrain wrote",
+                        sdt_st_path(st), SDT_STATE_SEAL_KEY);
     }
     size_t n = sdt_st_count(st), n_kv = sdt_st_metadata_count(st);
     seal_tensor *t = calloc(n ? n : 1, sizeof *t);
@@ -105,7 +107,8 @@ bool sdt_state_seal_check(const sdt_safetensors *st, sdt_error *error)
                         sdt_st_path(st));
     }
     if (strcmp(hex, stored) != 0) {
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state file is damaged (its checksum does not match its "
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state file is damaged (its checksum does not match its "
                         "contents); resume from an earlier state or a copy of this one, or train without --resume",
                         sdt_st_path(st));
     }

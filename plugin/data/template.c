@@ -77,13 +77,15 @@ bool sdt_template_check_for_embedding(const sdt_template *t, const char *origin,
 {
     if (!origin) origin = "template";
     if (t->n_lines == 0) {
-        sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the prompt template is empty; add lines such as \"a photo of [name]\"", origin);
+        sdt_fail(error, SDT_ERR_NO_GRADIENT,
+                 "%s: the prompt template is empty; add lines such as \"a photo of [name]\"", origin);
         return false;
     }
     if (!t->has_name) {
         sdt_fail(error, SDT_ERR_NO_GRADIENT,
                  "%s: no line of the prompt template contains [name], so the embedding would never appear in a prompt "
-                 "and would learn nothing; use a template such as \"a photo of [name], [filewords]\"", origin);
+                 "and would learn nothing; use a template such as \"a photo of [name], [filewords]\"",
+                 origin);
         return false;
     }
     return true;

@@ -13,8 +13,10 @@
 bool sdt_validation_split_choose(int n, double fraction, uint64_t seed, bool *held_out, int *n_held, sdt_error *error)
 {
     if (n < 2)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "the dataset has %d image(s), so none can be held out for validation and "
-                        "still leave one to train on; add images, or use a separate validation folder", n);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "the dataset has %d image(s), so none can be held out for validation and "
+                        "still leave one to train on; add images, or use a separate validation folder",
+                        n);
     int count = (int)lround(fraction * n);
     if (count < 1) count = 1;
     if (count > n - 1) count = n - 1;

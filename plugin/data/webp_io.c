@@ -62,13 +62,13 @@ static uint8_t *first_frame(const WebPData *data, int want_channels, int *width,
     uint8_t *canvas = NULL, *out = NULL;
     int timestamp = 0;
     if (!dec || !WebPAnimDecoderGetInfo(dec, &info) || !WebPAnimDecoderGetNext(dec, &canvas, &timestamp)) {
-        snprintf(why, why_size, "the WebP animation's first frame could not be decoded; the file is corrupt or truncated");
+        snprintf(why, why_size,
+                 "the WebP animation's first frame could not be decoded; the file is corrupt or truncated");
     } else if ((out = malloc((size_t)info.canvas_width * info.canvas_height * (size_t)want_channels)) == NULL) {
         snprintf(why, why_size, "out of memory decoding the WebP animation's first frame");
     } else {
         size_t n = (size_t)info.canvas_width * info.canvas_height;
-        for (size_t i = 0; i < n; i++)
-            memcpy(out + i * (size_t)want_channels, canvas + i * 4, (size_t)want_channels);
+        for (size_t i = 0; i < n; i++) memcpy(out + i * (size_t)want_channels, canvas + i * 4, (size_t)want_channels);
         *width = (int)info.canvas_width;
         *height = (int)info.canvas_height;
     }

@@ -17,8 +17,7 @@ bool sdt_webp_is(const uint8_t *head, size_t n);
 
 /* Size and channels (3, or 4 with alpha) from the first bytes of a WebP file (64 are
  * plenty). false + a reason (no path) when the header is damaged. */
-bool sdt_webp_header(const uint8_t *head, size_t n, int *width, int *height, int *channels, char *why,
-                     size_t why_size);
+bool sdt_webp_header(const uint8_t *head, size_t n, int *width, int *height, int *channels, char *why, size_t why_size);
 
 /* Decodes the whole file's image (the first frame of an animation) to want_channels
  * (3 or 4) interleaved 8-bit pixels, malloc'd; *orientation gets the EXIF orientation

@@ -28,7 +28,10 @@ static uint64_t name_seed(const char *name)
     return h;
 }
 
-static const char *text_or(const char *text, const char *fallback) { return text && text[0] ? text : fallback; }
+static const char *text_or(const char *text, const char *fallback)
+{
+    return text && text[0] ? text : fallback;
+}
 
 /* The spec's text fields as the Create tab reads them, onto A1111's defaults. */
 static bool spec_to_config(const sdt_hypernetwork_spec *spec, sdt_hn_config *c, sdt_error *error)
@@ -37,9 +40,11 @@ static bool spec_to_config(const sdt_hypernetwork_spec *spec, sdt_hn_config *c, 
     if (spec->reserved0 != 0)
         return sdt_fail(error, SDT_ERR_VALIDATION, "spec.reserved0 must be 0; zero the spec before filling it");
     if (!spec->name || !spec->name[0])
-        return sdt_fail(error, SDT_ERR_VALIDATION, "Name is empty: set spec.name to the hypernetwork's name, e.g. \"my_style\"");
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "Name is empty: set spec.name to the hypernetwork's name, e.g. \"my_style\"");
     if (strlen(spec->name) > SDT_HN_NAME_MAX)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "Name is longer than %d bytes: choose a shorter spec.name", SDT_HN_NAME_MAX);
+        return sdt_fail(error, SDT_ERR_VALIDATION, "Name is longer than %d bytes: choose a shorter spec.name",
+                        SDT_HN_NAME_MAX);
     snprintf(c->name, sizeof c->name, "%s", spec->name);
     if (spec->widths && spec->widths[0] &&
         !sdt_hn_parse_widths(spec->widths, c->widths, SDT_HN_MAX_WIDTHS, &c->width_count, error))
@@ -50,7 +55,8 @@ static bool spec_to_config(const sdt_hypernetwork_spec *spec, sdt_hn_config *c, 
     }
     const char *activation = text_or(spec->activation, "linear");
     if (strlen(activation) >= sizeof c->activation)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "activation \"%.40s...\" is too long; use one of A1111's names, e.g. \"relu\"", activation);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "activation \"%.40s...\" is too long; use one of A1111's names, e.g. \"relu\"", activation);
     snprintf(c->activation, sizeof c->activation, "%s", activation);
     if (!sdt_hn_init_parse(text_or(spec->weight_init, "Normal"), &c->init, error)) return false;
     c->layer_norm = spec->layer_norm;
@@ -71,11 +77,14 @@ bool sdt_hn_abi_create(const sdt_hypernetwork_spec *spec, char *path_out, size_t
     if (!spec->output_dir || !spec->output_dir[0])
         return sdt_fail(error, SDT_ERR_VALIDATION, "Output folder is empty: set spec.output_dir to an existing folder");
     if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another", spec->output_dir);
+        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another",
+                        spec->output_dir);
     char path[4096];
     snprintf(path, sizeof path, "%.3800s/%.200s.pt", spec->output_dir, c.name);
     sdt_backend *cpu = sdt_backend_cpu_create(1);
-    if (!cpu) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory starting the CPU backend; close other programs and retry");
+    if (!cpu)
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "out of memory starting the CPU backend; close other programs and retry");
     sdt_hn *hn = sdt_hn_create_file(&c, path, spec->overwrite, cpu, name_seed(c.name), error);
     sdt_hn_free(hn);
     cpu->destroy(cpu);
@@ -123,10 +132,14 @@ static char *describe_json(const sdt_hn *hn, const sdt_hypernetwork_info *info, 
     cJSON_AddNumberToObject(root, "step", (double)info->step);
     cJSON_AddNumberToObject(root, "parameter_count", (double)info->parameter_count);
     cJSON_AddBoolToObject(root, "all_finite", info->all_finite);
-    if (info->checkpoint_name[0]) cJSON_AddStringToObject(root, "sd_checkpoint_name", info->checkpoint_name);
-    else cJSON_AddNullToObject(root, "sd_checkpoint_name");
-    if (info->checkpoint_hash[0]) cJSON_AddStringToObject(root, "sd_checkpoint", info->checkpoint_hash);
-    else cJSON_AddNullToObject(root, "sd_checkpoint");
+    if (info->checkpoint_name[0])
+        cJSON_AddStringToObject(root, "sd_checkpoint_name", info->checkpoint_name);
+    else
+        cJSON_AddNullToObject(root, "sd_checkpoint_name");
+    if (info->checkpoint_hash[0])
+        cJSON_AddStringToObject(root, "sd_checkpoint", info->checkpoint_hash);
+    else
+        cJSON_AddNullToObject(root, "sd_checkpoint");
     char *text = sdt_json_print(root);
     cJSON_Delete(root);
     return text;
@@ -163,7 +176,9 @@ bool sdt_hn_abi_inspect(const char *path, sdt_hypernetwork_info *info, char **js
 {
     if (sdt_state_file_is_state(path)) return inspect_state(path, info, json_out, error);
     sdt_backend *cpu = sdt_backend_cpu_create(1);
-    if (!cpu) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory starting the CPU backend; close other programs and retry");
+    if (!cpu)
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "out of memory starting the CPU backend; close other programs and retry");
     bool is_pt = sdt_torch_sniff_file(path) != SDT_TORCH_NOT_TORCH;
     sdt_hn *hn = sdt_hn_load(path, cpu, error);
     bool ok = hn != NULL;

@@ -98,7 +98,8 @@ bool sdt_hn_activation_lookup(const char *name, sdt_activation *out, sdt_error *
     size_t used = 0;
     for (int i = 0; i < HN_ACTIVATION_COUNT && used < sizeof(list); i++)
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", hn_activations[i].name);
-    sdt_fail(error, SDT_ERR_VALIDATION, "activation: \"%s\" is not an activation sdtrain knows; use one of %s (lower "
+    sdt_fail(error, SDT_ERR_VALIDATION,
+             "activation: \"%s\" is not an activation sdtrain knows; use one of %s (lower "
              "case)",
              name ? name : "(none)", list);
     return false;
@@ -123,7 +124,8 @@ bool sdt_hn_init_parse(const char *name, sdt_hn_init *out, sdt_error *error)
         }
     sdt_fail(error, SDT_ERR_VALIDATION,
              "weight initialization: \"%s\" is not one of Normal, XavierUniform, XavierNormal, KaimingUniform, "
-             "KaimingNormal (spelled as A1111 does)", name ? name : "(none)");
+             "KaimingNormal (spelled as A1111 does)",
+             name ? name : "(none)");
     return false;
 }
 
@@ -179,19 +181,24 @@ static bool hn_split(const char *field, const char *text, int max, int *count, h
         while (len && isspace((unsigned char)p[len - 1])) len--;
         char token[64];
         if (len == 0) {
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: \"%s\" has an empty entry; write numbers separated by commas, "
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: \"%s\" has an empty entry; write numbers separated by commas, "
                      "e.g. \"1, 2, 1\"",
                      field, text);
             return false;
         }
         if (len >= sizeof(token)) {
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: an entry of \"%s\" is too long to be a number; write numbers "
-                     "separated by commas", field, text);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: an entry of \"%s\" is too long to be a number; write numbers "
+                     "separated by commas",
+                     field, text);
             return false;
         }
         if (*count >= max) {
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: \"%s\" has more than %d entries; use at most "
-                     "%d", field, text, max, max);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: \"%s\" has more than %d entries; use at most "
+                     "%d",
+                     field, text, max, max);
             return false;
         }
         memcpy(token, p, len);
@@ -209,9 +216,10 @@ static bool hn_take_double(const char *field, const char *token, int index, void
     errno = 0;
     double v = sdt_c_strtod(token, &end);
     if (*end != '\0' || end == token) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "%s: entry %d \"%s\" is not a number; write numbers such as 1, 2 or "
-                 "0.5", field,
-                 index + 1, token);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "%s: entry %d \"%s\" is not a number; write numbers such as 1, 2 or "
+                 "0.5",
+                 field, index + 1, token);
         return false;
     }
     ((double *)out)[index] = v;
@@ -224,8 +232,10 @@ static bool hn_take_int(const char *field, const char *token, int index, void *o
     errno = 0;
     long v = strtol(token, &end, 10);
     if (*end != '\0' || end == token || errno || v < 1 || v > SDT_HN_MAX_WIDTH) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "%s: entry %d \"%s\" is not a width in 1..%d; write widths such as 768, "
-                 "320, 640, 1280", field, index + 1, token, SDT_HN_MAX_WIDTH);
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "%s: entry %d \"%s\" is not a width in 1..%d; write widths such as 768, "
+                 "320, 640, 1280",
+                 field, index + 1, token, SDT_HN_MAX_WIDTH);
         return false;
     }
     ((int *)out)[index] = (int)v;
@@ -240,7 +250,8 @@ bool sdt_hn_parse_numbers(const char *field, const char *text, double *out, int 
 bool sdt_hn_parse_layer_structure(const char *text, sdt_hn_config *c, sdt_error *error)
 {
     return sdt_hn_parse_numbers("layer "
-        "structure", text, c->layer_structure, SDT_HN_MAX_ENTRIES, &c->entry_count, error);
+                                "structure",
+                                text, c->layer_structure, SDT_HN_MAX_ENTRIES, &c->entry_count, error);
 }
 
 bool sdt_hn_parse_dropout_structure(const char *text, sdt_hn_config *c, sdt_error *error)
@@ -249,16 +260,19 @@ bool sdt_hn_parse_dropout_structure(const char *text, sdt_hn_config *c, sdt_erro
     int count = 0;
     if (!sdt_hn_parse_numbers("dropout structure", text, values, SDT_HN_MAX_ENTRIES, &count, error)) return false;
     if (count != c->entry_count)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "dropout structure: \"%s\" has %d entries but the layer structure "
-                        "has %d; give one per layer-structure entry, e.g. \"0, 0.05, 0.15\" for \"1, 2, 1\"", text,
-                        count, c->entry_count);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "dropout structure: \"%s\" has %d entries but the layer structure "
+                        "has %d; give one per layer-structure entry, e.g. \"0, 0.05, 0.15\" for \"1, 2, 1\"",
+                        text, count, c->entry_count);
     memcpy(c->dropout_structure, values, sizeof(values));
     return true;
 }
 
 /* The K/V widths of each model family's attentions (sdt_unet_config_kv_widths of its preset):
  * the cross-attention context first, then the self-attention widths. */
-static const struct { const char *name, *widths; } hn_width_presets[] = {
+static const struct {
+    const char *name, *widths;
+} hn_width_presets[] = {
     {"sd1", "768, 320, 640, 1280"},
     {"sd2", "1024, 320, 640, 1280"},
     {"sdxl", "2048, 640, 1280"},
@@ -276,17 +290,20 @@ bool sdt_hn_parse_widths(const char *text, int *out, int max, int *count, sdt_er
 static bool hn_check_widths(const sdt_hn_config *c, sdt_error *error)
 {
     if (c->width_count < 1 || c->width_count > SDT_HN_MAX_WIDTHS)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "modules: %d widths given; choose 1 to %d of 768, 1024, 320, 640, "
-                        "1280 (768 and 320, 640, 1280 for SD 1.x, 1024 for SD 2.x cross-attention)", c->width_count,
-                       SDT_HN_MAX_WIDTHS);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "modules: %d widths given; choose 1 to %d of 768, 1024, 320, 640, "
+                        "1280 (768 and 320, 640, 1280 for SD 1.x, 1024 for SD 2.x cross-attention)",
+                        c->width_count, SDT_HN_MAX_WIDTHS);
     for (int i = 0; i < c->width_count; i++) {
         if (c->widths[i] < 1 || c->widths[i] > SDT_HN_MAX_WIDTH)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "modules: width %d is outside 1..%d; use the K/V widths of "
-                            "the model (768, 320, 640, 1280 for SD 1.x)", c->widths[i], SDT_HN_MAX_WIDTH);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "modules: width %d is outside 1..%d; use the K/V widths of "
+                            "the model (768, 320, 640, 1280 for SD 1.x)",
+                            c->widths[i], SDT_HN_MAX_WIDTH);
         for (int j = 0; j < i; j++)
             if (c->widths[j] == c->widths[i])
                 return sdt_fail(error, SDT_ERR_VALIDATION, "modules: width %d is listed twice; list each width once",
-                               c->widths[i]);
+                                c->widths[i]);
     }
     return true;
 }
@@ -294,28 +311,36 @@ static bool hn_check_widths(const sdt_hn_config *c, sdt_error *error)
 static bool hn_check_structure(const sdt_hn_config *c, sdt_error *error)
 {
     if (c->entry_count < 2 || c->entry_count > SDT_HN_MAX_ENTRIES)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: %d entries given; give 2 to %d multipliers "
-                        "starting and ending with 1, e.g. \"1, 2, 1\"", c->entry_count, SDT_HN_MAX_ENTRIES);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "layer structure: %d entries given; give 2 to %d multipliers "
+                        "starting and ending with 1, e.g. \"1, 2, 1\"",
+                        c->entry_count, SDT_HN_MAX_ENTRIES);
     for (int i = 0; i < c->entry_count; i++)
         if (!isfinite(c->layer_structure[i]) || c->layer_structure[i] <= 0)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: entry %d (%g) is not a positive number; every "
-                           "multiplier must be > 0, e.g. \"1, 2, 1\"", i + 1, c->layer_structure[i]);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "layer structure: entry %d (%g) is not a positive number; every "
+                            "multiplier must be > 0, e.g. \"1, 2, 1\"",
+                            i + 1, c->layer_structure[i]);
     if (c->layer_structure[0] != 1.0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: it starts with %g; the first multiplier must be "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "layer structure: it starts with %g; the first multiplier must be "
                         "1 (the "
-                       "module maps the K/V input back to its own width), e.g. \"1, 2, 1\"", c->layer_structure[0]);
+                        "module maps the K/V input back to its own width), e.g. \"1, 2, 1\"",
+                        c->layer_structure[0]);
     if (c->layer_structure[c->entry_count - 1] != 1.0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: it ends with %g; the last multiplier must be 1 "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "layer structure: it ends with %g; the last multiplier must be 1 "
                         "(the module's output is added to its input), e.g. \"1, 2, 1\"",
-                       c->layer_structure[c->entry_count - 1]);
+                        c->layer_structure[c->entry_count - 1]);
     for (int w = 0; w < c->width_count; w++)
         for (int i = 1; i + 1 < c->entry_count; i++) {
             int size = sdt_hn_layer_size(c->widths[w], c->layer_structure[i]);
             if (size < 1 || size > SDT_HN_MAX_HIDDEN)
-                return sdt_fail(error, SDT_ERR_VALIDATION, "layer structure: entry %d (%g) makes a layer of int(%d * "
-                                "%g) = %d units for width %d; choose a multiplier giving 1 to %d units", i + 1,
-                               c->layer_structure[i], c->widths[w], c->layer_structure[i], size, c->widths[w],
-                               SDT_HN_MAX_HIDDEN);
+                return sdt_fail(error, SDT_ERR_VALIDATION,
+                                "layer structure: entry %d (%g) makes a layer of int(%d * "
+                                "%g) = %d units for width %d; choose a multiplier giving 1 to %d units",
+                                i + 1, c->layer_structure[i], c->widths[w], c->layer_structure[i], size, c->widths[w],
+                                SDT_HN_MAX_HIDDEN);
         }
     return true;
 }
@@ -326,13 +351,16 @@ static bool hn_check_dropout(const sdt_hn_config *c, bool creating, sdt_error *e
     for (int i = 0; i < c->entry_count; i++) {
         double p = c->dropout_structure[i];
         if (!(p == 0.0 || (p > 0.0 && p < 1.0)))
-            return sdt_fail(error, SDT_ERR_VALIDATION, "dropout structure: entry %d (%g) is not a probability; each "
-                            "entry must be 0 or between 0 and 1 (exclusive), e.g. \"0, 0.05, 0.15\"", i + 1, p);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "dropout structure: entry %d (%g) is not a probability; each "
+                            "entry must be 0 or between 0 and 1 (exclusive), e.g. \"0, 0.05, 0.15\"",
+                            i + 1, p);
     }
     if (creating && c->dropout_structure[0] != 0.0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "dropout structure: the first entry is %g but no layer comes "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "dropout structure: the first entry is %g but no layer comes "
                         "before it; set it to 0 (entry i+1 is the dropout after layer i), e.g. \"0, 0.05, 0.15\"",
-                       c->dropout_structure[0]);
+                        c->dropout_structure[0]);
     return true;
 }
 
@@ -341,16 +369,19 @@ bool sdt_hn_config_validate(const sdt_hn_config *c, bool creating, sdt_error *er
     if (!c) return sdt_fail(error, SDT_ERR_VALIDATION, "no hypernetwork description given; pass one");
     if (memchr(c->name, '\0', sizeof(c->name)) == NULL)
         return sdt_fail(error, SDT_ERR_VALIDATION, "name: it is not terminated; pass a name of at most %d bytes",
-                       SDT_HN_NAME_MAX);
+                        SDT_HN_NAME_MAX);
     if (!sdt_file_name_check("hypernetwork", c->name, SDT_HN_NAME_MAX, error)) return false;
     if (!hn_check_widths(c, error) || !hn_check_structure(c, error)) return false;
     if (memchr(c->activation, '\0', sizeof(c->activation)) == NULL)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "activation: the name is not terminated; pass a name such as "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "activation: the name is not terminated; pass a name such as "
                         "\"relu\"");
     if (!sdt_hn_activation_lookup(c->activation, NULL, error)) return false;
     if ((int)c->init < 0 || c->init >= SDT_HN_INIT_COUNT)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "weight initialization: value %d is unknown; use Normal, "
-                        "XavierUniform, XavierNormal, KaimingUniform or KaimingNormal", (int)c->init);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "weight initialization: value %d is unknown; use Normal, "
+                        "XavierUniform, XavierNormal, KaimingUniform or KaimingNormal",
+                        (int)c->init);
     return hn_check_dropout(c, creating, error);
 }
 

@@ -21,13 +21,13 @@
 #include "ops.h"
 #include "sdt_error.h"
 
-#define SDT_HN_NAME_MAX 200         /* bytes, as embedding names */
-#define SDT_HN_MAX_WIDTHS 8         /* module widths in one hypernetwork */
-#define SDT_HN_MAX_ENTRIES 16       /* entries of the layer structure: up to 15 Linear layers */
-#define SDT_HN_MAX_WIDTH 16384      /* K/V input width */
-#define SDT_HN_MAX_HIDDEN 65536     /* int(width * multiplier) */
-#define SDT_HN_ACTIVATION_MAX 32    /* bytes of an activation name */
-#define SDT_HN_LEGACY_DROPOUT 0.3   /* A1111's fixed p before dropout structures existed */
+#define SDT_HN_NAME_MAX 200       /* bytes, as embedding names */
+#define SDT_HN_MAX_WIDTHS 8       /* module widths in one hypernetwork */
+#define SDT_HN_MAX_ENTRIES 16     /* entries of the layer structure: up to 15 Linear layers */
+#define SDT_HN_MAX_WIDTH 16384    /* K/V input width */
+#define SDT_HN_MAX_HIDDEN 65536   /* int(width * multiplier) */
+#define SDT_HN_ACTIVATION_MAX 32  /* bytes of an activation name */
+#define SDT_HN_LEGACY_DROPOUT 0.3 /* A1111's fixed p before dropout structures existed */
 
 typedef enum sdt_hn_init {
     SDT_HN_INIT_NORMAL = 0,      /* W ~ N(0, 0.01), b = 0 */
@@ -42,14 +42,14 @@ typedef struct sdt_hn_config {
     char name[SDT_HN_NAME_MAX + 1];
     int width_count;
     int widths[SDT_HN_MAX_WIDTHS];              /* distinct; default 768, 320, 640, 1280 */
-    int entry_count;                             /* entries of layer_structure (>= 2) */
-    double layer_structure[SDT_HN_MAX_ENTRIES];  /* width multipliers; first and last are 1 */
-    char activation[SDT_HN_ACTIVATION_MAX];      /* A1111's lower-case name: "linear", "relu", "swish"... */
+    int entry_count;                            /* entries of layer_structure (>= 2) */
+    double layer_structure[SDT_HN_MAX_ENTRIES]; /* width multipliers; first and last are 1 */
+    char activation[SDT_HN_ACTIVATION_MAX];     /* A1111's lower-case name: "linear", "relu", "swish"... */
     sdt_hn_init init;
     bool layer_norm;
-    bool use_dropout;                            /* off: every dropout entry counts as 0 */
+    bool use_dropout;                             /* off: every dropout entry counts as 0 */
     double dropout_structure[SDT_HN_MAX_ENTRIES]; /* entry_count entries; entry i+1 > 0: Dropout after Linear i */
-    bool activate_output;                        /* the activation after the last Linear too */
+    bool activate_output;                         /* the activation after the last Linear too */
 } sdt_hn_config;
 
 /* A1111's Create tab defaults with an empty name: widths 768, 320, 640, 1280, "1, 2, 1",
@@ -101,10 +101,10 @@ bool sdt_hn_config_has_width(const sdt_hn_config *c, int width);
 
 /* One Linear and what follows it, with A1111's Sequential positions (-1: absent). */
 typedef struct sdt_hn_layer_plan {
-    int in_size, out_size;    /* for a given width */
-    int linear_position;      /* "linear.<p>.weight" / ".bias" */
+    int in_size, out_size; /* for a given width */
+    int linear_position;   /* "linear.<p>.weight" / ".bias" */
     int activation_position;
-    int norm_position;        /* LayerNorm: "linear.<p>.weight" / ".bias" too */
+    int norm_position; /* LayerNorm: "linear.<p>.weight" / ".bias" too */
     int dropout_position;
     double dropout_p;
 } sdt_hn_layer_plan;

@@ -58,8 +58,10 @@ bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_na
         /* A1111 names from the file name when the key is absent; a stored name that is not a
          * usable file name is sanitised rather than refused, so old files still load */
         char *clean = keys->has_name ? sdt_file_name_sanitise(keys->name, SDT_HN_NAME_MAX) : NULL;
-        if (clean && clean[0]) snprintf(c.name, sizeof(c.name), "%s", clean);
-        else snprintf(c.name, sizeof(c.name), "%s", fallback_name ? fallback_name : "");
+        if (clean && clean[0])
+            snprintf(c.name, sizeof(c.name), "%s", clean);
+        else
+            snprintf(c.name, sizeof(c.name), "%s", fallback_name ? fallback_name : "");
         free(clean);
         if (!c.name[0]) snprintf(c.name, sizeof(c.name), "hypernetwork");
     }
@@ -79,10 +81,11 @@ bool sdt_hn_keys_to_config(const sdt_hn_file_keys *keys, const char *fallback_na
     bool last_layer_dropout = keys->has_last_layer_dropout && keys->last_layer_dropout;
     if (keys->has_dropout_structure) {
         if (keys->dropout_count < c.entry_count)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: dropout_structure has %d entries but layer_structure has "
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: dropout_structure has %d entries but layer_structure has "
                             "%d; the file "
-                             "is damaged (re-save it, or remove dropout_structure to use A1111's rebuild)", file,
-                             keys->dropout_count, c.entry_count);
+                            "is damaged (re-save it, or remove dropout_structure to use A1111's rebuild)",
+                            file, keys->dropout_count, c.entry_count);
         bool any = false;
         for (int i = 0; i < c.entry_count; i++) {
             c.dropout_structure[i] = keys->dropout_structure[i];
@@ -144,9 +147,10 @@ static bool parse_bool(const char *file, const char *key, const char *text, bool
 {
     if (!strcmp(text, "true") || !strcmp(text, "True") || !strcmp(text, "1")) return *out = true, true;
     if (!strcmp(text, "false") || !strcmp(text, "False") || !strcmp(text, "0")) return *out = false, true;
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata %s is \"%s\", not true or false; fix or remove the "
-                    "key", file, key,
-                     text);
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: metadata %s is \"%s\", not true or false; fix or remove the "
+                    "key",
+                    file, key, text);
 }
 
 /* "[1.0, 2.0, 1.0]" (brackets optional) -> numbers. */
@@ -199,9 +203,10 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
         errno = 0;
         long long step = strtoll(v, &end, 10);
         if (*end || end == v || errno || step < 0)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata step is \"%s\", not a step count; fix or remove "
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: metadata step is \"%s\", not a step count; fix or remove "
                             "the key",
-                             file, v);
+                            file, v);
         k->has_step = true, k->step = step;
     }
     if ((v = sdt_st_metadata_get(st, "layer_structure"))) {
@@ -223,7 +228,7 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
     if ((v = meta_or_none(sdt_st_metadata_get(st, "dropout_structure")))) {
         k->has_dropout_structure = true;
         if (!parse_list(file, "dropout_structure", v, k->dropout_structure, SDT_HN_MAX_ENTRIES, &k->dropout_count,
-            error))
+                        error))
             return false;
     }
     if ((v = meta_or_none(sdt_st_metadata_get(st, "sd_checkpoint"))))
@@ -235,9 +240,10 @@ static bool st_read_keys(const sdt_safetensors *st, const char *file, sdt_hn_fil
         if (!parse_list(file, "modules", v, widths, SDT_HN_MAX_WIDTHS, &k->width_count, error)) return false;
         for (int i = 0; i < k->width_count; i++) {
             if (widths[i] != floor(widths[i]) || widths[i] < 1 || widths[i] > SDT_HN_MAX_WIDTH)
-                return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: metadata modules lists %g, not a width; fix or "
+                return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                                "%s: metadata modules lists %g, not a width; fix or "
                                 "remove the key",
-                                 file, widths[i]);
+                                file, widths[i]);
             k->widths[i] = (int)widths[i];
         }
     }
@@ -298,7 +304,9 @@ static void describe_structure(const sdt_hn_config *c, char *out, size_t out_siz
     format_list(c->layer_structure, c->entry_count, ls, sizeof(ls));
     snprintf(out, out_size, "layer structure %s, activation %s%s, layer norm %s", ls, c->activation,
              c->activate_output && strcmp(c->activation, "linear") ? " (output "
-                 "too)" : "", c->layer_norm ? "on" : "off");
+                                                                     "too)"
+                                                                   : "",
+             c->layer_norm ? "on" : "off");
 }
 
 /* One tensor of a file, whatever the format, named "<width>.<0|1>.<state-dict key>". */
@@ -333,9 +341,10 @@ static bool hn_fill(const hn_file_tensor *tensors, size_t n, const char *file, s
             p = sdt_hn_param_find(hn, name);
         }
         if (!p) {
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" does not belong to a hypernetwork with %s; "
-                          "the metadata does not describe these tensors (re-save the file from its source)", file,
-                          e->name, structure);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: tensor \"%s\" does not belong to a hypernetwork with %s; "
+                          "the metadata does not describe these tensors (re-save the file from its source)",
+                          file, e->name, structure);
             break;
         }
         int index = (int)(p - sdt_hn_param_at(hn, 0));
@@ -350,13 +359,17 @@ static bool hn_fill(const hn_file_tensor *tensors, size_t n, const char *file, s
             char have[96], want[96];
             format_shape(e->ndim, e->shape, have, sizeof(have));
             format_shape(p->value.ndim, p->value.shape, want, sizeof(want));
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" has shape %s but a hypernetwork with %s needs "
-                          "%s; the metadata does not match the tensors", file, e->name, have, structure, want);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: tensor \"%s\" has shape %s but a hypernetwork with %s needs "
+                          "%s; the metadata does not match the tensors",
+                          file, e->name, have, structure, want);
             break;
         }
         if (!e->dtype_ok) {
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is %s; hypernetwork weights must be F32, F16 "
-                          "or BF16", file, e->name, e->dtype_name);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: tensor \"%s\" is %s; hypernetwork weights must be F32, F16 "
+                          "or BF16",
+                          file, e->name, e->dtype_name);
             break;
         }
         sdt_load_f32(e->data, e->dtype, host + param_offset(hn, index), sdt_tensor_numel(&p->value));
@@ -364,9 +377,10 @@ static bool hn_fill(const hn_file_tensor *tensors, size_t n, const char *file, s
     }
     for (int i = 0; ok && i < count; i++)
         if (!filled[i])
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is missing for a hypernetwork with %s; the "
-                          "file is incomplete (re-save it from its source)", file, sdt_hn_param_at(hn, i)->name,
-                          structure);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: tensor \"%s\" is missing for a hypernetwork with %s; the "
+                          "file is incomplete (re-save it from its source)",
+                          file, sdt_hn_param_at(hn, i)->name, structure);
     free(filled);
     return ok;
 }
@@ -380,8 +394,10 @@ static sdt_hn *hn_build(const sdt_hn_file_keys *keys, const hn_file_tensor *tens
     char fallback[SDT_HN_NAME_MAX + 1];
     file_base_name(path, fallback, sizeof(fallback));
     if (keys->width_count == 0) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no tensor is named like a hypernetwork module "
-                 "(\"768.0.linear.0.weight\"); this is not a hypernetwork file", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: no tensor is named like a hypernetwork module "
+                 "(\"768.0.linear.0.weight\"); this is not a hypernetwork file",
+                 path);
         return NULL;
     }
     if (!sdt_hn_keys_to_config(keys, fallback, path, &config, &info, error)) return NULL;
@@ -392,8 +408,9 @@ static sdt_hn *hn_build(const sdt_hn_file_keys *keys, const hn_file_tensor *tens
     }
     float *host = calloc((size_t)sdt_hn_param_numel(hn), sizeof(float));
     bool ok = host != NULL;
-    if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld weights", path,
-                      (long long)sdt_hn_param_numel(hn));
+    if (!ok)
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory for %lld weights", path,
+                 (long long)sdt_hn_param_numel(hn));
     ok = ok && hn_fill(tensors, n, path, hn, host, error) && sdt_hn_upload(hn, host, error);
     free(host);
     if (!ok) {
@@ -412,7 +429,8 @@ sdt_hn *sdt_hn_load_safetensors(const char *path, sdt_backend *be, sdt_error *er
     sdt_hn *hn = NULL;
     size_t n = sdt_st_count(st);
     hn_file_tensor *tensors = calloc(n ? n : 1, sizeof(*tensors));
-    if (!tensors) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while reading", path);
+    if (!tensors)
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while reading", path);
     else if (st_read_keys(st, path, &keys, error)) {
         if (keys.width_count == 0) widths_from_names(st, &keys);
         for (size_t i = 0; i < n; i++) {
@@ -445,8 +463,11 @@ bool sdt_hn_save_safetensors(const sdt_hn *hn, const char *path, sdt_error *erro
     int64_t offset = 0;
     for (int i = 0; ok && i < count; i++) {
         const sdt_hn_param *p = sdt_hn_param_at_const(hn, i);
-        items[i] = (sdt_st_write_item){.name = p->name, .dtype = SDT_ST_F32, .ndim = p->value.ndim,
-                                       .shape = p->value.shape, .data = host + offset};
+        items[i] = (sdt_st_write_item){.name = p->name,
+                                       .dtype = SDT_ST_F32,
+                                       .ndim = p->value.ndim,
+                                       .shape = p->value.shape,
+                                       .data = host + offset};
         offset += sdt_tensor_numel(&p->value);
     }
     char step[32], layers[512], dropout[512], modules[128];
@@ -496,8 +517,8 @@ bool sdt_hn_save_pt(const sdt_hn *hn, const char *path, sdt_error *error)
     const sdt_hn_config *c = sdt_hn_get_config(hn);
     const sdt_hn_info *info = sdt_hn_get_info_const(hn);
     float *host = calloc((size_t)sdt_hn_param_numel(hn) + 1, sizeof(float));
-    if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while saving; nothing was written",
-                               path);
+    if (!host)
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of host memory while saving; nothing was written", path);
     if (!sdt_hn_download(hn, host, error)) {
         free(host);
         return false;
@@ -576,8 +597,8 @@ static bool pt_read_keys(const sdt_pv *root, const char *file, sdt_hn_file_keys 
     memset(k, 0, sizeof(*k));
     const sdt_pv *v;
     const char *text;
-    if ((text = sdt_pv_as_str(sdt_pv_dict_get(root, "name")))) k->has_name = true, snprintf(k->name, sizeof(k->name),
-                                                                                            "%s", text);
+    if ((text = sdt_pv_as_str(sdt_pv_dict_get(root, "name"))))
+        k->has_name = true, snprintf(k->name, sizeof(k->name), "%s", text);
     if ((v = sdt_pv_dict_get(root, "step")) && !sdt_pv_is(v, SDT_PV_NONE)) {
         if (!sdt_pv_as_int(v, &k->step) || k->step < 0)
             return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: step is not a step count; the file is damaged", file);
@@ -630,18 +651,22 @@ static bool pt_read_modules(sdt_torch_file *f, const sdt_pv *root, const char *f
         if (!sdt_pv_is(key, SDT_PV_INT)) continue;
         int64_t width = key->u.i;
         if (width < 1 || width > SDT_HN_MAX_WIDTH || k->width_count >= SDT_HN_MAX_WIDTHS)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: module key %lld is not a width sdtrain takes (1..%d, at "
-                            "most %d of them)", file, (long long)width, SDT_HN_MAX_WIDTH, SDT_HN_MAX_WIDTHS);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: module key %lld is not a width sdtrain takes (1..%d, at "
+                            "most %d of them)",
+                            file, (long long)width, SDT_HN_MAX_WIDTH, SDT_HN_MAX_WIDTHS);
         k->widths[k->width_count++] = (int)width;
         if ((!sdt_pv_is(pair, SDT_PV_TUPLE) && !sdt_pv_is(pair, SDT_PV_LIST)) || sdt_pv_len(pair) != 2)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: module %lld is not a pair of state dicts (K, V); the file "
-                            "is damaged", file, (long long)width);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: module %lld is not a pair of state dicts (K, V); the file "
+                            "is damaged",
+                            file, (long long)width);
         for (int kind = 0; kind < 2; kind++) {
             const sdt_pv *state = sdt_pv_item(pair, (size_t)kind);
             if (!sdt_pv_is(state, SDT_PV_DICT))
                 return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: module %lld %s is a %s, not a state dict", file,
                                 (long long)width, kind ? "V" : "K",
-                                    sdt_pv_kind_name(state ? state->kind : SDT_PV_NONE));
+                                sdt_pv_kind_name(state ? state->kind : SDT_PV_NONE));
             for (size_t e = 0; e < sdt_pv_len(state); e++) {
                 const char *name = sdt_pv_as_str(sdt_pv_dict_key(state, e));
                 hn_file_tensor *t = &tensors[n];
@@ -694,13 +719,17 @@ sdt_hn *sdt_hn_create_file(const sdt_hn_config *c, const char *path, bool overwr
 {
     if (!sdt_hn_config_validate(c, true, error)) return NULL;
     if (!path || !(has_suffix(path, ".pt") || has_suffix(path, ".safetensors"))) {
-        sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: name the hypernetwork file \"<name>.pt\" (A1111) or "
-                 "\"<name>.safetensors\"", path ? path : "(no path)");
+        sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                 "%s: name the hypernetwork file \"<name>.pt\" (A1111) or "
+                 "\"<name>.safetensors\"",
+                 path ? path : "(no path)");
         return NULL;
     }
     if (!overwrite && access(path, F_OK) == 0) {
-        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "file %s already exists; choose another name or turn on "
-                 "overwrite", path);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS,
+                 "file %s already exists; choose another name or turn on "
+                 "overwrite",
+                 path);
         return NULL;
     }
     sdt_hn *hn = sdt_hn_create(c, be, init_seed, error);
@@ -715,8 +744,10 @@ bool sdt_hn_save(const sdt_hn *hn, const char *path, sdt_error *error)
 {
     if (path && has_suffix(path, ".pt")) return sdt_hn_save_pt(hn, path, error);
     if (path && has_suffix(path, ".safetensors")) return sdt_hn_save_safetensors(hn, path, error);
-    return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%s: name the hypernetwork file \"<name>.pt\" (A1111) or "
-                    "\"<name>.safetensors\"", path ? path : "(no path)");
+    return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                    "%s: name the hypernetwork file \"<name>.pt\" (A1111) or "
+                    "\"<name>.safetensors\"",
+                    path ? path : "(no path)");
 }
 
 sdt_hn *sdt_hn_load(const char *path, sdt_backend *be, sdt_error *error)

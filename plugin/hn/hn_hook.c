@@ -19,13 +19,13 @@ typedef struct hn_chain_entry {
 /* The chain's output on the pass's context for K or V, computed at the first cross site of a
  * pass and handed to the others, and the cross sites' output gradients summed for one backward. */
 typedef struct hn_shared {
-    bool valid;               /* out holds the chain's output on the pass's context */
-    bool pending;             /* d_sum holds gradients not yet taken back (hook_flush) */
-    sdt_tensor out;           /* in's shape, the sites' out dtype */
-    sdt_tensor d_sum;         /* in's shape, f32 */
-    sdt_unet_hook_site site;  /* the first site of the backward (its width and kind) */
-    sdt_tensor in;            /* the context the gradients belong to */
-    sdt_tensor d_in;          /* and where its gradient goes (has_d_in) */
+    bool valid;              /* out holds the chain's output on the pass's context */
+    bool pending;            /* d_sum holds gradients not yet taken back (hook_flush) */
+    sdt_tensor out;          /* in's shape, the sites' out dtype */
+    sdt_tensor d_sum;        /* in's shape, f32 */
+    sdt_unet_hook_site site; /* the first site of the backward (its width and kind) */
+    sdt_tensor in;           /* the context the gradients belong to */
+    sdt_tensor d_in;         /* and where its gradient goes (has_d_in) */
     bool has_d_in;
 } hn_shared;
 
@@ -39,13 +39,13 @@ struct sdt_hn_binding {
     size_t work_bytes;
     sdt_unet_kv_hook hook;
     /* ---- a UNet pass (sdt_unet_kv_hook.pass): what it computes once ---- */
-    bool share_context;       /* compute the context's modules once per pass (sdt_hn_binding_share_context) */
-    bool in_pass;             /* between FORWARD_BEGIN and the pass's end */
-    sdt_tensor context;       /* the pass's context */
-    hn_shared shared[2];      /* K, V */
-    void *shared_mem;         /* [out K][out V][d_sum K][d_sum V], each up to rows x width f32 */
+    bool share_context;  /* compute the context's modules once per pass (sdt_hn_binding_share_context) */
+    bool in_pass;        /* between FORWARD_BEGIN and the pass's end */
+    sdt_tensor context;  /* the pass's context */
+    hn_shared shared[2]; /* K, V */
+    void *shared_mem;    /* [out K][out V][d_sum K][d_sum V], each up to rows x width f32 */
     size_t shared_bytes;
-    void *w16_mem;            /* each entry's 16-bit weight copies (sdt_hn_weights16_bytes) */
+    void *w16_mem; /* each entry's 16-bit weight copies (sdt_hn_weights16_bytes) */
     size_t w16_bytes;
     size_t w16_at[SDT_HN_MAX_CHAIN];
     sdt_dtype w16_dtype[SDT_HN_MAX_CHAIN][2 * SDT_HN_MAX_WIDTHS]; /* the copy's dtype; F32: none this pass */
@@ -116,8 +116,10 @@ static bool hook_ensure(sdt_hn_binding *b, size_t bytes, sdt_error *error)
     b->work = b->be->alloc(b->be, bytes);
     b->work_bytes = b->work ? bytes : 0;
     if (!b->work)
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the hypernetwork workspace (%.1f MiB) could not be allocated "
-                        "on the %s backend; use a smaller batch or image size", (double)bytes / 1048576.0, b->be->name);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "the hypernetwork workspace (%.1f MiB) could not be allocated "
+                        "on the %s backend; use a smaller batch or image size",
+                        (double)bytes / 1048576.0, b->be->name);
     return true;
 }
 
@@ -163,8 +165,10 @@ bool sdt_hn_binding_reserve_cache(sdt_hn_binding *b, int context_width, int64_t 
     cache_ensure(b, &b->shared_mem, &b->shared_bytes, shared);
     cache_ensure(b, &b->w16_mem, &b->w16_bytes, w16);
     if ((shared && !b->shared_mem) || (w16 && !b->w16_mem))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "the hypernetwork's pass caches (%.1f MiB) could not be allocated "
-                        "on the %s backend; use a smaller batch", (double)(shared + w16) / 1048576.0, b->be->name);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "the hypernetwork's pass caches (%.1f MiB) could not be allocated "
+                        "on the %s backend; use a smaller batch",
+                        (double)(shared + w16) / 1048576.0, b->be->name);
     return true;
 }
 
@@ -249,8 +253,8 @@ static bool hook_wants(void *user, const sdt_unet_hook_site *site)
 
 /* Runs the chain's first `upto` applicable modules from in; module j's output goes to
  * chain buffer j, except the last one of a full forward, which goes to out. */
-static bool hook_chain_forward(sdt_hn_binding *b, const sdt_unet_hook_site *site, const sdt_tensor *in,
-                               sdt_tensor *out, int upto, const hn_hook_layout *l, const int *positions, sdt_error *error)
+static bool hook_chain_forward(sdt_hn_binding *b, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                               int upto, const hn_hook_layout *l, const int *positions, sdt_error *error)
 {
     const sdt_tensor *cur = in;
     sdt_tensor stage[SDT_HN_MAX_CHAIN];
@@ -304,7 +308,8 @@ static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_t
     int n = hook_applicable(b, site->width, positions);
     if (n == 0)
         return b->be->convert(b->be, out, in) == 0 ||
-               sdt_fail(error, b->be->error.code, "copying the K/V input past the hypernetworks failed: %s", b->be->error.message);
+               sdt_fail(error, b->be->error.code, "copying the K/V input past the hypernetworks failed: %s",
+                        b->be->error.message);
     int64_t rows = sdt_tensor_numel(in) / site->width;
     hn_hook_layout l = hook_layout(b, site->width, rows);
     if (!hook_ensure(b, l.total, error)) return false;
@@ -349,7 +354,8 @@ static bool hook_chain_backward(sdt_hn_binding *b, const sdt_unet_hook_site *sit
         if (j > 0) {
             target = (j % 2) ? &grad_a : &grad_b;
             if (be->zero(be, target) != 0)
-                return sdt_fail(error, be->error.code, "zeroing a hypernetwork gradient buffer failed: %s", be->error.message);
+                return sdt_fail(error, be->error.code, "zeroing a hypernetwork gradient buffer failed: %s",
+                                be->error.message);
         }
         if (!sdt_hn_module_backward(e->hn, site->width, site->kind, &run, e->strength, &module_in, g, target,
                                     e->training, (char *)b->work + l.module_work, error))
@@ -368,8 +374,8 @@ static bool hook_flush(sdt_hn_binding *b, sdt_unet_kv kind, sdt_error *error)
     sh->pending = false;
     int positions[SDT_HN_MAX_CHAIN];
     int n = hook_applicable(b, sh->site.width, positions);
-    return n == 0 || hook_chain_backward(b, &sh->site, &sh->in, &sh->d_sum, sh->has_d_in ? &sh->d_in : NULL,
-                                         positions, n, error);
+    return n == 0 ||
+           hook_chain_backward(b, &sh->site, &sh->in, &sh->d_sum, sh->has_d_in ? &sh->d_in : NULL, positions, n, error);
 }
 
 static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
@@ -381,7 +387,8 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
     int n = hook_applicable(b, site->width, positions);
     if (n == 0)
         return !d_in || be->axpy(be, d_in, 1.0f, d_out) == 0 ||
-               sdt_fail(error, be->error.code, "passing the K/V gradient past the hypernetworks failed: %s", be->error.message);
+               sdt_fail(error, be->error.code, "passing the K/V gradient past the hypernetworks failed: %s",
+                        be->error.message);
     if (!hook_shares(b, site, in, positions, n))
         return hook_chain_backward(b, site, in, d_out, d_in, positions, n, error);
     /* a shared site: its d_out joins the sum that BACKWARD_END takes back once */
@@ -395,7 +402,8 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
         sh->has_d_in = d_in != NULL;
         if (d_in) sh->d_in = *d_in;
         if (be->convert(be, &sh->d_sum, d_out) != 0)
-            return sdt_fail(error, be->error.code, "starting the hypernetwork's context gradient failed: %s", be->error.message);
+            return sdt_fail(error, be->error.code, "starting the hypernetwork's context gradient failed: %s",
+                            be->error.message);
         sh->pending = true;
         return true;
     }
@@ -407,33 +415,34 @@ static bool hook_pass(void *user, const sdt_unet_hook_pass *pass, sdt_error *err
 {
     sdt_hn_binding *b = user;
     switch (pass->event) {
-    case SDT_UNET_PASS_FORWARD_BEGIN: {
-        pass_reset(b);
-        b->in_pass = true;
-        b->context = *pass->context;
-        bool sixteen = pass->act_dtype == SDT_F16 || pass->act_dtype == SDT_BF16 || b->context.dtype == SDT_F16 ||
-                       b->context.dtype == SDT_BF16;
-        /* sized here when no reserve did (tests, tools); a refusal only means per site and per call */
-        if (b->share_context) {
-            int width = (int)b->context.shape[b->context.ndim - 1];
-            cache_ensure(b, &b->shared_mem, &b->shared_bytes,
-                         shared_bytes_for(b, width, sdt_tensor_numel(&b->context) / width));
+        case SDT_UNET_PASS_FORWARD_BEGIN: {
+            pass_reset(b);
+            b->in_pass = true;
+            b->context = *pass->context;
+            bool sixteen = pass->act_dtype == SDT_F16 || pass->act_dtype == SDT_BF16 || b->context.dtype == SDT_F16 ||
+                           b->context.dtype == SDT_BF16;
+            /* sized here when no reserve did (tests, tools); a refusal only means per site and per call */
+            if (b->share_context) {
+                int width = (int)b->context.shape[b->context.ndim - 1];
+                cache_ensure(b, &b->shared_mem, &b->shared_bytes,
+                             shared_bytes_for(b, width, sdt_tensor_numel(&b->context) / width));
+            }
+            if (sixteen) cache_ensure(b, &b->w16_mem, &b->w16_bytes, w16_bytes_for(b));
+            size_t at = 0;
+            for (int k = 0; k < b->count; k++)
+                b->w16_at[k] = at, at += hook_round(sdt_hn_weights16_bytes(b->entries[k].hn));
+            return true;
         }
-        if (sixteen) cache_ensure(b, &b->w16_mem, &b->w16_bytes, w16_bytes_for(b));
-        size_t at = 0;
-        for (int k = 0; k < b->count; k++) b->w16_at[k] = at, at += hook_round(sdt_hn_weights16_bytes(b->entries[k].hn));
-        return true;
-    }
-    case SDT_UNET_PASS_FORWARD_END:
-        if (!pass->for_backward) pass_reset(b);
-        return true;
-    case SDT_UNET_PASS_BACKWARD_BEGIN:
-        return true;
-    case SDT_UNET_PASS_BACKWARD_END: {
-        bool ok = hook_flush(b, SDT_UNET_K, error) && hook_flush(b, SDT_UNET_V, error);
-        pass_reset(b);
-        return ok;
-    }
+        case SDT_UNET_PASS_FORWARD_END:
+            if (!pass->for_backward) pass_reset(b);
+            return true;
+        case SDT_UNET_PASS_BACKWARD_BEGIN:
+            return true;
+        case SDT_UNET_PASS_BACKWARD_END: {
+            bool ok = hook_flush(b, SDT_UNET_K, error) && hook_flush(b, SDT_UNET_V, error);
+            pass_reset(b);
+            return ok;
+        }
     }
     return true;
 }
@@ -443,7 +452,8 @@ static bool hook_pass(void *user, const sdt_unet_hook_pass *pass, sdt_error *err
 sdt_hn_binding *sdt_hn_binding_create(sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork binding; pass the one the "
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                 "no backend given for the hypernetwork binding; pass the one the "
                  "UNet runs on");
         return NULL;
     }
@@ -476,35 +486,49 @@ bool sdt_hn_binding_add(sdt_hn_binding *b, sdt_hn *hn, float strength, bool trai
 {
     if (!hn) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no hypernetwork given to add to the chain");
     if (b->count >= SDT_HN_MAX_CHAIN)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the chain already holds %d "
-                        "hypernetworks, the most it takes; drop one", sdt_hn_get_config(hn)->name, SDT_HN_MAX_CHAIN);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": the chain already holds %d "
+                        "hypernetworks, the most it takes; drop one",
+                        sdt_hn_get_config(hn)->name, SDT_HN_MAX_CHAIN);
     if (!isfinite(strength))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": strength %g is not a finite number; "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": strength %g is not a finite number; "
                         "use e.g. 1.0",
-                         sdt_hn_get_config(hn)->name, (double)strength);
+                        sdt_hn_get_config(hn)->name, (double)strength);
     if (sdt_hn_backend(hn) != b->be)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" lives on the %s backend but the UNet "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\" lives on the %s backend but the UNet "
                         "runs on %s; load it "
-                         "on the UNet's backend", sdt_hn_get_config(hn)->name, sdt_hn_backend(hn)->name, b->be->name);
+                        "on the UNet's backend",
+                        sdt_hn_get_config(hn)->name, sdt_hn_backend(hn)->name, b->be->name);
     for (int k = 0; k < b->count; k++)
         if (b->entries[k].hn == hn)
-            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" is already in the chain; add each "
-                            "once (raise its strength instead)", sdt_hn_get_config(hn)->name);
+            return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                            "hypernetwork \"%s\" is already in the chain; add each "
+                            "once (raise its strength instead)",
+                            sdt_hn_get_config(hn)->name);
     b->entries[b->count++] = (hn_chain_entry){.hn = hn, .strength = strength, .training = training};
     pass_reset(b);
     return true;
 }
 
-int sdt_hn_binding_count(const sdt_hn_binding *b) { return b->count; }
+int sdt_hn_binding_count(const sdt_hn_binding *b)
+{
+    return b->count;
+}
 
 bool sdt_hn_binding_set_strength(sdt_hn_binding *b, int index, float strength, sdt_error *error)
 {
     if (index < 0 || index >= b->count)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "chain entry %d does not exist; the chain holds "
-                        "%d", index, b->count);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "chain entry %d does not exist; the chain holds "
+                        "%d",
+                        index, b->count);
     if (!isfinite(strength))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "strength %g is not a finite number; use e.g. "
-                        "1.0", (double)strength);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "strength %g is not a finite number; use e.g. "
+                        "1.0",
+                        (double)strength);
     b->entries[index].strength = strength;
     pass_reset(b);
     return true;
@@ -530,5 +554,7 @@ void sdt_hn_binding_share_context(sdt_hn_binding *b, bool share)
     b->share_context = share;
 }
 
-const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b) { return &b->hook; }
-
+const sdt_unet_kv_hook *sdt_hn_binding_hook(sdt_hn_binding *b)
+{
+    return &b->hook;
+}

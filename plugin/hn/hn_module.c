@@ -14,9 +14,9 @@
 
 typedef struct hn_layer {
     sdt_hn_layer_plan plan;
-    int weight, bias;       /* Linear parameters (indices) */
-    int gamma, beta;        /* LayerNorm parameters, HN_NO_PARAM without layer norm */
-    size_t weight16;        /* byte offset of the weight's 16-bit copy in a weights16 block */
+    int weight, bias; /* Linear parameters (indices) */
+    int gamma, beta;  /* LayerNorm parameters, HN_NO_PARAM without layer norm */
+    size_t weight16;  /* byte offset of the weight's 16-bit copy in a weights16 block */
 } hn_layer;
 
 typedef struct hn_mlp {
@@ -37,14 +37,14 @@ struct sdt_hn {
     sdt_hn_param *params;
     int64_t numel;
     size_t weights16_bytes; /* sdt_hn_weights16_bytes */
-    void *values; /* one device block for every value ... */
-    void *grads;  /* ... and one for every gradient */
+    void *values;           /* one device block for every value ... */
+    void *grads;            /* ... and one for every gradient */
 };
 
 /* ---- layout of parameters ---- */
 
-static int hn_add_param(sdt_hn *hn, int width, sdt_unet_kv kind, int position, bool is_norm, bool is_bias,
-                        int64_t rows, int64_t cols)
+static int hn_add_param(sdt_hn *hn, int width, sdt_unet_kv kind, int position, bool is_norm, bool is_bias, int64_t rows,
+                        int64_t cols)
 {
     sdt_hn_param *p = &hn->params[hn->param_count];
     memset(p, 0, sizeof(*p));
@@ -63,8 +63,11 @@ static bool hn_layout(sdt_hn *hn, sdt_error *error)
     const sdt_hn_config *c = &hn->config;
     int per_module = 4 * (c->entry_count - 1);
     hn->params = calloc((size_t)(2 * c->width_count * per_module), sizeof(sdt_hn_param));
-    if (!hn->params) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its "
-                                     "parameter list", c->name);
+    if (!hn->params)
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "hypernetwork \"%s\": out of host memory for its "
+                        "parameter list",
+                        c->name);
     for (int w = 0; w < c->width_count; w++)
         for (int k = 0; k < 2; k++) {
             hn_mlp *m = &hn->mlps[hn->mlp_count++];
@@ -75,19 +78,19 @@ static bool hn_layout(sdt_hn *hn, sdt_error *error)
             for (int i = 0; i < m->layer_count; i++) {
                 hn_layer *l = &m->layers[i];
                 l->plan = plan[i];
-                l->weight = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, false,
-                                         plan[i].out_size, plan[i].in_size);
-                l->bias = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, true, plan[i].out_size,
-                    0);
+                l->weight = hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, false, plan[i].out_size,
+                                         plan[i].in_size);
+                l->bias =
+                    hn_add_param(hn, m->width, m->kind, plan[i].linear_position, false, true, plan[i].out_size, 0);
                 l->gamma = l->beta = HN_NO_PARAM;
                 l->weight16 = hn->weights16_bytes;
                 hn->weights16_bytes += ((size_t)plan[i].out_size * (size_t)plan[i].in_size * 2 + HN_WORK_ALIGN - 1) /
                                        HN_WORK_ALIGN * HN_WORK_ALIGN;
                 if (plan[i].norm_position >= 0) {
-                    l->gamma = hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, false,
-                                            plan[i].out_size, 0);
-                    l->beta = hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, true,
-                                           plan[i].out_size, 0);
+                    l->gamma =
+                        hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, false, plan[i].out_size, 0);
+                    l->beta =
+                        hn_add_param(hn, m->width, m->kind, plan[i].norm_position, true, true, plan[i].out_size, 0);
                 }
             }
         }
@@ -107,15 +110,17 @@ static void hn_bind(sdt_hn *hn, void *block, bool grads)
 
 static bool hn_backend_fail(const sdt_hn *hn, sdt_error *error, const char *what)
 {
-    return sdt_fail(error, hn->be->error.code, "hypernetwork \"%s\": %s failed on the %s backend: "
-                    "%s", hn->config.name, what,
-                   hn->be->name, hn->be->error.message);
+    return sdt_fail(error, hn->be->error.code,
+                    "hypernetwork \"%s\": %s failed on the %s backend: "
+                    "%s",
+                    hn->config.name, what, hn->be->name, hn->be->error.message);
 }
 
 sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)
 {
     if (!be) {
-        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "no backend given for the hypernetwork; pass the CPU or CUDA "
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                 "no backend given for the hypernetwork; pass the CPU or CUDA "
                  "backend");
         return NULL;
     }
@@ -135,10 +140,11 @@ sdt_hn *sdt_hn_alloc(const sdt_hn_config *c, sdt_backend *be, sdt_error *error)
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->values = be->alloc(be, bytes);
     if (!hn->values) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be "
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                 "hypernetwork \"%s\": %.1f MiB for %lld parameters could not be "
                  "allocated on the %s "
-                "backend; choose fewer widths or a smaller layer structure", c->name, (double)bytes / 1048576.0,
-                (long long)hn->numel, be->name);
+                 "backend; choose fewer widths or a smaller layer structure",
+                 c->name, (double)bytes / 1048576.0, (long long)hn->numel, be->name);
         sdt_hn_free(hn);
         return NULL;
     }
@@ -172,11 +178,21 @@ static void hn_init_weight(sdt_hn_init init, uint64_t seed, uint64_t base, float
 {
     double fan_in = (double)cols, fan_out = (double)rows, n = (double)(rows * cols);
     switch (init) {
-    case SDT_HN_INIT_XAVIER_UNIFORM: hn_init_uniform(seed, base, w, (int64_t)n, sqrt(6.0 / (fan_in + fan_out))); break;
-    case SDT_HN_INIT_XAVIER_NORMAL: hn_init_normal(seed, base, w, (int64_t)n, sqrt(2.0 / (fan_in + fan_out))); break;
-    case SDT_HN_INIT_KAIMING_UNIFORM: hn_init_uniform(seed, base, w, (int64_t)n, sqrt(2.0) * sqrt(3.0 / fan_in)); break;
-    case SDT_HN_INIT_KAIMING_NORMAL: hn_init_normal(seed, base, w, (int64_t)n, sqrt(2.0) / sqrt(fan_in)); break;
-    default: hn_init_normal(seed, base, w, (int64_t)n, 0.01); break;
+        case SDT_HN_INIT_XAVIER_UNIFORM:
+            hn_init_uniform(seed, base, w, (int64_t)n, sqrt(6.0 / (fan_in + fan_out)));
+            break;
+        case SDT_HN_INIT_XAVIER_NORMAL:
+            hn_init_normal(seed, base, w, (int64_t)n, sqrt(2.0 / (fan_in + fan_out)));
+            break;
+        case SDT_HN_INIT_KAIMING_UNIFORM:
+            hn_init_uniform(seed, base, w, (int64_t)n, sqrt(2.0) * sqrt(3.0 / fan_in));
+            break;
+        case SDT_HN_INIT_KAIMING_NORMAL:
+            hn_init_normal(seed, base, w, (int64_t)n, sqrt(2.0) / sqrt(fan_in));
+            break;
+        default:
+            hn_init_normal(seed, base, w, (int64_t)n, 0.01);
+            break;
     }
 }
 
@@ -187,8 +203,10 @@ sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_see
     if (!hn) return NULL;
     float *host = calloc((size_t)hn->numel, sizeof(float));
     if (!host) {
-        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": out of host memory for its initial "
-                 "weights", c->name);
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                 "hypernetwork \"%s\": out of host memory for its initial "
+                 "weights",
+                 c->name);
         sdt_hn_free(hn);
         return NULL;
     }
@@ -196,9 +214,10 @@ sdt_hn *sdt_hn_create(const sdt_hn_config *c, sdt_backend *be, uint64_t init_see
     for (int i = 0; i < hn->param_count; i++) {
         const sdt_hn_param *p = &hn->params[i];
         int64_t n = sdt_tensor_numel(&p->value);
-        if (p->is_norm && !p->is_bias) hn_init_normal(init_seed, (uint64_t)offset, host + offset, n, 0.01);
-        else if (!p->is_bias) hn_init_weight(c->init, init_seed, (uint64_t)offset, host + offset, p->value.shape[0],
-                                             p->value.shape[1]);
+        if (p->is_norm && !p->is_bias)
+            hn_init_normal(init_seed, (uint64_t)offset, host + offset, n, 0.01);
+        else if (!p->is_bias)
+            hn_init_weight(c->init, init_seed, (uint64_t)offset, host + offset, p->value.shape[0], p->value.shape[1]);
         offset += n; /* biases stay 0 (normal_(std=0) / zeros_ in A1111) */
     }
     bool ok = sdt_hn_upload(hn, host, error);
@@ -221,12 +240,30 @@ void sdt_hn_free(sdt_hn *hn)
 
 /* ---- accessors ---- */
 
-const sdt_hn_config *sdt_hn_get_config(const sdt_hn *hn) { return &hn->config; }
-sdt_backend *sdt_hn_backend(const sdt_hn *hn) { return hn->be; }
-sdt_hn_info *sdt_hn_get_info(sdt_hn *hn) { return &hn->info; }
-const sdt_hn_info *sdt_hn_get_info_const(const sdt_hn *hn) { return &hn->info; }
-int sdt_hn_param_count(const sdt_hn *hn) { return hn->param_count; }
-int64_t sdt_hn_param_numel(const sdt_hn *hn) { return hn->numel; }
+const sdt_hn_config *sdt_hn_get_config(const sdt_hn *hn)
+{
+    return &hn->config;
+}
+sdt_backend *sdt_hn_backend(const sdt_hn *hn)
+{
+    return hn->be;
+}
+sdt_hn_info *sdt_hn_get_info(sdt_hn *hn)
+{
+    return &hn->info;
+}
+const sdt_hn_info *sdt_hn_get_info_const(const sdt_hn *hn)
+{
+    return &hn->info;
+}
+int sdt_hn_param_count(const sdt_hn *hn)
+{
+    return hn->param_count;
+}
+int64_t sdt_hn_param_numel(const sdt_hn *hn)
+{
+    return hn->numel;
+}
 
 sdt_hn_param *sdt_hn_param_at(sdt_hn *hn, int index)
 {
@@ -258,16 +295,21 @@ bool sdt_hn_enable_grads(sdt_hn *hn, sdt_error *error)
     size_t bytes = (size_t)hn->numel * sizeof(float);
     hn->grads = hn->be->alloc(hn->be, bytes);
     if (!hn->grads)
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "hypernetwork \"%s\": %.1f MiB for its gradients could not be "
-                        "allocated on the %s backend", hn->config.name, (double)bytes / 1048576.0, hn->be->name);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY,
+                        "hypernetwork \"%s\": %.1f MiB for its gradients could not be "
+                        "allocated on the %s backend",
+                        hn->config.name, (double)bytes / 1048576.0, hn->be->name);
     hn_bind(hn, hn->grads, true);
     return sdt_hn_zero_grads(hn, error);
 }
 
 bool sdt_hn_zero_grads(sdt_hn *hn, sdt_error *error)
 {
-    if (!hn->grads) return sdt_fail(error, SDT_ERR_BAD_STATE, "hypernetwork \"%s\": no gradients to zero; call "
-                                   "sdt_hn_enable_grads first", hn->config.name);
+    if (!hn->grads)
+        return sdt_fail(error, SDT_ERR_BAD_STATE,
+                        "hypernetwork \"%s\": no gradients to zero; call "
+                        "sdt_hn_enable_grads first",
+                        hn->config.name);
     int64_t shape[1] = {hn->numel};
     sdt_tensor all = sdt_tensor_make(hn->grads, SDT_F32, hn->be->device, 1, shape);
     if (hn->be->zero(hn->be, &all) != 0) return hn_backend_fail(hn, error, "zeroing the gradients");
@@ -297,7 +339,7 @@ typedef struct hn_layer_work {
 
 typedef struct hn_work_layout {
     hn_layer_work layers[SDT_HN_MAX_ENTRIES];
-    size_t grad_a, grad_b; /* two gradient buffers of rows x the widest layer */
+    size_t grad_a, grad_b;                /* two gradient buffers of rows x the widest layer */
     size_t weights16[SDT_HN_MAX_ENTRIES]; /* 16-bit copies of the Linear weights (16-bit calls) */
     size_t total;
 } hn_work_layout;
@@ -375,26 +417,29 @@ static sdt_dtype hn_compute_dtype(const sdt_tensor *in)
 /* The saved tensors of one module call, as views into the workspace. */
 typedef struct hn_pass {
     int64_t rows;
-    sdt_tensor in;     /* [rows, width] view of the caller's input */
+    sdt_tensor in; /* [rows, width] view of the caller's input */
     sdt_tensor z[SDT_HN_MAX_ENTRIES], act[SDT_HN_MAX_ENTRIES], norm[SDT_HN_MAX_ENTRIES];
     sdt_tensor mean[SDT_HN_MAX_ENTRIES], rstd[SDT_HN_MAX_ENTRIES], mask[SDT_HN_MAX_ENTRIES], drop[SDT_HN_MAX_ENTRIES];
-    sdt_tensor out[SDT_HN_MAX_ENTRIES]; /* each layer's final stage (one of the above) */
+    sdt_tensor out[SDT_HN_MAX_ENTRIES];    /* each layer's final stage (one of the above) */
     sdt_tensor weight[SDT_HN_MAX_ENTRIES]; /* each Linear's weight in the compute dtype */
     sdt_tensor grad_a, grad_b;
-    sdt_dtype dtype;   /* hn_compute_dtype of the input */
+    sdt_dtype dtype; /* hn_compute_dtype of the input */
 } hn_pass;
 
 static bool hn_pass_setup(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *run, const sdt_tensor *in, void *work,
                           hn_pass *p, sdt_error *error)
 {
     if (in->ndim < 1 || in->shape[in->ndim - 1] != m->width)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input's last dimension is %lld, "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": the input's last dimension is %lld, "
                         "not the module's width "
-                       "%d", hn->config.name, (long long)(in->ndim ? in->shape[in->ndim - 1] : 0), m->width);
+                        "%d",
+                        hn->config.name, (long long)(in->ndim ? in->shape[in->ndim - 1] : 0), m->width);
     if (in->device != hn->be->device)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": the input lives on another device "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": the input lives on another device "
                         "than the %s backend's",
-                       hn->config.name, hn->be->name);
+                        hn->config.name, hn->be->name);
     sdt_hn_layer_plan plan[SDT_HN_MAX_ENTRIES];
     for (int i = 0; i < m->layer_count; i++) plan[i] = m->layers[i].plan;
     p->rows = sdt_tensor_numel(in) / m->width;
@@ -453,21 +498,27 @@ int sdt_hn_module_index(const sdt_hn *hn, int width, sdt_unet_kv kind)
     return m ? (int)(m - hn->mlps) : -1;
 }
 
-size_t sdt_hn_weights16_bytes(const sdt_hn *hn) { return hn->weights16_bytes; }
+size_t sdt_hn_weights16_bytes(const sdt_hn *hn)
+{
+    return hn->weights16_bytes;
+}
 
 bool sdt_hn_module_copy_weights16(const sdt_hn *hn, int width, sdt_unet_kv kind, sdt_dtype dtype, void *block,
                                   sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
     if (!m || (dtype != SDT_F16 && dtype != SDT_BF16) || !block)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": no module of width %d to copy to 16 bits, "
-                        "or not a 16-bit dtype", hn->config.name, width);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": no module of width %d to copy to 16 bits, "
+                        "or not a 16-bit dtype",
+                        hn->config.name, width);
     for (int i = 0; i < m->layer_count; i++) {
         const sdt_tensor *w = &hn->params[m->layers[i].weight].value;
         sdt_tensor w16 = *w;
         w16.data = (char *)block + m->layers[i].weight16;
         w16.dtype = dtype;
-        if (hn->be->convert(hn->be, &w16, w) != 0) return hn_backend_fail(hn, error, "copying a Linear weight to 16 bits");
+        if (hn->be->convert(hn->be, &w16, w) != 0)
+            return hn_backend_fail(hn, error, "copying a Linear weight to 16 bits");
     }
     return true;
 }
@@ -502,8 +553,8 @@ static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *r
         if (l->plan.dropout_position >= 0) {
             /* eval mode (A1111's previews and generation) passes values through: a mask of ones */
             float drop_p = run && run->training ? (float)l->plan.dropout_p : 0.0f;
-            if (be->dropout_forward(be, &p->drop[i], &p->mask[i], cur, drop_p, run ? sdt_hn_dropout_seed(run,
-                i) : 0) != 0)
+            if (be->dropout_forward(be, &p->drop[i], &p->mask[i], cur, drop_p, run ? sdt_hn_dropout_seed(run, i) : 0) !=
+                0)
                 return hn_backend_fail(hn, error, "a Dropout's forward");
         }
         x = &p->out[i];
@@ -515,11 +566,16 @@ bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const 
                            const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width "
-                            "%d", hn->config.name, width);
+    if (!m)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\" has no module of width "
+                        "%d",
+                        hn->config.name, width);
     if (sdt_tensor_numel(out) != sdt_tensor_numel(in))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": output and input sizes "
-                        "differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": output and input sizes "
+                        "differ",
+                        hn->config.name);
     hn_pass p;
     if (!hn_pass_setup(hn, m, run, in, work, &p, error) || !hn_run_layers(hn, m, run, &p, m->layer_count, error))
         return false;
@@ -550,17 +606,22 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
                             void *work, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m) return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width "
-                            "%d", hn->config.name, width);
+    if (!m)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\" has no module of width "
+                        "%d",
+                        hn->config.name, width);
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\": gradient and input sizes "
-                        "differ", hn->config.name);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "hypernetwork \"%s\": gradient and input sizes "
+                        "differ",
+                        hn->config.name);
     /* The backward reads each layer's input and its stages' saved values, never f's output: a last
      * layer that is a bare Linear (A1111's default: no activation, norm or dropout after it) needs
      * no recompute. */
     const hn_layer *last = &m->layers[m->layer_count - 1];
-    bool last_bare = last->plan.activation_position < 0 && last->plan.norm_position < 0 &&
-                     last->plan.dropout_position < 0;
+    bool last_bare =
+        last->plan.activation_position < 0 && last->plan.norm_position < 0 && last->plan.dropout_position < 0;
     hn_pass p;
     if (!hn_pass_setup(hn, m, run, in, work, &p, error) ||
         !hn_run_layers(hn, m, run, &p, last_bare ? m->layer_count - 1 : m->layer_count, error))
@@ -574,15 +635,16 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
     sdt_tensor g = p.out[m->layer_count - 1];
     g.data = buf_cur->data;
     g.dtype = buf_cur->dtype;
-    bool scaled = strength == 1.0f ? be->convert(be, &g, &d_out2) == 0
-                                   : (g = hn_fresh(be, buf_cur, &g), g.data && be->axpy(be, &g, strength, &d_out2) == 0);
+    bool scaled = strength == 1.0f
+                      ? be->convert(be, &g, &d_out2) == 0
+                      : (g = hn_fresh(be, buf_cur, &g), g.data && be->axpy(be, &g, strength, &d_out2) == 0);
     if (!scaled) return hn_backend_fail(hn, error, "scaling the output gradient");
-#define HN_STEP(call, what)                                                                   \
-    do {                                                                                      \
-        sdt_tensor *t_ = buf_cur;                                                             \
-        buf_cur = buf_next, buf_next = t_;                                                    \
-        if (!next.data || (call) != 0) return hn_backend_fail(hn, error, what);       \
-        g = next;                                                                             \
+#define HN_STEP(call, what)                                                                                            \
+    do {                                                                                                               \
+        sdt_tensor *t_ = buf_cur;                                                                                      \
+        buf_cur = buf_next, buf_next = t_;                                                                             \
+        if (!next.data || (call) != 0) return hn_backend_fail(hn, error, what);                                        \
+        g = next;                                                                                                      \
     } while (0)
     for (int i = m->layer_count - 1; i >= 0; i--) {
         const hn_layer *l = &m->layers[i];

@@ -35,17 +35,17 @@ typedef struct sdt_hn_param {
     char name[SDT_HN_PARAM_NAME_MAX]; /* "768.0.linear.0.weight" */
     int width;
     sdt_unet_kv kind;
-    int position;                     /* Sequential position (A1111's state-dict index) */
-    bool is_norm;                     /* a LayerNorm's weight/bias, not a Linear's */
+    int position; /* Sequential position (A1111's state-dict index) */
+    bool is_norm; /* a LayerNorm's weight/bias, not a Linear's */
     bool is_bias;
-    sdt_tensor value;                 /* f32 on the device: [out, in] weights, [out] biases and norms */
-    sdt_tensor grad;                  /* same shape, f32; data NULL until sdt_hn_enable_grads */
+    sdt_tensor value; /* f32 on the device: [out, in] weights, [out] biases and norms */
+    sdt_tensor grad;  /* same shape, f32; data NULL until sdt_hn_enable_grads */
 } sdt_hn_param;
 
 /* What A1111 keeps beside the weights. */
 typedef struct sdt_hn_info {
-    int64_t step;                                  /* optimizer steps taken */
-    char sd_checkpoint[SDT_HN_CHECKPOINT_MAX];     /* short hash of the model trained on, "" = None */
+    int64_t step;                                   /* optimizer steps taken */
+    char sd_checkpoint[SDT_HN_CHECKPOINT_MAX];      /* short hash of the model trained on, "" = None */
     char sd_checkpoint_name[SDT_HN_CHECKPOINT_MAX]; /* its name, "" = None */
 } sdt_hn_info;
 

@@ -30,14 +30,14 @@
 
 struct hn_part {
     sdt_train_part *part;
-    sdt_hn *hn;                /* on the job's backend from phase 2 (on a private CPU backend before) */
-    sdt_backend *cpu;          /* phase 1's backend, freed once the hypernetwork moved */
+    sdt_hn *hn;       /* on the job's backend from phase 2 (on a private CPU backend before) */
+    sdt_backend *cpu; /* phase 1's backend, freed once the hypernetwork moved */
     sdt_hn_binding *binding;
     float strength;
-    sdt_hn_preview_chain preview;  /* other hypernetworks in previews only, and the preview strength */
-    char *twin_path;           /* the other format, or NULL (see choose_twin) */
-    bool twin_in_run_folder;   /* a .pt's .safetensors twin, placed once the run folder is known */
-    sdt_run_lock twin_lock;    /* on that twin: a run training it by name is refused */
+    sdt_hn_preview_chain preview; /* other hypernetworks in previews only, and the preview strength */
+    char *twin_path;              /* the other format, or NULL (see choose_twin) */
+    bool twin_in_run_folder;      /* a .pt's .safetensors twin, placed once the run folder is known */
+    sdt_run_lock twin_lock;       /* on that twin: a run training it by name is refused */
 };
 
 static bool part_sync(sdt_train_part *p, sdt_train_job *job, sdt_error *error)
@@ -56,7 +56,8 @@ static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t st
     hn_part *hp = p->self;
     char path[4096];
     if (!sdt_output_file(path, sizeof path, job->outputs.dirs.copies, job->name, step, ".pt"))
-        return sdt_fail(error, SDT_ERR_IO, "%s: the copy's path is too long; choose a shorter log folder", job->outputs.dirs.copies);
+        return sdt_fail(error, SDT_ERR_IO, "%s: the copy's path is too long; choose a shorter log folder",
+                        job->outputs.dirs.copies);
     if (!sdt_hn_save(hp->hn, path, error)) return false;
     sdt_host_file_saved(job->host, SDT_FILE_HYPERNETWORK_SNAPSHOT, path, step);
     return true;
@@ -124,7 +125,8 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     const sdt_hn_config *c = sdt_hn_get_config(hp->hn);
     char structure[256] = "";
     for (int i = 0; i < c->entry_count; i++)
-        sdt_c_snprintf(structure + strlen(structure), sizeof structure - strlen(structure), "%s%g", i ? ", " : "", c->layer_structure[i]);
+        sdt_c_snprintf(structure + strlen(structure), sizeof structure - strlen(structure), "%s%g", i ? ", " : "",
+                       c->layer_structure[i]);
     cJSON_AddStringToObject(s, "hypernetwork_name", c->name);
     cJSON_AddStringToObject(s, "activation_func", c->activation);
     cJSON_AddBoolToObject(s, "add_layer_norm", c->layer_norm);
@@ -196,7 +198,8 @@ static char *twin_name(const char *path)
     if (!ext) return NULL;
     char twin[4096];
     size_t stem = strlen(path) - strlen(ext);
-    if (snprintf(twin, sizeof twin, "%.*s%s", (int)stem, path, strcmp(ext, ".pt") == 0 ? ".safetensors" : ".pt") >= (int)sizeof twin)
+    if (snprintf(twin, sizeof twin, "%.*s%s", (int)stem, path, strcmp(ext, ".pt") == 0 ? ".safetensors" : ".pt") >=
+        (int)sizeof twin)
         return NULL;
     return strdup(twin);
 }
@@ -227,12 +230,16 @@ static char *choose_twin(const sdt_train_job *job, hn_part *hp, const char *path
                (strcmp(sha, start_sha) == 0 || strcmp(sha, saved) == 0 || strcmp(sha, started) == 0);
         sdt_hn_free(other);
         if (same && pt)
-            sdt_host_log(job->host, SDT_LOG_INFO, "%s is this hypernetwork's .safetensors twin from an earlier run, so it "
+            sdt_host_log(job->host, SDT_LOG_INFO,
+                         "%s is this hypernetwork's .safetensors twin from an earlier run, so it "
                          "is kept up to date there; ComfyUI lists it but cannot apply it (use the .pt): delete it, and "
-                         "later runs write the twin into their run folder", twin);
+                         "later runs write the twin into their run folder",
+                         twin);
         else if (!pt && !same)
-            sdt_host_log(job->host, SDT_LOG_INFO, "%s exists and is not this hypernetwork's twin, so it is left alone; the "
-                         "trained hypernetwork is written to %s only", twin, path);
+            sdt_host_log(job->host, SDT_LOG_INFO,
+                         "%s exists and is not this hypernetwork's twin, so it is left alone; the "
+                         "trained hypernetwork is written to %s only",
+                         twin, path);
     } else {
         same = !pt; /* a .pt beside a .safetensors goes where no file is */
     }
@@ -248,8 +255,8 @@ bool hn_part_place_twin(hn_part *hp, sdt_train_job *job, sdt_error *error)
     const char *base = strrchr(hp->part->output_path, '/');
     base = base ? base + 1 : hp->part->output_path;
     char path[SDT_PATH_MAX + 256], lock_path[SDT_PATH_MAX + 300];
-    if (snprintf(path, sizeof path, "%s/%.*s.safetensors", job->outputs.dirs.root, (int)(strlen(base) - strlen(".pt")), base) >=
-        (int)sizeof path)
+    if (snprintf(path, sizeof path, "%s/%.*s.safetensors", job->outputs.dirs.root, (int)(strlen(base) - strlen(".pt")),
+                 base) >= (int)sizeof path)
         return sdt_fail(error, SDT_ERR_IO, "%s: the .safetensors twin's path is too long; choose a shorter log folder",
                         job->outputs.dirs.root);
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
@@ -272,7 +279,8 @@ hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, con
     }
     hp->strength = (float)strength;
     char sha[SDT_SHA256_HEX] = "";
-    bool ok = sdt_hn_preview_chain_parse(&hp->preview, preview_hypernetworks, preview_field, hp->strength, preview_strength, error) &&
+    bool ok = sdt_hn_preview_chain_parse(&hp->preview, preview_hypernetworks, preview_field, hp->strength,
+                                         preview_strength, error) &&
               (hp->hn = sdt_hn_load(path, hp->cpu, error)) != NULL && values_sha256(hp->hn, sha, error);
     if (ok) {
         int64_t n = sdt_hn_param_numel(hp->hn);
@@ -281,14 +289,18 @@ hn_part *hn_part_open(sdt_train_job *job, const char *path, double strength, con
         for (int64_t i = 0; finite && i < n; i++) finite = host[i] - host[i] == 0.0f;
         free(host);
         if (!finite)
-            ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the hypernetwork holds NaN or infinite values; train from an earlier copy "
-                          "or create it again", path);
+            ok = sdt_fail(error, SDT_ERR_VALIDATION,
+                          "%s: the hypernetwork holds NaN or infinite values; train from an earlier copy "
+                          "or create it again",
+                          path);
     }
     char folder[4096];
     snprintf(folder, sizeof folder, "%s", path);
     if (ok && access(dirname(folder), W_OK) != 0)
-        ok = sdt_fail(error, SDT_ERR_IO, "%s: the hypernetwork's folder is not writable, so the trained hypernetwork could not be "
-                      "saved there; make the folder writable or copy the file into a writable folder", path);
+        ok = sdt_fail(error, SDT_ERR_IO,
+                      "%s: the hypernetwork's folder is not writable, so the trained hypernetwork could not be "
+                      "saved there; make the folder writable or copy the file into a writable folder",
+                      path);
     if (!ok) {
         part_destroy(&(sdt_train_part){.self = hp});
         return NULL;
@@ -348,10 +360,12 @@ bool hn_part_bind_model(hn_part *hp, sdt_train_job *job, sdt_error *error)
         int takes[SDT_UNET_MAX_KV_WIDTHS], n_takes = sdt_unet_config_kv_widths(uc, takes);
         for (int i = 0; i < n_takes; i++)
             snprintf(sizes + strlen(sizes), sizeof sizes - strlen(sizes), "%s%d", i ? "," : "", takes[i]);
-        return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the hypernetwork's modules (%s) match no attention of this model, so "
-                        "nothing would train: this model's attention widths are %s; create a hypernetwork for this model "
-                        "with the sizes %s (SD 1.x takes 768, 320, 640, 1280; SD 2.x 1024, 320, 640, 1280; SDXL 2048, 640, 1280: --sizes sdxl)",
-                        hp->part->input_path, widths, model_widths, sizes);
+        return sdt_fail(
+            error, SDT_ERR_NO_GRADIENT,
+            "%s: the hypernetwork's modules (%s) match no attention of this model, so "
+            "nothing would train: this model's attention widths are %s; create a hypernetwork for this model "
+            "with the sizes %s (SD 1.x takes 768, 320, 640, 1280; SD 2.x 1024, 320, 640, 1280; SDXL 2048, 640, 1280: --sizes sdxl)",
+            hp->part->input_path, widths, model_widths, sizes);
     }
     if (job->pb.be != hp->cpu) { /* the values move to the job's backend: load them there */
         sdt_hn *moved = sdt_hn_load(hp->part->input_path, job->pb.be, error);
@@ -384,7 +398,7 @@ static int64_t hook_rows_for_width(void *user, int width)
     if (job->previews.every > 0) {
         int f = vae_factor(&job->rt.cfg.vae);
         int64_t preview = 2 * sdt_unet_config_kv_tokens(u, width, job->previews.height / (uint32_t)f,
-                                                         job->previews.width / (uint32_t)f, context);
+                                                        job->previews.width / (uint32_t)f, context);
         if (preview > rows) rows = preview;
     }
     return rows;
@@ -397,7 +411,8 @@ bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_schedule_texts
     /* the pass caches (hn_hook.h): the context's K/V outputs and gradient sums for a micro-batch or a
      * preview's two prompts, and in 16-bit precisions the weights' 16-bit copies */
     int context_width = job->rt.cfg.unet.context_dim;
-    int64_t context_rows = (int64_t)(job->data.batch > 2 ? job->data.batch : 2) * job->max_prompt_chunks * SDT_PROMPT_TOKENS;
+    int64_t context_rows =
+        (int64_t)(job->data.batch > 2 ? job->data.batch : 2) * job->max_prompt_chunks * SDT_PROMPT_TOKENS;
     bool weights16 = sdt_precision_dtype(job->precision) != SDT_F32;
     if (!sdt_hn_binding_reserve_by_width(hp->binding, hook_rows_for_width, job, error) ||
         !sdt_hn_binding_reserve_cache(hp->binding, context_width, context_rows, weights16, error))
@@ -420,9 +435,13 @@ bool hn_part_add_group(hn_part *hp, sdt_train_job *job, const sdt_schedule_texts
             return false;
         }
     }
-    sdt_param_group g = {.name = "hypernetwork", .opt = opt, .lr_text = (char *)texts->lr,
-                         .clip_text = (char *)texts->clip, .lr_field = texts->lr_field,
-                         .clip_field = texts->clip_field, .clip_mode = texts->clip_mode};
+    sdt_param_group g = {.name = "hypernetwork",
+                         .opt = opt,
+                         .lr_text = (char *)texts->lr,
+                         .clip_text = (char *)texts->clip,
+                         .lr_field = texts->lr_field,
+                         .clip_field = texts->clip_field,
+                         .clip_mode = texts->clip_mode};
     if (!sdt_train_job_add_group(job, hp->part, &g, error)) {
         sdt_optimizer_destroy(opt);
         return false;

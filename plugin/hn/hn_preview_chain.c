@@ -12,14 +12,17 @@
 #include "hn/hn_file.h"
 
 /* One "FILE[:STRENGTH]" entry (trimmed) into the chain. */
-static bool parse_entry(sdt_hn_preview_chain *c, const char *begin, const char *end, const char *field, sdt_error *error)
+static bool parse_entry(sdt_hn_preview_chain *c, const char *begin, const char *end, const char *field,
+                        sdt_error *error)
 {
     while (begin < end && isspace((unsigned char)*begin)) begin++;
     while (end > begin && isspace((unsigned char)end[-1])) end--;
     if (begin == end) return true; /* "a.pt; ; b.pt" or a trailing ';' */
     if (c->count == SDT_HN_PREVIEW_EXTRA_MAX)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s names more than %d hypernetworks; the chain holds %d with the "
-                        "trained one, so leave some out", field, SDT_HN_PREVIEW_EXTRA_MAX, SDT_HN_MAX_CHAIN);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s names more than %d hypernetworks; the chain holds %d with the "
+                        "trained one, so leave some out",
+                        field, SDT_HN_PREVIEW_EXTRA_MAX, SDT_HN_MAX_CHAIN);
     char *entry = strndup(begin, (size_t)(end - begin));
     if (!entry) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
     double strength = 1.0;
@@ -28,7 +31,8 @@ static bool parse_entry(sdt_hn_preview_chain *c, const char *begin, const char *
         double s = sdt_c_strtod(colon + 1, &num_end);
         if (num_end != colon + 1 && *num_end == '\0') { /* a number: the strength */
             if (!(s >= -10 && s <= 10)) {
-                sdt_fail(error, SDT_ERR_VALIDATION, "%s: the strength of \"%s\" must be a number in [-10, 10]", field, entry);
+                sdt_fail(error, SDT_ERR_VALIDATION, "%s: the strength of \"%s\" must be a number in [-10, 10]", field,
+                         entry);
                 free(entry);
                 return false;
             }
@@ -37,8 +41,10 @@ static bool parse_entry(sdt_hn_preview_chain *c, const char *begin, const char *
         }
     }
     if (access(entry, R_OK) != 0) {
-        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: %s cannot be read; check the path (entries are FILE or "
-                 "FILE:STRENGTH, separated by ';')", field, entry);
+        sdt_fail(error, SDT_ERR_NOT_FOUND,
+                 "%s: %s cannot be read; check the path (entries are FILE or "
+                 "FILE:STRENGTH, separated by ';')",
+                 field, entry);
         free(entry);
         return false;
     }

@@ -18,8 +18,8 @@ typedef struct sdt_hn_preview_chain {
     char *paths[SDT_HN_PREVIEW_EXTRA_MAX];
     float strengths[SDT_HN_PREVIEW_EXTRA_MAX];
     sdt_hn *members[SDT_HN_PREVIEW_EXTRA_MAX];
-    float trained_strength;          /* while training */
-    float trained_preview_strength;  /* in previews */
+    float trained_strength;         /* while training */
+    float trained_preview_strength; /* in previews */
 } sdt_hn_preview_chain;
 
 /* Before the model: "FILE[:STRENGTH]; ..." (NULL or "" is none; a part after the last ':' that

@@ -47,7 +47,7 @@ static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
 }
 
 bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                               sdt_error *error)
+                         sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     if (choice != SDT_DEVICE_CHOICE_CPU) {
@@ -58,8 +58,10 @@ bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, 
             return true;
         }
         if (choice == SDT_DEVICE_CHOICE_CUDA) {
-            sdt_fail(error, SDT_ERR_DEVICE, "device 'cuda' was asked for but %s; install the CUDA driver, cuBLAS and cuDNN 9, "
-                     "or choose device 'auto' or 'cpu'", why);
+            sdt_fail(error, SDT_ERR_DEVICE,
+                     "device 'cuda' was asked for but %s; install the CUDA driver, cuBLAS and cuDNN 9, "
+                     "or choose device 'auto' or 'cpu'",
+                     why);
             return false;
         }
         sdt_host_log(host, SDT_LOG_INFO, "training on the CPU: %s", why);

@@ -21,7 +21,7 @@ typedef struct plugin_backend {
 /* choice: sdt_device_choice. cpu_threads <= 0: OpenMP's default. The log line (which
  * backend, and why not CUDA under auto) goes to host. */
 bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                               sdt_error *error);
+                         sdt_error *error);
 void plugin_backend_close(plugin_backend *pb);
 
 #endif

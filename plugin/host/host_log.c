@@ -39,6 +39,6 @@ void sdt_host_preview(const sdt_host_callbacks *cb, const sdt_preview *preview)
 void sdt_host_file_saved(const sdt_host_callbacks *cb, sdt_file_kind kind, const char *path, int64_t step)
 {
     if (!cb || !cb->file_saved) return;
-    sdt_saved_file file = { sizeof file, (uint32_t)kind, step, path };
+    sdt_saved_file file = {sizeof file, (uint32_t)kind, step, path};
     cb->file_saved(cb->user_data, &file);
 }

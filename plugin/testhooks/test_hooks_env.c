@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *sdt_test_hook_nan_pixel(void) { return getenv(SDT_TEST_HOOK_NAN_PIXEL_NAME); }
+const char *sdt_test_hook_nan_pixel(void)
+{
+    return getenv(SDT_TEST_HOOK_NAN_PIXEL_NAME);
+}
 
 unsigned long long sdt_test_hook_memory_limit_mib(void)
 {
@@ -14,7 +17,10 @@ unsigned long long sdt_test_hook_memory_limit_mib(void)
     return end && *end == '\0' ? mib : 0;
 }
 
-const char *sdt_test_hook_inf_grad(void) { return getenv(SDT_TEST_HOOK_INF_GRAD_NAME); }
+const char *sdt_test_hook_inf_grad(void)
+{
+    return getenv(SDT_TEST_HOOK_INF_GRAD_NAME);
+}
 
 unsigned sdt_test_hook_step_delay_ms(void)
 {

@@ -3,14 +3,32 @@
 
 #include <stddef.h>
 
-const char *sdt_test_hook_nan_pixel(void) { return NULL; }
+const char *sdt_test_hook_nan_pixel(void)
+{
+    return NULL;
+}
 
-unsigned long long sdt_test_hook_memory_limit_mib(void) { return 0; }
+unsigned long long sdt_test_hook_memory_limit_mib(void)
+{
+    return 0;
+}
 
-const char *sdt_test_hook_inf_grad(void) { return NULL; }
+const char *sdt_test_hook_inf_grad(void)
+{
+    return NULL;
+}
 
-bool sdt_test_hook_no_bf16(void) { return false; }
+bool sdt_test_hook_no_bf16(void)
+{
+    return false;
+}
 
-unsigned sdt_test_hook_step_delay_ms(void) { return 0; }
+unsigned sdt_test_hook_step_delay_ms(void)
+{
+    return 0;
+}
 
-bool sdt_test_hook_text_cache_off(void) { return false; }
+bool sdt_test_hook_text_cache_off(void)
+{
+    return false;
+}

@@ -40,8 +40,10 @@ char *sdt_inflate_limited(const uint8_t *data, size_t size, size_t max_out, size
         zs.avail_out = (uInt)(cap - len);
         rc = inflate(&zs, Z_NO_FLUSH);
         len = cap - zs.avail_out;
-        if (rc == Z_OK && zs.avail_out == 0) cap *= 2;
-        else if (rc == Z_OK || rc == Z_BUF_ERROR) rc = Z_DATA_ERROR; /* input ended before the stream did */
+        if (rc == Z_OK && zs.avail_out == 0)
+            cap *= 2;
+        else if (rc == Z_OK || rc == Z_BUF_ERROR)
+            rc = Z_DATA_ERROR; /* input ended before the stream did */
     }
     inflateEnd(&zs);
     if (rc != Z_STREAM_END) {
@@ -177,7 +179,8 @@ char *sdt_card_pixels_extract(const uint8_t *rgb, int w, int h, size_t *len, sdt
 none:
     sdt_fail(error, SDT_ERR_BAD_FORMAT, "no embedding data is hidden in the picture");
 done:
-    if (!json && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
+    if (!json && error->code == SDT_ERR_OK)
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of memory reading the card picture");
     free(row_any);
     free(col_any);
     free(col_sum);

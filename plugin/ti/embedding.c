@@ -50,7 +50,8 @@ bool sdt_embedding_init(sdt_embedding *e, const char *name, int n_vectors, int d
         return false;
     }
     if (dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
-        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": width %d is outside 1..%d", name, dim, SDT_EMBEDDING_MAX_DIM);
+        sdt_fail(error, SDT_ERR_VALIDATION, "embedding \"%s\": width %d is outside 1..%d", name, dim,
+                 SDT_EMBEDDING_MAX_DIM);
         return false;
     }
     e->name = strdup(name);

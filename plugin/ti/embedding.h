@@ -21,15 +21,15 @@ typedef struct sdt_embedding {
     char *name;
     int n_vectors;
     int dim;
-    float *vectors;          /* [n_vectors, dim] */
-    int clip_l_dim;          /* SDXL split, 0 otherwise */
-    int64_t step;            /* optimizer steps taken */
-    char *checkpoint_hash;   /* sd_checkpoint: short hash of the model, or NULL */
-    char *checkpoint_name;   /* sd_checkpoint_name, or NULL */
-    char *init_text;         /* initialisation text, or NULL */
-    char *training_note;     /* sdtrain_fallback: what the NaN/Inf fallback did while training, or NULL */
-    bool from_card_pixels;   /* read: a PNG card's copy hidden in the pixels was used, not its text chunk */
-    char *load_note;         /* read: why the file was read the way it was (a damaged text chunk...), or NULL */
+    float *vectors;        /* [n_vectors, dim] */
+    int clip_l_dim;        /* SDXL split, 0 otherwise */
+    int64_t step;          /* optimizer steps taken */
+    char *checkpoint_hash; /* sd_checkpoint: short hash of the model, or NULL */
+    char *checkpoint_name; /* sd_checkpoint_name, or NULL */
+    char *init_text;       /* initialisation text, or NULL */
+    char *training_note;   /* sdtrain_fallback: what the NaN/Inf fallback did while training, or NULL */
+    bool from_card_pixels; /* read: a PNG card's copy hidden in the pixels was used, not its text chunk */
+    char *load_note;       /* read: why the file was read the way it was (a damaged text chunk...), or NULL */
 } sdt_embedding;
 
 /* Allocates zeroed vectors. false + error on bad sizes or a bad name. */

@@ -63,8 +63,10 @@ static void append_py_float(GString *s, double v)
         } else {
             for (int i = 0; i <= exp; i++) g_string_append_c(s, i < nd ? digits[i] : '0');
             g_string_append_c(s, '.');
-            if (nd > exp + 1) g_string_append_len(s, digits + exp + 1, nd - exp - 1);
-            else g_string_append_c(s, '0');
+            if (nd > exp + 1)
+                g_string_append_len(s, digits + exp + 1, nd - exp - 1);
+            else
+                g_string_append_c(s, '0');
         }
     } else {
         g_string_append_c(s, digits[0]);
@@ -87,19 +89,35 @@ static void append_json_string(GString *s, const char *text)
     for (const char *p = text; *p; p = g_utf8_next_char(p)) {
         gunichar c = g_utf8_get_char(p);
         switch (c) {
-        case '"': g_string_append(s, "\\\""); break;
-        case '\\': g_string_append(s, "\\\\"); break;
-        case '\n': g_string_append(s, "\\n"); break;
-        case '\r': g_string_append(s, "\\r"); break;
-        case '\t': g_string_append(s, "\\t"); break;
-        case '\b': g_string_append(s, "\\b"); break;
-        case '\f': g_string_append(s, "\\f"); break;
-        default:
-            if (c < 0x20 || (c >= 0x7f && c <= 0xffff)) g_string_append_printf(s, "\\u%04x", (unsigned)c);
-            else if (c > 0xffff) {
-                unsigned v = (unsigned)c - 0x10000;
-                g_string_append_printf(s, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
-            } else g_string_append_c(s, (char)c);
+            case '"':
+                g_string_append(s, "\\\"");
+                break;
+            case '\\':
+                g_string_append(s, "\\\\");
+                break;
+            case '\n':
+                g_string_append(s, "\\n");
+                break;
+            case '\r':
+                g_string_append(s, "\\r");
+                break;
+            case '\t':
+                g_string_append(s, "\\t");
+                break;
+            case '\b':
+                g_string_append(s, "\\b");
+                break;
+            case '\f':
+                g_string_append(s, "\\f");
+                break;
+            default:
+                if (c < 0x20 || (c >= 0x7f && c <= 0xffff))
+                    g_string_append_printf(s, "\\u%04x", (unsigned)c);
+                else if (c > 0xffff) {
+                    unsigned v = (unsigned)c - 0x10000;
+                    g_string_append_printf(s, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
+                } else
+                    g_string_append_c(s, (char)c);
         }
     }
     g_string_append_c(s, '"');
@@ -108,8 +126,10 @@ static void append_json_string(GString *s, const char *text)
 
 static void append_optional_string(GString *s, const char *text)
 {
-    if (text) append_json_string(s, text);
-    else g_string_append(s, "null");
+    if (text)
+        append_json_string(s, text);
+    else
+        g_string_append(s, "null");
 }
 
 /* {"TORCHTENSOR": [[...], ...]} for columns [c0, c1) of every row. */
@@ -182,8 +202,8 @@ static bool tensor_shape(const cJSON *obj, const char *origin, const cJSON **lis
 {
     *list = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, "TORCHTENSOR") : NULL;
     if (!cJSON_IsArray(*list) || !cJSON_GetArraySize(*list)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding tensor is missing or empty (expected {\"TORCHTENSOR\": [[...]]})",
-                 origin);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the embedding tensor is missing or empty (expected {\"TORCHTENSOR\": [[...]]})", origin);
         return false;
     }
     const cJSON *first = (*list)->child;
@@ -200,15 +220,17 @@ static bool tensor_copy(const cJSON *list, bool one_d, int64_t rows, int64_t col
     const cJSON *row = one_d ? list : list->child;
     for (int64_t r = 0; r < rows; r++, row = row ? row->next : NULL) {
         if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != cols) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: row %" PRId64 " of the embedding tensor is not a list of %" PRId64
-                     " numbers; the card is damaged", origin, r, cols);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: row %" PRId64 " of the embedding tensor is not a list of %" PRId64
+                     " numbers; the card is damaged",
+                     origin, r, cols);
             return false;
         }
         int64_t c = 0;
         for (const cJSON *v = row->child; v; v = v->next, c++) {
             if (!cJSON_IsNumber(v)) {
-                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: value %" PRId64 " of row %" PRId64 " is not a number; the card is damaged",
-                         origin, c, r);
+                sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                         "%s: value %" PRId64 " of row %" PRId64 " is not a number; the card is damaged", origin, c, r);
                 return false;
             }
             dst[r * stride + c] = (float)v->valuedouble;
@@ -229,7 +251,8 @@ static bool read_vectors(const cJSON *param, const char *origin, sdt_embedding *
             !tensor_shape(g, origin, &list_g, &rows_g, &cols_g, &one_d_g, error))
             return false;
         if (rows != rows_g) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: clip_l and clip_g have different vector counts; the card is damaged", origin);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: clip_l and clip_g have different vector counts; the card is damaged", origin);
             return false;
         }
         if (!sdt_embedding_alloc_loaded(e, rows, cols + cols_g, origin, error)) return false;
@@ -254,7 +277,8 @@ static bool read_info(const cJSON *root, const char *fallback_name, sdt_embeddin
 {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     const cJSON *step = cJSON_GetObjectItemCaseSensitive(root, "step");
-    e->step = cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15 ? (int64_t)step->valuedouble : 0;
+    e->step =
+        cJSON_IsNumber(step) && step->valuedouble >= 0 && step->valuedouble < 9e15 ? (int64_t)step->valuedouble : 0;
     return sdt_embedding_set_string(&e->name, cJSON_IsString(name) ? name->valuestring : fallback_name) &&
            optional_string(root, "sd_checkpoint", &e->checkpoint_hash) &&
            optional_string(root, "sd_checkpoint_name", &e->checkpoint_name);
@@ -274,7 +298,8 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
 {
     memset(e, 0, sizeof(*e));
     if (!g_utf8_validate(json, (gssize)len, NULL)) /* JSON is UTF-8; its strings become names and metadata */
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not UTF-8 text; the card is damaged", origin);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not UTF-8 text; the card is damaged",
+                        origin);
     cJSON *root = sdt_json_parse(json, len);
     if (!cJSON_IsObject(root)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding data is not valid JSON; the card is damaged", origin);
@@ -286,20 +311,24 @@ bool sdt_embedding_from_a1111_json(const char *json, size_t len, const char *ori
     bool ok = true;
     if (cJSON_IsObject(params)) {
         if (cJSON_GetArraySize(params) != 1) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the embedding has %d terms in string_to_param; exactly one is supported",
-                     origin, cJSON_GetArraySize(params));
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: the embedding has %d terms in string_to_param; exactly one is supported", origin,
+                     cJSON_GetArraySize(params));
             ok = false;
         }
         param = params->child;
     } else if (cJSON_GetObjectItemCaseSensitive(root, "clip_l") && cJSON_GetObjectItemCaseSensitive(root, "clip_g")) {
         param = root; /* kohya SDXL dict stored directly */
     } else {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no string_to_param (or clip_l/clip_g) in the embedding data; "
-                 "this is not a textual-inversion embedding", origin);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: no string_to_param (or clip_l/clip_g) in the embedding data; "
+                 "this is not a textual-inversion embedding",
+                 origin);
         ok = false;
     }
     ok = ok && read_vectors(param, origin, e, error);
-    if (ok && !read_info(root, fallback_name, e)) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
+    if (ok && !read_info(root, fallback_name, e))
+        ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory", origin);
     cJSON_Delete(root);
     if (!ok) sdt_embedding_free(e);
     return ok;

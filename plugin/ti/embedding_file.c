@@ -19,11 +19,16 @@
 const char *sdt_embedding_format_name(sdt_embedding_format f)
 {
     switch (f) {
-    case SDT_EMBEDDING_FORMAT_SAFETENSORS: return "safetensors";
-    case SDT_EMBEDDING_FORMAT_PNG_CARD: return "a1111-png-card";
-    case SDT_EMBEDDING_FORMAT_A1111_PT: return "a1111-pt";
-    case SDT_EMBEDDING_FORMAT_TORCH_CONCEPT: return "torch-concept";
-    default: return "unknown";
+        case SDT_EMBEDDING_FORMAT_SAFETENSORS:
+            return "safetensors";
+        case SDT_EMBEDDING_FORMAT_PNG_CARD:
+            return "a1111-png-card";
+        case SDT_EMBEDDING_FORMAT_A1111_PT:
+            return "a1111-pt";
+        case SDT_EMBEDDING_FORMAT_TORCH_CONCEPT:
+            return "torch-concept";
+        default:
+            return "unknown";
     }
 }
 
@@ -36,11 +41,13 @@ bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool ove
     if (!sdt_embedding_is_finite(e)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: the embedding holds NaN or infinite values, so it was not saved (the previous file is kept); "
-                 "resume from the last good copy with a lower learning rate", path);
+                 "resume from the last good copy with a lower learning rate",
+                 path);
         return false;
     }
     if (!overwrite && access(path, F_OK) == 0) {
-        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (--overwrite)", path);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS,
+                 "%s already exists; choose another name or allow overwriting (--overwrite)", path);
         return false;
     }
     return true;
@@ -49,8 +56,9 @@ bool sdt_embedding_check_save(const sdt_embedding *e, const char *path, bool ove
 bool sdt_embedding_alloc_loaded(sdt_embedding *e, int64_t n_vectors, int64_t dim, const char *origin, sdt_error *error)
 {
     if (n_vectors < 1 || n_vectors > MAX_LOADED_VECTORS || dim < 1 || dim > SDT_EMBEDDING_MAX_DIM) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: an embedding of %lld x %lld values is not plausible (expected up to %d x %d)",
-                 origin, (long long)n_vectors, (long long)dim, SDT_EMBEDDING_MAX_VECTORS, SDT_EMBEDDING_MAX_DIM);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: an embedding of %lld x %lld values is not plausible (expected up to %d x %d)", origin,
+                 (long long)n_vectors, (long long)dim, SDT_EMBEDDING_MAX_VECTORS, SDT_EMBEDDING_MAX_DIM);
         return false;
     }
     e->vectors = malloc((size_t)n_vectors * (size_t)dim * sizeof(float));
@@ -89,7 +97,8 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
     }
     sdt_fail(error, SDT_ERR_BAD_FORMAT,
              "%s: not an embedding file this tool reads (expected .safetensors, an A1111 PNG card, or a PyTorch "
-             ".pt/.bin written by torch.save)", path);
+             ".pt/.bin written by torch.save)",
+             path);
     return false;
 }
 
@@ -107,10 +116,14 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
         cJSON_AddNumberToObject(root, "clip_g_dim", e->dim - e->clip_l_dim);
     }
     cJSON_AddNumberToObject(root, "step", (double)e->step);
-    if (e->checkpoint_hash) cJSON_AddStringToObject(root, "sd_checkpoint", e->checkpoint_hash);
-    else cJSON_AddNullToObject(root, "sd_checkpoint");
-    if (e->checkpoint_name) cJSON_AddStringToObject(root, "sd_checkpoint_name", e->checkpoint_name);
-    else cJSON_AddNullToObject(root, "sd_checkpoint_name");
+    if (e->checkpoint_hash)
+        cJSON_AddStringToObject(root, "sd_checkpoint", e->checkpoint_hash);
+    else
+        cJSON_AddNullToObject(root, "sd_checkpoint");
+    if (e->checkpoint_name)
+        cJSON_AddStringToObject(root, "sd_checkpoint_name", e->checkpoint_name);
+    else
+        cJSON_AddNullToObject(root, "sd_checkpoint_name");
     if (e->init_text) cJSON_AddStringToObject(root, "init_text", e->init_text);
     if (e->training_note) cJSON_AddStringToObject(root, "sdtrain_fallback", e->training_note);
     if (format == SDT_EMBEDDING_FORMAT_PNG_CARD)

@@ -67,7 +67,8 @@ bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const
                                  bool overwrite, sdt_error *error);
 bool sdt_embedding_load_png_card(const char *path, sdt_embedding *e, sdt_error *error);
 /* The card reader on a PNG file image in memory (also the fuzz entry). origin names it in errors. */
-bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e, sdt_error *error);
+bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *origin, sdt_embedding *e,
+                                   sdt_error *error);
 /* The JSON text A1111 stores (before base64): its .pt dict, or for SDXL only {clip_l, clip_g}.
  * Newly allocated; NULL for non-finite vectors. */
 char *sdt_embedding_a1111_json(const sdt_embedding *e);

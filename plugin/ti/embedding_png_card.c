@@ -140,8 +140,8 @@ static bool decode_from_pixels(const void *png, size_t size, const char *origin,
     img.version = PNG_IMAGE_VERSION;
     uint8_t *rgb = NULL;
     sdt_error why = {0};
-    bool decoded = png_image_begin_read_from_memory(&img, png, size) &&
-                   (uint64_t)img.width * img.height <= MAX_CARD_PIXELS;
+    bool decoded =
+        png_image_begin_read_from_memory(&img, png, size) && (uint64_t)img.width * img.height <= MAX_CARD_PIXELS;
     if (decoded) {
         img.format = PNG_FORMAT_RGB;
         rgb = malloc(PNG_IMAGE_SIZE(img));
@@ -154,7 +154,8 @@ static bool decode_from_pixels(const void *png, size_t size, const char *origin,
     if (!json) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: this PNG has no \"%s\" text chunk and no embedding hidden in its pixels (%s), so it is not an "
-                 "embedding card", origin, SDT_PNG_CARD_KEYWORD, decoded ? why.message : "the picture cannot be decoded");
+                 "embedding card",
+                 origin, SDT_PNG_CARD_KEYWORD, decoded ? why.message : "the picture cannot be decoded");
         return false;
     }
     char *stem = sdt_path_stem(origin);
@@ -204,8 +205,12 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
         uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), b + pos + 4, n + 4);
         if (crc != be32(data + n)) {
             if (loaded) break; /* the embedding is whole; only its info may be lost */
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged", origin,
-                     g_ascii_isalpha(type[0]) && g_ascii_isalpha(type[1]) && g_ascii_isalpha(type[2]) && g_ascii_isalpha(type[3]) ? type : "?",
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: chunk %s at byte %zu fails its CRC check; the file is damaged",
+                     origin,
+                     g_ascii_isalpha(type[0]) && g_ascii_isalpha(type[1]) && g_ascii_isalpha(type[2]) &&
+                             g_ascii_isalpha(type[3])
+                         ? type
+                         : "?",
                      pos);
             free(info);
             return false;
@@ -231,11 +236,14 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
                 bool ok = raw && raw_len &&
                           sdt_embedding_from_a1111_json((const char *)raw, raw_len, origin, stem, e, &text_err);
                 if (bad_at >= 0)
-                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk is not valid base64 (at character "
-                             "%ld); the card is damaged", origin, SDT_PNG_CARD_KEYWORD, bad_at);
+                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT,
+                             "%s: the \"%s\" chunk is not valid base64 (at character "
+                             "%ld); the card is damaged",
+                             origin, SDT_PNG_CARD_KEYWORD, bad_at);
                 else if (!raw || !raw_len)
-                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT, "%s: the \"%s\" chunk holds no base64 data; the card is damaged",
-                             origin, SDT_PNG_CARD_KEYWORD);
+                    sdt_fail(&text_err, SDT_ERR_BAD_FORMAT,
+                             "%s: the \"%s\" chunk holds no base64 data; the card is damaged", origin,
+                             SDT_PNG_CARD_KEYWORD);
                 free(stem);
                 g_free(raw);
                 loaded = ok; /* else a damaged text chunk: the copy in the pixels may still be whole */
@@ -262,7 +270,8 @@ bool sdt_embedding_png_card_decode(const void *png, size_t size, const char *ori
     } else if (!loaded && (!complete || pixels > MAX_CARD_PIXELS)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: this PNG has no \"%s\" text chunk, and it is %s, so the pixels were not searched for an "
-                 "embedding", origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
+                 "embedding",
+                 origin, SDT_PNG_CARD_KEYWORD, complete ? "too large" : "truncated or damaged");
     } else if (!loaded) {
         ok = decode_from_pixels(png, size, origin, e, error);
         e->from_card_pixels = ok;

@@ -59,8 +59,8 @@ static bool tensor_rows_cols(const char *path, const sdt_st_entry *t, int64_t *r
         *rows = t->shape[0];
         *cols = t->shape[1];
     } else {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" has %d dimensions; an embedding is [vectors, width]", path, t->name,
-                 t->ndim);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" has %d dimensions; an embedding is [vectors, width]",
+                 path, t->name, t->ndim);
         return false;
     }
     return true;
@@ -85,8 +85,8 @@ static bool copy_rows(const char *path, const sdt_st_entry *t, int64_t rows, int
                    (t->dtype == SDT_ST_F32 || t->dtype == SDT_ST_F16 || t->dtype == SDT_ST_BF16)) {
             sdt_load_f32(src, dt, out, cols);
         } else {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is %s; an embedding must be F32, F16, BF16 or F64", path,
-                     t->name, sdt_st_dtype_name(t->dtype));
+            sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor \"%s\" is %s; an embedding must be F32, F16, BF16 or F64",
+                     path, t->name, sdt_st_dtype_name(t->dtype));
             return false;
         }
     }
@@ -96,7 +96,8 @@ static bool copy_rows(const char *path, const sdt_st_entry *t, int64_t rows, int
 static void take_metadata(const sdt_safetensors *st, const char *path, sdt_embedding *e)
 {
     const char *name = sdt_st_metadata_get(st, "name");
-    if (name && name[0]) sdt_embedding_set_string(&e->name, name);
+    if (name && name[0])
+        sdt_embedding_set_string(&e->name, name);
     else {
         char *stem = sdt_path_stem(path);
         sdt_embedding_set_string(&e->name, stem);
@@ -114,15 +115,13 @@ bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt
                              sdt_error *error)
 {
     int64_t rl, cl, rg, cg;
-    if (!tensor_rows_cols(path, tl, &rl, &cl, error) || !tensor_rows_cols(path, tg, &rg, &cg, error))
-        return false;
+    if (!tensor_rows_cols(path, tl, &rl, &cl, error) || !tensor_rows_cols(path, tg, &rg, &cg, error)) return false;
     if (rl != rg) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: clip_l has %" PRId64 " vectors but clip_g has %" PRId64 "; the file is damaged",
-                 path, rl, rg);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: clip_l has %" PRId64 " vectors but clip_g has %" PRId64 "; the file is damaged", path, rl, rg);
         return false;
     }
-    if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, error))
-        return false;
+    if (!sdt_embedding_alloc_loaded(e, rl, cl + cg, path, error)) return false;
     e->clip_l_dim = (int)cl;
     return copy_rows(path, tl, rl, cl, e->vectors, cl + cg, error) &&
            copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, error);
@@ -148,9 +147,11 @@ bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_erro
     } else {
         if (!t && sdt_st_count(st) == 1) t = sdt_st_at(st, 0);
         if (!t) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                     "%s: holds %zu tensors and none is \"emb_params\" (or clip_l + clip_g); an embedding file holds one "
-                     "tensor, so this is probably a model or LoRA, not an embedding", path, sdt_st_count(st));
+            sdt_fail(
+                error, SDT_ERR_BAD_FORMAT,
+                "%s: holds %zu tensors and none is \"emb_params\" (or clip_l + clip_g); an embedding file holds one "
+                "tensor, so this is probably a model or LoRA, not an embedding",
+                path, sdt_st_count(st));
             ok = false;
         } else {
             ok = sdt_embedding_take_tensor(path, t, e, error);

@@ -29,8 +29,10 @@ static const sdt_pv *single_param(const char *path, const sdt_pv *stp, sdt_error
 {
     if (sdt_pv_is(stp, SDT_PV_OBJECT)) stp = sdt_pv_dict_get(stp->u.obj.state, "_parameters");
     if (!sdt_pv_is(stp, SDT_PV_DICT) || sdt_pv_len(stp) != 1) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: string_to_param holds %zu terms; an A1111 embedding file holds exactly one "
-                 "(A1111 refuses it too: 'embedding file has multiple terms in it')", path, sdt_pv_len(stp));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: string_to_param holds %zu terms; an A1111 embedding file holds exactly one "
+                 "(A1111 refuses it too: 'embedding file has multiple terms in it')",
+                 path, sdt_pv_len(stp));
         return NULL;
     }
     return sdt_pv_dict_value(stp, 0);
@@ -47,12 +49,15 @@ static void take_fields(const sdt_pv *root, const char *path, sdt_embedding *e)
     sdt_embedding_set_string(&e->checkpoint_name, sdt_pv_as_str(sdt_pv_dict_get(root, "sd_checkpoint_name")));
 }
 
-static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error)
+static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_embedding_format *format,
+                   sdt_error *error)
 {
     const sdt_pv *root = sdt_torch_root(f);
     if (!sdt_pv_is(root, SDT_PV_DICT)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds a %s, not a dict; it is no embedding (A1111 would not load it "
-                 "either)", path, sdt_pv_kind_name(root->kind));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the file holds a %s, not a dict; it is no embedding (A1111 would not load it "
+                 "either)",
+                 path, sdt_pv_kind_name(root->kind));
         return false;
     }
     const sdt_pv *stp = sdt_pv_dict_get(root, "string_to_param");
@@ -61,8 +66,7 @@ static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_em
     if (stp) {
         *format = SDT_EMBEDDING_FORMAT_A1111_PT;
         const sdt_pv *t = single_param(path, stp, error);
-        return t && entry_of(f, t, "string_to_param.*", &a, error) &&
-               sdt_embedding_take_tensor(path, &a, e, error);
+        return t && entry_of(f, t, "string_to_param.*", &a, error) && sdt_embedding_take_tensor(path, &a, e, error);
     }
     *format = SDT_EMBEDDING_FORMAT_TORCH_CONCEPT;
     if (cl && cg)
@@ -74,18 +78,25 @@ static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_em
                sdt_embedding_take_tensor(path, &a, e, error);
     }
     if (sdt_pv_is(sdt_pv_dict_get(root, "state_dict"), SDT_PV_DICT))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is a model checkpoint (a state_dict of %zu entries), not "
-                        "an embedding; give it as the model (--model)", path,
-                        sdt_pv_len(sdt_pv_dict_get(root, "state_dict")));
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: this is a model checkpoint (a state_dict of %zu entries), not "
+                        "an embedding; give it as the model (--model)",
+                        path, sdt_pv_len(sdt_pv_dict_get(root, "state_dict")));
     if (sdt_pv_dict_get(root, "layer_structure") || sdt_pv_dict_get(root, "activation_func"))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this is an A1111 hypernetwork, not an embedding; give it as "
-                        "a hypernetwork", path);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: this is an A1111 hypernetwork, not an embedding; give it as "
+                        "a hypernetwork",
+                        path);
     if (sdt_pv_is(sdt_pv_dict_value(root, 0), SDT_PV_TENSOR))
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the file holds %zu tensors; a diffusers or kohya embedding holds exactly one "
-                 "(this is probably a model, LoRA or hypernetwork)", path, sdt_pv_len(root));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the file holds %zu tensors; a diffusers or kohya embedding holds exactly one "
+                 "(this is probably a model, LoRA or hypernetwork)",
+                 path, sdt_pv_len(root));
     else
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: neither an A1111 embedding (no string_to_param) nor a one-tensor concept "
-                 "(learned_embeds.bin); this is not an embedding file", path);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: neither an A1111 embedding (no string_to_param) nor a one-tensor concept "
+                 "(learned_embeds.bin); this is not an embedding file",
+                 path);
     return false;
 }
 

@@ -20,8 +20,8 @@
 
 /* Vector i = token row floor(i * n / N) of the init text's first N tokens; empty text = zeros. An
  * SDXL embedding takes each token's rows from both encoders, side by side (clip_l, then clip_g). */
-static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *const *clips, int n_clips,
-                         const sdt_host_callbacks *host, sdt_error *error)
+static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const clip_text_model *const *clips,
+                         int n_clips, const sdt_host_callbacks *host, sdt_error *error)
 {
     if (!spec->init_text || !*spec->init_text) return true;
     sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, clips[0]->cfg.vocab, host, error);
@@ -45,7 +45,8 @@ static bool init_vectors(sdt_embedding *e, const sdt_embedding_spec *spec, const
                    (size_t)width * sizeof(float));
         free(rows);
     }
-    if (!ok && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding");
+    if (!ok && error->code == SDT_ERR_OK)
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding");
     if (cpu) cpu->destroy(cpu);
     free(ids);
     return ok;
@@ -66,18 +67,20 @@ static bool text_encoders(const sdt_weights *w, clip_text_model *clip, clip_text
 }
 
 bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
-                               size_t path_out_size, sdt_error *error)
+                         size_t path_out_size, sdt_error *error)
 {
     if (!sdt_embedding_name_check(spec->name, error)) return false;
     struct stat st;
     if (stat(spec->output_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another", spec->output_dir);
+        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the output folder does not exist; create it or choose another",
+                 spec->output_dir);
         return false;
     }
     char path[4096];
     snprintf(path, sizeof path, "%.3800s/%.200s.safetensors", spec->output_dir, spec->name);
     if (!spec->overwrite && access(path, F_OK) == 0) {
-        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS,
+                 "%s already exists; choose another name or allow overwriting (spec.overwrite)", path);
         return false;
     }
     sdt_weights *w = sdt_weights_open(spec->model_path, error);
@@ -122,7 +125,8 @@ static bool lone_embedding_state(const char *path)
 {
     sdt_state_facts f;
     sdt_error ignored = {0};
-    return sdt_state_describe(path, &f, NULL, NULL, &ignored) && f.n_parts == 1 && sdt_state_facts_part(&f, "embedding");
+    return sdt_state_describe(path, &f, NULL, NULL, &ignored) && f.n_parts == 1 &&
+           sdt_state_facts_part(&f, "embedding");
 }
 
 /* A state without a lone embedding's tensors (a hypernetwork's or a joint run's): its facts,

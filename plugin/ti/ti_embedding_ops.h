@@ -14,12 +14,11 @@
 #include "sdtrain.h"
 
 /* Writes the new embedding file; its path goes into path_out. */
-bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host,
-                               char *path_out, size_t path_out_size, sdt_error *error);
+bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, char *path_out,
+                         size_t path_out_size, sdt_error *error);
 
 /* Reads an embedding file. *json_out (NULL when not wanted) receives a malloc'd JSON object
  * the caller frees with free(). */
-bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out,
-                           sdt_error *error);
+bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out, sdt_error *error);
 
 #endif

@@ -19,7 +19,8 @@ bool ti_part_download_vectors(ti_part *tp, sdt_error *error)
 {
     sdt_backend *be = tp->be;
     if (be->download(be, tp->emb.vectors, tp->param.data, sdt_tensor_nbytes(&tp->param)))
-        return sdt_fail(error, be->error.code, "reading the embedding back from the %s backend failed: %s", be->name, be->error.message);
+        return sdt_fail(error, be->error.code, "reading the embedding back from the %s backend failed: %s", be->name,
+                        be->error.message);
     return true;
 }
 
@@ -51,8 +52,10 @@ static bool part_save_snapshot(sdt_train_part *p, sdt_train_job *job, int64_t st
     /* <run>/embeddings/: the run's copies folder, or beside it in a hypernetwork's run (joint training) */
     snprintf(folder, sizeof folder, "%.4000s/embeddings", job->outputs.dirs.root);
     if (mkdir(folder, 0777) != 0 && errno != EEXIST)
-        return sdt_fail(error, SDT_ERR_IO, "%s: cannot create the folder for the embedding's copies (%s); choose a writable "
-                        "log folder", folder, strerror(errno));
+        return sdt_fail(error, SDT_ERR_IO,
+                        "%s: cannot create the folder for the embedding's copies (%s); choose a writable "
+                        "log folder",
+                        folder, strerror(errno));
     if (!sdt_output_file(path, sizeof path, folder, tp->emb.name, step, ".safetensors"))
         return sdt_fail(error, SDT_ERR_IO, "%s: the snapshot path is too long; choose a shorter log folder", folder);
     return save_embedding_as(tp, job, path, SDT_FILE_EMBEDDING_SNAPSHOT, error);
@@ -127,8 +130,10 @@ static char *choose_output(const char *path, sdt_embedding_format fmt, sdt_error
         bool is_state = st && sdt_st_metadata_get(st, "sdtrain_state") != NULL;
         sdt_st_close(st);
         if (is_state) {
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s is a training state, not an embedding; pass the embedding with --embedding "
-                     "(embedding_path) and this file with --resume (resume_state_path)", path);
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s is a training state, not an embedding; pass the embedding with --embedding "
+                     "(embedding_path) and this file with --resume (resume_state_path)",
+                     path);
             return NULL;
         }
         return strdup(path);
@@ -141,8 +146,10 @@ static char *choose_output(const char *path, sdt_embedding_format fmt, sdt_error
         return NULL;
     }
     if (access(out, F_OK) == 0) {
-        sdt_fail(error, SDT_ERR_ALREADY_EXISTS, "%s: the trained embedding would be saved as %s, which already exists and is "
-                 "not the file you named; train %s itself, or move it away first", path, out, out);
+        sdt_fail(error, SDT_ERR_ALREADY_EXISTS,
+                 "%s: the trained embedding would be saved as %s, which already exists and is "
+                 "not the file you named; train %s itself, or move it away first",
+                 path, out, out);
         return NULL;
     }
     return strdup(out);
@@ -158,18 +165,24 @@ static char *check_embedding(sdt_train_job *job, ti_part *tp, const char *path, 
     char *output = choose_output(path, fmt, error);
     if (!output) return NULL;
     if (fmt == SDT_EMBEDDING_FORMAT_A1111_PT || fmt == SDT_EMBEDDING_FORMAT_TORCH_CONCEPT)
-        sdt_host_log(job->host, SDT_LOG_INFO, "%s is a PyTorch file: the trained embedding is written as %s "
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "%s is a PyTorch file: the trained embedding is written as %s "
                      "(safetensors, which A1111, Forge, ComfyUI and diffusers load) beside it; the .pt/.bin itself "
-                     "is not changed", path, output);
+                     "is not changed",
+                     path, output);
     char folder[4096];
     snprintf(folder, sizeof folder, "%s", output);
     bool ok = true;
     if (access(dirname(folder), W_OK) != 0) /* the trained embedding is saved there: find out now, not after training */
-        ok = sdt_fail(error, SDT_ERR_IO, "%s: the embedding's folder is not writable, so the trained embedding could not be saved "
-                      "there; make the folder writable or copy the embedding into a writable folder", output);
+        ok = sdt_fail(error, SDT_ERR_IO,
+                      "%s: the embedding's folder is not writable, so the trained embedding could not be saved "
+                      "there; make the folder writable or copy the embedding into a writable folder",
+                      output);
     else if (!sdt_embedding_is_finite(&tp->emb))
-        ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
-                      "create it again", path);
+        ok = sdt_fail(error, SDT_ERR_VALIDATION,
+                      "%s: the embedding holds NaN or infinite values; train from an earlier copy or "
+                      "create it again",
+                      path);
     if (!ok) {
         free(output);
         return NULL;
@@ -213,13 +226,18 @@ bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, cons
     bool sdxl_file = e->clip_l_dim > 0, sdxl_model = width_g > 0;
     if (sdxl_file == sdxl_model && e->dim == width + width_g && (!sdxl_file || e->clip_l_dim == width)) return true;
     char has[64], wants[64];
-    if (sdxl_file) snprintf(has, sizeof has, "clip_l %d + clip_g %d values per vector", e->clip_l_dim, e->dim - e->clip_l_dim);
-    else snprintf(has, sizeof has, "%d values per vector", e->dim);
-    if (sdxl_model) snprintf(wants, sizeof wants, "clip_l %d + clip_g %d", width, width_g);
-    else snprintf(wants, sizeof wants, "%d", width);
-    return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the embedding has %s but the model's text encoders take %s (%s); it was "
-                    "made for another model family: use or create one for this model", path, has, wants,
-                    sd_family_title(rt->cfg.family));
+    if (sdxl_file)
+        snprintf(has, sizeof has, "clip_l %d + clip_g %d values per vector", e->clip_l_dim, e->dim - e->clip_l_dim);
+    else
+        snprintf(has, sizeof has, "%d values per vector", e->dim);
+    if (sdxl_model)
+        snprintf(wants, sizeof wants, "clip_l %d + clip_g %d", width, width_g);
+    else
+        snprintf(wants, sizeof wants, "%d", width);
+    return sdt_fail(error, SDT_ERR_VALIDATION,
+                    "%s: the embedding has %s but the model's text encoders take %s (%s); it was "
+                    "made for another model family: use or create one for this model",
+                    path, has, wants, sd_family_title(rt->cfg.family));
 }
 
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
@@ -244,8 +262,10 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
     size_t bytes = sdt_tensor_nbytes(&tp->param);
     tp->param.data = be->alloc(be, bytes);
     tp->grad.data = be->alloc(be, bytes);
-    if (!tp->param.data || !tp->grad.data || be->upload(be, tp->param.data, tp->emb.vectors, bytes) || be->zero(be, &tp->grad))
-        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name, be->error.message);
+    if (!tp->param.data || !tp->grad.data || be->upload(be, tp->param.data, tp->emb.vectors, bytes) ||
+        be->zero(be, &tp->grad))
+        return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name,
+                        be->error.message);
     sdt_adamw_hparams hp = sdt_adamw_hparams_textual_inversion(0.0f); /* the schedule sets the rate before each step */
     sdt_optimizer *opt = sdt_optimizer_create(be, tp->emb.name, &hp, error);
     if (!opt) return false;
@@ -260,9 +280,16 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
         sdt_optimizer_destroy(opt);
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
     }
-    sdt_param_group g = {.name = "embedding", .opt = opt, .lr_text = (char *)texts->lr, .clip_text = (char *)texts->clip,
-                         .lr_field = texts->lr_field, .clip_field = texts->clip_field, .clip_mode = texts->clip_mode, .before_step = ti_part_undo_save,
-                         .after_step = ti_part_check_divergence, .guard_user = tp};
+    sdt_param_group g = {.name = "embedding",
+                         .opt = opt,
+                         .lr_text = (char *)texts->lr,
+                         .clip_text = (char *)texts->clip,
+                         .lr_field = texts->lr_field,
+                         .clip_field = texts->clip_field,
+                         .clip_mode = texts->clip_mode,
+                         .before_step = ti_part_undo_save,
+                         .after_step = ti_part_check_divergence,
+                         .guard_user = tp};
     if (!sdt_train_job_add_group(job, tp->part, &g, error)) {
         sdt_optimizer_destroy(opt);
         return false;

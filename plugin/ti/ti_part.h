@@ -16,13 +16,13 @@
 
 typedef struct ti_part {
     sdt_train_part *part;
-    sdt_embedding emb;         /* host copy: name, metadata; vectors refreshed before each save */
-    sdt_tensor param, grad;    /* [n_vectors, width] f32 on the device */
+    sdt_embedding emb;      /* host copy: name, metadata; vectors refreshed before each save */
+    sdt_tensor param, grad; /* [n_vectors, width] f32 on the device */
     sdt_backend *be;
     bool save_cards;
-    double token_norm;         /* mean row norm of the model's token embedding (the divergence guard) */
-    double token_norm_g;       /* SDXL: the same for bigG (the clip_g half of each row); 0 otherwise */
-    float *undo;               /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
+    double token_norm;   /* mean row norm of the model's token embedding (the divergence guard) */
+    double token_norm_g; /* SDXL: the same for bigG (the clip_g half of each row); 0 otherwise */
+    float *undo;         /* param, AdamW m and v before the latest step: [3, n_vectors * width] */
     sdt_optimizer *opt;
 } ti_part;
 

@@ -60,7 +60,8 @@ static bool undo_copy(ti_part *tp, undo_op op, sdt_error *error)
         int rc = op == UNDO_SAVE ? be->download(be, tp->undo + (size_t)i * n, parts[i]->data, bytes)
                                  : be->upload(be, parts[i]->data, tp->undo + (size_t)i * n, bytes);
         if (rc) {
-            sdt_fail(error, be->error.code, "copying the embedding's state on the %s backend failed: %s", be->name, be->error.message);
+            sdt_fail(error, be->error.code, "copying the embedding's state on the %s backend failed: %s", be->name,
+                     be->error.message);
             return false;
         }
     }
@@ -80,7 +81,7 @@ static double largest_row_norm(const float *x, int rows, int stride, int from, i
 
 /* One encoder's half of the rows (an SD 1.x/2.x embedding has one: the whole row). */
 typedef struct guard_table {
-    const char *what;  /* "" or " (clip_g)" */
+    const char *what; /* "" or " (clip_g)" */
     int from, width;
     double token_norm;
 } guard_table;
@@ -105,15 +106,20 @@ bool ti_part_check_divergence(void *user, int64_t step_number, double lr, sdt_er
         double before = largest_row_norm(tp->undo, tp->emb.n_vectors, tp->emb.dim, g->from, g->width);
         if (!undo_copy(tp, UNDO_RESTORE, error)) return false;
         sdt_optimizer_set_step_count(tp->opt, sdt_optimizer_step_count(tp->opt) - 1);
-        sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: the embedding diverged: one step at learning rate %g moved its longest "
-                 "vector%s from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt "
-                 "vector stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
-                 "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
-                 "undone and the last good state is kept.", (long long)step_number, lr, g->what, before, now,
-                 TI_DIVERGENCE_FACTOR, g->token_norm);
+        sdt_fail(
+            error, SDT_ERR_NUMERICAL,
+            "Step %lld: the embedding diverged: one step at learning rate %g moved its longest "
+            "vector%s from norm %.3g to %.3g, over %.0f times the model's typical token vector (%.3g), where a prompt "
+            "vector stops working. The optimisation blew up, not the data: lower the learning rate (the usual is 0.005), "
+            "add a warm-up (e.g. \"1e-4:100, 0.005\"), or clip gradients (clip mode norm, value 1.0). The step was "
+            "undone and the last good state is kept.",
+            (long long)step_number, lr, g->what, before, now, TI_DIVERGENCE_FACTOR, g->token_norm);
         return false;
     }
     return true;
 }
 
-bool ti_part_undo_save(void *tp, sdt_error *error) { return undo_copy(tp, UNDO_SAVE, error); }
+bool ti_part_undo_save(void *tp, sdt_error *error)
+{
+    return undo_copy(tp, UNDO_SAVE, error);
+}

@@ -7,8 +7,9 @@
 bool sdt_ddim_steps_check(int steps, sdt_error *error)
 {
     if (steps >= 1 && steps <= SDT_DDPM_STEPS) return true;
-    return sdt_fail(error, SDT_ERR_VALIDATION, "The preview sampler was asked for %d steps; it takes 1 to %d (the default is 20).",
-                    steps, SDT_DDPM_STEPS);
+    return sdt_fail(error, SDT_ERR_VALIDATION,
+                    "The preview sampler was asked for %d steps; it takes 1 to %d (the default is 20).", steps,
+                    SDT_DDPM_STEPS);
 }
 
 int sdt_ddim_timestep(int steps, int i)

@@ -19,8 +19,8 @@
 typedef int (*sdt_denoise_fn)(void *user, const float *x, double timestep, float *out_cond, float *out_uncond);
 
 typedef struct sdt_ddim_config {
-    int steps;           /* 1..1000 */
-    float cfg_scale;     /* 1 = no guidance (one model call per step) */
+    int steps;       /* 1..1000 */
+    float cfg_scale; /* 1 = no guidance (one model call per step) */
     bool v_prediction;
 } sdt_ddim_config;
 

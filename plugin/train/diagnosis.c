@@ -8,7 +8,7 @@
 
 #include "c_numeric.h"
 
-#define DIAG_MIN_BASELINE 3  /* finite steps before the "recent" ones needed to speak of a trend */
+#define DIAG_MIN_BASELINE 3 /* finite steps before the "recent" ones needed to speak of a trend */
 #define DIAG_MAX_FILES_NAMED 8
 
 void sdt_diagnosis_init(sdt_diagnosis *d)
@@ -23,8 +23,10 @@ void sdt_diagnosis_record(sdt_diagnosis *d, const sdt_health_sample *s)
     if (!isfinite(s->loss) || !isfinite(s->grad_norm)) return;
     int slot = (d->head + d->count) % SDT_DIAGNOSIS_WINDOW;
     d->window[slot] = *s;
-    if (d->count < SDT_DIAGNOSIS_WINDOW) d->count++;
-    else d->head = (d->head + 1) % SDT_DIAGNOSIS_WINDOW;
+    if (d->count < SDT_DIAGNOSIS_WINDOW)
+        d->count++;
+    else
+        d->head = (d->head + 1) % SDT_DIAGNOSIS_WINDOW;
 }
 
 static const sdt_health_sample *sample_at(const sdt_diagnosis *d, int i) /* 0 = oldest */
@@ -66,11 +68,12 @@ sdt_diagnosis_kind sdt_diagnosis_classify(const sdt_diagnosis *d, int64_t nan_st
     int recent = d->recent > 0 ? d->recent : 1;
     int baseline = d->count - recent;
     if (baseline < DIAG_MIN_BASELINE) {
-        sdt_c_snprintf(msg, msg_size,
-                 "The loss became NaN/Inf at step %lld, after only %d finite step(s), too early to see a trend: the "
-                 "cause is most likely a non-finite value in the model weights (check the checkpoint, e.g. re-download "
-                 "it) or in this batch's samples: %s.",
-                 (long long)nan_step, d->count, names);
+        sdt_c_snprintf(
+            msg, msg_size,
+            "The loss became NaN/Inf at step %lld, after only %d finite step(s), too early to see a trend: the "
+            "cause is most likely a non-finite value in the model weights (check the checkpoint, e.g. re-download "
+            "it) or in this batch's samples: %s.",
+            (long long)nan_step, d->count, names);
         return SDT_DIAGNOSIS_TOO_EARLY;
     }
     double typical = median_grad_norm(d, 0, baseline);
@@ -80,27 +83,32 @@ sdt_diagnosis_kind sdt_diagnosis_classify(const sdt_diagnosis *d, int64_t nan_st
     const sdt_health_sample *last = sample_at(d, d->count - 1);
     double ratio = peak / (typical > 1e-30 ? typical : 1e-30);
     if (ratio >= d->spike_ratio) {
-        sdt_c_snprintf(msg, msg_size,
-                 "The loss became NaN/Inf at step %lld right after the gradient norm spiked from a typical %.3g to "
-                 "%.3g (%.0fx) in the previous %d steps: the optimisation blew up, not the data; lower the learning "
-                 "rate (now %g), add a warm-up, or clip gradients (e.g. max norm 1.0).",
-                 (long long)nan_step, typical, peak, ratio, recent, last->lr);
+        sdt_c_snprintf(
+            msg, msg_size,
+            "The loss became NaN/Inf at step %lld right after the gradient norm spiked from a typical %.3g to "
+            "%.3g (%.0fx) in the previous %d steps: the optimisation blew up, not the data; lower the learning "
+            "rate (now %g), add a warm-up, or clip gradients (e.g. max norm 1.0).",
+            (long long)nan_step, typical, peak, ratio, recent, last->lr);
         return SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP;
     }
-    sdt_c_snprintf(msg, msg_size,
-             "The loss became NaN/Inf at step %lld while the gradient norm was flat (typical %.3g, last %.3g): the "
-             "training was stable, so the data is the likely cause, not the optimisation; check or remove this "
-             "batch's sample file(s): %s (a corrupt or extreme image, or a broken caption).",
-             (long long)nan_step, typical, last->grad_norm, names);
+    sdt_c_snprintf(
+        msg, msg_size,
+        "The loss became NaN/Inf at step %lld while the gradient norm was flat (typical %.3g, last %.3g): the "
+        "training was stable, so the data is the likely cause, not the optimisation; check or remove this "
+        "batch's sample file(s): %s (a corrupt or extreme image, or a broken caption).",
+        (long long)nan_step, typical, last->grad_norm, names);
     return SDT_DIAGNOSIS_DATA;
 }
 
 const char *sdt_diagnosis_kind_name(sdt_diagnosis_kind kind)
 {
     switch (kind) {
-    case SDT_DIAGNOSIS_TOO_EARLY: return "too-early";
-    case SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP: return "optimization-blowup";
-    case SDT_DIAGNOSIS_DATA: return "data";
+        case SDT_DIAGNOSIS_TOO_EARLY:
+            return "too-early";
+        case SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP:
+            return "optimization-blowup";
+        case SDT_DIAGNOSIS_DATA:
+            return "data";
     }
     return "unknown";
 }

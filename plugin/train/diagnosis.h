@@ -23,9 +23,9 @@
 typedef struct sdt_health_sample {
     int64_t step;
     double loss;
-    double grad_norm;     /* unscaled, before clipping */
+    double grad_norm; /* unscaled, before clipping */
     double lr;
-    double scale;         /* loss scale, 1 without one */
+    double scale; /* loss scale, 1 without one */
     double images_per_s;
 } sdt_health_sample;
 
@@ -33,14 +33,14 @@ typedef struct sdt_diagnosis {
     sdt_health_sample window[SDT_DIAGNOSIS_WINDOW]; /* ring buffer, oldest at head once full */
     int count;
     int head;
-    int recent;           /* 3: steps "just before" the NaN */
-    double spike_ratio;   /* 3.0 */
+    int recent;         /* 3: steps "just before" the NaN */
+    double spike_ratio; /* 3.0 */
 } sdt_diagnosis;
 
 typedef enum sdt_diagnosis_kind {
-    SDT_DIAGNOSIS_TOO_EARLY = 0,        /* not enough history: weights or first batch */
-    SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP,  /* grad-norm spike before the NaN */
-    SDT_DIAGNOSIS_DATA,                 /* flat grad norm: the batch */
+    SDT_DIAGNOSIS_TOO_EARLY = 0,       /* not enough history: weights or first batch */
+    SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP, /* grad-norm spike before the NaN */
+    SDT_DIAGNOSIS_DATA,                /* flat grad norm: the batch */
 } sdt_diagnosis_kind;
 
 void sdt_diagnosis_init(sdt_diagnosis *d);

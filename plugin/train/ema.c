@@ -27,7 +27,8 @@ bool sdt_ema_start(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, s
 {
     if (e->decay <= 0) return true;
     if (engine->n_groups > SDT_EMA_MAX_GROUPS)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "the average (ema_decay) covers at most %d parameter groups; this run has %d",
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "the average (ema_decay) covers at most %d parameter groups; this run has %d",
                         SDT_EMA_MAX_GROUPS, engine->n_groups);
     for (int g = 0; g < engine->n_groups; g++) {
         free(e->values[g]);
@@ -60,8 +61,8 @@ static bool upload_group(const sdt_step_engine *engine, sdt_backend *be, int g, 
         sdt_tensor *param, *grad, *m, *v;
         sdt_optimizer_param_views(opt, i, &name, &param, &grad, &m, &v);
         if (be->upload(be, param->data, values, sdt_tensor_nbytes(param)))
-            return sdt_fail(error, be->error.code, "copying the average of '%s' to the %s backend failed: %s", name, be->name,
-                            be->error.message);
+            return sdt_fail(error, be->error.code, "copying the average of '%s' to the %s backend failed: %s", name,
+                            be->name, be->error.message);
         values += sdt_tensor_numel(param);
     }
     return true;
@@ -115,8 +116,8 @@ static bool all_finite(const float *v, size_t n)
     return true;
 }
 
-bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st, const char *recorded,
-                     const char *path, const sdt_host_callbacks *host, sdt_error *error)
+bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st,
+                     const char *recorded, const char *path, const sdt_host_callbacks *host, sdt_error *error)
 {
     if (e->decay <= 0) return true;
     for (int g = 0; g < e->n_groups; g++) {
@@ -124,23 +125,31 @@ bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be,
         sdt_ema_state_key(engine, g, name, sizeof name);
         const sdt_st_entry *entry = sdt_st_find(st, name);
         if (!entry && recorded)
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
-                            "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
-                            path, name, recorded);
+            return sdt_fail(
+                error, SDT_ERR_BAD_FORMAT,
+                "%s: tensor '%s' is missing, but the state records ema_decay %s, whose "
+                "average it holds (the file is damaged); resume from an earlier state, or train without --resume",
+                path, name, recorded);
         if (!entry) {
-            sdt_host_log(host, SDT_LOG_INFO, "%s holds no average of the %s (its run had no ema_decay): the average "
-                         "starts from the resumed values", path, engine->groups[g].name);
+            sdt_host_log(host, SDT_LOG_INFO,
+                         "%s holds no average of the %s (its run had no ema_decay): the average "
+                         "starts from the resumed values",
+                         path, engine->groups[g].name);
             free(e->values[g]);
             if (!(e->values[g] = sdt_step_engine_group_values(engine, be, g, &e->count[g], error))) return false;
             continue;
         }
         if (entry->dtype != SDT_ST_F32 || entry->nbytes != e->count[g] * sizeof(float))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
-                            "the state file of this run", path, name, engine->groups[g].name, e->count[g]);
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: tensor '%s' has the wrong size for this %s (%zu values); resume with "
+                            "the state file of this run",
+                            path, name, engine->groups[g].name, e->count[g]);
         memcpy(e->values[g], entry->data, (size_t)entry->nbytes);
         if (!all_finite(e->values[g], e->count[g]))
-            return sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
-                            "an earlier state, or train without --resume", path, name);
+            return sdt_fail(error, SDT_ERR_NUMERICAL,
+                            "%s: '%s' holds NaN or infinite values (the file is damaged); resume from "
+                            "an earlier state, or train without --resume",
+                            path, name);
     }
     return true;
 }

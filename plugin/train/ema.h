@@ -24,13 +24,13 @@
 #define SDT_EMA_MAX_GROUPS 4
 
 typedef struct sdt_ema {
-    double decay;                         /* 0: off */
-    int64_t every;                        /* update every N steps */
+    double decay;  /* 0: off */
+    int64_t every; /* update every N steps */
     int n_groups;
-    float *values[SDT_EMA_MAX_GROUPS];    /* each group's average, in the group's parameter order */
+    float *values[SDT_EMA_MAX_GROUPS]; /* each group's average, in the group's parameter order */
     size_t count[SDT_EMA_MAX_GROUPS];
-    bool result;                          /* ema_result: the trained files hold the average */
-    bool previews;                        /* ema_previews: previews show the average */
+    bool result;   /* ema_result: the trained files hold the average */
+    bool previews; /* ema_previews: previews show the average */
 } sdt_ema;
 
 /* average[i] = decay * average[i] + (1 - decay) * values[i], in double, rounded to f32. */
@@ -53,7 +53,7 @@ char *sdt_ema_path(const char *output_path);
  * when its run had none: a group without its tensor then starts from the resumed values). */
 #define SDT_EMA_STATE_KEY_MAX 160
 void sdt_ema_state_key(const sdt_step_engine *engine, int group, char *out, size_t size);
-bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st, const char *recorded,
-                     const char *path, const sdt_host_callbacks *host, sdt_error *error);
+bool sdt_ema_restore(sdt_ema *e, const sdt_step_engine *engine, sdt_backend *be, const sdt_safetensors *st,
+                     const char *recorded, const char *path, const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

@@ -16,13 +16,15 @@ sdt_fallback_config sdt_fallback_config_default(bool mixed_precision)
 sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, sdt_error *error)
 {
     if (!(cfg->lr_backoff > 0.0 && cfg->lr_backoff <= 1.0))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "NaN fallback: lr_backoff %g must be in (0, 1] (the learning rate is multiplied by it); use 0.5.",
-                         cfg->lr_backoff);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "NaN fallback: lr_backoff %g must be in (0, 1] (the learning rate is multiplied by it); use 0.5.",
+            cfg->lr_backoff);
     if (cfg->max_consecutive < 1)
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "NaN fallback: max_consecutive %d must be >= 1 (non-finite losses in a row before the run stops); use 5.",
-                         cfg->max_consecutive);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "NaN fallback: max_consecutive %d must be >= 1 (non-finite losses in a row before the run stops); use 5.",
+            cfg->max_consecutive);
     return SDT_CORE_OK;
 }
 
@@ -67,40 +69,47 @@ sdt_fallback_action sdt_fallback_on_scale_collapse(sdt_fallback *fb, int64_t ste
 {
     if (fb->stopped) return SDT_FALLBACK_STOP;
     /* The scaler already skipped the step; only the precision switch is new. */
-    return try_fire(fb, step, SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE) ? SDT_FALLBACK_SWITCH_TO_FP32 : SDT_FALLBACK_CONTINUE;
+    return try_fire(fb, step, SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE) ? SDT_FALLBACK_SWITCH_TO_FP32
+                                                                   : SDT_FALLBACK_CONTINUE;
 }
 
-double sdt_fallback_lr_multiplier(const sdt_fallback *fb) { return fb->fired ? fb->cfg.lr_backoff : 1.0; }
+double sdt_fallback_lr_multiplier(const sdt_fallback *fb)
+{
+    return fb->fired ? fb->cfg.lr_backoff : 1.0;
+}
 
 void sdt_fallback_describe(const sdt_fallback *fb, sdt_fallback_action action, int64_t step, char *msg, size_t n)
 {
     switch (action) {
-    case SDT_FALLBACK_CONTINUE:
-        sdt_c_snprintf(msg, n, "Step %lld: loss is finite; training continues.", (long long)step);
-        break;
-    case SDT_FALLBACK_SKIP:
-        sdt_c_snprintf(msg, n,
-                 "Step %lld: the loss is not finite; the step was skipped and its gradients dropped (%d in a row, "
-                 "%lld in total; the run stops after %d in a row).",
-                 (long long)step, fb->consecutive, (long long)fb->nonfinite_total, fb->cfg.max_consecutive);
-        break;
-    case SDT_FALLBACK_SWITCH_TO_FP32:
-        sdt_c_snprintf(msg, n,
-                 "Step %lld: %s; the step was skipped, compute switches to fp32 for the rest of the run and the "
-                 "learning rate is multiplied by %g from now on (this fallback happens once and is recorded in the "
-                 "metrics and the saved metadata).",
-                 (long long)step,
-                 fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE
-                     ? "the fp16 loss scale collapsed to its minimum, so fp16 cannot represent the gradients"
-                     : "the loss is not finite in mixed precision",
-                 fb->cfg.lr_backoff);
-        break;
-    case SDT_FALLBACK_STOP:
-        sdt_c_snprintf(msg, n,
-                 "Step %lld: %d non-finite losses in a row (%lld in total%s); training stops and the last good state "
-                 "is kept.",
-                 (long long)step, fb->consecutive, (long long)fb->nonfinite_total,
-                 fb->fired ? ", after the fp32 fallback already fired" : "");
-        break;
+        case SDT_FALLBACK_CONTINUE:
+            sdt_c_snprintf(msg, n, "Step %lld: loss is finite; training continues.", (long long)step);
+            break;
+        case SDT_FALLBACK_SKIP:
+            sdt_c_snprintf(
+                msg, n,
+                "Step %lld: the loss is not finite; the step was skipped and its gradients dropped (%d in a row, "
+                "%lld in total; the run stops after %d in a row).",
+                (long long)step, fb->consecutive, (long long)fb->nonfinite_total, fb->cfg.max_consecutive);
+            break;
+        case SDT_FALLBACK_SWITCH_TO_FP32:
+            sdt_c_snprintf(
+                msg, n,
+                "Step %lld: %s; the step was skipped, compute switches to fp32 for the rest of the run and the "
+                "learning rate is multiplied by %g from now on (this fallback happens once and is recorded in the "
+                "metrics and the saved metadata).",
+                (long long)step,
+                fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE
+                    ? "the fp16 loss scale collapsed to its minimum, so fp16 cannot represent the gradients"
+                    : "the loss is not finite in mixed precision",
+                fb->cfg.lr_backoff);
+            break;
+        case SDT_FALLBACK_STOP:
+            sdt_c_snprintf(
+                msg, n,
+                "Step %lld: %d non-finite losses in a row (%lld in total%s); training stops and the last good state "
+                "is kept.",
+                (long long)step, fb->consecutive, (long long)fb->nonfinite_total,
+                fb->fired ? ", after the fp32 fallback already fired" : "");
+            break;
     }
 }

@@ -24,19 +24,19 @@
 #include "train/core_status.h"
 
 typedef struct sdt_fallback_config {
-    bool mixed_precision;  /* the run computes in fp16/bf16: the fp32 switch is possible */
-    double lr_backoff;     /* 0.5; the lr multiplier once the fallback fired, in (0, 1] */
-    int max_consecutive;   /* 5; non-finite losses in a row that stop the run */
+    bool mixed_precision; /* the run computes in fp16/bf16: the fp32 switch is possible */
+    double lr_backoff;    /* 0.5; the lr multiplier once the fallback fired, in (0, 1] */
+    int max_consecutive;  /* 5; non-finite losses in a row that stop the run */
 } sdt_fallback_config;
 
 sdt_fallback_config sdt_fallback_config_default(bool mixed_precision);
 sdt_core_status sdt_fallback_config_validate(const sdt_fallback_config *cfg, sdt_error *error);
 
 typedef enum sdt_fallback_action {
-    SDT_FALLBACK_CONTINUE = 0,    /* apply the step as usual */
-    SDT_FALLBACK_SKIP,            /* skip the step, zero the gradients */
-    SDT_FALLBACK_SWITCH_TO_FP32,  /* skip, zero the gradients, compute in fp32 from now on, lr *= lr_backoff */
-    SDT_FALLBACK_STOP,            /* too many in a row: save the last good state and stop with a diagnosis */
+    SDT_FALLBACK_CONTINUE = 0,   /* apply the step as usual */
+    SDT_FALLBACK_SKIP,           /* skip the step, zero the gradients */
+    SDT_FALLBACK_SWITCH_TO_FP32, /* skip, zero the gradients, compute in fp32 from now on, lr *= lr_backoff */
+    SDT_FALLBACK_STOP,           /* too many in a row: save the last good state and stop with a diagnosis */
 } sdt_fallback_action;
 
 typedef enum sdt_fallback_trigger {
@@ -47,11 +47,11 @@ typedef enum sdt_fallback_trigger {
 
 typedef struct sdt_fallback {
     sdt_fallback_config cfg;
-    bool fired;                   /* the fp32 switch happened (at most once) */
-    int64_t fired_at_step;        /* -1 until it fires */
+    bool fired;            /* the fp32 switch happened (at most once) */
+    int64_t fired_at_step; /* -1 until it fires */
     sdt_fallback_trigger fired_by;
-    int64_t nonfinite_total;      /* every non-finite loss seen, the firing one included */
-    int consecutive;              /* non-finite losses in a row, up to the latest loss */
+    int64_t nonfinite_total; /* every non-finite loss seen, the firing one included */
+    int consecutive;         /* non-finite losses in a row, up to the latest loss */
     bool stopped;
 } sdt_fallback;
 
@@ -63,6 +63,7 @@ sdt_fallback_action sdt_fallback_on_scale_collapse(sdt_fallback *fb, int64_t ste
 /* 1.0 before the fallback, lr_backoff after: multiply every scheduled lr by it. */
 double sdt_fallback_lr_multiplier(const sdt_fallback *fb);
 /* One sentence for the host's log about what the last action did and why. */
-void sdt_fallback_describe(const sdt_fallback *fb, sdt_fallback_action action, int64_t step, char *msg, size_t msg_size);
+void sdt_fallback_describe(const sdt_fallback *fb, sdt_fallback_action action, int64_t step, char *msg,
+                           size_t msg_size);
 
 #endif

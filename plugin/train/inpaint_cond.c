@@ -19,8 +19,10 @@ const float *inpaint_cond_get(inpaint_cond *ic, sd_runtime *rt, work_arena *wa, 
     inpaint_cond_free(ic);
     int z = rt->cfg.vae.z_channels, extra = inpaint_extra_channels(rt);
     if (extra != 1 + z) {
-        sdt_fail(error, SDT_ERR_UNSUPPORTED, "the UNet takes %d input channels; sdtrain trains ordinary models (%d) and inpainting "
-                 "models (%d: latent, mask, masked-image latent)", rt->cfg.unet.in_channels, z, 2 * z + 1);
+        sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                 "the UNet takes %d input channels; sdtrain trains ordinary models (%d) and inpainting "
+                 "models (%d: latent, mask, masked-image latent)",
+                 rt->cfg.unet.in_channels, z, 2 * z + 1);
         return NULL;
     }
     int f = vae_factor(&rt->model.vae.cfg), W = w * f, H = h * f;

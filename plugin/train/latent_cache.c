@@ -85,8 +85,8 @@ static encode_tensors encode_alloc(sdt_arena *a, sdt_dtype dtype, int H, int W, 
 }
 
 /* One VAE encode on the backend: mean and logvar downloaded into host arrays (f32). */
-static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H, float *mean, float *logvar,
-                           sdt_error *error)
+static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, int W, int H, float *mean,
+                           float *logvar, sdt_error *error)
 {
     if (!sd_runtime_vae_ready(rt, error)) return false;
     sdt_backend *be = rt->be;
@@ -111,7 +111,8 @@ static bool encode_moments(sd_runtime *rt, work_arena *wa, const float *pixels, 
     size_t zb = (size_t)c * h * w * sizeof(float);
     if (rc || !vae_encode(vae, be, &wa->arena, &t.image, rt->vae_dtype, &t.mean, &t.logvar, error) ||
         be->download(be, mean, t.mean.data, zb) || be->download(be, logvar, t.logvar.data, zb)) {
-        if (rc || error->code == SDT_ERR_OK) sdt_fail(error, be->error.code, "encoding an image with the VAE failed: %s", be->error.message);
+        if (rc || error->code == SDT_ERR_OK)
+            sdt_fail(error, be->error.code, "encoding an image with the VAE failed: %s", be->error.message);
         return false;
     }
     return true;
@@ -154,7 +155,8 @@ static bool encode_entry(latent_cache *lc, latent_entry *e, uint64_t noise_slot,
             }
             sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, noise_slot * n, noise, (int64_t)n);
         }
-        for (size_t i = 0; i < n; i++) e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f));
+        for (size_t i = 0; i < n; i++)
+            e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f));
         free(noise);
         free(e->std);
         e->std = NULL;
@@ -165,8 +167,10 @@ static bool encode_entry(latent_cache *lc, latent_entry *e, uint64_t noise_slot,
             sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory caching loss weights");
             return false;
         }
-        if (weight_w == e->w && weight_h == e->h) memcpy(e->weight, weight, (size_t)e->h * e->w * sizeof(float));
-        else sdt_image_resize_f32(weight, weight_w, weight_h, 1, e->weight, e->w, e->h);
+        if (weight_w == e->w && weight_h == e->h)
+            memcpy(e->weight, weight, (size_t)e->h * e->w * sizeof(float));
+        else
+            sdt_image_resize_f32(weight, weight_w, weight_h, 1, e->weight, e->w, e->h);
     }
     return true;
 }

@@ -23,9 +23,9 @@ typedef enum latent_method { LATENT_ONCE = 0, LATENT_DETERMINISTIC = 1, LATENT_R
 
 typedef struct latent_entry {
     int c, h, w;
-    float *value;   /* once/deterministic: the scaled latent; random: the mean */
-    float *std;     /* random only: exp(0.5 * clamp(logvar, -30, 20)) */
-    float *weight;  /* [h, w] loss weight, NULL = 1 everywhere */
+    float *value;  /* once/deterministic: the scaled latent; random: the mean */
+    float *std;    /* random only: exp(0.5 * clamp(logvar, -30, 20)) */
+    float *weight; /* [h, w] loss weight, NULL = 1 everywhere */
 } latent_entry;
 
 typedef struct latent_cache {

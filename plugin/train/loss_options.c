@@ -46,15 +46,16 @@ double sdt_min_snr_weight(double snr, double gamma, bool v_prediction)
     return snr > 0.0 ? clipped / snr : 1.0;
 }
 
-bool sdt_loss_options_check_model(const sdt_loss_options *l, bool v_prediction, const char *model_path, const char *prediction,
-                                  const char *prefix, sdt_error *error)
+bool sdt_loss_options_check_model(const sdt_loss_options *l, bool v_prediction, const char *model_path,
+                                  const char *prediction, const char *prefix, sdt_error *error)
 {
     if (!l->zero_terminal_snr || v_prediction) return true;
-    return sdt_fail(error, SDT_ERR_VALIDATION,
-                    "%szero_terminal_snr is on, but it is for v-prediction models and %s: %s, and at "
-                    "zero terminal SNR the last timestep is pure noise, from which an epsilon model cannot learn anything; "
-                    "turn it off for this model, or train a v-prediction model (SD 2.x 768-v) with it.",
-                    prefix, model_path ? model_path : "the model", prediction);
+    return sdt_fail(
+        error, SDT_ERR_VALIDATION,
+        "%szero_terminal_snr is on, but it is for v-prediction models and %s: %s, and at "
+        "zero terminal SNR the last timestep is pure noise, from which an epsilon model cannot learn anything; "
+        "turn it off for this model, or train a v-prediction model (SD 2.x 768-v) with it.",
+        prefix, model_path ? model_path : "the model", prediction);
 }
 
 const char *sdt_loss_type_name(sdt_loss_type type)

@@ -15,9 +15,9 @@
 typedef struct sdt_loss_options {
     sdt_loss_type type;
     float huber_delta;
-    double min_snr_gamma;        /* 0: off */
-    double noise_offset;         /* 0: off */
-    bool noise_offset_random;    /* strength uniform in [0, noise_offset) per sample */
+    double min_snr_gamma;           /* 0: off */
+    double noise_offset;            /* 0: off */
+    bool noise_offset_random;       /* strength uniform in [0, noise_offset) per sample */
     int timestep_min, timestep_max; /* inclusive */
     bool zero_terminal_snr;
 } sdt_loss_options;
@@ -48,7 +48,7 @@ bool sdt_loss_options_weighted(const sdt_loss_options *l, bool alpha_weight);
 /* The options against the loaded model: zero_terminal_snr needs a v-prediction model (an
  * epsilon model cannot predict the noise from pure noise at the last timestep). `prediction` is
  * the runtime's sentence of what the model predicts and why. */
-bool sdt_loss_options_check_model(const sdt_loss_options *l, bool v_prediction, const char *model_path, const char *prediction,
-                                  const char *prefix, sdt_error *error);
+bool sdt_loss_options_check_model(const sdt_loss_options *l, bool v_prediction, const char *model_path,
+                                  const char *prediction, const char *prefix, sdt_error *error);
 
 #endif

@@ -17,10 +17,10 @@
 #include "sdtrain.h"
 
 typedef struct sdt_lr_scheduler_config {
-    sdt_lr_scheduler kind;       /* zeroed: constant without warmup, the factor is 1 */
+    sdt_lr_scheduler kind; /* zeroed: constant without warmup, the factor is 1 */
     int64_t warmup_steps;
-    int64_t total_steps;         /* T: max_steps */
-    uint32_t cycles;             /* cosine_with_restarts; 0 counts as 1 */
+    int64_t total_steps; /* T: max_steps */
+    uint32_t cycles;     /* cosine_with_restarts; 0 counts as 1 */
 } sdt_lr_scheduler_config;
 
 /* The factor at step s (0-based: steps done before this update). */

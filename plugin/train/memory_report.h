@@ -13,8 +13,8 @@
 #include "sdtrain.h"
 
 typedef struct sdt_memory_report {
-    sdt_backend *be;          /* NULL: nothing to report */
-    size_t estimate_bytes;    /* prepare's memory_estimate_bytes */
+    sdt_backend *be;       /* NULL: nothing to report */
+    size_t estimate_bytes; /* prepare's memory_estimate_bytes */
     size_t device_used_at_start;
     bool started;
 } sdt_memory_report;

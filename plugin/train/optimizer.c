@@ -12,7 +12,7 @@ typedef struct opt_param {
     char name[OPT_NAME_MAX];
     sdt_tensor *param;
     sdt_tensor *grad;
-    sdt_tensor m, v;    /* AdamW moments, owned here; zero until the first step */
+    sdt_tensor m, v; /* AdamW moments, owned here; zero until the first step */
     bool trainable;
 } opt_param;
 
@@ -22,14 +22,14 @@ struct sdt_optimizer {
     sdt_adamw_hparams hp;
     opt_param *params;
     int count, capacity;
-    sdt_tensor **grads;     /* trainable grads, for the fused backend ops */
+    sdt_tensor **grads; /* trainable grads, for the fused backend ops */
     int grad_count;
     int64_t step_count;
-    int backward_count;     /* backward passes since the last step (or zero_grad) */
-    bool grads_scaled;      /* the grads still carry a loss scale */
-    bool grads_stale;       /* a step used these grads and they were not zeroed since */
-    bool added_to_stale;    /* a backward accumulated onto such used grads */
-    const void *owner;      /* the scaler that scales this optimizer, if any */
+    int backward_count;  /* backward passes since the last step (or zero_grad) */
+    bool grads_scaled;   /* the grads still carry a loss scale */
+    bool grads_stale;    /* a step used these grads and they were not zeroed since */
+    bool added_to_stale; /* a backward accumulated onto such used grads */
+    const void *owner;   /* the scaler that scales this optimizer, if any */
 };
 
 sdt_adamw_hparams sdt_adamw_hparams_torch_default(void)
@@ -49,20 +49,23 @@ sdt_adamw_hparams sdt_adamw_hparams_textual_inversion(float lr)
 static sdt_core_status check_hparams(const char *name, const sdt_adamw_hparams *hp, sdt_error *error)
 {
     if (!(hp->lr >= 0.0f) || !isfinite(hp->lr))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG, "optimizer '%s': lr %g is invalid; use a finite lr >= 0.", name, hp->lr);
+        return core_fail(error, SDT_CORE_INVALID_CONFIG, "optimizer '%s': lr %g is invalid; use a finite lr >= 0.",
+                         name, hp->lr);
     if (!(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) || !(hp->beta2 >= 0.0f && hp->beta2 < 1.0f))
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "optimizer '%s': betas (%g, %g) are invalid; each beta must be in [0, 1).", name, hp->beta1, hp->beta2);
+                         "optimizer '%s': betas (%g, %g) are invalid; each beta must be in [0, 1).", name, hp->beta1,
+                         hp->beta2);
     if (!(hp->eps >= 0.0f) || !isfinite(hp->eps))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG, "optimizer '%s': eps %g is invalid; use a finite eps >= 0 (1e-8).", name, hp->eps);
+        return core_fail(error, SDT_CORE_INVALID_CONFIG,
+                         "optimizer '%s': eps %g is invalid; use a finite eps >= 0 (1e-8).", name, hp->eps);
     if (!(hp->weight_decay >= 0.0f) || !isfinite(hp->weight_decay))
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "optimizer '%s': weight_decay %g is invalid; use a finite value >= 0.", name, hp->weight_decay);
+                         "optimizer '%s': weight_decay %g is invalid; use a finite value >= 0.", name,
+                         hp->weight_decay);
     return SDT_CORE_OK;
 }
 
-sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp,
-                                    sdt_error *error)
+sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp, sdt_error *error)
 {
     if (!be || !name || !*name || !hp) {
         core_fail(error, SDT_CORE_INVALID_ARGUMENT,
@@ -93,15 +96,42 @@ void sdt_optimizer_destroy(sdt_optimizer *opt)
     free(opt);
 }
 
-const char *sdt_optimizer_name(const sdt_optimizer *opt) { return opt->name; }
-int sdt_optimizer_param_count(const sdt_optimizer *opt) { return opt->count; }
-int sdt_optimizer_backward_count(const sdt_optimizer *opt) { return opt->backward_count; }
-bool sdt_optimizer_grads_not_zeroed(const sdt_optimizer *opt) { return opt->added_to_stale; }
-void sdt_optimizer_set_lr(sdt_optimizer *opt, float lr) { opt->hp.lr = lr; }
-int64_t sdt_optimizer_step_count(const sdt_optimizer *opt) { return opt->step_count; }
-void sdt_optimizer_set_step_count(sdt_optimizer *opt, int64_t steps) { opt->step_count = steps; }
-const void *sdt_optimizer_owner(const sdt_optimizer *opt) { return opt->owner; }
-void sdt_optimizer_set_owner(sdt_optimizer *opt, const void *owner) { opt->owner = owner; }
+const char *sdt_optimizer_name(const sdt_optimizer *opt)
+{
+    return opt->name;
+}
+int sdt_optimizer_param_count(const sdt_optimizer *opt)
+{
+    return opt->count;
+}
+int sdt_optimizer_backward_count(const sdt_optimizer *opt)
+{
+    return opt->backward_count;
+}
+bool sdt_optimizer_grads_not_zeroed(const sdt_optimizer *opt)
+{
+    return opt->added_to_stale;
+}
+void sdt_optimizer_set_lr(sdt_optimizer *opt, float lr)
+{
+    opt->hp.lr = lr;
+}
+int64_t sdt_optimizer_step_count(const sdt_optimizer *opt)
+{
+    return opt->step_count;
+}
+void sdt_optimizer_set_step_count(sdt_optimizer *opt, int64_t steps)
+{
+    opt->step_count = steps;
+}
+const void *sdt_optimizer_owner(const sdt_optimizer *opt)
+{
+    return opt->owner;
+}
+void sdt_optimizer_set_owner(sdt_optimizer *opt, const void *owner)
+{
+    opt->owner = owner;
+}
 
 static bool ranges_overlap(const sdt_tensor *a, const sdt_tensor *b)
 {
@@ -128,10 +158,11 @@ static sdt_core_status check_master_dtype(const sdt_optimizer *opt, const char *
                                           const sdt_tensor *t, sdt_error *error)
 {
     if (t->dtype == SDT_F32) return SDT_CORE_OK;
-    return core_fail(error, SDT_CORE_FP16_MASTER,
-                     "optimizer '%s': parameter '%s' has a %s %s, but master weights, their gradients and the "
-                     "optimizer state must be fp32; keep the trainable copy in fp32 and use fp16/bf16 only for compute.",
-                     opt->name, name, sdt_dtype_name(t->dtype), what);
+    return core_fail(
+        error, SDT_CORE_FP16_MASTER,
+        "optimizer '%s': parameter '%s' has a %s %s, but master weights, their gradients and the "
+        "optimizer state must be fp32; keep the trainable copy in fp32 and use fp16/bf16 only for compute.",
+        opt->name, name, sdt_dtype_name(t->dtype), what);
 }
 
 static sdt_core_status check_new_param(const sdt_optimizer *opt, const char *name, const sdt_tensor *param,
@@ -139,23 +170,28 @@ static sdt_core_status check_new_param(const sdt_optimizer *opt, const char *nam
 {
     if (!name || !*name || !param || !param->data || (trainable && (!grad || !grad->data)))
         return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
-                         "optimizer '%s': a parameter needs a name, a tensor and (when trainable) a gradient tensor.", opt->name);
+                         "optimizer '%s': a parameter needs a name, a tensor and (when trainable) a gradient tensor.",
+                         opt->name);
     sdt_core_status st = check_master_dtype(opt, name, "master weight", param, error);
     if (st == SDT_CORE_OK && grad) st = check_master_dtype(opt, name, "gradient", grad, error);
     if (st != SDT_CORE_OK) return st;
     if (grad && !sdt_tensor_same_shape(param, grad))
-        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
-                         "optimizer '%s': parameter '%s' and its gradient have different shapes; give the gradient the parameter's shape.",
-                         opt->name, name);
+        return core_fail(
+            error, SDT_CORE_INVALID_ARGUMENT,
+            "optimizer '%s': parameter '%s' and its gradient have different shapes; give the gradient the parameter's shape.",
+            opt->name, name);
     if (param->device != opt->be->device || (grad && grad->device != opt->be->device))
-        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
-                         "optimizer '%s': parameter '%s' is not on the %s backend's device; move it there before registering it.",
-                         opt->name, name, opt->be->name);
+        return core_fail(
+            error, SDT_CORE_INVALID_ARGUMENT,
+            "optimizer '%s': parameter '%s' is not on the %s backend's device; move it there before registering it.",
+            opt->name, name, opt->be->name);
     const opt_param *dup = find_overlapping(opt, param);
     if (dup)
-        return core_fail(error, SDT_CORE_DUPLICATE_PARAM,
-                         "optimizer '%s': parameter '%s' is already registered (as '%s'); register each parameter once, "
-                         "or it would be updated twice per step.", opt->name, name, dup->name);
+        return core_fail(
+            error, SDT_CORE_DUPLICATE_PARAM,
+            "optimizer '%s': parameter '%s' is already registered (as '%s'); register each parameter once, "
+            "or it would be updated twice per step.",
+            opt->name, name, dup->name);
     return SDT_CORE_OK;
 }
 
@@ -181,12 +217,13 @@ static bool grow_params(sdt_optimizer *opt)
     return true;
 }
 
-sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param,
-                                        sdt_tensor *grad, bool trainable, sdt_error *error)
+sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param, sdt_tensor *grad,
+                                        bool trainable, sdt_error *error)
 {
     sdt_core_status st = check_new_param(opt, name, param, grad, trainable, error);
     if (st != SDT_CORE_OK) return st;
-    if (!grow_params(opt)) return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", opt->name);
+    if (!grow_params(opt))
+        return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory.", opt->name);
     opt_param *p = &opt->params[opt->count];
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -220,7 +257,8 @@ static sdt_core_status backend_fail(const sdt_optimizer *opt, const char *op, sd
 {
     sdt_core_status status = core_fail(error, SDT_CORE_BACKEND_FAILED, "optimizer '%s': the %s backend's %s failed: %s",
                                        opt->name, opt->be->name, op, opt->be->error.message);
-    if (error) error->code = opt->be->error.code; /* the backend decided the kind: out of memory, a bad argument, the device */
+    if (error)
+        error->code = opt->be->error.code; /* the backend decided the kind: out of memory, a bad argument, the device */
     return status;
 }
 
@@ -244,12 +282,10 @@ void sdt_optimizer_note_backward(sdt_optimizer *opt, float loss_scale)
     if (scaled) opt->grads_scaled = true;
 }
 
-sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf,
-                                            sdt_error *error)
+sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf, sdt_error *error)
 {
     bool found = false;
-    if (opt->grad_count > 0 &&
-        opt->be->unscale_check(opt->be, opt->grads, opt->grad_count, inv_scale, &found) != 0)
+    if (opt->grad_count > 0 && opt->be->unscale_check(opt->be, opt->grads, opt->grad_count, inv_scale, &found) != 0)
         return backend_fail(opt, "unscale_check", error);
     *found_inf = *found_inf || found;
     opt->grads_scaled = false;
@@ -261,7 +297,8 @@ static sdt_core_status require_unscaled(const sdt_optimizer *opt, const char *wh
     if (!opt->grads_scaled) return SDT_CORE_OK;
     return core_fail(error, SDT_CORE_GRADS_STILL_SCALED,
                      "optimizer '%s': %s on gradients that still carry the loss scale; unscale them first "
-                     "(sdt_scaler_unscale) so thresholds and updates see the true gradients.", opt->name, what);
+                     "(sdt_scaler_unscale) so thresholds and updates see the true gradients.",
+                     opt->name, what);
 }
 
 sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, sdt_error *error)
@@ -281,7 +318,8 @@ sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm
     if (st != SDT_CORE_OK) return st;
     if (!(max_norm > 0.0) || !isfinite(max_norm))
         return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
-                         "optimizer '%s': clip_grad_norm max_norm %g is invalid; use a finite value > 0.", opt->name, max_norm);
+                         "optimizer '%s': clip_grad_norm max_norm %g is invalid; use a finite value > 0.", opt->name,
+                         max_norm);
     double norm = 0.0;
     st = sdt_optimizer_grad_norm(opt, &norm, error);
     if (st != SDT_CORE_OK) return st;
@@ -289,7 +327,8 @@ sdt_core_status sdt_optimizer_clip_grad_norm(sdt_optimizer *opt, double max_norm
     if (error_if_nonfinite && !isfinite(norm))
         return core_fail(error, SDT_CORE_NONFINITE_NORM,
                          "optimizer '%s': the total gradient norm is non-finite, so it cannot be clipped; skip this "
-                         "step or pass error_if_nonfinite = false.", opt->name);
+                         "step or pass error_if_nonfinite = false.",
+                         opt->name);
     /* torch computes the norm and coefficient in fp32 and multiplies by the clamped
      * coefficient; coef >= 1 is a bitwise no-op so it is skipped, NaN is not. */
     float coef = (float)max_norm / ((float)norm + 1e-6f);
@@ -305,14 +344,14 @@ static sdt_core_status clamp_tensor(sdt_optimizer *opt, sdt_tensor *g, float lim
 {
     int64_t count = sdt_tensor_numel(g);
     float *host = malloc((size_t)count * sizeof *host + 1);
-    if (!host) return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory for clipping.", opt->name);
+    if (!host)
+        return core_fail(error, SDT_CORE_NO_MEMORY, "optimizer '%s': out of host memory for clipping.", opt->name);
     sdt_core_status st = SDT_CORE_OK;
     if (opt->be->download(opt->be, host, g->data, sdt_tensor_nbytes(g)) != 0) {
         st = backend_fail(opt, "download", error);
     } else {
         /* torch.clamp_: NaN stays NaN. */
-        for (int64_t i = 0; i < count; i++)
-            host[i] = host[i] > limit ? limit : (host[i] < -limit ? -limit : host[i]);
+        for (int64_t i = 0; i < count; i++) host[i] = host[i] > limit ? limit : (host[i] < -limit ? -limit : host[i]);
         if (opt->be->upload(opt->be, g->data, host, sdt_tensor_nbytes(g)) != 0) st = backend_fail(opt, "upload", error);
     }
     free(host);
@@ -325,8 +364,10 @@ sdt_core_status sdt_optimizer_clip_grad_value(sdt_optimizer *opt, float clip_val
     if (st != SDT_CORE_OK) return st;
     if (!(clip_value > 0.0f) || !isfinite(clip_value))
         return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
-                         "optimizer '%s': clip_grad_value %g is invalid; use a finite value > 0.", opt->name, clip_value);
-    for (int i = 0; i < opt->grad_count && st == SDT_CORE_OK; i++) st = clamp_tensor(opt, opt->grads[i], clip_value, error);
+                         "optimizer '%s': clip_grad_value %g is invalid; use a finite value > 0.", opt->name,
+                         clip_value);
+    for (int i = 0; i < opt->grad_count && st == SDT_CORE_OK; i++)
+        st = clamp_tensor(opt, opt->grads[i], clip_value, error);
     return st;
 }
 
@@ -335,11 +376,12 @@ sdt_core_status sdt_optimizer_require_gradients(const sdt_optimizer *opt, sdt_er
     sdt_core_status st = sdt_optimizer_prepare(opt, error);
     if (st != SDT_CORE_OK) return st;
     if (opt->backward_count == 0)
-        return core_fail(error, SDT_CORE_NO_BACKWARD,
-                         "optimizer '%s': step with no gradients: no backward pass reached its %d trainable parameter(s) "
-                         "since the last step or zero_grad (%d frozen); run backward on the loss before stepping, and check "
-                         "that the loss actually depends on these parameters.",
-                         opt->name, opt->grad_count, opt->count - opt->grad_count);
+        return core_fail(
+            error, SDT_CORE_NO_BACKWARD,
+            "optimizer '%s': step with no gradients: no backward pass reached its %d trainable parameter(s) "
+            "since the last step or zero_grad (%d frozen); run backward on the loss before stepping, and check "
+            "that the loss actually depends on these parameters.",
+            opt->name, opt->grad_count, opt->count - opt->grad_count);
     return SDT_CORE_OK;
 }
 
@@ -349,11 +391,12 @@ static sdt_core_status require_gradient_flow(sdt_optimizer *opt, sdt_error *erro
     double norm = 0.0;
     sdt_core_status st = sdt_optimizer_grad_norm(opt, &norm, error);
     if (st != SDT_CORE_OK || norm != 0.0) return st;
-    return core_fail(error, SDT_CORE_NO_GRADIENT_FLOW,
-                     "optimizer '%s': backward ran but every gradient of its %d trainable parameter(s) is exactly zero, "
-                     "so nothing would train; make sure the trained token appears in every prompt (the template contains "
-                     "[name]) and is not truncated out of the 77-token window by a long caption.",
-                     opt->name, opt->grad_count);
+    return core_fail(
+        error, SDT_CORE_NO_GRADIENT_FLOW,
+        "optimizer '%s': backward ran but every gradient of its %d trainable parameter(s) is exactly zero, "
+        "so nothing would train; make sure the trained token appears in every prompt (the template contains "
+        "[name]) and is not truncated out of the 77-token window by a long caption.",
+        opt->name, opt->grad_count);
 }
 
 sdt_core_status sdt_optimizer_step(sdt_optimizer *opt, sdt_error *error)
@@ -383,8 +426,8 @@ void sdt_optimizer_note_skipped_step(sdt_optimizer *opt)
     opt->backward_count = 0;
 }
 
-bool sdt_optimizer_param_views(sdt_optimizer *opt, int i, const char **name, sdt_tensor **param,
-                               sdt_tensor **grad, sdt_tensor **m, sdt_tensor **v)
+bool sdt_optimizer_param_views(sdt_optimizer *opt, int i, const char **name, sdt_tensor **param, sdt_tensor **grad,
+                               sdt_tensor **m, sdt_tensor **v)
 {
     if (i < 0 || i >= opt->count) return false;
     opt_param *p = &opt->params[i];

@@ -47,8 +47,7 @@ sdt_adamw_hparams sdt_adamw_hparams_textual_inversion(float lr);
 typedef struct sdt_optimizer sdt_optimizer;
 
 /* name appears in every message ("embedding", "hypernetwork"). NULL on failure (sentence in *error). */
-sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp,
-                                    sdt_error *error);
+sdt_optimizer *sdt_optimizer_create(sdt_backend *be, const char *name, const sdt_adamw_hparams *hp, sdt_error *error);
 void sdt_optimizer_destroy(sdt_optimizer *opt);
 
 /* Registers a parameter. param and grad are caller-owned views that must stay valid
@@ -56,8 +55,8 @@ void sdt_optimizer_destroy(sdt_optimizer *opt);
  * trainable = false lists a frozen parameter (requires_grad=False): it is never
  * updated, grad may be NULL, and messages count it. Errors: SDT_CORE_FP16_MASTER
  * (16-bit master or grad), SDT_CORE_DUPLICATE_PARAM, SDT_CORE_INVALID_ARGUMENT. */
-sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param,
-                                        sdt_tensor *grad, bool trainable, sdt_error *error);
+sdt_core_status sdt_optimizer_add_param(sdt_optimizer *opt, const char *name, sdt_tensor *param, sdt_tensor *grad,
+                                        bool trainable, sdt_error *error);
 /* Prepare-time check: SDT_CORE_NO_TRAINABLE_PARAMS when nothing can train. */
 sdt_core_status sdt_optimizer_prepare(const sdt_optimizer *opt, sdt_error *error);
 
@@ -80,8 +79,7 @@ bool sdt_optimizer_grads_not_zeroed(const sdt_optimizer *opt);
 
 /* The scaler's fused pass: grads *= inv_scale and *found_inf |= any non-finite,
  * one backend unscale_check over all trainable grads; marks the grads unscaled. */
-sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf,
-                                            sdt_error *error);
+sdt_core_status sdt_optimizer_unscale_grads(sdt_optimizer *opt, float inv_scale, bool *found_inf, sdt_error *error);
 
 /* L2 norm of all trainable grads (sqrt of a double sum of squares). */
 sdt_core_status sdt_optimizer_grad_norm(sdt_optimizer *opt, double *norm, sdt_error *error);
@@ -117,7 +115,7 @@ void sdt_optimizer_set_owner(sdt_optimizer *opt, const void *owner);
 
 /* Views of parameter i's tensors and AdamW moments, for checkpoints and tests
  * (m and v are NULL for a frozen parameter). */
-bool sdt_optimizer_param_views(sdt_optimizer *opt, int i, const char **name, sdt_tensor **param,
-                               sdt_tensor **grad, sdt_tensor **m, sdt_tensor **v);
+bool sdt_optimizer_param_views(sdt_optimizer *opt, int i, const char **name, sdt_tensor **param, sdt_tensor **grad,
+                               sdt_tensor **m, sdt_tensor **v);
 
 #endif

@@ -5,9 +5,12 @@
 #include <string.h>
 
 /* The paths and prompts where "" means "not given". */
+/* One X-macro list, laid out by hand (clang-format would staircase it). */
+// clang-format off
 #define SDT_TRAIN_OPTION_EMPTY_IS_NULL(X)                                                                            \
     X(model_path) X(dataset_dir) X(template_file) X(tokenizer_path) X(preview_prompt) X(preview_prompts_file)        \
     X(validation_dir)
+// clang-format on
 
 static bool own_string(const char **field)
 {

@@ -11,10 +11,13 @@
 #include "sdtrain.h"
 
 /* Every string field of sdt_train_options, X(field). */
+/* One X-macro list, laid out by hand (clang-format would staircase it). */
+// clang-format off
 #define SDT_TRAIN_OPTION_STRINGS(X)                                                                                  \
     X(model_path) X(clip_value) X(dataset_dir) X(log_dir) X(template_file) X(filename_word_regex)                   \
     X(filename_join_string) X(preview_prompt) X(preview_negative_prompt) X(preview_sampler) X(resume_state_path)      \
     X(tokenizer_path) X(preview_prompts_file) X(preview_seeds) X(validation_dir)
+// clang-format on
 
 /* *own = *o with its strings duplicated and normalised; false when out of host memory (*own then
  * holds nothing to release). */

@@ -13,14 +13,14 @@
 typedef struct preview_run {
     sd_runtime *rt;
     sdt_arena *arena;
-    const sdt_tensor *context;  /* [2 or 1, 77, C]: cond first */
-    const sdt_tensor *y;        /* SDXL's vector conditioning [2 or 1, adm], else NULL */
-    int batch;                  /* 2 with guidance */
+    const sdt_tensor *context; /* [2 or 1, 77, C]: cond first */
+    const sdt_tensor *y;       /* SDXL's vector conditioning [2 or 1, adm], else NULL */
+    int batch;                 /* 2 with guidance */
     int c, h, w;
-    int in_c;                   /* the UNet's input channels: c, or c + extra for an inpainting model */
-    const float *cond;          /* [in_c - c, h, w]: an inpainting model's extra channels, else NULL */
+    int in_c;          /* the UNet's input channels: c, or c + extra for an inpainting model */
+    const float *cond; /* [in_c - c, h, w]: an inpainting model's extra channels, else NULL */
     const sdt_unet_kv_hook *hook;
-    float *host;                /* [batch, in_c, h, w] staging */
+    float *host; /* [batch, in_c, h, w] staging */
     sdt_error *error;
 } preview_run;
 
@@ -30,7 +30,8 @@ static int denoise(void *user, const float *x, double t, float *out_cond, float 
     preview_run *p = user;
     sdt_backend *be = p->rt->be;
     int64_t n = (int64_t)p->c * p->h * p->w, n_in = (int64_t)p->in_c * p->h * p->w;
-    int64_t lshape[4] = {p->batch, p->c, p->h, p->w}, ishape[4] = {p->batch, p->in_c, p->h, p->w}, tshape[1] = {p->batch};
+    int64_t lshape[4] = {p->batch, p->c, p->h, p->w}, ishape[4] = {p->batch, p->in_c, p->h, p->w},
+            tshape[1] = {p->batch};
     size_t mark = sdt_arena_mark(p->arena);
     sdt_tensor lat = sdt_arena_tensor(p->arena, SDT_F32, 4, ishape);
     sdt_tensor ts = sdt_arena_tensor(p->arena, SDT_F32, 1, tshape);
@@ -44,7 +45,8 @@ static int denoise(void *user, const float *x, double t, float *out_cond, float 
     uo.for_backward = false;
     uo.hook = p->hook;
     sdt_tensor out;
-    bool ok = sdt_arena_fits(p->arena) && be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
+    bool ok = sdt_arena_fits(p->arena) &&
+              be->upload(be, lat.data, p->host, (size_t)(p->batch * n_in) * sizeof(float)) == 0 &&
               be->upload(be, ts.data, tv, (size_t)p->batch * sizeof(float)) == 0;
     ok = ok && sdt_unet_forward(p->rt->model.unet, be, p->arena, &uo, &lat, &ts, p->context, p->y, &out, p->error);
     if (ok) {
@@ -81,9 +83,18 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
         sizes[b] = (sdt_sdxl_sizes){req->height, req->width, 0, 0, req->height, req->width};
         zero[b] = b == 1 && texts[1][0] == '\0';
     }
-    sdt_cond_inputs ci = {.tokens = ids, .batch = batch, .chunks = chunks, .end_id = sdt_tokenizer_eos(tok), .overrides = ov,
-                          .n_overrides = n_ov, .rows = n_ov ? rows : NULL, .sizes = sizes, .zero_text = zero,
-                          .clip_skip = req->clip_skip, .act_dtype = rt->dtype, .anomaly_check = false};
+    sdt_cond_inputs ci = {.tokens = ids,
+                          .batch = batch,
+                          .chunks = chunks,
+                          .end_id = sdt_tokenizer_eos(tok),
+                          .overrides = ov,
+                          .n_overrides = n_ov,
+                          .rows = n_ov ? rows : NULL,
+                          .sizes = sizes,
+                          .zero_text = zero,
+                          .clip_skip = req->clip_skip,
+                          .act_dtype = rt->dtype,
+                          .anomaly_check = false};
     return sdt_cond_forward(rt, a, &ci, cond, error);
 }
 
@@ -102,8 +113,19 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
-    preview_run p = {rt, a, NULL, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
-                     vae->cfg.z_channels + inpaint_extra_channels(rt), cond, req->hook, NULL, error};
+    preview_run p = {rt,
+                     a,
+                     NULL,
+                     NULL,
+                     batch,
+                     vae->cfg.z_channels,
+                     req->height / f,
+                     req->width / f,
+                     vae->cfg.z_channels + inpaint_extra_channels(rt),
+                     cond,
+                     req->hook,
+                     NULL,
+                     error};
     sdt_cond text;
     clip_override ov[2 * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS];
     if (!encode_prompts(rt, a, tok, rules, rows, req, batch, &text, ov, error)) return false;
@@ -145,7 +167,8 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         ok = sdt_arena_fits(a) && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
              vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error) &&
              be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !sdt_arena_fits(a)) sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
+        if (!ok && !sdt_arena_fits(a))
+            sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
         else if (!ok && error->code == SDT_ERR_OK)
             sdt_fail(error, be->error.code, "preview: decoding failed: %s", be->error.message);
     }
@@ -160,14 +183,14 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
 }
 
 bool sdt_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const sdt_slot_rules *rules,
-                       const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error)
+                        const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error)
 {
     *rgb = NULL;
     sdt_error_clear(error);
     inpaint_cond ic = {0};
     int f = vae_factor(&rt->model.vae.cfg);
-    const float *cond = inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, error)
-                                                   : NULL;
+    const float *cond =
+        inpaint_extra_channels(rt) ? inpaint_cond_get(&ic, rt, wa, req->height / f, req->width / f, error) : NULL;
     if (inpaint_extra_channels(rt) && !cond) return false;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, rt->be);

@@ -16,11 +16,11 @@
 #include "train/work_arena.h"
 
 typedef struct sdt_preview_request {
-    const char *prompt;     /* with the embedding's name in it */
-    const char *negative;   /* "" for none */
-    int width, height;      /* pixels, multiples of the VAE factor times 2^(levels-1) */
-    int steps;              /* sampler steps */
-    float cfg_scale;        /* 1 = no guidance */
+    const char *prompt;   /* with the embedding's name in it */
+    const char *negative; /* "" for none */
+    int width, height;    /* pixels, multiples of the VAE factor times 2^(levels-1) */
+    int steps;            /* sampler steps */
+    float cfg_scale;      /* 1 = no guidance */
     uint64_t seed;
     int clip_skip;
     const sdt_unet_kv_hook *hook; /* hypernetworks on the UNet's K/V inputs, in eval mode (NULL: none) */
@@ -29,6 +29,6 @@ typedef struct sdt_preview_request {
 
 /* *rgb receives malloc'd width*height*3 bytes. rows: the embedding [n_vectors, width] on the device. */
 bool sdt_preview_render(sd_runtime *rt, work_arena *wa, sdt_tokenizer *tok, const sdt_slot_rules *rules,
-                       const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error);
+                        const sdt_tensor *rows, const sdt_preview_request *req, uint8_t **rgb, sdt_error *error);
 
 #endif

@@ -10,7 +10,7 @@ typedef struct chunker {
     int32_t bos, eos;
     sdt_prompt_encoded *out;
     int32_t body[SDT_PROMPT_CHUNK_BODY];
-    int body_row[SDT_PROMPT_CHUNK_BODY];  /* embedding row of a slot, -1 for a token */
+    int body_row[SDT_PROMPT_CHUNK_BODY]; /* embedding row of a slot, -1 for a token */
     int n, last_comma;
 } chunker;
 
@@ -70,7 +70,11 @@ void sdt_prompt_encode(sdt_tokenizer *tok, const sdt_slot_rules *rules, const ch
     int32_t *raw = NULL;
     size_t n_raw = 0;
     sdt_tokenizer_tokenize(tok, prompt, &raw, &n_raw);
-    chunker c = {.rules = rules, .bos = sdt_tokenizer_bos(tok), .eos = sdt_tokenizer_eos(tok), .out = out, .n = 0,
+    chunker c = {.rules = rules,
+                 .bos = sdt_tokenizer_bos(tok),
+                 .eos = sdt_tokenizer_eos(tok),
+                 .out = out,
+                 .n = 0,
                  .last_comma = -1};
     int32_t comma = sdt_tokenizer_token_id(tok, ",</w>");
     for (size_t i = 0; i < n_raw; i++) {
@@ -97,8 +101,8 @@ void sdt_prompt_encode(sdt_tokenizer *tok, const sdt_slot_rules *rules, const ch
     if (c.n > 0 || out->n_chunks == 0) close_chunk(&c);
 }
 
-int sdt_prompt_batch(sdt_tokenizer *tok, const sdt_slot_rules *rules, const sdt_prompt_encoded *enc, int batch, int32_t *tokens,
-                    clip_override *overrides, int *n_overrides)
+int sdt_prompt_batch(sdt_tokenizer *tok, const sdt_slot_rules *rules, const sdt_prompt_encoded *enc, int batch,
+                     int32_t *tokens, clip_override *overrides, int *n_overrides)
 {
     int chunks = 1;
     for (int b = 0; b < batch; b++)

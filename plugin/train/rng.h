@@ -19,11 +19,11 @@ typedef enum sdt_rng_stream {
     SDT_RNG_LATENT_SAMPLE,
     SDT_RNG_PREVIEW,
     SDT_RNG_DROPOUT,
-    SDT_RNG_HN_INIT,   /* hypernetwork weight init */
+    SDT_RNG_HN_INIT,               /* hypernetwork weight init */
     SDT_RNG_NOISE_OFFSET,          /* the noise offset's N(0,1) per sample and channel */
     SDT_RNG_NOISE_OFFSET_STRENGTH, /* its random strength per sample */
-    SDT_RNG_FLIP,            /* train/sample_augment.h: whether a sample is mirrored */
-    SDT_RNG_CAPTION_DROPOUT, /* train/sample_augment.h: whether a sample's caption is dropped */
+    SDT_RNG_FLIP,                  /* train/sample_augment.h: whether a sample is mirrored */
+    SDT_RNG_CAPTION_DROPOUT,       /* train/sample_augment.h: whether a sample's caption is dropped */
 } sdt_rng_stream;
 
 /* 64 random bits for (seed, stream, counter). */

@@ -11,8 +11,8 @@
 
 typedef struct sdt_run_control {
     atomic_bool interrupt_requested;
-    atomic_int state;               /* sdt_run_state */
-    pthread_mutex_t metrics_lock;   /* sdt_metrics is too wide for one atomic */
+    atomic_int state;             /* sdt_run_state */
+    pthread_mutex_t metrics_lock; /* sdt_metrics is too wide for one atomic */
     sdt_metrics latest;
 } sdt_run_control;
 

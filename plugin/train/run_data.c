@@ -21,10 +21,12 @@ bool sdt_run_data_make_buckets(sdt_run_data *d, int f, int vae_factor, const cha
 {
     if (!d->buckets) return true;
     if (d->bucket_rules.step % f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%sbucket_step is %d, but %s needs bucket sides that are "
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sbucket_step is %d, but %s needs bucket sides that are "
                         "multiples of %d (its VAE's factor %d, doubled per UNet level below the first); set "
-                        "%sbucket_step to a multiple of %d, e.g. %d", prefix, d->bucket_rules.step,
-                        model ? model : "the model", f, vae_factor, prefix, f, (64 + f - 1) / f * f);
+                        "%sbucket_step to a multiple of %d, e.g. %d",
+                        prefix, d->bucket_rules.step, model ? model : "the model", f, vae_factor, prefix, f,
+                        (64 + f - 1) / f * f);
     return sdt_bucket_rules_check(&d->bucket_rules, prefix, error) &&
            sdt_buckets_make(&d->bucket_rules, &d->bucket_list, error);
 }
@@ -43,13 +45,15 @@ static void log_bucket_counts(const sdt_run_data *d, const sdt_host_callbacks *h
             count += d->ds.items[i].width == k->width && d->ds.items[i].height == k->height;
         if (!count) continue;
         if (at < (int)sizeof counts)
-            at += snprintf(counts + at, sizeof counts - (size_t)at, "%s %dx%d: %d", used ? "," : "", k->width, k->height, count);
+            at += snprintf(counts + at, sizeof counts - (size_t)at, "%s %dx%d: %d", used ? "," : "", k->width,
+                           k->height, count);
         used++;
     }
-    sdt_host_log(host, SDT_LOG_INFO, "buckets: %d of %d used by the %d images (area <= %lld, sides %d..%d in steps of %d, "
-                 "%s crop):%s", used, d->bucket_list.n, d->ds.n_items, (long long)d->bucket_rules.max_area,
-                 d->bucket_rules.min_side, d->bucket_rules.max_side, d->bucket_rules.step,
-                 d->random_crop ? "random" : "centre", counts);
+    sdt_host_log(host, SDT_LOG_INFO,
+                 "buckets: %d of %d used by the %d images (area <= %lld, sides %d..%d in steps of %d, "
+                 "%s crop):%s",
+                 used, d->bucket_list.n, d->ds.n_items, (long long)d->bucket_rules.max_area, d->bucket_rules.min_side,
+                 d->bucket_rules.max_side, d->bucket_rules.step, d->random_crop ? "random" : "centre", counts);
 }
 
 bool sdt_run_data_plan_batches(sdt_run_data *d, uint32_t batch_size, uint32_t grad_accum, uint64_t seed,

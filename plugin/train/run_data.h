@@ -21,12 +21,12 @@
 
 typedef struct sdt_run_data {
     /* the options */
-    const char *dir;                 /* dataset_dir (NULL: none given) */
-    uint32_t width, height;          /* the training size */
-    uint32_t latent_sampling;        /* latent_method */
+    const char *dir;          /* dataset_dir (NULL: none given) */
+    uint32_t width, height;   /* the training size */
+    uint32_t latent_sampling; /* latent_method */
     bool varsize, use_alpha;
-    bool flip;                       /* 1.5: mirrored twins (train/sample_augment.h) */
-    bool buckets, random_crop;       /* 1.5: aspect-ratio buckets (data/buckets.h) */
+    bool flip;                 /* 1.5: mirrored twins (train/sample_augment.h) */
+    bool buckets, random_crop; /* 1.5: aspect-ratio buckets (data/buckets.h) */
     sdt_bucket_rules bucket_rules;
     double caption_dropout;
     uint32_t keep_tokens;
@@ -34,7 +34,7 @@ typedef struct sdt_run_data {
     double tag_dropout;
     sdt_caption_rules caption_rules;
     /* what comes of them */
-    sdt_bucket_list bucket_list;     /* made when the dataset is listed */
+    sdt_bucket_list bucket_list; /* made when the dataset is listed */
     sdt_dataset ds;
     latent_cache lc;
     sdt_data_order order;

@@ -29,8 +29,8 @@ static bool periodic_save(const sdt_host_callbacks *host, const char *what, int6
         *error = why;
         return sdt_error_wrap(error, "Saving the %s at step %lld failed, so training stopped", what, (long long)step);
     }
-    sdt_host_log(host, SDT_LOG_WARNING, "Saving the %s at step %lld failed (%s): %s Training continues.",
-                 what, (long long)step, sdt_status_name(sdt_status_of(&why)), why.message);
+    sdt_host_log(host, SDT_LOG_WARNING, "Saving the %s at step %lld failed (%s): %s Training continues.", what,
+                 (long long)step, sdt_status_name(sdt_status_of(&why)), why.message);
     return true;
 }
 
@@ -43,8 +43,10 @@ static sdt_status fail_after_error(const sdt_job_ops *ops, void *job, sdt_run_co
         const char *note = ops->saved_note ? ops->saved_note(job) : NULL;
         sdt_host_log(host, SDT_LOG_INFO, "The last good state was saved%s%s.", note && *note ? ": " : "",
                      note ? note : "");
-        if (note && *note) sdt_error_append(error, "; the last good state was saved: %s", note);
-        else sdt_error_append(error, "; the last good state was saved");
+        if (note && *note)
+            sdt_error_append(error, "; the last good state was saved: %s", note);
+        else
+            sdt_error_append(error, "; the last good state was saved");
     } else {
         sdt_host_log(host, SDT_LOG_ERROR, "Saving the last good state also failed: %s", save_error.message);
         sdt_error_append(error, "; saving the last good state also failed: %s", save_error.message);
@@ -54,19 +56,17 @@ static sdt_status fail_after_error(const sdt_job_ops *ops, void *job, sdt_run_co
     return sdt_status_of(error);
 }
 
-static void time_metrics(sdt_metrics *m, uint32_t images, double step_seconds, double elapsed,
-                         double *throughput)
+static void time_metrics(sdt_metrics *m, uint32_t images, double step_seconds, double elapsed, double *throughput)
 {
     double now_rate = step_seconds > 0 ? (double)images / step_seconds : 0.0;
-    *throughput = *throughput <= 0 ? now_rate
-                                   : THROUGHPUT_SMOOTHING * now_rate + (1 - THROUGHPUT_SMOOTHING) * *throughput;
+    *throughput =
+        *throughput <= 0 ? now_rate : THROUGHPUT_SMOOTHING * now_rate + (1 - THROUGHPUT_SMOOTHING) * *throughput;
     m->images_per_second = *throughput;
     m->elapsed_seconds = elapsed;
 }
 
-sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
-                       sdt_run_control *ctl, const sdt_host_callbacks *host,
-                       sdt_error *error)
+sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params, sdt_run_control *ctl,
+                       const sdt_host_callbacks *host, sdt_error *error)
 {
     double start = sdt_run_clock();
     double throughput = 0;

@@ -23,7 +23,7 @@
 typedef enum sdt_save_reason {
     SDT_SAVE_FINISHED = 0,
     SDT_SAVE_INTERRUPTED = 1,
-    SDT_SAVE_AFTER_ERROR = 2,   /* save the last good state; the step that failed left no trace */
+    SDT_SAVE_AFTER_ERROR = 2, /* save the last good state; the step that failed left no trace */
 } sdt_save_reason;
 
 typedef struct sdt_job_ops {
@@ -48,8 +48,8 @@ typedef struct sdt_job_ops {
 } sdt_job_ops;
 
 typedef struct sdt_run_params {
-    int64_t save_every;     /* 0 = never */
-    int64_t preview_every;  /* 0 = never */
+    int64_t save_every;    /* 0 = never */
+    int64_t preview_every; /* 0 = never */
     /* Optional: the backend and prepare's estimate, for the peak-memory line at the end
      * (train/memory_report.h); NULL logs none. */
     struct sdt_backend *backend;
@@ -62,8 +62,7 @@ typedef struct sdt_run_params {
  * the last good state wrote, or why it failed too). A snapshot or preview that fails for IO stops
  * the run the same way; other snapshot and preview failures (e.g. no memory for a preview) are
  * logged as warnings and training goes on (the previous files are intact: saves are atomic). */
-sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params,
-                       sdt_run_control *ctl, const sdt_host_callbacks *host,
-                       sdt_error *error);
+sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *params, sdt_run_control *ctl,
+                       const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

@@ -17,7 +17,8 @@ static bool append_csv_row(sdt_run_outputs *o, const char *row_text, const sdt_h
         return false;
     }
     if (!o->csv_refused)
-        sdt_host_log(host, SDT_LOG_WARNING, "the loss CSV was not updated: %s; this run adds no rows to it", why.message);
+        sdt_host_log(host, SDT_LOG_WARNING, "the loss CSV was not updated: %s; this run adds no rows to it",
+                     why.message);
     o->csv_refused = true;
     return true;
 }
@@ -28,7 +29,8 @@ void sdt_run_outputs_csv_row(sdt_run_outputs *o, const sdt_loss_row *row, const 
     sdt_loss_row_format(row, o->csv_unwritten, sizeof o->csv_unwritten); /* SDT_LOSS_ROW_MAX holds any row */
     o->csv_row_unwritten = row->step % o->write_csv_every != 0;
     sdt_error why;
-    if (!o->csv_row_unwritten && !append_csv_row(o, o->csv_unwritten, host, &why) && o->write_failure.code == SDT_ERR_OK)
+    if (!o->csv_row_unwritten && !append_csv_row(o, o->csv_unwritten, host, &why) &&
+        o->write_failure.code == SDT_ERR_OK)
         o->write_failure = why;
 }
 
@@ -44,8 +46,10 @@ void sdt_run_outputs_metrics_line(sdt_run_outputs *o, const sdt_metrics_record *
     if (!o->write_metrics) return;
     sdt_error why;
     if (sdt_metrics_log_append(&o->metrics, r, &why)) return;
-    if (why.code == SDT_ERR_IO && o->write_failure.code == SDT_ERR_OK) o->write_failure = why;
-    else if (why.code != SDT_ERR_IO) sdt_host_log(host, SDT_LOG_WARNING, "metrics.jsonl was not updated: %s", why.message);
+    if (why.code == SDT_ERR_IO && o->write_failure.code == SDT_ERR_OK)
+        o->write_failure = why;
+    else if (why.code != SDT_ERR_IO)
+        sdt_host_log(host, SDT_LOG_WARNING, "metrics.jsonl was not updated: %s", why.message);
 }
 
 bool sdt_run_outputs_loss_plot(sdt_run_outputs *o, const char *name, const char *run_kind, sdt_error *error)
@@ -85,10 +89,12 @@ bool sdt_run_outputs_check_json(const cJSON *record, double step, const char *pa
     const cJSON *row = cJSON_GetObjectItemCaseSensitive(record, "csv_row");
     const char *text = cJSON_GetStringValue(row);
     char *end = NULL;
-    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') || (double)strtoll(text, &end, 10) != step ||
-                *end != ','))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
-                        "is damaged); resume from an earlier state, or train without --resume", path, step);
+    if (row && (!text || strlen(text) >= SDT_LOSS_ROW_MAX || strchr(text, '\n') ||
+                (double)strtoll(text, &end, 10) != step || *end != ','))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state's csv_row is not the loss CSV row of its step %.17g (the file "
+                        "is damaged); resume from an earlier state, or train without --resume",
+                        path, step);
     return true;
 }
 

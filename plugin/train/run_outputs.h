@@ -21,18 +21,18 @@
 typedef struct sdt_run_outputs {
     sdt_output_dirs dirs;
     const sdt_output_layout *layout;
-    sdt_run_lock log_lock;     /* the run folder's */
-    time_t started_at;         /* names the log folder (its date) and the settings file */
+    sdt_run_lock log_lock; /* the run folder's */
+    time_t started_at;     /* names the log folder (its date) and the settings file */
     int64_t write_csv_every;
-    bool csv_validation;       /* the CSV has the validation column */
+    bool csv_validation;                  /* the CSV has the validation column */
     char csv_unwritten[SDT_LOSS_ROW_MAX]; /* the last step's row (its text) when write_csv_every skipped it: the run's
                                            * end writes it; the resume state keeps it, so a kill between the final
                                            * state and this row loses nothing */
     bool csv_row_unwritten;
-    bool csv_refused;          /* a row was refused (an existing CSV with other columns): warned once, not every step */
+    bool csv_refused; /* a row was refused (an existing CSV with other columns): warned once, not every step */
     bool write_metrics;
-    sdt_metrics_log metrics;   /* open when write_metrics */
-    sdt_error write_failure;   /* a write of a step (loss CSV, timed state) that failed for IO; stops the run */
+    sdt_metrics_log metrics; /* open when write_metrics */
+    sdt_error write_failure; /* a write of a step (loss CSV, timed state) that failed for IO; stops the run */
 } sdt_run_outputs;
 
 /* The step's row: every write_csv_every-th now, another kept for the run's end. A failure for IO is

@@ -36,34 +36,38 @@ static char *grid_parameters(const sdt_run_previews *pv, const sdt_preview_reque
     if (!text) return NULL;
     size_t at = 0;
     for (int r = 0; r < rows; r++) at += (size_t)snprintf(text + at, size - at, "%s\n", prompts[r]);
-    at += (size_t)sdt_c_snprintf(text + at, size - at, "Negative prompt: %s\nStep: %lld, Sampler: %s, Steps: %d, "
-                                 "CFG scale: %g, Size: %dx%d, Seeds:", rq->negative, (long long)step,
-                                 sdt_sampler_name(pv->sampler), rq->steps, (double)rq->cfg_scale, rq->width,
-                                 rq->height);
+    at += (size_t)sdt_c_snprintf(text + at, size - at,
+                                 "Negative prompt: %s\nStep: %lld, Sampler: %s, Steps: %d, "
+                                 "CFG scale: %g, Size: %dx%d, Seeds:",
+                                 rq->negative, (long long)step, sdt_sampler_name(pv->sampler), rq->steps,
+                                 (double)rq->cfg_scale, rq->width, rq->height);
     for (int c = 0; c < cols; c++)
         at += (size_t)snprintf(text + at, size - at, "%s %llu", c ? "," : "", (unsigned long long)seeds[c]);
     return text;
 }
 
-bool sdt_run_previews_compose_grid(const sdt_run_previews *pv, const sdt_preview_request *rq, const char *const *prompts,
-                                   int rows, const uint64_t *seeds, int cols, int64_t step, uint8_t *const *cells,
-                                   uint8_t **rgb, int *width, int *height, char **parameters, sdt_error *error)
+bool sdt_run_previews_compose_grid(const sdt_run_previews *pv, const sdt_preview_request *rq,
+                                   const char *const *prompts, int rows, const uint64_t *seeds, int cols, int64_t step,
+                                   uint8_t *const *cells, uint8_t **rgb, int *width, int *height, char **parameters,
+                                   sdt_error *error)
 {
     char title[256], seed_labels[SDT_PREVIEW_GRID_MAX_COLS][32];
     const char *col_labels[SDT_PREVIEW_GRID_MAX_COLS];
-    sdt_c_snprintf(title, sizeof title, "step %lld  %s %d steps  cfg %g", (long long)step, sdt_sampler_name(pv->sampler),
-                   rq->steps, (double)rq->cfg_scale);
+    sdt_c_snprintf(title, sizeof title, "step %lld  %s %d steps  cfg %g", (long long)step,
+                   sdt_sampler_name(pv->sampler), rq->steps, (double)rq->cfg_scale);
     for (int c = 0; c < cols; c++) {
         snprintf(seed_labels[c], sizeof seed_labels[c], "seed %llu", (unsigned long long)seeds[c]);
         col_labels[c] = seed_labels[c];
     }
     sdt_preview_grid_labels labels = {rows, cols, prompts, col_labels, title};
     sdt_preview_grid_layout layout;
-    bool ok = sdt_preview_grid_compose(&labels, (const uint8_t *const *)cells, rq->width, rq->height, rgb, &layout, error);
+    bool ok =
+        sdt_preview_grid_compose(&labels, (const uint8_t *const *)cells, rq->width, rq->height, rgb, &layout, error);
     *width = layout.width;
     *height = layout.height;
     *parameters = grid_parameters(pv, rq, prompts, rows, seeds, cols, step);
-    if (ok && !*parameters) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory describing the preview grid");
+    if (ok && !*parameters)
+        ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory describing the preview grid");
     return ok;
 }
 

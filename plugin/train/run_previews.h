@@ -17,17 +17,17 @@
 #include "train/sampler.h"
 
 typedef struct sdt_run_previews {
-    int64_t every;                     /* preview_every (0: none) */
-    const char *prompt;                /* NULL: a preview shows the last training prompt */
-    const char *negative;              /* "" when none */
+    int64_t every;        /* preview_every (0: none) */
+    const char *prompt;   /* NULL: a preview shows the last training prompt */
+    const char *negative; /* "" when none */
     uint32_t steps, width, height;
-    int64_t seed;                      /* -1: drawn per step from the run's seed */
+    int64_t seed; /* -1: drawn per step from the run's seed */
     double cfg;
     sdt_sampler_kind sampler;
-    const char *prompts_file;          /* NULL: no prompts file */
-    sdt_preview_prompts prompts;       /* its prompts (sdt_run_previews_load) */
+    const char *prompts_file;    /* NULL: no prompts file */
+    sdt_preview_prompts prompts; /* its prompts (sdt_run_previews_load) */
     sdt_preview_seeds seeds;
-    bool grid;                         /* a labelled grid of prompts x seeds instead of one image */
+    bool grid; /* a labelled grid of prompts x seeds instead of one image */
 } sdt_run_previews;
 
 /* The prompts file's prompts, when previews are on and a file is named. */
@@ -37,9 +37,10 @@ bool sdt_run_previews_load(sdt_run_previews *pv, sdt_error *error);
 uint64_t sdt_run_previews_seed(const sdt_run_previews *pv, uint64_t run_seed, int64_t step, int col);
 /* The grid of rendered cells (rows prompts x cols seeds, row-major) as one labelled picture
  * (*rgb malloc'd, *width x *height) and its PNG parameters text (*parameters malloc'd). */
-bool sdt_run_previews_compose_grid(const sdt_run_previews *pv, const sdt_preview_request *rq, const char *const *prompts,
-                                   int rows, const uint64_t *seeds, int cols, int64_t step, uint8_t *const *cells,
-                                   uint8_t **rgb, int *width, int *height, char **parameters, sdt_error *error);
+bool sdt_run_previews_compose_grid(const sdt_run_previews *pv, const sdt_preview_request *rq,
+                                   const char *const *prompts, int rows, const uint64_t *seeds, int cols, int64_t step,
+                                   uint8_t *const *cells, uint8_t **rgb, int *width, int *height, char **parameters,
+                                   sdt_error *error);
 void sdt_run_previews_free(sdt_run_previews *pv);
 
 #endif

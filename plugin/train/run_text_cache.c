@@ -9,7 +9,10 @@
 #include "testhooks/test_hooks.h"
 #include "train/text_cache_encode.h"
 
-static const char *device_name(const sd_runtime *rt) { return rt->be->device == SDT_DEVICE_CPU ? "CPU" : "GPU"; }
+static const char *device_name(const sd_runtime *rt)
+{
+    return rt->be->device == SDT_DEVICE_CPU ? "CPU" : "GPU";
+}
 
 static void keep_encoders(const sd_runtime *rt, const sdt_host_callbacks *host, const char *why)
 {
@@ -18,7 +21,8 @@ static void keep_encoders(const sd_runtime *rt, const sdt_host_callbacks *host, 
 
 /* The prompt as sample_prompt makes it without tag shuffle or drop-out, and its truncation to the
  * last-prompt buffer a preview without a preview prompt shows. */
-static bool add_prompt(sdt_text_cache *tc, const sdt_run_prompts *rp, const char *line, const char *caption, bool as_preview)
+static bool add_prompt(sdt_text_cache *tc, const sdt_run_prompts *rp, const char *line, const char *caption,
+                       bool as_preview)
 {
     char *prompt = sdt_template_fill(line, rp->prompt_name, caption);
     if (!prompt) return false;
@@ -63,7 +67,8 @@ static bool keep_encoding(void *user, int done, int total)
     if (p->control && sdt_run_control_interrupt_requested(p->control)) return false;
     double now = sdt_run_clock();
     if (now - p->last >= ENCODE_PROGRESS_EVERY_S) {
-        sdt_host_log(p->host, SDT_LOG_INFO, "encoding the run's prompts with the text encoders: %d of %d chunks", done, total);
+        sdt_host_log(p->host, SDT_LOG_INFO, "encoding the run's prompts with the text encoders: %d of %d chunks", done,
+                     total);
         p->last = now;
     }
     return true;
@@ -79,43 +84,47 @@ bool sdt_run_text_cache(sdt_text_cache *tc, const sdt_run_prompts *prompts, cons
         return true;
     }
     if (needs->shuffle_tags) {
-        keep_encoders(rt, host, "tag shuffle makes new captions every step; turn it off to encode every prompt once and free the "
-                           "encoders' memory");
+        keep_encoders(rt, host,
+                      "tag shuffle makes new captions every step; turn it off to encode every prompt once and free the "
+                      "encoders' memory");
         return true;
     }
     if (needs->tag_dropout > 0) {
-        keep_encoders(rt, host, "tag drop-out makes new captions every step; set it to 0 to encode every prompt once and free the "
-                           "encoders' memory");
+        keep_encoders(
+            rt, host,
+            "tag drop-out makes new captions every step; set it to 0 to encode every prompt once and free the "
+            "encoders' memory");
         return true;
     }
     if (sdt_test_hook_text_cache_off()) {
         keep_encoders(rt, host, "the text cache is off by " SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME);
         return true;
     }
-    if (!collect_prompts(tc, prompts)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory listing the run's prompts");
+    if (!collect_prompts(tc, prompts))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory listing the run's prompts");
     size_t bytes = sdt_text_cache_bytes(rt, rt->dtype, tc->n);
     if (bytes > SDT_TEXT_CACHE_MAX_BYTES) {
         char why[256];
-        snprintf(why, sizeof why, "the run's %d distinct 77-token prompt chunks would take %zu MiB of host memory encoded, over "
-                 "the text cache's %zu MiB", tc->n, bytes >> 20, SDT_TEXT_CACHE_MAX_BYTES >> 20);
+        snprintf(why, sizeof why,
+                 "the run's %d distinct 77-token prompt chunks would take %zu MiB of host memory encoded, over "
+                 "the text cache's %zu MiB",
+                 tc->n, bytes >> 20, SDT_TEXT_CACHE_MAX_BYTES >> 20);
         sdt_text_cache_free(tc);
         keep_encoders(rt, host, why);
         return true;
     }
     double start = sdt_run_clock();
     encode_progress progress = {control, host, start};
-    if (!sdt_text_cache_encode(tc, rt, wa, clip_skip, anomaly, keep_encoding, &progress,
-                               error))
-        return false;
+    if (!sdt_text_cache_encode(tc, rt, wa, clip_skip, anomaly, keep_encoding, &progress, error)) return false;
     *encoded = true; /* the encoders used the work arena */
     rt->text_cache = tc;
     size_t weights = sd_runtime_text_park(rt);
     char line[512];
-    sdt_c_snprintf(line, sizeof line, "text encoders: every prompt of the run (%d distinct 77-token chunks) encoded once in "
+    sdt_c_snprintf(line, sizeof line,
+                   "text encoders: every prompt of the run (%d distinct 77-token chunks) encoded once in "
                    "%.1f s and kept in host memory (%zu MiB); the encoders' weights (%zu MiB) leave the %s and no step "
-                   "runs them (tag shuffle or tag drop-out would keep them)", tc->n,
-                   sdt_run_clock() - start, bytes >> 20, weights >> 20,
-                   device_name(rt));
+                   "runs them (tag shuffle or tag drop-out would keep them)",
+                   tc->n, sdt_run_clock() - start, bytes >> 20, weights >> 20, device_name(rt));
     sdt_host_log(host, SDT_LOG_INFO, "%s", line);
     return true;
 }
@@ -126,8 +135,7 @@ bool sdt_run_text_recache(sdt_text_cache *tc, sd_runtime *rt, work_arena *wa, in
     *encoded = false;
     if (!rt->text_cache) return true;
     rt->text_cache = NULL; /* the fresh f32 copy of the encoders computes the values again */
-    if (!sdt_text_cache_encode(tc, rt, wa, clip_skip, anomaly, NULL, NULL, error))
-        return false;
+    if (!sdt_text_cache_encode(tc, rt, wa, clip_skip, anomaly, NULL, NULL, error)) return false;
     *encoded = true;
     rt->text_cache = tc;
     sd_runtime_text_park(rt);

@@ -27,19 +27,19 @@
 typedef struct sdt_run_prompts {
     sdt_tokenizer *tok;
     const sdt_slot_rules *rules;
-    const char *prompt_name;               /* what [name] becomes */
+    const char *prompt_name; /* what [name] becomes */
     const sdt_template *tmpl;
     const sdt_dataset *train;
-    const sdt_dataset *validation;         /* NULL: no validation */
-    const char *preview_prompt;            /* NULL: a preview shows the last training prompt... */
-    size_t last_prompt_size;               /* ...cut to this buffer's size */
-    const char *preview_negative;          /* NULL: "" */
+    const sdt_dataset *validation; /* NULL: no validation */
+    const char *preview_prompt;    /* NULL: a preview shows the last training prompt... */
+    size_t last_prompt_size;       /* ...cut to this buffer's size */
+    const char *preview_negative;  /* NULL: "" */
     const sdt_preview_prompts *preview_prompts;
 } sdt_run_prompts;
 
 /* What keeps the encoders running every step. */
 typedef struct sdt_run_text_needs {
-    bool trains_text;                      /* an embedding's rows or placeholder go into the prompt */
+    bool trains_text; /* an embedding's rows or placeholder go into the prompt */
     bool shuffle_tags;
     double tag_dropout;
 } sdt_run_text_needs;

@@ -18,8 +18,8 @@ bool sdt_sampler_parse(const char *name, const char *field, sdt_sampler_kind *ou
             *out = (sdt_sampler_kind)k;
             return true;
         }
-    return sdt_fail(error, SDT_ERR_VALIDATION, "%s is \"%s\"; it must be one of " SDT_SAMPLER_NAMES " (the default is ddim).",
-                    field, name);
+    return sdt_fail(error, SDT_ERR_VALIDATION,
+                    "%s is \"%s\"; it must be one of " SDT_SAMPLER_NAMES " (the default is ddim).", field, name);
 }
 
 const char *sdt_sampler_name(sdt_sampler_kind kind)
@@ -71,7 +71,8 @@ void sdt_sampler_karras_sigmas(int n, double sigma_min, double sigma_max, double
 void sdt_sampler_sigmas(const sdt_noise_schedule *s, sdt_sampler_kind kind, int steps, double *sigmas)
 {
     if (kind == SDT_SAMPLER_DPMPP_2M_KARRAS) {
-        sdt_sampler_karras_sigmas(steps, exp(log_sigma_at(s, 0)), exp(log_sigma_at(s, SDT_DDPM_STEPS - 1)), 7.0, sigmas);
+        sdt_sampler_karras_sigmas(steps, exp(log_sigma_at(s, 0)), exp(log_sigma_at(s, SDT_DDPM_STEPS - 1)), 7.0,
+                                  sigmas);
         return;
     }
     /* get_sigmas(n): t = linspace(t_max, 0, n), then 0 appended. */
@@ -139,7 +140,8 @@ static int dpmpp_2m(const sdt_noise_schedule *s, const sdt_sampler_config *cfg, 
         bool first = i == 0;
         double r = first ? 0 : (t - (-log(sigmas[i - 1]))) / h;
         for (int64_t k = 0; k < n; k++) {
-            double d = first ? denoised[k] : (1.0 + 1.0 / (2.0 * r)) * denoised[k] - (1.0 / (2.0 * r)) * old_denoised[k];
+            double d =
+                first ? denoised[k] : (1.0 + 1.0 / (2.0 * r)) * denoised[k] - (1.0 / (2.0 * r)) * old_denoised[k];
             x[k] = (float)(ratio * x[k] + mix * d);
         }
         memcpy(old_denoised, denoised, (size_t)n * sizeof(double));
@@ -160,8 +162,9 @@ int sdt_sampler_run(const sdt_noise_schedule *s, const sdt_sampler_config *cfg, 
     double *denoised = malloc((size_t)n * 2 * sizeof(double));
     if (!denoised) return SDT_SAMPLER_OUT_OF_MEMORY;
     for (int64_t k = 0; k < n; k++) x[k] = (float)(x[k] * sigmas[0]);
-    int rc = cfg->kind == SDT_SAMPLER_EULER_A ? euler_ancestral(s, cfg, sigmas, x, n, scratch, denoised, fn, user)
-                                              : dpmpp_2m(s, cfg, sigmas, x, n, scratch, denoised, denoised + n, fn, user);
+    int rc = cfg->kind == SDT_SAMPLER_EULER_A
+                 ? euler_ancestral(s, cfg, sigmas, x, n, scratch, denoised, fn, user)
+                 : dpmpp_2m(s, cfg, sigmas, x, n, scratch, denoised, denoised + n, fn, user);
     free(denoised);
     return rc;
 }

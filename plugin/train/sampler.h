@@ -36,10 +36,10 @@ const char *sdt_sampler_name(sdt_sampler_kind kind);
 
 typedef struct sdt_sampler_config {
     sdt_sampler_kind kind;
-    int steps;           /* 1..1000 */
-    float cfg_scale;     /* 1 = no guidance */
+    int steps;       /* 1..1000 */
+    float cfg_scale; /* 1 = no guidance */
     bool v_prediction;
-    uint64_t seed;       /* Euler ancestral's fresh noise; the caller draws the initial noise with counter base 0 */
+    uint64_t seed; /* Euler ancestral's fresh noise; the caller draws the initial noise with counter base 0 */
 } sdt_sampler_config;
 
 /* k-diffusion's sigma of the model's timestep t (0..999) and the reverse (fractional t). */

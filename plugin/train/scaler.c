@@ -13,8 +13,8 @@
 typedef struct scaler_record {
     sdt_optimizer *opt;
     sdt_scaler_stage stage;
-    bool has_record;   /* torch: found_inf_per_device is non-empty */
-    float found_inf;   /* 0 clean, 1 inf/NaN seen; summed by update like torch */
+    bool has_record; /* torch: found_inf_per_device is non-empty */
+    float found_inf; /* 0 clean, 1 inf/NaN seen; summed by update like torch */
 } scaler_record;
 
 struct sdt_scaler {
@@ -23,7 +23,7 @@ struct sdt_scaler {
     float scale;
     int64_t growth_tracker;
     int hysteresis_tracker;
-    bool scaled_once;  /* torch creates _scale lazily in scale(); before it, unscale/step/update fail */
+    bool scaled_once; /* torch creates _scale lazily in scale(); before it, unscale/step/update fail */
     scaler_record *records;
     int count, capacity;
     sdt_core_log_fn log;
@@ -54,28 +54,35 @@ static bool scale_usable(double s)
 sdt_core_status sdt_scaler_config_validate(const sdt_scaler_config *cfg, sdt_error *error)
 {
     if (!scale_usable(cfg->init_scale))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: init_scale %g is invalid (zero, negative, NaN, infinite or so small that 1/scale "
-                         "overflows fp32); use a power of two such as 65536.", cfg->init_scale);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "loss scaler: init_scale %g is invalid (zero, negative, NaN, infinite or so small that 1/scale "
+            "overflows fp32); use a power of two such as 65536.",
+            cfg->init_scale);
     if (!(cfg->growth_factor > 1.0) || !isfinite(cfg->growth_factor))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: growth_factor %g must be a finite value > 1.0 (PyTorch: \"The growth factor must be > 1.0.\"); use 2.0.",
-                         cfg->growth_factor);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "loss scaler: growth_factor %g must be a finite value > 1.0 (PyTorch: \"The growth factor must be > 1.0.\"); use 2.0.",
+            cfg->growth_factor);
     if (!(cfg->backoff_factor > 0.0 && cfg->backoff_factor < 1.0))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: backoff_factor %g must be in (0, 1) (PyTorch: \"The backoff factor must be < 1.0.\"); use 0.5.",
-                         cfg->backoff_factor);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "loss scaler: backoff_factor %g must be in (0, 1) (PyTorch: \"The backoff factor must be < 1.0.\"); use 0.5.",
+            cfg->backoff_factor);
     if (cfg->growth_interval <= 0 || cfg->growth_interval > INT32_MAX)
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: growth_interval %lld must be between 1 and 2^31-1 (<= 0 would never grow the scale); use 2000.",
-                         (long long)cfg->growth_interval);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "loss scaler: growth_interval %lld must be between 1 and 2^31-1 (<= 0 would never grow the scale); use 2000.",
+            (long long)cfg->growth_interval);
     if (cfg->hysteresis < 1)
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: hysteresis %d must be >= 1 (1 backs off at every overflow, as PyTorch does).", cfg->hysteresis);
+                         "loss scaler: hysteresis %d must be >= 1 (1 backs off at every overflow, as PyTorch does).",
+                         cfg->hysteresis);
     if (cfg->min_scale != 0.0f && (!scale_usable(cfg->min_scale) || cfg->min_scale > cfg->init_scale))
-        return core_fail(error, SDT_CORE_INVALID_CONFIG,
-                         "loss scaler: min_scale %g is invalid; use 0 (no minimum) or a positive value <= init_scale %g, e.g. 1.",
-                         cfg->min_scale, cfg->init_scale);
+        return core_fail(
+            error, SDT_CORE_INVALID_CONFIG,
+            "loss scaler: min_scale %g is invalid; use 0 (no minimum) or a positive value <= init_scale %g, e.g. 1.",
+            cfg->min_scale, cfg->init_scale);
     return SDT_CORE_OK;
 }
 
@@ -83,7 +90,8 @@ sdt_scaler *sdt_scaler_create(sdt_backend *be, const sdt_scaler_config *cfg, sdt
                               sdt_error *error)
 {
     if (!be || !cfg) {
-        core_fail(error, SDT_CORE_INVALID_ARGUMENT, "creating a loss scaler needs a backend and a config (a bug in the caller: please report).");
+        core_fail(error, SDT_CORE_INVALID_ARGUMENT,
+                  "creating a loss scaler needs a backend and a config (a bug in the caller: please report).");
         return NULL;
     }
     /* Like torch, a disabled scaler validates nothing: it is the identity. */
@@ -112,9 +120,18 @@ void sdt_scaler_destroy(sdt_scaler *sc)
     free(sc);
 }
 
-float sdt_scaler_get_scale(const sdt_scaler *sc) { return sc->cfg.enabled ? sc->scale : 1.0f; }
-int64_t sdt_scaler_growth_tracker(const sdt_scaler *sc) { return sc->cfg.enabled ? sc->growth_tracker : 0; }
-bool sdt_scaler_enabled(const sdt_scaler *sc) { return sc->cfg.enabled; }
+float sdt_scaler_get_scale(const sdt_scaler *sc)
+{
+    return sc->cfg.enabled ? sc->scale : 1.0f;
+}
+int64_t sdt_scaler_growth_tracker(const sdt_scaler *sc)
+{
+    return sc->cfg.enabled ? sc->growth_tracker : 0;
+}
+bool sdt_scaler_enabled(const sdt_scaler *sc)
+{
+    return sc->cfg.enabled;
+}
 
 static void scaler_log(const sdt_scaler *sc, sdt_core_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -135,7 +152,8 @@ static const char *optimizer_names(const sdt_scaler *sc, char *buf, size_t size)
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < sc->count && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s'%s'", i ? ", " : "", sdt_optimizer_name(sc->records[i].opt));
+        used +=
+            (size_t)snprintf(buf + used, size - used, "%s'%s'", i ? ", " : "", sdt_optimizer_name(sc->records[i].opt));
     if (sc->count == 0) snprintf(buf, size, "no optimizer");
     return buf;
 }
@@ -166,7 +184,8 @@ static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimize
     if (owner && owner != sc)
         return core_fail(error, SDT_CORE_ALREADY_OWNED,
                          "optimizer '%s' is already scaled by another loss scaler; give each optimizer one scaler "
-                         "(or attach both optimizers to one shared scaler).", sdt_optimizer_name(opt));
+                         "(or attach both optimizers to one shared scaler).",
+                         sdt_optimizer_name(opt));
     char names[256];
     if (sc->count > 0 && !sc->cfg.shared)
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
@@ -176,17 +195,20 @@ static sdt_core_status check_attachable(const sdt_scaler *sc, const sdt_optimize
     for (int i = 0; i < sc->count; i++) {
         const char *p = sdt_optimizer_find_shared_param(opt, sc->records[i].opt);
         if (p)
-            return core_fail(error, SDT_CORE_SHARED_PARAM,
-                             "parameter '%s' belongs to both optimizer '%s' and optimizer '%s': its gradient would be "
-                             "unscaled twice and it would be updated twice; register each parameter in one optimizer only.",
-                             p, sdt_optimizer_name(opt), sdt_optimizer_name(sc->records[i].opt));
+            return core_fail(
+                error, SDT_CORE_SHARED_PARAM,
+                "parameter '%s' belongs to both optimizer '%s' and optimizer '%s': its gradient would be "
+                "unscaled twice and it would be updated twice; register each parameter in one optimizer only.",
+                p, sdt_optimizer_name(opt), sdt_optimizer_name(sc->records[i].opt));
     }
     return SDT_CORE_OK;
 }
 
 sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, sdt_error *error)
 {
-    if (!sc || !opt) return core_fail(error, SDT_CORE_INVALID_ARGUMENT, "adding an optimizer to a loss scaler needs both (a bug in the caller: please report).");
+    if (!sc || !opt)
+        return core_fail(error, SDT_CORE_INVALID_ARGUMENT,
+                         "adding an optimizer to a loss scaler needs both (a bug in the caller: please report).");
     if (find_record(sc, opt)) return SDT_CORE_OK;
     sdt_core_status st = check_attachable(sc, opt, error);
     if (st != SDT_CORE_OK) return st;
@@ -205,8 +227,9 @@ sdt_core_status sdt_scaler_attach(sdt_scaler *sc, sdt_optimizer *opt, sdt_error 
 sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, sdt_error *error)
 {
     if (sc->count == 0)
-        return core_fail(error, SDT_CORE_NO_TRAINABLE_PARAMS,
-                         "loss scaler: no optimizer is attached, so nothing would train; attach the trainer's optimizer before starting.");
+        return core_fail(
+            error, SDT_CORE_NO_TRAINABLE_PARAMS,
+            "loss scaler: no optimizer is attached, so nothing would train; attach the trainer's optimizer before starting.");
     for (int i = 0; i < sc->count; i++) {
         sdt_core_status st = sdt_optimizer_prepare(sc->records[i].opt, error);
         if (st != SDT_CORE_OK) return st;
@@ -214,8 +237,7 @@ sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, sdt_error *error)
     return SDT_CORE_OK;
 }
 
-sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled,
-                                      sdt_error *error)
+sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled, sdt_error *error)
 {
     char names[256];
     if (batch_size <= 0)
@@ -242,8 +264,8 @@ static sdt_core_status require_scaled_once(const sdt_scaler *sc, const char *wha
                      message_subject(sc, names, sizeof names), what, what);
 }
 
-static sdt_core_status find_owned(const sdt_scaler *sc, const sdt_optimizer *opt, const char *what,
-                                  scaler_record **rec, sdt_error *error)
+static sdt_core_status find_owned(const sdt_scaler *sc, const sdt_optimizer *opt, const char *what, scaler_record **rec,
+                                  sdt_error *error)
 {
     *rec = opt ? find_record(sc, opt) : NULL;
     if (*rec) return SDT_CORE_OK;
@@ -263,7 +285,8 @@ static sdt_core_status unscale_record(sdt_scaler *sc, scaler_record *rec, sdt_er
         scaler_log(sc, SDT_CORE_LOG_WARNING,
                    "optimizer '%s': gradients were not zeroed since the last step, so this backward added to "
                    "gradients that were already unscaled and used; the step mixes old and new gradients at different "
-                   "scales. Call zero_grad after every step.", sdt_optimizer_name(rec->opt));
+                   "scales. Call zero_grad after every step.",
+                   sdt_optimizer_name(rec->opt));
     float inv_scale = (float)(1.0 / (double)sc->scale); /* reciprocal in fp64, rounded to fp32, as torch */
     bool found = false;
     st = sdt_optimizer_unscale_grads(rec->opt, inv_scale, &found, error);
@@ -282,14 +305,18 @@ sdt_core_status sdt_scaler_unscale(sdt_scaler *sc, sdt_optimizer *opt, sdt_error
     if (st == SDT_CORE_OK) st = require_scaled_once(sc, "unscale()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_UNSCALED)
-        return core_fail(error, SDT_CORE_UNSCALE_TWICE,
-                         "optimizer '%s': unscale() was already called since the last update() (PyTorch: \"unscale_() has "
-                         "already been called on this optimizer since the last update().\"); call unscale() once per "
-                         "iteration, after all gradients are accumulated, then should_step() and update().", sdt_optimizer_name(opt));
+        return core_fail(
+            error, SDT_CORE_UNSCALE_TWICE,
+            "optimizer '%s': unscale() was already called since the last update() (PyTorch: \"unscale_() has "
+            "already been called on this optimizer since the last update().\"); call unscale() once per "
+            "iteration, after all gradients are accumulated, then should_step() and update().",
+            sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_STEPPED)
-        return core_fail(error, SDT_CORE_UNSCALE_AFTER_STEP,
-                         "optimizer '%s': unscale() after should_step() (PyTorch: \"unscale_() is being called after "
-                         "step().\"); call unscale() before should_step(), or update() first to start the next iteration.", sdt_optimizer_name(opt));
+        return core_fail(
+            error, SDT_CORE_UNSCALE_AFTER_STEP,
+            "optimizer '%s': unscale() after should_step() (PyTorch: \"unscale_() is being called after "
+            "step().\"); call unscale() before should_step(), or update() first to start the next iteration.",
+            sdt_optimizer_name(opt));
     return unscale_record(sc, rec, error);
 }
 
@@ -307,11 +334,12 @@ sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *steppe
     if (st == SDT_CORE_OK) st = require_scaled_once(sc, "should_step()", error);
     if (st != SDT_CORE_OK) return st;
     if (rec->stage == SDT_SCALER_STEPPED)
-        return core_fail(error, SDT_CORE_STEP_TWICE,
-                         "optimizer '%s': should_step() was already called since the last update() (PyTorch: \"step() has "
-                         "already been called since the last update().\"); call update() once after should_step() for "
-                         "every optimizer.",
-                         sdt_optimizer_name(opt));
+        return core_fail(
+            error, SDT_CORE_STEP_TWICE,
+            "optimizer '%s': should_step() was already called since the last update() (PyTorch: \"step() has "
+            "already been called since the last update().\"); call update() once after should_step() for "
+            "every optimizer.",
+            sdt_optimizer_name(opt));
     if (rec->stage == SDT_SCALER_READY) {
         st = unscale_record(sc, rec, error);
         if (st != SDT_CORE_OK) return st;
@@ -319,9 +347,10 @@ sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *steppe
     if (rec->found_inf != 0.0f) {
         /* Skipped: optimizer.step is not called, so params and AdamW state stay as they were. */
         sdt_optimizer_note_skipped_step(opt);
-        scaler_log(sc, SDT_CORE_LOG_INFO,
-                   "optimizer '%s': inf/NaN in the gradients at loss scale %g; step skipped, the scale backs off at update.",
-                   sdt_optimizer_name(opt), (double)sc->scale);
+        scaler_log(
+            sc, SDT_CORE_LOG_INFO,
+            "optimizer '%s': inf/NaN in the gradients at loss scale %g; step skipped, the scale backs off at update.",
+            sdt_optimizer_name(opt), (double)sc->scale);
     } else {
         st = sdt_optimizer_step(opt, error);
         if (st != SDT_CORE_OK) return st;
@@ -405,7 +434,8 @@ sdt_core_status sdt_scaler_update(sdt_scaler *sc, sdt_scaler_update_info *info, 
         return core_fail(error, SDT_CORE_UPDATE_WITHOUT_RECORDS,
                          "%s: update with nothing recorded: no optimizer was unscaled or stepped since the "
                          "last update (PyTorch: \"No inf checks were recorded prior to update.\"); call unscale() and "
-                         "should_step() for each optimizer, then update() once.", message_subject(sc, names, sizeof names));
+                         "should_step() for each optimizer, then update() once.",
+                         message_subject(sc, names, sizeof names));
     }
     st = apply_update_rule(sc, found_inf, info, error);
     clear_records(sc);
@@ -422,7 +452,8 @@ sdt_core_status sdt_scaler_update_to(sdt_scaler *sc, double new_scale, sdt_error
         char names[256];
         return core_fail(error, SDT_CORE_INVALID_CONFIG,
                          "%s: new loss scale %g is invalid (zero, negative, NaN, infinite or too small for "
-                         "fp32); pass a positive finite scale such as 65536.", message_subject(sc, names, sizeof names), new_scale);
+                         "fp32); pass a positive finite scale such as 65536.",
+                         message_subject(sc, names, sizeof names), new_scale);
     }
     sc->scale = (float)new_scale;
     clear_records(sc);
@@ -473,13 +504,14 @@ sdt_core_status sdt_scaler_set_state(sdt_scaler *sc, const sdt_scaler_state *sta
     sdt_error why;
     if (sdt_scaler_config_validate(&cfg, &why) != SDT_CORE_OK)
         return core_fail(error, SDT_CORE_BAD_STATE, "saved loss scaler state rejected: %s", why.message);
-    if (state->growth_tracker < 0 || state->growth_tracker >= state->growth_interval ||
-        state->hysteresis_tracker < 0 || state->hysteresis_tracker > state->hysteresis)
-        return core_fail(error, SDT_CORE_BAD_STATE,
-                         "saved loss scaler state rejected: growth tracker %lld or hysteresis tracker %d is outside its "
-                         "range (0..%lld, 0..%d); the file is corrupt, start the scaler fresh.",
-                         (long long)state->growth_tracker, state->hysteresis_tracker,
-                         (long long)state->growth_interval - 1, state->hysteresis);
+    if (state->growth_tracker < 0 || state->growth_tracker >= state->growth_interval || state->hysteresis_tracker < 0 ||
+        state->hysteresis_tracker > state->hysteresis)
+        return core_fail(
+            error, SDT_CORE_BAD_STATE,
+            "saved loss scaler state rejected: growth tracker %lld or hysteresis tracker %d is outside its "
+            "range (0..%lld, 0..%d); the file is corrupt, start the scaler fresh.",
+            (long long)state->growth_tracker, state->hysteresis_tracker, (long long)state->growth_interval - 1,
+            state->hysteresis);
     sc->cfg = cfg;
     sc->scale = state->scale;
     sc->growth_tracker = state->growth_tracker;

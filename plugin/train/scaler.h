@@ -77,8 +77,7 @@ sdt_core_status sdt_scaler_prepare(const sdt_scaler *sc, sdt_error *error);
 
 /* torch scaler.scale(loss): *scaled = f32(loss) * scale (identity when disabled).
  * batch_size <= 0 is SDT_CORE_EMPTY_BATCH. The backward seed is get_scale(). */
-sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled,
-                                      sdt_error *error);
+sdt_core_status sdt_scaler_scale_loss(sdt_scaler *sc, double loss, int batch_size, double *scaled, sdt_error *error);
 /* Current scale (1.0 when disabled). */
 float sdt_scaler_get_scale(const sdt_scaler *sc);
 int64_t sdt_scaler_growth_tracker(const sdt_scaler *sc);
@@ -93,10 +92,10 @@ sdt_core_status sdt_scaler_step(sdt_scaler *sc, sdt_optimizer *opt, bool *steppe
 typedef struct sdt_scaler_update_info {
     float scale_before;
     float scale_after;
-    bool found_inf;     /* some optimizer overflowed this iteration */
+    bool found_inf; /* some optimizer overflowed this iteration */
     bool backed_off;
     bool grew;
-    bool at_min_scale;  /* an overflow with the scale clamped at (or already at) min_scale:
+    bool at_min_scale; /* an overflow with the scale clamped at (or already at) min_scale:
                          * fp16 cannot hold these gradients; the NaN fallback switches to fp32 */
 } sdt_scaler_update_info;
 

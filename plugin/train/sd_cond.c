@@ -27,19 +27,22 @@ static sdt_tensor sample_slice(const sdt_tensor *t, int b)
 static bool upload_tokens(sdt_backend *be, sdt_tensor *dst, const int32_t *ids, sdt_error *error)
 {
     if (be->upload(be, dst->data, ids, sdt_tensor_nbytes(dst)))
-        return sdt_fail(error, be->error.code, "copying the prompt to the %s backend failed: %s", be->name, be->error.message);
+        return sdt_fail(error, be->error.code, "copying the prompt to the %s backend failed: %s", be->name,
+                        be->error.message);
     return true;
 }
 
 /* bigG's copy of the chunks: 0 (its pad) after each chunk's end token where CLIP-L repeats the end token. */
-static bool upload_tokens_g(sd_runtime *rt, sdt_tensor *dst, const int32_t *ids, int rows, int32_t end, sdt_error *error)
+static bool upload_tokens_g(sd_runtime *rt, sdt_tensor *dst, const int32_t *ids, int rows, int32_t end,
+                            sdt_error *error)
 {
     int32_t *g = malloc((size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
     if (!g) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt");
     memcpy(g, ids, (size_t)rows * SDT_PROMPT_TOKENS * sizeof(int32_t));
     sd_text_rules text = sd_text_rules_of(&rt->cfg);
     for (int r = 0; r < rows; r++)
-        sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, end, sd_text_pad_id_g(&text, end));
+        sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, end,
+                                 sd_text_pad_id_g(&text, end));
     bool ok = upload_tokens(rt->be, dst, g, error);
     free(g);
     return ok;
@@ -53,7 +56,8 @@ static bool upload_time_embeds(sd_runtime *rt, sdt_tensor *dst, const sdt_cond_i
     if (!h) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the size conditioning");
     for (int b = 0; b < in->batch; b++) {
         const sdt_sdxl_sizes *s = &in->sizes[b];
-        double v[6] = {s->original_height, s->original_width, s->crop_top, s->crop_left, s->target_height, s->target_width};
+        double v[6] = {s->original_height, s->original_width, s->crop_top,
+                       s->crop_left,       s->target_height,  s->target_width};
         for (int i = 0; i < 6; i++) sdt_sdxl_size_embedding(v[i], (int)width, h + b * per + i * width);
     }
     void *store = h;
@@ -64,21 +68,25 @@ static bool upload_time_embeds(sd_runtime *rt, sdt_tensor *dst, const sdt_cond_i
     bool ok = store && rt->be->upload(rt->be, dst->data, store, sdt_tensor_nbytes(dst)) == 0;
     if (store != h) free(store);
     free(h);
-    if (!ok) return sdt_fail(error, store ? rt->be->error.code : SDT_ERR_OUT_OF_MEMORY, "copying the size conditioning failed: %s",
-                             store ? rt->be->error.message : "out of host memory");
+    if (!ok)
+        return sdt_fail(error, store ? rt->be->error.code : SDT_ERR_OUT_OF_MEMORY,
+                        "copying the size conditioning failed: %s",
+                        store ? rt->be->error.message : "out of host memory");
     return true;
 }
 
 /* The context rows (and SDXL's pooled vectors, from each prompt's first chunk) from the text cache,
  * chunk by chunk as the encoders would have computed them (train/text_cache.h). */
-static bool upload_cached(sd_runtime *rt, const sdt_cond_inputs *in, sdt_tensor *context, sdt_tensor *pooled, sdt_error *error)
+static bool upload_cached(sd_runtime *rt, const sdt_cond_inputs *in, sdt_tensor *context, sdt_tensor *pooled,
+                          sdt_error *error)
 {
     const sdt_text_cache *tc = rt->text_cache;
     int rows = in->batch * in->chunks;
     if (tc->dtype != in->act_dtype || tc->clip_skip != in->clip_skip)
-        return sdt_fail(error, SDT_ERR_INTERNAL, "the text cache holds %s values with CLIP skip %d, the pass asks for %s with %d "
-                        "(a bug: please report)", sdt_dtype_name(tc->dtype), tc->clip_skip, sdt_dtype_name(in->act_dtype),
-                        in->clip_skip);
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "the text cache holds %s values with CLIP skip %d, the pass asks for %s with %d "
+                        "(a bug: please report)",
+                        sdt_dtype_name(tc->dtype), tc->clip_skip, sdt_dtype_name(in->act_dtype), in->clip_skip);
     uint8_t *host = malloc((size_t)rows * tc->context_bytes + (size_t)in->batch * tc->pooled_bytes);
     if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt's conditioning");
     uint8_t *host_pooled = host + (size_t)rows * tc->context_bytes;
@@ -89,21 +97,24 @@ static bool upload_cached(sd_runtime *rt, const sdt_cond_inputs *in, sdt_tensor 
         found = ctx != NULL;
         if (ctx) memcpy(host + (size_t)r * tc->context_bytes, ctx, tc->context_bytes);
         if (ctx && pooled && r % in->chunks == 0)
-            memcpy(host_pooled + (size_t)(r / in->chunks) * tc->pooled_bytes, sdt_text_cache_pooled(tc, ids), tc->pooled_bytes);
+            memcpy(host_pooled + (size_t)(r / in->chunks) * tc->pooled_bytes, sdt_text_cache_pooled(tc, ids),
+                   tc->pooled_bytes);
     }
     bool ok = found && sdt_tensor_nbytes(context) == (size_t)rows * tc->context_bytes &&
               (!pooled || sdt_tensor_nbytes(pooled) == (size_t)in->batch * tc->pooled_bytes);
     if (!ok) {
         free(host);
-        return sdt_fail(error, SDT_ERR_INTERNAL, "a prompt of this batch is not in the text cache that replaced the text encoders "
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "a prompt of this batch is not in the text cache that replaced the text encoders "
                         "(a bug: please report)");
     }
     sdt_backend *be = rt->be;
     ok = be->upload(be, context->data, host, sdt_tensor_nbytes(context)) == 0 &&
          (!pooled || be->upload(be, pooled->data, host_pooled, sdt_tensor_nbytes(pooled)) == 0);
     free(host);
-    if (!ok) return sdt_fail(error, be->error.code, "copying the prompt's conditioning to the %s backend failed: %s", be->name,
-                             be->error.message);
+    if (!ok)
+        return sdt_fail(error, be->error.code, "copying the prompt's conditioning to the %s backend failed: %s",
+                        be->name, be->error.message);
     return true;
 }
 
@@ -111,20 +122,23 @@ static bool upload_cached(sd_runtime *rt, const sdt_cond_inputs *in, sdt_tensor 
 static bool forward_cached(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
     const sdt_text_cache *tc = rt->text_cache;
-    int64_t cshape[3] = {in->batch, (int64_t)in->chunks * SDT_PROMPT_TOKENS, tc->width}, pshape[2] = {in->batch, tc->pooled_width};
+    int64_t cshape[3] = {in->batch, (int64_t)in->chunks * SDT_PROMPT_TOKENS, tc->width},
+            pshape[2] = {in->batch, tc->pooled_width};
     c->context = sdt_arena_tensor(a, in->act_dtype, 3, cshape);
     sdt_tensor *pooled = c->sdxl ? &c->text.pooled : NULL;
     if (pooled) *pooled = sdt_arena_tensor(a, in->act_dtype, 2, pshape);
     if (c->sdxl) c->text.context = c->context, c->text.batch = in->batch, c->text.chunks = in->chunks;
     if (a->measuring) return true;
     if (!sdt_arena_fits(a))
-        return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
+        return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
+                        a->error.message);
     return upload_cached(rt, in, &c->context, pooled, error);
 }
 
 static bool forward_sd(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
-    clip_text_inputs ci = {&c->tokens, in->rows, in->overrides, in->n_overrides, in->clip_skip, in->act_dtype, in->anomaly_check};
+    clip_text_inputs ci = {&c->tokens,    in->rows,      in->overrides,    in->n_overrides,
+                           in->clip_skip, in->act_dtype, in->anomaly_check};
     if (!clip_text_forward(&rt->model.clip, rt->be, a, &ci, &c->clip, error)) return false;
     c->context = sdt_prompt_context(&c->clip.out, in->batch);
     return true;
@@ -135,8 +149,9 @@ static bool split_rows(sd_runtime *rt, sdt_arena *a, const sdt_tensor *rows, sdt
 {
     int64_t wl = rt->cfg.clip.width, wg = rt->cfg.clip2.width;
     if (rows->ndim != 2 || rows->shape[1] != wl + wg)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "an SDXL embedding's rows must be [n, %lld + %lld] (clip_l, clip_g)",
-                        (long long)wl, (long long)wg);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "an SDXL embedding's rows must be [n, %lld + %lld] (clip_l, clip_g)", (long long)wl,
+                        (long long)wg);
     int64_t sl[2] = {rows->shape[0], wl}, sg[2] = {rows->shape[0], wg};
     c->rows_l = sdt_arena_tensor(a, rows->dtype, 2, sl);
     c->rows_g = sdt_arena_tensor(a, rows->dtype, 2, sg);
@@ -144,7 +159,8 @@ static bool split_rows(sd_runtime *rt, sdt_arena *a, const sdt_tensor *rows, sdt
     if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the embedding's rows: %s", a->error.message);
     if (rt->be->zero(rt->be, &c->rows_l) || rt->be->zero(rt->be, &c->rows_g) ||
         rt->be->concat_channels_backward(rt->be, &c->rows_l, &c->rows_g, rows))
-        return sdt_fail(error, rt->be->error.code, "splitting the embedding's rows per encoder failed: %s", rt->be->error.message);
+        return sdt_fail(error, rt->be->error.code, "splitting the embedding's rows per encoder failed: %s",
+                        rt->be->error.message);
     return true;
 }
 
@@ -154,15 +170,18 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
     sd_model *m = &rt->model;
     int pooled = sdt_sdxl_pooled_width(&m->cfg.unet), adm = m->cfg.unet.adm_in_channels;
     if (pooled <= 0 || (adm - pooled) % 6 != 0)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "the model has two text encoders but its UNet takes no SDXL vector "
-                        "conditioning (label_emb with %d inputs); it is not an SDXL base model", adm);
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "the model has two text encoders but its UNet takes no SDXL vector "
+                        "conditioning (label_emb with %d inputs); it is not an SDXL base model",
+                        adm);
     bool cached = rt->text_cache != NULL;
     if (!cached) c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
     int64_t tshape[2] = {in->batch, adm - pooled}, yshape[2] = {in->batch, adm};
     c->time_embeds = sdt_arena_tensor(a, in->act_dtype, 2, tshape);
     if (!a->measuring) {
         if (!sdt_arena_fits(a))
-            return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s", a->error.message);
+            return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s",
+                            a->error.message);
         if ((!cached && !upload_tokens_g(rt, &c->tokens_g, in->tokens, in->batch * in->chunks, in->end_id, error)) ||
             !upload_time_embeds(rt, &c->time_embeds, in, error))
             return false;
@@ -171,8 +190,14 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
         if (!forward_cached(rt, a, in, c, error)) return false;
     } else {
         if (in->rows && !split_rows(rt, a, in->rows, c, error)) return false;
-        sdt_sdxl_text_inputs ti = {&c->tokens, &c->tokens_g, in->chunks, in->rows ? &c->rows_l : NULL,
-                                   in->rows ? &c->rows_g : NULL, in->overrides, in->n_overrides, in->act_dtype,
+        sdt_sdxl_text_inputs ti = {&c->tokens,
+                                   &c->tokens_g,
+                                   in->chunks,
+                                   in->rows ? &c->rows_l : NULL,
+                                   in->rows ? &c->rows_g : NULL,
+                                   in->overrides,
+                                   in->n_overrides,
+                                   in->act_dtype,
                                    in->anomaly_check};
         if (!sdt_sdxl_text_forward(&m->clip, &m->clip2, be, a, &ti, &c->text, error)) return false;
         c->context = c->text.context;
@@ -180,12 +205,14 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
     c->y = sdt_arena_tensor(a, in->act_dtype, 2, yshape);
     if (a->measuring) return true;
     if (!sdt_arena_fits(a))
-        return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s", a->error.message);
+        return sdt_fail(error, a->error.code, "the conditioning does not fit its arena (a bug: please report): %s",
+                        a->error.message);
     for (int b = 0; in->zero_text && b < in->batch; b++) {
         if (!in->zero_text[b]) continue;
         sdt_tensor ctx = sample_slice(&c->context, b), pool = sample_slice(&c->text.pooled, b);
         if (be->zero(be, &ctx) || be->zero(be, &pool))
-            return sdt_fail(error, be->error.code, "zeroing the empty prompt's conditioning failed: %s", be->error.message);
+            return sdt_fail(error, be->error.code, "zeroing the empty prompt's conditioning failed: %s",
+                            be->error.message);
     }
     if (be->concat_channels_forward(be, &c->y, &c->text.pooled, &c->time_embeds))
         return sdt_fail(error, be->error.code, "building SDXL's vector conditioning failed: %s", be->error.message);
@@ -197,19 +224,23 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     memset(c, 0, sizeof *c);
     c->sdxl = sd_text_rules_of(&rt->cfg).sdxl;
     if (c->sdxl && !in->sizes && !a->measuring)
-        return sdt_fail(error, SDT_ERR_INTERNAL, "SDXL conditioning without the size conditioning (a bug: please report)");
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "SDXL conditioning without the size conditioning (a bug: please report)");
     if (rt->text_cache && (in->rows || in->n_overrides))
-        return sdt_fail(error, SDT_ERR_INTERNAL, "an embedding's rows reached a prompt whose text encoders were replaced by the "
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "an embedding's rows reached a prompt whose text encoders were replaced by the "
                         "text cache (a bug: please report)");
     if (rt->text_parked && !rt->text_cache)
-        return sdt_fail(error, SDT_ERR_INTERNAL, "the text encoders left the device without a text cache (a bug: please report)");
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "the text encoders left the device without a text cache (a bug: please report)");
     bool cached = rt->text_cache != NULL;
     if (!cached) {
         int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};
         c->tokens = sdt_arena_tensor(a, SDT_I32, 2, tshape);
         if (!a->measuring) {
             if (!sdt_arena_fits(a))
-                return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s", a->error.message);
+                return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
+                                a->error.message);
             if (!upload_tokens(rt->be, &c->tokens, in->tokens, error)) return false;
         }
     }
@@ -217,10 +248,13 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     return cached ? forward_cached(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
 }
 
-const sdt_tensor *sdt_cond_y(const sdt_cond *c) { return c->sdxl ? &c->y : NULL; }
+const sdt_tensor *sdt_cond_y(const sdt_cond *c)
+{
+    return c->sdxl ? &c->y : NULL;
+}
 
-bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext, const sdt_tensor *dy,
-                       sdt_tensor *drows, sdt_error *error)
+bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
+                       const sdt_tensor *dy, sdt_tensor *drows, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
@@ -233,7 +267,8 @@ bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sd
     sdt_tensor dpooled = {0}, joined = {0};
     const sdt_tensor *dp = NULL;
     if (dy) dpooled = sdt_arena_tensor(a, c->text.pooled.dtype, 2, c->text.pooled.shape);
-    sdt_tensor dl = sdt_arena_tensor(a, SDT_F32, 2, c->rows_l.shape), dg = sdt_arena_tensor(a, SDT_F32, 2, c->rows_g.shape);
+    sdt_tensor dl = sdt_arena_tensor(a, SDT_F32, 2, c->rows_l.shape),
+               dg = sdt_arena_tensor(a, SDT_F32, 2, c->rows_g.shape);
     if (drows) joined = sdt_arena_tensor(a, SDT_F32, 2, drows->shape);
     bool ok = true;
     if (!a->measuring) {
@@ -241,8 +276,8 @@ bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sd
             sdt_arena_rewind(a, mark);
             return sdt_fail(error, a->error.code, "the embedding's gradient: %s", a->error.message);
         }
-        ok = !(dy && (be->zero(be, &dpooled) || be->concat_channels_backward(be, &dpooled, NULL, dy))) && !be->zero(be, &dl) &&
-             !be->zero(be, &dg);
+        ok = !(dy && (be->zero(be, &dpooled) || be->concat_channels_backward(be, &dpooled, NULL, dy))) &&
+             !be->zero(be, &dl) && !be->zero(be, &dg);
         if (!ok) sdt_fail(error, be->error.code, "the pooled embedding's gradient failed: %s", be->error.message);
     }
     if (dy) dp = &dpooled;

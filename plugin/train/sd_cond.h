@@ -30,29 +30,29 @@
 #include "train/sd_runtime.h"
 
 typedef struct sdt_cond_inputs {
-    const int32_t *tokens;           /* host [batch * chunks, 77] (sdt_prompt_batch); NULL on a measuring arena */
+    const int32_t *tokens; /* host [batch * chunks, 77] (sdt_prompt_batch); NULL on a measuring arena */
     int batch, chunks;
-    int32_t end_id;                  /* the tokenizer's end token (SDXL: bigG pads with 0 after it) */
-    const clip_override *overrides;  /* an embedding's slots, per chunk sequence */
+    int32_t end_id;                 /* the tokenizer's end token (SDXL: bigG pads with 0 after it) */
+    const clip_override *overrides; /* an embedding's slots, per chunk sequence */
     int n_overrides;
-    const sdt_tensor *rows;          /* the embedding's rows [n, text width] (SDXL: [n, 768 + 1280]), or NULL */
-    const sdt_sdxl_sizes *sizes;     /* SDXL: host [batch], each prompt's size conditioning */
-    const bool *zero_text;           /* SDXL, optional host [batch]: true zeroes that prompt's context and pooled
+    const sdt_tensor *rows;      /* the embedding's rows [n, text width] (SDXL: [n, 768 + 1280]), or NULL */
+    const sdt_sdxl_sizes *sizes; /* SDXL: host [batch], each prompt's size conditioning */
+    const bool *zero_text;       /* SDXL, optional host [batch]: true zeroes that prompt's context and pooled
                                       * embedding (an empty negative prompt, as A1111 and diffusers do for SDXL) */
-    int clip_skip;                   /* SD 1.x (0: the model's default); SDXL uses its penultimate layers */
+    int clip_skip;               /* SD 1.x (0: the model's default); SDXL uses its penultimate layers */
     sdt_dtype act_dtype;
     bool anomaly_check;
 } sdt_cond_inputs;
 
 typedef struct sdt_cond {
     bool sdxl;
-    sdt_tensor tokens, tokens_g;     /* on the device */
-    sdt_tensor rows_l, rows_g;       /* SDXL: the embedding's rows split per encoder */
-    clip_text_acts clip;             /* SD 1.x/2.x */
-    sdt_sdxl_text_acts text;         /* SDXL */
-    sdt_tensor time_embeds;          /* SDXL: [batch, 6 x 256], y's size part */
-    sdt_tensor context;              /* [batch, chunks x 77, context width] */
-    sdt_tensor y;                    /* SDXL: [batch, adm_in_channels]; no data otherwise */
+    sdt_tensor tokens, tokens_g; /* on the device */
+    sdt_tensor rows_l, rows_g;   /* SDXL: the embedding's rows split per encoder */
+    clip_text_acts clip;         /* SD 1.x/2.x */
+    sdt_sdxl_text_acts text;     /* SDXL */
+    sdt_tensor time_embeds;      /* SDXL: [batch, 6 x 256], y's size part */
+    sdt_tensor context;          /* [batch, chunks x 77, context width] */
+    sdt_tensor y;                /* SDXL: [batch, adm_in_channels]; no data otherwise */
 } sdt_cond;
 
 /* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
@@ -61,7 +61,7 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
 const sdt_tensor *sdt_cond_y(const sdt_cond *c);
 /* From d(context) (c->context's shape) and, for SDXL, d(y) (may be NULL) to the rows' gradient
  * drows (+=, the rows' shape). Nothing to do without overrides. */
-bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext, const sdt_tensor *dy,
-                       sdt_tensor *drows, sdt_error *error);
+bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
+                       const sdt_tensor *dy, sdt_tensor *drows, sdt_error *error);
 
 #endif

@@ -50,7 +50,8 @@ static bool upload_inputs(sdt_backend *be, pass_tensors *t, const sdt_pass_input
     bool ok = upload_f32(be, &t->noisy, in->noisy) == 0 && upload_f32(be, &t->target, in->target) == 0 &&
               (!in->shape.weighted || upload_f32(be, &t->weight, in->weight) == 0) &&
               upload_f32(be, &t->timesteps, in->timesteps) == 0;
-    if (!ok) sdt_fail(error, be->error.code, "copying the batch to the %s backend failed: %s", be->name, be->error.message);
+    if (!ok)
+        sdt_fail(error, be->error.code, "copying the batch to the %s backend failed: %s", be->name, be->error.message);
     return ok;
 }
 
@@ -67,8 +68,8 @@ static int loss_forward(sdt_backend *be, const sdt_pass_options *opt, double *lo
     return be->robust_loss_forward(be, loss, pred, target, weight, robust_kind(opt), opt->huber_delta);
 }
 
-static int loss_backward(sdt_backend *be, const sdt_pass_options *opt, sdt_tensor *dpred, float dloss, const sdt_tensor *pred,
-                         const sdt_tensor *target, const sdt_tensor *weight)
+static int loss_backward(sdt_backend *be, const sdt_pass_options *opt, sdt_tensor *dpred, float dloss,
+                         const sdt_tensor *pred, const sdt_tensor *target, const sdt_tensor *weight)
 {
     if (opt->loss_type == SDT_LOSS_L2) return be->mse_loss_backward(be, dpred, dloss, pred, target, weight);
     return be->robust_loss_backward(be, dpred, dloss, pred, target, weight, robust_kind(opt), opt->huber_delta);
@@ -85,12 +86,21 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     pass_tensors t = pass_alloc(a, act, &in->shape);
     const sdt_tensor *weight = in->shape.weighted ? &t.weight : NULL;
     if (!a->measuring && !sdt_arena_fits(a))
-        return sdt_fail(error, a->error.code, "the activation arena is too small for this batch (a bug: please report): %s",
+        return sdt_fail(error, a->error.code,
+                        "the activation arena is too small for this batch (a bug: please report): %s",
                         a->error.message);
     if (!a->measuring && !upload_inputs(be, &t, in, error)) return false;
-    sdt_cond_inputs ci = {.tokens = in->tokens, .batch = in->shape.batch, .chunks = in->shape.chunks, .end_id = in->end_id,
-                          .overrides = in->overrides, .n_overrides = in->n_overrides, .rows = tr->rows,
-                          .sizes = in->sizes, .clip_skip = opt->clip_skip, .act_dtype = act, .anomaly_check = opt->anomaly_check};
+    sdt_cond_inputs ci = {.tokens = in->tokens,
+                          .batch = in->shape.batch,
+                          .chunks = in->shape.chunks,
+                          .end_id = in->end_id,
+                          .overrides = in->overrides,
+                          .n_overrides = in->n_overrides,
+                          .rows = tr->rows,
+                          .sizes = in->sizes,
+                          .clip_skip = opt->clip_skip,
+                          .act_dtype = act,
+                          .anomaly_check = opt->anomaly_check};
     sdt_cond cond;
     if (!sdt_cond_forward(rt, a, &ci, &cond, error)) return false;
     sdt_unet_options uo = sdt_unet_options_default();
@@ -113,8 +123,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
     bool want_dy = tr->drows && cond.sdxl;
     sdt_tensor dy = want_dy ? sdt_arena_tensor(a, act, 2, cond.y.shape) : (sdt_tensor){0};
     if (!a->measuring) {
-        if (!sdt_arena_fits(a))
-            return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
+        if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
         if (be->zero(be, &dpred) || be->zero(be, &dctx) || (want_dy && be->zero(be, &dy)) ||
             loss_backward(be, opt, &dpred, dloss, &pred, &t.target, weight))
             return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);

@@ -21,10 +21,10 @@
 #include "train/work_arena.h"
 
 typedef struct sdt_pass_shape {
-    int batch, c, h, w;              /* latent shape of the batch */
-    int chunks;                      /* 77-token chunks per prompt (train/prompt.h) */
-    int in_c;                        /* UNet input channels: c, or more for an inpainting model */
-    bool weighted;                   /* a per-element loss weight comes with the batch */
+    int batch, c, h, w; /* latent shape of the batch */
+    int chunks;         /* 77-token chunks per prompt (train/prompt.h) */
+    int in_c;           /* UNet input channels: c, or more for an inpainting model */
+    bool weighted;      /* a per-element loss weight comes with the batch */
 } sdt_pass_shape;
 
 /* Field by field: the struct has padding after `weighted`, which memcmp would read (and a
@@ -33,31 +33,31 @@ bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b);
 
 typedef struct sdt_pass_inputs {
     sdt_pass_shape shape;
-    const int32_t *tokens;           /* host [batch * chunks, 77] (sdt_prompt_batch) */
-    const clip_override *overrides;  /* where the embedding rows go, per chunk sequence */
+    const int32_t *tokens;          /* host [batch * chunks, 77] (sdt_prompt_batch) */
+    const clip_override *overrides; /* where the embedding rows go, per chunk sequence */
     int n_overrides;
-    const float *noisy;              /* host [batch, in_c, h, w]: x_t, then any extra input channels */
-    const float *target;             /* host: noise (eps) or v */
-    const float *weight;             /* host, same shape; used when shape.weighted */
-    const float *timesteps;          /* host [batch] */
-    int32_t end_id;                  /* the tokenizer's end token (train/sd_cond.h) */
-    const sdt_sdxl_sizes *sizes;     /* SDXL: host [batch], each image's size conditioning; else NULL */
+    const float *noisy;          /* host [batch, in_c, h, w]: x_t, then any extra input channels */
+    const float *target;         /* host: noise (eps) or v */
+    const float *weight;         /* host, same shape; used when shape.weighted */
+    const float *timesteps;      /* host [batch] */
+    int32_t end_id;              /* the tokenizer's end token (train/sd_cond.h) */
+    const sdt_sdxl_sizes *sizes; /* SDXL: host [batch], each image's size conditioning; else NULL */
 } sdt_pass_inputs;
 
 /* What trains in the pass. */
 typedef struct sdt_pass_trainables {
-    const sdt_tensor *rows;          /* [n_vectors, width] embedding rows on the device, or NULL; SDXL: both
+    const sdt_tensor *rows;       /* [n_vectors, width] embedding rows on the device, or NULL; SDXL: both
                                       * encoders' side by side, [n_vectors, 768 + 1280] (clip_l, clip_g) */
-    sdt_tensor *drows;               /* their gradient (+=); NULL: no text encoder backward */
-    const sdt_unet_kv_hook *hook;    /* the UNet's K/V hook (a hypernetwork), or NULL */
+    sdt_tensor *drows;            /* their gradient (+=); NULL: no text encoder backward */
+    const sdt_unet_kv_hook *hook; /* the UNet's K/V hook (a hypernetwork), or NULL */
 } sdt_pass_trainables;
 
 typedef struct sdt_pass_options {
-    int clip_skip;                   /* 0: the model's default */
-    bool checkpointing;              /* recompute UNet blocks in backward */
-    bool anomaly_check;              /* name the first layer with a non-finite value */
-    sdt_loss_type loss_type;         /* zeroed: L2, A1111's MSE (the mse_loss op); L1 and Huber: robust_loss */
-    float huber_delta;               /* HUBER's delta */
+    int clip_skip;           /* 0: the model's default */
+    bool checkpointing;      /* recompute UNet blocks in backward */
+    bool anomaly_check;      /* name the first layer with a non-finite value */
+    sdt_loss_type loss_type; /* zeroed: L2, A1111's MSE (the mse_loss op); L1 and Huber: robust_loss */
+    float huber_delta;       /* HUBER's delta */
 } sdt_pass_options;
 
 /* Arena bytes a pass of this shape needs (forward and backward). */
@@ -67,6 +67,5 @@ bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pas
  * dloss * d(loss)/d(it). The arena must hold sdt_pass_measure's bytes. */
 bool sdt_pass_run(sd_runtime *rt, work_arena *wa, const sdt_pass_options *opt, const sdt_pass_inputs *in,
                   const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, sdt_error *error);
-
 
 #endif

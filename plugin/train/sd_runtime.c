@@ -70,7 +70,10 @@ static void unbind(sd_runtime *rt)
     rt->dev = NULL;
 }
 
-static double seconds_since(gint64 start) { return (double)(g_get_monotonic_time() - start) / 1e6; }
+static double seconds_since(gint64 start)
+{
+    return (double)(g_get_monotonic_time() - start) / 1e6;
+}
 
 bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 {
@@ -122,7 +125,8 @@ size_t sd_runtime_text_park(sd_runtime *rt)
     if (!rt->bound || rt->text_parked) return 0;
     /* each encoder's whole slot: its projection sits beside the prefix its layers have (clip_key_prefix) */
     bool sdxl = sd_text_rules_of(&rt->cfg).sdxl;
-    const char *slots[2] = {sdxl ? "conditioner.embedders.0." : "cond_stage_model.", sdxl ? "conditioner.embedders.1." : NULL};
+    const char *slots[2] = {sdxl ? "conditioner.embedders.0." : "cond_stage_model.",
+                            sdxl ? "conditioner.embedders.1." : NULL};
     size_t bytes = 0;
     for (int i = 0; i < 2 && slots[i]; i++) {
         bytes += placed_bytes(rt->dev, slots[i]);
@@ -154,8 +158,8 @@ bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error)
 static bool probe_prediction(sd_runtime *rt, sdt_error *error)
 {
     sd_config *c = &rt->cfg;
-    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG || c->prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML ||
-        !sd_prediction_probe_applies(c))
+    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG ||
+        c->prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML || !sd_prediction_probe_applies(c))
         return true;
     bool v;
     if (!sd_prediction_probe(rt->model.unet, rt->be, rt->dtype, &c->prediction_probe, &v, error)) return false;
@@ -206,8 +210,8 @@ bool sd_runtime_place(sd_runtime *rt, sdt_dtype dtype, sd_prediction_choice pred
         bool asked_v = prediction == SD_PREDICTION_V;
         bool file_said = rt->cfg.prediction_source == SD_PREDICTION_FROM_CONFIG ||
                          rt->cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML;
-        rt->overruled = file_said && rt->cfg.unet.v_prediction != asked_v ? rt->cfg.prediction_source
-                                                                           : SD_PREDICTION_FROM_DEFAULT;
+        rt->overruled =
+            file_said && rt->cfg.unet.v_prediction != asked_v ? rt->cfg.prediction_source : SD_PREDICTION_FROM_DEFAULT;
         rt->cfg.unet.v_prediction = asked_v;
         rt->cfg.prediction_source = SD_PREDICTION_FROM_USER;
     }
@@ -218,8 +222,8 @@ bool sd_runtime_place(sd_runtime *rt, sdt_dtype dtype, sd_prediction_choice pred
     return true;
 }
 
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
-                     bool hash_alongside, sdt_error *error)
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype,
+                     sd_prediction_choice prediction, bool hash_alongside, sdt_error *error)
 {
     return sd_runtime_read(rt, path, be, hash_alongside, error) && sd_runtime_place(rt, dtype, prediction, error);
 }
@@ -229,41 +233,47 @@ void sd_runtime_prediction_sentence(const sd_runtime *rt, char *buf, size_t size
     const sd_config *c = &rt->cfg;
     const char *what = c->unet.v_prediction ? "v" : "the noise (epsilon)";
     switch (c->prediction_source) {
-    case SD_PREDICTION_FROM_USER:
-        if (rt->overruled == SD_PREDICTION_FROM_CHECKPOINT_YAML) {
+        case SD_PREDICTION_FROM_USER:
+            if (rt->overruled == SD_PREDICTION_FROM_CHECKPOINT_YAML) {
+                char *yaml = sdt_checkpoint_yaml_path(sdt_weights_path(rt->file));
+                snprintf(buf, size, "the model predicts %s (as asked, over %s beside the checkpoint, which says %s)",
+                         what, yaml, c->unet.v_prediction ? "eps" : "v");
+                g_free(yaml);
+            } else if (rt->overruled == SD_PREDICTION_FROM_CONFIG) {
+                snprintf(buf, size,
+                         "the model predicts %s (as asked, over its scheduler/scheduler_config.json, which says %s)",
+                         what, c->unet.v_prediction ? "epsilon" : "v_prediction");
+            } else {
+                snprintf(buf, size, "the model predicts %s (as asked)", what);
+            }
+            break;
+        case SD_PREDICTION_FROM_CONFIG:
+            snprintf(buf, size, "the model predicts %s (its scheduler/scheduler_config.json says so)", what);
+            break;
+        case SD_PREDICTION_FROM_CHECKPOINT_YAML: {
             char *yaml = sdt_checkpoint_yaml_path(sdt_weights_path(rt->file));
-            snprintf(buf, size, "the model predicts %s (as asked, over %s beside the checkpoint, which says %s)", what, yaml,
-                     c->unet.v_prediction ? "eps" : "v");
+            snprintf(buf, size,
+                     "the model predicts %s (%s beside the checkpoint, the config A1111 reads, %s; set v-prediction "
+                     "or epsilon to overrule it)",
+                     what, yaml,
+                     c->unet.v_prediction
+                         ? "says model.params.parameterization: \"v\""
+                         : "says model.params.parameterization: \"eps\" or leaves it to LDM's default, eps");
             g_free(yaml);
-        } else if (rt->overruled == SD_PREDICTION_FROM_CONFIG) {
-            snprintf(buf, size, "the model predicts %s (as asked, over its scheduler/scheduler_config.json, which says %s)",
-                     what, c->unet.v_prediction ? "epsilon" : "v_prediction");
-        } else {
-            snprintf(buf, size, "the model predicts %s (as asked)", what);
+            break;
         }
-        break;
-    case SD_PREDICTION_FROM_CONFIG:
-        snprintf(buf, size, "the model predicts %s (its scheduler/scheduler_config.json says so)", what);
-        break;
-    case SD_PREDICTION_FROM_CHECKPOINT_YAML: {
-        char *yaml = sdt_checkpoint_yaml_path(sdt_weights_path(rt->file));
-        snprintf(buf, size, "the model predicts %s (%s beside the checkpoint, the config A1111 reads, %s; set v-prediction "
-                 "or epsilon to overrule it)", what, yaml,
-                 c->unet.v_prediction ? "says model.params.parameterization: \"v\""
-                                      : "says model.params.parameterization: \"eps\" or leaves it to LDM's default, eps");
-        g_free(yaml);
-        break;
-    }
-    case SD_PREDICTION_FROM_PROBE:
-        sdt_c_snprintf(buf, size, "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
-                 "from its input on average, %s A1111's v threshold of %g; set v-prediction or epsilon if this is wrong)",
-                 what, c->prediction_probe, c->unet.v_prediction ? "below" : "above", SD_PREDICTION_PROBE_V_BELOW);
-        break;
-    default:
-        snprintf(buf, size, "the model predicts %s (%s)", what,
-                 c->clip.act == SDT_ACT_GELU ? "an SD 2.x inpainting or depth model: epsilon, as A1111 takes it"
-                                             : "SD 1.x's objective; set v-prediction for a v-model");
-        break;
+        case SD_PREDICTION_FROM_PROBE:
+            sdt_c_snprintf(
+                buf, size,
+                "the model predicts %s (detected: at t = 999 on a flat latent of 0.5 the UNet's output is %.3g "
+                "from its input on average, %s A1111's v threshold of %g; set v-prediction or epsilon if this is wrong)",
+                what, c->prediction_probe, c->unet.v_prediction ? "below" : "above", SD_PREDICTION_PROBE_V_BELOW);
+            break;
+        default:
+            snprintf(buf, size, "the model predicts %s (%s)", what,
+                     c->clip.act == SDT_ACT_GELU ? "an SD 2.x inpainting or depth model: epsilon, as A1111 takes it"
+                                                 : "SD 1.x's objective; set v-prediction for a v-model");
+            break;
     }
 }
 

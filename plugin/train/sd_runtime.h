@@ -19,16 +19,16 @@
 #include "weights.h"
 
 typedef struct sd_runtime {
-    sdt_weights *file;    /* as opened: the CPU mapping */
-    sdt_weights *dev;     /* materialized for be in dtype */
+    sdt_weights *file; /* as opened: the CPU mapping */
+    sdt_weights *dev;  /* materialized for be in dtype */
     sd_config cfg;
     sd_model model;
     sdt_backend *be;
-    sdt_dtype dtype;      /* frozen weights and activations */
-    sdt_dtype vae_dtype;  /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
+    sdt_dtype dtype;     /* frozen weights and activations */
+    sdt_dtype vae_dtype; /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
     bool bound;
-    bool vae_parked;      /* the VAE's weights are off the backend (sd_runtime_vae_park) */
-    bool text_parked;     /* the text encoders' weights are off the backend (sd_runtime_text_park) */
+    bool vae_parked;  /* the VAE's weights are off the backend (sd_runtime_vae_park) */
+    bool text_parked; /* the text encoders' weights are off the backend (sd_runtime_text_park) */
     /* every prompt's conditioning, encoded once (train/text_cache.h): sd_cond copies it instead of
      * running the encoders; NULL: the encoders run */
     const struct sdt_text_cache *text_cache;
@@ -44,8 +44,8 @@ typedef struct sd_runtime {
  * config's prediction_type or the parameterization of A1111's <stem>.yaml beside a single-file
  * checkpoint (checkpoint_yaml.h), else for an SD 2.x model the UNet probe's answer (prediction_probe.h,
  * run once on the bound model), else SD's default, epsilon. cfg.prediction_source says which. */
-bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype, sd_prediction_choice prediction,
-                     bool hash_alongside, sdt_error *error);
+bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtype dtype,
+                     sd_prediction_choice prediction, bool hash_alongside, sdt_error *error);
 /* sd_runtime_open in its two steps, for a caller that chooses the dtype from the config: read (open,
  * detect the config, check every weight finite) and place (the prediction, the weights in dtype on the
  * backend, the probe). Either closes the runtime when it fails. */

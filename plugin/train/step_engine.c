@@ -53,7 +53,8 @@ static void read_inject_hook(sdt_step_engine *e)
     const char *colon = spec ? strrchr(spec, ':') : NULL;
     if (!colon) return;
     for (int i = 0; i < e->n_groups; i++)
-        if (strlen(e->groups[i].name) == (size_t)(colon - spec) && strncmp(e->groups[i].name, spec, (size_t)(colon - spec)) == 0) {
+        if (strlen(e->groups[i].name) == (size_t)(colon - spec) &&
+            strncmp(e->groups[i].name, spec, (size_t)(colon - spec)) == 0) {
             e->inject_inf_group = e->groups[i].name;
             e->inject_inf_step = strtoll(colon + 1, NULL, 10);
         }
@@ -69,11 +70,12 @@ bool sdt_step_engine_setup(sdt_step_engine *e, sdt_backend *be, bool fp16, bool 
         sdt_scaler_config sc = sdt_scaler_config_default();
         sc.enabled = true;
         sc.init_scale = (float)init_scale;
-        sc.min_scale = 1.0f; /* below 1, fp16 cannot hold these gradients: the fallback takes over */
+        sc.min_scale = 1.0f;         /* below 1, fp16 cannot hold these gradients: the fallback takes over */
         sc.shared = e->n_groups > 1; /* one backward feeds every group: one scale, torch's multi-optimizer rules */
         e->scaler = sdt_scaler_create(be, &sc, NULL, NULL, error);
         if (!e->scaler) return false;
-        for (int i = 0; i < e->n_groups && cs == SDT_CORE_OK; i++) cs = sdt_scaler_attach(e->scaler, e->groups[i].opt, error);
+        for (int i = 0; i < e->n_groups && cs == SDT_CORE_OK; i++)
+            cs = sdt_scaler_attach(e->scaler, e->groups[i].opt, error);
         if (cs == SDT_CORE_OK) cs = sdt_scaler_prepare(e->scaler, error);
         if (cs != SDT_CORE_OK) return false;
     }
@@ -124,7 +126,8 @@ static bool inject_inf(sdt_step_engine *e, int64_t step_number, sdt_error *error
             continue;
         float inf = INFINITY;
         if (e->be->upload(e->be, grad->data, &inf, sizeof inf))
-            return sdt_fail(error, e->be->error.code, "fault injection: writing the gradient failed: %s", e->be->error.message);
+            return sdt_fail(error, e->be->error.code, "fault injection: writing the gradient failed: %s",
+                            e->be->error.message);
     }
     return true;
 }
@@ -151,8 +154,9 @@ static bool clip_group(sdt_param_group *g, int64_t step, sdt_error *error)
     double limit = sdt_lr_at(&g->clip_value, step);
     if (limit < 0) return true;
     double total;
-    sdt_core_status cs = g->clip_mode == SDT_CLIP_NORM ? sdt_optimizer_clip_grad_norm(g->opt, limit, false, &total, error)
-                                                       : sdt_optimizer_clip_grad_value(g->opt, (float)limit, error);
+    sdt_core_status cs = g->clip_mode == SDT_CLIP_NORM
+                             ? sdt_optimizer_clip_grad_norm(g->opt, limit, false, &total, error)
+                             : sdt_optimizer_clip_grad_value(g->opt, (float)limit, error);
     return cs == SDT_CORE_OK;
 }
 
@@ -244,7 +248,8 @@ static bool measure_grads(sdt_step_engine *e, double *total, sdt_error *error)
 double sdt_step_engine_rate(const sdt_step_engine *e, const sdt_param_group *g, int64_t step)
 {
     double rate = sdt_lr_at(&g->lr, step);
-    if (rate < 0 || (e->lr_scheduler.kind == SDT_LR_SCHEDULER_CONSTANT && e->lr_scheduler.warmup_steps == 0)) return rate;
+    if (rate < 0 || (e->lr_scheduler.kind == SDT_LR_SCHEDULER_CONSTANT && e->lr_scheduler.warmup_steps == 0))
+        return rate;
     return rate * sdt_lr_scheduler_factor(&e->lr_scheduler, step);
 }
 
@@ -284,7 +289,8 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
     return true;
 }
 
-float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count, sdt_error *error)
+float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count,
+                                    sdt_error *error)
 {
     sdt_optimizer *opt = e->groups[group].opt;
     size_t total = 0;

@@ -43,11 +43,11 @@ typedef struct sdt_schedule_texts {
 } sdt_schedule_texts;
 
 typedef struct sdt_param_group {
-    const char *name;            /* "embedding", "hypernetwork": messages, state keys */
-    sdt_optimizer *opt;          /* owned by the engine once added */
-    char *lr_text, *clip_text;   /* the schedules as given: a resume parses them again at its step */
+    const char *name;                  /* "embedding", "hypernetwork": messages, state keys */
+    sdt_optimizer *opt;                /* owned by the engine once added */
+    char *lr_text, *clip_text;         /* the schedules as given: a resume parses them again at its step */
     const char *lr_field, *clip_field; /* static: the config fields they came from, for sentences */
-    uint32_t clip_mode;          /* sdt_clip_mode */
+    uint32_t clip_mode;                /* sdt_clip_mode */
     sdt_lr_schedule lr, clip_value;
     /* Optional guard around a taken step (NULL: none): before saves what an undo needs;
      * after may undo the step and fail with the sentence (SDT_ERR_NUMERICAL). */
@@ -55,10 +55,10 @@ typedef struct sdt_param_group {
     bool (*after_step)(void *user, int64_t step_number, double lr, sdt_error *error);
     void *guard_user;
     /* this iteration */
-    double grad_norm;            /* unscaled, before clipping */
+    double grad_norm; /* unscaled, before clipping */
     bool stepped;
-    bool resting;                /* its schedule ended before the run's (the first group's): no update */
-    int64_t skipped;             /* steps this group did not take */
+    bool resting;    /* its schedule ended before the run's (the first group's): no update */
+    int64_t skipped; /* steps this group did not take */
 } sdt_param_group;
 
 typedef struct sdt_step_hooks {
@@ -79,14 +79,14 @@ typedef struct sdt_step_hooks {
 typedef struct sdt_step_engine {
     sdt_param_group groups[SDT_STEP_MAX_GROUPS];
     int n_groups;
-    sdt_scaler *scaler;          /* fp16 only, shared by every group; NULL otherwise and after the fallback */
+    sdt_scaler *scaler; /* fp16 only, shared by every group; NULL otherwise and after the fallback */
     sdt_fallback fallback;
     sdt_diagnosis diagnosis;
-    int64_t skipped;             /* iterations in which some group did not step */
+    int64_t skipped; /* iterations in which some group did not step */
     sdt_step_hooks hooks;
     sdt_backend *be;
     sdt_lr_scheduler_config lr_scheduler; /* a factor on every group's schedule (zeroed: 1) */
-    const char *inject_inf_group; /* tests only (testhooks/test_hooks.h): this group's grads get an inf */
+    const char *inject_inf_group;         /* tests only (testhooks/test_hooks.h): this group's grads get an inf */
     int64_t inject_inf_step;
     /* Set by accumulate for the step in progress (cleared before it): a group whose gradients are
      * all exactly zero had nothing to learn from this step (caption drop-out gave every sample the
@@ -97,10 +97,10 @@ typedef struct sdt_step_engine {
 
 /* What one step did, for metrics and the CSV. */
 typedef struct sdt_step_result {
-    double loss;                 /* NAN when not finite */
-    double grad_norm;            /* unscaled, all groups together */
-    double learn_rate;           /* the first group's, as used (the schedule's rate times the scheduler's factor) */
-    float scale_before;          /* the loss scale the backward was seeded with */
+    double loss;        /* NAN when not finite */
+    double grad_norm;   /* unscaled, all groups together */
+    double learn_rate;  /* the first group's, as used (the schedule's rate times the scheduler's factor) */
+    float scale_before; /* the loss scale the backward was seeded with */
     bool nonfinite;
 } sdt_step_result;
 
@@ -128,6 +128,7 @@ void sdt_step_engine_free(sdt_step_engine *e);
 
 /* Host f32 copy of every value of a group's optimizer, in parameter order (malloc'd; *count), read
  * from the backend be the group's tensors live on. */
-float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count, sdt_error *error);
+float *sdt_step_engine_group_values(const sdt_step_engine *e, sdt_backend *be, int group, size_t *count,
+                                    sdt_error *error);
 
 #endif

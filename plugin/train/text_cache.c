@@ -19,8 +19,10 @@ bool sdt_text_cache_add_prompt(sdt_text_cache *c, sdt_tokenizer *tok, const sdt_
         int cap = c->cap ? c->cap * 2 : 256;
         while (cap < c->n + e->n_chunks) cap *= 2;
         int32_t *keys = realloc(c->keys, (size_t)cap * KEY_BYTES);
-        if (keys) c->keys = keys, c->cap = cap;
-        else ok = false;
+        if (keys)
+            c->keys = keys, c->cap = cap;
+        else
+            ok = false;
     }
     if (ok) {
         memcpy(c->keys + (size_t)c->n * SDT_PROMPT_TOKENS, e->ids, (size_t)e->n_chunks * KEY_BYTES);
@@ -31,7 +33,10 @@ bool sdt_text_cache_add_prompt(sdt_text_cache *c, sdt_tokenizer *tok, const sdt_
     return ok;
 }
 
-static int key_cmp(const void *a, const void *b) { return memcmp(a, b, KEY_BYTES); }
+static int key_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, KEY_BYTES);
+}
 
 void sdt_text_cache_seal(sdt_text_cache *c)
 {
@@ -47,13 +52,21 @@ void sdt_text_cache_seal(sdt_text_cache *c)
     c->sealed = true;
 }
 
-int sdt_text_cache_pooled_width(const sd_runtime *rt) { return sd_text_rules_of(&rt->cfg).pooled_width; }
+int sdt_text_cache_pooled_width(const sd_runtime *rt)
+{
+    return sd_text_rules_of(&rt->cfg).pooled_width;
+}
 
-int sdt_text_cache_context_width(const sd_runtime *rt) { return rt->cfg.clip.width + sd_text_rules_of(&rt->cfg).width_g; }
+int sdt_text_cache_context_width(const sd_runtime *rt)
+{
+    return rt->cfg.clip.width + sd_text_rules_of(&rt->cfg).width_g;
+}
 
 size_t sdt_text_cache_bytes(const sd_runtime *rt, sdt_dtype dtype, int n)
 {
-    size_t per = ((size_t)SDT_PROMPT_TOKENS * (size_t)sdt_text_cache_context_width(rt) + (size_t)sdt_text_cache_pooled_width(rt)) * sdt_dtype_size(dtype);
+    size_t per = ((size_t)SDT_PROMPT_TOKENS * (size_t)sdt_text_cache_context_width(rt) +
+                  (size_t)sdt_text_cache_pooled_width(rt)) *
+                 sdt_dtype_size(dtype);
     return per * (size_t)n;
 }
 

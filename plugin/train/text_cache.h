@@ -34,18 +34,18 @@
 #define SDT_TEXT_CACHE_MAX_BYTES ((size_t)1 << 30)
 
 typedef struct sdt_text_cache {
-    int n, cap;               /* distinct chunks (after sdt_text_cache_seal), room in keys */
-    int32_t *keys;            /* [n, 77] CLIP-L ids (bigG's are made from them), memcmp order once sealed */
+    int n, cap;    /* distinct chunks (after sdt_text_cache_seal), room in keys */
+    int32_t *keys; /* [n, 77] CLIP-L ids (bigG's are made from them), memcmp order once sealed */
     bool sealed;
-    int32_t end_id;           /* the tokenizer's end token (bigG pads after it: train/sd_cond.h) */
-    sdt_dtype dtype;          /* of the values: the activation dtype they were encoded in */
-    int clip_skip;            /* they were encoded with */
-    int width;                /* context width (SDXL: 768 + 1280) */
-    int pooled_width;         /* SDXL's pooled output, else 0 */
-    size_t context_bytes;     /* one chunk's context rows [77, width] in dtype */
-    size_t pooled_bytes;      /* one chunk's pooled vector in dtype (0 unless SDXL) */
-    uint8_t *context;         /* [n] x context_bytes, in key order */
-    uint8_t *pooled;          /* [n] x pooled_bytes, or NULL */
+    int32_t end_id;       /* the tokenizer's end token (bigG pads after it: train/sd_cond.h) */
+    sdt_dtype dtype;      /* of the values: the activation dtype they were encoded in */
+    int clip_skip;        /* they were encoded with */
+    int width;            /* context width (SDXL: 768 + 1280) */
+    int pooled_width;     /* SDXL's pooled output, else 0 */
+    size_t context_bytes; /* one chunk's context rows [77, width] in dtype */
+    size_t pooled_bytes;  /* one chunk's pooled vector in dtype (0 unless SDXL) */
+    uint8_t *context;     /* [n] x context_bytes, in key order */
+    uint8_t *pooled;      /* [n] x pooled_bytes, or NULL */
 } sdt_text_cache;
 
 /* Adds every chunk of a prompt (as sdt_prompt_encode cuts it). false: out of host memory. */

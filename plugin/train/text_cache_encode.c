@@ -13,19 +13,27 @@
 static sdt_cond_inputs group_inputs(const sdt_text_cache *c, sd_runtime *rt, const int32_t *ids, int count,
                                     const sdt_sdxl_sizes *sizes, int clip_skip, bool anomaly_check)
 {
-    sdt_cond_inputs ci = {.tokens = ids, .batch = count, .chunks = 1, .end_id = c->end_id, .sizes = sizes,
-                          .clip_skip = clip_skip, .act_dtype = rt->dtype, .anomaly_check = anomaly_check};
+    sdt_cond_inputs ci = {.tokens = ids,
+                          .batch = count,
+                          .chunks = 1,
+                          .end_id = c->end_id,
+                          .sizes = sizes,
+                          .clip_skip = clip_skip,
+                          .act_dtype = rt->dtype,
+                          .anomaly_check = anomaly_check};
     return ci;
 }
 
 static bool download(sdt_backend *be, void *dst, const sdt_tensor *t, size_t bytes, sdt_error *error)
 {
     if (sdt_tensor_nbytes(t) != bytes)
-        return sdt_fail(error, SDT_ERR_INTERNAL, "the text encoders' output has %zu bytes where the text cache expects %zu "
-                        "(a bug: please report)", sdt_tensor_nbytes(t), bytes);
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "the text encoders' output has %zu bytes where the text cache expects %zu "
+                        "(a bug: please report)",
+                        sdt_tensor_nbytes(t), bytes);
     if (be->download(be, dst, t->data, bytes))
-        return sdt_fail(error, be->error.code, "reading the text encoders' output back from the %s backend failed: %s", be->name,
-                        be->error.message);
+        return sdt_fail(error, be->error.code, "reading the text encoders' output back from the %s backend failed: %s",
+                        be->name, be->error.message);
     return true;
 }
 
@@ -33,7 +41,8 @@ bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, in
                            sdt_text_cache_progress progress, void *user, sdt_error *error)
 {
     if (!c->sealed || rt->text_cache || rt->text_parked)
-        return sdt_fail(error, SDT_ERR_INTERNAL, "the text cache was encoded without the text encoders (a bug: please report)");
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "the text cache was encoded without the text encoders (a bug: please report)");
     c->dtype = rt->dtype;
     c->clip_skip = clip_skip;
     c->width = sdt_text_cache_context_width(rt);
@@ -65,13 +74,13 @@ bool sdt_text_cache_encode(sdt_text_cache *c, sd_runtime *rt, work_arena *wa, in
         ci = group_inputs(c, rt, c->keys + (size_t)at * SDT_PROMPT_TOKENS, count, sizes, clip_skip, anomaly_check);
         if (!sdt_cond_forward(rt, &wa->arena, &ci, &cond, error))
             return sdt_error_wrap(error, "encoding the run's prompts once");
-        if (!download(rt->be, c->context + (size_t)at * c->context_bytes, &cond.context, (size_t)count * c->context_bytes, error))
+        if (!download(rt->be, c->context + (size_t)at * c->context_bytes, &cond.context,
+                      (size_t)count * c->context_bytes, error))
             return false;
-        if (c->pooled &&
-            !download(rt->be, c->pooled + (size_t)at * c->pooled_bytes, &cond.text.pooled, (size_t)count * c->pooled_bytes, error))
+        if (c->pooled && !download(rt->be, c->pooled + (size_t)at * c->pooled_bytes, &cond.text.pooled,
+                                   (size_t)count * c->pooled_bytes, error))
             return false;
     }
     sdt_arena_rewind(&wa->arena, 0);
     return true;
 }
-

@@ -16,15 +16,16 @@ static bool is_dir(const char *p)
 static sdt_tokenizer *check_fits(sdt_tokenizer *t, const char *where, int model_vocab, sdt_error *error)
 {
     if (!t || model_vocab <= 0 || sdt_tokenizer_vocab_size(t) <= model_vocab) return t;
-    sdt_fail(error, SDT_ERR_VALIDATION, "%s: the tokenizer has %d entries but the model's text encoder has only %d token rows; "
-             "set the tokenizer path to the tokenizer made for this model", where, (int)sdt_tokenizer_vocab_size(t),
-             model_vocab);
+    sdt_fail(error, SDT_ERR_VALIDATION,
+             "%s: the tokenizer has %d entries but the model's text encoder has only %d token rows; "
+             "set the tokenizer path to the tokenizer made for this model",
+             where, (int)sdt_tokenizer_vocab_size(t), model_vocab);
     sdt_tokenizer_free(t);
     return NULL;
 }
 
 sdt_tokenizer *sdt_open_tokenizer(const char *given, const char *model_path, int model_vocab,
-                                 const sdt_host_callbacks *host, sdt_error *error)
+                                  const sdt_host_callbacks *host, sdt_error *error)
 {
     if (given && *given) return check_fits(sdt_tokenizer_load_dir(given, error), given, model_vocab, error);
     if (is_dir(model_path))
@@ -36,13 +37,18 @@ sdt_tokenizer *sdt_open_tokenizer(const char *given, const char *model_path, int
     snprintf(probe, sizeof probe, "%s/tokenizer", dir);
     if (is_dir(probe)) return check_fits(sdt_tokenizer_load_dir(probe, error), probe, model_vocab, error);
     if (model_vocab != SDT_CLIP_BUILTIN_VOCAB) {
-        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: no tokenizer found (looked for %s/vocab.json), and the built-in CLIP tokenizer "
+        sdt_fail(error, SDT_ERR_NOT_FOUND,
+                 "%s: no tokenizer found (looked for %s/vocab.json), and the built-in CLIP tokenizer "
                  "(%d entries) does not fit this text encoder's %d token rows; set the tokenizer path to a folder with "
-                 "this model's vocab.json and merges.txt", model_path, probe, SDT_CLIP_BUILTIN_VOCAB, model_vocab);
+                 "this model's vocab.json and merges.txt",
+                 model_path, probe, SDT_CLIP_BUILTIN_VOCAB, model_vocab);
         return NULL;
     }
     sdt_tokenizer *t = sdt_tokenizer_load_builtin_clip(error);
-    if (t) sdt_host_log(host, SDT_LOG_INFO, "%s: no tokenizer folder beside the model; using the CLIP tokenizer built "
-                        "into the plugin (the one SD 1.x and 2.x use)", model_path);
+    if (t)
+        sdt_host_log(host, SDT_LOG_INFO,
+                     "%s: no tokenizer folder beside the model; using the CLIP tokenizer built "
+                     "into the plugin (the one SD 1.x and 2.x use)",
+                     model_path);
     return t;
 }

@@ -15,6 +15,6 @@
  * host is not NULL. Its vocabulary must fit the text encoder's model_vocab token rows (the
  * built-in one is used only when it does). NULL with one sentence in *error. */
 sdt_tokenizer *sdt_open_tokenizer(const char *given, const char *model_path, int model_vocab,
-                                 const sdt_host_callbacks *host, sdt_error *error);
+                                  const sdt_host_callbacks *host, sdt_error *error);
 
 #endif

@@ -32,7 +32,8 @@ sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_da
     /* without buckets the whole image, resized to the training size (crop 0, as kohya and diffusers pass);
      * with them the crop's corner in the resized image, its left seen from the right when mirrored */
     int crop_left = flipped ? it->resized_width - it->width - it->crop_left : it->crop_left;
-    sdt_sdxl_sizes s = {it->source_height, it->source_width, it->crop_top, crop_left, (double)e->h * f, (double)e->w * f};
+    sdt_sdxl_sizes s = {it->source_height, it->source_width, it->crop_top,
+                        crop_left,         (double)e->h * f, (double)e->w * f};
     return s;
 }
 
@@ -44,11 +45,13 @@ sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
 
 sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
 {
-    return (sdt_pass_options){job->clip_skip, job->opt.gradient_checkpointing, job->opt.anomaly_mode, job->loss.type, job->loss.huber_delta};
+    return (sdt_pass_options){job->clip_skip, job->opt.gradient_checkpointing, job->opt.anomaly_mode, job->loss.type,
+                              job->loss.huber_delta};
 }
 
 /* Sizes the arena for a batch shape it has not seen (varying image sizes, or after the fp32 switch). */
-bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error)
+bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po,
+                                sdt_error *error)
 {
     if (job->have_measured && sdt_pass_shape_equal(shape, &job->measured)) return true;
     size_t bytes;
@@ -74,8 +77,8 @@ void sdt_train_job_fallback_note(const sdt_train_job *job, char *note, size_t si
     note[0] = '\0';
     if (fb->fired) /* a file says how it was trained: fp32 from that step, at the backed-off rate */
         sdt_c_snprintf(note, size, "fp32 from step %lld (%s), learning rate x%g", (long long)fb->fired_at_step,
-                 fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
-                 fb->cfg.lr_backoff);
+                       fb->fired_by == SDT_FALLBACK_TRIGGER_SCALE_COLLAPSE ? "loss scale collapsed" : "non-finite loss",
+                       fb->cfg.lr_backoff);
 }
 
 /* One image through the VAE into the latent cache, in the runtime's current precision;
@@ -96,9 +99,12 @@ bool sdt_train_job_reencode_nonfinite(sdt_train_job *job, sdt_error *error)
         if (!it->pixels) continue;
         if (!sdt_train_job_encode_item(job, i, error)) return false;
         bool finite = latent_cache_is_finite(&job->data.lc, i);
-        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING, finite ? "%s: encoded again in %s: its latents "
-                     "are finite now" : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
-                     "uses it will be skipped (remove or replace the file)", it->path, sdt_precision_name(job->precision));
+        sdt_host_log(job->host, finite ? SDT_LOG_INFO : SDT_LOG_WARNING,
+                     finite ? "%s: encoded again in %s: its latents "
+                              "are finite now"
+                            : "%s: even in %s the VAE encodes this image to NaN/Inf latents; every step that "
+                              "uses it will be skipped (remove or replace the file)",
+                     it->path, sdt_precision_name(job->precision));
         sdt_dataset_drop_pixels(&job->data.ds, i);
     }
     job->have_measured = false; /* the encoder used the work arena */
@@ -113,7 +119,8 @@ bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
     job->have_measured = false;
     inpaint_cond_free(&job->inpaint); /* encoded again in fp32 when next needed */
     bool encoded = false;
-    if (!sdt_run_text_recache(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode, job->host, &encoded, error))
+    if (!sdt_run_text_recache(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode, job->host,
+                              &encoded, error))
         return false;
     if (encoded) job->have_measured = false;
     return sdt_train_job_reencode_nonfinite(job, error);

@@ -89,20 +89,20 @@ typedef struct sdt_train_part_ops {
 
 struct sdt_train_part {
     const sdt_train_part_ops *ops;
-    void *self;                  /* the method's own data */
-    const char *what;            /* "embedding", "hypernetwork": sentences, state keys */
-    const char *option;          /* how the user names the file: "--embedding (embedding_path)" */
-    const char *state_prefix;    /* prefix of its tensors in the state ("" for a lone embedding) */
-    int group;                   /* its parameter group in job->engine */
-    char *input_path;            /* the file given */
-    char *output_path;           /* the trained file */
-    const char *also_writes;     /* another file the part writes beside it (a hypernetwork's twin), or NULL;
+    void *self;               /* the method's own data */
+    const char *what;         /* "embedding", "hypernetwork": sentences, state keys */
+    const char *option;       /* how the user names the file: "--embedding (embedding_path)" */
+    const char *state_prefix; /* prefix of its tensors in the state ("" for a lone embedding) */
+    int group;                /* its parameter group in job->engine */
+    char *input_path;         /* the file given */
+    char *output_path;        /* the trained file */
+    const char *also_writes;  /* another file the part writes beside it (a hypernetwork's twin), or NULL;
                                   * the method's (set before load_data, whose sweep of temp files covers it) */
-    char start_sha256[65];       /* content hash of its values when the run began */
-    int64_t start_step;          /* the step its file held then */
-    char *also_locks;            /* another name the part's file goes by (a hypernetwork's twin name, whether
+    char start_sha256[65];    /* content hash of its values when the run began */
+    int64_t start_step;       /* the step its file held then */
+    char *also_locks;         /* another name the part's file goes by (a hypernetwork's twin name, whether
                                   * it exists or not), locked with it so two runs never write the pair; or NULL */
-    char *average_path;          /* <stem>-ema<ext> when the run writes the average beside the result (ema_decay
+    char *average_path;       /* <stem>-ema<ext> when the run writes the average beside the result (ema_decay
                                   * without ema_result), locked under its own name too; or NULL */
     sdt_run_lock lock, also_lock, average_lock;
 };
@@ -111,18 +111,19 @@ struct sdt_train_job {
     /* what the panel asked for: the shared options, read once at sdt_train_job_new (strings owned
      * here, normalised: train/options_copy.h); the modules below take their settings from it */
     sdt_train_options opt;
-    int clip_skip;             /* the options' clip_skip as the model's text rules take it (load_model) */
-    sd_prediction_choice prediction; /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
-    sdt_loss_options loss;     /* the loss and noise options (1.5); their defaults are A1111's */
+    int clip_skip;                        /* the options' clip_skip as the model's text rules take it (load_model) */
+    sd_prediction_choice prediction;      /* the user's: auto, epsilon or v (sd_runtime_open decides auto) */
+    sdt_loss_options loss;                /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
     const sdt_host_callbacks *host;
-    const char *options_field; /* how sentences name an option only sdt_train_options has ("options->") */
+    const char *options_field;      /* how sentences name an option only sdt_train_options has ("options->") */
     const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
-    const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
+    const char *run_kind;           /* "embedding", "hypernetwork": the settings file and log lines */
 
     /* the modules (each owns its fields; none knows the job) */
-    sdt_run_data data;         /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
-    sdt_run_outputs outputs;   /* folders, the run folder's lock, the loss CSV, metrics.jsonl, loss.png (train/run_outputs.h) */
+    sdt_run_data data; /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
+    sdt_run_outputs
+        outputs; /* folders, the run folder's lock, the loss CSV, metrics.jsonl, loss.png (train/run_outputs.h) */
     sdt_run_previews previews; /* what previews show, how and how often (train/run_previews.h) */
     sdt_validation val;        /* the validation images and what they measured (train/validation.h) */
     sdt_ema ema;               /* the average of the trained values (train/ema.h): ema.decay 0: off */
@@ -132,28 +133,29 @@ struct sdt_train_job {
     /* compute */
     plugin_backend pb;
     sd_runtime rt;
-    sdt_precision precision;   /* in use now (fp32 after the fallback) */
-    bool vae_fp32;             /* SDXL's VAE in fp32 beside fp16 weights (an fp16 run on a GPU without bf16) */
-    work_arena wa;             /* training passes and previews */
-    sdt_pass_shape measured;   /* the batch shape the arena was last sized for */
-    int max_prompt_chunks;     /* 77-token chunks of the longest prompt (pre-flight) */
-    inpaint_cond inpaint;      /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
+    sdt_precision precision; /* in use now (fp32 after the fallback) */
+    bool vae_fp32;           /* SDXL's VAE in fp32 beside fp16 weights (an fp16 run on a GPU without bf16) */
+    work_arena wa;           /* training passes and previews */
+    sdt_pass_shape measured; /* the batch shape the arena was last sized for */
+    int max_prompt_chunks;   /* 77-token chunks of the longest prompt (pre-flight) */
+    inpaint_cond inpaint;    /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
     size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
-    sdt_noise_schedule sched;  /* SD's; rescaled to zero terminal SNR when asked */
-    size_t extra_bytes;        /* device memory the parts add to the plan (hook workspace, values) */
+    sdt_noise_schedule sched;     /* SD's; rescaled to zero terminal SNR when asked */
+    size_t extra_bytes;           /* device memory the parts add to the plan (hook workspace, values) */
 
     /* text */
     sdt_tokenizer *tok;
-    sdt_slot_rules rules;      /* placeholder_id -1 when no rows go into the prompt */
+    sdt_slot_rules rules;         /* placeholder_id -1 when no rows go into the prompt */
     const char *placeholder_file; /* the file of the part whose rows the placeholder takes (sentences) */
-    char name[256];            /* the run's name: folders, the state, copies */
-    char prompt_name[256];     /* what [name] in the template becomes (the embedding's name when one trains) */
+    char name[256];               /* the run's name: folders, the state, copies */
+    char prompt_name[256];        /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
 
     /* what the pass trains */
-    const sdt_tensor *rows;    /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
-    sdt_tensor *drows;         /* their gradient; NULL: the text encoder runs without backward */
+    const sdt_tensor
+        *rows;         /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
+    sdt_tensor *drows; /* their gradient; NULL: the text encoder runs without backward */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
 
     /* the method's parts and the numerics */
@@ -168,17 +170,16 @@ struct sdt_train_job {
     int n_batch_files;
     const char *bad_input_files[SDT_JOB_MAX_BATCH_FILES]; /* samples of this step whose latents are not finite */
     int n_bad_input_files;
-    int step_prompts_dropped;  /* samples of the step in progress that caption drop-out emptied */
-    int64_t skipped_before;    /* engine.skipped before this step: metrics' "skipped" */
-    double last_state_at;      /* monotonic seconds of the last state written (or of prepare) */
+    int step_prompts_dropped; /* samples of the step in progress that caption drop-out emptied */
+    int64_t skipped_before;   /* engine.skipped before this step: metrics' "skipped" */
+    double last_state_at;     /* monotonic seconds of the last state written (or of prepare) */
 
     /* the resume state and the files */
-    char *resume_path;         /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
+    char *resume_path; /* the state --resume resolved to (a file, or the newest that pairs in a folder) */
     char checkpoint_hash[16];
     char checkpoint_name[256];
     char saved_note[SDT_ERROR_MESSAGE_MAX / 2 + 32]; /* what the last final save wrote (run_loop.h's saved_note) */
 };
-
 
 /* ---- building a job (the method's prepare calls these in order) ---- */
 
@@ -196,9 +197,9 @@ void sdt_train_job_name_options(sdt_train_job *job, const char *prefix);
  * without it). */
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error);
 /* A part (the job owns self from here on, and frees it with ops->destroy). */
-sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
-                                       const char *what, const char *option, const char *state_prefix,
-                                       const char *input_path, const char *output_path, sdt_error *error);
+sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self, const char *what,
+                                       const char *option, const char *state_prefix, const char *input_path,
+                                       const char *output_path, sdt_error *error);
 /* Every part's output lock (<output>.lock, <also_locks>.lock, <average_path>.lock and the files'
  * inodes, so a hard link is covered), right after the cheap checks, so a second run on any file
  * this run will write is refused at once. */
@@ -234,8 +235,8 @@ bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error);
 /* The mean loss over every validation image and fixed timestep, at fixed noise; no state changes. */
 bool sdt_train_job_validation_loss(sdt_train_job *job, double *loss, sdt_error *error);
 /* The arena sized for a pass of this shape (train_job_step.c). */
-bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po, sdt_error *error);
-
+bool sdt_train_job_ensure_arena(sdt_train_job *job, const sdt_pass_shape *shape, const sdt_pass_options *po,
+                                sdt_error *error);
 
 /* ---- what the run loop drives ---- */
 const sdt_job_ops *sdt_train_job_ops(void);
@@ -260,9 +261,11 @@ void sdt_train_job_free(void *job);
 sdt_run_params sdt_train_job_params(const void *job);
 bool sdt_train_job_save_state_at(void *job, const char *path, sdt_error *error);
 bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error);
-#define SDT_TRAIN_JOB_METHOD(prepare)                                                                                 \
-    {prepare, sdt_train_job_free, sdt_train_job_ops, sdt_train_job_params, sdt_train_job_save_state_at,             \
-     sdt_train_job_load_state_at}
+#define SDT_TRAIN_JOB_METHOD(prepare)                                                                                  \
+    {                                                                                                                  \
+        prepare, sdt_train_job_free, sdt_train_job_ops, sdt_train_job_params, sdt_train_job_save_state_at,             \
+            sdt_train_job_load_state_at                                                                                \
+    }
 
 /* ---- for the parts and the job's own files ---- */
 /* One dataset image through the VAE into the latent cache, in the runtime's current precision;

@@ -76,7 +76,8 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
     job->data.shuffle_tags = c->shuffle_tags;
     job->data.tag_dropout = c->tag_dropout;
     sdt_loss_options_from(&job->loss, c);
-    job->lr_scheduler = (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
+    job->lr_scheduler =
+        (sdt_lr_scheduler_config){(sdt_lr_scheduler)c->lr_scheduler, c->warmup_steps, c->max_steps, c->lr_cycles};
     job->data.flip = c->flip;
     job->data.buckets = c->buckets;
     job->data.random_crop = c->random_crop;
@@ -113,9 +114,11 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
 
 bool sdt_train_job_check_template(sdt_train_job *job, bool template_for_embedding, sdt_error *error)
 {
-    if (!job->opt.template_file) return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
+    if (!job->opt.template_file)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "Prompt template file not selected: set the template file");
     if (!sdt_template_load(job->opt.template_file, &job->tmpl, error)) return false;
-    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->opt.template_file, error)) return false;
+    if (template_for_embedding && !sdt_template_check_for_embedding(&job->tmpl, job->opt.template_file, error))
+        return false;
     if (!sdt_run_previews_load(&job->previews, error)) return false;
     return sdt_caption_rules_check(&job->data.caption_rules, error);
 }
@@ -130,21 +133,24 @@ static char *trained_file_path(const sdt_train_job *job, const char *what, const
     if (S_ISLNK(sb.st_mode)) {
         char *target = realpath(path, NULL);
         if (target) {
-            sdt_host_log(job->host, SDT_LOG_INFO, "%s is a symbolic link to %s: the trained %s is written there and the "
-                         "link kept", path, target, what);
+            sdt_host_log(job->host, SDT_LOG_INFO,
+                         "%s is a symbolic link to %s: the trained %s is written there and the "
+                         "link kept",
+                         path, target, what);
             return target;
         }
     } else if (S_ISREG(sb.st_mode) && sb.st_nlink > 1) {
-        sdt_host_log(job->host, SDT_LOG_WARNING, "%s has %ju hard links: saving replaces this name with the trained %s, "
-                     "and the other names keep the file as it is now (a symbolic link would follow it)", path,
-                     (uintmax_t)sb.st_nlink, what);
+        sdt_host_log(job->host, SDT_LOG_WARNING,
+                     "%s has %ju hard links: saving replaces this name with the trained %s, "
+                     "and the other names keep the file as it is now (a symbolic link would follow it)",
+                     path, (uintmax_t)sb.st_nlink, what);
     }
     return strdup(path);
 }
 
-sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self,
-                                       const char *what, const char *option, const char *state_prefix,
-                                       const char *input_path, const char *output_path, sdt_error *error)
+sdt_train_part *sdt_train_job_add_part(sdt_train_job *job, const sdt_train_part_ops *ops, void *self, const char *what,
+                                       const char *option, const char *state_prefix, const char *input_path,
+                                       const char *output_path, sdt_error *error)
 {
     if (job->n_parts >= SDT_JOB_MAX_PARTS) {
         sdt_fail(error, SDT_ERR_INTERNAL, "too many trained parts (a bug: please report)");
@@ -254,8 +260,10 @@ static void sweep_after_refusal(sdt_train_job *job)
         sdt_run_lock_release(&job->outputs.log_lock);
     }
     if (stale)
-        sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left behind "
-                     "(*.tmp-XXXXXX)", stale);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "removed %d temp file(s) that an interrupted save of an earlier run left behind "
+                     "(*.tmp-XXXXXX)",
+                     stale);
 }
 
 /* The step the schedules are parsed from before a state is read. A file already at max steps gets
@@ -284,22 +292,28 @@ bool sdt_train_job_check_schedule(sdt_train_job *job, const sdt_schedule_texts *
 static void sdxl_settings(sdt_train_job *job)
 {
     if (job->clip_skip > 1)
-        sdt_host_log(job->host, SDT_LOG_INFO, "CLIP skip %d is not used on SDXL: both text encoders give their penultimate "
-                     "layer, as SDXL was trained (A1111 does the same)", job->clip_skip);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "CLIP skip %d is not used on SDXL: both text encoders give their penultimate "
+                     "layer, as SDXL was trained (A1111 does the same)",
+                     job->clip_skip);
     if (job->precision != SDT_PRECISION_FP16) return;
     if (job->rt.cfg.vae.fp16_safe) {
-        sdt_host_log(job->host, SDT_LOG_INFO, "training in fp16 as asked: the VAE's config says force_upcast false (the "
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "training in fp16 as asked: the VAE's config says force_upcast false (the "
                      "fp16-fix VAE, which stays within fp16's range)");
         return;
     }
     if (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16()) {
-        sdt_host_log(job->host, SDT_LOG_INFO, "SDXL's VAE overflows in fp16 (its activations exceed 65504) and this GPU has no "
-                     "bf16: the VAE encodes and decodes in fp32, the rest trains in fp16 (a VAE whose diffusers config says "
-                     "force_upcast false, such as the fp16-fix VAE, stays in fp16)");
+        sdt_host_log(
+            job->host, SDT_LOG_INFO,
+            "SDXL's VAE overflows in fp16 (its activations exceed 65504) and this GPU has no "
+            "bf16: the VAE encodes and decodes in fp32, the rest trains in fp16 (a VAE whose diffusers config says "
+            "force_upcast false, such as the fp16-fix VAE, stays in fp16)");
         job->vae_fp32 = true;
         return;
     }
-    sdt_host_log(job->host, SDT_LOG_INFO, "training in bf16 instead of fp16: SDXL's VAE overflows in fp16 (its activations "
+    sdt_host_log(job->host, SDT_LOG_INFO,
+                 "training in bf16 instead of fp16: SDXL's VAE overflows in fp16 (its activations "
                  "exceed 65504), and this GPU computes bf16 natively, with fp32's range and no loss scaling needed");
     job->precision = SDT_PRECISION_BF16;
 }
@@ -312,11 +326,13 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
     job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
-        sdt_host_log(job->host, SDT_LOG_WARNING, "this GPU has no bf16 arithmetic (compute capability below 8.0); "
+        sdt_host_log(job->host, SDT_LOG_WARNING,
+                     "this GPU has no bf16 arithmetic (compute capability below 8.0); "
                      "training in fp16 with loss scaling instead");
         job->precision = SDT_PRECISION_FP16;
     }
-    if (!job->opt.model_path) return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
+    if (!job->opt.model_path)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
     if (!sd_runtime_read(&job->rt, job->opt.model_path, job->pb.be, true, error)) return false;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
@@ -329,25 +345,31 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->opt.model_path, prediction);
     if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction,
-                                      job->options_field, error)) return false;
+                                      job->options_field, error))
+        return false;
     char hash[11], buf[4096];
     sdt_error no_hash; /* a model without a hash trains the same; only the metadata lacks it */
     double hash_s;
-    if (sd_runtime_short_hash(&job->rt, hash, &hash_s, &no_hash)) snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
+    if (sd_runtime_short_hash(&job->rt, hash, &hash_s, &no_hash))
+        snprintf(job->checkpoint_hash, sizeof job->checkpoint_hash, "%s", hash);
     gint64 end = g_get_monotonic_time();
-    const char *attention_backward = job->pb.be->device == SDT_DEVICE_CPU ? ""
-                                     : job->pb.be->deterministic
-                                         ? "; attention backward: deterministic kernels (every step bitwise reproducible)"
-                                         : "; attention backward: cuDNN's fused kernels where they apply (faster, not bitwise "
-                                           "reproducible; the deterministic option makes it so)";
-    sdt_c_snprintf(buf, sizeof buf, "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
-                   "as %s %.1f s; hashed alongside %.1f s%s", (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
+    const char *attention_backward =
+        job->pb.be->device == SDT_DEVICE_CPU ? ""
+        : job->pb.be->deterministic
+            ? "; attention backward: deterministic kernels (every step bitwise reproducible)"
+            : "; attention backward: cuDNN's fused kernels where they apply (faster, not bitwise "
+              "reproducible; the deterministic option makes it so)";
+    sdt_c_snprintf(buf, sizeof buf,
+                   "loaded the model in %.1f s: opened %.1f s, checked for NaN/Inf %.1f s, placed on the %s "
+                   "as %s %.1f s; hashed alongside %.1f s%s",
+                   (double)(end - start) / 1e6, job->rt.open_s, job->rt.check_s,
                    job->pb.be->device == SDT_DEVICE_CPU ? "CPU" : "GPU", sdt_dtype_name(job->rt.dtype), job->rt.place_s,
                    hash_s, attention_backward);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s", buf);
     snprintf(buf, sizeof buf, "%s", job->opt.model_path);
     snprintf(job->checkpoint_name, sizeof job->checkpoint_name, "%s", basename(buf));
-    job->tok = sdt_open_tokenizer(job->opt.tokenizer_path, job->opt.model_path, job->rt.cfg.clip.vocab, job->host, error);
+    job->tok =
+        sdt_open_tokenizer(job->opt.tokenizer_path, job->opt.model_path, job->rt.cfg.clip.vocab, job->host, error);
     if (!job->tok) return false;
     /* bigG's own padding is made from these tokens (train/sd_cond.h) */
     job->rules.pad_id = sd_text_pad_id(&text, sdt_tokenizer_eos(job->tok));
@@ -386,7 +408,8 @@ static prep_phase phase_begin(sdt_train_job *job, const char *what)
 
 static bool interrupted(sdt_error *error)
 {
-    return sdt_fail(error, SDT_ERR_INTERRUPTED, "preparation was interrupted; nothing was trained and no file was written for this run");
+    return sdt_fail(error, SDT_ERR_INTERRUPTED,
+                    "preparation was interrupted; nothing was trained and no file was written for this run");
 }
 
 /* false (SDT_ERR_INTERRUPTED) once interrupt() was called during preparation. */
@@ -408,13 +431,17 @@ static sdt_dataset_options dataset_options(sdt_train_job *job)
  * every check before the expensive work. The listing goes into job->data.ds until load_dataset. */
 static bool list_dataset(sdt_train_job *job, sdt_error *error)
 {
-    if (!job->data.dir) return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
+    if (!job->data.dir)
+        return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
     if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "width %u x height %u: this model needs sides that are multiples of %d; round them to "
-             "a multiple of %d", job->data.width, job->data.height, f, f);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "width %u x height %u: this model needs sides that are multiples of %d; round them to "
+                        "a multiple of %d",
+                        job->data.width, job->data.height, f, f);
     if (!sdt_run_data_make_buckets(&job->data, f, vae_factor(&job->rt.cfg.vae), job->opt.model_path, job->options_field,
-                                   error)) return false;
+                                   error))
+        return false;
     prep_phase phase = phase_begin(job, "listing the dataset");
     sdt_dataset_options o = dataset_options(job);
     o.probe_only = true;
@@ -426,8 +453,10 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
     for (int i = 0; i < job->data.ds.n_items; i++) {
         const sdt_dataset_item *it = &job->data.ds.items[i];
         if (job->data.varsize && (it->width % f || it->height % f))
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
-                 "\"do not resize\"", it->path, it->width, it->height, f);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
+                            "\"do not resize\"",
+                            it->path, it->width, it->height, f);
     }
     return true;
 }
@@ -445,9 +474,10 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         still_wanted(job, error); /* an interrupt says so instead of the loader's "interrupted" */
         return false;
     }
-    for (int i = 0; i < job->data.ds.n_warnings; i++) sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->data.ds.warnings[i]);
-    if (!latent_cache_init(&job->data.lc, job->data.ds.n_items, (latent_method)job->data.latent_sampling, job->rt.cfg.vae.scaling,
-                           job->opt.seed) ||
+    for (int i = 0; i < job->data.ds.n_warnings; i++)
+        sdt_host_log(job->host, SDT_LOG_WARNING, "%s", job->data.ds.warnings[i]);
+    if (!latent_cache_init(&job->data.lc, job->data.ds.n_items, (latent_method)job->data.latent_sampling,
+                           job->rt.cfg.vae.scaling, job->opt.seed) ||
         (job->data.flip && !latent_cache_enable_flip(&job->data.lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     const char *nan_pixel = sdt_test_hook_nan_pixel();
@@ -457,8 +487,10 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         if (!phase_keep_going(&phase, i, job->data.ds.n_items)) return interrupted(error);
         sdt_dataset_item *it = &job->data.ds.items[i];
         if (it->width % f || it->height % f)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
-                 "\"do not resize\"", it->path, it->width, it->height, f);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: %dx%d is not a multiple of %d on both sides; resize it or turn off "
+                            "\"do not resize\"",
+                            it->path, it->width, it->height, f);
         if (nan_pixel && *nan_pixel && strcmp(file_name(it->path), nan_pixel) == 0) {
             it->pixels[0] = NAN; /* fault injection (tests only): what a broken decoder would hand over */
             sdt_host_log(job->host, SDT_LOG_WARNING, "%s: fault injection: one pixel set to NaN", it->path);
@@ -467,13 +499,16 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         if (latent_cache_is_finite(&job->data.lc, i)) {
             sdt_dataset_drop_pixels(&job->data.ds, i);
         } else if (job->precision == SDT_PRECISION_FP32) {
-            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: the VAE encodes this image to NaN/Inf latents; every step that "
-                         "uses it will be skipped (remove or replace the file)", it->path);
+            sdt_host_log(job->host, SDT_LOG_WARNING,
+                         "%s: the VAE encodes this image to NaN/Inf latents; every step that "
+                         "uses it will be skipped (remove or replace the file)",
+                         it->path);
             sdt_dataset_drop_pixels(&job->data.ds, i);
         } else { /* the pixels stay: the fp32 fallback encodes them again */
-            sdt_host_log(job->host, SDT_LOG_WARNING, "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
-                         "that use it will be skipped until the fp32 fallback encodes it again", it->path,
-                         sdt_precision_name(job->precision));
+            sdt_host_log(job->host, SDT_LOG_WARNING,
+                         "%s: in %s the VAE encodes this image to NaN/Inf latents; the steps "
+                         "that use it will be skipped until the fp32 fallback encodes it again",
+                         it->path, sdt_precision_name(job->precision));
         }
     }
     sdt_host_log(job->host, SDT_LOG_INFO, "encoded %d training images with the VAE", job->data.ds.n_items);
@@ -495,23 +530,30 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
             sdt_prompt_encode(job->tok, &job->rules, prompt, &e);
             free(prompt);
             if (e.n_cut_slots > 0 && job->rules.n_vectors > SDT_PROMPT_CHUNK_BODY)
-                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
-                     "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
-                     "vectors", emb_path, job->prompt_name, job->rules.n_vectors, SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_CHUNK_BODY);
+                return sdt_fail(
+                    error, SDT_ERR_NO_GRADIENT,
+                    "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
+                    "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
+                    "vectors",
+                    emb_path, job->prompt_name, job->rules.n_vectors, SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_CHUNK_BODY);
             if (e.n_cut_slots > 0)
-                return sdt_fail(error, SDT_ERR_NO_GRADIENT, "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
-                     "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
-                     "would get no gradient; shorten the caption or put [name] before [filewords]", job->data.ds.items[i].path,
-                     l + 1, job->opt.template_file, e.n_prompt_tokens, SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS,
-                     SDT_PROMPT_CHUNK_BODY, job->prompt_name, e.n_cut_tokens);
+                return sdt_fail(
+                    error, SDT_ERR_NO_GRADIENT,
+                    "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
+                    "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
+                    "would get no gradient; shorten the caption or put [name] before [filewords]",
+                    job->data.ds.items[i].path, l + 1, job->opt.template_file, e.n_prompt_tokens,
+                    SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_MAX_CHUNKS, SDT_PROMPT_CHUNK_BODY,
+                    job->prompt_name, e.n_cut_tokens);
             if (e.n_chunks > job->max_prompt_chunks) job->max_prompt_chunks = e.n_chunks;
             if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
         }
     }
     if (job->max_prompt_chunks > 1)
-        sdt_host_log(job->host, SDT_LOG_INFO, "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "
-                     "%d tokens, as A1111 does, so the UNet sees all of every caption", longest, job->max_prompt_chunks,
-                     SDT_PROMPT_CHUNK_BODY);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "
+                     "%d tokens, as A1111 does, so the UNet sees all of every caption",
+                     longest, job->max_prompt_chunks, SDT_PROMPT_CHUNK_BODY);
     return true;
 }
 
@@ -520,19 +562,23 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
     job->outputs.started_at = time(NULL);
-    if (!sdt_outputs_prepare(job->opt.log_dir, job->name, job->outputs.started_at, job->outputs.layout, &job->outputs.dirs, error) ||
+    if (!sdt_outputs_prepare(job->opt.log_dir, job->name, job->outputs.started_at, job->outputs.layout,
+                             &job->outputs.dirs, error) ||
         !lock_run_folder(job, error))
         return false;
     int stale = 0;
     for (int p = 0; p < job->n_parts; p++) {
         stale += remove_stale_beside_part(&job->parts[p]);
-        if (job->parts[p].also_writes && (!job->parts[p].also_locks || strcmp(job->parts[p].also_writes, job->parts[p].also_locks)))
+        if (job->parts[p].also_writes &&
+            (!job->parts[p].also_locks || strcmp(job->parts[p].also_writes, job->parts[p].also_locks)))
             stale += sdt_atomic_remove_stale(job->parts[p].also_writes);
     }
     stale += remove_stale_in_run_folder(job->outputs.dirs.root);
     if (stale)
-        sdt_host_log(job->host, SDT_LOG_INFO, "removed %d temp file(s) that an interrupted save of an earlier run left "
-                     "behind (*.tmp-XXXXXX)", stale);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "removed %d temp file(s) that an interrupted save of an earlier run left "
+                     "behind (*.tmp-XXXXXX)",
+                     stale);
     return true;
 }
 
@@ -542,7 +588,8 @@ bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt
     /* the validation images before the batches: a split takes its images out of the dataset */
     return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
            load_dataset(job, error) && sdt_train_job_load_validation(job, error) &&
-           sdt_run_data_plan_batches(&job->data, job->opt.batch_size, job->opt.grad_accum_steps, job->opt.seed, job->host, error);
+           sdt_run_data_plan_batches(&job->data, job->opt.batch_size, job->opt.grad_accum_steps, job->opt.seed,
+                                     job->host, error);
 }
 
 bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error)
@@ -558,8 +605,13 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
 {
     const latent_entry *e = &job->data.lc.items[0];
     for (int i = 1; i < job->data.lc.n; i++)
-        if ((int64_t)job->data.lc.items[i].h * job->data.lc.items[i].w > (int64_t)e->h * e->w) e = &job->data.lc.items[i];
-    sdt_pass_shape shape = {.batch = job->data.batch, .c = e->c, .h = e->h, .w = e->w, .chunks = job->max_prompt_chunks,
+        if ((int64_t)job->data.lc.items[i].h * job->data.lc.items[i].w > (int64_t)e->h * e->w)
+            e = &job->data.lc.items[i];
+    sdt_pass_shape shape = {.batch = job->data.batch,
+                            .c = e->c,
+                            .h = e->h,
+                            .w = e->w,
+                            .chunks = job->max_prompt_chunks,
                             .in_c = e->c + inpaint_extra_channels(&job->rt),
                             .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
     sdt_pass_options po = sdt_train_job_pass_options(job);
@@ -572,35 +624,46 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
     if (job->pb.be->release_scratch) job->pb.be->release_scratch(job->pb.be);
     size_t parked = sd_runtime_vae_park(&job->rt);
     if (parked)
-        sdt_host_log(job->host, SDT_LOG_INFO, "the VAE's weights (%zu MiB) leave the GPU while training: the images are encoded, "
-                     "and a preview brings them back", parked >> 20);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "the VAE's weights (%zu MiB) leave the GPU while training: the images are encoded, "
+                     "and a preview brings them back",
+                     parked >> 20);
     size_t weights = 0;
     for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++) {
         const sdt_tensor *t = sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i));
         if (t->data) weights += sdt_tensor_nbytes(t); /* a parked VAE is not on the device */
     }
-    size_t extra = job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
+    size_t extra =
+        job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
     info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
     job->memory_estimate_bytes = info->memory_estimate_bytes;
     if (job->pb.be->device != SDT_DEVICE_CPU)
-        sdt_host_log(job->host, SDT_LOG_INFO, "GPU memory this run needs: about %zu MiB (%zu MiB of model weights, %zu MiB of "
-                     "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context",
-                     info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->data.batch, e->w, e->h, extra >> 20);
+        sdt_host_log(
+            job->host, SDT_LOG_INFO,
+            "GPU memory this run needs: about %zu MiB (%zu MiB of model weights, %zu MiB of "
+            "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context",
+            info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->data.batch, e->w, e->h, extra >> 20);
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     char extra_text[96] = "";
-    if (extra) snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
+    if (extra)
+        snprintf(extra_text, sizeof extra_text, ", %zu MiB for the trained modules and their workspace", extra >> 20);
     if (cap_mib > 0 && (unsigned long long)((bytes + weights + extra) >> 20) > cap_mib)
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
-             "latents, %zu MiB of model weights%s) but %s limits it to %llu MiB; lower the batch size or the resolution, "
-             "enable gradient checkpointing, or raise the limit", (bytes + weights + extra) >> 20, bytes >> 20, job->data.batch,
-             e->w, e->h, weights >> 20, extra_text, SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
+        return sdt_fail(
+            error, SDT_ERR_OUT_OF_MEMORY,
+            "training needs about %zu MiB (%zu MiB of activations at batch size %d and %dx%d "
+            "latents, %zu MiB of model weights%s) but %s limits it to %llu MiB; lower the batch size or the resolution, "
+            "enable gradient checkpointing, or raise the limit",
+            (bytes + weights + extra) >> 20, bytes >> 20, job->data.batch, e->w, e->h, weights >> 20, extra_text,
+            SDT_TEST_HOOK_MEMORY_LIMIT_NAME, cap_mib);
     sdt_error why;
     job->measured = shape;
     job->have_measured = true;
     if (!work_arena_reserve(&job->wa, job->pb.be, bytes, &why))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "training needs %zu MiB for activations at batch size %d and %dx%d latents, and the "
-             "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
-             bytes >> 20, job->data.batch, e->w, e->h, job->pb.be->name, why.message);
+        return sdt_fail(
+            error, SDT_ERR_OUT_OF_MEMORY,
+            "training needs %zu MiB for activations at batch size %d and %dx%d latents, and the "
+            "%s backend cannot provide it (%s); lower the batch size or the resolution, or enable gradient checkpointing",
+            bytes >> 20, job->data.batch, e->w, e->h, job->pb.be->name, why.message);
     return true;
 }
 
@@ -651,8 +714,10 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "device", job->pb.be->name);
     cJSON_AddNumberToObject(s, "seed", (double)job->opt.seed);
     if (job->val.on) { /* 1.5's keys only when used: a run without them writes the settings it always did */
-        if (job->val.dir) cJSON_AddStringToObject(s, "validation_dir", job->val.dir);
-        else cJSON_AddNumberToObject(s, "validation_split", job->val.split);
+        if (job->val.dir)
+            cJSON_AddStringToObject(s, "validation_dir", job->val.dir);
+        else
+            cJSON_AddNumberToObject(s, "validation_split", job->val.split);
         cJSON_AddNumberToObject(s, "validate_every", (double)job->val.every);
         cJSON_AddNumberToObject(s, "stop_after_no_improvement", job->val.patience);
         cJSON_AddNumberToObject(s, "num_of_validation_images", job->val.ds.n_items);
@@ -694,13 +759,21 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
  * of (train/run_text_cache.h): after the data and the parts, before the memory plan. */
 static bool cache_text(sdt_train_job *job, sdt_error *error)
 {
-    sdt_run_prompts prompts = {job->tok, &job->rules, job->prompt_name, &job->tmpl, &job->data.ds,
-                               job->val.on ? &job->val.ds : NULL, job->previews.prompt, sizeof job->last_prompt,
-                               job->previews.negative, &job->previews.prompts};
-    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags, job->data.tag_dropout};
+    sdt_run_prompts prompts = {job->tok,
+                               &job->rules,
+                               job->prompt_name,
+                               &job->tmpl,
+                               &job->data.ds,
+                               job->val.on ? &job->val.ds : NULL,
+                               job->previews.prompt,
+                               sizeof job->last_prompt,
+                               job->previews.negative,
+                               &job->previews.prompts};
+    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags,
+                                job->data.tag_dropout};
     bool encoded = false;
-    bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode,
-                                 job->control, job->host, &encoded, error);
+    bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip,
+                                 job->opt.anomaly_mode, job->control, job->host, &encoded, error);
     if (encoded) job->have_measured = false; /* the encoders used the work arena */
     return ok;
 }
@@ -711,7 +784,8 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     bool resume = job->resume_path != NULL;
     sdt_step_engine *e = &job->engine;
     e->hooks.user = job;
-    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->opt.max_steps, &job->end_step, error)) return false;
+    if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->opt.max_steps, &job->end_step, error))
+        return false;
     bool mixed = job->precision != SDT_PRECISION_FP32;
     if (!sdt_step_engine_setup(e, job->pb.be, job->precision == SDT_PRECISION_FP16, mixed, job->opt.loss_scale_init,
                                job->opt.lr_backoff, (int)job->opt.max_consecutive_nonfinite, error))
@@ -724,16 +798,20 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
         return false;
     }
     if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
-        !write_settings(job, &job->opt, e->groups[0].lr_text, error) || !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
+        !write_settings(job, &job->opt, e->groups[0].lr_text, error) ||
+        !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
     /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
     int dropped = 0;
-    if (job->outputs.write_metrics && !sdt_metrics_log_open(&job->outputs.metrics, job->outputs.dirs.root, job->step, &dropped, error)) return false;
+    if (job->outputs.write_metrics &&
+        !sdt_metrics_log_open(&job->outputs.metrics, job->outputs.dirs.root, job->step, &dropped, error))
+        return false;
     if (dropped)
-        sdt_host_log(job->host, SDT_LOG_INFO, "%s/" SDT_METRICS_LOG_NAME ": %d line(s) past step %lld were dropped (written after the "
-                     "state this run continues from, or by an earlier run), so no step is there twice", job->outputs.dirs.root, dropped,
-                     (long long)job->step);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "%s/" SDT_METRICS_LOG_NAME ": %d line(s) past step %lld were dropped (written after the "
+                     "state this run continues from, or by an earlier run), so no step is there twice",
+                     job->outputs.dirs.root, dropped, (long long)job->step);
     job->last_state_at = sdt_run_clock(); /* the state's time interval counts from here */
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
@@ -778,7 +856,19 @@ void sdt_train_job_destroy(sdt_train_job *job)
     free(job);
 }
 
-void sdt_train_job_free(void *job) { sdt_train_job_destroy(job); }
-sdt_run_params sdt_train_job_params(const void *job) { return sdt_train_job_run_params(job); }
-bool sdt_train_job_save_state_at(void *job, const char *path, sdt_error *error) { return sdt_train_job_save_state(job, path, error); }
-bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error) { return sdt_train_job_load_state(job, path, error); }
+void sdt_train_job_free(void *job)
+{
+    sdt_train_job_destroy(job);
+}
+sdt_run_params sdt_train_job_params(const void *job)
+{
+    return sdt_train_job_run_params(job);
+}
+bool sdt_train_job_save_state_at(void *job, const char *path, sdt_error *error)
+{
+    return sdt_train_job_save_state(job, path, error);
+}
+bool sdt_train_job_load_state_at(void *job, const char *path, sdt_error *error)
+{
+    return sdt_train_job_load_state(job, path, error);
+}

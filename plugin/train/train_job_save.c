@@ -19,7 +19,8 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
             !job->parts[p].ops->save_snapshot(&job->parts[p], job, step, error))
             return false;
     /* The state follows every copy: a killed run loses at most the steps since this one. */
-    return sdt_train_job_write_run_state(job, error) && sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error);
+    return sdt_train_job_write_run_state(job, error) &&
+           sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error);
 }
 
 /* Renders every cell of the preview: rows prompts x cols seeds, row-major into cells[]. */
@@ -33,7 +34,8 @@ static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char
         for (int c = 0; ok && c < cols; c++) {
             rq->prompt = prompts[r];
             rq->seed = seeds[c];
-            ok = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, rq, &cells[r * cols + c], error);
+            ok = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, rq, &cells[r * cols + c],
+                                    error);
         }
     for (int p = 0; p < job->n_parts; p++)
         if (job->parts[p].ops->end_preview) job->parts[p].ops->end_preview(&job->parts[p], job);
@@ -46,7 +48,8 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
     sdt_train_job *job = vjob;
     const char *prompt = job->previews.prompt ? job->previews.prompt : job->last_prompt;
     /* one image unless a prompts file or seeds ask for a grid (then rows x cols cells, labelled) */
-    const char *const *prompts = job->previews.prompts.count ? (const char *const *)job->previews.prompts.prompts : &prompt;
+    const char *const *prompts =
+        job->previews.prompts.count ? (const char *const *)job->previews.prompts.prompts : &prompt;
     int rows = job->previews.prompts.count ? job->previews.prompts.count : 1;
     int cols = job->previews.grid ? job->previews.seeds.count : 1;
     uint64_t seeds[SDT_PREVIEW_GRID_MAX_COLS];
@@ -76,8 +79,8 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
     int width = rq.width, height = rq.height;
     char *parameters = NULL;
     if (ok && job->previews.grid)
-        ok = sdt_run_previews_compose_grid(&job->previews, &rq, prompts, rows, seeds, cols, step, cells, &rgb, &width, &height,
-                                           &parameters, error);
+        ok = sdt_run_previews_compose_grid(&job->previews, &rq, prompts, rows, seeds, cols, step, cells, &rgb, &width,
+                                           &height, &parameters, error);
     char path[4096];
     if (!ok) {
         /* nothing written */
@@ -87,8 +90,8 @@ bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
         ok = false;
     else {
         sdt_host_file_saved(job->host, SDT_FILE_PREVIEW, path, step);
-        sdt_preview pv = {sizeof pv, (uint32_t)width, (uint32_t)height, 3, step, rgb, path,
-                          parameters ? parameters : prompt};
+        sdt_preview pv = {
+            sizeof pv, (uint32_t)width, (uint32_t)height, 3, step, rgb, path, parameters ? parameters : prompt};
         sdt_host_preview(job->host, &pv);
         /* a part's picture of the run (the embedding's card) is the first cell: one image, as A1111's */
         for (int p = 0; ok && p < job->n_parts; p++)
@@ -115,8 +118,10 @@ static bool save_average_beside(sdt_train_job *job, sdt_error *error)
         const char *path = part->average_path; /* named and locked with the part (train_job_prepare.c) */
         if (!path) continue;
         ok = part->ops->save_as(part, job, path, error);
-        if (ok) sdt_host_log(job->host, SDT_LOG_INFO, "the average of the %s's values (ema %g, every %lld steps) is saved as %s",
-                             part->what, job->ema.decay, (long long)job->ema.every, path);
+        if (ok)
+            sdt_host_log(job->host, SDT_LOG_INFO,
+                         "the average of the %s's values (ema %g, every %lld steps) is saved as %s", part->what,
+                         job->ema.decay, (long long)job->ema.every, path);
     }
     sdt_error restore_error;
     if (!sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &restore_error) && ok) {
@@ -168,14 +173,16 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
     /* ema_result: the results hold the average (the trained values stay in the state) */
     float *kept[SDT_EMA_MAX_GROUPS];
     bool average = job->ema.result && job->ema.decay > 0;
-    if (average && (!sdt_ema_swap_in(&job->ema, &job->engine, job->pb.be, kept, error) || !sdt_train_job_sync_parts(job, error))) {
+    if (average &&
+        (!sdt_ema_swap_in(&job->ema, &job->engine, job->pb.be, kept, error) || !sdt_train_job_sync_parts(job, error))) {
         if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
         return fail_after(error, &saved, job->step);
     }
     for (int p = 0; p < job->n_parts; p++) {
         if (!job->parts[p].ops->save_final(&job->parts[p], job, error)) {
             /* The run is not lost: the state holds the trained values too, and training resumes from it. */
-            if (!state_saved) sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
+            if (!state_saved)
+                sdt_error_append(error, "; the training state was not saved either: %s", state_error.message);
             fail_after(error, &saved, job->step);
             if (state_saved) sdt_error_append(error, "; resume from the state");
             if (average) sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &state_error);
@@ -192,7 +199,9 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
             cards = false;
     if (average) { /* the trained values back on the device and in the parts' host copies */
         sdt_error why;
-        if ((!sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &why) || !sdt_train_job_sync_parts(job, &why)) && cards) {
+        if ((!sdt_ema_swap_out(&job->ema, &job->engine, job->pb.be, kept, &why) ||
+             !sdt_train_job_sync_parts(job, &why)) &&
+            cards) {
             *error = why;
             cards = false;
         }
@@ -205,15 +214,20 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
                               job->parts[0].output_path);
     }
     /* The last step's row after the files: the trained files come first on a full disk. */
-    if (!sdt_run_outputs_flush_csv(&job->outputs, job->host, error) || !sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error))
+    if (!sdt_run_outputs_flush_csv(&job->outputs, job->host, error) ||
+        !sdt_run_outputs_loss_plot(&job->outputs, job->name, job->run_kind, error))
         return fail_after(error, &saved, job->step);
     sdt_validation_summary(&job->val, job->step, job->outputs.dirs.root, job->host);
     snprintf(job->saved_note, sizeof job->saved_note, "%s (step %lld)", saved.text, (long long)job->step);
     sdt_host_log(job->host, SDT_LOG_INFO, "training %s at %lld steps; resume with the state file %s",
-                 reason == SDT_SAVE_FINISHED ? "finished" : reason == SDT_SAVE_INTERRUPTED ? "interrupted" : "stopped",
+                 reason == SDT_SAVE_FINISHED      ? "finished"
+                 : reason == SDT_SAVE_INTERRUPTED ? "interrupted"
+                                                  : "stopped",
                  (long long)job->step, state);
     return true;
 }
 
-const char *sdt_train_job_saved_note(const void *job) { return ((const sdt_train_job *)job)->saved_note; }
-
+const char *sdt_train_job_saved_note(const void *job)
+{
+    return ((const sdt_train_job *)job)->saved_note;
+}

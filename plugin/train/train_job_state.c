@@ -36,7 +36,7 @@
 /* One tensor of the state: a group's parameter value or one of its moments. */
 typedef struct state_tensor {
     char name[STATE_KEY_MAX];
-    sdt_tensor *device;          /* where it lives in the run */
+    sdt_tensor *device; /* where it lives in the run */
     int group;
 } state_tensor;
 
@@ -120,7 +120,8 @@ static int run_options(const sdt_train_job *job, run_option *o)
     option_number(&o[n++], "timestep_max", "--timestep-max", true, l->timestep_max);
     option_bool(&o[n++], "zero_terminal_snr", "--zero-terminal-snr", l->zero_terminal_snr);
     option_bool(&o[n++], "flip", "--flip", job->data.flip);
-    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->data.caption_dropout > 0, job->data.caption_dropout);
+    option_number(&o[n++], "caption_dropout", "--caption-dropout", job->data.caption_dropout > 0,
+                  job->data.caption_dropout);
     option_number(&o[n++], "keep_tokens", "--keep-tokens", job->data.keep_tokens > 0, job->data.keep_tokens);
     option_number(&o[n++], "tag_dropout", "--tag-dropout", job->data.tag_dropout > 0, job->data.tag_dropout);
     option_bool(&o[n++], "shuffle_tags", "--shuffle-tags", job->data.shuffle_tags);
@@ -146,15 +147,18 @@ static bool check_run_options(const sdt_train_job *job, const cJSON *record, con
     const cJSON *saved = cJSON_GetObjectItemCaseSensitive(record, "options");
     if (!saved) return true;
     if (!cJSON_IsObject(saved))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has 'options' that is not an object (the file "
-                        "is damaged); resume from an earlier state, or train without --resume", path);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state's training record has 'options' that is not an object (the file "
+                        "is damaged); resume from an earlier state, or train without --resume",
+                        path);
     const cJSON *v;
     cJSON_ArrayForEach(v, saved)
     {
         if (!cJSON_IsString(v))
-            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has options.%s that is not text (the "
-                            "file is damaged); resume from an earlier state, or train without --resume", path,
-                            v->string ? v->string : "?");
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: the state's training record has options.%s that is not text (the "
+                            "file is damaged); resume from an earlier state, or train without --resume",
+                            path, v->string ? v->string : "?");
     }
     run_option o[RUN_OPTIONS_MAX];
     int n = run_options(job, o);
@@ -163,10 +167,13 @@ static bool check_run_options(const sdt_train_job *job, const cJSON *record, con
         const char *was = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(saved, o[i].key));
         if (!was) was = "";
         if (strcmp(was, o[i].text) == 0 || (average_was_off && strncmp(o[i].key, "ema_", 4) == 0)) continue;
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: its run was trained with %s (%s) %s, and this resume asks for %s, so "
-                        "the run would not continue as it was; resume with %s %s, or train without --resume to start afresh "
-                        "with %s", path, o[i].key, o[i].option, was[0] ? was : "off", o[i].text[0] ? o[i].text : "off",
-                        o[i].option, was[0] ? was : "off", o[i].text[0] ? o[i].text : "off");
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "%s: its run was trained with %s (%s) %s, and this resume asks for %s, so "
+            "the run would not continue as it was; resume with %s %s, or train without --resume to start afresh "
+            "with %s",
+            path, o[i].key, o[i].option, was[0] ? was : "off", o[i].text[0] ? o[i].text : "off", o[i].option,
+            was[0] ? was : "off", o[i].text[0] ? o[i].text : "off");
     }
     return true;
 }
@@ -189,14 +196,16 @@ static char *state_json(sdt_train_job *job)
     cJSON_AddNumberToObject(j, "data_epoch", (double)epoch);
     cJSON_AddNumberToObject(j, "data_position", position);
     char sched[4096];
-    if (sdt_lr_schedule_format(&job->engine.groups[0].lr, sched, sizeof sched)) cJSON_AddStringToObject(j, "learn_rate", sched);
+    if (sdt_lr_schedule_format(&job->engine.groups[0].lr, sched, sizeof sched))
+        cJSON_AddStringToObject(j, "learn_rate", sched);
     if (job->engine.n_groups > 1) { /* every group's own counts (the first one's are above too) */
         cJSON *groups = cJSON_AddObjectToObject(j, "groups");
         for (int g = 0; g < job->engine.n_groups; g++) {
             cJSON *o = cJSON_AddObjectToObject(groups, job->engine.groups[g].name);
             cJSON_AddNumberToObject(o, "optimizer_steps", (double)sdt_optimizer_step_count(job->engine.groups[g].opt));
             cJSON_AddNumberToObject(o, "skipped", (double)job->engine.groups[g].skipped);
-            if (sdt_lr_schedule_format(&job->engine.groups[g].lr, sched, sizeof sched)) cJSON_AddStringToObject(o, "learn_rate", sched);
+            if (sdt_lr_schedule_format(&job->engine.groups[g].lr, sched, sizeof sched))
+                cJSON_AddStringToObject(o, "learn_rate", sched);
         }
     }
     const sdt_fallback *fb = &job->engine.fallback;
@@ -300,11 +309,14 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
     }
     float scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0f;
     if (ok && (!finite || !isfinite(scale)))
-        ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: the training state at step %lld holds NaN or infinite values, so it "
-                      "was not saved and the previous state file is kept; resume from it", path, (long long)job->step);
+        ok = sdt_fail(error, SDT_ERR_NUMERICAL,
+                      "%s: the training state at step %lld holds NaN or infinite values, so it "
+                      "was not saved and the previous state file is kept; resume from it",
+                      path, (long long)job->step);
     char *json = ok ? state_json(job) : NULL;
     if (ok && !json) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory writing the training state");
-    char keys[SDT_JOB_MAX_PARTS][PART_META + 1][64], hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX], steps[SDT_JOB_MAX_PARTS][32];
+    char keys[SDT_JOB_MAX_PARTS][PART_META + 1][64], hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX],
+        steps[SDT_JOB_MAX_PARTS][32];
     char ema_hashes[SDT_JOB_MAX_PARTS][SDT_SHA256_HEX];
     char step[32], seal[SDT_SHA256_HEX];
     sdt_st_kv meta[6 + SDT_JOB_MAX_PARTS * (PART_META + 1) + 1];
@@ -388,9 +400,11 @@ static bool check_tensors(const sdt_train_job *job, const sdt_safetensors *st, c
         const sdt_st_entry *e = sdt_st_find(st, t[i].name);
         size_t bytes = sdt_tensor_nbytes(t[i].device);
         if (!e || e->dtype != SDT_ST_F32 || e->nbytes != bytes) {
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' is missing or has the wrong size for this %s (%zu values); "
-                          "resume with the state file of this %s", path, t[i].name, job->engine.groups[t[i].group].name,
-                          bytes / sizeof(float), job->engine.groups[t[i].group].name);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: tensor '%s' is missing or has the wrong size for this %s (%zu values); "
+                          "resume with the state file of this %s",
+                          path, t[i].name, job->engine.groups[t[i].group].name, bytes / sizeof(float),
+                          job->engine.groups[t[i].group].name);
             break;
         }
         float *copy = malloc(e->nbytes ? (size_t)e->nbytes : 1); /* the mapping may be unaligned for floats */
@@ -401,11 +415,15 @@ static bool check_tensors(const sdt_train_job *job, const sdt_safetensors *st, c
         bool moments_ok = !finite || i % 3 != 2 || all_nonnegative(copy, count);
         free(copy);
         if (!finite)
-            ok = sdt_fail(error, SDT_ERR_NUMERICAL, "%s: '%s' holds NaN or infinite values (the file is damaged); resume from an "
-                          "earlier state, or train without --resume", path, t[i].name);
+            ok = sdt_fail(error, SDT_ERR_NUMERICAL,
+                          "%s: '%s' holds NaN or infinite values (the file is damaged); resume from an "
+                          "earlier state, or train without --resume",
+                          path, t[i].name);
         else if (!moments_ok)
-            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: '%s' holds negative second moments, which AdamW never writes (the "
-                          "file is damaged); resume from an earlier state, or train without --resume", path, t[i].name);
+            ok = sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                          "%s: '%s' holds negative second moments, which AdamW never writes (the "
+                          "file is damaged); resume from an earlier state, or train without --resume",
+                          path, t[i].name);
     }
     free(t);
     return ok;
@@ -423,8 +441,10 @@ static bool check_pairing(const sdt_train_job *job, const sdt_safetensors *st, c
         snprintf(key, sizeof key, "%s_start_sha256", part->what);
         const char *started_from = sdt_st_metadata_get(st, key);
         if (!saved_with || !started_from)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the state does not record which %s it belongs to; resume from a state "
-                            "this version of sdtrain wrote", path, part->what);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: the state does not record which %s it belongs to; resume from a state "
+                            "this version of sdtrain wrote",
+                            path, part->what);
         snprintf(key, sizeof key, "%s_ema_sha256", part->what);
         const char *average = sdt_st_metadata_get(st, key); /* ema_result: the file holds the average */
         if (strcmp(part->start_sha256, saved_with) == 0 || strcmp(part->start_sha256, started_from) == 0 ||
@@ -433,30 +453,38 @@ static bool check_pairing(const sdt_train_job *job, const sdt_safetensors *st, c
         long long state_step = (long long)meta_int(st, "step"), file_step = (long long)part->start_step;
         const char *file = part->input_path;
         if (file_step > state_step)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the %s %s (step %lld) is newer than this state (step %lld); resuming would "
-                     "throw away its newer training; resume from the state saved with it (give --resume its log folder to "
-                     "pick the newest that matches), or train on without --resume (the optimizer starts afresh)", path,
-                     part->what, file, file_step, state_step);
+            return sdt_fail(
+                error, SDT_ERR_VALIDATION,
+                "%s: the %s %s (step %lld) is newer than this state (step %lld); resuming would "
+                "throw away its newer training; resume from the state saved with it (give --resume its log folder to "
+                "pick the newest that matches), or train on without --resume (the optimizer starts afresh)",
+                path, part->what, file, file_step, state_step);
         if (file_step < state_step)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state (step %lld) is newer than the %s %s (step %lld) but was not "
-                     "saved from it; pass the %s that run trained with %s, or train without --resume", path,
-                     state_step, part->what, file, file_step, part->what, part->option);
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state and the %s %s are both at step %lld but hold different values, "
-                     "so they come from different runs; resume with the state saved with this %s, or train without "
-                     "--resume", path, part->what, file, file_step, part->what);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: this state (step %lld) is newer than the %s %s (step %lld) but was not "
+                            "saved from it; pass the %s that run trained with %s, or train without --resume",
+                            path, state_step, part->what, file, file_step, part->what, part->option);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: this state and the %s %s are both at step %lld but hold different values, "
+                        "so they come from different runs; resume with the state saved with this %s, or train without "
+                        "--resume",
+                        path, part->what, file, file_step, part->what);
     }
     return true;
 }
 
-static double num(const cJSON *o, const char *k) { return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k)); }
+static double num(const cJSON *o, const char *k)
+{
+    return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k));
+}
 
 /* The training record's counts are what a run writes: whole numbers, none negative, the step
  * not before the run's first and the same in the metadata. Only a forged seal gets other values
  * this far, and they would index the data order or the schedule out of range. */
 static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
 {
-    static const char *const counts[] = {"step", "initial_step", "end_step", "optimizer_steps", "skipped", "data_epoch",
-                                         "data_position"};
+    static const char *const counts[] = {"step",    "initial_step", "end_step",     "optimizer_steps",
+                                         "skipped", "data_epoch",   "data_position"};
     static const char *const fallback_counts[] = {"nonfinite_total", "consecutive"}; /* fired_at_step: -1 = never */
     const char *bad = NULL;
     double value = 0;
@@ -482,12 +510,16 @@ static bool check_record(const sdt_safetensors *st, const cJSON *j, const char *
         }
     }
     if (bad)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has %s = %.17g, which no run writes (the "
-                        "file is damaged); resume from an earlier state, or train without --resume", path, bad, value);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state's training record has %s = %.17g, which no run writes (the "
+                        "file is damaged); resume from an earlier state, or train without --resume",
+                        path, bad, value);
     double step = num(j, "step");
     if (num(j, "initial_step") > step || (double)meta_int(st, "step") != step)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's step (%.17g) disagrees with its first step or its "
-                        "metadata (the file is damaged); resume from an earlier state, or train without --resume", path, step);
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the state's step (%.17g) disagrees with its first step or its "
+                        "metadata (the file is damaged); resume from an earlier state, or train without --resume",
+                        path, step);
     return sdt_run_outputs_check_json(j, step, path, error) && sdt_validation_check_json(j, path, error);
 }
 
@@ -499,21 +531,26 @@ static bool state_matches_run(const sdt_train_job *job, const sdt_safetensors *s
     const char *hash = sdt_st_metadata_get(st, "sd_checkpoint");
     const char *seed = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "seed"));
     if (!name || strcmp(name, job->name) != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: this state belongs to %s '%s', not '%s'; resume with the matching %s",
-                 path, job->parts[0].what, name ? name : "?", job->name, job->parts[0].what);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: this state belongs to %s '%s', not '%s'; resume with the matching %s", path,
+                        job->parts[0].what, name ? name : "?", job->name, job->parts[0].what);
     if (hash && *hash && job->checkpoint_hash[0] && strcmp(hash, job->checkpoint_hash) != 0)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run was trained on model %s but this model is %s; resume on the same model",
-                 path, hash, job->checkpoint_hash);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: the run was trained on model %s but this model is %s; resume on the same model", path,
+                        hash, job->checkpoint_hash);
     if (!seed || strtoull(seed, NULL, 10) != job->opt.seed)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
-                 "would have", path, seed ? seed : "?");
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: the run used seed %s; resume with that seed so the data and noise continue as they "
+                        "would have",
+                        path, seed ? seed : "?");
     return true;
 }
 
 /* Opens path and makes every check that needs no device: version, checksum, identity (name,
  * model when known, seed), pairing with each part's file, finite tensors. On success *out
  * and *json_out are the open file and its parsed training JSON (the caller frees both). */
-static bool open_checked(const sdt_train_job *job, const char *path, sdt_safetensors **out, cJSON **json_out, sdt_error *error)
+static bool open_checked(const sdt_train_job *job, const char *path, sdt_safetensors **out, cJSON **json_out,
+                         sdt_error *error)
 {
     *out = NULL;
     *json_out = NULL;
@@ -524,17 +561,22 @@ static bool open_checked(const sdt_train_job *job, const char *path, sdt_safeten
     cJSON *j = NULL;
     bool ok = false;
     if (version && strcmp(version, "1") == 0)
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: this state was written by an older sdtrain without a checksum or a record "
-                 "of its embedding, so it cannot be trusted to continue the run; train on without --resume", path);
-    else if (!version || strcmp(version, STATE_VERSION) != 0)
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX
-                 " file this plugin wrote", path, version ? version : "missing");
-    else if (!training || !(j = sdt_json_parse(training, strlen(training))))
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record is not valid JSON; resume from another state",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: this state was written by an older sdtrain without a checksum or a record "
+                 "of its embedding, so it cannot be trusted to continue the run; train on without --resume",
                  path);
+    else if (!version || strcmp(version, STATE_VERSION) != 0)
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: not an sdtrain training state (version %s); resume from a *" STATE_SUFFIX
+                 " file this plugin wrote",
+                 path, version ? version : "missing");
+    else if (!training || !(j = sdt_json_parse(training, strlen(training))))
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: the state's training record is not valid JSON; resume from another state", path);
     else
-        ok = sdt_state_seal_check(st, error) && check_record(st, j, path, error) && state_matches_run(job, st, j, path, error) &&
-             check_run_options(job, j, path, error) && check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
+        ok = sdt_state_seal_check(st, error) && check_record(st, j, path, error) &&
+             state_matches_run(job, st, j, path, error) && check_run_options(job, j, path, error) &&
+             check_pairing(job, st, path, error) && check_tensors(job, st, path, error);
     if (!ok) {
         cJSON_Delete(j);
         sdt_st_close(st);
@@ -614,8 +656,10 @@ bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_err
 {
     struct stat sb;
     if (stat(given, &sb) != 0)
-        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: the state file or log folder to resume from does not exist; pass "
-                        "the *" STATE_SUFFIX " file or the log folder of the run", given);
+        return sdt_fail(error, SDT_ERR_NOT_FOUND,
+                        "%s: the state file or log folder to resume from does not exist; pass "
+                        "the *" STATE_SUFFIX " file or the log folder of the run",
+                        given);
     if (!S_ISDIR(sb.st_mode)) {
         sdt_safetensors *st;
         cJSON *j;
@@ -628,13 +672,18 @@ bool sdt_train_job_resolve_resume(sdt_train_job *job, const char *given, sdt_err
     search_folder(&s, given, 3); /* <log>/<date>/<name>/ and one level above */
     if (!s.best[0]) {
         if (s.found)
-            return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: none of the %d training state(s) found there can continue this "
-                            "%s; the first refused: %s", given, s.found, job->parts[0].what, s.first_refusal);
-        return sdt_fail(error, SDT_ERR_NOT_FOUND, "%s: no training state (*" STATE_SUFFIX ") was found in this folder or "
-                        "its sub-folders; pass the log folder of the run or the state file itself", given);
+            return sdt_fail(error, SDT_ERR_NOT_FOUND,
+                            "%s: none of the %d training state(s) found there can continue this "
+                            "%s; the first refused: %s",
+                            given, s.found, job->parts[0].what, s.first_refusal);
+        return sdt_fail(error, SDT_ERR_NOT_FOUND,
+                        "%s: no training state (*" STATE_SUFFIX ") was found in this folder or "
+                        "its sub-folders; pass the log folder of the run or the state file itself",
+                        given);
     }
-    sdt_host_log(job->host, SDT_LOG_INFO, "resuming from %s (step %lld), the newest of %d state(s) in %s that matches %s",
-                 s.best, (long long)s.best_step, s.found, given, job->parts[0].input_path);
+    sdt_host_log(job->host, SDT_LOG_INFO,
+                 "resuming from %s (step %lld), the newest of %d state(s) in %s that matches %s", s.best,
+                 (long long)s.best_step, s.found, given, job->parts[0].input_path);
     return set_resume_path(job, s.best, error);
 }
 
@@ -654,7 +703,6 @@ void sdt_train_job_resume_hashes(const sdt_train_job *job, const sdt_train_part 
     sdt_st_close(st);
 }
 
-
 /* Every tensor of the state onto the device (check_tensors has checked names, sizes, finiteness). */
 static bool restore_tensors(sdt_train_job *job, const sdt_safetensors *st, const char *path, sdt_error *error)
 {
@@ -665,11 +713,13 @@ static bool restore_tensors(sdt_train_job *job, const sdt_safetensors *st, const
         const sdt_st_entry *e = sdt_st_find(st, t[i].name);
         sdt_tensor host;
         if (!e || !sdt_st_entry_tensor(st, e, &host, error) || sdt_tensor_numel(&host) != sdt_tensor_numel(t[i].device))
-            ok = sdt_fail(error, SDT_ERR_VALIDATION, "%s: tensor '%s' is missing or has the wrong size; resume with the state "
-                          "file of this run", path, t[i].name);
+            ok = sdt_fail(error, SDT_ERR_VALIDATION,
+                          "%s: tensor '%s' is missing or has the wrong size; resume with the state "
+                          "file of this run",
+                          path, t[i].name);
         else if (job->pb.be->upload(job->pb.be, t[i].device->data, host.data, sdt_tensor_nbytes(t[i].device)))
-            ok = sdt_fail(error, job->pb.be->error.code, "%s: copying '%s' to the %s backend failed: %s", path, t[i].name,
-                          job->pb.be->name, job->pb.be->error.message);
+            ok = sdt_fail(error, job->pb.be->error.code, "%s: copying '%s' to the %s backend failed: %s", path,
+                          t[i].name, job->pb.be->name, job->pb.be->error.message);
     }
     free(t);
     return ok;
@@ -689,12 +739,15 @@ static bool restore_scaler(sdt_train_job *job, const cJSON *sc, sdt_error *error
 
 /* The average from the state ("ema.<group>"); a state without it (a run without --ema) starts it
  * from the resumed values. */
-static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path, sdt_error *error)
+static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJSON *j, const char *path,
+                        sdt_error *error)
 {
-    if (!restore_tensors(job, st, path, error) || !sdt_ema_restore(&job->ema, &job->engine, job->pb.be, st,
-                                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
-                                             cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay")),
-                                         path, job->host, error)) return false;
+    if (!restore_tensors(job, st, path, error) ||
+        !sdt_ema_restore(&job->ema, &job->engine, job->pb.be, st,
+                         cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+                             cJSON_GetObjectItemCaseSensitive(j, "options"), "ema_decay")),
+                         path, job->host, error))
+        return false;
     sdt_validation_from_json(&job->val, j);
     sdt_step_engine *e = &job->engine;
     job->step = (int64_t)num(j, "step");
@@ -715,12 +768,15 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
     /* The schedules come from this panel (max steps may have grown since the state was saved),
      * parsed at the resumed step, with the fallback's backoff applied again if it fired. */
     if (job->opt.max_steps < job->step)
-        return sdt_fail(error, SDT_ERR_VALIDATION, "%s: the run is already at step %lld, past max steps (%lld); raise max steps "
-                        "to continue it", path, (long long)job->step, (long long)job->opt.max_steps);
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: the run is already at step %lld, past max steps (%lld); raise max steps "
+                        "to continue it",
+                        path, (long long)job->step, (long long)job->opt.max_steps);
     if (job->opt.max_steps == job->step) { /* e.g. killed between the final state and the final files: write them */
-        sdt_host_log(job->host, SDT_LOG_INFO, "%s is at step %lld, which is max steps: nothing is left to train, so the run "
-                     "only writes the trained files from it; raise max steps to train further", path,
-                     (long long)job->step);
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "%s is at step %lld, which is max steps: nothing is left to train, so the run "
+                     "only writes the trained files from it; raise max steps to train further",
+                     path, (long long)job->step);
         job->end_step = job->step; /* no schedule to parse: no step will run */
     } else if (!sdt_step_engine_parse_schedules(e, job->step, job->opt.max_steps, &job->end_step, error) ||
                !sdt_step_engine_reapply_backoff(e, job->step, error)) {
@@ -731,7 +787,8 @@ static bool apply_state(sdt_train_job *job, const sdt_safetensors *st, const cJS
         if (!sdt_train_job_use_fp32(job, error)) return false;
     }
     if (!restore_scaler(job, cJSON_GetObjectItemCaseSensitive(j, "scaler"), error)) return false;
-    if (!sdt_data_order_set_position(&job->data.order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"), error))
+    if (!sdt_data_order_set_position(&job->data.order, (int64_t)num(j, "data_epoch"), (int)num(j, "data_position"),
+                                     error))
         return false;
     sdt_run_outputs_from_json(&job->outputs, j, job->step, job->host);
     return true;

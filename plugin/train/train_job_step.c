@@ -74,7 +74,10 @@ static void note_bad_input(sdt_train_job *job, const char *path)
 }
 
 /* The 1-based number of the step in progress, as metrics, the CSV and messages count. */
-static int64_t step_number(const sdt_train_job *job) { return job->step + 1; }
+static int64_t step_number(const sdt_train_job *job)
+{
+    return job->step + 1;
+}
 
 /* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders
  * filled; or the empty prompt when caption drop-out picks the sample (true then). */
@@ -83,8 +86,9 @@ static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_promp
     bool dropped = sdt_augment_caption_dropped(job->opt.seed, draw, job->data.caption_dropout);
     sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->opt.seed ^ 0x5445u, draw));
     sdt_prompt_rules pr = {job->data.shuffle_tags, job->data.tag_dropout, (int)job->data.keep_tokens};
-    char *prompt = dropped ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
-                           : sdt_caption_prompt(&job->tmpl, job->data.ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
+    char *prompt =
+        dropped ? strdup("") /* caption_dropout: the empty prompt, what CFG's unconditioned branch sees */
+                : sdt_caption_prompt(&job->tmpl, job->data.ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
     sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
     if (b == 0 && prompt && !dropped) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
     free(prompt);
@@ -92,21 +96,26 @@ static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_promp
 }
 
 /* Fills the inputs of micro-batch `micro` (a global counter) from the items idx[0..batch). */
-static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batch_buffers *buf, sdt_pass_inputs *in, sdt_error *error)
+static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batch_buffers *buf, sdt_pass_inputs *in,
+                        sdt_error *error)
 {
     const latent_entry *first = &job->data.lc.items[idx[0]];
     int64_t n = (int64_t)first->c * first->h * first->w, hw = (int64_t)first->h * first->w;
     memset(in, 0, sizeof(*in));
     int extra = inpaint_extra_channels(&job->rt);
     int64_t n_in = n + (int64_t)extra * hw; /* one sample of the UNet's input */
-    in->shape = (sdt_pass_shape){.batch = job->data.batch, .c = first->c, .h = first->h, .w = first->w, .chunks = 1,
-                                .in_c = first->c + extra, .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
+    in->shape = (sdt_pass_shape){.batch = job->data.batch,
+                                 .c = first->c,
+                                 .h = first->h,
+                                 .w = first->w,
+                                 .chunks = 1,
+                                 .in_c = first->c + extra,
+                                 .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
     if (!buffers_alloc(buf, job->data.batch, n, n_in)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
     }
-    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, error)
-                              : NULL;
+    const float *cond = extra ? inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, first->h, first->w, error) : NULL;
     if (extra && !cond) return false;
     bool v = job->rt.cfg.unet.v_prediction;
     for (int b = 0; b < job->data.batch; b++) {
@@ -114,13 +123,15 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         bool flipped = job->data.flip && sdt_augment_flip(job->opt.seed, draw);
         const latent_entry *e = latent_cache_entry(&job->data.lc, idx[b], flipped);
         if (latent_cache_numel(&job->data.lc, idx[b]) != n) {
-            sdt_fail(error, SDT_ERR_VALIDATION, "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
+            sdt_fail(error, SDT_ERR_VALIDATION,
+                     "%s: its latent size differs from the rest of its batch (a data-order bug: please report)",
                      job->data.ds.items[idx[b]].path);
             return false;
         }
         float *x0 = buf->x0 + b * n, *noise = buf->noise + b * n;
         latent_cache_get(&job->data.lc, idx[b], draw, flipped, x0);
-        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw))) note_bad_input(job, job->data.ds.items[idx[b]].path);
+        if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw)))
+            note_bad_input(job, job->data.ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->opt.seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
         sdt_loss_offset_noise(&job->loss, job->opt.seed, draw, noise, e->c, hw);
         int t = sdt_loss_timestep(&job->loss, job->opt.seed, draw);
@@ -132,13 +143,15 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
          * weight * loss is kohya's per-sample mean times the SNR weight, then the batch mean */
         float snr_w = (float)sdt_min_snr_weight(sdt_noise_schedule_snr(&job->sched, t), job->loss.min_snr_gamma, v);
         for (int ch = 0; ch < e->c; ch++)
-            for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
+            for (int64_t i = 0; i < hw; i++)
+                buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
         job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
         buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->data.ds.items[idx[b]], e, flipped);
-        if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES) job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
+        if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES)
+            job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
     }
-    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->data.batch, buf->tokens, buf->overrides,
-                                       &in->n_overrides);
+    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->data.batch, buf->tokens,
+                                        buf->overrides, &in->n_overrides);
     in->tokens = buf->tokens;
     in->overrides = buf->overrides;
     in->noisy = buf->noisy;
@@ -155,10 +168,11 @@ static bool anomaly_stop(sdt_train_job *job, sdt_error *error)
 {
     char where[SDT_ERROR_MESSAGE_MAX];
     snprintf(where, sizeof where, "%s", error->message);
-    sdt_fail(error, SDT_ERR_NUMERICAL, "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
+    sdt_fail(error, SDT_ERR_NUMERICAL,
+             "Step %lld: anomaly mode stopped training at the first non-finite value: %s. In %s this "
              "usually means the frozen weights or activations overflow the precision: train in fp32 or bf16, or check "
-             "that layer's weights in the checkpoint; the last good state is kept.", (long long)step_number(job), where,
-             sdt_precision_name(job->precision));
+             "that layer's weights in the checkpoint; the last good state is kept.",
+             (long long)step_number(job), where, sdt_precision_name(job->precision));
     return false;
 }
 
@@ -180,7 +194,8 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
         batch_buffers buf;
         sdt_pass_inputs in;
         double l = 0;
-        bool ok = build_batch(job, counter, idx, &buf, &in, error) && sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
+        bool ok = build_batch(job, counter, idx, &buf, &in, error) &&
+                  sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
                   sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->data.grad_accum, true, &l, error);
         buffers_free(&buf);
         if (!ok && error->code == SDT_ERR_NUMERICAL && job->opt.anomaly_mode) return anomaly_stop(job, error);
@@ -203,7 +218,8 @@ static void join_names(const char *const *names, int n, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
-    for (int i = 0; i < n && used < size; i++) used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
+    for (int i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", names[i]);
 }
 
 /* Why the loss was not finite: non-finite training inputs are certain evidence of the data;
@@ -214,9 +230,11 @@ static void explain_nonfinite(void *user, int64_t number, char *why, size_t size
     if (job->n_bad_input_files > 0) {
         char names[2048];
         join_names(job->bad_input_files, job->n_bad_input_files, names, sizeof names);
-        snprintf(why, size, "The cause is the data, not the optimisation: the latents of %s are not finite (the image, or "
+        snprintf(why, size,
+                 "The cause is the data, not the optimisation: the latents of %s are not finite (the image, or "
                  "the VAE's encoding of it, holds NaN or Inf values), so every step that uses it fails; remove or "
-                 "replace that file.", names);
+                 "replace that file.",
+                 names);
         return;
     }
     sdt_diagnosis_classify(&job->engine.diagnosis, number, job->batch_files, job->n_batch_files, why, size);
@@ -238,14 +256,18 @@ static void engine_log(void *user, sdt_log_level level, const char *message)
     sdt_host_log(job->host, level, "%s", message);
 }
 
-static bool engine_use_fp32(void *user, sdt_error *error) { return sdt_train_job_use_fp32(user, error); }
+static bool engine_use_fp32(void *user, sdt_error *error)
+{
+    return sdt_train_job_use_fp32(user, error);
+}
 
 /* Every write_csv_every-th step's row now; another step's is kept for the run's end.
  * images_per_s is this step's own throughput (the host's metrics carry a smoothed one). */
 static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
-    sdt_loss_row row = {m->step, m->epoch, m->epoch_step, m->loss, m->learn_rate, m->grad_norm, m->loss_scale,
-                        sdt_precision_name(job->precision), m->skipped_steps, images_per_s, job->val.on, job->val.last_loss};
+    sdt_loss_row row = {m->step,          m->epoch,     m->epoch_step, m->loss,
+                        m->learn_rate,    m->grad_norm, m->loss_scale, sdt_precision_name(job->precision),
+                        m->skipped_steps, images_per_s, job->val.on,   job->val.last_loss};
     sdt_run_outputs_csv_row(&job->outputs, &row, job->host);
 }
 
@@ -254,13 +276,16 @@ static void write_csv_row(sdt_train_job *job, const sdt_metrics *m, double image
  * warning, and training goes on. */
 static void save_state_if_due(sdt_train_job *job)
 {
-    if (job->opt.save_state_every_seconds <= 0 || sdt_run_clock() - job->last_state_at < (double)job->opt.save_state_every_seconds) return;
+    if (job->opt.save_state_every_seconds <= 0 ||
+        sdt_run_clock() - job->last_state_at < (double)job->opt.save_state_every_seconds)
+        return;
     sdt_error why;
     sdt_error_clear(&why);
     if (sdt_train_job_write_run_state(job, &why)) return;
     if (!sdt_run_outputs_note_failure(&job->outputs, &why))
-        sdt_host_log(job->host, SDT_LOG_WARNING, "Saving the training state at step %lld failed: %s Training continues.",
-                     (long long)job->step, why.message);
+        sdt_host_log(job->host, SDT_LOG_WARNING,
+                     "Saving the training state at step %lld failed: %s Training continues.", (long long)job->step,
+                     why.message);
 }
 
 static bool job_write_failed(void *vjob, sdt_error *error)
@@ -273,10 +298,17 @@ static bool job_write_failed(void *vjob, sdt_error *error)
 static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double images_per_s)
 {
     if (!job->outputs.write_metrics) return;
-    sdt_metrics_record r = {.step = m->step, .epoch = m->epoch, .loss = m->loss, .validation_loss = job->val.last_loss,
-                            .learn_rate = m->learn_rate, .grad_norm = m->grad_norm, .loss_scale = m->loss_scale,
-                            .images_per_s = images_per_s, .skipped = job->engine.skipped > job->skipped_before,
-                            .skipped_total = job->engine.skipped, .precision = sdt_precision_name(job->precision)};
+    sdt_metrics_record r = {.step = m->step,
+                            .epoch = m->epoch,
+                            .loss = m->loss,
+                            .validation_loss = job->val.last_loss,
+                            .learn_rate = m->learn_rate,
+                            .grad_norm = m->grad_norm,
+                            .loss_scale = m->loss_scale,
+                            .images_per_s = images_per_s,
+                            .skipped = job->engine.skipped > job->skipped_before,
+                            .skipped_total = job->engine.skipped,
+                            .precision = sdt_precision_name(job->precision)};
     r.n_groups = job->engine.n_groups < SDT_METRICS_MAX_GROUPS ? job->engine.n_groups : SDT_METRICS_MAX_GROUPS;
     for (int g = 0; g < r.n_groups; g++) {
         r.group_names[g] = job->engine.groups[g].name;
@@ -308,7 +340,9 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     *images = (uint32_t)(job->data.batch * job->data.grad_accum);
     double seconds = sdt_run_clock() - started; /* the step's own time: validation below is not training */
     /* The average and the validation after the update; neither draws from the training's RNG. */
-    if (!sdt_ema_update(&job->ema, &job->engine, job->pb.be, job->step, error) || !sdt_train_job_validate_if_due(job, error)) return false;
+    if (!sdt_ema_update(&job->ema, &job->engine, job->pb.be, job->step, error) ||
+        !sdt_train_job_validate_if_due(job, error))
+        return false;
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     write_metrics_line(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     save_state_if_due(job);
@@ -321,14 +355,24 @@ static bool job_done(const void *vjob)
     return job->step >= job->end_step || sdt_step_engine_finished(&job->engine, job->step) || job->val.stop;
 }
 
-static const sdt_job_ops train_job_ops = {job_step, job_done, sdt_train_job_save_snapshot, sdt_train_job_save_preview,
-                                          sdt_train_job_save_final, job_write_failed, sdt_train_job_saved_note};
+static const sdt_job_ops train_job_ops = {job_step,
+                                          job_done,
+                                          sdt_train_job_save_snapshot,
+                                          sdt_train_job_save_preview,
+                                          sdt_train_job_save_final,
+                                          job_write_failed,
+                                          sdt_train_job_saved_note};
 
-const sdt_job_ops *sdt_train_job_ops(void) { return &train_job_ops; }
+const sdt_job_ops *sdt_train_job_ops(void)
+{
+    return &train_job_ops;
+}
 
 sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
 {
-    sdt_run_params p = {.save_every = job->opt.save_every, .preview_every = job->previews.every, .backend = job->pb.be,
+    sdt_run_params p = {.save_every = job->opt.save_every,
+                        .preview_every = job->previews.every,
+                        .backend = job->pb.be,
                         .memory_estimate_bytes = job->memory_estimate_bytes};
     return p;
 }

@@ -48,10 +48,20 @@ static bool measure_one(void *user, int item, int t, const float *noise, double 
             for (int64_t i = 0; i < hw; i++) weight[ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
         sdt_prompt_encode(job->tok, &job->rules, prompt, enc);
         float timestep = (float)t;
-        sdt_pass_inputs in = {.shape = {.batch = 1, .c = e->c, .h = e->h, .w = e->w, .chunks = 1, .in_c = e->c + extra,
+        sdt_pass_inputs in = {.shape = {.batch = 1,
+                                        .c = e->c,
+                                        .h = e->h,
+                                        .w = e->w,
+                                        .chunks = 1,
+                                        .in_c = e->c + extra,
                                         .weighted = job->data.use_alpha},
-                              .tokens = tokens, .overrides = overrides, .noisy = noisy, .target = target, .weight = weight,
-                              .timesteps = &timestep, .end_id = sdt_tokenizer_eos(job->tok)};
+                              .tokens = tokens,
+                              .overrides = overrides,
+                              .noisy = noisy,
+                              .target = target,
+                              .weight = weight,
+                              .timesteps = &timestep,
+                              .end_id = sdt_tokenizer_eos(job->tok)};
         sdt_sdxl_sizes sizes = sdt_train_job_sample_sizes(job, &job->val.ds.items[item], e, false);
         if (sd_text_rules_of(&job->rt.cfg).sdxl) in.sizes = &sizes;
         in.shape.chunks = sdt_prompt_batch(job->tok, &job->rules, enc, 1, tokens, overrides, &in.n_overrides);

@@ -14,6 +14,8 @@
 
 /* Every field sdt_train_options has, X(field): a method whose config carries them inline copies
  * them with `#define TAKE(f) cfg->f = opts->f;` and SDT_TRAIN_OPTION_FIELDS(TAKE). */
+/* One X-macro list, laid out by hand (clang-format would staircase it). */
+// clang-format off
 #define SDT_TRAIN_OPTION_FIELDS(X)                                                                                   \
     X(batch_size) X(grad_accum_steps) X(clip_mode) X(width) X(height) X(latent_sampling) X(precision) X(device)      \
     X(clip_skip) X(max_consecutive_nonfinite) X(preview_steps) X(preview_width) X(preview_height) X(cpu_threads)     \
@@ -23,12 +25,16 @@
     X(preview_sampler) X(resume_state_path) X(tokenizer_path) X(varsize) X(shuffle_tags)                             \
     X(use_alpha_as_loss_weight) X(anomaly_mode) X(v_prediction) X(gradient_checkpointing) X(prediction_type)         \
     X(save_state_every_seconds)
+// clang-format on
 
 /* The fields appended in 1.5, which only sdt_train_options has: a method whose config carries the
  * older ones inline takes these from its train_options pointer. */
+/* One X-macro list, laid out by hand (clang-format would staircase it). */
+// clang-format off
 #define SDT_TRAIN_OPTION_FIELDS_1_5(X)                                                                               \
     X(preview_prompts_file) X(preview_seeds) X(caption_dropout) X(keep_tokens) X(flip) X(bucket_max_area)            \
     X(bucket_min_side) X(bucket_max_side) X(bucket_step) X(buckets) X(random_crop)
+// clang-format on
 
 /* prediction_type (1.3) and v_prediction (1.1) as one choice: v_prediction true means V (a
  * 1.1/1.2 host's only way to say it), else prediction_type. check: prediction_type is one of

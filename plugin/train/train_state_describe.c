@@ -52,7 +52,8 @@ static void read_parts(const sdt_safetensors *st, sdt_state_facts *f)
     for (size_t i = 0; i < sdt_st_metadata_count(st) && f->n_parts < SDT_STATE_FACTS_MAX_PARTS; i++) {
         const char *key = sdt_st_metadata_key(st, i);
         size_t len = strlen(key);
-        if (len <= suffix || len - suffix >= sizeof f->parts[0].what || strcmp(key + len - suffix, PART_FILE_SUFFIX) != 0)
+        if (len <= suffix || len - suffix >= sizeof f->parts[0].what ||
+            strcmp(key + len - suffix, PART_FILE_SUFFIX) != 0)
             continue;
         sdt_state_part_facts *p = &f->parts[f->n_parts];
         snprintf(p->what, sizeof p->what, "%.*s", (int)(len - suffix), key);
@@ -131,8 +132,10 @@ static void read_training(const sdt_safetensors *st, sdt_state_facts *f)
 
 static void add_or_replace(cJSON *root, const char *key, cJSON *item)
 {
-    if (cJSON_GetObjectItemCaseSensitive(root, key)) cJSON_ReplaceItemInObjectCaseSensitive(root, key, item);
-    else cJSON_AddItemToObject(root, key, item);
+    if (cJSON_GetObjectItemCaseSensitive(root, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(root, key, item);
+    else
+        cJSON_AddItemToObject(root, key, item);
 }
 
 static cJSON *string_or_null(const char *s)

@@ -14,13 +14,13 @@
 #define SDT_STATE_FACTS_MAX_PARTS 4
 
 typedef struct sdt_state_part_facts {
-    char what[32];          /* "embedding", "hypernetwork" */
-    char file[4096];        /* the file the run trains */
-    char sha256[72];        /* its values when the state was saved */
-    char start_sha256[72];  /* its values when the run began */
+    char what[32];         /* "embedding", "hypernetwork" */
+    char file[4096];       /* the file the run trains */
+    char sha256[72];       /* its values when the state was saved */
+    char start_sha256[72]; /* its values when the run began */
     int64_t start_step;
-    int64_t trained_values; /* the part's trained numbers in the state (its tensors without moments) */
-    int64_t rows, cols;     /* an embedding's vectors x width (0 for other parts) */
+    int64_t trained_values;  /* the part's trained numbers in the state (its tensors without moments) */
+    int64_t rows, cols;      /* an embedding's vectors x width (0 for other parts) */
     double vector_norm_mean; /* an embedding's mean vector length, as inspect shows a lone one's */
 } sdt_state_part_facts;
 
@@ -36,7 +36,7 @@ typedef struct sdt_state_facts {
     sdt_state_part_facts parts[SDT_STATE_FACTS_MAX_PARTS];
     int64_t tensor_count;
     bool all_finite;
-    bool sealed;            /* the seal matches tensors and metadata */
+    bool sealed;             /* the seal matches tensors and metadata */
     char seal_problem[1024]; /* why not, when !sealed */
 } sdt_state_facts;
 
@@ -48,7 +48,8 @@ bool sdt_state_file_is_state(const char *path);
  * the same file, e.g. the embedding in a lone embedding's state), the facts are added to it.
  * false + BAD_FORMAT when path is not a readable state; a broken seal or non-finite values are
  * facts, not errors (inspect exists to show them). */
-bool sdt_state_describe(const char *path, sdt_state_facts *facts, const char *base_json, char **json_out, sdt_error *error);
+bool sdt_state_describe(const char *path, sdt_state_facts *facts, const char *base_json, char **json_out,
+                        sdt_error *error);
 
 /* The part named what ("embedding", "hypernetwork"), or NULL. */
 const sdt_state_part_facts *sdt_state_facts_part(const sdt_state_facts *facts, const char *what);

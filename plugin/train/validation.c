@@ -62,13 +62,14 @@ bool sdt_validation_hold_out(sdt_validation *v, sdt_dataset *ds, latent_cache *l
         size_t at = strlen(names);
         snprintf(names + at, sizeof names - at, "%s%s", i ? ", " : "", slash ? slash + 1 : path);
     }
-    sdt_host_log(host, SDT_LOG_INFO, "validation: %d of %d images held out of the training set (chosen by seed %llu): %s",
-                 v->ds.n_items, n, (unsigned long long)seed, names);
+    sdt_host_log(host, SDT_LOG_INFO,
+                 "validation: %d of %d images held out of the training set (chosen by seed %llu): %s", v->ds.n_items, n,
+                 (unsigned long long)seed, names);
     return true;
 }
 
-bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_runtime *rt, work_arena *wa, uint64_t seed,
-                                const sdt_host_callbacks *host, sdt_error *error)
+bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_runtime *rt, work_arena *wa,
+                                uint64_t seed, const sdt_host_callbacks *host, sdt_error *error)
 {
     o->folder = v->dir;
     if (!sdt_dataset_load(o, &v->ds, error))
@@ -81,8 +82,10 @@ bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_ru
     for (int i = 0; i < v->ds.n_items; i++) {
         sdt_dataset_item *it = &v->ds.items[i];
         if (it->width % f || it->height % f)
-            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: %dx%d is not a multiple of %d on both sides; resize the validation "
-                            "image or turn off \"do not resize\"", it->path, it->width, it->height, f);
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: %dx%d is not a multiple of %d on both sides; resize the validation "
+                            "image or turn off \"do not resize\"",
+                            it->path, it->width, it->height, f);
         if (!latent_cache_encode(&v->lc, i, rt, wa, it->pixels, it->width, it->height, it->loss_weight, it->width / 8,
                                  it->height / 8, error))
             return sdt_error_wrap(error, "%s: encoding the validation image failed", it->path);
@@ -99,8 +102,8 @@ bool sdt_validation_due(sdt_validation *v, int64_t step)
     return v->on && step % v->every == 0;
 }
 
-bool sdt_validation_loss(const sdt_validation *v, uint64_t seed, sdt_validation_measure measure, void *user, double *loss,
-                         sdt_error *error)
+bool sdt_validation_loss(const sdt_validation *v, uint64_t seed, sdt_validation_measure measure, void *user,
+                         double *loss, sdt_error *error)
 {
     uint64_t noise_seed = sdt_rng_derive(seed, VALIDATION_SEED_SALT);
     double sum = 0;
@@ -113,7 +116,8 @@ bool sdt_validation_loss(const sdt_validation *v, uint64_t seed, sdt_validation_
             bool ok = noise != NULL;
             if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory measuring the validation loss");
             if (ok) {
-                sdt_rng_normal_fill(noise_seed, SDT_RNG_NOISE, ((uint64_t)i * N_TIMESTEPS + (uint64_t)k) * (uint64_t)n, noise, n);
+                sdt_rng_normal_fill(noise_seed, SDT_RNG_NOISE, ((uint64_t)i * N_TIMESTEPS + (uint64_t)k) * (uint64_t)n,
+                                    noise, n);
                 ok = measure(user, i, validation_timesteps[k], noise, &l, error);
             }
             free(noise);
@@ -144,10 +148,12 @@ void sdt_validation_report(sdt_validation *v, int64_t step, bool better, const s
                  v->last_loss, better ? ", the lowest so far" : "", v->best_loss, (long long)v->best_step);
     if (v->patience > 0 && v->since_best >= v->patience) {
         v->stop = true;
-        sdt_host_log(host, SDT_LOG_INFO, "stopping early at step %lld: the validation loss has not gone below %.6f (step "
-                     "%lld) in %u validations (stop_after_no_improvement); the state is saved, and --resume with a higher "
-                     "stop_after_no_improvement continues the run", (long long)step, v->best_loss, (long long)v->best_step,
-                     (unsigned)v->since_best);
+        sdt_host_log(
+            host, SDT_LOG_INFO,
+            "stopping early at step %lld: the validation loss has not gone below %.6f (step "
+            "%lld) in %u validations (stop_after_no_improvement); the state is saved, and --resume with a higher "
+            "stop_after_no_improvement continues the run",
+            (long long)step, v->best_loss, (long long)v->best_step, (unsigned)v->since_best);
     }
 }
 
@@ -174,19 +180,22 @@ bool sdt_validation_check_json(const cJSON *record, const char *path, sdt_error 
 {
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(record, "validation");
     if (!o) return true; /* a run without validation */
-    const cJSON *best = cJSON_GetObjectItemCaseSensitive(o, "best_loss"), *step = cJSON_GetObjectItemCaseSensitive(o, "best_step"),
+    const cJSON *best = cJSON_GetObjectItemCaseSensitive(o, "best_loss"),
+                *step = cJSON_GetObjectItemCaseSensitive(o, "best_step"),
                 *since = cJSON_GetObjectItemCaseSensitive(o, "since_best");
     double loss, s = cJSON_GetNumberValue(step), n = cJSON_GetNumberValue(since);
-    const char *bad = !cJSON_IsObject(o) ? "validation"
-                      : !parse_best_loss(cJSON_GetStringValue(best), &loss) ? "validation.best_loss"
+    const char *bad = !cJSON_IsObject(o)                                                  ? "validation"
+                      : !parse_best_loss(cJSON_GetStringValue(best), &loss)               ? "validation.best_loss"
                       : !cJSON_IsNumber(step) || !(s >= -1 && s <= 9e15 && s == floor(s)) ? "validation.best_step"
-                      : !cJSON_IsNumber(since) || !(n >= 0 && n < 4e9 && n == floor(n)) ? "validation.since_best"
-                                                                                            : NULL;
+                      : !cJSON_IsNumber(since) || !(n >= 0 && n < 4e9 && n == floor(n))   ? "validation.since_best"
+                                                                                          : NULL;
     if (!bad) return true;
-    const char *text = cJSON_IsString(best) && strcmp(bad, "validation.best_loss") == 0 ? cJSON_GetStringValue(best) : NULL;
-    return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the state's training record has %s%s%s%s, which no run writes (the file is "
-                    "damaged); resume from an earlier state, or train without --resume", path, bad, text ? " = \"" : "",
-                    text ? text : "", text ? "\"" : "");
+    const char *text =
+        cJSON_IsString(best) && strcmp(bad, "validation.best_loss") == 0 ? cJSON_GetStringValue(best) : NULL;
+    return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                    "%s: the state's training record has %s%s%s%s, which no run writes (the file is "
+                    "damaged); resume from an earlier state, or train without --resume",
+                    path, bad, text ? " = \"" : "", text ? text : "", text ? "\"" : "");
 }
 
 void sdt_validation_from_json(sdt_validation *v, const cJSON *record)
@@ -194,13 +203,15 @@ void sdt_validation_from_json(sdt_validation *v, const cJSON *record)
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(record, "validation");
     double loss;
     /* a state without it starts afresh; one with it was checked (sdt_validation_check_json) */
-    if (!v->on || !o || !parse_best_loss(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "best_loss")), &loss)) return;
+    if (!v->on || !o || !parse_best_loss(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "best_loss")), &loss))
+        return;
     v->best_loss = loss;
     v->best_step = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "best_step"));
     v->since_best = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "since_best"));
 }
 
-void sdt_validation_summary(const sdt_validation *v, int64_t step, const char *run_folder, const sdt_host_callbacks *host)
+void sdt_validation_summary(const sdt_validation *v, int64_t step, const char *run_folder,
+                            const sdt_host_callbacks *host)
 {
     if (!v->on) return;
     if (v->best_step < 0) {
@@ -208,8 +219,10 @@ void sdt_validation_summary(const sdt_validation *v, int64_t step, const char *r
                      (long long)(step - step % v->every + v->every));
         return;
     }
-    sdt_host_log(host, SDT_LOG_INFO, "validation: the lowest validation loss was %.6f at step %lld; its copy (-%lld) is "
-                 "in the run folder %s", v->best_loss, (long long)v->best_step, (long long)v->best_step, run_folder);
+    sdt_host_log(host, SDT_LOG_INFO,
+                 "validation: the lowest validation loss was %.6f at step %lld; its copy (-%lld) is "
+                 "in the run folder %s",
+                 v->best_loss, (long long)v->best_step, (long long)v->best_step, run_folder);
 }
 
 void sdt_validation_free(sdt_validation *v)

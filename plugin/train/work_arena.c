@@ -12,8 +12,10 @@ bool work_arena_reserve(work_arena *w, sdt_backend *be, size_t bytes, sdt_error 
     }
     work_arena_release(w);
     if (!sdt_arena_init(&w->arena, be, bytes)) {
-        sdt_fail(error, be->error.code, "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
-                 "or the resolution", bytes >> 20, be->name, be->error.message);
+        sdt_fail(error, be->error.code,
+                 "cannot allocate %zu MiB of activation memory on the %s backend (%s); lower the batch size "
+                 "or the resolution",
+                 bytes >> 20, be->name, be->error.message);
         return false;
     }
     w->live = true;

@@ -13,7 +13,7 @@
 #include "arena.h"
 
 typedef struct work_arena {
-    sdt_arena arena;  /* rewound to 0 by reserve */
+    sdt_arena arena; /* rewound to 0 by reserve */
     bool live;
 } work_arena;
 

@@ -17,38 +17,42 @@ _Static_assert(offsetof(sdt_ti_config, v_prediction) == offsetof(sdt_ti_config, 
 _Static_assert(offsetof(sdt_ti_config, save_state_every_seconds) == offsetof(sdt_ti_config, tokenizer_path) + 8,
                "the config field appended in 1.2 follows 1.1's last field without padding");
 _Static_assert(offsetof(sdt_ti_config, prediction_type) == offsetof(sdt_ti_config, train_options) + sizeof(void *) &&
-                   offsetof(sdt_train_options, prediction_type) == offsetof(sdt_train_options, gradient_checkpointing) + 3 &&
+                   offsetof(sdt_train_options, prediction_type) ==
+                       offsetof(sdt_train_options, gradient_checkpointing) + 3 &&
                    offsetof(sdt_train_options, prediction_type) % 8 == 0,
                "the fields appended in 1.3 start at 1.2's sizeof, past its tail padding (docs/abi.md 3.6)");
 _Static_assert(sizeof(sdt_prediction_type) == 4 && sizeof(sdt_kv_kind) == 4, "enums are 32-bit");
-_Static_assert(offsetof(sdt_hn_factory, applier_create) == offsetof(sdt_hn_factory, train_options_defaults) +
-                   sizeof(void *),
+_Static_assert(offsetof(sdt_hn_factory, applier_create) ==
+                   offsetof(sdt_hn_factory, train_options_defaults) + sizeof(void *),
                "the applier's members (1.4) are appended after 1.2's last member");
 _Static_assert(offsetof(sdt_train_options, save_state_every_seconds) == offsetof(sdt_train_options, reserved2) + 4 &&
                    offsetof(sdt_train_options, save_state_every_seconds) % 8 == 0 &&
                    offsetof(sdt_hn_config, save_image_with_embedding) ==
                        offsetof(sdt_hn_config, embedding_learn_rate) + sizeof(void *) &&
-                   offsetof(sdt_hn_config, embedding_clip_mode) == offsetof(sdt_hn_config, save_image_with_embedding) + 4 &&
+                   offsetof(sdt_hn_config, embedding_clip_mode) ==
+                       offsetof(sdt_hn_config, save_image_with_embedding) + 4 &&
                    offsetof(sdt_hn_config, embedding_clip_value) % 8 == 0,
                "the option fields appended in 1.4 start at 1.3's sizeof (docs/abi.md 3.6)");
-_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) == offsetof(sdt_hn_config, embedding_clip_value) +
-                   sizeof(void *),
+_Static_assert(offsetof(sdt_hn_config, preview_hypernetworks) ==
+                   offsetof(sdt_hn_config, embedding_clip_value) + sizeof(void *),
                "the config fields appended in 1.4 follow the embedding's settings (1.4) without padding");
 _Static_assert(offsetof(sdt_train_options, loss_type) == offsetof(sdt_train_options, save_state_every_seconds) + 8 &&
                    offsetof(sdt_train_options, warmup_steps) == offsetof(sdt_train_options, loss_type) + 24 &&
                    offsetof(sdt_train_options, huber_delta) == offsetof(sdt_train_options, warmup_steps) + 24 &&
                    sizeof(sdt_loss_type) == 4 && sizeof(sdt_lr_scheduler) == 4,
                "the loss options appended in 1.5 start at 1.4's sizeof and pack without padding (docs/abi.md 3.6)");
-_Static_assert(offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
-                   offsetof(sdt_train_options, ema_every) == offsetof(sdt_train_options, ema_decay) + 8 &&
-                   sizeof(sdt_train_options) % 8 == 0,
-               "the validation and EMA fields appended in 1.5 follow the data options and end without tail padding (docs/abi.md 3.13)");
-_Static_assert(offsetof(sdt_train_options, bucket_max_area) == offsetof(sdt_train_options, reserved4) + 5 &&
-                   offsetof(sdt_train_options, bucket_step) == offsetof(sdt_train_options, bucket_max_area) + 12 &&
-                   offsetof(sdt_train_options, buckets) == offsetof(sdt_train_options, bucket_step) + 4 &&
-                   offsetof(sdt_train_options, reserved5) == offsetof(sdt_train_options, random_crop) + 1 &&
-                   offsetof(sdt_train_options, reserved5) + 6 == offsetof(sdt_train_options, deterministic),
-               "the bucket options appended in 1.5 follow the validation fields and end without tail padding (docs/abi.md 3.14)");
+_Static_assert(
+    offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
+        offsetof(sdt_train_options, ema_every) == offsetof(sdt_train_options, ema_decay) + 8 &&
+        sizeof(sdt_train_options) % 8 == 0,
+    "the validation and EMA fields appended in 1.5 follow the data options and end without tail padding (docs/abi.md 3.13)");
+_Static_assert(
+    offsetof(sdt_train_options, bucket_max_area) == offsetof(sdt_train_options, reserved4) + 5 &&
+        offsetof(sdt_train_options, bucket_step) == offsetof(sdt_train_options, bucket_max_area) + 12 &&
+        offsetof(sdt_train_options, buckets) == offsetof(sdt_train_options, bucket_step) + 4 &&
+        offsetof(sdt_train_options, reserved5) == offsetof(sdt_train_options, random_crop) + 1 &&
+        offsetof(sdt_train_options, reserved5) + 6 == offsetof(sdt_train_options, deterministic),
+    "the bucket options appended in 1.5 follow the validation fields and end without tail padding (docs/abi.md 3.14)");
 _Static_assert(offsetof(sdt_train_options, deterministic) % 8 == 0 &&
                    offsetof(sdt_train_options, reserved6) == offsetof(sdt_train_options, deterministic) + 1 &&
                    offsetof(sdt_train_options, reserved6) + 7 == sizeof(sdt_train_options),
@@ -59,7 +63,8 @@ _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embe
 _Static_assert(offsetof(sdt_train_options, preview_prompts_file) == offsetof(sdt_train_options, huber_delta) + 8 &&
                    offsetof(sdt_train_options, reserved3) == offsetof(sdt_train_options, flip) + 1 &&
                    offsetof(sdt_train_options, validation_dir) == offsetof(sdt_train_options, reserved3) + 3 &&
-                   offsetof(sdt_generate_request, sampler) == offsetof(sdt_generate_request, embedding_path) + sizeof(void *),
+                   offsetof(sdt_generate_request, sampler) ==
+                       offsetof(sdt_generate_request, embedding_path) + sizeof(void *),
                "the preview and data options appended in 1.5 follow the loss options without padding");
 
 int main(void)

@@ -13,13 +13,13 @@ static void check_version_negotiation(const sdt_entry *e)
     CHECK(e->abi_version.major == SDT_ABI_VERSION_MAJOR, "entry major %u", e->abi_version.major);
     char err[512];
     memset(err, 'x', sizeof err);
-    sdt_version other = { SDT_ABI_VERSION_MAJOR + 1, 0, 0 };
+    sdt_version other = {SDT_ABI_VERSION_MAJOR + 1, 0, 0};
     CHECK(e->init(other, err, sizeof err) == SDT_STATUS_VERSION_MISMATCH, "another major must be refused");
     CHECK(memchr(err, '\0', sizeof err) != NULL && strstr(err, "major") != NULL, "refusal sentence: %.200s", err);
     CHECK(e->get_factory(SDT_FACTORY_TEXTUAL_INVERSION) == NULL, "a refused init must not initialise");
-    sdt_version older = { SDT_ABI_VERSION_MAJOR - 1u, 9, 9 };
+    sdt_version older = {SDT_ABI_VERSION_MAJOR - 1u, 9, 9};
     CHECK(e->init(older, NULL, 0) == SDT_STATUS_VERSION_MISMATCH, "an older major (NULL err) must be refused");
-    sdt_version newer_minor = { SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR + 7, 3 };
+    sdt_version newer_minor = {SDT_ABI_VERSION_MAJOR, SDT_ABI_VERSION_MINOR + 7, 3};
     CHECK(e->init(newer_minor, err, sizeof err) == SDT_STATUS_OK, "same major, other minor must work: %s", err);
     e->deinit();
 }
@@ -92,7 +92,8 @@ static void check_older_struct_sizes(const sdt_ti_factory *f, sdt_test_rng *rng)
     CHECK(f->create(&cb, &t2, NULL, 0) == SDT_STATUS_OK, "create with an older callbacks table");
     cb.struct_size = 2;
     sdt_ti_trainer *t3 = (sdt_ti_trainer *)&cb;
-    CHECK(f->create(&cb, &t3, err, sizeof err) == SDT_STATUS_INVALID_ARGUMENT && t3 == NULL, "a nonsense struct_size is refused");
+    CHECK(f->create(&cb, &t3, err, sizeof err) == SDT_STATUS_INVALID_ARGUMENT && t3 == NULL,
+          "a nonsense struct_size is refused");
     CHECK(strstr(err, "struct_size") != NULL, "sentence names struct_size: %s", err);
     f->destroy(t2);
     f->destroy(t);
@@ -101,17 +102,21 @@ static void check_older_struct_sizes(const sdt_ti_factory *f, sdt_test_rng *rng)
 static void check_handles_and_errors(const sdt_ti_factory *f)
 {
     sdt_ti_trainer *a = NULL, *b = NULL;
-    CHECK(f->create(NULL, &a, NULL, 0) == SDT_STATUS_OK && f->create(NULL, &b, NULL, 0) == SDT_STATUS_OK, "two trainers");
+    CHECK(f->create(NULL, &a, NULL, 0) == SDT_STATUS_OK && f->create(NULL, &b, NULL, 0) == SDT_STATUS_OK,
+          "two trainers");
     CHECK(a != b, "distinct handles");
     CHECK(f->prepare(a, NULL, NULL) == SDT_STATUS_INVALID_ARGUMENT, "NULL config is an argument error");
     uint32_t needed = 0;
-    CHECK(f->get_last_error(a, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed > 20, "size query (%u)", needed);
+    CHECK(f->get_last_error(a, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed > 20, "size query (%u)",
+          needed);
     char tiny[8];
-    CHECK(f->get_last_error(a, tiny, sizeof tiny, NULL) == SDT_STATUS_BUFFER_TOO_SMALL && strlen(tiny) == 7, "truncated copy");
+    CHECK(f->get_last_error(a, tiny, sizeof tiny, NULL) == SDT_STATUS_BUFFER_TOO_SMALL && strlen(tiny) == 7,
+          "truncated copy");
     char full[1024];
     CHECK(f->get_last_error(a, full, sizeof full, NULL) == SDT_STATUS_OK && strlen(full) + 1 == needed, "full copy");
     char other[64] = "x";
-    CHECK(f->get_last_error(b, other, sizeof other, NULL) == SDT_STATUS_OK && other[0] == '\0', "b untouched by a's error");
+    CHECK(f->get_last_error(b, other, sizeof other, NULL) == SDT_STATUS_OK && other[0] == '\0',
+          "b untouched by a's error");
     CHECK(f->interrupt(a) == SDT_STATUS_OK, "interrupt without a run is harmless");
     sdt_run_state sa = SDT_RUN_FAILED, sb = SDT_RUN_FAILED;
     f->get_run_state(a, &sa);

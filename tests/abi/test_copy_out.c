@@ -19,19 +19,26 @@ static void test_strings(sdt_test_rng *rng)
     sdt_status st = sdt_copy_string_out(src, buf, cap, &needed);
     size_t expect = len < cap ? len : cap - 1;
     CHECK(st == (expect == len ? SDT_STATUS_OK : SDT_STATUS_BUFFER_TOO_SMALL), "status for cap %u len %zu", cap, len);
-    CHECK(strlen(buf) == expect && memcmp(buf, src, expect) == 0 && buf[cap] == 'Z', "truncated, terminated, in bounds");
+    CHECK(strlen(buf) == expect && memcmp(buf, src, expect) == 0 && buf[cap] == 'Z',
+          "truncated, terminated, in bounds");
     CHECK(sdt_copy_string_out(NULL, buf, 4, &needed) == SDT_STATUS_OK && buf[0] == '\0' && needed == 1, "NULL = \"\"");
 }
 
-typedef struct v2 { uint32_t struct_size; uint32_t a; double b; int64_t c; } v2;
+typedef struct v2 {
+    uint32_t struct_size;
+    uint32_t a;
+    double b;
+    int64_t c;
+} v2;
 
 static void test_structs(sdt_test_rng *rng)
 {
-    v2 defaults = { sizeof(v2), 7, 2.5, -3 };
-    v2 host = { (uint32_t)offsetof(v2, b), 11, 99.0, 99 }; /* an older host knows only a */
+    v2 defaults = {sizeof(v2), 7, 2.5, -3};
+    v2 host = {(uint32_t)offsetof(v2, b), 11, 99.0, 99}; /* an older host knows only a */
     v2 got = defaults;
     CHECK(sdt_struct_read_in(&got, sizeof got, &host), "read older");
-    CHECK(got.struct_size == sizeof(v2) && got.a == 11 && got.b == 2.5 && got.c == -3, "older fields read, defaults kept");
+    CHECK(got.struct_size == sizeof(v2) && got.a == 11 && got.b == 2.5 && got.c == -3,
+          "older fields read, defaults kept");
     v2 newer_host[2];
     memset(newer_host, 0, sizeof newer_host);
     newer_host[0].struct_size = sizeof(v2) + 8; /* a newer host: extra fields we ignore */
@@ -43,7 +50,7 @@ static void test_structs(sdt_test_rng *rng)
     v2 out[2];
     memset(out, 0xEE, sizeof out);
     out[0].struct_size = (uint32_t)offsetof(v2, c);
-    v2 src = { sizeof(v2), 5, 1.5, 42 };
+    v2 src = {sizeof(v2), 5, 1.5, 42};
     CHECK(sdt_struct_write_out(out, &src, sizeof src), "write older");
     CHECK(out[0].struct_size == offsetof(v2, c) && out[0].a == 5 && out[0].b == 1.5, "fields written");
     unsigned char *tail = (unsigned char *)&out[0].c;

@@ -62,19 +62,22 @@ static void check_defaults_round_trip(const char *dir)
     CHECK(h->inspect(t, path, &info, NULL, 0, NULL) == SDT_STATUS_OK, "inspect the new file");
     static const int widths[] = {768, 320, 640, 1280};
     CHECK(info.width_count == 4 && info.widths[0] == 768 && info.widths[1] == 320 && info.widths[2] == 640 &&
-              info.widths[3] == 1280, "widths 768, 320, 640, 1280 (%u)", info.width_count);
+              info.widths[3] == 1280,
+          "widths 768, 320, 640, 1280 (%u)", info.width_count);
     CHECK(info.layer_count == 2 && strcmp(info.layer_structure, "1, 2, 1") == 0, "structure %s", info.layer_structure);
-    CHECK(info.parameter_count == params_1m1(widths, 4, 2.0), "parameters %llu", (unsigned long long)info.parameter_count);
+    CHECK(info.parameter_count == params_1m1(widths, 4, 2.0), "parameters %llu",
+          (unsigned long long)info.parameter_count);
     CHECK(strcmp(info.name, "plain") == 0 && strcmp(info.activation, "linear") == 0 &&
-              strcmp(info.weight_init, "Normal") == 0, "name %s, activation %s, init %s", info.name, info.activation,
-          info.weight_init);
+              strcmp(info.weight_init, "Normal") == 0,
+          "name %s, activation %s, init %s", info.name, info.activation, info.weight_init);
     CHECK(!info.layer_norm && !info.use_dropout && !info.activate_output && info.all_finite && info.step == 0,
           "flags off, finite, step 0");
     CHECK(h->inspect(t, path, NULL, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed > 2, "JSON size query");
     char *json = malloc(needed);
     CHECK(json && h->inspect(t, path, NULL, json, needed, NULL) == SDT_STATUS_OK, "JSON fits its size");
     if (json) {
-        CHECK(strstr(json, "\"parameter_count\"") && strstr(json, "\"layer_structure\"") && strstr(json, "\"a1111-pt\""),
+        CHECK(strstr(json, "\"parameter_count\"") && strstr(json, "\"layer_structure\"") &&
+                  strstr(json, "\"a1111-pt\""),
               "JSON carries the structure: %.300s", json);
         free(json);
     }
@@ -108,8 +111,8 @@ static void check_options_round_trip(const char *dir)
     CHECK(info.parameter_count == params_1m1(widths, 2, 1.5) + norms, "parameters %llu",
           (unsigned long long)info.parameter_count);
     CHECK(strcmp(info.layer_structure, "1, 1.5, 1") == 0 && strcmp(info.activation, "relu") == 0 &&
-              strcmp(info.weight_init, "KaimingNormal") == 0, "structure %s, %s, %s", info.layer_structure,
-          info.activation, info.weight_init);
+              strcmp(info.weight_init, "KaimingNormal") == 0,
+          "structure %s, %s, %s", info.layer_structure, info.activation, info.weight_init);
     CHECK(info.layer_norm && info.use_dropout && info.activate_output, "layer norm, dropout, output activation kept");
 }
 

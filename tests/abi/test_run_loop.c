@@ -11,8 +11,8 @@
 
 typedef struct fake_job {
     int64_t step, max_steps;
-    int64_t fail_at;              /* step that returns an error, 0 = never */
-    int64_t interrupt_at;         /* step during which another thread presses Interrupt, 0 = never */
+    int64_t fail_at;      /* step that returns an error, 0 = never */
+    int64_t interrupt_at; /* step during which another thread presses Interrupt, 0 = never */
     sdt_run_control *ctl;
     int snapshots, previews, final_saves, metrics_calls, warnings;
     sdt_save_reason last_reason;
@@ -56,14 +56,16 @@ static bool fake_snapshot(void *p, int64_t step, sdt_error *error)
     fake_job *j = p;
     (void)step;
     j->snapshots++;
-    if (j->snapshot_fails == SDT_ERR_IO) return sdt_fail(error, SDT_ERR_IO, "copy.safetensors: writing failed (No space left on device)");
+    if (j->snapshot_fails == SDT_ERR_IO)
+        return sdt_fail(error, SDT_ERR_IO, "copy.safetensors: writing failed (No space left on device)");
     if (j->snapshot_fails) return sdt_fail(error, j->snapshot_fails, "no memory for the copy");
     return true;
 }
 
 static bool fake_preview(void *p, int64_t step, sdt_error *error)
 {
-    (void)step; (void)error;
+    (void)step;
+    (void)error;
     ((fake_job *)p)->previews++;
     return true;
 }
@@ -78,7 +80,7 @@ static bool fake_final(void *p, sdt_save_reason reason, sdt_error *error)
     return true;
 }
 
-static const sdt_job_ops fake_ops = { fake_step, fake_done, fake_snapshot, fake_preview, fake_final, NULL, NULL };
+static const sdt_job_ops fake_ops = {fake_step, fake_done, fake_snapshot, fake_preview, fake_final, NULL, NULL};
 
 static void on_metrics(void *user, const sdt_metrics *m)
 {
@@ -123,9 +125,9 @@ static int fake_memory_stats(sdt_backend *be, sdt_memory_stats *s, bool reset_pe
 static sdt_status run_with(fake_job *j, sdt_run_control *ctl, int64_t save_every, sdt_backend *be, size_t estimate,
                            sdt_error *error)
 {
-    sdt_host_callbacks host = { sizeof host, j, on_log, on_metrics, NULL, NULL };
-    sdt_run_params params = { .save_every = save_every, .preview_every = save_every * 2, .backend = be,
-                              .memory_estimate_bytes = estimate };
+    sdt_host_callbacks host = {sizeof host, j, on_log, on_metrics, NULL, NULL};
+    sdt_run_params params = {
+        .save_every = save_every, .preview_every = save_every * 2, .backend = be, .memory_estimate_bytes = estimate};
     j->ctl = ctl;
     sdt_run_control_set_state(ctl, SDT_RUN_PREPARED);
     CHECK(sdt_run_control_begin_run(ctl), "begin_run from PREPARED");
@@ -142,13 +144,15 @@ static void test_finishes(sdt_test_rng *rng)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 5 + (int64_t)(sdt_test_next(rng) % 40);
     int64_t every = 1 + (int64_t)(sdt_test_next(rng) % 6);
     sdt_error error = {0};
     CHECK(run(&j, &ctl, every, &error) == SDT_STATUS_OK, "finishes: %s", error.message);
-    CHECK(j.step == j.max_steps && j.metrics_calls == j.max_steps, "every step reported (%lld, %d)", (long long)j.step, j.metrics_calls);
-    CHECK(j.snapshots == j.max_steps / every && j.previews == j.max_steps / (every * 2), "cadences %d %d", j.snapshots, j.previews);
+    CHECK(j.step == j.max_steps && j.metrics_calls == j.max_steps, "every step reported (%lld, %d)", (long long)j.step,
+          j.metrics_calls);
+    CHECK(j.snapshots == j.max_steps / every && j.previews == j.max_steps / (every * 2), "cadences %d %d", j.snapshots,
+          j.previews);
     CHECK(j.final_saves == 1 && j.last_reason == SDT_SAVE_FINISHED, "one final save");
     CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FINISHED, "state FINISHED");
     sdt_metrics m;
@@ -161,7 +165,7 @@ static void test_interrupt_mid_step(sdt_test_rng *rng)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 1000;
     j.interrupt_at = 1 + (int64_t)(sdt_test_next(rng) % 20);
     sdt_error error = {0};
@@ -175,7 +179,10 @@ static void test_interrupt_mid_step(sdt_test_rng *rng)
     sdt_run_control_fini(&ctl);
 }
 
-typedef struct watcher { sdt_run_control *ctl; int64_t after; } watcher;
+typedef struct watcher {
+    sdt_run_control *ctl;
+    int64_t after;
+} watcher;
 
 /* A UI thread: polls the published metrics like get_metrics() and presses Interrupt. */
 static void *watch_and_interrupt(void *p)
@@ -195,9 +202,9 @@ static void test_interrupt_concurrent(sdt_test_rng *rng)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
-    j.max_steps = INT64_MAX;  /* only the interrupt ends it */
-    watcher w = { &ctl, 1 + (int64_t)(sdt_test_next(rng) % 50) };
+    fake_job j = {0};
+    j.max_steps = INT64_MAX; /* only the interrupt ends it */
+    watcher w = {&ctl, 1 + (int64_t)(sdt_test_next(rng) % 50)};
     pthread_t ui;
     pthread_create(&ui, NULL, watch_and_interrupt, &w);
     sdt_error error = {0};
@@ -213,7 +220,7 @@ static void test_failing_step(sdt_test_rng *rng)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 100;
     j.fail_at = 2 + (int64_t)(sdt_test_next(rng) % 50);
     sdt_error error = {0};
@@ -229,7 +236,7 @@ static void test_snapshot_failure_is_not_fatal(void)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 9;
     j.snapshot_fails = SDT_ERR_OUT_OF_MEMORY;
     sdt_error error = {0};
@@ -244,16 +251,18 @@ static void test_snapshot_disk_full_stops(void)
 {
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 9;
     j.snapshot_fails = SDT_ERR_IO;
     sdt_error error = {0};
     sdt_status st = run(&j, &ctl, 3, &error);
     CHECK(st == SDT_STATUS_IO, "a copy the disk refused stops the run: status %d", (int)st);
     CHECK(j.step == 3 && j.snapshots == 1 && j.final_saves == 1 && j.last_reason == SDT_SAVE_AFTER_ERROR,
-          "stopped at the first copy (step %lld, %d copies) and saved the last good state", (long long)j.step, j.snapshots);
+          "stopped at the first copy (step %lld, %d copies) and saved the last good state", (long long)j.step,
+          j.snapshots);
     CHECK(strstr(error.message, "No space left on device") && strstr(error.message, "step 3") &&
-          strstr(error.message, "last good state was saved"), "sentence: %s", error.message);
+              strstr(error.message, "last good state was saved"),
+          "sentence: %s", error.message);
     CHECK(sdt_run_control_state(&ctl) == SDT_RUN_FAILED, "state FAILED");
     sdt_run_control_fini(&ctl);
 }
@@ -263,7 +272,7 @@ static void test_interrupt_before_run(void)
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
     sdt_run_control_request_interrupt(&ctl);
-    fake_job j = { 0 };
+    fake_job j = {0};
     j.max_steps = 10;
     sdt_error error = {0};
     CHECK(run(&j, &ctl, 0, &error) == SDT_STATUS_INTERRUPTED && j.step == 0 && j.final_saves == 1,
@@ -285,43 +294,47 @@ static void test_memory_line(sdt_test_rng *rng)
     fake_device_used = 3000 * MIB;
     fake_resets = 0;
     memory_line[0] = 0;
-    fake_job j = { .max_steps = 3 };
+    fake_job j = {.max_steps = 3};
     sdt_run_control ctl;
     sdt_run_control_init(&ctl);
     sdt_error error = {0};
     size_t estimate = peak_mib * MIB - peak_mib * MIB / 20; /* 5% under */
-    CHECK(run_with(&j, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK, "run with a counting backend: %s", error.message);
+    CHECK(run_with(&j, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK, "run with a counting backend: %s",
+          error.message);
     CHECK(fake_resets == 1, "the run resets the backend's peak once at its start (%d)", fake_resets);
     char want[128];
     snprintf(want, sizeof want, "GPU memory: peak %zu MiB held by sdtrain during the run", (size_t)1500);
-    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "the line reports the run's peak, not prepare's: \"%s\"", memory_line);
-    CHECK(strstr(memory_line, "The device had 3000 MiB in use when the run started") != NULL, "device use at start: \"%s\"",
+    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "the line reports the run's peak, not prepare's: \"%s\"",
           memory_line);
+    CHECK(strstr(memory_line, "The device had 3000 MiB in use when the run started") != NULL,
+          "device use at start: \"%s\"", memory_line);
     CHECK(strstr(memory_line, "the kernels' scratch held 300 MiB, 120 MiB of it cuDNN's convolution workspace") != NULL,
           "scratch and workspace: \"%s\"", memory_line);
     sdt_run_control_fini(&ctl);
 
     /* a run that holds peak_mib, with an estimate 5% under it */
     memory_line[0] = 0;
-    fake_job k = { .max_steps = 2 };
+    fake_job k = {.max_steps = 2};
     sdt_run_control_init(&ctl);
-    fake_held = peak_mib * MIB;   /* held when the run starts: the reset sets the peak to it */
+    fake_held = peak_mib * MIB; /* held when the run starts: the reset sets the peak to it */
     CHECK(run_with(&k, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK, "second run: %s", error.message);
-    snprintf(want, sizeof want, "GPU memory: peak %zu MiB held by sdtrain during the run; prepare estimated %zu MiB (-5.0%%).",
-             peak_mib, estimate / MIB);
-    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "peak and estimate error: \"%s\", want \"%s\"", memory_line, want);
+    snprintf(want, sizeof want,
+             "GPU memory: peak %zu MiB held by sdtrain during the run; prepare estimated %zu MiB (-5.0%%).", peak_mib,
+             estimate / MIB);
+    CHECK(strncmp(memory_line, want, strlen(want)) == 0, "peak and estimate error: \"%s\", want \"%s\"", memory_line,
+          want);
     sdt_run_control_fini(&ctl);
 
     /* no line without a counting backend */
     memory_line[0] = 0;
     fake_tracked = false;
-    fake_job l = { .max_steps = 1 };
+    fake_job l = {.max_steps = 1};
     sdt_run_control_init(&ctl);
     CHECK(run_with(&l, &ctl, 0, &be, estimate, &error) == SDT_STATUS_OK && memory_line[0] == 0,
           "a backend that does not count logs no memory line: \"%s\"", memory_line);
     sdt_run_control_fini(&ctl);
     fake_tracked = true;
-    fake_job m = { .max_steps = 1 };
+    fake_job m = {.max_steps = 1};
     sdt_run_control_init(&ctl);
     CHECK(run(&m, &ctl, 0, &error) == SDT_STATUS_OK && memory_line[0] == 0, "no backend, no memory line");
     sdt_run_control_fini(&ctl);

@@ -20,12 +20,12 @@ static const char *last(const sdt_loss_scaler *s)
     return err;
 }
 
-#define EXPECT_STATUS(call, want, text)                                                                   \
-    do {                                                                                                 \
-        sdt_status got_ = (call);                                                                        \
-        CHECK(got_ == (want), "%s: got %d, want %d", #call, (int)got_, (int)(want));                     \
-        CHECK(strstr(last(sc), text) != NULL, "%s: sentence lacks '%s': %s", #call, text, err);          \
-        CHECK(strstr(err, "sdt_scaler") == NULL, "%s: the sentence names an internal function: %s", #call, err); \
+#define EXPECT_STATUS(call, want, text)                                                                                \
+    do {                                                                                                               \
+        sdt_status got_ = (call);                                                                                      \
+        CHECK(got_ == (want), "%s: got %d, want %d", #call, (int)got_, (int)(want));                                   \
+        CHECK(strstr(last(sc), text) != NULL, "%s: sentence lacks '%s': %s", #call, text, err);                        \
+        CHECK(strstr(err, "sdt_scaler") == NULL, "%s: the sentence names an internal function: %s", #call, err);       \
     } while (0)
 
 static sdt_loss_scaler *make(double init, int64_t interval, uint32_t optimizers, bool enabled)
@@ -57,8 +57,8 @@ static void iteration(sdt_loss_scaler *sc, sdt_test_rng *rng, int inf_in, bool t
     float loss = (float)sdt_test_uniform(rng), scaled = 0;
     CHECK(f->scale_loss(sc, loss, &scaled) == SDT_STATUS_OK && scaled == (float)((double)loss * scale), "scale_loss");
     for (uint32_t o = 0; o < 2; o++) {
-        float *bufs[1] = { g[o] };
-        uint64_t counts[1] = { N };
+        float *bufs[1] = {g[o]};
+        uint64_t counts[1] = {N};
         bool inf = false;
         CHECK(f->unscale(sc, o, bufs, counts, 1, &inf) == SDT_STATUS_OK, "unscale %u: %s", o, last(sc));
         CHECK(inf == ((int)o == inf_in), "found_inf of optimizer %u", o);
@@ -94,9 +94,9 @@ static void test_update_sequence(sdt_test_rng *rng)
 static void test_misuse(void)
 {
     sdt_loss_scaler *sc = make(1024, 2000, 2, true);
-    float g[4] = { 1, 2, 3, 4 }, h[4] = { 1, 1, 1, 1 };
-    float *bufs[1] = { g };
-    uint64_t counts[1] = { 4 };
+    float g[4] = {1, 2, 3, 4}, h[4] = {1, 1, 1, 1};
+    float *bufs[1] = {g};
+    uint64_t counts[1] = {4};
     float scaled;
     bool step;
     EXPECT_STATUS(f->unscale(sc, 0, bufs, counts, 1, NULL), SDT_STATUS_SCALER_MISUSE, "scale_loss");
@@ -113,8 +113,8 @@ static void test_misuse(void)
     uint8_t blob[128];
     EXPECT_STATUS(f->save_state(sc, blob, sizeof blob, NULL), SDT_STATUS_BAD_STATE, "update()");
     CHECK(f->update(sc) == SDT_STATUS_OK, "update: %s", last(sc));
-    float *two[2] = { g, h };
-    uint64_t two_counts[2] = { 4, 4 };
+    float *two[2] = {g, h};
+    uint64_t two_counts[2] = {4, 4};
     f->scale_loss(sc, 1.0f, &scaled);
     EXPECT_STATUS(f->unscale(sc, 0, two, two_counts, 2, NULL), SDT_STATUS_INVALID_ARGUMENT, "same buffers");
     bufs[0] = h; /* another buffer of the same size is fine */
@@ -126,14 +126,14 @@ static void test_misuse(void)
 static void test_misuse_names_used_optimizers(void)
 {
     sdt_loss_scaler *sc = make(1024, 2000, 8, true);
-    float g[2] = { 1, 2 }, h[2] = { 3, 4 };
-    uint64_t counts[1] = { 2 };
+    float g[2] = {1, 2}, h[2] = {3, 4};
+    uint64_t counts[1] = {2};
     float scaled;
     bool step;
     EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "loss scaler: update before any scale_loss()");
     f->scale_loss(sc, 1.0f, &scaled);
     EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "loss scaler: update with nothing recorded");
-    float *bufs[1] = { g };
+    float *bufs[1] = {g};
     CHECK(f->unscale(sc, 2, bufs, counts, 1, NULL) == SDT_STATUS_OK, "unscale 2: %s", last(sc));
     CHECK(f->should_step(sc, 2, &step) == SDT_STATUS_OK && f->update(sc) == SDT_STATUS_OK, "iteration: %s", last(sc));
     EXPECT_STATUS(f->update(sc), SDT_STATUS_SCALER_MISUSE, "optimizer 'optimizer 2': update with nothing recorded");
@@ -151,7 +151,7 @@ static void test_state_round_trip(sdt_test_rng *rng)
 {
     sdt_loss_scaler *sc = make(ldexp(1.0, 10), 3, 2, true);
     bool took[2];
-    iteration(sc, rng, 0, took); /* 512, tracker 0 */
+    iteration(sc, rng, 0, took);  /* 512, tracker 0 */
     iteration(sc, rng, -1, took); /* tracker 1 */
     uint32_t needed = 0;
     CHECK(f->save_state(sc, NULL, 0, &needed) == SDT_STATUS_BUFFER_TOO_SMALL && needed == 72, "size query %u", needed);
@@ -189,13 +189,17 @@ static void test_state_round_trip(sdt_test_rng *rng)
 
 static void test_configs(void)
 {
-    struct { const char *field; double init, growth, backoff; int64_t interval; uint32_t count; } bad[] = {
-        { "growth", 1024, 1.0, 0.5, 10, 1 },     { "backoff", 1024, 2.0, 1.5, 10, 1 },
-        { "scale", 0, 2.0, 0.5, 10, 1 },         { "interval", 1024, 2.0, 0.5, 0, 1 },
-        { "optimizer_count", 1024, 2.0, 0.5, 10, 0 },
+    struct {
+        const char *field;
+        double init, growth, backoff;
+        int64_t interval;
+        uint32_t count;
+    } bad[] = {
+        {"growth", 1024, 1.0, 0.5, 10, 1},  {"backoff", 1024, 2.0, 1.5, 10, 1},         {"scale", 0, 2.0, 0.5, 10, 1},
+        {"interval", 1024, 2.0, 0.5, 0, 1}, {"optimizer_count", 1024, 2.0, 0.5, 10, 0},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        sdt_loss_scaler_config c = { 0 };
+        sdt_loss_scaler_config c = {0};
         c.struct_size = sizeof c;
         f->config_defaults(&c);
         c.init_scale = bad[i].init;
@@ -205,7 +209,8 @@ static void test_configs(void)
         c.optimizer_count = bad[i].count;
         sdt_loss_scaler *s = (sdt_loss_scaler *)&c;
         err[0] = '\0';
-        CHECK(f->create(&c, &s, err, sizeof err) == SDT_STATUS_INVALID_ARGUMENT && s == NULL, "bad %s refused", bad[i].field);
+        CHECK(f->create(&c, &s, err, sizeof err) == SDT_STATUS_INVALID_ARGUMENT && s == NULL, "bad %s refused",
+              bad[i].field);
         CHECK(strstr(err, bad[i].field) != NULL, "sentence names %s: %s", bad[i].field, err);
     }
     /* An older host's config without min_scale and enabled: defaults (enabled, no floor). */
@@ -221,7 +226,8 @@ static void test_configs(void)
     c.backoff_factor = 0.5;
     sdt_loss_scaler *s = NULL;
     double scale = 0;
-    CHECK(f->create(&c, &s, err, sizeof err) == SDT_STATUS_OK && f->get_scale(s, &scale) == SDT_STATUS_OK && scale == 256,
+    CHECK(f->create(&c, &s, err, sizeof err) == SDT_STATUS_OK && f->get_scale(s, &scale) == SDT_STATUS_OK &&
+              scale == 256,
           "older config: %s", err);
     f->destroy(s);
     /* Disabled: the identity. */

@@ -23,7 +23,7 @@ enum {
 #define OP_REFUSALS_INDEX(name, params, args) OP_REFUSALS_##name,
     SDT_BACKEND_OPS(OP_REFUSALS_INDEX)
 #undef OP_REFUSALS_INDEX
-    OP_REFUSALS_COUNT
+        OP_REFUSALS_COUNT
 };
 static const char *const op_refusals_names[OP_REFUSALS_COUNT] = {
 #define OP_REFUSALS_NAME(name, params, args) #name,
@@ -35,10 +35,10 @@ static const char *const op_refusals_names[OP_REFUSALS_COUNT] = {
 
 typedef struct op_refusals {
     sdt_backend *be;
-    void *mem;          /* OP_REFUSALS_FLOATS floats on the backend's device, never read */
-    sdt_device other;   /* a device that is not the backend's */
-    const char *place;  /* where the backend's tensors live, as the sentences say it: CPU or GPU */
-    const char *label;  /* the backend, as the sentences say it: CPU or CUDA */
+    void *mem;         /* OP_REFUSALS_FLOATS floats on the backend's device, never read */
+    sdt_device other;  /* a device that is not the backend's */
+    const char *place; /* where the backend's tensors live, as the sentences say it: CPU or GPU */
+    const char *label; /* the backend, as the sentences say it: CPU or CUDA */
     bool covered[OP_REFUSALS_COUNT];
     int cases;
 } op_refusals;
@@ -48,8 +48,9 @@ static inline sdt_tensor op_refusals_tensor(const op_refusals *r, sdt_dtype dtyp
     return sdt_tensor_make(r->mem, dtype, r->be->device, ndim, shape);
 }
 /* T(SDT_F32, 2, 3): a [2, 3] tensor on the backend's device. */
-#define T(dtype, ...) \
-    op_refusals_tensor(r, dtype, (const int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define T(dtype, ...)                                                                                                  \
+    op_refusals_tensor(r, dtype, (const int64_t[]){__VA_ARGS__},                                                       \
+                       (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 
 /* Compares one refused call with the sentence fmt makes; marks the op the sentence names. */
 static inline void op_refused(op_refusals *r, int rc, const char *call, int line, const char *fmt, ...)
@@ -63,8 +64,8 @@ static inline void op_refused(op_refusals *r, int rc, const char *call, int line
     va_end(ap);
     const sdt_error *e = &r->be->error;
     CHECK(rc != 0 && e->code == SDT_ERR_INVALID_ARGUMENT && strcmp(e->message, want) == 0,
-          "line %d on %s: %s\n  returned %d, %s: \"%s\"\n  expected INVALID_ARGUMENT: \"%s\"", line, r->be->name, call, rc,
-          sdt_error_code_name(e->code), e->message, want);
+          "line %d on %s: %s\n  returned %d, %s: \"%s\"\n  expected INVALID_ARGUMENT: \"%s\"", line, r->be->name, call,
+          rc, sdt_error_code_name(e->code), e->message, want);
     size_t name_len = strcspn(want, ":");
     for (int i = 0; i < OP_REFUSALS_COUNT; i++)
         if (strlen(op_refusals_names[i]) == name_len && strncmp(op_refusals_names[i], want, name_len) == 0)
@@ -81,17 +82,18 @@ static inline void op_refusals_tensor_checks(op_refusals *r)
     other.device = r->other;
     empty.data = NULL;
     REFUSE(be->scale(be, NULL, 2.0f), "scale: tensor 'x' is NULL; pass a tensor.");
-    REFUSE(be->scale(be, &other, 2.0f), "scale: tensor 'x' is not on the %s; pass %s tensors to the %s backend.", r->place,
-           r->place, r->label);
+    REFUSE(be->scale(be, &other, 2.0f), "scale: tensor 'x' is not on the %s; pass %s tensors to the %s backend.",
+           r->place, r->place, r->label);
     REFUSE(be->scale(be, &i32, 2.0f), "scale: tensor 'x' has dtype i32; pass an f32, f16 or bf16 tensor.");
     REFUSE(be->scale(be, &empty, 2.0f),
            "scale: tensor 'x' has no data (an arena overflow?); size the arena by measuring first.");
     float host[4] = {0};
     REFUSE(be->upload(be, NULL, host, 16), "upload: a buffer of the 16-byte copy is NULL; pass both buffers.");
     REFUSE(be->download(be, host, NULL, 16), "download: a buffer of the 16-byte copy is NULL; pass both buffers.");
-    REFUSE(be->zero(be, &empty), "zero: tensor 't' has no data (an arena overflow?); size the arena by measuring first.");
-    REFUSE(be->zero(be, &other), "zero: tensor 't' is not on the %s; pass %s tensors to the %s backend.", r->place, r->place,
-           r->label);
+    REFUSE(be->zero(be, &empty),
+           "zero: tensor 't' has no data (an arena overflow?); size the arena by measuring first.");
+    REFUSE(be->zero(be, &other), "zero: tensor 't' is not on the %s; pass %s tensors to the %s backend.", r->place,
+           r->place, r->label);
     REFUSE(be->memory_stats(be, NULL, false), "memory_stats: stats is NULL; pass a struct to fill.");
 }
 
@@ -101,7 +103,8 @@ static inline void op_refusals_utilities(op_refusals *r)
     sdt_tensor v4 = T(SDT_F32, 4), v5 = T(SDT_F32, 5);
     REFUSE(be->convert(be, &v4, &v5), "convert: 'dst' has 4 elements but 'src' has 5; pass tensors of equal size.");
     REFUSE(be->axpy(be, &v4, 1.0f, &v5), "axpy: 'dst' has 4 elements but 'src' has 5; pass tensors of equal size.");
-    REFUSE(be->transpose_forward(be, &v4, &v4), "transpose_forward: 'x' has 1 dims; pass a [B, M, N] (or [M, N]) tensor.");
+    REFUSE(be->transpose_forward(be, &v4, &v4),
+           "transpose_forward: 'x' has 1 dims; pass a [B, M, N] (or [M, N]) tensor.");
     REFUSE(be->transpose_backward(be, &v4, &v5),
            "transpose_backward: 'dx' has 4 elements but 'dout' has 5; pass tensors of equal size.");
     REFUSE(be->count_nonfinite(be, &v4, NULL), "count_nonfinite: count is NULL; pass where to write the count.");
@@ -126,7 +129,8 @@ static inline void op_refusals_embedding(op_refusals *r)
 static inline void op_refusals_norms(op_refusals *r)
 {
     sdt_backend *be = r->be;
-    sdt_tensor x = T(SDT_F32, 6, 4), wide = T(SDT_F32, 6, 5), c3 = T(SDT_F32, 3), n5 = T(SDT_F32, 5), n6 = T(SDT_F32, 6);
+    sdt_tensor x = T(SDT_F32, 6, 4), wide = T(SDT_F32, 6, 5), c3 = T(SDT_F32, 3), n5 = T(SDT_F32, 5),
+               n6 = T(SDT_F32, 6);
     REFUSE(be->layernorm_forward(be, &x, &n5, &n6, &x, NULL, NULL, 1e-5f),
            "layernorm_forward: mean and rstd hold 5 and 6 values but x has 6 rows; size them [N].");
     REFUSE(be->layernorm_forward(be, &x, &n6, &n6, &x, &c3, NULL, 1e-5f),
@@ -155,8 +159,9 @@ static inline void op_refusals_norms(op_refusals *r)
            "groupnorm_forward: x has 1 dimension(s) but [B, C, spatial...] needs at least 2.");
     REFUSE(be->groupnorm_forward(be, &img8, &stats8, &stats8, &img8, NULL, NULL, 4, 1e-5f, SDT_ACT_COUNT),
            "groupnorm_forward: activation %d is unknown; pass an sdt_activation value.", (int)SDT_ACT_COUNT);
-    REFUSE(be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, NULL, &narrow, &stats8, 4, SDT_ACT_IDENTITY),
-           "groupnorm_backward: mean [B, groups] has shape [2, 2] but [2, 4] is required.");
+    REFUSE(
+        be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, NULL, &narrow, &stats8, 4, SDT_ACT_IDENTITY),
+        "groupnorm_backward: mean [B, groups] has shape [2, 2] but [2, 4] is required.");
     /* the activated norm's backward recomputes its output, so it reads beta */
     REFUSE(be->groupnorm_backward(be, &img8, NULL, NULL, &img8, &img8, NULL, &c5, &stats8, &stats8, 4, SDT_ACT_SILU),
            "groupnorm_backward: beta [C] has shape [5] but [8] is required.");
@@ -167,7 +172,8 @@ static inline void op_refusals_matmuls(op_refusals *r)
     sdt_backend *be = r->be;
     sdt_tensor x = T(SDT_F32, 3, 4), w = T(SDT_F32, 5, 4), w6 = T(SDT_F32, 5, 6), out = T(SDT_F32, 3, 5);
     sdt_tensor out6 = T(SDT_F32, 3, 6), b6 = T(SDT_F32, 6), w55 = T(SDT_F32, 5, 5);
-    REFUSE(be->linear_forward(be, &out, &x, &w6, NULL), "linear_forward: w [OC, C] has shape [5, 6] but [*, 4] is required.");
+    REFUSE(be->linear_forward(be, &out, &x, &w6, NULL),
+           "linear_forward: w [OC, C] has shape [5, 6] but [*, 4] is required.");
     REFUSE(be->linear_forward(be, &out6, &x, &w, NULL), "linear_forward: out has shape [3, 6] but [3, 5] is required.");
     REFUSE(be->linear_forward(be, &out, &x, &w, &b6), "linear_forward: b [OC] has shape [6] but [5] is required.");
     sdt_tensor res_small = T(SDT_F32, 3, 4);
@@ -185,8 +191,10 @@ static inline void op_refusals_matmuls(op_refusals *r)
     REFUSE(be->linear_backward(be, NULL, &w_grad, NULL, &out, &x_shape, &w),
            "linear_backward: tensor 'x' has no data (an arena overflow?); size the arena by measuring first.");
     /* the input gradient written whole: dx gives x's shape and must have data */
-    REFUSE(be->linear_input_grad(be, &x, &out, &w6), "linear_input_grad: w [OC, C] has shape [5, 6] but [*, 4] is required.");
-    REFUSE(be->linear_input_grad(be, &x, &out6, &w), "linear_input_grad: dout has shape [3, 6] but [3, 5] is required.");
+    REFUSE(be->linear_input_grad(be, &x, &out, &w6),
+           "linear_input_grad: w [OC, C] has shape [5, 6] but [*, 4] is required.");
+    REFUSE(be->linear_input_grad(be, &x, &out6, &w),
+           "linear_input_grad: dout has shape [3, 6] but [3, 5] is required.");
     REFUSE(be->linear_input_grad(be, &x_shape, &out, &w),
            "linear_input_grad: tensor 'dx' has no data (an arena overflow?); size the arena by measuring first.");
 
@@ -206,16 +214,18 @@ static inline void op_refusals_matmuls(op_refusals *r)
            "conv2d_backward: db [OC] has shape [4] but [3] is required.");
     sdt_tensor img_shape = img, k3_grad = T(SDT_F32, 3, 2, 3, 3);
     img_shape.data = NULL;
-    REFUSE(be->conv2d_backward(be, NULL, &k3_grad, NULL, &y, &img_shape, &k3, 1, 1),
-           "conv2d_backward: tensor 'x [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
+    REFUSE(
+        be->conv2d_backward(be, NULL, &k3_grad, NULL, &y, &img_shape, &k3, 1, 1),
+        "conv2d_backward: tensor 'x [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
     REFUSE(be->conv2d_input_grad(be, &img, &img, &k3, 1, 1),
            "conv2d_input_grad: dout has shape [1, 2, 4, 4] but [1, 3, 4, 4] is required.");
     REFUSE(be->conv2d_input_grad(be, &img, &y, &k3, 0, 1),
            "conv2d_input_grad: stride 0 and padding 1 are invalid; stride must be >= 1 and padding >= 0.");
     REFUSE(be->conv2d_input_grad(be, &x, &y, &k3, 1, 1),
            "conv2d_input_grad: dx [B, C, H, W] has shape [3, 4] but [*, *, *, *] is required.");
-    REFUSE(be->conv2d_input_grad(be, &img_shape, &y, &k3, 1, 1),
-           "conv2d_input_grad: tensor 'dx [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
+    REFUSE(
+        be->conv2d_input_grad(be, &img_shape, &y, &k3, 1, 1),
+        "conv2d_input_grad: tensor 'dx [B, C, H, W]' has no data (an arena overflow?); size the arena by measuring first.");
 }
 
 static inline void op_refusals_attention(op_refusals *r)
@@ -248,8 +258,10 @@ static inline void op_refusals_attention(op_refusals *r)
            "attention_bias_backward: bias [1 or B, H, Tq, Tk] has shape [1, 2, 4, 3] but [*, 2, 4, 4] is required.");
 
     sdt_tensor x = T(SDT_F32, 2, 4), wide = T(SDT_F32, 2, 5);
-    REFUSE(be->softmax_forward(be, &wide, &x), "softmax_forward: out has shape [2, 5] but must match x's shape [2, 4].");
-    REFUSE(be->softmax_backward(be, &wide, &x, &x), "softmax_backward: dx has shape [2, 5] but must match out's shape [2, 4].");
+    REFUSE(be->softmax_forward(be, &wide, &x),
+           "softmax_forward: out has shape [2, 5] but must match x's shape [2, 4].");
+    REFUSE(be->softmax_backward(be, &wide, &x, &x),
+           "softmax_backward: dx has shape [2, 5] but must match out's shape [2, 4].");
 }
 
 static inline void op_refusals_elementwise(op_refusals *r)
@@ -260,8 +272,10 @@ static inline void op_refusals_elementwise(op_refusals *r)
            "activation_forward: activation %d is unknown; pass an sdt_activation value.", (int)SDT_ACT_COUNT);
     REFUSE(be->activation_backward(be, &v4, &v5, &v4, SDT_ACT_GELU),
            "activation_backward: 'dout' has 5 elements but 'x' has 4; pass tensors of equal size.");
-    REFUSE(be->add_forward(be, &v4, &v4, &v5), "add_forward: 'out' has 4 elements but 'b' has 5; pass tensors of equal size.");
-    REFUSE(be->dropout_forward(be, &v4, &v4, &v4, 1.5f, 1), "dropout_forward: p = 1.5 is outside [0, 1]; pass a probability.");
+    REFUSE(be->add_forward(be, &v4, &v4, &v5),
+           "add_forward: 'out' has 4 elements but 'b' has 5; pass tensors of equal size.");
+    REFUSE(be->dropout_forward(be, &v4, &v4, &v4, 1.5f, 1),
+           "dropout_forward: p = 1.5 is outside [0, 1]; pass a probability.");
     REFUSE(be->dropout_forward(be, &v4, &v4f16, &v4, 0.5f, 1),
            "dropout_forward: tensor 'mask' is f16; it must be f32 (optimizer state and statistics are f32).");
     REFUSE(be->dropout_backward(be, &v4, &v4, &v5),
@@ -281,8 +295,9 @@ static inline void op_refusals_elementwise(op_refusals *r)
     sdt_tensor img = T(SDT_F32, 2, 3, 4, 4), v = T(SDT_F32, 2, 4);
     REFUSE(be->add_channel_forward(be, &img, &v),
            "add_channel_forward: v must be [B, C] matching x [B, C, spatial...]; check the time-embedding projection.");
-    REFUSE(be->add_channel_backward(be, &v, &img),
-           "add_channel_backward: v must be [B, C] matching x [B, C, spatial...]; check the time-embedding projection.");
+    REFUSE(
+        be->add_channel_backward(be, &v, &img),
+        "add_channel_backward: v must be [B, C] matching x [B, C, spatial...]; check the time-embedding projection.");
 
     sdt_tensor whole = T(SDT_F32, 1, 5, 2, 2), part = T(SDT_F32, 1, 2, 2, 2), off = T(SDT_F32, 1, 2, 3, 3);
     REFUSE(be->concat_channels_forward(be, &whole, &part, NULL),
@@ -295,10 +310,12 @@ static inline void op_refusals_elementwise(op_refusals *r)
            "connection's shapes.");
 
     sdt_tensor big = T(SDT_F32, 1, 2, 4, 5), small = T(SDT_F32, 1, 2, 2, 2);
-    REFUSE(be->upsample_nearest2x_forward(be, &big, &small),
-           "upsample_nearest2x_forward: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.");
-    REFUSE(be->upsample_nearest2x_backward(be, &small, &big),
-           "upsample_nearest2x_backward: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.");
+    REFUSE(
+        be->upsample_nearest2x_forward(be, &big, &small),
+        "upsample_nearest2x_forward: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.");
+    REFUSE(
+        be->upsample_nearest2x_backward(be, &small, &big),
+        "upsample_nearest2x_backward: out must be [N, C, 2H, 2W] for x [N, C, H, W]; check the Upsample block's shapes.");
 }
 
 static inline void op_refusals_diffusion_and_optimizer(op_refusals *r)
@@ -320,8 +337,9 @@ static inline void op_refusals_diffusion_and_optimizer(op_refusals *r)
            "mse_loss_forward: 'weight' has 5 elements but 'pred' has 4; pass tensors of equal size.");
     REFUSE(be->mse_loss_backward(be, &v5, 1.0f, &v4, &v4, NULL),
            "mse_loss_backward: 'dpred' has 5 elements but 'pred' has 4; pass tensors of equal size.");
-    REFUSE(be->robust_loss_forward(be, &loss, &v4, &v4, NULL, SDT_ROBUST_LOSS_COUNT, 1.0f),
-           "robust_loss_forward: kind 2 is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).");
+    REFUSE(
+        be->robust_loss_forward(be, &loss, &v4, &v4, NULL, SDT_ROBUST_LOSS_COUNT, 1.0f),
+        "robust_loss_forward: kind 2 is not a robust loss; use SDT_ROBUST_LOSS_L1 or SDT_ROBUST_LOSS_HUBER (L2 is mse_loss).");
     REFUSE(be->robust_loss_forward(be, &loss, &none, &none, NULL, SDT_ROBUST_LOSS_L1, 1.0f),
            "robust_loss_forward: pred is empty; the mean of nothing is undefined.");
     REFUSE(be->robust_loss_backward(be, &v4, 1.0f, &v4, &v4, NULL, SDT_ROBUST_LOSS_HUBER, 0.0f),
@@ -368,13 +386,15 @@ static inline void op_refusals_layouts(op_refusals *r)
            "groupnorm_forward: 'out' is row-major (NCHW) but 'x' is channels-last (NHWC); pass both in one layout.");
     sdt_tensor whole = T(SDT_F32, 2, 6, 4, 4);
     whole.channels_last = true;
-    REFUSE(be->concat_channels_forward(be, &whole, &rm, &cl),
-           "concat_channels_forward: 'a/da' is row-major (NCHW) but 'out/dout' is channels-last (NHWC); pass both in one "
-           "layout.");
+    REFUSE(
+        be->concat_channels_forward(be, &whole, &rm, &cl),
+        "concat_channels_forward: 'a/da' is row-major (NCHW) but 'out/dout' is channels-last (NHWC); pass both in one "
+        "layout.");
     sdt_tensor big = T(SDT_F32, 2, 3, 8, 8);
-    REFUSE(be->upsample_nearest2x_forward(be, &big, &cl),
-           "upsample_nearest2x_forward: 'x/dx' is channels-last (NHWC) but 'out/dout' is row-major (NCHW); pass both in "
-           "one layout.");
+    REFUSE(
+        be->upsample_nearest2x_forward(be, &big, &cl),
+        "upsample_nearest2x_forward: 'x/dx' is channels-last (NHWC) but 'out/dout' is row-major (NCHW); pass both in "
+        "one layout.");
     sdt_tensor f = T(SDT_F32, 5, 3, 1, 1), dout = T(SDT_F32, 2, 5, 4, 4);
     REFUSE(be->conv2d_backward(be, &rm, NULL, NULL, &dout, &cl, &f, 1, 0),
            "conv2d_backward: 'dx' is row-major (NCHW) but 'x' is channels-last (NHWC); pass both in one layout.");
@@ -408,7 +428,7 @@ static inline void op_refusals_run(sdt_backend *be)
         CHECK(r->covered[i], "op %s has no refusal case in tests/common/op_refusals.h; add its bad arguments",
               op_refusals_names[i]);
     const char *backend = be->name; /* `name` below is the macro's parameter */
-#define OP_REFUSALS_ROUTED(name, params, args) \
+#define OP_REFUSALS_ROUTED(name, params, args)                                                                         \
     CHECK(be->name != be->impl.name, "%s: the table entry " #name " skips its argument checker", backend);
     SDT_BACKEND_OPS(OP_REFUSALS_ROUTED)
 #undef OP_REFUSALS_ROUTED

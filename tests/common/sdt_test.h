@@ -31,10 +31,10 @@ static inline void sdt_test_fail(const char *file, int line, const char *fmt, ..
     sdt_test_failures++;
 }
 
-#define CHECK(cond, ...)                                                   \
-    do {                                                                   \
-        sdt_test_checks++;                                                 \
-        if (!(cond)) sdt_test_fail(__FILE__, __LINE__, __VA_ARGS__);       \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        sdt_test_checks++;                                                                                             \
+        if (!(cond)) sdt_test_fail(__FILE__, __LINE__, __VA_ARGS__);                                                   \
     } while (0)
 
 static inline int sdt_test_finish(const char *name)
@@ -49,7 +49,9 @@ static inline int sdt_test_finish(const char *name)
 /* Deterministic RNG (splitmix64). A fixed default seed so every run checks the same cases;
  * SDT_TEST_SEED=N explores others. The seed is printed so a failure can be replayed. */
 #define SDT_TEST_DEFAULT_SEED 20261126ull
-typedef struct { uint64_t s; } sdt_test_rng;
+typedef struct {
+    uint64_t s;
+} sdt_test_rng;
 
 static inline uint64_t sdt_test_next(sdt_test_rng *r)
 {

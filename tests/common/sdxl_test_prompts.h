@@ -19,7 +19,8 @@ static inline void sdxl_test_chunks(sdt_test_rng *rng, int32_t vocab, int32_t pa
         int len = 6 + (int)(sdt_test_next(rng) % 40);
         int32_t *ids = tokens_l + s * length;
         ids[0] = end - 1;
-        for (int t = 1; t < length; t++) ids[t] = t < len ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end - 2)) : end;
+        for (int t = 1; t < length; t++)
+            ids[t] = t < len ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end - 2)) : end;
         memcpy(tokens_g + s * length, ids, (size_t)length * sizeof(int32_t));
         sdt_tokens_pad_after_end(tokens_g + s * length, length, end, pad_g);
     }

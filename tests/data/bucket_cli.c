@@ -29,8 +29,8 @@ int main(int argc, char **argv)
     for (int a = 5; a + 1 < argc; a += 2) {
         int w = atoi(argv[a]), h = atoi(argv[a + 1]);
         sdt_bucket_fit f = sdt_bucket_fit_image(&list, w, h, false, 0, "x.png");
-        printf("fit %d %d -> %d %d %d %d %d %d\n", w, h, f.width, f.height, f.resized_width, f.resized_height, f.crop_left,
-               f.crop_top);
+        printf("fit %d %d -> %d %d %d %d %d %d\n", w, h, f.width, f.height, f.resized_width, f.resized_height,
+               f.crop_left, f.crop_top);
     }
     sdt_buckets_free(&list);
     return 0;

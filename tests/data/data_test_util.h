@@ -15,8 +15,10 @@ static inline void test_rmtree(const char *path)
     if (d) {
         for (const char *n; (n = g_dir_read_name(d));) {
             char *p = g_build_filename(path, n, NULL);
-            if (g_file_test(p, G_FILE_TEST_IS_DIR) && !g_file_test(p, G_FILE_TEST_IS_SYMLINK)) test_rmtree(p);
-            else g_unlink(p);
+            if (g_file_test(p, G_FILE_TEST_IS_DIR) && !g_file_test(p, G_FILE_TEST_IS_SYMLINK))
+                test_rmtree(p);
+            else
+                g_unlink(p);
             g_free(p);
         }
         g_dir_close(d);
@@ -50,8 +52,8 @@ static inline GByteArray *png_with_header(uint32_t w, uint32_t h)
         ihdr[i] = (uint8_t)(w >> (24 - 8 * i));
         ihdr[4 + i] = (uint8_t)(h >> (24 - 8 * i));
     }
-    ihdr[8] = 8;  /* bit depth */
-    ihdr[9] = 2;  /* RGB */
+    ihdr[8] = 8; /* bit depth */
+    ihdr[9] = 2; /* RGB */
     png_chunk(a, "IHDR", ihdr, 13);
     return a;
 }

@@ -45,7 +45,7 @@ static double expected_coord(int resized_index, int resized, int source)
 
 typedef struct expect {
     const char *name;
-    int w, h;               /* the image */
+    int w, h;                      /* the image */
     int bw, bh, rw, rh, left, top; /* by hand from kohya's rules: area 96x96, sides 32..128, step 32 */
 } expect;
 
@@ -63,8 +63,8 @@ static const expect cases[] = {
 
 static bool load(const char *dir, const sdt_bucket_list *list, bool random_crop, uint64_t seed, sdt_dataset *ds)
 {
-    sdt_dataset_options o = {.folder = dir, .width = 96, .height = 96, .buckets = list, .random_crop = random_crop,
-                             .crop_seed = seed};
+    sdt_dataset_options o = {
+        .folder = dir, .width = 96, .height = 96, .buckets = list, .random_crop = random_crop, .crop_seed = seed};
     sdt_error error = {0};
     bool ok = sdt_dataset_load(&o, ds, &error);
     CHECK(ok, "load: %s", error.message);
@@ -100,10 +100,11 @@ static void test_fits(const char *dir, const sdt_bucket_list *list)
             continue;
         }
         CHECK(it->width == c->bw && it->height == c->bh && it->resized_width == c->rw && it->resized_height == c->rh &&
-                  it->crop_left == c->left && it->crop_top == c->top && it->source_width == c->w && it->source_height == c->h,
-              "%s (%dx%d): bucket %dx%d resized %dx%d crop %d,%d; want %dx%d, %dx%d, %d,%d", c->name, c->w, c->h, it->width,
-              it->height, it->resized_width, it->resized_height, it->crop_left, it->crop_top, c->bw, c->bh, c->rw, c->rh,
-              c->left, c->top);
+                  it->crop_left == c->left && it->crop_top == c->top && it->source_width == c->w &&
+                  it->source_height == c->h,
+              "%s (%dx%d): bucket %dx%d resized %dx%d crop %d,%d; want %dx%d, %dx%d, %d,%d", c->name, c->w, c->h,
+              it->width, it->height, it->resized_width, it->resized_height, it->crop_left, it->crop_top, c->bw, c->bh,
+              c->rw, c->rh, c->left, c->top);
         check_crop_pixels(it, c, "centre crop");
     }
     sdt_dataset_free(&ds);
@@ -123,8 +124,10 @@ static void test_random_crop(const char *dir, const sdt_bucket_list *list)
             const expect *c = &cases[i];
             const sdt_dataset_item *x = find_item(&a, c->name), *y = find_item(&b, c->name);
             if (!x || !y) continue;
-            CHECK(x->crop_left >= 0 && x->crop_left <= c->rw - c->bw && x->crop_top >= 0 && x->crop_top <= c->rh - c->bh,
-                  "%s: random crop %d,%d outside 0..%d, 0..%d", c->name, x->crop_left, x->crop_top, c->rw - c->bw, c->rh - c->bh);
+            CHECK(x->crop_left >= 0 && x->crop_left <= c->rw - c->bw && x->crop_top >= 0 &&
+                      x->crop_top <= c->rh - c->bh,
+                  "%s: random crop %d,%d outside 0..%d, 0..%d", c->name, x->crop_left, x->crop_top, c->rw - c->bw,
+                  c->rh - c->bh);
             CHECK(x->crop_left == y->crop_left && x->crop_top == y->crop_top &&
                       !memcmp(x->pixels, y->pixels, sizeof(float) * 3 * (size_t)x->width * x->height),
                   "%s: the same seed crops the same (a resumed run caches the same latents)", c->name);
@@ -152,11 +155,12 @@ static void test_batches(const char *dir, const sdt_bucket_list *list)
         if (k == 13) sdt_data_order_get_position(&o, &epoch, &position);
         const int *batch = sdt_data_order_next(&o, NULL, NULL);
         const sdt_dataset_item *x = &ds.items[batch[0]], *y = &ds.items[batch[1]];
-        CHECK(x->width == y->width && x->height == y->height, "batch %d mixes buckets: %s %dx%d with %s %dx%d", k, x->path,
-              x->width, x->height, y->path, y->width, y->height);
+        CHECK(x->width == y->width && x->height == y->height, "batch %d mixes buckets: %s %dx%d with %s %dx%d", k,
+              x->path, x->width, x->height, y->path, y->width, y->height);
         if (k >= 13) memcpy(saved[k - 13], batch, sizeof saved[0]);
     }
-    CHECK(sdt_data_order_init(&resumed, &ds, 2, 77, &error) && sdt_data_order_set_position(&resumed, epoch, position, &error),
+    CHECK(sdt_data_order_init(&resumed, &ds, 2, 77, &error) &&
+              sdt_data_order_set_position(&resumed, epoch, position, &error),
           "resume: %s", error.message);
     for (int k = 13; k < 40; k++) {
         const int *batch = sdt_data_order_next(&resumed, NULL, NULL);
@@ -174,7 +178,8 @@ int main(void)
     sdt_bucket_rules rules = {96 * 96, 32, 128, 32};
     sdt_bucket_list list;
     sdt_error error = {0};
-    CHECK(sdt_bucket_rules_check(&rules, "", &error) && sdt_buckets_make(&rules, &list, &error), "buckets: %s", error.message);
+    CHECK(sdt_bucket_rules_check(&rules, "", &error) && sdt_buckets_make(&rules, &list, &error), "buckets: %s",
+          error.message);
     CHECK(list.n == 5 && list.items[0].width == 32 && list.items[0].height == 128 && list.items[2].width == 96 &&
               list.items[4].width == 128 && list.items[4].height == 64,
           "buckets 32x128, 64x128, 96x96, 128x32, 128x64 (got %d)", list.n);

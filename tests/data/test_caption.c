@@ -28,8 +28,10 @@ static void test_filenames(void)
 
     sdt_caption_rules bad = {"([a-", NULL}, groups = {"(a)(b)", NULL};
     sdt_error error = {0};
-    CHECK(!sdt_caption_rules_check(&bad, &error) && strstr(error.message, "([a-"), "bad regex named: %s", error.message);
-    CHECK(!sdt_caption_rules_check(&groups, &error) && strstr(error.message, "2 capture groups"), "groups: %s", error.message);
+    CHECK(!sdt_caption_rules_check(&bad, &error) && strstr(error.message, "([a-"), "bad regex named: %s",
+          error.message);
+    CHECK(!sdt_caption_rules_check(&groups, &error) && strstr(error.message, "2 capture groups"), "groups: %s",
+          error.message);
     CHECK(sdt_caption_from_filename("/d/x.png", &bad, &error) == NULL, "bad regex gives NULL");
     /* the fuzzer's crash: invalid UTF-8 in the pattern is refused before PCRE2 sees it */
     sdt_caption_rules not_utf8 = {"\\w+\xff\xff\n_\x03", NULL};
@@ -50,7 +52,8 @@ static void test_txt_caption(void)
     free(c);
     CHECK(g_file_set_contents(txt, "bad \xff\xfe", -1, NULL), "write bad txt");
     c = sdt_caption_for_image(img, NULL, &error);
-    CHECK(!c && strstr(error.message, "0001-photo.txt") && strstr(error.message, "UTF-8"), "non-UTF-8 caption named: %s", error.message);
+    CHECK(!c && strstr(error.message, "0001-photo.txt") && strstr(error.message, "UTF-8"),
+          "non-UTF-8 caption named: %s", error.message);
     free(c);
     g_unlink(txt);
     c = sdt_caption_for_image(img, NULL, &error);
@@ -73,8 +76,10 @@ static char *multiset(const char *caption)
     guint n = g_strv_length(tags), k = 0;
     for (guint i = 0; i < n; i++) {
         g_strstrip(tags[i]);
-        if (tags[i][0]) tags[k++] = tags[i];
-        else g_free(tags[i]);
+        if (tags[i][0])
+            tags[k++] = tags[i];
+        else
+            g_free(tags[i]);
     }
     tags[k] = NULL;
     qsort(tags, k, sizeof(char *), cmp_str);
@@ -154,8 +159,8 @@ static void test_keep_tokens(sdt_test_rng *rng)
     }
     /* Each of the 6 others is third with probability 1/6: 500 expected, sd ~20.4; 5 sd either way. */
     for (int k = 0; k < REST; k++)
-        CHECK(abs(third[k] - TRIALS / REST) < 102, "keep 2: '%s' came third %d times of %d (want ~%d)", rest[k], third[k],
-              TRIALS, TRIALS / REST);
+        CHECK(abs(third[k] - TRIALS / REST) < 102, "keep 2: '%s' came third %d times of %d (want ~%d)", rest[k],
+              third[k], TRIALS, TRIALS / REST);
     char *kept = sdt_caption_tags_apply(caption, &drop_all, &r);
     CHECK(kept && !strcmp(kept, "red, car"), "keep 2 with tag dropout 1: '%s', want the kept tags only", kept);
     free(kept);

@@ -36,8 +36,10 @@ static void test_epochs(uint64_t seed)
             for (int k = 0; batch && k < 2; k++) {
                 CHECK(batch[k] >= 0 && batch[k] < 7, "index in range");
                 if (batch[k] >= 0 && batch[k] < 7) seen[batch[k]]++;
-                if (e == 0) first_epoch[b * 2 + k] = batch[k];
-                else if (batch[k] != first_epoch[b * 2 + k]) differs = true;
+                if (e == 0)
+                    first_epoch[b * 2 + k] = batch[k];
+                else if (batch[k] != first_epoch[b * 2 + k])
+                    differs = true;
             }
         }
         int distinct = 0;
@@ -89,8 +91,8 @@ static void test_seed_and_resume(uint64_t seed)
     for (int i = 0; i < stop_at; i++) sdt_data_order_next(&ref, NULL, NULL);
     bool resumed_same = true;
     for (int i = 0; i < 13; i++)
-        resumed_same = resumed_same && !memcmp(sdt_data_order_next(&r, NULL, NULL), sdt_data_order_next(&ref, NULL, NULL),
-                                               3 * sizeof(int));
+        resumed_same = resumed_same && !memcmp(sdt_data_order_next(&r, NULL, NULL),
+                                               sdt_data_order_next(&ref, NULL, NULL), 3 * sizeof(int));
     CHECK(resumed_same, "resumed order equals the uninterrupted one");
     CHECK(!sdt_data_order_set_position(&r, 0, 99, &error) && strstr(error.message, "batch size"), "bad position: %s",
           error.message);

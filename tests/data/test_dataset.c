@@ -107,10 +107,11 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     CHECK(sdt_dataset_load(&opt, &ds, &error), "load: %s", error.message);
     CHECK(ds.n_items == 6, "png, bmp, tga, jpg, gif and ppm load: got %d", ds.n_items);
     it0 = find_item(&ds, "j-netpbm.ppm");
-    CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f && fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
+    CHECK(it0 && fabsf(it0->pixels[0] - (10 / 127.5f - 1)) < 1e-6f &&
+              fabsf(it0->pixels[2 * 4096] - (30 / 127.5f - 1)) < 1e-6f,
           "ppm colour");
-    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png", "i-truncated.png", "k-lying-chunk.png", "notes.json",
-                         "subfolder", "m-orphan.txt", "c-solid.TXT"};
+    const char *bad[] = {"f-empty.png", "g-garbage.png", "h-huge.png",   "i-truncated.png", "k-lying-chunk.png",
+                         "notes.json",  "subfolder",     "m-orphan.txt", "c-solid.TXT"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         CHECK(warned_about(&ds, bad[i]), "%s is named in a warning", bad[i]);
     CHECK(!warned_about(&ds, "e-white.txt"), "the caption of e-white.gif is used, not named as unused");
@@ -167,7 +168,8 @@ static void test_formats_and_bad_files(sdt_test_rng *rng)
     /* A lower pixel limit turns large images into warnings too. */
     opt.max_pixels = 32 * 32;
     CHECK(sdt_dataset_load(&opt, &ds, &error), "load with a limit");
-    CHECK(ds.n_items == 2 && warned_about(&ds, "01-random.png"), "64x64 refused at a 1024-pixel limit (the gif and ppm stay)");
+    CHECK(ds.n_items == 2 && warned_about(&ds, "01-random.png"),
+          "64x64 refused at a 1024-pixel limit (the gif and ppm stay)");
     sdt_dataset_free(&ds);
 
     /* Do not resize: 32x48 and 64x64 keep their sizes; the 1x1 GIF is not a multiple of 8. */
@@ -240,7 +242,8 @@ static void test_folder_errors(void)
     sdt_error error = {0};
     char *dir = g_dir_make_tmp("sdt-empty-XXXXXX", NULL);
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
-    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "no images"), "empty folder: %s", error.message);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "no images"), "empty folder: %s",
+          error.message);
     write_bytes(dir, "zero.png", "", 0);
     CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "zero.png"),
           "only bad files: the error quotes the first: %s", error.message);
@@ -251,7 +254,8 @@ static void test_folder_errors(void)
     CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "empty"), "no folder: %s", error.message);
     opt.folder = dir;
     opt.width = 100;
-    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "multiples of 8"), "bad size: %s", error.message);
+    CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "multiples of 8"), "bad size: %s",
+          error.message);
     opt.width = 64;
     opt.caption.word_regex = "([";
     CHECK(!sdt_dataset_load(&opt, &ds, &error) && strstr(error.message, "regex"), "bad regex: %s", error.message);
@@ -301,17 +305,18 @@ static void test_special_files(sdt_test_rng *rng)
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};
     CHECK(sdt_dataset_load(&opt, &ds, &error), "load: %s", error.message);
     CHECK(ds.n_items == 1 && find_item(&ds, "e-fine.png"), "only e-fine.png loads: %d items", ds.n_items);
-    struct { const char *name, *why; } expected[] = {
-        {"a-piped-caption.txt", "named pipe (FIFO)"},
-        {"b-zero-caption.txt", "character device"},
-        {"c-piped.png", "named pipe (FIFO)"},
-        {"d-truncated.jpg", "JPEG"},
+    struct {
+        const char *name, *why;
+    } expected[] = {
+        {"a-piped-caption.txt", "named pipe (FIFO)"}, {"b-zero-caption.txt", "character device"},
+        {"c-piped.png", "named pipe (FIFO)"},         {"d-truncated.jpg", "JPEG"},
         {"d-truncated-header.jpg", "JPEG"},
     };
     for (size_t k = 0; k < sizeof expected / sizeof expected[0]; k++) {
         const char *found = NULL;
         for (int i = 0; i < ds.n_warnings; i++)
-            if (strstr(ds.warnings[i], expected[k].name) && !strstr(ds.warnings[i], "Not a PNG")) found = ds.warnings[i];
+            if (strstr(ds.warnings[i], expected[k].name) && !strstr(ds.warnings[i], "Not a PNG"))
+                found = ds.warnings[i];
         CHECK(found && strstr(found, expected[k].why), "%s: a warning saying %s: %s", expected[k].name, expected[k].why,
               found ? found : "(none without \"Not a PNG\")");
     }

@@ -42,15 +42,36 @@ static image scatter(image in, int out_w, int out_h, move_fn move)
     return out;
 }
 
-static void move_flip_lr(const image *in, int x, int y, int *tx, int *ty) { *tx = in->w - 1 - x, *ty = y; }
-static void move_flip_tb(const image *in, int x, int y, int *tx, int *ty) { *tx = x, *ty = in->h - 1 - y; }
-static void move_transpose(const image *in, int x, int y, int *tx, int *ty) { (void)in, *tx = y, *ty = x; }
+static void move_flip_lr(const image *in, int x, int y, int *tx, int *ty)
+{
+    *tx = in->w - 1 - x, *ty = y;
+}
+static void move_flip_tb(const image *in, int x, int y, int *tx, int *ty)
+{
+    *tx = x, *ty = in->h - 1 - y;
+}
+static void move_transpose(const image *in, int x, int y, int *tx, int *ty)
+{
+    (void)in, *tx = y, *ty = x;
+}
 /* PIL's ROTATE_90 is counter-clockwise: the top-right corner becomes the top-left. */
-static void move_ccw90(const image *in, int x, int y, int *tx, int *ty) { *tx = y, *ty = in->w - 1 - x; }
+static void move_ccw90(const image *in, int x, int y, int *tx, int *ty)
+{
+    *tx = y, *ty = in->w - 1 - x;
+}
 
-static image flip_lr(image im) { return scatter(im, im.w, im.h, move_flip_lr); }
-static image flip_tb(image im) { return scatter(im, im.w, im.h, move_flip_tb); }
-static image transpose(image im) { return scatter(im, im.h, im.w, move_transpose); }
+static image flip_lr(image im)
+{
+    return scatter(im, im.w, im.h, move_flip_lr);
+}
+static image flip_tb(image im)
+{
+    return scatter(im, im.w, im.h, move_flip_tb);
+}
+static image transpose(image im)
+{
+    return scatter(im, im.h, im.w, move_transpose);
+}
 static image rotate_ccw(image im, int quarter_turns)
 {
     for (int i = 0; i < quarter_turns; i++) im = scatter(im, im.h, im.w, move_ccw90);
@@ -63,14 +84,22 @@ static image pil_exif_transpose(const image *src, int orientation)
     image im = image_new(src->w, src->h, src->c);
     memcpy(im.px, src->px, (size_t)src->w * src->h * src->c);
     switch (orientation) {
-    case 2: return flip_lr(im);                     /* FLIP_LEFT_RIGHT */
-    case 3: return rotate_ccw(im, 2);               /* ROTATE_180 */
-    case 4: return flip_tb(im);                     /* FLIP_TOP_BOTTOM */
-    case 5: return transpose(im);                   /* TRANSPOSE */
-    case 6: return rotate_ccw(im, 3);               /* ROTATE_270 */
-    case 7: return rotate_ccw(transpose(im), 2);    /* TRANSVERSE */
-    case 8: return rotate_ccw(im, 1);               /* ROTATE_90 */
-    default: return im;
+        case 2:
+            return flip_lr(im); /* FLIP_LEFT_RIGHT */
+        case 3:
+            return rotate_ccw(im, 2); /* ROTATE_180 */
+        case 4:
+            return flip_tb(im); /* FLIP_TOP_BOTTOM */
+        case 5:
+            return transpose(im); /* TRANSPOSE */
+        case 6:
+            return rotate_ccw(im, 3); /* ROTATE_270 */
+        case 7:
+            return rotate_ccw(transpose(im), 2); /* TRANSVERSE */
+        case 8:
+            return rotate_ccw(im, 1); /* ROTATE_90 */
+        default:
+            return im;
     }
 }
 
@@ -185,8 +214,8 @@ static bool item_matches(const sdt_dataset_item *item, const image *expect)
 
 static sdt_dataset load_folder(const char *dir, bool alpha, int width, int height)
 {
-    sdt_dataset_options opt = {.folder = dir, .do_not_resize = width == 0, .width = width, .height = height,
-                               .alpha_as_loss_weight = alpha};
+    sdt_dataset_options opt = {
+        .folder = dir, .do_not_resize = width == 0, .width = width, .height = height, .alpha_as_loss_weight = alpha};
     sdt_dataset ds;
     sdt_error error = {0};
     CHECK(sdt_dataset_load(&opt, &ds, &error), "dataset load: %s", error.message);
@@ -243,8 +272,8 @@ static void test_jpeg_all_orientations(sdt_test_rng *rng)
             snprintf(name, sizeof(name), "o%d-%s.jpg", o, big ? "mm" : "ii");
             image expect = pil_exif_transpose(&plain, o);
             const sdt_dataset_item *item = find_item(&ds, name);
-            CHECK(item && item->width == (o >= 5 ? H : W) && item->height == (o >= 5 ? W : H), "%s: size %dx%d",
-                  name, item ? item->width : 0, item ? item->height : 0);
+            CHECK(item && item->width == (o >= 5 ? H : W) && item->height == (o >= 5 ? W : H), "%s: size %dx%d", name,
+                  item ? item->width : 0, item ? item->height : 0);
             CHECK(item_matches(item, &expect), "%s: pixels where exif_transpose puts them", name);
             /* The random pattern has no symmetry: turning it any other way must not match. */
             for (int other = 1; other <= 8; other++) {
@@ -330,41 +359,64 @@ static GByteArray *malformed_tiff(int which, const char **what)
     bool be = which % 2;
     GByteArray *t = tiff_with_orientation(be, 6);
     switch (which) {
-    case 0: *what = "truncated inside the IFD"; g_byte_array_set_size(t, 12); break;
-    case 1: *what = "IFD0 offset past the end"; set32(t, 4, be, 0xFFFFFFF0u); break;
-    case 2: *what = "IFD0 offset 0 (the header read as a count)"; set32(t, 4, be, 0); break;
-    case 3: *what = "entry count past the end"; t->data[8] = t->data[9] = 0xFF; break;
-    case 4: *what = "bad byte order mark"; t->data[1] = 'X'; break;
-    case 5: *what = "bad TIFF magic"; t->data[be ? 3 : 2] = 43; break;
-    case 6: *what = "empty TIFF block"; g_byte_array_set_size(t, 0); break;
-    case 7: {
-        *what = "orientation 0, 9 and 65535";
-        g_byte_array_unref(t);
-        ifd_entry e[3] = {{TAG_ORIENTATION, 3, 1, 0}, {TAG_ORIENTATION, 3, 1, 9}, {TAG_ORIENTATION, 3, 1, 65535}};
-        t = tiff_build(be, e, 3, 0);
-        break;
-    }
-    case 8: {
-        *what = "orientation as ASCII, and with count 2";
-        g_byte_array_unref(t);
-        ifd_entry e[2] = {{TAG_ORIENTATION, 2, 1, 6}, {TAG_ORIENTATION, 3, 2, 6}};
-        t = tiff_build(be, e, 2, 0);
-        break;
-    }
-    case 9: { /* IFD0 links to itself; only IFD1 (the thumbnail's) has an orientation */
-        *what = "IFD loop, orientation only in IFD1";
-        g_byte_array_unref(t);
-        ifd_entry e[1] = {{TAG_MAKE, 2, 4, 0x00746473}};
-        t = tiff_build(be, e, 1, 8);
-        size_t ifd1 = t->len;
-        set32(t, t->len - 4, be, (uint32_t)ifd1);
-        GByteArray *tail = tiff_with_orientation(be, 6); /* reuse its IFD bytes as IFD1 */
-        g_byte_array_append(t, tail->data + 8, tail->len - 12);
-        put32(t, be, 8); /* IFD1 links back to IFD0 */
-        g_byte_array_unref(tail);
-        break;
-    }
-    default: g_byte_array_unref(t); return NULL;
+        case 0:
+            *what = "truncated inside the IFD";
+            g_byte_array_set_size(t, 12);
+            break;
+        case 1:
+            *what = "IFD0 offset past the end";
+            set32(t, 4, be, 0xFFFFFFF0u);
+            break;
+        case 2:
+            *what = "IFD0 offset 0 (the header read as a count)";
+            set32(t, 4, be, 0);
+            break;
+        case 3:
+            *what = "entry count past the end";
+            t->data[8] = t->data[9] = 0xFF;
+            break;
+        case 4:
+            *what = "bad byte order mark";
+            t->data[1] = 'X';
+            break;
+        case 5:
+            *what = "bad TIFF magic";
+            t->data[be ? 3 : 2] = 43;
+            break;
+        case 6:
+            *what = "empty TIFF block";
+            g_byte_array_set_size(t, 0);
+            break;
+        case 7: {
+            *what = "orientation 0, 9 and 65535";
+            g_byte_array_unref(t);
+            ifd_entry e[3] = {{TAG_ORIENTATION, 3, 1, 0}, {TAG_ORIENTATION, 3, 1, 9}, {TAG_ORIENTATION, 3, 1, 65535}};
+            t = tiff_build(be, e, 3, 0);
+            break;
+        }
+        case 8: {
+            *what = "orientation as ASCII, and with count 2";
+            g_byte_array_unref(t);
+            ifd_entry e[2] = {{TAG_ORIENTATION, 2, 1, 6}, {TAG_ORIENTATION, 3, 2, 6}};
+            t = tiff_build(be, e, 2, 0);
+            break;
+        }
+        case 9: { /* IFD0 links to itself; only IFD1 (the thumbnail's) has an orientation */
+            *what = "IFD loop, orientation only in IFD1";
+            g_byte_array_unref(t);
+            ifd_entry e[1] = {{TAG_MAKE, 2, 4, 0x00746473}};
+            t = tiff_build(be, e, 1, 8);
+            size_t ifd1 = t->len;
+            set32(t, t->len - 4, be, (uint32_t)ifd1);
+            GByteArray *tail = tiff_with_orientation(be, 6); /* reuse its IFD bytes as IFD1 */
+            g_byte_array_append(t, tail->data + 8, tail->len - 12);
+            put32(t, be, 8); /* IFD1 links back to IFD0 */
+            g_byte_array_unref(tail);
+            break;
+        }
+        default:
+            g_byte_array_unref(t);
+            return NULL;
     }
     return t;
 }
@@ -401,7 +453,8 @@ static void test_malformed_exif(sdt_test_rng *rng)
     static const uint8_t jpeg_bad_length[] = {0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x01, 'E', 'x', 'i', 'f', 0, 0};
     static const uint8_t jpeg_past_end[] = {0xFF, 0xD8, 0xFF, 0xE1, 0xFF, 0xF0, 'E', 'x', 'i', 'f', 0, 0, 'M', 'M'};
     static const uint8_t jpeg_fill_only[] = {0xFF, 0xD8, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
-    static const uint8_t png_huge_chunk[] = "\x89PNG\r\n\x1a\n\xff\xff\xff\xf0" "eXIfMM\0*";
+    static const uint8_t png_huge_chunk[] = "\x89PNG\r\n\x1a\n\xff\xff\xff\xf0"
+                                            "eXIfMM\0*";
     CHECK(sdt_exif_orientation_from_file(jpeg_bad_length, sizeof(jpeg_bad_length)) == 1, "segment length 1");
     CHECK(sdt_exif_orientation_from_file(jpeg_past_end, sizeof(jpeg_past_end)) == 1, "segment past the end");
     CHECK(sdt_exif_orientation_from_file(jpeg_fill_only, sizeof(jpeg_fill_only)) == 1, "fill bytes only");

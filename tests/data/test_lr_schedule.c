@@ -22,7 +22,8 @@ static void expect_error(const char *text, const char *must_mention)
     CHECK(!ok, "\"%s\" should be refused", text);
     CHECK(!ok || s.n_segments == 0, "a refused schedule holds no segments");
     CHECK(strlen(error.message) > 20, "\"%s\": the error explains itself (got \"%s\")", text, error.message);
-    CHECK(strstr(error.message, must_mention) != NULL, "\"%s\": the error names \"%s\" (got \"%s\")", text, must_mention, error.message);
+    CHECK(strstr(error.message, must_mention) != NULL, "\"%s\": the error names \"%s\" (got \"%s\")", text,
+          must_mention, error.message);
     sdt_lr_schedule_free(&s);
 }
 
@@ -99,13 +100,15 @@ static void test_resume(void)
 
     sdt_lr_schedule s;
     sdt_error error = {0};
-    CHECK(!sdt_lr_schedule_parse("0.01:100", NULL, 100, 1000, &s, &error) && strstr(error.message, "already at step 100"),
+    CHECK(!sdt_lr_schedule_parse("0.01:100", NULL, 100, 1000, &s, &error) &&
+              strstr(error.message, "already at step 100"),
           "a schedule that already ended is explained: %s", error.message);
     CHECK(!sdt_lr_schedule_parse("0.01", NULL, 1000, 1000, &s, &error) && strstr(error.message, "Max steps"),
           "step >= max steps is explained: %s", error.message);
     /* The caller names the field: a clip value's bad entry is not called a learning rate schedule. */
     CHECK(!sdt_lr_schedule_parse("0.1:x", "config.clip_value", 0, 1000, &s, &error) &&
-              strncmp(error.message, "config.clip_value: ", 19) == 0 && !strstr(error.message, "learning rate schedule"),
+              strncmp(error.message, "config.clip_value: ", 19) == 0 &&
+              !strstr(error.message, "learning rate schedule"),
           "a bad entry under the caller's field name: %s", error.message);
     CHECK(!sdt_lr_schedule_parse(" , ", "config.embedding_learn_rate", 0, 1000, &s, &error) &&
               strncmp(error.message, "config.embedding_learn_rate is empty", 36) == 0,
@@ -157,9 +160,11 @@ static void test_multiplier(sdt_test_rng *rng)
     CHECK(sdt_lr_schedule_format(&s, text, sizeof(text)), "format fits");
     sdt_lr_schedule again = parse_ok(text, 0, 300), resumed = parse_ok(text, from, 300);
     for (int64_t step = 0; step < 300; step++) {
-        CHECK(sdt_lr_at(&again, step) == sdt_lr_at(&s, step), "formatted \"%s\" differs at %lld", text, (long long)step);
+        CHECK(sdt_lr_at(&again, step) == sdt_lr_at(&s, step), "formatted \"%s\" differs at %lld", text,
+              (long long)step);
         if (step >= from)
-            CHECK(sdt_lr_at(&resumed, step) == sdt_lr_at(&s, step), "resumed formatted differs at %lld", (long long)step);
+            CHECK(sdt_lr_at(&resumed, step) == sdt_lr_at(&s, step), "resumed formatted differs at %lld",
+                  (long long)step);
     }
     CHECK(!sdt_lr_apply_multiplier(&s, 10, 0.0, &error), "factor 0 refused");
     CHECK(!sdt_lr_apply_multiplier(&s, 10, NAN, &error), "NaN factor refused");
@@ -178,7 +183,8 @@ static void test_random_input(sdt_test_rng *rng)
         int n = (int)(sdt_test_uniform(rng) * 47);
         bool bytes = iter % 4 == 0;
         for (int i = 0; i < n; i++)
-            text[i] = bytes ? (char)(1 + sdt_test_next(rng) % 255) : alphabet[sdt_test_next(rng) % (sizeof(alphabet) - 1)];
+            text[i] =
+                bytes ? (char)(1 + sdt_test_next(rng) % 255) : alphabet[sdt_test_next(rng) % (sizeof(alphabet) - 1)];
         text[n] = 0;
         sdt_lr_schedule s;
         sdt_error error = {0};

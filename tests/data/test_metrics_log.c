@@ -16,8 +16,16 @@
 
 static sdt_metrics_record record(int64_t step, double loss, double val)
 {
-    sdt_metrics_record r = {.step = step, .epoch = 0, .loss = loss, .validation_loss = val, .learn_rate = 0.005,
-                            .grad_norm = 0.5, .loss_scale = 1, .images_per_s = 2, .skipped_total = 0, .precision = "fp32"};
+    sdt_metrics_record r = {.step = step,
+                            .epoch = 0,
+                            .loss = loss,
+                            .validation_loss = val,
+                            .learn_rate = 0.005,
+                            .grad_norm = 0.5,
+                            .loss_scale = 1,
+                            .images_per_s = 2,
+                            .skipped_total = 0,
+                            .precision = "fp32"};
     return r;
 }
 
@@ -62,14 +70,17 @@ int main(void)
         }
         CHECK(sdt_metrics_log_append(&log, &r, &e), "append step %d: %s", s, e.message);
     }
-    CHECK(log.n == 6 && log.n_val == 3 && log.val_steps[0] == 2, "history: %d losses, %d validation losses", log.n, log.n_val);
+    CHECK(log.n == 6 && log.n_val == 3 && log.val_steps[0] == 2, "history: %d losses, %d validation losses", log.n,
+          log.n_val);
     char text[8192];
     FILE *f = fopen(log.path, "r");
     size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
     if (f) fclose(f);
     text[got] = 0;
-    CHECK(strstr(text, "{\"step\":1,\"epoch\":0,\"loss\":0.1,\"learn_rate\":0.005,") == text, "the first line: %.80s", text);
-    CHECK(strstr(text, "\"step\":2,\"epoch\":0,\"loss\":0.05,\"validation_loss\":0.1,") != NULL, "step 2 has its validation loss");
+    CHECK(strstr(text, "{\"step\":1,\"epoch\":0,\"loss\":0.1,\"learn_rate\":0.005,") == text, "the first line: %.80s",
+          text);
+    CHECK(strstr(text, "\"step\":2,\"epoch\":0,\"loss\":0.05,\"validation_loss\":0.1,") != NULL,
+          "step 2 has its validation loss");
     CHECK(strstr(text, "\"grad_norm\":null") != NULL, "a non-finite value is null");
     CHECK(strstr(text, "\"learn_rates\":{\"hypernetwork\":1e-05,\"embedding\":0.005}") != NULL, "learn_rates by group");
     sdt_metrics_log_free(&log);
@@ -101,7 +112,8 @@ int main(void)
     CHECK(rgb != NULL, "rendered");
     if (rgb) {
         int px = SDT_LOSS_PLOT_WIDTH * SDT_LOSS_PLOT_HEIGHT;
-        CHECK(has_colour(rgb, px, 20, 70, 170) && has_colour(rgb, px, 230, 110, 0) && has_colour(rgb, px, 160, 190, 230),
+        CHECK(has_colour(rgb, px, 20, 70, 170) && has_colour(rgb, px, 230, 110, 0) &&
+                  has_colour(rgb, px, 160, 190, 230),
               "the mean, validation and training colours are drawn");
         free(rgb);
     }
@@ -114,7 +126,8 @@ int main(void)
               (head[16] << 24 | head[17] << 16 | head[18] << 8 | head[19]) == SDT_LOSS_PLOT_WIDTH,
           "a PNG %d wide", SDT_LOSS_PLOT_WIDTH);
     if (f) fclose(f);
-    CHECK(sdt_loss_plot_mean_window(5) == 1 && sdt_loss_plot_mean_window(500) == 50 && sdt_loss_plot_mean_window(5000) == 100,
+    CHECK(sdt_loss_plot_mean_window(5) == 1 && sdt_loss_plot_mean_window(500) == 50 &&
+              sdt_loss_plot_mean_window(5000) == 100,
           "the mean's window");
     sdt_metrics_log_free(&log);
 

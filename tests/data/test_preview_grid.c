@@ -15,8 +15,10 @@
 static void test_layout(void)
 {
     enum { ROWS = 3, COLS = 4, CW = 64, CH = 48 };
-    const char *prompts[ROWS] = {"a photo of star", "a yellow star on a blue background with a very long tail of words "
-                                 "that does not fit in four lines of twenty-four characters at all", "x"};
+    const char *prompts[ROWS] = {"a photo of star",
+                                 "a yellow star on a blue background with a very long tail of words "
+                                 "that does not fit in four lines of twenty-four characters at all",
+                                 "x"};
     const char *seeds[COLS] = {"seed 1", "seed 2", "seed 3", "seed 18446744073709551615"};
     sdt_preview_grid_labels labels = {ROWS, COLS, prompts, seeds, "step 500  euler_a 20 steps  cfg 7"};
     uint8_t *cells[ROWS * COLS];
@@ -36,14 +38,15 @@ static void test_layout(void)
      * the title plus the tallest seed label (3 lines of 10 characters over a 64-pixel cell). */
     char wrapped[600];
     sdt_preview_grid_wrap(prompts[1], 24, 4, wrapped, sizeof wrapped);
-    CHECK(!strcmp(wrapped, "a yellow star on a blue\nbackground with a very\nlong tail of words that\ndoes not fit in four..."),
+    CHECK(!strcmp(wrapped,
+                  "a yellow star on a blue\nbackground with a very\nlong tail of words that\ndoes not fit in four..."),
           "long prompt wrapped as '%s'", wrapped);
     CHECK(lay.scale == 1, "scale %d for 64-pixel cells", lay.scale);
     CHECK(lay.left == (23 * 6 - 1) + 2 * 4, "left margin %d, want %d", lay.left, (23 * 6 - 1) + 8);
     int seed_h = 3 * 10 - 3; /* 3 lines: 2 line advances of 10 + one glyph of 7 */
     CHECK(lay.top == 7 + seed_h + 4 * 4, "top margin %d, want %d", lay.top, 7 + seed_h + 16);
-    CHECK(lay.width == lay.left + COLS * CW && lay.height == lay.top + ROWS * CH, "grid %d x %d, want %d x %d", lay.width,
-          lay.height, lay.left + COLS * CW, lay.top + ROWS * CH);
+    CHECK(lay.width == lay.left + COLS * CW && lay.height == lay.top + ROWS * CH, "grid %d x %d, want %d x %d",
+          lay.width, lay.height, lay.left + COLS * CW, lay.top + ROWS * CH);
     bool cells_ok = true, margin_white_or_ink = true, ink_in_margins = false;
     for (int y = 0; rgb && y < lay.height; y++)
         for (int x = 0; x < lay.width; x++) {
@@ -66,7 +69,8 @@ static void test_layout(void)
     /* Too many columns is a sentence, not a crash. */
     labels.cols = SDT_PREVIEW_GRID_MAX_COLS + 1;
     CHECK(!sdt_preview_grid_compose(&labels, (const uint8_t *const *)cells, CW, CH, &rgb, &lay, &error) &&
-              strstr(error.message, "seeds"), "17 columns accepted");
+              strstr(error.message, "seeds"),
+          "17 columns accepted");
     for (int k = 0; k < ROWS * COLS; k++) free(cells[k]);
 }
 
@@ -113,7 +117,8 @@ static void test_prompts_file(void)
     sdt_error_clear(&error);
     CHECK(sdt_preview_prompts_load(path, &p, &error), "good prompts: %s", error.message);
     CHECK(p.count == 3 && !strcmp(p.prompts[0], "a photo of star") && !strcmp(p.prompts[1], "a red circle, outline") &&
-              !strcmp(p.prompts[2], "last line"), "prompts read as %d", p.count);
+              !strcmp(p.prompts[2], "last line"),
+          "prompts read as %d", p.count);
     sdt_preview_prompts_free(&p);
     g_remove(path);
     g_free(path);
@@ -140,8 +145,10 @@ static void test_seeds(void)
     CHECK(sdt_preview_seeds_parse(NULL, "preview_seeds", &s, &error) && s.count == 1 && !s.listed, "NULL: one seed");
     CHECK(sdt_preview_seeds_parse("4", "preview_seeds", &s, &error) && s.count == 4 && !s.listed, "\"4\": four seeds");
     CHECK(sdt_preview_seeds_parse("7, 3,11", "preview_seeds", &s, &error) && s.count == 3 && s.listed &&
-              s.seeds[0] == 7 && s.seeds[1] == 3 && s.seeds[2] == 11, "a list of three");
-    const char *bad[] = {"0", "17", "-1", "1,,2", "1 2", "x", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "99999999999999999999"};
+              s.seeds[0] == 7 && s.seeds[1] == 3 && s.seeds[2] == 11,
+          "a list of three");
+    const char *bad[] = {
+        "0", "17", "-1", "1,,2", "1 2", "x", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17", "99999999999999999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sdt_error_clear(&error);
         CHECK(!sdt_preview_seeds_parse(bad[i], "preview_seeds", &s, &error) && strstr(error.message, "preview_seeds"),

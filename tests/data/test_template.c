@@ -10,8 +10,8 @@ static void test_lines(void)
     sdt_template t;
     sdt_error error = {0};
     CHECK(sdt_template_parse(text, sizeof(text) - 1, "t.txt", &t, &error), "parse: %s", error.message);
-    CHECK(t.n_lines == 4, "4 lines (BOM dropped, CRLF, blank line kept, lone CR, no line after the final newline), got %d",
-          t.n_lines);
+    CHECK(t.n_lines == 4,
+          "4 lines (BOM dropped, CRLF, blank line kept, lone CR, no line after the final newline), got %d", t.n_lines);
     if (t.n_lines == 4) {
         CHECK(!strcmp(t.lines[0], "a photo of [name]"), "line 0 stripped: \"%s\"", t.lines[0]);
         CHECK(!strcmp(t.lines[1], ""), "blank line is an empty prompt");
@@ -30,11 +30,13 @@ static void test_checks(void)
     const char none[] = "picture\n"; /* A1111's none.txt */
     CHECK(sdt_template_parse(none, strlen(none), "none.txt", &t, &error), "parse none.txt");
     CHECK(!sdt_template_check_for_embedding(&t, "none.txt", &error), "a template without [name] is refused");
-    CHECK(strstr(error.message, "none.txt") && strstr(error.message, "[name]"), "the error names the file and [name]: %s", error.message);
+    CHECK(strstr(error.message, "none.txt") && strstr(error.message, "[name]"),
+          "the error names the file and [name]: %s", error.message);
     sdt_template_free(&t);
 
     CHECK(sdt_template_parse("", 0, "empty.txt", &t, &error) && t.n_lines == 0, "empty parses to no lines");
-    CHECK(!sdt_template_check_for_embedding(&t, "empty.txt", &error) && strstr(error.message, "empty"), "empty refused");
+    CHECK(!sdt_template_check_for_embedding(&t, "empty.txt", &error) && strstr(error.message, "empty"),
+          "empty refused");
     sdt_template_free(&t);
 
     const char bad[] = "a \xff\xfe [name]";
@@ -71,7 +73,8 @@ static void test_pick(sdt_test_rng *rng)
         if (x >= 0 && x < 5) counts[x]++;
     }
     CHECK(same, "same seed, same lines");
-    for (int i = 0; i < 5; i++) CHECK(counts[i] > 800 && counts[i] < 1200, "line %d chosen %d/5000 times", i, counts[i]);
+    for (int i = 0; i < 5; i++)
+        CHECK(counts[i] > 800 && counts[i] < 1200, "line %d chosen %d/5000 times", i, counts[i]);
     sdt_template_free(&t);
 }
 

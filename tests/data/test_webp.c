@@ -81,8 +81,8 @@ static void check_animation(const char *dir)
 /* A TIFF block with IFD0 holding one Orientation entry. */
 static void check_exif_orientation(const char *dir, const uint8_t *rgb)
 {
-    static const uint8_t tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0,
-                                   0, 0, 0, 0};
+    static const uint8_t tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3,
+                                   0,   1,   0,  0, 0, 6, 0, 0, 0, 0, 0,    0,    0};
     uint8_t *plain = NULL;
     size_t n = WebPEncodeLosslessRGB(rgb, W, H, W * 3, &plain);
     WebPData in = {plain, n}, exif = {tiff, sizeof tiff}, out;
@@ -134,8 +134,10 @@ int main(void)
     uint8_t *px = sdt_image_decode(alpha, 4, 1 << 24, &w, &h, &err);
     int mismatches = 0;
     for (int i = 0; px && i < W * H; i++) {
-        if (px[i * 4 + 3] != rgba[i * 4 + 3]) mismatches++;
-        else if (rgba[i * 4 + 3] && memcmp(px + i * 4, rgba + i * 4, 3)) mismatches++;
+        if (px[i * 4 + 3] != rgba[i * 4 + 3])
+            mismatches++;
+        else if (rgba[i * 4 + 3] && memcmp(px + i * 4, rgba + i * 4, 3))
+            mismatches++;
     }
     CHECK(px && mismatches == 0, "lossless RGBA WebP: %d pixels differ (%s)", mismatches, err.message);
     free(px);
@@ -148,8 +150,8 @@ int main(void)
     check_pixels(lossy, 3, solid, W, H, 8, "lossy WebP");
     check_animation(dir);
     check_exif_orientation(dir, rgb);
-    char *bad = write_webp(dir, "y-bad-header.webp", (const uint8_t *)"RIFF\x20\0\0\0WEBPVP8 \x10\0\0\0garbage!garbage!",
-                           36);
+    char *bad =
+        write_webp(dir, "y-bad-header.webp", (const uint8_t *)"RIFF\x20\0\0\0WEBPVP8 \x10\0\0\0garbage!garbage!", 36);
 
     sdt_dataset ds;
     sdt_dataset_options opt = {.folder = dir, .width = 64, .height = 64};

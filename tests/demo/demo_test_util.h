@@ -21,8 +21,10 @@ static inline int demo_run(char **argv, char **err_out)
         return -1;
     }
     g_free(out);
-    if (err_out) *err_out = err;
-    else g_free(err);
+    if (err_out)
+        *err_out = err;
+    else
+        g_free(err);
     return WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
 }
 

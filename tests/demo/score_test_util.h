@@ -11,7 +11,10 @@ typedef struct score_summary {
     int above, n;
 } score_summary;
 
-static inline score_summary score_summary_start(void) { return (score_summary){0.0f, 1e9f, -1e9f, 0, 0}; }
+static inline score_summary score_summary_start(void)
+{
+    return (score_summary){0.0f, 1e9f, -1e9f, 0, 0};
+}
 
 static inline void score_summary_add(score_summary *s, float score, float threshold)
 {

@@ -52,7 +52,8 @@ int main(void)
           SCENES);
     CHECK(other.above <= SCENES * 2 / 100, "%d of %d other renders score above the threshold", other.above, SCENES);
     CHECK(concept.mean - other.mean >= 0.6f, "the means are only %.3f apart", concept.mean - other.mean);
-    CHECK(colour_c + colour_o >= 2 * SCENES * 97 / 100, "colours read right: %d of %d", colour_c + colour_o, 2 * SCENES);
+    CHECK(colour_c + colour_o >= 2 * SCENES * 97 / 100, "colours read right: %d of %d", colour_c + colour_o,
+          2 * SCENES);
     CHECK(shape_c + shape_o >= 2 * SCENES * 85 / 100, "shapes read right: %d of %d", shape_c + shape_o, 2 * SCENES);
 
     /* Nothing drawn: a plain gradient scores 0. */

@@ -92,7 +92,8 @@ static void check_image(const char *dir, int i, int size)
     int w = 0, h = 0;
     sdt_error error = {0};
     uint8_t *rgb = sdt_image_decode(png, 3, SDT_DATASET_DEFAULT_MAX_PIXELS, &w, &h, &error);
-    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h, error.message, size, size);
+    CHECK(rgb && w == size && h == size, "%s: decodes to %dx%d (%s), expected %dx%d", png, w, h, error.message, size,
+          size);
     char *caption = NULL;
     gsize len = 0;
     CHECK(g_file_get_contents(txt, &caption, &len, NULL), "%s is missing", txt);
@@ -148,8 +149,8 @@ static void check_loads_as_training_data(const char *dir, int count)
     bool ok = sdt_dataset_load(&opt, &ds, &error);
     CHECK(ok, "the dataset loader refuses %s: %s", dir, error.message);
     if (!ok) return;
-    CHECK(ds.n_items == count && ds.n_warnings == 0, "the loader took %d of %d images with %d warnings%s%s",
-          ds.n_items, count, ds.n_warnings, ds.n_warnings ? ": " : "", ds.n_warnings ? ds.warnings[0] : "");
+    CHECK(ds.n_items == count && ds.n_warnings == 0, "the loader took %d of %d images with %d warnings%s%s", ds.n_items,
+          count, ds.n_warnings, ds.n_warnings ? ": " : "", ds.n_warnings ? ds.warnings[0] : "");
     for (int i = 0; i < ds.n_items; i++) {
         char *stem = g_strndup(ds.items[i].path, strlen(ds.items[i].path) - strlen(".png"));
         char *txt = g_strconcat(stem, ".txt", NULL), *caption = NULL;

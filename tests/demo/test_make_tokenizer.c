@@ -91,11 +91,13 @@ static char **read_vocab(const char *path, int *n_out)
     for (cJSON *e = root->child; e; e = e->next) {
         int id = cJSON_IsNumber(e) ? e->valueint : -1;
         CHECK(id >= 0 && id < n, "vocab id %d of '%s' is outside 0..%d", id, e->string, n - 1);
-        if (id < 0 || id >= n) ok = false;
+        if (id < 0 || id >= n)
+            ok = false;
         else if (tokens[id]) {
             CHECK(false, "id %d is used twice ('%s' and '%s')", id, tokens[id], e->string);
             ok = false;
-        } else tokens[id] = g_strdup(e->string);
+        } else
+            tokens[id] = g_strdup(e->string);
     }
     cJSON_Delete(root);
     if (!ok) {
@@ -188,8 +190,8 @@ static void check_single_token(sdt_tokenizer *t, const char *word)
     size_t n = 0;
     sdt_tokenizer_tokenize(t, word, &ids, &n);
     char *spelled = g_strconcat(word, CLIP_WORD_END, NULL);
-    CHECK(n == 1 && !g_strcmp0(sdt_tokenizer_token_text(t, ids[0]), spelled), "'%s' is %zu tokens, expected one",
-          word, n);
+    CHECK(n == 1 && !g_strcmp0(sdt_tokenizer_token_text(t, ids[0]), spelled), "'%s' is %zu tokens, expected one", word,
+          n);
     g_free(spelled);
     free(ids);
 }
@@ -268,9 +270,12 @@ static void check_against_clip(const char *tmp)
     const char *up[] = {"..", "../.."};
     char *clip = NULL;
     for (size_t i = 0; i < G_N_ELEMENTS(up) && !clip; i++) {
-        char *p = g_build_filename(SDT_SOURCE_DIR, up[i], "shared", "data", "clip-vit-l-14-tokenizer", "vocab.json", NULL);
-        if (g_file_test(p, G_FILE_TEST_EXISTS)) clip = p;
-        else g_free(p);
+        char *p =
+            g_build_filename(SDT_SOURCE_DIR, up[i], "shared", "data", "clip-vit-l-14-tokenizer", "vocab.json", NULL);
+        if (g_file_test(p, G_FILE_TEST_EXISTS))
+            clip = p;
+        else
+            g_free(p);
     }
     if (!clip) {
         printf("note: CLIP's vocab.json is not beside the checkout; byte-symbol order checked by rule only\n");
@@ -293,8 +298,8 @@ static void expect_refused(const char *what, char **argv, int want_status, const
     char *err_text = NULL;
     int status = demo_run(argv, &err_text);
     CHECK(status == want_status, "%s: exit %d, expected %d", what, status, want_status);
-    CHECK(!want_text || io_contains(err_text, want_text), "%s: stderr '%s' does not mention '%s'", what, err_text ? err_text : "",
-          want_text);
+    CHECK(!want_text || io_contains(err_text, want_text), "%s: stderr '%s' does not mention '%s'", what,
+          err_text ? err_text : "", want_text);
     g_free(err_text);
 }
 

@@ -54,7 +54,8 @@ int main(void)
     printf("filled rings:     mean %.3f (not checked: an annulus is hollow)\n", rings.scores.mean);
     CHECK(outlined->above >= SCENES * 97 / 100, "only %d of %d outlined renders score above the threshold",
           outlined->above, SCENES);
-    CHECK(filled->above <= SCENES * 2 / 100, "%d of %d filled renders score above the threshold", filled->above, SCENES);
+    CHECK(filled->above <= SCENES * 2 / 100, "%d of %d filled renders score above the threshold", filled->above,
+          SCENES);
     CHECK(outlined->mean - filled->mean >= 0.7f, "the means are only %.3f apart", outlined->mean - filled->mean);
 
     /* Nothing drawn: a plain gradient scores 0. */

@@ -38,8 +38,8 @@ static void check_template(const char *dir, const template_rule *r)
         sdt_error error = {0};
         CHECK(sdt_template_load(path, &parsed, &error), "the template reader refuses %s: %s", path, error.message);
         if (parsed.lines) {
-            CHECK(parsed.n_lines == prompts, "%s: the reader sees %d prompts, the file has %d", r->file,
-                  parsed.n_lines, prompts);
+            CHECK(parsed.n_lines == prompts, "%s: the reader sees %d prompts, the file has %d", r->file, parsed.n_lines,
+                  prompts);
             CHECK(sdt_template_check_for_embedding(&parsed, r->file, &error) == r->name,
                   "%s: the textual-inversion pre-flight check %s it", r->file, r->name ? "refuses" : "accepts");
             sdt_template_free(&parsed);
@@ -52,8 +52,9 @@ static void check_template(const char *dir, const template_rule *r)
 int main(void)
 {
     const template_rule rules[] = {
-        {"style.txt", true, false},    {"style_filewords.txt", true, true}, {"subject.txt", true, false},
-        {"subject_filewords.txt", true, true}, {"hypernetwork.txt", false, true}, {"none.txt", false, false},
+        {"style.txt", true, false},        {"style_filewords.txt", true, true},
+        {"subject.txt", true, false},      {"subject_filewords.txt", true, true},
+        {"hypernetwork.txt", false, true}, {"none.txt", false, false},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(rules); i++) check_template(SDT_TEMPLATES_DIR, &rules[i]);
     return sdt_test_finish("demo_templates");

@@ -92,7 +92,8 @@ static int write_chunk(FILE *f, const char *type, const unsigned char *data, uin
     uLong crc = crc32(0L, head + 4, 4);
     if (len) crc = crc32(crc, data, len);
     put_be32(crc_bytes, (uint32_t)crc);
-    return fwrite(head, 1, 8, f) == 8 && (len == 0 || fwrite(data, 1, len, f) == len) && fwrite(crc_bytes, 1, 4, f) == 4;
+    return fwrite(head, 1, 8, f) == 8 && (len == 0 || fwrite(data, 1, len, f) == len) &&
+           fwrite(crc_bytes, 1, 4, f) == 4;
 }
 
 static int png_header_command(const char *w_text, const char *h_text, const char *out)
@@ -102,11 +103,12 @@ static int png_header_command(const char *w_text, const char *h_text, const char
     unsigned char ihdr[13];
     put_be32(ihdr, (uint32_t)w);
     put_be32(ihdr + 4, (uint32_t)h);
-    ihdr[8] = 8;  /* bit depth */
-    ihdr[9] = 2;  /* RGB */
+    ihdr[8] = 8; /* bit depth */
+    ihdr[9] = 2; /* RGB */
     ihdr[10] = ihdr[11] = ihdr[12] = 0;
     FILE *f = fopen(out, "wb");
-    int ok = f && fwrite(signature, 1, 8, f) == 8 && write_chunk(f, "IHDR", ihdr, 13) && write_chunk(f, "IEND", NULL, 0);
+    int ok =
+        f && fwrite(signature, 1, 8, f) == 8 && write_chunk(f, "IHDR", ihdr, 13) && write_chunk(f, "IEND", NULL, 0);
     if (f && fclose(f) != 0) ok = 0;
     if (!ok) fprintf(stderr, "e2e_tool: cannot write %s\n", out);
     return ok ? 0 : 1;
@@ -160,12 +162,23 @@ static unsigned char *png_rgb(const char *path, uint32_t *w, uint32_t *h)
             int a = x >= 3 ? out[x - 3] : 0, b = up ? up[x] : 0, c = up && x >= 3 ? up[x - 3] : 0;
             int pred = 0;
             switch (line[-1]) {
-            case 0: pred = 0; break;
-            case 1: pred = a; break;
-            case 2: pred = b; break;
-            case 3: pred = (a + b) / 2; break;
-            case 4: pred = paeth(a, b, c); break;
-            default: ok = 0;
+                case 0:
+                    pred = 0;
+                    break;
+                case 1:
+                    pred = a;
+                    break;
+                case 2:
+                    pred = b;
+                    break;
+                case 3:
+                    pred = (a + b) / 2;
+                    break;
+                case 4:
+                    pred = paeth(a, b, c);
+                    break;
+                default:
+                    ok = 0;
             }
             out[x] = (unsigned char)(line[x] + pred);
         }
@@ -200,9 +213,11 @@ static int png_crop_command(char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "json") == 0) return json_command(argv[2], argc == 4 ? argv[3] : NULL);
+    if (argc >= 3 && argc <= 4 && strcmp(argv[1], "json") == 0)
+        return json_command(argv[2], argc == 4 ? argv[3] : NULL);
     if (argc == 5 && strcmp(argv[1], "png-header") == 0) return png_header_command(argv[2], argv[3], argv[4]);
     if (argc == 7 && strcmp(argv[1], "png-crop") == 0) return png_crop_command(argv);
-    fprintf(stderr, "usage: e2e_tool json FILE|- [KEY] | e2e_tool png-header W H OUT | e2e_tool png-crop FILE X Y W H\n");
+    fprintf(stderr,
+            "usage: e2e_tool json FILE|- [KEY] | e2e_tool png-header W H OUT | e2e_tool png-crop FILE X Y W H\n");
     return 2;
 }

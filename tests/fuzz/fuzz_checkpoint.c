@@ -60,8 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!cpu) cpu = sdt_backend_cpu_create(1);
         sd_model m;
         sdt_error_clear(&error);
-        if (sd_model_load(&m, w, cpu, &error)) sd_model_free(&m);
-        else if (!error.message[0]) abort();
+        if (sd_model_load(&m, w, cpu, &error))
+            sd_model_free(&m);
+        else if (!error.message[0])
+            abort();
     } else if (!error.message[0]) {
         abort();
     }

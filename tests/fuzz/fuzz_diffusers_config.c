@@ -17,8 +17,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const files[5] = {"model_index.json", "unet/config.json", "text_encoder/config.json", "vae/config.json",
-                                     "scheduler/scheduler_config.json"};
+static const char *const files[5] = {"model_index.json", "unet/config.json", "text_encoder/config.json",
+                                     "vae/config.json", "scheduler/scheduler_config.json"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

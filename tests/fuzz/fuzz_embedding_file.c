@@ -45,8 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (format == SDT_EMBEDDING_FORMAT_UNKNOWN || !e.name || !e.vectors) abort();
-    if (e.n_vectors < 1 || e.n_vectors > LOADED_VECTORS_MAX || e.dim < 1 || e.dim > SDT_EMBEDDING_MAX_DIM)
-        abort();
+    if (e.n_vectors < 1 || e.n_vectors > LOADED_VECTORS_MAX || e.dim < 1 || e.dim > SDT_EMBEDDING_MAX_DIM) abort();
     if (e.clip_l_dim < 0 || e.clip_l_dim >= e.dim) abort();
     volatile float last = e.vectors[(size_t)e.n_vectors * (size_t)e.dim - 1];
     (void)last;

@@ -45,7 +45,8 @@ static void fuzz_hn_round_trip(const sdt_hn *hn, const char *copy_name, fuzz_hn_
     if (!back) abort(); /* what sdtrain writes, sdtrain reads */
     if (memcmp(sdt_hn_get_config(back), sdt_hn_get_config(hn), sizeof(sdt_hn_config)) != 0) abort();
     const sdt_hn_info *a = sdt_hn_get_info_const(hn), *b = sdt_hn_get_info_const(back);
-    if (a->step != b->step || strcmp(a->sd_checkpoint, b->sd_checkpoint) || strcmp(a->sd_checkpoint_name, b->sd_checkpoint_name))
+    if (a->step != b->step || strcmp(a->sd_checkpoint, b->sd_checkpoint) ||
+        strcmp(a->sd_checkpoint_name, b->sd_checkpoint_name))
         abort();
     int64_t n = sdt_hn_param_numel(hn);
     if (sdt_hn_param_numel(back) != n) abort();

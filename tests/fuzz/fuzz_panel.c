@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char **argv = args;
     int argc = 3;
     if (!g_option_context_parse(ctx, &argc, &argv, NULL)) abort();
-    panel_defaults defaults = { stub_train_options, stub_embedding_part, stub_hypernetwork_part };
+    panel_defaults defaults = {stub_train_options, stub_embedding_part, stub_hypernetwork_part};
     panel_config config;
     char *error = NULL;
     gboolean usage_error = FALSE;

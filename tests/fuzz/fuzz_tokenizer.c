@@ -27,7 +27,8 @@ static void exercise(sdt_tokenizer *t, const char *prompt)
     sdt_encode_options o = sdt_encode_defaults();
     o.watch_id = sdt_tokenizer_size(t) - 1;
     if (!sdt_tokenizer_encode(t, prompt, &o, ids, &rep, &error)) abort();
-    if (rep.n_cut < 0 || rep.end_index < 1 || rep.end_index >= SDT_CLIP_CONTEXT || ids[rep.end_index] != sdt_tokenizer_eos(t))
+    if (rep.n_cut < 0 || rep.end_index < 1 || rep.end_index >= SDT_CLIP_CONTEXT ||
+        ids[rep.end_index] != sdt_tokenizer_eos(t))
         abort();
     for (int i = 0; i < SDT_CLIP_CONTEXT; i++)
         if (ids[i] < 0 || ids[i] >= sdt_tokenizer_size(t)) abort();

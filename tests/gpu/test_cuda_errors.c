@@ -20,8 +20,10 @@ static sdt_tensor on(sdt_backend *be, const float *host)
 {
     int64_t shape[1] = {N};
     sdt_tensor t = sdt_tensor_make(be->alloc(be, N * sizeof(float)), SDT_F32, be->device, 1, shape);
-    if (host) be->upload(be, t.data, host, N * sizeof(float));
-    else be->zero(be, &t);
+    if (host)
+        be->upload(be, t.data, host, N * sizeof(float));
+    else
+        be->zero(be, &t);
     return t;
 }
 
@@ -49,8 +51,8 @@ static void check_tails(sdt_backend *cpu, sdt_backend *gpu, sdt_activation act, 
     for (int i = 0; i < N; i++) {
         CHECK(fabsf(y[1][i] - y[0][i]) <= 1e-4f * fabsf(y[0][i]), "%s(%g): cuda %.9g, cpu %.9g", name, (double)tails[i],
               (double)y[1][i], (double)y[0][i]);
-        CHECK(fabsf(d[1][i] - d[0][i]) <= 1e-4f * fabsf(d[0][i]), "%s'(%g): cuda %.9g, cpu %.9g", name, (double)tails[i],
-              (double)d[1][i], (double)d[0][i]);
+        CHECK(fabsf(d[1][i] - d[0][i]) <= 1e-4f * fabsf(d[0][i]), "%s'(%g): cuda %.9g, cpu %.9g", name,
+              (double)tails[i], (double)d[1][i], (double)d[0][i]);
     }
 }
 
@@ -66,15 +68,17 @@ static void check_dropout(sdt_backend *cpu, sdt_backend *gpu, float p)
         read_back(be, &m, mask[b]);
         be->free(be, x.data), be->free(be, out.data), be->free(be, m.data);
     }
-    CHECK(memcmp(mask[0], mask[1], sizeof mask[0]) == 0, "dropout p=%g: the CUDA mask differs from the CPU's", (double)p);
+    CHECK(memcmp(mask[0], mask[1], sizeof mask[0]) == 0, "dropout p=%g: the CUDA mask differs from the CPU's",
+          (double)p);
 }
 
 static void check_codes(sdt_backend *cpu, sdt_backend *gpu)
 {
     /* more than any card holds: the failure is the allocation's, so OUT_OF_MEMORY */
     void *p = gpu->alloc(gpu, (size_t)1 << 50);
-    CHECK(p == NULL && gpu->error.code == SDT_ERR_OUT_OF_MEMORY, "a 1 PiB allocation must fail as OUT_OF_MEMORY, got %s: %s",
-          sdt_error_code_name(gpu->error.code), gpu->error.message);
+    CHECK(p == NULL && gpu->error.code == SDT_ERR_OUT_OF_MEMORY,
+          "a 1 PiB allocation must fail as OUT_OF_MEMORY, got %s: %s", sdt_error_code_name(gpu->error.code),
+          gpu->error.message);
     if (p) gpu->free(gpu, p);
 
     /* a probability outside [0, 1] is the caller's mistake on both backends */

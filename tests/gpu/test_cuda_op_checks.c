@@ -20,10 +20,11 @@ static void check_token_ids(sdt_backend *gpu)
     bool ready = tok_mem && mem && gpu->upload(gpu, tok_mem, ids, sizeof ids) == 0 && gpu->zero(gpu, &table) == 0;
     CHECK(ready, "token id setup failed: %s", gpu->error.message);
     if (!ready) return;
-    const char *want[2] = {"embedding_forward: a token id is outside the vocabulary [0, 10); check the tokenizer and the "
-                           "embedding table.",
-                           "embedding_backward: a token id is outside the vocabulary [0, 10); check the tokenizer and the "
-                           "embedding table."};
+    const char *want[2] = {
+        "embedding_forward: a token id is outside the vocabulary [0, 10); check the tokenizer and the "
+        "embedding table.",
+        "embedding_backward: a token id is outside the vocabulary [0, 10); check the tokenizer and the "
+        "embedding table."};
     for (int pass = 0; pass < 2; pass++) {
         sdt_error_clear(&gpu->error);
         int rc = pass ? gpu->embedding_backward(gpu, &table, NULL, &out, &tokens)

@@ -50,10 +50,14 @@ static pair make_at(sdt_dtype dt, int ndim, const int64_t *shape, double scale, 
     p.c.channels_last = p.g.channels_last = g_channels_last && ndim == 4;
     return p;
 }
-static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale) { return make_at(dt, ndim, shape, scale, 0); }
-#define MAKE(dt, scale, ...) make(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale)
+static pair make(sdt_dtype dt, int ndim, const int64_t *shape, double scale)
+{
+    return make_at(dt, ndim, shape, scale, 0);
+}
+#define MAKE(dt, scale, ...)                                                                                           \
+    make(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale)
 /* A view offset elements into its allocation (see make_at). */
-#define MAKE_AT(offset, dt, scale, ...)                                                                       \
+#define MAKE_AT(offset, dt, scale, ...)                                                                                \
     make_at(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, scale, offset)
 
 static void drop(pair *p)
@@ -104,28 +108,33 @@ static double compare(const pair *p, double tol, const char *what)
         if (d > num || d != d) num = d;
         if (fabs(b[i]) > den) den = fabs(b[i]);
     }
-    CHECK(num / den <= tol, "%s%s: GPU vs CPU relative error %.3g > %.3g", what, p->g.channels_last ? " (channels-last)" : "",
-          num / den, tol);
+    CHECK(num / den <= tol, "%s%s: GPU vs CPU relative error %.3g > %.3g", what,
+          p->g.channels_last ? " (channels-last)" : "", num / den, tol);
     free(a);
     free(b);
     free(raw);
     return num / den;
 }
 
-#define RUN2(call_c, call_g, what)                                                                          \
-    do {                                                                                                    \
-        int rc_c = (call_c), rc_g = (call_g);                                                               \
-        CHECK(rc_c == 0, "%s: CPU failed: %s", what, cpu->error.message);                                   \
-        CHECK(rc_g == 0, "%s: GPU failed: %s", what, gpu->error.message);                                   \
+#define RUN2(call_c, call_g, what)                                                                                     \
+    do {                                                                                                               \
+        int rc_c = (call_c), rc_g = (call_g);                                                                          \
+        CHECK(rc_c == 0, "%s: CPU failed: %s", what, cpu->error.message);                                              \
+        CHECK(rc_g == 0, "%s: GPU failed: %s", what, gpu->error.message);                                              \
     } while (0)
 
-static double tol_for(sdt_dtype dt) { return dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 4e-3 : 3e-2; }
+static double tol_for(sdt_dtype dt)
+{
+    return dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 4e-3 : 3e-2;
+}
 
 /* x [rows, 45] (as [3, rows / 3, 45]) through OC outputs. */
 static void test_linear_rows(sdt_dtype dt, int64_t rows, int64_t OC)
 {
-    pair x = MAKE(dt, 1, 3, rows / 3, 45), w = MAKE(dt, 0.2, OC, 45), b = MAKE(SDT_F32, 1, OC), out = MAKE(dt, 1, 3, rows / 3, OC);
-    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g), "linear fwd");
+    pair x = MAKE(dt, 1, 3, rows / 3, 45), w = MAKE(dt, 0.2, OC, 45), b = MAKE(SDT_F32, 1, OC),
+         out = MAKE(dt, 1, 3, rows / 3, OC);
+    RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g),
+         "linear fwd");
     compare(&out, tol_for(dt), "linear forward");
     pair dout = MAKE(dt, 1, 3, rows / 3, OC), dx = MAKE(dt, 1, 3, rows / 3, 45), dw = MAKE(SDT_F32, 1, OC, 45),
          db = MAKE(SDT_F32, 1, OC);
@@ -151,7 +160,8 @@ static void test_linear(sdt_dtype dt)
  * 16-byte aligned (Lt's kernels); C = 45 leaves Lt a shape it may refuse (then the cuBLAS path). */
 static void test_linear_epilogues(sdt_dtype dt, int64_t rows, int64_t C, int64_t OC)
 {
-    pair x = MAKE(dt, 1, 2, rows / 2, C), w = MAKE(dt, 0.1, OC, C), b = MAKE(dt, 1, OC), r = MAKE(dt, 1, 2, rows / 2, OC);
+    pair x = MAKE(dt, 1, 2, rows / 2, C), w = MAKE(dt, 0.1, OC, C), b = MAKE(dt, 1, OC),
+         r = MAKE(dt, 1, 2, rows / 2, OC);
     pair out = MAKE(dt, 1, 2, rows / 2, OC), again = MAKE(dt, 1, 2, rows / 2, OC);
     RUN2(cpu->linear_forward(cpu, &out.c, &x.c, &w.c, &b.c), gpu->linear_forward(gpu, &out.g, &x.g, &w.g, &b.g),
          "linear fwd (bias in the operands' dtype)");
@@ -205,13 +215,16 @@ static void test_conv(sdt_dtype dt, int k, int stride, int64_t H, int64_t W)
 {
     int pad = k / 2;
     int64_t OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
-    pair x = MAKE(dt, 1, 2, 7, H, W), w = MAKE(dt, 0.2, 11, 7, k, k), b = MAKE(SDT_F32, 1, 11), out = MAKE(dt, 1, 2, 11, OH, OW);
+    pair x = MAKE(dt, 1, 2, 7, H, W), w = MAKE(dt, 0.2, 11, 7, k, k), b = MAKE(SDT_F32, 1, 11),
+         out = MAKE(dt, 1, 2, 11, OH, OW);
     char name[96];
-    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lldx%lld %s", k, k, stride, (long long)H, (long long)W, sdt_dtype_name(dt));
-    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad), gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad),
-         name);
+    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lldx%lld %s", k, k, stride, (long long)H, (long long)W,
+             sdt_dtype_name(dt));
+    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad),
+         gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad), name);
     compare(&out, tol_for(dt), name);
-    pair dout = MAKE(dt, 1, 2, 11, OH, OW), dx = MAKE(dt, 1, 2, 7, H, W), dw = MAKE(SDT_F32, 1, 11, 7, k, k), db = MAKE(SDT_F32, 1, 11);
+    pair dout = MAKE(dt, 1, 2, 11, OH, OW), dx = MAKE(dt, 1, 2, 7, H, W), dw = MAKE(SDT_F32, 1, 11, 7, k, k),
+         db = MAKE(SDT_F32, 1, 11);
     RUN2(cpu->conv2d_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c, stride, pad),
          gpu->conv2d_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g, stride, pad), name);
     compare(&dx, tol_for(dt), "conv dx");
@@ -229,7 +242,8 @@ static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq
     const int64_t HD = H * D;
     /* 16-bit storage: the fused kernels round P and dS to the operand dtype, as every flash kernel does */
     const double tol = dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 1e-2 : 3e-2;
-    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), out = MAKE(dt, 1, B, Tq, HD);
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD),
+         out = MAKE(dt, 1, B, Tq, HD);
     pair lse = MAKE(SDT_F32, 1, B, H, Tq);
     sdt_tensor *lc = save ? &lse.c : NULL, *lg = save ? &lse.g : NULL;
     char what[160];
@@ -238,16 +252,19 @@ static void test_attention(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq
     RUN2(cpu->attention_forward(cpu, &out.c, lc, &q.c, &k.c, &v.c, H, causal),
          gpu->attention_forward(gpu, &out.g, lg, &q.g, &k.g, &v.g, H, causal), what);
     double e_out = compare(&out, tol, what), e_lse = save ? compare(&lse, 1e-4, what) : 0;
-    pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+    pair dout = MAKE(dt, 1, B, Tq, HD), dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD),
+         dv = MAKE(dt, 1, B, Tk, HD);
     fill_garbage(&dq), fill_garbage(&dk), fill_garbage(&dv);
-    RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL, lc, H, causal),
-         gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL, lg, H, causal),
+    RUN2(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL, lc, H,
+                                 causal),
+         gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, save ? &out.g : NULL, lg, H,
+                                 causal),
          what);
     double e_dq = compare(&dq, tol, what), e_dk = compare(&dk, tol, what), e_dv = compare(&dv, tol, what);
-    printf("%s: rel err out %.2g lse %.2g dq %.2g dk %.2g dv %.2g (tol %.0e)\n", what, e_out, e_lse, e_dq, e_dk, e_dv, tol);
+    printf("%s: rel err out %.2g lse %.2g dq %.2g dk %.2g dv %.2g (tol %.0e)\n", what, e_out, e_lse, e_dq, e_dk, e_dv,
+           tol);
     drop(&q), drop(&k), drop(&v), drop(&out), drop(&lse), drop(&dout), drop(&dq), drop(&dk), drop(&dv);
 }
-
 
 /* The tensor-core kernels' tile edges at every head dim they take (blocks of 128 query rows, two
  * 16-row m-tiles per warp, in forward and dQ up to head dim 80; 128 keys per dK/dV block up to
@@ -266,7 +283,7 @@ static void test_attention_tile_edges(sdt_dtype dt)
         test_attention(dt, 2, 1, D, 256, 77, false, true);
     }
     test_attention(dt, 1, 2, 40, 1, 70, false, true);
-    test_attention(dt, 1, 2, 64, 150, 13, false, true); /* fewer keys than one tile */
+    test_attention(dt, 1, 2, 64, 150, 13, false, true);  /* fewer keys than one tile */
     test_attention(dt, 1, 1, 64, 1280, 77, false, true); /* 20 query tiles over 16 splits */
     test_attention(dt, 2, 3, 64, 300, 300, true, false);
 }
@@ -285,7 +302,8 @@ static void *gpu_bytes(const pair *p)
 static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int64_t Tq, int64_t Tk)
 {
     const int64_t HD = H * D;
-    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD), dout = MAKE(dt, 1, B, Tq, HD);
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD),
+         dout = MAKE(dt, 1, B, Tq, HD);
     void *first[5] = {NULL};
     for (int run = 0; run < 2; run++) {
         pair out = MAKE(dt, 1, B, Tq, HD), lse = MAKE(SDT_F32, 1, B, H, Tq);
@@ -294,7 +312,8 @@ static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int
         for (int i = 2; i < 5; i++) fill_garbage(res[i]);
         CHECK(gpu->attention_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, H, false) == 0, "replay forward: %s",
               gpu->error.message);
-        CHECK(gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, H, false) == 0,
+        CHECK(gpu->attention_backward(gpu, &dq.g, &dk.g, &dv.g, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, H, false) ==
+                  0,
               "replay backward: %s", gpu->error.message);
         for (int i = 0; i < 5; i++) {
             void *bytes = gpu_bytes(res[i]);
@@ -302,8 +321,8 @@ static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int
                 first[i] = bytes;
             } else {
                 CHECK(memcmp(first[i], bytes, sdt_tensor_nbytes(&res[i]->g)) == 0,
-                      "attention %s D%lld Tq%lld Tk%lld: output %d differs between two identical runs", sdt_dtype_name(dt),
-                      (long long)D, (long long)Tq, (long long)Tk, i);
+                      "attention %s D%lld Tq%lld Tk%lld: output %d differs between two identical runs",
+                      sdt_dtype_name(dt), (long long)D, (long long)Tq, (long long)Tk, i);
                 free(first[i]);
                 free(bytes);
             }
@@ -316,20 +335,23 @@ static void test_attention_replay(sdt_dtype dt, int64_t B, int H, int64_t D, int
 /* The shapes the models run, at shorter sequences (partial 64-row tiles included). */
 static void test_attention_model_shapes(sdt_dtype dt)
 {
-    test_attention(dt, 2, 2, 40, 300, 300, false, true);   /* SD 1.x UNet 64x64 level */
-    test_attention(dt, 2, 2, 40, 300, 77, false, true);    /* its cross-attention to the 77 text tokens */
-    test_attention(dt, 1, 2, 80, 200, 200, false, true);   /* 32x32 level */
+    test_attention(dt, 2, 2, 40, 300, 300, false, true); /* SD 1.x UNet 64x64 level */
+    test_attention(dt, 2, 2, 40, 300, 77, false, true);  /* its cross-attention to the 77 text tokens */
+    test_attention(dt, 1, 2, 80, 200, 200, false, true); /* 32x32 level */
     test_attention(dt, 1, 2, 80, 200, 77, false, false);
-    test_attention(dt, 1, 2, 160, 130, 130, false, true);  /* 16x16 and 8x8 levels */
+    test_attention(dt, 1, 2, 160, 130, 130, false, true); /* 16x16 and 8x8 levels */
     test_attention(dt, 1, 2, 160, 64, 77, false, true);
-    test_attention(dt, 2, 2, 64, 250, 250, false, true);   /* SD 2.x UNet */
+    test_attention(dt, 2, 2, 64, 250, 250, false, true); /* SD 2.x UNet */
     test_attention(dt, 2, 2, 64, 250, 77, false, false);
     test_attention(dt, 2, 12, 64, 77, 77, true, true);     /* CLIP ViT-L text encoder, causal */
     test_attention(dt, 1, 1, 512, 150, 150, false, false); /* VAE mid-block: one 512-wide head */
 }
 
 /* The tolerance of a result computed from dtype a inputs and stored as dtype b: the coarser one. */
-static double tol_for2(sdt_dtype a, sdt_dtype b) { return tol_for(a) > tol_for(b) ? tol_for(a) : tol_for(b); }
+static double tol_for2(sdt_dtype a, sdt_dtype b)
+{
+    return tol_for(a) > tol_for(b) ? tol_for(a) : tol_for(b);
+}
 
 /* LayerNorm over the last dim of x [N, C], forward (output, mean, rstd) and backward. io_dt: the
  * dtype of out, dout and dx (x's dtype for the common case, another one for the mixed-dtype
@@ -338,17 +360,20 @@ static double tol_for2(sdt_dtype a, sdt_dtype b) { return tol_for(a) > tol_for(b
 static void test_layernorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C, sdt_dtype io_dt, int64_t offset)
 {
     char what[96];
-    snprintf(what, sizeof what, "layernorm %lldx%lld %s%s%s offset %lld", (long long)N, (long long)C, sdt_dtype_name(dt),
-             io_dt != dt ? " io " : "", io_dt != dt ? sdt_dtype_name(io_dt) : "", (long long)offset);
+    snprintf(what, sizeof what, "layernorm %lldx%lld %s%s%s offset %lld", (long long)N, (long long)C,
+             sdt_dtype_name(dt), io_dt != dt ? " io " : "", io_dt != dt ? sdt_dtype_name(io_dt) : "",
+             (long long)offset);
     const double tol = tol_for2(dt, io_dt);
-    pair x = MAKE_AT(offset, dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C), out = MAKE_AT(offset, io_dt, 1, N, C);
+    pair x = MAKE_AT(offset, dt, 2, N, C), g = MAKE(param_dt, 1, C), b = MAKE(param_dt, 1, C),
+         out = MAKE_AT(offset, io_dt, 1, N, C);
     pair mean = MAKE(SDT_F32, 1, N), rstd = MAKE(SDT_F32, 1, N);
     RUN2(cpu->layernorm_forward(cpu, &out.c, &mean.c, &rstd.c, &x.c, &g.c, &b.c, 1e-5f),
          gpu->layernorm_forward(gpu, &out.g, &mean.g, &rstd.g, &x.g, &g.g, &b.g, 1e-5f), what);
     compare(&out, tol, what);
     compare(&mean, 1e-4, what);
     compare(&rstd, 1e-4, what);
-    pair dout = MAKE_AT(offset, io_dt, 1, N, C), dx = MAKE_AT(offset, io_dt, 1, N, C), dg = MAKE(SDT_F32, 1, C), dbb = MAKE(SDT_F32, 1, C);
+    pair dout = MAKE_AT(offset, io_dt, 1, N, C), dx = MAKE_AT(offset, io_dt, 1, N, C), dg = MAKE(SDT_F32, 1, C),
+         dbb = MAKE(SDT_F32, 1, C);
     RUN2(cpu->layernorm_backward(cpu, &dx.c, &dg.c, &dbb.c, &dout.c, &x.c, &g.c, &mean.c, &rstd.c),
          gpu->layernorm_backward(gpu, &dx.g, &dg.g, &dbb.g, &dout.g, &x.g, &g.g, &mean.g, &rstd.g), what);
     compare(&dx, tol, what);
@@ -356,7 +381,10 @@ static void test_layernorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64
     compare(&dbb, tol, what);
     drop(&x), drop(&g), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dout), drop(&dx), drop(&dg), drop(&dbb);
 }
-static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C) { test_layernorm_at(dt, param_dt, N, C, dt, 0); }
+static void test_layernorm(sdt_dtype dt, sdt_dtype param_dt, int64_t N, int64_t C)
+{
+    test_layernorm_at(dt, param_dt, N, C, dt, 0);
+}
 
 /* act(GroupNorm(x)), x [B, C, H, W] in G groups, forward (output, mean, rstd) and backward;
  * io_dt and offset as for test_layernorm_at. The backward runs twice into two gradients that
@@ -365,9 +393,9 @@ static void test_groupnorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64
                               sdt_activation act, sdt_dtype io_dt, int64_t offset)
 {
     char what[160];
-    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s %s%s%s offset %lld", (long long)B, (long long)C, (long long)H,
-             (long long)W, G, act == SDT_ACT_SILU ? " + silu" : "", sdt_dtype_name(dt), io_dt != dt ? " io " : "",
-             io_dt != dt ? sdt_dtype_name(io_dt) : "", (long long)offset);
+    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s %s%s%s offset %lld", (long long)B, (long long)C,
+             (long long)H, (long long)W, G, act == SDT_ACT_SILU ? " + silu" : "", sdt_dtype_name(dt),
+             io_dt != dt ? " io " : "", io_dt != dt ? sdt_dtype_name(io_dt) : "", (long long)offset);
     const double tol = tol_for2(dt, io_dt);
     pair gx = MAKE_AT(offset, dt, 2, B, C, H, W), gg = MAKE(param_dt, 1, C), gb = MAKE(param_dt, 1, C),
          gout = MAKE_AT(offset, io_dt, 1, B, C, H, W);
@@ -377,8 +405,8 @@ static void test_groupnorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64
     compare(&gout, tol, what);
     compare(&gm, 1e-4, what);
     compare(&gr, 1e-4, what);
-    pair gdo = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdx = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdg = MAKE(SDT_F32, 1, C),
-         gdb = MAKE(SDT_F32, 1, C);
+    pair gdo = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdx = MAKE_AT(offset, io_dt, 1, B, C, H, W),
+         gdg = MAKE(SDT_F32, 1, C), gdb = MAKE(SDT_F32, 1, C);
     pair again = MAKE_AT(offset, io_dt, 1, B, C, H, W);
     gpu->upload(gpu, again.g.data, gdx.c.data, sdt_tensor_nbytes(&gdx.c)); /* gdx's values, before either backward */
     RUN2(cpu->groupnorm_backward(cpu, &gdx.c, &gdg.c, &gdb.c, &gdo.c, &gx.c, &gg.c, &gb.c, &gm.c, &gr.c, G, act),
@@ -386,9 +414,11 @@ static void test_groupnorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64
     compare(&gdx, tol, what);
     compare(&gdg, tol, what);
     compare(&gdb, tol, what);
-    RUN2(0, gpu->groupnorm_backward(gpu, &again.g, NULL, NULL, &gdo.g, &gx.g, &gg.g, &gb.g, &gm.g, &gr.g, G, act), what);
+    RUN2(0, gpu->groupnorm_backward(gpu, &again.g, NULL, NULL, &gdo.g, &gx.g, &gg.g, &gb.g, &gm.g, &gr.g, G, act),
+         what);
     CHECK(same_bits(&gdx, &again), "%s: two backward runs differ", what);
-    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb), drop(&again);
+    drop(&gx), drop(&gg), drop(&gb), drop(&gout), drop(&gm), drop(&gr), drop(&gdo), drop(&gdx), drop(&gdg), drop(&gdb),
+        drop(&again);
 }
 static void test_groupnorm(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64_t C, int64_t H, int64_t W, int G,
                            sdt_activation act)
@@ -403,11 +433,11 @@ static void test_norms(sdt_dtype dt)
     test_layernorm(dt, SDT_F32, 5, 33); /* 33 values: no 16-byte vectors, the scalar path */
     test_layernorm(dt, dt, 37, 320);    /* the model's widths, gamma and beta in the storage dtype: 16-byte vectors */
     test_layernorm(dt, dt, 11, 1280);
-    test_layernorm(dt, SDT_F32, 37, 320); /* x in vectors, f32 gamma and beta (16-bit x) element by element */
-    test_layernorm(dt, dt, 9, 40);      /* fewer vectors than lanes */
-    test_layernorm(dt, dt, 6, 2568);    /* several vectors per lane, the last lanes with one fewer */
-    test_layernorm(dt, SDT_F32, 4100, 70); /* gamma's and beta's column sums over 5 chunks, partial tiles */
-    test_layernorm(dt, dt, 3000, 320);  /* tall: many blocks of 8 rows, the last one partial */
+    test_layernorm(dt, SDT_F32, 37, 320);         /* x in vectors, f32 gamma and beta (16-bit x) element by element */
+    test_layernorm(dt, dt, 9, 40);                /* fewer vectors than lanes */
+    test_layernorm(dt, dt, 6, 2568);              /* several vectors per lane, the last lanes with one fewer */
+    test_layernorm(dt, SDT_F32, 4100, 70);        /* gamma's and beta's column sums over 5 chunks, partial tiles */
+    test_layernorm(dt, dt, 3000, 320);            /* tall: many blocks of 8 rows, the last one partial */
     test_layernorm_at(dt, dt, 37, 320, other, 0); /* mixed dtypes: the generic path */
     test_layernorm_at(dt, dt, 37, 320, dt, 1);    /* an unaligned view: the scalar path */
 }
@@ -417,7 +447,7 @@ static void test_groupnorms(sdt_dtype dt)
     const sdt_dtype other = dt == SDT_F32 ? SDT_BF16 : SDT_F32;
     for (int a = 0; a < 2; a++) {
         sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY; /* SiLU: the UNet's fused GroupNorm + SiLU */
-        test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act); /* 35 values a channel: the scalar path */
+        test_groupnorm(dt, SDT_F32, 2, 12, 5, 7, 4, act);         /* 35 values a channel: the scalar path */
         test_groupnorm(dt, dt, 2, 64, 16, 16, 32, act); /* the model's form: gamma and beta in the storage dtype */
         test_groupnorm(dt, dt, 1, 40, 3, 1, 4, act);
         test_groupnorm(dt, dt, 2, 320, 8, 8, 32, act);  /* SD's 8x8 level: 64 values, a 32-thread block */
@@ -425,7 +455,7 @@ static void test_groupnorms(sdt_dtype dt)
         test_groupnorm(dt, dt, 1, 4, 80, 103, 2, act);  /* chunks of unequal length (the last is shorter) */
         test_groupnorm(dt, dt, 3, 96, 24, 24, 32, act); /* 3 channels a group, blocks of 96-160 threads */
         test_groupnorm(dt, dt, 1, 96, 64, 72, 32, act); /* 3 channels a group of 2 chunks each (16-bit) */
-        test_groupnorm_at(dt, dt, 2, 64, 16, 16, 32, act, other, 0); /* mixed dtypes: the generic path */
+        test_groupnorm_at(dt, dt, 2, 64, 16, 16, 32, act, other, 0);   /* mixed dtypes: the generic path */
         test_groupnorm_at(dt, SDT_F32, 2, 64, 16, 16, 32, act, dt, 3); /* an unaligned view: the scalar path */
         /* SD's channel counts: groups of 10, 20 and 30 channels (16-bit vectors of 8 span two groups) */
         test_groupnorm(dt, dt, 2, 320, 16, 16, 32, act);
@@ -442,10 +472,10 @@ static void test_groupnorms(sdt_dtype dt)
 static void test_geglu(sdt_dtype dt, int64_t rows, int64_t C, sdt_dtype io_dt, int64_t offset)
 {
     char what[96];
-    snprintf(what, sizeof what, "geglu %lldx%lld %s io %s offset %lld", (long long)rows, (long long)C, sdt_dtype_name(dt),
-             sdt_dtype_name(io_dt), (long long)offset);
-    pair x = MAKE_AT(offset, dt, 1, rows, 2 * C), out = MAKE_AT(offset, io_dt, 1, rows, C), dout = MAKE_AT(offset, io_dt, 1, rows, C),
-         dx = MAKE_AT(offset, io_dt, 1, rows, 2 * C);
+    snprintf(what, sizeof what, "geglu %lldx%lld %s io %s offset %lld", (long long)rows, (long long)C,
+             sdt_dtype_name(dt), sdt_dtype_name(io_dt), (long long)offset);
+    pair x = MAKE_AT(offset, dt, 1, rows, 2 * C), out = MAKE_AT(offset, io_dt, 1, rows, C),
+         dout = MAKE_AT(offset, io_dt, 1, rows, C), dx = MAKE_AT(offset, io_dt, 1, rows, 2 * C);
     fill_garbage(&dx); /* backward writes dx (ops.h) */
     RUN2(cpu->geglu_forward(cpu, &out.c, &x.c), gpu->geglu_forward(gpu, &out.g, &x.g), what);
     compare(&out, tol_for2(dt, io_dt), what);
@@ -468,15 +498,18 @@ static void test_t5_ops(sdt_dtype dt)
         compare(&out, tol, what);
         compare(&rstd, 1e-4, what);
         pair dout = MAKE(dt, 1, 37, 300), dx = MAKE(dt, 1, 37, 300), dg = MAKE(SDT_F32, 1, 300);
-        RUN2(cpu->rmsnorm_backward(cpu, &dx.c, with_gamma ? &dg.c : NULL, &dout.c, &x.c, with_gamma ? &g.c : NULL, &rstd.c),
-             gpu->rmsnorm_backward(gpu, &dx.g, with_gamma ? &dg.g : NULL, &dout.g, &x.g, with_gamma ? &g.g : NULL, &rstd.g),
+        RUN2(cpu->rmsnorm_backward(cpu, &dx.c, with_gamma ? &dg.c : NULL, &dout.c, &x.c, with_gamma ? &g.c : NULL,
+                                   &rstd.c),
+             gpu->rmsnorm_backward(gpu, &dx.g, with_gamma ? &dg.g : NULL, &dout.g, &x.g, with_gamma ? &g.g : NULL,
+                                   &rstd.g),
              what);
         compare(&dx, tol, what);
         if (with_gamma) compare(&dg, tol, what);
         drop(&x), drop(&g), drop(&out), drop(&rstd), drop(&dout), drop(&dx), drop(&dg);
     }
     snprintf(what, sizeof what, "gated_activation %s", sdt_dtype_name(dt));
-    pair gate = MAKE(dt, 1.5, 29, 130), up = MAKE(dt, 1, 29, 130), prod = MAKE(dt, 1, 29, 130), dprod = MAKE(dt, 1, 29, 130);
+    pair gate = MAKE(dt, 1.5, 29, 130), up = MAKE(dt, 1, 29, 130), prod = MAKE(dt, 1, 29, 130),
+         dprod = MAKE(dt, 1, 29, 130);
     pair dgate = MAKE(dt, 1, 29, 130), dup = MAKE(dt, 1, 29, 130);
     fill_garbage(&dgate), fill_garbage(&dup); /* written (ops.h) */
     RUN2(cpu->gated_activation_forward(cpu, &prod.c, &gate.c, &up.c, SDT_ACT_GELU_TANH),
@@ -490,8 +523,10 @@ static void test_t5_ops(sdt_dtype dt)
     const int64_t B = 2, H = 4, D = 16, T = 77, HD = H * D;
     const double atol = dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 1e-2 : 3e-2;
     for (int per_batch = 0; per_batch < 2; per_batch++) {
-        snprintf(what, sizeof what, "attention_bias %s %s", sdt_dtype_name(dt), per_batch ? "masked per batch" : "shared");
-        pair q = MAKE(dt, 1, B, T, HD), k = MAKE(dt, 1, B, T, HD), v = MAKE(dt, 1, B, T, HD), out = MAKE(dt, 1, B, T, HD);
+        snprintf(what, sizeof what, "attention_bias %s %s", sdt_dtype_name(dt),
+                 per_batch ? "masked per batch" : "shared");
+        pair q = MAKE(dt, 1, B, T, HD), k = MAKE(dt, 1, B, T, HD), v = MAKE(dt, 1, B, T, HD),
+             out = MAKE(dt, 1, B, T, HD);
         pair lse = MAKE(SDT_F32, 1, B, H, T), bias = MAKE(SDT_F32, 2, per_batch ? B : 1, H, T, T);
         if (per_batch) { /* batch 1 masks its keys from 60 on, and head 0's query 0 sees nothing */
             size_t n = (size_t)(B * H * T * T);
@@ -508,7 +543,8 @@ static void test_t5_ops(sdt_dtype dt)
         RUN2(cpu->attention_bias_forward(cpu, &out.c, &lse.c, &q.c, &k.c, &v.c, &bias.c, (int)H, 1.0f),
              gpu->attention_bias_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, &bias.g, (int)H, 1.0f), what);
         compare(&out, atol, what);
-        pair dout = MAKE(dt, 1, B, T, HD), dq = MAKE(dt, 1, B, T, HD), dk = MAKE(dt, 1, B, T, HD), dv = MAKE(dt, 1, B, T, HD);
+        pair dout = MAKE(dt, 1, B, T, HD), dq = MAKE(dt, 1, B, T, HD), dk = MAKE(dt, 1, B, T, HD),
+             dv = MAKE(dt, 1, B, T, HD);
         for (int save = 0; save < 2; save++) {
             fill_garbage(&dq), fill_garbage(&dk), fill_garbage(&dv);
             RUN2(cpu->attention_bias_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, save ? &out.c : NULL,
@@ -526,8 +562,8 @@ static void test_t5_ops(sdt_dtype dt)
 static void test_add(sdt_dtype dt, int64_t n, sdt_dtype b_dt, int64_t offset, bool alias)
 {
     char what[96];
-    snprintf(what, sizeof what, "add %lld %s + %s offset %lld%s", (long long)n, sdt_dtype_name(dt), sdt_dtype_name(b_dt),
-             (long long)offset, alias ? " in place" : "");
+    snprintf(what, sizeof what, "add %lld %s + %s offset %lld%s", (long long)n, sdt_dtype_name(dt),
+             sdt_dtype_name(b_dt), (long long)offset, alias ? " in place" : "");
     pair a = MAKE_AT(offset, dt, 1, n), b = MAKE_AT(offset, b_dt, 1, n), out = MAKE_AT(offset, dt, 1, n);
     pair *o = alias ? &a : &out;
     RUN2(cpu->add_forward(cpu, &o->c, &a.c, &b.c), gpu->add_forward(gpu, &o->g, &a.g, &b.g), what);
@@ -540,21 +576,25 @@ static void test_add(sdt_dtype dt, int64_t n, sdt_dtype b_dt, int64_t offset, bo
 static void test_add_channel_concat_ch(sdt_dtype dt, int64_t H, int64_t W, int64_t offset, int64_t ca, int64_t cb)
 {
     char what[96];
-    snprintf(what, sizeof what, "add_channel/concat %lldx%lld %lld+%lld %s offset %lld%s", (long long)H, (long long)W, (long long)ca,
-             (long long)cb, sdt_dtype_name(dt), (long long)offset, g_channels_last ? " channels-last" : "");
+    snprintf(what, sizeof what, "add_channel/concat %lldx%lld %lld+%lld %s offset %lld%s", (long long)H, (long long)W,
+             (long long)ca, (long long)cb, sdt_dtype_name(dt), (long long)offset,
+             g_channels_last ? " channels-last" : "");
     pair h = MAKE_AT(offset, dt, 1, 2, cb, H, W), v = MAKE(dt, 1, 2, cb), dv = MAKE(SDT_F32, 1, 2, cb);
     RUN2(cpu->add_channel_forward(cpu, &h.c, &v.c), gpu->add_channel_forward(gpu, &h.g, &v.g), what);
     compare(&h, tol_for(dt), what);
     RUN2(cpu->add_channel_backward(cpu, &dv.c, &h.c), gpu->add_channel_backward(gpu, &dv.g, &h.g), what);
     compare(&dv, tol_for(dt), what);
-    pair a = MAKE_AT(offset, dt, 1, 2, ca, H, W), cat = MAKE_AT(offset, dt, 1, 2, ca + cb, H, W), da = MAKE_AT(offset, dt, 1, 2, ca, H, W),
-         dh = MAKE_AT(offset, dt, 1, 2, cb, H, W);
-    RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g), what);
+    pair a = MAKE_AT(offset, dt, 1, 2, ca, H, W), cat = MAKE_AT(offset, dt, 1, 2, ca + cb, H, W),
+         da = MAKE_AT(offset, dt, 1, 2, ca, H, W), dh = MAKE_AT(offset, dt, 1, 2, cb, H, W);
+    RUN2(cpu->concat_channels_forward(cpu, &cat.c, &a.c, &h.c), gpu->concat_channels_forward(gpu, &cat.g, &a.g, &h.g),
+         what);
     compare(&cat, tol_for(dt), what);
-    RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), what);
+    RUN2(cpu->concat_channels_backward(cpu, &da.c, &dh.c, &cat.c),
+         gpu->concat_channels_backward(gpu, &da.g, &dh.g, &cat.g), what);
     compare(&da, tol_for(dt), what);
     compare(&dh, tol_for(dt), what);
-    RUN2(cpu->concat_channels_backward(cpu, NULL, &dh.c, &cat.c), gpu->concat_channels_backward(gpu, NULL, &dh.g, &cat.g), what);
+    RUN2(cpu->concat_channels_backward(cpu, NULL, &dh.c, &cat.c),
+         gpu->concat_channels_backward(gpu, NULL, &dh.g, &cat.g), what);
     compare(&dh, tol_for(dt), what);
     drop(&h), drop(&v), drop(&dv), drop(&a), drop(&cat), drop(&da), drop(&dh);
 }
@@ -568,9 +608,11 @@ static void test_upsample(sdt_dtype dt)
 {
     pair h = MAKE(dt, 1, 2, 6, 3, 5);
     pair up = MAKE(dt, 1, 2, 6, 6, 10), dup = MAKE(dt, 1, 2, 6, 3, 5);
-    RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g), "upsample");
+    RUN2(cpu->upsample_nearest2x_forward(cpu, &up.c, &h.c), gpu->upsample_nearest2x_forward(gpu, &up.g, &h.g),
+         "upsample");
     compare(&up, tol_for(dt), "upsample forward");
-    RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g), "upsample bwd");
+    RUN2(cpu->upsample_nearest2x_backward(cpu, &dup.c, &up.c), gpu->upsample_nearest2x_backward(gpu, &dup.g, &up.g),
+         "upsample bwd");
     compare(&dup, tol_for(dt), "upsample backward");
     drop(&h), drop(&up), drop(&dup);
 }
@@ -583,7 +625,8 @@ static void test_elementwise(sdt_dtype dt)
         snprintf(name, sizeof name, "activation %d", act);
         RUN2(cpu->activation_forward(cpu, &out.c, &x.c, act), gpu->activation_forward(gpu, &out.g, &x.g, act), name);
         compare(&out, tol_for(dt), name);
-        RUN2(cpu->activation_backward(cpu, &dx.c, &dout.c, &x.c, act), gpu->activation_backward(gpu, &dx.g, &dout.g, &x.g, act), name);
+        RUN2(cpu->activation_backward(cpu, &dx.c, &dout.c, &x.c, act),
+             gpu->activation_backward(gpu, &dx.g, &dout.g, &x.g, act), name);
         compare(&dx, tol_for(dt), name);
         drop(&x), drop(&out), drop(&dout), drop(&dx);
     }
@@ -593,39 +636,44 @@ static void test_elementwise(sdt_dtype dt)
         pair x = MAKE_AT(off, dt, 2, 4, 1003), out = MAKE_AT(off, io, 1, 4, 1003), dout = MAKE_AT(off, io, 1, 4, 1003),
              dx = MAKE_AT(off, io, 1, 4, 1003);
         const char *name = k == 0 ? "silu 4x1003" : k == 1 ? "silu 4x1003 mixed" : "silu 4x1003 unaligned";
-        RUN2(cpu->activation_forward(cpu, &out.c, &x.c, SDT_ACT_SILU), gpu->activation_forward(gpu, &out.g, &x.g, SDT_ACT_SILU), name);
+        RUN2(cpu->activation_forward(cpu, &out.c, &x.c, SDT_ACT_SILU),
+             gpu->activation_forward(gpu, &out.g, &x.g, SDT_ACT_SILU), name);
         compare(&out, tol_for2(dt, io), name);
         RUN2(cpu->activation_backward(cpu, &dx.c, &dout.c, &x.c, SDT_ACT_SILU),
              gpu->activation_backward(gpu, &dx.g, &dout.g, &x.g, SDT_ACT_SILU), name);
         compare(&dx, tol_for2(dt, io), name);
         drop(&x), drop(&out), drop(&dout), drop(&dx);
     }
-    test_geglu(dt, 3, 5, dt, 0);      /* 5 columns: the scalar path */
-    test_geglu(dt, 37, 328, dt, 0);   /* 16-byte vectors */
-    test_geglu(dt, 5, 5120, dt, 0);   /* SDXL's widest GEGLU (1280 * 4) */
+    test_geglu(dt, 3, 5, dt, 0);                                    /* 5 columns: the scalar path */
+    test_geglu(dt, 37, 328, dt, 0);                                 /* 16-byte vectors */
+    test_geglu(dt, 5, 5120, dt, 0);                                 /* SDXL's widest GEGLU (1280 * 4) */
     test_geglu(dt, 37, 328, dt == SDT_F32 ? SDT_BF16 : SDT_F32, 0); /* mixed dtypes: the generic path */
-    test_geglu(dt, 37, 328, dt, 1);   /* an unaligned view */
+    test_geglu(dt, 37, 328, dt, 1);                                 /* an unaligned view */
     /* 8 * 131 + 3 values: vectors, then a tail of 3 */
     test_add(dt, 1051, dt, 0, false);
-    test_add(dt, 1051, dt, 0, true); /* out is a */
+    test_add(dt, 1051, dt, 0, true);                                 /* out is a */
     test_add(dt, 1051, dt == SDT_F32 ? SDT_F16 : SDT_F32, 0, false); /* mixed dtypes */
-    test_add(dt, 1051, dt, 1, false); /* an unaligned view */
-    test_add_channel_concat(dt, 3, 5, 0); /* 15 values a channel: the scalar path */
-    test_add_channel_concat(dt, 8, 8, 0); /* 64: 16-byte vectors */
-    test_add_channel_concat(dt, 8, 8, 1); /* an unaligned view */
+    test_add(dt, 1051, dt, 1, false);                                /* an unaligned view */
+    test_add_channel_concat(dt, 3, 5, 0);                            /* 15 values a channel: the scalar path */
+    test_add_channel_concat(dt, 8, 8, 0);                            /* 64: 16-byte vectors */
+    test_add_channel_concat(dt, 8, 8, 1);                            /* an unaligned view */
     test_upsample(dt);
 
     pair t = MAKE(SDT_F32, 300, 4), emb = MAKE(dt, 1, 4, 31);
-    RUN2(cpu->timestep_embedding(cpu, &emb.c, &t.c, true, 0, 10000), gpu->timestep_embedding(gpu, &emb.g, &t.g, true, 0, 10000), "timestep");
+    RUN2(cpu->timestep_embedding(cpu, &emb.c, &t.c, true, 0, 10000),
+         gpu->timestep_embedding(gpu, &emb.g, &t.g, true, 0, 10000), "timestep");
     /* one definition in double on both backends (shared_math.h): float args ~1e3 were 2e-3 apart */
     compare(&emb, dt == SDT_F32 ? 1e-6 : tol_for(dt), "timestep embedding");
     drop(&t), drop(&emb);
 
-    pair tok = MAKE(SDT_I32, 50, 2, 7), table = MAKE(dt, 1, 50, 12), pos = MAKE(dt, 1, 7, 12), eo = MAKE(dt, 1, 2, 7, 12);
-    RUN2(cpu->embedding_forward(cpu, &eo.c, &tok.c, &table.c, &pos.c), gpu->embedding_forward(gpu, &eo.g, &tok.g, &table.g, &pos.g), "embedding");
+    pair tok = MAKE(SDT_I32, 50, 2, 7), table = MAKE(dt, 1, 50, 12), pos = MAKE(dt, 1, 7, 12),
+         eo = MAKE(dt, 1, 2, 7, 12);
+    RUN2(cpu->embedding_forward(cpu, &eo.c, &tok.c, &table.c, &pos.c),
+         gpu->embedding_forward(gpu, &eo.g, &tok.g, &table.g, &pos.g), "embedding");
     compare(&eo, tol_for(dt), "embedding forward");
     pair dtab = MAKE(SDT_F32, 1, 50, 12), dpos = MAKE(SDT_F32, 1, 7, 12);
-    RUN2(cpu->embedding_backward(cpu, &dtab.c, &dpos.c, &eo.c, &tok.c), gpu->embedding_backward(gpu, &dtab.g, &dpos.g, &eo.g, &tok.g), "embedding bwd");
+    RUN2(cpu->embedding_backward(cpu, &dtab.c, &dpos.c, &eo.c, &tok.c),
+         gpu->embedding_backward(gpu, &dtab.g, &dpos.g, &eo.g, &tok.g), "embedding bwd");
     compare(&dtab, tol_for(dt), "embedding dtable");
     compare(&dpos, tol_for(dt), "embedding dpos");
     drop(&tok), drop(&table), drop(&pos), drop(&eo), drop(&dtab), drop(&dpos);
@@ -663,11 +711,12 @@ static void test_memory_stats(void)
     void *p = gpu->alloc(gpu, bytes);
     CHECK(p != NULL, "memory_stats: alloc failed: %s", gpu->error);
     CHECK(gpu->memory_stats(gpu, &b, false) == 0, "memory_stats: %s", gpu->error);
-    CHECK(b.allocated_bytes == a.allocated_bytes + bytes, "memory_stats: %zu held after allocating %zu on %zu", b.allocated_bytes,
-          bytes, a.allocated_bytes);
-    CHECK(b.peak_allocated_bytes == b.allocated_bytes, "memory_stats: peak %zu, held %zu", b.peak_allocated_bytes, b.allocated_bytes);
-    CHECK(b.device_total_bytes > 0 && b.device_free_bytes < b.device_total_bytes, "memory_stats: device %zu free of %zu",
-          b.device_free_bytes, b.device_total_bytes);
+    CHECK(b.allocated_bytes == a.allocated_bytes + bytes, "memory_stats: %zu held after allocating %zu on %zu",
+          b.allocated_bytes, bytes, a.allocated_bytes);
+    CHECK(b.peak_allocated_bytes == b.allocated_bytes, "memory_stats: peak %zu, held %zu", b.peak_allocated_bytes,
+          b.allocated_bytes);
+    CHECK(b.device_total_bytes > 0 && b.device_free_bytes < b.device_total_bytes,
+          "memory_stats: device %zu free of %zu", b.device_free_bytes, b.device_total_bytes);
     gpu->free(gpu, p);
     CHECK(gpu->memory_stats(gpu, &c, true) == 0 && c.allocated_bytes == a.allocated_bytes &&
               c.peak_allocated_bytes == b.peak_allocated_bytes,
@@ -679,11 +728,13 @@ static void test_memory_stats(void)
 
 static void test_loss_and_optim(void)
 {
-    pair p = MAKE(SDT_F32, 1, 3, 4, 8, 8), t = MAKE(SDT_F32, 1, 3, 4, 8, 8), w = MAKE(SDT_F32, 1, 3, 4, 8, 8), dp = MAKE(SDT_F32, 1, 3, 4, 8, 8);
+    pair p = MAKE(SDT_F32, 1, 3, 4, 8, 8), t = MAKE(SDT_F32, 1, 3, 4, 8, 8), w = MAKE(SDT_F32, 1, 3, 4, 8, 8),
+         dp = MAKE(SDT_F32, 1, 3, 4, 8, 8);
     double lc = 0, lg = 0;
     RUN2(cpu->mse_loss_forward(cpu, &lc, &p.c, &t.c, &w.c), gpu->mse_loss_forward(gpu, &lg, &p.g, &t.g, &w.g), "mse");
     CHECK(fabs(lc - lg) <= 1e-5 * fabs(lc), "mse loss GPU %.9g vs CPU %.9g", lg, lc);
-    RUN2(cpu->mse_loss_backward(cpu, &dp.c, 0.5f, &p.c, &t.c, &w.c), gpu->mse_loss_backward(gpu, &dp.g, 0.5f, &p.g, &t.g, &w.g), "mse bwd");
+    RUN2(cpu->mse_loss_backward(cpu, &dp.c, 0.5f, &p.c, &t.c, &w.c),
+         gpu->mse_loss_backward(gpu, &dp.g, 0.5f, &p.g, &t.g, &w.g), "mse bwd");
     compare(&dp, 1e-5, "mse backward");
     for (int k = 0; k < SDT_ROBUST_LOSS_COUNT; k++) { /* L1 and Huber: shared_math.h's rho on both sides */
         sdt_robust_loss kind = (sdt_robust_loss)k;
@@ -737,25 +788,28 @@ static void test_conv_layout(sdt_dtype dt, sdt_dtype w_dt, int layout, int k, in
     int pad = k / 2;
     int64_t H = 12, W = 9, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
     char name[128];
-    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lld->%lld layout x%d w%d y%d %s w %s", k, k, stride, (long long)C,
-             (long long)OC, layout & 1, (layout >> 1) & 1, (layout >> 2) & 1, sdt_dtype_name(dt), sdt_dtype_name(w_dt));
-    pair x = MAKE(dt, 1, 2, C, H, W), w = MAKE(w_dt, 0.2, OC, C, k, k), b = MAKE(SDT_F32, 1, OC), out = MAKE(dt, 1, 2, OC, OH, OW);
-    pair dout = MAKE(dt, 1, 2, OC, OH, OW), dx = MAKE(dt, 1, 2, C, H, W), dw = MAKE(SDT_F32, 1, OC, C, k, k), db = MAKE(SDT_F32, 1, OC);
+    snprintf(name, sizeof name, "conv2d %dx%d stride %d %lld->%lld layout x%d w%d y%d %s w %s", k, k, stride,
+             (long long)C, (long long)OC, layout & 1, (layout >> 1) & 1, (layout >> 2) & 1, sdt_dtype_name(dt),
+             sdt_dtype_name(w_dt));
+    pair x = MAKE(dt, 1, 2, C, H, W), w = MAKE(w_dt, 0.2, OC, C, k, k), b = MAKE(SDT_F32, 1, OC),
+         out = MAKE(dt, 1, 2, OC, OH, OW);
+    pair dout = MAKE(dt, 1, 2, OC, OH, OW), dx = MAKE(dt, 1, 2, C, H, W), dw = MAKE(SDT_F32, 1, OC, C, k, k),
+         db = MAKE(SDT_F32, 1, OC);
     pair gx = MAKE(dt, 3, 2, C, H, W);
     x.c.channels_last = x.g.channels_last = dx.c.channels_last = dx.g.channels_last = gx.c.channels_last =
         gx.g.channels_last = layout & 1;
     w.c.channels_last = w.g.channels_last = dw.c.channels_last = dw.g.channels_last = (layout >> 1) & 1;
     out.c.channels_last = out.g.channels_last = dout.c.channels_last = dout.g.channels_last = (layout >> 2) & 1;
-    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad), gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad),
-         name);
+    RUN2(cpu->conv2d_forward(cpu, &out.c, &x.c, &w.c, &b.c, stride, pad),
+         gpu->conv2d_forward(gpu, &out.g, &x.g, &w.g, &b.g, stride, pad), name);
     compare(&out, tol_for(dt), name);
     RUN2(cpu->conv2d_backward(cpu, &dx.c, &dw.c, &db.c, &dout.c, &x.c, &w.c, stride, pad),
          gpu->conv2d_backward(gpu, &dx.g, &dw.g, &db.g, &dout.g, &x.g, &w.g, stride, pad), name);
     compare(&dx, tol_for(dt), "conv dx");
     compare(&dw, tol_for(dt), "conv dw");
     compare(&db, tol_for(dt), "conv db");
-    RUN2(cpu->conv2d_input_grad(cpu, &gx.c, &dout.c, &w.c, stride, pad), gpu->conv2d_input_grad(gpu, &gx.g, &dout.g, &w.g, stride, pad),
-         name);
+    RUN2(cpu->conv2d_input_grad(cpu, &gx.c, &dout.c, &w.c, stride, pad),
+         gpu->conv2d_input_grad(gpu, &gx.g, &dout.g, &w.g, stride, pad), name);
     compare(&gx, tol_for(dt), "conv input grad");
     drop(&x), drop(&w), drop(&b), drop(&out), drop(&dout), drop(&dx), drop(&dw), drop(&db), drop(&gx);
 }
@@ -778,10 +832,11 @@ static void test_channels_last(sdt_dtype dt)
     test_add_channel_concat_ch(dt, 5, 7, 0, 16, 32); /* channel counts of whole vectors: the NHWC 16-byte path */
     test_upsample(dt);
     g_channels_last = false;
-    for (int layout = 0; layout < 8; layout++) test_conv_layout(dt, dt, layout, 3, 1, 9, 32); /* conv_in's 9 (inpainting) -> 32 */
-    test_conv_layout(dt, dt, 3, 3, 1, 32, 4);  /* conv_out: NHWC x, KRSC filter, NCHW output */
-    test_conv_layout(dt, dt, 7, 3, 2, 32, 32); /* a Downsample */
-    test_conv_layout(dt, dt, 7, 1, 1, 64, 32); /* a skip connection / SD 1.x proj_in */
+    for (int layout = 0; layout < 8; layout++)
+        test_conv_layout(dt, dt, layout, 3, 1, 9, 32);                 /* conv_in's 9 (inpainting) -> 32 */
+    test_conv_layout(dt, dt, 3, 3, 1, 32, 4);                          /* conv_out: NHWC x, KRSC filter, NCHW output */
+    test_conv_layout(dt, dt, 7, 3, 2, 32, 32);                         /* a Downsample */
+    test_conv_layout(dt, dt, 7, 1, 1, 64, 32);                         /* a skip connection / SD 1.x proj_in */
     if (dt != SDT_F32) test_conv_layout(dt, SDT_F32, 7, 3, 1, 16, 32); /* mixed dtypes: the f32 fallback, NHWC */
 }
 

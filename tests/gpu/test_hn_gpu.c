@@ -30,7 +30,6 @@ static sdt_tensor on(sdt_backend *be, const float *host, sdt_dtype dt)
     return t;
 }
 
-
 static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool dropout, sdt_dtype dt)
 {
     sdt_error err;
@@ -46,16 +45,16 @@ static void check_case(sdt_test_rng *r, const char *activation, bool norm, bool 
     c.dropout_structure[1] = 0.3, c.dropout_structure[2] = 0.1;
     c.init = SDT_HN_INIT_KAIMING_UNIFORM;
     sdt_hn *hc = sdt_hn_create(&c, cpu, 5, &err), *hg = sdt_hn_create(&c, gpu, 5, &err);
-    CHECK(hc && hg && sdt_hn_enable_grads(hc, &err) && sdt_hn_enable_grads(hg, &err),
-          "%s: create: %s", what, err.message);
+    CHECK(hc && hg && sdt_hn_enable_grads(hc, &err) && sdt_hn_enable_grads(hg, &err), "%s: create: %s", what,
+          err.message);
     if (!hc || !hg) return;
     float *x = malloc(ROWS * WIDTH * sizeof(float)), *dy = malloc(ROWS * WIDTH * sizeof(float));
     sdt_test_fill_normal(r, x, ROWS * WIDTH, 1.0);
     sdt_test_fill_normal(r, dy, ROWS * WIDTH, 1.0);
     float *zeros = calloc(ROWS * WIDTH, sizeof(float));
     sdt_tensor xc = on(cpu, x, dt), xg = on(gpu, x, dt), yc = on(cpu, zeros, dt), yg = on(gpu, zeros, dt);
-    sdt_tensor dyc = on(cpu, dy, dt), dyg = on(gpu, dy, dt), dxc = on(cpu, zeros, SDT_F32), dxg = on(gpu, zeros,
-        SDT_F32);
+    sdt_tensor dyc = on(cpu, dy, dt), dyg = on(gpu, dy, dt), dxc = on(cpu, zeros, SDT_F32),
+               dxg = on(gpu, zeros, SDT_F32);
     size_t work_bytes = sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS);
     void *wc = cpu->alloc(cpu, work_bytes), *wg = gpu->alloc(gpu, work_bytes);
     sdt_hn_run run = {.training = dropout, .dropout_seed = sdt_test_next(r)};
@@ -101,8 +100,7 @@ int main(void)
     /* smooth ones: at a kink a last-bit difference between cuBLAS and the CPU GEMM flips a derivative */
     const char *acts[] = {"linear", "gelu", "silu", "mish", "tanhshrink", "sigmoid"};
     for (size_t a = 0; a < sizeof(acts) / sizeof(acts[0]); a++)
-        for (int variant = 0; variant < 4; variant++)
-            check_case(&r, acts[a], variant & 1, variant & 2, SDT_F32);
+        for (int variant = 0; variant < 4; variant++) check_case(&r, acts[a], variant & 1, variant & 2, SDT_F32);
     check_case(&r, "silu", true, true, SDT_F16);
     check_case(&r, "linear", false, false, SDT_F16);
     check_case(&r, "gelu", false, true, SDT_BF16);

@@ -38,37 +38,49 @@ static sdt_tensor on(sdt_backend *be, const void *host, sdt_dtype host_dt, sdt_d
     sdt_tensor t = sdt_tensor_make(NULL, dt, be->device, ndim, shape);
     size_t bytes = sdt_tensor_nbytes(&t);
     void *staged = malloc(bytes);
-    if (host_dt == SDT_I32) memcpy(staged, host, bytes);
-    else sdt_store_f32(host, staged, dt, sdt_tensor_numel(&t));
+    if (host_dt == SDT_I32)
+        memcpy(staged, host, bytes);
+    else
+        sdt_store_f32(host, staged, dt, sdt_tensor_numel(&t));
     t.data = be->alloc(be, bytes);
     be->upload(be, t.data, staged, bytes);
     free(staged);
     return t;
 }
 
-
 /* The conditioning forward and backward on be with weights w (already on be, in dt) and activations in dt. */
-static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_problem *p, result *out, sdt_error *error)
+static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_problem *p, result *out,
+                sdt_error *error)
 {
     clip_config lc, gc;
     clip_text_model l, g;
     if (!clip_config_detect_at(w, CLIP_SLOT_SDXL_L, &lc, error) || !clip_text_load(&l, &lc, w, error) ||
         !clip_config_detect_at(w, CLIP_SLOT_SDXL_G, &gc, error) || !clip_text_load(&g, &gc, w, error))
         return false;
-    sdt_tensor tl = on(be, p->tokens_l, SDT_I32, SDT_I32, 2, N, T, 0), tg = on(be, p->tokens_g, SDT_I32, SDT_I32, 2, N, T, 0);
-    sdt_tensor rl = on(be, p->rows_l, SDT_F32, SDT_F32, 2, R, p->cl, 0), rg = on(be, p->rows_g, SDT_F32, SDT_F32, 2, R, p->cg, 0);
-    sdt_tensor dc = on(be, p->dcontext, SDT_F32, dt, 3, B, K * T, p->cl + p->cg), dp = on(be, p->dpooled, SDT_F32, dt, 2, B, p->p, 0);
+    sdt_tensor tl = on(be, p->tokens_l, SDT_I32, SDT_I32, 2, N, T, 0),
+               tg = on(be, p->tokens_g, SDT_I32, SDT_I32, 2, N, T, 0);
+    sdt_tensor rl = on(be, p->rows_l, SDT_F32, SDT_F32, 2, R, p->cl, 0),
+               rg = on(be, p->rows_g, SDT_F32, SDT_F32, 2, R, p->cg, 0);
+    sdt_tensor dc = on(be, p->dcontext, SDT_F32, dt, 3, B, K * T, p->cl + p->cg),
+               dp = on(be, p->dpooled, SDT_F32, dt, 2, B, p->p, 0);
     float *zl = calloc((size_t)R * p->cl, sizeof(float)), *zg = calloc((size_t)R * p->cg, sizeof(float));
     sdt_tensor drl = on(be, zl, SDT_F32, SDT_F32, 2, R, p->cl, 0), drg = on(be, zg, SDT_F32, SDT_F32, 2, R, p->cg, 0);
     free(zl), free(zg);
-    sdt_sdxl_text_inputs in = {.tokens_l = &tl, .tokens_g = &tg, .chunks = K, .rows_l = &rl, .rows_g = &rg,
-                               .overrides = p->ov, .n_overrides = 4, .act_dtype = dt};
+    sdt_sdxl_text_inputs in = {.tokens_l = &tl,
+                               .tokens_g = &tg,
+                               .chunks = K,
+                               .rows_l = &rl,
+                               .rows_g = &rg,
+                               .overrides = p->ov,
+                               .n_overrides = 4,
+                               .act_dtype = dt};
     sdt_arena meas, arena;
     sdt_sdxl_text_acts acts;
     sdt_arena_init_measure(&meas, be);
     bool ok = sdt_sdxl_text_forward(&l, &g, be, &meas, &in, &acts, error) &&
               sdt_sdxl_text_backward(&l, &g, be, &meas, &acts, &dc, &dp, &drl, &drg, error);
-    if (ok && !sdt_arena_init(&arena, be, meas.peak)) ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
+    if (ok && !sdt_arena_init(&arena, be, meas.peak))
+        ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena");
     else if (ok) {
         ok = sdt_sdxl_text_forward(&l, &g, be, &arena, &in, &acts, error) &&
              sdt_sdxl_text_backward(&l, &g, be, &arena, &acts, &dc, &dp, &drl, &drg, error);
@@ -88,7 +100,8 @@ static bool run(sdt_backend *be, const sdt_weights *w, sdt_dtype dt, const host_
 static void make_problem(sdt_test_rng *rng, host_problem *p, const sd_config *cfg)
 {
     p->cl = cfg->clip.width, p->cg = cfg->clip2.width, p->p = cfg->clip2.projection_dim;
-    sdxl_test_chunks(rng, cfg->clip.vocab, clip_pad_id(&cfg->clip2, cfg->clip.vocab - 1), N, T, p->tokens_l, p->tokens_g);
+    sdxl_test_chunks(rng, cfg->clip.vocab, clip_pad_id(&cfg->clip2, cfg->clip.vocab - 1), N, T, p->tokens_l,
+                     p->tokens_g);
     clip_override ov[4] = {{0, 2, 0}, {1, 3, 0}, {2, 1, 0}, {2, 2, 1}};
     memcpy(p->ov, ov, sizeof ov);
     size_t nc = (size_t)B * K * T * (p->cl + p->cg);
@@ -136,8 +149,10 @@ int main(void)
                 CHECK(false, "%s on the GPU: %s", sdt_dtype_name(dts[i]), error.message);
             } else {
                 size_t nc = (size_t)B * K * T * (p.cl + p.cg);
-                double ec = gpu_test_rel(r.context, ref.context, (int64_t)nc), ep = gpu_test_rel(r.pooled, ref.pooled, (int64_t)B * p.p);
-                double el = gpu_test_rel(r.drows_l, ref.drows_l, (int64_t)R * p.cl), eg = gpu_test_rel(r.drows_g, ref.drows_g, (int64_t)R * p.cg);
+                double ec = gpu_test_rel(r.context, ref.context, (int64_t)nc),
+                       ep = gpu_test_rel(r.pooled, ref.pooled, (int64_t)B * p.p);
+                double el = gpu_test_rel(r.drows_l, ref.drows_l, (int64_t)R * p.cl),
+                       eg = gpu_test_rel(r.drows_g, ref.drows_g, (int64_t)R * p.cg);
                 printf("%s: context %.3g, pooled %.3g, d(clip_l) %.3g, d(clip_g) %.3g (tolerance %.0e)\n",
                        sdt_dtype_name(dts[i]), ec, ep, el, eg, tol[i]);
                 CHECK(ec <= tol[i] && ep <= tol[i] && el <= tol[i] && eg <= tol[i],

@@ -46,7 +46,10 @@ static bool make_member(const char *dir, int i, uint64_t seed, sdt_backend *be, 
     sdt_error err;
     sdt_error_clear(&err);
     sdt_hn *hn = sdt_hn_create(&c, be, seed, &err);
-    if (!hn) { fprintf(stderr, "hn_chain_cli: %s\n", err.message); return false; }
+    if (!hn) {
+        fprintf(stderr, "hn_chain_cli: %s\n", err.message);
+        return false;
+    }
     int64_t n = sdt_hn_param_numel(hn);
     float *w = malloc(sizeof(float) * (size_t)n);
     sdt_rng_normal_fill(seed, 100 + (uint64_t)i, 0, w, n);

@@ -66,8 +66,10 @@ static bool randomize(sdt_hn *hn, uint64_t seed, sdt_error *error)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s CHECKPOINT INPUTS OUT_DIR --widths W1,W2 [--activation A] [--layer-norm] [--seed N] "
-                "[--lr X] [--weight-decay X] [--strength S] [--threads N] [--checkpointing]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s CHECKPOINT INPUTS OUT_DIR --widths W1,W2 [--activation A] [--layer-norm] [--seed N] "
+                "[--lr X] [--weight-decay X] [--strength S] [--threads N] [--checkpointing]\n",
+                argv[0]);
         return 2;
     }
     const char *widths = "32, 64", *activation = "relu";
@@ -76,15 +78,24 @@ int main(int argc, char **argv)
     double lr = 1e-3, wd = 0.01, strength = 1.0;
     int threads = 0;
     for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--widths") && i + 1 < argc) widths = argv[++i];
-        else if (!strcmp(argv[i], "--activation") && i + 1 < argc) activation = argv[++i];
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--lr") && i + 1 < argc) lr = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--weight-decay") && i + 1 < argc) wd = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--strength") && i + 1 < argc) strength = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--layer-norm")) layer_norm = true;
-        else if (!strcmp(argv[i], "--checkpointing")) checkpointing = true;
+        if (!strcmp(argv[i], "--widths") && i + 1 < argc)
+            widths = argv[++i];
+        else if (!strcmp(argv[i], "--activation") && i + 1 < argc)
+            activation = argv[++i];
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
+            lr = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--weight-decay") && i + 1 < argc)
+            wd = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--strength") && i + 1 < argc)
+            strength = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--layer-norm"))
+            layer_norm = true;
+        else if (!strcmp(argv[i], "--checkpointing"))
+            checkpointing = true;
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -131,8 +142,9 @@ int main(int argc, char **argv)
     if (!hn || !randomize(hn, seed, &error) || !sdt_hn_save(hn, path, &error) || !sdt_hn_enable_grads(hn, &error))
         return fail(&error), 1;
     sdt_hn_binding *b = sdt_hn_binding_create(be, &error);
-    int64_t B = noisy.shape[0], rows = B * (noisy.shape[2] * noisy.shape[3] > ctx.shape[1] ? noisy.shape[2] * noisy.shape[3]
-                                                                                           : ctx.shape[1]);
+    int64_t B = noisy.shape[0],
+            rows =
+                B * (noisy.shape[2] * noisy.shape[3] > ctx.shape[1] ? noisy.shape[2] * noisy.shape[3] : ctx.shape[1]);
     if (!b || !sdt_hn_binding_add(b, hn, (float)strength, true, &error) || !sdt_hn_binding_reserve(b, rows, &error))
         return fail(&error), 1;
     sdt_hn_binding_set_step(b, seed, 0);
@@ -141,14 +153,16 @@ int main(int argc, char **argv)
     sdt_unet_options opt = sdt_unet_options_default();
     opt.checkpointing = checkpointing;
     opt.hook = sdt_hn_binding_hook(b);
-    float *dpred_data = calloc((size_t)sdt_tensor_numel(&noisy), sizeof(float)); /* UNet output: noisy's shape (4 -> 4 channels) */
+    float *dpred_data =
+        calloc((size_t)sdt_tensor_numel(&noisy), sizeof(float)); /* UNet output: noisy's shape (4 -> 4 channels) */
     float *dctx_data = calloc((size_t)sdt_tensor_numel(&ctx), sizeof(float));
     sdt_tensor dpred = sdt_tensor_make(dpred_data, SDT_F32, SDT_DEVICE_CPU, 4, target.shape);
     sdt_tensor dctx = sdt_tensor_make(dctx_data, SDT_F32, SDT_DEVICE_CPU, 3, ctx.shape);
     sdt_arena arena;
     sdt_arena_init_measure(&arena, be);
     sdt_tensor pred;
-    bool ok = dpred_data && dctx_data && sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, y_in, &pred, &error) &&
+    bool ok = dpred_data && dctx_data &&
+              sdt_unet_forward(u, be, &arena, &opt, &noisy, &ts, &ctx, y_in, &pred, &error) &&
               sdt_unet_backward(u, be, &arena, &dpred, &dctx, NULL, &error);
     ok = ok && sdt_arena_init(&arena, be, arena.peak);
     double loss = 0;
@@ -184,7 +198,8 @@ int main(int argc, char **argv)
     sdt_optimizer *adam = sdt_optimizer_create(be, "hypernetwork", &hp, &error);
     for (int i = 0; adam && i < n; i++) {
         sdt_hn_param *p = sdt_hn_param_at(hn, i);
-        if (sdt_optimizer_add_param(adam, p->name, &p->value, &p->grad, true, &error) != SDT_CORE_OK) return fail(&error), 1;
+        if (sdt_optimizer_add_param(adam, p->name, &p->value, &p->grad, true, &error) != SDT_CORE_OK)
+            return fail(&error), 1;
     }
     if (!adam) return fail(&error), 1;
     sdt_optimizer_note_backward(adam, 1.0f);

@@ -40,7 +40,10 @@ static sdt_hn *make_hn(sdt_backend *be, sdt_test_rng *r, const char *name, const
 /* One member's module on rows (the module code the applier must reproduce). */
 static void module_apply(const sdt_hn *hn, int width, sdt_unet_kv kind, float strength, const float *in, float *out)
 {
-    if (!sdt_hn_has_width(hn, width)) { memcpy(out, in, sizeof(float) * ROWS * (size_t)width); return; }
+    if (!sdt_hn_has_width(hn, width)) {
+        memcpy(out, in, sizeof(float) * ROWS * (size_t)width);
+        return;
+    }
     sdt_tensor tin = sdt_tensor_4d((void *)in, SDT_F32, 2, ROWS, width, 0, 0);
     sdt_tensor tout = sdt_tensor_4d(out, SDT_F32, 2, ROWS, width, 0, 0);
     void *work = kt_alloc(sdt_hn_module_workspace_bytes(sdt_hn_get_config(hn), width, ROWS) + 16);
@@ -155,7 +158,8 @@ int main(void)
           "an unknown width passes through");
     /* strength 0 everywhere is the identity bit for bit; set_strength back restores the chain */
     CHECK(sdt_hn_applier_set_strength(ap, 0, 0.0) == SDT_STATUS_OK &&
-              sdt_hn_applier_set_strength(ap, 1, 0.0) == SDT_STATUS_OK, "set strengths 0");
+              sdt_hn_applier_set_strength(ap, 1, 0.0) == SDT_STATUS_OK,
+          "set strengths 0");
     sdt_hn_applier_apply_kv(ap, WIDE, SDT_KV_K, x, got, ROWS);
     CHECK(memcmp(got, x, sizeof got) == 0, "strength 0 is the identity");
     sdt_hn_applier_set_strength(ap, 0, sa);

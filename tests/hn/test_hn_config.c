@@ -8,35 +8,104 @@
 
 typedef void (*mutate_fn)(sdt_hn_config *c);
 
-static void name_empty(sdt_hn_config *c) { c->name[0] = '\0'; }
-static void name_slash(sdt_hn_config *c) { snprintf(c->name, sizeof(c->name), "a/b"); }
-static void name_dot(sdt_hn_config *c) { snprintf(c->name, sizeof(c->name), ".hidden"); }
-static void name_colon(sdt_hn_config *c) { snprintf(c->name, sizeof(c->name), "x:y"); }
-static void widths_none(sdt_hn_config *c) { c->width_count = 0; }
-static void widths_zero(sdt_hn_config *c) { c->widths[1] = 0; }
-static void widths_dup(sdt_hn_config *c) { c->widths[2] = c->widths[0]; }
-static void widths_huge(sdt_hn_config *c) { c->widths[0] = SDT_HN_MAX_WIDTH + 1; }
-static void structure_short(sdt_hn_config *c) { c->entry_count = 1; }
-static void structure_start(sdt_hn_config *c) { c->layer_structure[0] = 2; }
-static void structure_end(sdt_hn_config *c) { c->layer_structure[2] = 0.5; }
-static void structure_negative(sdt_hn_config *c) { c->layer_structure[1] = -1; }
-static void structure_nan(sdt_hn_config *c) { c->layer_structure[1] = NAN; }
-static void structure_tiny(sdt_hn_config *c) { c->layer_structure[1] = 0.001; } /* int(320 * 0.001) = 0 */
-static void structure_huge(sdt_hn_config *c) { c->layer_structure[1] = 1000; }
-static void activation_unknown(sdt_hn_config *c) { snprintf(c->activation, sizeof(c->activation), "Swish"); }
-static void activation_prelu(sdt_hn_config *c) { snprintf(c->activation, sizeof(c->activation), "prelu"); }
-static void activation_softmax(sdt_hn_config *c) { snprintf(c->activation, sizeof(c->activation), "softmax"); }
-static void activation_glu(sdt_hn_config *c) { snprintf(c->activation, sizeof(c->activation), "glu"); }
-static void init_unknown(sdt_hn_config *c) { c->init = SDT_HN_INIT_COUNT; }
-static void dropout_one(sdt_hn_config *c) { c->use_dropout = true, c->dropout_structure[1] = 1.0; }
-static void dropout_negative(sdt_hn_config *c) { c->use_dropout = true, c->dropout_structure[1] = -0.1; }
-static void dropout_first(sdt_hn_config *c) { c->use_dropout = true, c->dropout_structure[0] = 0.1; }
+static void name_empty(sdt_hn_config *c)
+{
+    c->name[0] = '\0';
+}
+static void name_slash(sdt_hn_config *c)
+{
+    snprintf(c->name, sizeof(c->name), "a/b");
+}
+static void name_dot(sdt_hn_config *c)
+{
+    snprintf(c->name, sizeof(c->name), ".hidden");
+}
+static void name_colon(sdt_hn_config *c)
+{
+    snprintf(c->name, sizeof(c->name), "x:y");
+}
+static void widths_none(sdt_hn_config *c)
+{
+    c->width_count = 0;
+}
+static void widths_zero(sdt_hn_config *c)
+{
+    c->widths[1] = 0;
+}
+static void widths_dup(sdt_hn_config *c)
+{
+    c->widths[2] = c->widths[0];
+}
+static void widths_huge(sdt_hn_config *c)
+{
+    c->widths[0] = SDT_HN_MAX_WIDTH + 1;
+}
+static void structure_short(sdt_hn_config *c)
+{
+    c->entry_count = 1;
+}
+static void structure_start(sdt_hn_config *c)
+{
+    c->layer_structure[0] = 2;
+}
+static void structure_end(sdt_hn_config *c)
+{
+    c->layer_structure[2] = 0.5;
+}
+static void structure_negative(sdt_hn_config *c)
+{
+    c->layer_structure[1] = -1;
+}
+static void structure_nan(sdt_hn_config *c)
+{
+    c->layer_structure[1] = NAN;
+}
+static void structure_tiny(sdt_hn_config *c)
+{
+    c->layer_structure[1] = 0.001;
+} /* int(320 * 0.001) = 0 */
+static void structure_huge(sdt_hn_config *c)
+{
+    c->layer_structure[1] = 1000;
+}
+static void activation_unknown(sdt_hn_config *c)
+{
+    snprintf(c->activation, sizeof(c->activation), "Swish");
+}
+static void activation_prelu(sdt_hn_config *c)
+{
+    snprintf(c->activation, sizeof(c->activation), "prelu");
+}
+static void activation_softmax(sdt_hn_config *c)
+{
+    snprintf(c->activation, sizeof(c->activation), "softmax");
+}
+static void activation_glu(sdt_hn_config *c)
+{
+    snprintf(c->activation, sizeof(c->activation), "glu");
+}
+static void init_unknown(sdt_hn_config *c)
+{
+    c->init = SDT_HN_INIT_COUNT;
+}
+static void dropout_one(sdt_hn_config *c)
+{
+    c->use_dropout = true, c->dropout_structure[1] = 1.0;
+}
+static void dropout_negative(sdt_hn_config *c)
+{
+    c->use_dropout = true, c->dropout_structure[1] = -0.1;
+}
+static void dropout_first(sdt_hn_config *c)
+{
+    c->use_dropout = true, c->dropout_structure[0] = 0.1;
+}
 
 typedef struct bad_case {
     const char *what;
     mutate_fn mutate;
-    const char *field;  /* the sentence starts with or contains this */
-    const char *fix;    /* and says this */
+    const char *field; /* the sentence starts with or contains this */
+    const char *fix;   /* and says this */
 } bad_case;
 
 static const bad_case bad_cases[] = {
@@ -86,10 +155,14 @@ static void check_validation(void)
         bool ok = sdt_hn_config_validate(&c, true, &err);
         CHECK(!ok && err.code == SDT_ERR_VALIDATION, "%s: must be refused as VALIDATION (got %s)", b->what,
               sdt_error_code_name(err.code));
-        CHECK(strstr(err.message, b->field) != NULL, "%s: the sentence must name the field \"%s\": "
-              "%s", b->what, b->field, err.message);
-        CHECK(strstr(err.message, b->fix) != NULL, "%s: the sentence must give the fix \"%s\": "
-              "%s", b->what, b->fix, err.message);
+        CHECK(strstr(err.message, b->field) != NULL,
+              "%s: the sentence must name the field \"%s\": "
+              "%s",
+              b->what, b->field, err.message);
+        CHECK(strstr(err.message, b->fix) != NULL,
+              "%s: the sentence must give the fix \"%s\": "
+              "%s",
+              b->what, b->fix, err.message);
     }
     /* a file may carry a non-zero first dropout entry (A1111 ignores it); only Create refuses it */
     c = good();
@@ -113,15 +186,16 @@ static void check_parsing(void)
     sdt_error_clear(&err);
     double v[SDT_HN_MAX_ENTRIES];
     int n = 0;
-    CHECK(sdt_hn_parse_numbers("layer structure", " 1, 2.5 ,1e0", v, SDT_HN_MAX_ENTRIES, &n, &err) &&
-              n == 3 && v[0] == 1 && v[1] == 2.5 && v[2] == 1,
+    CHECK(sdt_hn_parse_numbers("layer structure", " 1, 2.5 ,1e0", v, SDT_HN_MAX_ENTRIES, &n, &err) && n == 3 &&
+              v[0] == 1 && v[1] == 2.5 && v[2] == 1,
           "\" 1, 2.5 ,1e0\" must parse to 1, 2.5, 1: %s", err.message);
     const char *bad[] = {"", "1,,1", "1, 2,", "1, two, 1", "1 2 1"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         sdt_error_clear(&err);
         CHECK(!sdt_hn_parse_numbers("layer structure", bad[i], v, SDT_HN_MAX_ENTRIES, &n, &err) &&
                   strstr(err.message, "layer "
-                      "structure:") && (strstr(err.message, "e.g.") || strstr(err.message, "such as")),
+                                      "structure:") &&
+                  (strstr(err.message, "e.g.") || strstr(err.message, "such as")),
               "\"%s\" must be refused with a sentence naming the field and an example: %s", bad[i], err.message);
     }
     CHECK(!sdt_hn_parse_numbers("dropout structure", "0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0", v, SDT_HN_MAX_ENTRIES, &n,
@@ -139,8 +213,8 @@ static void check_parsing(void)
     CHECK(!sdt_hn_parse_dropout_structure("0, 0.1, 0.2, 0, 0", &c, &err) && strstr(err.message, "has 5 entries"),
           "a longer dropout structure must be refused: %s", err.message);
     int w[SDT_HN_MAX_WIDTHS];
-    CHECK(sdt_hn_parse_widths("768, 320,640 ,1280", w, SDT_HN_MAX_WIDTHS, &n, &err) && n == 4 &&
-              w[0] == 768 && w[3] == 1280,
+    CHECK(sdt_hn_parse_widths("768, 320,640 ,1280", w, SDT_HN_MAX_WIDTHS, &n, &err) && n == 4 && w[0] == 768 &&
+              w[3] == 1280,
           "widths must parse: %s", err.message);
     CHECK(!sdt_hn_parse_widths("768, 1.5", w, SDT_HN_MAX_WIDTHS, &n, &err) && strstr(err.message, "modules:"),
           "a fractional width must be refused: %s", err.message);

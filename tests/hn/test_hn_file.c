@@ -60,7 +60,7 @@ static sdt_hn_config full_config(void)
     c.layer_norm = true;
     c.use_dropout = true;
     c.dropout_structure[0] = 0, c.dropout_structure[1] = 0.05, c.dropout_structure[2] = 0.15,
-        c.dropout_structure[3] = 0;
+    c.dropout_structure[3] = 0;
     c.activate_output = true;
     return c;
 }
@@ -112,9 +112,18 @@ static void check_round_trip(sdt_backend *be)
     sdt_safetensors *st = sdt_st_open(path, &err);
     CHECK(st != NULL, "open: %s", err.message);
     if (st) {
-        const char *keys[] = {"name", "step", "layer_structure", "activation_func", "weight_initialization",
-                              "is_layer_norm", "use_dropout", "dropout_structure", "activate_output",
-                              "last_layer_dropout", "sd_checkpoint", "sd_checkpoint_name"};
+        const char *keys[] = {"name",
+                              "step",
+                              "layer_structure",
+                              "activation_func",
+                              "weight_initialization",
+                              "is_layer_norm",
+                              "use_dropout",
+                              "dropout_structure",
+                              "activate_output",
+                              "last_layer_dropout",
+                              "sd_checkpoint",
+                              "sd_checkpoint_name"};
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
             CHECK(sdt_st_metadata_get(st, keys[i]) != NULL, "metadata key %s missing", keys[i]);
         CHECK(!strcmp(sdt_st_metadata_get(st, "layer_structure"), "[1.0, 1.5, 0.75, 1.0]"),
@@ -182,11 +191,20 @@ static void check_init(sdt_backend *be)
             double fan_in = p->is_norm ? 0 : (double)p->value.shape[1], fan_out = (double)p->value.shape[0];
             double want_std = 0.01, bound = 0; /* Normal, and every LayerNorm weight (A1111) */
             if (!p->is_norm) switch (c.init) {
-                case SDT_HN_INIT_XAVIER_UNIFORM: bound = sqrt(6.0 / (fan_in + fan_out)); break;
-                case SDT_HN_INIT_XAVIER_NORMAL: want_std = sqrt(2.0 / (fan_in + fan_out)); break;
-                case SDT_HN_INIT_KAIMING_UNIFORM: bound = sqrt(6.0 / fan_in); break;
-                case SDT_HN_INIT_KAIMING_NORMAL: want_std = sqrt(2.0 / fan_in); break;
-                default: break;
+                    case SDT_HN_INIT_XAVIER_UNIFORM:
+                        bound = sqrt(6.0 / (fan_in + fan_out));
+                        break;
+                    case SDT_HN_INIT_XAVIER_NORMAL:
+                        want_std = sqrt(2.0 / (fan_in + fan_out));
+                        break;
+                    case SDT_HN_INIT_KAIMING_UNIFORM:
+                        bound = sqrt(6.0 / fan_in);
+                        break;
+                    case SDT_HN_INIT_KAIMING_NORMAL:
+                        want_std = sqrt(2.0 / fan_in);
+                        break;
+                    default:
+                        break;
                 }
             if (bound > 0) {
                 want_std = bound / sqrt(3.0);
@@ -194,7 +212,8 @@ static void check_init(sdt_backend *be)
                       sdt_hn_init_name(c.init), p->name, max_abs, bound);
             }
             /* n >= 320: the sample std is within a few percent of the target */
-            CHECK(fabs(std / want_std - 1) < 0.15 && fabs(mean) < 0.2 * want_std, "%s: %s std %.4g (want %.4g), mean "
+            CHECK(fabs(std / want_std - 1) < 0.15 && fabs(mean) < 0.2 * want_std,
+                  "%s: %s std %.4g (want %.4g), mean "
                   "%.3g",
                   sdt_hn_init_name(c.init), p->name, std, want_std, mean);
         }
@@ -231,8 +250,11 @@ static bool write_hand(const char *path, const hand_tensor *t, int n, const sdt_
             shapes[count][0] = t[i].rows, shapes[count][1] = t[i].cols;
             int64_t numel = t[i].rows * (t[i].cols ? t[i].cols : 1);
             for (int64_t e = 0; e < numel; e++) (*values)[at + e] = (float)(at + e) * 0.001f - 0.3f;
-            items[count] = (sdt_st_write_item){.name = names[count], .dtype = SDT_ST_F32, .ndim = t[i].cols ? 2 : 1,
-                                               .shape = shapes[count], .data = *values + at};
+            items[count] = (sdt_st_write_item){.name = names[count],
+                                               .dtype = SDT_ST_F32,
+                                               .ndim = t[i].cols ? 2 : 1,
+                                               .shape = shapes[count],
+                                               .data = *values + at};
             at += (size_t)numel;
         }
     sdt_error err;
@@ -249,8 +271,8 @@ static void check_old_files(sdt_backend *be)
     char path[512];
     /* the oldest A1111 files: no metadata, linear1/linear2 */
     path_in(path, sizeof(path), "old style.safetensors");
-    hand_tensor old[] = {{"linear1.weight", 16, 8}, {"linear1.bias", 16, 0}, {"linear2.weight", 8, 16},
-                         {"linear2.bias", 8, 0}};
+    hand_tensor old[] = {
+        {"linear1.weight", 16, 8}, {"linear1.bias", 16, 0}, {"linear2.weight", 8, 16}, {"linear2.bias", 8, 0}};
     float *values = NULL;
     if (write_hand(path, old, 4, NULL, 0, &values)) {
         sdt_hn *hn = sdt_hn_load_safetensors(path, be, &err);
@@ -259,7 +281,7 @@ static void check_old_files(sdt_backend *be)
             const sdt_hn_config *c = sdt_hn_get_config(hn);
             CHECK(c->entry_count == 3 && c->layer_structure[1] == 2 && !strcmp(c->activation, "linear") &&
                       c->activate_output && !c->layer_norm && !c->use_dropout && c->init == SDT_HN_INIT_NORMAL,
-                      "missing keys take A1111's defaults ([1, 2, 1], no activation, activate_output true)");
+                  "missing keys take A1111's defaults ([1, 2, 1], no activation, activate_output true)");
             CHECK(!strcmp(c->name, "old style") && sdt_hn_get_info(hn)->step == 0, "name from the file name, step 0");
             const sdt_hn_param *w = sdt_hn_param_find(hn, "8.1.linear.1.weight");
             CHECK(w && ((const float *)w->value.data)[0] == values[16 * 8 + 16 + 16 * 8 + 8 + 16 * 8 + 16],
@@ -269,13 +291,16 @@ static void check_old_files(sdt_backend *be)
     }
     free(values);
     /* broken files, each with its sentence */
-    hand_tensor good[] = {{"linear.0.weight", 16, 8}, {"linear.0.bias", 16, 0}, {"linear.1.weight", 8, 16},
-                          {"linear.1.bias", 8, 0}};
+    hand_tensor good[] = {
+        {"linear.0.weight", 16, 8}, {"linear.0.bias", 16, 0}, {"linear.1.weight", 8, 16}, {"linear.1.bias", 8, 0}};
     hand_tensor missing[] = {{"linear.0.weight", 16, 8}, {"linear.0.bias", 16, 0}, {"linear.1.weight", 8, 16}};
-    hand_tensor extra[] = {{"linear.0.weight", 16, 8}, {"linear.0.bias", 16, 0}, {"linear.1.weight", 8, 16},
-                           {"linear.1.bias", 8, 0}, {"linear.5.weight", 8, 8}};
-    hand_tensor wrong_shape[] = {{"linear.0.weight", 24, 8}, {"linear.0.bias", 24, 0}, {"linear.1.weight", 8, 24},
-                                 {"linear.1.bias", 8, 0}};
+    hand_tensor extra[] = {{"linear.0.weight", 16, 8},
+                           {"linear.0.bias", 16, 0},
+                           {"linear.1.weight", 8, 16},
+                           {"linear.1.bias", 8, 0},
+                           {"linear.5.weight", 8, 8}};
+    hand_tensor wrong_shape[] = {
+        {"linear.0.weight", 24, 8}, {"linear.0.bias", 24, 0}, {"linear.1.weight", 8, 24}, {"linear.1.bias", 8, 0}};
     sdt_st_kv relu[] = {{"activation_func", "relu"}};
     sdt_st_kv bad_bool[] = {{"is_layer_norm", "maybe"}};
     sdt_st_kv prelu[] = {{"activation_func", "prelu"}};
@@ -305,7 +330,8 @@ static void check_old_files(sdt_backend *be)
         sdt_hn *hn = sdt_hn_load_safetensors(path, be, &err);
         CHECK(!hn && err.code == SDT_ERR_BAD_FORMAT, "%s: must be refused as BAD_FORMAT (got %s)", broken[i].what,
               sdt_error_code_name(err.code));
-        CHECK(strstr(err.message, broken[i].expect) && strstr(err.message, path), "%s: sentence must name the file "
+        CHECK(strstr(err.message, broken[i].expect) && strstr(err.message, path),
+              "%s: sentence must name the file "
               "and say \"%s\": %s",
               broken[i].what, broken[i].expect, err.message);
         sdt_hn_free(hn);
@@ -367,9 +393,19 @@ static void check_pt(sdt_backend *be)
         CHECK(sdt_pv_is(sdt_pv_dict_get(sdt_pv_item(pair, 0), "linear.0.weight"), SDT_PV_TENSOR) &&
                   sdt_pv_is(sdt_pv_dict_get(sdt_pv_item(pair, 0), "linear.2.bias"), SDT_PV_TENSOR),
               ".pt: state dicts keyed by Sequential position");
-        const char *keys[] = {"step", "name", "layer_structure", "activation_func", "is_layer_norm",
-                              "weight_initialization", "sd_checkpoint", "sd_checkpoint_name", "activate_output",
-                              "use_dropout", "dropout_structure", "last_layer_dropout", "optional_info"};
+        const char *keys[] = {"step",
+                              "name",
+                              "layer_structure",
+                              "activation_func",
+                              "is_layer_norm",
+                              "weight_initialization",
+                              "sd_checkpoint",
+                              "sd_checkpoint_name",
+                              "activate_output",
+                              "use_dropout",
+                              "dropout_structure",
+                              "last_layer_dropout",
+                              "optional_info"};
         for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
             CHECK(sdt_pv_dict_get(root, keys[i]) != NULL, ".pt: key %s missing", keys[i]);
         CHECK(sdt_pv_is(sdt_pv_dict_get(root, "sd_checkpoint_name"), SDT_PV_NONE), ".pt: an empty name is None");

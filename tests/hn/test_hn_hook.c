@@ -48,8 +48,7 @@ static double loss_with_weight(sdt_unet *u, sdt_backend *be, const sdt_unet_opti
     return L;
 }
 
-static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second, int width,
-                               sdt_test_rng *r)
+static void check_direct_chain(sdt_hn_binding *b, sdt_hn *first, sdt_hn *second, int width, sdt_test_rng *r)
 {
     sdt_error err;
     sdt_error_clear(&err);
@@ -146,13 +145,12 @@ int main(void)
 
     /* A trained hypernetwork on cross- and self-attention widths, and a frozen one after it. */
     int widths_a[3] = {24, cfg.model_channels, 2 * cfg.model_channels}, widths_b[1] = {24};
-    sdt_hn *a = make_hn(be, &rng, "trained", widths_a, 3, "gelu", true, true,
-        0.3); /* smooth: kinks are test_hn_module's */
+    sdt_hn *a =
+        make_hn(be, &rng, "trained", widths_a, 3, "gelu", true, true, 0.3); /* smooth: kinks are test_hn_module's */
     sdt_hn *bn = make_hn(be, &rng, "frozen", widths_b, 1, "sigmoid", false, false, 0.3);
     CHECK(sdt_hn_enable_grads(a, &err) && sdt_hn_enable_grads(bn, &err), "grads: %s", err.message);
     sdt_hn_binding *b = sdt_hn_binding_create(be, &err);
-    CHECK(b && sdt_hn_binding_add(b, a, 1.0f, true, &err) &&
-              sdt_hn_binding_add(b, bn, 0.5f, false, &err),
+    CHECK(b && sdt_hn_binding_add(b, a, 1.0f, true, &err) && sdt_hn_binding_add(b, bn, 0.5f, false, &err),
           "binding: %s", err.message);
     CHECK(!sdt_hn_binding_add(b, a, 1.0f, true, &err) && strstr(err.message, "already in the chain"),
           "adding a member twice must be refused: %s", err.message);

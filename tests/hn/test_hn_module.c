@@ -23,10 +23,10 @@ typedef struct ref_model {
     int layers;
     int64_t w_off[SDT_HN_MAX_ENTRIES], b_off[SDT_HN_MAX_ENTRIES], g_off[SDT_HN_MAX_ENTRIES],
         beta_off[SDT_HN_MAX_ENTRIES];
-    int64_t n_params;            /* of this module */
+    int64_t n_params;                       /* of this module */
     const float *masks[SDT_HN_MAX_ENTRIES]; /* [ROWS, out] or NULL */
     double strength;
-    const double *d_out;         /* [ROWS, WIDTH] */
+    const double *d_out; /* [ROWS, WIDTH] */
 } ref_model;
 
 /* Packed vector: the module's parameters, then the input. *near_kink (optional) is set
@@ -116,10 +116,14 @@ static void locate_params(sdt_hn *hn, sdt_unet_kv kind, ref_model *m, int64_t *f
         if (p->kind == kind) {
             if (module_start < 0) module_start = offset;
             int64_t rel = offset - module_start;
-            if (!p->is_norm && !p->is_bias) m->w_off[layer] = rel;
-            else if (!p->is_norm) m->b_off[layer] = rel, layer += m->plan[layer].norm_position < 0;
-            else if (!p->is_bias) m->g_off[layer] = rel;
-            else m->beta_off[layer++] = rel;
+            if (!p->is_norm && !p->is_bias)
+                m->w_off[layer] = rel;
+            else if (!p->is_norm)
+                m->b_off[layer] = rel, layer += m->plan[layer].norm_position < 0;
+            else if (!p->is_bias)
+                m->g_off[layer] = rel;
+            else
+                m->beta_off[layer++] = rel;
         }
         offset += n;
     }
@@ -176,8 +180,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
     void *work = kt_alloc(sdt_hn_module_workspace_bytes(&c, WIDTH, ROWS));
     double ref_out[ROWS * WIDTH], d_out[ROWS * WIDTH];
     ref_forward(&m, v, ref_out, NULL);
-    CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tout, work, &err),
-          "%s: forward: %s", what, err.message);
+    CHECK(sdt_hn_module_forward(hn, WIDTH, kind, &run, (float)m.strength, &tx, &tout, work, &err), "%s: forward: %s",
+          what, err.message);
     double fwd = sdt_rel_err_fd(out, ref_out, ROWS * WIDTH);
     CHECK(fwd < 1e-5, "%s: forward vs float64 reference rel err %.3g", what, fwd);
 
@@ -216,8 +220,10 @@ static void check_variant(sdt_backend *be, sdt_test_rng *r, const char *activati
         unchanged += memcmp(grads + offset, p->grad.data, sdt_tensor_nbytes(&p->grad)) == 0;
         offset += sdt_tensor_numel(&p->grad);
     }
-    CHECK(unchanged == sdt_hn_param_count(hn), "%s: with_weight_grads false must leave the weight gradients "
-          "alone", what);
+    CHECK(unchanged == sdt_hn_param_count(hn),
+          "%s: with_weight_grads false must leave the weight gradients "
+          "alone",
+          what);
 
     double *fd = kt_alloc((size_t)nv * sizeof(double));
     sdt_fd_gradient(ref_loss, &m, v, nv, SDT_FD_STEP, fd);
@@ -311,7 +317,8 @@ static void check_16bit(sdt_backend *be, sdt_test_rng *r, sdt_dtype dt, const ch
     sdt_load_f32(out16, dt, out16f, n);
     /* a few roundings to the dtype (2^-8 for bf16, 2^-11 for f16) through three layers */
     double tol = dt == SDT_BF16 ? 4e-2 : 6e-3;
-    double e_out = sdt_rel_err_ff(out16f, out32, n), e_dx = sdt_rel_err_ff(dx16, dx32, n), e_g = sdt_rel_err_ff(g16, g32, total);
+    double e_out = sdt_rel_err_ff(out16f, out32, n), e_dx = sdt_rel_err_ff(dx16, dx32, n),
+           e_g = sdt_rel_err_ff(g16, g32, total);
     printf("%s: rel err out %.2g d_in %.2g grads %.2g (tol %.0e)\n", what, e_out, e_dx, e_g, tol);
     CHECK(e_out < tol && e_dx < tol && e_g < tol, "%s: 16-bit vs f32 path: out %.3g, d_in %.3g, grads %.3g > %.3g",
           what, e_out, e_dx, e_g, tol);

@@ -24,7 +24,8 @@ static convert_fn real_convert;
 static int linear_calls, weight_copies;
 static const sdt_hn *watched; /* convert calls reading one of its Linear weights are weight copies */
 
-static int counting_linear(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w, const sdt_tensor *b)
+static int counting_linear(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *w,
+                           const sdt_tensor *b)
 {
     linear_calls++;
     return real_linear(be, out, x, w, b);
@@ -108,8 +109,8 @@ static void compare(const char *what, const step_result *shared, const step_resu
     CHECK(!memcmp(shared->y, per_site->y, (size_t)ny * 4), "%s: sharing the context's chain changed the UNet's output",
           what);
     CHECK(close_to(shared->dctx, per_site->dctx, nc, tol, &w1), "%s: d(context) shared vs per site: %.3g", what, w1);
-    CHECK(close_to(shared->grads, per_site->grads, ng, tol, &w2), "%s: weight gradients shared vs per site: %.3g",
-          what, w2);
+    CHECK(close_to(shared->grads, per_site->grads, ng, tol, &w2), "%s: weight gradients shared vs per site: %.3g", what,
+          w2);
     CHECK(shared->linear < per_site->linear, "%s: the context's chain was not shared (%d Linear forwards, per site %d)",
           what, shared->linear, per_site->linear);
     printf("%s: d(context) %.2g, weight gradients %.2g apart; Linear forwards %d shared, %d per site\n", what, w1, w2,
@@ -176,8 +177,10 @@ int main(void)
     p = run(u, be, &od, &in, dropping, false);
     sdt_hn_binding_share_context(bd, true);
     s = run(u, be, &od, &in, dropping, false);
-    CHECK(!memcmp(s.y, p.y, (size_t)ny * 4) && s.linear < p.linear, "eval mode (no masks) must share the context's "
-          "chain and compute the same output (%d vs %d Linear forwards)", s.linear, p.linear);
+    CHECK(!memcmp(s.y, p.y, (size_t)ny * 4) && s.linear < p.linear,
+          "eval mode (no masks) must share the context's "
+          "chain and compute the same output (%d vs %d Linear forwards)",
+          s.linear, p.linear);
     step_free(&s), step_free(&p);
     sdt_hn_binding_free(bd);
 
@@ -195,8 +198,10 @@ int main(void)
     p = run(u, be, &o16, &in, a, true);
     compare("bf16", &s, &p, ny, nc, ng, 2e-2);
     /* 3 widths x K, V x 2 Linears, each copied once in the pass (forward and backward) */
-    CHECK(s.copies == 12 && p.copies == 12, "16-bit weight copies: %d shared, %d per site; want 12 (one per Linear "
-          "weight and pass)", s.copies, p.copies);
+    CHECK(s.copies == 12 && p.copies == 12,
+          "16-bit weight copies: %d shared, %d per site; want 12 (one per Linear "
+          "weight and pass)",
+          s.copies, p.copies);
     step_free(&s), step_free(&p);
     sdt_hn_binding_share_context(b, true);
 
@@ -213,13 +218,15 @@ int main(void)
         CHECK(sdt_hn_upload(a, host, &err), "upload: %s", err.message);
         s = run(u, be, &o16, &in, a, false);
         sdt_hn_binding *fresh = sdt_hn_binding_create(be, &err);
-        CHECK(fresh && sdt_hn_binding_add(fresh, a, 1.0f, true, &err) && sdt_hn_binding_add(fresh, frozen, 0.5f, false, &err),
+        CHECK(fresh && sdt_hn_binding_add(fresh, a, 1.0f, true, &err) &&
+                  sdt_hn_binding_add(fresh, frozen, 0.5f, false, &err),
               "binding: %s", err.message);
         sdt_hn_binding_set_step(fresh, 7, 2);
         sdt_unet_options of = o16;
         of.hook = sdt_hn_binding_hook(fresh);
         p = run(u, be, &of, &in, a, false);
-        CHECK(!memcmp(s.y, p.y, (size_t)ny * 4), "round %d: a pass computed with the weights of an earlier pass", round);
+        CHECK(!memcmp(s.y, p.y, (size_t)ny * 4), "round %d: a pass computed with the weights of an earlier pass",
+              round);
         step_free(&s), step_free(&p);
         sdt_hn_binding_free(fresh);
     }

@@ -38,14 +38,18 @@ static sdt_status fake_init(sdt_version v, char *err, uint32_t n)
     return SDT_STATUS_OK;
 }
 static void fake_deinit(void) {}
-static const char *fake_status_name(sdt_status s) { (void)s; return "SDT_STATUS_FAKE"; }
+static const char *fake_status_name(sdt_status s)
+{
+    (void)s;
+    return "SDT_STATUS_FAKE";
+}
 
 /* Zeroes the first struct_size bytes the host's struct has, keeping struct_size. */
-#define CLEAR(p)                                                                                                     \
-    do {                                                                                                             \
-        uint32_t size = (p)->struct_size;                                                                            \
-        memset((p), 0, size < sizeof *(p) ? size : sizeof *(p));                                                     \
-        (p)->struct_size = size;                                                                                     \
+#define CLEAR(p)                                                                                                       \
+    do {                                                                                                               \
+        uint32_t size = (p)->struct_size;                                                                              \
+        memset((p), 0, size < sizeof *(p) ? size : sizeof *(p));                                                       \
+        (p)->struct_size = size;                                                                                       \
     } while (0)
 
 static sdt_status options_defaults(sdt_train_options *o)
@@ -72,14 +76,18 @@ static sdt_status hypernetwork_defaults(sdt_hypernetwork_part *p)
 
 static sdt_status create(const sdt_host_callbacks *cb, sdt_trainer **out, char *err, uint32_t n)
 {
-    (void)err; (void)n;
+    (void)err;
+    (void)n;
     sdt_trainer *t = calloc(1, sizeof *t);
     if (cb) memcpy(&t->cb, cb, cb->struct_size < sizeof t->cb ? cb->struct_size : sizeof t->cb);
     *out = t;
     return SDT_STATUS_OK;
 }
 
-static void destroy(sdt_trainer *t) { free(t); }
+static void destroy(sdt_trainer *t)
+{
+    free(t);
+}
 
 static sdt_status last_error(const sdt_trainer *t, char *buf, uint32_t n, uint32_t *needed)
 {
@@ -88,7 +96,8 @@ static sdt_status last_error(const sdt_trainer *t, char *buf, uint32_t n, uint32
     return SDT_STATUS_OK;
 }
 
-static sdt_status create_embedding(sdt_trainer *t, const sdt_embedding_spec *s, char *path, uint32_t n, uint32_t *needed)
+static sdt_status create_embedding(sdt_trainer *t, const sdt_embedding_spec *s, char *path, uint32_t n,
+                                   uint32_t *needed)
 {
     (void)needed;
     if (path && n) snprintf(path, n, "%s/%s.safetensors", s->output_dir, s->name);
@@ -133,21 +142,25 @@ static sdt_status run(sdt_trainer *t)
 {
     atomic_store(&t->state, SDT_RUN_RUNNING);
     if (t->cb.log) t->cb.log(t->cb.user_data, SDT_LOG_INFO, "fake: training started");
-    struct timespec pause = { 0, 5 * 1000 * 1000 };
+    struct timespec pause = {0, 5 * 1000 * 1000};
     while (atomic_load(&t->step) < t->max_steps && !atomic_load(&t->interrupt)) {
         nanosleep(&pause, NULL);
         report(t, atomic_fetch_add(&t->step, 1) + 1);
     }
     char path[600];
     snprintf(path, sizeof path, "%s/fake.safetensors", t->log_dir);
-    sdt_saved_file f = { sizeof f, SDT_FILE_EMBEDDING, atomic_load(&t->step), path };
+    sdt_saved_file f = {sizeof f, SDT_FILE_EMBEDDING, atomic_load(&t->step), path};
     if (t->cb.file_saved) t->cb.file_saved(t->cb.user_data, &f);
     bool stopped = atomic_load(&t->interrupt);
     atomic_store(&t->state, stopped ? SDT_RUN_INTERRUPTED : SDT_RUN_FINISHED);
     return stopped ? SDT_STATUS_INTERRUPTED : SDT_STATUS_OK;
 }
 
-static sdt_status interrupt(sdt_trainer *t) { atomic_store(&t->interrupt, true); return SDT_STATUS_OK; }
+static sdt_status interrupt(sdt_trainer *t)
+{
+    atomic_store(&t->interrupt, true);
+    return SDT_STATUS_OK;
+}
 
 static sdt_status run_state(const sdt_trainer *t, sdt_run_state *s)
 {
@@ -166,7 +179,8 @@ static sdt_status metrics(const sdt_trainer *t, sdt_metrics *m)
     return SDT_STATUS_OK;
 }
 
-static sdt_status inspect(sdt_trainer *t, const char *path, sdt_embedding_info *info, char *json, uint32_t n, uint32_t *needed)
+static sdt_status inspect(sdt_trainer *t, const char *path, sdt_embedding_info *info, char *json, uint32_t n,
+                          uint32_t *needed)
 {
     (void)t;
     const char *text = "{\"fake\": true}";
@@ -185,16 +199,17 @@ static sdt_status inspect_hypernetwork(sdt_trainer *t, const char *path, sdt_hyp
     return SDT_STATUS_BAD_FORMAT;
 }
 
-static sdt_status create_hypernetwork(sdt_trainer *t, const sdt_hypernetwork_spec *s, char *path, uint32_t n, uint32_t *needed)
+static sdt_status create_hypernetwork(sdt_trainer *t, const sdt_hypernetwork_spec *s, char *path, uint32_t n,
+                                      uint32_t *needed)
 {
     (void)t, (void)needed;
     if (path && n) snprintf(path, n, "%s/%s.pt", s->output_dir, s->name);
     return SDT_STATUS_OK;
 }
 
-static const sdt_embedding_files_ext embedding_files = { sizeof embedding_files, create_embedding, inspect };
-static const sdt_hypernetwork_files_ext hypernetwork_files = { sizeof hypernetwork_files, create_hypernetwork,
-                                                               inspect_hypernetwork };
+static const sdt_embedding_files_ext embedding_files = {sizeof embedding_files, create_embedding, inspect};
+static const sdt_hypernetwork_files_ext hypernetwork_files = {sizeof hypernetwork_files, create_hypernetwork,
+                                                              inspect_hypernetwork};
 
 static const void *get_extension(const char *id)
 {
@@ -204,8 +219,21 @@ static const void *get_extension(const char *id)
 }
 
 static const sdt_trainer_factory factory = {
-    sizeof factory, options_defaults, embedding_defaults, hypernetwork_defaults, create, destroy, last_error,
-    prepare, run, interrupt, run_state, metrics, NULL, NULL, get_extension,
+    sizeof factory,
+    options_defaults,
+    embedding_defaults,
+    hypernetwork_defaults,
+    create,
+    destroy,
+    last_error,
+    prepare,
+    run,
+    interrupt,
+    run_state,
+    metrics,
+    NULL,
+    NULL,
+    get_extension,
 };
 
 /* Only the trainer factory: "sdtrain.textual_inversion/1" and "sdtrain.hypernetwork/1" are unknown here.
@@ -221,5 +249,5 @@ static const void *get_factory(const char *id)
 }
 
 SDT_EXPORT const sdt_entry sdtrain_entry = {
-    { FAKE_ABI_MAJOR, 0, 0 }, "fake", fake_init, fake_deinit, get_factory, fake_status_name,
+    {FAKE_ABI_MAJOR, 0, 0}, "fake", fake_init, fake_deinit, get_factory, fake_status_name,
 };

@@ -13,13 +13,13 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                                             \
-    do {                                                                                                             \
-        if (!(cond)) {                                                                                               \
-            printf("FAIL: " __VA_ARGS__);                                                                            \
-            printf("\n");                                                                                            \
-            failures++;                                                                                              \
-        }                                                                                                            \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            printf("FAIL: " __VA_ARGS__);                                                                              \
+            printf("\n");                                                                                              \
+            failures++;                                                                                                \
+        }                                                                                                              \
     } while (0)
 
 static sdt_status stub_options(sdt_train_options *o)
@@ -55,7 +55,7 @@ static const char *sample(const panel_option_info *info)
 static gboolean cli_takes(const char *name, const char *value, panel_method method)
 {
     panel_values *v = panel_values_new();
-    panel_defaults defaults = { stub_options, stub_embedding, stub_hypernetwork };
+    panel_defaults defaults = {stub_options, stub_embedding, stub_hypernetwork};
     panel_config *config = g_new0(panel_config, 1);
     char *text = g_strdup_printf("[train]\n%s=%s\n", name, value), *error = NULL;
     gboolean usage = FALSE;
@@ -87,10 +87,11 @@ int main(void)
         panel_option_describe(i, &info);
         gboolean embedding = cli_takes(info.name, sample(&info), PANEL_EMBEDDING);
         gboolean hypernetwork = cli_takes(info.name, sample(&info), PANEL_HYPERNETWORK);
-        CHECK(embedding == info.embedding, "%s: the CLI's embedding run %s it, the panel %s it to embeddings", info.name,
-              embedding ? "takes" : "refuses", info.embedding ? "offers" : "does not offer");
-        CHECK(hypernetwork == info.hypernetwork, "%s: the CLI's hypernetwork run %s it, the panel %s it to hypernetworks",
-              info.name, hypernetwork ? "takes" : "refuses", info.hypernetwork ? "offers" : "does not offer");
+        CHECK(embedding == info.embedding, "%s: the CLI's embedding run %s it, the panel %s it to embeddings",
+              info.name, embedding ? "takes" : "refuses", info.embedding ? "offers" : "does not offer");
+        CHECK(hypernetwork == info.hypernetwork,
+              "%s: the CLI's hypernetwork run %s it, the panel %s it to hypernetworks", info.name,
+              hypernetwork ? "takes" : "refuses", info.hypernetwork ? "offers" : "does not offer");
         CHECK(embedding || hypernetwork, "%s: neither method takes it", info.name);
     }
     /* Every option of the command line is one of the panel's (or a --no- form it sets as name=false). */

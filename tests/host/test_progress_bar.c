@@ -37,8 +37,10 @@ int main(void)
     CHECK(strstr(line, "loss 0.1250") && strstr(line, "lr 5.00e-03") && strstr(line, "3.5 img/s"), "fields: %s", line);
     long long eta = (long long)(per_step * (double)(m.max_steps - m.step) + 0.5);
     char want[32];
-    if (eta >= 3600) snprintf(want, sizeof want, "ETA %lld:%02lld:%02lld", eta / 3600, (eta / 60) % 60, eta % 60);
-    else snprintf(want, sizeof want, "ETA %02lld:%02lld", eta / 60, eta % 60);
+    if (eta >= 3600)
+        snprintf(want, sizeof want, "ETA %lld:%02lld:%02lld", eta / 3600, (eta / 60) % 60, eta % 60);
+    else
+        snprintf(want, sizeof want, "ETA %02lld:%02lld", eta / 60, eta % 60);
     CHECK(strstr(line, want) != NULL, "%s in %s", want, line);
     m.step = start; /* nothing done yet in this run: unknown ETA */
     progress_bar_format(&m, start, 20, line, sizeof line);

@@ -58,8 +58,12 @@ int main(int argc, char **argv)
     sdt_trainer *t = NULL;
     if (!files || f->create(&cb, &t, err, sizeof err) != SDT_STATUS_OK) return fail(NULL, NULL, "create");
 
-    sdt_embedding_spec spec = {.struct_size = sizeof spec, .vectors_per_token = 1, .name = "installed-trainer",
-                               .init_text = "ring", .model_path = argv[2], .output_dir = argv[5]};
+    sdt_embedding_spec spec = {.struct_size = sizeof spec,
+                               .vectors_per_token = 1,
+                               .name = "installed-trainer",
+                               .init_text = "ring",
+                               .model_path = argv[2],
+                               .output_dir = argv[5]};
     char embedding[4096];
     if (files->create_embedding(t, &spec, embedding, sizeof embedding, NULL) != SDT_STATUS_OK)
         return fail(f, t, "create_embedding");

@@ -15,9 +15,9 @@
 #include "fd_check.h"
 #include "kernel_test.h"
 
-#define OP_FWD_TOL 1e-5  /* f32 forward vs float64 reference */
-#define OP_BWD_TOL 1e-4  /* f32 backward vs float64 analytic gradient */
-#define OP_FD_TOL 1e-6   /* float64 analytic gradient vs finite differences */
+#define OP_FWD_TOL 1e-5 /* f32 forward vs float64 reference */
+#define OP_BWD_TOL 1e-4 /* f32 backward vs float64 analytic gradient */
+#define OP_FD_TOL 1e-6  /* float64 analytic gradient vs finite differences */
 
 static inline double *op_zeros_d(int64_t n)
 {
@@ -85,25 +85,25 @@ static inline void op_check_grad(const char *what, const kt_grad *g, const doubl
     double err = sdt_rel_err_fd(g->fresh, analytic, g->n);
     CHECK(err < OP_BWD_TOL, "%s: f32 backward vs float64 analytic relative error %.3g >= %g", what, err, OP_BWD_TOL);
     double fd = sdt_fd_check(loss, ctx, param, g->n, analytic);
-    CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd,
-          OP_FD_TOL);
+    CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd, OP_FD_TOL);
     double acc = op_accumulation_err(g);
-    CHECK(acc < OP_FWD_TOL, "%s: backward into random values is not base + gradient (relative error %.3g): "
-          "it must accumulate", what, acc);
+    CHECK(acc < OP_FWD_TOL,
+          "%s: backward into random values is not base + gradient (relative error %.3g): "
+          "it must accumulate",
+          what, acc);
 }
 
 /* One written gradient (kt_grad_make_garbage) after both passes: the f32 gradient written over NaN
  * must match the float64 analytic one, that must match finite differences, and the pass over 1e30
  * must have written the same bits: the op neither reads nor skips an element of its gradient. */
-static inline void op_check_written_grad(const char *what, const kt_grad *g, const double *analytic, sdt_fd_loss_fn loss,
-                                         void *ctx, double *param)
+static inline void op_check_written_grad(const char *what, const kt_grad *g, const double *analytic,
+                                         sdt_fd_loss_fn loss, void *ctx, double *param)
 {
     double err = sdt_rel_err_fd(g->fresh, analytic, g->n);
-    CHECK(err < OP_BWD_TOL, "%s: f32 backward (written over NaN) vs float64 analytic relative error %.3g >= %g", what, err,
-          OP_BWD_TOL);
+    CHECK(err < OP_BWD_TOL, "%s: f32 backward (written over NaN) vs float64 analytic relative error %.3g >= %g", what,
+          err, OP_BWD_TOL);
     double fd = sdt_fd_check(loss, ctx, param, g->n, analytic);
-    CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd,
-          OP_FD_TOL);
+    CHECK(fd < OP_FD_TOL, "%s: float64 analytic vs finite differences relative error %.3g >= %g", what, fd, OP_FD_TOL);
     CHECK(kt_grad_written(g), "%s: backward over NaN and over 1e30 differ: it must write its gradient, not read it",
           what);
 }

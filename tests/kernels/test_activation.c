@@ -6,9 +6,9 @@
 #include "kernel_test.h"
 
 static const char *const act_names[SDT_ACT_COUNT] = {
-    "identity", "relu",     "leaky_relu", "elu",        "gelu",       "quick_gelu", "silu",      "tanh",
-    "sigmoid",  "mish",     "hardswish",  "hardsigmoid", "hardtanh",  "relu6",      "selu",      "softplus",
-    "softsign", "tanhshrink", "logsigmoid", "hardshrink", "softshrink", "gelu_tanh"};
+    "identity", "relu",       "leaky_relu", "elu",         "gelu",       "quick_gelu", "silu", "tanh",
+    "sigmoid",  "mish",       "hardswish",  "hardsigmoid", "hardtanh",   "relu6",      "selu", "softplus",
+    "softsign", "tanhshrink", "logsigmoid", "hardshrink",  "softshrink", "gelu_tanh"};
 
 typedef struct act_ctx {
     sdt_activation act;
@@ -55,8 +55,7 @@ static void check_one(sdt_backend *be, sdt_test_rng *r, sdt_activation act, int 
     CHECK(bwd < 1e-4, "%s backward (n=%lld): f32 vs float64 rel err %.3g", act_names[act], (long long)n, bwd);
     double fd = sdt_fd_check_vjp(ref_forward, &c, xd, n, dyd, n, dxref);
     CHECK(fd < 1e-6, "%s: float64 gradient vs finite differences rel err %.3g", act_names[act], fd);
-    CHECK(be->activation_backward(be, NULL, &tdy, &tx, act) == 0, "%s backward must skip a NULL dx",
-          act_names[act]);
+    CHECK(be->activation_backward(be, NULL, &tdy, &tx, act) == 0, "%s backward must skip a NULL dx", act_names[act]);
 
     free(x), free(y), free(dy), free(xd), free(dyd), free(yref), free(dxref);
     kt_grad_free(&dx);

@@ -84,8 +84,8 @@ int main(void)
         char capacity[64];
         snprintf(capacity, sizeof capacity, "(%zu bytes)", small.capacity);
         CHECK(small.error.code == SDT_ERR_OUT_OF_MEMORY && strstr(small.error.message, capacity),
-              "an overflow must be OUT_OF_MEMORY naming the capacity, got %s: %s", sdt_error_code_name(small.error.code),
-              small.error.message);
+              "an overflow must be OUT_OF_MEMORY naming the capacity, got %s: %s",
+              sdt_error_code_name(small.error.code), small.error.message);
         sdt_arena_rewind(&small, 0);
         sdt_arena_clear_error(&small);
         CHECK(sdt_arena_fits(&small), "clearing the error must forget the overflow");

@@ -112,8 +112,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
           "%s forward failed: %s", what, be->error.message);
 
     float *dout = kt_randn(rng, nq, 1.0);
-    attn_ref r = {b, tq, tk, h, d, causal, kt_to_double(q, nq), kt_to_double(k, nk), kt_to_double(v, nk),
-                  kt_to_double(dout, nq)};
+    attn_ref r = {
+        b, tq, tk, h, d, causal, kt_to_double(q, nq), kt_to_double(k, nk), kt_to_double(v, nk), kt_to_double(dout, nq)};
     double *ref_p = op_zeros_d(np), *ref_o = op_zeros_d(nq), *ref_l = op_zeros_d(nl);
     attn_forward_ref(&r, ref_p, ref_o, ref_l);
     op_check_forward(what, out, ref_o, nq);
@@ -143,7 +143,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
     op_check_written_grad(name, &g_dv, gv, attn_loss, &r, r.v);
     /* a gradient that is not wanted (NULL) changes nothing in the others: dq alone, then dk and dv */
     kt_grad only_q = kt_grad_make_garbage(nq), only_k = kt_grad_make_garbage(nk), only_v = kt_grad_make_garbage(nk);
-    sdt_tensor oq = op_tensor(only_q.fresh, 3, qs), ok = op_tensor(only_k.fresh, 3, ks), ov = op_tensor(only_v.fresh, 3, ks);
+    sdt_tensor oq = op_tensor(only_q.fresh, 3, qs), ok = op_tensor(only_k.fresh, 3, ks),
+               ov = op_tensor(only_v.fresh, 3, ks);
     CHECK(be->attention_backward(be, &oq, NULL, NULL, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
                                  save_lse ? &tl : NULL, (int)h, causal) == 0 &&
               be->attention_backward(be, NULL, &ok, &ov, &tdout, &tq_, &tk_, &tv, save_lse ? &tout : NULL,
@@ -153,10 +154,29 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t tq, 
               memcmp(only_k.fresh, g_dk.fresh, (size_t)nk * sizeof(float)) == 0 &&
               memcmp(only_v.fresh, g_dv.fresh, (size_t)nk * sizeof(float)) == 0,
           "%s: dq alone, or dk and dv without dq, must be written with the same bits as all three", what);
-    kt_grad_free(&only_q); kt_grad_free(&only_k); kt_grad_free(&only_v);
-    op_store_free(q16, q); free(q); free(k); free(v); free(out); free(lse); free(dout); free(ref_p); free(ref_o); free(ref_l);
-    kt_grad_free(&g_dq); kt_grad_free(&g_dk); kt_grad_free(&g_dv); free(gq); free(gk); free(gv);
-    free(r.q); free(r.k); free(r.v); free((void *)r.dout);
+    kt_grad_free(&only_q);
+    kt_grad_free(&only_k);
+    kt_grad_free(&only_v);
+    op_store_free(q16, q);
+    free(q);
+    free(k);
+    free(v);
+    free(out);
+    free(lse);
+    free(dout);
+    free(ref_p);
+    free(ref_o);
+    free(ref_l);
+    kt_grad_free(&g_dq);
+    kt_grad_free(&g_dk);
+    kt_grad_free(&g_dv);
+    free(gq);
+    free(gk);
+    free(gv);
+    free(r.q);
+    free(r.k);
+    free(r.v);
+    free((void *)r.dout);
 }
 
 /* q . k / sqrt(64) = 80000 > 65504 for the matching key: in f16 arithmetic the logit is inf
@@ -172,13 +192,17 @@ static void check_logits_past_f16(sdt_backend *be, sdt_test_rng *rng)
             v[j * D + i] = (float)sdt_test_normal(rng);
         }
     const int64_t qs[3] = {1, 1, D}, ks[3] = {1, TK, D}, ls[3] = {1, 1, 1};
-    void *q16 = op_store_as(q, D, SDT_F16), *k16 = op_store_as(k, TK * D, SDT_F16), *v16 = op_store_as(v, TK * D, SDT_F16);
+    void *q16 = op_store_as(q, D, SDT_F16), *k16 = op_store_as(k, TK * D, SDT_F16),
+         *v16 = op_store_as(v, TK * D, SDT_F16);
     uint16_t out16[D];
     float lse = 0.0f;
-    sdt_tensor tq = sdt_tensor_make(q16, SDT_F16, SDT_DEVICE_CPU, 3, qs), tk = sdt_tensor_make(k16, SDT_F16, SDT_DEVICE_CPU, 3, ks);
-    sdt_tensor tv = sdt_tensor_make(v16, SDT_F16, SDT_DEVICE_CPU, 3, ks), tout = sdt_tensor_make(out16, SDT_F16, SDT_DEVICE_CPU, 3, qs);
+    sdt_tensor tq = sdt_tensor_make(q16, SDT_F16, SDT_DEVICE_CPU, 3, qs),
+               tk = sdt_tensor_make(k16, SDT_F16, SDT_DEVICE_CPU, 3, ks);
+    sdt_tensor tv = sdt_tensor_make(v16, SDT_F16, SDT_DEVICE_CPU, 3, ks),
+               tout = sdt_tensor_make(out16, SDT_F16, SDT_DEVICE_CPU, 3, qs);
     sdt_tensor tl = op_tensor(&lse, 3, ls);
-    CHECK(be->attention_forward(be, &tout, &tl, &tq, &tk, &tv, 1, false) == 0, "f16 past-range forward: %s", be->error.message);
+    CHECK(be->attention_forward(be, &tout, &tl, &tq, &tk, &tv, 1, false) == 0, "f16 past-range forward: %s",
+          be->error.message);
     float out[D];
     sdt_load_f32(out16, SDT_F16, out, D);
     double worst = 0;
@@ -216,16 +240,16 @@ int main(void)
     printf("op: attention\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_attention");
     sdt_backend *be = kt_backend();
-    run_case(be, &rng, 2, 5, 5, 2, 3, false, true, SDT_F32);  /* self */
-    run_case(be, &rng, 2, 6, 6, 2, 5, true, true, SDT_F32);   /* causal self (CLIP) */
-    run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);  /* causal, recomputed in backward */
-    run_case(be, &rng, 2, 7, 3, 3, 4, false, true, SDT_F32);  /* cross-attention Tq > Tk */
+    run_case(be, &rng, 2, 5, 5, 2, 3, false, true, SDT_F32);   /* self */
+    run_case(be, &rng, 2, 6, 6, 2, 5, true, true, SDT_F32);    /* causal self (CLIP) */
+    run_case(be, &rng, 1, 7, 7, 1, 8, true, false, SDT_F32);   /* causal, recomputed in backward */
+    run_case(be, &rng, 2, 7, 3, 3, 4, false, true, SDT_F32);   /* cross-attention Tq > Tk */
     run_case(be, &rng, 1, 2, 11, 2, 3, false, false, SDT_F32); /* cross-attention Tq < Tk, recomputed */
-    run_case(be, &rng, 1, 1, 1, 1, 1, false, true, SDT_F32);  /* everything 1 */
-    run_case(be, &rng, 1, 5, 4, 2, 3, false, true, SDT_F16);  /* f16 q storage */
+    run_case(be, &rng, 1, 1, 1, 1, 1, false, true, SDT_F32);   /* everything 1 */
+    run_case(be, &rng, 1, 5, 4, 2, 3, false, true, SDT_F16);   /* f16 q storage */
     /* Several query tiles (64 rows) and key tiles (128 keys), partial last tiles. */
-    run_case(be, &rng, 1, 150, 150, 1, 4, true, true, SDT_F32);   /* causal across tiles */
-    run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32);  /* cross, recomputed */
+    run_case(be, &rng, 1, 150, 150, 1, 4, true, true, SDT_F32);  /* causal across tiles */
+    run_case(be, &rng, 1, 70, 260, 2, 3, false, false, SDT_F32); /* cross, recomputed */
     check_logits_past_f16(be, &rng);
     check_rejects(be);
     be->destroy(be);

@@ -27,9 +27,11 @@ static void ref_forward(const double *x, double *y, void *arg)
                 for (int j = 0; j < c->Tk; j++) {
                     double d = 0;
                     for (int e = 0; e < c->D; e++)
-                        d += q[((int64_t)b * c->Tq + i) * HD + h * c->D + e] * k[((int64_t)b * c->Tk + j) * HD + h * c->D + e];
-                    s[j] = c->scale * d +
-                           (c->bias ? c->bias[(((int64_t)(c->Bb == 1 ? 0 : b) * c->H + h) * c->Tq + i) * c->Tk + j] : 0);
+                        d += q[((int64_t)b * c->Tq + i) * HD + h * c->D + e] *
+                             k[((int64_t)b * c->Tk + j) * HD + h * c->D + e];
+                    s[j] =
+                        c->scale * d +
+                        (c->bias ? c->bias[(((int64_t)(c->Bb == 1 ? 0 : b) * c->H + h) * c->Tq + i) * c->Tk + j] : 0);
                     mx = s[j] > mx ? s[j] : mx;
                 }
                 for (int j = 0; j < c->Tk; j++) sum += (s[j] = mx == -INFINITY ? 0 : exp(s[j] - mx));
@@ -45,7 +47,8 @@ static void ref_forward(const double *x, double *y, void *arg)
 static void check_case(sdt_backend *be, sdt_test_rng *r, int B, int H, int Tq, int Tk, int D, int Bb, bool masked)
 {
     const int HD = H * D;
-    const int64_t nq = (int64_t)B * Tq * HD, nk = (int64_t)B * Tk * HD, nx = nq + 2 * nk, nb = (int64_t)Bb * H * Tq * Tk;
+    const int64_t nq = (int64_t)B * Tq * HD, nk = (int64_t)B * Tk * HD, nx = nq + 2 * nk,
+                  nb = (int64_t)Bb * H * Tq * Tk;
     float *x = kt_randn(r, nx, 1.0), *bias = Bb ? kt_randn(r, nb, 1.0) : NULL;
     if (masked) /* batch row b masks its last b + 1 keys; batch 1's query 0 sees nothing in head 0 */
         for (int b = 0; b < Bb; b++)
@@ -57,7 +60,8 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int B, int H, int Tq, i
     float *out = kt_alloc((size_t)nq * sizeof(float)), *lse = kt_alloc((size_t)B * H * Tq * sizeof(float));
     float *dy = kt_randn(r, nq, 1.0);
     kt_grad g = kt_grad_make_garbage(nx), g2 = kt_grad_make_garbage(nx);
-    sdt_tensor tq = kt_f32(x, 3, B, Tq, HD, 0), tk = kt_f32(x + nq, 3, B, Tk, HD, 0), tv = kt_f32(x + nq + nk, 3, B, Tk, HD, 0);
+    sdt_tensor tq = kt_f32(x, 3, B, Tq, HD, 0), tk = kt_f32(x + nq, 3, B, Tk, HD, 0),
+               tv = kt_f32(x + nq + nk, 3, B, Tk, HD, 0);
     sdt_tensor tb = kt_f32(bias, 4, Bb, H, Tq, Tk), to = kt_f32(out, 3, B, Tq, HD, 0), tl = kt_f32(lse, 3, B, H, Tq, 0);
     sdt_tensor tdy = kt_f32(dy, 3, B, Tq, HD, 0);
     const double scale = Bb ? 0.7 : 1.0 / sqrt((double)D);
@@ -81,7 +85,8 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int B, int H, int Tq, i
     sdt_tensor dv = kt_f32(g.fresh + nq + nk, 3, B, Tk, HD, 0);
     sdt_tensor dqa = kt_f32(g.acc, 3, B, Tq, HD, 0), dka = kt_f32(g.acc + nq, 3, B, Tk, HD, 0);
     sdt_tensor dva = kt_f32(g.acc + nq + nk, 3, B, Tk, HD, 0);
-    CHECK(be->attention_bias_backward(be, &dq, &dk, &dv, &tdy, &tq, &tk, &tv, &to, &tl, Bb ? &tb : NULL, H, (float)scale) == 0 &&
+    CHECK(be->attention_bias_backward(be, &dq, &dk, &dv, &tdy, &tq, &tk, &tv, &to, &tl, Bb ? &tb : NULL, H,
+                                      (float)scale) == 0 &&
               be->attention_bias_backward(be, &dqa, &dka, &dva, &tdy, &tq, &tk, &tv, &to, &tl, Bb ? &tb : NULL, H,
                                           (float)scale) == 0,
           "attention_bias backward failed: %s", be->error.message);
@@ -101,7 +106,8 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int B, int H, int Tq, i
         float *o2 = kt_alloc((size_t)nq * sizeof(float));
         sdt_tensor to2 = kt_f32(o2, 3, B, Tq, HD, 0);
         CHECK(be->attention_forward(be, &to2, NULL, &tq, &tk, &tv, H, false) == 0, "attention failed");
-        CHECK(memcmp(o2, out, (size_t)nq * sizeof(float)) == 0, "attention_bias without bias differs from attention_forward");
+        CHECK(memcmp(o2, out, (size_t)nq * sizeof(float)) == 0,
+              "attention_bias without bias differs from attention_forward");
         free(o2);
     }
     free(x), free(bias), free(out), free(lse), free(dy), free(xd), free(dyd), free(bd), free(yref), free(dxref);
@@ -113,10 +119,10 @@ int main(void)
     sdt_test_rng r = sdt_test_rng_from_env("attention_bias");
     sdt_backend *be = kt_backend();
     check_case(be, &r, 1, 1, 1, 1, 1, 1, false);
-    check_case(be, &r, 2, 3, 5, 7, 4, 1, false);  /* shared bias, Tq != Tk */
-    check_case(be, &r, 2, 2, 6, 6, 8, 2, true);   /* per-batch bias with a mask and a fully masked row */
+    check_case(be, &r, 2, 3, 5, 7, 4, 1, false);    /* shared bias, Tq != Tk */
+    check_case(be, &r, 2, 2, 6, 6, 8, 2, true);     /* per-batch bias with a mask and a fully masked row */
     check_case(be, &r, 1, 2, 70, 140, 4, 1, false); /* past the CPU's 64 x 128 tiles */
-    check_case(be, &r, 2, 2, 9, 9, 8, 0, false);  /* no bias */
+    check_case(be, &r, 2, 2, 9, 9, 8, 0, false);    /* no bias */
     be->destroy(be);
     return sdt_test_finish("attention_bias");
 }

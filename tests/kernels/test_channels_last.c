@@ -52,7 +52,8 @@ static float *get(const sdt_tensor *t)
         for (int64_t b = 0; b < d[0]; b++)
             for (int64_t c = 0; c < d[1]; c++)
                 for (int64_t y = 0; y < d[2]; y++)
-                    for (int64_t x = 0; x < d[3]; x++) v[at(d, false, b, c, y, x)] = raw[at(d, t->channels_last, b, c, y, x)];
+                    for (int64_t x = 0; x < d[3]; x++)
+                        v[at(d, false, b, c, y, x)] = raw[at(d, t->channels_last, b, c, y, x)];
     } else {
         memcpy(v, raw, (size_t)n * sizeof(float));
     }
@@ -74,7 +75,7 @@ static both random_both(sdt_dtype dt, int ndim, const int64_t *d, bool cl, doubl
     free(v);
     return b;
 }
-#define RANDOM(dt, cl, scale, ...) \
+#define RANDOM(dt, cl, scale, ...)                                                                                     \
     random_both(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}, cl, scale)
 
 static void drop(both *b)
@@ -106,13 +107,15 @@ static void check_conv(sdt_backend *be, sdt_dtype dt, int layout, int k, int str
     const int pad = k / 2;
     const int64_t B = 2, H = 7, W = 6, OH = (H + 2 * pad - k) / stride + 1, OW = (W + 2 * pad - k) / stride + 1;
     char what[96];
-    snprintf(what, sizeof what, "conv2d %dx%d stride %d layout x%d w%d y%d %s", k, k, stride, xl, wl, yl, sdt_dtype_name(dt));
+    snprintf(what, sizeof what, "conv2d %dx%d stride %d layout x%d w%d y%d %s", k, k, stride, xl, wl, yl,
+             sdt_dtype_name(dt));
     both x = RANDOM(dt, xl, 1, B, C, H, W), w = RANDOM(dt, wl, 0.3, OC, C, k, k), bias = RANDOM(SDT_F32, false, 1, OC);
     both y = RANDOM(dt, yl, 1, B, OC, OH, OW);
     RUN(be, be->conv2d_forward(be, &y.ref, &x.ref, &w.ref, &bias.ref, stride, pad), what);
     RUN(be, be->conv2d_forward(be, &y.cl, &x.cl, &w.cl, &bias.ref, stride, pad), what);
     same(&y, what, "the output");
-    both dy = RANDOM(dt, yl, 1, B, OC, OH, OW), dx = RANDOM(dt, xl, 1, B, C, H, W), dw = RANDOM(SDT_F32, wl, 1, OC, C, k, k);
+    both dy = RANDOM(dt, yl, 1, B, OC, OH, OW), dx = RANDOM(dt, xl, 1, B, C, H, W),
+         dw = RANDOM(SDT_F32, wl, 1, OC, C, k, k);
     both db = RANDOM(SDT_F32, false, 1, OC);
     RUN(be, be->conv2d_backward(be, &dx.ref, &dw.ref, &db.ref, &dy.ref, &x.ref, &w.ref, stride, pad), what);
     RUN(be, be->conv2d_backward(be, &dx.cl, &dw.cl, &db.cl, &dy.cl, &x.cl, &w.cl, stride, pad), what);
@@ -126,29 +129,36 @@ static void check_conv(sdt_backend *be, sdt_dtype dt, int layout, int k, int str
     drop(&x), drop(&w), drop(&bias), drop(&y), drop(&dy), drop(&dx), drop(&dw), drop(&db), drop(&gx);
 }
 
-static void check_groupnorm(sdt_backend *be, sdt_dtype dt, sdt_activation act, int64_t B, int64_t C, int64_t H, int64_t W, int G)
+static void check_groupnorm(sdt_backend *be, sdt_dtype dt, sdt_activation act, int64_t B, int64_t C, int64_t H,
+                            int64_t W, int G)
 {
     char what[96];
-    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s %s", (long long)B, (long long)C, (long long)H, (long long)W,
-             G, act == SDT_ACT_SILU ? " + silu" : "", sdt_dtype_name(dt));
+    snprintf(what, sizeof what, "groupnorm %lldx%lldx%lldx%lld G%d%s %s", (long long)B, (long long)C, (long long)H,
+             (long long)W, G, act == SDT_ACT_SILU ? " + silu" : "", sdt_dtype_name(dt));
     both x = RANDOM(dt, true, 2, B, C, H, W), out = RANDOM(dt, true, 1, B, C, H, W);
     both gamma = RANDOM(dt, false, 1, C), beta = RANDOM(dt, false, 1, C);
     both mean = RANDOM(SDT_F32, false, 1, B, G), rstd = RANDOM(SDT_F32, false, 1, B, G);
-    RUN(be, be->groupnorm_forward(be, &out.ref, &mean.ref, &rstd.ref, &x.ref, &gamma.ref, &beta.ref, G, 1e-5f, act), what);
+    RUN(be, be->groupnorm_forward(be, &out.ref, &mean.ref, &rstd.ref, &x.ref, &gamma.ref, &beta.ref, G, 1e-5f, act),
+        what);
     RUN(be, be->groupnorm_forward(be, &out.cl, &mean.cl, &rstd.cl, &x.cl, &gamma.ref, &beta.ref, G, 1e-5f, act), what);
     same(&out, what, "the output");
     same(&mean, what, "mean");
     same(&rstd, what, "rstd");
     both dy = RANDOM(dt, true, 1, B, C, H, W), dx = RANDOM(dt, true, 1, B, C, H, W);
     both dg = RANDOM(SDT_F32, false, 1, C), dbeta = RANDOM(SDT_F32, false, 1, C);
-    RUN(be, be->groupnorm_backward(be, &dx.ref, &dg.ref, &dbeta.ref, &dy.ref, &x.ref, &gamma.ref, &beta.ref, &mean.ref,
-                                   &rstd.ref, G, act), what);
-    RUN(be, be->groupnorm_backward(be, &dx.cl, &dg.cl, &dbeta.cl, &dy.cl, &x.cl, &gamma.ref, &beta.ref, &mean.ref,
-                                   &rstd.ref, G, act), what);
+    RUN(be,
+        be->groupnorm_backward(be, &dx.ref, &dg.ref, &dbeta.ref, &dy.ref, &x.ref, &gamma.ref, &beta.ref, &mean.ref,
+                               &rstd.ref, G, act),
+        what);
+    RUN(be,
+        be->groupnorm_backward(be, &dx.cl, &dg.cl, &dbeta.cl, &dy.cl, &x.cl, &gamma.ref, &beta.ref, &mean.ref,
+                               &rstd.ref, G, act),
+        what);
     same(&dx, what, "dx (accumulated)");
     same(&dg, what, "dgamma");
     same(&dbeta, what, "dbeta");
-    drop(&x), drop(&out), drop(&gamma), drop(&beta), drop(&mean), drop(&rstd), drop(&dy), drop(&dx), drop(&dg), drop(&dbeta);
+    drop(&x), drop(&out), drop(&gamma), drop(&beta), drop(&mean), drop(&rstd), drop(&dy), drop(&dx), drop(&dg),
+        drop(&dbeta);
 }
 
 /* add_channel, concat_channels (both parts; one part), upsample_nearest2x, add and axpy. */
@@ -164,7 +174,8 @@ static void check_rest(sdt_backend *be, sdt_dtype dt, int64_t H, int64_t W)
     RUN(be, be->add_channel_backward(be, &dv.cl, &h.cl), what);
     same(&dv, what, "add_channel's dv");
 
-    both a = RANDOM(dt, true, 1, 2, 4, H, W), cat = RANDOM(dt, true, 1, 2, 10, H, W), da = RANDOM(dt, true, 1, 2, 4, H, W);
+    both a = RANDOM(dt, true, 1, 2, 4, H, W), cat = RANDOM(dt, true, 1, 2, 10, H, W),
+         da = RANDOM(dt, true, 1, 2, 4, H, W);
     both dh = RANDOM(dt, true, 1, 2, 6, H, W);
     RUN(be, be->concat_channels_forward(be, &cat.ref, &a.ref, &h.ref), what);
     RUN(be, be->concat_channels_forward(be, &cat.cl, &a.cl, &h.cl), what);
@@ -198,23 +209,26 @@ static void check_rest(sdt_backend *be, sdt_dtype dt, int64_t H, int64_t W)
 static void refused(sdt_backend *be, int rc, const char *want, const char *what)
 {
     CHECK(rc != 0, "%s: accepted", what);
-    CHECK(rc == 0 || strstr(be->error.message, want) != NULL, "%s: sentence '%s' lacks '%s'", what, be->error.message, want);
+    CHECK(rc == 0 || strstr(be->error.message, want) != NULL, "%s: sentence '%s' lacks '%s'", what, be->error.message,
+          want);
 }
 
 static void check_refusals(sdt_backend *be)
 {
     both x = RANDOM(SDT_F32, true, 1, 2, 8, 4, 4), y = RANDOM(SDT_F32, true, 1, 2, 8, 4, 4);
-    both w = RANDOM(SDT_F32, false, 1, 5, 4), mean = RANDOM(SDT_F32, false, 1, 2, 2), rstd = RANDOM(SDT_F32, false, 1, 2, 2);
+    both w = RANDOM(SDT_F32, false, 1, 5, 4), mean = RANDOM(SDT_F32, false, 1, 2, 2),
+         rstd = RANDOM(SDT_F32, false, 1, 2, 2);
     both f = RANDOM(SDT_F32, true, 1, 8, 8, 1, 1);
     sdt_tensor o2 = y.cl;
     o2.shape[3] = 5; /* linear's output for w [5, 4] */
-    refused(be, be->linear_forward(be, &o2, &x.cl, &w.ref, NULL), "is channels-last (NHWC memory), which this op does not read",
-            "linear on a channels-last x");
+    refused(be, be->linear_forward(be, &o2, &x.cl, &w.ref, NULL),
+            "is channels-last (NHWC memory), which this op does not read", "linear on a channels-last x");
     refused(be, be->groupnorm_forward(be, &y.ref, &mean.ref, &rstd.ref, &x.cl, NULL, NULL, 2, 1e-5f, SDT_ACT_IDENTITY),
             "is row-major (NCHW) but 'x' is channels-last (NHWC)", "groupnorm out and x in different layouts");
     refused(be, be->add_forward(be, &y.ref, &x.cl, &x.cl), "pass both in one layout", "add of two layouts");
     both big = RANDOM(SDT_F32, true, 1, 2, 8, 8, 8);
-    refused(be, be->upsample_nearest2x_backward(be, &x.ref, &big.cl), "pass both in one layout", "upsample of two layouts");
+    refused(be, be->upsample_nearest2x_backward(be, &x.ref, &big.cl), "pass both in one layout",
+            "upsample of two layouts");
     drop(&big);
     sdt_tensor t3 = x.cl;
     t3.ndim = 3;

@@ -52,8 +52,8 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     ref_split(dyd, daref, dbref, &c);
 
     CHECK(be->concat_channels_forward(be, &ty, &ta, &tb) == 0, "concat forward failed: %s", be->error.message);
-    CHECK(sdt_rel_err_fd(y, yref, ny) == 0, "concat forward [%lld,%lld+%lld,%lld,%lld] is not exact",
-          (long long)batch, (long long)ca, (long long)cb, (long long)h, (long long)w);
+    CHECK(sdt_rel_err_fd(y, yref, ny) == 0, "concat forward [%lld,%lld+%lld,%lld,%lld] is not exact", (long long)batch,
+          (long long)ca, (long long)cb, (long long)h, (long long)w);
     CHECK(be->concat_channels_backward(be, &tda, &tdb, &tdy) == 0, "concat backward failed: %s", be->error.message);
     CHECK(sdt_rel_err_fd(da.fresh, daref, na) == 0 && sdt_rel_err_fd(db.fresh, dbref, nb) == 0,
           "concat backward must give dout's slices exactly");

@@ -11,22 +11,22 @@ typedef struct conv_ref {
 } conv_ref;
 
 /* Calls visit(r, out_index, x_index, w_index) for every multiply of the convolution. */
-#define CONV_FOR_EACH(r, BODY)                                                                        \
-    for (int64_t nn = 0; nn < (r)->n; nn++)                                                           \
-        for (int64_t o = 0; o < (r)->oc; o++)                                                         \
-            for (int64_t oy = 0; oy < (r)->oh; oy++)                                                  \
-                for (int64_t ox = 0; ox < (r)->ow; ox++) {                                            \
-                    const int64_t oi = ((nn * (r)->oc + o) * (r)->oh + oy) * (r)->ow + ox;            \
-                    for (int64_t ci = 0; ci < (r)->c; ci++)                                           \
-                        for (int64_t ky = 0; ky < (r)->k; ky++)                                       \
-                            for (int64_t kx = 0; kx < (r)->k; kx++) {                                 \
-                                const int64_t iy = oy * (r)->stride - (r)->pad + ky;                  \
-                                const int64_t ix = ox * (r)->stride - (r)->pad + kx;                  \
-                                if (iy < 0 || iy >= (r)->h || ix < 0 || ix >= (r)->w) continue;       \
-                                const int64_t xi = ((nn * (r)->c + ci) * (r)->h + iy) * (r)->w + ix;  \
-                                const int64_t wi = ((o * (r)->c + ci) * (r)->k + ky) * (r)->k + kx;   \
-                                BODY                                                                  \
-                            }                                                                         \
+#define CONV_FOR_EACH(r, BODY)                                                                                         \
+    for (int64_t nn = 0; nn < (r)->n; nn++)                                                                            \
+        for (int64_t o = 0; o < (r)->oc; o++)                                                                          \
+            for (int64_t oy = 0; oy < (r)->oh; oy++)                                                                   \
+                for (int64_t ox = 0; ox < (r)->ow; ox++) {                                                             \
+                    const int64_t oi = ((nn * (r)->oc + o) * (r)->oh + oy) * (r)->ow + ox;                             \
+                    for (int64_t ci = 0; ci < (r)->c; ci++)                                                            \
+                        for (int64_t ky = 0; ky < (r)->k; ky++)                                                        \
+                            for (int64_t kx = 0; kx < (r)->k; kx++) {                                                  \
+                                const int64_t iy = oy * (r)->stride - (r)->pad + ky;                                   \
+                                const int64_t ix = ox * (r)->stride - (r)->pad + kx;                                   \
+                                if (iy < 0 || iy >= (r)->h || ix < 0 || ix >= (r)->w) continue;                        \
+                                const int64_t xi = ((nn * (r)->c + ci) * (r)->h + iy) * (r)->w + ix;                   \
+                                const int64_t wi = ((o * (r)->c + ci) * (r)->k + ky) * (r)->k + kx;                    \
+                                BODY                                                                                   \
+                            }                                                                                          \
                 }
 
 static void conv_forward_ref(const conv_ref *r, double *out)
@@ -65,8 +65,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     snprintf(what, sizeof what, "conv2d x[%lld,%lld,%lld,%lld] %lldx%lld->%lld stride %d pad %d x:%s", (long long)n,
              (long long)c, (long long)h, (long long)w, (long long)k, (long long)k, (long long)oc, stride, pad,
              sdt_dtype_name(xdtype));
-    conv_ref r = {n, c, h, w, oc, k, (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1, stride, pad,
-                  NULL, NULL, NULL, NULL};
+    conv_ref r = {n,      c,   h,    w,    oc,   k,   (h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1,
+                  stride, pad, NULL, NULL, NULL, NULL};
     const int64_t nx = n * c * h * w, nw = oc * c * k * k, no = n * oc * r.oh * r.ow;
     float *x = kt_randn(rng, nx, 1.0), *wt = kt_randn(rng, nw, 0.5), *b = kt_randn(rng, oc, 0.5);
     void *x16 = op_store_as(x, nx, xdtype);
@@ -75,7 +75,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     sdt_tensor tw = op_tensor(wt, 4, wsh), tb = op_tensor(b, 1, bs);
     float *out = kt_randn(rng, no, 1.0);
     sdt_tensor tout = op_tensor(out, 4, os);
-    CHECK(be->conv2d_forward(be, &tout, &tx, &tw, &tb, stride, pad) == 0, "%s forward failed: %s", what, be->error.message);
+    CHECK(be->conv2d_forward(be, &tout, &tx, &tw, &tb, stride, pad) == 0, "%s forward failed: %s", what,
+          be->error.message);
 
     float *dout = kt_randn(rng, no, 1.0);
     r.x = kt_to_double(x, nx);
@@ -91,8 +92,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 4, xs), tdw = op_tensor(op_grad_buf(&g_dw, pass), 4, wsh),
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, bs);
-        CHECK(be->conv2d_backward(be, &tdx, &tdw, &tdb, &tdout, &tx, &tw, stride, pad) == 0,
-              "%s backward failed: %s", what, be->error.message);
+        CHECK(be->conv2d_backward(be, &tdx, &tdw, &tdb, &tdout, &tx, &tw, stride, pad) == 0, "%s backward failed: %s",
+              what, be->error.message);
     }
     double *gdx = op_zeros_d(nx), *gdw = op_zeros_d(nw), *gdb = op_zeros_d(oc);
     conv_backward_ref(&r, gdx, gdw, gdb);
@@ -111,9 +112,23 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t n, int64_t c, i
     snprintf(name, sizeof name, "%s input_grad", what);
     op_check_forward(name, dx_only, gdx, nx);
     free(dx_only);
-    op_store_free(x16, x); free(x); free(wt); free(b); free(out); free(dout); free(ref);
-    kt_grad_free(&g_dx); kt_grad_free(&g_dw); kt_grad_free(&g_db); free(gdx); free(gdw); free(gdb);
-    free(r.x); free(r.wt); free(r.b); free((void *)r.dout);
+    op_store_free(x16, x);
+    free(x);
+    free(wt);
+    free(b);
+    free(out);
+    free(dout);
+    free(ref);
+    kt_grad_free(&g_dx);
+    kt_grad_free(&g_dw);
+    kt_grad_free(&g_db);
+    free(gdx);
+    free(gdw);
+    free(gdb);
+    free(r.x);
+    free(r.wt);
+    free(r.b);
+    free((void *)r.dout);
 }
 
 static void check_rejects(sdt_backend *be)

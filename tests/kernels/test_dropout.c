@@ -52,8 +52,7 @@ static void check_statistics(sdt_backend *be, sdt_backend *be1, sdt_test_rng *r,
           (long long)off_stream);
 
     CHECK(be1->dropout_forward(be1, &ty, &tm1, &tx, p, seed) == 0, "single-thread dropout failed: %s", be1->error);
-    CHECK(memcmp(mask, mask1, n * sizeof(float)) == 0, "p=%g: the mask must not depend on the thread count",
-          (double)p);
+    CHECK(memcmp(mask, mask1, n * sizeof(float)) == 0, "p=%g: the mask must not depend on the thread count", (double)p);
     CHECK(be->dropout_forward(be, &ty, &tm2, &tx, p, seed + 1) == 0, "dropout failed: %s", be->error.message);
     if (p > 0 && p < 1)
         CHECK(memcmp(mask, mask2, n * sizeof(float)) != 0, "p=%g: another seed must give another mask", (double)p);
@@ -92,7 +91,8 @@ int main(void)
     check_backward(be, &r, 61, 0.5f);
     float v = 1, o, m;
     sdt_tensor tv = kt_f32(&v, 1, 1, 0, 0, 0), to = kt_f32(&o, 1, 1, 0, 0, 0), tm = kt_f32(&m, 1, 1, 0, 0, 0);
-    CHECK(be->dropout_forward(be, &to, &tm, &tv, 1.5f, 1) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT, "p > 1 must be refused");
+    CHECK(be->dropout_forward(be, &to, &tm, &tv, 1.5f, 1) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT,
+          "p > 1 must be refused");
     be->destroy(be);
     be1->destroy(be1);
     return sdt_test_finish("dropout");

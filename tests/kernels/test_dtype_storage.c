@@ -35,16 +35,16 @@ static void check_f16_decode_all(void)
     for (uint32_t h = 0; h < 65536; h++) {
         double want = f16_value((uint16_t)h);
         float got = sdt_f16_to_f32((uint16_t)h);
-        bool ok = isnan(want) ? isnan(got) && (bits_of(got) & 0x400000u) : (double)got == want &&
-                  !signbit(got) == !signbit(want);
+        bool ok = isnan(want) ? isnan(got) && (bits_of(got) & 0x400000u)
+                              : (double)got == want && !signbit(got) == !signbit(want);
         /* re-encoding any non-NaN value is exact, denormals included */
         if (!isnan(want) && sdt_f32_to_f16(got) != h) ok = false;
         if (isnan(want)) {
             uint16_t back = sdt_f32_to_f16(got);
             if ((back & 0x7c00u) != 0x7c00u || !(back & 0x3ffu) || !(back & 0x200u)) ok = false;
         }
-        if (!ok && bad++ < 5) CHECK(false, "f16 0x%04x decodes to %.9g (want %.9g) or fails to round-trip", h,
-                                    (double)got, want);
+        if (!ok && bad++ < 5)
+            CHECK(false, "f16 0x%04x decodes to %.9g (want %.9g) or fails to round-trip", h, (double)got, want);
     }
     CHECK(bad == 0, "%d f16 bit patterns decode or round-trip wrongly", bad);
 }
@@ -127,8 +127,8 @@ static void check_bf16(sdt_test_rng *r)
     int bad = 0;
     for (uint32_t b = 0; b < 65536; b++) {
         float x = sdt_bf16_to_f32((uint16_t)b);
-        bool ok = bits_of(x) == b << 16 && (isnan(x) ? isnan(sdt_bf16_to_f32(sdt_f32_to_bf16(x)))
-                                                      : sdt_f32_to_bf16(x) == b);
+        bool ok =
+            bits_of(x) == b << 16 && (isnan(x) ? isnan(sdt_bf16_to_f32(sdt_f32_to_bf16(x))) : sdt_f32_to_bf16(x) == b);
         if (!ok && bad++ < 5) CHECK(false, "bf16 0x%04x does not round-trip", b);
     }
     CHECK(bad == 0, "%d bf16 bit patterns fail to round-trip", bad);
@@ -204,8 +204,8 @@ static void check_ops_in_16bit(sdt_test_rng *r)
     CHECK(be->activation_forward(be, &ty, &tx, SDT_ACT_GELU) == 0, "gelu on f16 input failed: %s", be->error.message);
     for (int i = 0; i < N; i++) {
         double want = 0.5 * xf[i] * (1.0 + erf(xf[i] / sqrt(2.0)));
-        CHECK(fabs(y[i] - want) <= 1e-6 * (1 + fabs(want)), "gelu(f16 %g) = %g, want %g", (double)xf[i],
-              (double)y[i], want);
+        CHECK(fabs(y[i] - want) <= 1e-6 * (1 + fabs(want)), "gelu(f16 %g) = %g, want %g", (double)xf[i], (double)y[i],
+              want);
     }
     sdt_tensor tdy = kt_f32(dyf, 2, 1, N, 0, 0), tdx = sdt_tensor_4d(dxh, SDT_F16, 2, 1, N, 0, 0);
     CHECK(be->activation_backward(be, &tdx, &tdy, &tx, SDT_ACT_IDENTITY) == 0, "identity backward on f16 failed");

@@ -42,8 +42,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
                      bool use_pos, sdt_dtype tdtype)
 {
     char what[112];
-    snprintf(what, sizeof what, "embedding tokens[%lld,%lld] table[%lld,%lld]%s table:%s", (long long)b,
-             (long long)t, (long long)vocab, (long long)c, use_pos ? " +pos" : "", sdt_dtype_name(tdtype));
+    snprintf(what, sizeof what, "embedding tokens[%lld,%lld] table[%lld,%lld]%s table:%s", (long long)b, (long long)t,
+             (long long)vocab, (long long)c, use_pos ? " +pos" : "", sdt_dtype_name(tdtype));
     const int64_t bt = b * t, nt = vocab * c, np = npos * c, no = bt * c;
     int32_t *ids = malloc((size_t)bt * sizeof *ids);
     for (int64_t i = 0; i < bt; i++) ids[i] = (int32_t)(sdt_test_next(rng) % (uint64_t)vocab);
@@ -58,8 +58,7 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     CHECK(be->embedding_forward(be, &tout, &tids, &ttab, use_pos ? &tpos : NULL) == 0, "%s forward failed: %s", what,
           be->error.message);
     float *dout = kt_randn(rng, no, 1.0);
-    emb_ref r = {b, t, c, ids, kt_to_double(table, nt), use_pos ? kt_to_double(pos, np) : NULL,
-                 kt_to_double(dout, no)};
+    emb_ref r = {b, t, c, ids, kt_to_double(table, nt), use_pos ? kt_to_double(pos, np) : NULL, kt_to_double(dout, no)};
     double *ref = op_zeros_d(no);
     emb_forward_ref(&r, ref);
     op_check_forward(what, out, ref, no);
@@ -80,9 +79,20 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
         snprintf(name, sizeof name, "%s dpos", what);
         op_check_grad(name, &g_dp, gp, emb_loss, &r, r.pos);
     }
-    op_store_free(t16, table); free(ids); free(table); free(pos); free(out); free(dout); free(ref);
-    kt_grad_free(&g_dt); kt_grad_free(&g_dp); free(gt); free(gp);
-    free(r.table); free(r.pos); free((void *)r.dout);
+    op_store_free(t16, table);
+    free(ids);
+    free(table);
+    free(pos);
+    free(out);
+    free(dout);
+    free(ref);
+    kt_grad_free(&g_dt);
+    kt_grad_free(&g_dp);
+    free(gt);
+    free(gp);
+    free(r.table);
+    free(r.pos);
+    free((void *)r.dout);
 }
 
 static void check_rejects(sdt_backend *be)
@@ -102,8 +112,7 @@ static void check_rejects(sdt_backend *be)
     op_check_rejects(be, be->embedding_forward(be, &out, &tids, &tab, &pos), "embedding_forward",
                      "pos with fewer rows than tokens");
     sdt_tensor ftok = op_tensor(buf, 2, is);
-    op_check_rejects(be, be->embedding_forward(be, &out, &ftok, &tab, NULL), "embedding_forward",
-                     "float tokens");
+    op_check_rejects(be, be->embedding_forward(be, &out, &ftok, &tab, NULL), "embedding_forward", "float tokens");
 }
 
 int main(void)
@@ -111,9 +120,9 @@ int main(void)
     printf("op: embedding\n");
     sdt_test_rng rng = sdt_test_rng_from_env("test_embedding");
     sdt_backend *be = kt_backend();
-    run_case(be, &rng, 2, 7, 5, 3, 7, true, SDT_F32);    /* 14 tokens over 3 ids: repeats */
+    run_case(be, &rng, 2, 7, 5, 3, 7, true, SDT_F32); /* 14 tokens over 3 ids: repeats */
     run_case(be, &rng, 1, 1, 1, 1, 1, true, SDT_F32);
-    run_case(be, &rng, 3, 5, 37, 11, 9, true, SDT_F32);  /* pos longer than T (CLIP's 77 rows) */
+    run_case(be, &rng, 3, 5, 37, 11, 9, true, SDT_F32); /* pos longer than T (CLIP's 77 rows) */
     run_case(be, &rng, 2, 3, 6, 4, 3, false, SDT_F32);
     run_case(be, &rng, 2, 4, 9, 5, 4, true, SDT_F16);
     check_rejects(be);

@@ -50,7 +50,8 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
 
     CHECK(be->geglu_forward(be, &ty, &tx) == 0, "geglu forward failed: %s", be->error.message);
     double fwd = sdt_rel_err_fd(y, yref, ny);
-    CHECK(fwd < 1e-5, "geglu forward [%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)t, (long long)c, fwd);
+    CHECK(fwd < 1e-5, "geglu forward [%lld,%lld,%lld]: rel err %.3g", (long long)batch, (long long)t, (long long)c,
+          fwd);
     CHECK(be->geglu_backward(be, &tdx, &tdy, &tx) == 0 && be->geglu_backward(be, &tacc, &tdy, &tx) == 0,
           "geglu backward failed: %s", be->error.message);
     CHECK(kt_grad_written(&dx), "geglu backward over NaN and over 1e30 differ: it must write dx, not read it");

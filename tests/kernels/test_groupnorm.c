@@ -12,7 +12,10 @@ typedef struct gn_ref {
     bool silu; /* y = silu(norm) */
 } gn_ref;
 
-static double silu_d(double v) { return v / (1.0 + exp(-v)); }
+static double silu_d(double v)
+{
+    return v / (1.0 + exp(-v));
+}
 static double silu_grad_d(double v)
 {
     double s = 1.0 / (1.0 + exp(-v));
@@ -38,8 +41,14 @@ static void gn_stats(const gn_ref *r, int64_t bg, double *mean, double *rstd)
 }
 
 /* Channel of flat index i, and its (image, group) block. */
-static int64_t gn_channel(const gn_ref *r, int64_t i) { return (i / r->s) % r->c; }
-static int64_t gn_block(const gn_ref *r, int64_t i) { return i / (r->c / r->groups * r->s); }
+static int64_t gn_channel(const gn_ref *r, int64_t i)
+{
+    return (i / r->s) % r->c;
+}
+static int64_t gn_block(const gn_ref *r, int64_t i)
+{
+    return i / (r->c / r->groups * r->s);
+}
 
 static void gn_forward_ref(const gn_ref *r, double *y, double *mean, double *rstd)
 {
@@ -59,7 +68,9 @@ static double gn_loss(const double *param, void *ctx)
     double *y = op_zeros_d(n), *m = op_zeros_d(r->b * r->groups), *s = op_zeros_d(r->b * r->groups);
     gn_forward_ref(r, y, m, s);
     double l = sdt_fd_dot(y, r->dout, n);
-    free(y); free(m); free(s);
+    free(y);
+    free(m);
+    free(s);
     return l;
 }
 
@@ -86,7 +97,11 @@ static void gn_backward_ref(const gn_ref *r, double *dx, double *dgamma, double 
         const double xhat = (r->x[i] - mean[bg]) * rstd[bg], g = dn[i] * (r->gamma ? r->gamma[ch] : 1.0);
         dx[i] += rstd[bg] * (g - sg[bg] / (double)per - xhat * sgx[bg] / (double)per);
     }
-    free(mean); free(rstd); free(sg); free(sgx); free(dn);
+    free(mean);
+    free(rstd);
+    free(sg);
+    free(sgx);
+    free(dn);
 }
 
 /* x [b, c, h, w] when w > 0, else [b, c, h]. */
@@ -107,11 +122,20 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
     float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, nb, 1.0), *rstd = kt_randn(rng, nb, 1.0);
     sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
-    CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps, act) == 0,
+    CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps, act) ==
+              0,
           "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, n, 1.0);
-    gn_ref r = {b, c, s, groups, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
-                affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n), act == SDT_ACT_SILU};
+    gn_ref r = {b,
+                c,
+                s,
+                groups,
+                eps,
+                kt_to_double(x, n),
+                affine ? kt_to_double(gamma, c) : NULL,
+                affine ? kt_to_double(beta, c) : NULL,
+                kt_to_double(dout, n),
+                act == SDT_ACT_SILU};
     double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
     gn_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
@@ -129,9 +153,27 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     gn_backward_ref(&r, gx, gg, gb);
     op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, gn_loss, &r, r.x, r.gamma, r.beta);
-    op_store_free(x16, x); free(x); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
-    free(ref); free(rm); free(rr); kt_grad_free(&g_dx); kt_grad_free(&g_dg); kt_grad_free(&g_db);
-    free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);
+    op_store_free(x16, x);
+    free(x);
+    free(gamma);
+    free(beta);
+    free(y);
+    free(mean);
+    free(rstd);
+    free(dout);
+    free(ref);
+    free(rm);
+    free(rr);
+    kt_grad_free(&g_dx);
+    kt_grad_free(&g_dg);
+    kt_grad_free(&g_db);
+    free(gx);
+    free(gg);
+    free(gb);
+    free(r.x);
+    free(r.gamma);
+    free(r.beta);
+    free((void *)r.dout);
 }
 
 static void check_rejects(sdt_backend *be)
@@ -155,9 +197,9 @@ int main(void)
     for (int a = 0; a < 2; a++) {
         sdt_activation act = a ? SDT_ACT_SILU : SDT_ACT_IDENTITY;
         run_case(be, &rng, 2, 6, 3, 5, 3, true, SDT_F32, act);
-        run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32, act);   /* one group, 1-d spatial */
-        run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32, act);   /* one channel per group */
-        run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32, act);  /* no affine */
+        run_case(be, &rng, 1, 4, 7, 0, 1, true, SDT_F32, act);  /* one group, 1-d spatial */
+        run_case(be, &rng, 2, 5, 3, 3, 5, true, SDT_F32, act);  /* one channel per group */
+        run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32, act); /* no affine */
         run_case(be, &rng, 2, 4, 3, 3, 2, true, SDT_BF16, act);
     }
     check_rejects(be);

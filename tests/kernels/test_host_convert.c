@@ -89,10 +89,14 @@ static void check_conversions(sdt_test_rng *r)
                 fill_bits(r, src, sd, n, false);
                 memset(got, 0xa5, (size_t)n * 4);
                 sdt_host_convert(src, sd, got, dd, n);
-                if (sd == dd) memcpy(want, src, (size_t)n * sdt_dtype_size(sd)); /* a copy, NaN payloads and all */
-                else reference_convert(src, sd, want, dd, n);
-                CHECK(memcmp(got, want, (size_t)n * sdt_dtype_size(dd)) == 0, "%s -> %s of %lld elements differs from the "
-                      "element-by-element conversion", sdt_dtype_name(sd), sdt_dtype_name(dd), (long long)n);
+                if (sd == dd)
+                    memcpy(want, src, (size_t)n * sdt_dtype_size(sd)); /* a copy, NaN payloads and all */
+                else
+                    reference_convert(src, sd, want, dd, n);
+                CHECK(memcmp(got, want, (size_t)n * sdt_dtype_size(dd)) == 0,
+                      "%s -> %s of %lld elements differs from the "
+                      "element-by-element conversion",
+                      sdt_dtype_name(sd), sdt_dtype_name(dd), (long long)n);
             }
     free(src);
     free(got);
@@ -109,9 +113,10 @@ static void check_scan(sdt_test_rng *r)
         for (int k = 0; k < 3; k++) {
             int64_t n = sizes[k];
             fill_bits(r, x, d, n, true);
-            CHECK(reference_first_nonfinite(x, d, n) == -1, "the finite fill of %s holds a NaN/Inf (test bug)", sdt_dtype_name(d));
-            CHECK(sdt_host_first_nonfinite(x, d, n) == -1, "%s: %lld finite elements reported non-finite", sdt_dtype_name(d),
-                  (long long)n);
+            CHECK(reference_first_nonfinite(x, d, n) == -1, "the finite fill of %s holds a NaN/Inf (test bug)",
+                  sdt_dtype_name(d));
+            CHECK(sdt_host_first_nonfinite(x, d, n) == -1, "%s: %lld finite elements reported non-finite",
+                  sdt_dtype_name(d), (long long)n);
             /* NaN then Inf, each in the last element, at a chunk's first and last element, and two at once */
             const int64_t places[] = {n - 1, n > CHUNK ? CHUNK : 0, n > CHUNK ? 2 * CHUNK - 1 : n / 2, n / 3};
             for (int p = 0; p < 4; p++)
@@ -119,11 +124,12 @@ static void check_scan(sdt_test_rng *r)
                     fill_bits(r, x, d, n, true);
                     float bad = kind ? -INFINITY : NAN;
                     sdt_store_f32(&bad, (char *)x + (size_t)places[p] * es, d, 1);
-                    if (p == 3 && n > 2) sdt_store_f32(&bad, (char *)x + (size_t)(n - 1) * es, d, 1); /* and a later one */
+                    if (p == 3 && n > 2)
+                        sdt_store_f32(&bad, (char *)x + (size_t)(n - 1) * es, d, 1); /* and a later one */
                     int64_t want = reference_first_nonfinite(x, d, n), got = sdt_host_first_nonfinite(x, d, n);
-                    CHECK(want == places[p] && got == want, "%s: a %s at element %lld of %lld: scan says %lld, reference %lld",
-                          sdt_dtype_name(d), kind ? "-Inf" : "NaN", (long long)places[p], (long long)n, (long long)got,
-                          (long long)want);
+                    CHECK(want == places[p] && got == want,
+                          "%s: a %s at element %lld of %lld: scan says %lld, reference %lld", sdt_dtype_name(d),
+                          kind ? "-Inf" : "NaN", (long long)places[p], (long long)n, (long long)got, (long long)want);
                 }
         }
     }
@@ -155,8 +161,8 @@ static void check_after_fork(void)
         kill(child, SIGKILL);
         waitpid(child, &status, 0);
     }
-    CHECK(child > 0 && done && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-          "a forked child's conversion %s", done ? "failed" : "hung (threads of the parent awaited in the child)");
+    CHECK(child > 0 && done && WIFEXITED(status) && WEXITSTATUS(status) == 0, "a forked child's conversion %s",
+          done ? "failed" : "hung (threads of the parent awaited in the child)");
     free(src);
     free(dst);
 }

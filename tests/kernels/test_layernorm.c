@@ -38,7 +38,9 @@ static double ln_loss(const double *param, void *ctx)
     double *y = op_zeros_d(r->rows * r->c), *m = op_zeros_d(r->rows), *s = op_zeros_d(r->rows);
     ln_forward_ref(r, y, m, s);
     double l = sdt_fd_dot(y, r->dout, r->rows * r->c);
-    free(y); free(m); free(s);
+    free(y);
+    free(m);
+    free(s);
     return l;
 }
 
@@ -82,8 +84,13 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     CHECK(be->layernorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, eps) == 0,
           "%s forward failed: %s", what, be->error.message);
     float *dout = kt_randn(rng, n, 1.0);
-    ln_ref r = {rows, c, eps, kt_to_double(x, n), affine ? kt_to_double(gamma, c) : NULL,
-                affine ? kt_to_double(beta, c) : NULL, kt_to_double(dout, n)};
+    ln_ref r = {rows,
+                c,
+                eps,
+                kt_to_double(x, n),
+                affine ? kt_to_double(gamma, c) : NULL,
+                affine ? kt_to_double(beta, c) : NULL,
+                kt_to_double(dout, n)};
     double *ref = op_zeros_d(n), *rm = op_zeros_d(rows), *rr = op_zeros_d(rows);
     ln_forward_ref(&r, ref, rm, rr);
     op_check_forward(what, y, ref, n);
@@ -101,9 +108,27 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
     double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
     ln_backward_ref(&r, gx, gg, gb);
     op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, ln_loss, &r, r.x, r.gamma, r.beta);
-    op_store_free(x16, x); free(x); free(gamma); free(beta); free(y); free(mean); free(rstd); free(dout);
-    free(ref); free(rm); free(rr); kt_grad_free(&g_dx); kt_grad_free(&g_dg); kt_grad_free(&g_db);
-    free(gx); free(gg); free(gb); free(r.x); free(r.gamma); free(r.beta); free((void *)r.dout);
+    op_store_free(x16, x);
+    free(x);
+    free(gamma);
+    free(beta);
+    free(y);
+    free(mean);
+    free(rstd);
+    free(dout);
+    free(ref);
+    free(rm);
+    free(rr);
+    kt_grad_free(&g_dx);
+    kt_grad_free(&g_dg);
+    kt_grad_free(&g_db);
+    free(gx);
+    free(gg);
+    free(gb);
+    free(r.x);
+    free(r.gamma);
+    free(r.beta);
+    free((void *)r.dout);
 }
 
 static void check_rejects(sdt_backend *be)

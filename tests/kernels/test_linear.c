@@ -58,13 +58,13 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
     sdt_tensor tw = op_tensor(w, 2, ws), tb = op_tensor(b, 1, bs);
     float *out = kt_randn(rng, n * oc, 1.0); /* garbage: forward must overwrite */
     sdt_tensor tout = op_tensor(out, 3, os);
-    CHECK(be->linear_forward(be, &tout, &tx, &tw, bias ? &tb : NULL) == 0, "%s forward failed: %s", what, be->error.message);
+    CHECK(be->linear_forward(be, &tout, &tx, &tw, bias ? &tb : NULL) == 0, "%s forward failed: %s", what,
+          be->error.message);
 
     double *dout_d = NULL;
     float *dout = kt_randn(rng, n * oc, 1.0);
     dout_d = kt_to_double(dout, n * oc);
-    lin_ref r = {n, c, oc, kt_to_double(x, n * c), kt_to_double(w, oc * c), bias ? kt_to_double(b, oc) : NULL,
-                 dout_d};
+    lin_ref r = {n, c, oc, kt_to_double(x, n * c), kt_to_double(w, oc * c), bias ? kt_to_double(b, oc) : NULL, dout_d};
     double *ref = op_zeros_d(n * oc);
     lin_forward_ref(&r, ref);
     op_check_forward(what, out, ref, n * oc);
@@ -74,8 +74,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
     for (int pass = 0; pass < 2; pass++) {
         sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 3, xs), tdw = op_tensor(op_grad_buf(&g_dw, pass), 2, ws),
                    tdb = op_tensor(op_grad_buf(&g_db, pass), 1, bs);
-        CHECK(be->linear_backward(be, &tdx, &tdw, bias ? &tdb : NULL, &tdout, &tx, &tw) == 0,
-              "%s backward failed: %s", what, be->error.message);
+        CHECK(be->linear_backward(be, &tdx, &tdw, bias ? &tdb : NULL, &tdout, &tx, &tw) == 0, "%s backward failed: %s",
+              what, be->error.message);
     }
     double *gdx = op_zeros_d(n * c), *gdw = op_zeros_d(oc * c), *gdb = op_zeros_d(oc);
     lin_backward_ref(&r, gdx, gdw, gdb);
@@ -91,8 +91,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
     /* out = x w^T + b + residual, written over out's garbage */
     float *res = kt_randn(rng, n * oc, 1.0), *out_r = kt_randn(rng, n * oc, 1.0);
     sdt_tensor tres = op_tensor(res, 3, os), tout_r = op_tensor(out_r, 3, os);
-    CHECK(be->linear_residual_forward(be, &tout_r, &tx, &tw, bias ? &tb : NULL, &tres) == 0, "%s residual forward failed: %s",
-          what, be->error.message);
+    CHECK(be->linear_residual_forward(be, &tout_r, &tx, &tw, bias ? &tb : NULL, &tres) == 0,
+          "%s residual forward failed: %s", what, be->error.message);
     double *ref_r = op_zeros_d(n * oc);
     for (int64_t i = 0; i < n * oc; i++) ref_r[i] = ref[i] + res[i];
     snprintf(name, sizeof name, "%s + residual", what);
@@ -105,9 +105,23 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t bt0, int64_t bt
     snprintf(name, sizeof name, "%s input_grad", what);
     op_check_forward(name, dx_only, gdx, n * c);
     free(dx_only);
-    op_store_free(x16, x); free(x); free(w); free(b); free(out); free(dout); free(dout_d); free(ref);
-    kt_grad_free(&g_dx); kt_grad_free(&g_dw); kt_grad_free(&g_db); free(gdx); free(gdw); free(gdb);
-    free(r.x); free(r.w); free(r.b);
+    op_store_free(x16, x);
+    free(x);
+    free(w);
+    free(b);
+    free(out);
+    free(dout);
+    free(dout_d);
+    free(ref);
+    kt_grad_free(&g_dx);
+    kt_grad_free(&g_dw);
+    kt_grad_free(&g_db);
+    free(gdx);
+    free(gdw);
+    free(gdb);
+    free(r.x);
+    free(r.w);
+    free(r.b);
 }
 
 static void check_rejects(sdt_backend *be)

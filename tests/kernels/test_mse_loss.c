@@ -31,9 +31,10 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int64_t n, bool weighte
     float dloss = (float)(0.5 + sdt_test_uniform(r));
     mse_ctx c = {yd, weighted ? wd : NULL, 1.0, n};
     double want = ref_loss(pd, &c), loss = -1;
-    CHECK(be->mse_loss_forward(be, &loss, &tp, &ty, weighted ? &tw : NULL) == 0, "mse forward failed: %s", be->error.message);
-    CHECK(fabs(loss - want) <= 1e-5 * fabs(want), "mse (n=%lld, weighted %d): %.9g, want %.9g", (long long)n,
-          weighted, loss, want);
+    CHECK(be->mse_loss_forward(be, &loss, &tp, &ty, weighted ? &tw : NULL) == 0, "mse forward failed: %s",
+          be->error.message);
+    CHECK(fabs(loss - want) <= 1e-5 * fabs(want), "mse (n=%lld, weighted %d): %.9g, want %.9g", (long long)n, weighted,
+          loss, want);
 
     const sdt_tensor *weight = weighted ? &tw : NULL;
     CHECK(be->mse_loss_backward(be, &tdp, dloss, &tp, &ty, weight) == 0 &&

@@ -130,8 +130,9 @@ static void check_adamw(sdt_backend *be, sdt_test_rng *r, int64_t n, const adam_
     for (int64_t step = 1; step <= 6; step++) {
         float *g = kt_randn(r, n, 0.1);
         sdt_tensor tg = kt_f32(g, 1, n, 0, 0, 0);
-        CHECK(be->adamw_update(be, &tp, &tg, &tm, &tv, h->lr, h->beta1, h->beta2, h->eps, h->wd, step,
-                               h->grad_scale) == 0, "adamw failed: %s", be->error.message);
+        CHECK(be->adamw_update(be, &tp, &tg, &tm, &tv, h->lr, h->beta1, h->beta2, h->eps, h->wd, step, h->grad_scale) ==
+                  0,
+              "adamw failed: %s", be->error.message);
         ref_adamw(pd, md, vd, g, n, h, step);
         free(g);
     }

@@ -67,7 +67,8 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t rows, int64_t 
     }
     double fd = sdt_fd_check_vjp(ref_forward, &g, xd, n, dyd, n, dxref);
     CHECK(fd < 1e-6, "rmsnorm: float64 gradient vs finite differences rel err %.3g", fd);
-    free(x), free(y), free(dy), free(gamma), free(rstd), free(xd), free(dyd), free(gd), free(yref), free(dxref), free(dgref);
+    free(x), free(y), free(dy), free(gamma), free(rstd), free(xd), free(dyd), free(gd), free(yref), free(dxref),
+        free(dgref);
     kt_grad_free(&dx), kt_grad_free(&dg);
 }
 

@@ -51,16 +51,18 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int64_t n, bool weighte
     const char *name = huber ? "huber" : "l1";
     double want = ref_loss(pd, &c), loss = -1;
     const sdt_tensor *weight = weighted ? &tw : NULL;
-    CHECK(be->robust_loss_forward(be, &loss, &tp, &ty, weight, kind, delta) == 0, "%s forward failed: %s", name, be->error.message);
-    CHECK(fabs(loss - want) <= 1e-5 * fabs(want), "%s (n=%lld, weighted %d, delta %g): %.9g, want %.9g", name, (long long)n,
-          weighted, (double)delta, loss, want);
+    CHECK(be->robust_loss_forward(be, &loss, &tp, &ty, weight, kind, delta) == 0, "%s forward failed: %s", name,
+          be->error.message);
+    CHECK(fabs(loss - want) <= 1e-5 * fabs(want), "%s (n=%lld, weighted %d, delta %g): %.9g, want %.9g", name,
+          (long long)n, weighted, (double)delta, loss, want);
 
     CHECK(be->robust_loss_backward(be, &tdp, dloss, &tp, &ty, weight, kind, delta) == 0 &&
               be->robust_loss_backward(be, &tacc, dloss, &tp, &ty, weight, kind, delta) == 0,
           "%s backward failed: %s", name, be->error.message);
     CHECK(kt_grad_accumulated(&dp), "%s backward must accumulate into dpred", name);
     double *grad = kt_alloc((size_t)n * sizeof(double));
-    for (int64_t i = 0; i < n; i++) grad[i] = dloss * (weighted ? wd[i] : 1.0) * rho_grad(&c, pd[i] - yd[i]) / (double)n;
+    for (int64_t i = 0; i < n; i++)
+        grad[i] = dloss * (weighted ? wd[i] : 1.0) * rho_grad(&c, pd[i] - yd[i]) / (double)n;
     double bwd = sdt_rel_err_fd(dp.fresh, grad, n);
     CHECK(bwd < 1e-4, "%s backward (n=%lld): f32 vs float64 rel err %.3g", name, (long long)n, bwd);
     c.dloss = dloss;

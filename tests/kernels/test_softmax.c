@@ -47,8 +47,8 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t rows
                      sdt_dtype xdtype)
 {
     char what[96];
-    snprintf(what, sizeof what, "softmax x[%lld,%lld,%lld] shift %g x:%s", (long long)b, (long long)rows,
-             (long long)n, logit_shift, sdt_dtype_name(xdtype));
+    snprintf(what, sizeof what, "softmax x[%lld,%lld,%lld] shift %g x:%s", (long long)b, (long long)rows, (long long)n,
+             logit_shift, sdt_dtype_name(xdtype));
     const int64_t total = b * rows * n;
     float *x = kt_randn(rng, total, 2.0);
     for (int64_t i = 0; i < total; i++) x[i] += (float)logit_shift;
@@ -75,8 +75,15 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t rows
     char name[128];
     snprintf(name, sizeof name, "%s dx", what);
     op_check_grad(name, &g_dx, g, sm_loss, &r, r.x);
-    op_store_free(x16, x); free(x); free(y); free(dout); free(ref); kt_grad_free(&g_dx); free(g);
-    free(r.x); free((void *)r.dout);
+    op_store_free(x16, x);
+    free(x);
+    free(y);
+    free(dout);
+    free(ref);
+    kt_grad_free(&g_dx);
+    free(g);
+    free(r.x);
+    free((void *)r.dout);
 }
 
 static void check_rejects(sdt_backend *be)

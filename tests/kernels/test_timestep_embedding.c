@@ -32,10 +32,11 @@ static void check_case(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t 
     double *ref = kt_alloc((size_t)(batch * dim) * sizeof(double));
     ref_embedding(t, batch, dim, flip, shift, period, ref);
     sdt_tensor tt = kt_f32(t, 1, batch, 0, 0, 0), to = kt_f32(out, 2, batch, dim, 0, 0);
-    CHECK(be->timestep_embedding(be, &to, &tt, flip, shift, period) == 0, "timestep_embedding failed: %s", be->error.message);
+    CHECK(be->timestep_embedding(be, &to, &tt, flip, shift, period) == 0, "timestep_embedding failed: %s",
+          be->error.message);
     double err = sdt_rel_err_fd(out, ref, batch * dim);
-    CHECK(err < 1e-5, "timestep_embedding B=%lld dim=%lld flip=%d shift=%g period=%g: rel err %.3g",
-          (long long)batch, (long long)dim, flip, (double)shift, (double)period, err);
+    CHECK(err < 1e-5, "timestep_embedding B=%lld dim=%lld flip=%d shift=%g period=%g: rel err %.3g", (long long)batch,
+          (long long)dim, flip, (double)shift, (double)period, err);
     /* t = 0: every sin is 0 and every cos is 1 */
     int64_t half = dim / 2;
     CHECK(out[flip ? 0 : half] == 1.0f && out[flip ? half : 0] == 0.0f, "t=0 must give cos 1 and sin 0 in place");

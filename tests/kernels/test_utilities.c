@@ -70,7 +70,8 @@ static void check_axpy_scale_convert(sdt_backend *be, sdt_test_rng *r, int64_t n
     for (int64_t i = 0; i < n; i++) exact &= b[i] == sdt_round_to_dtype(a[i], SDT_BF16);
     CHECK(exact, "convert f32->bf16->f32 (n=%lld) must equal the scalar rounding", (long long)n);
     sdt_tensor shorter = kt_f32(a, 1, n + 1, 0, 0, 0);
-    CHECK(be->axpy(be, &shorter, 1.0f, &tb) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT, "axpy must reject different sizes");
+    CHECK(be->axpy(be, &shorter, 1.0f, &tb) != 0 && be->error.code == SDT_ERR_INVALID_ARGUMENT,
+          "axpy must reject different sizes");
     free(a), free(b), free(b0), free(h);
 }
 

@@ -27,8 +27,10 @@ static inline void mt_remove_folder(const char *dir)
     const char *name;
     while (d && (name = g_dir_read_name(d))) {
         char *p = g_build_filename(dir, name, NULL);
-        if (g_file_test(p, G_FILE_TEST_IS_DIR)) mt_remove_folder(p);
-        else g_remove(p);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR))
+            mt_remove_folder(p);
+        else
+            g_remove(p);
         g_free(p);
     }
     if (d) g_dir_close(d);
@@ -127,8 +129,8 @@ static inline double mt_max_abs_diff(const float *a, const float *b, int64_t n)
 }
 
 /* An encoder's context (skip: clip_text_inputs.clip_skip) and, when it has one, pooled output for a fixed prompt. */
-static inline bool mt_encoder_outputs(const clip_text_model *m, sdt_backend *be, int skip, float *context, float *pooled,
-                                      sdt_error *error)
+static inline bool mt_encoder_outputs(const clip_text_model *m, sdt_backend *be, int skip, float *context,
+                                      float *pooled, sdt_error *error)
 {
     int32_t ids[77] = {998, 5, 17, 300, 999};
     sdt_tensor tok = mt_tensor(ids, SDT_I32, 2, 1, 77, 0, 0);
@@ -146,6 +148,5 @@ static inline bool mt_encoder_outputs(const clip_text_model *m, sdt_backend *be,
     sdt_arena_release(&arena);
     return ok;
 }
-
 
 #endif

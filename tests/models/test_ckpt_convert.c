@@ -63,13 +63,16 @@ static int compare_files(const char *want_path, const char *got_path, rule_fn ru
     for (size_t i = 0; i < sdt_st_count(want); i++) {
         const sdt_st_entry *w = sdt_st_at(want, i), *g = sdt_st_find(got, w->name);
         key_rule r = rule ? rule(w->name) : KEY_SAME;
-        bool ok = r == KEY_ABSENT ? g == NULL
-                : r == KEY_ZEROS  ? g && g->dtype == w->dtype && g->nbytes == w->nbytes && all_zero(g)
-                                  : same_entry(w, g);
+        bool ok = r == KEY_ABSENT  ? g == NULL
+                  : r == KEY_ZEROS ? g && g->dtype == w->dtype && g->nbytes == w->nbytes && all_zero(g)
+                                   : same_entry(w, g);
         expected += r != KEY_ABSENT;
         if (!ok && bad++ < 5)
             fprintf(stderr, "  %s: %s\n", w->name,
-                    r == KEY_ABSENT ? "should be left out" : !g ? "missing" : r == KEY_ZEROS ? "not zeros" : "differs");
+                    r == KEY_ABSENT  ? "should be left out"
+                    : !g             ? "missing"
+                    : r == KEY_ZEROS ? "not zeros"
+                                     : "differs");
     }
     if (sdt_st_count(got) != expected) {
         bad++;
@@ -92,8 +95,10 @@ static int compare_folders(const char *want, const char *got)
     for (size_t i = 0; i < G_N_ELEMENTS(files); i++) {
         char *a = g_build_filename(want, files[i], NULL), *b = g_build_filename(got, files[i], NULL);
         bool has_a = g_file_test(a, G_FILE_TEST_EXISTS), has_b = g_file_test(b, G_FILE_TEST_EXISTS);
-        if (has_a != has_b) bad++, fprintf(stderr, "  %s: in one folder only\n", files[i]);
-        else if (has_a) bad += compare_files(a, b, NULL);
+        if (has_a != has_b)
+            bad++, fprintf(stderr, "  %s: in one folder only\n", files[i]);
+        else if (has_a)
+            bad += compare_files(a, b, NULL);
         g_free(a), g_free(b);
     }
     return bad;
@@ -149,8 +154,8 @@ static void test_sdxl(sdt_test_rng *rng, sdt_backend *be)
         if (mt_encoder_outputs(&mf.clip2, be, 0, ctx_f, pooled_f, &error) &&
             mt_encoder_outputs(&mc.clip2, be, 0, ctx_c, pooled_c, &error)) {
             double dc = mt_max_abs_diff(ctx_f, ctx_c, 77 * 48), dp = mt_max_abs_diff(pooled_f, pooled_c, 48);
-            CHECK(dc == 0 && dp <= 1e-5, "bigG from the converted file differs from the folder's: context %.3g, pooled %.3g",
-                  dc, dp);
+            CHECK(dc == 0 && dp <= 1e-5,
+                  "bigG from the converted file differs from the folder's: context %.3g, pooled %.3g", dc, dp);
         } else {
             CHECK(false, "bigG forward: %s", error.message);
         }
@@ -263,14 +268,18 @@ static void test_sd2(sdt_test_rng *rng, sdt_backend *be)
               "layouts: folder %d with %d layers, round trip %d with %d layers (skip %d)", mf.cfg.clip.layout,
               mf.cfg.clip.layers, mc.cfg.clip.layout, mc.cfg.clip.layers, mc.cfg.clip.default_skip);
         int w = ml.cfg.clip.width;
-        float *cl = mt_alloc((size_t)77 * w * 4), *cf = mt_alloc((size_t)77 * w * 4), *cc = mt_alloc((size_t)77 * w * 4);
+        float *cl = mt_alloc((size_t)77 * w * 4), *cf = mt_alloc((size_t)77 * w * 4),
+              *cc = mt_alloc((size_t)77 * w * 4);
         float *c1 = mt_alloc((size_t)77 * w * 4);
-        if (mt_encoder_outputs(&ml.clip, be, 0, cl, NULL, &error) && mt_encoder_outputs(&mf.clip, be, 0, cf, NULL, &error) &&
-            mt_encoder_outputs(&mc.clip, be, 0, cc, NULL, &error) && mt_encoder_outputs(&mc.clip, be, 1, c1, NULL, &error)) {
+        if (mt_encoder_outputs(&ml.clip, be, 0, cl, NULL, &error) &&
+            mt_encoder_outputs(&mf.clip, be, 0, cf, NULL, &error) &&
+            mt_encoder_outputs(&mc.clip, be, 0, cc, NULL, &error) &&
+            mt_encoder_outputs(&mc.clip, be, 1, c1, NULL, &error)) {
             double df = mt_max_abs_diff(cl, cf, 77 * w), dc = mt_max_abs_diff(cl, cc, 77 * w);
             double d1 = mt_max_abs_diff(cc, c1, 77 * w);
             CHECK(df <= 1e-5 && dc <= 1e-5 && d1 == 0,
-                  "SD 2.x encoder outputs differ: folder %.3g, round trip %.3g, round trip's last layer %.3g", df, dc, d1);
+                  "SD 2.x encoder outputs differ: folder %.3g, round trip %.3g, round trip's last layer %.3g", df, dc,
+                  d1);
         } else {
             CHECK(false, "SD 2.x encoder forward: %s", error.message);
         }

@@ -39,8 +39,7 @@ static bool encode(const clip_text_model *m, sdt_backend *be, const int32_t *tok
 
 /* SEQS sequences with their end tokens at different places; encoded as one batch, each alone, and
  * in a batch of three in another order, every sequence must come out with the same bits. */
-static void check_encoder(sdt_test_rng *rng, sdt_backend *be, const clip_text_model *m, const char *name,
-                          sdt_dtype act)
+static void check_encoder(sdt_test_rng *rng, sdt_backend *be, const clip_text_model *m, const char *name, sdt_dtype act)
 {
     const int T = m->cfg.positions < 77 ? m->cfg.positions : 77, end_id = m->cfg.vocab - 1;
     const int64_t C = m->cfg.width, P = m->cfg.projection_dim, row = T * C, prow = P > 0 ? P : 1;
@@ -48,8 +47,8 @@ static void check_encoder(sdt_test_rng *rng, sdt_backend *be, const clip_text_mo
     for (int s = 0; s < SEQS; s++) {
         const int end = 2 + (int)(sdt_test_next(rng) % (uint64_t)(T - 3));
         for (int t = 0; t < T; t++)
-            tokens[s * T + t] = t == 0      ? end_id - 1
-                                : t < end   ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end_id - 2))
+            tokens[s * T + t] = t == 0     ? end_id - 1
+                                : t < end  ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end_id - 2))
                                 : t == end ? end_id
                                            : 0;
     }
@@ -67,8 +66,8 @@ static void check_encoder(sdt_test_rng *rng, sdt_backend *be, const clip_text_mo
             goto done;
         }
         CHECK(memcmp(one, all + s * row, sizeof(float) * row) == 0,
-              "%s (%s): sequence %d's context differs encoded alone and in a batch of %d", name, sdt_dtype_name(act),
-              s, SEQS);
+              "%s (%s): sequence %d's context differs encoded alone and in a batch of %d", name, sdt_dtype_name(act), s,
+              SEQS);
         CHECK(P == 0 || memcmp(one_p, all_p + s * P, sizeof(float) * P) == 0,
               "%s (%s): sequence %d's pooled output differs encoded alone and in a batch of %d", name,
               sdt_dtype_name(act), s, SEQS);

@@ -79,8 +79,8 @@ static void ref_free(ref_clip *r)
     free(r->tok), free(r->pos), free(r->lnf_w), free(r->lnf_b), free(r->proj);
     for (int i = 0; i < r->layers; i++) {
         ref_layer *l = &r->L[i];
-        double *all[16] = {l->ln1_w, l->ln1_b, l->q_w, l->q_b, l->k_w, l->k_b, l->v_w, l->v_b,
-                           l->o_w, l->o_b, l->ln2_w, l->ln2_b, l->fc1_w, l->fc1_b, l->fc2_w, l->fc2_b};
+        double *all[16] = {l->ln1_w, l->ln1_b, l->q_w,   l->q_b,   l->k_w,   l->k_b,   l->v_w,   l->v_b,
+                           l->o_w,   l->o_b,   l->ln2_w, l->ln2_b, l->fc1_w, l->fc1_b, l->fc2_w, l->fc2_b};
         for (int j = 0; j < 16; j++) free(all[j]);
     }
 }
@@ -166,8 +166,10 @@ static void ref_forward_full(const ref_clip *r, const int32_t *tokens, int B, in
     int all = pooled ? r->layers : layers_run;
     for (int l = 0; l <= all; l++) {
         if (l == layers_run) {
-            if (final_norm) ref_layernorm(out, x, r->lnf_w, r->lnf_b, N, C, r->eps);
-            else memcpy(out, x, (size_t)N * C * sizeof(double));
+            if (final_norm)
+                ref_layernorm(out, x, r->lnf_w, r->lnf_b, N, C, r->eps);
+            else
+                memcpy(out, x, (size_t)N * C * sizeof(double));
         }
         if (l == all) break;
         const ref_layer *L = &r->L[l];
@@ -224,8 +226,12 @@ static bool run_model_pooled(const clip_text_model *m, sdt_backend *be, const in
     int C = m->cfg.width;
     sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, B, T, 0, 0);
     sdt_tensor rows_t = mt_tensor(rows, SDT_F32, 2, R, C, 0, 0);
-    clip_text_inputs in = {.tokens = &tok, .rows = R ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov,
-                           .clip_skip = clip_skip, .act_dtype = g_act_dtype};
+    clip_text_inputs in = {.tokens = &tok,
+                           .rows = R ? &rows_t : NULL,
+                           .overrides = ov,
+                           .n_overrides = n_ov,
+                           .clip_skip = clip_skip,
+                           .act_dtype = g_act_dtype};
     sdt_tensor dout_t = mt_tensor((void *)dout, SDT_F32, 3, B, T, C, 0);
     int P = m->cfg.projection_dim;
     sdt_tensor dpooled_t = mt_tensor((void *)dpooled, SDT_F32, 2, B, P, 0, 0);
@@ -289,9 +295,9 @@ typedef struct fd_ctx {
     const int32_t *tokens;
     int B, T, R, layers_run, n_ov;
     const clip_override *ov;
-    const double *dout;     /* NULL: the context is not in the loss */
-    bool skip_final_norm;   /* SDXL's context */
-    const double *dpooled;  /* [B, P]: the pooled output is in the loss too */
+    const double *dout;    /* NULL: the context is not in the loss */
+    bool skip_final_norm;  /* SDXL's context */
+    const double *dpooled; /* [B, P]: the pooled output is in the loss too */
 } fd_ctx;
 
 /* L(rows) = sum(dout * f(rows)) + sum(dpooled * pooled(rows)) */
@@ -347,9 +353,9 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     clip_config cfg;
     CHECK(clip_config_detect(w, &cfg, &error), "detect: %s", error.message);
     clip_config tiny = clip_config_tiny();
-    CHECK(cfg.width == tiny.width && cfg.layers == tiny.layers && cfg.heads == tiny.heads &&
-              cfg.vocab == tiny.vocab && cfg.positions == tiny.positions && cfg.act == SDT_ACT_QUICK_GELU &&
-              cfg.layout == CLIP_LAYOUT_HF && cfg.default_skip == 1,
+    CHECK(cfg.width == tiny.width && cfg.layers == tiny.layers && cfg.heads == tiny.heads && cfg.vocab == tiny.vocab &&
+              cfg.positions == tiny.positions && cfg.act == SDT_ACT_QUICK_GELU && cfg.layout == CLIP_LAYOUT_HF &&
+              cfg.default_skip == 1,
           "detected config differs from the tiny preset (width %d layers %d heads %d)", cfg.width, cfg.layers,
           cfg.heads);
     clip_text_model m;
@@ -365,7 +371,8 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
     float *rows = mt_alloc((size_t)R * C * sizeof(float));
     sdt_test_fill_normal(rng, rows, R * C, 0.05);
     /* Row 0 at two places (a placeholder used twice), row 1 once; positions inside the prompt. */
-    clip_override ov[3] = {{0, 1 + (int)(sdt_test_next(rng) % 5), 0}, {1, 3, 0}, {1, 4 + (int)(sdt_test_next(rng) % 60), 1}};
+    clip_override ov[3] = {
+        {0, 1 + (int)(sdt_test_next(rng) % 5), 0}, {1, 3, 0}, {1, 4 + (int)(sdt_test_next(rng) % 60), 1}};
     double *rows_d = mt_alloc((size_t)R * C * sizeof(double));
     for (int i = 0; i < R * C; i++) rows_d[i] = rows[i];
     size_t n_out = (size_t)B * T * C;
@@ -399,7 +406,8 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
         double *g32 = mt_alloc((size_t)R * C * sizeof(double));
         for (int i = 0; i < R * C; i++) g32[i] = res.drows[i];
         double gh = sdt_rel_err_fd(half.drows, g32, (int64_t)R * C);
-        printf("f16 activations: forward rel error.message %.3g, row gradient rel error.message %.3g (vs f32)\n", eh, gh);
+        printf("f16 activations: forward rel error.message %.3g, row gradient rel error.message %.3g (vs f32)\n", eh,
+               gh);
         CHECK(eh <= 1e-2, "f16-activation forward rel error.message %.3g", eh);
         CHECK(gh <= 3e-2, "f16-activation row gradient rel error.message %.3g against f32", gh);
         CHECK(half.peak < res.peak, "f16 activations should need less memory (%zu vs %zu bytes)", half.peak, res.peak);
@@ -441,8 +449,8 @@ static void test_hf_model(sdt_test_rng *rng, sdt_backend *be, const sdt_weights 
             double after = mt_max_abs_diff(plain.out + ((size_t)T + pos) * C, other.out + ((size_t)T + pos) * C,
                                            (int64_t)(T - pos) * C);
             double batch0 = mt_max_abs_diff(plain.out, other.out, (int64_t)T * C);
-            CHECK(before == 0 && batch0 == 0, "an override leaked to earlier positions (%.3g) or another batch item (%.3g)",
-                  before, batch0);
+            CHECK(before == 0 && batch0 == 0,
+                  "an override leaked to earlier positions (%.3g) or another batch item (%.3g)", before, batch0);
             CHECK(after > 1e-4, "an override did not change its own and later positions");
             free(other.out), free(other.drows);
         }
@@ -520,13 +528,18 @@ static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *
     clip_override ov = {0, 1, 0};
     sdt_tensor tok = mt_tensor(tokens, SDT_I32, 2, 1, T, 0, 0), rows_t = mt_tensor(rows, SDT_F32, 2, 1, C, 0, 0);
     sdt_tensor drows_t = mt_tensor(drows, SDT_F32, 2, 1, C, 0, 0), dout_t = mt_tensor(dout, SDT_F32, 3, 1, T, C, 0);
-    clip_text_inputs in = {.tokens = &tok, .rows = &rows_t, .overrides = &ov, .n_overrides = 1, .act_dtype = SDT_F32,
+    clip_text_inputs in = {.tokens = &tok,
+                           .rows = &rows_t,
+                           .overrides = &ov,
+                           .n_overrides = 1,
+                           .act_dtype = SDT_F32,
                            .anomaly_check = true};
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
     CHECK(clip_text_forward(&m, be, &meas, &in, &acts, &error) &&
-              clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error), "measure: %s", error.message);
+              clip_text_backward(&m, be, &meas, &acts, &dout_t, &drows_t, &error),
+          "measure: %s", error.message);
     if (!sdt_arena_init(&arena, be, meas.peak)) return;
     CHECK(clip_text_forward(&m, be, &arena, &in, &acts, &error) &&
               clip_text_backward(&m, be, &arena, &acts, &dout_t, &drows_t, &error),
@@ -545,8 +558,8 @@ static void test_anomaly(sdt_test_rng *rng, sdt_backend *be, const sdt_weights *
     in.anomaly_check = true;
     sdt_arena_rewind(&arena, 0);
     error.message[0] = 0;
-    CHECK(!clip_text_forward(&m, be, &arena, &in, &acts, &error) &&
-              strstr(error.message, "clip_text anomaly: ") && strstr(error.message, "text_model.encoder.layers.1.mlp.fc1 output"),
+    CHECK(!clip_text_forward(&m, be, &arena, &in, &acts, &error) && strstr(error.message, "clip_text anomaly: ") &&
+              strstr(error.message, "text_model.encoder.layers.1.mlp.fc1 output"),
           "anomaly mode names layer 1's fc1: %s", error.message);
     m.layer[1].fc1_w.data = (void *)good_w;
 
@@ -570,16 +583,16 @@ static bool write_openclip_copy(const char *path, const clip_text_model *m, sdt_
     int64_t C = c->width;
     int n_items = 4 + c->layers * 12;
     sdt_st_write_item *items = mt_alloc((size_t)n_items * sizeof(*items));
-    char (*names)[128] = mt_alloc((size_t)n_items * 128);
+    char(*names)[128] = mt_alloc((size_t)n_items * 128);
     float **packed = mt_alloc((size_t)c->layers * 2 * sizeof(float *));
-    int64_t (*shapes)[2] = mt_alloc((size_t)c->layers * 2 * sizeof(*shapes));
+    int64_t(*shapes)[2] = mt_alloc((size_t)c->layers * 2 * sizeof(*shapes));
     int k = 0;
-#define ITEM(tensor, fmt, ...)                                              \
-    do {                                                                    \
-        snprintf(names[k], 128, fmt, __VA_ARGS__);                          \
-        items[k] = sdt_st_item_from_tensor(names[k], (tensor));             \
-        items[k].name = names[k];                                           \
-        k++;                                                                \
+#define ITEM(tensor, fmt, ...)                                                                                         \
+    do {                                                                                                               \
+        snprintf(names[k], 128, fmt, __VA_ARGS__);                                                                     \
+        items[k] = sdt_st_item_from_tensor(names[k], (tensor));                                                        \
+        items[k].name = names[k];                                                                                      \
+        k++;                                                                                                           \
     } while (0)
     ITEM(&m->tok_emb, "%s", "cond_stage_model.model.token_embedding.weight");
     ITEM(&m->pos_emb, "%s", "cond_stage_model.model.positional_embedding");
@@ -701,8 +714,10 @@ static void test_sdxl_encoders(sdt_test_rng *rng, sdt_backend *be, const sdt_wei
     const int ends[2] = {9 + (int)(sdt_test_next(rng) % 20), 30 + (int)(sdt_test_next(rng) % 20)};
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            tokens[b * T + t] = t == 0 ? end_id - 1 : t < ends[b] ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end_id - 2))
-                                    : t == ends[b] ? end_id : 0;
+            tokens[b * T + t] = t == 0         ? end_id - 1
+                                : t < ends[b]  ? 1 + (int32_t)(sdt_test_next(rng) % (uint64_t)(end_id - 2))
+                                : t == ends[b] ? end_id
+                                               : 0;
     tokens[1 * T + 60] = end_id;
     clip_override ov[3] = {{0, 2, 0}, {1, 3, 0}, {1, 5 + (int)(sdt_test_next(rng) % 20), 1}};
     const clip_text_model *models[2] = {&l_model, &g_model};
@@ -732,16 +747,18 @@ static void test_sdxl_encoders(sdt_test_rng *rng, sdt_backend *be, const sdt_wei
         } else {
             double ec = sdt_rel_err_fd(res.out, ref_out, (int64_t)n_out);
             printf("%s: context rel error %.3g\n", name, ec);
-            CHECK(ec <= 1e-4, "%s: the context (penultimate layer, no final layernorm) differs from the reference: rel "
-                  "error %.3g", name, ec);
+            CHECK(ec <= 1e-4,
+                  "%s: the context (penultimate layer, no final layernorm) differs from the reference: rel "
+                  "error %.3g",
+                  name, ec);
             if (P > 0) {
                 double ep = sdt_rel_err_fd(res.pooled, ref_pooled, (int64_t)n_pooled);
                 printf("%s: pooled rel error %.3g\n", name, ep);
                 CHECK(ep <= 1e-4, "%s: the pooled output differs from the reference: rel error %.3g", name, ep);
             }
             fd_ctx fc = {&r, tokens, B, T, R, m->cfg.layers - 1, 3, ov, dout_d, true, P > 0 ? dpooled_d : NULL};
-            check_row_gradient(rng, &fc, rows_d, res.drows, e == 0 ? "SDXL CLIP-L d(context)"
-                                                                  : "SDXL bigG d(context) + d(pooled)");
+            check_row_gradient(rng, &fc, rows_d, res.drows,
+                               e == 0 ? "SDXL CLIP-L d(context)" : "SDXL bigG d(context) + d(pooled)");
             free(res.out), free(res.pooled), free(res.drows);
         }
         run_result half;

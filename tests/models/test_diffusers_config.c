@@ -228,9 +228,10 @@ static void check_text_encoder_config(const char *model)
     edit(model, "text_encoder", "config.json", "hidden_act", cJSON_CreateString("gelu"));
     edit(model, "text_encoder", "config.json", "layer_norm_eps", cJSON_CreateNumber(1e-6));
     CHECK(detect(model, &c, &err), "an edited text encoder config loads: %s", err.message);
-    CHECK(naive.clip.heads == 2 && naive.clip.act == SDT_ACT_QUICK_GELU && c.clip.heads == 4 && c.clip.act == SDT_ACT_GELU &&
-              fabsf(c.clip.ln_eps - 1e-6f) < 1e-12f,
-          "the config's heads (%d), activation and epsilon win over the guesses (%d heads)", c.clip.heads, naive.clip.heads);
+    CHECK(naive.clip.heads == 2 && naive.clip.act == SDT_ACT_QUICK_GELU && c.clip.heads == 4 &&
+              c.clip.act == SDT_ACT_GELU && fabsf(c.clip.ln_eps - 1e-6f) < 1e-12f,
+          "the config's heads (%d), activation and epsilon win over the guesses (%d heads)", c.clip.heads,
+          naive.clip.heads);
     int64_t n1 = 0, n2 = 0, n3 = 0;
     clip_config by_hand = naive.clip;
     by_hand.heads = 4, by_hand.act = SDT_ACT_GELU, by_hand.ln_eps = 1e-6f;
@@ -239,7 +240,11 @@ static void check_text_encoder_config(const char *model)
               memcmp(a, g, (size_t)n1 * sizeof(float)) != 0,
           "the encoder computes with the config's values, not the guesses");
     free(a), free(b), free(g);
-    struct { const char *key; cJSON *value; const char *says; } bad[] = {
+    struct {
+        const char *key;
+        cJSON *value;
+        const char *says;
+    } bad[] = {
         {"hidden_size", cJSON_CreateNumber(64), "hidden_size"},
         {"num_hidden_layers", cJSON_CreateNumber(12), "num_hidden_layers"},
         {"hidden_act", cJSON_CreateString("relu"), "relu"},
@@ -294,7 +299,12 @@ static void check_upcast_and_index(const char *model, const char *dir)
  * trained at (diffusers' pipeline defaults its image to them). */
 static void check_sample_sizes(const char *dir)
 {
-    const struct { sd_family family; bool v; int unet, vae; const char *what; } cases[] = {
+    const struct {
+        sd_family family;
+        bool v;
+        int unet, vae;
+        const char *what;
+    } cases[] = {
         {SD_FAMILY_SD1, false, 64, 512, "SD 1.x"},
         {SD_FAMILY_SD2, true, 96, 768, "SD 2.x 768-v"},
         {SD_FAMILY_SD2, false, 64, 512, "SD 2.x base (epsilon)"},
@@ -307,8 +317,8 @@ static void check_sample_sizes(const char *dir)
         CHECK(sdt_diffusers_config_write(folder, &c, &err), "write %s configs: %s", cases[i].what, err.message);
         cJSON *u = load(folder, "unet", "config.json"), *vae = load(folder, "vae", "config.json");
         CHECK(num(u, "sample_size") == cases[i].unet && num(vae, "sample_size") == cases[i].vae,
-              "%s: sample_size %g / %g, expected %d / %d", cases[i].what, num(u, "sample_size"), num(vae, "sample_size"),
-              cases[i].unet, cases[i].vae);
+              "%s: sample_size %g / %g, expected %d / %d", cases[i].what, num(u, "sample_size"),
+              num(vae, "sample_size"), cases[i].unet, cases[i].vae);
         cJSON_Delete(u);
         cJSON_Delete(vae);
         g_free(folder);
@@ -356,7 +366,8 @@ static void check_sdxl_unet_config(const char *dir)
     edit(folder, "unet", "config.json", "transformer_layers_per_block", cJSON_CreateIntArray((int[]){1, 2, 10}, 3));
     edit(folder, "unet", "config.json", "projection_class_embeddings_input_dim", cJSON_CreateNumber(2560));
     read = c;
-    CHECK(!sdt_diffusers_config_apply(folder, &read, &err) && strstr(err.message, "projection_class_embeddings_input_dim"),
+    CHECK(!sdt_diffusers_config_apply(folder, &read, &err) &&
+              strstr(err.message, "projection_class_embeddings_input_dim"),
           "a y width contradicting label_emb is named: %s", err.message);
     edit(folder, "unet", "config.json", "projection_class_embeddings_input_dim", cJSON_CreateNumber(2816));
     edit(folder, "unet", "config.json", "addition_embed_type", cJSON_CreateNull());
@@ -379,7 +390,8 @@ int main(void)
 
     sd_config c;
     CHECK(detect(model, &c, &err), "the folder loads with its configs: %s", err.message);
-    CHECK(c.prediction_source == SD_PREDICTION_FROM_CONFIG && !c.unet.v_prediction && c.vae.scaling == spec.config.vae.scaling &&
+    CHECK(c.prediction_source == SD_PREDICTION_FROM_CONFIG && !c.unet.v_prediction &&
+              c.vae.scaling == spec.config.vae.scaling &&
               sdt_unet_config_heads(&c.unet, c.unet.model_channels) ==
                   sdt_unet_config_heads(&spec.config.unet, spec.config.unet.model_channels),
           "the detected config is the generator's (epsilon from the scheduler config)");
@@ -388,16 +400,18 @@ int main(void)
     edit(model, "vae", "config.json", "scaling_factor", cJSON_CreateNumber(0.13025));
     edit(model, "unet", "config.json", "attention_head_dim", cJSON_CreateNumber(4));
     CHECK(detect(model, &c, &err), "edited configs load: %s", err.message);
-    CHECK(c.unet.v_prediction && c.prediction_source == SD_PREDICTION_FROM_CONFIG, "prediction_type v_prediction gives a v-model");
+    CHECK(c.unet.v_prediction && c.prediction_source == SD_PREDICTION_FROM_CONFIG,
+          "prediction_type v_prediction gives a v-model");
     CHECK(fabsf(c.vae.scaling - 0.13025f) < 1e-7f, "scaling_factor is taken (%g)", (double)c.vae.scaling);
-    CHECK(c.unet.num_heads == 4 && c.unet.head_dim == 0, "attention_head_dim 4 gives 4 heads (%d, %d)", c.unet.num_heads,
-          c.unet.head_dim);
+    CHECK(c.unet.num_heads == 4 && c.unet.head_dim == 0, "attention_head_dim 4 gives 4 heads (%d, %d)",
+          c.unet.num_heads, c.unet.head_dim);
     /* per-level head counts with one head width, as SD 2.x writes [5, 10, 20, 20] */
     int widths[2] = {spec.config.unet.model_channels * spec.config.unet.channel_mult[0] / 16,
                      spec.config.unet.model_channels * spec.config.unet.channel_mult[1] / 16};
     edit(model, "unet", "config.json", "attention_head_dim", cJSON_CreateIntArray(widths, 2));
     CHECK(detect(model, &c, &err) && c.unet.head_dim == 16 && c.unet.num_heads == 0,
-          "a per-level head list of one width gives head_dim 16 (%d, %d): %s", c.unet.head_dim, c.unet.num_heads, err.message);
+          "a per-level head list of one width gives head_dim 16 (%d, %d): %s", c.unet.head_dim, c.unet.num_heads,
+          err.message);
 
     edit(model, "unet", "config.json", "in_channels", cJSON_CreateNumber(9));
     CHECK(!detect(model, &c, &err) && strstr(err.message, "unet") && strstr(err.message, "config.json") &&

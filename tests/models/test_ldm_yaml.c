@@ -84,21 +84,26 @@ static void check_stability_config(void)
     long long i = 0;
     bool b = true;
     CHECK(sdt_yaml_as_double(sdt_yaml_get(doc.root, "model.base_learning_rate"), &d) && d == 1.0e-4, "1.0e-4: %g", d);
-    CHECK(sdt_yaml_as_double(sdt_yaml_get(doc.root, "model.params.scale_factor"), &d) && d == 0.18215, "0.18215: %g", d);
-    CHECK(sdt_yaml_as_int(sdt_yaml_get(doc.root, "model.params.unet_config.params.in_channels"), &i) && i == 4, "in_channels 4");
+    CHECK(sdt_yaml_as_double(sdt_yaml_get(doc.root, "model.params.scale_factor"), &d) && d == 0.18215, "0.18215: %g",
+          d);
+    CHECK(sdt_yaml_as_int(sdt_yaml_get(doc.root, "model.params.unet_config.params.in_channels"), &i) && i == 4,
+          "in_channels 4");
     CHECK(!sdt_yaml_as_int(sdt_yaml_get(doc.root, "model.params.scale_factor"), &i), "0.18215 is not an integer");
-    CHECK(!sdt_yaml_as_int(sdt_yaml_get(doc.root, "model.params.first_stage_key"), &i), "a quoted string is not a number");
+    CHECK(!sdt_yaml_as_int(sdt_yaml_get(doc.root, "model.params.first_stage_key"), &i),
+          "a quoted string is not a number");
     CHECK(sdt_yaml_as_bool(sdt_yaml_get(doc.root, "model.params.use_ema"), &b) && !b, "False, its comment dropped");
     CHECK(sdt_yaml_as_bool(sdt_yaml_get(doc.root, "model.params.cond_stage_trainable"), &b) && !b, "false");
     CHECK(sdt_yaml_as_bool(sdt_yaml_get(doc.root, "model.params.unet_config.params.use_checkpoint"), &b) && b, "True");
     CHECK(strcmp(sdt_yaml_get(doc.root, "model.params.monitor")->text, "val/loss_simple_ema") == 0, "a plain string");
     const sdt_yaml_node *mult = sdt_yaml_get(doc.root, "model.params.unet_config.params.channel_mult");
     CHECK(mult && mult->kind == SDT_YAML_SEQUENCE && mult->count == 4 && sdt_yaml_as_int(mult->first->next->next, &i) &&
-          i == 4, "channel_mult [ 1, 2, 4, 4 ]");
+              i == 4,
+          "channel_mult [ 1, 2, 4, 4 ]");
     const sdt_yaml_node *ch = sdt_yaml_get(doc.root, "model.params.first_stage_config.params.ddconfig.ch_mult");
     CHECK(ch && ch->kind == SDT_YAML_SEQUENCE && ch->count == 3 && strcmp(ch->first->next->text, "2") == 0,
           "ch_mult: a block sequence at its key's indentation, three items");
-    const sdt_yaml_node *attn = sdt_yaml_get(doc.root, "model.params.first_stage_config.params.ddconfig.attn_resolutions");
+    const sdt_yaml_node *attn =
+        sdt_yaml_get(doc.root, "model.params.first_stage_config.params.ddconfig.attn_resolutions");
     CHECK(attn && attn->kind == SDT_YAML_SEQUENCE && attn->count == 0, "attn_resolutions: []");
     CHECK(sdt_yaml_get(doc.root, "model.params.first_stage_config.params.ddconfig.attn_type") == NULL,
           "a commented-out key is not there");
@@ -136,8 +141,8 @@ static void check_forms(void)
     bool ok = parse(text, strlen(text), &doc, &err);
     CHECK(ok, "the forms parse: %s", err.message);
     if (!ok) return;
-    CHECK(strcmp(sdt_yaml_get(doc.root, "a")->text, "x # not a comment \"q\" \xc3\xa9\t") == 0, "double-quoted escapes: [%s]",
-          sdt_yaml_get(doc.root, "a")->text);
+    CHECK(strcmp(sdt_yaml_get(doc.root, "a")->text, "x # not a comment \"q\" \xc3\xa9\t") == 0,
+          "double-quoted escapes: [%s]", sdt_yaml_get(doc.root, "a")->text);
     CHECK(strcmp(sdt_yaml_get(doc.root, "b")->text, "it's: fine") == 0, "'' in single quotes");
     CHECK(strcmp(sdt_yaml_get(doc.root, "c")->text, "a#b") == 0, "'#' without a space before it is text");
     CHECK(sdt_yaml_is_null(sdt_yaml_get(doc.root, "quoted key")), "a quoted key, ~ is null");
@@ -159,7 +164,8 @@ static void check_forms(void)
     CHECK(sdt_yaml_is_null(sdt_yaml_get(doc.root, "g")), "a key with nothing below is null");
     sdt_yaml_doc_free(&doc);
 
-    CHECK(parse("", 0, &doc, &err) && doc.root->kind == SDT_YAML_MAPPING && doc.root->count == 0, "empty text: empty mapping");
+    CHECK(parse("", 0, &doc, &err) && doc.root->kind == SDT_YAML_MAPPING && doc.root->count == 0,
+          "empty text: empty mapping");
     sdt_yaml_doc_free(&doc);
 }
 
@@ -172,10 +178,12 @@ static void refused(const char *what, const char *text, size_t size, int line, c
     char at[32];
     snprintf(at, sizeof at, "line %d:", line);
     CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "cfg/model.yaml") &&
-          (line == 0 || strstr(err.message, at)) && strstr(err.message, hint),
+              (line == 0 || strstr(err.message, at)) && strstr(err.message, hint),
           "%s: refused at line %d with '%s': %s", what, line, hint, ok ? "(taken)" : err.message);
-    if (ok) sdt_yaml_doc_free(&doc);
-    else printf("   %s: %s\n", what, err.message);
+    if (ok)
+        sdt_yaml_doc_free(&doc);
+    else
+        printf("   %s: %s\n", what, err.message);
 }
 
 static void check_refusals(void)
@@ -219,7 +227,8 @@ static void check_refusals(void)
     g_string_truncate(deep, 0);
     for (int d = 0; d < SDT_YAML_MAX_DEPTH - 1; d++) g_string_append_printf(deep, "%*sk%d:\n", 2 * d, "", d);
     g_string_append_printf(deep, "%*sleaf: 1\n", 2 * (SDT_YAML_MAX_DEPTH - 1), "");
-    CHECK(parse(deep->str, deep->len, &doc, &err), "nesting at the bound (%d) is read: %s", SDT_YAML_MAX_DEPTH, err.message);
+    CHECK(parse(deep->str, deep->len, &doc, &err), "nesting at the bound (%d) is read: %s", SDT_YAML_MAX_DEPTH,
+          err.message);
     sdt_yaml_doc_free(&doc);
     /* "- - - ... x" on one line nests too */
     g_string_truncate(deep, 0);
@@ -278,8 +287,9 @@ static void check_apply(void)
     sdt_error err;
     /* v2-inference-v.yaml's lines above; v1-inference.yaml's UNet lines below */
     CHECK(apply_text(v2_inference_v, &sd2, &err), "v2-inference-v.yaml on SD 2.x: %s", err.message);
-    CHECK(sd2.unet.v_prediction && sd2.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML && sd2.unet.head_dim == 64 &&
-          sd2.unet.num_heads == 0, "SD 2.x: v, heads 64 wide");
+    CHECK(sd2.unet.v_prediction && sd2.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML &&
+              sd2.unet.head_dim == 64 && sd2.unet.num_heads == 0,
+          "SD 2.x: v, heads 64 wide");
     const char *v1 = "model:\n  params:\n    scale_factor: 0.18215\n    unet_config:\n      params:\n"
                      "        in_channels: 4\n        out_channels: 4\n        model_channels: 320\n"
                      "        num_heads: 8\n        context_dim: 768\n";
@@ -288,7 +298,7 @@ static void check_apply(void)
     CHECK(!sd1.unet.v_prediction && sd1.unet.num_heads == 8 && sd1.unet.head_dim == 0, "SD 1.x: eps, 8 heads");
     sd_config before = sd_config_preset(SD_FAMILY_SD1), c = before;
     CHECK(!apply_text(v2_inference_v, &c, &err) && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "line 23") &&
-          strstr(err.message, "context_dim is 1024") && strstr(err.message, "is 768"),
+              strstr(err.message, "context_dim is 1024") && strstr(err.message, "is 768"),
           "v2's yaml on SD 1.x is refused at context_dim: %s", err.message);
     CHECK(c.unet.v_prediction == before.unet.v_prediction && c.prediction_source == before.prediction_source,
           "a refused yaml changes nothing");
@@ -307,8 +317,8 @@ static void check_apply(void)
         } else {
             sd_config tiny = sd_config_preset(SD_FAMILY_TINY);
             CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, "line 5") &&
-                  strstr(err.message, k == 4 ? "num_head_channels" : "num_heads") &&
-                  t.unet.num_heads == tiny.unet.num_heads && t.unet.head_dim == tiny.unet.head_dim,
+                      strstr(err.message, k == 4 ? "num_head_channels" : "num_heads") &&
+                      t.unet.num_heads == tiny.unet.num_heads && t.unet.head_dim == tiny.unet.head_dim,
                   "'%s' is refused, the split unchanged: %s", heads[k], err.message);
             printf("   %s\n", err.message);
         }

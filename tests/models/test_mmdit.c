@@ -58,8 +58,8 @@ static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, 
 }
 
 /* (L(x + h u) - L(x - h u)) / 2h against g . u for a random u over x (which is ctx or pooled). */
-static void directional(const run_ctx *c, sdt_test_rng *rng, float *ctx, float *pooled, float *x, const float *g,
-                        int n, const char *what)
+static void directional(const run_ctx *c, sdt_test_rng *rng, float *ctx, float *pooled, float *x, const float *g, int n,
+                        const char *what)
 {
     const double h = 1e-2;
     float *u = mt_alloc(sizeof(float) * n), *x0 = mt_alloc(sizeof(float) * n);
@@ -203,8 +203,7 @@ int main(void)
     CHECK(det.layers == cfg.layers && det.heads == cfg.heads && det.head_dim == cfg.head_dim &&
               det.in_channels == cfg.in_channels && det.patch == cfg.patch && det.pos_max == cfg.pos_max &&
               det.context_dim == cfg.context_dim && det.pooled_dim == cfg.pooled_dim &&
-              det.mlp_ratio == cfg.mlp_ratio &&
-              det.qk_norm && det.dual_layers == 0,
+              det.mlp_ratio == cfg.mlp_ratio && det.qk_norm && det.dual_layers == 0,
           "detected layers %d heads %d x %d channels %d patch %d P %d context %d pooled %d mlp %d", det.layers,
           det.heads, det.head_dim, det.in_channels, det.patch, det.pos_max, det.context_dim, det.pooled_dim,
           det.mlp_ratio);

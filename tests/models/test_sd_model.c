@@ -53,17 +53,20 @@ static void test_published_counts(void)
     clip_config c2 = clip_config_sd2();
     counter oc = {0, 0, NULL};
     CHECK(clip_params(&c2, count_param, &oc), "enumerating SD2 CLIP");
-    int64_t per_layer = 4 * 1024 + (3 * 1024 * 1024 + 3 * 1024) + (1024 * 1024 + 1024) + (4096 * 1024 + 4096) +
-                        (1024 * 4096 + 1024);
+    int64_t per_layer =
+        4 * 1024 + (3 * 1024 * 1024 + 3 * 1024) + (1024 * 1024 + 1024) + (4096 * 1024 + 4096) + (1024 * 4096 + 1024);
     int64_t expect = 49408LL * 1024 + 77 * 1024 + 24 * per_layer + 2 * 1024 + 1024 * 1024 + 1;
     CHECK(oc.params == expect, "SD2 CLIP has %lld parameters, expected %lld", (long long)oc.params, (long long)expect);
     /* SDXL: CLIP ViT-L under conditioner.embedders.0 (123.1 M, as SD 1.x's) and OpenCLIP ViT-bigG/14 under
      * conditioner.embedders.1 with text_projection and logit_scale (694,659,841: OpenCLIP's text tower). */
     sd_config xl = sd_config_preset(SD_FAMILY_SDXL);
     counter l = {0, 0, "conditioner.embedders.0.transformer.text_model."}, g = {0, 0, "conditioner.embedders.1.model."};
-    CHECK(clip_params(&xl.clip, count_param, &l) && clip_params(&xl.clip2, count_param, &g), "enumerating SDXL's encoders");
-    CHECK(l.params == 123060480 && l.tensors == 196, "SDXL CLIP-L has %lld parameters in %lld tensors, expected 123060480 "
-          "in 196", (long long)l.params, (long long)l.tensors);
+    CHECK(clip_params(&xl.clip, count_param, &l) && clip_params(&xl.clip2, count_param, &g),
+          "enumerating SDXL's encoders");
+    CHECK(l.params == 123060480 && l.tensors == 196,
+          "SDXL CLIP-L has %lld parameters in %lld tensors, expected 123060480 "
+          "in 196",
+          (long long)l.params, (long long)l.tensors);
     CHECK(g.params == 694659841, "SDXL bigG has %lld parameters, expected 694659841", (long long)g.params);
 }
 
@@ -217,8 +220,8 @@ static void test_diffusers_roundtrip(sdt_test_rng *rng)
         }
         CHECK(bad == 0, "%lld canonical keys differ between the two layouts", (long long)bad);
         sd_config ca, cb;
-        CHECK(sd_config_detect(a, &ca, &error) && sd_config_detect(b, &cb, &error) &&
-                  cb.family == SD_FAMILY_TINY && ca.family == cb.family,
+        CHECK(sd_config_detect(a, &ca, &error) && sd_config_detect(b, &cb, &error) && cb.family == SD_FAMILY_TINY &&
+                  ca.family == cb.family,
               "both layouts should detect as tiny: %s", error.message);
         sdt_weights_close(b);
     }
@@ -267,21 +270,25 @@ static void test_bad_checkpoints(sdt_test_rng *rng, sdt_backend *be)
     mt_temp_path(bad, sizeof(bad), "nan");
     sdt_weights *w = mt_make_weights(path, SD_FAMILY_TINY, sdt_test_next(rng), false, false);
     const char *key = "first_stage_model.decoder.mid.attn_1.k.weight";
-    for (int last = 0; last < 2; last++) { /* a NaN in the second element; an Inf in the last (the scan's final chunk) */
+    for (int last = 0; last < 2;
+         last++) { /* a NaN in the second element; an Inf in the last (the scan's final chunk) */
         CHECK(copy_with_poison(path, bad, key, last ? INFINITY : NAN, last), "could not write the poisoned copy");
         sdt_weights *wb = sdt_weights_open(bad, &error);
         CHECK(wb != NULL, "open poisoned: %s", error.message);
         if (!wb) continue;
         const sdt_tensor *t = sdt_weights_get(wb, key);
         char where[64];
-        snprintf(where, sizeof where, "%s at element %lld;", last ? "Inf" : "NaN", 
-                 !t ? -1LL : last ? (long long)sdt_tensor_numel(t) - 1 : 1LL);
+        snprintf(where, sizeof where, "%s at element %lld;", last ? "Inf" : "NaN",
+                 !t     ? -1LL
+                 : last ? (long long)sdt_tensor_numel(t) - 1
+                        : 1LL);
         sd_model m;
         error.message[0] = 0;
         bool loaded = sd_model_load(&m, wb, be, &error);
         printf("poisoned: %s\n", error.message);
         CHECK(!loaded && strstr(error.message, key) && strstr(error.message, where) && strstr(error.message, bad),
-              "a %s weight was not reported with its key, element (%s) and file (%s)", last ? "Inf" : "NaN", where, error.message);
+              "a %s weight was not reported with its key, element (%s) and file (%s)", last ? "Inf" : "NaN", where,
+              error.message);
         sdt_weights_close(wb);
     }
     /* A config asking for more layers than stored: the first missing key is named. */
@@ -338,8 +345,8 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
     CHECK(loaded_b, "loading the SDXL diffusers folder: %s", error.message);
     if (loaded_a && loaded_b) {
         const sd_config *ca = &ma.cfg, *cb = &mb.cfg;
-        CHECK(ca->family == SD_FAMILY_TINY_SDXL && cb->family == SD_FAMILY_TINY_SDXL, "families %s and %s, want tiny-sdxl",
-              sd_family_name(ca->family), sd_family_name(cb->family));
+        CHECK(ca->family == SD_FAMILY_TINY_SDXL && cb->family == SD_FAMILY_TINY_SDXL,
+              "families %s and %s, want tiny-sdxl", sd_family_name(ca->family), sd_family_name(cb->family));
         CHECK(ca->clip.width == 32 && ca->clip2.width == 48 && ca->clip2.projection_dim == 48 &&
                   ca->clip.slot == CLIP_SLOT_SDXL_L && ca->clip2.slot == CLIP_SLOT_SDXL_G &&
                   ca->clip2.layout == CLIP_LAYOUT_OPENCLIP && cb->clip2.layout == CLIP_LAYOUT_HF &&
@@ -359,12 +366,14 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
         CHECK(bad == 0 && checked > 100, "%lld of %lld canonical keys differ between the SDXL layouts", (long long)bad,
               (long long)checked);
         int diff = bigg_differences(&ma.clip2, &mb.clip2);
-        CHECK(diff == 0, "bigG's tensors differ in %d places between the layouts (in_proj split, projection transposed)",
-              diff);
+        CHECK(diff == 0,
+              "bigG's tensors differ in %d places between the layouts (in_proj split, projection transposed)", diff);
         float ctx_a[77 * 48], ctx_b[77 * 48], pooled_a[48], pooled_b[48];
-        if (mt_encoder_outputs(&ma.clip2, be, 0, ctx_a, pooled_a, &error) && mt_encoder_outputs(&mb.clip2, be, 0, ctx_b, pooled_b, &error)) {
+        if (mt_encoder_outputs(&ma.clip2, be, 0, ctx_a, pooled_a, &error) &&
+            mt_encoder_outputs(&mb.clip2, be, 0, ctx_b, pooled_b, &error)) {
             double dc = mt_max_abs_diff(ctx_a, ctx_b, 77 * 48), dp = mt_max_abs_diff(pooled_a, pooled_b, 48);
-            CHECK(dc == 0 && dp <= 1e-5, "bigG's outputs differ between the layouts: context %.3g, pooled %.3g", dc, dp);
+            CHECK(dc == 0 && dp <= 1e-5, "bigG's outputs differ between the layouts: context %.3g, pooled %.3g", dc,
+                  dp);
         } else {
             CHECK(false, "bigG forward: %s", error.message);
         }
@@ -381,12 +390,16 @@ static void test_sdxl_checkpoints(sdt_test_rng *rng, sdt_backend *be)
     mt_temp_path(refiner, sizeof(refiner), "refiner");
     float row[8] = {0};
     int64_t shape[2] = {2, 4};
-    sdt_st_write_item item = {.name = "conditioner.embedders.0.model.token_embedding.weight", .dtype = sdt_st_dtype_of(SDT_F32),
-                              .ndim = 2, .shape = shape, .data = row};
+    sdt_st_write_item item = {.name = "conditioner.embedders.0.model.token_embedding.weight",
+                              .dtype = sdt_st_dtype_of(SDT_F32),
+                              .ndim = 2,
+                              .shape = shape,
+                              .data = row};
     sdt_weights *r = sdt_st_write(refiner, &item, 1, NULL, 0, &error) ? sdt_weights_open(refiner, &error) : NULL;
     sd_config cr;
     error.message[0] = 0;
-    CHECK(r && !sd_config_detect(r, &cr, &error) && error.code == SDT_ERR_UNSUPPORTED && strstr(error.message, "refiner"),
+    CHECK(r && !sd_config_detect(r, &cr, &error) && error.code == SDT_ERR_UNSUPPORTED &&
+              strstr(error.message, "refiner"),
           "the SDXL refiner was not refused with a sentence (%s)", error.message);
     if (r) sdt_weights_close(r);
     unlink(refiner);
@@ -401,7 +414,8 @@ static void test_known_sd1_names(void)
     static const char *pairs[][2] = {
         {"first_stage_model.decoder.up.3.block.0.conv1.weight", "decoder.up_blocks.0.resnets.0.conv1.weight"},
         {"first_stage_model.decoder.up.1.upsample.conv.bias", "decoder.up_blocks.2.upsamplers.0.conv.bias"},
-        {"first_stage_model.encoder.down.1.block.0.nin_shortcut.weight", "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"},
+        {"first_stage_model.encoder.down.1.block.0.nin_shortcut.weight",
+         "encoder.down_blocks.1.resnets.0.conv_shortcut.weight"},
         {"first_stage_model.encoder.down.2.downsample.conv.weight", "encoder.down_blocks.2.downsamplers.0.conv.weight"},
         {"first_stage_model.encoder.mid.attn_1.q.weight", "encoder.mid_block.attentions.0.to_q.weight"},
         {"first_stage_model.decoder.mid.attn_1.proj_out.bias", "decoder.mid_block.attentions.0.to_out.0.bias"},

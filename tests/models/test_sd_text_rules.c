@@ -15,11 +15,13 @@ static void check_family(sd_family family, bool sdxl, bool skip_applies, int32_t
     CHECK(r.sdxl == sdxl, "%s: sdxl %d, expected %d", name, r.sdxl, sdxl);
     CHECK(r.clip_skip_applies == skip_applies, "%s: CLIP skip applies %d, expected %d", name, r.clip_skip_applies,
           skip_applies);
-    CHECK(sd_text_clip_skip(&r, 2) == (skip_applies ? 2 : 0), "%s: CLIP skip 2 runs as %d", name, sd_text_clip_skip(&r, 2));
+    CHECK(sd_text_clip_skip(&r, 2) == (skip_applies ? 2 : 0), "%s: CLIP skip 2 runs as %d", name,
+          sd_text_clip_skip(&r, 2));
     CHECK(sd_text_pad_id(&r, END) == pad, "%s: pads with %d, expected %d", name, sd_text_pad_id(&r, END), pad);
     CHECK(r.pooled_width == pooled, "%s: pooled width %d, expected %d", name, r.pooled_width, pooled);
     CHECK(r.width_g == (sdxl ? cfg.clip2.width : 0), "%s: bigG's width %d", name, r.width_g);
-    if (sdxl) CHECK(sd_text_pad_id_g(&r, END) == 0, "%s: bigG pads with %d, expected 0", name, sd_text_pad_id_g(&r, END));
+    if (sdxl)
+        CHECK(sd_text_pad_id_g(&r, END) == 0, "%s: bigG pads with %d, expected 0", name, sd_text_pad_id_g(&r, END));
 }
 
 /* diffusers keeps SD 2.x's OpenCLIP-H as an HF CLIPTextModel (clip_config_detect: width 1024 in the HF layout). */
@@ -30,8 +32,10 @@ static void check_sd2_as_diffusers(void)
     cfg.clip.layers = 23;
     cfg.clip.default_skip = 1;
     sd_text_rules r = sd_text_rules_of(&cfg);
-    CHECK(!r.clip_skip_applies && sd_text_pad_id(&r, END) == 0, "SD 2.x from a diffusers folder: CLIP skip applies %d, "
-          "pads with %d (expected SD 2.x's rules: no CLIP skip, pad 0)", r.clip_skip_applies, sd_text_pad_id(&r, END));
+    CHECK(!r.clip_skip_applies && sd_text_pad_id(&r, END) == 0,
+          "SD 2.x from a diffusers folder: CLIP skip applies %d, "
+          "pads with %d (expected SD 2.x's rules: no CLIP skip, pad 0)",
+          r.clip_skip_applies, sd_text_pad_id(&r, END));
 }
 
 int main(void)

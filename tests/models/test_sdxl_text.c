@@ -37,21 +37,32 @@ typedef struct outputs {
 static bool run(const encoders *e, sdt_backend *be, const problem *p, const float *rows_l, const float *rows_g,
                 bool grads, outputs *o, sdt_error *error)
 {
-    sdt_tensor tl = mt_tensor((void *)p->tokens_l, SDT_I32, 2, N, T, 0, 0), tg = mt_tensor((void *)p->tokens_g, SDT_I32, 2, N, T, 0, 0);
-    sdt_tensor rl = mt_tensor((void *)rows_l, SDT_F32, 2, R, e->cl, 0, 0), rg = mt_tensor((void *)rows_g, SDT_F32, 2, R, e->cg, 0, 0);
-    sdt_sdxl_text_inputs in = {.tokens_l = &tl, .tokens_g = &tg, .chunks = K, .rows_l = &rl, .rows_g = &rg,
-                               .overrides = p->ov, .n_overrides = 4, .act_dtype = SDT_F32};
-    sdt_tensor dc = mt_tensor(p->dcontext, SDT_F32, 3, B, K * T, e->cl + e->cg, 0), dp = mt_tensor(p->dpooled, SDT_F32, 2, B, e->p, 0, 0);
+    sdt_tensor tl = mt_tensor((void *)p->tokens_l, SDT_I32, 2, N, T, 0, 0),
+               tg = mt_tensor((void *)p->tokens_g, SDT_I32, 2, N, T, 0, 0);
+    sdt_tensor rl = mt_tensor((void *)rows_l, SDT_F32, 2, R, e->cl, 0, 0),
+               rg = mt_tensor((void *)rows_g, SDT_F32, 2, R, e->cg, 0, 0);
+    sdt_sdxl_text_inputs in = {.tokens_l = &tl,
+                               .tokens_g = &tg,
+                               .chunks = K,
+                               .rows_l = &rl,
+                               .rows_g = &rg,
+                               .overrides = p->ov,
+                               .n_overrides = 4,
+                               .act_dtype = SDT_F32};
+    sdt_tensor dc = mt_tensor(p->dcontext, SDT_F32, 3, B, K * T, e->cl + e->cg, 0),
+               dp = mt_tensor(p->dpooled, SDT_F32, 2, B, e->p, 0, 0);
     o->drows_l = mt_alloc((size_t)R * e->cl * sizeof(float));
     o->drows_g = mt_alloc((size_t)R * e->cg * sizeof(float));
-    sdt_tensor dl = mt_tensor(o->drows_l, SDT_F32, 2, R, e->cl, 0, 0), dg = mt_tensor(o->drows_g, SDT_F32, 2, R, e->cg, 0, 0);
+    sdt_tensor dl = mt_tensor(o->drows_l, SDT_F32, 2, R, e->cl, 0, 0),
+               dg = mt_tensor(o->drows_g, SDT_F32, 2, R, e->cg, 0, 0);
     sdt_arena meas, arena;
     sdt_sdxl_text_acts acts;
     sdt_arena_init_measure(&meas, be);
     if (!sdt_sdxl_text_forward(&e->l, &e->g, be, &meas, &in, &acts, error) ||
         (grads && !sdt_sdxl_text_backward(&e->l, &e->g, be, &meas, &acts, &dc, &dp, &dl, &dg, error)))
         return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena of %zu bytes", meas.peak);
+    if (!sdt_arena_init(&arena, be, meas.peak))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena of %zu bytes", meas.peak);
     bool ok = sdt_sdxl_text_forward(&e->l, &e->g, be, &arena, &in, &acts, error) &&
               (!grads || sdt_sdxl_text_backward(&e->l, &e->g, be, &arena, &acts, &dc, &dp, &dl, &dg, error));
     if (ok) {
@@ -74,12 +85,14 @@ static void free_outputs(outputs *o)
 /* One encoder alone on its tokens: output [N, T, C], pooled [N, P] (bigG), and the rows' gradient from
  * dout [N, T, C] and dpooled_all [N, P] (NULL for CLIP-L). */
 static bool encoder_alone(const clip_text_model *m, sdt_backend *be, const int32_t *tokens, const float *rows,
-                          const clip_override *ov, const float *dout, const float *dpooled_all, float *out, float *pooled,
-                          float *drows, sdt_error *error)
+                          const clip_override *ov, const float *dout, const float *dpooled_all, float *out,
+                          float *pooled, float *drows, sdt_error *error)
 {
     int C = m->cfg.width, P = m->cfg.projection_dim;
-    sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, N, T, 0, 0), rows_t = mt_tensor((void *)rows, SDT_F32, 2, R, C, 0, 0);
-    sdt_tensor do_t = mt_tensor((void *)dout, SDT_F32, 3, N, T, C, 0), dp_t = mt_tensor((void *)dpooled_all, SDT_F32, 2, N, P, 0, 0);
+    sdt_tensor tok = mt_tensor((void *)tokens, SDT_I32, 2, N, T, 0, 0),
+               rows_t = mt_tensor((void *)rows, SDT_F32, 2, R, C, 0, 0);
+    sdt_tensor do_t = mt_tensor((void *)dout, SDT_F32, 3, N, T, C, 0),
+               dp_t = mt_tensor((void *)dpooled_all, SDT_F32, 2, N, P, 0, 0);
     sdt_tensor dr = mt_tensor(drows, SDT_F32, 2, R, C, 0, 0);
     clip_text_inputs in = {.tokens = &tok, .rows = &rows_t, .overrides = ov, .n_overrides = 4, .act_dtype = SDT_F32};
     sdt_arena meas, arena;
@@ -130,7 +143,8 @@ static void check_against_encoders(const encoders *e, sdt_backend *be, const pro
         memcpy(dl + r * cl, p->dcontext + r * C, (size_t)cl * sizeof(float));
         memcpy(dg + r * cg, p->dcontext + r * C + cl, (size_t)cg * sizeof(float));
     }
-    for (int b = 0; b < B; b++) memcpy(dp_all + (size_t)b * K * P, p->dpooled + (size_t)b * P, (size_t)P * sizeof(float));
+    for (int b = 0; b < B; b++)
+        memcpy(dp_all + (size_t)b * K * P, p->dpooled + (size_t)b * P, (size_t)P * sizeof(float));
     float *out_l = mt_alloc((size_t)N * T * cl * sizeof(float)), *out_g = mt_alloc((size_t)N * T * cg * sizeof(float));
     float *pooled_g = mt_alloc((size_t)N * P * sizeof(float));
     float *drl = mt_alloc((size_t)R * cl * sizeof(float)), *drg = mt_alloc((size_t)R * cg * sizeof(float));
@@ -143,28 +157,35 @@ static void check_against_encoders(const encoders *e, sdt_backend *be, const pro
             d_ctx = fmax(d_ctx, mt_max_abs_diff(o->context + r * C, out_l + r * cl, cl));
             d_ctx = fmax(d_ctx, mt_max_abs_diff(o->context + r * C + cl, out_g + r * cg, cg));
         }
-        for (int b = 0; b < B; b++) d_pool = fmax(d_pool, mt_max_abs_diff(o->pooled + (size_t)b * P, pooled_g + (size_t)b * K * P, P));
+        for (int b = 0; b < B; b++)
+            d_pool = fmax(d_pool, mt_max_abs_diff(o->pooled + (size_t)b * P, pooled_g + (size_t)b * K * P, P));
         CHECK(d_ctx == 0, "the context is not [CLIP-L, bigG] per position (max diff %.3g)", d_ctx);
         CHECK(d_pool == 0, "the pooled embedding is not bigG's of each prompt's first chunk (max diff %.3g)", d_pool);
         /* chunk 1's pooled output differs: the choice of chunk matters */
-        CHECK(mt_max_abs_diff(pooled_g, pooled_g + P, P) > 1e-4, "the two chunks pool alike; the test cannot tell them apart");
-        double gl = mt_max_abs_diff(o->drows_l, drl, (int64_t)R * cl), gg = mt_max_abs_diff(o->drows_g, drg, (int64_t)R * cg);
+        CHECK(mt_max_abs_diff(pooled_g, pooled_g + P, P) > 1e-4,
+              "the two chunks pool alike; the test cannot tell them apart");
+        double gl = mt_max_abs_diff(o->drows_l, drl, (int64_t)R * cl),
+               gg = mt_max_abs_diff(o->drows_g, drg, (int64_t)R * cg);
         printf("rows' gradients against the encoders' own backward: clip_l %.3g, clip_g %.3g\n", gl, gg);
-        CHECK(gl <= 1e-6 && gg <= 1e-6, "the rows' gradients differ from the encoders' own backward (%.3g, %.3g)", gl, gg);
+        CHECK(gl <= 1e-6 && gg <= 1e-6, "the rows' gradients differ from the encoders' own backward (%.3g, %.3g)", gl,
+              gg);
     }
     free(dl), free(dg), free(dp_all), free(out_l), free(out_g), free(pooled_g), free(drl), free(drg);
 }
 
 /* d(loss)/d(rows) along a random direction of both embeddings' rows, by central differences (f32 forward). */
-static void check_finite_differences(sdt_test_rng *rng, const encoders *e, sdt_backend *be, const problem *p, const outputs *o)
+static void check_finite_differences(sdt_test_rng *rng, const encoders *e, sdt_backend *be, const problem *p,
+                                     const outputs *o)
 {
     sdt_error error = {0};
     int nl = R * e->cl, ng = R * e->cg;
     float *dir = mt_alloc((size_t)(nl + ng) * sizeof(float));
     sdt_test_fill_normal(rng, dir, nl + ng, 1.0);
     double analytic = 0, scale = 0;
-    for (int i = 0; i < nl; i++) analytic += (double)o->drows_l[i] * dir[i], scale += fabs((double)o->drows_l[i] * dir[i]);
-    for (int i = 0; i < ng; i++) analytic += (double)o->drows_g[i] * dir[nl + i], scale += fabs((double)o->drows_g[i] * dir[nl + i]);
+    for (int i = 0; i < nl; i++)
+        analytic += (double)o->drows_l[i] * dir[i], scale += fabs((double)o->drows_l[i] * dir[i]);
+    for (int i = 0; i < ng; i++)
+        analytic += (double)o->drows_g[i] * dir[nl + i], scale += fabs((double)o->drows_g[i] * dir[nl + i]);
     const double h = 1e-3;
     double l[2];
     float *rl = mt_alloc((size_t)nl * sizeof(float)), *rg = mt_alloc((size_t)ng * sizeof(float));
@@ -181,7 +202,8 @@ static void check_finite_differences(sdt_test_rng *rng, const encoders *e, sdt_b
         free_outputs(&q);
     }
     double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(scale, 1e-12);
-    printf("conditioning directional derivative: analytic %.6g, central differences %.6g (rel %.3g)\n", analytic, fd, rel);
+    printf("conditioning directional derivative: analytic %.6g, central differences %.6g (rel %.3g)\n", analytic, fd,
+           rel);
     CHECK(rel <= 1e-2, "the conditioning's row gradient disagrees with finite differences: %.6g vs %.6g", analytic, fd);
     free(dir), free(rl), free(rg);
 }

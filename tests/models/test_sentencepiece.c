@@ -27,10 +27,10 @@ typedef struct piece {
 } piece;
 
 static const piece VOCAB[] = {
-    {"<pad>", 0, 3},     {"</s>", 0, 3},       {"<unk>", 0, 2},     {SP, -2.0f, 1},      {SP "a", -1.5f, 1},
-    {SP "cat", -3.0f, 1}, {SP "ca", -2.0f, 1}, {"t", -2.5f, 1},     {"c", -3.0f, 1},     {"a", -2.8f, 1},
-    {SP "the", -1.0f, 1}, {"s", -2.0f, 1},     {SP "cats", -7.0f, 1}, {SP "dog", -3.0f, 1}, {SP "do", -2.0f, 1},
-    {"g", -3.5f, 1},      {"\xC3\xA9", -3.0f, 1}, {SP "caf", -4.0f, 1}, {SP "yellow", -4.0f, 1}, {SP "star", -4.0f, 1},
+    {"<pad>", 0, 3},      {"</s>", 0, 3},         {"<unk>", 0, 2},       {SP, -2.0f, 1},          {SP "a", -1.5f, 1},
+    {SP "cat", -3.0f, 1}, {SP "ca", -2.0f, 1},    {"t", -2.5f, 1},       {"c", -3.0f, 1},         {"a", -2.8f, 1},
+    {SP "the", -1.0f, 1}, {"s", -2.0f, 1},        {SP "cats", -7.0f, 1}, {SP "dog", -3.0f, 1},    {SP "do", -2.0f, 1},
+    {"g", -3.5f, 1},      {"\xC3\xA9", -3.0f, 1}, {SP "caf", -4.0f, 1},  {SP "yellow", -4.0f, 1}, {SP "star", -4.0f, 1},
     {"!", -2.0f, 1},
 };
 enum { NV = sizeof VOCAB / sizeof VOCAB[0] };
@@ -60,7 +60,10 @@ static void put_varint(buf *b, uint64_t v)
         put(b, &c, 1);
     } while (v);
 }
-static void put_key(buf *b, unsigned field, int wire) { put_varint(b, (uint64_t)field << 3 | (unsigned)wire); }
+static void put_key(buf *b, unsigned field, int wire)
+{
+    put_varint(b, (uint64_t)field << 3 | (unsigned)wire);
+}
 static void put_bytes(buf *b, unsigned field, const void *d, size_t n)
 {
     put_key(b, field, 2);
@@ -195,9 +198,10 @@ static buf model_proto_map(const piece *v, int n, bool bytes, bool with_ids, con
 static char *tokenizer_json(const buf *cm)
 {
     buf j = {0};
-    const char *head = "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
-                       "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
-                       "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"";
+    const char *head =
+        "{\"version\":\"1.0\",\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
+        "{\"id\":1,\"content\":\"</s>\",\"special\":true},{\"id\":2,\"content\":\"<unk>\",\"special\":true}],"
+        "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"";
     put(&j, head, strlen(head));
     if (cm) {
         char *b64 = g_base64_encode(cm->p, cm->n);
@@ -240,10 +244,10 @@ static void expect_ids(const sdt_spm *t, const char *text, const int32_t *want, 
     CHECK(same, "%s: \"%s\" segments differently from the hand-checked ids", what, text);
     free(ids);
 }
-#define EXPECT(t, text, what, ...)                                                                            \
-    do {                                                                                                      \
-        const int32_t want_[] = {__VA_ARGS__};                                                                \
-        expect_ids(t, text, want_, sizeof want_ / sizeof want_[0], what);                                     \
+#define EXPECT(t, text, what, ...)                                                                                     \
+    do {                                                                                                               \
+        const int32_t want_[] = {__VA_ARGS__};                                                                         \
+        expect_ids(t, text, want_, sizeof want_ / sizeof want_[0], what);                                              \
     } while (0)
 
 static void check_segmentation(const sdt_spm *t, const char *what)
@@ -280,7 +284,8 @@ static void check_segmentation(const sdt_spm *t, const char *what)
     const int32_t want4[4] = {10, 5, 5, 1};
     CHECK(!memcmp(seq, want4, sizeof want4) && rep.n_text_tokens == 5 && rep.n_cut == 2 && rep.end_index == 3,
           "%s: truncation keeps the end token last (cut %d of %d)", what, rep.n_cut, rep.n_text_tokens);
-    CHECK(sdt_spm_encode(t, "", 3, seq, &rep, &err) && seq[0] == 1 && seq[1] == 0 && seq[2] == 0, "%s: empty prompt", what);
+    CHECK(sdt_spm_encode(t, "", 3, seq, &rep, &err) && seq[0] == 1 && seq[1] == 0 && seq[2] == 0, "%s: empty prompt",
+          what);
     CHECK(!sdt_spm_encode(t, "a", 0, seq, &rep, &err) && strstr(err.message, "length 0"), "%s: length 0: \"%s\"", what,
           err.message);
 }
@@ -356,8 +361,8 @@ int main(void)
                   !strcmp(sdt_spm_piece_text(tm, NV), "<star>"),
               "added tokens' ids and texts");
         EXPECT(tm, "the <star> cat", "added token", 10, NV, 5);
-        EXPECT(tm, "the<star>cat", "added token", 10, NV, 5);     /* each stretch gets its own ▁ */
-        EXPECT(tm, "<star>-2 dog", "added token", NV + 1, 13);   /* the longest added token at a position */
+        EXPECT(tm, "the<star>cat", "added token", 10, NV, 5);  /* each stretch gets its own ▁ */
+        EXPECT(tm, "<star>-2 dog", "added token", NV + 1, 13); /* the longest added token at a position */
         EXPECT(tm, "<star><star>", "added token", NV, NV);
     }
     /* without the trainer's ids the special pieces are found by name and type */
@@ -388,12 +393,16 @@ int main(void)
         const char *what = k ? "charsmap tokenizer.json" : "charsmap spiece.model";
         CHECK(cms[k] != NULL, "%s: %s", what, err.message);
         if (!cms[k]) continue;
-        static const struct { const char *in, *out; } norms[] = {
+        static const struct {
+            const char *in, *out;
+        } norms[] = {
             {"\xEF\xAC\x81", SP "fi"},
             {"a  \xE2\x91\xA0", SP "a" SP "1"},
             {"cafe\xCC\x81", SP "caf\xC3\xA9"},
             {"ex e", SP "ex" SP "e"},
-            {"\xEF\xBD\x83" "at", SP "cat"}, /* the built-in foldings still apply */
+            {"\xEF\xBD\x83"
+             "at",
+             SP "cat"}, /* the built-in foldings still apply */
         };
         for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++) {
             char *got = sdt_spm_normalize(cms[k], norms[i].in);
@@ -422,8 +431,10 @@ int main(void)
         unnamed += !p && !strstr(err.message, "prefix.model");
         sdt_spm_free(p);
     }
-    CHECK(loaded == 0 && unnamed == 0, "of %zu truncations of spiece.model %d loaded and %d were refused without the "
-          "file's name", m.n, loaded, unnamed);
+    CHECK(loaded == 0 && unnamed == 0,
+          "of %zu truncations of spiece.model %d loaded and %d were refused without the "
+          "file's name",
+          m.n, loaded, unnamed);
     /* random bytes: refused or read, never a crash (a valid-looking random model is allowed) */
     sdt_test_rng rng = sdt_test_rng_from_env("sentencepiece");
     for (int k = 0; k < 300; k++) {
@@ -432,14 +443,15 @@ int main(void)
         for (size_t i = 0; i < len; i++) junk[i] = (unsigned char)sdt_test_next(&rng);
         if (k % 3 == 0 && len > 8) memcpy(junk, m.p, 8); /* a plausible start */
         sdt_spm *p = sdt_spm_load_model_memory(junk, len, "junk.model", &err);
-        CHECK(p || strstr(err.message, "junk.model"), "junk %d refused without the file's name: \"%s\"", k, err.message);
+        CHECK(p || strstr(err.message, "junk.model"), "junk %d refused without the file's name: \"%s\"", k,
+              err.message);
         sdt_spm_free(p);
         sdt_spm *q = sdt_spm_load_json_memory((const char *)junk, len, "junk.json", &err);
         CHECK(!q && strstr(err.message, "junk.json"), "junk %d as JSON: \"%s\"", k, err.message);
         sdt_spm_free(q);
     }
-    expect_refusal(bad, m.p, m.n / 2, NULL);                    /* truncated in the middle of a piece */
-    expect_refusal(bad, m.p, 3, NULL);                          /* truncated after a key */
+    expect_refusal(bad, m.p, m.n / 2, NULL); /* truncated in the middle of a piece */
+    expect_refusal(bad, m.p, 3, NULL);       /* truncated after a key */
     expect_refusal(bad, "hello world, not a model", 24, "not a SentencePiece model");
     static const unsigned char zeros[16] = {0};
     expect_refusal(bad, zeros, sizeof zeros, "bad protobuf field key");

@@ -102,10 +102,10 @@ static void check_buckets(void)
 {
     /* transformers' _relative_position_bucket(bidirectional, 32 buckets, max distance 128) of key - query,
      * computed with torch 1.13 for these offsets */
-    static const int rel[] = {-200, -128, -127, -64, -32, -16, -15, -12, -11, -9, -8, -7, -1, 0, 1, 7, 8, 9, 11, 12,
-                              15, 16, 22, 23, 31, 32, 45, 46, 63, 64, 90, 91, 127, 128, 500};
-    static const int want[] = {15, 15, 15, 14, 12, 10, 9, 9, 8, 8, 8, 7, 1, 0, 17, 23, 24, 24, 24, 25,
-                               25, 26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31, 31, 31};
+    static const int rel[] = {-200, -128, -127, -64, -32, -16, -15, -12, -11, -9, -8, -7, -1, 0,  1,   7,   8,  9,
+                              11,   12,   15,   16,  22,  23,  31,  32,  45,  46, 63, 64, 90, 91, 127, 128, 500};
+    static const int want[] = {15, 15, 15, 14, 12, 10, 9,  9,  8,  8,  8,  7,  1,  0,  17, 23, 24, 24,
+                               24, 25, 25, 26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31, 31, 31};
     int bad = 0;
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
         int got = t5_relative_bucket(rel[i], 32, 128);
@@ -146,7 +146,8 @@ static void check_refusals(const sdt_weights *w, const t5_config *cfg)
     sdt_weights *mw = sdt_weights_open(path, &err);
     CHECK(mw != NULL, "open: %s", err.message);
     if (mw) {
-        CHECK(!t5_encoder_load(&m, cfg, mw, &err) && strstr(err.message, "encoder.block.1.layer.1.DenseReluDense.wi_1.weight") &&
+        CHECK(!t5_encoder_load(&m, cfg, mw, &err) &&
+                  strstr(err.message, "encoder.block.1.layer.1.DenseReluDense.wi_1.weight") &&
                   strstr(err.message, path) && strstr(err.message, "T5 v1.1 encoder file"),
               "a missing wi_1 must be named with the file: \"%s\"", err.message);
         printf("missing: %s\n", err.message);
@@ -167,7 +168,8 @@ static void check_refusals(const sdt_weights *w, const t5_config *cfg)
     copy_without(w, path, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight", names, &twi, 1);
     mw = sdt_weights_open(path, &err);
     t5_config got;
-    CHECK(mw && !t5_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "T5 v1.0"),
+    CHECK(mw && !t5_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED &&
+              strstr(err.message, "T5 v1.0"),
           "a T5 v1.0 file must be refused by name: \"%s\"", err.message);
     printf("v1.0: %s\n", err.message);
     if (mw) sdt_weights_close(mw);
@@ -207,7 +209,7 @@ int main(void)
     const int D = cfg.d_model;
     int32_t tokens[B * T], lengths[B] = {T, 6};
     for (int i = 0; i < B * T; i++) tokens[i] = (int32_t)((i * 37 + 5) % cfg.vocab);
-    tokens[T - 1] = 1, tokens[T + 5] = 1; /* the end tokens */
+    tokens[T - 1] = 1, tokens[T + 5] = 1;              /* the end tokens */
     for (int i = T + 6; i < 2 * T; i++) tokens[i] = 0; /* pads */
     t5_override ov[NOV] = {{0, 2, 0}, {1, 1, 1}, {1, 3, 0}};
     float *dout = mt_alloc(sizeof(float) * B * T * D);
@@ -229,7 +231,8 @@ int main(void)
     run_ctx c2 = c;
     c2.tokens = tokens2;
     run_loss(&c2, rows, o2, NULL);
-    CHECK(memcmp(o1, o2, sizeof(float) * (T + 6) * D) == 0, "with the mask, the pads' ids must not change the real tokens' outputs");
+    CHECK(memcmp(o1, o2, sizeof(float) * (T + 6) * D) == 0,
+          "with the mask, the pads' ids must not change the real tokens' outputs");
     CHECK(memcmp(o1 + (T + 6) * D, o2 + (T + 6) * D, sizeof(float) * (T - 6) * D) != 0, "the pads' own outputs change");
     c.lengths = NULL, c2.lengths = NULL;
     run_loss(&c, rows, o1, NULL);
@@ -251,7 +254,8 @@ int main(void)
     memcpy(o1, acts.out.data, sizeof(float) * B * T * D);
     sdt_arena_rewind(&ar, 0);
     CHECK(t5_encoder_forward(&m, be, &ar, &in_plain, &acts, &err), "forward: %s", err.message);
-    CHECK(memcmp(o1, acts.out.data, sizeof(float) * B * T * D) == 0, "an override with the token's own row must change nothing");
+    CHECK(memcmp(o1, acts.out.data, sizeof(float) * B * T * D) == 0,
+          "an override with the token's own row must change nothing");
     /* the bf16 file (bf16 weights, f32 activations) within bf16's rounding of the f32 one */
     sdt_arena_rewind(&ar, 0);
     CHECK(t5_encoder_forward(&m16, be, &ar, &in_plain, &acts, &err), "bf16 forward: %s", err.message);

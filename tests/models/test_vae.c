@@ -112,7 +112,8 @@ static img ref_resblock(const img *x, const vae_resblock *r, const vae_config *c
 static img ref_attn(const img *x, const vae_attn *a, const vae_config *c)
 {
     img hn = ref_groupnorm_silu(x, &a->n_w, &a->n_b, c->groups, c->eps, false);
-    img q = conv_same(&hn, &a->q_w, &a->q_b), k = conv_same(&hn, &a->k_w, &a->k_b), v = conv_same(&hn, &a->v_w, &a->v_b);
+    img q = conv_same(&hn, &a->q_w, &a->q_b), k = conv_same(&hn, &a->k_w, &a->k_b),
+        v = conv_same(&hn, &a->v_w, &a->v_b);
     int C = x->C, L = x->H * x->W;
     img o = img_new(x->B, C, x->H, x->W);
     double *p = mt_alloc((size_t)L * sizeof(double));
@@ -121,7 +122,8 @@ static img ref_attn(const img *x, const vae_attn *a, const vae_config *c)
             double mx = -1e300, sum = 0;
             for (int j = 0; j < L; j++) {
                 double s = 0;
-                for (int ch = 0; ch < C; ch++) s += q.d[((size_t)n * C + ch) * L + i] * k.d[((size_t)n * C + ch) * L + j];
+                for (int ch = 0; ch < C; ch++)
+                    s += q.d[((size_t)n * C + ch) * L + i] * k.d[((size_t)n * C + ch) * L + j];
                 p[j] = s / sqrt((double)C);
                 mx = fmax(mx, p[j]);
             }
@@ -203,19 +205,22 @@ static bool encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_t
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
+    if (!sdt_arena_init(&arena, be, meas.peak))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
     bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, error);
     printf("encode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
     return ok;
 }
 
-static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt, sdt_error *error)
+static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt,
+                   sdt_error *error)
 {
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     if (!vae_decode(m, be, &meas, latents, dt, image, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak)) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
+    if (!sdt_arena_init(&arena, be, meas.peak))
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
     bool ok = vae_decode(m, be, &arena, latents, dt, image, error);
     printf("decode arena %zu bytes\n", meas.peak);
     sdt_arena_release(&arena);
@@ -234,7 +239,8 @@ int main(void)
     vae_config cfg, tiny = vae_config_tiny();
     CHECK(vae_config_detect(w, &cfg, &error), "detect: %s", error.message);
     CHECK(cfg.ch == tiny.ch && cfg.levels == tiny.levels && cfg.res_blocks == tiny.res_blocks &&
-              cfg.z_channels == tiny.z_channels && cfg.ch_mult[0] == tiny.ch_mult[0] && cfg.ch_mult[1] == tiny.ch_mult[1],
+              cfg.z_channels == tiny.z_channels && cfg.ch_mult[0] == tiny.ch_mult[0] &&
+              cfg.ch_mult[1] == tiny.ch_mult[1],
           "detected VAE config differs from the tiny preset (ch %d levels %d res %d z %d)", cfg.ch, cfg.levels,
           cfg.res_blocks, cfg.z_channels);
     vae_model m;
@@ -262,7 +268,8 @@ int main(void)
             memcpy(ref_mean + b * per, mom.d + (size_t)b * 2 * per, per * sizeof(double));
             memcpy(ref_logvar + b * per, mom.d + (size_t)b * 2 * per + per, per * sizeof(double));
         }
-        double em = sdt_rel_err_fd(mean, ref_mean, (int64_t)n_lat), ev = sdt_rel_err_fd(logvar, ref_logvar, (int64_t)n_lat);
+        double em = sdt_rel_err_fd(mean, ref_mean, (int64_t)n_lat),
+               ev = sdt_rel_err_fd(logvar, ref_logvar, (int64_t)n_lat);
         printf("encode rel error.message: mean %.3g logvar %.3g\n", em, ev);
         CHECK(em <= 1e-4 && ev <= 1e-4, "encoder differs from the float64 reference: mean %.3g logvar %.3g", em, ev);
 
@@ -274,8 +281,8 @@ int main(void)
         double dm = 0;
         for (size_t i = 0; i < n_lat; i++) dm = fmax(dm, fabs(lat[i] - cfg.scaling * mean[i]));
         CHECK(dm <= 1e-6, "latents mean is not scaling * mean (%.3g)", dm);
-        CHECK(vae_latents_sample(be, &lat_t, &mean_t, &logvar_t, &noise_t, cfg.scaling, &error),
-              "latents sample: %s", error.message);
+        CHECK(vae_latents_sample(be, &lat_t, &mean_t, &logvar_t, &noise_t, cfg.scaling, &error), "latents sample: %s",
+              error.message);
         double ds = 0;
         for (size_t i = 0; i < n_lat; i++) {
             double lv = fmin(fmax(logvar[i], -30.0), 20.0);

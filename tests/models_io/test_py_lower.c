@@ -20,17 +20,17 @@ int main(void)
         const char *text, *lower;
     } cases[] = {
         {"Icon IN Istanbul", "icon in istanbul"},
-        {"\xc4\xb0zmir", "i\xcc\x87zmir"},                                        /* İzmir -> i̇zmir */
-        {"\xce\xa3\xce\x91\xce\xa3", "\xcf\x83\xce\xb1\xcf\x82"},                 /* ΣΑΣ -> σας */
-        {"\xce\xa3", "\xcf\x83"},                                                 /* Σ alone -> σ */
-        {"\xce\x91\xce\xa3.", "\xce\xb1\xcf\x82."},                               /* ΑΣ. -> ας. */
-        {"\xce\x91\xce\xa3'\xce\x91", "\xce\xb1\xcf\x83'\xce\xb1"},               /* ΑΣ'Α -> ασ'α */
-        {"\xce\x91\xce\xa3\xcc\x81", "\xce\xb1\xcf\x82\xcc\x81"},                 /* ΑΣ + accent -> ας + accent */
-        {"\xe2\x85\xa7 \xe2\x92\xb6", "\xe2\x85\xb7 \xe2\x93\x90"},               /* Ⅷ Ⓐ -> ⅷ ⓐ */
-        {"\xc7\x85", "\xc7\x86"},                                                 /* ǅ (titlecase) -> ǆ */
-        {"\xe1\xba\x9e", "\xc3\x9f"},                                             /* ẞ -> ß */
-        {"\xe2\x84\xaa", "k"},                                                    /* Kelvin sign -> k */
-        {"\xc3\x80\xc3\x89\xc3\x8e", "\xc3\xa0\xc3\xa9\xc3\xae"},                 /* ÀÉÎ -> àéî */
+        {"\xc4\xb0zmir", "i\xcc\x87zmir"},                          /* İzmir -> i̇zmir */
+        {"\xce\xa3\xce\x91\xce\xa3", "\xcf\x83\xce\xb1\xcf\x82"},   /* ΣΑΣ -> σας */
+        {"\xce\xa3", "\xcf\x83"},                                   /* Σ alone -> σ */
+        {"\xce\x91\xce\xa3.", "\xce\xb1\xcf\x82."},                 /* ΑΣ. -> ας. */
+        {"\xce\x91\xce\xa3'\xce\x91", "\xce\xb1\xcf\x83'\xce\xb1"}, /* ΑΣ'Α -> ασ'α */
+        {"\xce\x91\xce\xa3\xcc\x81", "\xce\xb1\xcf\x82\xcc\x81"},   /* ΑΣ + accent -> ας + accent */
+        {"\xe2\x85\xa7 \xe2\x92\xb6", "\xe2\x85\xb7 \xe2\x93\x90"}, /* Ⅷ Ⓐ -> ⅷ ⓐ */
+        {"\xc7\x85", "\xc7\x86"},                                   /* ǅ (titlecase) -> ǆ */
+        {"\xe1\xba\x9e", "\xc3\x9f"},                               /* ẞ -> ß */
+        {"\xe2\x84\xaa", "k"},                                      /* Kelvin sign -> k */
+        {"\xc3\x80\xc3\x89\xc3\x8e", "\xc3\xa0\xc3\xa9\xc3\xae"},   /* ÀÉÎ -> àéî */
         {"", ""},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {

@@ -86,9 +86,13 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
             bool representable = sdt_st_dtype_to_tensor(e->dtype, &tdt);
             sdt_error verr = {0};
             bool got = sdt_st_entry_tensor(st, e, &view, &verr);
-            CHECK(got == representable, "%s: tensor view %s", ts[i].name, got ? "made for a dtype it cannot hold" : verr.message);
-            if (got) CHECK(view.data == e->data && view.ndim == e->ndim && view.dtype == tdt, "%s: view wrong", ts[i].name);
-            if (!got) CHECK(io_contains(verr.message, ts[i].name) && io_contains(verr.message, path), "view error lacks file/key: %s", verr.message);
+            CHECK(got == representable, "%s: tensor view %s", ts[i].name,
+                  got ? "made for a dtype it cannot hold" : verr.message);
+            if (got)
+                CHECK(view.data == e->data && view.ndim == e->ndim && view.dtype == tdt, "%s: view wrong", ts[i].name);
+            if (!got)
+                CHECK(io_contains(verr.message, ts[i].name) && io_contains(verr.message, path),
+                      "view error lacks file/key: %s", verr.message);
         }
         CHECK(sdt_st_metadata_count(st) == 3, "metadata count %zu", sdt_st_metadata_count(st));
         for (int i = 0; i < 3; i++) {
@@ -154,18 +158,23 @@ static void test_bad_files(const char *dir)
         {"unknown dtype", "{\"w\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,2]}}", "w", 2, 0},
         {"fp8 dtype", "{\"w8\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", "w8", 2, 0},
         {"shape/size mismatch", "{\"wm\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", "wm", 24, 0},
-        {"overlap", "{\"a1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-                    "\"b2\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}", "b2", 24, 0},
+        {"overlap",
+         "{\"a1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+         "\"b2\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
+         "b2", 24, 0},
         {"range beyond data", "{\"far\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[100,108]}}", "far", 8, 0},
         {"begin after end", "{\"rev\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[8,0]}}", "rev", 8, 0},
         {"negative dim", "{\"neg\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,0]}}", "neg", 0, 0},
         {"fractional offset", "{\"fr\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1.5]}}", "fr", 2, 0},
-        {"huge shape", "{\"big\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}",
-         "big", 8, 0},
+        {"huge shape",
+         "{\"big\":{\"dtype\":\"F64\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,8]}}", "big", 8,
+         0},
         {"missing dtype", "{\"nod\":{\"shape\":[1],\"data_offsets\":[0,1]}}", "nod", 1, 0},
         {"non-object tensor", "{\"arr\":[1,2]}", "arr", 0, 0},
-        {"duplicate key", "{\"dd\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
-                          "\"dd\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", "dd", 2, 0},
+        {"duplicate key",
+         "{\"dd\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+         "\"dd\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+         "dd", 2, 0},
         {"metadata not string", "{\"__metadata__\":{\"epochs\":3}}", "epochs", 0, 0},
         {"metadata not object", "{\"__metadata__\":[1]}", "__metadata__", 0, 0},
         {"non-JSON header", "{this is not json}", NULL, 0, 0},
@@ -210,7 +219,8 @@ static void test_bad_files(const char *dir)
         sdt_st_close(st);
         CHECK(io_contains(error.message, cut), "truncation error does not name the file: %s", error.message);
         if (len > 8 + 60 && len < size) /* header complete: the tensor's range is what is missing */
-            CHECK(io_contains(error.message, "cut.me") || io_contains(error.message, "header claims"), "truncation error names neither the key nor the header: %s", error.message);
+            CHECK(io_contains(error.message, "cut.me") || io_contains(error.message, "header claims"),
+                  "truncation error names neither the key nor the header: %s", error.message);
     }
     g_free(bytes);
     g_free(cut);
@@ -247,7 +257,8 @@ static void test_mutations(sdt_test_rng *rng, const char *dir)
     float a[15] = {0};
     uint16_t b[7] = {0};
     int64_t c = 0;
-    sdt_st_write_item items[] = {{"alpha", SDT_ST_F32, 2, s1, a}, {"beta", SDT_ST_BF16, 1, s2, b}, {"gamma", SDT_ST_I64, 0, s3, &c}};
+    sdt_st_write_item items[] = {
+        {"alpha", SDT_ST_F32, 2, s1, a}, {"beta", SDT_ST_BF16, 1, s2, b}, {"gamma", SDT_ST_I64, 0, s3, &c}};
     sdt_st_kv meta[] = {{"k", "v"}};
     char *path = g_build_filename(dir, "fuzzseed.safetensors", NULL);
     sdt_error error = {0};
@@ -257,7 +268,8 @@ static void test_mutations(sdt_test_rng *rng, const char *dir)
     g_file_get_contents(path, &orig, &size, NULL);
     uint8_t *buf = malloc(size + 64);
     int accepted = 0, rejected = 0;
-    const char *tokens[] = {"{", "}", "[", "]", ",", ":", "\"", "-", "9", "0", "1e308", "null", "\\u0000", "__metadata__"};
+    const char *tokens[] = {"{", "}", "[", "]",     ",",    ":",       "\"",
+                            "-", "9", "0", "1e308", "null", "\\u0000", "__metadata__"};
     for (int iter = 0; iter < 3000; iter++) {
         memcpy(buf, orig, size);
         size_t len = size;
@@ -266,14 +278,20 @@ static void test_mutations(sdt_test_rng *rng, const char *dir)
             uint64_t r = sdt_test_next(rng);
             size_t at = (size_t)(r >> 8) % len;
             switch (r % 4) {
-            case 0: buf[at] = (uint8_t)(r >> 40); break;                         /* random byte */
-            case 1: buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8)); break;          /* bit flip */
-            case 2: len = at + 1; break;                                         /* truncate */
-            default: {                                                           /* JSON token splice */
-                const char *t = tokens[(r >> 40) % (sizeof(tokens) / sizeof(tokens[0]))];
-                size_t tl = strlen(t);
-                if (at + tl <= len) memcpy(buf + at, t, tl);
-            }
+                case 0:
+                    buf[at] = (uint8_t)(r >> 40);
+                    break; /* random byte */
+                case 1:
+                    buf[at] ^= (uint8_t)(1u << ((r >> 40) % 8));
+                    break; /* bit flip */
+                case 2:
+                    len = at + 1;
+                    break; /* truncate */
+                default: { /* JSON token splice */
+                    const char *t = tokens[(r >> 40) % (sizeof(tokens) / sizeof(tokens[0]))];
+                    size_t tl = strlen(t);
+                    if (at + tl <= len) memcpy(buf + at, t, tl);
+                }
             }
         }
         /* A private copy of exactly len bytes so reads past the end are caught by sanitizers. */

@@ -24,11 +24,12 @@ static void digest(bool accelerated, const uint8_t *data, size_t n, sdt_test_rng
 
 static void check_known(bool accelerated)
 {
-    static const struct { const char *text, *hex; } known[] = {
-        {"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
-        {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
-         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"}};
+    static const struct {
+        const char *text, *hex;
+    } known[] = {{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+                 {"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+                 {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"}};
     sdt_test_rng r = {1};
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
         char hex[65];
@@ -60,7 +61,8 @@ static void check_against_glib(sdt_test_rng *r)
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("sha256");
-    printf("SHA extensions: %s\n", sdt_sha256_accelerated() ? "yes (the accelerated path is tested)" : "no (GChecksum only)");
+    printf("SHA extensions: %s\n",
+           sdt_sha256_accelerated() ? "yes (the accelerated path is tested)" : "no (GChecksum only)");
     check_known(false);
     check_known(true);
     check_against_glib(&r);

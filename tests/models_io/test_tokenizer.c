@@ -77,8 +77,8 @@ static int32_t merged_id(const char *merge)
         if (strcmp(merges_list[i], merge) == 0) return 512 + i;
     return -1;
 }
-#define B(c) ((int32_t)(unsigned char)(c))          /* byte symbol */
-#define W(c) ((int32_t)(256 + (unsigned char)(c)))  /* byte symbol at a word end */
+#define B(c) ((int32_t)(unsigned char)(c))         /* byte symbol */
+#define W(c) ((int32_t)(256 + (unsigned char)(c))) /* byte symbol at a word end */
 
 static void expect_ids(sdt_tokenizer *t, const char *text, const int32_t *want, size_t n_want)
 {
@@ -94,31 +94,31 @@ static void expect_ids(sdt_tokenizer *t, const char *text, const int32_t *want, 
     g_string_free(w, TRUE);
     free(got);
 }
-#define EXPECT(t, text, ...)                                                   \
-    do {                                                                       \
-        const int32_t want_[] = {__VA_ARGS__};                                 \
-        expect_ids(t, text, want_, sizeof(want_) / sizeof(want_[0]));          \
+#define EXPECT(t, text, ...)                                                                                           \
+    do {                                                                                                               \
+        const int32_t want_[] = {__VA_ARGS__};                                                                         \
+        expect_ids(t, text, want_, sizeof(want_) / sizeof(want_[0]));                                                  \
     } while (0)
 
 static void test_bpe(sdt_tokenizer *t)
 {
     int32_t cat = merged_id("ca t</w>"), he = merged_id("h e</w>"), th = merged_id("t h"), at = merged_id("a t</w>");
-    EXPECT(t, "cat", cat);                       /* c a (rank 3) before a t</w> (rank 5), then ca t</w> */
-    EXPECT(t, "the", B('t'), he);                /* h e</w> (rank 0) wins over t h (rank 1): no "the</w>" */
-    EXPECT(t, "that", th, at);                   /* t h, then a t</w>; "th at</w>" is no merge */
+    EXPECT(t, "cat", cat);                               /* c a (rank 3) before a t</w> (rank 5), then ca t</w> */
+    EXPECT(t, "the", B('t'), he);                        /* h e</w> (rank 0) wins over t h (rank 1): no "the</w>" */
+    EXPECT(t, "that", th, at);                           /* t h, then a t</w>; "th at</w>" is no merge */
     EXPECT(t, "cats", merged_id("c a"), B('t'), W('s')); /* t is not at the word end: ca t</w> does not apply */
-    EXPECT(t, "cat cat", cat, cat);              /* every word ends with </w> */
-    EXPECT(t, "catcat", merged_id("c a"), B('t'), cat); /* c a everywhere first, then ca t</w> at the end */
+    EXPECT(t, "cat cat", cat, cat);                      /* every word ends with </w> */
+    EXPECT(t, "catcat", merged_id("c a"), B('t'), cat);  /* c a everywhere first, then ca t</w> at the end */
     EXPECT(t, "dog", merged_id("do g</w>"));
-    EXPECT(t, "x", W('x'));                      /* one symbol: just the word end */
+    EXPECT(t, "x", W('x'));                                  /* one symbol: just the word end */
     EXPECT(t, "CAT  \n\t Dog ", cat, merged_id("do g</w>")); /* lowercase, whitespace runs */
-    EXPECT(t, "it's", B('i'), W('t'), B('\''), W('s'));       /* 's is its own piece */
-    EXPECT(t, "123", W('1'), W('2'), W('3'));                 /* digits one by one */
-    EXPECT(t, "cat!!?", cat, B('!'), B('!'), W('?'));         /* a punctuation run is one piece */
-    EXPECT(t, "&amp; &amp;lt;", W('&'), W('<'));              /* HTML unescaped twice */
-    EXPECT(t, "\xc3\xa9", B(0xC3), W(0xA9));                  /* bytes of UTF-8, mapped */
-    EXPECT(t, "a<|endoftext|>b", W('a'), EOS, W('b'));        /* special tokens in text */
-    EXPECT(t, "\xff", B(0xEF), B(0xBF), W(0xBD));             /* invalid UTF-8 reads as U+FFFD */
+    EXPECT(t, "it's", B('i'), W('t'), B('\''), W('s'));      /* 's is its own piece */
+    EXPECT(t, "123", W('1'), W('2'), W('3'));                /* digits one by one */
+    EXPECT(t, "cat!!?", cat, B('!'), B('!'), W('?'));        /* a punctuation run is one piece */
+    EXPECT(t, "&amp; &amp;lt;", W('&'), W('<'));             /* HTML unescaped twice */
+    EXPECT(t, "\xc3\xa9", B(0xC3), W(0xA9));                 /* bytes of UTF-8, mapped */
+    EXPECT(t, "a<|endoftext|>b", W('a'), EOS, W('b'));       /* special tokens in text */
+    EXPECT(t, "\xff", B(0xEF), B(0xBF), W(0xBD));            /* invalid UTF-8 reads as U+FFFD */
     int32_t *ids;
     size_t n;
     sdt_tokenizer_tokenize(t, " \t\n", &ids, &n);
@@ -144,13 +144,13 @@ static void test_added_tokens(sdt_tokenizer *t)
     CHECK(!sdt_tokenizer_add_token(t, "  \t", -1, NULL, &error), "blank placeholder accepted");
     int32_t cat = merged_id("ca t</w>");
     EXPECT(t, "a <cat-toy> cat", W('a'), toy, cat);
-    EXPECT(t, "A <CAT-TOY>,cat", W('a'), toy, W(','), cat);  /* case-insensitive; punctuation is a boundary */
+    EXPECT(t, "A <CAT-TOY>,cat", W('a'), toy, W(','), cat); /* case-insensitive; punctuation is a boundary */
     EXPECT(t, "<cat-toy><cat-toy>", toy, toy);
     EXPECT(t, "sks dog", sks, merged_id("do g</w>"));
     EXPECT(t, "sks.", sks, W('.'));
-    EXPECT(t, "asks", B('a'), B('s'), B('k'), W('s'));         /* not inside a longer word */
+    EXPECT(t, "asks", B('a'), B('s'), B('k'), W('s')); /* not inside a longer word */
     EXPECT(t, "sksa", B('s'), B('k'), B('s'), W('a'));
-    EXPECT(t, "sks2", B('s'), B('k'), W('s'), W('2'));         /* a digit continues the word too */
+    EXPECT(t, "sks2", B('s'), B('k'), W('s'), W('2')); /* a digit continues the word too */
     CHECK(sdt_tokenizer_token_id(t, "SKS") == sks, "token_id of an added token, other case");
     int32_t ids[] = {W('a'), toy, cat};
     char *text = sdt_tokenizer_decode(t, ids, 3);
@@ -191,7 +191,8 @@ static void test_encode(sdt_tokenizer *t, sdt_test_rng *rng)
               rep.n_text_tokens, rep.n_cut);
         CHECK(rep.watch_cut == (at >= 75) && rep.watch_kept == (at < 75), "%d words, placeholder at %d: cut %d kept %d",
               words, at, rep.watch_cut, rep.watch_kept);
-        CHECK(ids[0] == BOS && ids[kept + 1] == EOS && rep.end_index == kept + 1, "%d words: end token misplaced", words);
+        CHECK(ids[0] == BOS && ids[kept + 1] == EOS && rep.end_index == kept + 1, "%d words: end token misplaced",
+              words);
         if (at < 75) CHECK(ids[1 + at] == toy, "%d words: placeholder not at position %d", words, 1 + at);
         CHECK(ids[1] == (at == 0 ? toy : cat), "%d words: first token wrong", words);
         g_string_free(s, TRUE);
@@ -253,8 +254,10 @@ static void test_bad_files(const char *dir)
     const char *ok_vocab = "{\"a</w>\": 0, \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}";
     expect_load_error(dir, "not json at all", "#version\n", "vocab", "JSON", "vocab not JSON");
     expect_load_error(dir, "[1, 2]", "#version\n", "vocab", "JSON object", "vocab an array");
-    expect_load_error(dir, "{\"a\": \"x\", \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'a'", "vocab id a string");
-    expect_load_error(dir, "{\"big\": 1e12, \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'big'", "vocab id huge");
+    expect_load_error(dir, "{\"a\": \"x\", \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'a'",
+                      "vocab id a string");
+    expect_load_error(dir, "{\"big\": 1e12, \"<|startoftext|>\": 1, \"<|endoftext|>\": 2}", "", "vocab", "'big'",
+                      "vocab id huge");
     expect_load_error(dir, "{\"a</w>\": 0}", "", "vocab", "<|startoftext|>", "no special tokens");
     expect_load_error(dir, "{\"a\": 0, \"a\": 1, \"<|startoftext|>\": 2, \"<|endoftext|>\": 3}", "", "vocab", "'a'",
                       "vocab duplicate token"); /* found by fuzz_tokenizer */
@@ -266,10 +269,12 @@ static void test_bad_files(const char *dir)
     sdt_error error = {0};
     char *empty = g_build_filename(dir, "empty", NULL);
     g_mkdir(empty, 0700);
-    CHECK(sdt_tokenizer_load_dir(empty, &error) == NULL && io_contains(error.message, empty) && io_contains(error.message, "vocab.json"),
+    CHECK(sdt_tokenizer_load_dir(empty, &error) == NULL && io_contains(error.message, empty) &&
+              io_contains(error.message, "vocab.json"),
           "empty folder not explained: %s", error.message);
     char *missing = g_build_filename(dir, "nope.json", NULL);
-    CHECK(sdt_tokenizer_load(missing, missing, &error) == NULL && io_contains(error.message, missing), "missing file: %s", error.message);
+    CHECK(sdt_tokenizer_load(missing, missing, &error) == NULL && io_contains(error.message, missing),
+          "missing file: %s", error.message);
     g_free(missing);
     g_free(empty);
     /* Windows line ends and a missing version line are fine. */

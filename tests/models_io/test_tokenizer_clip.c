@@ -24,8 +24,9 @@ static char *find_tokenizer_dir(void)
     const char *env = getenv("SDT_CLIP_TOKENIZER_DIR");
     const char *up[] = {"..", "../..", "."};
     for (size_t i = 0; i < G_N_ELEMENTS(up); i++) {
-        char *d = env && *env ? g_strdup(env)
-                              : g_build_filename(SDT_SOURCE_DIR, up[i], "shared", "data", "clip-vit-l-14-tokenizer", NULL);
+        char *d = env && *env
+                      ? g_strdup(env)
+                      : g_build_filename(SDT_SOURCE_DIR, up[i], "shared", "data", "clip-vit-l-14-tokenizer", NULL);
         char *v = g_build_filename(d, "vocab.json", NULL);
         bool ok = g_file_test(v, G_FILE_TEST_EXISTS);
         g_free(v);
@@ -48,10 +49,10 @@ static void expect(sdt_tokenizer *t, const char *text, const int32_t *want, size
     CHECK(same, "\"%s\" -> [%s ]", text, g->str);
     g_string_free(g, TRUE);
 }
-#define EXPECT(t, text, ...)                                               \
-    do {                                                                   \
-        const int32_t w_[] = {__VA_ARGS__};                                \
-        expect(t, text, w_, sizeof(w_) / sizeof(w_[0]));                   \
+#define EXPECT(t, text, ...)                                                                                           \
+    do {                                                                                                               \
+        const int32_t w_[] = {__VA_ARGS__};                                                                            \
+        expect(t, text, w_, sizeof(w_) / sizeof(w_[0]));                                                               \
     } while (0)
 
 /* Known ids, a placeholder, and the 77-token window's report. */
@@ -66,7 +67,10 @@ static void check_known_ids(sdt_tokenizer *t, const char *which)
         EXPECT(t, "An astronaut riding a horse, 4k, trending on ArtStation!!", 49406, 550, 18376, 6765, 320, 4558, 267,
                275, 330, 267, 6087, 525, 1486, 2631, 748, 49407);
         EXPECT(t, "Don't stop\xe2\x80\x94it's 8K!!", 49406, 847, 713, 1691, 2005, 585, 568, 279, 330, 748, 49407);
-        EXPECT(t, "caf\xc3\xa9 na\xc3\xafve Stra\xc3\x9f" "e", 49406, 15304, 1097, 35689, 563, 1894, 127, 253, 324, 49407);
+        EXPECT(t,
+               "caf\xc3\xa9 na\xc3\xafve Stra\xc3\x9f"
+               "e",
+               49406, 15304, 1097, 35689, 563, 1894, 127, 253, 324, 49407);
         EXPECT(t, "(masterpiece:1.2), 1girl &amp; 2 cats \xf0\x9f\x90\xb1", 49406, 263, 12066, 281, 272, 269, 273, 2361,
                272, 1611, 261, 273, 3989, 22979, 49407);
         EXPECT(t, "The QUICK   brown\tfox", 49406, 518, 3712, 2866, 3240, 49407);
@@ -105,7 +109,8 @@ static void check_sdxl_padding(sdt_tokenizer *t)
     int32_t eos = sdt_tokenizer_eos(t);
     CHECK(clip_pad_id(&l, eos) == eos && clip_pad_id(&g, eos) == 0, "SDXL padding: CLIP-L %d, bigG %d",
           clip_pad_id(&l, eos), clip_pad_id(&g, eos));
-    CHECK(clip_pad_id(&(clip_config){.pad_zero = false}, eos) == eos, "a config without pad_zero pads with the end token");
+    CHECK(clip_pad_id(&(clip_config){.pad_zero = false}, eos) == eos,
+          "a config without pad_zero pads with the end token");
     clip_config sd1 = clip_config_sd1(), sd2 = clip_config_sd2();
     CHECK(!sd1.pad_zero && sd2.pad_zero, "SD 1.x pads with the end token, SD 2.x (OpenCLIP ViT-H) with 0");
 

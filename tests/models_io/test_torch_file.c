@@ -29,7 +29,7 @@ static sdt_pv *make_tree(sdt_pv_arena *a, sdt_test_rng *rng, GPtrArray *keep)
     sdt_pv *root = sdt_pv_new_dict(a, false);
     sdt_pv *sd = sdt_pv_new_dict(a, true);
     static const sdt_st_dtype dtypes[] = {SDT_ST_F32, SDT_ST_F16, SDT_ST_BF16, SDT_ST_F64, SDT_ST_I64,
-                                          SDT_ST_I32, SDT_ST_I16, SDT_ST_I8, SDT_ST_U8, SDT_ST_BOOL};
+                                          SDT_ST_I32, SDT_ST_I16, SDT_ST_I8,   SDT_ST_U8,  SDT_ST_BOOL};
     for (size_t i = 0; i < G_N_ELEMENTS(dtypes); i++) {
         int ndim = (int)(sdt_test_next(rng) % 5);
         int64_t shape[4], numel = 1;
@@ -52,8 +52,22 @@ static sdt_pv *make_tree(sdt_pv_arena *a, sdt_test_rng *rng, GPtrArray *keep)
     sdt_pv_dict_set(a, root, "yes", sdt_pv_new_bool(a, true));
     sdt_pv_dict_set(a, root, "no", sdt_pv_new_bool(a, false));
     sdt_pv *ints = sdt_pv_new(a, SDT_PV_LIST);
-    const int64_t values[] = {0, 1, 255, 256, 65535, 65536, -1, -128, -129, INT32_MAX, INT32_MIN, (int64_t)INT32_MAX + 1,
-                              (int64_t)INT32_MIN - 1, INT64_MAX, INT64_MIN, (int64_t)(sdt_test_next(rng) >> 1)};
+    const int64_t values[] = {0,
+                              1,
+                              255,
+                              256,
+                              65535,
+                              65536,
+                              -1,
+                              -128,
+                              -129,
+                              INT32_MAX,
+                              INT32_MIN,
+                              (int64_t)INT32_MAX + 1,
+                              (int64_t)INT32_MIN - 1,
+                              INT64_MAX,
+                              INT64_MIN,
+                              (int64_t)(sdt_test_next(rng) >> 1)};
     for (size_t i = 0; i < G_N_ELEMENTS(values); i++) sdt_pv_append(ints, sdt_pv_new_int(a, values[i]));
     sdt_pv_dict_set(a, root, "ints", ints);
     sdt_pv *floats = sdt_pv_new(a, SDT_PV_TUPLE);
@@ -111,7 +125,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
         CHECK(sdt_torch_tensor(f, f32, "model.layer0.F32", &t, &error), "tensor view: %s", error.message);
         const sdt_pv *i64 = sdt_pv_dict_get(sdt_pv_dict_get(sdt_torch_root(f), "state_dict"), "model.layer4.I64");
         CHECK(!sdt_torch_tensor(f, i64, "model.layer4.I64", &t, &error) && io_contains(error.message, "I64") &&
-                  io_contains(error.message, "model.layer4.I64"), "I64 as a model tensor: %s", error.message);
+                  io_contains(error.message, "model.layer4.I64"),
+              "I64 as a model tensor: %s", error.message);
         sdt_torch_close(f);
     }
     /* Zip layout as torch writes it: archive/ names, data 64-byte aligned, CRCs right. */
@@ -128,7 +143,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
             const sdt_zip_entry *e = sdt_zip_at(z, i);
             const void *data;
             void *owned;
-            CHECK(e->data_offset % 64 == 0, "%s data at %llu, not 64-aligned", e->name, (unsigned long long)e->data_offset);
+            CHECK(e->data_offset % 64 == 0, "%s data at %llu, not 64-aligned", e->name,
+                  (unsigned long long)e->data_offset);
             CHECK(sdt_zip_read(z, e, &data, &owned, &error) && !owned, "%s: %s", e->name, error.message);
         }
         sdt_zip_close(z);
@@ -149,7 +165,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
         bytes[at] ^= (char)(1 + sdt_test_next(rng) % 255);
         sdt_error_clear(&error);
         sdt_torch_file *t = sdt_torch_open_memory(bytes, size, "flip.ckpt", &error);
-        CHECK(t || io_contains(error.message, "flip.ckpt"), "flip at %zu refused without a sentence: '%s'", at, error.message);
+        CHECK(t || io_contains(error.message, "flip.ckpt"), "flip at %zu refused without a sentence: '%s'", at,
+              error.message);
         sdt_torch_close(t);
         bytes[at] = saved;
     }
@@ -161,8 +178,8 @@ static void test_round_trip(sdt_test_rng *rng, const char *dir)
 
 /* A zip holding pkl as archive/data.pkl and the given storages (data/0..), written by the project's writer
  * (with zip64 records for every entry when zip64 is set). */
-static char *write_archive_as(const char *dir, const char *name, const void *pkl, size_t pkl_len,
-                              const void *storage, size_t storage_len, bool zip64)
+static char *write_archive_as(const char *dir, const char *name, const void *pkl, size_t pkl_len, const void *storage,
+                              size_t storage_len, bool zip64)
 {
     char *path = g_build_filename(dir, name, NULL);
     FILE *fp = fopen(path, "wb");
@@ -205,12 +222,14 @@ static void test_zip64(const char *dir)
                     "import sys, zipfile\n"
                     "z = zipfile.ZipFile(sys.argv[1])\n"
                     "assert z.testzip() is None\n"
-                    "print(len(z.read('archive/data/0')))", path, NULL};
+                    "print(len(z.read('archive/data/0')))",
+                    path, NULL};
     char *out_text = NULL;
     int status = -1;
     if (g_file_test(argv[0], G_FILE_TEST_IS_EXECUTABLE) &&
         g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out_text, NULL, &status, NULL))
-        CHECK(status == 0 && out_text && atoi(out_text) == (int)sizeof data, "Python's zipfile rejects the zip64 archive");
+        CHECK(status == 0 && out_text && atoi(out_text) == (int)sizeof data,
+              "Python's zipfile rejects the zip64 archive");
     else
         printf("  no /usr/bin/python3: the zip64 archive is not cross-checked with Python's zipfile\n");
     g_free(out_text);
@@ -226,9 +245,10 @@ static void expect_refusal(const char *dir, const char *name, const void *pkl, s
     char *path = write_archive(dir, name, pkl, len, storage, storage_len);
     sdt_error error = {0};
     sdt_torch_file *f = sdt_torch_open(path, &error);
-    CHECK(!f && error.code == SDT_ERR_BAD_FORMAT, "%s: accepted, or refused as %s", name, sdt_error_code_name(error.code));
-    CHECK(io_contains(error.message, path) && io_contains(error.message, needle), "%s: sentence '%s' lacks '%s' or the path", name, error.message,
-          needle);
+    CHECK(!f && error.code == SDT_ERR_BAD_FORMAT, "%s: accepted, or refused as %s", name,
+          sdt_error_code_name(error.code));
+    CHECK(io_contains(error.message, path) && io_contains(error.message, needle),
+          "%s: sentence '%s' lacks '%s' or the path", name, error.message, needle);
     printf("  %s -> %s\n", name, error.message);
     sdt_torch_close(f);
     g_free(path);
@@ -239,32 +259,56 @@ static void expect_refusal(const char *dir, const char *name, const void *pkl, s
 static void test_refusals(const char *dir)
 {
     /* A foreign global, in both spellings (GLOBAL and STACK_GLOBAL). */
-    expect_refusal(dir, "os_system.pt", PKL("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00ls\x85R."), NULL, 0, "'os.system'");
+    expect_refusal(dir, "os_system.pt",
+                   PKL("\x80\x02"
+                       "cos\nsystem\n"
+                       "X\x02\x00\x00\x00ls\x85R."),
+                   NULL, 0, "'os.system'");
     expect_refusal(dir, "stack_global.pt",
-                   PKL("\x80\x04\x8c\x08" "builtins" "\x8c\x04" "eval\x93" "X\x01\x00\x00\x00" "1\x85R."), NULL, 0,
-                   "'builtins.eval'");
-    expect_refusal(dir, "torch_load.pt", PKL("\x80\x02" "ctorch\nload\n."), NULL, 0, "'torch.load'");
+                   PKL("\x80\x04\x8c\x08"
+                       "builtins"
+                       "\x8c\x04"
+                       "eval\x93"
+                       "X\x01\x00\x00\x00"
+                       "1\x85R."),
+                   NULL, 0, "'builtins.eval'");
+    expect_refusal(dir, "torch_load.pt",
+                   PKL("\x80\x02"
+                       "ctorch\nload\n."),
+                   NULL, 0, "'torch.load'");
     /* Direct object creation opcodes. */
     expect_refusal(dir, "inst.pt", PKL("(ios\nsystem\n."), NULL, 0, "creates Python objects");
     /* A storage shorter than its tensor: the pickle says 6 floats, the record holds 5. */
-    const char tensor_pkl[] = "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n"
-                              "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00"
+    const char tensor_pkl[] = "\x80\x02"
+                              "ctorch._utils\n_rebuild_tensor_v2\n"
+                              "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"
+                              "0X\x03\x00\x00\x00"
                               "cpuK\x06tQK\x00K\x02K\x03\x86K\x03K\x01\x86\x89}tR.";
     float six[6] = {1, 2, 3, 4, 5, 6};
-    expect_refusal(dir, "short_storage.pt", PKL(tensor_pkl), six, 5 * sizeof(float), "holds 20 bytes but its tensors need 24");
+    expect_refusal(dir, "short_storage.pt", PKL(tensor_pkl), six, 5 * sizeof(float),
+                   "holds 20 bytes but its tensors need 24");
     /* A tensor reaching past its declared storage (shape 2x4 over 6 elements). */
-    const char over_pkl[] = "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n"
-                            "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00"
+    const char over_pkl[] = "\x80\x02"
+                            "ctorch._utils\n_rebuild_tensor_v2\n"
+                            "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"
+                            "0X\x03\x00\x00\x00"
                             "cpuK\x06tQK\x00K\x02K\x04\x86K\x04K\x01\x86\x89}tR.";
     expect_refusal(dir, "tensor_past_storage.pt", PKL(over_pkl), six, sizeof six, "which holds only 6");
     /* Huge sizes: a 2^40-element shape, a string claiming 2^62 bytes, an int of 2^31 bytes. */
-    const char huge_shape[] = "\x80\x02" "ctorch._utils\n_rebuild_tensor_v2\n"
-                              "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00" "0X\x03\x00\x00\x00"
+    const char huge_shape[] = "\x80\x02"
+                              "ctorch._utils\n_rebuild_tensor_v2\n"
+                              "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"
+                              "0X\x03\x00\x00\x00"
                               "cpuK\x06tQK\x00\x8a\x06\x00\x00\x00\x00\x00\x01\x85K\x01\x85\x89}tR.";
     expect_refusal(dir, "huge_shape.pt", PKL(huge_shape), six, sizeof six, "which holds only 6");
-    expect_refusal(dir, "huge_string.pt", PKL("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x40" "abc."), NULL, 0,
-                   "runs past the end");
-    expect_refusal(dir, "huge_int.pt", PKL("\x80\x02\x8b\x00\x00\x00\x80" "abc."), NULL, 0, "needs");
+    expect_refusal(dir, "huge_string.pt",
+                   PKL("\x80\x04\x8d\x00\x00\x00\x00\x00\x00\x00\x40"
+                       "abc."),
+                   NULL, 0, "runs past the end");
+    expect_refusal(dir, "huge_int.pt",
+                   PKL("\x80\x02\x8b\x00\x00\x00\x80"
+                       "abc."),
+                   NULL, 0, "needs");
     expect_refusal(dir, "wide_int.pt", PKL("\x80\x02\x8a\x09\x01\x02\x03\x04\x05\x06\x07\x08\x09."), NULL, 0,
                    "wider than 64 bits");
     /* Recursion bombs: nesting past the depth limit, marks past theirs, a list containing itself. */
@@ -287,7 +331,10 @@ static void test_refusals(const char *dir)
     g_string_append(many, ".");
     expect_refusal(dir, "many_values.pt", many->str, many->len, NULL, 0, "more than 4194304 values");
     g_string_free(many, TRUE);
-    expect_refusal(dir, "cycle.pt", PKL("\x80\x02]q\x00h\x00" "a."), NULL, 0, "contains itself");
+    expect_refusal(dir, "cycle.pt",
+                   PKL("\x80\x02]q\x00h\x00"
+                       "a."),
+                   NULL, 0, "contains itself");
     /* Memo abuse: reading an entry never stored. */
     expect_refusal(dir, "memo.pt", PKL("\x80\x02h\x05."), NULL, 0, "never stored");
     /* Malformed endings. */
@@ -300,8 +347,8 @@ static void test_refusals(const char *dir)
     FILE *fp = fopen(path, "wb");
     sdt_zip_writer *z = sdt_zip_writer_new(fp, path);
     sdt_error error = {0};
-    CHECK(sdt_zip_writer_add(z, "readme.txt", "hi", 2, &error) && sdt_zip_writer_finish(z, &error),
-          "plain zip: %s", error.message);
+    CHECK(sdt_zip_writer_add(z, "readme.txt", "hi", 2, &error) && sdt_zip_writer_finish(z, &error), "plain zip: %s",
+          error.message);
     fclose(fp);
     sdt_torch_file *f = sdt_torch_open(path, &error);
     CHECK(!f && io_contains(error.message, "data.pkl"), "plain zip: '%s'", error.message);
@@ -314,12 +361,14 @@ static void test_legacy(void)
 {
     GByteArray *b = g_byte_array_new();
     const char head[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19\x2e" /* magic */
-                        "\x80\x02M\xe9\x03."                                          /* 1001 */
-                        "\x80\x02}X\x0d\x00\x00\x00little_endian\x88s."               /* sys_info */
+                        "\x80\x02M\xe9\x03."                                           /* 1001 */
+                        "\x80\x02}X\x0d\x00\x00\x00little_endian\x88s."                /* sys_info */
                         "\x80\x02}X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n"
-                        "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x02\x00\x00\x00" "42X\x03\x00\x00\x00"
+                        "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x02\x00\x00\x00"
+                        "42X\x03\x00\x00\x00"
                         "cpuK\x03NtQK\x01K\x02\x85K\x01\x85\x89}tRs." /* {'w': storage[1:3]} */
-                        "\x80\x02]X\x02\x00\x00\x00" "42a.";           /* keys */
+                        "\x80\x02]X\x02\x00\x00\x00"
+                        "42a."; /* keys */
     g_byte_array_append(b, (const guint8 *)head, sizeof head - 1);
     const uint64_t numel = 3;
     const float vals[3] = {7, 8, 9};

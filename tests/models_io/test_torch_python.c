@@ -65,7 +65,8 @@ static void check_weights(const char *dir, cJSON *want)
     cJSON *sd = cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItem(want, "dict"), 0), 1);
     cJSON *pair;
     int compared = 0;
-    cJSON_ArrayForEach(pair, cJSON_GetObjectItem(sd, "dict")) {
+    cJSON_ArrayForEach(pair, cJSON_GetObjectItem(sd, "dict"))
+    {
         const char *key = cJSON_GetArrayItem(pair, 0)->valuestring;
         const sdt_tensor *t = w ? sdt_weights_get(w, key) : NULL;
         if (g_str_has_prefix(key, "model_ema.")) {

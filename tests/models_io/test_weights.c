@@ -66,11 +66,11 @@ static void add_pair(int comp, const char *ldm_prefix, const char *ldm, const ch
 
 static void unet_resnet(const char *ldm, const char *diff, bool shortcut)
 {
-    static const char *names[][2] = {{"in_layers.0.weight", "norm1.weight"},   {"in_layers.0.bias", "norm1.bias"},
-                                     {"in_layers.2.weight", "conv1.weight"},   {"in_layers.2.bias", "conv1.bias"},
-                                     {"emb_layers.1.weight", "time_emb_proj.weight"},
-                                     {"out_layers.0.weight", "norm2.weight"},  {"out_layers.3.weight", "conv2.weight"},
-                                     {"out_layers.3.bias", "conv2.bias"}};
+    static const char *names[][2] = {
+        {"in_layers.0.weight", "norm1.weight"},          {"in_layers.0.bias", "norm1.bias"},
+        {"in_layers.2.weight", "conv1.weight"},          {"in_layers.2.bias", "conv1.bias"},
+        {"emb_layers.1.weight", "time_emb_proj.weight"}, {"out_layers.0.weight", "norm2.weight"},
+        {"out_layers.3.weight", "conv2.weight"},         {"out_layers.3.bias", "conv2.bias"}};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) add_pair(0, ldm, names[i][0], diff, names[i][1]);
     if (shortcut) add_pair(0, ldm, "skip_connection.weight", diff, "conv_shortcut.weight");
 }
@@ -78,9 +78,13 @@ static void unet_resnet(const char *ldm, const char *diff, bool shortcut)
 static void unet_attention(const char *ldm, const char *diff)
 {
     /* Inside transformer blocks both layouts spell names the same ("norm1" must stay "norm1"). */
-    static const char *names[] = {"norm.weight", "proj_in.weight", "transformer_blocks.0.attn1.to_q.weight",
-                                  "transformer_blocks.0.attn2.to_k.weight", "transformer_blocks.0.norm1.weight",
-                                  "transformer_blocks.0.ff.net.0.proj.weight", "transformer_blocks.0.attn1.to_out.0.bias",
+    static const char *names[] = {"norm.weight",
+                                  "proj_in.weight",
+                                  "transformer_blocks.0.attn1.to_q.weight",
+                                  "transformer_blocks.0.attn2.to_k.weight",
+                                  "transformer_blocks.0.norm1.weight",
+                                  "transformer_blocks.0.ff.net.0.proj.weight",
+                                  "transformer_blocks.0.attn1.to_out.0.bias",
                                   "proj_out.weight"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) add_pair(0, ldm, names[i], diff, names[i]);
 }
@@ -172,7 +176,7 @@ static void build_vae(const layout *l)
     const char *P = "first_stage_model.";
     char a[160], b[160];
     static const char *same[] = {"encoder.conv_in.weight", "encoder.conv_out.weight", "quant_conv.weight",
-                                 "post_quant_conv.bias", "decoder.conv_in.weight", "decoder.conv_out.bias"};
+                                 "post_quant_conv.bias",   "decoder.conv_in.weight",  "decoder.conv_out.bias"};
     for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) add_pair(2, P, same[i], "", same[i]);
     for (int i = 0; i < l->levels; i++) {
         for (int j = 0; j < l->res; j++) {
@@ -218,7 +222,8 @@ static void build_text(void)
     static const char *names[] = {"embeddings.token_embedding.weight", "embeddings.position_embedding.weight",
                                   "encoder.layers.0.self_attn.q_proj.weight", "encoder.layers.0.mlp.fc1.bias",
                                   "final_layer_norm.weight"};
-    for (size_t i = 0; i < 5; i++) add_pair(1, "cond_stage_model.transformer.text_model.", names[i], "text_model.", names[i]);
+    for (size_t i = 0; i < 5; i++)
+        add_pair(1, "cond_stage_model.transformer.text_model.", names[i], "text_model.", names[i]);
 }
 
 /* ---- writing both layouts --------------------------------------------------------------- */
@@ -233,7 +238,8 @@ static bool write_layout(const char *path, int comp, bool ldm, bool with_positio
     for (guint i = 0; i < pairs->len; i++) {
         pair *p = &g_array_index(pairs, pair, i);
         if (comp >= 0 && p->comp != comp) continue;
-        items[n++] = (sdt_st_write_item){ldm ? p->ldm : p->diff, p->dtype, ldm ? p->ndim_ldm : p->ndim_diff, p->shape, p->data};
+        items[n++] =
+            (sdt_st_write_item){ldm ? p->ldm : p->diff, p->dtype, ldm ? p->ndim_ldm : p->ndim_diff, p->shape, p->data};
     }
     if (with_position_ids) /* an integer buffer both layouts carry; not a parameter */
         items[n++] = (sdt_st_write_item){ldm ? "cond_stage_model.transformer.text_model.embeddings.position_ids"
@@ -305,27 +311,37 @@ static void check_require(const sdt_weights *w, const char *what)
     int64_t wrong[2] = {p->shape[0] + 1, p->shape[1]};
     t = sdt_weights_require(w, p->ldm, 2, wrong, &error);
     CHECK(t == NULL, "%s: require accepted a wrong shape", what);
-    CHECK(io_contains(error.message, sdt_weights_path(w)) && io_contains(error.message, p->ldm), "%s: shape error lacks file/key: %s", what, error.message);
+    CHECK(io_contains(error.message, sdt_weights_path(w)) && io_contains(error.message, p->ldm),
+          "%s: shape error lacks file/key: %s", what, error.message);
     printf("  %s: %s\n", what, error.message);
     t = sdt_weights_require(w, "model.diffusion_model.no.such.weight", 1, wrong, &error);
-    CHECK(t == NULL && io_contains(error.message, "model.diffusion_model.no.such.weight") && io_contains(error.message, sdt_weights_path(w)),
+    CHECK(t == NULL && io_contains(error.message, "model.diffusion_model.no.such.weight") &&
+              io_contains(error.message, sdt_weights_path(w)),
           "%s: missing-key error lacks file/key: %s", what, error.message);
 }
 
 /* Key pairs copied from diffusers' conversion script for the SD 1.x layout. */
 static void check_sd1_literals(const sdt_weights *diff)
 {
-    static const char *keys[] = {
-        "model.diffusion_model.input_blocks.1.0.in_layers.0.weight",  "model.diffusion_model.input_blocks.5.1.proj_in.weight",
-        "model.diffusion_model.input_blocks.9.0.op.weight",           "model.diffusion_model.input_blocks.11.0.out_layers.3.weight",
-        "model.diffusion_model.output_blocks.2.1.conv.weight",        "model.diffusion_model.output_blocks.5.2.conv.weight",
-        "model.diffusion_model.output_blocks.8.2.conv.weight",        "model.diffusion_model.output_blocks.11.1.proj_out.weight",
-        "model.diffusion_model.output_blocks.3.0.skip_connection.weight", "model.diffusion_model.middle_block.2.emb_layers.1.weight",
-        "first_stage_model.decoder.up.3.block.2.conv2.weight",       "first_stage_model.decoder.up.1.upsample.conv.bias",
-        "first_stage_model.encoder.down.2.downsample.conv.weight",    "first_stage_model.encoder.mid.attn_1.proj_out.weight",
-        "first_stage_model.decoder.mid.attn_1.q.weight",              "first_stage_model.encoder.down.1.block.0.nin_shortcut.weight"};
+    static const char *keys[] = {"model.diffusion_model.input_blocks.1.0.in_layers.0.weight",
+                                 "model.diffusion_model.input_blocks.5.1.proj_in.weight",
+                                 "model.diffusion_model.input_blocks.9.0.op.weight",
+                                 "model.diffusion_model.input_blocks.11.0.out_layers.3.weight",
+                                 "model.diffusion_model.output_blocks.2.1.conv.weight",
+                                 "model.diffusion_model.output_blocks.5.2.conv.weight",
+                                 "model.diffusion_model.output_blocks.8.2.conv.weight",
+                                 "model.diffusion_model.output_blocks.11.1.proj_out.weight",
+                                 "model.diffusion_model.output_blocks.3.0.skip_connection.weight",
+                                 "model.diffusion_model.middle_block.2.emb_layers.1.weight",
+                                 "first_stage_model.decoder.up.3.block.2.conv2.weight",
+                                 "first_stage_model.decoder.up.1.upsample.conv.bias",
+                                 "first_stage_model.encoder.down.2.downsample.conv.weight",
+                                 "first_stage_model.encoder.mid.attn_1.proj_out.weight",
+                                 "first_stage_model.decoder.mid.attn_1.q.weight",
+                                 "first_stage_model.encoder.down.1.block.0.nin_shortcut.weight"};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-        CHECK(sdt_weights_get(diff, keys[i]) != NULL, "SD 1.x key %s missing from the mapped diffusers folder", keys[i]);
+        CHECK(sdt_weights_get(diff, keys[i]) != NULL, "SD 1.x key %s missing from the mapped diffusers folder",
+              keys[i]);
     const sdt_tensor *q = sdt_weights_get(diff, "first_stage_model.decoder.mid.attn_1.q.weight");
     CHECK(q && q->ndim == 4 && q->shape[2] == 1 && q->shape[3] == 1, "VAE attention q not reshaped to a 1x1 conv");
 }
@@ -354,11 +370,13 @@ static void run_layout(const char *root, const layout *l, bool sd1)
         check_require(diff, "diffusers");
         char h[11];
         char *want = expected_hash(ldm_path);
-        CHECK(sdt_weights_short_hash(ldm, h, &error) && strcmp(h, want) == 0, "LDM short hash %s, expected %s", h, want);
+        CHECK(sdt_weights_short_hash(ldm, h, &error) && strcmp(h, want) == 0, "LDM short hash %s, expected %s", h,
+              want);
         g_free(want);
         char *unet_file = g_build_filename(diff_dir, "unet", "diffusion_pytorch_model.safetensors", NULL);
         want = expected_hash(unet_file);
-        CHECK(sdt_weights_short_hash(diff, h, &error) && strcmp(h, want) == 0, "folder short hash %s, expected %s (UNet file)", h, want);
+        CHECK(sdt_weights_short_hash(diff, h, &error) && strcmp(h, want) == 0,
+              "folder short hash %s, expected %s (UNet file)", h, want);
         g_free(want);
         g_free(unet_file);
     }
@@ -372,7 +390,8 @@ static void run_layout(const char *root, const layout *l, bool sd1)
     if (pw) {
         int64_t s[4] = {1, 1, 1, 1};
         CHECK(!sdt_weights_require(pw, "first_stage_model.encoder.conv_in.weight", 4, s, &error) &&
-                  io_contains(error.message, "vae/") && io_contains(error.message, "first_stage_model.encoder.conv_in.weight"),
+                  io_contains(error.message, "vae/") &&
+                  io_contains(error.message, "first_stage_model.encoder.conv_in.weight"),
               "missing vae/ not explained: %s", error.message);
         sdt_weights_close(pw);
     }
@@ -394,15 +413,18 @@ static void check_bad_inputs(const char *root)
     sdt_error error = {0};
     char *empty = g_build_filename(root, "empty-folder", NULL);
     g_mkdir(empty, 0700);
-    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, empty) && io_contains(error.message, "unet/"),
+    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, empty) &&
+              io_contains(error.message, "unet/"),
           "an empty folder was accepted or not explained: %s", error.message);
     /* A damaged component file is reported with its own path. */
     char *unet = g_build_filename(empty, "unet", NULL);
     g_mkdir(unet, 0700);
     char *bad = g_build_filename(unet, "diffusion_pytorch_model.safetensors", NULL);
     io_write_bytes(bad, "\x10\0\0\0\0\0\0\0{not json", 17);
-    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, bad), "damaged unet file not named: %s", error.message);
-    CHECK(sdt_weights_open(bad, &error) == NULL && io_contains(error.message, bad), "damaged single file not named: %s", error.message);
+    CHECK(sdt_weights_open(empty, &error) == NULL && io_contains(error.message, bad), "damaged unet file not named: %s",
+          error.message);
+    CHECK(sdt_weights_open(bad, &error) == NULL && io_contains(error.message, bad), "damaged single file not named: %s",
+          error.message);
     /* A parameter stored as F64 is left out of the key space, and asking for it says why. */
     char *f64 = g_build_filename(root, "f64.safetensors", NULL);
     int64_t shape[1] = {2};

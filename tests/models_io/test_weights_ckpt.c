@@ -16,9 +16,9 @@
 #include "weights.h"
 
 typedef struct ckpt_options {
-    bool wrapped;     /* {"state_dict": ..., "global_step": ...} rather than the bare state dict */
-    bool ema;         /* add model_ema.* copies holding other values */
-    bool old_names;   /* "cond_stage_model.transformer.final_layer_norm." without "text_model." */
+    bool wrapped;   /* {"state_dict": ..., "global_step": ...} rather than the bare state dict */
+    bool ema;       /* add model_ema.* copies holding other values */
+    bool old_names; /* "cond_stage_model.transformer.final_layer_norm." without "text_model." */
 } ckpt_options;
 
 /* The twin of a safetensors checkpoint as a torch.save file. */
@@ -106,7 +106,8 @@ int main(void)
         if (have) {
             compare(want, have, names[v]);
             char h1[11];
-            CHECK(sdt_weights_short_hash(have, h1, &error) && strlen(h1) == 10, "%s: hash: %s", names[v], error.message);
+            CHECK(sdt_weights_short_hash(have, h1, &error) && strlen(h1) == 10, "%s: hash: %s", names[v],
+                  error.message);
             sdt_weights_close(have);
         }
         g_free(path);
@@ -118,7 +119,8 @@ int main(void)
     CHECK(g_file_get_contents(good, &bytes, &size, NULL), "read back");
     CHECK(io_write_bytes(bad, bytes, size / 2), "write damaged");
     sdt_weights *w = sdt_weights_open(bad, &error);
-    CHECK(!w && io_contains(error.message, bad) && io_contains(error.message, "truncated or damaged"), "damaged ckpt: '%s'", error.message);
+    CHECK(!w && io_contains(error.message, bad) && io_contains(error.message, "truncated or damaged"),
+          "damaged ckpt: '%s'", error.message);
     printf("  damaged.bin -> %s\n", error.message);
     sdt_weights_close(w);
     g_free(bytes);

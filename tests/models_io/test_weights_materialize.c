@@ -39,7 +39,8 @@ int main(void)
     const sdt_tensor *a16 = sdt_weights_get(w16, "model.diffusion_model.a.weight");
     const sdt_tensor *h16 = sdt_weights_get(w16, "model.diffusion_model.h.weight");
     const sdt_tensor *i16 = sdt_weights_get(w16, "model.diffusion_model.ids");
-    CHECK(a16 && a16->dtype == SDT_F16 && a16->ndim == 2 && a16->shape[1] == 3, "f16 copy of a has the wrong dtype or shape");
+    CHECK(a16 && a16->dtype == SDT_F16 && a16->ndim == 2 && a16->shape[1] == 3,
+          "f16 copy of a has the wrong dtype or shape");
     CHECK(h16 && h16->data == sdt_weights_get(w, "model.diffusion_model.h.weight")->data,
           "an f16 tensor already in f16 on the CPU should share the mapping");
     CHECK(i16 && i16->dtype == SDT_I32, "integer tensors keep their dtype");
@@ -54,7 +55,8 @@ int main(void)
     uint16_t a16_before[6];
     if (a16) memcpy(a16_before, a16->data, sizeof a16_before);
     size_t freed = sdt_weights_release_prefix(w16, "model.diffusion_model.");
-    CHECK(freed == 6 * sizeof(uint16_t), "release freed %zu bytes; the converted a (12 bytes) is the only owned tensor", freed);
+    CHECK(freed == 6 * sizeof(uint16_t), "release freed %zu bytes; the converted a (12 bytes) is the only owned tensor",
+          freed);
     CHECK(a16 && a16->data == NULL, "a released tensor has no data");
     CHECK(h16 && h16->data == NULL, "a tensor served from the mapping is let go of too (not freed, not counted)");
     CHECK(sdt_weights_release_prefix(w16, "first_stage_model.") == 0, "nothing lives under another prefix");
@@ -66,8 +68,8 @@ int main(void)
           "the f16 tensor is served from the mapping again");
     /* the same prefix in another dtype (an f32 VAE beside f16 weights) */
     sdt_weights_release_prefix(w16, "model.diffusion_model.a.");
-    CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.a.", SDT_F32, &error), "rematerialize f32: %s",
-          error.message);
+    CHECK(sdt_weights_rematerialize_prefix(w16, w, "model.diffusion_model.a.", SDT_F32, &error),
+          "rematerialize f32: %s", error.message);
     CHECK(a16 && a16->dtype == SDT_F32 && a16->data && ((const float *)a16->data)[0] == a[0],
           "rematerialized in f32, a holds the file's f32 values");
     CHECK(h16 && h16->dtype == SDT_F16, "a tensor outside the prefix keeps its dtype");

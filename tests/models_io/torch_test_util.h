@@ -50,26 +50,36 @@ static inline bool tt_equal(const sdt_pv *a, const sdt_pv *b, char *why, size_t 
         return false;
     }
     switch (a->kind) {
-    case SDT_PV_NONE: return true;
-    case SDT_PV_BOOL: return a->u.b == b->u.b || (snprintf(why, n, "bools differ"), false);
-    case SDT_PV_INT: return a->u.i == b->u.i || (snprintf(why, n, "ints %lld vs %lld", (long long)a->u.i, (long long)b->u.i), false);
-    case SDT_PV_FLOAT: return memcmp(&a->u.f, &b->u.f, sizeof(double)) == 0 || (snprintf(why, n, "floats %g vs %g", a->u.f, b->u.f), false);
-    case SDT_PV_STR:
-    case SDT_PV_BYTES:
-        return (a->u.s.len == b->u.s.len && memcmp(a->u.s.data, b->u.s.data, a->u.s.len) == 0) ||
-               (snprintf(why, n, "strings '%s' vs '%s'", a->u.s.data, b->u.s.data), false);
-    case SDT_PV_LIST:
-    case SDT_PV_TUPLE:
-    case SDT_PV_DICT:
-        if (a->u.seq.n != b->u.seq.n || (a->kind == SDT_PV_DICT && a->u.seq.ordered != b->u.seq.ordered)) {
-            snprintf(why, n, "%s sizes or orderedness differ (%zu vs %zu)", sdt_pv_kind_name(a->kind), a->u.seq.n, b->u.seq.n);
+        case SDT_PV_NONE:
+            return true;
+        case SDT_PV_BOOL:
+            return a->u.b == b->u.b || (snprintf(why, n, "bools differ"), false);
+        case SDT_PV_INT:
+            return a->u.i == b->u.i ||
+                   (snprintf(why, n, "ints %lld vs %lld", (long long)a->u.i, (long long)b->u.i), false);
+        case SDT_PV_FLOAT:
+            return memcmp(&a->u.f, &b->u.f, sizeof(double)) == 0 ||
+                   (snprintf(why, n, "floats %g vs %g", a->u.f, b->u.f), false);
+        case SDT_PV_STR:
+        case SDT_PV_BYTES:
+            return (a->u.s.len == b->u.s.len && memcmp(a->u.s.data, b->u.s.data, a->u.s.len) == 0) ||
+                   (snprintf(why, n, "strings '%s' vs '%s'", a->u.s.data, b->u.s.data), false);
+        case SDT_PV_LIST:
+        case SDT_PV_TUPLE:
+        case SDT_PV_DICT:
+            if (a->u.seq.n != b->u.seq.n || (a->kind == SDT_PV_DICT && a->u.seq.ordered != b->u.seq.ordered)) {
+                snprintf(why, n, "%s sizes or orderedness differ (%zu vs %zu)", sdt_pv_kind_name(a->kind), a->u.seq.n,
+                         b->u.seq.n);
+                return false;
+            }
+            for (size_t i = 0; i < a->u.seq.n; i++)
+                if (!tt_equal(a->u.seq.items[i], b->u.seq.items[i], why, n)) return false;
+            return true;
+        case SDT_PV_TENSOR:
+            return tt_tensor_equal(a, b, why, n);
+        default:
+            snprintf(why, n, "unexpected kind %s", sdt_pv_kind_name(a->kind));
             return false;
-        }
-        for (size_t i = 0; i < a->u.seq.n; i++)
-            if (!tt_equal(a->u.seq.items[i], b->u.seq.items[i], why, n)) return false;
-        return true;
-    case SDT_PV_TENSOR: return tt_tensor_equal(a, b, why, n);
-    default: snprintf(why, n, "unexpected kind %s", sdt_pv_kind_name(a->kind)); return false;
     }
 }
 

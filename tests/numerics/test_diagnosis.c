@@ -11,9 +11,12 @@ static sdt_test_rng rng;
 static void record_flat(sdt_diagnosis *d, int from, int count, double norm)
 {
     for (int i = 0; i < count; i++) {
-        sdt_health_sample s = {.step = from + i, .loss = 0.1 + 0.01 * sdt_test_uniform(&rng),
+        sdt_health_sample s = {.step = from + i,
+                               .loss = 0.1 + 0.01 * sdt_test_uniform(&rng),
                                .grad_norm = norm * (1.0 + 0.2 * (sdt_test_uniform(&rng) - 0.5)),
-                               .lr = 0.005, .scale = 65536, .images_per_s = 3.5};
+                               .lr = 0.005,
+                               .scale = 65536,
+                               .images_per_s = 3.5};
         sdt_diagnosis_record(d, &s);
     }
 }
@@ -32,7 +35,8 @@ static void test_blowup(void)
     char msg[1024];
     const char *files[] = {"img_001.png"};
     sdt_diagnosis_kind k = sdt_diagnosis_classify(&d, 104, files, 1, msg, sizeof msg);
-    CHECK(k == SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP, "a 40x grad-norm rise is a blow-up, got %s: %s", sdt_diagnosis_kind_name(k), msg);
+    CHECK(k == SDT_DIAGNOSIS_OPTIMIZATION_BLOWUP, "a 40x grad-norm rise is a blow-up, got %s: %s",
+          sdt_diagnosis_kind_name(k), msg);
     CHECK(strstr(msg, "learning rate") && strstr(msg, "warm-up") && strstr(msg, "clip") && strstr(msg, "step 104"),
           "the sentence says what to do: %s", msg);
     CHECK(strstr(msg, "0.005") != NULL, "the sentence quotes the current lr: %s", msg);
@@ -51,7 +55,8 @@ static void test_data(void)
     sdt_diagnosis_kind k = sdt_diagnosis_classify(&d, 21, files, 2, msg, sizeof msg);
     CHECK(k == SDT_DIAGNOSIS_DATA, "a flat grad norm points at the data, got %s: %s", sdt_diagnosis_kind_name(k), msg);
     CHECK(strstr(msg, "cat_07.png") && strstr(msg, "cat_12.jpg"), "the sentence names the batch's files: %s", msg);
-    CHECK(strstr(msg, "the data") && !strstr(msg, "learning rate"), "the sentence blames the data, not the lr: %s", msg);
+    CHECK(strstr(msg, "the data") && !strstr(msg, "learning rate"), "the sentence blames the data, not the lr: %s",
+          msg);
     /* many files: named up to a limit, then counted */
     const char *many[12];
     char names[12][16];

@@ -5,7 +5,8 @@
 #include "train/fallback.h"
 #include "sdt_test.h"
 
-static void expect_sequence(const char *label, sdt_fallback *fb, const double *losses, const sdt_fallback_action *want, int n)
+static void expect_sequence(const char *label, sdt_fallback *fb, const double *losses, const sdt_fallback_action *want,
+                            int n)
 {
     for (int i = 0; i < n; i++) {
         sdt_fallback_action got = sdt_fallback_on_loss(fb, i + 1, losses[i]);
@@ -23,11 +24,12 @@ static void test_mixed_precision_run(void)
     CHECK(sdt_fallback_lr_multiplier(&fb) == 1.0 && !fb.fired && fb.fired_at_step == -1, "starts unfired");
     const double L[] = {0.5, 0.4, NAN, 0.3, INFINITY, 0.2, NAN, -INFINITY, NAN, 0.1};
     const sdt_fallback_action A[] = {SDT_FALLBACK_CONTINUE, SDT_FALLBACK_CONTINUE, SDT_FALLBACK_SWITCH_TO_FP32,
-                                     SDT_FALLBACK_CONTINUE, SDT_FALLBACK_SKIP,      SDT_FALLBACK_CONTINUE,
-                                     SDT_FALLBACK_SKIP,     SDT_FALLBACK_SKIP,      SDT_FALLBACK_STOP,
+                                     SDT_FALLBACK_CONTINUE, SDT_FALLBACK_SKIP,     SDT_FALLBACK_CONTINUE,
+                                     SDT_FALLBACK_SKIP,     SDT_FALLBACK_SKIP,     SDT_FALLBACK_STOP,
                                      SDT_FALLBACK_STOP};
     expect_sequence("mixed", &fb, L, A, 10);
-    CHECK(fb.fired && fb.fired_at_step == 3 && fb.fired_by == SDT_FALLBACK_TRIGGER_NONFINITE_LOSS, "fired once at step 3");
+    CHECK(fb.fired && fb.fired_at_step == 3 && fb.fired_by == SDT_FALLBACK_TRIGGER_NONFINITE_LOSS,
+          "fired once at step 3");
     CHECK(sdt_fallback_lr_multiplier(&fb) == 0.5, "lr multiplied by the default lr_backoff 0.5");
     CHECK(fb.nonfinite_total == 5 && fb.consecutive == 3 && fb.stopped, "5 non-finite in total, 3 in a row, stopped");
     char msg[512];
@@ -79,12 +81,14 @@ static void test_resume_and_validation(void)
           "a resumed run remembers that the fallback fired");
     sdt_error error = {0};
     cfg.lr_backoff = 0.0;
-    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "lr_backoff"), "lr_backoff 0: %s", error.message);
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "lr_backoff"),
+          "lr_backoff 0: %s", error.message);
     cfg.lr_backoff = 1.5;
     CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG, "lr_backoff > 1");
     cfg.lr_backoff = 0.5;
     cfg.max_consecutive = 0;
-    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "max_consecutive"), "%s", error.message);
+    CHECK(sdt_fallback_init(&fb, &cfg, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "max_consecutive"),
+          "%s", error.message);
 }
 
 int main(void)

@@ -43,7 +43,8 @@ static void test_adamw_matches_reference(float weight_decay)
     float got[N * SIZE];
     for (int i = 0; i < N; i++) memcpy(got + i * SIZE, t.param[i], SIZE * sizeof(float));
     double rel = sdt_rel_err_fd(got, p, N * SIZE);
-    CHECK(rel < 2e-6, "wd %g: params vs float64 AdamW after %d steps: rel error.message %.3g", (double)weight_decay, STEPS, rel);
+    CHECK(rel < 2e-6, "wd %g: params vs float64 AdamW after %d steps: rel error.message %.3g", (double)weight_decay,
+          STEPS, rel);
     sdt_tensor *mt;
     sdt_optimizer_param_views(t.opt, 1, NULL, NULL, NULL, &mt, NULL);
     double rel_m = sdt_rel_err_fd(mt->data, m + SIZE, SIZE);
@@ -82,7 +83,8 @@ static void test_clip_grad_norm(void)
     CHECK(memcmp(before, t.grad[0], sizeof before) == 0, "a norm below max_norm leaves the grads alone");
     /* non-finite: torch turns the grads to NaN; error_if_nonfinite refuses */
     t.grad[1][3] = INFINITY;
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, true, &norm, &error) == SDT_CORE_NONFINITE_NORM && strstr(error.message, "'clip'"),
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, true, &norm, &error) == SDT_CORE_NONFINITE_NORM &&
+              strstr(error.message, "'clip'"),
           "error_if_nonfinite: %s", error.message);
     CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, &error) == SDT_CORE_OK && isinf(norm), "inf norm");
     CHECK(isnan(t.grad[1][3]) && t.grad[0][0] == 0.0f, "inf * 0 = NaN, finite * 0 = 0, as in torch");

@@ -6,12 +6,13 @@ static sdt_backend *be;
 static sdt_test_rng rng;
 static sdt_error error = {0};
 
-#define EXPECT(call, code, name)                                                                         \
-    do {                                                                                                 \
-        error.message[0] = '\0';                                                                                   \
-        sdt_core_status got_ = (call);                                                                   \
-        CHECK(got_ == (code), "%s: got %s, want %s (%s)", #call, sdt_core_status_name(got_), #code, error.message); \
-        CHECK(strstr(error.message, "'" name "'") != NULL, "%s: the sentence must name '%s': %s", #code, name, error.message); \
+#define EXPECT(call, code, name)                                                                                       \
+    do {                                                                                                               \
+        error.message[0] = '\0';                                                                                       \
+        sdt_core_status got_ = (call);                                                                                 \
+        CHECK(got_ == (code), "%s: got %s, want %s (%s)", #call, sdt_core_status_name(got_), #code, error.message);    \
+        CHECK(strstr(error.message, "'" name "'") != NULL, "%s: the sentence must name '%s': %s", #code, name,         \
+              error.message);                                                                                          \
     } while (0)
 
 /* A scaler attached to a fresh toy, after one scale_loss. */
@@ -32,7 +33,8 @@ static void test_no_trainable_params(void)
     sdt_optimizer *opt = sdt_optimizer_create(be, "frozen-embedding", &hp, &error);
     float w[4] = {1, 2, 3, 4};
     sdt_tensor tw = sdt_tensor_make(w, SDT_F32, SDT_DEVICE_CPU, 1, (int64_t[]){4});
-    CHECK(sdt_optimizer_add_param(opt, "vec", &tw, NULL, false, &error) == SDT_CORE_OK, "frozen param: %s", error.message);
+    CHECK(sdt_optimizer_add_param(opt, "vec", &tw, NULL, false, &error) == SDT_CORE_OK, "frozen param: %s",
+          error.message);
     EXPECT(sdt_optimizer_prepare(opt, &error), SDT_CORE_NO_TRAINABLE_PARAMS, "frozen-embedding");
     sdt_scaler *sc = make_scaler(be, 1024.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     sdt_scaler_attach(sc, opt, &error);
@@ -114,7 +116,8 @@ static void test_not_owned_and_ownership(void)
     toy_init(&b, be, "stranger", 1, 4, &hp, &rng);
     toy_backward_fill(&b, 1024.0f, 1.0f);
     EXPECT(sdt_scaler_step(sa, b.opt, NULL, &error), SDT_CORE_NOT_OWNED, "stranger");
-    CHECK(strstr(error.message, "'mine'") != NULL, "NOT_OWNED must also name the scaler's own optimizer: %s", error.message);
+    CHECK(strstr(error.message, "'mine'") != NULL, "NOT_OWNED must also name the scaler's own optimizer: %s",
+          error.message);
     EXPECT(sdt_scaler_unscale(sa, b.opt, &error), SDT_CORE_NOT_OWNED, "stranger");
     /* one scaler per optimizer by default */
     EXPECT(sdt_scaler_attach(sa, b.opt, &error), SDT_CORE_INVALID_CONFIG, "stranger");
@@ -128,13 +131,16 @@ static void test_not_owned_and_ownership(void)
     CHECK(sdt_optimizer_add_param(second, "alias", &c.pt[0], &c.gt[0], true, &error) == SDT_CORE_OK, "add alias");
     CHECK(sdt_scaler_attach(shared, c.opt, &error) == SDT_CORE_OK, "attach first: %s", error.message);
     EXPECT(sdt_scaler_attach(shared, second, &error), SDT_CORE_SHARED_PARAM, "second");
-    CHECK(strstr(error.message, "'first'") && strstr(error.message, "alias"), "the sentence names both optimizers and the parameter: %s", error.message);
+    CHECK(strstr(error.message, "'first'") && strstr(error.message, "alias"),
+          "the sentence names both optimizers and the parameter: %s", error.message);
     CHECK(sdt_optimizer_find_shared_param(second, c.opt) != NULL, "find_shared_param sees the alias");
     /* registered twice in one optimizer */
-    EXPECT(sdt_optimizer_add_param(c.opt, "again", &c.pt[0], &c.gt[0], true, &error), SDT_CORE_DUPLICATE_PARAM, "first");
+    EXPECT(sdt_optimizer_add_param(c.opt, "again", &c.pt[0], &c.gt[0], true, &error), SDT_CORE_DUPLICATE_PARAM,
+           "first");
     /* destroying a scaler releases its optimizers */
     sdt_scaler_destroy(sa);
-    CHECK(sdt_scaler_attach(sb, a.opt, &error) == SDT_CORE_OK, "after the owner is gone, attach works: %s", error.message);
+    CHECK(sdt_scaler_attach(sb, a.opt, &error) == SDT_CORE_OK, "after the owner is gone, attach works: %s",
+          error.message);
     sdt_optimizer_destroy(second);
     sdt_scaler_destroy(sb);
     sdt_scaler_destroy(shared);
@@ -178,7 +184,8 @@ static void test_no_gradient_flow(void)
     toy_backward_fill(&t, 1024.0f, 0.0f); /* backward ran, every gradient exactly zero */
     float *p0 = toy_snapshot(&t);
     EXPECT(sdt_scaler_step(sc, t.opt, NULL, &error), SDT_CORE_NO_GRADIENT_FLOW, "placeholder");
-    CHECK(strstr(error.message, "[name]") != NULL, "the sentence must point at the template / truncation: %s", error.message);
+    CHECK(strstr(error.message, "[name]") != NULL, "the sentence must point at the template / truncation: %s",
+          error.message);
     CHECK(toy_params_equal(&t, p0) && sdt_optimizer_step_count(t.opt) == 0, "no update without gradient flow");
     free(p0);
     sdt_scaler_destroy(sc);
@@ -196,17 +203,27 @@ static void test_grads_still_scaled(void)
     EXPECT(sdt_optimizer_clip_grad_value(t.opt, 1.0f, &error), SDT_CORE_GRADS_STILL_SCALED, "clipper");
     EXPECT(sdt_optimizer_step(t.opt, &error), SDT_CORE_GRADS_STILL_SCALED, "clipper");
     CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
-    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, &error) == SDT_CORE_OK, "clip after unscale: %s", error.message);
+    CHECK(sdt_optimizer_clip_grad_norm(t.opt, 1.0, false, &norm, &error) == SDT_CORE_OK, "clip after unscale: %s",
+          error.message);
     sdt_scaler_destroy(sc);
     toy_free(&t);
 }
 
 static void test_config_validation(void)
 {
-    struct { const char *field; sdt_scaler_config cfg; } bad[16];
+    struct {
+        const char *field;
+        sdt_scaler_config cfg;
+    } bad[16];
     int n = 0;
     sdt_scaler_config d = sdt_scaler_config_default();
-#define BAD(field_, expr_) do { bad[n].field = field_; bad[n].cfg = d; expr_; n++; } while (0)
+#define BAD(field_, expr_)                                                                                             \
+    do {                                                                                                               \
+        bad[n].field = field_;                                                                                         \
+        bad[n].cfg = d;                                                                                                \
+        expr_;                                                                                                         \
+        n++;                                                                                                           \
+    } while (0)
     BAD("init_scale", bad[n].cfg.init_scale = 0.0f);
     BAD("init_scale", bad[n].cfg.init_scale = -8.0f);
     BAD("init_scale", bad[n].cfg.init_scale = NAN);
@@ -227,14 +244,16 @@ static void test_config_validation(void)
         error.message[0] = '\0';
         sdt_scaler *sc = sdt_scaler_create(be, &bad[i].cfg, NULL, NULL, &error);
         CHECK(sc == NULL, "config %d (%s) must be refused", i, bad[i].field);
-        CHECK(strstr(error.message, bad[i].field) != NULL, "config %d: the sentence must name %s: %s", i, bad[i].field, error.message);
+        CHECK(strstr(error.message, bad[i].field) != NULL, "config %d: the sentence must name %s: %s", i, bad[i].field,
+              error.message);
         CHECK(sdt_scaler_config_validate(&bad[i].cfg, &error) == SDT_CORE_INVALID_CONFIG, "validate %d", i);
         sdt_scaler_destroy(sc);
     }
     CHECK(sdt_scaler_config_validate(&d, &error) == SDT_CORE_OK, "the defaults are valid");
     sdt_adamw_hparams hp = sdt_adamw_hparams_torch_default();
     hp.beta1 = 1.0f;
-    CHECK(sdt_optimizer_create(be, "betas", &hp, &error) == NULL && strstr(error.message, "'betas'"), "beta1 = 1 must be refused");
+    CHECK(sdt_optimizer_create(be, "betas", &hp, &error) == NULL && strstr(error.message, "'betas'"),
+          "beta1 = 1 must be refused");
 }
 
 int main(void)

@@ -31,8 +31,10 @@ static void run(const char *label, int hysteresis, const float *want)
     for (int i = 0; i < 13; i++) {
         float raw = flags[i] ? INFINITY : 1.0f;
         bool stepped = true;
-        CHECK(scaled_iteration(sc, &t, 1, &raw, &stepped, NULL, &error) == SDT_CORE_OK, "%s %d: %s", label, i, error.message);
-        CHECK(stepped == !flags[i], "%s %d: every overflow skips the step, even when hysteresis keeps the scale", label, i);
+        CHECK(scaled_iteration(sc, &t, 1, &raw, &stepped, NULL, &error) == SDT_CORE_OK, "%s %d: %s", label, i,
+              error.message);
+        CHECK(stepped == !flags[i], "%s %d: every overflow skips the step, even when hysteresis keeps the scale", label,
+              i);
         CHECK(sdt_scaler_get_scale(sc) == want[i], "%s iter %d: scale %g, want %g", label, i,
               (double)sdt_scaler_get_scale(sc), (double)want[i]);
     }
@@ -64,7 +66,8 @@ static void test_min_scale(void)
     scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error);
     CHECK(sdt_scaler_get_scale(sc) == 1.5f && !info.at_min_scale, "3 -> 1.5 is above the minimum");
     scaled_iteration(sc, &t, 1, &raw, NULL, &info, &error);
-    CHECK(sdt_scaler_get_scale(sc) == 1.0f && info.at_min_scale, "1.5 -> 0.75 clamps to 1: %g", (double)sdt_scaler_get_scale(sc));
+    CHECK(sdt_scaler_get_scale(sc) == 1.0f && info.at_min_scale, "1.5 -> 0.75 clamps to 1: %g",
+          (double)sdt_scaler_get_scale(sc));
     sdt_scaler_state st;
     sdt_scaler_get_state(sc, &st);
     CHECK(st.min_scale == 1.0f && st.hysteresis == 1, "the extras are in the saved state");

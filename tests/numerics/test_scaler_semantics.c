@@ -43,8 +43,10 @@ static void test_two_optimizers(void)
     sdt_scaler_update_info info;
     CHECK(sdt_scaler_update(sc, &info, &error) == SDT_CORE_OK, "update: %s", error.message);
     CHECK(sdt_scaler_get_scale(sc) == 64.0f && sdt_scaler_growth_tracker(sc) == 0 && info.backed_off,
-          "scale %g tracker %lld, want 64 and 0", (double)sdt_scaler_get_scale(sc), (long long)sdt_scaler_growth_tracker(sc));
-    CHECK(sdt_scaler_stage_of(sc, ab[0].opt) == SDT_SCALER_READY && sdt_scaler_stage_of(sc, ab[1].opt) == SDT_SCALER_READY,
+          "scale %g tracker %lld, want 64 and 0", (double)sdt_scaler_get_scale(sc),
+          (long long)sdt_scaler_growth_tracker(sc));
+    CHECK(sdt_scaler_stage_of(sc, ab[0].opt) == SDT_SCALER_READY &&
+              sdt_scaler_stage_of(sc, ab[1].opt) == SDT_SCALER_READY,
           "update puts every optimizer back to READY");
     free(a0);
     free(b0);
@@ -85,27 +87,32 @@ static void run_scaling_case(bool clip)
             double scaled_norm = 0, norm = 0;
             sdt_optimizer_grad_norm(amp.opt, &scaled_norm, &error);
             CHECK(sdt_scaler_unscale(sc, amp.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
-            CHECK(sdt_optimizer_clip_grad_norm(amp.opt, 1.0, false, &norm, &error) == SDT_CORE_OK, "clip: %s", error.message);
+            CHECK(sdt_optimizer_clip_grad_norm(amp.opt, 1.0, false, &norm, &error) == SDT_CORE_OK, "clip: %s",
+                  error.message);
             if (it != SKIP) {
                 /* exact in exact arithmetic; the backend's parallel double sum may round its last bit differently */
-                CHECK(fabs(scaled_norm - norm * s) <= 1e-12 * scaled_norm, "norm before unscale %.17g must be S x norm after %.17g",
-                      scaled_norm, norm);
+                CHECK(fabs(scaled_norm - norm * s) <= 1e-12 * scaled_norm,
+                      "norm before unscale %.17g must be S x norm after %.17g", scaled_norm, norm);
                 double ctl_norm;
-                CHECK(sdt_optimizer_clip_grad_norm(ctl.opt, 1.0, false, &ctl_norm, &error) == SDT_CORE_OK, "clip control");
+                CHECK(sdt_optimizer_clip_grad_norm(ctl.opt, 1.0, false, &ctl_norm, &error) == SDT_CORE_OK,
+                      "clip control");
                 CHECK(fabs(ctl_norm - norm) <= 1e-12 * norm, "control norm %.17g vs unscaled %.17g", ctl_norm, norm);
             }
         }
         bool stepped = false;
         CHECK(sdt_scaler_step(sc, amp.opt, &stepped, &error) == SDT_CORE_OK, "step: %s", error.message);
         CHECK(stepped == (it != SKIP), "iteration %d stepped=%d", it, stepped);
-        if (it != SKIP) CHECK(sdt_optimizer_step(ctl.opt, &error) == SDT_CORE_OK, "control step: %s", error.message);
-        else sdt_optimizer_note_skipped_step(ctl.opt);
+        if (it != SKIP)
+            CHECK(sdt_optimizer_step(ctl.opt, &error) == SDT_CORE_OK, "control step: %s", error.message);
+        else
+            sdt_optimizer_note_skipped_step(ctl.opt);
         CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == want[it], "%s iteration %d: scale %g, want %g", clip ? "clip" : "plain", it,
               (double)sdt_scaler_get_scale(sc), (double)want[it]);
     }
     float *c = toy_snapshot(&ctl);
-    CHECK(toy_params_equal(&amp, c), "%s: params must equal the fp32 control bit for bit (power-of-two scales)", clip ? "clip" : "plain");
+    CHECK(toy_params_equal(&amp, c), "%s: params must equal the fp32 control bit for bit (power-of-two scales)",
+          clip ? "clip" : "plain");
     free(c);
     sdt_scaler_destroy(sc);
     toy_free(&ctl);
@@ -135,9 +142,11 @@ static void test_accumulation(void)
             continue;
         }
         CHECK(sdt_scaler_step(sc, t.opt, NULL, &error) == SDT_CORE_OK, "step: %s", error.message);
-        CHECK(t.grad[0][0] == 1.0f, "two halves must accumulate to an unscaled grad of 1, got %g", (double)t.grad[0][0]);
+        CHECK(t.grad[0][0] == 1.0f, "two halves must accumulate to an unscaled grad of 1, got %g",
+              (double)t.grad[0][0]);
         CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
-        CHECK(sdt_scaler_get_scale(sc) == want[updates], "update %d: scale %g", updates, (double)sdt_scaler_get_scale(sc));
+        CHECK(sdt_scaler_get_scale(sc) == want[updates], "update %d: scale %g", updates,
+              (double)sdt_scaler_get_scale(sc));
         updates++;
         toy_zero(&t);
     }
@@ -196,12 +205,14 @@ static void test_skip_leaves_state(void)
         bool stepped;
         CHECK(sdt_scaler_step(sc, t.opt, &stepped, &error) == SDT_CORE_OK, "step: %s", error.message);
         CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
-        CHECK(sdt_optimizer_step_count(t.opt) == want_steps[it], "iter %d: adam step %lld", it, (long long)sdt_optimizer_step_count(t.opt));
+        CHECK(sdt_optimizer_step_count(t.opt) == want_steps[it], "iter %d: adam step %lld", it,
+              (long long)sdt_optimizer_step_count(t.opt));
         CHECK(sdt_scaler_get_scale(sc) == want_scale[it] && sdt_scaler_growth_tracker(sc) == want_tracker[it],
               "iter %d: S %g T %lld", it, (double)sdt_scaler_get_scale(sc), (long long)sdt_scaler_growth_tracker(sc));
         if (it == 1) {
             CHECK(!stepped && toy_params_equal(&t, p0), "skipped step must leave the params untouched");
-            CHECK(memcmp(m0, m->data, sizeof m0) == 0 && memcmp(v0, v->data, sizeof v0) == 0, "skipped step must leave m and v untouched");
+            CHECK(memcmp(m0, m->data, sizeof m0) == 0 && memcmp(v0, v->data, sizeof v0) == 0,
+                  "skipped step must leave m and v untouched");
         } else {
             CHECK(stepped && !toy_params_equal(&t, p0), "clean step must update the params");
         }
@@ -224,13 +235,15 @@ static void test_state_round_trip(void)
     sdt_error error = {0};
     sdt_scaler_state st;
     sdt_scaler_get_state(s0, &st);
-    CHECK(st.scale == 3.0f && st.growth_factor == 4.0 && st.backoff_factor == 0.5 && st.growth_interval == 2 && st.growth_tracker == 0,
+    CHECK(st.scale == 3.0f && st.growth_factor == 4.0 && st.backoff_factor == 0.5 && st.growth_interval == 2 &&
+              st.growth_tracker == 0,
           "state of s0");
     sdt_scaler_attach(s0, t.opt, &error);
     float raw = 1.0f;
     scaled_iteration(s0, &t, 1, &raw, NULL, NULL, &error);
     sdt_scaler_get_state(s0, &st);
-    CHECK(st.growth_tracker == 1 && st.scale == 3.0f, "after one clean step: tracker %lld", (long long)st.growth_tracker);
+    CHECK(st.growth_tracker == 1 && st.scale == 3.0f, "after one clean step: tracker %lld",
+          (long long)st.growth_tracker);
     CHECK(sdt_scaler_set_state(s1, &st, &error) == SDT_CORE_OK, "load: %s", error.message);
     sdt_scaler_state st1;
     sdt_scaler_get_state(s1, &st1);
@@ -323,7 +336,8 @@ static void test_update_variants(void)
     sdt_scaler_unscale(sc, t.opt, &error);
     int64_t tracker = sdt_scaler_growth_tracker(sc);
     CHECK(sdt_scaler_update_to(sc, 1024.0, &error) == SDT_CORE_OK, "update_to: %s", error.message);
-    CHECK(sdt_scaler_get_scale(sc) == 1024.0f && sdt_scaler_growth_tracker(sc) == tracker, "update_to: S 1024, T unchanged");
+    CHECK(sdt_scaler_get_scale(sc) == 1024.0f && sdt_scaler_growth_tracker(sc) == tracker,
+          "update_to: S 1024, T unchanged");
     CHECK(sdt_scaler_stage_of(sc, t.opt) == SDT_SCALER_READY, "update_to clears the records");
     CHECK(sdt_scaler_update_to(sc, 0.0, &error) == SDT_CORE_INVALID_CONFIG && strstr(error.message, "'upd'"),
           "update_to(0) must be refused naming the optimizer: %s", error.message);
@@ -361,7 +375,8 @@ static void test_fp16_overflow_sequence(void)
         CHECK(be->convert(be, &tg, &th) == 0, "convert: %s", be->error.message);
         memcpy(t.grad[0], g16, sizeof g16);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
-        CHECK(t.grad[0][7] == want_grad[it], "iter %d: scaled grad %g, want %g", it, (double)t.grad[0][7], (double)want_grad[it]);
+        CHECK(t.grad[0][7] == want_grad[it], "iter %d: scaled grad %g, want %g", it, (double)t.grad[0][7],
+              (double)want_grad[it]);
         CHECK(sdt_scaler_step(sc, t.opt, NULL, &error) == SDT_CORE_OK, "step: %s", error.message);
         CHECK(sdt_scaler_update(sc, NULL, &error) == SDT_CORE_OK, "update: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == want_scale[it] && sdt_scaler_growth_tracker(sc) == want_tracker[it],

@@ -57,7 +57,8 @@ static void test_scale_loss(void)
     sdt_scaler *sc = make_scaler(be, 2.0f, 2.0, 0.5, 2000, false, NULL, NULL);
     double out = 0;
     sdt_error error = {0};
-    CHECK(sdt_scaler_scale_loss(sc, 4.0, 1, &out, &error) == SDT_CORE_OK && out == 8.0, "init 2 x 4.0 must give 8.0, got %g", out);
+    CHECK(sdt_scaler_scale_loss(sc, 4.0, 1, &out, &error) == SDT_CORE_OK && out == 8.0,
+          "init 2 x 4.0 must give 8.0, got %g", out);
     CHECK(sdt_scaler_scale_loss(sc, 0.1, 1, &out, &error) == SDT_CORE_OK && out == (double)(0.1f * 2.0f),
           "scaled loss must be computed in fp32");
     sdt_scaler_destroy(sc);
@@ -76,7 +77,8 @@ static void test_reciprocal_precision(void)
     t.grad[0][1] = 3.0f;
     sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
     CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
-    CHECK((double)t.grad[0][0] == 0.3333333432674408, "1 * inv(3) = %.17g, want 0.3333333432674408", (double)t.grad[0][0]);
+    CHECK((double)t.grad[0][0] == 0.3333333432674408, "1 * inv(3) = %.17g, want 0.3333333432674408",
+          (double)t.grad[0][0]);
     CHECK(t.grad[0][1] == 3.0f * (float)(1.0 / 3.0), "3 * inv(3) must be the fp32 product");
     sdt_scaler_destroy(sc);
     toy_free(&t);
@@ -97,7 +99,8 @@ static void test_unscale_values(void)
         memcpy(t.grad[0], cases[c], sizeof cases[c]);
         sdt_optimizer_note_backward(t.opt, sdt_scaler_get_scale(sc));
         CHECK(sdt_scaler_unscale(sc, t.opt, &error) == SDT_CORE_OK, "unscale: %s", error.message);
-        CHECK(sdt_scaler_found_inf(sc, t.opt) == want_found[c], "case %d: found_inf %d", c, sdt_scaler_found_inf(sc, t.opt));
+        CHECK(sdt_scaler_found_inf(sc, t.opt) == want_found[c], "case %d: found_inf %d", c,
+              sdt_scaler_found_inf(sc, t.opt));
         for (int j = 0; j < 3; j++) {
             float want = cases[c][j] * 0.25f;
             CHECK((isnan(want) && isnan(t.grad[0][j])) || t.grad[0][j] == want, "case %d elem %d: %g, want %g", c, j,
@@ -177,12 +180,14 @@ int main(void)
         sdt_error error = {0};
         sdt_scaler_attach(sc, t.opt, &error);
         float raw = INFINITY;
-        CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, NULL, &error) == SDT_CORE_OK, "2^-126 -> 2^-127 is usable: %s", error.message);
+        CHECK(scaled_iteration(sc, &t, 1, &raw, NULL, NULL, &error) == SDT_CORE_OK, "2^-126 -> 2^-127 is usable: %s",
+              error.message);
         CHECK(sdt_scaler_get_scale(sc) == ldexpf(1.0f, -127), "scale %g", (double)sdt_scaler_get_scale(sc));
         sdt_core_status st = scaled_iteration(sc, &t, 1, &raw, NULL, NULL, &error);
-        CHECK(st == SDT_CORE_SCALE_UNDERFLOW, "2^-128 (1/scale overflows fp32) must be SDT_CORE_SCALE_UNDERFLOW, got %s",
-              sdt_core_status_name(st));
-        CHECK(strstr(error.message, "'tiny'") && strstr(error.message, "min_scale"), "underflow sentence must name the optimizer and the fix: %s", error.message);
+        CHECK(st == SDT_CORE_SCALE_UNDERFLOW,
+              "2^-128 (1/scale overflows fp32) must be SDT_CORE_SCALE_UNDERFLOW, got %s", sdt_core_status_name(st));
+        CHECK(strstr(error.message, "'tiny'") && strstr(error.message, "min_scale"),
+              "underflow sentence must name the optimizer and the fix: %s", error.message);
         CHECK(sdt_scaler_get_scale(sc) == ldexpf(1.0f, -127), "scale must be unchanged after the underflow error");
         CHECK(sdt_scaler_stage_of(sc, t.opt) == SDT_SCALER_READY, "records must be cleared after update");
         sdt_scaler_destroy(sc);

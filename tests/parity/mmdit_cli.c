@@ -87,12 +87,13 @@ int main(int argc, char **argv)
         if (dual) cfg.dual_layers = atoi(dual);
         const char *seed = arg(argc, argv, "--seed");
         return mmdit_generate(arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
-                   ? 0 : fail(&err);
+                   ? 0
+                   : fail(&err);
     }
     if (!strcmp(argv[1], "measure")) {
         const char *name = arg(argc, argv, "--config");
         static mmdit_model m;
-        m.cfg = name && !strcmp(name, "sd3")            ? mmdit_config_sd3_medium()
+        m.cfg = name && !strcmp(name, "sd3")           ? mmdit_config_sd3_medium()
                 : name && !strcmp(name, "sd35-medium") ? mmdit_config_sd35_medium()
                                                        : mmdit_config_sd35_large();
         const long B = arg(argc, argv, "--batch") ? num(argc, argv, "--batch") : 1, h = num(argc, argv, "--height"),

@@ -67,9 +67,12 @@ static bool parse(int argc, char **argv, args *a)
                   : !strcmp(k, "--height")     ? &a->height
                   : !strcmp(k, "--width")      ? &a->width
                                                : NULL;
-        if (s) *s = v;
-        else if (n) *n = strtol(v, NULL, 10);
-        else return false;
+        if (s)
+            *s = v;
+        else if (n)
+            *n = strtol(v, NULL, 10);
+        else
+            return false;
     }
     return true;
 }
@@ -144,7 +147,8 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
         return fail(error.message);
     if (!a->tokens || !a->out || a->batch < 1 || a->seq < 1) return fail("clip needs --tokens --batch --seq --out");
     int64_t B = a->batch, T = a->seq, C = cfg.width, R = a->nrows, N = a->noverrides, P = cfg.projection_dim;
-    if ((a->pooled || a->dpooled) && P == 0) return fail("--pooled/--dpooled need an encoder with a projection (sdxl-g)");
+    if ((a->pooled || a->dpooled) && P == 0)
+        return fail("--pooled/--dpooled need an encoder with a projection (sdxl-g)");
     int32_t *tokens = read_file(a->tokens, (size_t)(B * T) * 4);
     float *rows = R > 0 ? read_file(a->rows, (size_t)(R * C) * 4) : NULL;
     clip_override *ov = N > 0 ? read_file(a->overrides, (size_t)N * sizeof(clip_override)) : NULL;
@@ -157,8 +161,12 @@ static int cmd_clip(const args *a, const sdt_weights *w, sdt_backend *be)
     sdt_tensor dpooled_t = host(dpooled, SDT_F32, 2, B, P, 0, 0);
     const sdt_tensor *dout_p = dout ? &dout_t : NULL, *dpooled_p = dpooled ? &dpooled_t : NULL;
     bool backward = dout || dpooled;
-    clip_text_inputs in = {.tokens = &tok_t, .rows = R > 0 ? &rows_t : NULL, .overrides = ov, .n_overrides = (int)N,
-                           .clip_skip = (int)a->skip, .act_dtype = SDT_F32};
+    clip_text_inputs in = {.tokens = &tok_t,
+                           .rows = R > 0 ? &rows_t : NULL,
+                           .overrides = ov,
+                           .n_overrides = (int)N,
+                           .clip_skip = (int)a->skip,
+                           .act_dtype = SDT_F32};
     sdt_arena meas, arena;
     clip_text_acts acts;
     sdt_arena_init_measure(&meas, be);
@@ -229,11 +237,16 @@ int main(int argc, char **argv)
     sdt_backend *be = sdt_backend_cpu_create(0);
     if (!be) return fail("cannot create the CPU backend");
     int rc;
-    if (!strcmp(a.cmd, "config")) rc = cmd_config(&a, w);
-    else if (!strcmp(a.cmd, "clip")) rc = cmd_clip(&a, w, be);
-    else if (!strcmp(a.cmd, "vae-encode")) rc = cmd_vae(&a, w, be, true);
-    else if (!strcmp(a.cmd, "vae-decode")) rc = cmd_vae(&a, w, be, false);
-    else rc = fail("unknown command; use config, clip, vae-encode or vae-decode");
+    if (!strcmp(a.cmd, "config"))
+        rc = cmd_config(&a, w);
+    else if (!strcmp(a.cmd, "clip"))
+        rc = cmd_clip(&a, w, be);
+    else if (!strcmp(a.cmd, "vae-encode"))
+        rc = cmd_vae(&a, w, be, true);
+    else if (!strcmp(a.cmd, "vae-decode"))
+        rc = cmd_vae(&a, w, be, false);
+    else
+        rc = fail("unknown command; use config, clip, vae-encode or vae-decode");
     be->destroy(be);
     sdt_weights_close(w);
     return rc;

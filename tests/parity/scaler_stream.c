@@ -69,14 +69,16 @@ static int run(FILE *f)
     int64_t size;
     if (!read_word(f, "sdt-scaler-stream") || fscanf(f, "%d", &version) != 1 || version != 1)
         return fail("not an sdt-scaler-stream version 1 file");
-    if (!read_word(f, "scaler") || fscanf(f, "%f %lf %lf %lld", &cfg.init_scale, &cfg.growth_factor,
-                                          &cfg.backoff_factor, &interval) != 4)
+    if (!read_word(f, "scaler") ||
+        fscanf(f, "%f %lf %lf %lld", &cfg.init_scale, &cfg.growth_factor, &cfg.backoff_factor, &interval) != 4)
         return fail("bad 'scaler' line");
     cfg.growth_interval = interval;
-    if (!read_word(f, "adamw") || fscanf(f, "%f %f %f %f %f", &hp.lr, &hp.beta1, &hp.beta2, &hp.eps, &hp.weight_decay) != 5)
+    if (!read_word(f, "adamw") ||
+        fscanf(f, "%f %f %f %f %f", &hp.lr, &hp.beta1, &hp.beta2, &hp.eps, &hp.weight_decay) != 5)
         return fail("bad 'adamw' line");
     long long size_ll;
-    if (!read_word(f, "optimizers") || fscanf(f, "%d %lld", &n, &size_ll) != 2 || n < 1 || n > MAX_OPTIMIZERS || size_ll < 1)
+    if (!read_word(f, "optimizers") || fscanf(f, "%d %lld", &n, &size_ll) != 2 || n < 1 || n > MAX_OPTIMIZERS ||
+        size_ll < 1)
         return fail("bad 'optimizers' line (1..8 optimizers, size >= 1)");
     size = size_ll;
     cfg.shared = n > 1; /* several optimizers, one backward pass: torch's multi-optimizer use */
@@ -98,14 +100,17 @@ static int run(FILE *f)
         so[k].pt = sdt_tensor_make(so[k].param, SDT_F32, SDT_DEVICE_CPU, 1, &size);
         so[k].gt = sdt_tensor_make(so[k].grad, SDT_F32, SDT_DEVICE_CPU, 1, &size);
         so[k].opt = sdt_optimizer_create(be, name, &hp, &error);
-        if (!so[k].param || !so[k].grad || !so[k].raw || !so[k].opt) status = fail(so[k].opt ? "out of memory" : error.message);
-        else if (!read_word(f, "param") || fscanf(f, "%d", &index) != 1 || index != k || !read_floats(f, so[k].param, size))
+        if (!so[k].param || !so[k].grad || !so[k].raw || !so[k].opt)
+            status = fail(so[k].opt ? "out of memory" : error.message);
+        else if (!read_word(f, "param") || fscanf(f, "%d", &index) != 1 || index != k ||
+                 !read_floats(f, so[k].param, size))
             status = fail("bad 'param' line");
         else if (sdt_optimizer_add_param(so[k].opt, "p", &so[k].pt, &so[k].gt, true, &error) != SDT_CORE_OK ||
                  sdt_scaler_attach(sc, so[k].opt, &error) != SDT_CORE_OK)
             status = fail(error.message);
     }
-    if (!status && (!read_word(f, "iters") || fscanf(f, "%lld", &iters) != 1 || iters < 0)) status = fail("bad 'iters' line");
+    if (!status && (!read_word(f, "iters") || fscanf(f, "%lld", &iters) != 1 || iters < 0))
+        status = fail("bad 'iters' line");
     for (long long it = 0; !status && it < iters; it++) {
         int unscale_first[MAX_OPTIMIZERS];
         for (int k = 0; k < n && !status; k++) {

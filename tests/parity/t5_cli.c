@@ -63,7 +63,8 @@ int main(int argc, char **argv)
         const char *seed = arg(argc, argv, "--seed"), *dt = arg(argc, argv, "--dtype");
         sdt_dtype dtype = dt && !strcmp(dt, "bf16") ? SDT_BF16 : SDT_F32;
         return t5_generate(arg(argc, argv, "--out"), &cfg, dtype, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
-                   ? 0 : fail(&err);
+                   ? 0
+                   : fail(&err);
     }
     if (!strcmp(argv[1], "buckets")) {
         t5_config cfg = t5_config_tiny();
@@ -94,14 +95,16 @@ int main(int argc, char **argv)
     float *rows = R ? read_all(arg(argc, argv, "--rows"), (size_t)(R * D) * 4) : NULL;
     t5_override *ov = N ? read_all(arg(argc, argv, "--overrides"), (size_t)N * sizeof(t5_override)) : NULL;
     sdt_backend *be = sdt_backend_cpu_create(0);
-    sdt_tensor ttok = sdt_tensor_4d(tokens, SDT_I32, 2, B, T, 0, 0), trows = sdt_tensor_4d(rows, SDT_F32, 2, R, D, 0, 0);
+    sdt_tensor ttok = sdt_tensor_4d(tokens, SDT_I32, 2, B, T, 0, 0),
+               trows = sdt_tensor_4d(rows, SDT_F32, 2, R, D, 0, 0);
     t5_inputs in = {&ttok, lengths, R ? &trows : NULL, ov, (int)N, SDT_F32};
     sdt_arena measure, arena;
     t5_acts acts;
     sdt_arena_init_measure(&measure, be);
     float *dout = arg(argc, argv, "--dout") ? read_all(arg(argc, argv, "--dout"), (size_t)(B * T * D) * 4) : NULL;
     float *drows = calloc((size_t)(R ? R : 1) * D, sizeof(float));
-    sdt_tensor tdout = sdt_tensor_4d(dout, SDT_F32, 3, B, T, D, 0), tdrows = sdt_tensor_4d(drows, SDT_F32, 2, R, D, 0, 0);
+    sdt_tensor tdout = sdt_tensor_4d(dout, SDT_F32, 3, B, T, D, 0),
+               tdrows = sdt_tensor_4d(drows, SDT_F32, 2, R, D, 0, 0);
     if (!t5_encoder_forward(&m, be, &measure, &in, &acts, &err) ||
         (dout && !t5_encoder_backward(&m, be, &measure, &acts, &tdout, &tdrows, &err)))
         return fail(&err);

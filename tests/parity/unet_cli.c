@@ -47,17 +47,22 @@ static bool input(const sdt_safetensors *st, const char *name, int ndim, bool re
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s CHECKPOINT INPUTS OUTPUT [--threads N] [--checkpointing] [--heads N | --head-dim N]\n",
+        fprintf(stderr,
+                "usage: %s CHECKPOINT INPUTS OUTPUT [--threads N] [--checkpointing] [--heads N | --head-dim N]\n",
                 argv[0]);
         return 2;
     }
     int threads = 0, heads = 0, head_dim = 0;
     bool checkpointing = false;
     for (int i = 4; i < argc; i++) {
-        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--heads") && i + 1 < argc) heads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--head-dim") && i + 1 < argc) head_dim = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--checkpointing")) checkpointing = true;
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--heads") && i + 1 < argc)
+            heads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--head-dim") && i + 1 < argc)
+            head_dim = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--checkpointing"))
+            checkpointing = true;
         else {
             fprintf(stderr, "unknown argument %s\n", argv[i]);
             return 2;
@@ -111,7 +116,8 @@ int main(int argc, char **argv)
     float *dy_host = y_in ? calloc((size_t)sdt_tensor_numel(y_in), sizeof *dy_host) : NULL;
     sdt_tensor d_y = y_in ? sdt_tensor_make(dy_host, SDT_F32, SDT_DEVICE_CPU, 2, y_in->shape) : ctx;
     sdt_tensor *d_y_out = y_in ? &d_y : NULL;
-    bool ok = dctx && (!y_in || dy_host) && sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, y_in, &out, &error) &&
+    bool ok = dctx && (!y_in || dy_host) &&
+              sdt_unet_forward(u, be, &arena, &opt, &lat, &ts, &ctx, y_in, &out, &error) &&
               (!backward || sdt_unet_backward(u, be, &arena, &out, &d_ctx, d_y_out, &error));
     size_t need = arena.peak;
     ok = ok && sdt_arena_init(&arena, be, need);

@@ -63,8 +63,10 @@ static GByteArray *strip_text_chunks(const char *path, int *removed)
     for (size_t pos = 8; data && pos + 12 <= size;) {
         const uint8_t *b = (const uint8_t *)data + pos;
         uint32_t n = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-        if (memcmp(b + 4, "tEXt", 4)) g_byte_array_append(stripped, b, n + 12);
-        else ++*removed;
+        if (memcmp(b + 4, "tEXt", 4))
+            g_byte_array_append(stripped, b, n + 12);
+        else
+            ++*removed;
         pos += (size_t)n + 12;
     }
     g_free(data);
@@ -125,7 +127,8 @@ static void check_pixel_copy(const char *path, const sdt_embedding *want, const 
     GByteArray *plain = png_solid(16, 16, 90, 90, 90);
     png_end(plain);
     CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "p.png", &back, &error) &&
-              strstr(error.message, "no embedding hidden"), "plain picture: %s", error.message);
+              strstr(error.message, "no embedding hidden"),
+          "plain picture: %s", error.message);
     g_byte_array_unref(plain);
     g_byte_array_unref(stripped);
 }
@@ -153,7 +156,8 @@ static void test_pixels_with_black_border(sdt_test_rng *rng)
     if (!card) return;
     int top = 3, left = 5, BW = cw + left + 2, BH = H + top + 4;
     uint8_t *big = calloc((size_t)BW * BH * 3, 1);
-    for (int y = 0; y < H; y++) memcpy(big + ((size_t)(y + top) * BW + left) * 3, card + (size_t)y * cw * 3, (size_t)cw * 3);
+    for (int y = 0; y < H; y++)
+        memcpy(big + ((size_t)(y + top) * BW + left) * 3, card + (size_t)y * cw * 3, (size_t)cw * 3);
     size_t len = 0;
     char *got = sdt_card_pixels_extract(big, BW, BH, &len, &error);
     CHECK(got && len == strlen(json) && !strcmp(got, json), "extracted after cropping: %s", got ? got : error.message);
@@ -192,7 +196,8 @@ static void test_round_trips(sdt_test_rng *rng)
     CHECK(sdt_embedding_save_safetensors(&sdxl, st_xl, false, &error), "save xl: %s", error.message);
     f = sdt_st_open(st_xl, &error);
     CHECK(f && sdt_st_find(f, "clip_l") && sdt_st_find(f, "clip_g") && sdt_st_find(f, "clip_l")->shape[1] == 768 &&
-              sdt_st_find(f, "clip_g")->shape[1] == 1280, "SDXL file has clip_l [N,768] and clip_g [N,1280]");
+              sdt_st_find(f, "clip_g")->shape[1] == 1280,
+          "SDXL file has clip_l [N,768] and clip_g [N,1280]");
     if (f) sdt_st_close(f);
     CHECK(sdt_embedding_load_safetensors(st_xl, &back, &error), "load xl: %s", error.message);
     check_same(&sdxl, &back, true, "sdxl safetensors");
@@ -219,8 +224,7 @@ static void test_round_trips(sdt_test_rng *rng)
     CHECK(sdt_image_probe(card_xl, &h, &error) && h.width > 42 && h.height == 24, "caller's picture used");
     check_pixel_copy(card_xl, &sdxl, "sdxl card");
 
-    CHECK(sdt_embedding_load(st, &back, &fmt, &error) && fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS,
-          "load st by content");
+    CHECK(sdt_embedding_load(st, &back, &fmt, &error) && fmt == SDT_EMBEDDING_FORMAT_SAFETENSORS, "load st by content");
     sdt_embedding_free(&back);
 
     char *pt = tmp_path("old.pt");
@@ -287,7 +291,8 @@ static void test_foreign_safetensors(sdt_test_rng *rng)
     sdt_st_write_item two[2] = {{"x", SDT_ST_F32, 2, shape2, a}, {"y", SDT_ST_F32, 2, shape2, b}};
     p = tmp_path("model.safetensors");
     CHECK(sdt_st_write(p, two, 2, NULL, 0, &error), "write two");
-    CHECK(!sdt_embedding_load_safetensors(p, &e, &error) && strstr(error.message, "emb_params") && strstr(error.message, "2"),
+    CHECK(!sdt_embedding_load_safetensors(p, &e, &error) && strstr(error.message, "emb_params") &&
+              strstr(error.message, "2"),
           "several keys refused: %s", error.message);
     g_free(p);
 }
@@ -302,8 +307,10 @@ static GByteArray *a1111_card(const char *json, const char *chunk_type)
     if (!strcmp(chunk_type, "tEXt")) {
         g_byte_array_append(chunk, (const guint8 *)b64, (guint)strlen(b64));
     } else {
-        if (!strcmp(chunk_type, "zTXt")) g_byte_array_append(chunk, (const guint8 *)"\0", 1);
-        else g_byte_array_append(chunk, (const guint8 *)"\1\0en\0\0", 6); /* iTXt compressed, lang "en" */
+        if (!strcmp(chunk_type, "zTXt"))
+            g_byte_array_append(chunk, (const guint8 *)"\0", 1);
+        else
+            g_byte_array_append(chunk, (const guint8 *)"\1\0en\0\0", 6); /* iTXt compressed, lang "en" */
         uLongf zlen = compressBound(strlen(b64));
         uint8_t *z = g_malloc(zlen);
         compress(z, &zlen, (const Bytef *)b64, strlen(b64));
@@ -351,25 +358,30 @@ static void test_a1111_cards(void)
     png_end(plain);
     sdt_embedding e;
     CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, &error) &&
-              strstr(error.message, SDT_PNG_CARD_KEYWORD), "plain PNG: %s", error.message);
+              strstr(error.message, SDT_PNG_CARD_KEYWORD),
+          "plain PNG: %s", error.message);
     plain->data[20] ^= 1;
     CHECK(!sdt_embedding_png_card_decode(plain->data, plain->len, "plain.png", &e, &error) &&
-              strstr(error.message, "CRC"), "CRC: %s", error.message);
+              strstr(error.message, "CRC"),
+          "CRC: %s", error.message);
     g_byte_array_unref(plain);
     GByteArray *two = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [1.0]}, \"+\": "
-                                 "{\"TORCHTENSOR\": [2.0]}}}", "tEXt");
+                                 "{\"TORCHTENSOR\": [2.0]}}}",
+                                 "tEXt");
     CHECK(!sdt_embedding_png_card_decode(two->data, two->len, "two.png", &e, &error) &&
-              strstr(error.message, "2 terms"), "two terms: %s", error.message);
+              strstr(error.message, "2 terms"),
+          "two terms: %s", error.message);
     g_byte_array_unref(two);
     GByteArray *one_d = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [1.5, 2.5]}}}", "tEXt");
-    CHECK(sdt_embedding_png_card_decode(one_d->data, one_d->len, "dir/one-d.png", &e, &error) &&
-              e.n_vectors == 1 && e.dim == 2 && e.vectors[1] == 2.5f && !strcmp(e.name, "one-d") && e.step == 0,
+    CHECK(sdt_embedding_png_card_decode(one_d->data, one_d->len, "dir/one-d.png", &e, &error) && e.n_vectors == 1 &&
+              e.dim == 2 && e.vectors[1] == 2.5f && !strcmp(e.name, "one-d") && e.step == 0,
           "1-D tensor, name from the file: %s", error.message);
     sdt_embedding_free(&e);
     g_byte_array_unref(one_d);
     GByteArray *bad_json = a1111_card("{\"string_to_param\": {\"*\": {\"TORCHTENSOR\": [[1.0, \"x\"]]}}}", "tEXt");
     CHECK(!sdt_embedding_png_card_decode(bad_json->data, bad_json->len, "bad.png", &e, &error) &&
-              strstr(error.message, "not a number"), "a damaged card without a pixel copy reports the text error: %s", error.message);
+              strstr(error.message, "not a number"),
+          "a damaged card without a pixel copy reports the text error: %s", error.message);
     g_byte_array_unref(bad_json);
     /* Corrupt base64 is reported as such, not as JSON it never got to be. */
     const char *bad_base64[] = {"e3t9@@@@", "e3t9e3t", "e3=9"};
@@ -400,16 +412,21 @@ static void check_host_loaded(const cJSON *line, const sdt_embedding *want, cons
               cJSON_GetObjectItem(line, "shape")->valueint == want->dim,
           "%s: %d vectors of %d values", what, cJSON_GetObjectItem(line, "vectors")->valueint,
           cJSON_GetObjectItem(line, "shape")->valueint);
-    typedef struct { const char *key; int c0, c1; } columns;
+    typedef struct {
+        const char *key;
+        int c0, c1;
+    } columns;
     columns parts[2] = {{"vec", 0, want->dim}, {NULL, 0, 0}};
     if (want->clip_l_dim) { /* A1111's SDXL dict: exactly clip_l and clip_g */
         parts[0] = (columns){"clip_l", 0, want->clip_l_dim};
         parts[1] = (columns){"clip_g", want->clip_l_dim, want->dim};
     }
-    CHECK(cJSON_GetArraySize(tensors) == (want->clip_l_dim ? 2 : 1), "%s: %d tensors", what, cJSON_GetArraySize(tensors));
+    CHECK(cJSON_GetArraySize(tensors) == (want->clip_l_dim ? 2 : 1), "%s: %d tensors", what,
+          cJSON_GetArraySize(tensors));
     for (int k = 0; k < 2 && parts[k].key; k++) {
         const cJSON *t = cJSON_GetObjectItem(tensors, parts[k].key);
-        const cJSON *shape = t ? cJSON_GetObjectItem(t, "shape") : NULL, *values = t ? cJSON_GetObjectItem(t, "values") : NULL;
+        const cJSON *shape = t ? cJSON_GetObjectItem(t, "shape") : NULL,
+                    *values = t ? cJSON_GetObjectItem(t, "values") : NULL;
         int cols = parts[k].c1 - parts[k].c0;
         CHECK(shape && cJSON_GetArraySize(shape) == 2 && cJSON_GetArrayItem(shape, 0)->valueint == want->n_vectors &&
                   cJSON_GetArrayItem(shape, 1)->valueint == cols,
@@ -448,10 +465,11 @@ static void test_cards_in_a1111(sdt_test_rng *rng)
     CHECK(g_file_set_contents(xl_stripped, (const gchar *)stripped->data, stripped->len, NULL), "write stripped");
     g_byte_array_unref(stripped);
     /* The card sdtrain wrote before issue 29: the pair inside string_to_param, with a name beside it. */
-    GByteArray *old = a1111_card("{\"string_to_token\": {\"*\": 265}, \"string_to_param\": {\"*\": {\"clip_l\": "
-                                 "{\"TORCHTENSOR\": [[0.5, 1.0]]}, \"clip_g\": {\"TORCHTENSOR\": [[2.0, 3.0, 4.0]]}}}, "
-                                 "\"name\": \"old-xl\", \"step\": 12, \"sd_checkpoint\": null, \"sd_checkpoint_name\": null}",
-                                 "tEXt");
+    GByteArray *old =
+        a1111_card("{\"string_to_token\": {\"*\": 265}, \"string_to_param\": {\"*\": {\"clip_l\": "
+                   "{\"TORCHTENSOR\": [[0.5, 1.0]]}, \"clip_g\": {\"TORCHTENSOR\": [[2.0, 3.0, 4.0]]}}}, "
+                   "\"name\": \"old-xl\", \"step\": 12, \"sd_checkpoint\": null, \"sd_checkpoint_name\": null}",
+                   "tEXt");
     CHECK(g_file_set_contents(old_xl, (const gchar *)old->data, old->len, NULL), "write old card");
     g_byte_array_unref(old);
 
@@ -467,8 +485,9 @@ static void test_cards_in_a1111(sdt_test_rng *rng)
         check_host_loaded(got[1], &xl, "xl-card-7", "SDXL card (text chunk)"); /* no name in the data: the stem */
         check_host_loaded(got[2], &xl, "xl-stripped", "SDXL card (pixels)");
         const cJSON *err = cJSON_GetObjectItem(got[3], "error");
-        CHECK(cJSON_IsString(err) && strstr(err->valuestring, "detach"),
-              "the emulated loader refuses the old SDXL card as the hosts do ('dict' object has no attribute 'detach')");
+        CHECK(
+            cJSON_IsString(err) && strstr(err->valuestring, "detach"),
+            "the emulated loader refuses the old SDXL card as the hosts do ('dict' object has no attribute 'detach')");
     } else {
         CHECK(false, "a1111_card_loader.py printed %s", out ? out : "nothing");
     }
@@ -523,12 +542,13 @@ static void test_names_and_saves(sdt_test_rng *rng)
     e.vectors[0] = first + 1;
     CHECK(sdt_embedding_save_safetensors(&e, p, true, &error), "overwrite allowed: %s", error.message);
     e.vectors[1] = NAN;
-    CHECK(!sdt_embedding_save_safetensors(&e, p, true, &error) && strstr(error.message, "NaN"), "NaN refused: %s", error.message);
+    CHECK(!sdt_embedding_save_safetensors(&e, p, true, &error) && strstr(error.message, "NaN"), "NaN refused: %s",
+          error.message);
     CHECK(!sdt_embedding_save_png_card(&e, card, NULL, 0, 0, true, &error) && access(card, F_OK) != 0,
           "NaN card refused");
     sdt_embedding back;
-    CHECK(sdt_embedding_load_safetensors(p, &back, &error) && back.vectors[0] == first + 1 &&
-              isfinite(back.vectors[1]), "the last good file is intact");
+    CHECK(sdt_embedding_load_safetensors(p, &back, &error) && back.vectors[0] == first + 1 && isfinite(back.vectors[1]),
+          "the last good file is intact");
     sdt_embedding_free(&back);
     e.vectors[1] = 0;
 

@@ -73,8 +73,10 @@ static void expect_refusal(const char *path, const char *needle)
 {
     sdt_embedding e;
     sdt_error error = {0};
-    CHECK(!sdt_embedding_load(path, &e, NULL, &error) && error.code == SDT_ERR_BAD_FORMAT, "%s accepted or not BAD_FORMAT", path);
-    CHECK(strstr(error.message, path) && strstr(error.message, needle), "%s: sentence '%s' lacks '%s'", path, error.message, needle);
+    CHECK(!sdt_embedding_load(path, &e, NULL, &error) && error.code == SDT_ERR_BAD_FORMAT,
+          "%s accepted or not BAD_FORMAT", path);
+    CHECK(strstr(error.message, path) && strstr(error.message, needle), "%s: sentence '%s' lacks '%s'", path,
+          error.message, needle);
     printf("  %s\n", error.message);
 }
 
@@ -204,7 +206,8 @@ static void test_torch_written(void)
         cJSON *root = cJSON_Parse(json ? json : ""), *d = root;
         for (int k = 0; k < 3 && cases[i].path_to_tensor[k]; k++) {
             cJSON *pair, *next = NULL;
-            cJSON_ArrayForEach(pair, cJSON_GetObjectItem(d, "dict")) {
+            cJSON_ArrayForEach(pair, cJSON_GetObjectItem(d, "dict"))
+            {
                 if (!strcmp(cJSON_GetArrayItem(pair, 0)->valuestring, cases[i].path_to_tensor[k]))
                     next = cJSON_GetArrayItem(pair, 1);
             }

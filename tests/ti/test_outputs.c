@@ -19,9 +19,16 @@ static int count_lines(const char *path)
 
 static sdt_loss_row row_for(int64_t step, sdt_test_rng *rng)
 {
-    sdt_loss_row r = {.step = step, .epoch = (step - 1) / 10, .epoch_step = (step - 1) % 10,
-                      .loss = sdt_test_uniform(rng), .learn_rate = 0.005, .grad_norm = sdt_test_uniform(rng),
-                      .loss_scale = 65536, .precision = "fp16", .skipped = 0, .images_per_s = 3.5};
+    sdt_loss_row r = {.step = step,
+                      .epoch = (step - 1) / 10,
+                      .epoch_step = (step - 1) % 10,
+                      .loss = sdt_test_uniform(rng),
+                      .learn_rate = 0.005,
+                      .grad_norm = sdt_test_uniform(rng),
+                      .loss_scale = 65536,
+                      .precision = "fp16",
+                      .skipped = 0,
+                      .images_per_s = 3.5};
     return r;
 }
 
@@ -40,17 +47,22 @@ int main(void)
     snprintf(want_root, sizeof(want_root), "%s/%s/my-emb", log, date);
     CHECK(!strcmp(d.root, want_root), "root %s, want %s", d.root, want_root);
     CHECK(g_file_test(d.copies, G_FILE_TEST_IS_DIR) && g_file_test(d.images, G_FILE_TEST_IS_DIR) &&
-              g_file_test(d.image_embeddings, G_FILE_TEST_IS_DIR), "sub-folders made");
+              g_file_test(d.image_embeddings, G_FILE_TEST_IS_DIR),
+          "sub-folders made");
     CHECK(g_str_has_suffix(d.copies, "/my-emb/embeddings") && g_str_has_suffix(d.images, "/images") &&
               g_str_has_suffix(d.image_embeddings, "/image_embeddings") &&
-              g_str_has_suffix(d.loss_csv, "/textual_inversion_loss.csv"), "A1111 names");
-    CHECK(!sdt_outputs_prepare(log, "../up", when, NULL, &d, &error) && strstr(error.message, "../up"), "bad name: %s", error.message);
-    CHECK(!sdt_outputs_prepare("", "x", when, NULL, &d, &error) && strstr(error.message, "Log directory"), "no log dir");
+              g_str_has_suffix(d.loss_csv, "/textual_inversion_loss.csv"),
+          "A1111 names");
+    CHECK(!sdt_outputs_prepare(log, "../up", when, NULL, &d, &error) && strstr(error.message, "../up"), "bad name: %s",
+          error.message);
+    CHECK(!sdt_outputs_prepare("", "x", when, NULL, &d, &error) && strstr(error.message, "Log directory"),
+          "no log dir");
     CHECK(sdt_outputs_prepare(log, "my-emb", when, NULL, &d, &error), "prepare twice is fine");
 
     char file[4096];
     CHECK(sdt_output_file(file, sizeof(file), d.copies, "my-emb", 500, ".safetensors") &&
-              g_str_has_suffix(file, "/embeddings/my-emb-500.safetensors"), "snapshot name %s", file);
+              g_str_has_suffix(file, "/embeddings/my-emb-500.safetensors"),
+          "snapshot name %s", file);
 
     /* CSV: header once, rows appended; a resume drops rows after the checkpoint and continues. */
     for (int64_t s = 1; s <= 8; s++) {
@@ -81,14 +93,14 @@ int main(void)
     FILE *fp = fopen(d.loss_csv, "ab");
     fputs("8,0,7,0.12", fp);
     fclose(fp);
-    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 100, &error) && count_lines(d.loss_csv) == 8,
-          "torn row dropped");
+    CHECK(sdt_loss_csv_truncate_after(d.loss_csv, 100, &error) && count_lines(d.loss_csv) == 8, "torn row dropped");
     CHECK(sdt_loss_csv_truncate_after("/nonexistent/sdt.csv", 1, &error), "missing CSV is fine");
     /* an A1111 CSV (5 columns) is not appended to with other columns */
     char *old = g_build_filename(log, "old.csv", NULL);
     g_file_set_contents(old, "step,epoch,epoch_step,loss,learn_rate\n1,0,0,0.1,0.005\n", -1, NULL);
     sdt_loss_row r = row_for(2, &rng);
-    CHECK(!sdt_loss_csv_append(old, &r, &error) && strstr(error.message, "other columns"), "header mismatch: %s", error.message);
+    CHECK(!sdt_loss_csv_append(old, &r, &error) && strstr(error.message, "other columns"), "header mismatch: %s",
+          error.message);
     g_free(old);
 
     /* settings JSON */
@@ -109,8 +121,10 @@ int main(void)
     /* a second run in the same second (a resume right after its run) keeps the first's settings */
     char second[4096], third[4096], first_text[64];
     cJSON_ReplaceItemInObject(settings, "batch_size", cJSON_CreateNumber(3));
-    CHECK(sdt_settings_save(d.root, settings, when, second, sizeof(second), &error), "settings again: %s", error.message);
-    CHECK(sdt_settings_save(d.root, settings, when, third, sizeof(third), &error), "settings a third time: %s", error.message);
+    CHECK(sdt_settings_save(d.root, settings, when, second, sizeof(second), &error), "settings again: %s",
+          error.message);
+    CHECK(sdt_settings_save(d.root, settings, when, third, sizeof(third), &error), "settings a third time: %s",
+          error.message);
     snprintf(want_name, sizeof(want_name), "/settings-%s_2.json", stamp);
     CHECK(g_str_has_suffix(second, want_name), "the second settings file of one second is %s", second);
     snprintf(want_name, sizeof(want_name), "/settings-%s_3.json", stamp);
@@ -118,7 +132,8 @@ int main(void)
     g_file_get_contents(path, &text, NULL, NULL);
     back = text ? cJSON_Parse(text) : NULL;
     snprintf(first_text, sizeof first_text, "%d", back ? cJSON_GetObjectItem(back, "batch_size")->valueint : -1);
-    CHECK(back && cJSON_GetObjectItem(back, "batch_size")->valueint == 2, "the first run's settings were replaced (batch_size %s)", first_text);
+    CHECK(back && cJSON_GetObjectItem(back, "batch_size")->valueint == 2,
+          "the first run's settings were replaced (batch_size %s)", first_text);
     cJSON_Delete(back);
     cJSON_Delete(settings);
     g_free(text);

@@ -41,7 +41,8 @@ int main(int argc, char **argv)
         return 1;
     }
     /* an image that is not symmetric: a smooth ramp plus noise */
-    static float pixels[3 * H * W], mirrored[3 * H * W], weight[LH * LW], weight_mirrored[LH * LW]; /* LW x LH: resized as needed */
+    static float pixels[3 * H * W], mirrored[3 * H * W], weight[LH * LW],
+        weight_mirrored[LH * LW]; /* LW x LH: resized as needed */
     sdt_rng_normal_fill(5, SDT_RNG_NOISE, 0, pixels, 3 * H * W);
     for (int c = 0; c < 3; c++)
         for (int y = 0; y < H; y++)
@@ -69,7 +70,8 @@ int main(int argc, char **argv)
         /* the original entry is what a cache without flip holds */
         latent_cache_get(&with, 0, 3, false, a);
         latent_cache_get(&plain, 0, 3, false, b);
-        CHECK(!memcmp(a, b, (size_t)n * sizeof(float)), "method %d: enabling flip changed the image's own latent", method);
+        CHECK(!memcmp(a, b, (size_t)n * sizeof(float)), "method %d: enabling flip changed the image's own latent",
+              method);
         /* the twin is the mirrored image's encoding ("once" draws its sample at its own counter, so
          * only the deterministic mean and the random method's mean compare) */
         const latent_entry *twin = latent_cache_entry(&with, 0, true), *ref = &of_mirrored.items[0];
@@ -83,10 +85,12 @@ int main(int argc, char **argv)
                     for (int x = 0; x < own->w; x++)
                         differs = fmax(differs, fabs(twin->value[(c * own->h + y) * own->w + x] -
                                                      own->value[(c * own->h + y) * own->w + (own->w - 1 - x)]));
-            CHECK(differs > 1e-3, "the twin equals the latent mirrored (max difference %g): the VAE was not run", differs);
+            CHECK(differs > 1e-3, "the twin equals the latent mirrored (max difference %g): the VAE was not run",
+                  differs);
         }
         if (method == LATENT_RANDOM)
-            CHECK(!memcmp(twin->value, ref->value, (size_t)n * sizeof(float)), "random: the twin's mean is not the mirrored image's");
+            CHECK(!memcmp(twin->value, ref->value, (size_t)n * sizeof(float)),
+                  "random: the twin's mean is not the mirrored image's");
         size_t wbytes = (size_t)twin->h * twin->w * sizeof(float); /* the weights resized to the latent's size */
         CHECK(twin->weight && ref->weight && !memcmp(twin->weight, ref->weight, wbytes) &&
                   !memcmp(with.items[0].weight, plain.items[0].weight, wbytes),

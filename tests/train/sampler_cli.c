@@ -67,7 +67,8 @@ int main(int argc, char **argv)
     }
     sdt_noise_schedule s;
     sdt_noise_schedule_init_sd(&s);
-    sdt_sampler_config cfg = {kind, atoi(argv[2]), (float)atof(argv[3]), atoi(argv[4]) != 0, strtoull(argv[5], NULL, 10)};
+    sdt_sampler_config cfg = {kind, atoi(argv[2]), (float)atof(argv[3]), atoi(argv[4]) != 0,
+                              strtoull(argv[5], NULL, 10)};
     model m = {&s, cfg.v_prediction, {0}, 0};
     float x[N], scratch[4 * N], noise[N];
     sdt_rng_normal_fill(cfg.seed, SDT_RNG_PREVIEW, 0, x, N);

@@ -11,17 +11,24 @@
 
 static void check_sizes(const sdt_sdxl_sizes *s, const double want[6], const char *what)
 {
-    const double got[6] = {s->original_height, s->original_width, s->crop_top, s->crop_left, s->target_height, s->target_width};
+    const double got[6] = {s->original_height, s->original_width, s->crop_top,
+                           s->crop_left,       s->target_height,  s->target_width};
     for (int i = 0; i < 6; i++)
-        CHECK(got[i] == want[i], "%s: size conditioning [%d] is %g, want %g (original h, w, crop top, left, target h, w)", what, i,
-              got[i], want[i]);
+        CHECK(got[i] == want[i],
+              "%s: size conditioning [%d] is %g, want %g (original h, w, crop top, left, target h, w)", what, i, got[i],
+              want[i]);
 }
 
 static sdt_dataset_item fitted(const sdt_bucket_list *list, int w, int h)
 {
     sdt_bucket_fit f = sdt_bucket_fit_image(list, w, h, false, 0, "x.png");
-    return (sdt_dataset_item){.width = f.width, .height = f.height, .source_width = w, .source_height = h,
-                              .resized_width = f.resized_width, .resized_height = f.resized_height, .crop_left = f.crop_left,
+    return (sdt_dataset_item){.width = f.width,
+                              .height = f.height,
+                              .source_width = w,
+                              .source_height = h,
+                              .resized_width = f.resized_width,
+                              .resized_height = f.resized_height,
+                              .crop_left = f.crop_left,
                               .crop_top = f.crop_top};
 }
 
@@ -53,8 +60,12 @@ int main(void)
     check_sizes(&s, (const double[6]){1200, 800, 16, 0, 1216, 832}, "800x1200 flipped");
 
     /* without buckets: stretched to the training size, no crop, as before */
-    sdt_dataset_item stretched = {.width = 1024, .height = 1024, .source_width = 1920, .source_height = 1080,
-                                  .resized_width = 1024, .resized_height = 1024};
+    sdt_dataset_item stretched = {.width = 1024,
+                                  .height = 1024,
+                                  .source_width = 1920,
+                                  .source_height = 1080,
+                                  .resized_width = 1024,
+                                  .resized_height = 1024};
     e = (latent_entry){.c = 4, .h = 128, .w = 128};
     s = sdt_train_job_sample_sizes(job, &stretched, &e, true);
     check_sizes(&s, (const double[6]){1080, 1920, 0, 0, 1024, 1024}, "stretched, flipped");

@@ -20,12 +20,14 @@ int main(void)
     sdt_train_options d;
     sdt_train_options_set_defaults(&d, "textual_inversion");
     CHECK(!d.deterministic, "the default is false (cuDNN's fast attention backward, as PyTorch trains)");
-    CHECK(offsetof(sdt_train_options, deterministic) + 8 == sizeof(sdt_train_options), "deterministic starts 1.6's 8-byte block");
+    CHECK(offsetof(sdt_train_options, deterministic) + 8 == sizeof(sdt_train_options),
+          "deterministic starts 1.6's 8-byte block");
 
     /* a 1.5 host: struct_size ends before the field; the bytes past it (here all 0xff) are not read */
     unsigned char raw[sizeof(sdt_train_options)];
     memcpy(raw, &d, sizeof d);
-    memset(raw + offsetof(sdt_train_options, deterministic), 0xff, sizeof raw - offsetof(sdt_train_options, deterministic));
+    memset(raw + offsetof(sdt_train_options, deterministic), 0xff,
+           sizeof raw - offsetof(sdt_train_options, deterministic));
     sdt_train_options old;
     memcpy(&old, raw, sizeof old);
     old.struct_size = (uint32_t)offsetof(sdt_train_options, deterministic);
@@ -55,7 +57,8 @@ int main(void)
     CHECK(ti_config_read_options(&c, &shared, &e), "the TI config takes the options: %s", e.message);
     CHECK(shared.deterministic, "an embedding config's train_options gives deterministic true");
     c.train_options = &old;
-    CHECK(ti_config_read_options(&c, &shared, &e) && !shared.deterministic, "an embedding config's 1.5 train_options gives false");
+    CHECK(ti_config_read_options(&c, &shared, &e) && !shared.deterministic,
+          "an embedding config's 1.5 train_options gives false");
 
     /* the job keeps it for the backend it opens at load */
     sdt_train_job *job = sdt_train_job_new(&on, "textual_inversion", NULL, NULL, NULL, &e);

@@ -35,7 +35,8 @@ static void test_schedule(void)
 {
     sdt_noise_schedule s;
     sdt_noise_schedule_init_sd(&s);
-    CHECK(fabs(s.alphas_cumprod[0] - 0.99915) < 1e-12, "schedule: acp[0] = %.10f, want 1 - 0.00085", s.alphas_cumprod[0]);
+    CHECK(fabs(s.alphas_cumprod[0] - 0.99915) < 1e-12, "schedule: acp[0] = %.10f, want 1 - 0.00085",
+          s.alphas_cumprod[0]);
     /* Lin et al. 2023 (zero terminal SNR) report sqrt(acp[999]) = 0.068265 for SD: acp = 0.0046601. */
     CHECK(fabs(s.alphas_cumprod[999] - 0.068265 * 0.068265) < 2e-7, "schedule: acp[999] = %.7f", s.alphas_cumprod[999]);
     for (int t = 1; t < 1000; t++)

@@ -38,7 +38,8 @@ static void check(double decay, int every)
     /* each step rounds once (<= 2^-24 relative); the recurrence shrinks old errors by decay, so the
      * total stays below about 1 / (1 - decay) roundings, and far below it in practice */
     double bound = 8 * ldexp(1.0, -24) * fmin(1.0 / (1 - decay), STEPS);
-    CHECK(worst <= bound, "decay %g every %d: worst error %.3g against float64 (bound %.3g)", decay, every, worst, bound);
+    CHECK(worst <= bound, "decay %g every %d: worst error %.3g against float64 (bound %.3g)", decay, every, worst,
+          bound);
 }
 
 int main(void)

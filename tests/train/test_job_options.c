@@ -42,7 +42,8 @@ int main(void)
     free(validation);
     free(empty_prompt);
     if (job) {
-        CHECK(job->opt.model_path && strcmp(job->opt.model_path, "models/sd.safetensors") == 0, "model_path is the job's own");
+        CHECK(job->opt.model_path && strcmp(job->opt.model_path, "models/sd.safetensors") == 0,
+              "model_path is the job's own");
         CHECK(job->data.dir && strcmp(job->data.dir, "data") == 0, "the data module reads the job's dataset_dir");
         CHECK(job->data.caption_rules.word_regex && strcmp(job->data.caption_rules.word_regex, "[a-z]+") == 0 &&
                   strcmp(job->data.caption_rules.join_string, "_") == 0,

@@ -21,8 +21,8 @@ static void expect_refused(const sdt_train_options *o, const char *what, const c
     sdt_error_clear(&e);
     bool ok = sdt_train_options_check(o, "config.train_options->", &e);
     CHECK(!ok && e.code == SDT_ERR_VALIDATION, "%s: not refused", what);
-    CHECK(strstr(e.message, t1) != NULL && (!t2 || strstr(e.message, t2) != NULL), "%s: the sentence lacks '%s'/'%s': %s", what,
-          t1, t2 ? t2 : "", e.message);
+    CHECK(strstr(e.message, t1) != NULL && (!t2 || strstr(e.message, t2) != NULL),
+          "%s: the sentence lacks '%s'/'%s': %s", what, t1, t2 ? t2 : "", e.message);
 }
 
 int main(void)
@@ -34,8 +34,10 @@ int main(void)
           "the 1.5 defaults are A1111's training");
     sdt_error e;
     CHECK(sdt_train_options_check(&o, "config.", &e), "the defaults pass: %s", e.message);
-    o.loss_type = SDT_LOSS_HUBER, o.huber_delta = 0.25, o.min_snr_gamma = 5, o.noise_offset = 1, o.noise_offset_random_strength = true;
-    o.timestep_min = o.timestep_max = 999, o.zero_terminal_snr = true, o.lr_scheduler = SDT_LR_SCHEDULER_COSINE_WITH_RESTARTS;
+    o.loss_type = SDT_LOSS_HUBER, o.huber_delta = 0.25, o.min_snr_gamma = 5, o.noise_offset = 1,
+    o.noise_offset_random_strength = true;
+    o.timestep_min = o.timestep_max = 999, o.zero_terminal_snr = true,
+    o.lr_scheduler = SDT_LR_SCHEDULER_COSINE_WITH_RESTARTS;
     o.lr_cycles = 3, o.warmup_steps = 10;
     CHECK(sdt_train_options_check(&o, "config.", &e), "every option on, in range, passes: %s", e.message);
 
@@ -49,7 +51,8 @@ int main(void)
     o = defaults(), o.huber_delta = 1e-45;
     expect_refused(&o, "huber_delta 1e-45", "huber_delta is 1e-45, below 0.0001", "every gradient would vanish");
     o = defaults(), o.min_snr_gamma = 5e-324;
-    expect_refused(&o, "min_snr_gamma 5e-324", "min_snr_gamma is 4.94066e-324, below 0.0001", "every gradient would vanish");
+    expect_refused(&o, "min_snr_gamma 5e-324", "min_snr_gamma is 4.94066e-324, below 0.0001",
+                   "every gradient would vanish");
     o = defaults(), o.min_snr_gamma = 1e-5;
     expect_refused(&o, "min_snr_gamma 1e-5", "min_snr_gamma is 1e-05", "use 0 (off)");
     o = defaults(), o.loss_type = SDT_LOSS_HUBER, o.huber_delta = 1e-4, o.min_snr_gamma = 1e-4;
@@ -67,8 +70,8 @@ int main(void)
     o = defaults(), o.timestep_max = 1000;
     expect_refused(&o, "timestep_max 1000", "timestep_max is 1000", "at most 999");
     o = defaults(), o.timestep_min = 600, o.timestep_max = 500;
-    expect_refused(&o, "timestep_min above timestep_max", "timestep_min (600) is above config.train_options->timestep_max (500)",
-                   "min <= max");
+    expect_refused(&o, "timestep_min above timestep_max",
+                   "timestep_min (600) is above config.train_options->timestep_max (500)", "min <= max");
     o = defaults(), o.lr_scheduler = 4;
     expect_refused(&o, "lr_scheduler 4", "lr_scheduler is 4", "cosine_with_restarts");
     o = defaults(), o.lr_cycles = 0;
@@ -83,10 +86,12 @@ int main(void)
     host.struct_size = (uint32_t)(offsetof(sdt_train_options, save_state_every_seconds) + sizeof(int64_t));
     memcpy(raw, &host, host.struct_size);
     sdt_train_options own;
-    CHECK(sdt_train_options_read(&own, (const sdt_train_options *)(const void *)raw, "textual_inversion", "config.train_options", &e),
+    CHECK(sdt_train_options_read(&own, (const sdt_train_options *)(const void *)raw, "textual_inversion",
+                                 "config.train_options", &e),
           "a 1.4-sized struct reads: %s", e.message);
     sdt_train_options want = defaults();
-    CHECK(memcmp((char *)&own + offsetof(sdt_train_options, loss_type), (char *)&want + offsetof(sdt_train_options, loss_type),
+    CHECK(memcmp((char *)&own + offsetof(sdt_train_options, loss_type),
+                 (char *)&want + offsetof(sdt_train_options, loss_type),
                  sizeof own - offsetof(sdt_train_options, loss_type)) == 0,
           "a 1.4 host gets the 1.5 defaults, not the bytes past its struct_size");
     /* reserved_loss must be 0 */

@@ -32,7 +32,8 @@ static void test_timestep_range(void)
         CHECK(t >= 200 && t <= 203, "timestep %d outside the inclusive range 200..203", t);
         if (t >= 200 && t <= 203) counts[t - 200]++;
     }
-    for (int k = 0; k < 4; k++) CHECK(abs(counts[k] - 1000) < 150, "timestep %d drawn %d times of 4000", 200 + k, counts[k]);
+    for (int k = 0; k < 4; k++)
+        CHECK(abs(counts[k] - 1000) < 150, "timestep %d drawn %d times of 4000", 200 + k, counts[k]);
     sdt_loss_options one = {.timestep_min = 999, .timestep_max = 999};
     CHECK(sdt_loss_timestep(&one, 5, 3) == 999, "timestep range 999..999 must draw 999");
 }
@@ -66,7 +67,8 @@ static void test_noise_offset(void)
         }
     }
     double mean = sum / (N * C), sd = sqrt(sum2 / (N * C) - mean * mean);
-    CHECK(fabs(mean) < 0.01 && fabs(sd - 0.1) < 0.006, "noise offset 0.1: the offsets' mean %g and sd %g (want 0, 0.1)", mean, sd);
+    CHECK(fabs(mean) < 0.01 && fabs(sd - 0.1) < 0.006, "noise offset 0.1: the offsets' mean %g and sd %g (want 0, 0.1)",
+          mean, sd);
 
     sdt_loss_options random = {.noise_offset = 0.1, .noise_offset_random = true};
     double smax = 0, ssum = 0;
@@ -75,13 +77,15 @@ static void test_noise_offset(void)
         sdt_loss_offset_noise(&random, 9, d, noise, C, HW);
         float z;
         sdt_rng_normal_fill(9, SDT_RNG_NOISE_OFFSET, d * C, &z, 1);
-        double strength = (double)noise[0] / (double)z, want = 0.1 * sdt_rng_uniform(9, SDT_RNG_NOISE_OFFSET_STRENGTH, d);
+        double strength = (double)noise[0] / (double)z,
+               want = 0.1 * sdt_rng_uniform(9, SDT_RNG_NOISE_OFFSET_STRENGTH, d);
         CHECK(fabs(strength - want) < 1e-5 * (1 + 1 / fabs((double)z)), "random strength of sample %llu: %g, want %g",
               (unsigned long long)d, strength, want);
         CHECK(want >= 0 && want < 0.1, "random strength %g outside [0, 0.1)", want);
         smax = fmax(smax, want), ssum += want;
     }
-    CHECK(smax > 0.099 && fabs(ssum / N - 0.05) < 0.003, "random strength: max %g, mean %g (uniform in [0, 0.1))", smax, ssum / N);
+    CHECK(smax > 0.099 && fabs(ssum / N - 0.05) < 0.003, "random strength: max %g, mean %g (uniform in [0, 0.1))", smax,
+          ssum / N);
 }
 
 static void test_min_snr_weight(void)
@@ -91,7 +95,8 @@ static void test_min_snr_weight(void)
         double s = snrs[i], clipped = s < 5.0 ? s : 5.0;
         CHECK(fabs(sdt_min_snr_weight(s, 5.0, false) - clipped / s) < 1e-15, "min-SNR epsilon at SNR %g", s);
         CHECK(fabs(sdt_min_snr_weight(s, 5.0, true) - clipped / (s + 1.0)) < 1e-15, "min-SNR v at SNR %g", s);
-        CHECK(sdt_min_snr_weight(s, 0.0, false) == 1.0 && sdt_min_snr_weight(s, 0.0, true) == 1.0, "gamma 0 is off: weight 1");
+        CHECK(sdt_min_snr_weight(s, 0.0, false) == 1.0 && sdt_min_snr_weight(s, 0.0, true) == 1.0,
+              "gamma 0 is off: weight 1");
     }
     CHECK(sdt_min_snr_weight(0.0, 5.0, true) == 0.0, "v form at zero terminal SNR: 0");
     CHECK(sdt_min_snr_weight(0.0, 5.0, false) == 1.0, "epsilon form at SNR 0: its limit, 1");
@@ -119,7 +124,8 @@ static void test_zero_terminal_snr(void)
     char *script = g_build_filename(SDT_SOURCE_DIR, "tests", "train", "loss_reference.py", NULL);
     char *argv[] = {TP_PYTHON, script, "schedule", "1", NULL}, *out = NULL;
     int status = -1;
-    CHECK(g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL, &status, NULL) && status == 0,
+    CHECK(g_spawn_sync(NULL, argv, NULL, G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &out, NULL, &status, NULL) &&
+              status == 0,
           "loss_reference.py schedule failed");
     char **lines = g_strsplit(out ? out : "", "\n", -1);
     int n = 0;
@@ -174,7 +180,8 @@ static void run_batch_case(sdt_backend *be, sdt_test_rng *r, batch_case *k)
     memset(k->grad, 0, sizeof k->grad);
     int rc;
     if (k->type == SDT_LOSS_L2)
-        rc = be->mse_loss_forward(be, &k->loss, &tp, &ty, &tw) || be->mse_loss_backward(be, &tg, k->scale, &tp, &ty, &tw);
+        rc = be->mse_loss_forward(be, &k->loss, &tp, &ty, &tw) ||
+             be->mse_loss_backward(be, &tg, k->scale, &tp, &ty, &tw);
     else {
         sdt_robust_loss kind = k->type == SDT_LOSS_L1 ? SDT_ROBUST_LOSS_L1 : SDT_ROBUST_LOSS_HUBER;
         rc = be->robust_loss_forward(be, &k->loss, &tp, &ty, &tw, kind, k->delta) ||
@@ -193,11 +200,13 @@ static void run_batch_case(sdt_backend *be, sdt_test_rng *r, batch_case *k)
 
 static void compare_batch_case(const batch_case *k, double want)
 {
-    const char *name = sdt_loss_type_name(k->type), *form = k->v ? "v" : "eps", *z = k->ztsnr ? ", zero terminal SNR" : "";
+    const char *name = sdt_loss_type_name(k->type), *form = k->v ? "v" : "eps",
+               *z = k->ztsnr ? ", zero terminal SNR" : "";
     char *gpath = g_build_filename(k->dir, "grad", NULL);
     gchar *gdata = NULL;
     gsize glen = 0;
-    CHECK(g_file_get_contents(gpath, &gdata, &glen, NULL) && glen == sizeof k->grad, "reading torch's gradient %s", gpath);
+    CHECK(g_file_get_contents(gpath, &gdata, &glen, NULL) && glen == sizeof k->grad, "reading torch's gradient %s",
+          gpath);
     if (gdata && glen == sizeof k->grad) {
         const float *ref = (const float *)(const void *)gdata;
         double num = 0, den = 0;
@@ -206,11 +215,11 @@ static void compare_batch_case(const batch_case *k, double want)
             den += (double)ref[i] * ref[i];
         }
         double rel = sqrt(num / (den > 0 ? den : 1));
-        CHECK(rel < 1e-5, "%s, gamma %g (%s%s), scale %g: gradient vs torch autograd rel err %.3g", name, k->gamma, form, z,
-              (double)k->scale, rel);
+        CHECK(rel < 1e-5, "%s, gamma %g (%s%s), scale %g: gradient vs torch autograd rel err %.3g", name, k->gamma,
+              form, z, (double)k->scale, rel);
     }
-    CHECK(fabs(k->loss - want) <= 1e-5 * fabs(want), "%s, gamma %g (%s%s): loss %.9g, torch %.9g", name, k->gamma, form, z,
-          k->loss, want);
+    CHECK(fabs(k->loss - want) <= 1e-5 * fabs(want), "%s, gamma %g (%s%s): loss %.9g, torch %.9g", name, k->gamma, form,
+          z, k->loss, want);
     const char *names[] = {"pred", "target", "mask", "timesteps", "grad"};
     for (int i = 0; i < 5; i++) {
         char *p = g_build_filename(k->dir, names[i], NULL);
@@ -242,9 +251,9 @@ static void test_batch_loss_against_torch(void)
     for (int i = 0; i < K; i++) {
         batch_case *k = &cases[i];
         const batch_case forms[4] = {
-            {.gamma = 0.0, .delta = 1.0f, .scale = 1.0f},                      /* the masked loss alone */
-            {.gamma = 5.0, .delta = 0.5f, .scale = 65536.0f},                  /* epsilon min-SNR, an fp16 scale */
-            {.gamma = 5.0, .v = true, .delta = 1.0f, .scale = 1024.0f},        /* v min-SNR */
+            {.gamma = 0.0, .delta = 1.0f, .scale = 1.0f},               /* the masked loss alone */
+            {.gamma = 5.0, .delta = 0.5f, .scale = 65536.0f},           /* epsilon min-SNR, an fp16 scale */
+            {.gamma = 5.0, .v = true, .delta = 1.0f, .scale = 1024.0f}, /* v min-SNR */
             {.gamma = 1.0, .v = true, .ztsnr = true, .delta = 0.3f, .scale = 65536.0f}, /* v at zero terminal SNR */
         };
         *k = forms[i % 4];
@@ -255,8 +264,9 @@ static void test_batch_loss_against_torch(void)
         g_ascii_dtostr(num[0], sizeof num[0], k->gamma);
         g_ascii_dtostr(num[1], sizeof num[1], k->delta);
         g_ascii_dtostr(num[2], sizeof num[2], k->scale);
-        const char *rest[] = {"3", "4", "5", "6", num[0], k->v ? "1" : "0", k->ztsnr ? "1" : "0", sdt_loss_type_name(k->type),
-                              num[1], num[2]};
+        const char *rest[] = {
+            "3",    "4",   "5", "6", num[0], k->v ? "1" : "0", k->ztsnr ? "1" : "0", sdt_loss_type_name(k->type),
+            num[1], num[2]};
         g_ptr_array_add(argv, g_strdup(k->dir));
         for (int a = 0; a < 10; a++) g_ptr_array_add(argv, g_strdup(rest[a]));
     }

@@ -60,10 +60,13 @@ static void test_against_diffusers(void)
                 for (int c = 0; c < 2; c++) {
                     sdt_lr_scheduler_config cfg = {kinds[k], warmups[w], totals[t], (uint32_t)cycles[c]};
                     for (int64_t s = 0; s <= totals[t] + 3; s++) {
-                        double got = sdt_lr_scheduler_factor(&cfg, s), want = refs[k](s, warmups[w], totals[t], cycles[c]);
-                        CHECK(fabs(got - want) < 1e-12, "%s (warmup %lld, max steps %lld, cycles %d) at step %lld: %.15g, "
-                              "diffusers %.15g", sdt_lr_scheduler_name(kinds[k]), (long long)warmups[w], (long long)totals[t],
-                              cycles[c], (long long)s, got, want);
+                        double got = sdt_lr_scheduler_factor(&cfg, s),
+                               want = refs[k](s, warmups[w], totals[t], cycles[c]);
+                        CHECK(fabs(got - want) < 1e-12,
+                              "%s (warmup %lld, max steps %lld, cycles %d) at step %lld: %.15g, "
+                              "diffusers %.15g",
+                              sdt_lr_scheduler_name(kinds[k]), (long long)warmups[w], (long long)totals[t], cycles[c],
+                              (long long)s, got, want);
                     }
                 }
 }
@@ -96,9 +99,11 @@ static void test_engine_rate(void)
     sdt_param_group g;
     memset(&g, 0, sizeof g);
     sdt_error error;
-    CHECK(sdt_lr_schedule_parse("0.01:40, 0.001", "config.learn_rate", 0, 100, &g.lr, &error), "parse: %s", error.message);
+    CHECK(sdt_lr_schedule_parse("0.01:40, 0.001", "config.learn_rate", 0, 100, &g.lr, &error), "parse: %s",
+          error.message);
     for (int64_t s = 0; s < 100; s++)
-        CHECK(sdt_step_engine_rate(&e, &g, s) == (s < 40 ? 0.01 : 0.001), "constant without warmup: the string's rate exactly");
+        CHECK(sdt_step_engine_rate(&e, &g, s) == (s < 40 ? 0.01 : 0.001),
+              "constant without warmup: the string's rate exactly");
     e.lr_scheduler = (sdt_lr_scheduler_config){SDT_LR_SCHEDULER_COSINE, 10, 100, 1};
     for (int64_t s = 0; s < 100; s++) {
         double want = (s < 40 ? 0.01 : 0.001) * diffusers_cosine(s, 10, 100, 1);

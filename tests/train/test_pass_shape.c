@@ -20,8 +20,8 @@ static sdt_pass_shape shape_over(unsigned char fill)
 int main(void)
 {
     sdt_pass_shape a = shape_over(0x00), b = shape_over(0xa5);
-    CHECK(sizeof a > offsetof(sdt_pass_shape, weighted) + sizeof a.weighted, "the struct has trailing padding (%zu bytes)",
-          sizeof a);
+    CHECK(sizeof a > offsetof(sdt_pass_shape, weighted) + sizeof a.weighted,
+          "the struct has trailing padding (%zu bytes)", sizeof a);
     CHECK(sdt_pass_shape_equal(&a, &b), "equal fields, different padding: equal");
     int *fields[] = {&b.batch, &b.c, &b.h, &b.w, &b.chunks, &b.in_c};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {

@@ -31,9 +31,9 @@ static sdt_backend *be;
 static char *dir;
 
 typedef struct model_opts {
-    bool sd2_kind;    /* OpenCLIP text encoder, linear projections */
-    int in_channels;  /* 0: 4 */
-    bool constant;    /* the UNet returns `output` everywhere */
+    bool sd2_kind;   /* OpenCLIP text encoder, linear projections */
+    int in_channels; /* 0: 4 */
+    bool constant;   /* the UNet returns `output` everywhere */
     float output;
     bool diffusers;
 } model_opts;
@@ -80,7 +80,8 @@ static double reference_probe(sd_runtime *rt)
     float *lat = malloc(n_lat * sizeof(float)), *ctx = malloc(n_ctx * sizeof(float)), t = 999.0f;
     for (int64_t i = 0; i < n_lat; i++) lat[i] = 0.5f;
     for (int64_t i = 0; i < n_ctx; i++) ctx[i] = 0.5f;
-    sdt_tensor l = sdt_tensor_make(lat, SDT_F32, be->device, 4, ls), x = sdt_tensor_make(ctx, SDT_F32, be->device, 3, cs);
+    sdt_tensor l = sdt_tensor_make(lat, SDT_F32, be->device, 4, ls),
+               x = sdt_tensor_make(ctx, SDT_F32, be->device, 3, cs);
     sdt_tensor tt = sdt_tensor_make(&t, SDT_F32, be->device, 1, ts1), out;
     sdt_unet_options uo = sdt_unet_options_default();
     uo.for_backward = false;
@@ -129,10 +130,10 @@ static void check_constructed(const char *name, float output, bool v, uint64_t s
         CHECK(rt.cfg.prediction_source == SD_PREDICTION_FROM_PROBE && rt.cfg.unet.v_prediction == v,
               "%s (returns %g, %s): detected %s, want %s", name, (double)output, d ? "f16" : "f32",
               rt.cfg.unet.v_prediction ? "v" : "epsilon", v ? "v" : "epsilon");
-        CHECK(fabs(rt.cfg.prediction_probe - (output - 0.5)) < (d ? 2e-3 : 1e-6), "%s: the probe reads %g, want %g", name,
-              rt.cfg.prediction_probe, output - 0.5);
-        CHECK(strstr(sentence, "detected") && strstr(sentence, v ? "predicts v" : "epsilon"), "%s: the log says: %s", name,
-              sentence);
+        CHECK(fabs(rt.cfg.prediction_probe - (output - 0.5)) < (d ? 2e-3 : 1e-6), "%s: the probe reads %g, want %g",
+              name, rt.cfg.prediction_probe, output - 0.5);
+        CHECK(strstr(sentence, "detected") && strstr(sentence, v ? "predicts v" : "epsilon"), "%s: the log says: %s",
+              name, sentence);
         CHECK(rt.model.cfg.unet.v_prediction == v, "%s: the bound model's config agrees", name);
         sd_runtime_close(&rt);
     }
@@ -147,7 +148,8 @@ static void check_user_choice(uint64_t seed)
     sd_runtime rt;
     char sentence[512];
     if (open_rt(&rt, vpath, SDT_F32, SD_PREDICTION_EPSILON, sentence)) {
-        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER && rt.cfg.prediction_probe == 0,
+        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER &&
+                  rt.cfg.prediction_probe == 0,
               "epsilon asked on a v-like model: epsilon, not probed");
         CHECK(strstr(sentence, "as asked") != NULL, "the log says it was asked: %s", sentence);
         sd_runtime_close(&rt);
@@ -165,8 +167,8 @@ static void check_not_probed(uint64_t seed)
 {
     printf("-- SD 1.x and SD 2.x inpainting models are not probed\n");
     char *sd1 = make_model("sd1-vlike", (model_opts){.constant = true, .output = -1.5f}, seed);
-    char *inpaint = make_model("sd2-inpaint-vlike", (model_opts){.sd2_kind = true, .in_channels = 9, .constant = true,
-                                                                 .output = -1.5f}, seed);
+    char *inpaint = make_model(
+        "sd2-inpaint-vlike", (model_opts){.sd2_kind = true, .in_channels = 9, .constant = true, .output = -1.5f}, seed);
     const char *paths[2] = {sd1, inpaint};
     for (int i = 0; i < 2; i++) {
         sd_runtime rt;
@@ -207,7 +209,8 @@ static void check_diffusers(uint64_t seed)
     char sentence[512];
     if (open_rt(&rt, model, SDT_F32, SD_PREDICTION_AUTO, sentence)) {
         CHECK(rt.cfg.clip.act == SDT_ACT_GELU, "hidden_act gelu is taken from text_encoder/config.json");
-        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CONFIG && rt.cfg.prediction_probe == 0,
+        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CONFIG &&
+                  rt.cfg.prediction_probe == 0,
               "prediction_type epsilon in the scheduler config decides; no probe");
         CHECK(strstr(sentence, "scheduler_config.json") != NULL, "the log names the scheduler config: %s", sentence);
         sd_runtime_close(&rt);
@@ -248,32 +251,38 @@ static void check_refused(const char *path, const char *what, const char *w1, co
     char *yaml = sdt_checkpoint_yaml_path(path);
     bool ok = sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &err);
     CHECK(!ok && err.code == SDT_ERR_BAD_FORMAT && strstr(err.message, yaml) && strstr(err.message, w1) &&
-          strstr(err.message, w2) && strstr(err.message, w3), "%s is refused naming %s, '%s', '%s', '%s': %s", what, yaml,
-          w1, w2, w3, ok ? "(opened)" : err.message);
-    if (ok) sd_runtime_close(&rt);
-    else printf("   %s\n", err.message);
+              strstr(err.message, w2) && strstr(err.message, w3),
+          "%s is refused naming %s, '%s', '%s', '%s': %s", what, yaml, w1, w2, w3, ok ? "(opened)" : err.message);
+    if (ok)
+        sd_runtime_close(&rt);
+    else
+        printf("   %s\n", err.message);
     g_free(yaml);
 }
 
 static void check_checkpoint_yaml(uint64_t seed)
 {
     printf("-- A1111's <stem>.yaml beside a single file\n");
-    char *eps_like = make_model("yaml-eps-like", (model_opts){.sd2_kind = true, .constant = true, .output = 0.5f}, seed);
+    char *eps_like =
+        make_model("yaml-eps-like", (model_opts){.sd2_kind = true, .constant = true, .output = 0.5f}, seed);
     char *v_like = make_model("yaml-v-like", (model_opts){.sd2_kind = true, .constant = true, .output = -1.5f}, seed);
     sd_runtime rt;
     char sentence[512];
     write_yaml(eps_like, "    parameterization: \"v\"\n");
     if (open_rt(&rt, eps_like, SDT_F32, SD_PREDICTION_AUTO, sentence)) {
         CHECK(rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML &&
-              rt.cfg.prediction_probe == 0 && rt.model.cfg.unet.v_prediction, "parameterization v wins over the probe");
+                  rt.cfg.prediction_probe == 0 && rt.model.cfg.unet.v_prediction,
+              "parameterization v wins over the probe");
         CHECK(strstr(sentence, "predicts v") && strstr(sentence, "yaml-eps-like.yaml") && strstr(sentence, "\"v\""),
               "the log names the yaml: %s", sentence);
         printf("   %s\n", sentence);
         sd_runtime_close(&rt);
     }
     if (open_rt(&rt, eps_like, SDT_F32, SD_PREDICTION_EPSILON, sentence)) {
-        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER, "the user's epsilon wins");
-        CHECK(strstr(sentence, "as asked, over ") && strstr(sentence, "yaml-eps-like.yaml") && strstr(sentence, "says v)"),
+        CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_USER,
+              "the user's epsilon wins");
+        CHECK(strstr(sentence, "as asked, over ") && strstr(sentence, "yaml-eps-like.yaml") &&
+                  strstr(sentence, "says v)"),
               "the log names the yaml it overrules: %s", sentence);
         sd_runtime_close(&rt);
     }
@@ -282,9 +291,10 @@ static void check_checkpoint_yaml(uint64_t seed)
         write_yaml(v_like, eps_lines[k]);
         if (!open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_AUTO, sentence)) continue;
         CHECK(!rt.cfg.unet.v_prediction && rt.cfg.prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML &&
-              rt.cfg.prediction_probe == 0, "parameterization %s: epsilon on a v-like UNet, no probe",
-              k ? "absent" : "eps");
-        CHECK(strstr(sentence, "epsilon") && strstr(sentence, "yaml-v-like.yaml"), "the log names the yaml: %s", sentence);
+                  rt.cfg.prediction_probe == 0,
+              "parameterization %s: epsilon on a v-like UNet, no probe", k ? "absent" : "eps");
+        CHECK(strstr(sentence, "epsilon") && strstr(sentence, "yaml-v-like.yaml"), "the log names the yaml: %s",
+              sentence);
         sd_runtime_close(&rt);
     }
     if (open_rt(&rt, v_like, SDT_F32, SD_PREDICTION_V, sentence)) {
@@ -315,8 +325,11 @@ static void check_checkpoint_yaml(uint64_t seed)
     check_refused(v_like, "context_dim twice the model's", "line 5", want, have);
     CHECK(g_file_set_contents(path, "model:\n  params:\n    scale_factor: 0.13025\n", -1, NULL), "write %s", path);
     check_refused(v_like, "scale_factor 0.13025", "line 3", "scale_factor is 0.13025", "0.18215");
-    CHECK(g_file_set_contents(path, "model:\n  params:\n    unet_config:\n      params:\n"
-                              "        use_linear_in_transformer: False\n", -1, NULL), "write %s", path);
+    CHECK(g_file_set_contents(path,
+                              "model:\n  params:\n    unet_config:\n      params:\n"
+                              "        use_linear_in_transformer: False\n",
+                              -1, NULL),
+          "write %s", path);
     check_refused(v_like, "use_linear_in_transformer False on an SD 2.x UNet", "line 5", "use_linear_in_transformer",
                   "Linear layers");
     CHECK(g_file_set_contents(path, "model:\n  params:\n    parameterization: x1\n", -1, NULL), "write %s", path);

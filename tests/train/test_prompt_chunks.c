@@ -37,7 +37,8 @@ static void ref_next_chunk(ref_chunks *r, const int32_t *tok, const int *row, in
         rows[1 + i] = i < *n ? row[i] : -1;
     }
     ids[SDT_PROMPT_TOKENS - 1] = eos, rows[SDT_PROMPT_TOKENS - 1] = -1;
-    for (int i = *n + 2; i < SDT_PROMPT_TOKENS; i++) ids[i] = pad; /* ... then what follows the first end token is id_pad */
+    for (int i = *n + 2; i < SDT_PROMPT_TOKENS; i++)
+        ids[i] = pad; /* ... then what follows the first end token is id_pad */
     r->n_chunks++;
     *n = 0;
     *last_comma = -1;
@@ -80,9 +81,9 @@ static void ref_tokenize_line(const int32_t *raw, size_t n_raw, int32_t placehol
 /* A caption of about n_words words with commas, the placeholder at word place_at (or none). */
 static char *random_caption(sdt_test_rng *rng, int n_words, int place_at)
 {
-    static const char *words[] = {"cat", "photo", "red", "watercolor", "of", "a", "sunset", "over", "mountains",
-                                  "highly", "detailed", "portrait", "astronaut", "8k", "trending", "artstation", "blue",
-                                  "sky", "forest", "river"};
+    static const char *words[] = {"cat",      "photo",      "red",    "watercolor", "of",       "a",         "sunset",
+                                  "over",     "mountains",  "highly", "detailed",   "portrait", "astronaut", "8k",
+                                  "trending", "artstation", "blue",   "sky",        "forest",   "river"};
     GString *s = g_string_new(NULL);
     for (int i = 0; i < n_words; i++) {
         if (i == place_at) g_string_append(s, "<emb> ");
@@ -130,8 +131,8 @@ static bool run_clip(const clip_text_model *m, sdt_backend *be, const int32_t *i
     int64_t tshape[2] = {n_seq, SDT_PROMPT_TOKENS}, rshape[2] = {n_rows, m->cfg.width};
     sdt_tensor tokens = sdt_tensor_make((void *)ids, SDT_I32, SDT_DEVICE_CPU, 2, tshape);
     sdt_tensor rows_t = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, rshape);
-    clip_text_inputs in = {.tokens = &tokens, .rows = n_ov ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov,
-                           .act_dtype = SDT_F32};
+    clip_text_inputs in = {
+        .tokens = &tokens, .rows = n_ov ? &rows_t : NULL, .overrides = ov, .n_overrides = n_ov, .act_dtype = SDT_F32};
     sdt_arena meas, arena;
     sdt_arena_init_measure(&meas, be);
     clip_text_acts acts;
@@ -154,7 +155,8 @@ static void check_encoder_per_chunk(sdt_tokenizer *tok, const sdt_slot_rules *ru
     static int32_t ids[2 * MAX_IDS];
     static clip_override ov[2 * MAX_IDS];
     int n_ov = 0, chunks = sdt_prompt_batch(tok, rules, e, batch, ids, ov, &n_ov);
-    CHECK(chunks == e[0].n_chunks && n_ov == e[0].n_slots + e[1].n_slots, "batch of %d chunks, %d overrides", chunks, n_ov);
+    CHECK(chunks == e[0].n_chunks && n_ov == e[0].n_slots + e[1].n_slots, "batch of %d chunks, %d overrides", chunks,
+          n_ov);
     float *rows = malloc((size_t)rules->n_vectors * C * sizeof(float));
     sdt_test_fill_normal(rng, rows, (int64_t)rules->n_vectors * C, 0.5);
     size_t seq = (size_t)SDT_PROMPT_TOKENS * C;
@@ -177,7 +179,8 @@ static void check_encoder_per_chunk(sdt_tokenizer *tok, const sdt_slot_rules *ru
                 memcpy(chunk_ids, e[b].ids + k * SDT_PROMPT_TOKENS, sizeof chunk_ids);
                 for (int s = 0; s < e[b].n_slots; s++)
                     if (e[b].slot_pos[s] / SDT_PROMPT_TOKENS == k)
-                        chunk_ov[n_chunk_ov++] = (clip_override){0, e[b].slot_pos[s] % SDT_PROMPT_TOKENS, e[b].slot_row[s]};
+                        chunk_ov[n_chunk_ov++] =
+                            (clip_override){0, e[b].slot_pos[s] % SDT_PROMPT_TOKENS, e[b].slot_row[s]};
             } else {
                 chunk_ids[0] = sdt_tokenizer_bos(tok);
                 chunk_ids[1] = sdt_tokenizer_eos(tok);

@@ -23,7 +23,8 @@ int main(void)
     double sd_f = sqrt(N * 0.25), sd_c = sqrt(N * p * (1 - p)), sd_b = sqrt(N * 0.5 * p * (1 - 0.5 * p));
     CHECK(fabs(flips - N * 0.5) < 5 * sd_f, "flip: %d of %d, want ~%g", flips, N, N * 0.5);
     CHECK(fabs(drops - N * p) < 5 * sd_c, "caption drop-out %g: %d of %d", p, drops, N);
-    CHECK(fabs(both - N * 0.5 * p) < 5 * sd_b, "flip and drop-out together %d times, want ~%g (independent)", both, N * 0.5 * p);
+    CHECK(fabs(both - N * 0.5 * p) < 5 * sd_b, "flip and drop-out together %d times, want ~%g (independent)", both,
+          N * 0.5 * p);
     CHECK(fabs(other_seed_same - N * 0.5) < 5 * sd_f, "seeds 42 and 43 agree on %d of %d flips", other_seed_same, N);
     int never = 0, always = 0;
     for (uint64_t d = 0; d < 1000; d++) {

@@ -18,7 +18,7 @@
 #include "train/work_arena.h"
 
 #define B 2
-#define NV 2   /* embedding vectors */
+#define NV 2 /* embedding vectors */
 #define END 999
 #define T SDT_PROMPT_TOKENS
 
@@ -38,9 +38,9 @@ static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
     int n = 0;
     for (int b = 0; b < B; b++) {
         int32_t *t = p->tokens + b * T;
-        t[0] = END - 1; /* start */
+        t[0] = END - 1;                              /* start */
         t[1] = 5 + b, t[2] = 0, t[3] = 0, t[4] = 17; /* slots of the embedding at 2 and 3 */
-        for (int i = 5; i < T; i++) t[i] = END;    /* CLIP-L pads with the end token */
+        for (int i = 5; i < T; i++) t[i] = END;      /* CLIP-L pads with the end token */
         for (int r = 0; r < NV; r++) p->ov[n++] = (clip_override){b, 2 + r, r};
         p->ts[b] = (float)(100 + 700 * b);
         p->sizes[b] = (sdt_sdxl_sizes){1024 + 64 * b, 768, 16 * b, 0, 32, 32};
@@ -48,24 +48,33 @@ static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
     int64_t numel = (int64_t)B * c * h * w;
     p->noisy = mt_alloc((size_t)numel * sizeof(float));
     p->target = mt_alloc((size_t)numel * sizeof(float));
-    for (int64_t i = 0; i < numel; i++) p->noisy[i] = (float)sdt_test_normal(rng), p->target[i] = (float)sdt_test_normal(rng);
+    for (int64_t i = 0; i < numel; i++)
+        p->noisy[i] = (float)sdt_test_normal(rng), p->target[i] = (float)sdt_test_normal(rng);
 }
 
 static sdt_pass_inputs inputs_of(problem *p)
 {
-    sdt_pass_inputs in = {.shape = p->shape, .tokens = p->tokens, .overrides = p->ov, .n_overrides = B * NV,
-                          .noisy = p->noisy, .target = p->target, .timesteps = p->ts, .end_id = END, .sizes = p->sizes};
+    sdt_pass_inputs in = {.shape = p->shape,
+                          .tokens = p->tokens,
+                          .overrides = p->ov,
+                          .n_overrides = B * NV,
+                          .noisy = p->noisy,
+                          .target = p->target,
+                          .timesteps = p->ts,
+                          .end_id = END,
+                          .sizes = p->sizes};
     return in;
 }
 
 /* The pass's loss at rows (host [NV, width]); with grad, its gradient too. */
-static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, float *grad, double *loss,
-                      sdt_error *error)
+static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, float *grad,
+                      double *loss, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     int64_t shape[2] = {NV, width};
     float *g = mt_alloc((size_t)NV * width * sizeof(float));
-    sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape), dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
+    sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape),
+               dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
     sdt_pass_options po = {.clip_skip = 0};
     sdt_pass_trainables tr = {.rows = &r, .drows = grad ? &dr : NULL};
     sdt_pass_inputs in = inputs_of(p);
@@ -103,16 +112,18 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
         double h = 2e-3 / sqrt(norm), l[2]; /* larger steps leave the linear range of this random model */
         for (int s = 0; s < 2; s++) {
             for (int i = 0; i < NV * width; i++) moved[i] = rows[i] + (float)((s ? -h : h) * dir[i]);
-            if (!pass_loss(rt, wa, p, moved, width, NULL, &l[s], &error)) CHECK(false, "the SDXL pass: %s", error.message);
+            if (!pass_loss(rt, wa, p, moved, width, NULL, &l[s], &error))
+                CHECK(false, "the SDXL pass: %s", error.message);
         }
         double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(fabs(fd), 1e-9);
-        printf("%s rows: d(loss) along a random direction: analytic %.6g, central differences %.6g (rel %.3g)\n", half[k],
-               analytic, fd, rel);
+        printf("%s rows: d(loss) along a random direction: analytic %.6g, central differences %.6g (rel %.3g)\n",
+               half[k], analytic, fd, rel);
         CHECK(fabs(analytic) > 1e-7, "the %s half gets no gradient (%g)", half[k], analytic);
         /* Central differences of an f32 pass carry its rounding: with OpenBLAS's Haswell and Zen kernels
          * (OPENBLAS_CORETYPE) they land up to 2.3e-2 off the analytic value, 0.7e-2 with SkylakeX's;
          * a wrong gradient (a missing half, a transposed block) is off by far more. */
-        CHECK(rel <= 4e-2, "the %s rows' gradient disagrees with central differences: %.6g vs %.6g", half[k], analytic, fd);
+        CHECK(rel <= 4e-2, "the %s rows' gradient disagrees with central differences: %.6g vs %.6g", half[k], analytic,
+              fd);
     }
     /* a hypernetwork-only pass: no rows, no text backward */
     sdt_pass_trainables none = {0};
@@ -120,8 +131,9 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
     in.n_overrides = 0;
     size_t bytes;
     sdt_pass_options po = {.clip_skip = 0};
-    CHECK(sdt_pass_measure(rt, &po, &p->shape, &none, &bytes, &error) && work_arena_reserve(wa, rt->be, bytes, &error) &&
-          sdt_pass_run(rt, wa, &po, &in, &none, 1.0f, true, &loss, &error) && isfinite(loss),
+    CHECK(sdt_pass_measure(rt, &po, &p->shape, &none, &bytes, &error) &&
+              work_arena_reserve(wa, rt->be, bytes, &error) &&
+              sdt_pass_run(rt, wa, &po, &in, &none, 1.0f, true, &loss, &error) && isfinite(loss),
           "a pass without rows: %s", error.message);
     free(rows), free(grad), free(moved), free(dir);
 }
@@ -130,7 +142,12 @@ static void check_conditioning(sd_runtime *rt, work_arena *wa, problem *p)
 {
     sdt_error error = {0};
     bool zero[B] = {false, true};
-    sdt_cond_inputs ci = {.tokens = p->tokens, .batch = B, .chunks = 1, .end_id = END, .sizes = p->sizes, .zero_text = zero,
+    sdt_cond_inputs ci = {.tokens = p->tokens,
+                          .batch = B,
+                          .chunks = 1,
+                          .end_id = END,
+                          .sizes = p->sizes,
+                          .zero_text = zero,
                           .act_dtype = SDT_F32};
     sdt_arena m;
     sdt_arena_init_measure(&m, rt->be);
@@ -156,9 +173,10 @@ static void check_conditioning(sd_runtime *rt, work_arena *wa, problem *p)
     for (int64_t i = 0; i < per; i++) kept += fabs(ctx[i]), zeroed += fabs(ctx[per + i]);
     for (int64_t i = 0; i < pooled; i++) pool_zeroed += fabs(y[adm + i]);
     for (int64_t i = pooled; i < adm; i++) time_part += fabs(y[adm + i]);
-    CHECK(kept > 0 && zeroed == 0 && pool_zeroed == 0 && time_part > 0,
-          "an empty negative prompt: context %g (want 0), pooled %g (want 0), sizes %g (want > 0); the prompt's context %g",
-          zeroed, pool_zeroed, time_part, kept);
+    CHECK(
+        kept > 0 && zeroed == 0 && pool_zeroed == 0 && time_part > 0,
+        "an empty negative prompt: context %g (want 0), pooled %g (want 0), sizes %g (want > 0); the prompt's context %g",
+        zeroed, pool_zeroed, time_part, kept);
     /* y's size part is the sinusoidal embedding of the sizes, in y's order */
     float want[256];
     int width = (int)(adm - pooled) / 6;
@@ -200,7 +218,8 @@ int main(void)
         free(p.noisy), free(p.target);
         double seconds = -1;
         CHECK(sd_runtime_short_hash(&rt, got, &seconds, &error) && want[0] && strcmp(got, want) == 0 && seconds >= 0,
-              "the short hash taken alongside the load is '%s', the file's SHA-256 starts '%s' (%s)", got, want, error.message);
+              "the short hash taken alongside the load is '%s', the file's SHA-256 starts '%s' (%s)", got, want,
+              error.message);
         sd_runtime_close(&rt);
     }
     unlink(path);

@@ -44,7 +44,8 @@ static inline void run_dirs(const hn_env *env, const char *tag, char *dir, char 
 }
 
 /* A new hypernetwork <dir>/<name>.pt for the demo model's widths; path in out. */
-static inline bool make_hn(const hn_env *env, const char *dir, const char *name, const char *widths, bool dropout, char *out)
+static inline bool make_hn(const hn_env *env, const char *dir, const char *name, const char *widths, bool dropout,
+                           char *out)
 {
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -69,12 +70,14 @@ static inline bool make_hn(const hn_env *env, const char *dir, const char *name,
 
 /* For joint training: a hypernetwork <dir>/<stem>hn.pt ("128, 64") and an embedding <dir>/<stem>emb.safetensors
  * of `vectors` vectors initialised from "ring"; paths in hn and emb (FX_PATH). */
-static inline bool make_joint_pair(const hn_env *env, const char *dir, const char *stem, uint32_t vectors, char *hn, char *emb)
+static inline bool make_joint_pair(const hn_env *env, const char *dir, const char *stem, uint32_t vectors, char *hn,
+                                   char *emb)
 {
     char hn_name[64], emb_name[64];
     snprintf(hn_name, sizeof hn_name, "%shn", stem);
     snprintf(emb_name, sizeof emb_name, "%semb", stem);
-    return make_hn(env, dir, hn_name, "128, 64", false, hn) && fx_make_embedding(&env->base, dir, emb_name, vectors, "ring", emb);
+    return make_hn(env, dir, hn_name, "128, 64", false, hn) &&
+           fx_make_embedding(&env->base, dir, emb_name, vectors, "ring", emb);
 }
 
 /* The fast preset (as fx_config): 64x64, CPU, one thread, fp32, every CSV row, no previews or copies. */

@@ -28,12 +28,12 @@ typedef struct probe {
     fx_recorder rec;
     const trainer_env *env;
     sdt_ti_trainer *t;
-    int64_t kill_at_step;           /* raise SIGKILL after this step's metrics (0 = never) */
-    int64_t sleep_after_step;       /* the metrics callback of this step sleeps past a 1 s interval */
-    bool kill_after_final_state;    /* raise SIGKILL once the final save's state is written */
+    int64_t kill_at_step;        /* raise SIGKILL after this step's metrics (0 = never) */
+    int64_t sleep_after_step;    /* the metrics callback of this step sleeps past a 1 s interval */
+    bool kill_after_final_state; /* raise SIGKILL once the final save's state is written */
     int64_t last_step;
-    int states_at_last_step;        /* the snapshot's, then the final save's */
-    const char *interrupt_on_log;   /* interrupt() when a log line starts with this */
+    int states_at_last_step;      /* the snapshot's, then the final save's */
+    const char *interrupt_on_log; /* interrupt() when a log line starts with this */
 } probe;
 
 static void probe_metrics(void *u, const sdt_metrics *m)
@@ -114,7 +114,10 @@ static int train_in_child(const trainer_env *env, const sdt_ti_config *c, int64_
     return fx_signal_ending_child(child_train, &r);
 }
 
-static bool contains(const char *text, const char *part) { return text && strstr(text, part) != NULL; }
+static bool contains(const char *text, const char *part)
+{
+    return text && strstr(text, part) != NULL;
+}
 
 /* ---- 1. the file named ------------------------------------------------------------------- */
 
@@ -324,8 +327,10 @@ static void check_damaged_state(const trainer_env *env)
         CHECK(write_forged_state(state, bad, names[i], NAN, NULL), "write %s", bad);
         sdt_status st = prepare(env, t, &c, NULL);
         const char *why = fx_last_error(env, t);
-        CHECK(st != SDT_STATUS_OK && contains(why, names[i]) && contains(why, "NaN"), "NaN in %s: status %d, "
-              "sentence: %s", names[i], (int)st, why);
+        CHECK(st != SDT_STATUS_OK && contains(why, names[i]) && contains(why, "NaN"),
+              "NaN in %s: status %d, "
+              "sentence: %s",
+              names[i], (int)st, why);
     }
     /* Issue 20: values no run writes, under a recomputed seal: a negative step would index the
      * data order and the schedule before their start, a negative second moment puts a NaN in
@@ -333,12 +338,15 @@ static void check_damaged_state(const trainer_env *env)
     CHECK(write_forged_state(state, bad, NULL, 0, "-3"), "write %s", bad);
     sdt_status st = prepare(env, t, &c, NULL);
     const char *why = fx_last_error(env, t);
-    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "step"), "forged step -3: status %d, "
-          "sentence: %s", (int)st, why);
+    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "step"),
+          "forged step -3: status %d, "
+          "sentence: %s",
+          (int)st, why);
     CHECK(write_forged_state(state, bad, "adamw_v", -0.25f, NULL), "write %s", bad);
     st = prepare(env, t, &c, NULL);
     why = fx_last_error(env, t);
-    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "adamw_v") && contains(why, "negative"),
+    CHECK(st == SDT_STATUS_BAD_FORMAT && contains(why, "damaged") && contains(why, "adamw_v") &&
+              contains(why, "negative"),
           "forged negative adamw_v: status %d, sentence: %s", (int)st, why);
     env->ti->destroy(t);
 }
@@ -387,11 +395,14 @@ static void check_kill(const trainer_env *env)
     memset(&p, 0, sizeof p);
     t = probe_create(env, &p);
     st = prepare(env, t, &c, &start);
-    CHECK(st == SDT_STATUS_OK && start == 8, "resume at max steps after the kill between the final saves: status %d, start "
-          "%lld: %s", (int)st, (long long)start, fx_last_error(env, t));
+    CHECK(st == SDT_STATUS_OK && start == 8,
+          "resume at max steps after the kill between the final saves: status %d, start "
+          "%lld: %s",
+          (int)st, (long long)start, fx_last_error(env, t));
     CHECK(st == SDT_STATUS_OK && env->ti->run(t) == SDT_STATUS_OK, "run at max steps: %s", fx_last_error(env, t));
     CHECK(contains(p.rec.log, "nothing is left to train"), "the log does not say that nothing is left to train");
-    CHECK(fx_file_step(emb) == 8, "the embedding is at step %lld after the run at max steps, not 8", (long long)fx_file_step(emb));
+    CHECK(fx_file_step(emb) == 8, "the embedding is at step %lld after the run at max steps, not 8",
+          (long long)fx_file_step(emb));
     env->ti->destroy(t);
     memset(&p, 0, sizeof p);
     t = probe_create(env, &p);
@@ -401,7 +412,8 @@ static void check_kill(const trainer_env *env)
     CHECK(st == SDT_STATUS_OK && start == 8, "resume after the kill between the final saves: status %d, start %lld: %s",
           (int)st, (long long)start, fx_last_error(env, t));
     CHECK(st == SDT_STATUS_OK && env->ti->run(t) == SDT_STATUS_OK, "run: %s", fx_last_error(env, t));
-    CHECK(fx_file_step(emb) == 10, "the embedding is at step %lld after the resumed run, not 10", (long long)fx_file_step(emb));
+    CHECK(fx_file_step(emb) == 10, "the embedding is at step %lld after the resumed run, not 10",
+          (long long)fx_file_step(emb));
     env->ti->destroy(t);
 }
 
@@ -443,8 +455,10 @@ static void check_kill_before_csv(const trainer_env *env)
         CHECK(fx_prepare_run(env, t, &c) == SDT_STATUS_OK, "resume %d at max steps: %s", k, fx_last_error(env, t));
         env->ti->destroy(t);
         int rows = csv_rows(csv, k ? again : row, sizeof row);
-        CHECK(rows == 1 && strncmp(k ? again : row, "3,", 2) == 0, "resume %d: %s has %d row(s) after its header, the first "
-              "'%s'; the uninterrupted run writes one, of step 3", k, csv, rows, k ? again : row);
+        CHECK(rows == 1 && strncmp(k ? again : row, "3,", 2) == 0,
+              "resume %d: %s has %d row(s) after its header, the first "
+              "'%s'; the uninterrupted run writes one, of step 3",
+              k, csv, rows, k ? again : row);
     }
     CHECK(strcmp(row, again) == 0, "the row written again differs: '%s' then '%s'", row, again);
 }
@@ -468,8 +482,10 @@ static void check_state_interval(const trainer_env *env)
         int64_t start = -1;
         sdt_status st = prepare(env, t, &c, &start);
         if (every)
-            CHECK(st == SDT_STATUS_OK && start == 2, "interval 1 s, 1.2 s between steps 1 and 2, killed at 2: status %d, "
-                  "start %lld: %s", (int)st, (long long)start, fx_last_error(env, t));
+            CHECK(st == SDT_STATUS_OK && start == 2,
+                  "interval 1 s, 1.2 s between steps 1 and 2, killed at 2: status %d, "
+                  "start %lld: %s",
+                  (int)st, (long long)start, fx_last_error(env, t));
         else
             CHECK(st == SDT_STATUS_NOT_FOUND, "no interval and no copies: no state to resume (status %d: %s)", (int)st,
                   fx_last_error(env, t));

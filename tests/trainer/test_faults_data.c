@@ -96,7 +96,8 @@ static void check_skip_and_recover(const trainer_env *env, sdt_precision precisi
         const fx_step *bad = &rec.steps[first_bad];
         CHECK(bad->fallback && bad->precision == SDT_PRECISION_FP32, "fp16: the fallback fired at the bad step");
         for (int i = 0; i < first_bad; i++)
-            CHECK(!rec.steps[i].fallback && rec.steps[i].precision == SDT_PRECISION_FP16 && rec.steps[i].learn_rate == 0.01,
+            CHECK(!rec.steps[i].fallback && rec.steps[i].precision == SDT_PRECISION_FP16 &&
+                      rec.steps[i].learn_rate == 0.01,
                   "fp16: before it, fp16 at lr 0.01 (step %d)", i + 1);
         for (int i = first_bad + 1; i < rec.n_steps; i++)
             CHECK(rec.steps[i].fallback && rec.steps[i].precision == SDT_PRECISION_FP32 &&
@@ -117,8 +118,12 @@ static void check_skip_and_recover(const trainer_env *env, sdt_precision precisi
         cJSON *fb = cJSON_GetObjectItem(j, "fallback");
         CHECK(cJSON_IsTrue(cJSON_GetObjectItem(fb, "fired")) &&
                   cJSON_GetNumberValue(cJSON_GetObjectItem(fb, "fired_at_step")) == (double)bad->step,
-              "fp16: the state file records the fallback at step %lld: %s", (long long)bad->step, training ? training : "-");
-        CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision")) ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision")) : "", "fp32") == 0,
+              "fp16: the state file records the fallback at step %lld: %s", (long long)bad->step,
+              training ? training : "-");
+        CHECK(strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision"))
+                         ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "precision"))
+                         : "",
+                     "fp32") == 0,
               "fp16: the state says fp32 from now on");
         cJSON_Delete(j);
         free(training);

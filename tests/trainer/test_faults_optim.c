@@ -37,8 +37,8 @@ static void check_huge_lr(const trainer_env *env, sdt_precision precision)
     const char *msg = fx_last_error(env, t);
     printf("  status %d after %d steps: %s\n", (int)st, rec.n_steps, msg);
     CHECK(st == SDT_STATUS_NUMERICAL, "%s: stops with SDT_STATUS_NUMERICAL (got %d)", tag, (int)st);
-    CHECK(strstr(msg, "learning rate") && strstr(msg, "warm-up") && strstr(msg, "clip") && strstr(msg, "not the data") &&
-              strstr(msg, "1e+06"),
+    CHECK(strstr(msg, "learning rate") && strstr(msg, "warm-up") && strstr(msg, "clip") &&
+              strstr(msg, "not the data") && strstr(msg, "1e+06"),
           "%s: the sentence points at the optimisation and names the rate: %s", tag, msg);
     CHECK(rec.n_steps == 0, "%s: no step was published (%d)", tag, rec.n_steps);
     CHECK(fx_embedding_check(emb, initial, n0, false), "%s: the embedding file keeps its vectors", tag);

@@ -76,7 +76,8 @@ static void check_template_without_name(const trainer_env *env, const char *emb,
     c.template_file = tmpl;
     prep p = try_prepare(env, &c);
     CHECK(p.status == SDT_STATUS_NO_GRADIENT, "NO_GRADIENT (got %d)", (int)p.status);
-    CHECK(strstr(p.error, tmpl) && strstr(p.error, "[name]"), "the sentence names the template and [name]: %s", p.error);
+    CHECK(strstr(p.error, tmpl) && strstr(p.error, "[name]"), "the sentence names the template and [name]: %s",
+          p.error);
     CHECK(p.embedding_unchanged, "the embedding file is untouched");
 }
 

@@ -29,11 +29,11 @@
 #include "hn_fixture.h"
 
 #define SNAPSHOT_EVERY 2
-#define FIRST_END 8  /* the chain's steps: killed in 3..7, resumed to 8, */
+#define FIRST_END 8   /* the chain's steps: killed in 3..7, resumed to 8, */
 #define SECOND_END 10 /* killed after the state at 10, */
-#define THIRD_END 12 /* killed after the .pt at 12, */
+#define THIRD_END 12  /* killed after the .pt at 12, */
 #define FOURTH_END 13 /* killed after the twin at 13 (before a joint run's embedding), */
-#define LAST_END 14  /* resumed to 14 */
+#define LAST_END 14   /* resumed to 14 */
 
 /* ---- the files of one run ------------------------------------------------------------------ */
 
@@ -115,11 +115,11 @@ static bool find_state(const char *folder, int depth, char *out)
 typedef struct chain {
     const hn_env *env;
     bool joint;
-    const char *mode;         /* "hn", "joint": folder names and messages */
+    const char *mode; /* "hn", "joint": folder names and messages */
     const char *hn_name, *emb_name;
     uint64_t seed;
     int64_t kill_step;
-    run_files run, ref;       /* the chain's files, the reference's */
+    run_files run, ref; /* the chain's files, the reference's */
     char run_log[FX_PATH], ref_log[FX_PATH];
     char run_root[FX_PATH], ref_root[FX_PATH]; /* <log>/<date>/<name> */
 } chain;
@@ -141,8 +141,8 @@ typedef enum kill_point { KILL_AT_STEP, KILL_AFTER_FINAL_STATE, KILL_AFTER_FINAL
 typedef struct killer {
     fx_recorder rec;
     kill_point when;
-    int64_t step;             /* KILL_AT_STEP: after this step's metrics; else the last step */
-    int states_at_last_step;  /* the snapshot's, then the final save's */
+    int64_t step;              /* KILL_AT_STEP: after this step's metrics; else the last step */
+    int states_at_last_step;   /* the snapshot's, then the final save's */
     int hn_files_at_last_step; /* the .pt, then its twin */
 } killer;
 
@@ -160,7 +160,8 @@ static void killer_file(void *u, const sdt_saved_file *f)
     if (f->step != k->step || k->when == KILL_AT_STEP) return;
     if (k->when == KILL_AFTER_FINAL_STATE && f->kind == SDT_FILE_TRAINING_STATE && ++k->states_at_last_step == 2)
         raise(SIGKILL);
-    if (k->when == KILL_AFTER_FINAL_HN && f->kind == SDT_FILE_HYPERNETWORK) raise(SIGKILL); /* the .pt, before the twin */
+    if (k->when == KILL_AFTER_FINAL_HN && f->kind == SDT_FILE_HYPERNETWORK)
+        raise(SIGKILL); /* the .pt, before the twin */
     if (k->when == KILL_AFTER_FINAL_TWIN && f->kind == SDT_FILE_HYPERNETWORK && ++k->hn_files_at_last_step == 2)
         raise(SIGKILL); /* the twin, before the embedding of a joint run */
 }
@@ -226,12 +227,15 @@ static void check_copies(const chain *ch, int64_t upto, const char *when)
     for (int64_t step = SNAPSHOT_EVERY; step <= upto + SNAPSHOT_EVERY; step += SNAPSHOT_EVERY) {
         char name[512], run_copy[FX_PATH], ref_copy[FX_PATH];
         for (int part = 0; part < (ch->joint ? 2 : 1); part++) {
-            if (part == 0) snprintf(name, sizeof name, "hypernetworks/%s-%lld.pt", ch->hn_name, (long long)step);
-            else snprintf(name, sizeof name, "embeddings/%s-%lld.safetensors", ch->emb_name, (long long)step);
+            if (part == 0)
+                snprintf(name, sizeof name, "hypernetworks/%s-%lld.pt", ch->hn_name, (long long)step);
+            else
+                snprintf(name, sizeof name, "embeddings/%s-%lld.safetensors", ch->emb_name, (long long)step);
             fx_path(run_copy, ch->run_root, name);
             fx_path(ref_copy, ch->ref_root, name);
             if (step > upto)
-                CHECK(access(run_copy, F_OK) != 0, "%s, %s: a copy past step %lld: %s", ch->mode, when, (long long)upto, run_copy);
+                CHECK(access(run_copy, F_OK) != 0, "%s, %s: a copy past step %lld: %s", ch->mode, when, (long long)upto,
+                      run_copy);
             else
                 CHECK(fx_same_bytes(run_copy, ref_copy), "%s, %s: the copy %s is not whole (not the reference's bytes)",
                       ch->mode, when, run_copy);
@@ -272,20 +276,21 @@ static void check_state_pairs(const chain *ch, int64_t step, const char *when)
           error.message);
     if (!st) return;
     const char *hn_file = sdt_st_metadata_get(st, "hypernetwork_file");
-    CHECK(fx_file_step(state) == step, "%s, %s: the state is at step %lld, not %lld", ch->mode, when, (long long)fx_file_step(state),
-          (long long)step);
+    CHECK(fx_file_step(state) == step, "%s, %s: the state is at step %lld, not %lld", ch->mode, when,
+          (long long)fx_file_step(state), (long long)step);
     CHECK(hn_file && strcmp(hn_file, ch->run.hn) == 0, "%s, %s: the state names %s, not %s", ch->mode, when,
           hn_file ? hn_file : "no hypernetwork", ch->run.hn);
     if (fx_file_step(ch->run.twin) == step)
-        CHECK(twin_holds_state(ch->run.twin, state), "%s, %s: the twin %s is at the state's step but not its values", ch->mode,
-              when, ch->run.twin);
+        CHECK(twin_holds_state(ch->run.twin, state), "%s, %s: the twin %s is at the state's step but not its values",
+              ch->mode, when, ch->run.twin);
     if (ch->joint) {
         int64_t n = 0;
         float *v = fx_read_embedding(ch->run.emb, &n);
         char sha[SDT_SHA256_HEX] = "";
         if (v) sdt_vectors_sha256(v, (size_t)n, sha);
         free(v);
-        const char *saved = sdt_st_metadata_get(st, "embedding_sha256"), *start = sdt_st_metadata_get(st, "embedding_start_sha256");
+        const char *saved = sdt_st_metadata_get(st, "embedding_sha256"),
+                   *start = sdt_st_metadata_get(st, "embedding_start_sha256");
         const char *emb_file = sdt_st_metadata_get(st, "embedding_file");
         CHECK(emb_file && strcmp(emb_file, ch->run.emb) == 0 && sha[0] && saved && start &&
                   (strcmp(sha, saved) == 0 || strcmp(sha, start) == 0),
@@ -361,8 +366,8 @@ static void check_refusals(const chain *ch, const char *older, int64_t older_ste
     char newer[128];
     snprintf(newer, sizeof newer, "(step %d) is newer than this state (step %lld)", LAST_END, (long long)older_step);
     CHECK(st == SDT_STATUS_VALIDATION && strstr(why, older) && strstr(why, ch->run.hn) && strstr(why, newer),
-          "%s: the stale pair (state at %lld, hypernetwork at %d): status %d, sentence: %s", ch->mode, (long long)older_step,
-          LAST_END, (int)st, why);
+          "%s: the stale pair (state at %lld, hypernetwork at %d): status %d, sentence: %s", ch->mode,
+          (long long)older_step, LAST_END, (int)st, why);
     char older_dir[FX_PATH];
     snprintf(older_dir, sizeof older_dir, "%s", older);
     r.options.resume_state_path = dirname(older_dir);
@@ -380,8 +385,10 @@ static void check_refusals(const chain *ch, const char *older, int64_t older_ste
         CHECK(fx_write_flipped(state, bad, place, &at), "%s: write %s from %s", ch->mode, bad, state);
         st = ch->env->hn->prepare(t, &r.config, &info);
         why = hn_error(ch->env, t);
-        CHECK(st != SDT_STATUS_OK && (strstr(why, "damaged") || strstr(why, bad)), "%s: byte %zu of the state flipped: "
-              "status %d, sentence: %s", ch->mode, at, (int)st, why);
+        CHECK(st != SDT_STATUS_OK && (strstr(why, "damaged") || strstr(why, bad)),
+              "%s: byte %zu of the state flipped: "
+              "status %d, sentence: %s",
+              ch->mode, at, (int)st, why);
     }
     ch->env->hn->destroy(t);
 }
@@ -436,7 +443,9 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     snprintf(tag, sizeof tag, "%s-ref-log", ch.mode);
     fx_subdir(&env->base, ch.ref_log, tag);
     CHECK(fx_copy_file(original.hn, ch.run.hn) && fx_copy_file(original.hn, ch.ref.hn), "copy %s", original.hn);
-    if (joint) CHECK(fx_copy_file(original.emb, ch.run.emb) && fx_copy_file(original.emb, ch.ref.emb), "copy %s", original.emb);
+    if (joint)
+        CHECK(fx_copy_file(original.emb, ch.run.emb) && fx_copy_file(original.emb, ch.ref.emb), "copy %s",
+              original.emb);
     run_files ref_first, ref_last;
     if (!run_reference(&ch, &ref_first, &ref_last)) return;
 
@@ -448,7 +457,8 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     /* a step's metrics come before its copy: killed there, the newest copy is the one before */
     int64_t copied = (kill_step - 1) / SNAPSHOT_EVERY * SNAPSHOT_EVERY;
     char state[FX_PATH], older[FX_PATH], older_dir[FX_PATH];
-    CHECK(find_state(ch.run_log, 3, state), "%s: killed at step %lld, no state was left", ch.mode, (long long)kill_step);
+    CHECK(find_state(ch.run_log, 3, state), "%s: killed at step %lld, no state was left", ch.mode,
+          (long long)kill_step);
     char state_dir[FX_PATH];
     snprintf(state_dir, sizeof state_dir, "%s", state);
     snprintf(ch.run_root, FX_PATH, "%s", dirname(state_dir));
@@ -467,11 +477,14 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
 
     /* 2. resumed from the folder to FIRST_END: the reference's bytes; the temp files gone */
     int64_t start = -1;
-    CHECK(resume_run(&ch, FIRST_END, &start) == SDT_STATUS_OK && start == copied, "%s: resumed from step %lld, not %lld "
-          "(the newest copy before the kill)", ch.mode, (long long)start, (long long)copied);
+    CHECK(resume_run(&ch, FIRST_END, &start) == SDT_STATUS_OK && start == copied,
+          "%s: resumed from step %lld, not %lld "
+          "(the newest copy before the kill)",
+          ch.mode, (long long)start, (long long)copied);
     for (int i = 0; i < n_temps; i++)
         CHECK((access(temps[i], F_OK) == 0) == (i == n_temps - 1), "%s: %s %s", ch.mode, temps[i],
-              i == n_temps - 1 ? "(not a temp file of the run) was removed" : "(a killed save's temp file) was not removed");
+              i == n_temps - 1 ? "(not a temp file of the run) was removed"
+                               : "(a killed save's temp file) was not removed");
     CHECK(same_files(&ch.run, &ref_first), "%s: resumed to %d, the files differ from the uninterrupted run's", ch.mode,
           FIRST_END);
     check_copies(&ch, FIRST_END, "resumed");
@@ -482,14 +495,16 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     keep_files(env, &ch.run, tag, &before);
     chain_config(&ch, &r, &ch.run, ch.run_log, SECOND_END);
     r.options.resume_state_path = ch.run_log;
-    CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_STATE, SECOND_END), "%s: the child was not killed after the final state",
-          ch.mode);
+    CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_STATE, SECOND_END),
+          "%s: the child was not killed after the final state", ch.mode);
     CHECK(same_files(&ch.run, &before), "%s: killed after the final state, the files named changed", ch.mode);
     check_state_pairs(&ch, SECOND_END, "killed after the final state");
     check_copies(&ch, SECOND_END, "killed after the final state");
     /* the same command again: nothing is left to train, and the trained files are written from the state */
-    CHECK(resume_run(&ch, SECOND_END, &start) == SDT_STATUS_OK && start == SECOND_END, "%s: killed after the final state, "
-          "the resume at max steps %d started at %lld", ch.mode, SECOND_END, (long long)start);
+    CHECK(resume_run(&ch, SECOND_END, &start) == SDT_STATUS_OK && start == SECOND_END,
+          "%s: killed after the final state, "
+          "the resume at max steps %d started at %lld",
+          ch.mode, SECOND_END, (long long)start);
     check_files_at(&ch, SECOND_END, "resumed at max steps after the kill after the final state");
 
     /* 4. killed after the final .pt, before the twin (and the embedding) */
@@ -497,21 +512,25 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     keep_files(env, &ch.run, tag, &before);
     chain_config(&ch, &r, &ch.run, ch.run_log, THIRD_END);
     r.options.resume_state_path = ch.run_log;
-    CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_HN, THIRD_END), "%s: the child was not killed after the final .pt", ch.mode);
+    CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_HN, THIRD_END), "%s: the child was not killed after the final .pt",
+          ch.mode);
     sdt_hypernetwork_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
-    CHECK(env->hn->inspect(t, ch.run.hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == THIRD_END && info.all_finite,
+    CHECK(env->hn->inspect(t, ch.run.hn, &info, NULL, 0, NULL) == SDT_STATUS_OK && info.step == THIRD_END &&
+              info.all_finite,
           "%s: the .pt saved before the kill reads back at step %d: %s", ch.mode, THIRD_END, hn_error(env, t));
     env->hn->destroy(t);
     CHECK(fx_same_bytes(ch.run.twin, before.twin) && (!joint || fx_same_bytes(ch.run.emb, before.emb)),
           "%s: the files not yet saved when the child was killed changed", ch.mode);
     check_state_pairs(&ch, THIRD_END, "killed after the final .pt");
     /* the same command again: the twin and the embedding are written from the state, nothing trains */
-    CHECK(resume_run(&ch, THIRD_END, &start) == SDT_STATUS_OK && start == THIRD_END, "%s: killed after the final .pt, the "
-          "resume at max steps %d started at %lld", ch.mode, THIRD_END, (long long)start);
+    CHECK(resume_run(&ch, THIRD_END, &start) == SDT_STATUS_OK && start == THIRD_END,
+          "%s: killed after the final .pt, the "
+          "resume at max steps %d started at %lld",
+          ch.mode, THIRD_END, (long long)start);
     check_files_at(&ch, THIRD_END, "resumed at max steps after the kill after the final .pt");
 
     /* 5. killed after the twin, before a joint run's embedding; the same command again finishes the files */
@@ -520,19 +539,26 @@ static void check_chain(const hn_env *env, bool joint, uint64_t seed, int64_t ki
     CHECK(train_killed(&ch, &r, KILL_AFTER_FINAL_TWIN, FOURTH_END), "%s: the child was not killed after the final twin",
           ch.mode);
     check_state_pairs(&ch, FOURTH_END, "killed after the final twin");
-    CHECK(resume_run(&ch, FOURTH_END, &start) == SDT_STATUS_OK && start == FOURTH_END, "%s: killed after the final twin, "
-          "the resume at max steps %d started at %lld", ch.mode, FOURTH_END, (long long)start);
+    CHECK(resume_run(&ch, FOURTH_END, &start) == SDT_STATUS_OK && start == FOURTH_END,
+          "%s: killed after the final twin, "
+          "the resume at max steps %d started at %lld",
+          ch.mode, FOURTH_END, (long long)start);
     check_files_at(&ch, FOURTH_END, "resumed at max steps after the kill after the final twin");
 
     /* resumed to LAST_END: every file (the twin and the embedding too) is the reference's */
-    CHECK(resume_run(&ch, LAST_END, &start) == SDT_STATUS_OK && start == FOURTH_END, "%s: resumed from step %lld, not %d",
-          ch.mode, (long long)start, FOURTH_END);
-    CHECK(fx_same_bytes(ch.run.hn, ref_last.hn), "%s: the .pt at step %d differs from the uninterrupted run's", ch.mode, LAST_END);
-    CHECK(fx_same_bytes(ch.run.twin, ref_last.twin), "%s: the twin %s at step %d (step %lld) differs from the uninterrupted "
-          "run's", ch.mode, ch.run.twin, LAST_END, (long long)fx_file_step(ch.run.twin));
+    CHECK(resume_run(&ch, LAST_END, &start) == SDT_STATUS_OK && start == FOURTH_END,
+          "%s: resumed from step %lld, not %d", ch.mode, (long long)start, FOURTH_END);
+    CHECK(fx_same_bytes(ch.run.hn, ref_last.hn), "%s: the .pt at step %d differs from the uninterrupted run's", ch.mode,
+          LAST_END);
+    CHECK(fx_same_bytes(ch.run.twin, ref_last.twin),
+          "%s: the twin %s at step %d (step %lld) differs from the uninterrupted "
+          "run's",
+          ch.mode, ch.run.twin, LAST_END, (long long)fx_file_step(ch.run.twin));
     if (joint)
-        CHECK(fx_same_bytes(ch.run.emb, ref_last.emb), "%s: the embedding at step %d (step %lld) differs from the uninterrupted "
-              "run's", ch.mode, LAST_END, (long long)fx_file_step(ch.run.emb));
+        CHECK(fx_same_bytes(ch.run.emb, ref_last.emb),
+              "%s: the embedding at step %d (step %lld) differs from the uninterrupted "
+              "run's",
+              ch.mode, LAST_END, (long long)fx_file_step(ch.run.emb));
     check_copies(&ch, LAST_END, "at the end");
     check_state_pairs(&ch, LAST_END, "at the end");
 

@@ -43,7 +43,7 @@ static int count_lines(const char *path)
 
 /* The tensor names of the first module's first Linear: what the checks compare. */
 #define FIRST_WEIGHT "128.0.linear.0.weight"
-#define LAST_BIAS "64.1.linear.3.bias" /* V module of width 64: Linear, ReLU, LayerNorm, Linear (position 3) */
+#define LAST_BIAS "64.1.linear.3.bias"         /* V module of width 64: Linear, ReLU, LayerNorm, Linear (position 3) */
 #define LAST_BIAS_DROPOUT "64.1.linear.4.bias" /* with Dropout after the first LayerNorm */
 
 static void check_learns(const hn_env *env)
@@ -70,7 +70,8 @@ static void check_learns(const hn_env *env)
     }
     printf("  mean loss of steps 1-8 %.5f, of steps 17-24 %.5f\n", first, last);
     CHECK(last < first, "the loss falls (%.5f -> %.5f)", first, last);
-    CHECK(rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT] == 3, "a copy every 8 steps (%d)", rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
+    CHECK(rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT] == 3, "a copy every 8 steps (%d)",
+          rec.saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
     CHECK(strstr(rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT], "/hypernetworks/shapes-24.pt") != NULL,
           "copies are hypernetworks/<name>-<step>.pt: %s", rec.last_saved[SDT_FILE_HYPERNETWORK_SNAPSHOT]);
     CHECK(rec.saved[SDT_FILE_PREVIEW] == 2, "a preview every 12 steps (%d)", rec.saved[SDT_FILE_PREVIEW]);
@@ -78,7 +79,8 @@ static void check_learns(const hn_env *env)
     const char *twin = rec.last_saved[SDT_FILE_HYPERNETWORK], *state = rec.last_saved[SDT_FILE_TRAINING_STATE];
     char beside[FX_PATH], run_folder_twin[FX_PATH];
     snprintf(beside, sizeof beside, "%.*s.safetensors", (int)(strlen(hn) - 3), hn);
-    snprintf(run_folder_twin, sizeof run_folder_twin, "%.*s/shapes.safetensors", (int)(strrchr(state, '/') - state), state);
+    snprintf(run_folder_twin, sizeof run_folder_twin, "%.*s/shapes.safetensors", (int)(strrchr(state, '/') - state),
+             state);
     CHECK(strcmp(twin, run_folder_twin) == 0 && access(twin, F_OK) == 0,
           "the .safetensors twin is in the run folder, beside the state: %s", twin);
     CHECK(access(beside, F_OK) != 0, "no .safetensors beside the .pt, where ComfyUI would list a file it cannot apply");
@@ -100,7 +102,8 @@ static void check_learns(const hn_env *env)
     if (slash) *slash = '\0';
     slash = strrchr(csv, '/');
     if (slash) snprintf(slash, sizeof csv - (size_t)(slash - csv), "/hypernetwork_loss.csv");
-    CHECK(count_lines(csv) == 25, "hypernetwork_loss.csv has a header and 24 rows (%d lines in %s)", count_lines(csv), csv);
+    CHECK(count_lines(csv) == 25, "hypernetwork_loss.csv has a header and 24 rows (%d lines in %s)", count_lines(csv),
+          csv);
     (void)buf;
     env->hn->destroy(t);
 }
@@ -146,12 +149,14 @@ static void check_resume(const hn_env *env, sdt_precision precision)
     r.options.resume_state_path = log_b;
     CHECK(hn_prepare_run(env, t, &r) == SDT_STATUS_OK, "run B resumed to 6: %s", hn_error(env, t));
     env->hn->destroy(t);
-    CHECK(rec_c.n_steps == 2 && rec_c.steps[0].step == 5, "the resumed run did steps 5 and 6 (%d steps)", rec_c.n_steps);
+    CHECK(rec_c.n_steps == 2 && rec_c.steps[0].step == 5, "the resumed run did steps 5 and 6 (%d steps)",
+          rec_c.n_steps);
     CHECK(rec_a.n_steps == 6 && rec_c.n_steps == 2 && rec_a.steps[4].loss == rec_c.steps[0].loss &&
               rec_a.steps[5].loss == rec_c.steps[1].loss,
           "the losses of steps 5 and 6 are the same bits");
     const char *twin_a = rec_a.last_saved[SDT_FILE_HYPERNETWORK], *twin_b = rec_c.last_saved[SDT_FILE_HYPERNETWORK];
-    CHECK(same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) && same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
+    CHECK(same_floats(twin_a, FIRST_WEIGHT, twin_b, FIRST_WEIGHT) &&
+              same_floats(twin_a, LAST_BIAS_DROPOUT, twin_b, LAST_BIAS_DROPOUT),
           "the hypernetworks are the same bits");
     CHECK(same_floats(rec_a.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT,
                       rec_c.last_saved[SDT_FILE_TRAINING_STATE], "hypernetwork.adamw_m." FIRST_WEIGHT),
@@ -238,7 +243,8 @@ static void check_preview_chain(const hn_env *env)
     snprintf(chain, sizeof chain, "%s:8", other);
     CHECK(preview_run(env, src, dir, "on", chain, 0, p_on, t_on) == SDT_STATUS_OK, "a member at strength 8");
     CHECK(preview_run(env, src, dir, "strong", NULL, 9, p_strong, t_strong) == SDT_STATUS_OK, "preview strength 9");
-    CHECK(p_plain[0] && fx_same_bytes(p_plain, p_zero), "a chained hypernetwork at strength 0 leaves the preview as it was");
+    CHECK(p_plain[0] && fx_same_bytes(p_plain, p_zero),
+          "a chained hypernetwork at strength 0 leaves the preview as it was");
     CHECK(p_on[0] && !fx_same_bytes(p_plain, p_on), "a chained hypernetwork at strength 8 changes the preview");
     CHECK(p_strong[0] && !fx_same_bytes(p_plain, p_strong), "the trained one's preview strength changes the preview");
     CHECK(fx_same_bytes(t_plain, t_zero) && fx_same_bytes(t_plain, t_on) && fx_same_bytes(t_plain, t_strong),
@@ -326,7 +332,8 @@ static void check_twin_safety(const hn_env *env)
     env->hn->destroy(t);
 }
 
-static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const char *a, const char *b, const char *what)
+static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const char *a, const char *b,
+                           const char *what)
 {
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -337,8 +344,8 @@ static void expect_refusal(const hn_env *env, hn_run *r, sdt_status want, const 
     sdt_status st = env->hn->prepare(t, &r->config, &info);
     const char *msg = hn_error(env, t);
     printf("  %s: %d %s\n", what, (int)st, msg);
-    CHECK(st == want && strstr(msg, a) && (!b || strstr(msg, b)), "%s: status %d (want %d), sentence: %s", what, (int)st,
-          (int)want, msg);
+    CHECK(st == want && strstr(msg, a) && (!b || strstr(msg, b)), "%s: status %d (want %d), sentence: %s", what,
+          (int)st, (int)want, msg);
     env->hn->destroy(t);
 }
 
@@ -351,7 +358,8 @@ static void check_refusals(const hn_env *env)
     hn_run r;
     hn_config(env, &r, wide, log, 5);
     expect_refusal(env, &r, SDT_STATUS_NO_GRADIENT, "match no attention",
-                   "this model's attention widths are 128 (cross-attention context 128) and 64", "modules for another model");
+                   "this model's attention widths are 128 (cross-attention context 128) and 64",
+                   "modules for another model");
     hn_config(env, &r, hn, log, 0);
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->max_steps", NULL, "max steps 0");
     hn_config(env, &r, hn, log, 5);
@@ -364,8 +372,8 @@ static void check_refusals(const hn_env *env)
     sdt_hn_trainer *t = hn_create(env, &rec);
     hn_run once;
     hn_config(env, &once, hn, log, 1); /* one step writes the .safetensors twin to copy */
-    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK && fx_copy_file(rec.last_saved[SDT_FILE_HYPERNETWORK], nan_hn) &&
-              fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
+    CHECK(hn_prepare_run(env, t, &once) == SDT_STATUS_OK &&
+              fx_copy_file(rec.last_saved[SDT_FILE_HYPERNETWORK], nan_hn) && fx_poke_f32(nan_hn, FIRST_WEIGHT, 3, NAN),
           "a hypernetwork with a NaN made");
     env->hn->destroy(t);
     hn_config(env, &r, hn, log, 1); /* the file is at step 1 now */
@@ -383,8 +391,8 @@ static void check_refusals(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.options.v_prediction = true;
     r.options.prediction_type = SDT_PREDICTION_EPSILON;
-    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->v_prediction", "config.train_options->prediction_type",
-                   "v_prediction beside prediction_type epsilon (ABI 1.3)");
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->v_prediction",
+                   "config.train_options->prediction_type", "v_prediction beside prediction_type epsilon (ABI 1.3)");
 }
 
 /* The shared options' checks (train/train_options.c) on the hypernetwork path: each bad value is a
@@ -402,7 +410,7 @@ static void check_shared_option_refusals(const hn_env *env)
         hn_config(env, &r, hn, log, 5);                                                                                \
         r.options.preview_every = 1;                                                                                   \
         assign;                                                                                                        \
-        expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->" field, NULL, #assign);               \
+        expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.train_options->" field, NULL, #assign);                 \
     } while (0)
     BAD_OPTION("batch_size", r.options.batch_size = 0);
     BAD_OPTION("grad_accum_steps", r.options.grad_accum_steps = 0);
@@ -431,8 +439,7 @@ static void check_schedule_field_names(const hn_env *env)
     printf("-- schedule sentences name their field\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "fields", dir, log);
-    if (!make_joint_pair(env, dir, "fields", 2, hn, emb))
-        return;
+    if (!make_joint_pair(env, dir, "fields", 2, hn, emb)) return;
     hn_run r;
     hn_config(env, &r, hn, log, 5);
     r.options.clip_mode = SDT_CLIP_NORM;
@@ -441,10 +448,12 @@ static void check_schedule_field_names(const hn_env *env)
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = emb;
     r.config.embedding_learn_rate = "0.005:3, fast";
-    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_learn_rate: ", "fast", "a bad embedding learning rate");
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_learn_rate: ", "fast",
+                   "a bad embedding learning rate");
     hn_config(env, &r, hn, log, 5);
     r.config.learn_rate = "0.001:2, 0.002:1";
-    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.learn_rate: ", "steps must increase", "a bad hypernetwork learning rate");
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.learn_rate: ", "steps must increase",
+                   "a bad hypernetwork learning rate");
 }
 
 /* ABI 1.4's joint-training fields: the embedding's PNG cards (on by default, as for an embedding
@@ -455,8 +464,7 @@ static void check_joint_options(const hn_env *env)
     printf("-- joint training: the embedding's cards and clip settings (ABI 1.4)\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "jointopts", dir, log);
-    if (!make_joint_pair(env, dir, "opts", 2, hn, emb))
-        return;
+    if (!make_joint_pair(env, dir, "opts", 2, hn, emb)) return;
     hn_run r;
     hn_config(env, &r, hn, log, 5);
     r.config.embedding_path = emb;
@@ -464,9 +472,11 @@ static void check_joint_options(const hn_env *env)
     expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_mode", "config.embedding_clip_value",
                    "an embedding clip mode without its value");
     r.config.embedding_clip_value = "0.5:x";
-    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_value: ", "0.5:x", "a bad embedding clip value");
+    expect_refusal(env, &r, SDT_STATUS_VALIDATION, "config.embedding_clip_value: ", "0.5:x",
+                   "a bad embedding clip value");
     const bool cards[3] = {true, false, true};
-    const uint32_t sizes[3] = {sizeof(sdt_hn_config), sizeof(sdt_hn_config), (uint32_t)offsetof(sdt_hn_config, save_image_with_embedding)};
+    const uint32_t sizes[3] = {sizeof(sdt_hn_config), sizeof(sdt_hn_config),
+                               (uint32_t)offsetof(sdt_hn_config, save_image_with_embedding)};
     for (int k = 0; k < 3; k++) {
         char run_log[FX_PATH], tag[32];
         snprintf(tag, sizeof tag, "jointopts-log%d", k);
@@ -505,10 +515,14 @@ static void expect_state_described(const hn_env *env, const char *state, const c
     sdt_embedding_info ti_info;
     memset(&ti_info, 0, sizeof ti_info);
     ti_info.struct_size = sizeof ti_info;
-    CHECK(env->hn->inspect(t, state, &hn_info, hn_json, sizeof hn_json, NULL) == SDT_STATUS_OK, "%s: the hypernetwork "
-          "factory describes the state: %s", what, hn_error(env, t));
-    CHECK(env->base.ti->inspect(ti, state, &ti_info, ti_json, sizeof ti_json, NULL) == SDT_STATUS_OK, "%s: the embedding "
-          "factory describes the state: %s", what, fx_last_error(&env->base, ti));
+    CHECK(env->hn->inspect(t, state, &hn_info, hn_json, sizeof hn_json, NULL) == SDT_STATUS_OK,
+          "%s: the hypernetwork "
+          "factory describes the state: %s",
+          what, hn_error(env, t));
+    CHECK(env->base.ti->inspect(ti, state, &ti_info, ti_json, sizeof ti_json, NULL) == SDT_STATUS_OK,
+          "%s: the embedding "
+          "factory describes the state: %s",
+          what, fx_last_error(&env->base, ti));
     CHECK(hn_info.step == step && ti_info.step == step && ti_info.format == SDT_EMBEDDING_FILE_TRAINING_STATE &&
               hn_info.all_finite && ti_info.all_finite,
           "%s: step %lld/%lld (want %lld), finite, a training state", what, (long long)hn_info.step,
@@ -521,20 +535,21 @@ static void expect_state_described(const hn_env *env, const char *state, const c
         const cJSON *scale = cJSON_GetObjectItemCaseSensitive(root, "loss_scale");
         const cJSON *sealed = cJSON_GetObjectItemCaseSensitive(root, "sealed");
         const cJSON *jstep = cJSON_GetObjectItemCaseSensitive(root, "step");
-        CHECK(cJSON_IsString(format) && strcmp(format->valuestring, "sdtrain-training-state") == 0 && cJSON_IsString(prec) &&
-                  strcmp(prec->valuestring, precision) == 0 && (scaled ? cJSON_IsNumber(scale) && scale->valuedouble > 0
-                                                                       : cJSON_IsNull(scale)) &&
+        CHECK(cJSON_IsString(format) && strcmp(format->valuestring, "sdtrain-training-state") == 0 &&
+                  cJSON_IsString(prec) && strcmp(prec->valuestring, precision) == 0 &&
+                  (scaled ? cJSON_IsNumber(scale) && scale->valuedouble > 0 : cJSON_IsNull(scale)) &&
                   cJSON_IsTrue(sealed) && cJSON_IsNumber(jstep) && (int64_t)jstep->valuedouble == step,
-              "%s (%s factory): format, precision %s, scale, seal and step in the JSON", what, k ? "embedding" : "hypernetwork",
-              precision);
+              "%s (%s factory): format, precision %s, scale, seal and step in the JSON", what,
+              k ? "embedding" : "hypernetwork", precision);
         char listed[128] = "";
         const cJSON *m;
-        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "methods"))
-            snprintf(listed + strlen(listed), sizeof listed - strlen(listed), "%s%s", listed[0] ? "," : "", m->valuestring);
+        cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "methods")) snprintf(
+            listed + strlen(listed), sizeof listed - strlen(listed), "%s%s", listed[0] ? "," : "", m->valuestring);
         CHECK(strcmp(listed, methods) == 0, "%s: methods %s (want %s)", what, listed, methods);
         const cJSON *pair;
         int pairs = 0;
-        cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(root, "paired_files")) {
+        cJSON_ArrayForEach(pair, cJSON_GetObjectItemCaseSensitive(root, "paired_files"))
+        {
             const char *method = cJSON_GetObjectItemCaseSensitive(pair, "method")->valuestring;
             char key[64];
             snprintf(key, sizeof key, "%s_sha256", method);
@@ -543,8 +558,8 @@ static void expect_state_described(const hn_env *env, const char *state, const c
             char *file = fx_read_metadata(state, key);
             const cJSON *jhash = cJSON_GetObjectItemCaseSensitive(pair, "sha256");
             const cJSON *jfile = cJSON_GetObjectItemCaseSensitive(pair, "file");
-            CHECK(hash && file && cJSON_IsString(jhash) && strcmp(jhash->valuestring, hash) == 0 && cJSON_IsString(jfile) &&
-                      strcmp(jfile->valuestring, file) == 0 && access(file, F_OK) == 0,
+            CHECK(hash && file && cJSON_IsString(jhash) && strcmp(jhash->valuestring, hash) == 0 &&
+                      cJSON_IsString(jfile) && strcmp(jfile->valuestring, file) == 0 && access(file, F_OK) == 0,
                   "%s: the %s's paired file and hash are the state's", what, method);
             free(hash);
             free(file);
@@ -556,8 +571,8 @@ static void expect_state_described(const hn_env *env, const char *state, const c
     if (strstr(methods, "hypernetwork"))
         CHECK(hn_info.parameter_count > 0, "%s: the hypernetwork's trained values counted", what);
     if (strstr(methods, "embedding"))
-        CHECK(ti_info.vectors == 2 && ti_info.embedding_dim > 0, "%s: the embedding's shape %u x %u", what, ti_info.vectors,
-              ti_info.embedding_dim);
+        CHECK(ti_info.vectors == 2 && ti_info.embedding_dim > 0, "%s: the embedding's shape %u x %u", what,
+              ti_info.vectors, ti_info.embedding_dim);
     env->hn->destroy(t);
     env->base.ti->destroy(ti);
 }
@@ -654,9 +669,11 @@ static void check_joint_inf(const hn_env *env)
     }
     cJSON *root;
     cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
-    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 5 && group_number(groups, "hypernetwork", "skipped") == 0,
+    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 5 &&
+              group_number(groups, "hypernetwork", "skipped") == 0,
           "the hypernetwork's optimizer took all 5 steps");
-    CHECK(group_number(groups, "embedding", "optimizer_steps") == 4 && group_number(groups, "embedding", "skipped") == 1,
+    CHECK(group_number(groups, "embedding", "optimizer_steps") == 4 &&
+              group_number(groups, "embedding", "skipped") == 1,
           "the embedding's optimizer skipped step 3 only");
     cJSON_Delete(root);
     int64_t n1;
@@ -680,8 +697,7 @@ static void check_joint_rest(const hn_env *env)
     printf("-- joint training, the embedding's schedule ends at step 2 of 4\n");
     char dir[FX_PATH], log[FX_PATH], hn[FX_PATH], emb[FX_PATH];
     run_dirs(env, "rest", dir, log);
-    if (!make_joint_pair(env, dir, "rest", 1, hn, emb))
-        return;
+    if (!make_joint_pair(env, dir, "rest", 1, hn, emb)) return;
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
     hn_run r;
@@ -692,7 +708,8 @@ static void check_joint_rest(const hn_env *env)
     CHECK(rec.n_steps == 4 && rec.steps[3].skipped == 0, "4 steps, none counted as skipped (%d)", rec.n_steps);
     cJSON *root;
     cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
-    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 4 && group_number(groups, "embedding", "optimizer_steps") == 2 &&
+    CHECK(group_number(groups, "hypernetwork", "optimizer_steps") == 4 &&
+              group_number(groups, "embedding", "optimizer_steps") == 2 &&
               group_number(groups, "embedding", "skipped") == 0,
           "the hypernetwork stepped 4 times, the embedding 2 (then rested)");
     cJSON_Delete(root);
@@ -707,8 +724,7 @@ static void check_joint_nan(const hn_env *env)
     fx_path(data, env->base.tmp, "nan-data");
     const char *stems[] = {"demo_000", "demo_001"};
     fx_copy_images(&env->base, data, stems, 2);
-    if (!make_joint_pair(env, dir, "nan", 1, hn, emb))
-        return;
+    if (!make_joint_pair(env, dir, "nan", 1, hn, emb)) return;
     setenv("SDTRAIN_FAULT_NAN_PIXEL", "demo_001.png", 1);
     fx_recorder rec;
     sdt_hn_trainer *t = hn_create(env, &rec);
@@ -729,9 +745,12 @@ static void check_joint_nan(const hn_env *env)
           "the fallback fired and the run ends in fp32");
     cJSON *root;
     cJSON *groups = state_groups(rec.last_saved[SDT_FILE_TRAINING_STATE], &root);
-    const char *lr_hn = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "hypernetwork"), "learn_rate"));
-    const char *lr_emb = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "embedding"), "learn_rate"));
-    printf("  schedules after the fallback: hypernetwork %s, embedding %s\n", lr_hn ? lr_hn : "-", lr_emb ? lr_emb : "-");
+    const char *lr_hn =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "hypernetwork"), "learn_rate"));
+    const char *lr_emb =
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(groups, "embedding"), "learn_rate"));
+    printf("  schedules after the fallback: hypernetwork %s, embedding %s\n", lr_hn ? lr_hn : "-",
+           lr_emb ? lr_emb : "-");
     CHECK(lr_hn && strstr(lr_hn, "0.001") && lr_emb && strstr(lr_emb, "0.002"), "both learning rates were halved");
     cJSON_Delete(root);
     env->hn->destroy(t);

@@ -15,7 +15,10 @@
 
 #include "hn_fixture.h"
 
-static bool contains(const char *s, const char *part) { return s && part && strstr(s, part) != NULL; }
+static bool contains(const char *s, const char *part)
+{
+    return s && part && strstr(s, part) != NULL;
+}
 
 static sdt_status ti_prepare(const hn_env *env, sdt_ti_trainer *t, const sdt_ti_config *c)
 {
@@ -99,10 +102,12 @@ static void check_symlink(const hn_env *env)
 
     /* through the link alone: the file it names is trained, the link stays a link */
     b = fx_create(&env->base, &rb);
-    CHECK(fx_prepare_run(&env->base, b, &cb) == SDT_STATUS_OK, "training through the link: %s", fx_last_error(&env->base, b));
+    CHECK(fx_prepare_run(&env->base, b, &cb) == SDT_STATUS_OK, "training through the link: %s",
+          fx_last_error(&env->base, b));
     env->base.ti->destroy(b);
     struct stat sb;
-    CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode), "the symbolic link %s was replaced by a regular file", link_path);
+    CHECK(lstat(link_path, &sb) == 0 && S_ISLNK(sb.st_mode), "the symbolic link %s was replaced by a regular file",
+          link_path);
     CHECK(fx_file_step(emb) == 2, "the file the link names is at step %lld, not 2", (long long)fx_file_step(emb));
 }
 
@@ -199,7 +204,8 @@ static void check_refused_run_sweeps_run_folder(const hn_env *env)
     c.model_path = "/nonexistent/sdtrain-model";
     CHECK(ti_prepare(env, t, &c) != SDT_STATUS_OK, "a model path that does not exist was accepted");
     env->base.ti->destroy(t);
-    for (int i = 0; i < 4; i++) CHECK(access(planted[i], F_OK) != 0, "%s is still there after a refused run", planted[i]);
+    for (int i = 0; i < 4; i++)
+        CHECK(access(planted[i], F_OK) != 0, "%s is still there after a refused run", planted[i]);
     CHECK(access(emb, F_OK) == 0 && access(copies, F_OK) == 0, "the embedding or the copies folder was removed");
 }
 
@@ -211,7 +217,9 @@ static void check_average_lock(const hn_env *env)
     char dir[FX_PATH], log[FX_PATH], log2[FX_PATH], star[FX_PATH], star_ema[FX_PATH];
     run_dirs(env, "ema-lock", dir, log);
     fx_subdir(&env->base, log2, "ema-lock-log2");
-    if (!make_hn(env, dir, "star", "128, 64", false, star) || !make_hn(env, dir, "star-ema", "128, 64", false, star_ema)) return;
+    if (!make_hn(env, dir, "star", "128, 64", false, star) ||
+        !make_hn(env, dir, "star-ema", "128, 64", false, star_ema))
+        return;
     for (int order = 0; order < 2; order++) {
         hn_run with_ema, plain;
         hn_config(env, &with_ema, star, order ? log2 : log, 2);
@@ -225,8 +233,8 @@ static void check_average_lock(const hn_env *env)
         sdt_status st = hn_prepare(env, b, second);
         char want[FX_PATH + 64];
         snprintf(want, sizeof want, "%s is being written by another trainer in this process", star_ema);
-        CHECK(st == SDT_STATUS_BAD_STATE && contains(hn_error(env, b), want), "order %d: status %d, sentence: %s", order, (int)st,
-              hn_error(env, b));
+        CHECK(st == SDT_STATUS_BAD_STATE && contains(hn_error(env, b), want), "order %d: status %d, sentence: %s",
+              order, (int)st, hn_error(env, b));
         env->hn->destroy(b);
         env->hn->destroy(a);
     }

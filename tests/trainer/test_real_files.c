@@ -23,7 +23,8 @@
 static bool make_checkpoint(const trainer_env *env, const char *path, const char *extra)
 {
     char cmd[3 * FX_PATH];
-    snprintf(cmd, sizeof cmd, "'%s' --config tiny --seed 7 --out '%s' %s >/dev/null", env->make_checkpoint, path, extra);
+    snprintf(cmd, sizeof cmd, "'%s' --config tiny --seed 7 --out '%s' %s >/dev/null", env->make_checkpoint, path,
+             extra);
     int rc = system(cmd);
     CHECK(rc == 0, "%s failed (%d)", cmd, rc);
     return rc == 0;
@@ -196,7 +197,8 @@ static void check_prediction_type(const trainer_env *env)
     printf("-- the prediction type: detected, overridden both ways, an old host's v_prediction\n");
     char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], error[2048];
     fx_recorder rec;
-    if (!lone_model_and_embedding(env, "vmodel", "--clip-vocab 49408 --openclip --unet-output -1.5", &rec, dir, model, emb))
+    if (!lone_model_and_embedding(env, "vmodel", "--clip-vocab 49408 --openclip --unet-output -1.5", &rec, dir, model,
+                                  emb))
         return;
     sdt_ti_config c;
     fx_config(env, &c, emb, NULL, fx_path(log, dir, "log"), 2);
@@ -228,7 +230,8 @@ static void check_prediction_type(const trainer_env *env)
     c.v_prediction = false;
     c.prediction_type = 7;
     st = prepare_only(env, &rec, &c, error);
-    CHECK(st == SDT_STATUS_VALIDATION && strstr(error, "config.prediction_type"), "prediction_type 7 is refused: %s", error);
+    CHECK(st == SDT_STATUS_VALIDATION && strstr(error, "config.prediction_type"), "prediction_type 7 is refused: %s",
+          error);
 }
 
 /* Writes text to the .yaml A1111 reads beside model (foo.safetensors: foo.yaml). */
@@ -245,7 +248,8 @@ static void check_checkpoint_yaml(const trainer_env *env)
     char dir[FX_PATH], model[FX_PATH], emb[FX_PATH], log[FX_PATH], yaml[FX_PATH], error[2048];
     fx_recorder rec;
     /* an SD 2.x-shaped model whose UNet returns its input: the probe alone would say epsilon */
-    if (!lone_model_and_embedding(env, "yamlv", "--clip-vocab 49408 --openclip --unet-output 0.5", &rec, dir, model, emb))
+    if (!lone_model_and_embedding(env, "yamlv", "--clip-vocab 49408 --openclip --unet-output 0.5", &rec, dir, model,
+                                  emb))
         return;
     fx_path(yaml, dir, "yamlv-model.yaml");
     write_yaml_beside(model, "model:\n  params:\n    parameterization: \"v\" # a 768-v model\n"
@@ -280,8 +284,9 @@ static void check_checkpoint_yaml(const trainer_env *env)
     printf("   %s\n", error);
     write_yaml_beside(model, "model:\n  params:\n    unet_config:\n      params:\n        in_channels: 9\n");
     st = prepare_only(env, &rec, &c, error);
-    CHECK(st == SDT_STATUS_BAD_FORMAT && strstr(error, yaml) && strstr(error, "line 5") && strstr(error, "in_channels is 9") &&
-          strstr(error, "is 4") && strstr(error, "config that came with this checkpoint"),
+    CHECK(st == SDT_STATUS_BAD_FORMAT && strstr(error, yaml) && strstr(error, "line 5") &&
+              strstr(error, "in_channels is 9") && strstr(error, "is 4") &&
+              strstr(error, "config that came with this checkpoint"),
           "in_channels 9 beside a 4-channel UNet is refused with both values and the fix (%d): %s", (int)st, error);
     printf("   %s\n", error);
 }

@@ -42,7 +42,8 @@ static bool train(const trainer_env *env, const sdt_ti_config *c, run_result *r)
     CHECK(st == SDT_STATUS_OK, "training %s to %lld steps: %s", c->embedding_path, (long long)c->max_steps,
           fx_last_error(env, t));
     if (st == SDT_STATUS_OK) {
-        if (snprintf(r->state, sizeof r->state, "%s.saved", rec.last_saved[SDT_FILE_TRAINING_STATE]) >= FX_PATH) return false;
+        if (snprintf(r->state, sizeof r->state, "%s.saved", rec.last_saved[SDT_FILE_TRAINING_STATE]) >= FX_PATH)
+            return false;
         CHECK(env->ti->save_state(t, r->state) == SDT_STATUS_OK, "save_state: %s", fx_last_error(env, t));
         snprintf(r->embedding, sizeof r->embedding, "%s", rec.last_saved[SDT_FILE_EMBEDDING]);
         memcpy(r->steps, rec.steps, sizeof rec.steps);
@@ -60,7 +61,8 @@ static bool same_tensor(const char *a, const char *b, const char *name)
     int64_t first = -1;
     for (int64_t i = 0; x && y && na == nb && i < na && first < 0; i++)
         if (memcmp(&x[i], &y[i], sizeof(float)) != 0) first = i;
-    if (!same && first >= 0) printf("  %s differs first at element %lld: %.9g vs %.9g\n", name, (long long)first, x[first], y[first]);
+    if (!same && first >= 0)
+        printf("  %s differs first at element %lld: %.9g vs %.9g\n", name, (long long)first, x[first], y[first]);
     free(x);
     free(y);
     return same;
@@ -183,7 +185,8 @@ static void check_resume_after_fallback(const trainer_env *env)
 {
     enum { N = 9, K = 7 };
     printf("-- resume after the fp32 fallback: %d steps vs %d + %d\n", N, K, N - K);
-    char dir_a[FX_PATH], dir_b[FX_PATH], log_a[FX_PATH], log_b1[FX_PATH], log_b2[FX_PATH], emb_a[FX_PATH], emb_b[FX_PATH];
+    char dir_a[FX_PATH], dir_b[FX_PATH], log_a[FX_PATH], log_b1[FX_PATH], log_b2[FX_PATH], emb_a[FX_PATH],
+        emb_b[FX_PATH];
     fx_subdir(env, dir_a, "fb-a");
     fx_subdir(env, dir_b, "fb-b");
     fx_subdir(env, log_a, "fb-log-a");
@@ -215,7 +218,8 @@ static void check_resume_after_fallback(const trainer_env *env)
     if (!ok) return;
     CHECK(first.n_steps == K && first.steps[K - 1].fallback, "the fallback fired within the first %d steps", K);
     for (int i = 0; i < rest.n_steps; i++)
-        CHECK(rest.steps[i].fallback && rest.steps[i].precision == SDT_PRECISION_FP32 && rest.steps[i].learn_rate == 0.005,
+        CHECK(rest.steps[i].fallback && rest.steps[i].precision == SDT_PRECISION_FP32 &&
+                  rest.steps[i].learn_rate == 0.005,
               "resumed step %lld: fp32, lr 0.005, fallback recorded (prec %u, lr %g)", (long long)rest.steps[i].step,
               rest.steps[i].precision, rest.steps[i].learn_rate);
     CHECK(same_tensor(whole.embedding, rest.embedding, "emb_params"), "after the fallback: final embeddings differ");

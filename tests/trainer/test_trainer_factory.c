@@ -36,7 +36,8 @@ static sdt_trainer *tr_create(const trainer_ctx *c, fx_recorder *rec)
 }
 
 /* The same fast preset as hn_config/fx_config, through this factory's defaults. */
-static void tr_options(const trainer_ctx *c, sdt_train_options *o, const char *log_dir, int64_t max_steps, uint64_t seed)
+static void tr_options(const trainer_ctx *c, sdt_train_options *o, const char *log_dir, int64_t max_steps,
+                       uint64_t seed)
 {
     static _Thread_local char template_path[FX_PATH];
     memset(o, 0, sizeof *o);
@@ -118,15 +119,19 @@ static void check_extensions(const trainer_ctx *c)
     CHECK(c->tr->struct_size == sizeof(sdt_trainer_factory), "the factory's struct_size is its sizeof");
     const sdt_hypernetwork_applier_ext *ap =
         (const sdt_hypernetwork_applier_ext *)c->tr->get_extension(SDT_EXT_HYPERNETWORK_APPLIER);
-    CHECK(c->emb_files && c->emb_files->struct_size == sizeof(sdt_embedding_files_ext) && c->emb_files->create_embedding &&
-              c->emb_files->inspect, "%s: the table", SDT_EXT_EMBEDDING_FILES);
-    CHECK(c->hn_files && c->hn_files->struct_size == sizeof(sdt_hypernetwork_files_ext) && c->hn_files->create_hypernetwork &&
-              c->hn_files->inspect, "%s: the table", SDT_EXT_HYPERNETWORK_FILES);
-    CHECK(ap && ap->struct_size == sizeof(sdt_hypernetwork_applier_ext) && ap->create && ap->destroy && ap->get_last_error &&
-              ap->add && ap->set_strength && ap->apply_kv && ap->generate, "%s: the table", SDT_EXT_HYPERNETWORK_APPLIER);
+    CHECK(c->emb_files && c->emb_files->struct_size == sizeof(sdt_embedding_files_ext) &&
+              c->emb_files->create_embedding && c->emb_files->inspect,
+          "%s: the table", SDT_EXT_EMBEDDING_FILES);
+    CHECK(c->hn_files && c->hn_files->struct_size == sizeof(sdt_hypernetwork_files_ext) &&
+              c->hn_files->create_hypernetwork && c->hn_files->inspect,
+          "%s: the table", SDT_EXT_HYPERNETWORK_FILES);
+    CHECK(ap && ap->struct_size == sizeof(sdt_hypernetwork_applier_ext) && ap->create && ap->destroy &&
+              ap->get_last_error && ap->add && ap->set_strength && ap->apply_kv && ap->generate,
+          "%s: the table", SDT_EXT_HYPERNETWORK_APPLIER);
     CHECK(c->tr->get_extension(NULL) == NULL, "get_extension(NULL) is NULL");
     CHECK(c->tr->get_extension("sdtrain.embedding_files/2") == NULL && c->tr->get_extension("") == NULL &&
-              c->tr->get_extension("sdtrain.trainer/1") == NULL, "an unknown id is NULL");
+              c->tr->get_extension("sdtrain.trainer/1") == NULL,
+          "an unknown id is NULL");
     /* the applier works through the extension: an empty chain passes K through */
     sdt_hn_applier *a = NULL;
     char err[256] = "";
@@ -143,7 +148,8 @@ static void check_extensions(const trainer_ctx *c)
     sdt_ti_trainer *old = fx_create(&c->env.base, &rec);
     char path[FX_PATH];
     CHECK(c->emb_files->inspect((sdt_trainer *)old, "x.safetensors", NULL, path, sizeof path, NULL) ==
-              SDT_STATUS_INVALID_ARGUMENT, "an sdt_ti_trainer passed to the extension is refused");
+              SDT_STATUS_INVALID_ARGUMENT,
+          "an sdt_ti_trainer passed to the extension is refused");
     c->env.base.ti->destroy(old);
 }
 
@@ -164,7 +170,8 @@ static void check_embedding_alone(const trainer_ctx *c)
     sdt_ti_config tc;
     fx_config(&c->env.base, &tc, a, NULL, log_a, 4);
     tc.save_image_with_embedding = true;
-    CHECK(fx_prepare_run(&c->env.base, ta, &tc) == SDT_STATUS_OK, "the TI factory's run: %s", fx_last_error(&c->env.base, ta));
+    CHECK(fx_prepare_run(&c->env.base, ta, &tc) == SDT_STATUS_OK, "the TI factory's run: %s",
+          fx_last_error(&c->env.base, ta));
     c->env.base.ti->destroy(ta);
 
     sdt_trainer *tb = tr_create(c, &rec_b);
@@ -173,7 +180,8 @@ static void check_embedding_alone(const trainer_ctx *c)
     sdt_embedding_part e;
     e.struct_size = sizeof e;
     CHECK(c->tr->embedding_part_defaults(&e) == SDT_STATUS_OK && e.save_image_with_embedding && !e.clip_value &&
-              strcmp(e.learn_rate, "0.005") == 0, "embedding_part_defaults: 0.005, cards, the options' clip");
+              strcmp(e.learn_rate, "0.005") == 0,
+          "embedding_part_defaults: 0.005, cards, the options' clip");
     e.embedding_path = b;
     sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .embedding = &e};
     sdt_prepare_info info;
@@ -183,8 +191,10 @@ static void check_embedding_alone(const trainer_ctx *c)
     c->tr->destroy(tb);
 
     CHECK(fx_same_bytes(a, b), "the trained embeddings are the same bytes");
-    CHECK(rec_a.saved[SDT_FILE_EMBEDDING_CARD] > 0 && rec_a.saved[SDT_FILE_EMBEDDING_CARD] == rec_b.saved[SDT_FILE_EMBEDDING_CARD],
-          "the same number of PNG cards (%d, %d)", rec_a.saved[SDT_FILE_EMBEDDING_CARD], rec_b.saved[SDT_FILE_EMBEDDING_CARD]);
+    CHECK(rec_a.saved[SDT_FILE_EMBEDDING_CARD] > 0 &&
+              rec_a.saved[SDT_FILE_EMBEDDING_CARD] == rec_b.saved[SDT_FILE_EMBEDDING_CARD],
+          "the same number of PNG cards (%d, %d)", rec_a.saved[SDT_FILE_EMBEDDING_CARD],
+          rec_b.saved[SDT_FILE_EMBEDDING_CARD]);
     CHECK(fx_same_bytes(rec_a.last_saved[SDT_FILE_EMBEDDING_CARD], rec_b.last_saved[SDT_FILE_EMBEDDING_CARD]),
           "the last PNG cards are the same bytes");
     char csv_a[FX_PATH], csv_b[FX_PATH];
@@ -201,7 +211,8 @@ static void check_embedding_alone(const trainer_ctx *c)
 
 static void check_hypernetwork(const trainer_ctx *c, bool joint)
 {
-    printf("-- a hypernetwork part%s = the hypernetwork factory\n", joint ? " and an embedding part (joint)" : " alone");
+    printf("-- a hypernetwork part%s = the hypernetwork factory\n",
+           joint ? " and an embedding part (joint)" : " alone");
     const char *tag = joint ? "joint" : "hn";
     char dir[FX_PATH], hn_src[FX_PATH], emb_src[FX_PATH], name[64];
     snprintf(name, sizeof name, "%s-src", tag);
@@ -229,7 +240,8 @@ static void check_hypernetwork(const trainer_ctx *c, bool joint)
         r.config.embedding_clip_mode = SDT_CLIP_VALUE;
         r.config.embedding_clip_value = "0.05";
     }
-    CHECK(hn_prepare_run(&c->env, ta, &r) == SDT_STATUS_OK, "the hypernetwork factory's run: %s", hn_error(&c->env, ta));
+    CHECK(hn_prepare_run(&c->env, ta, &r) == SDT_STATUS_OK, "the hypernetwork factory's run: %s",
+          hn_error(&c->env, ta));
     c->env.hn->destroy(ta);
 
     sdt_trainer *tb = tr_create(c, &rec_b);
@@ -240,7 +252,8 @@ static void check_hypernetwork(const trainer_ctx *c, bool joint)
     sdt_hypernetwork_part h;
     h.struct_size = sizeof h;
     CHECK(c->tr->hypernetwork_part_defaults(&h) == SDT_STATUS_OK && strcmp(h.learn_rate, "0.00001") == 0 &&
-              h.weight_decay == 0.01 && h.strength == 1.0, "hypernetwork_part_defaults: A1111's");
+              h.weight_decay == 0.01 && h.strength == 1.0,
+          "hypernetwork_part_defaults: A1111's");
     h.hypernetwork_path = hn_b;
     h.learn_rate = "0.002";
     sdt_embedding_part e;
@@ -250,8 +263,8 @@ static void check_hypernetwork(const trainer_ctx *c, bool joint)
     e.learn_rate = "0.01";
     e.clip_mode = SDT_CLIP_VALUE;
     e.clip_value = "0.05";
-    sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .hypernetwork = &h,
-                                 .embedding = joint ? &e : NULL};
+    sdt_trainer_config config = {
+        .struct_size = sizeof config, .options = &o, .hypernetwork = &h, .embedding = joint ? &e : NULL};
     sdt_prepare_info info;
     CHECK(tr_prepare_run(c, tb, &config, &info) == SDT_STATUS_OK, "the trainer factory's run: %s", tr_error(c, tb));
     CHECK(joint ? info.vectors == 2 : info.vectors == 0, "info's vectors %u", info.vectors);
@@ -261,8 +274,11 @@ static void check_hypernetwork(const trainer_ctx *c, bool joint)
     CHECK(rec_a.last_saved[SDT_FILE_HYPERNETWORK][0] &&
               fx_same_bytes(rec_a.last_saved[SDT_FILE_HYPERNETWORK], rec_b.last_saved[SDT_FILE_HYPERNETWORK]),
           "the .safetensors twins are the same bytes");
-    if (joint) CHECK(!fx_same_bytes(emb_src, emb_a) && fx_same_bytes(emb_a, emb_b), "the trained embeddings are the same bytes");
-    else CHECK(fx_same_bytes(emb_src, emb_b), "no embedding trains without an embedding part");
+    if (joint)
+        CHECK(!fx_same_bytes(emb_src, emb_a) && fx_same_bytes(emb_a, emb_b),
+              "the trained embeddings are the same bytes");
+    else
+        CHECK(fx_same_bytes(emb_src, emb_b), "no embedding trains without an embedding part");
     char csv_a[FX_PATH], csv_b[FX_PATH];
     run_file(&rec_a, "hypernetwork_loss.csv", csv_a);
     run_file(&rec_b, "hypernetwork_loss.csv", csv_b);
@@ -326,7 +342,8 @@ static void check_misuse(const trainer_ctx *c)
     expect(c, t, &config, SDT_STATUS_VALIDATION, "embedding->reserved0", "the embedding part's reserved bytes");
     e.reserved0[3] = 0;
     e.struct_size = 0;
-    expect(c, t, &config, SDT_STATUS_INVALID_ARGUMENT, "config->embedding->struct_size", "the embedding part's struct_size");
+    expect(c, t, &config, SDT_STATUS_INVALID_ARGUMENT, "config->embedding->struct_size",
+           "the embedding part's struct_size");
     e.struct_size = sizeof e;
     e.learn_rate = "";
     expect(c, t, &config, SDT_STATUS_VALIDATION, "embedding->learn_rate", "an empty embedding learning rate");
@@ -346,7 +363,8 @@ static void check_misuse(const trainer_ctx *c)
     expect(c, t, &config, SDT_STATUS_VALIDATION, "hypernetwork->reserved0", "the hypernetwork part's reserved0");
     h.reserved0 = 0;
     h.struct_size = 0;
-    expect(c, t, &config, SDT_STATUS_INVALID_ARGUMENT, "config->hypernetwork->struct_size", "the hypernetwork part's struct_size");
+    expect(c, t, &config, SDT_STATUS_INVALID_ARGUMENT, "config->hypernetwork->struct_size",
+           "the hypernetwork part's struct_size");
     h.struct_size = sizeof h;
     h.strength = 0;
     expect(c, t, &config, SDT_STATUS_VALIDATION, "hypernetwork->strength", "strength 0");
@@ -400,7 +418,9 @@ static void check_default_log_dir(const trainer_ctx *c)
         h.struct_size = sizeof h;
         c->tr->hypernetwork_part_defaults(&h);
         h.hypernetwork_path = hn;
-        sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .embedding = k == 0 ? &e : NULL,
+        sdt_trainer_config config = {.struct_size = sizeof config,
+                                     .options = &o,
+                                     .embedding = k == 0 ? &e : NULL,
                                      .hypernetwork = k == 1 ? &h : NULL};
         sdt_prepare_info info = {.struct_size = sizeof info};
         CHECK(c->tr->prepare(t, &config, &info) == SDT_STATUS_OK, "prepare with log_dir NULL: %s", tr_error(c, t));

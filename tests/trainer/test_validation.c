@@ -93,8 +93,8 @@ static int read_metrics(const char *folder, int64_t *steps, char vals[][40], int
     size_t n = 0;
     unsigned char *text = fx_read_file(fx_path(path, folder, "metrics.jsonl"), &n);
     int count = 0;
-    for (char *p = (char *)text, *nl; text && p < (char *)text + n && (nl = memchr(p, '\n', (size_t)((char *)text + n - p)));
-         p = nl + 1) {
+    for (char *p = (char *)text, *nl;
+         text && p < (char *)text + n && (nl = memchr(p, '\n', (size_t)((char *)text + n - p))); p = nl + 1) {
         *nl = 0;
         cJSON *j = cJSON_Parse(p);
         CHECK(j != NULL, "%s line %d is JSON", path, count + 1);
@@ -103,7 +103,8 @@ static int read_metrics(const char *folder, int64_t *steps, char vals[][40], int
             const char *v = strstr(p, "\"validation_loss\":");
             vals[count][0] = 0;
             if (v) sscanf(v + 18, "%39[^,}]", vals[count]);
-            CHECK(cJSON_IsNumber(cJSON_GetObjectItem(j, "loss")) && cJSON_IsNumber(cJSON_GetObjectItem(j, "learn_rate")) &&
+            CHECK(cJSON_IsNumber(cJSON_GetObjectItem(j, "loss")) &&
+                      cJSON_IsNumber(cJSON_GetObjectItem(j, "learn_rate")) &&
                       cJSON_IsBool(cJSON_GetObjectItem(j, "skipped")),
                   "%s line %d has loss, learn_rate and skipped", path, count + 1);
             count++;
@@ -185,7 +186,8 @@ static void check_validation(const trainer_env *env)
         }
     }
     CHECK(measured == STEPS / 2, "%d validations, not %d", measured, STEPS / 2);
-    printf("  validation losses at 2, 4, 6: %s %s %s; lowest at step %lld\n", vals1[1], vals1[3], vals1[5], (long long)best_step);
+    printf("  validation losses at 2, 4, 6: %s %s %s; lowest at step %lld\n", vals1[1], vals1[3], vals1[5],
+           (long long)best_step);
     char want[128], copy[FX_PATH];
     snprintf(want, sizeof want, "the lowest validation loss was %.6f at step %lld", best, (long long)best_step);
     CHECK(strstr(r[1].log, want) != NULL, "the log names the best step: '%s'", want);
@@ -194,7 +196,8 @@ static void check_validation(const trainer_env *env)
     char csv[FX_PATH];
     size_t n = 0;
     unsigned char *text = fx_read_file(fx_path(csv, f1, "textual_inversion_loss.csv"), &n);
-    CHECK(text && strstr((char *)text, ",images_per_s,validation_loss\n"), "the loss CSV has the validation_loss column");
+    CHECK(text && strstr((char *)text, ",images_per_s,validation_loss\n"),
+          "the loss CSV has the validation_loss column");
     free(text);
     char f0[FX_PATH];
     text = run_folder(log[0], "valcat", f0) ? fx_read_file(fx_path(csv, f0, "textual_inversion_loss.csv"), &n) : NULL;
@@ -227,8 +230,8 @@ static void check_early_stop(const trainer_env *env)
     CHECK(r.n_steps > 1 && r.n_steps < 60, "it stopped early (%d steps of 60)", r.n_steps);
     CHECK(strstr(r.log, "stopping early at step") && strstr(r.log, "stop_after_no_improvement"), "the log says why");
     CHECK(strstr(r.log, "held out of the training set"), "the held-out images are named");
-    CHECK(fx_file_step(r.state) == r.n_steps, "the state holds step %lld, the run stopped at %d", (long long)fx_file_step(r.state),
-          r.n_steps);
+    CHECK(fx_file_step(r.state) == r.n_steps, "the state holds step %lld, the run stopped at %d",
+          (long long)fx_file_step(r.state), r.n_steps);
     printf("  stopped after %d steps\n", r.n_steps);
 }
 
@@ -321,7 +324,8 @@ static void check_average_resume(const trainer_env *env)
     /* the average file against the average in the state: the same values */
     int64_t n1, n2;
     float *a = fx_read_tensor(ema_whole, "emb_params", &n1), *b = fx_read_tensor(whole.state, "ema.embedding", &n2);
-    CHECK(a && b && n1 == n2 && memcmp(a, b, (size_t)n1 * sizeof(float)) == 0, "the -ema file holds the state's average");
+    CHECK(a && b && n1 == n2 && memcmp(a, b, (size_t)n1 * sizeof(float)) == 0,
+          "the -ema file holds the state's average");
     free(a);
     free(b);
 
@@ -336,11 +340,13 @@ static void check_average_resume(const trainer_env *env)
     int nw = run_folder(log_a, "emacat", folder) ? read_metrics(folder, steps_whole, vals_whole, 64) : 0;
     for (int i = 0; i < n && i < nw; i++)
         CHECK(strcmp(vals[i], vals_whole[i]) == 0 && (vals[i][0] != 0) == (steps[i] % 2 == 0),
-              "step %lld: validation loss '%s' after the resume, '%s' without", (long long)steps[i], vals[i], vals_whole[i]);
+              "step %lld: validation loss '%s' after the resume, '%s' without", (long long)steps[i], vals[i],
+              vals_whole[i]);
     const char *best_whole = strstr(whole.log, "the lowest validation loss was"),
                *best_rest = strstr(rest.log, "the lowest validation loss was");
-    CHECK(best_whole && best_rest && strncmp(best_whole, best_rest, 50) == 0, "the best step is the same after the resume (%.50s vs %.50s)",
-          best_whole ? best_whole : "-", best_rest ? best_rest : "-");
+    CHECK(best_whole && best_rest && strncmp(best_whole, best_rest, 50) == 0,
+          "the best step is the same after the resume (%.50s vs %.50s)", best_whole ? best_whole : "-",
+          best_rest ? best_rest : "-");
 }
 
 /* A copy of the state src at dst as a forger would write it: the tensor `drop` left out (NULL:
@@ -358,7 +364,8 @@ static bool forge_state(const char *src, const char *dst, const char *drop, cons
     bool ok = n <= 16 && n_meta < 32;
     for (size_t i = 0; ok && i < n; i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
-        if (!drop || strcmp(e->name, drop) != 0) items[k++] = (sdt_st_write_item){e->name, e->dtype, e->ndim, e->shape, e->data};
+        if (!drop || strcmp(e->name, drop) != 0)
+            items[k++] = (sdt_st_write_item){e->name, e->dtype, e->ndim, e->shape, e->data};
     }
     for (size_t i = 0; ok && i < n_meta; i++) {
         const char *key = sdt_st_metadata_key(st, i), *v = sdt_st_metadata_get(st, key);
@@ -409,11 +416,13 @@ static void check_resume_options(const trainer_env *env)
         double split, ema;
         const char *drop, *best_loss, *want1, *want2;
     } cases[] = {
-        {0.5, 0.7, NULL, NULL, "validation_split (--validation-split) 0.25, and this resume asks for 0.5", "resume with --validation-split 0.25"},
+        {0.5, 0.7, NULL, NULL, "validation_split (--validation-split) 0.25, and this resume asks for 0.5",
+         "resume with --validation-split 0.25"},
         {0.25, 0.9, NULL, NULL, "ema_decay (--ema) 0.7, and this resume asks for 0.9", "resume with --ema 0.7"},
         {0.25, 0, NULL, NULL, "ema_decay (--ema) 0.7, and this resume asks for off", "start afresh with off"},
         {0.25, 0.7, NULL, "abc", "validation.best_loss = \"abc\", which no run writes (the file is damaged)", NULL},
-        {0.25, 0.7, "ema.embedding", NULL, "tensor 'ema.embedding' is missing, but the state records ema_decay 0.7", "damaged"},
+        {0.25, 0.7, "ema.embedding", NULL, "tensor 'ema.embedding' is missing, but the state records ema_decay 0.7",
+         "damaged"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         bool forge = cases[i].drop || cases[i].best_loss;

@@ -149,7 +149,9 @@ static inline void fx_copy_images(const trainer_env *env, const char *dst, const
 
 static inline int fx_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    (void)st; (void)flag; (void)ftw;
+    (void)st;
+    (void)flag;
+    (void)ftw;
     return remove(path);
 }
 
@@ -285,8 +287,10 @@ static inline void trainer_env_close(trainer_env *env)
 {
     if (env->entry) env->entry->deinit();
     if (env->lib) dlclose(env->lib);
-    if (env->tmp[0] && !getenv("SDT_TEST_KEEP")) nftw(env->tmp, fx_remove_one, 16, FTW_DEPTH | FTW_PHYS);
-    else if (env->tmp[0]) printf("kept %s\n", env->tmp);
+    if (env->tmp[0] && !getenv("SDT_TEST_KEEP"))
+        nftw(env->tmp, fx_remove_one, 16, FTW_DEPTH | FTW_PHYS);
+    else if (env->tmp[0])
+        printf("kept %s\n", env->tmp);
 }
 
 /* main's exit code when trainer_env_open failed: 1 after a failed check, else the skip code. */
@@ -337,8 +341,8 @@ static inline void fx_on_metrics(void *u, const sdt_metrics *m)
     fx_recorder *r = u;
     pthread_mutex_lock(&r->mu);
     if (r->n_steps < FX_MAX_STEPS)
-        r->steps[r->n_steps++] = (fx_step){m->step, m->skipped_steps, m->loss, m->learn_rate, m->loss_scale,
-                                           m->grad_norm, m->precision, m->fallback_fired};
+        r->steps[r->n_steps++] = (fx_step){m->step,       m->skipped_steps, m->loss,      m->learn_rate,
+                                           m->loss_scale, m->grad_norm,     m->precision, m->fallback_fired};
     pthread_mutex_unlock(&r->mu);
     if (getenv("SDT_TEST_VERBOSE"))
         fprintf(stderr, "step %lld loss %g lr %g scale %g norm %g prec %u fb %d skipped %lld\n", (long long)m->step,

@@ -11,8 +11,8 @@
 #include "unet_test_util.h"
 
 /* A hook at every K/V input (a hypernetwork's place): out = 1.5 in, so d_in += 1.5 d_out. */
-static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out, bool recompute,
-                         sdt_error *error)
+static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
+                         bool recompute, sdt_error *error)
 {
     sdt_backend *be = user;
     (void)site, (void)recompute;
@@ -68,7 +68,8 @@ static void check_materialized(const sdt_weights *file, const sdt_weights *dev, 
         CHECK(false, "%s: conv_in's tensors are missing", label);
         return;
     }
-    CHECK(d->channels_last && !f->channels_last && !bias->channels_last, "%s: only the filter is marked channels-last", label);
+    CHECK(d->channels_last && !f->channels_last && !bias->channels_last, "%s: only the filter is marked channels-last",
+          label);
     int64_t n = sdt_tensor_numel(f);
     float *want = kt_alloc((size_t)n * 4);
     sdt_host_permute_channels(f->data, want, 4, f->shape[0], f->shape[1], f->shape[2] * f->shape[3], true);
@@ -77,7 +78,8 @@ static void check_materialized(const sdt_weights *file, const sdt_weights *dev, 
         for (int64_t c = 0; c < C; c++)
             for (int64_t k = 0; k < K; k++)
                 bad += ((const float *)d->data)[(o * K + k) * C + c] != ((const float *)f->data)[(o * C + c) * K + k];
-    CHECK(bad == 0 && !memcmp(want, d->data, (size_t)n * 4), "%s: conv_in's filter is not the file's in KRSC order", label);
+    CHECK(bad == 0 && !memcmp(want, d->data, (size_t)n * 4), "%s: conv_in's filter is not the file's in KRSC order",
+          label);
     free(want);
 }
 
@@ -88,7 +90,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *rng, const char *dir, s
     sdt_unet *u = ut_load_random_unet(&cfg, rng, dir, "cl", &w);
     if (!u) return;
     ut_inputs in = ut_make_inputs(&cfg, rng, 2, 8, 12, 5); /* not square: a height and width swapped shows */
-    int64_t ny = in.B * cfg.out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx), n_y = in.y ? sdt_tensor_numel(&in.yt) : 0;
+    int64_t ny = in.B * cfg.out_channels * in.H * in.W, nc = sdt_tensor_numel(&in.ctx),
+            n_y = in.y ? sdt_tensor_numel(&in.yt) : 0;
     char what[160];
     for (int f16 = 0; f16 < 2; f16++) {
         sdt_unet_options opt = sdt_unet_options_default();
@@ -125,7 +128,8 @@ static void check_variant(sdt_backend *be, sdt_test_rng *rng, const char *dir, s
         results ref = run(u, be, false, &opt, &in, ny, nc, n_y, label);
         for (int cl = 0; cl < 2; cl++) {
             results r = run(ud, be, cl, &opt, &in, ny, nc, n_y, label);
-            snprintf(what, sizeof what, "%s channels-last filters, %s activations", label, cl ? "channels-last" : "NCHW");
+            snprintf(what, sizeof what, "%s channels-last filters, %s activations", label,
+                     cl ? "channels-last" : "NCHW");
             same(&ref, &r, ny, nc, n_y, what);
             drop(&r);
         }

@@ -46,8 +46,8 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     CHECK(!memcmp(y1, y2, (size_t)n * 4), "%s: inference forward differs", label);
     CHECK(ut_run(u, be, &ck, &in, y2, NULL, &peak_ck), "%s checkpointed forward failed", label);
     CHECK(!memcmp(y1, y2, (size_t)n * 4), "%s: checkpointed forward differs", label);
-    CHECK(peak_ck < peak && peak_inf < peak, "%s: checkpointing/inference do not save memory (%zu, %zu vs %zu)",
-          label, peak_ck, peak_inf, peak);
+    CHECK(peak_ck < peak && peak_inf < peak, "%s: checkpointing/inference do not save memory (%zu, %zu vs %zu)", label,
+          peak_ck, peak_inf, peak);
 
     /* Half-precision activations (weights stay f32): close to f32, and backward runs. */
     for (int d = 0; d < 2; d++) {
@@ -104,18 +104,22 @@ static void check_config(const sdt_unet_config *cfg, const char *label, sdt_test
     CHECK(sdt_arena_init(&a, be, need - 1024), "arena init");
     sdt_tensor out;
     bool ok = sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error);
-    CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label, ok ? "ok" : error.message);
-    CHECK(ok || error.code == SDT_ERR_OUT_OF_MEMORY, "%s: a too small arena must be OUT_OF_MEMORY (the arena's code), got %s",
-          label, sdt_error_code_name(error.code));
+    CHECK(!ok && strstr(error.message, "arena"), "%s: a too small arena was not reported: %s", label,
+          ok ? "ok" : error.message);
+    CHECK(ok || error.code == SDT_ERR_OUT_OF_MEMORY,
+          "%s: a too small arena must be OUT_OF_MEMORY (the arena's code), got %s", label,
+          sdt_error_code_name(error.code));
     sdt_arena_release(&a);
 
     /* Bad inputs are errors, not crashes. */
     sdt_arena_init_measure(&a, be);
     sdt_tensor bad = kt_f32(in.latents, 4, 2, cfg->in_channels, 7, 16);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, ut_y(&in), &out, &error) && strstr(error.message, "multiple"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &bad, &in.ts, &in.ctx, ut_y(&in), &out, &error) &&
+              strstr(error.message, "multiple"),
           "%s: latent size not divisible accepted: %s", label, error.message);
     bad = kt_f32(in.context, 3, 2, in.T, cfg->context_dim + 1, 0);
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, ut_y(&in), &out, &error) && strstr(error.message, "context"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &bad, ut_y(&in), &out, &error) &&
+              strstr(error.message, "context"),
           "%s: wrong context width accepted: %s", label, error.message);
     free(y1);
     free(y2);
@@ -147,7 +151,8 @@ static void check_anomaly(sdt_test_rng *rng, sdt_backend *be, const char *dir)
           "anomaly mode did not name middle_block.1: %s", error.message);
     sdt_arena_rewind(&a, 0);
     opt.anomaly_check = false;
-    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error), "forward: %s", error.message);
+    CHECK(sdt_unet_forward(u, be, &a, &opt, &in.lat, &in.ts, &in.ctx, ut_y(&in), &out, &error), "forward: %s",
+          error.message);
     int64_t bad = 0;
     be->count_nonfinite(be, &out, &bad);
     CHECK(bad > 0, "a NaN weight did not reach the output");

@@ -47,8 +47,8 @@ static void check_against_fd(sdt_unet *u, sdt_backend *be, ut_inputs *in, float 
         }
         double fd = fd_along_input(u, be, &opt, in, x, n, v, 3e-2);
         double rel = fabs(fd - dot) / gnorm;
-        printf("%s: %s direction %d: analytic %.6g, finite difference %.6g, error / |g| %.2e\n", label, what, d, dot, fd,
-               rel);
+        printf("%s: %s direction %d: analytic %.6g, finite difference %.6g, error / |g| %.2e\n", label, what, d, dot,
+               fd, rel);
         CHECK(rel < 1e-3, "%s: %s directional derivative %d off: analytic %g vs fd %g", label, what, d, dot, fd);
     }
     int64_t idx[5] = {0};
@@ -79,8 +79,8 @@ static void check_y_gradient(sdt_unet *u, sdt_backend *be, ut_inputs *in, const 
     in->d_y_out = gy;
     CHECK(ut_run(u, be, &opt, in, NULL, g_ctx2, &peak), "%s backward with d(y) failed", label);
     CHECK(!memcmp(g_ctx, g_ctx2, (size_t)nc * 4), "%s: asking for d(y) changed d(context)", label);
-    CHECK(ut_measure(u, be, &opt, in, true) == peak, "%s: measured forward+backward with d(y) differs from the real peak",
-          label);
+    CHECK(ut_measure(u, be, &opt, in, true) == peak,
+          "%s: measured forward+backward with d(y) differs from the real peak", label);
     in->d_y_out = NULL;
     check_against_fd(u, be, in, in->y, n, gy, rng, label, "d(y)");
     sdt_unet_options ck = opt;

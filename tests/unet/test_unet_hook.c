@@ -29,7 +29,7 @@ typedef struct test_hook {
     int event_count;
     bool bad_pass;
     const void *context_data;
-    bool own_memory;           /* cross sites: out->data points at a block of the hook's own */
+    bool own_memory; /* cross sites: out->data points at a block of the hook's own */
     float *own[MAX_SITES];
     int own_count;
 } test_hook;
@@ -49,7 +49,8 @@ static bool hook_pass(void *user, const sdt_unet_hook_pass *pass, sdt_error *err
     if (pass->event == SDT_UNET_PASS_FORWARD_BEGIN) {
         free_own(h); /* the last pass's blocks are no longer read */
         h->context_data = pass->context->data;
-    } else if (pass->context->data != h->context_data) h->bad_pass = true;
+    } else if (pass->context->data != h->context_data)
+        h->bad_pass = true;
     return true;
 }
 
@@ -81,8 +82,10 @@ static bool hook_forward(void *user, const sdt_unet_hook_site *site, const sdt_t
     h->forward_calls++;
     int64_t rows = sdt_tensor_numel(in) / site->width;
     if (rows > h->max_rows[s]) h->max_rows[s] = rows;
-    if (recompute) h->recompute_calls++;
-    else if (h->seen_count < MAX_SITES) h->seen[h->seen_count++] = *site;
+    if (recompute)
+        h->recompute_calls++;
+    else if (h->seen_count < MAX_SITES)
+        h->seen[h->seen_count++] = *site;
     const float *x = in->data;
     float *y = out->data;
     if (h->own_memory && site->cross && h->own_count < MAX_SITES) {
@@ -114,8 +117,8 @@ static bool hook_backward(void *user, const sdt_unet_hook_site *site, const sdt_
 
 static sdt_unet_kv_hook make_hook(test_hook *h)
 {
-    sdt_unet_kv_hook k = {.user = h, .wants = hook_wants, .forward = hook_forward, .backward = hook_backward,
-                          .pass = hook_pass};
+    sdt_unet_kv_hook k = {
+        .user = h, .wants = hook_wants, .forward = hook_forward, .backward = hook_backward, .pass = hook_pass};
     return k;
 }
 
@@ -136,8 +139,10 @@ static void check_sites(sdt_unet *u, test_hook *h, const char *label)
                   got->layer, (int)got->kind, got->width, l, kind, s.width);
         }
         CHECK(s.cross == (l % 2 == 1), "%s: attention %d should be %s", label, l, l % 2 ? "attn2" : "attn1");
-        if (s.cross) CHECK(s.width == cfg->context_dim, "%s: cross width %d", label, s.width);
-        else CHECK(s.width % cfg->model_channels == 0, "%s: self width %d", label, s.width);
+        if (s.cross)
+            CHECK(s.width == cfg->context_dim, "%s: cross width %d", label, s.width);
+        else
+            CHECK(s.width % cfg->model_channels == 0, "%s: self width %d", label, s.width);
     }
     CHECK(h->seen_count == expect, "%s: hook called %d times in forward, expected %d", label, h->seen_count, expect);
     CHECK(!h->bad_site, "%s: a hook call had inconsistent shapes", label);
@@ -149,7 +154,8 @@ static void check_kv_widths(sdt_unet *u)
 {
     int widths[SDT_UNET_MAX_KV_WIDTHS];
     int n = sdt_unet_config_kv_widths(sdt_unet_get_config(u), widths);
-    CHECK(n > 0 && widths[0] == sdt_unet_get_config(u)->context_dim, "the context's width comes first (%d)", n ? widths[0] : -1);
+    CHECK(n > 0 && widths[0] == sdt_unet_get_config(u)->context_dim, "the context's width comes first (%d)",
+          n ? widths[0] : -1);
     bool listed_seen[SDT_UNET_MAX_KV_WIDTHS] = {false};
     for (int l = 0; l < sdt_unet_attention_count(u); l++) {
         sdt_unet_hook_site s;
@@ -173,16 +179,18 @@ static void check_kv_tokens(const sdt_unet_config *cfg, const test_hook *h, int6
 {
     for (int i = 0; i < MAX_WIDTHS && h->widths[i]; i++) {
         int64_t want = B * sdt_unet_config_kv_tokens(cfg, h->widths[i], H, W, T);
-        CHECK(h->max_rows[i] == want, "width %d: the sites took up to %lld rows, the config predicts %lld", h->widths[i],
-              (long long)h->max_rows[i], (long long)want);
+        CHECK(h->max_rows[i] == want, "width %d: the sites took up to %lld rows, the config predicts %lld",
+              h->widths[i], (long long)h->max_rows[i], (long long)want);
     }
     sdt_unet_config xl = sdt_unet_config_sdxl(), sd1 = sdt_unet_config_sd1();
     CHECK(sdt_unet_config_kv_tokens(&xl, 320, 128, 128, 77) == 0, "SDXL's first level has no attention");
     CHECK(sdt_unet_config_kv_tokens(&xl, 640, 128, 128, 77) == 64 * 64, "SDXL 640: 64x64");
     CHECK(sdt_unet_config_kv_tokens(&xl, 1280, 128, 128, 77) == 32 * 32, "SDXL 1280: 32x32");
     CHECK(sdt_unet_config_kv_tokens(&xl, 2048, 128, 128, 154) == 154, "SDXL 2048: the context's tokens");
-    CHECK(sdt_unet_config_kv_tokens(&sd1, 640, 65, 63, 77) == 33 * 32, "SD 1.x 640 at 65x63: 33x32 (stride-2 rounding)");
-    CHECK(sdt_unet_config_kv_tokens(&sd1, 1280, 64, 64, 77) == 16 * 16, "SD 1.x 1280: level 2's 16x16 over the middle's 8x8");
+    CHECK(sdt_unet_config_kv_tokens(&sd1, 640, 65, 63, 77) == 33 * 32,
+          "SD 1.x 640 at 65x63: 33x32 (stride-2 rounding)");
+    CHECK(sdt_unet_config_kv_tokens(&sd1, 1280, 64, 64, 77) == 16 * 16,
+          "SD 1.x 1280: level 2's 16x16 over the middle's 8x8");
     CHECK(sdt_unet_config_kv_tokens(&sd1, 100, 64, 64, 77) == 0, "no attention is 100 wide");
 }
 
@@ -302,8 +310,9 @@ int main(void)
     h.event_count = 0;
     float *y2 = kt_alloc((size_t)ny * 4);
     CHECK(ut_run(u, be, &opt, &in, y2, g2, NULL), "a pass with a backward");
-    CHECK(h.event_count == 4 && h.events[0] == SDT_UNET_PASS_FORWARD_BEGIN && h.events[1] == SDT_UNET_PASS_FORWARD_END &&
-              h.events[2] == SDT_UNET_PASS_BACKWARD_BEGIN && h.events[3] == SDT_UNET_PASS_BACKWARD_END,
+    CHECK(h.event_count == 4 && h.events[0] == SDT_UNET_PASS_FORWARD_BEGIN &&
+              h.events[1] == SDT_UNET_PASS_FORWARD_END && h.events[2] == SDT_UNET_PASS_BACKWARD_BEGIN &&
+              h.events[3] == SDT_UNET_PASS_BACKWARD_END,
           "a training pass must tell forward begins, ends, backward begins, ends (%d events)", h.event_count);
     h.event_count = 0;
     sdt_unet_options fwd = opt;

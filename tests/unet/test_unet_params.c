@@ -52,16 +52,18 @@ static void check_published_sizes(void)
     CHECK(sdt_unet_enumerate_params(&sdxl, count, &cx, &error), "sdxl enumerate: %s", error.message);
     printf("SDXL UNet: %lld parameters in %zu tensors\n", (long long)cx.params, cx.tensors);
     CHECK(cx.params == 2567463684LL, "SDXL UNet has %lld parameters, expected 2567463684", (long long)cx.params);
-    CHECK(cx.attn2_k == 70 && cx.label_emb == 4 && cx.saw_linear_proj_in, "SDXL: %d cross-attentions (70), %d label_emb "
-          "tensors (4)", cx.attn2_k, cx.label_emb);
+    CHECK(cx.attn2_k == 70 && cx.label_emb == 4 && cx.saw_linear_proj_in,
+          "SDXL: %d cross-attentions (70), %d label_emb "
+          "tensors (4)",
+          cx.attn2_k, cx.label_emb);
     sdt_unet_config bad_xl = sdxl;
     bad_xl.transformer_depth[2] = 0;
     CHECK(!sdt_unet_config_validate(&bad_xl, &error) && strstr(error.message, "transformer_depth[2]"),
           "depth 0 accepted: %s", error.message);
     bad_xl = sdxl;
     bad_xl.middle_depth = 0;
-    CHECK(!sdt_unet_config_validate(&bad_xl, &error) && strstr(error.message, "middle_depth"), "middle depth 0 accepted: %s",
-          error.message);
+    CHECK(!sdt_unet_config_validate(&bad_xl, &error) && strstr(error.message, "middle_depth"),
+          "middle depth 0 accepted: %s", error.message);
     bad_xl = sdxl;
     bad_xl.addition_time_embed_dim = 470; /* 6 x 470 leaves no room for the pooled embedding in 2816 */
     CHECK(!sdt_unet_config_validate(&bad_xl, &error) && strstr(error.message, "addition_time_embed_dim"),
@@ -84,8 +86,9 @@ static bool same_config(const sdt_unet_config *a, const sdt_unet_config *b)
                 a->model_channels == b->model_channels && a->num_levels == b->num_levels &&
                 a->num_res_blocks == b->num_res_blocks && a->middle_depth == b->middle_depth &&
                 a->num_heads == b->num_heads && a->head_dim == b->head_dim && a->context_dim == b->context_dim &&
-                a->time_embed_dim == b->time_embed_dim && a->linear_proj == b->linear_proj && a->ff_mult == b->ff_mult &&
-                a->adm_in_channels == b->adm_in_channels && a->addition_time_embed_dim == b->addition_time_embed_dim;
+                a->time_embed_dim == b->time_embed_dim && a->linear_proj == b->linear_proj &&
+                a->ff_mult == b->ff_mult && a->adm_in_channels == b->adm_in_channels &&
+                a->addition_time_embed_dim == b->addition_time_embed_dim;
     for (int l = 0; same && l < a->num_levels; l++)
         same = a->channel_mult[l] == b->channel_mult[l] && a->attention[l] == b->attention[l] &&
                (!a->attention[l] || a->transformer_depth[l] == b->transformer_depth[l]);
@@ -138,7 +141,8 @@ static void check_detect_and_load(sdt_test_rng *rng)
     sdt_weights_close(w);
     const char *misshapen = SDT_UNET_KEY_PREFIX "middle_block.0.emb_layers.1.weight";
     w = ut_random_unet(&tiny, rng, dir, "misshapen", NULL, misshapen, path, sizeof path);
-    CHECK(sdt_unet_load(&tiny, w, &error) == NULL && strstr(error.message, misshapen), "misshapen key: %s", error.message);
+    CHECK(sdt_unet_load(&tiny, w, &error) == NULL && strstr(error.message, misshapen), "misshapen key: %s",
+          error.message);
     sdt_weights_close(w);
     ut_cleanup(dir);
 }
@@ -254,7 +258,8 @@ static void check_unbound_measure(void)
     sdt_tensor tl = sdt_tensor_make(lat, SDT_F32, SDT_DEVICE_CPU, 4, shape);
     sdt_tensor tt = sdt_tensor_make(&t, SDT_F32, SDT_DEVICE_CPU, 1, shape);
     sdt_tensor tc = sdt_tensor_make(ctx, SDT_F32, SDT_DEVICE_CPU, 3, cs), out;
-    CHECK(!sdt_unet_forward(u, be, &a, &opt, &tl, &tt, &tc, NULL, &out, &error) && strstr(error.message, "without weights"),
+    CHECK(!sdt_unet_forward(u, be, &a, &opt, &tl, &tt, &tc, NULL, &out, &error) &&
+              strstr(error.message, "without weights"),
           "running an unbound UNet was not refused: %s", error.message);
     sdt_arena_release(&a);
     sdt_unet_free(u);

@@ -27,8 +27,8 @@ typedef struct ut_params {
     ut_param *p;
     size_t n, cap;
     sdt_test_rng *rng;
-    const char *skip_key;      /* leave this key out (missing-key test) */
-    const char *misshape_key;  /* write this key with its first dim + 1 */
+    const char *skip_key;     /* leave this key out (missing-key test) */
+    const char *misshape_key; /* write this key with its first dim + 1 */
 } ut_params;
 
 /* When set, the first element of this key is written as NaN (anomaly test). */
@@ -58,9 +58,15 @@ static inline bool ut_collect(void *user, const sdt_param_info *info)
     for (int64_t i = 0; i < numel; i++) {
         double z = sdt_test_normal(ps->rng);
         switch (info->init) {
-        case SDT_INIT_NORMAL: p->data[i] = (float)(info->std * z); break;
-        case SDT_INIT_ONES: p->data[i] = (float)(1.0 + 0.2 * z); break;
-        case SDT_INIT_ZEROS: p->data[i] = (float)(0.1 * z); break;
+            case SDT_INIT_NORMAL:
+                p->data[i] = (float)(info->std * z);
+                break;
+            case SDT_INIT_ONES:
+                p->data[i] = (float)(1.0 + 0.2 * z);
+                break;
+            case SDT_INIT_ZEROS:
+                p->data[i] = (float)(0.1 * z);
+                break;
         }
     }
     if (ut_poison_key && !strcmp(info->key, ut_poison_key)) p->data[0] = NAN;
@@ -162,7 +168,10 @@ typedef struct ut_inputs {
     sdt_tensor lat, ts, ctx, yt;
 } ut_inputs;
 
-static inline const sdt_tensor *ut_y(const ut_inputs *in) { return in->y ? &in->yt : NULL; }
+static inline const sdt_tensor *ut_y(const ut_inputs *in)
+{
+    return in->y ? &in->yt : NULL;
+}
 
 static inline ut_inputs ut_make_inputs(const sdt_unet_config *c, sdt_test_rng *r, int64_t B, int64_t H, int64_t W,
                                        int64_t T)
@@ -193,8 +202,7 @@ static inline void ut_free_inputs(ut_inputs *in)
 }
 
 /* Measures forward (+ backward) and returns an arena of exactly that size. */
-static inline size_t ut_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in,
-                                bool backward)
+static inline size_t ut_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in, bool backward)
 {
     sdt_arena m;
     sdt_arena_init_measure(&m, be);

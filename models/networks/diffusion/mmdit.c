@@ -23,20 +23,46 @@
 
 static mmdit_config preset(int layers, int heads, int pos_max, bool qk_norm, int dual)
 {
-    mmdit_config c = {.layers = layers, .heads = heads, .head_dim = 64, .in_channels = 16, .patch = 2,
-                      .pos_max = pos_max, .context_dim = 4096, .pooled_dim = 2048, .mlp_ratio = 4,
-                      .qk_norm = qk_norm, .dual_layers = dual};
+    mmdit_config c = {.layers = layers,
+                      .heads = heads,
+                      .head_dim = 64,
+                      .in_channels = 16,
+                      .patch = 2,
+                      .pos_max = pos_max,
+                      .context_dim = 4096,
+                      .pooled_dim = 2048,
+                      .mlp_ratio = 4,
+                      .qk_norm = qk_norm,
+                      .dual_layers = dual};
     return c;
 }
 
-mmdit_config mmdit_config_sd35_large(void) { return preset(38, 38, 192, true, 0); }
-mmdit_config mmdit_config_sd35_medium(void) { return preset(24, 24, 384, true, 13); }
-mmdit_config mmdit_config_sd3_medium(void) { return preset(24, 24, 192, false, 0); }
+mmdit_config mmdit_config_sd35_large(void)
+{
+    return preset(38, 38, 192, true, 0);
+}
+mmdit_config mmdit_config_sd35_medium(void)
+{
+    return preset(24, 24, 384, true, 13);
+}
+mmdit_config mmdit_config_sd3_medium(void)
+{
+    return preset(24, 24, 192, false, 0);
+}
 
 mmdit_config mmdit_config_tiny(void)
 {
-    mmdit_config c = {.layers = 3, .heads = 2, .head_dim = 8, .in_channels = 4, .patch = 2, .pos_max = 6,
-                      .context_dim = 24, .pooled_dim = 12, .mlp_ratio = 4, .qk_norm = true, .dual_layers = 0};
+    mmdit_config c = {.layers = 3,
+                      .heads = 2,
+                      .head_dim = 8,
+                      .in_channels = 4,
+                      .patch = 2,
+                      .pos_max = 6,
+                      .context_dim = 24,
+                      .pooled_dim = 12,
+                      .mlp_ratio = 4,
+                      .qk_norm = true,
+                      .dual_layers = 0};
     return c;
 }
 
@@ -182,8 +208,9 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
                      !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_v", B, l) ||
                      !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_out.0", B, l)))
             return false;
-        if (dual && c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
-                                   !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
+        if (dual && c->qk_norm &&
+            (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
+             !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
             return false;
         if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
             !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
@@ -215,8 +242,8 @@ static bool need(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t 
     return mu_require(w, out, ndim, shape, error, "%s", key);
 }
 
-static bool need_linear(const sdt_weights *w, mmdit_linear *L, int64_t out, int64_t in, sdt_error *error,
-                        const char *P, const char *name, int l)
+static bool need_linear(const sdt_weights *w, mmdit_linear *L, int64_t out, int64_t in, sdt_error *error, const char *P,
+                        const char *name, int l)
 {
     char full[200];
     if (l >= 0)
@@ -566,8 +593,8 @@ static bool attn2_forward(const mmdit_stream_weights *W, const mmdit_config *c, 
 
 /* The part after it: output projection, gated residual, modulated LN, MLP, gated residual. */
 static bool stream_post(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
-                        mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf,
-                        fwd_tmp *t, const sdt_tensor *joint, int64_t off, sdt_error *error)
+                        mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf, fwd_tmp *t,
+                        const sdt_tensor *joint, int64_t off, sdt_error *error)
 {
     const int64_t H = (int64_t)c->heads * c->head_dim, n = x_in->shape[1];
     for (int b = 0; b < x_in->shape[0]; b++) {
@@ -605,14 +632,16 @@ static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64
                         for (int64_t ch = 0; ch < C; ch++) {
                             float *tv = &tok[(b * gh * gw + y * gw + x) * D + (py * p + px) * C + ch];
                             float *iv = &img[((b * C + ch) * HH + y * p + py) * W + x * p + px];
-                            if (to_img) *iv = *tv;
-                            else *tv = *iv;
+                            if (to_img)
+                                *iv = *tv;
+                            else
+                                *tv = *iv;
                         }
 }
 
-static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a,
-                        fwd_tmp *t, sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt,
-                        sdt_tensor *tp, sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
+static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a, fwd_tmp *t,
+                        sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt, sdt_tensor *tp,
+                        sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
 {
     const mmdit_config *c = &m->cfg;
     const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
@@ -743,15 +772,15 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
 /* ---------------------------------------------------------------- backward */
 
 typedef struct bwd_scratch {
-    sdt_tensor dX[2];               /* residual-stream gradients: image [B, N, H], text [B, T, H] */
-    sdt_tensor dmod_flat;           /* [B * 6H] */
-    sdt_tensor dgam;                /* [1, H] */
+    sdt_tensor dX[2];     /* residual-stream gradients: image [B, N, H], text [B, T, H] */
+    sdt_tensor dmod_flat; /* [B * 6H] */
+    sdt_tensor dgam;      /* [1, H] */
     sdt_tensor dy[2], da[2], dh[2], dn[2], dq[2], dk[2], dv[2];
-    sdt_tensor dJ[4];               /* dQ, dK, dV, dO [B, S, H] */
-    sdt_tensor tmp, tmp2;           /* [M, H] */
+    sdt_tensor dJ[4];                /* dQ, dK, dV, dO [B, S, H] */
+    sdt_tensor tmp, tmp2;            /* [M, H] */
     sdt_tensor dst, dtemb, dpa, dph; /* [B, H] */
-    sdt_tensor dtok;                /* [B, N, p*p*C] */
-    sdt_tensor d2[5];               /* MMDiT-X: d(y_attn2), dQ2, dK2, dV2, dO2 [B, N, H] */
+    sdt_tensor dtok;                 /* [B, N, p*p*C] */
+    sdt_tensor d2[5];                /* MMDiT-X: d(y_attn2), dQ2, dK2, dV2, dO2 [B, N, H] */
 } bwd_scratch;
 
 static sdt_tensor dmod_view(const bwd_scratch *s, int64_t B, int k, int64_t H)
@@ -805,11 +834,11 @@ static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_conf
                                4, 3, error))
         return false;
     /* dX is d(x_mid); through attn2's gated residual it is d(x_mid1) as well */
-    if (W->dual && !gated_residual_backward(be, &S->d2[0], dmod, &S->dX[st], &s->y_attn2, &s->mod, 8, &a->ones,
-                                            &S->tmp, &S->tmp2, error))
+    if (W->dual && !gated_residual_backward(be, &S->d2[0], dmod, &S->dX[st], &s->y_attn2, &s->mod, 8, &a->ones, &S->tmp,
+                                            &S->tmp2, error))
         return false;
-    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp,
-                                 &S->tmp2, error))
+    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp, &S->tmp2,
+                                 error))
         return false;
     for (int b = 0; b < a->batch; b++) {
         sdt_tensor dOb = joint_rows(&S->dJ[JO], b, off, n), dyb = batch_rows(&S->dy[st], b);
@@ -821,8 +850,8 @@ static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_conf
 /* Steps before the attention, backward: joint dQ/dK/dV to the stream's input gradient (dX +=) and the
  * modulation's, on into d(silu(temb)). */
 static bool stream_pre_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                                const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in,
-                                bwd_scratch *S, int st, bool pre_only, int64_t off, sdt_error *error)
+                                const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in, bwd_scratch *S,
+                                int st, bool pre_only, int64_t off, sdt_error *error)
 {
     const int64_t n = s->q.shape[1], H = (int64_t)c->heads * c->head_dim, B = a->batch;
     sdt_tensor dmod = dmod_view(S, B, pre_only ? 2 : W->dual ? 9 : 6, H);
@@ -892,7 +921,8 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
         /* the image stream's modulation gradient is kept in dmod_flat until its pre part: do the text
          * stream's post part on its own zeroed view after the image's, each finishing into dst */
         sdt_tensor dmod6 = dmod_view(S, B, 6, H);
-        if (pre_only) TRY(be->zero(be, &S->dJ[JO]));
+        if (pre_only)
+            TRY(be->zero(be, &S->dJ[JO]));
         else {
             TRY(be->zero(be, &dmod6));
             if (!stream_post_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, &dmod6, N, error)) return false;

@@ -86,11 +86,11 @@ typedef struct mmdit_linear {
 } mmdit_linear;
 
 typedef struct mmdit_stream_weights {
-    mmdit_linear mod;            /* norm1.linear / norm1_context.linear */
-    mmdit_linear q, k, v, out;   /* out absent (data NULL) in a context_pre_only stream */
-    sdt_tensor norm_q, norm_k;   /* [head_dim] when qk_norm */
-    mmdit_linear ff1, ff2;       /* absent in a context_pre_only stream */
-    bool dual;                   /* MMDiT-X image stream: norm1.linear has 9 chunks and attn2 runs */
+    mmdit_linear mod;              /* norm1.linear / norm1_context.linear */
+    mmdit_linear q, k, v, out;     /* out absent (data NULL) in a context_pre_only stream */
+    sdt_tensor norm_q, norm_k;     /* [head_dim] when qk_norm */
+    mmdit_linear ff1, ff2;         /* absent in a context_pre_only stream */
+    bool dual;                     /* MMDiT-X image stream: norm1.linear has 9 chunks and attn2 runs */
     mmdit_linear q2, k2, v2, out2; /* attn2.{to_q, to_k, to_v, to_out.0} */
     sdt_tensor norm_q2, norm_k2;   /* attn2.norm_{q,k}.weight when qk_norm */
 } mmdit_stream_weights;
@@ -113,11 +113,11 @@ typedef struct mmdit_inputs {
 } mmdit_inputs;
 
 typedef struct mmdit_stream_acts {
-    sdt_tensor mod;                         /* [B, k*H] modulation chunks */
-    sdt_tensor gamma1, gamma2;              /* [B, H]: 1 + scale */
-    sdt_tensor mean1, rstd1, mean2, rstd2;  /* [B*N] */
-    sdt_tensor q, k, v;                     /* raw projections [B, N, H] */
-    sdt_tensor rstd_q, rstd_k;              /* [B*N*heads] */
+    sdt_tensor mod;                        /* [B, k*H] modulation chunks */
+    sdt_tensor gamma1, gamma2;             /* [B, H]: 1 + scale */
+    sdt_tensor mean1, rstd1, mean2, rstd2; /* [B*N] */
+    sdt_tensor q, k, v;                    /* raw projections [B, N, H] */
+    sdt_tensor rstd_q, rstd_k;             /* [B*N*heads] */
     sdt_tensor y_attn, x_mid, h1, y_ff, x_out;
     /* MMDiT-X (dual) image streams: attn2 on LN(x)(1 + scale2) + shift2, added after the joint residual */
     sdt_tensor gamma3, mean3, rstd3, q2, k2, v2, rstd_q2, rstd_k2, Q2, K2, O2, lse2, y_attn2, x_mid1;
@@ -125,15 +125,15 @@ typedef struct mmdit_stream_acts {
 
 typedef struct mmdit_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w;
-    sdt_tensor pooled_h, pooled_a;       /* text_embedder's hidden before / after SiLU */
-    sdt_tensor temb, silu_temb;          /* [B, H] */
-    sdt_tensor ctx0, img0;               /* the streams entering block 0 */
-    sdt_tensor context, pooled;          /* the inputs' shapes (for backward) */
+    sdt_tensor pooled_h, pooled_a; /* text_embedder's hidden before / after SiLU */
+    sdt_tensor temb, silu_temb;    /* [B, H] */
+    sdt_tensor ctx0, img0;         /* the streams entering block 0 */
+    sdt_tensor context, pooled;    /* the inputs' shapes (for backward) */
     mmdit_stream_acts img[MMDIT_MAX_LAYERS], ctx[MMDIT_MAX_LAYERS];
     sdt_tensor joint[MMDIT_MAX_LAYERS][5]; /* Q, K, V, O [B, N + T, H] (image first) and lse of each block */
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
-    sdt_tensor ones;                     /* f32 [max(N, T), 1]: broadcasts a per-batch vector over tokens */
-    sdt_tensor out;                      /* f32 [B, C, h, w]: the prediction */
+    sdt_tensor ones; /* f32 [max(N, T), 1]: broadcasts a per-batch vector over tokens */
+    sdt_tensor out;  /* f32 [B, C, h, w]: the prediction */
 } mmdit_acts;
 
 /* Runs the transformer; acts->out is the result. With a measuring arena nothing is computed and arena->peak

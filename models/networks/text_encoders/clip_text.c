@@ -13,23 +13,47 @@
 
 clip_config clip_config_sd1(void)
 {
-    clip_config c = {.vocab = 49408, .width = 768, .layers = 12, .heads = 12, .positions = 77, .mlp_width = 3072,
-                     .act = SDT_ACT_QUICK_GELU, .default_skip = 1, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_HF};
+    clip_config c = {.vocab = 49408,
+                     .width = 768,
+                     .layers = 12,
+                     .heads = 12,
+                     .positions = 77,
+                     .mlp_width = 3072,
+                     .act = SDT_ACT_QUICK_GELU,
+                     .default_skip = 1,
+                     .ln_eps = 1e-5f,
+                     .layout = CLIP_LAYOUT_HF};
     return c;
 }
 
 clip_config clip_config_sd2(void)
 {
-    clip_config c = {.vocab = 49408, .width = 1024, .layers = 24, .heads = 16, .positions = 77, .mlp_width = 4096,
-                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP,
+    clip_config c = {.vocab = 49408,
+                     .width = 1024,
+                     .layers = 24,
+                     .heads = 16,
+                     .positions = 77,
+                     .mlp_width = 4096,
+                     .act = SDT_ACT_GELU,
+                     .default_skip = 2,
+                     .ln_eps = 1e-5f,
+                     .layout = CLIP_LAYOUT_OPENCLIP,
                      .pad_zero = true};
     return c;
 }
 
 clip_config clip_config_tiny(void)
 {
-    clip_config c = {.vocab = 1000, .width = 128, .layers = 3, .heads = 2, .positions = 77, .mlp_width = 512,
-                     .act = SDT_ACT_QUICK_GELU, .default_skip = 1, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_HF};
+    clip_config c = {.vocab = 1000,
+                     .width = 128,
+                     .layers = 3,
+                     .heads = 2,
+                     .positions = 77,
+                     .mlp_width = 512,
+                     .act = SDT_ACT_QUICK_GELU,
+                     .default_skip = 1,
+                     .ln_eps = 1e-5f,
+                     .layout = CLIP_LAYOUT_HF};
     return c;
 }
 
@@ -44,9 +68,19 @@ clip_config clip_config_sdxl_l(void)
 
 clip_config clip_config_sdxl_g(void)
 {
-    clip_config c = {.vocab = 49408, .width = 1280, .layers = 32, .heads = 20, .positions = 77, .mlp_width = 5120,
-                     .act = SDT_ACT_GELU, .default_skip = 2, .ln_eps = 1e-5f, .layout = CLIP_LAYOUT_OPENCLIP,
-                     .slot = CLIP_SLOT_SDXL_G, .context_without_final_norm = true, .projection_dim = 1280,
+    clip_config c = {.vocab = 49408,
+                     .width = 1280,
+                     .layers = 32,
+                     .heads = 20,
+                     .positions = 77,
+                     .mlp_width = 5120,
+                     .act = SDT_ACT_GELU,
+                     .default_skip = 2,
+                     .ln_eps = 1e-5f,
+                     .layout = CLIP_LAYOUT_OPENCLIP,
+                     .slot = CLIP_SLOT_SDXL_G,
+                     .context_without_final_norm = true,
+                     .projection_dim = 1280,
                      .pad_zero = true};
     return c;
 }
@@ -84,23 +118,26 @@ int32_t clip_pad_id(const clip_config *c, int32_t end_id)
 /* transformers keeps CLIPTextModelWithProjection's projection beside text_model, not in it. */
 static const char *hf_projection_key(const clip_config *c)
 {
-    return c->slot == CLIP_SLOT_SDXL_G ? "conditioner.embedders.1.transformer.text_projection.weight"
-         : c->slot == CLIP_SLOT_SDXL_L ? "conditioner.embedders.0.transformer.text_projection.weight"
-                                       : "cond_stage_model.transformer.text_projection.weight";
+    return c->slot == CLIP_SLOT_SDXL_G   ? "conditioner.embedders.1.transformer.text_projection.weight"
+           : c->slot == CLIP_SLOT_SDXL_L ? "conditioner.embedders.0.transformer.text_projection.weight"
+                                         : "cond_stage_model.transformer.text_projection.weight";
 }
 
 bool clip_config_check(const clip_config *c, sdt_error *error)
 {
-    if (c->vocab <= 0 || c->width <= 0 || c->layers <= 0 || c->heads <= 0 || c->positions <= 0 ||
-        c->mlp_width <= 0 || c->width % c->heads != 0 || c->projection_dim < 0) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
+    if (c->vocab <= 0 || c->width <= 0 || c->layers <= 0 || c->heads <= 0 || c->positions <= 0 || c->mlp_width <= 0 ||
+        c->width % c->heads != 0 || c->projection_dim < 0) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: config vocab %d width %d layers %d heads %d positions %d is not a valid "
                  "text encoder (sizes must be positive and width divisible by heads)",
                  c->vocab, c->width, c->layers, c->heads, c->positions);
         return false;
     }
     if (c->layers > CLIP_MAX_LAYERS || c->default_skip < 1 || c->default_skip > c->layers) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: %d layers with default skip %d is outside what this build supports "
-                 "(at most %d layers, skip between 1 and layers)", c->layers, c->default_skip, CLIP_MAX_LAYERS);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: %d layers with default skip %d is outside what this build supports "
+                 "(at most %d layers, skip between 1 and layers)",
+                 c->layers, c->default_skip, CLIP_MAX_LAYERS);
         return false;
     }
     return true;
@@ -128,11 +165,13 @@ static bool sdxl_slot_config(const sdt_weights *w, clip_config *c, sdt_error *er
     c->act = SDT_ACT_GELU;
     c->pad_zero = true;
     bool hf = c->layout == CLIP_LAYOUT_HF;
-    const sdt_tensor *proj = hf ? sdt_weights_get(w, hf_projection_key(c)) : mu_get(w, "%stext_projection", clip_key_prefix(c));
+    const sdt_tensor *proj =
+        hf ? sdt_weights_get(w, hf_projection_key(c)) : mu_get(w, "%stext_projection", clip_key_prefix(c));
     if (!proj || proj->ndim != 2 || proj->shape[hf ? 1 : 0] != c->width) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: SDXL's second text encoder (OpenCLIP bigG) needs its projection %s as a "
-                 "[%s] matrix for the pooled output; use a complete SDXL checkpoint", sdt_weights_path(w),
-                 hf ? hf_projection_key(c) : "conditioner.embedders.1.model.text_projection",
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: SDXL's second text encoder (OpenCLIP bigG) needs its projection %s as a "
+                 "[%s] matrix for the pooled output; use a complete SDXL checkpoint",
+                 sdt_weights_path(w), hf ? hf_projection_key(c) : "conditioner.embedders.1.model.text_projection",
                  hf ? "projection, width" : "width, projection");
         return false;
     }
@@ -166,7 +205,8 @@ bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cf
         oc.layout = CLIP_LAYOUT_OPENCLIP;
         const char *part = slot == CLIP_SLOT_COND_STAGE ? "cond_stage_model." : clip_key_prefix(&hf);
         if (sdt_weights_missing_part(w, part, error)) return false;
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no text encoder found (expected %sembeddings.token_embedding.weight or "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: no text encoder found (expected %sembeddings.token_embedding.weight or "
                  "%stoken_embedding.weight with a matching position embedding); use a full SD checkpoint",
                  sdt_weights_path(w), clip_key_prefix(&hf), clip_key_prefix(&oc));
         return false;
@@ -215,7 +255,8 @@ static bool clip_params_hf(const clip_config *c, sdt_param_visitor v, void *u)
             !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.layer_norm1.bias", P, i))
             return false;
         for (int p = 0; p < 4; p++)
-            if (!mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, "%sencoder.layers.%d.self_attn.%s.weight", P, i, proj[p]) ||
+            if (!mu_emit(v, u, SDT_INIT_NORMAL, std_c, 2, sq, "%sencoder.layers.%d.self_attn.%s.weight", P, i,
+                         proj[p]) ||
                 !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, vec, "%sencoder.layers.%d.self_attn.%s.bias", P, i, proj[p]))
                 return false;
         if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, vec, "%sencoder.layers.%d.layer_norm2.weight", P, i) ||
@@ -293,7 +334,8 @@ static bool load_layer_hf(clip_layer_weights *L, const clip_config *c, const sdt
            mu_require(w, &L->fc2_b, 1, vec, error, "%sencoder.layers.%d.mlp.fc2.bias", P, i);
 }
 
-static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i, sdt_error *error)
+static bool load_layer_openclip(clip_layer_weights *L, const clip_config *c, const sdt_weights *w, int i,
+                                sdt_error *error)
 {
     const char *P = clip_key_prefix(c);
     int64_t C = c->width, M = c->mlp_width;
@@ -341,8 +383,7 @@ bool clip_text_load(clip_text_model *m, const clip_config *cfg, const sdt_weight
                        mu_require(w, &m->lnf_w, 1, vec, error, "%sln_final.weight", P) &&
                        mu_require(w, &m->lnf_b, 1, vec, error, "%sln_final.bias", P);
     for (int i = 0; ok && i < cfg->layers; i++)
-        ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, error)
-                : load_layer_openclip(&m->layer[i], cfg, w, i, error);
+        ok = hf ? load_layer_hf(&m->layer[i], cfg, w, i, error) : load_layer_openclip(&m->layer[i], cfg, w, i, error);
     int64_t proj_hf[2] = {cfg->projection_dim, C}, proj_oc[2] = {C, cfg->projection_dim};
     if (ok && cfg->projection_dim > 0)
         ok = hf ? mu_require(w, &m->proj, 2, proj_hf, error, "%s", hf_projection_key(cfg))
@@ -383,14 +424,15 @@ static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, s
     const sdt_tensor *tok = in->tokens;
     if (!tok || tok->ndim != 2 || tok->dtype != SDT_I32 || tok->shape[1] < 1 || tok->shape[1] > c->positions ||
         tok->shape[0] < 1) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: tokens must be an I32 tensor [batch, length] with 1 <= length <= %d",
-                 c->positions);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: tokens must be an I32 tensor [batch, length] with 1 <= length <= %d", c->positions);
         return false;
     }
     int n = layers_to_run(c, in->clip_skip);
     if (in->clip_skip < 0 || n < 1) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: CLIP skip %d is out of range for a %d-layer text encoder; use 1 to %d",
-                 in->clip_skip, c->layers, c->layers);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: CLIP skip %d is out of range for a %d-layer text encoder; use 1 to %d", in->clip_skip,
+                 c->layers, c->layers);
         return false;
     }
     if (in->act_dtype == SDT_I32) {
@@ -401,8 +443,8 @@ static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, s
     if (in->n_overrides > 0) {
         if (!in->rows || !in->overrides || in->rows->ndim != 2 || in->rows->shape[1] != c->width ||
             in->rows->dtype == SDT_I32) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: override rows must be a float tensor [rows, %d] (the text encoder width)",
-                     c->width);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "clip_text: override rows must be a float tensor [rows, %d] (the text encoder width)", c->width);
             return false;
         }
         R = in->rows->shape[0];
@@ -411,9 +453,11 @@ static bool check_inputs(const clip_text_model *m, const clip_text_inputs *in, s
         const clip_override *o = &in->overrides[i];
         if (o->batch < 0 || o->batch >= tok->shape[0] || o->position < 0 || o->position >= tok->shape[1] ||
             o->row < 0 || o->row >= R) {
-            sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: override %d (batch %d, position %d, row %d) is outside the batch "
-                     "[%lld, %lld] or the %lld rows given", i, o->batch, o->position, o->row,
-                     (long long)tok->shape[0], (long long)tok->shape[1], (long long)R);
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "clip_text: override %d (batch %d, position %d, row %d) is outside the batch "
+                     "[%lld, %lld] or the %lld rows given",
+                     i, o->batch, o->position, o->row, (long long)tok->shape[0], (long long)tok->shape[1],
+                     (long long)R);
             return false;
         }
     }
@@ -442,7 +486,8 @@ static void alloc_layer_acts(clip_layer_acts *a, const clip_config *c, sdt_arena
 }
 
 /* Token + position embedding, with override rows in place of token rows. */
-static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inputs *in, clip_text_acts *a, sdt_error *error)
+static bool embed(const clip_text_model *m, sdt_backend *be, const clip_text_inputs *in, clip_text_acts *a,
+                  sdt_error *error)
 {
     int64_t T = a->seq, C = m->cfg.width;
     sdt_tensor pos = mu_rows(&m->pos_emb, 0, T);
@@ -467,21 +512,35 @@ static bool check_finite(sdt_backend *be, bool on, const sdt_tensor *t, const ch
     MU_TRY(be, error, MODULE, be->count_nonfinite(be, t, &bad));
     if (!bad) return true;
     char where[96];
-    if (layer >= 0) snprintf(where, sizeof where, "text_model.encoder.layers.%d.%s", layer, what);
-    else snprintf(where, sizeof where, "text_model.%s", what);
-    sdt_fail(error, SDT_ERR_NUMERICAL, "clip_text anomaly: %lld non-finite values in %s (the first op of the text encoder to "
-             "produce one)", (long long)bad, where);
+    if (layer >= 0)
+        snprintf(where, sizeof where, "text_model.encoder.layers.%d.%s", layer, what);
+    else
+        snprintf(where, sizeof where, "text_model.%s", what);
+    sdt_fail(error, SDT_ERR_NUMERICAL,
+             "clip_text anomaly: %lld non-finite values in %s (the first op of the text encoder to "
+             "produce one)",
+             (long long)bad, where);
     return false;
 }
 
 /* The outputs of one layer in the order they are computed, named as the HF checkpoint names the op. */
 static bool layer_check(sdt_backend *be, const clip_layer_acts *a, int layer, sdt_error *error)
 {
-    const struct { const sdt_tensor *t; const char *what; } outs[] = {
-        {&a->ln1, "layer_norm1 output"}, {&a->q, "self_attn.q_proj output"}, {&a->k, "self_attn.k_proj output"},
-        {&a->v, "self_attn.v_proj output"}, {&a->lse, "self_attn softmax statistics"}, {&a->attn, "self_attn output"},
-        {&a->x_mid, "self_attn.out_proj output (with the residual)"}, {&a->ln2, "layer_norm2 output"},
-        {&a->fc1, "mlp.fc1 output"}, {&a->act, "mlp activation output"}, {&a->x_out, "mlp.fc2 output (with the residual)"},
+    const struct {
+        const sdt_tensor *t;
+        const char *what;
+    } outs[] = {
+        {&a->ln1, "layer_norm1 output"},
+        {&a->q, "self_attn.q_proj output"},
+        {&a->k, "self_attn.k_proj output"},
+        {&a->v, "self_attn.v_proj output"},
+        {&a->lse, "self_attn softmax statistics"},
+        {&a->attn, "self_attn output"},
+        {&a->x_mid, "self_attn.out_proj output (with the residual)"},
+        {&a->ln2, "layer_norm2 output"},
+        {&a->fc1, "mlp.fc1 output"},
+        {&a->act, "mlp activation output"},
+        {&a->x_out, "mlp.fc2 output (with the residual)"},
     };
     for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
         if (!check_finite(be, true, outs[i].t, outs[i].what, layer, error)) return false;
@@ -498,8 +557,7 @@ static bool layer_forward(const clip_layer_weights *L, const clip_config *c, sdt
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->q, &a->ln1, &L->q_w, &L->q_b));
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->k, &a->ln1, &L->k_w, &L->k_b));
     MU_TRY(be, error, MODULE, be->linear_forward(be, &a->v, &a->ln1, &L->v_w, &L->v_b));
-    MU_TRY(be, error, MODULE,
-           be->attention_forward(be, &a->attn, &a->lse, &a->q, &a->k, &a->v, c->heads, true));
+    MU_TRY(be, error, MODULE, be->attention_forward(be, &a->attn, &a->lse, &a->q, &a->k, &a->v, c->heads, true));
     MU_TRY(be, error, MODULE, be->linear_residual_forward(be, &a->x_mid, &a->attn, &L->o_w, &L->o_b, x_in));
     sdt_tensor xm2 = mu_reshape2(&a->x_mid, N, C), ln2 = mu_reshape2(&a->ln2, N, C);
     MU_TRY(be, error, MODULE,
@@ -533,7 +591,8 @@ static bool end_rows(sdt_backend *be, const sdt_tensor *tokens, sdt_tensor *inde
     }
     ok = ok && be->upload(be, index->data, rows, (size_t)B * sizeof(int32_t)) == 0;
     free(ids);
-    if (!ok) return sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
+    if (!ok)
+        return sdt_fail(error, be->error.code, "clip_text: the %s backend failed: %s", be->name, be->error.message);
     return true;
 }
 
@@ -603,8 +662,7 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     if (!arena_ok(arena, "the text encoder forward", error)) return false;
 
     if (!embed(m, be, in, a, error)) return false;
-    if (!check_finite(be, in->anomaly_check, &a->x0, "embeddings output (token + position)", -1, error))
-        return false;
+    if (!check_finite(be, in->anomaly_check, &a->x0, "embeddings output (token + position)", -1, error)) return false;
     const sdt_tensor *x = &a->x0;
     for (int l = 0; l < a->layers_run; l++) {
         if (!layer_forward(&m->layer[l], c, be, &a->layer[l], x, error)) return false;
@@ -622,14 +680,14 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
 /* ---------------------------------------------------------------- backward */
 
 typedef struct clip_grad_scratch {
-    sdt_tensor dx;             /* d(residual stream) [B, T, C], f32 */
+    sdt_tensor dx;              /* d(residual stream) [B, T, C], f32 */
     sdt_tensor d_c, dq, dk, dv; /* [B, T, C] */
-    sdt_tensor d_m, d_fc1;     /* [B, T, M] */
+    sdt_tensor d_m, d_fc1;      /* [B, T, M] */
 } clip_grad_scratch;
 
 /* dx holds d(x_out) on entry and d(x_in) on return. */
-static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be,
-                           const clip_layer_acts *a, const sdt_tensor *x_in, clip_grad_scratch *s, sdt_error *error)
+static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sdt_backend *be, const clip_layer_acts *a,
+                           const sdt_tensor *x_in, clip_grad_scratch *s, sdt_error *error)
 {
     int64_t N = x_in->shape[0] * x_in->shape[1], C = c->width;
     /* MLP branch: x_out = x_mid + fc2(act(fc1(ln2(x_mid)))). A frozen linear's input gradient that is
@@ -646,8 +704,8 @@ static bool layer_backward(const clip_layer_weights *L, const clip_config *c, sd
      * dq, dk, dv (ops.h); d(ln1) is written by the Q projection's input gradient, then K and V add. */
     MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_c, &s->dx, &L->o_w));
     MU_TRY(be, error, MODULE,
-           be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->attn, &a->lse,
-                                  c->heads, true));
+           be->attention_backward(be, &s->dq, &s->dk, &s->dv, &s->d_c, &a->q, &a->k, &a->v, &a->attn, &a->lse, c->heads,
+                                  true));
     MU_TRY(be, error, MODULE, be->linear_input_grad(be, &s->d_c, &s->dq, &L->q_w));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dk, &a->ln1, &L->k_w));
     MU_TRY(be, error, MODULE, be->linear_backward(be, &s->d_c, NULL, NULL, &s->dv, &a->ln1, &L->v_w));
@@ -685,7 +743,8 @@ bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *ar
                         const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error)
 {
     if (!dout) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(output) is missing; give the gradient of the loss with respect "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: d(output) is missing; give the gradient of the loss with respect "
                  "to the text encoder's output");
         return false;
     }
@@ -698,20 +757,25 @@ bool clip_text_backward_pooled(const clip_text_model *m, sdt_backend *be, sdt_ar
     const clip_config *c = &m->cfg;
     int64_t B = a->batch, T = a->seq, C = c->width, M = c->mlp_width, N = B * T;
     if (dout && (dout->ndim != 3 || dout->shape[0] != B || dout->shape[1] != T || dout->shape[2] != C)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]",
-                 (long long)B, (long long)T, (long long)C);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: d(output) must have the forward output's shape [%lld, %lld, %lld]", (long long)B,
+                 (long long)T, (long long)C);
         return false;
     }
     if (dpooled && (c->projection_dim == 0 || dpooled->ndim != 2 || dpooled->shape[0] != B ||
                     dpooled->shape[1] != c->projection_dim)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: d(pooled) must be [%lld, %d], the pooled output's shape (only an "
-                 "encoder with a text projection, SDXL's bigG, has one)", (long long)B, c->projection_dim);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: d(pooled) must be [%lld, %d], the pooled output's shape (only an "
+                 "encoder with a text projection, SDXL's bigG, has one)",
+                 (long long)B, c->projection_dim);
         return false;
     }
     if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||
                                drows->shape[1] != C || drows->dtype == SDT_I32)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "clip_text: the row gradient must be a float tensor shaped like the override rows "
-                 "[%lld, %lld]", (long long)a->rows.shape[0], (long long)C);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "clip_text: the row gradient must be a float tensor shaped like the override rows "
+                 "[%lld, %lld]",
+                 (long long)a->rows.shape[0], (long long)C);
         return false;
     }
     if (a->n_overrides == 0) return true; /* nothing trainable upstream: no work */

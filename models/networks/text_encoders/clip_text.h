@@ -39,7 +39,7 @@
 #define CLIP_MAX_LAYERS 48
 
 typedef enum clip_layout {
-    CLIP_LAYOUT_HF = 0,       /* <slot>transformer.text_model.* (projection: <slot>transformer.text_projection.weight) */
+    CLIP_LAYOUT_HF = 0, /* <slot>transformer.text_model.* (projection: <slot>transformer.text_projection.weight) */
     CLIP_LAYOUT_OPENCLIP = 1, /* <slot>model.* (projection: <slot>model.text_projection, stored [in, out]) */
 } clip_layout;
 
@@ -51,15 +51,15 @@ typedef enum clip_slot {
 } clip_slot;
 
 typedef struct clip_config {
-    int vocab;         /* token embedding rows */
-    int width;         /* model width C */
-    int layers;        /* transformer layers stored in the checkpoint */
-    int heads;         /* width / 64 for every released CLIP text model */
-    int positions;     /* max sequence length (77) */
-    int mlp_width;     /* 4 * width */
+    int vocab;          /* token embedding rows */
+    int width;          /* model width C */
+    int layers;         /* transformer layers stored in the checkpoint */
+    int heads;          /* width / 64 for every released CLIP text model */
+    int positions;      /* max sequence length (77) */
+    int mlp_width;      /* 4 * width */
     sdt_activation act; /* SDT_ACT_QUICK_GELU (OpenAI CLIP) or SDT_ACT_GELU (OpenCLIP) */
-    int default_skip;  /* 1: last layer's output; 2: penultimate (SD 2.x) */
-    float ln_eps;      /* 1e-5 */
+    int default_skip;   /* 1: last layer's output; 2: penultimate (SD 2.x) */
+    float ln_eps;       /* 1e-5 */
     clip_layout layout;
     clip_slot slot;
     bool context_without_final_norm; /* SDXL: the context is the hidden state itself, no final layernorm */
@@ -116,7 +116,7 @@ typedef struct clip_text_model {
     sdt_tensor tok_emb; /* [vocab, width]: the trainer reads init rows from here */
     sdt_tensor pos_emb; /* [positions, width] */
     sdt_tensor lnf_w, lnf_b;
-    sdt_tensor proj;    /* projection_dim > 0: text_projection, [width, P] (OpenCLIP) or [P, width] (HF) */
+    sdt_tensor proj; /* projection_dim > 0: text_projection, [width, P] (OpenCLIP) or [P, width] (HF) */
     clip_layer_weights layer[CLIP_MAX_LAYERS];
 } clip_text_model;
 
@@ -138,9 +138,9 @@ typedef struct clip_text_inputs {
     const sdt_tensor *rows;         /* [R, width] override rows, any float dtype; NULL when none */
     const clip_override *overrides; /* n_overrides entries; must stay valid until backward */
     int n_overrides;
-    int clip_skip;                  /* 0: the config's default_skip; N >= 1: run layers - (N - 1) layers */
-    sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16) */
-    bool anomaly_check;             /* count non-finite values after every op in forward and after every
+    int clip_skip;       /* 0: the config's default_skip; N >= 1: run layers - (N - 1) layers */
+    sdt_dtype act_dtype; /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16) */
+    bool anomaly_check;  /* count non-finite values after every op in forward and after every
                                      * layer's input gradient in backward; the first one found is an
                                      * error "clip_text anomaly: ..." naming the op and layer (slow) */
 } clip_text_inputs;
@@ -169,10 +169,10 @@ typedef struct clip_text_acts {
     sdt_tensor lnf_mean, lnf_rstd;
     sdt_tensor out; /* [B, T, width]: the conditioning */
     /* projection_dim > 0: the pooled output and what it was made from */
-    sdt_tensor end_index;              /* I32 [B, 1]: b * T + the end-of-text position of row b */
-    sdt_tensor end_x;                  /* [B, 1, width]: the last layer's output there */
+    sdt_tensor end_index;                  /* I32 [B, 1]: b * T + the end-of-text position of row b */
+    sdt_tensor end_x;                      /* [B, 1, width]: the last layer's output there */
     sdt_tensor end_ln, end_mean, end_rstd; /* ln_final of it ([B, width]; [B] f32) */
-    sdt_tensor pooled;                 /* [B, projection_dim] */
+    sdt_tensor pooled;                     /* [B, projection_dim] */
 } clip_text_acts;
 
 /* Runs the encoder; acts->out is the result. With a measuring arena nothing is

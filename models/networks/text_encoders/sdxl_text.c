@@ -11,23 +11,32 @@ static bool check_inputs(const clip_text_model *l, const clip_text_model *g, con
                          sdt_error *error)
 {
     if (l->cfg.projection_dim != 0 || g->cfg.projection_dim <= 0)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sdxl_text: the encoders must be SDXL's CLIP-L (no projection) and "
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "sdxl_text: the encoders must be SDXL's CLIP-L (no projection) and "
                         "bigG (with its text_projection), in that order");
     const sdt_tensor *tl = in->tokens_l, *tg = in->tokens_g;
     if (!tl || !tg || in->chunks < 1 || tl->ndim != 2 || !sdt_tensor_same_shape(tl, tg) || tl->shape[0] % in->chunks)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sdxl_text: both encoders' tokens must be [prompts x %d chunks, 77] "
-                        "with the same shape (the same chunks, padded for each encoder)", in->chunks);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "sdxl_text: both encoders' tokens must be [prompts x %d chunks, 77] "
+                        "with the same shape (the same chunks, padded for each encoder)",
+                        in->chunks);
     if (in->n_overrides > 0 && (!in->rows_l || !in->rows_g || in->rows_l->ndim != 2 || in->rows_g->ndim != 2 ||
                                 in->rows_l->shape[0] != in->rows_g->shape[0]))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sdxl_text: an SDXL embedding needs the same number of rows for both "
-                        "encoders (clip_l [n, %d] and clip_g [n, %d])", l->cfg.width, g->cfg.width);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "sdxl_text: an SDXL embedding needs the same number of rows for both "
+                        "encoders (clip_l [n, %d] and clip_g [n, %d])",
+                        l->cfg.width, g->cfg.width);
     return true;
 }
 
 static clip_text_inputs encoder_inputs(const sdt_sdxl_text_inputs *in, const sdt_tensor *tokens, const sdt_tensor *rows)
 {
-    clip_text_inputs e = {.tokens = tokens, .rows = in->n_overrides > 0 ? rows : NULL, .overrides = in->overrides,
-                          .n_overrides = in->n_overrides, .clip_skip = 0, .act_dtype = in->act_dtype,
+    clip_text_inputs e = {.tokens = tokens,
+                          .rows = in->n_overrides > 0 ? rows : NULL,
+                          .overrides = in->overrides,
+                          .n_overrides = in->n_overrides,
+                          .clip_skip = 0,
+                          .act_dtype = in->act_dtype,
                           .anomaly_check = in->anomaly_check};
     return e;
 }
@@ -40,7 +49,8 @@ bool sdt_sdxl_text_forward(const clip_text_model *l, const clip_text_model *g, s
     int64_t Cl = l->cfg.width, Cg = g->cfg.width, P = g->cfg.projection_dim;
     a->batch = (int)B;
     a->chunks = (int)K;
-    clip_text_inputs il = encoder_inputs(in, in->tokens_l, in->rows_l), ig = encoder_inputs(in, in->tokens_g, in->rows_g);
+    clip_text_inputs il = encoder_inputs(in, in->tokens_l, in->rows_l),
+                     ig = encoder_inputs(in, in->tokens_g, in->rows_g);
     if (!clip_text_forward(l, be, arena, &il, &a->l, error) || !clip_text_forward(g, be, arena, &ig, &a->g, error))
         return false;
     a->first_chunk = mu_alloc(arena, SDT_I32, 2, B, 1, 0, 0);
@@ -73,9 +83,10 @@ bool sdt_sdxl_text_backward(const clip_text_model *l, const clip_text_model *g, 
     if ((dcontext && (dcontext->ndim != 3 || dcontext->shape[0] != B || dcontext->shape[1] != K * T ||
                       dcontext->shape[2] != Cl + Cg)) ||
         (dpooled && (dpooled->ndim != 2 || dpooled->shape[0] != B || dpooled->shape[1] != P)))
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sdxl_text: d(context) must be [%lld, %lld, %lld] and d(pooled) "
-                        "[%lld, %lld], the forward outputs' shapes", (long long)B, (long long)(K * T),
-                        (long long)(Cl + Cg), (long long)B, (long long)P);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "sdxl_text: d(context) must be [%lld, %lld, %lld] and d(pooled) "
+                        "[%lld, %lld], the forward outputs' shapes",
+                        (long long)B, (long long)(K * T), (long long)(Cl + Cg), (long long)B, (long long)P);
     if (a->l.n_overrides == 0) return true; /* nothing trainable upstream */
     size_t mark = sdt_arena_mark(arena);
     sdt_dtype dt = a->l.act_dtype;

@@ -17,15 +17,29 @@
 
 t5_config t5_config_xxl(void)
 {
-    t5_config c = {.vocab = 32128, .d_model = 4096, .layers = 24, .heads = 64, .d_kv = 64, .d_ff = 10240,
-                   .rel_buckets = 32, .rel_max_distance = 128, .ln_eps = 1e-6f};
+    t5_config c = {.vocab = 32128,
+                   .d_model = 4096,
+                   .layers = 24,
+                   .heads = 64,
+                   .d_kv = 64,
+                   .d_ff = 10240,
+                   .rel_buckets = 32,
+                   .rel_max_distance = 128,
+                   .ln_eps = 1e-6f};
     return c;
 }
 
 t5_config t5_config_tiny(void)
 {
-    t5_config c = {.vocab = 96, .d_model = 32, .layers = 3, .heads = 4, .d_kv = 6, .d_ff = 40,
-                   .rel_buckets = 32, .rel_max_distance = 128, .ln_eps = 1e-6f};
+    t5_config c = {.vocab = 96,
+                   .d_model = 32,
+                   .layers = 3,
+                   .heads = 4,
+                   .d_kv = 6,
+                   .d_ff = 40,
+                   .rel_buckets = 32,
+                   .rel_max_distance = 128,
+                   .ln_eps = 1e-6f};
     return c;
 }
 
@@ -62,8 +76,8 @@ bool t5_config_detect(const sdt_weights *w, const char *prefix, t5_config *cfg, 
 {
     const char *P = prefix ? prefix : "";
     if (strlen(P) >= T5_PREFIX_MAX)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "t5_encoder: key prefix \"%s\" is longer than %d characters", P,
-                        T5_PREFIX_MAX - 1);
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "t5_encoder: key prefix \"%s\" is longer than %d characters",
+                        P, T5_PREFIX_MAX - 1);
     t5_config c;
     memset(&c, 0, sizeof c);
     snprintf(c.prefix, sizeof c.prefix, "%s", P);
@@ -77,10 +91,11 @@ bool t5_config_detect(const sdt_weights *w, const char *prefix, t5_config *cfg, 
                         "d_model] matrix); give a T5 v1.1 encoder file such as t5xxl_fp16.safetensors",
                         sdt_weights_path(w), P, P);
     if (!wi0 && mu_has(w, "%sencoder.block.0.layer.1.DenseReluDense.wi.weight", P))
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this is a T5 v1.0 encoder (one ReLU feed-forward, %sencoder.block.0.layer.1.DenseReluDense."
-                        "wi.weight); SD3 and Flux use T5 v1.1 (gated GELU, wi_0 and wi_1): give a T5 v1.1 / T5-XXL file",
-                        sdt_weights_path(w), P);
+        return sdt_fail(
+            error, SDT_ERR_UNSUPPORTED,
+            "%s: this is a T5 v1.0 encoder (one ReLU feed-forward, %sencoder.block.0.layer.1.DenseReluDense."
+            "wi.weight); SD3 and Flux use T5 v1.1 (gated GELU, wi_0 and wi_1): give a T5 v1.1 / T5-XXL file",
+            sdt_weights_path(w), P);
     if (!rel || rel->ndim != 2 || !q || q->ndim != 2 || !wi0 || wi0->ndim != 2)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                         "%s: the T5 encoder's block 0 is incomplete (it needs %sencoder.block.0.layer.0.SelfAttention."
@@ -213,7 +228,8 @@ bool t5_encoder_token_rows(const t5_encoder *m, sdt_backend *be, const int32_t *
 void t5_relative_buckets(const t5_config *c, int T, int32_t *out)
 {
     for (int i = 0; i < T; i++)
-        for (int j = 0; j < T; j++) out[(int64_t)i * T + j] = t5_relative_bucket(j - i, c->rel_buckets, c->rel_max_distance);
+        for (int j = 0; j < T; j++)
+            out[(int64_t)i * T + j] = t5_relative_bucket(j - i, c->rel_buckets, c->rel_max_distance);
 }
 
 static bool check_inputs(const t5_encoder *m, const t5_inputs *in, sdt_error *error)
@@ -221,14 +237,17 @@ static bool check_inputs(const t5_encoder *m, const t5_inputs *in, sdt_error *er
     const t5_config *c = &m->cfg;
     const sdt_tensor *tok = in->tokens;
     if (!tok || tok->ndim != 2 || tok->dtype != SDT_I32 || tok->shape[0] < 1 || tok->shape[1] < 1)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "t5_encoder: tokens must be an I32 tensor [batch, length], both >= 1");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "t5_encoder: tokens must be an I32 tensor [batch, length], both >= 1");
     if (in->act_dtype == SDT_I32)
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "t5_encoder: activation dtype must be a float type (f32, f16 or bf16)");
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "t5_encoder: activation dtype must be a float type (f32, f16 or bf16)");
     for (int64_t b = 0; in->lengths && b < tok->shape[0]; b++)
         if (in->lengths[b] < 1 || in->lengths[b] > tok->shape[1])
             return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                             "t5_encoder: sequence %lld has length %d, outside 1..%lld (at least its end token is "
-                            "attended)", (long long)b, in->lengths[b], (long long)tok->shape[1]);
+                            "attended)",
+                            (long long)b, in->lengths[b], (long long)tok->shape[1]);
     int64_t R = 0;
     if (in->n_overrides > 0) {
         if (!in->rows || !in->overrides || in->rows->ndim != 2 || in->rows->shape[1] != c->d_model ||
@@ -240,8 +259,8 @@ static bool check_inputs(const t5_encoder *m, const t5_inputs *in, sdt_error *er
     }
     for (int i = 0; i < in->n_overrides; i++) {
         const t5_override *o = &in->overrides[i];
-        if (o->batch < 0 || o->batch >= tok->shape[0] || o->position < 0 || o->position >= tok->shape[1] || o->row < 0 ||
-            o->row >= R)
+        if (o->batch < 0 || o->batch >= tok->shape[0] || o->position < 0 || o->position >= tok->shape[1] ||
+            o->row < 0 || o->row >= R)
             return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                             "t5_encoder: override %d (batch %d, position %d, row %d) is outside the batch [%lld, %lld] "
                             "or the %lld rows given",
@@ -273,7 +292,8 @@ static bool build_bias(const t5_encoder *m, sdt_backend *be, sdt_arena *arena, c
     if (!host || !buckets) {
         free(host), free(buckets);
         sdt_arena_rewind(arena, mark);
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "t5_encoder: out of memory building the %d x %d position bias", T, T);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "t5_encoder: out of memory building the %d x %d position bias", T,
+                        T);
     }
     float *tab = host + n;
     bool ok = be->convert(be, &table, &m->rel_bias) == 0 &&
@@ -292,7 +312,8 @@ static bool build_bias(const t5_encoder *m, sdt_backend *be, sdt_arena *arena, c
         ok = be->upload(be, a->bias.data, host, n * sizeof(float)) == 0;
     }
     free(host), free(buckets);
-    if (!ok) return sdt_fail(error, be->error.code, "t5_encoder: the %s backend failed: %s", be->name, be->error.message);
+    if (!ok)
+        return sdt_fail(error, be->error.code, "t5_encoder: the %s backend failed: %s", be->name, be->error.message);
     return true;
 }
 
@@ -385,9 +406,9 @@ bool t5_encoder_forward(const t5_encoder *m, sdt_backend *be, sdt_arena *arena, 
 /* ---------------------------------------------------------------- backward */
 
 typedef struct t5_grad_scratch {
-    sdt_tensor dx;           /* d(residual stream) [B, T, D], f32 */
-    sdt_tensor d_h;          /* d(norm output) [B, T, D] */
-    sdt_tensor d_attn, dq, dk, dv; /* [B, T, I] */
+    sdt_tensor dx;                   /* d(residual stream) [B, T, D], f32 */
+    sdt_tensor d_h;                  /* d(norm output) [B, T, D] */
+    sdt_tensor d_attn, dq, dk, dv;   /* [B, T, I] */
     sdt_tensor d_prod, d_gate, d_up; /* [B, T, F] */
 } t5_grad_scratch;
 
@@ -426,9 +447,10 @@ bool t5_encoder_backward(const t5_encoder *m, sdt_backend *be, sdt_arena *arena,
                         (long long)T, (long long)D);
     if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||
                                drows->shape[1] != D || drows->dtype == SDT_I32))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "t5_encoder: the row gradient must be a float tensor shaped like the override rows [%lld, %lld]",
-                        (long long)a->rows.shape[0], (long long)D);
+        return sdt_fail(
+            error, SDT_ERR_BAD_FORMAT,
+            "t5_encoder: the row gradient must be a float tensor shaped like the override rows [%lld, %lld]",
+            (long long)a->rows.shape[0], (long long)D);
     if (a->n_overrides == 0) return true; /* nothing trainable upstream: no work */
 
     size_t mark = sdt_arena_mark(arena);

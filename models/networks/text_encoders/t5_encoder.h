@@ -47,15 +47,15 @@
 #define T5_PREFIX_MAX 96
 
 typedef struct t5_config {
-    int vocab;            /* embedding rows (32128 for T5-XXL; the tokenizer's ids end at 32099) */
+    int vocab; /* embedding rows (32128 for T5-XXL; the tokenizer's ids end at 32099) */
     int d_model;
     int layers;
     int heads;
-    int d_kv;             /* per head (64); the attention's inner width is heads * d_kv */
+    int d_kv; /* per head (64); the attention's inner width is heads * d_kv */
     int d_ff;
-    int rel_buckets;      /* 32 */
-    int rel_max_distance; /* 128 */
-    float ln_eps;         /* 1e-6 */
+    int rel_buckets;            /* 32 */
+    int rel_max_distance;       /* 128 */
+    float ln_eps;               /* 1e-6 */
     char prefix[T5_PREFIX_MAX]; /* key prefix, "" for a standalone T5 file */
 } t5_config;
 
@@ -84,7 +84,7 @@ typedef struct t5_layer_weights {
 /* Views into an sdt_weights; owns nothing, valid while the weights are open. */
 typedef struct t5_encoder {
     t5_config cfg;
-    sdt_tensor tok_emb; /* [vocab, d_model]: the trainer reads init rows from here */
+    sdt_tensor tok_emb;  /* [vocab, d_model]: the trainer reads init rows from here */
     sdt_tensor rel_bias; /* [buckets, heads] */
     sdt_tensor lnf_w;
     t5_layer_weights layer[T5_MAX_LAYERS];
@@ -100,12 +100,12 @@ typedef struct t5_override {
 } t5_override;
 
 typedef struct t5_inputs {
-    const sdt_tensor *tokens;       /* I32 [B, T] on the backend's device */
-    const int32_t *lengths;         /* host [B]: mask keys at positions >= lengths[b]; NULL: no mask (diffusers) */
-    const sdt_tensor *rows;         /* [R, d_model] override rows, any float dtype; NULL when none */
-    const t5_override *overrides;   /* n_overrides entries; must stay valid until backward */
+    const sdt_tensor *tokens;     /* I32 [B, T] on the backend's device */
+    const int32_t *lengths;       /* host [B]: mask keys at positions >= lengths[b]; NULL: no mask (diffusers) */
+    const sdt_tensor *rows;       /* [R, d_model] override rows, any float dtype; NULL when none */
+    const t5_override *overrides; /* n_overrides entries; must stay valid until backward */
     int n_overrides;
-    sdt_dtype act_dtype;            /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16). T5-XXL's residual
+    sdt_dtype act_dtype; /* activation storage dtype (SDT_F32, SDT_F16, SDT_BF16). T5-XXL's residual
                                      * stream outgrows fp16 (transformers keeps wo in fp32 and clamps): use bf16 or
                                      * f32 for it; f16 is for small models and tests */
 } t5_inputs;
@@ -121,13 +121,13 @@ typedef struct t5_acts {
     sdt_tensor rows;
     const t5_override *overrides;
     int n_overrides;
-    sdt_tensor bias;  /* f32 [1 or B, heads, T, T]: position bias (+ mask), shared by every layer */
-    sdt_tensor norm;  /* [B, T, d_model]: the RMS norms' outputs, a temporary every layer reuses */
-    sdt_tensor prod;  /* [B, T, d_ff]: the gated product, likewise */
-    sdt_tensor x0;    /* embeddings (after overrides) */
+    sdt_tensor bias; /* f32 [1 or B, heads, T, T]: position bias (+ mask), shared by every layer */
+    sdt_tensor norm; /* [B, T, d_model]: the RMS norms' outputs, a temporary every layer reuses */
+    sdt_tensor prod; /* [B, T, d_ff]: the gated product, likewise */
+    sdt_tensor x0;   /* embeddings (after overrides) */
     t5_layer_acts layer[T5_MAX_LAYERS];
     sdt_tensor rstd_f;
-    sdt_tensor out;   /* [B, T, d_model]: the last hidden state (after the final norm) */
+    sdt_tensor out; /* [B, T, d_model]: the last hidden state (after the final norm) */
 } t5_acts;
 
 /* out [n, d_model] (any float dtype, on the backend's device) = the embedding rows of ids (host array). */

@@ -17,7 +17,8 @@ static bool probe_on(sdt_unet *unet, sdt_backend *be, sdt_arena *a, sdt_dtype ac
 {
     const sdt_unet_config *c = sdt_unet_get_config(unet);
     int64_t n_lat = (int64_t)c->in_channels * PROBE_SIZE * PROBE_SIZE, n_ctx = (int64_t)PROBE_TOKENS * c->context_dim;
-    int64_t lshape[4] = {1, c->in_channels, PROBE_SIZE, PROBE_SIZE}, oshape[4] = {1, c->out_channels, PROBE_SIZE, PROBE_SIZE};
+    int64_t lshape[4] = {1, c->in_channels, PROBE_SIZE, PROBE_SIZE},
+            oshape[4] = {1, c->out_channels, PROBE_SIZE, PROBE_SIZE};
     int64_t cshape[3] = {1, PROBE_TOKENS, c->context_dim}, tshape[1] = {1};
     sdt_tensor lat = sdt_arena_tensor(a, SDT_F32, 4, lshape), ts = sdt_arena_tensor(a, SDT_F32, 1, tshape);
     sdt_tensor ctx32 = sdt_arena_tensor(a, SDT_F32, 3, cshape), ctx = sdt_arena_tensor(a, act_dtype, 3, cshape);
@@ -39,10 +40,11 @@ static bool probe_on(sdt_unet *unet, sdt_backend *be, sdt_arena *a, sdt_dtype ac
     sdt_tensor out32 = sdt_arena_tensor(a, SDT_F32, 4, oshape);
     if (a->measuring) return true;
     if (!sdt_arena_fits(a))
-        return sdt_fail(error, a->error.code, "prediction probe: reading the UNet's output failed: %s", a->error.message);
-    if (be->convert(be, &out32, &out) ||
-        be->download(be, host, out32.data, sdt_tensor_nbytes(&out32)))
-        return sdt_fail(error, be->error.code, "prediction probe: reading the UNet's output failed: %s", be->error.message);
+        return sdt_fail(error, a->error.code, "prediction probe: reading the UNet's output failed: %s",
+                        a->error.message);
+    if (be->convert(be, &out32, &out) || be->download(be, host, out32.data, sdt_tensor_nbytes(&out32)))
+        return sdt_fail(error, be->error.code, "prediction probe: reading the UNet's output failed: %s",
+                        be->error.message);
     return true;
 }
 
@@ -51,7 +53,8 @@ bool sd_prediction_probe(sdt_unet *unet, sdt_backend *be, sdt_dtype act_dtype, d
 {
     const sdt_unet_config *c = sdt_unet_get_config(unet);
     int64_t n_out = (int64_t)c->out_channels * PROBE_SIZE * PROBE_SIZE;
-    int64_t n_host = (int64_t)(c->in_channels > c->out_channels ? c->in_channels : c->out_channels) * PROBE_SIZE * PROBE_SIZE;
+    int64_t n_host =
+        (int64_t)(c->in_channels > c->out_channels ? c->in_channels : c->out_channels) * PROBE_SIZE * PROBE_SIZE;
     if (n_host < (int64_t)PROBE_TOKENS * c->context_dim) n_host = (int64_t)PROBE_TOKENS * c->context_dim;
     sdt_arena a;
     sdt_arena_init_measure(&a, be);
@@ -72,8 +75,10 @@ bool sd_prediction_probe(sdt_unet *unet, sdt_backend *be, sdt_dtype act_dtype, d
     if (!ok) return false;
     *mean_diff = sum / (double)n_out;
     if (!isfinite(*mean_diff))
-        return sdt_fail(error, SDT_ERR_NUMERICAL, "prediction probe: the UNet returned a non-finite value at t = %d; the checkpoint "
-                        "is damaged, or set the prediction type (epsilon or v) yourself", PROBE_T);
+        return sdt_fail(error, SDT_ERR_NUMERICAL,
+                        "prediction probe: the UNet returned a non-finite value at t = %d; the checkpoint "
+                        "is damaged, or set the prediction type (epsilon or v) yourself",
+                        PROBE_T);
     *v = *mean_diff < SD_PREDICTION_PROBE_V_BELOW;
     return true;
 }

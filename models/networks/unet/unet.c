@@ -25,13 +25,16 @@ bool unet_fail(unet_ctx *c, sdt_error_code code, const char *fmt, ...)
 bool unet_arena_ok(unet_ctx *c, const char *where)
 {
     if (sdt_arena_fits(c->arena)) return true;
-    return unet_fail(c, c->arena->error.code, "unet %s: %s; measure forward and backward with a measuring arena for this batch "
-                     "and size and allocate arena.peak bytes", where, c->arena->error.message);
+    return unet_fail(c, c->arena->error.code,
+                     "unet %s: %s; measure forward and backward with a measuring arena for this batch "
+                     "and size and allocate arena.peak bytes",
+                     where, c->arena->error.message);
 }
 
 bool unet_op_failed(unet_ctx *c, const char *where, const char *op)
 {
-    return unet_fail(c, c->be->error.code, "unet %s: %s failed on backend %s: %s", where, op, c->be->name, c->be->error.message);
+    return unet_fail(c, c->be->error.code, "unet %s: %s failed on backend %s: %s", where, op, c->be->name,
+                     c->be->error.message);
 }
 
 sdt_tensor unet_act(unet_ctx *c, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
@@ -106,11 +109,16 @@ sdt_unet_options sdt_unet_options_default(void)
 static const char *layer_name(const unet_layer *l)
 {
     switch (l->kind) {
-    case UNET_LAYER_CONV_IN: return "input_blocks.0.0";
-    case UNET_LAYER_RES: return l->res->name;
-    case UNET_LAYER_ST: return l->st->name;
-    case UNET_LAYER_SAMPLER: return l->sampler->name;
-    case UNET_LAYER_HEAD: return "out";
+        case UNET_LAYER_CONV_IN:
+            return "input_blocks.0.0";
+        case UNET_LAYER_RES:
+            return l->res->name;
+        case UNET_LAYER_ST:
+            return l->st->name;
+        case UNET_LAYER_SAMPLER:
+            return l->sampler->name;
+        case UNET_LAYER_HEAD:
+            return "out";
     }
     return "?";
 }
@@ -122,7 +130,8 @@ static bool check_finite(unet_ctx *c, const sdt_tensor *t, const char *where, co
     int64_t bad = 0;
     UNET_OP(c, where, c->be->count_nonfinite(c->be, t, &bad));
     if (bad)
-        return unet_fail(c, SDT_ERR_NUMERICAL, "unet anomaly: %lld non-finite values in the %s of %s (the first layer to produce one)",
+        return unet_fail(c, SDT_ERR_NUMERICAL,
+                         "unet anomaly: %lld non-finite values in the %s of %s (the first layer to produce one)",
                          (long long)bad, what, where);
     return true;
 }
@@ -132,11 +141,21 @@ static bool layer_forward(unet_ctx *c, unet_layer *l, const sdt_tensor *x)
     l->x = *x;
     bool ok = false;
     switch (l->kind) {
-    case UNET_LAYER_CONV_IN: ok = unet_conv_forward(c, &l->conv_in, "input_blocks.0.0", x, &l->out); break;
-    case UNET_LAYER_RES: ok = unet_res_forward(c, l->res, x, &l->out); break;
-    case UNET_LAYER_ST: ok = unet_st_forward(c, l->st, x, c->context, &l->out); break;
-    case UNET_LAYER_SAMPLER: ok = unet_sampler_forward(c, l->sampler, x, &l->out); break;
-    case UNET_LAYER_HEAD: ok = unet_head_forward(c, l->head, x, &l->out); break;
+        case UNET_LAYER_CONV_IN:
+            ok = unet_conv_forward(c, &l->conv_in, "input_blocks.0.0", x, &l->out);
+            break;
+        case UNET_LAYER_RES:
+            ok = unet_res_forward(c, l->res, x, &l->out);
+            break;
+        case UNET_LAYER_ST:
+            ok = unet_st_forward(c, l->st, x, c->context, &l->out);
+            break;
+        case UNET_LAYER_SAMPLER:
+            ok = unet_sampler_forward(c, l->sampler, x, &l->out);
+            break;
+        case UNET_LAYER_HEAD:
+            ok = unet_head_forward(c, l->head, x, &l->out);
+            break;
     }
     return ok && check_finite(c, &l->out, layer_name(l), "output");
 }
@@ -144,11 +163,16 @@ static bool layer_forward(unet_ctx *c, unet_layer *l, const sdt_tensor *x)
 static bool layer_backward(unet_ctx *c, unet_layer *l, const sdt_tensor *d_out, sdt_tensor *d_x, sdt_tensor *d_context)
 {
     switch (l->kind) {
-    case UNET_LAYER_CONV_IN: return true; /* the latents need no gradient */
-    case UNET_LAYER_RES: return unet_res_backward(c, l->res, &l->x, d_out, d_x);
-    case UNET_LAYER_ST: return unet_st_backward(c, l->st, &l->x, c->context, d_out, d_x, d_context);
-    case UNET_LAYER_SAMPLER: return unet_sampler_backward(c, l->sampler, &l->x, d_out, d_x);
-    case UNET_LAYER_HEAD: return unet_head_backward(c, l->head, &l->x, d_out, d_x);
+        case UNET_LAYER_CONV_IN:
+            return true; /* the latents need no gradient */
+        case UNET_LAYER_RES:
+            return unet_res_backward(c, l->res, &l->x, d_out, d_x);
+        case UNET_LAYER_ST:
+            return unet_st_backward(c, l->st, &l->x, c->context, d_out, d_x, d_context);
+        case UNET_LAYER_SAMPLER:
+            return unet_sampler_backward(c, l->sampler, &l->x, d_out, d_x);
+        case UNET_LAYER_HEAD:
+            return unet_head_backward(c, l->head, &l->x, d_out, d_x);
     }
     return unet_fail(c, SDT_ERR_INTERNAL, "unet: unknown layer kind %d", (int)l->kind);
 }
@@ -160,14 +184,21 @@ static void unit_out_shape(const sdt_unet *u, const unet_unit *un, const sdt_ten
     for (int i = 0; i < un->layer_count; i++) {
         const unet_layer *l = &u->layers[un->first_layer + i];
         switch (l->kind) {
-        case UNET_LAYER_CONV_IN: shape[1] = l->conv_in.out; break;
-        case UNET_LAYER_RES: shape[1] = l->res->out_ch; break;
-        case UNET_LAYER_ST: break;
-        case UNET_LAYER_SAMPLER:
-            shape[2] = l->sampler->up ? shape[2] * 2 : (shape[2] - 1) / 2 + 1;
-            shape[3] = l->sampler->up ? shape[3] * 2 : (shape[3] - 1) / 2 + 1;
-            break;
-        case UNET_LAYER_HEAD: shape[1] = l->head->conv.out; break;
+            case UNET_LAYER_CONV_IN:
+                shape[1] = l->conv_in.out;
+                break;
+            case UNET_LAYER_RES:
+                shape[1] = l->res->out_ch;
+                break;
+            case UNET_LAYER_ST:
+                break;
+            case UNET_LAYER_SAMPLER:
+                shape[2] = l->sampler->up ? shape[2] * 2 : (shape[2] - 1) / 2 + 1;
+                shape[3] = l->sampler->up ? shape[3] * 2 : (shape[3] - 1) / 2 + 1;
+                break;
+            case UNET_LAYER_HEAD:
+                shape[1] = l->head->conv.out;
+                break;
         }
     }
 }
@@ -267,35 +298,44 @@ static bool unit_backward(unet_ctx *c, unet_unit *un, const sdt_tensor *d_out, s
 
 /* ---- entry points ---- */
 
-static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tensor *timesteps,
-                         const sdt_tensor *context, const sdt_tensor *y)
+static bool check_inputs(unet_ctx *c, const sdt_tensor *latents, const sdt_tensor *timesteps, const sdt_tensor *context,
+                         const sdt_tensor *y)
 {
     const sdt_unet_config *cfg = &c->u->cfg;
     if (latents->ndim != 4 || latents->shape[1] != cfg->in_channels)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latents must be [B, %d, H, W], got %d dims with %lld channels",
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: latents must be [B, %d, H, W], got %d dims with %lld channels",
                          cfg->in_channels, latents->ndim, (long long)(latents->ndim > 1 ? latents->shape[1] : 0));
     int64_t B = latents->shape[0], H = latents->shape[2], W = latents->shape[3];
     int64_t div = (int64_t)1 << (cfg->num_levels - 1);
     if (B < 1 || H < 1 || W < 1 || H % div || W % div)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latent size %lldx%lld must be a positive multiple of %lld (%d levels)",
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: latent size %lldx%lld must be a positive multiple of %lld (%d levels)",
                          (long long)H, (long long)W, (long long)div, cfg->num_levels);
     if (sdt_tensor_numel(timesteps) != B || timesteps->dtype != SDT_F32)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: timesteps must be %lld f32 values, one per latent", (long long)B);
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: timesteps must be %lld f32 values, one per latent",
+                         (long long)B);
     if (context->ndim != 3 || context->shape[0] != B || context->shape[2] != cfg->context_dim || context->shape[1] < 1)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: context must be [%lld, T, %d] (batch, tokens, context width)", (long long)B,
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: context must be [%lld, T, %d] (batch, tokens, context width)", (long long)B,
                          cfg->context_dim);
     if (context->dtype == SDT_I32 || latents->dtype == SDT_I32)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: latents and context must be float tensors (f32, f16 or bf16)");
     if (cfg->adm_in_channels > 0 && !y)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: this UNet has a label_emb (SDXL) and needs y [%lld, %d]: the "
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: this UNet has a label_emb (SDXL) and needs y [%lld, %d]: the "
                          "pooled text embedding and the size conditioning (sdt_sdxl_vector_cond); pass it",
                          (long long)B, cfg->adm_in_channels);
     if (cfg->adm_in_channels == 0 && y)
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: y was given but this UNet has no label_emb (not SDXL); "
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: y was given but this UNet has no label_emb (not SDXL); "
                          "pass y = NULL");
     if (y && (y->ndim != 2 || y->shape[0] != B || y->shape[1] != cfg->adm_in_channels || y->dtype == SDT_I32))
-        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: y must be a float tensor [%lld, %d] (batch, label_emb "
-                         "input width)", (long long)B, cfg->adm_in_channels);
+        return unet_fail(c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet forward: y must be a float tensor [%lld, %d] (batch, label_emb "
+                         "input width)",
+                         (long long)B, cfg->adm_in_channels);
     if (c->dt != SDT_F32 && c->dt != SDT_F16 && c->dt != SDT_BF16)
         return unet_fail(c, SDT_ERR_INVALID_ARGUMENT, "unet forward: act_dtype must be f32, f16 or bf16");
     return true;
@@ -318,8 +358,8 @@ static bool time_embedding(unet_ctx *c, const sdt_tensor *timesteps, const sdt_t
     sdt_tensor t0 = unet_act(c, 2, B, cfg->model_channels, 0, 0);
     sdt_tensor e1 = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
     sdt_tensor e2 = unet_act(c, 2, B, cfg->time_embed_dim, 0, 0);
-    UNET_OP(c, "time_embed", be->timestep_embedding(be, &t0, timesteps, cfg->flip_sin_to_cos, cfg->freq_shift,
-                                                    10000.0f));
+    UNET_OP(c, "time_embed",
+            be->timestep_embedding(be, &t0, timesteps, cfg->flip_sin_to_cos, cfg->freq_shift, 10000.0f));
     UNET_OP(c, "time_embed.0", be->linear_forward(be, &e1, &t0, c->u->time1.w, c->u->time1.b));
     UNET_OP(c, "time_embed.1", be->activation_forward(be, &e1, &e1, SDT_ACT_SILU));
     UNET_OP(c, "time_embed.2", be->linear_forward(be, &e2, &e1, c->u->time2.w, c->u->time2.b));
@@ -356,8 +396,8 @@ static bool hook_pass(unet_ctx *c, sdt_unet_pass_event event, bool for_backward,
 {
     const sdt_unet_kv_hook *h = c->hook;
     if (c->measuring || !h || !h->pass) return true;
-    sdt_unet_hook_pass pass = {.event = event, .for_backward = for_backward, .act_dtype = c->dt, .context = context,
-                               .d_context = d_context};
+    sdt_unet_hook_pass pass = {
+        .event = event, .for_backward = for_backward, .act_dtype = c->dt, .context = context, .d_context = d_context};
     sdt_error hook_error = {0};
     if (h->pass(h->user, &pass, &hook_error)) return true;
     static const char *const names[] = {"forward begins", "forward ends", "backward begins", "backward ends"};
@@ -376,8 +416,9 @@ bool sdt_unet_forward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_
     ctx_init(&c, u, be, arena, opt, error);
     u->have_forward = false;
     if (!u->bound && !c.measuring)
-        return unet_fail(&c, SDT_ERR_BAD_STATE, "unet forward: this UNet was created without weights (for measuring); load it with "
-                             "sdt_unet_load to run it");
+        return unet_fail(&c, SDT_ERR_BAD_STATE,
+                         "unet forward: this UNet was created without weights (for measuring); load it with "
+                         "sdt_unet_load to run it");
     if (!check_inputs(&c, latents, timesteps, context, y)) return false;
     c.context = context;
     if (!hook_pass(&c, SDT_UNET_PASS_FORWARD_BEGIN, opt->for_backward, context, NULL)) return false;
@@ -428,28 +469,34 @@ static bool label_emb_backward(unet_ctx *c, sdt_tensor *d_y)
     return true;
 }
 
-bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, sdt_tensor *d_y, sdt_error *error)
+bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out, sdt_tensor *d_context,
+                       sdt_tensor *d_y, sdt_error *error)
 {
     unet_ctx c;
     ctx_init(&c, u, be, arena, &u->fwd_opt, error);
     if (!u->have_forward)
-        return unet_fail(&c, SDT_ERR_BAD_STATE, "unet backward: no forward with for_backward set ran before it; run sdt_unet_forward "
-                             "with options.for_backward = true first");
+        return unet_fail(&c, SDT_ERR_BAD_STATE,
+                         "unet backward: no forward with for_backward set ran before it; run sdt_unet_forward "
+                         "with options.for_backward = true first");
     if (arena != u->fwd_arena || sdt_arena_mark(arena) < u->fwd_mark)
-        return unet_fail(&c, SDT_ERR_INTERNAL, "unet backward: the arena is not the forward's or was rewound below the forward's "
-                             "activations; pass the forward's arena unchanged");
+        return unet_fail(&c, SDT_ERR_INTERNAL,
+                         "unet backward: the arena is not the forward's or was rewound below the forward's "
+                         "activations; pass the forward's arena unchanged");
     unet_unit *last = &u->units[u->unit_count - 1];
     if (!sdt_tensor_same_shape(d_out, &last->out))
-        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_out must have the forward output's shape [B, %d, H, W]",
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet backward: d_out must have the forward output's shape [B, %d, H, W]",
                          u->cfg.out_channels);
     if (!sdt_tensor_same_shape(d_context, u->context))
-        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_context must have the context's shape [B, T, %d]", u->cfg.context_dim);
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet backward: d_context must have the context's shape [B, T, %d]", u->cfg.context_dim);
     if (d_y && !u->y)
-        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y asks for y's gradient but this UNet's forward had no y "
-                             "(no label_emb); pass d_y = NULL");
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT,
+                         "unet backward: d_y asks for y's gradient but this UNet's forward had no y "
+                         "(no label_emb); pass d_y = NULL");
     if (d_y && !sdt_tensor_same_shape(d_y, u->y))
-        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y must have y's shape [B, %d]", u->cfg.adm_in_channels);
+        return unet_fail(&c, SDT_ERR_INVALID_ARGUMENT, "unet backward: d_y must have y's shape [B, %d]",
+                         u->cfg.adm_in_channels);
     c.context = u->context;
     c.emb_act = u->emb_act;
     c.channels_last = u->fwd_channels_last; /* the saved activations' layout, whatever the backend says now */

@@ -47,34 +47,34 @@
 #define SDT_UNET_KEY_PREFIX "model.diffusion_model."
 
 typedef struct sdt_unet_config {
-    int in_channels;                        /* latent channels, 4 */
-    int out_channels;                       /* 4 */
-    int model_channels;                     /* 320 */
-    int num_levels;                         /* 4 */
-    int channel_mult[SDT_UNET_MAX_LEVELS];  /* 1, 2, 4, 4 */
-    bool attention[SDT_UNET_MAX_LEVELS];    /* SpatialTransformers at this level: SD 1/2 levels 0..2 */
-    int num_res_blocks;                     /* 2 */
+    int in_channels;                            /* latent channels, 4 */
+    int out_channels;                           /* 4 */
+    int model_channels;                         /* 320 */
+    int num_levels;                             /* 4 */
+    int channel_mult[SDT_UNET_MAX_LEVELS];      /* 1, 2, 4, 4 */
+    bool attention[SDT_UNET_MAX_LEVELS];        /* SpatialTransformers at this level: SD 1/2 levels 0..2 */
+    int num_res_blocks;                         /* 2 */
     int transformer_depth[SDT_UNET_MAX_LEVELS]; /* transformer blocks per SpatialTransformer at a level with
                                              * attention: SD 1/2 all 1, SDXL 1, 2, 10 (level 0 has none) */
-    int middle_depth;                       /* the middle SpatialTransformer's: SD 1/2 1, SDXL 10 */
-    int adm_in_channels;                    /* width of y, the label_emb input (SDXL 2816); 0: no label_emb */
-    int addition_time_embed_dim;            /* with label_emb: the sinusoidal width of each of y's six size
+    int middle_depth;                           /* the middle SpatialTransformer's: SD 1/2 1, SDXL 10 */
+    int adm_in_channels;                        /* width of y, the label_emb input (SDXL 2816); 0: no label_emb */
+    int addition_time_embed_dim;                /* with label_emb: the sinusoidal width of each of y's six size
                                              * numbers (SDXL 256; diffusers' name); y = pooled text
                                              * embedding (adm_in - 6 x this wide), then the six */
-    int num_heads;                          /* > 0: fixed head count (SD1: 8) ... */
-    int head_dim;                           /* ... or > 0: fixed head width (SD2: 64); exactly one is set */
-    int context_dim;                        /* 768 (SD1), 1024 (SD2) */
-    int time_embed_dim;                     /* 4 * model_channels = 1280 */
-    int norm_groups;                        /* 32 for every GroupNorm */
-    float norm_eps;                         /* ResBlock / output GroupNorm: 1e-5 */
-    float transformer_norm_eps;             /* SpatialTransformer GroupNorm: 1e-6 */
-    float layernorm_eps;                    /* transformer block LayerNorms: 1e-5 */
-    int ff_mult;                            /* GEGLU inner width = ff_mult * channels: 4 */
-    bool linear_proj;                       /* SD2: proj_in/proj_out are Linear, not 1x1 conv */
-    bool v_prediction;                      /* SD2 768-v: the output is v, not eps (not detectable from weights) */
-    bool flip_sin_to_cos;                   /* timestep embedding [cos, sin]: true for LDM */
-    float freq_shift;                       /* 0 for LDM */
-    bool upcast_attention;                  /* diffusers' flag (SD 2.1): attention scores in fp32 under
+    int num_heads;                              /* > 0: fixed head count (SD1: 8) ... */
+    int head_dim;                               /* ... or > 0: fixed head width (SD2: 64); exactly one is set */
+    int context_dim;                            /* 768 (SD1), 1024 (SD2) */
+    int time_embed_dim;                         /* 4 * model_channels = 1280 */
+    int norm_groups;                            /* 32 for every GroupNorm */
+    float norm_eps;                             /* ResBlock / output GroupNorm: 1e-5 */
+    float transformer_norm_eps;                 /* SpatialTransformer GroupNorm: 1e-6 */
+    float layernorm_eps;                        /* transformer block LayerNorms: 1e-5 */
+    int ff_mult;                                /* GEGLU inner width = ff_mult * channels: 4 */
+    bool linear_proj;                           /* SD2: proj_in/proj_out are Linear, not 1x1 conv */
+    bool v_prediction;                          /* SD2 768-v: the output is v, not eps (not detectable from weights) */
+    bool flip_sin_to_cos;                       /* timestep embedding [cos, sin]: true for LDM */
+    float freq_shift;                           /* 0 for LDM */
+    bool upcast_attention;                      /* diffusers' flag (SD 2.1): attention scores in fp32 under
                                              * fp16/bf16. Both backends always form the scores and the
                                              * softmax in fp32 (kernels/ops.h), so it changes nothing
                                              * here; it is read and written for diffusers. */
@@ -152,10 +152,10 @@ typedef enum sdt_unet_kv {
 } sdt_unet_kv;
 
 typedef struct sdt_unet_hook_site {
-    int layer;         /* attention index in forward order */
+    int layer; /* attention index in forward order */
     sdt_unet_kv kind;
-    int width;         /* last dim of the K/V input */
-    bool cross;        /* attn2 (text context) vs attn1 (hidden states) */
+    int width;  /* last dim of the K/V input */
+    bool cross; /* attn2 (text context) vs attn1 (hidden states) */
 } sdt_unet_hook_site;
 
 /* A UNet pass, as the hook's `pass` callback sees it: one forward, or one forward with
@@ -169,10 +169,10 @@ typedef enum sdt_unet_pass_event {
 
 typedef struct sdt_unet_hook_pass {
     sdt_unet_pass_event event;
-    bool for_backward;          /* the forward saves for a backward, which will end the pass */
-    sdt_dtype act_dtype;        /* the activations' dtype (every self-attention K/V input's) */
-    const sdt_tensor *context;  /* the cross-attention K/V input: the `in` of every cross site */
-    sdt_tensor *d_context;      /* backward: where d(context) accumulates (the cross sites' d_in) */
+    bool for_backward;         /* the forward saves for a backward, which will end the pass */
+    sdt_dtype act_dtype;       /* the activations' dtype (every self-attention K/V input's) */
+    const sdt_tensor *context; /* the cross-attention K/V input: the `in` of every cross site */
+    sdt_tensor *d_context;     /* backward: where d(context) accumulates (the cross sites' d_in) */
 } sdt_unet_hook_pass;
 
 typedef struct sdt_unet_kv_hook {
@@ -189,8 +189,8 @@ typedef struct sdt_unet_kv_hook {
      * pass ends: the UNet only reads it (the K/V projection's input).
      * Returns true, or false with its own sentence and status in *error (out of
      * workspace, a backend failure); the UNet puts the layer in front of it. */
-    bool (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out,
-                    bool recompute, sdt_error *error);
+    bool (*forward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, sdt_tensor *out, bool recompute,
+                    sdt_error *error);
     /* d_in += d(out)/d(in)^T d_out (accumulate, as every backward op); the hook
      * may also accumulate its own parameter gradients here. Errors as forward. */
     bool (*backward)(void *user, const sdt_unet_hook_site *site, const sdt_tensor *in, const sdt_tensor *d_out,
@@ -243,7 +243,7 @@ bool sdt_unet_measure(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt,
  * hook; d_y (NULL: not wanted; only with a y) [B, adm_in_channels] += the same
  * for y, through every ResBlock's emb_layers and label_emb. Uses arena space
  * above the forward's and gives it back on return. */
-bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out,
-                       sdt_tensor *d_context, sdt_tensor *d_y, sdt_error *error);
+bool sdt_unet_backward(sdt_unet *u, sdt_backend *be, sdt_arena *arena, const sdt_tensor *d_out, sdt_tensor *d_context,
+                       sdt_tensor *d_y, sdt_error *error);
 
 #endif

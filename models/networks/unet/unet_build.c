@@ -140,8 +140,10 @@ static bool bind_attention(walk *w, unet_attention *a, const char *prefix, int c
     u->attn[u->attn_count++] = a;
     char p[200];
 #define SUB(s) (snprintf(p, sizeof p, "%s.%s", prefix, s), p)
-    return bind_linear(w, &a->q, SUB("to_q"), ch, ch, false) && bind_linear(w, &a->k, SUB("to_k"), kv_width, ch, false) &&
-           bind_linear(w, &a->v, SUB("to_v"), kv_width, ch, false) && bind_linear(w, &a->out, SUB("to_out.0"), ch, ch, true);
+    return bind_linear(w, &a->q, SUB("to_q"), ch, ch, false) &&
+           bind_linear(w, &a->k, SUB("to_k"), kv_width, ch, false) &&
+           bind_linear(w, &a->v, SUB("to_v"), kv_width, ch, false) &&
+           bind_linear(w, &a->out, SUB("to_out.0"), ch, ch, true);
 #undef SUB
 }
 
@@ -205,8 +207,8 @@ void unet_mark_dependence(sdt_unet *u, bool through_emb)
         unet_unit *un = &u->units[i];
         un->input_needs_grad = i > 0 && u->units[i - 1].depends;
         un->skip_needs_grad = un->skip_from >= 0 && u->units[un->skip_from].depends;
-        un->depends = un->input_needs_grad || un->skip_needs_grad || un->has_attention ||
-                      (through_emb && un->has_resblock);
+        un->depends =
+            un->input_needs_grad || un->skip_needs_grad || un->has_attention || (through_emb && un->has_resblock);
     }
 }
 
@@ -228,7 +230,8 @@ bool unet_build(sdt_unet *u, const sdt_unet_config *cfg, unet_binder *b)
     /* The skip stack of LDM's input_block_chans, with the unit that produced each entry. */
     int stack_ch[4 * SDT_UNET_MAX_LEVELS * 8], stack_unit[4 * SDT_UNET_MAX_LEVELS * 8], top = 0;
     if (c->num_levels * (c->num_res_blocks + 1) + 1 > (int)(sizeof stack_ch / sizeof *stack_ch)) {
-        sdt_fail(b->error, SDT_ERR_UNSUPPORTED, "unet config: num_res_blocks %d is too large for this build", c->num_res_blocks);
+        sdt_fail(b->error, SDT_ERR_UNSUPPORTED, "unet config: num_res_blocks %d is too large for this build",
+                 c->num_res_blocks);
         return false;
     }
     char name[64], prefix[96];
@@ -411,9 +414,15 @@ void sdt_unet_free(sdt_unet *u)
     free(u);
 }
 
-const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u) { return &u->cfg; }
+const sdt_unet_config *sdt_unet_get_config(const sdt_unet *u)
+{
+    return &u->cfg;
+}
 
-int sdt_unet_attention_count(const sdt_unet *u) { return u->attn_count; }
+int sdt_unet_attention_count(const sdt_unet *u)
+{
+    return u->attn_count;
+}
 
 bool sdt_unet_attention_site(const sdt_unet *u, int layer, sdt_unet_hook_site *site)
 {

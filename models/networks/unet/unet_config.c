@@ -8,12 +8,28 @@
 sdt_unet_config sdt_unet_config_sd1(void)
 {
     sdt_unet_config c = {
-        .in_channels = 4, .out_channels = 4, .model_channels = 320, .num_levels = 4,
-        .channel_mult = {1, 2, 4, 4}, .attention = {true, true, true, false},
-        .num_res_blocks = 2, .transformer_depth = {1, 1, 1, 1}, .middle_depth = 1, .num_heads = 8, .head_dim = 0,
-        .context_dim = 768, .time_embed_dim = 1280, .norm_groups = 32,
-        .norm_eps = 1e-5f, .transformer_norm_eps = 1e-6f, .layernorm_eps = 1e-5f, .ff_mult = 4,
-        .linear_proj = false, .v_prediction = false, .flip_sin_to_cos = true, .freq_shift = 0.0f,
+        .in_channels = 4,
+        .out_channels = 4,
+        .model_channels = 320,
+        .num_levels = 4,
+        .channel_mult = {1, 2, 4, 4},
+        .attention = {true, true, true, false},
+        .num_res_blocks = 2,
+        .transformer_depth = {1, 1, 1, 1},
+        .middle_depth = 1,
+        .num_heads = 8,
+        .head_dim = 0,
+        .context_dim = 768,
+        .time_embed_dim = 1280,
+        .norm_groups = 32,
+        .norm_eps = 1e-5f,
+        .transformer_norm_eps = 1e-6f,
+        .layernorm_eps = 1e-5f,
+        .ff_mult = 4,
+        .linear_proj = false,
+        .v_prediction = false,
+        .flip_sin_to_cos = true,
+        .freq_shift = 0.0f,
     };
     return c;
 }
@@ -130,14 +146,19 @@ void sdt_unet_config_describe_kv_widths(const sdt_unet_config *c, char *buf, siz
     buf[0] = '\0';
     for (int i = 0; i < n && used < size; i++) {
         const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
-        int wrote = i == 0 ? snprintf(buf + used, size - used, "%d (cross-attention context %d)", widths[i], c->context_dim)
-                           : snprintf(buf + used, size - used, "%s%d", sep, widths[i]);
+        int wrote =
+            i == 0 ? snprintf(buf + used, size - used, "%d (cross-attention context %d)", widths[i], c->context_dim)
+                   : snprintf(buf + used, size - used, "%s%d", sep, widths[i]);
         if (wrote < 0) break;
         used += (size_t)wrote;
     }
 }
 
-#define FAIL(...) do { sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__); return false; } while (0)
+#define FAIL(...)                                                                                                      \
+    do {                                                                                                               \
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, __VA_ARGS__);                                                              \
+        return false;                                                                                                  \
+    } while (0)
 
 bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
 {
@@ -155,8 +176,8 @@ bool sdt_unet_config_validate(const sdt_unet_config *c, sdt_error *error)
     if (c->adm_in_channels > 0 && (c->addition_time_embed_dim < 2 || c->addition_time_embed_dim % 2 ||
                                    6 * c->addition_time_embed_dim >= c->adm_in_channels))
         FAIL("unet config: addition_time_embed_dim %d must be even, positive and leave room in y's %d for the pooled "
-             "text embedding (6 size numbers x that width + pooled width)", c->addition_time_embed_dim,
-             c->adm_in_channels);
+             "text embedding (6 size numbers x that width + pooled width)",
+             c->addition_time_embed_dim, c->adm_in_channels);
     if ((c->num_heads > 0) == (c->head_dim > 0))
         FAIL("unet config: set exactly one of num_heads (%d) and head_dim (%d)", c->num_heads, c->head_dim);
     if (c->norm_groups < 1) FAIL("unet config: norm_groups %d must be positive", c->norm_groups);
@@ -201,7 +222,8 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
     if (!conv_in && sdt_weights_missing_part(w, P, error)) return false;
     if (!conv_in || conv_in->ndim != 4 || !conv_out || conv_out->ndim != 4 || !time0 || time0->ndim != 2)
         FAIL("%s: no UNet found (keys " P "input_blocks.0.0.weight, out.2.weight, time_embed.0.weight missing or "
-             "not 4-D/2-D); pass a Stable Diffusion checkpoint", path);
+             "not 4-D/2-D); pass a Stable Diffusion checkpoint",
+             path);
     c.model_channels = (int)conv_in->shape[0];
     c.in_channels = (int)conv_in->shape[1];
     c.out_channels = (int)conv_out->shape[0];
@@ -224,15 +246,17 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
         int first = 1 + l * (nrb + 1);
         const sdt_tensor *conv = find(w, P "input_blocks.%d.0.in_layers.2.weight", first, 0);
         if (!conv || conv->ndim != 4 || conv->shape[0] % c.model_channels)
-            FAIL("%s: key " P "input_blocks.%d.0.in_layers.2.weight is missing or not a multiple of %d channels",
-                 path, first, c.model_channels);
+            FAIL("%s: key " P "input_blocks.%d.0.in_layers.2.weight is missing or not a multiple of %d channels", path,
+                 first, c.model_channels);
         c.channel_mult[l] = (int)(conv->shape[0] / c.model_channels);
         c.attention[l] = find(w, P "input_blocks.%d.1.proj_in.weight", first, 0) != NULL;
         int depth = 0;
-        while (c.attention[l] && find(w, P "input_blocks.%d.1.transformer_blocks.%d.norm1.weight", first, depth)) depth++;
+        while (c.attention[l] && find(w, P "input_blocks.%d.1.transformer_blocks.%d.norm1.weight", first, depth))
+            depth++;
         if (c.attention[l] && depth < 1)
             FAIL("%s: key " P "input_blocks.%d.1.transformer_blocks.0.norm1.weight is missing; level %d's "
-                 "SpatialTransformer has no transformer blocks", path, first, l);
+                 "SpatialTransformer has no transformer blocks",
+                 path, first, l);
         c.transformer_depth[l] = c.attention[l] ? depth : 1;
     }
     const sdt_tensor *proj_in = sdt_weights_get(w, P "middle_block.1.proj_in.weight");
@@ -240,7 +264,8 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
     const sdt_tensor *ff = sdt_weights_get(w, P "middle_block.1.transformer_blocks.0.ff.net.2.weight");
     if (!proj_in || !to_k || to_k->ndim != 2 || !ff || ff->ndim != 2)
         FAIL("%s: key " P "middle_block.1 (proj_in, transformer_blocks.0.attn2.to_k, ff.net.2) is missing; "
-             "the UNet has no middle SpatialTransformer", path);
+             "the UNet has no middle SpatialTransformer",
+             path);
     c.linear_proj = proj_in->ndim == 2;
     c.context_dim = (int)to_k->shape[1];
     c.ff_mult = (int)(ff->shape[1] / ff->shape[0]);
@@ -254,8 +279,8 @@ bool sdt_unet_config_detect(const sdt_weights *w, sdt_unet_config *out, sdt_erro
     if (label0 || label2) {
         if (!label0 || !label2 || label0->ndim != 2 || label2->ndim != 2 || label0->shape[0] != c.time_embed_dim)
             FAIL("%s: keys " P "label_emb.0.0.weight and label_emb.0.2.weight must both be there as [%d, y width] "
-                 "and [%d, %d] (SDXL's addition embedding); the checkpoint is damaged", path, c.time_embed_dim,
-                 c.time_embed_dim, c.time_embed_dim);
+                 "and [%d, %d] (SDXL's addition embedding); the checkpoint is damaged",
+                 path, c.time_embed_dim, c.time_embed_dim, c.time_embed_dim);
         c.adm_in_channels = (int)label0->shape[1];
         c.addition_time_embed_dim = c.model_channels == 320 ? 256 : 8;
     }

@@ -13,8 +13,15 @@
 #include "unet.h"
 
 /* ---- parameters ---- */
-typedef struct unet_norm { const sdt_tensor *w, *b; int channels, groups; float eps; } unet_norm;
-typedef struct unet_linear { const sdt_tensor *w, *b; int in, out; } unet_linear;
+typedef struct unet_norm {
+    const sdt_tensor *w, *b;
+    int channels, groups;
+    float eps;
+} unet_norm;
+typedef struct unet_linear {
+    const sdt_tensor *w, *b;
+    int in, out;
+} unet_linear;
 typedef struct unet_conv {
     const sdt_tensor *w, *b;
     int in, out, k, stride, pad;
@@ -29,12 +36,12 @@ typedef struct unet_ctx {
     const sdt_unet_options *opt;
     const sdt_unet_kv_hook *hook;
     bool measuring;
-    bool recompute;      /* rerunning a unit inside backward (checkpointing) */
+    bool recompute; /* rerunning a unit inside backward (checkpointing) */
     sdt_dtype dt;
-    bool channels_last;  /* the 4-D activations are channels-last (tensor.h): the backend prefers it */
+    bool channels_last;        /* the 4-D activations are channels-last (tensor.h): the backend prefers it */
     const sdt_tensor *context; /* [B, T, context_dim], the cross-attention K/V input */
-    sdt_tensor emb_act;  /* SiLU(time embedding) [B, time_embed_dim], input of every ResBlock's emb_layers */
-    sdt_tensor *d_emb_act; /* backward towards y: every ResBlock accumulates its emb_layers' input gradient
+    sdt_tensor emb_act;        /* SiLU(time embedding) [B, time_embed_dim], input of every ResBlock's emb_layers */
+    sdt_tensor *d_emb_act;     /* backward towards y: every ResBlock accumulates its emb_layers' input gradient
                             * here (f32); NULL when d(y) is not asked for */
     sdt_error *error;
 } unet_ctx;
@@ -45,12 +52,12 @@ bool unet_op_failed(unet_ctx *c, const char *where, const char *op);
 bool unet_arena_ok(unet_ctx *c, const char *where);
 
 /* Runs a backend op unless measuring; a nonzero status or an overflowed arena is an error. */
-#define UNET_OP(c, where, call)                                                        \
-    do {                                                                               \
-        if (!(c)->measuring) {                                                         \
-            if (!unet_arena_ok((c), (where))) return false;                            \
-            if ((call) != 0) return unet_op_failed((c), (where), #call);               \
-        }                                                                              \
+#define UNET_OP(c, where, call)                                                                                        \
+    do {                                                                                                               \
+        if (!(c)->measuring) {                                                                                         \
+            if (!unet_arena_ok((c), (where))) return false;                                                            \
+            if ((call) != 0) return unet_op_failed((c), (where), #call);                                               \
+        }                                                                                                              \
     } while (0)
 
 /* An activation (c->dt; 4-D ones in the run's layout) or f32 statistics tensor from the arena. */
@@ -88,12 +95,12 @@ typedef struct unet_resblock {
 
 typedef struct unet_attention {
     char name[192];
-    int index;             /* global attention layer index */
+    int index; /* global attention layer index */
     bool cross;
     int q_width, kv_width, inner, heads;
     unet_linear q, k, v, out;
     /* saved */
-    sdt_tensor kin, vin;   /* hooked K/V inputs (or the plain input when not hooked): shapes only */
+    sdt_tensor kin, vin; /* hooked K/V inputs (or the plain input when not hooked): shapes only */
     bool k_hooked, v_hooked;
     sdt_tensor qt, kt, vt, lse, o; /* lse [B, heads, Tq] f32: attention's saved softmax statistics */
 } unet_attention;
@@ -158,13 +165,13 @@ typedef struct unet_layer {
 typedef struct unet_unit {
     char name[64];
     int first_layer, layer_count;
-    int skip_from;        /* unit whose output is concatenated to the input, or -1 */
+    int skip_from; /* unit whose output is concatenated to the input, or -1 */
     bool has_attention;
     bool has_resblock;     /* reads the time embedding, so depends on y */
     bool input_needs_grad; /* the stream input depends on the context (or y) */
     bool skip_needs_grad;
-    bool depends;          /* the output depends on the context (or y): backward must visit this unit */
-    bool kept;             /* forward kept the internals (no recompute needed) */
+    bool depends; /* the output depends on the context (or y): backward must visit this unit */
+    bool kept;    /* forward kept the internals (no recompute needed) */
     sdt_tensor x, skip, cat, out;
 } unet_unit;
 
@@ -212,18 +219,14 @@ void unet_release_layers(sdt_unet *u);
  * Forward reads l->x, allocates and fills l->out. Backward takes d_out and
  * accumulates into d_x (NULL: the input needs no gradient). */
 bool unet_res_forward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, sdt_tensor *out);
-bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const sdt_tensor *d_out,
-                       sdt_tensor *d_x);
-bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, const sdt_tensor *context,
-                     sdt_tensor *out);
+bool unet_res_backward(unet_ctx *c, unet_resblock *r, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x);
+bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, const sdt_tensor *context, sdt_tensor *out);
 bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, const sdt_tensor *context,
                       const sdt_tensor *d_out, sdt_tensor *d_x, sdt_tensor *d_context);
 bool unet_sampler_forward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, sdt_tensor *out);
-bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, const sdt_tensor *d_out,
-                           sdt_tensor *d_x);
+bool unet_sampler_backward(unet_ctx *c, unet_sampler *s, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x);
 bool unet_head_forward(unet_ctx *c, unet_head *h, const sdt_tensor *x, sdt_tensor *out);
-bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sdt_tensor *d_out,
-                        sdt_tensor *d_x);
+bool unet_head_backward(unet_ctx *c, unet_head *h, const sdt_tensor *x, const sdt_tensor *d_out, sdt_tensor *d_x);
 /* A conv's output for input x (shape only is read), allocated from the arena. */
 sdt_tensor unet_conv_alloc(unet_ctx *c, const unet_conv *cv, const sdt_tensor *x);
 /* out = conv(x) into an allocated out. */

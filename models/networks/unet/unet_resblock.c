@@ -65,8 +65,8 @@ static bool norm_silu_backward(unet_ctx *c, const unet_norm *n, const char *wher
                                const sdt_tensor *mean, const sdt_tensor *rstd, const sdt_tensor *d_act, sdt_tensor *d_x)
 {
     sdt_backend *be = c->be;
-    UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, d_act, x, n->w, n->b, mean, rstd, n->groups,
-                                             SDT_ACT_SILU));
+    UNET_OP(c, where,
+            be->groupnorm_backward(be, d_x, NULL, NULL, d_act, x, n->w, n->b, mean, rstd, n->groups, SDT_ACT_SILU));
     return true;
 }
 

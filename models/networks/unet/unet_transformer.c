@@ -114,12 +114,13 @@ static sdt_unet_hook_site site_of(const unet_attention *a, sdt_unet_kv kind)
 
 /* The hook's own error with the layer in front: "unet <name>: the hypernetwork hook[ backward] on
  * the K input of attention layer N (width W): <its sentence>", keeping its status. */
-static bool hook_failed(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const char *pass, const sdt_error *hook_error)
+static bool hook_failed(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, const char *pass,
+                        const sdt_error *hook_error)
 {
     sdt_error_code code = hook_error->code != SDT_ERR_OK ? hook_error->code : SDT_ERR_INTERNAL;
     const char *why = hook_error->message[0] ? hook_error->message : "it failed without a sentence";
-    return unet_fail(c, code, "unet %s: the hypernetwork hook%s on the %s input of attention layer %d (width %d): %s", a->name, pass,
-                     kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width, why);
+    return unet_fail(c, code, "unet %s: the hypernetwork hook%s on the %s input of attention layer %d (width %d): %s",
+                     a->name, pass, kind == SDT_UNET_K ? "K" : "V", a->index, a->kv_width, why);
 }
 
 /* Sets *in to the hook's transform of kv (arena memory) or to kv itself. */
@@ -137,8 +138,7 @@ static bool hook_forward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind,
     if (c->measuring) return true;
     if (!unet_arena_ok(c, a->name)) return false;
     sdt_error hook_error = {0};
-    if (!h->forward(h->user, &site, kv, in, c->recompute, &hook_error))
-        return hook_failed(c, a, kind, "", &hook_error);
+    if (!h->forward(h->user, &site, kv, in, c->recompute, &hook_error)) return hook_failed(c, a, kind, "", &hook_error);
     return true;
 }
 
@@ -200,7 +200,8 @@ static bool kv_backward(unet_ctx *c, const unet_attention *a, sdt_unet_kv kind, 
         const sdt_unet_kv_hook *h = c->hook;
         sdt_unet_hook_site site = site_of(a, kind);
         sdt_error hook_error = {0};
-        if (!h->backward) sdt_fail(&hook_error, SDT_ERR_INTERNAL, "the hook has no backward; set sdt_unet_kv_hook.backward");
+        if (!h->backward)
+            sdt_fail(&hook_error, SDT_ERR_INTERNAL, "the hook has no backward; set sdt_unet_kv_hook.backward");
         if (!h->backward || !h->backward(h->user, &site, kv, &d_in, d_kv, &hook_error))
             return hook_failed(c, a, kind, " backward", &hook_error);
     }
@@ -222,8 +223,8 @@ static bool attention_backward(unet_ctx *c, unet_attention *a, const sdt_tensor 
     if (!linear_input_grad(c, &a->out, a->name, &a->o, d_stream, &d_o)) return false;
     /* attention_backward writes dq, dk and dv (ops.h): no zeroing */
     sdt_tensor dq = unet_grad_buffer(c, &a->qt), dk = unet_grad_buffer(c, &a->kt), dv = unet_grad_buffer(c, &a->vt);
-    UNET_OP(c, a->name, be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt, &a->o,
-                                               &a->lse, a->heads, false));
+    UNET_OP(c, a->name,
+            be->attention_backward(be, &dq, &dk, &dv, &d_o, &a->qt, &a->kt, &a->vt, &a->o, &a->lse, a->heads, false));
     if (!linear_input_grad_into(c, &a->q, a->name, &dq, d_q) || !kv_backward(c, a, SDT_UNET_K, kv, &dk, d_kv) ||
         !kv_backward(c, a, SDT_UNET_V, kv, &dv, d_kv))
         return false;
@@ -260,7 +261,8 @@ static bool attention_sublayer(unet_ctx *c, unet_tblock *b, const unet_norm *ln,
     *out = unet_act_like(c, x);
     size_t mark = sdt_arena_mark(c->arena);
     if (!keep_n) *n = unet_act_like(c, x);
-    if (!layernorm_into(c, ln, b->name, x, n, mean, rstd) || !attention_project(c, a, n, self ? n : context)) return false;
+    if (!layernorm_into(c, ln, b->name, x, n, mean, rstd) || !attention_project(c, a, n, self ? n : context))
+        return false;
     sdt_arena_rewind(c->arena, mark);
     attention_forget_inputs(a);
     if (!keep_n) unet_forget(n);
@@ -336,8 +338,9 @@ bool unet_st_forward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, cons
     sdt_tensor s = unet_act(c, 3, B, N, t->inner, 0);
     size_t mark = sdt_arena_mark(c->arena);
     t->n = unet_act_like(c, x);
-    UNET_OP(c, where, be->groupnorm_forward(be, &t->n, &t->mean, &t->rstd, x, t->norm.w, t->norm.b, t->norm.groups,
-                                            t->norm.eps, SDT_ACT_IDENTITY));
+    UNET_OP(c, where,
+            be->groupnorm_forward(be, &t->n, &t->mean, &t->rstd, x, t->norm.w, t->norm.b, t->norm.groups, t->norm.eps,
+                                  SDT_ACT_IDENTITY));
     if (c->channels_last) {
         /* the norm's output is the projection's tokens; the 1x1 conv writes s as the image it is */
         if (t->linear_proj) {
@@ -476,8 +479,7 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
         } else if (t->linear_proj) {
             if (!unet_grad_like(c, &t->n, &d_n, where)) return false;
             sdt_tensor d_p;
-            if (!linear_input_grad(c, &t->proj_in_l, where, &t->p, &d_s, &d_p))
-                return false;
+            if (!linear_input_grad(c, &t->proj_in_l, where, &t->p, &d_s, &d_p)) return false;
             sdt_tensor dn3 = unet_view(&d_n, 3, B, C, N, 0);
             UNET_OP(c, where, be->transpose_backward(be, &dn3, &d_p));
         } else {
@@ -487,8 +489,9 @@ bool unet_st_backward(unet_ctx *c, unet_transformer *t, const sdt_tensor *x, con
             UNET_OP(c, where, be->transpose_backward(be, &dp3, &d_s));
             if (!unet_conv_input_grad(c, &t->proj_in_c, where, &t->n, &d_p, &d_n)) return false;
         }
-        UNET_OP(c, where, be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, t->norm.b, &t->mean,
-                                                 &t->rstd, t->norm.groups, SDT_ACT_IDENTITY));
+        UNET_OP(c, where,
+                be->groupnorm_backward(be, d_x, NULL, NULL, &d_n, x, t->norm.w, t->norm.b, &t->mean, &t->rstd,
+                                       t->norm.groups, SDT_ACT_IDENTITY));
     }
     sdt_arena_rewind(c->arena, mark);
     return true;

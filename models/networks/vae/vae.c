@@ -15,15 +15,29 @@
 
 vae_config vae_config_sd(void)
 {
-    vae_config c = {.in_channels = 3, .ch = 128, .levels = 4, .ch_mult = {1, 2, 4, 4}, .res_blocks = 2,
-                    .z_channels = 4, .groups = 32, .eps = 1e-6f, .scaling = 0.18215f};
+    vae_config c = {.in_channels = 3,
+                    .ch = 128,
+                    .levels = 4,
+                    .ch_mult = {1, 2, 4, 4},
+                    .res_blocks = 2,
+                    .z_channels = 4,
+                    .groups = 32,
+                    .eps = 1e-6f,
+                    .scaling = 0.18215f};
     return c;
 }
 
 vae_config vae_config_tiny(void)
 {
-    vae_config c = {.in_channels = 3, .ch = 64, .levels = 2, .ch_mult = {1, 2}, .res_blocks = 1,
-                    .z_channels = 4, .groups = 32, .eps = 1e-6f, .scaling = 0.18215f};
+    vae_config c = {.in_channels = 3,
+                    .ch = 64,
+                    .levels = 2,
+                    .ch_mult = {1, 2},
+                    .res_blocks = 1,
+                    .z_channels = 4,
+                    .groups = 32,
+                    .eps = 1e-6f,
+                    .scaling = 0.18215f};
     return c;
 }
 
@@ -34,11 +48,12 @@ int vae_factor(const vae_config *c)
 
 bool vae_config_check(const vae_config *c, sdt_error *error)
 {
-    bool ok = c->in_channels > 0 && c->ch > 0 && c->levels >= 1 && c->levels <= VAE_MAX_LEVELS &&
-              c->res_blocks >= 1 && c->res_blocks <= VAE_MAX_RES_BLOCKS && c->z_channels > 0 && c->groups > 0;
+    bool ok = c->in_channels > 0 && c->ch > 0 && c->levels >= 1 && c->levels <= VAE_MAX_LEVELS && c->res_blocks >= 1 &&
+              c->res_blocks <= VAE_MAX_RES_BLOCKS && c->z_channels > 0 && c->groups > 0;
     for (int i = 0; ok && i < c->levels; i++) ok = c->ch_mult[i] > 0 && (c->ch * c->ch_mult[i]) % c->groups == 0;
     if (!ok)
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: config (width %d, %d levels, %d resnets per level, z %d) is not supported: at most "
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "vae: config (width %d, %d levels, %d resnets per level, z %d) is not supported: at most "
                  "%d levels and %d resnets, every level's width divisible by the %d groupnorm groups",
                  c->ch, c->levels, c->res_blocks, c->z_channels, VAE_MAX_LEVELS, VAE_MAX_RES_BLOCKS, c->groups);
     return ok;
@@ -64,8 +79,10 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
     const sdt_tensor *din = sdt_weights_get(w, FS "decoder.conv_in.weight");
     if (!cin || !din || cin->ndim != 4 || din->ndim != 4) {
         if (sdt_weights_missing_part(w, "first_stage_model.", error)) return false;
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
-                 "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE", sdt_weights_path(w));
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
+                 "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE",
+                 sdt_weights_path(w));
         return false;
     }
     vae_config c = vae_config_sd();
@@ -91,8 +108,8 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
 
 typedef struct walk_param {
     sdt_param_info info;
-    sdt_tensor *dst;  /* model field to fill */
-    bool as_linear;   /* a 1x1 conv used as a linear [C, C]; diffusers-style [C, C] is accepted too */
+    sdt_tensor *dst; /* model field to fill */
+    bool as_linear;  /* a 1x1 conv used as a linear [C, C]; diffusers-style [C, C] is accepted too */
 } walk_param;
 
 typedef bool (*walk_fn)(void *user, const walk_param *p);
@@ -342,11 +359,11 @@ typedef struct vae_pass {
     sdt_dtype dt;
     const vae_config *cfg;
     int64_t batch;
-    bool sizing;        /* shape pass: only records the largest activation */
-    int64_t max_elems;  /* result of the shape pass */
-    sdt_tensor buf[2];  /* ping-pong activation buffers */
-    int cur;            /* buf[cur] holds x */
-    sdt_tensor x;       /* the current activation [B, C, H, W] */
+    bool sizing;       /* shape pass: only records the largest activation */
+    int64_t max_elems; /* result of the shape pass */
+    sdt_tensor buf[2]; /* ping-pong activation buffers */
+    int cur;           /* buf[cur] holds x */
+    sdt_tensor x;      /* the current activation [B, C, H, W] */
     sdt_error *error;
 } vae_pass;
 
@@ -357,9 +374,9 @@ static bool op_failed(vae_pass *p)
 }
 
 /* Runs an op unless this is a shape or measuring pass. */
-#define OP(p, call)                                                                  \
-    do {                                                                             \
-        if (!(p)->sizing && !(p)->ar->measuring && (call) != 0) return op_failed(p); \
+#define OP(p, call)                                                                                                    \
+    do {                                                                                                               \
+        if (!(p)->sizing && !(p)->ar->measuring && (call) != 0) return op_failed(p);                                   \
     } while (0)
 
 static sdt_tensor view4(void *data, sdt_dtype dt, sdt_device dev, int64_t B, int64_t C, int64_t H, int64_t W)
@@ -601,15 +618,17 @@ bool vae_encode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt
     int f = vae_factor(c);
     if (!image || image->ndim != 4 || !is_float(image) || image->shape[1] != c->in_channels ||
         image->shape[2] % f != 0 || image->shape[3] % f != 0 || image->shape[2] < f || image->shape[3] < f) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: the image must be a float tensor [batch, %d, H, W] with H and W multiples of %d",
-                 c->in_channels, f);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "vae: the image must be a float tensor [batch, %d, H, W] with H and W multiples of %d", c->in_channels,
+                 f);
         return false;
     }
     int64_t B = image->shape[0], h = image->shape[2] / f, w = image->shape[3] / f, Z = c->z_channels;
     if (!same4(mean, B, Z, h, w) || !same4(logvar, B, Z, h, w) || !is_float(mean) || !is_float(logvar) ||
         act_dtype == SDT_I32) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: mean and logvar must be float tensors [%lld, %lld, %lld, %lld] for this image",
-                 (long long)B, (long long)Z, (long long)h, (long long)w);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                 "vae: mean and logvar must be float tensors [%lld, %lld, %lld, %lld] for this image", (long long)B,
+                 (long long)Z, (long long)h, (long long)w);
         return false;
     }
     vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .error = error};
@@ -639,8 +658,8 @@ bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt
     }
     int64_t B = latents->shape[0], H = latents->shape[2] * f, W = latents->shape[3] * f;
     if (!image || !is_float(image) || !same4(image, B, c->in_channels, H, W)) {
-        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: the decoded image must be a float tensor [%lld, %d, %lld, %lld]", (long long)B,
-                 c->in_channels, (long long)H, (long long)W);
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: the decoded image must be a float tensor [%lld, %d, %lld, %lld]",
+                 (long long)B, c->in_channels, (long long)H, (long long)W);
         return false;
     }
     vae_pass p = {.be = be, .ar = arena, .dt = act_dtype, .cfg = c, .batch = B, .error = error};
@@ -655,8 +674,9 @@ bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt
 /* The failure of sampling latents: out of host memory, or the backend's error passed on. */
 static bool sample_fail(sdt_backend *be, bool host_ok, sdt_error *error)
 {
-    return sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY, "vae: sampling latents failed on the %s backend (%s)",
-                    be->name, host_ok ? be->error.message : "out of host memory");
+    return sdt_fail(error, host_ok ? be->error.code : SDT_ERR_OUT_OF_MEMORY,
+                    "vae: sampling latents failed on the %s backend (%s)", be->name,
+                    host_ok ? be->error.message : "out of host memory");
 }
 
 /* Downloads a tensor and widens it to f32 (host). */

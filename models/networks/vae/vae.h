@@ -30,16 +30,16 @@
 #define VAE_MAX_RES_BLOCKS 3
 
 typedef struct vae_config {
-    int in_channels;              /* image channels (3) */
-    int ch;                       /* base width (128) */
-    int levels;                   /* resolution levels (4) */
-    int ch_mult[VAE_MAX_LEVELS];  /* width multipliers per level (1, 2, 4, 4) */
-    int res_blocks;               /* resnet blocks per encoder level (2); the decoder has one more */
-    int z_channels;               /* latent channels (4) */
-    int groups;                   /* groupnorm groups (32) */
-    float eps;                    /* groupnorm eps (1e-6) */
-    float scaling;                /* latent scaling factor (0.18215) */
-    int fp16_safe;                /* nonzero: a diffusers config with force_upcast false (the fp16-fix VAE's):
+    int in_channels;             /* image channels (3) */
+    int ch;                      /* base width (128) */
+    int levels;                  /* resolution levels (4) */
+    int ch_mult[VAE_MAX_LEVELS]; /* width multipliers per level (1, 2, 4, 4) */
+    int res_blocks;              /* resnet blocks per encoder level (2); the decoder has one more */
+    int z_channels;              /* latent channels (4) */
+    int groups;                  /* groupnorm groups (32) */
+    float eps;                   /* groupnorm eps (1e-6) */
+    float scaling;               /* latent scaling factor (0.18215) */
+    int fp16_safe;               /* nonzero: a diffusers config with force_upcast false (the fp16-fix VAE's):
                                    * its activations stay within fp16's range; SDXL's own VAE overflows. An int
                                    * (no padding): configs are compared byte for byte */
 } vae_config;
