@@ -3,6 +3,7 @@
 # Idempotent: skips packages that are already installed. Used by README and .ci/run.
 # Besides what the build needs, what CI (.ci/run) needs, unless --build-only is given:
 #   clang, libclang-rt-14-dev   libFuzzer and the sanitizer runtimes for .ci/run's fuzzing
+#   clang-format                the style check (.ci/format.sh --check; Debian 12's is clang-format 14)
 #   python3-torch               CPU torch for the parity tests (tests/parity; skipped without it)
 #   python3-venv, python3-pip   the Python binding's install test (its wheel and pip install ./python into a
 #                               plain venv, offline; no setuptools or wheel needed)
@@ -16,7 +17,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config git libsoup-3.0-dev
       libglib2.0-dev libpng-dev zlib1g-dev libstb-dev libwebp-dev
       libopenblas-dev libcjson-dev abigail-tools python3 locales)
-[ "${1:-}" = "--build-only" ] || pkgs+=(clang libclang-rt-14-dev python3-torch python3-venv python3-pip
+[ "${1:-}" = "--build-only" ] || pkgs+=(clang clang-format libclang-rt-14-dev python3-torch python3-venv python3-pip
                                          ninja-build dpkg-dev chromium curl)
 # node and npm: Debian's nodejs and npm, unless a node with its npm is already installed (NodeSource's
 # nodejs carries npm and conflicts with Debian's npm package)
