@@ -507,6 +507,21 @@ static void test_t5_ops(sdt_dtype dt)
         if (with_gamma) compare(&dg, tol, what);
         drop(&x), drop(&g), drop(&out), drop(&rstd), drop(&dout), drop(&dx), drop(&dg);
     }
+    snprintf(what, sizeof what, "rope %s", sdt_dtype_name(dt));
+    { /* Flux's rotary embedding: [B, S, heads*D] with tables [S, D], forward in place, backward accumulated */
+        pair x = MAKE(dt, 1, 2, 37, 96), cosv = MAKE(SDT_F32, 1, 37, 32), sinv = MAKE(SDT_F32, 1, 37, 32),
+             out = MAKE(dt, 1, 2, 37, 96), dout = MAKE(dt, 1, 2, 37, 96), dx = MAKE(dt, 1, 2, 37, 96);
+        RUN2(cpu->rope_forward(cpu, &out.c, &x.c, &cosv.c, &sinv.c),
+             gpu->rope_forward(gpu, &out.g, &x.g, &cosv.g, &sinv.g), what);
+        compare(&out, tol, what);
+        RUN2(cpu->rope_forward(cpu, &x.c, &x.c, &cosv.c, &sinv.c), gpu->rope_forward(gpu, &x.g, &x.g, &cosv.g, &sinv.g),
+             what);
+        compare(&x, tol, what);
+        RUN2(cpu->rope_backward(cpu, &dx.c, &dout.c, &cosv.c, &sinv.c),
+             gpu->rope_backward(gpu, &dx.g, &dout.g, &cosv.g, &sinv.g), what);
+        compare(&dx, tol, what);
+        drop(&x), drop(&cosv), drop(&sinv), drop(&out), drop(&dout), drop(&dx);
+    }
     snprintf(what, sizeof what, "gated_activation %s", sdt_dtype_name(dt));
     pair gate = MAKE(dt, 1.5, 29, 130), up = MAKE(dt, 1, 29, 130), prod = MAKE(dt, 1, 29, 130),
          dprod = MAKE(dt, 1, 29, 130);
