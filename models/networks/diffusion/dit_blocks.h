@@ -71,7 +71,7 @@ typedef struct dit_fwd_tmp {
 
 typedef struct dit_bwd_scratch {
     sdt_tensor dX[2];     /* residual-stream gradients: image [B, N, H], text [B, T, H] */
-    sdt_tensor dmod_flat; /* [B * 6H] */
+    sdt_tensor dmod_flat; /* [B * kH], k the most chunks a block has (SD3 6, MMDiT-X 9) */
     sdt_tensor dgam;      /* [1, H] */
     sdt_tensor dy[2], da[2], dh[2], dn[2], dq[2], dk[2], dv[2];
     sdt_tensor dJ[4];                /* dQ, dK, dV, dO [B, S, H] */
@@ -120,6 +120,7 @@ bool dit_gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dm
                                  const sdt_tensor *y, const sdt_tensor *mod, int gate_j, const sdt_tensor *ones,
                                  sdt_tensor *tmp, sdt_tensor *tmp2, sdt_error *error);
 
+/* A stream's activations of n tokens from the arena (pre_only: SD3's last text stream, dual: MMDiT-X). */
 void dit_stream_alloc(dit_stream_acts *s, const dit_dims *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
                       bool dual);
 
@@ -144,8 +145,10 @@ bool dit_stream_post(const dit_stream_weights *W, const dit_dims *c, sdt_backend
                      dit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf, dit_fwd_tmp *t,
                      const sdt_tensor *joint, int64_t off, sdt_error *error);
 
+/* Host f32 into t (t's bytes). */
 bool dit_upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error);
 
+/* The first B * k * H values of s->dmod_flat as a [B, kH] modulation gradient. */
 sdt_tensor dit_dmod_view(const dit_bwd_scratch *s, int64_t B, int k, int64_t H);
 
 /* MMDiT-X, backward: d(y_attn2) in d2[0] to d(x_in) (dX +=) and the attn2 modulation chunks. */

@@ -1,4 +1,5 @@
-/* mmdit.c - the SD3 / SD3.5 MMDiT forward and backward to its conditioning; see mmdit.h.
+/* mmdit.c - the SD3 / SD3.5 MMDiT forward and backward to its conditioning; see mmdit.h. The streams' code is
+ * dit_blocks' (shared with Flux); here the patch embedding, the conditioning and the block order.
  *
  * Per-batch vectors (the adaLN shift, scale and gate) reach every token through the existing ops: the
  * modulated LayerNorm is layernorm_forward per batch element with gamma = 1 + scale, beta = shift (its
