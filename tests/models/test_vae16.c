@@ -7,8 +7,15 @@
 #include <string.h>
 
 #include "model_test_util.h"
+#include "sd_config_detect.h"
 #include "vae.h"
 #include "vae_gen.h"
+
+static sdt_backend *shared_be;
+static sdt_backend *mt_backend_shared(void)
+{
+    return shared_be;
+}
 
 static bool run_decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_error *error)
 {
@@ -134,6 +141,40 @@ static void test_file(const char *prefix, sdt_backend *be, sdt_test_rng *rng)
     g_remove(path);
 }
 
+/* A diffusers folder whose vae/ holds the 16-channel VAE (diffusers' names through diffusers_names.c, no
+ * quant_conv, config.json with shift_factor and use_quant_conv false): read back under first_stage_model.
+ * with the config's shift, the same tensors as the generator drew. */
+static void test_diffusers_folder(void)
+{
+    char *dir = g_dir_make_tmp("sdt-vae16-XXXXXX", NULL), *model = g_build_filename(dir, "model", NULL);
+    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, 5);
+    spec.config.vae = vae_config_tiny16();
+    spec.config.vae.scaling = 0.3611f; /* Flux's, so the config file (not the detection default) must say it */
+    spec.config.vae.shift = 0.1159f;
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    sdt_error error = {0};
+    CHECK(sdt_ckpt_generate(model, &spec, &error), "generate the folder: %s", error.message);
+    sdt_weights *w = sdt_weights_open(model, &error);
+    CHECK(w != NULL, "open the folder: %s", error.message);
+    if (w) {
+        CHECK(strcmp(vae_key_prefix(w), VAE_KEY_PREFIX) == 0, "a folder's VAE is under first_stage_model.");
+        vae_config cfg;
+        CHECK(vae_config_detect(w, &cfg, &error) && cfg.z_channels == 16 && !cfg.has_quant_conv,
+              "detected from diffusers' names: z %d, quant %d (%s)", cfg.z_channels, cfg.has_quant_conv, error.message);
+        sd_config sc;
+        CHECK(sd_config_detect_weights(w, &sc, &error) && sc.vae.shift == 0.1159f && sc.vae.scaling == 0.3611f,
+              "vae/config.json's shift_factor and scaling_factor are taken (%g, %g): %s", (double)sc.vae.shift,
+              (double)sc.vae.scaling, error.message);
+        vae_model m;
+        CHECK(vae_load(&m, &cfg, w, mt_backend_shared(), &error), "load from the folder: %s", error.message);
+        if (m.be) vae_free(&m);
+        sdt_weights_close(w);
+    }
+    mt_remove_folder(dir);
+    g_free(model);
+    g_free(dir);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_vae16");
@@ -141,6 +182,8 @@ int main(void)
     test_configs();
     test_file("", be, &rng);             /* Flux's ae.safetensors */
     test_file(VAE_KEY_PREFIX, be, &rng); /* SD3.5's all-in-one file's VAE part */
+    shared_be = be;
+    test_diffusers_folder();
     be->destroy(be);
     return sdt_test_finish("models_test_vae16");
 }
