@@ -45,11 +45,13 @@ vae_config vae_config_tiny(void)
 
 /* diffusers' vae/config.json of stabilityai/stable-diffusion-3.5-large and -medium (AutoencoderKL:
  * latent_channels 16, use_quant_conv / use_post_quant_conv false, scaling_factor 1.5305, shift_factor
- * 0.0609), used by StableDiffusion3Pipeline as (latents / scaling_factor) + shift_factor. */
+ * 0.0609; Stability-AI/sd3.5 sd3_impls.py's SD3LatentFormat the same), used by StableDiffusion3Pipeline
+ * as (latents / scaling_factor) + shift_factor. */
 #define VAE_SD3_SCALING 1.5305f
 #define VAE_SD3_SHIFT 0.0609f
 /* black-forest-labs/FLUX.1-dev and -schnell vae/config.json: scaling_factor 0.3611, shift_factor 0.1159
- * (FluxPipeline decodes (latents / scaling_factor) + shift_factor). */
+ * (BFL's flux/util.py AutoEncoderParams the same; FluxPipeline decodes (latents / scaling_factor) +
+ * shift_factor). */
 #define VAE_FLUX_SCALING 0.3611f
 #define VAE_FLUX_SHIFT 0.1159f
 
