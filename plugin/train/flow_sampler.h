@@ -1,9 +1,9 @@
 /* flow_sampler.h - the flow-matching Euler sampler of SD3/SD3.5 and Flux.1 previews (next to
  * sampler.h's DDPM samplers), as diffusers' FlowMatchEulerDiscreteScheduler walks it:
- *   sigmas: linspace(1, 1/N, N) (FluxPipeline, and what SD3 pipelines pass since diffusers 0.32;
- *           set_timesteps without sigmas spaces down to the scheduler's shifted 1/1000 instead,
- *           the sd3_spacing option), then the family's shift (SD3 constant, Flux resolution mu:
- *           flow_match.h), then a final 0;
+ *   sigmas: linspace(1, 1/N, N) as FluxPipeline passes them, or (sd3_spacing) what
+ *           StableDiffusion3Pipeline gets from set_timesteps(N) without sigmas: linspace from 1 down
+ *           to the scheduler's own shifted 1/1000; then the family's shift (SD3 constant, Flux
+ *           resolution mu: flow_match.h), then a final 0;
  *   step:   x += (sigma_next - sigma) v, v the model's velocity at timestep 1000 sigma;
  *   guidance: classifier-free, v = v_uncond + cfg (v_cond - v_uncond) (one call when cfg is 1);
  *           Flux dev's distilled guidance is a model input, passed through to the callback.
@@ -30,7 +30,7 @@ typedef struct sdt_flow_sampler_config {
     /* The shift: kind NONE, CONSTANT (shift) or RESOLUTION (base_shift, max_shift); the density fields are unused. */
     sdt_flow_timesteps shift;
     double image_seq_len; /* the image token count (resolution shift only) */
-    bool sd3_spacing;     /* linspace(1, shifted 1/1000) then shifted again, as set_timesteps(N) does */
+    bool sd3_spacing; /* linspace(1, shifted 1/1000) then shifted again, as set_timesteps(N) does (SD3's previews) */
 } sdt_flow_sampler_config;
 
 /* sdt_flow_sample's answer to steps outside 1..1000 (nothing sampled). */
