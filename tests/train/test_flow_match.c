@@ -221,6 +221,27 @@ static void test_distributions(void)
     CHECK(sdt_flow_draw_t(&f, 1024, 7, 11) != sdt_flow_draw_t(&f, 1024, 7, 12), "draws differ");
 }
 
+/* Identities that hold whatever torch says (and run without it). */
+static void test_identities(void)
+{
+    sdt_flow_timesteps f = sdt_flow_timesteps_flux();
+    CHECK(fabs(sdt_flow_resolution_mu(&f, 256) - 0.5) < 1e-15, "mu at 256 tokens is base_shift");
+    CHECK(fabs(sdt_flow_resolution_mu(&f, 4096) - 1.15) < 1e-15, "mu at 4096 tokens is max_shift");
+    for (double t = 0.05; t < 1; t += 0.1) {
+        CHECK(fabs(sdt_flow_shift_constant(t, 1.0) - t) < 1e-15, "shift 1 is the identity");
+        CHECK(fabs(sdt_flow_shift_exponential(t, 0.0) - t) < 1e-15, "mu 0 is the identity");
+        /* e^mu / (e^mu + 1/t - 1) is the constant shift with shift e^mu */
+        CHECK(fabs(sdt_flow_shift_exponential(t, log(3.0)) - sdt_flow_shift_constant(t, 3.0)) < 1e-14,
+              "the exponential shift with mu = ln 3 is SD3's shift 3 (t %g)", t);
+        CHECK(sdt_flow_shift_constant(t, 3.0) > t, "shift 3 moves t towards noise");
+    }
+    CHECK(sdt_flow_shift_constant(1.0, 3.0) == 1.0 && sdt_flow_shift_exponential(1.0, 1.15) == 1.0, "1 stays 1");
+    CHECK(fabs(sdt_flow_loss_weight(SDT_FLOW_WEIGHT_SIGMA_SQRT, 0.5) - 4.0) < 1e-15, "sigma_sqrt: sigma^-2");
+    CHECK(fabs(sdt_flow_loss_weight(SDT_FLOW_WEIGHT_COSMAP, 0.5) - 4.0 / 3.14159265358979323846) < 1e-15,
+          "cosmap at 1/2: 2 / (pi / 2)");
+    CHECK(sdt_flow_loss_weight(SDT_FLOW_WEIGHT_NONE, 0.3) == 1.0, "none: 1");
+}
+
 static void test_noisy_and_target(void)
 {
     float x0[3] = {1.0f, -2.0f, 0.5f}, noise[3] = {0.25f, 4.0f, -1.0f}, noisy[3], target[3];
@@ -362,6 +383,7 @@ static void test_refusals(void)
 int main(void)
 {
     test_formulas_vs_torch();
+    test_identities();
     test_distributions();
     test_noisy_and_target();
     test_sampler_exact_flows();
