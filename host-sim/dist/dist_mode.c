@@ -80,6 +80,19 @@ gboolean dist_choose(const panel_host_options *host, uint32_t device_choice, cha
     return TRUE;
 }
 
+gboolean dist_choose_in_process(const panel_host_options *host, uint32_t device_choice, host_dist_plan *plan,
+                                gboolean *spread, char **error)
+{
+    panel_host_options threads = *host;
+    threads.in_process = host->gpus && host->gpus[0]; /* one process: the GPUs can only be its threads */
+    char *no_environment[] = {NULL};
+    dist_mode mode = DIST_ONE_DEVICE;
+    gboolean usage = FALSE;
+    if (!dist_choose(&threads, device_choice, no_environment, plan, &mode, error, &usage)) return FALSE;
+    *spread = mode == DIST_IN_PROCESS;
+    return TRUE;
+}
+
 gboolean dist_join_job(host_dist_plan *plan, const sdt_distributed_ext *ext, uint64_t fingerprint, char **error)
 {
     rendezvous_job job = {plan->world_size, fingerprint, plan->timeout_seconds};

@@ -23,6 +23,12 @@ typedef enum dist_mode {
 gboolean dist_choose(const panel_host_options *host, uint32_t device_choice, char **envp, host_dist_plan *plan,
                      dist_mode *mode, char **error, gboolean *usage_error);
 
+/* For a host that is one process (sdt-host serve): --gpus always as the plugin's threads (no
+ * launcher, no torchrun environment), or --device cuda:N. *spread: the plan has devices for the
+ * plugin (dist_extension, then dist_plan_apply). FALSE with one sentence. */
+gboolean dist_choose_in_process(const panel_host_options *host, uint32_t device_choice, host_dist_plan *plan,
+                                gboolean *spread, char **error);
+
 /* A rank meets the others at MASTER_ADDR:MASTER_PORT: rank 0 makes the communicator id through the
  * plugin's extension and hands it (with the job's fingerprint checked) to every other rank, which
  * receives it into plan->comm_id. FALSE with one sentence. */

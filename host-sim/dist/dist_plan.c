@@ -104,6 +104,18 @@ gboolean dist_plan_from_environment(char **envp, host_dist_plan *plan, gboolean 
     if (!env_integer(envp, "MASTER_PORT", 1, 65535,
                      "a free TCP port on rank 0's machine, the same for every rank (e.g. 29500)", &port, error))
         return FALSE;
+    /* Recent torchrun serves MASTER_PORT itself (its agent's TCPStore, which PyTorch's own ranks join
+     * as clients) and says so in TORCHELASTIC_USE_AGENT_STORE; the ranks meet on the next port then. */
+    const char *agent_store = g_environ_getenv(envp, "TORCHELASTIC_USE_AGENT_STORE");
+    if (agent_store && strcmp(agent_store, "True") == 0) {
+        if (port == 65535) {
+            *error = g_strdup("MASTER_PORT=65535 is torchrun's own (TORCHELASTIC_USE_AGENT_STORE=True) and the ranks "
+                              "meet on the port after it, which does not exist; give torchrun --master-port (or "
+                              "--rdzv-endpoint) a lower port.");
+            return FALSE;
+        }
+        port++;
+    }
     plan->world_size = (int32_t)world;
     plan->rank = (int32_t)rank;
     plan->local_rank = (int32_t)local_rank;

@@ -25,8 +25,8 @@ typedef struct host_dist_plan {
     int32_t local_rank;       /* its index on this machine (torchrun's LOCAL_RANK) */
     int32_t local_world_size; /* ranks on this machine; 0 when LOCAL_WORLD_SIZE is not set */
     char *master_addr;        /* rank 0's address (MASTER_ADDR); NULL in-process */
-    uint16_t master_port;
-    int32_t *devices; /* CUDA ordinals: in-process one per rank (thread), a rank process its one */
+    uint16_t master_port;     /* MASTER_PORT, or the one after it when torchrun's agent serves that */
+    int32_t *devices;         /* CUDA ordinals: in-process one per rank (thread), a rank process its one */
     int32_t device_count;
     int32_t timeout_seconds;             /* a silent rank stops the job after this long */
     uint8_t comm_id[DIST_COMM_ID_BYTES]; /* from rank 0 (rendezvous); zero in-process */
@@ -36,7 +36,8 @@ void dist_plan_clear(host_dist_plan *plan);
 
 /* Reads torchrun's contract from envp (g_get_environ() in production, a test's list in tests):
  * WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE (optional), MASTER_ADDR (must resolve) and
- * MASTER_PORT. *is_rank FALSE (nothing else read) when WORLD_SIZE is unset, empty or 1. The device is
+ * MASTER_PORT (the ranks meet on the port after it when TORCHELASTIC_USE_AGENT_STORE=True: recent torchrun
+ * serves MASTER_PORT itself). *is_rank FALSE (nothing else read) when WORLD_SIZE is unset, empty or 1. The device is
  * LOCAL_RANK. FALSE with one sentence (g_free) naming the variable and the fix. */
 gboolean dist_plan_from_environment(char **envp, host_dist_plan *plan, gboolean *is_rank, char **error);
 

@@ -46,7 +46,7 @@ static void check_good_job(void)
     CHECK(plan.timeout_seconds == DIST_DEFAULT_TIMEOUT_SECONDS, "the default timeout");
     dist_plan_clear(&plan);
     g_strfreev(env);
-    g_free(error);
+    g_clear_pointer(&error, g_free);
 
     /* No job: WORLD_SIZE unset, empty or 1 is one device, whatever else is there. */
     const char *const single[] = {"WORLD_SIZE", "WORLD_SIZE=", "WORLD_SIZE=1"};
@@ -59,6 +59,18 @@ static void check_good_job(void)
         dist_plan_clear(&plan);
         g_strfreev(env);
     }
+    /* torchrun's agent serving MASTER_PORT: the ranks meet on the next port. */
+    env = job_env("TORCHELASTIC_USE_AGENT_STORE=True");
+    CHECK(dist_plan_from_environment(env, &plan, &is_rank, &error) && plan.master_port == 29501,
+          "with torchrun's agent store the ranks meet on MASTER_PORT + 1, not %u", (unsigned)plan.master_port);
+    dist_plan_clear(&plan);
+    env = g_environ_setenv(env, "MASTER_PORT", "65535", TRUE);
+    CHECK(!dist_plan_from_environment(env, &plan, &is_rank, &error) && error &&
+              strstr(error, "MASTER_PORT=65535 is torchrun's own"),
+          "MASTER_PORT 65535 with torchrun's agent store: %s", error ? error : "(accepted)");
+    g_clear_pointer(&error, g_free);
+    dist_plan_clear(&plan);
+    g_strfreev(env);
     /* LOCAL_WORLD_SIZE is optional; a host name resolves. */
     env = job_env("LOCAL_WORLD_SIZE");
     env = g_environ_setenv(env, "MASTER_ADDR", "localhost", TRUE);
