@@ -65,7 +65,7 @@ on_gpus="${plain/device=cpu/device=auto}"
 http "a run on GPUs 0 and 0" 422 -X POST --data-binary "$on_gpus"$'gpus=0,0\n' "$B/api/train"
 body_has "a run on GPUs 0 and 0" "names GPU 0 twice"
 http "a run on GPUs 0 and 1 with device=cpu" 422 -X POST --data-binary "$plain"$'gpus=0,1\n' "$B/api/train"
-body_has "a run on GPUs 0 and 1 with device=cpu" "--gpus trains on GPUs, but --device cpu"
+body_has "a run on GPUs 0 and 1 with device=cpu" "trains on GPUs, but --device cpu"
 # The test plugin (a CPU build) cannot spread a run over GPUs, and says why.
 http "a run on GPUs 0 and 1" 422 -X POST --data-binary "$on_gpus"$'gpus=0,1\n' "$B/api/train"
 grep -qE "offers no 'sdtrain.distributed/1'|Data-parallel training is not available here" "$WORK/.body" ||
