@@ -45,7 +45,8 @@ static int train_where(panel_config *config, const cli_trainer *t, const char *c
         status = cli_error(error);
     if (status < 0) {
         panel_finish_config(config);
-        train_target target = {.factory = t->factory, .trainer = t->trainer, .config = &config->trainer};
+        train_target target = {
+            .factory = t->factory, .trainer = t->trainer, .config = &config->trainer, .rank = plan.rank};
         status = train_session_run(&target, explain, config);
     }
     dist_plan_clear(&plan); /* after the run: options.devices points into it */

@@ -39,7 +39,7 @@ expect 0 "step 5/5" "[rank 1] info: fake: training started" "ranks 0 to 1" -- \
     "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 0,1
 # One rank fails: the others are stopped (SIGTERM: their Interrupt button), one sentence names it.
 expect 1 "sdt-host: Rank 1 (GPU 1) exited with status 1, so every other rank was stopped" \
-    "[rank 1] sdt-host: fake: rank 1 failed on purpose." "[rank 2] Interrupted; the training state was saved." \
+    "[rank 1] sdt-host: fake: rank 1 failed on purpose." "[rank 2] Interrupted after the step; rank 0 saves the job's training state." \
     "Interrupted; the training state was saved." -- \
     "$host" train $common --dataset "$tmp/fail-rank-1" --max-steps 100000000 --gpus 0,1,2
 # One rank killed outright.
@@ -94,7 +94,8 @@ while ! { grep -q "^info: fake: training started" "$tmp/run" && grep -q "\[rank 
 kill -INT $pid
 wait $pid; got=$?
 if [ "$got" = 130 ] && grep -q "^Interrupted; the training state was saved." "$tmp/run" &&
-    grep -q "\[rank 1\] Interrupted; the training state was saved." "$tmp/run"; then
+    grep -q "\[rank 1\] Interrupted after the step; rank 0 saves" "$tmp/run" &&
+    ! grep -q "\[rank 1\] step" "$tmp/run"; then
     echo "ok: Ctrl-C -> 130, every rank interrupted after its step"
 else
     echo "FAIL: Ctrl-C gave exit $got:"; sed 's/^/    /' "$tmp/run"; failures=$((failures + 1))
