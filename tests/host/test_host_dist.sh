@@ -37,6 +37,9 @@ $1"; shift; done
 # Two ranks finish together; rank 1's lines are marked.
 expect 0 "step 5/5" "[rank 1] info: fake: training started" "ranks 0 to 1" -- \
     "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 0,1
+# --in-process: the GPUs as the plugin's threads, one process, one progress stream.
+expect 0 "step 5/5" -- "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 0,1 --in-process
+grep -q "rank" "$tmp/out" && { echo "FAIL: --in-process started rank processes:"; sed 's/^/    /' "$tmp/out"; failures=$((failures + 1)); }
 # One rank fails: the others are stopped (SIGTERM: their Interrupt button), one sentence names it.
 expect 1 "sdt-host: Rank 1 (GPU 1) exited with status 1, so every other rank was stopped" \
     "[rank 1] sdt-host: fake: rank 1 failed on purpose." "[rank 2] Interrupted after the step; rank 0 saves the job's training state." \
