@@ -165,6 +165,12 @@ static sdt_status run(sdt_trainer *t)
 {
     atomic_store(&t->state, SDT_RUN_RUNNING);
     if (t->cb.log) t->cb.log(t->cb.user_data, SDT_LOG_INFO, "fake: training started");
+    if (getenv("RANK") && t->cb.log) { /* what a rank the launcher started was given */
+        char line[256];
+        snprintf(line, sizeof line, "fake: rank %s of %s, local rank %s of %s, rank 0 at %s", getenv("RANK"),
+                 getenv("WORLD_SIZE"), getenv("LOCAL_RANK"), getenv("LOCAL_WORLD_SIZE"), getenv("MASTER_ADDR"));
+        t->cb.log(t->cb.user_data, SDT_LOG_INFO, line);
+    }
     struct timespec pause = {0, 5 * 1000 * 1000};
     while (atomic_load(&t->step) < t->max_steps && !atomic_load(&t->interrupt)) {
         nanosleep(&pause, NULL);

@@ -35,11 +35,15 @@ $1"; shift; done
 # shellcheck disable=SC2086 # $common is several arguments on purpose
 {
 # Two ranks finish together; rank 1's lines are marked.
-expect 0 "step 5/5" "[rank 1] info: fake: training started" "ranks 0 to 1" -- \
-    "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 0,1
+expect 0 "step 5/5" "[rank 1] info: fake: training started" "ranks 0 to 1" \
+    "[rank 1] info: fake: rank 1 of 2, local rank 1 of 2, rank 0 at 127.0.0.1" \
+    "info: fake: rank 0 of 2, local rank 0 of 2" "[rank 1] Rank 1 of 2 (GPU 6): meeting the other ranks" -- \
+    "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 3,6
 # --in-process: the GPUs as the plugin's threads, one process, one progress stream.
 expect 0 "step 5/5" -- "$host" train $common --dataset "$tmp/ok" --max-steps 5 --gpus 0,1 --in-process
 grep -q "rank" "$tmp/out" && { echo "FAIL: --in-process started rank processes:"; sed 's/^/    /' "$tmp/out"; failures=$((failures + 1)); }
+# --device cuda:N alone: one GPU, chosen.
+expect 0 "step 5/5" -- "$host" train $common --dataset "$tmp/ok" --max-steps 5 --device cuda:1
 # One rank fails: the others are stopped (SIGTERM: their Interrupt button), one sentence names it.
 expect 1 "sdt-host: Rank 1 (GPU 1) exited with status 1, so every other rank was stopped" \
     "[rank 1] sdt-host: fake: rank 1 failed on purpose." "[rank 2] Interrupted after the step; rank 0 saves the job's training state." \
@@ -62,6 +66,8 @@ expect 1 "MASTER_ADDR is not set" -- env -u MASTER_ADDR WORLD_SIZE=2 RANK=1 LOCA
 # A plugin without the distributed extension says so before anything starts.
 expect 1 "offers no 'sdtrain.distributed/1'" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
     --model "$tmp" --log-dir "$tmp" --dataset "$tmp/ok" --gpus 0,1
+expect 1 "offers no 'sdtrain.distributed/1'" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
+    --model "$tmp" --log-dir "$tmp" --dataset "$tmp/ok" --device cuda:1
 }
 
 # torchrun's variables by hand (two "machines" on 127.0.0.1): a rank started with other options is
