@@ -5,9 +5,7 @@
 #ifndef SDT_HOST_DIST_ABI_1_8_PENDING_H
 #define SDT_HOST_DIST_ABI_1_8_PENDING_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "sdtrain.h"
 
 #ifndef SDT_EXT_DISTRIBUTED
 #define SDT_DIST_ABI_PENDING 1
@@ -20,10 +18,12 @@
     int32_t comm_timeout_seconds; -- [0 = 600] a rank silent this long stops every rank
     uint8_t comm_id[128];         -- NCCL unique id made by rank 0's process, handed to every process */
 #define SDT_EXT_DISTRIBUTED "sdtrain.distributed/1" /* an extension of sdtrain.trainer/1 (get_extension) */
+/* As branch `dp` declares it (it returns sdt_status and takes a uint32_t size, as `create` does; the
+ * first proposal had bool and size_t): SDT_STATUS_OK, or a status with the reason copied into err. */
 typedef struct sdt_distributed_ext {
     uint32_t struct_size;
-    bool (*available)(char *error, size_t error_size);
-    bool (*new_comm_id)(uint8_t id[128], char *error, size_t error_size);
+    sdt_status (*available)(char *err, uint32_t err_size);
+    sdt_status (*new_comm_id)(uint8_t id[128], char *err, uint32_t err_size);
 } sdt_distributed_ext;
 #endif
 

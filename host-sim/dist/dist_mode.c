@@ -104,7 +104,7 @@ gboolean dist_join_job(host_dist_plan *plan, const sdt_distributed_ext *ext, uin
     rendezvous_listener *listener = rendezvous_listen(plan->master_addr, plan->master_port, error);
     if (!listener) return FALSE;
     char why[1024] = "";
-    gboolean ok = ext->new_comm_id(plan->comm_id, why, sizeof why);
+    gboolean ok = ext->new_comm_id(plan->comm_id, why, sizeof why) == SDT_STATUS_OK;
     if (!ok)
         *error = g_strdup_printf("The plugin could not make the communicator id for the job: %s",
                                  why[0] ? why : "it gave no reason.");

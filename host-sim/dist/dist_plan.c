@@ -180,7 +180,7 @@ const sdt_distributed_ext *dist_extension(const sdt_trainer_factory *factory, ch
         return NULL;
     }
     char why[1024] = "";
-    if (!ext->available(why, sizeof why)) {
+    if (ext->available(why, sizeof why) != SDT_STATUS_OK) {
         *error = g_strdup_printf("Data-parallel training is not available here: %s",
                                  why[0] ? why : "the plugin gave no reason.");
         return NULL;

@@ -246,17 +246,17 @@ static const sdt_embedding_files_ext embedding_files = {sizeof embedding_files, 
 static const sdt_hypernetwork_files_ext hypernetwork_files = {sizeof hypernetwork_files, create_hypernetwork,
                                                               inspect_hypernetwork};
 
-static bool distributed_available(char *error, size_t error_size)
+static sdt_status distributed_available(char *err, uint32_t err_size)
 {
-    (void)error, (void)error_size;
-    return true;
+    (void)err, (void)err_size;
+    return SDT_STATUS_OK;
 }
 
-static bool new_comm_id(uint8_t id[128], char *error, size_t error_size)
+static sdt_status new_comm_id(uint8_t id[128], char *err, uint32_t err_size)
 {
-    (void)error, (void)error_size;
+    (void)err, (void)err_size;
     for (int i = 0; i < 128; i++) id[i] = (uint8_t)(i + 1);
-    return true;
+    return SDT_STATUS_OK;
 }
 
 static const sdt_distributed_ext distributed = {sizeof distributed, distributed_available, new_comm_id};
