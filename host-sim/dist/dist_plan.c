@@ -181,8 +181,8 @@ const sdt_distributed_ext *dist_extension(const sdt_trainer_factory *factory, ch
     }
     char why[1024] = "";
     if (ext->available(why, sizeof why) != SDT_STATUS_OK) {
-        *error = g_strdup_printf("Data-parallel training is not available here: %s",
-                                 why[0] ? why : "the plugin gave no reason.");
+        *error = g_strdup_printf("This libsdtrain.so cannot train on chosen GPUs here: %s%s",
+                                 why[0] ? why : "it gave no reason", why[0] && why[strlen(why) - 1] == '.' ? "" : ".");
         return NULL;
     }
     return ext;

@@ -246,10 +246,16 @@ static const sdt_embedding_files_ext embedding_files = {sizeof embedding_files, 
 static const sdt_hypernetwork_files_ext hypernetwork_files = {sizeof hypernetwork_files, create_hypernetwork,
                                                               inspect_hypernetwork};
 
+/* FAKE_DIST_UNAVAILABLE plays a plugin whose CUDA module or NCCL cannot run here. */
 static sdt_status distributed_available(char *err, uint32_t err_size)
 {
+#ifdef FAKE_DIST_UNAVAILABLE
+    if (err && err_size) snprintf(err, err_size, "fake: NCCL (libnccl.so.2) is not installed.");
+    return SDT_STATUS_UNSUPPORTED;
+#else
     (void)err, (void)err_size;
     return SDT_STATUS_OK;
+#endif
 }
 
 static sdt_status new_comm_id(uint8_t id[128], char *err, uint32_t err_size)

@@ -1,11 +1,11 @@
 #!/bin/sh
-# test_host_dist.sh SDT_HOST FAKE REAL_PLUGIN - data-parallel launches as a user meets them (issue 33),
+# test_host_dist.sh SDT_HOST FAKE REAL_PLUGIN FAKE_NODIST - data-parallel launches as a user meets them (issue 33),
 # against the fake plugin: `train --gpus` starts one rank process per GPU and shows rank 0's output and
 # the others' marked [rank N]; one rank failing or killed stops the others with one sentence naming it;
 # Ctrl-C stops every rank after its step; torchrun's variables by hand; every bad setting refused with
 # its sentence. The fake plugin fails rank N when the dataset folder is named fail-rank-N (crash-rank-N:
 # SIGKILL). Only bounded waits; no durations are checked.
-host="$1"; fake="$2"; real="$3"
+host="$1"; fake="$2"; real="$3"; fake_nodist="$4"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 failures=0
 mkdir -p "$tmp/ok" "$tmp/fail-rank-1" "$tmp/crash-rank-2"
@@ -63,11 +63,15 @@ expect 1 "RANK='5' is not a whole number from 0 to 1" -- env WORLD_SIZE=2 RANK=5
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 "$host" train $common --dataset "$tmp/ok"
 expect 1 "MASTER_ADDR is not set" -- env -u MASTER_ADDR WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 MASTER_PORT=29500 \
     "$host" train $common --dataset "$tmp/ok"
-# A plugin without the distributed extension says so before anything starts.
-expect 1 "offers no 'sdtrain.distributed/1'" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
+# A plugin that cannot spread training over GPUs (this CPU build: no distributed extension, or one whose
+# available() says no) says so before anything starts.
+expect 1 "cannot train on chosen GPUs" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
     --model "$tmp" --log-dir "$tmp" --dataset "$tmp/ok" --gpus 0,1
-expect 1 "offers no 'sdtrain.distributed/1'" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
+expect 1 "cannot train on chosen GPUs" -- "$host" train --plugin "$real" --embedding "$tmp/e.safetensors" \
     --model "$tmp" --log-dir "$tmp" --dataset "$tmp/ok" --device cuda:1
+expect 1 "sdt-host: This libsdtrain.so cannot train on chosen GPUs here: fake: NCCL (libnccl.so.2) is not installed." -- \
+    "$host" train --plugin "$fake_nodist" --embedding "$tmp/e.safetensors" --model "$tmp" --log-dir "$tmp" \
+    --dataset "$tmp/ok" --gpus 0,1
 }
 
 # torchrun's variables by hand (two "machines" on 127.0.0.1): a rank started with other options is
