@@ -839,6 +839,12 @@ uint64_t panel_config_fingerprint(const panel_config *c)
         const panel_part part = options[i].place[c->method].part;
         if (part == PART_NONE || part == PART_HOST) continue;
         char *text = value_text(c, &options[i]);
+        if (options[i].kind == OPT_F64) { /* every bit: --help's %g shows 6 digits */
+            uint64_t bits;
+            memcpy(&bits, field_of(c, &options[i]), sizeof bits);
+            g_free(text);
+            text = g_strdup_printf("%016" PRIx64, bits);
+        }
         g_string_append_printf(all, "%s=%s\n", options[i].name, text ? text : "");
         g_free(text);
     }

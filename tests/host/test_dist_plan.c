@@ -263,6 +263,10 @@ static void check_panel_options(void)
     g_free(more);
     CHECK(config_of("[train]\nembedding=e.safetensors\nmax-steps=6\n", b, &fb, &error) && fa != fb,
           "another max-steps kept the fingerprint");
+    uint64_t f1 = 0, f2 = 0;
+    CHECK(config_of("[train]\nembedding=e.safetensors\ntag-dropout=0.1\n", b, &f1, &error) &&
+              config_of("[train]\nembedding=e.safetensors\ntag-dropout=0.10000001\n", b, &f2, &error) && f1 != f2,
+          "a number differing in its 8th digit kept the fingerprint");
     CHECK(config_of("[train]\nembedding=e.safetensors\nmax-steps=5\ndevice=cuda\n", b, &fb, &error) &&
               !b->host.cuda_device_given && b->options.device == SDT_DEVICE_CHOICE_CUDA,
           "device=cuda names no GPU");
