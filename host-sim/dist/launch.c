@@ -48,6 +48,7 @@ struct launcher {
 };
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define LONGEST_LINE 65536 /* bytes of a rank's line kept before it is shown anyway */
 
 static void quit_when_done(launcher *l)
 {
@@ -74,8 +75,10 @@ static gboolean on_output(gint fd, GIOCondition condition, gpointer data)
     ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return G_SOURCE_CONTINUE;
     if (n > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            if (buf[i] == '\0') buf[i] = '?'; /* a line is text: a NUL would hide the rest */
         g_string_append_len(s->partial, buf, n);
-        write_lines(s, FALSE);
+        write_lines(s, s->partial->len > LONGEST_LINE); /* a line that never ends is shown in pieces */
         return G_SOURCE_CONTINUE;
     }
     write_lines(s, TRUE);
