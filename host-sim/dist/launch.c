@@ -55,14 +55,21 @@ static void quit_when_done(launcher *l)
     if (l->live == 0 && l->open_streams == 0) g_main_loop_quit(l->loop);
 }
 
+/* One line of a rank; on a terminal it first clears the line rank 0's progress bar is drawn on (rank 0
+ * redraws it within a moment). */
+static void write_line(const rank_stream *s, const char *text, int n)
+{
+    fprintf(s->to, "%s[rank %d] %.*s\n", isatty(fileno(s->to)) ? "\r\033[K" : "", s->rank, n, text);
+}
+
 static void write_lines(rank_stream *s, gboolean flush)
 {
     char *start = s->partial->str, *end;
     while ((end = strpbrk(start, "\n\r"))) {
-        if (end > start) fprintf(s->to, "[rank %d] %.*s\n", s->rank, (int)(end - start), start);
+        if (end > start) write_line(s, start, (int)(end - start));
         start = end + 1;
     }
-    if (flush && *start) fprintf(s->to, "[rank %d] %s\n", s->rank, start), start += strlen(start);
+    if (flush && *start) write_line(s, start, (int)strlen(start)), start += strlen(start);
     g_string_erase(s->partial, 0, start - s->partial->str);
     fflush(s->to);
 }
