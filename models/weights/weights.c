@@ -16,15 +16,17 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "fp8.h"
 #include "host_convert.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
 #include "sha256.h"
 #include "torch_file.h"
+#include "transformer_keys.h"
 #include "c_json.h"
 
 #define MAX_LEVELS 16
-#define MAX_FILES 4   /* unet, text_encoder, vae, text_encoder_2 */
+#define MAX_FILES 5   /* unet or transformer, text_encoder, vae, text_encoder_2, text_encoder_3 */
 #define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
@@ -48,8 +50,9 @@ struct sdt_weights {
     GHashTable *index;    /* canonical key -> position + 1 */
     GHashTable *unusable; /* canonical key (owned) -> dtype name, for tensors no model can use (I64, F64, ...) */
     char hash[11];
-    sdt_backend *owner; /* set on a materialized copy: tensors whose data it allocated are freed here */
-    GPtrArray *owned;   /* device/host buffers allocated by owner */
+    sdt_backend *owner;    /* set on a materialized copy: tensors whose data it allocated are freed here */
+    GPtrArray *owned;      /* device/host buffers allocated by owner */
+    GPtrArray *host_owned; /* g_malloc'd conversions made when opening: fp8 upcast to bf16, swapped halves */
 };
 
 /* ---- name mapping -------------------------------------------------------------- */
@@ -202,7 +205,19 @@ static char *vae_key(const char *name, int dec_levels, bool *attn_linear)
 
 /* COMP_TEXT2: SDXL's text_encoder_2 (CLIPTextModelWithProjection), kept in transformers' names under
  * its own slot; clip_text reads that layout directly, so nothing is repacked into OpenCLIP's in_proj. */
-typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE, COMP_TEXT2 } component;
+/* COMP_TRANSFORMER .. COMP_T5: a transformer family's folder (SD3, Flux), kept in diffusers' and transformers'
+ * names under the canonical prefixes of transformer_keys.h. */
+typedef enum component {
+    COMP_LDM,
+    COMP_UNET,
+    COMP_TEXT,
+    COMP_VAE,
+    COMP_TEXT2,
+    COMP_TRANSFORMER,
+    COMP_CLIP_L,
+    COMP_CLIP_G,
+    COMP_T5
+} component;
 
 static char *clip_key(const sdt_weights *w, component c, const char *name)
 {
@@ -237,17 +252,125 @@ static bool add_view(sdt_weights *w, char *key, const char *source, const char *
     return true;
 }
 
+/* A buffer of bytes owned by w (freed with it); NULL + sentence when memory is short. */
+static void *host_alloc(sdt_weights *w, size_t bytes, const char *file, const char *name, sdt_error *error)
+{
+    void *p = g_try_malloc(bytes ? bytes : 1);
+    if (!p) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting tensor '%s' (%zu bytes); free memory",
+                 file, name, bytes);
+        return NULL;
+    }
+    if (!w->host_owned) w->host_owned = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(w->host_owned, p);
+    return p;
+}
+
+/* The tensor of an entry: a view into the mapping, or for fp8 storage an exact bf16 copy owned by w (fp8.h).
+ * false with *usable false for dtypes no model uses (integer buffers); false with *usable true on an error. */
+static bool entry_tensor(sdt_weights *w, const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *t, bool *usable,
+                         sdt_error *error)
+{
+    sdt_error not_float;
+    *usable = true;
+    if (e->dtype == SDT_ST_F8_E4M3 || e->dtype == SDT_ST_F8_E5M2) {
+        if (e->ndim > SDT_MAX_DIMS)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d supported",
+                            sdt_st_path(st), e->name, e->ndim, SDT_MAX_DIMS);
+        uint16_t *bf16 = host_alloc(w, (size_t)e->nbytes * 2, sdt_st_path(st), e->name, error);
+        if (!bf16) return false;
+        sdt_fp8_to_bf16_n(e->data, bf16, (size_t)e->nbytes, e->dtype == SDT_ST_F8_E4M3 ? SDT_FP8_E4M3 : SDT_FP8_E5M2);
+        memset(t, 0, sizeof *t);
+        t->data = bf16;
+        t->dtype = SDT_BF16;
+        t->device = SDT_DEVICE_CPU;
+        t->ndim = e->ndim;
+        for (int i = 0; i < e->ndim; i++) t->shape[i] = e->shape[i];
+        return true;
+    }
+    if (!sdt_st_entry_tensor(st, e, t, &not_float)) {
+        *usable = false;
+        return false;
+    }
+    return true;
+}
+
 static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
                       sdt_error *error)
 {
     sdt_tensor t;
-    sdt_error not_float;
-    if (!sdt_st_entry_tensor(st, e, &t, &not_float)) {
+    bool usable;
+    if (!entry_tensor(w, st, e, &t, &usable, error)) {
+        if (usable) {
+            g_free(key);
+            return false;
+        }
         /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
         g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
     }
     return add_view(w, key, e->name, sdt_st_path(st), t, to_conv1x1, error);
+}
+
+/* ComfyUI's "scaled fp8" files store each weight divided by a per-tensor scale_weight (and a scaled_fp8
+ * marker); reading them as plain fp8 would give wrong weights silently, so they are refused by name. */
+static bool refuse_scaled_fp8(const sdt_safetensors *st, sdt_error *error)
+{
+    for (size_t i = 0; i < sdt_st_count(st); i++) {
+        const char *name = sdt_st_at(st, i)->name;
+        if (g_str_has_suffix(name, ".scale_weight") || g_str_has_suffix(name, "scaled_fp8") ||
+            g_str_has_suffix(name, ".scale_input"))
+            return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                            "%s: tensor '%s' marks ComfyUI's \"scaled fp8\" storage (weights stored divided by a "
+                            "per-tensor scale_weight), which sdtrain does not read; use the bf16/fp16 file or a "
+                            "plain fp8 file (F8_E4M3 / F8_E5M2 without scale_weight tensors)",
+                            sdt_st_path(st), name);
+    }
+    return true;
+}
+
+/* A transformer family's tensor (transformer_keys.h): its pieces under diffusers' names, row views of the file's
+ * tensor (of its bf16 upcast for fp8), or a copy with the shift/scale halves exchanged. */
+static bool add_transformer_entry(sdt_weights *w, const sdt_tk_context *ctx, const sdt_safetensors *st,
+                                  const sdt_st_entry *e, bool *mapped, sdt_error *error)
+{
+    sdt_tk_piece pieces[SDT_TK_MAX_PIECES];
+    int n = sdt_tk_map(ctx, sdt_st_path(st), e->name, e->ndim, e->ndim ? e->shape[0] : 0, pieces, error);
+    *mapped = n != 0;
+    if (n <= 0) return n == 0;
+    sdt_tensor t;
+    bool usable, ok = true;
+    if (!entry_tensor(w, st, e, &t, &usable, error)) {
+        if (!usable)
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: tensor '%s' is stored as %s, which no transformer weight is; the file is damaged: "
+                     "re-download it",
+                     sdt_st_path(st), e->name, sdt_st_dtype_name(e->dtype));
+        sdt_tk_pieces_free(pieces, n);
+        return false;
+    }
+    size_t row_bytes = sdt_dtype_size(t.dtype);
+    for (int d = 1; d < t.ndim; d++) row_bytes *= (size_t)t.shape[d];
+    for (int i = 0; i < n && ok; i++) {
+        sdt_tensor v = t;
+        v.shape[0] = pieces[i].rows;
+        v.data = (char *)t.data + (size_t)pieces[i].row_begin * row_bytes;
+        if (pieces[i].swap) { /* [shift; scale] -> [scale; shift] */
+            size_t half = (size_t)(t.shape[0] / 2) * row_bytes;
+            char *copy = host_alloc(w, 2 * half, sdt_st_path(st), e->name, error);
+            if (!copy) {
+                ok = false;
+                break;
+            }
+            memcpy(copy, (const char *)t.data + half, half);
+            memcpy(copy + half, t.data, half);
+            v.data = copy;
+        }
+        ok = add_view(w, pieces[i].key, e->name, sdt_st_path(st), v, false, error);
+        pieces[i].key = NULL; /* owned by w now */
+    }
+    sdt_tk_pieces_free(pieces, n);
+    return ok;
 }
 
 /* A single file's key as A1111 loads it (sd_models.py): EMA copies ("model_ema.*") are not the model
@@ -271,12 +394,21 @@ static char *single_file_key(const char *name)
 static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, const unet_layout *layout, int dec_levels,
                             sdt_error *error)
 {
+    sdt_tk_context tk;
+    sdt_tk_context_init(&tk);
+    if (c == COMP_LDM) {
+        if (!refuse_scaled_fp8(st, error)) return false;
+        for (size_t i = 0; i < sdt_st_count(st); i++)
+            sdt_tk_scan(&tk, sdt_st_at(st, i)->name, sdt_st_at(st, i)->ndim, sdt_st_at(st, i)->shape);
+    }
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
         char *key = NULL, *mapped;
-        bool conv1x1 = false;
+        bool conv1x1 = false, transformer;
         switch (c) {
             case COMP_LDM:
+                if (!add_transformer_entry(w, &tk, st, e, &transformer, error)) return false;
+                if (transformer) continue;
                 if (!(key = single_file_key(e->name))) continue;
                 break;
             case COMP_UNET:
@@ -287,6 +419,18 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
             case COMP_TEXT:
             case COMP_TEXT2:
                 key = clip_key(w, c, e->name);
+                break;
+            case COMP_TRANSFORMER:
+                key = g_strconcat(SDT_TK_TRANSFORMER_PREFIX, e->name, NULL);
+                break;
+            case COMP_CLIP_L:
+                key = g_strconcat(SDT_TK_CLIP_L_PREFIX, e->name, NULL);
+                break;
+            case COMP_CLIP_G:
+                key = g_strconcat(SDT_TK_CLIP_G_PREFIX, e->name, NULL);
+                break;
+            case COMP_T5:
+                key = g_strconcat(SDT_TK_T5XXL_PREFIX, e->name, NULL);
                 break;
             case COMP_VAE:
                 mapped = vae_key(e->name, dec_levels, &conv1x1);
@@ -424,8 +568,90 @@ static int open_sharded_component(const char *dir, const char *sub, const char *
     return 0;
 }
 
+/* transformer/config.json's _class_name: which transformer family a diffusers folder holds (SDT_TK_NONE without
+ * transformer/). false + sentence for a class sdtrain does not read. */
+static bool transformer_folder_family(const char *dir, sdt_tk_layout *family, sdt_error *error)
+{
+    *family = SDT_TK_NONE;
+    char *sub = g_build_filename(dir, "transformer", NULL), *config = g_build_filename(sub, "config.json", NULL);
+    bool is_dir = g_file_test(sub, G_FILE_TEST_IS_DIR), ok = true;
+    char *text = NULL;
+    size_t len = 0;
+    if (is_dir && (ok = sdt_file_read_all(config, "transformer config", SDT_FILE_LIMIT_TEXT, &text, &len, error))) {
+        cJSON *j = sdt_json_parse(text, len);
+        const char *cls = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "_class_name"));
+        if (cls && strcmp(cls, "SD3Transformer2DModel") == 0)
+            *family = SDT_TK_SAI_SD3;
+        else if (cls && strcmp(cls, "FluxTransformer2DModel") == 0)
+            *family = SDT_TK_BFL_FLUX;
+        else
+            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                          "%s: _class_name is %s%.64s%s, not SD3Transformer2DModel or FluxTransformer2DModel; "
+                          "sdtrain reads SD 1.x/2.x, SDXL, SD3/SD3.5 and Flux.1 folders",
+                          config, cls ? "\"" : "", cls ? cls : "missing", cls ? "\"" : "");
+        cJSON_Delete(j);
+        free(text);
+    }
+    g_free(config);
+    g_free(sub);
+    return ok;
+}
+
+/* One component of a folder, whole or sharded; *found false when the folder lacks it. */
+static bool open_part(sdt_weights *w, const char *sub, const char *base, component c, bool *found, sdt_error *error)
+{
+    char *used = NULL;
+    bool missing;
+    *found = false;
+    sdt_safetensors *st = open_component(w->path, sub, base, &used, &missing, error);
+    if (!st && !missing) return false;
+    if (st) {
+        *found = true;
+        if (c == COMP_TRANSFORMER || c == COMP_UNET) w->hash_file = g_strdup(used);
+        g_free(used);
+        return add_file(w, st, c, error);
+    }
+    sdt_safetensors *shards[MAX_SHARDS];
+    int n = open_sharded_component(w->path, sub, base, shards, &missing, error);
+    if (!n) return missing;
+    *found = true;
+    if (c == COMP_TRANSFORMER || c == COMP_UNET) w->hash_file = g_strdup(sdt_st_path(shards[0]));
+    return add_files(w, shards, n, c, error);
+}
+
+/* An SD3 or Flux.1 diffusers folder: transformer/, text_encoder/ (CLIP-L), text_encoder_2/ (SD3: CLIP-G, Flux:
+ * T5-XXL), text_encoder_3/ (SD3: T5-XXL), vae/. */
+static bool open_transformer_folder(sdt_weights *w, sdt_tk_layout family, sdt_error *error)
+{
+    const struct {
+        const char *sub, *base;
+        component c;
+    } parts[] = {{"transformer", "diffusion_pytorch_model", COMP_TRANSFORMER},
+                 {"text_encoder", "model", COMP_CLIP_L},
+                 {"text_encoder_2", "model", family == SDT_TK_SAI_SD3 ? COMP_CLIP_G : COMP_T5},
+                 {"text_encoder_3", "model", COMP_T5},
+                 {"vae", "diffusion_pytorch_model", COMP_VAE}};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        if (family == SDT_TK_BFL_FLUX && strcmp(parts[i].sub, "text_encoder_3") == 0) continue;
+        bool found;
+        if (!open_part(w, parts[i].sub, parts[i].base, parts[i].c, &found, error)) return false;
+        if (parts[i].c == COMP_TRANSFORMER) w->has_unet = found;
+        if (parts[i].c == COMP_VAE) w->has_vae = found;
+        if (parts[i].c == COMP_CLIP_L) w->has_text = found;
+    }
+    if (!w->has_unet)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: transformer/config.json names a transformer but transformer/ has no "
+                        "diffusion_pytorch_model.safetensors (nor shards); restore it from the model's download",
+                        w->path);
+    return true;
+}
+
 static bool open_folder(sdt_weights *w, sdt_error *error)
 {
+    sdt_tk_layout family;
+    if (!transformer_folder_family(w->path, &family, error)) return false;
+    if (family != SDT_TK_NONE) return open_transformer_folder(w, family, error);
     static const struct {
         const char *sub, *base;
         component c;
@@ -541,6 +767,7 @@ void sdt_weights_close(sdt_weights *w)
     sdt_torch_close(w->torch);
     for (guint i = 0; w->owned && i < w->owned->len; i++) w->owner->free(w->owner, g_ptr_array_index(w->owned, i));
     if (w->owned) g_ptr_array_free(w->owned, TRUE);
+    if (w->host_owned) g_ptr_array_free(w->host_owned, TRUE);
     g_free(w->hash_file);
     g_free(w->path);
     g_free(w);
@@ -645,6 +872,17 @@ size_t sdt_weights_count(const sdt_weights *w)
 const char *sdt_weights_key(const sdt_weights *w, size_t i)
 {
     return i < w->entries->len ? g_array_index(w->entries, weight_entry, i).key : NULL;
+}
+
+const char *sdt_weights_source(const sdt_weights *w, const char *key)
+{
+    const weight_entry *e = find_entry(w, key);
+    return e ? e->source : NULL;
+}
+
+bool sdt_weights_is_folder(const sdt_weights *w)
+{
+    return w->is_folder;
 }
 
 const char *sdt_weights_path(const sdt_weights *w)

@@ -62,6 +62,10 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
 /* Number of tensors and the i-th canonical key (for config detection and listing). */
 size_t sdt_weights_count(const sdt_weights *w);
 const char *sdt_weights_key(const sdt_weights *w, size_t i);
+/* The name key's tensor has in its file (before any mapping), or NULL when w lacks key. */
+const char *sdt_weights_source(const sdt_weights *w, const char *key);
+/* Whether w was opened from a diffusers folder. */
+bool sdt_weights_is_folder(const sdt_weights *w);
 /* The path the weights came from, and a short hash as hosts show it
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);

@@ -168,17 +168,6 @@ static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
     printf("half MMDiT-X: %s\n", err.message);
     if (mw) sdt_weights_close(mw);
     unlink(path);
-    /* Stability's original layout */
-    const char *sai[1] = {"model.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight"};
-    mt_temp_path(path, sizeof path, "mmdit-sai");
-    copy_without(w, path, NULL, sai, &tq2, 1);
-    mw = sdt_weights_open(path, &err);
-    CHECK(mw && !mmdit_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED &&
-              strstr(err.message, "original layout"),
-          "Stability's layout must be refused by name: \"%s\"", err.message);
-    printf("SAI layout: %s\n", err.message);
-    if (mw) sdt_weights_close(mw);
-    unlink(path);
     free(q2);
     /* no transformer under a prefix */
     CHECK(!mmdit_config_detect(w, "model.diffusion_model.", &got, &err) &&
