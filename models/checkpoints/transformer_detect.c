@@ -65,11 +65,11 @@ static void sd3_variant(sdt_tf_info *in)
     else if (!in->qk_norm && !in->dual_layers && in->blocks == 24 && in->hidden == 1536)
         g_strlcpy(in->variant, "SD3 Medium", sizeof in->variant);
     else
-        g_snprintf(in->variant, sizeof in->variant, "%s, %d blocks, width %lld%s",
+        g_snprintf(in->variant, sizeof in->variant, "%s, %d blocks, width %lld",
                    in->dual_layers ? "SD3.5 Medium's architecture (MMDiT-X)"
                    : in->qk_norm   ? "SD3.5's architecture"
                                    : "SD3's architecture",
-                   in->blocks, (long long)in->hidden, in->dual_layers ? "" : "");
+                   in->blocks, (long long)in->hidden);
 }
 
 static void flux_variant(sdt_tf_info *in)
@@ -210,7 +210,8 @@ char *sdt_tf_missing_sentence(const sdt_tf_info *info, const char *path)
     }
     if (!n_wanted) return NULL;
     GString *s = g_string_new(NULL);
-    g_string_append_printf(s, "%s carries the %s transformer", path, info->variant);
+    g_string_append_printf(s, "%s carries the %s transformer (%s)", path, sdt_tf_family_title(info->family),
+                           info->variant);
     if (n_carried) {
         g_string_append(s, " with ");
         append_list(s, carried, n_carried);

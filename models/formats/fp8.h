@@ -19,6 +19,10 @@ typedef enum sdt_fp8_kind { SDT_FP8_E4M3 = 0, SDT_FP8_E5M2 } sdt_fp8_kind;
 float sdt_fp8_to_f32(uint8_t byte, sdt_fp8_kind kind);
 /* The exact bf16 bits of one byte. */
 uint16_t sdt_fp8_to_bf16(uint8_t byte, sdt_fp8_kind kind);
+/* The byte nearest x (ties to even), as torch's .to(float8_*) rounds: NaN, and for E4M3 anything past the
+ * largest finite value after rounding, becomes NaN (e4m3fn has no infinity); E5M2 overflows to inf. For
+ * writing test files in people's fp8 layouts. */
+uint8_t sdt_fp8_from_f32(float x, sdt_fp8_kind kind);
 /* n bytes to n bf16 values (through a 256-entry table built for the call). */
 void sdt_fp8_to_bf16_n(const uint8_t *src, uint16_t *dst, size_t n, sdt_fp8_kind kind);
 
