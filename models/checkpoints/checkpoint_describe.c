@@ -49,20 +49,20 @@ static cJSON *describe_transformer(const char *path, const sdt_tf_info *in)
     cJSON_AddStringToObject(o, "family", sdt_tf_family_name(in->family));
     cJSON_AddStringToObject(o, "family_title", sdt_tf_family_title(in->family));
     cJSON_AddStringToObject(o, "variant", in->variant);
-    cJSON *t = cJSON_AddObjectToObject(o, "transformer");
-    cJSON_AddNumberToObject(t, in->family == SDT_TF_FLUX ? "double_blocks" : "blocks", in->blocks);
+    /* flat, so inspect prints one line each */
+    cJSON_AddNumberToObject(o, in->family == SDT_TF_FLUX ? "double_blocks" : "blocks", in->blocks);
     if (in->family == SDT_TF_FLUX) {
-        cJSON_AddNumberToObject(t, "single_blocks", in->single_blocks);
-        cJSON_AddBoolToObject(t, "guidance", in->guidance);
+        cJSON_AddNumberToObject(o, "single_blocks", in->single_blocks);
+        cJSON_AddBoolToObject(o, "guidance", in->guidance);
     } else {
-        cJSON_AddBoolToObject(t, "qk_norm", in->qk_norm);
-        cJSON_AddNumberToObject(t, "mmdit_x_blocks", in->dual_layers);
+        cJSON_AddBoolToObject(o, "qk_norm", in->qk_norm);
+        cJSON_AddNumberToObject(o, "mmdit_x_blocks", in->dual_layers);
     }
-    cJSON_AddNumberToObject(t, "width", (double)in->hidden);
-    cJSON *parts = cJSON_AddObjectToObject(o, "carries");
+    cJSON_AddNumberToObject(o, "width", (double)in->hidden);
+    cJSON *carries = cJSON_AddArrayToObject(o, "carries"), *lacks = cJSON_AddArrayToObject(o, "lacks");
     for (int p = SDT_TF_CLIP_L; p < SDT_TF_PART_COUNT; p++)
         if (sdt_tf_family_needs(in->family, (sdt_tf_part)p))
-            cJSON_AddBoolToObject(parts, sdt_tf_part_name((sdt_tf_part)p), in->has[p]);
+            cJSON_AddItemToArray(in->has[p] ? carries : lacks, cJSON_CreateString(sdt_tf_part_name((sdt_tf_part)p)));
     char *missing = sdt_tf_missing_sentence(in, path);
     if (missing)
         cJSON_AddStringToObject(o, "missing", missing);

@@ -217,7 +217,7 @@ static void test_sd3(const char *dir)
           "the UNet families' detection names the SD3 file: \"%s\"", err.message);
     bool is_ckpt = false;
     char *json = sd_checkpoint_describe_json(spath, &is_ckpt, &err);
-    CHECK(json && is_ckpt && strstr(json, "\"sd3\"") && strstr(json, "\"t5xxl\":\ttrue") &&
+    CHECK(json && is_ckpt && strstr(json, "\"sd3\"") && strstr(json, "\"carries\":\t[\"t5xxl\"]") &&
               strstr(json, "--clip-g FILE"),
           "inspect of the SAI file: %s", json ? json : err.message);
     if (json) printf("%s\n", json);
