@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "c_numeric.h"
 #include "transformer_keys.h"
 
 static const sdt_tensor *getf(const sdt_weights *w, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -16,7 +17,7 @@ static const sdt_tensor *getf(const sdt_weights *w, const char *fmt, ...)
     char key[256];
     va_list ap;
     va_start(ap, fmt);
-    int n = g_vsnprintf(key, sizeof key, fmt, ap);
+    int n = sdt_c_vsnprintf(key, sizeof key, fmt, ap);
     va_end(ap);
     return n > 0 && (size_t)n < sizeof key ? sdt_weights_get(w, key) : NULL;
 }

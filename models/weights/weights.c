@@ -313,8 +313,9 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
 }
 
 /* ComfyUI's "scaled fp8" files store each weight divided by a per-tensor scale_weight (and a scaled_fp8
- * marker); reading them as plain fp8 would give wrong weights silently, so they are refused by name. */
-static bool refuse_scaled_fp8(const sdt_safetensors *st, sdt_error *error)
+ * marker), bitsandbytes' NF4/FP4 files pack two weights a byte beside quant_state tensors; reading either as
+ * plain tensors would give wrong weights (or misleading sentences), so they are refused by name. */
+static bool refuse_quantized(const sdt_safetensors *st, sdt_error *error)
 {
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const char *name = sdt_st_at(st, i)->name;
@@ -324,6 +325,11 @@ static bool refuse_scaled_fp8(const sdt_safetensors *st, sdt_error *error)
                             "%s: tensor '%s' marks ComfyUI's \"scaled fp8\" storage (weights stored divided by a "
                             "per-tensor scale_weight), which sdtrain does not read; use the bf16/fp16 file or a "
                             "plain fp8 file (F8_E4M3 / F8_E5M2 without scale_weight tensors)",
+                            sdt_st_path(st), name);
+        if (strstr(name, ".quant_state.bitsandbytes__"))
+            return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                            "%s: tensor '%s' marks bitsandbytes' 4-bit storage (NF4/FP4, as Forge's "
+                            "flux1-dev-bnb-nf4), which sdtrain does not read; use the bf16/fp16 or fp8 file",
                             sdt_st_path(st), name);
     }
     return true;
@@ -397,7 +403,7 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
     sdt_tk_context tk;
     sdt_tk_context_init(&tk);
     if (c == COMP_LDM) {
-        if (!refuse_scaled_fp8(st, error)) return false;
+        if (!refuse_quantized(st, error)) return false;
         for (size_t i = 0; i < sdt_st_count(st); i++)
             sdt_tk_scan(&tk, sdt_st_at(st, i)->name, sdt_st_at(st, i)->ndim, sdt_st_at(st, i)->shape);
     }

@@ -511,6 +511,15 @@ static void test_refusals(const char *dir)
           "scaled fp8: \"%s\"", err.message);
     printf("scaled fp8: %s\n", err.message);
     if (w) sdt_weights_close(w);
+    sdt_st_write_item nf4[2] = {
+        {"model.diffusion_model.double_blocks.0.img_attn.qkv.weight", SDT_ST_U8, 1, s_f8, f8},
+        {"model.diffusion_model.double_blocks.0.img_attn.qkv.weight.quant_state.bitsandbytes__nf4", SDT_ST_U8, 1, s_f8,
+         f8}};
+    CHECK(sdt_st_write(path, nf4, 2, NULL, 0, &err), "%s", err.message);
+    w = sdt_weights_open(path, &err);
+    CHECK(!w && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "bitsandbytes") && strstr(err.message, "NF4"),
+          "bitsandbytes NF4: \"%s\"", err.message);
+    if (w) sdt_weights_close(w);
     g_unlink(path);
     g_free(path);
 }
