@@ -266,20 +266,68 @@ static void *host_alloc(sdt_weights *w, size_t bytes, const char *file, const ch
     return p;
 }
 
-/* The tensor of an entry: a view into the mapping, or for fp8 storage an exact bf16 copy owned by w (fp8.h).
- * false with *usable false for dtypes no model uses (integer buffers); false with *usable true on an error. */
+/* ComfyUI's "scaled fp8" storage: X.weight in fp8 beside a scalar X.scale_weight. ComfyUI dequantizes as
+ * weight.to(dtype) * scale_weight.to(dtype) in the compute dtype (comfy/ops.py, scaled_fp8_op.convert_weight);
+ * with bf16 that is bf16(fp8 * bf16(scale)), which is what is done here. Returns the scale's entry or NULL. */
+static const sdt_st_entry *scale_of(const sdt_safetensors *st, const char *name)
+{
+    if (!g_str_has_suffix(name, ".weight")) return NULL;
+    char *key = g_strconcat(name, "", NULL);
+    key[strlen(key) - strlen("weight")] = '\0';
+    char *scale_key = g_strconcat(key, "scale_weight", NULL);
+    const sdt_st_entry *s = sdt_st_find(st, scale_key);
+    g_free(scale_key);
+    g_free(key);
+    return s;
+}
+
+/* The scalar in a scale_weight entry; false + sentence when it is not one float. */
+static bool scale_value(const sdt_safetensors *st, const sdt_st_entry *s, float *out, sdt_error *error)
+{
+    sdt_dtype dt;
+    uint64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= (uint64_t)s->shape[i];
+    if (n != 1 || !sdt_st_dtype_to_tensor(s->dtype, &dt) || dt == SDT_I32)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: tensor '%s' should be one float (ComfyUI's scaled fp8 scale) but is %s with %llu "
+                        "values; the file is damaged: re-download it",
+                        sdt_st_path(st), s->name, sdt_st_dtype_name(s->dtype), (unsigned long long)n);
+    sdt_load_f32(s->data, dt, out, 1);
+    return true;
+}
+
+/* The tensor of an entry: a view into the mapping, or for fp8 storage an exact bf16 copy owned by w (fp8.h;
+ * scaled by its scale_weight as ComfyUI does when the file has one). false with *usable false for dtypes no
+ * model uses (integer buffers); false with *usable true on an error. */
 static bool entry_tensor(sdt_weights *w, const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *t, bool *usable,
                          sdt_error *error)
 {
     sdt_error not_float;
     *usable = true;
-    if (e->dtype == SDT_ST_F8_E4M3 || e->dtype == SDT_ST_F8_E5M2) {
+    const sdt_st_entry *scale = scale_of(st, e->name);
+    bool fp8 = e->dtype == SDT_ST_F8_E4M3 || e->dtype == SDT_ST_F8_E5M2;
+    if (scale && !fp8)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: tensor '%s' is stored as %s beside a scale_weight; sdtrain reads ComfyUI's scaled "
+                        "fp8 only for fp8 weights: use the bf16/fp16 file",
+                        sdt_st_path(st), e->name, sdt_st_dtype_name(e->dtype));
+    if (fp8) {
         if (e->ndim > SDT_MAX_DIMS)
             return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d supported",
                             sdt_st_path(st), e->name, e->ndim, SDT_MAX_DIMS);
+        float factor = 1.0f;
+        if (scale && !scale_value(st, scale, &factor, error)) return false;
         uint16_t *bf16 = host_alloc(w, (size_t)e->nbytes * 2, sdt_st_path(st), e->name, error);
         if (!bf16) return false;
-        sdt_fp8_to_bf16_n(e->data, bf16, (size_t)e->nbytes, e->dtype == SDT_ST_F8_E4M3 ? SDT_FP8_E4M3 : SDT_FP8_E5M2);
+        sdt_fp8_kind kind = e->dtype == SDT_ST_F8_E4M3 ? SDT_FP8_E4M3 : SDT_FP8_E5M2;
+        if (scale) { /* bf16(fp8 * bf16(scale)): the product of two short mantissas is exact in f32 */
+            float s16 = sdt_bf16_to_f32(sdt_f32_to_bf16(factor)), table[256];
+            for (int i = 0; i < 256; i++) table[i] = sdt_fp8_to_f32((uint8_t)i, kind) * s16;
+            const uint8_t *src = e->data;
+            for (uint64_t i = 0; i < e->nbytes; i++) bf16[i] = sdt_f32_to_bf16(table[src[i]]);
+        } else {
+            sdt_fp8_to_bf16_n(e->data, bf16, (size_t)e->nbytes, kind);
+        }
         memset(t, 0, sizeof *t);
         t->data = bf16;
         t->dtype = SDT_BF16;
@@ -293,6 +341,14 @@ static bool entry_tensor(sdt_weights *w, const sdt_safetensors *st, const sdt_st
         return false;
     }
     return true;
+}
+
+/* ComfyUI's scaled fp8 bookkeeping (each Linear's scale_weight and scale_input, the scaled_fp8 marker): no
+ * model parameter; the scales are applied to their weights (entry_tensor). */
+static bool is_scaled_fp8_bookkeeping(const char *name)
+{
+    return g_str_has_suffix(name, ".scale_weight") || g_str_has_suffix(name, ".scale_input") ||
+           strcmp(name, "scaled_fp8") == 0 || g_str_has_suffix(name, ".scaled_fp8");
 }
 
 static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
@@ -312,20 +368,12 @@ static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, cons
     return add_view(w, key, e->name, sdt_st_path(st), t, to_conv1x1, error);
 }
 
-/* ComfyUI's "scaled fp8" files store each weight divided by a per-tensor scale_weight (and a scaled_fp8
- * marker), bitsandbytes' NF4/FP4 files pack two weights a byte beside quant_state tensors; reading either as
- * plain tensors would give wrong weights (or misleading sentences), so they are refused by name. */
+/* bitsandbytes' NF4/FP4 files pack two weights a byte beside quant_state tensors; reading them as plain tensors
+ * would give wrong weights (or misleading sentences), so they are refused by name. */
 static bool refuse_quantized(const sdt_safetensors *st, sdt_error *error)
 {
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const char *name = sdt_st_at(st, i)->name;
-        if (g_str_has_suffix(name, ".scale_weight") || g_str_has_suffix(name, "scaled_fp8") ||
-            g_str_has_suffix(name, ".scale_input"))
-            return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                            "%s: tensor '%s' marks ComfyUI's \"scaled fp8\" storage (weights stored divided by a "
-                            "per-tensor scale_weight), which sdtrain does not read; use the bf16/fp16 file or a "
-                            "plain fp8 file (F8_E4M3 / F8_E5M2 without scale_weight tensors)",
-                            sdt_st_path(st), name);
         if (strstr(name, ".quant_state.bitsandbytes__"))
             return sdt_fail(error, SDT_ERR_UNSUPPORTED,
                             "%s: tensor '%s' marks bitsandbytes' 4-bit storage (NF4/FP4, as Forge's "
@@ -413,6 +461,7 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
         bool conv1x1 = false, transformer;
         switch (c) {
             case COMP_LDM:
+                if (is_scaled_fp8_bookkeeping(e->name)) continue;
                 if (!add_transformer_entry(w, &tk, st, e, &transformer, error)) return false;
                 if (transformer) continue;
                 if (!(key = single_file_key(e->name))) continue;

@@ -1,8 +1,8 @@
 /* SD3/SD3.5 and Flux.1 files as people have them (issue 30): fp8 storage decoded exactly (every bit-pattern
  * class), SAI's SD3 all-in-one and BFL's / ComfyUI's Flux layouts packed from diffusers-named tensors and read
  * back to every tensor bit for bit, the names and swaps checked against diffusers' converters independently of
- * the table, family/variant/parts detection with the missing-part sentence, a diffusers folder, scaled fp8 and
- * broken splits refused with sentences. */
+ * the table, family/variant/parts detection with the missing-part sentence, a diffusers folder, ComfyUI's scaled
+ * fp8 read as ComfyUI dequantizes it, bitsandbytes NF4 and broken splits refused with sentences. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -502,14 +502,34 @@ static void test_refusals(const char *dir)
     CHECK(!w && strstr(err.message, "linear1") && strstr(err.message, "img_in"), "linear1 without img_in: \"%s\"",
           err.message);
     if (w) sdt_weights_close(w);
-    sdt_st_write_item scaled[2] = {{"model.diffusion_model.img_in.weight", SDT_ST_F8_E4M3, 1, s_f8, f8},
-                                   {"model.diffusion_model.img_in.scale_weight", SDT_ST_F32, 1, s_one, data}};
+    /* ComfyUI's scaled fp8: weight.to(bf16) * scale_weight.to(bf16) (comfy/ops.py convert_weight); the scale
+     * tensors and the scaled_fp8 marker are no parameters */
+    uint8_t w8[4] = {0x38, 0x40, 0x01, 0xB8}; /* 1, 2, 2^-9, -1 */
+    float scale = 0.3f, ones[1] = {1.0f};
+    int64_t s_four[1] = {4}, s_none[1] = {0};
+    sdt_st_write_item scaled[4] = {{"model.diffusion_model.img_in.weight", SDT_ST_F8_E4M3, 1, s_four, w8},
+                                   {"model.diffusion_model.img_in.scale_weight", SDT_ST_F32, 0, s_one, &scale},
+                                   {"model.diffusion_model.img_in.scale_input", SDT_ST_F32, 0, s_one, ones},
+                                   {"model.diffusion_model.scaled_fp8", SDT_ST_F8_E4M3, 1, s_none, f8}};
+    CHECK(sdt_st_write(path, scaled, 4, NULL, 0, &err), "%s", err.message);
+    w = sdt_weights_open(path, &err);
+    CHECK(w, "scaled fp8: %s", err.message);
+    if (w) {
+        const sdt_tensor *t = sdt_weights_get(w, "model.diffusion_model.img_in.weight");
+        float s16 = sdt_bf16_to_f32(sdt_f32_to_bf16(0.3f)); /* 0.30078125 */
+        bool ok = t && t->dtype == SDT_BF16 && sdt_weights_count(w) == 1;
+        for (int i = 0; ok && i < 4; i++)
+            ok = ((const uint16_t *)t->data)[i] == sdt_f32_to_bf16(sdt_fp8_to_f32(w8[i], SDT_FP8_E4M3) * s16);
+        CHECK(ok && ((const uint16_t *)t->data)[3] == sdt_f32_to_bf16(-0.30078125f),
+              "scaled fp8 weights are bf16(fp8 * bf16(scale)), the scales no tensors (%zu tensors)",
+              sdt_weights_count(w));
+        sdt_weights_close(w);
+    }
+    scaled[0].dtype = SDT_ST_BF16, scaled[0].shape = s_bad, scaled[0].data = data; /* [4, 2] bf16 */
     CHECK(sdt_st_write(path, scaled, 2, NULL, 0, &err), "%s", err.message);
     w = sdt_weights_open(path, &err);
-    CHECK(!w && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "scaled fp8") &&
-              strstr(err.message, "scale_weight"),
-          "scaled fp8: \"%s\"", err.message);
-    printf("scaled fp8: %s\n", err.message);
+    CHECK(!w && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "scale_weight"),
+          "a scale beside a bf16 weight: \"%s\"", err.message);
     if (w) sdt_weights_close(w);
     sdt_st_write_item nf4[2] = {
         {"model.diffusion_model.double_blocks.0.img_attn.qkv.weight", SDT_ST_U8, 1, s_f8, f8},
