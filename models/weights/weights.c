@@ -216,7 +216,8 @@ typedef enum component {
     COMP_TRANSFORMER,
     COMP_CLIP_L,
     COMP_CLIP_G,
-    COMP_T5
+    COMP_T5,
+    COMP_LDM_PART_VAE /* a lone VAE in LDM names (Flux's ae.safetensors): under first_stage_model. as it is */
 } component;
 
 static char *clip_key(const sdt_weights *w, component c, const char *name)
@@ -486,6 +487,9 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
                 break;
             case COMP_T5:
                 key = g_strconcat(SDT_TK_T5XXL_PREFIX, e->name, NULL);
+                break;
+            case COMP_LDM_PART_VAE:
+                key = g_strconcat("first_stage_model.", e->name, NULL);
                 break;
             case COMP_VAE:
                 mapped = vae_key(e->name, dec_levels, &conv1x1);
@@ -805,6 +809,47 @@ sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
         w->hash_file = g_strdup(path);
     }
     if (!ok) {
+        sdt_weights_close(w);
+        return NULL;
+    }
+    return w;
+}
+
+sdt_weights *sdt_weights_open_part(const char *path, sdt_weights_part part, sdt_error *error)
+{
+    static const struct {
+        component c;
+        const char *probe, *probe2, *option, *what;
+    } parts[] = {
+        [SDT_PART_CLIP_L] = {COMP_CLIP_L, "text_model.embeddings.token_embedding.weight", NULL, "--clip-l",
+                             "a CLIP-L text encoder (clip_l.safetensors)"},
+        [SDT_PART_CLIP_G] = {COMP_CLIP_G, "text_model.embeddings.token_embedding.weight", NULL, "--clip-g",
+                             "a CLIP-G text encoder (clip_g.safetensors)"},
+        [SDT_PART_T5XXL] = {COMP_T5, "shared.weight", "encoder.embed_tokens.weight", "--t5xxl",
+                            "a T5-XXL encoder (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn.safetensors)"},
+        [SDT_PART_VAE] = {COMP_VAE, "decoder.conv_out.weight", NULL, "--vae",
+                          "a VAE (Flux's ae.safetensors, or SD3.5's vae/diffusion_pytorch_model.safetensors)"},
+    };
+    if ((unsigned)part > SDT_PART_VAE) {
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: unknown model part %d", path, (int)part);
+        return NULL;
+    }
+    sdt_safetensors *st = sdt_st_open(path, error);
+    if (!st) return NULL;
+    if (!sdt_st_find(st, parts[part].probe) && !(parts[part].probe2 && sdt_st_find(st, parts[part].probe2))) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s FILE takes %s, but the file has no '%s' at its top; give that file",
+                 path, parts[part].option, parts[part].what, parts[part].probe);
+        sdt_st_close(st);
+        return NULL;
+    }
+    sdt_weights *w = g_new0(sdt_weights, 1);
+    w->path = g_strdup(path);
+    w->hash_file = g_strdup(path);
+    w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
+    w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    w->unusable = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    bool ldm_vae = part == SDT_PART_VAE && !sdt_st_find(st, "decoder.mid_block.resnets.0.conv1.weight");
+    if (!(ldm_vae ? add_file(w, st, COMP_LDM_PART_VAE, error) : add_file(w, st, parts[part].c, error))) {
         sdt_weights_close(w);
         return NULL;
     }

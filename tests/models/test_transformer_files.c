@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint_describe.h"
+#include "checkpoint_gen.h"
 #include "fp8.h"
 #include "mmdit.h"
 #include "mmdit_gen.h"
@@ -544,6 +545,71 @@ static void test_refusals(const char *dir)
     g_free(path);
 }
 
+/* The separate files people download, opened as the part an option names: their tensors under the canonical
+ * prefix, read by the same loaders as an all-in-one file's; a file of another part refused by option. */
+static void test_lone_parts(const char *dir)
+{
+    sdt_error err = {0};
+    char *t5 = g_build_filename(dir, "t5xxl_fp16.safetensors", NULL),
+         *t5f8 = g_build_filename(dir, "t5_fp8.safetensors", NULL);
+    char *ldm = g_build_filename(dir, "tiny_vae_ldm.safetensors", NULL),
+         *ae = g_build_filename(dir, "ae.safetensors", NULL);
+    char *folder = g_build_filename(dir, "tiny_diffusers", NULL);
+    t5_config tc = t5_config_tiny();
+    CHECK(t5_generate(t5, &tc, SDT_F32, 3, true, &err), "%s", err.message);
+    sdt_weights *plain = sdt_weights_open(t5, &err), *part = sdt_weights_open_part(t5, SDT_PART_T5XXL, &err);
+    CHECK(plain && part, "T5 as --t5xxl: %s", err.message);
+    if (plain && part) {
+        compare_all(plain, "", part, SDT_TK_T5XXL_PREFIX, "--t5xxl t5xxl_fp16.safetensors");
+        t5_config got;
+        t5_encoder enc;
+        CHECK(t5_config_detect(part, SDT_TK_T5XXL_PREFIX, &got, &err) && t5_encoder_load(&enc, &got, part, &err),
+              "T5 loads from --t5xxl's file: %s", err.message);
+    }
+    sdt_pack_part all = {plain, "", ""};
+    CHECK(plain && sdt_pack_write(t5f8, SDT_TK_NONE, NULL, NULL, NULL, &all, 1, SDT_PACK_F8_E5M2, &err), "%s",
+          err.message);
+    sdt_weights *f8 = sdt_weights_open_part(t5f8, SDT_PART_T5XXL, &err);
+    const sdt_tensor *emb = f8 ? sdt_weights_get(f8, SDT_TK_T5XXL_PREFIX "shared.weight") : NULL;
+    CHECK(emb && emb->dtype == SDT_BF16, "an F8_E5M2 T5 as --t5xxl: %s", err.message);
+    if (f8) sdt_weights_close(f8);
+    sdt_weights *wrong = sdt_weights_open_part(t5, SDT_PART_CLIP_L, &err);
+    CHECK(!wrong && strstr(err.message, "--clip-l FILE") && strstr(err.message, "clip_l.safetensors"),
+          "a T5 file as --clip-l: \"%s\"", err.message);
+    printf("wrong part: %s\n", err.message);
+    if (wrong) sdt_weights_close(wrong);
+    if (plain) sdt_weights_close(plain);
+    if (part) sdt_weights_close(part);
+
+    /* the VAE: LDM names at the top (Flux's ae.safetensors) and a diffusers vae/ file */
+    sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, 5);
+    spec.vae_only = true;
+    CHECK(sdt_ckpt_generate(ldm, &spec, &err), "%s", err.message);
+    spec.vae_only = false;
+    spec.layout = SDT_CKPT_DIFFUSERS;
+    CHECK(sdt_ckpt_generate(folder, &spec, &err), "%s", err.message);
+    sdt_weights *lw = sdt_weights_open(ldm, &err);
+    sdt_pack_part vae = {lw, "first_stage_model.", ""};
+    CHECK(lw && sdt_pack_write(ae, SDT_TK_NONE, NULL, NULL, NULL, &vae, 1, SDT_PACK_AS_IS, &err), "%s", err.message);
+    char *dvae = g_build_filename(folder, "vae", "diffusion_pytorch_model.safetensors", NULL);
+    sdt_weights *aw = sdt_weights_open_part(ae, SDT_PART_VAE, &err),
+                *dw = sdt_weights_open_part(dvae, SDT_PART_VAE, &err);
+    CHECK(aw && dw, "VAE files as --vae: %s", err.message);
+    if (lw && aw && dw) {
+        compare_all(lw, "first_stage_model.", aw, "first_stage_model.", "--vae ae.safetensors (LDM names)");
+        compare_all(lw, "first_stage_model.", dw, "first_stage_model.", "--vae vae/ (diffusers names)");
+        vae_config vc;
+        CHECK(vae_config_detect(aw, &vc, &err), "the VAE config from --vae's file: %s", err.message);
+    }
+    if (lw) sdt_weights_close(lw);
+    if (aw) sdt_weights_close(aw);
+    if (dw) sdt_weights_close(dw);
+    g_unlink(t5), g_unlink(t5f8), g_unlink(ldm), g_unlink(ae);
+    char *rm = g_strdup_printf("rm -rf '%s'", folder);
+    CHECK(system(rm) == 0, "remove %s", folder);
+    g_free(rm), g_free(dvae), g_free(t5), g_free(t5f8), g_free(ldm), g_free(ae), g_free(folder);
+}
+
 int main(void)
 {
     char *dir = g_dir_make_tmp("sdt-tf-XXXXXX", NULL);
@@ -552,6 +618,7 @@ int main(void)
     test_sd3(dir);
     test_flux(dir);
     test_refusals(dir);
+    test_lone_parts(dir);
     g_rmdir(dir);
     g_free(dir);
     return sdt_test_finish("transformer_files");
