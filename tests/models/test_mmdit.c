@@ -2,8 +2,8 @@
  * gradients to the context and the pooled projection against central differences of the C forward
  * (directional, and per element for the context) for a plain and an MMDiT-X (SD3.5 Medium's attn2) model,
  * the measuring arena's size being enough, the latent size refused past the position table, and the loader's
- * sentences for a missing and a misshaped tensor, an attn2 without its 9-chunk norm1 and Stability's
- * original layout. Torch parity: tests/parity/mmdit_parity.py. */
+ * sentences for a missing and a misshaped tensor and an attn2 without its 9-chunk norm1 (Stability's original
+ * layout is read through the weights layer: test_transformer_files). Torch parity: tests/parity/mmdit_parity.py. */
 #include <math.h>
 
 #include "mmdit.h"
