@@ -96,7 +96,6 @@ static void find_parts(const sdt_weights *w, sdt_tf_info *in)
         {SDT_TF_T5XXL, SDT_TK_T5XXL_PREFIX, "shared.weight"},
         {SDT_TF_T5XXL, SDT_TK_T5XXL_PREFIX, "encoder.embed_tokens.weight"},
         {SDT_TF_VAE, "first_stage_model.", "decoder.conv_out.weight"},
-        {SDT_TF_VAE, "vae.", "decoder.conv_out.weight"},
     };
     for (size_t i = 0; i < G_N_ELEMENTS(where); i++)
         if (!in->has[where[i].part] && getf(w, "%s%s", where[i].prefix, where[i].probe)) {

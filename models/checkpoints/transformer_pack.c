@@ -116,6 +116,7 @@ static bool pack_transformer(pack *p, sdt_tk_layout layout, const sdt_weights *w
     static const char *const tails[] = {"weight", "bias"};
     for (int r = 0; r < n_rules; r++) {
         const sdt_tk_rule *rule = &rules[r];
+        if (rule->alias) continue; /* written in the first spelling */
         size_t len = strlen(rule->src);
         bool head = rule->src[len - 1] == '.';
         int from = rule->scope == SDT_TK_TOP ? -1 : 0;

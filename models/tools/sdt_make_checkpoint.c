@@ -26,7 +26,8 @@
  * files (--transformer: tiny-mmdit's output, or a Flux transformer in diffusers' names): sai-sd3 (SAI's SD3/SD3.5
  * all-in-one, with the parts given: --t5xxl, --clip-l, --clip-g in transformers' names, --vae in LDM names),
  * bfl-flux (flux1-dev.safetensors' layout), comfy-flux (the same under model.diffusion_model., with --t5xxl,
- * --clip-l), plain (one part alone, e.g. t5xxl_fp8_e4m3fn.safetensors with --fp8 e4m3).
+ * --clip-l, and --vae under vae.), plain (one part alone, e.g. t5xxl_fp8_e4m3fn.safetensors with --fp8 e4m3).
+ * --vae takes a checkpoint's VAE (first_stage_model.*, e.g. --config tiny --vae-only).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -90,8 +91,7 @@ static int pack_main(int argc, char **argv)
     if (!plain && !files[0]) return usage("--pack sai-sd3/bfl-flux/comfy-flux needs --transformer FILE");
     if (!strcmp(layout, "bfl-flux") && (files[1] || files[2] || files[3] || files[4]))
         return usage("bfl-flux is the transformer alone (flux1-dev.safetensors' layout)");
-    if (!strcmp(layout, "comfy-flux") && (files[3] || files[4]))
-        return usage("comfy-flux takes --t5xxl and --clip-l besides the transformer");
+    if (!strcmp(layout, "comfy-flux") && files[3]) return usage("comfy-flux takes no --clip-g (Flux has none)");
     int given = 0;
     for (int k = 1; k < 5; k++) given += files[k] != NULL;
     if (plain && (files[0] || given != 1)) return usage("--pack plain takes one of --t5xxl, --clip-l, --clip-g, --vae");
@@ -103,7 +103,9 @@ static int pack_main(int argc, char **argv)
     for (int k = 0; k < 5 && ok; k++) {
         if (!files[k]) continue;
         ok = (w[k] = sdt_weights_open(files[k], &error)) != NULL;
-        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], "", plain ? "" : prefixes[k]};
+        /* ComfyUI's Flux checkpoints keep the VAE under "vae." (transformer_keys.h) */
+        const char *to = plain ? "" : k == 4 && !strcmp(layout, "comfy-flux") ? "vae." : prefixes[k];
+        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], k == 4 ? "first_stage_model." : "", to};
     }
     if (ok)
         ok = sdt_pack_write(out, plain ? SDT_TK_NONE : tk, w[0], "",

@@ -6,13 +6,12 @@
 #include <glib.h>
 #include <string.h>
 
-#define R(scope, src, form, ...)                                                                                       \
-    {                                                                                                                  \
-        scope, src, form,                                                                                              \
-        {                                                                                                              \
-            __VA_ARGS__                                                                                                \
-        }                                                                                                              \
-    }
+// clang-format off
+#define R(scope_, src_, form_, ...) {.scope = scope_, .src = src_, .form = form_, .dst = {__VA_ARGS__}}
+/* ComfyUI renames Flux's "*_norm.scale" to "*_norm.weight" when it loads a model (process_unet_state_dict), so
+ * files it saves may carry either spelling: read both, write the first. */
+#define ALIAS(scope_, src_, dst_) {.scope = scope_, .src = src_, .form = SDT_TK_SAME, .dst = {dst_}, .alias = true}
+// clang-format on
 
 static const sdt_tk_rule sd3_rules[] = {
     R(SDT_TK_TOP, "pos_embed", SDT_TK_SAME, "pos_embed.pos_embed"),
@@ -64,6 +63,10 @@ static const sdt_tk_rule flux_rules[] = {
     R(SDT_TK_BLOCK, "img_attn.norm.key_norm.scale", SDT_TK_SAME, "attn.norm_k.weight"),
     R(SDT_TK_BLOCK, "txt_attn.norm.query_norm.scale", SDT_TK_SAME, "attn.norm_added_q.weight"),
     R(SDT_TK_BLOCK, "txt_attn.norm.key_norm.scale", SDT_TK_SAME, "attn.norm_added_k.weight"),
+    ALIAS(SDT_TK_BLOCK, "img_attn.norm.query_norm.weight", "attn.norm_q.weight"),
+    ALIAS(SDT_TK_BLOCK, "img_attn.norm.key_norm.weight", "attn.norm_k.weight"),
+    ALIAS(SDT_TK_BLOCK, "txt_attn.norm.query_norm.weight", "attn.norm_added_q.weight"),
+    ALIAS(SDT_TK_BLOCK, "txt_attn.norm.key_norm.weight", "attn.norm_added_k.weight"),
     R(SDT_TK_BLOCK, "img_mlp.0.", SDT_TK_SAME, "ff.net.0.proj."),
     R(SDT_TK_BLOCK, "img_mlp.2.", SDT_TK_SAME, "ff.net.2."),
     R(SDT_TK_BLOCK, "txt_mlp.0.", SDT_TK_SAME, "ff_context.net.0.proj."),
@@ -74,6 +77,8 @@ static const sdt_tk_rule flux_rules[] = {
     R(SDT_TK_SINGLE, "linear1.", SDT_TK_SPLIT_QKV_MLP, "attn.to_q.", "attn.to_k.", "attn.to_v.", "proj_mlp."),
     R(SDT_TK_SINGLE, "norm.query_norm.scale", SDT_TK_SAME, "attn.norm_q.weight"),
     R(SDT_TK_SINGLE, "norm.key_norm.scale", SDT_TK_SAME, "attn.norm_k.weight"),
+    ALIAS(SDT_TK_SINGLE, "norm.query_norm.weight", "attn.norm_q.weight"),
+    ALIAS(SDT_TK_SINGLE, "norm.key_norm.weight", "attn.norm_k.weight"),
     R(SDT_TK_SINGLE, "linear2.", SDT_TK_SAME, "proj_out."),
 };
 
@@ -251,4 +256,9 @@ void sdt_tk_pieces_free(sdt_tk_piece *pieces, int n)
         g_free(pieces[i].key);
         pieces[i].key = NULL;
     }
+}
+
+const char *sdt_tk_vae_prefix(const sdt_tk_context *ctx)
+{
+    return ctx->layout == SDT_TK_BFL_FLUX && *ctx->prefix ? "vae." : NULL;
 }

@@ -51,6 +51,7 @@ typedef struct sdt_tk_rule {
     const char *src; /* the file's name after the block prefix; ending in '.': a head ("weight"/"bias" follow) */
     sdt_tk_form form;
     const char *dst[SDT_TK_MAX_PIECES]; /* diffusers' names after the block prefix (heads when src is one) */
+    bool alias;                         /* another spelling of an earlier rule's src: read, never written */
 } sdt_tk_rule;
 
 /* The table of a layout (n rules). */
@@ -86,5 +87,9 @@ typedef struct sdt_tk_piece {
 int sdt_tk_map(const sdt_tk_context *ctx, const char *file, const char *name, int ndim, int64_t rows,
                sdt_tk_piece out[SDT_TK_MAX_PIECES], sdt_error *error);
 void sdt_tk_pieces_free(sdt_tk_piece *pieces, int n);
+
+/* Where a layout's all-in-one file keeps the VAE when it is not first_stage_model.: ComfyUI's Flux checkpoints
+ * use "vae." (comfy/supported_models.py, Flux.vae_key_prefix); NULL for none. */
+const char *sdt_tk_vae_prefix(const sdt_tk_context *ctx);
 
 #endif

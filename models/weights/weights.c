@@ -465,6 +465,10 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
                 if (is_scaled_fp8_bookkeeping(e->name)) continue;
                 if (!add_transformer_entry(w, &tk, st, e, &transformer, error)) return false;
                 if (transformer) continue;
+                if (sdt_tk_vae_prefix(&tk) && g_str_has_prefix(e->name, sdt_tk_vae_prefix(&tk))) {
+                    key = g_strconcat("first_stage_model.", e->name + strlen(sdt_tk_vae_prefix(&tk)), NULL);
+                    break;
+                }
                 if (!(key = single_file_key(e->name))) continue;
                 break;
             case COMP_UNET:

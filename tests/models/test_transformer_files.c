@@ -466,6 +466,65 @@ static void test_flux(const char *dir)
               "Flux's final adaLN is swapped");
         sdt_st_close(raw);
     }
+    /* ComfyUI's all-in-one Flux: T5 under text_encoders.t5xxl.transformer., the VAE under vae. */
+    {
+        char *t5 = g_build_filename(dir, "flux_t5.safetensors", NULL),
+             *vae = g_build_filename(dir, "flux_vae.safetensors", NULL);
+        char *aio = g_build_filename(dir, "flux1-dev-fp8-aio.safetensors", NULL);
+        t5_config tc = t5_config_tiny();
+        sdt_ckpt_spec spec = mt_ckpt_spec(SD_FAMILY_TINY, 9);
+        spec.vae_only = true;
+        CHECK(t5_generate(t5, &tc, SDT_F32, 4, true, &err) && sdt_ckpt_generate(vae, &spec, &err), "%s", err.message);
+        sdt_weights *wt = sdt_weights_open(t5, &err), *wv = sdt_weights_open(vae, &err);
+        sdt_pack_part parts[2] = {{wt, "", SDT_TK_T5XXL_PREFIX}, {wv, "first_stage_model.", "vae."}};
+        CHECK(wt && wv &&
+                  sdt_pack_write(aio, SDT_TK_BFL_FLUX, wd, "", SDT_TK_TRANSFORMER_PREFIX, parts, 2, SDT_PACK_F8_E4M3,
+                                 &err),
+              "pack a ComfyUI Flux checkpoint: %s", err.message);
+        sdt_weights *wa = sdt_weights_open(aio, &err);
+        sdt_tf_info in;
+        CHECK(wa && sdt_tf_detect(wa, &in) && in.has[SDT_TF_T5XXL] && in.has[SDT_TF_VAE] && !in.has[SDT_TF_CLIP_L],
+              "ComfyUI Flux all-in-one: %s", err.message);
+        const sdt_tensor *conv = wa ? sdt_weights_get(wa, "first_stage_model.decoder.conv_out.weight") : NULL;
+        CHECK(conv && conv->dtype == SDT_BF16, "the VAE under vae. is the canonical first_stage_model.");
+        vae_config vc;
+        CHECK(wa && vae_config_detect(wa, &vc, &err), "the VAE of a ComfyUI Flux file: %s", err.message);
+        char *missing = wa ? sdt_tf_missing_sentence(&in, aio) : NULL;
+        CHECK(missing && strstr(missing, "--clip-l FILE") && !strstr(missing, "--t5xxl") && !strstr(missing, "--vae"),
+              "a ComfyUI Flux file lacks CLIP-L only: \"%s\"", missing ? missing : "(none)");
+        g_free(missing);
+        if (wa) sdt_weights_close(wa);
+        if (wt) sdt_weights_close(wt);
+        if (wv) sdt_weights_close(wv);
+        g_unlink(t5), g_unlink(vae), g_unlink(aio);
+        g_free(t5), g_free(vae), g_free(aio);
+    }
+    /* the norms spelled *_norm.weight (as ComfyUI names them once loaded) read the same */
+    raw = sdt_st_open(bpath, &err);
+    if (raw) {
+        char *renamed = g_build_filename(dir, "flux-norm-weight.safetensors", NULL);
+        size_t n = sdt_st_count(raw);
+        sdt_st_write_item *items = g_new0(sdt_st_write_item, n);
+        char **names = g_new0(char *, n);
+        for (size_t i = 0; i < n; i++) {
+            const sdt_st_entry *e = sdt_st_at(raw, i);
+            names[i] = g_strdup(e->name);
+            if (g_str_has_suffix(names[i], "_norm.scale")) strcpy(names[i] + strlen(names[i]) - 5, "weight");
+            items[i] = (sdt_st_write_item){names[i], e->dtype, e->ndim, e->shape, e->data};
+        }
+        CHECK(sdt_st_write(renamed, items, n, NULL, 0, &err), "%s", err.message);
+        sdt_weights *wr = sdt_weights_open(renamed, &err);
+        CHECK(wr, "Flux with *_norm.weight: %s", err.message);
+        if (wr) {
+            compare_all(wd, "", wr, SDT_TK_TRANSFORMER_PREFIX, "Flux, norms spelled .weight");
+            sdt_weights_close(wr);
+        }
+        for (size_t i = 0; i < n; i++) g_free(names[i]);
+        g_free(names), g_free(items);
+        g_unlink(renamed);
+        g_free(renamed);
+        sdt_st_close(raw);
+    }
     /* schnell: no guidance_in */
     sdt_weights_close(wd);
     CHECK(write_flux_diffusers(dpath, false, &err), "%s", err.message);
