@@ -508,8 +508,10 @@ static void test_flux(const char *dir)
         char **names = g_new0(char *, n);
         for (size_t i = 0; i < n; i++) {
             const sdt_st_entry *e = sdt_st_at(raw, i);
-            names[i] = g_strdup(e->name);
-            if (g_str_has_suffix(names[i], "_norm.scale")) strcpy(names[i] + strlen(names[i]) - 5, "weight");
+            size_t len = strlen(e->name);
+            names[i] = g_str_has_suffix(e->name, "_norm.scale")
+                           ? g_strdup_printf("%.*sweight", (int)(len - strlen("scale")), e->name)
+                           : g_strdup(e->name);
             items[i] = (sdt_st_write_item){names[i], e->dtype, e->ndim, e->shape, e->data};
         }
         CHECK(sdt_st_write(renamed, items, n, NULL, 0, &err), "%s", err.message);
