@@ -7,7 +7,8 @@
  * conditioning (f32, random direction); a frozen table (NULL drows) leaves the others' gradients
  * unchanged and its encoder's backward does not run (layer norms of its width and T5's RMS norms
  * counted through the backend table). T5 absent: 77 zero rows (the pipeline's zeros). T5 cached: the
- * same context, and T5's rows refused from it. Torch parity: tests/parity/sd3_text_parity.py. */
+ * same context, and T5's rows refused from it. bf16 activations: within bf16's precision of f32, the
+ * padding still exact zeros. Torch parity: tests/parity/sd3_text_parity.py. */
 #include <math.h>
 
 #include "model_test_util.h"
@@ -52,6 +53,7 @@ typedef struct variant {
     const float *t5_hidden; /* cached T5 output [B, L5, D] */
     bool tl, tg, tt;        /* which tables train */
     bool grads;
+    bool bf16; /* bf16 activations (d(context) and d(pooled) given in bf16 too) */
 } variant;
 
 typedef struct outputs {
@@ -95,7 +97,16 @@ static bool run(const text3_models *m, sdt_backend *be, const problem *p, const 
                               .act_dtype = SDT_F32};
     const t5_encoder *t5 = v->no_t5 || v->t5_hidden ? NULL : &m->t5;
     if (v->no_t5) in.t5 = (t5_context_inputs){0};
-    sdt_tensor dc = mt_tensor(p->dctx, SDT_F32, 3, B, rows, D, 0), dp = mt_tensor(p->dpool, SDT_F32, 2, B, P, 0, 0);
+    sdt_dtype adt = v->bf16 ? SDT_BF16 : SDT_F32;
+    in.act_dtype = adt;
+    size_t nc = (size_t)B * rows * D, np = (size_t)B * P;
+    void *dctx = p->dctx, *dpool = p->dpool;
+    if (v->bf16) { /* what a bf16 transformer's backward hands over */
+        dctx = mt_alloc(nc * 2), dpool = mt_alloc(np * 2);
+        sdt_store_f32(p->dctx, dctx, SDT_BF16, (int64_t)nc);
+        sdt_store_f32(p->dpool, dpool, SDT_BF16, (int64_t)np);
+    }
+    sdt_tensor dc = mt_tensor(dctx, adt, 3, B, rows, D, 0), dp = mt_tensor(dpool, adt, 2, B, P, 0, 0);
     o->drl = mt_alloc((size_t)R * Cl * sizeof(float));
     o->drg = mt_alloc((size_t)R * Cg * sizeof(float));
     o->drt = mt_alloc((size_t)R * D * sizeof(float));
@@ -105,28 +116,31 @@ static bool run(const text3_models *m, sdt_backend *be, const problem *p, const 
     sdt_arena meas, arena;
     sdt_sd3_text_acts acts;
     sdt_arena_init_measure(&meas, be);
-    if (!sdt_sd3_text_forward(&m->l, &m->g, t5, be, &meas, &in, &acts, error) ||
-        (v->grads && !sdt_sd3_text_backward(&m->l, &m->g, t5, be, &meas, &acts, &dc, &dp, pdl, pdg, pdt, error)))
+    bool ok = sdt_sd3_text_forward(&m->l, &m->g, t5, be, &meas, &in, &acts, error) &&
+              (!v->grads || sdt_sd3_text_backward(&m->l, &m->g, t5, be, &meas, &acts, &dc, &dp, pdl, pdg, pdt, error));
+    if (ok && !sdt_arena_init(&arena, be, meas.peak))
+        ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena of %zu bytes", meas.peak);
+    if (!ok) {
+        if (v->bf16) free(dctx), free(dpool);
         return false;
-    if (!sdt_arena_init(&arena, be, meas.peak))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena of %zu bytes", meas.peak);
-    bool ok = sdt_sd3_text_forward(&m->l, &m->g, t5, be, &arena, &in, &acts, error);
+    }
+    ok = sdt_sd3_text_forward(&m->l, &m->g, t5, be, &arena, &in, &acts, error);
     if (ok) {
         CHECK(acts.context.ndim == 3 && acts.context.shape[0] == B && acts.context.shape[1] == rows &&
                   acts.context.shape[2] == D && acts.pooled.shape[0] == B && acts.pooled.shape[1] == P,
               "context [%lld, %lld, %lld] / pooled [%lld, %lld], expected [%d, %d, %d] / [%d, %d]",
               (long long)acts.context.shape[0], (long long)acts.context.shape[1], (long long)acts.context.shape[2],
               (long long)acts.pooled.shape[0], (long long)acts.pooled.shape[1], B, rows, D, B, P);
-        size_t nc = (size_t)B * rows * D, np = (size_t)B * P;
         o->ctx = mt_alloc(nc * sizeof(float));
         o->pooled = mt_alloc(np * sizeof(float));
-        memcpy(o->ctx, acts.context.data, nc * sizeof(float));
-        memcpy(o->pooled, acts.pooled.data, np * sizeof(float));
+        sdt_load_f32(acts.context.data, adt, o->ctx, (int64_t)nc);
+        sdt_load_f32(acts.pooled.data, adt, o->pooled, (int64_t)np);
     }
     ok =
         ok && (!v->grads || sdt_sd3_text_backward(&m->l, &m->g, t5, be, &arena, &acts, &dc, &dp, pdl, pdg, pdt, error));
     ok = ok && (sdt_arena_fits(&arena) || sdt_fail(error, SDT_ERR_INTERNAL, "the measured arena overflowed"));
     sdt_arena_release(&arena);
+    if (v->bf16) free(dctx), free(dpool);
     return ok;
 }
 
@@ -371,6 +385,31 @@ static void check_no_t5_and_cache(const text3_models *m, sdt_backend *be, const 
     free(hidden);
 }
 
+/* bf16 activations: the same conditioning within bf16's precision, the padding still exactly zero. */
+static void check_bf16(const text3_models *m, sdt_backend *be, const problem *p, const outputs *all)
+{
+    sdt_error error = {0};
+    int Cl = m->l.cfg.width, Cg = m->g.cfg.width, D = m->t5.cfg.d_model, rows = T + L5;
+    variant v = {.tl = true, .tg = true, .tt = true, .grads = true, .bf16 = true};
+    outputs o;
+    if (run(m, be, p, p->rows_l, p->rows_g, p->rows_t5, &v, &o, &error)) {
+        double pad_max = 0;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int k = Cl + Cg; k < D; k++) pad_max = fmax(pad_max, fabs(o.ctx[((size_t)b * rows + t) * D + k]));
+        double ec = sdt_rel_err_ff(o.ctx, all->ctx, (int64_t)B * rows * D);
+        double el = sdt_rel_err_ff(o.drl, all->drl, R * Cl), eg = sdt_rel_err_ff(o.drg, all->drg, R * Cg);
+        double et = sdt_rel_err_ff(o.drt, all->drt, R * D);
+        printf("bf16 against f32: context %.3g, clip_l %.3g, clip_g %.3g, t5xxl %.3g\n", ec, el, eg, et);
+        CHECK(pad_max == 0, "bf16: the zero padding is not exactly zero");
+        CHECK(ec <= 3e-2 && el <= 1e-1 && eg <= 1e-1 && et <= 1e-1, "bf16 strays from f32 (%.3g %.3g %.3g %.3g)", ec,
+              el, eg, et);
+    } else {
+        CHECK(false, "the conditioning in bf16: %s", error.message);
+    }
+    free_outputs(&o);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("models_test_sd3_text");
@@ -395,6 +434,7 @@ int main(void)
             check_finite_differences(&rng, &m, be, &p, &o);
             check_frozen(&m, be, &p, &o);
             check_no_t5_and_cache(&m, be, &p, &o);
+            check_bf16(&m, be, &p, &o);
         } else {
             CHECK(false, "the SD3 conditioning: %s", error.message);
         }
