@@ -2,9 +2,9 @@
  *
  * T5-XXL's last hidden state [B, L, d_model] comes from the encoder run on the prompt's T5 ids
  * (t5_prompt.h: the text, </s>, <pad>; the placeholder's slots overridden by the embedding's t5xxl
- * rows), or from a cache: a run that trains no T5 rows computes it once per prompt (t5_encoder_forward
- * without gradients, the placeholder's frozen rows included) and hands it back here as `hidden`, so the
- * encoder's weights can be freed. Backward reaches T5's rows only when they train (drows given); a
+ * rows), or from a cache: a run that trains no T5 rows computes it once per prompt (t5_context_forward
+ * with tokens, the placeholder's frozen rows included, then acts.out downloaded, [L, d_model] per prompt
+ * in the activation dtype) and hands it back here as `hidden`, so the encoder's weights can be freed. Backward reaches T5's rows only when they train (drows given); a
  * frozen or cached T5 costs no backward at all.
  */
 #ifndef SDT_MODELS_T5_CONTEXT_H
