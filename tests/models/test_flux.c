@@ -2,7 +2,7 @@
  * round trip, the output's shape, the gradients to the context and the pooled projection against central
  * differences of the C forward (directional, and per element for the context) for dev (guidance) and schnell
  * kinds, the measuring arena's size being enough, the inputs refused (odd latent, no guidance for dev), and the
- * loader's sentences for a missing and a misshaped tensor and BFL's original layout. Torch parity:
+ * loader's sentences for a missing and a misshaped tensor, and BFL's original layout loading as the same model. Torch parity:
  * tests/parity/flux_parity.py. */
 #include <math.h>
 
@@ -10,6 +10,8 @@
 #include "flux_gen.h"
 #include "model_test_util.h"
 #include "safetensors.h"
+#include "transformer_keys.h"
+#include "transformer_pack.h"
 
 enum { B = 2, T = 3, LH = 4, LW = 6 };
 
@@ -127,7 +129,8 @@ static void copy_without(const sdt_weights *w, const char *path, const char *ski
     free(items);
 }
 
-static void check_refusals(const sdt_weights *w, const flux_config *cfg)
+static void check_refusals(const sdt_weights *w, const flux_config *cfg, void (*bfl_check)(const flux_model *, void *),
+                           void *bfl_arg)
 {
     char path[512];
     sdt_error err = {0};
@@ -158,23 +161,37 @@ static void check_refusals(const sdt_weights *w, const flux_config *cfg)
     axes.axes_dim[0] += 2;
     CHECK(!flux_load(&m, &axes, w, &err) && strstr(err.message, "RoPE axes"), "bad axes must be refused: \"%s\"",
           err.message);
-    /* BFL's original layout */
-    float one = 0;
-    sdt_tensor t1 = mt_tensor(&one, SDT_F32, 1, 1, 0, 0, 0);
-    const char *bfl[1] = {"double_blocks.0.img_attn.qkv.weight"};
+    /* BFL's original layout, as transformer_pack writes it, opens in diffusers' names under model.diffusion_model.
+     * and gives the same model */
     mt_temp_path(path, sizeof path, "flux-bfl");
-    copy_without(w, path, NULL, bfl, &t1, 1);
+    CHECK(sdt_pack_write(path, SDT_TK_BFL_FLUX, w, "", "", NULL, 0, SDT_PACK_AS_IS, &err), "pack: %s", err.message);
     mw = sdt_weights_open(path, &err);
-    CHECK(mw && !flux_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED &&
-              strstr(err.message, "original layout"),
-          "BFL's layout must be refused by name: \"%s\"", err.message);
-    printf("BFL layout: %s\n", err.message);
+    CHECK(mw && flux_config_detect(mw, SDT_TK_TRANSFORMER_PREFIX, &got, &err) &&
+              got.double_layers == cfg->double_layers && got.single_layers == cfg->single_layers &&
+              got.guidance == cfg->guidance && flux_load(&m, &got, mw, &err),
+          "BFL's layout must load as the same model: \"%s\"", err.message);
+    if (mw && bfl_check) bfl_check(&m, bfl_arg);
     if (mw) sdt_weights_close(mw);
     unlink(path);
     /* no transformer under a prefix */
     CHECK(!flux_config_detect(w, "model.diffusion_model.", &got, &err) &&
               strstr(err.message, "model.diffusion_model.context_embedder.weight"),
           "a missing transformer must name the key it looked for: \"%s\"", err.message);
+}
+
+typedef struct same_model {
+    run_ctx base;
+    const float *ctx, *pooled;
+    double loss;
+} same_model;
+
+static void same_loss(const flux_model *m, void *arg)
+{
+    same_model *s = arg;
+    run_ctx c = s->base;
+    c.m = m;
+    double loss = run_loss(&c, s->ctx, s->pooled, NULL, NULL);
+    CHECK(loss == s->loss, "the BFL-layout model's output differs (loss %.9g, diffusers' names %.9g)", loss, s->loss);
 }
 
 static void check_model(sdt_backend *be, sdt_test_rng *rng, const flux_config *cfg, const char *tag, bool refusals)
@@ -224,7 +241,18 @@ static void check_model(sdt_backend *be, sdt_test_rng *rng, const flux_config *c
         CHECK(!flux_forward(&m, be, &measure, &in, &acts, &err) && strstr(err.message, "guidance"),
               "dev without guidance must be refused: \"%s\"", err.message);
     }
-    if (refusals) check_refusals(w, cfg);
+    if (refusals) {
+        const int nc = B * T * cfg->context_dim, np = B * cfg->pooled_dim;
+        float *ctxv = mt_alloc(sizeof(float) * nc), *poolv = mt_alloc(sizeof(float) * np);
+        sdt_test_fill_normal(rng, ctxv, nc, 1.0);
+        sdt_test_fill_normal(rng, poolv, np, 1.0);
+        same_model sm = {c, ctxv, poolv, run_loss(&c, ctxv, poolv, NULL, NULL)};
+        static flux_model saved;
+        saved = m; /* check_refusals loads into its own model; keep ours for the comparison */
+        sm.base.m = &saved;
+        check_refusals(w, cfg, same_loss, &sm);
+        free(ctxv), free(poolv);
+    }
     sdt_weights_close(w);
     unlink(path);
     free(latent), free(dout);

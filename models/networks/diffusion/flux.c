@@ -87,13 +87,6 @@ bool flux_config_detect(const sdt_weights *w, const char *prefix, flux_config *c
     if (strlen(P) >= FLUX_PREFIX_MAX)
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "flux: key prefix \"%s\" is longer than %d characters", P,
                         FLUX_PREFIX_MAX - 1);
-    if (mu_has(w, "%sdouble_blocks.0.img_attn.qkv.weight", P) ||
-        mu_has(w, "model.diffusion_model.double_blocks.0.img_attn.qkv.weight"))
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this is a Flux checkpoint in Black Forest Labs' original layout (double_blocks.N."
-                        "img_attn.qkv ...); reading it is not done yet: give the diffusers transformer "
-                        "(transformer/diffusion_pytorch_model.safetensors)",
-                        sdt_weights_path(w));
     const sdt_tensor *ctx = mu_get(w, "%scontext_embedder.weight", P);
     const sdt_tensor *xe = mu_get(w, "%sx_embedder.weight", P);
     const sdt_tensor *pooled = mu_get(w, "%stime_text_embed.text_embedder.linear_1.weight", P);

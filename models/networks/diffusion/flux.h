@@ -28,7 +28,9 @@
  *   single_transformer_blocks.N.{norm.linear [3H, H], attn.to_q, attn.to_k, attn.to_v [H, H],
  *     attn.norm_q, attn.norm_k [head_dim], proj_mlp [4H, H], proj_out [H, 5H]}
  *   norm_out.linear [2H, H], proj_out [4C, H]
- * BFL's original layout (double_blocks.N.img_attn.qkv ...) is a later slice: such a file is refused by name.
+ * BFL's original layout (flux1-dev.safetensors: double_blocks.N.img_attn.qkv ..., at the top or under
+ * model.diffusion_model.) reaches it in these names under "model.diffusion_model." (models/weights/transformer_keys.h
+ * maps it when the file is opened).
  *
  * Activations are f32 and every block's are kept (no checkpointing yet): at 1024 x 1024 (a 128 x 128 latent,
  * 4096 image tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 40.2 GiB and forward and
