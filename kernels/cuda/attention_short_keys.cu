@@ -354,6 +354,10 @@ static int sk_sm_count(sdt_backend *be)
  * all, at least `min_per` units a block, none empty (splits = ceil(units / per)). */
 static void sk_split(int units, int heads, int target, int min_per, int *splits, int *per)
 {
+    if (units < 1) { /* no queries: one block a head, nothing to walk */
+        *splits = *per = 1;
+        return;
+    }
     int s = (target + heads - 1) / heads;
     if (s > (units + min_per - 1) / min_per) s = (units + min_per - 1) / min_per;
     if (s < 1) s = 1;

@@ -288,6 +288,25 @@ static void test_attention_tile_edges(sdt_dtype dt)
     test_attention(dt, 2, 3, 64, 300, 300, true, false);
 }
 
+/* Cross-attention at the UNets' real token counts, where the short-key kernels (attention_short_keys.cu:
+ * Tk <= 128, head dims 40/64/80) take the call: SD 1.5's d40 levels (64x64 .. 8x8: Tq 4096, 1024, 256, 64),
+ * its d80 32x32 level, SDXL's d64 levels (Tq 4096, 1024), with few heads so the CPU reference stays quick.
+ * Also keys just over 80 and up to 128 (their second instantiation), a query count off the 16-row tiles
+ * and the 128-row chunks, and a single key. */
+static void test_attention_cross_shapes(sdt_dtype dt)
+{
+    test_attention(dt, 1, 2, 40, 4096, 77, false, true);
+    test_attention(dt, 2, 2, 40, 1024, 77, false, true);
+    test_attention(dt, 2, 4, 40, 256, 77, false, true);
+    test_attention(dt, 2, 8, 40, 64, 77, false, true);
+    test_attention(dt, 1, 2, 80, 1024, 77, false, true);
+    test_attention(dt, 1, 2, 64, 4096, 77, false, true);
+    test_attention(dt, 1, 4, 64, 1024, 77, false, true);
+    test_attention(dt, 1, 2, 64, 1000, 81, false, true);
+    test_attention(dt, 1, 2, 80, 333, 128, false, true);
+    test_attention(dt, 2, 1, 40, 77, 1, false, true);
+}
+
 /* The GPU copy's bytes (malloc'd). */
 static void *gpu_bytes(const pair *p)
 {
@@ -863,6 +882,8 @@ int main(void)
         test_attention_tile_edges(dts[i]);
         test_attention_replay(dts[i], 2, 2, 40, 300, 300);
         test_attention_replay(dts[i], 1, 2, 64, 1280, 77);
+        test_attention_replay(dts[i], 2, 4, 40, 4096, 77); /* the short-key backward's partials over many blocks */
+        test_attention_cross_shapes(dts[i]);
         test_norms(dts[i]);
         test_groupnorms(dts[i]);
         test_elementwise(dts[i]);
