@@ -11,17 +11,21 @@
  *  - backward: chunks of 128 queries (16 per warp). Phase 1, a warp per 16 queries: delta = rowsum(dO * O),
  *    P recomputed from the saved lse, dP = dO V^T, dS = P (dP - delta), dQ = scale dS K written directly.
  *    Phase 2, a warp per 16 keys (transposed, as attention.cu's dK/dV kernel): S^T = K Q^T, dP^T = V dO^T over
- *    the chunk's queries, dV += P^T dO and dK += dS^T Q in fp32 registers across all of the block's chunks.
+ *    the chunk's queries, dV += P^T dO and dK += dS^T Q in fp32 registers, added into the block's running sums.
  *    Each block stores one fp32 partial of dK and dV (or dK, dV themselves when one block covers the head);
  *    a second kernel sums the partials in block order. No atomics: the same bits on every run.
- * Shared memory, bytes (LD = head dim padded to 16, + 8): K and V 2 KP LD 2; forward adds two 16-row Q
- * buffers per warp (8 warps: 16 x 16 LD 2), backward the chunk's Q and dO (2 x 128 LD 2) and 2 x 128 floats.
- *   d40 (LD 56) KP 80: fwd 17.9 + 28.7 = 46.6 KB, bwd 17.9 + 28.7 + 1 = 47.6 KB
- *   d64 (LD 72) KP 80: fwd 23.0 + 36.9 = 59.9 KB, bwd 60.9 KB
- *   d80 (LD 88) KP 80: fwd 28.2 + 45.1 = 73.3 KB, bwd 74.3 KB;  KP 128 adds 17 KB (d80) to each
- * Registers (per thread, fp32 accumulators): forward S KP/2 (40 at KP 80) + O 4 ND (ND = head dim / 8:
- * 20, 32, 40) + Q fragments 4 KQ (KQ = padded head dim / 16: 12, 16, 20) + P fragments KP/4 (20);
- * backward phase 2 dK and dV 8 ND (40, 64, 80) + S^T and dP^T 16 + one A fragment set 4 KQ.
+ * Shared memory (LD = head dim padded to 16, + 8): K and V 2 KP LD 2 bytes; forward adds two 16-row Q buffers
+ * per warp (8 warps: 16 x 16 LD 2), backward the chunk's Q and dO (2 x 128 LD 2), lse and delta (2 x 128
+ * floats) and the running dK, dV sums of the KP / 16 warps with keys (2 x KP/16 x 32 lanes x 4 ND floats, ND =
+ * head dim / 8):
+ *   d40 (LD 56)  KP 80: fwd 17.9 + 28.7 = 46.6 KB; bwd 17.9 + 28.7 + 1 + 25.6 = 73.2 KB
+ *   d64 (LD 72)  KP 80: fwd 23.0 + 36.9 = 59.9 KB; bwd 23.0 + 36.9 + 1 + 41.0 = 101.9 KB (2 blocks an SM)
+ *   d80 (LD 88)  KP 80: fwd 28.2 + 45.1 = 73.3 KB; bwd 28.2 + 45.1 + 1 + 51.2 = 125.5 KB
+ *   KP 128 (81..128 keys) adds 0.6 x that K/V share, and 1.6 x the sums (d80 bwd: 173 KB, one block an SM).
+ * Registers (fp32 accumulators a thread): forward S KP/2 (40 at KP 80) + O 4 ND (20, 32, 40) + Q fragments 4 KQ
+ * (KQ = padded head dim / 16: 12, 16, 20), P's fragments KP/4 taking S's place; backward phase 1 dQ 4 ND + Q and
+ * dO fragments 8 KQ + S, dP 16; phase 2 dK, dV 8 ND (40, 64, 80) + S^T, dP^T 16 + one A fragment set 4 KQ, the
+ * running sums in shared memory so the phases share the registers (128 a thread up to d64: 2 blocks an SM).
  * d160 (dK + dV alone 160 registers) stays on attention.cu (sk_applies). */
 #include "attention_tc.cuh"
 #include "cuda_ops.h"
@@ -183,6 +187,10 @@ __global__ void __launch_bounds__(SK_THREADS, D <= 64 ? 2 : 1) attn_sk_bwd_kerne
     extern __shared__ __align__(16) unsigned char sk_smem[];
     T *sK = reinterpret_cast<T *>(sk_smem), *sV = sK + KP * LD, *sQ = sV + KP * LD, *sO = sQ + SK_CHUNK * LD;
     float *sLse = reinterpret_cast<float *>(sO + SK_CHUNK * LD), *sDelta = sLse + SK_CHUNK;
+    /* the block's running dK, dV sums for the warps with keys, each thread's own elements (lane-contiguous:
+     * no bank conflicts, no barrier); kept here, not in registers, so phase 1 has the registers to itself */
+    float *sAccK = sDelta + SK_CHUNK + (threadIdx.x >> 5) * ND * 4 * 32 + (threadIdx.x & 31),
+          *sAccV = sAccK + (KP / 16) * ND * 4 * 32;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tig = lane & 3;
     const int bh = blockIdx.y, b = bh / a.s.H, h = bh % a.s.H, Tq = a.s.Tq, Tk = a.s.Tk, H = a.s.H;
     const int chunks = (Tq + SK_CHUNK - 1) / SK_CHUNK, c_begin = blockIdx.x * a.per,
@@ -192,9 +200,8 @@ __global__ void __launch_bounds__(SK_THREADS, D <= 64 ? 2 : 1) attn_sk_bwd_kerne
     sk_load_rows<T, D, KP, SK_THREADS>(sK, a.k, b, h, 0, Tk, H, threadIdx.x);
     sk_load_rows<T, D, KP, SK_THREADS>(sV, a.v, b, h, 0, Tk, H, threadIdx.x);
     cp_async_commit();
-    float dk[1][ND][4], dv[1][ND][4];
-    tc_zero(dk);
-    tc_zero(dv);
+    if (keys_mine)
+        for (int e = 0; e < ND * 4; e++) sAccK[e * 32] = sAccV[e * 32] = 0.0f;
     for (int c = c_begin; c < c_end; c++) {
         const int q0 = c * SK_CHUNK;
         __syncthreads(); /* the previous chunk's phase 2 is done with sQ, sO, sLse, sDelta */
@@ -268,6 +275,9 @@ __global__ void __launch_bounds__(SK_THREADS, D <= 64 ? 2 : 1) attn_sk_bwd_kerne
 
         /* phase 2: dK, dV of the warp's 16 keys over the chunk's queries (transposed products) */
         if (dkdv && keys_mine) {
+            float dk[1][ND][4], dv[1][ND][4];
+            tc_zero(dk);
+            tc_zero(dv);
             const int q_in = min(SK_CHUNK, Tq - q0); /* real queries in the chunk */
             uint32_t unused[1][KQ][4];
 #pragma unroll
@@ -292,9 +302,21 @@ __global__ void __launch_bounds__(SK_THREADS, D <= 64 ? 2 : 1) attn_sk_bwd_kerne
                 tc_acc_to_a<T>(pf, dp);
                 tc_gemm<T, LD, 1, ND, true, false>(dk, pf, sQ, n0, 0); /* dK += dS^T Q */
             }
+#pragma unroll
+            for (int n = 0; n < ND; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    sAccK[(n * 4 + e) * 32] += dk[0][n][e];
+                    sAccV[(n * 4 + e) * 32] += dv[0][n][e];
+                }
         }
     }
     if (!dkdv || !keys_mine) return;
+    float dk[1][ND][4], dv[1][ND][4];
+#pragma unroll
+    for (int n = 0; n < ND; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[0][n][e] = sAccK[(n * 4 + e) * 32], dv[0][n][e] = sAccV[(n * 4 + e) * 32];
     /* the block's dK, dV: the gradients themselves when it covers the head, else its partial */
     const int64_t plane = (int64_t)a.s.B * Tk * a.s.HD;
     float *pk = a.partial ? a.partial + (int64_t)blockIdx.x * plane : NULL;
@@ -373,7 +395,9 @@ static size_t sk_fwd_smem(int D, int KP)
 static size_t sk_bwd_smem(int D, int KP)
 {
     const size_t LD = (size_t)(D + 15) / 16 * 16 + 8;
-    return (2 * (size_t)KP + 2 * SK_CHUNK) * LD * 2 + 2 * SK_CHUNK * sizeof(float);
+    const size_t ND = (size_t)(D + 7) / 8; /* + the warps' dK, dV sums: KP / 16 warps, 4 ND fp32 a lane, twice */
+    return (2 * (size_t)KP + 2 * SK_CHUNK) * LD * 2 + 2 * SK_CHUNK * sizeof(float) +
+           2 * (size_t)(KP / 16) * ND * 4 * 32 * sizeof(float);
 }
 
 #define SK_LAUNCH(be, kernel, T, D, KP, grid, bytes, args)                                                             \
