@@ -311,6 +311,7 @@ __global__ void __launch_bounds__(SK_THREADS, D <= 64 ? 2 : 1) attn_sk_bwd_kerne
                 }
         }
     }
+    cp_async_wait<0>(); /* a block without chunks (no queries) still has K and V in flight */
     if (!dkdv || !keys_mine) return;
     float dk[1][ND][4], dv[1][ND][4];
 #pragma unroll
