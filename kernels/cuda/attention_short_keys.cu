@@ -365,23 +365,16 @@ static bool sk_applies(sdt_backend *be, const attn_shape *s, const sdt_tensor *c
     return true;
 }
 
-static int sk_sm_count(sdt_backend *be)
-{
-    int sms = 0;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device) != cudaSuccess || sms <= 0)
-        sms = 80;
-    return sms;
-}
-
-/* Blocks per head for `units` units of work (16-query tiles or 128-query chunks): about `target` blocks in
- * all, at least `min_per` units a block, none empty (splits = ceil(units / per)). */
-static void sk_split(int units, int heads, int target, int min_per, int *splits, int *per)
+/* Blocks per head for `units` units of work (16-query tiles or 128-query chunks) when `slots` blocks run at once
+ * on the GPU: as many as fit one wave (no tail of a few blocks running alone), at least `min_per` units a block,
+ * none empty (splits = ceil(units / per)). */
+static void sk_split(int units, int heads, int slots, int min_per, int *splits, int *per)
 {
     if (units < 1) { /* no queries: one block a head, nothing to walk */
         *splits = *per = 1;
         return;
     }
-    int s = (target + heads - 1) / heads;
+    int s = slots / heads;
     if (s > (units + min_per - 1) / min_per) s = (units + min_per - 1) / min_per;
     if (s < 1) s = 1;
     *per = (units + s - 1) / s;
@@ -401,49 +394,56 @@ static size_t sk_bwd_smem(int D, int KP)
            2 * (size_t)(KP / 16) * ND * 4 * 32 * sizeof(float);
 }
 
-#define SK_LAUNCH(be, kernel, T, D, KP, grid, bytes, args)                                                             \
-    do {                                                                                                               \
-        CUDA_TRY(be,                                                                                                   \
-                 cudaFuncSetAttribute(kernel<T, D, KP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)));   \
-        kernel<T, D, KP><<<grid, SK_THREADS, bytes, ctx_of(be)->stream>>>(args);                                       \
-        CUDA_LAUNCHED(be);                                                                                             \
-    } while (0)
-#define SK_DISPATCH_KP(be, kernel, T, D, KP, grid, bytes, args)                                                        \
-    do {                                                                                                               \
-        if ((KP) == 80)                                                                                                \
-            SK_LAUNCH(be, kernel, T, D, 80, grid, bytes, args);                                                        \
-        else                                                                                                           \
-            SK_LAUNCH(be, kernel, T, D, 128, grid, bytes, args);                                                       \
-    } while (0)
-#define SK_DISPATCH_D(be, kernel, T, D, KP, grid, bytes, args)                                                         \
-    do {                                                                                                               \
-        if ((D) == 40)                                                                                                 \
-            SK_DISPATCH_KP(be, kernel, T, 40, KP, grid, bytes, args);                                                  \
-        else if ((D) == 64)                                                                                            \
-            SK_DISPATCH_KP(be, kernel, T, 64, KP, grid, bytes, args);                                                  \
-        else                                                                                                           \
-            SK_DISPATCH_KP(be, kernel, T, 80, KP, grid, bytes, args);                                                  \
-    } while (0)
-#define SK_DISPATCH(be, kernel, is_bf16, D, KP, grid, bytes, args)                                                     \
-    do {                                                                                                               \
-        if (is_bf16)                                                                                                   \
-            SK_DISPATCH_D(be, kernel, __nv_bfloat16, D, KP, grid, bytes, args);                                        \
-        else                                                                                                           \
-            SK_DISPATCH_D(be, kernel, __half, D, KP, grid, bytes, args);                                               \
-    } while (0)
+typedef void (*sk_kernel)(sk_args);
+
+/* The <T, D, KP> instantiation of the forward (BWD false) or backward kernel. */
+template <bool BWD, typename T, int D, int KP> static sk_kernel sk_instance()
+{
+    return BWD ? attn_sk_bwd_kernel<T, D, KP> : attn_sk_fwd_kernel<T, D, KP>;
+}
+template <bool BWD, typename T, int D> static sk_kernel sk_pick_keys(int KP)
+{
+    return KP == 80 ? sk_instance<BWD, T, D, 80>() : sk_instance<BWD, T, D, SK_MAX_KEYS>();
+}
+template <bool BWD, typename T> static sk_kernel sk_pick_dim(int D, int KP)
+{
+    return D == 40   ? sk_pick_keys<BWD, T, 40>(KP)
+           : D == 64 ? sk_pick_keys<BWD, T, 64>(KP)
+                     : sk_pick_keys<BWD, T, 80>(KP);
+}
+template <bool BWD> static sk_kernel sk_pick(int dtype, int D, int KP)
+{
+    return dtype == SDT_BF16 ? sk_pick_dim<BWD, __nv_bfloat16>(D, KP) : sk_pick_dim<BWD, __half>(D, KP);
+}
+
+/* The kernel ready to launch with `bytes` of shared memory, and how many of its blocks run at once on the GPU. */
+static int sk_prepare(sdt_backend *be, sk_kernel k, size_t bytes, int *slots)
+{
+    CUDA_TRY(be, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    int per_sm = 0, sms = 0;
+    CUDA_TRY(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, SK_THREADS, bytes));
+    CUDA_TRY(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device));
+    *slots = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
+    return 0;
+}
 
 int cuda_attention_short_keys_forward(sdt_backend *be, const attn_shape *s, sdt_tensor *out, sdt_tensor *lse,
                                       const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v)
 {
-    const sdt_tensor *all[5] = {q, k, v, out, NULL};
+    const sdt_tensor *all[4] = {q, k, v, out};
     if (!sk_applies(be, s, all, 4) || (lse && !aligned16(lse->data))) return 1;
     sk_args a = {};
-    a.q = q->data, a.k = k->data, a.v = v->data, a.out = out->data, a.lse = lse ? (float *)lse->data : NULL, a.s = *s;
-    /* ~4 blocks of 8 warps an SM; at least a tile per warp (K and V are read again per block, from L2) */
-    sk_split((s->Tq + 15) / 16, s->B * s->H, 4 * sk_sm_count(be), SK_WARPS, &a.splits, &a.per);
+    a.q = q->data, a.k = k->data, a.v = v->data, a.out = out->data, a.lse = lse ? (float *)lse->data : NULL;
+    a.dt = q->dtype, a.s = *s;
     const int KP = sk_keys_padded(s->Tk);
-    dim3 grid((unsigned)a.splits, (unsigned)(s->B * s->H));
-    SK_DISPATCH(be, attn_sk_fwd_kernel, q->dtype == SDT_BF16, s->D, KP, grid, sk_fwd_smem(s->D, KP), a);
+    const size_t bytes = sk_fwd_smem(s->D, KP);
+    const sk_kernel kern = sk_pick<false>(q->dtype, s->D, KP);
+    int slots;
+    if (sk_prepare(be, kern, bytes, &slots)) return -1;
+    /* one wave, at least a tile per warp (K and V are read again per block, from L2) */
+    sk_split((s->Tq + 15) / 16, s->B * s->H, slots, SK_WARPS, &a.splits, &a.per);
+    kern<<<dim3((unsigned)a.splits, (unsigned)(s->B * s->H)), SK_THREADS, bytes, ctx_of(be)->stream>>>(a);
+    CUDA_LAUNCHED(be);
     return 0;
 }
 
@@ -458,19 +458,22 @@ int cuda_attention_short_keys_backward(sdt_backend *be, const attn_shape *s, sdt
     a.q = q->data, a.k = k->data, a.v = v->data, a.dout = dout->data, a.out_in = out->data;
     a.dq = dq ? dq->data : NULL, a.dk = dk ? dk->data : NULL, a.dv = dv ? dv->data : NULL;
     a.lse_in = (const float *)lse->data, a.dt = q->dtype, a.s = *s;
-    /* the blocks that fit an SM at once (2 up to head dim 64: registers), each over at least one chunk; every
-     * extra split costs a partial of dK and dV (fp32, Tk x head dim a head) written and summed again */
-    sk_split((s->Tq + SK_CHUNK - 1) / SK_CHUNK, s->B * s->H, (s->D <= 64 ? 2 : 1) * sk_sm_count(be), 1, &a.splits,
-             &a.per);
+    const int KP = sk_keys_padded(s->Tk);
+    const size_t bytes = sk_bwd_smem(s->D, KP);
+    const sk_kernel kern = sk_pick<true>(q->dtype, s->D, KP);
+    int slots;
+    if (sk_prepare(be, kern, bytes, &slots)) return -1;
+    /* one wave, each block over at least one chunk: every extra split costs a partial of dK and dV (fp32,
+     * Tk x head dim a head) written and summed again, so no more blocks than run at once */
+    sk_split((s->Tq + SK_CHUNK - 1) / SK_CHUNK, s->B * s->H, slots, 1, &a.splits, &a.per);
     const int64_t plane = (int64_t)s->B * s->Tk * s->HD;
     if (a.splits > 1 && (dk || dv)) {
         a.partial =
             (float *)cuda_scratch(be, CUDA_ATTENTION_SCRATCH_SLOT, (size_t)(2 * a.splits * plane) * sizeof(float));
         if (!a.partial) return -1;
     }
-    const int KP = sk_keys_padded(s->Tk);
-    dim3 grid((unsigned)a.splits, (unsigned)(s->B * s->H));
-    SK_DISPATCH(be, attn_sk_bwd_kernel, q->dtype == SDT_BF16, s->D, KP, grid, sk_bwd_smem(s->D, KP), a);
+    kern<<<dim3((unsigned)a.splits, (unsigned)(s->B * s->H)), SK_THREADS, bytes, ctx_of(be)->stream>>>(a);
+    CUDA_LAUNCHED(be);
     if (a.partial) {
         attn_sk_reduce_kernel<<<grid_for(2 * plane, 256), 256, 0, ctx_of(be)->stream>>>(a.dk, a.dv, q->dtype, a.partial,
                                                                                         a.splits, plane, s->scale);
