@@ -27,21 +27,9 @@
  * dO fragments 8 KQ + S, dP 16; phase 2 dK, dV 8 ND (40, 64, 80) + S^T, dP^T 16 + one A fragment set 4 KQ, the
  * running sums in shared memory so the phases share the registers (128 a thread up to d64: 2 blocks an SM).
  * d160 (dK + dV alone 160 registers) stays on attention.cu (sk_applies). */
+#include "attention_short_keys_plan.h"
 #include "attention_tc.cuh"
 #include "cuda_ops.h"
-
-enum {
-    SK_WARPS = 8,
-    SK_THREADS = SK_WARPS * 32,
-    SK_MAX_KEYS = 128,       /* the most keys a block holds */
-    SK_CHUNK = SK_WARPS * 16 /* backward: queries per chunk, 16 per warp */
-};
-
-/* Keys padded for the kernels: two instantiations, 80 (CLIP's 77 tokens, and anything shorter) and 128. */
-static int sk_keys_padded(int Tk)
-{
-    return Tk <= 80 ? 80 : SK_MAX_KEYS;
-}
 
 struct sk_args {
     const void *q, *k, *v, *dout, *out_in;
@@ -350,48 +338,18 @@ static bool aligned16(const void *p)
     return ((uintptr_t)p & 15) == 0;
 }
 
-/* THE predicate: these kernels take an attention call when it is unmasked, has 1..128 keys, a head dim of
- * 40, 64 or 80 (SD 1.x/2.x and SDXL; 160 needs more registers than phase 2 has), one 16-bit dtype for every
- * tensor given, 16-byte aligned, on an sm_80+ card with sm_80+ code. Checked before cuDNN's fused attention,
- * in deterministic and nondeterministic mode alike (their bits do not depend on it). */
+/* THE predicate: these kernels take an attention call when its shape fits (sk_shape_fits: unmasked, 1..128 keys,
+ * head dim 40, 64 or 80), every tensor given has one 16-bit dtype and is 16-byte aligned, the card and the code
+ * are sm_80+, and (sk_prepare) a block's shared memory fits the card. Checked before cuDNN's fused attention, in
+ * deterministic and nondeterministic mode alike (these kernels give the same bits on every run). */
 static bool sk_applies(sdt_backend *be, const attn_shape *s, const sdt_tensor *const *t, int n)
 {
-    if (!ctx_of(be)->attention_tc || s->causal || s->Tk < 1 || s->Tk > SK_MAX_KEYS) return false;
-    if (!(s->D == 40 || s->D == 64 || s->D == 80)) return false;
+    if (!ctx_of(be)->attention_tc || !sk_shape_fits(s->causal, s->Tk, s->D)) return false;
     const int dt = t[0]->dtype;
     if (dt != SDT_BF16 && dt != SDT_F16) return false;
     for (int i = 0; i < n; i++)
         if (t[i] && (t[i]->dtype != dt || !aligned16(t[i]->data))) return false;
     return true;
-}
-
-/* Blocks per head for `units` units of work (16-query tiles or 128-query chunks) when `slots` blocks run at once
- * on the GPU: as many as fit one wave (no tail of a few blocks running alone), at least `min_per` units a block,
- * none empty (splits = ceil(units / per)). */
-static void sk_split(int units, int heads, int slots, int min_per, int *splits, int *per)
-{
-    if (units < 1) { /* no queries: one block a head, nothing to walk */
-        *splits = *per = 1;
-        return;
-    }
-    int s = slots / heads;
-    if (s > (units + min_per - 1) / min_per) s = (units + min_per - 1) / min_per;
-    if (s < 1) s = 1;
-    *per = (units + s - 1) / s;
-    *splits = (units + *per - 1) / *per;
-}
-
-static size_t sk_fwd_smem(int D, int KP)
-{
-    const size_t LD = (size_t)(D + 15) / 16 * 16 + 8;
-    return (2 * (size_t)KP + 2 * 16 * SK_WARPS) * LD * 2;
-}
-static size_t sk_bwd_smem(int D, int KP)
-{
-    const size_t LD = (size_t)(D + 15) / 16 * 16 + 8;
-    const size_t ND = (size_t)(D + 7) / 8; /* + the warps' dK, dV sums: KP / 16 warps, 4 ND fp32 a lane, twice */
-    return (2 * (size_t)KP + 2 * SK_CHUNK) * LD * 2 + 2 * SK_CHUNK * sizeof(float) +
-           2 * (size_t)(KP / 16) * ND * 4 * 32 * sizeof(float);
 }
 
 typedef void (*sk_kernel)(sk_args);
@@ -416,11 +374,15 @@ template <bool BWD> static sk_kernel sk_pick(int dtype, int D, int KP)
     return dtype == SDT_BF16 ? sk_pick_dim<BWD, __nv_bfloat16>(D, KP) : sk_pick_dim<BWD, __half>(D, KP);
 }
 
-/* The kernel ready to launch with `bytes` of shared memory, and how many of its blocks run at once on the GPU. */
+/* The kernel ready to launch with `bytes` of shared memory, and how many of its blocks run at once on the GPU:
+ * 0; 1 when a block needs more shared memory than this card gives one (sm_86/sm_89: 99 KB, sm_80: 163 KB; the
+ * backward at d64 and d80 needs more there), so attention.cu or cuDNN takes the call; -1 on a CUDA failure. */
 static int sk_prepare(sdt_backend *be, sk_kernel k, size_t bytes, int *slots)
 {
+    int optin = 0, per_sm = 0, sms = 0;
+    CUDA_TRY(be, cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ctx_of(be)->device));
+    if (bytes > (size_t)optin) return 1;
     CUDA_TRY(be, cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    int per_sm = 0, sms = 0;
     CUDA_TRY(be, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, SK_THREADS, bytes));
     CUDA_TRY(be, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ctx_of(be)->device));
     *slots = (per_sm > 0 ? per_sm : 1) * (sms > 0 ? sms : 1);
@@ -438,8 +400,8 @@ int cuda_attention_short_keys_forward(sdt_backend *be, const attn_shape *s, sdt_
     const int KP = sk_keys_padded(s->Tk);
     const size_t bytes = sk_fwd_smem(s->D, KP);
     const sk_kernel kern = sk_pick<false>(q->dtype, s->D, KP);
-    int slots;
-    if (sk_prepare(be, kern, bytes, &slots)) return -1;
+    int slots, rc = sk_prepare(be, kern, bytes, &slots);
+    if (rc) return rc;
     /* one wave, at least a tile per warp (K and V are read again per block, from L2) */
     sk_split((s->Tq + 15) / 16, s->B * s->H, slots, SK_WARPS, &a.splits, &a.per);
     kern<<<dim3((unsigned)a.splits, (unsigned)(s->B * s->H)), SK_THREADS, bytes, ctx_of(be)->stream>>>(a);
@@ -461,8 +423,8 @@ int cuda_attention_short_keys_backward(sdt_backend *be, const attn_shape *s, sdt
     const int KP = sk_keys_padded(s->Tk);
     const size_t bytes = sk_bwd_smem(s->D, KP);
     const sk_kernel kern = sk_pick<true>(q->dtype, s->D, KP);
-    int slots;
-    if (sk_prepare(be, kern, bytes, &slots)) return -1;
+    int slots, rc = sk_prepare(be, kern, bytes, &slots);
+    if (rc) return rc;
     /* one wave, each block over at least one chunk: every extra split costs a partial of dK and dV (fp32,
      * Tk x head dim a head) written and summed again, so no more blocks than run at once */
     sk_split((s->Tq + SK_CHUNK - 1) / SK_CHUNK, s->B * s->H, slots, 1, &a.splits, &a.per);
