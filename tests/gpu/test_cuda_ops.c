@@ -307,6 +307,37 @@ static void test_attention_cross_shapes(sdt_dtype dt)
     test_attention(dt, 2, 1, 40, 77, 1, false, true);
 }
 
+/* attention_backward with some gradients not wanted (NULL, ops.h) at a cross-attention shape (the short-key
+ * kernels: dQ alone skips phase 2 and the partials, dK or dV alone sums only its own): each wanted gradient
+ * matches the CPU's full backward. */
+static void test_attention_some_grads(sdt_dtype dt)
+{
+    const int64_t B = 2, H = 2, D = 64, Tq = 1000, Tk = 77, HD = H * D;
+    const double tol = dt == SDT_F32 ? 2e-4 : dt == SDT_F16 ? 1e-2 : 3e-2;
+    pair q = MAKE(dt, 1, B, Tq, HD), k = MAKE(dt, 1, B, Tk, HD), v = MAKE(dt, 1, B, Tk, HD),
+         out = MAKE(dt, 1, B, Tq, HD), dout = MAKE(dt, 1, B, Tq, HD), lse = MAKE(SDT_F32, 1, B, H, Tq);
+    pair dq = MAKE(dt, 1, B, Tq, HD), dk = MAKE(dt, 1, B, Tk, HD), dv = MAKE(dt, 1, B, Tk, HD);
+    char what[96];
+    snprintf(what, sizeof what, "attention %s some gradients D64 Tq1000 Tk77", sdt_dtype_name(dt));
+    RUN2(cpu->attention_forward(cpu, &out.c, &lse.c, &q.c, &k.c, &v.c, (int)H, false),
+         gpu->attention_forward(gpu, &out.g, &lse.g, &q.g, &k.g, &v.g, (int)H, false), what);
+    const bool want[3][3] = {{true, false, false}, {false, true, false}, {false, false, true}};
+    for (int w = 0; w < 3; w++) {
+        fill_garbage(&dq), fill_garbage(&dk), fill_garbage(&dv); /* both copies: the CPU's full backward again */
+        CHECK(cpu->attention_backward(cpu, &dq.c, &dk.c, &dv.c, &dout.c, &q.c, &k.c, &v.c, &out.c, &lse.c, (int)H,
+                                      false) == 0,
+              "%s: CPU failed: %s", what, cpu->error.message);
+        CHECK(gpu->attention_backward(gpu, want[w][0] ? &dq.g : NULL, want[w][1] ? &dk.g : NULL,
+                                      want[w][2] ? &dv.g : NULL, &dout.g, &q.g, &k.g, &v.g, &out.g, &lse.g, (int)H,
+                                      false) == 0,
+              "%s: GPU failed: %s", what, gpu->error.message);
+        if (want[w][0]) compare(&dq, tol, what);
+        if (want[w][1]) compare(&dk, tol, what);
+        if (want[w][2]) compare(&dv, tol, what);
+    }
+    drop(&q), drop(&k), drop(&v), drop(&out), drop(&dout), drop(&lse), drop(&dq), drop(&dk), drop(&dv);
+}
+
 /* The GPU copy's bytes (malloc'd). */
 static void *gpu_bytes(const pair *p)
 {
@@ -884,6 +915,7 @@ int main(void)
         test_attention_replay(dts[i], 1, 2, 64, 1280, 77);
         test_attention_replay(dts[i], 2, 4, 40, 4096, 77); /* the short-key backward's partials over many blocks */
         test_attention_cross_shapes(dts[i]);
+        test_attention_some_grads(dts[i]);
         test_norms(dts[i]);
         test_groupnorms(dts[i]);
         test_elementwise(dts[i]);
