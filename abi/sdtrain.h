@@ -33,7 +33,8 @@
  * working for hosts built against 1.0-1.6: "sdtrain.textual_inversion/1" (sdt_ti_factory) and
  * "sdtrain.hypernetwork/1" (sdt_hn_factory, 1.2; its applier 1.4), both thin adapters over the
  * trainer factory. Devices: libsdtrain.so needs no CUDA library; it opens the sibling module
- * libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
+ * libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10), and NCCL
+ * (libnccl.so.2) only for data parallelism (1.8, docs/abi.md 3.16).
  *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
  */

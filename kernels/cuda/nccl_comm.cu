@@ -29,6 +29,7 @@ typedef enum { ncclUint8 = 1, ncclInt64 = 4, ncclFloat32 = 7, ncclFloat64 = 8 } 
 #include <string.h>
 #include <time.h>
 
+#include "../c_numeric.h"
 #include "../comm.h"
 #include "backend_cuda.h"
 #include "cuda_common.cuh"
@@ -150,7 +151,7 @@ bool fail_comm(nccl_comm *n, sdt_error *error, const char *fmt, ...)
     char sentence[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(sentence, sizeof sentence, fmt, ap);
+    sdt_c_vsnprintf(sentence, sizeof sentence, fmt, ap); /* the timeout's seconds: the C locale */
     va_end(ap);
     if (__atomic_exchange_n(&n->failed, 1, __ATOMIC_ACQ_REL) == 0) snprintf(n->why, sizeof n->why, "%s", sentence);
     abort_nccl_once(n);

@@ -27,6 +27,7 @@ FACTORY_SCALER = b"sdtrain.scaler/1"
 EXT_EMBEDDING_FILES = b"sdtrain.embedding_files/1"
 EXT_HYPERNETWORK_FILES = b"sdtrain.hypernetwork_files/1"
 EXT_HYPERNETWORK_APPLIER = b"sdtrain.hypernetwork_applier/1"
+EXT_DISTRIBUTED = b"sdtrain.distributed/1"
 
 sdt_status = c_int32  # enum sdt_status: 32 bits on every compiler (SDT_STATUS_FORCE_32BIT)
 
