@@ -53,7 +53,10 @@ struct sdt_comm {
     /* Returns when every rank has arrived. */
     bool (*barrier)(sdt_comm *c, sdt_error *error);
     /* This rank failed (why: one sentence): every rank's pending and later calls fail, naming
-     * this rank and why. Safe from any thread, more than once. */
+     * this rank and why; more than once is harmless. Called on the thread that drives this rank's
+     * collectives (NCCL's abort frees the communicator a call in flight would still poll); a host's
+     * interrupt reaches the ranks as a flag they sum at the step's end, not through abort. The
+     * thread double takes it from any thread. */
     void (*abort)(sdt_comm *c, const char *why);
     void (*destroy)(sdt_comm *c);
     void *impl;

@@ -267,7 +267,8 @@ void nccl_abort(sdt_comm *c, const char *why)
     nccl_comm *n = of(c);
     if (__atomic_exchange_n(&n->failed, 1, __ATOMIC_ACQ_REL) == 0)
         snprintf(n->why, sizeof n->why, "rank %d failed: %.400s; every rank stops.", c->rank, why ? why : "");
-    /* The waiting thread (if any) aborts NCCL from its poll; with none waiting, do it now. */
+    /* On the rank's own thread (comm.h), so no call of this rank is in flight: abort NCCL now, which
+     * makes the other ranks' pending collectives fail (their watchdog names the cause). */
     abort_nccl_once(n);
 }
 
