@@ -43,9 +43,11 @@ bool sdt_train_options_copy(sdt_train_options *own, const sdt_train_options *o)
         static const int32_t none[1] = {0};
         size_t n = o->device_count > 0 && o->device_count <= SDT_TRAIN_MAX_DEVICES ? (size_t)o->device_count : 0;
         int32_t *list = n ? malloc(n * sizeof *list) : NULL;
-        if (n && !list) ok = false;
         if (list) memcpy(list, o->devices, n * sizeof *list);
-        own->devices = list ? list : none;
+        if (n && !list)
+            ok = false; /* own->devices stays NULL: release frees nothing */
+        else
+            own->devices = list ? list : none;
     }
     if (!ok) {
         sdt_train_options_release(own);
