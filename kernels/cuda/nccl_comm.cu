@@ -316,6 +316,13 @@ nccl_comm *new_comm(sdt_backend *be, int world_size, int rank, int timeout_secon
 
 bool api_available(sdt_error *error)
 {
+    /* Data parallelism needs a GPU as well as the library: a machine without one says so here, before a host
+     * plans ranks (cudaGetDeviceCount starts no context). */
+    int devices = 0;
+    cudaError_t rc = cudaGetDeviceCount(&devices);
+    if (rc != cudaSuccess || devices < 1)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "no CUDA device is visible (%s).",
+                        rc != cudaSuccess ? cudaGetErrorString(rc) : "cudaGetDeviceCount found none");
     return nccl_ready(error);
 }
 
