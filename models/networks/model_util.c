@@ -62,6 +62,16 @@ bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *
     return true;
 }
 
+bool mu_vrequire_model(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                       const char *missing, const char *key_fmt, va_list ap)
+{
+    char key[MU_KEY_MAX];
+    format_key(key, key_fmt, ap);
+    if (!sdt_weights_get(w, key))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is missing; %s", sdt_weights_path(w), key, missing);
+    return mu_require(w, out, ndim, shape, error, "%s", key);
+}
+
 static bool shape_equals(const sdt_tensor *t, int ndim, const int64_t *shape)
 {
     if (t->ndim != ndim) return false;
