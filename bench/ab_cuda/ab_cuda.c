@@ -10,95 +10,23 @@
  * count). Prints a table and writes JSON.
  *   ab_cuda OUT.json BASE_MODULE.so [CHANGE_MODULE.so (default: this build's)] [nondeterministic]
  * Needs a GPU. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
-#include "ops.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "cuda_bench.h"
 
 static sdt_backend *open_backend(const char *path, bool deterministic)
 {
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    sdt_backend_cuda_create_fn create = mod ? (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL) : NULL;
-    char err[256] = "the CUDA module could not be loaded";
-    if (!mod) snprintf(err, sizeof err, "%s", dlerror());
-    sdt_backend *be = create ? create(0, err, sizeof err) : NULL;
-    if (!be) {
-        fprintf(stderr, "ab_cuda: %s: %s\n", path, err);
-        exit(1);
-    }
+    sdt_backend *be = cuda_bench_open("ab_cuda", path);
     be->deterministic = deterministic;
     return be;
 }
 
 /* Uniform random values in [-1, 1) from a fixed seed (reset per op, so both modules get the same inputs). */
 static unsigned long long rng;
-static sdt_tensor dev(sdt_backend *be, sdt_dtype dt, bool random, int ndim, const int64_t *shape)
-{
-    sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
-    t.data = be->alloc(be, sdt_tensor_nbytes(&t));
-    if (!t.data) {
-        fprintf(stderr, "out of GPU memory\n");
-        exit(1);
-    }
-    be->zero(be, &t);
-    if (!random) return t;
-    int64_t n = sdt_tensor_numel(&t);
-    float *host = malloc(sizeof(float) * (size_t)n);
-    void *raw = malloc(sdt_tensor_nbytes(&t));
-    if (!host || !raw) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        host[i] = (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    sdt_store_f32(host, raw, dt, n);
-    be->upload(be, t.data, raw, sdt_tensor_nbytes(&t));
-    free(host);
-    free(raw);
-    return t;
-}
-#define NDIM(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define DEVR(be, dt, ...) dev(be, dt, true, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define DEV(be, dt, ...) dev(be, dt, false, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-
-/* Median of 7 samples after 2 warm-ups, each sample reps calls (one synchronize), per call. */
-typedef int (*op_fn)(sdt_backend *be, void *ctx);
-static double time_ms(sdt_backend *be, op_fn f, void *ctx, int reps)
-{
-    double t[7];
-    for (int i = 0; i < 9; i++) {
-        be->synchronize(be);
-        double t0 = now();
-        for (int k = 0; k < reps; k++)
-            if (f(be, ctx)) {
-                fprintf(stderr, "op failed: %s\n", be->error.message);
-                exit(1);
-            }
-        be->synchronize(be);
-        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
-    }
-    for (int i = 0; i < 7; i++)
-        for (int j = i + 1; j < 7; j++)
-            if (t[j] < t[i]) {
-                double x = t[i];
-                t[i] = t[j];
-                t[j] = x;
-            }
-    return t[3];
-}
+#define DEVR(be, dt, ...) cuda_bench_tensor(be, dt, &rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define DEV(be, dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 typedef struct gn_ctx {
     sdt_tensor x, g, b, y, mean, rstd, dy, dx;
@@ -170,12 +98,12 @@ typedef struct row {
 static sdt_backend *mods[2];
 
 /* base, change, base, change; the lower median of each module */
-static void time_both(row *r, op_fn f, op_fn b, void *ctx[2], int reps)
+static void time_both(row *r, cuda_bench_op f, cuda_bench_op b, void *ctx[2], int reps)
 {
     for (int m = 0; m < 2; m++) r->ms[m][0] = r->ms[m][1] = 1e30;
     for (int round = 0; round < 2; round++)
         for (int m = 0; m < 2; m++) {
-            double tf = time_ms(mods[m], f, ctx[m], reps), tb = time_ms(mods[m], b, ctx[m], reps);
+            double tf = cuda_bench_time_ms(mods[m], f, ctx[m], reps), tb = cuda_bench_time_ms(mods[m], b, ctx[m], reps);
             if (tf < r->ms[m][0]) r->ms[m][0] = tf;
             if (tb < r->ms[m][1]) r->ms[m][1] = tb;
         }
