@@ -16,23 +16,18 @@ centre), batch 2: forward, and the gradients of sum(G * output) with respect to 
 
   python3 tests/parity/mmdit_parity.py --cli build/tests/parity/sdt-mmdit-io [--seed N]
 """
-import argparse
 import math
 import os
 import subprocess
 import sys
 import tempfile
 
-SKIP = 77
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"mmdit_parity: skipped ({e})")
-    sys.exit(SKIP)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_codec import st_read  # noqa: E402
+from parity_cli import RawFiles, cli_args, rel_err, torch_or_skip  # noqa: E402
+
+torch = torch_or_skip("mmdit_parity")
+import torch.nn.functional as F  # noqa: E402
+from st_codec import st_read  # noqa: E402 (after the skip: it imports torch)
 
 
 def lin(W, name, x):
@@ -135,28 +130,16 @@ def mmdit_forward(W, latent, timestep, context, pooled, heads, patch, pos_max):
     return x.reshape(B, C, gh * patch, gw * patch)
 
 
-def rel_err(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
+    args = cli_args()
     torch.manual_seed(args.seed)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        def path(name):
-            return os.path.join(tmp, name)
-
-        def write(name, t):
-            t.detach().to(torch.float32).contiguous().numpy().tofile(path(name))
-            return path(name)
+        files = RawFiles(tmp)
+        path, write = files.path, files.write
 
         def read(name, shape):
-            import numpy as np
-            return torch.from_numpy(np.fromfile(path(name), dtype=np.float32)).reshape(shape).to(torch.float64)
+            return files.read(name, shape).to(torch.float64)
 
         def f32(t):
             return t.to(torch.float32).to(torch.float64)

@@ -1,0 +1,54 @@
+"""parity_cli.py - what t5_parity.py and mmdit_parity.py share: the skip (77) where torch is not installed,
+their command line (--cli, --seed), the raw little-endian files exchanged with the C CLI in a scratch folder,
+and the relative error they judge by."""
+import argparse
+import os
+import sys
+
+SKIP = 77
+
+
+def torch_or_skip(script):
+    """torch, or exit 77 (ctest's skip) where it is not installed (CI)."""
+    try:
+        import torch
+    except ImportError as e:
+        print(f"{script}: skipped ({e})")
+        sys.exit(SKIP)
+    return torch
+
+
+def cli_args():
+    """--cli (the C CLI's path) and --seed (default 1)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    return ap.parse_args()
+
+
+class RawFiles:
+    """Raw little-endian row-major files in one folder, by name: what the C CLIs read and write."""
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def path(self, name):
+        return os.path.join(self.folder, name)
+
+    def write(self, name, t, dtype=None):
+        """t as dtype (default float32); returns the file's path."""
+        import torch
+        t.detach().to(dtype or torch.float32).contiguous().numpy().tofile(self.path(name))
+        return self.path(name)
+
+    def read(self, name, shape, dtype=None):
+        """A float32 (default) or int32 tensor of shape."""
+        import numpy as np
+        import torch
+        np_dtype = {torch.float32: np.float32, torch.int32: np.int32}[dtype or torch.float32]
+        return torch.from_numpy(np.fromfile(self.path(name), dtype=np_dtype)).reshape(shape)
+
+
+def rel_err(a, b):
+    """max |a - b| / max |b|."""
+    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
