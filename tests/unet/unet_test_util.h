@@ -152,6 +152,21 @@ static inline sdt_unet_config ut_config_tiny_linear(void)
     return c;
 }
 
+/* A test's check of one UNet config (label names it in messages). */
+typedef void (*ut_config_check)(const sdt_unet_config *cfg, const char *label, sdt_test_rng *rng, sdt_backend *be,
+                                const char *dir);
+
+/* check on the three tiny configs the UNet tests cover: SD 1.5's shape, SD2's linear projections, SDXL's. */
+static inline void ut_check_tiny_configs(ut_config_check check, sdt_test_rng *rng, sdt_backend *be, const char *dir)
+{
+    sdt_unet_config tiny = sdt_unet_config_tiny();
+    check(&tiny, "tiny", rng, be, dir);
+    sdt_unet_config tiny2 = ut_config_tiny_linear();
+    check(&tiny2, "tiny-linear", rng, be, dir);
+    sdt_unet_config tiny_xl = sdt_unet_config_tiny_sdxl();
+    check(&tiny_xl, "tiny-sdxl", rng, be, dir);
+}
+
 static inline void ut_cleanup(char *dir)
 {
     char cmd[1200];
