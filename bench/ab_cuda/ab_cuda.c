@@ -57,35 +57,11 @@ static void gn_drop(sdt_backend *be, gn_ctx *n)
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
 }
 
-typedef struct attn_ctx {
-    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
-    int heads;
-} attn_ctx;
-static int attn_f(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
-}
-static int attn_b(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
-                                  false);
-}
-static attn_ctx attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
+/* Both modules get the same inputs: the seed reset per op. */
+static cuda_bench_attn attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
 {
     rng = 0x5d7a11ULL;
-    attn_ctx a = {DEVR(be, SDT_BF16, B, Tq, C),   DEVR(be, SDT_BF16, B, Tk, C),
-                  DEVR(be, SDT_BF16, B, Tk, C),   DEV(be, SDT_BF16, B, Tq, C),
-                  DEVR(be, SDT_BF16, B, Tq, C),   DEV(be, SDT_BF16, B, Tq, C),
-                  DEV(be, SDT_BF16, B, Tk, C),    DEV(be, SDT_BF16, B, Tk, C),
-                  DEV(be, SDT_F32, B, heads, Tq), heads};
-    return a;
-}
-static void attn_drop(sdt_backend *be, attn_ctx *a)
-{
-    sdt_tensor *all[9] = {&a->q, &a->k, &a->v, &a->out, &a->dout, &a->dq, &a->dk, &a->dv, &a->lse};
-    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+    return cuda_bench_attn_make(be, &rng, B, Tq, Tk, C, heads);
 }
 
 typedef struct row {
@@ -128,12 +104,12 @@ static row bench_attn(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
     row r = {{0}, {{0}}, {0}, 0};
     snprintf(r.name, sizeof r.name, "%s", name);
-    attn_ctx a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
+    cuda_bench_attn a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
     void *ctx[2] = {&a[0], &a[1]};
-    time_both(&r, attn_f, attn_b, ctx, 5);
+    time_both(&r, cuda_bench_attn_forward, cuda_bench_attn_backward, ctx, 5);
     r.flop = 4.0 * B * Tq * Tk * (double)C;
-    attn_drop(mods[0], &a[0]);
-    attn_drop(mods[1], &a[1]);
+    cuda_bench_attn_free(mods[0], &a[0]);
+    cuda_bench_attn_free(mods[1], &a[1]);
     return r;
 }
 

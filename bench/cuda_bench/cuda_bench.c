@@ -80,3 +80,35 @@ double cuda_bench_time_ms(sdt_backend *be, cuda_bench_op f, void *ctx, int reps)
             }
     return t[3];
 }
+
+#define DEVR(dt, ...) cuda_bench_tensor(be, dt, rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define DEV(dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+
+cuda_bench_attn cuda_bench_attn_make(sdt_backend *be, unsigned long long *rng, int B, int Tq, int Tk, int C, int heads)
+{
+    cuda_bench_attn a = {DEVR(SDT_BF16, B, Tq, C),   DEVR(SDT_BF16, B, Tk, C),
+                         DEVR(SDT_BF16, B, Tk, C),   DEV(SDT_BF16, B, Tq, C),
+                         DEVR(SDT_BF16, B, Tq, C),   DEV(SDT_BF16, B, Tq, C),
+                         DEV(SDT_BF16, B, Tk, C),    DEV(SDT_BF16, B, Tk, C),
+                         DEV(SDT_F32, B, heads, Tq), heads};
+    return a;
+}
+
+void cuda_bench_attn_free(sdt_backend *be, cuda_bench_attn *a)
+{
+    sdt_tensor *all[9] = {&a->q, &a->k, &a->v, &a->out, &a->dout, &a->dq, &a->dk, &a->dv, &a->lse};
+    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+}
+
+int cuda_bench_attn_forward(sdt_backend *be, void *attn)
+{
+    cuda_bench_attn *a = attn;
+    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
+}
+
+int cuda_bench_attn_backward(sdt_backend *be, void *attn)
+{
+    cuda_bench_attn *a = attn;
+    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
+                                  false);
+}

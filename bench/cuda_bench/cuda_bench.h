@@ -23,4 +23,16 @@ typedef int (*cuda_bench_op)(sdt_backend *be, void *ctx);
  * more calls a sample). Exits 1 when the op fails. */
 double cuda_bench_time_ms(sdt_backend *be, cuda_bench_op f, void *ctx, int reps);
 
+/* The attention both benches time, bf16: q, k, v [B, T, C] random, dout random, the rest zeros; forward
+ * saves the logsumexp and backward reads it with out, as the UNet's attention does. */
+typedef struct cuda_bench_attn {
+    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
+    int heads;
+} cuda_bench_attn;
+cuda_bench_attn cuda_bench_attn_make(sdt_backend *be, unsigned long long *rng, int B, int Tq, int Tk, int C, int heads);
+void cuda_bench_attn_free(sdt_backend *be, cuda_bench_attn *a);
+/* cuda_bench_ops on a cuda_bench_attn. */
+int cuda_bench_attn_forward(sdt_backend *be, void *attn);
+int cuda_bench_attn_backward(sdt_backend *be, void *attn);
+
 #endif

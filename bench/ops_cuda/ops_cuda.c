@@ -42,32 +42,11 @@ static double time_ms(cuda_bench_op f, void *ctx)
  * Each attention shape also prints its TFLOP/s as it is timed (FlashAttention's count: forward
  * 4 B Tq Tk H D, backward 2.5 times that), to set against FlashAttention-2's ~300 forward and
  * ~200 backward at head dim 64 on an H100. */
-typedef struct attn_ctx {
-    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
-    int heads;
-} attn_ctx;
-static int attn_f(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
-}
-static int attn_b(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
-                                  false);
-}
-
 static result bench_attention(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
-    attn_ctx a = {DEVR(SDT_BF16, B, Tq, C),   DEVR(SDT_BF16, B, Tk, C),
-                  DEVR(SDT_BF16, B, Tk, C),   DEV(SDT_BF16, B, Tq, C),
-                  DEVR(SDT_BF16, B, Tq, C),   DEV(SDT_BF16, B, Tq, C),
-                  DEV(SDT_BF16, B, Tk, C),    DEV(SDT_BF16, B, Tk, C),
-                  DEV(SDT_F32, B, heads, Tq), heads};
-    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 0, 0};
-    sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
-    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+    cuda_bench_attn a = cuda_bench_attn_make(be, &bench_rng, B, Tq, Tk, C, heads);
+    result r = {name, time_ms(cuda_bench_attn_forward, &a), time_ms(cuda_bench_attn_backward, &a), 0, 0};
+    cuda_bench_attn_free(be, &a);
     const double flop = 4.0 * B * Tq * Tk * (double)C; /* C = H D */
     printf("%-40s fwd %7.1f TFLOP/s   bwd %7.1f TFLOP/s\n", name, flop / (r.fwd_ms * 1e9),
            2.5 * flop / (r.bwd_ms * 1e9));

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_cli import RawFiles, cli_args, rel_err, torch_or_skip  # noqa: E402
+from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip("mmdit_parity")
 import torch.nn.functional as F  # noqa: E402
@@ -175,8 +175,7 @@ def main():
                 failures += not ok
                 print(f"qk_norm {qk} MMDiT-X blocks {dual} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, "
                       f"d(context) {ec:.3g}, d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
-    print("mmdit_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
-    return 1 if failures else 0
+    return finish("mmdit_parity", failures)
 
 
 if __name__ == "__main__":

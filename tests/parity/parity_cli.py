@@ -1,6 +1,6 @@
 """parity_cli.py - what t5_parity.py and mmdit_parity.py share: the skip (77) where torch is not installed,
 their command line (--cli, --seed), the raw little-endian files exchanged with the C CLI in a scratch folder,
-and the relative error they judge by."""
+the relative error they judge by, and the closing verdict."""
 import argparse
 import os
 import sys
@@ -52,3 +52,9 @@ class RawFiles:
 def rel_err(a, b):
     """max |a - b| / max |b|."""
     return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+
+
+def finish(script, failures):
+    """Prints the verdict; returns the exit status (1 when any case failed)."""
+    print(f"{script}: " + ("all passed" if failures == 0 else f"{failures} failed"))
+    return 1 if failures else 0

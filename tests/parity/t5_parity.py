@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_cli import RawFiles, cli_args, rel_err, torch_or_skip  # noqa: E402
+from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip("t5_parity")
 from st_codec import st_read  # noqa: E402 (after the skip: it imports torch)
@@ -152,8 +152,7 @@ def main():
             failures += not ok
             print(f"B {B} T {T} mask {masked}: forward rel err {ef:.3g}, row gradient rel err {eg:.3g}"
                   f" {'ok' if ok else 'FAIL'}")
-    print("t5_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
-    return 1 if failures else 0
+    return finish("t5_parity", failures)
 
 
 if __name__ == "__main__":
