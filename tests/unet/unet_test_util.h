@@ -287,4 +287,33 @@ static inline double ut_loss(sdt_unet *u, sdt_backend *be, const sdt_unet_option
     return L;
 }
 
+/* The gradient g (nc values) of ut_loss over in->context along a random unit direction v, against a central
+ * difference of ut_loss (step 3e-2): *analytic = v . g, *fd the difference quotient, *gnorm = |g|^2 (what a
+ * test's tolerance scales with). The context is restored. */
+static inline void ut_context_direction(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in,
+                                        const float *g, int64_t nc, sdt_test_rng *rng, double *analytic, double *fd,
+                                        double *gnorm)
+{
+    double *v = kt_alloc((size_t)nc * sizeof *v), dot = 0, norm = 0, gn = 0;
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] = sdt_test_normal(rng);
+        norm += v[i] * v[i];
+    }
+    float *saved = kt_copy(in->context, nc);
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] /= sqrt(norm);
+        dot += v[i] * g[i];
+        gn += (double)g[i] * g[i];
+    }
+    const double step = 3e-2;
+    for (int64_t i = 0; i < nc; i++) in->context[i] = (float)(saved[i] + step * v[i]);
+    double up = ut_loss(u, be, opt, in);
+    for (int64_t i = 0; i < nc; i++) in->context[i] = (float)(saved[i] - step * v[i]);
+    double down = ut_loss(u, be, opt, in);
+    memcpy(in->context, saved, (size_t)nc * sizeof(float));
+    *analytic = dot, *fd = (up - down) / (2 * step), *gnorm = gn;
+    free(v);
+    free(saved);
+}
+
 #endif
