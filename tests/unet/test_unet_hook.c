@@ -261,6 +261,7 @@ int main(void)
     CHECK(fabs(fd - dot) / sqrt(gnorm) < 1e-3, "hooked d(context): analytic %g vs fd %g", dot, fd);
 
     /* The hook's own parameter gradients (what a hypernetwork trains) vs finite differences. */
+    const double step = 3e-2;
     for (int k = 0; k < 3; k++) {
         /* Fourth-order central difference: alpha is a strong lever, so the h^2 term of the
          * plain central difference is visible at steps where f32 roundoff is not. */
