@@ -48,14 +48,20 @@ static void format_key(char key[MU_KEY_MAX], const char *fmt, va_list ap)
     sdt_c_vsnprintf(key, MU_KEY_MAX, fmt, ap);
 }
 
+/* key from key_fmt and the variadic arguments after it, in a function whose last named parameter is key_fmt. */
+#define FORMAT_KEY(key, key_fmt)                                                                                       \
+    do {                                                                                                               \
+        va_list ap_;                                                                                                   \
+        va_start(ap_, key_fmt);                                                                                        \
+        format_key(key, key_fmt, ap_);                                                                                 \
+        va_end(ap_);                                                                                                   \
+    } while (0)
+
 bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                 const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     const sdt_tensor *t = sdt_weights_require(w, key, ndim, shape, error);
     if (!t) return false;
     *out = *t;
@@ -84,10 +90,7 @@ bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const 
                        const int64_t *shape_b, sdt_error *error, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     const sdt_tensor *t = sdt_weights_get(w, key);
     if (t && (shape_equals(t, ndim_a, shape_a) || shape_equals(t, ndim_b, shape_b))) {
         *out = mu_reshape(t, ndim_b, shape_b);
@@ -103,20 +106,14 @@ bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const 
 bool mu_has(const sdt_weights *w, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     return sdt_weights_get(w, key) != NULL;
 }
 
 const sdt_tensor *mu_get(const sdt_weights *w, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     return sdt_weights_get(w, key);
 }
 
@@ -124,10 +121,7 @@ bool mu_emit(sdt_param_visitor visit, void *user, sdt_param_init init, float std
              const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     sdt_param_info p;
     memset(&p, 0, sizeof(p));
     p.key = key;
