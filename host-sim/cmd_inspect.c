@@ -101,6 +101,8 @@ static void append_value_text(GString *out, const cJSON *v)
         g_string_append(out, cJSON_IsTrue(v) ? "yes" : "no");
     else if (cJSON_IsNull(v))
         g_string_append(out, "none");
+    else if (cJSON_IsArray(v) && !v->child)
+        g_string_append(out, "none");
     else if (cJSON_IsArray(v))
         for (const cJSON *e = v->child; e; e = e->next) {
             if (e != v->child) g_string_append(out, ", ");
@@ -121,7 +123,8 @@ static void print_model(const char *path, const char *json)
     int width = (int)strlen("format:");
     for (const cJSON *item = cJSON_IsObject(o) ? o->child : NULL; item; item = item->next)
         if ((int)strlen(item->string) + 1 > width) width = (int)strlen(item->string) + 1;
-    printf("%-*s %s\n%-*s model checkpoint\n", width, "file:", path, width, "format:");
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "kind"));
+    printf("%-*s %s\n%-*s %s\n", width, "file:", path, width, "format:", kind ? kind : "model checkpoint");
     for (const cJSON *item = cJSON_IsObject(o) ? o->child : NULL; item; item = item->next) {
         if (!strcmp(item->string, "file") || !strcmp(item->string, "kind")) continue;
         char *label = g_strdup_printf("%s:", item->string);

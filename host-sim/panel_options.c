@@ -25,11 +25,13 @@ typedef enum {
 } opt_kind;
 
 /* The structs a run's values live in: the shared options and each part's own settings. */
-typedef enum panel_part { PART_NONE, PART_OPTIONS, PART_EMBEDDING, PART_HYPERNETWORK } panel_part;
+typedef enum panel_part { PART_NONE, PART_OPTIONS, PART_EMBEDDING, PART_HYPERNETWORK, PART_HOST } panel_part;
 
 /* Their names as the plugin's sentences write a field ("options->clip_value"). */
-static const char *const part_names[] = {
-    [PART_OPTIONS] = "options", [PART_EMBEDDING] = "embedding", [PART_HYPERNETWORK] = "hypernetwork"};
+static const char *const part_names[] = {[PART_OPTIONS] = "options",
+                                         [PART_EMBEDDING] = "embedding",
+                                         [PART_HYPERNETWORK] = "hypernetwork",
+                                         [PART_HOST] = "host"};
 
 /* Where a run keeps an option's value: a struct and the field's offset in it. */
 typedef struct panel_place {
@@ -78,6 +80,8 @@ static const char *const lr_schedulers[] = {"constant", "linear", "cosine", "cos
 #define HYPERNETWORK_PART(f) {NOWHERE, AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f)}, #f
 /* The jointly trained embedding's own setting: hypernetwork runs only. */
 #define JOINT_EMBEDDING(f) {NOWHERE, AT(PART_EMBEDDING, sdt_embedding_part, f)}, #f
+/* sdt-host's own (panel_host_options), for either method: never sent to the plugin as such. */
+#define HOST(f) {AT(PART_HOST, panel_host_options, f), AT(PART_HOST, panel_host_options, f)}, #f
 /* What is trained: the embedding's in an embedding run, the hypernetwork's in a hypernetwork run. */
 #define TRAINED_PART(f) {AT(PART_EMBEDDING, sdt_embedding_part, f), AT(PART_HYPERNETWORK, sdt_hypernetwork_part, f)}, #f
 
@@ -162,7 +166,14 @@ static const panel_option options[] = {
      "Caption from filename: words matching REGEX"},
     {"filename-join", OPT_STR, SHARED(filename_join_string), NULL, "TEXT", "Caption from filename: join string"},
     {"precision", OPT_ENUM, SHARED(precision), precisions, "fp32|fp16|bf16", "Compute precision"},
-    {"device", OPT_ENUM, SHARED(device), devices, "auto|cpu|cuda", "Device"},
+    {"device", OPT_ENUM, SHARED(device), devices, "auto|cpu|cuda|cuda:N",
+     "Device (cuda:N: GPU N, which a data-parallel rank otherwise takes from LOCAL_RANK)"},
+    {"gpus", OPT_STR, HOST(gpus), NULL, "0,1,...",
+     "Data-parallel training on these GPUs, one rank each; --batch-size is per GPU (sdt-host starts one process per GPU; under torchrun leave it out: WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT say it)"},
+    {"in-process", OPT_FLAG_ON, HOST(in_process), NULL, NULL,
+     "With --gpus: the ranks run as the plugin's threads in this one process (one progress stream) instead of one process per GPU"},
+    {"comm-timeout", OPT_U32, HOST(comm_timeout), NULL, "SECONDS",
+     "Data-parallel training: a rank silent this long stops every rank, and the ranks wait this long for each other at the start; 0 = 600"},
     {"seed", OPT_U64, SHARED(seed), NULL, "S", "Training seed"},
     {"clip-skip", OPT_U32, SHARED(clip_skip), NULL, "N", "CLIP skip (1 = last layer)"},
     {"lr-backoff", OPT_F64, SHARED(lr_backoff), NULL, "F", "Learning-rate factor when the fp32 fallback fires"},
@@ -433,7 +444,8 @@ static char *field_of(const panel_config *c, const panel_option *o)
     const panel_place *at = &o->place[c->method];
     const size_t part_offsets[] = {[PART_OPTIONS] = offsetof(panel_config, options),
                                    [PART_EMBEDDING] = offsetof(panel_config, embedding),
-                                   [PART_HYPERNETWORK] = offsetof(panel_config, hypernetwork)};
+                                   [PART_HYPERNETWORK] = offsetof(panel_config, hypernetwork),
+                                   [PART_HOST] = offsetof(panel_config, host)};
     return at->part == PART_NONE ? NULL : (char *)c + part_offsets[at->part] + at->offset;
 }
 
@@ -449,6 +461,22 @@ static char *other_method_sentence(const panel_config *c, const char *origin)
         "%s applies to embedding training only; the hypernetwork trainer (joint training included) has no "
         "such setting, so leave it out with --hypernetwork.",
         origin);
+}
+
+/* --device cuda:N: the device choice cuda, and N as sdt-host's own (the GPU a rank trains on). */
+static gboolean set_cuda_device(panel_config *c, char *field, const char *text, const char *origin, char **error)
+{
+    guint64 n = 0;
+    if (!g_ascii_string_to_unsigned(text + 5, 10, 0, 1023, &n, NULL)) {
+        *error = g_strdup_printf("%s: '%s' is not cuda:N with N a GPU number from 0 to 1023 (nvidia-smi lists them).",
+                                 origin, text);
+        return FALSE;
+    }
+    uint32_t choice = SDT_DEVICE_CHOICE_CUDA;
+    memcpy(field, &choice, sizeof choice);
+    c->host.cuda_device_given = true;
+    c->host.cuda_device = (int32_t)n;
+    return TRUE;
 }
 
 /* Parses text into the field of option o; FALSE with a sentence naming where it came from. */
@@ -498,6 +526,10 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
             break;
         }
         case OPT_ENUM: {
+            if (o->choices == devices) {
+                c->host.cuda_device_given = false;
+                if (g_ascii_strncasecmp(text, "cuda:", 5) == 0) return set_cuda_device(c, field, text, origin, error);
+            }
             ok = FALSE;
             for (uint32_t k = 0; o->choices[k]; k++)
                 if (g_ascii_strcasecmp(text, o->choices[k]) == 0) {
@@ -767,7 +799,7 @@ static char *field_name(const panel_option *o, panel_method method, name_form fo
     const panel_place *at = &o->place[method];
     gboolean trained =
         at->part == PART_OPTIONS || at->part == (method == PANEL_EMBEDDING ? PART_EMBEDDING : PART_HYPERNETWORK);
-    if (at->part == PART_NONE) return NULL;
+    if (at->part == PART_NONE || at->part == PART_HOST) return NULL; /* sdt-host's own: no plugin field */
     if (form == FORM_PART) return g_strdup_printf("%s->%s", part_names[at->part], o->field);
     if (form == FORM_SHARED_LEGACY)
         return at->part == PART_OPTIONS ? g_strdup_printf("config.train_options->%s", o->field) : NULL;
@@ -796,6 +828,29 @@ char *panel_explain(panel_method method, const char *sentence)
     char *explained = cli_rename_fields(sentence, (const char *const(*)[2])renames, n);
     g_ptr_array_unref(strings);
     return explained;
+}
+
+uint64_t panel_config_fingerprint(const panel_config *c)
+{
+    uint64_t hash = 14695981039346656037ull; /* FNV-1a */
+    GString *all = g_string_new(NULL);
+    g_string_append_printf(all, "method=%d\n", (int)c->method);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        const panel_part part = options[i].place[c->method].part;
+        if (part == PART_NONE || part == PART_HOST) continue;
+        char *text = value_text(c, &options[i]);
+        if (options[i].kind == OPT_F64) { /* every bit: --help's %g shows 6 digits */
+            uint64_t bits;
+            memcpy(&bits, field_of(c, &options[i]), sizeof bits);
+            g_free(text);
+            text = g_strdup_printf("%016" PRIx64, bits);
+        }
+        g_string_append_printf(all, "%s=%s\n", options[i].name, text ? text : "");
+        g_free(text);
+    }
+    for (gsize k = 0; k < all->len; k++) hash = (hash ^ (uint8_t)all->str[k]) * 1099511628211ull;
+    g_string_free(all, TRUE);
+    return hash;
 }
 
 size_t panel_option_count(void)

@@ -21,10 +21,21 @@ typedef struct panel_values panel_values;
  * what an option means (--learn-rate is the hypernetwork's in a hypernetwork run). */
 typedef enum panel_method { PANEL_EMBEDDING, PANEL_HYPERNETWORK } panel_method;
 
+/* The options that are sdt-host's own, not the plugin's: how a run spreads over GPUs (issue 33;
+ * host-sim/dist/). Left out of the job's fingerprint, as each rank may differ in them. */
+typedef struct panel_host_options {
+    const char *gpus;       /* --gpus "0,1,2,3": one rank per GPU; NULL/"": one device */
+    bool in_process;        /* --in-process: those ranks as the plugin's threads in this process */
+    uint32_t comm_timeout;  /* --comm-timeout SECONDS, 0 = the plugin's default (600) */
+    bool cuda_device_given; /* --device cuda:N */
+    int32_t cuda_device;    /* that N: this rank's GPU instead of LOCAL_RANK */
+} panel_host_options;
+
 /* What prepare() receives: the shared options and each part's settings, filled in place;
  * trainer points at them once panel_finish_config ran (so a panel_config is never copied). */
 typedef struct panel_config {
     panel_method method;
+    panel_host_options host;
     sdt_train_options options;
     sdt_embedding_part embedding;       /* sent when its embedding_path is set */
     sdt_hypernetwork_part hypernetwork; /* sent when its hypernetwork_path is set */
@@ -88,6 +99,11 @@ gboolean panel_check_required(const panel_config *config, char **error);
  * named as the option that sets it in a run of method ("--clip-value"), for people at a terminal
  * or a panel (g_free). */
 char *panel_explain(panel_method method, const char *sentence);
+
+/* A hash of every option a run sends the plugin (not sdt-host's own: --gpus, --device's GPU, ...), so
+ * the ranks of a data-parallel job can check they run the same job. Call before the template's
+ * name is resolved to a path (machines may keep sdt-host in different folders). */
+uint64_t panel_config_fingerprint(const panel_config *config);
 
 /* The table, for a host that draws its own form (sdt-host serve): option i of panel_option_count(). */
 typedef struct panel_option_info {

@@ -109,6 +109,7 @@ static gpointer worker(gpointer data)
 static void draw_progress(session *s, gboolean final)
 {
     sdt_run_state state = SDT_RUN_IDLE;
+    if (s->target->rank != 0) return; /* rank 0 shows the job's progress; the others' would repeat it */
     s->target->factory->get_run_state(s->target->trainer, &state);
     if (state != SDT_RUN_RUNNING && !final) return;
     sdt_metrics m;
@@ -226,7 +227,8 @@ int train_session_run(const train_target *target, train_session_explain_fn expla
     int status = exit_status_for(&s, explain, explain_data);
     if (s.result == SDT_STATUS_INTERRUPTED)
         fprintf(stderr, "%s\n",
-                s.running ? "Interrupted; the training state was saved."
-                          : "Interrupted during preparation; nothing was trained or saved.");
+                !s.running     ? "Interrupted during preparation; nothing was trained or saved."
+                : target->rank ? "Interrupted after the step; rank 0 saves the job's training state."
+                               : "Interrupted; the training state was saved.");
     return status;
 }

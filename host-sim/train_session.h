@@ -17,6 +17,7 @@ typedef struct train_target {
     const sdt_trainer_factory *factory;
     sdt_trainer *trainer;
     const sdt_trainer_config *config;
+    int rank; /* a data-parallel job's rank (0 otherwise): only rank 0 draws the job's progress and saves */
 } train_target;
 
 /* Prepares and trains on a worker thread. Returns an sdt-host exit status (0, 1 or 130);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "data_dirs.h"
+#include "dist_mode.h"
 #include "panel_options.h"
 #include "serve_runs.h"
 
@@ -14,6 +15,7 @@ typedef struct run {
     panel_method method;
     panel_values *values;
     panel_config config; /* what prepare reads; lives as long as the run */
+    host_dist_plan gpus; /* the GPUs its panel lists (options.devices points into it) */
     const sdt_trainer_factory *factory;
     sdt_trainer *trainer;
     GThread *thread;
@@ -213,6 +215,7 @@ serve_runs *serve_runs_new(const host_plugin *plugin, serve_events *events, cons
 static void run_free(run *r)
 {
     panel_values_free(r->values);
+    dist_plan_clear(&r->gpus);
     g_free(r->error);
     g_free(r->name);
     cJSON_Delete(r->last_metrics);
@@ -255,6 +258,15 @@ static gboolean open_trainer(run *r, panel_defaults *defaults, char **error)
     return TRUE;
 }
 
+/* The GPUs the panel lists (gpus=, device=cuda:N): serve is one process, so they train as the
+ * plugin's threads, one run with one progress stream. */
+static gboolean place_on_gpus(run *r, char **error)
+{
+    gboolean spread = FALSE;
+    if (!dist_choose_in_process(&r->config.host, r->config.options.device, &r->gpus, &spread, error)) return FALSE;
+    return !spread || (dist_extension(r->factory, error) && dist_plan_apply(&r->gpus, &r->config.options, error));
+}
+
 int serve_runs_start(serve_runs *runs, const char *panel_text, size_t n, char **error)
 {
     run *r = g_new0(run, 1);
@@ -269,6 +281,7 @@ int serve_runs_start(serve_runs *runs, const char *panel_text, size_t n, char **
     }
     ok = ok && panel_build_config(r->values, r->method, &defaults, &r->config, error, &usage);
     ok = ok && panel_check_required(&r->config, error);
+    ok = ok && place_on_gpus(r, error);
     if (ok) panel_finish_config(&r->config);
     if (!ok) {
         if (r->trainer) r->factory->destroy(r->trainer);

@@ -11,6 +11,7 @@
 #include "prediction_probe.h"
 #include "sd_config_detect.h"
 #include "sd_model.h"
+#include "transformer_detect.h"
 #include "weights.h"
 #include "c_json.h"
 
@@ -38,12 +39,72 @@ static void add_prediction(cJSON *o, const sd_config *c, const char *config_file
     g_free(decided_by);
 }
 
+/* An SD3/SD3.5 or Flux.1 checkpoint: family, variant, the parts it carries and, for those it lacks, the options. */
+static cJSON *describe_transformer(const char *path, const sdt_tf_info *in)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", path);
+    cJSON_AddStringToObject(o, "kind", "model checkpoint");
+    cJSON_AddStringToObject(o, "layout", in->layout);
+    cJSON_AddStringToObject(o, "family", sdt_tf_family_name(in->family));
+    cJSON_AddStringToObject(o, "family_title", sdt_tf_family_title(in->family));
+    cJSON_AddStringToObject(o, "variant", in->variant);
+    /* flat, so inspect prints one line each */
+    cJSON_AddNumberToObject(o, in->family == SDT_TF_FLUX ? "double_blocks" : "blocks", in->blocks);
+    if (in->family == SDT_TF_FLUX) {
+        cJSON_AddNumberToObject(o, "single_blocks", in->single_blocks);
+        cJSON_AddBoolToObject(o, "guidance", in->guidance);
+    } else {
+        cJSON_AddBoolToObject(o, "qk_norm", in->qk_norm);
+        cJSON_AddNumberToObject(o, "mmdit_x_blocks", in->dual_layers);
+    }
+    cJSON_AddNumberToObject(o, "width", (double)in->hidden);
+    cJSON *carries = cJSON_AddArrayToObject(o, "carries"), *lacks = cJSON_AddArrayToObject(o, "lacks");
+    for (int p = SDT_TF_CLIP_L; p < SDT_TF_PART_COUNT; p++)
+        if (sdt_tf_family_needs(in->family, (sdt_tf_part)p))
+            cJSON_AddItemToArray(in->has[p] ? carries : lacks, cJSON_CreateString(sdt_tf_part_name((sdt_tf_part)p)));
+    char *missing = sdt_tf_missing_sentence(in, path);
+    if (missing)
+        cJSON_AddStringToObject(o, "missing", missing);
+    else
+        cJSON_AddNullToObject(o, "missing");
+    g_free(missing);
+    return o;
+}
+
+/* A lone encoder or VAE file (clip_l.safetensors, t5xxl_fp16.safetensors, ae.safetensors): the option that takes
+ * it. */
+static cJSON *describe_lone_part(const char *path, sdt_tf_part part)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", path);
+    cJSON_AddStringToObject(o, "kind", part == SDT_TF_VAE ? "VAE file" : "text encoder file");
+    cJSON_AddStringToObject(o, "part", sdt_tf_part_name(part));
+    cJSON_AddStringToObject(o, "part_title", sdt_tf_part_title(part));
+    char *use =
+        g_strdup_printf("give it with %s to an SD3/SD3.5 or Flux.1 checkpoint that lacks it", sdt_tf_part_option(part));
+    cJSON_AddStringToObject(o, "use", use);
+    g_free(use);
+    return o;
+}
+
 char *sd_checkpoint_describe_json(const char *path, bool *is_checkpoint, sdt_error *error)
 {
     *is_checkpoint = false;
     sdt_error ignored = {0};
     sdt_weights *w = sdt_weights_open(path, &ignored);
     if (!w) return NULL;
+    sdt_tf_info tf;
+    sdt_tf_part lone = SDT_TF_TRANSFORMER;
+    if (sdt_tf_detect(w, &tf) || (lone = sdt_tf_lone_part(w)) != SDT_TF_TRANSFORMER) {
+        *is_checkpoint = true;
+        cJSON *o = tf.family != SDT_TF_NONE ? describe_transformer(path, &tf) : describe_lone_part(path, lone);
+        char *out = sdt_json_print(o);
+        cJSON_Delete(o);
+        sdt_weights_close(w);
+        if (!out) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory describing the model", path);
+        return out;
+    }
     bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
     char *yaml = sdt_checkpoint_yaml_beside(path);
     sd_config c;

@@ -240,6 +240,12 @@ static bool apply_vae(const cJSON *vae, const char *path, sd_config *cfg, sdt_er
         return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'scaling_factor' must be a positive number (SD's is 0.18215)",
                         path);
     cfg->vae.scaling = (float)v;
+    /* SD3's and Flux's VAEs: the pipelines decode latents / scaling_factor + shift_factor (null or absent: 0). */
+    if (!get_number(vae, "shift_factor", &v)) return true;
+    if (!(v >= -1e30 && v <= 1e30))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: 'shift_factor' must be a finite number (SD3's is 0.0609)",
+                        path);
+    cfg->vae.shift = (float)v;
     return true;
 }
 
@@ -505,7 +511,13 @@ static cJSON *vae_json(const vae_config *v, int image_size)
     cJSON_AddNumberToObject(o, "out_channels", v->in_channels);
     cJSON_AddNumberToObject(o, "sample_size", image_size);
     add_float(o, "scaling_factor", decimal(v->scaling));
+    /* Written only for the 16-channel VAE's kind, so SD's configs stay as SD's folders ship them. */
+    if (v->shift != 0.0f) add_float(o, "shift_factor", decimal(v->shift));
     cJSON_AddItemToObject(o, "up_block_types", str_list(up, v->levels));
+    if (!v->has_quant_conv) {
+        cJSON_AddBoolToObject(o, "use_post_quant_conv", false);
+        cJSON_AddBoolToObject(o, "use_quant_conv", false);
+    }
     return o;
 }
 

@@ -7,6 +7,7 @@
 #include "checkpoint_yaml.h"
 #include "diffusers_config.h"
 #include "sdxl_cond.h"
+#include "transformer_detect.h"
 
 static bool same_clip(const clip_config *a, const clip_config *b)
 {
@@ -109,6 +110,12 @@ bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *e
     memset(&c, 0, sizeof(c));
     const char *path = sdt_weights_path(w);
     bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
+    sdt_tf_info tf;
+    if (sdt_tf_detect(w, &tf))
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: this is a %s checkpoint (%s); sdtrain reads it (inspect describes it) but does not "
+                        "train the %s family yet: use an SD 1.x, SD 2.x or SDXL checkpoint",
+                        path, tf.variant, tf.layout, sdt_tf_family_title(tf.family));
     if (folder && !sdt_diffusers_index_check(path, error)) return false;
     bool refused, sdxl = is_sdxl(w, error, &refused);
     if (refused) return false;

@@ -23,10 +23,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_table[SDT_ST_DTYPE_COUNT] = {
-    [SDT_ST_BOOL] = {"BOOL", 1}, [SDT_ST_U8] = {"U8", 1},   [SDT_ST_I8] = {"I8", 1},     [SDT_ST_I16] = {"I16", 2},
-    [SDT_ST_U16] = {"U16", 2},   [SDT_ST_F16] = {"F16", 2}, [SDT_ST_BF16] = {"BF16", 2}, [SDT_ST_I32] = {"I32", 4},
-    [SDT_ST_U32] = {"U32", 4},   [SDT_ST_F32] = {"F32", 4}, [SDT_ST_I64] = {"I64", 8},   [SDT_ST_U64] = {"U64", 8},
-    [SDT_ST_F64] = {"F64", 8},
+    [SDT_ST_BOOL] = {"BOOL", 1}, [SDT_ST_U8] = {"U8", 1},           [SDT_ST_I8] = {"I8", 1},
+    [SDT_ST_I16] = {"I16", 2},   [SDT_ST_U16] = {"U16", 2},         [SDT_ST_F16] = {"F16", 2},
+    [SDT_ST_BF16] = {"BF16", 2}, [SDT_ST_I32] = {"I32", 4},         [SDT_ST_U32] = {"U32", 4},
+    [SDT_ST_F32] = {"F32", 4},   [SDT_ST_I64] = {"I64", 8},         [SDT_ST_U64] = {"U64", 8},
+    [SDT_ST_F64] = {"F64", 8},   [SDT_ST_F8_E4M3] = {"F8_E4M3", 1}, [SDT_ST_F8_E5M2] = {"F8_E5M2", 1},
 };
 
 const char *sdt_st_dtype_name(sdt_st_dtype dtype)
@@ -136,7 +137,7 @@ static bool parse_entry(const char *file, const cJSON *item, uint64_t data_size,
     if (!cJSON_IsString(dt)) FAIL("%s: tensor '%s' has no \"dtype\" string; %s", file, key, fix);
     if (!sdt_st_dtype_parse(dt->valuestring, &e->dtype))
         FAIL(
-            "%s: tensor '%s' has dtype \"%.32s\", which is not supported (supported: F32, F16, BF16, F64, I8, I16, I32, "
+            "%s: tensor '%s' has dtype \"%.32s\", which is not supported (supported: F32, F16, BF16, F8_E4M3, F8_E5M2, F64, I8, I16, I32, "
             "I64, U8, U16, U32, U64, BOOL); convert the checkpoint to F32, F16 or BF16",
             file, key, dt->valuestring);
     if (!cJSON_IsArray(shape)) FAIL("%s: tensor '%s' has no \"shape\" array; %s", file, key, fix);

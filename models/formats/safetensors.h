@@ -45,6 +45,8 @@ typedef enum sdt_st_dtype {
     SDT_ST_I64,
     SDT_ST_U64,
     SDT_ST_F64,
+    SDT_ST_F8_E4M3, /* torch.float8_e4m3fn; read through fp8.h, upcast to bf16 by the weights layer */
+    SDT_ST_F8_E5M2, /* torch.float8_e5m2 */
     SDT_ST_DTYPE_COUNT
 } sdt_st_dtype;
 

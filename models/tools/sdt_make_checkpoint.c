@@ -1,6 +1,6 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
@@ -22,6 +22,14 @@
  * tiny-mmdit, sd3-mmdit, sd35-medium-mmdit and sd35-large-mmdit write an SD3 MMDiT transformer alone in
  * diffusers' names (mmdit_gen.h; transformer/diffusion_pytorch_model.safetensors): the tiny test model, SD3
  * Medium's, SD3.5 Medium's (MMDiT-X) or SD3.5 Large's shapes (8.1 billion parameters).
+ * tiny-vae16 writes the 16-channel VAE of SD3/SD3.5 and Flux.1 (no quant convs) alone, tiny (vae_config_tiny16),
+ * in the LDM names at the top as Flux's ae.safetensors has them (vae_gen.h).
+ * --pack writes the transformer families' files as people have them (transformer_pack.h) from diffusers-named
+ * files (--transformer: tiny-mmdit's output, or a Flux transformer in diffusers' names): sai-sd3 (SAI's SD3/SD3.5
+ * all-in-one, with the parts given: --t5xxl, --clip-l, --clip-g in transformers' names, --vae in LDM names),
+ * bfl-flux (flux1-dev.safetensors' layout), comfy-flux (the same under model.diffusion_model., with --t5xxl,
+ * --clip-l, and --vae under vae.), plain (one part alone, e.g. t5xxl_fp8_e4m3fn.safetensors with --fp8 e4m3).
+ * --vae takes a checkpoint's VAE (first_stage_model.*, e.g. --config tiny --vae-only).
  * For tests and benchmarks; the weights mean nothing, but every name and shape
  * is the real architecture's, so hosts and sdtrain load them like a real model.
  */
@@ -32,18 +40,90 @@
 #include "checkpoint_gen.h"
 #include "mmdit_gen.h"
 #include "t5_gen.h"
+#include "vae_gen.h"
+#include "transformer_pack.h"
 
 static int usage(const char *msg)
 {
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(
         stderr,
-        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
         "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
         "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
         "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
-        "                           (the same weights in that layout; --dtype converts, default: as they are)\n");
+        "                           (the same weights in that layout; --dtype converts, default: as they are)\n"
+        "       sdt-make-checkpoint --pack sai-sd3|bfl-flux|comfy-flux|plain --out PATH [--transformer FILE]\n"
+        "                           [--t5xxl FILE] [--clip-l FILE] [--clip-g FILE] [--vae FILE] [--fp8 e4m3|e5m2]\n");
     return 2;
+}
+
+/* --pack: people's layouts of the transformer families from diffusers-named files. */
+static int pack_main(int argc, char **argv)
+{
+    const char *layout = NULL, *out = NULL, *files[5] = {NULL}; /* transformer, t5xxl, clip-l, clip-g, vae */
+    static const char *const flags[5] = {"--transformer", "--t5xxl", "--clip-l", "--clip-g", "--vae"};
+    static const char *const prefixes[5] = {"", SDT_TK_T5XXL_PREFIX, SDT_TK_CLIP_L_PREFIX, SDT_TK_CLIP_G_PREFIX,
+                                            "first_stage_model."};
+    sdt_pack_storage storage = SDT_PACK_AS_IS;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool known = false;
+        for (int k = 0; k < 5 && v; k++)
+            if (!strcmp(a, flags[k])) files[k] = argv[++i], known = true;
+        if (known) continue;
+        if (!strcmp(a, "--pack") && v)
+            layout = argv[++i];
+        else if (!strcmp(a, "--out") && v)
+            out = argv[++i];
+        else if (!strcmp(a, "--fp8") && v) {
+            const char *f = argv[++i];
+            if (strcmp(f, "e4m3") && strcmp(f, "e5m2")) return usage("--fp8 must be e4m3 or e5m2");
+            storage = !strcmp(f, "e4m3") ? SDT_PACK_F8_E4M3 : SDT_PACK_F8_E5M2;
+        } else {
+            fprintf(stderr, "sdt-make-checkpoint: unknown or incomplete argument '%s' with --pack\n", a);
+            return usage(NULL);
+        }
+    }
+    if (!out || !layout) return usage("--pack needs a layout and --out");
+    sdt_tk_layout tk = !strcmp(layout, "sai-sd3")                                     ? SDT_TK_SAI_SD3
+                       : !strcmp(layout, "bfl-flux") || !strcmp(layout, "comfy-flux") ? SDT_TK_BFL_FLUX
+                                                                                      : SDT_TK_NONE;
+    bool plain = !strcmp(layout, "plain");
+    if (tk == SDT_TK_NONE && !plain) return usage("--pack must be sai-sd3, bfl-flux, comfy-flux or plain");
+    if (!plain && !files[0]) return usage("--pack sai-sd3/bfl-flux/comfy-flux needs --transformer FILE");
+    if (!strcmp(layout, "bfl-flux") && (files[1] || files[2] || files[3] || files[4]))
+        return usage("bfl-flux is the transformer alone (flux1-dev.safetensors' layout)");
+    if (!strcmp(layout, "comfy-flux") && files[3]) return usage("comfy-flux takes no --clip-g (Flux has none)");
+    int given = 0;
+    for (int k = 1; k < 5; k++) given += files[k] != NULL;
+    if (plain && (files[0] || given != 1)) return usage("--pack plain takes one of --t5xxl, --clip-l, --clip-g, --vae");
+    sdt_error error = {0};
+    sdt_weights *w[5] = {NULL};
+    sdt_pack_part parts[4];
+    int n_parts = 0;
+    bool ok = true;
+    for (int k = 0; k < 5 && ok; k++) {
+        if (!files[k]) continue;
+        ok = (w[k] = sdt_weights_open(files[k], &error)) != NULL;
+        /* ComfyUI's Flux checkpoints keep the VAE under "vae." (transformer_keys.h) */
+        const char *to = plain ? "" : k == 4 && !strcmp(layout, "comfy-flux") ? "vae." : prefixes[k];
+        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], k == 4 ? "first_stage_model." : "", to};
+    }
+    if (ok)
+        ok = sdt_pack_write(out, plain ? SDT_TK_NONE : tk, w[0], "",
+                            !strcmp(layout, "comfy-flux") ? SDT_TK_TRANSFORMER_PREFIX : "", parts, n_parts, storage,
+                            &error);
+    for (int k = 0; k < 5; k++) sdt_weights_close(w[k]);
+    if (!ok) {
+        fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+        return 1;
+    }
+    printf("wrote %s (%s%s)\n", out, layout,
+           storage == SDT_PACK_F8_E4M3   ? ", F8_E4M3"
+           : storage == SDT_PACK_F8_E5M2 ? ", F8_E5M2"
+                                         : "");
+    return 0;
 }
 
 static bool parse_dtype(const char *s, sdt_dtype *out)
@@ -61,6 +141,8 @@ static bool parse_dtype(const char *s, sdt_dtype *out)
 
 int main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--pack")) return pack_main(argc, argv);
     sdt_ckpt_spec spec;
     memset(&spec, 0, sizeof(spec));
     spec.dtype = SDT_F32;
@@ -162,10 +244,22 @@ int main(int argc, char **argv)
         printf("wrote %s (MMDiT transformer %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
         return 0;
     }
+    if (config && !strcmp(config, "tiny-vae16")) {
+        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
+            clip_vocab || unet_in || spec.unet_output_set)
+            return usage("a VAE file takes only --out, --dtype, --seed and --perturb-all");
+        vae_config vae = vae_config_tiny16();
+        if (!vae_generate(out, &vae, "", spec.dtype, spec.seed, spec.perturb_all, &error)) {
+            fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+            return 1;
+        }
+        printf("wrote %s (16-channel VAE %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
+        return 0;
+    }
     sd_family family;
     if (!config || !sd_family_parse(config, &family))
         return usage("--config must be tiny, sd15, sd2, tiny-sdxl, sdxl, tiny-t5, t5xxl, tiny-mmdit, sd3-mmdit, "
-                     "sd35-medium-mmdit or sd35-large-mmdit");
+                     "sd35-medium-mmdit, sd35-large-mmdit or tiny-vae16");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
     spec.config = sd_config_preset(family);

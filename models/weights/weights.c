@@ -16,15 +16,17 @@
 #include <unistd.h>
 
 #include "file_read.h"
+#include "fp8.h"
 #include "host_convert.h"
 #include "ldm_diffusers_pairs.h"
 #include "safetensors.h"
 #include "sha256.h"
 #include "torch_file.h"
+#include "transformer_keys.h"
 #include "c_json.h"
 
 #define MAX_LEVELS 16
-#define MAX_FILES 4   /* unet, text_encoder, vae, text_encoder_2 */
+#define MAX_FILES 5   /* unet or transformer, text_encoder, vae, text_encoder_2, text_encoder_3 */
 #define MAX_SHARDS 64 /* files of one sharded component (*.safetensors.index.json) */
 
 typedef struct weight_entry {
@@ -48,8 +50,9 @@ struct sdt_weights {
     GHashTable *index;    /* canonical key -> position + 1 */
     GHashTable *unusable; /* canonical key (owned) -> dtype name, for tensors no model can use (I64, F64, ...) */
     char hash[11];
-    sdt_backend *owner; /* set on a materialized copy: tensors whose data it allocated are freed here */
-    GPtrArray *owned;   /* device/host buffers allocated by owner */
+    sdt_backend *owner;    /* set on a materialized copy: tensors whose data it allocated are freed here */
+    GPtrArray *owned;      /* device/host buffers allocated by owner */
+    GPtrArray *host_owned; /* g_malloc'd conversions made when opening: fp8 upcast to bf16, swapped halves */
 };
 
 /* ---- name mapping -------------------------------------------------------------- */
@@ -202,7 +205,20 @@ static char *vae_key(const char *name, int dec_levels, bool *attn_linear)
 
 /* COMP_TEXT2: SDXL's text_encoder_2 (CLIPTextModelWithProjection), kept in transformers' names under
  * its own slot; clip_text reads that layout directly, so nothing is repacked into OpenCLIP's in_proj. */
-typedef enum component { COMP_LDM, COMP_UNET, COMP_TEXT, COMP_VAE, COMP_TEXT2 } component;
+/* COMP_TRANSFORMER .. COMP_T5: a transformer family's folder (SD3, Flux), kept in diffusers' and transformers'
+ * names under the canonical prefixes of transformer_keys.h. */
+typedef enum component {
+    COMP_LDM,
+    COMP_UNET,
+    COMP_TEXT,
+    COMP_VAE,
+    COMP_TEXT2,
+    COMP_TRANSFORMER,
+    COMP_CLIP_L,
+    COMP_CLIP_G,
+    COMP_T5,
+    COMP_LDM_PART_VAE /* a lone VAE in LDM names (Flux's ae.safetensors): under first_stage_model. as it is */
+} component;
 
 static char *clip_key(const sdt_weights *w, component c, const char *name)
 {
@@ -237,17 +253,179 @@ static bool add_view(sdt_weights *w, char *key, const char *source, const char *
     return true;
 }
 
+/* A buffer of bytes owned by w (freed with it); NULL + sentence when memory is short. */
+static void *host_alloc(sdt_weights *w, size_t bytes, const char *file, const char *name, sdt_error *error)
+{
+    void *p = g_try_malloc(bytes ? bytes : 1);
+    if (!p) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "%s: out of memory converting tensor '%s' (%zu bytes); free memory",
+                 file, name, bytes);
+        return NULL;
+    }
+    if (!w->host_owned) w->host_owned = g_ptr_array_new_with_free_func(g_free);
+    g_ptr_array_add(w->host_owned, p);
+    return p;
+}
+
+/* ComfyUI's "scaled fp8" storage: X.weight in fp8 beside a scalar X.scale_weight. ComfyUI dequantizes as
+ * weight.to(dtype) * scale_weight.to(dtype) in the compute dtype (comfy/ops.py, scaled_fp8_op.convert_weight);
+ * with bf16 that is bf16(fp8 * bf16(scale)), which is what is done here. Returns the scale's entry or NULL. */
+static const sdt_st_entry *scale_of(const sdt_safetensors *st, const char *name)
+{
+    if (!g_str_has_suffix(name, ".weight")) return NULL;
+    char *key = g_strconcat(name, "", NULL);
+    key[strlen(key) - strlen("weight")] = '\0';
+    char *scale_key = g_strconcat(key, "scale_weight", NULL);
+    const sdt_st_entry *s = sdt_st_find(st, scale_key);
+    g_free(scale_key);
+    g_free(key);
+    return s;
+}
+
+/* The scalar in a scale_weight entry; false + sentence when it is not one float. */
+static bool scale_value(const sdt_safetensors *st, const sdt_st_entry *s, float *out, sdt_error *error)
+{
+    sdt_dtype dt;
+    uint64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= (uint64_t)s->shape[i];
+    if (n != 1 || !sdt_st_dtype_to_tensor(s->dtype, &dt) || dt == SDT_I32)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: tensor '%s' should be one float (ComfyUI's scaled fp8 scale) but is %s with %llu "
+                        "values; the file is damaged: re-download it",
+                        sdt_st_path(st), s->name, sdt_st_dtype_name(s->dtype), (unsigned long long)n);
+    sdt_load_f32(s->data, dt, out, 1);
+    return true;
+}
+
+/* The tensor of an entry: a view into the mapping, or for fp8 storage an exact bf16 copy owned by w (fp8.h;
+ * scaled by its scale_weight as ComfyUI does when the file has one). false with *usable false for dtypes no
+ * model uses (integer buffers); false with *usable true on an error. */
+static bool entry_tensor(sdt_weights *w, const sdt_safetensors *st, const sdt_st_entry *e, sdt_tensor *t, bool *usable,
+                         sdt_error *error)
+{
+    sdt_error not_float;
+    *usable = true;
+    const sdt_st_entry *scale = scale_of(st, e->name);
+    bool fp8 = e->dtype == SDT_ST_F8_E4M3 || e->dtype == SDT_ST_F8_E5M2;
+    if (scale && !fp8)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: tensor '%s' is stored as %s beside a scale_weight; sdtrain reads ComfyUI's scaled "
+                        "fp8 only for fp8 weights: use the bf16/fp16 file",
+                        sdt_st_path(st), e->name, sdt_st_dtype_name(e->dtype));
+    if (fp8) {
+        if (e->ndim > SDT_MAX_DIMS)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: tensor '%s' has %d dimensions, more than the %d supported",
+                            sdt_st_path(st), e->name, e->ndim, SDT_MAX_DIMS);
+        float factor = 1.0f;
+        if (scale && !scale_value(st, scale, &factor, error)) return false;
+        uint16_t *bf16 = host_alloc(w, (size_t)e->nbytes * 2, sdt_st_path(st), e->name, error);
+        if (!bf16) return false;
+        sdt_fp8_kind kind = e->dtype == SDT_ST_F8_E4M3 ? SDT_FP8_E4M3 : SDT_FP8_E5M2;
+        if (scale) { /* bf16(fp8 * bf16(scale)): the product of two short mantissas is exact in f32 */
+            float s16 = sdt_bf16_to_f32(sdt_f32_to_bf16(factor)), table[256];
+            for (int i = 0; i < 256; i++) table[i] = sdt_fp8_to_f32((uint8_t)i, kind) * s16;
+            const uint8_t *src = e->data;
+            for (uint64_t i = 0; i < e->nbytes; i++) bf16[i] = sdt_f32_to_bf16(table[src[i]]);
+        } else {
+            sdt_fp8_to_bf16_n(e->data, bf16, (size_t)e->nbytes, kind);
+        }
+        memset(t, 0, sizeof *t);
+        t->data = bf16;
+        t->dtype = SDT_BF16;
+        t->device = SDT_DEVICE_CPU;
+        t->ndim = e->ndim;
+        for (int i = 0; i < e->ndim; i++) t->shape[i] = e->shape[i];
+        return true;
+    }
+    if (!sdt_st_entry_tensor(st, e, t, &not_float)) {
+        *usable = false;
+        return false;
+    }
+    return true;
+}
+
+/* ComfyUI's scaled fp8 bookkeeping (each Linear's scale_weight and scale_input, the scaled_fp8 marker): no
+ * model parameter; the scales are applied to their weights (entry_tensor). */
+static bool is_scaled_fp8_bookkeeping(const char *name)
+{
+    return g_str_has_suffix(name, ".scale_weight") || g_str_has_suffix(name, ".scale_input") ||
+           strcmp(name, "scaled_fp8") == 0 || g_str_has_suffix(name, ".scaled_fp8");
+}
+
 static bool add_entry(sdt_weights *w, char *key, const sdt_safetensors *st, const sdt_st_entry *e, bool to_conv1x1,
                       sdt_error *error)
 {
     sdt_tensor t;
-    sdt_error not_float;
-    if (!sdt_st_entry_tensor(st, e, &t, &not_float)) {
+    bool usable;
+    if (!entry_tensor(w, st, e, &t, &usable, error)) {
+        if (usable) {
+            g_free(key);
+            return false;
+        }
         /* Integer buffers such as position_ids are no model parameter: left out, remembered for error sentences. */
         g_hash_table_replace(w->unusable, key, (gpointer)sdt_st_dtype_name(e->dtype));
         return true;
     }
     return add_view(w, key, e->name, sdt_st_path(st), t, to_conv1x1, error);
+}
+
+/* bitsandbytes' NF4/FP4 files pack two weights a byte beside quant_state tensors; reading them as plain tensors
+ * would give wrong weights (or misleading sentences), so they are refused by name. */
+static bool refuse_quantized(const sdt_safetensors *st, sdt_error *error)
+{
+    for (size_t i = 0; i < sdt_st_count(st); i++) {
+        const char *name = sdt_st_at(st, i)->name;
+        if (strstr(name, ".quant_state.bitsandbytes__"))
+            return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                            "%s: tensor '%s' marks bitsandbytes' 4-bit storage (NF4/FP4, as Forge's "
+                            "flux1-dev-bnb-nf4), which sdtrain does not read; use the bf16/fp16 or fp8 file",
+                            sdt_st_path(st), name);
+    }
+    return true;
+}
+
+/* A transformer family's tensor (transformer_keys.h): its pieces under diffusers' names, row views of the file's
+ * tensor (of its bf16 upcast for fp8), or a copy with the shift/scale halves exchanged. */
+static bool add_transformer_entry(sdt_weights *w, const sdt_tk_context *ctx, const sdt_safetensors *st,
+                                  const sdt_st_entry *e, bool *mapped, sdt_error *error)
+{
+    sdt_tk_piece pieces[SDT_TK_MAX_PIECES];
+    int n = sdt_tk_map(ctx, sdt_st_path(st), e->name, e->ndim, e->ndim ? e->shape[0] : 0, pieces, error);
+    *mapped = n != 0;
+    if (n <= 0) return n == 0;
+    sdt_tensor t;
+    bool usable, ok = true;
+    if (!entry_tensor(w, st, e, &t, &usable, error)) {
+        if (!usable)
+            sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                     "%s: tensor '%s' is stored as %s, which no transformer weight is; the file is damaged: "
+                     "re-download it",
+                     sdt_st_path(st), e->name, sdt_st_dtype_name(e->dtype));
+        sdt_tk_pieces_free(pieces, n);
+        return false;
+    }
+    size_t row_bytes = sdt_dtype_size(t.dtype);
+    for (int d = 1; d < t.ndim; d++) row_bytes *= (size_t)t.shape[d];
+    for (int i = 0; i < n && ok; i++) {
+        sdt_tensor v = t;
+        v.shape[0] = pieces[i].rows;
+        v.data = (char *)t.data + (size_t)pieces[i].row_begin * row_bytes;
+        if (pieces[i].swap) { /* [shift; scale] -> [scale; shift] */
+            size_t half = (size_t)(t.shape[0] / 2) * row_bytes;
+            char *copy = host_alloc(w, 2 * half, sdt_st_path(st), e->name, error);
+            if (!copy) {
+                ok = false;
+                break;
+            }
+            memcpy(copy, (const char *)t.data + half, half);
+            memcpy(copy + half, t.data, half);
+            v.data = copy;
+        }
+        ok = add_view(w, pieces[i].key, e->name, sdt_st_path(st), v, false, error);
+        pieces[i].key = NULL; /* owned by w now */
+    }
+    sdt_tk_pieces_free(pieces, n);
+    return ok;
 }
 
 /* A single file's key as A1111 loads it (sd_models.py): EMA copies ("model_ema.*") are not the model
@@ -271,12 +449,26 @@ static char *single_file_key(const char *name)
 static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, const unet_layout *layout, int dec_levels,
                             sdt_error *error)
 {
+    sdt_tk_context tk;
+    sdt_tk_context_init(&tk);
+    if (c == COMP_LDM) {
+        if (!refuse_quantized(st, error)) return false;
+        for (size_t i = 0; i < sdt_st_count(st); i++)
+            sdt_tk_scan(&tk, sdt_st_at(st, i)->name, sdt_st_at(st, i)->ndim, sdt_st_at(st, i)->shape);
+    }
     for (size_t i = 0; i < sdt_st_count(st); i++) {
         const sdt_st_entry *e = sdt_st_at(st, i);
         char *key = NULL, *mapped;
-        bool conv1x1 = false;
+        bool conv1x1 = false, transformer;
         switch (c) {
             case COMP_LDM:
+                if (is_scaled_fp8_bookkeeping(e->name)) continue;
+                if (!add_transformer_entry(w, &tk, st, e, &transformer, error)) return false;
+                if (transformer) continue;
+                if (sdt_tk_vae_prefix(&tk) && g_str_has_prefix(e->name, sdt_tk_vae_prefix(&tk))) {
+                    key = g_strconcat("first_stage_model.", e->name + strlen(sdt_tk_vae_prefix(&tk)), NULL);
+                    break;
+                }
                 if (!(key = single_file_key(e->name))) continue;
                 break;
             case COMP_UNET:
@@ -287,6 +479,21 @@ static bool add_file_mapped(sdt_weights *w, sdt_safetensors *st, component c, co
             case COMP_TEXT:
             case COMP_TEXT2:
                 key = clip_key(w, c, e->name);
+                break;
+            case COMP_TRANSFORMER:
+                key = g_strconcat(SDT_TK_TRANSFORMER_PREFIX, e->name, NULL);
+                break;
+            case COMP_CLIP_L:
+                key = g_strconcat(SDT_TK_CLIP_L_PREFIX, e->name, NULL);
+                break;
+            case COMP_CLIP_G:
+                key = g_strconcat(SDT_TK_CLIP_G_PREFIX, e->name, NULL);
+                break;
+            case COMP_T5:
+                key = g_strconcat(SDT_TK_T5XXL_PREFIX, e->name, NULL);
+                break;
+            case COMP_LDM_PART_VAE:
+                key = g_strconcat("first_stage_model.", e->name, NULL);
                 break;
             case COMP_VAE:
                 mapped = vae_key(e->name, dec_levels, &conv1x1);
@@ -424,8 +631,90 @@ static int open_sharded_component(const char *dir, const char *sub, const char *
     return 0;
 }
 
+/* transformer/config.json's _class_name: which transformer family a diffusers folder holds (SDT_TK_NONE without
+ * transformer/). false + sentence for a class sdtrain does not read. */
+static bool transformer_folder_family(const char *dir, sdt_tk_layout *family, sdt_error *error)
+{
+    *family = SDT_TK_NONE;
+    char *sub = g_build_filename(dir, "transformer", NULL), *config = g_build_filename(sub, "config.json", NULL);
+    bool is_dir = g_file_test(sub, G_FILE_TEST_IS_DIR), ok = true;
+    char *text = NULL;
+    size_t len = 0;
+    if (is_dir && (ok = sdt_file_read_all(config, "transformer config", SDT_FILE_LIMIT_TEXT, &text, &len, error))) {
+        cJSON *j = sdt_json_parse(text, len);
+        const char *cls = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "_class_name"));
+        if (cls && strcmp(cls, "SD3Transformer2DModel") == 0)
+            *family = SDT_TK_SAI_SD3;
+        else if (cls && strcmp(cls, "FluxTransformer2DModel") == 0)
+            *family = SDT_TK_BFL_FLUX;
+        else
+            ok = sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                          "%s: _class_name is %s%.64s%s, not SD3Transformer2DModel or FluxTransformer2DModel; "
+                          "sdtrain reads SD 1.x/2.x, SDXL, SD3/SD3.5 and Flux.1 folders",
+                          config, cls ? "\"" : "", cls ? cls : "missing", cls ? "\"" : "");
+        cJSON_Delete(j);
+        free(text);
+    }
+    g_free(config);
+    g_free(sub);
+    return ok;
+}
+
+/* One component of a folder, whole or sharded; *found false when the folder lacks it. */
+static bool open_part(sdt_weights *w, const char *sub, const char *base, component c, bool *found, sdt_error *error)
+{
+    char *used = NULL;
+    bool missing;
+    *found = false;
+    sdt_safetensors *st = open_component(w->path, sub, base, &used, &missing, error);
+    if (!st && !missing) return false;
+    if (st) {
+        *found = true;
+        if (c == COMP_TRANSFORMER || c == COMP_UNET) w->hash_file = g_strdup(used);
+        g_free(used);
+        return add_file(w, st, c, error);
+    }
+    sdt_safetensors *shards[MAX_SHARDS];
+    int n = open_sharded_component(w->path, sub, base, shards, &missing, error);
+    if (!n) return missing;
+    *found = true;
+    if (c == COMP_TRANSFORMER || c == COMP_UNET) w->hash_file = g_strdup(sdt_st_path(shards[0]));
+    return add_files(w, shards, n, c, error);
+}
+
+/* An SD3 or Flux.1 diffusers folder: transformer/, text_encoder/ (CLIP-L), text_encoder_2/ (SD3: CLIP-G, Flux:
+ * T5-XXL), text_encoder_3/ (SD3: T5-XXL), vae/. */
+static bool open_transformer_folder(sdt_weights *w, sdt_tk_layout family, sdt_error *error)
+{
+    const struct {
+        const char *sub, *base;
+        component c;
+    } parts[] = {{"transformer", "diffusion_pytorch_model", COMP_TRANSFORMER},
+                 {"text_encoder", "model", COMP_CLIP_L},
+                 {"text_encoder_2", "model", family == SDT_TK_SAI_SD3 ? COMP_CLIP_G : COMP_T5},
+                 {"text_encoder_3", "model", COMP_T5},
+                 {"vae", "diffusion_pytorch_model", COMP_VAE}};
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        if (family == SDT_TK_BFL_FLUX && strcmp(parts[i].sub, "text_encoder_3") == 0) continue;
+        bool found;
+        if (!open_part(w, parts[i].sub, parts[i].base, parts[i].c, &found, error)) return false;
+        if (parts[i].c == COMP_TRANSFORMER) w->has_unet = found;
+        if (parts[i].c == COMP_VAE) w->has_vae = found;
+        if (parts[i].c == COMP_CLIP_L) w->has_text = found;
+    }
+    if (!w->has_unet)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: transformer/config.json names a transformer but transformer/ has no "
+                        "diffusion_pytorch_model.safetensors (nor shards); restore it from the model's download",
+                        w->path);
+    return true;
+}
+
 static bool open_folder(sdt_weights *w, sdt_error *error)
 {
+    sdt_tk_layout family;
+    if (!transformer_folder_family(w->path, &family, error)) return false;
+    if (family != SDT_TK_NONE) return open_transformer_folder(w, family, error);
     static const struct {
         const char *sub, *base;
         component c;
@@ -530,6 +819,47 @@ sdt_weights *sdt_weights_open(const char *path, sdt_error *error)
     return w;
 }
 
+sdt_weights *sdt_weights_open_part(const char *path, sdt_weights_part part, sdt_error *error)
+{
+    static const struct {
+        component c;
+        const char *probe, *probe2, *option, *what;
+    } parts[] = {
+        [SDT_PART_CLIP_L] = {COMP_CLIP_L, "text_model.embeddings.token_embedding.weight", NULL, "--clip-l",
+                             "a CLIP-L text encoder (clip_l.safetensors)"},
+        [SDT_PART_CLIP_G] = {COMP_CLIP_G, "text_model.embeddings.token_embedding.weight", NULL, "--clip-g",
+                             "a CLIP-G text encoder (clip_g.safetensors)"},
+        [SDT_PART_T5XXL] = {COMP_T5, "shared.weight", "encoder.embed_tokens.weight", "--t5xxl",
+                            "a T5-XXL encoder (t5xxl_fp16.safetensors or t5xxl_fp8_e4m3fn.safetensors)"},
+        [SDT_PART_VAE] = {COMP_VAE, "decoder.conv_out.weight", NULL, "--vae",
+                          "a VAE (Flux's ae.safetensors, or SD3.5's vae/diffusion_pytorch_model.safetensors)"},
+    };
+    if ((unsigned)part > SDT_PART_VAE) {
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "%s: unknown model part %d", path, (int)part);
+        return NULL;
+    }
+    sdt_safetensors *st = sdt_st_open(path, error);
+    if (!st) return NULL;
+    if (!sdt_st_find(st, parts[part].probe) && !(parts[part].probe2 && sdt_st_find(st, parts[part].probe2))) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: %s FILE takes %s, but the file has no '%s' at its top; give that file",
+                 path, parts[part].option, parts[part].what, parts[part].probe);
+        sdt_st_close(st);
+        return NULL;
+    }
+    sdt_weights *w = g_new0(sdt_weights, 1);
+    w->path = g_strdup(path);
+    w->hash_file = g_strdup(path);
+    w->entries = g_array_new(FALSE, FALSE, sizeof(weight_entry));
+    w->index = g_hash_table_new(g_str_hash, g_str_equal);
+    w->unusable = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    bool ldm_vae = part == SDT_PART_VAE && !sdt_st_find(st, "decoder.mid_block.resnets.0.conv1.weight");
+    if (!(ldm_vae ? add_file(w, st, COMP_LDM_PART_VAE, error) : add_file(w, st, parts[part].c, error))) {
+        sdt_weights_close(w);
+        return NULL;
+    }
+    return w;
+}
+
 void sdt_weights_close(sdt_weights *w)
 {
     if (!w) return;
@@ -541,6 +871,7 @@ void sdt_weights_close(sdt_weights *w)
     sdt_torch_close(w->torch);
     for (guint i = 0; w->owned && i < w->owned->len; i++) w->owner->free(w->owner, g_ptr_array_index(w->owned, i));
     if (w->owned) g_ptr_array_free(w->owned, TRUE);
+    if (w->host_owned) g_ptr_array_free(w->host_owned, TRUE);
     g_free(w->hash_file);
     g_free(w->path);
     g_free(w);
@@ -645,6 +976,17 @@ size_t sdt_weights_count(const sdt_weights *w)
 const char *sdt_weights_key(const sdt_weights *w, size_t i)
 {
     return i < w->entries->len ? g_array_index(w->entries, weight_entry, i).key : NULL;
+}
+
+const char *sdt_weights_source(const sdt_weights *w, const char *key)
+{
+    const weight_entry *e = find_entry(w, key);
+    return e ? e->source : NULL;
+}
+
+bool sdt_weights_is_folder(const sdt_weights *w)
+{
+    return w->is_folder;
 }
 
 const char *sdt_weights_path(const sdt_weights *w)

@@ -35,6 +35,15 @@ typedef struct sdt_weights sdt_weights;
 sdt_weights *sdt_weights_open(const char *path, sdt_error *error);
 void sdt_weights_close(sdt_weights *w);
 
+/* One part of a transformer-family model in a file of its own, as people download them: clip_l.safetensors,
+ * clip_g.safetensors (transformers' names), t5xxl_fp16.safetensors / t5xxl_fp8_e4m3fn.safetensors (T5's names),
+ * Flux's ae.safetensors (LDM names) or a diffusers vae/diffusion_pytorch_model.safetensors. Its tensors land
+ * under the part's canonical prefix (transformer_keys.h: text_encoders.{clip_l,clip_g,t5xxl}.transformer.,
+ * first_stage_model.), where they would sit in an all-in-one file, so the same loaders read either. A file
+ * that is not that part is refused with a sentence naming the option and the file people give it. */
+typedef enum sdt_weights_part { SDT_PART_CLIP_L = 0, SDT_PART_CLIP_G, SDT_PART_T5XXL, SDT_PART_VAE } sdt_weights_part;
+sdt_weights *sdt_weights_open_part(const char *path, sdt_weights_part part, sdt_error *error);
+
 /* A copy of src's tensors for one backend and storage dtype: every float tensor is
  * converted to float_dtype and placed in be's memory (the CPU backend keeps src's own
  * memory where nothing needs converting). This is how frozen weights reach the GPU,
@@ -62,6 +71,10 @@ const sdt_tensor *sdt_weights_require(const sdt_weights *w, const char *key, int
 /* Number of tensors and the i-th canonical key (for config detection and listing). */
 size_t sdt_weights_count(const sdt_weights *w);
 const char *sdt_weights_key(const sdt_weights *w, size_t i);
+/* The name key's tensor has in its file (before any mapping), or NULL when w lacks key. */
+const char *sdt_weights_source(const sdt_weights *w, const char *key);
+/* Whether w was opened from a diffusers folder. */
+bool sdt_weights_is_folder(const sdt_weights *w);
 /* The path the weights came from, and a short hash as hosts show it
  * (A1111's: first 10 hex digits of sha256 of the file; for a folder, of the UNet file). */
 const char *sdt_weights_path(const sdt_weights *w);

@@ -23,7 +23,7 @@ for opt in --embedding --dataset --template --model --learn-rate --batch-size --
            --timestep-max --zero-terminal-snr --lr-scheduler --lr-cycles --warmup-steps \
            --validation-dir --validation-split --validate-every --stop-after-no-improvement --ema --ema-every --ema-result \
            --ema-previews --metrics --no-metrics --buckets --bucket-max-area --bucket-min-side --bucket-max-side --bucket-step \
-           --random-crop; do
+           --random-crop --gpus --in-process --comm-timeout; do
     grep -qF -- "$opt" "$OUT" || fail "sdt-host train --help does not list $opt"
 done
 grep -qF "templates" "$OUT" || fail "sdt-host train --help does not say where bare template names are looked up"

@@ -8,6 +8,7 @@
 #   runs       the Runs list walks every log folder inside the logs folder (logs/project/first/<date>/<name>),
 #              names each run's log folder, and follows no link out of the logs folder
 #              a run with only a CSV whose folder holds one with other columns warns once, not every step
+#   gpus       a run's GPU list (gpus=) is read and checked (the plugin's threads: serve is one process)
 #   listen     the address printed is the one given to --listen (::1, 127.0.0.2)
 HERE=$(cd "$(dirname "$0")" && pwd) # e2e_lib.sh moves into the work folder
 source "$HERE/e2e_lib.sh"
@@ -58,6 +59,16 @@ wait_run 2 finished
 folder=$(run_folder "$WORK/logs" plain)
 expect_file "$folder/textual_inversion_loss.csv" "the loss CSV without metrics"
 [ -e "$folder/metrics.jsonl" ] && fail "metrics=false still wrote metrics.jsonl"
+# gpus: a run's GPU list is taken (serve is one process: the plugin's threads); a bad list is refused
+# by its sentence, and a plugin without the distributed extension says so (issue 33).
+on_gpus="${plain/device=cpu/device=auto}"
+http "a run on GPUs 0 and 0" 422 -X POST --data-binary "$on_gpus"$'gpus=0,0\n' "$B/api/train"
+body_has "a run on GPUs 0 and 0" "names GPU 0 twice"
+http "a run on GPUs 0 and 1 with device=cpu" 422 -X POST --data-binary "$plain"$'gpus=0,1\n' "$B/api/train"
+body_has "a run on GPUs 0 and 1 with device=cpu" "trains on GPUs, but --device cpu"
+# The test plugin (a CPU build) cannot spread a run over GPUs, and says why.
+http "a run on GPUs 0 and 1" 422 -X POST --data-binary "$on_gpus"$'gpus=0,1\n' "$B/api/train"
+body_has "a run on GPUs 0 and 1" "cannot train on chosen GPUs"
 
 # folders: a dataset and a log folder typed by hand.
 mkdir -p "$WORK/outside/images"

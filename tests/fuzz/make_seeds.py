@@ -211,6 +211,71 @@ def checkpoint_seeds(build):
     write("checkpoint", "not_safetensors.bin", b"\0PK\x03\x04 a zip (a .ckpt) is not read")
 
 
+# ---------------------------------------------------------------- transformer families (SD3, Flux)
+
+ST_SIZES = {"F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+def zeroed_checkpoint(path, prefix_filter=None):
+    """The file's names, dtypes and shapes with zero data (a mapped layout that reads)."""
+    tensors = {}
+    for name, e in st_header(path).items():
+        if name == "__metadata__" or (prefix_filter and not name.startswith(prefix_filter)):
+            continue
+        n = ST_SIZES[e["dtype"]]
+        for d in e["shape"]:
+            n *= d
+        tensors[name] = (e["dtype"], e["shape"], bytes(n))
+    return st_bytes(tensors)
+
+
+def bfl_flux(prefix, guidance, H=16, M=64, D=8):
+    """A tiny Flux.1 transformer in BFL's names (flux1-dev.safetensors' layout), F16 zeros."""
+    shapes = {"img_in": [H, 8], "txt_in": [H, 12], "time_in.in_layer": [H, 256], "time_in.out_layer": [H, H],
+              "vector_in.in_layer": [H, 10], "vector_in.out_layer": [H, H], "final_layer.linear": [8, H],
+              "final_layer.adaLN_modulation.1": [2 * H, H]}
+    if guidance:
+        shapes.update({"guidance_in.in_layer": [H, 256], "guidance_in.out_layer": [H, H]})
+    for b in range(2):
+        for s in ("img", "txt"):
+            shapes.update({f"double_blocks.{b}.{s}_mod.lin": [6 * H, H], f"double_blocks.{b}.{s}_attn.qkv": [3 * H, H],
+                           f"double_blocks.{b}.{s}_attn.proj": [H, H], f"double_blocks.{b}.{s}_mlp.0": [M, H],
+                           f"double_blocks.{b}.{s}_mlp.2": [H, M]})
+    shapes.update({"single_blocks.0.linear1": [3 * H + M, H], "single_blocks.0.linear2": [H, H + M],
+                   "single_blocks.0.modulation.lin": [3 * H, H]})
+    tensors = {}
+    for name, (o, i) in shapes.items():
+        tensors[f"{prefix}{name}.weight"] = ("F16", [o, i], bytes(2 * o * i))
+        tensors[f"{prefix}{name}.bias"] = ("F16", [o], bytes(2 * o))
+    norms = [f"double_blocks.{b}.{s}_attn.norm.{q}_norm.scale" for b in range(2) for s in ("img", "txt")
+             for q in ("query", "key")] + [f"single_blocks.0.norm.{q}_norm.scale" for q in ("query", "key")]
+    for name in norms:
+        tensors[prefix + name] = ("F16", [D], bytes(2 * D))
+    return st_bytes(tensors)
+
+
+def transformer_seeds(build):
+    tool = os.path.join(build, "models", "tools", "sdt-make-checkpoint")
+    if not os.path.exists(tool):
+        print(f"make_seeds: {tool} not found; transformer checkpoint seeds not written", file=sys.stderr)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        mm, t5 = os.path.join(tmp, "mmdit.safetensors"), os.path.join(tmp, "t5.safetensors")
+        sai, fp8 = os.path.join(tmp, "sai.safetensors"), os.path.join(tmp, "t5_fp8.safetensors")
+        run = lambda *a: subprocess.run([tool, *a], check=True, capture_output=True)
+        run("--config", "tiny-mmdit", "--out", mm, "--dtype", "f16")
+        run("--config", "tiny-t5", "--out", t5, "--dtype", "f16")
+        run("--pack", "sai-sd3", "--transformer", mm, "--t5xxl", t5, "--out", sai)
+        run("--pack", "plain", "--t5xxl", t5, "--fp8", "e4m3", "--out", fp8)
+        # The first byte picks the layout (fuzz_checkpoint.c): 0 single file, 4 an SD3 folder's transformer/.
+        write("checkpoint", "sai_sd35_with_t5.bin", b"\0" + zeroed_checkpoint(sai))
+        write("checkpoint", "sai_sd35_no_t5.bin", b"\0" + zeroed_checkpoint(sai, "model.diffusion_model."))
+        write("checkpoint", "t5xxl_fp8_e4m3fn.bin", b"\0" + zeroed_checkpoint(fp8))
+        write("checkpoint", "sd3_folder_transformer.bin", b"\4" + zeroed_checkpoint(mm))
+    write("checkpoint", "bfl_flux_dev.bin", b"\0" + bfl_flux("", True))
+    write("checkpoint", "comfy_flux_schnell.bin", b"\0" + bfl_flux("model.diffusion_model.", False))
+
+
 # ---------------------------------------------------------------- diffusers config files
 
 def diffusers_config_seeds(build):
@@ -379,6 +444,7 @@ def main():
     a1111_json_seeds()
     image_seeds()
     checkpoint_seeds(args.build)
+    transformer_seeds(args.build)
     diffusers_config_seeds(args.build)
     state_seeds(args.build)
     hn_seeds(args.build)

@@ -3,7 +3,12 @@
  * by counting steps with a short sleep each, honours interrupt(), and reports metrics, logs and
  * a saved file. Only the host's behaviour is under test here, never numerics. It offers the
  * trainer factory ("sdtrain.trainer/1") and its file extensions only, none of the deprecated
- * method factories: a host that asked for one of those would fail here. */
+ * method factories: a host that asked for one of those would fail here.
+ * Data-parallel launches (issue 33): it offers the distributed extension (a made-up id), and a rank
+ * whose dataset folder is named fail-rank-N or crash-rank-N, where N is its RANK (the variable the
+ * launcher gives each rank; read here, in a test double, to pick the rank that misbehaves), fails
+ * after 3 steps with a sentence or is killed by SIGKILL. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -13,6 +18,9 @@
 
 #define SDTRAIN_BUILDING_PLUGIN
 #include "sdtrain.h"
+#ifndef SDT_EXT_DISTRIBUTED
+#include "abi_1_8_pending.h" /* host-sim/dist/, until abi/sdtrain.h has ABI 1.8 */
+#endif
 
 #ifndef FAKE_ABI_MAJOR_OFFSET
 #define FAKE_ABI_MAJOR_OFFSET 0
@@ -27,7 +35,21 @@ struct sdt_trainer {
     long long max_steps;
     char error[256];
     char log_dir[512];
+    int misbehave; /* 0, or after 3 steps: 1 fail, 2 die by SIGKILL */
 };
+
+/* Whether the dataset folder dir names this rank (RANK) as the one to misbehave: 1 fail, 2 crash. */
+static int misbehaviour(const char *dir)
+{
+    const char *rank = getenv("RANK");
+    const char *base = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+    char name[64];
+    for (int kind = 1; rank && kind <= 2; kind++) {
+        snprintf(name, sizeof name, "%s-rank-%s", kind == 1 ? "fail" : "crash", rank);
+        if (strcmp(base, name) == 0) return kind;
+    }
+    return 0;
+}
 
 static sdt_status fake_init(sdt_version v, char *err, uint32_t n)
 {
@@ -117,6 +139,7 @@ static sdt_status prepare(sdt_trainer *t, const sdt_trainer_config *config, sdt_
         return SDT_STATUS_VALIDATION;
     }
     t->max_steps = c->max_steps;
+    t->misbehave = misbehaviour(c->dataset_dir);
     snprintf(t->log_dir, sizeof t->log_dir, "%s", c->log_dir ? c->log_dir : ".");
     atomic_store(&t->interrupt, false);
     atomic_store(&t->state, SDT_RUN_PREPARED);
@@ -142,10 +165,22 @@ static sdt_status run(sdt_trainer *t)
 {
     atomic_store(&t->state, SDT_RUN_RUNNING);
     if (t->cb.log) t->cb.log(t->cb.user_data, SDT_LOG_INFO, "fake: training started");
+    if (getenv("RANK") && t->cb.log) { /* what a rank the launcher started was given */
+        char line[256];
+        snprintf(line, sizeof line, "fake: rank %s of %s, local rank %s of %s, rank 0 at %s", getenv("RANK"),
+                 getenv("WORLD_SIZE"), getenv("LOCAL_RANK"), getenv("LOCAL_WORLD_SIZE"), getenv("MASTER_ADDR"));
+        t->cb.log(t->cb.user_data, SDT_LOG_INFO, line);
+    }
     struct timespec pause = {0, 5 * 1000 * 1000};
     while (atomic_load(&t->step) < t->max_steps && !atomic_load(&t->interrupt)) {
         nanosleep(&pause, NULL);
         report(t, atomic_fetch_add(&t->step, 1) + 1);
+        if (t->misbehave == 2 && atomic_load(&t->step) == 3) raise(SIGKILL);
+        if (t->misbehave == 1 && atomic_load(&t->step) == 3) {
+            snprintf(t->error, sizeof t->error, "fake: rank %s failed on purpose.", getenv("RANK"));
+            atomic_store(&t->state, SDT_RUN_FAILED);
+            return SDT_STATUS_INTERNAL;
+        }
     }
     char path[600];
     snprintf(path, sizeof path, "%s/fake.safetensors", t->log_dir);
@@ -211,8 +246,30 @@ static const sdt_embedding_files_ext embedding_files = {sizeof embedding_files, 
 static const sdt_hypernetwork_files_ext hypernetwork_files = {sizeof hypernetwork_files, create_hypernetwork,
                                                               inspect_hypernetwork};
 
+/* FAKE_DIST_UNAVAILABLE plays a plugin whose CUDA module or NCCL cannot run here. */
+static sdt_status distributed_available(char *err, uint32_t err_size)
+{
+#ifdef FAKE_DIST_UNAVAILABLE
+    if (err && err_size) snprintf(err, err_size, "fake: NCCL (libnccl.so.2) is not installed.");
+    return SDT_STATUS_UNSUPPORTED;
+#else
+    (void)err, (void)err_size;
+    return SDT_STATUS_OK;
+#endif
+}
+
+static sdt_status new_comm_id(uint8_t id[128], char *err, uint32_t err_size)
+{
+    (void)err, (void)err_size;
+    for (int i = 0; i < 128; i++) id[i] = (uint8_t)(i + 1);
+    return SDT_STATUS_OK;
+}
+
+static const sdt_distributed_ext distributed = {sizeof distributed, distributed_available, new_comm_id};
+
 static const void *get_extension(const char *id)
 {
+    if (id && strcmp(id, SDT_EXT_DISTRIBUTED) == 0) return &distributed;
     if (id && strcmp(id, SDT_EXT_EMBEDDING_FILES) == 0) return &embedding_files;
     if (id && strcmp(id, SDT_EXT_HYPERNETWORK_FILES) == 0) return &hypernetwork_files;
     return NULL;

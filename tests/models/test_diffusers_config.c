@@ -403,6 +403,12 @@ int main(void)
     CHECK(c.unet.v_prediction && c.prediction_source == SD_PREDICTION_FROM_CONFIG,
           "prediction_type v_prediction gives a v-model");
     CHECK(fabsf(c.vae.scaling - 0.13025f) < 1e-7f, "scaling_factor is taken (%g)", (double)c.vae.scaling);
+    CHECK(c.vae.shift == 0.0f, "no shift_factor: no shift (%g)", (double)c.vae.shift);
+    edit(model, "vae", "config.json", "shift_factor", cJSON_CreateNumber(0.0609));
+    CHECK(detect(model, &c, &err) && c.vae.shift == 0.0609f, "shift_factor is taken (%g): %s", (double)c.vae.shift,
+          err.message);
+    edit(model, "vae", "config.json", "shift_factor", cJSON_CreateNull());
+    CHECK(detect(model, &c, &err) && c.vae.shift == 0.0f, "shift_factor null is no shift (%g)", (double)c.vae.shift);
     CHECK(c.unet.num_heads == 4 && c.unet.head_dim == 0, "attention_head_dim 4 gives 4 heads (%d, %d)",
           c.unet.num_heads, c.unet.head_dim);
     /* per-level head counts with one head width, as SD 2.x writes [5, 10, 20, 20] */

@@ -156,7 +156,7 @@ static void test_bad_files(const char *dir)
         uint64_t claimed;
     } cases[] = {
         {"unknown dtype", "{\"w\":{\"dtype\":\"Q4\",\"shape\":[2],\"data_offsets\":[0,2]}}", "w", 2, 0},
-        {"fp8 dtype", "{\"w8\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", "w8", 2, 0},
+        {"e8m0 dtype", "{\"w8\":{\"dtype\":\"F8_E8M0\",\"shape\":[2],\"data_offsets\":[0,2]}}", "w8", 2, 0},
         {"shape/size mismatch", "{\"wm\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", "wm", 24, 0},
         {"overlap",
          "{\"a1\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"

@@ -12,6 +12,8 @@ random inputs each run:
     the OpenCLIP-layout checkpoint (fused in_proj) is converted to
     CLIPTextModel names (GELU, 24 layers; skip 2 is SD 2's penultimate output);
   - VAE encoder mean/logvar and decoder output;
+  - tiny-vae16: the 16-channel VAE of SD3/SD3.5 and Flux (no quant_conv / post_quant_conv, latents decoded
+    from latents / scaling + shift), written as Flux's ae.safetensors is (LDM names, no prefix);
   - tiny-sdxl: SDXL's two encoders (conditioner.embedders.0 CLIP-L in transformers'
     names, conditioner.embedders.1 OpenCLIP bigG converted as SD 2.x's, its
     text_projection [in, out] transposed into CLIPTextModelWithProjection's Linear):
@@ -99,7 +101,7 @@ class CModel:
         args = [self.gen, "--config", config, "--out", out, "--seed", str(seed), "--dtype", "f32", "--perturb-all"]
         if part == "text":
             args.append("--text-only")
-        elif part == "vae":
+        elif part == "vae" and config != "tiny-vae16":  # tiny-vae16 is a VAE file already
             args.append("--vae-only")
         subprocess.run(args, check=True, capture_output=True)
         return out
@@ -300,8 +302,8 @@ from ldm_vae import AutoencoderKL  # noqa: E402 (the one PyTorch LDM VAE, shared
 def torch_vae(sd, cfg, device, dtype):
     mult = [int(m) for m in cfg["vae_ch_mult"].split()]
     vae = AutoencoderKL(int(cfg["vae_ch"]), mult, int(cfg["vae_res_blocks"]), int(cfg["vae_z"]),
-                        float(cfg["vae_scaling"]))
-    prefix = "first_stage_model."
+                        float(cfg["vae_scaling"]), cfg["vae_quant_conv"] == "1", float(cfg["vae_shift"]))
+    prefix = cfg["vae_prefix"] if cfg["vae_prefix"] != "-" else ""
     vae.load_state_dict({k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}, strict=True)
     return vae.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
@@ -376,7 +378,7 @@ def check_vae(c, size, seed, gen, device, dtype, report, image_size):
     vae = torch_vae(load_file(ckpt), cfg, device, dtype)
     f = 2 ** (int(cfg["vae_levels"]) - 1)
     z = int(cfg["vae_z"])
-    B = 2 if size == "tiny" else 1
+    B = 2 if size in ("tiny", "tiny-vae16") else 1
     image = torch.rand(B, 3, image_size, image_size + f, generator=gen) * 2 - 1  # non-square on purpose
     c_mean, c_logvar = c.vae_encode(ckpt, image, f, z)
     with torch.no_grad():
@@ -408,7 +410,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default="build", help="the CMake build folder holding sdt-model-io and sdt-make-checkpoint")
     ap.add_argument("--sizes", default="tiny,sd15,sd2",
-                    help="comma list of tiny, sd15, sd2 (text encoder only), tiny-sdxl (SDXL's two text encoders)")
+                    help="comma list of tiny, sd15, sd2 (text encoder only), tiny-sdxl (SDXL's two text encoders), "
+                         "tiny-vae16 (SD3's and Flux's 16-channel VAE only)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--torch-dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--seed", type=int, default=None, help="default: fresh from the clock (printed)")
@@ -433,12 +436,15 @@ def main():
     try:
         for size in args.sizes.split(","):
             size = size.strip()
-            if size not in ("tiny", "sd15", "sd2", "tiny-sdxl"):
-                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15, sd2, tiny-sdxl)")
+            if size not in ("tiny", "sd15", "sd2", "tiny-sdxl", "tiny-vae16"):
+                sys.exit(f"clip_vae_parity: unknown size '{size}' (tiny, sd15, sd2, tiny-sdxl, tiny-vae16)")
             if size == "tiny-sdxl":
                 check_clip_sdxl(c, size, seed, gen, args.device, dtype, report)
                 continue
-            image_size = args.image_size or (32 if size == "tiny" else 64)
+            image_size = args.image_size or (32 if size in ("tiny", "tiny-vae16") else 64)
+            if size == "tiny-vae16":
+                check_vae(c, size, seed, gen, args.device, dtype, report, image_size)
+                continue
             check_clip(c, size, seed, gen, args.device, dtype, report)
             if size != "sd2":  # SD 2.x has the SD 1.x VAE
                 check_vae(c, size, seed, gen, args.device, dtype, report, image_size)

@@ -144,19 +144,27 @@ class Decoder(nn.Module):
 
 
 class AutoencoderKL(nn.Module):
-    def __init__(self, ch, mult, nres, z, scaling):
+    """use_quant_conv False and a shift: SD3's and Flux's 16-channel VAE (diffusers' AutoencoderKL with
+    use_quant_conv / use_post_quant_conv false; the pipelines decode latents / scaling_factor + shift_factor)."""
+
+    def __init__(self, ch, mult, nres, z, scaling, use_quant_conv=True, shift=0.0):
         super().__init__()
         self.encoder = Encoder(ch, mult, nres, z)
         self.decoder = Decoder(ch, mult, nres, z)
-        self.quant_conv = nn.Conv2d(2 * z, 2 * z, 1)
-        self.post_quant_conv = nn.Conv2d(z, z, 1)
+        if use_quant_conv:
+            self.quant_conv = nn.Conv2d(2 * z, 2 * z, 1)
+            self.post_quant_conv = nn.Conv2d(z, z, 1)
+        self.use_quant_conv = use_quant_conv
         self.scaling = scaling
+        self.shift = shift
 
     def encode(self, x):
-        mean, logvar = torch.chunk(self.quant_conv(self.encoder(x)), 2, dim=1)
+        h = self.encoder(x)
+        mean, logvar = torch.chunk(self.quant_conv(h) if self.use_quant_conv else h, 2, dim=1)
         return mean, logvar
 
     def decode(self, latents):
-        return self.decoder(self.post_quant_conv(latents / self.scaling))
+        z = latents / self.scaling + self.shift
+        return self.decoder(self.post_quant_conv(z) if self.use_quant_conv else z)
 
 

@@ -130,8 +130,10 @@ static int cmd_config(const args *a, const sdt_weights *w)
     }
     if (vae_config_detect(w, &c.vae, &error)) {
         any = true;
-        printf("vae_ch %d\nvae_levels %d\nvae_res_blocks %d\nvae_z %d\nvae_groups %d\nvae_scaling %.9g\nvae_ch_mult",
-               c.vae.ch, c.vae.levels, c.vae.res_blocks, c.vae.z_channels, c.vae.groups, c.vae.scaling);
+        printf("vae_ch %d\nvae_levels %d\nvae_res_blocks %d\nvae_z %d\nvae_groups %d\nvae_scaling %.9g\nvae_shift "
+               "%.9g\nvae_quant_conv %d\nvae_prefix %s\nvae_ch_mult",
+               c.vae.ch, c.vae.levels, c.vae.res_blocks, c.vae.z_channels, c.vae.groups, c.vae.scaling, c.vae.shift,
+               c.vae.has_quant_conv, vae_key_prefix(w)[0] ? vae_key_prefix(w) : "-");
         for (int i = 0; i < c.vae.levels; i++) printf(" %d", c.vae.ch_mult[i]);
         printf("\n");
     }

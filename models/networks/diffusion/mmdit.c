@@ -92,13 +92,6 @@ bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config 
     if (strlen(P) >= MMDIT_PREFIX_MAX)
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "mmdit: key prefix \"%s\" is longer than %d characters", P,
                         MMDIT_PREFIX_MAX - 1);
-    if (mu_has(w, "%smodel.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight", P) ||
-        mu_has(w, "model.diffusion_model.joint_blocks.0.x_block.attn.qkv.weight"))
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this is an SD3 checkpoint in Stability's original layout (model.diffusion_model."
-                        "joint_blocks.N...); reading it is not done yet: give the diffusers transformer "
-                        "(transformer/diffusion_pytorch_model.safetensors)",
-                        sdt_weights_path(w));
     const sdt_tensor *ctx = mu_get(w, "%scontext_embedder.weight", P);
     const sdt_tensor *patch = mu_get(w, "%spos_embed.proj.weight", P);
     const sdt_tensor *pos = mu_get(w, "%spos_embed.pos_embed", P);

@@ -29,7 +29,8 @@
  * LN(x)(1 + scale2) + shift2 (x the block's input), gated and added after the joint attention's residual, before
  * the MLP (diffusers SD35AdaLayerNormZeroX, JointTransformerBlock use_dual_attention).
  * Every linear has a bias. SAI's all-in-one layout (model.diffusion_model.joint_blocks.N.x_block.attn.qkv ...,
- * fused qkv, final adaLN stored shift-then-scale) is a later slice: such a file is refused by name.
+ * fused qkv, final adaLN stored shift-then-scale) reaches it in these names under "model.diffusion_model."
+ * (models/weights/transformer_keys.h maps it when the file is opened).
  *
  * Activations are f32 and every block's are kept (no checkpointing yet): at 1024 x 1024 (a 128 x 128 latent)
  * with 77 + 256 text tokens, batch 1, forward and backward peak at 9.7 GiB for SD3 Medium, 12.2 GiB for SD3.5

@@ -110,6 +110,11 @@ const char *clip_key_prefix(const clip_config *c)
     return prefixes[slot][c->layout == CLIP_LAYOUT_OPENCLIP];
 }
 
+int clip_pooled_dim(const clip_config *c)
+{
+    return c->projection_dim > 0 ? c->projection_dim : c->pooled_without_projection ? c->width : 0;
+}
+
 int32_t clip_pad_id(const clip_config *c, int32_t end_id)
 {
     return c->pad_zero ? 0 : end_id;
@@ -611,6 +616,8 @@ static bool pooled_forward(const clip_text_model *m, sdt_backend *be, clip_text_
            be->layernorm_forward(be, &a->end_ln, &a->end_mean, &a->end_rstd, &end2, &m->lnf_w, &m->lnf_b, c->ln_eps));
     /* As [B, 1, width]: each sequence's row is its own sample to the projection, so a sequence's pooled
      * vector does not depend on what shares its batch (the text cache encodes in other groups). */
+    if (c->projection_dim == 0) /* pooler_output: a->pooled is end_ln itself */
+        return check_finite(be, a->anomaly_check, &a->pooled, "pooled output (ln_final at the end token)", -1, error);
     sdt_tensor end_ln3 = mu_reshape3(&a->end_ln, B, 1, C), pooled3 = mu_reshape3(&a->pooled, B, 1, c->projection_dim);
     if (c->layout == CLIP_LAYOUT_HF) {
         MU_TRY(be, error, MODULE, be->linear_forward(be, &pooled3, &end_ln3, &m->proj, NULL));
@@ -631,7 +638,7 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
     a->batch = (int)in->tokens->shape[0];
     a->seq = (int)in->tokens->shape[1];
     a->context_layers = layers_to_run(c, in->clip_skip);
-    bool pooled = c->projection_dim > 0;
+    bool pooled = clip_pooled_dim(c) > 0;
     a->layers_run = pooled ? c->layers : a->context_layers; /* the pooled output reads the last layer */
     a->act_dtype = in->act_dtype;
     a->anomaly_check = in->anomaly_check;
@@ -656,7 +663,7 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
         a->end_ln = mu_alloc(arena, in->act_dtype, 2, B, C, 0, 0);
         a->end_mean = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
         a->end_rstd = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
-        a->pooled = mu_alloc(arena, in->act_dtype, 2, B, c->projection_dim, 0, 0);
+        a->pooled = c->projection_dim > 0 ? mu_alloc(arena, in->act_dtype, 2, B, c->projection_dim, 0, 0) : a->end_ln;
     }
     if (arena->measuring) return true;
     if (!arena_ok(arena, "the text encoder forward", error)) return false;
@@ -729,7 +736,9 @@ static bool pooled_backward(const clip_text_model *m, sdt_backend *be, sdt_arena
     sdt_tensor dx_rows = mu_reshape2(dx, B * T, C);
     MU_TRY(be, error, MODULE, be->zero(be, &d_ln));
     MU_TRY(be, error, MODULE, be->zero(be, &d_end));
-    if (c->layout == CLIP_LAYOUT_HF)
+    if (c->projection_dim == 0) /* pooler_output: d(pooled) is d(end_ln) */
+        MU_TRY(be, error, MODULE, be->axpy(be, &d_ln, 1.0f, dpooled));
+    else if (c->layout == CLIP_LAYOUT_HF)
         MU_TRY(be, error, MODULE, be->linear_backward(be, &d_ln, NULL, NULL, dpooled, &a->end_ln, &m->proj));
     else
         MU_TRY(be, error, MODULE, be->linear_forward(be, &d_ln, dpooled, &m->proj, NULL));
@@ -762,12 +771,12 @@ bool clip_text_backward_pooled(const clip_text_model *m, sdt_backend *be, sdt_ar
                  (long long)T, (long long)C);
         return false;
     }
-    if (dpooled && (c->projection_dim == 0 || dpooled->ndim != 2 || dpooled->shape[0] != B ||
-                    dpooled->shape[1] != c->projection_dim)) {
+    if (dpooled && (clip_pooled_dim(c) == 0 || dpooled->ndim != 2 || dpooled->shape[0] != B ||
+                    dpooled->shape[1] != clip_pooled_dim(c))) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "clip_text: d(pooled) must be [%lld, %d], the pooled output's shape (only an "
-                 "encoder with a text projection, SDXL's bigG, has one)",
-                 (long long)B, c->projection_dim);
+                 "encoder with a pooled output, SDXL's bigG, SD3's and Flux's encoders, has one)",
+                 (long long)B, clip_pooled_dim(c));
         return false;
     }
     if (a->n_overrides > 0 && (!drows || drows->ndim != 2 || drows->shape[0] != a->rows.shape[0] ||

@@ -63,9 +63,11 @@ typedef struct clip_config {
     clip_layout layout;
     clip_slot slot;
     bool context_without_final_norm; /* SDXL: the context is the hidden state itself, no final layernorm */
-    int projection_dim; /* > 0: the pooled output [B, projection_dim] exists (SDXL's bigG: 1280); 0: none */
-    bool pad_zero;      /* OpenCLIP's tokenizer (SD 2.x ViT-H, SDXL bigG) pads with 0 after the end token;
+    int projection_dim;             /* > 0: the pooled output [B, projection_dim] exists (SDXL's bigG: 1280); 0: none */
+    bool pad_zero;                  /* OpenCLIP's tokenizer (SD 2.x ViT-H, SDXL bigG) pads with 0 after the end token;
                          * OpenAI's CLIP (SD 1.x, SDXL's CLIP-L) pads with the end token */
+    bool pooled_without_projection; /* projection_dim 0 and a pooled output all the same: transformers'
+                                     * CLIPTextModel pooler_output, ln_final at the end token (Flux's CLIP-L) */
 } clip_config;
 
 clip_config clip_config_sd1(void);
@@ -80,6 +82,9 @@ clip_config clip_config_sdxl_g(void);
  * reads it), widths 32 and 48, bigG's projection 48: the tiny SDXL UNet's context 80 and pooled 48. */
 clip_config clip_config_tiny_sdxl_l(void);
 clip_config clip_config_tiny_sdxl_g(void);
+
+/* The pooled output's width: projection_dim, the width for pooled_without_projection, 0 without a pooled output. */
+int clip_pooled_dim(const clip_config *cfg);
 
 /* The key prefix of the encoder's tensors, e.g. "conditioner.embedders.1.model." (static string). */
 const char *clip_key_prefix(const clip_config *cfg);
@@ -168,11 +173,11 @@ typedef struct clip_text_acts {
     clip_layer_acts layer[CLIP_MAX_LAYERS];
     sdt_tensor lnf_mean, lnf_rstd;
     sdt_tensor out; /* [B, T, width]: the conditioning */
-    /* projection_dim > 0: the pooled output and what it was made from */
+    /* clip_pooled_dim > 0: the pooled output and what it was made from */
     sdt_tensor end_index;                  /* I32 [B, 1]: b * T + the end-of-text position of row b */
     sdt_tensor end_x;                      /* [B, 1, width]: the last layer's output there */
     sdt_tensor end_ln, end_mean, end_rstd; /* ln_final of it ([B, width]; [B] f32) */
-    sdt_tensor pooled;                     /* [B, projection_dim] */
+    sdt_tensor pooled;                     /* [B, clip_pooled_dim]; end_ln itself without a projection */
 } clip_text_acts;
 
 /* Runs the encoder; acts->out is the result. With a measuring arena nothing is
@@ -184,8 +189,9 @@ bool clip_text_forward(const clip_text_model *m, sdt_backend *be, sdt_arena *are
  * back before returning. */
 bool clip_text_backward(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
                         const sdt_tensor *dout, sdt_tensor *drows, sdt_error *error);
-/* The same from d(out) and d(pooled) [B, projection_dim] together (either may be NULL): SDXL's bigG,
- * whose pooled output reaches the UNet through y. */
+/* The same from d(out) and d(pooled) [B, clip_pooled_dim] together (either may be NULL): SDXL's bigG,
+ * whose pooled output reaches the UNet through y (and SD3's and Flux's encoders, whose pooled outputs
+ * reach the transformer's modulation). */
 bool clip_text_backward_pooled(const clip_text_model *m, sdt_backend *be, sdt_arena *arena, const clip_text_acts *acts,
                                const sdt_tensor *dout, const sdt_tensor *dpooled, sdt_tensor *drows, sdt_error *error);
 

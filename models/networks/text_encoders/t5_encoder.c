@@ -372,6 +372,7 @@ bool t5_encoder_forward(const t5_encoder *m, sdt_backend *be, sdt_arena *arena, 
     a->norm = mu_alloc(arena, dt, 3, B, T, D, 0);
     a->prod = mu_alloc(arena, dt, 3, B, T, c->d_ff, 0);
     if (arena->measuring) {
+        mu_alloc(arena, SDT_F32, 2, c->rel_buckets, c->heads, 0, 0); /* build_bias's table, on top of them */
         sdt_arena_rewind(arena, mark);
         return true;
     }

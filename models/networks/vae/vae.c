@@ -23,7 +23,8 @@ vae_config vae_config_sd(void)
                     .z_channels = 4,
                     .groups = 32,
                     .eps = 1e-6f,
-                    .scaling = 0.18215f};
+                    .scaling = 0.18215f,
+                    .has_quant_conv = 1};
     return c;
 }
 
@@ -37,7 +38,48 @@ vae_config vae_config_tiny(void)
                     .z_channels = 4,
                     .groups = 32,
                     .eps = 1e-6f,
-                    .scaling = 0.18215f};
+                    .scaling = 0.18215f,
+                    .has_quant_conv = 1};
+    return c;
+}
+
+/* diffusers' vae/config.json of stabilityai/stable-diffusion-3.5-large and -medium (AutoencoderKL:
+ * latent_channels 16, use_quant_conv / use_post_quant_conv false, scaling_factor 1.5305, shift_factor
+ * 0.0609; Stability-AI/sd3.5 sd3_impls.py's SD3LatentFormat the same), used by StableDiffusion3Pipeline
+ * as (latents / scaling_factor) + shift_factor. */
+#define VAE_SD3_SCALING 1.5305f
+#define VAE_SD3_SHIFT 0.0609f
+/* black-forest-labs/FLUX.1-dev and -schnell vae/config.json: scaling_factor 0.3611, shift_factor 0.1159
+ * (BFL's flux/util.py AutoEncoderParams the same; FluxPipeline decodes (latents / scaling_factor) +
+ * shift_factor). */
+#define VAE_FLUX_SCALING 0.3611f
+#define VAE_FLUX_SHIFT 0.1159f
+
+vae_config vae_config_sd3(void)
+{
+    vae_config c = vae_config_sd();
+    c.z_channels = 16;
+    c.has_quant_conv = 0;
+    c.scaling = VAE_SD3_SCALING;
+    c.shift = VAE_SD3_SHIFT;
+    return c;
+}
+
+vae_config vae_config_flux(void)
+{
+    vae_config c = vae_config_sd3();
+    c.scaling = VAE_FLUX_SCALING;
+    c.shift = VAE_FLUX_SHIFT;
+    return c;
+}
+
+vae_config vae_config_tiny16(void)
+{
+    vae_config c = vae_config_tiny();
+    c.z_channels = 16;
+    c.has_quant_conv = 0;
+    c.scaling = VAE_SD3_SCALING;
+    c.shift = VAE_SD3_SHIFT;
     return c;
 }
 
@@ -49,7 +91,8 @@ int vae_factor(const vae_config *c)
 bool vae_config_check(const vae_config *c, sdt_error *error)
 {
     bool ok = c->in_channels > 0 && c->ch > 0 && c->levels >= 1 && c->levels <= VAE_MAX_LEVELS && c->res_blocks >= 1 &&
-              c->res_blocks <= VAE_MAX_RES_BLOCKS && c->z_channels > 0 && c->groups > 0;
+              c->res_blocks <= VAE_MAX_RES_BLOCKS && c->z_channels > 0 && c->groups > 0 && isfinite(c->shift) &&
+              c->scaling > 0 && isfinite(c->scaling);
     for (int i = 0; ok && i < c->levels; i++) ok = c->ch_mult[i] > 0 && (c->ch * c->ch_mult[i]) % c->groups == 0;
     if (!ok)
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
@@ -59,29 +102,39 @@ bool vae_config_check(const vae_config *c, sdt_error *error)
     return ok;
 }
 
-static int count_keys(const sdt_weights *w, const char *fmt_with_one_int, int max)
+const char *vae_key_prefix(const sdt_weights *w)
+{
+    if (!sdt_weights_get(w, FS "encoder.conv_in.weight") && sdt_weights_get(w, "encoder.conv_in.weight") &&
+        sdt_weights_get(w, "decoder.conv_in.weight"))
+        return "";
+    return FS;
+}
+
+static int count_levels(const sdt_weights *w, const char *prefix)
 {
     int n = 0;
-    while (n <= max && mu_has(w, fmt_with_one_int, n)) n++;
+    while (n <= VAE_MAX_LEVELS && mu_has(w, "%sencoder.down.%d.block.0.conv1.weight", prefix, n)) n++;
     return n;
 }
 
-static int count_blocks(const sdt_weights *w, int level)
+static int count_blocks(const sdt_weights *w, const char *prefix, int level)
 {
     int n = 0;
-    while (n <= VAE_MAX_RES_BLOCKS && mu_has(w, FS "encoder.down.%d.block.%d.conv1.weight", level, n)) n++;
+    while (n <= VAE_MAX_RES_BLOCKS && mu_has(w, "%sencoder.down.%d.block.%d.conv1.weight", prefix, level, n)) n++;
     return n;
 }
 
 bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
 {
-    const sdt_tensor *cin = sdt_weights_get(w, FS "encoder.conv_in.weight");
-    const sdt_tensor *din = sdt_weights_get(w, FS "decoder.conv_in.weight");
+    const char *prefix = vae_key_prefix(w);
+    const sdt_tensor *cin = mu_get(w, "%sencoder.conv_in.weight", prefix);
+    const sdt_tensor *din = mu_get(w, "%sdecoder.conv_in.weight", prefix);
     if (!cin || !din || cin->ndim != 4 || din->ndim != 4) {
         if (sdt_weights_missing_part(w, "first_stage_model.", error)) return false;
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
                  "%s: no VAE found (expected " FS "encoder.conv_in.weight and " FS
-                 "decoder.conv_in.weight as 4-d conv weights); use a checkpoint with its VAE",
+                 "decoder.conv_in.weight as 4-d conv weights, or encoder.conv_in.weight and "
+                 "decoder.conv_in.weight in a lone VAE file); use a checkpoint with its VAE",
                  sdt_weights_path(w));
         return false;
     }
@@ -89,10 +142,15 @@ bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error)
     c.ch = (int)cin->shape[0];
     c.in_channels = (int)cin->shape[1];
     c.z_channels = (int)din->shape[1];
-    c.levels = count_keys(w, FS "encoder.down.%d.block.0.conv1.weight", VAE_MAX_LEVELS);
-    c.res_blocks = c.levels > 0 ? count_blocks(w, 0) : 0;
+    c.levels = count_levels(w, prefix);
+    c.res_blocks = c.levels > 0 ? count_blocks(w, prefix, 0) : 0;
+    c.has_quant_conv = mu_has(w, "%squant_conv.weight", prefix) ? 1 : 0;
+    if (!c.has_quant_conv && c.z_channels == 16) {
+        c.scaling = VAE_SD3_SCALING;
+        c.shift = VAE_SD3_SHIFT;
+    }
     for (int i = 0; i < VAE_MAX_LEVELS; i++) {
-        const sdt_tensor *t = i < c.levels ? mu_get(w, FS "encoder.down.%d.block.0.conv1.weight", i) : NULL;
+        const sdt_tensor *t = i < c.levels ? mu_get(w, "%sencoder.down.%d.block.0.conv1.weight", prefix, i) : NULL;
         c.ch_mult[i] = t && t->ndim == 4 ? (int)(t->shape[0] / (c.ch > 0 ? c.ch : 1)) : 0;
     }
     if (!vae_config_check(&c, error)) return false;
@@ -117,6 +175,7 @@ typedef bool (*walk_fn)(void *user, const walk_param *p);
 typedef struct walker {
     walk_fn fn;
     void *user;
+    const char *prefix; /* before every key: VAE_KEY_PREFIX or "" (vae_key_prefix) */
 } walker;
 
 static bool put(walker *wk, sdt_tensor *dst, sdt_param_init init, float std, int ndim, int64_t d0, int64_t d1,
@@ -126,9 +185,12 @@ static bool put(walker *wk, sdt_tensor *dst, sdt_param_init init, float std, int
                 int64_t d2, int64_t d3, bool as_linear, const char *fmt, ...)
 {
     char key[256];
+    size_t head = strlen(wk->prefix);
+    if (head >= sizeof(key)) head = sizeof(key) - 1;
+    memcpy(key, wk->prefix, head);
     va_list ap;
     va_start(ap, fmt);
-    sdt_c_vsnprintf(key, sizeof(key), fmt, ap);
+    sdt_c_vsnprintf(key + head, sizeof(key) - head, fmt, ap);
     va_end(ap);
     walk_param p;
     memset(&p, 0, sizeof(p));
@@ -161,6 +223,13 @@ static bool walk_conv(walker *wk, sdt_tensor *w, sdt_tensor *b, int64_t cout, in
 {
     return put(wk, w, SDT_INIT_NORMAL, conv_std(cin, k), 4, cout, cin, k, k, false, "%s.%s.weight", prefix, name) &&
            put(wk, b, SDT_INIT_ZEROS, 0, 1, cout, 0, 0, 0, false, "%s.%s.bias", prefix, name);
+}
+
+/* A 1x1 conv at the VAE's top (quant_conv, post_quant_conv). */
+static bool walk_top_conv(walker *wk, sdt_tensor *w, sdt_tensor *b, int64_t cout, int64_t cin, const char *name)
+{
+    return put(wk, w, SDT_INIT_NORMAL, conv_std(cin, 1), 4, cout, cin, 1, 1, false, "%s.weight", name) &&
+           put(wk, b, SDT_INIT_ZEROS, 0, 1, cout, 0, 0, 0, false, "%s.bias", name);
 }
 
 static bool walk_resblock(walker *wk, vae_resblock *r, int cin, int cout, const char *prefix)
@@ -202,55 +271,55 @@ static bool walk_encoder(walker *wk, const vae_config *c, vae_model *m)
 {
     char p[128];
     int z2 = 2 * c->z_channels;
-    if (!walk_conv(wk, &m->enc_in_w, &m->enc_in_b, c->ch, c->in_channels, 3, FS "encoder", "conv_in")) return false;
+    if (!walk_conv(wk, &m->enc_in_w, &m->enc_in_b, c->ch, c->in_channels, 3, "encoder", "conv_in")) return false;
     int cin = c->ch;
     for (int i = 0; i < c->levels; i++) {
         int cout = c->ch * c->ch_mult[i];
         for (int j = 0; j < c->res_blocks; j++) {
-            snprintf(p, sizeof(p), FS "encoder.down.%d.block.%d", i, j);
+            snprintf(p, sizeof(p), "encoder.down.%d.block.%d", i, j);
             if (!walk_resblock(wk, &m->enc_block[i][j], cin, cout, p)) return false;
             cin = cout;
         }
         if (i != c->levels - 1) {
-            snprintf(p, sizeof(p), FS "encoder.down.%d.downsample", i);
+            snprintf(p, sizeof(p), "encoder.down.%d.downsample", i);
             if (!walk_conv(wk, &m->down_w3[i], &m->down_b[i], cout, cout, 3, p, "conv")) return false;
         }
     }
-    return walk_mid(wk, &m->enc_mid, cin, FS "encoder.mid") &&
-           walk_norm(wk, &m->enc_norm_w, &m->enc_norm_b, cin, FS "encoder", "norm_out") &&
-           walk_conv(wk, &m->enc_out_w, &m->enc_out_b, z2, cin, 3, FS "encoder", "conv_out") &&
-           walk_conv(wk, &m->quant_w, &m->quant_b, z2, z2, 1, "first_stage_model", "quant_conv");
+    return walk_mid(wk, &m->enc_mid, cin, "encoder.mid") &&
+           walk_norm(wk, &m->enc_norm_w, &m->enc_norm_b, cin, "encoder", "norm_out") &&
+           walk_conv(wk, &m->enc_out_w, &m->enc_out_b, z2, cin, 3, "encoder", "conv_out") &&
+           (!c->has_quant_conv || walk_top_conv(wk, &m->quant_w, &m->quant_b, z2, z2, "quant_conv"));
 }
 
 static bool walk_decoder(walker *wk, const vae_config *c, vae_model *m)
 {
     char p[128];
     int z = c->z_channels, cin = c->ch * c->ch_mult[c->levels - 1];
-    if (!walk_conv(wk, &m->post_quant_w, &m->post_quant_b, z, z, 1, "first_stage_model", "post_quant_conv") ||
-        !walk_conv(wk, &m->dec_in_w, &m->dec_in_b, cin, z, 3, FS "decoder", "conv_in") ||
-        !walk_mid(wk, &m->dec_mid, cin, FS "decoder.mid"))
+    if ((c->has_quant_conv && !walk_top_conv(wk, &m->post_quant_w, &m->post_quant_b, z, z, "post_quant_conv")) ||
+        !walk_conv(wk, &m->dec_in_w, &m->dec_in_b, cin, z, 3, "decoder", "conv_in") ||
+        !walk_mid(wk, &m->dec_mid, cin, "decoder.mid"))
         return false;
     for (int i = c->levels - 1; i >= 0; i--) {
         int cout = c->ch * c->ch_mult[i];
         for (int j = 0; j <= c->res_blocks; j++) {
-            snprintf(p, sizeof(p), FS "decoder.up.%d.block.%d", i, j);
+            snprintf(p, sizeof(p), "decoder.up.%d.block.%d", i, j);
             if (!walk_resblock(wk, &m->dec_block[i][j], cin, cout, p)) return false;
             cin = cout;
         }
         if (i != 0) {
-            snprintf(p, sizeof(p), FS "decoder.up.%d.upsample", i);
+            snprintf(p, sizeof(p), "decoder.up.%d.upsample", i);
             if (!walk_conv(wk, &m->up_w[i], &m->up_b[i], cout, cout, 3, p, "conv")) return false;
         }
     }
-    return walk_norm(wk, &m->dec_norm_w, &m->dec_norm_b, cin, FS "decoder", "norm_out") &&
-           walk_conv(wk, &m->dec_out_w, &m->dec_out_b, c->in_channels, cin, 3, FS "decoder", "conv_out");
+    return walk_norm(wk, &m->dec_norm_w, &m->dec_norm_b, cin, "decoder", "norm_out") &&
+           walk_conv(wk, &m->dec_out_w, &m->dec_out_b, c->in_channels, cin, 3, "decoder", "conv_out");
 }
 
 /* The walk keeps quant_conv and post_quant_conv next to their users (LDM's
  * state dict lists them after the decoder); order does not matter to loaders. */
-static bool walk_all(const vae_config *c, vae_model *m, walk_fn fn, void *user)
+static bool walk_all(const vae_config *c, vae_model *m, const char *prefix, walk_fn fn, void *user)
 {
-    walker wk = {fn, user};
+    walker wk = {fn, user, prefix};
     return walk_encoder(&wk, c, m) && walk_decoder(&wk, c, m);
 }
 
@@ -265,14 +334,19 @@ static bool enumerate_one(void *user, const walk_param *p)
     return e->visit(e->user, &p->info);
 }
 
-bool vae_params(const vae_config *cfg, sdt_param_visitor visit, void *user)
+bool vae_params_under(const vae_config *cfg, const char *prefix, sdt_param_visitor visit, void *user)
 {
     vae_model *scratch = calloc(1, sizeof(*scratch));
     if (!scratch) return false;
     enum_ctx e = {visit, user};
-    bool ok = walk_all(cfg, scratch, enumerate_one, &e);
+    bool ok = walk_all(cfg, scratch, prefix, enumerate_one, &e);
     free(scratch);
     return ok;
+}
+
+bool vae_params(const vae_config *cfg, sdt_param_visitor visit, void *user)
+{
+    return vae_params_under(cfg, FS, visit, user);
 }
 
 /* ---------------------------------------------------------------- loading */
@@ -332,7 +406,7 @@ bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_bac
     m->cfg = *cfg;
     m->be = be;
     load_ctx l = {w, error};
-    if (!walk_all(cfg, m, load_one, &l)) return false;
+    if (!walk_all(cfg, m, vae_key_prefix(w), load_one, &l)) return false;
     for (int i = 0; i < cfg->levels - 1; i++)
         if (!build_padded_down_kernel(be, &m->down_w4[i], &m->down_w3[i], error)) {
             vae_free(m);
@@ -548,7 +622,35 @@ static bool encoder_body(vae_pass *p, const vae_model *m, const sdt_tensor *imag
         if (i != c->levels - 1 && !conv(p, &m->down_w4[i], &m->down_b[i], 2, 1)) return false;
     }
     return mid_block(p, &m->enc_mid) && head(p, &m->enc_norm_w, &m->enc_norm_b, &m->enc_out_w, &m->enc_out_b, NULL) &&
-           conv(p, &m->quant_w, &m->quant_b, 1, 0);
+           (!c->has_quant_conv || conv(p, &m->quant_w, &m->quant_b, 1, 0));
+}
+
+/* z += shift (SD3's and Flux's latent shift), through a tensor of the value: the backends have no
+ * scalar add, and latents are small. */
+static bool add_shift(vae_pass *p, sdt_tensor *z, float shift)
+{
+    if (shift == 0.0f) return true;
+    size_t mark = sdt_arena_mark(p->ar);
+    sdt_tensor s = scratch(p, z->dtype, 1, sdt_tensor_numel(z), 0, 0, 0);
+    if (!p->sizing && !p->ar->measuring && s.data) {
+        int64_t n = sdt_tensor_numel(z);
+        float *f = malloc((size_t)n * sizeof(float));
+        void *raw = malloc(sdt_tensor_nbytes(&s));
+        bool ok = f && raw;
+        if (ok) {
+            for (int64_t i = 0; i < n; i++) f[i] = shift;
+            sdt_store_f32(f, raw, s.dtype, n);
+            ok = p->be->upload(p->be, s.data, raw, sdt_tensor_nbytes(&s)) == 0 && p->be->axpy(p->be, z, 1.0f, &s) == 0;
+        }
+        free(f);
+        free(raw);
+        if (!ok) {
+            sdt_arena_rewind(p->ar, mark);
+            return raw && f ? op_failed(p) : sdt_fail(p->error, SDT_ERR_OUT_OF_MEMORY, "vae: out of host memory");
+        }
+    }
+    sdt_arena_rewind(p->ar, mark);
+    return true;
 }
 
 static bool decoder_body(vae_pass *p, const vae_model *m, const sdt_tensor *latents, sdt_tensor *image)
@@ -560,9 +662,10 @@ static bool decoder_body(vae_pass *p, const vae_model *m, const sdt_tensor *late
     sdt_tensor z = next_out(p, latents->shape[1], latents->shape[2], latents->shape[3]);
     OP(p, be->convert(be, &z, latents));
     OP(p, be->scale(be, &z, 1.0f / c->scaling));
+    if (!add_shift(p, &z, c->shift)) return false;
     advance(p, &z);
-    if (!conv(p, &m->post_quant_w, &m->post_quant_b, 1, 0) || !conv(p, &m->dec_in_w, &m->dec_in_b, 1, 1) ||
-        !mid_block(p, &m->dec_mid))
+    if ((c->has_quant_conv && !conv(p, &m->post_quant_w, &m->post_quant_b, 1, 0)) ||
+        !conv(p, &m->dec_in_w, &m->dec_in_b, 1, 1) || !mid_block(p, &m->dec_mid))
         return false;
     for (int i = c->levels - 1; i >= 0; i--) {
         for (int j = 0; j <= c->res_blocks; j++)
@@ -714,6 +817,12 @@ static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *f, sdt_error
 bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, const sdt_tensor *logvar,
                         const sdt_tensor *noise, float scaling, sdt_error *error)
 {
+    return vae_latents_sample_shifted(be, latents, mean, logvar, noise, scaling, 0.0f, error);
+}
+
+bool vae_latents_sample_shifted(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, const sdt_tensor *logvar,
+                                const sdt_tensor *noise, float scaling, float shift, sdt_error *error)
+{
     if (!sdt_tensor_same_shape(latents, mean) || !sdt_tensor_same_shape(mean, logvar) ||
         !sdt_tensor_same_shape(mean, noise) || !is_float(latents) || !is_float(mean) || !is_float(logvar) ||
         !is_float(noise)) {
@@ -728,7 +837,7 @@ bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *
         for (int64_t i = 0; i < n; i++) {
             /* DiagonalGaussianDistribution clamps the log-variance to [-30, 20]. */
             float lv = fminf(fmaxf(fv[i], -30.0f), 20.0f);
-            fm[i] = scaling * (fm[i] + expf(0.5f * lv) * fn[i]);
+            fm[i] = scaling * (fm[i] + expf(0.5f * lv) * fn[i] - shift);
         }
         ok = upload_f32(be, latents, fm, error);
     }
@@ -747,4 +856,22 @@ bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *me
     MU_TRY(be, error, MODULE, be->convert(be, latents, mean));
     MU_TRY(be, error, MODULE, be->scale(be, latents, scaling));
     return true;
+}
+
+bool vae_latents_mean_shifted(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, float shift,
+                              sdt_error *error)
+{
+    if (shift == 0.0f) return vae_latents_mean(be, latents, mean, scaling, error);
+    if (!sdt_tensor_same_shape(latents, mean) || !is_float(latents) || !is_float(mean)) {
+        sdt_fail(error, SDT_ERR_BAD_FORMAT, "vae: latents and mean must be float tensors of one shape");
+        return false;
+    }
+    /* On the host, as vae_latents_sample: the backends have no scalar add. */
+    int64_t n = sdt_tensor_numel(mean);
+    float *fm = host_f32(be, mean, error);
+    if (!fm) return false;
+    for (int64_t i = 0; i < n; i++) fm[i] = scaling * (fm[i] - shift);
+    bool ok = upload_f32(be, latents, fm, error);
+    free(fm);
+    return ok;
 }

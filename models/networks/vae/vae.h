@@ -7,7 +7,9 @@
  *
  * Latents passed between the VAE and the UNet are always *scaled* latents
  * (scaling factor 0.18215 for SD 1.x/2.x): vae_latents_sample/vae_latents_mean
- * multiply by it and vae_decode divides by it first, as LDM does.
+ * multiply by it and vae_decode divides by it first, as LDM does. SD3's and Flux's
+ * 16-channel VAE also shifts them: latents = (z - shift) scaling, decoded from
+ * latents / scaling + shift (diffusers' SD3 and Flux pipelines).
  *
  * Activations ping-pong between two arena buffers sized by a shape pass, with
  * per-block scratch given back after each block, so the peak stays a few
@@ -39,6 +41,8 @@ typedef struct vae_config {
     int groups;                  /* groupnorm groups (32) */
     float eps;                   /* groupnorm eps (1e-6) */
     float scaling;               /* latent scaling factor (0.18215) */
+    float shift;                 /* latent shift (0 for SD; SD3 0.0609, Flux 0.1159): latents = (z - shift) scaling */
+    int has_quant_conv;          /* 1: quant_conv / post_quant_conv (SD's); 0: SD3's and Flux's 16-channel VAE */
     int fp16_safe;               /* nonzero: a diffusers config with force_upcast false (the fp16-fix VAE's):
                                    * its activations stay within fp16's range; SDXL's own VAE overflows. An int
                                    * (no padding): configs are compared byte for byte */
@@ -47,13 +51,30 @@ typedef struct vae_config {
 vae_config vae_config_sd(void);
 /* Tests: width 64, levels (1, 2), one resnet per level, z = 4: latents are half the image size. */
 vae_config vae_config_tiny(void);
+/* SD3/SD3.5's and Flux.1's AutoencoderKL: SD's network with 16 latent channels and no quant_conv /
+ * post_quant_conv; the two differ only in the latents' scaling and shift, from their diffusers
+ * configs (stabilityai/stable-diffusion-3.5-*: scaling_factor 1.5305, shift_factor 0.0609;
+ * black-forest-labs/FLUX.1-*: 0.3611, 0.1159). */
+vae_config vae_config_sd3(void);
+vae_config vae_config_flux(void);
+/* Tests: vae_config_tiny's network with 16 latent channels, no quant convs, SD3's scaling and shift. */
+vae_config vae_config_tiny16(void);
 bool vae_config_check(const vae_config *cfg, sdt_error *error);
 /* From names and shapes: base width from encoder.conv_in, levels and multipliers from
- * encoder.down.*.block.0.conv1, resnets per level by counting, z from decoder.conv_in.
- * Groups 32, eps 1e-6 and scaling 0.18215 are not stored in checkpoints; they are SD's. */
+ * encoder.down.*.block.0.conv1, resnets per level by counting, z from decoder.conv_in, the quant
+ * convs by their presence. Groups 32, eps 1e-6, scaling and shift are not stored in checkpoints:
+ * SD's (0.18215, 0) with quant convs, SD3's (1.5305, 0.0609) for 16 channels without them; a Flux
+ * run takes vae_config_flux()'s scaling and shift (the same network: only the family tells them
+ * apart). The keys are looked up under vae_key_prefix(w). */
 bool vae_config_detect(const sdt_weights *w, vae_config *cfg, sdt_error *error);
+/* Where w keeps the VAE: VAE_KEY_PREFIX (single files, SD3.5's all-in-one, diffusers folders), or ""
+ * for a lone VAE file in LDM names (Flux's ae.safetensors, a standalone SD VAE): the file has
+ * encoder.conv_in.weight and decoder.conv_in.weight at the top and no first_stage_model.* ones. */
+const char *vae_key_prefix(const sdt_weights *w);
 /* Every first_stage_model.* parameter for this config (canonical LDM keys). */
 bool vae_params(const vae_config *cfg, sdt_param_visitor visit, void *user);
+/* The same LDM names under another prefix ("" for a lone VAE file such as Flux's ae.safetensors). */
+bool vae_params_under(const vae_config *cfg, const char *prefix, sdt_param_visitor visit, void *user);
 /* Downsampling factor between image and latents. */
 int vae_factor(const vae_config *cfg);
 
@@ -91,7 +112,7 @@ typedef struct vae_model {
     sdt_backend *be; /* owner of the down_w4 buffers */
 } vae_model;
 
-/* Looks every parameter up (shape-checked) and builds the padded downsample kernels
+/* Looks every parameter up (shape-checked, under vae_key_prefix(w)) and builds the padded downsample kernels
  * on the backend (their only owned memory; vae_free releases it). */
 bool vae_load(vae_model *m, const vae_config *cfg, const sdt_weights *w, sdt_backend *be, sdt_error *error);
 /* The canonical key prefix of the VAE's weights. */
@@ -103,7 +124,8 @@ void vae_free(vae_model *m); /* and m->be becomes NULL: not loaded */
  * unclamped). Activations stored in act_dtype. With a measuring arena nothing runs. */
 bool vae_encode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *image, sdt_dtype act_dtype,
                 sdt_tensor *mean, sdt_tensor *logvar, sdt_error *error);
-/* Scaled latents [B, z, h, w] -> image [B, in_channels, h*f, w*f] (not clamped). */
+/* Scaled latents [B, z, h, w] -> image [B, in_channels, h*f, w*f] (not clamped): the network decodes
+ * latents / scaling + shift. */
 bool vae_decode(const vae_model *m, sdt_backend *be, sdt_arena *arena, const sdt_tensor *latents, sdt_dtype act_dtype,
                 sdt_tensor *image, sdt_error *error);
 
@@ -113,5 +135,11 @@ bool vae_latents_sample(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *
                         const sdt_tensor *noise, float scaling, sdt_error *error);
 /* latents = scaling * mean (the deterministic choice). */
 bool vae_latents_mean(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, sdt_error *error);
+/* The same with a latent shift, as SD3's and Flux's pipelines scale: latents = scaling * (z - shift), z the
+ * sample (or the mean); shift 0 gives the two above exactly. */
+bool vae_latents_sample_shifted(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, const sdt_tensor *logvar,
+                                const sdt_tensor *noise, float scaling, float shift, sdt_error *error);
+bool vae_latents_mean_shifted(sdt_backend *be, sdt_tensor *latents, const sdt_tensor *mean, float scaling, float shift,
+                              sdt_error *error);
 
 #endif
