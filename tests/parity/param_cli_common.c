@@ -43,9 +43,9 @@ void *cli_read_all(const char *path, size_t bytes)
 
 void cli_write_all(const char *path, const void *data, size_t bytes)
 {
-    FILE *f = fopen(path, "wb");
+    FILE *f = path ? fopen(path, "wb") : NULL;
     if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
-        fprintf(stderr, "%s: cannot write %s\n", param_cli_name, path);
+        fprintf(stderr, "%s: cannot write %s\n", param_cli_name, path ? path : "(no file given)");
         exit(1);
     }
 }
