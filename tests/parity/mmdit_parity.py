@@ -20,7 +20,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
@@ -132,14 +131,9 @@ def mmdit_forward(W, latent, timestep, context, pooled, heads, patch, pos_max):
 
 def main():
     args = cli_args()
-    torch.manual_seed(args.seed)
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        files = RawFiles(tmp)
-        path, write = files.path, files.write
-
-        def read(name, shape):
-            return files.read(name, shape).to(torch.float64)
+    with RawFiles.temporary() as files:
+        path, write, read = files.path, files.write, files.read64
 
         def f32(t):
             return t.to(torch.float32).to(torch.float64)

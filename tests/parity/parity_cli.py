@@ -2,8 +2,10 @@
 where torch is not installed, their command line (--cli, --seed), the raw little-endian files exchanged with
 the C CLI in a scratch folder, the relative error they judge by, and the closing verdict."""
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 SKIP = 77
 
@@ -19,11 +21,14 @@ def torch_or_skip(script):
 
 
 def cli_args():
-    """--cli (the C CLI's path) and --seed (default 1)."""
+    """--cli (the C CLI's path) and --seed (default 1); torch's generator seeded with it."""
+    import torch
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     ap.add_argument("--seed", type=int, default=1)
-    return ap.parse_args()
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    return args
 
 
 class RawFiles:
@@ -31,6 +36,13 @@ class RawFiles:
 
     def __init__(self, folder):
         self.folder = folder
+
+    @classmethod
+    @contextlib.contextmanager
+    def temporary(cls):
+        """RawFiles in a temporary folder, removed on leaving the with block."""
+        with tempfile.TemporaryDirectory() as tmp:
+            yield cls(tmp)
 
     def path(self, name):
         return os.path.join(self.folder, name)
@@ -47,6 +59,11 @@ class RawFiles:
         import torch
         np_dtype = {torch.float32: np.float32, torch.int32: np.int32}[dtype or torch.float32]
         return torch.from_numpy(np.fromfile(self.path(name), dtype=np_dtype)).reshape(shape)
+
+    def read64(self, name, shape):
+        """A float32 file as a float64 tensor (what the float64 references compare against)."""
+        import torch
+        return self.read(name, shape).to(torch.float64)
 
 
 def rel_err(a, b):

@@ -23,7 +23,6 @@ max |b|) <= 1e-4 forward, <= 1e-3 gradients. Exits 77 (skip) without torch.
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
@@ -85,14 +84,9 @@ def t5_run(W, ids, rows, overrides):
 
 def main():
     args = cli_args()
-    torch.manual_seed(args.seed)
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        files = RawFiles(tmp)
-        path, write = files.path, files.write
-
-        def read(name, shape):
-            return files.read(name, shape).to(torch.float64)
+    with RawFiles.temporary() as files:
+        path, write, read = files.path, files.write, files.read64
 
         for family, no_t5, clip_skip in (("sd3", False, 0), ("sd3", True, 0), ("sd3", False, 3), ("flux", False, 0)):
             flux = family == "flux"

@@ -18,7 +18,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
@@ -96,10 +95,8 @@ def t5_forward(W, x, heads, max_distance, lengths):
 
 def main():
     args = cli_args()
-    torch.manual_seed(args.seed)
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        files = RawFiles(tmp)
+    with RawFiles.temporary() as files:
         path, write, read = files.path, files.write, files.read
 
         # the buckets, every pair of a 300-token sequence
