@@ -33,7 +33,8 @@
  * working for hosts built against 1.0-1.6: "sdtrain.textual_inversion/1" (sdt_ti_factory) and
  * "sdtrain.hypernetwork/1" (sdt_hn_factory, 1.2; its applier 1.4), both thin adapters over the
  * trainer factory. Devices: libsdtrain.so needs no CUDA library; it opens the sibling module
- * libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10).
+ * libsdtrain_cuda.so at run time for device auto/cuda (docs/abi.md section 10), and NCCL
+ * (libnccl.so.2) only for data parallelism (1.8, docs/abi.md 3.16).
  *
  * The header depends on <stdint.h>, <stddef.h> and <stdbool.h> only and compiles as C11 and C++17.
  */
@@ -51,7 +52,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 7
+#define SDT_ABI_VERSION_MINOR 8
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -680,6 +681,16 @@ struct sdt_train_options {
                                        * backward); false: cuDNN's fused attention backward where it applies,
                                        * whose dQ sums in a varying order, as PyTorch's default. The CPU always is */
     uint8_t reserved6[7]; /* [0] must be 0 */
+    /* ---- appended in 1.8 ---- data parallelism (docs/abi.md 3.16) */
+    int32_t world_size;           /* [0] ranks in the whole job; 0 or 1: one device, as before */
+    int32_t rank;                 /* [0] the job rank of this trainer's first device */
+    const int32_t *devices;       /* [NULL] in-process data parallelism: device_count CUDA ordinals, one rank
+                                   * (one thread) each, ranks rank .. rank + device_count - 1; NULL: `device` */
+    int32_t device_count;         /* [0] */
+    int32_t comm_timeout_seconds; /* [0 = 600] a rank silent this long stops every rank */
+    uint8_t comm_id[128];         /* the job's communicator id (an NCCL unique id) that rank 0's process made with
+                                   * the distributed extension and handed to every process; all zero with one
+                                   * process (the plugin makes its own) */
 };
 
 /* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */
@@ -992,6 +1003,21 @@ typedef struct sdt_hypernetwork_applier_ext {
     sdt_status (*generate)(sdt_hn_applier *applier, const sdt_generate_request *request, uint8_t *rgb,
                            uint64_t rgb_size); /* [worker thread] */
 } sdt_hypernetwork_applier_ext;
+
+/* Extension "sdtrain.distributed/1" (1.8): what a host launching one process per GPU needs before
+ * prepare() (docs/abi.md 3.16). The NCCL library is opened on first use, never linked. */
+#define SDT_EXT_DISTRIBUTED "sdtrain.distributed/1"
+
+typedef struct sdt_distributed_ext {
+    uint32_t struct_size;
+    /* [any thread] SDT_STATUS_OK when the CUDA module and NCCL (libnccl.so.2, loaded on first use) are
+     * available; else SDT_STATUS_UNSUPPORTED (or DEVICE) with the reason copied into err (err_size bytes,
+     * NUL-terminated; err may be NULL). */
+    sdt_status (*available)(char *err, uint32_t err_size);
+    /* [any thread] Makes a new communicator id (ncclGetUniqueId) into id[128]; on failure id is zeroed and
+     * the reason copied into err, as available's. */
+    sdt_status (*new_comm_id)(uint8_t id[128], char *err, uint32_t err_size);
+} sdt_distributed_ext;
 
 #ifdef __cplusplus
 } /* extern "C" */

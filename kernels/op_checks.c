@@ -429,6 +429,44 @@ bool sdt_check_rmsnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dga
            norm_gradients(be, op, dx, dgamma, NULL, dout, x, sdt_tensor_last_dim(x));
 }
 
+/* x [..., S, heads*D] (rank >= 2), cos and sin [S, D] with D even and dividing x's last dim. */
+static bool rope_operands(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *cos,
+                          const sdt_tensor *sin)
+{
+    if (!tensor_arg(be, op, "x", x) || !tensor_arg(be, op, "cos", cos) || !tensor_arg(be, op, "sin", sin)) return false;
+    if (x->ndim < 2)
+        return invalid(be, "%s: x has %d dimension(s) but [..., S, heads*D] needs at least 2.", op, x->ndim);
+    if (cos->ndim != 2 || cos->shape[1] < 2 || cos->shape[1] % 2)
+        return invalid(be, "%s: cos must be [S, D] with D even (the rotated pairs), not %d-D with last dim %lld.", op,
+                       cos->ndim, (long long)sdt_tensor_last_dim(cos));
+    const int64_t dims[2] = {cos->shape[0], cos->shape[1]};
+    if (!shape_matches(be, op, "sin", sin, 2, dims)) return false;
+    if (x->shape[x->ndim - 2] != dims[0] || x->shape[x->ndim - 1] % dims[1])
+        return invalid(be,
+                       "%s: x has %lld positions of width %lld but cos and sin are [%lld, %lld]; give one table row "
+                       "per position and a head width that divides x's last dim.",
+                       op, (long long)x->shape[x->ndim - 2], (long long)x->shape[x->ndim - 1], (long long)dims[0],
+                       (long long)dims[1]);
+    return true;
+}
+
+bool sdt_check_rope_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *cos,
+                            const sdt_tensor *sin)
+{
+    const char *op = "rope_forward";
+    return rope_operands(be, op, x, cos, sin) && norm_output(be, op, out, x);
+}
+
+bool sdt_check_rope_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *cos,
+                             const sdt_tensor *sin)
+{
+    const char *op = "rope_backward";
+    if (!rope_operands(be, op, dout, cos, sin) || !like_arg(be, op, "dx", dx, "dout", dout)) return false;
+    if (dx && dx->data == dout->data)
+        return invalid(be, "%s: dx aliases dout; backward accumulates, so give dx its own buffer.", op);
+    return true;
+}
+
 static bool groupnorm_operands(sdt_backend *be, const char *op, const sdt_tensor *x, const sdt_tensor *gamma,
                                const sdt_tensor *beta, const sdt_tensor *mean, const sdt_tensor *rstd, int groups)
 {

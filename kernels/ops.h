@@ -150,6 +150,14 @@ typedef struct sdt_memory_stats {
     X(rmsnorm_backward, (sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, const sdt_tensor *dout, \
                          const sdt_tensor *x, const sdt_tensor *gamma, const sdt_tensor *rstd), \
       (be, dx, dgamma, dout, x, gamma, rstd)) \
+    /* Rotary position embedding as diffusers' apply_rotary_emb(use_real=True, use_real_unbind_dim=-1) \
+     * (Flux): x [..., S, heads*D] in pairs (x[2i], x[2i+1]) per head, cos and sin [S, D] (any float); \
+     * out[2i] = x[2i] cos[2i] - x[2i+1] sin[2i], out[2i+1] = x[2i+1] cos[2i+1] + x[2i] sin[2i+1]. \
+     * out may alias x. Backward is the transposed rotation, accumulated into dx (dx must not alias dout). */ \
+    X(rope_forward, (sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *cos, \
+                     const sdt_tensor *sin), (be, out, x, cos, sin)) \
+    X(rope_backward, (sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, const sdt_tensor *cos, \
+                      const sdt_tensor *sin), (be, dx, dout, cos, sin)) \
     /* ---- matmul-shaped ops ---- */ \
     /* torch.nn.functional.linear: out [..., OC] = x [..., C] w[OC, C]^T + b. b may be NULL. \
      * Backward reads x's values only for dw: without dw, x describes the shape and dtype and its \

@@ -191,14 +191,6 @@ const sdt_distributed_ext *dist_extension(const sdt_trainer_factory *factory, ch
 gboolean dist_plan_apply(const host_dist_plan *plan, sdt_train_options *options, char **error)
 {
     if (plan->world_size <= 1 && plan->device_count <= 1 && !plan->devices) return TRUE;
-#ifdef SDT_DIST_ABI_PENDING
-    /* MERGE (issue 33): abi/sdtrain.h of this branch has no distributed fields yet, so nothing can be
-     * copied; every path here first checked the plugin offers SDT_EXT_DISTRIBUTED, which only a plugin
-     * with the fields does. When branch `dp` lands, SDT_EXT_DISTRIBUTED comes from abi/sdtrain.h, this
-     * branch compiles out and the copy below is the one place the plan reaches the plugin. */
-    (void)options, (void)error;
-    return TRUE;
-#else
     if (options->struct_size < offsetof(sdt_train_options, comm_id) + sizeof options->comm_id) {
         *error = g_strdup("The training options are too small for data-parallel training (a plugin before ABI 1.8).");
         return FALSE;
@@ -210,5 +202,4 @@ gboolean dist_plan_apply(const host_dist_plan *plan, sdt_train_options *options,
     options->comm_timeout_seconds = plan->timeout_seconds;
     memcpy(options->comm_id, plan->comm_id, sizeof options->comm_id);
     return TRUE;
-#endif
 }

@@ -10,9 +10,6 @@
 #include <stdint.h>
 
 #include "sdtrain.h"
-#ifndef SDT_EXT_DISTRIBUTED
-#include "abi_1_8_pending.h" /* until abi/sdtrain.h has ABI 1.8's distributed fields */
-#endif
 
 #define DIST_COMM_ID_BYTES 128
 #define DIST_MAX_WORLD_SIZE 65536

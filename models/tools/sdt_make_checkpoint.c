@@ -1,6 +1,6 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16 --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
@@ -22,6 +22,8 @@
  * tiny-mmdit, sd3-mmdit, sd35-medium-mmdit and sd35-large-mmdit write an SD3 MMDiT transformer alone in
  * diffusers' names (mmdit_gen.h; transformer/diffusion_pytorch_model.safetensors): the tiny test model, SD3
  * Medium's, SD3.5 Medium's (MMDiT-X) or SD3.5 Large's shapes (8.1 billion parameters).
+ * tiny-flux, flux-dev and flux-schnell write a Flux.1 transformer alone in diffusers' names (flux_gen.h): the tiny
+ * test model or Flux dev's / schnell's shapes (11.9 billion parameters: use --dtype bf16 for a 24 GB file).
  * tiny-vae16 writes the 16-channel VAE of SD3/SD3.5 and Flux.1 (no quant convs) alone, tiny (vae_config_tiny16),
  * in the LDM names at the top as Flux's ae.safetensors has them (vae_gen.h).
  * --pack writes the transformer families' files as people have them (transformer_pack.h) from diffusers-named
@@ -38,6 +40,7 @@
 #include <string.h>
 
 #include "checkpoint_gen.h"
+#include "flux_gen.h"
 #include "mmdit_gen.h"
 #include "t5_gen.h"
 #include "vae_gen.h"
@@ -48,7 +51,7 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(
         stderr,
-        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
         "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
         "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
         "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
@@ -244,6 +247,20 @@ int main(int argc, char **argv)
         printf("wrote %s (MMDiT transformer %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
         return 0;
     }
+    if (config && (!strcmp(config, "tiny-flux") || !strcmp(config, "flux-dev") || !strcmp(config, "flux-schnell"))) {
+        if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
+            clip_vocab || unet_in || spec.unet_output_set)
+            return usage("a Flux transformer file takes only --out, --dtype, --seed and --perturb-all");
+        flux_config fc = !strcmp(config, "flux-dev")       ? flux_config_dev()
+                         : !strcmp(config, "flux-schnell") ? flux_config_schnell()
+                                                           : flux_config_tiny();
+        if (!flux_generate(out, &fc, spec.dtype, spec.seed, spec.perturb_all, &error)) {
+            fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+            return 1;
+        }
+        printf("wrote %s (Flux transformer %s, seed %llu)\n", out, config, (unsigned long long)spec.seed);
+        return 0;
+    }
     if (config && !strcmp(config, "tiny-vae16")) {
         if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
             clip_vocab || unet_in || spec.unet_output_set)
@@ -259,7 +276,8 @@ int main(int argc, char **argv)
     sd_family family;
     if (!config || !sd_family_parse(config, &family))
         return usage("--config must be tiny, sd15, sd2, tiny-sdxl, sdxl, tiny-t5, t5xxl, tiny-mmdit, sd3-mmdit, "
-                     "sd35-medium-mmdit, sd35-large-mmdit or tiny-vae16");
+                     "sd35-medium-mmdit, sd35-large-mmdit, tiny-vae16, tiny-flux, "
+                     "flux-dev or flux-schnell");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
     spec.config = sd_config_preset(family);

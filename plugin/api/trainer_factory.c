@@ -8,6 +8,7 @@
  * "options->clip_value", "embedding->learn_rate", "hypernetwork->strength". */
 #include <string.h>
 
+#include "api/distributed_ext.h"
 #include "api/factories.h"
 #include "api/hn_applier.h"
 #include "api/part_files.h"
@@ -214,6 +215,7 @@ static const void *trainer_get_extension(const char *extension_id)
     if (strcmp(extension_id, SDT_EXT_EMBEDDING_FILES) == 0) return &embedding_files_ext;
     if (strcmp(extension_id, SDT_EXT_HYPERNETWORK_FILES) == 0) return &hypernetwork_files_ext;
     if (strcmp(extension_id, SDT_EXT_HYPERNETWORK_APPLIER) == 0) return &hypernetwork_applier_ext;
+    if (strcmp(extension_id, SDT_EXT_DISTRIBUTED) == 0) return &sdt_distributed_ext_table;
     return NULL;
 }
 

@@ -135,6 +135,21 @@ const int *sdt_data_order_next(sdt_data_order *o, int64_t *epoch, int *index)
     return o->batches + (size_t)o->position++ * o->batch_size;
 }
 
+bool sdt_data_order_shard(const sdt_data_order *o, const int *batch, int world_size, int rank, const int **shard,
+                          int *count, sdt_error *error)
+{
+    if (world_size < 1 || rank < 0 || rank >= world_size)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "data order: rank %d of %d ranks", rank, world_size);
+    if (o->batch_size % world_size != 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "data order: the global batch of %d images (%d images in the dataset cap it) does not split "
+                        "evenly over %d ranks; use a batch size per device that the dataset holds %d times",
+                        o->batch_size, o->n_items, world_size, world_size);
+    *count = o->batch_size / world_size;
+    *shard = batch + (size_t)rank * (size_t)*count;
+    return true;
+}
+
 void sdt_data_order_get_position(const sdt_data_order *o, int64_t *epoch, int *position)
 {
     *epoch = o->epoch;

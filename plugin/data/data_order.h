@@ -42,6 +42,15 @@ void sdt_data_order_free(sdt_data_order *o);
  * epoch and index (may be NULL) receive where the batch sits. */
 const int *sdt_data_order_next(sdt_data_order *o, int64_t *epoch, int *index);
 
+/* Data parallelism (docs/abi.md 3.16): the order is made with the global batch (every rank's
+ * batch together, o->batch_size), the same order one device with that batch uses, and rank `rank`
+ * of `world_size` trains the rank-th slice of each global batch, so the ranks' shards are disjoint
+ * and together are that batch. *shard points into batch; *count is the per-rank batch. A global
+ * batch that does not split evenly (e.g. clamped to a small dataset) is a VALIDATION error naming
+ * the numbers and the fix. */
+bool sdt_data_order_shard(const sdt_data_order *o, const int *batch, int world_size, int rank, const int **shard,
+                          int *count, sdt_error *error);
+
 /* Resume support: where the next batch will come from, and jumping there. */
 void sdt_data_order_get_position(const sdt_data_order *o, int64_t *epoch, int *position);
 bool sdt_data_order_set_position(sdt_data_order *o, int64_t epoch, int position, sdt_error *error);

@@ -80,3 +80,29 @@ void plugin_backend_close(plugin_backend *pb)
     if (pb->module) dlclose(pb->module);
     memset(pb, 0, sizeof(*pb));
 }
+
+const sdt_comm_nccl_api *plugin_nccl_open(void **module, char *why, size_t why_size)
+{
+    char path[4096];
+    cuda_module_path(path, sizeof path);
+    *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!*module) {
+        snprintf(why, why_size, "the CUDA module %.1024s could not be loaded (%.400s)", path, dlerror());
+        return NULL;
+    }
+    sdt_comm_nccl_api_fn get = (sdt_comm_nccl_api_fn)dlsym(*module, SDT_COMM_NCCL_API_SYMBOL);
+    const sdt_comm_nccl_api *api = get ? get() : NULL;
+    if (!api || api->struct_size < sizeof *api) {
+        snprintf(why, why_size, "%.1024s does not export %s; rebuild sdtrain with its CUDA module", path,
+                 SDT_COMM_NCCL_API_SYMBOL);
+        dlclose(*module);
+        *module = NULL;
+        return NULL;
+    }
+    return api;
+}
+
+void plugin_nccl_close(void *module)
+{
+    if (module) dlclose(module);
+}

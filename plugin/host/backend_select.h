@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 
+#include "comm.h"
 #include "ops.h"
 #include "sdtrain.h"
 
@@ -23,5 +24,11 @@ typedef struct plugin_backend {
 bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
                          sdt_error *error);
 void plugin_backend_close(plugin_backend *pb);
+
+/* The NCCL communicator of the CUDA module (kernels/comm.h), for data parallelism (1.8): the
+ * table, valid until plugin_nccl_close(*module); NULL plus the reason in why when the module is
+ * missing or predates it. Whether NCCL itself loads is the table's available(). */
+const sdt_comm_nccl_api *plugin_nccl_open(void **module, char *why, size_t why_size);
+void plugin_nccl_close(void *module);
 
 #endif

@@ -36,6 +36,19 @@ bool sdt_train_options_copy(sdt_train_options *own, const sdt_train_options *o)
     SDT_TRAIN_OPTION_STRINGS(OWN)
 #undef OWN
     if (!own->preview_negative_prompt) ok &= (own->preview_negative_prompt = strdup("")) != NULL;
+    /* The device list (1.8) is the host's memory too; a count the checks will refuse copies nothing
+     * but keeps the list non-NULL, so the refusal names the count. */
+    own->devices = NULL;
+    if (o->devices) {
+        static const int32_t none[1] = {0};
+        size_t n = o->device_count > 0 && o->device_count <= SDT_TRAIN_MAX_DEVICES ? (size_t)o->device_count : 0;
+        int32_t *list = n ? malloc(n * sizeof *list) : NULL;
+        if (list) memcpy(list, o->devices, n * sizeof *list);
+        if (n && !list)
+            ok = false; /* own->devices stays NULL: release frees nothing */
+        else
+            own->devices = list ? list : none;
+    }
     if (!ok) {
         sdt_train_options_release(own);
         return false;
@@ -51,4 +64,7 @@ void sdt_train_options_release(sdt_train_options *own)
 #define FREE(f) free((char *)own->f), own->f = NULL;
     SDT_TRAIN_OPTION_STRINGS(FREE)
 #undef FREE
+    if (own->devices && own->device_count > 0 && own->device_count <= SDT_TRAIN_MAX_DEVICES)
+        free((int32_t *)own->devices);
+    own->devices = NULL;
 }

@@ -19,7 +19,10 @@
     X(tokenizer_path) X(preview_prompts_file) X(preview_seeds) X(validation_dir)
 // clang-format on
 
-/* *own = *o with its strings duplicated and normalised; false when out of host memory (*own then
+/* The most CUDA ordinals sdt_train_options.devices may list (1.8). */
+#define SDT_TRAIN_MAX_DEVICES 64
+
+/* *own = *o with its strings (and its device list) duplicated and normalised; false when out of host memory (*own then
  * holds nothing to release). */
 bool sdt_train_options_copy(sdt_train_options *own, const sdt_train_options *o);
 /* Frees the strings of a copy. */

@@ -245,6 +245,32 @@ static bool measure_grads(sdt_step_engine *e, double *total, sdt_error *error)
     return true;
 }
 
+/* Data parallelism: every group's gradients, the loss and the zero-gradient flag summed over the
+ * ranks (step_engine.h says why before the unscale). */
+static bool reduce_over_ranks(sdt_step_engine *e, double *loss, sdt_error *error)
+{
+    sdt_comm *c = e->comm;
+    for (int i = 0; i < e->n_groups; i++) {
+        for (int k = 0; k < sdt_optimizer_param_count(e->groups[i].opt); k++) {
+            const char *name;
+            sdt_tensor *param, *grad, *m, *v;
+            if (!sdt_optimizer_param_views(e->groups[i].opt, k, &name, &param, &grad, &m, &v) || !grad) continue;
+            if (grad->dtype != SDT_F32)
+                return sdt_fail(error, SDT_ERR_INTERNAL, "data parallelism: the gradient of %s is not f32", name);
+            if (!c->all_reduce_f32(c, (float *)grad->data, (size_t)sdt_tensor_numel(grad), error))
+                return sdt_error_wrap(error, "step: summing the %s gradients over the ranks", e->groups[i].name);
+        }
+    }
+    double loss_sum = *loss;
+    int64_t expected = e->zero_gradient_expected ? 1 : 0;
+    if (!c->all_reduce_f64(c, &loss_sum, 1, error) || !c->all_reduce_i64(c, &expected, 1, error))
+        return sdt_error_wrap(error, "step: summing the loss over the ranks");
+    *loss = loss_sum / c->world_size;
+    /* every rank's samples were on the empty prompt: only then is an exactly zero sum expected */
+    e->zero_gradient_expected = expected == c->world_size;
+    return true;
+}
+
 double sdt_step_engine_rate(const sdt_step_engine *e, const sdt_param_group *g, int64_t step)
 {
     double rate = sdt_lr_at(&g->lr, step);
@@ -267,6 +293,7 @@ bool sdt_step_engine_step(sdt_step_engine *e, int64_t step, sdt_step_result *out
     e->zero_gradient_expected = false;
     if (!e->hooks.accumulate(e->hooks.user, scale, &loss, error)) return false;
     if (!inject_inf(e, step + 1, error)) return false;
+    if (e->comm && !reduce_over_ranks(e, &loss, error)) return false;
     if (!measure_grads(e, &grad_norm, error)) return false;
     /* With a scaler, overflowing gradients are its business (skip that optimizer, back off); a
      * non-finite loss is the fallback's. */

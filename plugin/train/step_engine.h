@@ -12,6 +12,15 @@
  *   backoff however many groups overflowed); then the fallback's action for every group: skip,
  *   the one-shot switch to fp32 with the LR backoff on every group's schedule, or stop with a
  *   diagnosis.
+ * Data parallelism (docs/abi.md 3.16, engine.comm set): right after accumulate, every group's
+ * gradients are summed over the ranks (one all-reduce per parameter, each rank's backward having
+ * been seeded with 1/world of the loss scale's share, so the sum is the global batch's mean), and
+ * so are the loss and the zero-gradient flag; from there on every rank sees the same values, so
+ * the scaler's overflow check, the fallback, clipping and AdamW decide and do the same everywhere
+ * (one rank's inf or NaN makes the sum non-finite on every rank: one rank's overflow skips the
+ * step on all). The sum is taken of the still-scaled gradients, just before the unscale: the same
+ * values as unscaling first (the scale is a power of two unless loss_scale_init is not) while the
+ * scaler's own inf check is the reduced flag, with no second path.
  * The run's length is the first group's schedule; a group whose own schedule ends sooner rests
  * (keeps its values, no update) from then on. The engine knows no model: the job supplies accumulate, the fp32 switch and the sentence that
  * explains a non-finite loss (step_engine_hooks). */
@@ -19,6 +28,8 @@
 #define SDT_TRAIN_STEP_ENGINE_H
 
 #include "sdt_error.h"
+
+#include "comm.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -93,6 +104,8 @@ typedef struct sdt_step_engine {
      * empty prompt, where an embedding's token is absent), so it rests this step instead of failing
      * the no-gradient check. */
     bool zero_gradient_expected;
+    /* Data parallelism (NULL: one rank): the job's communicator, not owned. */
+    sdt_comm *comm;
 } sdt_step_engine;
 
 /* What one step did, for metrics and the CSV. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "host/copy_out.h"
+#include "train/options_copy.h"
 #include "train/noise_schedule.h"
 #include "data/buckets.h"
 #include "data/preview_prompts.h"
@@ -282,11 +283,46 @@ static bool check_ema(const sdt_train_options *o, const char *p, sdt_error *erro
     return true;
 }
 
+/* Data parallelism (1.8, docs/abi.md 3.16): the ranks this trainer runs must lie inside the job. */
+static bool check_parallel(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    int64_t world = o->world_size > 1 ? o->world_size : 1;
+    int64_t local = o->devices ? o->device_count : 1;
+    if (o->world_size < 0)
+        return OPTION_FAIL("%sworld_size is %d; it counts the job's ranks (0 or 1: one device).", p,
+                           (int)o->world_size);
+    if (o->comm_timeout_seconds < 0)
+        return OPTION_FAIL("%scomm_timeout_seconds is %d; use 0 (600 seconds) or more.", p,
+                           (int)o->comm_timeout_seconds);
+    if (o->devices && o->device_count <= 0)
+        return OPTION_FAIL("%sdevices is set but %sdevice_count is %d; give the number of CUDA ordinals in the list.",
+                           p, p, (int)o->device_count);
+    if (o->devices && o->device_count > SDT_TRAIN_MAX_DEVICES)
+        return OPTION_FAIL("%sdevice_count is %d; one trainer drives at most %d devices.", p, (int)o->device_count,
+                           SDT_TRAIN_MAX_DEVICES);
+    if (!o->devices && o->device_count != 0)
+        return OPTION_FAIL("%sdevice_count is %d but %sdevices is NULL; set both or neither.", p, (int)o->device_count,
+                           p);
+    for (int64_t i = 0; o->devices && i < o->device_count; i++)
+        if (o->devices[i] < 0)
+            return OPTION_FAIL("%sdevices[%d] is %d; a CUDA ordinal is 0 or more.", p, (int)i, (int)o->devices[i]);
+    if (o->devices && o->world_size == 0) world = local;
+    if (o->rank < 0 || o->rank + local > world)
+        return OPTION_FAIL("%srank %d with %lld device(s) does not fit in %sworld_size %lld; ranks run from 0 to "
+                           "world_size - 1.",
+                           p, (int)o->rank, (long long)local, p, (long long)world);
+    if (world > 1)
+        return OPTION_FAIL("%sworld_size %lld asks for data parallelism, which this build runs only as far as its "
+                           "communicator (the training loop does not use it yet); use world_size 0 or 1.",
+                           p, (long long)world);
+    return true;
+}
+
 bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
         !check_loss_options(o, p, error) || !check_validation(o, p, error) || !check_ema(o, p, error) ||
-        !check_buckets(o, p, error))
+        !check_buckets(o, p, error) || !check_parallel(o, p, error))
         return false;
     char field[160];
     sdt_preview_seeds seeds;

@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 7
+ABI_VERSION_MINOR = 8
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -27,6 +27,7 @@ FACTORY_SCALER = b"sdtrain.scaler/1"
 EXT_EMBEDDING_FILES = b"sdtrain.embedding_files/1"
 EXT_HYPERNETWORK_FILES = b"sdtrain.hypernetwork_files/1"
 EXT_HYPERNETWORK_APPLIER = b"sdtrain.hypernetwork_applier/1"
+EXT_DISTRIBUTED = b"sdtrain.distributed/1"
 
 sdt_status = c_int32  # enum sdt_status: 32 bits on every compiler (SDT_STATUS_FORCE_32BIT)
 
@@ -256,6 +257,13 @@ class TrainOptions(AbiStruct):
         # ---- appended in 1.6 ----
         ("deterministic", c_bool),
         ("reserved6", c_uint8 * 7),
+        # ---- appended in 1.8 ---- data parallelism
+        ("world_size", c_int32),
+        ("rank", c_int32),
+        ("devices", POINTER(c_int32)),
+        ("device_count", c_int32),
+        ("comm_timeout_seconds", c_int32),
+        ("comm_id", c_uint8 * 128),
     ]
 
 
@@ -664,6 +672,16 @@ class HypernetworkApplierExt(AbiStruct):
         ("apply_kv", CFUNCTYPE(sdt_status, _Applier, c_uint32, c_uint32, POINTER(c_float), POINTER(c_float),
                                c_uint64)),
         ("generate", CFUNCTYPE(sdt_status, _Applier, POINTER(GenerateRequest), POINTER(c_uint8), c_uint64)),
+    ]
+
+
+@_register
+class DistributedExt(AbiStruct):
+    c_name = "sdt_distributed_ext"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("available", CFUNCTYPE(sdt_status, c_void_p, c_uint32)),
+        ("new_comm_id", CFUNCTYPE(sdt_status, POINTER(c_uint8), c_void_p, c_uint32)),
     ]
 
 

@@ -105,3 +105,11 @@ void sdt_abi_types_anchor_1_7(const sdt_trainer_factory *trainer, const sdt_trai
     (void)hypernetwork_files;
     (void)applier;
 }
+
+/* The type ABI 1.8 added: the distributed extension's table (the options' fields are sdt_train_options'). */
+__attribute__((visibility("default"))) void sdt_abi_types_anchor_1_8(const sdt_distributed_ext *distributed);
+
+void sdt_abi_types_anchor_1_8(const sdt_distributed_ext *distributed)
+{
+    (void)distributed;
+}

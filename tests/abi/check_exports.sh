@@ -1,10 +1,10 @@
 #!/bin/sh
-# check_exports.sh LIB [SYMBOL] - LIB exports exactly one symbol: sdtrain_entry for libsdtrain.so
-# (docs/abi.md rule 1), sdt_backend_cuda_create for the CUDA backend module.
+# check_exports.sh LIB [SYMBOLS] - LIB exports exactly SYMBOLS (space-separated, sorted): sdtrain_entry
+# for libsdtrain.so (docs/abi.md rule 1); the CUDA backend module's two entry points for it.
 lib="$1"
 want="${2:-sdtrain_entry}"
 command -v nm >/dev/null 2>&1 || { echo "nm not found (binutils): skipping"; exit 77; }
-exports=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u)
+exports=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u | tr '\n' ' ' | sed 's/ $//')
 echo "exported: $exports"
 if [ "$exports" != "$want" ]; then
     echo "FAIL: $lib must export only $want; hide the others (static, or the version script abi/sdtrain.map)"

@@ -55,8 +55,14 @@ _Static_assert(
     "the bucket options appended in 1.5 follow the validation fields and end without tail padding (docs/abi.md 3.14)");
 _Static_assert(offsetof(sdt_train_options, deterministic) % 8 == 0 &&
                    offsetof(sdt_train_options, reserved6) == offsetof(sdt_train_options, deterministic) + 1 &&
-                   offsetof(sdt_train_options, reserved6) + 7 == sizeof(sdt_train_options),
+                   offsetof(sdt_train_options, reserved6) + 7 == offsetof(sdt_train_options, world_size),
                "deterministic (1.6) starts at 1.5's sizeof and its block ends without tail padding (docs/abi.md 3.15)");
+_Static_assert(offsetof(sdt_train_options, world_size) == offsetof(sdt_train_options, reserved6) + 7 &&
+                   offsetof(sdt_train_options, devices) == offsetof(sdt_train_options, world_size) + 8 &&
+                   offsetof(sdt_train_options, device_count) == offsetof(sdt_train_options, devices) + sizeof(void *) &&
+                   offsetof(sdt_train_options, comm_id) == offsetof(sdt_train_options, comm_timeout_seconds) + 4 &&
+                   offsetof(sdt_train_options, comm_id) + 128 == sizeof(sdt_train_options),
+               "the data-parallel block (1.8) starts at 1.6's sizeof and ends without tail padding (docs/abi.md 3.16)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 

@@ -147,6 +147,14 @@ static inline void op_refusals_norms(op_refusals *r)
            "rmsnorm_backward: dgamma was given without gamma; pass both or neither.");
     REFUSE(be->rmsnorm_backward(be, &wide, NULL, &x, &x, NULL, &n6),
            "rmsnorm_backward: dx has shape [6, 5] but must match x's shape [6, 4].");
+    sdt_tensor tab64 = T(SDT_F32, 6, 4), tab3 = T(SDT_F32, 6, 3), tab5 = T(SDT_F32, 5, 4);
+    REFUSE(be->rope_forward(be, &x, &x, &tab3, &tab3),
+           "rope_forward: cos must be [S, D] with D even (the rotated pairs), not 2-D with last dim 3.");
+    REFUSE(be->rope_forward(be, &x, &x, &tab5, &tab5),
+           "rope_forward: x has 6 positions of width 4 but cos and sin are [5, 4]; give one table row per position "
+           "and a head width that divides x's last dim.");
+    REFUSE(be->rope_backward(be, &x, &x, &tab64, &tab64),
+           "rope_backward: dx aliases dout; backward accumulates, so give dx its own buffer.");
 
     sdt_tensor img70 = T(SDT_F32, 2, 70, 2, 2), stats70 = T(SDT_F32, 2, 32), flat = T(SDT_F32, 8);
     sdt_tensor img8 = T(SDT_F32, 2, 8, 2, 2), stats8 = T(SDT_F32, 2, 4), narrow = T(SDT_F32, 2, 2);

@@ -119,6 +119,51 @@ static void test_buckets(uint64_t seed)
     free(ds.items);
 }
 
+/* Data parallelism: W ranks with per-rank batch b walk the order one device with batch W*b walks,
+ * each training a disjoint slice; together the slices are that device's batches. */
+static void test_shards(uint64_t seed)
+{
+    sdt_dataset ds = fake_dataset(12, 0);
+    sdt_error error;
+    for (int world = 1; world <= 3; world++) {
+        sdt_data_order global, rank_order[3];
+        int per_rank = 2;
+        CHECK(sdt_data_order_init(&global, &ds, world * per_rank, seed, &error), "global: %s", error.message);
+        for (int r = 0; r < world; r++)
+            CHECK(sdt_data_order_init(&rank_order[r], &ds, world * per_rank, seed, &error), "rank");
+        for (int step = 0; step < 9; step++) {
+            const int *want = sdt_data_order_next(&global, NULL, NULL);
+            int seen[12] = {0};
+            for (int r = 0; r < world; r++) {
+                const int *batch = sdt_data_order_next(&rank_order[r], NULL, NULL), *shard = NULL;
+                int count = 0;
+                CHECK(sdt_data_order_shard(&rank_order[r], batch, world, r, &shard, &count, &error) &&
+                          count == per_rank,
+                      "world %d rank %d shard: %s", world, r, error.message);
+                for (int i = 0; i < count; i++) {
+                    CHECK(shard[i] == want[r * per_rank + i], "world %d step %d rank %d: item %d is the global batch's",
+                          world, step, r, i);
+                    seen[shard[i]]++;
+                }
+            }
+            for (int i = 0; i < 12; i++)
+                CHECK(seen[i] <= 1, "world %d step %d: image %d in two shards", world, step, i);
+        }
+        sdt_data_order_free(&global);
+        for (int r = 0; r < world; r++) sdt_data_order_free(&rank_order[r]);
+    }
+    /* A global batch clamped to a small dataset that no longer splits is refused with the numbers. */
+    sdt_data_order small;
+    CHECK(sdt_data_order_init(&small, &ds, 16, seed, &error) && small.batch_size == 12, "clamped to 12");
+    const int *batch = sdt_data_order_next(&small, NULL, NULL), *shard = NULL;
+    int count = 0;
+    CHECK(!sdt_data_order_shard(&small, batch, 5, 1, &shard, &count, &error) && error.code == SDT_ERR_VALIDATION &&
+              strstr(error.message, "12 images") && strstr(error.message, "5 ranks"),
+          "an uneven split is refused: %s", error.message);
+    sdt_data_order_free(&small);
+    free(ds.items);
+}
+
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("data_order");
@@ -126,5 +171,6 @@ int main(void)
     test_epochs(seed);
     test_seed_and_resume(seed);
     test_buckets(seed);
+    test_shards(seed);
     return sdt_test_finish("data_order");
 }

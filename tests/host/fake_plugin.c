@@ -18,9 +18,6 @@
 
 #define SDTRAIN_BUILDING_PLUGIN
 #include "sdtrain.h"
-#ifndef SDT_EXT_DISTRIBUTED
-#include "abi_1_8_pending.h" /* host-sim/dist/, until abi/sdtrain.h has ABI 1.8 */
-#endif
 
 #ifndef FAKE_ABI_MAJOR_OFFSET
 #define FAKE_ABI_MAJOR_OFFSET 0

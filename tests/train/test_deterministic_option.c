@@ -20,7 +20,7 @@ int main(void)
     sdt_train_options d;
     sdt_train_options_set_defaults(&d, "textual_inversion");
     CHECK(!d.deterministic, "the default is false (cuDNN's fast attention backward, as PyTorch trains)");
-    CHECK(offsetof(sdt_train_options, deterministic) + 8 == sizeof(sdt_train_options),
+    CHECK(offsetof(sdt_train_options, deterministic) + 8 == offsetof(sdt_train_options, world_size),
           "deterministic starts 1.6's 8-byte block");
 
     /* a 1.5 host: struct_size ends before the field; the bytes past it (here all 0xff) are not read */

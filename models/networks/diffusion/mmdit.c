@@ -1,4 +1,5 @@
-/* mmdit.c - the SD3 / SD3.5 MMDiT forward and backward to its conditioning; see mmdit.h.
+/* mmdit.c - the SD3 / SD3.5 MMDiT forward and backward to its conditioning; see mmdit.h. The streams' code is
+ * dit_blocks' (shared with Flux); here the patch embedding, the conditioning and the block order.
  *
  * Per-batch vectors (the adaLN shift, scale and gate) reach every token through the existing ops: the
  * modulated LayerNorm is layernorm_forward per batch element with gamma = 1 + scale, beta = shift (its
@@ -316,125 +317,19 @@ bool mmdit_load(mmdit_model *m, const mmdit_config *cfg, const sdt_weights *w, s
 
 #define TRY(call) MU_TRY(be, error, MODULE, call)
 
-/* Row r of a [rows, n] tensor as a 1-D [n] vector. */
-static sdt_tensor vec_row(const sdt_tensor *t2, int64_t r)
+static dit_dims block_dims(const mmdit_config *c)
 {
-    sdt_tensor v = mu_rows(t2, r, 1);
-    int64_t n[1] = {v.shape[1]};
-    return mu_reshape(&v, 1, n);
+    dit_dims d = {.heads = c->heads, .head_dim = c->head_dim, .qk_norm = c->qk_norm, .mlp_ratio = c->mlp_ratio};
+    return d;
 }
 
-/* Chunk j of batch b of a modulation [B, k*H] (k chunks): a [H] vector. */
-static sdt_tensor chunk(const sdt_tensor *mod, int64_t H, int b, int j)
+static dit_env block_env(const mmdit_acts *a)
 {
-    const int64_t k = mod->shape[1] / H;
-    sdt_tensor m2 = mu_reshape2(mod, mod->shape[0] * k, H);
-    return vec_row(&m2, (int64_t)b * k + j);
-}
-
-/* Tokens of batch b of a [B, n, C] tensor: [n, C]. */
-static sdt_tensor batch_rows(const sdt_tensor *t, int b)
-{
-    sdt_tensor t2 = mu_reshape2(t, t->shape[0] * t->shape[1], t->shape[2]);
-    return mu_rows(&t2, (int64_t)b * t->shape[1], t->shape[1]);
-}
-
-/* Tokens [off, off + n) of batch b of a joint [B, S, C] tensor: [n, C]. */
-static sdt_tensor joint_rows(const sdt_tensor *t, int b, int64_t off, int64_t n)
-{
-    sdt_tensor t2 = mu_reshape2(t, t->shape[0] * t->shape[1], t->shape[2]);
-    return mu_rows(&t2, (int64_t)b * t->shape[1] + off, n);
-}
-
-/* gamma[b] = 1 + chunk(mod, scale_j)[b] for every b. */
-static bool make_gamma(sdt_backend *be, sdt_tensor *gamma, const sdt_tensor *mod, int64_t H, int j,
-                       const sdt_tensor *ones_h, sdt_error *error)
-{
-    for (int b = 0; b < gamma->shape[0]; b++) {
-        sdt_tensor g = vec_row(gamma, b), s = chunk(mod, H, b, j);
-        TRY(be->add_forward(be, &g, &s, ones_h));
-    }
-    return true;
-}
-
-/* out = LN(x) * gamma[b] + shift[b] per batch element (LayerNorm without affine, then the modulation). */
-static bool modulated_ln(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
-                         const sdt_tensor *gamma, const sdt_tensor *mod, int shift_j, sdt_error *error)
-{
-    const int64_t n = x->shape[1], H = x->shape[2];
-    for (int b = 0; b < x->shape[0]; b++) {
-        sdt_tensor xb = batch_rows(x, b), ob = batch_rows(out, b), mb = mu_rows(mean, (int64_t)b * n, n),
-                   rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b), s = chunk(mod, H, b, shift_j);
-        TRY(be->layernorm_forward(be, &ob, &mb, &rb, &xb, &g, &s, LN_EPS));
-    }
-    return true;
-}
-
-/* Backward of modulated_ln: dx += ..., d(scale chunk) and d(shift chunk) of dmod +=. dgam [1, H] scratch. */
-static bool modulated_ln_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dmod, sdt_tensor *dgam,
-                                  const sdt_tensor *dn, const sdt_tensor *x, const sdt_tensor *gamma,
-                                  const sdt_tensor *mean, const sdt_tensor *rstd, int scale_j, int shift_j,
-                                  sdt_error *error)
-{
-    const int64_t n = x->shape[1], H = x->shape[2];
-    sdt_tensor dg = vec_row(dgam, 0);
-    for (int b = 0; b < x->shape[0]; b++) {
-        sdt_tensor xb = batch_rows(x, b), dxb = batch_rows(dx, b), dnb = batch_rows(dn, b),
-                   mb = mu_rows(mean, (int64_t)b * n, n), rb = mu_rows(rstd, (int64_t)b * n, n), g = vec_row(gamma, b),
-                   dscale = chunk(dmod, H, b, scale_j), dshift = chunk(dmod, H, b, shift_j);
-        TRY(be->zero(be, &dg));
-        TRY(be->layernorm_backward(be, &dxb, &dg, &dshift, &dnb, &xb, &g, &mb, &rb));
-        TRY(be->axpy(be, &dscale, 1.0f, &dg));
-    }
-    return true;
-}
-
-/* The gate of batch b broadcast over n tokens: bc [n, H] = ones [n, 1] gate^T. */
-static bool broadcast_gate(sdt_backend *be, sdt_tensor *bc, const sdt_tensor *ones, const sdt_tensor *gate,
-                           sdt_error *error)
-{
-    const int64_t n = bc->shape[0], H = bc->shape[1];
-    sdt_tensor o = mu_rows(ones, 0, n), g = mu_reshape2(gate, H, 1);
-    TRY(be->linear_forward(be, bc, &o, &g, NULL));
-    return true;
-}
-
-/* out = x + gate[b] * y per batch element; tmp [>= n, H] scratch. */
-static bool gated_residual(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, const sdt_tensor *y,
-                           const sdt_tensor *mod, int gate_j, const sdt_tensor *ones, sdt_tensor *tmp, sdt_error *error)
-{
-    const int64_t n = x->shape[1], H = x->shape[2];
-    sdt_tensor bc = mu_rows(tmp, 0, n);
-    for (int b = 0; b < x->shape[0]; b++) {
-        sdt_tensor xb = batch_rows(x, b), yb = batch_rows(y, b), ob = batch_rows(out, b), g = chunk(mod, H, b, gate_j);
-        if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
-        TRY(be->gated_activation_forward(be, &ob, &bc, &yb, SDT_ACT_IDENTITY));
-        TRY(be->add_forward(be, &ob, &ob, &xb));
-    }
-    return true;
-}
-
-/* Backward of gated_residual for d(out) = dx (which passes to x unchanged): dy written, d gate into dmod. */
-static bool gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dmod, const sdt_tensor *dx,
-                                    const sdt_tensor *y, const sdt_tensor *mod, int gate_j, const sdt_tensor *ones,
-                                    sdt_tensor *tmp, sdt_tensor *tmp2, sdt_error *error)
-{
-    const int64_t n = y->shape[1], H = y->shape[2];
-    sdt_tensor bc = mu_rows(tmp, 0, n), dbc = mu_rows(tmp2, 0, n), o = mu_rows(ones, 0, n);
-    for (int b = 0; b < y->shape[0]; b++) {
-        sdt_tensor yb = batch_rows(y, b), dyb = batch_rows(dy, b), dxb = batch_rows(dx, b),
-                   g = chunk(mod, H, b, gate_j), dg = chunk(dmod, H, b, gate_j);
-        sdt_tensor g2 = mu_reshape2(&g, H, 1), dg2 = mu_reshape2(&dg, H, 1);
-        if (!broadcast_gate(be, &bc, ones, &g, error)) return false;
-        TRY(be->gated_activation_backward(be, &dbc, &dyb, &dxb, &bc, &yb, SDT_ACT_IDENTITY));
-        TRY(be->linear_backward(be, NULL, &dg2, NULL, &dbc, &o, &g2));
-    }
-    return true;
+    dit_env e = {.batch = a->batch, .silu_temb = a->silu_temb, .ones = a->ones};
+    return e;
 }
 
 /* ---------------------------------------------------------------- forward */
-
-enum { JQ, JK, JV, JO, JLSE };
 
 static bool arena_ok(const sdt_arena *ar, const char *what, sdt_error *error)
 {
@@ -468,147 +363,6 @@ static bool check_inputs(const mmdit_model *m, const mmdit_inputs *in, sdt_error
     return true;
 }
 
-static void alloc_stream(mmdit_stream_acts *s, const mmdit_config *c, sdt_arena *ar, int64_t B, int64_t n,
-                         bool pre_only, bool dual)
-{
-    const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio;
-    s->mod = mu_alloc(ar, SDT_F32, 2, B, (pre_only ? 2 : dual ? 9 : 6) * H, 0, 0);
-    s->gamma1 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
-    s->mean1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->rstd1 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->q = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->k = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->v = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    if (c->qk_norm) {
-        s->rstd_q = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
-        s->rstd_k = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
-    }
-    if (pre_only) return;
-    s->gamma2 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
-    s->mean2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->rstd2 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->y_attn = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->x_mid = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->h1 = mu_alloc(ar, SDT_F32, 3, B, n, F, 0);
-    s->y_ff = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->x_out = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    if (!dual) return;
-    s->gamma3 = mu_alloc(ar, SDT_F32, 2, B, H, 0, 0);
-    s->mean3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    s->rstd3 = mu_alloc(ar, SDT_F32, 1, B * n, 0, 0, 0);
-    sdt_tensor *bnh[] = {&s->q2, &s->k2, &s->v2, &s->Q2, &s->K2, &s->O2, &s->y_attn2, &s->x_mid1};
-    for (size_t i = 0; i < sizeof bnh / sizeof bnh[0]; i++) *bnh[i] = mu_alloc(ar, SDT_F32, 3, B, n, H, 0);
-    s->lse2 = mu_alloc(ar, SDT_F32, 3, B, c->heads, n, 0);
-    if (c->qk_norm) {
-        s->rstd_q2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
-        s->rstd_k2 = mu_alloc(ar, SDT_F32, 1, B * n * c->heads, 0, 0, 0);
-    }
-}
-
-/* The head-split view [tokens * heads, head_dim] of a [..., H] tensor. */
-static sdt_tensor heads_view(const sdt_tensor *t, int head_dim)
-{
-    return mu_reshape2(t, sdt_tensor_numel(t) / head_dim, head_dim);
-}
-
-/* q, k, v of one stream into the joint tensors at token offset off (per-head RMS norm on q and k). */
-static bool stream_qkv_forward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                               mmdit_stream_acts *s, sdt_tensor *joint, int64_t off, sdt_error *error)
-{
-    const int64_t n = s->q.shape[1];
-    for (int b = 0; b < s->q.shape[0]; b++) {
-        sdt_tensor qb = batch_rows(&s->q, b), kb = batch_rows(&s->k, b), vb = batch_rows(&s->v, b);
-        sdt_tensor Qb = joint_rows(&joint[JQ], b, off, n), Kb = joint_rows(&joint[JK], b, off, n),
-                   Vb = joint_rows(&joint[JV], b, off, n);
-        if (c->qk_norm) {
-            const int64_t rows = n * c->heads;
-            sdt_tensor Qh = heads_view(&Qb, c->head_dim), qh = heads_view(&qb, c->head_dim),
-                       Kh = heads_view(&Kb, c->head_dim), kh = heads_view(&kb, c->head_dim),
-                       rq = mu_rows(&s->rstd_q, b * rows, rows), rk = mu_rows(&s->rstd_k, b * rows, rows);
-            TRY(be->rmsnorm_forward(be, &Qh, &rq, &qh, &W->norm_q, LN_EPS));
-            TRY(be->rmsnorm_forward(be, &Kh, &rk, &kh, &W->norm_k, LN_EPS));
-        } else {
-            TRY(be->convert(be, &Qb, &qb));
-            TRY(be->convert(be, &Kb, &kb));
-        }
-        TRY(be->convert(be, &Vb, &vb));
-    }
-    return true;
-}
-
-typedef struct fwd_tmp {
-    sdt_tensor n_img, n_ctx, a_img, a_ctx, tmp, ones_h;
-} fwd_tmp;
-
-/* The part before the joint attention: modulation, modulated LN, q/k/v. */
-static bool stream_pre(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
-                       mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, const sdt_tensor *ones_h,
-                       sdt_tensor *joint, int64_t off, bool pre_only, sdt_error *error)
-{
-    const int64_t H = (int64_t)c->heads * c->head_dim;
-    TRY(be->linear_forward(be, &s->mod, &a->silu_temb, &W->mod.w, &W->mod.b));
-    if (!make_gamma(be, &s->gamma1, &s->mod, H, pre_only ? 0 : 1, ones_h, error) ||
-        !modulated_ln(be, nbuf, &s->mean1, &s->rstd1, x_in, &s->gamma1, &s->mod, pre_only ? 1 : 0, error))
-        return false;
-    TRY(be->linear_forward(be, &s->q, nbuf, &W->q.w, &W->q.b));
-    TRY(be->linear_forward(be, &s->k, nbuf, &W->k.w, &W->k.b));
-    TRY(be->linear_forward(be, &s->v, nbuf, &W->v.w, &W->v.b));
-    return stream_qkv_forward(W, c, be, s, joint, off, error);
-}
-
-/* MMDiT-X: x_mid = x_mid1 + gate2 * attn2(LN(x_in)(1 + scale2) + shift2), self-attention over the image. */
-static bool attn2_forward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
-                          mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, fwd_tmp *t, sdt_error *error)
-{
-    const int64_t H = (int64_t)c->heads * c->head_dim;
-    if (!make_gamma(be, &s->gamma3, &s->mod, H, 7, &t->ones_h, error) ||
-        !modulated_ln(be, nbuf, &s->mean3, &s->rstd3, x_in, &s->gamma3, &s->mod, 6, error))
-        return false;
-    TRY(be->linear_forward(be, &s->q2, nbuf, &W->q2.w, &W->q2.b));
-    TRY(be->linear_forward(be, &s->k2, nbuf, &W->k2.w, &W->k2.b));
-    TRY(be->linear_forward(be, &s->v2, nbuf, &W->v2.w, &W->v2.b));
-    if (c->qk_norm) {
-        sdt_tensor Qh = heads_view(&s->Q2, c->head_dim), qh = heads_view(&s->q2, c->head_dim),
-                   Kh = heads_view(&s->K2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
-        TRY(be->rmsnorm_forward(be, &Qh, &s->rstd_q2, &qh, &W->norm_q2, LN_EPS));
-        TRY(be->rmsnorm_forward(be, &Kh, &s->rstd_k2, &kh, &W->norm_k2, LN_EPS));
-    } else {
-        TRY(be->convert(be, &s->Q2, &s->q2));
-        TRY(be->convert(be, &s->K2, &s->k2));
-    }
-    TRY(be->attention_forward(be, &s->O2, &s->lse2, &s->Q2, &s->K2, &s->v2, c->heads, false));
-    TRY(be->linear_forward(be, &s->y_attn2, &s->O2, &W->out2.w, &W->out2.b));
-    return gated_residual(be, &s->x_mid, &s->x_mid1, &s->y_attn2, &s->mod, 8, &a->ones, &t->tmp, error);
-}
-
-/* The part after it: output projection, gated residual, modulated LN, MLP, gated residual. */
-static bool stream_post(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be, const mmdit_acts *a,
-                        mmdit_stream_acts *s, const sdt_tensor *x_in, sdt_tensor *nbuf, sdt_tensor *abuf, fwd_tmp *t,
-                        const sdt_tensor *joint, int64_t off, sdt_error *error)
-{
-    const int64_t H = (int64_t)c->heads * c->head_dim, n = x_in->shape[1];
-    for (int b = 0; b < x_in->shape[0]; b++) {
-        sdt_tensor Ob = joint_rows(&joint[JO], b, off, n), yb = batch_rows(&s->y_attn, b);
-        TRY(be->linear_forward(be, &yb, &Ob, &W->out.w, &W->out.b));
-    }
-    if (!gated_residual(be, W->dual ? &s->x_mid1 : &s->x_mid, x_in, &s->y_attn, &s->mod, 2, &a->ones, &t->tmp, error))
-        return false;
-    if (W->dual && !attn2_forward(W, c, be, a, s, x_in, nbuf, t, error)) return false;
-    if (!make_gamma(be, &s->gamma2, &s->mod, H, 4, &t->ones_h, error) ||
-        !modulated_ln(be, nbuf, &s->mean2, &s->rstd2, &s->x_mid, &s->gamma2, &s->mod, 3, error))
-        return false;
-    TRY(be->linear_forward(be, &s->h1, nbuf, &W->ff1.w, &W->ff1.b));
-    TRY(be->activation_forward(be, abuf, &s->h1, SDT_ACT_GELU_TANH));
-    TRY(be->linear_forward(be, &s->y_ff, abuf, &W->ff2.w, &W->ff2.b));
-    return gated_residual(be, &s->x_out, &s->x_mid, &s->y_ff, &s->mod, 5, &a->ones, &t->tmp, error);
-}
-
-static bool upload_f32(sdt_backend *be, sdt_tensor *t, const float *host, sdt_error *error)
-{
-    TRY(be->upload(be, t->data, host, sdt_tensor_nbytes(t)));
-    return true;
-}
-
 /* tok [B, gh*gw, p*p*C] <-> out [B, C, gh*p, gw*p] on the host (the latent is small), either direction. */
 static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64_t gw, float *tok, float *img,
                              bool to_img)
@@ -629,7 +383,7 @@ static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64
                         }
 }
 
-static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a, fwd_tmp *t,
+static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a, dit_fwd_tmp *t,
                         sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt, sdt_tensor *tp,
                         sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
 {
@@ -640,9 +394,9 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
     float *host = malloc((size_t)(M > B ? M : B) * sizeof(float));
     if (!host) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "mmdit: out of memory");
     for (int64_t i = 0; i < M; i++) host[i] = 1.0f;
-    bool ok = upload_f32(be, &a->ones, host, error);
+    bool ok = dit_upload_f32(be, &a->ones, host, error);
     for (int64_t i = 0; i < B; i++) host[i] = in->timesteps[i];
-    ok = ok && upload_f32(be, tsteps, host, error);
+    ok = ok && dit_upload_f32(be, tsteps, host, error);
     free(host);
     if (!ok) return false;
     /* conditioning: temb = t2(silu(t1(sinusoid))) + p2(silu(p1(pooled))) */
@@ -664,27 +418,31 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
     sdt_tensor table = mu_reshape2(&m->pos_table, P * P, H);
     for (int b = 0; b < B; b++)
         for (int64_t y = 0; y < a->grid_h; y++) {
-            sdt_tensor rows = joint_rows(&a->img0, b, y * a->grid_w, a->grid_w),
+            sdt_tensor rows = dit_joint_rows(&a->img0, b, y * a->grid_w, a->grid_w),
                        pos = mu_rows(&table, (top + y) * P + left, a->grid_w);
             TRY(be->add_forward(be, &rows, &rows, &pos));
         }
+    const dit_dims dd = block_dims(c);
+    const dit_env env = block_env(a);
     for (int l = 0; l < c->layers; l++) {
         const bool pre_only = l == c->layers - 1;
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
         sdt_tensor *J = a->joint[l];
-        if (!stream_pre(&m->img[l], c, be, a, &a->img[l], xi, &t->n_img, &t->ones_h, J, 0, false, error) ||
-            !stream_pre(&m->ctx[l], c, be, a, &a->ctx[l], xc, &t->n_ctx, &t->ones_h, J, N, pre_only, error))
+        if (!dit_stream_pre(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->ones_h, J, 0, false, error) ||
+            !dit_stream_pre(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->ones_h, J, N, pre_only, error))
             return false;
         TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
-        if (!stream_post(&m->img[l], c, be, a, &a->img[l], xi, &t->n_img, &t->a_img, t, J, 0, error)) return false;
-        if (!pre_only && !stream_post(&m->ctx[l], c, be, a, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, N, error))
+        if (!dit_stream_post(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->a_img, t, J, 0, error))
+            return false;
+        if (!pre_only &&
+            !dit_stream_post(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, N, error))
             return false;
     }
     /* output: continuous adaLN (scale, shift), proj_out, unpatchify */
     const sdt_tensor *x_last = &a->img[c->layers - 1].x_out;
     TRY(be->linear_forward(be, &a->out_mod, &a->silu_temb, &m->norm_out.w, &m->norm_out.b));
-    if (!make_gamma(be, &a->out_gamma, &a->out_mod, H, 0, &t->ones_h, error) ||
-        !modulated_ln(be, &t->n_img, &a->out_mean, &a->out_rstd, x_last, &a->out_gamma, &a->out_mod, 1, error))
+    if (!dit_make_gamma(be, &a->out_gamma, &a->out_mod, H, 0, &t->ones_h, error) ||
+        !dit_modulated_ln(be, &t->n_img, &a->out_mean, &a->out_rstd, x_last, &a->out_gamma, &a->out_mod, 1, error))
         return false;
     TRY(be->linear_forward(be, tok, &t->n_img, &m->proj_out.w, &m->proj_out.b));
     const size_t n_out = (size_t)sdt_tensor_numel(&a->out);
@@ -694,7 +452,7 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
     if (ok && be->download(be, ht, tok->data, n_out * sizeof(float)) != 0)
         ok = sdt_fail(error, be->error.code, "%s: the %s backend failed: %s", MODULE, be->name, be->error.message);
     if (ok) unpatchify_index(c, B, a->grid_h, a->grid_w, ht, hi, true);
-    ok = ok && upload_f32(be, &a->out, hi, error);
+    ok = ok && dit_upload_f32(be, &a->out, hi, error);
     free(ht), free(hi);
     return ok;
 }
@@ -723,9 +481,10 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->silu_temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
     a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    const dit_dims dd = block_dims(c);
     for (int l = 0; l < c->layers; l++) {
-        alloc_stream(&a->img[l], c, arena, B, N, false, l < c->dual_layers);
-        alloc_stream(&a->ctx[l], c, arena, B, T, l == c->layers - 1, false);
+        dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, l < c->dual_layers);
+        dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, l == c->layers - 1, false);
         for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
@@ -735,7 +494,7 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->out_rstd = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out = mu_alloc(arena, SDT_F32, 4, B, c->in_channels, in->latent->shape[2], in->latent->shape[3]);
     size_t mark = sdt_arena_mark(arena);
-    fwd_tmp t;
+    dit_fwd_tmp t;
     t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
     t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
     t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
@@ -761,125 +520,8 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
 
 /* ---------------------------------------------------------------- backward */
 
-typedef struct bwd_scratch {
-    sdt_tensor dX[2];     /* residual-stream gradients: image [B, N, H], text [B, T, H] */
-    sdt_tensor dmod_flat; /* [B * 6H] */
-    sdt_tensor dgam;      /* [1, H] */
-    sdt_tensor dy[2], da[2], dh[2], dn[2], dq[2], dk[2], dv[2];
-    sdt_tensor dJ[4];                /* dQ, dK, dV, dO [B, S, H] */
-    sdt_tensor tmp, tmp2;            /* [M, H] */
-    sdt_tensor dst, dtemb, dpa, dph; /* [B, H] */
-    sdt_tensor dtok;                 /* [B, N, p*p*C] */
-    sdt_tensor d2[5];                /* MMDiT-X: d(y_attn2), dQ2, dK2, dV2, dO2 [B, N, H] */
-} bwd_scratch;
-
-static sdt_tensor dmod_view(const bwd_scratch *s, int64_t B, int k, int64_t H)
-{
-    sdt_tensor r = mu_rows(&s->dmod_flat, 0, B * k * H);
-    return mu_reshape2(&r, B, k * H);
-}
-
-/* MMDiT-X, backward: d(y_attn2) in d2[0] to d(x_in) (dX +=) and the attn2 modulation chunks. */
-static bool attn2_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                           const mmdit_stream_acts *s, const sdt_tensor *x_in, bwd_scratch *S, sdt_tensor *dmod,
-                           sdt_error *error)
-{
-    sdt_tensor *dy2 = &S->d2[0], *dQ2 = &S->d2[1], *dK2 = &S->d2[2], *dV2 = &S->d2[3], *dO2 = &S->d2[4];
-    TRY(be->linear_input_grad(be, dO2, dy2, &W->out2.w));
-    TRY(be->attention_backward(be, dQ2, dK2, dV2, dO2, &s->Q2, &s->K2, &s->v2, &s->O2, &s->lse2, c->heads, false));
-    sdt_tensor *dq = &S->dq[0], *dk = &S->dk[0], *dn = &S->dn[0];
-    if (c->qk_norm) {
-        sdt_tensor dqh = heads_view(dq, c->head_dim), dQh = heads_view(dQ2, c->head_dim),
-                   qh = heads_view(&s->q2, c->head_dim), dkh = heads_view(dk, c->head_dim),
-                   dKh = heads_view(dK2, c->head_dim), kh = heads_view(&s->k2, c->head_dim);
-        TRY(be->zero(be, dq));
-        TRY(be->zero(be, dk));
-        TRY(be->rmsnorm_backward(be, &dqh, NULL, &dQh, &qh, &W->norm_q2, &s->rstd_q2));
-        TRY(be->rmsnorm_backward(be, &dkh, NULL, &dKh, &kh, &W->norm_k2, &s->rstd_k2));
-    } else {
-        dq = dQ2, dk = dK2;
-    }
-    TRY(be->linear_input_grad(be, dn, dq, &W->q2.w));
-    TRY(be->linear_backward(be, dn, NULL, NULL, dk, dn, &W->k2.w));
-    TRY(be->linear_backward(be, dn, NULL, NULL, dV2, dn, &W->v2.w));
-    return modulated_ln_backward(be, &S->dX[0], dmod, &S->dgam, dn, x_in, &s->gamma3, &s->mean3, &s->rstd3, 7, 6,
-                                 error);
-}
-
-/* Steps after the attention, backward: from d(x_out) in dX to d(x_mid) in dX, then d(attention output) into
- * the joint dO (and, in an MMDiT-X block, attn2's whole backward, whose input gradient joins dX). */
-static bool stream_post_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                                 const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in,
-                                 bwd_scratch *S, int st, sdt_tensor *dmod, int64_t off, sdt_error *error)
-{
-    const int64_t n = s->x_mid.shape[1];
-    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_ff, &s->mod, 5, &a->ones, &S->tmp, &S->tmp2,
-                                 error))
-        return false;
-    TRY(be->linear_input_grad(be, &S->da[st], &S->dy[st], &W->ff2.w));
-    TRY(be->zero(be, &S->dh[st]));
-    TRY(be->activation_backward(be, &S->dh[st], &S->da[st], &s->h1, SDT_ACT_GELU_TANH));
-    TRY(be->linear_input_grad(be, &S->dn[st], &S->dh[st], &W->ff1.w));
-    if (!modulated_ln_backward(be, &S->dX[st], dmod, &S->dgam, &S->dn[st], &s->x_mid, &s->gamma2, &s->mean2, &s->rstd2,
-                               4, 3, error))
-        return false;
-    /* dX is d(x_mid); through attn2's gated residual it is d(x_mid1) as well */
-    if (W->dual && !gated_residual_backward(be, &S->d2[0], dmod, &S->dX[st], &s->y_attn2, &s->mod, 8, &a->ones, &S->tmp,
-                                            &S->tmp2, error))
-        return false;
-    if (!gated_residual_backward(be, &S->dy[st], dmod, &S->dX[st], &s->y_attn, &s->mod, 2, &a->ones, &S->tmp, &S->tmp2,
-                                 error))
-        return false;
-    for (int b = 0; b < a->batch; b++) {
-        sdt_tensor dOb = joint_rows(&S->dJ[JO], b, off, n), dyb = batch_rows(&S->dy[st], b);
-        TRY(be->linear_input_grad(be, &dOb, &dyb, &W->out.w));
-    }
-    return !W->dual || attn2_backward(W, c, be, s, x_in, S, dmod, error);
-}
-
-/* Steps before the attention, backward: joint dQ/dK/dV to the stream's input gradient (dX +=) and the
- * modulation's, on into d(silu(temb)). */
-static bool stream_pre_backward(const mmdit_stream_weights *W, const mmdit_config *c, sdt_backend *be,
-                                const mmdit_acts *a, const mmdit_stream_acts *s, const sdt_tensor *x_in, bwd_scratch *S,
-                                int st, bool pre_only, int64_t off, sdt_error *error)
-{
-    const int64_t n = s->q.shape[1], H = (int64_t)c->heads * c->head_dim, B = a->batch;
-    sdt_tensor dmod = dmod_view(S, B, pre_only ? 2 : W->dual ? 9 : 6, H);
-    if (c->qk_norm) {
-        TRY(be->zero(be, &S->dq[st]));
-        TRY(be->zero(be, &S->dk[st]));
-    }
-    for (int b = 0; b < B; b++) {
-        sdt_tensor dQb = joint_rows(&S->dJ[JQ], b, off, n), dKb = joint_rows(&S->dJ[JK], b, off, n),
-                   dVb = joint_rows(&S->dJ[JV], b, off, n);
-        sdt_tensor dqb = batch_rows(&S->dq[st], b), dkb = batch_rows(&S->dk[st], b), dvb = batch_rows(&S->dv[st], b);
-        if (c->qk_norm) {
-            const int64_t rows = n * c->heads;
-            sdt_tensor qb = batch_rows(&s->q, b), kb = batch_rows(&s->k, b);
-            sdt_tensor dqh = heads_view(&dqb, c->head_dim), dQh = heads_view(&dQb, c->head_dim),
-                       qh = heads_view(&qb, c->head_dim), dkh = heads_view(&dkb, c->head_dim),
-                       dKh = heads_view(&dKb, c->head_dim), kh = heads_view(&kb, c->head_dim),
-                       rq = mu_rows(&s->rstd_q, b * rows, rows), rk = mu_rows(&s->rstd_k, b * rows, rows);
-            TRY(be->rmsnorm_backward(be, &dqh, NULL, &dQh, &qh, &W->norm_q, &rq));
-            TRY(be->rmsnorm_backward(be, &dkh, NULL, &dKh, &kh, &W->norm_k, &rk));
-        } else {
-            TRY(be->convert(be, &dqb, &dQb));
-            TRY(be->convert(be, &dkb, &dKb));
-        }
-        TRY(be->convert(be, &dvb, &dVb));
-    }
-    TRY(be->linear_input_grad(be, &S->dn[st], &S->dq[st], &W->q.w));
-    TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dk[st], &S->dn[st], &W->k.w));
-    TRY(be->linear_backward(be, &S->dn[st], NULL, NULL, &S->dv[st], &S->dn[st], &W->v.w));
-    if (!modulated_ln_backward(be, &S->dX[st], &dmod, &S->dgam, &S->dn[st], x_in, &s->gamma1, &s->mean1, &s->rstd1,
-                               pre_only ? 0 : 1, pre_only ? 1 : 0, error))
-        return false;
-    TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod, &a->silu_temb, &W->mod.w));
-    return true;
-}
-
 static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts *a, const sdt_tensor *dout,
-                         sdt_tensor *dcontext, sdt_tensor *dpooled, bwd_scratch *S, sdt_error *error)
+                         sdt_tensor *dcontext, sdt_tensor *dpooled, dit_bwd_scratch *S, sdt_error *error)
 {
     const mmdit_config *c = &m->cfg;
     const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
@@ -891,45 +533,49 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
     if (ok && (be->download(be, hi, dout->data, n_out * sizeof(float)) != 0))
         ok = sdt_fail(error, be->error.code, "%s: the %s backend failed: %s", MODULE, be->name, be->error.message);
     if (ok) unpatchify_index(c, B, a->grid_h, a->grid_w, ht, hi, false);
-    ok = ok && upload_f32(be, &S->dtok, ht, error);
+    ok = ok && dit_upload_f32(be, &S->dtok, ht, error);
     free(ht), free(hi);
     if (!ok) return false;
     TRY(be->zero(be, &S->dst));
     TRY(be->zero(be, &S->dX[0]));
     TRY(be->zero(be, &S->dX[1])); /* the last block's text output is dropped */
     TRY(be->linear_input_grad(be, &S->dn[0], &S->dtok, &m->proj_out.w));
-    sdt_tensor dmod2 = dmod_view(S, B, 2, H);
+    sdt_tensor dmod2 = dit_dmod_view(S, B, 2, H);
     TRY(be->zero(be, &dmod2));
-    if (!modulated_ln_backward(be, &S->dX[0], &dmod2, &S->dgam, &S->dn[0], &a->img[c->layers - 1].x_out, &a->out_gamma,
-                               &a->out_mean, &a->out_rstd, 0, 1, error))
+    if (!dit_modulated_ln_backward(be, &S->dX[0], &dmod2, &S->dgam, &S->dn[0], &a->img[c->layers - 1].x_out,
+                                   &a->out_gamma, &a->out_mean, &a->out_rstd, 0, 1, error))
         return false;
     TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod2, &a->silu_temb, &m->norm_out.w));
+    const dit_dims dd = block_dims(c);
+    const dit_env env = block_env(a);
     for (int l = c->layers - 1; l >= 0; l--) {
         const bool pre_only = l == c->layers - 1;
         const sdt_tensor *J = a->joint[l];
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
         /* the image stream's modulation gradient is kept in dmod_flat until its pre part: do the text
          * stream's post part on its own zeroed view after the image's, each finishing into dst */
-        sdt_tensor dmod6 = dmod_view(S, B, 6, H);
+        sdt_tensor dmod6 = dit_dmod_view(S, B, 6, H);
         if (pre_only)
             TRY(be->zero(be, &S->dJ[JO]));
         else {
             TRY(be->zero(be, &dmod6));
-            if (!stream_post_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, &dmod6, N, error)) return false;
+            if (!dit_stream_post_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, &dmod6, N, error))
+                return false;
             /* gate and MLP parts of the text modulation reach dst now; its LN1 part comes below */
             TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->ctx[l].mod.w));
         }
-        sdt_tensor dmod_img = dmod_view(S, B, m->img[l].dual ? 9 : 6, H);
+        sdt_tensor dmod_img = dit_dmod_view(S, B, m->img[l].dual ? 9 : 6, H);
         TRY(be->zero(be, &dmod_img));
-        if (!stream_post_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, &dmod_img, 0, error)) return false;
+        if (!dit_stream_post_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, &dmod_img, 0, error))
+            return false;
         TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod_img, &a->silu_temb, &m->img[l].mod.w));
         TRY(be->attention_backward(be, &S->dJ[JQ], &S->dJ[JK], &S->dJ[JV], &S->dJ[JO], &J[JQ], &J[JK], &J[JV], &J[JO],
                                    &J[JLSE], c->heads, false));
-        sdt_tensor dmod_any = dmod_view(S, B, 9, H);
+        sdt_tensor dmod_any = dit_dmod_view(S, B, 9, H);
         TRY(be->zero(be, &dmod_any));
-        if (!stream_pre_backward(&m->img[l], c, be, a, &a->img[l], xi, S, 0, false, 0, error)) return false;
+        if (!dit_stream_pre_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, false, 0, error)) return false;
         TRY(be->zero(be, &dmod_any));
-        if (!stream_pre_backward(&m->ctx[l], c, be, a, &a->ctx[l], xc, S, 1, pre_only, N, error)) return false;
+        if (!dit_stream_pre_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, pre_only, N, error)) return false;
     }
     if (dcontext) TRY(be->linear_backward(be, dcontext, NULL, NULL, &S->dX[1], &a->context, &m->ctx_in.w));
     if (dpooled) {
@@ -964,7 +610,7 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
                         (long long)B, c->pooled_dim);
     if (!dcontext && !dpooled) return true;
     size_t mark = sdt_arena_mark(arena);
-    bwd_scratch s;
+    dit_bwd_scratch s;
     const int64_t n[2] = {N, T};
     for (int st = 0; st < 2; st++) {
         s.dX[st] = mu_alloc(arena, SDT_F32, 3, B, n[st], H, 0);

@@ -46,6 +46,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "dit_blocks.h"
 #include "ops.h"
 #include "param_list.h"
 #include "weights.h"
@@ -82,19 +83,8 @@ bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config 
  * table N(0, 1)). */
 bool mmdit_params(const mmdit_config *cfg, sdt_param_visitor visit, void *user);
 
-typedef struct mmdit_linear {
-    sdt_tensor w, b;
-} mmdit_linear;
-
-typedef struct mmdit_stream_weights {
-    mmdit_linear mod;              /* norm1.linear / norm1_context.linear */
-    mmdit_linear q, k, v, out;     /* out absent (data NULL) in a context_pre_only stream */
-    sdt_tensor norm_q, norm_k;     /* [head_dim] when qk_norm */
-    mmdit_linear ff1, ff2;         /* absent in a context_pre_only stream */
-    bool dual;                     /* MMDiT-X image stream: norm1.linear has 9 chunks and attn2 runs */
-    mmdit_linear q2, k2, v2, out2; /* attn2.{to_q, to_k, to_v, to_out.0} */
-    sdt_tensor norm_q2, norm_k2;   /* attn2.norm_{q,k}.weight when qk_norm */
-} mmdit_stream_weights;
+typedef dit_linear mmdit_linear;
+typedef dit_stream_weights mmdit_stream_weights;
 
 typedef struct mmdit_model {
     mmdit_config cfg;
@@ -113,16 +103,7 @@ typedef struct mmdit_inputs {
     const sdt_tensor *pooled;  /* [B, pooled_dim] (pooled_projections) */
 } mmdit_inputs;
 
-typedef struct mmdit_stream_acts {
-    sdt_tensor mod;                        /* [B, k*H] modulation chunks */
-    sdt_tensor gamma1, gamma2;             /* [B, H]: 1 + scale */
-    sdt_tensor mean1, rstd1, mean2, rstd2; /* [B*N] */
-    sdt_tensor q, k, v;                    /* raw projections [B, N, H] */
-    sdt_tensor rstd_q, rstd_k;             /* [B*N*heads] */
-    sdt_tensor y_attn, x_mid, h1, y_ff, x_out;
-    /* MMDiT-X (dual) image streams: attn2 on LN(x)(1 + scale2) + shift2, added after the joint residual */
-    sdt_tensor gamma3, mean3, rstd3, q2, k2, v2, rstd_q2, rstd_k2, Q2, K2, O2, lse2, y_attn2, x_mid1;
-} mmdit_stream_acts;
+typedef dit_stream_acts mmdit_stream_acts;
 
 typedef struct mmdit_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w;

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""flux_parity.py - the C Flux.1 transformer against a float64 PyTorch Flux written here.
+
+diffusers is not installed with Debian's torch, so the reference is diffusers' FluxTransformer2DModel written out
+in plain torch from its published code (transformer_flux.py forward, FluxTransformerBlock,
+FluxSingleTransformerBlock, FluxAttnProcessor: [text, image] tokens, RMSNorm on q and k per head, then
+apply_rotary_emb(use_real=True, use_real_unbind_dim=-1); embeddings.py FluxPosEmbed / get_1d_rotary_pos_embed
+(repeat_interleave_real, float64), CombinedTimestepGuidanceTextProjEmbeddings with Timesteps(256,
+flip_sin_to_cos=True, shift 0) of 1000 t and 1000 guidance; normalization.py AdaLayerNormZero,
+AdaLayerNormZeroSingle, AdaLayerNormContinuous (scale, shift); the pipeline's _pack_latents /
+_prepare_latent_image_ids), in float64. A tiny random Flux (sdt-flux-io gen: every norm and bias perturbed), dev
+(guidance) and schnell, two latent sizes, batch 2: forward, and the gradients of sum(G * output) with respect to
+the context and the pooled projection. The C side runs through sdt-flux-io (tests/parity/flux_cli.c) on the CPU
+backend in f32. Thresholds: relative error <= 1e-5 forward, <= 2e-5 gradients. Exits 77 (skip) without torch.
+
+  python3 tests/parity/flux_parity.py --cli build/tests/parity/sdt-flux-io [--seed N]
+"""
+import argparse
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:
+    print(f"flux_parity: skipped ({e})")
+    sys.exit(SKIP)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_codec import st_read  # noqa: E402
+
+
+def lin(W, name, x):
+    return x @ W[name + ".weight"].T + W[name + ".bias"]
+
+
+def timestep_embedding(t, dim=256):
+    """diffusers get_timestep_embedding(flip_sin_to_cos=True, downscale_freq_shift=0)."""
+    half = dim // 2
+    exponent = -math.log(10000) * torch.arange(half, dtype=torch.float64) / half
+    emb = t[:, None].to(torch.float64) * torch.exp(exponent)[None, :]
+    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
+    return torch.cat([emb[:, half:], emb[:, :half]], dim=-1)
+
+
+def gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def layer_norm(x):
+    return F.layer_norm(x, (x.shape[-1],), eps=1e-6)
+
+
+def rms_norm(x, w, eps=1e-6):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_tables(ids, axes, theta=10000.0):
+    """FluxPosEmbed: per axis get_1d_rotary_pos_embed(repeat_interleave_real=True, use_real=True), concatenated."""
+    cos, sin = [], []
+    for i, d in enumerate(axes):
+        freqs = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64)[: d // 2] / d))
+        f = torch.outer(ids[:, i].to(torch.float64), freqs)
+        cos.append(f.cos().repeat_interleave(2, dim=1))
+        sin.append(f.sin().repeat_interleave(2, dim=1))
+    return torch.cat(cos, -1), torch.cat(sin, -1)
+
+
+def apply_rotary_emb(x, cos, sin):
+    """diffusers apply_rotary_emb(use_real=True, use_real_unbind_dim=-1); x [B, heads, S, D]."""
+    x_real, x_imag = x.reshape(*x.shape[:-1], -1, 2).unbind(-1)
+    x_rotated = torch.stack([-x_imag, x_real], dim=-1).flatten(3)
+    return x * cos[None, None] + x_rotated * sin[None, None]
+
+
+def pack(latents):
+    B, C, h, w = latents.shape
+    latents = latents.view(B, C, h // 2, 2, w // 2, 2).permute(0, 2, 4, 1, 3, 5)
+    return latents.reshape(B, (h // 2) * (w // 2), C * 4)
+
+
+def unpack(x, h, w):
+    B, N, D = x.shape
+    x = x.view(B, h // 2, w // 2, D // 4, 2, 2).permute(0, 3, 1, 4, 2, 5)
+    return x.reshape(B, D // 4, h, w)
+
+
+def flux_forward(W, latent, timestep, guidance, context, pooled, heads, axes):
+    B, C, h, w = latent.shape
+    x = lin(W, "x_embedder", pack(latent))
+    Hd = x.shape[-1]
+
+    def mlp_embed(name, v):
+        return lin(W, name + ".linear_2", F.silu(lin(W, name + ".linear_1", v)))
+
+    temb = mlp_embed("time_text_embed.timestep_embedder", timestep_embedding(timestep * 1000))
+    if "time_text_embed.guidance_embedder.linear_1.weight" in W:
+        temb = temb + mlp_embed("time_text_embed.guidance_embedder", timestep_embedding(guidance * 1000))
+    temb = temb + mlp_embed("time_text_embed.text_embedder", pooled)
+    c = lin(W, "context_embedder", context)
+    T = c.shape[1]
+    img_ids = torch.zeros(h // 2, w // 2, 3)
+    img_ids[..., 1] = img_ids[..., 1] + torch.arange(h // 2)[:, None]
+    img_ids[..., 2] = img_ids[..., 2] + torch.arange(w // 2)[None, :]
+    ids = torch.cat([torch.zeros(T, 3), img_ids.reshape(-1, 3)], 0)
+    cos, sin = rope_tables(ids, axes)
+
+    def split(t):
+        return t.view(B, -1, heads, Hd // heads).transpose(1, 2)
+
+    def attend(q, k, v):
+        q, k = apply_rotary_emb(q, cos, sin), apply_rotary_emb(k, cos, sin)
+        o = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(Hd // heads), -1) @ v
+        return o.transpose(1, 2).reshape(B, -1, Hd)
+
+    l = 0
+    while f"transformer_blocks.{l}.norm1.linear.weight" in W:
+        p = f"transformer_blocks.{l}."
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = \
+            lin(W, p + "norm1.linear", F.silu(temb)).chunk(6, dim=1)
+        c_shift_msa, c_scale_msa, c_gate_msa, c_shift_mlp, c_scale_mlp, c_gate_mlp = \
+            lin(W, p + "norm1_context.linear", F.silu(temb)).chunk(6, dim=1)
+        nx = layer_norm(x) * (1 + scale_msa[:, None]) + shift_msa[:, None]
+        nc = layer_norm(c) * (1 + c_scale_msa[:, None]) + c_shift_msa[:, None]
+        q, k, v = (split(lin(W, p + "attn." + n, nx)) for n in ("to_q", "to_k", "to_v"))
+        cq, ck, cv = (split(lin(W, p + "attn." + n, nc)) for n in ("add_q_proj", "add_k_proj", "add_v_proj"))
+        q, k = rms_norm(q, W[p + "attn.norm_q.weight"]), rms_norm(k, W[p + "attn.norm_k.weight"])
+        cq, ck = rms_norm(cq, W[p + "attn.norm_added_q.weight"]), rms_norm(ck, W[p + "attn.norm_added_k.weight"])
+        o = attend(torch.cat([cq, q], 2), torch.cat([ck, k], 2), torch.cat([cv, v], 2))
+        oc, ox = o[:, :T], o[:, T:]
+        x = x + gate_msa[:, None] * lin(W, p + "attn.to_out.0", ox)
+        n2 = layer_norm(x) * (1 + scale_mlp[:, None]) + shift_mlp[:, None]
+        x = x + gate_mlp[:, None] * lin(W, p + "ff.net.2", gelu_tanh(lin(W, p + "ff.net.0.proj", n2)))
+        c = c + c_gate_msa[:, None] * lin(W, p + "attn.to_add_out", oc)
+        n2c = layer_norm(c) * (1 + c_scale_mlp[:, None]) + c_shift_mlp[:, None]
+        c = c + c_gate_mlp[:, None] * lin(W, p + "ff_context.net.2", gelu_tanh(lin(W, p + "ff_context.net.0.proj", n2c)))
+        l += 1
+    s = torch.cat([c, x], 1)
+    l = 0
+    while f"single_transformer_blocks.{l}.norm.linear.weight" in W:
+        p = f"single_transformer_blocks.{l}."
+        shift, scale, gate = lin(W, p + "norm.linear", F.silu(temb)).chunk(3, dim=1)
+        n = layer_norm(s) * (1 + scale[:, None]) + shift[:, None]
+        mlp = gelu_tanh(lin(W, p + "proj_mlp", n))
+        q, k, v = (split(lin(W, p + "attn." + m, n)) for m in ("to_q", "to_k", "to_v"))
+        q, k = rms_norm(q, W[p + "attn.norm_q.weight"]), rms_norm(k, W[p + "attn.norm_k.weight"])
+        s = s + gate[:, None] * lin(W, p + "proj_out", torch.cat([attend(q, k, v), mlp], 2))
+        l += 1
+    x = s[:, T:]
+    scale, shift = lin(W, "norm_out.linear", F.silu(temb)).chunk(2, dim=1)
+    x = layer_norm(x) * (1 + scale[:, None]) + shift[:, None]
+    return unpack(lin(W, "proj_out", x), h, w)
+
+
+def rel_err(a, b):
+    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        def path(name):
+            return os.path.join(tmp, name)
+
+        def write(name, t):
+            t.detach().to(torch.float32).contiguous().numpy().tofile(path(name))
+            return path(name)
+
+        def read(name, shape):
+            import numpy as np
+            return torch.from_numpy(np.fromfile(path(name), dtype=np.float32)).reshape(shape).to(torch.float64)
+
+        def f32(t):
+            return t.to(torch.float32).to(torch.float64)
+
+        for schnell in (False, True):
+            ckpt = path(f"flux{schnell}.safetensors")
+            subprocess.run([args.cli, "gen", "--out", ckpt, "--seed", str(args.seed)]
+                           + (["--schnell"] if schnell else []), check=True)
+            W = {k: v.to(torch.float64) for k, v in st_read(ckpt).items()}
+            Hd, CD = W["context_embedder.weight"].shape
+            PD = W["time_text_embed.text_embedder.linear_1.weight"].shape[1]
+            C = W["x_embedder.weight"].shape[1] // 4
+            D = W["transformer_blocks.0.attn.norm_q.weight"].shape[0]
+            heads, axes = Hd // D, (4, 6, 6)  # flux_config_tiny
+            for B, h, w, T in ((2, 8, 8, 5), (2, 4, 10, 7)):
+                latent = torch.randn(B, C, h, w, dtype=torch.float64)
+                ts = torch.tensor([(b + 1) / (B + 1) for b in range(B)], dtype=torch.float64)
+                gs = torch.tensor([3.5, 1.5][:B], dtype=torch.float64)
+                ctx = torch.randn(B, T, CD, dtype=torch.float64)
+                pooled = torch.randn(B, PD, dtype=torch.float64)
+                G = torch.randn(B, C, h, w, dtype=torch.float64)
+                cmd = [args.cli, "run", "--ckpt", ckpt, "--batch", str(B), "--height", str(h), "--width", str(w),
+                       "--ctx-tokens", str(T), "--latent", write("lat", latent), "--timesteps", write("ts", ts),
+                       "--guidance", write("gs", gs),
+                       "--context", write("ctx", ctx), "--pooled", write("pool", pooled), "--dout", write("dout", G),
+                       "--out", path("out"), "--dcontext", path("dctx"), "--dpooled", path("dpool")]
+                subprocess.run(cmd, check=True)
+                c_out, c_dctx, c_dpool = read("out", (B, C, h, w)), read("dctx", (B, T, CD)), read("dpool", (B, PD))
+                ctx_ref, pool_ref = f32(ctx).requires_grad_(True), f32(pooled).requires_grad_(True)
+                out = flux_forward(W, f32(latent), f32(ts), f32(gs), ctx_ref, pool_ref, heads, axes)
+                (out * f32(G)).sum().backward()
+                ef, ec = rel_err(c_out, out.detach()), rel_err(c_dctx, ctx_ref.grad)
+                ep = rel_err(c_dpool, pool_ref.grad)
+                ok = ef <= 1e-5 and ec <= 2e-5 and ep <= 2e-5
+                failures += not ok
+                print(f"{'schnell' if schnell else 'dev'} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, "
+                      f"d(context) {ec:.3g}, d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
+    print("flux_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
