@@ -1,6 +1,6 @@
-"""parity_cli.py - what the parity scripts that drive a model CLI (t5, mmdit, sd3_text) share: the skip (77)
-where torch is not installed, their command line (--cli, --seed), the raw little-endian files exchanged with
-the C CLI in a scratch folder, the relative error they judge by, and the closing verdict."""
+"""parity_cli.py - what the parity scripts that drive a model CLI (t5, mmdit, flux, sd3_text) share: the skip
+(77) where torch is not installed, their command line (--cli, --seed), the raw little-endian files exchanged
+with the C CLI in a scratch folder, the relative error they judge by, and the closing verdict."""
 import argparse
 import contextlib
 import os
