@@ -649,12 +649,12 @@ bool sdt_check_attention_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *l
            tensor_arg(be, op, "out", out);
 }
 
-bool sdt_check_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
-                                  const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
-                                  const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
+/* What every attention backward checks after its operands: dout and the gradients shaped like q, k and v, and
+ * forward's out given with its lse (both or neither). */
+static bool attention_grads(sdt_backend *be, const char *op, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                            const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
+                            const sdt_tensor *out, const sdt_tensor *lse)
 {
-    const char *op = "attention_backward";
-    if (!attention_operands(be, op, q, k, v, lse, heads, causal)) return false;
     if (!tensor_arg(be, op, "dout", dout) || !like_arg(be, op, "dout", dout, "q", q) ||
         !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) ||
         !like_arg(be, op, "dv", dv, "v", v))
@@ -662,6 +662,15 @@ bool sdt_check_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *d
     if (!lse) return true;
     if (!out) return invalid(be, "%s: lse was given without forward's out; pass both or neither.", op);
     return like_arg(be, op, "out", out, "q", q) && tensor_arg(be, op, "out", out);
+}
+
+bool sdt_check_attention_backward(sdt_backend *be, sdt_tensor *dq, sdt_tensor *dk, sdt_tensor *dv,
+                                  const sdt_tensor *dout, const sdt_tensor *q, const sdt_tensor *k, const sdt_tensor *v,
+                                  const sdt_tensor *out, const sdt_tensor *lse, int heads, bool causal)
+{
+    const char *op = "attention_backward";
+    return attention_operands(be, op, q, k, v, lse, heads, causal) &&
+           attention_grads(be, op, dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 /* attention_operands (never causal) plus the bias f32 [1 or B, H, Tq, Tk] and a finite, positive scale. */
@@ -700,14 +709,8 @@ bool sdt_check_attention_bias_backward(sdt_backend *be, sdt_tensor *dq, sdt_tens
                                        const sdt_tensor *bias, int heads, float scale)
 {
     const char *op = "attention_bias_backward";
-    if (!attention_bias_operands(be, op, q, k, v, lse, bias, heads, scale)) return false;
-    if (!tensor_arg(be, op, "dout", dout) || !like_arg(be, op, "dout", dout, "q", q) ||
-        !like_arg(be, op, "dq", dq, "q", q) || !like_arg(be, op, "dk", dk, "k", k) ||
-        !like_arg(be, op, "dv", dv, "v", v))
-        return false;
-    if (!lse) return true;
-    if (!out) return invalid(be, "%s: lse was given without forward's out; pass both or neither.", op);
-    return like_arg(be, op, "out", out, "q", q) && tensor_arg(be, op, "out", out);
+    return attention_bias_operands(be, op, q, k, v, lse, bias, heads, scale) &&
+           attention_grads(be, op, dq, dk, dv, dout, q, k, v, out, lse);
 }
 
 bool sdt_check_softmax_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)

@@ -10,95 +10,23 @@
  * count). Prints a table and writes JSON.
  *   ab_cuda OUT.json BASE_MODULE.so [CHANGE_MODULE.so (default: this build's)] [nondeterministic]
  * Needs a GPU. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
-#include "ops.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "cuda_bench.h"
 
 static sdt_backend *open_backend(const char *path, bool deterministic)
 {
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    sdt_backend_cuda_create_fn create = mod ? (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL) : NULL;
-    char err[256] = "the CUDA module could not be loaded";
-    if (!mod) snprintf(err, sizeof err, "%s", dlerror());
-    sdt_backend *be = create ? create(0, err, sizeof err) : NULL;
-    if (!be) {
-        fprintf(stderr, "ab_cuda: %s: %s\n", path, err);
-        exit(1);
-    }
+    sdt_backend *be = cuda_bench_open("ab_cuda", path);
     be->deterministic = deterministic;
     return be;
 }
 
 /* Uniform random values in [-1, 1) from a fixed seed (reset per op, so both modules get the same inputs). */
 static unsigned long long rng;
-static sdt_tensor dev(sdt_backend *be, sdt_dtype dt, bool random, int ndim, const int64_t *shape)
-{
-    sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
-    t.data = be->alloc(be, sdt_tensor_nbytes(&t));
-    if (!t.data) {
-        fprintf(stderr, "out of GPU memory\n");
-        exit(1);
-    }
-    be->zero(be, &t);
-    if (!random) return t;
-    int64_t n = sdt_tensor_numel(&t);
-    float *host = malloc(sizeof(float) * (size_t)n);
-    void *raw = malloc(sdt_tensor_nbytes(&t));
-    if (!host || !raw) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        host[i] = (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    sdt_store_f32(host, raw, dt, n);
-    be->upload(be, t.data, raw, sdt_tensor_nbytes(&t));
-    free(host);
-    free(raw);
-    return t;
-}
-#define NDIM(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define DEVR(be, dt, ...) dev(be, dt, true, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define DEV(be, dt, ...) dev(be, dt, false, NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-
-/* Median of 7 samples after 2 warm-ups, each sample reps calls (one synchronize), per call. */
-typedef int (*op_fn)(sdt_backend *be, void *ctx);
-static double time_ms(sdt_backend *be, op_fn f, void *ctx, int reps)
-{
-    double t[7];
-    for (int i = 0; i < 9; i++) {
-        be->synchronize(be);
-        double t0 = now();
-        for (int k = 0; k < reps; k++)
-            if (f(be, ctx)) {
-                fprintf(stderr, "op failed: %s\n", be->error.message);
-                exit(1);
-            }
-        be->synchronize(be);
-        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
-    }
-    for (int i = 0; i < 7; i++)
-        for (int j = i + 1; j < 7; j++)
-            if (t[j] < t[i]) {
-                double x = t[i];
-                t[i] = t[j];
-                t[j] = x;
-            }
-    return t[3];
-}
+#define DEVR(be, dt, ...) cuda_bench_tensor(be, dt, &rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define DEV(be, dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 typedef struct gn_ctx {
     sdt_tensor x, g, b, y, mean, rstd, dy, dx;
@@ -129,35 +57,11 @@ static void gn_drop(sdt_backend *be, gn_ctx *n)
     for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
 }
 
-typedef struct attn_ctx {
-    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
-    int heads;
-} attn_ctx;
-static int attn_f(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
-}
-static int attn_b(sdt_backend *be, void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
-                                  false);
-}
-static attn_ctx attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
+/* Both modules get the same inputs: the seed reset per op. */
+static cuda_bench_attn attn_make(sdt_backend *be, int B, int Tq, int Tk, int C, int heads)
 {
     rng = 0x5d7a11ULL;
-    attn_ctx a = {DEVR(be, SDT_BF16, B, Tq, C),   DEVR(be, SDT_BF16, B, Tk, C),
-                  DEVR(be, SDT_BF16, B, Tk, C),   DEV(be, SDT_BF16, B, Tq, C),
-                  DEVR(be, SDT_BF16, B, Tq, C),   DEV(be, SDT_BF16, B, Tq, C),
-                  DEV(be, SDT_BF16, B, Tk, C),    DEV(be, SDT_BF16, B, Tk, C),
-                  DEV(be, SDT_F32, B, heads, Tq), heads};
-    return a;
-}
-static void attn_drop(sdt_backend *be, attn_ctx *a)
-{
-    sdt_tensor *all[9] = {&a->q, &a->k, &a->v, &a->out, &a->dout, &a->dq, &a->dk, &a->dv, &a->lse};
-    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+    return cuda_bench_attn_make(be, &rng, B, Tq, Tk, C, heads);
 }
 
 typedef struct row {
@@ -170,12 +74,12 @@ typedef struct row {
 static sdt_backend *mods[2];
 
 /* base, change, base, change; the lower median of each module */
-static void time_both(row *r, op_fn f, op_fn b, void *ctx[2], int reps)
+static void time_both(row *r, cuda_bench_op f, cuda_bench_op b, void *ctx[2], int reps)
 {
     for (int m = 0; m < 2; m++) r->ms[m][0] = r->ms[m][1] = 1e30;
     for (int round = 0; round < 2; round++)
         for (int m = 0; m < 2; m++) {
-            double tf = time_ms(mods[m], f, ctx[m], reps), tb = time_ms(mods[m], b, ctx[m], reps);
+            double tf = cuda_bench_time_ms(mods[m], f, ctx[m], reps), tb = cuda_bench_time_ms(mods[m], b, ctx[m], reps);
             if (tf < r->ms[m][0]) r->ms[m][0] = tf;
             if (tb < r->ms[m][1]) r->ms[m][1] = tb;
         }
@@ -200,12 +104,12 @@ static row bench_attn(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
     row r = {{0}, {{0}}, {0}, 0};
     snprintf(r.name, sizeof r.name, "%s", name);
-    attn_ctx a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
+    cuda_bench_attn a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
     void *ctx[2] = {&a[0], &a[1]};
-    time_both(&r, attn_f, attn_b, ctx, 5);
+    time_both(&r, cuda_bench_attn_forward, cuda_bench_attn_backward, ctx, 5);
     r.flop = 4.0 * B * Tq * Tk * (double)C;
-    attn_drop(mods[0], &a[0]);
-    attn_drop(mods[1], &a[1]);
+    cuda_bench_attn_free(mods[0], &a[0]);
+    cuda_bench_attn_free(mods[1], &a[1]);
     return r;
 }
 

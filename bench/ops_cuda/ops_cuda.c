@@ -7,60 +7,18 @@
  * dout and reads and writes dx) over the time, to set against the card's bandwidth (H100 SXM:
  * ~3.35 TB/s). Prints a table and writes JSON (argv[1], default bench_ops_cuda.json); argv[2]
  * "nondeterministic" runs the backend as a default training job does. Needs a GPU. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "../../kernels/cuda/backend_cuda.h"
-#include "ops.h"
+#include "cuda_bench.h"
 
 static sdt_backend *be;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static sdt_tensor dev(sdt_dtype dt, int ndim, const int64_t *shape)
-{
-    sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
-    t.data = be->alloc(be, sdt_tensor_nbytes(&t));
-    if (!t.data) {
-        fprintf(stderr, "out of GPU memory\n");
-        exit(1);
-    }
-    be->zero(be, &t);
-    return t;
-}
 /* Uniform random values in [-1, 1) from a fixed seed: timing zeros flatters kernels and hides unwritten outputs. */
 static unsigned long long bench_rng = 0x5d7a11ULL;
-static sdt_tensor dev_random(sdt_dtype dt, int ndim, const int64_t *shape)
-{
-    sdt_tensor t = dev(dt, ndim, shape);
-    int64_t n = sdt_tensor_numel(&t);
-    float *host = malloc(sizeof(float) * (size_t)n);
-    void *raw = malloc(sdt_tensor_nbytes(&t));
-    if (!host || !raw) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < n; i++) {
-        bench_rng = bench_rng * 6364136223846793005ULL + 1442695040888963407ULL;
-        host[i] = (float)((double)(bench_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    sdt_store_f32(host, raw, dt, n);
-    be->upload(be, t.data, raw, sdt_tensor_nbytes(&t));
-    free(host);
-    free(raw);
-    return t;
-}
-#define DEVR(dt, ...)                                                                                                  \
-    dev_random(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
-#define DEV(dt, ...) dev(dt, (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+#define DEVR(dt, ...) cuda_bench_tensor(be, dt, &bench_rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define DEV(dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 typedef struct result {
     const char *name;
@@ -68,34 +26,13 @@ typedef struct result {
     double fwd_bytes, bwd_bytes; /* the least the op must move (0: not a memory-bound op) */
 } result;
 
-/* Median of 7 timed samples after 2 warm-ups, each sample reps calls back to back (one
- * synchronize), per call; f runs the op once. The memory-bound ops take 10-100 us at these
- * shapes, about the host's launch-and-synchronize cost, so they are timed 20 calls a sample. */
-typedef int (*op_fn)(void *ctx);
-static double time_ms_reps(op_fn f, void *ctx, int reps)
+/* The memory-bound ops take 10-100 us at these shapes, about the host's launch-and-synchronize cost, so they
+ * are timed 20 calls a sample (cuda_bench_time_ms). */
+static double time_ms_reps(cuda_bench_op f, void *ctx, int reps)
 {
-    double t[7];
-    for (int i = 0; i < 9; i++) {
-        be->synchronize(be);
-        double t0 = now();
-        for (int k = 0; k < reps; k++)
-            if (f(ctx)) {
-                fprintf(stderr, "op failed: %s\n", be->error.message);
-                exit(1);
-            }
-        be->synchronize(be);
-        if (i >= 2) t[i - 2] = 1e3 * (now() - t0) / reps;
-    }
-    for (int i = 0; i < 7; i++)
-        for (int j = i + 1; j < 7; j++)
-            if (t[j] < t[i]) {
-                double x = t[i];
-                t[i] = t[j];
-                t[j] = x;
-            }
-    return t[3];
+    return cuda_bench_time_ms(be, f, ctx, reps);
 }
-static double time_ms(op_fn f, void *ctx)
+static double time_ms(cuda_bench_op f, void *ctx)
 {
     return time_ms_reps(f, ctx, 1);
 }
@@ -105,32 +42,11 @@ static double time_ms(op_fn f, void *ctx)
  * Each attention shape also prints its TFLOP/s as it is timed (FlashAttention's count: forward
  * 4 B Tq Tk H D, backward 2.5 times that), to set against FlashAttention-2's ~300 forward and
  * ~200 backward at head dim 64 on an H100. */
-typedef struct attn_ctx {
-    sdt_tensor q, k, v, out, dout, dq, dk, dv, lse;
-    int heads;
-} attn_ctx;
-static int attn_f(void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_forward(be, &a->out, &a->lse, &a->q, &a->k, &a->v, a->heads, false);
-}
-static int attn_b(void *c)
-{
-    attn_ctx *a = c;
-    return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
-                                  false);
-}
-
 static result bench_attention(const char *name, int B, int Tq, int Tk, int C, int heads)
 {
-    attn_ctx a = {DEVR(SDT_BF16, B, Tq, C),   DEVR(SDT_BF16, B, Tk, C),
-                  DEVR(SDT_BF16, B, Tk, C),   DEV(SDT_BF16, B, Tq, C),
-                  DEVR(SDT_BF16, B, Tq, C),   DEV(SDT_BF16, B, Tq, C),
-                  DEV(SDT_BF16, B, Tk, C),    DEV(SDT_BF16, B, Tk, C),
-                  DEV(SDT_F32, B, heads, Tq), heads};
-    result r = {name, time_ms(attn_f, &a), time_ms(attn_b, &a), 0, 0};
-    sdt_tensor *all[9] = {&a.q, &a.k, &a.v, &a.out, &a.dout, &a.dq, &a.dk, &a.dv, &a.lse};
-    for (int i = 0; i < 9; i++) be->free(be, all[i]->data);
+    cuda_bench_attn a = cuda_bench_attn_make(be, &bench_rng, B, Tq, Tk, C, heads);
+    result r = {name, time_ms(cuda_bench_attn_forward, &a), time_ms(cuda_bench_attn_backward, &a), 0, 0};
+    cuda_bench_attn_free(be, &a);
     const double flop = 4.0 * B * Tq * Tk * (double)C; /* C = H D */
     printf("%-40s fwd %7.1f TFLOP/s   bwd %7.1f TFLOP/s\n", name, flop / (r.fwd_ms * 1e9),
            2.5 * flop / (r.bwd_ms * 1e9));
@@ -140,12 +56,12 @@ static result bench_attention(const char *name, int B, int Tq, int Tk, int C, in
 typedef struct conv_ctx {
     sdt_tensor x, w, b, y, dy, dx;
 } conv_ctx;
-static int conv_f(void *c)
+static int conv_f(sdt_backend *be, void *c)
 {
     conv_ctx *k = c;
     return be->conv2d_forward(be, &k->y, &k->x, &k->w, &k->b, 1, 1);
 }
-static int conv_b(void *c)
+static int conv_b(sdt_backend *be, void *c)
 {
     conv_ctx *k = c;
     return be->conv2d_backward(be, &k->dx, NULL, NULL, &k->dy, &k->x, &k->w, 1, 1);
@@ -164,12 +80,12 @@ static result bench_conv(const char *name, int B, int C, int H)
 typedef struct gn_ctx {
     sdt_tensor x, g, b, y, mean, rstd, dy, dx;
 } gn_ctx;
-static int gn_f(void *c)
+static int gn_f(sdt_backend *be, void *c)
 {
     gn_ctx *n = c;
     return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, SDT_ACT_SILU);
 }
-static int gn_b(void *c)
+static int gn_b(sdt_backend *be, void *c)
 {
     gn_ctx *n = c;
     return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32,
@@ -199,12 +115,12 @@ static result bench_groupnorm(const char *name, int B, int C, int H)
 typedef struct ln_ctx {
     sdt_tensor x, g, b, y, mean, rstd, dy, dx;
 } ln_ctx;
-static int ln_f(void *c)
+static int ln_f(sdt_backend *be, void *c)
 {
     ln_ctx *n = c;
     return be->layernorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 1e-5f);
 }
-static int ln_b(void *c)
+static int ln_b(sdt_backend *be, void *c)
 {
     ln_ctx *n = c;
     return be->layernorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->mean, &n->rstd);
@@ -214,7 +130,7 @@ static result bench_layernorm(const char *name, int rows, int C)
     ln_ctx n = {DEVR(SDT_BF16, rows, C), DEVR(SDT_BF16, C),  DEVR(SDT_BF16, C),       DEV(SDT_BF16, rows, C),
                 DEV(SDT_F32, rows),      DEV(SDT_F32, rows), DEVR(SDT_BF16, rows, C), DEV(SDT_BF16, rows, C)};
     double bytes = 2.0 * rows * C;
-    ln_f(&n); /* backward reads forward's statistics */
+    ln_f(be, &n); /* backward reads forward's statistics */
     result r = {name, time_ms_reps(ln_f, &n, MEMORY_BOUND_REPS), time_ms_reps(ln_b, &n, MEMORY_BOUND_REPS), 2 * bytes,
                 4 * bytes};
     sdt_tensor *all[8] = {&n.x, &n.g, &n.b, &n.y, &n.mean, &n.rstd, &n.dy, &n.dx};
@@ -226,12 +142,12 @@ static result bench_layernorm(const char *name, int rows, int C)
 typedef struct geglu_ctx {
     sdt_tensor x, y, dy, dx;
 } geglu_ctx;
-static int geglu_f(void *c)
+static int geglu_f(sdt_backend *be, void *c)
 {
     geglu_ctx *g = c;
     return be->geglu_forward(be, &g->y, &g->x);
 }
-static int geglu_b(void *c)
+static int geglu_b(sdt_backend *be, void *c)
 {
     geglu_ctx *g = c;
     return be->geglu_backward(be, &g->dx, &g->dy, &g->x);
@@ -253,17 +169,17 @@ static result bench_geglu(const char *name, int rows, int F)
 typedef struct ew_ctx {
     sdt_tensor a, b, y, dy, dx;
 } ew_ctx;
-static int add_f(void *c)
+static int add_f(sdt_backend *be, void *c)
 {
     ew_ctx *e = c;
     return be->add_forward(be, &e->y, &e->a, &e->b);
 }
-static int silu_f(void *c)
+static int silu_f(sdt_backend *be, void *c)
 {
     ew_ctx *e = c;
     return be->activation_forward(be, &e->y, &e->a, SDT_ACT_SILU);
 }
-static int silu_b(void *c)
+static int silu_b(sdt_backend *be, void *c)
 {
     ew_ctx *e = c;
     return be->activation_backward(be, &e->dx, &e->dy, &e->a, SDT_ACT_SILU);
@@ -285,14 +201,7 @@ int main(int argc, char **argv)
 {
     const char *out = argc > 1 ? argv[1] : "bench_ops_cuda.json";
     const char *path = getenv("SDT_CUDA_MODULE") ? getenv("SDT_CUDA_MODULE") : SDT_CUDA_MODULE_PATH;
-    void *mod = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    sdt_backend_cuda_create_fn create = mod ? (sdt_backend_cuda_create_fn)dlsym(mod, SDT_CUDA_CREATE_SYMBOL) : NULL;
-    char err[256] = "the CUDA module could not be loaded";
-    be = create ? create(0, err, sizeof err) : NULL;
-    if (!be) {
-        fprintf(stderr, "ops_cuda: %s\n", err);
-        return 1;
-    }
+    be = cuda_bench_open("ops_cuda", path);
     /* argv[2] "nondeterministic": the backend as a default training job sets it (cuDNN's attention backward,
      * kernels/ops.h); otherwise as created, deterministic (attention.cu's backward) */
     if (argc > 2 && strcmp(argv[2], "nondeterministic") == 0) be->deterministic = false;

@@ -48,18 +48,34 @@ static void format_key(char key[MU_KEY_MAX], const char *fmt, va_list ap)
     sdt_c_vsnprintf(key, MU_KEY_MAX, fmt, ap);
 }
 
+/* key from key_fmt and the variadic arguments after it, in a function whose last named parameter is key_fmt. */
+#define FORMAT_KEY(key, key_fmt)                                                                                       \
+    do {                                                                                                               \
+        va_list ap_;                                                                                                   \
+        va_start(ap_, key_fmt);                                                                                        \
+        format_key(key, key_fmt, ap_);                                                                                 \
+        va_end(ap_);                                                                                                   \
+    } while (0)
+
 bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                 const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     const sdt_tensor *t = sdt_weights_require(w, key, ndim, shape, error);
     if (!t) return false;
     *out = *t;
     return true;
+}
+
+bool mu_vrequire_model(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                       const char *missing, const char *key_fmt, va_list ap)
+{
+    char key[MU_KEY_MAX];
+    format_key(key, key_fmt, ap);
+    if (!sdt_weights_get(w, key))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: key '%s' is missing; %s", sdt_weights_path(w), key, missing);
+    return mu_require(w, out, ndim, shape, error, "%s", key);
 }
 
 static bool shape_equals(const sdt_tensor *t, int ndim, const int64_t *shape)
@@ -74,10 +90,7 @@ bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const 
                        const int64_t *shape_b, sdt_error *error, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     const sdt_tensor *t = sdt_weights_get(w, key);
     if (t && (shape_equals(t, ndim_a, shape_a) || shape_equals(t, ndim_b, shape_b))) {
         *out = mu_reshape(t, ndim_b, shape_b);
@@ -93,20 +106,14 @@ bool mu_require_either(const sdt_weights *w, sdt_tensor *out, int ndim_a, const 
 bool mu_has(const sdt_weights *w, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     return sdt_weights_get(w, key) != NULL;
 }
 
 const sdt_tensor *mu_get(const sdt_weights *w, const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     return sdt_weights_get(w, key);
 }
 
@@ -114,10 +121,7 @@ bool mu_emit(sdt_param_visitor visit, void *user, sdt_param_init init, float std
              const char *key_fmt, ...)
 {
     char key[MU_KEY_MAX];
-    va_list ap;
-    va_start(ap, key_fmt);
-    format_key(key, key_fmt, ap);
-    va_end(ap);
+    FORMAT_KEY(key, key_fmt);
     sdt_param_info p;
     memset(&p, 0, sizeof(p));
     p.key = key;

@@ -32,6 +32,11 @@ sdt_tensor mu_alloc(sdt_arena *a, sdt_dtype dtype, int ndim, int64_t d0, int64_t
  * On success copies the view into *out. */
 bool mu_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                 const char *key_fmt, ...) __attribute__((format(printf, 6, 7)));
+/* mu_require in one model's words: a missing key fails with "<file>: key '<key>' is missing; <missing>" (the
+ * generic sentence speaks of Stable Diffusion checkpoints). key_fmt's arguments come in ap, for the model's own
+ * variadic wrapper. */
+bool mu_vrequire_model(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
+                       const char *missing, const char *key_fmt, va_list ap) __attribute__((format(printf, 7, 0)));
 /* Like mu_require but accepts either of two shapes with the same numel (e.g. a 1x1
  * conv stored as [C, C, 1, 1] or as a linear [C, C]); the view gets shape_b's shape
  * when it matched shape_a only in numel. */

@@ -24,20 +24,47 @@ static sdt_status created(sdt_trainer_handle *t, sdt_file_kind kind, const char 
     return SDT_STATUS_OK;
 }
 
-/* The start of an inspect call: the last error cleared, the path and the info's struct_size checked. */
-static sdt_status inspect_begin(sdt_trainer_handle *t, const char *path, const void *info, const char *file_kind,
-                                const char *info_type)
+/* An inspect call on an embedding or a hypernetwork file: the last error cleared, the path and the info's
+ * struct_size checked, the file read, and its info and JSON copied out as asked. */
+static sdt_status inspect(sdt_trainer_handle *t, sdt_file_kind kind, const char *path, void *info, char *json_buf,
+                          uint32_t json_buf_size, uint32_t *json_needed)
 {
+    const bool embedding = kind == SDT_FILE_EMBEDDING;
     sdt_handle_clear_error(&t->base);
     if (!path || !path[0])
         return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "inspect(): path is empty; pass %s file.",
-                               file_kind);
+                               embedding ? "an embedding" : "a hypernetwork");
     uint32_t info_size = 0;
     if (info) memcpy(&info_size, info, sizeof info_size); /* every output struct starts with its struct_size */
     if (info && info_size < sizeof(uint32_t))
         return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT,
-                               "inspect(): info->struct_size is not set; set it to sizeof(%s).", info_type);
-    return SDT_STATUS_OK;
+                               "inspect(): info->struct_size is not set; set it to sizeof(%s).",
+                               embedding ? "sdt_embedding_info" : "sdt_hypernetwork_info");
+    bool want_json = json_buf || json_needed;
+    union {
+        sdt_embedding_info embedding;
+        sdt_hypernetwork_info hypernetwork;
+    } found;
+    memset(&found, 0, sizeof found);
+    if (embedding)
+        found.embedding.struct_size = sizeof found.embedding;
+    else
+        found.hypernetwork.struct_size = sizeof found.hypernetwork;
+    size_t found_size = embedding ? sizeof found.embedding : sizeof found.hypernetwork;
+    char *json = NULL;
+    sdt_error error = {0};
+    bool read = embedding ? ti_inspect_file(path, &found.embedding, want_json ? &json : NULL, &error)
+                          : sdt_hn_abi_inspect(path, &found.hypernetwork, want_json ? &json : NULL, &error);
+    if (!read) {
+        free(json);
+        json = NULL;
+        /* an embedding call's JSON alone (no info to fill) may describe a model checkpoint instead */
+        bool is_checkpoint = false;
+        sdt_error model_error = {0};
+        if (embedding && !info && want_json) json = sd_checkpoint_describe_json(path, &is_checkpoint, &model_error);
+        if (!json) return sdt_handle_fail_error(&t->base, is_checkpoint ? &model_error : &error);
+    }
+    return sdt_handle_inspect_out(&t->base, info, &found, found_size, json, json_buf, json_buf_size, json_needed);
 }
 
 sdt_status sdt_part_files_create_embedding(sdt_trainer_handle *t, const sdt_embedding_spec *spec, char *path_buf,
@@ -61,23 +88,7 @@ sdt_status sdt_part_files_create_embedding(sdt_trainer_handle *t, const sdt_embe
 sdt_status sdt_part_files_inspect_embedding(sdt_trainer_handle *t, const char *path, sdt_embedding_info *info,
                                             char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
 {
-    sdt_status st = inspect_begin(t, path, info, "an embedding", "sdt_embedding_info");
-    if (st != SDT_STATUS_OK) return st;
-    bool want_json = json_buf || json_needed;
-    sdt_embedding_info found;
-    memset(&found, 0, sizeof found);
-    found.struct_size = sizeof found;
-    char *json = NULL;
-    sdt_error error = {0};
-    if (!ti_inspect_file(path, &found, want_json ? &json : NULL, &error)) {
-        free(json);
-        /* the JSON alone (no info to fill) may describe a model checkpoint instead */
-        bool is_checkpoint = false;
-        sdt_error model_error = {0};
-        json = !info && want_json ? sd_checkpoint_describe_json(path, &is_checkpoint, &model_error) : NULL;
-        if (!json) return sdt_handle_fail_error(&t->base, is_checkpoint ? &model_error : &error);
-    }
-    return sdt_handle_inspect_out(&t->base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
+    return inspect(t, SDT_FILE_EMBEDDING, path, info, json_buf, json_buf_size, json_needed);
 }
 
 sdt_status sdt_part_files_create_hypernetwork(sdt_trainer_handle *t, const sdt_hypernetwork_spec *spec, char *path_buf,
@@ -101,17 +112,5 @@ sdt_status sdt_part_files_create_hypernetwork(sdt_trainer_handle *t, const sdt_h
 sdt_status sdt_part_files_inspect_hypernetwork(sdt_trainer_handle *t, const char *path, sdt_hypernetwork_info *info,
                                                char *json_buf, uint32_t json_buf_size, uint32_t *json_needed)
 {
-    sdt_status st = inspect_begin(t, path, info, "a hypernetwork", "sdt_hypernetwork_info");
-    if (st != SDT_STATUS_OK) return st;
-    bool want_json = json_buf || json_needed;
-    sdt_hypernetwork_info found;
-    memset(&found, 0, sizeof found);
-    found.struct_size = sizeof found;
-    char *json = NULL;
-    sdt_error error = {0};
-    if (!sdt_hn_abi_inspect(path, &found, want_json ? &json : NULL, &error)) {
-        free(json);
-        return sdt_handle_fail_error(&t->base, &error);
-    }
-    return sdt_handle_inspect_out(&t->base, info, &found, sizeof found, json, json_buf, json_buf_size, json_needed);
+    return inspect(t, SDT_FILE_HYPERNETWORK, path, info, json_buf, json_buf_size, json_needed);
 }

@@ -562,15 +562,21 @@ static bool hn_run_layers(const sdt_hn *hn, const hn_mlp *m, const sdt_hn_run *r
     return true;
 }
 
-bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
-                           const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error)
+/* The module of width and kind, or NULL and a sentence naming the hypernetwork. */
+static const hn_mlp *hn_mlp_of(const sdt_hn *hn, int width, sdt_unet_kv kind, sdt_error *error)
 {
     const hn_mlp *m = hn_find_mlp(hn, width, kind);
     if (!m)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
-                        "hypernetwork \"%s\" has no module of width "
-                        "%d",
-                        hn->config.name, width);
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "hypernetwork \"%s\" has no module of width %d", hn->config.name,
+                 width);
+    return m;
+}
+
+bool sdt_hn_module_forward(const sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_hn_run *run, float strength,
+                           const sdt_tensor *in, sdt_tensor *out, void *work, sdt_error *error)
+{
+    const hn_mlp *m = hn_mlp_of(hn, width, kind, error);
+    if (!m) return false;
     if (sdt_tensor_numel(out) != sdt_tensor_numel(in))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "hypernetwork \"%s\": output and input sizes "
@@ -605,12 +611,8 @@ bool sdt_hn_module_backward(sdt_hn *hn, int width, sdt_unet_kv kind, const sdt_h
                             const sdt_tensor *in, const sdt_tensor *d_out, sdt_tensor *d_in, bool with_weight_grads,
                             void *work, sdt_error *error)
 {
-    const hn_mlp *m = hn_find_mlp(hn, width, kind);
-    if (!m)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
-                        "hypernetwork \"%s\" has no module of width "
-                        "%d",
-                        hn->config.name, width);
+    const hn_mlp *m = hn_mlp_of(hn, width, kind, error);
+    if (!m) return false;
     if (sdt_tensor_numel(d_out) != sdt_tensor_numel(in) || (d_in && sdt_tensor_numel(d_in) != sdt_tensor_numel(in)))
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
                         "hypernetwork \"%s\": gradient and input sizes "

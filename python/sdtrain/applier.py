@@ -9,6 +9,7 @@ import os
 import threading
 
 from . import _abi
+from ._closeable import Closeable
 from .errors import SdtrainError, error_for
 from .plugin import copy_out_string, read_struct
 
@@ -32,7 +33,7 @@ def _float_pointer(buffer, what):
                        % (what, type(buffer).__name__))
 
 
-class HypernetworkApplier:
+class HypernetworkApplier(Closeable):
     """HypernetworkApplier(plugin=None): an empty chain. add(path, strength) appends a hypernetwork
     file (A1111's .pt or sdtrain's .safetensors); set_strength(index, strength) changes one member's;
     apply_kv(kind, width, src, dst, rows) writes dst[rows, width] = the chain on src[rows, width]
@@ -104,15 +105,3 @@ class HypernetworkApplier:
                 return
             self.closed = True
             self._x.destroy(self._handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass

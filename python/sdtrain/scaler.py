@@ -11,6 +11,7 @@ import weakref
 import zlib
 
 from . import _abi
+from ._closeable import Closeable
 from .errors import ScalerMisuseError, SdtrainError, error_for
 from .plugin import copy_out_string
 
@@ -60,7 +61,7 @@ def encode_state(fields):
     return body + struct.pack("<II", zlib.crc32(body) & 0xFFFFFFFF, 0)
 
 
-class LossScaler:
+class LossScaler(Closeable):
     """The plugin's scaler over float32 gradient buffers, one state per optimizer index.
 
     LossScaler(plugin=None, optimizer_count=1, init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5,
@@ -184,18 +185,6 @@ class LossScaler:
         if not self.closed:
             self.closed = True
             self._f.destroy(self._handle)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _torch():

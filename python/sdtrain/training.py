@@ -16,6 +16,7 @@ import os
 import threading
 
 from . import _abi
+from ._closeable import Closeable
 from .errors import SdtrainError, error_for
 from .plugin import copy_out_string, read_struct
 from .records import Metrics, PrepareInfo, Preview, SavedFile, record_from
@@ -159,7 +160,7 @@ _PARTS = {"embedding": (_abi.EmbeddingPart, "embedding_part_defaults", "embeddin
           "hypernetwork": (_abi.HypernetworkPart, "hypernetwork_part_defaults", "hypernetwork_path")}
 
 
-class _Trainer:
+class _Trainer(Closeable):
     """One trainer of the trainer factory; a subclass names its part, where its option names go
     (_names: name -> (part, field); every other name is a field of sdt_train_options) and its files'
     extension. A run sends the subclass's part and every part whose file an option names."""
@@ -361,19 +362,10 @@ class _Trainer:
             self.closed = True
         self._f.destroy(self._handle)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if not self.closed and not self._running:
-                self.closed = True
-                self._f.destroy(self._handle)
-        except Exception:
-            pass
+    def _close_when_collected(self):
+        if not self.closed and not self._running:
+            self.closed = True
+            self._f.destroy(self._handle)
 
 
 class EmbeddingTrainer(_Trainer):

@@ -197,17 +197,8 @@ int main(void)
     CHECK(moved == 0, "the frozen member's gradients moved (%lld)", (long long)moved);
 
     /* d(context) along a random direction vs a central difference */
-    double *v = kt_alloc((size_t)nc * sizeof *v), dot = 0, norm = 0, gnorm = 0;
-    for (int64_t i = 0; i < nc; i++) v[i] = sdt_test_normal(&rng), norm += v[i] * v[i];
-    float *saved = kt_copy(in.context, nc);
-    for (int64_t i = 0; i < nc; i++) v[i] /= sqrt(norm), dot += v[i] * g1[i], gnorm += (double)g1[i] * g1[i];
-    const double step = 3e-2;
-    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] + step * v[i]);
-    double up = ut_loss(u, be, &opt, &in);
-    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] - step * v[i]);
-    double down = ut_loss(u, be, &opt, &in);
-    memcpy(in.context, saved, (size_t)nc * 4);
-    double fd = (up - down) / (2 * step);
+    double dot, fd, gnorm;
+    ut_context_direction(u, be, &opt, &in, g1, nc, &rng, &dot, &fd, &gnorm);
     printf("d(context) along a direction: analytic %.6g, finite difference %.6g\n", dot, fd);
     CHECK(fabs(fd - dot) / sqrt(gnorm) < 2e-3, "d(context): analytic %g vs fd %g", dot, fd);
 
@@ -248,7 +239,7 @@ int main(void)
     float *ga2 = hn_test_grads_of(a);
     CHECK(!memcmp(ga, ga2, (size_t)numel * 4), "checkpointing changed the weight gradients");
 
-    free(ga), free(ga2), free(gb), free(host), free(v), free(saved);
+    free(ga), free(ga2), free(gb), free(host);
     free(y0), free(y1), free(y2), free(g1), free(g2);
     sdt_hn_binding_free(b);
     sdt_hn_free(a), sdt_hn_free(bn);

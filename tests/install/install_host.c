@@ -3,27 +3,11 @@
  * on a model and trains it a few steps, the way README's "Using the plugin from a host" shows.
  *   install_host PLUGIN MODEL DATASET TEMPLATE OUT_DIR STEPS
  * Prints the steps it saw; exit 0 when the run reached STEPS and saved the embedding. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdtrain.h"
-
-static long long last_step = -1;
-
-static void on_log(void *user, sdt_log_level level, const char *message)
-{
-    (void)user;
-    if (level >= SDT_LOG_WARNING) fprintf(stderr, "plugin: %s\n", message);
-}
-
-static void on_metrics(void *user, const sdt_metrics *m)
-{
-    (void)user;
-    last_step = (long long)m->step;
-    printf("step %lld loss %.4f\n", last_step, m->loss);
-}
+#include "install_host_common.h"
 
 static int fail(const sdt_ti_factory *ti, sdt_ti_trainer *t, const char *what)
 {
@@ -35,23 +19,12 @@ static int fail(const sdt_ti_factory *ti, sdt_ti_trainer *t, const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: install_host PLUGIN MODEL DATASET TEMPLATE OUT_DIR STEPS\n");
-        return 2;
-    }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "install_host: %s\n", dlerror());
-        return 1;
-    }
-    const sdt_entry *entry = (const sdt_entry *)dlsym(lib, SDTRAIN_ENTRY_SYMBOL);
+    const sdt_entry *entry = NULL;
+    int opened = install_host_open("install_host", argc, argv, &entry);
+    if (opened != 0) return opened;
     char err[1024];
-    if (!entry || entry->init((sdt_version)SDT_ABI_VERSION_INIT, err, sizeof err) != SDT_STATUS_OK) {
-        fprintf(stderr, "install_host: no usable %s in %s\n", SDTRAIN_ENTRY_SYMBOL, argv[1]);
-        return 1;
-    }
     const sdt_ti_factory *ti = entry->get_factory(SDT_FACTORY_TEXTUAL_INVERSION);
-    sdt_host_callbacks cb = {sizeof cb, NULL, on_log, on_metrics, NULL, NULL};
+    sdt_host_callbacks cb = install_host_callbacks();
     sdt_ti_trainer *t = NULL;
     if (!ti || ti->create(&cb, &t, err, sizeof err) != SDT_STATUS_OK) return fail(NULL, NULL, "create");
 
@@ -89,7 +62,7 @@ int main(int argc, char **argv)
     if (ti->run(t) != SDT_STATUS_OK) return fail(ti, t, "run");
     ti->destroy(t);
     entry->deinit();
-    printf("trained %s to step %lld with plugin %s (ABI %u.%u)\n", embedding, last_step, argv[1],
+    printf("trained %s to step %lld with plugin %s (ABI %u.%u)\n", embedding, install_host_last_step, argv[1],
            entry->abi_version.major, entry->abi_version.minor);
-    return last_step == atoll(argv[6]) ? 0 : 1;
+    return install_host_last_step == atoll(argv[6]) ? 0 : 1;
 }

@@ -5,27 +5,11 @@
  * factory: hosts built against earlier 1.x keep working.)
  *   install_trainer_host PLUGIN MODEL DATASET TEMPLATE OUT_DIR STEPS
  * Prints the steps it saw; exit 0 when the run reached STEPS. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sdtrain.h"
-
-static long long last_step = -1;
-
-static void on_log(void *user, sdt_log_level level, const char *message)
-{
-    (void)user;
-    if (level >= SDT_LOG_WARNING) fprintf(stderr, "plugin: %s\n", message);
-}
-
-static void on_metrics(void *user, const sdt_metrics *m)
-{
-    (void)user;
-    last_step = (long long)m->step;
-    printf("step %lld loss %.4f\n", last_step, m->loss);
-}
+#include "install_host_common.h"
 
 static int fail(const sdt_trainer_factory *f, sdt_trainer *t, const char *what)
 {
@@ -37,24 +21,13 @@ static int fail(const sdt_trainer_factory *f, sdt_trainer *t, const char *what)
 
 int main(int argc, char **argv)
 {
-    if (argc != 7) {
-        fprintf(stderr, "usage: install_trainer_host PLUGIN MODEL DATASET TEMPLATE OUT_DIR STEPS\n");
-        return 2;
-    }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "install_trainer_host: %s\n", dlerror());
-        return 1;
-    }
-    const sdt_entry *entry = (const sdt_entry *)dlsym(lib, SDTRAIN_ENTRY_SYMBOL);
+    const sdt_entry *entry = NULL;
+    int opened = install_host_open("install_trainer_host", argc, argv, &entry);
+    if (opened != 0) return opened;
     char err[1024];
-    if (!entry || entry->init((sdt_version)SDT_ABI_VERSION_INIT, err, sizeof err) != SDT_STATUS_OK) {
-        fprintf(stderr, "install_trainer_host: no usable %s in %s\n", SDTRAIN_ENTRY_SYMBOL, argv[1]);
-        return 1;
-    }
     const sdt_trainer_factory *f = entry->get_factory(SDT_FACTORY_TRAINER);
     const sdt_embedding_files_ext *files = f ? f->get_extension(SDT_EXT_EMBEDDING_FILES) : NULL;
-    sdt_host_callbacks cb = {sizeof cb, NULL, on_log, on_metrics, NULL, NULL};
+    sdt_host_callbacks cb = install_host_callbacks();
     sdt_trainer *t = NULL;
     if (!files || f->create(&cb, &t, err, sizeof err) != SDT_STATUS_OK) return fail(NULL, NULL, "create");
 
@@ -89,6 +62,7 @@ int main(int argc, char **argv)
     if (f->run(t) != SDT_STATUS_OK) return fail(f, t, "run");
     f->destroy(t);
     entry->deinit();
-    printf("trained %s to step %lld through %s with plugin %s\n", embedding, last_step, SDT_FACTORY_TRAINER, argv[1]);
-    return last_step == atoll(argv[6]) ? 0 : 1;
+    printf("trained %s to step %lld through %s with plugin %s\n", embedding, install_host_last_step,
+           SDT_FACTORY_TRAINER, argv[1]);
+    return install_host_last_step == atoll(argv[6]) ? 0 : 1;
 }

@@ -45,13 +45,13 @@ fi
 # A host built through pkg-config trains a few steps with the installed plugin and demo assets.
 share=$prefix/share/sdtrain
 # shellcheck disable=SC2046 # pkg-config's flags are words
-${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_host.c" -o "$tmp/host" -ldl
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_host.c" "$here/install_host_common.c" -o "$tmp/host" -ldl
 mkdir "$tmp/out"
 "$tmp/host" "$plugin" "$share/demo/model" "$share/demo/dataset" "$share/templates/subject_filewords.txt" "$tmp/out" 3
 # The same on the trainer factory (1.7), as README shows it; the host above keeps the deprecated
 # textual-inversion factory, as a host built against an earlier 1.x does.
 # shellcheck disable=SC2046 # pkg-config's flags are words
-${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_trainer_host.c" -o "$tmp/trainer-host" -ldl
+${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_trainer_host.c" "$here/install_host_common.c" -o "$tmp/trainer-host" -ldl
 "$tmp/trainer-host" "$plugin" "$share/demo/model" "$share/demo/dataset" "$share/templates/subject_filewords.txt" "$tmp/out" 2
 
 # The installed sdt-host finds the plugin relative to itself (no --plugin, no SDTRAIN_PLUGIN).
@@ -60,7 +60,7 @@ grep -q "installed" "$tmp/inspect.txt" || { echo "FAIL: installed sdt-host inspe
 echo "installed sdt-host: inspect works without --plugin"
 
 # The same host through the CMake package (find_package(sdtrain CONFIG), sdtrain::sdtrain).
-cmake -S "$here/cmake_host" -B "$tmp/cmake-host" -DCMAKE_PREFIX_PATH="$prefix" -DHOST_SOURCE="$here/install_host.c" \
+cmake -S "$here/cmake_host" -B "$tmp/cmake-host" -DCMAKE_PREFIX_PATH="$prefix" -DHOST_SOURCE="$here/install_host.c;$here/install_host_common.c" \
       >"$tmp/cmake-host.log" 2>&1 || { cat "$tmp/cmake-host.log"; echo "FAIL: find_package(sdtrain)"; exit 1; }
 cmake --build "$tmp/cmake-host" >>"$tmp/cmake-host.log" 2>&1 || { cat "$tmp/cmake-host.log"; exit 1; }
 cmake_plugin=$(cat "$tmp/cmake-host/sdtrain_plugin.txt")

@@ -134,6 +134,50 @@ static inline void op_check_norm_grads(const char *what, bool affine, const kt_g
     op_check_grad(name, dbeta, gb, loss, ctx, beta);
 }
 
+/* A norm op's test case (groupnorm, layernorm): n elements of x in c channels, `stats` saved statistics.
+ * Inputs drawn from the rng in one fixed order (x shifted by x_offset, then stored as xdtype; the outputs
+ * and gradients prefilled with random values, so an op that skips an element is caught), float64 references
+ * and analytic gradients zeroed for the test's own reference to fill. */
+typedef struct op_norm_case {
+    float *x, *gamma, *beta, *y, *mean, *rstd, *dout;
+    void *x_stored;                          /* x as the op reads it (op_store_as) */
+    double *ref, *ref_mean, *ref_rstd;       /* the float64 forward */
+    double *x64, *gamma64, *beta64, *dout64; /* float64 copies for the reference (gamma, beta: NULL unless affine) */
+    kt_grad dx, dgamma, dbeta;               /* the op's gradients, both passes */
+    double *gx, *ggamma, *gbeta;             /* the float64 analytic gradients */
+} op_norm_case;
+
+static inline op_norm_case op_norm_case_make(sdt_test_rng *rng, int64_t n, int64_t c, int64_t stats, double x_offset,
+                                             sdt_dtype xdtype, bool affine)
+{
+    op_norm_case k;
+    k.x = kt_randn(rng, n, 1.0), k.gamma = kt_randn(rng, c, 1.0), k.beta = kt_randn(rng, c, 1.0);
+    if (x_offset != 0)
+        for (int64_t i = 0; i < n; i++) k.x[i] += (float)x_offset;
+    k.x_stored = op_store_as(k.x, n, xdtype);
+    k.y = kt_randn(rng, n, 1.0), k.mean = kt_randn(rng, stats, 1.0), k.rstd = kt_randn(rng, stats, 1.0);
+    k.dout = kt_randn(rng, n, 1.0);
+    k.x64 = kt_to_double(k.x, n), k.dout64 = kt_to_double(k.dout, n);
+    k.gamma64 = affine ? kt_to_double(k.gamma, c) : NULL, k.beta64 = affine ? kt_to_double(k.beta, c) : NULL;
+    k.ref = op_zeros_d(n), k.ref_mean = op_zeros_d(stats), k.ref_rstd = op_zeros_d(stats);
+    k.dx = kt_grad_make(rng, n), k.dgamma = kt_grad_make(rng, c), k.dbeta = kt_grad_make(rng, c);
+    k.gx = op_zeros_d(n), k.ggamma = op_zeros_d(c), k.gbeta = op_zeros_d(c);
+    return k;
+}
+
+static inline void op_norm_case_free(op_norm_case *k)
+{
+    op_store_free(k->x_stored, k->x);
+    float *floats[7] = {k->x, k->gamma, k->beta, k->y, k->mean, k->rstd, k->dout};
+    for (int i = 0; i < 7; i++) free(floats[i]);
+    double *doubles[10] = {k->x64,      k->gamma64,  k->beta64, k->dout64, k->ref,
+                           k->ref_mean, k->ref_rstd, k->gx,     k->ggamma, k->gbeta};
+    for (int i = 0; i < 10; i++) free(doubles[i]);
+    kt_grad_free(&k->dx);
+    kt_grad_free(&k->dgamma);
+    kt_grad_free(&k->dbeta);
+}
+
 /* A call that must fail with a sentence naming the op. */
 static inline void op_check_rejects(sdt_backend *be, int rc, const char *op, const char *why)
 {

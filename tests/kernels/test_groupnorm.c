@@ -114,66 +114,33 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t c, i
              act == SDT_ACT_SILU ? " + silu" : "");
     const int64_t s = h * (w > 0 ? w : 1), n = b * c * s, nb = b * groups;
     const float eps = 1e-5f;
-    float *x = kt_randn(rng, n, 1.0), *gamma = kt_randn(rng, c, 1.0), *beta = kt_randn(rng, c, 1.0);
-    void *x16 = op_store_as(x, n, xdtype);
+    op_norm_case k = op_norm_case_make(rng, n, c, nb, 0.0, xdtype, affine);
     const int64_t xs[4] = {b, c, h, w}, cs[1] = {c}, ss[2] = {b, groups};
     const int nd = w > 0 ? 4 : 3;
-    sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, nd, xs);
-    sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
-    float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, nb, 1.0), *rstd = kt_randn(rng, nb, 1.0);
-    sdt_tensor ty = op_tensor(y, nd, xs), tm = op_tensor(mean, 2, ss), trs = op_tensor(rstd, 2, ss);
+    sdt_tensor tx = sdt_tensor_make(k.x_stored, xdtype, SDT_DEVICE_CPU, nd, xs);
+    sdt_tensor tg = op_tensor(k.gamma, 1, cs), tb = op_tensor(k.beta, 1, cs);
+    sdt_tensor ty = op_tensor(k.y, nd, xs), tm = op_tensor(k.mean, 2, ss), trs = op_tensor(k.rstd, 2, ss);
     CHECK(be->groupnorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, groups, eps, act) ==
               0,
           "%s forward failed: %s", what, be->error.message);
-    float *dout = kt_randn(rng, n, 1.0);
-    gn_ref r = {b,
-                c,
-                s,
-                groups,
-                eps,
-                kt_to_double(x, n),
-                affine ? kt_to_double(gamma, c) : NULL,
-                affine ? kt_to_double(beta, c) : NULL,
-                kt_to_double(dout, n),
-                act == SDT_ACT_SILU};
-    double *ref = op_zeros_d(n), *rm = op_zeros_d(nb), *rr = op_zeros_d(nb);
-    gn_forward_ref(&r, ref, rm, rr);
-    op_check_forward(what, y, ref, n);
-    op_check_norm_stats(what, mean, rm, rstd, rr, nb);
+    gn_ref r = {b, c, s, groups, eps, k.x64, k.gamma64, k.beta64, k.dout64, act == SDT_ACT_SILU};
+    gn_forward_ref(&r, k.ref, k.ref_mean, k.ref_rstd);
+    op_check_forward(what, k.y, k.ref, n);
+    op_check_norm_stats(what, k.mean, k.ref_mean, k.rstd, k.ref_rstd, nb);
 
-    kt_grad g_dx = kt_grad_make(rng, n), g_dg = kt_grad_make(rng, c), g_db = kt_grad_make(rng, c);
-    sdt_tensor tdout = op_tensor(dout, nd, xs);
+    sdt_tensor tdout = op_tensor(k.dout, nd, xs);
     for (int pass = 0; pass < 2; pass++) {
-        sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), nd, xs), tdg = op_tensor(op_grad_buf(&g_dg, pass), 1, cs),
-                   tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
+        sdt_tensor tdx = op_tensor(op_grad_buf(&k.dx, pass), nd, xs),
+                   tdg = op_tensor(op_grad_buf(&k.dgamma, pass), 1, cs),
+                   tdb = op_tensor(op_grad_buf(&k.dbeta, pass), 1, cs);
         CHECK(be->groupnorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
                                      affine ? &tg : NULL, affine ? &tb : NULL, &tm, &trs, groups, act) == 0,
               "%s backward failed: %s", what, be->error.message);
     }
-    double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
-    gn_backward_ref(&r, gx, gg, gb);
-    op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, gn_loss, &r, r.x, r.gamma, r.beta);
-    op_store_free(x16, x);
-    free(x);
-    free(gamma);
-    free(beta);
-    free(y);
-    free(mean);
-    free(rstd);
-    free(dout);
-    free(ref);
-    free(rm);
-    free(rr);
-    kt_grad_free(&g_dx);
-    kt_grad_free(&g_dg);
-    kt_grad_free(&g_db);
-    free(gx);
-    free(gg);
-    free(gb);
-    free(r.x);
-    free(r.gamma);
-    free(r.beta);
-    free((void *)r.dout);
+    gn_backward_ref(&r, k.gx, k.ggamma, k.gbeta);
+    op_check_norm_grads(what, affine, &k.dx, &k.dgamma, &k.dbeta, k.gx, k.ggamma, k.gbeta, gn_loss, &r, k.x64,
+                        k.gamma64, k.beta64);
+    op_norm_case_free(&k);
 }
 
 static void check_rejects(sdt_backend *be)

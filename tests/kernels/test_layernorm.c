@@ -73,62 +73,31 @@ static void run_case(sdt_backend *be, sdt_test_rng *rng, int64_t b, int64_t t, i
              (long long)c, affine ? " affine" : "", offset, sdt_dtype_name(xdtype));
     const int64_t rows = b * t, n = rows * c;
     const float eps = 1e-5f;
-    float *x = kt_randn(rng, n, 1.0), *gamma = kt_randn(rng, c, 1.0), *beta = kt_randn(rng, c, 1.0);
-    for (int64_t i = 0; i < n; i++) x[i] += (float)offset;
-    void *x16 = op_store_as(x, n, xdtype);
+    op_norm_case k = op_norm_case_make(rng, n, c, rows, offset, xdtype, affine);
     const int64_t xs[3] = {b, t, c}, cs[1] = {c}, rs[2] = {b, t};
-    sdt_tensor tx = sdt_tensor_make(x16, xdtype, SDT_DEVICE_CPU, 3, xs);
-    sdt_tensor tg = op_tensor(gamma, 1, cs), tb = op_tensor(beta, 1, cs);
-    float *y = kt_randn(rng, n, 1.0), *mean = kt_randn(rng, rows, 1.0), *rstd = kt_randn(rng, rows, 1.0);
-    sdt_tensor ty = op_tensor(y, 3, xs), tm = op_tensor(mean, 2, rs), trs = op_tensor(rstd, 2, rs);
+    sdt_tensor tx = sdt_tensor_make(k.x_stored, xdtype, SDT_DEVICE_CPU, 3, xs);
+    sdt_tensor tg = op_tensor(k.gamma, 1, cs), tb = op_tensor(k.beta, 1, cs);
+    sdt_tensor ty = op_tensor(k.y, 3, xs), tm = op_tensor(k.mean, 2, rs), trs = op_tensor(k.rstd, 2, rs);
     CHECK(be->layernorm_forward(be, &ty, &tm, &trs, &tx, affine ? &tg : NULL, affine ? &tb : NULL, eps) == 0,
           "%s forward failed: %s", what, be->error.message);
-    float *dout = kt_randn(rng, n, 1.0);
-    ln_ref r = {rows,
-                c,
-                eps,
-                kt_to_double(x, n),
-                affine ? kt_to_double(gamma, c) : NULL,
-                affine ? kt_to_double(beta, c) : NULL,
-                kt_to_double(dout, n)};
-    double *ref = op_zeros_d(n), *rm = op_zeros_d(rows), *rr = op_zeros_d(rows);
-    ln_forward_ref(&r, ref, rm, rr);
-    op_check_forward(what, y, ref, n);
-    op_check_norm_stats(what, mean, rm, rstd, rr, rows);
+    ln_ref r = {rows, c, eps, k.x64, k.gamma64, k.beta64, k.dout64};
+    ln_forward_ref(&r, k.ref, k.ref_mean, k.ref_rstd);
+    op_check_forward(what, k.y, k.ref, n);
+    op_check_norm_stats(what, k.mean, k.ref_mean, k.rstd, k.ref_rstd, rows);
 
-    kt_grad g_dx = kt_grad_make(rng, n), g_dg = kt_grad_make(rng, c), g_db = kt_grad_make(rng, c);
-    sdt_tensor tdout = op_tensor(dout, 3, xs);
+    sdt_tensor tdout = op_tensor(k.dout, 3, xs);
     for (int pass = 0; pass < 2; pass++) {
-        sdt_tensor tdx = op_tensor(op_grad_buf(&g_dx, pass), 3, xs), tdg = op_tensor(op_grad_buf(&g_dg, pass), 1, cs),
-                   tdb = op_tensor(op_grad_buf(&g_db, pass), 1, cs);
+        sdt_tensor tdx = op_tensor(op_grad_buf(&k.dx, pass), 3, xs),
+                   tdg = op_tensor(op_grad_buf(&k.dgamma, pass), 1, cs),
+                   tdb = op_tensor(op_grad_buf(&k.dbeta, pass), 1, cs);
         CHECK(be->layernorm_backward(be, &tdx, affine ? &tdg : NULL, affine ? &tdb : NULL, &tdout, &tx,
                                      affine ? &tg : NULL, &tm, &trs) == 0,
               "%s backward failed: %s", what, be->error.message);
     }
-    double *gx = op_zeros_d(n), *gg = op_zeros_d(c), *gb = op_zeros_d(c);
-    ln_backward_ref(&r, gx, gg, gb);
-    op_check_norm_grads(what, affine, &g_dx, &g_dg, &g_db, gx, gg, gb, ln_loss, &r, r.x, r.gamma, r.beta);
-    op_store_free(x16, x);
-    free(x);
-    free(gamma);
-    free(beta);
-    free(y);
-    free(mean);
-    free(rstd);
-    free(dout);
-    free(ref);
-    free(rm);
-    free(rr);
-    kt_grad_free(&g_dx);
-    kt_grad_free(&g_dg);
-    kt_grad_free(&g_db);
-    free(gx);
-    free(gg);
-    free(gb);
-    free(r.x);
-    free(r.gamma);
-    free(r.beta);
-    free((void *)r.dout);
+    ln_backward_ref(&r, k.gx, k.ggamma, k.gbeta);
+    op_check_norm_grads(what, affine, &k.dx, &k.dgamma, &k.dbeta, k.gx, k.ggamma, k.gbeta, ln_loss, &r, k.x64,
+                        k.gamma64, k.beta64);
+    op_norm_case_free(&k);
 }
 
 static void check_rejects(sdt_backend *be)

@@ -17,6 +17,7 @@
 #include "checkpoint_gen.h"
 #include "clip_text.h"
 #include "ops.h"
+#include "safetensors.h"
 #include "sdt_test.h"
 #include "weights.h"
 
@@ -65,6 +66,25 @@ static inline void mt_temp_path(char *out, size_t size, const char *tag)
     const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     static int counter = 0;
     snprintf(out, size, "%s/sdt-models-%s-%ld-%d.safetensors", dir, tag, (long)getpid(), counter++);
+}
+
+/* A safetensors file at path holding the tensors of w except skip (NULL: all of them), plus the n_extra
+ * tensors extra under extra_names: a checkpoint with one tensor missing, misshaped or added. */
+static inline void mt_copy_without(const sdt_weights *w, const char *path, const char *skip,
+                                   const char *const *extra_names, const sdt_tensor *extra, int n_extra)
+{
+    size_t n = sdt_weights_count(w);
+    sdt_st_write_item *items = mt_alloc(sizeof(*items) * (n + (size_t)n_extra));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *key = sdt_weights_key(w, i);
+        if (skip && !strcmp(key, skip)) continue;
+        items[k++] = sdt_st_item_from_tensor(key, sdt_weights_get(w, key));
+    }
+    for (int i = 0; i < n_extra; i++) items[k++] = sdt_st_item_from_tensor(extra_names[i], &extra[i]);
+    sdt_error err = {0};
+    CHECK(sdt_st_write(path, items, k, NULL, 0, &err), "writing %s: %s", path, err.message);
+    free(items);
 }
 
 /* A random F32 checkpoint of a preset family with every parameter perturbed (norm

@@ -110,24 +110,6 @@ static void check_gradients(const run_ctx *c, sdt_test_rng *rng)
     free(ctx), free(pooled), free(dctx), free(dpooled);
 }
 
-/* A safetensors file holding the tensors of w except skip, plus the extra ones. */
-static void copy_without(const sdt_weights *w, const char *path, const char *skip, const char *const *extra_names,
-                         const sdt_tensor *extra, int n_extra)
-{
-    size_t n = sdt_weights_count(w);
-    sdt_st_write_item *items = mt_alloc(sizeof(*items) * (n + (size_t)n_extra));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *key = sdt_weights_key(w, i);
-        if (skip && !strcmp(key, skip)) continue;
-        items[k++] = sdt_st_item_from_tensor(key, sdt_weights_get(w, key));
-    }
-    for (int i = 0; i < n_extra; i++) items[k++] = sdt_st_item_from_tensor(extra_names[i], &extra[i]);
-    sdt_error err = {0};
-    CHECK(sdt_st_write(path, items, k, NULL, 0, &err), "writing %s: %s", path, err.message);
-    free(items);
-}
-
 static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
 {
     char path[512];
@@ -136,7 +118,7 @@ static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
     mmdit_config got;
     /* a missing tensor */
     mt_temp_path(path, sizeof path, "mmdit-missing");
-    copy_without(w, path, "transformer_blocks.1.attn.add_k_proj.bias", NULL, NULL, 0);
+    mt_copy_without(w, path, "transformer_blocks.1.attn.add_k_proj.bias", NULL, NULL, 0);
     sdt_weights *mw = sdt_weights_open(path, &err);
     CHECK(mw != NULL, "open: %s", err.message);
     if (mw) {
@@ -160,7 +142,7 @@ static void check_refusals(const sdt_weights *w, const mmdit_config *cfg)
     sdt_tensor tq2 = mt_tensor(q2, SDT_F32, 2, H, H, 0, 0);
     const char *names[1] = {"transformer_blocks.0.attn2.to_q.weight"};
     mt_temp_path(path, sizeof path, "mmdit-x");
-    copy_without(w, path, NULL, names, &tq2, 1);
+    mt_copy_without(w, path, NULL, names, &tq2, 1);
     mw = sdt_weights_open(path, &err);
     CHECK(mw && mmdit_config_detect(mw, "", &got, &err) && got.dual_layers == 1 && !mmdit_load(&m, &got, mw, &err) &&
               strstr(err.message, "transformer_blocks.0.norm1.linear.weight"),

@@ -117,24 +117,6 @@ static void check_buckets(void)
     CHECK(bad == 0, "%d relative-position buckets differ from transformers'", bad);
 }
 
-/* A safetensors file holding the tensors of w except skip (and with rename[0] renamed to rename[1]). */
-static void copy_without(const sdt_weights *w, const char *path, const char *skip, const char *const *extra_names,
-                         const sdt_tensor *extra, int n_extra)
-{
-    size_t n = sdt_weights_count(w);
-    sdt_st_write_item *items = mt_alloc(sizeof(*items) * (n + (size_t)n_extra));
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *key = sdt_weights_key(w, i);
-        if (skip && !strcmp(key, skip)) continue;
-        items[k++] = sdt_st_item_from_tensor(key, sdt_weights_get(w, key));
-    }
-    for (int i = 0; i < n_extra; i++) items[k++] = sdt_st_item_from_tensor(extra_names[i], &extra[i]);
-    sdt_error err = {0};
-    CHECK(sdt_st_write(path, items, k, NULL, 0, &err), "writing %s: %s", path, err.message);
-    free(items);
-}
-
 static void check_refusals(const sdt_weights *w, const t5_config *cfg)
 {
     char path[512];
@@ -142,7 +124,7 @@ static void check_refusals(const sdt_weights *w, const t5_config *cfg)
     t5_encoder m;
     /* a missing tensor */
     mt_temp_path(path, sizeof path, "t5-missing");
-    copy_without(w, path, "encoder.block.1.layer.1.DenseReluDense.wi_1.weight", NULL, NULL, 0);
+    mt_copy_without(w, path, "encoder.block.1.layer.1.DenseReluDense.wi_1.weight", NULL, NULL, 0);
     sdt_weights *mw = sdt_weights_open(path, &err);
     CHECK(mw != NULL, "open: %s", err.message);
     if (mw) {
@@ -165,7 +147,7 @@ static void check_refusals(const sdt_weights *w, const t5_config *cfg)
     static float wi[40 * 32];
     sdt_tensor twi = mt_tensor(wi, SDT_F32, 2, 40, 32, 0, 0);
     const char *names[1] = {"encoder.block.0.layer.1.DenseReluDense.wi.weight"};
-    copy_without(w, path, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight", names, &twi, 1);
+    mt_copy_without(w, path, "encoder.block.0.layer.1.DenseReluDense.wi_0.weight", names, &twi, 1);
     mw = sdt_weights_open(path, &err);
     t5_config got;
     CHECK(mw && !t5_config_detect(mw, "", &got, &err) && err.code == SDT_ERR_UNSUPPORTED &&

@@ -15,22 +15,16 @@ backend in f32. Thresholds: relative error <= 1e-5 forward, <= 2e-5 gradients. E
 
   python3 tests/parity/flux_parity.py --cli build/tests/parity/sdt-flux-io [--seed N]
 """
-import argparse
 import math
 import os
 import subprocess
 import sys
-import tempfile
-
-SKIP = 77
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"flux_parity: skipped ({e})")
-    sys.exit(SKIP)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
+
+torch = torch_or_skip("flux_parity")
+import torch.nn.functional as F  # noqa: E402
 from st_codec import st_read  # noqa: E402
 
 
@@ -156,28 +150,11 @@ def flux_forward(W, latent, timestep, guidance, context, pooled, heads, axes):
     return unpack(lin(W, "proj_out", x), h, w)
 
 
-def rel_err(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    torch.manual_seed(args.seed)
+    args = cli_args()
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        def path(name):
-            return os.path.join(tmp, name)
-
-        def write(name, t):
-            t.detach().to(torch.float32).contiguous().numpy().tofile(path(name))
-            return path(name)
-
-        def read(name, shape):
-            import numpy as np
-            return torch.from_numpy(np.fromfile(path(name), dtype=np.float32)).reshape(shape).to(torch.float64)
+    with RawFiles.temporary() as files:
+        path, write, read = files.path, files.write, files.read64
 
         def f32(t):
             return t.to(torch.float32).to(torch.float64)
@@ -215,8 +192,7 @@ def main():
                 failures += not ok
                 print(f"{'schnell' if schnell else 'dev'} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, "
                       f"d(context) {ec:.3g}, d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
-    print("flux_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
-    return 1 if failures else 0
+    return finish("flux_parity", failures)
 
 
 if __name__ == "__main__":

@@ -16,58 +16,10 @@
 
 #include "mmdit.h"
 #include "mmdit_gen.h"
+#include "param_cli_common.h"
 #include "weights.h"
 
-static const char *arg(int argc, char **argv, const char *key)
-{
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], key)) return argv[i + 1];
-    return NULL;
-}
-
-static bool flag(int argc, char **argv, const char *key)
-{
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], key)) return true;
-    return false;
-}
-
-static void *read_all(const char *path, size_t bytes)
-{
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    void *buf = malloc(bytes ? bytes : 1);
-    if (!f || !buf || fread(buf, 1, bytes, f) != bytes) {
-        fprintf(stderr, "sdt-mmdit-io: cannot read %zu bytes from %s\n", bytes, path ? path : "(no file given)");
-        exit(1);
-    }
-    fclose(f);
-    return buf;
-}
-
-static void write_all(const char *path, const void *data, size_t bytes)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
-        fprintf(stderr, "sdt-mmdit-io: cannot write %s\n", path);
-        exit(1);
-    }
-}
-
-static int fail(const sdt_error *e)
-{
-    fprintf(stderr, "sdt-mmdit-io: %s\n", e->message);
-    return 1;
-}
-
-static long num(int argc, char **argv, const char *key)
-{
-    const char *v = arg(argc, argv, key);
-    if (!v) {
-        fprintf(stderr, "sdt-mmdit-io: %s is required\n", key);
-        exit(2);
-    }
-    return atol(v);
-}
+const char *const param_cli_name = "sdt-mmdit-io";
 
 int main(int argc, char **argv)
 {
@@ -78,26 +30,28 @@ int main(int argc, char **argv)
     sdt_error err = {0};
     if (!strcmp(argv[1], "gen")) {
         mmdit_config cfg = mmdit_config_tiny();
-        if (flag(argc, argv, "--no-qk-norm")) {
+        if (cli_flag(argc, argv, "--no-qk-norm")) {
             /* without norm_q the file does not store the head width: SD3's 64, as detection reads it */
             cfg.qk_norm = false;
             cfg.head_dim = 64;
         }
-        const char *dual = arg(argc, argv, "--dual");
+        const char *dual = cli_arg(argc, argv, "--dual");
         if (dual) cfg.dual_layers = atoi(dual);
-        const char *seed = arg(argc, argv, "--seed");
-        return mmdit_generate(arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
+        const char *seed = cli_arg(argc, argv, "--seed");
+        return mmdit_generate(cli_arg(argc, argv, "--out"), &cfg, SDT_F32, seed ? strtoull(seed, NULL, 10) : 1, true,
+                              &err)
                    ? 0
-                   : fail(&err);
+                   : cli_fail(&err);
     }
     if (!strcmp(argv[1], "measure")) {
-        const char *name = arg(argc, argv, "--config");
+        const char *name = cli_arg(argc, argv, "--config");
         static mmdit_model m;
         m.cfg = name && !strcmp(name, "sd3")           ? mmdit_config_sd3_medium()
                 : name && !strcmp(name, "sd35-medium") ? mmdit_config_sd35_medium()
                                                        : mmdit_config_sd35_large();
-        const long B = arg(argc, argv, "--batch") ? num(argc, argv, "--batch") : 1, h = num(argc, argv, "--height"),
-                   wd = num(argc, argv, "--width"), T = num(argc, argv, "--ctx-tokens");
+        const long B = cli_arg(argc, argv, "--batch") ? cli_num(argc, argv, "--batch") : 1,
+                   h = cli_num(argc, argv, "--height"), wd = cli_num(argc, argv, "--width"),
+                   T = cli_num(argc, argv, "--ctx-tokens");
         const mmdit_config *c = &m.cfg;
         float ts[64] = {0};
         sdt_tensor tl = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd),
@@ -109,9 +63,9 @@ int main(int argc, char **argv)
         sdt_backend *be = sdt_backend_cpu_create(1);
         sdt_arena measure;
         sdt_arena_init_measure(&measure, be);
-        if (B > 64 || !mmdit_forward(&m, be, &measure, &in, &acts, &err)) return fail(&err);
+        if (B > 64 || !mmdit_forward(&m, be, &measure, &in, &acts, &err)) return cli_fail(&err);
         size_t kept = measure.peak;
-        if (!mmdit_backward(&m, be, &measure, &acts, &td, &tc, &tp, &err)) return fail(&err);
+        if (!mmdit_backward(&m, be, &measure, &acts, &td, &tc, &tp, &err)) return cli_fail(&err);
         printf("%s, batch %ld, latent %ldx%ld, %ld text tokens: forward peak %.2f GiB, with backward %.2f GiB "
                "(f32 activations)\n",
                name ? name : "sd35-large", B, h, wd, T, kept / 1073741824.0, measure.peak / 1073741824.0);
@@ -122,19 +76,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "sdt-mmdit-io: unknown command %s\n", argv[1]);
         return 2;
     }
-    sdt_weights *w = sdt_weights_open(arg(argc, argv, "--ckpt"), &err);
-    if (!w) return fail(&err);
+    sdt_weights *w = sdt_weights_open(cli_arg(argc, argv, "--ckpt"), &err);
+    if (!w) return cli_fail(&err);
     mmdit_config cfg;
     static mmdit_model m;
-    if (!mmdit_config_detect(w, "", &cfg, &err) || !mmdit_load(&m, &cfg, w, &err)) return fail(&err);
-    const long B = num(argc, argv, "--batch"), h = num(argc, argv, "--height"), wd = num(argc, argv, "--width"),
-               T = num(argc, argv, "--ctx-tokens"), C = cfg.in_channels, CD = cfg.context_dim, PD = cfg.pooled_dim;
+    if (!mmdit_config_detect(w, "", &cfg, &err) || !mmdit_load(&m, &cfg, w, &err)) return cli_fail(&err);
+    const long B = cli_num(argc, argv, "--batch"), h = cli_num(argc, argv, "--height"),
+               wd = cli_num(argc, argv, "--width"), T = cli_num(argc, argv, "--ctx-tokens"), C = cfg.in_channels,
+               CD = cfg.context_dim, PD = cfg.pooled_dim;
     const size_t n_lat = (size_t)(B * C * h * wd);
-    float *latent = read_all(arg(argc, argv, "--latent"), n_lat * 4);
-    float *ts = read_all(arg(argc, argv, "--timesteps"), (size_t)B * 4);
-    float *ctx = read_all(arg(argc, argv, "--context"), (size_t)(B * T * CD) * 4);
-    float *pooled = read_all(arg(argc, argv, "--pooled"), (size_t)(B * PD) * 4);
-    float *dout = arg(argc, argv, "--dout") ? read_all(arg(argc, argv, "--dout"), n_lat * 4) : NULL;
+    float *latent = cli_read_all(cli_arg(argc, argv, "--latent"), n_lat * 4);
+    float *ts = cli_read_all(cli_arg(argc, argv, "--timesteps"), (size_t)B * 4);
+    float *ctx = cli_read_all(cli_arg(argc, argv, "--context"), (size_t)(B * T * CD) * 4);
+    float *pooled = cli_read_all(cli_arg(argc, argv, "--pooled"), (size_t)(B * PD) * 4);
+    float *dout = cli_arg(argc, argv, "--dout") ? cli_read_all(cli_arg(argc, argv, "--dout"), n_lat * 4) : NULL;
     float *dctx = calloc((size_t)(B * T * CD), sizeof(float)), *dpooled = calloc((size_t)(B * PD), sizeof(float));
     sdt_backend *be = sdt_backend_cpu_create(0);
     sdt_tensor tl = sdt_tensor_4d(latent, SDT_F32, 4, B, C, h, wd), tc = sdt_tensor_4d(ctx, SDT_F32, 3, B, T, CD, 0),
@@ -147,14 +102,14 @@ int main(int argc, char **argv)
     sdt_arena_init_measure(&measure, be);
     if (!mmdit_forward(&m, be, &measure, &in, &acts, &err) ||
         (dout && !mmdit_backward(&m, be, &measure, &acts, &td, &tdc, &tdp, &err)))
-        return fail(&err);
-    if (!sdt_arena_init(&arena, be, measure.peak)) return fail(&arena.error);
-    if (!mmdit_forward(&m, be, &arena, &in, &acts, &err)) return fail(&err);
-    write_all(arg(argc, argv, "--out"), acts.out.data, n_lat * 4);
+        return cli_fail(&err);
+    if (!sdt_arena_init(&arena, be, measure.peak)) return cli_fail(&arena.error);
+    if (!mmdit_forward(&m, be, &arena, &in, &acts, &err)) return cli_fail(&err);
+    cli_write_all(cli_arg(argc, argv, "--out"), acts.out.data, n_lat * 4);
     if (dout) {
-        if (!mmdit_backward(&m, be, &arena, &acts, &td, &tdc, &tdp, &err)) return fail(&err);
-        write_all(arg(argc, argv, "--dcontext"), dctx, (size_t)(B * T * CD) * 4);
-        write_all(arg(argc, argv, "--dpooled"), dpooled, (size_t)(B * PD) * 4);
+        if (!mmdit_backward(&m, be, &arena, &acts, &td, &tdc, &tdp, &err)) return cli_fail(&err);
+        cli_write_all(cli_arg(argc, argv, "--dcontext"), dctx, (size_t)(B * T * CD) * 4);
+        cli_write_all(cli_arg(argc, argv, "--dpooled"), dpooled, (size_t)(B * PD) * 4);
     }
     sdt_arena_release(&arena);
     be->destroy(be);

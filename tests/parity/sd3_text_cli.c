@@ -15,48 +15,10 @@
 
 #include "../models/text3_test_models.h"
 #include "flux_text.h"
+#include "param_cli_common.h"
 #include "sd3_text.h"
 
-static const char *arg(int argc, char **argv, const char *key)
-{
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], key)) return argv[i + 1];
-    return NULL;
-}
-
-static bool flag(int argc, char **argv, const char *key)
-{
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], key)) return true;
-    return false;
-}
-
-static void *read_all(const char *path, size_t bytes)
-{
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    void *buf = malloc(bytes ? bytes : 1);
-    if (!f || !buf || fread(buf, 1, bytes, f) != bytes) {
-        fprintf(stderr, "sdt-sd3-text-io: cannot read %zu bytes from %s\n", bytes, path ? path : "(no file given)");
-        exit(1);
-    }
-    fclose(f);
-    return buf;
-}
-
-static void write_all(const char *path, const void *data, size_t bytes)
-{
-    FILE *f = path ? fopen(path, "wb") : NULL;
-    if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
-        fprintf(stderr, "sdt-sd3-text-io: cannot write %s\n", path ? path : "(no file given)");
-        exit(1);
-    }
-}
-
-static int fail(const sdt_error *e)
-{
-    fprintf(stderr, "sdt-sd3-text-io: %s\n", e->message);
-    return 1;
-}
+const char *const param_cli_name = "sdt-sd3-text-io";
 
 int main(int argc, char **argv)
 {
@@ -65,34 +27,34 @@ int main(int argc, char **argv)
         return 2;
     }
     sdt_error err = {0};
-    bool flux = flag(argc, argv, "--flux");
+    bool flux = cli_flag(argc, argv, "--flux");
     text3_models m;
     if (!strcmp(argv[1], "gen")) {
-        const char *seed = arg(argc, argv, "--seed");
-        bool ok = text3_make(arg(argc, argv, "--dir"), flux, seed ? strtoull(seed, NULL, 10) : 1, &m, &err);
+        const char *seed = cli_arg(argc, argv, "--seed");
+        bool ok = text3_make(cli_arg(argc, argv, "--dir"), flux, seed ? strtoull(seed, NULL, 10) : 1, &m, &err);
         if (ok) printf("l_heads %d g_heads %d\n", m.l.cfg.heads, flux ? 0 : m.g.cfg.heads);
         text3_close(&m);
-        return ok ? 0 : fail(&err);
+        return ok ? 0 : cli_fail(&err);
     }
-    if (!text3_open(arg(argc, argv, "--dir"), flux, &m, &err)) return fail(&err);
-    bool no_t5 = flag(argc, argv, "--no-t5");
-    const char *cs = arg(argc, argv, "--clip-skip");
-    const long B = atol(arg(argc, argv, "--batch")), L5 = atol(arg(argc, argv, "--t5-len"));
-    const long R = atol(arg(argc, argv, "--nrows")), N = atol(arg(argc, argv, "--nov")),
-               N5 = atol(arg(argc, argv, "--nov5"));
+    if (!text3_open(cli_arg(argc, argv, "--dir"), flux, &m, &err)) return cli_fail(&err);
+    bool no_t5 = cli_flag(argc, argv, "--no-t5");
+    const char *cs = cli_arg(argc, argv, "--clip-skip");
+    const long B = atol(cli_arg(argc, argv, "--batch")), L5 = atol(cli_arg(argc, argv, "--t5-len"));
+    const long R = atol(cli_arg(argc, argv, "--nrows")), N = atol(cli_arg(argc, argv, "--nov")),
+               N5 = atol(cli_arg(argc, argv, "--nov5"));
     const long Cl = m.l.cfg.width, Cg = flux ? 0 : m.g.cfg.width, D = m.t5.cfg.d_model;
     const long P = flux ? Cl : m.l.cfg.projection_dim + m.g.cfg.projection_dim;
     const long rows = flux ? L5 : 77 + (no_t5 ? 77 : L5);
-    int32_t *tl = read_all(arg(argc, argv, "--tokens-l"), (size_t)B * 77 * 4);
-    int32_t *tg = flux ? NULL : read_all(arg(argc, argv, "--tokens-g"), (size_t)B * 77 * 4);
-    int32_t *t5t = read_all(arg(argc, argv, "--tokens-t5"), (size_t)(B * L5) * 4);
-    float *rl = read_all(arg(argc, argv, "--rows-l"), (size_t)(R * Cl) * 4);
-    float *rg = flux ? NULL : read_all(arg(argc, argv, "--rows-g"), (size_t)(R * Cg) * 4);
-    float *rt = read_all(arg(argc, argv, "--rows-t5"), (size_t)(R * D) * 4);
-    clip_override *ov = read_all(arg(argc, argv, "--ov"), (size_t)N * sizeof(clip_override));
-    t5_override *ov5 = read_all(arg(argc, argv, "--ov5"), (size_t)N5 * sizeof(t5_override));
-    float *dctx = read_all(arg(argc, argv, "--dcontext"), (size_t)(B * rows * D) * 4);
-    float *dpool = read_all(arg(argc, argv, "--dpooled"), (size_t)(B * P) * 4);
+    int32_t *tl = cli_read_all(cli_arg(argc, argv, "--tokens-l"), (size_t)B * 77 * 4);
+    int32_t *tg = flux ? NULL : cli_read_all(cli_arg(argc, argv, "--tokens-g"), (size_t)B * 77 * 4);
+    int32_t *t5t = cli_read_all(cli_arg(argc, argv, "--tokens-t5"), (size_t)(B * L5) * 4);
+    float *rl = cli_read_all(cli_arg(argc, argv, "--rows-l"), (size_t)(R * Cl) * 4);
+    float *rg = flux ? NULL : cli_read_all(cli_arg(argc, argv, "--rows-g"), (size_t)(R * Cg) * 4);
+    float *rt = cli_read_all(cli_arg(argc, argv, "--rows-t5"), (size_t)(R * D) * 4);
+    clip_override *ov = cli_read_all(cli_arg(argc, argv, "--ov"), (size_t)N * sizeof(clip_override));
+    t5_override *ov5 = cli_read_all(cli_arg(argc, argv, "--ov5"), (size_t)N5 * sizeof(t5_override));
+    float *dctx = cli_read_all(cli_arg(argc, argv, "--dcontext"), (size_t)(B * rows * D) * 4);
+    float *dpool = cli_read_all(cli_arg(argc, argv, "--dpooled"), (size_t)(B * P) * 4);
     float *drl = calloc((size_t)(R * Cl), 4), *drg = calloc((size_t)(R * (Cg ? Cg : 1)), 4),
           *drt = calloc((size_t)(R * D), 4);
     sdt_backend *be = sdt_backend_cpu_create(0);
@@ -125,22 +87,23 @@ int main(int argc, char **argv)
     sdt_arena_init_measure(&measure, be);
     for (int pass = 0; pass < 2; pass++) { /* measure, then run in an arena of exactly the measured size */
         sdt_arena *a = pass ? &arena : &measure;
-        if (pass && !sdt_arena_init(&arena, be, measure.peak)) return fail(&arena.error);
+        if (pass && !sdt_arena_init(&arena, be, measure.peak)) return cli_fail(&arena.error);
         bool ok = flux ? sdt_flux_text_forward(&m.l, t5, be, a, &fin, &fa, &err)
                        : sdt_sd3_text_forward(&m.l, &m.g, t5, be, a, &sin, &sa, &err);
         if (ok && pass) {
-            write_all(arg(argc, argv, "--out-context"), flux ? fa.context.data : sa.context.data,
-                      (size_t)(B * rows * D) * 4);
-            write_all(arg(argc, argv, "--out-pooled"), flux ? fa.pooled.data : sa.pooled.data, (size_t)(B * P) * 4);
+            cli_write_all(cli_arg(argc, argv, "--out-context"), flux ? fa.context.data : sa.context.data,
+                          (size_t)(B * rows * D) * 4);
+            cli_write_all(cli_arg(argc, argv, "--out-pooled"), flux ? fa.pooled.data : sa.pooled.data,
+                          (size_t)(B * P) * 4);
         }
         ok = ok && (flux ? sdt_flux_text_backward(&m.l, t5, be, a, &fa, &tdc, &tdp, &tdl, &tdt, &err)
                          : sdt_sd3_text_backward(&m.l, &m.g, t5, be, a, &sa, &tdc, &tdp, &tdl, &tdg,
                                                  no_t5 ? NULL : &tdt, &err));
-        if (!ok) return fail(&err);
+        if (!ok) return cli_fail(&err);
     }
-    write_all(arg(argc, argv, "--drows-l"), drl, (size_t)(R * Cl) * 4);
-    if (!flux) write_all(arg(argc, argv, "--drows-g"), drg, (size_t)(R * Cg) * 4);
-    write_all(arg(argc, argv, "--drows-t5"), drt, (size_t)(R * D) * 4);
+    cli_write_all(cli_arg(argc, argv, "--drows-l"), drl, (size_t)(R * Cl) * 4);
+    if (!flux) cli_write_all(cli_arg(argc, argv, "--drows-g"), drg, (size_t)(R * Cg) * 4);
+    cli_write_all(cli_arg(argc, argv, "--drows-t5"), drt, (size_t)(R * D) * 4);
     sdt_arena_release(&arena);
     be->destroy(be);
     text3_close(&m);

@@ -20,21 +20,15 @@ max |b|) <= 1e-4 forward, <= 1e-3 gradients. Exits 77 (skip) without torch.
 
   python3 tests/parity/sd3_text_parity.py --cli build/tests/parity/sdt-sd3-text-io [--seed N]
 """
-import argparse
 import os
 import subprocess
 import sys
-import tempfile
-
-SKIP = 77
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:
-    print(f"sd3_text_parity: skipped ({e})")
-    sys.exit(SKIP)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
+
+torch = torch_or_skip("sd3_text_parity")
+import torch.nn.functional as F  # noqa: E402
 from clip_reference import ClipTextModel, ClipTextModelWithProjection  # noqa: E402
 from st_codec import st_read  # noqa: E402
 from t5_parity import t5_forward  # noqa: E402
@@ -88,28 +82,11 @@ def t5_run(W, ids, rows, overrides):
     return t5_forward(W, x, heads, 128, None)
 
 
-def rel_err(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    torch.manual_seed(args.seed)
+    args = cli_args()
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        def path(name):
-            return os.path.join(tmp, name)
-
-        def write(name, t, dtype):
-            t.detach().to(dtype).contiguous().numpy().tofile(path(name))
-            return path(name)
-
-        def read(name, shape):
-            import numpy as np
-            return torch.from_numpy(np.fromfile(path(name), dtype=np.float32)).reshape(shape).to(torch.float64)
+    with RawFiles.temporary() as files:
+        path, write, read = files.path, files.write, files.read64
 
         for family, no_t5, clip_skip in (("sd3", False, 0), ("sd3", True, 0), ("sd3", False, 3), ("flux", False, 0)):
             flux = family == "flux"
@@ -203,8 +180,7 @@ def main():
                 line += f", d{name} {eg:.3g}"
             failures += not ok
             print(line + (" ok" if ok else " FAIL"))
-    print("sd3_text_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
-    return 1 if failures else 0
+    return finish("sd3_text_parity", failures)
 
 
 if __name__ == "__main__":

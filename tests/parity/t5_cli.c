@@ -14,41 +14,10 @@
 
 #include "t5_encoder.h"
 #include "t5_gen.h"
+#include "param_cli_common.h"
 #include "weights.h"
 
-static const char *arg(int argc, char **argv, const char *key)
-{
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], key)) return argv[i + 1];
-    return NULL;
-}
-
-static void *read_all(const char *path, size_t bytes)
-{
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    void *buf = malloc(bytes ? bytes : 1);
-    if (!f || !buf || fread(buf, 1, bytes, f) != bytes) {
-        fprintf(stderr, "sdt-t5-io: cannot read %zu bytes from %s\n", bytes, path ? path : "(no file given)");
-        exit(1);
-    }
-    fclose(f);
-    return buf;
-}
-
-static void write_all(const char *path, const void *data, size_t bytes)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, bytes, f) != bytes || fclose(f) != 0) {
-        fprintf(stderr, "sdt-t5-io: cannot write %s\n", path);
-        exit(1);
-    }
-}
-
-static int fail(const sdt_error *e)
-{
-    fprintf(stderr, "sdt-t5-io: %s\n", e->message);
-    return 1;
-}
+const char *const param_cli_name = "sdt-t5-io";
 
 int main(int argc, char **argv)
 {
@@ -57,22 +26,22 @@ int main(int argc, char **argv)
         return 2;
     }
     sdt_error err = {0};
-    const char *md = arg(argc, argv, "--max-distance");
+    const char *md = cli_arg(argc, argv, "--max-distance");
     if (!strcmp(argv[1], "gen")) {
         t5_config cfg = t5_config_tiny();
-        const char *seed = arg(argc, argv, "--seed"), *dt = arg(argc, argv, "--dtype");
+        const char *seed = cli_arg(argc, argv, "--seed"), *dt = cli_arg(argc, argv, "--dtype");
         sdt_dtype dtype = dt && !strcmp(dt, "bf16") ? SDT_BF16 : SDT_F32;
-        return t5_generate(arg(argc, argv, "--out"), &cfg, dtype, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
+        return t5_generate(cli_arg(argc, argv, "--out"), &cfg, dtype, seed ? strtoull(seed, NULL, 10) : 1, true, &err)
                    ? 0
-                   : fail(&err);
+                   : cli_fail(&err);
     }
     if (!strcmp(argv[1], "buckets")) {
         t5_config cfg = t5_config_tiny();
-        int T = atoi(arg(argc, argv, "--seq"));
+        int T = atoi(cli_arg(argc, argv, "--seq"));
         cfg.rel_max_distance = md ? atoi(md) : 128;
         int32_t *b = malloc(sizeof(int32_t) * (size_t)T * T);
         t5_relative_buckets(&cfg, T, b);
-        write_all(arg(argc, argv, "--out"), b, sizeof(int32_t) * (size_t)T * T);
+        cli_write_all(cli_arg(argc, argv, "--out"), b, sizeof(int32_t) * (size_t)T * T);
         free(b);
         return 0;
     }
@@ -80,20 +49,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "sdt-t5-io: unknown command %s\n", argv[1]);
         return 2;
     }
-    sdt_weights *w = sdt_weights_open(arg(argc, argv, "--ckpt"), &err);
-    if (!w) return fail(&err);
+    sdt_weights *w = sdt_weights_open(cli_arg(argc, argv, "--ckpt"), &err);
+    if (!w) return cli_fail(&err);
     t5_config cfg;
     t5_encoder m;
-    if (!t5_config_detect(w, "", &cfg, &err)) return fail(&err);
+    if (!t5_config_detect(w, "", &cfg, &err)) return cli_fail(&err);
     if (md) cfg.rel_max_distance = atoi(md);
-    if (!t5_encoder_load(&m, &cfg, w, &err)) return fail(&err);
-    const long B = atol(arg(argc, argv, "--batch")), T = atol(arg(argc, argv, "--seq"));
-    const char *nr = arg(argc, argv, "--nrows"), *no = arg(argc, argv, "--noverrides");
+    if (!t5_encoder_load(&m, &cfg, w, &err)) return cli_fail(&err);
+    const long B = atol(cli_arg(argc, argv, "--batch")), T = atol(cli_arg(argc, argv, "--seq"));
+    const char *nr = cli_arg(argc, argv, "--nrows"), *no = cli_arg(argc, argv, "--noverrides");
     const long R = nr ? atol(nr) : 0, N = no ? atol(no) : 0, D = cfg.d_model;
-    int32_t *tokens = read_all(arg(argc, argv, "--tokens"), (size_t)(B * T) * 4);
-    int32_t *lengths = arg(argc, argv, "--lengths") ? read_all(arg(argc, argv, "--lengths"), (size_t)B * 4) : NULL;
-    float *rows = R ? read_all(arg(argc, argv, "--rows"), (size_t)(R * D) * 4) : NULL;
-    t5_override *ov = N ? read_all(arg(argc, argv, "--overrides"), (size_t)N * sizeof(t5_override)) : NULL;
+    int32_t *tokens = cli_read_all(cli_arg(argc, argv, "--tokens"), (size_t)(B * T) * 4);
+    int32_t *lengths =
+        cli_arg(argc, argv, "--lengths") ? cli_read_all(cli_arg(argc, argv, "--lengths"), (size_t)B * 4) : NULL;
+    float *rows = R ? cli_read_all(cli_arg(argc, argv, "--rows"), (size_t)(R * D) * 4) : NULL;
+    t5_override *ov = N ? cli_read_all(cli_arg(argc, argv, "--overrides"), (size_t)N * sizeof(t5_override)) : NULL;
     sdt_backend *be = sdt_backend_cpu_create(0);
     sdt_tensor ttok = sdt_tensor_4d(tokens, SDT_I32, 2, B, T, 0, 0),
                trows = sdt_tensor_4d(rows, SDT_F32, 2, R, D, 0, 0);
@@ -101,19 +71,20 @@ int main(int argc, char **argv)
     sdt_arena measure, arena;
     t5_acts acts;
     sdt_arena_init_measure(&measure, be);
-    float *dout = arg(argc, argv, "--dout") ? read_all(arg(argc, argv, "--dout"), (size_t)(B * T * D) * 4) : NULL;
+    float *dout =
+        cli_arg(argc, argv, "--dout") ? cli_read_all(cli_arg(argc, argv, "--dout"), (size_t)(B * T * D) * 4) : NULL;
     float *drows = calloc((size_t)(R ? R : 1) * D, sizeof(float));
     sdt_tensor tdout = sdt_tensor_4d(dout, SDT_F32, 3, B, T, D, 0),
                tdrows = sdt_tensor_4d(drows, SDT_F32, 2, R, D, 0, 0);
     if (!t5_encoder_forward(&m, be, &measure, &in, &acts, &err) ||
         (dout && !t5_encoder_backward(&m, be, &measure, &acts, &tdout, &tdrows, &err)))
-        return fail(&err);
-    if (!sdt_arena_init(&arena, be, measure.peak)) return fail(&arena.error);
-    if (!t5_encoder_forward(&m, be, &arena, &in, &acts, &err)) return fail(&err);
-    write_all(arg(argc, argv, "--out"), acts.out.data, (size_t)(B * T * D) * 4);
+        return cli_fail(&err);
+    if (!sdt_arena_init(&arena, be, measure.peak)) return cli_fail(&arena.error);
+    if (!t5_encoder_forward(&m, be, &arena, &in, &acts, &err)) return cli_fail(&err);
+    cli_write_all(cli_arg(argc, argv, "--out"), acts.out.data, (size_t)(B * T * D) * 4);
     if (dout) {
-        if (!t5_encoder_backward(&m, be, &arena, &acts, &tdout, &tdrows, &err)) return fail(&err);
-        write_all(arg(argc, argv, "--drows"), drows, (size_t)(R * D) * 4);
+        if (!t5_encoder_backward(&m, be, &arena, &acts, &tdout, &tdrows, &err)) return cli_fail(&err);
+        cli_write_all(cli_arg(argc, argv, "--drows"), drows, (size_t)(R * D) * 4);
     }
     sdt_arena_release(&arena);
     be->destroy(be);

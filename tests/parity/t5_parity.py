@@ -14,22 +14,16 @@ relative error (max |a - b| / max |b|) <= 1e-4 forward, <= 1e-3 gradients. Exits
 
   python3 tests/parity/t5_parity.py --cli build/tests/parity/sdt-t5-io [--seed N]
 """
-import argparse
 import math
 import os
 import subprocess
 import sys
-import tempfile
-
-SKIP = 77
-try:
-    import torch
-except ImportError as e:
-    print(f"t5_parity: skipped ({e})")
-    sys.exit(SKIP)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_codec import st_read  # noqa: E402
+from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
+
+torch = torch_or_skip("t5_parity")
+from st_codec import st_read  # noqa: E402 (after the skip: it imports torch)
 
 
 def relative_position_bucket(relative_position, num_buckets=32, max_distance=128):
@@ -99,29 +93,11 @@ def t5_forward(W, x, heads, max_distance, lengths):
     return rms_norm(h, W["encoder.final_layer_norm.weight"])
 
 
-def rel_err(a, b):
-    return (a - b).abs().max().item() / max(b.abs().max().item(), 1e-30)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args()
-    torch.manual_seed(args.seed)
+    args = cli_args()
     failures = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        def path(name):
-            return os.path.join(tmp, name)
-
-        def write(name, t, dtype):
-            t.detach().to(dtype).contiguous().numpy().tofile(path(name))
-            return path(name)
-
-        def read(name, shape, dtype=torch.float32):
-            import numpy as np
-            a = np.fromfile(path(name), dtype={torch.float32: np.float32, torch.int32: np.int32}[dtype])
-            return torch.from_numpy(a).reshape(shape)
+    with RawFiles.temporary() as files:
+        path, write, read = files.path, files.write, files.read
 
         # the buckets, every pair of a 300-token sequence
         for md in (128, 20):
@@ -173,8 +149,7 @@ def main():
             failures += not ok
             print(f"B {B} T {T} mask {masked}: forward rel err {ef:.3g}, row gradient rel err {eg:.3g}"
                   f" {'ok' if ok else 'FAIL'}")
-    print("t5_parity: " + ("all passed" if failures == 0 else f"{failures} failed"))
-    return 1 if failures else 0
+    return finish("t5_parity", failures)
 
 
 if __name__ == "__main__":

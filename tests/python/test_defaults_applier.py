@@ -16,26 +16,8 @@ import sys
 import tempfile
 
 import sdtrain
+from checks import check, expect_error, failures
 from sdtrain import _abi
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def expect_error(fn, status_name, *words):
-    try:
-        fn()
-    except sdtrain.SdtrainError as e:
-        check(e.status_name == status_name, "expected %s, got %s: %s" % (status_name, e.status_name, e.sentence))
-        for w in words:
-            check(w in e.sentence, "the sentence %r does not name %r" % (e.sentence, w))
-        return
-    check(False, "expected an SdtrainError %s" % status_name)
 
 
 def check_defaults(plugin):

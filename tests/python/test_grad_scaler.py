@@ -29,14 +29,7 @@ except ImportError:
     sys.exit(77)
 
 import sdtrain
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
+from checks import check, failures
 
 
 def f32(x):

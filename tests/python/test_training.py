@@ -21,26 +21,7 @@ import tempfile
 import threading
 
 import sdtrain
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-
-
-def expect_error(fn, status_name, *words):
-    try:
-        fn()
-    except sdtrain.SdtrainError as e:
-        check(e.status_name == status_name, "expected %s, got %s: %s" % (status_name, e.status_name, e.sentence))
-        for w in words:
-            check(w in e.sentence, "the sentence %r does not name %r" % (e.sentence, w))
-        return e
-    check(False, "expected an SdtrainError %s" % status_name)
-    return None
+from checks import check, expect_error, failures
 
 
 def embedding_run(plugin, demo, work):

@@ -92,20 +92,7 @@ static inline void hn_config(const hn_env *env, hn_run *r, const char *hn_path, 
     r->config.train_options = &r->options;
     r->config.hypernetwork_path = hn_path;
     r->config.learn_rate = "0.002";
-    fx_path(template_path, env->base.templates_dir, "subject_filewords.txt");
-    sdt_train_options *o = &r->options;
-    o->model_path = env->base.model;
-    o->dataset_dir = env->base.dataset;
-    o->template_file = template_path;
-    o->log_dir = log_dir;
-    o->width = o->height = 64;
-    o->device = SDT_DEVICE_CHOICE_CPU;
-    o->cpu_threads = 1;
-    o->max_steps = max_steps;
-    o->save_every = 0;
-    o->preview_every = 0;
-    o->write_csv_every = 1;
-    o->seed = 4321;
+    fx_fast_options(&env->base, &r->options, template_path, log_dir, max_steps, 4321);
 }
 
 static inline sdt_status hn_prepare_run(const hn_env *env, sdt_hn_trainer *t, hn_run *r)

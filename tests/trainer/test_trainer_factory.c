@@ -43,19 +43,7 @@ static void tr_options(const trainer_ctx *c, sdt_train_options *o, const char *l
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
     CHECK(c->tr->train_options_defaults(o) == SDT_STATUS_OK, "train_options_defaults");
-    fx_path(template_path, c->env.base.templates_dir, "subject_filewords.txt");
-    o->model_path = c->env.base.model;
-    o->dataset_dir = c->env.base.dataset;
-    o->template_file = template_path;
-    o->log_dir = log_dir;
-    o->width = o->height = 64;
-    o->device = SDT_DEVICE_CHOICE_CPU;
-    o->cpu_threads = 1;
-    o->max_steps = max_steps;
-    o->save_every = 0;
-    o->preview_every = 0;
-    o->write_csv_every = 1;
-    o->seed = seed;
+    fx_fast_options(&c->env.base, o, template_path, log_dir, max_steps, seed);
 }
 
 static sdt_status tr_prepare_run(const trainer_ctx *c, sdt_trainer *t, const sdt_trainer_config *config,

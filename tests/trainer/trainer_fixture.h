@@ -443,6 +443,27 @@ static inline void fx_config(const trainer_env *env, sdt_ti_config *c, const cha
     c->seed = 1234;
 }
 
+/* The fast preset on the shared options of the newer factories (fx_config's on sdt_ti_config): the demo model
+ * and dataset, 64x64, CPU with one thread, every CSV row, no previews or copies, the subject template (its path
+ * written into template_path, which must outlive the run). */
+static inline void fx_fast_options(const trainer_env *env, sdt_train_options *o, char template_path[FX_PATH],
+                                   const char *log_dir, int64_t max_steps, uint64_t seed)
+{
+    fx_path(template_path, env->templates_dir, "subject_filewords.txt");
+    o->model_path = env->model;
+    o->dataset_dir = env->dataset;
+    o->template_file = template_path;
+    o->log_dir = log_dir;
+    o->width = o->height = 64;
+    o->device = SDT_DEVICE_CHOICE_CPU;
+    o->cpu_threads = 1;
+    o->max_steps = max_steps;
+    o->save_every = 0;
+    o->preview_every = 0;
+    o->write_csv_every = 1;
+    o->seed = seed;
+}
+
 /* prepare + run; returns the first status that is not OK (or run's status). */
 static inline sdt_status fx_prepare_run(const trainer_env *env, sdt_ti_trainer *t, const sdt_ti_config *c)
 {

@@ -191,12 +191,7 @@ int main(void)
     sdt_test_rng rng = sdt_test_rng_from_env("unet_grad");
     sdt_backend *be = kt_backend();
     char *dir = ut_tmpdir();
-    sdt_unet_config tiny = sdt_unet_config_tiny();
-    check_config(&tiny, "tiny", &rng, be, dir);
-    sdt_unet_config tiny2 = ut_config_tiny_linear();
-    check_config(&tiny2, "tiny-linear", &rng, be, dir);
-    sdt_unet_config tiny_xl = sdt_unet_config_tiny_sdxl();
-    check_config(&tiny_xl, "tiny-sdxl", &rng, be, dir);
+    ut_check_tiny_configs(check_config, &rng, be, dir);
     check_y_errors(be, dir, &rng);
     ut_cleanup(dir);
     be->destroy(be);

@@ -255,28 +255,13 @@ int main(void)
           2 * sdt_unet_attention_count(u));
     double dalpha[3];
     for (int k = 0; k < 3; k++) dalpha[k] = h.d_alpha[slots[k]];
-    double *v = kt_alloc((size_t)nc * sizeof *v), dot = 0, norm = 0, gnorm = 0;
-    for (int64_t i = 0; i < nc; i++) {
-        v[i] = sdt_test_normal(&rng);
-        norm += v[i] * v[i];
-    }
-    float *saved = kt_copy(in.context, nc);
-    for (int64_t i = 0; i < nc; i++) {
-        v[i] /= sqrt(norm);
-        dot += v[i] * g1[i];
-        gnorm += (double)g1[i] * g1[i];
-    }
-    const double step = 3e-2;
-    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] + step * v[i]);
-    double up = ut_loss(u, be, &opt, &in);
-    for (int64_t i = 0; i < nc; i++) in.context[i] = (float)(saved[i] - step * v[i]);
-    double down = ut_loss(u, be, &opt, &in);
-    memcpy(in.context, saved, (size_t)nc * 4);
-    double fd = (up - down) / (2 * step);
+    double dot, fd, gnorm;
+    ut_context_direction(u, be, &opt, &in, g1, nc, &rng, &dot, &fd, &gnorm);
     printf("hooked d(context) along a direction: analytic %.6g, finite difference %.6g\n", dot, fd);
     CHECK(fabs(fd - dot) / sqrt(gnorm) < 1e-3, "hooked d(context): analytic %g vs fd %g", dot, fd);
 
     /* The hook's own parameter gradients (what a hypernetwork trains) vs finite differences. */
+    const double step = 3e-2;
     for (int k = 0; k < 3; k++) {
         /* Fourth-order central difference: alpha is a strong lever, so the h^2 term of the
          * plain central difference is visible at steps where f32 roundoff is not. */
@@ -332,8 +317,6 @@ int main(void)
     free_own(&h);
     free(y2);
 
-    free(saved);
-    free(v);
     free(y0);
     free(y1);
     free(g0);

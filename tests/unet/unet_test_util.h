@@ -152,6 +152,21 @@ static inline sdt_unet_config ut_config_tiny_linear(void)
     return c;
 }
 
+/* A test's check of one UNet config (label names it in messages). */
+typedef void (*ut_config_check)(const sdt_unet_config *cfg, const char *label, sdt_test_rng *rng, sdt_backend *be,
+                                const char *dir);
+
+/* check on the three tiny configs the UNet tests cover: SD 1.5's shape, SD2's linear projections, SDXL's. */
+static inline void ut_check_tiny_configs(ut_config_check check, sdt_test_rng *rng, sdt_backend *be, const char *dir)
+{
+    sdt_unet_config tiny = sdt_unet_config_tiny();
+    check(&tiny, "tiny", rng, be, dir);
+    sdt_unet_config tiny2 = ut_config_tiny_linear();
+    check(&tiny2, "tiny-linear", rng, be, dir);
+    sdt_unet_config tiny_xl = sdt_unet_config_tiny_sdxl();
+    check(&tiny_xl, "tiny-sdxl", rng, be, dir);
+}
+
 static inline void ut_cleanup(char *dir)
 {
     char cmd[1200];
@@ -270,6 +285,35 @@ static inline double ut_loss(sdt_unet *u, sdt_backend *be, const sdt_unet_option
     }
     free(y);
     return L;
+}
+
+/* The gradient g (nc values) of ut_loss over in->context along a random unit direction v, against a central
+ * difference of ut_loss (step 3e-2): *analytic = v . g, *fd the difference quotient, *gnorm = |g|^2 (what a
+ * test's tolerance scales with). The context is restored. */
+static inline void ut_context_direction(sdt_unet *u, sdt_backend *be, const sdt_unet_options *opt, ut_inputs *in,
+                                        const float *g, int64_t nc, sdt_test_rng *rng, double *analytic, double *fd,
+                                        double *gnorm)
+{
+    double *v = kt_alloc((size_t)nc * sizeof *v), dot = 0, norm = 0, gn = 0;
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] = sdt_test_normal(rng);
+        norm += v[i] * v[i];
+    }
+    float *saved = kt_copy(in->context, nc);
+    for (int64_t i = 0; i < nc; i++) {
+        v[i] /= sqrt(norm);
+        dot += v[i] * g[i];
+        gn += (double)g[i] * g[i];
+    }
+    const double step = 3e-2;
+    for (int64_t i = 0; i < nc; i++) in->context[i] = (float)(saved[i] + step * v[i]);
+    double up = ut_loss(u, be, opt, in);
+    for (int64_t i = 0; i < nc; i++) in->context[i] = (float)(saved[i] - step * v[i]);
+    double down = ut_loss(u, be, opt, in);
+    memcpy(in->context, saved, (size_t)nc * sizeof(float));
+    *analytic = dot, *fd = (up - down) / (2 * step), *gnorm = gn;
+    free(v);
+    free(saved);
 }
 
 #endif

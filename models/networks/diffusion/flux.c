@@ -206,17 +206,14 @@ static bool need(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t 
 static bool need(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                  const char *key_fmt, ...)
 {
-    char key[256];
     va_list ap;
     va_start(ap, key_fmt);
-    sdt_c_vsnprintf(key, sizeof key, key_fmt, ap);
+    bool ok = mu_vrequire_model(w, out, ndim, shape, error,
+                                "the Flux transformer file is incomplete (truncated, or another model); use a complete "
+                                "diffusers Flux.1 transformer",
+                                key_fmt, ap);
     va_end(ap);
-    if (!sdt_weights_get(w, key))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "%s: key '%s' is missing; the Flux transformer file is incomplete (truncated, or another "
-                        "model); use a complete diffusers Flux.1 transformer",
-                        sdt_weights_path(w), key);
-    return mu_require(w, out, ndim, shape, error, "%s", key);
+    return ok;
 }
 
 static bool need_linear(const sdt_weights *w, dit_linear *L, int64_t out, int64_t in, sdt_error *error, const char *fmt,

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "c_numeric.h"
 #include "model_util.h"
 #include "shared_math.h"
 
@@ -160,17 +159,14 @@ static bool t5_require(const sdt_weights *w, sdt_tensor *out, int ndim, const in
 static bool t5_require(const sdt_weights *w, sdt_tensor *out, int ndim, const int64_t *shape, sdt_error *error,
                        const char *key_fmt, ...)
 {
-    char key[256];
     va_list ap;
     va_start(ap, key_fmt);
-    sdt_c_vsnprintf(key, sizeof key, key_fmt, ap);
+    bool ok = mu_vrequire_model(w, out, ndim, shape, error,
+                                "the T5 encoder file is incomplete (truncated, or another model); use a complete T5 "
+                                "v1.1 encoder file such as t5xxl_fp16.safetensors",
+                                key_fmt, ap);
     va_end(ap);
-    if (!sdt_weights_get(w, key))
-        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                        "%s: key '%s' is missing; the T5 encoder file is incomplete (truncated, or another model); "
-                        "use a complete T5 v1.1 encoder file such as t5xxl_fp16.safetensors",
-                        sdt_weights_path(w), key);
-    return mu_require(w, out, ndim, shape, error, "%s", key);
+    return ok;
 }
 
 static bool load_layer(t5_layer_weights *L, const t5_config *c, const sdt_weights *w, int l, sdt_error *error)
