@@ -1,0 +1,293 @@
+/* test_parallel.c - data-parallel training through the plugin (docs/abi.md 3.16, issue 33): ranks
+ * as threads of this process, each a whole trainer ("sdtrain.trainer/1") of the test build, with
+ * the ranks-as-threads communicator (tests/common/thread_comm.h) handed to the plugin through the
+ * test hook sdt_test_comm_provider (plugin/testhooks/test_hooks.h), on the CPU:
+ *  1. W = 2 and 3 ranks of batch 1 train what one rank with the global batch W trains (the same
+ *     order, shards, per-sample draws and 1/W seed), within the reduction's rounding (1e-6; here the
+ *     CPU's sums give the same bytes, which the test prints but does not demand). One rank of batch
+ *     1 with grad_accum_steps W is no reference: the data order shuffles whole batches, so batch 1
+ *     walks other samples than batch W (the step engine's test proves the sum against accumulation);
+ *  2. ranks 1 and 2 write nothing: their embedding files keep their bytes, their log folders stay
+ *     empty;
+ *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
+ *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
+ *  4. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
+#include <dirent.h>
+
+#include "thread_comm.h"
+#include "trainer_fixture.h"
+
+#define STEPS 3
+#define MAX_RANKS 3
+
+static sdt_comm *g_comms[MAX_RANKS];
+static int g_world;
+
+/* The hook the test build of the plugin looks up (exported: ENABLE_EXPORTS, and visible although the
+ * tree compiles with hidden visibility). */
+__attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
+sdt_comm *sdt_test_comm_provider(int rank, int world_size)
+{
+    return world_size == g_world && rank >= 0 && rank < g_world ? g_comms[rank] : NULL;
+}
+
+typedef struct rank_run {
+    const trainer_env *env;
+    const sdt_trainer_factory *tr;
+    char emb[FX_PATH], log[FX_PATH];
+    int rank, world, batch, accum;
+    int64_t steps;
+    const char *resume;
+    sdt_status status;
+    fx_recorder rec;
+    char error[2048];
+} rank_run;
+
+static void *rank_main(void *p)
+{
+    rank_run *r = p;
+    sdt_host_callbacks cb = fx_recorder_init(&r->rec);
+    sdt_trainer *t = NULL;
+    char err[512] = "";
+    r->status = r->tr->create(&cb, &t, err, sizeof err);
+    if (r->status != SDT_STATUS_OK) {
+        snprintf(r->error, sizeof r->error, "create: %s", err);
+        return NULL;
+    }
+    static _Thread_local char template_path[FX_PATH];
+    sdt_train_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    r->tr->train_options_defaults(&o);
+    fx_path(template_path, r->env->templates_dir, "subject_filewords.txt");
+    o.model_path = r->env->model;
+    o.dataset_dir = r->env->dataset;
+    o.template_file = template_path;
+    o.log_dir = r->log;
+    o.width = o.height = 64;
+    o.device = SDT_DEVICE_CHOICE_CPU;
+    o.cpu_threads = 1;
+    o.max_steps = r->steps;
+    o.save_every = 0;
+    o.preview_every = 0;
+    o.write_csv_every = 1;
+    o.seed = 1234;
+    o.deterministic = true;
+    o.batch_size = (uint32_t)r->batch;
+    o.grad_accum_steps = (uint32_t)r->accum;
+    o.world_size = r->world;
+    o.rank = r->rank;
+    o.comm_timeout_seconds = 60;
+    o.resume_state_path = r->resume;
+    sdt_embedding_part e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = sizeof e;
+    r->tr->embedding_part_defaults(&e);
+    e.embedding_path = r->emb;
+    e.save_image_with_embedding = false;
+    sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .embedding = &e};
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    r->status = r->tr->prepare(t, &config, &info);
+    if (r->status == SDT_STATUS_OK) r->status = r->tr->run(t);
+    r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
+    r->tr->destroy(t);
+    return NULL;
+}
+
+/* A run's embedding (a copy of src) and log folder under <tmp>/<tag>. */
+static void run_setup(const trainer_env *env, const sdt_trainer_factory *tr, rank_run *r, const char *tag,
+                      const char *src, int rank, int world, int batch, int accum)
+{
+    memset(r, 0, sizeof *r);
+    r->env = env, r->tr = tr, r->rank = rank, r->world = world, r->batch = batch, r->accum = accum;
+    r->steps = STEPS;
+    char dir[FX_PATH], name[64];
+    snprintf(name, sizeof name, "%s", tag);
+    fx_subdir(env, dir, name);
+    fx_path(r->emb, dir, "twin.safetensors");
+    CHECK(fx_copy_file(src, r->emb), "copy %s", src);
+    snprintf(name, sizeof name, "%s/log", tag);
+    fx_subdir(env, r->log, name);
+}
+
+/* world ranks as threads; fail_call >= 0: rank 1 fails at that collective. */
+static void run_ranks(rank_run *ranks, int world, int fail_call)
+{
+    thread_comm_world *w = thread_comm_world_new(world, 60000, g_comms);
+    CHECK(w != NULL, "thread_comm_world_new");
+    if (!w) return;
+    g_world = world;
+    if (fail_call >= 0) thread_comm_world_fail_at(w, 1, fail_call, "injected failure");
+    pthread_t threads[MAX_RANKS];
+    for (int r = 0; r < world; r++) CHECK(pthread_create(&threads[r], NULL, rank_main, &ranks[r]) == 0, "thread");
+    for (int r = 0; r < world; r++) pthread_join(threads[r], NULL);
+    g_world = 0;
+    thread_comm_world_free(w);
+}
+
+/* Entries of a folder and its sub-folders (files only), or -1. */
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char path[FX_PATH];
+        struct stat st;
+        fx_path(path, dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            n += count_files(path) > 0 ? count_files(path) : 0;
+        else
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Files whose name holds ".tmp-" (an unfinished atomic save) under dir. */
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char path[FX_PATH];
+        struct stat st;
+        fx_path(path, dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            n += count_temp_files(path);
+        else if (strstr(de->d_name, ".tmp-"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static double max_abs_diff(const char *a, const char *b, int64_t *n)
+{
+    int64_t na, nb;
+    float *x = fx_read_embedding(a, &na), *y = fx_read_embedding(b, &nb);
+    double worst = (x && y && na == nb) ? 0 : INFINITY;
+    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+    }
+    *n = na;
+    free(x);
+    free(y);
+    return worst;
+}
+
+static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, int world)
+{
+    printf("-- %d ranks against one rank with the global batch\n", world);
+    char tag[64];
+    rank_run global, ranks[MAX_RANKS];
+    snprintf(tag, sizeof tag, "w%d-global", world);
+    run_setup(env, tr, &global, tag, src, 0, 0, world, 1);
+    rank_main(&global);
+    CHECK(global.status == SDT_STATUS_OK, "one rank, batch %d: %s", world, global.error);
+    for (int r = 0; r < world; r++) {
+        snprintf(tag, sizeof tag, "w%d-rank%d", world, r);
+        run_setup(env, tr, &ranks[r], tag, src, r, world, 1, 1);
+    }
+    run_ranks(ranks, world, -1);
+    for (int r = 0; r < world; r++)
+        CHECK(ranks[r].status == SDT_STATUS_OK && ranks[r].rec.n_steps == STEPS, "rank %d: status %d, %d steps: %s", r,
+              (int)ranks[r].status, ranks[r].rec.n_steps, ranks[r].error);
+    for (int s = 0; s < STEPS && s < ranks[0].rec.n_steps && s < global.rec.n_steps; s++)
+        CHECK(fabs(ranks[0].rec.steps[s].loss - global.rec.steps[s].loss) <= 1e-6 * fabs(global.rec.steps[s].loss),
+              "step %d: loss %.9g on %d ranks, %.9g with the global batch", s + 1, ranks[0].rec.steps[s].loss, world,
+              global.rec.steps[s].loss);
+    int64_t n;
+    double diff = max_abs_diff(ranks[0].emb, global.emb, &n);
+    CHECK(diff <= 1e-6, "%d ranks: within 1e-6 of one rank with the global batch (%.3g over %lld values)", world, diff,
+          (long long)n);
+    CHECK(!fx_same_bytes(ranks[0].emb, src), "rank 0's embedding trained");
+    printf("%d ranks: %s the global batch's embedding (largest difference %.3g)\n", world,
+           fx_same_bytes(ranks[0].emb, global.emb) ? "the bytes of" : "within rounding of", diff);
+    for (int r = 1; r < world; r++) {
+        CHECK(fx_same_bytes(ranks[r].emb, src), "rank %d left its embedding file as it was", r);
+        CHECK(count_files(ranks[r].log) == 0, "rank %d wrote nothing in its log folder (%d files)", r,
+              count_files(ranks[r].log));
+        CHECK(ranks[r].rec.saved[SDT_FILE_TRAINING_STATE] == 0, "rank %d reported no saved state", r);
+    }
+}
+
+static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1 fails in step 2\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "fail-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    /* call 0: prepare's barrier; each step: the gradient, the loss, the zero flag, the stop flag */
+    run_ranks(ranks, 2, 6);
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status != SDT_STATUS_OK && ranks[r].status != SDT_STATUS_INTERRUPTED,
+              "rank %d's run failed (status %d)", r, (int)ranks[r].status);
+    CHECK(strstr(ranks[0].error, "rank 1") != NULL, "rank 0's sentence names rank 1: %s", ranks[0].error);
+    CHECK(fx_file_step(ranks[0].emb) == 1, "rank 0 saved the last good step (1; the file says %lld)",
+          (long long)fx_file_step(ranks[0].emb));
+    CHECK(count_temp_files(env->tmp) == 0, "no temp file is left");
+    CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
+    printf("rank 0: %s\n", ranks[0].error);
+}
+
+static void check_resume(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- a 2-rank state resumes on one rank\n");
+    rank_run ranks[2], whole, resumed;
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "res-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+        ranks[r].steps = 2;
+    }
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[0].status == SDT_STATUS_OK && ranks[1].status == SDT_STATUS_OK, "the 2-rank run: %s / %s",
+          ranks[0].error, ranks[1].error);
+    const char *state = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
+    CHECK(state[0] != '\0', "rank 0 saved a state");
+    run_setup(env, tr, &resumed, "res-one", src, 0, 0, 2, 1);
+    CHECK(fx_copy_file(ranks[0].emb, resumed.emb), "the 2-rank embedding");
+    resumed.steps = 4;
+    resumed.resume = state;
+    rank_main(&resumed);
+    CHECK(resumed.status == SDT_STATUS_OK && resumed.rec.n_steps == 2, "resumed on one rank: status %d, %d steps: %s",
+          (int)resumed.status, resumed.rec.n_steps, resumed.error);
+    run_setup(env, tr, &whole, "res-whole", src, 0, 0, 2, 1);
+    whole.steps = 4;
+    rank_main(&whole);
+    int64_t n;
+    double diff = max_abs_diff(resumed.emb, whole.emb, &n);
+    CHECK(fx_file_step(resumed.emb) == 4 && diff < 1e-5,
+          "resumed to step %lld within 1e-5 of one rank's whole run (%.3g)", (long long)fx_file_step(resumed.emb),
+          diff);
+}
+
+int main(int argc, char **argv)
+{
+    trainer_env env;
+    if (!trainer_env_open(&env, argc, argv, "parallel")) return trainer_env_abandon(&env);
+    const sdt_trainer_factory *tr = (const sdt_trainer_factory *)env.entry->get_factory(SDT_FACTORY_TRAINER);
+    CHECK(tr != NULL, "the trainer factory");
+    char dir[FX_PATH], src[FX_PATH];
+    fx_subdir(&env, dir, "src");
+    if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src)) {
+        check_world(&env, tr, src, 2);
+        check_world(&env, tr, src, 3);
+        check_failure(&env, tr, src);
+        check_resume(&env, tr, src);
+    }
+    trainer_env_close(&env);
+    return sdt_test_finish("parallel");
+}
