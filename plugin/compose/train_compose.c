@@ -58,7 +58,7 @@ static bool already_trained(const sdt_train_request *rq, const sdt_train_job *jo
                     path, what, (long long)job->step, (long long)rq->options.max_steps);
 }
 
-bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host, sdt_run_control *control,
+bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host, const sdt_run_control *control,
                      sdt_train_job **out, sdt_prepare_info *info, sdt_error *error)
 {
     *out = NULL;

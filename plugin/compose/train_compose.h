@@ -17,7 +17,7 @@
  * schedules), then the locks, the model, the data, the parameter groups and the plan. On success
  * *out is a job ready to run and *info is filled (vectors and embedding_dim when an embedding
  * trains). The job may keep host and control (the trainer handle's, valid for the job's life). */
-bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host, sdt_run_control *control,
+bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host, const sdt_run_control *control,
                      sdt_train_job **out, sdt_prepare_info *info, sdt_error *error);
 
 #endif

@@ -117,10 +117,9 @@ struct sdt_train_job {
     sdt_loss_options loss;                /* the loss and noise options (1.5); their defaults are A1111's */
     sdt_lr_scheduler_config lr_scheduler; /* the LR scheduler (1.5), given to the step engine */
     const sdt_host_callbacks *host;
-    const char *options_field; /* how sentences name an option only sdt_train_options has ("options->") */
-    sdt_run_control *control;  /* prepare() stops when an interrupt is requested; a rank of a job requests
-                               * the interrupt another rank was asked for (train_job_step.c) */
-    const char *run_kind;      /* "embedding", "hypernetwork": the settings file and log lines */
+    const char *options_field;      /* how sentences name an option only sdt_train_options has ("options->") */
+    const sdt_run_control *control; /* prepare() stops when an interrupt is requested */
+    const char *run_kind;           /* "embedding", "hypernetwork": the settings file and log lines */
 
     /* the modules (each owns its fields; none knows the job) */
     sdt_run_data data; /* the dataset, its latents, order, buckets and augmentation (train/run_data.h) */
@@ -190,7 +189,7 @@ struct sdt_train_job {
  * "embedding"/"hypernetwork". Nothing later reads the host's struct or writes into it: the o that
  * load_data and finish take is the same options, kept in their signatures for the methods. */
 sdt_train_job *sdt_train_job_new(const sdt_train_options *o, const char *run_kind, const sdt_output_layout *layout,
-                                 const sdt_host_callbacks *host, sdt_run_control *control, sdt_error *error);
+                                 const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error);
 /* How the job's sentences name an option only sdt_train_options has, as the host's struct does:
  * "options->" (the trainer factory), "config.train_options->" (the default: the method factories). A
  * string literal. */

@@ -41,7 +41,7 @@ void sdt_train_job_name_options(sdt_train_job *job, const char *prefix)
 }
 
 sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kind, const sdt_output_layout *layout,
-                                 const sdt_host_callbacks *host, sdt_run_control *control, sdt_error *error)
+                                 const sdt_host_callbacks *host, const sdt_run_control *control, sdt_error *error)
 {
     sdt_train_job *job = calloc(1, sizeof(*job));
     if (!job) {

@@ -324,15 +324,14 @@ static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double 
     sdt_run_outputs_metrics_line(&job->outputs, &r, job->host);
 }
 
-/* Data parallelism: an interrupt asked of any rank is summed each step, and every rank asks it of
- * its own run, so all of them stop (and rank 0 saves) after the same step. */
-static bool same_stop_everywhere(sdt_train_job *job, sdt_error *error)
+/* Data parallelism: an interrupt asked of any rank is summed before each step, so every rank stops
+ * (and rank 0 saves) after the same one. */
+static bool job_agree_stop(void *vjob, bool *stop, sdt_error *error)
 {
-    if (!job->par.comm || !job->control) return true;
-    bool stop = sdt_run_control_interrupt_requested(job->control);
-    if (!sdt_run_comm_any(&job->par, &stop, error)) return false;
-    if (stop && !sdt_run_control_interrupt_requested(job->control)) sdt_run_control_request_interrupt(job->control);
-    return true;
+    sdt_train_job *job = vjob;
+    if (sdt_run_comm_any(&job->par, stop, error)) return true;
+    sdt_run_comm_abort(&job->par, error->message);
+    return false;
 }
 
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
@@ -362,7 +361,7 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     double seconds = sdt_run_clock() - started; /* the step's own time: validation below is not training */
     /* The average and the validation after the update; neither draws from the training's RNG. */
     if (!sdt_ema_update(&job->ema, &job->engine, job->pb.be, job->step, error) ||
-        !sdt_train_job_validate_if_due(job, error) || !same_stop_everywhere(job, error)) {
+        !sdt_train_job_validate_if_due(job, error)) {
         sdt_run_comm_abort(&job->par, error->message);
         return false;
     }
@@ -385,7 +384,8 @@ static const sdt_job_ops train_job_ops = {job_step,
                                           sdt_train_job_save_preview,
                                           sdt_train_job_save_final,
                                           job_write_failed,
-                                          sdt_train_job_saved_note};
+                                          sdt_train_job_saved_note,
+                                          job_agree_stop};
 
 const sdt_job_ops *sdt_train_job_ops(void)
 {

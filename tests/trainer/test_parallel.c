@@ -11,7 +11,8 @@
  *     empty;
  *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
  *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
- *  4. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
+ *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
+ *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
 #include <dirent.h>
 
 #include "thread_comm.h"
@@ -38,15 +39,25 @@ typedef struct rank_run {
     int rank, world, batch, accum;
     int64_t steps;
     const char *resume;
+    int64_t interrupt_at; /* > 0: the host interrupts this rank after that step */
+    sdt_trainer *t;
     sdt_status status;
     fx_recorder rec;
     char error[2048];
 } rank_run;
 
+static void interrupt_hook(fx_recorder *rec, const sdt_metrics *m)
+{
+    rank_run *r = rec->user;
+    if (m->step == r->interrupt_at) r->tr->interrupt(r->t);
+}
+
 static void *rank_main(void *p)
 {
     rank_run *r = p;
     sdt_host_callbacks cb = fx_recorder_init(&r->rec);
+    r->rec.on_step = interrupt_hook;
+    r->rec.user = r;
     sdt_trainer *t = NULL;
     char err[512] = "";
     r->status = r->tr->create(&cb, &t, err, sizeof err);
@@ -89,6 +100,7 @@ static void *rank_main(void *p)
     sdt_prepare_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
+    r->t = t;
     r->status = r->tr->prepare(t, &config, &info);
     if (r->status == SDT_STATUS_OK) r->status = r->tr->run(t);
     r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
@@ -229,7 +241,7 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
         snprintf(tag, sizeof tag, "fail-rank%d", r);
         run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
     }
-    /* call 0: prepare's barrier; each step: the gradient, the loss, the zero flag, the stop flag */
+    /* call 0: prepare's barrier; each step: the stop flag, the gradient, the loss, the zero flag */
     run_ranks(ranks, 2, 6);
     for (int r = 0; r < 2; r++)
         CHECK(ranks[r].status != SDT_STATUS_OK && ranks[r].status != SDT_STATUS_INTERRUPTED,
@@ -240,6 +252,27 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     CHECK(count_temp_files(env->tmp) == 0, "no temp file is left");
     CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
     printf("rank 0: %s\n", ranks[0].error);
+}
+
+static void check_interrupt(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1's host interrupts after step 1\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "stop-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    ranks[1].interrupt_at = 1;
+    run_ranks(ranks, 2, -1);
+    /* the request is summed before step 2: neither rank takes it */
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status == SDT_STATUS_INTERRUPTED && ranks[r].rec.n_steps == 1,
+              "rank %d stopped interrupted after step 1: status %d, %d steps: %s", r, (int)ranks[r].status,
+              ranks[r].rec.n_steps, ranks[r].error);
+    CHECK(fx_file_step(ranks[0].emb) == 1, "rank 0 saved step 1 (the file says %lld)",
+          (long long)fx_file_step(ranks[0].emb));
+    CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
 }
 
 static void check_resume(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
@@ -286,6 +319,7 @@ int main(int argc, char **argv)
         check_world(&env, tr, src, 2);
         check_world(&env, tr, src, 3);
         check_failure(&env, tr, src);
+        check_interrupt(&env, tr, src);
         check_resume(&env, tr, src);
     }
     trainer_env_close(&env);
