@@ -725,6 +725,8 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "learn_rate", learn_rate);
     cJSON_AddNumberToObject(s, "batch_size", job->data.batch);
     cJSON_AddNumberToObject(s, "gradient_step", job->data.grad_accum);
+    /* data parallelism: batch_size is per rank, the global batch world_size times it */
+    if (job->par.world_size > 1) cJSON_AddNumberToObject(s, "world_size", job->par.world_size);
     cJSON_AddNumberToObject(s, "training_width", c->width);
     cJSON_AddNumberToObject(s, "training_height", c->height);
     cJSON_AddNumberToObject(s, "steps", (double)c->max_steps);

@@ -222,6 +222,11 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
     CHECK(diff <= 1e-6, "%d ranks: within 1e-6 of one rank with the global batch (%.3g over %lld values)", world, diff,
           (long long)n);
     CHECK(!fx_same_bytes(ranks[0].emb, src), "rank 0's embedding trained");
+    size_t size;
+    char *settings = (char *)fx_read_file(ranks[0].rec.last_saved[SDT_FILE_SETTINGS], &size);
+    CHECK(settings && strstr(settings, "\"world_size\"") && strstr(settings, "\"batch_size\":\t1"),
+          "rank 0's settings name the world size beside the per-rank batch: %s", settings ? settings : "(none)");
+    free(settings);
     printf("%d ranks: %s the global batch's embedding (largest difference %.3g)\n", world,
            fx_same_bytes(ranks[0].emb, global.emb) ? "the bytes of" : "within rounding of", diff);
     for (int r = 1; r < world; r++) {
