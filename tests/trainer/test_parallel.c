@@ -233,7 +233,13 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
         CHECK(fx_same_bytes(ranks[r].emb, src), "rank %d left its embedding file as it was", r);
         CHECK(count_files(ranks[r].log) == 0, "rank %d wrote nothing in its log folder (%d files)", r,
               count_files(ranks[r].log));
-        CHECK(ranks[r].rec.saved[SDT_FILE_TRAINING_STATE] == 0, "rank %d reported no saved state", r);
+        int reported = 0;
+        for (int k = 0; k < 16; k++) reported += ranks[r].rec.saved[k];
+        CHECK(reported == 0, "rank %d reported no saved file (%d)", r, reported);
+        char dir[FX_PATH];
+        snprintf(dir, sizeof dir, "%s", ranks[r].emb);
+        *strrchr(dir, '/') = '\0';
+        CHECK(count_files(dir) == 1, "rank %d's embedding folder holds its file alone (%d files)", r, count_files(dir));
     }
 }
 
