@@ -10,15 +10,15 @@ void sdt_run_comm_init(sdt_run_comm *rc, const sdt_train_options *o)
     memset(rc, 0, sizeof *rc);
     rc->world_size = o->world_size > 1 ? (int)o->world_size : 1;
     rc->rank = rc->world_size > 1 ? (int)o->rank : 0;
+    /* the test program's communicator at once, so a prepare that fails before the backend exists
+     * still tells the other ranks (NCCL's needs the CUDA backend: sdt_run_comm_open) */
+    if (rc->world_size > 1) rc->comm = sdt_test_hook_comm(rc->rank, rc->world_size);
 }
 
 bool sdt_run_comm_open(sdt_run_comm *rc, const sdt_train_options *o, plugin_backend *pb, const char *prefix,
                        sdt_error *error)
 {
-    sdt_run_comm_init(rc, o);
-    if (rc->world_size == 1) return true;
-    rc->comm = sdt_test_hook_comm(rc->rank, rc->world_size);
-    if (rc->comm) return true;
+    if (rc->world_size == 1 || rc->comm) return true; /* one rank, or the test's (sdt_run_comm_init) */
     char why[512];
     const sdt_comm_nccl_api *api = plugin_nccl_open(&rc->nccl_module, why, sizeof why);
     if (!api)

@@ -26,11 +26,11 @@ typedef struct sdt_run_comm {
     bool ready;           /* every rank finished preparing (sdt_run_comm_ready) */
 } sdt_run_comm;
 
-/* The options' rank and world size into rc (no communicator yet): what decides who writes, known
- * before the locks are taken. */
+/* The options' rank and world size into rc: what decides who writes, known before the locks are
+ * taken; and a test program's communicator (testhooks/test_hooks.h) right away. */
 void sdt_run_comm_init(sdt_run_comm *rc, const sdt_train_options *o);
-/* The communicator for world_size > 1 (the test
- * program's, else NCCL's on pb's backend); prefix names the options in sentences. */
+/* NCCL's communicator on pb's backend for world_size > 1, unless init found the test program's;
+ * prefix names the options in sentences. */
 bool sdt_run_comm_open(sdt_run_comm *rc, const sdt_train_options *o, plugin_backend *pb, const char *prefix,
                        sdt_error *error);
 /* The end of prepare: waits for every rank to have prepared (a rank that failed to makes it fail). */

@@ -11,6 +11,7 @@
  *     empty;
  *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
  *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
+ *  3b. a rank whose prepare fails stops the others' prepare at once, naming it;
  *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
  *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
 #include <dirent.h>
@@ -265,6 +266,29 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     printf("rank 0: %s\n", ranks[0].error);
 }
 
+static void check_prepare_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1's prepare fails\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "prep-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    remove(ranks[1].emb); /* rank 1 has no embedding to start from */
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[1].status == SDT_STATUS_NOT_FOUND || ranks[1].status == SDT_STATUS_VALIDATION ||
+              ranks[1].status == SDT_STATUS_IO,
+          "rank 1's prepare failed for its file (status %d): %s", (int)ranks[1].status, ranks[1].error);
+    CHECK(ranks[0].status != SDT_STATUS_OK && strstr(ranks[0].error, "rank 1") && strstr(ranks[0].error, "prepare") &&
+              !strstr(ranks[0].error, "within"),
+          "rank 0 stopped at once with a sentence naming rank 1's prepare (status %d): %s", (int)ranks[0].status,
+          ranks[0].error);
+    CHECK(fx_same_bytes(ranks[0].emb, src) && count_temp_files(env->tmp) == 0,
+          "rank 0's embedding is as it was, and no temp file is left");
+    printf("rank 0: %s\n", ranks[0].error);
+}
+
 static void check_interrupt(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
 {
     printf("-- rank 1's host interrupts after step 1\n");
@@ -330,6 +354,7 @@ int main(int argc, char **argv)
         check_world(&env, tr, src, 2);
         check_world(&env, tr, src, 3);
         check_failure(&env, tr, src);
+        check_prepare_failure(&env, tr, src);
         check_interrupt(&env, tr, src);
         check_resume(&env, tr, src);
     }
