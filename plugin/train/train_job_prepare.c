@@ -57,8 +57,9 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
-    sdt_run_comm_init(&job->par, &job->opt); /* who writes is known before the first lock */
-    c = &job->opt;                           /* read once: from here on the job's own copy, never the host's struct */
+    c = &job->opt; /* read once: from here on the job's own copy, never the host's struct */
+    /* who writes is known before the first lock */
+    sdt_run_comm_init(&job->par, &job->opt);
     job->data.dir = c->dataset_dir;
     job->previews.prompt = c->preview_prompt;
     job->previews.negative = c->preview_negative_prompt;

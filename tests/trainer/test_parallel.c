@@ -4,20 +4,22 @@
  * test hook sdt_test_comm_provider (plugin/testhooks/test_hooks.h), on the CPU:
  *  1. W = 2 and 3 ranks of batch 1 train what one rank with the global batch W trains (the same
  *     order, shards, per-sample draws and 1/W seed), within the reduction's rounding (1e-6; here the
- *     CPU's sums give the same bytes, which the test prints but does not demand). One rank of batch
- *     1 with grad_accum_steps W is no reference: the data order shuffles whole batches, so batch 1
- *     walks other samples than batch W (the step engine's test proves the sum against accumulation);
- *  2. ranks 1 and 2 write nothing: their embedding files keep their bytes, their log folders stay
- *     empty;
+ *     CPU's sums give the same bytes, which the test prints but does not demand); so do 2 ranks of
+ *     joint training with a hypernetwork without dropout (its masks are keyed per micro-batch, so W
+ *     ranks draw other masks than one rank of batch W). One rank of batch 1 with grad_accum_steps W
+ *     is no reference: the data order shuffles whole batches, so batch 1 walks other samples than
+ *     batch W (the step engine's test proves the sum against accumulation);
+ *  2. ranks 1 and 2 write nothing and report no file: their input files keep their bytes, their
+ *     folders hold nothing else;
  *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
  *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
- *  3b. a rank whose prepare fails stops the others' prepare at once, naming it;
+ *     a rank whose prepare fails stops the others' prepare at once, naming it;
  *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
  *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
 #include <dirent.h>
 
 #include "thread_comm.h"
-#include "trainer_fixture.h"
+#include "hn_fixture.h"
 
 #define STEPS 3
 #define MAX_RANKS 3
@@ -36,7 +38,7 @@ sdt_comm *sdt_test_comm_provider(int rank, int world_size)
 typedef struct rank_run {
     const trainer_env *env;
     const sdt_trainer_factory *tr;
-    char emb[FX_PATH], log[FX_PATH];
+    char emb[FX_PATH], log[FX_PATH], hn[FX_PATH]; /* hn "": no hypernetwork trains */
     int rank, world, batch, accum;
     int64_t steps;
     const char *resume;
@@ -97,7 +99,14 @@ static void *rank_main(void *p)
     r->tr->embedding_part_defaults(&e);
     e.embedding_path = r->emb;
     e.save_image_with_embedding = false;
-    sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .embedding = &e};
+    sdt_hypernetwork_part h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    r->tr->hypernetwork_part_defaults(&h);
+    h.hypernetwork_path = r->hn;
+    h.learn_rate = "0.001";
+    sdt_trainer_config config = {
+        .struct_size = sizeof config, .options = &o, .embedding = &e, .hypernetwork = r->hn[0] ? &h : NULL};
     sdt_prepare_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = sizeof info;
@@ -123,6 +132,19 @@ static void run_setup(const trainer_env *env, const sdt_trainer_factory *tr, ran
     CHECK(fx_copy_file(src, r->emb), "copy %s", src);
     snprintf(name, sizeof name, "%s/log", tag);
     fx_subdir(env, r->log, name);
+}
+
+#define FIRST_WEIGHT "128.0.linear.0.weight"
+
+/* A copy of the hypernetwork hn_src beside the run's embedding (NULL: none). */
+static void add_hypernetwork(rank_run *r, const char *hn_src)
+{
+    if (!hn_src) return;
+    char dir[FX_PATH];
+    snprintf(dir, sizeof dir, "%s", r->emb);
+    *strrchr(dir, '/') = '\0';
+    fx_path(r->hn, dir, strrchr(hn_src, '/') + 1);
+    CHECK(fx_copy_file(hn_src, r->hn), "copy %s", hn_src);
 }
 
 /* world ranks as threads; fail_call >= 0: rank 1 fails at that collective. */
@@ -182,10 +204,11 @@ static int count_temp_files(const char *dir)
     return n;
 }
 
-static double max_abs_diff(const char *a, const char *b, int64_t *n)
+/* The largest difference between tensor `name` of two safetensors files (INFINITY when either lacks it). */
+static double max_abs_diff_of(const char *a, const char *b, const char *name, int64_t *n)
 {
     int64_t na, nb;
-    float *x = fx_read_embedding(a, &na), *y = fx_read_embedding(b, &nb);
+    float *x = fx_read_tensor(a, name, &na), *y = fx_read_tensor(b, name, &nb);
     double worst = (x && y && na == nb) ? 0 : INFINITY;
     for (int64_t i = 0; x && y && na == nb && i < na; i++) {
         double d = fabs((double)x[i] - (double)y[i]);
@@ -197,18 +220,27 @@ static double max_abs_diff(const char *a, const char *b, int64_t *n)
     return worst;
 }
 
-static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, int world)
+static double max_abs_diff(const char *a, const char *b, int64_t *n)
 {
-    printf("-- %d ranks against one rank with the global batch\n", world);
+    return max_abs_diff_of(a, b, "emb_params", n);
+}
+
+static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, const char *hn_src,
+                        int world)
+{
+    printf("-- %d ranks against one rank with the global batch%s\n", world, hn_src ? ", joint training" : "");
     char tag[64];
     rank_run global, ranks[MAX_RANKS];
-    snprintf(tag, sizeof tag, "w%d-global", world);
+    const char *kind = hn_src ? "joint" : "emb";
+    snprintf(tag, sizeof tag, "w%d-%s-global", world, kind);
     run_setup(env, tr, &global, tag, src, 0, 0, world, 1);
+    add_hypernetwork(&global, hn_src);
     rank_main(&global);
     CHECK(global.status == SDT_STATUS_OK, "one rank, batch %d: %s", world, global.error);
     for (int r = 0; r < world; r++) {
-        snprintf(tag, sizeof tag, "w%d-rank%d", world, r);
+        snprintf(tag, sizeof tag, "w%d-%s-rank%d", world, kind, r);
         run_setup(env, tr, &ranks[r], tag, src, r, world, 1, 1);
+        add_hypernetwork(&ranks[r], hn_src);
     }
     run_ranks(ranks, world, -1);
     for (int r = 0; r < world; r++)
@@ -223,6 +255,14 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
     CHECK(diff <= 1e-6, "%d ranks: within 1e-6 of one rank with the global batch (%.3g over %lld values)", world, diff,
           (long long)n);
     CHECK(!fx_same_bytes(ranks[0].emb, src), "rank 0's embedding trained");
+    if (hn_src) {
+        const char *sa = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
+        const char *sb = global.rec.last_saved[SDT_FILE_TRAINING_STATE];
+        double hn_diff = max_abs_diff_of(sa, sb, "hypernetwork." FIRST_WEIGHT, &n);
+        CHECK(hn_diff <= 1e-6, "%d ranks: the hypernetwork's first weight within 1e-6 of the global batch's (%.3g)",
+              world, hn_diff);
+        CHECK(!fx_same_bytes(ranks[0].hn, hn_src), "the hypernetwork trained");
+    }
     size_t size;
     char *settings = (char *)fx_read_file(ranks[0].rec.last_saved[SDT_FILE_SETTINGS], &size);
     CHECK(settings && strstr(settings, "\"world_size\"") && strstr(settings, "\"batch_size\":\t1"),
@@ -240,7 +280,9 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
         char dir[FX_PATH];
         snprintf(dir, sizeof dir, "%s", ranks[r].emb);
         *strrchr(dir, '/') = '\0';
-        CHECK(count_files(dir) == 1, "rank %d's embedding folder holds its file alone (%d files)", r, count_files(dir));
+        CHECK(count_files(dir) == (hn_src ? 2 : 1), "rank %d's folder holds its input file(s) alone (%d files)", r,
+              count_files(dir));
+        CHECK(!hn_src || fx_same_bytes(ranks[r].hn, hn_src), "rank %d left its hypernetwork as it was", r);
     }
 }
 
@@ -344,15 +386,19 @@ static void check_resume(const trainer_env *env, const sdt_trainer_factory *tr, 
 
 int main(int argc, char **argv)
 {
-    trainer_env env;
-    if (!trainer_env_open(&env, argc, argv, "parallel")) return trainer_env_abandon(&env);
+    hn_env henv;
+    if (!hn_env_open(&henv, argc, argv, "parallel")) return trainer_env_abandon(&henv.base);
+    trainer_env env = henv.base;
     const sdt_trainer_factory *tr = (const sdt_trainer_factory *)env.entry->get_factory(SDT_FACTORY_TRAINER);
     CHECK(tr != NULL, "the trainer factory");
     char dir[FX_PATH], src[FX_PATH];
     fx_subdir(&env, dir, "src");
-    if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src)) {
-        check_world(&env, tr, src, 2);
-        check_world(&env, tr, src, 3);
+    char hn_src[FX_PATH];
+    if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src) &&
+        make_hn(&henv, dir, "style", "128, 64", false, hn_src)) {
+        check_world(&env, tr, src, NULL, 2);
+        check_world(&env, tr, src, NULL, 3);
+        check_world(&env, tr, src, hn_src, 2);
         check_failure(&env, tr, src);
         check_prepare_failure(&env, tr, src);
         check_interrupt(&env, tr, src);
