@@ -53,7 +53,10 @@ bool sdt_run_comm_ready(sdt_run_comm *rc, sdt_error *error)
 
 void sdt_run_comm_close(sdt_run_comm *rc)
 {
-    if (rc->comm && !rc->ready) rc->comm->abort(rc->comm, "its prepare failed");
+    if (rc->comm && !rc->ready)
+        rc->comm->abort(rc->comm, "its prepare failed");
+    else if (rc->comm && !rc->ended)
+        rc->comm->abort(rc->comm, "its trainer was closed before the run ended");
     if (rc->comm && rc->owned) rc->comm->destroy(rc->comm);
     if (rc->nccl_module) plugin_nccl_close(rc->nccl_module);
     memset(rc, 0, sizeof *rc);

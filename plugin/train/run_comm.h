@@ -24,6 +24,7 @@ typedef struct sdt_run_comm {
     bool owned;           /* opened here (NCCL): closed here */
     void *nccl_module;    /* the CUDA module's handle while the NCCL table is in use */
     bool ready;           /* every rank finished preparing (sdt_run_comm_ready) */
+    bool ended;           /* the run reached its end (finished or interrupted) on every rank */
 } sdt_run_comm;
 
 /* The options' rank and world size into rc: what decides who writes, known before the locks are
@@ -35,7 +36,8 @@ bool sdt_run_comm_open(sdt_run_comm *rc, const sdt_train_options *o, plugin_back
                        sdt_error *error);
 /* The end of prepare: waits for every rank to have prepared (a rank that failed to makes it fail). */
 bool sdt_run_comm_ready(sdt_run_comm *rc, sdt_error *error);
-/* A rank closed before it was ready (its prepare failed) aborts, so the others stop waiting. */
+/* A rank closed before it was ready (its prepare failed), or before its run ended (a host that
+ * destroys a prepared trainer without running it), aborts, so the others stop waiting. */
 void sdt_run_comm_close(sdt_run_comm *rc);
 /* Only rank 0 takes locks and writes files (every rank computes the same values). */
 bool sdt_run_comm_writes(const sdt_run_comm *rc);

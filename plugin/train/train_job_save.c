@@ -166,6 +166,7 @@ bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *err
     sdt_train_job *job = vjob;
     /* a rank that stops after an error tells the others now, not at the timeout */
     if (reason == SDT_SAVE_AFTER_ERROR) sdt_run_comm_abort(&job->par, "it stopped after an error");
+    job->par.ended = reason != SDT_SAVE_AFTER_ERROR; /* every rank ends after the same step */
     if (!sdt_run_comm_writes(&job->par)) {
         snprintf(job->saved_note, sizeof job->saved_note, "by rank 0, which alone writes files (this is rank %d)",
                  job->par.rank);

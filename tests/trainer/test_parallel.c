@@ -13,7 +13,8 @@
  *     folders hold nothing else;
  *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
  *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
- *     a rank whose prepare fails stops the others' prepare at once, naming it;
+ *     a rank whose prepare fails stops the others' prepare at once, naming it, and so does a rank
+ *     its host closes without running it;
  *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
  *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
 #include <dirent.h>
@@ -43,6 +44,7 @@ typedef struct rank_run {
     int64_t steps;
     const char *resume;
     int64_t interrupt_at; /* > 0: the host interrupts this rank after that step */
+    bool no_run;          /* the host prepares this rank, then destroys it without running it */
     sdt_trainer *t;
     sdt_status status;
     fx_recorder rec;
@@ -112,7 +114,7 @@ static void *rank_main(void *p)
     info.struct_size = sizeof info;
     r->t = t;
     r->status = r->tr->prepare(t, &config, &info);
-    if (r->status == SDT_STATUS_OK) r->status = r->tr->run(t);
+    if (r->status == SDT_STATUS_OK && !r->no_run) r->status = r->tr->run(t);
     r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
     r->tr->destroy(t);
     return NULL;
@@ -329,6 +331,21 @@ static void check_prepare_failure(const trainer_env *env, const sdt_trainer_fact
     CHECK(fx_same_bytes(ranks[0].emb, src) && count_temp_files(env->tmp) == 0,
           "rank 0's embedding is as it was, and no temp file is left");
     printf("rank 0: %s\n", ranks[0].error);
+
+    /* a host that prepares rank 1 and then closes it without running it */
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "close-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    ranks[1].no_run = true;
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[0].status != SDT_STATUS_OK && strstr(ranks[0].error, "rank 1") &&
+              strstr(ranks[0].error, "closed before the run ended"),
+          "rank 0 stopped at once naming rank 1, closed without a run (status %d): %s", (int)ranks[0].status,
+          ranks[0].error);
+    int64_t n;
+    CHECK(max_abs_diff(ranks[0].emb, src, &n) == 0, "rank 0's embedding holds its starting values (no step was taken)");
 }
 
 static void check_interrupt(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
