@@ -15,6 +15,7 @@
  *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
  *     a rank whose prepare fails stops the others' prepare at once, naming it, and so does a rank
  *     its host closes without running it;
+ *  3c. validation and early stop decide the same on both ranks as on one rank with the global batch;
  *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
  *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
 #include <dirent.h>
@@ -45,6 +46,7 @@ typedef struct rank_run {
     const char *resume;
     int64_t interrupt_at; /* > 0: the host interrupts this rank after that step */
     bool no_run;          /* the host prepares this rank, then destroys it without running it */
+    bool validate;        /* a quarter held out, measured every step, early stop after one without gain */
     sdt_trainer *t;
     sdt_status status;
     fx_recorder rec;
@@ -95,6 +97,11 @@ static void *rank_main(void *p)
     o.rank = r->rank;
     o.comm_timeout_seconds = 60;
     o.resume_state_path = r->resume;
+    if (r->validate) {
+        o.validation_split = 0.25;
+        o.validate_every = 1;
+        o.stop_after_no_improvement = 1;
+    }
     sdt_embedding_part e;
     memset(&e, 0, sizeof e);
     e.struct_size = sizeof e;
@@ -288,6 +295,36 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
     }
 }
 
+/* Validation and early stop decide the same on every rank, and as one rank with the global batch. */
+static void check_validation(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- 2 ranks with validation and early stop\n");
+    rank_run global, ranks[2];
+    run_setup(env, tr, &global, "val-global", src, 0, 0, 2, 1);
+    global.validate = true;
+    global.steps = 6;
+    rank_main(&global);
+    CHECK(global.status == SDT_STATUS_OK, "one rank, batch 2, validating: %s", global.error);
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "val-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+        ranks[r].validate = true;
+        ranks[r].steps = 6;
+    }
+    run_ranks(ranks, 2, -1);
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status == SDT_STATUS_OK && ranks[r].rec.n_steps == global.rec.n_steps,
+              "rank %d: status %d, %d steps as one rank's %d: %s", r, (int)ranks[r].status, ranks[r].rec.n_steps,
+              global.rec.n_steps, ranks[r].error);
+    int64_t n;
+    double diff = max_abs_diff(ranks[0].emb, global.emb, &n);
+    CHECK(diff <= 1e-6, "validating: within 1e-6 of one rank with the global batch (%.3g)", diff);
+    CHECK(count_files(ranks[1].log) == 0, "rank 1 wrote no best-step copy nor anything else");
+    printf("%d steps on both ranks and on one rank (early stop: %s)\n", ranks[0].rec.n_steps,
+           ranks[0].rec.n_steps < 6 ? "yes" : "no");
+}
+
 static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
 {
     printf("-- rank 1 fails in step 2\n");
@@ -416,6 +453,7 @@ int main(int argc, char **argv)
         check_world(&env, tr, src, NULL, 2);
         check_world(&env, tr, src, NULL, 3);
         check_world(&env, tr, src, hn_src, 2);
+        check_validation(&env, tr, src);
         check_failure(&env, tr, src);
         check_prepare_failure(&env, tr, src);
         check_interrupt(&env, tr, src);
