@@ -20,6 +20,11 @@
  *   SDTRAIN_TEXT_CACHE_OFF=1                   a run that could encode its prompts once (train/text_cache.h)
  *                                              keeps its text encoders and runs them every step, so a test
  *                                              compares the two paths on one run
+ * and one hook that is no environment variable, as a pointer cannot be one:
+ *   sdt_test_comm_provider                     a function the TEST PROGRAM exports (linked with
+ *                                              ENABLE_EXPORTS), found with dlsym: a job of world_size > 1
+ *                                              takes its communicator from it instead of opening NCCL, so
+ *                                              ranks run as threads of one test (tests/common/thread_comm.h)
  * Neither library exports anything but sdtrain_entry.
  */
 #ifndef SDT_PLUGIN_TEST_HOOKS_H
@@ -34,6 +39,12 @@
 #define SDT_TEST_HOOK_STEP_DELAY_NAME "SDTRAIN_TEST_STEP_DELAY_MS"
 #define SDT_TEST_HOOK_ENOSPC_NAME "SDTRAIN_FAULT_ENOSPC"
 #define SDT_TEST_HOOK_TEXT_CACHE_OFF_NAME "SDTRAIN_TEXT_CACHE_OFF"
+#define SDT_TEST_HOOK_COMM_PROVIDER_SYMBOL "sdt_test_comm_provider"
+
+struct sdt_comm; /* kernels/comm.h */
+/* What the test program's provider is: rank's communicator of a job of world_size ranks (not owned by the
+ * job: the test frees it), or NULL for none. */
+typedef struct sdt_comm *(*sdt_test_comm_provider_fn)(int rank, int world_size);
 
 /* The image file name whose first pixel is poisoned, or NULL. */
 const char *sdt_test_hook_nan_pixel(void);
@@ -45,6 +56,8 @@ const char *sdt_test_hook_inf_grad(void);
 bool sdt_test_hook_no_bf16(void);
 /* true: keep the text encoders even where the text cache could replace them. */
 bool sdt_test_hook_text_cache_off(void);
+/* The test program's communicator for rank of world_size, or NULL (always, in production). */
+struct sdt_comm *sdt_test_hook_comm(int rank, int world_size);
 /* Milliseconds added to every training step, or 0. */
 unsigned sdt_test_hook_step_delay_ms(void);
 /* true: saves to path fail as on a full disk. Defined only by the test build; models/formats/write_fault.c

@@ -1,6 +1,8 @@
 /* test_hooks_env.c - the test build of the plugin: hooks from the environment (see test_hooks.h). */
+#define _GNU_SOURCE /* RTLD_DEFAULT: the test program's own symbols */
 #include "testhooks/test_hooks.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,4 +50,13 @@ bool sdt_test_hook_disk_full(const char *path)
     if (!end || !*end || !path) return false;
     size_t n = strlen(path), k = strlen(end);
     return strcmp(end, "*") == 0 || (n >= k && strcmp(path + n - k, end) == 0);
+}
+
+struct sdt_comm *sdt_test_hook_comm(int rank, int world_size)
+{
+    /* dlsym hands back void *; POSIX guarantees it converts to a function pointer */
+    void *symbol = dlsym(RTLD_DEFAULT, SDT_TEST_HOOK_COMM_PROVIDER_SYMBOL);
+    sdt_test_comm_provider_fn provider;
+    memcpy(&provider, &symbol, sizeof provider);
+    return symbol ? provider(rank, world_size) : NULL;
 }

@@ -74,7 +74,11 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
     sdt_memory_report memory;
     sdt_memory_report_begin(&memory, params->backend, params->memory_estimate_bytes);
 
-    while (!ops->done(job) && !sdt_run_control_interrupt_requested(ctl)) {
+    bool stop = false;
+    while (!ops->done(job)) {
+        stop = sdt_run_control_interrupt_requested(ctl);
+        if (ops->agree_stop && !ops->agree_stop(job, &stop, error)) return fail_after_error(ops, job, ctl, host, error);
+        if (stop) break;
         sdt_metrics m;
         memset(&m, 0, sizeof m);
         m.struct_size = sizeof m;
@@ -98,7 +102,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
     }
 
     sdt_memory_report_end(&memory, host);
-    bool interrupted = !ops->done(job) && sdt_run_control_interrupt_requested(ctl);
+    bool interrupted = !ops->done(job) && stop;
     sdt_save_reason reason = interrupted ? SDT_SAVE_INTERRUPTED : SDT_SAVE_FINISHED;
     if (!ops->save_final(job, reason, error)) {
         sdt_host_log(host, SDT_LOG_ERROR, "%s", error->message);

@@ -45,6 +45,10 @@ typedef struct sdt_job_ops {
     /* Optional: the files the last successful save_final wrote ("the training state S, the
      * embedding E (step N)"), for the sentence of a run that stops after an error. */
     const char *(*saved_note)(const void *job);
+    /* Optional: before each step, whether to stop (*stop: this process's interrupt request) made the
+     * same on every rank of a data-parallel job (train/run_comm.h), so all stop after the same step;
+     * a failure stops the run as a failed step does. */
+    bool (*agree_stop)(void *job, bool *stop, sdt_error *error);
 } sdt_job_ops;
 
 typedef struct sdt_run_params {

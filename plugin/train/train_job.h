@@ -40,6 +40,7 @@
 #include "train/noise_schedule.h"
 #include "train/options_copy.h"
 #include "train/prompt.h"
+#include "train/run_comm.h"
 #include "train/run_control.h"
 #include "train/run_data.h"
 #include "train/run_loop.h"
@@ -132,6 +133,7 @@ struct sdt_train_job {
 
     /* compute */
     plugin_backend pb;
+    sdt_run_comm par; /* this run's rank of a data-parallel job (train/run_comm.h); one rank: world_size 1 */
     sd_runtime rt;
     sdt_precision precision; /* in use now (fp32 after the fallback) */
     bool vae_fp32;           /* SDXL's VAE in fp32 beside fp16 weights (an fp16 run on a GPU without bf16) */

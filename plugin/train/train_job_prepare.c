@@ -58,6 +58,8 @@ sdt_train_job *sdt_train_job_new(const sdt_train_options *c, const char *run_kin
         return NULL;
     }
     c = &job->opt; /* read once: from here on the job's own copy, never the host's struct */
+    /* who writes is known before the first lock */
+    sdt_run_comm_init(&job->par, &job->opt);
     job->data.dir = c->dataset_dir;
     job->previews.prompt = c->preview_prompt;
     job->previews.negative = c->preview_negative_prompt;
@@ -208,6 +210,7 @@ static int remove_stale_beside_part(const sdt_train_part *p)
 
 bool sdt_train_job_lock_parts(sdt_train_job *job, sdt_error *error)
 {
+    if (!sdt_run_comm_writes(&job->par)) return true; /* rank 0 alone takes locks and writes */
     for (int i = 0; i < job->n_parts; i++)
         if (!lock_part(&job->parts[i], error)) return false;
     return true;
@@ -242,6 +245,7 @@ static bool lock_run_folder(sdt_train_job *job, sdt_error *error)
  * with the release); what another run holds is left. (A run that opened its outputs swept then.) */
 static void sweep_after_refusal(sdt_train_job *job)
 {
+    if (!sdt_run_comm_writes(&job->par)) return;
     if (job->outputs.log_lock.fd_plus_one) return;
     int stale = 0;
     for (int i = 0; i < job->n_parts; i++) {
@@ -322,7 +326,9 @@ static void sdxl_settings(sdt_train_job *job)
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
     sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->opt.model_path ? job->opt.model_path : "");
-    if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error)) return false;
+    if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error) ||
+        !sdt_run_comm_open(&job->par, &job->opt, &job->pb, job->options_field, error))
+        return false;
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */
     job->pb.be->deterministic = job->opt.deterministic || job->pb.be->device == SDT_DEVICE_CPU;
     if (job->precision == SDT_PRECISION_BF16 && (!job->pb.be->native_bf16 || sdt_test_hook_no_bf16())) {
@@ -562,6 +568,7 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
 static bool open_outputs(sdt_train_job *job, sdt_error *error)
 {
     job->outputs.started_at = time(NULL);
+    if (!sdt_run_comm_writes(&job->par)) return true; /* no folder, no lock: rank 0 writes */
     if (!sdt_outputs_prepare(job->opt.log_dir, job->name, job->outputs.started_at, job->outputs.layout,
                              &job->outputs.dirs, error) ||
         !lock_run_folder(job, error))
@@ -582,14 +589,28 @@ static bool open_outputs(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
+/* The data order of the GLOBAL batch (every rank's batch together: the order one rank with that
+ * batch walks); data.batch is then this rank's share of it (data/data_order.h's shard). */
+static bool plan_batches(sdt_train_job *job, sdt_error *error)
+{
+    int world = job->par.world_size;
+    if (!sdt_run_data_plan_batches(&job->data, job->opt.batch_size * (uint32_t)world, job->opt.grad_accum_steps,
+                                   job->opt.seed, job->host, error))
+        return false;
+    const int *first = NULL, *shard;
+    int count;
+    if (job->data.order.batch_size % world != 0) /* the shard's sentence, with the numbers */
+        return sdt_data_order_shard(&job->data.order, first, world, job->par.rank, &shard, &count, error);
+    job->data.batch = job->data.order.batch_size / world;
+    return true;
+}
+
 bool sdt_train_job_load_data(sdt_train_job *job, const sdt_train_options *o, sdt_error *error)
 {
     (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
     /* the validation images before the batches: a split takes its images out of the dataset */
     return list_dataset(job, error) && check_prompts(job, error) && open_outputs(job, error) &&
-           load_dataset(job, error) && sdt_train_job_load_validation(job, error) &&
-           sdt_run_data_plan_batches(&job->data, job->opt.batch_size, job->opt.grad_accum_steps, job->opt.seed,
-                                     job->host, error);
+           load_dataset(job, error) && sdt_train_job_load_validation(job, error) && plan_batches(job, error);
 }
 
 bool sdt_train_job_add_group(sdt_train_job *job, sdt_train_part *p, const sdt_param_group *g, sdt_error *error)
@@ -705,6 +726,8 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     cJSON_AddStringToObject(s, "learn_rate", learn_rate);
     cJSON_AddNumberToObject(s, "batch_size", job->data.batch);
     cJSON_AddNumberToObject(s, "gradient_step", job->data.grad_accum);
+    /* data parallelism: batch_size is per rank, the global batch world_size times it */
+    if (job->par.world_size > 1) cJSON_AddNumberToObject(s, "world_size", job->par.world_size);
     cJSON_AddNumberToObject(s, "training_width", c->width);
     cJSON_AddNumberToObject(s, "training_height", c->height);
     cJSON_AddNumberToObject(s, "steps", (double)c->max_steps);
@@ -784,6 +807,7 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     bool resume = job->resume_path != NULL;
     sdt_step_engine *e = &job->engine;
     e->hooks.user = job;
+    e->comm = job->par.comm; /* NULL with one rank */
     if (!sdt_step_engine_parse_schedules(e, schedule_check_step(job), job->opt.max_steps, &job->end_step, error))
         return false;
     bool mixed = job->precision != SDT_PRECISION_FP32;
@@ -798,13 +822,13 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
         return false;
     }
     if (!still_wanted(job, error) || !plan_memory(job, info, error) || !still_wanted(job, error) ||
-        !write_settings(job, &job->opt, e->groups[0].lr_text, error) ||
+        (sdt_run_comm_writes(&job->par) && !write_settings(job, &job->opt, e->groups[0].lr_text, error)) ||
         !sdt_ema_start(&job->ema, &job->engine, job->pb.be, error) ||
         (resume && !sdt_train_job_load_state(job, job->resume_path, error)))
         return false;
     /* metrics.jsonl continues from this run's step: lines a resumed run will write again go */
     int dropped = 0;
-    if (job->outputs.write_metrics &&
+    if (job->outputs.write_metrics && sdt_run_comm_writes(&job->par) &&
         !sdt_metrics_log_open(&job->outputs.metrics, job->outputs.dirs.root, job->step, &dropped, error))
         return false;
     if (dropped)
@@ -813,6 +837,7 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
                      "state this run continues from, or by an earlier run), so no step is there twice",
                      job->outputs.dirs.root, dropped, (long long)job->step);
     job->last_state_at = sdt_run_clock(); /* the state's time interval counts from here */
+    if (!sdt_run_comm_ready(&job->par, error)) return false;
     info->precision = job->precision;
     info->device = job->pb.be->device == SDT_DEVICE_CUDA ? SDT_DEVICE_CHOICE_CUDA : SDT_DEVICE_CHOICE_CPU;
     info->batch_size = (uint32_t)job->data.batch;
@@ -845,6 +870,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     sdt_metrics_log_free(&job->outputs.metrics);
     work_arena_release(&job->wa);
     sd_runtime_close(&job->rt);
+    sdt_run_comm_close(&job->par); /* before the backend whose stream NCCL's collectives use */
     plugin_backend_close(&job->pb);
     sdt_tokenizer_free(job->tok);
     sdt_template_free(&job->tmpl);

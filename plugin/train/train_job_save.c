@@ -14,6 +14,7 @@
 bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 {
     sdt_train_job *job = vjob;
+    if (!sdt_run_comm_writes(&job->par)) return true; /* rank 0 writes every file */
     for (int p = 0; p < job->n_parts; p++)
         if (!job->parts[p].ops->sync(&job->parts[p], job, error) ||
             !job->parts[p].ops->save_snapshot(&job->parts[p], job, step, error))
@@ -46,6 +47,7 @@ static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char
 bool sdt_train_job_save_preview(void *vjob, int64_t step, sdt_error *error)
 {
     sdt_train_job *job = vjob;
+    if (!sdt_run_comm_writes(&job->par)) return true;
     const char *prompt = job->previews.prompt ? job->previews.prompt : job->last_prompt;
     /* one image unless a prompts file or seeds ask for a grid (then rows x cols cells, labelled) */
     const char *const *prompts =
@@ -162,6 +164,14 @@ static bool fail_after(sdt_error *error, const saved_list *l, int64_t step)
 bool sdt_train_job_save_final(void *vjob, sdt_save_reason reason, sdt_error *error)
 {
     sdt_train_job *job = vjob;
+    /* a rank that stops after an error tells the others now, not at the timeout */
+    if (reason == SDT_SAVE_AFTER_ERROR) sdt_run_comm_abort(&job->par, "it stopped after an error");
+    job->par.ended = reason != SDT_SAVE_AFTER_ERROR; /* every rank ends after the same step */
+    if (!sdt_run_comm_writes(&job->par)) {
+        snprintf(job->saved_note, sizeof job->saved_note, "by rank 0, which alone writes files (this is rank %d)",
+                 job->par.rank);
+        return true;
+    }
     if (!sdt_train_job_sync_parts(job, error)) return false;
     char state[4096];
     sdt_train_job_state_path(job, state, sizeof state);

@@ -187,8 +187,14 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
     job->n_bad_input_files = 0;
     job->step_prompts_dropped = 0;
     for (int micro = 0; micro < job->data.grad_accum; micro++) {
-        const int *idx = sdt_data_order_next(&job->data.order, NULL, NULL);
-        uint64_t counter = (uint64_t)job->step * (uint64_t)job->data.grad_accum + (uint64_t)micro;
+        const int *idx;
+        int count;
+        /* the global batch, of which this rank trains its slice; draws are keyed by the global
+         * micro-batch and sample, so W ranks draw what one rank accumulating W x as many would */
+        if (!sdt_data_order_shard(&job->data.order, sdt_data_order_next(&job->data.order, NULL, NULL),
+                                  job->par.world_size, job->par.rank, &idx, &count, error))
+            return false;
+        uint64_t counter = sdt_run_comm_micro(&job->par, job->step, job->data.grad_accum, micro);
         for (int p = 0; p < job->n_parts; p++)
             if (job->parts[p].ops->begin_micro) job->parts[p].ops->begin_micro(&job->parts[p], job, counter);
         batch_buffers buf;
@@ -196,7 +202,8 @@ static bool accumulate(void *user, float scale, double *loss, sdt_error *error)
         double l = 0;
         bool ok = build_batch(job, counter, idx, &buf, &in, error) &&
                   sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
-                  sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, scale / (float)job->data.grad_accum, true, &l, error);
+                  sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr,
+                               scale / (float)(job->data.grad_accum * job->par.world_size), true, &l, error);
         buffers_free(&buf);
         if (!ok && error->code == SDT_ERR_NUMERICAL && job->opt.anomaly_mode) return anomaly_stop(job, error);
         if (!ok) return false;
@@ -317,6 +324,16 @@ static void write_metrics_line(sdt_train_job *job, const sdt_metrics *m, double 
     sdt_run_outputs_metrics_line(&job->outputs, &r, job->host);
 }
 
+/* Data parallelism: an interrupt asked of any rank is summed before each step, so every rank stops
+ * (and rank 0 saves) after the same one. */
+static bool job_agree_stop(void *vjob, bool *stop, sdt_error *error)
+{
+    sdt_train_job *job = vjob;
+    if (sdt_run_comm_any(&job->par, stop, error)) return true;
+    sdt_run_comm_abort(&job->par, error->message);
+    return false;
+}
+
 static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *error)
 {
     sdt_train_job *job = vjob;
@@ -324,7 +341,10 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     job->skipped_before = job->engine.skipped;
     job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
     sdt_step_result r;
-    if (!sdt_step_engine_step(&job->engine, job->step, &r, error)) return false;
+    if (!sdt_step_engine_step(&job->engine, job->step, &r, error)) {
+        sdt_run_comm_abort(&job->par, error->message); /* the other ranks stop at their next sum */
+        return false;
+    }
     job->step++;
     m->step = job->step;
     m->max_steps = job->end_step;
@@ -337,12 +357,15 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     m->loss_scale = job->engine.scaler ? sdt_scaler_get_scale(job->engine.scaler) : 1.0;
     m->precision = job->precision;
     m->fallback_fired = job->engine.fallback.fired;
-    *images = (uint32_t)(job->data.batch * job->data.grad_accum);
+    *images = (uint32_t)(job->data.batch * job->data.grad_accum * job->par.world_size); /* the job's */
     double seconds = sdt_run_clock() - started; /* the step's own time: validation below is not training */
     /* The average and the validation after the update; neither draws from the training's RNG. */
     if (!sdt_ema_update(&job->ema, &job->engine, job->pb.be, job->step, error) ||
-        !sdt_train_job_validate_if_due(job, error))
+        !sdt_train_job_validate_if_due(job, error)) {
+        sdt_run_comm_abort(&job->par, error->message);
         return false;
+    }
+    if (!sdt_run_comm_writes(&job->par)) return true; /* rank 0 writes the CSV, metrics and state */
     write_csv_row(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     write_metrics_line(job, m, seconds > 0 ? (double)*images / seconds : NAN);
     save_state_if_due(job);
@@ -361,7 +384,8 @@ static const sdt_job_ops train_job_ops = {job_step,
                                           sdt_train_job_save_preview,
                                           sdt_train_job_save_final,
                                           job_write_failed,
-                                          sdt_train_job_saved_note};
+                                          sdt_train_job_saved_note,
+                                          job_agree_stop};
 
 const sdt_job_ops *sdt_train_job_ops(void)
 {

@@ -105,9 +105,11 @@ bool sdt_train_job_validate_if_due(sdt_train_job *job, sdt_error *error)
 {
     if (!sdt_validation_due(&job->val, job->step)) return true;
     double loss;
-    if (!sdt_train_job_validation_loss(job, &loss, error)) return false;
+    /* every rank measures; rank 0's number decides, so the best step and early stop agree everywhere */
+    if (!sdt_train_job_validation_loss(job, &loss, error) || !sdt_run_comm_from_rank0(&job->par, &loss, error))
+        return false;
     bool better = sdt_validation_record(&job->val, job->step, loss);
-    if (better && !save_best_copy(job, error)) return false;
+    if (better && sdt_run_comm_writes(&job->par) && !save_best_copy(job, error)) return false;
     sdt_validation_report(&job->val, job->step, better, job->host);
     return true;
 }

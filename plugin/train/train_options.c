@@ -311,10 +311,12 @@ static bool check_parallel(const sdt_train_options *o, const char *p, sdt_error 
         return OPTION_FAIL("%srank %d with %lld device(s) does not fit in %sworld_size %lld; ranks run from 0 to "
                            "world_size - 1.",
                            p, (int)o->rank, (long long)local, p, (long long)world);
-    if (world > 1)
-        return OPTION_FAIL("%sworld_size %lld asks for data parallelism, which this build runs only as far as its "
-                           "communicator (the training loop does not use it yet); use world_size 0 or 1.",
-                           p, (long long)world);
+    /* one rank per process runs (docs/abi.md 3.16); one thread per listed device does not yet */
+    if (world > 1 && o->devices)
+        return OPTION_FAIL("%sdevices lists %d device(s) of a job of %lld ranks: this build runs data parallelism "
+                           "as one process per device only; set %sdevices NULL and start one process per GPU, each "
+                           "with its %srank and the job's %scomm_id.",
+                           p, (int)o->device_count, (long long)world, p, p, p);
     return true;
 }
 

@@ -80,7 +80,7 @@ static bool fake_final(void *p, sdt_save_reason reason, sdt_error *error)
     return true;
 }
 
-static const sdt_job_ops fake_ops = {fake_step, fake_done, fake_snapshot, fake_preview, fake_final, NULL, NULL};
+static const sdt_job_ops fake_ops = {fake_step, fake_done, fake_snapshot, fake_preview, fake_final, NULL, NULL, NULL};
 
 static void on_metrics(void *user, const sdt_metrics *m)
 {

@@ -65,11 +65,17 @@ static void test_checks(void)
     o.devices = list;
     o.device_count = 2;
     refused(&o, "rank 3 with 2 device(s) does not fit", "devices past the job");
-    /* a valid job of several ranks: refused while the training job does not take a communicator */
+    /* one rank per process: a valid job of several ranks */
     o = d;
     o.world_size = 2;
     o.rank = 1;
-    refused(&o, "world_size 2 asks for data parallelism", "a job the training loop cannot run yet");
+    CHECK(sdt_train_options_check(&o, "options->", &e), "rank 1 of 2, one process per device: %s", e.message);
+    /* in-process devices of a job of several ranks: refused while the job has no thread per device */
+    o = d;
+    o.world_size = 2;
+    o.devices = list;
+    o.device_count = 2;
+    refused(&o, "this build runs data parallelism as one process per device only", "devices in one process");
 }
 
 static void test_read_and_copy(void)

@@ -1,0 +1,464 @@
+/* test_parallel.c - data-parallel training through the plugin (docs/abi.md 3.16, issue 33): ranks
+ * as threads of this process, each a whole trainer ("sdtrain.trainer/1") of the test build, with
+ * the ranks-as-threads communicator (tests/common/thread_comm.h) handed to the plugin through the
+ * test hook sdt_test_comm_provider (plugin/testhooks/test_hooks.h), on the CPU:
+ *  1. W = 2 and 3 ranks of batch 1 train what one rank with the global batch W trains (the same
+ *     order, shards, per-sample draws and 1/W seed), within the reduction's rounding (1e-6; here the
+ *     CPU's sums give the same bytes, which the test prints but does not demand); so do 2 ranks of
+ *     joint training with a hypernetwork without dropout (its masks are keyed per micro-batch, so W
+ *     ranks draw other masks than one rank of batch W). One rank of batch 1 with grad_accum_steps W
+ *     is no reference: the data order shuffles whole batches, so batch 1 walks other samples than
+ *     batch W (the step engine's test proves the sum against accumulation);
+ *  2. ranks 1 and 2 write nothing and report no file: their input files keep their bytes, their
+ *     folders hold nothing else;
+ *  3. a rank failing mid-run (its 6th collective, in step 2) stops every rank: each run fails, rank
+ *     0's sentence names rank 1, rank 0 saved the last good state (step 1) and no temp file is left;
+ *     a rank whose prepare fails stops the others' prepare at once, naming it, and so does a rank
+ *     its host closes without running it;
+ *  3c. validation and early stop decide the same on both ranks as on one rank with the global batch;
+ *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
+ *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
+#include <dirent.h>
+
+#include "thread_comm.h"
+#include "hn_fixture.h"
+
+#define STEPS 3
+#define MAX_RANKS 3
+
+static sdt_comm *g_comms[MAX_RANKS];
+static int g_world;
+
+/* The hook the test build of the plugin looks up (exported: ENABLE_EXPORTS, and visible although the
+ * tree compiles with hidden visibility). */
+__attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
+sdt_comm *sdt_test_comm_provider(int rank, int world_size)
+{
+    return world_size == g_world && rank >= 0 && rank < g_world ? g_comms[rank] : NULL;
+}
+
+typedef struct rank_run {
+    const trainer_env *env;
+    const sdt_trainer_factory *tr;
+    char emb[FX_PATH], log[FX_PATH], hn[FX_PATH]; /* hn "": no hypernetwork trains */
+    int rank, world, batch, accum;
+    int64_t steps;
+    const char *resume;
+    int64_t interrupt_at; /* > 0: the host interrupts this rank after that step */
+    bool no_run;          /* the host prepares this rank, then destroys it without running it */
+    bool validate;        /* a quarter held out, measured every step, early stop after one without gain */
+    sdt_trainer *t;
+    sdt_status status;
+    fx_recorder rec;
+    char error[2048];
+} rank_run;
+
+static void interrupt_hook(fx_recorder *rec, const sdt_metrics *m)
+{
+    rank_run *r = rec->user;
+    if (m->step == r->interrupt_at) r->tr->interrupt(r->t);
+}
+
+static void *rank_main(void *p)
+{
+    rank_run *r = p;
+    sdt_host_callbacks cb = fx_recorder_init(&r->rec);
+    r->rec.on_step = interrupt_hook;
+    r->rec.user = r;
+    sdt_trainer *t = NULL;
+    char err[512] = "";
+    r->status = r->tr->create(&cb, &t, err, sizeof err);
+    if (r->status != SDT_STATUS_OK) {
+        snprintf(r->error, sizeof r->error, "create: %s", err);
+        return NULL;
+    }
+    static _Thread_local char template_path[FX_PATH];
+    sdt_train_options o;
+    memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    r->tr->train_options_defaults(&o);
+    fx_path(template_path, r->env->templates_dir, "subject_filewords.txt");
+    o.model_path = r->env->model;
+    o.dataset_dir = r->env->dataset;
+    o.template_file = template_path;
+    o.log_dir = r->log;
+    o.width = o.height = 64;
+    o.device = SDT_DEVICE_CHOICE_CPU;
+    o.cpu_threads = 1;
+    o.max_steps = r->steps;
+    o.save_every = 0;
+    o.preview_every = 0;
+    o.write_csv_every = 1;
+    o.seed = 1234;
+    o.deterministic = true;
+    o.batch_size = (uint32_t)r->batch;
+    o.grad_accum_steps = (uint32_t)r->accum;
+    o.world_size = r->world;
+    o.rank = r->rank;
+    o.comm_timeout_seconds = 60;
+    o.resume_state_path = r->resume;
+    if (r->validate) {
+        o.validation_split = 0.25;
+        o.validate_every = 1;
+        o.stop_after_no_improvement = 1;
+    }
+    sdt_embedding_part e;
+    memset(&e, 0, sizeof e);
+    e.struct_size = sizeof e;
+    r->tr->embedding_part_defaults(&e);
+    e.embedding_path = r->emb;
+    e.save_image_with_embedding = false;
+    sdt_hypernetwork_part h;
+    memset(&h, 0, sizeof h);
+    h.struct_size = sizeof h;
+    r->tr->hypernetwork_part_defaults(&h);
+    h.hypernetwork_path = r->hn;
+    h.learn_rate = "0.001";
+    sdt_trainer_config config = {
+        .struct_size = sizeof config, .options = &o, .embedding = &e, .hypernetwork = r->hn[0] ? &h : NULL};
+    sdt_prepare_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    r->t = t;
+    r->status = r->tr->prepare(t, &config, &info);
+    if (r->status == SDT_STATUS_OK && !r->no_run) r->status = r->tr->run(t);
+    r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
+    r->tr->destroy(t);
+    return NULL;
+}
+
+/* A run's embedding (a copy of src) and log folder under <tmp>/<tag>. */
+static void run_setup(const trainer_env *env, const sdt_trainer_factory *tr, rank_run *r, const char *tag,
+                      const char *src, int rank, int world, int batch, int accum)
+{
+    memset(r, 0, sizeof *r);
+    r->env = env, r->tr = tr, r->rank = rank, r->world = world, r->batch = batch, r->accum = accum;
+    r->steps = STEPS;
+    char dir[FX_PATH], name[64];
+    snprintf(name, sizeof name, "%s", tag);
+    fx_subdir(env, dir, name);
+    fx_path(r->emb, dir, "twin.safetensors");
+    CHECK(fx_copy_file(src, r->emb), "copy %s", src);
+    snprintf(name, sizeof name, "%s/log", tag);
+    fx_subdir(env, r->log, name);
+}
+
+#define FIRST_WEIGHT "128.0.linear.0.weight"
+
+/* A copy of the hypernetwork hn_src beside the run's embedding (NULL: none). */
+static void add_hypernetwork(rank_run *r, const char *hn_src)
+{
+    if (!hn_src) return;
+    char dir[FX_PATH];
+    snprintf(dir, sizeof dir, "%s", r->emb);
+    *strrchr(dir, '/') = '\0';
+    fx_path(r->hn, dir, strrchr(hn_src, '/') + 1);
+    CHECK(fx_copy_file(hn_src, r->hn), "copy %s", hn_src);
+}
+
+/* world ranks as threads; fail_call >= 0: rank 1 fails at that collective. */
+static void run_ranks(rank_run *ranks, int world, int fail_call)
+{
+    thread_comm_world *w = thread_comm_world_new(world, 60000, g_comms);
+    CHECK(w != NULL, "thread_comm_world_new");
+    if (!w) return;
+    g_world = world;
+    if (fail_call >= 0) thread_comm_world_fail_at(w, 1, fail_call, "injected failure");
+    pthread_t threads[MAX_RANKS];
+    for (int r = 0; r < world; r++) CHECK(pthread_create(&threads[r], NULL, rank_main, &ranks[r]) == 0, "thread");
+    for (int r = 0; r < world; r++) pthread_join(threads[r], NULL);
+    g_world = 0;
+    thread_comm_world_free(w);
+}
+
+/* Entries of a folder and its sub-folders (files only), or -1. */
+static int count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char path[FX_PATH];
+        struct stat st;
+        fx_path(path, dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            n += count_files(path) > 0 ? count_files(path) : 0;
+        else
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Files whose name holds ".tmp-" (an unfinished atomic save) under dir. */
+static int count_temp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char path[FX_PATH];
+        struct stat st;
+        fx_path(path, dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            n += count_temp_files(path);
+        else if (strstr(de->d_name, ".tmp-"))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The largest difference between tensor `name` of two safetensors files (INFINITY when either lacks it). */
+static double max_abs_diff_of(const char *a, const char *b, const char *name, int64_t *n)
+{
+    int64_t na, nb;
+    float *x = fx_read_tensor(a, name, &na), *y = fx_read_tensor(b, name, &nb);
+    double worst = (x && y && na == nb) ? 0 : INFINITY;
+    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+    }
+    *n = na;
+    free(x);
+    free(y);
+    return worst;
+}
+
+static double max_abs_diff(const char *a, const char *b, int64_t *n)
+{
+    return max_abs_diff_of(a, b, "emb_params", n);
+}
+
+static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, const char *hn_src,
+                        int world)
+{
+    printf("-- %d ranks against one rank with the global batch%s\n", world, hn_src ? ", joint training" : "");
+    char tag[64];
+    rank_run global, ranks[MAX_RANKS];
+    const char *kind = hn_src ? "joint" : "emb";
+    snprintf(tag, sizeof tag, "w%d-%s-global", world, kind);
+    run_setup(env, tr, &global, tag, src, 0, 0, world, 1);
+    add_hypernetwork(&global, hn_src);
+    rank_main(&global);
+    CHECK(global.status == SDT_STATUS_OK, "one rank, batch %d: %s", world, global.error);
+    for (int r = 0; r < world; r++) {
+        snprintf(tag, sizeof tag, "w%d-%s-rank%d", world, kind, r);
+        run_setup(env, tr, &ranks[r], tag, src, r, world, 1, 1);
+        add_hypernetwork(&ranks[r], hn_src);
+    }
+    run_ranks(ranks, world, -1);
+    for (int r = 0; r < world; r++)
+        CHECK(ranks[r].status == SDT_STATUS_OK && ranks[r].rec.n_steps == STEPS, "rank %d: status %d, %d steps: %s", r,
+              (int)ranks[r].status, ranks[r].rec.n_steps, ranks[r].error);
+    for (int s = 0; s < STEPS && s < ranks[0].rec.n_steps && s < global.rec.n_steps; s++)
+        CHECK(fabs(ranks[0].rec.steps[s].loss - global.rec.steps[s].loss) <= 1e-6 * fabs(global.rec.steps[s].loss),
+              "step %d: loss %.9g on %d ranks, %.9g with the global batch", s + 1, ranks[0].rec.steps[s].loss, world,
+              global.rec.steps[s].loss);
+    int64_t n;
+    double diff = max_abs_diff(ranks[0].emb, global.emb, &n);
+    CHECK(diff <= 1e-6, "%d ranks: within 1e-6 of one rank with the global batch (%.3g over %lld values)", world, diff,
+          (long long)n);
+    CHECK(!fx_same_bytes(ranks[0].emb, src), "rank 0's embedding trained");
+    if (hn_src) {
+        const char *sa = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
+        const char *sb = global.rec.last_saved[SDT_FILE_TRAINING_STATE];
+        double hn_diff = max_abs_diff_of(sa, sb, "hypernetwork." FIRST_WEIGHT, &n);
+        CHECK(hn_diff <= 1e-6, "%d ranks: the hypernetwork's first weight within 1e-6 of the global batch's (%.3g)",
+              world, hn_diff);
+        CHECK(!fx_same_bytes(ranks[0].hn, hn_src), "the hypernetwork trained");
+    }
+    size_t size;
+    char *settings = (char *)fx_read_file(ranks[0].rec.last_saved[SDT_FILE_SETTINGS], &size);
+    CHECK(settings && strstr(settings, "\"world_size\"") && strstr(settings, "\"batch_size\":\t1"),
+          "rank 0's settings name the world size beside the per-rank batch: %s", settings ? settings : "(none)");
+    free(settings);
+    printf("%d ranks: %s the global batch's embedding (largest difference %.3g)\n", world,
+           fx_same_bytes(ranks[0].emb, global.emb) ? "the bytes of" : "within rounding of", diff);
+    for (int r = 1; r < world; r++) {
+        CHECK(fx_same_bytes(ranks[r].emb, src), "rank %d left its embedding file as it was", r);
+        CHECK(count_files(ranks[r].log) == 0, "rank %d wrote nothing in its log folder (%d files)", r,
+              count_files(ranks[r].log));
+        int reported = 0;
+        for (int k = 0; k < 16; k++) reported += ranks[r].rec.saved[k];
+        CHECK(reported == 0, "rank %d reported no saved file (%d)", r, reported);
+        char dir[FX_PATH];
+        snprintf(dir, sizeof dir, "%s", ranks[r].emb);
+        *strrchr(dir, '/') = '\0';
+        CHECK(count_files(dir) == (hn_src ? 2 : 1), "rank %d's folder holds its input file(s) alone (%d files)", r,
+              count_files(dir));
+        CHECK(!hn_src || fx_same_bytes(ranks[r].hn, hn_src), "rank %d left its hypernetwork as it was", r);
+    }
+}
+
+/* Validation and early stop decide the same on every rank, and as one rank with the global batch. */
+static void check_validation(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- 2 ranks with validation and early stop\n");
+    rank_run global, ranks[2];
+    run_setup(env, tr, &global, "val-global", src, 0, 0, 2, 1);
+    global.validate = true;
+    global.steps = 6;
+    rank_main(&global);
+    CHECK(global.status == SDT_STATUS_OK, "one rank, batch 2, validating: %s", global.error);
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "val-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+        ranks[r].validate = true;
+        ranks[r].steps = 6;
+    }
+    run_ranks(ranks, 2, -1);
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status == SDT_STATUS_OK && ranks[r].rec.n_steps == global.rec.n_steps,
+              "rank %d: status %d, %d steps as one rank's %d: %s", r, (int)ranks[r].status, ranks[r].rec.n_steps,
+              global.rec.n_steps, ranks[r].error);
+    int64_t n;
+    double diff = max_abs_diff(ranks[0].emb, global.emb, &n);
+    CHECK(diff <= 1e-6, "validating: within 1e-6 of one rank with the global batch (%.3g)", diff);
+    CHECK(count_files(ranks[1].log) == 0, "rank 1 wrote no best-step copy nor anything else");
+    printf("%d steps on both ranks and on one rank (early stop: %s)\n", ranks[0].rec.n_steps,
+           ranks[0].rec.n_steps < 6 ? "yes" : "no");
+}
+
+static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1 fails in step 2\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "fail-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    /* call 0: prepare's barrier; each step: the stop flag, the gradient, the loss, the zero flag */
+    run_ranks(ranks, 2, 6);
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status != SDT_STATUS_OK && ranks[r].status != SDT_STATUS_INTERRUPTED,
+              "rank %d's run failed (status %d)", r, (int)ranks[r].status);
+    CHECK(strstr(ranks[0].error, "rank 1") != NULL, "rank 0's sentence names rank 1: %s", ranks[0].error);
+    CHECK(fx_file_step(ranks[0].emb) == 1, "rank 0 saved the last good step (1; the file says %lld)",
+          (long long)fx_file_step(ranks[0].emb));
+    CHECK(count_temp_files(env->tmp) == 0, "no temp file is left");
+    CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
+    printf("rank 0: %s\n", ranks[0].error);
+}
+
+static void check_prepare_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1's prepare fails\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "prep-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    remove(ranks[1].emb); /* rank 1 has no embedding to start from */
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[1].status == SDT_STATUS_NOT_FOUND || ranks[1].status == SDT_STATUS_VALIDATION ||
+              ranks[1].status == SDT_STATUS_IO,
+          "rank 1's prepare failed for its file (status %d): %s", (int)ranks[1].status, ranks[1].error);
+    CHECK(ranks[0].status != SDT_STATUS_OK && strstr(ranks[0].error, "rank 1") && strstr(ranks[0].error, "prepare") &&
+              !strstr(ranks[0].error, "within"),
+          "rank 0 stopped at once with a sentence naming rank 1's prepare (status %d): %s", (int)ranks[0].status,
+          ranks[0].error);
+    CHECK(fx_same_bytes(ranks[0].emb, src) && count_temp_files(env->tmp) == 0,
+          "rank 0's embedding is as it was, and no temp file is left");
+    printf("rank 0: %s\n", ranks[0].error);
+
+    /* a host that prepares rank 1 and then closes it without running it */
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "close-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    ranks[1].no_run = true;
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[0].status != SDT_STATUS_OK && strstr(ranks[0].error, "rank 1") &&
+              strstr(ranks[0].error, "closed before the run ended"),
+          "rank 0 stopped at once naming rank 1, closed without a run (status %d): %s", (int)ranks[0].status,
+          ranks[0].error);
+    int64_t n;
+    CHECK(max_abs_diff(ranks[0].emb, src, &n) == 0, "rank 0's embedding holds its starting values (no step was taken)");
+}
+
+static void check_interrupt(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- rank 1's host interrupts after step 1\n");
+    rank_run ranks[2];
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "stop-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+    }
+    ranks[1].interrupt_at = 1;
+    run_ranks(ranks, 2, -1);
+    /* the request is summed before step 2: neither rank takes it */
+    for (int r = 0; r < 2; r++)
+        CHECK(ranks[r].status == SDT_STATUS_INTERRUPTED && ranks[r].rec.n_steps == 1,
+              "rank %d stopped interrupted after step 1: status %d, %d steps: %s", r, (int)ranks[r].status,
+              ranks[r].rec.n_steps, ranks[r].error);
+    CHECK(fx_file_step(ranks[0].emb) == 1, "rank 0 saved step 1 (the file says %lld)",
+          (long long)fx_file_step(ranks[0].emb));
+    CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
+}
+
+static void check_resume(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    printf("-- a 2-rank state resumes on one rank\n");
+    rank_run ranks[2], whole, resumed;
+    for (int r = 0; r < 2; r++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "res-rank%d", r);
+        run_setup(env, tr, &ranks[r], tag, src, r, 2, 1, 1);
+        ranks[r].steps = 2;
+    }
+    run_ranks(ranks, 2, -1);
+    CHECK(ranks[0].status == SDT_STATUS_OK && ranks[1].status == SDT_STATUS_OK, "the 2-rank run: %s / %s",
+          ranks[0].error, ranks[1].error);
+    const char *state = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
+    CHECK(state[0] != '\0', "rank 0 saved a state");
+    run_setup(env, tr, &resumed, "res-one", src, 0, 0, 2, 1);
+    CHECK(fx_copy_file(ranks[0].emb, resumed.emb), "the 2-rank embedding");
+    resumed.steps = 4;
+    resumed.resume = state;
+    rank_main(&resumed);
+    CHECK(resumed.status == SDT_STATUS_OK && resumed.rec.n_steps == 2, "resumed on one rank: status %d, %d steps: %s",
+          (int)resumed.status, resumed.rec.n_steps, resumed.error);
+    run_setup(env, tr, &whole, "res-whole", src, 0, 0, 2, 1);
+    whole.steps = 4;
+    rank_main(&whole);
+    int64_t n;
+    double diff = max_abs_diff(resumed.emb, whole.emb, &n);
+    CHECK(fx_file_step(resumed.emb) == 4 && diff < 1e-5,
+          "resumed to step %lld within 1e-5 of one rank's whole run (%.3g)", (long long)fx_file_step(resumed.emb),
+          diff);
+}
+
+int main(int argc, char **argv)
+{
+    hn_env henv;
+    if (!hn_env_open(&henv, argc, argv, "parallel")) return trainer_env_abandon(&henv.base);
+    trainer_env env = henv.base;
+    const sdt_trainer_factory *tr = (const sdt_trainer_factory *)env.entry->get_factory(SDT_FACTORY_TRAINER);
+    CHECK(tr != NULL, "the trainer factory");
+    char dir[FX_PATH], src[FX_PATH];
+    fx_subdir(&env, dir, "src");
+    char hn_src[FX_PATH];
+    if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src) &&
+        make_hn(&henv, dir, "style", "128, 64", false, hn_src)) {
+        check_world(&env, tr, src, NULL, 2);
+        check_world(&env, tr, src, NULL, 3);
+        check_world(&env, tr, src, hn_src, 2);
+        check_validation(&env, tr, src);
+        check_failure(&env, tr, src);
+        check_prepare_failure(&env, tr, src);
+        check_interrupt(&env, tr, src);
+        check_resume(&env, tr, src);
+    }
+    trainer_env_close(&env);
+    return sdt_test_finish("parallel");
+}
