@@ -302,7 +302,7 @@ static void check_frozen(const text3_models *m, sdt_backend *be, const problem *
 {
     sdt_error error = {0};
     int nl = R * m->l.cfg.width, ng = R * m->g.cfg.width, nt = R * m->t5.cfg.d_model;
-    int base_ln[2], base_rms;
+    int base_ln[2] = {0, 0}, base_rms = 0; /* set by case 0; a failing case 0 leaves them 0 */
     struct {
         bool tl, tg, tt;
     } cases[4] = {{true, true, true}, {true, true, false}, {false, true, true}, {true, false, false}};
