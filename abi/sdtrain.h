@@ -52,7 +52,7 @@ extern "C" {
 /* ---- Versions ----------------------------------------------------------------------------- */
 
 #define SDT_ABI_VERSION_MAJOR 1
-#define SDT_ABI_VERSION_MINOR 8
+#define SDT_ABI_VERSION_MINOR 9
 #define SDT_ABI_VERSION_PATCH 0
 
 typedef struct sdt_version {
@@ -256,6 +256,10 @@ typedef struct sdt_embedding_spec {
     bool overwrite;             /* false: an existing file is an SDT_STATUS_ALREADY_EXISTS error */
     /* ---- appended in 1.1 ---- */
     const char *tokenizer_path; /* [NULL] as sdt_ti_config.tokenizer_path */
+    /* ---- appended in 1.9 ---- SD3.5 and Flux.1: the encoders a checkpoint may lack (as sdt_train_options') */
+    const char *clip_l_path; /* [NULL] */
+    const char *clip_g_path; /* [NULL] */
+    const char *t5xxl_path;  /* [NULL] */
 } sdt_embedding_spec;
 
 typedef enum sdt_clip_mode {
@@ -691,6 +695,27 @@ struct sdt_train_options {
     uint8_t comm_id[128];         /* the job's communicator id (an NCCL unique id) that rank 0's process made with
                                    * the distributed extension and handed to every process; all zero with one
                                    * process (the plugin makes its own) */
+    /* ---- appended in 1.9 ---- SD3.5 and Flux.1, the rectified-flow transformer families (docs/abi.md 3.17).
+     * A checkpoint that lacks a component takes it from its own file, as ComfyUI's and Forge's loaders do;
+     * the sentence for a missing one names the field. Every field is refused for the UNet families. */
+    const char *clip_l_path; /* [NULL] CLIP-L text encoder (e.g. ComfyUI's clip_l.safetensors) */
+    const char *clip_g_path; /* [NULL] SD3.5's OpenCLIP bigG text encoder (clip_g.safetensors) */
+    const char *t5xxl_path;  /* [NULL] the T5-XXL encoder (t5xxl_fp16.safetensors, fp8 read and upcast) */
+    const char *vae_path;    /* [NULL] the 16-channel autoencoder (Flux's ae.safetensors) */
+    const char *timestep_sampling; /* [NULL = the family's: logit_normal] "uniform", "logit_normal" or "mode"
+                                    * (SD3's mode sampling): the density of the flow time t */
+    const char *flow_weighting;    /* [NULL = "none"] the loss weight per sample: "none", "sigma_sqrt" or
+                                    * "cosmap" (diffusers' weighting_scheme) */
+    double logit_mean;             /* [0] logit_normal's mean */
+    double logit_std;              /* [1] logit_normal's standard deviation, > 0 */
+    double mode_scale;             /* [1.29] mode's scale */
+    double flow_shift;             /* [0 = the family's: SD3.5 3.0, Flux the resolution shift] > 0: t' = s t / (1 + (s -
+                                    * 1) t) at every resolution */
+    double guidance;               /* [0 = 3.5] Flux.1 dev's distilled guidance value in training passes (and
+                                    * previews); schnell has no guidance input */
+    uint32_t t5_max_length;        /* [0 = the family's: SD3.5 256, Flux dev 512, schnell 256] T5 tokens a
+                                    * prompt is padded or cut to, 1..512 */
+    uint32_t reserved7;            /* [0] must be 0 */
 };
 
 /* ---- Hypernetworks (1.2; the factory deprecated in 1.7) ------------------------------------ */
@@ -796,6 +821,12 @@ typedef struct sdt_generate_request {
     /* ---- appended in 1.5 ---- */
     const char *sampler; /* [NULL = "ddim"] "ddim" (eta 0), "euler_a" or "dpmpp_2m_karras", as
                                        * sdt_train_options.preview_sampler */
+    /* ---- appended in 1.9 ---- SD3.5 and Flux.1 (as sdt_train_options'); their sampler is always the
+     * flow-matching Euler sampler, and for Flux.1 dev cfg_scale is the distilled guidance value [3.5] */
+    const char *clip_l_path; /* [NULL] */
+    const char *clip_g_path; /* [NULL] */
+    const char *t5xxl_path;  /* [NULL] */
+    const char *vae_path;    /* [NULL] */
 } sdt_generate_request;
 
 /* The hypernetwork factory. Its lifecycle members are the textual-inversion factory's, in the
@@ -891,7 +922,20 @@ typedef struct sdt_embedding_part {
                                        * clip_value); set: clip_mode above with this schedule */
     bool save_image_with_embedding; /* [true] also write A1111 PNG cards */
     uint8_t reserved0[7];           /* [0] must be 0 */
+    /* ---- appended in 1.9 ---- the per-encoder tables of SD3.5 (clip_l, clip_g, t5xxl) and Flux.1 (clip_l,
+     * t5xxl); SDXL's clip_l/clip_g train together as one table, as before */
+    uint32_t encoders;             /* [0 = every encoder of the family] SDT_ENCODER_* bits: the tables that train;
+                                    * the others keep their values (a bit the family lacks is a VALIDATION error) */
+    uint32_t reserved1;            /* [0] must be 0 */
+    const char *learn_rate_clip_l; /* [NULL = learn_rate] that table's schedule, same grammar */
+    const char *learn_rate_clip_g; /* [NULL = learn_rate] */
+    const char *learn_rate_t5xxl;  /* [NULL = learn_rate] */
 } sdt_embedding_part;
+
+/* sdt_embedding_part.encoders (1.9). */
+#define SDT_ENCODER_CLIP_L 0x1u
+#define SDT_ENCODER_CLIP_G 0x2u
+#define SDT_ENCODER_T5XXL 0x4u
 
 /* A hypernetwork to train. Input struct: fill it with hypernetwork_part_defaults(). */
 typedef struct sdt_hypernetwork_part {

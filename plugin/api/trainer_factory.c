@@ -99,8 +99,9 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
             "prepare(): config->embedding->struct_size is not set; fill the part with embedding_part_defaults() first.");
     bool reserved = false;
     for (size_t i = 0; i < sizeof p.reserved0; i++) reserved |= p.reserved0[i] != 0;
-    if (reserved)
-        return INVALID_FIELD("embedding->reserved0 must be 0; fill the part with embedding_part_defaults() first.");
+    if (reserved || p.reserved1 != 0)
+        return INVALID_FIELD(
+            "embedding->reserved0 and reserved1 must be 0; fill the part with embedding_part_defaults() first.");
     bool own_clip = p.clip_value != NULL; /* NULL: the embedding clips as the options say */
     const sdt_train_options *o = &rq->options;
     rq->has_embedding = true;
@@ -109,7 +110,10 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
                                                            own_clip ? p.clip_mode : o->clip_mode,
                                                            own_clip ? p.clip_value : o->clip_value,
                                                            own_clip ? "embedding->clip_value" : "options->clip_value"},
-                                             .save_cards = p.save_image_with_embedding};
+                                             .save_cards = p.save_image_with_embedding,
+                                             .encoders = p.encoders,
+                                             .encoder_learn_rates = {p.learn_rate_clip_l, p.learn_rate_clip_g,
+                                                                     p.learn_rate_t5xxl}};
     if (!sdt_embedding_settings_check(&rq->embedding, "embedding->", error)) return false;
     if (!own_clip &&
         p.clip_mode != SDT_CLIP_DISABLED) /* a mode without its value is a forgotten field, never ignored */

@@ -15,6 +15,15 @@ bool sdt_embedding_settings_check(const sdt_embedding_settings *s, const char *p
     if (blank(s->schedules.learn_rate))
         return FIELD_FAIL("Learning rate is empty: set %slearn_rate, e.g. \"0.005\" or \"0.005:100, 1e-3:1000, 1e-5\".",
                           prefix);
+    if (s->encoders & ~(uint32_t)(SDT_ENCODER_CLIP_L | SDT_ENCODER_CLIP_G | SDT_ENCODER_T5XXL))
+        return FIELD_FAIL("%sencoders is 0x%x; it holds SDT_ENCODER_CLIP_L (1), SDT_ENCODER_CLIP_G (2) and "
+                          "SDT_ENCODER_T5XXL (4) bits, 0 for every encoder of the family.",
+                          prefix, (unsigned)s->encoders);
+    static const char *const names[3] = {"learn_rate_clip_l", "learn_rate_clip_g", "learn_rate_t5xxl"};
+    for (int i = 0; i < 3; i++)
+        if (s->encoder_learn_rates[i] && !s->encoder_learn_rates[i][0])
+            return FIELD_FAIL("%s%s is empty; set a schedule such as \"0.005\", or NULL for %slearn_rate's.", prefix,
+                              names[i], prefix);
     return true;
 }
 

@@ -27,6 +27,10 @@ typedef struct sdt_embedding_settings {
     const char *path;
     sdt_part_schedules schedules;
     bool save_cards; /* A1111 PNG cards */
+    /* SD3.5/Flux.1 (1.9): the tables that train (SDT_ENCODER_* bits, 0 = all of the family) and each one's
+     * schedule (NULL: schedules.learn_rate), indexed clip_l, clip_g, t5xxl */
+    uint32_t encoders;
+    const char *encoder_learn_rates[3];
 } sdt_embedding_settings;
 
 typedef struct sdt_hypernetwork_settings {

@@ -9,7 +9,7 @@
 // clang-format off
 #define SDT_TRAIN_OPTION_EMPTY_IS_NULL(X)                                                                            \
     X(model_path) X(dataset_dir) X(template_file) X(tokenizer_path) X(preview_prompt) X(preview_prompts_file)        \
-    X(validation_dir)
+    X(validation_dir) X(clip_l_path) X(clip_g_path) X(t5xxl_path) X(vae_path) X(timestep_sampling) X(flow_weighting)
 // clang-format on
 
 static bool own_string(const char **field)

@@ -16,7 +16,8 @@
 #define SDT_TRAIN_OPTION_STRINGS(X)                                                                                  \
     X(model_path) X(clip_value) X(dataset_dir) X(log_dir) X(template_file) X(filename_word_regex)                   \
     X(filename_join_string) X(preview_prompt) X(preview_negative_prompt) X(preview_sampler) X(resume_state_path)      \
-    X(tokenizer_path) X(preview_prompts_file) X(preview_seeds) X(validation_dir)
+    X(tokenizer_path) X(preview_prompts_file) X(preview_seeds) X(validation_dir) X(clip_l_path) X(clip_g_path)      \
+    X(t5xxl_path) X(vae_path) X(timestep_sampling) X(flow_weighting)
 // clang-format on
 
 /* The most CUDA ordinals sdt_train_options.devices may list (1.8). */

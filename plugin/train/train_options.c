@@ -10,6 +10,7 @@
 #include "train/noise_schedule.h"
 #include "data/buckets.h"
 #include "data/preview_prompts.h"
+#include "train/flow_match.h"
 #include "train/sampler.h"
 
 void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
@@ -50,6 +51,8 @@ void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
     o->bucket_min_side = SDT_BUCKET_DEFAULT_MIN_SIDE;
     o->bucket_max_side = SDT_BUCKET_DEFAULT_MAX_SIDE;
     o->bucket_step = SDT_BUCKET_DEFAULT_STEP;
+    o->logit_std = 1.0;
+    o->mode_scale = 1.29;
 }
 
 bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *host, const char *log_dir,
@@ -65,7 +68,8 @@ bool sdt_train_options_read(sdt_train_options *own, const sdt_train_options *hos
     for (size_t i = 0; i < sizeof own->reserved5; i++) reserved4_set |= own->reserved5[i] != 0;
     for (size_t i = 0; i < sizeof own->reserved6; i++) reserved4_set |= own->reserved6[i] != 0;
     if (own->reserved0 != 0 || own->reserved1[0] || own->reserved1[1] || own->reserved2 != 0 || own->reserved_loss[0] ||
-        own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set)
+        own->reserved_loss[1] || own->reserved3[0] || own->reserved3[1] || own->reserved3[2] || reserved4_set ||
+        own->reserved7 != 0)
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "%s: the reserved fields must be 0; fill it with train_options_defaults() first.", field);
     char prefix[128];
@@ -320,11 +324,37 @@ static bool check_parallel(const sdt_train_options *o, const char *p, sdt_error 
     return true;
 }
 
+/* The rectified-flow block (1.9): values in range here; whether the model is a flow family is prepare's. */
+static bool check_flow(const sdt_train_options *o, const char *p, sdt_error *error)
+{
+    char field[160];
+    sdt_flow_density density = SDT_FLOW_DENSITY_LOGIT_NORMAL;
+    sdt_flow_weighting weighting = SDT_FLOW_WEIGHT_NONE;
+    snprintf(field, sizeof field, "%stimestep_sampling", p);
+    if (!sdt_flow_density_parse(o->timestep_sampling, field, &density, error)) return false;
+    snprintf(field, sizeof field, "%sflow_weighting", p);
+    if (!sdt_flow_weighting_parse(o->flow_weighting, field, &weighting, error)) return false;
+    if (!isfinite(o->logit_mean) || !(o->logit_std > 0.0 && isfinite(o->logit_std)))
+        return OPTION_FAIL("%slogit_mean must be finite and %slogit_std above 0 (defaults 0 and 1).", p, p);
+    if (!(o->mode_scale >= -1.0 && o->mode_scale <= 1.75))
+        return OPTION_FAIL("%smode_scale is %g; between -1 and 1.75 the mode density stays a density (default 1.29).",
+                           p, o->mode_scale);
+    if (!(o->flow_shift >= 0.0 && o->flow_shift <= 100.0))
+        return OPTION_FAIL("%sflow_shift is %g; 0 takes the family's shift, else a shift in (0, 100].", p,
+                           o->flow_shift);
+    if (!(o->guidance >= 0.0 && o->guidance <= 100.0))
+        return OPTION_FAIL("%sguidance is %g; 0 takes Flux.1 dev's 3.5, else a value in (0, 100].", p, o->guidance);
+    if (o->t5_max_length > 512)
+        return OPTION_FAIL("%st5_max_length is %u; T5 reads at most 512 tokens (0 = the family's length).", p,
+                           (unsigned)o->t5_max_length);
+    return true;
+}
+
 bool sdt_train_options_check(const sdt_train_options *o, const char *p, sdt_error *error)
 {
     if (!check_enums(o, p, error) || !check_counts(o, p, error) || !check_numbers(o, p, error) ||
         !check_loss_options(o, p, error) || !check_validation(o, p, error) || !check_ema(o, p, error) ||
-        !check_buckets(o, p, error) || !check_parallel(o, p, error))
+        !check_buckets(o, p, error) || !check_parallel(o, p, error) || !check_flow(o, p, error))
         return false;
     char field[160];
     sdt_preview_seeds seeds;

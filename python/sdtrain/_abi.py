@@ -16,7 +16,7 @@ from ctypes import (CFUNCTYPE, POINTER, c_bool, c_char, c_char_p, c_double, c_fl
 
 # The version the structs below describe (abi/sdtrain.h SDT_ABI_VERSION_*).
 ABI_VERSION_MAJOR = 1
-ABI_VERSION_MINOR = 8
+ABI_VERSION_MINOR = 9
 ABI_VERSION_PATCH = 0
 
 ENTRY_SYMBOL = "sdtrain_entry"
@@ -28,6 +28,10 @@ EXT_EMBEDDING_FILES = b"sdtrain.embedding_files/1"
 EXT_HYPERNETWORK_FILES = b"sdtrain.hypernetwork_files/1"
 EXT_HYPERNETWORK_APPLIER = b"sdtrain.hypernetwork_applier/1"
 EXT_DISTRIBUTED = b"sdtrain.distributed/1"
+# sdt_embedding_part.encoders (1.9): the per-encoder tables of SD3.5 and Flux.1
+ENCODER_CLIP_L = 0x1
+ENCODER_CLIP_G = 0x2
+ENCODER_T5XXL = 0x4
 
 sdt_status = c_int32  # enum sdt_status: 32 bits on every compiler (SDT_STATUS_FORCE_32BIT)
 
@@ -158,6 +162,10 @@ class EmbeddingSpec(AbiStruct):
         ("overwrite", c_bool),
         # ---- appended in 1.1 ----
         ("tokenizer_path", c_char_p),
+        # ---- appended in 1.9 ----
+        ("clip_l_path", c_char_p),
+        ("clip_g_path", c_char_p),
+        ("t5xxl_path", c_char_p),
     ]
 
 
@@ -264,6 +272,20 @@ class TrainOptions(AbiStruct):
         ("device_count", c_int32),
         ("comm_timeout_seconds", c_int32),
         ("comm_id", c_uint8 * 128),
+        # ---- appended in 1.9 ----
+        ("clip_l_path", c_char_p),
+        ("clip_g_path", c_char_p),
+        ("t5xxl_path", c_char_p),
+        ("vae_path", c_char_p),
+        ("timestep_sampling", c_char_p),
+        ("flow_weighting", c_char_p),
+        ("logit_mean", c_double),
+        ("logit_std", c_double),
+        ("mode_scale", c_double),
+        ("flow_shift", c_double),
+        ("guidance", c_double),
+        ("t5_max_length", c_uint32),
+        ("reserved7", c_uint32),
     ]
 
 
@@ -531,6 +553,11 @@ class GenerateRequest(AbiStruct):
         ("embedding_path", c_char_p),
         # ---- appended in 1.5 ----
         ("sampler", c_char_p),
+        # ---- appended in 1.9 ----
+        ("clip_l_path", c_char_p),
+        ("clip_g_path", c_char_p),
+        ("t5xxl_path", c_char_p),
+        ("vae_path", c_char_p),
     ]
 
 
@@ -583,6 +610,12 @@ class EmbeddingPart(AbiStruct):
         ("clip_value", c_char_p),
         ("save_image_with_embedding", c_bool),
         ("reserved0", c_uint8 * 7),
+        # ---- appended in 1.9 ----
+        ("encoders", c_uint32),
+        ("reserved1", c_uint32),
+        ("learn_rate_clip_l", c_char_p),
+        ("learn_rate_clip_g", c_char_p),
+        ("learn_rate_t5xxl", c_char_p),
     ]
 
 

@@ -61,8 +61,21 @@ _Static_assert(offsetof(sdt_train_options, world_size) == offsetof(sdt_train_opt
                    offsetof(sdt_train_options, devices) == offsetof(sdt_train_options, world_size) + 8 &&
                    offsetof(sdt_train_options, device_count) == offsetof(sdt_train_options, devices) + sizeof(void *) &&
                    offsetof(sdt_train_options, comm_id) == offsetof(sdt_train_options, comm_timeout_seconds) + 4 &&
-                   offsetof(sdt_train_options, comm_id) + 128 == sizeof(sdt_train_options),
+                   offsetof(sdt_train_options, comm_id) + 128 == offsetof(sdt_train_options, clip_l_path),
                "the data-parallel block (1.8) starts at 1.6's sizeof and ends without tail padding (docs/abi.md 3.16)");
+_Static_assert(offsetof(sdt_train_options, clip_l_path) % 8 == 0 &&
+                   offsetof(sdt_train_options, logit_mean) ==
+                       offsetof(sdt_train_options, clip_l_path) + 6 * sizeof(void *) &&
+                   offsetof(sdt_train_options, t5_max_length) == offsetof(sdt_train_options, logit_mean) + 5 * 8 &&
+                   offsetof(sdt_train_options, reserved7) + 4 == sizeof(sdt_train_options),
+               "the flow block (1.9) starts at 1.8's sizeof and ends without tail padding (docs/abi.md 3.17)");
+_Static_assert(offsetof(sdt_embedding_part, encoders) == offsetof(sdt_embedding_part, reserved0) + 7 &&
+                   offsetof(sdt_embedding_part, learn_rate_t5xxl) + sizeof(void *) == sizeof(sdt_embedding_part) &&
+                   offsetof(sdt_embedding_spec, clip_l_path) ==
+                       offsetof(sdt_embedding_spec, tokenizer_path) + sizeof(void *) &&
+                   offsetof(sdt_generate_request, clip_l_path) ==
+                       offsetof(sdt_generate_request, sampler) + sizeof(void *),
+               "the encoder fields appended in 1.9 start at 1.8's sizeof of each struct (docs/abi.md 3.17)");
 _Static_assert(offsetof(sdt_embedding_spec, tokenizer_path) == offsetof(sdt_embedding_spec, overwrite) + 8,
                "the spec field appended in 1.1 starts past 1.0's tail padding (docs/abi.md 3.6)");
 
