@@ -698,10 +698,10 @@ struct sdt_train_options {
     /* ---- appended in 1.9 ---- SD3.5 and Flux.1, the rectified-flow transformer families (docs/abi.md 3.17).
      * A checkpoint that lacks a component takes it from its own file, as ComfyUI's and Forge's loaders do;
      * the sentence for a missing one names the field. Every field is refused for the UNet families. */
-    const char *clip_l_path; /* [NULL] CLIP-L text encoder (e.g. ComfyUI's clip_l.safetensors) */
-    const char *clip_g_path; /* [NULL] SD3.5's OpenCLIP bigG text encoder (clip_g.safetensors) */
-    const char *t5xxl_path;  /* [NULL] the T5-XXL encoder (t5xxl_fp16.safetensors, fp8 read and upcast) */
-    const char *vae_path;    /* [NULL] the 16-channel autoencoder (Flux's ae.safetensors) */
+    const char *clip_l_path;       /* [NULL] CLIP-L text encoder (e.g. ComfyUI's clip_l.safetensors) */
+    const char *clip_g_path;       /* [NULL] SD3.5's OpenCLIP bigG text encoder (clip_g.safetensors) */
+    const char *t5xxl_path;        /* [NULL] the T5-XXL encoder (t5xxl_fp16.safetensors, fp8 read and upcast) */
+    const char *vae_path;          /* [NULL] the 16-channel autoencoder (Flux's ae.safetensors) */
     const char *timestep_sampling; /* [NULL = the family's: logit_normal] "uniform", "logit_normal" or "mode"
                                     * (SD3's mode sampling): the density of the flow time t */
     const char *flow_weighting;    /* [NULL = "none"] the loss weight per sample: "none", "sigma_sqrt" or

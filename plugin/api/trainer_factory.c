@@ -105,15 +105,14 @@ static bool read_embedding(const sdt_embedding_part *host, sdt_train_request *rq
     bool own_clip = p.clip_value != NULL; /* NULL: the embedding clips as the options say */
     const sdt_train_options *o = &rq->options;
     rq->has_embedding = true;
-    rq->embedding = (sdt_embedding_settings){.path = p.embedding_path,
-                                             .schedules = {p.learn_rate, "embedding->learn_rate",
-                                                           own_clip ? p.clip_mode : o->clip_mode,
-                                                           own_clip ? p.clip_value : o->clip_value,
-                                                           own_clip ? "embedding->clip_value" : "options->clip_value"},
-                                             .save_cards = p.save_image_with_embedding,
-                                             .encoders = p.encoders,
-                                             .encoder_learn_rates = {p.learn_rate_clip_l, p.learn_rate_clip_g,
-                                                                     p.learn_rate_t5xxl}};
+    rq->embedding = (sdt_embedding_settings){
+        .path = p.embedding_path,
+        .schedules = {p.learn_rate, "embedding->learn_rate", own_clip ? p.clip_mode : o->clip_mode,
+                      own_clip ? p.clip_value : o->clip_value,
+                      own_clip ? "embedding->clip_value" : "options->clip_value"},
+        .save_cards = p.save_image_with_embedding,
+        .encoders = p.encoders,
+        .encoder_learn_rates = {p.learn_rate_clip_l, p.learn_rate_clip_g, p.learn_rate_t5xxl}};
     if (!sdt_embedding_settings_check(&rq->embedding, "embedding->", error)) return false;
     if (!own_clip &&
         p.clip_mode != SDT_CLIP_DISABLED) /* a mode without its value is a forgotten field, never ignored */

@@ -21,8 +21,8 @@ typedef struct sdt_embedding {
     char *name;
     int n_vectors;
     int dim;
-    float *vectors;        /* [n_vectors, dim] */
-    int clip_l_dim;        /* SDXL split, 0 otherwise */
+    float *vectors; /* [n_vectors, dim] */
+    int clip_l_dim; /* SDXL split, 0 otherwise */
     /* SD3.5 and Flux.1: one table per text encoder, widths indexed clip_l, clip_g, t5xxl (0: the family has no
      * such encoder; all 0 for SD 1.x/2.x/SDXL). Their vectors are table-major, unlike SDXL's side-by-side
      * rows: vectors holds the clip_l table [n_vectors, encoder_dims[0]], then clip_g's, then t5xxl's, each
