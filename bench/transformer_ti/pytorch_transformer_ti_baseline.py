@@ -173,8 +173,10 @@ def build(name, a, dev, dtype):
         mod.to(device=dev, dtype=dtype).requires_grad_(False).eval()
     # transformers' from_pretrained keeps T5's feed-forward output projection in fp32 (_keep_in_fp32_modules),
     # as the pipelines load it; a model built from a config does not, so do it here.
+    keep = [k for attr in ("_keep_in_fp32_modules", "_keep_in_fp32_modules_strict")
+            for k in (getattr(m["t5"], attr, None) or ())]
     for n_, sub in m["t5"].named_modules():
-        if any(n_.endswith(k) for k in getattr(m["t5"], "_keep_in_fp32_modules", None) or ()):
+        if any(n_.endswith("." + k) for k in keep):
             sub.float()
     return spec, m
 
@@ -224,7 +226,7 @@ class Step:
             m[e].train(ckpt and e in self.trained)
             if ckpt and e in self.trained:
                 m[e].gradient_checkpointing_enable()
-            elif getattr(m[e], "is_gradient_checkpointing", False) or ckpt:
+            else:
                 m[e].gradient_checkpointing_disable()
         tr = m["transformer"]
         tr.train(ckpt)
@@ -249,7 +251,7 @@ class Step:
         self.cache = {}
         with torch.no_grad(), self.autocast():
             for e in self.frozen:
-                self.cache[e] = tuple(t.detach() for t in self.run_encoder(e))
+                self.cache[e] = tuple(None if t is None else t.detach() for t in self.run_encoder(e))
         for e in self.frozen:
             if dev != "cpu":
                 m[e].to("cpu")
@@ -386,8 +388,8 @@ HEAD = (f"{'model':9s} {'B':>2s} {'ckpt':4s} {'train':5s} {'compile':7s} {'ms/st
 
 def fmt_row(r):
     def num(k, f):
-        return format(r[k], f) if r.get(k) is not None else "-"
-    note = r.get("skipped", "")
+        return format(r[k], f) if r.get(k) is not None else format("-", ">" + f.split(".")[0])
+    note = r.get("skipped", "") + (f" ({r['error'].split(':')[0]})" if "error" in r else "")
     if not note:
         note = ("finite" if r["finite"] else "NOT FINITE") + ("" if r["rows_learn"] else ", rows do not learn") + \
             (f", {r['frozen_with_grad']} frozen params with grad" if r["frozen_with_grad"] else "")
