@@ -17,8 +17,8 @@ SD3's shift 3.0 (3u / (1 + 2u)) or Flux's resolution shift (mu 1.15 at 4096 imag
 sigma noise, target noise - x0, MSE (weighting none). SD3 gets timestep 1000 sigma, Flux sigma (it scales by 1000).
 Encoders not trained (--train-encoders clip|t5) run once per configuration under no_grad, their outputs cached and
 the models moved to the CPU for the timed steps (as OneTrainer caches and offloads them).
-Each timed step is synchronised (CUDA events); peak memory is max_memory_allocated from the configuration's start
-(weights included). A configuration that runs out of memory is a row that says so.
+Each timed step is synchronised (CUDA events); peak memory is max_memory_allocated over the configuration's steps
+(the weights on the GPU included). A configuration that runs out of memory is a row that says so.
 
 Needs torch, transformers and diffusers' src on PYTHONPATH (bench/transformer_ti/fetch_sources.md), e.g.
   PYTHONPATH=DIFFUSERS_SRC python3 pytorch_transformer_ti_baseline.py --models sd35m,sd35l,flux-dev \\
@@ -129,12 +129,16 @@ def is_oom(e):
 def building(dev, dtype):
     """Parameters made directly in dtype on dev (a 12B model never exists in fp32)."""
     old = torch.get_default_dtype()
+    old_dev = torch.get_default_device() if hasattr(torch, "get_default_device") else "cpu"
     torch.set_default_dtype(dtype)
+    if hasattr(torch, "set_default_device"):  # torch >= 2.0; on 1.13 (CPU only) every tensor is made on the CPU
+        torch.set_default_device(dev)
     try:
-        with (torch.device(dev) if hasattr(torch.device, "__enter__") else contextlib.nullcontext()):
-            yield
+        yield
     finally:
         torch.set_default_dtype(old)
+        if hasattr(torch, "set_default_device"):
+            torch.set_default_device(old_dev)
 
 
 def scaled_depth(n, f, least=1):
@@ -336,6 +340,8 @@ def run_config(name, spec, m, B, ckpt, train, compiled, a, dev, dtype):
     try:
         st = Step(spec, m, B, ckpt, train, dev, dtype, compiled)
         row["trained"] = st.trained
+        if dev != "cpu":  # the peak from here: weights on the GPU, untrained encoders' outputs cached and offloaded
+            torch.cuda.reset_peak_memory_stats()
         for _ in range(a.warmup):
             st.step()
         if dev != "cpu":
