@@ -371,11 +371,10 @@ def run_config(name, spec, m, B, ckpt, train, compiled, a, dev, dtype):
         row["rows_learn"] = all(v > 0 for v in row["row_grad_norm"].values()) and \
             all(v > 0 for v in row["row_norm"].values())
         row["frozen_with_grad"] = sum(1 for mod in m.values() for p in mod.parameters() if p.grad is not None)
-    except Exception as e:  # out of memory (or a compile failure) is a row, not the end of the run
-        if not (is_oom(e) or compiled):
-            raise
-        row.update(skipped="out of memory" if is_oom(e) else "compile failed",
-                   error=f"{type(e).__name__}: {str(e)[:160]}")
+    except Exception as e:  # out of memory, a compile failure or any other error is a row, not the end of the run
+        import traceback
+        row.update(skipped="out of memory" if is_oom(e) else "compile failed" if compiled else "failed",
+                   error=f"{type(e).__name__}: {str(e)[:160]}", trace=traceback.format_exc()[-2000:])
         if dev != "cpu":
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
     finally:
@@ -385,6 +384,15 @@ def run_config(name, spec, m, B, ckpt, train, compiled, a, dev, dtype):
         reset_memory(dev)
     log(fmt_row(row))
     return row
+
+
+def save(path, res):
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1)
+    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- table
@@ -445,11 +453,12 @@ def main():
         try:
             spec, m = build(name, a, dev, dtype)
         except Exception as e:
-            if not is_oom(e):
-                raise
-            row = dict(model=name, skipped="out of memory building the models", error=str(e)[:160])
-            log(name, row["skipped"])
+            import traceback
+            row = dict(model=name, skipped=("out of memory" if is_oom(e) else "failed") + " building the models",
+                       error=f"{type(e).__name__}: {str(e)[:160]}", trace=traceback.format_exc()[-2000:])
+            log(name, row["skipped"], row["error"])
             res["configs"].append(row)
+            save(a.json, res)
             continue
         res.setdefault("params", {})[name] = {k: n_params(v) for k, v in m.items()}
         log(name, "params (M):", ", ".join(f"{k} {v / 1e6:.1f}" for k, v in res["params"][name].items()))
@@ -458,17 +467,17 @@ def main():
                 for compiled in ([False, True] if a.compile else [False]):
                     res["configs"].append(run_config(name, spec, m, B, ck, a.train_encoders, compiled, a, dev,
                                                      dtype))
+                    save(a.json, res)  # after every row: a call cut short keeps what it measured
         del m
         reset_memory(dev)
     print(HEAD)
     for r in res["configs"]:
         print(fmt_row(r) if "B" in r else f"{r['model']:9s} {r['skipped']}")
-    if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump(res, f, indent=1)
-        os.replace(tmp, a.json)
-    bad = [r for r in res["configs"] if "skipped" not in r and not (r["finite"] and r["rows_learn"])]
+    save(a.json, res)
+    bad = [r for r in res["configs"] if r.get("skipped", "").startswith("failed") or
+           ("skipped" not in r and not (r["finite"] and r["rows_learn"]))]
+    for r in bad:
+        print(f"{r['model']}: {r.get('trace') or 'loss not finite or a row without gradient'}", file=sys.stderr)
     return 1 if bad else 0
 
 
