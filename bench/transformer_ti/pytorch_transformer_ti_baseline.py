@@ -386,6 +386,25 @@ def run_config(name, spec, m, B, ckpt, train, compiled, a, dev, dtype):
     return row
 
 
+def matmul_peak(dev, n=8192, reps=10):
+    """The card's bf16 matmul rate in this sitting (the yardstick of bench/NOTES.md's runs)."""
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        a @ b
+        e.record()
+        e.synchronize()
+        ts.append(s.elapsed_time(e))
+    med = statistics.median(ts)
+    return dict(n=n, ms_median=med, tflops_median=2 * n ** 3 / (med * 1e-3) / 1e12)
+
+
 def save(path, res):
     if not path:
         return
@@ -447,6 +466,9 @@ def main():
     if dev != "cpu":
         torch.backends.cuda.matmul.allow_tf32 = True
     res = dict(env=env, configs=[])
+    if dev != "cpu":
+        res["matmul_peak"] = matmul_peak(dev)
+        log("bf16 matmul", json.dumps(res["matmul_peak"]))
     ckpts = {"on": [True], "off": [False], "both": [False, True]}[a.checkpointing]
     for name in names:
         reset_memory(dev)
