@@ -211,6 +211,7 @@ class Step:
         self.flux = spec["family"] == "flux"
         self.i = 0
         self.hooks, self.offloaded = [], []
+        torch.manual_seed(1)  # each configuration draws the same noise and timesteps, whatever ran before it
         g = torch.Generator().manual_seed(123)
         encoders = ["clip_l", "t5"] if self.flux else ["clip_l", "clip_g", "t5"]
         self.ids = {"clip_l": clip_ids(B, 49407, g).to(dev), "t5": t5_ids(B, spec["t5_len"], g).to(dev)}
