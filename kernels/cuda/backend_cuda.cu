@@ -391,3 +391,14 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
     return be;
 }
+
+extern "C" SDT_CUDA_EXPORT int sdt_cuda_thread_device(int device)
+{
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess) {
+        cudaGetLastError();
+        current = -1;
+    }
+    if (device >= 0 && device != current && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+    return current;
+}
