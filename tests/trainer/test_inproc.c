@@ -15,7 +15,11 @@
  *     it; the files hold step 1, no temp file is left, and the state resumes on two devices to the end;
  *     a rank failing in prepare fails prepare naming it;
  *  5. the sentences for bad lists: a device twice, devices on the CPU
- *     without a communicator (what a build without the test's provider says). */
+ *     without a communicator (what a build without the test's provider says).
+ * Built with SDT_INPROC_ON_GPU it is gpu_inproc (the plain plugin, CUDA, NCCL's communicators; skips
+ * without a GPU or NCCL): devices {0}, one rank through NCCL's group, gives the bytes of the plain
+ * one-device path; with a second GPU, devices {0, 1} trains within 1e-4 of one GPU with the global
+ * batch (NCCL's sum runs in another order than the kernels' batch sum). */
 #include <dirent.h>
 #include <stdatomic.h>
 
@@ -27,6 +31,7 @@
 
 static sdt_comm *g_comms[MAX_RANKS];
 static int g_world;
+static uint32_t g_device = SDT_DEVICE_CHOICE_CPU;
 
 __attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
 sdt_comm *sdt_test_comm_provider(int rank, int world_size)
@@ -101,7 +106,7 @@ static void *run_main(void *p)
     o.template_file = template_path;
     o.log_dir = r->log;
     o.width = o.height = 64;
-    o.device = SDT_DEVICE_CHOICE_CPU;
+    o.device = g_device;
     o.cpu_threads = 1;
     o.max_steps = r->steps;
     o.save_every = 0;
@@ -169,6 +174,21 @@ static void run_job(run **runs, int n, int world, int fail_rank, int fail_call)
     thread_comm_world_free(w);
 }
 
+static double max_abs_diff(const char *a, const char *b)
+{
+    int64_t na, nb;
+    float *x = fx_read_tensor(a, "emb_params", &na), *y = fx_read_tensor(b, "emb_params", &nb);
+    double worst = (x && y && na == nb) ? 0 : INFINITY;
+    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
+        double d = fabs((double)x[i] - (double)y[i]);
+        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
+    }
+    free(x);
+    free(y);
+    return worst;
+}
+
+#ifndef SDT_INPROC_ON_GPU
 static int count_temp_files(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -187,20 +207,6 @@ static int count_temp_files(const char *dir)
     }
     closedir(d);
     return n;
-}
-
-static double max_abs_diff(const char *a, const char *b)
-{
-    int64_t na, nb;
-    float *x = fx_read_tensor(a, "emb_params", &na), *y = fx_read_tensor(b, "emb_params", &nb);
-    double worst = (x && y && na == nb) ? 0 : INFINITY;
-    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-    }
-    free(x);
-    free(y);
-    return worst;
 }
 
 static int files_reported(const run *r)
@@ -360,6 +366,52 @@ static void check_refusals(const trainer_env *env, const sdt_trainer_factory *tr
     CHECK(fx_same_bytes(r.emb, src), "nothing written");
 }
 
+#endif
+
+#ifdef SDT_INPROC_ON_GPU
+/* gpu_inproc: the real communicators on the GPU (see the top). */
+static int check_gpu(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
+{
+    const sdt_distributed_ext *ext =
+        tr->get_extension ? (const sdt_distributed_ext *)tr->get_extension(SDT_EXT_DISTRIBUTED) : NULL;
+    char why[1024] = "";
+    if (!ext || ext->available(why, sizeof why) != SDT_STATUS_OK) {
+        printf("SKIP: no GPU data parallelism here: %s\n", why);
+        return 77;
+    }
+    g_device = SDT_DEVICE_CHOICE_CUDA;
+    printf("-- devices {0} through NCCL against the plain path\n");
+    run plain, one;
+    setup(env, tr, &plain, "gpu-plain", src, 0, 1);
+    run_main(&plain);
+    CHECK(plain.status == SDT_STATUS_OK, "the plain path: %s", plain.error);
+    setup(env, tr, &one, "gpu-one", src, 1, 1);
+    run *list[1] = {&one};
+    run_job(list, 1, 0, -1, -1);
+    CHECK(one.status == SDT_STATUS_OK && one.rec.n_steps == STEPS, "devices {0}: status %d: %s", (int)one.status,
+          one.error);
+    CHECK(fx_same_bytes(one.emb, plain.emb), "devices {0}: the plain path's bytes (%.3g)",
+          max_abs_diff(one.emb, plain.emb));
+    CHECK(atomic_load(&one.foreign_callbacks) == 0, "every callback on the caller's thread");
+    printf("-- devices {0, 1} against one GPU with the global batch\n");
+    run two, global;
+    setup(env, tr, &two, "gpu-two", src, 2, 1);
+    list[0] = &two;
+    run_job(list, 1, 0, -1, -1);
+    if (two.prepare_status != SDT_STATUS_OK && strstr(two.error, "does not exist")) {
+        printf("one GPU only: %s\n", two.error);
+        return 0;
+    }
+    CHECK(two.status == SDT_STATUS_OK && two.rec.n_steps == STEPS, "devices {0, 1}: status %d: %s", (int)two.status,
+          two.error);
+    setup(env, tr, &global, "gpu-global", src, 0, 2);
+    run_main(&global);
+    double diff = max_abs_diff(two.emb, global.emb);
+    CHECK(diff <= 1e-4, "devices {0, 1}: within 1e-4 of one GPU with the global batch (%.3g)", diff);
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     hn_env henv;
@@ -369,6 +421,12 @@ int main(int argc, char **argv)
     CHECK(tr != NULL, "the trainer factory");
     char dir[FX_PATH], src[FX_PATH];
     fx_subdir(&env, dir, "src");
+#ifdef SDT_INPROC_ON_GPU
+    if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src) && check_gpu(&env, tr, src) == 77) {
+        trainer_env_close(&env);
+        return 77;
+    }
+#else
     if (tr && fx_make_embedding(&env, dir, "twin", 2, "orange", src)) {
         check_devices(&env, tr, src, 2);
         check_devices(&env, tr, src, 3);
@@ -377,6 +435,7 @@ int main(int argc, char **argv)
         check_failure(&env, tr, src);
         check_refusals(&env, tr, src);
     }
+#endif
     trainer_env_close(&env);
     return sdt_test_finish("inproc");
 }
