@@ -18,9 +18,11 @@
  *     without a communicator (what a build without the test's provider says).
  * Built with SDT_INPROC_ON_GPU it is gpu_inproc (the plain plugin, CUDA, NCCL's communicators; skips
  * without a GPU or NCCL): devices {0}, one rank through NCCL's group, gives the bytes of the plain
- * one-device path; with a second GPU, devices {0, 1} trains within 1e-4 of one GPU with the global
- * batch (NCCL's sum runs in another order than the kernels' batch sum). */
+ * one-device path; with a second GPU, devices {1, 0} trains within 1e-4 of one GPU with the global
+ * batch (NCCL's sum runs in another order than the kernels' batch sum) and the calling thread's
+ * CUDA device is its own again after prepare and run (rank 0 worked on GPU 1). */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdatomic.h>
 
 #include "thread_comm.h"
@@ -32,6 +34,25 @@
 static sdt_comm *g_comms[MAX_RANKS];
 static int g_world;
 static uint32_t g_device = SDT_DEVICE_CHOICE_CPU;
+static const char *g_plugin_path; /* argv[1]: the CUDA module lies beside it */
+
+/* The calling thread's current CUDA device, read through the CUDA module's own export; -2 without it. */
+static int thread_cuda_device(void)
+{
+    if (g_device != SDT_DEVICE_CHOICE_CUDA) return -2;
+    char path[FX_PATH];
+    snprintf(path, sizeof path, "%s", g_plugin_path);
+    char *slash = strrchr(path, '/');
+    snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0), "libsdtrain_cuda.so");
+    void *module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!module) return -2;
+    void *symbol = dlsym(module, "sdt_cuda_thread_device");
+    int (*query)(int);
+    memcpy(&query, &symbol, sizeof query);
+    int device = symbol ? query(-1) : -2;
+    dlclose(module);
+    return device;
+}
 
 __attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
 sdt_comm *sdt_test_comm_provider(int rank, int world_size)
@@ -44,7 +65,8 @@ typedef struct run {
     const sdt_trainer_factory *tr;
     char emb[FX_PATH], log[FX_PATH];
     int32_t devices[MAX_RANKS];
-    int device_count; /* 0: no list (one device, or one rank of world) */
+    int device_count;                              /* 0: no list (one device, or one rank of world) */
+    int thread_device_before, thread_device_after; /* the caller's CUDA device around the trainer's calls */
     int rank, world, batch;
     int64_t steps;
     const char *resume;
@@ -86,6 +108,7 @@ static void *run_main(void *p)
     run *r = p;
     fx_recorder_init(&r->rec);
     r->caller = pthread_self();
+    r->thread_device_before = thread_cuda_device();
     sdt_host_callbacks cb = {
         .struct_size = sizeof cb, .user_data = r, .log = on_log, .metrics = on_metrics, .file_saved = on_file};
     sdt_trainer *t = NULL;
@@ -140,6 +163,7 @@ static void *run_main(void *p)
     }
     r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
     r->tr->destroy(t);
+    r->thread_device_after = thread_cuda_device();
     return NULL;
 }
 
@@ -336,8 +360,9 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
           "resumed on two devices: status %d, %d steps: %s", (int)resumed.status, resumed.rec.n_steps, resumed.error);
     CHECK(fx_file_step(resumed.emb) == STEPS, "resumed to step %lld", (long long)fx_file_step(resumed.emb));
     /* Not compared with the uninterrupted run: a state saved after a failed step resumes to other values
-     * (1e-2 here; the failed step had likely drawn its batch already, so the saved data position is one
-     * batch on), while an interrupt's state resumes to the uninterrupted bytes (check_interrupt). */
+     * (1e-2 here: the failed step had drawn its batch from the data order, train_job_step.c's accumulate,
+     * and the state saved after the error keeps that position), while an interrupt's state resumes to the
+     * uninterrupted bytes (check_interrupt). */
 
     printf("-- rank 1 fails in prepare\n");
     run p;
@@ -393,21 +418,25 @@ static int check_gpu(const trainer_env *env, const sdt_trainer_factory *tr, cons
     CHECK(fx_same_bytes(one.emb, plain.emb), "devices {0}: the plain path's bytes (%.3g)",
           max_abs_diff(one.emb, plain.emb));
     CHECK(atomic_load(&one.foreign_callbacks) == 0, "every callback on the caller's thread");
-    printf("-- devices {0, 1} against one GPU with the global batch\n");
+    printf("-- devices {1, 0} against one GPU with the global batch\n");
     run two, global;
     setup(env, tr, &two, "gpu-two", src, 2, 1);
+    two.devices[0] = 1, two.devices[1] = 0; /* rank 0 on GPU 1: the calling thread's device must come back */
     list[0] = &two;
     run_job(list, 1, 0, -1, -1);
     if (two.prepare_status != SDT_STATUS_OK && strstr(two.error, "does not exist")) {
         printf("one GPU only: %s\n", two.error);
         return 0;
     }
-    CHECK(two.status == SDT_STATUS_OK && two.rec.n_steps == STEPS, "devices {0, 1}: status %d: %s", (int)two.status,
+    CHECK(two.status == SDT_STATUS_OK && two.rec.n_steps == STEPS, "devices {1, 0}: status %d: %s", (int)two.status,
           two.error);
     setup(env, tr, &global, "gpu-global", src, 0, 2);
     run_main(&global);
     double diff = max_abs_diff(two.emb, global.emb);
-    CHECK(diff <= 1e-4, "devices {0, 1}: within 1e-4 of one GPU with the global batch (%.3g)", diff);
+    CHECK(diff <= 1e-4, "devices {1, 0}: within 1e-4 of one GPU with the global batch (%.3g)", diff);
+    CHECK(two.thread_device_after == two.thread_device_before,
+          "the calling thread's CUDA device is its own again (%d before, %d after)", two.thread_device_before,
+          two.thread_device_after);
     return 0;
 }
 #endif
@@ -417,6 +446,7 @@ int main(int argc, char **argv)
     hn_env henv;
     if (!hn_env_open(&henv, argc, argv, "inproc")) return trainer_env_abandon(&henv.base);
     trainer_env env = henv.base;
+    g_plugin_path = argv[1];
     const sdt_trainer_factory *tr = (const sdt_trainer_factory *)env.entry->get_factory(SDT_FACTORY_TRAINER);
     CHECK(tr != NULL, "the trainer factory");
     char dir[FX_PATH], src[FX_PATH];
