@@ -114,6 +114,7 @@ void plugin_nccl_close(void *module)
 void plugin_cuda_device_enter(plugin_cuda_device_guard *g, int device)
 {
     g->previous = -1;
+    if (device < 0) return;
     char path[4096];
     cuda_module_path(path, sizeof path);
     g->module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -126,7 +127,7 @@ void plugin_cuda_device_leave(plugin_cuda_device_guard *g)
 {
     if (!g->module) return;
     sdt_cuda_thread_device_fn use = (sdt_cuda_thread_device_fn)dlsym(g->module, SDT_CUDA_THREAD_DEVICE_SYMBOL);
-    if (use && g->previous >= 0) use(g->previous);
+    if (use) use(g->previous); /* -1: the thread had no context and gets none back */
     dlclose(g->module);
     g->module = NULL;
     g->previous = -1;

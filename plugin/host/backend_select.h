@@ -37,7 +37,7 @@ void plugin_nccl_close(void *module);
  * the CUDA module (a CPU build) both do nothing. */
 typedef struct plugin_cuda_device_guard {
     void *module;
-    int previous; /* -1: nothing to put back */
+    int previous; /* -1: the thread had no CUDA context (and gets none back) */
 } plugin_cuda_device_guard;
 /* device >= 0 becomes current on this thread; the one before is kept in g. */
 void plugin_cuda_device_enter(plugin_cuda_device_guard *g, int device);

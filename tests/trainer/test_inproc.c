@@ -49,7 +49,7 @@ static int thread_cuda_device(void)
     void *symbol = dlsym(module, "sdt_cuda_thread_device");
     int (*query)(int);
     memcpy(&query, &symbol, sizeof query);
-    int device = symbol ? query(-1) : -2;
+    int device = symbol ? query(-2) : -2; /* below -1: a question only */
     dlclose(module);
     return device;
 }
