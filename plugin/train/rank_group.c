@@ -53,10 +53,6 @@ void sdt_rank_group_free(sdt_rank_group *g)
     free(g);
 }
 
-int sdt_rank_group_count(const sdt_rank_group *g)
-{
-    return g->count;
-}
 int sdt_rank_group_world_size(const sdt_rank_group *g)
 {
     return g->world_size;
@@ -64,10 +60,6 @@ int sdt_rank_group_world_size(const sdt_rank_group *g)
 int sdt_rank_group_first_rank(const sdt_rank_group *g)
 {
     return g->first_rank;
-}
-int sdt_rank_group_device(const sdt_rank_group *g, int index)
-{
-    return g->devices[index];
 }
 
 static bool all_zero(const uint8_t *bytes, size_t n)

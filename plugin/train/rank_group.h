@@ -32,10 +32,8 @@ typedef struct sdt_rank_group sdt_rank_group;
  * sentence when out of memory. */
 sdt_rank_group *sdt_rank_group_new(const sdt_train_options *o, sdt_error *error);
 void sdt_rank_group_free(sdt_rank_group *g);
-int sdt_rank_group_count(const sdt_rank_group *g);
 int sdt_rank_group_world_size(const sdt_rank_group *g);
 int sdt_rank_group_first_rank(const sdt_rank_group *g);
-int sdt_rank_group_device(const sdt_rank_group *g, int index);
 
 /* Rank `index`'s communicator over pb's backend, once every rank has its backend (the group's last
  * arrival opens them all); *owned: the rank destroys it (NCCL's; the test program's is not). prefix
