@@ -10,7 +10,9 @@
  *  2. two trainers of two devices each form one job of 4 ranks (world_size 4, rank 0 and rank 2): the
  *     bytes of one trainer of devices {0, 1, 2, 3};
  *  3. an interrupt of the one trainer stops every rank after the same step, rank 0 saving it; its state
- *     resumes on two devices and on one device with the global batch to the uninterrupted run's bytes;
+ *     resumes on two devices and on one device with the global batch to the uninterrupted run's bytes,
+ *     and so does the host's load_state into a trainer of two devices (whose save_state then writes
+ *     the state its run ended with);
  *  4. a rank failing mid-step (rank 1's 6th collective, in step 2) stops the run with a sentence naming
  *     it; the files hold step 1, no temp file is left, and the state resumes on two devices to the end;
  *     a rank failing in prepare fails prepare naming it;
@@ -70,6 +72,9 @@ typedef struct run {
     int rank, world, batch;
     int64_t steps;
     const char *resume;
+    const char *load_state;   /* the host loads this state between prepare and run */
+    char save_state[FX_PATH]; /* "" or: the host saves the state here after the run */
+    sdt_status load_status, save_status;
     int64_t interrupt_at;
     sdt_trainer *t;
     sdt_status prepare_status, status;
@@ -159,7 +164,9 @@ static void *run_main(void *p)
     if (r->status == SDT_STATUS_OK) {
         CHECK(info.batch_size == (uint32_t)r->batch, "prepare_info says the per-rank batch (%u)",
               (unsigned)info.batch_size);
-        r->status = r->tr->run(t);
+        if (r->load_state) r->load_status = r->tr->load_state(t, r->load_state);
+        if (r->load_status == SDT_STATUS_OK) r->status = r->tr->run(t);
+        if (r->save_state[0]) r->save_status = r->tr->save_state(t, r->save_state);
     }
     r->tr->get_last_error(t, r->error, sizeof r->error, NULL);
     r->tr->destroy(t);
@@ -332,6 +339,21 @@ static void check_interrupt(const trainer_env *env, const sdt_trainer_factory *t
     CHECK(one.status == SDT_STATUS_OK && fx_same_bytes(one.emb, whole.emb),
           "resumed on one device with the global batch: the uninterrupted bytes (%.3g): %s",
           max_abs_diff(one.emb, whole.emb), one.error);
+    /* the host's load_state and save_state on the trainer of two devices */
+    run loaded;
+    setup(env, tr, &loaded, "stop-loaded", src, 2, 1);
+    CHECK(fx_copy_file(r.emb, loaded.emb), "the embedding at step 1");
+    loaded.load_state = r.rec.last_saved[SDT_FILE_TRAINING_STATE];
+    fx_path(loaded.save_state, loaded.log, "saved.state.safetensors");
+    list[0] = &loaded;
+    run_job(list, 1, 2, -1, -1);
+    CHECK(loaded.load_status == SDT_STATUS_OK && loaded.status == SDT_STATUS_OK && loaded.rec.n_steps == STEPS - 1 &&
+              fx_same_bytes(loaded.emb, whole.emb),
+          "load_state on two devices, then run: the uninterrupted bytes (load %d, run %d, %d steps): %s",
+          (int)loaded.load_status, (int)loaded.status, loaded.rec.n_steps, loaded.error);
+    CHECK(loaded.save_status == SDT_STATUS_OK &&
+              fx_same_bytes(loaded.save_state, loaded.rec.last_saved[SDT_FILE_TRAINING_STATE]),
+          "save_state after the run writes the state the run ended with (status %d)", (int)loaded.save_status);
 }
 
 static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)
