@@ -78,13 +78,18 @@ static bool open_nccl(sdt_rank_group *g, const char *prefix, sdt_error *error)
                             "%sdevices lists CUDA ordinals, but the ranks would train on the CPU; set %sdevice to cuda "
                             "(the ranks sum their gradients over NCCL, which needs the CUDA module).",
                             prefix, prefix);
-    char why[512];
+    char why[SDT_ERROR_MESSAGE_MAX + 16];
     const sdt_comm_nccl_api *api = plugin_nccl_open(&g->nccl_module, why, sizeof why);
-    if (!api)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%sdevices needs NCCL in the CUDA module: %s; list one device.",
-                        prefix, why);
     sdt_error reason = {0};
-    if (!api->available(&reason)) return sdt_fail(error, SDT_ERR_UNSUPPORTED, "%sdevices: %s", prefix, reason.message);
+    if (api && !api->available(&reason)) memcpy(why, reason.message, sizeof reason.message);
+    bool usable = api && reason.code == SDT_ERR_OK;
+    /* one device that is the whole job has nothing to sum: it trains without NCCL where NCCL is missing */
+    if (!usable && g->count == 1 && g->world_size == 1) return true;
+    if (!usable)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%sdevices lists %d device(s) of a job of %d ranks, which sum their gradients over NCCL: %s; "
+                        "list one device.",
+                        prefix, g->count, g->world_size, why);
     /* the whole job in this process: its id is made here (several processes: rank 0's, in comm_id) */
     if (g->world_size == g->count && !api->new_id(g->comm_id, error))
         return sdt_error_wrap(error, "%sdevices: making the communicator's id", prefix);

@@ -11,7 +11,9 @@
  * first, so the trainer's run returns that rank's failure.
  *
  * The test build takes the ranks' communicators from the test program (testhooks/test_hooks.h) when
- * it provides them (ranks as threads on the CPU); otherwise they are NCCL's (CUDA backends only). */
+ * it provides them (ranks as threads on the CPU); otherwise they are NCCL's (CUDA backends only), but
+ * one device that is the whole job trains without a communicator where NCCL cannot run (nothing to
+ * sum: the plain one-device path on that device). */
 #ifndef SDT_TRAIN_RANK_GROUP_H
 #define SDT_TRAIN_RANK_GROUP_H
 
@@ -36,7 +38,7 @@ int sdt_rank_group_world_size(const sdt_rank_group *g);
 int sdt_rank_group_first_rank(const sdt_rank_group *g);
 
 /* Rank `index`'s communicator over pb's backend, once every rank has its backend (the group's last
- * arrival opens them all); *owned: the rank destroys it (NCCL's; the test program's is not). prefix
+ * arrival opens them all; NULL for one device without NCCL, see above); *owned: the rank destroys it (NCCL's; the test program's is not). prefix
  * names the options in sentences. Fails at once when a rank left the group. */
 bool sdt_rank_group_open(sdt_rank_group *g, int index, plugin_backend *pb, const char *prefix, sdt_comm **comm,
                          bool *owned, sdt_error *error);
