@@ -111,8 +111,7 @@ int main(int argc, char **argv)
     float *pooled = cli_read_all(cli_arg(argc, argv, "--pooled"), (size_t)(B * fc.pooled_dim) * 4);
     float *image = cli_read_all(cli_arg(argc, argv, "--image"), (size_t)(B * 3 * h * f * w * f) * 4);
     sdt_tensor ttl = sdt_tensor_4d(tok_l, SDT_I32, 2, B, FLUX_CLIP_TOKENS, 0, 0),
-               tt5 = sdt_tensor_4d(tok_5, SDT_I32, 2, B, L, 0, 0),
-               tlat = sdt_tensor_4d(latent, SDT_F32, 4, B, C, h, w),
+               tt5 = sdt_tensor_4d(tok_5, SDT_I32, 2, B, L, 0, 0), tlat = sdt_tensor_4d(latent, SDT_F32, 4, B, C, h, w),
                tctx = sdt_tensor_4d(ctx, SDT_F32, 3, B, L, fc.context_dim, 0),
                tpool = sdt_tensor_4d(pooled, SDT_F32, 2, B, fc.pooled_dim, 0, 0),
                timg = sdt_tensor_4d(image, SDT_F32, 4, B, 3, h * f, w * f);
@@ -142,8 +141,7 @@ int main(int argc, char **argv)
     sdt_arena_release(&arena);
     sdt_arena_init_measure(&measure, be);
     if (!vae_encode(&vm, be, &measure, &timg, SDT_F32, &tmean, &tlogv, &err) ||
-        !vae_decode(&vm, be, &measure, &tlat, SDT_F32, &tdec, &err) ||
-        !sdt_arena_init(&arena, be, measure.peak))
+        !vae_decode(&vm, be, &measure, &tlat, SDT_F32, &tdec, &err) || !sdt_arena_init(&arena, be, measure.peak))
         return cli_fail(&err);
     if (!vae_encode(&vm, be, &arena, &timg, SDT_F32, &tmean, &tlogv, &err) ||
         !vae_decode(&vm, be, &arena, &tlat, SDT_F32, &tdec, &err))
@@ -153,6 +151,7 @@ int main(int argc, char **argv)
     cli_write_all(cli_arg(argc, argv, "--out-decoded"), decoded, (size_t)(B * 3 * h * f * w * f) * 4);
     sdt_arena_release(&arena);
     vae_free(&vm);
+    flux_free(&fm);
     be->destroy(be);
     sdt_weights_close(wt), sdt_weights_close(wl), sdt_weights_close(w5), sdt_weights_close(wv);
     free(tok_l), free(tok_5), free(latent), free(ts), free(ctx), free(pooled), free(image);
