@@ -10,6 +10,7 @@ files people have for Flux, in the names sdtrain's loaders read:
   ae.safetensors           LDM AutoencoderKL names (encoder.*, decoder.*; no quant convs), Flux's scaling 0.3611
                            and shift 0.1159
   t5_tokenizer/tokenizer.json  a SentencePiece unigram vocabulary (transformers' layout) of the demo's words
+  clip_tokenizer/          the demo's CLIP tokenizer (vocab.json, merges.txt), copied from --tokenizer
 
 in f16, plus samples.png, loss.png, vae_recon.png, world.png and train_log.json. Stages, each a share of --minutes:
   1. data: sdt-world-dump draws --images scenes (64x64) with captions;
@@ -35,6 +36,7 @@ import importlib.util
 import json
 import math
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -662,8 +664,8 @@ def train_flow(model, ema, latents, clip_ids, t5_ids, empty, seconds, max_steps,
         opt.step()
         decay = min(0.999, (1 + step) / (10 + step))
         with torch.no_grad():
-            for e, p in zip(ema_params, params):
-                e.mul_(decay).add_(p.detach(), alpha=1 - decay)
+            torch._foreach_mul_(ema_params, decay)
+            torch._foreach_add_(ema_params, params, alpha=1 - decay)
         if step % 10 == 0:
             losses.append((step, loss.item()))
         step += 1
@@ -771,6 +773,12 @@ def parity(cli, seed, size_name):
             ok = err <= 2e-5
             failures += not ok
             print(f"{name}: shape {tuple(r.shape)}, relative error {err:.3g} {'ok' if ok else 'FAIL'}")
+        # the shipped layout (clip_l.safetensors with text_model.* at the top, f16) opens as sdtrain's parts
+        shipped = os.path.join(d, "shipped")
+        export(shipped, model, vae, torch.float16, {"format": "pt"})
+        res = subprocess.run([cli, "files", "--dir", shipped], capture_output=True, text=True)
+        print(res.stdout.strip() + ("\n" + res.stderr.strip() if res.returncode else ""))
+        failures += res.returncode != 0
     print("flux demo parity: " + ("ok" if not failures else f"{failures} FAILED"))
     return 1 if failures else 0
 
@@ -824,6 +832,9 @@ def main():
     tok_l = sd.Tokens(args.tokenizer)
     tok5 = T5Tokens(caption_words(captions + sd.SAMPLE_PROMPTS))
     tok5.save(os.path.join(args.out, "t5_tokenizer"))
+    os.makedirs(os.path.join(args.out, "clip_tokenizer"), exist_ok=True)
+    for name in ("vocab.json", "merges.txt"):  # the demo's CLIP tokenizer, shipped beside clip_l.safetensors
+        shutil.copyfile(os.path.join(args.tokenizer, name), os.path.join(args.out, "clip_tokenizer", name))
     clip_ids = torch.tensor([tok_l(c) for c in captions], dtype=torch.long, device=device)
     t5_ids = torch.tensor([tok5.encode(c) for c in captions], dtype=torch.long, device=device)
     empty = (torch.tensor(tok_l(""), device=device), torch.tensor(tok5.encode(""), device=device))

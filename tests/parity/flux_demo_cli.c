@@ -15,6 +15,10 @@
  *       --latent.
  *   sdt-flux-demo-io spm --tokenizer P --length L
  *       one prompt per stdin line -> its L ids (sdt_spm_encode), space-separated, one line each
+ *   sdt-flux-demo-io files --dir D
+ *       the shipped layout: transformer.safetensors detected as a Flux.1 transformer (sdt_tf_detect), and
+ *       clip_l, t5xxl and ae .safetensors opened as the lone parts people download (sdt_weights_open_part,
+ *       told apart by sdt_tf_lone_part); prints what it found, exits 1 on the first file that is not so
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +30,7 @@
 #include "param_cli_common.h"
 #include "sentencepiece.h"
 #include "t5_encoder.h"
+#include "transformer_detect.h"
 #include "transformer_keys.h"
 #include "vae.h"
 #include "weights.h"
@@ -51,6 +56,41 @@ static int run_spm(int argc, char **argv)
     return 0;
 }
 
+static int run_files(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int part;
+        sdt_tf_part lone;
+    } parts[] = {{"clip_l.safetensors", SDT_PART_CLIP_L, SDT_TF_CLIP_L},
+                 {"t5xxl.safetensors", SDT_PART_T5XXL, SDT_TF_T5XXL},
+                 {"ae.safetensors", SDT_PART_VAE, SDT_TF_VAE}};
+    sdt_error err = {0};
+    const char *dir = cli_arg(argc, argv, "--dir");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/transformer.safetensors", dir);
+    sdt_weights *w = sdt_weights_open(path, &err);
+    if (!w) return cli_fail(&err);
+    sdt_tf_info info;
+    const bool flux = sdt_tf_detect(w, &info) && info.family == SDT_TF_FLUX;
+    printf("transformer.safetensors: %s (%s)\n", flux ? info.variant : "not a Flux transformer",
+           flux ? info.layout : "-");
+    sdt_weights_close(w);
+    if (!flux) return 1;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, parts[i].name);
+        sdt_weights *raw = sdt_weights_open(path, &err);
+        const bool lone = raw && sdt_tf_lone_part(raw) == parts[i].lone;
+        if (raw) sdt_weights_close(raw);
+        w = sdt_weights_open_part(path, (sdt_weights_part)parts[i].part, &err);
+        if (!w) return cli_fail(&err);
+        printf("%s: opens as its part, %s\n", parts[i].name, lone ? "told apart as a lone part" : "NOT a lone part");
+        sdt_weights_close(w);
+        if (!lone) return 1;
+    }
+    return 0;
+}
+
 static sdt_weights *open_in(const char *dir, const char *name, int part, sdt_error *err)
 {
     char path[1024];
@@ -61,8 +101,9 @@ static sdt_weights *open_in(const char *dir, const char *name, int part, sdt_err
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "spm")) return run_spm(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "files")) return run_files(argc, argv);
     if (argc < 2 || strcmp(argv[1], "run")) {
-        fprintf(stderr, "usage: sdt-flux-demo-io run|spm ... (see flux_demo_cli.c)\n");
+        fprintf(stderr, "usage: sdt-flux-demo-io run|spm|files ... (see flux_demo_cli.c)\n");
         return 2;
     }
     sdt_error err = {0};
