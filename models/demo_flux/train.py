@@ -483,9 +483,10 @@ class FluxTransformer(nn.Module):
         silu_temb = F.silu(temb)
         c = self.context_embedder(context)
         T = c.shape[1]
-        key = (T, gh, gw, x.device, x.dtype)
+        table_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # f32 under autocast, as in C
+        key = (T, gh, gw, x.device, table_dtype)
         if key not in self.rope_cache:
-            self.rope_cache[key] = rope_tables(T, gh, gw, self.axes, x.device, x.dtype)
+            self.rope_cache[key] = rope_tables(T, gh, gw, self.axes, x.device, table_dtype)
         cos, sin = self.rope_cache[key]
         for blk in self.transformer_blocks:
             x, c = blk(x, c, silu_temb, cos, sin)
