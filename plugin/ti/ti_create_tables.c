@@ -122,21 +122,28 @@ static sdt_spm *open_t5_vocabulary(const sdt_embedding_spec *spec, sdt_error *er
     return t;
 }
 
-/* The init text's ids through encoder k's tokenizer; *n 0 for an empty text. */
-static bool tokenize_for(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, int k, const sdt_tensor *rows,
-                         int32_t **ids, size_t *n, sdt_error *error)
+/* The init text's ids through CLIP's tokenizer (CLIP-L and bigG share OpenAI's BPE vocabulary, as SDXL's do:
+ * it must fit the smaller of their token tables); *n 0 for an empty text. */
+static bool tokenize_clip(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, int64_t rows, int32_t **ids,
+                          size_t *n, sdt_error *error)
 {
     *ids = NULL;
     *n = 0;
     if (!spec->init_text || !*spec->init_text) return true;
-    if (k < 2) { /* CLIP-L and bigG share OpenAI's BPE vocabulary, as SDXL's do */
-        sdt_tokenizer *tok =
-            sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, (int)rows->shape[0], host, error);
-        if (!tok) return false;
-        sdt_tokenizer_tokenize(tok, spec->init_text, ids, n);
-        sdt_tokenizer_free(tok);
-        return true;
-    }
+    sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, (int)rows, host, error);
+    if (!tok) return false;
+    sdt_tokenizer_tokenize(tok, spec->init_text, ids, n);
+    sdt_tokenizer_free(tok);
+    return true;
+}
+
+/* The init text's ids through T5's SentencePiece tokenizer; *n 0 for an empty text. */
+static bool tokenize_t5(const sdt_embedding_spec *spec, const sdt_tensor *rows, int32_t **ids, size_t *n,
+                        sdt_error *error)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!spec->init_text || !*spec->init_text) return true;
     sdt_spm *t5 = open_t5_vocabulary(spec, error);
     if (!t5) return false;
     if (sdt_spm_size(t5) > rows->shape[0]) {
@@ -182,14 +189,17 @@ bool ti_create_tables(const sdt_embedding_spec *spec, const sdt_host_callbacks *
     int dims[SDT_EMBEDDING_ENCODERS] = {0, 0, 0};
     for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++) dims[k] = src[k].rows ? (int)src[k].rows->shape[1] : 0;
     ok = ok && sdt_embedding_init_tables(e, spec->name, (int)spec->vectors_per_token, dims, error);
-    for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++) {
-        if (!src[k].rows) continue;
-        int32_t *ids = NULL;
-        size_t n = 0;
-        ok = tokenize_for(spec, host, k, src[k].rows, &ids, &n, error) &&
-             fill_table(e, k, src[k].rows, ids, n, src[k].file, error);
-        free(ids);
-    }
+    int64_t clip_rows = src[0].rows ? src[0].rows->shape[0] : 0;
+    if (src[1].rows && (!clip_rows || src[1].rows->shape[0] < clip_rows)) clip_rows = src[1].rows->shape[0];
+    int32_t *clip_ids = NULL, *t5_ids = NULL;
+    size_t n_clip = 0, n_t5 = 0;
+    ok = ok && (!clip_rows || tokenize_clip(spec, host, clip_rows, &clip_ids, &n_clip, error)) &&
+         (!src[2].rows || tokenize_t5(spec, src[2].rows, &t5_ids, &n_t5, error));
+    for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++)
+        if (src[k].rows)
+            ok = fill_table(e, k, src[k].rows, k < 2 ? clip_ids : t5_ids, k < 2 ? n_clip : n_t5, src[k].file, error);
+    free(clip_ids);
+    free(t5_ids);
     for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
         if (src[k].own) sdt_weights_close(src[k].own);
     if (!ok) sdt_embedding_free(e);
