@@ -34,11 +34,13 @@ int cmd_create_embedding(int argc, char **argv)
         {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
          "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR"},
         {"clip-l", 0, 0, G_OPTION_ARG_FILENAME, &clip_l,
-         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors)", "FILE"},
+         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors; default: the checkpoint's)",
+         "FILE"},
         {"clip-g", 0, 0, G_OPTION_ARG_FILENAME, &clip_g,
-         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors)", "FILE"},
+         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors; default: the checkpoint's)",
+         "FILE"},
         {"t5xxl", 0, 0, G_OPTION_ARG_FILENAME, &t5xxl,
-         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors); T5's tokenizer is "
+         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; default: the checkpoint's); T5's tokenizer is "
          "read from t5_tokenizer/ or tokenizer_3/ beside the model, or spiece.model beside this file",
          "FILE"},
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR"},
