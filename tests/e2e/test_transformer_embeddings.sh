@@ -54,6 +54,19 @@ run_host inspect emb/flux-cat.safetensors
 grep -qE '^vectors: +3 x [0-9]+ \([0-9]+ clip_l \+ [0-9]+ t5xxl\)$' "$OUT" || fail "Flux: inspect's widths"
 grep -qE '^family: +Flux.1 ' "$OUT" || fail "inspect's text does not name Flux.1"
 
+# T5 stored in fp8 (t5xxl_fp8_e4m3fn.safetensors): read and upcast
+"$SDT_MAKE_CHECKPOINT" --pack plain --t5xxl t5.safetensors --fp8 e4m3 --out t5xxl_fp8_e4m3fn.safetensors >/dev/null ||
+    fail "pack an fp8 T5"
+run_host create-embedding --name flux-fp8 --vectors 2 --init-text "a cat" --model models/flux1.safetensors \
+    --clip-l "$CLIP" --t5xxl t5xxl_fp8_e4m3fn.safetensors --out emb
+expect_rc 0 "create a Flux embedding with an fp8 T5"
+run_host inspect --json emb/flux-fp8.safetensors
+[ "$(json_get "$OUT" finite)" = true ] || fail "the fp8 T5's rows are not finite"
+# a file that is not the encoder its option takes
+run_host create-embedding --name wrong --model models/flux1.safetensors --clip-l t5.safetensors --t5xxl t5.safetensors \
+    --out emb
+expect_error "a T5 file given as --clip-l" "--clip-l FILE" "t5.safetensors"
+
 # the encoder options belong to SD3.5 and Flux.1
 run_host create-embedding --name sd1 --model "$MODEL" --t5xxl t5.safetensors --out emb
 expect_error "--t5xxl for an SD 1.x model" "--t5xxl" "SD3.5"
