@@ -161,7 +161,7 @@ int main(int argc, char **argv)
     static const int sd[][2] = {{320, 64}, {640, 64}, {640, 32}, {1280, 16}, {1280, 8}};
     for (size_t i = 0; i < sizeof sd / sizeof sd[0]; i++) r[n++] = bench_gn(8, sd[i][0], sd[i][1], S, true, "1.5");
     r[n++] = bench_gn(8, 320, 64, I, true, "1.5");
-    /* NCHW beside them (groupnorm.cu, not changed by issue 32's NHWC work): the bandwidth NHWC is held to */
+    /* NCHW beside them (groupnorm.cu: only its SiLU math changed, groupnorm_act.cuh): the bandwidth NHWC is held to */
     r[n++] = bench_gn(4, 320, 128, S, false, "XL");
     r[n++] = bench_gn(4, 1280, 32, S, false, "XL");
     r[n++] = bench_gn(8, 320, 64, S, false, "1.5");

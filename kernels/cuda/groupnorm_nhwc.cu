@@ -20,13 +20,12 @@
  * consecutive channels a thread, a block as wide as a pixel row's vectors (up to NT threads),
  * GN_EW_UNROLL pixels loaded before any is written; each thread works out its channels'
  * constants once and walks a few pixels (more on big shapes).
- * Every kernel is instantiated per activation kind: identity (no normalised value needed in the
- * backward), SiLU (the UNet's: one exp and one fast reciprocal a value, the derivative from the
- * same sigmoid; the NCHW kernels' accurate form took two exps and two IEEE divisions a value,
- * twice per backward) and any other (act_value / act_derivative, shared_math.h).
+ * Every kernel is instantiated per activation kind (groupnorm_act.cuh): identity (the backward
+ * then needs no normalised value), SiLU (one exp a value) and any other.
  * Forward: statistics, group combination (writes mean and rstd), normalisation: x read twice.
  * Backward: per-channel chunk sums of dn and dn * (x - mean) (dn the gradient at the norm's
  * output), the group's two means, then dx; gamma's and beta's gradients come from the same sums. */
+#include "groupnorm_act.cuh"
 #include "norm_stats.cuh"
 #include "vec_io.cuh"
 
@@ -44,47 +43,6 @@ template <typename T> struct gn_red {
     static constexpr int V = io<T>::VEC, TX = GN_TC / V, TY = NT / TX;
     static constexpr int RPW = TX < 32 ? 32 / TX : 1, R = TY / RPW;
 };
-
-/* The activation, known at compile time where it matters. */
-enum { GN_ACT_ID, GN_ACT_SILU, GN_ACT_ANY };
-static __device__ __forceinline__ float gn_sigmoid(float n)
-{
-    /* expf overflows to inf for n < -88: the fast reciprocal then gives 0, the limit */
-    return __fdividef(1.0f, 1.0f + expf(-n));
-}
-template <int A> static __device__ __forceinline__ float gn_act(sdt_activation act, float n)
-{
-    if constexpr (A == GN_ACT_ID)
-        return n;
-    else if constexpr (A == GN_ACT_SILU)
-        return n * gn_sigmoid(n);
-    else
-        return act == SDT_ACT_IDENTITY ? n : act_value(act, n);
-}
-/* The gradient at the norm's output n for dy at the activation's output. */
-template <int A> static __device__ __forceinline__ float gn_grad(sdt_activation act, float dy, float n)
-{
-    if constexpr (A == GN_ACT_ID)
-        return dy;
-    else if constexpr (A == GN_ACT_SILU) {
-        float s = gn_sigmoid(n);
-        return dy * (s * (1.0f + n * (1.0f - s))); /* sigmoid(-n) = 1 - s: one exp, not two */
-    } else
-        return gn_out_grad(act, dy, n);
-}
-#define GN_ACT_SWITCH(act, A, ...)                                                                                     \
-    do {                                                                                                               \
-        if ((act) == SDT_ACT_IDENTITY) {                                                                               \
-            constexpr int A = GN_ACT_ID;                                                                               \
-            __VA_ARGS__;                                                                                               \
-        } else if ((act) == SDT_ACT_SILU) {                                                                            \
-            constexpr int A = GN_ACT_SILU;                                                                             \
-            __VA_ARGS__;                                                                                               \
-        } else {                                                                                                       \
-            constexpr int A = GN_ACT_ANY;                                                                              \
-            __VA_ARGS__;                                                                                               \
-        }                                                                                                              \
-    } while (0)
 
 struct gn_nhwc_geom {
     int64_t B, S, C, G, cpg;
