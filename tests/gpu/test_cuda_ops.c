@@ -521,19 +521,20 @@ static void test_norms(sdt_dtype dt)
     test_layernorm_at(dt, dt, 37, 320, dt, 1);    /* an unaligned view: the scalar path */
 }
 
-/* The UNets' GroupNorm levels, with and without SiLU (32 groups; run in both layouts by test_groupnorms'
- * callers): SD 1.5 at 512x512 (320 channels at 64x64 down to 1280 at 8x8, the decoder's concatenated 960
- * and 1920) and SDXL at 1024x1024 (320 at 128x128 down to 1280 at 32x32, and the decoder's 960 at 64x64
- * and 2560 at 32x32); gamma and beta in the storage dtype, as the models hold them. */
+/* The UNets' GroupNorm levels, with and without SiLU (32 groups, batch 1; run in both layouts by
+ * test_groupnorms' callers): SD 1.5 at 512x512 (320 channels at 64x64 down to 1280 at 8x8) and SDXL at
+ * 1024x1024 (320 at 128x128 down to 1280 at 32x32); gamma and beta in the storage dtype, as the models
+ * hold them. Batch 1 and no concatenated widths (960-2560 are above at small maps): the CPU reference's
+ * channels-last pass is the cost (~11.6M values a dtype, layout and activation). */
 static void test_groupnorm_model_shapes(sdt_dtype dt)
 {
-    static const int shapes[][3] = {
-        {2, 320, 64},  {2, 640, 32}, {2, 960, 32}, {2, 1280, 16}, {2, 1920, 16}, {2, 1280, 8}, /* SD 1.5 */
-        {1, 320, 128}, {1, 640, 64}, {1, 960, 64}, {1, 1280, 32}, {1, 2560, 32},               /* SDXL */
+    static const int shapes[][2] = {
+        {320, 64},  {640, 32}, {1280, 16}, {1280, 8}, /* SD 1.5 */
+        {320, 128}, {640, 64}, {1280, 32},            /* SDXL */
     };
     for (int a = 0; a < 2; a++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-            test_groupnorm(dt, dt, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][2], 32,
+            test_groupnorm(dt, dt, 1, shapes[i][0], shapes[i][1], shapes[i][1], 32,
                            a ? SDT_ACT_SILU : SDT_ACT_IDENTITY);
 }
 
