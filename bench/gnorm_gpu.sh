@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for the GroupNorm kernels (issue 32, bench/NOTES.md run 31), from the repository root with a
+# One device call for the GroupNorm kernels (issue 32, bench/NOTES.md run 32), from the repository root with a
 # prebuilt CUDA build folder (gpu_cuda_ops and gnorm_cuda built): the GroupNorm GPU checks against the CPU
 # (NCHW and channels-last, f32/f16/bf16, with and without SiLU, the SD 1.5 and SDXL levels, replayed bit for
 # bit), then bench/gnorm_cuda (old vs new module in one process) for bf16, f16 and f32. JSON and logs go to OUT.

@@ -1,5 +1,5 @@
 /* gnorm_cuda.c - GroupNorm (32 groups, + SiLU and plain) forward and backward on two builds of the CUDA
- * module, an old (base) and a new (change) one, in one process on one GPU (issue 32, bench/NOTES.md run 31):
+ * module, an old (base) and a new (change) one, in one process on one GPU (issue 32, bench/NOTES.md run 32):
  * every level of SDXL's UNet at 1024x1024 batch 4 and SD 1.5's at 512x512 batch 8, channels-last (the
  * UNets' layout) and a few NCHW rows beside them. Inputs are random from a fixed seed, the same for both
  * modules. Each op is timed base, change, base, change (median of 7 samples after 2 warm-ups each time;

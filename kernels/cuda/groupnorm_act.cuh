@@ -3,7 +3,7 @@
  * SiLU, the UNets' and the VAE's, takes one exp and one fast reciprocal a value, and its derivative comes
  * from the same sigmoid: s (1 + n (1 - s)) with s = sigmoid(n), where act_derivative (shared_math.h)
  * computes sigmoid(n) and sigmoid(-n), two exps and two IEEE divisions; the backward does it twice a value
- * (its two passes recompute n), which bound the NHWC backward by arithmetic (bench/NOTES.md run 31).
+ * (its two passes recompute n), which bound the NHWC backward by arithmetic (bench/NOTES.md run 32).
  * The kinds: GN_ACT_ID and GN_ACT_SILU known at compile time (the channels-last kernels are instantiated
  * per kind), GN_ACT_ANY decides at run time (SiLU's fast form there too, any other activation through
  * act_value / act_derivative). */

@@ -89,7 +89,7 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     if (!s->model_path || !s->model_path[0])
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model given: set the model path to an SD checkpoint");
     if (!s->prompt) return sdt_fail(error, SDT_ERR_VALIDATION, "no prompt given: set the prompt (\"\" is allowed)");
-    if (!plugin_backend_open(&g->pb, s->device, s->cpu_threads, NULL, error)) return false;
+    if (!plugin_backend_open(&g->pb, s->device, 0, s->cpu_threads, NULL, error)) return false;
     if (!sd_runtime_open(&g->rt, s->model_path, g->pb.be, SDT_F32, SD_PREDICTION_AUTO, false, error)) return false;
     g->rt_open = true;
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
