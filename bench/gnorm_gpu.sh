@@ -25,7 +25,7 @@ grep -iE "fail|differ|error" "$out/gnorm_tests.log" | head -n 20
 tail -n 3 "$out/gnorm_tests.log"
 for dt in bf16 f16 f32; do
     echo "== [$(elapsed) s] gnorm_cuda $dt"
-    timeout 150 "$build/bench/gnorm_cuda/gnorm_cuda" "$out/gnorm_cuda-$dt.json" "$base" \
+    timeout 200 "$build/bench/gnorm_cuda/gnorm_cuda" "$out/gnorm_cuda-$dt.json" "$base" \
         "$build/plugin/libsdtrain_cuda.so" "$dt" 2>&1 | tee "$out/gnorm_cuda-$dt.txt"
     echo "gnorm_cuda $dt rc=${PIPESTATUS[0]}"
 done
