@@ -4,7 +4,7 @@
 # (NCHW and channels-last, f32/f16/bf16, with and without SiLU, the SD 1.5 and SDXL levels, replayed bit for
 # bit), then bench/gnorm_cuda (old vs new module in one process) for bf16, f16 and f32. JSON and logs go to OUT.
 #   bash bench/gnorm_gpu.sh [BUILD (build-cuda)] [BASE_MODULE.so (BUILD/base-plugin/libsdtrain_cuda.so, else
-#        the new module alone)] [OUT ($OUT)]
+#        the new module alone)] [OUT ($OUT)] [DTYPES ("bf16 f16 f32"; ~1 min each, f32 the longest)]
 # BASE_MODULE: main's libsdtrain_cuda.so from before the merge (the old kernels), e.g. a copy of
 # /work/main/build/plugin/libsdtrain_cuda.so. BUILD/device-libs, when there, joins LD_LIBRARY_PATH (the CPU
 # reference's OpenBLAS on a bare device; bench/ti_gpu/pack_device.sh makes it).
@@ -12,6 +12,7 @@ set -uo pipefail
 build=${1:-build-cuda}
 base=${2:-$build/base-plugin/libsdtrain_cuda.so}
 out=${3:-${OUT:?give OUT as the third argument or the environment}}
+dtypes=${4:-bf16 f16 f32}
 [ -f "$base" ] || { echo "no base module at $base: timing the new module alone"; base=-; }
 mkdir -p "$out"
 [ -d "$build/device-libs" ] && export LD_LIBRARY_PATH="$build/device-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -23,7 +24,7 @@ SDT_TEST_SEED=20261207 timeout 240 "$build/tests/gpu/gpu_cuda_ops" groupnorm > "
 echo "gpu_cuda_ops groupnorm rc=$?"
 grep -iE "fail|differ|error" "$out/gnorm_tests.log" | head -n 20
 tail -n 3 "$out/gnorm_tests.log"
-for dt in bf16 f16 f32; do
+for dt in $dtypes; do
     echo "== [$(elapsed) s] gnorm_cuda $dt"
     timeout 200 "$build/bench/gnorm_cuda/gnorm_cuda" "$out/gnorm_cuda-$dt.json" "$base" \
         "$build/plugin/libsdtrain_cuda.so" "$dt" 2>&1 | tee "$out/gnorm_cuda-$dt.txt"
