@@ -11,6 +11,11 @@
 #include "norm_stats.h"
 #include "shared_math.h"
 
+#include <omp.h>
+
+/* The per-thread dn blocks of backward: a slot norm_operands.c's backward leaves free. */
+#define GROUPNORM_DN_SLOT 9
+
 typedef struct gn_geom {
     int64_t batch, c, groups, spatial, cpg; /* cpg: channels per group */
 } gn_geom;
@@ -65,16 +70,18 @@ static inline float norm_out_grad(sdt_activation act, float dout, float x, float
 }
 
 /* One (image, group) block: dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dn * gamma[c],
- * dn the gradient at the norm's output. */
+ * dn the gradient at the norm's output. dn is computed once per element into `dn` (block floats):
+ * through an activation it costs two expf (SiLU), and both passes read it. */
 static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, const float *x, const float *gamma,
-                               const float *beta, sdt_activation act, int64_t c0, float mu, float rs)
+                               const float *beta, sdt_activation act, int64_t c0, float mu, float rs, float *dn)
 {
     double sum_g = 0, sum_gx = 0;
     for (int64_t ci = 0; ci < g->cpg; ci++) {
         const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
         for (int64_t s = 0; s < g->spatial; s++) {
             const int64_t i = ci * g->spatial + s;
-            const double gi = (double)norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale;
+            dn[i] = norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift);
+            const double gi = (double)dn[i] * scale;
             sum_g += gi;
             sum_gx += gi * ((x[i] - mu) * rs);
         }
@@ -82,11 +89,10 @@ static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, c
     const double n = (double)(g->cpg * g->spatial);
     const float mg = (float)(sum_g / n), mgx = (float)(sum_gx / n);
     for (int64_t ci = 0; ci < g->cpg; ci++) {
-        const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
+        const float scale = gamma ? gamma[c0 + ci] : 1.0f;
         for (int64_t s = 0; s < g->spatial; s++) {
             const int64_t i = ci * g->spatial + s;
-            dx[i] +=
-                rs * (norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift) * scale - mg - (x[i] - mu) * rs * mgx);
+            dx[i] += rs * (dn[i] * scale - mg - (x[i] - mu) * rs * mgx);
         }
     }
 }
@@ -106,10 +112,13 @@ int cpu_groupnorm_backward(sdt_backend *be, sdt_tensor *dx, sdt_tensor *dgamma, 
     float *dxf = nb.dx, *dgf = nb.dgamma, *dbf = nb.dbeta;
     const int64_t block = g.cpg * g.spatial;
     if (dxf) {
-#pragma omp parallel for num_threads(cpu_threads_for(be, sdt_tensor_numel(x))) schedule(static)
+        const int threads = cpu_threads_for(be, sdt_tensor_numel(x));
+        float *dn = cpu_scratch_floats(be, GROUPNORM_DN_SLOT, (int64_t)threads * block);
+        if (!dn) return cpu_fail_oom(be, op, sizeof(float) * (size_t)threads * (size_t)block);
+#pragma omp parallel for num_threads(threads) schedule(static)
         for (int64_t bg = 0; bg < g.batch * g.groups; bg++)
             groupnorm_dx_block(&g, dxf + bg * block, dof + bg * block, xf + bg * block, gf, bf, act,
-                               (bg % g.groups) * g.cpg, mf[bg], rf[bg]);
+                               (bg % g.groups) * g.cpg, mf[bg], rf[bg], dn + omp_get_thread_num() * block);
     }
     if (dgf || dbf) {
         /* Per channel, summed over images and spatial positions; threads own channels. */
