@@ -10,6 +10,7 @@
 #include "norm_operands.h"
 #include "norm_stats.h"
 #include "shared_math.h"
+#include "vec_expf.h"
 
 #include <omp.h>
 
@@ -32,6 +33,43 @@ static void groupnorm_geometry(const sdt_tensor *x, int groups, gn_geom *g)
     for (int i = 2; i < x->ndim; i++) g->spatial *= x->shape[i];
 }
 
+/* SiLU's exponentials in chunks through cpu_expf_array (expf's bits, vec_expf.h); the expressions are
+ * shared_math.h's act_value / act_derivative for SDT_ACT_SILU, so the results are theirs bit for bit. */
+enum { SILU_CHUNK = 256 };
+
+/* out = silu(y), y = (x - mu) * rs * scale + shift, over one channel's len values. */
+static void norm_silu_row(float *out, const float *x, int64_t len, float mu, float rs, float scale, float shift)
+{
+    float y[SILU_CHUNK], e[SILU_CHUNK];
+    for (int64_t s0 = 0; s0 < len; s0 += SILU_CHUNK) {
+        const int n = len - s0 < SILU_CHUNK ? (int)(len - s0) : SILU_CHUNK;
+        for (int k = 0; k < n; k++) {
+            y[k] = (x[s0 + k] - mu) * rs * scale + shift;
+            e[k] = -y[k];
+        }
+        cpu_expf_array(e, e, n);
+        for (int k = 0; k < n; k++) out[s0 + k] = y[k] * (1.0f / (1.0f + e[k]));
+    }
+}
+
+/* dn = dout * silu'(y), y as above, over one channel's len values. */
+static void norm_silu_grad_row(float *dn, const float *dout, const float *x, int64_t len, float mu, float rs,
+                               float scale, float shift)
+{
+    float y[SILU_CHUNK], en[SILU_CHUNK], ep[SILU_CHUNK];
+    for (int64_t s0 = 0; s0 < len; s0 += SILU_CHUNK) {
+        const int n = len - s0 < SILU_CHUNK ? (int)(len - s0) : SILU_CHUNK;
+        for (int k = 0; k < n; k++) {
+            y[k] = (x[s0 + k] - mu) * rs * scale + shift;
+            en[k] = -y[k];
+        }
+        cpu_expf_array(en, en, n);
+        cpu_expf_array(y, ep, n);
+        for (int k = 0; k < n; k++)
+            dn[s0 + k] = dout[s0 + k] * ((1.0f / (1.0f + en[k])) * (1.0f + y[k] * (1.0f / (1.0f + ep[k]))));
+    }
+}
+
 int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sdt_tensor *rstd, const sdt_tensor *x,
                           const sdt_tensor *gamma, const sdt_tensor *beta, int groups, float eps, sdt_activation act)
 {
@@ -52,8 +90,13 @@ int cpu_groupnorm_forward(sdt_backend *be, sdt_tensor *out, sdt_tensor *mean, sd
         const int64_t c0 = (bg % g.groups) * g.cpg;
         for (int64_t ci = 0; ci < g.cpg; ci++) {
             const float scale = gf ? gf[c0 + ci] : 1.0f, shift = bf ? bf[c0 + ci] : 0.0f;
+            const int64_t i0 = ci * g.spatial;
+            if (act == SDT_ACT_SILU) {
+                norm_silu_row(ob + i0, xb + i0, g.spatial, mu, rs, scale, shift);
+                continue;
+            }
             for (int64_t s = 0; s < g.spatial; s++) {
-                const int64_t i = ci * g.spatial + s;
+                const int64_t i = i0 + s;
                 ob[i] = act_value(act, (xb[i] - mu) * rs * scale + shift);
             }
         }
@@ -78,9 +121,14 @@ static void groupnorm_dx_block(const gn_geom *g, float *dx, const float *dout, c
     double sum_g = 0, sum_gx = 0;
     for (int64_t ci = 0; ci < g->cpg; ci++) {
         const float scale = gamma ? gamma[c0 + ci] : 1.0f, shift = beta ? beta[c0 + ci] : 0.0f;
+        const int64_t i0 = ci * g->spatial;
+        if (act == SDT_ACT_SILU)
+            norm_silu_grad_row(dn + i0, dout + i0, x + i0, g->spatial, mu, rs, scale, shift);
+        else
+            for (int64_t i = i0; i < i0 + g->spatial; i++)
+                dn[i] = norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift);
         for (int64_t s = 0; s < g->spatial; s++) {
-            const int64_t i = ci * g->spatial + s;
-            dn[i] = norm_out_grad(act, dout[i], x[i], mu, rs, scale, shift);
+            const int64_t i = i0 + s;
             const double gi = (double)dn[i] * scale;
             sum_g += gi;
             sum_gx += gi * ((x[i] - mu) * rs);
