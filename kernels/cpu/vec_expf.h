@@ -2,7 +2,7 @@
  * the bits glibc's expf returns (internal to kernels/cpu).
  *
  * Why: the CPU step called libm's scalar expf per element (attention's softmax forward and its
- * recomputation in backward, SiLU), 12% of the demo-sized step (bench/NOTES.md run 31). The vector
+ * recomputation in backward, SiLU), 12% of the demo-sized step (bench/NOTES.md run 33). The vector
  * code is glibc's own algorithm (sysdeps/ieee754/flt-32/e_expf.c: a 32-entry table of 2^(i/32) and a
  * cubic in double) with the fused multiply-adds of the variant glibc runs on such a CPU
  * (__expf_fma), so every result is bit for bit expf's; lanes at |x| >= 88, inf and NaN go to expf
