@@ -17,6 +17,7 @@
  */
 #include "cpu_context.h"
 #include "cpu_gemm.h"
+#include "vec_expf.h"
 
 #include <math.h>
 #include <omp.h>
@@ -121,7 +122,9 @@ static void forward_unit(sdt_backend *be, const attn_geom *g, attn_unit u, const
             }
             const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - mx);
             float sum = 0.0f;
-            for (int j = 0; j < valid; j++) sum += (row[j] = expf(row[j] - mx));
+            for (int j = 0; j < valid; j++) row[j] -= mx;
+            cpu_expf_array(row, row, valid); /* expf's bits, 4 lanes at a time (vec_expf.h) */
+            for (int j = 0; j < valid; j++) sum += row[j];
             for (int j = valid; j < cols; j++) row[j] = 0.0f;
             l[i] = l[i] * corr + sum;
             m[i] = mx;
@@ -208,7 +211,12 @@ static void probs_tile(sdt_backend *be, const attn_geom *g, const attn_bwd *a, i
         const int valid = visible_keys(g, q0 + i, k0, cols);
         const float lse = a->lse[stat + i], delta = a->delta[stat + i];
         add_bias_row(g, b, h, q0 + i, k0, valid, pr);
-        for (int j = 0; j < valid; j++) pr[j] = lse == -INFINITY ? 0.0f : expf(pr[j] - lse);
+        if (lse == -INFINITY) {
+            for (int j = 0; j < valid; j++) pr[j] = 0.0f;
+        } else {
+            for (int j = 0; j < valid; j++) pr[j] -= lse;
+            cpu_expf_array(pr, pr, valid); /* expf's bits, 4 lanes at a time (vec_expf.h) */
+        }
         for (int j = valid; j < cols; j++) pr[j] = 0.0f;
         if (dr)
             for (int j = 0; j < cols; j++) dr[j] = pr[j] * (dr[j] - delta);

@@ -43,6 +43,11 @@ static float *scratch_reserve(sdt_backend *be, int slot, int64_t n)
     return s->data;
 }
 
+float *cpu_scratch_floats(sdt_backend *be, int slot, int64_t n)
+{
+    return scratch_reserve(be, slot, n);
+}
+
 void cpu_scratch_release(sdt_backend *be)
 {
     cpu_context *ctx = be->ctx;

@@ -30,6 +30,9 @@ const float *cpu_read_f32(sdt_backend *be, const sdt_tensor *t, int slot);
 /* A float buffer for writing t: t's data when f32, else scratch[slot] (filled with t's
  * current values when load_existing, for accumulating backward ops). NULL if t is NULL. */
 float *cpu_write_begin(sdt_backend *be, sdt_tensor *t, int slot, bool load_existing);
+/* A float workspace of n elements in scratch[slot] (contents undefined; grown, never shrunk). NULL
+ * on out of memory. */
+float *cpu_scratch_floats(sdt_backend *be, int slot, int64_t n);
 /* Rounds buf into t when t is not f32 (no-op for f32 or NULL). */
 void cpu_write_end(sdt_backend *be, sdt_tensor *t, float *buf);
 /* Sets be->error to code and a formatted sentence and returns -1. The code is decided here, where

@@ -1,8 +1,11 @@
 /* test_groupnorm.c - groupnorm (torch.nn.GroupNorm) forward and backward on the CPU
  * against float64 and finite differences: several groups, one group, one channel
  * per group, 1-d and 2-d spatial extents, with and without affine parameters, and
- * fused with SiLU (the UNet's GroupNorm + SiLU, whose backward recomputes the norm). */
+ * fused with SiLU (the UNet's GroupNorm + SiLU, whose backward recomputes the norm). The fused
+ * SiLU (its exponentials run 4 lanes at a time, kernels/cpu/vec_expf.h) is also checked bit for bit
+ * against shared_math.h's scalar act_value / act_derivative applied to the plain norm. */
 #include "op_check.h"
+#include "shared_math.h"
 
 typedef struct gn_ref {
     int64_t b, c, s, groups; /* s: spatial size */
@@ -156,6 +159,47 @@ static void check_rejects(sdt_backend *be)
                      "groupnorm_forward", "an unknown activation");
 }
 
+static int same_floats(const float *a, const float *b, int64_t n)
+{
+    return memcmp(a, b, sizeof(float) * (size_t)n) == 0;
+}
+
+/* SiLU fused = the identity norm, then act_value(SILU) (forward) / dout * act_derivative(SILU) fed to
+ * the identity backward: the same bits. 340 positions a channel: the SiLU rows' 256-value chunks
+ * and a tail of 84 (not a multiple of 4). */
+static void check_silu_bits(sdt_backend *be, sdt_test_rng *rng)
+{
+    const int64_t b = 2, c = 4, h = 20, w = 17, n = b * c * h * w;
+    const int groups = 2;
+    float *x = kt_randn(rng, n, 2.0), *gamma = kt_randn(rng, c, 1.0), *beta = kt_randn(rng, c, 1.0);
+    float *dout = kt_randn(rng, n, 1.0), *dout_act = kt_alloc(sizeof(float) * (size_t)n);
+    float *y_id = kt_alloc(sizeof(float) * (size_t)n), *y_silu = kt_alloc(sizeof(float) * (size_t)n);
+    float *dx_id = kt_alloc(sizeof(float) * (size_t)n), *dx_silu = kt_alloc(sizeof(float) * (size_t)n);
+    float mean[4], rstd[4];
+    sdt_tensor tx = kt_f32(x, 4, b, c, h, w), tg = kt_f32(gamma, 1, c, 0, 0, 0), tb = kt_f32(beta, 1, c, 0, 0, 0);
+    sdt_tensor tm = kt_f32(mean, 2, b, groups, 0, 0), tr = kt_f32(rstd, 2, b, groups, 0, 0);
+    sdt_tensor tyi = kt_f32(y_id, 4, b, c, h, w), tys = kt_f32(y_silu, 4, b, c, h, w);
+    CHECK(be->groupnorm_forward(be, &tyi, &tm, &tr, &tx, &tg, &tb, groups, 1e-5f, SDT_ACT_IDENTITY) == 0 &&
+              be->groupnorm_forward(be, &tys, &tm, &tr, &tx, &tg, &tb, groups, 1e-5f, SDT_ACT_SILU) == 0,
+          "silu bits: forward failed: %s", be->error.message);
+    for (int64_t i = 0; i < n; i++) {
+        dout_act[i] = dout[i] * act_derivative(SDT_ACT_SILU, y_id[i]);
+        y_id[i] = act_value(SDT_ACT_SILU, y_id[i]);
+    }
+    CHECK(same_floats(y_silu, y_id, n), "groupnorm + silu forward differs in bits from act_value(SILU, norm)");
+    sdt_tensor tdo = kt_f32(dout, 4, b, c, h, w), tdoa = kt_f32(dout_act, 4, b, c, h, w);
+    sdt_tensor tdxi = kt_f32(dx_id, 4, b, c, h, w), tdxs = kt_f32(dx_silu, 4, b, c, h, w);
+    memset(dx_id, 0, sizeof(float) * (size_t)n);
+    memset(dx_silu, 0, sizeof(float) * (size_t)n);
+    CHECK(be->groupnorm_backward(be, &tdxi, NULL, NULL, &tdoa, &tx, &tg, &tb, &tm, &tr, groups, SDT_ACT_IDENTITY) ==
+                  0 &&
+              be->groupnorm_backward(be, &tdxs, NULL, NULL, &tdo, &tx, &tg, &tb, &tm, &tr, groups, SDT_ACT_SILU) == 0,
+          "silu bits: backward failed: %s", be->error.message);
+    CHECK(same_floats(dx_silu, dx_id, n),
+          "groupnorm + silu backward differs in bits from the identity backward of dout * act_derivative(SILU)");
+    free(x), free(gamma), free(beta), free(dout), free(dout_act), free(y_id), free(y_silu), free(dx_id), free(dx_silu);
+}
+
 int main(void)
 {
     printf("op: groupnorm\n");
@@ -169,6 +213,7 @@ int main(void)
         run_case(be, &rng, 1, 8, 2, 3, 4, false, SDT_F32, act); /* no affine */
         run_case(be, &rng, 2, 4, 3, 3, 2, true, SDT_BF16, act);
     }
+    check_silu_bits(be, &rng);
     check_rejects(be);
     be->destroy(be);
     return sdt_test_finish("test_groupnorm");

@@ -1,0 +1,98 @@
+/* vec_expf.c - expf over an array with glibc's bits, AVX2 + FMA where available (vec_expf.h). */
+#include "vec_expf.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+/* glibc's __exp2f_data: tab[i] = bits(2^(i/32)) - (i << 47); the scaled constants of e_expf.c. */
+static const uint64_t EXP2F_TAB[32] = {
+    0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL, 0x3fef72b83c7d517bULL,
+    0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL, 0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL,
+    0x3feedea64c123422ULL, 0x3feece086061892dULL, 0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL,
+    0x3feea47eb03a5585ULL, 0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,
+    0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL, 0x3feee89f995ad3adULL,
+    0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL, 0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL,
+    0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
+#define EXPF_INVLN2N 0x1.71547652b82fep+5 /* 32 / ln 2 */
+#define EXPF_SHIFT 0x1.8p+52
+#define EXPF_C0 0x1.c6af84b912394p-20
+#define EXPF_C1 0x1.ebfce50fac4f3p-13
+#define EXPF_C2 0x1.62e42ff0c52d6p-6
+#define EXPF_SPECIAL_TOP 0x42a /* (bits >> 20) & 0x7ff above this: |x| >= 88, inf, NaN */
+
+static void expf_scalar(const float *x, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = expf(x[i]);
+}
+
+__attribute__((target("avx2,fma"))) static void expf_avx2(const float *x, float *y, int64_t n)
+{
+    const __m256d invln2n = _mm256_set1_pd(EXPF_INVLN2N), shift = _mm256_set1_pd(EXPF_SHIFT);
+    const __m256d c0 = _mm256_set1_pd(EXPF_C0), c1 = _mm256_set1_pd(EXPF_C1), c2 = _mm256_set1_pd(EXPF_C2);
+    const __m256d one = _mm256_set1_pd(1.0);
+    const __m128i top_mask = _mm_set1_epi32(0x7ff), top_limit = _mm_set1_epi32(EXPF_SPECIAL_TOP);
+    const __m256i index_mask = _mm256_set1_epi64x(31);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const __m128 xf = _mm_loadu_ps(x + i);
+        const __m128i top = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(xf), 20), top_mask);
+        if (_mm_movemask_epi8(_mm_cmpgt_epi32(top, top_limit))) { /* a special lane: expf's own path */
+            expf_scalar(x + i, y + i, 4);
+            continue;
+        }
+        const __m256d xd = _mm256_cvtps_pd(xf);
+        /* the same operations, in the same order and with the same fusions, as __expf_fma */
+        const __m256d kd_shifted = _mm256_fmadd_pd(invln2n, xd, shift);
+        const __m256i ki = _mm256_castpd_si256(kd_shifted);
+        const __m256d kd = _mm256_sub_pd(kd_shifted, shift);
+        const __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
+        const __m256i tab = _mm256_i64gather_epi64((const long long *)EXP2F_TAB, _mm256_and_si256(ki, index_mask), 8);
+        const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(tab, _mm256_slli_epi64(ki, 47)));
+        const __m256d z = _mm256_fmadd_pd(c0, r, c1);
+        const __m256d r2 = _mm256_mul_pd(r, r);
+        __m256d p = _mm256_fmadd_pd(r, c2, one);
+        p = _mm256_fmadd_pd(z, r2, p);
+        _mm_storeu_ps(y + i, _mm256_cvtpd_ps(_mm256_mul_pd(p, s)));
+    }
+    expf_scalar(x + i, y + i, n - i);
+}
+
+/* The first-use check: 1024 points over [-104, 104] (both special ranges included) and edge values. */
+static int expf_avx2_matches_libm(void)
+{
+    enum { CHECK = 1024 };
+    float x[CHECK], v[CHECK];
+    for (int i = 0; i < CHECK; i++) x[i] = -104.0f + 208.0f * (float)i / (float)(CHECK - 1);
+    x[0] = 0.0f, x[1] = -0.0f, x[2] = 88.0f, x[3] = -87.9f, x[4] = 1e-30f, x[5] = -1e-30f, x[6] = NAN, x[7] = INFINITY;
+    expf_avx2(x, v, CHECK);
+    for (int i = 0; i < CHECK; i++) {
+        const float e = expf(x[i]);
+        uint32_t a, b;
+        memcpy(&a, &v[i], 4), memcpy(&b, &e, 4);
+        if (a != b && !(isnan(v[i]) && isnan(e))) return 0;
+    }
+    return 1;
+}
+
+/* -1 unknown, 0 scalar, 1 vector; decided once (a race decides it twice, the same way). */
+static int expf_path = -1;
+
+int cpu_expf_array_is_vectorized(void)
+{
+    int path = __atomic_load_n(&expf_path, __ATOMIC_RELAXED);
+    if (path < 0) {
+        __builtin_cpu_init();
+        path = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && expf_avx2_matches_libm();
+        __atomic_store_n(&expf_path, path, __ATOMIC_RELAXED);
+    }
+    return path;
+}
+
+void cpu_expf_array(const float *x, float *y, int64_t n)
+{
+    if (n >= 4 && cpu_expf_array_is_vectorized())
+        expf_avx2(x, y, n);
+    else
+        expf_scalar(x, y, n);
+}
