@@ -322,6 +322,28 @@ static void sdxl_settings(sdt_train_job *job)
     job->precision = SDT_PRECISION_BF16;
 }
 
+/* The rectified-flow options (ABI 1.9) left at their defaults for a UNet family, whose DDPM schedule they would
+ * not touch: a set one is refused naming it rather than ignored. */
+static bool flow_options_unset(const sdt_train_job *job, sdt_error *error)
+{
+    const sdt_train_options *o = &job->opt;
+    const char *set = o->timestep_sampling && o->timestep_sampling[0] ? "timestep_sampling"
+                      : o->flow_weighting && o->flow_weighting[0]     ? "flow_weighting"
+                      : o->logit_mean != 0.0                          ? "logit_mean"
+                      : o->logit_std != 1.0                           ? "logit_std"
+                      : o->mode_scale != 1.29                         ? "mode_scale"
+                      : o->flow_shift != 0.0                          ? "flow_shift"
+                      : o->guidance != 0.0                            ? "guidance"
+                      : o->t5_max_length != 0                         ? "t5_max_length"
+                                                                      : NULL;
+    if (!set) return true;
+    return sdt_fail(error, SDT_ERR_VALIDATION,
+                    "%s%s is set, but it is a rectified-flow option of SD3.5 and Flux.1 and %s is a UNet model (%s) "
+                    "trained on its DDPM schedule: leave %s%s at its default",
+                    job->options_field, set, job->opt.model_path, sd_family_title(job->rt.cfg.family),
+                    job->options_field, set);
+}
+
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
@@ -340,7 +362,15 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!job->opt.model_path)
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_read(&job->rt, job->opt.model_path, job->pb.be, true, error)) return false;
+    const char *const part_paths[SD_PART_COUNT] = {NULL, job->opt.clip_l_path, job->opt.clip_g_path,
+                                                   job->opt.t5xxl_path, job->opt.vae_path};
+    if (!sd_runtime_read_parts(&job->rt, job->opt.model_path, part_paths, job->pb.be, true, error)) return false;
+    if (!sd_config_is_transformer(&job->rt.cfg) && !flow_options_unset(job, error)) return false;
+    if (sd_config_is_transformer(&job->rt.cfg))
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: sdtrain reads this checkpoint (%s) and its parts but does not train the family yet: "
+                        "use an SD 1.x, SD 2.x or SDXL checkpoint",
+                        job->opt.model_path, sd_family_title(job->rt.cfg.family));
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
