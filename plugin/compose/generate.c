@@ -92,6 +92,11 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     if (!plugin_backend_open(&g->pb, s->device, s->cpu_threads, NULL, error)) return false;
     if (!sd_runtime_open(&g->rt, s->model_path, g->pb.be, SDT_F32, SD_PREDICTION_AUTO, false, error)) return false;
     g->rt_open = true;
+    if (sd_config_is_transformer(&g->rt.cfg)) /* the flow sampler is not wired into generate yet (issue 30) */
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: sdtrain reads this checkpoint (%s) but does not generate with the family yet: use an "
+                        "SD 1.x, SD 2.x or SDXL checkpoint",
+                        s->model_path, sd_family_title(g->rt.cfg.family));
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
     if (s->width % f || s->height % f)
         return sdt_fail(error, SDT_ERR_VALIDATION,

@@ -516,6 +516,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
                            job->rt.cfg.vae.scaling, job->opt.seed) ||
         (job->data.flip && !latent_cache_enable_flip(&job->data.lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
+    latent_cache_set_shift(&job->data.lc, job->rt.cfg.vae.shift);
     const char *nan_pixel = sdt_test_hook_nan_pixel();
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
     phase = phase_begin(job, "encoding the dataset with the VAE");

@@ -8,9 +8,13 @@
  *  - a component file beside an SD 1.x checkpoint is refused naming the field; a file that is not the part is
  *    refused naming the field;
  *  - the NaN fallback's dtype switch rebinds every part (the part files' copies too) in the new dtype;
- *  - parking lets go of one encoder (T5) or all of them, and the rest stays bound. */
+ *  - parking lets go of one encoder (T5) or all of them, and the rest stays bound;
+ *  - the latent cache scales the 16-channel VAE's latents as SD3's pipeline does, scaling (z - shift): the same
+ *    image cached with SD3's shift is the unshifted cache minus scaling x shift, for "once", "deterministic" and
+ *    "random" (whose draws are the same). */
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,9 @@
 #include "checkpoint_gen.h"
 #include "sd3_gen.h"
 #include "sdt_test.h"
+#include "train/latent_cache.h"
 #include "train/sd_runtime.h"
+#include "train/work_arena.h"
 
 static sdt_backend *be;
 static char *dir;
@@ -160,6 +166,47 @@ static void check_overrides(const char *all, uint64_t seed)
     g_free(vae);
 }
 
+static void check_latent_shift(const char *all)
+{
+    sd_runtime rt;
+    sdt_error err = {0};
+    if (!open_parts(&rt, all, NULL, NULL, NULL, &err)) {
+        CHECK(false, "open: %s", err.message);
+        return;
+    }
+    enum { S = 16 };
+    float pixels[3 * S * S];
+    for (int i = 0; i < 3 * S * S; i++) pixels[i] = (float)sin(0.13 * i);
+    work_arena wa = {0};
+    const latent_method methods[3] = {LATENT_ONCE, LATENT_DETERMINISTIC, LATENT_RANDOM};
+    float scaling = rt.cfg.vae.scaling, shift = rt.cfg.vae.shift;
+    for (int m = 0; m < 3; m++) {
+        latent_cache plain, shifted;
+        bool ok = latent_cache_init(&plain, 1, methods[m], scaling, 9) &&
+                  latent_cache_init(&shifted, 1, methods[m], scaling, 9);
+        latent_cache_set_shift(&shifted, shift);
+        ok = ok && latent_cache_encode(&plain, 0, &rt, &wa, pixels, S, S, NULL, 0, 0, &err) &&
+             latent_cache_encode(&shifted, 0, &rt, &wa, pixels, S, S, NULL, 0, 0, &err);
+        CHECK(ok, "encode: %s", err.message);
+        if (ok) {
+            int64_t n = latent_cache_numel(&plain, 0);
+            float *a = malloc((size_t)n * sizeof(float)), *b = malloc((size_t)n * sizeof(float));
+            latent_cache_get(&plain, 0, 3, false, a);
+            latent_cache_get(&shifted, 0, 3, false, b);
+            double worst = 0;
+            for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)b[i] - ((double)a[i] - scaling * shift)));
+            CHECK(plain.items[0].c == 16 && worst < 1e-5, "method %d: shifted = plain - scaling shift (off by %g)", m,
+                  worst);
+            free(a);
+            free(b);
+        }
+        latent_cache_free(&plain);
+        latent_cache_free(&shifted);
+    }
+    work_arena_release(&wa);
+    sd_runtime_close(&rt);
+}
+
 static void check_unet_refuses_parts(const char *t5, uint64_t seed)
 {
     sdt_ckpt_spec spec;
@@ -198,6 +245,7 @@ int main(void)
     check_all_in_one(all);
     check_without_t5(all, no_t5, t5);
     check_overrides(all, seed);
+    check_latent_shift(all);
     check_unet_refuses_parts(t5, seed);
     g_free(all);
     g_free(no_t5);
