@@ -25,6 +25,7 @@
 #include "sd_text_rules.h"
 #include "train/tokenizer_open.h"
 #include "train/sd_cond.h"
+#include "train/flow_family_check.h"
 #include "train/train_job.h"
 #include "train/train_options.h"
 
@@ -322,26 +323,12 @@ static void sdxl_settings(sdt_train_job *job)
     job->precision = SDT_PRECISION_BF16;
 }
 
-/* The rectified-flow options (ABI 1.9) left at their defaults for a UNet family, whose DDPM schedule they would
- * not touch: a set one is refused naming it rather than ignored. */
-static bool flow_options_unset(const sdt_train_job *job, sdt_error *error)
+/* Whether a hypernetwork part trains in this job. */
+static bool has_hypernetwork(const sdt_train_job *job)
 {
-    const sdt_train_options *o = &job->opt;
-    const char *set = o->timestep_sampling && o->timestep_sampling[0] ? "timestep_sampling"
-                      : o->flow_weighting && o->flow_weighting[0]     ? "flow_weighting"
-                      : o->logit_mean != 0.0                          ? "logit_mean"
-                      : o->logit_std != 1.0                           ? "logit_std"
-                      : o->mode_scale != 1.29                         ? "mode_scale"
-                      : o->flow_shift != 0.0                          ? "flow_shift"
-                      : o->guidance != 0.0                            ? "guidance"
-                      : o->t5_max_length != 0                         ? "t5_max_length"
-                                                                      : NULL;
-    if (!set) return true;
-    return sdt_fail(error, SDT_ERR_VALIDATION,
-                    "%s%s is set, but it is a rectified-flow option of SD3.5 and Flux.1 and %s is a UNet model (%s) "
-                    "trained on its DDPM schedule: leave %s%s at its default",
-                    job->options_field, set, job->opt.model_path, sd_family_title(job->rt.cfg.family),
-                    job->options_field, set);
+    for (int p = 0; p < job->n_parts; p++)
+        if (!strcmp(job->parts[p].what, "hypernetwork")) return true;
+    return false;
 }
 
 /* Backend, checkpoint and tokenizer. */
@@ -365,8 +352,11 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     const char *const part_paths[SD_PART_COUNT] = {NULL, job->opt.clip_l_path, job->opt.clip_g_path,
                                                    job->opt.t5xxl_path, job->opt.vae_path};
     if (!sd_runtime_read_parts(&job->rt, job->opt.model_path, part_paths, job->pb.be, true, error)) return false;
-    if (!sd_config_is_transformer(&job->rt.cfg) && !flow_options_unset(job, error)) return false;
-    if (sd_config_is_transformer(&job->rt.cfg))
+    bool transformer = sd_config_is_transformer(&job->rt.cfg);
+    if (!sdt_flow_family_check(&job->opt, transformer, has_hypernetwork(job), job->opt.model_path,
+                               sd_family_title(job->rt.cfg.family), job->options_field, error))
+        return false;
+    if (transformer)
         return sdt_fail(error, SDT_ERR_UNSUPPORTED,
                         "%s: sdtrain reads this checkpoint (%s) and its parts but does not train the family yet: "
                         "use an SD 1.x, SD 2.x or SDXL checkpoint",
