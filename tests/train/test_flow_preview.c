@@ -3,7 +3,9 @@
  *  - the image has the asked size, is not one flat value, and the same request gives the same bytes;
  *  - another seed, guidance on or off, and other embedding rows each give another image (the prompt's slots
  *    reach the transformer through every encoder);
- *  - zero steps are refused with a sentence. */
+ *  - zero steps are refused with a sentence;
+ *  - generate (compose/generate.h) on the SD3.5 file gives the preview's bytes for the same prompt, T5's tokenizer
+ *    found beside the model; without it, one sentence naming the folder; a hypernetwork chain is refused. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
@@ -12,6 +14,8 @@
 
 #include "clip_tokenizer_builtin.h"
 #include "sd3_gen.h"
+#include "compose/generate.h"
+#include "sdtrain.h"
 #include "sdt_test.h"
 #include "train/flow_preview.h"
 
@@ -110,6 +114,49 @@ int main(void)
                   !none && err.message[0],
               "0 steps: \"%s\"", err.message);
         free(a), free(b), free(c), free(d), free(e);
+
+        /* generate: T5's tokenizer beside the model */
+        sdt_compose_generate_settings gs = {.model_path = path,
+                                            .prompt = "a cat",
+                                            .negative = "",
+                                            .width = S,
+                                            .height = S,
+                                            .steps = 3,
+                                            .clip_skip = 1,
+                                            .cfg_scale = 2.0f,
+                                            .seed = 5,
+                                            .device = SDT_DEVICE_CHOICE_CPU,
+                                            .cpu_threads = 2};
+        uint8_t *gen = malloc(S * S * 3);
+        CHECK(!sdt_compose_generate(&gs, gen, &err) && strstr(err.message, "no T5 tokenizer found") &&
+                  strstr(err.message, dir),
+              "generate without T5's tokenizer: \"%s\"", err.message);
+        char *json = g_strdup_printf("%s/tokenizer.json", dir);
+        CHECK(g_file_set_contents(json, JSON, -1, NULL), "write %s", json);
+        bool made = sdt_compose_generate(&gs, gen, &err);
+        CHECK(made, "generate on SD3.5: %s", err.message);
+        sdt_spm_free(f.spm); /* the preview's own tokenizer without the placeholder, as generate's */
+        f.spm = sdt_spm_load_json_memory(JSON, strlen(JSON), "tiny.json", &err);
+        req = (sdt_flow_preview_request){.prompt = "a cat",
+                                         .negative = "",
+                                         .width = S,
+                                         .height = S,
+                                         .steps = 3,
+                                         .cfg_scale = 2.0f,
+                                         .seed = 5,
+                                         .t5_len = 256,
+                                         .shift = sdt_flow_timesteps_sd3()};
+        f.r5.placeholder_id = -1;
+        uint8_t *pre = render(&f, &req, "the same as a preview");
+        CHECK(made && same(gen, pre), "generate gives the preview's bytes");
+        const char *chain[1] = {"style.pt"};
+        const float strengths[1] = {1.0f};
+        gs.chain_count = 1, gs.chain_paths = chain, gs.chain_strengths = strengths;
+        CHECK(!sdt_compose_generate(&gs, gen, &err) && strstr(err.message, "no host applies A1111 hypernetworks"),
+              "a hypernetwork chain on SD3.5: \"%s\"", err.message);
+        g_remove(json);
+        g_free(json);
+        free(gen), free(pre);
         free(f.values);
         work_arena_release(&f.wa);
         sd_runtime_close(&f.rt);
