@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a fuzzing build for a bounded time on its seed corpus.
-#   bash .ci/fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]   (default 30; also $SDT_FUZZ_SECONDS)
+#   bash .ci/fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]   (default 15; also $SDT_FUZZ_SECONDS)
 # Targets run $SDT_FUZZ_JOBS at a time (default: the number of cores). New inputs go to
 # BUILD_DIR/fuzz-corpus/<target>/ (the committed seeds stay as they are); a crash leaves its
 # input in BUILD_DIR/fuzz-artifacts/ and fails the run, after every target has run.
@@ -8,7 +8,7 @@
 # how far a run gets still depends on the seconds given and the machine's speed.
 set -euo pipefail
 build=${1:?usage: fuzz.sh BUILD_DIR [SECONDS_PER_TARGET]}
-seconds=${2:-${SDT_FUZZ_SECONDS:-30}}
+seconds=${2:-${SDT_FUZZ_SECONDS:-15}}
 jobs=${SDT_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
 seed=${SDT_FUZZ_SEED:-1}
 echo "fuzz: ${seconds} s per target, seed $seed (SDT_FUZZ_SEED), $jobs at a time"

@@ -7,14 +7,22 @@
 
 /* The plugin's sentences name sdt_embedding_spec fields; a terminal user sets options. */
 static const char *const spec_options[][2] = {
-    {"spec.name", "--name"},        {"spec.init_text", "--init-text"}, {"spec.vectors_per_token", "--vectors"},
-    {"spec.model_path", "--model"}, {"spec.output_dir", "--out"},      {"spec.overwrite", "--overwrite"},
+    {"spec.name", "--name"},
+    {"spec.init_text", "--init-text"},
+    {"spec.vectors_per_token", "--vectors"},
+    {"spec.model_path", "--model"},
+    {"spec.output_dir", "--out"},
+    {"spec.overwrite", "--overwrite"},
+    {"spec.clip_l_path", "--clip-l"},
+    {"spec.clip_g_path", "--clip-g"},
+    {"spec.t5xxl_path", "--t5xxl"},
+    {"spec.tokenizer_path", "--tokenizer"},
 };
 
 int cmd_create_embedding(int argc, char **argv)
 {
     char *name = NULL, *init_text = NULL, *model = NULL, *out = NULL, *plugin = NULL, *vectors_text = NULL;
-    char *tokenizer = NULL;
+    char *tokenizer = NULL, *clip_l = NULL, *clip_g = NULL, *t5xxl = NULL;
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
         {"name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required)", "NAME"},
@@ -25,6 +33,16 @@ int cmd_create_embedding(int argc, char **argv)
          "Stable Diffusion checkpoint whose text encoder sets the width (required)", "PATH"},
         {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
          "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR"},
+        {"clip-l", 0, 0, G_OPTION_ARG_FILENAME, &clip_l,
+         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors; default: the checkpoint's)",
+         "FILE"},
+        {"clip-g", 0, 0, G_OPTION_ARG_FILENAME, &clip_g,
+         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors; default: the checkpoint's)",
+         "FILE"},
+        {"t5xxl", 0, 0, G_OPTION_ARG_FILENAME, &t5xxl,
+         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; default: the checkpoint's); T5's tokenizer is "
+         "read from t5_tokenizer/ or tokenizer_3/ beside the model, or spiece.model beside this file",
+         "FILE"},
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR"},
         {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
@@ -49,7 +67,10 @@ int cmd_create_embedding(int argc, char **argv)
                                    .model_path = model,
                                    .output_dir = out_dir,
                                    .overwrite = overwrite,
-                                   .tokenizer_path = tokenizer};
+                                   .tokenizer_path = tokenizer,
+                                   .clip_l_path = clip_l,
+                                   .clip_g_path = clip_g,
+                                   .t5xxl_path = t5xxl};
         char path[4096] = "";
         sdt_status st = files->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
         status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options,
@@ -64,5 +85,8 @@ int cmd_create_embedding(int argc, char **argv)
     g_free(plugin);
     g_free(vectors_text);
     g_free(tokenizer);
+    g_free(clip_l);
+    g_free(clip_g);
+    g_free(t5xxl);
     return status;
 }

@@ -29,6 +29,10 @@ static const char *const request_options[][2] = {
     {"request.cfg_scale", "--cfg"},
     {"request.clip_skip", "--clip-skip"},
     {"request.sampler", "--sampler"},
+    {"request.clip_l_path", "--clip-l"},
+    {"request.clip_g_path", "--clip-g"},
+    {"request.t5xxl_path", "--t5xxl"},
+    {"request.vae_path", "--vae"},
 };
 
 /* FILE or FILE:STRENGTH (the part after the last ':' when it is a number); FALSE when a
@@ -140,6 +144,7 @@ int cmd_generate(int argc, char **argv)
 {
     char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
     char *plugin = NULL, *embedding = NULL, *sampler = NULL, **hypernetworks = NULL;
+    char *clip_l = NULL, *clip_g = NULL, *t5xxl = NULL, *vae = NULL;
     int width = GENERATE_SIZE, height = GENERATE_SIZE, steps = GENERATE_STEPS, clip_skip = GENERATE_CLIP_SKIP;
     double cfg = GENERATE_CFG;
     gint64 seed = GENERATE_SEED;
@@ -165,6 +170,18 @@ int cmd_generate(int argc, char **argv)
         {"device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME"},
         {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
          "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR"},
+        {"clip-l", 0, 0, G_OPTION_ARG_FILENAME, &clip_l,
+         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors; default: the checkpoint's)",
+         "FILE"},
+        {"clip-g", 0, 0, G_OPTION_ARG_FILENAME, &clip_g,
+         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors; default: the checkpoint's)",
+         "FILE"},
+        {"t5xxl", 0, 0, G_OPTION_ARG_FILENAME, &t5xxl,
+         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; default: the checkpoint's)",
+         "FILE"},
+        {"vae", 0, 0, G_OPTION_ARG_FILENAME, &vae,
+         "SD3.5/Flux.1: the 16-channel VAE when the checkpoint lacks it (Flux's ae.safetensors; default: the checkpoint's)",
+         "FILE"},
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE"},
         {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
@@ -197,7 +214,11 @@ int cmd_generate(int argc, char **argv)
                                        .cfg_scale = cfg,
                                        .seed = (uint64_t)seed,
                                        .embedding_path = embedding,
-                                       .sampler = sampler};
+                                       .sampler = sampler,
+                                       .clip_l_path = clip_l,
+                                       .clip_g_path = clip_g,
+                                       .t5xxl_path = t5xxl,
+                                       .vae_path = vae};
             status = generate_image(chain, applier, &rq, out);
         }
         if (applier) chain->destroy(applier);
@@ -214,5 +235,9 @@ int cmd_generate(int argc, char **argv)
     g_free(embedding);
     g_free(sampler);
     g_strfreev(hypernetworks);
+    g_free(clip_l);
+    g_free(clip_g);
+    g_free(t5xxl);
+    g_free(vae);
     return status;
 }

@@ -49,18 +49,43 @@ static const char *embedding_family(uint32_t dim, uint32_t clip_l_width)
 }
 
 /* clip_l_width: SDXL's first table's width from the plugin's JSON (0: one table). */
-static void print_info(const char *path, const sdt_embedding_info *info, uint32_t clip_l_width)
+/* An SD3.5 / Flux.1 embedding's tables from the plugin's JSON ("tables": [{encoder, dim}], "family_title"):
+ * "768 clip_l + 4096 t5xxl" into widths and the family's title; FALSE when it has none. */
+static gboolean table_widths(const cJSON *o, GString *widths, const char **title)
+{
+    const cJSON *tables = cJSON_GetObjectItemCaseSensitive(o, "tables");
+    const cJSON *family = cJSON_GetObjectItemCaseSensitive(o, "family_title");
+    if (!cJSON_IsArray(tables) || !cJSON_GetArraySize(tables) || !cJSON_IsString(family)) return FALSE;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tables)
+    {
+        const cJSON *enc = cJSON_GetObjectItemCaseSensitive(t, "encoder");
+        const cJSON *dim = cJSON_GetObjectItemCaseSensitive(t, "dim");
+        if (cJSON_IsString(enc) && cJSON_IsNumber(dim))
+            g_string_append_printf(widths, "%s%d %s", widths->len ? " + " : "", dim->valueint, enc->valuestring);
+    }
+    *title = family->valuestring;
+    return TRUE;
+}
+
+static void print_info(const char *path, const sdt_embedding_info *info, uint32_t clip_l_width, const cJSON *described)
 {
     printf("file:        %s\n", path);
     printf("format:      %s\n", format_name(info->format));
     printf("name:        %s\n", info->name);
-    if (info->vectors && clip_l_width && clip_l_width < info->embedding_dim)
+    GString *widths = g_string_new(NULL);
+    const char *title = NULL;
+    if (info->vectors && table_widths(described, widths, &title)) {
+        printf("vectors:     %u x %u (%s)\n", info->vectors, info->embedding_dim, widths->str);
+        printf("family:      %s (a table per text encoder; ComfyUI loads it as embedding:NAME)\n", title);
+    } else if (info->vectors && clip_l_width && clip_l_width < info->embedding_dim)
         printf("vectors:     %u x %u (%u clip_l + %u clip_g)\n", info->vectors, info->embedding_dim, clip_l_width,
                info->embedding_dim - clip_l_width);
     else if (info->vectors)
         printf("vectors:     %u x %u\n", info->vectors, info->embedding_dim);
-    if (info->vectors && info->format != SDT_EMBEDDING_FILE_TRAINING_STATE)
+    if (info->vectors && info->format != SDT_EMBEDDING_FILE_TRAINING_STATE && !title)
         printf("family:      %s\n", embedding_family(info->embedding_dim, clip_l_width));
+    g_string_free(widths, TRUE);
     if (info->step >= 0) printf("step:        %lld\n", (long long)info->step);
     if (info->init_text[0]) printf("init text:   %s\n", info->init_text);
     if (info->checkpoint_name[0] || info->checkpoint_hash[0])
@@ -221,9 +246,10 @@ static gboolean inspect_embedding(const inspector *in, const char *path, gboolea
         bool state = info.format == SDT_EMBEDDING_FILE_TRAINING_STATE;
         bool described = fetch_json(in, path, &text) == SDT_STATUS_OK;
         cJSON *o = described && !state ? host_json_parse(text, strlen(text))
-                                       : NULL; /* SDXL's two widths are in the JSON only */
+                                       : NULL; /* SDXL's two widths and SD3.5/Flux's tables are in the JSON only */
         const cJSON *clip_l = cJSON_GetObjectItemCaseSensitive(o, "clip_l_dim");
-        print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0);
+        print_info(path, &info, cJSON_IsNumber(clip_l) && clip_l->valuedouble > 0 ? (uint32_t)clip_l->valuedouble : 0,
+                   o);
         cJSON_Delete(o);
         /* a run's state: what it trains, its paired files and hashes, precision, scale */
         if (state && described) printf("state:       %s\n", text);

@@ -21,7 +21,8 @@ typedef enum {
     OPT_FLAG_ON,
     OPT_FLAG_OFF,
     OPT_ENUM,
-    OPT_FLAG_CHOICE
+    OPT_FLAG_CHOICE,
+    OPT_BITS /* a uint32 of bits, written as a comma list of choices (bit k: choices[k]); 0 is "all" */
 } opt_kind;
 
 /* The structs a run's values live in: the shared options and each part's own settings. */
@@ -59,8 +60,9 @@ static const char *const clip_modes[] = {"disabled", "value", "norm", NULL};
 static const char *const latent_methods[] = {"once", "deterministic", "random", NULL};
 static const char *const precisions[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const devices[] = {"auto", "cpu", "cuda", NULL};
-static const char *const predictions[] = {"auto", "epsilon", "v", NULL}; /* sdt_prediction_type */
-static const char *const loss_types[] = {"l2", "l1", "huber", NULL};     /* sdt_loss_type */
+static const char *const predictions[] = {"auto", "epsilon", "v", NULL};       /* sdt_prediction_type */
+static const char *const loss_types[] = {"l2", "l1", "huber", NULL};           /* sdt_loss_type */
+static const char *const encoder_bits[] = {"clip_l", "clip_g", "t5xxl", NULL}; /* SDT_ENCODER_* */
 static const char *const lr_schedulers[] = {"constant", "linear", "cosine", "cosine_with_restarts",
                                             NULL}; /* sdt_lr_scheduler */
 
@@ -245,6 +247,38 @@ static const panel_option options[] = {
     {"ema-result", OPT_FLAG_ON, SHARED(ema_result), NULL, NULL,
      "With --ema: the result file holds the average (the trained values stay in the state)"},
     {"ema-previews", OPT_FLAG_ON, SHARED(ema_previews), NULL, NULL, "With --ema: previews show the average"},
+    /* SD3.5 and Flux.1 (ABI 1.9): the encoder files a checkpoint may lack, the rectified-flow objective */
+    {"clip-l", OPT_STR, SHARED(clip_l_path), NULL, "FILE",
+     "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (ComfyUI's clip_l.safetensors)", "models"},
+    {"clip-g", OPT_STR, SHARED(clip_g_path), NULL, "FILE",
+     "SD3.5: the CLIP-G (OpenCLIP bigG) text encoder when the checkpoint lacks it (clip_g.safetensors)", "models"},
+    {"t5xxl", OPT_STR, SHARED(t5xxl_path), NULL, "FILE",
+     "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; fp8 read and upcast)",
+     "models"},
+    {"vae", OPT_STR, SHARED(vae_path), NULL, "FILE",
+     "SD3.5/Flux.1: the 16-channel VAE when the checkpoint lacks it (Flux's ae.safetensors)", "models"},
+    {"timestep-sampling", OPT_STR, SHARED(timestep_sampling), NULL, "uniform|logit_normal|mode",
+     "SD3.5/Flux.1: how the flow time t is drawn (default logit_normal, as SD3 and Flux were trained)"},
+    {"flow-weighting", OPT_STR, SHARED(flow_weighting), NULL, "none|sigma_sqrt|cosmap",
+     "SD3.5/Flux.1: the loss weight per sample (diffusers' weighting_scheme; default none)"},
+    {"logit-mean", OPT_F64, SHARED(logit_mean), NULL, "M", "SD3.5/Flux.1, logit_normal sampling: the mean"},
+    {"logit-std", OPT_F64, SHARED(logit_std), NULL, "S",
+     "SD3.5/Flux.1, logit_normal sampling: the standard deviation, > 0"},
+    {"mode-scale", OPT_F64, SHARED(mode_scale), NULL, "S", "SD3.5/Flux.1, mode sampling: the scale"},
+    {"flow-shift", OPT_F64, SHARED(flow_shift), NULL, "S",
+     "SD3.5/Flux.1: the timestep shift t' = S t / (1 + (S - 1) t); 0 = the family's (SD3.5 3.0, Flux the resolution shift)"},
+    {"guidance", OPT_F64, SHARED(guidance), NULL, "G",
+     "Flux.1 dev: the distilled guidance value in training passes and previews; 0 = 3.5"},
+    {"t5-max-length", OPT_U32, SHARED(t5_max_length), NULL, "N",
+     "SD3.5/Flux.1: T5 tokens a prompt is padded or cut to, 1..512; 0 = the family's (SD3.5 256, Flux dev 512, schnell 256)"},
+    {"encoders", OPT_BITS, EMBEDDING_PART(encoders), encoder_bits, "clip_l,clip_g,t5xxl",
+     "SD3.5/Flux.1: the embedding's tables that train, e.g. clip_l,t5xxl (default all of the family's; the others keep their values)"},
+    {"lr-clip-l", OPT_STR, EMBEDDING_PART(learn_rate_clip_l), NULL, "SCHEDULE",
+     "SD3.5/Flux.1: the clip_l table's learning rate (schedule grammar; default: the embedding's)"},
+    {"lr-clip-g", OPT_STR, EMBEDDING_PART(learn_rate_clip_g), NULL, "SCHEDULE",
+     "SD3.5: the clip_g table's learning rate (schedule grammar; default: the embedding's)"},
+    {"lr-t5xxl", OPT_STR, EMBEDDING_PART(learn_rate_t5xxl), NULL, "SCHEDULE",
+     "SD3.5/Flux.1: the t5xxl table's learning rate (schedule grammar; default: the embedding's)"},
     {"metrics", OPT_FLAG_ON, SHARED(write_metrics), NULL, NULL,
      "Write metrics.jsonl (one line per step) and loss.png (the loss against the step, redrawn with every save) into the log folder, beside the loss CSV"},
 };
@@ -399,6 +433,20 @@ static char *value_text(const panel_config *c, const panel_option *o)
             while (o->choices[k] && k < u32) k++;
             return g_strdup(k == u32 && o->choices[k] && strcmp(o->choices[k], o->name) == 0 ? "on" : "off");
         }
+        case OPT_BITS: {
+            memcpy(&u32, field, sizeof u32);
+            if (!u32) return g_strdup("all");
+            GString *list = g_string_new(NULL);
+            for (uint32_t k = 0; k < 32; k++)
+                if (u32 & (1u << k)) {
+                    if (list->len) g_string_append_c(list, ',');
+                    if (k < g_strv_length((char **)o->choices))
+                        g_string_append(list, o->choices[k]);
+                    else
+                        g_string_append_printf(list, "%" PRIu32, 1u << k);
+                }
+            return g_string_free(list, FALSE);
+        }
     }
     return NULL;
 }
@@ -541,6 +589,21 @@ static gboolean set_field(panel_values *v, panel_config *c, const panel_option *
                 return FALSE;
             }
             return TRUE;
+        }
+        case OPT_BITS: {
+            uint32_t bits = 0;
+            char **names = g_strsplit(text, ",", -1);
+            for (char **n = names; ok && *n; n++) {
+                char *name = g_strstrip(*n);
+                if (!name[0] || g_ascii_strcasecmp(name, "all") == 0) continue;
+                ok = FALSE;
+                for (uint32_t k = 0; o->choices[k]; k++)
+                    if (g_ascii_strcasecmp(name, o->choices[k]) == 0) bits |= 1u << k, ok = TRUE;
+                if (!ok) *error = g_strdup_printf("%s: '%s' is not one of %s (or all).", origin, name, o->arg);
+            }
+            g_strfreev(names);
+            if (ok) memcpy(field, &bits, sizeof bits);
+            return ok;
         }
         case OPT_FLAG_ON:
         case OPT_FLAG_OFF:
@@ -861,14 +924,15 @@ size_t panel_option_count(void)
 void panel_option_describe(size_t i, panel_option_info *info)
 {
     const panel_option *o = &options[i];
-    static const char *const kinds[] = {[OPT_STR] = "text",      [OPT_U32] = "whole",   [OPT_I64] = "whole",
-                                        [OPT_U64] = "whole",     [OPT_F64] = "number",  [OPT_FLAG_ON] = "flag",
-                                        [OPT_FLAG_OFF] = "flag", [OPT_ENUM] = "choice", [OPT_FLAG_CHOICE] = "flag"};
+    static const char *const kinds[] = {
+        [OPT_STR] = "text",         [OPT_U32] = "whole",    [OPT_I64] = "whole",     [OPT_U64] = "whole",
+        [OPT_F64] = "number",       [OPT_FLAG_ON] = "flag", [OPT_FLAG_OFF] = "flag", [OPT_ENUM] = "choice",
+        [OPT_FLAG_CHOICE] = "flag", [OPT_BITS] = "text"};
     info->name = o->name;
     info->kind = kinds[o->kind];
     info->arg = o->arg;
     info->help = o->help;
-    info->choices = o->kind == OPT_ENUM ? o->choices : NULL;
+    info->choices = o->kind == OPT_ENUM || o->kind == OPT_BITS ? o->choices : NULL; /* BITS: the list's names */
     info->embedding = o->place[PANEL_EMBEDDING].part != PART_NONE;
     info->hypernetwork = o->place[PANEL_HYPERNETWORK].part != PART_NONE;
     info->folder = o->folder;

@@ -111,7 +111,7 @@ typedef struct panel_option_info {
     const char *kind; /* "text", "whole", "number", "flag" or "choice" */
     const char *arg;  /* placeholder, NULL for a flag */
     const char *help;
-    const char *const *choices; /* "choice": NULL-terminated names */
+    const char *const *choices; /* "choice": NULL-terminated names; a "text" of a comma list of names: those */
     gboolean embedding;         /* an embedding run takes it */
     gboolean hypernetwork;      /* a hypernetwork run takes it */
     const char *folder;         /* a file or folder path: the kind of folder a panel keeps it in ("models",

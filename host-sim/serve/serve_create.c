@@ -61,7 +61,23 @@ static const char *const embedding_fields[][2] = {
     {"spec.model_path", "Model"},
     {"spec.overwrite", "Overwrite"},
     {"spec.output_dir", "the embeddings folder"},
+    {"spec.clip_l_path", "CLIP-L"},
+    {"spec.clip_g_path", "CLIP-G"},
+    {"spec.t5xxl_path", "T5-XXL"},
 };
+
+/* SD3.5 / Flux.1's encoder files (form keys clip_l, clip_g, t5xxl) inside the models folder; an empty one stays NULL
+ * (the model's own). FALSE with the folder's sentence in *error. */
+static gboolean resolve_encoders(serve_context *ctx, const cJSON *form, char *paths[3], char **error)
+{
+    static const char *const keys[3] = {"clip_l", "clip_g", "t5xxl"};
+    for (int k = 0; k < 3; k++) {
+        const char *given = text_of(form, keys[k]);
+        paths[k] = NULL;
+        if (given && !(paths[k] = serve_folders_resolve(&ctx->folders, SERVE_MODELS, given, error))) return FALSE;
+    }
+    return TRUE;
+}
 
 void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const char *body, size_t n)
 {
@@ -75,9 +91,12 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
                       : NULL;
     serve_trainer t;
     char sentence[2048] = "";
+    char *encoders[3] = {NULL, NULL, NULL};
     if (!text_of(form, "model"))
         serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Pick the model whose text encoder the embedding is for.");
     else if (!model)
+        serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
+    else if (!resolve_encoders(ctx, form, encoders, &error))
         serve_reply_error(msg, SOUP_STATUS_FORBIDDEN, error);
     else if (!(k >= 1 && k <= 75 && k == (double)(uint32_t)k))
         serve_reply_error(msg, SOUP_STATUS_BAD_REQUEST, "Vectors per token must be a whole number from 1 to 75.");
@@ -92,7 +111,10 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
                                    .init_text = cJSON_IsString(init) ? init->valuestring : "*",
                                    .model_path = model,
                                    .output_dir = ctx->folders.root[SERVE_EMBEDDINGS],
-                                   .overwrite = flag_of(form, "overwrite")};
+                                   .overwrite = flag_of(form, "overwrite"),
+                                   .clip_l_path = encoders[0],
+                                   .clip_g_path = encoders[1],
+                                   .t5xxl_path = encoders[2]};
         char path[4096] = "";
         if (files->create_embedding(t.trainer, &spec, path, sizeof path, NULL) == SDT_STATUS_OK)
             reply_created(ctx, msg, SERVE_EMBEDDINGS, path);
@@ -102,6 +124,7 @@ void serve_create_embedding(serve_context *ctx, SoupServerMessage *msg, const ch
         }
         serve_trainer_close(&t);
     }
+    for (int k = 0; k < 3; k++) g_free(encoders[k]);
     g_free(model);
     g_free(error);
     cJSON_Delete(form);

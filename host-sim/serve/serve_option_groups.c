@@ -20,6 +20,7 @@ static const struct {
     {"Validation and average",
      {"validation-dir", "validation-split", "validate-every", "stop-after-no-improvement", "ema", "ema-every",
       "ema-result", "ema-previews"}},
+    {"SD3.5 and Flux.1", {"clip-l", "clip-g", "t5xxl", "vae", "encoders"}},
     {"Previews",
      {"preview-prompt", "preview-negative-prompt", "preview-steps", "preview-cfg", "preview-sampler", "preview-seed",
       "preview-width", "preview-height", "preview-hypernetworks", "preview-strength"}},

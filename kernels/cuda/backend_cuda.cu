@@ -1,6 +1,7 @@
 /* backend_cuda.cu - the CUDA backend: context, memory, tensor utilities, GEMM
  * helpers and the dispatch table. Built as the module libsdtrain_cuda.so, which
  * the plugin opens at run time, so hosts without CUDA never load it. */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,4 +391,36 @@ extern "C" SDT_CUDA_EXPORT sdt_backend *sdt_backend_cuda_create(int device, char
     /* Exact fp32 GEMMs by default: parity with the CPU reference matters more than TF32 speed here. */
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
     return be;
+}
+
+/* The driver's current context of the calling thread, through libcuda.so.1 as already loaded (the
+ * runtime loads it): cudaGetDevice says 0 for a thread without any context, and putting device 0
+ * back there would create a context the host never made. */
+typedef int (*ctx_get_fn)(void **ctx);
+typedef int (*ctx_set_fn)(void *ctx);
+static void *driver_symbol(const char *name)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *symbol = lib ? dlsym(lib, name) : NULL;
+    if (lib) dlclose(lib); /* still loaded: the runtime holds it */
+    return symbol;
+}
+
+extern "C" SDT_CUDA_EXPORT int sdt_cuda_thread_device(int device)
+{
+    ctx_get_fn get_current = (ctx_get_fn)driver_symbol("cuCtxGetCurrent");
+    void *ctx = NULL;
+    bool has_context = !get_current || (get_current(&ctx) == 0 && ctx != NULL);
+    int current = -1;
+    if (has_context && cudaGetDevice(&current) != cudaSuccess) {
+        cudaGetLastError();
+        current = -1;
+    }
+    if (device >= 0 && device != current) {
+        if (cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+    } else if (device == -1 && has_context && get_current) {
+        ctx_set_fn set_current = (ctx_set_fn)driver_symbol("cuCtxSetCurrent");
+        if (set_current) set_current(NULL); /* back to no context, as the thread had */
+    }
+    return current;
 }

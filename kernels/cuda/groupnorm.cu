@@ -1,5 +1,6 @@
 /* groupnorm.cu - torch.nn.GroupNorm, optionally followed by an activation, on the GPU.
  * Semantics: kernels/ops.h. */
+#include "groupnorm_act.cuh"
 #include "norm_stats.cuh"
 #include "shared_math.h"
 #include "vec_io.cuh"
@@ -15,7 +16,7 @@
  * group's and accumulates dx; gamma's and beta's gradients come from the same sums (one small
  * kernel), so x and dy are read twice, dx once and written once. With an activation (SiLU),
  * forward writes act(norm) and backward recomputes the normalised value from x and the
- * statistics (it is never stored). */
+ * statistics (it is never stored); the activation's math: groupnorm_act.cuh. */
 struct gn_geom {
     int64_t C, S, cpg, K;
     int64_t units; /* vectors per channel: S / VEC */
@@ -67,7 +68,7 @@ __global__ void gn_fwd_k(io<T> out, float *mean, float *rstd, const mstat *stats
 #pragma unroll
         for (int k = 0; k < V; k++) {
             float y = f[k] * scale + shift;
-            f[k] = act == SDT_ACT_IDENTITY ? y : act_value(act, y);
+            f[k] = gn_act<GN_ACT_ANY>(act, y);
         }
         out.store(ch.base + u * V, f);
     }
@@ -94,7 +95,7 @@ __global__ void gn_bwd_sums_k(float2 *part, io<T> dy, io<T> x, const void *gamma
         dy.load(ch.base + u * V, df);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            float d = gn_out_grad(act, df[k], xf[k] * scale + shift);
+            float d = gn_grad<GN_ACT_ANY>(act, df[k], xf[k] * scale + shift);
             s.x += d;
             s.y += d * (xf[k] - mu);
         }
@@ -129,7 +130,7 @@ __global__ void gn_bwd_dx_k(io<T> dx, io<T> dy, io<T> x, const void *gamma, int 
         dx.load(ch.base + u * V, gf);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            float d = gn_out_grad(act, df[k], xf[k] * scale + shift), xh = (xf[k] - mu) * rs;
+            float d = gn_grad<GN_ACT_ANY>(act, df[k], xf[k] * scale + shift), xh = (xf[k] - mu) * rs;
             gf[k] += rs * (d * gc - m1 - xh * m2);
         }
         dx.store(ch.base + u * V, gf);

@@ -197,11 +197,16 @@ static void append_list(GString *s, const char *const *items, int n)
 
 char *sdt_tf_missing_sentence(const sdt_tf_info *info, const char *path)
 {
+    return sdt_tf_missing_sentence_of(info, path, (1u << SDT_TF_PART_COUNT) - 1);
+}
+
+char *sdt_tf_missing_sentence_of(const sdt_tf_info *info, const char *path, unsigned parts_wanted)
+{
     const char *carried[SDT_TF_PART_COUNT];
     char *wanted[SDT_TF_PART_COUNT];
     int n_carried = 0, n_wanted = 0;
     for (int p = SDT_TF_CLIP_L; p < SDT_TF_PART_COUNT; p++) {
-        if (!sdt_tf_family_needs(info->family, (sdt_tf_part)p)) continue;
+        if (!sdt_tf_family_needs(info->family, (sdt_tf_part)p) || !(parts_wanted & (1u << p))) continue;
         if (info->has[p])
             carried[n_carried++] = parts[p].title;
         else

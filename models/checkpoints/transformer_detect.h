@@ -60,5 +60,8 @@ bool sdt_tf_family_needs(sdt_tf_family f, sdt_tf_part p);
 /* One sentence naming what path carries and, for every part the family needs that it lacks, the option that
  * supplies it and the file people have for it (malloc'd); NULL when nothing is missing. */
 char *sdt_tf_missing_sentence(const sdt_tf_info *info, const char *path);
+/* The same about the parts whose bit (1 << sdt_tf_part) is in parts_wanted only (creating an embedding needs
+ * the text encoders, not the VAE). */
+char *sdt_tf_missing_sentence_of(const sdt_tf_info *info, const char *path, unsigned parts_wanted);
 
 #endif

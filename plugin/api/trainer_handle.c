@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/trainer_ranks.h"
 #include "compose/train_compose.h"
 #include "host/copy_out.h"
 #include "host/host_log.h"
@@ -61,7 +62,9 @@ bool sdt_trainer_valid(const sdt_trainer_handle *t, uint32_t magic)
 static void drop_job(sdt_trainer_handle *t)
 {
     if (t->job) t->method->destroy(t->job);
+    sdt_trainer_ranks_destroy(t->ranks);
     t->job = NULL;
+    t->ranks = NULL;
     sdt_run_control_set_state(&t->control, SDT_RUN_IDLE);
 }
 
@@ -78,6 +81,7 @@ void sdt_trainer_destroy(sdt_trainer_handle *t, uint32_t magic)
         return;
     }
     if (t->job) t->method->destroy(t->job);
+    sdt_trainer_ranks_destroy(t->ranks);
     sdt_run_control_fini(&t->control);
     sdt_handle_fini(&t->base);
     free(t);
@@ -115,8 +119,14 @@ sdt_status sdt_trainer_prepare(sdt_trainer_handle *t, const void *config, sdt_pr
     sdt_prepare_info found;
     memset(&found, 0, sizeof found);
     found.struct_size = sizeof found;
-    if (!t->method->prepare(config, &t->host, &t->control, &t->job, &found, &error)) {
+    /* every training factory's config is a request (compose/train_request.h); devices: one job each */
+    const sdt_train_request *rq = config;
+    bool ok = rq->options.devices
+                  ? sdt_trainer_ranks_prepare(t->method, rq, &t->host, &t->control, &t->ranks, &found, &error)
+                  : t->method->prepare(config, &t->host, &t->control, &t->job, &found, &error);
+    if (!ok) {
         t->job = NULL;
+        t->ranks = NULL;
         return sdt_handle_fail_error(&t->base, &error);
     }
     if (info) sdt_struct_write_out(info, &found, sizeof found);
@@ -127,15 +137,20 @@ sdt_status sdt_trainer_prepare(sdt_trainer_handle *t, const void *config, sdt_pr
 sdt_status sdt_trainer_run(sdt_trainer_handle *t)
 {
     sdt_handle_clear_error(&t->base);
-    if (!t->job || !sdt_run_control_begin_run(&t->control)) {
+    if ((!t->job && !t->ranks) || !sdt_run_control_begin_run(&t->control)) {
         if (sdt_run_control_state(&t->control) == SDT_RUN_RUNNING) return sdt_trainer_refuse_while_running(t, "run");
         return sdt_handle_fail(
             &t->base, SDT_STATUS_BAD_STATE,
             "run() needs a freshly prepared trainer; call prepare() first (to continue an interrupted run, prepare with resume_state_path).");
     }
     sdt_error error = {0};
-    sdt_run_params params = t->method->run_params(t->job);
-    sdt_status st = sdt_run_job(t->method->ops(), t->job, &params, &t->control, &t->host, &error);
+    sdt_status st;
+    if (t->ranks) {
+        st = sdt_trainer_ranks_run(t->ranks, &t->control, &t->host, &error);
+    } else {
+        sdt_run_params params = t->method->run_params(t->job);
+        st = sdt_run_job(t->method->ops(), t->job, &params, &t->control, &t->host, &error);
+    }
     if (st < 0) return sdt_handle_fail_error(&t->base, &error);
     return st;
 }
@@ -143,6 +158,7 @@ sdt_status sdt_trainer_run(sdt_trainer_handle *t)
 sdt_status sdt_trainer_interrupt(sdt_trainer_handle *t)
 {
     sdt_run_control_request_interrupt(&t->control);
+    /* with devices listed, rank 0's run sums it with the other ranks' before each step: all stop */
     return SDT_STATUS_OK;
 }
 
@@ -163,26 +179,29 @@ sdt_status sdt_trainer_get_metrics(const sdt_trainer_handle *t, sdt_metrics *met
 }
 
 typedef bool (*state_io_fn)(void *, const char *, sdt_error *);
+typedef bool (*ranks_state_io_fn)(sdt_trainer_ranks *, const char *, sdt_error *);
 
-static sdt_status state_io(sdt_trainer_handle *t, const char *path, const char *call, state_io_fn io)
+static sdt_status state_io(sdt_trainer_handle *t, const char *path, const char *call, state_io_fn io,
+                           ranks_state_io_fn ranks_io)
 {
     sdt_status st = sdt_trainer_begin_call(t, call);
     if (st != SDT_STATUS_OK) return st;
     if (!path || !path[0])
         return sdt_handle_fail(&t->base, SDT_STATUS_INVALID_ARGUMENT, "%s(): path is empty; pass a file path.", call);
-    if (!t->job)
+    if (!t->job && !t->ranks)
         return sdt_handle_fail(&t->base, SDT_STATUS_BAD_STATE, "%s() needs a prepared trainer; call prepare() first.",
                                call);
     sdt_error error = {0};
-    return io(t->job, path, &error) ? SDT_STATUS_OK : sdt_handle_fail_error(&t->base, &error);
+    bool ok = t->ranks ? ranks_io(t->ranks, path, &error) : io(t->job, path, &error);
+    return ok ? SDT_STATUS_OK : sdt_handle_fail_error(&t->base, &error);
 }
 
 sdt_status sdt_trainer_save_state(sdt_trainer_handle *t, const char *path)
 {
-    return state_io(t, path, "save_state", t->method->save_state);
+    return state_io(t, path, "save_state", t->method->save_state, sdt_trainer_ranks_save_state);
 }
 
 sdt_status sdt_trainer_load_state(sdt_trainer_handle *t, const char *path)
 {
-    return state_io(t, path, "load_state", t->method->load_state);
+    return state_io(t, path, "load_state", t->method->load_state, sdt_trainer_ranks_load_state);
 }

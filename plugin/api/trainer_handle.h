@@ -47,6 +47,8 @@ typedef struct sdt_trainer_handle {
     sdt_host_callbacks host; /* the plugin's own copy */
     sdt_run_control control;
     void *job; /* NULL until prepare() succeeds */
+    /* instead of job, when the options list devices: one job per device (api/trainer_ranks.h) */
+    struct sdt_trainer_ranks *ranks;
 } sdt_trainer_handle;
 
 /* create(): allocates size bytes (a method's handle struct starting with sdt_trainer_handle),

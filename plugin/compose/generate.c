@@ -140,7 +140,7 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     if (!s->model_path || !s->model_path[0])
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model given: set the model path to an SD checkpoint");
     if (!s->prompt) return sdt_fail(error, SDT_ERR_VALIDATION, "no prompt given: set the prompt (\"\" is allowed)");
-    if (!plugin_backend_open(&g->pb, s->device, s->cpu_threads, NULL, error)) return false;
+    if (!plugin_backend_open(&g->pb, s->device, 0, s->cpu_threads, NULL, error)) return false;
     const char *const parts[SD_PART_COUNT] = {NULL, s->clip_l_path, s->clip_g_path, s->t5xxl_path, s->vae_path};
     if (!sd_runtime_read_parts(&g->rt, s->model_path, parts, g->pb.be, false, error)) return false;
     if (!sd_runtime_place(&g->rt, SDT_F32, SD_PREDICTION_AUTO, error)) return false;

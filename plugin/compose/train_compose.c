@@ -70,6 +70,7 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
                                                                         : &sdt_output_layout_hypernetwork;
     sdt_train_job *job = sdt_train_job_new(o, hn ? "hypernetwork" : "embedding", layout, host, control, error);
     if (!job) return false;
+    if (rq->rank_group) sdt_run_comm_join(&job->par, rq->rank_group, rq->rank_index);
     sdt_train_job_name_options(job, rq->train_options_prefix);
     bool resume = o->resume_state_path && *o->resume_state_path;
     hn_part *hp = NULL;

@@ -15,6 +15,8 @@
 #include "sdt_error.h"
 #include "sdtrain.h"
 
+struct sdt_rank_group; /* train/rank_group.h */
+
 /* A part's learning-rate and clip schedules with the fields they came from; the clip is resolved
  * (the part's own, or the options'). */
 typedef struct sdt_part_schedules {
@@ -51,6 +53,11 @@ typedef struct sdt_train_request {
     bool has_embedding, has_hypernetwork;
     sdt_embedding_settings embedding;
     sdt_hypernetwork_settings hypernetwork;
+    /* One rank of a trainer that lists several devices (train/rank_group.h): set by the trainer handle
+     * on each rank's copy of the request, whose options then list that rank's device alone; NULL from
+     * the readers. */
+    struct sdt_rank_group *rank_group;
+    int rank_index;
 } sdt_train_request;
 
 /* The checks of a part's settings that need no file (the file chosen, the learning rate, the

@@ -27,7 +27,7 @@ static void cuda_module_path(char *out, size_t size)
 }
 
 /* Opens the CUDA backend; NULL plus the reason in why. */
-static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
+static sdt_backend *open_cuda(void **module, int ordinal, char *why, size_t why_size)
 {
     char path[4096];
     cuda_module_path(path, sizeof path);
@@ -37,7 +37,7 @@ static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
         return NULL;
     }
     sdt_backend_cuda_create_fn create = (sdt_backend_cuda_create_fn)dlsym(*module, SDT_CUDA_CREATE_SYMBOL);
-    sdt_backend *be = create ? create(0, why, why_size) : NULL;
+    sdt_backend *be = create ? create(ordinal, why, why_size) : NULL;
     if (!create) snprintf(why, why_size, "%.1024s does not export %s; rebuild sdtrain", path, SDT_CUDA_CREATE_SYMBOL);
     if (!be) {
         dlclose(*module);
@@ -46,13 +46,17 @@ static sdt_backend *open_cuda(void **module, char *why, size_t why_size)
     return be;
 }
 
-bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                         sdt_error *error)
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cuda_ordinal, int cpu_threads,
+                         const sdt_host_callbacks *host, sdt_error *error)
 {
     memset(out, 0, sizeof(*out));
     if (choice != SDT_DEVICE_CHOICE_CPU) {
         char why[1600] = "";
-        out->be = open_cuda(&out->module, why, sizeof why);
+        out->be = open_cuda(&out->module, cuda_ordinal, why, sizeof why);
+        if (out->be && cuda_ordinal != 0) {
+            sdt_host_log(host, SDT_LOG_INFO, "training on the GPU (CUDA backend, device %d)", cuda_ordinal);
+            return true;
+        }
         if (out->be) {
             sdt_host_log(host, SDT_LOG_INFO, "training on the GPU (CUDA backend)");
             return true;
@@ -105,4 +109,26 @@ const sdt_comm_nccl_api *plugin_nccl_open(void **module, char *why, size_t why_s
 void plugin_nccl_close(void *module)
 {
     if (module) dlclose(module);
+}
+
+void plugin_cuda_device_enter(plugin_cuda_device_guard *g, int device)
+{
+    g->previous = -1;
+    if (device < 0) return;
+    char path[4096];
+    cuda_module_path(path, sizeof path);
+    g->module = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!g->module) return; /* no CUDA module: no device to keep */
+    sdt_cuda_thread_device_fn use = (sdt_cuda_thread_device_fn)dlsym(g->module, SDT_CUDA_THREAD_DEVICE_SYMBOL);
+    if (use) g->previous = use(device);
+}
+
+void plugin_cuda_device_leave(plugin_cuda_device_guard *g)
+{
+    if (!g->module) return;
+    sdt_cuda_thread_device_fn use = (sdt_cuda_thread_device_fn)dlsym(g->module, SDT_CUDA_THREAD_DEVICE_SYMBOL);
+    if (use) use(g->previous); /* -1: the thread had no context and gets none back */
+    dlclose(g->module);
+    g->module = NULL;
+    g->previous = -1;
 }

@@ -19,10 +19,11 @@ typedef struct plugin_backend {
     void *module; /* dlopen handle of libsdtrain_cuda.so, NULL for the CPU */
 } plugin_backend;
 
-/* choice: sdt_device_choice. cpu_threads <= 0: OpenMP's default. The log line (which
+/* choice: sdt_device_choice; cuda_ordinal: the CUDA device (0 unless the options list devices), which
+ * becomes the calling thread's current one. cpu_threads <= 0: OpenMP's default. The log line (which
  * backend, and why not CUDA under auto) goes to host. */
-bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cpu_threads, const sdt_host_callbacks *host,
-                         sdt_error *error);
+bool plugin_backend_open(plugin_backend *out, uint32_t choice, int cuda_ordinal, int cpu_threads,
+                         const sdt_host_callbacks *host, sdt_error *error);
 void plugin_backend_close(plugin_backend *pb);
 
 /* The NCCL communicator of the CUDA module (kernels/comm.h), for data parallelism (1.8): the
@@ -30,5 +31,16 @@ void plugin_backend_close(plugin_backend *pb);
  * missing or predates it. Whether NCCL itself loads is the table's available(). */
 const sdt_comm_nccl_api *plugin_nccl_open(void **module, char *why, size_t why_size);
 void plugin_nccl_close(void *module);
+
+/* The calling thread's current CUDA device, set for work on another and put back after: a rank of
+ * in-process data parallelism works on its own device while the host's thread keeps its own. Without
+ * the CUDA module (a CPU build) both do nothing. */
+typedef struct plugin_cuda_device_guard {
+    void *module;
+    int previous; /* -1: the thread had no CUDA context (and gets none back) */
+} plugin_cuda_device_guard;
+/* device >= 0 becomes current on this thread; the one before is kept in g. */
+void plugin_cuda_device_enter(plugin_cuda_device_guard *g, int device);
+void plugin_cuda_device_leave(plugin_cuda_device_guard *g);
 
 #endif

@@ -52,6 +52,25 @@ bool sdt_embedding_name_check(const char *name, sdt_error *error);
  * letters, digits and "._- ", and leading dots. Newly allocated; may be "". */
 char *sdt_embedding_name_sanitise(const char *name);
 
+/* SD3.5 / Flux.1 tables (encoder_dims): index 0 clip_l, 1 clip_g, 2 t5xxl. */
+#define SDT_EMBEDDING_ENCODERS 3
+/* "clip_l", "clip_g", "t5xxl": the table's key in files (ComfyUI's embedding_key) and its name in sentences. */
+const char *sdt_embedding_encoder_key(int encoder);
+/* The width the released encoder has (768, 1280, 4096): a file's table of another released encoder's width
+ * is refused as mislabelled (tiny test encoders have widths of their own and pass). */
+int sdt_embedding_encoder_released_width(int encoder);
+/* Whether e holds per-encoder tables (an SD3.5 or Flux.1 embedding). */
+bool sdt_embedding_has_tables(const sdt_embedding *e);
+/* The first value of table `encoder` ([n_vectors, encoder_dims[encoder]], contiguous); NULL when absent. */
+float *sdt_embedding_table(const sdt_embedding *e, int encoder);
+/* Like sdt_embedding_init, for per-encoder tables of widths dims[0..3) (0: the family lacks it). */
+bool sdt_embedding_init_tables(sdt_embedding *e, const char *name, int n_vectors, const int dims[3], sdt_error *error);
+/* "sd3" when the tables include clip_g, else "flux"; NULL without tables. And how people name them. */
+const char *sdt_embedding_family(const sdt_embedding *e);
+const char *sdt_embedding_family_title(const sdt_embedding *e);
+/* The L2 norm of vector i across all its values (a table embedding's vector spans its tables), in double. */
+double sdt_embedding_row_norm(const sdt_embedding *e, int i);
+
 /* true when every value is finite. */
 bool sdt_embedding_is_finite(const sdt_embedding *e);
 /* The L2 norm of one vector of dim values (an embedding row, or a token embedding row),

@@ -102,6 +102,22 @@ bool sdt_embedding_load(const char *path, sdt_embedding *e, sdt_embedding_format
     return false;
 }
 
+/* The norm of vector r's finite values; a table embedding's vector spans its tables. */
+static double finite_row_norm(const sdt_embedding *e, int r)
+{
+    bool tables = sdt_embedding_has_tables(e);
+    double sq = 0;
+    for (int k = 0; k < (tables ? SDT_EMBEDDING_ENCODERS : 1); k++) {
+        int width = tables ? e->encoder_dims[k] : e->dim;
+        const float *row = tables ? sdt_embedding_table(e, k) : e->vectors;
+        if (!row) continue;
+        row += (size_t)r * (size_t)width;
+        for (int c = 0; c < width; c++)
+            if (isfinite(row[c])) sq += (double)row[c] * row[c];
+    }
+    return sqrt(sq);
+}
+
 char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format format, const char *path)
 {
     cJSON *root = cJSON_CreateObject();
@@ -114,6 +130,23 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     if (e->clip_l_dim) {
         cJSON_AddNumberToObject(root, "clip_l_dim", e->clip_l_dim);
         cJSON_AddNumberToObject(root, "clip_g_dim", e->dim - e->clip_l_dim);
+    }
+    if (sdt_embedding_has_tables(e)) { /* SD3.5 / Flux.1: the family its tables say, and each table */
+        cJSON_AddStringToObject(root, "family", sdt_embedding_family(e));
+        cJSON_AddStringToObject(root, "family_title", sdt_embedding_family_title(e));
+        cJSON *tables = cJSON_AddArrayToObject(root, "tables");
+        for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) {
+            const float *t = sdt_embedding_table(e, k);
+            if (!t) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "encoder", sdt_embedding_encoder_key(k));
+            cJSON_AddNumberToObject(o, "dim", e->encoder_dims[k]);
+            cJSON *norms = cJSON_AddArrayToObject(o, "norms");
+            for (int r = 0; r < e->n_vectors; r++)
+                cJSON_AddItemToArray(norms, cJSON_CreateNumber(sdt_embedding_vector_norm(
+                                                t + (size_t)r * e->encoder_dims[k], e->encoder_dims[k])));
+            cJSON_AddItemToArray(tables, o);
+        }
     }
     cJSON_AddNumberToObject(root, "step", (double)e->step);
     if (e->checkpoint_hash)
@@ -133,21 +166,18 @@ char *sdt_embedding_describe_json(const sdt_embedding *e, sdt_embedding_format f
     bool finite = true;
     double lo = INFINITY, hi = -INFINITY, sum = 0;
     cJSON *norms = cJSON_AddArrayToObject(root, "norms");
-    for (int r = 0; r < e->n_vectors; r++) {
-        double sq = 0;
-        for (int c = 0; c < e->dim; c++) {
-            double v = e->vectors[(size_t)r * e->dim + c];
-            if (!isfinite(v)) {
-                finite = false;
-                continue;
-            }
-            sq += v * v;
-            sum += v;
-            lo = fmin(lo, v);
-            hi = fmax(hi, v);
+    size_t n_values = (size_t)e->n_vectors * (size_t)e->dim;
+    for (size_t i = 0; i < n_values; i++) {
+        double v = e->vectors[i];
+        if (!isfinite(v)) {
+            finite = false;
+            continue;
         }
-        cJSON_AddItemToArray(norms, cJSON_CreateNumber(sqrt(sq)));
+        sum += v;
+        lo = fmin(lo, v);
+        hi = fmax(hi, v);
     }
+    for (int r = 0; r < e->n_vectors; r++) cJSON_AddItemToArray(norms, cJSON_CreateNumber(finite_row_norm(e, r)));
     cJSON_AddBoolToObject(root, "finite", finite);
     size_t n = (size_t)e->n_vectors * (size_t)e->dim;
     if (n && isfinite(lo)) {

@@ -4,13 +4,18 @@
  *   .safetensors  tensor "emb_params" [N, dim] F32 (SDXL: "clip_l" [N, 768] and
  *                 "clip_g" [N, 1280], kohya's layout) plus __metadata__ strings
  *                 name, step, sd_checkpoint, sd_checkpoint_name,
- *                 vectors_per_token, init_text (absent ones omitted).
+ *                 vectors_per_token, init_text (absent ones omitted). SD3.5 / Flux.1: one
+ *                 tensor per encoder, "clip_l" [N, 768], "clip_g" [N, 1280] (SD3.5),
+ *                 "t5xxl" [N, 4096], the keys ComfyUI's tokenizers look up (sd1_clip.py
+ *                 load_embed's embed_key: SDTokenizer 'clip_l', SDXLClipGTokenizer 'clip_g',
+ *                 T5XXLTokenizer 't5xxl' in text_encoders/sd3_clip.py and flux.py).
  *   .png card     A1111's card: a tEXt chunk "sd-ti-embedding" holding base64 of
  *                 the JSON that A1111 makes from its .pt dict (json.dumps default
  *                 separators, ensure_ascii, tensors as {"TORCHTENSOR": nested list};
  *                 SDXL: {clip_l, clip_g} alone, with name and step in a tEXt chunk
  *                 "sdtrain-embedding-info"), over a picture (the caller's preview, or a
- *                 generated card), the same data hidden in its pixels too.
+ *                 generated card), the same data hidden in its pixels too. None for
+ *                 SD3.5 / Flux.1 (refused: A1111 cannot load them).
  * Read: the above, any single-tensor safetensors embedding (diffusers
  * "<token>", kohya "emb_params"), SDXL clip_l/clip_g safetensors, A1111
  * cards whose chunk is tEXt, zTXt or iTXt, and PyTorch files (torch.save,
@@ -18,6 +23,10 @@
  * (string_to_param with one term, also the old ParameterDict form), a
  * one-key dict {"<token>": tensor} (diffusers learned_embeds.bin, kohya) and
  * SDXL {clip_l, clip_g}, decided as A1111's create_embedding_from_data does.
+ * SD3.5 / Flux.1 tables in either file kind: clip_l, clip_g (optional) and T5's
+ * rows under "t5xxl" (ComfyUI) or "t5" (OneTrainer's StableDiffusion3EmbeddingSaver and
+ * diffusers' Flux advanced script); every table the same vector count, none as wide as
+ * another released encoder (a mislabelled table), both T5 spellings at once refused.
  * F16/BF16/F64 tensors become F32.
  *
  * Saves are atomic (models/formats/atomic_file.h), refuse to replace an existing file
@@ -59,6 +68,10 @@ bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_erro
 bool sdt_embedding_load_torch(const char *path, sdt_embedding *e, sdt_embedding_format *format, sdt_error *error);
 /* Shared by the readers: one [N, dim] (or [dim]) tensor, or an SDXL clip_l + clip_g pair, into e (F32). */
 bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, sdt_error *error);
+/* SD3.5 / Flux.1 per-encoder tables (clip_l, clip_g, t5xxl; a NULL is absent) into e's table-major vectors:
+ * every table the same vector count, none of another released encoder's width; F32. */
+bool sdt_embedding_take_tables(const char *path, const sdt_st_entry *const tables[3], sdt_embedding *e,
+                               sdt_error *error);
 bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt_st_entry *tg, sdt_embedding *e,
                              sdt_error *error);
 

@@ -56,6 +56,12 @@ static uint8_t *generated_card(const sdt_embedding *e)
 bool sdt_embedding_save_png_card(const sdt_embedding *e, const char *path, const uint8_t *rgb, int rgb_w, int rgb_h,
                                  bool overwrite, sdt_error *error)
 {
+    if (sdt_embedding_has_tables(e))
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: no PNG card for an %s embedding: A1111 (the only host that reads cards) cannot load "
+                        "SD3.5/Flux.1 embeddings, and Forge's card reader takes no T5 table; use the .safetensors "
+                        "file (ComfyUI: embedding:NAME)",
+                        path, sdt_embedding_family_title(e));
     if (!sdt_embedding_check_save(e, path, overwrite, error)) return false;
     if (rgb && (rgb_w <= 0 || rgb_h <= 0 || rgb_w > 16384 || rgb_h > 16384)) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: the card picture size %dx%d is invalid", path, rgb_w, rgb_h);

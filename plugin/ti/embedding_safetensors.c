@@ -23,6 +23,23 @@ bool sdt_embedding_save_safetensors(const sdt_embedding *e, const char *path, bo
     if (e->init_text) meta[n_meta++] = (sdt_st_kv){"init_text", e->init_text};
     if (e->training_note) meta[n_meta++] = (sdt_st_kv){"sdtrain_fallback", e->training_note};
 
+    if (sdt_embedding_has_tables(e)) {
+        /* SD3.5 / Flux.1: one tensor per encoder under the keys ComfyUI's tokenizers look up (embedding_key) */
+        sdt_st_write_item items[SDT_EMBEDDING_ENCODERS];
+        int64_t shapes[SDT_EMBEDDING_ENCODERS][2];
+        size_t n_items = 0;
+        static const int order[SDT_EMBEDDING_ENCODERS] = {1, 0, 2}; /* clip_g, clip_l, t5xxl: sorted, as kohya's */
+        for (int o = 0; o < SDT_EMBEDDING_ENCODERS; o++) {
+            int k = order[o];
+            if (e->encoder_dims[k] <= 0) continue;
+            shapes[n_items][0] = e->n_vectors;
+            shapes[n_items][1] = e->encoder_dims[k];
+            items[n_items] = (sdt_st_write_item){sdt_embedding_encoder_key(k), SDT_ST_F32, 2, shapes[n_items],
+                                                 sdt_embedding_table(e, k)};
+            n_items++;
+        }
+        return sdt_st_write(path, items, n_items, meta, n_meta, error);
+    }
     if (!e->clip_l_dim) {
         int64_t shape[2] = {e->n_vectors, e->dim};
         sdt_st_write_item item = {"emb_params", SDT_ST_F32, 2, shape, e->vectors};
@@ -127,6 +144,43 @@ bool sdt_embedding_take_sdxl(const char *path, const sdt_st_entry *tl, const sdt
            copy_rows(path, tg, rg, cg, e->vectors + cl, cl + cg, error);
 }
 
+bool sdt_embedding_take_tables(const char *path, const sdt_st_entry *const tables[3], sdt_embedding *e,
+                               sdt_error *error)
+{
+    int64_t rows[SDT_EMBEDDING_ENCODERS] = {0}, cols[SDT_EMBEDDING_ENCODERS] = {0}, n = -1, dim = 0;
+    int first = -1;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) {
+        if (!tables[k]) continue;
+        if (!tensor_rows_cols(path, tables[k], &rows[k], &cols[k], error)) return false;
+        if (n >= 0 && rows[k] != n)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: the %s table has %" PRId64 " vectors but %s has %" PRId64
+                            "; every encoder's table holds the same vectors, so the file is damaged or mixes two "
+                            "embeddings",
+                            path, tables[k]->name, rows[k], tables[first]->name, n);
+        for (int other = 0; other < SDT_EMBEDDING_ENCODERS; other++)
+            if (other != k && cols[k] == sdt_embedding_encoder_released_width(other))
+                return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                                "%s: the %s table is %" PRId64 " wide, the width of %s's rows, not %s's (%d); the "
+                                "tables are mislabelled: save each encoder's rows under its own key (clip_l 768, "
+                                "clip_g 1280, t5xxl 4096)",
+                                path, tables[k]->name, cols[k], sdt_embedding_encoder_key(other),
+                                sdt_embedding_encoder_key(k), sdt_embedding_encoder_released_width(k));
+        if (first < 0) first = k;
+        n = rows[k];
+        dim += cols[k];
+    }
+    if (first < 0)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: no clip_l, clip_g or t5xxl table; this is no SD3.5/Flux embedding", path);
+    if (!sdt_embedding_alloc_loaded(e, n, dim, path, error)) return false;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) e->encoder_dims[k] = (int)cols[k];
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        if (tables[k] && !copy_rows(path, tables[k], n, cols[k], sdt_embedding_table(e, k), cols[k], error))
+            return false;
+    return true;
+}
+
 bool sdt_embedding_take_tensor(const char *path, const sdt_st_entry *t, sdt_embedding *e, sdt_error *error)
 {
     int64_t rows = 0, cols = 0;
@@ -141,8 +195,19 @@ bool sdt_embedding_load_safetensors(const char *path, sdt_embedding *e, sdt_erro
     if (!st) return false;
     const sdt_st_entry *t = sdt_st_find(st, "emb_params");
     const sdt_st_entry *tl = sdt_st_find(st, "clip_l"), *tg = sdt_st_find(st, "clip_g");
+    const sdt_st_entry *t5 = sdt_st_find(st, "t5xxl"), *t5_short = sdt_st_find(st, "t5");
     bool ok;
-    if (!t && tl && tg) {
+    if (!t && (t5 || t5_short)) {
+        /* SD3.5 / Flux.1: ComfyUI's key t5xxl, or OneTrainer's and diffusers' t5 */
+        const sdt_st_entry *tables[SDT_EMBEDDING_ENCODERS] = {tl, tg, t5 ? t5 : t5_short};
+        ok = t5 && t5_short
+                 ? sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: holds both a t5xxl and a t5 table; keep one (t5xxl is what ComfyUI reads)", path)
+                 : sdt_embedding_take_tables(path, tables, e, error);
+        if (ok && (sdt_st_find(st, "clip_l_out") || sdt_st_find(st, "clip_g_out") || sdt_st_find(st, "t5_out")))
+            sdt_embedding_set_string(&e->load_note, "OneTrainer's output-embedding tables (*_out) were left out: no "
+                                                    "host applies them as prompt rows");
+    } else if (!t && tl && tg) {
         ok = sdt_embedding_take_sdxl(path, tl, tg, e, error);
     } else {
         if (!t && sdt_st_count(st) == 1) t = sdt_st_at(st, 0);

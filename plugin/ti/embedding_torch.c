@@ -1,7 +1,9 @@
 /* embedding_torch.c - embeddings in PyTorch files (A1111 .pt, diffusers learned_embeds.bin), read through
  * models/formats/torch_file.h (no code runs). Which layout a file has is decided as A1111's
  * create_embedding_from_data does (textual_inversion.py): string_to_param first, then clip_g + clip_l, then a
- * dict whose first value is a tensor; each form must hold exactly one term. */
+ * dict whose first value is a tensor; each form must hold exactly one term. SD3.5 / Flux.1 dicts (a t5xxl or t5
+ * table beside clip_l / clip_g, as ComfyUI's load_embed and OneTrainer read them) are taken before the SDXL
+ * pair. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,25 @@ static bool decode(sdt_torch_file *f, const char *path, sdt_embedding *e, sdt_em
         return t && entry_of(f, t, "string_to_param.*", &a, error) && sdt_embedding_take_tensor(path, &a, e, error);
     }
     *format = SDT_EMBEDDING_FORMAT_TORCH_CONCEPT;
+    const sdt_pv *t5 = sdt_pv_dict_get(root, "t5xxl"), *t5_short = sdt_pv_dict_get(root, "t5");
+    if (t5 || t5_short) { /* SD3.5 / Flux.1 tables, as the safetensors reader takes them */
+        if (t5 && t5_short)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: holds both a t5xxl and a t5 table; keep one (t5xxl is what ComfyUI reads)", path);
+        const sdt_pv *values[SDT_EMBEDDING_ENCODERS] = {cl, cg, t5 ? t5 : t5_short};
+        const char *names[SDT_EMBEDDING_ENCODERS] = {"clip_l", "clip_g", t5 ? "t5xxl" : "t5"};
+        sdt_st_entry entries[SDT_EMBEDDING_ENCODERS];
+        const sdt_st_entry *tables[SDT_EMBEDDING_ENCODERS] = {NULL, NULL, NULL};
+        for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) {
+            if (!values[k]) continue;
+            if (!sdt_pv_is(values[k], SDT_PV_TENSOR))
+                return sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: \"%s\" is a %s, not a tensor; the file is no embedding",
+                                path, names[k], sdt_pv_kind_name(values[k]->kind));
+            if (!entry_of(f, values[k], names[k], &entries[k], error)) return false;
+            tables[k] = &entries[k];
+        }
+        return sdt_embedding_take_tables(path, tables, e, error);
+    }
     if (cl && cg)
         return entry_of(f, cl, "clip_l", &a, error) && entry_of(f, cg, "clip_g", &b, error) &&
                sdt_embedding_take_sdxl(path, &a, &b, e, error);

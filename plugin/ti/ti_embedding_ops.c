@@ -1,5 +1,6 @@
 /* ti_embedding_ops.c - creating an embedding (its rows taken from the text encoder's token
- * embedding, as A1111 does) and inspecting any embedding file the plugin reads. */
+ * embedding, as A1111 does; SD3.5 / Flux.1 tables in ti_create_tables.c) and inspecting any embedding
+ * file the plugin reads. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
 #include "train/train_state_describe.h"
+#include "ti/ti_create_tables.h"
 #include "ti/ti_embedding_ops.h"
 #include "weights.h"
 
@@ -90,11 +92,26 @@ bool ti_create_embedding(const sdt_embedding_spec *spec, const sdt_host_callback
     int n_clips = 0;
     sdt_embedding e;
     memset(&e, 0, sizeof e);
-    bool ok = text_encoders(w, &clip, &clip2, &n_clips, error) &&
-              sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token,
-                                 clip.cfg.width + (n_clips > 1 ? clip2.cfg.width : 0), error);
-    if (ok && n_clips > 1) e.clip_l_dim = clip.cfg.width;
-    ok = ok && init_vectors(&e, spec, clips, n_clips, host, error);
+    sdt_tf_info tf;
+    bool ok;
+    if (sdt_tf_detect(w, &tf)) { /* SD3.5 / Flux.1: a table per text encoder */
+        ok = ti_create_tables(spec, host, w, &tf, &e, error);
+    } else {
+        const char *field = spec->clip_l_path && *spec->clip_l_path   ? "clip_l_path"
+                            : spec->clip_g_path && *spec->clip_g_path ? "clip_g_path"
+                            : spec->t5xxl_path && *spec->t5xxl_path   ? "t5xxl_path"
+                                                                      : NULL;
+        ok =
+            !field || sdt_fail(error, SDT_ERR_VALIDATION,
+                               "spec.%s is set, but %s is no SD3.5 or Flux.1 checkpoint (its text encoder is its own); "
+                               "leave the encoder files empty for SD 1.x, 2.x and SDXL",
+                               field, spec->model_path);
+        ok = ok && text_encoders(w, &clip, &clip2, &n_clips, error) &&
+             sdt_embedding_init(&e, spec->name, (int)spec->vectors_per_token,
+                                clip.cfg.width + (n_clips > 1 ? clip2.cfg.width : 0), error);
+        if (ok && n_clips > 1) e.clip_l_dim = clip.cfg.width;
+        ok = ok && init_vectors(&e, spec, clips, n_clips, host, error);
+    }
     if (ok) {
         sdt_embedding_set_string(&e.init_text, spec->init_text && *spec->init_text ? spec->init_text : NULL);
         ok = sdt_embedding_save_safetensors(&e, path, spec->overwrite, error);
@@ -161,7 +178,7 @@ bool ti_inspect_file(const char *path, sdt_embedding_info *info, char **json_out
     info->embedding_dim = (uint32_t)e.dim;
     info->step = e.step;
     double norms = 0;
-    for (int i = 0; i < e.n_vectors; i++) norms += sdt_embedding_vector_norm(e.vectors + (size_t)i * e.dim, e.dim);
+    for (int i = 0; i < e.n_vectors; i++) norms += sdt_embedding_row_norm(&e, i);
     info->vector_norm_mean = e.n_vectors ? norms / e.n_vectors : 0;
     info->all_finite = sdt_embedding_is_finite(&e);
     snprintf(info->name, sizeof info->name, "%s", e.name ? e.name : "");

@@ -10,14 +10,22 @@ void sdt_run_comm_init(sdt_run_comm *rc, const sdt_train_options *o)
     memset(rc, 0, sizeof *rc);
     rc->world_size = o->world_size > 1 ? (int)o->world_size : 1;
     rc->rank = rc->world_size > 1 ? (int)o->rank : 0;
+    if (o->devices) return; /* an in-process rank: its group's communicator (sdt_run_comm_join) */
     /* the test program's communicator at once, so a prepare that fails before the backend exists
      * still tells the other ranks (NCCL's needs the CUDA backend: sdt_run_comm_open) */
     if (rc->world_size > 1) rc->comm = sdt_test_hook_comm(rc->rank, rc->world_size);
 }
 
+void sdt_run_comm_join(sdt_run_comm *rc, sdt_rank_group *group, int index)
+{
+    rc->group = group;
+    rc->group_index = index;
+}
+
 bool sdt_run_comm_open(sdt_run_comm *rc, const sdt_train_options *o, plugin_backend *pb, const char *prefix,
                        sdt_error *error)
 {
+    if (rc->group) return sdt_rank_group_open(rc->group, rc->group_index, pb, prefix, &rc->comm, &rc->owned, error);
     if (rc->world_size == 1 || rc->comm) return true; /* one rank, or the test's (sdt_run_comm_init) */
     char why[512];
     const sdt_comm_nccl_api *api = plugin_nccl_open(&rc->nccl_module, why, sizeof why);
@@ -53,6 +61,8 @@ bool sdt_run_comm_ready(sdt_run_comm *rc, sdt_error *error)
 
 void sdt_run_comm_close(sdt_run_comm *rc)
 {
+    bool aborts = rc->comm && (!rc->ready || !rc->ended);
+    if (aborts && rc->group) sdt_rank_group_note_failure(rc->group, rc->group_index); /* before the others hear it */
     if (rc->comm && !rc->ready)
         rc->comm->abort(rc->comm, "its prepare failed");
     else if (rc->comm && !rc->ended)
@@ -91,5 +101,6 @@ bool sdt_run_comm_from_rank0(const sdt_run_comm *rc, double *value, sdt_error *e
 
 void sdt_run_comm_abort(sdt_run_comm *rc, const char *why)
 {
+    if (rc->group) sdt_rank_group_note_failure(rc->group, rc->group_index); /* before the others can hear it */
     if (rc->comm) rc->comm->abort(rc->comm, why);
 }

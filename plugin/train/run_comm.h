@@ -4,8 +4,10 @@
  *
  * One rank per process (devices NULL, world_size > 1): the communicator is NCCL's, opened from
  * comm_id on the run's CUDA backend; the test build takes one the test program provides instead
- * (testhooks/test_hooks.h), which the run does not own. world_size 0 or 1: no communicator, and
- * every number below is the one-rank number. */
+ * (testhooks/test_hooks.h), which the run does not own. One rank of a trainer that lists several
+ * devices (its options' devices hold its one CUDA ordinal): the communicator comes from the trainer's
+ * rank group (train/rank_group.h), even with one device. Otherwise world_size 0 or 1: no
+ * communicator, and every number below is the one-rank number. */
 #ifndef SDT_TRAIN_RUN_COMM_H
 #define SDT_TRAIN_RUN_COMM_H
 
@@ -16,20 +18,25 @@
 
 #include "comm.h"
 #include "host/backend_select.h"
+#include "train/rank_group.h"
 #include "sdtrain.h"
 
 typedef struct sdt_run_comm {
-    int rank, world_size; /* 0 and 1 with one rank */
-    sdt_comm *comm;       /* NULL with one rank */
-    bool owned;           /* opened here (NCCL): closed here */
-    void *nccl_module;    /* the CUDA module's handle while the NCCL table is in use */
-    bool ready;           /* every rank finished preparing (sdt_run_comm_ready) */
-    bool ended;           /* the run reached its end (finished or interrupted) on every rank */
+    int rank, world_size;  /* 0 and 1 with one rank */
+    sdt_comm *comm;        /* NULL with one rank */
+    bool owned;            /* opened here (NCCL): closed here */
+    void *nccl_module;     /* the CUDA module's handle while the NCCL table is in use */
+    bool ready;            /* every rank finished preparing (sdt_run_comm_ready) */
+    bool ended;            /* the run reached its end (finished or interrupted) on every rank */
+    sdt_rank_group *group; /* an in-process rank's group (not owned), else NULL */
+    int group_index;       /* its place in the group */
 } sdt_run_comm;
 
 /* The options' rank and world size into rc: what decides who writes, known before the locks are
  * taken; and a test program's communicator (testhooks/test_hooks.h) right away. */
 void sdt_run_comm_init(sdt_run_comm *rc, const sdt_train_options *o);
+/* An in-process rank: its communicator comes from group at sdt_run_comm_open (before it). */
+void sdt_run_comm_join(sdt_run_comm *rc, sdt_rank_group *group, int index);
 /* NCCL's communicator on pb's backend for world_size > 1, unless init found the test program's;
  * prefix names the options in sentences. */
 bool sdt_run_comm_open(sdt_run_comm *rc, const sdt_train_options *o, plugin_backend *pb, const char *prefix,

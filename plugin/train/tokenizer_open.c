@@ -82,14 +82,27 @@ static const char *folder_of(const char *path, char *buf, size_t size)
 sdt_spm *sdt_open_t5_tokenizer(const char *t5_path, const char *model_path, int t5_vocab,
                                const sdt_host_callbacks *host, sdt_error *error)
 {
-    char t5_dir[4096], model_dir[4096];
-    const char *where[3];
+    /* the places create-embedding looks in too (plugin/ti/ti_create_tables.c), model first */
+    char folders[5][4200];
+    const char *where[5];
     int n = 0;
-    if (model_path && is_dir(model_path)) where[n++] = model_path;
-    if (t5_path && *t5_path) where[n++] = is_dir(t5_path) ? t5_path : folder_of(t5_path, t5_dir, sizeof t5_dir);
-    if (model_path && *model_path && !is_dir(model_path)) {
-        const char *d = folder_of(model_path, model_dir, sizeof model_dir);
-        if (!n || strcmp(where[n - 1], d)) where[n++] = d; /* the T5 file beside the model: one folder */
+    if (model_path && is_dir(model_path)) {
+        snprintf(folders[n], sizeof folders[n], "%s", model_path);
+        where[n] = folders[n], n++;
+    } else if (model_path && *model_path) {
+        char buf[4096];
+        const char *dir = folder_of(model_path, buf, sizeof buf);
+        snprintf(folders[n], sizeof folders[n], "%s/t5_tokenizer", dir), where[n] = folders[n], n++;
+        snprintf(folders[n], sizeof folders[n], "%s", dir), where[n] = folders[n], n++;
+    }
+    if (t5_path && *t5_path) {
+        char buf[4096];
+        const char *dir = is_dir(t5_path) ? t5_path : folder_of(t5_path, buf, sizeof buf);
+        if (!n || strcmp(where[n - 1], dir)) { /* the T5 file beside the model: one folder */
+            snprintf(folders[n], sizeof folders[n], "%s", dir), where[n] = folders[n], n++;
+        }
+        snprintf(folders[n], sizeof folders[n], "%s/t5_tokenizer", dir), where[n] = folders[n], n++;
+        if (n >= 2 && !strcmp(where[0], where[n - 1])) n--; /* the same t5_tokenizer/ as the model's */
     }
     for (int i = 0; i < n; i++) {
         if (!has_t5_vocab(where[i])) continue;

@@ -335,7 +335,8 @@ static bool has_hypernetwork(const sdt_train_job *job)
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
     sdt_host_log(job->host, SDT_LOG_INFO, "loading the model %s", job->opt.model_path ? job->opt.model_path : "");
-    if (!plugin_backend_open(&job->pb, device, (int)cpu_threads, job->host, error) ||
+    int ordinal = job->opt.devices ? job->opt.devices[0] : 0; /* an in-process rank's own (run_comm.h) */
+    if (!plugin_backend_open(&job->pb, device, ordinal, (int)cpu_threads, job->host, error) ||
         !sdt_run_comm_open(&job->par, &job->opt, &job->pb, job->options_field, error))
         return false;
     /* set by every job, as a backend could serve another; the CPU backend always is deterministic */

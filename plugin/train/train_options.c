@@ -307,20 +307,20 @@ static bool check_parallel(const sdt_train_options *o, const char *p, sdt_error 
     if (!o->devices && o->device_count != 0)
         return OPTION_FAIL("%sdevice_count is %d but %sdevices is NULL; set both or neither.", p, (int)o->device_count,
                            p);
-    for (int64_t i = 0; o->devices && i < o->device_count; i++)
+    for (int64_t i = 0; o->devices && i < o->device_count; i++) {
         if (o->devices[i] < 0)
             return OPTION_FAIL("%sdevices[%d] is %d; a CUDA ordinal is 0 or more.", p, (int)i, (int)o->devices[i]);
+        for (int64_t j = 0; j < i; j++)
+            if (o->devices[j] == o->devices[i])
+                return OPTION_FAIL("%sdevices[%d] and %sdevices[%d] both name CUDA device %d; list each GPU once (one "
+                                   "rank per device).",
+                                   p, (int)j, p, (int)i, (int)o->devices[i]);
+    }
     if (o->devices && o->world_size == 0) world = local;
     if (o->rank < 0 || o->rank + local > world)
         return OPTION_FAIL("%srank %d with %lld device(s) does not fit in %sworld_size %lld; ranks run from 0 to "
                            "world_size - 1.",
                            p, (int)o->rank, (long long)local, p, (long long)world);
-    /* one rank per process runs (docs/abi.md 3.16); one thread per listed device does not yet */
-    if (world > 1 && o->devices)
-        return OPTION_FAIL("%sdevices lists %d device(s) of a job of %lld ranks: this build runs data parallelism "
-                           "as one process per device only; set %sdevices NULL and start one process per GPU, each "
-                           "with its %srank and the job's %scomm_id.",
-                           p, (int)o->device_count, (long long)world, p, p, p);
     return true;
 }
 

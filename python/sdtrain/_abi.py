@@ -747,6 +747,9 @@ RUN_STATES = {0: "idle", 1: "prepared", 2: "running", 3: "finished", 4: "interru
 EMBEDDING_FORMATS = {0: "unknown", 1: "safetensors", 2: "safetensors_sdxl", 3: "a1111_pt", 4: "png_chunk",
                      5: "png_pixels", 6: "training_state"}
 # Fields of the config structs that take one of the names above (or the number).
+# sdt_embedding_part.encoders (1.9): SDT_ENCODER_* bits, the SD3.5 / Flux.1 tables that train (0: all of the family's)
+ENCODERS = {"clip_l": 0x1, "clip_g": 0x2, "t5xxl": 0x4}
+BITS_FIELDS = {"encoders": ENCODERS}
 ENUM_FIELDS = {"precision": PRECISIONS, "device": DEVICES, "clip_mode": CLIP_MODES,
                "embedding_clip_mode": CLIP_MODES, "latent_sampling": LATENT_SAMPLING,
                "prediction_type": PREDICTION_TYPES, "loss_type": LOSS_TYPES, "lr_scheduler": LR_SCHEDULERS}

@@ -2,7 +2,8 @@
 
 They come from the trainer factory ("sdtrain.trainer/1", ABI 1.7): train_options_defaults,
 embedding_part_defaults and hypernetwork_part_defaults. Enum fields read as their names (the names
-the trainers take), strings as str; reserved fields and struct_size are left out."""
+the trainers take), strings as str, encoders (1.9) as a list of names ([]: every encoder of the
+family); reserved fields and struct_size are left out."""
 import ctypes
 
 from . import _abi
@@ -16,6 +17,8 @@ _PARTS = (("options", _abi.TrainOptions, "train_options_defaults"),
 def _as_python(name, value):
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
+    if name in _abi.BITS_FIELDS:  # encoders: the names of its bits, [] for every one of the family
+        return [n for n, bit in _abi.BITS_FIELDS[name].items() if value & bit]
     if name in _abi.ENUM_FIELDS and isinstance(value, int) and not isinstance(value, bool):
         for enum_name, number in _abi.ENUM_FIELDS[name].items():
             if number == value:

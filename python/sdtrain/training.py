@@ -91,6 +91,8 @@ def _to_c(struct, name, value, shown=None):
         raw = os.fsencode(value) if isinstance(value, os.PathLike) else str(value).encode("utf-8")
         setattr(struct, name, raw)
         return raw
+    if name in _abi.BITS_FIELDS and not isinstance(value, int):
+        value = _bits(_abi.BITS_FIELDS[name], value, shown)
     if name in _abi.ENUM_FIELDS and isinstance(value, str):
         names = _abi.ENUM_FIELDS[name]
         if value.lower() not in names:
@@ -101,6 +103,19 @@ def _to_c(struct, name, value, shown=None):
     except TypeError:
         raise SdtrainError(-1, "%s takes a %s, not %r." % (shown, ctype.__name__, value)) from None
     return value
+
+
+def _bits(names, value, shown):
+    """A bits field (encoders) from "clip_l,t5xxl", ["clip_l", "t5xxl"] or "all" / [] (0: every one)."""
+    items = value.split(",") if isinstance(value, str) else list(value)
+    bits = 0
+    for item in (str(i).strip().lower() for i in items):
+        if item in ("", "all"):
+            continue
+        if item not in names:
+            raise SdtrainError(-1, "%s takes names from %s (or \"all\"), not %r." % (shown, ", ".join(names), item))
+        bits |= names[item]
+    return bits
 
 
 def _settable(cls):
@@ -370,14 +385,20 @@ class _Trainer(Closeable):
 
 class EmbeddingTrainer(_Trainer):
     """Textual inversion: a trainer with an embedding part (embedding_path, learn_rate,
-    save_image_with_embedding; the rest are the shared options).
+    save_image_with_embedding; SD3.5 / Flux.1: encoders, e.g. "clip_l,t5xxl" or ["clip_l", "t5xxl"], and
+    learn_rate_clip_l / learn_rate_clip_g / learn_rate_t5xxl; the rest are the shared options, the
+    encoder files clip_l_path, clip_g_path, t5xxl_path, vae_path and the flow options among them).
 
     EmbeddingTrainer(plugin=None, on_log=None, on_metrics=None, on_preview=None, on_file_saved=None):
     on_log(level, message), on_metrics(Metrics), on_preview(Preview), on_file_saved(SavedFile), called
     on the run's thread."""
     _part = "embedding"
     _names = {"embedding_path": ("embedding", "embedding_path"), "learn_rate": ("embedding", "learn_rate"),
-              "save_image_with_embedding": ("embedding", "save_image_with_embedding")}
+              "save_image_with_embedding": ("embedding", "save_image_with_embedding"),
+              # SD3.5 / Flux.1 (ABI 1.9): the tables that train and a rate per table
+              "encoders": ("embedding", "encoders"), "learn_rate_clip_l": ("embedding", "learn_rate_clip_l"),
+              "learn_rate_clip_g": ("embedding", "learn_rate_clip_g"),
+              "learn_rate_t5xxl": ("embedding", "learn_rate_t5xxl")}
     _files_ext = _abi.EXT_EMBEDDING_FILES
     _files_cls = _abi.EmbeddingFilesExt
     _info_cls = _abi.EmbeddingInfo
@@ -385,7 +406,8 @@ class EmbeddingTrainer(_Trainer):
 
     def create_embedding(self, name, model_path, output_dir, **spec):
         """Writes a new embedding file (A1111's Create embedding: init_text, vectors_per_token,
-        overwrite, tokenizer_path) and returns its path. Blocking: loads the text encoder."""
+        overwrite, tokenizer_path; for SD3.5 / Flux.1 the encoders the checkpoint lacks: clip_l_path,
+        clip_g_path, t5xxl_path) and returns its path. Blocking: loads the text encoders' token tables."""
         spec.setdefault("vectors_per_token", 1)
         return self._create_from_spec(self._files.create_embedding, _abi.EmbeddingSpec,
                                       dict(spec, name=name, model_path=model_path, output_dir=output_dir))

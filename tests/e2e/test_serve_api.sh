@@ -40,6 +40,13 @@ sys.exit(0 if options[sys.argv[2]]["embedding"] else 1)
 PY
 done
 http "create an embedding" 200 -X POST -d '{"name":"star","model":"model"}' "$B/api/create-embedding"
+# SD3.5/Flux's encoder files: confined to the models folder like the model, and refused for an SD 1.x model
+http "a T5 file outside the models folder" 403 -X POST -d '{"name":"t5-out","model":"model","t5xxl":"../t5.safetensors"}' \
+    "$B/api/create-embedding"
+http "a T5 file for an SD 1.x model" 422 -X POST -d '{"name":"t5-sd1","model":"model","t5xxl":"model"}' \
+    "$B/api/create-embedding"
+body_has "a T5 file for an SD 1.x model" "T5-XXL is set"
+body_has "a T5 file for an SD 1.x model" "SD3.5"
 panel=$'[train]\nembedding=star.safetensors\nmodel=model\ndataset=dataset\nwidth=64\nheight=64\ndevice=cpu\nseed=7\n'
 panel+=$'max-steps=6\nsave-every=0\npreview-every=0\ncsv-every=1\nvalidation-split=0.25\nvalidate-every=2\nema=0.8\n'
 panel+=$'lr-scheduler=cosine\nwarmup-steps=2\n'

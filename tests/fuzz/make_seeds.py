@@ -89,10 +89,20 @@ def embedding_seeds():
                                       "clip_g": ("F16", [1, 20], f16(ramp(20)))}, {"name": "xl"}),
         "sdxl_mismatch.safetensors": st_bytes({"clip_l": ("F32", [2, 12], f32(ramp(24))),
                                                "clip_g": ("F32", [1, 20], f32(ramp(20)))}),
+        # SD3.5 / Flux.1: a table per encoder (ComfyUI's t5xxl, OneTrainer's t5), and tables that disagree
+        "sd35_tables.safetensors": st_bytes({"clip_g": ("F32", [2, 20], f32(ramp(40))),
+                                             "clip_l": ("F32", [2, 12], f32(ramp(24))),
+                                             "t5xxl": ("F16", [2, 16], f16(ramp(32)))}, {"name": "sd35"}),
+        "flux_t5.safetensors": st_bytes({"clip_l": ("BF16", [1, 12], bf16(ramp(12))),
+                                         "t5": ("BF16", [1, 16], bf16(ramp(16))),
+                                         "t5_out": ("BF16", [1, 16], bf16(ramp(16)))}),
+        "tables_mismatch.safetensors": st_bytes({"clip_l": ("F32", [2, 12], f32(ramp(24))),
+                                                 "t5xxl": ("F32", [1, 16], f32(ramp(16)))}),
     }
     for name, data in files.items():
         write("embedding_file", name, data)
-        if name in ("emb_params_f32.safetensors", "sdxl.safetensors", "single_tensor.safetensors"):
+        if name in ("emb_params_f32.safetensors", "sdxl.safetensors", "single_tensor.safetensors",
+                    "sd35_tables.safetensors"):
             write("embedding_json", name, data)
     card = os.path.join(SEEDS, "png_card", "sdtrain_card.png")
     if os.path.exists(card):

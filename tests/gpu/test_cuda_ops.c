@@ -480,6 +480,10 @@ static void test_groupnorm_at(sdt_dtype dt, sdt_dtype param_dt, int64_t B, int64
     compare(&gout, tol, what);
     compare(&gm, 1e-4, what);
     compare(&gr, 1e-4, what);
+    pair out2 = MAKE_AT(offset, io_dt, 1, B, C, H, W), gm2 = MAKE(SDT_F32, 1, B, G), gr2 = MAKE(SDT_F32, 1, B, G);
+    RUN2(0, gpu->groupnorm_forward(gpu, &out2.g, &gm2.g, &gr2.g, &gx.g, &gg.g, &gb.g, G, 1e-6f, act), what);
+    CHECK(same_bits(&gout, &out2) && same_bits(&gm, &gm2) && same_bits(&gr, &gr2), "%s: two forward runs differ", what);
+    drop(&out2), drop(&gm2), drop(&gr2);
     pair gdo = MAKE_AT(offset, io_dt, 1, B, C, H, W), gdx = MAKE_AT(offset, io_dt, 1, B, C, H, W),
          gdg = MAKE(SDT_F32, 1, C), gdb = MAKE(SDT_F32, 1, C);
     pair again = MAKE_AT(offset, io_dt, 1, B, C, H, W);
@@ -517,6 +521,23 @@ static void test_norms(sdt_dtype dt)
     test_layernorm_at(dt, dt, 37, 320, dt, 1);    /* an unaligned view: the scalar path */
 }
 
+/* The UNets' GroupNorm levels, with and without SiLU (32 groups, batch 1; run in both layouts by
+ * test_groupnorms' callers): SD 1.5 at 512x512 (320 channels at 64x64 down to 1280 at 8x8) and SDXL at
+ * 1024x1024 (320 at 128x128 down to 1280 at 32x32); gamma and beta in the storage dtype, as the models
+ * hold them. Batch 1 and no concatenated widths (960-2560 are above at small maps): the CPU reference's
+ * channels-last pass is the cost (~11.6M values a dtype, layout and activation). */
+static void test_groupnorm_model_shapes(sdt_dtype dt)
+{
+    static const int shapes[][2] = {
+        {320, 64},  {640, 32}, {1280, 16}, {1280, 8}, /* SD 1.5 */
+        {320, 128}, {640, 64}, {1280, 32},            /* SDXL */
+    };
+    for (int a = 0; a < 2; a++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+            test_groupnorm(dt, dt, 1, shapes[i][0], shapes[i][1], shapes[i][1], 32,
+                           a ? SDT_ACT_SILU : SDT_ACT_IDENTITY);
+}
+
 static void test_groupnorms(sdt_dtype dt)
 {
     const sdt_dtype other = dt == SDT_F32 ? SDT_BF16 : SDT_F32;
@@ -541,6 +562,7 @@ static void test_groupnorms(sdt_dtype dt)
         test_groupnorm(dt, dt, 1, 64, 190, 201, 32, act);
         test_groupnorm(dt, dt, 1, 2560, 9, 11, 32, act);
     }
+    test_groupnorm_model_shapes(dt);
 }
 
 /* GEGLU x [rows, 2C] -> [rows, C]; io_dt: out's, dout's and dx's dtype; offset as in make_at. */
@@ -930,12 +952,25 @@ static void test_channels_last(sdt_dtype dt)
     if (dt != SDT_F32) test_conv_layout(dt, SDT_F32, 7, 3, 1, 16, 32); /* mixed dtypes: the f32 fallback, NHWC */
 }
 
-int main(void)
+/* gpu_cuda_ops [groupnorm]: every op, or only the GroupNorm checks (NCHW and channels-last, every dtype:
+ * bench/gnorm_gpu.sh's quick pass). */
+int main(int argc, char **argv)
 {
     if (!(gpu = gpu_test_backend("cuda_ops"))) return SDT_TEST_SKIP;
     cpu = sdt_backend_cpu_create(0);
     rng = sdt_test_rng_from_env("cuda_ops");
     sdt_dtype dts[3] = {SDT_F32, SDT_F16, SDT_BF16};
+    if (argc > 1 && strcmp(argv[1], "groupnorm") == 0) {
+        for (int i = 0; i < 3; i++) {
+            test_groupnorms(dts[i]);
+            g_channels_last = true;
+            test_groupnorms(dts[i]);
+            g_channels_last = false;
+        }
+        gpu->destroy(gpu);
+        cpu->destroy(cpu);
+        return sdt_test_finish("cuda_ops");
+    }
     for (int i = 0; i < 3; i++) {
         test_linear(dts[i]);
         test_linear_epilogues(dts[i], 222, 64, 96);

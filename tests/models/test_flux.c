@@ -153,6 +153,7 @@ static void check_refusals(const sdt_weights *w, const flux_config *cfg, void (*
               got.guidance == cfg->guidance && flux_load(&m, &got, mw, &err),
           "BFL's layout must load as the same model: \"%s\"", err.message);
     if (mw && bfl_check) bfl_check(&m, bfl_arg);
+    flux_free(&m);
     if (mw) sdt_weights_close(mw);
     unlink(path);
     /* no transformer under a prefix */
@@ -235,6 +236,7 @@ static void check_model(sdt_backend *be, sdt_test_rng *rng, const flux_config *c
         check_refusals(w, cfg, same_loss, &sm);
         free(ctxv), free(poolv);
     }
+    flux_free(&m);
     sdt_weights_close(w);
     unlink(path);
     free(latent), free(dout);

@@ -106,6 +106,7 @@ int main(int argc, char **argv)
         cli_write_all(cli_arg(argc, argv, "--dpooled"), dpooled, (size_t)(B * PD) * 4);
     }
     sdt_arena_release(&arena);
+    flux_free(&m);
     be->destroy(be);
     sdt_weights_close(w);
     free(latent), free(ts), free(gs), free(ctx), free(pooled), free(dout), free(dctx), free(dpooled);

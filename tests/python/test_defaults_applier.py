@@ -44,6 +44,27 @@ def check_defaults(plugin):
     # The trainers take the names defaults() gives.
     with plugin.hypernetwork_trainer() as trainer:
         trainer._config(dict(precision=o["precision"], latent_sampling=o["latent_sampling"], learn_rate=h["learn_rate"]))
+    # SD3.5 / Flux.1 (ABI 1.9): encoders reads as names ([]: all), and the embedding trainer takes it back, as
+    # "clip_l,t5xxl" or a list, with a rate per table and the encoder files and flow options of sdt_train_options.
+    check(e["encoders"] == [], "encoders default %r, want [] (every encoder of the family)" % (e["encoders"],))
+    with plugin.embedding_trainer() as trainer:
+        _config, (shared, parts), _keep = trainer._config(dict(
+            encoders="clip_l, t5xxl", learn_rate_clip_l="0.01", learn_rate_clip_g=0.02, learn_rate_t5xxl="1e-3:100, 1e-4",
+            clip_l_path="m/clip_l.safetensors", t5xxl_path="m/t5xxl_fp16.safetensors", vae_path="m/ae.safetensors",
+            timestep_sampling="mode", flow_weighting="cosmap", flow_shift=3.0, guidance=4.5, t5_max_length=128))
+        emb = parts["embedding"]
+        check(emb.encoders == _abi.ENCODERS["clip_l"] | _abi.ENCODERS["t5xxl"], "encoders bits %#x" % emb.encoders)
+        check(emb.learn_rate_clip_l == b"0.01" and emb.learn_rate_clip_g == b"0.02"
+              and emb.learn_rate_t5xxl == b"1e-3:100, 1e-4", "the per-table rates")
+        check(shared.clip_l_path == b"m/clip_l.safetensors" and shared.t5xxl_path == b"m/t5xxl_fp16.safetensors"
+              and shared.vae_path == b"m/ae.safetensors" and shared.timestep_sampling == b"mode"
+              and shared.flow_weighting == b"cosmap" and shared.flow_shift == 3.0 and shared.guidance == 4.5
+              and shared.t5_max_length == 128, "the SD3.5/Flux options of sdt_train_options")
+        _config, (shared, parts), _keep = trainer._config(dict(encoders=["clip_g"]))
+        check(parts["embedding"].encoders == _abi.ENCODERS["clip_g"], "encoders as a list")
+        _config, (shared, parts), _keep = trainer._config(dict(encoders=e["encoders"]))
+        check(parts["embedding"].encoders == 0, "encoders=[] is every encoder")
+        expect_error(lambda: trainer._config(dict(encoders="clip_l,t5")), "INVALID_ARGUMENT", "'t5'", "t5xxl")
 
 
 def floats(values):

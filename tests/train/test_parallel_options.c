@@ -70,12 +70,22 @@ static void test_checks(void)
     o.world_size = 2;
     o.rank = 1;
     CHECK(sdt_train_options_check(&o, "options->", &e), "rank 1 of 2, one process per device: %s", e.message);
-    /* in-process devices of a job of several ranks: refused while the job has no thread per device */
+    /* in-process devices: the whole job, or a part of a job of several processes */
     o = d;
     o.world_size = 2;
     o.devices = list;
     o.device_count = 2;
-    refused(&o, "this build runs data parallelism as one process per device only", "devices in one process");
+    CHECK(sdt_train_options_check(&o, "options->", &e), "two devices of a job of 2 in one process: %s", e.message);
+    o.world_size = 0;
+    CHECK(sdt_train_options_check(&o, "options->", &e), "two devices as the whole job: %s", e.message);
+    o.world_size = 4;
+    o.rank = 2;
+    CHECK(sdt_train_options_check(&o, "options->", &e), "ranks 2 and 3 of 4 in this process: %s", e.message);
+    o = d;
+    int32_t twice[3] = {1, 0, 1};
+    o.devices = twice;
+    o.device_count = 3;
+    refused(&o, "options->devices[0] and options->devices[2] both name CUDA device 1", "a device listed twice");
 }
 
 static void test_read_and_copy(void)

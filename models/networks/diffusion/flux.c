@@ -297,7 +297,21 @@ bool flux_load(flux_model *m, const flux_config *cfg, const sdt_weights *w, sdt_
              need_linear(w, &m->g2, H, H, error, "%stime_text_embed.guidance_embedder.linear_2", P);
     for (int l = 0; ok && l < c->double_layers; l++) ok = load_double(m, w, l, error);
     for (int l = 0; ok && l < c->single_layers; l++) ok = load_single(m, w, l, error);
+    if (ok && !(m->rope = calloc(1, sizeof *m->rope)))
+        ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "flux: out of memory for the RoPE cache");
     return ok;
+}
+
+void flux_free(flux_model *m)
+{
+    flux_rope_cache *r = m ? m->rope : NULL;
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        r->be->free(r->be, r->entry[i].cos.data);
+        r->be->free(r->be, r->entry[i].sin.data);
+    }
+    free(r);
+    m->rope = NULL;
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -423,6 +437,43 @@ static bool rope_tables(const flux_config *c, sdt_backend *be, const flux_acts *
     return ok;
 }
 
+/* The tables of a's shape from the model's cache, built there the first time; false with error empty when they
+ * are not cached (no cache, another backend, the cache full): the forward builds them in its arena. */
+static bool rope_cached(const flux_model *m, sdt_backend *be, flux_acts *a, sdt_error *error)
+{
+    flux_rope_cache *r = m->rope;
+    if (!r || (r->be && r->be != be)) return false;
+    for (int i = 0; i < r->n; i++) {
+        const flux_rope_entry *e = &r->entry[i];
+        if (e->ctx_tokens == a->ctx_tokens && e->grid_h == a->grid_h && e->grid_w == a->grid_w) {
+            a->cos = e->cos, a->sin = e->sin;
+            return true;
+        }
+    }
+    if (r->n == FLUX_ROPE_SHAPES) return false;
+    const int64_t S = (int64_t)a->ctx_tokens + a->tokens;
+    flux_rope_entry e = {.ctx_tokens = a->ctx_tokens, .grid_h = a->grid_h, .grid_w = a->grid_w};
+    e.cos = sdt_tensor_4d(NULL, SDT_F32, 2, S, m->cfg.head_dim, 0, 0);
+    e.sin = e.cos;
+    e.cos.device = e.sin.device = be->device;
+    const size_t bytes = sdt_tensor_nbytes(&e.cos);
+    e.cos.data = be->alloc(be, bytes);
+    e.sin.data = e.cos.data ? be->alloc(be, bytes) : NULL;
+    if (!e.sin.data || !rope_tables(&m->cfg, be, a, &e.cos, &e.sin, error)) {
+        if (e.cos.data) be->free(be, e.cos.data);
+        if (e.sin.data) be->free(be, e.sin.data);
+        if (!error->message[0])
+            sdt_fail(error, be->error.code ? be->error.code : SDT_ERR_OUT_OF_MEMORY,
+                     "flux: no memory for the RoPE tables: %s", be->error.message);
+        return false;
+    }
+    r->be = be;
+    r->entry[r->n++] = e;
+    r->builds++;
+    a->cos = e.cos, a->sin = e.sin;
+    return true;
+}
+
 /* Rows [off, off + n) of every batch element of joint [B, S, H] <-> part [B, n, H]. */
 static bool copy_rows(sdt_backend *be, sdt_tensor *joint, sdt_tensor *part, int64_t off, bool into_joint,
                       sdt_error *error)
@@ -505,7 +556,7 @@ static bool run_forward(const flux_model *m, sdt_backend *be, const flux_inputs 
     for (int64_t i = 0; i < M; i++) host[i] = 1.0f;
     bool ok = dit_upload_f32(be, &a->ones, host, error);
     free(host);
-    if (!ok || !rope_tables(c, be, a, &a->cos, &a->sin, error)) return false;
+    if (!ok || (a->rope_in_arena && !rope_tables(c, be, a, &a->cos, &a->sin, error))) return false;
     /* conditioning: temb = t2(silu(t1(sin(1000 t)))) [+ g2(silu(g1(sin(1000 g))))] + p2(silu(p1(pooled))) */
     const dit_linear *emb[2][2] = {{&m->t1, &m->t2}, {&m->g1, &m->g2}};
     const float *vals[2] = {in->timesteps, in->guidance};
@@ -599,8 +650,20 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     const int64_t N = a->tokens, T = a->ctx_tokens, S = N + T;
     const int64_t M = S > H ? S : H;
     a->ones = mu_alloc(arena, SDT_F32, 2, M, 1, 0, 0);
-    a->cos = mu_alloc(arena, SDT_F32, 2, S, c->head_dim, 0, 0);
-    a->sin = mu_alloc(arena, SDT_F32, 2, S, c->head_dim, 0, 0);
+    if (!arena->measuring) {
+        sdt_error rope_error = {0};
+        if (!rope_cached(m, be, a, &rope_error) && rope_error.message[0]) {
+            *error = rope_error;
+            return false;
+        }
+        a->rope_in_arena = !a->cos.data;
+    } else {
+        a->rope_in_arena = true; /* measured as if uncached: the bound holds either way */
+    }
+    if (a->rope_in_arena) {
+        a->cos = mu_alloc(arena, SDT_F32, 2, S, c->head_dim, 0, 0);
+        a->sin = mu_alloc(arena, SDT_F32, 2, S, c->head_dim, 0, 0);
+    }
     a->pooled_h = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->pooled_a = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     a->temb = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);

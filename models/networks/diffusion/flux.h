@@ -89,15 +89,37 @@ typedef struct flux_single_weights {
     dit_linear mlp, out;       /* proj_mlp [4H, H], proj_out [H, 5H] */
 } flux_single_weights;
 
+/* The RoPE tables depend only on the text length and the packed grid, so each shape's are built once, on the
+ * backend of the first forward that needs them, and kept with the model: a training run's steps (one shape per
+ * bucket) rebuild nothing. The forward's acts point at them (backward reads them there). */
+#define FLUX_ROPE_SHAPES 16 /* shapes kept; past that a forward builds its tables in its arena, as uncached */
+
+typedef struct flux_rope_entry {
+    int ctx_tokens, grid_h, grid_w;
+    sdt_tensor cos, sin; /* f32 [T + N, head_dim], memory from rope_cache.be->alloc */
+} flux_rope_entry;
+
+typedef struct flux_rope_cache {
+    sdt_backend *be; /* the tables' backend; a forward on another one builds its own in its arena */
+    int n;
+    flux_rope_entry entry[FLUX_ROPE_SHAPES];
+    int builds; /* tables built into the cache (a forward of a cached shape builds none) */
+} flux_rope_cache;
+
 typedef struct flux_model {
     flux_config cfg;
     dit_linear x_in, ctx_in, t1, t2, g1, g2, p1, p2, norm_out, proj_out;
     dit_stream_weights img[FLUX_MAX_LAYERS], ctx[FLUX_MAX_LAYERS];
     flux_single_weights single[FLUX_MAX_LAYERS];
+    flux_rope_cache *rope; /* owned (flux_free); NULL (a model not from flux_load): tables built per forward */
 } flux_model;
 
-/* Views into w (shape-checked; a missing or misshaped tensor is a sentence naming the file and the key). */
+/* Views into w (shape-checked; a missing or misshaped tensor is a sentence naming the file and the key), and an
+ * empty RoPE cache. m is overwritten: flux_free a loaded model before loading into it again. */
 bool flux_load(flux_model *m, const flux_config *cfg, const sdt_weights *w, sdt_error *error);
+/* Frees the RoPE cache (its tables through the backend they were built on: call this before destroying that
+ * backend). The weights are views and stay. m may be zeroed or already freed. */
+void flux_free(flux_model *m);
 
 typedef struct flux_inputs {
     const sdt_tensor *latent;  /* [B, C, h, w] unpacked, any float dtype, h and w even */
@@ -120,7 +142,8 @@ typedef struct flux_acts {
     sdt_tensor pooled_h, pooled_a, temb, silu_temb;
     sdt_tensor ctx0, img0;      /* the streams entering block 0 */
     sdt_tensor context, pooled; /* the inputs' shapes (for backward) */
-    sdt_tensor cos, sin;        /* RoPE tables [T + N, head_dim] */
+    sdt_tensor cos, sin;        /* RoPE tables [T + N, head_dim]: the model's cached ones, or in the arena */
+    bool rope_in_arena;         /* the tables were built in the forward's arena (not cached) */
     dit_stream_acts img[FLUX_MAX_LAYERS], ctx[FLUX_MAX_LAYERS];
     sdt_tensor joint[FLUX_MAX_LAYERS][5]; /* Q, K, V, O [B, T + N, H] (text first) and lse */
     sdt_tensor x_join;                    /* [B, T + N, H]: the single blocks' input */
@@ -132,7 +155,7 @@ typedef struct flux_acts {
 } flux_acts;
 
 /* Runs the transformer; acts->out is the result. With a measuring arena nothing is computed and arena->peak
- * gives the memory. */
+ * gives the memory (counting the RoPE tables, which a cached shape then does not take from the arena). */
 bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const flux_inputs *in, flux_acts *acts,
                   sdt_error *error);
 /* From d(out) [B, C, h, w] (f32) to dcontext [B, T, context_dim] and dpooled [B, pooled_dim] (f32, accumulated;

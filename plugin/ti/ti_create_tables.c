@@ -1,0 +1,207 @@
+/* ti_create_tables.c - a new SD3.5 / Flux.1 embedding's tables from the encoders' token embeddings; see
+ * ti_create_tables.h. */
+#include <glib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sentencepiece.h"
+#include "train/tokenizer_open.h"
+#include "ti/ti_create_tables.h"
+#include "transformer_keys.h"
+
+/* Where an encoder's token embedding sits in the canonical key space (transformer_keys.h). */
+static const struct {
+    sdt_tf_part part;
+    sdt_weights_part file_part;
+    const char *key, *key2;
+} encoder_rows[SDT_EMBEDDING_ENCODERS] = {
+    {SDT_TF_CLIP_L, SDT_PART_CLIP_L, SDT_TK_CLIP_L_PREFIX "text_model.embeddings.token_embedding.weight", NULL},
+    {SDT_TF_CLIP_G, SDT_PART_CLIP_G, SDT_TK_CLIP_G_PREFIX "text_model.embeddings.token_embedding.weight", NULL},
+    {SDT_TF_T5XXL, SDT_PART_T5XXL, SDT_TK_T5XXL_PREFIX "shared.weight",
+     SDT_TK_T5XXL_PREFIX "encoder.embed_tokens.weight"},
+};
+
+/* The spec's file for encoder k (NULL or "" when not given) and the field that names it. */
+static const char *spec_file(const sdt_embedding_spec *spec, int k)
+{
+    const char *p = k == 0 ? spec->clip_l_path : k == 1 ? spec->clip_g_path : spec->t5xxl_path;
+    return p && *p ? p : NULL;
+}
+
+typedef struct encoder_source {
+    sdt_weights *own; /* the spec's file, opened here; NULL when the checkpoint carries the encoder */
+    const sdt_tensor *rows;
+    const char *file;
+} encoder_source;
+
+static bool open_sources(const sdt_embedding_spec *spec, const sdt_weights *w, const sdt_tf_info *info,
+                         encoder_source src[SDT_EMBEDDING_ENCODERS], sdt_error *error)
+{
+    sdt_tf_info missing = *info; /* the spec's files supply what the checkpoint lacks */
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        if (spec_file(spec, k)) missing.has[encoder_rows[k].part] = true;
+    char *sentence = sdt_tf_missing_sentence_of(&missing, spec->model_path,
+                                                (1u << SDT_TF_CLIP_L) | (1u << SDT_TF_CLIP_G) | (1u << SDT_TF_T5XXL));
+    if (sentence) {
+        sdt_fail(error, SDT_ERR_NOT_FOUND, "%s (In the spec: clip_l_path, clip_g_path, t5xxl_path.)", sentence);
+        free(sentence);
+        return false;
+    }
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) {
+        if (!sdt_tf_family_needs(info->family, encoder_rows[k].part)) continue;
+        const char *given = spec_file(spec, k);
+        const sdt_weights *from = w;
+        src[k].file = spec->model_path;
+        if (given) {
+            if (!(src[k].own = sdt_weights_open_part(given, encoder_rows[k].file_part, error))) return false;
+            from = src[k].own;
+            src[k].file = given;
+        }
+        src[k].rows = sdt_weights_get(from, encoder_rows[k].key);
+        if (!src[k].rows && encoder_rows[k].key2) src[k].rows = sdt_weights_get(from, encoder_rows[k].key2);
+        if (!src[k].rows || src[k].rows->ndim != 2 || src[k].rows->shape[0] < 1 || src[k].rows->shape[1] < 1 ||
+            src[k].rows->device != SDT_DEVICE_CPU)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: the %s encoder has no [vocabulary, width] token embedding (%s)", src[k].file,
+                            sdt_tf_part_title(encoder_rows[k].part), encoder_rows[k].key);
+        if (src[k].rows->dtype != SDT_F32 && src[k].rows->dtype != SDT_F16 && src[k].rows->dtype != SDT_BF16)
+            return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                            "%s: the %s token embedding is %s; expected F32, F16, BF16 or fp8", src[k].file,
+                            sdt_tf_part_title(encoder_rows[k].part), sdt_dtype_name(src[k].rows->dtype));
+    }
+    return true;
+}
+
+static bool is_dir(const char *p)
+{
+    return p && g_file_test(p, G_FILE_TEST_IS_DIR);
+}
+
+/* T5's vocabulary (see the header for where it is looked for); NULL + a sentence naming the places. */
+static sdt_spm *open_t5_vocabulary(const sdt_embedding_spec *spec, sdt_error *error)
+{
+    GPtrArray *places = g_ptr_array_new_with_free_func(g_free);
+    if (is_dir(spec->model_path)) {
+        g_ptr_array_add(places, g_build_filename(spec->model_path, "tokenizer_3", NULL));
+        g_ptr_array_add(places, g_build_filename(spec->model_path, "tokenizer_2", NULL));
+    } else {
+        char *dir = g_path_get_dirname(spec->model_path);
+        g_ptr_array_add(places, g_build_filename(dir, "t5_tokenizer", NULL));
+        g_ptr_array_add(places, g_build_filename(dir, "tokenizer_3", NULL));
+        g_ptr_array_add(places, g_build_filename(dir, "tokenizer_2", NULL));
+        g_free(dir);
+    }
+    if (spec_file(spec, 2)) {
+        char *dir = g_path_get_dirname(spec->t5xxl_path);
+        g_ptr_array_add(places, g_build_filename(dir, "spiece.model", NULL));
+        g_ptr_array_add(places, g_build_filename(dir, "t5_tokenizer", NULL));
+        g_free(dir);
+    }
+    sdt_spm *t = NULL;
+    bool tried = false;
+    for (guint i = 0; i < places->len && !t && !tried; i++) {
+        const char *p = g_ptr_array_index(places, i);
+        if (!g_file_test(p, G_FILE_TEST_EXISTS)) continue;
+        tried = true; /* a vocabulary put there but unreadable is that file's sentence, not "none found" */
+        t = sdt_spm_load(p, error);
+    }
+    if (!t && !tried) {
+        GString *list = g_string_new(NULL);
+        for (guint i = 0; i < places->len; i++)
+            g_string_append_printf(list, "%s%s", i ? (i + 1 == places->len ? " or " : ", ") : "",
+                                   (const char *)g_ptr_array_index(places, i));
+        sdt_fail(error, SDT_ERR_NOT_FOUND,
+                 "%s: no T5 tokenizer found for the t5xxl table's init text (looked for %s); put T5's spiece.model "
+                 "or tokenizer.json (a diffusers SD3.5 folder's tokenizer_3/, or ComfyUI's "
+                 "comfy/text_encoders/t5_tokenizer/) in one of those, or create with an empty init text",
+                 spec->model_path, list->str);
+        g_string_free(list, TRUE);
+    }
+    g_ptr_array_free(places, TRUE);
+    return t;
+}
+
+/* The init text's ids through CLIP's tokenizer (CLIP-L and bigG share OpenAI's BPE vocabulary, as SDXL's do:
+ * it must fit the smaller of their token tables); *n 0 for an empty text. */
+static bool tokenize_clip(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, int64_t rows, int32_t **ids,
+                          size_t *n, sdt_error *error)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!spec->init_text || !*spec->init_text) return true;
+    sdt_tokenizer *tok = sdt_open_tokenizer(spec->tokenizer_path, spec->model_path, (int)rows, host, error);
+    if (!tok) return false;
+    sdt_tokenizer_tokenize(tok, spec->init_text, ids, n);
+    sdt_tokenizer_free(tok);
+    return true;
+}
+
+/* The init text's ids through T5's SentencePiece tokenizer; *n 0 for an empty text. */
+static bool tokenize_t5(const sdt_embedding_spec *spec, const sdt_tensor *rows, int32_t **ids, size_t *n,
+                        sdt_error *error)
+{
+    *ids = NULL;
+    *n = 0;
+    if (!spec->init_text || !*spec->init_text) return true;
+    sdt_spm *t5 = open_t5_vocabulary(spec, error);
+    if (!t5) return false;
+    if (sdt_spm_size(t5) > rows->shape[0]) {
+        sdt_fail(error, SDT_ERR_VALIDATION,
+                 "%s: T5's tokenizer has %d pieces but the T5 encoder has only %lld token rows; give the tokenizer "
+                 "made for this encoder",
+                 spec->model_path, (int)sdt_spm_size(t5), (long long)rows->shape[0]);
+        sdt_spm_free(t5);
+        return false;
+    }
+    bool ok = sdt_spm_tokenize(t5, spec->init_text, ids, n, error);
+    sdt_spm_free(t5);
+    return ok;
+}
+
+/* Table k's vector i = token row ids[floor(i * n / N)] of the text's first N tokens (A1111's rule). */
+static bool fill_table(const sdt_embedding *e, int k, const sdt_tensor *rows, const int32_t *ids, size_t n,
+                       const char *file, sdt_error *error)
+{
+    if (n > (size_t)e->n_vectors) n = (size_t)e->n_vectors;
+    if (n == 0) return true;
+    int width = e->encoder_dims[k];
+    size_t esz = sdt_dtype_size(rows->dtype);
+    float *table = sdt_embedding_table(e, k);
+    for (int i = 0; i < e->n_vectors; i++) {
+        int32_t id = ids[(size_t)i * n / (size_t)e->n_vectors];
+        if (id < 0 || id >= rows->shape[0])
+            return sdt_fail(error, SDT_ERR_VALIDATION, "%s: token id %d is past the %s encoder's %lld token rows", file,
+                            (int)id, sdt_embedding_encoder_key(k), (long long)rows->shape[0]);
+        sdt_load_f32((const char *)rows->data + (size_t)id * (size_t)width * esz, rows->dtype,
+                     table + (size_t)i * (size_t)width, width);
+    }
+    return true;
+}
+
+bool ti_create_tables(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, const sdt_weights *w,
+                      const sdt_tf_info *info, sdt_embedding *e, sdt_error *error)
+{
+    memset(e, 0, sizeof *e);
+    encoder_source src[SDT_EMBEDDING_ENCODERS];
+    memset(src, 0, sizeof src);
+    bool ok = open_sources(spec, w, info, src, error);
+    int dims[SDT_EMBEDDING_ENCODERS] = {0, 0, 0};
+    for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++) dims[k] = src[k].rows ? (int)src[k].rows->shape[1] : 0;
+    ok = ok && sdt_embedding_init_tables(e, spec->name, (int)spec->vectors_per_token, dims, error);
+    int64_t clip_rows = src[0].rows ? src[0].rows->shape[0] : 0;
+    if (src[1].rows && (!clip_rows || src[1].rows->shape[0] < clip_rows)) clip_rows = src[1].rows->shape[0];
+    int32_t *clip_ids = NULL, *t5_ids = NULL;
+    size_t n_clip = 0, n_t5 = 0;
+    ok = ok && (!clip_rows || tokenize_clip(spec, host, clip_rows, &clip_ids, &n_clip, error)) &&
+         (!src[2].rows || tokenize_t5(spec, src[2].rows, &t5_ids, &n_t5, error));
+    for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++)
+        if (src[k].rows)
+            ok = fill_table(e, k, src[k].rows, k < 2 ? clip_ids : t5_ids, k < 2 ? n_clip : n_t5, src[k].file, error);
+    free(clip_ids);
+    free(t5_ids);
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        if (src[k].own) sdt_weights_close(src[k].own);
+    if (!ok) sdt_embedding_free(e);
+    return ok;
+}

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SD3.5 and Flux.1 embeddings through sdt-host (issue 30): create-embedding on a tiny SAI SD3.5 all-in-one file
+# (CLIP-L, CLIP-G and T5 inside) and on a tiny BFL Flux transformer with --clip-l and --t5xxl, T5's tokenizer from
+# t5_tokenizer/ beside the model; inspect (text and JSON) names the family and each table; a missing encoder is
+# one sentence naming its option; encoder files for an SD 1.x model are refused. The values are checked in C
+# (tests/ti/test_create_tables.c).
+source "$(dirname "$0")/e2e_lib.sh"
+[ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
+
+# CLIP in transformers' names with the built-in tokenizer's 49408 rows (a diffusers folder's text_encoder/)
+"$SDT_MAKE_CHECKPOINT" --config tiny --text-only --layout diffusers --clip-vocab 49408 --out clip >/dev/null ||
+    fail "tiny CLIP"
+CLIP=clip/text_encoder/model.safetensors
+"$SDT_MAKE_CHECKPOINT" --config tiny-mmdit --out mmdit.safetensors >/dev/null || fail "tiny-mmdit"
+"$SDT_MAKE_CHECKPOINT" --config tiny-t5 --out t5.safetensors >/dev/null || fail "tiny-t5"
+"$SDT_MAKE_CHECKPOINT" --config tiny-flux --out flux-diffusers.safetensors >/dev/null || fail "tiny-flux"
+mkdir -p models
+"$SDT_MAKE_CHECKPOINT" --pack sai-sd3 --transformer mmdit.safetensors --t5xxl t5.safetensors --clip-l "$CLIP" \
+    --clip-g "$CLIP" --out models/sd35.safetensors >/dev/null || fail "pack sai-sd3"
+"$SDT_MAKE_CHECKPOINT" --pack bfl-flux --transformer flux-diffusers.safetensors --out models/flux1.safetensors \
+    >/dev/null || fail "pack bfl-flux"
+# T5's vocabulary (transformers' tokenizer.json) where ComfyUI users have it: t5_tokenizer/ beside the model
+mkdir -p models/t5_tokenizer
+printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
+'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
+'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
+'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+
+run_host create-embedding --name sd35-cat --vectors 2 --init-text "a cat" --model models/sd35.safetensors --out emb
+expect_rc 0 "create an SD3.5 embedding"
+run_host inspect --json emb/sd35-cat.safetensors
+expect_rc 0 "inspect the SD3.5 embedding (JSON)"
+[ "$(json_get "$OUT" family)" = sd3 ] || fail "SD3.5 embedding: family '$(json_get "$OUT" family)'"
+[ "$(json_get "$OUT" vectors)" = 2 ] || fail "SD3.5 embedding: $(json_get "$OUT" vectors) vectors"
+for table in clip_l clip_g t5xxl; do
+    grep -q "\"encoder\":.*\"$table\"" "$OUT" || fail "the SD3.5 embedding's JSON does not list its $table table"
+done
+run_host inspect emb/sd35-cat.safetensors
+expect_rc 0 "inspect the SD3.5 embedding (text)"
+grep -qE '^vectors: +2 x [0-9]+ \([0-9]+ clip_l \+ [0-9]+ clip_g \+ [0-9]+ t5xxl\)$' "$OUT" ||
+    fail "inspect's text does not give the tables' widths"
+grep -qE '^family: +SD3.5 ' "$OUT" || fail "inspect's text does not name SD3.5"
+grep -qE '^init text: +a cat$' "$OUT" || fail "inspect's text lost the init text"
+
+run_host create-embedding --name flux-cat --vectors 3 --init-text "a cat" --model models/flux1.safetensors --out emb
+expect_error "Flux without its encoders" "--clip-l FILE" "--t5xxl FILE"
+run_host create-embedding --name flux-cat --vectors 3 --init-text "a cat" --model models/flux1.safetensors \
+    --clip-l "$CLIP" --t5xxl t5.safetensors --out emb
+expect_rc 0 "create a Flux embedding from separate encoder files"
+run_host inspect --json emb/flux-cat.safetensors
+[ "$(json_get "$OUT" family)" = flux ] || fail "Flux embedding: family '$(json_get "$OUT" family)'"
+grep -q '"encoder":.*"clip_g"' "$OUT" && fail "a Flux embedding has a clip_g table"
+run_host inspect emb/flux-cat.safetensors
+grep -qE '^vectors: +3 x [0-9]+ \([0-9]+ clip_l \+ [0-9]+ t5xxl\)$' "$OUT" || fail "Flux: inspect's widths"
+grep -qE '^family: +Flux.1 ' "$OUT" || fail "inspect's text does not name Flux.1"
+
+# T5 stored in fp8 (t5xxl_fp8_e4m3fn.safetensors): read and upcast
+"$SDT_MAKE_CHECKPOINT" --pack plain --t5xxl t5.safetensors --fp8 e4m3 --out t5xxl_fp8_e4m3fn.safetensors >/dev/null ||
+    fail "pack an fp8 T5"
+run_host create-embedding --name flux-fp8 --vectors 2 --init-text "a cat" --model models/flux1.safetensors \
+    --clip-l "$CLIP" --t5xxl t5xxl_fp8_e4m3fn.safetensors --out emb
+expect_rc 0 "create a Flux embedding with an fp8 T5"
+run_host inspect --json emb/flux-fp8.safetensors
+[ "$(json_get "$OUT" finite)" = true ] || fail "the fp8 T5's rows are not finite"
+# a file that is not the encoder its option takes
+run_host create-embedding --name wrong --model models/flux1.safetensors --clip-l t5.safetensors --t5xxl t5.safetensors \
+    --out emb
+expect_error "a T5 file given as --clip-l" "--clip-l FILE" "t5.safetensors"
+
+# the encoder options belong to SD3.5 and Flux.1
+run_host create-embedding --name sd1 --model "$MODEL" --t5xxl t5.safetensors --out emb
+expect_error "--t5xxl for an SD 1.x model" "--t5xxl" "SD3.5"
+[ -e emb/sd1.safetensors ] && fail "a refused create wrote a file"
+
+e2e_finish
