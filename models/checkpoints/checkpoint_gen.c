@@ -468,6 +468,11 @@ bool sdt_ckpt_convert(const char *src, const char *path, sdt_ckpt_layout layout,
     spec.layout = layout;
     gen_ctx g = {.spec = &spec, .error = error};
     bool ok = sd_config_detect(w, &spec.config, error);
+    if (ok && sd_config_is_transformer(&spec.config))
+        ok = sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                      "%s: checkpoints of the family %s are not converted between the LDM and diffusers layouts "
+                      "(sdtrain, ComfyUI and Forge read SAI's all-in-one file as it is)",
+                      src, sd_family_title(spec.config.family));
     size_t n = ok ? sdt_weights_count(w) : 0;
     /* To the LDM layout, an OpenCLIP encoder the folder keeps in transformers' names goes back to OpenCLIP's. */
     clip_config oc;

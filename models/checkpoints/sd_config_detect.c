@@ -111,11 +111,10 @@ bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *e
     const char *path = sdt_weights_path(w);
     bool folder = g_file_test(path, G_FILE_TEST_IS_DIR);
     sdt_tf_info tf;
-    if (sdt_tf_detect(w, &tf))
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this is a %s checkpoint (%s); sdtrain reads it (inspect describes it) but does not "
-                        "train the %s family yet: use an SD 1.x, SD 2.x or SDXL checkpoint",
-                        path, tf.variant, tf.layout, sdt_tf_family_title(tf.family));
+    if (sdt_tf_detect(w, &tf)) {
+        const sdt_weights *none[SD_PART_COUNT] = {NULL};
+        return sd_config_detect_parts(w, none, cfg, error);
+    }
     if (folder && !sdt_diffusers_index_check(path, error)) return false;
     bool refused, sdxl = is_sdxl(w, error, &refused);
     if (refused) return false;
@@ -162,4 +161,120 @@ bool sd_model_load(sd_model *m, const sdt_weights *w, sdt_backend *be, sdt_error
     if (!sd_config_detect(w, &cfg, error)) return false;
     if (!sd_weights_check_finite(&cfg, w, error)) return false;
     return sd_model_bind(m, &cfg, w, be, error);
+}
+
+/* ---------------------------------------------------------------- the transformer families */
+
+_Static_assert((int)SD_PART_DENOISER == (int)SDT_TF_TRANSFORMER && (int)SD_PART_CLIP_L == (int)SDT_TF_CLIP_L &&
+                   (int)SD_PART_CLIP_G == (int)SDT_TF_CLIP_G && (int)SD_PART_T5XXL == (int)SDT_TF_T5XXL &&
+                   (int)SD_PART_VAE == (int)SDT_TF_VAE && (int)SD_PART_COUNT == (int)SDT_TF_PART_COUNT,
+               "sd_part follows sdt_tf_part");
+
+const char *sd_part_option_field(sd_part p)
+{
+    switch (p) {
+        case SD_PART_CLIP_L:
+            return "clip_l_path";
+        case SD_PART_CLIP_G:
+            return "clip_g_path";
+        case SD_PART_T5XXL:
+            return "t5xxl_path";
+        case SD_PART_VAE:
+            return "vae_path";
+        default:
+            return "model_path";
+    }
+}
+
+void sd_config_part_sources(const sd_config *cfg, const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT],
+                            const sdt_weights *out[SD_PART_COUNT])
+{
+    bool tf = sd_config_is_transformer(cfg);
+    for (int p = 0; p < SD_PART_COUNT; p++) out[p] = given && given[p] ? given[p] : w;
+    if (!tf) out[SD_PART_T5XXL] = NULL;
+    if (cfg->clip2.width <= 0) out[SD_PART_CLIP_G] = NULL;
+}
+
+/* The parts of SD3 meet: T5's width is the context's, CLIP-L + bigG fit in it (zero-padded) and their
+ * projections make the pooled vector, the VAE's latents are the transformer's channels. */
+static bool sd3_parts_meet(const sd_config *c, const sdt_weights *const src[SD_PART_COUNT], sdt_error *error)
+{
+    const char *tf = sdt_weights_path(src[SD_PART_DENOISER]);
+    if (c->mmdit.context_dim != c->t5.d_model || c->clip.width + c->clip2.width > c->mmdit.context_dim)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer attends to a context %d wide, but T5 (%s) is %d wide and CLIP-L + "
+                        "CLIP-G (%s, %s) %d + %d; the parts come from different models",
+                        tf, c->mmdit.context_dim, sdt_weights_path(src[SD_PART_T5XXL]), c->t5.d_model,
+                        sdt_weights_path(src[SD_PART_CLIP_L]), sdt_weights_path(src[SD_PART_CLIP_G]), c->clip.width,
+                        c->clip2.width);
+    int pooled = clip_pooled_dim(&c->clip) + clip_pooled_dim(&c->clip2);
+    if (c->mmdit.pooled_dim != pooled)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer's pooled projection takes %d values, but CLIP-L's and CLIP-G's "
+                        "projections (%s, %s) give %d + %d; the parts come from different models",
+                        tf, c->mmdit.pooled_dim, sdt_weights_path(src[SD_PART_CLIP_L]),
+                        sdt_weights_path(src[SD_PART_CLIP_G]), clip_pooled_dim(&c->clip), clip_pooled_dim(&c->clip2));
+    if (c->mmdit.in_channels != c->vae.z_channels)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer denoises %d latent channels, but the VAE (%s) makes %d; SD3.5 takes "
+                        "its own 16-channel VAE",
+                        tf, c->mmdit.in_channels, sdt_weights_path(src[SD_PART_VAE]), c->vae.z_channels);
+    return true;
+}
+
+static sd_family sd3_family_of(const sd_config *c)
+{
+    sd_config p = sd_config_preset(SD_FAMILY_TINY_SD3);
+    bool tiny = same_clip(&c->clip, &p.clip) && same_clip(&c->clip2, &p.clip2) && same_vae(&c->vae, &p.vae) &&
+                c->mmdit.layers == p.mmdit.layers &&
+                c->mmdit.heads * c->mmdit.head_dim == p.mmdit.heads * p.mmdit.head_dim &&
+                c->t5.d_model == p.t5.d_model && c->t5.layers == p.t5.layers;
+    return tiny ? SD_FAMILY_TINY_SD3 : SD_FAMILY_SD3;
+}
+
+bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT], sd_config *cfg,
+                            sdt_error *error)
+{
+    const char *path = sdt_weights_path(w);
+    sdt_tf_info tf;
+    if (!sdt_tf_detect(w, &tf))
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: no SD3.5 or Flux.1 transformer in this file (model.diffusion_model.joint_blocks.* or "
+                        "transformer_blocks.*); give the model's checkpoint as the model and the encoder files with "
+                        "clip_l_path, clip_g_path, t5xxl_path and vae_path",
+                        path);
+    if (tf.family != SDT_TF_SD3)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: this is a %s checkpoint (%s); sdtrain reads it (inspect describes it) but does not "
+                        "train the %s family yet: use an SD3/SD3.5, SD 1.x, SD 2.x or SDXL checkpoint",
+                        path, tf.variant, tf.layout, sdt_tf_family_title(tf.family));
+    sdt_tf_info have = tf;
+    for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++) have.has[p] = tf.has[p] || (given && given[p]);
+    char *missing = sdt_tf_missing_sentence(&have, path);
+    if (missing) {
+        GString *fields = g_string_new(NULL);
+        for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++)
+            if (sdt_tf_family_needs(tf.family, (sdt_tf_part)p) && !have.has[p])
+                g_string_append_printf(fields, "%s%s", fields->len ? ", " : "", sd_part_option_field((sd_part)p));
+        size_t len = strlen(missing);
+        if (len && missing[len - 1] == '.') missing[len - 1] = '\0'; /* the fields join the sentence */
+        sdt_fail(error, SDT_ERR_VALIDATION, "%s (sdt_train_options: %s).", missing, fields->str);
+        g_string_free(fields, TRUE);
+        g_free(missing);
+        return false;
+    }
+    sd_config c;
+    memset(&c, 0, sizeof(c));
+    c.family = SD_FAMILY_SD3;
+    const sdt_weights *src[SD_PART_COUNT];
+    for (int p = 0; p < SD_PART_COUNT; p++) src[p] = given && given[p] ? given[p] : w;
+    if (!mmdit_config_detect(src[SD_PART_DENOISER], SD_SD3_TRANSFORMER_PREFIX, &c.mmdit, error) ||
+        !clip_config_detect_at(src[SD_PART_CLIP_L], CLIP_SLOT_SD3_L, &c.clip, error) ||
+        !clip_config_detect_at(src[SD_PART_CLIP_G], CLIP_SLOT_SD3_G, &c.clip2, error) ||
+        !t5_config_detect(src[SD_PART_T5XXL], SD_SD3_T5_PREFIX, &c.t5, error) ||
+        !vae_config_detect(src[SD_PART_VAE], &c.vae, error) || !sd3_parts_meet(&c, src, error))
+        return false;
+    c.family = sd3_family_of(&c);
+    *cfg = c;
+    return true;
 }

@@ -20,6 +20,19 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
  * first fails) from "a checkpoint whose yaml is wrong" (the second fails) by the step. */
 bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error);
+/* The config of a transformer-family checkpoint (SD3/SD3.5) whose parts may come from files of their own:
+ * given[p] (opened with sdt_weights_open_part) supplies part p, NULL takes it from w. A part neither w nor
+ * given supplies is transformer_detect's sentence naming the option (and the sdt_train_options field); a
+ * Flux.1 checkpoint is refused by name (not trained yet); parts from different models (widths that do not
+ * meet) are a sentence naming the files. A w without a transformer is an error saying so. */
+bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT], sd_config *cfg,
+                            sdt_error *error);
+/* Each part's weights for binding: given[p], else w (NULL for a part the family lacks). */
+void sd_config_part_sources(const sd_config *cfg, const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT],
+                            const sdt_weights *out[SD_PART_COUNT]);
+/* The sdt_train_options field that supplies part p ("clip_l_path", "clip_g_path", "t5xxl_path", "vae_path"). */
+const char *sd_part_option_field(sd_part p);
+
 /* Whether the keys are an SDXL checkpoint's (conditioner.embedders.*: the base or the refiner), from the
  * names alone (nothing is read). */
 bool sd_weights_are_sdxl(const sdt_weights *w);

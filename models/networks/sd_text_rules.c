@@ -3,7 +3,7 @@
 
 sd_text_rules sd_text_rules_of(const sd_config *cfg)
 {
-    bool sdxl = cfg->clip2.width > 0;
+    bool sdxl = cfg->clip2.width > 0 && !sd_config_is_transformer(cfg); /* SD3 has its own rules (sd3_text.h) */
     return (sd_text_rules){.sdxl = sdxl,
                            .clip_skip_applies = !sdxl && !cfg->clip.pad_zero,
                            .pad_zero = cfg->clip.pad_zero,

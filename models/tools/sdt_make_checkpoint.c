@@ -1,6 +1,6 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3 --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
@@ -26,6 +26,10 @@
  * test model or Flux dev's / schnell's shapes (11.9 billion parameters: use --dtype bf16 for a 24 GB file).
  * tiny-vae16 writes the 16-channel VAE of SD3/SD3.5 and Flux.1 (no quant convs) alone, tiny (vae_config_tiny16),
  * in the LDM names at the top as Flux's ae.safetensors has them (vae_gen.h).
+ * tiny-sd3 writes a whole tiny SD3.5 model (sd_config_preset(SD_FAMILY_TINY_SD3): MMDiT, CLIP-L, CLIP-G, T5 and the
+ * 16-channel VAE, their widths meeting) in SAI's all-in-one layout (sd3_gen.h); --without clip_l,clip_g,t5xxl,vae
+ * leaves parts out (e.g. --without t5xxl: sd3.5_medium.safetensors without T5), --part clip_l|clip_g|t5xxl|vae
+ * writes one part alone (a lone file's names); the same seed gives a part the same tensors in either file.
  * --pack writes the transformer families' files as people have them (transformer_pack.h) from diffusers-named
  * files (--transformer: tiny-mmdit's output, or a Flux transformer in diffusers' names): sai-sd3 (SAI's SD3/SD3.5
  * all-in-one, with the parts given: --t5xxl, --clip-l, --clip-g in transformers' names, --vae in LDM names),
@@ -42,6 +46,7 @@
 #include "checkpoint_gen.h"
 #include "flux_gen.h"
 #include "mmdit_gen.h"
+#include "sd3_gen.h"
 #include "t5_gen.h"
 #include "vae_gen.h"
 #include "transformer_pack.h"
@@ -51,7 +56,8 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(
         stderr,
-        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "                           [--without clip_l,clip_g,t5xxl,vae | --part clip_l|clip_g|t5xxl|vae] (tiny-sd3)\n"
         "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
         "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
         "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
@@ -142,6 +148,48 @@ static bool parse_dtype(const char *s, sdt_dtype *out)
     return true;
 }
 
+/* sd_part of "clip_l", "clip_g", "t5xxl", "vae" (SD_PART_DENOISER for anything else). */
+static sd_part sd3_part_of(const char *name, size_t len)
+{
+    static const char *const names[SD_PART_COUNT] = {"", "clip_l", "clip_g", "t5xxl", "vae"};
+    for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++)
+        if (strlen(names[p]) == len && !strncmp(name, names[p], len)) return (sd_part)p;
+    return SD_PART_DENOISER;
+}
+
+/* --config tiny-sd3: the all-in-one file without the parts listed, or one part alone. */
+static int sd3_main(const sdt_ckpt_spec *spec, const char *out, const char *without, const char *part)
+{
+    if (spec->layout != SDT_CKPT_LDM || spec->text_only || spec->vae_only || spec->unet_only || spec->unet_output_set)
+        return usage("tiny-sd3 takes only --out, --dtype, --seed, --perturb-all, --without and --part");
+    if (without && part) return usage("--without and --part exclude each other");
+    sd_config cfg = sd_config_preset(SD_FAMILY_TINY_SD3);
+    sdt_error error = {0};
+    bool ok;
+    if (part) {
+        sd_part p = sd3_part_of(part, strlen(part));
+        if (p == SD_PART_DENOISER) return usage("--part must be clip_l, clip_g, t5xxl or vae");
+        ok = sd3_generate_part(out, &cfg, p, spec->dtype, spec->seed, spec->perturb_all, &error);
+    } else {
+        bool in[SD_PART_COUNT] = {true, true, true, true, true};
+        for (const char *s = without; s && *s;) {
+            size_t len = strcspn(s, ",");
+            sd_part p = sd3_part_of(s, len);
+            if (p == SD_PART_DENOISER) return usage("--without takes clip_l, clip_g, t5xxl and vae, comma-separated");
+            in[p] = false;
+            s += len + (s[len] == ',');
+        }
+        ok = sd3_generate(out, &cfg, in, spec->dtype, spec->seed, spec->perturb_all, &error);
+    }
+    if (!ok) {
+        fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
+        return 1;
+    }
+    printf("wrote %s (tiny SD3.5 %s%s, seed %llu)\n", out, part ? part : "all-in-one",
+           without ? " without the parts named" : "", (unsigned long long)spec->seed);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -150,7 +198,7 @@ int main(int argc, char **argv)
     memset(&spec, 0, sizeof(spec));
     spec.dtype = SDT_F32;
     spec.layout = SDT_CKPT_LDM;
-    const char *out = NULL, *config = NULL, *from = NULL;
+    const char *out = NULL, *config = NULL, *from = NULL, *without = NULL, *part = NULL;
     bool dtype_given = false;
     long clip_vocab = 0, unet_in = 0;
     bool openclip = false;
@@ -162,6 +210,10 @@ int main(int argc, char **argv)
             out = argv[++i];
         else if (!strcmp(a, "--from") && v)
             from = argv[++i];
+        else if (!strcmp(a, "--without") && v)
+            without = argv[++i];
+        else if (!strcmp(a, "--part") && v)
+            part = argv[++i];
         else if (!strcmp(a, "--seed") && v)
             spec.seed = strtoull(argv[++i], NULL, 0);
         else if (!strcmp(a, "--dtype") && v) {
@@ -219,6 +271,9 @@ int main(int argc, char **argv)
         printf("wrote %s (%s in the %s layout)\n", out, from, spec.layout == SDT_CKPT_LDM ? "ldm" : "diffusers");
         return 0;
     }
+    if ((without || part) && (!config || strcmp(config, "tiny-sd3")))
+        return usage("--without and --part are tiny-sd3's");
+    if (config && !strcmp(config, "tiny-sd3")) return sd3_main(&spec, out, without, part);
     if (config && (!strcmp(config, "tiny-t5") || !strcmp(config, "t5xxl"))) {
         if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
             clip_vocab || unet_in || spec.unet_output_set)
@@ -277,7 +332,9 @@ int main(int argc, char **argv)
     if (!config || !sd_family_parse(config, &family))
         return usage("--config must be tiny, sd15, sd2, tiny-sdxl, sdxl, tiny-t5, t5xxl, tiny-mmdit, sd3-mmdit, "
                      "sd35-medium-mmdit, sd35-large-mmdit, tiny-vae16, tiny-flux, "
-                     "flux-dev or flux-schnell");
+                     "flux-dev, flux-schnell or tiny-sd3");
+    if (family == SD_FAMILY_SD3)
+        return usage("a full-size SD3.5 model: write its parts (sd35-large-mmdit, t5xxl, ...)");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
     spec.config = sd_config_preset(family);

@@ -257,7 +257,11 @@ static bool generate_settings(const sdt_hn_applier *a, const sdt_generate_reques
                                          a->count,
                                          (const char *const *)a->paths,
                                          a->strengths,
-                                         sampler};
+                                         sampler,
+                                         r.clip_l_path,
+                                         r.clip_g_path,
+                                         r.t5xxl_path,
+                                         r.vae_path};
     return true;
 }
 

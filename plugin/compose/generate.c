@@ -15,6 +15,7 @@
 #include "hn/hn_hook.h"
 #include "ti/embedding_file.h"
 #include "sd_text_rules.h"
+#include "train/flow_preview.h"
 #include "train/preview.h"
 #include "train/sd_runtime.h"
 #include "train/tokenizer_open.h"
@@ -25,6 +26,7 @@ typedef struct generate_run {
     sd_runtime rt;
     bool rt_open;
     sdt_tokenizer *tok;
+    sdt_spm *t5_tok; /* SD3: T5's tokenizer */
     sdt_hn_binding *binding;
     sdt_embedding emb;
     bool have_emb;
@@ -42,6 +44,7 @@ static void generate_close(generate_run *g)
     if (g->binding) sdt_hn_binding_free(g->binding);
     for (int k = 0; k < g->count; k++) sdt_hn_free(g->members[k]);
     if (g->tok) sdt_tokenizer_free(g->tok);
+    if (g->t5_tok) sdt_spm_free(g->t5_tok);
     if (g->rt_open) sd_runtime_close(&g->rt);
     if (g->pb.be) plugin_backend_close(&g->pb);
 }
@@ -84,14 +87,65 @@ static bool generate_embedding(generate_run *g, const sdt_compose_generate_setti
     return true;
 }
 
+/* SD3/SD3.5: the prompts through its three encoders, the flow-matching Euler walk (train/flow_preview.h). */
+static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
+{
+    const sd_config *c = &g->rt.cfg;
+    if (s->chain_count > 0)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s (%s) is a transformer model, and no host applies A1111 hypernetworks to SD3.5/Flux "
+                        "transformers: generate without the hypernetworks",
+                        s->model_path, sd_family_title(c->family));
+    if (s->clip_skip > 1)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "request.clip_skip %d: SD3.5 reads CLIP's penultimate layers as its pipeline does; leave it "
+                        "at 1",
+                        s->clip_skip);
+    int f = vae_factor(&c->vae) * c->mmdit.patch;
+    if (s->width % f || s->height % f)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "width %d x height %d: %s needs sides that are multiples of %d; round them to a multiple of %d",
+                        s->width, s->height, s->model_path, f, f);
+    g->tok = sdt_open_tokenizer(s->tokenizer_path, s->model_path, c->clip.vocab, NULL, error);
+    if (!g->tok) return false;
+    g->t5_tok = sdt_open_t5_tokenizer(s->t5xxl_path, s->model_path, c->t5.vocab, NULL, error);
+    if (!g->t5_tok) return false;
+    sdt_slot_rules rules = {.placeholder_id = -1, .slot_token = 0, .pad_id = sdt_tokenizer_eos(g->tok)};
+    sdt_t5_slot_rules t5_rules = {.placeholder_id = -1, .slot_token = 0};
+    if (!generate_embedding(g, s, &rules, error)) return false;
+    if (g->have_emb) {
+        if (!sdt_spm_add_token(g->t5_tok, g->emb.name, &t5_rules.placeholder_id, error)) return false;
+        t5_rules.n_vectors = g->emb.n_vectors;
+    }
+    sdt_flow_preview_request rq = {.prompt = s->prompt,
+                                   .negative = s->negative ? s->negative : "",
+                                   .width = s->width,
+                                   .height = s->height,
+                                   .steps = s->steps,
+                                   .cfg_scale = s->cfg_scale,
+                                   .seed = s->seed,
+                                   .t5_len = 256, /* StableDiffusion3Pipeline's max_sequence_length */
+                                   .shift = sdt_flow_timesteps_sd3()};
+    uint8_t *image = NULL;
+    if (!sdt_flow_preview_render(&g->rt, &g->wa, g->tok, &rules, g->t5_tok, &t5_rules, g->rows.data ? &g->rows : NULL,
+                                 &rq, &image, error))
+        return false;
+    memcpy(rgb, image, (size_t)s->width * (size_t)s->height * 3);
+    free(image);
+    return true;
+}
+
 static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     if (!s->model_path || !s->model_path[0])
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model given: set the model path to an SD checkpoint");
     if (!s->prompt) return sdt_fail(error, SDT_ERR_VALIDATION, "no prompt given: set the prompt (\"\" is allowed)");
     if (!plugin_backend_open(&g->pb, s->device, 0, s->cpu_threads, NULL, error)) return false;
-    if (!sd_runtime_open(&g->rt, s->model_path, g->pb.be, SDT_F32, SD_PREDICTION_AUTO, false, error)) return false;
+    const char *const parts[SD_PART_COUNT] = {NULL, s->clip_l_path, s->clip_g_path, s->t5xxl_path, s->vae_path};
+    if (!sd_runtime_read_parts(&g->rt, s->model_path, parts, g->pb.be, false, error)) return false;
+    if (!sd_runtime_place(&g->rt, SDT_F32, SD_PREDICTION_AUTO, error)) return false;
     g->rt_open = true;
+    if (sd_config_is_transformer(&g->rt.cfg)) return generate_flow(g, s, rgb, error);
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
     if (s->width % f || s->height % f)
         return sdt_fail(error, SDT_ERR_VALIDATION,

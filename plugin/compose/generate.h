@@ -1,5 +1,5 @@
 /* generate.h - one txt2img image through the plugin's own sampler (train/preview.h: DDIM with
- * classifier-free guidance, the VAE's decode) on a checkpoint, with a chain of hypernetworks on
+ * classifier-free guidance, the VAE's decode; SD3/SD3.5: train/flow_preview.h's flow-matching Euler) on a checkpoint, with a chain of hypernetworks on
  * the UNet's K/V hook in eval mode and optionally an embedding in the prompts. It combines the
  * methods (an embedding, hypernetworks), so it lives with the composition, not in either method's
  * folder. Behind the applier's generate (ABI 1.4) and sdt-host's generate command. */
@@ -27,6 +27,8 @@ typedef struct sdt_compose_generate_settings {
     const char *const *chain_paths;
     const float *chain_strengths;
     sdt_sampler_kind sampler; /* train/sampler.h */
+    /* SD3/SD3.5: the parts a checkpoint lacks (NULL or "": its own), as sdt_train_options' */
+    const char *clip_l_path, *clip_g_path, *t5xxl_path, *vae_path;
 } sdt_compose_generate_settings;
 
 /* rgb: width * height * 3 bytes. false + one sentence (the file, the field, the fix). */

@@ -33,8 +33,9 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
 /* Phase 2, after the model: the embedding fits the text encoder; its name becomes a token whose
  * occurrences take its rows (job->rules). */
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error);
-/* Whether the embedding's rows fit the model's text encoders (SDXL: clip_l and clip_g); false + a
- * sentence naming path and both shapes. Training and generating check the same way. */
+/* Whether the embedding's rows fit the model's text encoders (SDXL: clip_l and clip_g; SD3: a table per encoder,
+ * encoder_dims, each its encoder's width); false + a sentence naming path and both shapes. Training and
+ * generating check the same way. */
 bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, const char *path, sdt_error *error);
 /* Phase 3, after the data: the rows on the device, AdamW over them, the parameter group. */
 bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error);

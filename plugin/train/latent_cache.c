@@ -20,6 +20,11 @@ bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scal
     return lc->items != NULL;
 }
 
+void latent_cache_set_shift(latent_cache *lc, float shift)
+{
+    lc->shift = shift;
+}
+
 bool latent_cache_enable_flip(latent_cache *lc)
 {
     if (!lc->flipped) lc->flipped = calloc((size_t)(lc->n > 0 ? lc->n : 1), sizeof(latent_entry));
@@ -156,7 +161,7 @@ static bool encode_entry(latent_cache *lc, latent_entry *e, uint64_t noise_slot,
             sdt_rng_normal_fill(lc->seed, SDT_RNG_LATENT_SAMPLE, noise_slot * n, noise, (int64_t)n);
         }
         for (size_t i = 0; i < n; i++)
-            e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f));
+            e->value[i] = lc->scaling * (e->value[i] + (noise ? e->std[i] * noise[i] : 0.0f) - lc->shift);
         free(noise);
         free(e->std);
         e->std = NULL;
@@ -216,5 +221,5 @@ void latent_cache_get(const latent_cache *lc, int index, uint64_t draw, bool fli
      * image and its mirrored twin) apart */
     uint64_t slot = (uint64_t)index + (e == &lc->items[index] ? 0 : (uint64_t)lc->n);
     sdt_rng_normal_fill(sdt_rng_derive(lc->seed, draw), SDT_RNG_LATENT_SAMPLE, slot * (uint64_t)n, out, n);
-    for (int64_t i = 0; i < n; i++) out[i] = lc->scaling * (e->value[i] + e->std[i] * out[i]);
+    for (int64_t i = 0; i < n; i++) out[i] = lc->scaling * (e->value[i] + e->std[i] * out[i] - lc->shift);
 }

@@ -31,6 +31,7 @@ typedef struct latent_entry {
 typedef struct latent_cache {
     latent_method method;
     float scaling;
+    float shift; /* the 16-channel VAE's (SD3, Flux): latents = scaling (z - shift); 0 for SD's */
     uint64_t seed;
     int n;
     latent_entry *items;
@@ -38,6 +39,8 @@ typedef struct latent_cache {
 } latent_cache;
 
 bool latent_cache_init(latent_cache *lc, int n, latent_method method, float scaling, uint64_t seed);
+/* The VAE's latent shift (vae_config.shift), before the first encode; init leaves it 0. */
+void latent_cache_set_shift(latent_cache *lc, float shift);
 /* The flip option: every encode also caches the image mirrored left-right, through the VAE (as
  * kohya's flip_aug does: a VAE is not exactly mirror-symmetric, so the latent is not mirrored
  * instead). Before the first encode. false: out of memory. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sd_text_rules.h"
+#include "sdtrain.h"
 #include "train/prompt.h"
 #include "train/text_cache.h"
 
@@ -219,9 +220,88 @@ static bool forward_sdxl(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
     return true;
 }
 
+/* A view of rows' table t (of the table-major layout: clip_l, clip_g, t5xxl; widths w[]) as [n, w[t]]. */
+static sdt_tensor table_view(const sdt_tensor *rows, const int64_t w[3], int t)
+{
+    int64_t n = rows->shape[0], before = 0;
+    for (int i = 0; i < t; i++) before += w[i];
+    int64_t shape[2] = {n, w[t]};
+    void *data = rows->data ? (char *)rows->data + (size_t)(n * before) * sdt_dtype_size(rows->dtype) : NULL;
+    return sdt_tensor_make(data, rows->dtype, rows->device, 2, shape);
+}
+
+static bool sd3_table_widths(sd_runtime *rt, const sdt_tensor *rows, int64_t w[3], sdt_error *error)
+{
+    w[0] = rt->cfg.clip.width, w[1] = rt->cfg.clip2.width, w[2] = rt->cfg.t5.d_model;
+    if (rows->ndim != 2 || rows->shape[1] != w[0] + w[1] + w[2])
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "an SD3 embedding's rows must be [n, %lld + %lld + %lld] (clip_l, clip_g, t5xxl tables)",
+                        (long long)w[0], (long long)w[1], (long long)w[2]);
+    return true;
+}
+
+/* SD3's three encoders on one 77-token sequence for each CLIP and T5's own ids (sd3_text.h). */
+static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    if (in->chunks != 1)
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "SD3 conditions on one 77-token sequence per encoder, not %d chunks (a bug: please report)",
+                        in->chunks);
+    if (rt->text_cache)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "SD3's encoders have no text cache yet (a bug: please report)");
+    sd_model *m = &rt->model;
+    int64_t t5_shape[2] = {in->batch, in->t5_len};
+    c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
+    c->tokens_t5 = sdt_arena_tensor(a, SDT_I32, 2, t5_shape);
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
+                            a->error.message);
+        int32_t pad_g = clip_pad_id(&rt->cfg.clip2, in->end_id);
+        int32_t *g = malloc((size_t)in->batch * SDT_PROMPT_TOKENS * sizeof(int32_t));
+        if (!g) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the prompt");
+        memcpy(g, in->tokens, (size_t)in->batch * SDT_PROMPT_TOKENS * sizeof(int32_t));
+        for (int r = 0; r < in->batch; r++)
+            sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, in->end_id, pad_g);
+        bool ok =
+            upload_tokens(rt->be, &c->tokens_g, g, error) && upload_tokens(rt->be, &c->tokens_t5, in->t5_tokens, error);
+        free(g);
+        if (!ok) return false;
+    }
+    int64_t w[3];
+    if (in->rows) {
+        if (!sd3_table_widths(rt, in->rows, w, error)) return false;
+        c->rows_l = table_view(in->rows, w, 0);
+        c->rows_g = table_view(in->rows, w, 1);
+        c->rows_t5 = table_view(in->rows, w, 2);
+    }
+    c->trained_tables =
+        in->trained_tables ? in->trained_tables : SDT_ENCODER_CLIP_L | SDT_ENCODER_CLIP_G | SDT_ENCODER_T5XXL;
+    sdt_sd3_text_inputs ti = {
+        .tokens_l = &c->tokens,
+        .tokens_g = &c->tokens_g,
+        .rows_l = in->rows ? &c->rows_l : NULL,
+        .rows_g = in->rows ? &c->rows_g : NULL,
+        .overrides = in->overrides,
+        .n_overrides = in->n_overrides,
+        .t5 = {.tokens = &c->tokens_t5,
+               .rows = in->rows ? &c->rows_t5 : NULL,
+               .overrides = in->t5_overrides,
+               .n_overrides = in->n_t5_overrides},
+        .joint_dim = rt->cfg.mmdit.context_dim,
+        .clip_skip = 0, /* SD3 reads the penultimate layers (its pipeline's clip_skip None) */
+        .act_dtype = in->act_dtype,
+        .anomaly_check = in->anomaly_check,
+    };
+    if (!sdt_sd3_text_forward(&m->clip, &m->clip2, &m->t5, rt->be, a, &ti, &c->text3, error)) return false;
+    c->context = c->text3.context;
+    return true;
+}
+
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
     memset(c, 0, sizeof *c);
+    c->sd3 = sd_config_is_transformer(&rt->cfg);
     c->sdxl = sd_text_rules_of(&rt->cfg).sdxl;
     if (c->sdxl && !in->sizes && !a->measuring)
         return sdt_fail(error, SDT_ERR_INTERNAL,
@@ -244,6 +324,7 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
             if (!upload_tokens(rt->be, &c->tokens, in->tokens, error)) return false;
         }
     }
+    if (c->sd3) return forward_sd3(rt, a, in, c, error);
     if (c->sdxl) return forward_sdxl(rt, a, in, c, error);
     return cached ? forward_cached(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
 }
@@ -253,11 +334,32 @@ const sdt_tensor *sdt_cond_y(const sdt_cond *c)
     return c->sdxl ? &c->y : NULL;
 }
 
+const sdt_tensor *sdt_cond_pooled(const sdt_cond *c)
+{
+    return c->sd3 ? &c->text3.pooled : NULL;
+}
+
+/* SD3: each trained table's gradient straight into its view of drows (sd3_text accumulates). */
+static bool backward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
+                         const sdt_tensor *dpooled, sdt_tensor *drows, sdt_error *error)
+{
+    if (!drows || (!c->rows_l.data && !a->measuring)) return true; /* nothing upstream trains */
+    int64_t w[3];
+    if (!sd3_table_widths(rt, drows, w, error)) return false;
+    sdt_tensor dl = table_view(drows, w, 0), dg = table_view(drows, w, 1), d5 = table_view(drows, w, 2);
+    uint32_t t = c->trained_tables;
+    sd_model *m = &rt->model;
+    return sdt_sd3_text_backward(&m->clip, &m->clip2, &m->t5, rt->be, a, &c->text3, dcontext, dpooled,
+                                 t & SDT_ENCODER_CLIP_L ? &dl : NULL, t & SDT_ENCODER_CLIP_G ? &dg : NULL,
+                                 t & SDT_ENCODER_T5XXL ? &d5 : NULL, error);
+}
+
 bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
                        const sdt_tensor *dy, sdt_tensor *drows, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
+    if (c->sd3) return backward_sd3(rt, a, c, dcontext, dy, drows, error);
     if (!c->sdxl) {
         sdt_tensor d = reshaped(dcontext, 3, c->clip.out.shape[0], c->clip.out.shape[1], c->clip.out.shape[2]);
         return clip_text_backward(&m->clip, be, a, &c->clip, &d, drows, error);

@@ -12,6 +12,13 @@
  * file keeps them in memory); they are split for the encoders here and their gradients joined
  * again, so the optimizer, the guard and the state see one table.
  *
+ * SD3/SD3.5 (models/networks/text_encoders/sd3_text.h): CLIP-L and bigG on one 77-token sequence each (one
+ * chunk), T5 on its own ids (t5_prompt.h, the placeholder's slots there), the context [B, 77 + L5, 4096] and the
+ * pooled vector [B, 2048] the MMDiT reads. An SD3 embedding's rows are table-major (plugin/ti/embedding.h:
+ * clip_l [n, 768], then clip_g [n, 1280], then t5xxl [n, 4096], each contiguous): each encoder reads a view of
+ * its table and its gradient goes into the same view of drows, only for the tables that train (a frozen table's
+ * encoder runs no backward).
+ *
  * With a text cache on the runtime (rt->text_cache, train/text_cache.h: a run whose text side trains
  * nothing) the encoders do not run: the context and SDXL's pooled embedding are copied from the
  * cache chunk by chunk, and y is made from them as before.
@@ -25,6 +32,7 @@
 #include <stdint.h>
 
 #include "clip_text.h"
+#include "sd3_text.h"
 #include "sdxl_cond.h"
 #include "sdxl_text.h"
 #include "train/sd_runtime.h"
@@ -42,10 +50,22 @@ typedef struct sdt_cond_inputs {
     int clip_skip;               /* SD 1.x (0: the model's default); SDXL uses its penultimate layers */
     sdt_dtype act_dtype;
     bool anomaly_check;
+    /* SD3: T5's ids host [batch, t5_len] (t5_prompt.h) and the embedding's slots in them; the tables whose
+     * gradient backward gives (SDT_ENCODER_* bits; 0: every table) */
+    const int32_t *t5_tokens;
+    int t5_len;
+    const t5_override *t5_overrides;
+    int n_t5_overrides;
+    uint32_t trained_tables;
 } sdt_cond_inputs;
 
 typedef struct sdt_cond {
     bool sdxl;
+    bool sd3;                    /* SD3/SD3.5: text3 holds the encoders' activations */
+    sdt_tensor tokens_t5;        /* SD3: T5's ids on the device */
+    sdt_tensor rows_t5;          /* SD3: views of the table-major rows (rows_l, rows_g too) */
+    sdt_sd3_text_acts text3;     /* SD3 */
+    uint32_t trained_tables;     /* SD3: the tables backward reaches */
     sdt_tensor tokens, tokens_g; /* on the device */
     sdt_tensor rows_l, rows_g;   /* SDXL: the embedding's rows split per encoder */
     clip_text_acts clip;         /* SD 1.x/2.x */
@@ -59,8 +79,10 @@ typedef struct sdt_cond {
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
 /* The UNet's vector conditioning, or NULL for a model without one. */
 const sdt_tensor *sdt_cond_y(const sdt_cond *c);
-/* From d(context) (c->context's shape) and, for SDXL, d(y) (may be NULL) to the rows' gradient
- * drows (+=, the rows' shape). Nothing to do without overrides. */
+/* SD3: the pooled vector [batch, 2048] the transformer reads (NULL otherwise). */
+const sdt_tensor *sdt_cond_pooled(const sdt_cond *c);
+/* From d(context) (c->context's shape) and, for SDXL, d(y) (SD3: d(pooled); may be NULL) to the rows'
+ * gradient drows (+=, the rows' shape). Nothing to do without overrides. */
 bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
                        const sdt_tensor *dy, sdt_tensor *drows, sdt_error *error);
 

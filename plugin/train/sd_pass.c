@@ -16,7 +16,7 @@ typedef struct pass_tensors {
 bool sdt_pass_shape_equal(const sdt_pass_shape *a, const sdt_pass_shape *b)
 {
     return a->batch == b->batch && a->c == b->c && a->h == b->h && a->w == b->w && a->chunks == b->chunks &&
-           a->in_c == b->in_c && a->weighted == b->weighted;
+           a->in_c == b->in_c && a->weighted == b->weighted && a->t5_len == b->t5_len;
 }
 
 static pass_tensors pass_alloc(sdt_arena *a, sdt_dtype act, const sdt_pass_shape *in)
@@ -75,6 +75,51 @@ static int loss_backward(sdt_backend *be, const sdt_pass_options *opt, sdt_tenso
     return be->robust_loss_backward(be, dpred, dloss, pred, target, weight, robust_kind(opt), opt->huber_delta);
 }
 
+/* SD3: the MMDiT on x_t (its input in the activation dtype) predicts the velocity (f32); backward from the loss
+ * to the context and the pooled vector and on to the rows, only when rows train (nothing else in it trains). */
+static bool pass_mmdit(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                       const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, pass_tensors *t,
+                       sdt_cond *cond, sdt_error *error)
+{
+    sdt_backend *be = rt->be;
+    const sdt_tensor *weight = in->shape.weighted ? &t->weight : NULL;
+    /* a measuring pass has no batch, only its shape: the transformer checks for timesteps all the same */
+    float *no_timesteps = in->timesteps ? NULL : calloc((size_t)in->shape.batch, sizeof(float));
+    if (!in->timesteps && !no_timesteps) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    mmdit_inputs mi = {.latent = &t->noisy,
+                       .timesteps = in->timesteps ? in->timesteps : no_timesteps,
+                       .context = &cond->context,
+                       .pooled = sdt_cond_pooled(cond)};
+    mmdit_acts acts;
+    bool forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts, error);
+    free(no_timesteps);
+    if (!forward_ok) return false;
+    if (!a->measuring && loss_forward(be, opt, loss, &acts.out, &t->target, weight))
+        return sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
+    if (!backward || !tr->drows) return true; /* only an embedding's rows train through the transformer */
+    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts.out.shape);
+    sdt_tensor dctx = sdt_arena_tensor(a, SDT_F32, 3, cond->context.shape);
+    sdt_tensor dpool = sdt_arena_tensor(a, SDT_F32, 2, cond->text3.pooled.shape);
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
+        if (be->zero(be, &dpred) || be->zero(be, &dctx) || be->zero(be, &dpool) ||
+            loss_backward(be, opt, &dpred, dloss, &acts.out, &t->target, weight))
+            return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
+    }
+    if (!mmdit_backward(rt->model.mmdit, be, a, &acts, &dpred, &dctx, &dpool, error)) return false;
+    /* the encoders' backward takes its gradients in the activation dtype */
+    sdt_dtype act = cond->context.dtype;
+    sdt_tensor dctx_act = dctx, dpool_act = dpool;
+    if (act != SDT_F32) {
+        dctx_act = sdt_arena_tensor(a, act, 3, dctx.shape);
+        dpool_act = sdt_arena_tensor(a, act, 2, dpool.shape);
+        if (!a->measuring &&
+            (!sdt_arena_fits(a) || be->convert(be, &dctx_act, &dctx) || be->convert(be, &dpool_act, &dpool)))
+            return sdt_fail(error, be->error.code, "the conditioning's gradient failed: %s", be->error.message);
+    }
+    return sdt_cond_backward(rt, a, cond, &dctx_act, &dpool_act, tr->drows, error);
+}
+
 /* The whole pass on arena a; with a measuring arena nothing runs, only sizes add up
  * (in then carries only the shape). */
 static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
@@ -100,9 +145,15 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
                           .sizes = in->sizes,
                           .clip_skip = opt->clip_skip,
                           .act_dtype = act,
-                          .anomaly_check = opt->anomaly_check};
+                          .anomaly_check = opt->anomaly_check,
+                          .t5_tokens = in->t5_tokens,
+                          .t5_len = in->shape.t5_len,
+                          .t5_overrides = in->t5_overrides,
+                          .n_t5_overrides = in->n_t5_overrides,
+                          .trained_tables = tr->tables};
     sdt_cond cond;
     if (!sdt_cond_forward(rt, a, &ci, &cond, error)) return false;
+    if (cond.sd3) return pass_mmdit(rt, a, opt, in, tr, dloss, backward, loss, &t, &cond, error);
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = act;
     uo.for_backward = backward;
@@ -141,7 +192,9 @@ bool sdt_pass_measure(sd_runtime *rt, const sdt_pass_options *opt, const sdt_pas
     in.shape = *shape;
     /* an embedding's slot, so the text encoders' backward is measured too (a pass without one skips it) */
     static const clip_override slot = {0, 1, 0};
+    static const t5_override t5_slot = {0, 0, 0};
     if (tr->rows) in.overrides = &slot, in.n_overrides = 1;
+    if (tr->rows && shape->t5_len > 0) in.t5_overrides = &t5_slot, in.n_t5_overrides = 1;
     sdt_arena a;
     sdt_arena_init_measure(&a, rt->be);
     double loss = 0;

@@ -1,9 +1,12 @@
 /* sd_pass.h - one micro-batch of training: the text conditioning (train/sd_cond.h: one encoder,
- * or SDXL's two and its vector conditioning, with an embedding's rows spliced in, if one trains),
+ * or SDXL's two and its vector conditioning, or SD3's three, with an embedding's rows spliced in, if one trains),
  * the UNet on noised latents (with a hypernetwork on its K/V inputs, if one trains), the loss
  * against the target (MSE, or L1/Huber: sdt_pass_options), and the way back: the UNet's backward (the hook accumulates
  * its weight gradients) and, only when an embedding trains, the text encoder's backward to its
- * rows. A hypernetwork-only run never runs the text encoder backward. Everything lives in one
+ * rows. A hypernetwork-only run never runs the text encoder backward. SD3/SD3.5: the MMDiT is the denoiser
+ * (mmdit.h: the latents x_t, timesteps 1000 t, the context and the pooled vector), its output the velocity
+ * compared with the target (noise - x0, flow_match.h), its backward to the context and the pooled vector and on
+ * to the trained tables' rows. Everything lives in one
  * arena sized by running the same sequence on a measuring arena first (sdt_pass_measure). */
 #ifndef SDT_TRAIN_SD_PASS_H
 #define SDT_TRAIN_SD_PASS_H
@@ -25,6 +28,7 @@ typedef struct sdt_pass_shape {
     int chunks;         /* 77-token chunks per prompt (train/prompt.h) */
     int in_c;           /* UNet input channels: c, or more for an inpainting model */
     bool weighted;      /* a per-element loss weight comes with the batch */
+    int t5_len;         /* SD3: T5's sequence (256 or 512); 0 otherwise */
 } sdt_pass_shape;
 
 /* Field by field: the struct has padding after `weighted`, which memcmp would read (and a
@@ -42,6 +46,10 @@ typedef struct sdt_pass_inputs {
     const float *timesteps;      /* host [batch] */
     int32_t end_id;              /* the tokenizer's end token (train/sd_cond.h) */
     const sdt_sdxl_sizes *sizes; /* SDXL: host [batch], each image's size conditioning; else NULL */
+    /* SD3: T5's ids host [batch, shape.t5_len] and the embedding's slots in them (t5_prompt.h) */
+    const int32_t *t5_tokens;
+    const t5_override *t5_overrides;
+    int n_t5_overrides;
 } sdt_pass_inputs;
 
 /* What trains in the pass. */
@@ -50,6 +58,8 @@ typedef struct sdt_pass_trainables {
                                       * encoders' side by side, [n_vectors, 768 + 1280] (clip_l, clip_g) */
     sdt_tensor *drows;            /* their gradient (+=); NULL: no text encoder backward */
     const sdt_unet_kv_hook *hook; /* the UNet's K/V hook (a hypernetwork), or NULL */
+    uint32_t tables;              /* SD3: the tables of the table-major rows that train (SDT_ENCODER_* bits; 0: all);
+                                   * the others' gradients stay as they are and their encoders run no backward */
 } sdt_pass_trainables;
 
 typedef struct sdt_pass_options {

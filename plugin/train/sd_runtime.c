@@ -8,9 +8,9 @@
 
 #include "c_numeric.h"
 #include "checkpoint_yaml.h"
-#include "sd_text_rules.h"
 #include "prediction_probe.h"
 #include "sd_config_detect.h"
+#include "transformer_detect.h"
 
 /* The hash thread reads the file through its own descriptor and writes only this struct, so the
  * weights being checked and placed meanwhile are shared with nothing that changes. */
@@ -68,6 +68,21 @@ static void unbind(sd_runtime *rt)
     rt->bound = false;
     sdt_weights_close(rt->dev);
     rt->dev = NULL;
+    for (int p = 0; p < SD_PART_COUNT; p++) {
+        sdt_weights_close(rt->part_dev[p]);
+        rt->part_dev[p] = NULL;
+    }
+}
+
+/* The backend copy holding a part, and the file it came from. */
+static sdt_weights *part_dev(const sd_runtime *rt, sd_part p)
+{
+    return rt->part_dev[p] ? rt->part_dev[p] : rt->dev;
+}
+
+static const sdt_weights *part_source(const sd_runtime *rt, sd_part p)
+{
+    return rt->part_file[p] ? rt->part_file[p] : rt->file;
 }
 
 static double seconds_since(gint64 start)
@@ -82,13 +97,21 @@ bool sd_runtime_set_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
     rt->dtype = dtype;
     rt->dev = sdt_weights_materialize(rt->file, rt->be, dtype, error);
     if (!rt->dev) return false;
-    if (!sd_model_bind(&rt->model, &rt->cfg, rt->dev, rt->be, error)) {
+    for (int p = 0; p < SD_PART_COUNT; p++)
+        if (rt->part_file[p] && !(rt->part_dev[p] = sdt_weights_materialize(rt->part_file[p], rt->be, dtype, error))) {
+            unbind(rt);
+            return false;
+        }
+    const sdt_weights *parts[SD_PART_COUNT];
+    sd_config_part_sources(&rt->cfg, rt->dev, (const sdt_weights *const *)rt->part_dev, parts);
+    if (!sd_model_bind_parts(&rt->model, &rt->cfg, parts, rt->be, error)) {
         unbind(rt);
         return false;
     }
     rt->bound = true;
     rt->vae_parked = false;
     rt->text_parked = false;
+    memset(rt->part_parked, 0, sizeof rt->part_parked);
     rt->vae_dtype = dtype;
     rt->place_s = seconds_since(start);
     return true;
@@ -99,7 +122,7 @@ static size_t vae_release(sd_runtime *rt)
 {
     vae_free(&rt->model.vae);
     rt->vae_parked = true;
-    return sdt_weights_release_prefix(rt->dev, VAE_KEY_PREFIX);
+    return sdt_weights_release_prefix(part_dev(rt, SD_PART_VAE), VAE_KEY_PREFIX);
 }
 
 size_t sd_runtime_vae_park(sd_runtime *rt)
@@ -120,18 +143,26 @@ static size_t placed_bytes(const sdt_weights *w, const char *prefix)
     return bytes;
 }
 
+size_t sd_runtime_part_park(sd_runtime *rt, sd_part part)
+{
+    if (!rt->bound || rt->part_parked[part] || part == SD_PART_DENOISER || part == SD_PART_VAE) return 0;
+    const char *prefixes[3];
+    sd_part_prefixes(&rt->cfg, part, prefixes);
+    sdt_weights *dev = part_dev(rt, part);
+    size_t bytes = 0;
+    for (int i = 0; prefixes[i]; i++) {
+        bytes += placed_bytes(dev, prefixes[i]);
+        sdt_weights_release_prefix(dev, prefixes[i]);
+    }
+    rt->part_parked[part] = true;
+    return bytes;
+}
+
 size_t sd_runtime_text_park(sd_runtime *rt)
 {
     if (!rt->bound || rt->text_parked) return 0;
-    /* each encoder's whole slot: its projection sits beside the prefix its layers have (clip_key_prefix) */
-    bool sdxl = sd_text_rules_of(&rt->cfg).sdxl;
-    const char *slots[2] = {sdxl ? "conditioner.embedders.0." : "cond_stage_model.",
-                            sdxl ? "conditioner.embedders.1." : NULL};
     size_t bytes = 0;
-    for (int i = 0; i < 2 && slots[i]; i++) {
-        bytes += placed_bytes(rt->dev, slots[i]);
-        sdt_weights_release_prefix(rt->dev, slots[i]);
-    }
+    for (int p = SD_PART_CLIP_L; p <= SD_PART_T5XXL; p++) bytes += sd_runtime_part_park(rt, (sd_part)p);
     rt->text_parked = true;
     return bytes;
 }
@@ -147,7 +178,8 @@ bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error)
 {
     if (!rt->vae_parked) return true;
-    if (!sdt_weights_rematerialize_prefix(rt->dev, rt->file, VAE_KEY_PREFIX, rt->vae_dtype, error) ||
+    if (!sdt_weights_rematerialize_prefix(part_dev(rt, SD_PART_VAE), part_source(rt, SD_PART_VAE), VAE_KEY_PREFIX,
+                                          rt->vae_dtype, error) ||
         !vae_load(&rt->model.vae, &rt->model.cfg.vae, rt->dev, rt->be, error))
         return false;
     rt->vae_parked = false;
@@ -158,7 +190,7 @@ bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error)
 static bool probe_prediction(sd_runtime *rt, sdt_error *error)
 {
     sd_config *c = &rt->cfg;
-    if (c->prediction_source == SD_PREDICTION_FROM_CONFIG ||
+    if (sd_config_is_transformer(c) || c->prediction_source == SD_PREDICTION_FROM_CONFIG ||
         c->prediction_source == SD_PREDICTION_FROM_CHECKPOINT_YAML || !sd_prediction_probe_applies(c))
         return true;
     bool v;
@@ -173,6 +205,48 @@ static bool probe_prediction(sd_runtime *rt, sdt_error *error)
 }
 
 bool sd_runtime_read(sd_runtime *rt, const char *path, sdt_backend *be, bool hash_alongside, sdt_error *error)
+{
+    return sd_runtime_read_parts(rt, path, NULL, be, hash_alongside, error);
+}
+
+/* What sdt_weights_open_part calls each part. */
+static const sdt_weights_part open_part_of[SD_PART_COUNT] = {SDT_PART_CLIP_L, SDT_PART_CLIP_L, SDT_PART_CLIP_G,
+                                                             SDT_PART_T5XXL, SDT_PART_VAE};
+
+/* Opens the part files given; a part file beside a UNet checkpoint is refused (nothing would read it). */
+static bool open_parts(sd_runtime *rt, const char *const part_paths[SD_PART_COUNT], bool transformer, sdt_error *error)
+{
+    for (int p = SD_PART_CLIP_L; part_paths && p < SD_PART_COUNT; p++) {
+        if (!part_paths[p] || !part_paths[p][0]) continue;
+        if (!transformer)
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s is set (%s) but the model %s is not an SD3/SD3.5 checkpoint (its family: %s), and its "
+                            "parts all come from its own file: leave %s empty",
+                            sd_part_option_field((sd_part)p), part_paths[p], sdt_weights_path(rt->file),
+                            sd_family_title(rt->cfg.family), sd_part_option_field((sd_part)p));
+        rt->part_file[p] = sdt_weights_open_part(part_paths[p], open_part_of[p], error);
+        if (!rt->part_file[p]) {
+            sdt_error_append(error, " (%s)", sd_part_option_field((sd_part)p));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The config: a UNet family's from the checkpoint alone, a transformer family's from it and the part files. */
+static bool detect_config(sd_runtime *rt, const char *const part_paths[SD_PART_COUNT], sdt_error *error)
+{
+    sdt_tf_info tf;
+    if (!sdt_tf_detect(rt->file, &tf)) {
+        if (!sd_config_detect(rt->file, &rt->cfg, error)) return false;
+        return open_parts(rt, part_paths, false, error);
+    }
+    if (!open_parts(rt, part_paths, true, error)) return false;
+    return sd_config_detect_parts(rt->file, (const sdt_weights *const *)rt->part_file, &rt->cfg, error);
+}
+
+bool sd_runtime_read_parts(sd_runtime *rt, const char *path, const char *const part_paths[SD_PART_COUNT],
+                           sdt_backend *be, bool hash_alongside, sdt_error *error)
 {
     memset(rt, 0, sizeof(*rt));
     rt->be = be;
@@ -189,13 +263,15 @@ bool sd_runtime_read(sd_runtime *rt, const char *path, sdt_backend *be, bool has
             g_free(h);
         }
     }
-    if (!sd_config_detect(rt->file, &rt->cfg, error)) {
+    if (!detect_config(rt, part_paths, error)) {
         sd_runtime_close(rt);
         return false;
     }
     rt->open_s = seconds_since(start);
     start = g_get_monotonic_time();
-    if (!sd_weights_check_finite(&rt->cfg, rt->file, error)) {
+    const sdt_weights *sources[SD_PART_COUNT];
+    sd_config_part_sources(&rt->cfg, rt->file, (const sdt_weights *const *)rt->part_file, sources);
+    if (!sd_weights_check_finite_parts(&rt->cfg, sources, error)) {
         sd_runtime_close(rt);
         return false;
     }
@@ -284,4 +360,8 @@ void sd_runtime_close(sd_runtime *rt)
     unbind(rt);
     sdt_weights_close(rt->file);
     rt->file = NULL;
+    for (int p = 0; p < SD_PART_COUNT; p++) {
+        sdt_weights_close(rt->part_file[p]);
+        rt->part_file[p] = NULL;
+    }
 }

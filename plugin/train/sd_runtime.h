@@ -21,14 +21,19 @@
 typedef struct sd_runtime {
     sdt_weights *file; /* as opened: the CPU mapping */
     sdt_weights *dev;  /* materialized for be in dtype */
+    /* SD3's parts given as files of their own (sdt_weights_open_part; NULL: the checkpoint's), and their
+     * copies for be in dtype; index sd_part (SD_PART_DENOISER unused) */
+    sdt_weights *part_file[SD_PART_COUNT];
+    sdt_weights *part_dev[SD_PART_COUNT];
     sd_config cfg;
     sd_model model;
     sdt_backend *be;
     sdt_dtype dtype;     /* frozen weights and activations */
     sdt_dtype vae_dtype; /* the VAE's weights and activations: dtype, or f32 for SDXL's VAE in an fp16 run */
     bool bound;
-    bool vae_parked;  /* the VAE's weights are off the backend (sd_runtime_vae_park) */
-    bool text_parked; /* the text encoders' weights are off the backend (sd_runtime_text_park) */
+    bool vae_parked;                 /* the VAE's weights are off the backend (sd_runtime_vae_park) */
+    bool text_parked;                /* the text encoders' weights are off the backend (sd_runtime_text_park) */
+    bool part_parked[SD_PART_COUNT]; /* each text part's weights are off the backend (sd_runtime_part_park) */
     /* every prompt's conditioning, encoded once (train/text_cache.h): sd_cond copies it instead of
      * running the encoders; NULL: the encoders run */
     const struct sdt_text_cache *text_cache;
@@ -50,6 +55,11 @@ bool sd_runtime_open(sd_runtime *rt, const char *path, sdt_backend *be, sdt_dtyp
  * detect the config, check every weight finite) and place (the prediction, the weights in dtype on the
  * backend, the probe). Either closes the runtime when it fails. */
 bool sd_runtime_read(sd_runtime *rt, const char *path, sdt_backend *be, bool hash_alongside, sdt_error *error);
+/* sd_runtime_read with a transformer family's part files (part_paths[p], index sd_part; NULL or "": the
+ * checkpoint's own): each opened under its canonical prefix; a part neither supplies is one sentence naming the
+ * option and the sdt_train_options field. A part file beside a UNet checkpoint is refused by name. */
+bool sd_runtime_read_parts(sd_runtime *rt, const char *path, const char *const part_paths[SD_PART_COUNT],
+                           sdt_backend *be, bool hash_alongside, sdt_error *error);
 bool sd_runtime_place(sd_runtime *rt, sdt_dtype dtype, sd_prediction_choice prediction, sdt_error *error);
 /* The checkpoint's short hash (sdt_weights_short_hash): what the thread hash_alongside started
  * found, waited for here (*seconds: how long it hashed), or taken now. */
@@ -69,6 +79,9 @@ bool sd_runtime_vae_ready(sd_runtime *rt, sdt_error *error);
  * runs them again until sd_runtime_set_dtype binds a fresh copy. Returns the bytes of weights let go
  * of (what the memory plan no longer counts). */
 size_t sd_runtime_text_park(sd_runtime *rt);
+/* One text encoder's weights off the backend (SD3's T5 once its output is cached while CLIP still runs);
+ * returns the bytes let go of. sd_runtime_text_park is every text part's. */
+size_t sd_runtime_part_park(sd_runtime *rt, sd_part part);
 /* The VAE's weights and activations in dtype from here on (the rest of the model keeps rt->dtype):
  * SDXL's VAE overflows fp16, so an fp16 run without bf16 encodes and decodes it in f32. */
 bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error);

@@ -25,6 +25,7 @@
 #include "sd_text_rules.h"
 #include "train/tokenizer_open.h"
 #include "train/sd_cond.h"
+#include "train/flow_family_check.h"
 #include "train/train_job.h"
 #include "train/train_options.h"
 
@@ -322,6 +323,14 @@ static void sdxl_settings(sdt_train_job *job)
     job->precision = SDT_PRECISION_BF16;
 }
 
+/* Whether a hypernetwork part trains in this job. */
+static bool has_hypernetwork(const sdt_train_job *job)
+{
+    for (int p = 0; p < job->n_parts; p++)
+        if (!strcmp(job->parts[p].what, "hypernetwork")) return true;
+    return false;
+}
+
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
@@ -341,7 +350,18 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!job->opt.model_path)
         return sdt_fail(error, SDT_ERR_VALIDATION, "no model selected: set the model path to an SD checkpoint");
     gint64 start = g_get_monotonic_time();
-    if (!sd_runtime_read(&job->rt, job->opt.model_path, job->pb.be, true, error)) return false;
+    const char *const part_paths[SD_PART_COUNT] = {NULL, job->opt.clip_l_path, job->opt.clip_g_path,
+                                                   job->opt.t5xxl_path, job->opt.vae_path};
+    if (!sd_runtime_read_parts(&job->rt, job->opt.model_path, part_paths, job->pb.be, true, error)) return false;
+    bool transformer = sd_config_is_transformer(&job->rt.cfg);
+    if (!sdt_flow_family_check(&job->opt, transformer, has_hypernetwork(job), job->opt.model_path,
+                               sd_family_title(job->rt.cfg.family), job->options_field, error))
+        return false;
+    if (transformer)
+        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
+                        "%s: sdtrain reads this checkpoint (%s) and its parts but does not train the family yet: "
+                        "use an SD 1.x, SD 2.x or SDXL checkpoint",
+                        job->opt.model_path, sd_family_title(job->rt.cfg.family));
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
@@ -487,6 +507,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
                            job->rt.cfg.vae.scaling, job->opt.seed) ||
         (job->data.flip && !latent_cache_enable_flip(&job->data.lc)))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
+    latent_cache_set_shift(&job->data.lc, job->rt.cfg.vae.shift);
     const char *nan_pixel = sdt_test_hook_nan_pixel();
     int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
     phase = phase_begin(job, "encoding the dataset with the VAE");

@@ -30,6 +30,7 @@ static bool move_held(sdt_validation *v, sdt_dataset *ds, latent_cache *lc, uint
     v->ds.items = calloc((size_t)n_held, sizeof *v->ds.items);
     if (!v->ds.items || !latent_cache_init(&v->lc, n_held, LATENT_DETERMINISTIC, lc->scaling, seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory holding out the validation images");
+    latent_cache_set_shift(&v->lc, lc->shift);
     int kept = 0, out = 0;
     for (int i = 0; i < ds->n_items; i++) {
         if (held[i]) {
@@ -78,6 +79,7 @@ bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_ru
     for (int i = 0; i < v->ds.n_warnings; i++) sdt_host_log(host, SDT_LOG_WARNING, "validation: %s", v->ds.warnings[i]);
     if (!latent_cache_init(&v->lc, v->ds.n_items, LATENT_DETERMINISTIC, rt->cfg.vae.scaling, seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the validation latents");
+    latent_cache_set_shift(&v->lc, rt->cfg.vae.shift);
     int f = vae_factor(&rt->cfg.vae) << (rt->cfg.unet.num_levels - 1);
     for (int i = 0; i < v->ds.n_items; i++) {
         sdt_dataset_item *it = &v->ds.items[i];

@@ -214,8 +214,9 @@ static void test_sd3(const char *dir)
     g_free(missing);
     if (wn) sdt_weights_close(wn);
     sd_config sc;
-    CHECK(!sd_config_detect_weights(ws, &sc, &err) && err.code == SDT_ERR_UNSUPPORTED && strstr(err.message, "SD3"),
-          "the UNet families' detection names the SD3 file: \"%s\"", err.message);
+    CHECK(!sd_config_detect_weights(ws, &sc, &err) && err.code == SDT_ERR_VALIDATION && strstr(err.message, "SD3") &&
+              strstr(err.message, "--clip-l FILE") && strstr(err.message, "clip_l_path, clip_g_path, vae_path"),
+          "detection names the SD3 file's missing parts and their fields: \"%s\"", err.message);
     bool is_ckpt = false;
     char *json = sd_checkpoint_describe_json(spath, &is_ckpt, &err);
     CHECK(json && is_ckpt && strstr(json, "\"sd3\"") && strstr(json, "\"carries\":\t[\"t5xxl\"]") &&

@@ -2,7 +2,7 @@
  * (train_job_step.c's ensure_arena), and shapes compare field by field: sdt_pass_shape has
  * padding after `weighted`, which a compound literal leaves as whatever the stack held, so the
  * memcmp it replaced read uninitialised bytes (valgrind) and could call two equal shapes
- * different. Here the padding of two equal shapes differs on purpose. */
+ * different. Here the padding of two equal shapes differs on purpose; SD3's T5 length is a field too. */
 #include <stddef.h>
 #include <string.h>
 
@@ -13,7 +13,7 @@ static sdt_pass_shape shape_over(unsigned char fill)
 {
     sdt_pass_shape s;
     memset(&s, fill, sizeof s); /* the padding keeps this */
-    s.batch = 2, s.c = 4, s.h = 8, s.w = 8, s.chunks = 1, s.in_c = 4, s.weighted = true;
+    s.batch = 2, s.c = 4, s.h = 8, s.w = 8, s.chunks = 1, s.in_c = 4, s.weighted = true, s.t5_len = 0;
     return s;
 }
 
@@ -23,7 +23,7 @@ int main(void)
     CHECK(sizeof a > offsetof(sdt_pass_shape, weighted) + sizeof a.weighted,
           "the struct has trailing padding (%zu bytes)", sizeof a);
     CHECK(sdt_pass_shape_equal(&a, &b), "equal fields, different padding: equal");
-    int *fields[] = {&b.batch, &b.c, &b.h, &b.w, &b.chunks, &b.in_c};
+    int *fields[] = {&b.batch, &b.c, &b.h, &b.w, &b.chunks, &b.in_c, &b.t5_len};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         (*fields[i])++;
         CHECK(!sdt_pass_shape_equal(&a, &b), "field %zu differs: not equal", i);

@@ -101,12 +101,15 @@ clip_config clip_config_tiny_sdxl_g(void)
 
 const char *clip_key_prefix(const clip_config *c)
 {
-    static const char *const prefixes[3][2] = {
+    static const char *const prefixes[5][2] = {
         {"cond_stage_model.transformer.text_model.", "cond_stage_model.model."},
         {"conditioner.embedders.0.transformer.text_model.", "conditioner.embedders.0.model."},
         {"conditioner.embedders.1.transformer.text_model.", "conditioner.embedders.1.model."},
+        /* SD3's files keep the encoders in transformers' names only; the OpenCLIP column is never found */
+        {"text_encoders.clip_l.transformer.text_model.", "text_encoders.clip_l.transformer.text_model."},
+        {"text_encoders.clip_g.transformer.text_model.", "text_encoders.clip_g.transformer.text_model."},
     };
-    int slot = c->slot >= CLIP_SLOT_COND_STAGE && c->slot <= CLIP_SLOT_SDXL_G ? (int)c->slot : 0;
+    int slot = c->slot >= CLIP_SLOT_COND_STAGE && c->slot <= CLIP_SLOT_SD3_G ? (int)c->slot : 0;
     return prefixes[slot][c->layout == CLIP_LAYOUT_OPENCLIP];
 }
 
@@ -125,6 +128,8 @@ static const char *hf_projection_key(const clip_config *c)
 {
     return c->slot == CLIP_SLOT_SDXL_G   ? "conditioner.embedders.1.transformer.text_projection.weight"
            : c->slot == CLIP_SLOT_SDXL_L ? "conditioner.embedders.0.transformer.text_projection.weight"
+           : c->slot == CLIP_SLOT_SD3_L  ? "text_encoders.clip_l.transformer.text_projection.weight"
+           : c->slot == CLIP_SLOT_SD3_G  ? "text_encoders.clip_g.transformer.text_projection.weight"
                                          : "cond_stage_model.transformer.text_projection.weight";
 }
 
@@ -158,26 +163,31 @@ static int count_layers(const sdt_weights *w, const char *P, clip_layout layout)
     return n;
 }
 
-/* SDXL's conditioning, whatever layout the checkpoint stores the encoder in. */
-static bool sdxl_slot_config(const sdt_weights *w, clip_config *c, sdt_error *error)
+/* SDXL's and SD3's conditioning (the penultimate layer, no final norm), whatever layout stores the encoder. */
+static bool two_encoder_slot_config(const sdt_weights *w, clip_config *c, sdt_error *error)
 {
     c->default_skip = 2;
     c->context_without_final_norm = true;
-    if (c->slot == CLIP_SLOT_SDXL_L) {
+    bool sd3 = c->slot == CLIP_SLOT_SD3_L || c->slot == CLIP_SLOT_SD3_G;
+    if (c->slot == CLIP_SLOT_SDXL_L || c->slot == CLIP_SLOT_SD3_L) {
         c->act = SDT_ACT_QUICK_GELU;
-        return true;
+        if (c->slot == CLIP_SLOT_SDXL_L) return true; /* SD3's CLIP-L has a projection too (its pooled half) */
+    } else {
+        c->act = SDT_ACT_GELU;
+        c->pad_zero = true;
     }
-    c->act = SDT_ACT_GELU;
-    c->pad_zero = true;
     bool hf = c->layout == CLIP_LAYOUT_HF;
     const sdt_tensor *proj =
         hf ? sdt_weights_get(w, hf_projection_key(c)) : mu_get(w, "%stext_projection", clip_key_prefix(c));
     if (!proj || proj->ndim != 2 || proj->shape[hf ? 1 : 0] != c->width) {
         sdt_fail(error, SDT_ERR_BAD_FORMAT,
-                 "%s: SDXL's second text encoder (OpenCLIP bigG) needs its projection %s as a "
-                 "[%s] matrix for the pooled output; use a complete SDXL checkpoint",
-                 sdt_weights_path(w), hf ? hf_projection_key(c) : "conditioner.embedders.1.model.text_projection",
-                 hf ? "projection, width" : "width, projection");
+                 "%s: %s needs its projection %s as a [%s] matrix for the pooled output; use a complete %s",
+                 sdt_weights_path(w),
+                 sd3 ? (c->slot == CLIP_SLOT_SD3_L ? "SD3's CLIP-L" : "SD3's CLIP-G (OpenCLIP bigG)")
+                     : "SDXL's second text encoder (OpenCLIP bigG)",
+                 hf ? hf_projection_key(c) : "conditioner.embedders.1.model.text_projection",
+                 hf ? "projection, width" : "width, projection",
+                 sd3 ? "text encoder file (clip_l.safetensors / clip_g.safetensors)" : "SDXL checkpoint");
         return false;
     }
     c->projection_dim = (int)proj->shape[hf ? 0 : 1];
@@ -227,7 +237,7 @@ bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cf
                                                        : mu_get(w, "%stransformer.resblocks.0.mlp.c_fc.weight", P);
     if (fc1 && fc1->ndim == 2) c.mlp_width = (int)fc1->shape[0];
     if (slot != CLIP_SLOT_COND_STAGE) {
-        if (!sdxl_slot_config(w, &c, error)) return false;
+        if (!two_encoder_slot_config(w, &c, error)) return false;
     } else if (c.layout == CLIP_LAYOUT_OPENCLIP) {
         c.act = SDT_ACT_GELU;
         c.default_skip = 2; /* SD 2.x conditions on the penultimate layer */

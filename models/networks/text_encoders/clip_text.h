@@ -48,6 +48,8 @@ typedef enum clip_slot {
     CLIP_SLOT_COND_STAGE = 0, /* cond_stage_model.: SD 1.x/2.x's one text encoder */
     CLIP_SLOT_SDXL_L = 1,     /* conditioner.embedders.0.: SDXL's CLIP ViT-L/14 */
     CLIP_SLOT_SDXL_G = 2,     /* conditioner.embedders.1.: SDXL's OpenCLIP ViT-bigG/14 */
+    CLIP_SLOT_SD3_L = 3,      /* text_encoders.clip_l.transformer.: SD3's CLIP-L (CLIPTextModelWithProjection) */
+    CLIP_SLOT_SD3_G = 4,      /* text_encoders.clip_g.transformer.: SD3's bigG (transformers' names) */
 } clip_slot;
 
 typedef struct clip_config {
@@ -98,7 +100,9 @@ int32_t clip_pad_id(const clip_config *cfg, int32_t end_id);
 bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error);
 /* The same for the encoder in slot (clip_config_detect is CLIP_SLOT_COND_STAGE). The SDXL slots set what
  * SDXL's conditioning uses: default skip 2 without the final layernorm; ViT-L's quick GELU and bigG's
- * GELU, zero padding and projection (its width read from text_projection's shape). */
+ * GELU, zero padding and projection (its width read from text_projection's shape). The SD3 slots are the
+ * same two encoders as SD3's all-in-one files keep them (transformers' names only), each with its
+ * projection (SD3's pooled vector is both projected outputs). */
 bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error);
 /* Sanity of a config (positive sizes, width divisible by heads, layers <= CLIP_MAX_LAYERS). */
 bool clip_config_check(const clip_config *cfg, sdt_error *error);

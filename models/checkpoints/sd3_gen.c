@@ -1,0 +1,85 @@
+/* sd3_gen.c - see sd3_gen.h. */
+#include "sd3_gen.h"
+
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "param_file_gen.h"
+#include "transformer_keys.h"
+#include "transformer_pack.h"
+
+static bool sd3_enumerate(const void *cfg, sdt_param_visitor visit, void *user)
+{
+    sdt_error ignored; /* the config was checked before (generate_canonical) */
+    return sd_params(cfg, visit, user, &ignored);
+}
+
+static bool count_one(void *user, const sdt_param_info *p)
+{
+    (void)user, (void)p;
+    return true;
+}
+
+/* Every tensor in canonical names, in a file beside path that the caller removes. */
+static char *generate_canonical(const char *path, const sd_config *cfg, sdt_dtype dtype, uint64_t seed,
+                                bool perturb_all, sdt_error *error)
+{
+    if (!sd_config_is_transformer(cfg)) {
+        sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sd3_generate: the config is not an SD3 family's");
+        return NULL;
+    }
+    if (!sd_params(cfg, count_one, NULL, error)) return NULL;
+    char *tmp = g_strdup_printf("%s.canonical-tmp.safetensors", path);
+    if (!sdt_param_file_generate(tmp, "SD3", "sd3_generate", sd3_enumerate, cfg, dtype, seed, perturb_all, error)) {
+        g_free(tmp);
+        return NULL;
+    }
+    return tmp;
+}
+
+/* The canonical prefix of each part: where the all-in-one file keeps it, what a lone file drops. */
+static const char *const part_prefix[SD_PART_COUNT] = {SDT_TK_TRANSFORMER_PREFIX, SDT_TK_CLIP_L_PREFIX,
+                                                       SDT_TK_CLIP_G_PREFIX, SDT_TK_T5XXL_PREFIX, VAE_KEY_PREFIX};
+
+/* Packs the canonical file tmp into path, then removes tmp: SAI's all-in-one layout (the transformer and the
+ * parts in[p] under their prefixes), or the one part in[p] alone with its keys at the top. */
+static bool pack_from(const char *path, const char *tmp, bool all_in_one, const bool in[SD_PART_COUNT],
+                      sdt_error *error)
+{
+    sdt_weights *w = sdt_weights_open(tmp, error);
+    bool ok = w != NULL;
+    if (ok) {
+        sdt_pack_part parts[SD_PART_COUNT];
+        int n = 0;
+        for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++)
+            if (in[p]) parts[n++] = (sdt_pack_part){w, part_prefix[p], all_in_one ? part_prefix[p] : ""};
+        ok = sdt_pack_write(path, all_in_one ? SDT_TK_SAI_SD3 : SDT_TK_NONE, all_in_one ? w : NULL,
+                            SDT_TK_TRANSFORMER_PREFIX, "", parts, n, SDT_PACK_AS_IS, error);
+        sdt_weights_close(w);
+    }
+    g_remove(tmp);
+    return ok;
+}
+
+bool sd3_generate(const char *path, const sd_config *cfg, const bool in[SD_PART_COUNT], sdt_dtype dtype, uint64_t seed,
+                  bool perturb_all, sdt_error *error)
+{
+    char *tmp = generate_canonical(path, cfg, dtype, seed, perturb_all, error);
+    bool ok = tmp && pack_from(path, tmp, true, in, error);
+    g_free(tmp);
+    return ok;
+}
+
+bool sd3_generate_part(const char *path, const sd_config *cfg, sd_part part, sdt_dtype dtype, uint64_t seed,
+                       bool perturb_all, sdt_error *error)
+{
+    if (part == SD_PART_DENOISER || part >= SD_PART_COUNT)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sd3_generate_part: a part is CLIP-L, CLIP-G, T5 or the VAE");
+    bool in[SD_PART_COUNT] = {false};
+    in[part] = true;
+    char *tmp = generate_canonical(path, cfg, dtype, seed, perturb_all, error);
+    bool ok = tmp && pack_from(path, tmp, false, in, error);
+    g_free(tmp);
+    return ok;
+}
