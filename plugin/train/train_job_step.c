@@ -341,7 +341,18 @@ static bool job_step(void *vjob, sdt_metrics *m, uint32_t *images, sdt_error *er
     job->skipped_before = job->engine.skipped;
     job->engine.hooks = (sdt_step_hooks){job, accumulate, engine_use_fp32, explain_nonfinite, skip_note, engine_log};
     sdt_step_result r;
+    /* accumulate takes this step's batches from the data order; a step that fails gives them back,
+     * so the state saved after the failure resumes to the bytes of an uninterrupted run */
+    int64_t data_epoch;
+    int data_position;
+    sdt_data_order_get_position(&job->data.order, &data_epoch, &data_position);
     if (!sdt_step_engine_step(&job->engine, job->step, &r, error)) {
+        sdt_error why; /* only out of memory, rebuilding the epoch the failed step left */
+        if (!sdt_data_order_set_position(&job->data.order, data_epoch, data_position, &why))
+            sdt_host_log(job->host, SDT_LOG_WARNING,
+                         "Step %lld failed and its batches could not be given back (%s): a state saved now resumes "
+                         "one step's batches further on.",
+                         (long long)step_number(job), why.message);
         sdt_run_comm_abort(&job->par, error->message); /* the other ranks stop at their next sum */
         return false;
     }

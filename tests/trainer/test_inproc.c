@@ -14,7 +14,8 @@
  *     and so does the host's load_state into a trainer of two devices (whose save_state then writes
  *     the state its run ended with);
  *  4. a rank failing mid-step (rank 1's 6th collective, in step 2) stops the run with a sentence naming
- *     it; the files hold step 1, no temp file is left, and the state resumes on two devices to the end;
+ *     it; the files hold step 1, no temp file is left, and the state resumes on two devices to the
+ *     uninterrupted run's bytes (the failed step's batch goes back to the data order);
  *     a rank failing in prepare fails prepare naming it;
  *  5. the sentences for bad lists: a device twice, devices on the CPU
  *     without a communicator (what a build without the test's provider says).
@@ -381,10 +382,15 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     CHECK(resumed.status == SDT_STATUS_OK && resumed.rec.n_steps == STEPS - 1,
           "resumed on two devices: status %d, %d steps: %s", (int)resumed.status, resumed.rec.n_steps, resumed.error);
     CHECK(fx_file_step(resumed.emb) == STEPS, "resumed to step %lld", (long long)fx_file_step(resumed.emb));
-    /* Not compared with the uninterrupted run: a state saved after a failed step resumes to other values
-     * (1e-2 here: the failed step had drawn its batch from the data order, train_job_step.c's accumulate,
-     * and the state saved after the error keeps that position), while an interrupt's state resumes to the
-     * uninterrupted bytes (check_interrupt). */
+    /* the failed step gave its batch back to the data order (train_job_step.c's job_step), so the
+     * state saved after the failure resumes to the uninterrupted bytes, as an interrupt's does */
+    run whole;
+    setup(env, tr, &whole, "fail-whole", src, 2, 1);
+    list[0] = &whole;
+    run_job(list, 1, 2, -1, -1);
+    CHECK(whole.status == SDT_STATUS_OK, "the uninterrupted run: %s", whole.error);
+    CHECK(fx_same_bytes(resumed.emb, whole.emb), "resumed after the failure: the uninterrupted bytes (%.3g)",
+          max_abs_diff(resumed.emb, whole.emb));
 
     printf("-- rank 1 fails in prepare\n");
     run p;
