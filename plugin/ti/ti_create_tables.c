@@ -1,6 +1,5 @@
 /* ti_create_tables.c - a new SD3.5 / Flux.1 embedding's tables from the encoders' token embeddings; see
  * ti_create_tables.h. */
-#include <glib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,55 +72,6 @@ static bool open_sources(const sdt_embedding_spec *spec, const sdt_weights *w, c
     return true;
 }
 
-static bool is_dir(const char *p)
-{
-    return p && g_file_test(p, G_FILE_TEST_IS_DIR);
-}
-
-/* T5's vocabulary (see the header for where it is looked for); NULL + a sentence naming the places. */
-static sdt_spm *open_t5_vocabulary(const sdt_embedding_spec *spec, sdt_error *error)
-{
-    GPtrArray *places = g_ptr_array_new_with_free_func(g_free);
-    if (is_dir(spec->model_path)) {
-        g_ptr_array_add(places, g_build_filename(spec->model_path, "tokenizer_3", NULL));
-        g_ptr_array_add(places, g_build_filename(spec->model_path, "tokenizer_2", NULL));
-    } else {
-        char *dir = g_path_get_dirname(spec->model_path);
-        g_ptr_array_add(places, g_build_filename(dir, "t5_tokenizer", NULL));
-        g_ptr_array_add(places, g_build_filename(dir, "tokenizer_3", NULL));
-        g_ptr_array_add(places, g_build_filename(dir, "tokenizer_2", NULL));
-        g_free(dir);
-    }
-    if (spec_file(spec, 2)) {
-        char *dir = g_path_get_dirname(spec->t5xxl_path);
-        g_ptr_array_add(places, g_build_filename(dir, "spiece.model", NULL));
-        g_ptr_array_add(places, g_build_filename(dir, "t5_tokenizer", NULL));
-        g_free(dir);
-    }
-    sdt_spm *t = NULL;
-    bool tried = false;
-    for (guint i = 0; i < places->len && !t && !tried; i++) {
-        const char *p = g_ptr_array_index(places, i);
-        if (!g_file_test(p, G_FILE_TEST_EXISTS)) continue;
-        tried = true; /* a vocabulary put there but unreadable is that file's sentence, not "none found" */
-        t = sdt_spm_load(p, error);
-    }
-    if (!t && !tried) {
-        GString *list = g_string_new(NULL);
-        for (guint i = 0; i < places->len; i++)
-            g_string_append_printf(list, "%s%s", i ? (i + 1 == places->len ? " or " : ", ") : "",
-                                   (const char *)g_ptr_array_index(places, i));
-        sdt_fail(error, SDT_ERR_NOT_FOUND,
-                 "%s: no T5 tokenizer found for the t5xxl table's init text (looked for %s); put T5's spiece.model "
-                 "or tokenizer.json (a diffusers SD3.5 folder's tokenizer_3/, or ComfyUI's "
-                 "comfy/text_encoders/t5_tokenizer/) in one of those, or create with an empty init text",
-                 spec->model_path, list->str);
-        g_string_free(list, TRUE);
-    }
-    g_ptr_array_free(places, TRUE);
-    return t;
-}
-
 /* The init text's ids through CLIP's tokenizer (CLIP-L and bigG share OpenAI's BPE vocabulary, as SDXL's do:
  * it must fit the smaller of their token tables); *n 0 for an empty text. */
 static bool tokenize_clip(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, int64_t rows, int32_t **ids,
@@ -138,21 +88,18 @@ static bool tokenize_clip(const sdt_embedding_spec *spec, const sdt_host_callbac
 }
 
 /* The init text's ids through T5's SentencePiece tokenizer; *n 0 for an empty text. */
-static bool tokenize_t5(const sdt_embedding_spec *spec, const sdt_tensor *rows, int32_t **ids, size_t *n,
-                        sdt_error *error)
+static bool tokenize_t5(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, const sdt_tensor *rows,
+                        int32_t **ids, size_t *n, sdt_error *error)
 {
     *ids = NULL;
     *n = 0;
     if (!spec->init_text || !*spec->init_text) return true;
-    sdt_spm *t5 = open_t5_vocabulary(spec, error);
-    if (!t5) return false;
-    if (sdt_spm_size(t5) > rows->shape[0]) {
-        sdt_fail(error, SDT_ERR_VALIDATION,
-                 "%s: T5's tokenizer has %d pieces but the T5 encoder has only %lld token rows; give the tokenizer "
-                 "made for this encoder",
-                 spec->model_path, (int)sdt_spm_size(t5), (long long)rows->shape[0]);
-        sdt_spm_free(t5);
-        return false;
+    int t5_rows = rows->shape[0] < INT32_MAX ? (int)rows->shape[0] : INT32_MAX;
+    sdt_spm *t5 = sdt_open_t5_tokenizer(spec_file(spec, 2), spec->model_path, t5_rows, host, error);
+    if (!t5) {
+        if (error->code == SDT_ERR_NOT_FOUND) /* creating can do without one */
+            sdt_error_append(error, ", or create with an empty init text");
+        return sdt_error_wrap(error, "%s: the t5xxl table's init text", spec->model_path);
     }
     bool ok = sdt_spm_tokenize(t5, spec->init_text, ids, n, error);
     sdt_spm_free(t5);
@@ -194,7 +141,7 @@ bool ti_create_tables(const sdt_embedding_spec *spec, const sdt_host_callbacks *
     int32_t *clip_ids = NULL, *t5_ids = NULL;
     size_t n_clip = 0, n_t5 = 0;
     ok = ok && (!clip_rows || tokenize_clip(spec, host, clip_rows, &clip_ids, &n_clip, error)) &&
-         (!src[2].rows || tokenize_t5(spec, src[2].rows, &t5_ids, &n_t5, error));
+         (!src[2].rows || tokenize_t5(spec, host, src[2].rows, &t5_ids, &n_t5, error));
     for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++)
         if (src[k].rows)
             ok = fill_table(e, k, src[k].rows, k < 2 ? clip_ids : t5_ids, k < 2 ? n_clip : n_t5, src[k].file, error);

@@ -9,9 +9,10 @@
  * given), upcast from F16, BF16 or fp8 storage. A missing encoder is transformer_detect's sentence, naming
  * sdt-host's option and the spec's field.
  *
- * T5's vocabulary comes from, first found: a diffusers folder's tokenizer_3/ (SD3) or tokenizer_2/ (Flux);
- * beside a single-file model, t5_tokenizer/ (ComfyUI's name), tokenizer_3/ or tokenizer_2/; the T5 file's
- * folder's spiece.model or t5_tokenizer/. None found with a non-empty init text: a sentence naming them. */
+ * T5's vocabulary is found where training finds it (train/tokenizer_open.h's sdt_open_t5_tokenizer: a
+ * diffusers folder's tokenizer_3/ or tokenizer_2/; beside a single-file model, t5_tokenizer/ or the folder;
+ * the T5 file's folder or its t5_tokenizer/). None found with a non-empty init text: its sentence naming
+ * them, and that an empty init text needs none. */
 #ifndef SDT_TI_CREATE_TABLES_H
 #define SDT_TI_CREATE_TABLES_H
 

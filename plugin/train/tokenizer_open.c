@@ -82,7 +82,7 @@ static const char *folder_of(const char *path, char *buf, size_t size)
 sdt_spm *sdt_open_t5_tokenizer(const char *t5_path, const char *model_path, int t5_vocab,
                                const sdt_host_callbacks *host, sdt_error *error)
 {
-    /* the places create-embedding looks in too (plugin/ti/ti_create_tables.c), model first */
+    /* create-embedding looks here too (plugin/ti/ti_create_tables.c); the model first */
     char folders[5][4200];
     const char *where[5];
     int n = 0;
