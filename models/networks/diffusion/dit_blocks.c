@@ -1,11 +1,27 @@
 /* dit_blocks.c - the diffusion transformers' shared block code; see dit_blocks.h. */
 #include "dit_blocks.h"
 
+#include <math.h>
+#include <stdarg.h>
+
+#include "c_numeric.h"
 #include "model_util.h"
 
 #define MODULE "dit"
 #define LN_EPS DIT_LN_EPS
 #define TRY(call) MU_TRY(be, error, MODULE, call)
+
+bool dit_emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *prefix, const char *fmt, ...)
+{
+    char name[200];
+    va_list ap;
+    va_start(ap, fmt);
+    sdt_c_vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int64_t ws[2] = {out, in}, bs[1] = {out};
+    return mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)in), 2, ws, "%s%s.weight", prefix, name) &&
+           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, bs, "%s%s.bias", prefix, name);
+}
 
 /* Row r of a [rows, n] tensor as a 1-D [n] vector. */
 sdt_tensor dit_vec_row(const sdt_tensor *t2, int64_t r)

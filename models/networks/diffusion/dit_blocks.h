@@ -20,8 +20,14 @@
 
 #include "arena.h"
 #include "ops.h"
+#include "param_list.h"
 
 #define DIT_LN_EPS 1e-6f /* every LayerNorm and RMS norm of SD3 and Flux */
+
+/* A Linear's parameters for a parameter list: "<prefix><name>.weight" [out, in], normal with std 1/sqrt(in),
+ * and "<prefix><name>.bias" [out], zeros (name formatted from fmt). Returns the visitor's answer. */
+bool dit_emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *prefix, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* What the block code reads of a model's config. */
 typedef struct dit_dims {

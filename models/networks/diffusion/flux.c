@@ -139,64 +139,51 @@ bool flux_config_detect(const sdt_weights *w, const char *prefix, flux_config *c
 
 /* ---------------------------------------------------------------- parameters */
 
-static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
-{
-    char name[200];
-    va_list ap;
-    va_start(ap, fmt);
-    sdt_c_vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    int64_t ws[2] = {out, in}, bs[1] = {out};
-    return mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)in), 2, ws, "%s%s.weight", P, name) &&
-           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, bs, "%s%s.bias", P, name);
-}
-
 bool flux_params(const flux_config *c, sdt_param_visitor v, void *u)
 {
     const char *P = c->prefix;
     const int64_t H = (int64_t)c->heads * c->head_dim, F = H * c->mlp_ratio, D = 4 * (int64_t)c->in_channels;
     int64_t hd[1] = {c->head_dim};
-    if (!emit_linear(v, u, H, D, P, "x_embedder") || !emit_linear(v, u, H, c->context_dim, P, "context_embedder") ||
-        !emit_linear(v, u, H, FLUX_TIME_DIM, P, "time_text_embed.timestep_embedder.linear_1") ||
-        !emit_linear(v, u, H, H, P, "time_text_embed.timestep_embedder.linear_2") ||
-        (c->guidance && (!emit_linear(v, u, H, FLUX_TIME_DIM, P, "time_text_embed.guidance_embedder.linear_1") ||
-                         !emit_linear(v, u, H, H, P, "time_text_embed.guidance_embedder.linear_2"))) ||
-        !emit_linear(v, u, H, c->pooled_dim, P, "time_text_embed.text_embedder.linear_1") ||
-        !emit_linear(v, u, H, H, P, "time_text_embed.text_embedder.linear_2"))
+    if (!dit_emit_linear(v, u, H, D, P, "x_embedder") ||
+        !dit_emit_linear(v, u, H, c->context_dim, P, "context_embedder") ||
+        !dit_emit_linear(v, u, H, FLUX_TIME_DIM, P, "time_text_embed.timestep_embedder.linear_1") ||
+        !dit_emit_linear(v, u, H, H, P, "time_text_embed.timestep_embedder.linear_2") ||
+        (c->guidance && (!dit_emit_linear(v, u, H, FLUX_TIME_DIM, P, "time_text_embed.guidance_embedder.linear_1") ||
+                         !dit_emit_linear(v, u, H, H, P, "time_text_embed.guidance_embedder.linear_2"))) ||
+        !dit_emit_linear(v, u, H, c->pooled_dim, P, "time_text_embed.text_embedder.linear_1") ||
+        !dit_emit_linear(v, u, H, H, P, "time_text_embed.text_embedder.linear_2"))
         return false;
     static const char *const attn_lin[] = {"to_q",       "to_k",       "to_v",     "add_q_proj",
                                            "add_k_proj", "add_v_proj", "to_out.0", "to_add_out"};
     static const char *const attn_norm[] = {"norm_q", "norm_k", "norm_added_q", "norm_added_k"};
     for (int l = 0; l < c->double_layers; l++) {
         const char *B = "transformer_blocks";
-        if (!emit_linear(v, u, 6 * H, H, P, "%s.%d.norm1.linear", B, l) ||
-            !emit_linear(v, u, 6 * H, H, P, "%s.%d.norm1_context.linear", B, l))
+        if (!dit_emit_linear(v, u, 6 * H, H, P, "%s.%d.norm1.linear", B, l) ||
+            !dit_emit_linear(v, u, 6 * H, H, P, "%s.%d.norm1_context.linear", B, l))
             return false;
         for (int i = 0; i < 8; i++)
-            if (!emit_linear(v, u, H, H, P, "%s.%d.attn.%s", B, l, attn_lin[i])) return false;
+            if (!dit_emit_linear(v, u, H, H, P, "%s.%d.attn.%s", B, l, attn_lin[i])) return false;
         for (int i = 0; i < 4; i++)
             if (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.%s.weight", P, B, l, attn_norm[i])) return false;
-        if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
-            !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l) ||
-            !emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
-            !emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l))
+        if (!dit_emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
+            !dit_emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l) ||
+            !dit_emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
+            !dit_emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l))
             return false;
     }
     for (int l = 0; l < c->single_layers; l++) {
         const char *B = "single_transformer_blocks";
-        if (!emit_linear(v, u, 3 * H, H, P, "%s.%d.norm.linear", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
+        if (!dit_emit_linear(v, u, 3 * H, H, P, "%s.%d.norm.linear", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
             !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_q.weight", P, B, l) ||
             !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_k.weight", P, B, l) ||
-            !emit_linear(v, u, F, H, P, "%s.%d.proj_mlp", B, l) ||
-            !emit_linear(v, u, H, H + F, P, "%s.%d.proj_out", B, l))
+            !dit_emit_linear(v, u, F, H, P, "%s.%d.proj_mlp", B, l) ||
+            !dit_emit_linear(v, u, H, H + F, P, "%s.%d.proj_out", B, l))
             return false;
     }
-    return emit_linear(v, u, 2 * H, H, P, "norm_out.linear") && emit_linear(v, u, D, H, P, "proj_out");
+    return dit_emit_linear(v, u, 2 * H, H, P, "norm_out.linear") && dit_emit_linear(v, u, D, H, P, "proj_out");
 }
 
 /* ---------------------------------------------------------------- loading */

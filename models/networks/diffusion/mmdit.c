@@ -149,20 +149,6 @@ bool mmdit_config_detect(const sdt_weights *w, const char *prefix, mmdit_config 
 
 /* ---------------------------------------------------------------- parameters */
 
-static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
-    __attribute__((format(printf, 6, 7)));
-static bool emit_linear(sdt_param_visitor v, void *u, int64_t out, int64_t in, const char *P, const char *fmt, ...)
-{
-    char name[200];
-    va_list ap;
-    va_start(ap, fmt);
-    sdt_c_vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    int64_t ws[2] = {out, in}, bs[1] = {out};
-    return mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)in), 2, ws, "%s%s.weight", P, name) &&
-           mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, bs, "%s%s.bias", P, name);
-}
-
 bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
 {
     const char *P = c->prefix;
@@ -171,49 +157,49 @@ bool mmdit_params(const mmdit_config *c, sdt_param_visitor v, void *u)
     if (!mu_emit(v, u, SDT_INIT_NORMAL, 1.0f / sqrtf((float)(C * p * p)), 4, pw, "%spos_embed.proj.weight", P) ||
         !mu_emit(v, u, SDT_INIT_ZEROS, 0, 1, pb, "%spos_embed.proj.bias", P) ||
         !mu_emit(v, u, SDT_INIT_NORMAL, 1.0f, 3, pos, "%spos_embed.pos_embed", P) ||
-        !emit_linear(v, u, H, MMDIT_TIME_DIM, P, "time_text_embed.timestep_embedder.linear_1") ||
-        !emit_linear(v, u, H, H, P, "time_text_embed.timestep_embedder.linear_2") ||
-        !emit_linear(v, u, H, c->pooled_dim, P, "time_text_embed.text_embedder.linear_1") ||
-        !emit_linear(v, u, H, H, P, "time_text_embed.text_embedder.linear_2") ||
-        !emit_linear(v, u, H, c->context_dim, P, "context_embedder"))
+        !dit_emit_linear(v, u, H, MMDIT_TIME_DIM, P, "time_text_embed.timestep_embedder.linear_1") ||
+        !dit_emit_linear(v, u, H, H, P, "time_text_embed.timestep_embedder.linear_2") ||
+        !dit_emit_linear(v, u, H, c->pooled_dim, P, "time_text_embed.text_embedder.linear_1") ||
+        !dit_emit_linear(v, u, H, H, P, "time_text_embed.text_embedder.linear_2") ||
+        !dit_emit_linear(v, u, H, c->context_dim, P, "context_embedder"))
         return false;
     for (int l = 0; l < c->layers; l++) {
         const bool pre_only = l == c->layers - 1;
         const char *B = "transformer_blocks";
         const bool dual = l < c->dual_layers;
-        if (!emit_linear(v, u, (dual ? 9 : 6) * H, H, P, "%s.%d.norm1.linear", B, l) ||
-            !emit_linear(v, u, (pre_only ? 2 : 6) * H, H, P, "%s.%d.norm1_context.linear", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_q_proj", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_k_proj", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.add_v_proj", B, l) ||
-            !emit_linear(v, u, H, H, P, "%s.%d.attn.to_out.0", B, l) ||
-            (!pre_only && !emit_linear(v, u, H, H, P, "%s.%d.attn.to_add_out", B, l)))
+        if (!dit_emit_linear(v, u, (dual ? 9 : 6) * H, H, P, "%s.%d.norm1.linear", B, l) ||
+            !dit_emit_linear(v, u, (pre_only ? 2 : 6) * H, H, P, "%s.%d.norm1_context.linear", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_q", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_k", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_v", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.add_q_proj", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.add_k_proj", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.add_v_proj", B, l) ||
+            !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_out.0", B, l) ||
+            (!pre_only && !dit_emit_linear(v, u, H, H, P, "%s.%d.attn.to_add_out", B, l)))
             return false;
         if (c->qk_norm && (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_q.weight", P, B, l) ||
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_k.weight", P, B, l) ||
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_q.weight", P, B, l) ||
                            !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn.norm_added_k.weight", P, B, l)))
             return false;
-        if (dual && (!emit_linear(v, u, H, H, P, "%s.%d.attn2.to_q", B, l) ||
-                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_k", B, l) ||
-                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_v", B, l) ||
-                     !emit_linear(v, u, H, H, P, "%s.%d.attn2.to_out.0", B, l)))
+        if (dual && (!dit_emit_linear(v, u, H, H, P, "%s.%d.attn2.to_q", B, l) ||
+                     !dit_emit_linear(v, u, H, H, P, "%s.%d.attn2.to_k", B, l) ||
+                     !dit_emit_linear(v, u, H, H, P, "%s.%d.attn2.to_v", B, l) ||
+                     !dit_emit_linear(v, u, H, H, P, "%s.%d.attn2.to_out.0", B, l)))
             return false;
         if (dual && c->qk_norm &&
             (!mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_q.weight", P, B, l) ||
              !mu_emit(v, u, SDT_INIT_ONES, 0, 1, hd, "%s%s.%d.attn2.norm_k.weight", P, B, l)))
             return false;
-        if (!emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
-            !emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
+        if (!dit_emit_linear(v, u, F, H, P, "%s.%d.ff.net.0.proj", B, l) ||
+            !dit_emit_linear(v, u, H, F, P, "%s.%d.ff.net.2", B, l))
             return false;
-        if (!pre_only && (!emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
-                          !emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l)))
+        if (!pre_only && (!dit_emit_linear(v, u, F, H, P, "%s.%d.ff_context.net.0.proj", B, l) ||
+                          !dit_emit_linear(v, u, H, F, P, "%s.%d.ff_context.net.2", B, l)))
             return false;
     }
-    return emit_linear(v, u, 2 * H, H, P, "norm_out.linear") && emit_linear(v, u, p * p * C, H, P, "proj_out");
+    return dit_emit_linear(v, u, 2 * H, H, P, "norm_out.linear") && dit_emit_linear(v, u, p * p * C, H, P, "proj_out");
 }
 
 /* ---------------------------------------------------------------- loading */
