@@ -10,6 +10,7 @@
 
 #include "flux_text.h"
 #include "model_test_util.h"
+#include "row_gradient_check.h"
 #include "text3_test_models.h"
 
 enum { B = 2, T = 77, L5 = 10, R = 2, NOV = 3 };
@@ -178,38 +179,31 @@ static double loss_of(const text3_models *m, const problem *p, const outputs *o)
     return s;
 }
 
+typedef struct fd_context {
+    const text3_models *m;
+    sdt_backend *be;
+    const problem *p;
+} fd_context;
+
+static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
+{
+    const fd_context *c = vctx;
+    outputs q;
+    bool ok = run(c->m, c->be, c->p, table == 0 ? rows : c->p->rows_l, table == 1 ? rows : c->p->rows_t5, NULL, false,
+                  false, false, &q, error);
+    if (ok) *loss = loss_of(c->m, c->p, &q);
+    free_outputs(&q);
+    return ok;
+}
+
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    sdt_error error = {0};
+    fd_context c = {m, be, p};
     int n[2] = {R * m->l.cfg.width, R * m->t5.cfg.d_model};
     const float *base[2] = {p->rows_l, p->rows_t5}, *grad[2] = {o->drl, o->drt};
     const char *names[2] = {"clip_l", "t5xxl"};
-    for (int e = 0; e < 2; e++) {
-        float *dir = mt_alloc((size_t)n[e] * sizeof(float)), *moved = mt_alloc((size_t)n[e] * sizeof(float));
-        sdt_test_fill_normal(rng, dir, n[e], 1.0);
-        double analytic = 0, scale = 0;
-        for (int i = 0; i < n[e]; i++)
-            analytic += (double)grad[e][i] * dir[i], scale += fabs((double)grad[e][i] * dir[i]);
-        const double h = 1e-3;
-        double l[2] = {0, 0};
-        for (int s = 0; s < 2; s++) {
-            for (int i = 0; i < n[e]; i++) moved[i] = (float)(base[e][i] + (s ? -h : h) * dir[i]);
-            outputs q;
-            if (!run(m, be, p, e == 0 ? moved : p->rows_l, e == 1 ? moved : p->rows_t5, NULL, false, false, false, &q,
-                     &error))
-                CHECK(false, "forward for finite differences: %s", error.message);
-            else
-                l[s] = loss_of(m, p, &q);
-            free_outputs(&q);
-        }
-        double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(scale, 1e-12);
-        printf("%s: analytic %.6g, central differences %.6g (rel %.3g)\n", names[e], analytic, fd, rel);
-        CHECK(scale > 0, "%s: the row gradient is zero", names[e]);
-        CHECK(rel <= 1e-2, "%s: the row gradient disagrees with finite differences: %.6g vs %.6g", names[e], analytic,
-              fd);
-        free(dir), free(moved);
-    }
+    rg_check_tables(rng, 2, n, base, grad, names, loss_with_rows, &c);
 }
 
 int main(void)

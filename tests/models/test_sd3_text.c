@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "model_test_util.h"
+#include "row_gradient_check.h"
 #include "sd3_text.h"
 #include "text3_test_models.h"
 
@@ -258,43 +259,34 @@ static double loss_of(const text3_models *m, const problem *p, const outputs *o)
     return s;
 }
 
-/* d(loss)/d(rows) along a random direction of the three tables by central differences. */
+typedef struct fd_context {
+    const text3_models *m;
+    sdt_backend *be;
+    const problem *p;
+} fd_context;
+
+static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
+{
+    const fd_context *c = vctx;
+    const float *rl = table == 0 ? rows : c->p->rows_l, *rg = table == 1 ? rows : c->p->rows_g,
+                *rt = table == 2 ? rows : c->p->rows_t5;
+    variant v = {0};
+    outputs q;
+    bool ok = run(c->m, c->be, c->p, rl, rg, rt, &v, &q, error);
+    if (ok) *loss = loss_of(c->m, c->p, &q);
+    free_outputs(&q);
+    return ok;
+}
+
+/* d(loss)/d(rows) of each of the three tables by central differences (row_gradient_check.h). */
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    sdt_error error = {0};
+    fd_context c = {m, be, p};
     int n[3] = {R * m->l.cfg.width, R * m->g.cfg.width, R * m->t5.cfg.d_model};
     const float *base[3] = {p->rows_l, p->rows_g, p->rows_t5}, *grad[3] = {o->drl, o->drg, o->drt};
     const char *names[3] = {"clip_l", "clip_g", "t5xxl"};
-    for (int e = 0; e < 3; e++) { /* each table alone: a wrong table cannot hide behind the others */
-        float *dir = mt_alloc((size_t)n[e] * sizeof(float)), *moved = mt_alloc((size_t)n[e] * sizeof(float));
-        sdt_test_fill_normal(rng, dir, n[e], 1.0);
-        double analytic = 0, scale = 0;
-        for (int i = 0; i < n[e]; i++)
-            analytic += (double)grad[e][i] * dir[i], scale += fabs((double)grad[e][i] * dir[i]);
-        const double h = 1e-3;
-        double l[2] = {0, 0};
-        for (int s = 0; s < 2; s++) {
-            for (int i = 0; i < n[e]; i++) moved[i] = (float)(base[e][i] + (s ? -h : h) * dir[i]);
-            const float *rl = e == 0 ? moved : p->rows_l, *rg = e == 1 ? moved : p->rows_g,
-                        *rt = e == 2 ? moved : p->rows_t5;
-            variant v = {0};
-            outputs q;
-            if (!run(m, be, p, rl, rg, rt, &v, &q, &error)) {
-                CHECK(false, "forward for finite differences: %s", error.message);
-                free_outputs(&q);
-                break;
-            }
-            l[s] = loss_of(m, p, &q);
-            free_outputs(&q);
-        }
-        double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(scale, 1e-12);
-        printf("%s: analytic %.6g, central differences %.6g (rel %.3g)\n", names[e], analytic, fd, rel);
-        CHECK(scale > 0, "%s: the row gradient is zero", names[e]);
-        CHECK(rel <= 1e-2, "%s: the row gradient disagrees with finite differences: %.6g vs %.6g", names[e], analytic,
-              fd);
-        free(dir), free(moved);
-    }
+    rg_check_tables(rng, 3, n, base, grad, names, loss_with_rows, &c);
 }
 
 /* Frozen tables: the others' gradients unchanged, the frozen encoder's backward not run. */

@@ -8,6 +8,7 @@
 
 #include "model_test_util.h"
 #include "vae.h"
+#include "vae_test_run.h"
 
 /* ---------------------------------------------------------------- float64 reference */
 
@@ -198,32 +199,22 @@ static img ref_decode(const img *latents, const vae_model *m)
 
 /* ---------------------------------------------------------------- tests */
 
-/* Measures, then runs in an arena of exactly the measured size. */
+/* vae_test_run.h's, saying the arena's size. */
 static bool encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_tensor *mean, sdt_tensor *logvar,
                    sdt_error *error)
 {
-    sdt_arena meas, arena;
-    sdt_arena_init_measure(&meas, be);
-    if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
-    bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, error);
-    printf("encode arena %zu bytes\n", meas.peak);
-    sdt_arena_release(&arena);
+    size_t peak = 0;
+    bool ok = vt_encode(m, be, image, mean, logvar, &peak, error);
+    printf("encode arena %zu bytes\n", peak);
     return ok;
 }
 
 static bool decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_dtype dt,
                    sdt_error *error)
 {
-    sdt_arena meas, arena;
-    sdt_arena_init_measure(&meas, be);
-    if (!vae_decode(m, be, &meas, latents, dt, image, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
-    bool ok = vae_decode(m, be, &arena, latents, dt, image, error);
-    printf("decode arena %zu bytes\n", meas.peak);
-    sdt_arena_release(&arena);
+    size_t peak = 0;
+    bool ok = vt_decode(m, be, latents, dt, image, &peak, error);
+    printf("decode arena %zu bytes\n", peak);
     return ok;
 }
 

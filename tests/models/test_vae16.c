@@ -10,36 +10,12 @@
 #include "sd_config_detect.h"
 #include "vae.h"
 #include "vae_gen.h"
+#include "vae_test_run.h"
 
 static sdt_backend *shared_be;
 static sdt_backend *mt_backend_shared(void)
 {
     return shared_be;
-}
-
-static bool run_decode(const vae_model *m, sdt_backend *be, sdt_tensor *latents, sdt_tensor *image, sdt_error *error)
-{
-    sdt_arena meas, arena;
-    sdt_arena_init_measure(&meas, be);
-    if (!vae_decode(m, be, &meas, latents, SDT_F32, image, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
-    bool ok = vae_decode(m, be, &arena, latents, SDT_F32, image, error);
-    sdt_arena_release(&arena);
-    return ok;
-}
-
-static bool run_encode(const vae_model *m, sdt_backend *be, sdt_tensor *image, sdt_tensor *mean, sdt_tensor *logvar,
-                       sdt_error *error)
-{
-    sdt_arena meas, arena;
-    sdt_arena_init_measure(&meas, be);
-    if (!vae_encode(m, be, &meas, image, SDT_F32, mean, logvar, error)) return false;
-    if (!sdt_arena_init(&arena, be, meas.peak))
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "arena: %s", be->error.message);
-    bool ok = vae_encode(m, be, &arena, image, SDT_F32, mean, logvar, error);
-    sdt_arena_release(&arena);
-    return ok;
 }
 
 static void test_configs(void)
@@ -105,7 +81,7 @@ static void test_file(const char *prefix, sdt_backend *be, sdt_test_rng *rng)
     sdt_tensor noise_t = mt_tensor(noise, SDT_F32, 4, B, Z, h, wl), dec_t = mt_tensor(dec, SDT_F32, 4, B, 3, H, W);
     sdt_tensor direct_t = mt_tensor(direct, SDT_F32, 4, B, Z, h, wl);
     sdt_tensor plain_t = mt_tensor(dec_plain, SDT_F32, 4, B, 3, H, W);
-    CHECK(run_encode(&m, be, &image_t, &mean_t, &logvar_t, &error), "encode: %s", error.message);
+    CHECK(vt_encode(&m, be, &image_t, &mean_t, &logvar_t, NULL, &error), "encode: %s", error.message);
 
     /* latents = scaling (z - shift), for the mean and for a sample. */
     CHECK(vae_latents_mean_shifted(be, &lat_t, &mean_t, cfg.scaling, cfg.shift, &error), "mean: %s", error.message);
@@ -123,16 +99,16 @@ static void test_file(const char *prefix, sdt_backend *be, sdt_test_rng *rng)
 
     /* Decoding the latents undoes the shift: the same image as the network given mean itself, through a
      * model with scaling 1 and shift 0 (the decoder sees mean in both). */
-    CHECK(run_decode(&m, be, &lat_t, &dec_t, &error), "decode: %s", error.message);
+    CHECK(vt_decode(&m, be, &lat_t, SDT_F32, &dec_t, NULL, &error), "decode: %s", error.message);
     vae_model plain = m;
     plain.cfg.scaling = 1.0f;
     plain.cfg.shift = 0.0f;
-    CHECK(run_decode(&plain, be, &mean_t, &plain_t, &error), "decode mean: %s", error.message);
+    CHECK(vt_decode(&plain, be, &mean_t, SDT_F32, &plain_t, NULL, &error), "decode mean: %s", error.message);
     double err = sdt_rel_err_ff(dec, dec_plain, (int64_t)n_img);
     CHECK(err <= 1e-5, "decode(scaling (mean - shift)) differs from the decoder on mean: %.3g", err);
     /* ... and the shift matters: without it the image differs. */
     plain.cfg.scaling = cfg.scaling;
-    CHECK(run_decode(&plain, be, &lat_t, &plain_t, &error), "decode unshifted: %s", error.message);
+    CHECK(vt_decode(&plain, be, &lat_t, SDT_F32, &plain_t, NULL, &error), "decode unshifted: %s", error.message);
     CHECK(sdt_rel_err_ff(dec, dec_plain, (int64_t)n_img) > 1e-3, "the shift changes the decoded image");
 
     free(image), free(mean), free(logvar), free(lat), free(noise), free(direct), free(dec), free(dec_plain);
