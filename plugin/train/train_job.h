@@ -85,6 +85,9 @@ typedef struct sdt_train_part_ops {
     bool (*save_as)(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error);
     /* The part's keys in the settings file. */
     void (*settings)(sdt_train_part *p, sdt_train_job *job, cJSON *s);
+    /* The content hash of all its values on the device, for a part whose values span several groups or hold some
+     * no group trains (SD3.5/Flux.1 tables); NULL: its one group's values. */
+    bool (*values_sha256)(sdt_train_part *p, char hex[65], sdt_error *error);
     void (*destroy)(sdt_train_part *p);
 } sdt_train_part_ops;
 
@@ -158,6 +161,7 @@ struct sdt_train_job {
     const sdt_tensor
         *rows;         /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
     sdt_tensor *drows; /* their gradient; NULL: the text encoder runs without backward */
+    uint32_t tables;   /* SD3.5/Flux.1: the tables of the table-major rows that train (SDT_ENCODER_* bits) */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
 
     /* the method's parts and the numerics */
