@@ -307,6 +307,11 @@ bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
     job->placeholder_file = tp->part->input_path;
     job->rules.n_vectors = tp->emb.n_vectors;
     job->rules.slot_token = 0;
+    if (job->t5_tok) { /* SD3.5: the name is a token of T5's too, whose slots take the t5xxl table's rows */
+        int32_t t5_id;
+        if (!sdt_spm_add_token(job->t5_tok, tp->emb.name, &t5_id, error)) return false;
+        job->t5_rules = (sdt_t5_slot_rules){.placeholder_id = t5_id, .n_vectors = tp->emb.n_vectors, .slot_token = 0};
+    }
     return true;
 }
 

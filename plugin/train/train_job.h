@@ -33,6 +33,7 @@
 #include "data/run_lock.h"
 #include "data/template.h"
 #include "train/inpaint_cond.h"
+#include "train/flow_step.h"
 #include "train/ema.h"
 #include "train/latent_cache.h"
 #include "train/loss_options.h"
@@ -55,6 +56,8 @@
 #include "train/validation.h"
 #include "train/work_arena.h"
 #include "tokenizer.h"
+#include "sentencepiece.h"
+#include "t5_prompt.h"
 
 #define SDT_JOB_MAX_BATCH_FILES 64
 #define SDT_JOB_MAX_PARTS 2
@@ -156,6 +159,13 @@ struct sdt_train_job {
     char name[256];               /* the run's name: folders, the state, copies */
     char prompt_name[256];        /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
+    /* SD3.5 (rectified flow, train/flow_step.h): T5's tokenizer with the placeholder in it, T5's sequence, the
+     * objective; flow false for the UNet families */
+    bool flow;
+    sdt_spm *t5_tok;
+    sdt_t5_slot_rules t5_rules;
+    int t5_len;
+    sdt_flow_objective flow_objective;
 
     /* what the pass trains */
     const sdt_tensor
