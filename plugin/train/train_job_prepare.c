@@ -469,21 +469,13 @@ static sdt_dataset_options dataset_options(sdt_train_job *job)
     return o;
 }
 
-/* What an image's sides must be multiples of: the VAE's factor, doubled per UNet level below the first; for SD3's
- * transformer the VAE's factor times its patch size. */
-static int image_divisor(const sd_config *c)
-{
-    if (sd_config_is_transformer(c)) return vae_factor(&c->vae) * c->mmdit.patch;
-    return vae_factor(&c->vae) << (c->unet.num_levels - 1);
-}
-
 /* The dataset's files, captions and sizes from their headers (nothing decoded): enough for
  * every check before the expensive work. The listing goes into job->data.ds until load_dataset. */
 static bool list_dataset(sdt_train_job *job, sdt_error *error)
 {
     if (!job->data.dir)
         return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
-    int f = image_divisor(&job->rt.cfg);
+    int f = sd_runtime_image_divisor(&job->rt);
     if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "width %u x height %u: this model needs sides that are multiples of %d; round them to "
@@ -532,7 +524,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     latent_cache_set_shift(&job->data.lc, job->rt.cfg.vae.shift);
     const char *nan_pixel = sdt_test_hook_nan_pixel();
-    int f = image_divisor(&job->rt.cfg);
+    int f = sd_runtime_image_divisor(&job->rt);
     phase = phase_begin(job, "encoding the dataset with the VAE");
     for (int i = 0; i < job->data.ds.n_items; i++) {
         if (!phase_keep_going(&phase, i, job->data.ds.n_items)) return interrupted(error);
