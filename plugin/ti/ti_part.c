@@ -435,8 +435,18 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
         be->zero(be, &tp->grad))
         return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name,
                         be->error.message);
-    bool ok = sdt_embedding_has_tables(&tp->emb) ? add_table_groups(tp, job, texts, tables, error)
-                                                 : add_rows_group(tp, job, texts, error);
+    bool has_tables = sdt_embedding_has_tables(&tp->emb);
+    if (!has_tables && tables)
+        for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+            if ((tables->encoders >> k & 1u) || tables->learn_rates[k])
+                return sdt_fail(
+                    error, SDT_ERR_VALIDATION,
+                    "%s: %s is set, but the model (%s) is not SD3.5 or Flux.1 and the embedding's rows are one table; %s and "
+                    "the per-table learning rates are for SD3.5/Flux.1 embeddings: leave them unset",
+                    tp->part->input_path,
+                    tables->learn_rates[k] ? tables->learn_rate_fields[k] : tables->encoders_field,
+                    sd_family_title(job->rt.cfg.family), tables->encoders_field);
+    bool ok = has_tables ? add_table_groups(tp, job, texts, tables, error) : add_rows_group(tp, job, texts, error);
     if (!ok) return false;
     job->rows = &tp->param;
     job->drows = &tp->grad;

@@ -5,7 +5,8 @@
 #  - CLIP only (--encoders clip_l,clip_g): the t5xxl table keeps its bytes, the CLIP tables move;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): the CLIP tables keep their bytes, t5xxl moves, and the
 #    state's keys are the table's (t5xxl.adamw_m ...);
-#  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4.
+#  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4;
+#  - --encoders / --lr-t5xxl with an SD 1.x embedding and model are refused by name, the file untouched.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
@@ -91,5 +92,13 @@ run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 4 
 expect_rc 0 "resume to 4 steps"
 cmp -s split/star.safetensors straight/star.safetensors ||
     fail "the resumed SD3.5 embedding differs from the uninterrupted one"
+
+# the table options belong to SD3.5/Flux.1 embeddings
+new_embedding sd1 cat 1
+cp sd1/cat.safetensors sd1/cat.before
+run_host train --dataset data --template "$SDT_TEMPLATES/style_filewords.txt" "${TRAIN_COMMON[@]}" \
+    --embedding sd1/cat.safetensors --max-steps 1 --log-dir sd1/logs --lr-t5xxl 0.01
+expect_error "--lr-t5xxl with an SD 1.x embedding" "learn_rate_t5xxl" "SD3.5"
+cmp -s sd1/cat.safetensors sd1/cat.before || fail "a refused run changed the SD 1.x embedding"
 
 e2e_finish
