@@ -97,12 +97,49 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     cJSON_AddNumberToObject(s, "num_vectors_per_token", tp->emb.n_vectors);
 }
 
+/* A copy of the device rows (the host copy emb.vectors may hold what a save is about to write: left alone). */
+static float *device_values(ti_part *tp, sdt_error *error)
+{
+    size_t bytes = sdt_tensor_nbytes(&tp->param);
+    float *all = malloc(bytes ? bytes : 1);
+    if (!all) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory hashing the training state");
+        return NULL;
+    }
+    if (tp->be->download(tp->be, all, tp->param.data, bytes)) {
+        sdt_fail(error, tp->be->error.code, "reading the embedding back from the %s backend failed: %s", tp->be->name,
+                 tp->be->error.message);
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
 /* A table embedding's values span a group per trained table and the tables that do not train: all of them. */
 static bool part_values_sha256(sdt_train_part *p, char hex[65], sdt_error *error)
 {
     ti_part *tp = p->self;
-    if (!ti_part_download_vectors(tp, error)) return false;
-    sdt_vectors_sha256(tp->emb.vectors, (size_t)tp->emb.n_vectors * (size_t)tp->emb.dim, hex);
+    float *all = device_values(tp, error);
+    if (!all) return false;
+    sdt_vectors_sha256(all, (size_t)sdt_tensor_numel(&tp->param), hex);
+    free(all);
+    return true;
+}
+
+/* With ema_result the result holds each trained table's average and the other tables' values, in file order. */
+static bool part_average_sha256(sdt_train_part *p, sdt_train_job *job, char hex[65], sdt_error *error)
+{
+    ti_part *tp = p->self;
+    float *all = device_values(tp, error); /* the tables that do not train are as on the device */
+    if (!all) return false;
+    for (int g = 0; g < tp->n_groups; g++) {
+        const ti_group *grp = &tp->groups[g];
+        if (grp->engine_group < job->ema.n_groups)
+            memcpy(all + grp->base, job->ema.values[grp->engine_group],
+                   job->ema.count[grp->engine_group] * sizeof(float));
+    }
+    sdt_vectors_sha256(all, (size_t)sdt_tensor_numel(&tp->param), hex);
+    free(all);
     return true;
 }
 
@@ -127,6 +164,7 @@ static const sdt_train_part_ops ti_part_ops = {
     .save_as = part_save_as,
     .settings = part_settings,
     .values_sha256 = part_values_sha256,
+    .average_sha256 = part_average_sha256,
     .destroy = part_destroy,
 };
 
@@ -348,6 +386,7 @@ static bool add_one_group(ti_part *tp, sdt_train_job *job, ti_group *grp, const 
         sdt_optimizer_destroy(opt);
         return false;
     }
+    grp->engine_group = job->engine.n_groups - 1;
     return true;
 }
 

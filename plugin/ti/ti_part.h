@@ -28,6 +28,7 @@ typedef struct ti_guard_table {
 typedef struct ti_group {
     ti_part *tp;
     sdt_optimizer *opt;
+    int engine_group;       /* its index in job->engine (and job->ema) */
     sdt_tensor param, grad; /* views into the part's buffers */
     size_t base;            /* where the group's values start in tp->emb.vectors */
     float *undo;            /* param, AdamW m and v before the latest step: [3, numel(param)] */

@@ -91,6 +91,9 @@ typedef struct sdt_train_part_ops {
     /* The content hash of all its values on the device, for a part whose values span several groups or hold some
      * no group trains (SD3.5/Flux.1 tables); NULL: its one group's values. */
     bool (*values_sha256)(sdt_train_part *p, char hex[65], sdt_error *error);
+    /* The same for the values the result file holds with ema_result (each group's average over the rest); NULL: its
+     * one group's average. */
+    bool (*average_sha256)(sdt_train_part *p, sdt_train_job *job, char hex[65], sdt_error *error);
     void (*destroy)(sdt_train_part *p);
 } sdt_train_part_ops;
 

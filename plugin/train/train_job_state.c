@@ -349,7 +349,10 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
             if (job->ema.result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
-                sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
+                if (part->ops->average_sha256) {
+                    if (!(ok = part->ops->average_sha256((sdt_train_part *)part, job, ema_hashes[p], error))) break;
+                } else
+                    sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
                 snprintf(keys[p][4], 64, "%s_ema_sha256", part->what);
                 meta[n_meta++] = (sdt_st_kv){keys[p][4], ema_hashes[p]};
             }

@@ -5,7 +5,8 @@
 #  - CLIP only (--encoders clip_l,clip_g): the t5xxl table keeps its bytes, the CLIP tables move;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): the CLIP tables keep their bytes, t5xxl moves, and the
 #    state's keys are the table's (t5xxl.adamw_m ...);
-#  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4;
+#  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and a table that
+#    does not train (the state's hashes span every table);
 #  - --encoders / --lr-t5xxl with an SD 1.x embedding and model are refused by name, the file untouched.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
@@ -92,6 +93,19 @@ run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 4 
 expect_rc 0 "resume to 4 steps"
 cmp -s split/star.safetensors straight/star.safetensors ||
     fail "the resumed SD3.5 embedding differs from the uninterrupted one"
+
+# resume with the average as the result and a table that does not train (the state pairs with the file's values)
+for d in estraight esplit; do mkdir -p $d && cp fresh/star.safetensors $d/; done
+ecommon=("${common[@]}" --learn-rate 0.02 --ema 0.9 --ema-result --encoders clip_l,t5xxl --preview-every 0)
+run_host train "${ecommon[@]}" --embedding estraight/star.safetensors --max-steps 4 --log-dir estraight/logs
+expect_rc 0 "train 4 steps with the average as the result"
+run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 2 --log-dir esplit/logs
+expect_rc 0 "train 2 steps with the average as the result"
+run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 4 --log-dir esplit/logs \
+    --resume "$(run_folder esplit/logs star)/star.state.safetensors"
+expect_rc 0 "resume to 4 steps with the average as the result"
+cmp -s esplit/star.safetensors estraight/star.safetensors ||
+    fail "the resumed SD3.5 average differs from the uninterrupted one"
 
 # the table options belong to SD3.5/Flux.1 embeddings
 new_embedding sd1 cat 1
