@@ -7,6 +7,7 @@
 #    state's keys are the table's (t5xxl.adamw_m ...);
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and a table that
 #    does not train (the state's hashes span every table);
+#  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
 #  - --encoders / --lr-t5xxl with an SD 1.x embedding and model are refused by name, the file untouched.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
@@ -106,6 +107,13 @@ run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 4
 expect_rc 0 "resume to 4 steps with the average as the result"
 cmp -s esplit/star.safetensors estraight/star.safetensors ||
     fail "the resumed SD3.5 average differs from the uninterrupted one"
+
+# the divergence guard watches each table against its own encoder's token embedding (T5's rows are far longer)
+mkdir -p dv && cp fresh/star.safetensors dv/
+run_host train "${common[@]}" --embedding dv/star.safetensors --max-steps 2 --learn-rate 0.01 --lr-t5xxl 100000 \
+    --log-dir dv/logs --preview-every 0
+expect_rc 1 "a t5xxl table that diverges"
+grep -q 'the embedding diverged: .* vector (t5xxl) ' "$ERR" || fail "the divergence is not named with its t5xxl table"
 
 # the table options belong to SD3.5/Flux.1 embeddings
 new_embedding sd1 cat 1
