@@ -13,6 +13,15 @@ static sdt_schedule_texts texts_of(const sdt_part_schedules *s)
     return (sdt_schedule_texts){s->learn_rate, s->learn_rate_field, s->clip_mode, s->clip_value, s->clip_value_field};
 }
 
+/* An SD3.5/Flux.1 embedding's tables and their schedules, with the fields users name them by. */
+static ti_table_settings table_settings(const sdt_embedding_settings *s)
+{
+    return (ti_table_settings){s->encoders,
+                               {s->encoder_learn_rates[0], s->encoder_learn_rates[1], s->encoder_learn_rates[2]},
+                               {"learn_rate_clip_l", "learn_rate_clip_g", "learn_rate_t5xxl"},
+                               "encoders"};
+}
+
 /* A hypernetwork run's first part: the file, then its name (A1111's [name] is the hypernetwork's) and step. */
 static bool open_hypernetwork(sdt_train_job *job, const sdt_hypernetwork_settings *s, hn_part **out, sdt_error *error)
 {
@@ -86,6 +95,14 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
     if (ok && !resume && o->max_steps <= job->step) ok = already_trained(rq, job, error);
     const sdt_schedule_texts hn_texts = texts_of(&rq->hypernetwork.schedules),
                              emb_texts = texts_of(&rq->embedding.schedules);
+    const ti_table_settings tables = table_settings(&rq->embedding);
+    for (int k = 0; ok && emb && k < 3; k++)
+        if (tables.learn_rates[k]) {
+            sdt_schedule_texts own = emb_texts;
+            own.lr = tables.learn_rates[k];
+            own.lr_field = tables.learn_rate_fields[k];
+            ok = sdt_train_job_check_schedule(job, &own, error);
+        }
     ok = ok && (!hn || sdt_train_job_check_schedule(job, &hn_texts, error)) &&
          (!emb || sdt_train_job_check_schedule(job, &emb_texts, error)) && sdt_train_job_lock_parts(job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&
@@ -95,7 +112,7 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
          (!hn || (hn_part_pick_twin(hp, job), true)) && sdt_train_job_load_data(job, o, error) &&
          (!hn || hn_part_place_twin(hp, job, error)) &&
          (!hn || hn_part_add_group(hp, job, &hn_texts, rq->hypernetwork.weight_decay, error)) &&
-         (!emb || ti_part_add_group(tp, job, &emb_texts, error)) && sdt_train_job_finish(job, o, info, error);
+         (!emb || ti_part_add_group(tp, job, &emb_texts, &tables, error)) && sdt_train_job_finish(job, o, info, error);
     if (!ok) {
         sdt_train_job_destroy(job);
         return false;

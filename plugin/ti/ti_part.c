@@ -97,6 +97,52 @@ static void part_settings(sdt_train_part *p, sdt_train_job *job, cJSON *s)
     cJSON_AddNumberToObject(s, "num_vectors_per_token", tp->emb.n_vectors);
 }
 
+/* A copy of the device rows (the host copy emb.vectors may hold what a save is about to write: left alone). */
+static float *device_values(ti_part *tp, sdt_error *error)
+{
+    size_t bytes = sdt_tensor_nbytes(&tp->param);
+    float *all = malloc(bytes ? bytes : 1);
+    if (!all) {
+        sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory hashing the training state");
+        return NULL;
+    }
+    if (tp->be->download(tp->be, all, tp->param.data, bytes)) {
+        sdt_fail(error, tp->be->error.code, "reading the embedding back from the %s backend failed: %s", tp->be->name,
+                 tp->be->error.message);
+        free(all);
+        return NULL;
+    }
+    return all;
+}
+
+/* A table embedding's values span a group per trained table and the tables that do not train: all of them. */
+static bool part_values_sha256(sdt_train_part *p, char hex[65], sdt_error *error)
+{
+    ti_part *tp = p->self;
+    float *all = device_values(tp, error);
+    if (!all) return false;
+    sdt_vectors_sha256(all, (size_t)sdt_tensor_numel(&tp->param), hex);
+    free(all);
+    return true;
+}
+
+/* With ema_result the result holds each trained table's average and the other tables' values, in file order. */
+static bool part_average_sha256(sdt_train_part *p, sdt_train_job *job, char hex[65], sdt_error *error)
+{
+    ti_part *tp = p->self;
+    float *all = device_values(tp, error); /* the tables that do not train are as on the device */
+    if (!all) return false;
+    for (int g = 0; g < tp->n_groups; g++) {
+        const ti_group *grp = &tp->groups[g];
+        if (grp->engine_group < job->ema.n_groups)
+            memcpy(all + grp->base, job->ema.values[grp->engine_group],
+                   job->ema.count[grp->engine_group] * sizeof(float));
+    }
+    sdt_vectors_sha256(all, (size_t)sdt_tensor_numel(&tp->param), hex);
+    free(all);
+    return true;
+}
+
 static void part_destroy(sdt_train_part *p)
 {
     ti_part *tp = p->self;
@@ -106,7 +152,7 @@ static void part_destroy(sdt_train_part *p)
         if (tp->grad.data) tp->be->free(tp->be, tp->grad.data);
     }
     sdt_embedding_free(&tp->emb);
-    free(tp->undo);
+    for (int g = 0; g < tp->n_groups; g++) free(tp->groups[g].undo);
     free(tp);
 }
 
@@ -117,6 +163,8 @@ static const sdt_train_part_ops ti_part_ops = {
     .after_preview = part_card,
     .save_as = part_save_as,
     .settings = part_settings,
+    .values_sha256 = part_values_sha256,
+    .average_sha256 = part_average_sha256,
     .destroy = part_destroy,
 };
 
@@ -200,6 +248,13 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
     }
     tp->save_cards = save_cards;
     char *output = check_embedding(job, tp, embedding_path, error);
+    if (output && save_cards && sdt_embedding_has_tables(&tp->emb)) { /* the default is on: skipped, said once */
+        tp->save_cards = false;
+        sdt_host_log(job->host, SDT_LOG_INFO,
+                     "%s is an %s embedding (a table per text encoder): no PNG cards are written, since no host "
+                     "loads these from a card (A1111 runs neither family); ComfyUI and Forge load the .safetensors",
+                     embedding_path, sdt_embedding_family_title(&tp->emb));
+    }
     if (!output) {
         sdt_embedding_free(&tp->emb);
         free(tp);
@@ -290,10 +345,123 @@ bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error)
     job->placeholder_file = tp->part->input_path;
     job->rules.n_vectors = tp->emb.n_vectors;
     job->rules.slot_token = 0;
+    if (job->t5_tok) { /* SD3.5: the name is a token of T5's too, whose slots take the t5xxl table's rows */
+        int32_t t5_id;
+        if (!sdt_spm_add_token(job->t5_tok, tp->emb.name, &t5_id, error)) return false;
+        job->t5_rules = (sdt_t5_slot_rules){.placeholder_id = t5_id, .n_vectors = tp->emb.n_vectors, .slot_token = 0};
+    }
     return true;
 }
 
-bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
+/* The group's optimizer, undo buffer and step-engine group; the optimizer is the engine's once added. */
+static bool add_one_group(ti_part *tp, sdt_train_job *job, ti_group *grp, const char *name, const char *state_prefix,
+                          const sdt_schedule_texts *texts, sdt_error *error)
+{
+    sdt_adamw_hparams hp = sdt_adamw_hparams_textual_inversion(0.0f); /* the schedule sets the rate before each step */
+    sdt_optimizer *opt = sdt_optimizer_create(tp->be, tp->emb.name, &hp, error);
+    if (!opt) return false;
+    if (sdt_optimizer_add_param(opt, "emb_params", &grp->param, &grp->grad, true, error) != SDT_CORE_OK) {
+        sdt_optimizer_destroy(opt);
+        return false;
+    }
+    grp->tp = tp;
+    grp->opt = opt;
+    grp->undo = malloc(3 * sdt_tensor_nbytes(&grp->param));
+    if (!grp->undo) {
+        sdt_optimizer_destroy(opt);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
+    }
+    sdt_param_group g = {.name = name,
+                         .state_prefix = state_prefix,
+                         .opt = opt,
+                         .lr_text = (char *)texts->lr,
+                         .clip_text = (char *)texts->clip,
+                         .lr_field = texts->lr_field,
+                         .clip_field = texts->clip_field,
+                         .clip_mode = texts->clip_mode,
+                         .before_step = ti_part_undo_save,
+                         .after_step = ti_part_check_divergence,
+                         .guard_user = grp};
+    if (!sdt_train_job_add_group(job, tp->part, &g, error)) {
+        sdt_optimizer_destroy(opt);
+        return false;
+    }
+    grp->engine_group = job->engine.n_groups - 1;
+    return true;
+}
+
+/* SD 1.x/2.x/SDXL: one group over the whole rows (SDXL's guarded per encoder's columns). */
+static bool add_rows_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts, sdt_error *error)
+{
+    ti_group *grp = &tp->groups[tp->n_groups++];
+    grp->param = tp->param;
+    grp->grad = tp->grad;
+    int l = tp->emb.clip_l_dim ? tp->emb.clip_l_dim : tp->emb.dim;
+    grp->tables[0] =
+        (ti_guard_table){tp->emb.clip_l_dim ? " (clip_l)" : "", tp->emb.dim, 0, l, ti_part_token_norm(job, 0)};
+    grp->tables[1] = (ti_guard_table){" (clip_g)", tp->emb.dim, l, tp->emb.dim - l,
+                                      tp->emb.clip_l_dim ? ti_part_token_norm(job, 1) : 0};
+    grp->n_tables = tp->emb.clip_l_dim ? 2 : 1;
+    return add_one_group(tp, job, grp, "embedding", NULL, texts, error);
+}
+
+/* Which tables train: encoders' bits (0: every table the file has), each of which the file must have. */
+static bool choose_tables(ti_part *tp, const ti_table_settings *ts, sdt_error *error)
+{
+    uint32_t have = 0;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        if (tp->emb.encoder_dims[k] > 0) have |= 1u << k;
+    uint32_t want = ts && ts->encoders ? ts->encoders : have;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        if ((want >> k & 1u) && !(have >> k & 1u))
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: %s asks to train the %s table, but the embedding (%s) has none; leave %s out of "
+                            "%s (0 trains every table it has)",
+                            tp->part->input_path, ts->encoders_field, table_names[k],
+                            sdt_embedding_family_title(&tp->emb), table_names[k], ts->encoders_field);
+    tp->tables = want;
+    return true;
+}
+
+/* SD3.5/Flux.1: a group per trained table, a view of the table in the part's buffers, with its own schedule. */
+static bool add_table_groups(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts,
+                             const ti_table_settings *ts, sdt_error *error)
+{
+    static const char *const group_names[3] = {"embedding.clip_l", "embedding.clip_g", "embedding.t5xxl"};
+    static const char *const alone_prefix[3] = {"clip_l.", "clip_g.", "t5xxl."};
+    static const char *const joint_prefix[3] = {"embedding.clip_l.", "embedding.clip_g.", "embedding.t5xxl."};
+    if (!choose_tables(tp, ts, error)) return false;
+    size_t base = 0;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) {
+        int width = tp->emb.encoder_dims[k];
+        size_t numel = (size_t)tp->emb.n_vectors * (size_t)(width > 0 ? width : 0);
+        if (width > 0 && (tp->tables >> k & 1u)) {
+            ti_group *grp = &tp->groups[tp->n_groups++];
+            int64_t shape[2] = {tp->emb.n_vectors, width};
+            grp->param = sdt_tensor_make((float *)tp->param.data + base, SDT_F32, tp->be->device, 2, shape);
+            grp->grad = sdt_tensor_make((float *)tp->grad.data + base, SDT_F32, tp->be->device, 2, shape);
+            grp->base = base;
+            grp->tables[0] = (ti_guard_table){k == 0   ? " (clip_l)"
+                                              : k == 1 ? " (clip_g)"
+                                                       : " (t5xxl)",
+                                              width, 0, width, ti_part_token_norm(job, k)};
+            grp->n_tables = 1;
+            sdt_schedule_texts own = *texts;
+            if (ts && ts->learn_rates[k]) {
+                own.lr = ts->learn_rates[k];
+                own.lr_field = ts->learn_rate_fields[k];
+            }
+            /* a lone embedding's keys: clip_l.emb_params, clip_l.adamw_m ...; joint training's under "embedding." */
+            const char *prefix = tp->part->state_prefix[0] ? joint_prefix[k] : alone_prefix[k];
+            if (!add_one_group(tp, job, grp, group_names[k], prefix, &own, error)) return false;
+        }
+        base += numel;
+    }
+    return true;
+}
+
+bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts *texts,
+                       const ti_table_settings *tables, sdt_error *error)
 {
     sdt_backend *be = tp->be = job->pb.be;
     int64_t shape[2] = {tp->emb.n_vectors, tp->emb.dim};
@@ -306,35 +474,21 @@ bool ti_part_add_group(ti_part *tp, sdt_train_job *job, const sdt_schedule_texts
         be->zero(be, &tp->grad))
         return sdt_fail(error, be->error.code, "cannot place the embedding on the %s backend: %s", be->name,
                         be->error.message);
-    sdt_adamw_hparams hp = sdt_adamw_hparams_textual_inversion(0.0f); /* the schedule sets the rate before each step */
-    sdt_optimizer *opt = sdt_optimizer_create(be, tp->emb.name, &hp, error);
-    if (!opt) return false;
-    if (sdt_optimizer_add_param(opt, "emb_params", &tp->param, &tp->grad, true, error) != SDT_CORE_OK) {
-        sdt_optimizer_destroy(opt);
-        return false;
-    }
-    tp->opt = opt;
-    ti_part_token_norms(job, &tp->token_norm, &tp->token_norm_g);
-    tp->undo = malloc(3 * bytes);
-    if (!tp->undo) {
-        sdt_optimizer_destroy(opt);
-        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the embedding's undo copy");
-    }
-    sdt_param_group g = {.name = "embedding",
-                         .opt = opt,
-                         .lr_text = (char *)texts->lr,
-                         .clip_text = (char *)texts->clip,
-                         .lr_field = texts->lr_field,
-                         .clip_field = texts->clip_field,
-                         .clip_mode = texts->clip_mode,
-                         .before_step = ti_part_undo_save,
-                         .after_step = ti_part_check_divergence,
-                         .guard_user = tp};
-    if (!sdt_train_job_add_group(job, tp->part, &g, error)) {
-        sdt_optimizer_destroy(opt);
-        return false;
-    }
+    bool has_tables = sdt_embedding_has_tables(&tp->emb);
+    if (!has_tables && tables)
+        for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+            if ((tables->encoders >> k & 1u) || tables->learn_rates[k])
+                return sdt_fail(
+                    error, SDT_ERR_VALIDATION,
+                    "%s: %s is set, but the model (%s) is not SD3.5 or Flux.1 and the embedding's rows are one table; %s and "
+                    "the per-table learning rates are for SD3.5/Flux.1 embeddings: leave them unset",
+                    tp->part->input_path,
+                    tables->learn_rates[k] ? tables->learn_rate_fields[k] : tables->encoders_field,
+                    sd_family_title(job->rt.cfg.family), tables->encoders_field);
+    bool ok = has_tables ? add_table_groups(tp, job, texts, tables, error) : add_rows_group(tp, job, texts, error);
+    if (!ok) return false;
     job->rows = &tp->param;
     job->drows = &tp->grad;
+    job->tables = tp->tables;
     return true;
 }

@@ -8,33 +8,54 @@
 #include <string.h>
 
 #include "sd_text_rules.h"
+#include "transformer_keys.h"
 #include "ti/ti_part.h"
 
-/* The mean L2 norm of (up to 4096 evenly spaced) rows of a text encoder's token embedding, read
- * from the checkpoint file: the scale a healthy embedding vector stays near. */
-static double token_norm_of(const sdt_train_job *job, const clip_config *cfg)
+/* The mean L2 norm of (up to 4096 evenly spaced) rows of a [rows, width] token embedding: the scale a healthy
+ * embedding vector stays near. */
+static double mean_row_norm(const sdt_tensor *tok_emb)
 {
-    clip_text_model m;
-    sdt_error ignored; /* no norm means no divergence guard, never a failed run */
-    if (!clip_text_load(&m, cfg, job->rt.file, &ignored)) return 0;
-    int64_t rows = m.tok_emb.shape[0], width = m.tok_emb.shape[1];
+    if (!tok_emb || !tok_emb->data || tok_emb->ndim != 2) return 0;
+    int64_t rows = tok_emb->shape[0], width = tok_emb->shape[1];
     int64_t stride = rows > 4096 ? rows / 4096 : 1;
     float *row = malloc((size_t)width * sizeof(float));
     double sum = 0;
     int64_t counted = 0;
     for (int64_t r = 0; row && r < rows; r += stride, counted++) {
-        sdt_load_f32((const uint8_t *)m.tok_emb.data + (size_t)(r * width) * sdt_dtype_size(m.tok_emb.dtype),
-                     m.tok_emb.dtype, row, width);
+        sdt_load_f32((const uint8_t *)tok_emb->data + (size_t)(r * width) * sdt_dtype_size(tok_emb->dtype),
+                     tok_emb->dtype, row, width);
         sum += sdt_embedding_vector_norm(row, width);
     }
     free(row);
     return counted ? sum / (double)counted : 0;
 }
 
-void ti_part_token_norms(const sdt_train_job *job, double *norm, double *norm_g)
+/* The file that holds SD3's part (a part file given, or the checkpoint). */
+static const sdt_weights *part_source(const sdt_train_job *job, int part)
 {
-    *norm = token_norm_of(job, &job->rt.cfg.clip);
-    *norm_g = sd_text_rules_of(&job->rt.cfg).sdxl ? token_norm_of(job, &job->rt.cfg.clip2) : 0;
+    return job->rt.part_file[part] ? job->rt.part_file[part] : job->rt.file;
+}
+
+static double clip_token_norm(const sdt_weights *w, const clip_config *cfg)
+{
+    clip_text_model m;
+    sdt_error ignored; /* no norm means no divergence guard, never a failed run */
+    if (!clip_text_load(&m, cfg, w, &ignored)) return 0;
+    return mean_row_norm(&m.tok_emb);
+}
+
+double ti_part_token_norm(const sdt_train_job *job, int k)
+{
+    const sd_config *c = &job->rt.cfg;
+    if (sd_config_is_transformer(c)) {
+        if (k == 0) return clip_token_norm(part_source(job, SD_PART_CLIP_L), &c->clip);
+        if (k == 1) return clip_token_norm(part_source(job, SD_PART_CLIP_G), &c->clip2);
+        const sdt_weights *w = part_source(job, SD_PART_T5XXL);
+        const sdt_tensor *t = sdt_weights_get(w, SDT_TK_T5XXL_PREFIX "shared.weight");
+        return mean_row_norm(t ? t : sdt_weights_get(w, SDT_TK_T5XXL_PREFIX "encoder.embed_tokens.weight"));
+    }
+    if (k == 0) return clip_token_norm(job->rt.file, &c->clip);
+    return k == 1 && sd_text_rules_of(c).sdxl ? clip_token_norm(job->rt.file, &c->clip2) : 0;
 }
 
 /* A vector this many times longer than the model's typical token vector is no longer a prompt
@@ -44,21 +65,21 @@ void ti_part_token_norms(const sdt_train_job *job, double *norm, double *norm_g)
 
 typedef enum undo_op { UNDO_SAVE, UNDO_RESTORE } undo_op;
 
-/* Copies the embedding and its AdamW moments to or from job->undo. */
-static bool undo_copy(ti_part *tp, undo_op op, sdt_error *error)
+/* Copies the group's values and AdamW moments to or from its undo buffer. */
+static bool undo_copy(ti_group *grp, undo_op op, sdt_error *error)
 {
     sdt_tensor *param, *grad, *m, *v;
     const char *name;
-    if (!sdt_optimizer_param_views(tp->opt, 0, &name, &param, &grad, &m, &v)) {
+    if (!sdt_optimizer_param_views(grp->opt, 0, &name, &param, &grad, &m, &v)) {
         sdt_fail(error, SDT_ERR_INTERNAL, "the optimizer has no parameter (a bug: please report)");
         return false;
     }
-    sdt_backend *be = tp->be;
+    sdt_backend *be = grp->tp->be;
     size_t bytes = sdt_tensor_nbytes(param), n = bytes / sizeof(float);
     sdt_tensor *parts[3] = {param, m, v};
     for (int i = 0; i < 3; i++) {
-        int rc = op == UNDO_SAVE ? be->download(be, tp->undo + (size_t)i * n, parts[i]->data, bytes)
-                                 : be->upload(be, parts[i]->data, tp->undo + (size_t)i * n, bytes);
+        int rc = op == UNDO_SAVE ? be->download(be, grp->undo + (size_t)i * n, parts[i]->data, bytes)
+                                 : be->upload(be, parts[i]->data, grp->undo + (size_t)i * n, bytes);
         if (rc) {
             sdt_fail(error, be->error.code, "copying the embedding's state on the %s backend failed: %s", be->name,
                      be->error.message);
@@ -79,33 +100,26 @@ static double largest_row_norm(const float *x, int rows, int stride, int from, i
     return largest;
 }
 
-/* One encoder's half of the rows (an SD 1.x/2.x embedding has one: the whole row). */
-typedef struct guard_table {
-    const char *what; /* "" or " (clip_g)" */
-    int from, width;
-    double token_norm;
-} guard_table;
-
 /* After a step: an embedding that left the scale of prompt vectors means the optimisation
  * diverged. The step is undone (so the saved state is the last good one) and the run stops. */
 bool ti_part_check_divergence(void *user, int64_t step_number, double lr, sdt_error *error)
 {
-    ti_part *tp = user;
-    int l = tp->emb.clip_l_dim ? tp->emb.clip_l_dim : tp->emb.dim;
-    guard_table tables[2] = {{tp->emb.clip_l_dim ? " (clip_l)" : "", 0, l, tp->token_norm},
-                             {" (clip_g)", l, tp->emb.dim - l, tp->token_norm_g}};
-    int n_tables = tp->emb.clip_l_dim ? 2 : 1;
-    if (!(tp->token_norm > 0)) return true;
+    ti_group *grp = user;
+    ti_part *tp = grp->tp;
+    bool guarded = false;
+    for (int t = 0; t < grp->n_tables; t++) guarded |= grp->tables[t].token_norm > 0;
+    if (!guarded) return true;
     if (!ti_part_download_vectors(tp, error)) return false;
-    for (int t = 0; t < n_tables; t++) {
-        const guard_table *g = &tables[t];
+    const float *now_values = tp->emb.vectors + grp->base;
+    for (int t = 0; t < grp->n_tables; t++) {
+        const ti_guard_table *g = &grp->tables[t];
         if (!(g->token_norm > 0)) continue;
-        double now = largest_row_norm(tp->emb.vectors, tp->emb.n_vectors, tp->emb.dim, g->from, g->width);
+        double now = largest_row_norm(now_values, tp->emb.n_vectors, g->stride, g->from, g->width);
         double limit = TI_DIVERGENCE_FACTOR * g->token_norm;
         if (now <= limit) continue;
-        double before = largest_row_norm(tp->undo, tp->emb.n_vectors, tp->emb.dim, g->from, g->width);
-        if (!undo_copy(tp, UNDO_RESTORE, error)) return false;
-        sdt_optimizer_set_step_count(tp->opt, sdt_optimizer_step_count(tp->opt) - 1);
+        double before = largest_row_norm(grp->undo, tp->emb.n_vectors, g->stride, g->from, g->width);
+        if (!undo_copy(grp, UNDO_RESTORE, error)) return false;
+        sdt_optimizer_set_step_count(grp->opt, sdt_optimizer_step_count(grp->opt) - 1);
         sdt_fail(
             error, SDT_ERR_NUMERICAL,
             "Step %lld: the embedding diverged: one step at learning rate %g moved its longest "
@@ -119,7 +133,7 @@ bool ti_part_check_divergence(void *user, int64_t step_number, double lr, sdt_er
     return true;
 }
 
-bool ti_part_undo_save(void *tp, sdt_error *error)
+bool ti_part_undo_save(void *group, sdt_error *error)
 {
-    return undo_copy(tp, UNDO_SAVE, error);
+    return undo_copy(group, UNDO_SAVE, error);
 }

@@ -365,3 +365,10 @@ void sd_runtime_close(sd_runtime *rt)
         rt->part_file[p] = NULL;
     }
 }
+
+int sd_runtime_image_divisor(const sd_runtime *rt)
+{
+    const sd_config *c = &rt->cfg;
+    if (sd_config_is_transformer(c)) return vae_factor(&c->vae) * c->mmdit.patch;
+    return vae_factor(&c->vae) << (c->unet.num_levels - 1);
+}

@@ -55,6 +55,7 @@ typedef struct sdt_schedule_texts {
 
 typedef struct sdt_param_group {
     const char *name;                  /* "embedding", "hypernetwork": messages, state keys */
+    const char *state_prefix;          /* static: its tensors' key prefix in the state (NULL: its part's) */
     sdt_optimizer *opt;                /* owned by the engine once added */
     char *lr_text, *clip_text;         /* the schedules as given: a resume parses them again at its step */
     const char *lr_field, *clip_field; /* static: the config fields they came from, for sentences */

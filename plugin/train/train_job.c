@@ -39,7 +39,7 @@ sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_da
 
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
 {
-    sdt_pass_trainables tr = {.rows = job->rows, .drows = job->drows, .hook = job->hook};
+    sdt_pass_trainables tr = {.rows = job->rows, .drows = job->drows, .hook = job->hook, .tables = job->tables};
     return tr;
 }
 

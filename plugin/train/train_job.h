@@ -33,6 +33,7 @@
 #include "data/run_lock.h"
 #include "data/template.h"
 #include "train/inpaint_cond.h"
+#include "train/flow_step.h"
 #include "train/ema.h"
 #include "train/latent_cache.h"
 #include "train/loss_options.h"
@@ -55,6 +56,8 @@
 #include "train/validation.h"
 #include "train/work_arena.h"
 #include "tokenizer.h"
+#include "sentencepiece.h"
+#include "t5_prompt.h"
 
 #define SDT_JOB_MAX_BATCH_FILES 64
 #define SDT_JOB_MAX_PARTS 2
@@ -85,6 +88,12 @@ typedef struct sdt_train_part_ops {
     bool (*save_as)(sdt_train_part *p, sdt_train_job *job, const char *path, sdt_error *error);
     /* The part's keys in the settings file. */
     void (*settings)(sdt_train_part *p, sdt_train_job *job, cJSON *s);
+    /* The content hash of all its values on the device, for a part whose values span several groups or hold some
+     * no group trains (SD3.5/Flux.1 tables); NULL: its one group's values. */
+    bool (*values_sha256)(sdt_train_part *p, char hex[65], sdt_error *error);
+    /* The same for the values the result file holds with ema_result (each group's average over the rest); NULL: its
+     * one group's average. */
+    bool (*average_sha256)(sdt_train_part *p, sdt_train_job *job, char hex[65], sdt_error *error);
     void (*destroy)(sdt_train_part *p);
 } sdt_train_part_ops;
 
@@ -153,11 +162,19 @@ struct sdt_train_job {
     char name[256];               /* the run's name: folders, the state, copies */
     char prompt_name[256];        /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
+    /* SD3.5 (rectified flow, train/flow_step.h): T5's tokenizer with the placeholder in it, T5's sequence, the
+     * objective; flow false for the UNet families */
+    bool flow;
+    sdt_spm *t5_tok;
+    sdt_t5_slot_rules t5_rules;
+    int t5_len;
+    sdt_flow_objective flow_objective;
 
     /* what the pass trains */
     const sdt_tensor
         *rows;         /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
     sdt_tensor *drows; /* their gradient; NULL: the text encoder runs without backward */
+    uint32_t tables;   /* SD3.5/Flux.1: the tables of the table-major rows that train (SDT_ENCODER_* bits) */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
 
     /* the method's parts and the numerics */

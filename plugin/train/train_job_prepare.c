@@ -331,6 +331,21 @@ static bool has_hypernetwork(const sdt_train_job *job)
     return false;
 }
 
+/* SD3.5 (a rectified-flow transformer): the objective from the options over the family's defaults, T5's sequence and
+ * tokenizer (the embedding's name is added to it by ti_part_bind_model). Flux.1 does not reach here (sd_config_detect
+ * refuses it by name). */
+static bool flow_setup(sdt_train_job *job, sdt_error *error)
+{
+    job->flow = true;
+    if (!sdt_flow_objective_from_options(&job->opt, false, job->options_field, &job->flow_objective, error))
+        return false;
+    job->t5_len = job->opt.t5_max_length ? (int)job->opt.t5_max_length : 256; /* SD3.5's pipelines' */
+    job->t5_tok =
+        sdt_open_t5_tokenizer(job->opt.t5xxl_path, job->opt.model_path, job->rt.cfg.t5.vocab, job->host, error);
+    job->t5_rules = (sdt_t5_slot_rules){.placeholder_id = -1, .n_vectors = 0, .slot_token = 0};
+    return job->t5_tok != NULL;
+}
+
 /* Backend, checkpoint and tokenizer. */
 bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_threads, sdt_error *error)
 {
@@ -357,11 +372,7 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
     if (!sdt_flow_family_check(&job->opt, transformer, has_hypernetwork(job), job->opt.model_path,
                                sd_family_title(job->rt.cfg.family), job->options_field, error))
         return false;
-    if (transformer)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: sdtrain reads this checkpoint (%s) and its parts but does not train the family yet: "
-                        "use an SD 1.x, SD 2.x or SDXL checkpoint",
-                        job->opt.model_path, sd_family_title(job->rt.cfg.family));
+    if (transformer && !flow_setup(job, error)) return false;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
@@ -369,9 +380,13 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
         (job->vae_fp32 && !sd_runtime_set_vae_dtype(&job->rt, SDT_F32, error)))
         return false;
     char prediction[512];
-    sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
+    if (job->flow)
+        sdt_flow_objective_describe(&job->flow_objective, prediction, sizeof prediction);
+    else
+        sd_runtime_prediction_sentence(&job->rt, prediction, sizeof prediction);
     sdt_host_log(job->host, SDT_LOG_INFO, "%s: %s", job->opt.model_path, prediction);
-    if (!sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction,
+    if (!job->flow && /* the flow families' options were checked by sdt_flow_family_check */
+        !sdt_loss_options_check_model(&job->loss, job->rt.cfg.unet.v_prediction, job->opt.model_path, prediction,
                                       job->options_field, error))
         return false;
     char hash[11], buf[4096];
@@ -460,7 +475,7 @@ static bool list_dataset(sdt_train_job *job, sdt_error *error)
 {
     if (!job->data.dir)
         return sdt_fail(error, SDT_ERR_VALIDATION, "Dataset directory is empty: set the dataset folder");
-    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    int f = sd_runtime_image_divisor(&job->rt);
     if (job->data.width % (uint32_t)f || job->data.height % (uint32_t)f)
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "width %u x height %u: this model needs sides that are multiples of %d; round them to "
@@ -509,7 +524,7 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the latent cache");
     latent_cache_set_shift(&job->data.lc, job->rt.cfg.vae.shift);
     const char *nan_pixel = sdt_test_hook_nan_pixel();
-    int f = vae_factor(&job->rt.cfg.vae) << (job->rt.cfg.unet.num_levels - 1);
+    int f = sd_runtime_image_divisor(&job->rt);
     phase = phase_begin(job, "encoding the dataset with the VAE");
     for (int i = 0; i < job->data.ds.n_items; i++) {
         if (!phase_keep_going(&phase, i, job->data.ds.n_items)) return interrupted(error);
@@ -656,7 +671,9 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
                             .w = e->w,
                             .chunks = job->max_prompt_chunks,
                             .in_c = e->c + inpaint_extra_channels(&job->rt),
-                            .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
+                            .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha) ||
+                                        (job->flow && job->flow_objective.weighting != SDT_FLOW_WEIGHT_NONE),
+                            .t5_len = job->flow ? job->t5_len : 0};
     sdt_pass_options po = sdt_train_job_pass_options(job);
     sdt_pass_trainables tr = sdt_train_job_trainables(job);
     size_t bytes = 0;
@@ -895,6 +912,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     sdt_run_comm_close(&job->par); /* before the backend whose stream NCCL's collectives use */
     plugin_backend_close(&job->pb);
     sdt_tokenizer_free(job->tok);
+    if (job->t5_tok) sdt_spm_free(job->t5_tok);
     sdt_template_free(&job->tmpl);
     sdt_text_cache_free(&job->text_cache);
     sdt_run_data_free(&job->data);

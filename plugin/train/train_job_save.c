@@ -9,6 +9,7 @@
 #include "data/png_write.h"
 #include "data/preview_grid.h"
 #include "train/preview.h"
+#include "train/flow_preview.h"
 #include "train/train_job.h"
 
 bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
@@ -25,6 +26,23 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 }
 
 /* Renders every cell of the preview: rows prompts x cols seeds, row-major into cells[]. */
+/* SD3.5's preview: the flow-matching Euler walk with the run's shift (train/flow_preview.h; the sampler option is
+ * the UNet families'). */
+static bool flow_render(sdt_train_job *job, const sdt_preview_request *rq, uint8_t **rgb, sdt_error *error)
+{
+    sdt_flow_preview_request fr = {.prompt = rq->prompt,
+                                   .negative = rq->negative ? rq->negative : "",
+                                   .width = rq->width,
+                                   .height = rq->height,
+                                   .steps = rq->steps,
+                                   .cfg_scale = rq->cfg_scale,
+                                   .seed = rq->seed,
+                                   .t5_len = job->t5_len,
+                                   .shift = job->flow_objective.timesteps};
+    return sdt_flow_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->t5_tok, &job->t5_rules, job->rows,
+                                   &fr, rgb, error);
+}
+
 static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char *const *prompts, int rows,
                          const uint64_t *seeds, int cols, uint8_t **cells, sdt_error *error)
 {
@@ -35,8 +53,9 @@ static bool render_cells(sdt_train_job *job, sdt_preview_request *rq, const char
         for (int c = 0; ok && c < cols; c++) {
             rq->prompt = prompts[r];
             rq->seed = seeds[c];
-            ok = sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, rq, &cells[r * cols + c],
-                                    error);
+            ok = job->flow ? flow_render(job, rq, &cells[r * cols + c], error)
+                           : sdt_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->rows, rq,
+                                                &cells[r * cols + c], error);
         }
     for (int p = 0; p < job->n_parts; p++)
         if (job->parts[p].ops->end_preview) job->parts[p].ops->end_preview(&job->parts[p], job);

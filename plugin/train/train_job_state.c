@@ -57,7 +57,9 @@ static state_tensor *state_tensors(const sdt_train_job *job, int *n)
     for (int g = 0; t && g < job->engine.n_groups; g++) {
         sdt_optimizer *opt = job->engine.groups[g].opt;
         const sdt_train_part *part = part_of_group(job, g);
-        const char *prefix = part ? part->state_prefix : "";
+        const char *prefix = job->engine.groups[g].state_prefix ? job->engine.groups[g].state_prefix
+                             : part                             ? part->state_prefix
+                                                                : "";
         int count = sdt_optimizer_param_count(opt);
         for (int i = 0; i < count; i++) {
             const char *name;
@@ -331,7 +333,9 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
         meta[n_meta++] = (sdt_st_kv){"training", json};
         for (int p = 0; p < job->n_parts; p++) {
             const sdt_train_part *part = &job->parts[p];
-            if (!group_sha256(t, host, n, part->group, hashes[p])) {
+            if (part->ops->values_sha256) {
+                if (!(ok = part->ops->values_sha256((sdt_train_part *)part, hashes[p], error))) break;
+            } else if (!group_sha256(t, host, n, part->group, hashes[p])) {
                 ok = sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory hashing the training state");
                 break;
             }
@@ -345,7 +349,10 @@ static bool write_state(sdt_train_job *job, const char *path, sdt_error *error)
             meta[n_meta++] = (sdt_st_kv){keys[p][2], part->start_sha256};
             meta[n_meta++] = (sdt_st_kv){keys[p][3], steps[p]};
             if (job->ema.result && part->group < job->ema.n_groups) { /* its result holds the average: pairs too */
-                sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
+                if (part->ops->average_sha256) {
+                    if (!(ok = part->ops->average_sha256((sdt_train_part *)part, job, ema_hashes[p], error))) break;
+                } else
+                    sdt_vectors_sha256(job->ema.values[part->group], job->ema.count[part->group], ema_hashes[p]);
                 snprintf(keys[p][4], 64, "%s_ema_sha256", part->what);
                 meta[n_meta++] = (sdt_st_kv){keys[p][4], ema_hashes[p]};
             }

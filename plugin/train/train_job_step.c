@@ -10,6 +10,7 @@
 
 #include "host/host_log.h"
 #include "sd_text_rules.h"
+#include "train/flow_prompts.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 #include "train/sample_augment.h"
@@ -22,6 +23,9 @@ typedef struct batch_buffers {
     clip_override *overrides;
     sdt_prompt_encoded *prompts; /* one per sample, before sdt_prompt_batch lays them out */
     sdt_sdxl_sizes *sizes;       /* SDXL's size conditioning, one per sample */
+    char **texts;                /* rectified flow: each sample's prompt, for sdt_flow_prompts */
+    int32_t *t5_tokens;          /* rectified flow: [batch, t5_len] */
+    t5_override *t5_overrides;
 } batch_buffers;
 
 static void buffers_free(batch_buffers *b)
@@ -36,11 +40,16 @@ static void buffers_free(batch_buffers *b)
     free(b->overrides);
     free(b->prompts);
     free(b->sizes);
+    for (int i = 0; b->texts && b->texts[i]; i++) free(b->texts[i]);
+    free(b->texts);
+    free(b->t5_tokens);
+    free(b->t5_overrides);
     memset(b, 0, sizeof(*b));
 }
 
-/* n: latent values of one sample; n_in: the UNet's input values of one sample (more for inpainting). */
-static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
+/* n: latent values of one sample; n_in: the UNet's input values of one sample (more for inpainting); t5_len: T5's
+ * sequence of a rectified-flow family (0: none). */
+static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in, int t5_len)
 {
     memset(b, 0, sizeof(*b));
     size_t all = (size_t)(batch * n) * sizeof(float);
@@ -54,8 +63,15 @@ static bool buffers_alloc(batch_buffers *b, int batch, int64_t n, int64_t n_in)
     b->overrides = malloc((size_t)batch * SDT_PROMPT_MAX_CHUNKS * SDT_PROMPT_TOKENS * sizeof(clip_override));
     b->prompts = malloc((size_t)batch * sizeof(sdt_prompt_encoded));
     b->sizes = malloc((size_t)batch * sizeof(sdt_sdxl_sizes));
+    bool t5_ok = true;
+    if (t5_len > 0) {
+        b->texts = calloc((size_t)batch + 1, sizeof(char *)); /* NULL-terminated */
+        b->t5_tokens = malloc((size_t)batch * (size_t)t5_len * sizeof(int32_t));
+        b->t5_overrides = malloc((size_t)batch * (size_t)t5_len * sizeof(t5_override));
+        t5_ok = b->texts && b->t5_tokens && b->t5_overrides;
+    }
     return b->x0 && b->noise && b->noisy && b->target && b->weight && b->timesteps && b->tokens && b->overrides &&
-           b->prompts && b->sizes;
+           b->prompts && b->sizes && t5_ok;
 }
 
 static bool all_finite(const float *x, int64_t n)
@@ -81,7 +97,7 @@ static int64_t step_number(const sdt_train_job *job)
 
 /* The prompt of one sample: a template line, the caption's tags dropped/shuffled, placeholders
  * filled; or the empty prompt when caption drop-out picks the sample (true then). */
-static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b)
+static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_prompt_encoded *enc, int b, char **text)
 {
     bool dropped = sdt_augment_caption_dropped(job->opt.seed, draw, job->data.caption_dropout);
     sdt_data_rng rng = sdt_data_rng_seeded(sdt_rng_derive(job->opt.seed ^ 0x5445u, draw));
@@ -91,7 +107,10 @@ static bool sample_prompt(sdt_train_job *job, int item, uint64_t draw, sdt_promp
                 : sdt_caption_prompt(&job->tmpl, job->data.ds.items[item].caption, job->prompt_name, &pr, &rng, NULL);
     sdt_prompt_encode(job->tok, &job->rules, prompt ? prompt : "", enc);
     if (b == 0 && prompt && !dropped) snprintf(job->last_prompt, sizeof job->last_prompt, "%s", prompt);
-    free(prompt);
+    if (text) /* rectified flow: sdt_flow_prompts reads the text (CLIP's and T5's ids) */
+        *text = prompt ? prompt : strdup("");
+    else
+        free(prompt);
     return dropped;
 }
 
@@ -111,7 +130,9 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
                                  .chunks = 1,
                                  .in_c = first->c + extra,
                                  .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
-    if (!buffers_alloc(buf, job->data.batch, n, n_in)) {
+    if (job->flow) in->shape.t5_len = job->t5_len;
+    if (job->flow && job->flow_objective.weighting != SDT_FLOW_WEIGHT_NONE) in->shape.weighted = true;
+    if (!buffers_alloc(buf, job->data.batch, n, n_in, job->flow ? job->t5_len : 0)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
         return false;
     }
@@ -133,6 +154,17 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         if (!all_finite(x0, n) || (e->weight && !all_finite(e->weight, hw)))
             note_bad_input(job, job->data.ds.items[idx[b]].path);
         sdt_rng_normal_fill(job->opt.seed, SDT_RNG_NOISE, draw * (uint64_t)n, noise, n);
+        if (job->flow) { /* rectified flow: x_t, the velocity target, the weighting at t (flow_step.h) */
+            for (int ch = 0; ch < e->c; ch++)
+                for (int64_t i = 0; i < hw; i++) buf->weight[b * n + ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
+            sdt_flow_objective_sample(&job->flow_objective, job->opt.seed, draw, e->h, e->w, x0, noise,
+                                      buf->noisy + b * n_in, buf->target + b * n, buf->weight + b * n, n,
+                                      &buf->timesteps[b]);
+            job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b, &buf->texts[b]);
+            if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES)
+                job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
+            continue;
+        }
         sdt_loss_offset_noise(&job->loss, job->opt.seed, draw, noise, e->c, hw);
         int t = sdt_loss_timestep(&job->loss, job->opt.seed, draw);
         buf->timesteps[b] = (float)t;
@@ -145,13 +177,27 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         for (int ch = 0; ch < e->c; ch++)
             for (int64_t i = 0; i < hw; i++)
                 buf->weight[b * n + ch * hw + i] = (e->weight ? e->weight[i] : 1.0f) * snr_w;
-        job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b);
+        job->step_prompts_dropped += sample_prompt(job, idx[b], draw, &buf->prompts[b], b, NULL);
         buf->sizes[b] = sdt_train_job_sample_sizes(job, &job->data.ds.items[idx[b]], e, flipped);
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES)
             job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
     }
-    in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->data.batch, buf->tokens,
-                                        buf->overrides, &in->n_overrides);
+    if (job->flow) { /* SD3.5: CLIP's one 77-token sequence per prompt and T5's own, each with the slots */
+        sdt_flow_prompt_batch pb = {.tokens = buf->tokens,
+                                    .overrides = buf->overrides,
+                                    .t5_tokens = buf->t5_tokens,
+                                    .t5_overrides = buf->t5_overrides};
+        if (!sdt_flow_prompts(job->tok, &job->rules, job->t5_tok, &job->t5_rules, (const char *const *)buf->texts,
+                              job->data.batch, job->t5_len, &pb, error))
+            return false;
+        in->shape.chunks = 1;
+        in->n_overrides = pb.n_overrides;
+        in->t5_tokens = buf->t5_tokens;
+        in->t5_overrides = buf->t5_overrides;
+        in->n_t5_overrides = pb.n_t5_overrides;
+    } else
+        in->shape.chunks = sdt_prompt_batch(job->tok, &job->rules, buf->prompts, job->data.batch, buf->tokens,
+                                            buf->overrides, &in->n_overrides);
     in->tokens = buf->tokens;
     in->overrides = buf->overrides;
     in->noisy = buf->noisy;

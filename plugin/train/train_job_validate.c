@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sd_text_rules.h"
+#include "train/flow_prompts.h"
 #include "train/train_job.h"
 
 bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error)
@@ -19,6 +20,61 @@ bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error)
     sdt_train_job_image_options(job, &o);
     bool ok = sdt_validation_load_folder(v, &o, &job->rt, &job->wa, job->opt.seed, job->host, error);
     job->have_measured = false; /* the encoder used the work arena */
+    return ok;
+}
+
+/* SD3.5: the validation timestep t (of the DDPM's 1000) as the flow's t' = (t + 1) / 1000 (0.1, 0.3 ... 0.9),
+ * x_t' = (1 - t') x0 + t' noise against the velocity noise - x0, unweighted; the prompt through CLIP and T5. */
+static bool measure_flow(sdt_train_job *job, const latent_entry *e, int t, const float *noise, const char *prompt,
+                         float *noisy, float *target, float *weight, int32_t *tokens, clip_override *overrides,
+                         double *loss, sdt_error *error)
+{
+    int64_t n = (int64_t)e->c * e->h * e->w, hw = (int64_t)e->h * e->w;
+    double tf = (double)(t + 1) / 1000.0;
+    sdt_flow_noisy(tf, e->value, noise, noisy, n);
+    sdt_flow_target(e->value, noise, target, n);
+    for (int ch = 0; ch < e->c; ch++)
+        for (int64_t i = 0; i < hw; i++) weight[ch * hw + i] = e->weight ? e->weight[i] : 1.0f;
+    int32_t *t5_tokens = malloc((size_t)job->t5_len * sizeof(int32_t));
+    t5_override *t5_overrides = malloc((size_t)job->t5_len * sizeof(t5_override));
+    if (!t5_tokens || !t5_overrides) {
+        free(t5_tokens);
+        free(t5_overrides);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory measuring the validation loss");
+    }
+    sdt_flow_prompt_batch pb = {
+        .tokens = tokens, .overrides = overrides, .t5_tokens = t5_tokens, .t5_overrides = t5_overrides};
+    float timestep = (float)sdt_flow_model_timestep(tf);
+    bool ok = sdt_flow_prompts(job->tok, &job->rules, job->t5_tok, &job->t5_rules, &prompt, 1, job->t5_len, &pb, error);
+    if (ok) {
+        sdt_pass_inputs in = {.shape = {.batch = 1,
+                                        .c = e->c,
+                                        .h = e->h,
+                                        .w = e->w,
+                                        .chunks = 1,
+                                        .in_c = e->c,
+                                        .weighted = job->data.use_alpha,
+                                        .t5_len = job->t5_len},
+                              .tokens = tokens,
+                              .overrides = overrides,
+                              .n_overrides = pb.n_overrides,
+                              .noisy = noisy,
+                              .target = target,
+                              .weight = weight,
+                              .timesteps = &timestep,
+                              .end_id = sdt_tokenizer_eos(job->tok),
+                              .t5_tokens = t5_tokens,
+                              .t5_overrides = t5_overrides,
+                              .n_t5_overrides = pb.n_t5_overrides};
+        sdt_pass_options po = sdt_train_job_pass_options(job);
+        po.anomaly_check = false;
+        sdt_pass_trainables tr = sdt_train_job_trainables(job);
+        tr.drows = NULL; /* forward only */
+        ok = sdt_train_job_ensure_arena(job, &in.shape, &po, error) &&
+             sdt_pass_run(&job->rt, &job->wa, &po, &in, &tr, 1.0f, false, loss, error);
+    }
+    free(t5_tokens);
+    free(t5_overrides);
     return ok;
 }
 
@@ -40,7 +96,9 @@ static bool measure_one(void *user, int item, int t, const float *noise, double 
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory measuring the validation loss");
     const float *cond = NULL;
     if (ok && extra) ok = (cond = inpaint_cond_get(&job->inpaint, &job->rt, &job->wa, e->h, e->w, error)) != NULL;
-    if (ok) {
+    if (ok && job->flow) {
+        ok = measure_flow(job, e, t, noise, prompt, noisy, target, weight, tokens, overrides, loss, error);
+    } else if (ok) {
         sdt_q_sample(&job->sched, t, e->value, noise, noisy, n);
         if (extra) memcpy(noisy + n, cond, (size_t)(n_in - n) * sizeof(float));
         sdt_training_target(&job->sched, t, job->rt.cfg.unet.v_prediction, e->value, noise, target, n);

@@ -80,7 +80,7 @@ bool sdt_validation_load_folder(sdt_validation *v, sdt_dataset_options *o, sd_ru
     if (!latent_cache_init(&v->lc, v->ds.n_items, LATENT_DETERMINISTIC, rt->cfg.vae.scaling, seed))
         return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory for the validation latents");
     latent_cache_set_shift(&v->lc, rt->cfg.vae.shift);
-    int f = vae_factor(&rt->cfg.vae) << (rt->cfg.unet.num_levels - 1);
+    int f = sd_runtime_image_divisor(rt);
     for (int i = 0; i < v->ds.n_items; i++) {
         sdt_dataset_item *it = &v->ds.items[i];
         if (it->width % f || it->height % f)
