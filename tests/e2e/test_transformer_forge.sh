@@ -8,8 +8,9 @@
 #    engines each get their table's rows, bit for bit; the T5 rows are dropped with a sentence;
 #  - no file is overwritten without --overwrite, never the input; an SD 1.x embedding and a table file without
 #    clip_l are refused with one sentence each; usage errors for FILE, --for and --out.
-LOADER=$(cd "$(dirname "$0")" && pwd)/forge_embedding_loader.py
-source "$(dirname "$0")/e2e_lib.sh"
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+LOADER=$E2E_DIR/forge_embedding_loader.py
+source "$E2E_DIR/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 command -v python3 >/dev/null || { echo "python3 is not installed; skipping"; exit 77; }
 
@@ -20,9 +21,10 @@ printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,
 '{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
 '["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
 '"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
-# Flux: its transformer in BFL's layout beside the tiny SD3.5 model's CLIP-L and T5 as separate files
-"$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part clip_l --out models/clip_l.safetensors >/dev/null || fail "clip_l part"
-"$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part t5xxl --out models/t5xxl.safetensors >/dev/null || fail "t5xxl part"
+# Flux: its transformer in BFL's layout with encoders as wide as it reads (context 24, pooled 12: token tables only)
+python3 "$E2E_DIR/write_token_table.py" models/clip_l.safetensors text_model.embeddings.token_embedding.weight 1000 \
+    12 40 || fail "the Flux CLIP-L's token table"
+python3 "$E2E_DIR/write_token_table.py" models/t5xxl.safetensors shared.weight 32 24 41 || fail "the Flux T5's table"
 "$SDT_MAKE_CHECKPOINT" --config tiny-flux --out flux-diffusers.safetensors >/dev/null || fail "tiny-flux"
 "$SDT_MAKE_CHECKPOINT" --pack bfl-flux --transformer flux-diffusers.safetensors --out models/flux1.safetensors \
     >/dev/null || fail "pack bfl-flux"
@@ -41,6 +43,7 @@ width() {
 }
 L=$(width clip_l emb/star35.safetensors)
 G=$(width clip_g emb/star35.safetensors)
+FL=$(width clip_l emb/starflux.safetensors)
 [ -n "$L" ] && [ -n "$G" ] && [ "$L" != "$G" ] || fail "the tiny SD3.5 embedding's CLIP widths: '$L' and '$G'"
 
 # forge_check DIR NAME SOURCE KEY=WIDTH...: every engine loads NAME from DIR with SOURCE's KEY rows, bit for bit
@@ -85,13 +88,13 @@ PY
 # Flux: the CLIP-L rows alone, named as the file
 run_host convert emb/starflux.safetensors --for forge --out forge-flux
 expect_rc 0 "convert a Flux embedding for Forge"
-grep -qF "Wrote: forge-flux/starflux.safetensors (the clip_l rows, 3 x $L" "$OUT" || { fail "convert's Flux output"; cat "$OUT" >&2; }
+grep -qF "Wrote: forge-flux/starflux.safetensors (the clip_l rows, 3 x $FL" "$OUT" || { fail "convert's Flux output"; cat "$OUT" >&2; }
 grep -qF "Dropped: the t5xxl rows" "$OUT" || fail "convert does not say the T5 rows are dropped"
 [ -e forge-flux/clip_g ] && fail "a Flux export wrote a clip_g folder"
-forge_check forge-flux starflux emb/starflux.safetensors clip_l="$L"
+forge_check forge-flux starflux emb/starflux.safetensors clip_l="$FL"
 run_host inspect forge-flux/starflux.safetensors
 expect_rc 0 "inspect the Forge file"
-grep -qE "^vectors: +3 x $L\$" "$OUT" || fail "the Forge file is not one table of 3 x $L"
+grep -qE "^vectors: +3 x $FL\$" "$OUT" || fail "the Forge file is not one table of 3 x $FL"
 
 # SD3.5: CLIP-L and CLIP-G each in a file of the same name (clip_g/ below)
 run_host convert emb/star35.safetensors --for forge --out forge-sd35
