@@ -299,28 +299,28 @@ static bool check_tables(const sdt_embedding *e, const sd_runtime *rt, const cha
                         path, e->encoder_dims[0], e->encoder_dims[1], e->encoder_dims[2], sd_family_title(c->family),
                         c->clip.width + sd_text_rules_of(c).width_g);
     const char *file_family = e->encoder_dims[1] > 0 ? "an SD3.5 embedding" : "a Flux.1 embedding";
+    /* a table the one family has and the other lacks first: name the families, not a [N, 0] shape */
     for (int k = 0; k < 3; k++) {
-        if (e->encoder_dims[k] == want[k]) continue;
-        /* a table the one family has and the other lacks: name the families, not a [N, 0] shape */
-        if (!e->encoder_dims[k])
+        if (!e->encoder_dims[k] && want[k])
             return sdt_fail(error, SDT_ERR_VALIDATION,
                             "%s: the embedding has no %s table (%s: clip_l %d, clip_g %d, t5xxl %d), but the model "
                             "(%s) reads %s rows too (clip_l %d, clip_g %d, t5xxl %d); create one for this model",
                             path, table_names[k], file_family, e->encoder_dims[0], e->encoder_dims[1],
                             e->encoder_dims[2], sd_family_title(c->family), table_names[k], want[0], want[1], want[2]);
-        if (!want[k])
+        if (e->encoder_dims[k] && !want[k])
             return sdt_fail(error, SDT_ERR_VALIDATION,
                             "%s: the embedding has a %s table (%s: clip_l %d, clip_g %d, t5xxl %d), but the model "
                             "(%s) has no %s encoder (clip_l %d, t5xxl %d); create one for this model",
                             path, table_names[k], file_family, e->encoder_dims[0], e->encoder_dims[1],
                             e->encoder_dims[2], sd_family_title(c->family), table_names[k], want[0], want[2]);
+    }
+    for (int k = 0; k < 3; k++)
         if (e->encoder_dims[k] != want[k])
             return sdt_fail(error, SDT_ERR_VALIDATION,
                             "%s: its %s table is [%d, %d] but the model's %s takes %d values per vector (%s: clip_l "
                             "%d, clip_g %d, t5xxl %d); it was made for another model: create one for this model",
                             path, table_names[k], e->n_vectors, e->encoder_dims[k], table_names[k], want[k],
                             sd_family_title(c->family), want[0], want[1], want[2]);
-    }
     if (e->dim != want[0] + want[1] + want[2])
         return sdt_fail(error, SDT_ERR_INTERNAL,
                         "%s: the embedding's tables add up to %d values per vector, not its %d (a bug: please report)",
