@@ -4,7 +4,7 @@
 # its parts as files of their own.
 #  - CLIP-L and CLIP-G swapped, or CLIP-G given for both (the widths add up either way: refused by their order);
 #  - a 4-channel VAE (SD 1.x's, diffusers' layout) for the 16-channel transformer; a truncated T5 file;
-#  - T5 stored as fp8 (e5m2) reads and generates;
+#  - fp8 storage reads and generates: T5 as e5m2, CLIP-L and a lone VAE file as e4m3;
 #  - T5's tokenizer broken: tokenizer.json cut short, spiece.model of random bytes, an empty spiece.model;
 #  - an embedding whose tables do not match the model's encoders: a Flux.1 embedding (no clip_g) and an SD3.5
 #    embedding with a table of another width;
@@ -56,6 +56,14 @@ expect_error "a truncated T5 file" "t5_cut.safetensors" "truncated"
 gen fp8.png --clip-l clip_l.safetensors --clip-g clip_g.safetensors --t5xxl t5xxl_fp8_e5m2.safetensors \
     --vae vae.safetensors
 expect_rc 0 "generate with an e5m2 T5"
+# fp8 CLIP-L (e4m3) and an fp8 lone VAE file (ae.safetensors' layout, keys at the top) read too
+"$SDT_MAKE_CHECKPOINT" --pack plain --clip-l clip_l.safetensors --fp8 e4m3 --out clip_l_fp8.safetensors >/dev/null ||
+    fail "pack an fp8 CLIP-L"
+"$SDT_MAKE_CHECKPOINT" --pack plain --vae vae.safetensors --fp8 e4m3 --out ae_fp8.safetensors >/dev/null ||
+    fail "pack an fp8 VAE"
+gen fp8b.png --clip-l clip_l_fp8.safetensors --clip-g clip_g.safetensors --t5xxl t5xxl.safetensors \
+    --vae ae_fp8.safetensors
+expect_rc 0 "generate with an fp8 CLIP-L and an fp8 VAE"
 
 # T5's tokenizer, broken three ways (generate reads it beside the model)
 cp models/t5_tokenizer/tokenizer.json tokenizer.json.good
