@@ -6,8 +6,8 @@
 #    for its clip_l + clip_g width), which is why convert exists;
 #  - convert's files load: Flux's CLIP-L engine gets the clip_l rows under the file's name, SD3.5's CLIP-L and CLIP-G
 #    engines each get their table's rows, bit for bit; the T5 rows are dropped with a sentence;
-#  - no file is overwritten without --overwrite, never the input; an SD 1.x embedding and a table file without
-#    clip_l are refused with one sentence each; usage errors for FILE, --for and --out.
+#  - no file is overwritten without --overwrite, never the input; an SD 1.x embedding, a table file without clip_l
+#    and a .pt table file are refused with one sentence each; usage errors for FILE, --for and --out.
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 LOADER=$E2E_DIR/forge_embedding_loader.py
 source "$E2E_DIR/e2e_lib.sh"
@@ -131,6 +131,14 @@ open(sys.argv[2], "wb").write(struct.pack("<Q", len(out)) + out + body[b0:b1])
 PY
 run_host convert t5only.safetensors --for forge --out forge-t5
 expect_error "a table file without clip_l" "no clip_l table" "Forge reads only CLIP-L"
+if [ -n "${E2E_TORCH:-}" ]; then # the same tables as a torch.save dict: inspect reads it, convert asks for .safetensors
+    "$E2E_TORCH" tensor-dict emb/starflux.safetensors starflux.pt || fail "writing the .pt table file"
+    run_host inspect --json starflux.pt
+    [ "$(json_get "$OUT" family)" = flux ] || fail "the .pt table file is not read as a Flux.1 embedding"
+    run_host convert starflux.pt --for forge --out forge-pt
+    expect_error "a .pt table file" "starflux.pt" "save this one as .safetensors"
+    [ -e forge-pt ] && fail "a refused convert made its folder"
+fi
 run_host convert --for forge --out x
 expect_usage "no FILE" "exactly one embedding FILE"
 run_host convert emb/starflux.safetensors --out x
