@@ -127,8 +127,9 @@ static int convert_for_forge(const char *path, const char *out_dir, gboolean ove
                             path, strcmp(family, "sd3") ? "" : " and CLIP-G", title);
     else if (!st_file_read(path, &file, &reason))
         status = cli_errorf("%s: %s; convert copies the tables of a .safetensors embedding (sdtrain, ComfyUI and "
-                            "OneTrainer write those), so save this one as .safetensors first.",
-                            path, reason);
+                            "OneTrainer write those), so save this one as .safetensors first (in Python: "
+                            "safetensors.torch.save_file(torch.load(\"%s\"), \"%s.safetensors\")).",
+                            path, reason, path, stem);
     int n_out = tables[1].dim ? 2 : 1;
     char *source = g_path_get_basename(path); /* the file's name, not the user's folders */
     if (status == SDT_EXIT_OK) status = check_outputs(path, outs, n_out, overwrite);
