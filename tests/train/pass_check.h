@@ -1,7 +1,7 @@
 /* pass_check.h - what the training-pass tests of the text-encoder families share (header only:
  * test_sdxl_pass, test_sd3_pass): the pass's loss and the embedding rows' gradient through
  * train/sd_pass.h on the CPU, the gradient checked against central differences of that loss
- * along a direction, and a pass without rows. Include after model_test_util.h. */
+ * along a direction, and a pass without rows. */
 #ifndef SDT_TEST_TRAIN_PASS_CHECK_H
 #define SDT_TEST_TRAIN_PASS_CHECK_H
 
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../models/model_test_util.h"
 #include "train/sd_pass.h"
 #include "train/work_arena.h"
 
