@@ -82,11 +82,12 @@ static inline void rank_fx_embedding_part(const sdt_trainer_factory *tr, sdt_emb
     e->save_image_with_embedding = false;
 }
 
-/* Files whose name holds ".tmp-" (an unfinished atomic save) under dir. */
-static inline int rank_fx_count_temp_files(const char *dir)
+/* Files (not folders) under dir and its sub-folders whose name holds name_part (NULL: every file); -1 when dir
+ * cannot be opened. */
+static inline int rank_fx_count_files(const char *dir, const char *name_part)
 {
     DIR *d = opendir(dir);
-    if (!d) return 0;
+    if (!d) return -1;
     int n = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -94,13 +95,22 @@ static inline int rank_fx_count_temp_files(const char *dir)
         char path[FX_PATH];
         struct stat st;
         fx_path(path, dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            n += rank_fx_count_temp_files(path);
-        else if (strstr(de->d_name, ".tmp-"))
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            int inside = rank_fx_count_files(path, name_part);
+            n += inside > 0 ? inside : 0;
+        } else if (!name_part || strstr(de->d_name, name_part)) {
             n++;
+        }
     }
     closedir(d);
     return n;
+}
+
+/* Files whose name holds ".tmp-" (an unfinished atomic save) under dir (0 when there is no dir). */
+static inline int rank_fx_count_temp_files(const char *dir)
+{
+    int n = rank_fx_count_files(dir, ".tmp-");
+    return n > 0 ? n : 0;
 }
 
 /* The largest difference between tensor `name` of two safetensors files (INFINITY when either lacks it,

@@ -122,22 +122,7 @@ static void run_ranks(rank_run *ranks, int world, int fail_call)
 /* Entries of a folder and its sub-folders (files only), or -1. */
 static int count_files(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char path[FX_PATH];
-        struct stat st;
-        fx_path(path, dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            n += count_files(path) > 0 ? count_files(path) : 0;
-        else
-            n++;
-    }
-    closedir(d);
-    return n;
+    return rank_fx_count_files(dir, NULL);
 }
 
 static double max_abs_diff(const char *a, const char *b, int64_t *n)
