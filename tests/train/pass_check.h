@@ -23,23 +23,33 @@ static inline void pass_check_latents(sdt_test_rng *rng, int64_t numel, float **
 }
 
 /* The pass's loss on in at rows (host, nv x width values); with grad, its gradient too (tables: which
- * encoders' rows train, 0 for all). */
-static inline bool pass_check_loss(sd_runtime *rt, work_arena *wa, const sdt_pass_inputs *in, int nv, const float *rows,
-                                   int width, uint32_t tables, float *grad, double *loss, sdt_error *error)
+ * encoders' rows train, 0 for all). options: NULL for the defaults (clip_skip 0); bytes (may be NULL): the
+ * arena the pass measured. */
+static inline bool pass_check_loss_with(sd_runtime *rt, work_arena *wa, const sdt_pass_inputs *in,
+                                        const sdt_pass_options *options, int nv, const float *rows, int width,
+                                        uint32_t tables, float *grad, double *loss, size_t *bytes, sdt_error *error)
 {
     int64_t shape[2] = {nv, width};
     float *g = mt_alloc((size_t)nv * width * sizeof(float));
     sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape),
                dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-    sdt_pass_options po = {.clip_skip = 0};
+    sdt_pass_options po = options ? *options : (sdt_pass_options){.clip_skip = 0};
     sdt_pass_trainables tr = {.rows = &r, .drows = grad ? &dr : NULL, .tables = tables};
-    size_t bytes;
-    bool ok = sdt_pass_measure(rt, &po, &in->shape, &tr, &bytes, error) &&
-              work_arena_reserve(wa, rt->be, bytes, error) &&
+    size_t measured = 0;
+    bool ok = sdt_pass_measure(rt, &po, &in->shape, &tr, &measured, error) &&
+              work_arena_reserve(wa, rt->be, measured, error) &&
               sdt_pass_run(rt, wa, &po, in, &tr, 1.0f, grad != NULL, loss, error);
     if (ok && grad) memcpy(grad, g, (size_t)nv * width * sizeof(float));
+    if (bytes) *bytes = measured;
     free(g);
     return ok;
+}
+
+/* pass_check_loss_with on the default options. */
+static inline bool pass_check_loss(sd_runtime *rt, work_arena *wa, const sdt_pass_inputs *in, int nv, const float *rows,
+                                   int width, uint32_t tables, float *grad, double *loss, sdt_error *error)
+{
+    return pass_check_loss_with(rt, wa, in, NULL, nv, rows, width, tables, grad, loss, NULL, error);
 }
 
 /* The gradient grad at rows along dir (both nv x width) against central differences of the loss: a step of
