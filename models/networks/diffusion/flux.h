@@ -37,9 +37,10 @@
  * backward at 41.4 GiB (the measuring arena: sdt-flux-io measure), on top of the weights (23.8 GB in bf16).
  * With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each double block's two stream
  * outputs, the single blocks' joined input and each single block's output (every block's input) and one work set
- * of each kind; backward runs each block's forward again into its work set, then its backward. Nothing else is
- * kept per block: the modulation is one linear of silu(temb), which stays with the acts, and the RoPE tables are
- * the model's; the recompute is the same ops on the same inputs, so the gradients are bit-identical.
+ * of each kind (7.5 GiB forward and backward at the size above); backward runs each block's forward again into its
+ * work set, then its backward. Nothing else is kept per block: the modulation is one linear of silu(temb), which
+ * stays with the acts, and the RoPE tables are the model's; the recompute is the same ops on the same inputs, so
+ * the gradients are bit-identical.
  */
 #ifndef SDT_MODELS_FLUX_H
 #define SDT_MODELS_FLUX_H
