@@ -3,6 +3,7 @@
  * carry only their configs (a measuring forward or backward reads no weight). */
 #include "flow_memory.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "flux_text.h"
@@ -47,6 +48,16 @@ static bool count_param(void *user, const sdt_param_info *p)
     return true;
 }
 
+/* The networks (configs only) and what their forward hands their backward. */
+struct flow_nets {
+    mmdit_model mmdit;
+    flux_model flux;
+    mmdit_acts mmdit_acts;
+    flux_acts flux_acts;
+    sdt_sd3_text_acts sd3_text;
+    sdt_flux_text_acts flux_text;
+};
+
 /* The tensors one pass holds, in the order sd_pass allocates them. */
 typedef struct pass_state {
     const sdt_flow_memory_config *c;
@@ -54,12 +65,11 @@ typedef struct pass_state {
     sdt_arena *a;
     clip_text_model l, g;
     t5_encoder t5;
-    mmdit_model *mmdit;
-    flux_model *flux;
-    int64_t D;          /* T5's width: the context's, the t5xxl table's */
-    sdt_tensor rows[3]; /* the embedding's tables (outside the arena: the trained part's) */
-    sdt_tensor cache;   /* T5's cached output for the batch */
-    clip_override ov;   /* one slot of the embedding in each encoder, as sdt_pass_measure puts in */
+    struct flow_nets *nets; /* heap: the networks and their acts are large structs of views */
+    int64_t D;              /* T5's width: the context's, the t5xxl table's */
+    sdt_tensor rows[3];     /* the embedding's tables (outside the arena: the trained part's) */
+    sdt_tensor cache;       /* T5's cached output for the batch */
+    clip_override ov;       /* one slot of the embedding in each encoder, as sdt_pass_measure puts in */
     t5_override ov5;
 } pass_state;
 
@@ -99,18 +109,18 @@ static bool pass_sd3(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
                                      .n_overrides = c->t5_trained ? 1 : 0},
                               .joint_dim = c->mmdit.context_dim,
                               .act_dtype = c->dtype};
-    static sdt_sd3_text_acts text;
-    if (!sdt_sd3_text_forward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, &text, error)) return false;
+    sdt_sd3_text_acts *text = &s->nets->sd3_text;
+    if (!sdt_sd3_text_forward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    mmdit_inputs mi = {noisy, ts, &text.context, &text.pooled, c->checkpointing};
-    static mmdit_acts acts;
-    if (!mmdit_forward(s->mmdit, s->be, a, &mi, &acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts.out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text.context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text.pooled.shape);
-    if (!mmdit_backward(s->mmdit, s->be, a, &acts, &dpred, &dctx, &dpool, error)) return false;
+    mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing};
+    mmdit_acts *acts = &s->nets->mmdit_acts;
+    if (!mmdit_forward(&s->nets->mmdit, s->be, a, &mi, acts, error)) return false;
+    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
+               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
+               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
+    if (!mmdit_backward(&s->nets->mmdit, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
     grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_sd3_text_backward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, &text, &dctx, &dpool,
+    return sdt_sd3_text_backward(&s->l, &s->g, c->t5_trained ? &s->t5 : NULL, s->be, a, text, &dctx, &dpool,
                                  &s->rows[0], &s->rows[1], c->t5_trained ? &s->rows[2] : NULL, error);
 }
 
@@ -132,18 +142,18 @@ static bool pass_flux(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
                                       .overrides = c->t5_trained ? &s->ov5 : NULL,
                                       .n_overrides = c->t5_trained ? 1 : 0},
                                .act_dtype = c->dtype};
-    static sdt_flux_text_acts text;
-    if (!sdt_flux_text_forward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, &text, error)) return false;
+    sdt_flux_text_acts *text = &s->nets->flux_text;
+    if (!sdt_flux_text_forward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    flux_inputs fi = {noisy, ts, ts, &text.context, &text.pooled, c->checkpointing};
-    static flux_acts acts;
-    if (!flux_forward(s->flux, s->be, a, &fi, &acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts.out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text.context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text.pooled.shape);
-    if (!flux_backward(s->flux, s->be, a, &acts, &dpred, &dctx, &dpool, error)) return false;
+    flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing};
+    flux_acts *acts = &s->nets->flux_acts;
+    if (!flux_forward(&s->nets->flux, s->be, a, &fi, acts, error)) return false;
+    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
+               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
+               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
+    if (!flux_backward(&s->nets->flux, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
     grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_flux_text_backward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, &text, &dctx, &dpool, &s->rows[0],
+    return sdt_flux_text_backward(&s->l, c->t5_trained ? &s->t5 : NULL, s->be, a, text, &dctx, &dpool, &s->rows[0],
                                   c->t5_trained ? &s->rows[2] : NULL, error);
 }
 
@@ -157,17 +167,15 @@ bool sdt_flow_memory_estimate(const sdt_flow_memory_config *c, sdt_backend *be, 
     if ((sd3 && !mmdit_config_check(&c->mmdit, error)) || (!sd3 && !flux_config_check(&c->flux, error)) ||
         !t5_config_check(&c->t5, error))
         return false;
-    static mmdit_model mmdit; /* large structs of views: configs only here */
-    static flux_model flux;
     pass_state s;
     memset(&s, 0, sizeof s);
+    s.nets = calloc(1, sizeof *s.nets);
+    if (!s.nets) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "flow_memory: out of host memory");
     s.c = c, s.be = be;
     s.l.cfg = c->clip_l, s.g.cfg = c->clip_g, s.t5.cfg = c->t5;
     s.D = c->t5.d_model;
-    memset(&mmdit, 0, sizeof mmdit), memset(&flux, 0, sizeof flux);
-    mmdit.cfg = c->mmdit, flux.cfg = c->flux;
-    s.mmdit = &mmdit, s.flux = &flux;
-    for (int l = 0; sd3 && l < c->mmdit.layers; l++) mmdit.img[l].dual = l < c->mmdit.dual_layers;
+    s.nets->mmdit.cfg = c->mmdit, s.nets->flux.cfg = c->flux;
+    for (int l = 0; sd3 && l < c->mmdit.layers; l++) s.nets->mmdit.img[l].dual = l < c->mmdit.dual_layers;
     const int64_t widths[3] = {c->clip_l.width, sd3 ? c->clip_g.width : 0, s.D};
     for (int t = 0; t < 3; t++) {
         int64_t shape[2] = {c->vectors, widths[t]};
@@ -196,7 +204,9 @@ bool sdt_flow_memory_estimate(const sdt_flow_memory_config *c, sdt_backend *be, 
     sdt_tensor noisy = arena_t(&a, c->dtype, 4, B, C, c->latent_h, c->latent_w);
     arena_t(&a, SDT_F32, 4, B, C, c->latent_h, c->latent_w); /* the target */
     arena_t(&a, SDT_F32, 1, B, 0, 0, 0);                     /* the timesteps */
-    if (!(sd3 ? pass_sd3(&s, &noisy, error) : pass_flux(&s, &noisy, error))) return false;
+    bool ok = sd3 ? pass_sd3(&s, &noisy, error) : pass_flux(&s, &noisy, error);
+    free(s.nets);
+    if (!ok) return false;
     out->activations = a.peak;
     out->total = out->weights + out->activations + out->trained;
     return true;
