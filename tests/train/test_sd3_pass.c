@@ -7,6 +7,7 @@
  *   - trained tables only: a pass training CLIP-L alone leaves clip_g's and t5xxl's gradients untouched, one
  *     training T5 alone CLIP's;
  *   - plain gradient descent on the rows lowers the loss on a fixed batch;
+ *   - gradient checkpointing in the MMDiT gives the same loss and row gradients, bit for bit;
  *   - a pass without rows runs forward only. */
 #include <glib.h>
 #include <math.h>
@@ -69,12 +70,44 @@ static sdt_pass_inputs inputs_of(problem *p)
     return in;
 }
 
-/* The pass's loss at rows (host, table-major, NV x width values); with grad, its gradient too (tables: which). */
+/* The pass's loss at rows (host, table-major, NV x width values); with grad, its gradient too (tables: which),
+ * the MMDiT checkpointed or not; *bytes the measured arena. */
+static bool pass_loss_with(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, uint32_t tables,
+                           bool checkpointing, float *grad, double *loss, size_t *bytes, sdt_error *error)
+{
+    sdt_pass_inputs in = inputs_of(p);
+    sdt_pass_options po = {.clip_skip = 0, .checkpointing = checkpointing};
+    return pass_check_loss_with(rt, wa, &in, &po, NV, rows, width, tables, grad, loss, bytes, error);
+}
+
 static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, uint32_t tables,
                       float *grad, double *loss, sdt_error *error)
 {
-    sdt_pass_inputs in = inputs_of(p);
-    return pass_check_loss(rt, wa, &in, NV, rows, width, tables, grad, loss, error);
+    size_t bytes;
+    return pass_loss_with(rt, wa, p, rows, width, tables, false, grad, loss, &bytes, error);
+}
+
+/* Gradient checkpointing in the MMDiT recomputes each block with the same ops: the loss and every table's row
+ * gradient are the same bits, on an arena measured for it. */
+static void check_checkpointing(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, problem *p)
+{
+    const int width = rt->cfg.clip.width + rt->cfg.clip2.width + rt->cfg.t5.d_model, n = NV * width;
+    float *rows = mt_alloc((size_t)n * sizeof(float)), *g0 = mt_alloc((size_t)n * sizeof(float)),
+          *g1 = mt_alloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) rows[i] = (float)(0.5 * sdt_test_normal(rng));
+    double l0 = 0, l1 = 0;
+    size_t b0 = 0, b1 = 0;
+    sdt_error error = {0};
+    bool ok = pass_loss_with(rt, wa, p, rows, width, 0, false, g0, &l0, &b0, &error) &&
+              pass_loss_with(rt, wa, p, rows, width, 0, true, g1, &l1, &b1, &error);
+    CHECK(ok, "the SD3 pass with checkpointing: %s", error.message);
+    double gmax = 0;
+    for (int i = 0; i < n; i++) gmax = fmax(gmax, fabs(g0[i]));
+    CHECK(ok && gmax > 0 && l0 == l1 && !memcmp(g0, g1, (size_t)n * sizeof(float)),
+          "checkpointing changed the loss (%.9g vs %.9g) or the rows' gradient", l0, l1);
+    printf("checkpointing: the same loss and row gradients; the pass measured %zu bytes plain, %zu checkpointed\n", b0,
+           b1);
+    free(rows), free(g0), free(g1);
 }
 
 static const char *const table_name[3] = {"clip_l", "clip_g", "t5xxl"};
@@ -183,6 +216,7 @@ int main(void)
         work_arena wa = {0};
         check_gradient(&rng, &rt, &wa, &p);
         check_descent(&rng, &rt, &wa, &p);
+        check_checkpointing(&rng, &rt, &wa, &p);
         work_arena_release(&wa);
         free(p.noisy), free(p.target);
         sd_runtime_close(&rt);
