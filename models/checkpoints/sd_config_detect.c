@@ -291,8 +291,8 @@ bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given
                         path);
     if (tf.family == SDT_TF_FLUX && given && given[SD_PART_CLIP_G])
         return sdt_fail(error, SDT_ERR_VALIDATION,
-                        "clip_g_path is set (%s), but %s is a %s checkpoint and Flux.1 has no CLIP-G (its text "
-                        "encoders are CLIP-L and T5-XXL): leave clip_g_path (--clip-g) empty",
+                        "clip_g_path is set (%s), but %s is a Flux.1 checkpoint (%s) and Flux.1 has no CLIP-G (its "
+                        "text encoders are CLIP-L and T5-XXL): leave clip_g_path (--clip-g) empty",
                         sdt_weights_path(given[SD_PART_CLIP_G]), path, tf.variant);
     sdt_tf_info have = tf;
     for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++) have.has[p] = tf.has[p] || (given && given[p]);
