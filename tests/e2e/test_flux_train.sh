@@ -10,7 +10,9 @@
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
 #  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
 #  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files trains; --clip-g is refused by name;
-#  - generate renders with the trained embedding (and without it, a different image).
+#  - generate renders with the trained embedding (and without it, a different image);
+#  - the shipped Flux demo model (models/demo_flux, diffusers' transformer file alone with its part files) trains
+#    a step and its preview of "a red circle" is red.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
@@ -147,5 +149,33 @@ run_host generate --model models/flux.safetensors --prompt "a star cat" --width 
     --seed "$SEED" --steps 3 --out gen_plain.png
 expect_rc 0 "generate without the embedding"
 cmp -s gen_star.png gen_plain.png && fail "the embedding did not change the generated image"
+
+# the shipped Flux demo model (models/demo_flux: diffusers' transformer file alone, CLIP-L, T5 and ae part files,
+# trained with T5's sequence at 32) renders its world through sdtrain's Flux path: a preview of "a red circle"
+# (Flux's sigmas, the resolution shift, no cfg) is red
+DEMO_FLUX="$(cd "$(dirname "$0")/../../models/demo_flux" && pwd)"
+mkdir -p demo && printf '%s\n' '[name], [filewords]' >demo/template.txt
+run_host create-embedding --name star --vectors 1 --init-text "a star" --model "$DEMO_FLUX/transformer.safetensors" \
+    --clip-l "$DEMO_FLUX/clip_l.safetensors" --t5xxl "$DEMO_FLUX/t5xxl.safetensors" --tokenizer models/tokenizer \
+    --out demo
+expect_rc 0 "create an embedding for the Flux demo model"
+run_host train --dataset data --template demo/template.txt --model "$DEMO_FLUX/transformer.safetensors" \
+    --clip-l "$DEMO_FLUX/clip_l.safetensors" --t5xxl "$DEMO_FLUX/t5xxl.safetensors" --vae "$DEMO_FLUX/ae.safetensors" \
+    --tokenizer models/tokenizer --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 \
+    --embedding demo/star.safetensors --max-steps 1 --learn-rate 0.00001 --log-dir demo/logs --t5-max-length 32 \
+    --preview-every 1 --preview-prompt "a red circle, grey background" --preview-cfg 1 --preview-steps 30
+expect_rc 0 "a step and a preview on the Flux demo model"
+preview="$(run_folder demo/logs star)/images/star-1.png"
+expect_file "$preview" "the Flux demo model's preview"
+"$E2E_TOOL" png-crop "$preview" 0 0 64 64 >demo/preview.rgb || fail "reading the preview"
+python3 - demo/preview.rgb <<'PY' || fail "the Flux demo model's 'a red circle' is not red"
+import sys
+raw = open(sys.argv[1], "rb").read()
+px = [raw[i:i + 3] for i in range(0, len(raw), 3)]
+red = sum(1 for r, g, b in px if r > 128 and r > 2 * g and r > 2 * b) / len(px)
+other = sum(1 for r, g, b in px if (g > 128 and g > 2 * r) or (b > 128 and b > 2 * r)) / len(px)
+print("the preview's red pixels: %.3f, green or blue ones: %.3f" % (red, other))
+sys.exit(0 if red > 0.05 and other < 0.01 else 1)
+PY
 
 e2e_finish
