@@ -51,9 +51,11 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
         pred = ok ? &p->out : NULL;
     } else {
         mmdit_inputs mi = {.latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled};
-        mmdit_acts acts;
-        ok = ok && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, &acts, error);
-        if (ok) p->out = acts.out;
+        mmdit_acts *acts = malloc(sizeof *acts); /* large: off the stack, beside the prompts' sdt_cond */
+        ok = ok && acts && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, acts, error);
+        if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
+        if (ok) p->out = acts->out;
+        free(acts);
         pred = ok ? &p->out : NULL;
     }
     if (ok && !p->arena->measuring && be->download(be, out, pred->data, (size_t)(p->batch * n) * sizeof(float)))
