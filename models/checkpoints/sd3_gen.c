@@ -56,7 +56,8 @@ static bool pack_from(const char *path, const char *tmp, bool flux, bool all_in_
         /* alone, the transformer keeps diffusers' names at the top (transformer/diffusion_pytorch_model) */
         for (int p = all_in_one ? SD_PART_CLIP_L : SD_PART_DENOISER; p < SD_PART_COUNT; p++) {
             const char *to = !all_in_one ? "" : flux && p == SD_PART_VAE ? "vae." : part_prefix[p];
-            if (in[p]) parts[n++] = (sdt_pack_part){w, part_prefix[p], to};
+            if (in[p] && !(flux && p == SD_PART_CLIP_G)) /* Flux has no CLIP-G */
+                parts[n++] = (sdt_pack_part){w, part_prefix[p], to};
         }
         sdt_tk_layout layout = !all_in_one ? SDT_TK_NONE : flux ? SDT_TK_BFL_FLUX : SDT_TK_SAI_SD3;
         ok = sdt_pack_write(path, layout, all_in_one ? w : NULL, SDT_TK_TRANSFORMER_PREFIX,
