@@ -19,6 +19,9 @@
  * its table and its gradient goes into the same view of drows, only for the tables that train (a frozen table's
  * encoder runs no backward).
  *
+ * With a T5 cache on the runtime (rt->t5_cache, train/t5_cache.h: the t5xxl table does not train) T5 does not run:
+ * the batch's T5 output is copied from the cache (keyed on T5's ids and the slots' rows) and CLIP runs as before.
+ *
  * With a text cache on the runtime (rt->text_cache, train/text_cache.h: a run whose text side trains
  * nothing) the encoders do not run: the context and SDXL's pooled embedding are copied from the
  * cache chunk by chunk, and y is made from them as before.
@@ -63,6 +66,7 @@ typedef struct sdt_cond {
     bool sdxl;
     bool sd3;                    /* SD3/SD3.5: text3 holds the encoders' activations */
     sdt_tensor tokens_t5;        /* SD3: T5's ids on the device */
+    sdt_tensor t5_hidden;        /* SD3 with a T5 cache: the batch's cached T5 output on the device */
     sdt_tensor rows_t5;          /* SD3: views of the table-major rows (rows_l, rows_g too) */
     sdt_sd3_text_acts text3;     /* SD3 */
     uint32_t trained_tables;     /* SD3: the tables backward reaches */
@@ -77,6 +81,9 @@ typedef struct sdt_cond {
 
 /* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
+/* SD3: the view [n, d_model] of a table-major embedding's t5xxl table (no copy; what T5's slots read); a tensor
+ * without data when rows is NULL or not of that layout. */
+sdt_tensor sdt_cond_t5_table(sd_runtime *rt, const sdt_tensor *rows);
 /* The UNet's vector conditioning, or NULL for a model without one. */
 const sdt_tensor *sdt_cond_y(const sdt_cond *c);
 /* SD3: the pooled vector [batch, 2048] the transformer reads (NULL otherwise). */
