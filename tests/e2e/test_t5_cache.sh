@@ -7,8 +7,9 @@
 # bit: T5 runs each prompt as its own sequence and the CPU's linears are one GEMM per sequence, so computing a prompt
 # at prepare in another group than a step's batch changes nothing. The run has the placeholder in T5's sequence
 # (its frozen t5xxl rows), caption drop-out (the empty prompt), validation images, a negative prompt and previews.
-# The log says T5's weights left the CPU; tag shuffle, tag drop-out and a t5xxl table that trains keep T5, and
-# the log says why.
+# The log says T5's weights left the CPU (the bytes parking let go of). A cached run resumed from its state equals
+# the run straight; an fp16 run with a NaN pixel switches to fp32, computes T5's output again and still equals the
+# uncached run. Tag shuffle, tag drop-out and a t5xxl table that trains keep T5, and the log says why.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
@@ -88,6 +89,30 @@ for f in "$off"/images/*.png; do
     cmp -s "$f" "$on/images/$(basename "$f")" || fail "the preview $(basename "$f") differs with the T5 cache"
 done
 [ "$previews" -ge 2 ] || fail "$previews previews written, expected 2"
+
+# resume with the cache: 2 steps, then --resume to 4, equals the 4 steps straight (on/)
+mkdir -p split && cp fresh/star.safetensors split/
+split=(--encoders clip_l,clip_g --batch-size 2 --caption-dropout 0.3 --preview-every 0)
+SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN run_host train "${COMMON[@]}" --embedding split/star.safetensors --log-dir split/logs \
+    "${split[@]}" --max-steps 2
+expect_rc 0 "train 2 steps with the T5 cache"
+SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN run_host train "${COMMON[@]}" --embedding split/star.safetensors --log-dir split/logs \
+    "${split[@]}" --max-steps 4 --resume "$(run_folder split/logs star)/star.state.safetensors"
+expect_rc 0 "resume to 4 steps with the T5 cache"
+log_has "T5: its output for every prompt of the run" || fail "the resumed run does not cache T5's output"
+cmp -s split/star.safetensors on/star.safetensors || fail "the resumed run with the T5 cache differs from 4 steps straight"
+
+# the fp32 fallback: a NaN pixel gives a NaN loss in fp16, the run switches to fp32 and computes T5's output again
+for mode in on off; do
+    mkdir -p fb$mode && cp fresh/star.safetensors fb$mode/
+    env SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_NAN_PIXEL=demo_001.png $([ $mode = off ] && echo SDTRAIN_TEXT_CACHE_OFF=1) \
+        "$SDT_HOST" train "${COMMON[@]}" --embedding fb$mode/star.safetensors --log-dir fb$mode/logs \
+        --encoders clip_l,clip_g --max-steps 3 --batch-size 2 --preview-every 0 --precision fp16 \
+        </dev/null >fb$mode.log 2>&1 || fail "the fp32 fallback run with the T5 cache $mode failed"
+done
+grep -qF "T5: the run's prompts were computed again in f32 for the fp32 fallback" fbon.log ||
+    fail "the switch to fp32 did not compute T5's output again"
+cmp -s fbon/star.safetensors fboff/star.safetensors || fail "after the fp32 fallback the T5 cache's run differs"
 
 # keep: KIND WHY ARGS...: a run that keeps T5, and the log's reason.
 keep() {
