@@ -287,14 +287,7 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
     if (rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL, "SD3's encoders have no text cache yet (a bug: please report)");
     sd_model *m = &rt->model;
-    int64_t w[3];
-    if (in->rows) {
-        if (!sd3_table_widths(rt, in->rows, w, error)) return false;
-        c->rows_l = table_view(in->rows, w, 0);
-        c->rows_g = table_view(in->rows, w, 1);
-        c->rows_t5 = table_view(in->rows, w, 2);
-    }
-    t5_context_inputs t5;
+    t5_context_inputs t5; /* c->rows_t5 is set below */
     c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
     cond_t5_inputs(rt, a, in, c, in->rows ? &c->rows_t5 : NULL, &t5);
     if (!a->measuring) {
@@ -310,6 +303,13 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
         bool ok = upload_tokens(rt->be, &c->tokens_g, g, error) && cond_t5_upload(rt, in, c, error);
         free(g);
         if (!ok) return false;
+    }
+    int64_t w[3];
+    if (in->rows) {
+        if (!sd3_table_widths(rt, in->rows, w, error)) return false;
+        c->rows_l = table_view(in->rows, w, 0);
+        c->rows_g = table_view(in->rows, w, 1);
+        c->rows_t5 = table_view(in->rows, w, 2);
     }
     c->trained_tables =
         in->trained_tables ? in->trained_tables : SDT_ENCODER_CLIP_L | SDT_ENCODER_CLIP_G | SDT_ENCODER_T5XXL;
