@@ -241,6 +241,11 @@ static bool sd3_table_widths(sd_runtime *rt, const sdt_tensor *rows, int64_t w[3
     return true;
 }
 
+bool sdt_cond_reads_t5_cache(const sd_runtime *rt)
+{
+    return sd_config_is_transformer(&rt->cfg) && rt->cfg.clip2.width > 0; /* SD3/SD3.5: CLIP-L, bigG and T5 */
+}
+
 sdt_tensor sdt_cond_t5_table(sd_runtime *rt, const sdt_tensor *rows)
 {
     int64_t w[3];
@@ -346,6 +351,9 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     if (rt->text_parked && !rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL,
                         "the text encoders left the device without a text cache (a bug: please report)");
+    if ((rt->t5_cache && !sdt_cond_reads_t5_cache(rt)) || (rt->part_parked[SD_PART_T5XXL] && !rt->t5_cache))
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "T5 left the device without a T5 cache its conditioning reads (a bug: please report)");
     bool cached = rt->text_cache != NULL;
     if (!cached) {
         int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};

@@ -81,6 +81,10 @@ typedef struct sdt_cond {
 
 /* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
+/* Whether the model family's conditioning reads rt->t5_cache (train/t5_cache.h): SD3/SD3.5's does (forward_sd3
+ * through cond_t5_inputs/cond_t5_upload); a family whose branch is not hooked yet (Flux.1's) keeps T5, and a cache
+ * on its runtime is refused as a bug. */
+bool sdt_cond_reads_t5_cache(const sd_runtime *rt);
 /* SD3: the view [n, d_model] of a table-major embedding's t5xxl table (no copy; what T5's slots read); a tensor
  * without data when rows is NULL or not of that layout. */
 sdt_tensor sdt_cond_t5_table(sd_runtime *rt, const sdt_tensor *rows);

@@ -858,7 +858,7 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
  * (train/run_t5_cache.h), when the embedding's t5xxl table does not train. */
 static bool cache_t5(sdt_train_job *job, sdt_error *error)
 {
-    if (!job->flow || !job->t5_tok || job->rt.cfg.t5.d_model <= 0) return true;
+    if (!job->flow || !job->t5_tok || job->rt.cfg.t5.d_model <= 0 || !sdt_cond_reads_t5_cache(&job->rt)) return true;
     sdt_run_prompts prompts = {job->tok,
                                &job->rules,
                                job->prompt_name,

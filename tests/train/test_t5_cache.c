@@ -6,7 +6,8 @@
  *     of three, byte for byte: the loss and the CLIP tables' gradient;
  *   - once T5 is parked (sd_runtime_part_park, as the job does) none of T5's weights holds data any more, and the
  *     cached pass still gives the same bytes;
- *   - a prompt the cache does not hold is an internal error with a sentence, not a crash;
+ *   - a prompt the cache does not hold, and a pass with T5 parked but no cache, are internal errors with a
+ *     sentence, not a crash;
  *   - the fp32 fallback's path: the cache computed again in another dtype after sd_runtime_set_dtype matches T5
  *     live in that dtype. */
 #include <glib.h>
@@ -178,7 +179,12 @@ static void check_cache(sdt_test_rng *rng, sd_runtime *rt, const sdt_spm *spm, c
     CHECK(!pass(rt, &wa, &p, &rows, g_cached, &cached, &missing) && missing.code == SDT_ERR_INTERNAL &&
               strstr(missing.message, "not in the T5 cache"),
           "a prompt outside the T5 cache: %s", missing.message);
+    /* T5 parked and no cache: refused with a sentence, never run on released weights */
     rt->t5_cache = NULL;
+    sdt_error parked = {0};
+    CHECK(!pass(rt, &wa, &p, &rows, g_cached, &cached, &parked) && parked.code == SDT_ERR_INTERNAL &&
+              strstr(parked.message, "T5 left the device"),
+          "a pass with T5 parked and no cache: %s", parked.message);
     sdt_t5_cache_free(&c);
 
     /* the fp32 fallback's path: T5 back in another dtype (bf16 here), the cache computed again, against T5 live */
