@@ -291,6 +291,8 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
                         in->chunks);
     if (rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL, "SD3's encoders have no text cache yet (a bug: please report)");
+    if (rt->part_parked[SD_PART_T5XXL] && !rt->t5_cache) /* never run T5 on released weights */
+        return sdt_fail(error, SDT_ERR_INTERNAL, "T5 left the device without a T5 cache (a bug: please report)");
     sd_model *m = &rt->model;
     t5_context_inputs t5; /* c->rows_t5 is set below */
     c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
@@ -351,9 +353,10 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     if (rt->text_parked && !rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL,
                         "the text encoders left the device without a text cache (a bug: please report)");
-    if ((rt->t5_cache && !sdt_cond_reads_t5_cache(rt)) || (rt->part_parked[SD_PART_T5XXL] && !rt->t5_cache))
-        return sdt_fail(error, SDT_ERR_INTERNAL,
-                        "T5 left the device without a T5 cache its conditioning reads (a bug: please report)");
+    if (rt->t5_cache && !sdt_cond_reads_t5_cache(rt))
+        return sdt_fail(
+            error, SDT_ERR_INTERNAL,
+            "T5's output was cached for a model whose conditioning does not read it (a bug: please report)");
     bool cached = rt->text_cache != NULL;
     if (!cached) {
         int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};
