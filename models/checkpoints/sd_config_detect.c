@@ -195,11 +195,20 @@ void sd_config_part_sources(const sd_config *cfg, const sdt_weights *w, const sd
     if (cfg->clip2.width <= 0) out[SD_PART_CLIP_G] = NULL;
 }
 
-/* The parts of SD3 meet: T5's width is the context's, CLIP-L + bigG fit in it (zero-padded) and their
+/* The parts of SD3 meet: CLIP-L narrower than CLIP-G, T5's width is the context's, CLIP-L + bigG fit in it (zero-padded) and their
  * projections make the pooled vector, the VAE's latents are the transformer's channels. */
 static bool sd3_parts_meet(const sd_config *c, const sdt_weights *const src[SD_PART_COUNT], sdt_error *error)
 {
     const char *tf = sdt_weights_path(src[SD_PART_DENOISER]);
+    /* CLIP-L (768) is narrower than bigG (1280): the same width or the reverse is one file given for both or the
+     * two swapped, which every check below passes (the widths add up either way) while the context is wrong */
+    if (c->clip.width >= c->clip2.width)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the CLIP-L encoder (%s) is %d wide and the CLIP-G encoder (%s) %d, but CLIP-L (768) is "
+                        "the narrower of SD3's two (CLIP-G 1280): the files are swapped or one encoder was given for "
+                        "both; give clip_l.safetensors as clip_l_path and clip_g.safetensors as clip_g_path",
+                        tf, sdt_weights_path(src[SD_PART_CLIP_L]), c->clip.width, sdt_weights_path(src[SD_PART_CLIP_G]),
+                        c->clip2.width);
     if (c->mmdit.context_dim != c->t5.d_model || c->clip.width + c->clip2.width > c->mmdit.context_dim)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                         "%s: the transformer attends to a context %d wide, but T5 (%s) is %d wide and CLIP-L + "

@@ -68,6 +68,14 @@ static int usage(const char *msg)
 }
 
 /* --pack: people's layouts of the transformer families from diffusers-named files. */
+/* Whether a VAE file keeps its keys at the top (a lone VAE file) rather than under first_stage_model. */
+static bool vae_at_top(const sdt_weights *w)
+{
+    for (size_t k = 0; k < sdt_weights_count(w); k++)
+        if (!strncmp(sdt_weights_key(w, k), "first_stage_model.", strlen("first_stage_model."))) return false;
+    return true;
+}
+
 static int pack_main(int argc, char **argv)
 {
     const char *layout = NULL, *out = NULL, *files[5] = {NULL}; /* transformer, t5xxl, clip-l, clip-g, vae */
@@ -117,7 +125,9 @@ static int pack_main(int argc, char **argv)
         ok = (w[k] = sdt_weights_open(files[k], &error)) != NULL;
         /* ComfyUI's Flux checkpoints keep the VAE under "vae." (transformer_keys.h) */
         const char *to = plain ? "" : k == 4 && !strcmp(layout, "comfy-flux") ? "vae." : prefixes[k];
-        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], k == 4 ? "first_stage_model." : "", to};
+        /* a VAE from a whole checkpoint sits under first_stage_model., a lone VAE file (ae.safetensors) at the top */
+        const char *from = k == 4 && ok && !vae_at_top(w[k]) ? "first_stage_model." : "";
+        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], from, to};
     }
     if (ok)
         ok = sdt_pack_write(out, plain ? SDT_TK_NONE : tk, w[0], "",

@@ -89,7 +89,8 @@ static bool pass_mmdit(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt
     mmdit_inputs mi = {.latent = &t->noisy,
                        .timesteps = in->timesteps ? in->timesteps : no_timesteps,
                        .context = &cond->context,
-                       .pooled = sdt_cond_pooled(cond)};
+                       .pooled = sdt_cond_pooled(cond),
+                       .checkpointing = opt->checkpointing};
     mmdit_acts acts;
     bool forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts, error);
     free(no_timesteps);
