@@ -865,7 +865,7 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
     return ok;
 }
 
-/* SD3.5: T5 kept, or its output for every prompt of the run computed once and its weights let go of
+/* SD3.5 and Flux.1: T5 kept, or its output for every prompt of the run computed once and its weights let go of
  * (train/run_t5_cache.h), when the embedding's t5xxl table does not train. */
 static bool cache_t5(sdt_train_job *job, sdt_error *error)
 {

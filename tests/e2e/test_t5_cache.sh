@@ -9,7 +9,8 @@
 # (its frozen t5xxl rows), caption drop-out (the empty prompt), validation images, a negative prompt and previews.
 # The log says T5's weights left the CPU (the bytes parking let go of). A cached run resumed from its state equals
 # the run straight; an fp16 run with a NaN pixel switches to fp32, computes T5's output again and still equals the
-# uncached run. Tag shuffle, tag drop-out and a t5xxl table that trains keep T5, and the log says why.
+# uncached run. Tag shuffle, tag drop-out and a t5xxl table that trains keep T5, and the log says why. A tiny
+# Flux.1 dev run training CLIP-L alone caches T5's output too and equals the run without the cache.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
@@ -128,5 +129,20 @@ keep() {
 keep shuffle "tag shuffle" --encoders clip_l,clip_g --shuffle-tags
 keep dropout "tag drop-out" --encoders clip_l,clip_g --tag-dropout 0.2
 keep t5trains "the embedding's t5xxl table trains" --encoders clip_l,t5xxl
+
+# Flux.1 (dev, tiny): CLIP-L alone trains, T5's output is cached, the run equals T5 run every step
+"$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --out models/flux.safetensors >/dev/null || fail "tiny-flux-dev"
+run_host create-embedding --name fstar --vectors 2 --init-text "a cat" --model models/flux.safetensors --out ffresh
+expect_rc 0 "create a Flux.1 embedding"
+for mode in on off; do
+    mkdir -p flux$mode && cp ffresh/fstar.safetensors flux$mode/
+    env SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN $([ $mode = off ] && echo SDTRAIN_TEXT_CACHE_OFF=1) "$SDT_HOST" train \
+        "${COMMON[@]}" --model models/flux.safetensors --embedding flux$mode/fstar.safetensors \
+        --log-dir flux$mode/logs --encoders clip_l --max-steps 3 --batch-size 2 --caption-dropout 0.3 \
+        --preview-every 0 </dev/null >flux$mode.log 2>&1 || fail "the Flux.1 run with the T5 cache $mode failed"
+done
+grep -qF "T5: its output for every prompt of the run" fluxon.log || fail "the Flux.1 run did not cache T5's output"
+cmp -s ffresh/fstar.safetensors fluxon/fstar.safetensors && fail "the Flux.1 run left the embedding as it was"
+cmp -s fluxon/fstar.safetensors fluxoff/fstar.safetensors || fail "the Flux.1 embedding trained with the T5 cache differs"
 
 e2e_finish
