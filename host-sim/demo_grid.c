@@ -123,10 +123,12 @@ bool demo_grid_run(const demo_grid_request *rq)
         printf("The comparison grid was not drawn: sdt-demo-eval is not installed beside sdt-host (demo-tools/).\n");
         return false;
     }
-    char seeds_text[16], seed_text[32];
+    char seeds_text[16], seed_text[32], steps_text[16], t5_text[16];
     c_number_text cfg_text;
     snprintf(seeds_text, sizeof seeds_text, "%d", rq->seeds);
     snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)rq->seed);
+    snprintf(steps_text, sizeof steps_text, "%d", rq->steps);
+    snprintf(t5_text, sizeof t5_text, "%d", rq->t5_len);
     GPtrArray *argv = g_ptr_array_new();
     const char *fixed[] = {tool,
                            "--model",
@@ -143,7 +145,12 @@ bool demo_grid_run(const demo_grid_request *rq)
     const char *optional[][2] = {{"--initial", rq->initial},
                                  {"--learned", rq->learned},
                                  {"--hypernetwork", rq->hypernetwork},
-                                 {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL}};
+                                 {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL},
+                                 {"--steps", rq->steps > 0 ? steps_text : NULL},
+                                 {"--clip-l", rq->clip_l},
+                                 {"--t5xxl", rq->t5xxl},
+                                 {"--vae", rq->vae},
+                                 {"--t5-max-length", rq->t5_len > 0 ? t5_text : NULL}};
     for (size_t i = 0; i < G_N_ELEMENTS(optional); i++)
         if (optional[i][1])
             g_ptr_array_add(argv, (gpointer)optional[i][0]), g_ptr_array_add(argv, (gpointer)optional[i][1]);
