@@ -23,12 +23,13 @@ list=$(mktemp)
 # the tree, unless --no-tree (a device call that copies the working tree to the same path has it already,
 # and tree + pack must stay under what one call carries)
 [ "${4:-}" = --no-tree ] || (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
-# the build: everything but object files, CMake's internals, the web panel test's npm packages and the CPU-only test programs (the parity
-# drivers stay: tests/parity/run_gpu_host.sh runs them against PyTorch on the GPU host), without the models
-# CPU tests generate under tests/
+# the build: everything but object files, CMake's internals, the web panel test's npm packages and the
+# CPU-only test programs (the GPU tests, gpu_* in any folder such as tests/trainer/gpu_inproc, stay, and so do
+# the parity drivers: tests/parity/run_gpu_host.sh runs them against PyTorch on the GPU host), without the
+# models CPU tests generate under tests/
 (cd "$build" && find . \( -type f -o -type l \) ! -name '*.o' ! -name '*.a' ! -path '*/CMakeFiles/*' ! -path './serve-npm/*' \
     ! \( -path './tests/*' -perm -u+x ! -path './tests/gpu/*' ! -path './tests/e2e/*' ! -path './tests/parity/*' \
-    ! -name hn_step_cli \) ! \( -path './tests/*' -name '*.safetensors' \) | sed "s|^\.|$build|") >> "$list"
+    ! -name hn_step_cli ! -name 'gpu_*' \) ! \( -path './tests/*' -name '*.safetensors' \) | sed "s|^\.|$build|") >> "$list"
 tar -cf - --files-from="$list" | xz -T2 -6 > "$tar_out"
 rm -f "$list"
 ls -la "$tar_out"
