@@ -232,6 +232,52 @@ static sd_family sd3_family_of(const sd_config *c)
     return tiny ? SD_FAMILY_TINY_SD3 : SD_FAMILY_SD3;
 }
 
+/* The parts of Flux meet: T5's width is the context's, CLIP-L's pooled output the transformer's pooled input, the
+ * VAE's latents its channels. */
+static bool flux_parts_meet(const sd_config *c, const sdt_weights *const src[SD_PART_COUNT], sdt_error *error)
+{
+    const char *tf = sdt_weights_path(src[SD_PART_DENOISER]);
+    if (c->flux.context_dim != c->t5.d_model)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer's context_embedder takes %d values, but T5 (%s) is %d wide; the parts "
+                        "come from different models",
+                        tf, c->flux.context_dim, sdt_weights_path(src[SD_PART_T5XXL]), c->t5.d_model);
+    if (c->flux.pooled_dim != c->clip.width)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer's pooled projection takes %d values, but CLIP-L (%s) is %d wide; the "
+                        "parts come from different models",
+                        tf, c->flux.pooled_dim, sdt_weights_path(src[SD_PART_CLIP_L]), c->clip.width);
+    if (c->flux.in_channels != c->vae.z_channels)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the transformer denoises %d latent channels, but the VAE (%s) makes %d; Flux.1 takes "
+                        "its own 16-channel VAE (ae.safetensors)",
+                        tf, c->flux.in_channels, sdt_weights_path(src[SD_PART_VAE]), c->vae.z_channels);
+    return true;
+}
+
+/* Flux.1: the transformer, CLIP-L (its pooled output), T5 and the VAE with Flux's latent scaling and shift. */
+static bool flux_detect_parts(const sdt_weights *const src[SD_PART_COUNT], sd_config *cfg, sdt_error *error)
+{
+    sd_config c;
+    memset(&c, 0, sizeof(c));
+    if (!flux_config_detect(src[SD_PART_DENOISER], SD_SD3_TRANSFORMER_PREFIX, &c.flux, error) ||
+        !clip_config_detect_pooler(src[SD_PART_CLIP_L], CLIP_SLOT_SD3_L, &c.clip, error) ||
+        !t5_config_detect(src[SD_PART_T5XXL], SD_SD3_T5_PREFIX, &c.t5, error) ||
+        !vae_config_detect(src[SD_PART_VAE], &c.vae, error) || !flux_parts_meet(&c, src, error))
+        return false;
+    vae_config flux_vae = vae_config_flux(); /* the network is SD3's; its latents are scaled as Flux's */
+    c.vae.scaling = flux_vae.scaling;
+    c.vae.shift = flux_vae.shift;
+    sd_config tiny = sd_config_preset(SD_FAMILY_TINY_FLUX);
+    bool is_tiny = same_clip(&c.clip, &tiny.clip) && same_vae(&c.vae, &tiny.vae) &&
+                   c.flux.double_layers == tiny.flux.double_layers && c.flux.single_layers == tiny.flux.single_layers &&
+                   c.flux.heads * c.flux.head_dim == tiny.flux.heads * tiny.flux.head_dim &&
+                   c.t5.d_model == tiny.t5.d_model && c.t5.layers == tiny.t5.layers;
+    c.family = is_tiny ? SD_FAMILY_TINY_FLUX : SD_FAMILY_FLUX;
+    *cfg = c;
+    return true;
+}
+
 bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT], sd_config *cfg,
                             sdt_error *error)
 {
@@ -243,11 +289,11 @@ bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given
                         "transformer_blocks.*); give the model's checkpoint as the model and the encoder files with "
                         "clip_l_path, clip_g_path, t5xxl_path and vae_path",
                         path);
-    if (tf.family != SDT_TF_SD3)
-        return sdt_fail(error, SDT_ERR_UNSUPPORTED,
-                        "%s: this is a %s checkpoint (%s); sdtrain reads it (inspect describes it) but does not "
-                        "train the %s family yet: use an SD3/SD3.5, SD 1.x, SD 2.x or SDXL checkpoint",
-                        path, tf.variant, tf.layout, sdt_tf_family_title(tf.family));
+    if (tf.family == SDT_TF_FLUX && given && given[SD_PART_CLIP_G])
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "clip_g_path is set (%s), but %s is a Flux.1 checkpoint (%s) and Flux.1 has no CLIP-G (its "
+                        "text encoders are CLIP-L and T5-XXL): leave clip_g_path (--clip-g) empty",
+                        sdt_weights_path(given[SD_PART_CLIP_G]), path, tf.variant);
     sdt_tf_info have = tf;
     for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++) have.has[p] = tf.has[p] || (given && given[p]);
     char *missing = sdt_tf_missing_sentence(&have, path);
@@ -268,6 +314,7 @@ bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given
     c.family = SD_FAMILY_SD3;
     const sdt_weights *src[SD_PART_COUNT];
     for (int p = 0; p < SD_PART_COUNT; p++) src[p] = given && given[p] ? given[p] : w;
+    if (tf.family == SDT_TF_FLUX) return flux_detect_parts(src, cfg, error);
     if (!mmdit_config_detect(src[SD_PART_DENOISER], SD_SD3_TRANSFORMER_PREFIX, &c.mmdit, error) ||
         !clip_config_detect_at(src[SD_PART_CLIP_L], CLIP_SLOT_SD3_L, &c.clip, error) ||
         !clip_config_detect_at(src[SD_PART_CLIP_G], CLIP_SLOT_SD3_G, &c.clip2, error) ||

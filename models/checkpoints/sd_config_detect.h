@@ -20,11 +20,11 @@ bool sd_config_detect(const sdt_weights *w, sd_config *cfg, sdt_error *error);
  * first fails) from "a checkpoint whose yaml is wrong" (the second fails) by the step. */
 bool sd_config_detect_weights(const sdt_weights *w, sd_config *cfg, sdt_error *error);
 bool sd_config_apply_yaml_beside(const sdt_weights *w, sd_config *cfg, sdt_error *error);
-/* The config of a transformer-family checkpoint (SD3/SD3.5) whose parts may come from files of their own:
+/* The config of a transformer-family checkpoint (SD3/SD3.5, Flux.1) whose parts may come from files of their own:
  * given[p] (opened with sdt_weights_open_part) supplies part p, NULL takes it from w. A part neither w nor
  * given supplies is transformer_detect's sentence naming the option (and the sdt_train_options field); a
- * Flux.1 checkpoint is refused by name (not trained yet); parts from different models (widths that do not
- * meet) are a sentence naming the files. A w without a transformer is an error saying so. */
+ * CLIP-G given for Flux.1 (which has none) is refused naming clip_g_path; parts from different models (widths
+ * that do not meet) are a sentence naming the files. A w without a transformer is an error saying so. */
 bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given[SD_PART_COUNT], sd_config *cfg,
                             sdt_error *error);
 /* Each part's weights for binding: given[p], else w (NULL for a part the family lacks). */

@@ -28,6 +28,10 @@ const char *sd_family_name(sd_family f)
             return "sd3";
         case SD_FAMILY_TINY_SD3:
             return "tiny-sd3";
+        case SD_FAMILY_FLUX:
+            return "flux";
+        case SD_FAMILY_TINY_FLUX:
+            return "tiny-flux";
         default:
             return "custom";
     }
@@ -50,6 +54,10 @@ const char *sd_family_title(sd_family f)
             return "SD3/SD3.5";
         case SD_FAMILY_TINY_SD3:
             return "tiny test model (SD3.5 architecture)";
+        case SD_FAMILY_FLUX:
+            return "Flux.1";
+        case SD_FAMILY_TINY_FLUX:
+            return "tiny test model (Flux.1 architecture)";
         default:
             return "custom";
     }
@@ -71,6 +79,10 @@ bool sd_family_parse(const char *name, sd_family *out)
         *out = SD_FAMILY_SD3;
     else if (!strcmp(name, "tiny-sd3"))
         *out = SD_FAMILY_TINY_SD3;
+    else if (!strcmp(name, "flux") || !strcmp(name, "flux1"))
+        *out = SD_FAMILY_FLUX;
+    else if (!strcmp(name, "tiny-flux"))
+        *out = SD_FAMILY_TINY_FLUX;
     else
         return false;
     return true;
@@ -78,7 +90,12 @@ bool sd_family_parse(const char *name, sd_family *out)
 
 bool sd_config_is_transformer(const sd_config *cfg)
 {
-    return cfg->mmdit.layers > 0;
+    return cfg->mmdit.layers > 0 || sd_config_is_flux(cfg);
+}
+
+bool sd_config_is_flux(const sd_config *cfg)
+{
+    return cfg->flux.double_layers + cfg->flux.single_layers > 0;
 }
 
 /* SD3's text encoders in the slots its all-in-one files use (transformers' names, both projected). */
@@ -90,6 +107,21 @@ static void sd3_text_slots(sd_config *c)
     c->clip2.slot = CLIP_SLOT_SD3_G;
     c->clip2.layout = CLIP_LAYOUT_HF;
     snprintf(c->mmdit.prefix, sizeof c->mmdit.prefix, "%s", SD_SD3_TRANSFORMER_PREFIX);
+    snprintf(c->t5.prefix, sizeof c->t5.prefix, "%s", SD_SD3_T5_PREFIX);
+}
+
+/* Flux's CLIP-L (a CLIPTextModel: every layer, the final norm, pooler_output only) and T5 where ComfyUI's all-in-one
+ * files keep them, the transformer under the canonical prefix, its widths meeting the encoders' and the VAE's. */
+static void flux_text_slots(sd_config *c)
+{
+    c->clip.slot = CLIP_SLOT_SD3_L;
+    c->clip.layout = CLIP_LAYOUT_HF;
+    clip_config_as_pooler(&c->clip);
+    memset(&c->clip2, 0, sizeof c->clip2);
+    c->flux.in_channels = c->vae.z_channels;
+    c->flux.context_dim = c->t5.d_model;
+    c->flux.pooled_dim = c->clip.width;
+    snprintf(c->flux.prefix, sizeof c->flux.prefix, "%s", SD_SD3_TRANSFORMER_PREFIX);
     snprintf(c->t5.prefix, sizeof c->t5.prefix, "%s", SD_SD3_T5_PREFIX);
 }
 
@@ -145,6 +177,23 @@ sd_config sd_config_preset(sd_family f)
             c.mmdit.pos_max = 16; /* latents up to 32 x 32 */
             sd3_text_slots(&c);
             break;
+        case SD_FAMILY_FLUX: /* Flux.1 dev */
+            c.clip = clip_config_sdxl_l();
+            c.vae = vae_config_flux();
+            c.flux = flux_config_dev();
+            c.t5 = t5_config_xxl();
+            flux_text_slots(&c);
+            break;
+        case SD_FAMILY_TINY_FLUX: /* dev's form (guidance embedder); T5 96 wide as tiny-sd3's */
+            c.clip = clip_config_tiny_sdxl_l();
+            c.vae = vae_config_tiny16();
+            c.vae.scaling = vae_config_flux().scaling;
+            c.vae.shift = vae_config_flux().shift;
+            c.flux = flux_config_tiny();
+            c.t5 = t5_config_tiny();
+            c.t5.d_model = 96;
+            flux_text_slots(&c);
+            break;
         default:
             c.family = SD_FAMILY_TINY;
             c.clip = clip_config_tiny();
@@ -161,6 +210,7 @@ static bool part_check(const sd_config *cfg, sd_part part, sdt_error *error)
     bool tf = sd_config_is_transformer(cfg);
     switch (part) {
         case SD_PART_DENOISER:
+            if (sd_config_is_flux(cfg)) return flux_config_check(&cfg->flux, error);
             return !tf || mmdit_config_check(&cfg->mmdit, error);
         case SD_PART_CLIP_L:
             return clip_config_check(&cfg->clip, error);
@@ -181,7 +231,7 @@ bool sd_part_params(const sd_config *cfg, sd_part part, sdt_param_visitor visit,
     switch (part) {
         case SD_PART_DENOISER:
             if (!tf) return sdt_unet_enumerate_params(&cfg->unet, visit, user, error);
-            ok = mmdit_params(&cfg->mmdit, visit, user);
+            ok = sd_config_is_flux(cfg) ? flux_params(&cfg->flux, visit, user) : mmdit_params(&cfg->mmdit, visit, user);
             what = "the transformer's";
             break;
         case SD_PART_CLIP_L:
@@ -292,16 +342,22 @@ bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_
     return sd_model_bind_parts(m, cfg, parts, be, error);
 }
 
-/* The denoiser: the UNet, or SD3's MMDiT and (its text side's third encoder) T5. */
+/* The denoiser: the UNet, or SD3's MMDiT or Flux's transformer and (their text side's last encoder) T5. */
 static bool bind_denoiser(sd_model *m, const sdt_weights *const parts[SD_PART_COUNT], sdt_error *error)
 {
     if (!sd_config_is_transformer(&m->cfg)) {
         m->unet = sdt_unet_load(&m->cfg.unet, parts[SD_PART_DENOISER], error);
         return m->unet != NULL;
     }
-    m->mmdit = g_new0(mmdit_model, 1);
-    return mmdit_load(m->mmdit, &m->cfg.mmdit, parts[SD_PART_DENOISER], error) &&
-           t5_encoder_load(&m->t5, &m->cfg.t5, parts[SD_PART_T5XXL], error);
+    bool ok;
+    if (sd_config_is_flux(&m->cfg)) {
+        m->flux = g_new0(flux_model, 1);
+        ok = flux_load(m->flux, &m->cfg.flux, parts[SD_PART_DENOISER], error);
+    } else {
+        m->mmdit = g_new0(mmdit_model, 1);
+        ok = mmdit_load(m->mmdit, &m->cfg.mmdit, parts[SD_PART_DENOISER], error);
+    }
+    return ok && t5_encoder_load(&m->t5, &m->cfg.t5, parts[SD_PART_T5XXL], error);
 }
 
 bool sd_model_bind_parts(sd_model *m, const sd_config *cfg, const sdt_weights *const parts[SD_PART_COUNT],
@@ -324,5 +380,8 @@ void sd_model_free(sd_model *m)
     m->unet = NULL;
     g_free(m->mmdit);
     m->mmdit = NULL;
+    if (m->flux) flux_free(m->flux);
+    g_free(m->flux);
+    m->flux = NULL;
     if (m->vae.be) vae_free(&m->vae);
 }

@@ -1,5 +1,6 @@
 /* sd_model.h - a whole Stable Diffusion checkpoint: text encoder, UNet, VAE; or (SD3/SD3.5) the MMDiT with
- * CLIP-L, CLIP-G, T5-XXL and the 16-channel VAE, each part possibly from a file of its own.
+ * CLIP-L, CLIP-G, T5-XXL and the 16-channel VAE; or (Flux.1) the Flux transformer with CLIP-L (pooled output
+ * only), T5-XXL and the 16-channel VAE; each part possibly from a file of its own.
  *
  * The config of a checkpoint is detected in models/checkpoints/sd_config_detect.h, beside the
  * checkpoint layouts and config files it reads; this file names the families and their presets and
@@ -16,6 +17,7 @@
 #include <stddef.h>
 
 #include "clip_text.h"
+#include "flux.h"
 #include "mmdit.h"
 #include "ops.h"
 #include "param_list.h"
@@ -36,6 +38,8 @@ typedef enum sd_family {
     SD_FAMILY_TINY_SDXL,  /* the test configuration of SDXL's architecture */
     SD_FAMILY_SD3,        /* SD3/SD3.5: MMDiT, CLIP-L + CLIP-G + T5-XXL, the 16-channel VAE (rectified flow) */
     SD_FAMILY_TINY_SD3,   /* the test configuration of SD3's architecture */
+    SD_FAMILY_FLUX,       /* Flux.1 dev/schnell: the Flux transformer, CLIP-L (pooled) + T5-XXL, the 16-channel VAE */
+    SD_FAMILY_TINY_FLUX,  /* the test configuration of Flux.1's architecture (dev: with the guidance embedder) */
 } sd_family;
 
 /* The parts a model binds, each from the checkpoint or (transformer families) a file of its own; the order
@@ -76,19 +80,23 @@ typedef struct sd_config {
     clip_config clip2; /* SDXL's, SD3's second text encoder (OpenCLIP bigG, with the pooled output); width 0: none */
     vae_config vae;
     sdt_unet_config unet;                   /* the UNet families' denoiser (zero for SD3) */
-    mmdit_config mmdit;                     /* SD3's denoiser (layers 0: a UNet family) */
-    t5_config t5;                           /* SD3's T5-XXL */
+    mmdit_config mmdit;                     /* SD3's denoiser (layers 0: another family) */
+    flux_config flux;                       /* Flux.1's denoiser (no blocks: another family) */
+    t5_config t5;                           /* SD3's and Flux's T5-XXL */
     sd_prediction_source prediction_source; /* who set unet.v_prediction */
     double prediction_probe;                /* the probe's mean(UNet(x) - x) when it ran */
 } sd_config;
 
-/* Whether the family is a rectified-flow transformer's (SD3/SD3.5): no UNet, no DDPM schedule. */
+/* Whether the family is a rectified-flow transformer's (SD3/SD3.5, Flux.1): no UNet, no DDPM schedule. */
 bool sd_config_is_transformer(const sd_config *cfg);
-/* "tiny", "sd1", "sd2", "sdxl", "tiny-sdxl", "sd3", "tiny-sd3", "custom". */
+/* Whether it is Flux.1's (the Flux transformer; no CLIP-G). */
+bool sd_config_is_flux(const sd_config *cfg);
+/* "tiny", "sd1", "sd2", "sdxl", "tiny-sdxl", "sd3", "tiny-sd3", "flux", "tiny-flux", "custom". */
 const char *sd_family_name(sd_family f);
 /* What a person calls the family: "SD 1.x", "SD 2.x", "SDXL", ... */
 const char *sd_family_title(sd_family f);
-/* Parses "tiny", "sd15"/"sd1", "sd2", "sdxl", "tiny-sdxl", "sd3"/"sd35", "tiny-sd3"; false for anything else. */
+/* Parses "tiny", "sd15"/"sd1", "sd2", "sdxl", "tiny-sdxl", "sd3"/"sd35", "tiny-sd3", "flux", "tiny-flux"; false
+ * for anything else. */
 bool sd_family_parse(const char *name, sd_family *out);
 /* The published (or tiny) configuration of a family. */
 sd_config sd_config_preset(sd_family f);
@@ -106,7 +114,8 @@ typedef struct sd_model {
     vae_model vae;
     sdt_unet *unet;
     mmdit_model *mmdit; /* SD3's transformer (owned; the weights are views) */
-    t5_encoder t5;      /* SD3's T5-XXL */
+    flux_model *flux;   /* Flux.1's transformer (owned, with its RoPE tables: sd_model_free before the backend goes) */
+    t5_encoder t5;      /* SD3's and Flux's T5-XXL */
 } sd_model;
 
 /* Every parameter of the config is finite (host scan of the CPU weights); a NaN
@@ -123,6 +132,8 @@ bool sd_model_bind(sd_model *m, const sd_config *cfg, const sdt_weights *w, sdt_
 /* The same with each part bound from its own weights (parts[p]; NULL for a part the family lacks). */
 bool sd_model_bind_parts(sd_model *m, const sd_config *cfg, const sdt_weights *const parts[SD_PART_COUNT],
                          sdt_backend *be, sdt_error *error);
+/* Frees what the model owns (Flux's RoPE tables through the backend they were built on: call this before
+ * destroying that backend). */
 void sd_model_free(sd_model *m);
 
 #endif

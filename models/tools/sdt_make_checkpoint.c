@@ -1,6 +1,6 @@
 /* sdt-make-checkpoint - writes a seeded random-weight Stable Diffusion checkpoint.
  *
- *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3 --out PATH [--dtype f32|f16|bf16]
+ *   sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3|tiny-flux-dev|tiny-flux-schnell --out PATH [--dtype f32|f16|bf16]
  *                       [--seed N] [--layout ldm|diffusers] [--perturb-all]
  *                       [--text-only | --vae-only | --unet-only] [--clip-vocab N] [--unet-in-channels N]
  *                       [--openclip] [--unet-output VALUE]
@@ -30,6 +30,10 @@
  * 16-channel VAE, their widths meeting) in SAI's all-in-one layout (sd3_gen.h); --without clip_l,clip_g,t5xxl,vae
  * leaves parts out (e.g. --without t5xxl: sd3.5_medium.safetensors without T5), --part clip_l|clip_g|t5xxl|vae
  * writes one part alone (a lone file's names); the same seed gives a part the same tensors in either file.
+ * tiny-flux-dev and tiny-flux-schnell write a whole tiny Flux.1 model (sd_config_preset(SD_FAMILY_TINY_FLUX), schnell
+ * without the guidance embedder: the transformer, CLIP-L, T5 and the VAE) in ComfyUI's all-in-one layout, with
+ * --without and --part as tiny-sd3 (no clip_g: Flux has none); --without clip_l,t5xxl,vae gives BFL's
+ * transformer-only file under model.diffusion_model..
  * --pack writes the transformer families' files as people have them (transformer_pack.h) from diffusers-named
  * files (--transformer: tiny-mmdit's output, or a Flux transformer in diffusers' names): sai-sd3 (SAI's SD3/SD3.5
  * all-in-one, with the parts given: --t5xxl, --clip-l, --clip-g in transformers' names, --vae in LDM names),
@@ -56,8 +60,8 @@ static int usage(const char *msg)
     if (msg) fprintf(stderr, "sdt-make-checkpoint: %s\n", msg);
     fprintf(
         stderr,
-        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3 --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-        "                           [--without clip_l,clip_g,t5xxl,vae | --part clip_l|clip_g|t5xxl|vae] (tiny-sd3)\n"
+        "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3|tiny-flux-dev|tiny-flux-schnell --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
+        "                           [--without clip_l,clip_g,t5xxl,vae | --part clip_l|clip_g|t5xxl|vae] (tiny-sd3, tiny-flux-dev, tiny-flux-schnell)\n"
         "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
         "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
         "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
@@ -157,25 +161,32 @@ static sd_part sd3_part_of(const char *name, size_t len)
     return SD_PART_DENOISER;
 }
 
-/* --config tiny-sd3: the all-in-one file without the parts listed, or one part alone. */
-static int sd3_main(const sdt_ckpt_spec *spec, const char *out, const char *without, const char *part)
+/* --config tiny-sd3, tiny-flux-dev, tiny-flux-schnell: the all-in-one file without the parts listed, or one part
+ * alone. */
+static int sd3_main(const char *config, const sdt_ckpt_spec *spec, const char *out, const char *without,
+                    const char *part)
 {
     if (spec->layout != SDT_CKPT_LDM || spec->text_only || spec->vae_only || spec->unet_only || spec->unet_output_set)
-        return usage("tiny-sd3 takes only --out, --dtype, --seed, --perturb-all, --without and --part");
+        return usage("tiny-sd3 and tiny-flux-* take only --out, --dtype, --seed, --perturb-all, --without and --part");
     if (without && part) return usage("--without and --part exclude each other");
-    sd_config cfg = sd_config_preset(SD_FAMILY_TINY_SD3);
+    bool flux = strcmp(config, "tiny-sd3") != 0;
+    sd_config cfg = sd_config_preset(flux ? SD_FAMILY_TINY_FLUX : SD_FAMILY_TINY_SD3);
+    if (!strcmp(config, "tiny-flux-schnell")) cfg.flux.guidance = false;
     sdt_error error = {0};
     bool ok;
     if (part) {
         sd_part p = sd3_part_of(part, strlen(part));
-        if (p == SD_PART_DENOISER) return usage("--part must be clip_l, clip_g, t5xxl or vae");
+        if (p == SD_PART_DENOISER || (flux && p == SD_PART_CLIP_G))
+            return usage(flux ? "--part must be clip_l, t5xxl or vae" : "--part must be clip_l, clip_g, t5xxl or vae");
         ok = sd3_generate_part(out, &cfg, p, spec->dtype, spec->seed, spec->perturb_all, &error);
     } else {
         bool in[SD_PART_COUNT] = {true, true, true, true, true};
         for (const char *s = without; s && *s;) {
             size_t len = strcspn(s, ",");
             sd_part p = sd3_part_of(s, len);
-            if (p == SD_PART_DENOISER) return usage("--without takes clip_l, clip_g, t5xxl and vae, comma-separated");
+            if (p == SD_PART_DENOISER || (flux && p == SD_PART_CLIP_G))
+                return usage(flux ? "--without takes clip_l, t5xxl and vae, comma-separated"
+                                  : "--without takes clip_l, clip_g, t5xxl and vae, comma-separated");
             in[p] = false;
             s += len + (s[len] == ',');
         }
@@ -185,7 +196,7 @@ static int sd3_main(const sdt_ckpt_spec *spec, const char *out, const char *with
         fprintf(stderr, "sdt-make-checkpoint: %s\n", error.message);
         return 1;
     }
-    printf("wrote %s (tiny SD3.5 %s%s, seed %llu)\n", out, part ? part : "all-in-one",
+    printf("wrote %s (%s %s%s, seed %llu)\n", out, flux ? config : "tiny SD3.5", part ? part : "all-in-one",
            without ? " without the parts named" : "", (unsigned long long)spec->seed);
     return 0;
 }
@@ -271,9 +282,11 @@ int main(int argc, char **argv)
         printf("wrote %s (%s in the %s layout)\n", out, from, spec.layout == SDT_CKPT_LDM ? "ldm" : "diffusers");
         return 0;
     }
-    if ((without || part) && (!config || strcmp(config, "tiny-sd3")))
-        return usage("--without and --part are tiny-sd3's");
-    if (config && !strcmp(config, "tiny-sd3")) return sd3_main(&spec, out, without, part);
+    bool whole_transformer_model = config && (!strcmp(config, "tiny-sd3") || !strcmp(config, "tiny-flux-dev") ||
+                                              !strcmp(config, "tiny-flux-schnell"));
+    if ((without || part) && !whole_transformer_model)
+        return usage("--without and --part are tiny-sd3's, tiny-flux-dev's and tiny-flux-schnell's");
+    if (whole_transformer_model) return sd3_main(config, &spec, out, without, part);
     if (config && (!strcmp(config, "tiny-t5") || !strcmp(config, "t5xxl"))) {
         if (spec.layout != SDT_CKPT_LDM || spec.text_only || spec.vae_only || spec.unet_only || openclip ||
             clip_vocab || unet_in || spec.unet_output_set)
@@ -332,9 +345,11 @@ int main(int argc, char **argv)
     if (!config || !sd_family_parse(config, &family))
         return usage("--config must be tiny, sd15, sd2, tiny-sdxl, sdxl, tiny-t5, t5xxl, tiny-mmdit, sd3-mmdit, "
                      "sd35-medium-mmdit, sd35-large-mmdit, tiny-vae16, tiny-flux, "
-                     "flux-dev, flux-schnell or tiny-sd3");
+                     "flux-dev, flux-schnell, tiny-sd3, tiny-flux-dev or tiny-flux-schnell");
     if (family == SD_FAMILY_SD3)
         return usage("a full-size SD3.5 model: write its parts (sd35-large-mmdit, t5xxl, ...)");
+    if (family == SD_FAMILY_FLUX || family == SD_FAMILY_TINY_FLUX)
+        return usage("a Flux.1 model: tiny-flux-dev or tiny-flux-schnell (whole), or its parts (flux-dev, t5xxl, ...)");
     if ((int)spec.text_only + (int)spec.vae_only + (int)spec.unet_only > 1)
         return usage("--text-only, --vae-only and --unet-only exclude each other");
     spec.config = sd_config_preset(family);

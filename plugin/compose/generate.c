@@ -87,7 +87,9 @@ static bool generate_embedding(generate_run *g, const sdt_compose_generate_setti
     return true;
 }
 
-/* SD3/SD3.5: the prompts through its three encoders, the flow-matching Euler walk (train/flow_preview.h). */
+/* SD3/SD3.5 and Flux.1: the prompts through the family's encoders, the flow-matching Euler walk (train/flow_preview.h:
+ * SD3's shift and T5 sequence 256; Flux's resolution shift, T5 sequence 512 (dev) or 256 (schnell) and dev's
+ * distilled guidance 3.5, as their pipelines default them). */
 static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *s, uint8_t *rgb, sdt_error *error)
 {
     const sd_config *c = &g->rt.cfg;
@@ -98,10 +100,9 @@ static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *
                         s->model_path, sd_family_title(c->family));
     if (s->clip_skip > 1)
         return sdt_fail(error, SDT_ERR_VALIDATION,
-                        "request.clip_skip %d: SD3.5 reads CLIP's penultimate layers as its pipeline does; leave it "
-                        "at 1",
+                        "request.clip_skip %d: SD3.5 and Flux.1 read CLIP as their pipelines do; leave it at 1",
                         s->clip_skip);
-    int f = vae_factor(&c->vae) * c->mmdit.patch;
+    int f = sd_runtime_image_divisor(&g->rt);
     if (s->width % f || s->height % f)
         return sdt_fail(error, SDT_ERR_VALIDATION,
                         "width %d x height %d: %s needs sides that are multiples of %d; round them to a multiple of %d",
@@ -126,6 +127,11 @@ static bool generate_flow(generate_run *g, const sdt_compose_generate_settings *
                                    .seed = s->seed,
                                    .t5_len = 256, /* StableDiffusion3Pipeline's max_sequence_length */
                                    .shift = sdt_flow_timesteps_sd3()};
+    if (sd_config_is_flux(c)) { /* FluxPipeline's defaults */
+        rq.t5_len = c->flux.guidance ? 512 : 256;
+        rq.shift = sdt_flow_timesteps_flux();
+        rq.guidance = c->flux.guidance ? 3.5f : 0.0f;
+    }
     uint8_t *image = NULL;
     if (!sdt_flow_preview_render(&g->rt, &g->wa, g->tok, &rules, g->t5_tok, &t5_rules, g->rows.data ? &g->rows : NULL,
                                  &rq, &image, error))

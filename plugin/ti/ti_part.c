@@ -251,7 +251,7 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
     if (output && save_cards && sdt_embedding_has_tables(&tp->emb)) { /* the default is on: skipped, said once */
         tp->save_cards = false;
         sdt_host_log(job->host, SDT_LOG_INFO,
-                     "%s is an %s embedding (a table per text encoder): no PNG cards are written, since no host "
+                     "%s holds a %s embedding's tables (one per text encoder): no PNG cards are written, since no host "
                      "loads these from a card (A1111 runs neither family); ComfyUI and Forge load the .safetensors",
                      embedding_path, sdt_embedding_family_title(&tp->emb));
     }

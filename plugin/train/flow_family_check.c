@@ -52,7 +52,9 @@ bool sdt_flow_family_check(const sdt_train_options *o, bool transformer, bool hy
     const char *set = unet_option_set(o);
     if (!set) return true;
     const char *instead =
-        !strcmp(set, "clip_skip") ? "SD3.5 reads CLIP's penultimate layers as its pipeline does: leave it at 1"
+        !strcmp(set, "clip_skip")
+            ? "SD3.5 reads CLIP's penultimate layers and Flux.1 CLIP-L's pooled output, as their pipelines "
+              "do: leave it at 1"
         : !strcmp(set, "prediction_type")
             ? "SD3.5 and Flux.1 predict the velocity (rectified flow): leave it AUTO"
             : "the rectified flow draws its timesteps with timestep_sampling, logit_mean, logit_std, mode_scale "

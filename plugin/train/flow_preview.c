@@ -16,10 +16,12 @@ typedef struct flow_preview_run {
     int batch, c, h, w;
     float *host; /* [batch, c, h, w] staging */
     sdt_error *error;
+    sdt_tensor out; /* the last call's velocity (on the arena) */
 } flow_preview_run;
 
-/* One MMDiT call on the batch at the host latent x (every prompt the same x); out f32 on the host. */
-static bool velocity_batch(flow_preview_run *p, const float *x, double timestep, float *out, sdt_error *error)
+/* One transformer call on the batch at the host latent x (every prompt the same x); out f32 on the host. */
+static bool velocity_batch(flow_preview_run *p, const float *x, double timestep, double guidance, float *out,
+                           sdt_error *error)
 {
     sdt_backend *be = p->rt->be;
     int64_t n = (int64_t)p->c * p->h * p->w, shape[4] = {p->batch, p->c, p->h, p->w};
@@ -34,10 +36,27 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
             sdt_fail(error, sdt_arena_fits(p->arena) ? be->error.code : p->arena->error.code,
                      "preview: the latents did not reach the %s backend", be->name);
     }
-    mmdit_inputs mi = {.latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled};
-    mmdit_acts acts;
-    ok = ok && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, &acts, error);
-    if (ok && !p->arena->measuring && be->download(be, out, acts.out.data, (size_t)(p->batch * n) * sizeof(float)))
+    const sdt_tensor *pred = NULL;
+    flux_model *flux = p->rt->model.flux;
+    if (flux) { /* Flux embeds the sigma and (dev) the distilled guidance */
+        float sigmas[2] = {(float)(timestep / 1000.0), (float)(timestep / 1000.0)},
+              gs[2] = {(float)guidance, (float)guidance};
+        flux_inputs fi = {
+            .latent = &lat, .timesteps = sigmas, .guidance = gs, .context = p->context, .pooled = p->pooled};
+        flux_acts *acts = malloc(sizeof *acts);
+        ok = ok && acts && flux_forward(flux, be, p->arena, &fi, acts, error);
+        if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
+        if (ok) p->out = acts->out;
+        free(acts);
+        pred = ok ? &p->out : NULL;
+    } else {
+        mmdit_inputs mi = {.latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled};
+        mmdit_acts acts;
+        ok = ok && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, &acts, error);
+        if (ok) p->out = acts.out;
+        pred = ok ? &p->out : NULL;
+    }
+    if (ok && !p->arena->measuring && be->download(be, out, pred->data, (size_t)(p->batch * n) * sizeof(float)))
         ok = sdt_fail(error, be->error.code, "preview: the transformer's output: %s", be->error.message);
     sdt_arena_rewind(p->arena, mark);
     return ok;
@@ -46,9 +65,8 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
 static int velocity(void *user, const float *x, double timestep, double guidance, float *out_cond, float *out_uncond)
 {
     flow_preview_run *p = user;
-    (void)guidance; /* SD3 takes none (Flux dev's distilled guidance) */
     int64_t n = (int64_t)p->c * p->h * p->w;
-    if (!velocity_batch(p, x, timestep, p->host, p->error)) return -1;
+    if (!velocity_batch(p, x, timestep, guidance, p->host, p->error)) return -1; /* guidance: Flux dev's, else 0 */
     memcpy(out_cond, p->host, (size_t)n * sizeof(float));
     if (out_uncond) memcpy(out_uncond, p->host + n, (size_t)n * sizeof(float));
     return 0;
@@ -94,7 +112,8 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
-    flow_preview_run p = {rt, a, NULL, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f, NULL, error};
+    flow_preview_run p = {rt,   a,     NULL, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
+                          NULL, error, {0}};
     sdt_cond text;
     if (!encode_prompts(rt, a, tok, rules, spm, t5_rules, rows, req, batch, &text, pb, error)) return false;
     p.context = &text.context;
@@ -102,7 +121,7 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     int64_t n = (int64_t)p.c * p.h * p.w;
     int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one transformer call and the decode; nothing runs */
-        if (!velocity_batch(&p, NULL, 1000.0, NULL, error)) return false;
+        if (!velocity_batch(&p, NULL, 1000.0, req->guidance, NULL, error)) return false;
         sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
         return vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error);
     }
@@ -115,9 +134,10 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     if (ok) {
         sdt_flow_sampler_config sc = {.steps = req->steps,
                                       .cfg_scale = req->cfg_scale,
+                                      .guidance = req->guidance,
                                       .shift = req->shift,
                                       .image_seq_len = (double)(p.h / 2) * (double)(p.w / 2),
-                                      .sd3_spacing = true};
+                                      .sd3_spacing = rt->model.flux == NULL}; /* FluxPipeline passes its sigmas */
         sdt_rng_normal_fill(req->seed, SDT_RNG_PREVIEW, 0, x, n);
         int rc = sdt_flow_sample(&sc, x, n, scratch, velocity, &p);
         if (rc && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_INTERNAL, "preview: the sampler stopped (%d)", rc);

@@ -235,7 +235,8 @@ static bool sd3_table_widths(sd_runtime *rt, const sdt_tensor *rows, int64_t w[3
     w[0] = rt->cfg.clip.width, w[1] = rt->cfg.clip2.width, w[2] = rt->cfg.t5.d_model;
     if (rows->ndim != 2 || rows->shape[1] != w[0] + w[1] + w[2])
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
-                        "an SD3 embedding's rows must be [n, %lld + %lld + %lld] (clip_l, clip_g, t5xxl tables)",
+                        "an SD3.5/Flux.1 embedding's rows must be [n, %lld + %lld + %lld] (clip_l, clip_g, t5xxl "
+                        "tables)",
                         (long long)w[0], (long long)w[1], (long long)w[2]);
     return true;
 }
@@ -298,10 +299,52 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
     return true;
 }
 
+/* Flux's CLIP-L (its pooled output) on one 77-token sequence and T5 on its own ids (flux_text.h). */
+static bool forward_flux(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    if (in->chunks != 1)
+        return sdt_fail(error, SDT_ERR_INTERNAL,
+                        "Flux conditions on one 77-token sequence for CLIP-L, not %d chunks (a bug: please report)",
+                        in->chunks);
+    if (rt->text_cache)
+        return sdt_fail(error, SDT_ERR_INTERNAL, "Flux's encoders have no text cache yet (a bug: please report)");
+    int64_t t5_shape[2] = {in->batch, in->t5_len};
+    c->tokens_t5 = sdt_arena_tensor(a, SDT_I32, 2, t5_shape);
+    if (!a->measuring) {
+        if (!sdt_arena_fits(a))
+            return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
+                            a->error.message);
+        if (!upload_tokens(rt->be, &c->tokens_t5, in->t5_tokens, error)) return false;
+    }
+    int64_t w[3];
+    if (in->rows) {
+        if (!sd3_table_widths(rt, in->rows, w, error)) return false;
+        c->rows_l = table_view(in->rows, w, 0);
+        c->rows_t5 = table_view(in->rows, w, 2);
+    }
+    c->trained_tables = in->trained_tables ? in->trained_tables : SDT_ENCODER_CLIP_L | SDT_ENCODER_T5XXL;
+    sdt_flux_text_inputs ti = {
+        .tokens_l = &c->tokens,
+        .rows_l = in->rows ? &c->rows_l : NULL,
+        .overrides = in->overrides,
+        .n_overrides = in->n_overrides,
+        .t5 = {.tokens = &c->tokens_t5,
+               .rows = in->rows ? &c->rows_t5 : NULL,
+               .overrides = in->t5_overrides,
+               .n_overrides = in->n_t5_overrides},
+        .act_dtype = in->act_dtype,
+        .anomaly_check = in->anomaly_check,
+    };
+    if (!sdt_flux_text_forward(&rt->model.clip, &rt->model.t5, rt->be, a, &ti, &c->textf, error)) return false;
+    c->context = c->textf.context;
+    return true;
+}
+
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
     memset(c, 0, sizeof *c);
-    c->sd3 = sd_config_is_transformer(&rt->cfg);
+    c->flux = sd_config_is_flux(&rt->cfg);
+    c->sd3 = sd_config_is_transformer(&rt->cfg) && !c->flux;
     c->sdxl = sd_text_rules_of(&rt->cfg).sdxl;
     if (c->sdxl && !in->sizes && !a->measuring)
         return sdt_fail(error, SDT_ERR_INTERNAL,
@@ -325,6 +368,7 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
         }
     }
     if (c->sd3) return forward_sd3(rt, a, in, c, error);
+    if (c->flux) return forward_flux(rt, a, in, c, error);
     if (c->sdxl) return forward_sdxl(rt, a, in, c, error);
     return cached ? forward_cached(rt, a, in, c, error) : forward_sd(rt, a, in, c, error);
 }
@@ -336,7 +380,7 @@ const sdt_tensor *sdt_cond_y(const sdt_cond *c)
 
 const sdt_tensor *sdt_cond_pooled(const sdt_cond *c)
 {
-    return c->sd3 ? &c->text3.pooled : NULL;
+    return c->sd3 ? &c->text3.pooled : c->flux ? &c->textf.pooled : NULL;
 }
 
 /* SD3: each trained table's gradient straight into its view of drows (sd3_text accumulates). */
@@ -354,12 +398,26 @@ static bool backward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const 
                                  t & SDT_ENCODER_T5XXL ? &d5 : NULL, error);
 }
 
+/* Flux: CLIP-L's table from d(pooled), T5's from d(context), each into its view of drows. */
+static bool backward_flux(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
+                          const sdt_tensor *dpooled, sdt_tensor *drows, sdt_error *error)
+{
+    if (!drows || (!c->rows_l.data && !a->measuring)) return true; /* nothing upstream trains */
+    int64_t w[3];
+    if (!sd3_table_widths(rt, drows, w, error)) return false;
+    sdt_tensor dl = table_view(drows, w, 0), d5 = table_view(drows, w, 2);
+    uint32_t t = c->trained_tables;
+    return sdt_flux_text_backward(&rt->model.clip, &rt->model.t5, rt->be, a, &c->textf, dcontext, dpooled,
+                                  t & SDT_ENCODER_CLIP_L ? &dl : NULL, t & SDT_ENCODER_T5XXL ? &d5 : NULL, error);
+}
+
 bool sdt_cond_backward(sd_runtime *rt, sdt_arena *a, const sdt_cond *c, const sdt_tensor *dcontext,
                        const sdt_tensor *dy, sdt_tensor *drows, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     sd_model *m = &rt->model;
     if (c->sd3) return backward_sd3(rt, a, c, dcontext, dy, drows, error);
+    if (c->flux) return backward_flux(rt, a, c, dcontext, dy, drows, error);
     if (!c->sdxl) {
         sdt_tensor d = reshaped(dcontext, 3, c->clip.out.shape[0], c->clip.out.shape[1], c->clip.out.shape[2]);
         return clip_text_backward(&m->clip, be, a, &c->clip, &d, drows, error);

@@ -19,6 +19,10 @@
  * its table and its gradient goes into the same view of drows, only for the tables that train (a frozen table's
  * encoder runs no backward).
  *
+ * Flux.1 (models/networks/text_encoders/flux_text.h): CLIP-L on one 77-token sequence for its pooled output only,
+ * T5 on its own ids for the context [B, L5, 4096]; the table-major rows are clip_l then t5xxl (no clip_g), each
+ * encoder reading its view and its gradient going into the same view of drows as SD3's.
+ *
  * With a text cache on the runtime (rt->text_cache, train/text_cache.h: a run whose text side trains
  * nothing) the encoders do not run: the context and SDXL's pooled embedding are copied from the
  * cache chunk by chunk, and y is made from them as before.
@@ -32,6 +36,7 @@
 #include <stdint.h>
 
 #include "clip_text.h"
+#include "flux_text.h"
 #include "sd3_text.h"
 #include "sdxl_cond.h"
 #include "sdxl_text.h"
@@ -65,6 +70,8 @@ typedef struct sdt_cond {
     sdt_tensor tokens_t5;        /* SD3: T5's ids on the device */
     sdt_tensor rows_t5;          /* SD3: views of the table-major rows (rows_l, rows_g too) */
     sdt_sd3_text_acts text3;     /* SD3 */
+    bool flux;                   /* Flux.1: textf holds the encoders' activations (tokens_t5, rows_* as SD3's) */
+    sdt_flux_text_acts textf;    /* Flux.1 */
     uint32_t trained_tables;     /* SD3: the tables backward reaches */
     sdt_tensor tokens, tokens_g; /* on the device */
     sdt_tensor rows_l, rows_g;   /* SDXL: the embedding's rows split per encoder */
@@ -79,7 +86,7 @@ typedef struct sdt_cond {
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
 /* The UNet's vector conditioning, or NULL for a model without one. */
 const sdt_tensor *sdt_cond_y(const sdt_cond *c);
-/* SD3: the pooled vector [batch, 2048] the transformer reads (NULL otherwise). */
+/* SD3: the pooled vector [batch, 2048] the transformer reads; Flux: CLIP-L's pooled output (NULL otherwise). */
 const sdt_tensor *sdt_cond_pooled(const sdt_cond *c);
 /* From d(context) (c->context's shape) and, for SDXL, d(y) (SD3: d(pooled); may be NULL) to the rows'
  * gradient drows (+=, the rows' shape). Nothing to do without overrides. */

@@ -75,38 +75,80 @@ static int loss_backward(sdt_backend *be, const sdt_pass_options *opt, sdt_tenso
     return be->robust_loss_backward(be, dpred, dloss, pred, target, weight, robust_kind(opt), opt->huber_delta);
 }
 
-/* SD3: the MMDiT on x_t (its input in the activation dtype) predicts the velocity (f32); backward from the loss
- * to the context and the pooled vector and on to the rows, only when rows train (nothing else in it trains). */
-static bool pass_mmdit(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
-                       const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, pass_tensors *t,
-                       sdt_cond *cond, sdt_error *error)
+static bool pass_transformer_rest(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt,
+                                  const sdt_pass_trainables *tr, float dloss, bool backward, double *loss,
+                                  pass_tensors *t, const sdt_tensor *weight, sdt_cond *cond, void *transformer_acts,
+                                  sdt_error *error);
+
+/* SD3's MMDiT or Flux's transformer on x_t (its input in the activation dtype) predicts the velocity (f32); backward
+ * from the loss to the context and the pooled vector and on to the rows, only when rows train (nothing else in it
+ * trains). */
+static bool pass_transformer(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt, const sdt_pass_inputs *in,
+                             const sdt_pass_trainables *tr, float dloss, bool backward, double *loss, pass_tensors *t,
+                             sdt_cond *cond, sdt_error *error)
 {
     sdt_backend *be = rt->be;
     const sdt_tensor *weight = in->shape.weighted ? &t->weight : NULL;
     /* a measuring pass has no batch, only its shape: the transformer checks for timesteps all the same */
     float *no_timesteps = in->timesteps ? NULL : calloc((size_t)in->shape.batch, sizeof(float));
     if (!in->timesteps && !no_timesteps) return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
-    mmdit_inputs mi = {.latent = &t->noisy,
-                       .timesteps = in->timesteps ? in->timesteps : no_timesteps,
-                       .context = &cond->context,
-                       .pooled = sdt_cond_pooled(cond)};
-    mmdit_acts acts;
-    bool forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts, error);
+    const float *timesteps = in->timesteps ? in->timesteps : no_timesteps;
+    /* one of the two transformers' activations (each is large: only one lives on the stack) */
+    bool flux = rt->model.flux != NULL;
+    union {
+        mmdit_acts mmdit;
+        flux_acts flux;
+    } *acts = malloc(sizeof *acts);
+    /* Flux embeds the sigma t (its timestep 1000 t over 1000) and, dev, the distilled guidance per sample */
+    float *sigmas = flux ? malloc((size_t)in->shape.batch * 2 * sizeof(float)) : NULL;
+    bool forward_ok = acts && (!flux || sigmas);
+    if (!forward_ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    if (forward_ok && flux) {
+        float *guidance = sigmas + in->shape.batch;
+        for (int b = 0; b < in->shape.batch; b++) sigmas[b] = timesteps[b] / 1000.0f, guidance[b] = in->guidance;
+        flux_inputs fi = {.latent = &t->noisy,
+                          .timesteps = sigmas,
+                          .guidance = guidance,
+                          .context = &cond->context,
+                          .pooled = sdt_cond_pooled(cond)};
+        forward_ok = flux_forward(rt->model.flux, be, a, &fi, &acts->flux, error);
+    } else if (forward_ok) {
+        mmdit_inputs mi = {
+            .latent = &t->noisy, .timesteps = timesteps, .context = &cond->context, .pooled = sdt_cond_pooled(cond)};
+        forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts->mmdit, error);
+    }
     free(no_timesteps);
-    if (!forward_ok) return false;
-    if (!a->measuring && loss_forward(be, opt, loss, &acts.out, &t->target, weight))
+    free(sigmas);
+    bool ok = forward_ok && pass_transformer_rest(rt, a, opt, tr, dloss, backward, loss, t, weight, cond, acts, error);
+    free(acts);
+    return ok;
+}
+
+/* pass_transformer's loss and way back, from the transformer's activations (flux_acts or mmdit_acts). */
+static bool pass_transformer_rest(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *opt,
+                                  const sdt_pass_trainables *tr, float dloss, bool backward, double *loss,
+                                  pass_tensors *t, const sdt_tensor *weight, sdt_cond *cond, void *transformer_acts,
+                                  sdt_error *error)
+{
+    sdt_backend *be = rt->be;
+    bool flux = rt->model.flux != NULL;
+    const sdt_tensor *out = flux ? &((flux_acts *)transformer_acts)->out : &((mmdit_acts *)transformer_acts)->out;
+    if (!a->measuring && loss_forward(be, opt, loss, out, &t->target, weight))
         return sdt_fail(error, be->error.code, "computing the loss failed: %s", be->error.message);
     if (!backward || !tr->drows) return true; /* only an embedding's rows train through the transformer */
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts.out.shape);
+    const sdt_tensor *pooled = sdt_cond_pooled(cond);
+    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, out->shape);
     sdt_tensor dctx = sdt_arena_tensor(a, SDT_F32, 3, cond->context.shape);
-    sdt_tensor dpool = sdt_arena_tensor(a, SDT_F32, 2, cond->text3.pooled.shape);
+    sdt_tensor dpool = sdt_arena_tensor(a, SDT_F32, 2, pooled->shape);
     if (!a->measuring) {
         if (!sdt_arena_fits(a)) return sdt_fail(error, a->error.code, "the loss gradient failed: %s", a->error.message);
         if (be->zero(be, &dpred) || be->zero(be, &dctx) || be->zero(be, &dpool) ||
-            loss_backward(be, opt, &dpred, dloss, &acts.out, &t->target, weight))
+            loss_backward(be, opt, &dpred, dloss, out, &t->target, weight))
             return sdt_fail(error, be->error.code, "the loss gradient failed: %s", be->error.message);
     }
-    if (!mmdit_backward(rt->model.mmdit, be, a, &acts, &dpred, &dctx, &dpool, error)) return false;
+    if (flux ? !flux_backward(rt->model.flux, be, a, transformer_acts, &dpred, &dctx, &dpool, error)
+             : !mmdit_backward(rt->model.mmdit, be, a, transformer_acts, &dpred, &dctx, &dpool, error))
+        return false;
     /* the encoders' backward takes its gradients in the activation dtype */
     sdt_dtype act = cond->context.dtype;
     sdt_tensor dctx_act = dctx, dpool_act = dpool;
@@ -153,7 +195,7 @@ static bool pass_sequence(sd_runtime *rt, sdt_arena *a, const sdt_pass_options *
                           .trained_tables = tr->tables};
     sdt_cond cond;
     if (!sdt_cond_forward(rt, a, &ci, &cond, error)) return false;
-    if (cond.sd3) return pass_mmdit(rt, a, opt, in, tr, dloss, backward, loss, &t, &cond, error);
+    if (cond.sd3 || cond.flux) return pass_transformer(rt, a, opt, in, tr, dloss, backward, loss, &t, &cond, error);
     sdt_unet_options uo = sdt_unet_options_default();
     uo.act_dtype = act;
     uo.for_backward = backward;

@@ -6,7 +6,8 @@
  * rows. A hypernetwork-only run never runs the text encoder backward. SD3/SD3.5: the MMDiT is the denoiser
  * (mmdit.h: the latents x_t, timesteps 1000 t, the context and the pooled vector), its output the velocity
  * compared with the target (noise - x0, flow_match.h), its backward to the context and the pooled vector and on
- * to the trained tables' rows. Everything lives in one
+ * to the trained tables' rows. Flux.1: its transformer (flux.h: the sigma t, dev's guidance, T5's context and
+ * CLIP-L's pooled output) the same way. Everything lives in one
  * arena sized by running the same sequence on a measuring arena first (sdt_pass_measure). */
 #ifndef SDT_TRAIN_SD_PASS_H
 #define SDT_TRAIN_SD_PASS_H
@@ -50,6 +51,7 @@ typedef struct sdt_pass_inputs {
     const int32_t *t5_tokens;
     const t5_override *t5_overrides;
     int n_t5_overrides;
+    float guidance; /* Flux.1 dev: the distilled guidance every sample embeds (schnell's transformer ignores it) */
 } sdt_pass_inputs;
 
 /* What trains in the pass. */

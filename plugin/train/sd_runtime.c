@@ -369,6 +369,7 @@ void sd_runtime_close(sd_runtime *rt)
 int sd_runtime_image_divisor(const sd_runtime *rt)
 {
     const sd_config *c = &rt->cfg;
+    if (sd_config_is_flux(c)) return vae_factor(&c->vae) * 2; /* Flux packs 2 x 2 latent patches */
     if (sd_config_is_transformer(c)) return vae_factor(&c->vae) * c->mmdit.patch;
     return vae_factor(&c->vae) << (c->unet.num_levels - 1);
 }

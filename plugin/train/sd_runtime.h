@@ -88,7 +88,7 @@ bool sd_runtime_set_vae_dtype(sd_runtime *rt, sdt_dtype dtype, sdt_error *error)
 void sd_runtime_close(sd_runtime *rt);
 
 /* What an image's sides must be multiples of: the VAE's factor, doubled per UNet level below the first; for SD3's
- * transformer the VAE's factor times its patch size. */
+ * transformer the VAE's factor times its patch size, for Flux's times 2 (its packed 2 x 2 latents). */
 int sd_runtime_image_divisor(const sd_runtime *rt);
 
 #endif

@@ -162,13 +162,14 @@ struct sdt_train_job {
     char name[256];               /* the run's name: folders, the state, copies */
     char prompt_name[256];        /* what [name] in the template becomes (the embedding's name when one trains) */
     sdt_template tmpl;
-    /* SD3.5 (rectified flow, train/flow_step.h): T5's tokenizer with the placeholder in it, T5's sequence, the
+    /* SD3.5, Flux.1 (rectified flow, train/flow_step.h): T5's tokenizer with the placeholder in it, T5's sequence, the
      * objective; flow false for the UNet families */
     bool flow;
     sdt_spm *t5_tok;
     sdt_t5_slot_rules t5_rules;
     int t5_len;
     sdt_flow_objective flow_objective;
+    float flow_guidance; /* Flux.1 dev: the distilled guidance the transformer embeds (options' guidance or 3.5) */
 
     /* what the pass trains */
     const sdt_tensor

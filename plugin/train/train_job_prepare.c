@@ -331,15 +331,26 @@ static bool has_hypernetwork(const sdt_train_job *job)
     return false;
 }
 
-/* SD3.5 (a rectified-flow transformer): the objective from the options over the family's defaults, T5's sequence and
- * tokenizer (the embedding's name is added to it by ti_part_bind_model). Flux.1 does not reach here (sd_config_detect
- * refuses it by name). */
+/* SD3.5 and Flux.1 (rectified-flow transformers): the objective from the options over the family's defaults, T5's
+ * sequence (SD3.5's and Flux schnell's pipelines 256, Flux dev's 512) and tokenizer (the embedding's name is added to
+ * it by ti_part_bind_model), Flux dev's guidance (FluxPipeline's 3.5 by default); guidance on a model without a
+ * guidance embedder (schnell, SD3.5) is refused by name. */
 static bool flow_setup(sdt_train_job *job, sdt_error *error)
 {
     job->flow = true;
-    if (!sdt_flow_objective_from_options(&job->opt, false, job->options_field, &job->flow_objective, error))
+    const sd_config *c = &job->rt.cfg;
+    bool flux = sd_config_is_flux(c), dev = flux && c->flux.guidance;
+    if (job->opt.guidance != 0.0 && !dev)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%sguidance is %g, but %s (%s) has no guidance embedder (%s): leave %sguidance at 0",
+                        job->options_field, job->opt.guidance, job->opt.model_path, sd_family_title(c->family),
+                        flux ? "Flux.1 schnell is not guidance-distilled; only dev takes a guidance value"
+                             : "SD3.5 takes classifier-free guidance at sampling, not as a model input",
+                        job->options_field);
+    job->flow_guidance = dev ? (job->opt.guidance != 0.0 ? (float)job->opt.guidance : 3.5f) : 0.0f;
+    if (!sdt_flow_objective_from_options(&job->opt, flux, job->options_field, &job->flow_objective, error))
         return false;
-    job->t5_len = job->opt.t5_max_length ? (int)job->opt.t5_max_length : 256; /* SD3.5's pipelines' */
+    job->t5_len = job->opt.t5_max_length ? (int)job->opt.t5_max_length : dev ? 512 : 256;
     job->t5_tok =
         sdt_open_t5_tokenizer(job->opt.t5xxl_path, job->opt.model_path, job->rt.cfg.t5.vocab, job->host, error);
     job->t5_rules = (sdt_t5_slot_rules){.placeholder_id = -1, .n_vectors = 0, .slot_token = 0};

@@ -26,7 +26,7 @@ bool sdt_train_job_save_snapshot(void *vjob, int64_t step, sdt_error *error)
 }
 
 /* Renders every cell of the preview: rows prompts x cols seeds, row-major into cells[]. */
-/* SD3.5's preview: the flow-matching Euler walk with the run's shift (train/flow_preview.h; the sampler option is
+/* SD3.5's and Flux's preview: the flow-matching Euler walk with the run's shift (train/flow_preview.h; the sampler option is
  * the UNet families'). */
 static bool flow_render(sdt_train_job *job, const sdt_preview_request *rq, uint8_t **rgb, sdt_error *error)
 {
@@ -38,7 +38,8 @@ static bool flow_render(sdt_train_job *job, const sdt_preview_request *rq, uint8
                                    .cfg_scale = rq->cfg_scale,
                                    .seed = rq->seed,
                                    .t5_len = job->t5_len,
-                                   .shift = job->flow_objective.timesteps};
+                                   .shift = job->flow_objective.timesteps,
+                                   .guidance = job->flow_guidance};
     return sdt_flow_preview_render(&job->rt, &job->wa, job->tok, &job->rules, job->t5_tok, &job->t5_rules, job->rows,
                                    &fr, rgb, error);
 }

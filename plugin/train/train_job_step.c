@@ -131,6 +131,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
                                  .in_c = first->c + extra,
                                  .weighted = sdt_loss_options_weighted(&job->loss, job->data.use_alpha)};
     if (job->flow) in->shape.t5_len = job->t5_len;
+    in->guidance = job->flow_guidance;
     if (job->flow && job->flow_objective.weighting != SDT_FLOW_WEIGHT_NONE) in->shape.weighted = true;
     if (!buffers_alloc(buf, job->data.batch, n, n_in, job->flow ? job->t5_len : 0)) {
         sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory building a batch");
@@ -182,7 +183,7 @@ static bool build_batch(sdt_train_job *job, uint64_t micro, const int *idx, batc
         if (job->n_batch_files < SDT_JOB_MAX_BATCH_FILES)
             job->batch_files[job->n_batch_files++] = job->data.ds.items[idx[b]].path;
     }
-    if (job->flow) { /* SD3.5: CLIP's one 77-token sequence per prompt and T5's own, each with the slots */
+    if (job->flow) { /* SD3.5, Flux: CLIP's one 77-token sequence per prompt and T5's own, each with the slots */
         sdt_flow_prompt_batch pb = {.tokens = buf->tokens,
                                     .overrides = buf->overrides,
                                     .t5_tokens = buf->t5_tokens,

@@ -23,7 +23,7 @@ bool sdt_train_job_load_validation(sdt_train_job *job, sdt_error *error)
     return ok;
 }
 
-/* SD3.5: the validation timestep t (of the DDPM's 1000) as the flow's t' = (t + 1) / 1000 (0.1, 0.3 ... 0.9),
+/* SD3.5, Flux.1: the validation timestep t (of the DDPM's 1000) as the flow's t' = (t + 1) / 1000 (0.1, 0.3 ... 0.9),
  * x_t' = (1 - t') x0 + t' noise against the velocity noise - x0, unweighted; the prompt through CLIP and T5. */
 static bool measure_flow(sdt_train_job *job, const latent_entry *e, int t, const float *noise, const char *prompt,
                          float *noisy, float *target, float *weight, int32_t *tokens, clip_override *overrides,
@@ -65,7 +65,8 @@ static bool measure_flow(sdt_train_job *job, const latent_entry *e, int t, const
                               .end_id = sdt_tokenizer_eos(job->tok),
                               .t5_tokens = t5_tokens,
                               .t5_overrides = t5_overrides,
-                              .n_t5_overrides = pb.n_t5_overrides};
+                              .n_t5_overrides = pb.n_t5_overrides,
+                              .guidance = job->flow_guidance};
         sdt_pass_options po = sdt_train_job_pass_options(job);
         po.anomaly_check = false;
         sdt_pass_trainables tr = sdt_train_job_trainables(job);

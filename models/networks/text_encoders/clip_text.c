@@ -199,7 +199,29 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error
     return clip_config_detect_at(w, CLIP_SLOT_COND_STAGE, cfg, error);
 }
 
+void clip_config_as_pooler(clip_config *c)
+{
+    c->act = SDT_ACT_QUICK_GELU;
+    c->default_skip = 1;
+    c->context_without_final_norm = false;
+    c->pad_zero = false;
+    c->projection_dim = 0;
+    c->pooled_without_projection = true;
+}
+
+static bool detect_at(const sdt_weights *w, clip_slot slot, bool pooler, clip_config *cfg, sdt_error *error);
+
 bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error)
+{
+    return detect_at(w, slot, false, cfg, error);
+}
+
+bool clip_config_detect_pooler(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error)
+{
+    return detect_at(w, slot, true, cfg, error);
+}
+
+static bool detect_at(const sdt_weights *w, clip_slot slot, bool pooler, clip_config *cfg, sdt_error *error)
 {
     clip_config c;
     memset(&c, 0, sizeof(c));
@@ -236,7 +258,9 @@ bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cf
     const sdt_tensor *fc1 = c.layout == CLIP_LAYOUT_HF ? mu_get(w, "%sencoder.layers.0.mlp.fc1.weight", P)
                                                        : mu_get(w, "%stransformer.resblocks.0.mlp.c_fc.weight", P);
     if (fc1 && fc1->ndim == 2) c.mlp_width = (int)fc1->shape[0];
-    if (slot != CLIP_SLOT_COND_STAGE) {
+    if (pooler) {
+        clip_config_as_pooler(&c);
+    } else if (slot != CLIP_SLOT_COND_STAGE) {
         if (!two_encoder_slot_config(w, &c, error)) return false;
     } else if (c.layout == CLIP_LAYOUT_OPENCLIP) {
         c.act = SDT_ACT_GELU;

@@ -104,6 +104,11 @@ bool clip_config_detect(const sdt_weights *w, clip_config *cfg, sdt_error *error
  * same two encoders as SD3's all-in-one files keep them (transformers' names only), each with its
  * projection (SD3's pooled vector is both projected outputs). */
 bool clip_config_detect_at(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error);
+/* A CLIPTextModel whose pooler_output alone conditions (Flux.1's CLIP-L): every layer, the final norm, quick GELU,
+ * no projection (a text_projection a file carries is not read). */
+void clip_config_as_pooler(clip_config *cfg);
+/* clip_config_detect_at for such an encoder in slot (CLIP_SLOT_SD3_L: Flux's files keep CLIP-L where SD3's do). */
+bool clip_config_detect_pooler(const sdt_weights *w, clip_slot slot, clip_config *cfg, sdt_error *error);
 /* Sanity of a config (positive sizes, width divisible by heads, layers <= CLIP_MAX_LAYERS). */
 bool clip_config_check(const clip_config *cfg, sdt_error *error);
 

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Flux.1 embeddings train end to end through sdt-host (issue 30) on the tiny Flux dev all-in-one file (ComfyUI's
+# layout: sdt-make-checkpoint --config tiny-flux-dev; the demo's CLIP tokenizer in tokenizer/, T5's in t5_tokenizer/),
+# T5's sequence cut to 64 tokens (--t5-max-length) to keep it seconds:
+#  - every table (clip_l, t5xxl): the validation loss on the training image (fixed timesteps and noise) goes down,
+#    previews render (Flux's Euler walk with the resolution shift and dev's guidance), both tables move;
+#  - CLIP only (--encoders clip_l): the t5xxl table keeps its bytes, clip_l moves;
+#  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): clip_l keeps its bytes, t5xxl moves, and the state's
+#    keys are the table's (t5xxl.adamw_m ...);
+#  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
+#  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
+#  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files trains; --clip-g is refused by name;
+#  - generate renders with the trained embedding (and without it, a different image).
+source "$(dirname "$0")/e2e_lib.sh"
+[ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
+
+mkdir -p models/t5_tokenizer parts/t5_tokenizer data
+"$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --out models/flux.safetensors >/dev/null || fail "tiny-flux-dev"
+"$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --without clip_l,t5xxl,vae --out parts/flux1-dev.safetensors \
+    >/dev/null || fail "tiny-flux-dev's transformer alone"
+for p in clip_l t5xxl vae; do
+    "$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --part $p --out parts/$p.safetensors >/dev/null ||
+        fail "tiny-flux-dev's $p"
+done
+"$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part clip_g --out parts/clip_g.safetensors >/dev/null || fail "a CLIP-G"
+cp -r "$MODEL/tokenizer" models/tokenizer # the tiny CLIP-L's 1000 rows fit the demo's vocabulary
+cp -r "$MODEL/tokenizer" parts/tokenizer
+printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
+'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
+'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
+'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+cp models/t5_tokenizer/tokenizer.json parts/t5_tokenizer/
+cp "$DATASET/demo_000.png" "$DATASET/demo_000.txt" data/
+
+run_host create-embedding --name star --vectors 2 --init-text "a cat" --model models/flux.safetensors --out fresh
+expect_rc 0 "create a Flux embedding"
+
+# table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
+table_bytes() {
+    python3 - "$1" "$2" <<'PY'
+import hashlib, json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+b0, b1 = json.loads(raw[8:8 + n])[sys.argv[2]]["data_offsets"]
+print(hashlib.sha256(raw[8 + n + b0: 8 + n + b1]).hexdigest())
+PY
+}
+table_bytes fresh/star.safetensors clip_g >/dev/null 2>&1 && fail "a Flux embedding has a clip_g table"
+
+common=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" --model models/flux.safetensors
+        --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 --csv-every 1 --t5-max-length 64)
+
+# every table: the loss on the training image goes down
+mkdir -p all && cp fresh/star.safetensors all/
+run_host train "${common[@]}" --embedding all/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir all/logs \
+    --validation-dir data --validate-every 1 --preview-every 8
+expect_rc 0 "train every table"
+first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+[ -n "$first" ] && [ -n "$last" ] || fail "no validation losses in the log"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+    fail "the validation loss did not go down on the training image: $first at step 1, $last at step 8"
+expect_file "$(run_folder all/logs star)/images/star-8.png" "the preview of step 8"
+grep -q 'resolution shift' "$ERR" || fail "the log does not name Flux's resolution shift"
+for k in clip_l t5xxl; do
+    [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+        fail "training every table left $k unchanged"
+done
+
+# CLIP only: t5xxl keeps its bytes
+mkdir -p clip && cp fresh/star.safetensors clip/
+run_host train "${common[@]}" --embedding clip/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir clip/logs \
+    --encoders clip_l --preview-every 0
+expect_rc 0 "train the CLIP-L table only"
+[ "$(table_bytes clip/star.safetensors t5xxl)" = "$(table_bytes fresh/star.safetensors t5xxl)" ] ||
+    fail "training CLIP only changed the t5xxl table"
+[ "$(table_bytes clip/star.safetensors clip_l)" != "$(table_bytes fresh/star.safetensors clip_l)" ] ||
+    fail "training CLIP only left clip_l unchanged"
+
+# T5 only with its own rate: clip_l keeps its bytes; the state holds the table's own keys
+mkdir -p t5 && cp fresh/star.safetensors t5/
+run_host train "${common[@]}" --embedding t5/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir t5/logs \
+    --encoders t5xxl --lr-t5xxl 0.2 --preview-every 0
+expect_rc 0 "train the T5 table only"
+[ "$(table_bytes t5/star.safetensors clip_l)" = "$(table_bytes fresh/star.safetensors clip_l)" ] ||
+    fail "training T5 only changed the clip_l table"
+[ "$(table_bytes t5/star.safetensors t5xxl)" != "$(table_bytes fresh/star.safetensors t5xxl)" ] ||
+    fail "training T5 only left t5xxl unchanged"
+state=$(run_folder t5/logs star)/star.state.safetensors
+table_bytes "$state" t5xxl.adamw_m >/dev/null 2>&1 || fail "the state has no t5xxl.adamw_m"
+table_bytes "$state" clip_l.adamw_m >/dev/null 2>&1 && fail "the state has moments of a table that did not train"
+
+# resume: 4 steps straight equal 2, then --resume to 4, bit for bit
+for d in straight split; do mkdir -p $d && cp fresh/star.safetensors $d/; done
+rcommon=("${common[@]}" --learn-rate "0.05:3, 0.01" --lr-t5xxl 0.1 --preview-every 0)
+run_host train "${rcommon[@]}" --embedding straight/star.safetensors --max-steps 4 --log-dir straight/logs
+expect_rc 0 "train 4 steps"
+run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 2 --log-dir split/logs
+expect_rc 0 "train 2 steps"
+state=$(run_folder split/logs star)/star.state.safetensors
+expect_file "$state" "the state after 2 steps"
+run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 4 --log-dir split/logs --resume "$state"
+expect_rc 0 "resume to 4 steps"
+cmp -s split/star.safetensors straight/star.safetensors ||
+    fail "the resumed Flux embedding differs from the uninterrupted one"
+
+# resume with the average as the result, another guidance, and CLIP-L alone training
+for d in estraight esplit; do mkdir -p $d && cp fresh/star.safetensors $d/; done
+ecommon=("${common[@]}" --learn-rate 0.02 --ema 0.9 --ema-result --encoders clip_l --guidance 2.5 --preview-every 0)
+run_host train "${ecommon[@]}" --embedding estraight/star.safetensors --max-steps 4 --log-dir estraight/logs
+expect_rc 0 "train 4 steps with the average as the result"
+run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 2 --log-dir esplit/logs
+expect_rc 0 "train 2 steps with the average as the result"
+run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 4 --log-dir esplit/logs \
+    --resume "$(run_folder esplit/logs star)/star.state.safetensors"
+expect_rc 0 "resume to 4 steps with the average as the result"
+cmp -s esplit/star.safetensors estraight/star.safetensors ||
+    fail "the resumed Flux average differs from the uninterrupted one"
+
+# the divergence guard watches each table against its own encoder's token embedding
+mkdir -p dv && cp fresh/star.safetensors dv/
+run_host train "${common[@]}" --embedding dv/star.safetensors --max-steps 2 --learn-rate 0.01 --lr-t5xxl 100000 \
+    --log-dir dv/logs --preview-every 0
+expect_rc 1 "a t5xxl table that diverges"
+grep -q 'the embedding diverged: .* vector (t5xxl) ' "$ERR" || fail "the divergence is not named with its t5xxl table"
+
+# BFL's transformer-only file with the part files as people have them
+mkdir -p bfl && cp fresh/star.safetensors bfl/
+pcommon=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" --model parts/flux1-dev.safetensors
+         --clip-l parts/clip_l.safetensors --t5xxl parts/t5xxl.safetensors --vae parts/vae.safetensors
+         --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 --t5-max-length 64 --preview-every 0)
+run_host train "${pcommon[@]}" --embedding bfl/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir bfl/logs
+expect_rc 0 "train on the transformer-only file with its part files"
+cmp -s bfl/star.safetensors all/star.safetensors && fail "the part files' run is the all-in-one's 8 steps"
+mkdir -p clipg && cp fresh/star.safetensors clipg/
+run_host train "${pcommon[@]}" --embedding clipg/star.safetensors --max-steps 1 --log-dir clipg/logs \
+    --clip-g parts/clip_g.safetensors
+expect_error "a CLIP-G for Flux" "clip_g_path" "no CLIP-G"
+cmp -s clipg/star.safetensors fresh/star.safetensors || fail "a refused run changed the embedding"
+
+# generate: the trained embedding in the prompt changes the image
+run_host generate --model models/flux.safetensors --prompt "a star cat" --embedding all/star.safetensors --width 64 \
+    --height 64 --device cpu --seed "$SEED" --steps 3 --out gen_star.png
+expect_rc 0 "generate with the Flux embedding"
+expect_file gen_star.png "the generated image"
+run_host generate --model models/flux.safetensors --prompt "a star cat" --width 64 --height 64 --device cpu \
+    --seed "$SEED" --steps 3 --out gen_plain.png
+expect_rc 0 "generate without the embedding"
+cmp -s gen_star.png gen_plain.png && fail "the embedding did not change the generated image"
+
+e2e_finish
