@@ -17,7 +17,7 @@
  *
  * The demo assets live in a folder found as $SDTRAIN_DEMO_DIR, else <sdt-host's folder>/demo,
  * else <sdt-host's folder>/../share/sdtrain/demo, with model/sdtrain-demo.safetensors (and its
- * tokenizer/), model-flux/ (transformer, clip_l, t5xxl and ae safetensors, tokenizer/ and
+ * tokenizer/), model-flux/ (flux1-demo, clip_l, t5xxl and ae safetensors, tokenizer/ and
  * t5_tokenizer/) and the datasets inside; --model and --dataset replace either. */
 #include <stdio.h>
 #include <string.h>
@@ -39,10 +39,10 @@
 #define DEMO_HN_LAYERS "1,2,1"
 #define DEMO_INIT_TEXT "object" /* the base captions' word for an unnamed object */
 #define DEMO_MODEL_FILE "sdtrain-demo.safetensors"
-/* The Flux demo model (models/demo_flux/README.md): BFL's layout, a transformer file with the
+/* The Flux demo model (models/demo_flux/README.md) as Flux.1 comes: BFL's transformer file with the
  * encoders and the VAE as files of their own beside it, where sdtrain's lookups find its tokenizers. */
 #define DEMO_FLUX_MODEL_DIR "model-flux"
-#define DEMO_FLUX_MODEL_FILE "transformer.safetensors"
+#define DEMO_FLUX_MODEL_FILE "flux1-demo.safetensors"
 #define DEMO_FLUX_CLIP_L "clip_l.safetensors"
 #define DEMO_FLUX_T5XXL "t5xxl.safetensors"
 #define DEMO_FLUX_VAE "ae.safetensors"
@@ -81,7 +81,7 @@ static const demo_kind demo_kinds[] = {
                            true},
     [DEMO_JOINT] = {"--joint", "dataset-joint", "a [name] on a [filewords]\n", 240, 2, "0.002", "0.02", 1.0, 20, true,
                     true},
-    [DEMO_FLUX_EMBEDDING] = {"--model-family flux", "dataset", "a [name] on a [filewords]\n", 200, 1, "0.02", NULL, 4.0,
+    [DEMO_FLUX_EMBEDDING] = {"--model-family flux", "dataset", "a [name] on a [filewords]\n", 200, 1, "0.1", NULL, 4.0,
                              30, true, false},
 };
 
@@ -91,9 +91,9 @@ static const struct {
     uint32_t bits;
     const char *says; /* in the closing lines */
 } demo_encoders[] = {
-    {"both", SDT_ENCODER_CLIP_L | SDT_ENCODER_T5XXL, "the clip_l and t5xxl tables"},
-    {"clip_l", SDT_ENCODER_CLIP_L, "the clip_l table (t5xxl kept at its start)"},
-    {"t5xxl", SDT_ENCODER_T5XXL, "the t5xxl table (clip_l kept at its start)"},
+    {"both", SDT_ENCODER_CLIP_L | SDT_ENCODER_T5XXL, "clip_l and t5xxl tables"},
+    {"clip_l", SDT_ENCODER_CLIP_L, "clip_l table (t5xxl kept at its start)"},
+    {"t5xxl", SDT_ENCODER_T5XXL, "t5xxl table (clip_l kept at its start)"},
 };
 
 static char *demo_dir(void)
@@ -324,7 +324,7 @@ static int run_demo(const demo_options *o)
         status = train_demo(o, &p, &t);
         if (status != SDT_EXIT_ERROR) {
             if (o->method == DEMO_FLUX_EMBEDDING)
-                printf("Trained %s of the Flux embedding.\n", demo_encoders[o->encoders].says);
+                printf("Trained the Flux embedding's %s.\n", demo_encoders[o->encoders].says);
             if (demo_kinds[o->method].embedding) printf("Demo outputs: the embedding %s", p.embedding);
             if (o->method == DEMO_JOINT) printf(",\n  the hypernetwork %s", p.hypernetwork);
             if (o->method == DEMO_HYPERNETWORK) printf("Demo outputs: the hypernetwork %s", p.hypernetwork);
@@ -381,7 +381,8 @@ int cmd_demo(int argc, char **argv)
         {"max-steps", 0, 0, G_OPTION_ARG_STRING, &steps_text,
          "Training steps (default 200; with --hypernetwork or --joint 240)", "N"},
         {"learn-rate", 0, 0, G_OPTION_ARG_STRING, &learn_rate,
-         "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; 0.002)",
+         "Learning-rate schedule of the embedding, or of the hypernetwork with --hypernetwork or --joint (default 0.02; "
+         "0.002; with --model-family flux 0.1)",
          "RATE"},
         {"save-every", 0, 0, G_OPTION_ARG_STRING, &save_text,
          "Copies, previews and the state every N steps (default: a quarter of --max-steps)", "N"},

@@ -28,7 +28,8 @@
  *
  * Prints one line per row and score: "KIND ROW MEAN HITS N" (HITS of N pictures above the
  * score's threshold), which sdt-host's demo and the tests read. KIND is "score" (the
- * concept score), "style" or "star" (the yellow star in either fill); ROW is words,
+ * concept score) with its two factors "yellow" (the colour share) and "shape" (the filled
+ * star's probability), "style" or "star" (the yellow star in either fill); ROW is words,
  * initial, learned, or strength-<S>. The grid PNG shows each picture at twice its size.
  * A sdtrain demo tool: it links the plugin's internals, not its ABI.
  */
@@ -103,7 +104,7 @@ static int usage(const char *msg)
                     "  --strengths LIST  the hypernetwork's strength per row, 0..2, comma-separated (default 0,0.5,1)\n"
                     "  --clip-l, --t5xxl, --vae FILE  SD3.5/Flux.1: the parts the checkpoint lacks\n"
                     "  --t5-max-length N  SD3.5/Flux.1: T5 tokens a prompt is padded or cut to, 1..512 (default: the\n"
-                    "                     pipeline's, 256)\n");
+                    "                     pipeline's: SD3.5 256, Flux dev 512, schnell 256)\n");
     return 2;
 }
 
@@ -228,13 +229,6 @@ static void close_model(eval_ctx *c)
     if (c->be) c->be->destroy(c->be);
 }
 
-/* A transformer model's shift of the flow-matching sampler, as its previews and generate use it. */
-static sdt_flow_timesteps family_shift(const sd_config *c)
-{
-    (void)c;
-    return sdt_flow_timesteps_sd3();
-}
-
 /* One picture of a transformer model: the embedding's tables in the CLIP and T5 slots (as generate does). */
 static bool render_flow(eval_ctx *c, const eval_args *a, const eval_row *row, const sdt_tensor *rows,
                         const char *prompt, uint64_t seed, uint8_t **rgb, sdt_error *error)
@@ -258,7 +252,13 @@ static bool render_flow(eval_ctx *c, const eval_args *a, const eval_row *row, co
                                    .cfg_scale = (float)a->cfg,
                                    .seed = seed,
                                    .t5_len = a->t5_len > 0 ? a->t5_len : 256, /* StableDiffusion3Pipeline's */
-                                   .shift = family_shift(&c->rt.cfg)};
+                                   .shift = sdt_flow_timesteps_sd3()};
+    const sd_config *cfg = &c->rt.cfg;
+    if (sd_config_is_flux(cfg)) { /* FluxPipeline's defaults, as generate takes them */
+        rq.t5_len = a->t5_len > 0 ? a->t5_len : cfg->flux.guidance ? 512 : 256;
+        rq.shift = sdt_flow_timesteps_flux();
+        rq.guidance = cfg->flux.guidance ? 3.5f : 0.0f;
+    }
     return sdt_flow_preview_render(&c->rt, &c->wa, c->tok, &rules, c->t5_tok, &t5_rules, emb ? rows : NULL, &rq, rgb,
                                    error);
 }
@@ -413,7 +413,7 @@ int main(int argc, char **argv)
             ok = sdt_hn_binding_set_strength(c.binding, 0, row->strength, &error);
             hook = sdt_hn_binding_hook(c.binding);
         }
-        row_sum concept = {0, 0}, style = {0, 0}, star = {0, 0};
+        row_sum concept = {0, 0}, style = {0, 0}, star = {0, 0}, yellow = {0, 0}, shape = {0, 0};
         for (int s = 0; ok && s < a.seeds; s++) {
             char *prompt = column_prompt(row, a.hypernetwork != NULL, s);
             uint8_t *rgb = NULL;
@@ -421,6 +421,8 @@ int main(int argc, char **argv)
             if (ok) {
                 concept_reading cr = concept_score(rgb, IMAGE_SIZE);
                 add_score(&concept, cr.score, CONCEPT_SCORE_THRESHOLD);
+                add_score(&yellow, cr.colour_share, CONCEPT_SCORE_THRESHOLD);
+                add_score(&shape, cr.star_probability, CONCEPT_SCORE_THRESHOLD);
                 add_score(&star, cr.colour_share * cr.star_any_probability, CONCEPT_SCORE_THRESHOLD);
                 add_score(&style, style_score(rgb, IMAGE_SIZE).score, STYLE_SCORE_THRESHOLD);
                 put_cell(grid, grid_w, left, r, s, rgb, IMAGE_SIZE);
@@ -434,6 +436,8 @@ int main(int argc, char **argv)
                             LABEL_SCALE, ink);
         if (!a.hypernetwork) {
             printf("score %s %.3f %d %d\n", row->name, concept.sum / a.seeds, concept.hits, a.seeds);
+            printf("yellow %s %.3f %d %d\n", row->name, yellow.sum / a.seeds, yellow.hits, a.seeds);
+            printf("shape %s %.3f %d %d\n", row->name, shape.sum / a.seeds, shape.hits, a.seeds);
         } else {
             printf("style %s %.3f %d %d\n", row->name, style.sum / a.seeds, style.hits, a.seeds);
             if (row->emb) printf("star %s %.3f %d %d\n", row->name, star.sum / a.seeds, star.hits, a.seeds);

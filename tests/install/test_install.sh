@@ -45,7 +45,7 @@ fi
 # A host built through pkg-config trains a few steps with the installed plugin and demo assets.
 share=$prefix/share/sdtrain
 # The Flux demo model (sdt-host demo --model-family flux) is installed beside the SD one, tokenizers included.
-for f in transformer.safetensors clip_l.safetensors t5xxl.safetensors ae.safetensors t5_tokenizer/tokenizer.json \
+for f in flux1-demo.safetensors clip_l.safetensors t5xxl.safetensors ae.safetensors t5_tokenizer/tokenizer.json \
     tokenizer/vocab.json tokenizer/merges.txt; do
     [ -f "$share/demo/model-flux/$f" ] || { echo "FAIL: the Flux demo model's $f is not installed"; exit 1; }
 done
