@@ -42,19 +42,15 @@
 #include "concept_score.h"
 #include "data/png_write.h"
 #include "data/pixel_font.h"
+#include "flow_tokenizers.h"
 #include "hn/hn_file.h"
 #include "hn/hn_hook.h"
 #include "style_score.h"
 #include "ti/embedding_file.h"
-/* ti_part.h reaches the ABI header, whose Train-tab sdt_hn_config shares its name with the
- * hypernetwork module's (hn/hn_config.h): read it under the ABI's renamed, as compose/generate.c does. */
-#define sdt_hn_config sdt_hn_abi_train_config
-#include "ti/ti_part.h"
-#undef sdt_hn_config
+#include "ti/embedding_model_check.h"
 #include "tokenizer.h"
 #include "train/flow_preview.h"
 #include "train/preview.h"
-#include "train/tokenizer_open.h"
 #include "world.h"
 
 #define MAX_ROWS 8
@@ -194,9 +190,8 @@ static bool open_model(eval_ctx *c, const eval_args *a, sdt_error *error)
                             "%s is a transformer model, and no host applies A1111 hypernetworks to SD3.5/Flux "
                             "transformers: draw its grid without --hypernetwork",
                             a->model);
-        c->tok = sdt_open_tokenizer(NULL, a->model, c->rt.cfg.clip.vocab, NULL, error);
-        c->t5_tok = c->tok ? sdt_open_t5_tokenizer(a->t5xxl, a->model, c->rt.cfg.t5.vocab, NULL, error) : NULL;
-        return c->t5_tok != NULL;
+        return demo_open_flow_tokenizers(a->model, a->t5xxl, c->rt.cfg.clip.vocab, c->rt.cfg.t5.vocab, &c->tok,
+                                         &c->t5_tok, error);
     }
     if (a->t5_len)
         return sdt_fail(error, SDT_ERR_VALIDATION,
