@@ -361,7 +361,7 @@ typedef struct sdt_ti_config {
     uint8_t reserved1[3];        /* [0] must be 0 */
     bool v_prediction;           /* [false] true: the model predicts v, as prediction_type SDT_PREDICTION_V
                                        * (kept for 1.1/1.2 hosts); false: prediction_type decides */
-    bool gradient_checkpointing; /* [false] recompute UNet blocks in backward: less memory, slower */
+    bool gradient_checkpointing; /* [false] recompute UNet / transformer blocks in backward: less memory, slower */
     const char *tokenizer_path;  /* [NULL] folder with vocab.json + merges.txt; NULL = the model
                                        * folder's tokenizer/, or a tokenizer/ folder next to the model file */
     /* ---- appended in 1.2 ---- */

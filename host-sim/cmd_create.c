@@ -3,6 +3,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "encoder_options.h"
 #include "exit_codes.h"
 
 /* The plugin's sentences name sdt_embedding_spec fields; a terminal user sets options. */
@@ -22,7 +23,8 @@ static const char *const spec_options[][2] = {
 int cmd_create_embedding(int argc, char **argv)
 {
     char *name = NULL, *init_text = NULL, *model = NULL, *out = NULL, *plugin = NULL, *vectors_text = NULL;
-    char *tokenizer = NULL, *clip_l = NULL, *clip_g = NULL, *t5xxl = NULL;
+    char *tokenizer = NULL;
+    encoder_files encoders = {0};
     gboolean overwrite = FALSE;
     GOptionEntry entries[] = {
         {"name", 0, 0, G_OPTION_ARG_STRING, &name, "Name (letters, digits, '.', '_', '-', ' '; required)", "NAME"},
@@ -33,22 +35,16 @@ int cmd_create_embedding(int argc, char **argv)
          "Stable Diffusion checkpoint whose text encoder sets the width (required)", "PATH"},
         {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
          "Folder with vocab.json and merges.txt (default: the model's tokenizer/)", "DIR"},
-        {"clip-l", 0, 0, G_OPTION_ARG_FILENAME, &clip_l,
-         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors; default: the checkpoint's)",
-         "FILE"},
-        {"clip-g", 0, 0, G_OPTION_ARG_FILENAME, &clip_g,
-         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors; default: the checkpoint's)",
-         "FILE"},
-        {"t5xxl", 0, 0, G_OPTION_ARG_FILENAME, &t5xxl,
-         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; default: the checkpoint's); T5's tokenizer is "
-         "read from t5_tokenizer/ or tokenizer_3/ beside the model, or spiece.model beside this file",
-         "FILE"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
+    GOptionEntry entries_after[] = {
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "Output folder (default: embeddings; created if missing)", "DIR"},
         {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Overwrite an existing embedding file (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
         {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionContext *ctx = g_option_context_new("- create an embedding file");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    encoder_options_add(ctx, &encoders, FALSE);
+    g_option_context_add_main_entries(ctx, entries_after, NULL);
     guint64 vectors = 1;
     int status = cli_parse_create(ctx, "create-embedding", &argc, &argv, &name);
     if (status == SDT_EXIT_OK && vectors_text && !g_ascii_string_to_unsigned(vectors_text, 10, 1, 75, &vectors, NULL))
@@ -68,9 +64,9 @@ int cmd_create_embedding(int argc, char **argv)
                                    .output_dir = out_dir,
                                    .overwrite = overwrite,
                                    .tokenizer_path = tokenizer,
-                                   .clip_l_path = clip_l,
-                                   .clip_g_path = clip_g,
-                                   .t5xxl_path = t5xxl};
+                                   .clip_l_path = encoders.clip_l,
+                                   .clip_g_path = encoders.clip_g,
+                                   .t5xxl_path = encoders.t5xxl};
         char path[4096] = "";
         sdt_status st = files->create_embedding(t.trainer, &spec, path, sizeof path, NULL);
         status = cli_created(path, st == SDT_STATUS_OK ? NULL : cli_trainer_error(&t), spec_options,
@@ -85,8 +81,6 @@ int cmd_create_embedding(int argc, char **argv)
     g_free(plugin);
     g_free(vectors_text);
     g_free(tokenizer);
-    g_free(clip_l);
-    g_free(clip_g);
-    g_free(t5xxl);
+    encoder_files_free(&encoders);
     return status;
 }

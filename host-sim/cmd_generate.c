@@ -11,6 +11,7 @@
 #include "c_number.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "encoder_options.h"
 #include "exit_codes.h"
 #include "png_out.h"
 
@@ -144,7 +145,7 @@ int cmd_generate(int argc, char **argv)
 {
     char *model = NULL, *prompt = NULL, *negative = NULL, *out = NULL, *device = NULL, *tokenizer = NULL;
     char *plugin = NULL, *embedding = NULL, *sampler = NULL, **hypernetworks = NULL;
-    char *clip_l = NULL, *clip_g = NULL, *t5xxl = NULL, *vae = NULL;
+    encoder_files encoders = {0};
     int width = GENERATE_SIZE, height = GENERATE_SIZE, steps = GENERATE_STEPS, clip_skip = GENERATE_CLIP_SKIP;
     double cfg = GENERATE_CFG;
     gint64 seed = GENERATE_SEED;
@@ -170,24 +171,16 @@ int cmd_generate(int argc, char **argv)
         {"device", 0, 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "NAME"},
         {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
          "CLIP tokenizer folder (default: found beside the model, else built in)", "DIR"},
-        {"clip-l", 0, 0, G_OPTION_ARG_FILENAME, &clip_l,
-         "SD3.5/Flux.1: the CLIP-L text encoder when the checkpoint lacks it (clip_l.safetensors; default: the checkpoint's)",
-         "FILE"},
-        {"clip-g", 0, 0, G_OPTION_ARG_FILENAME, &clip_g,
-         "SD3.5: the CLIP-G text encoder when the checkpoint lacks it (clip_g.safetensors; default: the checkpoint's)",
-         "FILE"},
-        {"t5xxl", 0, 0, G_OPTION_ARG_FILENAME, &t5xxl,
-         "SD3.5/Flux.1: the T5-XXL encoder when the checkpoint lacks it (t5xxl_fp16.safetensors; default: the checkpoint's)",
-         "FILE"},
-        {"vae", 0, 0, G_OPTION_ARG_FILENAME, &vae,
-         "SD3.5/Flux.1: the 16-channel VAE when the checkpoint lacks it (Flux's ae.safetensors; default: the checkpoint's)",
-         "FILE"},
+        {NULL, 0, 0, 0, NULL, NULL, NULL}};
+    GOptionEntry entries_after[] = {
         {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, "The PNG to write (required)", "FILE"},
         {"overwrite", 0, 0, G_OPTION_ARG_NONE, &overwrite, "Replace --out if it exists (default off)", NULL},
         CLI_PLUGIN_OPTION(plugin),
         {NULL, 0, 0, 0, NULL, NULL, NULL}};
     GOptionContext *ctx = g_option_context_new("- txt2img through the plugin, with hypernetworks at chosen strengths");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    encoder_options_add(ctx, &encoders, TRUE);
+    g_option_context_add_main_entries(ctx, entries_after, NULL);
     uint32_t device_id = 0;
     int status = cli_parse(ctx, "generate", &argc, &argv) ? SDT_EXIT_OK : SDT_EXIT_USAGE;
     if (status == SDT_EXIT_OK && argc > 1)
@@ -215,10 +208,10 @@ int cmd_generate(int argc, char **argv)
                                        .seed = (uint64_t)seed,
                                        .embedding_path = embedding,
                                        .sampler = sampler,
-                                       .clip_l_path = clip_l,
-                                       .clip_g_path = clip_g,
-                                       .t5xxl_path = t5xxl,
-                                       .vae_path = vae};
+                                       .clip_l_path = encoders.clip_l,
+                                       .clip_g_path = encoders.clip_g,
+                                       .t5xxl_path = encoders.t5xxl,
+                                       .vae_path = encoders.vae};
             status = generate_image(chain, applier, &rq, out);
         }
         if (applier) chain->destroy(applier);
@@ -235,9 +228,6 @@ int cmd_generate(int argc, char **argv)
     g_free(embedding);
     g_free(sampler);
     g_strfreev(hypernetworks);
-    g_free(clip_l);
-    g_free(clip_g);
-    g_free(t5xxl);
-    g_free(vae);
+    encoder_files_free(&encoders);
     return status;
 }

@@ -16,6 +16,7 @@ const host_command host_commands[] = {
      "show what a FILE holds: an embedding, a hypernetwork, a model (with the hypernetwork\n"
      "                       sizes it takes), any file a run wrote (--json)"},
     {"generate", cmd_generate, "txt2img through the plugin, with hypernetworks at chosen strengths"},
+    {"convert", cmd_convert, "write an SD3.5/Flux.1 embedding as the files Forge loads (--for forge)"},
 #ifdef SDT_HOST_SERVE
     {"serve", cmd_serve, "the training panel in a browser: create, train, watch, interrupt, resume (127.0.0.1)"},
 #endif

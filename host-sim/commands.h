@@ -9,6 +9,7 @@ int cmd_create_hypernetwork(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 int cmd_serve(int argc, char **argv); /* serve/serve_command.c, with libsoup 3 */
 
 #endif

@@ -202,7 +202,7 @@ static const panel_option options[] = {
     {"threads", OPT_U32, SHARED(cpu_threads), NULL, "N", "CPU threads, 0 = automatic"},
     {"anomaly-mode", OPT_FLAG_ON, SHARED(anomaly_mode), NULL, NULL, "Check every layer for non-finite values (slow)"},
     {"gradient-checkpointing", OPT_FLAG_ON, SHARED(gradient_checkpointing), NULL, NULL,
-     "Recompute UNet blocks in backward: less memory, slower"},
+     "Recompute UNet and SD3.5/Flux transformer blocks in backward: less memory, slower"},
     {"deterministic", OPT_FLAG_ON, SHARED(deterministic), NULL, NULL,
      "GPU: every step bitwise reproducible (slower attention backward); default: cuDNN's faster fused attention backward, whose last bits vary between runs (the CPU is always reproducible)"},
     {"v-prediction", OPT_FLAG_ON, SHARED(v_prediction), NULL, NULL,

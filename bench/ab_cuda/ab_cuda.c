@@ -16,45 +16,13 @@
 
 #include "cuda_bench.h"
 
-static sdt_backend *open_backend(const char *path, bool deterministic)
-{
-    sdt_backend *be = cuda_bench_open("ab_cuda", path);
-    be->deterministic = deterministic;
-    return be;
-}
-
 /* Uniform random values in [-1, 1) from a fixed seed (reset per op, so both modules get the same inputs). */
 static unsigned long long rng;
-#define DEVR(be, dt, ...) cuda_bench_tensor(be, dt, &rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define DEV(be, dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
-typedef struct gn_ctx {
-    sdt_tensor x, g, b, y, mean, rstd, dy, dx;
-    sdt_activation act;
-} gn_ctx;
-static int gn_f(sdt_backend *be, void *c)
-{
-    gn_ctx *n = c;
-    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, n->act);
-}
-static int gn_b(sdt_backend *be, void *c)
-{
-    gn_ctx *n = c;
-    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, n->act);
-}
-static gn_ctx gn_make(sdt_backend *be, int B, int C, int H, sdt_activation act)
+static cuda_bench_gn gn_make(sdt_backend *be, int B, int C, int H, sdt_activation act)
 {
     rng = 0x5d7a11ULL;
-    gn_ctx n = {DEVR(be, SDT_BF16, B, C, H, H), DEVR(be, SDT_BF16, C),         DEVR(be, SDT_BF16, C),
-                DEV(be, SDT_BF16, B, C, H, H),  DEV(be, SDT_F32, B, 32),       DEV(be, SDT_F32, B, 32),
-                DEVR(be, SDT_BF16, B, C, H, H), DEV(be, SDT_BF16, B, C, H, H), act};
-    n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = true;
-    return n;
-}
-static void gn_drop(sdt_backend *be, gn_ctx *n)
-{
-    sdt_tensor *all[8] = {&n->x, &n->g, &n->b, &n->y, &n->mean, &n->rstd, &n->dy, &n->dx};
-    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return cuda_bench_gn_make(be, &rng, SDT_BF16, B, C, H, act, true);
 }
 
 /* Both modules get the same inputs: the seed reset per op. */
@@ -73,30 +41,18 @@ typedef struct row {
 
 static sdt_backend *mods[2];
 
-/* base, change, base, change; the lower median of each module */
-static void time_both(row *r, cuda_bench_op f, cuda_bench_op b, void *ctx[2], int reps)
-{
-    for (int m = 0; m < 2; m++) r->ms[m][0] = r->ms[m][1] = 1e30;
-    for (int round = 0; round < 2; round++)
-        for (int m = 0; m < 2; m++) {
-            double tf = cuda_bench_time_ms(mods[m], f, ctx[m], reps), tb = cuda_bench_time_ms(mods[m], b, ctx[m], reps);
-            if (tf < r->ms[m][0]) r->ms[m][0] = tf;
-            if (tb < r->ms[m][1]) r->ms[m][1] = tb;
-        }
-}
-
 static row bench_gn(const char *name, int B, int C, int H, sdt_activation act)
 {
     row r = {{0}, {{0}}, {0}, 0};
     snprintf(r.name, sizeof r.name, "%s", name);
-    gn_ctx n[2] = {gn_make(mods[0], B, C, H, act), gn_make(mods[1], B, C, H, act)};
+    cuda_bench_gn n[2] = {gn_make(mods[0], B, C, H, act), gn_make(mods[1], B, C, H, act)};
     void *ctx[2] = {&n[0], &n[1]};
-    time_both(&r, gn_f, gn_b, ctx, 20); /* 10-400 us an op: 20 calls a sample */
+    cuda_bench_time_ab(mods, cuda_bench_gn_forward, cuda_bench_gn_backward, ctx, 20, r.ms); /* 10-400 us an op */
     double bytes = 2.0 * B * C * H * H;
     r.bytes[0] = 2 * bytes;
     r.bytes[1] = 4 * bytes;
-    gn_drop(mods[0], &n[0]);
-    gn_drop(mods[1], &n[1]);
+    cuda_bench_gn_free(mods[0], &n[0]);
+    cuda_bench_gn_free(mods[1], &n[1]);
     return r;
 }
 
@@ -106,7 +62,7 @@ static row bench_attn(const char *name, int B, int Tq, int Tk, int C, int heads)
     snprintf(r.name, sizeof r.name, "%s", name);
     cuda_bench_attn a[2] = {attn_make(mods[0], B, Tq, Tk, C, heads), attn_make(mods[1], B, Tq, Tk, C, heads)};
     void *ctx[2] = {&a[0], &a[1]};
-    time_both(&r, cuda_bench_attn_forward, cuda_bench_attn_backward, ctx, 5);
+    cuda_bench_time_ab(mods, cuda_bench_attn_forward, cuda_bench_attn_backward, ctx, 5, r.ms);
     r.flop = 4.0 * B * Tq * Tk * (double)C;
     cuda_bench_attn_free(mods[0], &a[0]);
     cuda_bench_attn_free(mods[1], &a[1]);
@@ -121,8 +77,7 @@ int main(int argc, char **argv)
     }
     const char *out = argv[1], *base = argv[2], *change = argc > 3 ? argv[3] : SDT_CUDA_MODULE_PATH;
     bool deterministic = !(argc > 4 && strcmp(argv[4], "nondeterministic") == 0);
-    mods[0] = open_backend(base, deterministic);
-    mods[1] = open_backend(change, deterministic);
+    cuda_bench_open_ab("ab_cuda", base, change, deterministic, mods);
     printf("base %s\nchange %s\nbackend: %s\n", base, change,
            deterministic ? "deterministic (attention.cu's backward)" : "nondeterministic (cuDNN's attention backward)");
     row r[32];

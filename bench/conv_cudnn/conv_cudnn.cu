@@ -15,22 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                                \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
-#define DK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudnnStatus_t s_ = (x);                                                                                        \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudnnGetErrorString(s_));                               \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "../cuda_bench/cuda_check.h"
 
 enum { FWD = 0, BWD_DATA = 1 };
 enum { NCHW = 0, NHWC = 1 };

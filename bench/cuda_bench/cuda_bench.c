@@ -29,6 +29,14 @@ sdt_backend *cuda_bench_open(const char *prog, const char *path)
     return be;
 }
 
+void cuda_bench_open_ab(const char *prog, const char *base, const char *change, bool deterministic,
+                        sdt_backend *mods[2])
+{
+    mods[0] = cuda_bench_open(prog, base);
+    mods[1] = cuda_bench_open(prog, change);
+    mods[0]->deterministic = mods[1]->deterministic = deterministic;
+}
+
 sdt_tensor cuda_bench_tensor(sdt_backend *be, sdt_dtype dt, unsigned long long *rng, int ndim, const int64_t *shape)
 {
     sdt_tensor t = sdt_tensor_make(NULL, dt, SDT_DEVICE_CUDA, ndim, shape);
@@ -111,4 +119,44 @@ int cuda_bench_attn_backward(sdt_backend *be, void *attn)
     cuda_bench_attn *a = attn;
     return be->attention_backward(be, &a->dq, &a->dk, &a->dv, &a->dout, &a->q, &a->k, &a->v, &a->out, &a->lse, a->heads,
                                   false);
+}
+
+cuda_bench_gn cuda_bench_gn_make(sdt_backend *be, unsigned long long *rng, sdt_dtype dt, int B, int C, int H,
+                                 sdt_activation act, bool channels_last)
+{
+    cuda_bench_gn n = {DEVR(dt, B, C, H, H), DEVR(dt, C),         DEVR(dt, C),
+                       DEV(dt, B, C, H, H),  DEV(SDT_F32, B, 32), DEV(SDT_F32, B, 32),
+                       DEVR(dt, B, C, H, H), DEV(dt, B, C, H, H), act};
+    n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = channels_last;
+    return n;
+}
+
+void cuda_bench_gn_free(sdt_backend *be, cuda_bench_gn *n)
+{
+    sdt_tensor *all[8] = {&n->x, &n->g, &n->b, &n->y, &n->mean, &n->rstd, &n->dy, &n->dx};
+    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+}
+
+int cuda_bench_gn_forward(sdt_backend *be, void *gn)
+{
+    cuda_bench_gn *n = gn;
+    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, n->act);
+}
+
+int cuda_bench_gn_backward(sdt_backend *be, void *gn)
+{
+    cuda_bench_gn *n = gn;
+    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, n->act);
+}
+
+void cuda_bench_time_ab(sdt_backend *const mods[2], cuda_bench_op f, cuda_bench_op b, void *const ctx[2], int reps,
+                        double ms[2][2])
+{
+    for (int m = 0; m < 2; m++) ms[m][0] = ms[m][1] = 1e30;
+    for (int round = 0; round < 2; round++)
+        for (int m = 0; m < 2; m++) {
+            double tf = cuda_bench_time_ms(mods[m], f, ctx[m], reps), tb = cuda_bench_time_ms(mods[m], b, ctx[m], reps);
+            if (tf < ms[m][0]) ms[m][0] = tf;
+            if (tb < ms[m][1]) ms[m][1] = tb;
+        }
 }

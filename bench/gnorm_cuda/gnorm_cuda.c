@@ -20,38 +20,12 @@
 
 #define BW_GBS 3000.0 /* an H100 SXM (HBM3): ~3.35 TB/s peak, ~3 TB/s reachable by a copy */
 
-typedef struct gn_ctx {
-    sdt_tensor x, g, b, y, mean, rstd, dy, dx;
-    sdt_activation act;
-} gn_ctx;
-static int gn_f(sdt_backend *be, void *c)
-{
-    gn_ctx *n = c;
-    return be->groupnorm_forward(be, &n->y, &n->mean, &n->rstd, &n->x, &n->g, &n->b, 32, 1e-5f, n->act);
-}
-static int gn_b(sdt_backend *be, void *c)
-{
-    gn_ctx *n = c;
-    return be->groupnorm_backward(be, &n->dx, NULL, NULL, &n->dy, &n->x, &n->g, &n->b, &n->mean, &n->rstd, 32, n->act);
-}
-
 static unsigned long long rng;
-#define DEVR(be, dt, ...) cuda_bench_tensor(be, dt, &rng, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define DEV(be, dt, ...) cuda_bench_tensor(be, dt, NULL, CUDA_BENCH_NDIM(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
-static gn_ctx gn_make(sdt_backend *be, sdt_dtype dt, int B, int C, int H, sdt_activation act, bool nhwc)
+static cuda_bench_gn gn_make(sdt_backend *be, sdt_dtype dt, int B, int C, int H, sdt_activation act, bool nhwc)
 {
     rng = 0x6e0f3ULL; /* both modules get the same inputs */
-    gn_ctx n = {DEVR(be, dt, B, C, H, H), DEVR(be, dt, C),         DEVR(be, dt, C),
-                DEV(be, dt, B, C, H, H),  DEV(be, SDT_F32, B, 32), DEV(be, SDT_F32, B, 32),
-                DEVR(be, dt, B, C, H, H), DEV(be, dt, B, C, H, H), act};
-    n.x.channels_last = n.y.channels_last = n.dy.channels_last = n.dx.channels_last = nhwc;
-    return n;
-}
-static void gn_drop(sdt_backend *be, gn_ctx *n)
-{
-    sdt_tensor *all[8] = {&n->x, &n->g, &n->b, &n->y, &n->mean, &n->rstd, &n->dy, &n->dx};
-    for (int i = 0; i < 8; i++) be->free(be, all[i]->data);
+    return cuda_bench_gn_make(be, &rng, dt, B, C, H, act, nhwc);
 }
 
 /* The largest |a - b| over the largest |a| of two device tensors of the same shape (on two modules). */
@@ -99,29 +73,24 @@ static row bench_gn(int B, int C, int H, sdt_activation act, bool nhwc, const ch
     memset(&r, 0, sizeof r);
     snprintf(r.name, sizeof r.name, "%s %s %dch %dx%d b%d (%s)", act == SDT_ACT_SILU ? "gn+silu" : "gn",
              nhwc ? "NHWC" : "NCHW", C, H, H, B, model);
-    gn_ctx n[2] = {gn_make(mods[0], dtype, B, C, H, act, nhwc), gn_make(mods[1], dtype, B, C, H, act, nhwc)};
+    cuda_bench_gn n[2] = {gn_make(mods[0], dtype, B, C, H, act, nhwc), gn_make(mods[1], dtype, B, C, H, act, nhwc)};
     /* one forward and one backward from zero on each, compared, before the timing accumulates into dx */
     for (int m = 0; m < 2; m++)
-        if (gn_f(mods[m], &n[m]) || gn_b(mods[m], &n[m])) {
+        if (cuda_bench_gn_forward(mods[m], &n[m]) || cuda_bench_gn_backward(mods[m], &n[m])) {
             fprintf(stderr, "%s: %s\n", r.name, mods[m]->error.message);
             exit(1);
         }
     r.diff_out = rel_diff(mods[0], &n[0].y, mods[1], &n[1].y);
     r.diff_dx = rel_diff(mods[0], &n[0].dx, mods[1], &n[1].dx);
-    for (int m = 0; m < 2; m++) r.ms[m][0] = r.ms[m][1] = 1e30;
-    for (int round = 0; round < 2; round++)
-        for (int m = 0; m < 2; m++) {
-            double tf = cuda_bench_time_ms(mods[m], gn_f, &n[m], 20), tb = cuda_bench_time_ms(mods[m], gn_b, &n[m], 20);
-            if (tf < r.ms[m][0]) r.ms[m][0] = tf;
-            if (tb < r.ms[m][1]) r.ms[m][1] = tb;
-        }
+    void *ctx[2] = {&n[0], &n[1]};
+    cuda_bench_time_ab(mods, cuda_bench_gn_forward, cuda_bench_gn_backward, ctx, 20, r.ms);
     double pass = (double)B * C * H * H * sdt_dtype_size(dtype);
     r.moved[0] = 3 * pass;
     r.moved[1] = 6 * pass;
     r.minimum[0] = 2 * pass;
     r.minimum[1] = 4 * pass;
-    gn_drop(mods[0], &n[0]);
-    gn_drop(mods[1], &n[1]);
+    cuda_bench_gn_free(mods[0], &n[0]);
+    cuda_bench_gn_free(mods[1], &n[1]);
     return r;
 }
 
@@ -143,9 +112,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    mods[0] = cuda_bench_open("gnorm_cuda", base);
-    mods[1] = cuda_bench_open("gnorm_cuda", change);
-    mods[0]->deterministic = mods[1]->deterministic = true; /* the kernels are deterministic either way */
+    cuda_bench_open_ab("gnorm_cuda", base, change, true, mods); /* the kernels are deterministic either way */
     printf("base %s\nchange %s\ndtype %s\n", base, change, sdt_dtype_name(dtype));
     row r[48];
     int n = 0;

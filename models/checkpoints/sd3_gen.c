@@ -53,9 +53,11 @@ static bool pack_from(const char *path, const char *tmp, bool flux, bool all_in_
     if (ok) {
         sdt_pack_part parts[SD_PART_COUNT];
         int n = 0;
-        for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++) {
+        /* alone, the transformer keeps diffusers' names at the top (transformer/diffusion_pytorch_model) */
+        for (int p = all_in_one ? SD_PART_CLIP_L : SD_PART_DENOISER; p < SD_PART_COUNT; p++) {
             const char *to = !all_in_one ? "" : flux && p == SD_PART_VAE ? "vae." : part_prefix[p];
-            if (in[p]) parts[n++] = (sdt_pack_part){w, part_prefix[p], to};
+            if (in[p] && !(flux && p == SD_PART_CLIP_G)) /* Flux has no CLIP-G */
+                parts[n++] = (sdt_pack_part){w, part_prefix[p], to};
         }
         sdt_tk_layout layout = !all_in_one ? SDT_TK_NONE : flux ? SDT_TK_BFL_FLUX : SDT_TK_SAI_SD3;
         ok = sdt_pack_write(path, layout, all_in_one ? w : NULL, SDT_TK_TRANSFORMER_PREFIX,
@@ -78,8 +80,9 @@ bool sd3_generate(const char *path, const sd_config *cfg, const bool in[SD_PART_
 bool sd3_generate_part(const char *path, const sd_config *cfg, sd_part part, sdt_dtype dtype, uint64_t seed,
                        bool perturb_all, sdt_error *error)
 {
-    if (part == SD_PART_DENOISER || part >= SD_PART_COUNT)
-        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sd3_generate_part: a part is CLIP-L, CLIP-G, T5 or the VAE");
+    if (part >= SD_PART_COUNT)
+        return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT,
+                        "sd3_generate_part: a part is the transformer, CLIP-L, CLIP-G, T5 or the VAE");
     if (part == SD_PART_CLIP_G && cfg->clip2.width <= 0)
         return sdt_fail(error, SDT_ERR_INVALID_ARGUMENT, "sd3_generate_part: Flux.1 has no CLIP-G");
     bool in[SD_PART_COUNT] = {false};

@@ -22,7 +22,8 @@
  * sd_part; the transformer always), in dtype (SDT_F32, SDT_F16 or SDT_BF16). */
 bool sd3_generate(const char *path, const sd_config *cfg, const bool in[SD_PART_COUNT], sdt_dtype dtype, uint64_t seed,
                   bool perturb_all, sdt_error *error);
-/* One part alone (SD_PART_CLIP_L, _CLIP_G, _T5XXL or _VAE) with its keys at the top, as a lone file has them. */
+/* One part alone with its keys at the top, as a lone file has them (SD_PART_DENOISER: the transformer in diffusers'
+ * names, as a diffusers folder's transformer/diffusion_pytorch_model.safetensors). */
 bool sd3_generate_part(const char *path, const sd_config *cfg, sd_part part, sdt_dtype dtype, uint64_t seed,
                        bool perturb_all, sdt_error *error);
 

@@ -195,11 +195,20 @@ void sd_config_part_sources(const sd_config *cfg, const sdt_weights *w, const sd
     if (cfg->clip2.width <= 0) out[SD_PART_CLIP_G] = NULL;
 }
 
-/* The parts of SD3 meet: T5's width is the context's, CLIP-L + bigG fit in it (zero-padded) and their
+/* The parts of SD3 meet: CLIP-L narrower than CLIP-G, T5's width is the context's, CLIP-L + bigG fit in it (zero-padded) and their
  * projections make the pooled vector, the VAE's latents are the transformer's channels. */
 static bool sd3_parts_meet(const sd_config *c, const sdt_weights *const src[SD_PART_COUNT], sdt_error *error)
 {
     const char *tf = sdt_weights_path(src[SD_PART_DENOISER]);
+    /* CLIP-L (768) is narrower than bigG (1280): the same width or the reverse is one file given for both or the
+     * two swapped, which every check below passes (the widths add up either way) while the context is wrong */
+    if (c->clip.width >= c->clip2.width)
+        return sdt_fail(error, SDT_ERR_BAD_FORMAT,
+                        "%s: the CLIP-L encoder (%s) is %d wide and the CLIP-G encoder (%s) %d, but CLIP-L (768) is "
+                        "the narrower of SD3's two (CLIP-G 1280): the files are swapped or one encoder was given for "
+                        "both; give clip_l.safetensors as clip_l_path and clip_g.safetensors as clip_g_path",
+                        tf, sdt_weights_path(src[SD_PART_CLIP_L]), c->clip.width, sdt_weights_path(src[SD_PART_CLIP_G]),
+                        c->clip2.width);
     if (c->mmdit.context_dim != c->t5.d_model || c->clip.width + c->clip2.width > c->mmdit.context_dim)
         return sdt_fail(error, SDT_ERR_BAD_FORMAT,
                         "%s: the transformer attends to a context %d wide, but T5 (%s) is %d wide and CLIP-L + "
@@ -255,12 +264,14 @@ static bool flux_parts_meet(const sd_config *c, const sdt_weights *const src[SD_
     return true;
 }
 
-/* Flux.1: the transformer, CLIP-L (its pooled output), T5 and the VAE with Flux's latent scaling and shift. */
-static bool flux_detect_parts(const sdt_weights *const src[SD_PART_COUNT], sd_config *cfg, sdt_error *error)
+/* Flux.1: the transformer (under transformer_prefix: the canonical one, or "" for diffusers' transformer file
+ * alone), CLIP-L (its pooled output), T5 and the VAE with Flux's latent scaling and shift. */
+static bool flux_detect_parts(const sdt_weights *const src[SD_PART_COUNT], const char *transformer_prefix,
+                              sd_config *cfg, sdt_error *error)
 {
     sd_config c;
     memset(&c, 0, sizeof(c));
-    if (!flux_config_detect(src[SD_PART_DENOISER], SD_SD3_TRANSFORMER_PREFIX, &c.flux, error) ||
+    if (!flux_config_detect(src[SD_PART_DENOISER], transformer_prefix, &c.flux, error) ||
         !clip_config_detect_pooler(src[SD_PART_CLIP_L], CLIP_SLOT_SD3_L, &c.clip, error) ||
         !t5_config_detect(src[SD_PART_T5XXL], SD_SD3_T5_PREFIX, &c.t5, error) ||
         !vae_config_detect(src[SD_PART_VAE], &c.vae, error) || !flux_parts_meet(&c, src, error))
@@ -314,8 +325,11 @@ bool sd_config_detect_parts(const sdt_weights *w, const sdt_weights *const given
     c.family = SD_FAMILY_SD3;
     const sdt_weights *src[SD_PART_COUNT];
     for (int p = 0; p < SD_PART_COUNT; p++) src[p] = given && given[p] ? given[p] : w;
-    if (tf.family == SDT_TF_FLUX) return flux_detect_parts(src, cfg, error);
-    if (!mmdit_config_detect(src[SD_PART_DENOISER], SD_SD3_TRANSFORMER_PREFIX, &c.mmdit, error) ||
+    /* the canonical prefix, or "" for diffusers' transformer file alone (transformer/diffusion_pytorch_model) */
+    const char *transformer_prefix =
+        tf.prefix[SDT_TF_TRANSFORMER] ? tf.prefix[SDT_TF_TRANSFORMER] : SD_SD3_TRANSFORMER_PREFIX;
+    if (tf.family == SDT_TF_FLUX) return flux_detect_parts(src, transformer_prefix, cfg, error);
+    if (!mmdit_config_detect(src[SD_PART_DENOISER], transformer_prefix, &c.mmdit, error) ||
         !clip_config_detect_at(src[SD_PART_CLIP_L], CLIP_SLOT_SD3_L, &c.clip, error) ||
         !clip_config_detect_at(src[SD_PART_CLIP_G], CLIP_SLOT_SD3_G, &c.clip2, error) ||
         !t5_config_detect(src[SD_PART_T5XXL], SD_SD3_T5_PREFIX, &c.t5, error) ||

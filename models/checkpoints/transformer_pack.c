@@ -142,7 +142,7 @@ bool sdt_pack_write(const char *path, sdt_tk_layout layout, const sdt_weights *w
                                                        : "",
                               error);
     for (int i = 0; ok && i < n_parts; i++) {
-        size_t plen = strlen(parts[i].from_prefix);
+        size_t plen = strlen(parts[i].from_prefix), taken = 0;
         for (size_t k = 0; k < sdt_weights_count(parts[i].w); k++) {
             const char *key = sdt_weights_key(parts[i].w, k);
             if (strncmp(key, parts[i].from_prefix, plen) != 0) continue;
@@ -150,7 +150,12 @@ bool sdt_pack_write(const char *path, sdt_tk_layout layout, const sdt_weights *w
             const sdt_tensor *t = sdt_weights_get(parts[i].w, key);
             pack_add(&p, name, t, 0, t->data);
             g_free(name);
+            taken++;
         }
+        if (!taken) /* a part that gives nothing would be a file without it, written as if it held it */
+            ok =
+                sdt_fail(error, SDT_ERR_BAD_FORMAT, "%s: no tensor under '%s' to pack; give a file that holds the part",
+                         sdt_weights_path(parts[i].w), parts[i].from_prefix);
     }
     if (ok) ok = sdt_st_write(path, (const sdt_st_write_item *)(void *)p.items->data, p.items->len, NULL, 0, error);
     g_array_free(p.items, TRUE);

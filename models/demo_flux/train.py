@@ -32,7 +32,6 @@ it writes tiny random files with this script's export, runs them through sdtrain
     python3 models/demo_flux/train.py --parity --cli build/tests/parity/sdt-flux-demo-io     # exits 77 w/o torch
 """
 import argparse
-import importlib.util
 import json
 import math
 import os
@@ -57,23 +56,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 sys.path.insert(0, os.path.join(ROOT, "models", "demo_model"))
 from clip_reference import ClipTextModel  # noqa: E402
-from clip_simple_tokenizer import SimpleTokenizer  # noqa: E402
+import demo_common as sd  # noqa: E402  (the demo world's data, batching, pictures and EMA step: the SD demo's too)
+from demo_common import log  # noqa: E402
 from ldm_vae import AutoencoderKL  # noqa: E402
 from png_util import line_plot_png, write_png  # noqa: E402
 
 
-def _sd_demo():
-    """models/demo_model/train.py (the SD demo's data, batching and picture helpers), loaded by path: both
-    scripts are called train.py."""
-    spec = importlib.util.spec_from_file_location("sd_demo_train", os.path.join(ROOT, "models", "demo_model",
-                                                                                "train.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-IMAGE = 64
-CLIP_TOKENS = 77
+IMAGE = sd.IMAGE
+CLIP_TOKENS = sd.TOKENS
 T5_LEN = 32          # the T5 sequence length trained with; give sdtrain t5_max_length 32 (--t5-max-length 32)
 SCALING, SHIFT = 0.3611, 0.1159  # Flux.1's VAE latent scaling and shift (vae_config_flux)
 LOGVAR = -20.0
@@ -88,10 +78,6 @@ SIZES = {
                  vae=dict(ch=32, mult=[1, 2, 2], res_blocks=1, z=16),
                  flux=dict(double=2, single=2, heads=2, head_dim=16, mlp_ratio=4)),
 }
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def rope_axes(head_dim):
@@ -563,7 +549,7 @@ def export(folder, model, vae, dtype, metadata, clip_prefix=""):
 
 # ---------------------------------------------------------------- training stages
 
-def train_vae(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses, sd):
+def train_vae(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses):
     """A plain autoencoder on the mean latents (the first z rows of encoder.conv_out)."""
     z = vae.encoder.conv_out.out_channels // 2
     opt = torch.optim.AdamW(vae.parameters(), lr=4e-4, weight_decay=0.0)
@@ -588,7 +574,7 @@ def train_vae(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses, 
 
 
 @torch.no_grad()
-def fold_latent_scale(vae, pixels, device, sd):
+def fold_latent_scale(vae, pixels, device):
     """encoder.conv_out's mean rows become a z + b so that (z' - SHIFT) * SCALING has zero mean and unit std; the
     logvar rows are pinned at LOGVAR; decoder.conv_in takes z' (exact but at the border, where the zero padding
     no longer stands for the old zero: the decoder is trained on after this)."""
@@ -608,7 +594,7 @@ def fold_latent_scale(vae, pixels, device, sd):
     return mu, std
 
 
-def train_decoder(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses, sd):
+def train_decoder(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses):
     """The decoder alone on the folded encoder's latents (z' = mean, what the pipelines decode)."""
     z = vae.encoder.conv_out.out_channels // 2
     opt = torch.optim.AdamW(vae.decoder.parameters(), lr=2e-4, weight_decay=0.0)
@@ -630,7 +616,7 @@ def train_decoder(vae, pixels, seconds, max_steps, batch, gen, device, amp, loss
 
 
 @torch.no_grad()
-def encode_all(vae, pixels, device, sd):
+def encode_all(vae, pixels, device):
     out = []
     for part in pixels.split(1024):
         mean, _ = vae.encode(sd.as_float_images(part.to(device)))
@@ -639,7 +625,7 @@ def encode_all(vae, pixels, device, sd):
 
 
 def train_flow(model, ema, latents, clip_ids, t5_ids, empty, seconds, max_steps, batch, gen, device, amp, losses,
-               shift, sd):
+               shift):
     params = list(model.parameters())
     opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.01)
     warmup = 200
@@ -659,14 +645,7 @@ def train_flow(model, ema, latents, clip_ids, t5_ids, empty, seconds, max_steps,
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=amp):
             v = model(xt, t, ids_l, ids_5)
         loss = (v.float() - (noise - x0)).pow(2).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        decay = min(0.999, (1 + step) / (10 + step))
-        with torch.no_grad():
-            torch._foreach_mul_(ema_params, decay)
-            torch._foreach_add_(ema_params, params, alpha=1 - decay)
+        sd.step_with_ema(opt, params, ema_params, loss, step)
         if step % 10 == 0:
             losses.append((step, loss.item()))
         step += 1
@@ -723,12 +702,7 @@ def parity(cli, seed, size_name):
             for a, b in zip(c_ids, py_ids):
                 print(" C ", a, "\n py", b)
         # CLIP ids from the demo tokenizer, the rest random
-        clip_tok = SimpleTokenizer(os.path.join(ROOT, "models", "demo_model", "tokenizer", "vocab.json"),
-                                   os.path.join(ROOT, "models", "demo_model", "tokenizer", "merges.txt"))
-
-        def clip_ids(text):
-            ids = [clip_tok.sot] + clip_tok.encode(text)[:CLIP_TOKENS - 2] + [clip_tok.eot]
-            return ids + [clip_tok.eot] * (CLIP_TOKENS - len(ids))
+        clip_ids = sd.Tokens(os.path.join(ROOT, "models", "demo_model", "tokenizer"))
 
         B, h, w = 2, 6, 8
         ids_l = torch.tensor([clip_ids(c) for c in captions[:B]], dtype=torch.int32)
@@ -809,7 +783,6 @@ def main():
         return parity(args.cli, args.seed, args.parity_size)
     if not args.world_dump or not args.out:
         ap.error("--world-dump and --out are needed to train")
-    sd = _sd_demo()
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     device = torch.device(args.device)
@@ -854,12 +827,12 @@ def main():
     budget = args.minutes * 60.0
     vae_losses, dec_losses, flow_losses = [], [], []
     vae_seconds = math.inf if args.steps else budget * args.vae_share
-    steps_vae = train_vae(vae, pixels, vae_seconds * 0.75, max_steps, batch, gen, device, amp, vae_losses, sd)
-    mu, std = fold_latent_scale(vae, pixels, device, sd)
-    steps_dec = train_decoder(vae, pixels, vae_seconds * 0.25, max_steps, batch, gen, device, amp, dec_losses, sd)
+    steps_vae = train_vae(vae, pixels, vae_seconds * 0.75, max_steps, batch, gen, device, amp, vae_losses)
+    mu, std = fold_latent_scale(vae, pixels, device)
+    steps_dec = train_decoder(vae, pixels, vae_seconds * 0.25, max_steps, batch, gen, device, amp, dec_losses)
     vae.eval()
     vae.requires_grad_(False)
-    latents = encode_all(vae, pixels, device, sd)
+    latents = encode_all(vae, pixels, device)
     with torch.no_grad():
         recon = vae.decode(latents[:16])
     write_png(os.path.join(args.out, "vae_recon.png"), sd.grid(np.concatenate([pixels_np[:16], sd.to_uint8(recon)]),
@@ -873,7 +846,7 @@ def main():
     shift = resolution_shift((IMAGE // 8) ** 2)
     remaining = math.inf if args.steps else budget - (time.time() - t_start) - 40.0
     steps_flow = train_flow(model, ema, latents, clip_ids, t5_ids, empty, remaining, max_steps, batch, gen, device,
-                            amp, flow_losses, shift, sd)
+                            amp, flow_losses, shift)
     log(f"flow: {steps_flow} steps at batch {batch} ({time.time() - t_start:.0f} s)")
 
     ema.eval()

@@ -25,14 +25,11 @@ models/tokenizer.c is tested against), padded to 77 with the end token as sdtrai
 """
 import argparse
 import json
-import math
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -42,72 +39,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "parity"))
 sys.path.insert(0, HERE)
-from clip_simple_tokenizer import SimpleTokenizer  # noqa: E402
 from clip_reference import ClipTextModel  # noqa: E402
+from demo_common import (IMAGE, SAMPLE_PROMPTS, TOKENS, Tokens, as_float_images, batches, draw_world,  # noqa: E402
+                         grid, log, step_with_ema, to_uint8)
 from ldm_vae import AutoencoderKL  # noqa: E402
 from png_util import line_plot_png, write_png  # noqa: E402
 from unet_parity import UNetModel  # noqa: E402
 
-IMAGE = 64
-TOKENS = 77
 SCALING = 0.18215  # SD 1.x's latent scaling; sdtrain reads it as fixed
 LOGVAR = -20.0     # the pinned encoder log-variance: std 4.5e-5
 CLIP = dict(vocab=1000, width=128, layers=3, heads=2, mlp=512)  # heads = width / 64, as sdtrain detects
 VAE = dict(ch=32, mult=[1, 2, 2], res_blocks=1, z=4)
 UNET = dict(in_channels=4, out_channels=4, model_channels=64, channel_mult=[1, 1, 2], attention=[True, True, False],
-            num_res_blocks=1, depth=1, num_heads=2, head_dim=0, context_dim=CLIP["width"], linear_proj=False, groups=32)
-SAMPLE_PROMPTS = [
-    "a large red circle on a gray background, center",
-    "a small blue square on a black background, top left",
-    "a large green triangle on a brown background, right",
-    "a large white star on a navy background, center",
-    "a large purple ring on a teal background, bottom",
-    "a large yellow cross on a black background, center",
-    "a large object on a gray background, center",
-    "a large yellow star on a gray background, center",
-]
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-# ---------------------------------------------------------------- data
-
-def draw_world(dump, seed, count, workdir, workers):
-    """Scenes 0..count-1 of the base world for `seed`: uint8 [N, 64, 64, 3] and caption lines."""
-    chunk = (count + workers - 1) // workers
-    jobs = [(i * chunk, min(chunk, count - i * chunk)) for i in range(workers) if i * chunk < count]
-
-    def run(job):
-        start, n = job
-        img, cap = os.path.join(workdir, f"world-{start}.raw"), os.path.join(workdir, f"world-{start}.txt")
-        subprocess.run([dump, "--images", img, "--captions", cap, "--seed", str(seed), "--start", str(start),
-                        "--count", str(n), "--size", str(IMAGE), "--pick", "base"], check=True)
-        pixels = np.fromfile(img, dtype=np.uint8).reshape(n, IMAGE, IMAGE, 3)
-        with open(cap, encoding="utf-8") as f:
-            lines = [line.rstrip("\n").split("\t") for line in f]
-        os.remove(img)
-        os.remove(cap)
-        return pixels, lines
-
-    with ThreadPoolExecutor(len(jobs)) as pool:
-        parts = list(pool.map(run, jobs))
-    return np.concatenate([p for p, _ in parts]), [line for _, lines in parts for line in lines]
-
-
-class Tokens:
-    """Caption -> 77 ids: start, text, end, then end tokens as padding (sdtrain's SD 1.x rule)."""
-
-    def __init__(self, tokenizer_dir):
-        self.tok = SimpleTokenizer(os.path.join(tokenizer_dir, "vocab.json"), os.path.join(tokenizer_dir, "merges.txt"))
-        self.cache = {}
-
-    def __call__(self, text):
-        if text not in self.cache:
-            ids = [self.tok.sot] + self.tok.encode(text)[:TOKENS - 2] + [self.tok.eot]
-            self.cache[text] = ids + [self.tok.eot] * (TOKENS - len(ids))
-        return self.cache[text]
+            num_res_blocks=1, depth=[1, 1, 1], middle_depth=1, num_heads=2, head_dim=0, context_dim=CLIP["width"],
+            linear_proj=False, groups=32, adm_in=0)  # tests/parity/unet_parity.py's keys (SD 1.x: no y)
 
 
 # ---------------------------------------------------------------- noise schedule and sampling
@@ -135,31 +80,7 @@ def ddim_sample(unet, ctx, unctx, ac, shape, steps, cfg, gen):
     return x
 
 
-def to_uint8(images):
-    return ((images.float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-
-
-def grid(images, cols):
-    n, h, w, c = images.shape
-    rows = (n + cols - 1) // cols
-    out = np.zeros((rows * h, cols * w, c), dtype=np.uint8)
-    for i, im in enumerate(images):
-        out[(i // cols) * h:(i // cols + 1) * h, (i % cols) * w:(i % cols + 1) * w] = im
-    return out
-
-
 # ---------------------------------------------------------------- training stages
-
-def batches(n, batch, gen, device):
-    while True:
-        for idx in torch.randperm(n, generator=gen).split(batch):
-            if len(idx) == batch:
-                yield idx.to(device)
-
-
-def as_float_images(pixels_u8):
-    return pixels_u8.permute(0, 3, 1, 2).float() / 127.5 - 1.0
-
 
 def train_vae(vae, pixels, seconds, max_steps, batch, gen, device, amp, losses):
     opt = torch.optim.AdamW(vae.parameters(), lr=4e-4, weight_decay=0.0)
@@ -237,14 +158,7 @@ def train_diffusion(joint, ema, latents, tokens, empty, ac, seconds, max_steps, 
         snr = a.view(-1) / (1 - a.view(-1))
         weight = torch.clamp(snr, max=5.0) / snr
         loss = (weight * (eps.float() - noise).pow(2).mean(dim=(1, 2, 3))).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        decay = min(0.999, (1 + step) / (10 + step))
-        with torch.no_grad():
-            torch._foreach_mul_(ema_params, decay)
-            torch._foreach_add_(ema_params, params, alpha=1 - decay)
+        step_with_ema(opt, params, ema_params, loss, step)
         if step % 10 == 0:
             losses.append((step, loss.item()))
         step += 1

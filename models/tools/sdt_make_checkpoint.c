@@ -29,7 +29,8 @@
  * tiny-sd3 writes a whole tiny SD3.5 model (sd_config_preset(SD_FAMILY_TINY_SD3): MMDiT, CLIP-L, CLIP-G, T5 and the
  * 16-channel VAE, their widths meeting) in SAI's all-in-one layout (sd3_gen.h); --without clip_l,clip_g,t5xxl,vae
  * leaves parts out (e.g. --without t5xxl: sd3.5_medium.safetensors without T5), --part clip_l|clip_g|t5xxl|vae
- * writes one part alone (a lone file's names); the same seed gives a part the same tensors in either file.
+ * writes one part alone (a lone file's names; transformer: diffusers' names at the top, as a folder's
+ * transformer/diffusion_pytorch_model.safetensors); the same seed gives a part the same tensors in either file.
  * tiny-flux-dev and tiny-flux-schnell write a whole tiny Flux.1 model (sd_config_preset(SD_FAMILY_TINY_FLUX), schnell
  * without the guidance embedder: the transformer, CLIP-L, T5 and the VAE) in ComfyUI's all-in-one layout, with
  * --without and --part as tiny-sd3 (no clip_g: Flux has none); --without clip_l,t5xxl,vae gives BFL's
@@ -61,7 +62,7 @@ static int usage(const char *msg)
     fprintf(
         stderr,
         "usage: sdt-make-checkpoint --config tiny|sd15|sd2|tiny-sdxl|sdxl|tiny-t5|t5xxl|tiny-mmdit|sd3-mmdit|sd35-medium-mmdit|sd35-large-mmdit|tiny-vae16|tiny-flux|flux-dev|flux-schnell|tiny-sd3|tiny-flux-dev|tiny-flux-schnell --out PATH [--dtype f32|f16|bf16] [--seed N]\n"
-        "                           [--without clip_l,clip_g,t5xxl,vae | --part clip_l|clip_g|t5xxl|vae] (tiny-sd3, tiny-flux-dev, tiny-flux-schnell)\n"
+        "                           [--without clip_l,clip_g,t5xxl,vae | --part transformer|clip_l|clip_g|t5xxl|vae] (tiny-sd3, tiny-flux-dev, tiny-flux-schnell)\n"
         "                           [--layout ldm|diffusers] [--perturb-all] [--text-only | --vae-only | --unet-only]\n"
         "                           [--clip-vocab N] [--unet-in-channels N] [--openclip] [--unet-output VALUE]\n"
         "       sdt-make-checkpoint --from CHECKPOINT --layout ldm|diffusers --out PATH [--dtype ...]\n"
@@ -72,6 +73,14 @@ static int usage(const char *msg)
 }
 
 /* --pack: people's layouts of the transformer families from diffusers-named files. */
+/* Whether a VAE file keeps its keys at the top (a lone VAE file) rather than under first_stage_model. */
+static bool vae_at_top(const sdt_weights *w)
+{
+    for (size_t k = 0; k < sdt_weights_count(w); k++)
+        if (!strncmp(sdt_weights_key(w, k), "first_stage_model.", strlen("first_stage_model."))) return false;
+    return true;
+}
+
 static int pack_main(int argc, char **argv)
 {
     const char *layout = NULL, *out = NULL, *files[5] = {NULL}; /* transformer, t5xxl, clip-l, clip-g, vae */
@@ -121,7 +130,9 @@ static int pack_main(int argc, char **argv)
         ok = (w[k] = sdt_weights_open(files[k], &error)) != NULL;
         /* ComfyUI's Flux checkpoints keep the VAE under "vae." (transformer_keys.h) */
         const char *to = plain ? "" : k == 4 && !strcmp(layout, "comfy-flux") ? "vae." : prefixes[k];
-        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], k == 4 ? "first_stage_model." : "", to};
+        /* a VAE from a whole checkpoint sits under first_stage_model., a lone VAE file (ae.safetensors) at the top */
+        const char *from = k == 4 && ok && !vae_at_top(w[k]) ? "first_stage_model." : "";
+        if (ok && k) parts[n_parts++] = (sdt_pack_part){w[k], from, to};
     }
     if (ok)
         ok = sdt_pack_write(out, plain ? SDT_TK_NONE : tk, w[0], "",
@@ -155,7 +166,7 @@ static bool parse_dtype(const char *s, sdt_dtype *out)
 /* sd_part of "clip_l", "clip_g", "t5xxl", "vae" (SD_PART_DENOISER for anything else). */
 static sd_part sd3_part_of(const char *name, size_t len)
 {
-    static const char *const names[SD_PART_COUNT] = {"", "clip_l", "clip_g", "t5xxl", "vae"};
+    static const char *const names[SD_PART_COUNT] = {"transformer", "clip_l", "clip_g", "t5xxl", "vae"};
     for (int p = SD_PART_CLIP_L; p < SD_PART_COUNT; p++)
         if (strlen(names[p]) == len && !strncmp(name, names[p], len)) return (sd_part)p;
     return SD_PART_DENOISER;
@@ -175,9 +186,10 @@ static int sd3_main(const char *config, const sdt_ckpt_spec *spec, const char *o
     sdt_error error = {0};
     bool ok;
     if (part) {
-        sd_part p = sd3_part_of(part, strlen(part));
-        if (p == SD_PART_DENOISER || (flux && p == SD_PART_CLIP_G))
-            return usage(flux ? "--part must be clip_l, t5xxl or vae" : "--part must be clip_l, clip_g, t5xxl or vae");
+        sd_part p = sd3_part_of(part, strlen(part)); /* "transformer": diffusers' names alone */
+        if ((p == SD_PART_DENOISER && strcmp(part, "transformer") != 0) || (flux && p == SD_PART_CLIP_G))
+            return usage(flux ? "--part must be transformer, clip_l, t5xxl or vae"
+                              : "--part must be transformer, clip_l, clip_g, t5xxl or vae");
         ok = sd3_generate_part(out, &cfg, p, spec->dtype, spec->seed, spec->perturb_all, &error);
     } else {
         bool in[SD_PART_COUNT] = {true, true, true, true, true};

@@ -17,9 +17,10 @@
  *   SDTRAIN_FAULT_ENOSPC=<end of a path>       every save to a path ending so (".png", "a.safetensors";
  *                                              "*": every file) fails as on a full disk (ENOSPC),
  *                                              through models/formats/write_fault.h; read at each save
- *   SDTRAIN_TEXT_CACHE_OFF=1                   a run that could encode its prompts once (train/text_cache.h)
- *                                              keeps its text encoders and runs them every step, so a test
- *                                              compares the two paths on one run
+ *   SDTRAIN_TEXT_CACHE_OFF=1                   a run that could encode its prompts once (train/text_cache.h,
+ *                                              SD3.5's T5 cache train/t5_cache.h) keeps its text encoders
+ *                                              and runs them every step, so a test compares the two paths
+ *                                              on one run
  * and one hook that is no environment variable, as a pointer cannot be one:
  *   sdt_test_comm_provider                     a function the TEST PROGRAM exports (linked with
  *                                              ENABLE_EXPORTS), found with dlsym: a job of world_size > 1
@@ -54,7 +55,7 @@ unsigned long long sdt_test_hook_memory_limit_mib(void);
 const char *sdt_test_hook_inf_grad(void);
 /* true: treat the backend as one without bf16 arithmetic. */
 bool sdt_test_hook_no_bf16(void);
-/* true: keep the text encoders even where the text cache could replace them. */
+/* true: keep the text encoders (and SD3.5's T5) even where the text cache (the T5 cache) could replace them. */
 bool sdt_test_hook_text_cache_off(void);
 /* The test program's communicator for rank of world_size, or NULL (always, in production). */
 struct sdt_comm *sdt_test_hook_comm(int rank, int world_size);

@@ -26,6 +26,24 @@ static bool check_tables(const sdt_embedding *e, const sd_runtime *rt, const cha
                         "or create one for this model",
                         path, e->encoder_dims[0], e->encoder_dims[1], e->encoder_dims[2], sd_family_title(c->family),
                         c->clip.width + sd_text_rules_of(c).width_g);
+    const char *file_family = e->encoder_dims[1] > 0 ? "an SD3.5 embedding" : "a Flux.1 embedding";
+    /* a table the one family has and the other lacks first: name the families, not a [N, 0] shape */
+    for (int k = 0; k < 3; k++) {
+        if (!e->encoder_dims[k] && want[k])
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: the embedding has no %s table (%s: clip_l %d, clip_g %d, t5xxl %d), but the model "
+                            "(%s) reads %s rows too (clip_l %d, clip_g %d, t5xxl %d); create one for this model",
+                            path, sdt_embedding_encoder_key(k), file_family, e->encoder_dims[0], e->encoder_dims[1],
+                            e->encoder_dims[2], sd_family_title(c->family), sdt_embedding_encoder_key(k), want[0],
+                            want[1], want[2]);
+        if (e->encoder_dims[k] && !want[k])
+            return sdt_fail(error, SDT_ERR_VALIDATION,
+                            "%s: the embedding has a %s table (%s: clip_l %d, clip_g %d, t5xxl %d), but the model "
+                            "(%s) has no %s encoder (clip_l %d, t5xxl %d); create one for this model",
+                            path, sdt_embedding_encoder_key(k), file_family, e->encoder_dims[0], e->encoder_dims[1],
+                            e->encoder_dims[2], sd_family_title(c->family), sdt_embedding_encoder_key(k), want[0],
+                            want[2]);
+    }
     for (int k = 0; k < 3; k++)
         if (e->encoder_dims[k] != want[k])
             return sdt_fail(error, SDT_ERR_VALIDATION,

@@ -72,6 +72,67 @@ static bool open_sources(const sdt_embedding_spec *spec, const sdt_weights *w, c
     return true;
 }
 
+/* The spec field that named encoder k's file, as sdt-host renames it ("spec.t5xxl_path" -> "--t5xxl"). */
+static const char *source_field(const sdt_embedding_spec *spec, int k)
+{
+    if (!spec_file(spec, k)) return "spec.model_path";
+    return k == 0 ? "spec.clip_l_path" : k == 1 ? "spec.clip_g_path" : "spec.t5xxl_path";
+}
+
+/* The encoders meet the transformer the embedding is for, checked on what create reads (the token tables and two
+ * of the transformer's input weights), so a file given for the wrong encoder is refused here instead of becoming an
+ * embedding of the wrong shape that only training refuses (sd_config_detect_parts makes the full check there):
+ * T5 is as wide as the context the transformer reads; Flux's pooled vector is CLIP-L's output, so CLIP-L is as wide
+ * as that input; SD3's CLIP-L is the narrower of its two CLIPs and both fit in the context; and no table is as wide
+ * as another released encoder (the rule the embedding's reader applies, sdt_embedding_encoder_released_width). */
+static bool encoders_meet(const sdt_embedding_spec *spec, const sdt_weights *w, const sdt_tf_info *info,
+                          const encoder_source src[SDT_EMBEDDING_ENCODERS], sdt_error *error)
+{
+    int64_t width[SDT_EMBEDDING_ENCODERS];
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++) width[k] = src[k].rows ? src[k].rows->shape[1] : 0;
+    for (int k = 0; k < SDT_EMBEDDING_ENCODERS; k++)
+        for (int other = 0; width[k] && other < SDT_EMBEDDING_ENCODERS; other++)
+            if (other != k && width[k] == sdt_embedding_encoder_released_width(other))
+                return sdt_fail(
+                    error, SDT_ERR_VALIDATION,
+                    "%s: the file given for %s is %lld wide, the width of %s (%s's is %d): it is %s's file or "
+                    "another model's; give %s's (%s)",
+                    src[k].file, sdt_tf_part_title(encoder_rows[k].part), (long long)width[k],
+                    sdt_tf_part_title(encoder_rows[other].part), sdt_tf_part_title(encoder_rows[k].part),
+                    sdt_embedding_encoder_released_width(k), sdt_tf_part_title(encoder_rows[other].part),
+                    sdt_tf_part_title(encoder_rows[k].part), source_field(spec, k));
+    const sdt_tensor *ctx = sdt_weights_get(w, SDT_TK_TRANSFORMER_PREFIX "context_embedder.weight");
+    const sdt_tensor *pooled =
+        sdt_weights_get(w, SDT_TK_TRANSFORMER_PREFIX "time_text_embed.text_embedder.linear_1.weight");
+    int64_t context = ctx && ctx->ndim == 2 ? ctx->shape[1] : 0,
+            pooled_in = pooled && pooled->ndim == 2 ? pooled->shape[1] : 0;
+    if (context && width[2] && width[2] != context)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: the T5 encoder is %lld wide, but the transformer (%s) reads a context %lld wide; the "
+                        "files come from different models: give the T5-XXL file the model uses (%s)",
+                        src[2].file, (long long)width[2], spec->model_path, (long long)context, source_field(spec, 2));
+    if (info->family == SDT_TF_FLUX && pooled_in && width[0] && width[0] != pooled_in)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: the CLIP-L encoder is %lld wide, but Flux's transformer (%s) takes CLIP-L's pooled "
+                        "output of %lld values; the file is another encoder's (CLIP-G?) or another model's: give "
+                        "CLIP-L's (%s)",
+                        src[0].file, (long long)width[0], spec->model_path, (long long)pooled_in,
+                        source_field(spec, 0));
+    if (info->family == SDT_TF_SD3 && width[0] && width[1] && width[0] >= width[1])
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s is %lld wide as CLIP-L and %s %lld as CLIP-G, but CLIP-L (768) is the narrower of SD3's "
+                        "two (CLIP-G 1280): the files are swapped or one encoder was given for both (%s, %s)",
+                        src[0].file, (long long)width[0], src[1].file, (long long)width[1], source_field(spec, 0),
+                        source_field(spec, 1));
+    if (info->family == SDT_TF_SD3 && context && width[0] + width[1] > context)
+        return sdt_fail(error, SDT_ERR_VALIDATION,
+                        "%s: CLIP-L (%s) and CLIP-G (%s) are %lld + %lld wide, more than the context of %lld the "
+                        "transformer reads; the files come from different models",
+                        spec->model_path, src[0].file, src[1].file, (long long)width[0], (long long)width[1],
+                        (long long)context);
+    return true;
+}
+
 /* The init text's ids through CLIP's tokenizer (CLIP-L and bigG share OpenAI's BPE vocabulary, as SDXL's do:
  * it must fit the smaller of their token tables); *n 0 for an empty text. */
 static bool tokenize_clip(const sdt_embedding_spec *spec, const sdt_host_callbacks *host, int64_t rows, int32_t **ids,
@@ -132,7 +193,7 @@ bool ti_create_tables(const sdt_embedding_spec *spec, const sdt_host_callbacks *
     memset(e, 0, sizeof *e);
     encoder_source src[SDT_EMBEDDING_ENCODERS];
     memset(src, 0, sizeof src);
-    bool ok = open_sources(spec, w, info, src, error);
+    bool ok = open_sources(spec, w, info, src, error) && encoders_meet(spec, w, info, src, error);
     int dims[SDT_EMBEDDING_ENCODERS] = {0, 0, 0};
     for (int k = 0; ok && k < SDT_EMBEDDING_ENCODERS; k++) dims[k] = src[k].rows ? (int)src[k].rows->shape[1] : 0;
     ok = ok && sdt_embedding_init_tables(e, spec->name, (int)spec->vectors_per_token, dims, error);

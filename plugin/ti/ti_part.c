@@ -252,7 +252,8 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
         tp->save_cards = false;
         sdt_host_log(job->host, SDT_LOG_INFO,
                      "%s holds a %s embedding's tables (one per text encoder): no PNG cards are written, since no host "
-                     "loads these from a card (A1111 runs neither family); ComfyUI and Forge load the .safetensors",
+                     "loads these from a card (A1111 runs neither family); ComfyUI loads the .safetensors, and "
+                     "`sdt-host convert FILE --for forge` writes the files Forge loads",
                      embedding_path, sdt_embedding_family_title(&tp->emb));
     }
     if (!output) {

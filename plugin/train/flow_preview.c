@@ -1,11 +1,11 @@
 /* flow_preview.c - see flow_preview.h. */
 #include "train/flow_preview.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/flow_sampler.h"
+#include "train/preview_decode.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 
@@ -51,9 +51,11 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
         pred = ok ? &p->out : NULL;
     } else {
         mmdit_inputs mi = {.latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled};
-        mmdit_acts acts;
-        ok = ok && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, &acts, error);
-        if (ok) p->out = acts.out;
+        mmdit_acts *acts = malloc(sizeof *acts); /* large: off the stack, beside the prompts' sdt_cond */
+        ok = ok && acts && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, acts, error);
+        if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
+        if (ok) p->out = acts->out;
+        free(acts);
         pred = ok ? &p->out : NULL;
     }
     if (ok && !p->arena->measuring && be->download(be, out, pred->data, (size_t)(p->batch * n) * sizeof(float)))
@@ -96,12 +98,6 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     return sdt_cond_forward(rt, a, &ci, cond, error);
 }
 
-static uint8_t to_u8(float v)
-{
-    float x = (v + 1.0f) * 127.5f;
-    return (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : lrintf(x));
-}
-
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
 static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const sdt_slot_rules *rules,
                              const sdt_spm *spm, const sdt_t5_slot_rules *t5_rules, const sdt_tensor *rows,
@@ -109,7 +105,6 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
                              sdt_error *error)
 {
     if (!sd_runtime_vae_ready(rt, error)) return false;
-    sdt_backend *be = rt->be;
     const vae_model *vae = &rt->model.vae;
     int f = vae_factor(&vae->cfg), batch = req->cfg_scale != 1.0f ? 2 : 1;
     flow_preview_run p = {rt,   a,     NULL, NULL, batch, vae->cfg.z_channels, req->height / f, req->width / f,
@@ -119,16 +114,13 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     p.context = &text.context;
     p.pooled = sdt_cond_pooled(&text);
     int64_t n = (int64_t)p.c * p.h * p.w;
-    int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one transformer call and the decode; nothing runs */
         if (!velocity_batch(&p, NULL, 1000.0, req->guidance, NULL, error)) return false;
-        sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        return vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error);
+        return sdt_preview_decode_rgb(rt, a, NULL, req->width, req->height, NULL, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 2 * sizeof(float));
     p.host = malloc((size_t)batch * n * sizeof(float));
-    float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
-    bool ok = x && scratch && p.host && pix;
+    bool ok = x && scratch && p.host;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
     ok = ok && sdt_flow_steps_check(req->steps, error);
     if (ok) {
@@ -143,23 +135,10 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         if (rc && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_INTERNAL, "preview: the sampler stopped (%d)", rc);
         ok = rc == 0;
     }
-    if (ok) {
-        sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        ok = sdt_arena_fits(a) && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
-             vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error) &&
-             be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !sdt_arena_fits(a))
-            sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
-        else if (!ok && error->code == SDT_ERR_OK)
-            sdt_fail(error, be->error.code, "preview: decoding failed: %s", be->error.message);
-    }
-    int64_t hw = (int64_t)req->width * req->height;
-    for (int64_t i = 0; ok && i < hw; i++)
-        for (int ch = 0; ch < 3; ch++) rgb[i * 3 + ch] = to_u8(pix[ch * hw + i]);
+    ok = ok && sdt_preview_decode_rgb(rt, a, x, req->width, req->height, rgb, error);
     free(x);
     free(scratch);
     free(p.host);
-    free(pix);
     return ok;
 }
 

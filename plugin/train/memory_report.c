@@ -29,8 +29,9 @@ void sdt_memory_report_end(const sdt_memory_report *r, const sdt_host_callbacks 
                  "GPU memory: peak %.0f MiB held by sdtrain during the run; prepare estimated %.0f MiB (%+.1f%%). "
                  "At the end the kernels' scratch held %.0f MiB, %.0f MiB of it cuDNN's convolution workspace. "
                  "The device had %.0f MiB in use when the run started and %.0f MiB at its end, of %.0f MiB "
-                 "(the CUDA context, library workspaces and other processes included).",
+                 "(the CUDA context, library workspaces and other processes included).%s%s",
                  MIB(s.peak_allocated_bytes), MIB(r->estimate_bytes), error, MIB(s.scratch_bytes),
                  MIB(s.conv_workspace_bytes), MIB(r->device_used_at_start),
-                 MIB(s.device_total_bytes - s.device_free_bytes), MIB(s.device_total_bytes));
+                 MIB(s.device_total_bytes - s.device_free_bytes), MIB(s.device_total_bytes), r->note ? " " : "",
+                 r->note ? r->note : "");
 }

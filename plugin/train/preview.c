@@ -1,12 +1,12 @@
 /* preview.c - see preview.h. */
 #include "train/preview.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "train/inpaint_cond.h"
+#include "train/preview_decode.h"
 #include "train/rng.h"
 #include "train/sd_cond.h"
 
@@ -98,12 +98,6 @@ static bool encode_prompts(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, con
     return sdt_cond_forward(rt, a, &ci, cond, error);
 }
 
-static uint8_t to_u8(float v)
-{
-    float x = (v + 1.0f) * 127.5f;
-    return (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : lrintf(x));
-}
-
 /* Runs (or, on a measuring arena, sizes) the whole preview. */
 static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, const sdt_slot_rules *rules,
                              const sdt_tensor *rows, const sdt_preview_request *req, const float *cond, uint8_t *rgb,
@@ -132,7 +126,6 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
     p.context = &text.context;
     p.y = sdt_cond_y(&text);
     int64_t n = (int64_t)p.c * p.h * p.w;
-    int64_t lshape[4] = {1, p.c, p.h, p.w}, ishape[4] = {1, 3, req->height, req->width};
     if (a->measuring) { /* size one UNet call and the decode; nothing runs */
         sdt_unet_options uo = sdt_unet_options_default();
         uo.act_dtype = rt->dtype;
@@ -144,13 +137,11 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         if (!sdt_unet_forward(rt->model.unet, be, a, &uo, &lat, &ts, p.context, p.y, &out, error)) return false;
         sdt_arena_tensor(a, SDT_F32, 4, bshape);
         sdt_arena_rewind(a, mark);
-        sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        return vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error);
+        return sdt_preview_decode_rgb(rt, a, NULL, req->width, req->height, NULL, error);
     }
     float *x = malloc((size_t)n * sizeof(float)), *scratch = malloc((size_t)n * 4 * sizeof(float));
     p.host = malloc((size_t)batch * p.in_c * p.h * p.w * sizeof(float));
-    float *pix = malloc((size_t)3 * req->width * req->height * sizeof(float));
-    bool ok = x && scratch && p.host && pix;
+    bool ok = x && scratch && p.host;
     if (!ok) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
     ok = ok && sdt_ddim_steps_check(req->steps, error);
     if (ok) {
@@ -162,23 +153,10 @@ static bool preview_sequence(sd_runtime *rt, sdt_arena *a, sdt_tokenizer *tok, c
         if (rc == SDT_SAMPLER_OUT_OF_MEMORY) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
         ok = rc == 0;
     }
-    if (ok) {
-        sdt_tensor z = sdt_arena_tensor(a, SDT_F32, 4, lshape), img = sdt_arena_tensor(a, SDT_F32, 4, ishape);
-        ok = sdt_arena_fits(a) && be->upload(be, z.data, x, (size_t)n * sizeof(float)) == 0 &&
-             vae_decode(vae, be, a, &z, rt->vae_dtype, &img, error) &&
-             be->download(be, pix, img.data, sdt_tensor_nbytes(&img)) == 0;
-        if (!ok && !sdt_arena_fits(a))
-            sdt_fail(error, a->error.code, "preview: decoding failed: %s", a->error.message);
-        else if (!ok && error->code == SDT_ERR_OK)
-            sdt_fail(error, be->error.code, "preview: decoding failed: %s", be->error.message);
-    }
-    int64_t hw = (int64_t)req->width * req->height;
-    for (int64_t i = 0; ok && i < hw; i++)
-        for (int ch = 0; ch < 3; ch++) rgb[i * 3 + ch] = to_u8(pix[ch * hw + i]);
+    ok = ok && sdt_preview_decode_rgb(rt, a, x, req->width, req->height, rgb, error);
     free(x);
     free(scratch);
     free(p.host);
-    free(pix);
     return ok;
 }
 

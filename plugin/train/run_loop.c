@@ -73,6 +73,7 @@ sdt_status sdt_run_job(const sdt_job_ops *ops, void *job, const sdt_run_params *
     int64_t step = 0;
     sdt_memory_report memory;
     sdt_memory_report_begin(&memory, params->backend, params->memory_estimate_bytes);
+    memory.note = params->memory_note;
 
     bool stop = false;
     while (!ops->done(job)) {

@@ -58,6 +58,7 @@ typedef struct sdt_run_params {
      * (train/memory_report.h); NULL logs none. */
     struct sdt_backend *backend;
     size_t memory_estimate_bytes;
+    const char *memory_note; /* optional: a sentence the peak-memory line ends with (what is cached instead) */
 } sdt_run_params;
 
 /* Runs the job until done, an error or an interrupt request in ctl. The caller has moved ctl to

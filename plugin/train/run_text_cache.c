@@ -21,33 +21,50 @@ static void keep_encoders(const sd_runtime *rt, const sdt_host_callbacks *host, 
 
 /* The prompt as sample_prompt makes it without tag shuffle or drop-out, and its truncation to the
  * last-prompt buffer a preview without a preview prompt shows. */
-static bool add_prompt(sdt_text_cache *tc, const sdt_run_prompts *rp, const char *line, const char *caption,
-                       bool as_preview)
+static bool each_filled(const sdt_run_prompts *rp, const char *line, const char *caption, bool as_preview,
+                        sdt_run_prompt_fn each, void *user)
 {
     char *prompt = sdt_template_fill(line, rp->prompt_name, caption);
     if (!prompt) return false;
-    bool ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, prompt);
+    bool ok = each(user, prompt);
     if (ok && as_preview && strlen(prompt) >= rp->last_prompt_size) {
         prompt[rp->last_prompt_size - 1] = '\0'; /* what snprintf into last_prompt keeps */
-        ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, prompt);
+        ok = each(user, prompt);
     }
     free(prompt);
     return ok;
 }
 
-static bool collect_prompts(sdt_text_cache *tc, const sdt_run_prompts *rp)
+bool sdt_run_prompts_each(const sdt_run_prompts *rp, sdt_run_prompt_fn each, void *user)
 {
     bool previews_from_training = !rp->preview_prompt; /* a preview then shows the last training prompt */
-    bool ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, "");
+    bool ok = each(user, "");
     for (int i = 0; ok && i < rp->train->n_items; i++)
         for (int l = 0; ok && l < rp->tmpl->n_lines; l++)
-            ok = add_prompt(tc, rp, rp->tmpl->lines[l], rp->train->items[i].caption, previews_from_training);
+            ok = each_filled(rp, rp->tmpl->lines[l], rp->train->items[i].caption, previews_from_training, each, user);
     for (int i = 0; ok && rp->validation && rp->tmpl->n_lines > 0 && i < rp->validation->n_items; i++)
-        ok = add_prompt(tc, rp, rp->tmpl->lines[0], rp->validation->items[i].caption, false);
-    if (ok && rp->preview_prompt) ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, rp->preview_prompt);
-    if (ok) ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, rp->preview_negative ? rp->preview_negative : "");
-    for (int p = 0; ok && p < rp->preview_prompts->count; p++)
-        ok = sdt_text_cache_add_prompt(tc, rp->tok, rp->rules, rp->preview_prompts->prompts[p]);
+        ok = each_filled(rp, rp->tmpl->lines[0], rp->validation->items[i].caption, false, each, user);
+    if (ok && rp->preview_prompt) ok = each(user, rp->preview_prompt);
+    if (ok) ok = each(user, rp->preview_negative ? rp->preview_negative : "");
+    for (int p = 0; ok && p < rp->preview_prompts->count; p++) ok = each(user, rp->preview_prompts->prompts[p]);
+    return ok;
+}
+
+typedef struct chunk_adder {
+    sdt_text_cache *tc;
+    const sdt_run_prompts *rp;
+} chunk_adder;
+
+static bool add_chunks(void *user, const char *prompt)
+{
+    chunk_adder *a = user;
+    return sdt_text_cache_add_prompt(a->tc, a->rp->tok, a->rp->rules, prompt);
+}
+
+static bool collect_prompts(sdt_text_cache *tc, const sdt_run_prompts *rp)
+{
+    chunk_adder a = {tc, rp};
+    bool ok = sdt_run_prompts_each(rp, add_chunks, &a);
     if (ok) sdt_text_cache_seal(tc);
     return ok;
 }

@@ -37,6 +37,13 @@ typedef struct sdt_run_prompts {
     const sdt_preview_prompts *preview_prompts;
 } sdt_run_prompts;
 
+/* Called with each prompt of the run in turn; false stops the listing (out of memory). */
+typedef bool (*sdt_run_prompt_fn)(void *user, const char *prompt);
+/* Every prompt a run can produce, as sdt_run_prompts lists them (repeats included), one call each; false when
+ * a call returned false or a template line could not be filled. The text cache's list, and the T5 cache's
+ * (train/run_t5_cache.h). */
+bool sdt_run_prompts_each(const sdt_run_prompts *rp, sdt_run_prompt_fn each, void *user);
+
 /* What keeps the encoders running every step. */
 typedef struct sdt_run_text_needs {
     bool trains_text; /* an embedding's rows or placeholder go into the prompt */

@@ -7,6 +7,7 @@
 #include "sd_text_rules.h"
 #include "sdtrain.h"
 #include "train/prompt.h"
+#include "train/t5_cache.h"
 #include "train/text_cache.h"
 
 static sdt_tensor reshaped(const sdt_tensor *t, int ndim, int64_t d0, int64_t d1, int64_t d2)
@@ -241,6 +242,47 @@ static bool sd3_table_widths(sd_runtime *rt, const sdt_tensor *rows, int64_t w[3
     return true;
 }
 
+bool sdt_cond_reads_t5_cache(const sd_runtime *rt)
+{
+    return sd_config_is_transformer(&rt->cfg); /* SD3/SD3.5 and Flux.1: both read T5 through cond_t5_inputs */
+}
+
+sdt_tensor sdt_cond_t5_table(sd_runtime *rt, const sdt_tensor *rows)
+{
+    int64_t w[3];
+    sdt_error ignored = {0};
+    if (!rows || !sd3_table_widths(rt, rows, w, &ignored)) return (sdt_tensor){0};
+    return table_view(rows, w, 2);
+}
+
+/* T5's inputs for a transformer family's conditioning (SD3's and Flux.1's): its ids on the device,
+ * or with a T5 cache on the runtime (train/t5_cache.h) the batch's cached output as `hidden`, T5 not run. rows_t5:
+ * the view of the embedding's t5xxl table (NULL: none). */
+static void cond_t5_inputs(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c,
+                           const sdt_tensor *rows_t5, t5_context_inputs *t5)
+{
+    memset(t5, 0, sizeof *t5);
+    if (rt->t5_cache) {
+        int64_t shape[3] = {in->batch, in->t5_len, rt->cfg.t5.d_model};
+        c->t5_hidden = sdt_arena_tensor(a, in->act_dtype, 3, shape);
+        t5->hidden = &c->t5_hidden;
+        return;
+    }
+    int64_t t5_shape[2] = {in->batch, in->t5_len};
+    c->tokens_t5 = sdt_arena_tensor(a, SDT_I32, 2, t5_shape);
+    *t5 = (t5_context_inputs){
+        .tokens = &c->tokens_t5, .rows = rows_t5, .overrides = in->t5_overrides, .n_overrides = in->n_t5_overrides};
+}
+
+/* After the arena has room: T5's ids, or its cached output, onto the device. */
+static bool cond_t5_upload(sd_runtime *rt, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
+{
+    if (rt->t5_cache)
+        return sdt_t5_cache_fill(rt->t5_cache, rt->be, in->t5_tokens, in->t5_overrides, in->n_t5_overrides, in->batch,
+                                 &c->t5_hidden, error);
+    return upload_tokens(rt->be, &c->tokens_t5, in->t5_tokens, error);
+}
+
 /* SD3's three encoders on one 77-token sequence for each CLIP and T5's own ids (sd3_text.h). */
 static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error)
 {
@@ -250,10 +292,12 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
                         in->chunks);
     if (rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL, "SD3's encoders have no text cache yet (a bug: please report)");
+    if (rt->part_parked[SD_PART_T5XXL] && !rt->t5_cache) /* never run T5 on released weights */
+        return sdt_fail(error, SDT_ERR_INTERNAL, "T5 left the device without a T5 cache (a bug: please report)");
     sd_model *m = &rt->model;
-    int64_t t5_shape[2] = {in->batch, in->t5_len};
+    t5_context_inputs t5; /* c->rows_t5 is set below */
     c->tokens_g = sdt_arena_tensor(a, SDT_I32, 2, c->tokens.shape);
-    c->tokens_t5 = sdt_arena_tensor(a, SDT_I32, 2, t5_shape);
+    cond_t5_inputs(rt, a, in, c, in->rows ? &c->rows_t5 : NULL, &t5);
     if (!a->measuring) {
         if (!sdt_arena_fits(a))
             return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
@@ -264,8 +308,7 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
         memcpy(g, in->tokens, (size_t)in->batch * SDT_PROMPT_TOKENS * sizeof(int32_t));
         for (int r = 0; r < in->batch; r++)
             sdt_tokens_pad_after_end(g + (size_t)r * SDT_PROMPT_TOKENS, SDT_PROMPT_TOKENS, in->end_id, pad_g);
-        bool ok =
-            upload_tokens(rt->be, &c->tokens_g, g, error) && upload_tokens(rt->be, &c->tokens_t5, in->t5_tokens, error);
+        bool ok = upload_tokens(rt->be, &c->tokens_g, g, error) && cond_t5_upload(rt, in, c, error);
         free(g);
         if (!ok) return false;
     }
@@ -285,10 +328,7 @@ static bool forward_sd3(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in,
         .rows_g = in->rows ? &c->rows_g : NULL,
         .overrides = in->overrides,
         .n_overrides = in->n_overrides,
-        .t5 = {.tokens = &c->tokens_t5,
-               .rows = in->rows ? &c->rows_t5 : NULL,
-               .overrides = in->t5_overrides,
-               .n_overrides = in->n_t5_overrides},
+        .t5 = t5,
         .joint_dim = rt->cfg.mmdit.context_dim,
         .clip_skip = 0, /* SD3 reads the penultimate layers (its pipeline's clip_skip None) */
         .act_dtype = in->act_dtype,
@@ -308,13 +348,15 @@ static bool forward_flux(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
                         in->chunks);
     if (rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL, "Flux's encoders have no text cache yet (a bug: please report)");
-    int64_t t5_shape[2] = {in->batch, in->t5_len};
-    c->tokens_t5 = sdt_arena_tensor(a, SDT_I32, 2, t5_shape);
+    if (rt->part_parked[SD_PART_T5XXL] && !rt->t5_cache) /* never run T5 on released weights */
+        return sdt_fail(error, SDT_ERR_INTERNAL, "T5 left the device without a T5 cache (a bug: please report)");
+    t5_context_inputs t5; /* c->rows_t5 is set below */
+    cond_t5_inputs(rt, a, in, c, in->rows ? &c->rows_t5 : NULL, &t5);
     if (!a->measuring) {
         if (!sdt_arena_fits(a))
             return sdt_fail(error, a->error.code, "the prompt does not fit its arena (a bug: please report): %s",
                             a->error.message);
-        if (!upload_tokens(rt->be, &c->tokens_t5, in->t5_tokens, error)) return false;
+        if (!cond_t5_upload(rt, in, c, error)) return false;
     }
     int64_t w[3];
     if (in->rows) {
@@ -328,10 +370,7 @@ static bool forward_flux(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in
         .rows_l = in->rows ? &c->rows_l : NULL,
         .overrides = in->overrides,
         .n_overrides = in->n_overrides,
-        .t5 = {.tokens = &c->tokens_t5,
-               .rows = in->rows ? &c->rows_t5 : NULL,
-               .overrides = in->t5_overrides,
-               .n_overrides = in->n_t5_overrides},
+        .t5 = t5,
         .act_dtype = in->act_dtype,
         .anomaly_check = in->anomaly_check,
     };
@@ -356,6 +395,10 @@ bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, s
     if (rt->text_parked && !rt->text_cache)
         return sdt_fail(error, SDT_ERR_INTERNAL,
                         "the text encoders left the device without a text cache (a bug: please report)");
+    if (rt->t5_cache && !sdt_cond_reads_t5_cache(rt))
+        return sdt_fail(
+            error, SDT_ERR_INTERNAL,
+            "T5's output was cached for a model whose conditioning does not read it (a bug: please report)");
     bool cached = rt->text_cache != NULL;
     if (!cached) {
         int64_t tshape[2] = {(int64_t)in->batch * in->chunks, SDT_PROMPT_TOKENS};

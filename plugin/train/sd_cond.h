@@ -22,6 +22,8 @@
  * Flux.1 (models/networks/text_encoders/flux_text.h): CLIP-L on one 77-token sequence for its pooled output only,
  * T5 on its own ids for the context [B, L5, 4096]; the table-major rows are clip_l then t5xxl (no clip_g), each
  * encoder reading its view and its gradient going into the same view of drows as SD3's.
+ * With a T5 cache on the runtime (rt->t5_cache, train/t5_cache.h: the t5xxl table does not train) T5 does not run:
+ * the batch's T5 output is copied from the cache (keyed on T5's ids and the slots' rows) and CLIP runs as before.
  *
  * With a text cache on the runtime (rt->text_cache, train/text_cache.h: a run whose text side trains
  * nothing) the encoders do not run: the context and SDXL's pooled embedding are copied from the
@@ -68,6 +70,7 @@ typedef struct sdt_cond {
     bool sdxl;
     bool sd3;                    /* SD3/SD3.5: text3 holds the encoders' activations */
     sdt_tensor tokens_t5;        /* SD3: T5's ids on the device */
+    sdt_tensor t5_hidden;        /* SD3/Flux with a T5 cache: the batch's cached T5 output on the device */
     sdt_tensor rows_t5;          /* SD3: views of the table-major rows (rows_l, rows_g too) */
     sdt_sd3_text_acts text3;     /* SD3 */
     bool flux;                   /* Flux.1: textf holds the encoders' activations (tokens_t5, rows_* as SD3's) */
@@ -84,6 +87,12 @@ typedef struct sdt_cond {
 
 /* Forward (on a measuring arena only the sizes add up). Activations stay on the arena for backward. */
 bool sdt_cond_forward(sd_runtime *rt, sdt_arena *a, const sdt_cond_inputs *in, sdt_cond *c, sdt_error *error);
+/* Whether the model family's conditioning reads rt->t5_cache (train/t5_cache.h): SD3/SD3.5's and Flux.1's do
+ * (through cond_t5_inputs/cond_t5_upload); a cache on another runtime is refused as a bug. */
+bool sdt_cond_reads_t5_cache(const sd_runtime *rt);
+/* SD3: the view [n, d_model] of a table-major embedding's t5xxl table (no copy; what T5's slots read); a tensor
+ * without data when rows is NULL or not of that layout. */
+sdt_tensor sdt_cond_t5_table(sd_runtime *rt, const sdt_tensor *rows);
 /* The UNet's vector conditioning, or NULL for a model without one. */
 const sdt_tensor *sdt_cond_y(const sdt_cond *c);
 /* SD3: the pooled vector [batch, 2048] the transformer reads; Flux: CLIP-L's pooled output (NULL otherwise). */

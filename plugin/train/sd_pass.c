@@ -110,11 +110,15 @@ static bool pass_transformer(sd_runtime *rt, sdt_arena *a, const sdt_pass_option
                           .timesteps = sigmas,
                           .guidance = guidance,
                           .context = &cond->context,
-                          .pooled = sdt_cond_pooled(cond)};
+                          .pooled = sdt_cond_pooled(cond),
+                          .checkpointing = opt->checkpointing};
         forward_ok = flux_forward(rt->model.flux, be, a, &fi, &acts->flux, error);
     } else if (forward_ok) {
-        mmdit_inputs mi = {
-            .latent = &t->noisy, .timesteps = timesteps, .context = &cond->context, .pooled = sdt_cond_pooled(cond)};
+        mmdit_inputs mi = {.latent = &t->noisy,
+                           .timesteps = timesteps,
+                           .context = &cond->context,
+                           .pooled = sdt_cond_pooled(cond),
+                           .checkpointing = opt->checkpointing};
         forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts->mmdit, error);
     }
     free(no_timesteps);

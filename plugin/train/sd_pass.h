@@ -66,7 +66,7 @@ typedef struct sdt_pass_trainables {
 
 typedef struct sdt_pass_options {
     int clip_skip;           /* 0: the model's default */
-    bool checkpointing;      /* recompute UNet blocks in backward */
+    bool checkpointing;      /* recompute UNet units / MMDiT blocks in backward */
     bool anomaly_check;      /* name the first layer with a non-finite value */
     sdt_loss_type loss_type; /* zeroed: L2, A1111's MSE (the mse_loss op); L1 and Huber: robust_loss */
     float huber_delta;       /* HUBER's delta */

@@ -37,6 +37,9 @@ typedef struct sd_runtime {
     /* every prompt's conditioning, encoded once (train/text_cache.h): sd_cond copies it instead of
      * running the encoders; NULL: the encoders run */
     const struct sdt_text_cache *text_cache;
+    /* T5's output for every prompt, computed once (train/t5_cache.h: SD3.5/Flux.1 runs whose t5xxl table does
+     * not train): sd_cond gives it to the conditioning instead of running T5; NULL: T5 runs */
+    const struct sdt_t5_cache *t5_cache;
     sd_prediction_source overruled; /* a config file whose prediction the user's choice overruled, else DEFAULT */
     /* seconds the last open spent opening and detecting, on the finite check, and placing the
      * weights on the backend in dtype (for the log line that says where loading went) */

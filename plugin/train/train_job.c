@@ -8,6 +8,7 @@
 
 #include "c_numeric.h"
 #include "host/host_log.h"
+#include "train/sd_cond.h"
 #include "train/train_job.h"
 
 sdt_dtype sdt_precision_dtype(sdt_precision p)
@@ -41,6 +42,17 @@ sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job)
 {
     sdt_pass_trainables tr = {.rows = job->rows, .drows = job->drows, .hook = job->hook, .tables = job->tables};
     return tr;
+}
+
+sdt_run_t5 sdt_train_job_t5(sdt_train_job *job)
+{
+    job->t5_rows = sdt_cond_t5_table(&job->rt, job->rows);
+    sdt_run_t5 t5 = {.spm = job->t5_tok,
+                     .rules = &job->t5_rules,
+                     .len = job->t5_len,
+                     .rows = job->t5_rows.data ? &job->t5_rows : NULL,
+                     .trains = job->rows && (job->tables == 0 || (job->tables & SDT_ENCODER_T5XXL))};
+    return t5;
 }
 
 sdt_pass_options sdt_train_job_pass_options(const sdt_train_job *job)
@@ -122,6 +134,9 @@ bool sdt_train_job_use_fp32(sdt_train_job *job, sdt_error *error)
     if (!sdt_run_text_recache(&job->text_cache, &job->rt, &job->wa, job->clip_skip, job->opt.anomaly_mode, job->host,
                               &encoded, error))
         return false;
+    if (encoded) job->have_measured = false;
+    sdt_run_t5 t5 = sdt_train_job_t5(job);
+    if (!sdt_run_t5_recache(&job->t5_cache, &t5, &job->rt, &job->wa, job->host, &encoded, error)) return false;
     if (encoded) job->have_measured = false;
     return sdt_train_job_reencode_nonfinite(job, error);
 }

@@ -51,7 +51,9 @@
 #include "train/sd_pass.h"
 #include "train/sd_runtime.h"
 #include "train/step_engine.h"
+#include "train/run_t5_cache.h"
 #include "train/run_text_cache.h"
+#include "train/t5_cache.h"
 #include "train/text_cache.h"
 #include "train/validation.h"
 #include "train/work_arena.h"
@@ -139,6 +141,8 @@ struct sdt_train_job {
     sdt_ema ema;               /* the average of the trained values (train/ema.h): ema.decay 0: off */
     sdt_text_cache text_cache; /* every prompt encoded once when the encoders can go (train/run_text_cache.h;
                                 * rt.text_cache points here) */
+    sdt_t5_cache t5_cache;     /* SD3.5: T5's output for every prompt when the t5xxl table does not train
+                                * (train/run_t5_cache.h; rt.t5_cache points here) */
 
     /* compute */
     plugin_backend pb;
@@ -152,6 +156,7 @@ struct sdt_train_job {
     inpaint_cond inpaint;    /* an inpainting UNet's extra input channels (train/inpaint_cond.h) */
     bool have_measured;
     size_t memory_estimate_bytes; /* prepare's estimate, for the run's peak-memory line */
+    char memory_note[256];        /* what the peak-memory line adds (T5's output cached instead of its weights) */
     sdt_noise_schedule sched;     /* SD's; rescaled to zero terminal SNR when asked */
     size_t extra_bytes;           /* device memory the parts add to the plan (hook workspace, values) */
 
@@ -173,9 +178,10 @@ struct sdt_train_job {
 
     /* what the pass trains */
     const sdt_tensor
-        *rows;         /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
-    sdt_tensor *drows; /* their gradient; NULL: the text encoder runs without backward */
-    uint32_t tables;   /* SD3.5/Flux.1: the tables of the table-major rows that train (SDT_ENCODER_* bits) */
+        *rows;          /* an embedding's rows spliced into the prompt (NULL: none); SDXL: clip_l | clip_g per row */
+    sdt_tensor *drows;  /* their gradient; NULL: the text encoder runs without backward */
+    uint32_t tables;    /* SD3.5/Flux.1: the tables of the table-major rows that train (SDT_ENCODER_* bits) */
+    sdt_tensor t5_rows; /* SD3.5: the view of rows' t5xxl table (sdt_train_job_t5) */
     const sdt_unet_kv_hook *hook; /* a hypernetwork on the UNet's K/V inputs (NULL: none) */
 
     /* the method's parts and the numerics */
@@ -265,6 +271,9 @@ bool sdt_train_job_save_preview(void *job, int64_t step, sdt_error *error);
 bool sdt_train_job_save_final(void *job, sdt_save_reason reason, sdt_error *error);
 /* What the pass trains: the embedding's rows (both encoders' on SDXL) and the hypernetwork's hook. */
 sdt_pass_trainables sdt_train_job_trainables(const sdt_train_job *job);
+/* SD3.5: T5's side of the run for the T5 cache (train/run_t5_cache.h): its tokenizer and slots, the t5xxl table's
+ * view (kept in job->t5_rows), and whether the table trains. */
+sdt_run_t5 sdt_train_job_t5(sdt_train_job *job);
 /* SDXL's size conditioning of one dataset image with its cached latent: (original h, w, crop top,
  * left, target h, w), the crop's left mirrored when the sample is flipped, as kohya does. */
 sdt_sdxl_sizes sdt_train_job_sample_sizes(const sdt_train_job *job, const sdt_dataset_item *it, const latent_entry *e,

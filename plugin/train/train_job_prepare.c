@@ -700,10 +700,23 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
                      "and a preview brings them back",
                      parked >> 20);
     size_t weights = 0;
-    for (size_t i = 0; i < sdt_weights_count(job->rt.dev); i++) {
-        const sdt_tensor *t = sdt_weights_get(job->rt.dev, sdt_weights_key(job->rt.dev, i));
-        if (t->data) weights += sdt_tensor_nbytes(t); /* a parked VAE is not on the device */
+    for (int p = -1; p < SD_PART_COUNT; p++) { /* the checkpoint's copy, then the parts given as files of their own */
+        const sdt_weights *w = p < 0 ? job->rt.dev : job->rt.part_dev[p];
+        for (size_t i = 0; w && i < sdt_weights_count(w); i++) {
+            const sdt_tensor *t = sdt_weights_get(w, sdt_weights_key(w, i));
+            if (t->data) weights += sdt_tensor_nbytes(t); /* a parked VAE (or cached T5) is not on the device */
+        }
     }
+    job->memory_note[0] = '\0';
+    if (job->rt.t5_cache) /* the activations hold a batch's cached T5 rows; the weights no longer hold T5 */
+        sdt_c_snprintf(
+            job->memory_note, sizeof job->memory_note,
+            "T5's output for the run's %d prompts is cached in host memory (%.1f MiB) in place of T5's "
+            "weights (%.1f MiB) on the device.",
+            job->t5_cache.n,
+            (double)sdt_t5_cache_bytes(job->t5_cache.len, job->t5_cache.width, job->t5_cache.dtype, job->t5_cache.n) /
+                1048576.0,
+            (double)job->t5_cache.parked_bytes / 1048576.0);
     size_t extra =
         job->extra_bytes; /* the parts' own device memory (a hypernetwork's values, grads, moments, workspace) */
     info->memory_estimate_bytes = bytes + extra + (job->pb.be->device == SDT_DEVICE_CPU ? 0 : weights);
@@ -712,8 +725,9 @@ static bool plan_memory(sdt_train_job *job, sdt_prepare_info *info, sdt_error *e
         sdt_host_log(
             job->host, SDT_LOG_INFO,
             "GPU memory this run needs: about %zu MiB (%zu MiB of model weights, %zu MiB of "
-            "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context",
-            info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->data.batch, e->w, e->h, extra >> 20);
+            "activations at batch size %d and %dx%d latents, %zu MiB for the trained parts), plus the CUDA context%s%s",
+            info->memory_estimate_bytes >> 20, weights >> 20, bytes >> 20, job->data.batch, e->w, e->h, extra >> 20,
+            job->memory_note[0] ? "; " : "", job->memory_note);
     unsigned long long cap_mib = sdt_test_hook_memory_limit_mib();
     char extra_text[96] = "";
     if (extra)
@@ -851,6 +865,31 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
     return ok;
 }
 
+/* SD3.5: T5 kept, or its output for every prompt of the run computed once and its weights let go of
+ * (train/run_t5_cache.h), when the embedding's t5xxl table does not train. */
+static bool cache_t5(sdt_train_job *job, sdt_error *error)
+{
+    if (!job->flow || !job->t5_tok || job->rt.cfg.t5.d_model <= 0 || !sdt_cond_reads_t5_cache(&job->rt)) return true;
+    sdt_run_prompts prompts = {job->tok,
+                               &job->rules,
+                               job->prompt_name,
+                               &job->tmpl,
+                               &job->data.ds,
+                               job->val.on ? &job->val.ds : NULL,
+                               job->previews.prompt,
+                               sizeof job->last_prompt,
+                               job->previews.negative,
+                               &job->previews.prompts};
+    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags,
+                                job->data.tag_dropout};
+    sdt_run_t5 t5 = sdt_train_job_t5(job);
+    bool encoded = false;
+    bool ok = sdt_run_t5_cache(&job->t5_cache, &prompts, &needs, &t5, &job->rt, &job->wa, job->control, job->host,
+                               &encoded, error);
+    if (encoded) job->have_measured = false; /* T5 used the work arena */
+    return ok;
+}
+
 bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_prepare_info *info, sdt_error *error)
 {
     (void)o; /* the options were read once, at sdt_train_job_new (job->opt) */
@@ -867,7 +906,7 @@ bool sdt_train_job_finish(sdt_train_job *job, const sdt_train_options *o, sdt_pr
     e->lr_scheduler = job->lr_scheduler;
     sdt_noise_schedule_init_sd(&job->sched);
     if (job->loss.zero_terminal_snr) sdt_noise_schedule_rescale_zero_terminal_snr(&job->sched);
-    if (!cache_text(job, error)) {
+    if (!cache_text(job, error) || !cache_t5(job, error)) {
         still_wanted(job, error); /* an interrupt says so instead of the encoder's "interrupted" */
         return false;
     }
@@ -926,6 +965,7 @@ void sdt_train_job_destroy(sdt_train_job *job)
     if (job->t5_tok) sdt_spm_free(job->t5_tok);
     sdt_template_free(&job->tmpl);
     sdt_text_cache_free(&job->text_cache);
+    sdt_t5_cache_free(&job->t5_cache);
     sdt_run_data_free(&job->data);
     inpaint_cond_free(&job->inpaint);
     sdt_train_options_release(&job->opt);

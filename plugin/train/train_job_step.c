@@ -455,6 +455,7 @@ sdt_run_params sdt_train_job_run_params(const sdt_train_job *job)
     sdt_run_params p = {.save_every = job->opt.save_every,
                         .preview_every = job->previews.every,
                         .backend = job->pb.be,
-                        .memory_estimate_bytes = job->memory_estimate_bytes};
+                        .memory_estimate_bytes = job->memory_estimate_bytes,
+                        .memory_note = job->memory_note[0] ? job->memory_note : NULL};
     return p;
 }

@@ -4,6 +4,8 @@
  *   e2e_torch checkpoint MODEL OUT       OUT = torch.save({"global_step": 1, "state_dict": OrderedDict(
  *                                        <every canonical LDM key of MODEL>: tensor)}), as an LDM .ckpt is
  *   e2e_torch a1111-embedding IN OUT     OUT = A1111's .pt dict of the safetensors embedding IN (emb_params)
+ *   e2e_torch tensor-dict IN OUT         OUT = torch.save({name: tensor}) of every tensor of the safetensors IN
+ *                                        (an SD3.5/Flux.1 embedding's tables as a .pt dict)
  * Exit 1 with a message on stderr on failure, 2 on usage. */
 #include <glib.h>
 #include <stdio.h>
@@ -30,6 +32,28 @@ static int checkpoint_command(const char *model, const char *out)
     }
     sdt_pv_dict_set(a, root, "global_step", sdt_pv_new_int(a, 1));
     sdt_pv_dict_set(a, root, "state_dict", sd);
+    bool ok = sdt_torch_save(out, root, NULL, &error);
+    if (!ok) fprintf(stderr, "e2e_torch: %s\n", error.message);
+    sdt_pv_arena_free(a);
+    sdt_weights_close(w);
+    return ok ? 0 : 1;
+}
+
+static int tensor_dict_command(const char *in, const char *out)
+{
+    sdt_error error = {0};
+    sdt_weights *w = sdt_weights_open(in, &error);
+    if (!w) {
+        fprintf(stderr, "e2e_torch: %s\n", error.message);
+        return 1;
+    }
+    sdt_pv_arena *a = sdt_pv_arena_new();
+    sdt_pv *root = sdt_pv_new_dict(a, false);
+    for (size_t i = 0; i < sdt_weights_count(w); i++) {
+        const char *key = sdt_weights_key(w, i);
+        const sdt_tensor *t = sdt_weights_get(w, key);
+        sdt_pv_dict_set(a, root, key, sdt_pv_new_tensor(a, sdt_st_dtype_of(t->dtype), t->ndim, t->shape, t->data));
+    }
     bool ok = sdt_torch_save(out, root, NULL, &error);
     if (!ok) fprintf(stderr, "e2e_torch: %s\n", error.message);
     sdt_pv_arena_free(a);
@@ -71,6 +95,8 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "checkpoint") == 0) return checkpoint_command(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "a1111-embedding") == 0) return embedding_command(argv[2], argv[3]);
-    fprintf(stderr, "usage: e2e_torch checkpoint MODEL OUT | e2e_torch a1111-embedding IN.safetensors OUT\n");
+    if (argc == 4 && strcmp(argv[1], "tensor-dict") == 0) return tensor_dict_command(argv[2], argv[3]);
+    fprintf(stderr, "usage: e2e_torch checkpoint MODEL OUT | e2e_torch a1111-embedding IN.safetensors OUT | e2e_torch "
+                    "tensor-dict IN.safetensors OUT\n");
     return 2;
 }

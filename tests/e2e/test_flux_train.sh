@@ -9,8 +9,11 @@
 #    keys are the table's (t5xxl.adamw_m ...);
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
 #  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
-#  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files trains; --clip-g is refused by name;
-#  - generate renders with the trained embedding (and without it, a different image).
+#  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files, and a diffusers folder (with --vae),
+#    train the same tables as the all-in-one file, byte for byte; --clip-g is refused by name;
+#  - generate renders with the trained embedding (and without it, a different image);
+#  - the shipped Flux demo model (models/demo_flux, diffusers' transformer file alone with its part files) trains
+#    a step and its preview of "a red circle" is red.
 source "$(dirname "$0")/e2e_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
@@ -131,7 +134,34 @@ pcommon=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" --model 
          --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 --t5-max-length 64 --preview-every 0)
 run_host train "${pcommon[@]}" --embedding bfl/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir bfl/logs
 expect_rc 0 "train on the transformer-only file with its part files"
-cmp -s bfl/star.safetensors all/star.safetensors && fail "the part files' run is the all-in-one's 8 steps"
+# the same model as a diffusers folder (transformer/ in diffusers' names, text_encoder/ CLIP-L, text_encoder_2/ T5,
+# tokenizer_2/ T5's vocabulary; the VAE given as ae.safetensors) and as the all-in-one file: the same tables
+mkdir -p folder/f/transformer folder/f/text_encoder folder/f/text_encoder_2 folder/f/tokenizer_2 aio
+"$SDT_MAKE_CHECKPOINT" --config tiny-flux-dev --part transformer \
+    --out folder/f/transformer/diffusion_pytorch_model.safetensors >/dev/null || fail "the transformer alone"
+cp parts/clip_l.safetensors folder/f/text_encoder/model.safetensors
+cp parts/t5xxl.safetensors folder/f/text_encoder_2/model.safetensors
+cp models/t5_tokenizer/tokenizer.json folder/f/tokenizer_2/
+printf '%s' '{"_class_name": "FluxTransformer2DModel"}' >folder/f/transformer/config.json
+printf '%s' '{"_class_name": "FluxPipeline", "transformer": ["diffusers", "FluxTransformer2DModel"],'\
+' "text_encoder": ["transformers", "CLIPTextModel"], "text_encoder_2": ["transformers", "T5EncoderModel"]}' \
+    >folder/f/model_index.json
+cp fresh/star.safetensors folder/ && cp fresh/star.safetensors aio/
+fcommon=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" --width 64 --height 64 --device cpu
+         --seed "$SEED" --save-every 0 --t5-max-length 64 --preview-every 0 --max-steps 2 --learn-rate 0.05)
+run_host train "${fcommon[@]}" --model folder/f --vae parts/vae.safetensors --tokenizer models/tokenizer \
+    --embedding folder/star.safetensors --log-dir folder/logs
+expect_rc 0 "train on the diffusers folder"
+run_host train "${fcommon[@]}" --model models/flux.safetensors --embedding aio/star.safetensors --log-dir aio/logs
+expect_rc 0 "train 2 steps on the all-in-one file"
+for k in clip_l t5xxl; do
+    [ "$(table_bytes bfl/star.safetensors $k)" = "$(table_bytes aio/star.safetensors $k)" ] ||
+        fail "BFL's transformer with its part files trains another $k than the all-in-one file"
+    [ "$(table_bytes folder/star.safetensors $k)" = "$(table_bytes aio/star.safetensors $k)" ] ||
+        fail "the diffusers folder trains another $k than the all-in-one file"
+    [ "$(table_bytes aio/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+        fail "2 steps on the all-in-one file left $k unchanged"
+done
 mkdir -p clipg && cp fresh/star.safetensors clipg/
 run_host train "${pcommon[@]}" --embedding clipg/star.safetensors --max-steps 1 --log-dir clipg/logs \
     --clip-g parts/clip_g.safetensors
@@ -147,5 +177,33 @@ run_host generate --model models/flux.safetensors --prompt "a star cat" --width 
     --seed "$SEED" --steps 3 --out gen_plain.png
 expect_rc 0 "generate without the embedding"
 cmp -s gen_star.png gen_plain.png && fail "the embedding did not change the generated image"
+
+# the shipped Flux demo model (models/demo_flux: diffusers' transformer file alone, CLIP-L, T5 and ae part files,
+# trained with T5's sequence at 32) renders its world through sdtrain's Flux path: a preview of "a red circle"
+# (Flux's sigmas, the resolution shift, no cfg) is red
+DEMO_FLUX="$(cd "$(dirname "$0")/../../models/demo_flux" && pwd)"
+mkdir -p demo && printf '%s\n' '[name], [filewords]' >demo/template.txt
+run_host create-embedding --name star --vectors 1 --init-text "a star" --model "$DEMO_FLUX/transformer.safetensors" \
+    --clip-l "$DEMO_FLUX/clip_l.safetensors" --t5xxl "$DEMO_FLUX/t5xxl.safetensors" --tokenizer models/tokenizer \
+    --out demo
+expect_rc 0 "create an embedding for the Flux demo model"
+run_host train --dataset data --template demo/template.txt --model "$DEMO_FLUX/transformer.safetensors" \
+    --clip-l "$DEMO_FLUX/clip_l.safetensors" --t5xxl "$DEMO_FLUX/t5xxl.safetensors" --vae "$DEMO_FLUX/ae.safetensors" \
+    --tokenizer models/tokenizer --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 \
+    --embedding demo/star.safetensors --max-steps 1 --learn-rate 0.00001 --log-dir demo/logs --t5-max-length 32 \
+    --preview-every 1 --preview-prompt "a red circle, grey background" --preview-cfg 1 --preview-steps 30
+expect_rc 0 "a step and a preview on the Flux demo model"
+preview="$(run_folder demo/logs star)/images/star-1.png"
+expect_file "$preview" "the Flux demo model's preview"
+"$E2E_TOOL" png-crop "$preview" 0 0 64 64 >demo/preview.rgb || fail "reading the preview"
+python3 - demo/preview.rgb <<'PY' || fail "the Flux demo model's 'a red circle' is not red"
+import sys
+raw = open(sys.argv[1], "rb").read()
+px = [raw[i:i + 3] for i in range(0, len(raw), 3)]
+red = sum(1 for r, g, b in px if r > 128 and r > 2 * g and r > 2 * b) / len(px)
+other = sum(1 for r, g, b in px if (g > 128 and g > 2 * r) or (b > 128 and b > 2 * r)) / len(px)
+print("the preview's red pixels: %.3f, green or blue ones: %.3f" % (red, other))
+sys.exit(0 if red > 0.05 and other < 0.01 else 1)
+PY
 
 e2e_finish

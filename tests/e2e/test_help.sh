@@ -45,7 +45,7 @@ run_host inspect --help
 grep -qF -- "--json" "$OUT" || fail "sdt-host inspect --help does not list --json"
 
 # Every option's --help line says its default (or that it is required); train's come from the plugin.
-for cmd in demo create-embedding create-hypernetwork train inspect generate; do
+for cmd in demo create-embedding create-hypernetwork train inspect generate convert; do
     run_host $cmd --help
     undocumented=$(grep -E '^  --' "$OUT" | grep -viE 'default|required')
     [ -z "$undocumented" ] || fail "sdt-host $cmd --help: options without their default: $undocumented"

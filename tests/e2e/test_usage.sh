@@ -12,7 +12,7 @@ usage_case() { # WHAT TEXT -- ARGS...
 usage_case "unknown command" "frobnicate" -- frobnicate
 # A mistyped command or option: every command listed, the nearest suggested.
 usage_case "mistyped command" "unknown command 'trian' (did you mean 'train'?)" -- trian
-for cmd in demo create-embedding create-hypernetwork train inspect generate; do
+for cmd in demo create-embedding create-hypernetwork train inspect generate convert; do
     grep -qF -- "$cmd" "$ERR" || fail "the unknown-command sentence does not list $cmd"
 done
 usage_case "mistyped command after options" "did you mean 'train'?" -- --max-steps 4 trian

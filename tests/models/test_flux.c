@@ -8,6 +8,7 @@
 
 #include "flux.h"
 #include "flux_gen.h"
+#include "cond_grad_check.h"
 #include "model_test_util.h"
 #include "safetensors.h"
 #include "transformer_keys.h"
@@ -32,7 +33,7 @@ static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, 
     sdt_tensor td = mt_tensor((void *)c->dout, SDT_F32, 4, B, C, LH, LW);
     sdt_tensor tdc = mt_tensor(dctx, SDT_F32, 3, B, T, cfg->context_dim, 0);
     sdt_tensor tdp = mt_tensor(dpooled, SDT_F32, 2, B, cfg->pooled_dim, 0, 0);
-    flux_inputs in = {&tl, c->timesteps, c->guidance, &tc, &tp};
+    flux_inputs in = {&tl, c->timesteps, c->guidance, &tc, &tp, false};
     static flux_acts acts;
     sdt_arena measure, arena;
     sdt_error err = {0};
@@ -58,57 +59,14 @@ static double run_loss(const run_ctx *c, const float *ctx, const float *pooled, 
     return loss;
 }
 
-/* (L(x + h u) - L(x - h u)) / 2h against g . u for a random u over x (which is ctx or pooled). */
-static void directional(const run_ctx *c, sdt_test_rng *rng, float *ctx, float *pooled, float *x, const float *g, int n,
-                        const char *what)
+static double loss_of(const void *c, const float *ctx, const float *pooled, float *dctx, float *dpooled)
 {
-    const double h = 1e-2;
-    float *u = mt_alloc(sizeof(float) * n), *x0 = mt_alloc(sizeof(float) * n);
-    sdt_test_fill_normal(rng, u, n, 1.0);
-    memcpy(x0, x, sizeof(float) * n);
-    double an = 0, un = 0;
-    for (int i = 0; i < n; i++) an += (double)g[i] * u[i], un += fabs((double)g[i] * u[i]);
-    for (int i = 0; i < n; i++) x[i] = x0[i] + (float)h * u[i];
-    double lp = run_loss(c, ctx, pooled, NULL, NULL);
-    for (int i = 0; i < n; i++) x[i] = x0[i] - (float)h * u[i];
-    double lm = run_loss(c, ctx, pooled, NULL, NULL);
-    memcpy(x, x0, sizeof(float) * n);
-    double fd = (lp - lm) / (2 * h), rel = fabs(fd - an) / fmax(un, 1e-12);
-    printf("%s: directional analytic %.6g fd %.6g (rel %.3g)\n", what, an, fd, rel);
-    CHECK(rel < 2e-3, "%s: directional derivative %.6g differs from central differences %.6g", what, an, fd);
-    free(u), free(x0);
+    return run_loss(c, ctx, pooled, dctx, dpooled);
 }
 
 static void check_gradients(const run_ctx *c, sdt_test_rng *rng)
 {
-    const int nc = B * T * c->m->cfg.context_dim, np = B * c->m->cfg.pooled_dim;
-    float *ctx = mt_alloc(sizeof(float) * nc), *pooled = mt_alloc(sizeof(float) * np);
-    float *dctx = mt_alloc(sizeof(float) * nc), *dpooled = mt_alloc(sizeof(float) * np);
-    sdt_test_fill_normal(rng, ctx, nc, 1.0);
-    sdt_test_fill_normal(rng, pooled, np, 1.0);
-    run_loss(c, ctx, pooled, dctx, dpooled);
-    double gmax = 0, pmax = 0;
-    for (int i = 0; i < nc; i++) gmax = fmax(gmax, fabs(dctx[i]));
-    for (int i = 0; i < np; i++) pmax = fmax(pmax, fabs(dpooled[i]));
-    CHECK(gmax > 0 && pmax > 0, "a gradient is all zero (context %g, pooled %g)", gmax, pmax);
-    directional(c, rng, ctx, pooled, ctx, dctx, nc, "context");
-    directional(c, rng, ctx, pooled, pooled, dpooled, np, "pooled");
-    /* every context element */
-    const double h = 1e-2;
-    int bad = 0;
-    for (int i = 0; i < nc; i++) {
-        float keep = ctx[i];
-        ctx[i] = keep + (float)h;
-        double a = run_loss(c, ctx, pooled, NULL, NULL);
-        ctx[i] = keep - (float)h;
-        double b = run_loss(c, ctx, pooled, NULL, NULL);
-        ctx[i] = keep;
-        double e = (a - b) / (2 * h);
-        if (fabs(e - dctx[i]) > 5e-3 * gmax + 1e-5 && bad++ < 5)
-            printf("context element %d analytic %.6g fd %.6g\n", i, dctx[i], e);
-    }
-    CHECK(bad == 0, "%d of %d context-gradient elements differ from central differences", bad, nc);
-    free(ctx), free(pooled), free(dctx), free(dpooled);
+    cond_grad_check(loss_of, c, rng, B * T * c->m->cfg.context_dim, B * c->m->cfg.pooled_dim);
 }
 
 static void check_refusals(const sdt_weights *w, const flux_config *cfg, void (*bfl_check)(const flux_model *, void *),
@@ -211,7 +169,7 @@ static void check_model(sdt_backend *be, sdt_test_rng *rng, const flux_config *c
     float ctx[T * 24] = {0}, pooled[12] = {0};
     sdt_tensor tl = mt_tensor(latent, SDT_F32, 4, 1, C, 3, 4), tc = mt_tensor(ctx, SDT_F32, 3, 1, T, 24, 0),
                tp = mt_tensor(pooled, SDT_F32, 2, 1, 12, 0, 0);
-    flux_inputs in = {&tl, ts, gs, &tc, &tp};
+    flux_inputs in = {&tl, ts, gs, &tc, &tp, false};
     static flux_acts acts;
     sdt_arena measure;
     sdt_arena_init_measure(&measure, be);

@@ -21,36 +21,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity_cli import RawFiles, cli_args, finish, rel_err, torch_or_skip  # noqa: E402
+from parity_cli import RawFiles, cli_args, finish, torch_or_skip  # noqa: E402
 
 torch = torch_or_skip("flux_parity")
 import torch.nn.functional as F  # noqa: E402
+from dit_reference import gelu_tanh, layer_norm, lin, rms_norm, run_and_compare, timestep_embedding  # noqa: E402
 from st_codec import st_read  # noqa: E402
-
-
-def lin(W, name, x):
-    return x @ W[name + ".weight"].T + W[name + ".bias"]
-
-
-def timestep_embedding(t, dim=256):
-    """diffusers get_timestep_embedding(flip_sin_to_cos=True, downscale_freq_shift=0)."""
-    half = dim // 2
-    exponent = -math.log(10000) * torch.arange(half, dtype=torch.float64) / half
-    emb = t[:, None].to(torch.float64) * torch.exp(exponent)[None, :]
-    emb = torch.cat([torch.sin(emb), torch.cos(emb)], dim=-1)
-    return torch.cat([emb[:, half:], emb[:, :half]], dim=-1)
-
-
-def gelu_tanh(x):
-    return F.gelu(x, approximate="tanh")
-
-
-def layer_norm(x):
-    return F.layer_norm(x, (x.shape[-1],), eps=1e-6)
-
-
-def rms_norm(x, w, eps=1e-6):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
 def rope_tables(ids, axes, theta=10000.0):
@@ -154,13 +130,8 @@ def main():
     args = cli_args()
     failures = 0
     with RawFiles.temporary() as files:
-        path, write, read = files.path, files.write, files.read64
-
-        def f32(t):
-            return t.to(torch.float32).to(torch.float64)
-
         for schnell in (False, True):
-            ckpt = path(f"flux{schnell}.safetensors")
+            ckpt = files.path(f"flux{schnell}.safetensors")
             subprocess.run([args.cli, "gen", "--out", ckpt, "--seed", str(args.seed)]
                            + (["--schnell"] if schnell else []), check=True)
             W = {k: v.to(torch.float64) for k, v in st_read(ckpt).items()}
@@ -176,22 +147,10 @@ def main():
                 ctx = torch.randn(B, T, CD, dtype=torch.float64)
                 pooled = torch.randn(B, PD, dtype=torch.float64)
                 G = torch.randn(B, C, h, w, dtype=torch.float64)
-                cmd = [args.cli, "run", "--ckpt", ckpt, "--batch", str(B), "--height", str(h), "--width", str(w),
-                       "--ctx-tokens", str(T), "--latent", write("lat", latent), "--timesteps", write("ts", ts),
-                       "--guidance", write("gs", gs),
-                       "--context", write("ctx", ctx), "--pooled", write("pool", pooled), "--dout", write("dout", G),
-                       "--out", path("out"), "--dcontext", path("dctx"), "--dpooled", path("dpool")]
-                subprocess.run(cmd, check=True)
-                c_out, c_dctx, c_dpool = read("out", (B, C, h, w)), read("dctx", (B, T, CD)), read("dpool", (B, PD))
-                ctx_ref, pool_ref = f32(ctx).requires_grad_(True), f32(pooled).requires_grad_(True)
-                out = flux_forward(W, f32(latent), f32(ts), f32(gs), ctx_ref, pool_ref, heads, axes)
-                (out * f32(G)).sum().backward()
-                ef, ec = rel_err(c_out, out.detach()), rel_err(c_dctx, ctx_ref.grad)
-                ep = rel_err(c_dpool, pool_ref.grad)
-                ok = ef <= 1e-5 and ec <= 2e-5 and ep <= 2e-5
-                failures += not ok
-                print(f"{'schnell' if schnell else 'dev'} B {B} latent {h}x{w} T {T}: forward rel err {ef:.3g}, "
-                      f"d(context) {ec:.3g}, d(pooled) {ep:.3g} {'ok' if ok else 'FAIL'}")
+                forward = lambda *x: flux_forward(W, *x, heads, axes)  # noqa: E731
+                label = f"{'schnell' if schnell else 'dev'} B {B} latent {h}x{w} T {T}"
+                failures += not run_and_compare(args.cli, files, ckpt, latent, ts, ctx, pooled, G, forward, label,
+                                                guidance=gs)
     return finish("flux_parity", failures)
 
 

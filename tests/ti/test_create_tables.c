@@ -3,7 +3,9 @@
  * CLIP-L and T5 files (T5 in BF16). Each table's vector i is the token embedding row of token floor(i n / N) of
  * the init text through that encoder's own tokenizer (the built-in CLIP BPE; T5's SentencePiece from
  * t5_tokenizer/ beside the model); the file holds clip_l / clip_g / t5xxl. A missing encoder names the option
- * and the spec's field; no T5 tokenizer is a sentence; an empty init text gives zeros; encoder files for a UNet
+ * and the spec's field; encoders that do not meet the transformer (a T5 of another width, a CLIP-L not Flux's pooled
+ * input, a file as wide as the released CLIP-G, SD3's CLIPs swapped or one for both) are refused naming the file and
+ * the field, no file written; no T5 tokenizer is a sentence; an empty init text gives zeros; encoder files for a UNet
  * checkpoint are refused. */
 #include <glib/gstdio.h>
 #include <string.h>
@@ -187,10 +189,17 @@ int main(void)
                &l);
     make_table(&rng, "clip_g.safetensors", "text_model.embeddings.token_embedding.weight", CLIP_VOCAB, 6, SDT_ST_F32,
                &g);
-    make_table(&rng, "t5.safetensors", "shared.weight", T5_VOCAB, 10, SDT_ST_F32, &t5);
-    make_table(&rng, "t5xxl_bf16.safetensors", "shared.weight", T5_VOCAB, 12, SDT_ST_BF16, &t5_bf16);
-    make_table(&rng, "flux_clip_l.safetensors", "text_model.embeddings.token_embedding.weight", CLIP_VOCAB, 5,
+    /* T5 as wide as the tiny transformers' context (24), Flux's CLIP-L as its pooled input (12) */
+    make_table(&rng, "t5.safetensors", "shared.weight", T5_VOCAB, 24, SDT_ST_F32, &t5);
+    make_table(&rng, "t5xxl_bf16.safetensors", "shared.weight", T5_VOCAB, 24, SDT_ST_BF16, &t5_bf16);
+    make_table(&rng, "flux_clip_l.safetensors", "text_model.embeddings.token_embedding.weight", CLIP_VOCAB, 12,
                SDT_ST_F32, &l_flux);
+    /* files of the wrong encoder: a T5 of another width, and (rows enough for an empty init text) a table as wide
+     * as the released CLIP-G */
+    token_table t5_narrow, released_g;
+    make_table(&rng, "t5_narrow.safetensors", "shared.weight", T5_VOCAB, 10, SDT_ST_F32, &t5_narrow);
+    make_table(&rng, "clip_g_1280.safetensors", "text_model.embeddings.token_embedding.weight", 4, 1280, SDT_ST_F32,
+               &released_g);
 
     { /* SAI's all-in-one SD3.5 file with every encoder inside */
         char *model = make_model("sd35", "sd35.safetensors", false, &l, &g, &t5);
@@ -198,7 +207,7 @@ int main(void)
         sdt_embedding e;
         CHECK(create(&spec, &e, &error), "SD3.5 all-in-one: %s", error.message);
         if (error.code == SDT_ERR_OK) {
-            CHECK(e.n_vectors == 3 && e.dim == 4 + 6 + 10 && !strcmp(sdt_embedding_family(&e), "sd3") && e.init_text &&
+            CHECK(e.n_vectors == 3 && e.dim == 4 + 6 + 24 && !strcmp(sdt_embedding_family(&e), "sd3") && e.init_text &&
                       !strcmp(e.init_text, text),
                   "SD3.5: %d x %d, family %s", e.n_vectors, e.dim, sdt_embedding_family(&e));
             expect_rows(&e, 0, &l, clip_ids, n_clip, "SD3.5");
@@ -210,7 +219,7 @@ int main(void)
         sdt_embedding_spec zero = spec_for("sd35-zero", model, "");
         CHECK(create(&zero, &e, &error), "SD3.5 zeros: %s", error.message);
         if (error.code == SDT_ERR_OK) {
-            bool zeros = e.dim == 20;
+            bool zeros = e.dim == 34;
             for (int i = 0; zeros && i < e.n_vectors * e.dim; i++) zeros = e.vectors[i] == 0.0f;
             CHECK(zeros, "an empty init text did not give zero tables");
             sdt_embedding_free(&e);
@@ -233,6 +242,20 @@ int main(void)
             expect_rows(&e, 2, &t5_bf16, t5_ids, n_t5, "SD3.5 + --t5xxl (BF16)");
             sdt_embedding_free(&e);
         }
+        /* CLIP-L and CLIP-G swapped, or one given for both: the widths add up either way, so the order is checked */
+        spec = spec_for("swapped", model, text);
+        spec.t5xxl_path = t5_bf16.path;
+        spec.clip_l_path = g.path;
+        spec.clip_g_path = l.path;
+        error = (sdt_error){0};
+        CHECK(!create(&spec, &e, &error) && error.code == SDT_ERR_VALIDATION && strstr(error.message, "swapped") &&
+                  strstr(error.message, "spec.clip_l_path") && strstr(error.message, "spec.clip_g_path"),
+              "swapped CLIPs: %s", error.message);
+        printf("  %s\n", error.message);
+        spec.clip_g_path = g.path;
+        error = (sdt_error){0};
+        CHECK(!create(&spec, &e, &error) && error.code == SDT_ERR_VALIDATION && strstr(error.message, "for both"),
+              "CLIP-G given for both: %s", error.message);
         g_free(model);
     }
     { /* Flux: BFL's transformer-only file, CLIP-L and T5 from their own files */
@@ -248,7 +271,7 @@ int main(void)
         error = (sdt_error){0};
         CHECK(create(&spec, &e, &error), "Flux: %s", error.message);
         if (error.code == SDT_ERR_OK) {
-            CHECK(e.dim == 5 + 12 && e.encoder_dims[1] == 0 && !strcmp(sdt_embedding_family(&e), "flux"),
+            CHECK(e.dim == 12 + 24 && e.encoder_dims[1] == 0 && !strcmp(sdt_embedding_family(&e), "flux"),
                   "Flux: width %d, family %s", e.dim, sdt_embedding_family(&e));
             expect_rows(&e, 0, &l_flux, clip_ids, n_clip, "Flux");
             expect_rows(&e, 2, &t5_bf16, t5_ids, n_t5, "Flux");
@@ -260,6 +283,34 @@ int main(void)
         error = (sdt_error){0};
         CHECK(!create(&spec, &e, &error) && strstr(error.message, "--clip-l FILE"), "a T5 file as --clip-l: %s",
               error.message);
+        /* encoders that do not meet the transformer: refused before a file is written */
+        spec.name = "mismatch";
+        spec.clip_l_path = l.path; /* 4 wide: SD3's tiny CLIP-L, not this Flux's pooled input of 12 */
+        error = (sdt_error){0};
+        CHECK(!create(&spec, &e, &error) && error.code == SDT_ERR_VALIDATION && strstr(error.message, l.path) &&
+                  strstr(error.message, "pooled") && strstr(error.message, "spec.clip_l_path"),
+              "a CLIP-L of another width for Flux: %s", error.message);
+        printf("  %s\n", error.message);
+        spec.clip_l_path = l_flux.path;
+        spec.t5xxl_path = t5_narrow.path;
+        error = (sdt_error){0};
+        CHECK(!create(&spec, &e, &error) && error.code == SDT_ERR_VALIDATION && strstr(error.message, t5_narrow.path) &&
+                  strstr(error.message, "context 24") && strstr(error.message, "spec.t5xxl_path"),
+              "a T5 of another width: %s", error.message);
+        printf("  %s\n", error.message);
+        spec.t5xxl_path = t5_bf16.path;
+        spec.clip_l_path = released_g.path;
+        spec.init_text = "";
+        error = (sdt_error){0};
+        CHECK(!create(&spec, &e, &error) && error.code == SDT_ERR_VALIDATION &&
+                  strstr(error.message, released_g.path) && strstr(error.message, "1280 wide, the width of CLIP-G"),
+              "CLIP-G's file as CLIP-L: %s", error.message);
+        printf("  %s\n", error.message);
+        char *mismatch = tmp_path("mismatch.safetensors");
+        CHECK(!g_file_test(mismatch, G_FILE_TEST_EXISTS), "a refused create wrote %s", mismatch);
+        g_free(mismatch);
+        spec.init_text = text;
+        spec.name = "wrong";
         /* no T5 tokenizer anywhere */
         char *tok = g_build_filename(tmp_dir, "flux", "t5_tokenizer", "tokenizer.json", NULL);
         char *tok_dir = g_path_get_dirname(tok);
@@ -299,6 +350,8 @@ int main(void)
     free_table(&t5);
     free_table(&t5_bf16);
     free_table(&l_flux);
+    free_table(&t5_narrow);
+    free_table(&released_g);
     test_rmtree(tmp_dir);
     g_free(tmp_dir);
     return sdt_test_finish("test_create_tables");

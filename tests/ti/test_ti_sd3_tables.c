@@ -1,7 +1,8 @@
 /* test_ti_sd3_tables.c - an SD3.5 embedding against the model it trains or generates with
  * (ti_embedding_check_model): a table per encoder (encoder_dims clip_l, clip_g, t5xxl, table-major) fits a tiny
  * SD3.5 model whose encoders are that wide; a table of another width is refused naming the table, both widths and
- * the file; a one-table (SD 1.x/SDXL) embedding on the SD3.5 model and an SD3.5 embedding on an SD 1.x model are
+ * the file; a missing table (a Flux.1 embedding on SD3.5) or one the model has no encoder for is named as such; a
+ * one-table (SD 1.x/SDXL) embedding on the SD3.5 model and an SD3.5 embedding on an SD 1.x model are
  * refused naming the families; the UNet families' checks are unchanged. */
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -57,6 +58,22 @@ int main(void)
         table_embedding(&e, 768, 48, 96);
         CHECK(!ti_embedding_check_model(&e, &rt3, "l.safetensors", &err) && strstr(err.message, "clip_l table"),
               "a CLIP-L table of another width: \"%s\"", err.message);
+        sdt_embedding_free(&e);
+        /* a Flux.1 embedding (no clip_g) on the SD3.5 model: the missing table by name, not as a [2, 0] shape */
+        table_embedding(&e, 32, 0, 96);
+        CHECK(!ti_embedding_check_model(&e, &rt3, "flux.safetensors", &err) && err.code == SDT_ERR_VALIDATION &&
+                  strstr(err.message, "flux.safetensors") && strstr(err.message, "has no clip_g table") &&
+                  strstr(err.message, "a Flux.1 embedding") && !strstr(err.message, "[2, 0]"),
+              "a Flux.1 embedding on the SD3.5 model: \"%s\"", err.message);
+        sdt_embedding_free(&e);
+        /* a table the model has no encoder for (an SD3.5 embedding on a model without CLIP-G) */
+        sd_runtime no_g = rt3;
+        no_g.cfg.clip2.width = 0;
+        table_embedding(&e, 32, 48, 96);
+        CHECK(!ti_embedding_check_model(&e, &no_g, "sd35.safetensors", &err) && err.code == SDT_ERR_VALIDATION &&
+                  strstr(err.message, "has a clip_g table") && strstr(err.message, "an SD3.5 embedding") &&
+                  strstr(err.message, "no clip_g encoder"),
+              "an SD3.5 embedding on a model without CLIP-G: \"%s\"", err.message);
         sdt_embedding_free(&e);
         CHECK(sdt_embedding_init(&e, "sks", 2, rt1.cfg.clip.width, &err), "%s", err.message);
         CHECK(ti_embedding_check_model(&e, &rt1, "one.safetensors", &err), "an SD 1.x embedding on its model: %s",

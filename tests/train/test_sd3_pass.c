@@ -7,6 +7,7 @@
  *   - trained tables only: a pass training CLIP-L alone leaves clip_g's and t5xxl's gradients untouched, one
  *     training T5 alone CLIP's;
  *   - plain gradient descent on the rows lowers the loss on a fixed batch;
+ *   - gradient checkpointing in the MMDiT gives the same loss and row gradients, bit for bit;
  *   - a pass without rows runs forward only. */
 #include <glib.h>
 #include <math.h>
@@ -15,9 +16,8 @@
 #include "../models/model_test_util.h"
 #include "sd3_gen.h"
 #include "sdtrain.h"
+#include "pass_check.h"
 #include "train/prompt.h"
-#include "train/sd_pass.h"
-#include "train/work_arena.h"
 
 #define B 2
 #define NV 2 /* embedding vectors */
@@ -51,11 +51,7 @@ static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
         }
         p->ts[b] = (float)(300 + 400 * b); /* 1000 t */
     }
-    int64_t numel = (int64_t)B * c * h * w;
-    p->noisy = mt_alloc((size_t)numel * sizeof(float));
-    p->target = mt_alloc((size_t)numel * sizeof(float));
-    for (int64_t i = 0; i < numel; i++)
-        p->noisy[i] = (float)sdt_test_normal(rng), p->target[i] = (float)sdt_test_normal(rng);
+    pass_check_latents(rng, (int64_t)B * c * h * w, &p->noisy, &p->target);
 }
 
 static sdt_pass_inputs inputs_of(problem *p)
@@ -74,24 +70,44 @@ static sdt_pass_inputs inputs_of(problem *p)
     return in;
 }
 
-/* The pass's loss at rows (host, table-major, NV x width values); with grad, its gradient too (tables: which). */
+/* The pass's loss at rows (host, table-major, NV x width values); with grad, its gradient too (tables: which),
+ * the MMDiT checkpointed or not; *bytes the measured arena. */
+static bool pass_loss_with(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, uint32_t tables,
+                           bool checkpointing, float *grad, double *loss, size_t *bytes, sdt_error *error)
+{
+    sdt_pass_inputs in = inputs_of(p);
+    sdt_pass_options po = {.clip_skip = 0, .checkpointing = checkpointing};
+    return pass_check_loss_with(rt, wa, &in, &po, NV, rows, width, tables, grad, loss, bytes, error);
+}
+
 static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, uint32_t tables,
                       float *grad, double *loss, sdt_error *error)
 {
-    sdt_backend *be = rt->be;
-    int64_t shape[2] = {NV, width};
-    float *g = mt_alloc((size_t)NV * width * sizeof(float));
-    sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape),
-               dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-    sdt_pass_options po = {.clip_skip = 0};
-    sdt_pass_trainables tr = {.rows = &r, .drows = grad ? &dr : NULL, .tables = tables};
-    sdt_pass_inputs in = inputs_of(p);
     size_t bytes;
-    bool ok = sdt_pass_measure(rt, &po, &p->shape, &tr, &bytes, error) && work_arena_reserve(wa, be, bytes, error) &&
-              sdt_pass_run(rt, wa, &po, &in, &tr, 1.0f, grad != NULL, loss, error);
-    if (ok && grad) memcpy(grad, g, (size_t)NV * width * sizeof(float));
-    free(g);
-    return ok;
+    return pass_loss_with(rt, wa, p, rows, width, tables, false, grad, loss, &bytes, error);
+}
+
+/* Gradient checkpointing in the MMDiT recomputes each block with the same ops: the loss and every table's row
+ * gradient are the same bits, on an arena measured for it. */
+static void check_checkpointing(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, problem *p)
+{
+    const int width = rt->cfg.clip.width + rt->cfg.clip2.width + rt->cfg.t5.d_model, n = NV * width;
+    float *rows = mt_alloc((size_t)n * sizeof(float)), *g0 = mt_alloc((size_t)n * sizeof(float)),
+          *g1 = mt_alloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) rows[i] = (float)(0.5 * sdt_test_normal(rng));
+    double l0 = 0, l1 = 0;
+    size_t b0 = 0, b1 = 0;
+    sdt_error error = {0};
+    bool ok = pass_loss_with(rt, wa, p, rows, width, 0, false, g0, &l0, &b0, &error) &&
+              pass_loss_with(rt, wa, p, rows, width, 0, true, g1, &l1, &b1, &error);
+    CHECK(ok, "the SD3 pass with checkpointing: %s", error.message);
+    double gmax = 0;
+    for (int i = 0; i < n; i++) gmax = fmax(gmax, fabs(g0[i]));
+    CHECK(ok && gmax > 0 && l0 == l1 && !memcmp(g0, g1, (size_t)n * sizeof(float)),
+          "checkpointing changed the loss (%.9g vs %.9g) or the rows' gradient", l0, l1);
+    printf("checkpointing: the same loss and row gradients; the pass measured %zu bytes plain, %zu checkpointed\n", b0,
+           b1);
+    free(rows), free(g0), free(g1);
 }
 
 static const char *const table_name[3] = {"clip_l", "clip_g", "t5xxl"};
@@ -120,24 +136,12 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
     for (int k = 0; k < 3; k++) {
         int from, count;
         table_span(w, k, &from, &count);
-        double analytic = 0, norm = 0;
-        for (int i = 0; i < NV * width; i++) {
+        for (int i = 0; i < NV * width; i++)
             dir[i] = i >= from && i < from + count ? (float)sdt_test_normal(rng) : 0.0f;
-            analytic += (double)dir[i] * grad[i];
-            norm += (double)dir[i] * dir[i];
-        }
-        double h = 2e-3 / sqrt(norm), l[2];
-        for (int s = 0; s < 2; s++) {
-            for (int i = 0; i < NV * width; i++) moved[i] = rows[i] + (float)((s ? -h : h) * dir[i]);
-            if (!pass_loss(rt, wa, p, moved, width, 0, NULL, &l[s], &error))
-                CHECK(false, "the SD3 pass: %s", error.message);
-        }
-        double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(fabs(fd), 1e-9);
-        printf("%s table: d(loss) along a random direction: analytic %.6g, central differences %.6g (rel %.3g)\n",
-               table_name[k], analytic, fd, rel);
-        CHECK(fabs(analytic) > 1e-7, "the %s table gets no gradient (%g)", table_name[k], analytic);
-        CHECK(rel <= 4e-2, "the %s table's gradient disagrees with central differences: %.6g vs %.6g", table_name[k],
-              analytic, fd);
+        char part[32];
+        snprintf(part, sizeof part, "%s table", table_name[k]);
+        sdt_pass_inputs in = inputs_of(p);
+        pass_check_direction(rt, wa, &in, NV, rows, width, grad, dir, moved, part, "SD3");
     }
     /* one table trains: the others' gradients stay as they were (zero here) */
     const uint32_t alone[2] = {SDT_ENCODER_CLIP_L, SDT_ENCODER_T5XXL};
@@ -162,15 +166,9 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
         free(g1);
     }
     /* no rows: forward only */
-    sdt_pass_trainables none = {0};
     sdt_pass_inputs in = inputs_of(p);
     in.n_overrides = 0, in.n_t5_overrides = 0;
-    size_t bytes;
-    sdt_pass_options po = {.clip_skip = 0};
-    CHECK(sdt_pass_measure(rt, &po, &p->shape, &none, &bytes, &error) &&
-              work_arena_reserve(wa, rt->be, bytes, &error) &&
-              sdt_pass_run(rt, wa, &po, &in, &none, 1.0f, true, &loss, &error) && isfinite(loss),
-          "a pass without rows: %s", error.message);
+    pass_check_without_rows(rt, wa, &in);
     free(rows), free(grad), free(moved), free(dir);
 }
 
@@ -218,6 +216,7 @@ int main(void)
         work_arena wa = {0};
         check_gradient(&rng, &rt, &wa, &p);
         check_descent(&rng, &rt, &wa, &p);
+        check_checkpointing(&rng, &rt, &wa, &p);
         work_arena_release(&wa);
         free(p.noisy), free(p.target);
         sd_runtime_close(&rt);

@@ -12,10 +12,9 @@
 #include <string.h>
 
 #include "../models/model_test_util.h"
+#include "pass_check.h"
 #include "train/prompt.h"
 #include "train/sd_cond.h"
-#include "train/sd_pass.h"
-#include "train/work_arena.h"
 
 #define B 2
 #define NV 2 /* embedding vectors */
@@ -45,11 +44,7 @@ static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
         p->ts[b] = (float)(100 + 700 * b);
         p->sizes[b] = (sdt_sdxl_sizes){1024 + 64 * b, 768, 16 * b, 0, 32, 32};
     }
-    int64_t numel = (int64_t)B * c * h * w;
-    p->noisy = mt_alloc((size_t)numel * sizeof(float));
-    p->target = mt_alloc((size_t)numel * sizeof(float));
-    for (int64_t i = 0; i < numel; i++)
-        p->noisy[i] = (float)sdt_test_normal(rng), p->target[i] = (float)sdt_test_normal(rng);
+    pass_check_latents(rng, (int64_t)B * c * h * w, &p->noisy, &p->target);
 }
 
 static sdt_pass_inputs inputs_of(problem *p)
@@ -66,26 +61,6 @@ static sdt_pass_inputs inputs_of(problem *p)
     return in;
 }
 
-/* The pass's loss at rows (host [NV, width]); with grad, its gradient too. */
-static bool pass_loss(sd_runtime *rt, work_arena *wa, problem *p, const float *rows, int width, float *grad,
-                      double *loss, sdt_error *error)
-{
-    sdt_backend *be = rt->be;
-    int64_t shape[2] = {NV, width};
-    float *g = mt_alloc((size_t)NV * width * sizeof(float));
-    sdt_tensor r = sdt_tensor_make((void *)rows, SDT_F32, SDT_DEVICE_CPU, 2, shape),
-               dr = sdt_tensor_make(g, SDT_F32, SDT_DEVICE_CPU, 2, shape);
-    sdt_pass_options po = {.clip_skip = 0};
-    sdt_pass_trainables tr = {.rows = &r, .drows = grad ? &dr : NULL};
-    sdt_pass_inputs in = inputs_of(p);
-    size_t bytes;
-    bool ok = sdt_pass_measure(rt, &po, &p->shape, &tr, &bytes, error) && work_arena_reserve(wa, be, bytes, error) &&
-              sdt_pass_run(rt, wa, &po, &in, &tr, 1.0f, grad != NULL, loss, error);
-    if (ok && grad) memcpy(grad, g, (size_t)NV * width * sizeof(float));
-    free(g);
-    return ok;
-}
-
 static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, problem *p)
 {
     int wl = rt->cfg.clip.width, wg = rt->cfg.clip2.width, width = wl + wg;
@@ -93,7 +68,8 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
     for (int i = 0; i < NV * width; i++) rows[i] = (float)(0.5 * sdt_test_normal(rng));
     sdt_error error = {0};
     double loss;
-    if (!pass_loss(rt, wa, p, rows, width, grad, &loss, &error)) {
+    sdt_pass_inputs in = inputs_of(p);
+    if (!pass_check_loss(rt, wa, &in, NV, rows, width, 0, grad, &loss, &error)) {
         CHECK(false, "the SDXL pass: %s", error.message);
         return;
     }
@@ -102,39 +78,17 @@ static void check_gradient(sdt_test_rng *rng, sd_runtime *rt, work_arena *wa, pr
     float *moved = mt_alloc((size_t)NV * width * sizeof(float)), *dir = mt_alloc((size_t)NV * width * sizeof(float));
     for (int k = 0; k < 2; k++) {
         int from = k ? wl : 0, to = k ? width : wl;
-        double analytic = 0, norm = 0;
         for (int i = 0; i < NV * width; i++) {
             int col = i % width;
             dir[i] = col >= from && col < to ? (float)sdt_test_normal(rng) : 0.0f;
-            analytic += (double)dir[i] * grad[i];
-            norm += (double)dir[i] * dir[i];
         }
-        double h = 2e-3 / sqrt(norm), l[2]; /* larger steps leave the linear range of this random model */
-        for (int s = 0; s < 2; s++) {
-            for (int i = 0; i < NV * width; i++) moved[i] = rows[i] + (float)((s ? -h : h) * dir[i]);
-            if (!pass_loss(rt, wa, p, moved, width, NULL, &l[s], &error))
-                CHECK(false, "the SDXL pass: %s", error.message);
-        }
-        double fd = (l[0] - l[1]) / (2 * h), rel = fabs(fd - analytic) / fmax(fabs(fd), 1e-9);
-        printf("%s rows: d(loss) along a random direction: analytic %.6g, central differences %.6g (rel %.3g)\n",
-               half[k], analytic, fd, rel);
-        CHECK(fabs(analytic) > 1e-7, "the %s half gets no gradient (%g)", half[k], analytic);
-        /* Central differences of an f32 pass carry its rounding: with OpenBLAS's Haswell and Zen kernels
-         * (OPENBLAS_CORETYPE) they land up to 2.3e-2 off the analytic value, 0.7e-2 with SkylakeX's;
-         * a wrong gradient (a missing half, a transposed block) is off by far more. */
-        CHECK(rel <= 4e-2, "the %s rows' gradient disagrees with central differences: %.6g vs %.6g", half[k], analytic,
-              fd);
+        char part[32];
+        snprintf(part, sizeof part, "%s half", half[k]);
+        pass_check_direction(rt, wa, &in, NV, rows, width, grad, dir, moved, part, "SDXL");
     }
     /* a hypernetwork-only pass: no rows, no text backward */
-    sdt_pass_trainables none = {0};
-    sdt_pass_inputs in = inputs_of(p);
     in.n_overrides = 0;
-    size_t bytes;
-    sdt_pass_options po = {.clip_skip = 0};
-    CHECK(sdt_pass_measure(rt, &po, &p->shape, &none, &bytes, &error) &&
-              work_arena_reserve(wa, rt->be, bytes, &error) &&
-              sdt_pass_run(rt, wa, &po, &in, &none, 1.0f, true, &loss, &error) && isfinite(loss),
-          "a pass without rows: %s", error.message);
+    pass_check_without_rows(rt, wa, &in);
     free(rows), free(grad), free(moved), free(dir);
 }
 

@@ -24,18 +24,13 @@
  * one-device path; with a second GPU, devices {1, 0} trains within 1e-4 of one GPU with the global
  * batch (NCCL's sum runs in another order than the kernels' batch sum) and the calling thread's
  * CUDA device is its own again after prepare and run (rank 0 worked on GPU 1). */
-#include <dirent.h>
 #include <dlfcn.h>
 #include <stdatomic.h>
 
-#include "thread_comm.h"
-#include "hn_fixture.h"
+#include "rank_fixture.h"
 
 #define STEPS 3
-#define MAX_RANKS 4
-
-static sdt_comm *g_comms[MAX_RANKS];
-static int g_world;
+#define MAX_RANKS RANK_FX_MAX_RANKS
 static uint32_t g_device = SDT_DEVICE_CHOICE_CPU;
 static const char *g_plugin_path; /* argv[1]: the CUDA module lies beside it */
 
@@ -55,12 +50,6 @@ static int thread_cuda_device(void)
     int device = symbol ? query(-2) : -2; /* below -1: a question only */
     dlclose(module);
     return device;
-}
-
-__attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
-sdt_comm *sdt_test_comm_provider(int rank, int world_size)
-{
-    return world_size == g_world && rank >= 0 && rank < g_world ? g_comms[rank] : NULL;
 }
 
 typedef struct run {
@@ -126,36 +115,12 @@ static void *run_main(void *p)
     }
     static _Thread_local char template_path[FX_PATH];
     sdt_train_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    r->tr->train_options_defaults(&o);
-    fx_path(template_path, r->env->templates_dir, "subject_filewords.txt");
-    o.model_path = r->env->model;
-    o.dataset_dir = r->env->dataset;
-    o.template_file = template_path;
-    o.log_dir = r->log;
-    o.width = o.height = 64;
+    rank_fx_options(r->env, r->tr, &o, template_path, r->log, r->steps, r->batch, r->world, r->rank, r->resume);
     o.device = g_device;
-    o.cpu_threads = 1;
-    o.max_steps = r->steps;
-    o.save_every = 0;
-    o.preview_every = 0;
-    o.write_csv_every = 1;
-    o.seed = 1234;
-    o.deterministic = true;
-    o.batch_size = (uint32_t)r->batch;
-    o.world_size = r->world;
-    o.rank = r->rank;
     o.devices = r->device_count ? r->devices : NULL;
     o.device_count = r->device_count;
-    o.comm_timeout_seconds = 60;
-    o.resume_state_path = r->resume;
     sdt_embedding_part e;
-    memset(&e, 0, sizeof e);
-    e.struct_size = sizeof e;
-    r->tr->embedding_part_defaults(&e);
-    e.embedding_path = r->emb;
-    e.save_image_with_embedding = false;
+    rank_fx_embedding_part(r->tr, &e, r->emb);
     sdt_trainer_config config = {.struct_size = sizeof config, .options = &o, .embedding = &e};
     sdt_prepare_info info;
     memset(&info, 0, sizeof info);
@@ -182,64 +147,24 @@ static void setup(const trainer_env *env, const sdt_trainer_factory *tr, run *r,
     r->env = env, r->tr = tr, r->batch = batch, r->device_count = device_count;
     for (int i = 0; i < device_count; i++) r->devices[i] = i;
     r->steps = STEPS;
-    char dir[FX_PATH], name[64];
-    snprintf(name, sizeof name, "%s", tag);
-    fx_subdir(env, dir, name);
-    fx_path(r->emb, dir, "twin.safetensors");
-    CHECK(fx_copy_file(src, r->emb), "copy %s", src);
-    snprintf(name, sizeof name, "%s/log", tag);
-    fx_subdir(env, r->log, name);
+    rank_fx_dirs(env, tag, src, r->emb, r->log);
 }
 
 /* Runs the trainers (each on its own thread) over a job of world ranks as threads; fail_rank >= 0
  * fails at its collective fail_call. */
 static void run_job(run **runs, int n, int world, int fail_rank, int fail_call)
 {
-    thread_comm_world *w = world > 0 ? thread_comm_world_new(world, 60000, g_comms) : NULL;
-    CHECK(world == 0 || w != NULL, "thread_comm_world_new");
-    g_world = world;
-    if (w && fail_rank >= 0) thread_comm_world_fail_at(w, fail_rank, fail_call, "injected failure");
-    pthread_t threads[MAX_RANKS];
-    for (int i = 0; i < n; i++) CHECK(pthread_create(&threads[i], NULL, run_main, runs[i]) == 0, "thread");
-    for (int i = 0; i < n; i++) pthread_join(threads[i], NULL);
-    g_world = 0;
-    thread_comm_world_free(w);
+    void *args[MAX_RANKS];
+    for (int i = 0; i < n; i++) args[i] = runs[i];
+    rank_fx_run_threads(run_main, args, n, world, fail_rank, fail_call);
 }
 
 static double max_abs_diff(const char *a, const char *b)
 {
-    int64_t na, nb;
-    float *x = fx_read_tensor(a, "emb_params", &na), *y = fx_read_tensor(b, "emb_params", &nb);
-    double worst = (x && y && na == nb) ? 0 : INFINITY;
-    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-    }
-    free(x);
-    free(y);
-    return worst;
+    return rank_fx_max_abs_diff(a, b, "emb_params", NULL);
 }
 
 #ifndef SDT_INPROC_ON_GPU
-static int count_temp_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char path[FX_PATH];
-        struct stat st;
-        fx_path(path, dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            n += count_temp_files(path);
-        else if (strstr(de->d_name, ".tmp-"))
-            n++;
-    }
-    closedir(d);
-    return n;
-}
 
 static int files_reported(const run *r)
 {
@@ -369,7 +294,7 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     CHECK(strstr(r.error, "rank 1") != NULL, "the sentence names rank 1: %s", r.error);
     CHECK(fx_file_step(r.emb) == 1, "the last good step (1) was saved (the file says %lld)",
           (long long)fx_file_step(r.emb));
-    CHECK(count_temp_files(env->tmp) == 0, "no temp file is left");
+    CHECK(rank_fx_count_temp_files(env->tmp) == 0, "no temp file is left");
     const char *state = r.rec.last_saved[SDT_FILE_TRAINING_STATE];
     CHECK(state[0] != '\0', "a state was saved");
     printf("the run: %s\n", r.error);
@@ -399,7 +324,7 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     run_job(list, 1, 2, 1, 0);
     CHECK(p.prepare_status < 0 && strstr(p.error, "rank 1"), "prepare failed naming rank 1 (status %d): %s",
           (int)p.prepare_status, p.error);
-    CHECK(fx_same_bytes(p.emb, src) && count_temp_files(env->tmp) == 0, "nothing written");
+    CHECK(fx_same_bytes(p.emb, src) && rank_fx_count_temp_files(env->tmp) == 0, "nothing written");
 }
 
 static void check_refusals(const trainer_env *env, const sdt_trainer_factory *tr, const char *src)

@@ -18,24 +18,10 @@
  *  3c. validation and early stop decide the same on both ranks as on one rank with the global batch;
  *  4. an interrupt asked of rank 1 alone stops both ranks after the same step, rank 0 saving it;
  *  5. rank 0's state of a 2-rank run resumes on one rank with the global batch. */
-#include <dirent.h>
-
-#include "thread_comm.h"
-#include "hn_fixture.h"
+#include "rank_fixture.h"
 
 #define STEPS 3
 #define MAX_RANKS 3
-
-static sdt_comm *g_comms[MAX_RANKS];
-static int g_world;
-
-/* The hook the test build of the plugin looks up (exported: ENABLE_EXPORTS, and visible although the
- * tree compiles with hidden visibility). */
-__attribute__((visibility("default"))) sdt_comm *sdt_test_comm_provider(int rank, int world_size);
-sdt_comm *sdt_test_comm_provider(int rank, int world_size)
-{
-    return world_size == g_world && rank >= 0 && rank < g_world ? g_comms[rank] : NULL;
-}
 
 typedef struct rank_run {
     const trainer_env *env;
@@ -74,40 +60,15 @@ static void *rank_main(void *p)
     }
     static _Thread_local char template_path[FX_PATH];
     sdt_train_options o;
-    memset(&o, 0, sizeof o);
-    o.struct_size = sizeof o;
-    r->tr->train_options_defaults(&o);
-    fx_path(template_path, r->env->templates_dir, "subject_filewords.txt");
-    o.model_path = r->env->model;
-    o.dataset_dir = r->env->dataset;
-    o.template_file = template_path;
-    o.log_dir = r->log;
-    o.width = o.height = 64;
-    o.device = SDT_DEVICE_CHOICE_CPU;
-    o.cpu_threads = 1;
-    o.max_steps = r->steps;
-    o.save_every = 0;
-    o.preview_every = 0;
-    o.write_csv_every = 1;
-    o.seed = 1234;
-    o.deterministic = true;
-    o.batch_size = (uint32_t)r->batch;
+    rank_fx_options(r->env, r->tr, &o, template_path, r->log, r->steps, r->batch, r->world, r->rank, r->resume);
     o.grad_accum_steps = (uint32_t)r->accum;
-    o.world_size = r->world;
-    o.rank = r->rank;
-    o.comm_timeout_seconds = 60;
-    o.resume_state_path = r->resume;
     if (r->validate) {
         o.validation_split = 0.25;
         o.validate_every = 1;
         o.stop_after_no_improvement = 1;
     }
     sdt_embedding_part e;
-    memset(&e, 0, sizeof e);
-    e.struct_size = sizeof e;
-    r->tr->embedding_part_defaults(&e);
-    e.embedding_path = r->emb;
-    e.save_image_with_embedding = false;
+    rank_fx_embedding_part(r->tr, &e, r->emb);
     sdt_hypernetwork_part h;
     memset(&h, 0, sizeof h);
     h.struct_size = sizeof h;
@@ -134,13 +95,7 @@ static void run_setup(const trainer_env *env, const sdt_trainer_factory *tr, ran
     memset(r, 0, sizeof *r);
     r->env = env, r->tr = tr, r->rank = rank, r->world = world, r->batch = batch, r->accum = accum;
     r->steps = STEPS;
-    char dir[FX_PATH], name[64];
-    snprintf(name, sizeof name, "%s", tag);
-    fx_subdir(env, dir, name);
-    fx_path(r->emb, dir, "twin.safetensors");
-    CHECK(fx_copy_file(src, r->emb), "copy %s", src);
-    snprintf(name, sizeof name, "%s/log", tag);
-    fx_subdir(env, r->log, name);
+    rank_fx_dirs(env, tag, src, r->emb, r->log);
 }
 
 #define FIRST_WEIGHT "128.0.linear.0.weight"
@@ -159,79 +114,20 @@ static void add_hypernetwork(rank_run *r, const char *hn_src)
 /* world ranks as threads; fail_call >= 0: rank 1 fails at that collective. */
 static void run_ranks(rank_run *ranks, int world, int fail_call)
 {
-    thread_comm_world *w = thread_comm_world_new(world, 60000, g_comms);
-    CHECK(w != NULL, "thread_comm_world_new");
-    if (!w) return;
-    g_world = world;
-    if (fail_call >= 0) thread_comm_world_fail_at(w, 1, fail_call, "injected failure");
-    pthread_t threads[MAX_RANKS];
-    for (int r = 0; r < world; r++) CHECK(pthread_create(&threads[r], NULL, rank_main, &ranks[r]) == 0, "thread");
-    for (int r = 0; r < world; r++) pthread_join(threads[r], NULL);
-    g_world = 0;
-    thread_comm_world_free(w);
+    void *args[MAX_RANKS];
+    for (int r = 0; r < world; r++) args[r] = &ranks[r];
+    rank_fx_run_threads(rank_main, args, world, world, fail_call >= 0 ? 1 : -1, fail_call);
 }
 
 /* Entries of a folder and its sub-folders (files only), or -1. */
 static int count_files(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char path[FX_PATH];
-        struct stat st;
-        fx_path(path, dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            n += count_files(path) > 0 ? count_files(path) : 0;
-        else
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* Files whose name holds ".tmp-" (an unfinished atomic save) under dir. */
-static int count_temp_files(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        char path[FX_PATH];
-        struct stat st;
-        fx_path(path, dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            n += count_temp_files(path);
-        else if (strstr(de->d_name, ".tmp-"))
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
-/* The largest difference between tensor `name` of two safetensors files (INFINITY when either lacks it). */
-static double max_abs_diff_of(const char *a, const char *b, const char *name, int64_t *n)
-{
-    int64_t na, nb;
-    float *x = fx_read_tensor(a, name, &na), *y = fx_read_tensor(b, name, &nb);
-    double worst = (x && y && na == nb) ? 0 : INFINITY;
-    for (int64_t i = 0; x && y && na == nb && i < na; i++) {
-        double d = fabs((double)x[i] - (double)y[i]);
-        if (d > worst || isnan(d)) worst = isnan(d) ? INFINITY : d;
-    }
-    *n = na;
-    free(x);
-    free(y);
-    return worst;
+    return rank_fx_count_files(dir, NULL);
 }
 
 static double max_abs_diff(const char *a, const char *b, int64_t *n)
 {
-    return max_abs_diff_of(a, b, "emb_params", n);
+    return rank_fx_max_abs_diff(a, b, "emb_params", n);
 }
 
 static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, const char *hn_src,
@@ -267,7 +163,7 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
     if (hn_src) {
         const char *sa = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
         const char *sb = global.rec.last_saved[SDT_FILE_TRAINING_STATE];
-        double hn_diff = max_abs_diff_of(sa, sb, "hypernetwork." FIRST_WEIGHT, &n);
+        double hn_diff = rank_fx_max_abs_diff(sa, sb, "hypernetwork." FIRST_WEIGHT, &n);
         CHECK(hn_diff <= 1e-6, "%d ranks: the hypernetwork's first weight within 1e-6 of the global batch's (%.3g)",
               world, hn_diff);
         CHECK(!fx_same_bytes(ranks[0].hn, hn_src), "the hypernetwork trained");
@@ -342,7 +238,7 @@ static void check_failure(const trainer_env *env, const sdt_trainer_factory *tr,
     CHECK(strstr(ranks[0].error, "rank 1") != NULL, "rank 0's sentence names rank 1: %s", ranks[0].error);
     CHECK(fx_file_step(ranks[0].emb) == 1, "rank 0 saved the last good step (1; the file says %lld)",
           (long long)fx_file_step(ranks[0].emb));
-    CHECK(count_temp_files(env->tmp) == 0, "no temp file is left");
+    CHECK(rank_fx_count_temp_files(env->tmp) == 0, "no temp file is left");
     CHECK(fx_same_bytes(ranks[1].emb, src) && count_files(ranks[1].log) == 0, "rank 1 wrote nothing");
     printf("rank 0: %s\n", ranks[0].error);
 }
@@ -365,7 +261,7 @@ static void check_prepare_failure(const trainer_env *env, const sdt_trainer_fact
               !strstr(ranks[0].error, "within"),
           "rank 0 stopped at once with a sentence naming rank 1's prepare (status %d): %s", (int)ranks[0].status,
           ranks[0].error);
-    CHECK(fx_same_bytes(ranks[0].emb, src) && count_temp_files(env->tmp) == 0,
+    CHECK(fx_same_bytes(ranks[0].emb, src) && rank_fx_count_temp_files(env->tmp) == 0,
           "rank 0's embedding is as it was, and no temp file is left");
     printf("rank 0: %s\n", ranks[0].error);
 

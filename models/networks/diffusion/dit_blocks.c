@@ -178,6 +178,13 @@ void dit_stream_alloc(dit_stream_acts *s, const dit_dims *c, sdt_arena *ar, int6
     }
 }
 
+dit_stream_acts dit_stream_work(const dit_stream_acts *work, int chunks, int64_t H)
+{
+    dit_stream_acts s = *work;
+    s.mod.shape[1] = chunks * H; /* the first B * chunks * H values: a contiguous [B, chunks * H] */
+    return s;
+}
+
 /* The head-split view [tokens * heads, head_dim] of a [..., H] tensor. */
 sdt_tensor dit_heads_view(const sdt_tensor *t, int head_dim)
 {

@@ -130,6 +130,10 @@ bool dit_gated_residual_backward(sdt_backend *be, sdt_tensor *dy, sdt_tensor *dm
 void dit_stream_alloc(dit_stream_acts *s, const dit_dims *c, sdt_arena *ar, int64_t B, int64_t n, bool pre_only,
                       bool dual);
 
+/* Gradient checkpointing's work set: the block's activations over the memory of one set allocated for the
+ * largest block (dual for MMDiT-X, 6 or 9 modulation chunks), its modulation viewed as [B, chunks * H]. */
+dit_stream_acts dit_stream_work(const dit_stream_acts *work, int chunks, int64_t H);
+
 /* The head-split view [tokens * heads, head_dim] of a [..., H] tensor. */
 sdt_tensor dit_heads_view(const sdt_tensor *t, int head_dim);
 

@@ -531,6 +531,49 @@ static bool single_forward(const flux_model *m, sdt_backend *be, const flux_acts
     return dit_gated_residual(be, &s->x_out, x, &s->y, &s->mod, 2, &a->ones, &t->tmp, error);
 }
 
+/* Double block l's activations: its own, or (checkpointing) the work set, writing its outputs where the forward
+ * keeps them (kept_out) or into the work set's own x_out (backward's recompute). */
+static void double_bind(const flux_acts *a, int l, bool kept_out, dit_stream_acts *si, dit_stream_acts *sc,
+                        sdt_tensor *J)
+{
+    if (!a->checkpointing) {
+        *si = a->img[l], *sc = a->ctx[l];
+        memcpy(J, a->joint[l], 5 * sizeof *J);
+        return;
+    }
+    *si = a->work_img, *sc = a->work_ctx;
+    if (kept_out) si->x_out = a->img[l].x_out, sc->x_out = a->ctx[l].x_out;
+    memcpy(J, a->work_joint, 5 * sizeof *J);
+}
+
+/* Single block l's activations, the same way. */
+static flux_single_acts single_bind(const flux_acts *a, int l, bool kept_out)
+{
+    if (!a->checkpointing) return a->single[l];
+    flux_single_acts s = a->work_single;
+    if (kept_out) s.x_out = a->single[l].x_out;
+    return s;
+}
+
+/* One double-stream block: the streams' pre parts over [text; image], RoPE, the joint attention, the post parts. */
+static bool double_forward(const flux_model *m, sdt_backend *be, const flux_acts *a, int l, dit_stream_acts *si,
+                           dit_stream_acts *sc, sdt_tensor *J, const sdt_tensor *xi, const sdt_tensor *xc,
+                           dit_fwd_tmp *t, sdt_error *error)
+{
+    const flux_config *c = &m->cfg;
+    const int64_t T = a->ctx_tokens;
+    const dit_dims dd = block_dims(c);
+    const dit_env env = block_env(a);
+    if (!dit_stream_pre(&m->ctx[l], &dd, be, &env, sc, xc, &t->n_ctx, &t->ones_h, J, 0, false, error) ||
+        !dit_stream_pre(&m->img[l], &dd, be, &env, si, xi, &t->n_img, &t->ones_h, J, T, false, error))
+        return false;
+    TRY(be->rope_forward(be, &J[JQ], &J[JQ], &a->cos, &a->sin));
+    TRY(be->rope_forward(be, &J[JK], &J[JK], &a->cos, &a->sin));
+    TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
+    return dit_stream_post(&m->img[l], &dd, be, &env, si, xi, &t->n_img, &t->a_img, t, J, T, error) &&
+           dit_stream_post(&m->ctx[l], &dd, be, &env, sc, xc, &t->n_ctx, &t->a_ctx, t, J, 0, error);
+}
+
 static bool run_forward(const flux_model *m, sdt_backend *be, const flux_inputs *in, flux_acts *a, dit_fwd_tmp *t,
                         single_tmp *st, sdt_tensor *lat, sdt_tensor *packed, sdt_tensor *tproj, sdt_tensor *th,
                         sdt_tensor *tt, sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
@@ -569,20 +612,12 @@ static bool run_forward(const flux_model *m, sdt_backend *be, const flux_inputs 
     TRY(be->convert(be, lat, in->latent));
     if (!repack(be, packed, lat, a, c->in_channels, false, error)) return false;
     TRY(be->linear_forward(be, &a->img0, packed, &m->x_in.w, &m->x_in.b));
-    const dit_dims dd = block_dims(c);
-    const dit_env env = block_env(a);
     for (int l = 0; l < c->double_layers; l++) {
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
-        sdt_tensor *J = a->joint[l];
-        if (!dit_stream_pre(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->ones_h, J, 0, false, error) ||
-            !dit_stream_pre(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->ones_h, J, T, false, error))
-            return false;
-        TRY(be->rope_forward(be, &J[JQ], &J[JQ], &a->cos, &a->sin));
-        TRY(be->rope_forward(be, &J[JK], &J[JK], &a->cos, &a->sin));
-        TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
-        if (!dit_stream_post(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->a_img, t, J, T, error) ||
-            !dit_stream_post(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, 0, error))
-            return false;
+        dit_stream_acts si, sc;
+        sdt_tensor J[5];
+        double_bind(a, l, true, &si, &sc, J);
+        if (!double_forward(m, be, a, l, &si, &sc, J, xi, xc, t, error)) return false;
     }
     const int L2 = c->double_layers;
     sdt_tensor *ximg = L2 ? &a->img[L2 - 1].x_out : &a->img0, *xctx = L2 ? &a->ctx[L2 - 1].x_out : &a->ctx0;
@@ -590,7 +625,8 @@ static bool run_forward(const flux_model *m, sdt_backend *be, const flux_inputs 
         return false;
     for (int l = 0; l < c->single_layers; l++) {
         const sdt_tensor *x = l ? &a->single[l - 1].x_out : &a->x_join;
-        if (!single_forward(m, be, a, &m->single[l], &a->single[l], x, st, &t->ones_h, error)) return false;
+        flux_single_acts s = single_bind(a, l, true);
+        if (!single_forward(m, be, a, &m->single[l], &s, x, st, &t->ones_h, error)) return false;
     }
     sdt_tensor *x_last = c->single_layers ? &a->single[c->single_layers - 1].x_out : &a->x_join;
     if (!copy_rows(be, x_last, &a->x_img, T, false, error)) return false;
@@ -617,6 +653,24 @@ static void alloc_single(flux_single_acts *s, const flux_config *c, sdt_arena *a
     s->rstd_k = mu_alloc(ar, SDT_F32, 1, B * S * c->heads, 0, 0, 0);
     s->lse = mu_alloc(ar, SDT_F32, 3, B, c->heads, S, 0);
     s->h = mu_alloc(ar, SDT_F32, 3, B, S, F, 0);
+}
+
+/* A forward's block temporaries (the forward's, and backward's recompute when checkpointing). */
+static void fwd_tmp_alloc(sdt_arena *arena, const flux_acts *a, int64_t H, int64_t F, dit_fwd_tmp *t, single_tmp *st)
+{
+    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens, S = N + T;
+    t->n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    t->n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+    t->a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
+    t->a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
+    t->tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    st->n = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+    st->act = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
+    st->cat = mu_alloc(arena, SDT_F32, 3, B, S, H + F, 0);
+    st->tmp = t->tmp;
+    sdt_tensor o2 = mu_rows(&a->ones, 0, H);
+    int64_t hs[1] = {H};
+    t->ones_h = mu_reshape(&o2, 1, hs);
 }
 
 bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const flux_inputs *in, flux_acts *a,
@@ -658,14 +712,32 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
     a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
     const dit_dims dd = block_dims(c);
+    a->checkpointing = in->checkpointing;
     for (int l = 0; l < c->double_layers; l++) {
+        if (a->checkpointing) { /* the block's outputs: the next block's inputs */
+            a->img[l].x_out = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+            a->ctx[l].x_out = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+            continue;
+        }
         dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, false);
         dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, false, false);
         for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
     a->x_join = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
-    for (int l = 0; l < c->single_layers; l++) alloc_single(&a->single[l], c, arena, B, S);
+    for (int l = 0; l < c->single_layers; l++) {
+        if (a->checkpointing)
+            a->single[l].x_out = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        else
+            alloc_single(&a->single[l], c, arena, B, S);
+    }
+    if (a->checkpointing) { /* one block of each kind */
+        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, false);
+        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false);
+        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        a->work_joint[JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
+        alloc_single(&a->work_single, c, arena, B, S);
+    }
     a->x_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
     a->out_mod = mu_alloc(arena, SDT_F32, 2, B, 2 * H, 0, 0);
     a->out_gamma = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
@@ -674,15 +746,8 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     a->out = mu_alloc(arena, SDT_F32, 4, B, C, in->latent->shape[2], in->latent->shape[3]);
     size_t mark = sdt_arena_mark(arena);
     dit_fwd_tmp t;
-    t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-    t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
-    t.a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
-    t.tmp = mu_alloc(arena, SDT_F32, 2, M, H, 0, 0);
-    single_tmp st = {.n = mu_alloc(arena, SDT_F32, 3, B, S, H, 0),
-                     .act = mu_alloc(arena, SDT_F32, 3, B, S, F, 0),
-                     .cat = mu_alloc(arena, SDT_F32, 3, B, S, H + F, 0),
-                     .tmp = t.tmp};
+    single_tmp st;
+    fwd_tmp_alloc(arena, a, H, F, &t, &st);
     sdt_tensor lat = mu_alloc(arena, SDT_F32, 4, B, C, in->latent->shape[2], in->latent->shape[3]);
     sdt_tensor packed = mu_alloc(arena, SDT_F32, 3, B, N, 4 * C, 0);
     sdt_tensor tok = mu_alloc(arena, SDT_F32, 3, B, N, 4 * C, 0);
@@ -691,9 +756,6 @@ bool flux_forward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const 
     sdt_tensor tsteps = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
     bool ok = true;
     if (!arena->measuring) {
-        sdt_tensor o2 = mu_rows(&a->ones, 0, H);
-        int64_t hs[1] = {H};
-        t.ones_h = mu_reshape(&o2, 1, hs);
         ok = arena_ok(arena, "the Flux forward", error) &&
              run_forward(m, be, in, a, &t, &st, &lat, &packed, &tproj, &th, &tt, &tok, &tsteps, error);
     }
@@ -758,7 +820,7 @@ static bool single_backward(const flux_model *m, sdt_backend *be, const flux_act
 
 static bool run_backward(const flux_model *m, sdt_backend *be, const flux_acts *a, const sdt_tensor *dout,
                          sdt_tensor *dcontext, sdt_tensor *dpooled, dit_bwd_scratch *S, single_scratch *G,
-                         sdt_error *error)
+                         dit_fwd_tmp *t, single_tmp *st, sdt_error *error)
 {
     const flux_config *c = &m->cfg;
     const int64_t B = a->batch, T = a->ctx_tokens, H = (int64_t)c->heads * c->head_dim;
@@ -777,21 +839,27 @@ static bool run_backward(const flux_model *m, sdt_backend *be, const flux_acts *
     if (!copy_rows(be, &G->dX, &S->dX[0], T, true, error)) return false; /* text rows stay zero */
     for (int l = c->single_layers - 1; l >= 0; l--) {
         const sdt_tensor *x = l ? &a->single[l - 1].x_out : &a->x_join;
-        if (!single_backward(m, be, a, &m->single[l], &a->single[l], x, S, G, error)) return false;
+        flux_single_acts s = single_bind(a, l, false);
+        /* checkpointing: the block's forward again, from its kept input into the work set */
+        if (a->checkpointing && !single_forward(m, be, a, &m->single[l], &s, x, st, &t->ones_h, error)) return false;
+        if (!single_backward(m, be, a, &m->single[l], &s, x, S, G, error)) return false;
     }
     if (!copy_rows(be, &G->dX, &S->dX[1], 0, false, error) || !copy_rows(be, &G->dX, &S->dX[0], T, false, error))
         return false;
     const dit_dims dd = block_dims(c);
     const dit_env env = block_env(a);
     for (int l = c->double_layers - 1; l >= 0; l--) {
-        const sdt_tensor *J = a->joint[l];
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
+        dit_stream_acts si, sc;
+        sdt_tensor J[5];
+        double_bind(a, l, false, &si, &sc, J);
+        if (a->checkpointing && !double_forward(m, be, a, l, &si, &sc, J, xi, xc, t, error)) return false;
         sdt_tensor dmod6 = dit_dmod_view(S, B, 6, H);
         TRY(be->zero(be, &dmod6));
-        if (!dit_stream_post_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, &dmod6, 0, error)) return false;
+        if (!dit_stream_post_backward(&m->ctx[l], &dd, be, &env, &sc, xc, S, 1, &dmod6, 0, error)) return false;
         TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->ctx[l].mod.w));
         TRY(be->zero(be, &dmod6));
-        if (!dit_stream_post_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, &dmod6, T, error)) return false;
+        if (!dit_stream_post_backward(&m->img[l], &dd, be, &env, &si, xi, S, 0, &dmod6, T, error)) return false;
         TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->img[l].mod.w));
         TRY(be->attention_backward(be, &S->dJ[JQ], &S->dJ[JK], &S->dJ[JV], &S->dJ[JO], &J[JQ], &J[JK], &J[JV], &J[JO],
                                    &J[JLSE], c->heads, false));
@@ -799,9 +867,9 @@ static bool run_backward(const flux_model *m, sdt_backend *be, const flux_acts *
             !rope_back_inplace(be, a, &S->dJ[JK], &G->dR, error))
             return false;
         TRY(be->zero(be, &dmod6));
-        if (!dit_stream_pre_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, false, T, error)) return false;
+        if (!dit_stream_pre_backward(&m->img[l], &dd, be, &env, &si, xi, S, 0, false, T, error)) return false;
         TRY(be->zero(be, &dmod6));
-        if (!dit_stream_pre_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, false, 0, error)) return false;
+        if (!dit_stream_pre_backward(&m->ctx[l], &dd, be, &env, &sc, xc, S, 1, false, 0, error)) return false;
     }
     if (dcontext) TRY(be->linear_backward(be, dcontext, NULL, NULL, &S->dX[1], &a->context, &m->ctx_in.w));
     if (dpooled) {
@@ -863,10 +931,13 @@ bool flux_backward(const flux_model *m, sdt_backend *be, sdt_arena *arena, const
     g.dcat = mu_alloc(arena, SDT_F32, 3, B, S, H + F, 0);
     g.da = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
     g.dh = mu_alloc(arena, SDT_F32, 3, B, S, F, 0);
+    dit_fwd_tmp t = {0};
+    single_tmp st = {0};
+    if (a->checkpointing) fwd_tmp_alloc(arena, a, H, F, &t, &st);
     bool ok = true;
     if (!arena->measuring)
         ok = arena_ok(arena, "the Flux backward", error) &&
-             run_backward(m, be, a, dout, dcontext, dpooled, &s, &g, error);
+             run_backward(m, be, a, dout, dcontext, dpooled, &s, &g, &t, &st, error);
     sdt_arena_rewind(arena, mark);
     return ok;
 }

@@ -32,9 +32,15 @@
  * model.diffusion_model.) reaches it in these names under "model.diffusion_model." (models/weights/transformer_keys.h
  * maps it when the file is opened).
  *
- * Activations are f32 and every block's are kept (no checkpointing yet): at 1024 x 1024 (a 128 x 128 latent,
+ * Activations are f32. Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent,
  * 4096 image tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 40.2 GiB and forward and
  * backward at 41.4 GiB (the measuring arena: sdt-flux-io measure), on top of the weights (23.8 GB in bf16).
+ * With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each double block's two stream
+ * outputs, the single blocks' joined input and each single block's output (every block's input) and one work set
+ * of each kind (7.5 GiB forward and backward at the size above); backward runs each block's forward again into its
+ * work set, then its backward. Nothing else is kept per block: the modulation is one linear of silu(temb), which
+ * stays with the acts, and the RoPE tables are the model's; the recompute is the same ops on the same inputs, so
+ * the gradients are bit-identical.
  */
 #ifndef SDT_MODELS_FLUX_H
 #define SDT_MODELS_FLUX_H
@@ -127,6 +133,7 @@ typedef struct flux_inputs {
     const float *guidance;     /* host [B]: dev's distilled guidance scale (embeds 1000 g); ignored by schnell */
     const sdt_tensor *context; /* [B, T, context_dim] (T5's hidden states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (CLIP-L's pooled output) */
+    bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
 } flux_inputs;
 
 typedef struct flux_single_acts {
@@ -148,7 +155,11 @@ typedef struct flux_acts {
     sdt_tensor joint[FLUX_MAX_LAYERS][5]; /* Q, K, V, O [B, T + N, H] (text first) and lse */
     sdt_tensor x_join;                    /* [B, T + N, H]: the single blocks' input */
     flux_single_acts single[FLUX_MAX_LAYERS];
-    sdt_tensor x_img; /* [B, N, H]: the image tokens leaving the last block */
+    bool checkpointing;                 /* of img[], ctx[] and single[] only x_out was kept; joint[] is empty */
+    dit_stream_acts work_img, work_ctx; /* checkpointing: one double block's activations, each in turn */
+    sdt_tensor work_joint[5];
+    flux_single_acts work_single; /* and one single block's */
+    sdt_tensor x_img;             /* [B, N, H]: the image tokens leaving the last block */
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
     sdt_tensor ones; /* f32 [max(T + N, H), 1] */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction (velocity) */

@@ -369,6 +369,40 @@ static void unpatchify_index(const mmdit_config *c, int64_t B, int64_t gh, int64
                         }
 }
 
+/* Block l's activations: its own, or (checkpointing) the work set, writing its output where the forward keeps it
+ * (kept_out) or into the work set's own x_out (backward's recompute). */
+static void block_bind(const mmdit_model *m, const mmdit_acts *a, int l, bool kept_out, dit_stream_acts *si,
+                       dit_stream_acts *sc, sdt_tensor *J)
+{
+    const mmdit_config *c = &m->cfg;
+    if (!a->checkpointing) {
+        *si = a->img[l], *sc = a->ctx[l];
+        memcpy(J, a->joint[l], 5 * sizeof *J);
+        return;
+    }
+    const int64_t H = (int64_t)c->heads * c->head_dim;
+    *si = dit_stream_work(&a->work_img, m->img[l].dual ? 9 : 6, H);
+    *sc = dit_stream_work(&a->work_ctx, l == c->layers - 1 ? 2 : 6, H);
+    if (kept_out) si->x_out = a->img[l].x_out, sc->x_out = a->ctx[l].x_out;
+    memcpy(J, a->work_joint, 5 * sizeof *J);
+}
+
+/* One joint block: both streams' pre parts, the joint attention, the post parts (none for a pre_only text). */
+static bool block_forward(const mmdit_model *m, sdt_backend *be, const dit_env *env, int l, dit_stream_acts *si,
+                          dit_stream_acts *sc, sdt_tensor *J, const sdt_tensor *xi, const sdt_tensor *xc,
+                          dit_fwd_tmp *t, int64_t N, sdt_error *error)
+{
+    const mmdit_config *c = &m->cfg;
+    const dit_dims dd = block_dims(c);
+    const bool pre_only = l == c->layers - 1;
+    if (!dit_stream_pre(&m->img[l], &dd, be, env, si, xi, &t->n_img, &t->ones_h, J, 0, false, error) ||
+        !dit_stream_pre(&m->ctx[l], &dd, be, env, sc, xc, &t->n_ctx, &t->ones_h, J, N, pre_only, error))
+        return false;
+    TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
+    if (!dit_stream_post(&m->img[l], &dd, be, env, si, xi, &t->n_img, &t->a_img, t, J, 0, error)) return false;
+    return pre_only || dit_stream_post(&m->ctx[l], &dd, be, env, sc, xc, &t->n_ctx, &t->a_ctx, t, J, N, error);
+}
+
 static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_inputs *in, mmdit_acts *a, dit_fwd_tmp *t,
                         sdt_tensor *conv, sdt_tensor *tproj, sdt_tensor *th, sdt_tensor *tt, sdt_tensor *tp,
                         sdt_tensor *tok, sdt_tensor *tsteps, sdt_error *error)
@@ -408,21 +442,13 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
                        pos = mu_rows(&table, (top + y) * P + left, a->grid_w);
             TRY(be->add_forward(be, &rows, &rows, &pos));
         }
-    const dit_dims dd = block_dims(c);
     const dit_env env = block_env(a);
     for (int l = 0; l < c->layers; l++) {
-        const bool pre_only = l == c->layers - 1;
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
-        sdt_tensor *J = a->joint[l];
-        if (!dit_stream_pre(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->ones_h, J, 0, false, error) ||
-            !dit_stream_pre(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->ones_h, J, N, pre_only, error))
-            return false;
-        TRY(be->attention_forward(be, &J[JO], &J[JLSE], &J[JQ], &J[JK], &J[JV], c->heads, false));
-        if (!dit_stream_post(&m->img[l], &dd, be, &env, &a->img[l], xi, &t->n_img, &t->a_img, t, J, 0, error))
-            return false;
-        if (!pre_only &&
-            !dit_stream_post(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, &t->n_ctx, &t->a_ctx, t, J, N, error))
-            return false;
+        dit_stream_acts si, sc;
+        sdt_tensor J[5];
+        block_bind(m, a, l, true, &si, &sc, J);
+        if (!block_forward(m, be, &env, l, &si, &sc, J, xi, xc, t, N, error)) return false;
     }
     /* output: continuous adaLN (scale, shift), proj_out, unpatchify */
     const sdt_tensor *x_last = &a->img[c->layers - 1].x_out;
@@ -441,6 +467,22 @@ static bool run_forward(const mmdit_model *m, sdt_backend *be, const mmdit_input
     ok = ok && dit_upload_f32(be, &a->out, hi, error);
     free(ht), free(hi);
     return ok;
+}
+
+/* A block forward's temporaries (the forward's, and backward's recompute when checkpointing). */
+static dit_fwd_tmp fwd_tmp_alloc(sdt_arena *arena, const mmdit_acts *a, int64_t H, int64_t F)
+{
+    const int64_t B = a->batch, N = a->tokens, T = a->ctx_tokens;
+    dit_fwd_tmp t;
+    t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+    t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+    t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
+    t.a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
+    t.tmp = mu_alloc(arena, SDT_F32, 2, a->ones.shape[0], H, 0, 0);
+    sdt_tensor o2 = mu_rows(&a->ones, 0, H);
+    int64_t hs[1] = {H};
+    t.ones_h = mu_reshape(&o2, 1, hs);
+    return t;
 }
 
 bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, const mmdit_inputs *in, mmdit_acts *a,
@@ -468,11 +510,23 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->ctx0 = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
     a->img0 = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
     const dit_dims dd = block_dims(c);
+    a->checkpointing = in->checkpointing;
     for (int l = 0; l < c->layers; l++) {
+        if (a->checkpointing) { /* the block's outputs: the next block's inputs (the last text stream has none) */
+            a->img[l].x_out = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
+            if (l < c->layers - 1) a->ctx[l].x_out = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
+            continue;
+        }
         dit_stream_alloc(&a->img[l], &dd, arena, B, N, false, l < c->dual_layers);
         dit_stream_alloc(&a->ctx[l], &dd, arena, B, T, l == c->layers - 1, false);
         for (int j = JQ; j <= JO; j++) a->joint[l][j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
         a->joint[l][JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
+    }
+    if (a->checkpointing) { /* one block's activations, the largest block's shapes */
+        dit_stream_alloc(&a->work_img, &dd, arena, B, N, false, c->dual_layers > 0);
+        dit_stream_alloc(&a->work_ctx, &dd, arena, B, T, false, false);
+        for (int j = JQ; j <= JO; j++) a->work_joint[j] = mu_alloc(arena, SDT_F32, 3, B, S, H, 0);
+        a->work_joint[JLSE] = mu_alloc(arena, SDT_F32, 3, B, c->heads, S, 0);
     }
     a->out_mod = mu_alloc(arena, SDT_F32, 2, B, 2 * H, 0, 0);
     a->out_gamma = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
@@ -480,12 +534,7 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     a->out_rstd = mu_alloc(arena, SDT_F32, 1, B * N, 0, 0, 0);
     a->out = mu_alloc(arena, SDT_F32, 4, B, c->in_channels, in->latent->shape[2], in->latent->shape[3]);
     size_t mark = sdt_arena_mark(arena);
-    dit_fwd_tmp t;
-    t.n_img = mu_alloc(arena, SDT_F32, 3, B, N, H, 0);
-    t.n_ctx = mu_alloc(arena, SDT_F32, 3, B, T, H, 0);
-    t.a_img = mu_alloc(arena, SDT_F32, 3, B, N, F, 0);
-    t.a_ctx = mu_alloc(arena, SDT_F32, 3, B, T, F, 0);
-    t.tmp = mu_alloc(arena, SDT_F32, 2, M, H, 0, 0);
+    dit_fwd_tmp t = fwd_tmp_alloc(arena, a, H, F);
     sdt_tensor conv = mu_alloc(arena, SDT_F32, 4, B, H, a->grid_h, a->grid_w);
     sdt_tensor tproj = mu_alloc(arena, SDT_F32, 2, B, MMDIT_TIME_DIM, 0, 0);
     sdt_tensor th = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0), tt = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0),
@@ -494,9 +543,6 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
     sdt_tensor tsteps = mu_alloc(arena, SDT_F32, 1, B, 0, 0, 0);
     bool ok = true;
     if (!arena->measuring) {
-        sdt_tensor o2 = mu_rows(&a->ones, 0, H);
-        int64_t hs[1] = {H};
-        t.ones_h = mu_reshape(&o2, 1, hs);
         ok = arena_ok(arena, "the MMDiT forward", error) &&
              run_forward(m, be, in, a, &t, &conv, &tproj, &th, &tt, &tp, &tok, &tsteps, error);
     }
@@ -507,7 +553,8 @@ bool mmdit_forward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, cons
 /* ---------------------------------------------------------------- backward */
 
 static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts *a, const sdt_tensor *dout,
-                         sdt_tensor *dcontext, sdt_tensor *dpooled, dit_bwd_scratch *S, sdt_error *error)
+                         sdt_tensor *dcontext, sdt_tensor *dpooled, dit_bwd_scratch *S, dit_fwd_tmp *t,
+                         sdt_error *error)
 {
     const mmdit_config *c = &m->cfg;
     const int64_t B = a->batch, N = a->tokens, H = (int64_t)c->heads * c->head_dim;
@@ -536,8 +583,12 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
     const dit_env env = block_env(a);
     for (int l = c->layers - 1; l >= 0; l--) {
         const bool pre_only = l == c->layers - 1;
-        const sdt_tensor *J = a->joint[l];
         const sdt_tensor *xi = l ? &a->img[l - 1].x_out : &a->img0, *xc = l ? &a->ctx[l - 1].x_out : &a->ctx0;
+        dit_stream_acts si, sc;
+        sdt_tensor J[5];
+        block_bind(m, a, l, false, &si, &sc, J);
+        /* checkpointing: the block's forward again, from its kept inputs into the work set */
+        if (a->checkpointing && !block_forward(m, be, &env, l, &si, &sc, J, xi, xc, t, N, error)) return false;
         /* the image stream's modulation gradient is kept in dmod_flat until its pre part: do the text
          * stream's post part on its own zeroed view after the image's, each finishing into dst */
         sdt_tensor dmod6 = dit_dmod_view(S, B, 6, H);
@@ -545,23 +596,21 @@ static bool run_backward(const mmdit_model *m, sdt_backend *be, const mmdit_acts
             TRY(be->zero(be, &S->dJ[JO]));
         else {
             TRY(be->zero(be, &dmod6));
-            if (!dit_stream_post_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, &dmod6, N, error))
-                return false;
+            if (!dit_stream_post_backward(&m->ctx[l], &dd, be, &env, &sc, xc, S, 1, &dmod6, N, error)) return false;
             /* gate and MLP parts of the text modulation reach dst now; its LN1 part comes below */
             TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod6, &a->silu_temb, &m->ctx[l].mod.w));
         }
         sdt_tensor dmod_img = dit_dmod_view(S, B, m->img[l].dual ? 9 : 6, H);
         TRY(be->zero(be, &dmod_img));
-        if (!dit_stream_post_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, &dmod_img, 0, error))
-            return false;
+        if (!dit_stream_post_backward(&m->img[l], &dd, be, &env, &si, xi, S, 0, &dmod_img, 0, error)) return false;
         TRY(be->linear_backward(be, &S->dst, NULL, NULL, &dmod_img, &a->silu_temb, &m->img[l].mod.w));
         TRY(be->attention_backward(be, &S->dJ[JQ], &S->dJ[JK], &S->dJ[JV], &S->dJ[JO], &J[JQ], &J[JK], &J[JV], &J[JO],
                                    &J[JLSE], c->heads, false));
         sdt_tensor dmod_any = dit_dmod_view(S, B, 9, H);
         TRY(be->zero(be, &dmod_any));
-        if (!dit_stream_pre_backward(&m->img[l], &dd, be, &env, &a->img[l], xi, S, 0, false, 0, error)) return false;
+        if (!dit_stream_pre_backward(&m->img[l], &dd, be, &env, &si, xi, S, 0, false, 0, error)) return false;
         TRY(be->zero(be, &dmod_any));
-        if (!dit_stream_pre_backward(&m->ctx[l], &dd, be, &env, &a->ctx[l], xc, S, 1, pre_only, N, error)) return false;
+        if (!dit_stream_pre_backward(&m->ctx[l], &dd, be, &env, &sc, xc, S, 1, pre_only, N, error)) return false;
     }
     if (dcontext) TRY(be->linear_backward(be, dcontext, NULL, NULL, &S->dX[1], &a->context, &m->ctx_in.w));
     if (dpooled) {
@@ -620,9 +669,12 @@ bool mmdit_backward(const mmdit_model *m, sdt_backend *be, sdt_arena *arena, con
     s.dpa = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dph = mu_alloc(arena, SDT_F32, 2, B, H, 0, 0);
     s.dtok = mu_alloc(arena, SDT_F32, 3, B, N, (int64_t)c->patch * c->patch * c->in_channels, 0);
+    dit_fwd_tmp t = {0};
+    if (a->checkpointing) t = fwd_tmp_alloc(arena, a, H, F);
     bool ok = true;
     if (!arena->measuring)
-        ok = arena_ok(arena, "the MMDiT backward", error) && run_backward(m, be, a, dout, dcontext, dpooled, &s, error);
+        ok = arena_ok(arena, "the MMDiT backward", error) &&
+             run_backward(m, be, a, dout, dcontext, dpooled, &s, &t, error);
     sdt_arena_rewind(arena, mark);
     return ok;
 }

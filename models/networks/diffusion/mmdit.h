@@ -32,9 +32,14 @@
  * fused qkv, final adaLN stored shift-then-scale) reaches it in these names under "model.diffusion_model."
  * (models/weights/transformer_keys.h maps it when the file is opened).
  *
- * Activations are f32 and every block's are kept (no checkpointing yet): at 1024 x 1024 (a 128 x 128 latent)
+ * Activations are f32. Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent)
  * with 77 + 256 text tokens, batch 1, forward and backward peak at 9.7 GiB for SD3 Medium, 12.2 GiB for SD3.5
- * Medium and 23.8 GiB for SD3.5 Large (the measuring arena: sdt-mmdit-io measure).
+ * Medium and 23.8 GiB for SD3.5 Large (the measuring arena: sdt-mmdit-io measure). With gradient checkpointing
+ * (mmdit_inputs.checkpointing) the forward keeps each block's two stream outputs (the next block's inputs) and
+ * one block's work set (forward and backward then peak at 1.7, 2.0 and 3.2 GiB for the three at the size above);
+ * backward runs each block's forward again into the work set, then its backward. Nothing else is kept per block:
+ * the modulation is one linear of silu(temb), which stays with the acts, and everything else of a block is
+ * recomputed from its inputs by the same ops, so the gradients are bit-identical.
  */
 #ifndef SDT_MODELS_MMDIT_H
 #define SDT_MODELS_MMDIT_H
@@ -101,6 +106,7 @@ typedef struct mmdit_inputs {
     const float *timesteps;    /* host [B]: 1000 sigma */
     const sdt_tensor *context; /* [B, T, context_dim] (encoder_hidden_states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (pooled_projections) */
+    bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
 } mmdit_inputs;
 
 typedef dit_stream_acts mmdit_stream_acts;
@@ -113,6 +119,9 @@ typedef struct mmdit_acts {
     sdt_tensor context, pooled;    /* the inputs' shapes (for backward) */
     mmdit_stream_acts img[MMDIT_MAX_LAYERS], ctx[MMDIT_MAX_LAYERS];
     sdt_tensor joint[MMDIT_MAX_LAYERS][5]; /* Q, K, V, O [B, N + T, H] (image first) and lse of each block */
+    bool checkpointing;                    /* of img[] and ctx[] only x_out was kept; joint[] is empty */
+    mmdit_stream_acts work_img, work_ctx;  /* checkpointing: one block's activations, every block's in turn */
+    sdt_tensor work_joint[5];
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
     sdt_tensor ones; /* f32 [max(N, T), 1]: broadcasts a per-batch vector over tokens */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction */
