@@ -72,6 +72,18 @@ static const row_score *find_score(const score_table *t, const char *kind, const
     return NULL;
 }
 
+/* A row's concept score factors, "; yellow Y (k of n), star shape S (k of n)", or nothing when
+ * sdt-demo-eval gave none. */
+static void print_factors(const score_table *t, const char *row)
+{
+    const row_score *yellow = find_score(t, "yellow", row), *shape = find_score(t, "shape", row);
+    c_number_text y, s;
+    if (yellow && shape)
+        printf("; yellow %s (%d of %d), star shape %s (%d of %d)", c_number(&y, "%.2f", yellow->mean), yellow->hits,
+               yellow->n, c_number(&s, "%.2f", shape->mean), shape->hits, shape->n);
+    printf("\n");
+}
+
 /* The embedding grid's lines; false when a row's score is missing. */
 static bool print_embedding_scores(const score_table *t, const demo_grid_request *rq)
 {
@@ -79,14 +91,20 @@ static bool print_embedding_scores(const score_table *t, const demo_grid_request
     const row_score *learned = find_score(t, "score", "learned");
     if (!words || !learned || (rq->initial && !initial)) return false;
     c_number_text score;
-    printf("Concept score (a yellow star, 0..1; above 0.5 the picture shows it), mean over %d seeds:\n", rq->seeds);
-    if (initial)
-        printf("  before, the initial embedding:  %s (%d of %d pictures show it)\n",
+    printf("Concept score (a yellow star, 0..1; above 0.5 the picture shows it: the share of the object that is yellow "
+           "times the probability its shape is the star), mean over %d seeds:\n",
+           rq->seeds);
+    if (initial) {
+        printf("  before, the initial embedding:  %s (%d of %d pictures show it)",
                c_number(&score, "%.2f", initial->mean), initial->hits, initial->n);
-    printf("  after, the learned embedding:   %s (%d of %d)\n", c_number(&score, "%.2f", learned->mean), learned->hits,
+        print_factors(t, "initial");
+    }
+    printf("  after, the learned embedding:   %s (%d of %d)", c_number(&score, "%.2f", learned->mean), learned->hits,
            learned->n);
-    printf("  the words \"yellow star\":        %s (%d of %d)\n", c_number(&score, "%.2f", words->mean), words->hits,
+    print_factors(t, "learned");
+    printf("  the words \"yellow star\":        %s (%d of %d)", c_number(&score, "%.2f", words->mean), words->hits,
            words->n);
+    print_factors(t, "words");
     printf("Grid: %s (rows: the words, %sthe learned embedding; one column per seed)\n", rq->grid_path,
            initial ? "the initial embedding, " : "");
     return true;
@@ -123,10 +141,12 @@ bool demo_grid_run(const demo_grid_request *rq)
         printf("The comparison grid was not drawn: sdt-demo-eval is not installed beside sdt-host (demo-tools/).\n");
         return false;
     }
-    char seeds_text[16], seed_text[32];
+    char seeds_text[16], seed_text[32], steps_text[16], t5_text[16];
     c_number_text cfg_text;
     snprintf(seeds_text, sizeof seeds_text, "%d", rq->seeds);
     snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)rq->seed);
+    snprintf(steps_text, sizeof steps_text, "%d", rq->steps);
+    snprintf(t5_text, sizeof t5_text, "%d", rq->t5_len);
     GPtrArray *argv = g_ptr_array_new();
     const char *fixed[] = {tool,
                            "--model",
@@ -143,7 +163,12 @@ bool demo_grid_run(const demo_grid_request *rq)
     const char *optional[][2] = {{"--initial", rq->initial},
                                  {"--learned", rq->learned},
                                  {"--hypernetwork", rq->hypernetwork},
-                                 {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL}};
+                                 {"--strengths", rq->hypernetwork ? "0,0.5,1" : NULL},
+                                 {"--steps", rq->steps > 0 ? steps_text : NULL},
+                                 {"--clip-l", rq->clip_l},
+                                 {"--t5xxl", rq->t5xxl},
+                                 {"--vae", rq->vae},
+                                 {"--t5-max-length", rq->t5_len > 0 ? t5_text : NULL}};
     for (size_t i = 0; i < G_N_ELEMENTS(optional); i++)
         if (optional[i][1])
             g_ptr_array_add(argv, (gpointer)optional[i][0]), g_ptr_array_add(argv, (gpointer)optional[i][1]);

@@ -16,7 +16,12 @@ typedef struct demo_grid_request {
                                * learned embedding in the prompt when there is one (the joint demo) */
     int seeds;                /* columns */
     double cfg;               /* classifier-free guidance scale, 1..30 */
+    int steps;                /* the sampler's steps, 0: sdt-demo-eval's default (20) */
     uint64_t seed;
+    /* A transformer model (the Flux demo): its parts beside the checkpoint (NULL: none) and T5's
+     * prompt length (0: the pipeline's) */
+    const char *clip_l, *t5xxl, *vae;
+    int t5_len;
 } demo_grid_request;
 
 /* Renders the grid and prints the scores. false + a printed sentence when the tool is missing or

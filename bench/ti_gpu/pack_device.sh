@@ -2,7 +2,7 @@
 # Packs a worktree and its build folder for a GPU host that has CUDA but not this machine's
 # libraries, keeping the absolute paths the build folder records (extract with `tar -xJf TAR -C /`):
 # the sources (git's tracked and untracked, not ignored, files), the build folder without object
-# files and without the CPU-only test programs (and without the source copy of the demo model,
+# files and without the CPU-only test programs (and without the source copies of the demo models,
 # which the build holds), and the run-time libraries of the plugin and
 # sdt-host that a bare CUDA image lacks (under BUILD_DIR/device-libs: put it on LD_LIBRARY_PATH).
 #   bench/ti_gpu/pack_device.sh WORKTREE BUILD_DIR OUT.tar.xz [--no-tree]
@@ -22,7 +22,7 @@ ldd "$build/host-sim/sdt-host" "$build/plugin/libsdtrain.so" | awk '$3 ~ /^\// {
 list=$(mktemp)
 # the tree, unless --no-tree (a device call that copies the working tree to the same path has it already,
 # and tree + pack must stay under what one call carries)
-[ "${4:-}" = --no-tree ] || (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -v "^models/demo_model/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
+[ "${4:-}" = --no-tree ] || (cd "$tree" && git ls-files --cached --others --exclude-standard | grep -vE "^models/demo_(model|flux)/.*\.safetensors$" | sed "s|^|$tree/|") > "$list"
 # the build: everything but object files, CMake's internals, the web panel test's npm packages and the
 # CPU-only test programs (the GPU tests, gpu_* in any folder such as tests/trainer/gpu_inproc, stay, and so do
 # the parity drivers: tests/parity/run_gpu_host.sh runs them against PyTorch on the GPU host), without the

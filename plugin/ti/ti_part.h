@@ -13,6 +13,7 @@
 
 #include "train/train_job.h"
 #include "ti/embedding.h"
+#include "ti/embedding_model_check.h"
 
 typedef struct ti_part ti_part;
 
@@ -62,10 +63,6 @@ ti_part *ti_part_open(sdt_train_job *job, const char *embedding_path, const char
 /* Phase 2, after the model: the embedding fits the text encoder; its name becomes a token whose
  * occurrences take its rows (job->rules). */
 bool ti_part_bind_model(ti_part *tp, sdt_train_job *job, sdt_error *error);
-/* Whether the embedding's rows fit the model's text encoders (SDXL: clip_l and clip_g; SD3: a table per encoder,
- * encoder_dims, each its encoder's width); false + a sentence naming path and both shapes. Training and
- * generating check the same way. */
-bool ti_embedding_check_model(const sdt_embedding *e, const sd_runtime *rt, const char *path, sdt_error *error);
 /* Phase 3, after the data: the rows on the device, AdamW over them, the parameter groups: one for the rows of an
  * SD 1.x/2.x/SDXL embedding (tables ignored: its state keys emb_params, adamw_m, adamw_v), one per trained table of
  * an SD3.5/Flux.1 embedding (state keys <prefix><table>.emb_params, <prefix><table>.adamw_m ...), each with its

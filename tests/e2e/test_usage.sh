@@ -25,6 +25,10 @@ usage_case "unknown demo option" "--bogus" -- --bogus
 usage_case "demo --max-steps 0" "--max-steps" -- demo --max-steps 0
 usage_case "demo --seed text" "--seed" -- demo --seed abc
 usage_case "demo missing argument" "--out" -- demo --out
+usage_case "demo unknown model family" "choose sd or flux" -- demo --model-family sdxl
+usage_case "flux demo with a hypernetwork" "--model-family sd" -- demo --model-family flux --hypernetwork
+usage_case "demo --encoders without flux" "--model-family flux" -- demo --encoders clip_l
+usage_case "flux demo bad --encoders" "clip_l, t5xxl or both" -- demo --model-family flux --encoders clip_g
 usage_case "create-embedding unknown option" "--bogus" -- create-embedding --name x --bogus
 usage_case "create-embedding missing argument" "--name" -- create-embedding --name
 usage_case "create-embedding without --name" "--name" -- create-embedding --model "$MODEL"

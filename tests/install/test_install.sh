@@ -44,6 +44,11 @@ fi
 
 # A host built through pkg-config trains a few steps with the installed plugin and demo assets.
 share=$prefix/share/sdtrain
+# The Flux demo model (sdt-host demo --model-family flux) is installed beside the SD one, tokenizers included.
+for f in flux1-demo.safetensors clip_l.safetensors t5xxl.safetensors ae.safetensors t5_tokenizer/tokenizer.json \
+    tokenizer/vocab.json tokenizer/merges.txt; do
+    [ -f "$share/demo/model-flux/$f" ] || { echo "FAIL: the Flux demo model's $f is not installed"; exit 1; }
+done
 # shellcheck disable=SC2046 # pkg-config's flags are words
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags sdtrain) "$here/install_host.c" "$here/install_host_common.c" -o "$tmp/host" -ldl
 mkdir "$tmp/out"
