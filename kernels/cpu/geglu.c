@@ -1,7 +1,16 @@
 /* geglu.c - diffusers GEGLU gating: value, gate = x.chunk(2, dim=-1); out = value * gelu(gate)
- * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op. */
+ * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op.
+ * Phi(gate) = erfc(-gate / sqrt 2) / 2 comes from cpu_erfcf_array (vec_erfcf.h: 4 lanes at a time,
+ * within 1 ulp, the same value wherever a gate sits) and backward's density e^(-gate^2 / 2) from
+ * cpu_expf_array (expf's bits), a chunk of gates at a time: the scalar libm calls were ~10% of the
+ * demo-sized CPU step (bench/NOTES.md run 34). */
 #include "shared_math.h"
 #include "cpu_context.h"
+#include "vec_erfcf.h"
+#include "vec_expf.h"
+
+/* Gates per vector call (stack buffers per thread). */
+#define GEGLU_CHUNK 256
 
 /* rows and C (the output's last dim) of a GEGLU call on half [..., C] (out or dout); x is
  * [..., 2C] (checked before the op runs: op_checks.c). */
@@ -9,6 +18,14 @@ static void geglu_dims(const sdt_tensor *half, int64_t *rows, int64_t *c)
 {
     *c = half->shape[half->ndim - 1];
     *rows = *c ? sdt_tensor_numel(half) / *c : 0;
+}
+
+/* cdf[j] = Phi(gate[j]) for j < n, act_normal_cdf's expression with the vector erfc. */
+static void normal_cdf_chunk(const float *gate, float *cdf, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) cdf[j] = -gate[j] * ACT_INV_SQRT2;
+    cpu_erfcf_array(cdf, cdf, n);
+    for (int64_t j = 0; j < n; j++) cdf[j] = 0.5f * cdf[j];
 }
 
 int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
@@ -22,7 +39,12 @@ int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)
 #pragma omp parallel for num_threads(cpu_threads_for(be, rows *c)) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         const float *value = xs + r * 2 * c, *gate = value + c;
-        for (int64_t j = 0; j < c; j++) o[r * c + j] = value[j] * act_gelu(gate[j]);
+        float cdf[GEGLU_CHUNK];
+        for (int64_t j0 = 0; j0 < c; j0 += GEGLU_CHUNK) {
+            const int64_t n = c - j0 < GEGLU_CHUNK ? c - j0 : GEGLU_CHUNK;
+            normal_cdf_chunk(gate + j0, cdf, n);
+            for (int64_t j = 0; j < n; j++) o[r * c + j0 + j] = value[j0 + j] * (gate[j0 + j] * cdf[j]); /* act_gelu */
+        }
     }
     cpu_write_end(be, out, o);
     return 0;
@@ -42,15 +64,20 @@ int cpu_geglu_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *dout, 
     for (int64_t r = 0; r < rows; r++) {
         const float *value = xs + r * 2 * c, *gate = value + c;
         float *dvalue = gx + r * 2 * c, *dgate = dvalue + c;
-        for (int64_t j = 0; j < c; j++) {
-            const float go = g[r * c + j], x = gate[j];
-            /* Phi(x) once for both (act_gelu and act_gelu_grad's expressions, so the same bits):
-             * erfcf is the costliest call of the UNet's backward. Written (ops.h). 0.0f + turns a
-             * -0 product into +0: the bits that zeroing dx and accumulating gave, which the demo's
-             * byte-compared outputs depend on. */
-            const float cdf = act_normal_cdf(x);
-            dvalue[j] = 0.0f + go * (x * cdf);
-            dgate[j] = 0.0f + go * value[j] * (cdf + x * ACT_INV_SQRT_2PI * expf(-0.5f * x * x));
+        float cdf[GEGLU_CHUNK], density[GEGLU_CHUNK];
+        for (int64_t j0 = 0; j0 < c; j0 += GEGLU_CHUNK) {
+            const int64_t n = c - j0 < GEGLU_CHUNK ? c - j0 : GEGLU_CHUNK;
+            normal_cdf_chunk(gate + j0, cdf, n);
+            for (int64_t j = 0; j < n; j++) density[j] = -0.5f * gate[j0 + j] * gate[j0 + j];
+            cpu_expf_array(density, density, n);
+            for (int64_t i = 0; i < n; i++) {
+                const int64_t j = j0 + i;
+                const float go = g[r * c + j], xg = gate[j];
+                /* act_gelu and act_gelu_grad's expressions with Phi computed once. Written (ops.h).
+                 * 0.0f + turns a -0 product into +0: the bits that zeroing dx and accumulating gave. */
+                dvalue[j] = 0.0f + go * (xg * cdf[i]);
+                dgate[j] = 0.0f + go * value[j] * (cdf[i] + xg * ACT_INV_SQRT_2PI * density[i]);
+            }
         }
     }
     cpu_write_end(be, dx, gx);

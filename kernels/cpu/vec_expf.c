@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* glibc's __exp2f_data: tab[i] = bits(2^(i/32)) - (i << 47); the scaled constants of e_expf.c. */
-static const uint64_t EXP2F_TAB[32] = {
+const uint64_t cpu_exp2f_table[32] = {
     0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL, 0x3fef72b83c7d517bULL,
     0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL, 0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL,
     0x3feedea64c123422ULL, 0x3feece086061892dULL, 0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL,
@@ -14,11 +14,6 @@ static const uint64_t EXP2F_TAB[32] = {
     0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL, 0x3feee89f995ad3adULL,
     0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL, 0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL,
     0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL};
-#define EXPF_INVLN2N 0x1.71547652b82fep+5 /* 32 / ln 2 */
-#define EXPF_SHIFT 0x1.8p+52
-#define EXPF_C0 0x1.c6af84b912394p-20
-#define EXPF_C1 0x1.ebfce50fac4f3p-13
-#define EXPF_C2 0x1.62e42ff0c52d6p-6
 #define EXPF_SPECIAL_TOP 0x42a /* (bits >> 20) & 0x7ff above this: |x| >= 88, inf, NaN */
 
 static void expf_scalar(const float *x, float *y, int64_t n)
@@ -28,11 +23,7 @@ static void expf_scalar(const float *x, float *y, int64_t n)
 
 __attribute__((target("avx2,fma"))) static void expf_avx2(const float *x, float *y, int64_t n)
 {
-    const __m256d invln2n = _mm256_set1_pd(EXPF_INVLN2N), shift = _mm256_set1_pd(EXPF_SHIFT);
-    const __m256d c0 = _mm256_set1_pd(EXPF_C0), c1 = _mm256_set1_pd(EXPF_C1), c2 = _mm256_set1_pd(EXPF_C2);
-    const __m256d one = _mm256_set1_pd(1.0);
     const __m128i top_mask = _mm_set1_epi32(0x7ff), top_limit = _mm_set1_epi32(EXPF_SPECIAL_TOP);
-    const __m256i index_mask = _mm256_set1_epi64x(31);
     int64_t i = 0;
     for (; i + 4 <= n; i += 4) {
         const __m128 xf = _mm_loadu_ps(x + i);
@@ -41,19 +32,7 @@ __attribute__((target("avx2,fma"))) static void expf_avx2(const float *x, float 
             expf_scalar(x + i, y + i, 4);
             continue;
         }
-        const __m256d xd = _mm256_cvtps_pd(xf);
-        /* the same operations, in the same order and with the same fusions, as __expf_fma */
-        const __m256d kd_shifted = _mm256_fmadd_pd(invln2n, xd, shift);
-        const __m256i ki = _mm256_castpd_si256(kd_shifted);
-        const __m256d kd = _mm256_sub_pd(kd_shifted, shift);
-        const __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
-        const __m256i tab = _mm256_i64gather_epi64((const long long *)EXP2F_TAB, _mm256_and_si256(ki, index_mask), 8);
-        const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(tab, _mm256_slli_epi64(ki, 47)));
-        const __m256d z = _mm256_fmadd_pd(c0, r, c1);
-        const __m256d r2 = _mm256_mul_pd(r, r);
-        __m256d p = _mm256_fmadd_pd(r, c2, one);
-        p = _mm256_fmadd_pd(z, r2, p);
-        _mm_storeu_ps(y + i, _mm256_cvtpd_ps(_mm256_mul_pd(p, s)));
+        _mm_storeu_ps(y + i, _mm256_cvtpd_ps(cpu_exp4d_avx2(_mm256_cvtps_pd(xf))));
     }
     expf_scalar(x + i, y + i, n - i);
 }

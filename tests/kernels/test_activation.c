@@ -4,6 +4,7 @@
 #include "act_ref.h"
 #include "fd_check.h"
 #include "kernel_test.h"
+#include "shared_math.h"
 
 static const char *const act_names[SDT_ACT_COUNT] = {
     "identity", "relu",       "leaky_relu", "elu",         "gelu",       "quick_gelu", "silu", "tanh",
@@ -81,6 +82,35 @@ static void check_tails(sdt_backend *be, sdt_activation act)
     }
 }
 
+/* SiLU and QuickGELU run their expf 4 lanes at a time (kernels/cpu/activation.c): the bits must stay
+ * act_value's and act_derivative's (one rounding changed fails this), at every length's tail, over
+ * |x| up to 100 (expf's special lanes) and with inf. */
+static void check_vector_bits(sdt_backend *be, sdt_activation act)
+{
+    enum { N = 1031 };
+    float *x = kt_alloc(N * sizeof(float)), *y = kt_alloc(N * sizeof(float)), *g = kt_alloc(N * sizeof(float));
+    float *gx = kt_alloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        x[i] = -100.0f + 200.0f * (float)i / (float)(N - 1) * (i % 3 ? 0.07f : 1.0f);
+        g[i] = 0.5f + (float)(i % 7) * 0.31f;
+        gx[i] = (float)(i % 5) * 0.1f;
+    }
+    x[0] = INFINITY, x[1] = -INFINITY, x[2] = 0.0f, x[3] = -0.0f;
+    sdt_tensor tx = kt_f32(x, 1, N, 0, 0, 0), ty = kt_f32(y, 1, N, 0, 0, 0), tg = kt_f32(g, 1, N, 0, 0, 0);
+    sdt_tensor tgx = kt_f32(gx, 1, N, 0, 0, 0);
+    CHECK(be->activation_forward(be, &ty, &tx, act) == 0 && be->activation_backward(be, &tgx, &tg, &tx, act) == 0,
+          "activation %s failed: %s", act_names[act], be->error.message);
+    int64_t fwd = 0, bwd = 0;
+    for (int i = 0; i < N; i++) {
+        const float v = act_value(act, x[i]), d = (float)(i % 5) * 0.1f + g[i] * act_derivative(act, x[i]);
+        fwd += memcmp(&v, &y[i], 4) != 0 && !(isnan(v) && isnan(y[i]));
+        bwd += memcmp(&d, &gx[i], 4) != 0 && !(isnan(d) && isnan(gx[i]));
+    }
+    CHECK(fwd == 0 && bwd == 0, "%s: %lld forward and %lld backward values differ from act_value/act_derivative's bits",
+          act_names[act], (long long)fwd, (long long)bwd);
+    free(x), free(y), free(g), free(gx);
+}
+
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("activation");
@@ -90,6 +120,8 @@ int main(void)
     for (int a = 0; a < SDT_ACT_COUNT; a++)
         for (int s = 0; s < 4; s++) check_one(be, &r, (sdt_activation)a, ndims[s], shapes[s]);
     for (int a = 0; a < SDT_ACT_COUNT; a++) check_tails(be, (sdt_activation)a);
+    check_vector_bits(be, SDT_ACT_SILU);
+    check_vector_bits(be, SDT_ACT_QUICK_GELU);
 
     float v = 1.0f, o;
     sdt_tensor tv = kt_f32(&v, 1, 1, 0, 0, 0), to = kt_f32(&o, 1, 1, 0, 0, 0);

@@ -66,6 +66,30 @@ static void check_shape(sdt_backend *be, sdt_test_rng *r, int64_t batch, int64_t
     kt_grad_free(&dx);
 }
 
+/* A row's GEGLU (forward and backward) has the same bits alone as inside a batch, at every place: the
+ * vector erfc and expf (kernels/cpu/geglu.c) must not depend on where a value sits. c = 300 crosses a
+ * 256-gate chunk and leaves tails of every length mod 4 across the rows' offsets. */
+static void check_row_invariance(sdt_backend *be, sdt_test_rng *r)
+{
+    enum { ROWS = 5, C = 301 };
+    float *x = kt_randn(r, ROWS * 2 * C, 3.0), *dy = kt_randn(r, ROWS * C, 1.0);
+    float *y = kt_alloc(ROWS * C * sizeof(float)), *dx = kt_alloc(ROWS * 2 * C * sizeof(float));
+    float y1[C], dx1[2 * C];
+    sdt_tensor tx = kt_f32(x, 2, ROWS, 2 * C, 0, 0), ty = kt_f32(y, 2, ROWS, C, 0, 0);
+    sdt_tensor tdy = kt_f32(dy, 2, ROWS, C, 0, 0), tdx = kt_f32(dx, 2, ROWS, 2 * C, 0, 0);
+    CHECK(be->geglu_forward(be, &ty, &tx) == 0 && be->geglu_backward(be, &tdx, &tdy, &tx) == 0, "geglu failed: %s",
+          be->error.message);
+    for (int row = 0; row < ROWS; row++) {
+        sdt_tensor rx = kt_f32(x + row * 2 * C, 2, 1, 2 * C, 0, 0), ry = kt_f32(y1, 2, 1, C, 0, 0);
+        sdt_tensor rdy = kt_f32(dy + row * C, 2, 1, C, 0, 0), rdx = kt_f32(dx1, 2, 1, 2 * C, 0, 0);
+        CHECK(be->geglu_forward(be, &ry, &rx) == 0 && be->geglu_backward(be, &rdx, &rdy, &rx) == 0, "geglu failed: %s",
+              be->error.message);
+        CHECK(memcmp(y1, y + row * C, sizeof y1) == 0 && memcmp(dx1, dx + row * 2 * C, sizeof dx1) == 0,
+              "geglu row %d alone differs from the same row in a batch of %d", row, ROWS);
+    }
+    free(x), free(dy), free(y), free(dx);
+}
+
 int main(void)
 {
     sdt_test_rng r = sdt_test_rng_from_env("geglu");
@@ -73,6 +97,8 @@ int main(void)
     check_shape(be, &r, 1, 1, 1);
     check_shape(be, &r, 1, 3, 7);
     check_shape(be, &r, 2, 5, 13);
+    check_shape(be, &r, 1, 2, 300);
+    check_row_invariance(be, &r);
     be->destroy(be);
     return sdt_test_finish("geglu");
 }
