@@ -842,22 +842,34 @@ static bool write_settings(sdt_train_job *job, const sdt_train_options *c, const
     return true;
 }
 
+/* Every prompt the run will encode (train/run_text_cache.h), for the text cache and the T5 cache alike. */
+static sdt_run_prompts run_prompts_of(sdt_train_job *job)
+{
+    return (sdt_run_prompts){job->tok,
+                             &job->rules,
+                             job->prompt_name,
+                             &job->tmpl,
+                             &job->data.ds,
+                             job->val.on ? &job->val.ds : NULL,
+                             job->previews.prompt,
+                             sizeof job->last_prompt,
+                             job->previews.negative,
+                             &job->previews.prompts};
+}
+
+/* What makes a run's prompts change from step to step or carry trained rows (both caches' fall-backs). */
+static sdt_run_text_needs run_text_needs_of(const sdt_train_job *job)
+{
+    return (sdt_run_text_needs){job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags,
+                                job->data.tag_dropout};
+}
+
 /* The text encoders kept, or every prompt of the run encoded once and the encoders' weights let go
  * of (train/run_text_cache.h): after the data and the parts, before the memory plan. */
 static bool cache_text(sdt_train_job *job, sdt_error *error)
 {
-    sdt_run_prompts prompts = {job->tok,
-                               &job->rules,
-                               job->prompt_name,
-                               &job->tmpl,
-                               &job->data.ds,
-                               job->val.on ? &job->val.ds : NULL,
-                               job->previews.prompt,
-                               sizeof job->last_prompt,
-                               job->previews.negative,
-                               &job->previews.prompts};
-    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags,
-                                job->data.tag_dropout};
+    sdt_run_prompts prompts = run_prompts_of(job);
+    sdt_run_text_needs needs = run_text_needs_of(job);
     bool encoded = false;
     bool ok = sdt_run_text_cache(&job->text_cache, &prompts, &needs, &job->rt, &job->wa, job->clip_skip,
                                  job->opt.anomaly_mode, job->control, job->host, &encoded, error);
@@ -870,18 +882,8 @@ static bool cache_text(sdt_train_job *job, sdt_error *error)
 static bool cache_t5(sdt_train_job *job, sdt_error *error)
 {
     if (!job->flow || !job->t5_tok || job->rt.cfg.t5.d_model <= 0 || !sdt_cond_reads_t5_cache(&job->rt)) return true;
-    sdt_run_prompts prompts = {job->tok,
-                               &job->rules,
-                               job->prompt_name,
-                               &job->tmpl,
-                               &job->data.ds,
-                               job->val.on ? &job->val.ds : NULL,
-                               job->previews.prompt,
-                               sizeof job->last_prompt,
-                               job->previews.negative,
-                               &job->previews.prompts};
-    sdt_run_text_needs needs = {job->rows || job->rules.placeholder_id >= 0, job->data.shuffle_tags,
-                                job->data.tag_dropout};
+    sdt_run_prompts prompts = run_prompts_of(job);
+    sdt_run_text_needs needs = run_text_needs_of(job);
     sdt_run_t5 t5 = sdt_train_job_t5(job);
     bool encoded = false;
     bool ok = sdt_run_t5_cache(&job->t5_cache, &prompts, &needs, &t5, &job->rt, &job->wa, job->control, job->host,
