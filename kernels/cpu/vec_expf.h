@@ -24,8 +24,8 @@ extern const uint64_t cpu_exp2f_table[32];
 
 /* e^x of 4 doubles by expf's method: the same operations, in the same order and with the same fusions,
  * as __expf_fma, so a float x gives expf's bits after one rounding to float. In double it is e^x
- * within a relative 2^-33 or so (the table method's error, not double precision), for |x| < 1400
- * (vec_erfcf.c uses it so). For code compiled for AVX2 + FMA only. */
+ * within a relative 2^-33 or so (the table method's error, not double precision), for |x| < 1400.
+ * For code compiled for AVX2 + FMA only. */
 __attribute__((target("avx2,fma"))) static inline __m256d cpu_exp4d_avx2(__m256d xd)
 {
     const __m256d invln2n = _mm256_set1_pd(EXPF_INVLN2N), shift = _mm256_set1_pd(EXPF_SHIFT);
