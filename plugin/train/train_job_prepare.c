@@ -384,6 +384,9 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
                                sd_family_title(job->rt.cfg.family), job->options_field, error))
         return false;
     if (transformer && !flow_setup(job, error)) return false;
+    /* 0 = the family's guidance: FluxPipeline (dev's guidance is distilled into the model) samples without a negative
+     * pass, the other families with A1111's 7 */
+    if (job->previews.cfg == 0.0) job->previews.cfg = sd_config_is_flux(&job->rt.cfg) ? 1.0 : 7.0;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);

@@ -7,6 +7,7 @@
 #  - CLIP only (--encoders clip_l): the t5xxl table keeps its bytes, clip_l moves;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): clip_l keeps its bytes, t5xxl moves, and the state's
 #    keys are the table's (t5xxl.adamw_m ...);
+#  - previews default to true CFG 1 (FluxPipeline's), the image of --preview-cfg 1; an explicit value is kept;
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
 #  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
 #  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files, and a diffusers folder (with --vae),
@@ -69,6 +70,21 @@ for k in clip_l t5xxl; do
     [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
         fail "training every table left $k unchanged"
 done
+
+# previews sample with FluxPipeline's true CFG 1 by default (no negative pass): the default's preview is the one of
+# an explicit --preview-cfg 1, byte for byte; an explicit --preview-cfg 3 is kept (another image)
+for c in default 1 3; do
+    mkdir -p cfg$c && cp fresh/star.safetensors cfg$c/
+    cfg_arg=(); [ $c = default ] || cfg_arg=(--preview-cfg $c)
+    run_host train "${common[@]}" --embedding cfg$c/star.safetensors --max-steps 1 --learn-rate 0.05 \
+        --log-dir cfg$c/logs --preview-every 1 --preview-steps 2 --preview-seed 7 "${cfg_arg[@]}"
+    expect_rc 0 "a preview with --preview-cfg $c"
+    expect_file "$(run_folder cfg$c/logs star)/images/star-1.png" "the preview with --preview-cfg $c"
+done
+cmp -s "$(run_folder cfgdefault/logs star)/images/star-1.png" "$(run_folder cfg1/logs star)/images/star-1.png" ||
+    fail "the default Flux preview is not the one of --preview-cfg 1 (FluxPipeline's true CFG)"
+cmp -s "$(run_folder cfg3/logs star)/images/star-1.png" "$(run_folder cfg1/logs star)/images/star-1.png" &&
+    fail "an explicit --preview-cfg 3 was not kept: its preview is the one of cfg 1"
 
 # CLIP only: t5xxl keeps its bytes
 mkdir -p clip && cp fresh/star.safetensors clip/
