@@ -9,6 +9,7 @@
 #    keys are the table's (t5xxl.adamw_m ...);
 #  - previews default to true CFG 1 (FluxPipeline's), the image of --preview-cfg 1; an explicit value is kept;
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
+#  - a template whose [name] falls past T5's sequence is refused naming the template and --t5-max-length;
 #  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
 #  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files, and a diffusers folder (with --vae),
 #    train the same tables as the all-in-one file, byte for byte; --clip-g is refused by name;
@@ -142,6 +143,19 @@ run_host train "${common[@]}" --embedding dv/star.safetensors --max-steps 2 --le
     --log-dir dv/logs --preview-every 0
 expect_rc 1 "a t5xxl table that diverges"
 grep -q 'the embedding diverged: .* vector (t5xxl) ' "$ERR" || fail "the divergence is not named with its t5xxl table"
+
+# a template that puts [name] past T5's sequence (--t5-max-length 8) is refused at prepare naming the template,
+# t5_max_length and the fix (it ended on "every gradient is exactly zero", naming CLIP's window); with the t5xxl
+# table not training, T5's cut does not matter and the run trains
+mkdir -p t5cut && cp fresh/star.safetensors t5cut/
+cut=("${common[@]}" --embedding t5cut/star.safetensors --max-steps 1 --learn-rate 0.05 --log-dir t5cut/logs
+     --preview-every 0 --t5-max-length 8)
+run_host train "${cut[@]}"
+expect_error "[name] past T5's sequence" "style_filewords.txt" "T5's sequence of 8 tokens" "t5-max-length" \
+    "cuts the embedding 'star' out" "shorter template"
+cmp -s t5cut/star.safetensors fresh/star.safetensors || fail "a refused run changed the embedding"
+run_host train "${cut[@]}" --encoders clip_l
+expect_rc 0 "the CLIP-L table alone with [name] past T5's sequence"
 
 # BFL's transformer-only file with the part files as people have them
 mkdir -p bfl && cp fresh/star.safetensors bfl/
