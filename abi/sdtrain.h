@@ -335,7 +335,7 @@ typedef struct sdt_ti_config {
     int64_t preview_seed;             /* [-1] -1 = random */
     double tag_dropout;               /* [0] probability of dropping each caption tag, 0..1 */
     double lr_backoff;                /* [0.5] learning-rate factor applied when the fp32 fallback fires */
-    double preview_cfg_scale;         /* [7.0] classifier-free guidance scale */
+    double preview_cfg_scale;         /* [0] classifier-free guidance; 0 = 7, Flux.1 1 */
     double loss_scale_init;           /* [65536] fp16 only: the initial loss scale */
     const char *embedding_path;       /* the embedding to train (any format inspect reads) */
     const char *model_path;           /* the SD checkpoint: file or diffusers folder */
@@ -590,7 +590,7 @@ struct sdt_train_options {
     int64_t preview_seed;               /* [-1] */
     double tag_dropout;                 /* [0] */
     double lr_backoff;                  /* [0.5] */
-    double preview_cfg_scale;           /* [7.0] */
+    double preview_cfg_scale;           /* [0] 0 = 7, Flux.1 1 */
     double loss_scale_init;             /* [65536] */
     const char *model_path;
     const char *clip_value; /* ["0.1"] */

@@ -185,7 +185,7 @@ static const panel_option options[] = {
      "Preview prompt (default: the batch's first caption)"},
     {"preview-negative-prompt", OPT_STR, SHARED(preview_negative_prompt), NULL, "TEXT", "Preview negative prompt"},
     {"preview-steps", OPT_U32, SHARED(preview_steps), NULL, "N", "Preview sampling steps"},
-    {"preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale"},
+    {"preview-cfg", OPT_F64, SHARED(preview_cfg_scale), NULL, "S", "Preview CFG scale (0 = the family's: 7, Flux.1 1)"},
     {"preview-sampler", OPT_STR, SHARED(preview_sampler), NULL, "ddim|euler_a|dpmpp_2m_karras",
      "Preview sampler: DDIM (eta 0), Euler ancestral, or DPM++ 2M with Karras sigmas"},
     {"preview-prompts", OPT_STR, SHARED(preview_prompts_file), NULL, "FILE",

@@ -129,7 +129,7 @@ OPTIONS = [
     Option("preview_prompt", "Preview prompt (empty: the first caption of the batch)", "str", _A),
     Option("preview_negative_prompt", "Preview negative prompt", "str", _A),
     Option("preview_steps", "Preview sampling steps", "int", _A, 1, 150),
-    Option("preview_cfg_scale", "Preview CFG scale", "float", _A, 1.0, 30.0, 0.5),
+    Option("preview_cfg_scale", "Preview CFG scale (0: the model family's, 7; Flux.1 1)", "float", _A, 0.0, 30.0, 0.5),
     Option("preview_seed", "Preview seed (-1: random)", "int", _A, -1, 2 ** 62),
 ]
 _X = "sdtrain adds"

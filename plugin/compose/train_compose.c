@@ -103,6 +103,8 @@ bool sdt_compose_job(const sdt_train_request *rq, const sdt_host_callbacks *host
             own.lr_field = tables.learn_rate_fields[k];
             ok = sdt_train_job_check_schedule(job, &own, error);
         }
+    job->tables = emb ? tables.encoders : 0; /* for load_data's prompt check (0: every table); add_group
+                                              * resolves it against the file's tables */
     ok = ok && (!hn || sdt_train_job_check_schedule(job, &hn_texts, error)) &&
          (!emb || sdt_train_job_check_schedule(job, &emb_texts, error)) && sdt_train_job_lock_parts(job, error) &&
          (!resume || sdt_train_job_resolve_resume(job, o->resume_state_path, error)) &&

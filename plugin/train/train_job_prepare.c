@@ -23,6 +23,7 @@
 #include "atomic_file.h"
 #include "testhooks/test_hooks.h"
 #include "sd_text_rules.h"
+#include "t5_prompt.h"
 #include "train/tokenizer_open.h"
 #include "train/sd_cond.h"
 #include "train/flow_family_check.h"
@@ -384,6 +385,9 @@ bool sdt_train_job_load_model(sdt_train_job *job, uint32_t device, uint32_t cpu_
                                sd_family_title(job->rt.cfg.family), job->options_field, error))
         return false;
     if (transformer && !flow_setup(job, error)) return false;
+    /* 0 = the family's guidance: FluxPipeline (dev's guidance is distilled into the model) samples without a negative
+     * pass, the other families with A1111's 7 */
+    if (job->previews.cfg == 0.0) job->previews.cfg = sd_config_is_flux(&job->rt.cfg) ? 1.0 : 7.0;
     sd_text_rules text = sd_text_rules_of(&job->rt.cfg);
     if (text.sdxl) sdxl_settings(job);
     job->clip_skip = sd_text_clip_skip(&text, job->clip_skip);
@@ -569,29 +573,62 @@ static bool load_dataset(sdt_train_job *job, sdt_error *error)
     return true;
 }
 
+/* SD3.5's and Flux's T5 reads one sequence of t5_len tokens (t5_prompt.h): an occurrence of the placeholder past it
+ * is cut whole, and its t5xxl rows would get no gradient (with every prompt so, the run ends on "every gradient is
+ * exactly zero"), so the template line, the caption and t5_max_length are named here instead. */
+static bool check_t5_prompt(const sdt_train_job *job, const char *prompt, int line, const char *image, int32_t *ids,
+                            int *slots, sdt_error *error)
+{
+    sdt_t5_prompt_report rep;
+    if (!sdt_t5_prompt_encode(job->t5_tok, &job->t5_rules, prompt, job->t5_len, ids, slots, slots + job->t5_len, &rep,
+                              error))
+        return false;
+    if (rep.n_cut_slots == 0) return true;
+    return sdt_fail(error, SDT_ERR_NO_GRADIENT,
+                    "%s: with template line %d of %s, T5's prompt is %d tokens long, past T5's sequence of %d tokens "
+                    "(%st5_max_length %d), which cuts the embedding '%s' out of it (%d tokens cut), so its t5xxl rows "
+                    "would get no gradient; set a longer %st5_max_length (0 = the model's: 512 for Flux dev, 256 "
+                    "otherwise) or use a shorter template, or put [name] before [filewords]",
+                    image, line, job->opt.template_file, rep.n_prompt_tokens, job->t5_len, job->options_field,
+                    job->t5_len, job->prompt_name, rep.n_cut_tokens, job->options_field);
+}
+
 /* No prompt may lose an embedding: each template line with each caption (all tags, the
- * longest it can be) must place every slot in one of its 75-token chunks (train/prompt.h). */
+ * longest it can be) must place every slot in one of its 75-token chunks (train/prompt.h), and in T5's sequence. */
 static bool check_prompts(sdt_train_job *job, sdt_error *error)
 {
     job->max_prompt_chunks = 1;
     int longest = 0;
     const char *emb_path = job->placeholder_file ? job->placeholder_file : "";
-    for (int i = 0; i < job->data.ds.n_items; i++) {
-        for (int l = 0; l < job->tmpl.n_lines; l++) {
+    /* T5's sequence matters to the t5xxl table only when it trains (job->tables 0: every table) */
+    bool t5 = job->flow && job->t5_tok && job->t5_rules.placeholder_id >= 0 &&
+              (job->tables == 0 || (job->tables & SDT_ENCODER_T5XXL));
+    int32_t *t5_ids = t5 ? malloc((size_t)job->t5_len * sizeof *t5_ids) : NULL;
+    int *t5_slots = t5 ? malloc((size_t)job->t5_len * 2 * sizeof *t5_slots) : NULL;
+    if (t5 && (!t5_ids || !t5_slots)) {
+        free(t5_ids);
+        free(t5_slots);
+        return sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    bool ok = true;
+    for (int i = 0; ok && i < job->data.ds.n_items; i++) {
+        for (int l = 0; ok && l < job->tmpl.n_lines; l++) {
             if (!strstr(job->tmpl.lines[l], "[name]") && job->rules.placeholder_id >= 0) continue; /* no slot to lose */
             char *prompt = sdt_template_fill(job->tmpl.lines[l], job->prompt_name, job->data.ds.items[i].caption);
+            if (t5) ok = check_t5_prompt(job, prompt, l + 1, job->data.ds.items[i].path, t5_ids, t5_slots, error);
             sdt_prompt_encoded e;
             sdt_prompt_encode(job->tok, &job->rules, prompt, &e);
             free(prompt);
+            if (!ok) break;
             if (e.n_cut_slots > 0 && job->rules.n_vectors > SDT_PROMPT_CHUNK_BODY)
-                return sdt_fail(
+                ok = sdt_fail(
                     error, SDT_ERR_NO_GRADIENT,
                     "%s: the embedding '%s' has %d vectors, more than one %d-token chunk of the "
                     "prompt holds, so its vectors would be split across chunks; create an embedding with at most %d "
                     "vectors",
                     emb_path, job->prompt_name, job->rules.n_vectors, SDT_PROMPT_CHUNK_BODY, SDT_PROMPT_CHUNK_BODY);
-            if (e.n_cut_slots > 0)
-                return sdt_fail(
+            else if (e.n_cut_slots > 0)
+                ok = sdt_fail(
                     error, SDT_ERR_NO_GRADIENT,
                     "%s: with template line %d of %s, the prompt is %d tokens long, past the %d "
                     "tokens (%d chunks of %d) sdtrain encodes, which pushes the embedding '%s' out (%d tokens cut), so it "
@@ -603,6 +640,9 @@ static bool check_prompts(sdt_train_job *job, sdt_error *error)
             if (e.n_prompt_tokens > longest) longest = e.n_prompt_tokens;
         }
     }
+    free(t5_ids);
+    free(t5_slots);
+    if (!ok) return false;
     if (job->max_prompt_chunks > 1)
         sdt_host_log(job->host, SDT_LOG_INFO,
                      "the longest prompt is %d tokens: prompts are encoded in up to %d chunks of "

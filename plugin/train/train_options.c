@@ -34,7 +34,7 @@ void sdt_train_options_set_defaults(sdt_train_options *o, const char *log_dir)
     o->write_csv_every = 500;
     o->preview_seed = -1;
     o->lr_backoff = 0.5;
-    o->preview_cfg_scale = 7.0;
+    o->preview_cfg_scale = 0.0; /* the family's: 7, Flux.1 1 (sdt_train_job_load_model) */
     o->loss_scale_init = 65536.0;
     o->clip_value = "0.1";
     o->log_dir = log_dir;
@@ -147,7 +147,7 @@ static bool check_numbers(const sdt_train_options *o, const char *p, sdt_error *
             "%slr_backoff must be in (0, 1] (the default 0.5 halves the learning rate when the fp32 fallback fires).",
             p);
     if (!(o->preview_cfg_scale >= 0.0 && o->preview_cfg_scale <= 100.0))
-        return OPTION_FAIL("%spreview_cfg_scale must be between 0 and 100 (the default is 7).", p);
+        return OPTION_FAIL("%spreview_cfg_scale must be between 0 and 100 (0 = the family's default: 7, Flux.1 1).", p);
     if (!(o->loss_scale_init > 0.0 && o->loss_scale_init < 3.4e38))
         return OPTION_FAIL("%sloss_scale_init must be a positive finite number (the default is 65536).", p);
     return true;

@@ -7,7 +7,9 @@
 #  - CLIP only (--encoders clip_l): the t5xxl table keeps its bytes, clip_l moves;
 #  - T5 only with its own rate (--encoders t5xxl --lr-t5xxl): clip_l keeps its bytes, t5xxl moves, and the state's
 #    keys are the table's (t5xxl.adamw_m ...);
+#  - previews default to true CFG 1 (FluxPipeline's), the image of --preview-cfg 1; an explicit value is kept;
 #  - resume is bit-exact on the CPU: 4 steps equal 2, then --resume to 4; also with --ema-result and --guidance;
+#  - a template whose [name] falls past T5's sequence is refused naming the template and --t5-max-length;
 #  - a t5xxl rate that blows up stops the run with the divergence guard's sentence naming the table;
 #  - BFL's transformer-only file with --clip-l, --t5xxl and --vae part files, and a diffusers folder (with --vae),
 #    train the same tables as the all-in-one file, byte for byte; --clip-g is refused by name;
@@ -15,6 +17,7 @@
 #  - the shipped Flux demo model (models/demo_flux, diffusers' transformer file alone with its part files) trains
 #    a step and its preview of "a red circle" is red.
 source "$(dirname "$0")/e2e_lib.sh"
+source "$(dirname "$0")/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
 
 mkdir -p models/t5_tokenizer parts/t5_tokenizer data
@@ -28,47 +31,36 @@ done
 "$SDT_MAKE_CHECKPOINT" --config tiny-sd3 --part clip_g --out parts/clip_g.safetensors >/dev/null || fail "a CLIP-G"
 cp -r "$MODEL/tokenizer" models/tokenizer # the tiny CLIP-L's 1000 rows fit the demo's vocabulary
 cp -r "$MODEL/tokenizer" parts/tokenizer
-printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
-'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >models/t5_tokenizer/tokenizer.json
+flow_t5_tokenizer models/t5_tokenizer
 cp models/t5_tokenizer/tokenizer.json parts/t5_tokenizer/
 cp "$DATASET/demo_000.png" "$DATASET/demo_000.txt" data/
 
 run_host create-embedding --name star --vectors 2 --init-text "a cat" --model models/flux.safetensors --out fresh
 expect_rc 0 "create a Flux embedding"
 
-# table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
-table_bytes() {
-    python3 - "$1" "$2" <<'PY'
-import hashlib, json, struct, sys
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-b0, b1 = json.loads(raw[8:8 + n])[sys.argv[2]]["data_offsets"]
-print(hashlib.sha256(raw[8 + n + b0: 8 + n + b1]).hexdigest())
-PY
-}
 table_bytes fresh/star.safetensors clip_g >/dev/null 2>&1 && fail "a Flux embedding has a clip_g table"
 
 common=(--dataset data --template "$SDT_TEMPLATES/style_filewords.txt" --model models/flux.safetensors
         --width 64 --height 64 --device cpu --seed "$SEED" --save-every 0 --csv-every 1 --t5-max-length 64)
 
-# every table: the loss on the training image goes down
-mkdir -p all && cp fresh/star.safetensors all/
-run_host train "${common[@]}" --embedding all/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir all/logs \
-    --validation-dir data --validate-every 1 --preview-every 8
-expect_rc 0 "train every table"
-first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
-[ -n "$first" ] && [ -n "$last" ] || fail "no validation losses in the log"
-awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
-    fail "the validation loss did not go down on the training image: $first at step 1, $last at step 8"
-expect_file "$(run_folder all/logs star)/images/star-8.png" "the preview of step 8"
+# every table: the loss on the training image goes down, previews render, every table moves
+flow_check_every_table "clip_l t5xxl" "${common[@]}"
 grep -q 'resolution shift' "$ERR" || fail "the log does not name Flux's resolution shift"
-for k in clip_l t5xxl; do
-    [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
-        fail "training every table left $k unchanged"
+
+# previews sample with FluxPipeline's true CFG 1 by default (no negative pass): the default's preview is the one of
+# an explicit --preview-cfg 1, byte for byte; an explicit --preview-cfg 3 is kept (another image)
+for c in default 1 3; do
+    mkdir -p cfg$c && cp fresh/star.safetensors cfg$c/
+    cfg_arg=(); [ $c = default ] || cfg_arg=(--preview-cfg $c)
+    run_host train "${common[@]}" --embedding cfg$c/star.safetensors --max-steps 1 --learn-rate 0.05 \
+        --log-dir cfg$c/logs --preview-every 1 --preview-steps 2 --preview-seed 7 "${cfg_arg[@]}"
+    expect_rc 0 "a preview with --preview-cfg $c"
+    expect_file "$(run_folder cfg$c/logs star)/images/star-1.png" "the preview with --preview-cfg $c"
 done
+cmp -s "$(run_folder cfgdefault/logs star)/images/star-1.png" "$(run_folder cfg1/logs star)/images/star-1.png" ||
+    fail "the default Flux preview is not the one of --preview-cfg 1 (FluxPipeline's true CFG)"
+cmp -s "$(run_folder cfg3/logs star)/images/star-1.png" "$(run_folder cfg1/logs star)/images/star-1.png" &&
+    fail "an explicit --preview-cfg 3 was not kept: its preview is the one of cfg 1"
 
 # CLIP only: t5xxl keeps its bytes
 mkdir -p clip && cp fresh/star.safetensors clip/
@@ -81,51 +73,31 @@ expect_rc 0 "train the CLIP-L table only"
     fail "training CLIP only left clip_l unchanged"
 
 # T5 only with its own rate: clip_l keeps its bytes; the state holds the table's own keys
-mkdir -p t5 && cp fresh/star.safetensors t5/
-run_host train "${common[@]}" --embedding t5/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir t5/logs \
-    --encoders t5xxl --lr-t5xxl 0.2 --preview-every 0
-expect_rc 0 "train the T5 table only"
-[ "$(table_bytes t5/star.safetensors clip_l)" = "$(table_bytes fresh/star.safetensors clip_l)" ] ||
-    fail "training T5 only changed the clip_l table"
-[ "$(table_bytes t5/star.safetensors t5xxl)" != "$(table_bytes fresh/star.safetensors t5xxl)" ] ||
-    fail "training T5 only left t5xxl unchanged"
-state=$(run_folder t5/logs star)/star.state.safetensors
-table_bytes "$state" t5xxl.adamw_m >/dev/null 2>&1 || fail "the state has no t5xxl.adamw_m"
-table_bytes "$state" clip_l.adamw_m >/dev/null 2>&1 && fail "the state has moments of a table that did not train"
+flow_check_t5_alone "clip_l" "${common[@]}"
 
 # resume: 4 steps straight equal 2, then --resume to 4, bit for bit
-for d in straight split; do mkdir -p $d && cp fresh/star.safetensors $d/; done
 rcommon=("${common[@]}" --learn-rate "0.05:3, 0.01" --lr-t5xxl 0.1 --preview-every 0)
-run_host train "${rcommon[@]}" --embedding straight/star.safetensors --max-steps 4 --log-dir straight/logs
-expect_rc 0 "train 4 steps"
-run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 2 --log-dir split/logs
-expect_rc 0 "train 2 steps"
-state=$(run_folder split/logs star)/star.state.safetensors
-expect_file "$state" "the state after 2 steps"
-run_host train "${rcommon[@]}" --embedding split/star.safetensors --max-steps 4 --log-dir split/logs --resume "$state"
-expect_rc 0 "resume to 4 steps"
-cmp -s split/star.safetensors straight/star.safetensors ||
-    fail "the resumed Flux embedding differs from the uninterrupted one"
+flow_check_resume "Flux embedding" "" "${rcommon[@]}"
 
 # resume with the average as the result, another guidance, and CLIP-L alone training
-for d in estraight esplit; do mkdir -p $d && cp fresh/star.safetensors $d/; done
 ecommon=("${common[@]}" --learn-rate 0.02 --ema 0.9 --ema-result --encoders clip_l --guidance 2.5 --preview-every 0)
-run_host train "${ecommon[@]}" --embedding estraight/star.safetensors --max-steps 4 --log-dir estraight/logs
-expect_rc 0 "train 4 steps with the average as the result"
-run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 2 --log-dir esplit/logs
-expect_rc 0 "train 2 steps with the average as the result"
-run_host train "${ecommon[@]}" --embedding esplit/star.safetensors --max-steps 4 --log-dir esplit/logs \
-    --resume "$(run_folder esplit/logs star)/star.state.safetensors"
-expect_rc 0 "resume to 4 steps with the average as the result"
-cmp -s esplit/star.safetensors estraight/star.safetensors ||
-    fail "the resumed Flux average differs from the uninterrupted one"
+flow_check_resume "Flux average" e "${ecommon[@]}"
 
 # the divergence guard watches each table against its own encoder's token embedding
-mkdir -p dv && cp fresh/star.safetensors dv/
-run_host train "${common[@]}" --embedding dv/star.safetensors --max-steps 2 --learn-rate 0.01 --lr-t5xxl 100000 \
-    --log-dir dv/logs --preview-every 0
-expect_rc 1 "a t5xxl table that diverges"
-grep -q 'the embedding diverged: .* vector (t5xxl) ' "$ERR" || fail "the divergence is not named with its t5xxl table"
+flow_check_divergence "${common[@]}"
+
+# a template that puts [name] past T5's sequence (--t5-max-length 8) is refused at prepare naming the template,
+# t5_max_length and the fix (it ended on "every gradient is exactly zero", naming CLIP's window); with the t5xxl
+# table not training, T5's cut does not matter and the run trains
+mkdir -p t5cut && cp fresh/star.safetensors t5cut/
+cut=("${common[@]}" --embedding t5cut/star.safetensors --max-steps 1 --learn-rate 0.05 --log-dir t5cut/logs
+     --preview-every 0 --t5-max-length 8)
+run_host train "${cut[@]}"
+expect_error "[name] past T5's sequence" "style_filewords.txt" "T5's sequence of 8 tokens" "t5-max-length" \
+    "cuts the embedding 'star' out" "shorter template"
+cmp -s t5cut/star.safetensors fresh/star.safetensors || fail "a refused run changed the embedding"
+run_host train "${cut[@]}" --encoders clip_l
+expect_rc 0 "the CLIP-L table alone with [name] past T5's sequence"
 
 # BFL's transformer-only file with the part files as people have them
 mkdir -p bfl && cp fresh/star.safetensors bfl/

@@ -92,7 +92,7 @@ def main():
         check(opt["max_steps"][1]["default"] == 100000 and opt["embedding_learn_rate"][1]["default"] == "0.005"
               and opt["hypernetwork_learn_rate"][1]["default"] == "0.00001"
               and opt["clip_value"][1]["default"] == "0.1" and opt["precision"][1]["default"] == "fp32"
-              and opt["save_every"][1]["default"] == 500 and opt["preview_cfg_scale"][1]["default"] == 7.0,
+              and opt["save_every"][1]["default"] == 500 and opt["preview_cfg_scale"][1]["default"] == 0.0,
               "the Train node's defaults are not the plugin's: %r" % {k: opt[k][1]["default"] for k in opt})
         check(all(opt[o.name][1]["default"] == defaults[o.name] or defaults[o.name] is None for o in kit.OPTIONS
                   if not isinstance(o.kind, list)), "a Train default differs from read_defaults()")

@@ -1,5 +1,5 @@
 /* pass_check.h - what the training-pass tests of the text-encoder families share (header only:
- * test_sdxl_pass, test_sd3_pass): the pass's loss and the embedding rows' gradient through
+ * test_sdxl_pass, test_sd3_pass, test_flux_pass): the pass's loss and the embedding rows' gradient through
  * train/sd_pass.h on the CPU, the gradient checked against central differences of that loss
  * along a direction, and a pass without rows. */
 #ifndef SDT_TEST_TRAIN_PASS_CHECK_H

@@ -1,0 +1,95 @@
+# flow_train_lib.sh - sourced after e2e_lib.sh by the SD3.5 and Flux.1 training tests (test_sd3_train.sh,
+# test_flux_train.sh): a tiny T5 tokenizer, a table's bytes in an embedding or state file, and the checks both
+# families run the same way (T5's table alone, resume bit for bit, the divergence guard on the t5xxl table).
+
+# flow_t5_tokenizer DIR: a tiny Unigram T5 tokenizer (pad 0, </s> 1, unk 2 and a few words) as DIR/tokenizer.json.
+flow_t5_tokenizer() {
+    mkdir -p "$1"
+    printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
+'{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
+'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
+'"byte_fallback":false}}' >"$1/tokenizer.json"
+}
+
+# table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
+table_bytes() {
+    python3 - "$1" "$2" <<'PY'
+import hashlib, json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+b0, b1 = json.loads(raw[8:8 + n])[sys.argv[2]]["data_offsets"]
+print(hashlib.sha256(raw[8 + n + b0: 8 + n + b1]).hexdigest())
+PY
+}
+
+# flow_check_every_table "TABLES" TRAIN_ARGS...: every table trains 8 steps (fresh/star.safetensors copied to all/):
+# the validation loss on the training image goes down, the preview of step 8 renders, each of TABLES moves; the
+# run's log stays in $ERR for the caller's own checks.
+flow_check_every_table() {
+    local tables=$1 first last k
+    shift
+    mkdir -p all && cp fresh/star.safetensors all/
+    run_host train "$@" --embedding all/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir all/logs \
+        --validation-dir data --validate-every 1 --preview-every 8
+    expect_rc 0 "train every table"
+    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    [ -n "$first" ] && [ -n "$last" ] || fail "no validation losses in the log"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "the validation loss did not go down on the training image: $first at step 1, $last at step 8"
+    expect_file "$(run_folder all/logs star)/images/star-8.png" "the preview of step 8"
+    for k in $tables; do
+        [ "$(table_bytes all/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "training every table left $k unchanged"
+    done
+}
+
+# flow_check_t5_alone "CLIP_TABLES" TRAIN_ARGS...: T5 only with its own rate (fresh/star.safetensors copied to t5/):
+# the CLIP tables keep their bytes, t5xxl moves, the state holds the table's own keys.
+flow_check_t5_alone() {
+    local clip_tables=$1 k state
+    shift
+    mkdir -p t5 && cp fresh/star.safetensors t5/
+    run_host train "$@" --embedding t5/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir t5/logs \
+        --encoders t5xxl --lr-t5xxl 0.2 --preview-every 0
+    expect_rc 0 "train the T5 table only"
+    for k in $clip_tables; do
+        [ "$(table_bytes t5/star.safetensors $k)" = "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "training T5 only changed the $k table"
+    done
+    [ "$(table_bytes t5/star.safetensors t5xxl)" != "$(table_bytes fresh/star.safetensors t5xxl)" ] ||
+        fail "training T5 only left t5xxl unchanged"
+    state=$(run_folder t5/logs star)/star.state.safetensors
+    table_bytes "$state" t5xxl.adamw_m >/dev/null 2>&1 || fail "the state has no t5xxl.adamw_m"
+    table_bytes "$state" clip_l.adamw_m >/dev/null 2>&1 && fail "the state has moments of a table that did not train"
+}
+
+# flow_check_resume WHAT PREFIX TRAIN_ARGS...: 4 steps straight (PREFIXstraight/) equal 2 (PREFIXsplit/), then
+# --resume to 4, bit for bit; WHAT names the file in the failure ("SD3.5 embedding").
+flow_check_resume() {
+    local what=$1 straight=${2}straight split=${2}split d
+    shift 2
+    for d in $straight $split; do mkdir -p $d && cp fresh/star.safetensors $d/; done
+    run_host train "$@" --embedding $straight/star.safetensors --max-steps 4 --log-dir $straight/logs
+    expect_rc 0 "train 4 steps ($what)"
+    run_host train "$@" --embedding $split/star.safetensors --max-steps 2 --log-dir $split/logs
+    expect_rc 0 "train 2 steps ($what)"
+    local state
+    state=$(run_folder $split/logs star)/star.state.safetensors
+    expect_file "$state" "the state after 2 steps ($what)"
+    run_host train "$@" --embedding $split/star.safetensors --max-steps 4 --log-dir $split/logs --resume "$state"
+    expect_rc 0 "resume to 4 steps ($what)"
+    cmp -s $split/star.safetensors $straight/star.safetensors ||
+        fail "the resumed $what differs from the uninterrupted one"
+}
+
+# flow_check_divergence TRAIN_ARGS...: the divergence guard watches each table against its own encoder's token
+# embedding: a t5xxl rate that blows up stops the run with a sentence naming the table.
+flow_check_divergence() {
+    mkdir -p dv && cp fresh/star.safetensors dv/
+    run_host train "$@" --embedding dv/star.safetensors --max-steps 2 --learn-rate 0.01 --lr-t5xxl 100000 \
+        --log-dir dv/logs --preview-every 0
+    expect_rc 1 "a t5xxl table that diverges"
+    grep -q 'the embedding diverged: .* vector (t5xxl) ' "$ERR" ||
+        fail "the divergence is not named with its t5xxl table"
+}
