@@ -8,8 +8,8 @@
 
 #include "cpu_ops.h"
 
-/* Work below which an op family runs on one thread (no team is woken: libgomp starts no worker
- * for num_threads(1)), because waking the second thread and meeting it at the barrier costs more
+/* Work below which an op family runs on one thread (a one-thread team, which needs no
+ * worker), because waking the second thread and meeting it at the barrier costs more
  * than it saves. Measured (bench/NOTES.md run 35) on the 2-core dev VM with a throwaway program
  * timing each size at 1 thread and split over 2 OpenMP threads, medians of 41 interleaved
  * repetitions, in the repetitions where the peer thread was not descheduled:
