@@ -95,7 +95,6 @@ sdt_backend *sdt_backend_cpu_create(int threads)
         return NULL;
     }
     ctx->threads = threads > 0 ? threads : omp_get_max_threads();
-    ctx->parallel_min_work = CPU_PARALLEL_MIN_WORK;
     be->name = "cpu";
     be->device = SDT_DEVICE_CPU;
     be->native_bf16 = true;   /* bf16 is stored for real and computed in f32 */

@@ -10,10 +10,6 @@
 #include <cblas.h>
 #include <omp.h>
 
-/* Multiply-adds per "element" of cpu_threads_for's work measure: a GEMM below
- * 8 x parallel_min_work (262144 by default) multiply-adds runs on one thread. */
-#define GEMM_MACS_PER_WORK 8
-
 void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float *a, int lda,
                const float *b, int ldb, float beta, float *c, int ldc)
 {
@@ -23,7 +19,7 @@ void cpu_sgemm(sdt_backend *be, bool trans_a, bool trans_b, int m, int n, int k,
      * all, even where a host enabled nested parallelism; a threaded BLAS splits on its own. */
     const int parts = omp_in_parallel() || openblas_get_num_threads() > 1 /* read, never set */
                           ? 1
-                          : cpu_threads_for(be, (int64_t)m * n * (k > 0 ? k : 1) / GEMM_MACS_PER_WORK);
+                          : cpu_threads_over(be, (int64_t)m * n * (k > 0 ? k : 1), CPU_GEMM_MIN_MACS);
     /* Split the longer side of C into panels; the 16-multiple keeps panels on SIMD/cache-line boundaries. */
     const bool split_n = n >= m;
     const int len = split_n ? n : m;

@@ -4,9 +4,10 @@
  * its own worker pool, and its workers and OpenMP's spin-wait for work after
  * each call. On a small machine the two pools then fight over the cores: a
  * layernorm or an im2col right before a GEMM ran up to 5x slower in
- * bench/kernels_cpu. So the backend uses ONE pool, OpenMP's: OpenBLAS is set
- * to a single thread once, and cpu_sgemm splits each GEMM into column (or row)
- * panels that the backend's OpenMP threads compute side by side. Called inside
+ * bench/kernels_cpu. So the backend uses ONE pool, OpenMP's: when the host runs
+ * OpenBLAS on one thread (the plugin never sets it), cpu_sgemm splits each GEMM of
+ * CPU_GEMM_MIN_MACS or more into column (or row) panels that the backend's OpenMP
+ * threads compute side by side. Called inside
  * an OpenMP parallel region (e.g. one attention head per thread) it runs on
  * the calling thread alone, since nested regions are inactive.
  */

@@ -22,7 +22,7 @@ static inline sdt_backend *kt_backend(void)
         fprintf(stderr, "could not create the CPU backend\n");
         exit(1);
     }
-    ((cpu_context *)be->ctx)->parallel_min_work = 0;
+    ((cpu_context *)be->ctx)->thread_small_work = true;
     return be;
 }
 
