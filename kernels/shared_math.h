@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ops.h"
 
@@ -40,6 +41,138 @@
 #define ACT_INV_SQRT2 0.70710678118654752f
 #define ACT_INV_SQRT_2PI 0.39894228040143268f
 
+/* Double arithmetic that nvcc must not fuse: a product that feeds a sum is contracted into an fma on
+ * the device (nvcc --fmad=true) but not by the C compiler (ISO C11, no FMA), which would give the
+ * backends different bits. The fused steps are written as fma() on both. */
+#ifdef __CUDA_ARCH__
+#define SHARED_DMUL(a, b) __dmul_rn((a), (b))
+#else
+#define SHARED_DMUL(a, b) ((a) * (b))
+#endif
+
+static inline SDT_HOST_DEVICE uint64_t shared_double_bits(double d)
+{
+#ifdef __CUDA_ARCH__
+    return (uint64_t)__double_as_longlong(d);
+#else
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+#endif
+}
+
+static inline SDT_HOST_DEVICE double shared_bits_double(uint64_t u)
+{
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)u);
+#else
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+#endif
+}
+
+/* e^x in double by glibc expf's method (sysdeps/ieee754/flt-32/e_expf.c, the fused variant __expf_fma):
+ * x = (k + r) ln2 / 32, 2^(k/32) from a 32-entry table of 2^(i/32) with the exponent added in its bits,
+ * e^r by a cubic. Its error is the method's (a relative ~2^-33, not double precision), valid for
+ * |x| < 1400; a float x rounded to float after gives expf's own bits. The constants and table
+ * (tab[i] = bits(2^(i/32)) - (i << 47)) are glibc's __exp2f_data; kernels/cpu/vec_expf.h runs the same
+ * operations 4 lanes at a time. */
+#define SHARED_EXPF_INVLN2N 0x1.71547652b82fep+5 /* 32 / ln 2 */
+#define SHARED_EXPF_SHIFT 0x1.8p+52
+#define SHARED_EXPF_C0 0x1.c6af84b912394p-20
+#define SHARED_EXPF_C1 0x1.ebfce50fac4f3p-13
+#define SHARED_EXPF_C2 0x1.62e42ff0c52d6p-6
+#define SHARED_EXP2F_TABLE_INIT                                                                                        \
+    {                                                                                                                  \
+        0x3ff0000000000000ULL, 0x3fefd9b0d3158574ULL, 0x3fefb5586cf9890fULL, 0x3fef9301d0125b51ULL,                    \
+            0x3fef72b83c7d517bULL, 0x3fef54873168b9aaULL, 0x3fef387a6e756238ULL, 0x3fef1e9df51fdee1ULL,                \
+            0x3fef06fe0a31b715ULL, 0x3feef1a7373aa9cbULL, 0x3feedea64c123422ULL, 0x3feece086061892dULL,                \
+            0x3feebfdad5362a27ULL, 0x3feeb42b569d4f82ULL, 0x3feeab07dd485429ULL, 0x3feea47eb03a5585ULL,                \
+            0x3feea09e667f3bcdULL, 0x3fee9f75e8ec5f74ULL, 0x3feea11473eb0187ULL, 0x3feea589994cce13ULL,                \
+            0x3feeace5422aa0dbULL, 0x3feeb737b0cdc5e5ULL, 0x3feec49182a3f090ULL, 0x3feed503b23e255dULL,                \
+            0x3feee89f995ad3adULL, 0x3feeff76f2fb5e47ULL, 0x3fef199bdd85529cULL, 0x3fef3720dcef9069ULL,                \
+            0x3fef5818dcfba487ULL, 0x3fef7c97337b9b5fULL, 0x3fefa4afa2a490daULL, 0x3fefd0765b6e4540ULL                 \
+    }
+
+/* The table once per translation unit for the host, once more in device memory for nvcc's device code. */
+static const uint64_t shared_exp2f_table[32] = SHARED_EXP2F_TABLE_INIT;
+#ifdef __CUDACC__
+static __device__ const uint64_t shared_exp2f_table_device[32] = SHARED_EXP2F_TABLE_INIT;
+#endif
+
+static inline SDT_HOST_DEVICE double shared_exp_tabled(double x)
+{
+#ifdef __CUDA_ARCH__
+    const uint64_t *table = shared_exp2f_table_device;
+#else
+    const uint64_t *table = shared_exp2f_table;
+#endif
+    const double kd_shifted = fma(SHARED_EXPF_INVLN2N, x, SHARED_EXPF_SHIFT);
+    const uint64_t ki = shared_double_bits(kd_shifted);
+    const double kd = kd_shifted - SHARED_EXPF_SHIFT;
+    const double r = fma(SHARED_EXPF_INVLN2N, x, -kd);
+    const double s = shared_bits_double(table[ki & 31] + (ki << 47));
+    const double z = fma(SHARED_EXPF_C0, r, SHARED_EXPF_C1);
+    const double r2 = SHARED_DMUL(r, r);
+    double p = fma(r, SHARED_EXPF_C2, 1.0);
+    p = fma(z, r2, p);
+    return SHARED_DMUL(p, s);
+}
+
+/* erfc for GELU's Phi, one algorithm for both backends (libm's erfcf and CUDA's differ in their last
+ * bits, and glibc's five-range rational code does not vectorize):
+ *   erfc(z) = t e^(-z^2 + P(t)), t = 1 / (1 + z/2), for 0 <= z < 10.1; 2 - erfc(-z) for z < 0,
+ * P a degree-12 polynomial in t (a Chebyshev fit of log(erfc(z)) + z^2 - log(t) over [0, 10.1] in
+ * 40-digit arithmetic, written in powers of t, |error| < 1.8e-10), all in double with the fused steps
+ * written as fma, e^ by shared_exp_tabled, one rounding to float at the end: within 1 ulp of the exact
+ * erfc for every float (tests/kernels/test_vec_erfcf.c). Past 10.1 erfc(z) < 2^-150 rounds to +0 (and
+ * to 2 for z < -10.1). kernels/cpu/vec_erfcf.c computes the same operations in the same order 4 lanes
+ * at a time, so its bits are these. */
+#define SHARED_ERFC_ZMAX 10.1
+#define SHARED_ERFC_P0 -1.26550500693142
+#define SHARED_ERFC_P1 0.9997496174400674
+#define SHARED_ERFC_P2 0.37893021440096725
+#define SHARED_ERFC_P3 0.04694636887575912
+#define SHARED_ERFC_P4 0.13526588951579818
+#define SHARED_ERFC_P5 -1.072909061160392
+#define SHARED_ERFC_P6 2.6656883731792234
+#define SHARED_ERFC_P7 -5.759291416304022
+#define SHARED_ERFC_P8 8.547826685074751
+#define SHARED_ERFC_P9 -7.890685057457067
+#define SHARED_ERFC_P10 4.403927008689779
+#define SHARED_ERFC_P11 -1.3763060109374339
+#define SHARED_ERFC_P12 0.18636239579025465
+
+/* P(t) by Horner's rule, highest power first (the order vec_erfcf.c evaluates too). */
+static inline SDT_HOST_DEVICE double shared_erfc_poly(double t)
+{
+    double p = SHARED_ERFC_P12;
+    p = fma(p, t, SHARED_ERFC_P11);
+    p = fma(p, t, SHARED_ERFC_P10);
+    p = fma(p, t, SHARED_ERFC_P9);
+    p = fma(p, t, SHARED_ERFC_P8);
+    p = fma(p, t, SHARED_ERFC_P7);
+    p = fma(p, t, SHARED_ERFC_P6);
+    p = fma(p, t, SHARED_ERFC_P5);
+    p = fma(p, t, SHARED_ERFC_P4);
+    p = fma(p, t, SHARED_ERFC_P3);
+    p = fma(p, t, SHARED_ERFC_P2);
+    p = fma(p, t, SHARED_ERFC_P1);
+    return fma(p, t, SHARED_ERFC_P0);
+}
+
+static inline SDT_HOST_DEVICE float shared_erfcf(float x)
+{
+    if (isnan(x)) return x;
+    const double z = (double)x, a = fabs(z);
+    if (!(a < SHARED_ERFC_ZMAX)) return signbit(z) ? 2.0f : 0.0f;
+    const double t = 1.0 / fma(0.5, a, 1.0);
+    /* -a^2 is exact in double (a has 24 bits), so the fma rounds once, before e^ */
+    const double e = SHARED_DMUL(t, shared_exp_tabled(fma(-a, a, shared_erfc_poly(t))));
+    return (float)(signbit(z) ? 2.0 - e : e); /* -0 too: 2 - erfc(0) = 1 */
+}
+
 static inline SDT_HOST_DEVICE float act_sigmoid(float x)
 {
     return 1.0f / (1.0f + expf(-x));
@@ -51,10 +184,11 @@ static inline SDT_HOST_DEVICE float act_softplus(float x)
     return x > 20.0f ? x : log1pf(expf(x));
 }
 
-/* Phi(x), the standard normal CDF: 0.5 * (1 + erf(x / sqrt 2)) written with erfc. */
+/* Phi(x), the standard normal CDF: 0.5 * (1 + erf(x / sqrt 2)) written with erfc (shared_erfcf, the
+ * same bits on both backends and in the CPU's vector GEGLU). */
 static inline SDT_HOST_DEVICE float act_normal_cdf(float x)
 {
-    return 0.5f * erfcf(-x * ACT_INV_SQRT2);
+    return 0.5f * shared_erfcf(-x * ACT_INV_SQRT2);
 }
 
 static inline SDT_HOST_DEVICE float act_gelu(float x)

@@ -1,9 +1,11 @@
 /* activation.c - torch.nn activations (ReLU, LeakyReLU, ELU, GELU, QuickGELU, SiLU, Tanh, Sigmoid,
  * Mish, the hard/soft/shrink family, identity), forward and accumulating backward. Formulas: kernels/shared_math.h.
- * SiLU and QuickGELU (CLIP's MLP) take their expf from cpu_expf_array a chunk at a time: the same
- * expressions as act_value / act_derivative, so the same bits, without libm's scalar call per element. */
+ * SiLU and QuickGELU (CLIP's MLP) take their expf from cpu_expf_array, GELU (OpenCLIP's MLP) its erfc
+ * from cpu_erfcf_array and its density's expf from cpu_expf_array, a chunk at a time: the same
+ * expressions as act_value / act_derivative, so the same bits, without a scalar call per element. */
 #include "shared_math.h"
 #include "cpu_context.h"
+#include "vec_erfcf.h"
 #include "vec_expf.h"
 
 /* Values per vector call (stack buffers per thread). */
@@ -50,6 +52,61 @@ static void sigmoid_gated_backward(sdt_activation act, const float *x, const flo
     }
 }
 
+/* cdf[i] = act_normal_cdf(x[i]) for m <= ACT_CHUNK values (its expression, the erfc a chunk at a time). */
+static void gelu_cdf_chunk(const float *x, float *cdf, int64_t m)
+{
+    for (int64_t i = 0; i < m; i++) cdf[i] = -x[i] * ACT_INV_SQRT2;
+    cpu_erfcf_array(cdf, cdf, m);
+    for (int64_t i = 0; i < m; i++) cdf[i] = 0.5f * cdf[i];
+}
+
+/* o = act_gelu(x) for n values. */
+static void gelu_forward(const float *x, float *o, int64_t n)
+{
+    float cdf[ACT_CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += ACT_CHUNK) {
+        const int64_t m = n - i0 < ACT_CHUNK ? n - i0 : ACT_CHUNK;
+        gelu_cdf_chunk(x + i0, cdf, m);
+        for (int64_t i = 0; i < m; i++) o[i0 + i] = x[i0 + i] * cdf[i];
+    }
+}
+
+/* gx += g * act_gelu_grad(x) for n values. */
+static void gelu_backward(const float *x, const float *g, float *gx, int64_t n)
+{
+    float cdf[ACT_CHUNK], density[ACT_CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += ACT_CHUNK) {
+        const int64_t m = n - i0 < ACT_CHUNK ? n - i0 : ACT_CHUNK;
+        gelu_cdf_chunk(x + i0, cdf, m);
+        for (int64_t i = 0; i < m; i++) density[i] = -0.5f * x[i0 + i] * x[i0 + i];
+        cpu_expf_array(density, density, m);
+        for (int64_t i = 0; i < m; i++) gx[i0 + i] += g[i0 + i] * (cdf[i] + x[i0 + i] * ACT_INV_SQRT_2PI * density[i]);
+    }
+}
+
+/* The activations computed a chunk at a time through the vector expf / erfc. */
+static bool act_is_chunked(sdt_activation act)
+{
+    return act_is_sigmoid_gated(act) || act == SDT_ACT_GELU;
+}
+
+/* One chunk of ACT_CHUNK values (fewer at the end) of a chunked activation, forward or backward (g). */
+static void chunk_forward(sdt_activation act, const float *x, float *o, int64_t m)
+{
+    if (act == SDT_ACT_GELU)
+        gelu_forward(x, o, m);
+    else
+        sigmoid_gated_forward(act, x, o, m);
+}
+
+static void chunk_backward(sdt_activation act, const float *x, const float *g, float *gx, int64_t m)
+{
+    if (act == SDT_ACT_GELU)
+        gelu_backward(x, g, gx, m);
+    else
+        sigmoid_gated_backward(act, x, g, gx, m);
+}
+
 int cpu_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x, sdt_activation act)
 {
     int64_t n = sdt_tensor_numel(x);
@@ -57,12 +114,12 @@ int cpu_activation_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x
     const float *xs = cpu_read_f32(be, x, 0);
     float *o = cpu_write_begin(be, out, 1, false);
     if (!xs || !o) return -1;
-    if (act_is_sigmoid_gated(act)) {
+    if (act_is_chunked(act)) {
         const int64_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
 #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
         for (int64_t c = 0; c < chunks; c++)
-            sigmoid_gated_forward(act, xs + c * ACT_CHUNK, o + c * ACT_CHUNK,
-                                  n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK);
+            chunk_forward(act, xs + c * ACT_CHUNK, o + c * ACT_CHUNK,
+                          n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK);
     } else {
 #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
         for (int64_t i = 0; i < n; i++) o[i] = act_value(act, xs[i]);
@@ -81,12 +138,12 @@ int cpu_activation_backward(sdt_backend *be, sdt_tensor *dx, const sdt_tensor *d
     const float *g = cpu_read_f32(be, dout, 1);
     float *gx = cpu_write_begin(be, dx, 2, true);
     if (!xs || !g || !gx) return -1;
-    if (act_is_sigmoid_gated(act)) {
+    if (act_is_chunked(act)) {
         const int64_t chunks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
 #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
         for (int64_t c = 0; c < chunks; c++)
-            sigmoid_gated_backward(act, xs + c * ACT_CHUNK, g + c * ACT_CHUNK, gx + c * ACT_CHUNK,
-                                   n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK);
+            chunk_backward(act, xs + c * ACT_CHUNK, g + c * ACT_CHUNK, gx + c * ACT_CHUNK,
+                           n - c * ACT_CHUNK < ACT_CHUNK ? n - c * ACT_CHUNK : ACT_CHUNK);
     } else {
 #pragma omp parallel for num_threads(cpu_threads_for(be, n)) schedule(static)
         for (int64_t i = 0; i < n; i++) gx[i] += g[i] * act_derivative(act, xs[i]);

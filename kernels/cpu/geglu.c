@@ -1,11 +1,13 @@
 /* geglu.c - diffusers GEGLU gating: value, gate = x.chunk(2, dim=-1); out = value * gelu(gate)
  * (exact erf GELU, as diffusers' F.gelu). The Linear projection before it is a separate op.
- * Phi(gate) is shared_math.h's act_normal_cdf (libm's erfcf: the GELU the CPU and CUDA ops share, which
- * test_shared_math holds the CPU op to) and backward's density e^(-gate^2 / 2) comes from cpu_expf_array
- * (expf's bits, a chunk of gates at a time: the scalar calls were part of ~10% of the demo-sized CPU step,
- * bench/NOTES.md run 34). */
+ * Phi(gate) = shared_erfcf(-gate / sqrt 2) / 2 is act_normal_cdf's expression with the erfc from
+ * cpu_erfcf_array (vec_erfcf.h: shared_erfcf's bits 4 lanes at a time, so the op equals the shared GELU
+ * both backends compute) and backward's density e^(-gate^2 / 2) from cpu_expf_array (expf's bits), a
+ * chunk of gates at a time: the scalar calls were ~10% of the demo-sized CPU step (bench/NOTES.md runs
+ * 34 and 36). */
 #include "shared_math.h"
 #include "cpu_context.h"
+#include "vec_erfcf.h"
 #include "vec_expf.h"
 
 /* Gates per vector call (stack buffers per thread). */
@@ -19,10 +21,13 @@ static void geglu_dims(const sdt_tensor *half, int64_t *rows, int64_t *c)
     *rows = *c ? sdt_tensor_numel(half) / *c : 0;
 }
 
-/* cdf[j] = Phi(gate[j]) for j < n: act_normal_cdf, act_gelu's and act_gelu_grad's own expression. */
+/* cdf[j] = Phi(gate[j]) for j < n: act_normal_cdf's expression (act_gelu's and act_gelu_grad's) with
+ * the erfc a chunk at a time. */
 static void normal_cdf_chunk(const float *gate, float *cdf, int64_t n)
 {
-    for (int64_t j = 0; j < n; j++) cdf[j] = act_normal_cdf(gate[j]);
+    for (int64_t j = 0; j < n; j++) cdf[j] = -gate[j] * ACT_INV_SQRT2;
+    cpu_erfcf_array(cdf, cdf, n);
+    for (int64_t j = 0; j < n; j++) cdf[j] = 0.5f * cdf[j];
 }
 
 int cpu_geglu_forward(sdt_backend *be, sdt_tensor *out, const sdt_tensor *x)

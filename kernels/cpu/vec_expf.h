@@ -14,31 +14,24 @@
 #include <immintrin.h>
 #include <stdint.h>
 
-/* glibc's __exp2f_data: tab[i] = bits(2^(i/32)) - (i << 47); the scaled constants of e_expf.c. */
-extern const uint64_t cpu_exp2f_table[32];
-#define EXPF_INVLN2N 0x1.71547652b82fep+5 /* 32 / ln 2 */
-#define EXPF_SHIFT 0x1.8p+52
-#define EXPF_C0 0x1.c6af84b912394p-20
-#define EXPF_C1 0x1.ebfce50fac4f3p-13
-#define EXPF_C2 0x1.62e42ff0c52d6p-6
+#include "shared_math.h"
 
-/* e^x of 4 doubles by expf's method: the same operations, in the same order and with the same fusions,
- * as __expf_fma, so a float x gives expf's bits after one rounding to float. In double it is e^x
- * within a relative 2^-33 or so (the table method's error, not double precision), for |x| < 1400.
- * For code compiled for AVX2 + FMA only. */
+/* e^x of 4 doubles by expf's method: shared_math.h's shared_exp_tabled (the same operations, in the
+ * same order and with the same fusions as __expf_fma) 4 lanes at a time, so each lane has its bits and a
+ * float x gives expf's bits after one rounding to float. For code compiled for AVX2 + FMA only. */
 __attribute__((target("avx2,fma"))) static inline __m256d cpu_exp4d_avx2(__m256d xd)
 {
-    const __m256d invln2n = _mm256_set1_pd(EXPF_INVLN2N), shift = _mm256_set1_pd(EXPF_SHIFT);
+    const __m256d invln2n = _mm256_set1_pd(SHARED_EXPF_INVLN2N), shift = _mm256_set1_pd(SHARED_EXPF_SHIFT);
     const __m256d kd_shifted = _mm256_fmadd_pd(invln2n, xd, shift);
     const __m256i ki = _mm256_castpd_si256(kd_shifted);
     const __m256d kd = _mm256_sub_pd(kd_shifted, shift);
     const __m256d r = _mm256_fmsub_pd(invln2n, xd, kd);
     const __m256i tab =
-        _mm256_i64gather_epi64((const long long *)cpu_exp2f_table, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+        _mm256_i64gather_epi64((const long long *)shared_exp2f_table, _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
     const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(tab, _mm256_slli_epi64(ki, 47)));
-    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(EXPF_C0), r, _mm256_set1_pd(EXPF_C1));
+    const __m256d z = _mm256_fmadd_pd(_mm256_set1_pd(SHARED_EXPF_C0), r, _mm256_set1_pd(SHARED_EXPF_C1));
     const __m256d r2 = _mm256_mul_pd(r, r);
-    __m256d p = _mm256_fmadd_pd(r, _mm256_set1_pd(EXPF_C2), _mm256_set1_pd(1.0));
+    __m256d p = _mm256_fmadd_pd(r, _mm256_set1_pd(SHARED_EXPF_C2), _mm256_set1_pd(1.0));
     p = _mm256_fmadd_pd(z, r2, p);
     return _mm256_mul_pd(p, s);
 }

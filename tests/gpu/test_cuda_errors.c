@@ -4,9 +4,12 @@
  *    batch"), not as a device failure; a bad argument is INVALID_ARGUMENT, as on the CPU;
  *  - GELU and tanh's derivative in the far tails match the CPU backend (CUDA once computed them
  *    with 1 + erf and 1 - tanh^2, which give 0 there);
+ *  - GELU's forward (the activation and GEGLU) is the CPU backend's bit for bit on a dense grid: both
+ *    compute shared_math.h's own erfc (shared_erfcf), not libm's and CUDA's erfcf, which differ;
  *  - the dropout mask is the CPU backend's bit for bit, p = 1 included (all zeros).
  * Fixed inputs, no random draws. Skips (77) when the CUDA module or a GPU is absent. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gpu_module.h"
@@ -56,6 +59,49 @@ static void check_tails(sdt_backend *cpu, sdt_backend *gpu, sdt_activation act, 
     }
 }
 
+/* GELU forward, as an activation and as GEGLU's gate (value 1), on the grid [-12, 12] step 1/512 (the
+ * erfc's subnormal and zero ranges included): the same bits on both backends. */
+static void check_gelu_bits(sdt_backend *cpu, sdt_backend *gpu)
+{
+    enum { G = 12 * 2 * 512 + 1 };
+    float *x = malloc(sizeof(float) * G), *gx = malloc(sizeof(float) * 2 * G);
+    float *y[2] = {malloc(sizeof(float) * G), malloc(sizeof(float) * G)};
+    float *gy[2] = {malloc(sizeof(float) * G), malloc(sizeof(float) * G)};
+    if (!x || !gx || !y[0] || !y[1] || !gy[0] || !gy[1]) {
+        CHECK(0, "out of host memory");
+        return;
+    }
+    for (int i = 0; i < G; i++) x[i] = -12.0f + (float)i / 512.0f, gx[i] = 1.0f, gx[G + i] = x[i];
+    int64_t shape[1] = {G}, gshape[2] = {1, 2 * G}, oshape[2] = {1, G};
+    sdt_backend *bes[2] = {cpu, gpu};
+    for (int b = 0; b < 2; b++) {
+        sdt_backend *be = bes[b];
+        sdt_tensor tx = sdt_tensor_make(be->alloc(be, G * sizeof(float)), SDT_F32, be->device, 1, shape);
+        sdt_tensor ty = sdt_tensor_make(be->alloc(be, G * sizeof(float)), SDT_F32, be->device, 1, shape);
+        sdt_tensor tg = sdt_tensor_make(be->alloc(be, 2 * G * sizeof(float)), SDT_F32, be->device, 2, gshape);
+        sdt_tensor to = sdt_tensor_make(be->alloc(be, G * sizeof(float)), SDT_F32, be->device, 2, oshape);
+        be->upload(be, tx.data, x, G * sizeof(float));
+        be->upload(be, tg.data, gx, 2 * G * sizeof(float));
+        CHECK(be->activation_forward(be, &ty, &tx, SDT_ACT_GELU) == 0 && be->geglu_forward(be, &to, &tg) == 0,
+              "gelu on %s failed: %s", be->name, be->error.message);
+        be->synchronize(be);
+        be->download(be, y[b], ty.data, G * sizeof(float));
+        be->download(be, gy[b], to.data, G * sizeof(float));
+        be->free(be, tx.data), be->free(be, ty.data), be->free(be, tg.data), be->free(be, to.data);
+    }
+    int differ = 0, geglu_differ = 0;
+    for (int i = 0; i < G; i++) {
+        if (memcmp(&y[0][i], &y[1][i], sizeof(float)) != 0 && differ++ < 3)
+            printf("  gelu(%a): cpu %a, cuda %a\n", (double)x[i], (double)y[0][i], (double)y[1][i]);
+        geglu_differ += memcmp(&gy[0][i], &gy[1][i], sizeof(float)) != 0;
+    }
+    CHECK(differ == 0 && geglu_differ == 0,
+          "GELU's forward differs between the backends: activation at %d, GEGLU at %d "
+          "of %d points (both must compute shared_erfcf)",
+          differ, geglu_differ, (int)G);
+    free(x), free(gx), free(y[0]), free(y[1]), free(gy[0]), free(gy[1]);
+}
+
 static void check_dropout(sdt_backend *cpu, sdt_backend *gpu, float p)
 {
     float mask[2][N];
@@ -102,6 +148,7 @@ int main(void)
     check_tails(cpu, gpu, SDT_ACT_GELU, "gelu");
     check_tails(cpu, gpu, SDT_ACT_TANH, "tanh");
     check_tails(cpu, gpu, SDT_ACT_MISH, "mish");
+    check_gelu_bits(cpu, gpu);
     check_dropout(cpu, gpu, 0.3f);
     check_dropout(cpu, gpu, 1.0f);
     check_codes(cpu, gpu);

@@ -1,0 +1,132 @@
+/* test_vec_erfcf - shared_math.h's shared_erfcf (the erfc of both backends' GELU) and
+ * kernels/cpu/vec_erfcf.h's cpu_erfcf_array, its vector form:
+ *  - shared_erfcf is within 1 ulp of erfc in double for every 251st float bit pattern (all exponents,
+ *    both signs, subnormals, the ranges where erfc rounds to 0 or to 2, inf and NaN);
+ *  - cpu_erfcf_array gives shared_erfcf's bits for every one of them (on either path: the vector one
+ *    needs AVX2 + FMA and its first-use check; the test says which ran), so the CPU's GEGLU and GELU
+ *    equal act_gelu, which the CUDA kernels compute too;
+ *  - an input gives the same bits wherever it sits: every length 0..19 at every start offset 0..3
+ *    against one-element calls, a special value in each lane, and in place (y == x); a value that
+ *    depended on its place would make a row's output depend on the batch;
+ *  - act_normal_cdf is 0.5 * shared_erfcf(-x / sqrt 2): GELU is computed with this erfc. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/vec_erfcf.h"
+#include "sdt_test.h"
+#include "shared_math.h"
+
+static int same_bits(float a, float b)
+{
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4), memcpy(&ub, &b, 4);
+    return ua == ub || (isnan(a) && isnan(b));
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float erfc_one(float x)
+{
+    float y;
+    cpu_erfcf_array(&x, &y, 1);
+    return y;
+}
+
+/* |y - erfc(x)| in units of the float spacing at erfc(x) (2^-149 for subnormals). */
+static double ulp_error(float x, float y)
+{
+    const double ref = erfc((double)x);
+    const float r = (float)ref;
+    const double ulp = (double)nextafterf(fabsf(r), INFINITY) - (double)fabsf(r);
+    return fabs((double)y - ref) / ulp;
+}
+
+int main(void)
+{
+    printf("test_vec_erfcf: %s path\n", cpu_erfcf_array_is_vectorized() ? "AVX2 + FMA" : "scalar shared_erfcf");
+    enum { CHUNK = 1 << 16 };
+    float *x = malloc(sizeof(float) * CHUNK), *y = malloc(sizeof(float) * CHUNK);
+    if (!x || !y) return 1;
+
+    int64_t inaccurate = 0, differ = 0, inexact = 0, checked = 0;
+    double worst = 0;
+    uint64_t u = 0;
+    while (u < (1ULL << 32)) {
+        int n = 0;
+        for (; n < CHUNK && u < (1ULL << 32); n++, u += 251) x[n] = from_bits((uint32_t)u);
+        cpu_erfcf_array(x, y, n);
+        for (int i = 0; i < n; i++) {
+            checked++;
+            const float s = shared_erfcf(x[i]);
+            if (!same_bits(y[i], s) && differ++ < 5)
+                fprintf(stderr, "erfc(%a): the array gives %a, shared_erfcf %a\n", (double)x[i], (double)y[i],
+                        (double)s);
+            if (isnan(x[i])) {
+                if (!isnan(s) && inaccurate++ < 5) fprintf(stderr, "erfc(NaN): %a, expected NaN\n", (double)s);
+                continue;
+            }
+            const double e = ulp_error(x[i], s);
+            worst = e > worst ? e : worst;
+            inexact += !same_bits(s, (float)erfc((double)x[i]));
+            if (!(e <= 1.0) && inaccurate++ < 5)
+                fprintf(stderr, "shared_erfcf(%a) = %a, erfc in double %a: %.3f ulp\n", (double)x[i], (double)s,
+                        erfc((double)x[i]), e);
+        }
+    }
+    printf("  %lld inputs, worst %.4f ulp, %lld not the correctly rounded float\n", (long long)checked, worst,
+           (long long)inexact);
+    CHECK(inaccurate == 0, "%lld of the strided bit patterns are more than 1 ulp off erfc", (long long)inaccurate);
+    CHECK(differ == 0, "%lld of the strided bit patterns differ between cpu_erfcf_array and shared_erfcf",
+          (long long)differ);
+
+    float src[32], dst[32];
+    for (int i = 0; i < 32; i++) src[i] = -4.1f + 0.29f * (float)i;
+    for (int offset = 0; offset < 4; offset++)
+        for (int n = 0; n < 20; n++) {
+            for (int i = 0; i < 32; i++) dst[i] = -1.0f;
+            cpu_erfcf_array(src + offset, dst + offset, n);
+            int ok = 1;
+            for (int i = 0; i < 32; i++)
+                ok &= same_bits(dst[i], i >= offset && i < offset + n ? erfc_one(src[i]) : -1.0f);
+            CHECK(ok, "length %d at offset %d: a value depends on its place or a neighbour was written", n, offset);
+        }
+
+    const float special[] = {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 10.05f, 10.1f, -10.1f, 1e-40f, -3.9f};
+    const float expect[] = {0.0f, 2.0f, NAN, 1.0f, 1.0f, -1.0f /* unchecked */, 0.0f, 2.0f, 1.0f, 2.0f};
+    for (size_t s = 0; s < sizeof special / sizeof special[0]; s++) {
+        if (expect[s] != -1.0f)
+            CHECK(same_bits(erfc_one(special[s]), expect[s]) && same_bits(shared_erfcf(special[s]), expect[s]),
+                  "erfc(%a) = %a (shared_erfcf %a), expected %a", (double)special[s], (double)erfc_one(special[s]),
+                  (double)shared_erfcf(special[s]), (double)expect[s]);
+        for (int lane = 0; lane < 4; lane++) {
+            float v[4] = {0.5f, -0.5f, 2.0f, -2.0f}, w[4];
+            v[lane] = special[s];
+            cpu_erfcf_array(v, w, 4);
+            int ok = 1;
+            for (int i = 0; i < 4; i++) ok &= same_bits(w[i], erfc_one(v[i]));
+            CHECK(ok, "special value %a in lane %d changes a lane's result", (double)special[s], lane);
+        }
+    }
+
+    float inplace[7] = {-2.5f, -1.0f, -0.1f, 0.0f, 0.3f, 1.7f, 6.0f}, copy[7];
+    memcpy(copy, inplace, sizeof inplace);
+    cpu_erfcf_array(inplace, inplace, 7);
+    int ok = 1;
+    for (int i = 0; i < 7; i++) ok &= same_bits(inplace[i], erfc_one(copy[i]));
+    CHECK(ok, "in place (y == x) differs from out of place");
+
+    int cdf_differ = 0;
+    for (int i = -2000; i <= 2000; i++) {
+        const float g = (float)i / 128.0f;
+        cdf_differ += !same_bits(act_normal_cdf(g), 0.5f * shared_erfcf(-g * ACT_INV_SQRT2));
+    }
+    CHECK(cdf_differ == 0, "act_normal_cdf differs from 0.5 * shared_erfcf(-x / sqrt 2) at %d points", cdf_differ);
+    free(x), free(y);
+    return sdt_test_finish("vec_erfcf");
+}
