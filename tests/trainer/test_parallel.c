@@ -6,7 +6,8 @@
  *     order, shards, per-sample draws and 1/W seed), within the reduction's rounding (1e-6; here the
  *     CPU's sums give the same bytes, which the test prints but does not demand); so do 2 ranks of
  *     joint training with a hypernetwork without dropout (its masks are keyed per micro-batch, so W
- *     ranks draw other masks than one rank of batch W). One rank of batch 1 with grad_accum_steps W
+ *     ranks draw other masks than one rank of batch W), the hypernetwork within a fraction of the
+ *     distance AdamW moves it (HN_ROUNDING_*). One rank of batch 1 with grad_accum_steps W
  *     is no reference: the data order shuffles whole batches, so batch 1 walks other samples than
  *     batch W (the step engine's test proves the sum against accumulation);
  *  2. ranks 1 and 2 write nothing and report no file: their input files keep their bytes, their
@@ -21,6 +22,21 @@
 #include "rank_fixture.h"
 
 #define STEPS 3
+/* The hypernetwork's learning rate in the joint runs. */
+#define HN_LEARN_RATE 0.001
+#define HN_LEARN_RATE_TEXT "0.001"
+/* How far W ranks' hypernetwork may be from the global batch's, as fractions of lr * STEPS (AdamW moves
+ * each weight by about lr a step whatever its gradient's size): the gradient sums round differently (the
+ * global batch's one product against W products summed over the ranks; split GEMM panels differ with the
+ * batch, tests/trainer/CMakeLists.txt runs OpenBLAS on one thread), and AdamW normalises each element,
+ * so an element whose gradient nearly cancels carries its rounding into a share of a whole step. The
+ * worst element is that one: on the first weight 9.6e-7 with libm's erfc in GELU, 1.03e-6 with
+ * shared_erfcf (bench/NOTES.md run 36), i.e. 3.4e-4 of lr * STEPS, while the RMS stays 2e-8 (7e-6 of
+ * it), and other tensors of the same hypernetwork (LayerNorm biases whose gradient is rounding alone)
+ * differ by up to 2e-5 either way. A rank that trains on its own gradient or other samples is off by
+ * about lr everywhere: 10x past both bounds at least. */
+#define HN_ROUNDING_RMS 1e-4
+#define HN_ROUNDING_WORST 1e-2
 #define MAX_RANKS 3
 
 typedef struct rank_run {
@@ -74,7 +90,7 @@ static void *rank_main(void *p)
     h.struct_size = sizeof h;
     r->tr->hypernetwork_part_defaults(&h);
     h.hypernetwork_path = r->hn;
-    h.learn_rate = "0.001";
+    h.learn_rate = HN_LEARN_RATE_TEXT;
     sdt_trainer_config config = {
         .struct_size = sizeof config, .options = &o, .embedding = &e, .hypernetwork = r->hn[0] ? &h : NULL};
     sdt_prepare_info info;
@@ -130,6 +146,23 @@ static double max_abs_diff(const char *a, const char *b, int64_t *n)
     return rank_fx_max_abs_diff(a, b, "emb_params", n);
 }
 
+/* The largest and the RMS difference of the hypernetwork's first weight between two training states. */
+static double first_weight_diff(const char *a, const char *b, double *rms)
+{
+    int64_t na = 0, nb = 0;
+    float *x = fx_read_tensor(a, "hypernetwork." FIRST_WEIGHT, &na);
+    float *y = fx_read_tensor(b, "hypernetwork." FIRST_WEIGHT, &nb);
+    double worst = (x && y && na == nb && na > 0) ? 0 : INFINITY, sum = 0;
+    for (int64_t i = 0; worst < INFINITY && i < na; i++) {
+        const double d = fabs((double)x[i] - (double)y[i]);
+        worst = isnan(d) ? INFINITY : d > worst ? d : worst;
+        sum += d * d;
+    }
+    *rms = worst < INFINITY ? sqrt(sum / (double)na) : INFINITY;
+    free(x), free(y);
+    return worst;
+}
+
 static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, const char *src, const char *hn_src,
                         int world)
 {
@@ -163,9 +196,15 @@ static void check_world(const trainer_env *env, const sdt_trainer_factory *tr, c
     if (hn_src) {
         const char *sa = ranks[0].rec.last_saved[SDT_FILE_TRAINING_STATE];
         const char *sb = global.rec.last_saved[SDT_FILE_TRAINING_STATE];
-        double hn_diff = rank_fx_max_abs_diff(sa, sb, "hypernetwork." FIRST_WEIGHT, &n);
-        CHECK(hn_diff <= 1e-6, "%d ranks: the hypernetwork's first weight within 1e-6 of the global batch's (%.3g)",
-              world, hn_diff);
+        double rms;
+        double worst = first_weight_diff(sa, sb, &rms);
+        const double step_scale = HN_LEARN_RATE * STEPS;
+        CHECK(rms <= HN_ROUNDING_RMS * step_scale && worst <= HN_ROUNDING_WORST * step_scale,
+              "%d ranks: the hypernetwork's first weight within rounding of the global batch's (RMS %.3g, bound %.3g; "
+              "worst %.3g, bound %.3g)",
+              world, rms, HN_ROUNDING_RMS * step_scale, worst, HN_ROUNDING_WORST * step_scale);
+        printf("%d ranks: the hypernetwork's first weight %.3g RMS, %.3g at most from the global batch's\n", world, rms,
+               worst);
         CHECK(!fx_same_bytes(ranks[0].hn, hn_src), "the hypernetwork trained");
     }
     size_t size;
