@@ -1,7 +1,8 @@
 /* flow_pass_check.h - what the training-pass tests of the rectified-flow transformers share (header only:
- * test_sd3_pass, test_flux_pass), on top of pass_check.h: a tiny random checkpoint (sd3_gen) opened on the CPU, the
- * table-major rows (clip_l [n, w0], clip_g [n, w1] (none on Flux), t5xxl [n, w2]) checked table by table against
- * central differences, each table training alone, and gradient descent on the rows. */
+ * test_sd3_pass, test_flux_pass; test_flow_memory and test_t5_cache take its tiny model and batch), on top of
+ * pass_check.h: a tiny random checkpoint (sd3_gen) opened on the CPU, a fixed batch, the table-major rows (clip_l
+ * [n, w0], clip_g [n, w1] (none on Flux), t5xxl [n, w2]) checked table by table against central differences, each
+ * table training alone, and gradient descent on the rows. */
 #ifndef SDT_TEST_TRAIN_FLOW_PASS_CHECK_H
 #define SDT_TEST_TRAIN_FLOW_PASS_CHECK_H
 
@@ -19,7 +20,7 @@
 #define FLOW_PASS_L5 8    /* T5's sequence: short for the tests */
 
 /* A fixed batch: CLIP ids with the embedding's slots at 2 and 3, T5 ids with them at 1 and 2, random noisy latents
- * and targets, two timesteps; guidance 0 (Flux dev's test sets it). */
+ * and targets of side x side (the caller frees them), two timesteps; guidance 0 (Flux dev's test sets it). */
 typedef struct flow_pass_problem {
     int32_t tokens[FLOW_PASS_B * SDT_PROMPT_TOKENS], t5[FLOW_PASS_B * FLOW_PASS_L5];
     clip_override ov[FLOW_PASS_B * FLOW_PASS_NV];
@@ -29,11 +30,11 @@ typedef struct flow_pass_problem {
     sdt_pass_shape shape;
 } flow_pass_problem;
 
-static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *rt, flow_pass_problem *p)
+static inline void flow_pass_make_problem_sized(sdt_test_rng *rng, const sd_runtime *rt, int side, flow_pass_problem *p)
 {
     enum { B = FLOW_PASS_B, T = SDT_PROMPT_TOKENS, L5 = FLOW_PASS_L5, END = FLOW_PASS_END };
     memset(p, 0, sizeof *p);
-    int c = rt->cfg.vae.z_channels, h = 4, w = 4;
+    int c = rt->cfg.vae.z_channels, h = side, w = side;
     p->shape = (sdt_pass_shape){.batch = B, .c = c, .h = h, .w = w, .chunks = 1, .in_c = c, .t5_len = L5};
     int n = 0;
     for (int b = 0; b < B; b++) {
@@ -51,20 +52,18 @@ static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *r
     pass_check_latents(rng, (int64_t)B * c * h * w, &p->noisy, &p->target);
 }
 
+/* The batch on 4 x 4 latents (the pass tests'). */
+static inline void flow_pass_make_problem(sdt_test_rng *rng, const sd_runtime *rt, flow_pass_problem *p)
+{
+    flow_pass_make_problem_sized(rng, rt, 4, p);
+}
+
 static inline sdt_pass_inputs flow_pass_inputs(const flow_pass_problem *p)
 {
-    sdt_pass_inputs in = {.shape = p->shape,
-                          .tokens = p->tokens,
-                          .overrides = p->ov,
-                          .n_overrides = FLOW_PASS_B * FLOW_PASS_NV,
-                          .noisy = p->noisy,
-                          .target = p->target,
-                          .timesteps = p->ts,
-                          .end_id = FLOW_PASS_END,
-                          .t5_tokens = p->t5,
-                          .t5_overrides = p->ov5,
-                          .n_t5_overrides = FLOW_PASS_B * FLOW_PASS_NV,
-                          .guidance = p->guidance};
+    sdt_pass_inputs in = pass_check_inputs(p->shape, p->tokens, p->ov, FLOW_PASS_B * FLOW_PASS_NV, p->noisy, p->target,
+                                           p->ts, FLOW_PASS_END);
+    in.t5_tokens = p->t5, in.t5_overrides = p->ov5, in.n_t5_overrides = FLOW_PASS_B * FLOW_PASS_NV;
+    in.guidance = p->guidance;
     return in;
 }
 

@@ -12,79 +12,29 @@
 
 #include "../models/model_test_util.h"
 #include "../models/text3_test_models.h"
+#include "flow_pass_check.h"
 #include "flux_gen.h"
 #include "flux_text.h"
-#include "sd3_gen.h"
-#include "sdtrain.h"
 #include "train/flow_memory.h"
-#include "train/prompt.h"
-#include "train/sd_pass.h"
-#include "train/work_arena.h"
 
-#define B 2
-#define NV 2
-#define END 999
+#define B FLOW_PASS_B
+#define NV FLOW_PASS_NV
 #define T SDT_PROMPT_TOKENS
-#define L5 8
+#define L5 FLOW_PASS_L5
 #define SIDE 16 /* the latent's */
 
-typedef struct problem {
-    int32_t tokens[B * T], t5[B * L5];
-    clip_override ov[B * NV];
-    t5_override ov5[B * NV];
-    float noisy[B * 16 * SIDE * SIDE], target[B * 16 * SIDE * SIDE], ts[B];
-    sdt_pass_shape shape;
-} problem;
-
-static void make_problem(sdt_test_rng *rng, sd_runtime *rt, problem *p)
-{
-    memset(p, 0, sizeof *p);
-    int c = rt->cfg.vae.z_channels;
-    p->shape = (sdt_pass_shape){.batch = B, .c = c, .h = SIDE, .w = SIDE, .chunks = 1, .in_c = c, .t5_len = L5};
-    int n = 0;
-    for (int b = 0; b < B; b++) {
-        int32_t *t = p->tokens + b * T, *t5 = p->t5 + b * L5;
-        t[0] = END - 1, t[1] = 5 + b, t[2] = 0, t[3] = 0, t[4] = 17;
-        for (int i = 5; i < T; i++) t[i] = END;
-        t5[0] = 7 + b, t5[1] = 0, t5[2] = 0, t5[3] = 9, t5[4] = 1;
-        for (int r = 0; r < NV; r++) {
-            p->ov5[n] = (t5_override){b, 1 + r, r};
-            p->ov[n++] = (clip_override){b, 2 + r, r};
-        }
-        p->ts[b] = (float)(300 + 400 * b);
-    }
-    for (int i = 0; i < B * c * SIDE * SIDE; i++)
-        p->noisy[i] = (float)sdt_test_normal(rng), p->target[i] = (float)sdt_test_normal(rng);
-}
-
 /* A real step: the pass measured, an arena of that size, the pass run; the arena's peak and the weights held. */
-static bool real_step(sd_runtime *rt, problem *p, bool checkpointing, size_t *peak, size_t *weights, sdt_error *error)
+static bool real_step(sd_runtime *rt, const flow_pass_problem *p, bool checkpointing, size_t *peak, size_t *weights,
+                      sdt_error *error)
 {
-    const int width = rt->cfg.clip.width + rt->cfg.clip2.width + rt->cfg.t5.d_model;
+    const int width = flow_pass_width(rt);
     float *rows = mt_alloc((size_t)NV * width * sizeof(float)), *grad = mt_alloc((size_t)NV * width * sizeof(float));
-    for (int i = 0; i < NV * width; i++) rows[i] = 0.01f * (float)(i % 7), grad[i] = 0;
-    int64_t shape[2] = {NV, width};
-    sdt_tensor r = sdt_tensor_make(rows, SDT_F32, SDT_DEVICE_CPU, 2, shape),
-               dr = sdt_tensor_make(grad, SDT_F32, SDT_DEVICE_CPU, 2, shape);
+    for (int i = 0; i < NV * width; i++) rows[i] = 0.01f * (float)(i % 7);
     sdt_pass_options po = {.clip_skip = 0, .checkpointing = checkpointing};
-    sdt_pass_trainables tr = {.rows = &r, .drows = &dr};
-    sdt_pass_inputs in = {.shape = p->shape,
-                          .tokens = p->tokens,
-                          .overrides = p->ov,
-                          .n_overrides = B * NV,
-                          .noisy = p->noisy,
-                          .target = p->target,
-                          .timesteps = p->ts,
-                          .end_id = END,
-                          .t5_tokens = p->t5,
-                          .t5_overrides = p->ov5,
-                          .n_t5_overrides = B * NV};
+    sdt_pass_inputs in = flow_pass_inputs(p);
     work_arena wa = {0};
-    size_t bytes = 0;
     double loss = 0;
-    bool ok = sdt_pass_measure(rt, &po, &p->shape, &tr, &bytes, error) &&
-              work_arena_reserve(&wa, rt->be, bytes, error) &&
-              sdt_pass_run(rt, &wa, &po, &in, &tr, 1.0f, true, &loss, error);
+    bool ok = pass_check_loss_with(rt, &wa, &in, &po, NV, rows, width, 0, grad, &loss, NULL, error);
     *peak = wa.arena.peak;
     work_arena_release(&wa);
     *weights = 0;
@@ -102,7 +52,7 @@ static double rel(size_t est, size_t real)
     return fabs((double)est - (double)real) / (double)real;
 }
 
-static void check_tiny(sd_runtime *rt, problem *p, bool checkpointing)
+static void check_tiny(sd_runtime *rt, const flow_pass_problem *p, bool checkpointing)
 {
     size_t peak = 0, weights = 0;
     sdt_error error = {0};
@@ -293,31 +243,20 @@ static void check_full_size(sdt_backend *be)
 int main(void)
 {
     sdt_test_rng rng = sdt_test_rng_from_env("test_flow_memory");
-    sdt_backend *be = sdt_backend_cpu_create(2);
-    char *dir = g_dir_make_tmp("sdt-flowmem-XXXXXX", NULL);
-    CHECK(be && dir, "backend and temp folder");
-    if (!be || !dir) return sdt_test_finish("test_flow_memory");
-    char *path = g_strdup_printf("%s/sd3.5_tiny.safetensors", dir);
     sd_config cfg = sd_config_preset(SD_FAMILY_TINY_SD3);
     const bool in[SD_PART_COUNT] = {true, true, true, true, true};
-    sdt_error error = {0};
-    sd_runtime rt;
-    bool ok = sd3_generate(path, &cfg, in, SDT_F32, sdt_test_next(&rng), true, &error) &&
-              sd_runtime_open(&rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &error);
-    CHECK(ok, "the tiny SD3.5 model: %s", error.message);
-    if (ok) {
-        static problem p;
-        make_problem(&rng, &rt, &p);
-        check_tiny(&rt, &p, false);
-        check_tiny(&rt, &p, true);
-        sd_runtime_close(&rt);
+    flow_pass_model m;
+    if (flow_pass_model_open(&m, &rng, "sdt-flowmem-XXXXXX", "sd3.5_tiny.safetensors", &cfg, in, "SD3.5")) {
+        static flow_pass_problem p;
+        flow_pass_make_problem_sized(&rng, &m.rt, SIDE, &p);
+        check_tiny(&m.rt, &p, false);
+        check_tiny(&m.rt, &p, true);
+        free(p.noisy), free(p.target);
     }
-    check_tiny_flux(&rng, be, dir);
-    check_full_size(be);
-    g_remove(path);
-    g_rmdir(dir);
-    g_free(path);
-    g_free(dir);
-    be->destroy(be);
+    if (m.be && m.dir) {
+        check_tiny_flux(&rng, m.be, m.dir);
+        check_full_size(m.be);
+    }
+    flow_pass_model_close(&m);
     return sdt_test_finish("test_flow_memory");
 }
