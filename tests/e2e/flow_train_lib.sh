@@ -1,14 +1,17 @@
-# flow_train_lib.sh - sourced after e2e_lib.sh by the SD3.5 and Flux.1 training tests (test_sd3_train.sh,
-# test_flux_train.sh): a tiny T5 tokenizer, a table's bytes in an embedding or state file, and the checks both
-# families run the same way (T5's table alone, resume bit for bit, the divergence guard on the t5xxl table).
+# flow_train_lib.sh - sourced after e2e_lib.sh by the SD3.5 and Flux.1 tests (training: test_sd3_train.sh,
+# test_flux_train.sh; T5's tokenizer alone: test_t5_cache.sh, test_transformer_*.sh, test_demo_eval_transformer.sh,
+# test_locale.sh): a tiny T5 tokenizer, a table's bytes in an embedding or state file, and the checks both families'
+# training runs the same way (T5's table alone, resume bit for bit, the divergence guard on the t5xxl table).
 
-# flow_t5_tokenizer DIR: a tiny Unigram T5 tokenizer (pad 0, </s> 1, unk 2 and a few words) as DIR/tokenizer.json.
+# flow_t5_tokenizer DIR [WORDS]: a tiny Unigram T5 tokenizer (pad 0, </s> 1, unk 2, "▁" 3, then WORDS: a few words
+# with their scores, as JSON pairs; default "a the cat yellow star dog", tests/common/t5_test_vocab.h's) as
+# DIR/tokenizer.json.
 flow_t5_tokenizer() {
+    local words=${2:-'["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]'}
     mkdir -p "$1"
     printf '%s' '{"added_tokens":[{"id":0,"content":"<pad>","special":true},{"id":1,"content":"</s>","special":true},'\
 '{"id":2,"content":"<unk>","special":true}],"model":{"type":"Unigram","unk_id":2,"vocab":[["<pad>",0],["</s>",0],'\
-'["<unk>",0],["▁",-2],["▁a",-1.5],["▁the",-1],["▁cat",-3],["▁yellow",-4],["▁star",-4],["▁dog",-3]],'\
-'"byte_fallback":false}}' >"$1/tokenizer.json"
+'["<unk>",0],["▁",-2],'"$words"'],"byte_fallback":false}}' >"$1/tokenizer.json"
 }
 
 # table_bytes FILE KEY: the sha256 of the table's bytes in the safetensors file (python3).
