@@ -215,9 +215,10 @@ int cmd_generate(int argc, char **argv)
     cli_trainer t;
     if (status == SDT_EXIT_OK && (status = cli_factory_open(&t, plugin)) == SDT_EXIT_OK) {
         sdt_hn_applier *applier = NULL;
-        const sdt_hypernetwork_applier_ext *chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
-        if (chain && t5_length > 0) status = check_t5_length_known(&t.plugin);
-        if (chain && status == SDT_EXIT_OK && (status = build_chain(chain, &applier, hypernetworks)) == SDT_EXIT_OK) {
+        const sdt_hypernetwork_applier_ext *chain = NULL;
+        if (t5_length > 0) status = check_t5_length_known(&t.plugin);
+        if (status == SDT_EXIT_OK) chain = cli_trainer_extension(&t, SDT_EXT_HYPERNETWORK_APPLIER, &status);
+        if (chain && (status = build_chain(chain, &applier, hypernetworks)) == SDT_EXIT_OK) {
             sdt_generate_request rq = {.struct_size = sizeof rq,
                                        .device = device_id,
                                        .model_path = model,

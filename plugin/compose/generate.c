@@ -152,10 +152,11 @@ static bool generate_in(generate_run *g, const sdt_compose_generate_settings *s,
     if (!sd_runtime_read_parts(&g->rt, s->model_path, parts, g->pb.be, false, error)) return false;
     g->rt_open = true;                                           /* read: closing it is safe, placed or not */
     if (s->t5_len != 0 && !sd_config_is_transformer(&g->rt.cfg)) /* refused before the weights are placed */
-        return sdt_fail(error, SDT_ERR_VALIDATION,
-                        "request.t5_max_length %d: %s (%s) is a UNet model, which has no T5 encoder; leave it unset "
-                        "(0: the T5 length is for SD3.5 and Flux.1)",
-                        s->t5_len, s->model_path, sd_family_title(g->rt.cfg.family));
+        return sdt_fail(
+            error, SDT_ERR_VALIDATION,
+            "request.t5_max_length %d: %s (%s) is a UNet model, which has no T5 encoder; leave it unset or 0 "
+            "(the T5 length is for SD3.5 and Flux.1)",
+            s->t5_len, s->model_path, sd_family_title(g->rt.cfg.family));
     if (!sd_runtime_place(&g->rt, SDT_F32, SD_PREDICTION_AUTO, error)) return false;
     if (sd_config_is_transformer(&g->rt.cfg)) return generate_flow(g, s, rgb, error);
     int f = vae_factor(&g->rt.cfg.vae) << (g->rt.cfg.unet.num_levels - 1);
