@@ -59,7 +59,7 @@ int main(int argc, char **argv)
                    tc = sdt_tensor_4d(NULL, SDT_F32, 3, B, T, c->context_dim, 0),
                    tp = sdt_tensor_4d(NULL, SDT_F32, 2, B, c->pooled_dim, 0, 0),
                    td = sdt_tensor_4d(NULL, SDT_F32, 4, B, c->in_channels, h, wd);
-        mmdit_inputs in = {&tl, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing")};
+        mmdit_inputs in = {&tl, ts, &tc, &tp, cli_flag(argc, argv, "--checkpointing"), SDT_F32};
         static mmdit_acts acts;
         sdt_backend *be = sdt_backend_cpu_create(1);
         sdt_arena measure;
@@ -97,7 +97,7 @@ int main(int argc, char **argv)
                tp = sdt_tensor_4d(pooled, SDT_F32, 2, B, PD, 0, 0), td = sdt_tensor_4d(dout, SDT_F32, 4, B, C, h, wd),
                tdc = sdt_tensor_4d(dctx, SDT_F32, 3, B, T, CD, 0),
                tdp = sdt_tensor_4d(dpooled, SDT_F32, 2, B, PD, 0, 0);
-    mmdit_inputs in = {&tl, ts, &tc, &tp, false};
+    mmdit_inputs in = {&tl, ts, &tc, &tp, false, SDT_F32};
     static mmdit_acts acts;
     sdt_arena measure, arena;
     sdt_arena_init_measure(&measure, be);

@@ -158,7 +158,7 @@ static bool flux_step(const text3_models *tm, const flux_model *fm, sdt_backend 
     static sdt_flux_text_acts text;
     static flux_acts acts;
     float tsv[B] = {0.3f, 0.7f}, gv[B] = {3.5f, 3.5f};
-    flux_inputs fi = {&noisy, tsv, gv, &text.context, &text.pooled, ckpt};
+    flux_inputs fi = {&noisy, tsv, gv, &text.context, &text.pooled, ckpt, SDT_F32};
     if (!sdt_flux_text_forward(&tm->l, &tm->t5, be, a, &ti, &text, error) ||
         !flux_forward(fm, be, a, &fi, &acts, error))
         return false;

@@ -134,6 +134,7 @@ typedef struct flux_inputs {
     const sdt_tensor *context; /* [B, T, context_dim] (T5's hidden states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (CLIP-L's pooled output) */
     bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
+    sdt_dtype act_dtype;       /* the activations' dtype: SDT_F32 (0, the default), SDT_F16 or SDT_BF16 (the run's) */
 } flux_inputs;
 
 typedef struct flux_single_acts {
@@ -146,6 +147,7 @@ typedef struct flux_single_acts {
 
 typedef struct flux_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w; /* tokens = grid_h * grid_w (the packed grid) */
+    sdt_dtype act_dtype;                           /* the inputs' act_dtype */
     sdt_tensor pooled_h, pooled_a, temb, silu_temb;
     sdt_tensor ctx0, img0;      /* the streams entering block 0 */
     sdt_tensor context, pooled; /* the inputs' shapes (for backward) */
@@ -161,7 +163,7 @@ typedef struct flux_acts {
     flux_single_acts work_single; /* and one single block's */
     sdt_tensor x_img;             /* [B, N, H]: the image tokens leaving the last block */
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
-    sdt_tensor ones; /* f32 [max(T + N, H), 1] */
+    sdt_tensor ones; /* [max(T + N, H), 1] in act_dtype */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction (velocity) */
 } flux_acts;
 

@@ -107,12 +107,14 @@ typedef struct mmdit_inputs {
     const sdt_tensor *context; /* [B, T, context_dim] (encoder_hidden_states) */
     const sdt_tensor *pooled;  /* [B, pooled_dim] (pooled_projections) */
     bool checkpointing;        /* keep only the blocks' outputs; backward recomputes each block */
+    sdt_dtype act_dtype;       /* the activations' dtype: SDT_F32 (0, the default), SDT_F16 or SDT_BF16 (the run's) */
 } mmdit_inputs;
 
 typedef dit_stream_acts mmdit_stream_acts;
 
 typedef struct mmdit_acts {
     int batch, tokens, ctx_tokens, grid_h, grid_w;
+    sdt_dtype act_dtype;           /* the inputs' act_dtype */
     sdt_tensor pooled_h, pooled_a; /* text_embedder's hidden before / after SiLU */
     sdt_tensor temb, silu_temb;    /* [B, H] */
     sdt_tensor ctx0, img0;         /* the streams entering block 0 */
@@ -123,7 +125,7 @@ typedef struct mmdit_acts {
     mmdit_stream_acts work_img, work_ctx;  /* checkpointing: one block's activations, every block's in turn */
     sdt_tensor work_joint[5];
     sdt_tensor out_mod, out_gamma, out_mean, out_rstd;
-    sdt_tensor ones; /* f32 [max(N, T), 1]: broadcasts a per-batch vector over tokens */
+    sdt_tensor ones; /* [max(N, T, H), 1] in act_dtype: broadcasts a per-batch vector over tokens */
     sdt_tensor out;  /* f32 [B, C, h, w]: the prediction */
 } mmdit_acts;
 
