@@ -32,15 +32,16 @@
  * model.diffusion_model.) reaches it in these names under "model.diffusion_model." (models/weights/transformer_keys.h
  * maps it when the file is opened).
  *
- * Activations are f32. Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent,
- * 4096 image tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 40.2 GiB and forward and
- * backward at 41.4 GiB (the measuring arena: sdt-flux-io measure), on top of the weights (23.8 GB in bf16).
- * With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each double block's two stream
- * outputs, the single blocks' joined input and each single block's output (every block's input) and one work set
- * of each kind (7.5 GiB forward and backward at the size above); backward runs each block's forward again into its
- * work set, then its backward. Nothing else is kept per block: the modulation is one linear of silu(temb), which
- * stays with the acts, and the RoPE tables are the model's; the recompute is the same ops on the same inputs, so
- * the gradients are bit-identical.
+ * Activations are in flux_inputs.act_dtype (the run's: f32, f16 or bf16), with the same f32 exceptions as the
+ * MMDiT's (mmdit.h). Without checkpointing every block's are kept: at 1024 x 1024 (a 128 x 128 latent, 4096 image
+ * tokens) with 512 text tokens, batch 1, Flux dev's forward peaks at 20.1 GiB and forward and backward at
+ * 20.8 GiB in bf16 (40.2 and 41.4 GiB in f32; the measuring arena: sdt-flux-io measure [--bf16]), on top of the
+ * weights (23.8 GB in bf16). With gradient checkpointing (flux_inputs.checkpointing) the forward keeps each
+ * double block's two stream outputs, the single blocks' joined input and each single block's output (every
+ * block's input) and one work set of each kind (3.8 GiB forward and backward at the size above in bf16, 7.5 GiB
+ * in f32); backward runs each block's forward again into its work set, then its backward. Nothing else is kept
+ * per block: the modulation is one linear of silu(temb), which stays with the acts, and the RoPE tables are the
+ * model's; the recompute is the same ops on the same inputs, so the gradients are bit-identical.
  */
 #ifndef SDT_MODELS_FLUX_H
 #define SDT_MODELS_FLUX_H
