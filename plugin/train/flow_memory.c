@@ -130,7 +130,7 @@ static bool pass_sd3(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
     sdt_sd3_text_acts *text = &s->nets->sd3_text;
     if (!sdt_sd3_text_forward(&s->l, &s->g, t5_running(s), s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing};
+    mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     mmdit_acts *acts = &s->nets->mmdit_acts;
     if (!mmdit_forward(&s->nets->mmdit, s->be, a, &mi, acts, error)) return false;
     sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
@@ -157,7 +157,7 @@ static bool pass_flux(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
     sdt_flux_text_acts *text = &s->nets->flux_text;
     if (!sdt_flux_text_forward(&s->l, t5_running(s), s->be, a, &ti, text, error)) return false;
     float ts[64] = {0};
-    flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing};
+    flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     flux_acts *acts = &s->nets->flux_acts;
     if (!flux_forward(&s->nets->flux, s->be, a, &fi, acts, error)) return false;
     sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),

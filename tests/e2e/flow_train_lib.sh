@@ -47,6 +47,31 @@ flow_check_every_table() {
     done
 }
 
+# flow_check_bf16 "TABLES" TRAIN_ARGS...: every table trains 8 steps with --precision bf16 (fresh/star.safetensors
+# copied to bf16/; the transformer's activations in bf16, as the encoders'): the run stays in bf16, the validation
+# loss on the training image is finite and goes down, the preview of step 8 renders, each of TABLES moves.
+flow_check_bf16() {
+    local tables=$1 first last k
+    shift
+    mkdir -p bf16 && cp fresh/star.safetensors bf16/
+    run_host train "$@" --embedding bf16/star.safetensors --max-steps 8 --learn-rate 0.05 --log-dir bf16/logs \
+        --validation-dir data --validate-every 1 --preview-every 8 --precision bf16
+    expect_rc 0 "train every table in bf16"
+    tail -n +2 "$(run_folder bf16/logs star)/textual_inversion_loss.csv" | grep -q bf16 ||
+        fail "the bf16 run's CSV does not say bf16"
+    first=$(grep -m1 -oE 'step 1: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    last=$(grep -oE 'step 8: validation loss [0-9.]+' "$ERR" | awk '{print $NF}')
+    [ -n "$first" ] && [ -n "$last" ] || fail "bf16: no finite validation losses in the log"
+    awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }' ||
+        fail "bf16: the validation loss did not go down on the training image: $first at step 1, $last at step 8"
+    echo "bf16: validation loss $first at step 1, $last at step 8"
+    expect_file "$(run_folder bf16/logs star)/images/star-8.png" "the bf16 run's preview of step 8"
+    for k in $tables; do
+        [ "$(table_bytes bf16/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "training in bf16 left $k unchanged"
+    done
+}
+
 # flow_check_t5_alone "CLIP_TABLES" TRAIN_ARGS...: T5 only with its own rate (fresh/star.safetensors copied to t5/):
 # the CLIP tables keep their bytes, t5xxl moves, the state holds the table's own keys.
 flow_check_t5_alone() {
