@@ -79,6 +79,15 @@ static sdt_tensor arena_t(sdt_arena *a, sdt_dtype dt, int ndim, int64_t d0, int6
     return sdt_arena_tensor(a, dt, ndim, s);
 }
 
+/* The transformer's backward takes f32 gradients of its output, the context and the pooled vector (g[0..2]). */
+static void transformer_grads(pass_state *s, const sdt_tensor *out, const sdt_tensor *context, const sdt_tensor *pooled,
+                              sdt_tensor g[3])
+{
+    g[0] = sdt_arena_tensor(s->a, SDT_F32, 4, out->shape);
+    g[1] = sdt_arena_tensor(s->a, SDT_F32, 3, context->shape);
+    g[2] = sdt_arena_tensor(s->a, SDT_F32, 2, pooled->shape);
+}
+
 /* The encoders' backward takes the transformer's f32 gradients in the activation dtype. */
 static void grads_in_act_dtype(pass_state *s, sdt_tensor *dctx, sdt_tensor *dpool)
 {
@@ -133,12 +142,11 @@ static bool pass_sd3(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
     mmdit_inputs mi = {noisy, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     mmdit_acts *acts = &s->nets->mmdit_acts;
     if (!mmdit_forward(&s->nets->mmdit, s->be, a, &mi, acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
-    if (!mmdit_backward(&s->nets->mmdit, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
-    grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_sd3_text_backward(&s->l, &s->g, t5_running(s), s->be, a, text, &dctx, &dpool, &s->rows[0], &s->rows[1],
+    sdt_tensor g[3];
+    transformer_grads(s, &acts->out, &text->context, &text->pooled, g);
+    if (!mmdit_backward(&s->nets->mmdit, s->be, a, acts, &g[0], &g[1], &g[2], error)) return false;
+    grads_in_act_dtype(s, &g[1], &g[2]);
+    return sdt_sd3_text_backward(&s->l, &s->g, t5_running(s), s->be, a, text, &g[1], &g[2], &s->rows[0], &s->rows[1],
                                  t5_rows(s), error);
 }
 
@@ -160,12 +168,11 @@ static bool pass_flux(pass_state *s, const sdt_tensor *noisy, sdt_error *error)
     flux_inputs fi = {noisy, ts, ts, &text->context, &text->pooled, c->checkpointing, c->dtype};
     flux_acts *acts = &s->nets->flux_acts;
     if (!flux_forward(&s->nets->flux, s->be, a, &fi, acts, error)) return false;
-    sdt_tensor dpred = sdt_arena_tensor(a, SDT_F32, 4, acts->out.shape),
-               dctx = sdt_arena_tensor(a, SDT_F32, 3, text->context.shape),
-               dpool = sdt_arena_tensor(a, SDT_F32, 2, text->pooled.shape);
-    if (!flux_backward(&s->nets->flux, s->be, a, acts, &dpred, &dctx, &dpool, error)) return false;
-    grads_in_act_dtype(s, &dctx, &dpool);
-    return sdt_flux_text_backward(&s->l, t5_running(s), s->be, a, text, &dctx, &dpool, &s->rows[0], t5_rows(s), error);
+    sdt_tensor g[3];
+    transformer_grads(s, &acts->out, &text->context, &text->pooled, g);
+    if (!flux_backward(&s->nets->flux, s->be, a, acts, &g[0], &g[1], &g[2], error)) return false;
+    grads_in_act_dtype(s, &g[1], &g[2]);
+    return sdt_flux_text_backward(&s->l, t5_running(s), s->be, a, text, &g[1], &g[2], &s->rows[0], t5_rows(s), error);
 }
 
 bool sdt_flow_memory_estimate(const sdt_flow_memory_config *c, sdt_backend *be, sdt_flow_memory *out, sdt_error *error)

@@ -152,25 +152,18 @@ static void check_outputs(const text3_models *m, sdt_backend *be, const problem 
 
 static double loss_of(const text3_models *m, const problem *p, const outputs *o)
 {
-    double s = 0;
-    for (size_t i = 0; i < (size_t)B * L5 * m->t5.cfg.d_model; i++) s += (double)p->dctx[i] * o->ctx[i];
-    for (size_t i = 0; i < (size_t)B * m->l.cfg.width; i++) s += (double)p->dpool[i] * o->pooled[i];
-    return s;
+    return text3_seeded_loss(p->dctx, o->ctx, (size_t)B * L5 * m->t5.cfg.d_model, p->dpool, o->pooled,
+                             (size_t)B * m->l.cfg.width);
 }
-
-typedef struct fd_context {
-    const text3_models *m;
-    sdt_backend *be;
-    const problem *p;
-} fd_context;
 
 static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
 {
-    const fd_context *c = vctx;
+    const text3_fd_context *c = vctx;
+    const problem *p = c->problem;
     outputs q;
-    bool ok = run(c->m, c->be, c->p, table == 0 ? rows : c->p->rows_l, table == 1 ? rows : c->p->rows_t5, NULL, false,
-                  false, false, &q, error);
-    if (ok) *loss = loss_of(c->m, c->p, &q);
+    bool ok = run(c->m, c->be, p, table == 0 ? rows : p->rows_l, table == 1 ? rows : p->rows_t5, NULL, false, false,
+                  false, &q, error);
+    if (ok) *loss = loss_of(c->m, p, &q);
     free_outputs(&q);
     return ok;
 }
@@ -178,7 +171,7 @@ static bool loss_with_rows(void *vctx, int table, const float *rows, double *los
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    fd_context c = {m, be, p};
+    text3_fd_context c = {m, be, p};
     int n[2] = {R * m->l.cfg.width, R * m->t5.cfg.d_model};
     const float *base[2] = {p->rows_l, p->rows_t5}, *grad[2] = {o->drl, o->drt};
     const char *names[2] = {"clip_l", "t5xxl"};

@@ -230,27 +230,19 @@ static void check_layout(const text3_models *m, sdt_backend *be, const problem *
 static double loss_of(const text3_models *m, const problem *p, const outputs *o)
 {
     int D = m->t5.cfg.d_model, P = m->l.cfg.projection_dim + m->g.cfg.projection_dim;
-    double s = 0;
-    for (size_t i = 0; i < (size_t)B * o->ctx_rows * D; i++) s += (double)p->dctx[i] * o->ctx[i];
-    for (size_t i = 0; i < (size_t)B * P; i++) s += (double)p->dpool[i] * o->pooled[i];
-    return s;
+    return text3_seeded_loss(p->dctx, o->ctx, (size_t)B * o->ctx_rows * D, p->dpool, o->pooled, (size_t)B * P);
 }
-
-typedef struct fd_context {
-    const text3_models *m;
-    sdt_backend *be;
-    const problem *p;
-} fd_context;
 
 static bool loss_with_rows(void *vctx, int table, const float *rows, double *loss, sdt_error *error)
 {
-    const fd_context *c = vctx;
-    const float *rl = table == 0 ? rows : c->p->rows_l, *rg = table == 1 ? rows : c->p->rows_g,
-                *rt = table == 2 ? rows : c->p->rows_t5;
+    const text3_fd_context *c = vctx;
+    const problem *p = c->problem;
+    const float *rl = table == 0 ? rows : p->rows_l, *rg = table == 1 ? rows : p->rows_g,
+                *rt = table == 2 ? rows : p->rows_t5;
     variant v = {0};
     outputs q;
-    bool ok = run(c->m, c->be, c->p, rl, rg, rt, &v, &q, error);
-    if (ok) *loss = loss_of(c->m, c->p, &q);
+    bool ok = run(c->m, c->be, p, rl, rg, rt, &v, &q, error);
+    if (ok) *loss = loss_of(c->m, p, &q);
     free_outputs(&q);
     return ok;
 }
@@ -259,7 +251,7 @@ static bool loss_with_rows(void *vctx, int table, const float *rows, double *los
 static void check_finite_differences(sdt_test_rng *rng, const text3_models *m, sdt_backend *be, const problem *p,
                                      const outputs *o)
 {
-    fd_context c = {m, be, p};
+    text3_fd_context c = {m, be, p};
     int n[3] = {R * m->l.cfg.width, R * m->g.cfg.width, R * m->t5.cfg.d_model};
     const float *base[3] = {p->rows_l, p->rows_g, p->rows_t5}, *grad[3] = {o->drl, o->drg, o->drt};
     const char *names[3] = {"clip_l", "clip_g", "t5xxl"};

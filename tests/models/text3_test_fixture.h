@@ -1,6 +1,7 @@
 /* text3_test_fixture.h - what test_sd3_text.c and test_flux_text.c share (header only): the CPU backend with its
  * norm backwards counted (a frozen table's encoder must run none: layer norms by width tell CLIP-L's from bigG's,
- * RMS norms are T5's), a temp folder and the tiny encoders of text3_test_models.h written into it and opened. */
+ * RMS norms are T5's), a temp folder and the tiny encoders of text3_test_models.h written into it and opened;
+ * the loss their gradient checks differentiate. */
 #ifndef SDT_TESTS_TEXT3_TEST_FIXTURE_H
 #define SDT_TESTS_TEXT3_TEST_FIXTURE_H
 
@@ -42,6 +43,24 @@ static inline void text3_counts_reset(void)
 {
     text3_counts.ln[0] = text3_counts.ln[1] = text3_counts.rms = 0;
 }
+
+/* The scalar the gradient checks differentiate: <d(context), context> + <d(pooled), pooled>, the backward's seeds
+ * against the forward's outputs (n_ctx and n_pool values). */
+static inline double text3_seeded_loss(const float *dctx, const float *ctx, size_t n_ctx, const float *dpool,
+                                       const float *pooled, size_t n_pool)
+{
+    double s = 0;
+    for (size_t i = 0; i < n_ctx; i++) s += (double)dctx[i] * ctx[i];
+    for (size_t i = 0; i < n_pool; i++) s += (double)dpool[i] * pooled[i];
+    return s;
+}
+
+/* What a central-difference callback (row_gradient_check.h) reads: the encoders, the backend, the test's problem. */
+typedef struct text3_fd_context {
+    const text3_models *m;
+    sdt_backend *be;
+    const void *problem;
+} text3_fd_context;
 
 typedef struct text3_fixture {
     sdt_backend *be;
