@@ -43,6 +43,11 @@ void cblas_sgemm(const CBLAS_ORDER order, const CBLAS_TRANSPOSE ta, const CBLAS_
 {
     static sgemm_fn real;
     if (!real) real = (sgemm_fn)dlsym(RTLD_NEXT, "cblas_sgemm");
+    if (!real) { /* OpenBLAS came with a plugin opened RTLD_LOCAL (sdt-host's): not in the global scope */
+        void *blas = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+        real = blas ? (sgemm_fn)dlsym(blas, "cblas_sgemm") : NULL;
+        if (!real) abort();
+    }
     const double t0 = thread_seconds();
     real(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     const double dt = thread_seconds() - t0;
