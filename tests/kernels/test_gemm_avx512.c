@@ -2,13 +2,15 @@
  * - the scalar model (gemm_avx512_reference) against a double-precision product within the bound of a
  *   k-term float sum, all four transposes, odd shapes around the 8 x 32 tile's edges, k = 0, alpha and beta;
  * - gemm_avx512 bit for bit equal to the model on the same cases, with leading dimensions wider than the
- *   shape, so nothing outside C [m, n] is written and beta = 0 never reads C (NaN there stays out);
+ *   shape, so nothing outside C [m, n] is written and beta = 0 never reads C (NaN there stays out), and
+ *   A and B in blocks of exactly their size (a sanitizer build sees a read past them);
  * - a row's bits do not depend on its place in the call or the call's size (a 1 x n product against the
  *   same row inside m = 77 at each offset), nor a column's on n;
  * - cpu_sgemm split over 2 threads gives the 1-thread bits (the panels' boundaries change nothing).
  * Without AVX-512F only the model's part runs (the kernel's cases say so and are skipped). */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu_context.h"
@@ -85,9 +87,17 @@ static void run_case(const gemm_case *g, bool kernel)
               "model wrote outside C");
     if (!kernel) return;
     memcpy(c_kernel, c_start, sizeof(float) * cn);
-    const bool ran =
-        gemm_avx512(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a_buf, g->lda, b_buf, g->ldb, g->beta, c_kernel, g->ldc);
-    CHECK(ran, "gemm_avx512 declined %dx%dx%d", g->m, g->n, g->k);
+    /* The operands again in blocks of exactly their size, so a sanitizer build sees any read past them. */
+    const size_t an = (size_t)(g->ta ? g->k : g->m) * g->lda, bn = (size_t)(g->tb ? g->n : g->k) * g->ldb;
+    float *a = malloc(sizeof(float) * (an ? an : 1)), *b = malloc(sizeof(float) * (bn ? bn : 1));
+    CHECK(a && b, "out of memory");
+    if (a && b) {
+        memcpy(a, a_buf, sizeof(float) * an), memcpy(b, b_buf, sizeof(float) * bn);
+        const bool ran =
+            gemm_avx512(g->ta, g->tb, g->m, g->n, g->k, g->alpha, a, g->lda, b, g->ldb, g->beta, c_kernel, g->ldc);
+        CHECK(ran, "gemm_avx512 declined %dx%dx%d", g->m, g->n, g->k);
+    }
+    free(a), free(b);
     CHECK(same_bits(c_kernel, c_model, cn), "kernel %dx%dx%d ta %d tb %d alpha %g beta %g: bits differ from the model",
           g->m, g->n, g->k, g->ta, g->tb, (double)g->alpha, (double)g->beta);
 }
