@@ -46,7 +46,7 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
                           .guidance = gs,
                           .context = p->context,
                           .pooled = p->pooled,
-                          .act_dtype = p->rt->dtype};
+                          .act_dtype = p->rt->transformer_act_dtype};
         flux_acts *acts = malloc(sizeof *acts);
         ok = ok && acts && flux_forward(flux, be, p->arena, &fi, acts, error);
         if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");
@@ -54,8 +54,11 @@ static bool velocity_batch(flow_preview_run *p, const float *x, double timestep,
         free(acts);
         pred = ok ? &p->out : NULL;
     } else {
-        mmdit_inputs mi = {
-            .latent = &lat, .timesteps = ts, .context = p->context, .pooled = p->pooled, .act_dtype = p->rt->dtype};
+        mmdit_inputs mi = {.latent = &lat,
+                           .timesteps = ts,
+                           .context = p->context,
+                           .pooled = p->pooled,
+                           .act_dtype = p->rt->transformer_act_dtype};
         mmdit_acts *acts = malloc(sizeof *acts); /* large: off the stack, beside the prompts' sdt_cond */
         ok = ok && acts && mmdit_forward(p->rt->model.mmdit, be, p->arena, &mi, acts, error);
         if (!acts && error->code == SDT_ERR_OK) sdt_fail(error, SDT_ERR_OUT_OF_MEMORY, "preview: out of host memory");

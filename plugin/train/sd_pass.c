@@ -112,7 +112,7 @@ static bool pass_transformer(sd_runtime *rt, sdt_arena *a, const sdt_pass_option
                           .context = &cond->context,
                           .pooled = sdt_cond_pooled(cond),
                           .checkpointing = opt->checkpointing,
-                          .act_dtype = rt->dtype};
+                          .act_dtype = rt->transformer_act_dtype};
         forward_ok = flux_forward(rt->model.flux, be, a, &fi, &acts->flux, error);
     } else if (forward_ok) {
         mmdit_inputs mi = {.latent = &t->noisy,
@@ -120,7 +120,7 @@ static bool pass_transformer(sd_runtime *rt, sdt_arena *a, const sdt_pass_option
                            .context = &cond->context,
                            .pooled = sdt_cond_pooled(cond),
                            .checkpointing = opt->checkpointing,
-                           .act_dtype = rt->dtype};
+                           .act_dtype = rt->transformer_act_dtype};
         forward_ok = mmdit_forward(rt->model.mmdit, be, a, &mi, &acts->mmdit, error);
     }
     free(no_timesteps);

@@ -72,6 +72,40 @@ flow_check_bf16() {
     done
 }
 
+# flow_check_fp16 "TABLES" TRAIN_ARGS...: --precision fp16 on a transformer family (which overflows fp16 at full size),
+# 2 steps each (fresh/star.safetensors copied to fp16/ and fp16nobf/): where the device has bf16 (the CPU) the run
+# trains in bf16 and says why in one log line; on a device without bf16 (the test plugin's SDTRAIN_DEVICE_NO_BF16)
+# it stays fp16 with the transformer's activations in f32, says so, and trains: no fallback, every step fp16 in the
+# CSV, every table of TABLES moves and stays finite.
+flow_check_fp16() {
+    local tables=$1 csv k
+    shift
+    mkdir -p fp16 fp16nobf && cp fresh/star.safetensors fp16/ && cp fresh/star.safetensors fp16nobf/
+    run_host train "$@" --embedding fp16/star.safetensors --max-steps 2 --learn-rate 0.05 --log-dir fp16/logs \
+        --preview-every 0 --precision fp16
+    expect_rc 0 "train with --precision fp16"
+    [ "$(grep -c "training in bf16 instead of fp16: .*'s transformer overflows in fp16" "$ERR")" = 1 ] ||
+        fail "fp16 with bf16: the switch to bf16 is not said once"
+    csv=$(run_folder fp16/logs star)/textual_inversion_loss.csv
+    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "bf16 " ] ||
+        fail "fp16 with bf16: the steps are not all bf16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host train "$@" --embedding fp16nobf/star.safetensors \
+        --max-steps 2 --learn-rate 0.05 --log-dir fp16nobf/logs --preview-every 0 --precision fp16
+    expect_rc 0 "train with --precision fp16 on a device without bf16"
+    [ "$(grep -c "'s transformer overflows in fp16 .* no bf16: the weights stay in fp16 and the transformer computes its activations in fp32" "$ERR")" = 1 ] ||
+        fail "fp16 without bf16: the fp32 transformer activations are not said once"
+    grep -q "instead of fp16" "$ERR" && fail "fp16 without bf16: the run says it switched precision"
+    csv=$(run_folder fp16nobf/logs star)/textual_inversion_loss.csv
+    [ "$(tail -n +2 "$csv" | cut -d, -f8 | sort -u | tr '\n' ' ')" = "fp16 " ] ||
+        fail "fp16 without bf16: the steps are not all fp16 ($(tail -n +2 "$csv" | cut -d, -f8 | tr '\n' ' '))"
+    run_host inspect fp16nobf/star.safetensors
+    grep -q "finite:      yes" "$OUT" || fail "fp16 without bf16: the embedding is not finite"
+    for k in $tables; do
+        [ "$(table_bytes fp16nobf/star.safetensors $k)" != "$(table_bytes fresh/star.safetensors $k)" ] ||
+            fail "fp16 without bf16 left $k unchanged"
+    done
+}
+
 # flow_check_t5_alone "CLIP_TABLES" TRAIN_ARGS...: T5 only with its own rate (fresh/star.safetensors copied to t5/):
 # the CLIP tables keep their bytes, t5xxl moves, the state holds the table's own keys.
 flow_check_t5_alone() {

@@ -3,7 +3,9 @@
 # (clip_l, clip_g, t5xxl) and Flux dev (clip_l, t5xxl) all-in-one files, 4 fp32 steps on --device cpu and
 # --device cuda (same seed, data and noise) give tables within 1e-3 of each other (relative to the table's largest
 # value); gradient checkpointing on the GPU gives the plain GPU run's tables (within 1e-5); bf16 and fp16 runs with
-# checkpointing stay finite and move every table. Skips (77) where no GPU or CUDA module is usable.
+# checkpointing stay finite and move every table (the fp16 run as on a GPU without bf16, SDTRAIN_DEVICE_NO_BF16 of the
+# test plugin: fp16 weights, the transformer's activations in f32; with bf16 an fp16 run trains in bf16). Skips (77)
+# where no GPU or CUDA module is usable.
 source "$(dirname "$0")/e2e_lib.sh"
 source "$(dirname "$0")/flow_train_lib.sh"
 [ -n "${SDT_MAKE_CHECKPOINT:-}" ] || { echo "sdt-make-checkpoint is not built; skipping"; exit 77; }
@@ -56,7 +58,14 @@ for fam in sd3 flux; do
             cuda-fp16) args+=(--gradient-checkpointing --precision fp16);;
         esac
         mkdir -p $fam/$run && cp $fam/fresh/star.safetensors $fam/$run/
-        run_host train "${common[@]}" "${args[@]}" --embedding $fam/$run/star.safetensors --log-dir $fam/$run/logs
+        if [ $run = cuda-fp16 ]; then # fp16 trains in bf16 on a GPU with bf16: the hook keeps fp16 (f32 activations)
+            SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_DEVICE_NO_BF16=1 run_host train "${common[@]}" "${args[@]}" \
+                --embedding $fam/$run/star.safetensors --log-dir $fam/$run/logs
+            grep -q "the transformer computes its activations in fp32" "$ERR" ||
+                fail "$fam: the fp16 run without bf16 does not say its transformer runs in fp32"
+        else
+            run_host train "${common[@]}" "${args[@]}" --embedding $fam/$run/star.safetensors --log-dir $fam/$run/logs
+        fi
         if [ "$run" = cuda ] && [ "$RC" -ne 0 ] && grep -q "device 'cuda' was asked for" "$ERR"; then
             echo "SKIP: no usable GPU: $(cat "$ERR")"
             exit 77

@@ -77,6 +77,10 @@ expect_rc 0 "train the CLIP-L table only"
 # bf16 (--precision bf16): the loss stays finite and goes down, every table moves
 flow_check_bf16 "clip_l t5xxl" "${common[@]}"
 
+# fp16 (--precision fp16): bf16 instead where the device has it, said once; without bf16 (the test hook) fp16 weights
+# with the transformer's activations in f32, said once, every step fp16, every table moves
+flow_check_fp16 "clip_l t5xxl" "${common[@]}"
+
 # T5 only with its own rate: clip_l keeps its bytes; the state holds the table's own keys
 flow_check_t5_alone "clip_l" "${common[@]}"
 

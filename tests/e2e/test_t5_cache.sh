@@ -101,7 +101,8 @@ expect_rc 0 "resume to 4 steps with the T5 cache"
 log_has "T5: its output for every prompt of the run" || fail "the resumed run does not cache T5's output"
 cmp -s split/star.safetensors on/star.safetensors || fail "the resumed run with the T5 cache differs from 4 steps straight"
 
-# the fp32 fallback: a NaN pixel gives a NaN loss in fp16, the run switches to fp32 and computes T5's output again
+# the fp32 fallback: a NaN pixel gives a NaN loss in fp16 (bf16 here: an fp16 run on SD3.5 trains in bf16 where the
+# device has it), the run switches to fp32 and computes T5's output again
 for mode in on off; do
     mkdir -p fb$mode && cp fresh/star.safetensors fb$mode/
     env SDTRAIN_PLUGIN=$SDT_TEST_PLUGIN SDTRAIN_FAULT_NAN_PIXEL=demo_001.png $([ $mode = off ] && echo SDTRAIN_TEXT_CACHE_OFF=1) \

@@ -160,6 +160,47 @@ static inline void flow_pass_check_descent(sdt_test_rng *rng, sd_runtime *rt, wo
     free(rows), free(grad);
 }
 
+/* An fp16 run without bf16 (train_job_prepare.c's flow_precision): the weights in f16 (rt reopened so, from path)
+ * and the transformer's activations in f32 (rt->transformer_act_dtype). The pass measures more than with f16
+ * activations (the transformer's tensors are f32), its loss and row gradients are finite, the gradients nonzero, and
+ * the loss within 1% of the f32 runtime's (f16 weights and text encoders differ from it only by rounding). rt is
+ * left open in f32. */
+static inline void flow_pass_check_f32_transformer(sdt_test_rng *rng, sd_runtime *rt, const char *path, work_arena *wa,
+                                                   const sdt_pass_inputs *in, const char *family)
+{
+    const int width = flow_pass_width(rt), n = FLOW_PASS_NV * width;
+    float *rows = mt_alloc((size_t)n * sizeof(float)), *grad = mt_alloc((size_t)n * sizeof(float));
+    for (int i = 0; i < n; i++) rows[i] = (float)(0.5 * sdt_test_normal(rng));
+    sdt_pass_options po = {.clip_skip = 0};
+    double ref = 0, l16 = 0, l32 = 0;
+    size_t b16 = 0, b32 = 0;
+    sdt_error error = {0};
+    bool ok = pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, NULL, &ref, NULL, &error);
+    sdt_backend *be = rt->be;
+    sd_runtime_close(rt);
+    ok = ok && sd_runtime_open(rt, path, be, SDT_F16, SD_PREDICTION_AUTO, false, &error);
+    CHECK(ok && rt->transformer_act_dtype == SDT_F16, "%s in f16: %s", family, error.message);
+    ok = ok && pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, grad, &l16, &b16, &error);
+    rt->transformer_act_dtype = SDT_F32;
+    ok = ok && pass_check_loss_with(rt, wa, in, &po, FLOW_PASS_NV, rows, width, 0, grad, &l32, &b32, &error);
+    CHECK(ok, "the %s pass with f16 weights and f32 transformer activations: %s", family, error.message);
+    double gmax = 0;
+    bool finite = isfinite(l32);
+    for (int i = 0; i < n; i++) finite = finite && isfinite(grad[i]), gmax = fmax(gmax, fabs(grad[i]));
+    printf("%s f16 weights: loss %.9g with f16 activations (%zu bytes measured), %.9g with the transformer's in f32 "
+           "(%zu bytes); f32 runtime %.9g\n",
+           family, l16, b16, l32, b32, ref);
+    CHECK(!ok || b32 > b16, "%s: f32 transformer activations measured %zu bytes, no more than f16's %zu", family, b32,
+          b16);
+    CHECK(!ok || (finite && gmax > 0), "%s: the f32-activation pass's loss or row gradients are not finite or zero",
+          family);
+    CHECK(!ok || fabs(l32 - ref) <= 0.01 * fabs(ref), "%s: loss %.9g with f16 weights, %.9g in f32", family, l32, ref);
+    sd_runtime_close(rt);
+    CHECK(sd_runtime_open(rt, path, be, SDT_F32, SD_PREDICTION_AUTO, false, &error), "%s in f32 again: %s", family,
+          error.message);
+    free(rows), free(grad);
+}
+
 /* A tiny random checkpoint of cfg (the parts in[]) written to a temp folder and opened on a 2-thread CPU backend. */
 typedef struct flow_pass_model {
     sdt_backend *be;
